@@ -30,6 +30,9 @@ def get_config() -> ml_collections.ConfigDict:
     5.4 (regularization), 6.1 (checkpoint averaging and beam search).
     """
     config = ml_collections.ConfigDict()
+    config.name = "base"
+    # The paper's dev figures for this config (Table 2), shown beside ours in reports.
+    config.paper = ml_collections.ConfigDict(dict(dev_ppl=4.92, dev_bleu=25.8, params_millions=65))
     config.seed = 0
 
     # --- Model (Section 3, Table 3 "base") -------------------------------------------------------

@@ -1,0 +1,604 @@
+"""The Transformer encoder-decoder of Vaswani et al. (2017), Section 3, as Flax linen modules.
+
+Shape glossary
+--------------
+B batch, S source length, T target length, D d_model, H heads, K d_k, V d_v, F d_ff, N vocabulary.
+
+Token ids: pad 0, unk 1, bos 2, eos 3. Batches hold sequences that end in EOS and carry no BOS;
+the decoder input is built here as ``[BOS] + targets[:-1]`` (teacher forcing).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+
+from attention_jax import attention
+
+Array = jax.Array
+
+PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
+
+POSITIONAL_ENCODINGS = ("sinusoidal", "learned")
+LAYER_NORM_POSITIONS = ("post", "pre")
+DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
+
+
+@dataclasses.dataclass(frozen=True)
+class TransformerConfig:
+    """Hyperparameters of the model; frozen, so decode and eval variants come from ``replace``.
+
+    Attributes
+    ----------
+    vocab_size : int
+        Rows of the shared embedding (the tokenizer's vocabulary must not exceed it).
+    num_layers : int
+        ``N``, layers in the encoder and in the decoder.
+    d_model, d_ff, num_heads, key_dim, value_dim : int
+        Widths of Section 3 and Table 3; ``key_dim``/``value_dim`` are per head (``d_k``, ``d_v``).
+    dropout_rate : float
+        ``P_drop`` on every sublayer output and on embeddings + positional encodings (5.4).
+    attention_dropout_rate : float
+        Dropout on attention weights (not in the paper; 0 reproduces it).
+    positional_encoding : str
+        ``"sinusoidal"`` (3.5) or ``"learned"`` (Table 2 row E).
+    layer_norm_position : str
+        ``"post"``: ``LayerNorm(x + Dropout(Sublayer(x)))`` as in the paper; ``"pre"``:
+        ``x + Dropout(Sublayer(LayerNorm(x)))`` with a final LayerNorm per stack.
+    share_embeddings : bool
+        One matrix for encoder input, decoder input and pre-softmax projection (3.4); otherwise three.
+    attention_implementation : str
+        See :data:`attention_jax.attention.ATTENTION_IMPLEMENTATIONS`.
+    attention_window : int
+        0 for full attention; ``r > 0`` restricts self-attention to ``|i - j| <= r`` (Table 1).
+    max_len : int
+        Positions the learned encoding holds (inputs and decoded outputs must fit).
+    dtype : str
+        Computation dtype name, ``"float32"`` or ``"bfloat16"``; parameters are always float32.
+    decode : bool
+        Build the autoregressive variant whose decoder keeps a key/value cache.
+    """
+
+    vocab_size: int = 37000
+    num_layers: int = 6
+    d_model: int = 512
+    d_ff: int = 2048
+    num_heads: int = 8
+    key_dim: int = 64
+    value_dim: int = 64
+    dropout_rate: float = 0.1
+    attention_dropout_rate: float = 0.0
+    positional_encoding: str = "sinusoidal"
+    layer_norm_position: str = "post"
+    share_embeddings: bool = True
+    attention_implementation: str = "einsum"
+    attention_window: int = 0
+    max_len: int = 512
+    dtype: str = "float32"
+    decode: bool = False
+
+    def __post_init__(self) -> None:
+        _validate(self)
+
+    @classmethod
+    def from_config(cls, config: ml_collections.ConfigDict, **overrides: Any) -> "TransformerConfig":
+        """Build the model config from an experiment config (see ``configs/base.py``).
+
+        Parameters
+        ----------
+        config : ml_collections.ConfigDict
+            Experiment config; ``key_dim``/``value_dim`` of 0 mean ``d_model // num_heads``.
+        **overrides
+            Fields to replace, e.g. ``decode=True``.
+
+        Returns
+        -------
+        TransformerConfig
+            Validated model config. ``max_len`` covers the longest input plus the decoding margin
+            (``config.max_len + config.max_decode_extra_len``).
+
+        Notes
+        -----
+        Raises ``ValueError`` naming the field for any invalid value.
+        """
+        num_heads = _positive_int("num_heads", config.num_heads)
+        d_model = _positive_int("d_model", config.d_model)
+        derived = {}
+        for field in ("key_dim", "value_dim"):
+            value = config[field]
+            if value == 0:  # Paper default: d_k = d_v = d_model / h.
+                if d_model % num_heads:
+                    raise ValueError(
+                        f"{field}=0 means d_model / num_heads, but d_model={d_model} is not divisible "
+                        f"by num_heads={num_heads}: set {field} explicitly or change num_heads."
+                    )
+                value = d_model // num_heads
+            derived[field] = value
+        fields = dict(
+            vocab_size=config.vocab_size,
+            num_layers=config.num_layers,
+            d_model=d_model,
+            d_ff=config.d_ff,
+            num_heads=num_heads,
+            dropout_rate=config.dropout_rate,
+            attention_dropout_rate=config.attention_dropout_rate,
+            positional_encoding=config.positional_encoding,
+            layer_norm_position=config.layer_norm_position,
+            share_embeddings=config.share_embeddings,
+            attention_implementation=config.attention_implementation,
+            attention_window=config.attention_window,
+            max_len=config.max_len + config.get("max_decode_extra_len", 0),
+            dtype=config.dtype,
+            **derived,
+        )
+        fields.update(overrides)
+        return cls(**fields)
+
+    def replace(self, **changes: Any) -> "TransformerConfig":
+        """Return a copy with ``changes`` applied (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def compute_dtype(self) -> Any:
+        """The jnp dtype of activations."""
+        return DTYPES[self.dtype]
+
+
+def _positive_int(name: str, value: Any) -> int:
+    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value <= 0:
+        raise ValueError(f"{name} must be a positive integer; got {value!r}.")
+    return int(value)
+
+
+def _one_of(name: str, value: Any, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ValueError(f"{name} must be one of {allowed}; got {value!r}.")
+
+
+def _validate(config: TransformerConfig) -> None:
+    """Raise ``ValueError`` naming the first invalid field and its allowed values."""
+    for name in ("vocab_size", "num_layers", "d_model", "d_ff", "num_heads", "key_dim", "value_dim",
+                 "max_len"):
+        _positive_int(name, getattr(config, name))
+    for name in ("dropout_rate", "attention_dropout_rate"):
+        rate = getattr(config, name)
+        if not isinstance(rate, (int, float)) or not 0.0 <= rate < 1.0:
+            raise ValueError(f"{name} must be a probability in [0, 1); got {rate!r}.")
+    _one_of("positional_encoding", config.positional_encoding, POSITIONAL_ENCODINGS)
+    _one_of("layer_norm_position", config.layer_norm_position, LAYER_NORM_POSITIONS)
+    _one_of("attention_implementation", config.attention_implementation,
+            attention.ATTENTION_IMPLEMENTATIONS)
+    _one_of("dtype", config.dtype, tuple(DTYPES))
+    if not isinstance(config.attention_window, int) or config.attention_window < 0:
+        raise ValueError(
+            f"attention_window must be 0 (full attention) or a positive window r; "
+            f"got {config.attention_window!r}."
+        )
+    if config.attention_dropout_rate > 0 and config.attention_implementation != "einsum":
+        raise ValueError(
+            f"attention_dropout_rate={config.attention_dropout_rate} needs "
+            f"attention_implementation='einsum' (the fused kernels have no weight dropout); got "
+            f"{config.attention_implementation!r}."
+        )
+
+
+def sinusoidal_positional_encoding(positions: Array, d_model: int) -> Array:
+    """The paper's fixed encoding (Section 3.5).
+
+    PE(pos, 2i) = sin(pos / 10000^(2i / d_model)), PE(pos, 2i + 1) = cos(pos / 10000^(2i / d_model)).
+
+    Parameters
+    ----------
+    positions : Array
+        Integer positions of any shape ``[...]``.
+    d_model : int
+        Encoding width (even or odd).
+
+    Returns
+    -------
+    Array
+        float32 ``[..., d_model]``; even channels hold sines, odd channels cosines, interleaved.
+
+    Notes
+    -----
+    Computed on the fly, so any position works (decoding beyond the training lengths included).
+    """
+    pair_index = jnp.arange(0, d_model, 2, dtype=jnp.float32)  # 2i
+    inverse_timescale = jnp.power(10000.0, -pair_index / d_model)  # 10000^(-2i/d_model)
+    angles = positions[..., None].astype(jnp.float32) * inverse_timescale  # [..., ceil(D/2)]
+    encoding = jnp.stack([jnp.sin(angles), jnp.cos(angles)], axis=-1)  # [..., D/2, 2]
+    return encoding.reshape(*positions.shape, -1)[..., :d_model]
+
+
+def shift_right(targets: Array, bos_id: int = BOS_ID) -> Array:
+    """Decoder inputs for teacher forcing: ``[BOS] + targets[:-1]`` along the last axis.
+
+    Parameters
+    ----------
+    targets : Array
+        Integer ``[B, T]`` target ids (ending in EOS, padded with 0).
+    bos_id : int
+        Id of the beginning-of-sentence token.
+
+    Returns
+    -------
+    Array
+        ``[B, T]`` decoder input ids.
+    """
+    start = jnp.full_like(targets[:, :1], bos_id)
+    return jnp.concatenate([start, targets[:, :-1]], axis=1)
+
+
+class PositionalEncoding(nn.Module):
+    """Adds the sinusoidal or learned positional encoding to the embeddings.
+
+    Attributes
+    ----------
+    config : TransformerConfig
+        ``positional_encoding``, ``d_model``, ``max_len`` and ``decode`` are read.
+
+    Notes
+    -----
+    In decode mode the position is the number of tokens decoded so far, kept in the ``cache``
+    collection; ``x`` then holds one position.
+    """
+
+    config: TransformerConfig
+    decode: bool = False
+
+    @nn.compact
+    def __call__(self, x: Array) -> Array:
+        """Return ``x + PE`` for ``x`` of shape ``[B, L, D]``."""
+        length = x.shape[1]
+        positions = jnp.arange(length)
+        if self.decode:
+            initializing = not self.has_variable("cache", "position")
+            position = self.variable("cache", "position", lambda: jnp.array(0, jnp.int32))
+            if not initializing:
+                positions = position.value + positions
+                position.value = position.value + length
+        if self.config.positional_encoding == "learned":  # Table 2 row E.
+            table = self.param(
+                "position_embedding",
+                nn.with_logical_partitioning(nn.initializers.normal(stddev=0.02), (None, "embed")),
+                (self.config.max_len, self.config.d_model),
+            )
+            encoding = jnp.take(table, positions, axis=0)
+        else:
+            encoding = sinusoidal_positional_encoding(positions, self.config.d_model)
+        return x + encoding[None].astype(x.dtype)
+
+
+class FeedForward(nn.Module):
+    """FFN(x) = max(0, x W1 + b1) W2 + b2 (Section 3.3), inner width ``d_ff``."""
+
+    config: TransformerConfig
+
+    @nn.compact
+    def __call__(self, x: Array) -> Array:
+        """Map ``[B, L, D]`` to ``[B, L, D]`` through a ReLU layer of width ``d_ff``."""
+        cfg = self.config
+        hidden = nn.Dense(
+            cfg.d_ff,
+            dtype=cfg.compute_dtype,
+            kernel_init=nn.with_logical_partitioning(nn.initializers.xavier_uniform(), ("embed", "mlp")),
+            bias_init=nn.with_logical_partitioning(nn.initializers.zeros_init(), ("mlp",)),
+            name="inner",
+        )(x)  # [B,L,F]
+        hidden = nn.relu(hidden)
+        return nn.Dense(
+            cfg.d_model,
+            dtype=cfg.compute_dtype,
+            kernel_init=nn.with_logical_partitioning(nn.initializers.xavier_uniform(), ("mlp", "embed")),
+            bias_init=nn.with_logical_partitioning(nn.initializers.zeros_init(), ("embed",)),
+            name="outer",
+        )(hidden)  # [B,L,D]
+
+
+def _layer_norm(name: str) -> nn.LayerNorm:
+    return nn.LayerNorm(
+        epsilon=1e-6,
+        dtype=jnp.float32,
+        scale_init=nn.with_logical_partitioning(nn.initializers.ones_init(), ("embed",)),
+        bias_init=nn.with_logical_partitioning(nn.initializers.zeros_init(), ("embed",)),
+        name=name,
+    )
+
+
+class ResidualSublayer(nn.Module):
+    """Wraps a sublayer with dropout, the residual connection and layer normalization (3.1, 5.4).
+
+    Attributes
+    ----------
+    config : TransformerConfig
+        ``layer_norm_position`` and ``dropout_rate`` are read.
+
+    Notes
+    -----
+    post: ``LayerNorm(x + Dropout(Sublayer(x)))`` (the paper). pre: ``x + Dropout(Sublayer(LayerNorm(x)))``.
+    """
+
+    config: TransformerConfig
+
+    @nn.compact
+    def __call__(self, x: Array, sublayer: Any, *, deterministic: bool) -> Array:
+        """Apply ``sublayer`` (a callable of the normalized or raw ``x``) with residual and norm."""
+        norm = _layer_norm("layer_norm")
+        dropout = nn.Dropout(self.config.dropout_rate)
+        if self.config.layer_norm_position == "pre":
+            return x + dropout(sublayer(norm(x).astype(x.dtype)), deterministic=deterministic)
+        summed = x + dropout(sublayer(x), deterministic=deterministic)
+        return norm(summed).astype(x.dtype)
+
+
+def _attention(config: TransformerConfig, name: str, decode: bool = False) -> attention.MultiHeadAttention:
+    return attention.MultiHeadAttention(
+        num_heads=config.num_heads,
+        key_dim=config.key_dim,
+        value_dim=config.value_dim,
+        out_dim=config.d_model,
+        attention_dropout_rate=config.attention_dropout_rate,
+        implementation=config.attention_implementation,
+        decode=decode,
+        decode_window=config.attention_window,
+        dtype=config.compute_dtype,
+        name=name,
+    )
+
+
+class EncoderLayer(nn.Module):
+    """Self-attention then feed-forward, each wrapped by :class:`ResidualSublayer` (Section 3.1)."""
+
+    config: TransformerConfig
+
+    @nn.compact
+    def __call__(self, x: Array, mask: Array | None, *, deterministic: bool,
+                 sow_weights: bool = False) -> Array:
+        """Map ``[B, S, D]`` to ``[B, S, D]``; ``mask`` is ``[B, 1, S, S]``."""
+        self_attention = _attention(self.config, "self_attention")
+        x = ResidualSublayer(self.config, name="attention_block")(
+            x, lambda h: self_attention(h, h, mask, deterministic=deterministic, sow_weights=sow_weights),
+            deterministic=deterministic,
+        )
+        return ResidualSublayer(self.config, name="ffn_block")(
+            x, FeedForward(self.config, name="ffn"), deterministic=deterministic
+        )
+
+
+class DecoderLayer(nn.Module):
+    """Masked self-attention, encoder-decoder attention, feed-forward (Section 3.1)."""
+
+    config: TransformerConfig
+
+    @nn.compact
+    def __call__(self, y: Array, encoded: Array, self_mask: Array | None, cross_mask: Array | None,
+                 *, deterministic: bool, sow_weights: bool = False) -> Array:
+        """Map ``[B, T, D]`` to ``[B, T, D]`` attending to ``encoded`` ``[B, S, D]``."""
+        cfg = self.config
+        self_attention = _attention(cfg, "self_attention", decode=cfg.decode)
+        cross_attention = _attention(cfg, "cross_attention")
+        y = ResidualSublayer(cfg, name="self_attention_block")(
+            y, lambda h: self_attention(h, h, self_mask, deterministic=deterministic,
+                                        sow_weights=sow_weights),
+            deterministic=deterministic,
+        )
+        y = ResidualSublayer(cfg, name="cross_attention_block")(
+            y, lambda h: cross_attention(h, encoded, cross_mask, deterministic=deterministic,
+                                         sow_weights=sow_weights),
+            deterministic=deterministic,
+        )
+        return ResidualSublayer(cfg, name="ffn_block")(
+            y, FeedForward(cfg, name="ffn"), deterministic=deterministic
+        )
+
+
+class Transformer(nn.Module):
+    """The encoder-decoder Transformer (Figure 1).
+
+    Attributes
+    ----------
+    config : TransformerConfig
+        All hyperparameters.
+
+    Notes
+    -----
+    Parameters are created with logical axis names (``vocab``, ``embed``, ``heads``, ``kv``, ``mlp``)
+    so that training can shard them with logical-axis rules; :func:`flax.linen.meta.unbox` strips the
+    annotations. Attention weights are stored in the ``intermediates`` collection when
+    ``sow_weights=True`` (einsum attention only): make it mutable in ``apply`` to read them.
+    """
+
+    config: TransformerConfig
+
+    def setup(self) -> None:
+        cfg = self.config
+        # Embeddings ~ N(0, d_model^-0.5), so that after the sqrt(d_model) scaling (3.4) they have unit
+        # variance, matching the sinusoidal encoding's range.
+        embed_init = nn.with_logical_partitioning(
+            nn.initializers.normal(stddev=cfg.d_model**-0.5), ("vocab", "embed")
+        )
+        self.source_embedding = nn.Embed(cfg.vocab_size, cfg.d_model, embedding_init=embed_init,
+                                         name="shared_embedding" if cfg.share_embeddings else
+                                         "source_embedding")
+        if cfg.share_embeddings:
+            self.target_embedding = self.source_embedding
+        else:
+            self.target_embedding = nn.Embed(cfg.vocab_size, cfg.d_model, embedding_init=embed_init,
+                                             name="target_embedding")
+            self.output_projection = nn.Dense(
+                cfg.vocab_size, use_bias=False, dtype=cfg.compute_dtype,
+                kernel_init=nn.with_logical_partitioning(nn.initializers.xavier_uniform(),
+                                                         ("embed", "vocab")),
+                name="output_projection",
+            )
+        self.encoder_position = PositionalEncoding(cfg, name="encoder_position")
+        self.decoder_position = PositionalEncoding(cfg, decode=cfg.decode, name="decoder_position")
+        self.encoder_layers = [EncoderLayer(cfg, name=f"encoder_{i}") for i in range(cfg.num_layers)]
+        self.decoder_layers = [DecoderLayer(cfg, name=f"decoder_{i}") for i in range(cfg.num_layers)]
+        self.embedding_dropout = nn.Dropout(cfg.dropout_rate)
+        if cfg.layer_norm_position == "pre":
+            self.encoder_norm = _layer_norm("encoder_norm")
+            self.decoder_norm = _layer_norm("decoder_norm")
+
+    def _embed(self, embedding: nn.Embed, position: PositionalEncoding, ids: Array,
+               deterministic: bool) -> Array:
+        cfg = self.config
+        x = embedding(ids).astype(cfg.compute_dtype) * jnp.sqrt(jnp.asarray(cfg.d_model, cfg.compute_dtype))
+        x = position(x)  # embeddings * sqrt(d_model) + PE (3.4, 3.5)
+        return self.embedding_dropout(x, deterministic=deterministic)  # P_drop on the sum (5.4)
+
+    def _self_attention_window(self, length: int) -> Array | None:
+        if self.config.attention_window <= 0:
+            return None
+        positions = jnp.arange(length)
+        return attention.make_local_mask(positions, positions, self.config.attention_window)
+
+    def encode(self, inputs: Array, *, deterministic: bool = True, sow_weights: bool = False) -> Array:
+        """Encode source ids ``[B, S]`` (0 = pad) into ``[B, S, D]``.
+
+        Parameters
+        ----------
+        inputs : Array
+            Integer source ids.
+        deterministic : bool
+            Disable dropout.
+        sow_weights : bool
+            Record encoder self-attention weights in ``intermediates``.
+
+        Returns
+        -------
+        Array
+            The encoder output ``[B, S, D]``.
+        """
+        valid = inputs != PAD_ID
+        mask = attention.combine_masks(attention.make_padding_mask(valid, valid),
+                                       self._self_attention_window(inputs.shape[1]))
+        x = self._embed(self.source_embedding, self.encoder_position, inputs, deterministic)
+        for layer in self.encoder_layers:
+            x = layer(x, mask, deterministic=deterministic, sow_weights=sow_weights)
+        if self.config.layer_norm_position == "pre":
+            x = self.encoder_norm(x).astype(x.dtype)
+        return x
+
+    def decode(self, encoded: Array, inputs: Array, decoder_inputs: Array, *,
+               targets_valid: Array | None = None, deterministic: bool = True,
+               sow_weights: bool = False) -> Array:
+        """Logits ``[B, T, N]`` for decoder input ids ``[B, T]`` given the encoder output.
+
+        Parameters
+        ----------
+        encoded : Array
+            ``[B, S, D]`` from :meth:`encode`.
+        inputs : Array
+            ``[B, S]`` source ids (for the cross-attention padding mask).
+        decoder_inputs : Array
+            ``[B, T]`` decoder input ids, ``[BOS] + targets[:-1]``; in decode mode ``[B, 1]``.
+        targets_valid : Array, optional
+            Boolean ``[B, T]``: positions holding real target tokens (masks padded queries and keys).
+            Defaults to all positions.
+        deterministic : bool
+            Disable dropout.
+        sow_weights : bool
+            Record decoder self- and cross-attention weights in ``intermediates``.
+
+        Returns
+        -------
+        Array
+            float32 logits ``[B, T, N]`` (pre-softmax projection with the shared embedding).
+
+        Notes
+        -----
+        In decode mode the causal structure (and the restricted window) come from the key/value cache,
+        so no causal mask is made.
+        """
+        cfg = self.config
+        length = decoder_inputs.shape[1]
+        if targets_valid is None:
+            targets_valid = jnp.ones(decoder_inputs.shape, dtype=bool)
+        cross_mask = attention.make_padding_mask(targets_valid, inputs != PAD_ID)
+        if cfg.decode:
+            self_mask = None  # Causality and the window come from the key/value cache.
+        else:
+            self_mask = attention.combine_masks(
+                attention.make_padding_mask(targets_valid, targets_valid),
+                attention.make_causal_mask(length),
+                self._self_attention_window(length),
+            )
+        y = self._embed(self.target_embedding, self.decoder_position, decoder_inputs, deterministic)
+        for layer in self.decoder_layers:
+            y = layer(y, encoded, self_mask, cross_mask, deterministic=deterministic,
+                      sow_weights=sow_weights)
+        if cfg.layer_norm_position == "pre":
+            y = self.decoder_norm(y).astype(y.dtype)
+        if cfg.share_embeddings:
+            logits = self.target_embedding.attend(y)  # Pre-softmax projection shares the embedding.
+        else:
+            logits = self.output_projection(y)
+        return logits.astype(jnp.float32)
+
+    def __call__(self, inputs: Array, targets: Array, *, deterministic: bool = True,
+                 sow_weights: bool = False) -> Array:
+        """Teacher-forced logits ``[B, T, N]`` for source ``[B, S]`` and target ``[B, T]`` ids.
+
+        Parameters
+        ----------
+        inputs : Array
+            Source ids, 0-padded.
+        targets : Array
+            Target ids ending in EOS, 0-padded; the decoder sees ``[BOS] + targets[:-1]``.
+        deterministic : bool
+            Disable dropout (evaluation).
+        sow_weights : bool
+            Record every attention's weights in ``intermediates``.
+
+        Returns
+        -------
+        Array
+            float32 logits; position ``t`` predicts ``targets[:, t]``.
+        """
+        encoded = self.encode(inputs, deterministic=deterministic, sow_weights=sow_weights)
+        return self.decode(encoded, inputs, shift_right(targets), targets_valid=targets != PAD_ID,
+                           deterministic=deterministic, sow_weights=sow_weights)
+
+
+def count_params(params: Any) -> int:
+    """Total number of scalars in a parameter pytree (boxed or not).
+
+    Parameters
+    ----------
+    params : pytree
+        Parameters, arrays or ``jax.ShapeDtypeStruct``.
+
+    Returns
+    -------
+    int
+        Sum of the sizes of all leaves.
+    """
+    leaves = jax.tree_util.tree_leaves(nn.meta.unbox(params))
+    return int(sum(math.prod(leaf.shape) for leaf in leaves))
+
+
+def abstract_params(model_config: TransformerConfig) -> Any:
+    """Parameter shapes of a model without allocating them (``jax.eval_shape`` of ``init``).
+
+    Parameters
+    ----------
+    model_config : TransformerConfig
+        The model to describe.
+
+    Returns
+    -------
+    pytree
+        ``jax.ShapeDtypeStruct`` leaves, boxed with logical axis names.
+    """
+    model = Transformer(model_config.replace(decode=False))
+    ids = jnp.ones((1, 4), jnp.int32)
+    variables = jax.eval_shape(lambda: model.init(jax.random.key(0), ids, ids))
+    return variables["params"]
