@@ -165,7 +165,7 @@ def write_config(workdir: str, config: ml_collections.ConfigDict) -> None:
     root.mkdir(parents=True, exist_ok=True)
     temporary = root / (CONFIG_FILE + ".tmp")
     temporary.write_text(config.to_json_best_effort(indent=2, sort_keys=True) + "\n")
-    temporary.rename(root / CONFIG_FILE)
+    temporary.replace(root / CONFIG_FILE)
 
 
 def model_config_differences(saved: ml_collections.ConfigDict,

@@ -250,7 +250,7 @@ def train_step(state: TrainState, batch: Batch, carry: tuple[Any, MetricSums] | 
     updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
     new_state = state.replace(step=state.step + 1, params=optax.apply_updates(state.params, updates),
                               opt_state=opt_state)
-    return new_state, dict(sums, grad_norm=optax.global_norm(grads))
+    return new_state, dict(sums, grad_norm=optax.tree.norm(grads))
 
 
 def eval_step(params: Any, batch: Batch, *, transformer: model.Transformer,
@@ -339,7 +339,8 @@ def compile_steps(transformer: model.Transformer, optimizer: optax.GradientTrans
     else:
         train = jax.jit(lambda state, batch, carry: last(state, batch, carry),
                         in_shardings=(state_shardings, batch_sharding, carry_sharding),
-                        out_shardings=(state_shardings, replicated), donate_argnums=(0, 2))
+                        out_shardings=(state_shardings, replicated),
+                        donate_argnums=(0,))  # The carry has no output to alias; it is freed anyway.
         accumulate = functools.partial(accumulate_gradients, **common)
         first_micro = jax.jit(lambda state, batch, index: accumulate(state, None, batch, index),
                               in_shardings=(state_shardings, batch_sharding, replicated),
@@ -494,25 +495,39 @@ def _format_duration(seconds: float) -> str:
 
 
 class _Throughput:
-    """Target tokens per second over timed intervals (evaluation, checkpoints, compilation excluded)."""
+    """Target tokens per second of training time (evaluation, checkpoints, compilation excluded)."""
 
     def __init__(self) -> None:
-        self.interval_start: float | None = None
+        self._running_since: float | None = None
+        self._seconds = 0.0
+        self._tokens = 0.0
         self.total_seconds = 0.0
         self.total_tokens = 0.0
 
-    def start(self) -> None:
-        self.interval_start = time.time()
+    def resume(self) -> None:
+        if self._running_since is None:
+            self._running_since = time.time()
 
-    def stop(self, timed_tokens: float) -> float:
-        """Close the interval; returns its tokens per second (NaN if it was not started)."""
-        if self.interval_start is None:
-            return float("nan")
-        seconds = time.time() - self.interval_start
-        self.interval_start = None
-        self.total_seconds += seconds
-        self.total_tokens += timed_tokens
-        return timed_tokens / seconds if seconds > 0 else float("nan")
+    def pause(self) -> None:
+        if self._running_since is not None:
+            self._seconds += time.time() - self._running_since
+            self._running_since = None
+
+    def add_tokens(self, tokens: float) -> None:
+        """Count tokens trained on while the clock was running."""
+        self._tokens += tokens
+
+    def close_interval(self) -> float:
+        """Tokens per second since the last call (NaN if nothing was timed); the clock keeps state."""
+        running = self._running_since is not None
+        self.pause()
+        rate = self._tokens / self._seconds if self._seconds > 0 else float("nan")
+        self.total_seconds += self._seconds
+        self.total_tokens += self._tokens
+        self._seconds = self._tokens = 0.0
+        if running:
+            self.resume()
+        return rate
 
     @property
     def tokens_per_s(self) -> float:
@@ -574,20 +589,22 @@ def _time_to_save(run: _Run) -> bool:
 def _train(run: _Run, stop: distributed.StopRequest) -> bool:
     """Run updates until ``num_train_steps`` or a stop request; returns whether training finished.
 
-    Host synchronization happens only at log, evaluation and checkpoint steps: there the pending
-    steps' losses are fetched and checked (a non-finite one raises before anything is saved).
+    The host waits for the device only at log, evaluation and checkpoint steps: there the losses of
+    the steps since the last such point are fetched and checked (a non-finite one raises before
+    anything is saved). Train metrics are reported every ``log_every_steps``.
     """
     config = run.config
     step = int(run.state.step)
     first_step = step + 1
-    pending: list[tuple[int, MetricSums]] = []
+    unchecked: list[tuple[int, MetricSums]] = []  # Device metrics not yet fetched.
+    unreported: list[tuple[int, dict]] = []  # Host metrics checked but not yet logged.
     while step < config.num_train_steps:
         run.state, sums = run_update(run.steps, run.state, _next_micro_batches(run))
         step += 1
-        pending.append((step, sums))
+        unchecked.append((step, sums))
         if step == first_step:  # Compilation happens here: keep it out of the throughput.
             jax.block_until_ready(sums)
-            run.throughput.start()
+            run.throughput.resume()
         stopping = stop.should_stop(step)
         last = step == config.num_train_steps
         log_now = step % config.log_every_steps == 0 or last or stopping
@@ -596,18 +613,21 @@ def _train(run: _Run, stop: distributed.StopRequest) -> bool:
         eval_now = config.eval_every_steps > 0 and step % config.eval_every_steps == 0 and not last
         if not (log_now or save_now or eval_now):
             continue
-        fetched = list(zip([s for s, _ in pending], jax.device_get([sums for _, sums in pending])))
-        timed_tokens = sum(float(sums["tokens"]) for s, sums in fetched if s != first_step)
-        tokens_per_s = run.throughput.stop(timed_tokens)
-        run.session_tokens += sum(float(sums["tokens"]) for _, sums in fetched)
+        fetched = list(zip([s for s, _ in unchecked], jax.device_get([m for _, m in unchecked])))
+        unchecked = []
         _check_finite(run, fetched)
-        _report_train(run, fetched, tokens_per_s)
-        pending = []
+        run.throughput.add_tokens(sum(float(m["tokens"]) for s, m in fetched if s != first_step))
+        run.session_tokens += sum(float(m["tokens"]) for _, m in fetched)
+        unreported += fetched
+        if log_now:
+            _report_train(run, unreported, run.throughput.close_interval())
+            unreported = []
+        run.throughput.pause()
         if save_now or (log_now and _time_to_save(run)):
             _save(run)
         if eval_now:
             evaluate(run, step)
-        run.throughput.start()
+        run.throughput.resume()
         if stopping:
             logging.warning("Stopped at step %d on request; rerun the same command to resume.", step)
             return False

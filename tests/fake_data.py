@@ -54,8 +54,9 @@ class FakeIterator:
     """Infinite iterator of this process's rows of each global batch, with get/set_state.
 
     ``sigterm_at`` sends SIGTERM to the own process when that batch index is produced (a
-    deterministic stand-in for a scheduler's preemption); ``stop_after`` raises ``RuntimeError``
-    there instead (a crash).
+    deterministic stand-in for a scheduler's preemption); ``bad_token_at`` puts an id outside the
+    vocabulary into that batch (the embedding lookup then yields NaN, as with a tokenizer whose
+    vocabulary is larger than the model's).
     """
 
     def __init__(self, data: "FakeData", seed: int) -> None:
@@ -73,6 +74,8 @@ class FakeIterator:
             index = index % self._data.repeat_batches
         shape = self._data.shapes[index % len(self._data.shapes)]
         batch = make_batch(self._seed, index, shape, self._data.vocab_size)
+        if self._data.bad_token_at is not None and self._index - 1 == self._data.bad_token_at:
+            batch["inputs"][0, 0] = self._data.vocab_size
         return self._data.local_rows(batch)
 
     def get_state(self) -> dict[str, int]:
@@ -97,16 +100,19 @@ class FakeData:
         If > 0, only this many distinct batches recur (for overfitting).
     sigterm_at : int, optional
         Batch index at which the iterator SIGTERMs its own process.
+    bad_token_at : int, optional
+        Batch index that gets an out-of-vocabulary id (NaN loss).
     """
 
     def __init__(self, vocab_size: int = 64, shapes: tuple = DEFAULT_SHAPES, *, process_index: int = 0,
                  process_count: int = 1, repeat_batches: int = 0, sigterm_at: int | None = None,
-                 num_eval_batches: int = 3) -> None:
+                 bad_token_at: int | None = None, num_eval_batches: int = 3) -> None:
         self.vocab_size = vocab_size
         self.shapes = tuple(shapes)
         self.process_index, self.process_count = process_index, process_count
         self.repeat_batches = repeat_batches
         self.sigterm_at = sigterm_at
+        self.bad_token_at = bad_token_at
         self.num_eval_batches = num_eval_batches
         self.tokenizer = FakeTokenizer(vocab_size)
         self.stats = {"fake": True}
