@@ -29,7 +29,7 @@ PADDING_ROW = -1  # Sentence index of an all-pad row (fills a bucket's last, par
 
 
 def bucket_lengths(max_len: int, min_len: int = MIN_BUCKET_LEN) -> tuple[int, ...]:
-    """Padded lengths of the buckets: powers of two and 1.5 times powers of two, up to ``max_len``.
+    """Return the buckets' padded lengths: powers of two and 1.5 times powers of two, up to ``max_len``.
 
     Parameters
     ----------

@@ -241,7 +241,9 @@ def train_tokenizer(sentences: Iterable[str], vocab_size: int) -> Tokenizer:
             continue
         tokenizer = Tokenizer(model_buffer.getvalue())
         if tokenizer.vocab_size > vocab_size:
-            raise RuntimeError(f"SentencePiece made {tokenizer.vocab_size} pieces, more than the {vocab_size} asked for.")
+            raise RuntimeError(
+                f"SentencePiece made {tokenizer.vocab_size} pieces, more than the {vocab_size} asked for."
+            )
         return tokenizer
     raise ValueError(
         f"vocab_size={vocab_size} is too small for the {len(sentences)} training sentences: "

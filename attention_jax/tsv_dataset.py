@@ -61,7 +61,7 @@ def read_tsv_pairs(path: str) -> Iterator[tuple[int, str, str, bool]]:
     Parameters
     ----------
     path : str
-        A UTF-8 file with one ``source<TAB>target`` pair per line (``\\n`` or ``\\r\\n`` line ends).
+        A UTF-8 file with one ``source<TAB>target`` pair per line (LF or CRLF line ends).
 
     Returns
     -------
@@ -202,7 +202,7 @@ class TsvTranslation(tfds.core.GeneratorBasedBuilder):
     @tfds.core.utils.classproperty
     @classmethod
     def code_path(cls) -> epath.Path:
-        """This file. TFDS's own lookup needs the ``importlib_resources`` backport, which we do not install."""
+        """Return this file's path (TFDS's own lookup needs the ``importlib_resources`` backport, not installed)."""
         return epath.Path(__file__)
 
     def __init__(self, *, tsv_dir: str, **builder_kwargs: object) -> None:

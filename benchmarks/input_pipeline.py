@@ -1,10 +1,10 @@
-"""How fast the input pipeline delivers training batches; prints one JSON object.
+r"""How fast the input pipeline delivers training batches; prints one JSON object.
 
 Run from the repository root::
 
     python benchmarks/input_pipeline.py                                  # base config's batching
-    python benchmarks/input_pipeline.py --config=configs/base.py --config.tokens_per_batch=4096 \\
-        --messages_dir=../shared/data/messages_en_de --data_dir=/tmp/tfds --steps=300
+    python benchmarks/input_pipeline.py --config=configs/base.py --config.tokens_per_batch=4096 --steps=300 \
+        --messages_dir=../shared/data/messages_en_de --data_dir=/tmp/tfds --synthetic=synthetic_en_de/small
 
 For each corpus found (messages_en_de from ``--messages_dir``, default ``$ATTENTION_JAX_SHARED`` or
 ``../shared``; the embedded ``synthetic_en_de`` when its module exists) it reports the first

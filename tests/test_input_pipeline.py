@@ -422,7 +422,7 @@ def test_synthetic_dataset_when_present(tmp_path):
     assert data.stats["examples"] == {"train": 10_000, "validation": 100, "test": 100}
     english_german = data.text_pairs("validation")
     assert _batch_rows(data.eval_batches("validation")) == _expected_rows(data.tokenizer, english_german, 64)
-    for english, german in english_german[:20]:
+    for _, german in english_german[:20]:
         assert data.tokenizer.decode(data.tokenizer.encode(german)) == german
     batch = next(data.train_iterator(seed=0))
     assert batch["inputs"].shape == batch["targets"].shape

@@ -10,7 +10,9 @@ import sentencepiece as spm
 from attention_jax import tokenizer as tokenizer_lib
 
 ENGLISH_WORDS = "the small house is near a green tree and an old car drives over the long road".split()
-GERMAN_WORDS = "über Schöne Grüße, Mädchen Straße Bäume fährt das kleine Haus größer als die Tür! Übung macht".split()
+GERMAN_WORDS = (
+    "über Schöne Grüße, Mädchen Straße Bäume fährt das kleine Haus größer als die Tür! Übung macht".split()
+)
 
 
 def _corpus(num_sentences: int = 400) -> list[str]:
