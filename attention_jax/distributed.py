@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import threading
+import time
 from types import FrameType
 from typing import Mapping
 
@@ -78,7 +80,6 @@ def maybe_initialize(environ: Mapping[str, str] | None = None, *,
     cluster = describe_cluster(environ)
     if cluster is None:
         return False
-    jax.config.update("jax_cpu_collectives_implementation", "gloo")
     kwargs: dict = {"initialization_timeout": int(timeout_s)}
     if cluster == "env":
         missing = [name for name in ("JAX_NUM_PROCESSES", "JAX_PROCESS_ID") if name not in environ]
@@ -90,6 +91,9 @@ def maybe_initialize(environ: Mapping[str, str] | None = None, *,
         kwargs.update(coordinator_address=environ["JAX_COORDINATOR_ADDRESS"],
                       num_processes=int(environ["JAX_NUM_PROCESSES"]),
                       process_id=int(environ["JAX_PROCESS_ID"]))
+        if kwargs["process_id"] != 0:  # Process 0 hosts the coordinator; the others connect to it.
+            wait_for_coordinator(kwargs["coordinator_address"], timeout_s)
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
     where = kwargs.get("coordinator_address", f"the coordinator found by {cluster} detection")
     logging.info("Multi-process job (%s): connecting to %s.", cluster, where)
     try:
@@ -103,6 +107,39 @@ def maybe_initialize(environ: Mapping[str, str] | None = None, *,
     logging.info("Process %d of %d; %d local / %d global devices.", jax.process_index(),
                  jax.process_count(), jax.local_device_count(), jax.device_count())
     return True
+
+
+def wait_for_coordinator(address: str, timeout_s: float) -> None:
+    """Wait until a TCP connection to the coordinator ``host:port`` succeeds.
+
+    Parameters
+    ----------
+    address : str
+        ``host:port`` of process 0's coordinator service.
+    timeout_s : float
+        Seconds to keep retrying (process 0 may start later than this one).
+
+    Notes
+    -----
+    JAX's runtime aborts the whole process when the coordinator stays unreachable, so this check
+    runs first and raises ``RuntimeError`` naming the address instead.
+    """
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"JAX_COORDINATOR_ADDRESS must be host:port; got {address!r}.")
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with socket.create_connection((host.strip("[]"), int(port)), timeout=min(5.0, timeout_s)):
+                return
+        except OSError as error:
+            if time.monotonic() >= deadline:
+                raise RuntimeError(
+                    f"the JAX coordinator at {address} was not reachable within {timeout_s} s "
+                    f"({error}). Start process 0 (JAX_PROCESS_ID=0) on that host, check the port "
+                    f"and firewall, or raise the timeout."
+                ) from error
+            time.sleep(0.5)
 
 
 def all_processes_agree(flag: bool) -> bool:

@@ -404,6 +404,7 @@ class _Run:
     last_train: dict = dataclasses.field(default_factory=dict)
     last_eval: dict = dataclasses.field(default_factory=dict)
     session_tokens: float = 0.0  # Target tokens trained on in this session.
+    compiled_shapes: set = dataclasses.field(default_factory=set)
     throughput: "_Throughput" = dataclasses.field(default_factory=lambda: _Throughput())
 
 
@@ -586,6 +587,16 @@ def _time_to_save(run: _Run) -> bool:
     return distributed.all_processes_agree(due)  # Processes' clocks differ: process 0 decides.
 
 
+def _new_shapes(run: _Run, micro_batches: list[Batch]) -> bool:
+    """Whether this step's batch shapes (per micro-batch role) were not compiled yet; records them."""
+    last = len(micro_batches) - 1
+    keys = {(min(index, 1) if index < last else 2, tuple(batch["inputs"].shape),
+             tuple(batch["targets"].shape)) for index, batch in enumerate(micro_batches)}
+    new = not keys <= run.compiled_shapes
+    run.compiled_shapes |= keys
+    return new
+
+
 def _train(run: _Run, stop: distributed.StopRequest) -> bool:
     """Run updates until ``num_train_steps`` or a stop request; returns whether training finished.
 
@@ -595,15 +606,21 @@ def _train(run: _Run, stop: distributed.StopRequest) -> bool:
     """
     config = run.config
     step = int(run.state.step)
-    first_step = step + 1
+    untimed: set[int] = set()  # Steps that compiled a new batch shape.
     unchecked: list[tuple[int, MetricSums]] = []  # Device metrics not yet fetched.
     unreported: list[tuple[int, dict]] = []  # Host metrics checked but not yet logged.
     while step < config.num_train_steps:
-        run.state, sums = run_update(run.steps, run.state, _next_micro_batches(run))
+        micro_batches = _next_micro_batches(run)
+        compiles = _new_shapes(run, micro_batches)
+        if compiles:  # Keep compilation out of the throughput: time this step apart.
+            jax.block_until_ready(run.state.step)
+            run.throughput.pause()
+        run.state, sums = run_update(run.steps, run.state, micro_batches)
         step += 1
         unchecked.append((step, sums))
-        if step == first_step:  # Compilation happens here: keep it out of the throughput.
+        if compiles:
             jax.block_until_ready(sums)
+            untimed.add(step)
             run.throughput.resume()
         stopping = stop.should_stop(step)
         last = step == config.num_train_steps
@@ -616,7 +633,7 @@ def _train(run: _Run, stop: distributed.StopRequest) -> bool:
         fetched = list(zip([s for s, _ in unchecked], jax.device_get([m for _, m in unchecked])))
         unchecked = []
         _check_finite(run, fetched)
-        run.throughput.add_tokens(sum(float(m["tokens"]) for s, m in fetched if s != first_step))
+        run.throughput.add_tokens(sum(float(m["tokens"]) for s, m in fetched if s not in untimed))
         run.session_tokens += sum(float(m["tokens"]) for _, m in fetched)
         unreported += fetched
         if log_now:
@@ -693,7 +710,7 @@ def _bleu(run: _Run) -> dict[str, Any]:
             logging.warning("BLEU skipped: decoding modules unavailable (%s).", error)
             _WARNED_NO_DECODING.append(True)
         return {}
-    pairs = run.data.text_pairs(run.config.eval_split)[:count]
+    pairs = run.data.text_pairs(run.config.eval_split, max_pairs=count)
     if not pairs:
         return {}
     params = jax.jit(lambda tree: tree, out_shardings=sharding.replicated(run.mesh))(run.state.params)

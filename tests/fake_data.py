@@ -131,10 +131,11 @@ class FakeData:
         return [self.local_rows(make_batch(seed, i, self.shapes[i % len(self.shapes)], self.vocab_size))
                 for i in range(count)]
 
-    def text_pairs(self, split: str) -> list[tuple[str, str]]:
+    def text_pairs(self, split: str, max_pairs: int = 0) -> list[tuple[str, str]]:
         batch = make_batch(20_000 + (split == "test"), 0, self.shapes[0], self.vocab_size)
-        return [(self.tokenizer.decode(source), self.tokenizer.decode(target))
-                for source, target in zip(batch["inputs"], batch["targets"])]
+        pairs = [(self.tokenizer.decode(source), self.tokenizer.decode(target))
+                 for source, target in zip(batch["inputs"], batch["targets"])]
+        return pairs[:max_pairs] if max_pairs > 0 else pairs
 
 
 def tiny_config(**overrides: Any) -> Any:
