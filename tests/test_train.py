@@ -6,6 +6,9 @@ import json
 import math
 import os
 import pathlib
+import socket
+import subprocess
+import sys
 
 import jax
 import numpy as np
@@ -164,3 +167,45 @@ def test_nan_loss_stops_with_step_and_keeps_good_checkpoint(cache_dir: str, tmp_
     records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records if "train/loss" in r] == [2, 4, 6]
     assert not (tmp_path / "results.json").exists()
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_two_processes_train_like_one(cache_dir: str, uninterrupted_workdir: pathlib.Path,
+                                      tmp_path: pathlib.Path) -> None:
+    """Two CPU processes (gloo collectives), each reading half the rows, log the losses of one process.
+
+    Covers process-local batches assembled into global arrays, process-agreed checkpoint decisions,
+    and one data-iterator state file per process.
+    """
+    overrides = dict(RESUME_CONFIG, num_train_steps=4)
+    address = f"127.0.0.1:{_free_port()}"
+    children = [
+        subprocess.Popen(
+            [sys.executable, "tests/train_script.py", str(tmp_path), json.dumps(overrides),
+             json.dumps(RESUME_DATA)], cwd=train_support.REPO_ROOT, text=True,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            env=train_support.subprocess_env(cache_dir, JAX_COORDINATOR_ADDRESS=address,
+                                             JAX_NUM_PROCESSES="2", JAX_PROCESS_ID=str(index)))
+        for index in range(2)
+    ]
+    outputs = [child.communicate(timeout=600) for child in children]
+    results = [train_support.result_line(subprocess.CompletedProcess([], child.returncode, out, err))
+               for child, (out, err) in zip(children, outputs)]
+    assert all(r["finished"] and r["step"] == 4 and r["devices"] == 2 for r in results), results
+    data_files = os.listdir(tmp_path / "checkpoints" / "4" / "data")
+    assert {"process_0-of-2.json", "process_1-of-2.json"} <= set(data_files)
+
+    def train_losses(workdir: pathlib.Path) -> dict[int, float]:
+        lines = (workdir / "metrics.jsonl").read_text().splitlines()
+        return {r["step"]: r["train/loss"] for r in map(json.loads, lines) if "train/loss" in r}
+
+    two_processes, one_process = train_losses(tmp_path), train_losses(uninterrupted_workdir)
+    assert sorted(two_processes) == [2, 4]
+    for step, loss in two_processes.items():
+        assert loss == pytest.approx(one_process[step], rel=1e-5)
