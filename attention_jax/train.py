@@ -643,7 +643,7 @@ def _train(run: _Run, stop: distributed.StopRequest) -> bool:
         if save_now or (log_now and _time_to_save(run)):
             _save(run)
         if eval_now:
-            evaluate(run, step)
+            _evaluate(run, step)
         run.throughput.resume()
         if stopping:
             logging.warning("Stopped at step %d on request; rerun the same command to resume.", step)
@@ -661,7 +661,7 @@ def _eval_batches(run: _Run) -> list[Batch]:
     return run.eval_batches
 
 
-def evaluate(run: _Run, step: int) -> dict[str, Any]:
+def _evaluate(run: _Run, step: int) -> dict[str, Any]:
     """Dev loss, per-token perplexity and accuracy, and BLEU when decoding is available.
 
     Parameters
@@ -801,7 +801,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *,
             finished = _train(run, stop)
         if finished:
             if run.last_eval.get("step") != int(run.state.step):
-                evaluate(run, int(run.state.step))
+                _evaluate(run, int(run.state.step))
             if not run.last_train:  # Resumed a finished run: nothing trained this session.
                 logging.info("Training had already reached step %d.", int(run.state.step))
         results = dict(_results(run), finished=finished)

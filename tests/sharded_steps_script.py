@@ -8,7 +8,7 @@ Run by tests/test_train.py in a subprocess with
 Prints ``RESULT {"<setup>": {"losses": [...], "param_diffs": {leaf path: max abs diff},
 "max_opt_diff": float, "step": int, "param_spec_example": str}, ..., "grad_accum_2": {...}}`` where
 differences are against the single-device run (for ``grad_accum_2``: two micro-batches of 8 rows
-against one 16-row batch, without dropout).
+against one 16-row batch; for ``bfloat16``: the losses and the dtypes of the state). No dropout.
 """
 
 from __future__ import annotations
@@ -70,7 +70,9 @@ def max_difference(left, right) -> float:
 
 
 def main() -> None:
-    config = fake_data.tiny_config(dropout_rate=0.1, num_train_steps=NUM_STEPS)
+    # No dropout: every setup computes the same function (dropout keys under sharding are covered by
+    # the two-process test, which compares losses with dropout on).
+    config = fake_data.tiny_config(dropout_rate=0.0, num_train_steps=NUM_STEPS)
     report = {"device_count": jax.device_count()}
     reference = None
     for name, setup in SETUPS.items():
@@ -79,13 +81,17 @@ def main() -> None:
         report[name] = {"losses": losses, "param_diffs": differences(state.params, reference.params),
                         "max_opt_diff": max_difference(state.opt_state, reference.opt_state),
                         "step": int(state.step), "param_spec_example": spec}
-    # Gradient accumulation: 2 micro-batches of 8 rows equal one batch of 16 (no dropout).
-    no_dropout = fake_data.tiny_config(dropout_rate=0.0, num_train_steps=NUM_STEPS)
-    whole_losses, whole, _ = run_setup(no_dropout, *SETUPS["single_device"])
-    no_dropout.grad_accum_steps = 2
-    losses, accumulated, _ = run_setup(no_dropout, *SETUPS["single_device"])
-    report["grad_accum_2"] = {"losses": losses, "reference_losses": whole_losses,
-                              "param_diffs": differences(accumulated.params, whole.params)}
+    # bfloat16 compute: parameters and optimizer state stay float32, losses close to float32's.
+    losses, state, _ = run_setup(fake_data.tiny_config(dropout_rate=0.0, num_train_steps=NUM_STEPS,
+                                                      dtype="bfloat16"), *SETUPS["single_device"])
+    report["bfloat16"] = {"losses": losses, "reference_losses": report["single_device"]["losses"],
+                          "state_dtypes": sorted({str(leaf.dtype) for leaf in
+                                                  jax.tree.leaves((state.params, state.opt_state))})}
+    # Gradient accumulation: 2 micro-batches of 8 rows equal one batch of 16.
+    losses, accumulated, _ = run_setup(fake_data.tiny_config(dropout_rate=0.0, num_train_steps=NUM_STEPS,
+                                                             grad_accum_steps=2), *SETUPS["single_device"])
+    report["grad_accum_2"] = {"losses": losses, "reference_losses": report["single_device"]["losses"],
+                              "param_diffs": differences(accumulated.params, reference.params)}
     print("RESULT " + json.dumps(report))
 
 

@@ -72,6 +72,13 @@ def test_gradient_accumulation_equals_one_large_batch(sharded_report: dict) -> N
     assert max(compared.values()) < PARAM_TOLERANCE, compared
 
 
+@pytest.mark.slow
+def test_bfloat16_compute_keeps_float32_state(sharded_report: dict) -> None:
+    bfloat16 = sharded_report["bfloat16"]
+    assert bfloat16["state_dtypes"] == ["float32", "int32"]  # int32: Adam's update count.
+    np.testing.assert_allclose(bfloat16["losses"], bfloat16["reference_losses"], rtol=2e-2)
+
+
 def _run_training(cache_dir: str, workdir: pathlib.Path, overrides: dict, data: dict) -> tuple[dict, str]:
     completed = train_support.run_python(
         ["tests/train_script.py", str(workdir), json.dumps(overrides), json.dumps(data)],
