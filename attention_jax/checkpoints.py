@@ -203,13 +203,17 @@ def check_resume_compatible(workdir: str, config: ml_collections.ConfigDict) -> 
 
     Notes
     -----
-    Raises ``ValueError`` naming every differing model field. Differences elsewhere (steps, logging,
-    data) are allowed and logged.
+    Raises ``ValueError`` naming every differing model field when the workdir holds a checkpoint.
+    Differences elsewhere (steps, logging, data) are allowed and logged. Without any finished
+    checkpoint (a run that stopped before its first save) the new config simply replaces the old.
     """
     if not (epath.Path(workdir) / CONFIG_FILE).exists():
         return
     saved = read_config(workdir)
     differences = model_config_differences(saved, config)
+    if differences and not finished_steps(str(epath.Path(workdir) / CHECKPOINT_DIR)):
+        logging.warning("%s has no checkpoint: starting afresh with the new model config.", workdir)
+        return
     if differences:
         listed = "; ".join(f"{name}: {old!r} in the workdir, {new!r} now"
                            for name, (old, new) in sorted(differences.items()))
@@ -480,6 +484,40 @@ def restore_params(directory: str, step: int, abstract_params: Any) -> Any:
     return items["params"]
 
 
+def _leaf_shapes(tree: Any) -> dict[str, tuple[int, ...]]:
+    return {jax.tree_util.keystr(path): tuple(leaf.shape)
+            for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]}
+
+
+def params_mismatch(directory: str, step: int, abstract_params: Any) -> list[str]:
+    """Differences between a checkpoint's parameter shapes and the expected ones (read from metadata).
+
+    Parameters
+    ----------
+    directory : str
+        Orbax manager root.
+    step : int
+        The checkpoint's step.
+    abstract_params : pytree
+        Expected shapes.
+
+    Returns
+    -------
+    list[str]
+        One line per differing, missing or unexpected leaf; empty when they fit.
+    """
+    options = ocp.CheckpointManagerOptions(read_only=True)
+    with ocp.CheckpointManager(epath.Path(directory), options=options,
+                               item_handlers={"params": ocp.StandardCheckpointHandler()}) as manager:
+        stored = _leaf_shapes(manager.item_metadata(step)["params"])
+    expected = _leaf_shapes(abstract_params)
+    lines = [f"{path}: {stored[path]} in the checkpoint, {shape} expected"
+             for path, shape in expected.items() if path in stored and stored[path] != shape]
+    lines += [f"{path}: missing from the checkpoint" for path in expected if path not in stored]
+    lines += [f"{path}: in the checkpoint but not in the model" for path in stored if path not in expected]
+    return lines
+
+
 def finished_steps(directory: str) -> list[int]:
     """Steps of the finished checkpoints under an orbax manager root (empty if none)."""
     if not epath.Path(directory).exists():
@@ -535,14 +573,18 @@ def load_for_inference(workdir: str, which: str = "latest") -> tuple[Any, ml_col
     else:
         raise ValueError(f"which must be 'latest', 'averaged' or a step number; got {which!r}.")
     abstract = abstract_inference_params(config)
+    last_error: Exception | None = None
     for step in candidates:
         try:
+            mismatch = params_mismatch(str(directory), step, abstract)
+        except Exception as error:  # Unreadable metadata: let the restore below report it.
+            mismatch, last_error = [], error
+        if mismatch:
+            listed = "; ".join(mismatch[:5]) + (f"; and {len(mismatch) - 5} more" if len(mismatch) > 5 else "")
+            raise ValueError(f"checkpoint {directory}/{step} does not fit the model of "
+                             f"{workdir}/config.json: {listed}.")
+        try:
             return restore_params(str(directory), step, abstract), config
-        except ValueError as error:
-            if "shape" in str(error):
-                raise ValueError(f"checkpoint {directory}/{step} does not fit the model of "
-                                 f"{workdir}/config.json: {error}") from error
-            last_error: Exception = error
         except Exception as error:  # Damaged files: try an older one for "latest".
             last_error = error
         logging.warning("Checkpoint %s/%d is unreadable (%s).", directory, step, last_error)

@@ -28,6 +28,7 @@ class _QuietLibraries(python_logging.Filter):
     """Drop INFO records of orbax's internals (several lines per checkpoint); keep warnings."""
 
     def filter(self, record: python_logging.LogRecord) -> bool:
+        """Keep the record unless it is an orbax INFO/DEBUG line."""
         noisy = "/orbax/" in record.pathname
         return not noisy or record.levelno >= python_logging.WARNING
 

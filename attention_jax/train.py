@@ -334,7 +334,8 @@ def compile_steps(transformer: model.Transformer, optimizer: optax.GradientTrans
     last = functools.partial(train_step, optimizer=optimizer, micro_index=grad_accum_steps - 1, **common)
     first_micro = next_micro = None
     if grad_accum_steps == 1:
-        train = jax.jit(lambda state, batch: last(state, batch), in_shardings=(state_shardings, batch_sharding),
+        train = jax.jit(lambda state, batch: last(state, batch),
+                        in_shardings=(state_shardings, batch_sharding),
                         out_shardings=(state_shardings, replicated), donate_argnums=(0,))
     else:
         train = jax.jit(lambda state, batch, carry: last(state, batch, carry),
@@ -506,10 +507,12 @@ class _Throughput:
         self.total_tokens = 0.0
 
     def resume(self) -> None:
+        """Start (or continue) the clock."""
         if self._running_since is None:
             self._running_since = time.time()
 
     def pause(self) -> None:
+        """Stop the clock, keeping the time so far."""
         if self._running_since is not None:
             self._seconds += time.time() - self._running_since
             self._running_since = None
@@ -532,6 +535,7 @@ class _Throughput:
 
     @property
     def tokens_per_s(self) -> float:
+        """Tokens per second over all closed intervals of the session."""
         return self.total_tokens / self.total_seconds if self.total_seconds > 0 else float("nan")
 
 

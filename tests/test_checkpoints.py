@@ -99,6 +99,7 @@ def test_no_readable_checkpoint_raises(tmp_path: pathlib.Path) -> None:
 
 def test_different_model_config_refuses_to_resume(tmp_path: pathlib.Path) -> None:
     checkpoints.write_config(str(tmp_path), fake_data.tiny_config())
+    _save_steps(tmp_path, [1], make=_real_shaped)
     changed = fake_data.tiny_config(d_model=64, num_heads=4, num_train_steps=99)
     with pytest.raises(ValueError, match="different model") as raised:
         train.train_and_evaluate(changed, str(tmp_path), data=fake_data.FakeData())
@@ -106,6 +107,11 @@ def test_different_model_config_refuses_to_resume(tmp_path: pathlib.Path) -> Non
     assert "d_model: 32 in the workdir, 64 now" in message and "num_heads: 2" in message
     assert "num_train_steps" not in message  # Not a model field.
     assert checkpoints.read_config(str(tmp_path)).d_model == 32  # The workdir is left untouched.
+
+
+def test_model_change_without_checkpoint_starts_afresh(tmp_path: pathlib.Path) -> None:
+    checkpoints.write_config(str(tmp_path), fake_data.tiny_config())
+    checkpoints.check_resume_compatible(str(tmp_path), fake_data.tiny_config(d_model=64, num_heads=4))
 
 
 def test_non_model_changes_may_resume(tmp_path: pathlib.Path) -> None:
@@ -169,5 +175,6 @@ def test_load_for_inference_errors(tmp_path: pathlib.Path) -> None:
     with pytest.raises(ValueError, match="which must be"):
         checkpoints.load_for_inference(str(tmp_path), "best")
     checkpoints.write_config(str(tmp_path), fake_data.tiny_config(d_model=48, num_heads=3))
-    with pytest.raises(ValueError, match="does not fit the model"):
+    with pytest.raises(ValueError, match=r"does not fit the model.*\['out'\]\['bias'\]: \(32,\) in "
+                                         r"the checkpoint, \(48,\) expected"):
         checkpoints.load_for_inference(str(tmp_path))
