@@ -79,7 +79,7 @@ class PeerTransformer(nn.Module):
         return F.linear(hidden, self.embedding.weight)  # Tied pre-softmax projection.
 
 
-def measure_matmul_peak(size: int, repeats: int = 5) -> float:
+def measure_matmul_peak(size: int, repeats: int = 10) -> float:
     """Best float32 ``size^3`` matmul rate, in FLOP/s."""
     left, right = torch.randn(size, size), torch.randn(size, size)
     left @ right

@@ -52,7 +52,7 @@ _WARMUP_STEPS = flags.DEFINE_integer("warmup_steps", 3, "Untimed steps after com
 _PEAK_SIZE = flags.DEFINE_integer("peak_size", 2048, "Matmul size of the peak measurement.")
 
 
-def measure_matmul_peak(size: int, repeats: int = 5) -> float:
+def measure_matmul_peak(size: int, repeats: int = 10) -> float:
     """Best float32 ``size^3`` matmul rate of one device, in FLOP/s."""
     matmul = jax.jit(jnp.dot)
     left = jax.random.normal(jax.random.key(0), (size, size), jnp.float32)

@@ -190,7 +190,7 @@ def test_two_processes_train_like_one(cache_dir: str, uninterrupted_workdir: pat
     Covers process-local batches assembled into global arrays, process-agreed checkpoint decisions,
     and one data-iterator state file per process.
     """
-    overrides = dict(RESUME_CONFIG, num_train_steps=4)
+    overrides = dict(RESUME_CONFIG, num_train_steps=4, num_eval_batches=1)  # One eval shape to compile.
     address = f"127.0.0.1:{_free_port()}"
     children = [
         subprocess.Popen(
