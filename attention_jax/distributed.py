@@ -161,38 +161,47 @@ def all_processes_agree(flag: bool) -> bool:
 
 
 class StopRequest:
-    """Notices SIGTERM (or a preemption notice) and tells every process to stop at the same step.
+    """Notices SIGTERM / Ctrl-C (or a preemption notice) and stops every process at the same step.
 
-    Single process: a Python SIGTERM handler sets a flag, read at step boundaries. Multi-process:
-    JAX's preemption service (started by ``jax.distributed.initialize``) catches the signal and
-    :func:`jax.experimental.multihost_utils.reached_preemption_sync_point` picks a step at which all
-    processes stop together.
+    Single process: the first SIGTERM or SIGINT sets a flag, read at step boundaries; the previous
+    handlers are then reinstated, so a second signal acts as usual (Ctrl-C twice interrupts at once).
+    Multi-process: JAX's preemption service (started by ``jax.distributed.initialize``) catches SIGTERM
+    and :func:`jax.experimental.multihost_utils.reached_preemption_sync_point` picks a step at which
+    all processes stop together.
 
     Notes
     -----
-    Use as a context manager; the previous handler is restored on exit. Signal handlers can only be
+    Use as a context manager; the previous handlers are restored on exit. Signal handlers can only be
     installed from the main thread; elsewhere the request can still be made with :meth:`request`.
     """
 
+    SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
     def __init__(self) -> None:
         self._requested = threading.Event()
-        self._previous_handler = None
+        self._previous_handlers: dict[int, object] = {}
 
     def __enter__(self) -> "StopRequest":
         on_main_thread = threading.current_thread() is threading.main_thread()
         if jax.process_count() == 1 and on_main_thread:
-            self._previous_handler = signal.signal(signal.SIGTERM, self._on_signal)
+            self._previous_handlers = {number: signal.signal(number, self._on_signal)
+                                       for number in self.SIGNALS}
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        if self._previous_handler is not None:
-            signal.signal(signal.SIGTERM, self._previous_handler)
-            self._previous_handler = None
+        self._restore_handlers()
+
+    def _restore_handlers(self) -> None:
+        for number, handler in self._previous_handlers.items():
+            signal.signal(number, handler)
+        self._previous_handlers = {}
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         del frame
-        logging.warning("Received signal %d: will checkpoint and stop after the current step.", signum)
+        logging.warning("Received %s: will checkpoint and stop after the current step (send it again to "
+                        "stop at once).", signal.Signals(signum).name)
         self._requested.set()
+        self._restore_handlers()
 
     def request(self) -> None:
         """Ask for a stop (as SIGTERM would)."""

@@ -465,7 +465,8 @@ def _setup(config: ml_collections.ConfigDict, workdir: str, data: Any) -> _Run:
         logging.info("Resumed from the checkpoint of step %d in %s.", restored.step, workdir)
     return _Run(config=config, workdir=workdir, mesh=mesh, data=data, model_config=model_config,
                 steps=steps, state=state, train_iterator=train_iterator, checkpoints=manager,
-                writer=metric_writer.MetricWriter(workdir), num_params=model.count_params(state.params),
+                writer=metric_writer.MetricWriter(workdir, resumed_step=int(state.step)),
+                num_params=model.count_params(state.params),
                 wall_s_before=float(progress.get("wall_s", 0.0)),
                 tokens_before=float(progress.get("train_target_tokens", 0.0)))
 
@@ -790,9 +791,11 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *,
 
     Notes
     -----
-    Raises ``ValueError`` if ``workdir`` holds a run of a different model, and
-    :class:`NonFiniteLossError` (naming the step) when the loss becomes NaN/inf; checkpoints written
-    before are kept.
+    Checkpoints are written every ``checkpoint_every_steps``, at the first log step after
+    ``checkpoint_every_minutes`` (process 0's clock decides for all), at the last step, and when
+    SIGTERM or Ctrl-C asks training to stop (it then returns with ``finished=False``). Raises
+    ``ValueError`` if ``workdir`` holds a run of a different model, and :class:`NonFiniteLossError`
+    (naming the step) when the loss becomes NaN/inf; checkpoints written before are kept.
     """
     validate_training_config(config)
     checkpoints.check_resume_compatible(workdir, config)

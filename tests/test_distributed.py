@@ -41,11 +41,13 @@ def test_unreachable_coordinator_is_a_clear_error() -> None:
     assert time.monotonic() - started < 10
 
 
-def test_sigterm_sets_the_stop_request_and_handler_is_restored() -> None:
-    previous = signal.getsignal(signal.SIGTERM)
+@pytest.mark.parametrize("signal_number", [signal.SIGTERM, signal.SIGINT])
+def test_first_signal_requests_a_stop_second_acts_as_usual(signal_number: int) -> None:
+    previous = signal.getsignal(signal_number)
     with distributed.StopRequest() as stop:
         assert not stop.should_stop(1)
-        os.kill(os.getpid(), signal.SIGTERM)
+        os.kill(os.getpid(), signal_number)
         time.sleep(0.01)  # The handler runs in the main thread at the next bytecode boundary.
         assert stop.should_stop(2)
-    assert signal.getsignal(signal.SIGTERM) is previous
+        assert signal.getsignal(signal_number) is previous  # Reinstated for a second signal.
+    assert signal.getsignal(signal_number) is previous
