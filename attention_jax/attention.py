@@ -236,26 +236,16 @@ def scaled_dot_product_attention(
     return (output, weights) if return_weights else output
 
 
-def _neighbour_blocks(sequence: Array, block: int, offsets: tuple[int, ...]) -> Array:
-    """For each block ``i`` of ``sequence``, the blocks ``i + o`` for ``o`` in ``offsets``, side by side.
+def _to_blocks(sequence: Array, block: int, num_blocks: int, margin: int) -> Array:
+    """Cut axis 1 into blocks: ``[B, L, ...]`` -> ``[B, margin + num_blocks + margin, block, ...]``.
 
-    ``[B, nb * w, ...]`` -> ``[B, nb, len(offsets) * w, ...]``; blocks before the start or past the end
-    are zeros (``False`` for booleans).
+    The sequence is zero-padded (``False`` for booleans): ``margin`` empty blocks in front; the remainder
+    ``num_blocks * block - L`` and ``margin`` empty blocks at the end.
     """
-    num_blocks = sequence.shape[1] // block
     edge = [(0, 0)] * sequence.ndim
-    edge[1] = (block, block)
-    padded = jnp.pad(sequence, edge)  # One empty block on each side.
-    pieces = [padded[:, (1 + o) * block:(1 + o + num_blocks) * block] for o in offsets]
-    pieces = [piece.reshape(piece.shape[0], num_blocks, block, *piece.shape[2:]) for piece in pieces]
-    return jnp.concatenate(pieces, axis=2)
-
-
-def _pad_to_blocks(sequence: Array, padded_length: int) -> Array:
-    """Zero-pad axis 1 of ``sequence`` to ``padded_length``."""
-    edge = [(0, 0)] * sequence.ndim
-    edge[1] = (0, padded_length - sequence.shape[1])
-    return jnp.pad(sequence, edge)
+    edge[1] = (margin * block, (num_blocks + margin) * block - sequence.shape[1])
+    padded = jnp.pad(sequence, edge)
+    return padded.reshape(sequence.shape[0], num_blocks + 2 * margin, block, *sequence.shape[2:])
 
 
 def local_dot_product_attention(
@@ -300,7 +290,8 @@ def local_dot_product_attention(
     The sequence is cut into ``nb = ceil(L / r)`` blocks of ``w = r`` positions (zero-padded at the end).
     Every key within ``r`` of a query in block ``i`` lies in blocks ``i - 1``, ``i``, ``i + 1`` (only
     ``i - 1``, ``i`` when causal), so each block of queries is scored against those ``3w`` (``2w``)
-    keys and masked to ``|i - j| <= r``: ``nb * w * 3w = 3 L r`` scores instead of ``L^2``.
+    keys and masked to ``|i - j| <= r``: ``nb * w * 3w = 3 L r`` scores instead of ``L^2``. The
+    neighbour blocks are slices of one padded copy of the keys (values), never concatenated.
     Scores and softmax are in float32, and masking follows :func:`scaled_dot_product_attention`
     exactly. When ``window >= L - 1`` every pair is in the window and the dense computation is used.
     """
@@ -318,16 +309,17 @@ def local_dot_product_attention(
 
     block = window
     num_blocks = -(-length // block)
-    padded_length = num_blocks * block
-    offsets = (-1, 0) if causal else (-1, 0, 1)
+    offsets = (-1, 0) if causal else (-1, 0, 1)  # Neighbour blocks holding every key within r.
 
-    query_blocks = _pad_to_blocks(query, padded_length).reshape(
-        batch, num_blocks, block, *query.shape[2:])  # [B,nb,w,H,K]
-    key_blocks = _neighbour_blocks(_pad_to_blocks(key, padded_length), block, offsets)  # [B,nb,Cw,H,K]
-    value_blocks = _neighbour_blocks(_pad_to_blocks(value, padded_length), block, offsets)  # [B,nb,Cw,H,V]
+    def neighbours(blocks: Array, offset: int) -> Array:  # Block i + offset for every block i.
+        return blocks[:, 1 + offset:1 + offset + num_blocks]
 
-    # Positions: queries [nb, w, 1], keys [nb, 1, Cw]; keys outside [0, L) are padding.
-    query_positions = jnp.arange(padded_length).reshape(num_blocks, block, 1)
+    query_blocks = _to_blocks(query, block, num_blocks, margin=0)  # [B,nb,w,H,K]
+    key_blocks = _to_blocks(key, block, num_blocks, margin=1)  # [B,nb+2,w,H,K]
+    value_blocks = _to_blocks(value, block, num_blocks, margin=1)  # [B,nb+2,w,H,V]
+
+    # Positions: queries [nb, w, 1], keys [nb, 1, Cw] (C = len(offsets)); keys outside [0, L) are padding.
+    query_positions = jnp.arange(num_blocks * block).reshape(num_blocks, block, 1)
     block_starts = (jnp.arange(num_blocks)[:, None] + jnp.asarray(offsets)[None, :]) * block  # [nb,C]
     key_positions = (block_starts[:, :, None] + jnp.arange(block)).reshape(num_blocks, 1, -1)
     allowed = jnp.abs(query_positions - key_positions) <= window  # |i - j| <= r
@@ -336,20 +328,26 @@ def local_dot_product_attention(
         allowed &= key_positions <= query_positions
     allowed = allowed[None]  # [1,nb,w,Cw]
     if valid is not None:
-        padded_valid = _pad_to_blocks(valid, padded_length)
-        query_valid = padded_valid.reshape(batch, num_blocks, block)[..., None]  # [B,nb,w,1]
-        key_valid = _neighbour_blocks(padded_valid, block, offsets)[:, :, None, :]  # [B,nb,1,Cw]
-        allowed = allowed & query_valid & key_valid
+        query_valid = _to_blocks(valid, block, num_blocks, margin=0)[..., None]  # [B,nb,w,1]
+        valid_blocks = _to_blocks(valid, block, num_blocks, margin=1)  # [B,nb+2,w]
+        key_valid = jnp.concatenate([neighbours(valid_blocks, o) for o in offsets], axis=2)  # [B,nb,Cw]
+        allowed = allowed & query_valid & key_valid[:, :, None, :]
     mask = allowed[:, None]  # [B or 1, 1, nb, w, Cw], broadcast over heads.
 
-    scores = jnp.einsum("bnqhk,bnshk->bhnqs", query_blocks, key_blocks,
-                        preferred_element_type=jnp.float32)  # [B,H,nb,w,Cw]
+    # Scores of each query block against its C neighbour blocks, side by side: [B,H,nb,w,Cw].
+    scores = jnp.concatenate([
+        jnp.einsum("bnqhk,bnshk->bhnqs", query_blocks, neighbours(key_blocks, o),
+                   preferred_element_type=jnp.float32)
+        for o in offsets], axis=-1)
     scores = scores / jnp.sqrt(jnp.float32(key_dim))  # Scale by 1/sqrt(d_k) (Section 3.2.1).
     weights = _masked_softmax(scores, mask).astype(value.dtype)
     if dropout_fn is not None:
         weights = dropout_fn(weights)
-    output = jnp.einsum("bhnqs,bnshv->bnqhv", weights, value_blocks)  # [B,nb,w,H,V]
-    return output.reshape(batch, padded_length, *output.shape[3:])[:, :length]
+    output = sum(  # [B,nb,w,H,V]
+        jnp.einsum("bhnqs,bnshv->bnqhv", weights[..., c * block:(c + 1) * block],
+                   neighbours(value_blocks, o))
+        for c, o in enumerate(offsets))
+    return output.reshape(batch, num_blocks * block, *output.shape[3:])[:, :length]
 
 
 def fused_dot_product_attention(
