@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import math
 import os
 import pathlib
 import platform
@@ -241,11 +240,24 @@ def _memory_field(memory: Any, name: str) -> int | None:
     return int(value) if value is not None else None
 
 
-def fitted_exponent(sizes: list[int], values: list[float]) -> float:
-    """Least-squares slope of ``log(value)`` against ``log(size)``; NaN when it cannot be fitted."""
+def fitted_exponent(sizes: list[int], values: list[float | None]) -> float | None:
+    """Least-squares slope of ``log(value)`` against ``log(size)``.
+
+    Parameters
+    ----------
+    sizes : list of int
+        The swept sizes (n or d).
+    values : list of float or None
+        Times or byte counts; ``None`` or non-positive values (e.g. no temporaries) are left out.
+
+    Returns
+    -------
+    float or None
+        The slope, or ``None`` when fewer than two points remain (written as JSON ``null``).
+    """
     pairs = [(s, v) for s, v in zip(sizes, values) if v is not None and v > 0]
-    if len(pairs) < 2:
-        return math.nan
+    if len(pairs) < 2 or len({p[0] for p in pairs}) < 2:
+        return None
     log_sizes, log_values = np.log([p[0] for p in pairs]), np.log([p[1] for p in pairs])
     return float(np.polyfit(log_sizes, log_values, 1)[0])
 
@@ -299,12 +311,17 @@ def _environment() -> dict[str, Any]:
             "cpu_count": os.cpu_count(), "platform": platform.platform()}
 
 
+def _format_exponent(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f}"
+
+
 def exponents_table(results: dict[str, Any]) -> str:
     """The fitted exponents beside Table 1's as a fixed-width text table."""
     lines = [f"{'layer':<27} {'paper':<11} {'time~n^a':>9} {'paper a':>8} {'time~d^b':>9} {'paper b':>8}"]
     for layer_type, fit in results["exponents"].items():
-        lines.append(f"{layer_type:<27} {fit['paper_complexity']:<11} {fit['time_n']:>9.2f} "
-                     f"{fit['paper_n']:>8} {fit['time_d']:>9.2f} {fit['paper_d']:>8}")
+        lines.append(f"{layer_type:<27} {fit['paper_complexity']:<11} "
+                     f"{_format_exponent(fit['time_n']):>9} {fit['paper_n']:>8} "
+                     f"{_format_exponent(fit['time_d']):>9} {fit['paper_d']:>8}")
     return "\n".join(lines)
 
 
@@ -324,7 +341,7 @@ def plot(results: dict[str, Any], path: pathlib.Path) -> None:
             records = [r for r in results["sweeps"][sweep] if r["layer"] == layer_type]
             sizes = [r[sweep] for r in records]
             fit = results["exponents"][layer_type]
-            label = (f"{layer_type.replace('_', ' ')}: slope {fit['time_' + sweep]:.2f} "
+            label = (f"{layer_type.replace('_', ' ')}: slope {_format_exponent(fit['time_' + sweep])} "
                      f"(paper {fit['paper_' + sweep]})")
             color = f"C{LAYER_TYPES.index(layer_type)}"
             axes[0, column].loglog(sizes, [r["median_s"] for r in records], "o-", color=color,
@@ -333,7 +350,7 @@ def plot(results: dict[str, Any], path: pathlib.Path) -> None:
             if all(m is not None and m > 0 for m in memory):
                 axes[1, column].loglog(sizes, memory, "o-", color=color,
                                        label=f"{layer_type.replace('_', ' ')}: "
-                                       f"slope {fit['temp_bytes_' + sweep]:.2f}")
+                                       f"slope {_format_exponent(fit['temp_bytes_' + sweep])}")
             elif column == 0:
                 no_temporaries.append(layer_type.replace("_", " "))
         axes[0, column].set_title(f"forward time vs {sweep} ({fixed}, k = {grid['kernel_width']}, "
@@ -381,7 +398,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         parser.error(f"--out must name a .json file; got {args.out}.")
     results = run(QUICK_GRID if args.quick else FULL_GRID)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=1) + "\n")
+    args.out.write_text(json.dumps(results, indent=1, allow_nan=False) + "\n")
     plot_path = args.out.with_suffix(".png")
     plot(results, plot_path)
     print(exponents_table(results))

@@ -24,7 +24,8 @@ def test_quick_complexity_benchmark_writes_json_and_plot(tmp_path: pathlib.Path)
     assert out.with_suffix(".png").stat().st_size > 0
     assert set(results["exponents"]) == set(LAYER_TYPES)
     for layer_type, fit in results["exponents"].items():
-        assert math.isfinite(fit["time_n"]) and math.isfinite(fit["time_d"]), (layer_type, fit)
+        assert fit["time_n"] is not None and math.isfinite(fit["time_n"]), (layer_type, fit)
+        assert fit["time_d"] is not None and math.isfinite(fit["time_d"]), (layer_type, fit)
         assert fit["paper_complexity"].startswith("O(")
     grid = results["grid"]
     for sweep, sizes in (("n", grid["lengths"]), ("d", grid["widths"])):
