@@ -57,7 +57,9 @@ class TransformerConfig:
     attention_implementation : str
         See :data:`attention_jax.attention.ATTENTION_IMPLEMENTATIONS`.
     attention_window : int
-        0 for full attention; ``r > 0`` restricts self-attention to ``|i - j| <= r`` (Table 1).
+        0 for full attention; ``r > 0`` restricts self-attention to ``|i - j| <= r`` (Table 1), computed
+        blockwise in O(r n d) by the einsum implementation (other implementations use a dense mask;
+        decode mode uses the key/value cache). Cross-attention stays full.
     max_len : int
         Positions the learned encoding holds (inputs and decoded outputs must fit).
     dtype : str
