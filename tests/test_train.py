@@ -216,3 +216,12 @@ def test_two_processes_train_like_one(cache_dir: str, uninterrupted_workdir: pat
     assert sorted(two_processes) == [2, 4]
     for step, loss in two_processes.items():
         assert loss == pytest.approx(one_process[step], rel=1e-5)
+
+
+@pytest.mark.slow
+def test_time_based_checkpoints_at_log_steps(cache_dir: str, tmp_path: pathlib.Path) -> None:
+    overrides = dict(RESUME_CONFIG, num_train_steps=4, checkpoint_every_steps=0,
+                     checkpoint_every_minutes=1e-9, keep_checkpoints=10)
+    results, _ = _run_training(cache_dir, tmp_path, overrides, RESUME_DATA)
+    assert results["finished"]
+    assert checkpoints.finished_steps(str(tmp_path / "checkpoints")) == [2, 4]  # Log steps only.
