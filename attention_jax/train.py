@@ -543,6 +543,7 @@ class _Throughput:
 def _check_finite(run: _Run, pending: list[tuple[int, dict]]) -> None:
     for step, sums in pending:
         if not (np.isfinite(sums["loss_sum"]) and np.isfinite(sums["grad_norm"])):
+            run.checkpoints.wait()  # Let a pending (good) save finish before naming the latest.
             raise NonFiniteLossError(
                 f"non-finite training loss at step {step} (loss_sum={float(sums['loss_sum'])}, "
                 f"grad_norm={float(sums['grad_norm'])}); stopping. The last good checkpoint is step "
