@@ -301,8 +301,11 @@ def _plot_metric(axis: Any, members: Sequence[RowReport], ours_key: str, paper_k
                                 for row in members], fontsize=8)
     if any(value is not None for value in paper):
         twin = axis.twinx()
-        twin.plot(positions, [math.nan if v is None else v for v in paper], "s--", color="tab:orange")
+        twin.plot(positions, [math.nan if v is None else v for v in paper], "s--", color="tab:orange",
+                  alpha=0.8)
         twin.set_ylabel(f"paper: {label}", color="tab:orange")
+        axis.set_zorder(twin.get_zorder() + 1)  # Ours drawn over the paper's where they coincide.
+        axis.patch.set_visible(False)
 
 
 def plot_report(rows: Sequence[RowReport], path: str, title: str) -> None:

@@ -71,8 +71,22 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscrib
 EOF
 }
 
+# Whether a process runs (a zombie left by a stopped daemon does not count).
+running() {
+  local state
+  state=$(ps -o stat= -p "$1" 2>/dev/null) || return 1
+  [[ -n $state && $state != Z* ]]
+}
+
+# Whether the process named in a pid file runs.
+alive() {
+  local pid
+  pid=$(cat "$1" 2>/dev/null) || return 1
+  running "$pid"
+}
+
 start_munge() {
-  if pgrep -x munged >/dev/null; then return; fi
+  if munge -n </dev/null >/dev/null 2>&1; then return; fi
   [[ -f /etc/munge/munge.key ]] || /usr/sbin/mungekey --create >/dev/null 2>&1 \
     || dd if=/dev/urandom of=/etc/munge/munge.key bs=1024 count=1 status=none
   chown munge:munge /etc/munge/munge.key && chmod 400 /etc/munge/munge.key
@@ -95,19 +109,25 @@ start() {
   install_packages
   write_config
   start_munge
-  pgrep -x slurmctld >/dev/null || slurmctld || die "slurmctld failed; see $STATE_DIR/log/slurmctld.log"
-  pgrep -x slurmd >/dev/null || slurmd || die "slurmd failed; see $STATE_DIR/log/slurmd.log"
+  alive "$STATE_DIR/slurmctld.pid" || slurmctld || die "slurmctld failed; see $STATE_DIR/log/slurmctld.log"
+  alive "$STATE_DIR/slurmd.pid" || slurmd || die "slurmd failed; see $STATE_DIR/log/slurmd.log"
   wait_for_node
   scontrol update NodeName="$(hostname -s)" State=RESUME >/dev/null 2>&1 || true
   echo "SLURM is up on $(hostname -s): $(sinfo -h -o '%P %D nodes, %c CPUs, %t')"
 }
 
+# Send SIGTERM to the daemon in a pid file and wait (up to 30 s) until it has exited.
 stop_pidfile() {
-  local pidfile=$1
-  if [[ -f $pidfile ]]; then
-    kill "$(cat "$pidfile")" 2>/dev/null || true
-    rm -f "$pidfile"
-  fi
+  local pidfile=$1 pid
+  alive "$pidfile" || { rm -f "$pidfile"; return 0; }
+  pid=$(cat "$pidfile")
+  kill "$pid" 2>/dev/null || true
+  for _ in $(seq 60); do
+    running "$pid" || break
+    sleep 0.5
+  done
+  if running "$pid"; then echo "slurm_local.sh: $pid ($pidfile) still running after 30 s" >&2; fi
+  rm -f "$pidfile"
 }
 
 stop() {

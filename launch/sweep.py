@@ -165,6 +165,27 @@ def describe(plan: Plan) -> str:
     return header + "\n" + body
 
 
+def check_tools(plan: Plan) -> None:
+    """Check that the executor's commands exist before anything is written.
+
+    Parameters
+    ----------
+    plan : Plan
+        The resolved sweep.
+
+    Notes
+    -----
+    Raises ``FileNotFoundError`` saying what to install when ``sbatch``/``squeue`` (slurm) or
+    ``gcloud`` (tpu) is missing, and ``ValueError`` for missing TPU flags.
+    """
+    if _EXECUTOR.value == "slurm":
+        slurm_executor.require_binary("sbatch")
+        slurm_executor.require_binary("squeue")
+    elif _EXECUTOR.value == "tpu":
+        tpu_executor.require_gcloud()
+        _tpu_target(plan)
+
+
 def execute(plan: Plan) -> list[RowOutcome]:
     """Run or submit the rows with the chosen executor.
 
@@ -254,6 +275,7 @@ def main(parsed: tuple[list[str], list[str]]) -> int:
         if _DRY_RUN.value:
             print(describe(plan))
             return 0
+        check_tools(plan)
         sweep_record.record_launch(plan.root, plan.description, plan.rows, _EXECUTOR.value, force=_FORCE.value)
         outcomes = execute(plan)
     except (ValueError, FileNotFoundError, RuntimeError) as error:

@@ -82,6 +82,23 @@ def gcloud_argv(job: RowJob, target: TpuTarget) -> list[str]:
     return argv + ["--worker=all", f"--command={remote}"]
 
 
+def require_gcloud() -> str:
+    """Path of ``gcloud``, or a ``FileNotFoundError`` saying how to install it.
+
+    Returns
+    -------
+    str
+        The executable's path.
+    """
+    path = shutil.which("gcloud")
+    if path is None:
+        raise FileNotFoundError(
+            "`gcloud` not found on PATH: install the Google Cloud CLI "
+            "(https://cloud.google.com/sdk/docs/install) and run `gcloud auth login`."
+        )
+    return path
+
+
 def _already_done(job: RowJob) -> bool:
     if sweep_record.results_exist(job.record_dir):
         return True
@@ -109,11 +126,7 @@ def run_tpu(jobs: Sequence[RowJob], target: TpuTarget, *, force: bool = False,
     list[RowOutcome]
         ``done``, ``skipped`` or ``failed`` (with the log's last lines printed) per row.
     """
-    if shutil.which("gcloud") is None:
-        raise FileNotFoundError(
-            "`gcloud` not found on PATH: install the Google Cloud CLI "
-            "(https://cloud.google.com/sdk/docs/install) and run `gcloud auth login`."
-        )
+    require_gcloud()
     outcomes = []
     for job in jobs:
         if not force and _already_done(job):
