@@ -217,3 +217,39 @@ def test_report_cli_reads_the_local_sweep(tmp_path: pathlib.Path) -> None:
     result = run_module("attention_jax.report", str(root))
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == [str(root / f"table2.{ext}") for ext in ("md", "csv", "png")]
+
+
+FAKE_GCLOUD = """#!/bin/bash
+# Stands in for gcloud: logs its arguments, then runs --command locally (one TPU host).
+echo "$@" >> "$FAKE_GCLOUD_LOG"
+for argument in "$@"; do
+  case $argument in --command=*) command=${argument#--command=} ;; esac
+done
+cd "$HOME" && bash -c "$command"
+"""
+
+
+def test_tpu_executor_runs_rows_through_gcloud(tmp_path: pathlib.Path) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "gcloud").write_text(FAKE_GCLOUD)
+    (bin_dir / "gcloud").chmod(0o755)
+    env = fake_main_env(PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}", HOME=str(tmp_path),
+                        FAKE_GCLOUD_LOG=str(tmp_path / "gcloud.log"), FAKE_MAIN_FAIL_ROWS="B1")
+    root, remote_root = tmp_path / "local", tmp_path / "remote"
+    args = ("--config=configs/table2.py", "--rows=base,B1", "--executor=tpu", f"--root={root}",
+            f"--remote_root={remote_root}", "--tpu_name=v4-8", "--zone=z", f"--repo_dir={REPO_ROOT}",
+            f"--python={sys.executable}", "--main=fake_main", "--report=false")
+    first = run_sweep(*args, env=env)
+    assert first.returncode == 1
+    assert (remote_root / "base" / "results.json").exists() and not (root / "base" / "results.json").exists()
+    assert "fake training of base" in (root / "base" / "log.txt").read_text()  # gcloud's output, local.
+    assert "FakeTrainingError: row B1 diverged" in first.stdout
+    assert "Summary: 1 done, 1 failed" in first.stdout
+    calls = (tmp_path / "gcloud.log").read_text().splitlines()
+    assert len(calls) == 2 and calls[0].startswith("compute tpus tpu-vm ssh v4-8 --zone=z --worker=all --command=")
+
+    second = run_sweep(*args, env=dict(env, FAKE_MAIN_FAIL_ROWS=""))
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "Summary: 1 skipped, 1 done" in second.stdout  # base is recorded as finished.
+    assert len((tmp_path / "gcloud.log").read_text().splitlines()) == 3
