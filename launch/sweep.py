@@ -76,7 +76,25 @@ _REMOTE_ROOT = flags.DEFINE_string("remote_root", "", "tpu: sweep root as seen o
 
 @dataclasses.dataclass(frozen=True)
 class Plan:
-    """A sweep resolved from the flags: what runs where."""
+    """A sweep resolved from the flags: what runs where.
+
+    Attributes
+    ----------
+    sweep : sweep_spec.Sweep
+        The loaded sweep file.
+    rows : list[str]
+        The chosen rows, in the sweep's order.
+    overrides : list[str]
+        Common ``"key=value"`` overrides.
+    root : str
+        Absolute local sweep root.
+    repo_dir : str
+        Repository root where the rows run.
+    jobs : list[RowJob]
+        One per chosen row.
+    description : dict
+        The sweep's record for ``ROOT/sweep.json`` (``sweep_record.sweep_description``).
+    """
 
     sweep: sweep_spec.Sweep
     rows: list[str]

@@ -43,6 +43,8 @@ class Sweep:
     takes_row_argument : bool
         Whether ``get_config(row)`` builds a row (``--config=<file>:<row>``); otherwise the row's
         overrides are passed as ``--config.key=value`` flags.
+    module : ModuleType
+        The imported config file.
     """
 
     config_file: str
