@@ -16,7 +16,8 @@ import subprocess
 
 import pytest
 
-from sweep_cli import REPO_ROOT, fake_main_env, run_sweep
+from sweep_cli import (REPO_ROOT, fake_main_env, needs_entry_point, run_sweep,  # noqa: F401
+                       tiny_data_dir, tiny_flags)
 
 pytestmark = pytest.mark.slow
 SCRIPT = str(REPO_ROOT / "launch" / "slurm_local.sh")
@@ -46,12 +47,17 @@ def slurm_cluster() -> None:
     subprocess.run(["bash", SCRIPT, "stop"], capture_output=True, text=True, timeout=120)
 
 
-def test_two_row_sweep_through_sbatch(slurm_cluster: None, tmp_path: pathlib.Path) -> None:
+def test_two_tiny_rows_train_through_sbatch(slurm_cluster: None, tmp_path: pathlib.Path,
+                                           request: pytest.FixtureRequest) -> None:
+    needs_entry_point()
+    data_dir = request.getfixturevalue("tiny_data_dir")
     root = tmp_path / "t2"
-    args = ("--config=configs/table2.py", "--rows=base,A1", "--executor=slurm", f"--root={root}",
-            "--main=fake_main", "--wait", "--poll_s=0.5", "--config.num_train_steps=20")
-    result = run_sweep(*args, env=fake_main_env())
-    assert result.returncode == 0, result.stdout + result.stderr
+    args = ("--config=configs/table2.py", "--rows=base,A1", "--executor=slurm", f"--root={root}", "--wait",
+            "--poll_s=0.5", *tiny_flags(data_dir, 20))
+    result = run_sweep(*args)
+    logs = "".join((root / row / "log.txt").read_text()[-2000:] for row in ("base", "A1")
+                   if (root / row / "log.txt").exists())
+    assert result.returncode == 0, result.stdout + result.stderr + logs
     job_ids = [json.loads((root / row / "launch.json").read_text())["job_id"] for row in ("base", "A1")]
     assert all(job_id.isdigit() for job_id in job_ids) and job_ids[0] != job_ids[1]
     for row, job_id in zip(("base", "A1"), job_ids):
@@ -63,7 +69,7 @@ def test_two_row_sweep_through_sbatch(slurm_cluster: None, tmp_path: pathlib.Pat
     table = (root / "table2.md").read_text()
     assert re.search(r"\| base \|.*\| done \|", table) and re.search(r"\| A1 \|.*\| done \|", table)
 
-    again = run_sweep(*args, env=fake_main_env())
+    again = run_sweep(*args)
     assert again.returncode == 0 and "Summary: 2 skipped" in again.stdout
 
 

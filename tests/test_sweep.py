@@ -16,7 +16,8 @@ import sys
 import pytest
 
 from configs import table2
-from sweep_cli import REPO_ROOT, fake_main_env, run_module, run_sweep
+from sweep_cli import (REPO_ROOT, fake_main_env, needs_entry_point, run_module, run_sweep,  # noqa: F401
+                       tiny_data_dir, tiny_flags)
 
 ROWS = list(table2.ROW_NAMES)
 
@@ -253,3 +254,28 @@ def test_tpu_executor_runs_rows_through_gcloud(tmp_path: pathlib.Path) -> None:
     assert second.returncode == 0, second.stdout + second.stderr
     assert "Summary: 1 skipped, 1 done" in second.stdout  # base is recorded as finished.
     assert len((tmp_path / "gcloud.log").read_text().splitlines()) == 3
+
+
+@pytest.mark.slow
+def test_tiny_table2_rows_train_to_the_report_and_rerun_does_no_work(
+        tmp_path: pathlib.Path, request: pytest.FixtureRequest) -> None:
+    needs_entry_point()
+    data_dir = request.getfixturevalue("tiny_data_dir")
+    root = tmp_path / "t2"
+    args = ("--config=configs/table2.py", "--rows=base,A1", f"--root={root}", *tiny_flags(data_dir, 20))
+    first = run_sweep(*args)
+    assert first.returncode == 0, first.stdout + first.stderr + (root / "base" / "log.txt").read_text()[-3000:]
+    results = {row: json.loads((root / row / "results.json").read_text()) for row in ("base", "A1")}
+    assert [results[row]["step"] for row in results] == [20, 20]
+    configs = {row: json.loads((root / row / "config.json").read_text()) for row in ("base", "A1")}
+    assert [(configs[row]["num_heads"], configs[row]["key_dim"]) for row in configs] == [(8, 64), (1, 512)]
+    assert all(config["d_model"] == 32 for config in configs.values())  # The common overrides applied.
+    table = {line.split("|")[2].strip(): line for line in (root / "table2.md").read_text().splitlines()
+             if line.startswith("|") and line.split("|")[2].strip() in ("base", "A1")}
+    for row in ("base", "A1"):
+        assert f"| {results[row]['eval_ppl']:.2f} |" in table[row] and table[row].endswith("| done |")
+
+    logs = {row: (root / row / "log.txt").read_text() for row in ("base", "A1")}
+    second = run_sweep(*args)
+    assert second.returncode == 0 and "Summary: 2 skipped" in second.stdout
+    assert {row: (root / row / "log.txt").read_text() for row in ("base", "A1")} == logs  # Nothing ran.
