@@ -141,7 +141,8 @@ def read_sweep_rows(root: str, *, all_rows: bool = False) -> tuple[dict, list[Ro
     rows = []
     for name in names:
         row_dir = os.path.join(root, name)
-        config = _read_json(os.path.join(row_dir, "config.json")) or record.get("row_configs", {}).get(name, {})
+        saved = _read_json(os.path.join(row_dir, "config.json"))
+        config = saved or record.get("row_configs", {}).get(name, {})
         results = _read_json(os.path.join(row_dir, "results.json"))
         rows.append(RowReport(name, group_of(name), _row_status(row_dir, results), config, results))
     return record, rows
@@ -205,6 +206,28 @@ def _params_millions(row: RowReport) -> str:
     return f"{ours_text or '—'} / {paper if paper is not None else '—'}"
 
 
+def overridden_row_settings(record: dict) -> list[str]:
+    """Row settings that the sweep's common overrides replace (e.g. row C4's d_model under a tiny model).
+
+    Parameters
+    ----------
+    record : dict
+        The sweep record (``row_overrides`` and ``overrides``).
+
+    Returns
+    -------
+    list[str]
+        ``"C4 d_model=256 -> 32"`` for each row setting a common override replaces, in row order.
+    """
+    common = dict(override.split("=", 1) for override in record.get("overrides", []))
+    shadowed = []
+    for row in record.get("rows", []):
+        for key, value in record.get("row_overrides", {}).get(row, {}).items():
+            if key in common and str(value) != common[key]:
+                shadowed.append(f"{row} {key}={value} -> {common[key]}")
+    return shadowed
+
+
 def markdown_table(record: dict, rows: Sequence[RowReport]) -> str:
     """The report as Markdown: Table 2's columns, ours beside the paper's.
 
@@ -226,7 +249,8 @@ def markdown_table(record: dict, rows: Sequence[RowReport]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] * len(header)) + "|"]
     previous_group = None
     for row in rows:
-        group_cell = f"({row.group})" if row.group and row.group != previous_group and len(row.group) == 1 else ""
+        starts_group = len(row.group) == 1 and row.group != previous_group  # A-E, as in the paper.
+        group_cell = f"({row.group})" if starts_group else ""
         previous_group = row.group
         cells = [group_cell, row.row, *hparam_cells(row, reference), str(row.results.get("step", "")),
                  _params_millions(row), _number(row.results.get("eval_ppl"), 2),
@@ -244,6 +268,10 @@ def markdown_table(record: dict, rows: Sequence[RowReport]) -> str:
         "wordpiece on newstest2013 (comparable only on WMT14 with a 37k vocabulary). BLEU: sacrebleu on "
         "the dev sentences decoded during training.", "",
     ]
+    shadowed = overridden_row_settings(record)
+    if shadowed:
+        notes.insert(-1, "Common overrides replace these rows' own settings (the rows then differ from base "
+                     "less than in the paper): " + "; ".join(shadowed) + ".")
     done = sum(row.status == "done" for row in rows)
     return "\n".join(notes + lines) + f"\n\n{done} of {len(rows)} rows finished.\n"
 
@@ -297,6 +325,9 @@ def _plot_metric(axis: Any, members: Sequence[RowReport], ours_key: str, paper_k
     paper = [row.paper.get(paper_key) for row in members]
     axis.plot(positions, [math.nan if v is None else v for v in ours], "o-", color="tab:blue")
     axis.set_ylabel(f"ours: {label}", color="tab:blue")
+    if all(value is None for value in ours):
+        axis.set_yticks([])
+        axis.text(0.5, 0.5, f"no {label} of ours", transform=axis.transAxes, ha="center", color="tab:blue")
     axis.set_xticks(positions, [row.row if row.status == "done" else f"{row.row}\n({row.status})"
                                 for row in members], fontsize=8)
     if any(value is not None for value in paper):
@@ -375,15 +406,12 @@ def write_report(root: str, *, all_rows: bool = False) -> list[str]:
     return [stem + ".md", stem + ".csv", stem + ".png"]
 
 
-_ALL_ROWS = flags.DEFINE_bool("all_rows", False, "Report every row of the sweep, also those never launched.")
-
-
 def main(argv: list[str]) -> None:
     """Entry point: ``python -m attention_jax.report ROOT``."""
     if len(argv) != 2:
         raise app.UsageError("usage: python -m attention_jax.report ROOT [--all_rows]")
     try:
-        paths = write_report(argv[1], all_rows=_ALL_ROWS.value)
+        paths = write_report(argv[1], all_rows=flags.FLAGS.all_rows)
     except FileNotFoundError as error:
         raise app.UsageError(str(error)) from error
     for path in paths:
@@ -391,4 +419,6 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
+    # Defined here, not at import: launch.sweep imports this module and must not grow the flag.
+    flags.DEFINE_bool("all_rows", False, "Report every row of the sweep, also those never launched.")
     app.run(main)

@@ -1,8 +1,10 @@
 """Submit a sweep's rows to SLURM: one ``sbatch`` script per row in ``ROOT/<row>/job.sbatch``.
 
-A row on several nodes starts one process per node with ``srun`` (``--ntasks-per-node=1``); the
-training entry point sees ``SLURM_NTASKS > 1`` and joins the processes with ``jax.distributed``, each
-process driving all of its node's accelerators. The job's output is appended to
+A row on several nodes starts one process per node with ``srun`` (``--ntasks-per-node=1``, each
+process driving all of its node's accelerators), or ``tasks_per_node`` processes per node (e.g. one per
+GPU); with ``SLURM_NTASKS > 1`` the training entry point joins the processes with
+``jax.distributed``, which reads the coordinator, process ids and local devices from SLURM's
+environment. The job's output is appended to
 ``ROOT/<row>/log.txt``; ``ROOT/<row>/launch.json`` records the job id.
 """
 
@@ -34,7 +36,9 @@ class SlurmResources:
     Attributes
     ----------
     nodes : int
-        Nodes per row; one training process runs on each.
+        Nodes per row.
+    tasks_per_node : int
+        Training processes per node (1: one process drives all of the node's devices).
     gpus_per_node : int
         GPUs per node (0: none requested).
     time : str
@@ -53,6 +57,7 @@ class SlurmResources:
     """
 
     nodes: int = 1
+    tasks_per_node: int = 1
     gpus_per_node: int = 0
     time: str = ""
     partition: str = ""
@@ -63,8 +68,9 @@ class SlurmResources:
     setup: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        if self.nodes < 1:
-            raise ValueError(f"--nodes={self.nodes}: must be at least 1.")
+        if self.nodes < 1 or self.tasks_per_node < 1:
+            raise ValueError(f"--nodes={self.nodes}, --tasks_per_node={self.tasks_per_node}: "
+                             "both must be >= 1.")
         if self.gpus_per_node < 0 or self.cpus_per_task < 0:
             raise ValueError("--gpus_per_node and --cpus_per_task must be >= 0.")
 
@@ -76,7 +82,7 @@ class SlurmResources:
         list[str]
             Options such as ``--nodes=2``.
         """
-        options = [f"--nodes={self.nodes}", "--ntasks-per-node=1"]
+        options = [f"--nodes={self.nodes}", f"--ntasks-per-node={self.tasks_per_node}"]
         optional = [("--gpus-per-node", self.gpus_per_node), ("--cpus-per-task", self.cpus_per_task),
                     ("--mem", self.mem), ("--time", self.time), ("--partition", self.partition),
                     ("--account", self.account)]
@@ -112,7 +118,8 @@ def job_script(job: RowJob, resources: SlurmResources, *, repo_dir: str, job_nam
     lines += [f"#SBATCH {option}" for option in options]
     lines += ["set -euo pipefail", f"cd {shlex.quote(repo_dir)}", *resources.setup,
               'echo "=== $(date "+%Y-%m-%d %H:%M:%S") job $SLURM_JOB_ID on $SLURM_JOB_NODELIST"',
-              "# One process per node; with SLURM_NTASKS > 1 the entry point joins them (jax.distributed).",
+              "# srun starts --ntasks-per-node processes on each node; with SLURM_NTASKS > 1 the entry point",
+              "# joins them (jax.distributed reads SLURM's environment).",
               "srun --kill-on-bad-exit=1 " + shlex.join(job.argv), ""]
     return "\n".join(lines)
 

@@ -35,17 +35,20 @@ from typing import Sequence
 
 from absl import app, flags
 
+from attention_jax import report
 from launch import local_executor, slurm_executor, sweep_record, sweep_spec, tpu_executor
 from launch.sweep_spec import RowJob, RowOutcome
 
 EXECUTORS = ("local", "slurm", "tpu")
 
-_CONFIG = flags.DEFINE_string("config", None, "Sweep config file (defines get_sweep()), e.g. configs/table2.py.")
+_CONFIG = flags.DEFINE_string("config", None,
+                              "Sweep config file (defines get_sweep()), e.g. configs/table2.py.")
 _ROWS = flags.DEFINE_string("rows", "all", "'all' or comma-separated row names, e.g. A1,B2.")
 _EXECUTOR = flags.DEFINE_string("executor", "local", "Where rows run: " + " | ".join(EXECUTORS) + ".")
 _ROOT = flags.DEFINE_string("root", None, "Sweep root: ROOT/<row> is each row's work directory.")
 _DRY_RUN = flags.DEFINE_bool("dry_run", False, "Print the commands / scripts; run and write nothing.")
-_FORCE = flags.DEFINE_bool("force", False, "Replace a different sweep's record in ROOT and rerun finished rows.")
+_FORCE = flags.DEFINE_bool("force", False,
+                           "Replace a different sweep's record in ROOT and rerun finished rows.")
 _PARALLEL = flags.DEFINE_integer("parallel", 1, "local: rows run at the same time.")
 _PYTHON = flags.DEFINE_string("python", "", "Python on the machines that run rows (default: this "
                               "interpreter; python3 on TPU VMs).")
@@ -54,16 +57,20 @@ _REPO_DIR = flags.DEFINE_string("repo_dir", "", "Repository root where rows run 
                                 "directory; 'attention_jax' under the login directory on TPU VMs).")
 _SETUP = flags.DEFINE_multi_string("setup", [], "slurm/tpu: shell line run before training, e.g. "
                                    "'source ~/venv/bin/activate' (repeatable).")
-_REPORT = flags.DEFINE_bool("report", True, "Write the report (attention_jax.report) when rows finished here.")
+_REPORT = flags.DEFINE_bool("report", True,
+                            "Write the report (attention_jax.report) when rows finished here.")
 # SLURM
-_NODES = flags.DEFINE_integer("nodes", 1, "slurm: nodes per row (one training process per node).")
+_NODES = flags.DEFINE_integer("nodes", 1, "slurm: nodes per row.")
+_TASKS_PER_NODE = flags.DEFINE_integer("tasks_per_node", 1, "slurm: training processes per node (e.g. one "
+                                      "per GPU; default one process driving all of the node's devices).")
 _GPUS_PER_NODE = flags.DEFINE_integer("gpus_per_node", 0, "slurm: GPUs per node.")
 _TIME = flags.DEFINE_string("time", "", "slurm: time limit per row, e.g. 24:00:00.")
 _PARTITION = flags.DEFINE_string("partition", "", "slurm: partition.")
 _ACCOUNT = flags.DEFINE_string("account", "", "slurm: account.")
 _CPUS_PER_TASK = flags.DEFINE_integer("cpus_per_task", 0, "slurm: CPUs per process.")
 _MEM = flags.DEFINE_string("mem", "", "slurm: memory per node, e.g. 64G.")
-_SBATCH_OPTION = flags.DEFINE_multi_string("sbatch_option", [], "slurm: extra #SBATCH option, e.g. --qos=high.")
+_SBATCH_OPTION = flags.DEFINE_multi_string("sbatch_option", [],
+                                            "slurm: extra #SBATCH option, e.g. --qos=high (repeatable).")
 _WAIT = flags.DEFINE_bool("wait", False, "slurm: poll squeue until the jobs end, then summarize.")
 _POLL_S = flags.DEFINE_float("poll_s", 30.0, "slurm --wait: seconds between squeue polls.")
 # TPU
@@ -129,7 +136,8 @@ def build_plan(overrides: Sequence[str]) -> Plan:
     Raises ``ValueError`` / ``FileNotFoundError`` naming the bad flag.
     """
     if _CONFIG.value is None or _ROOT.value is None:
-        raise ValueError("--config and --root are required, e.g. --config=configs/table2.py --root=runs/table2")
+        raise ValueError("--config and --root are required, "
+                         "e.g. --config=configs/table2.py --root=runs/table2")
     if _EXECUTOR.value not in EXECUTORS:
         raise ValueError(f"unknown --executor={_EXECUTOR.value}; choose one of {', '.join(EXECUTORS)}.")
     sweep = sweep_spec.load_sweep(_relative_to_cwd(_CONFIG.value))
@@ -148,9 +156,10 @@ def build_plan(overrides: Sequence[str]) -> Plan:
 
 def _slurm_resources() -> slurm_executor.SlurmResources:
     return slurm_executor.SlurmResources(
-        nodes=_NODES.value, gpus_per_node=_GPUS_PER_NODE.value, time=_TIME.value,
-        partition=_PARTITION.value, account=_ACCOUNT.value, cpus_per_task=_CPUS_PER_TASK.value,
-        mem=_MEM.value, extra_options=tuple(_SBATCH_OPTION.value), setup=tuple(_SETUP.value))
+        nodes=_NODES.value, tasks_per_node=_TASKS_PER_NODE.value, gpus_per_node=_GPUS_PER_NODE.value,
+        time=_TIME.value, partition=_PARTITION.value, account=_ACCOUNT.value,
+        cpus_per_task=_CPUS_PER_TASK.value, mem=_MEM.value, extra_options=tuple(_SBATCH_OPTION.value),
+        setup=tuple(_SETUP.value))
 
 
 def _tpu_target(plan: Plan) -> tpu_executor.TpuTarget:
@@ -255,8 +264,6 @@ def _write_report(plan: Plan, outcomes: Sequence[RowOutcome]) -> None:
     if not (_REPORT.value and finished_here and any(o.status in ("done", "skipped") for o in outcomes)):
         print(f"Report: python -m attention_jax.report {plan.root}")
         return
-    from attention_jax import report  # Imported here: matplotlib is only needed once rows finished.
-
     paths = report.write_report(plan.root)
     print("Report: " + ", ".join(paths))
 
@@ -290,11 +297,14 @@ def main(parsed: tuple[list[str], list[str]]) -> int:
         return 2
     try:
         plan = build_plan(overrides)
+        for setting in report.overridden_row_settings(dict(plan.description, rows=plan.rows)):
+            print(f"note: a common override replaces row setting {setting}", file=sys.stderr)
         if _DRY_RUN.value:
             print(describe(plan))
             return 0
         check_tools(plan)
-        sweep_record.record_launch(plan.root, plan.description, plan.rows, _EXECUTOR.value, force=_FORCE.value)
+        sweep_record.record_launch(plan.root, plan.description, plan.rows, _EXECUTOR.value,
+                                   force=_FORCE.value)
         outcomes = execute(plan)
     except (ValueError, FileNotFoundError, RuntimeError) as error:
         print(f"error: {error}", file=sys.stderr)

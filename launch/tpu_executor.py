@@ -48,7 +48,8 @@ class TpuTarget:
     setup: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        missing = [flag for flag, value in (("--tpu_name", self.tpu_name), ("--zone", self.zone)) if not value]
+        named = (("--tpu_name", self.tpu_name), ("--zone", self.zone))
+        missing = [flag for flag, value in named if not value]
         if missing:
             raise ValueError(f"--executor=tpu needs {' and '.join(missing)} (the TPU VM and its zone).")
 

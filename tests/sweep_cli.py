@@ -29,7 +29,8 @@ def run_module(module: str, *args: str, env: dict[str, str] | None = None,
                           capture_output=True, text=True, timeout=timeout)
 
 
-def run_sweep(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+def run_sweep(*args: str, env: dict[str, str] | None = None,
+              timeout: float = 300) -> subprocess.CompletedProcess:
     """Run ``python -m launch.sweep <args>`` from the repository root."""
     return run_module("launch.sweep", *args, env=env, timeout=timeout)
 

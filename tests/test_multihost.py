@@ -32,7 +32,8 @@ CLUSTER_VARIABLES = ("JAX_COORDINATOR_ADDRESS", "JAX_NUM_PROCESSES", "JAX_PROCES
 
 def _env(device_count: int, **extra: str) -> dict[str, str]:
     env = {key: value for key, value in os.environ.items() if key not in CLUSTER_VARIABLES}
-    env.update(JAX_PLATFORMS="cpu", XLA_FLAGS=f"--xla_force_host_platform_device_count={device_count}", **extra)
+    env.update(JAX_PLATFORMS="cpu", XLA_FLAGS=f"--xla_force_host_platform_device_count={device_count}",
+               **extra)
     return env
 
 
@@ -42,7 +43,8 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
-def _start_main(workdir: pathlib.Path, data_dir: pathlib.Path, env: dict[str, str], log: pathlib.Path) -> subprocess.Popen:
+def _start_main(workdir: pathlib.Path, data_dir: pathlib.Path, env: dict[str, str],
+                log: pathlib.Path) -> subprocess.Popen:
     argv = [sys.executable, "-m", "attention_jax.main", "--config=configs/tiny.py", f"--workdir={workdir}",
             *tiny_flags(data_dir, STEPS, num_heads=2, key_dim=16, value_dim=16, log_every_steps=1)]
     with open(log, "w") as log_file:
@@ -70,7 +72,8 @@ def _final_params(workdir: pathlib.Path) -> dict:
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> tuple[pathlib.Path, pathlib.Path]:
+def runs(tmp_path_factory: pytest.TempPathFactory,
+         request: pytest.FixtureRequest) -> tuple[pathlib.Path, pathlib.Path]:
     """Work directories of the one-process/two-device run and of the two-process run."""
     needs_entry_point()
     data_dir = request.getfixturevalue("tiny_data_dir")

@@ -147,3 +147,13 @@ def test_group_of_follows_table2() -> None:
     assert [report.group_of(row) for row in table2.ROW_NAMES] == (
         ["base"] + ["A"] * 4 + ["B"] * 2 + ["C"] * 7 + ["D"] * 4 + ["E", "big"])
     assert report.group_of("fused_seed0") == ""
+
+
+def test_overridden_row_settings_are_listed() -> None:
+    record = {"rows": ["base", "C1", "C4", "big"], "overrides": ["d_model=64", "num_train_steps=20"],
+              "row_overrides": {"base": {}, "C1": {"num_layers": 2}, "C4": {"d_model": 256, "key_dim": 32},
+                                "big": {"d_model": 1024, "num_train_steps": 300000}}}
+    assert report.overridden_row_settings(record) == [
+        "C4 d_model=256 -> 64", "big d_model=1024 -> 64", "big num_train_steps=300000 -> 20"]
+    assert report.overridden_row_settings({"rows": ["C1"], "overrides": ["num_layers=2"],
+                                           "row_overrides": {"C1": {"num_layers": 2}}}) == []

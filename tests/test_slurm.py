@@ -27,7 +27,8 @@ def _cluster_answers() -> bool:
     if shutil.which("sinfo") is None:
         return False
     states = subprocess.run(["sinfo", "-h", "-o", "%t"], capture_output=True, text=True, timeout=30)
-    return states.returncode == 0 and any(s.strip(" *") in ("idle", "mix", "alloc") for s in states.stdout.split())
+    ready = ("idle", "mix", "alloc")
+    return states.returncode == 0 and any(state.strip(" *") in ready for state in states.stdout.split())
 
 
 @pytest.fixture(scope="module")
@@ -82,3 +83,21 @@ def test_failed_job_is_reported_with_its_log(slurm_cluster: None, tmp_path: path
     assert "FakeTrainingError: row C1 diverged" in result.stdout
     assert re.search(r"failed C1: failed, log: .*/C1/log.txt", result.stdout)
     assert "Summary: 1 failed, 1 done" in result.stdout
+
+
+def test_row_on_two_tasks_joins_them_with_jax_distributed(slurm_cluster: None, tmp_path: pathlib.Path,
+                                                          request: pytest.FixtureRequest) -> None:
+    """What a multi-node row does, on one node: srun starts 2 processes that find each other."""
+    needs_entry_point()
+    data_dir = request.getfixturevalue("tiny_data_dir")
+    root = tmp_path / "t2"
+    env = {key: value for key, value in os.environ.items() if key != "XLA_FLAGS"}  # One CPU device each.
+    result = run_sweep("--config=configs/table2.py", "--rows=base", "--executor=slurm", "--tasks_per_node=2",
+                       f"--root={root}", "--wait", "--poll_s=0.5", "--report=false",
+                       *tiny_flags(data_dir, 10), env=dict(env, JAX_PLATFORMS="cpu"))
+    log = (root / "base" / "log.txt").read_text()
+    assert result.returncode == 0, result.stdout + result.stderr + log[-3000:]
+    assert "#SBATCH --ntasks-per-node=2" in (root / "base" / "job.sbatch").read_text()
+    assert "Process 0 of 2" in log and "Process 1 of 2" in log  # Both processes joined.
+    results = json.loads((root / "base" / "results.json").read_text())
+    assert (results["step"], results["devices"], results["mesh"]) == (10, 2, {"data": 2})

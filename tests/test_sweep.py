@@ -40,6 +40,15 @@ def test_local_dry_run_lists_every_row_command(tmp_path: pathlib.Path) -> None:
                                  "--config.num_train_steps=20", "--config.dataset=synthetic_en_de"]
         assert command[10:] == [">>", f"{root}/{row}/log.txt", "2>&1"]
     assert not root.exists(), "a dry run must write nothing"
+    assert "note: a common override replaces" not in result.stderr
+
+
+def test_overrides_that_replace_row_settings_are_named(tmp_path: pathlib.Path) -> None:
+    result = run_sweep("--config=configs/table2.py", "--rows=base,C1,C4", f"--root={tmp_path}", "--dry_run",
+                       "--config.num_layers=1", "--config.d_model=256")
+    assert result.returncode == 0, result.stderr
+    notes = [line for line in result.stderr.splitlines() if line.startswith("note:")]
+    assert notes == ["note: a common override replaces row setting C1 num_layers=2 -> 1"]  # C4 keeps 256.
 
 
 def _scripts(stdout: str) -> dict[str, str]:
@@ -92,12 +101,13 @@ def test_sweep_file_without_row_argument_passes_row_overrides_as_flags(tmp_path:
     sweep_file.write_text(
         "from configs import tiny\n"
         "def get_sweep():\n"
-        "    return {'wide': dict(d_model=64, positional_encoding='learned'), 'mesh': dict(mesh_shape=(1, -1))}\n"
+        "    return {'wide': dict(d_model=64, positional_encoding='learned'),\n"
+        "            'mesh': dict(mesh_shape=(1, -1))}\n"
         "def get_config():\n"
         "    return tiny.get_config()\n")
     root = tmp_path / "runs"
-    result = run_sweep(f"--config={sweep_file}", f"--root={root}", "--main=fake_main", "--config.num_train_steps=7",
-                       env=fake_main_env())
+    result = run_sweep(f"--config={sweep_file}", f"--root={root}", "--main=fake_main",
+                       "--config.num_train_steps=7", env=fake_main_env())
     assert result.returncode == 0, result.stdout + result.stderr
     wide = json.loads((root / "wide" / "config.json").read_text())
     assert (wide["name"], wide["d_model"], wide["positional_encoding"]) == ("wide", 64, "learned")
@@ -153,7 +163,8 @@ def test_parallel_local_sweep_runs_every_row(tmp_path: pathlib.Path) -> None:
 def test_root_holding_a_different_sweep_is_refused_unless_forced(tmp_path: pathlib.Path) -> None:
     root = tmp_path / "t2"
     env = fake_main_env()
-    common = ("--config=configs/table2.py", "--rows=base", f"--root={root}", "--main=fake_main", "--report=false")
+    common = ("--config=configs/table2.py", "--rows=base", f"--root={root}", "--main=fake_main",
+              "--report=false")
     assert run_sweep(*common, "--config.num_train_steps=20", env=env).returncode == 0
     refused = run_sweep(*common, "--config.num_train_steps=40", env=env)
     assert refused.returncode == 2
@@ -161,7 +172,8 @@ def test_root_holding_a_different_sweep_is_refused_unless_forced(tmp_path: pathl
             and "--force" in refused.stderr and "new --root" in refused.stderr)
     other_file = run_sweep("--config=configs/sweeps/attention_impl.py", f"--root={root}", "--main=fake_main",
                            "--config.num_train_steps=20", env=env)
-    assert other_file.returncode == 2 and "config file configs/table2.py -> configs/sweeps/attention_impl.py" in other_file.stderr
+    assert other_file.returncode == 2
+    assert "config file configs/table2.py -> configs/sweeps/attention_impl.py" in other_file.stderr
     forced = run_sweep(*common, "--config.num_train_steps=40", "--force", env=env)
     assert forced.returncode == 0, forced.stdout + forced.stderr
     assert _invocations(root, "base") == 2  # --force reruns finished rows.
@@ -248,7 +260,8 @@ def test_tpu_executor_runs_rows_through_gcloud(tmp_path: pathlib.Path) -> None:
     assert "FakeTrainingError: row B1 diverged" in first.stdout
     assert "Summary: 1 done, 1 failed" in first.stdout
     calls = (tmp_path / "gcloud.log").read_text().splitlines()
-    assert len(calls) == 2 and calls[0].startswith("compute tpus tpu-vm ssh v4-8 --zone=z --worker=all --command=")
+    assert len(calls) == 2
+    assert calls[0].startswith("compute tpus tpu-vm ssh v4-8 --zone=z --worker=all --command=")
 
     second = run_sweep(*args, env=dict(env, FAKE_MAIN_FAIL_ROWS=""))
     assert second.returncode == 0, second.stdout + second.stderr
@@ -264,7 +277,8 @@ def test_tiny_table2_rows_train_to_the_report_and_rerun_does_no_work(
     root = tmp_path / "t2"
     args = ("--config=configs/table2.py", "--rows=base,A1", f"--root={root}", *tiny_flags(data_dir, 20))
     first = run_sweep(*args)
-    assert first.returncode == 0, first.stdout + first.stderr + (root / "base" / "log.txt").read_text()[-3000:]
+    base_log = root / "base" / "log.txt"
+    assert first.returncode == 0, first.stdout + first.stderr + base_log.read_text()[-3000:]
     results = {row: json.loads((root / row / "results.json").read_text()) for row in ("base", "A1")}
     assert [results[row]["step"] for row in results] == [20, 20]
     configs = {row: json.loads((root / row / "config.json").read_text()) for row in ("base", "A1")}

@@ -7,12 +7,14 @@ difference beyond seed noise is a bug.
 
 Run the whole sweep locally (about 4 x the tiny run), then the report::
 
-    python -m launch.sweep --config=configs/sweeps/attention_impl.py --executor=local --root=runs/attention_impl
+    python -m launch.sweep --config=configs/sweeps/attention_impl.py --executor=local \\
+        --root=runs/attention_impl
     python -m attention_jax.report runs/attention_impl
 
 or one row::
 
-    python -m attention_jax.main --config=configs/sweeps/attention_impl.py:fused_seed1 --workdir=runs/fused_seed1
+    python -m attention_jax.main --config=configs/sweeps/attention_impl.py:fused_seed1 \\
+        --workdir=runs/fused_seed1
 """
 
 from __future__ import annotations
