@@ -40,7 +40,8 @@ def test_local_dry_run_lists_every_row_command(tmp_path: pathlib.Path) -> None:
                                  "--config.num_train_steps=20", "--config.dataset=synthetic_en_de"]
         assert command[10:] == [">>", f"{root}/{row}/log.txt", "2>&1"]
     assert not root.exists(), "a dry run must write nothing"
-    assert "note: a common override replaces" not in result.stderr
+    notes = [line for line in result.stderr.splitlines() if line.startswith("note:")]
+    assert notes == ["note: a common override replaces row setting big num_train_steps=300000 -> 20"]
 
 
 def test_overrides_that_replace_row_settings_are_named(tmp_path: pathlib.Path) -> None:
