@@ -199,6 +199,26 @@ def hparam_cells(row: RowReport, reference: RowReport | None) -> list[str]:
     return cells
 
 
+def other_changes(row: RowReport, record: dict) -> str:
+    """The row's own settings outside the Table 2 columns (e.g. ``seed=1``), with their actual values.
+
+    Parameters
+    ----------
+    row : RowReport
+        The row.
+    record : dict
+        The sweep record (its ``row_overrides``); empty without ``sweep.json``.
+
+    Returns
+    -------
+    str
+        ``"key=value, ..."``; ``""`` when the row changes only Table 2's hyperparameters.
+    """
+    shown = {field for _, field in HPARAM_COLUMNS} | {"name", "paper"}
+    own = record.get("row_overrides", {}).get(row.row, {})
+    return ", ".join(f"{key}={row.config.get(key, value)}" for key, value in own.items() if key not in shown)
+
+
 def _params_millions(row: RowReport) -> str:
     ours = row.results.get("params")
     ours_text = _number(None if ours is None else ours / 1e6, 1)
@@ -244,7 +264,8 @@ def markdown_table(record: dict, rows: Sequence[RowReport]) -> str:
         A title, notes, and the table.
     """
     reference = _reference(rows)
-    header = ["", "row", *[name for name, _ in HPARAM_COLUMNS], "steps", "params ×10⁶ (ours / paper)",
+    header = ["", "row", *[name for name, _ in HPARAM_COLUMNS], "other changes", "steps",
+              "params ×10⁶ (ours / paper)",
               "dev PPL", "paper PPL", "BLEU", "paper BLEU", "wall", "status"]
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] * len(header)) + "|"]
     previous_group = None
@@ -252,7 +273,8 @@ def markdown_table(record: dict, rows: Sequence[RowReport]) -> str:
         starts_group = len(row.group) == 1 and row.group != previous_group  # A-E, as in the paper.
         group_cell = f"({row.group})" if starts_group else ""
         previous_group = row.group
-        cells = [group_cell, row.row, *hparam_cells(row, reference), str(row.results.get("step", "")),
+        cells = [group_cell, row.row, *hparam_cells(row, reference), other_changes(row, record),
+                 str(row.results.get("step", "")),
                  _params_millions(row), _number(row.results.get("eval_ppl"), 2),
                  _number(row.paper.get("dev_ppl"), 2), _number(row.results.get("bleu"), 1),
                  _number(row.paper.get("dev_bleu"), 1), _duration(row.results.get("wall_s")), row.status]
@@ -276,16 +298,19 @@ def markdown_table(record: dict, rows: Sequence[RowReport]) -> str:
     return "\n".join(notes + lines) + f"\n\n{done} of {len(rows)} rows finished.\n"
 
 
-CSV_FIELDS = ("group", "row", "status", *[field for _, field in HPARAM_COLUMNS], "step", "params",
+CSV_FIELDS = ("group", "row", "status", *[field for _, field in HPARAM_COLUMNS], "other_changes", "step",
+              "params",
               "paper_params_millions", "eval_ppl", "paper_dev_ppl", "bleu", "paper_dev_bleu", "eval_loss",
               "train_loss", "wall_s", "train_tokens_per_s")
 
 
-def csv_records(rows: Sequence[RowReport]) -> list[dict]:
+def csv_records(record: dict, rows: Sequence[RowReport]) -> list[dict]:
     """The report as flat records (every hyperparameter in full), one per row.
 
     Parameters
     ----------
+    record : dict
+        The sweep record (may be empty).
     rows : Sequence[RowReport]
         Rows in order.
 
@@ -296,14 +321,14 @@ def csv_records(rows: Sequence[RowReport]) -> list[dict]:
     """
     records = []
     for row in rows:
-        record = {"group": row.group, "row": row.row, "status": row.status}
-        record.update({field: row.config.get(field) for _, field in HPARAM_COLUMNS})
-        record.update({key: row.results.get(key) for key in ("step", "params", "eval_ppl", "bleu",
-                                                             "eval_loss", "train_loss", "wall_s",
-                                                             "train_tokens_per_s")})
-        record.update(paper_params_millions=row.paper.get("params_millions"),
-                      paper_dev_ppl=row.paper.get("dev_ppl"), paper_dev_bleu=row.paper.get("dev_bleu"))
-        records.append(record)
+        flat = {"group": row.group, "row": row.row, "status": row.status}
+        flat.update({field: row.config.get(field) for _, field in HPARAM_COLUMNS})
+        flat["other_changes"] = other_changes(row, record)
+        flat.update({key: row.results.get(key) for key in ("step", "params", "eval_ppl", "bleu", "eval_loss",
+                                                           "train_loss", "wall_s", "train_tokens_per_s")})
+        flat.update(paper_params_millions=row.paper.get("params_millions"),
+                    paper_dev_ppl=row.paper.get("dev_ppl"), paper_dev_bleu=row.paper.get("dev_bleu"))
+        records.append(flat)
     return records
 
 
@@ -401,7 +426,7 @@ def write_report(root: str, *, all_rows: bool = False) -> list[str]:
     with open(stem + ".csv", "w", encoding="utf-8", newline="") as file:
         writer = csv.DictWriter(file, fieldnames=CSV_FIELDS)
         writer.writeheader()
-        writer.writerows(csv_records(rows))
+        writer.writerows(csv_records(record, rows))
     plot_report(rows, stem + ".png", f"{name}: ours vs the paper ({root})")
     return [stem + ".md", stem + ".csv", stem + ".png"]
 

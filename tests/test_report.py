@@ -61,20 +61,21 @@ def test_markdown_has_the_paper_layout_with_missing_rows_marked(sweep_root: path
     markdown = (sweep_root / "table2.md").read_text()
     rows = _table_lines(markdown)
     assert list(rows) == ["base", "A1", "B1", "C1", "C4", "E"]  # The sweep's order.
-    header = ["", "row", "N", "d_model", "d_ff", "h", "d_k", "d_v", "P_drop", "eps_ls", "PE", "steps",
-              "params ×10⁶ (ours / paper)", "dev PPL", "paper PPL", "BLEU", "paper BLEU", "wall", "status"]
-    assert rows["base"] == ["", "base", "6", "512", "2048", "8", "64", "64", "0.1", "0.1", "sinusoid", "100",
-                            "63.1 / 65", "7.25", "4.92", "12.5", "25.8", "1h02m", "done"]
-    assert len(header) == len(rows["base"])
+    header_line = next(line for line in markdown.splitlines() if line.startswith("|  | row"))
+    assert [cell.strip() for cell in header_line.strip("|").split("|")] == [
+        "", "row", "N", "d_model", "d_ff", "h", "d_k", "d_v", "P_drop", "eps_ls", "PE", "other changes",
+        "steps", "params ×10⁶ (ours / paper)", "dev PPL", "paper PPL", "BLEU", "paper BLEU", "wall", "status"]
+    assert rows["base"] == ["", "base", "6", "512", "2048", "8", "64", "64", "0.1", "0.1", "sinusoid", "",
+                            "100", "63.1 / 65", "7.25", "4.92", "12.5", "25.8", "1h02m", "done"]
     # Only the changed hyperparameters, as in the paper; group labels on each group's first row.
-    assert rows["A1"] == ["(A)", "A1", "", "", "", "1", "512", "512", "", "", "", "100", "63.1 / —", "8.50",
-                          "5.29", "", "24.9", "1m00s", "done"]
+    assert rows["A1"] == ["(A)", "A1", "", "", "", "1", "512", "512", "", "", "", "", "100", "63.1 / —",
+                          "8.50", "5.29", "", "24.9", "1m00s", "done"]
     assert rows["C4"][:8] == ["", "C4", "", "256", "", "", "32", "32"]
-    assert rows["C4"][12:15] == ["26.8 / 28", "9.75", "5.75"]
+    assert rows["C4"][13:16] == ["26.8 / 28", "9.75", "5.75"]
     # Rows without results: their status, the paper's figures, no figures of ours.
-    assert rows["B1"] == ["(B)", "B1", "", "", "", "", "16", "", "", "", "", "", "— / 58", "", "5.16", "",
-                          "25.1", "", "not run"]
-    assert rows["C1"][0] == "(C)" and rows["C1"][-1] == "failed" and rows["C1"][13] == ""
+    assert rows["B1"] == ["(B)", "B1", "", "", "", "", "16", "", "", "", "", "", "", "— / 58", "", "5.16",
+                          "", "25.1", "", "not run"]
+    assert rows["C1"][0] == "(C)" and rows["C1"][-1] == "failed" and rows["C1"][14] == ""
     assert rows["E"][10] == "learned" and rows["E"][-1] == "not run"
     assert "3 of 6 rows finished." in markdown
     assert "Common overrides: --config.num_train_steps=100." in markdown
@@ -157,3 +158,15 @@ def test_overridden_row_settings_are_listed() -> None:
         "C4 d_model=256 -> 64", "big d_model=1024 -> 64", "big num_train_steps=300000 -> 20"]
     assert report.overridden_row_settings({"rows": ["C1"], "overrides": ["num_layers=2"],
                                            "row_overrides": {"C1": {"num_layers": 2}}}) == []
+
+
+def test_other_changes_name_settings_outside_the_table2_columns(sweep_root: pathlib.Path) -> None:
+    record, rows = report.read_sweep_rows(str(sweep_root), all_rows=True)
+    changes = {row.row: report.other_changes(row, record) for row in rows}
+    # big's own settings beyond the columns, with the actual values (the common override replaced one).
+    assert changes["big"] == "num_train_steps=100, keep_checkpoints=20, average_last_checkpoints=20"
+    assert changes["A1"] == changes["base"] == ""
+    seed_config = {"seed": 1, "attention_implementation": "fused"}
+    seed_row = report.RowReport("fused_seed1", "", "done", seed_config, {})
+    seed_record = {"row_overrides": {"fused_seed1": {"attention_implementation": "fused", "seed": 1}}}
+    assert report.other_changes(seed_row, seed_record) == "attention_implementation=fused, seed=1"
