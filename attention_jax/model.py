@@ -26,7 +26,7 @@ Array = jax.Array
 
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
 
-POSITIONAL_ENCODINGS = ("sinusoidal", "learned")
+POSITIONAL_ENCODINGS = ("sinusoidal", "learned", "none")
 LAYER_NORM_POSITIONS = ("post", "pre")
 DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
 
@@ -48,7 +48,8 @@ class TransformerConfig:
     attention_dropout_rate : float
         Dropout on attention weights (not in the paper; 0 reproduces it).
     positional_encoding : str
-        ``"sinusoidal"`` (3.5) or ``"learned"`` (Table 2 row E).
+        ``"sinusoidal"`` (3.5), ``"learned"`` (Table 2 row E) or ``"none"`` (no position information:
+        the encoder is then permutation-equivariant).
     layer_norm_position : str
         ``"post"``: ``LayerNorm(x + Dropout(Sublayer(x)))`` as in the paper; ``"pre"``:
         ``x + Dropout(Sublayer(LayerNorm(x)))`` with a final LayerNorm per stack.
@@ -271,6 +272,8 @@ class PositionalEncoding(nn.Module):
                 (self.config.max_len, self.config.d_model),
             )
             encoding = jnp.take(table, positions, axis=0)
+        elif self.config.positional_encoding == "none":
+            return x
         else:
             encoding = sinusoidal_positional_encoding(positions, self.config.d_model)
         return x + encoding[None].astype(x.dtype)

@@ -62,6 +62,8 @@ def get_config() -> ml_collections.ConfigDict:
     config.vocab_size = 37000  # Shared source/target BPE vocabulary.
     config.max_len = 256  # Longest example (tokens, EOS included) kept for training; also PE length.
     config.tokens_per_batch = 25000  # Per side, batches grouped by length (Section 5.1).
+    config.tokenizer_max_sentences = 2_000_000  # Sentences (both sides) used to train the BPE model.
+    config.data_threads = 2  # Grain reader threads.
     config.label_smoothing = 0.1  # eps_ls, Section 5.4.
 
     # --- Optimizer (Section 5.3) -------------------------------------------------------------------

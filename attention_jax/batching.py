@@ -1,0 +1,271 @@
+"""Length-bucketed batches under a token budget (Section 5.1).
+
+"Sentence pairs were batched together by approximate sequence length. Each training batch contained a
+set of sentence pairs containing approximately 25000 source tokens and 25000 target tokens."
+
+A pair goes into the smallest bucket whose padded length ``L`` holds both its sides (EOS included);
+both sides of a batch are padded to that ``L``. Each bucket has a fixed number of rows ``R`` with
+``R * L <= tokens_per_batch`` and ``R`` a multiple of ``row_multiple``, so a jitted train step sees only
+``len(bucket_lengths)`` shapes. Pairs longer than the largest bucket (``max_len``) are dropped.
+
+A :class:`BatchPlan` lists the *global* batches of an epoch as sentence indices; every process computes
+the same plan from the same lengths and seed and then reads only its own slice of rows, so all
+processes agree on every batch's shape and a resumed run replays the same batches.
+
+Glossary: ``L`` padded length of a bucket, ``R`` global rows of a bucket's batches.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+
+from attention_jax import token_cache
+
+MIN_BUCKET_LEN = 8
+PADDING_ROW = -1  # Sentence index of an all-pad row (fills a bucket's last, partial batch).
+
+
+def bucket_lengths(max_len: int, min_len: int = MIN_BUCKET_LEN) -> tuple[int, ...]:
+    """Return the buckets' padded lengths: powers of two and 1.5 times powers of two, up to ``max_len``.
+
+    Parameters
+    ----------
+    max_len : int
+        Longest padded length; always the last bucket.
+    min_len : int
+        Shortest padded length (when ``max_len`` allows).
+
+    Returns
+    -------
+    tuple[int, ...]
+        Increasing lengths, e.g. ``(8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)`` for ``max_len=256``.
+
+    Notes
+    -----
+    Neighbouring buckets differ by a factor of at most 1.5, so a batch is at most a third padding
+    from bucketing alone, with 11 shapes for the paper's lengths.
+    """
+    if max_len < 1:
+        raise ValueError(f"config.max_len must be positive, got {max_len}.")
+    candidates = {base * 2**exponent for base in (2, 3) for exponent in range(max_len.bit_length() + 1)}
+    return tuple(sorted({length for length in candidates if min_len <= length < max_len} | {max_len}))
+
+
+@dataclasses.dataclass(frozen=True)
+class BucketShapes:
+    """Padded length and global row count of each bucket.
+
+    Attributes
+    ----------
+    lengths : tuple[int, ...]
+        Padded length ``L`` per bucket, increasing.
+    global_rows : tuple[int, ...]
+        Rows ``R`` per batch of that bucket, summed over all processes.
+    """
+
+    lengths: tuple[int, ...]
+    global_rows: tuple[int, ...]
+
+
+def make_bucket_shapes(max_len: int, tokens_per_batch: int, row_multiple: int) -> BucketShapes:
+    """Choose the most rows per bucket that keep ``rows * L <= tokens_per_batch``.
+
+    Parameters
+    ----------
+    max_len : int
+        Longest padded length.
+    tokens_per_batch : int
+        Token budget per side of one global batch (the paper's 25000).
+    row_multiple : int
+        Every row count is a multiple of this (data-parallel devices; and process count).
+
+    Returns
+    -------
+    BucketShapes
+        The shapes.
+
+    Notes
+    -----
+    Raises ValueError when even the longest bucket cannot hold ``row_multiple`` rows within the budget.
+    """
+    if row_multiple < 1:
+        raise ValueError(f"rows_multiple must be at least 1, got {row_multiple}.")
+    lengths = bucket_lengths(max_len)
+    global_rows = tuple((tokens_per_batch // length) // row_multiple * row_multiple for length in lengths)
+    if global_rows[-1] == 0:
+        raise ValueError(
+            f"config.tokens_per_batch={tokens_per_batch} cannot hold {row_multiple} rows of config.max_len="
+            f"{max_len} tokens (the row multiple: devices x processes). Raise tokens_per_batch to at least "
+            f"{row_multiple * max_len} or lower max_len."
+        )
+    return BucketShapes(lengths=lengths, global_rows=global_rows)
+
+
+@dataclasses.dataclass(frozen=True)
+class PlannedBatch:
+    """One global batch: its bucket and the sentence index of each row.
+
+    Attributes
+    ----------
+    bucket : int
+        Index into :attr:`BucketShapes.lengths`.
+    sentence_indices : np.ndarray
+        ``int64``, shape ``[R]``; ``PADDING_ROW`` marks an all-pad row.
+    """
+
+    bucket: int
+    sentence_indices: np.ndarray
+
+    def local_indices(self, process_index: int, process_count: int) -> np.ndarray:
+        """Return the rows this process reads: the ``process_index``-th of ``process_count`` equal slices.
+
+        Parameters
+        ----------
+        process_index : int
+            This process, ``0 <= process_index < process_count``.
+        process_count : int
+            Processes sharing the batch.
+
+        Returns
+        -------
+        np.ndarray
+            Sentence indices of the local rows, shape ``[R // process_count]``.
+        """
+        return self.sentence_indices.reshape(process_count, -1)[process_index]
+
+
+class BatchPlan:
+    """Global batches of one split, reshuffled every epoch.
+
+    Parameters
+    ----------
+    source_lengths, target_lengths : np.ndarray
+        Length of each sentence pair's sides in a batch row (EOS included), shape ``[num_pairs]``.
+    shapes : BucketShapes
+        Bucket lengths and rows.
+
+    Notes
+    -----
+    The number of batches of each bucket, and hence of an epoch and its padding, does not depend on
+    the shuffle: an epoch is ``ceil(pairs_in_bucket / R)`` batches per bucket, the last one filled
+    with all-pad rows.
+    """
+
+    def __init__(self, source_lengths: np.ndarray, target_lengths: np.ndarray, shapes: BucketShapes) -> None:
+        self.shapes = shapes
+        pair_lengths = np.maximum(source_lengths, target_lengths)
+        is_kept = pair_lengths <= shapes.lengths[-1]
+        self.num_pairs = len(pair_lengths)
+        self.num_dropped = int(np.sum(~is_kept))
+        bucket_of_pair = np.searchsorted(np.asarray(shapes.lengths), pair_lengths, side="left")
+        self._members = [np.flatnonzero(is_kept & (bucket_of_pair == bucket)) for bucket in range(len(shapes.lengths))]
+        self._batches_per_bucket = [
+            math.ceil(len(members) / rows) for members, rows in zip(self._members, shapes.global_rows)
+        ]
+        self._source_tokens = int(np.sum(source_lengths[is_kept]))
+        self._target_tokens = int(np.sum(target_lengths[is_kept]))
+
+    @property
+    def num_batches(self) -> int:
+        """Global batches in one epoch."""
+        return sum(self._batches_per_bucket)
+
+    @property
+    def num_kept(self) -> int:
+        """Pairs that fit ``max_len`` and appear once per epoch."""
+        return self.num_pairs - self.num_dropped
+
+    def used_buckets(self) -> list[int]:
+        """Return the indices of buckets with at least one batch (the shapes a run will see)."""
+        return [bucket for bucket, count in enumerate(self._batches_per_bucket) if count]
+
+    def shuffled_batches(self, seed: int, epoch: int) -> list[PlannedBatch]:
+        """Return epoch ``epoch``'s batches: pairs shuffled within buckets, batches in shuffled order.
+
+        Parameters
+        ----------
+        seed : int
+            Data seed; the same seed and epoch give the same batches on every process.
+        epoch : int
+            Epoch number, from 0.
+
+        Returns
+        -------
+        list[PlannedBatch]
+            ``num_batches`` batches covering every kept pair once.
+        """
+        rng = np.random.default_rng([seed, epoch])
+        batches = self._chunk([members[rng.permutation(len(members))] for members in self._members])
+        return [batches[i] for i in rng.permutation(len(batches))]
+
+    def ordered_batches(self) -> list[PlannedBatch]:
+        """Return the batches for evaluation: pairs in index order within buckets, a fixed batch order.
+
+        Returns
+        -------
+        list[PlannedBatch]
+            ``num_batches`` batches covering every kept pair once; the same on every call.
+
+        Notes
+        -----
+        The batch order is a fixed permutation rather than by bucket, so the first ``k`` batches (a
+        limited evaluation) mix short and long sentences.
+        """
+        batches = self._chunk(self._members)
+        return [batches[i] for i in np.random.default_rng(0).permutation(len(batches))]
+
+    def padding_fraction(self) -> dict[str, float]:
+        """Return the fraction of batch positions that are padding in one epoch.
+
+        Returns
+        -------
+        dict[str, float]
+            ``{"inputs": ..., "targets": ..., "total": ...}``; 0 when the plan has no batches.
+        """
+        slots = sum(
+            count * rows * length
+            for count, rows, length in zip(self._batches_per_bucket, self.shapes.global_rows, self.shapes.lengths)
+        )
+        if slots == 0:
+            return {"inputs": 0.0, "targets": 0.0, "total": 0.0}
+        return {
+            "inputs": 1.0 - self._source_tokens / slots,
+            "targets": 1.0 - self._target_tokens / slots,
+            "total": 1.0 - (self._source_tokens + self._target_tokens) / (2 * slots),
+        }
+
+    def _chunk(self, members_per_bucket: list[np.ndarray]) -> list[PlannedBatch]:
+        batches = []
+        for bucket, (members, rows) in enumerate(zip(members_per_bucket, self.shapes.global_rows)):
+            padded = np.full(self._batches_per_bucket[bucket] * rows, PADDING_ROW, np.int64)
+            padded[: len(members)] = members
+            batches.extend(PlannedBatch(bucket, chunk) for chunk in padded.reshape(-1, rows))
+        return batches
+
+
+def make_batch(tokenized: token_cache.TokenizedSplit, padded_len: int, sentence_indices: np.ndarray) -> dict:
+    """Build one batch of padded, EOS-terminated token ids.
+
+    Parameters
+    ----------
+    tokenized : token_cache.TokenizedSplit
+        Token ids of the split.
+    padded_len : int
+        ``L``, the bucket's padded length.
+    sentence_indices : np.ndarray
+        One sentence index per row; ``PADDING_ROW`` gives an all-pad row.
+
+    Returns
+    -------
+    dict
+        ``{"inputs": int32 [rows, L], "targets": int32 [rows, L]}``, pad id 0.
+    """
+    batch = {}
+    for name, side in (("inputs", tokenized.source), ("targets", tokenized.target)):
+        rows = np.zeros((len(sentence_indices), padded_len), np.int32)
+        side.fill_rows(rows, sentence_indices)
+        batch[name] = rows
+    return batch

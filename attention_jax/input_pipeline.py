@@ -1,0 +1,335 @@
+"""The input pipeline: corpus -> shared BPE vocabulary -> token ids -> length-bucketed batches.
+
+Usage::
+
+    data = input_pipeline.get_datasets(config, process_index=jax.process_index(),
+                                       process_count=jax.process_count(), rows_multiple=num_devices)
+    train_iter = data.train_iterator(seed=config.seed)
+    batch = next(train_iter)          # {"inputs": int32 [rows, L], "targets": int32 [rows, L]}
+    state = train_iter.get_state()    # a small JSON-serializable dict; train_iter.set_state(state)
+    for batch in data.eval_batches("validation"): ...
+    data.text_pairs("test")           # [(source, target), ...] raw text, for BLEU
+
+What happens on first use, and is cached under ``<data_dir>/attention_jax_cache/`` afterwards:
+
+1. :mod:`attention_jax.data_sources` opens ``config.dataset`` (TFDS, the synthetic set, or a TSV dir).
+2. :mod:`attention_jax.tokenizer` trains one SentencePiece BPE vocabulary on a deterministic sample of
+   at most ``config.tokenizer_max_sentences`` training sentences (both sides; default 2,000,000).
+3. :mod:`attention_jax.token_cache` tokenizes each split once.
+4. :mod:`attention_jax.batching` plans global batches; each process reads only its rows. Batches reach
+   the training loop through a Grain dataset with background threads, whose iterator state makes
+   resumption exact.
+
+Batch rows hold ids ending in EOS (no BOS), padded with 0 (see :mod:`attention_jax.tokenizer`). Rows
+that are all padding fill a bucket's last batch; the loss ignores them like any other padding.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import os
+import re
+import sys
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+import grain
+import numpy as np
+
+from attention_jax import batching
+from attention_jax import data_sources
+from attention_jax import token_cache
+from attention_jax import tokenizer as tokenizer_lib
+
+SPLITS = ("train", "validation", "test")
+DEFAULT_TOKENIZER_MAX_SENTENCES = 2_000_000
+DEFAULT_NUM_THREADS = 2
+_PREFETCH_BATCHES = 8
+
+
+@dataclasses.dataclass(frozen=True)
+class _SplitData:
+    """A split's TFDS name, token ids and batch plan."""
+
+    tfds_split: str
+    tokenized: token_cache.TokenizedSplit
+    plan: batching.BatchPlan
+
+    def local_batch(self, planned: batching.PlannedBatch, process_index: int, process_count: int) -> dict:
+        """Build this process's rows of a planned global batch."""
+        return batching.make_batch(
+            self.tokenized,
+            self.plan.shapes.lengths[planned.bucket],
+            planned.local_indices(process_index, process_count),
+        )
+
+
+class _TrainBatchSequence(Sequence):
+    """Step ``i`` of an endless training run -> this process's local batch (lazily, for Grain).
+
+    Epoch ``e`` is ``plan.shuffled_batches(seed, e)``; step ``i`` is batch ``i % num_batches`` of epoch
+    ``i // num_batches``. The last two epochs' plans are kept, so Grain's reader threads share them.
+    """
+
+    def __init__(self, split: _SplitData, seed: int, process_index: int, process_count: int) -> None:
+        self._split = split
+        self._seed = seed
+        self._process_index = process_index
+        self._process_count = process_count
+        self._epoch_plans: collections.OrderedDict[int, list[batching.PlannedBatch]] = collections.OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return sys.maxsize  # Endless; Grain's iterator state is the next step.
+
+    def __getitem__(self, step: int) -> dict[str, np.ndarray]:
+        epoch, batch_in_epoch = divmod(int(step), self._split.plan.num_batches)
+        planned = self._epoch_plan(epoch)[batch_in_epoch]
+        return self._split.local_batch(planned, self._process_index, self._process_count)
+
+    def _epoch_plan(self, epoch: int) -> list[batching.PlannedBatch]:
+        with self._lock:
+            if epoch not in self._epoch_plans:
+                self._epoch_plans[epoch] = self._split.plan.shuffled_batches(self._seed, epoch)
+                while len(self._epoch_plans) > 2:
+                    self._epoch_plans.popitem(last=False)
+            return self._epoch_plans[epoch]
+
+
+class EvalBatches:
+    """A split's evaluation batches, built when iterated (re-iterable, always the same batches).
+
+    Parameters
+    ----------
+    split : _SplitData
+        The split.
+    planned_batches : list[batching.PlannedBatch]
+        Global batches, in order.
+    process_index, process_count : int
+        Which rows of each global batch this process builds.
+    """
+
+    def __init__(
+        self, split: _SplitData, planned_batches: list[batching.PlannedBatch], process_index: int, process_count: int
+    ) -> None:
+        self._split = split
+        self._planned_batches = planned_batches
+        self._process_index = process_index
+        self._process_count = process_count
+
+    def __len__(self) -> int:
+        return len(self._planned_batches)
+
+    def __iter__(self) -> Iterator[dict[str, np.ndarray]]:
+        for planned in self._planned_batches:
+            yield self._split.local_batch(planned, self._process_index, self._process_count)
+
+
+class TranslationData:
+    """Everything the training and decoding code reads about the data.
+
+    Create it with :func:`get_datasets`.
+
+    Attributes
+    ----------
+    tokenizer : tokenizer_lib.Tokenizer
+        The shared source/target vocabulary.
+    stats : dict
+        Example counts per split, pairs dropped as too long, padding fractions, batch shapes.
+    """
+
+    def __init__(
+        self,
+        *,
+        source: data_sources.TranslationSource,
+        tokenizer: tokenizer_lib.Tokenizer,
+        splits: dict[str, _SplitData],
+        process_index: int,
+        process_count: int,
+        num_threads: int,
+    ) -> None:
+        self.tokenizer = tokenizer
+        self._source = source
+        self._splits = splits
+        self._process_index = process_index
+        self._process_count = process_count
+        self._num_threads = num_threads
+        self.stats = self._compute_stats()
+
+    @property
+    def batch_shapes(self) -> list[tuple[int, int]]:
+        """Return the local ``(rows, L)`` shapes training batches can have (both sides share them)."""
+        plan = self._splits["train"].plan
+        return [
+            (plan.shapes.global_rows[bucket] // self._process_count, plan.shapes.lengths[bucket])
+            for bucket in plan.used_buckets()
+        ]
+
+    def train_iterator(self, seed: int) -> grain.DatasetIterator:
+        """Return an endless iterator over this process's training batches.
+
+        Parameters
+        ----------
+        seed : int
+            Data seed (the same on every process): epoch ``e`` is shuffled with ``(seed, e)``.
+
+        Returns
+        -------
+        grain.DatasetIterator
+            Yields ``{"inputs": int32 [rows, L], "targets": int32 [rows, L]}``. ``get_state()``
+            returns a JSON-serializable dict (the next step); ``set_state(state)`` on a fresh
+            iterator resumes with exactly the batches an uninterrupted run would have seen.
+
+        Notes
+        -----
+        Batches are built ahead by Grain reader threads (``config.data_threads``, default 2).
+        """
+        steps = _TrainBatchSequence(self._splits["train"], seed, self._process_index, self._process_count)
+        read_options = grain.ReadOptions(num_threads=self._num_threads, prefetch_buffer_size=_PREFETCH_BATCHES)
+        return iter(grain.MapDataset.source(steps).to_iter_dataset(read_options))
+
+    def eval_batches(self, split: str, max_batches: int = 0) -> EvalBatches:
+        """Return the batches that cover a split once, for evaluation.
+
+        Parameters
+        ----------
+        split : str
+            ``"train"``, ``"validation"`` or ``"test"`` (or the TFDS split name the config gives it).
+        max_batches : int
+            Keep only the first this many batches (a fixed, length-mixed subset); 0 keeps all.
+
+        Returns
+        -------
+        EvalBatches
+            Re-iterable local batches, the same on every call and with the training shapes; a
+            bucket's last batch is filled with all-pad rows. Pairs over ``max_len`` are left out
+            (counted in ``stats["dropped_too_long"]``).
+        """
+        split_data = self._splits[self._split_role(split)]
+        planned = split_data.plan.ordered_batches()
+        if max_batches > 0:
+            planned = planned[:max_batches]
+        return EvalBatches(split_data, planned, self._process_index, self._process_count)
+
+    def text_pairs(self, split: str, max_pairs: int = 0) -> list[tuple[str, str]]:
+        """Return the raw ``(source, target)`` text of a split's pairs, in dataset order.
+
+        Parameters
+        ----------
+        split : str
+            As for :meth:`eval_batches`.
+        max_pairs : int
+            Return only the first this many pairs (e.g. ``config.num_bleu_examples``); 0 returns all.
+
+        Returns
+        -------
+        list[tuple[str, str]]
+            The pairs, including those too long for batches (BLEU is computed on all of them).
+        """
+        tfds_split = self._splits[self._split_role(split)].tfds_split
+        num_pairs = self._source.num_examples(tfds_split)
+        count = min(num_pairs, max_pairs) if max_pairs > 0 else num_pairs
+        return list(self._source.text_pairs(tfds_split, range(count)))
+
+    def _split_role(self, split: str) -> str:
+        if split in self._splits:
+            return split
+        for role, split_data in self._splits.items():
+            if split == split_data.tfds_split:
+                return role
+        raise ValueError(f"Unknown split {split!r}; use one of {list(SPLITS)}.")
+
+    def _compute_stats(self) -> dict[str, Any]:
+        train_plan = self._splits["train"].plan
+        return {
+            "dataset": self._source.description,
+            "cache_dir": self._source.cache_dir,
+            "tokenizer_vocab_size": self.tokenizer.vocab_size,
+            "examples": {role: split.plan.num_pairs for role, split in self._splits.items()},
+            "dropped_too_long": {role: split.plan.num_dropped for role, split in self._splits.items()},
+            "batches_per_epoch": {role: split.plan.num_batches for role, split in self._splits.items()},
+            "bucket_lengths": list(train_plan.shapes.lengths),
+            "global_rows": list(train_plan.shapes.global_rows),
+            "local_batch_shapes": [list(shape) for shape in self.batch_shapes],
+            "train_padding_fraction": train_plan.padding_fraction(),
+            "eval_padding_fraction": self._splits["validation"].plan.padding_fraction(),
+        }
+
+
+def get_datasets(
+    config: Any, *, process_index: int = 0, process_count: int = 1, rows_multiple: int = 1
+) -> TranslationData:
+    """Open the corpus ``config.dataset`` names and prepare its vocabulary, token ids and batch plans.
+
+    Parameters
+    ----------
+    config : ml_collections.ConfigDict
+        Reads ``dataset``, ``data_dir``, ``source_lang``, ``target_lang``, ``train_split``,
+        ``eval_split``, ``test_split``, ``vocab_size``, ``max_len``, ``tokens_per_batch``; optionally
+        ``tokenizer_max_sentences`` (default 2,000,000) and ``data_threads`` (default 2).
+    process_index : int
+        This process (``jax.process_index()``).
+    process_count : int
+        Processes in the run (``jax.process_count()``); each reads ``1/process_count`` of every batch.
+    rows_multiple : int
+        Global rows of every batch are a multiple of this (the data-parallel device count) and of
+        ``process_count``.
+
+    Returns
+    -------
+    TranslationData
+        Tokenizer, iterators and statistics.
+
+    Notes
+    -----
+    The first call per corpus trains the tokenizer and tokenizes all three splits (cached; later calls
+    reuse the files). Everything is deterministic, so processes without a shared file system build
+    identical caches and plans.
+    """
+    if not 0 <= process_index < process_count:
+        raise ValueError(f"process_index={process_index} must lie in [0, process_count={process_count}).")
+    source = data_sources.open_translation_source(config)
+    tokenizer = _load_or_train_tokenizer(source, config)
+    shapes = batching.make_bucket_shapes(
+        config.max_len, config.tokens_per_batch, int(np.lcm(rows_multiple, process_count))
+    )
+    tfds_splits = {"train": config.train_split, "validation": config.eval_split, "test": config.test_split}
+    splits = {}
+    for role, tfds_split in tfds_splits.items():
+        tokenized = token_cache.load_or_tokenize_split(source, tfds_split, tokenizer)
+        plan = batching.BatchPlan(tokenized.source.lengths_with_eos(), tokenized.target.lengths_with_eos(), shapes)
+        if role == "train" and plan.num_kept == 0:
+            raise ValueError(
+                f"All {plan.num_pairs} training pairs are longer than config.max_len={config.max_len} tokens "
+                f"(EOS included); raise max_len."
+            )
+        splits[role] = _SplitData(tfds_split, tokenized, plan)
+    return TranslationData(
+        source=source,
+        tokenizer=tokenizer,
+        splits=splits,
+        process_index=process_index,
+        process_count=process_count,
+        num_threads=int(config.get("data_threads", DEFAULT_NUM_THREADS)),
+    )
+
+
+def _load_or_train_tokenizer(source: data_sources.TranslationSource, config: Any) -> tokenizer_lib.Tokenizer:
+    max_sentences = int(config.get("tokenizer_max_sentences", DEFAULT_TOKENIZER_MAX_SENTENCES))
+    split_name = re.sub(r"[^A-Za-z0-9_.\-]+", "_", config.train_split)
+    model_path = os.path.join(source.cache_dir, f"spm-bpe-{config.vocab_size}-{split_name}-{max_sentences}.model")
+    return tokenizer_lib.load_or_train_tokenizer(
+        model_path, lambda: _tokenizer_training_sentences(source, config.train_split, max_sentences), config.vocab_size
+    )
+
+
+def _tokenizer_training_sentences(
+    source: data_sources.TranslationSource, train_split: str, max_sentences: int
+) -> Iterable[str]:
+    """Return both sides of a fixed random sample of at most ``max_sentences // 2`` training pairs."""
+    total_pairs = source.num_examples(train_split)
+    num_pairs = min(total_pairs, max(1, max_sentences // 2))
+    indices = np.sort(np.random.default_rng(0).choice(total_pairs, size=num_pairs, replace=False))
+    return [sentence for pair in source.text_pairs(train_split, indices) for sentence in pair]

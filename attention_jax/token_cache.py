@@ -1,0 +1,163 @@
+"""Token ids of a whole split, computed once and kept on disk as flat NumPy arrays.
+
+One side (source or target) of a split is stored as two ``.npy`` files: ``ids`` holds every sentence's
+subword ids back to back (no EOS; ``uint16`` when the vocabulary fits, else ``int32``) and ``offsets``
+(``int64``, one more entry than sentences) says where each sentence starts, so sentence ``i`` is
+``ids[offsets[i]:offsets[i + 1]]``. The files are memory-mapped on load, so a process touches only the
+rows it batches.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import io
+import itertools
+import os
+import re
+import numpy as np
+from absl import logging
+
+from attention_jax import data_sources
+from attention_jax import tokenizer as tokenizer_lib
+
+_TOKENIZE_CHUNK = 8192
+
+
+@dataclasses.dataclass(frozen=True)
+class TokenizedSide:
+    """Token ids of one side of a split, flat.
+
+    Attributes
+    ----------
+    ids : np.ndarray
+        All subword ids back to back, shape ``[total_tokens]`` (EOS not stored).
+    offsets : np.ndarray
+        ``int64``, shape ``[num_sentences + 1]``; sentence ``i`` is ``ids[offsets[i]:offsets[i + 1]]``.
+    """
+
+    ids: np.ndarray
+    offsets: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def lengths_with_eos(self) -> np.ndarray:
+        """Return each sentence's length in a batch row (subwords + EOS), shape ``[num_sentences]``."""
+        return (np.diff(self.offsets) + 1).astype(np.int64)
+
+    def fill_rows(self, rows: np.ndarray, sentence_indices: np.ndarray) -> None:
+        """Write sentences, each followed by EOS, into the rows of a zero (pad) array.
+
+        Parameters
+        ----------
+        rows : np.ndarray
+            ``int32`` array of shape ``[len(sentence_indices), padded_len]``, all zeros, written in place.
+        sentence_indices : np.ndarray
+            One sentence index per row; a negative index leaves its row all padding.
+
+        Returns
+        -------
+        None
+        """
+        for row, sentence in enumerate(sentence_indices.tolist()):
+            if sentence < 0:
+                continue
+            start, end = int(self.offsets[sentence]), int(self.offsets[sentence + 1])
+            rows[row, : end - start] = self.ids[start:end]
+            rows[row, end - start] = tokenizer_lib.EOS_ID
+
+
+@dataclasses.dataclass(frozen=True)
+class TokenizedSplit:
+    """Source and target token ids of one split (sentence ``i`` of each side form pair ``i``).
+
+    Attributes
+    ----------
+    source, target : TokenizedSide
+        The two sides, of equal length.
+    """
+
+    source: TokenizedSide
+    target: TokenizedSide
+
+    def __len__(self) -> int:
+        return len(self.source)
+
+
+def load_or_tokenize_split(
+    source: data_sources.TranslationSource, split: str, tokenizer: tokenizer_lib.Tokenizer
+) -> TokenizedSplit:
+    """Return the token ids of both sides of ``split``, tokenizing and caching them on first use.
+
+    Parameters
+    ----------
+    source : data_sources.TranslationSource
+        The corpus; caches go under ``source.cache_dir``.
+    split : str
+        TFDS split name or slice.
+    tokenizer : tokenizer_lib.Tokenizer
+        The tokenizer; its model's hash is part of the cache path, so a new vocabulary never reads
+        stale ids.
+
+    Returns
+    -------
+    TokenizedSplit
+        Memory-mapped token ids.
+    """
+    cache_dir = os.path.join(source.cache_dir, f"tokens-{hashlib.sha256(tokenizer.model_proto).hexdigest()[:12]}")
+    split_name = re.sub(r"[^A-Za-z0-9_.\-]+", "_", split)
+    prefixes = {
+        side: os.path.join(cache_dir, f"{split_name}.{feature}")
+        for side, feature in (("source", source.source_key), ("target", source.target_key))
+    }
+    sides = {side: _load_side(prefix) for side, prefix in prefixes.items()}
+    if any(side is None for side in sides.values()):
+        logging.info("Tokenizing %s split %r into %s", source.description, split, cache_dir)
+        for side, tokenized in _tokenize_split(source, split, tokenizer).items():
+            _write_side(prefixes[side], tokenized)
+        sides = {side: _load_side(prefix) for side, prefix in prefixes.items()}
+    return TokenizedSplit(**sides)
+
+
+def _tokenize_split(
+    source: data_sources.TranslationSource, split: str, tokenizer: tokenizer_lib.Tokenizer
+) -> dict[str, TokenizedSide]:
+    """Tokenize both sides of every pair in one pass over the split (reading dominates)."""
+    id_dtype = np.uint16 if tokenizer.vocab_size <= np.iinfo(np.uint16).max + 1 else np.int32
+    id_chunks = {"source": [], "target": []}
+    lengths = {"source": [], "target": []}
+    pairs = source.text_pairs(split, range(source.num_examples(split)))
+    while chunk := list(itertools.islice(pairs, _TOKENIZE_CHUNK)):
+        for side, texts in zip(("source", "target"), zip(*chunk)):
+            encoded = tokenizer.encode_batch(texts, add_eos=False)
+            lengths[side].extend(len(ids) for ids in encoded)
+            id_chunks[side].append(np.fromiter(itertools.chain.from_iterable(encoded), dtype=id_dtype))
+    tokenized = {}
+    for side in ("source", "target"):
+        offsets = np.zeros(len(lengths[side]) + 1, np.int64)
+        np.cumsum(lengths[side], out=offsets[1:])
+        ids = np.concatenate(id_chunks[side]) if id_chunks[side] else np.zeros(0, id_dtype)
+        tokenized[side] = TokenizedSide(ids=ids, offsets=offsets)
+    return tokenized
+
+
+def _write_side(prefix: str, side: TokenizedSide) -> None:
+    # Offsets last: their presence marks a complete pair of files.
+    for suffix, array in (("ids", side.ids), ("offsets", side.offsets)):
+        buffer = io.BytesIO()
+        np.save(buffer, array)
+        tokenizer_lib.write_file_atomically(f"{prefix}.{suffix}.npy", buffer.getvalue())
+
+
+def _load_side(prefix: str) -> TokenizedSide | None:
+    ids_path, offsets_path = f"{prefix}.ids.npy", f"{prefix}.offsets.npy"
+    if not (os.path.exists(ids_path) and os.path.exists(offsets_path)):
+        return None
+    offsets = np.load(offsets_path)
+    # NumPy cannot memory-map an empty array.
+    side = TokenizedSide(ids=np.load(ids_path, mmap_mode="r" if offsets[-1:].sum() else None), offsets=offsets)
+    if len(side.offsets) == 0 or side.offsets[-1] != len(side.ids):
+        logging.warning("Token cache %s is inconsistent; tokenizing again.", prefix)
+        return None
+    return side

@@ -1,0 +1,312 @@
+"""Shared source/target subword vocabulary: SentencePiece BPE (Section 5.1).
+
+The paper encodes EN-DE with byte-pair encoding into "a shared source-target vocabulary of about 37000
+tokens". We train one SentencePiece BPE model on both sides of the training split and use it for the
+encoder input, the decoder input and the decoder output alike.
+
+Token ids are fixed for every vocabulary this module trains:
+
+=====  ===  =====================================================================
+name   id   use
+=====  ===  =====================================================================
+pad    0    padding in batches; the loss ignores it
+unk    1    characters the vocabulary does not cover
+bos    2    first decoder input (the model prepends it; batches never contain it)
+eos    3    ends every source and target sequence in a batch
+=====  ===  =====================================================================
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import tempfile
+from collections.abc import Callable, Iterable, Sequence
+
+import numpy as np
+import sentencepiece as spm
+from absl import logging
+
+PAD_ID = 0
+UNK_ID = 1
+BOS_ID = 2
+EOS_ID = 3
+
+# Character coverages tried in order: every character first (exact round trips for en/de text); if the
+# corpus has more distinct characters than the vocabulary has room for, SentencePiece's own default.
+_CHARACTER_COVERAGES = (1.0, 0.9995)
+# SentencePiece skips longer training sentences (bytes); tokenizing them later still works.
+_MAX_TRAINING_SENTENCE_BYTES = 4192
+
+
+class Tokenizer:
+    """SentencePiece BPE tokenizer with the project's fixed special ids.
+
+    Parameters
+    ----------
+    model_proto : bytes
+        A serialized SentencePiece model whose pad/unk/bos/eos ids are 0/1/2/3
+        (what :func:`train_tokenizer` writes).
+
+    Notes
+    -----
+    ``encode`` returns ids exactly as a batch row holds them: subword ids followed by EOS (no BOS).
+    ``decode`` is its inverse for model outputs: it stops at the first EOS and skips pad and bos.
+    """
+
+    pad_id: int = PAD_ID
+    unk_id: int = UNK_ID
+    bos_id: int = BOS_ID
+    eos_id: int = EOS_ID
+
+    def __init__(self, model_proto: bytes) -> None:
+        self._model_proto = bytes(model_proto)
+        self._processor = spm.SentencePieceProcessor(model_proto=self._model_proto)
+        found = (
+            self._processor.pad_id(),
+            self._processor.unk_id(),
+            self._processor.bos_id(),
+            self._processor.eos_id(),
+        )
+        if found != (PAD_ID, UNK_ID, BOS_ID, EOS_ID):
+            raise ValueError(
+                f"SentencePiece model has pad/unk/bos/eos ids {found}; this project needs "
+                f"({PAD_ID}, {UNK_ID}, {BOS_ID}, {EOS_ID}). Train it with attention_jax.tokenizer.train_tokenizer."
+            )
+
+    @classmethod
+    def load(cls, model_path: str) -> Tokenizer:
+        """Load a tokenizer from a ``.model`` file.
+
+        Parameters
+        ----------
+        model_path : str
+            Path of a SentencePiece model file.
+
+        Returns
+        -------
+        Tokenizer
+            The tokenizer.
+
+        Notes
+        -----
+        Raises FileNotFoundError when the file does not exist.
+        """
+        if not os.path.exists(model_path):
+            raise FileNotFoundError(f"No SentencePiece model at {model_path}.")
+        with open(model_path, "rb") as model_file:
+            return cls(model_file.read())
+
+    @property
+    def vocab_size(self) -> int:
+        """Number of ids the tokenizer can produce (ids are ``0 .. vocab_size - 1``)."""
+        return self._processor.vocab_size()
+
+    @property
+    def model_proto(self) -> bytes:
+        """The serialized SentencePiece model (for hashing or saving)."""
+        return self._model_proto
+
+    def encode(self, text: str, add_eos: bool = True) -> list[int]:
+        """Turn one sentence into token ids.
+
+        Parameters
+        ----------
+        text : str
+            The sentence.
+        add_eos : bool
+            Append EOS (default), which is how every sequence in a batch ends.
+
+        Returns
+        -------
+        list[int]
+            Subword ids, then EOS when ``add_eos``.
+        """
+        return self._processor.encode(text, add_eos=add_eos)
+
+    def encode_batch(self, texts: Sequence[str], add_eos: bool = True, num_threads: int = -1) -> list[list[int]]:
+        """Turn many sentences into token ids at once (multithreaded in SentencePiece).
+
+        Parameters
+        ----------
+        texts : Sequence[str]
+            The sentences.
+        add_eos : bool
+            Append EOS to each.
+        num_threads : int
+            SentencePiece worker threads; -1 (default) uses every core.
+
+        Returns
+        -------
+        list[list[int]]
+            One id list per sentence, as :meth:`encode` returns it.
+        """
+        if not texts:
+            return []
+        return self._processor.encode(list(texts), add_eos=add_eos, num_threads=num_threads)
+
+    def decode(self, ids: Iterable[int]) -> str:
+        """Turn token ids back into text.
+
+        Parameters
+        ----------
+        ids : Iterable[int]
+            Token ids, e.g. one row of a batch or a decoder output (a list or a NumPy/JAX array).
+
+        Returns
+        -------
+        str
+            The text of the ids before the first EOS, with pad and bos removed.
+
+        Notes
+        -----
+        Ids at or above :attr:`vocab_size` (the model embeds ``config.vocab_size`` rows, which may be
+        more than the tokenizer uses) are dropped, as are negative ids.
+        """
+        pieces = []
+        for token_id in np.asarray(ids).reshape(-1).tolist():
+            if token_id == EOS_ID:
+                break
+            if token_id in (PAD_ID, BOS_ID) or not 0 <= token_id < self.vocab_size:
+                continue
+            pieces.append(token_id)
+        return self._processor.decode(pieces)
+
+    def id_to_piece(self, token_id: int) -> str:
+        """Return the subword string of one id (for inspection and debugging).
+
+        Parameters
+        ----------
+        token_id : int
+            A token id below :attr:`vocab_size`.
+
+        Returns
+        -------
+        str
+            The SentencePiece piece, e.g. ``"▁the"`` or ``"</s>"``.
+        """
+        return self._processor.id_to_piece(token_id)
+
+
+def train_tokenizer(sentences: Iterable[str], vocab_size: int) -> Tokenizer:
+    """Train a SentencePiece BPE model on sentences held in memory.
+
+    Parameters
+    ----------
+    sentences : Iterable[str]
+        Training sentences, both languages mixed (consumed once per training attempt; pass a list
+        or another re-iterable collection).
+    vocab_size : int
+        Upper bound on the vocabulary size, special ids included.
+
+    Returns
+    -------
+    Tokenizer
+        A tokenizer with ``tokenizer.vocab_size <= vocab_size`` and ids pad=0, unk=1, bos=2, eos=3.
+
+    Notes
+    -----
+    ``hard_vocab_limit=False`` lets a small corpus end with fewer pieces than asked for instead of
+    failing. Character coverage is 1.0 (every character gets a piece) unless the corpus has more
+    distinct characters than ``vocab_size`` allows, then 0.9995. SentencePiece's own log output is
+    silenced. Training is deterministic for a given sentence list.
+    """
+    sentences = [sentence for sentence in sentences if sentence]
+    if not sentences:
+        raise ValueError("Cannot train a tokenizer on no text: the training split has no non-empty sentences.")
+    last_error: Exception | None = None
+    for character_coverage in _CHARACTER_COVERAGES:
+        model_buffer = io.BytesIO()
+        try:
+            spm.SentencePieceTrainer.train(
+                sentence_iterator=iter(sentences),
+                model_writer=model_buffer,
+                model_type="bpe",
+                vocab_size=vocab_size,
+                hard_vocab_limit=False,
+                character_coverage=character_coverage,
+                pad_id=PAD_ID,
+                unk_id=UNK_ID,
+                bos_id=BOS_ID,
+                eos_id=EOS_ID,
+                input_sentence_size=0,  # The caller already capped the sentence count.
+                max_sentence_length=_MAX_TRAINING_SENTENCE_BYTES,
+                num_threads=max(1, os.cpu_count() or 1),
+                minloglevel=2,
+            )
+        except RuntimeError as error:
+            if "required_chars" not in str(error):
+                raise
+            last_error = error
+            continue
+        tokenizer = Tokenizer(model_buffer.getvalue())
+        if tokenizer.vocab_size > vocab_size:
+            raise RuntimeError(
+                f"SentencePiece made {tokenizer.vocab_size} pieces, more than the {vocab_size} asked for."
+            )
+        return tokenizer
+    raise ValueError(
+        f"vocab_size={vocab_size} is too small for the {len(sentences)} training sentences: "
+        f"they have more distinct characters than fit ({last_error}). Increase config.vocab_size."
+    )
+
+
+def load_or_train_tokenizer(
+    model_path: str, training_sentences: Callable[[], Iterable[str]], vocab_size: int
+) -> Tokenizer:
+    """Load the cached tokenizer at ``model_path``, or train one and cache it there.
+
+    Parameters
+    ----------
+    model_path : str
+        Where the ``.model`` file lives (created with its directory when missing).
+    training_sentences : Callable[[], Iterable[str]]
+        Called only when training is needed; returns the training sentences.
+    vocab_size : int
+        Upper bound on the vocabulary size (see :func:`train_tokenizer`).
+
+    Returns
+    -------
+    Tokenizer
+        The cached or freshly trained tokenizer.
+
+    Notes
+    -----
+    The file is written atomically (temporary file, then rename), so processes that train at the same
+    time on a shared file system leave one complete model; training is deterministic, so every
+    process gets the same vocabulary either way.
+    """
+    if os.path.exists(model_path):
+        logging.info("Reusing tokenizer %s", model_path)
+        return Tokenizer.load(model_path)
+    logging.info("Training a %d-piece BPE tokenizer for %s", vocab_size, model_path)
+    tokenizer = train_tokenizer(training_sentences(), vocab_size)
+    write_file_atomically(model_path, tokenizer.model_proto)
+    return tokenizer
+
+
+def write_file_atomically(path: str, payload: bytes) -> None:
+    """Write ``payload`` to ``path`` through a temporary file in the same directory and a rename.
+
+    Parameters
+    ----------
+    path : str
+        Destination file; its directory is created when missing.
+    payload : bytes
+        File contents.
+
+    Returns
+    -------
+    None
+    """
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    descriptor, temporary_path = tempfile.mkstemp(dir=directory, prefix=".tmp-")
+    try:
+        with os.fdopen(descriptor, "wb") as temporary_file:
+            temporary_file.write(payload)
+        os.replace(temporary_path, path)
+    except BaseException:
+        if os.path.exists(temporary_path):
+            os.remove(temporary_path)
+        raise

@@ -1,0 +1,139 @@
+r"""How fast the input pipeline delivers training batches; prints one JSON object.
+
+Run from the repository root::
+
+    python benchmarks/input_pipeline.py                                  # base config's batching
+    python benchmarks/input_pipeline.py --config=configs/base.py --config.tokens_per_batch=4096 --steps=300 \
+        --messages_dir=../shared/data/messages_en_de --data_dir=/tmp/tfds --synthetic=synthetic_en_de/small
+
+For each corpus found (messages_en_de from ``--messages_dir``, default ``$ATTENTION_JAX_SHARED`` or
+``../shared``; the embedded ``synthetic_en_de`` when its module exists) it reports the first
+``get_datasets`` call (preparing, tokenizer training, tokenizing; cold when ``--data_dir`` is empty, a
+fresh temporary directory), the second (cached), and the train iterator's throughput after
+``--warmup_steps`` batches: non-pad source + target tokens per second, batches per second, and the
+padding fraction.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+import tempfile
+import time
+from typing import Any
+
+from absl import app, flags
+from ml_collections import config_flags
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO_ROOT)
+
+from attention_jax import input_pipeline  # noqa: E402
+
+_CONFIG = config_flags.DEFINE_config_file("config", os.path.join(REPO_ROOT, "configs", "base.py"), "Config file.")
+_MESSAGES_DIR = flags.DEFINE_string("messages_dir", "", "messages_en_de directory; '' finds ../shared.")
+_DATA_DIR = flags.DEFINE_string("data_dir", "", "TFDS data/cache directory; '' uses a fresh temporary one.")
+_STEPS = flags.DEFINE_integer("steps", 300, "Timed batches.")
+_WARMUP_STEPS = flags.DEFINE_integer("warmup_steps", 20, "Untimed batches first.")
+_ROWS_MULTIPLE = flags.DEFINE_integer("rows_multiple", 1, "Data-parallel devices the rows must divide over.")
+_SYNTHETIC = flags.DEFINE_string("synthetic", "synthetic_en_de", "config.dataset for the synthetic corpus, e.g. "
+                                 "'synthetic_en_de/small'; '' skips it.")
+
+
+def _messages_dir() -> str | None:
+    if _MESSAGES_DIR.value:
+        return _MESSAGES_DIR.value
+    shared = os.environ.get("ATTENTION_JAX_SHARED") or os.path.join(REPO_ROOT, "..", "shared")
+    path = os.path.join(shared, "data", "messages_en_de")
+    return path if os.path.isdir(path) else None
+
+
+def _has_synthetic() -> bool:
+    try:
+        from attention_jax import synthetic_en_de  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def measure(config: Any, data_dir: str) -> dict[str, Any]:
+    """Time ``get_datasets`` (cold, then cached) and the train iterator on one corpus.
+
+    Parameters
+    ----------
+    config : ml_collections.ConfigDict
+        Config with ``dataset`` set; ``data_dir`` is replaced by ``data_dir``.
+    data_dir : str
+        TFDS data and cache directory.
+
+    Returns
+    -------
+    dict[str, Any]
+        Timings, throughput and the pipeline's stats summary.
+    """
+    config = config.copy_and_resolve_references()
+    config.data_dir = data_dir
+    started = time.perf_counter()
+    input_pipeline.get_datasets(config, rows_multiple=_ROWS_MULTIPLE.value)
+    first_call_s = time.perf_counter() - started
+    started = time.perf_counter()
+    data = input_pipeline.get_datasets(config, rows_multiple=_ROWS_MULTIPLE.value)
+    cached_call_s = time.perf_counter() - started
+
+    iterator = data.train_iterator(seed=0)
+    for _ in range(_WARMUP_STEPS.value):
+        next(iterator)
+    real_tokens = padded_tokens = 0
+    started = time.perf_counter()
+    for _ in range(_STEPS.value):
+        batch = next(iterator)
+        real_tokens += int((batch["inputs"] != 0).sum() + (batch["targets"] != 0).sum())
+        padded_tokens += batch["inputs"].size + batch["targets"].size
+    elapsed_s = time.perf_counter() - started
+    return {
+        "first_get_datasets_s": round(first_call_s, 3),
+        "cached_get_datasets_s": round(cached_call_s, 3),
+        "train_tokens_per_s": round(real_tokens / elapsed_s),
+        "train_padded_tokens_per_s": round(padded_tokens / elapsed_s),
+        "train_batches_per_s": round(_STEPS.value / elapsed_s, 1),
+        "mean_real_tokens_per_batch": round(real_tokens / _STEPS.value),
+        "timed_steps": _STEPS.value,
+        "tokenizer_vocab_size": data.tokenizer.vocab_size,
+        "examples": data.stats["examples"],
+        "dropped_too_long": data.stats["dropped_too_long"],
+        "train_padding_fraction": round(data.stats["train_padding_fraction"]["total"], 4),
+        "local_batch_shapes": data.stats["local_batch_shapes"],
+    }
+
+
+def main(argv: list[str]) -> None:
+    del argv
+    config = _CONFIG.value
+    datasets = {}
+    if (messages_dir := _messages_dir()) is not None:
+        datasets["messages_en_de"] = f"tsv:{os.path.abspath(messages_dir)}"
+    if _SYNTHETIC.value and _has_synthetic():
+        datasets[_SYNTHETIC.value] = _SYNTHETIC.value
+    results = {
+        "settings": {
+            "vocab_size": config.vocab_size,
+            "max_len": config.max_len,
+            "tokens_per_batch": config.tokens_per_batch,
+            "rows_multiple": _ROWS_MULTIPLE.value,
+            "data_threads": config.get("data_threads", input_pipeline.DEFAULT_NUM_THREADS),
+            "cpu_count": os.cpu_count(),
+        }
+    }
+    with tempfile.TemporaryDirectory() as temporary_dir:
+        for name, dataset in datasets.items():
+            config.dataset = dataset
+            data_dir = _DATA_DIR.value or os.path.join(temporary_dir, name.replace("/", "_"))
+            with contextlib.redirect_stdout(sys.stderr):  # TFDS prints progress to stdout; keep it JSON.
+                results[name] = measure(config, data_dir)
+    print(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    app.run(main)

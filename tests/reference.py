@@ -1,0 +1,113 @@
+"""Independent NumPy implementations of the paper's equations, used as test oracles.
+
+Written from the paper's text only (Sections 3.1-3.5), with none of the library's code, in float64.
+Parameter dictionaries follow the Flax layout of ``attention_jax.model`` so the same weights can be fed
+to both implementations.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def softmax(scores: np.ndarray) -> np.ndarray:
+    """Row softmax over the last axis."""
+    shifted = scores - scores.max(axis=-1, keepdims=True)
+    exp = np.exp(shifted)
+    return exp / exp.sum(axis=-1, keepdims=True)
+
+
+def attention(query: np.ndarray, key: np.ndarray, value: np.ndarray,
+              mask: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """softmax(Q K^T / sqrt(d_k)) V per batch and head, by explicit loops.
+
+    ``query`` [B,T,H,K], ``key`` [B,S,H,K], ``value`` [B,S,H,V], ``mask`` broadcastable to [B,H,T,S].
+    Fully masked rows give zero weights. Returns (output [B,T,H,V], weights [B,H,T,S]).
+    """
+    batch, length_q, heads, key_dim = query.shape
+    length_k = key.shape[1]
+    mask = np.ones((batch, heads, length_q, length_k), bool) if mask is None else np.broadcast_to(
+        mask, (batch, heads, length_q, length_k))
+    weights = np.zeros((batch, heads, length_q, length_k))
+    output = np.zeros((batch, length_q, heads, value.shape[-1]))
+    for b in range(batch):
+        for h in range(heads):
+            scores = query[b, :, h, :] @ key[b, :, h, :].T / np.sqrt(key_dim)
+            for t in range(length_q):
+                allowed = mask[b, h, t]
+                if not allowed.any():
+                    continue
+                row = np.full(length_k, -np.inf)
+                row[allowed] = scores[t, allowed]
+                weights[b, h, t] = softmax(row)
+            output[b, :, h, :] = weights[b, h] @ value[b, :, h, :]
+    return output, weights
+
+
+def multi_head_attention(params: dict, inputs_q: np.ndarray, inputs_kv: np.ndarray,
+                         mask: np.ndarray | None) -> np.ndarray:
+    """Concat(head_1..head_h) W^O with head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V), plus biases."""
+    def project(x: np.ndarray, name: str) -> np.ndarray:
+        kernel, bias = np.asarray(params[name]["kernel"], np.float64), np.asarray(params[name]["bias"])
+        return np.einsum("bld,dhk->blhk", x, kernel) + bias
+
+    query, key, value = project(inputs_q, "query"), project(inputs_kv, "key"), project(inputs_kv, "value")
+    heads, _ = attention(query, key, value, mask)
+    batch, length = heads.shape[:2]
+    concatenated = heads.reshape(batch, length, -1)  # Concat over heads.
+    w_out = np.asarray(params["out"]["kernel"], np.float64)
+    w_out = w_out.reshape(-1, w_out.shape[-1])
+    return concatenated @ w_out + np.asarray(params["out"]["bias"])
+
+
+def layer_norm(params: dict, x: np.ndarray, epsilon: float = 1e-6) -> np.ndarray:
+    """(x - mean) / sqrt(var + eps) * scale + bias over the last axis."""
+    mean = x.mean(axis=-1, keepdims=True)
+    variance = ((x - mean) ** 2).mean(axis=-1, keepdims=True)
+    return (x - mean) / np.sqrt(variance + epsilon) * params["scale"] + params["bias"]
+
+
+def feed_forward(params: dict, x: np.ndarray) -> np.ndarray:
+    """max(0, x W1 + b1) W2 + b2."""
+    hidden = np.maximum(0.0, x @ params["inner"]["kernel"] + params["inner"]["bias"])
+    return hidden @ params["outer"]["kernel"] + params["outer"]["bias"]
+
+
+def encoder_layer(params: dict, x: np.ndarray, mask: np.ndarray | None, post_norm: bool) -> np.ndarray:
+    """One encoder layer without dropout; post: LN(x + Sublayer(x)), pre: x + Sublayer(LN(x))."""
+    def block(x: np.ndarray, block_params: dict, sublayer) -> np.ndarray:
+        if post_norm:
+            return layer_norm(block_params["layer_norm"], x + sublayer(x))
+        return x + sublayer(layer_norm(block_params["layer_norm"], x))
+
+    x = block(x, params["attention_block"],
+              lambda h: multi_head_attention(params["self_attention"], h, h, mask))
+    return block(x, params["ffn_block"], lambda h: feed_forward(params["ffn"], h))
+
+
+def sinusoidal_encoding(length: int, d_model: int) -> np.ndarray:
+    """PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(pos / 10000^(2i/d_model))."""
+    table = np.zeros((length, d_model))
+    for pos in range(length):
+        for channel in range(d_model):
+            i = channel // 2
+            angle = pos / 10000 ** (2 * i / d_model)
+            table[pos, channel] = np.sin(angle) if channel % 2 == 0 else np.cos(angle)
+    return table
+
+
+def transformer_param_count(vocab_size: int, num_layers: int, d_model: int, d_ff: int, num_heads: int,
+                            key_dim: int, value_dim: int, share_embeddings: bool = True,
+                            learned_positions: int = 0, pre_norm: bool = False) -> int:
+    """Closed-form parameter count of the encoder-decoder (projections with biases, LayerNorm gains)."""
+    attention_params = (2 * (d_model * num_heads * key_dim + num_heads * key_dim)  # W^Q, W^K
+                        + d_model * num_heads * value_dim + num_heads * value_dim  # W^V
+                        + num_heads * value_dim * d_model + d_model)  # W^O
+    ffn_params = d_model * d_ff + d_ff + d_ff * d_model + d_model
+    norm_params = 2 * d_model
+    encoder = attention_params + ffn_params + 2 * norm_params
+    decoder = 2 * attention_params + ffn_params + 3 * norm_params
+    embeddings = vocab_size * d_model * (1 if share_embeddings else 3)
+    final_norms = 2 * norm_params if pre_norm else 0
+    position_tables = 2 * learned_positions * d_model  # One learned table per stack.
+    return embeddings + num_layers * (encoder + decoder) + final_norms + position_tables

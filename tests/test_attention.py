@@ -1,0 +1,167 @@
+"""Attention against an independent NumPy implementation, masks, and the fused path."""
+
+from __future__ import annotations
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import reference
+from attention_jax import attention
+
+BATCH, LEN_Q, LEN_K, HEADS, KEY_DIM, VALUE_DIM, D_MODEL = 2, 5, 7, 3, 4, 6, 12
+
+
+def _random(shape: tuple[int, ...], seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).normal(size=shape).astype(np.float32)
+
+
+def _padding_valid(lengths: list[int], total: int) -> np.ndarray:
+    return np.arange(total)[None, :] < np.asarray(lengths)[:, None]
+
+
+def test_mask_helpers_match_definitions() -> None:
+    query_valid = _padding_valid([2, 3], 3)
+    key_valid = _padding_valid([4, 1], 4)
+    padding = np.asarray(attention.make_padding_mask(jnp.asarray(query_valid), jnp.asarray(key_valid)))
+    expected = query_valid[:, None, :, None] & key_valid[:, None, None, :]
+    np.testing.assert_array_equal(padding, expected)
+    causal = np.asarray(attention.make_causal_mask(4))[0, 0]
+    np.testing.assert_array_equal(causal, np.tril(np.ones((4, 4), bool)))
+    merged = np.asarray(attention.combine_masks(jnp.asarray(expected[:, :, :3, :3]),
+                                                attention.make_causal_mask(3), None))
+    np.testing.assert_array_equal(merged, expected[:, :, :3, :3] & np.tril(np.ones((3, 3), bool)))
+    assert attention.combine_masks(None, None) is None
+    local = np.asarray(attention.make_local_mask(jnp.arange(5), jnp.arange(5), 1))[0, 0]
+    np.testing.assert_array_equal(local, np.abs(np.subtract.outer(np.arange(5), np.arange(5))) <= 1)
+
+
+@pytest.mark.parametrize("masked", ["none", "padding", "causal"])
+def test_scaled_dot_product_attention_matches_numpy(masked: str) -> None:
+    length_k = LEN_Q if masked == "causal" else LEN_K
+    query = _random((BATCH, LEN_Q, HEADS, KEY_DIM), 0)
+    key = _random((BATCH, length_k, HEADS, KEY_DIM), 1)
+    value = _random((BATCH, length_k, HEADS, VALUE_DIM), 2)
+    mask = None
+    if masked == "padding":
+        mask = np.asarray(attention.make_padding_mask(jnp.ones((BATCH, LEN_Q), bool),
+                                                      jnp.asarray(_padding_valid([7, 3], LEN_K))))
+    elif masked == "causal":
+        mask = np.asarray(attention.make_causal_mask(LEN_Q))
+    output, weights = attention.scaled_dot_product_attention(query, key, value, mask, return_weights=True)
+    expected_output, expected_weights = reference.attention(query.astype(np.float64), key, value, mask)
+    np.testing.assert_allclose(output, expected_output, atol=1e-5)
+    np.testing.assert_allclose(weights, expected_weights, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(weights).sum(-1), 1.0, atol=1e-6)
+
+
+def test_fully_masked_rows_give_zeros_not_nan() -> None:
+    query = _random((1, 3, 1, 4), 0)
+    key = _random((1, 3, 1, 4), 1)
+    value = _random((1, 3, 1, 2), 2)
+    mask = np.array([True, False, True])[None, None, :, None] & np.ones((1, 1, 1, 3), bool)
+    for implementation in ("einsum", "xla"):
+        if implementation == "einsum":
+            output, weights = attention.scaled_dot_product_attention(query, key, value, mask,
+                                                                     return_weights=True)
+            np.testing.assert_array_equal(np.asarray(weights)[0, 0, 1], 0.0)
+        else:
+            output = attention.fused_dot_product_attention(query, key, value, mask, implementation="xla")
+        output = np.asarray(output)
+        assert np.isfinite(output).all()
+        np.testing.assert_array_equal(output[0, 1], 0.0)
+        assert np.abs(output[0, 0]).sum() > 0
+
+
+def _init_mha(key_dim: int = KEY_DIM, value_dim: int = VALUE_DIM, implementation: str = "einsum"):
+    module = attention.MultiHeadAttention(num_heads=HEADS, key_dim=key_dim, value_dim=value_dim,
+                                          out_dim=D_MODEL, implementation=implementation)
+    inputs = jnp.asarray(_random((BATCH, LEN_Q, D_MODEL), 3))
+    params = nn.meta.unbox(module.init(jax.random.key(0), inputs, inputs)["params"])
+    return module, params
+
+
+@pytest.mark.parametrize("kind", ["self_padding", "self_causal", "cross_padding"])
+def test_multi_head_attention_matches_numpy(kind: str) -> None:
+    module, params = _init_mha()
+    inputs_q = _random((BATCH, LEN_Q, D_MODEL), 4)
+    if kind.startswith("self"):
+        inputs_kv = inputs_q
+        valid = _padding_valid([LEN_Q, 3], LEN_Q)
+        mask = np.asarray(attention.make_padding_mask(jnp.asarray(valid), jnp.asarray(valid)))
+        if kind == "self_causal":
+            mask = mask & np.asarray(attention.make_causal_mask(LEN_Q))
+    else:
+        inputs_kv = _random((BATCH, LEN_K, D_MODEL), 5)
+        mask = np.asarray(attention.make_padding_mask(jnp.asarray(_padding_valid([LEN_Q, 4], LEN_Q)),
+                                                      jnp.asarray(_padding_valid([LEN_K, 2], LEN_K))))
+    output = module.apply({"params": params}, inputs_q, inputs_kv, mask)
+    numpy_params = jax.tree_util.tree_map(lambda a: np.asarray(a, np.float64), params)
+    expected = reference.multi_head_attention(numpy_params, inputs_q.astype(np.float64),
+                                              inputs_kv.astype(np.float64), mask)
+    np.testing.assert_allclose(output, expected, atol=1e-5)
+
+
+def test_separate_key_and_value_sizes_shape_the_projections() -> None:
+    _, params = _init_mha(key_dim=16, value_dim=5)
+    assert params["query"]["kernel"].shape == (D_MODEL, HEADS, 16)
+    assert params["key"]["kernel"].shape == (D_MODEL, HEADS, 16)
+    assert params["value"]["kernel"].shape == (D_MODEL, HEADS, 5)
+    assert params["out"]["kernel"].shape == (HEADS, 5, D_MODEL)
+
+
+@pytest.mark.parametrize("key_dim,value_dim", [(4, 4), (4, 6), (8, 2)])
+def test_fused_implementation_equals_einsum(key_dim: int, value_dim: int) -> None:
+    module, params = _init_mha(key_dim, value_dim)
+    fused = attention.MultiHeadAttention(num_heads=HEADS, key_dim=key_dim, value_dim=value_dim,
+                                         out_dim=D_MODEL, implementation="fused")
+    inputs_q = jnp.asarray(_random((BATCH, LEN_Q, D_MODEL), 6))
+    inputs_kv = jnp.asarray(_random((BATCH, LEN_K, D_MODEL), 7))
+    query_valid = jnp.asarray(_padding_valid([LEN_Q, 2], LEN_Q))
+    mask = attention.make_padding_mask(query_valid, jnp.asarray(_padding_valid([LEN_K, 3], LEN_K)))
+    reference_output = module.apply({"params": params}, inputs_q, inputs_kv, mask)
+    fused_output = fused.apply({"params": params}, inputs_q, inputs_kv, mask)
+    np.testing.assert_allclose(fused_output, reference_output, atol=1e-5)
+
+
+def test_masked_keys_do_not_influence_outputs() -> None:
+    module, params = _init_mha()
+    inputs_q = _random((BATCH, LEN_Q, D_MODEL), 8)
+    inputs_kv = _random((BATCH, LEN_K, D_MODEL), 9)
+    key_valid = _padding_valid([4, 4], LEN_K)
+    mask = attention.make_padding_mask(jnp.ones((BATCH, LEN_Q), bool), jnp.asarray(key_valid))
+    changed_kv = inputs_kv.copy()
+    changed_kv[:, 4:] = _random((BATCH, LEN_K - 4, D_MODEL), 10) * 100.0
+    before = module.apply({"params": params}, inputs_q, inputs_kv, mask)
+    after = module.apply({"params": params}, inputs_q, changed_kv, mask)
+    np.testing.assert_allclose(after, before, atol=1e-6)
+    unmasked_change = inputs_kv.copy()
+    unmasked_change[:, 0] += 1.0
+    assert not np.allclose(module.apply({"params": params}, inputs_q, unmasked_change, mask), before)
+
+
+def test_causal_self_attention_ignores_future_tokens() -> None:
+    module, params = _init_mha()
+    inputs = _random((BATCH, LEN_Q, D_MODEL), 11)
+    mask = attention.make_causal_mask(LEN_Q)
+    before = np.asarray(module.apply({"params": params}, inputs, inputs, mask))
+    changed = inputs.copy()
+    changed[:, 3] += 5.0
+    after = np.asarray(module.apply({"params": params}, changed, changed, mask))
+    np.testing.assert_allclose(after[:, :3], before[:, :3], atol=1e-6)
+    assert not np.allclose(after[:, 3:], before[:, 3:])
+
+
+def test_attention_weights_are_sown_and_dropout_needs_einsum() -> None:
+    module, params = _init_mha()
+    inputs = jnp.asarray(_random((BATCH, LEN_Q, D_MODEL), 12))
+    _, state = module.apply({"params": params}, inputs, inputs, sow_weights=True, mutable=["intermediates"])
+    (weights,) = state["intermediates"]["attention_weights"]
+    assert weights.shape == (BATCH, HEADS, LEN_Q, LEN_Q)
+    fused = attention.MultiHeadAttention(num_heads=HEADS, key_dim=KEY_DIM, value_dim=VALUE_DIM,
+                                         out_dim=D_MODEL, attention_dropout_rate=0.1, implementation="xla")
+    with pytest.raises(ValueError, match="attention_dropout_rate"):
+        fused.apply({"params": params}, inputs, inputs, deterministic=False,
+                    rngs={"dropout": jax.random.key(1)})
