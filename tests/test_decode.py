@@ -16,35 +16,10 @@ import numpy as np
 import pytest
 
 from attention_jax import decode
-from attention_jax.model import BOS_ID, EOS_ID, PAD_ID, Transformer, TransformerConfig
+from attention_jax.model import BOS_ID, EOS_ID, PAD_ID, Transformer
+from tests.decoding_helpers import TINY, VOCAB_SIZE, WordTokenizer, init_params
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-VOCAB_SIZE = 40
-TINY = TransformerConfig(vocab_size=VOCAB_SIZE, num_layers=2, d_model=32, d_ff=64, num_heads=4, key_dim=8,
-                         value_dim=8, max_len=24, dropout_rate=0.1)
-
-
-class WordTokenizer:
-    """Word-level stand-in for the SentencePiece tokenizer: ``"w7 w12"`` <-> ``[7, 12, EOS]``."""
-
-    vocab_size = VOCAB_SIZE
-
-    def encode(self, text: str) -> list[int]:
-        return [int(word[1:]) for word in text.split()] + [EOS_ID]
-
-    def decode(self, ids) -> str:
-        words = []
-        for token in list(ids):
-            if token == EOS_ID:
-                break
-            if token not in (PAD_ID, BOS_ID):
-                words.append(f"w{token}")
-        return " ".join(words)
-
-
-def init_params(model_config: TransformerConfig, seed: int = 0):
-    ids = jnp.ones((1, 4), jnp.int32)
-    return Transformer(model_config).init(jax.random.key(seed), ids, ids)["params"]
 
 
 @functools.partial(jax.jit, static_argnames=("model_config",))
@@ -240,7 +215,7 @@ SHARDED_SCRIPT = textwrap.dedent("""
     import jax, numpy as np
     import flax.linen as nn
     from jax.sharding import Mesh
-    from tests.test_decode import TINY, WordTokenizer, init_params
+    from tests.decoding_helpers import TINY, WordTokenizer, init_params
     from attention_jax import decode
     assert jax.device_count() == 8, jax.devices()
     params = nn.meta.unbox(init_params(TINY, seed=3))
