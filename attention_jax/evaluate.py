@@ -11,11 +11,9 @@ label smoothing), and writes them as JSON to ``WORKDIR/eval_<split>.json`` with 
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
-from typing import Any
 
 from absl import app, flags, logging
 
@@ -29,17 +27,6 @@ _BEAM_SIZE = flags.DEFINE_integer("beam_size", None, "Beam size (default: the co
 _ALPHA = flags.DEFINE_float("alpha", None, "Length penalty alpha (default: the config's, 0.6).")
 _BATCH_SIZE = flags.DEFINE_integer("batch_size", 64, "Sentences per decoding batch.")
 _OUTPUT = flags.DEFINE_string("output", None, "JSON file to write (default: WORKDIR/eval_<split>.json).")
-
-
-def write_report(path: str, report: dict[str, Any], hypotheses: list[str]) -> str:
-    """Write ``report`` as JSON to ``path`` and the hypotheses beside it; return the hypotheses path."""
-    with open(path, "w", encoding="utf-8") as report_file:
-        json.dump(report, report_file, indent=2)
-        report_file.write("\n")
-    hypotheses_path = os.path.splitext(path)[0] + ".hypotheses.txt"
-    with open(hypotheses_path, "w", encoding="utf-8") as hypotheses_file:
-        hypotheses_file.writelines(hypothesis.replace("\n", " ") + "\n" for hypothesis in hypotheses)
-    return hypotheses_path
 
 
 def main(argv: list[str]) -> None:
@@ -76,7 +63,7 @@ def main(argv: list[str]) -> None:
         "wall_s": round(time.time() - start, 2),
     }
     path = _OUTPUT.value or os.path.join(run.workdir, f"eval_{_SPLIT.value}.json")
-    hypotheses_path = write_report(path, report, result.hypotheses)
+    hypotheses_path = evaluation.write_report(path, report, result.hypotheses)
     print(f"BLEU = {result.bleu:.2f}  ({result.bleu_signature})")
     print(f"perplexity = {result.perplexity:.3f}  (cross-entropy {result.cross_entropy:.4f} nats/token, "
           f"{result.num_target_tokens} tokens)")

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import math
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -220,3 +222,29 @@ def evaluate(translator: decode.Translator, pairs: Sequence[tuple[str, str]]) ->
         num_skipped_for_perplexity=entropy.num_skipped,
         hypotheses=hypotheses,
     )
+
+
+def write_report(path: str, report: dict[str, Any], hypotheses: Sequence[str]) -> str:
+    """Write an evaluation report as JSON and the hypotheses beside it.
+
+    Parameters
+    ----------
+    path : str
+        JSON file, e.g. ``WORKDIR/eval_test.json``.
+    report : dict
+        JSON-serializable figures (e.g. :meth:`EvaluationResult.summary` plus settings).
+    hypotheses : Sequence[str]
+        Translations, written one per line to ``<path without .json>.hypotheses.txt``.
+
+    Returns
+    -------
+    str
+        The hypotheses file's path.
+    """
+    with open(path, "w", encoding="utf-8") as report_file:
+        json.dump(report, report_file, indent=2)
+        report_file.write("\n")
+    hypotheses_path = os.path.splitext(path)[0] + ".hypotheses.txt"
+    with open(hypotheses_path, "w", encoding="utf-8") as hypotheses_file:
+        hypotheses_file.writelines(hypothesis.replace("\n", " ") + "\n" for hypothesis in hypotheses)
+    return hypotheses_path

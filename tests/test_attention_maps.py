@@ -6,7 +6,7 @@ import flax.linen as nn
 import numpy as np
 import pytest
 
-from attention_jax import attention_maps, plot_attention
+from attention_jax import attention_maps, attention_plots
 from attention_jax.model import BOS_ID
 from tests import reference
 from tests.decoding_helpers import TINY, WordTokenizer, init_params
@@ -90,11 +90,11 @@ def test_maps_of_the_models_own_translation(params):
 
 def test_draw_attention_writes_a_png(maps, tmp_path):
     out = tmp_path / "cross.png"
-    plot_attention.draw_attention(maps, "cross", -1, plot_attention.select_heads(TINY.num_heads, "all"), str(out))
+    attention_plots.draw_attention(maps, "cross", -1, attention_plots.select_heads(TINY.num_heads, "all"), str(out))
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    plot_attention.draw_attention(maps, "decoder", 0, [1], str(tmp_path / "decoder.png"))
+    attention_plots.draw_attention(maps, "decoder", 0, [1], str(tmp_path / "decoder.png"))
     with pytest.raises(ValueError, match="out of range"):
-        plot_attention.draw_attention(maps, "encoder", 5, [0], str(tmp_path / "bad.png"))
+        attention_plots.draw_attention(maps, "encoder", 5, [0], str(tmp_path / "bad.png"))
     with pytest.raises(ValueError, match="'all' or an integer"):
-        plot_attention.select_heads(4, "first")
-    assert plot_attention.select_heads(4, "-1") == [3]
+        attention_plots.select_heads(4, "first")
+    assert attention_plots.select_heads(4, "-1") == [3]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import json
 import math
 
 import flax.linen as nn
@@ -82,3 +83,11 @@ def test_evaluate_reports_bleu_and_perplexity_of_the_translations(tiny_params):
     assert "hypotheses" not in summary and summary["bleu_signature"] == result.bleu_signature
     with pytest.raises(ValueError, match="at least one"):
         evaluation.evaluate(translator, [])
+
+
+def test_write_report_writes_json_and_hypotheses(tmp_path):
+    path = tmp_path / "eval_test.json"
+    hypotheses_path = evaluation.write_report(str(path), {"bleu": 12.5, "split": "test"}, ["a b", "", "c\nd"])
+    assert json.loads(path.read_text()) == {"bleu": 12.5, "split": "test"}
+    assert hypotheses_path == str(tmp_path / "eval_test.hypotheses.txt")
+    assert open(hypotheses_path, encoding="utf-8").read().split("\n") == ["a b", "", "c d", ""]
