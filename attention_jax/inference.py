@@ -98,26 +98,31 @@ def average_last_checkpoints(workdir: str, count: int) -> tuple[Any, ml_collecti
     workdir : str
         Training work directory.
     count : int
-        Checkpoints to average (the paper: 5 for base, 20 for big models); fewer are used, with the
-        list returned, when fewer exist.
+        Checkpoints to average (the paper: 5 for base, 20 for big models).
 
     Returns
     -------
     (params, config, steps)
-        Averaged float32 parameters, the run's config and the averaged steps.
+        Averaged float32 parameters, the run's config and the averaged steps (ascending).
 
     Notes
     -----
-    The paper writes checkpoints at 10-minute intervals and averages the last 5 (base) or 20 (big).
-    Parameters are summed in float64 on the host, one checkpoint at a time.
+    The same computation as the training side's ``average_checkpoints.average_params`` (sum in
+    float64 on the host, one checkpoint at a time), which cannot be imported here: that module defines
+    its own ``--workdir`` flag, and absl refuses a second definition in the ``evaluate`` process.
+    Raises ``ValueError`` when fewer than ``count`` checkpoints exist.
     """
-    steps = checkpoints.finished_steps(os.path.join(workdir, checkpoints.CHECKPOINT_DIR))
-    if not steps:
-        raise FileNotFoundError(f"No finished checkpoint in {workdir}/{checkpoints.CHECKPOINT_DIR} to average.")
+    config = checkpoints.read_config(workdir)
+    directory = os.path.join(workdir, checkpoints.CHECKPOINT_DIR)
+    steps = checkpoints.finished_steps(directory)
+    if len(steps) < count:
+        raise ValueError(f"Asked to average the last {count} checkpoints but {directory} holds {len(steps)} "
+                         f"(steps {steps}); lower --average_last, or train with config.keep_checkpoints >= {count}.")
     steps = steps[-count:]
-    total, config = None, None
+    abstract = checkpoints.abstract_inference_params(config)
+    total = None
     for step in steps:
-        params, config = checkpoints.load_for_inference(workdir, str(step))
+        params = checkpoints.restore_params(directory, step, abstract)
         host = jax.tree_util.tree_map(lambda leaf: np.asarray(leaf, np.float64), params)
         total = host if total is None else jax.tree_util.tree_map(np.add, total, host)
     averaged = jax.tree_util.tree_map(lambda leaf: (leaf / len(steps)).astype(np.float32), total)
