@@ -93,6 +93,7 @@ def attention_maps(model_config: TransformerConfig, params: Any, tokenizer: deco
         target_ids = translator.translate_ids([source_ids])[0]
         target = tokenizer.decode(target_ids)
     else:
+        target = decode.replace_invalid_characters(target)
         target_ids = list(tokenizer.encode(target))
         if len(target_ids) > model_config.max_len:
             raise ValueError(f"The target has {len(target_ids)} tokens; the model has only "

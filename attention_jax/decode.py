@@ -152,10 +152,11 @@ def make_uncached_step_fn(model_config: TransformerConfig, params: Any, encoded:
 
 
 @functools.partial(jax.jit, static_argnames=("model_config", "method", "beam_size", "alpha",
-                                             "max_decode_len", "use_cache", "early_stop"))
+                                             "max_decode_len", "use_cache", "early_stop", "mesh"))
 def decode_batch(params: Any, inputs: Array, max_lengths: Array, *, model_config: TransformerConfig,
                  method: str = "beam", beam_size: int = 4, alpha: float = 0.6, max_decode_len: int,
-                 use_cache: bool = True, early_stop: bool = True) -> beam_search.SearchResult:
+                 use_cache: bool = True, early_stop: bool = True,
+                 mesh: jax.sharding.Mesh | None = None) -> beam_search.SearchResult:
     """Translate a padded batch of source ids (jitted; one compilation per shape and setting).
 
     Parameters
@@ -181,21 +182,49 @@ def decode_batch(params: Any, inputs: Array, max_lengths: Array, *, model_config
         Decode incrementally with the key/value cache (default) or recompute the prefix each step.
     early_stop : bool
         See :func:`attention_jax.beam_search.beam_search`.
+    mesh : jax.sharding.Mesh, optional
+        Split the batch over the mesh's ``"data"`` axis (``B`` must divide by its size); parameters
+        are replicated. Each device then searches its own sentences independently.
 
     Returns
     -------
     beam_search.SearchResult
-        ``[B, K', ...]`` hypotheses, best first (``K' = 1`` for greedy).
+        ``[B, K', ...]`` hypotheses, best first (``K' = 1`` for greedy); ``num_steps`` is the most
+        steps any device ran.
 
     Notes
     -----
-    The encoder runs once; its output is repeated ``K`` times (row ``b * K + k``). When ``inputs``
-    is sharded over a mesh axis, the search keeps every sentence's rows on its device.
+    The encoder runs once; its output is repeated ``K`` times (row ``b * K + k``). With a mesh the
+    search runs under ``shard_map``: sentences never interact, so no device waits for another or
+    exchanges data inside the loop (left to the automatic partitioner, the beam selection's
+    ``top_k`` over ``[B, K * V]`` would be all-gathered at every step).
     """
     if method not in SEARCH_METHODS:
         raise ValueError(f"method must be one of {SEARCH_METHODS}; got {method!r}.")
     if max_decode_len > model_config.max_len:
         raise ValueError(f"max_decode_len={max_decode_len} exceeds the model's max_len={model_config.max_len}.")
+    search = functools.partial(_search, model_config=model_config, method=method, beam_size=beam_size,
+                               alpha=alpha, max_decode_len=max_decode_len, use_cache=use_cache,
+                               early_stop=early_stop)
+    if mesh is None:
+        return search(params, inputs, max_lengths)
+    by_sentence = jax.sharding.PartitionSpec("data")
+    out_specs = beam_search.SearchResult(by_sentence, by_sentence, by_sentence, by_sentence,
+                                         jax.sharding.PartitionSpec())
+
+    def local_search(params: Any, inputs: Array, max_lengths: Array) -> beam_search.SearchResult:
+        result = search(params, inputs, max_lengths)
+        return result._replace(num_steps=jax.lax.pmax(result.num_steps, "data"))
+
+    # check_vma=False: the loop starts from constants (replicated) and carries per-device values.
+    return jax.shard_map(local_search, mesh=mesh, in_specs=(jax.sharding.PartitionSpec(), by_sentence, by_sentence),
+                         out_specs=out_specs, check_vma=False)(params, inputs, max_lengths)
+
+
+def _search(params: Any, inputs: Array, max_lengths: Array, *, model_config: TransformerConfig, method: str,
+            beam_size: int, alpha: float, max_decode_len: int, use_cache: bool,
+            early_stop: bool) -> beam_search.SearchResult:
+    """Encode once, then beam or greedy search with the cached or uncached step function."""
     rows_per_sentence = beam_size if method == "beam" else 1
     model = Transformer(model_config.replace(decode=False))
     encoded = model.apply({"params": params}, inputs, method=Transformer.encode)  # [B,S,D]
@@ -259,6 +288,24 @@ def bucket_rows(num_rows: int, maximum: int, multiple: int = 1) -> int:
         bucket *= 2
     bucket = min(bucket, maximum)
     return -(-bucket // multiple) * multiple
+
+
+def replace_invalid_characters(text: str) -> str:
+    """Replace lone surrogate code points, which cannot be encoded as UTF-8, by U+FFFD.
+
+    Parameters
+    ----------
+    text : str
+        Any Python string; undecodable bytes in ``sys.argv`` arrive as surrogates ``U+DC80..U+DCFF``.
+
+    Returns
+    -------
+    str
+        ``text`` with every code point in ``U+D800..U+DFFF`` replaced, safe for the tokenizer.
+    """
+    if not any("\ud800" <= character <= "\udfff" for character in text):
+        return text
+    return "".join("\ufffd" if "\ud800" <= character <= "\udfff" else character for character in text)
 
 
 def check_params_match(model_config: TransformerConfig, params: Any) -> None:
@@ -394,7 +441,13 @@ class Translator:
         list[list[int]]
             Ids ending in EOS; ``[]`` for empty sentences.
         """
-        encoded = [list(self.tokenizer.encode(text)) if text.strip() else [] for text in sources]
+        cleaned = [replace_invalid_characters(text) for text in sources]
+        invalid = sum(clean != text for clean, text in zip(cleaned, sources))
+        if invalid:
+            warnings.warn(f"{invalid} source sentences held characters that are not valid Unicode text (such as "
+                          "undecodable bytes passed on the command line); they were replaced by U+FFFD.",
+                          stacklevel=2)
+        encoded = [list(self.tokenizer.encode(text)) if text.strip() else [] for text in cleaned]
         too_long = [i for i, ids in enumerate(encoded) if len(ids) > self.max_source_len]
         if too_long:
             longest = max(len(encoded[i]) for i in too_long)
@@ -457,7 +510,7 @@ class Translator:
         return decode_batch(
             self.params, self._place(batch.inputs), self._place(batch.max_lengths),
             model_config=self.model_config, method=method, beam_size=self.beam_size, alpha=self.alpha,
-            max_decode_len=max_decode_len, use_cache=self.use_cache)
+            max_decode_len=max_decode_len, use_cache=self.use_cache, mesh=self.mesh)
 
     def _place(self, tree: Any, replicated: bool = False) -> Any:
         """Put arrays on the mesh: batch-sharded over ``"data"``, or replicated."""

@@ -159,6 +159,4 @@ def test_plot_attention_command(workdir, tmp_path):
                       f"--out={out}", "--kind=cross", "--head=all"])
     assert completed.returncode == 0, completed.stderr.decode()[-3000:]
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    bad = _run(["attention_jax.plot_attention", f"--workdir={workdir}", "--text=the house",
-                f"--out={tmp_path / 'bad.png'}", "--layer=3"])
-    assert bad.returncode != 0 and b"out of range" in bad.stderr
+    assert b"the house is small -> " in completed.stdout
