@@ -192,6 +192,45 @@ class _BeamState(NamedTuple):
     model_state: Any  # step_fn state, leaves [B*K, ...].
 
 
+class _Candidates(NamedTuple):
+    log_probs: Array  # [B,2K] log P of each candidate, best first.
+    parent_beams: Array  # [B,2K] the live beam each one extends.
+    last_tokens: Array  # [B,2K] the token it adds.
+    tokens: Array  # [B,2K,L] its whole output so far.
+
+
+def _best_candidates(state: _BeamState, log_probs: Array, beam_size: int) -> _Candidates:
+    """The ``2 K`` most probable one-token extensions of each sentence's live hypotheses.
+
+    ``log_probs`` ``[B, K, V]`` are the next-token log-probabilities of the live hypotheses.
+    """
+    num_sentences, _, vocab_size = log_probs.shape
+    extended = (state.alive_log_probs[..., None] + log_probs).reshape(num_sentences, -1)  # [B,K*V]
+    top_log_probs, top_indices = jax.lax.top_k(extended, 2 * beam_size)  # [B,2K]
+    parent_beams = top_indices // vocab_size
+    tokens = top_indices % vocab_size
+    sequences = _write_position(_take_beams(state.alive_tokens, parent_beams), state.step, tokens)
+    return _Candidates(top_log_probs, parent_beams, tokens, sequences)
+
+
+def _merge_finished(state: _BeamState, candidates: _Candidates, scores: Array, length: Array) -> _BeamState:
+    """Keep the best ``K`` of the finished hypotheses and the newly finished ``candidates``.
+
+    ``scores`` ``[B, 2K]`` are the candidates' normalized scores (``-inf`` for those not finishing).
+    Earlier hypotheses come first, so ``top_k`` keeps them on ties.
+    """
+    merged_scores = jnp.concatenate([state.finished_scores, scores], axis=1)  # [B,3K]
+    finished_scores, pick = jax.lax.top_k(merged_scores, state.finished_scores.shape[1])
+    new_lengths = jnp.full(scores.shape, length, jnp.int32)
+    return state._replace(
+        finished_scores=finished_scores,
+        finished_tokens=_take_beams(jnp.concatenate([state.finished_tokens, candidates.tokens], axis=1), pick),
+        finished_log_probs=_take_beams(
+            jnp.concatenate([state.finished_log_probs, candidates.log_probs], axis=1), pick),
+        finished_lengths=_take_beams(jnp.concatenate([state.finished_lengths, new_lengths], axis=1), pick),
+    )
+
+
 def beam_search(step_fn: StepFn, initial_state: Any, max_lengths: Array, *, beam_size: int, alpha: float,
                 max_decode_len: int, early_stop: bool = True, eos_id: int = EOS_ID, bos_id: int = BOS_ID,
                 banned_ids: tuple[int, ...] = (PAD_ID, BOS_ID)) -> SearchResult:
@@ -265,51 +304,32 @@ def beam_search(step_fn: StepFn, initial_state: Any, max_lengths: Array, *, beam
         return jnp.logical_and(state.step < max_decode_len, jnp.logical_not(jnp.all(state.done)))
 
     def search_step(state: _BeamState) -> _BeamState:
-        step = state.step
-        last_tokens = _last_tokens(state.alive_tokens, step, bos_id)  # [B,K]
+        last_tokens = _last_tokens(state.alive_tokens, state.step, bos_id)  # [B,K]
         logits, model_state = step_fn(state.model_state, last_tokens.reshape(-1))  # [N,V]
-        vocab_size = logits.shape[-1]
-        log_probs = jax.nn.log_softmax(logits.astype(jnp.float32)).reshape(*shape, vocab_size)
-        log_probs = _restrict_next_tokens(log_probs, step, max_lengths, banned_ids, eos_id)
-        candidate_log_probs = (state.alive_log_probs[..., None] + log_probs).reshape(num_sentences, -1)
-        top_log_probs, top_indices = jax.lax.top_k(candidate_log_probs, 2 * beam_size)  # [B,2K]
-        parent_beams = top_indices // vocab_size
-        top_tokens = top_indices % vocab_size
-        candidate_tokens = _write_position(_take_beams(state.alive_tokens, parent_beams), step, top_tokens)
-        is_eos = top_tokens == eos_id
+        log_probs = jax.nn.log_softmax(logits.astype(jnp.float32)).reshape(*shape, -1)  # [B,K,V]
+        log_probs = _restrict_next_tokens(log_probs, state.step, max_lengths, banned_ids, eos_id)
+        candidates = _best_candidates(state, log_probs, beam_size)
+        is_eos = candidates.last_tokens == eos_id  # [B,2K]
 
         # Live hypotheses: the best K candidates that do not end in EOS.
-        alive_log_probs, alive_pick = jax.lax.top_k(jnp.where(is_eos, NEG_INF, top_log_probs), beam_size)
-        alive_tokens = _take_beams(candidate_tokens, alive_pick)
-        model_state = gather_beams(model_state, _take_beams(parent_beams, alive_pick))
+        alive_log_probs, alive_pick = jax.lax.top_k(jnp.where(is_eos, NEG_INF, candidates.log_probs), beam_size)
+        model_state = gather_beams(model_state, _take_beams(candidates.parent_beams, alive_pick))
 
-        # Finished hypotheses: EOS candidates among the best K, merged with those found before.
-        # Earlier ones come first, so top_k keeps them on ties.
-        rank = jnp.arange(2 * beam_size)[None]
-        finishing = jnp.logical_and(is_eos, rank < beam_size)
-        length = step + 1
-        new_scores = jnp.where(finishing, top_log_probs / length_penalty(length, alpha), NEG_INF)
-        merged_scores = jnp.concatenate([state.finished_scores, new_scores], axis=1)  # [B,3K]
-        finished_scores, finished_pick = jax.lax.top_k(merged_scores, beam_size)
-        merged_tokens = jnp.concatenate([state.finished_tokens, candidate_tokens], axis=1)
-        merged_log_probs = jnp.concatenate([state.finished_log_probs, top_log_probs], axis=1)
-        merged_lengths = jnp.concatenate(
-            [state.finished_lengths, jnp.full(top_tokens.shape, length, jnp.int32)], axis=1)
+        # Finished hypotheses: EOS candidates among the best K.
+        length = state.step + 1
+        finishing = jnp.logical_and(is_eos, jnp.arange(2 * beam_size)[None] < beam_size)
+        new_scores = jnp.where(finishing, candidates.log_probs / length_penalty(length, alpha), NEG_INF)
+        state = _merge_finished(state, candidates, new_scores, length)
 
-        bound = best_possible_score(alive_log_probs[:, 0], jnp.asarray(length), max_lengths, alpha)
         done = jnp.logical_or(state.done, length >= max_lengths)
         if early_stop:
-            done = jnp.logical_or(done, finished_scores[:, 0] >= bound)
+            bound = best_possible_score(alive_log_probs[:, 0], length, max_lengths, alpha)
+            done = jnp.logical_or(done, state.finished_scores[:, 0] >= bound)
         # A done sentence keeps no live hypotheses, so later steps cannot change it.
-        alive_log_probs = jnp.where(done[:, None], NEG_INF, alive_log_probs)
-        return _BeamState(
-            step=step + 1,
-            alive_tokens=alive_tokens,
-            alive_log_probs=alive_log_probs,
-            finished_tokens=_take_beams(merged_tokens, finished_pick),
-            finished_scores=finished_scores,
-            finished_log_probs=_take_beams(merged_log_probs, finished_pick),
-            finished_lengths=_take_beams(merged_lengths, finished_pick),
+        return state._replace(
+            step=length,
+            alive_tokens=_take_beams(candidates.tokens, alive_pick),
+            alive_log_probs=jnp.where(done[:, None], NEG_INF, alive_log_probs),
             done=done,
             model_state=model_state,
         )
