@@ -41,11 +41,9 @@ def main(argv: list[str]) -> None:
         run = inference.load_run(_WORKDIR.value, _CHECKPOINT.value, average_last=_AVERAGE_LAST.value)
         translator = inference.make_translator(run, beam_size=_BEAM_SIZE.value, alpha=_ALPHA.value,
                                                batch_size=_BATCH_SIZE.value)
-        pairs = run.data.text_pairs(_SPLIT.value)
+        pairs = run.data.text_pairs(_SPLIT.value, max_pairs=_NUM_EXAMPLES.value)
     except (FileNotFoundError, ValueError) as error:
         sys.exit(f"evaluate: {error}")
-    if _NUM_EXAMPLES.value:
-        pairs = pairs[: _NUM_EXAMPLES.value]
     logging.info("Evaluating %s of %s on %d %s pairs.", run.checkpoint, run.workdir, len(pairs), _SPLIT.value)
     start = time.time()
     try:
