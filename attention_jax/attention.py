@@ -15,6 +15,7 @@ import functools
 from typing import Any, Callable
 
 import flax.linen as nn
+import flax.struct
 import jax
 import jax.numpy as jnp
 
@@ -124,6 +125,72 @@ def combine_masks(*masks: Array | None) -> Array | None:
     return functools.reduce(jnp.logical_and, present)
 
 
+def _check_window(window: int) -> None:
+    if isinstance(window, bool) or not isinstance(window, int) or window <= 0:
+        raise ValueError(
+            f"window must be a positive integer r (keys at most r positions away); got {window!r}. "
+            "Use full attention (no window) for r = 0."
+        )
+
+
+@flax.struct.dataclass
+class LocalMask:
+    """Mask of restricted self-attention (Table 1), kept in O(L) memory instead of a dense ``[L, L]``.
+
+    Position ``i`` may attend to position ``j`` when ``|i - j| <= window``, both are valid tokens,
+    and (if ``causal``) ``j <= i``.
+
+    Attributes
+    ----------
+    window : int
+        The neighbourhood size ``r`` (> 0); static (not traced).
+    valid : Array, optional
+        Boolean ``[B, L]``: which positions are real tokens (padding mask of both queries and keys).
+        ``None`` means all.
+    causal : bool
+        Also forbid attending to later positions (decoder self-attention); static.
+
+    Notes
+    -----
+    A pytree (``flax.struct``), so it can pass through ``jax.jit`` and Flax transforms. Passed as
+    ``mask`` to :class:`MultiHeadAttention`, it selects :func:`local_dot_product_attention` on the einsum
+    path; other paths use :meth:`to_dense`.
+    """
+
+    window: int = flax.struct.field(pytree_node=False)
+    valid: Array | None = None
+    causal: bool = flax.struct.field(pytree_node=False, default=False)
+
+    def to_dense(self, length: int) -> Array:
+        """The equivalent boolean mask ``[B or 1, 1, L, L]`` for a sequence of ``length`` positions.
+
+        Parameters
+        ----------
+        length : int
+            Sequence length ``L`` (must match ``valid``'s second axis when given).
+
+        Returns
+        -------
+        Array
+            The conjunction of the window, padding and causal masks.
+        """
+        _check_window(self.window)
+        positions = jnp.arange(length)
+        padding = make_padding_mask(self.valid, self.valid) if self.valid is not None else None
+        causal = make_causal_mask(length) if self.causal else None
+        return combine_masks(make_local_mask(positions, positions, self.window), padding, causal)
+
+
+def _masked_softmax(scores: Array, mask: Array | None) -> Array:
+    """Softmax over the last axis restricted to ``mask``; masked entries (and fully masked rows) are 0."""
+    if mask is not None:
+        scores = jnp.where(mask, scores, jnp.finfo(jnp.float32).min)
+    weights = jax.nn.softmax(scores, axis=-1)
+    if mask is not None:
+        weights = jnp.where(mask, weights, 0.0)  # Zero for fully masked rows, exact zeros elsewhere.
+    return weights
+
+
 def scaled_dot_product_attention(
     query: Array,
     key: Array,
@@ -163,15 +230,124 @@ def scaled_dot_product_attention(
     key_dim = query.shape[-1]
     scores = jnp.einsum("bthk,bshk->bhts", query, key, preferred_element_type=jnp.float32)
     scores = scores / jnp.sqrt(jnp.float32(key_dim))  # Scale by 1/sqrt(d_k) (Section 3.2.1).
-    if mask is not None:
-        scores = jnp.where(mask, scores, jnp.finfo(jnp.float32).min)
-    weights = jax.nn.softmax(scores, axis=-1)
-    if mask is not None:
-        weights = jnp.where(mask, weights, 0.0)  # Zero for fully masked rows, exact zeros elsewhere.
-    weights = weights.astype(value.dtype)
+    weights = _masked_softmax(scores, mask).astype(value.dtype)
     attended = dropout_fn(weights) if dropout_fn is not None else weights
     output = jnp.einsum("bhts,bshv->bthv", attended, value)
     return (output, weights) if return_weights else output
+
+
+def _to_blocks(sequence: Array, block: int, num_blocks: int, margin: int) -> Array:
+    """Cut axis 1 into blocks: ``[B, L, ...]`` -> ``[B, margin + num_blocks + margin, block, ...]``.
+
+    The sequence is zero-padded (``False`` for booleans): ``margin`` empty blocks in front; the remainder
+    ``num_blocks * block - L`` and ``margin`` empty blocks at the end.
+    """
+    edge = [(0, 0)] * sequence.ndim
+    edge[1] = (margin * block, (num_blocks + margin) * block - sequence.shape[1])
+    padded = jnp.pad(sequence, edge)
+    return padded.reshape(sequence.shape[0], num_blocks + 2 * margin, block, *sequence.shape[2:])
+
+
+def local_dot_product_attention(
+    query: Array,
+    key: Array,
+    value: Array,
+    window: int,
+    *,
+    valid: Array | None = None,
+    causal: bool = False,
+    dropout_fn: Callable[[Array], Array] | None = None,
+) -> Array:
+    """Restricted self-attention (Table 1, fourth row) in O(r n d) time and memory.
+
+    Equal to :func:`scaled_dot_product_attention` with the mask ``LocalMask(window, valid,
+    causal).to_dense(L)``, i.e. position ``i`` attends to positions ``j`` with ``|i - j| <= window``.
+
+    Parameters
+    ----------
+    query : Array
+        ``[B, L, H, K]`` queries.
+    key : Array
+        ``[B, L, H, K]`` keys of the same sequence (self-attention: one length ``L``).
+    value : Array
+        ``[B, L, H, V]`` values; ``V`` may differ from ``K``.
+    window : int
+        The neighbourhood size ``r`` > 0.
+    valid : Array, optional
+        Boolean ``[B, L]``: real tokens. Padded keys get no weight; padded queries get zero output.
+    causal : bool
+        Also forbid ``j > i`` (decoder self-attention).
+    dropout_fn : callable, optional
+        Applied to the (blocked) weights before they multiply the values.
+
+    Returns
+    -------
+    Array
+        ``[B, L, H, V]``.
+
+    Notes
+    -----
+    The sequence is cut into ``nb = ceil(L / r)`` blocks of ``w = r`` positions (zero-padded at the end).
+    Every key within ``r`` of a query in block ``i`` lies in blocks ``i - 1``, ``i``, ``i + 1`` (only
+    ``i - 1``, ``i`` when causal), so each block of queries is scored against those ``3w`` (``2w``)
+    keys and masked to ``|i - j| <= r``: ``nb * w * 3w = 3 L r`` scores instead of ``L^2``. The
+    neighbour blocks are slices of one padded copy of the keys (values), never concatenated.
+    Scores and softmax are in float32, and masking follows :func:`scaled_dot_product_attention`
+    exactly. When ``window >= L - 1`` every pair is in the window and the dense computation is used.
+    """
+    _check_window(window)
+    batch, length, _, key_dim = query.shape
+    if key.shape[1] != length or value.shape[1] != length:
+        raise ValueError(
+            "local_dot_product_attention is self-attention: query, key and value need one length; got "
+            f"{length}, {key.shape[1]}, {value.shape[1]}. Use scaled_dot_product_attention for "
+            "cross-attention."
+        )
+    if window >= length - 1:  # The window covers the whole sequence: nothing to save.
+        dense_mask = LocalMask(window=window, valid=valid, causal=causal).to_dense(length)
+        return scaled_dot_product_attention(query, key, value, dense_mask, dropout_fn=dropout_fn)
+
+    block = window
+    num_blocks = -(-length // block)
+    offsets = (-1, 0) if causal else (-1, 0, 1)  # Neighbour blocks holding every key within r.
+
+    def neighbours(blocks: Array, offset: int) -> Array:  # Block i + offset for every block i.
+        return blocks[:, 1 + offset:1 + offset + num_blocks]
+
+    query_blocks = _to_blocks(query, block, num_blocks, margin=0)  # [B,nb,w,H,K]
+    key_blocks = _to_blocks(key, block, num_blocks, margin=1)  # [B,nb+2,w,H,K]
+    value_blocks = _to_blocks(value, block, num_blocks, margin=1)  # [B,nb+2,w,H,V]
+
+    # Positions: queries [nb, w, 1], keys [nb, 1, Cw] (C = len(offsets)); keys outside [0, L) are padding.
+    query_positions = jnp.arange(num_blocks * block).reshape(num_blocks, block, 1)
+    block_starts = (jnp.arange(num_blocks)[:, None] + jnp.asarray(offsets)[None, :]) * block  # [nb,C]
+    key_positions = (block_starts[:, :, None] + jnp.arange(block)).reshape(num_blocks, 1, -1)
+    allowed = jnp.abs(query_positions - key_positions) <= window  # |i - j| <= r
+    allowed &= (key_positions >= 0) & (key_positions < length)
+    if causal:
+        allowed &= key_positions <= query_positions
+    allowed = allowed[None]  # [1,nb,w,Cw]
+    if valid is not None:
+        query_valid = _to_blocks(valid, block, num_blocks, margin=0)[..., None]  # [B,nb,w,1]
+        valid_blocks = _to_blocks(valid, block, num_blocks, margin=1)  # [B,nb+2,w]
+        key_valid = jnp.concatenate([neighbours(valid_blocks, o) for o in offsets], axis=2)  # [B,nb,Cw]
+        allowed = allowed & query_valid & key_valid[:, :, None, :]
+    mask = allowed[:, None]  # [B or 1, 1, nb, w, Cw], broadcast over heads.
+
+    # Scores of each query block against its C neighbour blocks, side by side: [B,H,nb,w,Cw].
+    scores = jnp.concatenate([
+        jnp.einsum("bnqhk,bnshk->bhnqs", query_blocks, neighbours(key_blocks, o),
+                   preferred_element_type=jnp.float32)
+        for o in offsets], axis=-1)
+    scores = scores / jnp.sqrt(jnp.float32(key_dim))  # Scale by 1/sqrt(d_k) (Section 3.2.1).
+    weights = _masked_softmax(scores, mask).astype(value.dtype)
+    if dropout_fn is not None:
+        weights = dropout_fn(weights)
+    output = sum(  # [B,nb,w,H,V]
+        jnp.einsum("bhnqs,bnshv->bnqhv", weights[..., c * block:(c + 1) * block],
+                   neighbours(value_blocks, o))
+        for c, o in enumerate(offsets))
+    return output.reshape(batch, num_blocks * block, *output.shape[3:])[:, :length]
 
 
 def fused_dot_product_attention(
@@ -264,6 +440,9 @@ class MultiHeadAttention(nn.Module):
     Self-attention: call with ``inputs_q is inputs_kv``. Cross-attention (encoder-decoder, 3.2.3): queries
     from the decoder, keys/values from the encoder output. With ``sow_weights`` the einsum path stores the
     weights in the ``intermediates`` collection as ``attention_weights`` (``[B, H, T, S]``).
+    Restricted self-attention: pass a :class:`LocalMask` as ``mask``; the einsum path then computes it
+    blockwise with :func:`local_dot_product_attention` (O(r n d)); with ``sow_weights`` or another
+    implementation the mask is made dense (same result, O(n^2 d)).
     """
 
     num_heads: int
@@ -292,7 +471,7 @@ class MultiHeadAttention(nn.Module):
         self,
         inputs_q: Array,
         inputs_kv: Array,
-        mask: Array | None = None,
+        mask: Array | LocalMask | None = None,
         *,
         deterministic: bool = True,
         sow_weights: bool = False,
@@ -305,9 +484,10 @@ class MultiHeadAttention(nn.Module):
             ``[B, T, D]`` query-side inputs.
         inputs_kv : Array
             ``[B, S, D]`` key/value-side inputs.
-        mask : Array, optional
+        mask : Array or LocalMask, optional
             Boolean, broadcastable to ``[B, H, T, S]``. In decode mode the cache-position mask is
-            added here, so pass only the padding / window mask.
+            added here, so pass only the padding / window mask. A :class:`LocalMask` (self-attention,
+            ``T == S``, not in decode mode) selects restricted self-attention.
         deterministic : bool
             Disable attention dropout.
         sow_weights : bool
@@ -326,6 +506,8 @@ class MultiHeadAttention(nn.Module):
         query = self._projection((self.num_heads, self.key_dim), "query")(inputs_q)  # [B,T,H,K]
         key = self._projection((self.num_heads, self.key_dim), "key")(inputs_kv)  # [B,S,H,K]
         value = self._projection((self.num_heads, self.value_dim), "value")(inputs_kv)  # [B,S,H,V]
+        if isinstance(mask, LocalMask):
+            mask = self._local_or_dense(mask, query.shape[1], key.shape[1], sow_weights)
         if self.decode:
             key, value, mask = self._update_cache(key, value, mask)
 
@@ -334,11 +516,17 @@ class MultiHeadAttention(nn.Module):
             dropout_fn = None
             if use_dropout:
                 dropout_fn = nn.Dropout(self.attention_dropout_rate, deterministic=False)
-            attended, weights = scaled_dot_product_attention(
-                query, key, value, mask, return_weights=True, dropout_fn=dropout_fn
-            )
-            if sow_weights:
-                self.sow("intermediates", "attention_weights", weights)
+            if isinstance(mask, LocalMask):  # Restricted self-attention, blockwise (Table 1).
+                attended = local_dot_product_attention(
+                    query, key, value, mask.window, valid=mask.valid, causal=mask.causal,
+                    dropout_fn=dropout_fn,
+                )
+            else:
+                attended, weights = scaled_dot_product_attention(
+                    query, key, value, mask, return_weights=True, dropout_fn=dropout_fn
+                )
+                if sow_weights:
+                    self.sow("intermediates", "attention_weights", weights)
         else:
             if use_dropout:
                 raise ValueError(
@@ -356,6 +544,19 @@ class MultiHeadAttention(nn.Module):
             bias_init=nn.with_logical_partitioning(nn.initializers.zeros_init(), ("embed",)),
             name="out",
         )(attended)
+
+    def _local_or_dense(self, mask: LocalMask, query_length: int, key_length: int,
+                        sow_weights: bool) -> Array | LocalMask:
+        """Keep ``mask`` for the blockwise einsum path, else return its dense equivalent."""
+        if self.decode or query_length != key_length:
+            raise ValueError(
+                f"A LocalMask describes self-attention over one whole sequence (query length "
+                f"{query_length}, key length {key_length}, decode={self.decode}); in decode mode set "
+                "decode_window instead and pass a dense mask or None."
+            )
+        if self.implementation == "einsum" and not sow_weights:
+            return mask
+        return mask.to_dense(key_length)
 
     def _update_cache(
         self, key: Array, value: Array, mask: Array | None

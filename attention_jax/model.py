@@ -58,7 +58,9 @@ class TransformerConfig:
     attention_implementation : str
         See :data:`attention_jax.attention.ATTENTION_IMPLEMENTATIONS`.
     attention_window : int
-        0 for full attention; ``r > 0`` restricts self-attention to ``|i - j| <= r`` (Table 1).
+        0 for full attention; ``r > 0`` restricts self-attention to ``|i - j| <= r`` (Table 1), computed
+        blockwise in O(r n d) by the einsum implementation (other implementations use a dense mask;
+        decode mode uses the key/value cache). Cross-attention stays full.
     max_len : int
         Positions the learned encoding holds (inputs and decoded outputs must fit).
     dtype : str
@@ -362,9 +364,9 @@ class EncoderLayer(nn.Module):
     config: TransformerConfig
 
     @nn.compact
-    def __call__(self, x: Array, mask: Array | None, *, deterministic: bool,
+    def __call__(self, x: Array, mask: Array | attention.LocalMask | None, *, deterministic: bool,
                  sow_weights: bool = False) -> Array:
-        """Map ``[B, S, D]`` to ``[B, S, D]``; ``mask`` is ``[B, 1, S, S]``."""
+        """Map ``[B, S, D]`` to ``[B, S, D]``; ``mask`` is ``[B, 1, S, S]`` or a ``LocalMask``."""
         self_attention = _attention(self.config, "self_attention")
         x = ResidualSublayer(self.config, name="attention_block")(
             x, lambda h: self_attention(h, h, mask, deterministic=deterministic, sow_weights=sow_weights),
@@ -381,8 +383,8 @@ class DecoderLayer(nn.Module):
     config: TransformerConfig
 
     @nn.compact
-    def __call__(self, y: Array, encoded: Array, self_mask: Array | None, cross_mask: Array | None,
-                 *, deterministic: bool, sow_weights: bool = False) -> Array:
+    def __call__(self, y: Array, encoded: Array, self_mask: Array | attention.LocalMask | None,
+                 cross_mask: Array | None, *, deterministic: bool, sow_weights: bool = False) -> Array:
         """Map ``[B, T, D]`` to ``[B, T, D]`` attending to ``encoded`` ``[B, S, D]``."""
         cfg = self.config
         self_attention = _attention(cfg, "self_attention", decode=cfg.decode)
@@ -457,11 +459,17 @@ class Transformer(nn.Module):
         x = position(x)  # embeddings * sqrt(d_model) + PE (3.4, 3.5)
         return self.embedding_dropout(x, deterministic=deterministic)  # P_drop on the sum (5.4)
 
-    def _self_attention_window(self, length: int) -> Array | None:
-        if self.config.attention_window <= 0:
-            return None
-        positions = jnp.arange(length)
-        return attention.make_local_mask(positions, positions, self.config.attention_window)
+    def _self_attention_mask(self, valid: Array, *, causal: bool) -> Array | attention.LocalMask:
+        """Self-attention mask from the ``[B, L]`` token validity: padding, and causal if asked.
+
+        With ``attention_window = r > 0`` it is a :class:`attention.LocalMask` (``|i - j| <= r``), which
+        the einsum attention computes blockwise in O(r n d) (Table 1's restricted self-attention).
+        """
+        window = self.config.attention_window
+        if window > 0:
+            return attention.LocalMask(window=window, valid=valid, causal=causal)
+        causal_mask = attention.make_causal_mask(valid.shape[1]) if causal else None
+        return attention.combine_masks(attention.make_padding_mask(valid, valid), causal_mask)
 
     def encode(self, inputs: Array, *, deterministic: bool = True, sow_weights: bool = False) -> Array:
         """Encode source ids ``[B, S]`` (0 = pad) into ``[B, S, D]``.
@@ -480,9 +488,7 @@ class Transformer(nn.Module):
         Array
             The encoder output ``[B, S, D]``.
         """
-        valid = inputs != PAD_ID
-        mask = attention.combine_masks(attention.make_padding_mask(valid, valid),
-                                       self._self_attention_window(inputs.shape[1]))
+        mask = self._self_attention_mask(inputs != PAD_ID, causal=False)  # [B,1,S,S] or LocalMask
         x = self._embed(self.source_embedding, self.encoder_position, inputs, deterministic)
         for layer in self.encoder_layers:
             x = layer(x, mask, deterministic=deterministic, sow_weights=sow_weights)
@@ -522,18 +528,13 @@ class Transformer(nn.Module):
         so no causal mask is made.
         """
         cfg = self.config
-        length = decoder_inputs.shape[1]
         if targets_valid is None:
             targets_valid = jnp.ones(decoder_inputs.shape, dtype=bool)
         cross_mask = attention.make_padding_mask(targets_valid, inputs != PAD_ID)
         if cfg.decode:
             self_mask = None  # Causality and the window come from the key/value cache.
         else:
-            self_mask = attention.combine_masks(
-                attention.make_padding_mask(targets_valid, targets_valid),
-                attention.make_causal_mask(length),
-                self._self_attention_window(length),
-            )
+            self_mask = self._self_attention_mask(targets_valid, causal=True)
         y = self._embed(self.target_embedding, self.decoder_position, decoder_inputs, deterministic)
         for layer in self.decoder_layers:
             y = layer(y, encoded, self_mask, cross_mask, deterministic=deterministic,

@@ -1,0 +1,109 @@
+"""Average the parameters of a run's last checkpoints (Section 6.1).
+
+"For the base models, we used a single model obtained by averaging the last 5 checkpoints, which were
+written at 10-minute intervals. For the big models, we averaged the last 20 checkpoints."
+
+Usage::
+
+    python -m attention_jax.average_checkpoints --workdir=runs/base [--last=5]
+
+writes ``WORKDIR/averaged/<last step>/`` (parameters and the list of averaged steps), which
+``checkpoints.load_for_inference(workdir, "averaged")`` loads. ``--last`` defaults to the run's
+``config.average_last_checkpoints``; the run must have kept that many (``config.keep_checkpoints``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import jax
+import numpy as np
+from absl import app, flags, logging
+
+from attention_jax import checkpoints
+
+_WORKDIR = flags.DEFINE_string("workdir", None, "Training workdir whose checkpoints are averaged.")
+_LAST = flags.DEFINE_integer("last", 0, "How many of the newest checkpoints to average "
+                             "(0: config.average_last_checkpoints of the run).")
+
+
+def average_params(workdir: str, last: int) -> tuple[Any, list[int]]:
+    """Element-wise mean of the parameters of the newest ``last`` checkpoints.
+
+    Parameters
+    ----------
+    workdir : str
+        A training workdir.
+    last : int
+        Number of checkpoints to average (> 0).
+
+    Returns
+    -------
+    (params, steps)
+        float32 averaged parameters (host NumPy arrays) and the averaged steps, ascending.
+
+    Notes
+    -----
+    Accumulates in float64, one checkpoint in memory at a time besides the sum. Raises
+    ``ValueError`` when the workdir holds fewer than ``last`` checkpoints.
+    """
+    if last <= 0:
+        raise ValueError(f"--last must be positive; got {last}.")
+    config = checkpoints.read_config(workdir)
+    directory = os.path.join(workdir, checkpoints.CHECKPOINT_DIR)
+    steps = checkpoints.finished_steps(directory)
+    if len(steps) < last:
+        raise ValueError(
+            f"asked to average the last {last} checkpoints but {directory} holds {len(steps)} "
+            f"(steps {steps}); lower --last, or train with config.keep_checkpoints >= {last}."
+        )
+    chosen = steps[-last:]
+    abstract = checkpoints.abstract_inference_params(config)
+    total = None
+    for step in chosen:
+        params = jax.tree.map(lambda leaf: np.asarray(leaf, np.float64),
+                              checkpoints.restore_params(directory, step, abstract))
+        total = params if total is None else jax.tree.map(np.add, total, params)
+        logging.info("Added the parameters of step %d.", step)
+    average = jax.tree.map(lambda leaf: (leaf / len(chosen)).astype(np.float32), total)
+    return average, chosen
+
+
+def write_averaged(workdir: str, last: int) -> tuple[str, list[int]]:
+    """Average the newest ``last`` checkpoints into ``WORKDIR/averaged``.
+
+    Parameters
+    ----------
+    workdir : str
+        A training workdir.
+    last : int
+        Number of checkpoints to average.
+
+    Returns
+    -------
+    (str, list[int])
+        The directory written (``WORKDIR/averaged``) and the averaged steps; the checkpoint is filed
+        under the newest averaged step and replaces an earlier average.
+    """
+    params, steps = average_params(workdir, last)
+    directory = os.path.join(workdir, checkpoints.AVERAGED_DIR)
+    checkpoints.save_params(directory, steps[-1], params, {"averaged_steps": steps})
+    logging.info("Wrote the average of steps %s to %s.", steps, directory)
+    return directory, steps
+
+
+def main(argv: list[str]) -> None:
+    """Entry point: average and print ``{"averaged": directory, "steps": [...]}``."""
+    if len(argv) > 1:
+        raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+    if not _WORKDIR.value:
+        raise app.UsageError("--workdir is required.")
+    last = _LAST.value or int(checkpoints.read_config(_WORKDIR.value).get("average_last_checkpoints", 5))
+    directory, steps = write_averaged(_WORKDIR.value, last)
+    print(json.dumps({"averaged": directory, "steps": steps}))
+
+
+if __name__ == "__main__":
+    app.run(main)

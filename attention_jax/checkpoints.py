@@ -1,0 +1,591 @@
+"""Orbax checkpoints of training runs, resume checks, and loading parameters for inference.
+
+Layout (see the workdir contract)::
+
+    WORKDIR/config.json                 resolved experiment config
+    WORKDIR/checkpoints/<step>/         one orbax checkpoint per saved step, items:
+        params/                         model parameters (unboxed pytree)
+        opt_state/                      Adam moments and the update count
+        counters/                       {"step", "rng"} of the train state
+        progress/                       JSON: wall time and target tokens seen so far
+        data/                           JSON per process: the data iterator's state
+    WORKDIR/checkpoints_corrupt/<step>/ unreadable checkpoints moved aside when resuming
+    WORKDIR/averaged/<step>/            averaged parameters (``average_checkpoints``), items params, info
+
+Orbax writes each checkpoint into ``<step>.orbax-checkpoint-tmp-*`` and renames it when every item is
+complete, so a killed save never shows up as a step. Saves are asynchronous: arrays are copied to host
+memory before :meth:`TrainingCheckpoints.save` returns and written in a background thread.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+import shutil
+import time
+from typing import Any, Mapping
+
+import flax.linen as nn
+import jax
+import ml_collections
+import orbax.checkpoint as ocp
+from absl import logging
+from etils import epath
+from jax.experimental import multihost_utils
+
+from attention_jax import model
+
+CONFIG_FILE = "config.json"
+CHECKPOINT_DIR = "checkpoints"
+CORRUPT_DIR = "checkpoints_corrupt"
+AVERAGED_DIR = "averaged"
+
+# Model fields that change only how the same function is computed; a run may resume with new values.
+COMPUTE_ONLY_FIELDS = ("dtype", "attention_implementation", "decode")
+
+
+# --- Data iterator state: one JSON file per process -------------------------------------------------
+
+class IteratorStateHandler(ocp.CheckpointHandler):
+    """Orbax handler that writes this process's data iterator state as ``process_<i>-of-<n>.json``.
+
+    Notes
+    -----
+    Every process writes its own file (input pipelines are per process). ``bytes`` states (grain's
+    ``DataLoaderIterator``) are stored base64-encoded; JSON-able states (grain's ``DatasetIterator``)
+    as they are.
+    """
+
+    def save(self, directory: epath.Path, args: "IteratorStateSave") -> None:
+        """Write this process's state into ``directory``."""
+        state = args.state
+        if isinstance(state, bytes):
+            payload = {"bytes_base64": base64.b64encode(state).decode("ascii")}
+        else:
+            payload = {"json": state}
+        name = _iterator_file(jax.process_index(), jax.process_count())
+        (epath.Path(directory) / name).write_text(json.dumps(payload))
+
+    def restore(self, directory: epath.Path, args: "IteratorStateRestore | None" = None) -> Any:
+        """Return this process's saved state, or ``None`` (with a warning) if it has none.
+
+        Notes
+        -----
+        A checkpoint written by a job with another process count has no file for this layout:
+        training then continues with a fresh data order.
+        """
+        del args
+        path = epath.Path(directory) / _iterator_file(jax.process_index(), jax.process_count())
+        if not path.exists():
+            found = sorted(p.name for p in epath.Path(directory).glob("process_*.json"))
+            logging.warning("No data iterator state %s (found %s): the data order restarts.",
+                            path.name, found)
+            return None
+        payload = json.loads(path.read_text())
+        if "bytes_base64" in payload:
+            return base64.b64decode(payload["bytes_base64"])
+        return payload["json"]
+
+    def metadata(self, directory: epath.Path) -> None:
+        """No metadata is kept."""
+        del directory
+        return None
+
+    def finalize(self, directory: epath.Path) -> None:
+        """Nothing to finalize (files are complete when written)."""
+        del directory
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+def _iterator_file(process_index: int, process_count: int) -> str:
+    return f"process_{process_index}-of-{process_count}.json"
+
+
+@ocp.args.register_with_handler(IteratorStateHandler, for_save=True)
+@dataclasses.dataclass
+class IteratorStateSave(ocp.args.CheckpointArgs):
+    """Save argument: ``state`` is the iterator's ``get_state()`` (JSON-able or bytes)."""
+
+    state: Any
+
+
+@ocp.args.register_with_handler(IteratorStateHandler, for_restore=True)
+@dataclasses.dataclass
+class IteratorStateRestore(ocp.args.CheckpointArgs):
+    """Restore argument (no fields)."""
+
+
+# --- Config checks -----------------------------------------------------------------------------------
+
+def read_config(workdir: str) -> ml_collections.ConfigDict:
+    """Read ``WORKDIR/config.json``.
+
+    Parameters
+    ----------
+    workdir : str
+        A training work directory.
+
+    Returns
+    -------
+    ml_collections.ConfigDict
+        The config the run was started with.
+
+    Notes
+    -----
+    Raises ``FileNotFoundError`` when the workdir or its config is missing.
+    """
+    root = epath.Path(workdir)
+    if not root.exists():
+        raise FileNotFoundError(f"workdir {workdir} does not exist.")
+    path = root / CONFIG_FILE
+    if not path.exists():
+        raise FileNotFoundError(
+            f"{path} not found: {workdir} is not a training workdir (train.train_and_evaluate "
+            f"writes config.json first)."
+        )
+    return ml_collections.ConfigDict(json.loads(path.read_text()))
+
+
+def write_config(workdir: str, config: ml_collections.ConfigDict) -> None:
+    """Write the resolved config to ``WORKDIR/config.json`` (process 0 only).
+
+    Parameters
+    ----------
+    workdir : str
+        The work directory (created if missing).
+    config : ml_collections.ConfigDict
+        The experiment config.
+    """
+    if jax.process_index() != 0:
+        return
+    root = epath.Path(workdir)
+    root.mkdir(parents=True, exist_ok=True)
+    temporary = root / (CONFIG_FILE + ".tmp")
+    temporary.write_text(config.to_json_best_effort(indent=2, sort_keys=True) + "\n")
+    temporary.replace(root / CONFIG_FILE)
+
+
+def model_config_differences(saved: ml_collections.ConfigDict,
+                             config: ml_collections.ConfigDict) -> dict[str, tuple[Any, Any]]:
+    """Model hyperparameters that differ between a saved config and a new one.
+
+    Parameters
+    ----------
+    saved : ml_collections.ConfigDict
+        The config in the workdir.
+    config : ml_collections.ConfigDict
+        The config of the new run.
+
+    Returns
+    -------
+    dict[str, tuple]
+        ``{field: (saved value, new value)}`` over :class:`model.TransformerConfig` fields, except
+        :data:`COMPUTE_ONLY_FIELDS`. ``max_len`` is ``config.max_len + config.max_decode_extra_len``.
+    """
+    before = dataclasses.asdict(model.TransformerConfig.from_config(saved))
+    after = dataclasses.asdict(model.TransformerConfig.from_config(config))
+    return {name: (before[name], after[name]) for name in before
+            if name not in COMPUTE_ONLY_FIELDS and before[name] != after[name]}
+
+
+def check_resume_compatible(workdir: str, config: ml_collections.ConfigDict) -> None:
+    """Refuse to reuse a workdir whose saved config describes another model.
+
+    Parameters
+    ----------
+    workdir : str
+        The work directory; a missing ``config.json`` means a fresh run.
+    config : ml_collections.ConfigDict
+        The config of the new run.
+
+    Notes
+    -----
+    Raises ``ValueError`` naming every differing model field when the workdir holds a checkpoint.
+    Differences elsewhere (steps, logging, data) are allowed and logged. Without any finished
+    checkpoint (a run that stopped before its first save) the new config simply replaces the old.
+    """
+    if not (epath.Path(workdir) / CONFIG_FILE).exists():
+        return
+    saved = read_config(workdir)
+    differences = model_config_differences(saved, config)
+    if differences and not finished_steps(str(epath.Path(workdir) / CHECKPOINT_DIR)):
+        logging.warning("%s has no checkpoint: starting afresh with the new model config.", workdir)
+        return
+    if differences:
+        listed = "; ".join(f"{name}: {old!r} in the workdir, {new!r} now"
+                           for name, (old, new) in sorted(differences.items()))
+        raise ValueError(
+            f"{workdir} holds a run of a different model ({listed}). Use a new --workdir, or "
+            f"restore the original values to resume it."
+        )
+    other = sorted(key for key in set(_flatten(saved)) | set(_flatten(config))
+                   if _flatten(saved).get(key) != _flatten(config).get(key))
+    if other:
+        logging.warning("Resuming %s with changed non-model settings: %s", workdir, ", ".join(other))
+
+
+def _flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat = {}
+    for key, value in config.items():
+        if isinstance(value, Mapping):
+            flat.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = list(value) if isinstance(value, tuple) else value
+    return flat
+
+
+# --- Training checkpoints ----------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class Restored:
+    """A restored training checkpoint.
+
+    Attributes
+    ----------
+    step : int
+        The checkpoint's step.
+    state : Any
+        The train state (same type as the abstract state given to restore).
+    data_state : Any
+        This process's data iterator state (``None`` if unusable).
+    progress : dict
+        Bookkeeping saved with it (``wall_s``, ``train_target_tokens``).
+    """
+
+    step: int
+    state: Any
+    data_state: Any
+    progress: dict
+
+
+class TrainingCheckpoints:
+    """Saves and restores train states with the data iterator state (orbax ``CheckpointManager``).
+
+    Parameters
+    ----------
+    workdir : str
+        The work directory; checkpoints go to ``WORKDIR/checkpoints``.
+    keep : int
+        Number of most recent checkpoints kept (older ones are deleted).
+    asynchronous : bool
+        Write in a background thread (arrays are copied to host first).
+
+    Notes
+    -----
+    The train state is any dataclass with ``step``, ``params``, ``opt_state``, ``rng`` fields and a
+    ``replace`` method (``train.TrainState``).
+    """
+
+    def __init__(self, workdir: str, *, keep: int, asynchronous: bool = True) -> None:
+        self.workdir = epath.Path(workdir)
+        self.directory = self.workdir / CHECKPOINT_DIR
+        options = ocp.CheckpointManagerOptions(
+            max_to_keep=max(int(keep), 1),
+            enable_async_checkpointing=asynchronous,
+            cleanup_tmp_directories=True,  # Leftovers of saves that were killed mid-way.
+        )
+        self._manager = ocp.CheckpointManager(self.directory, options=options)
+
+    def all_steps(self) -> list[int]:
+        """Steps of the finished checkpoints, ascending."""
+        return sorted(self._manager.all_steps())
+
+    def latest_step(self) -> int | None:
+        """The newest finished checkpoint's step, or ``None``."""
+        return self._manager.latest_step()
+
+    def save(self, state: Any, *, data_state: Any, progress: Mapping[str, Any]) -> None:
+        """Save ``state`` under its step (asynchronously).
+
+        Parameters
+        ----------
+        state : TrainState
+            Train state; its ``step`` names the checkpoint.
+        data_state : Any
+            The data iterator's ``get_state()`` after the batches of ``state.step``.
+        progress : Mapping[str, Any]
+            JSON-able bookkeeping (wall time, tokens seen).
+
+        Notes
+        -----
+        Saving a step that already exists is a no-op.
+        """
+        step = int(state.step)
+        if step in self._manager.all_steps():
+            return
+        args = ocp.args.Composite(
+            params=ocp.args.StandardSave(state.params),
+            opt_state=ocp.args.StandardSave(state.opt_state),
+            counters=ocp.args.StandardSave({"step": state.step, "rng": state.rng}),
+            progress=ocp.args.JsonSave(dict(progress, step=step, saved_at=time.time())),
+            data=IteratorStateSave(data_state),
+        )
+        self._manager.save(step, args=args, force=True)
+
+    def restore(self, step: int, abstract_state: Any) -> Restored:
+        """Restore the checkpoint of ``step`` into the shapes and shardings of ``abstract_state``.
+
+        Parameters
+        ----------
+        step : int
+            A step of :meth:`all_steps`.
+        abstract_state : TrainState
+            ``jax.ShapeDtypeStruct`` leaves carrying the target shardings.
+
+        Returns
+        -------
+        Restored
+            The state and the data iterator state.
+        """
+        items = self._manager.restore(step, args=ocp.args.Composite(
+            params=ocp.args.StandardRestore(abstract_state.params),
+            opt_state=ocp.args.StandardRestore(abstract_state.opt_state),
+            counters=ocp.args.StandardRestore({"step": abstract_state.step, "rng": abstract_state.rng}),
+            progress=ocp.args.JsonRestore(),
+            data=IteratorStateRestore(),
+        ))
+        state = abstract_state.replace(params=items["params"], opt_state=items["opt_state"],
+                                       step=items["counters"]["step"], rng=items["counters"]["rng"])
+        return Restored(step=step, state=state, data_state=items["data"], progress=dict(items["progress"]))
+
+    def restore_latest(self, abstract_state: Any) -> Restored | None:
+        """Restore the newest readable checkpoint; unreadable newer ones are moved aside.
+
+        Parameters
+        ----------
+        abstract_state : TrainState
+            As in :meth:`restore`.
+
+        Returns
+        -------
+        Restored or None
+            ``None`` when there is no checkpoint (a fresh run).
+
+        Notes
+        -----
+        A checkpoint that fails to restore (truncated or missing files) is skipped with a warning and
+        the previous one is tried. Once one restores, the unreadable newer ones are moved to
+        ``WORKDIR/checkpoints_corrupt/`` so that their steps can be saved again. Raises
+        ``RuntimeError`` if no checkpoint restores.
+        """
+        failed: list[int] = []
+        for step in reversed(self.all_steps()):
+            try:
+                restored = self.restore(step, abstract_state)
+            except Exception as error:  # Orbax/tensorstore raise many types for damaged files.
+                logging.warning("Checkpoint at step %d is unreadable (%s: %s); falling back to the "
+                                "previous one.", step, type(error).__name__, str(error)[:500])
+                failed.append(step)
+                continue
+            self._move_aside(failed)
+            return restored
+        if failed:
+            raise RuntimeError(
+                f"none of the checkpoints in {self.directory} (steps {sorted(failed)}) could be "
+                f"restored; see the warnings above. Move them away to start from scratch."
+            )
+        return None
+
+    def _move_aside(self, steps: list[int]) -> None:
+        if not steps:
+            return
+        if jax.process_index() == 0:
+            target_root = self.workdir / CORRUPT_DIR
+            target_root.mkdir(parents=True, exist_ok=True)
+            for step in steps:
+                target = target_root / f"{step}-{int(time.time())}"
+                shutil.move(str(self.directory / str(step)), str(target))
+                logging.warning("Moved unreadable checkpoint %d to %s.", step, target)
+        if jax.process_count() > 1:
+            multihost_utils.sync_global_devices("attention_jax_move_corrupt_checkpoints")
+        self._manager.reload()
+
+    def wait(self) -> None:
+        """Block until pending asynchronous saves are on disk."""
+        self._manager.wait_until_finished()
+
+    def close(self) -> None:
+        """Finish pending saves and release the manager."""
+        self._manager.wait_until_finished()
+        self._manager.close()
+
+
+# --- Parameters only: averaged checkpoints and inference --------------------------------------------
+
+def save_params(directory: str, step: int, params: Any, info: Mapping[str, Any]) -> None:
+    """Write a parameters-only checkpoint (used for averaged parameters).
+
+    Parameters
+    ----------
+    directory : str
+        Orbax manager root, e.g. ``WORKDIR/averaged``.
+    step : int
+        Step to file it under (replaces an existing one).
+    params : pytree
+        Unboxed parameters.
+    info : Mapping[str, Any]
+        JSON-able description (e.g. the averaged steps).
+    """
+    options = ocp.CheckpointManagerOptions(max_to_keep=1, enable_async_checkpointing=False)
+    with ocp.CheckpointManager(epath.Path(directory), options=options) as manager:
+        if step in manager.all_steps():
+            manager.delete(step)
+        manager.save(step, args=ocp.args.Composite(params=ocp.args.StandardSave(params),
+                                                   info=ocp.args.JsonSave(dict(info))), force=True)
+        manager.wait_until_finished()
+
+
+def abstract_inference_params(config: ml_collections.ConfigDict,
+                              sharding: jax.sharding.Sharding | None = None) -> Any:
+    """Shapes of the unboxed parameters of ``config``'s model, placed on one device.
+
+    Parameters
+    ----------
+    config : ml_collections.ConfigDict
+        Experiment config.
+    sharding : jax.sharding.Sharding, optional
+        Where to restore (default: the first local device).
+
+    Returns
+    -------
+    pytree
+        ``jax.ShapeDtypeStruct`` leaves with ``sharding`` set.
+    """
+    sharding = sharding or jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
+    shapes = model.abstract_params(model.TransformerConfig.from_config(config))
+    return jax.tree.map(lambda leaf: jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=sharding),
+                        nn.meta.unbox(shapes))
+
+
+def restore_params(directory: str, step: int, abstract_params: Any) -> Any:
+    """Restore only the ``params`` item of the checkpoint ``step`` under ``directory``.
+
+    Parameters
+    ----------
+    directory : str
+        Orbax manager root (``WORKDIR/checkpoints`` or ``WORKDIR/averaged``).
+    step : int
+        The checkpoint's step.
+    abstract_params : pytree
+        Target shapes and shardings.
+
+    Returns
+    -------
+    pytree
+        The parameters.
+    """
+    options = ocp.CheckpointManagerOptions(read_only=True)
+    with ocp.CheckpointManager(epath.Path(directory), options=options) as manager:
+        items = manager.restore(step, args=ocp.args.Composite(
+            params=ocp.args.StandardRestore(abstract_params)))
+    return items["params"]
+
+
+def _leaf_shapes(tree: Any) -> dict[str, tuple[int, ...]]:
+    return {jax.tree_util.keystr(path): tuple(leaf.shape)
+            for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]}
+
+
+def params_mismatch(directory: str, step: int, abstract_params: Any) -> list[str]:
+    """Differences between a checkpoint's parameter shapes and the expected ones (read from metadata).
+
+    Parameters
+    ----------
+    directory : str
+        Orbax manager root.
+    step : int
+        The checkpoint's step.
+    abstract_params : pytree
+        Expected shapes.
+
+    Returns
+    -------
+    list[str]
+        One line per differing, missing or unexpected leaf; empty when they fit.
+    """
+    options = ocp.CheckpointManagerOptions(read_only=True)
+    with ocp.CheckpointManager(epath.Path(directory), options=options,
+                               item_handlers={"params": ocp.StandardCheckpointHandler()}) as manager:
+        stored = _leaf_shapes(manager.item_metadata(step)["params"])
+    expected = _leaf_shapes(abstract_params)
+    lines = [f"{path}: {stored[path]} in the checkpoint, {shape} expected"
+             for path, shape in expected.items() if path in stored and stored[path] != shape]
+    lines += [f"{path}: missing from the checkpoint" for path in expected if path not in stored]
+    lines += [f"{path}: in the checkpoint but not in the model" for path in stored if path not in expected]
+    return lines
+
+
+def finished_steps(directory: str) -> list[int]:
+    """Steps of the finished checkpoints under an orbax manager root (empty if none)."""
+    if not epath.Path(directory).exists():
+        return []
+    options = ocp.CheckpointManagerOptions(read_only=True)
+    with ocp.CheckpointManager(epath.Path(directory), options=options) as manager:
+        return sorted(manager.all_steps())
+
+
+def load_for_inference(workdir: str, which: str = "latest") -> tuple[Any, ml_collections.ConfigDict]:
+    """Parameters and config of a training run, for decoding, evaluation and notebooks.
+
+    Parameters
+    ----------
+    workdir : str
+        A training work directory.
+    which : str
+        ``"latest"`` (newest readable training checkpoint), ``"averaged"`` (written by
+        ``python -m attention_jax.average_checkpoints``) or a step number such as ``"12000"``.
+
+    Returns
+    -------
+    (params, config)
+        Unboxed float32 parameters on the first local device, and the run's ``ConfigDict``.
+
+    Notes
+    -----
+    Raises ``FileNotFoundError`` for a missing workdir, config or checkpoint (listing the steps
+    there are), ``ValueError`` for an unknown ``which`` or parameters that do not fit the config.
+    """
+    config = read_config(workdir)
+    root = epath.Path(workdir)
+    if which == "averaged":
+        directory = root / AVERAGED_DIR
+        steps = finished_steps(str(directory))
+        if not steps:
+            raise FileNotFoundError(
+                f"no averaged checkpoint in {directory}: run `python -m "
+                f"attention_jax.average_checkpoints --workdir={workdir}` first."
+            )
+        candidates = [steps[-1]]
+    elif which == "latest" or which.isdigit():
+        directory = root / CHECKPOINT_DIR
+        steps = finished_steps(str(directory))
+        if not steps:
+            raise FileNotFoundError(f"no finished checkpoint in {directory}.")
+        if which == "latest":
+            candidates = list(reversed(steps))
+        elif int(which) in steps:
+            candidates = [int(which)]
+        else:
+            raise FileNotFoundError(f"no checkpoint for step {which} in {directory}; steps: {steps}.")
+    else:
+        raise ValueError(f"which must be 'latest', 'averaged' or a step number; got {which!r}.")
+    abstract = abstract_inference_params(config)
+    last_error: Exception | None = None
+    for step in candidates:
+        try:
+            mismatch = params_mismatch(str(directory), step, abstract)
+        except Exception as error:  # Unreadable metadata: let the restore below report it.
+            mismatch, last_error = [], error
+        if mismatch:
+            listed = "; ".join(mismatch[:5]) + (f"; and {len(mismatch) - 5} more" if len(mismatch) > 5 else "")
+            raise ValueError(f"checkpoint {directory}/{step} does not fit the model of "
+                             f"{workdir}/config.json: {listed}.")
+        try:
+            return restore_params(str(directory), step, abstract), config
+        except Exception as error:  # Damaged files: try an older one for "latest".
+            last_error = error
+        logging.warning("Checkpoint %s/%d is unreadable (%s).", directory, step, last_error)
+    raise FileNotFoundError(f"no readable checkpoint among {candidates} in {directory}: {last_error}")

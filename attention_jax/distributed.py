@@ -1,0 +1,225 @@
+"""Multi-process start-up and process-agreed stop requests (SIGTERM / preemption).
+
+A job is multi-process when the environment says so:
+
+- ``JAX_COORDINATOR_ADDRESS`` (with ``JAX_NUM_PROCESSES`` and ``JAX_PROCESS_ID``), set by hand or a
+  launcher;
+- SLURM with ``SLURM_NTASKS > 1`` (JAX reads the rest from SLURM's variables);
+- a Cloud TPU pod slice (``TPU_WORKER_HOSTNAMES`` lists more than one host);
+- Open MPI's ``OMPI_COMM_WORLD_SIZE > 1``.
+
+Otherwise training runs as one process over its local devices.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import threading
+import time
+from types import FrameType
+from typing import Mapping
+
+import jax
+import numpy as np
+from absl import logging
+from jax.experimental import multihost_utils
+
+DEFAULT_TIMEOUT_S = 300
+
+
+def describe_cluster(environ: Mapping[str, str]) -> str | None:
+    """Name the multi-process launcher described by ``environ``, or ``None`` for a single process.
+
+    Parameters
+    ----------
+    environ : Mapping[str, str]
+        Environment variables (usually ``os.environ``).
+
+    Returns
+    -------
+    str or None
+        ``"env"``, ``"slurm"``, ``"tpu_pod"`` or ``"mpi"``; ``None`` when the job is one process.
+    """
+    if environ.get("JAX_COORDINATOR_ADDRESS"):
+        return "env"
+    if int(environ.get("SLURM_NTASKS", "1") or 1) > 1:
+        return "slurm"
+    if len([h for h in environ.get("TPU_WORKER_HOSTNAMES", "").split(",") if h.strip()]) > 1:
+        return "tpu_pod"
+    if int(environ.get("OMPI_COMM_WORLD_SIZE", "1") or 1) > 1:
+        return "mpi"
+    return None
+
+
+def maybe_initialize(environ: Mapping[str, str] | None = None, *,
+                     timeout_s: int = DEFAULT_TIMEOUT_S) -> bool:
+    """Call ``jax.distributed.initialize`` when the environment describes a multi-process job.
+
+    Parameters
+    ----------
+    environ : Mapping[str, str], optional
+        Environment to inspect (default ``os.environ``).
+    timeout_s : int
+        Seconds to wait for all processes to reach the coordinator.
+
+    Returns
+    -------
+    bool
+        Whether JAX was initialized for several processes.
+
+    Notes
+    -----
+    Must run before any other JAX call. CPU collectives use gloo (needed for multi-process CPU jobs;
+    no effect on accelerators). With ``JAX_COORDINATOR_ADDRESS``, ``JAX_NUM_PROCESSES`` and
+    ``JAX_PROCESS_ID`` are required. Raises ``RuntimeError`` naming the coordinator when it cannot be
+    reached within ``timeout_s``.
+    """
+    environ = os.environ if environ is None else environ
+    cluster = describe_cluster(environ)
+    if cluster is None:
+        return False
+    kwargs: dict = {"initialization_timeout": int(timeout_s)}
+    if cluster == "env":
+        missing = [name for name in ("JAX_NUM_PROCESSES", "JAX_PROCESS_ID") if name not in environ]
+        if missing:
+            raise ValueError(
+                f"JAX_COORDINATOR_ADDRESS is set but {', '.join(missing)} is not: set all three "
+                f"(address host:port, number of processes, this process's id from 0)."
+            )
+        kwargs.update(coordinator_address=environ["JAX_COORDINATOR_ADDRESS"],
+                      num_processes=int(environ["JAX_NUM_PROCESSES"]),
+                      process_id=int(environ["JAX_PROCESS_ID"]))
+        if kwargs["process_id"] != 0:  # Process 0 hosts the coordinator; the others connect to it.
+            wait_for_coordinator(kwargs["coordinator_address"], timeout_s)
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    where = kwargs.get("coordinator_address", f"the coordinator found by {cluster} detection")
+    logging.info("Multi-process job (%s): connecting to %s.", cluster, where)
+    try:
+        jax.distributed.initialize(**kwargs)
+    except Exception as error:  # The runtime raises XlaRuntimeError / RuntimeError subtypes.
+        raise RuntimeError(
+            f"could not join the multi-process JAX job ({cluster}) through {where} within "
+            f"{timeout_s} s: {error}. Check that every process was started, that the address is "
+            f"reachable from this host, and that the process ids are distinct."
+        ) from error
+    logging.info("Process %d of %d; %d local / %d global devices.", jax.process_index(),
+                 jax.process_count(), jax.local_device_count(), jax.device_count())
+    return True
+
+
+def wait_for_coordinator(address: str, timeout_s: float) -> None:
+    """Wait until a TCP connection to the coordinator ``host:port`` succeeds.
+
+    Parameters
+    ----------
+    address : str
+        ``host:port`` of process 0's coordinator service.
+    timeout_s : float
+        Seconds to keep retrying (process 0 may start later than this one).
+
+    Notes
+    -----
+    JAX's runtime aborts the whole process when the coordinator stays unreachable, so this check
+    runs first and raises ``RuntimeError`` naming the address instead.
+    """
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"JAX_COORDINATOR_ADDRESS must be host:port; got {address!r}.")
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with socket.create_connection((host.strip("[]"), int(port)), timeout=min(5.0, timeout_s)):
+                return
+        except OSError as error:
+            if time.monotonic() >= deadline:
+                raise RuntimeError(
+                    f"the JAX coordinator at {address} was not reachable within {timeout_s} s "
+                    f"({error}). Start process 0 (JAX_PROCESS_ID=0) on that host, check the port "
+                    f"and firewall, or raise the timeout."
+                ) from error
+            time.sleep(0.5)
+
+
+def all_processes_agree(flag: bool) -> bool:
+    """Process 0's value of ``flag``, on every process (a collective in multi-process jobs).
+
+    Parameters
+    ----------
+    flag : bool
+        This process's decision (e.g. "the checkpoint interval has passed").
+
+    Returns
+    -------
+    bool
+        Process 0's decision, so that every process takes the same branch.
+    """
+    if jax.process_count() == 1:
+        return bool(flag)
+    return bool(multihost_utils.broadcast_one_to_all(np.asarray(flag, dtype=np.int32)))
+
+
+class StopRequest:
+    """Notices SIGTERM / Ctrl-C (or a preemption notice) and stops every process at the same step.
+
+    Single process: the first SIGTERM or SIGINT sets a flag, read at step boundaries; the previous
+    handlers are then reinstated, so a second signal acts as usual (Ctrl-C twice interrupts at once).
+    Multi-process: JAX's preemption service (started by ``jax.distributed.initialize``) catches SIGTERM
+    and :func:`jax.experimental.multihost_utils.reached_preemption_sync_point` picks a step at which
+    all processes stop together.
+
+    Notes
+    -----
+    Use as a context manager; the previous handlers are restored on exit. Signal handlers can only be
+    installed from the main thread; elsewhere the request can still be made with :meth:`request`.
+    """
+
+    SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+    def __init__(self) -> None:
+        self._requested = threading.Event()
+        self._previous_handlers: dict[int, object] = {}
+
+    def __enter__(self) -> "StopRequest":
+        on_main_thread = threading.current_thread() is threading.main_thread()
+        if jax.process_count() == 1 and on_main_thread:
+            self._previous_handlers = {number: signal.signal(number, self._on_signal)
+                                       for number in self.SIGNALS}
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._restore_handlers()
+
+    def _restore_handlers(self) -> None:
+        for number, handler in self._previous_handlers.items():
+            signal.signal(number, handler)
+        self._previous_handlers = {}
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        del frame
+        logging.warning("Received %s: will checkpoint and stop after the current step (send it again to "
+                        "stop at once).", signal.Signals(signum).name)
+        self._requested.set()
+        self._restore_handlers()
+
+    def request(self) -> None:
+        """Ask for a stop (as SIGTERM would)."""
+        self._requested.set()
+
+    def should_stop(self, step: int) -> bool:
+        """Whether training must checkpoint and stop after ``step``; call at every step.
+
+        Parameters
+        ----------
+        step : int
+            The step just completed (all processes must call with the same sequence of steps).
+
+        Returns
+        -------
+        bool
+            True on every process at the same step once a stop was requested.
+        """
+        if jax.process_count() == 1:
+            return self._requested.is_set()
+        return multihost_utils.reached_preemption_sync_point(step)

@@ -1,0 +1,119 @@
+"""Label-smoothed cross-entropy and the per-token metrics reported during training and evaluation.
+
+Label smoothing (Section 5.4, eps_ls) uses the convention of Szegedy et al. (2016) and
+``optax.smooth_labels``: the target distribution is
+
+    q(v) = (1 - eps) * [v == gold] + eps / N        for every v in the vocabulary of size N,
+
+so the gold token gets ``1 - eps + eps / N``. Its cross-entropy splits into two terms,
+
+    -sum_v q(v) log p(v) = (1 - eps) * NLL + eps * mean_v(-log p(v)),
+
+which is how it is computed here (no ``[B, T, N]`` one-hot). The value is the raw cross-entropy with
+the smoothed target (its minimum is the entropy of ``q``, not 0). Padding positions (id 0) are
+excluded everywhere; perplexity is ``exp`` of the *unsmoothed* loss per target token.
+
+Metrics travel as sums (``loss_sum``, ``nll_sum``, ``correct``, ``tokens``) so that micro-batches,
+evaluation batches and devices add up exactly; :func:`summarize` turns sums into means.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping
+
+import jax
+import jax.numpy as jnp
+
+from attention_jax import model
+
+Array = jax.Array
+
+SUM_KEYS = ("loss_sum", "nll_sum", "correct", "tokens")
+
+
+def token_loss_sums(logits: Array, targets: Array, label_smoothing: float) -> dict[str, Array]:
+    """Sums over non-pad target tokens of the smoothed and unsmoothed loss and of correct guesses.
+
+    Parameters
+    ----------
+    logits : Array
+        ``[B, T, N]`` pre-softmax scores (any float dtype; computed in float32).
+    targets : Array
+        ``[B, T]`` gold ids, 0 = padding.
+    label_smoothing : float
+        ``eps_ls`` in ``[0, 1)``.
+
+    Returns
+    -------
+    dict[str, Array]
+        float32 scalars ``loss_sum`` (label-smoothed cross-entropy), ``nll_sum`` (unsmoothed),
+        ``correct`` (argmax equals gold) and ``tokens`` (non-pad targets).
+
+    Notes
+    -----
+    ``log p(v) = logit(v) - logsumexp(logits)``, so NLL = ``lse - logit(gold)`` and the uniform term
+    ``mean_v(-log p(v)) = lse - mean_v logit(v)``.
+    """
+    logits = logits.astype(jnp.float32)
+    log_normalizer = jax.nn.logsumexp(logits, axis=-1)  # [B,T]
+    gold_logit = jnp.take_along_axis(logits, targets[..., None], axis=-1)[..., 0]  # [B,T]
+    nll = log_normalizer - gold_logit
+    uniform_cross_entropy = log_normalizer - jnp.mean(logits, axis=-1)
+    smoothed = (1.0 - label_smoothing) * nll + label_smoothing * uniform_cross_entropy
+    weights = (targets != model.PAD_ID).astype(jnp.float32)
+    correct = (jnp.argmax(logits, axis=-1) == targets).astype(jnp.float32)
+    return {
+        "loss_sum": jnp.sum(smoothed * weights),
+        "nll_sum": jnp.sum(nll * weights),
+        "correct": jnp.sum(correct * weights),
+        "tokens": jnp.sum(weights),
+    }
+
+
+def add_sums(left: Mapping[str, Any], right: Mapping[str, Any]) -> dict[str, Any]:
+    """Add two metric-sum dicts key by key (arrays or floats).
+
+    Parameters
+    ----------
+    left, right : Mapping[str, Any]
+        Dicts with the same keys.
+
+    Returns
+    -------
+    dict[str, Any]
+        ``{key: left[key] + right[key]}``.
+    """
+    return {key: left[key] + right[key] for key in left}
+
+
+def summarize(sums: Mapping[str, Any]) -> dict[str, float]:
+    """Per-token means from metric sums.
+
+    Parameters
+    ----------
+    sums : Mapping[str, Any]
+        ``loss_sum``, ``nll_sum``, ``correct`` and ``tokens`` (host scalars or 0-d arrays).
+
+    Returns
+    -------
+    dict[str, float]
+        ``loss`` (label-smoothed, per token), ``nll_loss`` (unsmoothed), ``perplexity``
+        (``exp(nll_loss)``), ``accuracy`` and ``tokens``.
+
+    Notes
+    -----
+    With zero tokens every mean is NaN (nothing was measured) rather than a misleading 0.
+    """
+    tokens = float(sums["tokens"])
+    if tokens <= 0:
+        nan = float("nan")
+        return {"loss": nan, "nll_loss": nan, "perplexity": nan, "accuracy": nan, "tokens": 0.0}
+    nll_loss = float(sums["nll_sum"]) / tokens
+    return {
+        "loss": float(sums["loss_sum"]) / tokens,
+        "nll_loss": nll_loss,
+        "perplexity": math.exp(nll_loss) if nll_loss < 700 else float("inf"),
+        "accuracy": float(sums["correct"]) / tokens,
+        "tokens": tokens,
+    }

@@ -1,0 +1,100 @@
+"""The paper's optimizer: Adam with the inverse-square-root warmup schedule (Section 5.3).
+
+lrate = d_model^-0.5 * min(step^-0.5, step * warmup_steps^-1.5)       (paper, Equation 3)
+
+with ``step`` counted from 1 (the first update) and an extra multiplier ``learning_rate_scale``
+(1.0 reproduces the paper; tensor2tensor calls it ``learning_rate``). The rate rises linearly for
+``warmup_steps`` updates, peaks at ``scale * (d_model * warmup_steps)^-0.5`` and then decays as
+``step^-0.5``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax.numpy as jnp
+import optax
+
+Array = Any
+
+
+def paper_learning_rate(step: Array, *, d_model: int, warmup_steps: int, scale: float = 1.0) -> Array:
+    """The learning rate of update number ``step`` (1-based), the paper's Equation (3).
+
+    Parameters
+    ----------
+    step : int or Array
+        Update number, 1 for the first update. Values below 1 are treated as 1.
+    d_model : int
+        Model width.
+    warmup_steps : int
+        Updates of linear warmup (4000 in the paper).
+    scale : float
+        Multiplier of the whole schedule (``config.learning_rate_scale``).
+
+    Returns
+    -------
+    Array
+        float32 learning rate, same shape as ``step``.
+
+    Notes
+    -----
+    At ``step == warmup_steps`` both branches of the ``min`` are equal: the peak.
+    """
+    step = jnp.maximum(jnp.asarray(step, jnp.float32), 1.0)
+    warmup = jnp.float32(warmup_steps)
+    return scale * d_model**-0.5 * jnp.minimum(step**-0.5, step * warmup**-1.5)
+
+
+def make_schedule(config: Any) -> optax.Schedule:
+    """The paper's schedule as an optax schedule of the update count.
+
+    Parameters
+    ----------
+    config : ml_collections.ConfigDict
+        Reads ``d_model``, ``warmup_steps`` and ``learning_rate_scale``.
+
+    Returns
+    -------
+    optax.Schedule
+        ``count -> lr``; optax passes ``count = 0`` for the first update, which is the paper's step 1.
+
+    Notes
+    -----
+    Raises ``ValueError`` for a non-positive ``warmup_steps``.
+    """
+    if config.warmup_steps <= 0:
+        raise ValueError(f"warmup_steps must be positive; got {config.warmup_steps}.")
+    d_model, warmup, scale = config.d_model, config.warmup_steps, config.learning_rate_scale
+
+    def schedule(count: Array) -> Array:
+        return paper_learning_rate(count + 1, d_model=d_model, warmup_steps=warmup, scale=scale)
+
+    return schedule
+
+
+def make_optimizer(config: Any) -> optax.GradientTransformation:
+    """Adam(beta1, beta2, eps) driven by :func:`make_schedule` (Section 5.3).
+
+    Parameters
+    ----------
+    config : ml_collections.ConfigDict
+        Reads ``adam_b1``, ``adam_b2``, ``adam_eps`` (paper: 0.9, 0.98, 1e-9) and the schedule fields.
+
+    Returns
+    -------
+    optax.GradientTransformation
+        Plain Adam: no weight decay and no gradient clipping, as in the paper.
+
+    Notes
+    -----
+    Gradient accumulation (``config.grad_accum_steps``) is done by the training loop, which sums
+    token-weighted gradients over micro-batches before one call of this optimizer; the optimizer's
+    update count therefore equals the paper's step.
+    """
+    return optax.adam(
+        learning_rate=make_schedule(config),
+        b1=config.adam_b1,
+        b2=config.adam_b2,
+        eps=config.adam_eps,
+    )

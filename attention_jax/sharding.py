@@ -1,0 +1,234 @@
+"""Device mesh, logical-axis rules and placement of parameters and batches.
+
+Sharding is config data (``config.mesh_shape``, ``config.mesh_axes``, ``config.param_sharding``):
+
+- batches are split by rows over the ``"data"`` mesh axis (data parallelism);
+- ``param_sharding="replicated"``: every device holds all parameters and optimizer state;
+- ``param_sharding="fsdp"``: parameters and optimizer state are split over ``"data"`` along their
+  ``"embed"`` dimension (every weight matrix has one), gathered on use by the compiler;
+- a mesh axis named ``"model"`` adds tensor parallelism: the ``"mlp"``, ``"heads"`` and ``"vocab"``
+  dimensions are split over it (Megatron-style feed-forward / head / vocabulary splits).
+
+The mesh uses ``AxisType.Auto`` on every axis: shardings are given at the jit boundary
+(``in_shardings``/``out_shardings``) and the compiler (GSPMD) propagates them through the model, which
+needs no sharding annotations. (``jax.make_mesh`` defaults to ``Explicit`` axes in this JAX, which would
+make shardings part of every array's type inside the model.)
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping, Sequence
+
+import flax.linen as nn
+import jax
+import numpy as np
+from absl import logging
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+DATA_AXIS = "data"
+MODEL_AXIS = "model"
+PARAM_SHARDINGS = ("replicated", "fsdp")
+LOGICAL_AXES = ("vocab", "embed", "heads", "kv", "mlp")
+
+
+def create_mesh(mesh_shape: Sequence[int], mesh_axes: Sequence[str],
+                devices: Sequence[jax.Device] | None = None) -> Mesh:
+    """Build the device mesh described by the config.
+
+    Parameters
+    ----------
+    mesh_shape : Sequence[int]
+        Size of each axis; one entry may be -1 for "the remaining devices".
+    mesh_axes : Sequence[str]
+        Axis names; must include ``"data"``.
+    devices : Sequence[jax.Device], optional
+        Devices to use (default: all of ``jax.devices()``).
+
+    Returns
+    -------
+    jax.sharding.Mesh
+        Mesh with ``AxisType.Auto`` axes.
+
+    Notes
+    -----
+    Raises ``ValueError`` when the sizes do not multiply to the device count or ``"data"`` is missing.
+    """
+    devices = list(jax.devices() if devices is None else devices)
+    shape, axes = list(mesh_shape), tuple(mesh_axes)
+    if len(shape) != len(axes):
+        raise ValueError(f"mesh_shape {tuple(shape)} and mesh_axes {axes} must have the same length.")
+    if DATA_AXIS not in axes:
+        raise ValueError(f"mesh_axes {axes} must contain {DATA_AXIS!r} (batches are split over it).")
+    if shape.count(-1) > 1:
+        raise ValueError(f"at most one mesh_shape entry may be -1; got {tuple(shape)}.")
+    if -1 in shape:
+        known = math.prod(size for size in shape if size != -1)
+        if len(devices) % known:
+            raise ValueError(f"mesh_shape {tuple(shape)} does not divide the {len(devices)} devices.")
+        shape[shape.index(-1)] = len(devices) // known
+    if math.prod(shape) != len(devices):
+        raise ValueError(
+            f"mesh_shape {tuple(shape)} needs {math.prod(shape)} devices but {len(devices)} are "
+            f"available; use -1 for one axis to take the remaining devices."
+        )
+    return jax.make_mesh(tuple(shape), axes, axis_types=(jax.sharding.AxisType.Auto,) * len(axes),
+                         devices=devices)
+
+
+def logical_axis_rules(param_sharding: str, mesh: Mesh) -> tuple[tuple[str, str | None], ...]:
+    """Map the model's logical parameter axes to mesh axes.
+
+    Parameters
+    ----------
+    param_sharding : str
+        ``"replicated"`` or ``"fsdp"``.
+    mesh : jax.sharding.Mesh
+        The mesh; a ``"model"`` axis enables tensor parallelism.
+
+    Returns
+    -------
+    tuple of (logical axis, mesh axis or None)
+        Rules for :func:`flax.linen.logical_to_mesh_sharding`; unmentioned axes are replicated.
+    """
+    if param_sharding not in PARAM_SHARDINGS:
+        raise ValueError(f"param_sharding must be one of {PARAM_SHARDINGS}; got {param_sharding!r}.")
+    tensor_axis = MODEL_AXIS if MODEL_AXIS in mesh.axis_names else None
+    return (
+        ("embed", DATA_AXIS if param_sharding == "fsdp" else None),
+        ("mlp", tensor_axis),
+        ("heads", tensor_axis),
+        ("vocab", tensor_axis),
+        ("kv", None),
+    )
+
+
+def _divisible_spec(spec: PartitionSpec, shape: Sequence[int], mesh: Mesh, name: str) -> PartitionSpec:
+    """Drop the mesh axes of ``spec`` that do not divide their dimension (replicate that dim)."""
+    kept = []
+    for dim, axes in zip(shape, tuple(spec) + (None,) * (len(shape) - len(spec))):
+        names = (axes,) if isinstance(axes, str) else tuple(axes or ())
+        size = math.prod(mesh.shape[axis] for axis in names)
+        if names and dim % size:
+            logging.warning("%s: dimension %d is not divisible by mesh axes %s (size %d); replicated.",
+                            name, dim, names, size)
+            kept.append(None)
+        else:
+            kept.append(axes)
+    return PartitionSpec(*kept)
+
+
+def tree_shardings(boxed_tree: Any, mesh: Mesh, rules: Sequence[tuple[str, str | None]]) -> Any:
+    """NamedShardings for a (possibly abstract) pytree whose leaves carry logical axis names.
+
+    Parameters
+    ----------
+    boxed_tree : pytree
+        Arrays or ``jax.ShapeDtypeStruct``; leaves boxed by ``nn.with_logical_partitioning``
+        (``nn.Partitioned``) are sharded by ``rules``, all others replicated.
+    mesh : jax.sharding.Mesh
+        The device mesh.
+    rules : sequence of (logical axis, mesh axis or None)
+        From :func:`logical_axis_rules`.
+
+    Returns
+    -------
+    pytree
+        Same structure as ``nn.meta.unbox(boxed_tree)`` with ``NamedSharding`` leaves.
+
+    Notes
+    -----
+    A dimension that a mesh axis does not divide is replicated instead (with a warning), so any
+    model fits any mesh.
+    """
+    logical_specs = nn.get_partition_spec(boxed_tree)
+    mesh_specs = nn.logical_to_mesh(logical_specs, rules)
+    shapes = nn.meta.unbox(boxed_tree)
+    is_spec = lambda node: isinstance(node, PartitionSpec)  # noqa: E731
+    paths_and_specs = jax.tree_util.tree_flatten_with_path(mesh_specs, is_leaf=is_spec)[0]
+    shape_leaves, treedef = jax.tree_util.tree_flatten(shapes)
+    shardings = [
+        NamedSharding(mesh, _divisible_spec(spec, leaf.shape, mesh, jax.tree_util.keystr(path)))
+        for (path, spec), leaf in zip(paths_and_specs, shape_leaves)
+    ]
+    return jax.tree_util.tree_unflatten(treedef, shardings)
+
+
+def replicated(mesh: Mesh) -> NamedSharding:
+    """Sharding that keeps a full copy on every device of ``mesh``."""
+    return NamedSharding(mesh, PartitionSpec())
+
+
+def batch_sharding(mesh: Mesh) -> NamedSharding:
+    """Sharding of ``[rows, length]`` batches: rows split over ``"data"``, replicated elsewhere."""
+    return NamedSharding(mesh, PartitionSpec(DATA_AXIS))
+
+
+def data_parallel_size(mesh: Mesh) -> int:
+    """Number of devices along the ``"data"`` axis (global batch rows must be a multiple of it)."""
+    return int(mesh.shape[DATA_AXIS])
+
+
+def local_data_shards(mesh: Mesh) -> int:
+    """Number of distinct ``"data"`` positions among this process's devices (its share of the rows)."""
+    data_dim = mesh.axis_names.index(DATA_AXIS)
+    process = jax.process_index()
+    positions = {index[data_dim] for index, device in np.ndenumerate(mesh.devices)
+                 if device.process_index == process}
+    return max(len(positions), 1)
+
+
+def global_batch(local_batch: Mapping[str, np.ndarray], sharding: NamedSharding) -> dict[str, jax.Array]:
+    """Assemble one global batch from this process's rows.
+
+    Parameters
+    ----------
+    local_batch : Mapping[str, np.ndarray]
+        This process's rows, e.g. ``{"inputs": [rows, S], "targets": [rows, T]}``.
+    sharding : NamedSharding
+        From :func:`batch_sharding`.
+
+    Returns
+    -------
+    dict[str, jax.Array]
+        Global arrays of ``rows * process_count`` rows (processes contribute rows in process order).
+
+    Notes
+    -----
+    Raises ``ValueError`` when the local rows do not split evenly over the local devices of the
+    ``"data"`` axis (pass ``rows_multiple`` to the input pipeline, or pad with all-pad rows).
+    """
+    local_shards = local_data_shards(sharding.mesh)
+    arrays = {}
+    for key, value in local_batch.items():
+        value = np.asarray(value)
+        if value.shape[0] % local_shards:
+            raise ValueError(
+                f"batch {key!r} has {value.shape[0]} rows on this process, not a multiple of its "
+                f"{local_shards} data-parallel devices; pass rows_multiple to the input pipeline."
+            )
+        arrays[key] = jax.make_array_from_process_local_data(sharding, value)
+    return arrays
+
+
+def pad_rows(batch: Mapping[str, np.ndarray], multiple: int) -> dict[str, np.ndarray]:
+    """Append all-padding rows so that the row count is a multiple of ``multiple``.
+
+    Parameters
+    ----------
+    batch : Mapping[str, np.ndarray]
+        ``[rows, length]`` integer arrays.
+    multiple : int
+        Required divisor of the row count.
+
+    Returns
+    -------
+    dict[str, np.ndarray]
+        The batch, padded with rows of id 0 (which every metric ignores).
+    """
+    padded = {}
+    for key, value in batch.items():
+        value = np.asarray(value)
+        extra = -value.shape[0] % multiple
+        padded[key] = np.pad(value, [(0, extra)] + [(0, 0)] * (value.ndim - 1)) if extra else value
+    return padded

@@ -1,0 +1,181 @@
+r"""PyTorch's ``nn.Transformer`` train step at the same shapes as ``train_step.py``; prints one JSON object.
+
+A peer to compare our JAX step with: float32, eager mode, CPU. Needs PyTorch, which the project does not
+depend on; install it into a separate environment::
+
+    python3 -m venv /tmp/torchenv && /tmp/torchenv/bin/pip install torch==2.13.0 numpy
+
+Run from the repository root, with the shapes of a ``train_step.py`` result::
+
+    python benchmarks/train_step.py --config=configs/tiny.py --rows=64 --length=32 > /tmp/jax.json
+    /tmp/torchenv/bin/python benchmarks/peer_torch.py --shape_json=/tmp/jax.json
+
+or with explicit shapes (``--rows --length --num_layers --d_model --d_ff --num_heads --vocab_size``...).
+
+The model mirrors ours: shared input/output embedding scaled by sqrt(d_model), sinusoidal positions,
+post-LN ``nn.Transformer`` (ReLU, dropout), padding and causal masks, label-smoothed cross-entropy
+(``F.cross_entropy(label_smoothing=eps)``: the same q = (1 - eps) one-hot + eps / N), Adam(0.9, 0.98, 1e-9)
+with the paper's schedule. Differences: ``nn.Transformer`` always adds a final LayerNorm to each stack,
+and it ties d_k = d_v = d_model / h. Fields as in ``train_step.py``; the matmul peak is measured with
+torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from flops import transformer_train_flops  # noqa: E402
+
+PAD_ID, EOS_ID, BOS_ID = 0, 3, 2
+SHAPE_FIELDS = ("rows", "length", "num_layers", "d_model", "d_ff", "num_heads", "vocab_size")
+
+
+class PeerTransformer(nn.Module):
+    """Embeddings + positions + ``nn.Transformer`` + tied output projection."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        super().__init__()
+        self.d_model = args.d_model
+        self.embedding = nn.Embedding(args.vocab_size, args.d_model)
+        nn.init.normal_(self.embedding.weight, std=args.d_model**-0.5)
+        self.transformer = nn.Transformer(
+            d_model=args.d_model, nhead=args.num_heads, num_encoder_layers=args.num_layers,
+            num_decoder_layers=args.num_layers, dim_feedforward=args.d_ff, dropout=args.dropout_rate,
+            batch_first=True, norm_first=False)
+        self.dropout = nn.Dropout(args.dropout_rate)
+        self.register_buffer("positions", self._sinusoids(4 * args.length, args.d_model), persistent=False)
+
+    @staticmethod
+    def _sinusoids(length: int, d_model: int) -> torch.Tensor:
+        position = torch.arange(length, dtype=torch.float32)[:, None]
+        inverse = torch.pow(10000.0, -torch.arange(0, d_model, 2, dtype=torch.float32) / d_model)
+        table = torch.zeros(length, d_model)
+        table[:, 0::2] = torch.sin(position * inverse)
+        table[:, 1::2] = torch.cos(position * inverse)
+        return table
+
+    def _embed(self, ids: torch.Tensor) -> torch.Tensor:
+        x = self.embedding(ids) * math.sqrt(self.d_model) + self.positions[: ids.shape[1]]
+        return self.dropout(x)
+
+    def forward(self, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        decoder_inputs = torch.cat([torch.full_like(targets[:, :1], BOS_ID), targets[:, :-1]], dim=1)
+        causal = nn.Transformer.generate_square_subsequent_mask(targets.shape[1])
+        hidden = self.transformer(
+            self._embed(inputs), self._embed(decoder_inputs), tgt_mask=causal, tgt_is_causal=True,
+            src_key_padding_mask=inputs == PAD_ID, tgt_key_padding_mask=targets == PAD_ID,
+            memory_key_padding_mask=inputs == PAD_ID)
+        return F.linear(hidden, self.embedding.weight)  # Tied pre-softmax projection.
+
+
+def measure_matmul_peak(size: int, repeats: int = 10) -> float:
+    """Best float32 ``size^3`` matmul rate, in FLOP/s."""
+    left, right = torch.randn(size, size), torch.randn(size, size)
+    left @ right
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        left @ right
+        best = min(best, time.perf_counter() - start)
+    return 2.0 * size**3 / best
+
+
+def benchmark(args: argparse.Namespace) -> dict:
+    """Time ``args.steps`` train steps after ``args.warmup_steps``; returns the JSON fields."""
+    torch.manual_seed(0)
+    model = PeerTransformer(args)
+    warmup = 4000
+
+    def paper_rate(step: int) -> float:  # LambdaLR passes the 0-based update count.
+        step += 1
+        return args.d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
+
+    optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, paper_rate)
+    generator = torch.Generator().manual_seed(0)
+    inputs = torch.randint(4, args.vocab_size, (args.rows, args.length), generator=generator)
+    targets = torch.randint(4, args.vocab_size, (args.rows, args.length), generator=generator)
+    inputs[:, -1] = targets[:, -1] = EOS_ID
+
+    def step() -> float:
+        optimizer.zero_grad(set_to_none=True)
+        logits = model(inputs, targets)
+        loss = F.cross_entropy(logits.reshape(-1, args.vocab_size), targets.reshape(-1),
+                               ignore_index=PAD_ID, label_smoothing=args.label_smoothing)
+        loss.backward()
+        optimizer.step()
+        schedule.step()
+        return float(loss.detach())
+
+    model.train()
+    for _ in range(1 + args.warmup_steps):
+        loss = step()
+    start = time.perf_counter()
+    for _ in range(args.steps):
+        loss = step()
+    step_time = (time.perf_counter() - start) / args.steps
+    head_dim = args.d_model // args.num_heads
+    flops = transformer_train_flops(rows=args.rows, source_len=args.length, target_len=args.length,
+                                    num_layers=args.num_layers, d_model=args.d_model, d_ff=args.d_ff,
+                                    num_heads=args.num_heads, key_dim=head_dim, value_dim=head_dim,
+                                    vocab_size=args.vocab_size)
+    peak = measure_matmul_peak(args.peak_size)
+    shape = {name: getattr(args, name) for name in SHAPE_FIELDS}
+    shape.update(key_dim=head_dim, value_dim=head_dim, dropout_rate=args.dropout_rate,
+                 label_smoothing=args.label_smoothing)
+    return {
+        "framework": f"torch {torch.__version__} (eager)",
+        "device": f"cpu, {torch.get_num_threads()} threads",
+        "dtype": "float32",
+        "shape": shape,
+        "params": sum(p.numel() for p in model.parameters()),
+        "step_time_s": step_time,
+        "target_tokens_per_s": args.rows * args.length / step_time,
+        "model_flops_per_step": flops,
+        "achieved_gflops_per_s": flops / step_time / 1e9,
+        "peak_matmul_gflops_per_s": peak / 1e9,
+        "mfu": flops / step_time / peak,
+        "loss": loss,
+    }
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    """Flags; ``--shape_json`` fills the shape from a ``train_step.py`` result (explicit flags win)."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--shape_json", default="", help="A train_step.py JSON result (its 'shape').")
+    defaults = dict(rows=64, length=32, num_layers=2, d_model=128, d_ff=512, num_heads=4, vocab_size=1000)
+    for name, value in defaults.items():
+        parser.add_argument(f"--{name}", type=int, default=None, help=f"default {value}")
+    parser.add_argument("--dropout_rate", type=float, default=None, help="default 0.1")
+    parser.add_argument("--label_smoothing", type=float, default=None, help="default 0.1")
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--warmup_steps", type=int, default=3)
+    parser.add_argument("--peak_size", type=int, default=2048)
+    args = parser.parse_args(argv)
+    shape = dict(defaults, dropout_rate=0.1, label_smoothing=0.1)
+    if args.shape_json:
+        with open(args.shape_json, encoding="utf-8") as file:
+            given = json.loads(file.read().strip().splitlines()[-1])["shape"]
+        if given.get("key_dim", 0) * given.get("num_heads", 0) != given.get("d_model"):
+            raise ValueError("nn.Transformer needs d_k = d_v = d_model / num_heads; the JAX shape has "
+                             f"key_dim={given.get('key_dim')}, num_heads={given.get('num_heads')}.")
+        shape.update({key: given[key] for key in shape if key in given})
+    for key, value in shape.items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
+    return args
+
+
+if __name__ == "__main__":
+    print(json.dumps(benchmark(parse_args(sys.argv[1:]))))

@@ -1,0 +1,144 @@
+r"""Time the jitted train step on this machine's devices; prints one JSON object.
+
+Run from the repository root::
+
+    python benchmarks/train_step.py --config=configs/tiny.py --rows=64 --length=32
+    python benchmarks/train_step.py --config=configs/base.py --rows=8 --length=32 --steps=10
+    python benchmarks/train_step.py --config=configs/base.py --config.dtype=bfloat16 --rows=64 --length=64
+
+The step is :func:`attention_jax.train.train_step` as training runs it (forward, backward, Adam, metrics;
+dropout and label smoothing from the config), on a batch of ``rows`` sentence pairs of ``length`` tokens
+on both sides (no padding), replicated parameters over all devices (``--config.param_sharding=fsdp`` to
+shard them). Reported:
+
+- ``step_time_s``: mean over ``--steps`` back-to-back steps after compilation and ``--warmup_steps``;
+- ``target_tokens_per_s``: ``rows * length / step_time_s``;
+- ``model_flops_per_step`` (``benchmarks/flops.py``, the same count as ``peer_torch.py``) and XLA's own
+  count of the compiled step (``xla_flops_per_step``);
+- ``mfu``: model FLOP/s over the peak of float32 ``--peak_size``^3 matmuls measured here (per device,
+  times the device count).
+
+``shape`` holds the dimensions with the flag names of ``benchmarks/peer_torch.py``, which can read
+this JSON (``--shape_json``) to time PyTorch at the same shapes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from absl import app, flags
+from ml_collections import config_flags
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO_ROOT)
+sys.path.insert(0, os.path.join(REPO_ROOT, "benchmarks"))
+
+from attention_jax import model, optim, sharding, train  # noqa: E402
+from flops import transformer_train_flops  # noqa: E402
+
+_CONFIG = config_flags.DEFINE_config_file("config", os.path.join(REPO_ROOT, "configs", "tiny.py"),
+                                          "Config file.")
+_ROWS = flags.DEFINE_integer("rows", 64, "Sentence pairs per batch (a multiple of the device count).")
+_LENGTH = flags.DEFINE_integer("length", 32, "Tokens per sentence, source and target.")
+_STEPS = flags.DEFINE_integer("steps", 20, "Timed steps.")
+_WARMUP_STEPS = flags.DEFINE_integer("warmup_steps", 3, "Untimed steps after compilation.")
+_PEAK_SIZE = flags.DEFINE_integer("peak_size", 2048, "Matmul size of the peak measurement.")
+
+
+def measure_matmul_peak(size: int, repeats: int = 10) -> float:
+    """Best float32 ``size^3`` matmul rate of one device, in FLOP/s."""
+    matmul = jax.jit(jnp.dot)
+    left = jax.random.normal(jax.random.key(0), (size, size), jnp.float32)
+    right = jax.random.normal(jax.random.key(1), (size, size), jnp.float32)
+    matmul(left, right).block_until_ready()
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        matmul(left, right).block_until_ready()
+        best = min(best, time.perf_counter() - start)
+    return 2.0 * size**3 / best
+
+
+def random_batch(rows: int, length: int, vocab_size: int, seed: int = 0) -> dict[str, np.ndarray]:
+    """Full-length sentences (no padding) ending in EOS."""
+    rng = np.random.default_rng(seed)
+    batch = {key: rng.integers(4, vocab_size, size=(rows, length), dtype=np.int32)
+             for key in ("inputs", "targets")}
+    for value in batch.values():
+        value[:, -1] = model.EOS_ID
+    return batch
+
+
+def benchmark(config: Any, rows: int, length: int, steps: int, warmup_steps: int) -> dict[str, Any]:
+    """Compile and time the train step; returns the JSON fields (see the module docstring)."""
+    mesh = sharding.create_mesh((-1,), ("data",))
+    transformer = model.Transformer(model.TransformerConfig.from_config(config))
+    optimizer = optim.make_optimizer(config)
+    boxed = train.abstract_boxed_state(transformer, optimizer)
+    shardings = train.train_state_shardings(boxed, mesh,
+                                            sharding.logical_axis_rules(config.param_sharding, mesh))
+    state = train.create_train_state(config.seed, transformer, optimizer, shardings)
+    steps_fn = train.compile_steps(transformer, optimizer, mesh, shardings,
+                                   label_smoothing=config.label_smoothing)
+    batch = sharding.global_batch(random_batch(rows, length, config.vocab_size), steps_fn.batch_sharding)
+
+    start = time.perf_counter()
+    compiled = steps_fn.train.lower(state, batch).compile()
+    compile_s = time.perf_counter() - start
+    cost = compiled.cost_analysis()
+    cost = cost[0] if isinstance(cost, (list, tuple)) else cost
+    for _ in range(1 + warmup_steps):
+        state, sums = steps_fn.train(state, batch)
+    jax.block_until_ready(sums)
+    start = time.perf_counter()
+    for _ in range(steps):
+        state, sums = steps_fn.train(state, batch)
+    jax.block_until_ready(sums)
+    step_time = (time.perf_counter() - start) / steps
+
+    model_config = transformer.config
+    shape = dict(rows=rows, length=length, num_layers=model_config.num_layers, d_model=model_config.d_model,
+                 d_ff=model_config.d_ff, num_heads=model_config.num_heads, key_dim=model_config.key_dim,
+                 value_dim=model_config.value_dim, vocab_size=model_config.vocab_size,
+                 dropout_rate=model_config.dropout_rate, label_smoothing=config.label_smoothing,
+                 layer_norm_position=model_config.layer_norm_position,
+                 share_embeddings=model_config.share_embeddings)
+    flops = transformer_train_flops(rows=rows, source_len=length, target_len=length,
+                                    **{k: shape[k] for k in ("num_layers", "d_model", "d_ff", "num_heads",
+                                                             "key_dim", "value_dim", "vocab_size")})
+    peak = measure_matmul_peak(_PEAK_SIZE.value) * jax.device_count()
+    return {
+        "framework": f"jax {jax.__version__}",
+        "config": config.get("name", None),
+        "device": f"{jax.device_count()} x {jax.devices()[0].device_kind}",
+        "dtype": config.dtype,
+        "param_sharding": config.param_sharding,
+        "shape": shape,
+        "params": model.count_params(state.params),
+        "compile_s": compile_s,
+        "step_time_s": step_time,
+        "target_tokens_per_s": rows * length / step_time,
+        "model_flops_per_step": flops,
+        "xla_flops_per_step": float(cost.get("flops", float("nan"))) if cost else None,
+        "achieved_gflops_per_s": flops / step_time / 1e9,
+        "peak_matmul_gflops_per_s": peak / 1e9,
+        "mfu": flops / step_time / peak,
+        "loss": float(sums["loss_sum"] / sums["tokens"]),
+    }
+
+
+def main(argv: list[str]) -> None:
+    """Print :func:`benchmark` as JSON."""
+    del argv
+    print(json.dumps(benchmark(_CONFIG.value, _ROWS.value, _LENGTH.value, _STEPS.value, _WARMUP_STEPS.value)))
+
+
+if __name__ == "__main__":
+    app.run(main)

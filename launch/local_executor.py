@@ -1,0 +1,105 @@
+"""Run a sweep's rows on this machine, one after another or ``parallel`` at a time.
+
+Each row's stdout and stderr are appended to ``ROOT/<row>/log.txt``. Rows whose ``results.json``
+exists are skipped; a row that stopped part-way is rerun, and the entry point resumes it from its
+latest checkpoint. A failing row does not stop the others.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import shlex
+import subprocess
+import threading
+import time
+from typing import Callable, Sequence
+
+from launch import sweep_record
+from launch.sweep_spec import RowJob, RowOutcome
+
+
+def _run_row(job: RowJob, repo_dir: str, say: Callable[[str], None]) -> RowOutcome:
+    log_path = os.path.join(job.record_dir, sweep_record.LOG_FILE)
+    os.makedirs(job.record_dir, exist_ok=True)
+    say(sweep_record.progress_line(job, "started", f"log: {log_path}"))
+    start = time.monotonic()
+    with open(log_path, "a", encoding="utf-8") as log:
+        log.write(f"=== {time.strftime('%Y-%m-%d %H:%M:%S')} {shlex.join(job.argv)}\n")
+        log.flush()
+        returncode = subprocess.call(list(job.argv), cwd=repo_dir, stdout=log, stderr=subprocess.STDOUT,
+                                     env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    wall_s = time.monotonic() - start
+    sweep_record.write_launch(job.record_dir, executor="local", argv=list(job.argv),
+                              returncode=returncode, wall_s=round(wall_s, 1))
+    if returncode == 0 and sweep_record.results_exist(job.record_dir):
+        outcome = RowOutcome(job.row, "done", f"{wall_s:.1f} s")
+        say(sweep_record.progress_line(job, outcome.status, outcome.detail))
+        return outcome
+    status = "failed" if returncode != 0 else "incomplete"
+    why = f"exit {returncode}" if returncode != 0 else "exit 0 but no results.json (rerun to resume)"
+    outcome = RowOutcome(job.row, status, f"{why}, {wall_s:.1f} s, log: {log_path}")
+    say(sweep_record.progress_line(job, status, outcome.detail) + "\n" + sweep_record.log_tail(log_path))
+    return outcome
+
+
+def run_local(jobs: Sequence[RowJob], *, repo_dir: str, parallel: int = 1, force: bool = False,
+              say: Callable[[str], None] = print) -> list[RowOutcome]:
+    """Run the rows' commands on this machine.
+
+    Parameters
+    ----------
+    jobs : Sequence[RowJob]
+        The rows (from ``sweep_spec.row_jobs``).
+    repo_dir : str
+        Directory to run the commands from (the repository root).
+    parallel : int
+        How many rows run at the same time.
+    force : bool
+        Rerun rows that already have ``results.json`` (the entry point resumes them).
+    say : Callable[[str], None]
+        Where progress lines go.
+
+    Returns
+    -------
+    list[RowOutcome]
+        One per row, in the order of ``jobs``.
+    """
+    if parallel < 1:
+        raise ValueError(f"--parallel={parallel}: must be at least 1.")
+    lock = threading.Lock()
+
+    def locked_say(text: str) -> None:
+        with lock:
+            say(text)
+
+    def run_one(job: RowJob) -> RowOutcome:
+        if not force and sweep_record.results_exist(job.record_dir):
+            locked_say(sweep_record.progress_line(job, "skipped", "results.json exists"))
+            return RowOutcome(job.row, "skipped", "results.json exists")
+        return _run_row(job, repo_dir, locked_say)
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=parallel) as pool:
+        return list(pool.map(run_one, jobs))
+
+
+def describe_local(jobs: Sequence[RowJob], *, repo_dir: str) -> str:
+    """The commands a local run would execute (for ``--dry_run``).
+
+    Parameters
+    ----------
+    jobs : Sequence[RowJob]
+        The rows.
+    repo_dir : str
+        Directory the commands run from.
+
+    Returns
+    -------
+    str
+        One ``cd <repo> && <command> >> <log> 2>&1`` line per row.
+    """
+    lines = []
+    for job in jobs:
+        log_path = os.path.join(job.record_dir, sweep_record.LOG_FILE)
+        lines.append(f"cd {shlex.quote(repo_dir)} && {shlex.join(job.argv)} >> {shlex.quote(log_path)} 2>&1")
+    return "\n".join(lines)

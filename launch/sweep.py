@@ -1,0 +1,318 @@
+"""Launch a sweep (e.g. Table 2) locally, on SLURM, or on a Cloud TPU VM slice.
+
+Usage, from the repository root::
+
+    python -m launch.sweep --config=configs/table2.py --rows=all|A1,B2,... \\
+        --executor=local|slurm|tpu --root=ROOT [--dry_run] [--parallel=N] [--force] \\
+        [--config.key=value ...]
+
+Each row runs ``python -m attention_jax.main --config=<file>:<row> --workdir=ROOT/<row>`` followed by
+the common ``--config.key=value`` overrides (they apply on top of every row: a tiny model for a local
+trial, a dataset, a step count). Examples::
+
+    # A two-row local trial of Table 2 at toy size, then the report (written automatically):
+    python -m launch.sweep --config=configs/table2.py --rows=base,A1 --executor=local \\
+        --root=runs/table2_toy --config.dataset=synthetic_en_de --config.vocab_size=1000 \\
+        --config.num_layers=1 --config.d_model=64 --config.d_ff=256 --config.num_train_steps=200
+    # The whole table on a SLURM cluster, 2 nodes x 8 GPUs per row (print the scripts first):
+    python -m launch.sweep --config=configs/table2.py --executor=slurm --root=/shared/runs/table2 \\
+        --nodes=2 --gpus_per_node=8 --time=24:00:00 --partition=gpu --dry_run
+    # On a TPU VM slice, rows one after another, outputs on GCS:
+    python -m launch.sweep --config=configs/table2.py --executor=tpu --root=runs/table2 \\
+        --tpu_name=my-v4-32 --zone=us-central2-b --remote_root=gs://my-bucket/table2
+
+Rerunning the same command skips finished rows (``ROOT/<row>/results.json``) and resumes the others.
+``ROOT/sweep.json`` records the sweep; then ``python -m attention_jax.report ROOT`` writes the table.
+Exit status: 0 when every row finished (or was submitted), 1 when a row failed, 2 for bad input.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+from typing import Sequence
+
+from absl import app, flags
+
+from attention_jax import report
+from launch import local_executor, slurm_executor, sweep_record, sweep_spec, tpu_executor
+from launch.sweep_spec import RowJob, RowOutcome
+
+EXECUTORS = ("local", "slurm", "tpu")
+
+_CONFIG = flags.DEFINE_string("config", None,
+                              "Sweep config file (defines get_sweep()), e.g. configs/table2.py.")
+_ROWS = flags.DEFINE_string("rows", "all", "'all' or comma-separated row names, e.g. A1,B2.")
+_EXECUTOR = flags.DEFINE_string("executor", "local", "Where rows run: " + " | ".join(EXECUTORS) + ".")
+_ROOT = flags.DEFINE_string("root", None, "Sweep root: ROOT/<row> is each row's work directory.")
+_DRY_RUN = flags.DEFINE_bool("dry_run", False, "Print the commands / scripts; run and write nothing.")
+_FORCE = flags.DEFINE_bool("force", False,
+                           "Replace a different sweep's record in ROOT and rerun finished rows.")
+_PARALLEL = flags.DEFINE_integer("parallel", 1, "local: rows run at the same time.")
+_PYTHON = flags.DEFINE_string("python", "", "Python on the machines that run rows (default: this "
+                              "interpreter; python3 on TPU VMs).")
+_MAIN = flags.DEFINE_string("main", "attention_jax.main", "Entry point module each row runs.")
+_REPO_DIR = flags.DEFINE_string("repo_dir", "", "Repository root where rows run (default: the current "
+                                "directory; 'attention_jax' under the login directory on TPU VMs).")
+_SETUP = flags.DEFINE_multi_string("setup", [], "slurm/tpu: shell line run before training, e.g. "
+                                   "'source ~/venv/bin/activate' (repeatable).")
+_REPORT = flags.DEFINE_bool("report", True,
+                            "Write the report (attention_jax.report) when rows finished here.")
+# SLURM
+_NODES = flags.DEFINE_integer("nodes", 1, "slurm: nodes per row.")
+_TASKS_PER_NODE = flags.DEFINE_integer("tasks_per_node", 1, "slurm: training processes per node (e.g. one "
+                                      "per GPU; default one process driving all of the node's devices).")
+_GPUS_PER_NODE = flags.DEFINE_integer("gpus_per_node", 0, "slurm: GPUs per node.")
+_TIME = flags.DEFINE_string("time", "", "slurm: time limit per row, e.g. 24:00:00.")
+_PARTITION = flags.DEFINE_string("partition", "", "slurm: partition.")
+_ACCOUNT = flags.DEFINE_string("account", "", "slurm: account.")
+_CPUS_PER_TASK = flags.DEFINE_integer("cpus_per_task", 0, "slurm: CPUs per process.")
+_MEM = flags.DEFINE_string("mem", "", "slurm: memory per node, e.g. 64G.")
+_SBATCH_OPTION = flags.DEFINE_multi_string("sbatch_option", [],
+                                            "slurm: extra #SBATCH option, e.g. --qos=high (repeatable).")
+_WAIT = flags.DEFINE_bool("wait", False, "slurm: poll squeue until the jobs end, then summarize.")
+_POLL_S = flags.DEFINE_float("poll_s", 30.0, "slurm --wait: seconds between squeue polls.")
+# TPU
+_TPU_NAME = flags.DEFINE_string("tpu_name", "", "tpu: TPU VM name.")
+_ZONE = flags.DEFINE_string("zone", "", "tpu: zone of the TPU VM.")
+_PROJECT = flags.DEFINE_string("project", "", "tpu: Google Cloud project (default: gcloud's).")
+_REMOTE_ROOT = flags.DEFINE_string("remote_root", "", "tpu: sweep root as seen on the TPU hosts "
+                                   "(e.g. gs://bucket/table2; default: --root).")
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """A sweep resolved from the flags: what runs where.
+
+    Attributes
+    ----------
+    sweep : sweep_spec.Sweep
+        The loaded sweep file.
+    rows : list[str]
+        The chosen rows, in the sweep's order.
+    overrides : list[str]
+        Common ``"key=value"`` overrides.
+    root : str
+        Absolute local sweep root.
+    repo_dir : str
+        Repository root where the rows run.
+    jobs : list[RowJob]
+        One per chosen row.
+    description : dict
+        The sweep's record for ``ROOT/sweep.json`` (``sweep_record.sweep_description``).
+    """
+
+    sweep: sweep_spec.Sweep
+    rows: list[str]
+    overrides: list[str]
+    root: str
+    repo_dir: str
+    jobs: list[RowJob]
+    description: dict
+
+
+def _relative_to_cwd(path: str) -> str:
+    absolute = os.path.abspath(path)
+    inside = os.path.commonpath([absolute, os.getcwd()]) == os.getcwd()
+    return os.path.relpath(absolute) if inside else absolute
+
+
+def build_plan(overrides: Sequence[str]) -> Plan:
+    """Resolve the flags into a :class:`Plan` (loads the sweep file, checks rows and overrides).
+
+    Parameters
+    ----------
+    overrides : Sequence[str]
+        Common ``"key=value"`` overrides.
+
+    Returns
+    -------
+    Plan
+        Rows, their commands and the sweep's record.
+
+    Notes
+    -----
+    Raises ``ValueError`` / ``FileNotFoundError`` naming the bad flag.
+    """
+    if _CONFIG.value is None or _ROOT.value is None:
+        raise ValueError("--config and --root are required, "
+                         "e.g. --config=configs/table2.py --root=runs/table2")
+    if _EXECUTOR.value not in EXECUTORS:
+        raise ValueError(f"unknown --executor={_EXECUTOR.value}; choose one of {', '.join(EXECUTORS)}.")
+    sweep = sweep_spec.load_sweep(_relative_to_cwd(_CONFIG.value))
+    rows = sweep_spec.select_rows(sweep, _ROWS.value)
+    sweep_spec.check_overrides(sweep, rows, overrides)
+    description = sweep_record.sweep_description(sweep, overrides)
+    on_tpu = _EXECUTOR.value == "tpu"
+    root = os.path.abspath(_ROOT.value)
+    repo_dir = _REPO_DIR.value or ("attention_jax" if on_tpu else os.getcwd())
+    python = _PYTHON.value or ("python3" if on_tpu else sys.executable)
+    run_root = (_REMOTE_ROOT.value or root) if on_tpu else root
+    jobs = sweep_spec.row_jobs(sweep, rows, overrides, root=root, run_root=run_root, python=python,
+                               main_module=_MAIN.value)
+    return Plan(sweep, rows, list(overrides), root, repo_dir, jobs, description)
+
+
+def _slurm_resources() -> slurm_executor.SlurmResources:
+    return slurm_executor.SlurmResources(
+        nodes=_NODES.value, tasks_per_node=_TASKS_PER_NODE.value, gpus_per_node=_GPUS_PER_NODE.value,
+        time=_TIME.value, partition=_PARTITION.value, account=_ACCOUNT.value,
+        cpus_per_task=_CPUS_PER_TASK.value, mem=_MEM.value, extra_options=tuple(_SBATCH_OPTION.value),
+        setup=tuple(_SETUP.value))
+
+
+def _tpu_target(plan: Plan) -> tpu_executor.TpuTarget:
+    return tpu_executor.TpuTarget(tpu_name=_TPU_NAME.value, zone=_ZONE.value, project=_PROJECT.value,
+                                  repo_dir=plan.repo_dir, setup=tuple(_SETUP.value))
+
+
+def describe(plan: Plan) -> str:
+    """What the sweep would do (``--dry_run``): a header, then commands or job scripts.
+
+    Parameters
+    ----------
+    plan : Plan
+        The resolved sweep.
+
+    Returns
+    -------
+    str
+        Text to print.
+    """
+    header = (f"# {plan.sweep.config_file}: {len(plan.rows)} row(s) {', '.join(plan.rows)} -> {plan.root} "
+              f"(executor {_EXECUTOR.value}; overrides: {' '.join(plan.overrides) or 'none'})")
+    if _EXECUTOR.value == "local":
+        body = local_executor.describe_local(plan.jobs, repo_dir=plan.repo_dir)
+    elif _EXECUTOR.value == "slurm":
+        body = slurm_executor.describe_slurm(plan.jobs, _slurm_resources(), repo_dir=plan.repo_dir,
+                                             name_prefix=plan.description["report_name"])
+    else:
+        body = tpu_executor.describe_tpu(plan.jobs, _tpu_target(plan))
+    return header + "\n" + body
+
+
+def check_tools(plan: Plan) -> None:
+    """Check that the executor's commands exist before anything is written.
+
+    Parameters
+    ----------
+    plan : Plan
+        The resolved sweep.
+
+    Notes
+    -----
+    Raises ``FileNotFoundError`` saying what to install when ``sbatch``/``squeue`` (slurm) or
+    ``gcloud`` (tpu) is missing, and ``ValueError`` for missing TPU flags.
+    """
+    if _EXECUTOR.value == "slurm":
+        slurm_executor.require_binary("sbatch")
+        slurm_executor.require_binary("squeue")
+    elif _EXECUTOR.value == "tpu":
+        tpu_executor.require_gcloud()
+        _tpu_target(plan)
+
+
+def execute(plan: Plan) -> list[RowOutcome]:
+    """Run or submit the rows with the chosen executor.
+
+    Parameters
+    ----------
+    plan : Plan
+        The resolved sweep (already recorded in ``ROOT/sweep.json``).
+
+    Returns
+    -------
+    list[RowOutcome]
+        One per row.
+    """
+    if _EXECUTOR.value == "local":
+        return local_executor.run_local(plan.jobs, repo_dir=plan.repo_dir, parallel=_PARALLEL.value,
+                                        force=_FORCE.value)
+    if _EXECUTOR.value == "tpu":
+        return tpu_executor.run_tpu(plan.jobs, _tpu_target(plan), force=_FORCE.value)
+    outcomes = slurm_executor.submit_slurm(plan.jobs, _slurm_resources(), repo_dir=plan.repo_dir,
+                                           name_prefix=plan.description["report_name"], force=_FORCE.value)
+    if _WAIT.value:
+        outcomes = slurm_executor.wait_for_jobs(plan.jobs, outcomes, poll_s=_POLL_S.value)
+    return outcomes
+
+
+def summarize(outcomes: Sequence[RowOutcome]) -> str:
+    """One summary line per status, failed rows named with their details.
+
+    Parameters
+    ----------
+    outcomes : Sequence[RowOutcome]
+        The rows' outcomes.
+
+    Returns
+    -------
+    str
+        E.g. ``"Summary: 18 done, 1 skipped, 1 failed\\n  failed A1: exit 1, log: ..."``.
+    """
+    counts: dict[str, int] = {}
+    for outcome in outcomes:
+        counts[outcome.status] = counts.get(outcome.status, 0) + 1
+    lines = ["Summary: " + ", ".join(f"{count} {status}" for status, count in counts.items())]
+    lines += [f"  {outcome.status} {outcome.row}: {outcome.detail}" for outcome in outcomes if not outcome.ok]
+    return "\n".join(lines)
+
+
+def _write_report(plan: Plan, outcomes: Sequence[RowOutcome]) -> None:
+    finished_here = _EXECUTOR.value == "local" or (_EXECUTOR.value == "slurm" and _WAIT.value)
+    if not (_REPORT.value and finished_here and any(o.status in ("done", "skipped") for o in outcomes)):
+        print(f"Report: python -m attention_jax.report {plan.root}")
+        return
+    paths = report.write_report(plan.root)
+    print("Report: " + ", ".join(paths))
+
+
+def _parse_flags(argv: list[str]) -> tuple[list[str], list[str]]:
+    try:
+        remaining, overrides = sweep_spec.split_override_flags(argv[1:])
+        positional = flags.FLAGS([argv[0], *remaining])
+    except (ValueError, flags.Error) as error:
+        print(f"error: {error} (see python -m launch.sweep --help)", file=sys.stderr)
+        sys.exit(2)
+    return positional, overrides
+
+
+def main(parsed: tuple[list[str], list[str]]) -> int:
+    """Entry point: resolve, record and run the sweep; print a summary.
+
+    Parameters
+    ----------
+    parsed : tuple[list[str], list[str]]
+        Positional arguments and common overrides, from the flags parser.
+
+    Returns
+    -------
+    int
+        Exit status: 0 all rows fine, 1 some row failed, 2 bad input.
+    """
+    positional, overrides = parsed
+    if len(positional) > 1:
+        print(f"error: unexpected arguments {positional[1:]}", file=sys.stderr)
+        return 2
+    try:
+        plan = build_plan(overrides)
+        for setting in report.overridden_row_settings(dict(plan.description, rows=plan.rows)):
+            print(f"note: a common override replaces row setting {setting}", file=sys.stderr)
+        if _DRY_RUN.value:
+            print(describe(plan))
+            return 0
+        check_tools(plan)
+        sweep_record.record_launch(plan.root, plan.description, plan.rows, _EXECUTOR.value,
+                                   force=_FORCE.value)
+        outcomes = execute(plan)
+    except (ValueError, FileNotFoundError, RuntimeError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print(summarize(outcomes))
+    _write_report(plan, outcomes)
+    return 0 if all(outcome.ok for outcome in outcomes) else 1
+
+
+if __name__ == "__main__":
+    app.run(main, flags_parser=_parse_flags)

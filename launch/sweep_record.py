@@ -1,0 +1,316 @@
+"""What a sweep leaves in its root: ``ROOT/sweep.json`` and, per row, ``ROOT/<row>/launch.json``.
+
+``ROOT/sweep.json`` (read by ``attention_jax.report``)::
+
+    {"config_file": "configs/table2.py",      # the sweep file
+     "report_name": "table2",                 # stem of the file: ROOT/table2.{md,csv,png}
+     "overrides": ["num_train_steps=20"],     # common overrides, as given
+     "all_rows": ["base", "A1", ...],         # every row of the sweep, in order
+     "rows": ["base", "A1"],                  # rows launched so far, in order
+     "row_overrides": {"A1": {...}, ...},     # the sweep's data
+     "row_configs": {"A1": {...}, ...},       # each row's config with the common overrides
+     "launches": [{"time": ..., "executor": "local", "rows": [...]}]}
+
+A root belongs to one sweep: the same file, overrides and rows data. Launching a different sweep into
+it is refused unless ``--force`` replaces the record.
+
+``ROOT/<row>/launch.json``: the launcher's last action on the row (executor, command, job id, exit
+status, wall time). The row's own outputs (``config.json``, checkpoints, ``results.json``) are written
+by the training entry point into its work directory.
+"""
+
+from __future__ import annotations
+
+import ast
+import datetime
+import json
+import os
+from typing import Any, Sequence
+
+import ml_collections
+
+from launch import sweep_spec
+
+SWEEP_FILE = "sweep.json"
+LAUNCH_FILE = "launch.json"
+RESULTS_FILE = "results.json"
+LOG_FILE = "log.txt"
+
+
+def _now() -> str:
+    return datetime.datetime.now().isoformat(timespec="seconds")
+
+
+def _parse_override_value(current: Any, text: str) -> Any:
+    if isinstance(current, str):
+        return text
+    if isinstance(current, bool):
+        if text.lower() in ("true", "1", "yes"):
+            return True
+        if text.lower() in ("false", "0", "no"):
+            return False
+        raise ValueError(f"expected true/false, got {text!r}")
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
+
+
+def _with_overrides(config: ml_collections.ConfigDict, overrides: Sequence[str],
+                    where: str) -> ml_collections.ConfigDict:
+    config = ml_collections.ConfigDict(config.to_dict())
+    for override in overrides:
+        key, text = override.split("=", 1)
+        *parents, leaf = key.split(".")
+        node = config
+        for part in parents:
+            node = node[part]
+        try:
+            node[leaf] = _parse_override_value(node[leaf], text)
+        except (TypeError, ValueError) as error:
+            raise ValueError(
+                f"--config.{override}: bad value for {where} field {key} "
+                f"(currently {node[leaf]!r}): {error}"
+            ) from error
+    return config
+
+
+def _jsonable(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=str))
+
+
+def sweep_description(sweep: sweep_spec.Sweep, overrides: Sequence[str]) -> dict[str, Any]:
+    """The sweep's identity and data as recorded in ``sweep.json`` (without rows and launches).
+
+    Parameters
+    ----------
+    sweep : sweep_spec.Sweep
+        The loaded sweep.
+    overrides : Sequence[str]
+        Common ``"key=value"`` overrides.
+
+    Returns
+    -------
+    dict
+        ``config_file``, ``report_name``, ``overrides``, ``all_rows``, ``row_overrides`` and
+        ``row_configs`` (each row's config with the overrides applied, as the entry point builds it).
+
+    Notes
+    -----
+    Raises ``ValueError`` for an override value of the wrong type for its field.
+    """
+    row_configs = {}
+    for row in sweep.row_names:
+        config = _with_overrides(sweep.row_config(row), overrides, f"{sweep.config_file}:{row}")
+        row_configs[row] = json.loads(config.to_json_best_effort())
+    return {
+        "config_file": sweep.config_file,
+        "report_name": os.path.splitext(os.path.basename(sweep.config_file))[0],
+        "overrides": list(overrides),
+        "all_rows": list(sweep.row_names),
+        "row_overrides": _jsonable(sweep.row_overrides),
+        "row_configs": row_configs,
+    }
+
+
+def _override_dict(overrides: Sequence[str]) -> dict[str, str]:
+    return dict(override.split("=", 1) for override in overrides)
+
+
+def sweep_differences(recorded: dict[str, Any], current: dict[str, Any]) -> list[str]:
+    """How the sweep recorded in a root differs from the one being launched.
+
+    Parameters
+    ----------
+    recorded : dict
+        Contents of ``ROOT/sweep.json``.
+    current : dict
+        :func:`sweep_description` of the sweep being launched.
+
+    Returns
+    -------
+    list[str]
+        One sentence per difference (config file, common overrides, rows' data); empty if the same.
+    """
+    differences = []
+    if recorded.get("config_file") != current["config_file"]:
+        differences.append(f"config file {recorded.get('config_file')} -> {current['config_file']}")
+    old, new = _override_dict(recorded.get("overrides", [])), _override_dict(current["overrides"])
+    for key in sorted(set(old) | set(new)):
+        if old.get(key) != new.get(key):
+            before = f"{key}={old[key]}" if key in old else "(none)"
+            after = f"{key}={new[key]}" if key in new else "(none)"
+            differences.append(f"override --config.{before} -> --config.{after}")
+    old_rows, new_rows = recorded.get("row_overrides", {}), current["row_overrides"]
+    for row in sorted(set(old_rows) | set(new_rows)):
+        if old_rows.get(row) != new_rows.get(row):
+            differences.append(f"row {row}: overrides {old_rows.get(row)} -> {new_rows.get(row)}")
+    return differences
+
+
+def read_sweep_record(root: str) -> dict[str, Any] | None:
+    """Read ``ROOT/sweep.json``.
+
+    Parameters
+    ----------
+    root : str
+        Sweep root.
+
+    Returns
+    -------
+    dict or None
+        The record, or ``None`` when the root holds none.
+    """
+    path = os.path.join(root, SWEEP_FILE)
+    if not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as file:
+        return json.load(file)
+
+
+def _write_json(path: str, value: dict[str, Any]) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path + ".tmp", "w", encoding="utf-8") as file:
+        json.dump(value, file, indent=2)
+        file.write("\n")
+    os.replace(path + ".tmp", path)
+
+
+def record_launch(root: str, description: dict[str, Any], rows: Sequence[str], executor: str, *,
+                  force: bool) -> dict[str, Any]:
+    """Check the root against the sweep, then add this launch to ``ROOT/sweep.json``.
+
+    Parameters
+    ----------
+    root : str
+        Sweep root (created if missing).
+    description : dict
+        :func:`sweep_description` of the sweep being launched.
+    rows : Sequence[str]
+        Rows launched now.
+    executor : str
+        ``local``, ``slurm`` or ``tpu``.
+    force : bool
+        Replace a record of a different sweep instead of refusing.
+
+    Returns
+    -------
+    dict
+        The record written.
+
+    Notes
+    -----
+    Raises ``ValueError`` naming each difference when the root holds a different sweep and ``force``
+    is False. Rows launched earlier stay in ``rows`` (in the sweep's order).
+    """
+    recorded = read_sweep_record(root)
+    if recorded is not None and not force:
+        differences = sweep_differences(recorded, description)
+        if differences:
+            raise ValueError(
+                f"{os.path.join(root, SWEEP_FILE)} records a different sweep: " + "; ".join(differences)
+                + ". Use a new --root for this sweep, or --force to replace the record (finished rows "
+                "are then rerun: the entry point resumes each from its checkpoints, or refuses a "
+                "changed model; delete ROOT/<row> to start a row afresh)."
+            )
+    keep = recorded if recorded is not None and not force else {}
+    launched = set(keep.get("rows", [])) | set(rows)
+    record = dict(description)
+    record["rows"] = [row for row in description["all_rows"] if row in launched]
+    record["launches"] = keep.get("launches", []) + [
+        {"time": _now(), "executor": executor, "rows": list(rows)}
+    ]
+    _write_json(os.path.join(root, SWEEP_FILE), record)
+    return record
+
+
+def results_exist(record_dir: str) -> bool:
+    """Whether the row in ``record_dir`` finished (its ``results.json`` exists).
+
+    Parameters
+    ----------
+    record_dir : str
+        The row's directory ``ROOT/<row>``.
+
+    Returns
+    -------
+    bool
+        True once the entry point wrote the final results.
+    """
+    return os.path.isfile(os.path.join(record_dir, RESULTS_FILE))
+
+
+def read_launch(record_dir: str) -> dict[str, Any]:
+    """Read ``ROOT/<row>/launch.json`` (empty dict when absent).
+
+    Parameters
+    ----------
+    record_dir : str
+        The row's directory.
+
+    Returns
+    -------
+    dict
+        The launcher's last record of the row.
+    """
+    path = os.path.join(record_dir, LAUNCH_FILE)
+    if not os.path.isfile(path):
+        return {}
+    with open(path, encoding="utf-8") as file:
+        return json.load(file)
+
+
+def write_launch(record_dir: str, **fields: Any) -> None:
+    """Write ``ROOT/<row>/launch.json`` with ``fields`` and the time.
+
+    Parameters
+    ----------
+    record_dir : str
+        The row's directory (created if missing).
+    **fields
+        JSON-serializable values (executor, argv, job_id, returncode, wall_s, ...).
+    """
+    _write_json(os.path.join(record_dir, LAUNCH_FILE), dict(fields, time=_now()))
+
+
+def log_tail(path: str, num_lines: int = 15) -> str:
+    """The last lines of a log file, indented for printing under a progress line.
+
+    Parameters
+    ----------
+    path : str
+        Log file.
+    num_lines : int
+        How many lines.
+
+    Returns
+    -------
+    str
+        The lines, each prefixed by ``"    | "``; a note when the file does not exist.
+    """
+    if not os.path.isfile(path):
+        return f"    | ({path} does not exist)"
+    with open(path, encoding="utf-8", errors="replace") as file:
+        lines = file.read().splitlines()[-num_lines:]
+    return "\n".join("    | " + line for line in lines)
+
+
+def progress_line(job: sweep_spec.RowJob, status: str, detail: str = "") -> str:
+    """One progress line: ``[ 3/20] B1      done        41.2 s``.
+
+    Parameters
+    ----------
+    job : sweep_spec.RowJob
+        The row.
+    status : str
+        What happened.
+    detail : str
+        Wall time, job id or log path.
+
+    Returns
+    -------
+    str
+        The line.
+    """
+    width = len(str(job.total))
+    return f"[{job.index:>{width}}/{job.total}] {job.row:<8} {status:<10} {detail}".rstrip()

@@ -1,0 +1,369 @@
+"""A sweep as data: load a config file's ``get_sweep()``, pick rows, build each row's command line.
+
+A config file is a sweep when it defines ``get_sweep() -> dict[row name, overrides]`` (rows in order;
+``configs/table2.py`` and ``configs/sweeps/attention_impl.py`` are examples). A row's config is
+``get_config(row)`` when the file's ``get_config`` takes an argument; otherwise it is ``get_config()``
+with the row's overrides applied as ``--config.key=value`` flags (and ``--config.name=<row>``).
+
+Every row runs the training entry point::
+
+    python -m attention_jax.main --config=<file>:<row> --workdir=<root>/<row> [--config.key=value ...]
+
+with the sweep's common overrides appended, so they apply on top of every row.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import importlib.util
+import inspect
+import os
+import re
+import sys
+from types import ModuleType
+from typing import Any, Mapping, Sequence
+
+import ml_collections
+
+ROW_NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+OVERRIDE_PREFIX = "--config."
+
+
+@dataclasses.dataclass(frozen=True)
+class Sweep:
+    """The rows of one sweep config file.
+
+    Attributes
+    ----------
+    config_file : str
+        The file as given to the command line (relative to the repository root when inside it).
+    row_overrides : dict[str, dict]
+        Row name -> the row's overrides of the file's base config, in the sweep's order.
+    takes_row_argument : bool
+        Whether ``get_config(row)`` builds a row (``--config=<file>:<row>``); otherwise the row's
+        overrides are passed as ``--config.key=value`` flags.
+    module : ModuleType
+        The imported config file.
+    """
+
+    config_file: str
+    row_overrides: dict[str, dict]
+    takes_row_argument: bool
+    module: ModuleType = dataclasses.field(repr=False, compare=False)
+
+    @property
+    def row_names(self) -> tuple[str, ...]:
+        """All rows, in the sweep's order."""
+        return tuple(self.row_overrides)
+
+    def row_config(self, row: str) -> ml_collections.ConfigDict:
+        """Build the config of ``row`` (without the common overrides).
+
+        Parameters
+        ----------
+        row : str
+            One of :attr:`row_names`.
+
+        Returns
+        -------
+        ml_collections.ConfigDict
+            What ``attention_jax.main`` would build for the row before command-line overrides.
+        """
+        if self.takes_row_argument:
+            return self.module.get_config(row)
+        config = self.module.get_config()
+        config.update(self.row_overrides[row])
+        config.name = row
+        return config
+
+
+@dataclasses.dataclass(frozen=True)
+class RowJob:
+    """One row of a sweep, ready to run.
+
+    Attributes
+    ----------
+    row : str
+        The row name.
+    index, total : int
+        Position (from 1) among the selected rows, and their number (for progress lines).
+    workdir : str
+        The row's work directory where it runs (``<root>/<row>``, or ``<remote_root>/<row>``).
+    record_dir : str
+        Local directory for the launcher's files of this row (log, job script, launch record).
+    argv : tuple[str, ...]
+        The command that trains the row, run from the repository root.
+    """
+
+    row: str
+    index: int
+    total: int
+    workdir: str
+    record_dir: str
+    argv: tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class RowOutcome:
+    """What happened to one row.
+
+    Attributes
+    ----------
+    row : str
+        The row.
+    status : str
+        ``done``, ``skipped`` (already finished), ``failed``, ``incomplete`` (exited 0 without
+        results), ``submitted`` / ``queued`` (SLURM) or ``planned`` (dry run).
+    detail : str
+        Wall time, job id, or the log to read.
+    """
+
+    row: str
+    status: str
+    detail: str = ""
+
+    @property
+    def ok(self) -> bool:
+        """Whether the row finished or is on its way (not failed, not incomplete)."""
+        return self.status not in ("failed", "incomplete")
+
+
+def _import_config_file(path: str) -> ModuleType:
+    if ":" in os.path.basename(path):
+        raise ValueError(
+            f"--config={path}: give the sweep file without a row argument (rows are chosen with --rows)."
+        )
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"sweep config file {path} not found (run from the repository root).")
+    module_name = "_sweep_config_" + re.sub(r"\W", "_", os.path.abspath(path))
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    module = importlib.util.module_from_spec(spec)
+    if os.getcwd() not in sys.path:  # Config files import `configs.base` from the repository root.
+        sys.path.insert(0, os.getcwd())
+    spec.loader.exec_module(module)
+    return module
+
+
+def _takes_argument(get_config: Any) -> bool:
+    parameters = inspect.signature(get_config).parameters.values()
+    return any(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL) for p in parameters)
+
+
+def load_sweep(config_file: str) -> Sweep:
+    """Load the sweep defined by a config file.
+
+    Parameters
+    ----------
+    config_file : str
+        Path of a config file defining ``get_sweep()`` and ``get_config``.
+
+    Returns
+    -------
+    Sweep
+        Its rows and how to build them.
+
+    Notes
+    -----
+    Raises ``FileNotFoundError`` for a missing file and ``ValueError`` for a file that is not a sweep
+    (no ``get_sweep``), an empty sweep, or row names that cannot be directory names.
+    """
+    module = _import_config_file(config_file)
+    if not callable(getattr(module, "get_sweep", None)):
+        raise ValueError(
+            f"{config_file} defines no get_sweep(): a sweep file returns {{row name: overrides}} from "
+            f"get_sweep() (see configs/table2.py or configs/sweeps/attention_impl.py)."
+        )
+    if not callable(getattr(module, "get_config", None)):
+        raise ValueError(f"{config_file} defines no get_config(); every config file needs one.")
+    row_overrides = {str(name): dict(overrides) for name, overrides in module.get_sweep().items()}
+    if not row_overrides:
+        raise ValueError(f"{config_file}: get_sweep() returned no rows.")
+    bad = [name for name in row_overrides if not ROW_NAME_PATTERN.match(name)]
+    if bad:
+        raise ValueError(
+            f"{config_file}: row names {bad} cannot be directory names; use letters, digits, '_', '.', '-'."
+        )
+    return Sweep(config_file=config_file, row_overrides=row_overrides,
+                 takes_row_argument=_takes_argument(module.get_config), module=module)
+
+
+def select_rows(sweep: Sweep, rows: str) -> list[str]:
+    """Parse ``--rows``: ``all`` or a comma-separated list of row names.
+
+    Parameters
+    ----------
+    sweep : Sweep
+        The loaded sweep.
+    rows : str
+        ``"all"`` or e.g. ``"A1,B2"``.
+
+    Returns
+    -------
+    list[str]
+        The chosen rows in the sweep's order, without repeats.
+
+    Notes
+    -----
+    Raises ``ValueError`` naming unknown rows and listing the valid ones.
+    """
+    if rows.strip() == "all":
+        return list(sweep.row_names)
+    wanted = [name.strip() for name in rows.split(",") if name.strip()]
+    if not wanted:
+        raise ValueError("--rows is empty; give 'all' or row names such as " + ",".join(sweep.row_names[:2]))
+    unknown = [name for name in wanted if name not in sweep.row_overrides]
+    if unknown:
+        raise ValueError(
+            f"unknown row(s) {', '.join(unknown)} in {sweep.config_file}; valid rows: "
+            f"{', '.join(sweep.row_names)} (or --rows=all)."
+        )
+    return [name for name in sweep.row_names if name in wanted]
+
+
+def split_override_flags(argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    """Separate ``--config.key=value`` flags (common overrides) from the other arguments.
+
+    Parameters
+    ----------
+    argv : Sequence[str]
+        Command-line arguments.
+
+    Returns
+    -------
+    tuple[list[str], list[str]]
+        The remaining arguments, and the overrides as ``"key=value"`` strings in the order given.
+
+    Notes
+    -----
+    Raises ``ValueError`` for an override without ``=value`` (write ``--config.key=value``).
+    """
+    remaining, overrides = [], []
+    for argument in argv:
+        if argument.startswith(OVERRIDE_PREFIX):
+            override = argument[len(OVERRIDE_PREFIX):]
+            if "=" not in override or not override.split("=", 1)[0]:
+                raise ValueError(f"{argument}: write overrides as --config.key=value (one argument).")
+            overrides.append(override)
+        else:
+            remaining.append(argument)
+    return remaining, overrides
+
+
+def _has_field(config: ml_collections.ConfigDict, dotted_key: str) -> bool:
+    node: Any = config
+    for part in dotted_key.split("."):
+        if not isinstance(node, (ml_collections.ConfigDict, Mapping)) or part not in node:
+            return False
+        node = node[part]
+    return True
+
+
+def check_overrides(sweep: Sweep, rows: Sequence[str], overrides: Sequence[str]) -> None:
+    """Check that every common override names a field of every chosen row's config.
+
+    Parameters
+    ----------
+    sweep : Sweep
+        The loaded sweep.
+    rows : Sequence[str]
+        The chosen rows.
+    overrides : Sequence[str]
+        ``"key=value"`` strings.
+
+    Notes
+    -----
+    Raises ``ValueError`` naming the unknown field and the closest field names. Values are parsed by
+    the entry point (``ml_collections.config_flags``), which rejects a value of the wrong type.
+    """
+    for row in rows:
+        config = sweep.row_config(row)
+        for override in overrides:
+            key = override.split("=", 1)[0]
+            if not _has_field(config, key):
+                close = difflib.get_close_matches(key, list(config.keys()), n=3)
+                hint = f"; did you mean {', '.join(close)}?" if close else ""
+                raise ValueError(
+                    f"--config.{override}: {sweep.config_file}:{row} has no field {key!r}{hint}"
+                )
+
+
+def _flag_value(value: Any) -> str:
+    if isinstance(value, (tuple, list)):
+        return "(" + ",".join(_flag_value(item) for item in value) + ("," if len(value) == 1 else "") + ")"
+    return str(value)
+
+
+def row_argv(sweep: Sweep, row: str, workdir: str, overrides: Sequence[str], *, python: str,
+             main_module: str, config_path: str | None = None) -> tuple[str, ...]:
+    """The command line that trains one row.
+
+    Parameters
+    ----------
+    sweep : Sweep
+        The loaded sweep.
+    row : str
+        The row.
+    workdir : str
+        The row's work directory.
+    overrides : Sequence[str]
+        Common ``"key=value"`` overrides, applied after the row's own.
+    python : str
+        The Python interpreter on the machine that runs the row.
+    main_module : str
+        The entry point module (``attention_jax.main``).
+    config_path : str, optional
+        How the config file is named on that machine (default ``sweep.config_file``).
+
+    Returns
+    -------
+    tuple[str, ...]
+        ``python -m <main> --config=<file>[:<row>] --workdir=<workdir> [--config.key=value ...]``.
+    """
+    config_path = config_path or sweep.config_file
+    argv = [python, "-m", main_module]
+    if sweep.takes_row_argument:
+        argv += [f"--config={config_path}:{row}", f"--workdir={workdir}"]
+    else:
+        argv += [f"--config={config_path}", f"--workdir={workdir}"]
+        argv += [f"{OVERRIDE_PREFIX}{key}={_flag_value(value)}"
+                 for key, value in sweep.row_overrides[row].items()]
+        argv.append(f"{OVERRIDE_PREFIX}name={row}")
+    argv += [OVERRIDE_PREFIX + override for override in overrides]
+    return tuple(argv)
+
+
+def row_jobs(sweep: Sweep, rows: Sequence[str], overrides: Sequence[str], *, root: str, run_root: str,
+             python: str, main_module: str) -> list[RowJob]:
+    """Build the jobs of the chosen rows.
+
+    Parameters
+    ----------
+    sweep : Sweep
+        The loaded sweep.
+    rows : Sequence[str]
+        The chosen rows, in order.
+    overrides : Sequence[str]
+        Common ``"key=value"`` overrides.
+    root : str
+        Local sweep root: each row's launcher files go to ``root/<row>``.
+    run_root : str
+        The root as seen where rows run (``root`` itself for local and SLURM jobs; a path or
+        ``gs://`` URL on the TPU VM hosts).
+    python : str
+        Python interpreter on the machine that runs the rows.
+    main_module : str
+        Entry point module.
+
+    Returns
+    -------
+    list[RowJob]
+        One job per row.
+    """
+    jobs = []
+    for index, row in enumerate(rows, start=1):
+        workdir = f"{run_root.rstrip('/')}/{row}"
+        argv = row_argv(sweep, row, workdir, overrides, python=python, main_module=main_module)
+        jobs.append(RowJob(row=row, index=index, total=len(rows), workdir=workdir,
+                           record_dir=os.path.join(root, row), argv=argv))
+    return jobs

@@ -1,0 +1,53 @@
+"""Multi-process detection and start-up errors, and the process-agreed stop request."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+
+from attention_jax import distributed
+
+
+@pytest.mark.parametrize("environ, expected", [
+    ({}, None),
+    ({"SLURM_NTASKS": "1"}, None),
+    ({"SLURM_NTASKS": "4"}, "slurm"),
+    ({"JAX_COORDINATOR_ADDRESS": "10.0.0.1:1234"}, "env"),
+    ({"TPU_WORKER_HOSTNAMES": "t0"}, None),
+    ({"TPU_WORKER_HOSTNAMES": "t0,t1"}, "tpu_pod"),
+    ({"OMPI_COMM_WORLD_SIZE": "2"}, "mpi"),
+])
+def test_describe_cluster(environ: dict, expected: str | None) -> None:
+    assert distributed.describe_cluster(environ) == expected
+
+
+def test_single_process_environment_does_not_initialize() -> None:
+    assert distributed.maybe_initialize({"SLURM_NTASKS": "1"}) is False
+
+
+def test_coordinator_address_needs_process_count_and_id() -> None:
+    with pytest.raises(ValueError, match="JAX_NUM_PROCESSES, JAX_PROCESS_ID"):
+        distributed.maybe_initialize({"JAX_COORDINATOR_ADDRESS": "127.0.0.1:1234"})
+
+
+def test_unreachable_coordinator_is_a_clear_error() -> None:
+    environ = {"JAX_COORDINATOR_ADDRESS": "127.0.0.1:1", "JAX_NUM_PROCESSES": "2", "JAX_PROCESS_ID": "1"}
+    started = time.monotonic()
+    with pytest.raises(RuntimeError, match=r"coordinator at 127.0.0.1:1 was not reachable within 1.5 s"):
+        distributed.maybe_initialize(environ, timeout_s=1.5)
+    assert time.monotonic() - started < 10
+
+
+@pytest.mark.parametrize("signal_number", [signal.SIGTERM, signal.SIGINT])
+def test_first_signal_requests_a_stop_second_acts_as_usual(signal_number: int) -> None:
+    previous = signal.getsignal(signal_number)
+    with distributed.StopRequest() as stop:
+        assert not stop.should_stop(1)
+        os.kill(os.getpid(), signal_number)
+        time.sleep(0.01)  # The handler runs in the main thread at the next bytecode boundary.
+        assert stop.should_stop(2)
+        assert signal.getsignal(signal_number) is previous  # Reinstated for a second signal.
+    assert signal.getsignal(signal_number) is previous

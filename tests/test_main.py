@@ -1,0 +1,55 @@
+"""End to end through the command line: the real input pipeline on a small TSV corpus."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import random
+
+import pytest
+
+from tests import train_support
+
+WORDS = {"cat": "Katze", "dog": "Hund", "house": "Haus", "tree": "Baum", "red": "rot", "big": "gross",
+         "small": "klein", "sees": "sieht", "has": "hat", "the": "die", "a": "eine", "one": "eins"}
+
+
+def _write_corpus(directory: pathlib.Path, seed: int = 0) -> None:
+    """Word-by-word "translations" of 3-6 word sentences: train 240, dev 24, test 24 pairs."""
+    rng = random.Random(seed)
+    english = sorted(WORDS)
+    directory.mkdir()
+    for name, count in (("train.tsv", 240), ("dev.tsv", 24), ("test.tsv", 24)):
+        lines = []
+        for _ in range(count):
+            words = [rng.choice(english) for _ in range(rng.randint(3, 6))]
+            lines.append(" ".join(words) + "\t" + " ".join(WORDS[word] for word in words))
+        (directory / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+@pytest.mark.slow
+def test_main_trains_tiny_config_on_a_tsv_corpus(tmp_path: pathlib.Path) -> None:
+    _write_corpus(tmp_path / "corpus")
+    workdir = tmp_path / "run"
+    overrides = dict(
+        dataset=f"tsv:{tmp_path / 'corpus'}", data_dir=str(tmp_path / "tfds"), vocab_size=96,
+        num_layers=1, d_model=32, d_ff=64, num_heads=2, key_dim=16, value_dim=16, max_len=12,
+        tokens_per_batch=192, num_train_steps=6, warmup_steps=4, log_every_steps=3, eval_every_steps=0,
+        checkpoint_every_steps=3, num_bleu_examples=4, max_decode_extra_len=4, beam_size=2,
+    )
+    command = ["-m", "attention_jax.main", "--config=configs/tiny.py", f"--workdir={workdir}"]
+    command += [f"--config.{key}={value}" for key, value in overrides.items()]
+    completed = train_support.run_python(command, train_support.subprocess_env(str(tmp_path / "cache")))
+    assert completed.returncode == 0, completed.stderr[-5000:]
+
+    results = json.loads((workdir / "results.json").read_text())
+    assert results["name"] == "tiny" and results["step"] == 6 and results["finished"]
+    assert results["eval_ppl"] > 1.0 and results["train_tokens_per_s"] > 0
+    assert "bleu" in results  # A number once decoding is available, else null.
+    assert json.loads((workdir / "config.json").read_text())["d_model"] == 32
+    records = [json.loads(line) for line in (workdir / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records if "train/loss" in r] == [3, 6]
+    assert sorted(p.name for p in (workdir / "checkpoints").iterdir()) == ["3", "6"]
+    data_state = (workdir / "checkpoints" / "6" / "data" / "process_0-of-1.json").read_text()
+    assert json.loads(data_state)["json"]  # The Grain iterator's position.
+    assert "step 6/6" in completed.stderr and "tok/s" in completed.stderr

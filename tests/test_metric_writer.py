@@ -1,0 +1,45 @@
+"""metrics.jsonl and TensorBoard records, and their clean-up when a run resumes after a crash."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+
+from attention_jax import metric_writer
+
+
+def _steps(workdir: pathlib.Path) -> list[tuple[int, str]]:
+    lines = (workdir / "metrics.jsonl").read_text().splitlines()
+    return [(record["step"], next(key for key in record if key != "step")) for record in map(json.loads, lines)]
+
+
+def test_records_are_json_lines_with_null_for_non_finite(tmp_path: pathlib.Path) -> None:
+    writer = metric_writer.MetricWriter(str(tmp_path), enabled=True)
+    writer.write(2, "train", {"loss": 1.5, "perplexity": float("inf")})
+    writer.write(2, "eval", {"bleu_signature": "nrefs:1"})
+    writer.close()
+    first, second = map(json.loads, (tmp_path / "metrics.jsonl").read_text().splitlines())
+    assert first == {"step": 2, "train/loss": 1.5, "train/perplexity": None}
+    assert second == {"step": 2, "eval/bleu_signature": "nrefs:1"}
+    assert any(name.startswith("events.out.tfevents") for name in os.listdir(tmp_path / "tensorboard"))
+
+
+def test_resume_drops_records_after_the_restored_step(tmp_path: pathlib.Path) -> None:
+    writer = metric_writer.MetricWriter(str(tmp_path), enabled=True)
+    for step in (2, 4, 6, 8):
+        writer.write(step, "train", {"loss": 1.0})
+    writer.close()
+    with open(tmp_path / "metrics.jsonl", "a", encoding="utf-8") as file:
+        file.write('{"step": 10, "train/lo')  # Cut off by the crash.
+    writer = metric_writer.MetricWriter(str(tmp_path), resumed_step=4, enabled=True)
+    writer.write(6, "train", {"loss": 0.5})
+    writer.close()
+    assert _steps(tmp_path) == [(2, "train/loss"), (4, "train/loss"), (6, "train/loss")]
+
+
+def test_disabled_writer_writes_nothing(tmp_path: pathlib.Path) -> None:
+    writer = metric_writer.MetricWriter(str(tmp_path / "run"), enabled=False)
+    writer.write(1, "train", {"loss": 1.0})
+    writer.close()
+    assert not (tmp_path / "run").exists()

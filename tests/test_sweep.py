@@ -1,0 +1,296 @@
+"""launch.sweep: dry runs of the three executors, local runs (resume, skip, failures), bad input.
+
+Local runs use ``tests/fake_main.py`` (``--main=fake_main``): same flags as the entry point, instant
+fake training, and a failure switch; the real entry point runs in ``test_sweep_tiny_real``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import re
+import shlex
+import sys
+
+import pytest
+
+from configs import table2
+from sweep_cli import (REPO_ROOT, fake_main_env, needs_entry_point, run_module, run_sweep,  # noqa: F401
+                       tiny_data_dir, tiny_flags)
+
+ROWS = list(table2.ROW_NAMES)
+
+
+def _commands(stdout: str) -> list[list[str]]:
+    return [shlex.split(line) for line in stdout.splitlines() if line and not line.startswith("#")]
+
+
+def test_local_dry_run_lists_every_row_command(tmp_path: pathlib.Path) -> None:
+    root = tmp_path / "t2"
+    result = run_sweep("--config=configs/table2.py", "--rows=all", "--executor=local", f"--root={root}",
+                       "--dry_run", "--config.num_train_steps=20", "--config.dataset=synthetic_en_de")
+    assert result.returncode == 0, result.stderr
+    commands = _commands(result.stdout)
+    assert len(commands) == len(ROWS) == 20
+    for row, command in zip(ROWS, commands):
+        assert command[:3] == ["cd", str(REPO_ROOT), "&&"]
+        assert command[3:6] == [sys.executable, "-m", "attention_jax.main"]
+        assert command[6:10] == [f"--config=configs/table2.py:{row}", f"--workdir={root}/{row}",
+                                 "--config.num_train_steps=20", "--config.dataset=synthetic_en_de"]
+        assert command[10:] == [">>", f"{root}/{row}/log.txt", "2>&1"]
+    assert not root.exists(), "a dry run must write nothing"
+    notes = [line for line in result.stderr.splitlines() if line.startswith("note:")]
+    assert notes == ["note: a common override replaces row setting big num_train_steps=300000 -> 20"]
+
+
+def test_overrides_that_replace_row_settings_are_named(tmp_path: pathlib.Path) -> None:
+    result = run_sweep("--config=configs/table2.py", "--rows=base,C1,C4", f"--root={tmp_path}", "--dry_run",
+                       "--config.num_layers=1", "--config.d_model=256")
+    assert result.returncode == 0, result.stderr
+    notes = [line for line in result.stderr.splitlines() if line.startswith("note:")]
+    assert notes == ["note: a common override replaces row setting C1 num_layers=2 -> 1"]  # C4 keeps 256.
+
+
+def _scripts(stdout: str) -> dict[str, str]:
+    parts = re.split(r"^# ---- (.*)$", stdout, flags=re.M)
+    return {pathlib.Path(path).parent.name: body for path, body in zip(parts[1::2], parts[2::2])}
+
+
+def test_slurm_dry_run_writes_one_script_per_row(tmp_path: pathlib.Path) -> None:
+    root = tmp_path / "t2"
+    result = run_sweep("--config=configs/table2.py", "--executor=slurm", f"--root={root}", "--dry_run",
+                       "--nodes=2", "--gpus_per_node=8", "--time=24:00:00", "--partition=gpu",
+                       "--account=nlp", "--cpus_per_task=16", "--mem=200G", "--sbatch_option=--qos=high",
+                       "--setup=source ~/venv/bin/activate", "--config.num_train_steps=1000")
+    assert result.returncode == 0, result.stderr
+    scripts = _scripts(result.stdout)
+    assert list(scripts) == ROWS
+    for row, script in scripts.items():
+        directives = re.findall(r"^#SBATCH (\S+)$", script, flags=re.M)
+        assert directives == [
+            f"--job-name=table2-{row}", f"--output={root}/{row}/log.txt", "--open-mode=append",
+            "--nodes=2", "--ntasks-per-node=1", "--gpus-per-node=8", "--cpus-per-task=16", "--mem=200G",
+            "--time=24:00:00", "--partition=gpu", "--account=nlp", "--signal=TERM@120", "--qos=high"]
+        body = [line for line in script.splitlines() if line and not line.startswith("#")]
+        assert body[:3] == ["set -euo pipefail", f"cd {REPO_ROOT}", "source ~/venv/bin/activate"]
+        assert shlex.split(body[-1]) == [
+            "srun", "--kill-on-bad-exit=1", sys.executable, "-m", "attention_jax.main",
+            f"--config=configs/table2.py:{row}", f"--workdir={root}/{row}", "--config.num_train_steps=1000"]
+    assert not root.exists()
+
+
+def test_tpu_dry_run_starts_each_row_on_every_host(tmp_path: pathlib.Path) -> None:
+    result = run_sweep("--config=configs/table2.py", "--executor=tpu", f"--root={tmp_path / 't2'}",
+                       "--dry_run", "--tpu_name=v4-32", "--zone=us-central2-b", "--project=proj",
+                       "--remote_root=gs://bucket/t2", "--repo_dir=~/attention_jax",
+                       "--setup=source ~/venv/bin/activate", "--config.dtype=bfloat16")
+    assert result.returncode == 0, result.stderr
+    commands = _commands(result.stdout)
+    assert len(commands) == 20
+    for row, command in zip(ROWS, commands):
+        assert command[:-1] == ["gcloud", "compute", "tpus", "tpu-vm", "ssh", "v4-32", "--zone=us-central2-b",
+                                "--project=proj", "--worker=all"]
+        remote = command[-1].removeprefix("--command=")
+        assert remote == ("cd ~/attention_jax && source ~/venv/bin/activate && python3 -m attention_jax.main "
+                          f"--config=configs/table2.py:{row} --workdir=gs://bucket/t2/{row} "
+                          "--config.dtype=bfloat16")
+
+
+def test_sweep_file_without_row_argument_passes_row_overrides_as_flags(tmp_path: pathlib.Path) -> None:
+    sweep_file = tmp_path / "my_sweep.py"
+    sweep_file.write_text(
+        "from configs import tiny\n"
+        "def get_sweep():\n"
+        "    return {'wide': dict(d_model=64, positional_encoding='learned'),\n"
+        "            'mesh': dict(mesh_shape=(1, -1))}\n"
+        "def get_config():\n"
+        "    return tiny.get_config()\n")
+    root = tmp_path / "runs"
+    result = run_sweep(f"--config={sweep_file}", f"--root={root}", "--main=fake_main",
+                       "--config.num_train_steps=7", env=fake_main_env())
+    assert result.returncode == 0, result.stdout + result.stderr
+    wide = json.loads((root / "wide" / "config.json").read_text())
+    assert (wide["name"], wide["d_model"], wide["positional_encoding"]) == ("wide", 64, "learned")
+    assert wide["num_train_steps"] == 7
+    mesh = json.loads((root / "mesh" / "config.json").read_text())
+    assert (mesh["name"], mesh["mesh_shape"], mesh["d_model"]) == ("mesh", [1, -1], 128)
+
+
+def _invocations(root: pathlib.Path, row: str) -> int:
+    path = root / row / "invocations.txt"
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+def test_local_sweep_reports_failures_and_rerun_skips_finished_rows(tmp_path: pathlib.Path) -> None:
+    root = tmp_path / "t2"
+    args = ("--config=configs/table2.py", "--rows=base,A1,C1", f"--root={root}", "--main=fake_main",
+            "--config.num_train_steps=20")
+    first = run_sweep(*args, env=fake_main_env(FAKE_MAIN_FAIL_ROWS="A1"))
+    assert first.returncode == 1
+    assert re.search(r"\[2/3\] A1 +failed +exit 3", first.stdout)
+    assert f"log: {root}/A1/log.txt" in first.stdout
+    assert "FakeTrainingError: row A1 diverged" in first.stdout  # The log's last lines are shown.
+    assert "Summary: 2 done, 1 failed" in first.stdout
+    assert re.search(r"\[3/3\] C1 +done", first.stdout), "a failing row must not stop the others"
+    assert (root / "table2.md").exists()
+
+    second = run_sweep(*args, env=fake_main_env())
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert re.search(r"\[1/3\] base +skipped", second.stdout)
+    assert "Summary: 2 skipped, 1 done" in second.stdout
+    assert [_invocations(root, row) for row in ("base", "A1", "C1")] == [1, 2, 1]
+    assert (root / "A1" / "log.txt").read_text().count("=== ") == 2  # Appended, not replaced.
+    record = json.loads((root / "sweep.json").read_text())
+    assert record["rows"] == ["base", "A1", "C1"] and record["overrides"] == ["num_train_steps=20"]
+    assert [launch["rows"] for launch in record["launches"]] == [["base", "A1", "C1"]] * 2
+
+
+def test_parallel_local_sweep_runs_every_row(tmp_path: pathlib.Path) -> None:
+    root = tmp_path / "impl"
+    result = run_sweep("--config=configs/sweeps/attention_impl.py", f"--root={root}", "--main=fake_main",
+                       "--parallel=2", "--report=false", env=fake_main_env())
+    assert result.returncode == 0, result.stdout + result.stderr
+    rows = ["einsum_seed0", "einsum_seed1", "fused_seed0", "fused_seed1"]
+    for row in rows:
+        config = json.loads((root / row / "config.json").read_text())
+        assert config["name"] == row
+        assert (config["attention_implementation"], config["seed"]) == (row.split("_")[0], int(row[-1]))
+        assert json.loads((root / row / "launch.json").read_text())["returncode"] == 0
+    assert "Summary: 4 done" in result.stdout
+    assert not (root / "attention_impl.md").exists()
+
+
+def test_root_holding_a_different_sweep_is_refused_unless_forced(tmp_path: pathlib.Path) -> None:
+    root = tmp_path / "t2"
+    env = fake_main_env()
+    common = ("--config=configs/table2.py", "--rows=base", f"--root={root}", "--main=fake_main",
+              "--report=false")
+    assert run_sweep(*common, "--config.num_train_steps=20", env=env).returncode == 0
+    refused = run_sweep(*common, "--config.num_train_steps=40", env=env)
+    assert refused.returncode == 2
+    assert ("override --config.num_train_steps=20 -> --config.num_train_steps=40" in refused.stderr
+            and "--force" in refused.stderr and "new --root" in refused.stderr)
+    other_file = run_sweep("--config=configs/sweeps/attention_impl.py", f"--root={root}", "--main=fake_main",
+                           "--config.num_train_steps=20", env=env)
+    assert other_file.returncode == 2
+    assert "config file configs/table2.py -> configs/sweeps/attention_impl.py" in other_file.stderr
+    forced = run_sweep(*common, "--config.num_train_steps=40", "--force", env=env)
+    assert forced.returncode == 0, forced.stdout + forced.stderr
+    assert _invocations(root, "base") == 2  # --force reruns finished rows.
+    assert json.loads((root / "sweep.json").read_text())["overrides"] == ["num_train_steps=40"]
+    # More rows of the same sweep into the same root are fine.
+    more = run_sweep(*common[:1], "--rows=A1", *common[2:], "--config.num_train_steps=40", env=env)
+    assert more.returncode == 0, more.stderr
+    assert json.loads((root / "sweep.json").read_text())["rows"] == ["base", "A1"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--rows=A1,Z9",), "unknown row(s) Z9 in configs/table2.py; valid rows: base, A1, A2"),
+    (("--executor=cloud",), "unknown --executor=cloud; choose one of local, slurm, tpu"),
+    (("--config.d_modle=64",), "has no field 'd_modle'; did you mean d_model?"),
+    (("--config.d_model=wide",), "--config.d_model=wide: bad value for configs/table2.py:base field d_model"),
+    (("--config.d_model", "64"), "write overrides as --config.key=value"),
+    (("--executor=tpu", "--dry_run"), "--executor=tpu needs --tpu_name and --zone"),
+    (("--parallel=0",), "--parallel=0: must be at least 1"),
+])
+def test_bad_input_is_named(tmp_path: pathlib.Path, args: tuple[str, ...], message: str) -> None:
+    result = run_sweep("--config=configs/table2.py", f"--root={tmp_path / 'r'}", "--main=fake_main", *args,
+                       env=fake_main_env())
+    assert result.returncode == 2
+    assert message in result.stderr
+
+
+def test_missing_sweep_file_and_non_sweep_file(tmp_path: pathlib.Path) -> None:
+    missing = run_sweep("--config=configs/nope.py", f"--root={tmp_path}")
+    assert missing.returncode == 2 and "sweep config file configs/nope.py not found" in missing.stderr
+    not_sweep = run_sweep("--config=configs/tiny.py", f"--root={tmp_path}")
+    assert not_sweep.returncode == 2 and "configs/tiny.py defines no get_sweep()" in not_sweep.stderr
+
+
+@pytest.mark.parametrize("executor, binary, hint", [
+    ("slurm", "sbatch", "apt-get install slurm-wlm munge"),
+    ("tpu", "gcloud", "install the Google Cloud CLI"),
+])
+def test_missing_cluster_tool_says_what_to_install(tmp_path: pathlib.Path, executor: str, binary: str,
+                                                   hint: str) -> None:
+    empty_bin = tmp_path / "bin"
+    empty_bin.mkdir()
+    result = run_sweep("--config=configs/table2.py", "--rows=base", f"--executor={executor}",
+                       f"--root={tmp_path / 'r'}", "--tpu_name=v4", "--zone=z",
+                       env=dict(os.environ, PATH=str(empty_bin)))
+    assert result.returncode == 2
+    assert f"`{binary}` not found on PATH" in result.stderr and hint in result.stderr
+    assert not (tmp_path / "r").exists(), "nothing is recorded before the tools are found"
+
+
+def test_report_cli_reads_the_local_sweep(tmp_path: pathlib.Path) -> None:
+    root = tmp_path / "t2"
+    assert run_sweep("--config=configs/table2.py", "--rows=base,B1", f"--root={root}", "--main=fake_main",
+                     "--report=false", env=fake_main_env()).returncode == 0
+    result = run_module("attention_jax.report", str(root))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == [str(root / f"table2.{ext}") for ext in ("md", "csv", "png")]
+
+
+FAKE_GCLOUD = """#!/bin/bash
+# Stands in for gcloud: logs its arguments, then runs --command locally (one TPU host).
+echo "$@" >> "$FAKE_GCLOUD_LOG"
+for argument in "$@"; do
+  case $argument in --command=*) command=${argument#--command=} ;; esac
+done
+cd "$HOME" && bash -c "$command"
+"""
+
+
+def test_tpu_executor_runs_rows_through_gcloud(tmp_path: pathlib.Path) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "gcloud").write_text(FAKE_GCLOUD)
+    (bin_dir / "gcloud").chmod(0o755)
+    env = fake_main_env(PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}", HOME=str(tmp_path),
+                        FAKE_GCLOUD_LOG=str(tmp_path / "gcloud.log"), FAKE_MAIN_FAIL_ROWS="B1")
+    root, remote_root = tmp_path / "local", tmp_path / "remote"
+    args = ("--config=configs/table2.py", "--rows=base,B1", "--executor=tpu", f"--root={root}",
+            f"--remote_root={remote_root}", "--tpu_name=v4-8", "--zone=z", f"--repo_dir={REPO_ROOT}",
+            f"--python={sys.executable}", "--main=fake_main", "--report=false")
+    first = run_sweep(*args, env=env)
+    assert first.returncode == 1
+    assert (remote_root / "base" / "results.json").exists() and not (root / "base" / "results.json").exists()
+    assert "fake training of base" in (root / "base" / "log.txt").read_text()  # gcloud's output, local.
+    assert "FakeTrainingError: row B1 diverged" in first.stdout
+    assert "Summary: 1 done, 1 failed" in first.stdout
+    calls = (tmp_path / "gcloud.log").read_text().splitlines()
+    assert len(calls) == 2
+    assert calls[0].startswith("compute tpus tpu-vm ssh v4-8 --zone=z --worker=all --command=")
+
+    second = run_sweep(*args, env=dict(env, FAKE_MAIN_FAIL_ROWS=""))
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "Summary: 1 skipped, 1 done" in second.stdout  # base is recorded as finished.
+    assert len((tmp_path / "gcloud.log").read_text().splitlines()) == 3
+
+
+@pytest.mark.slow
+def test_tiny_table2_rows_train_to_the_report_and_rerun_does_no_work(
+        tmp_path: pathlib.Path, request: pytest.FixtureRequest) -> None:
+    needs_entry_point()
+    data_dir = request.getfixturevalue("tiny_data_dir")
+    root = tmp_path / "t2"
+    args = ("--config=configs/table2.py", "--rows=base,A1", f"--root={root}", *tiny_flags(data_dir, 20))
+    first = run_sweep(*args)
+    base_log = root / "base" / "log.txt"
+    assert first.returncode == 0, first.stdout + first.stderr + base_log.read_text()[-3000:]
+    results = {row: json.loads((root / row / "results.json").read_text()) for row in ("base", "A1")}
+    assert [results[row]["step"] for row in results] == [20, 20]
+    configs = {row: json.loads((root / row / "config.json").read_text()) for row in ("base", "A1")}
+    assert [(configs[row]["num_heads"], configs[row]["key_dim"]) for row in configs] == [(8, 64), (1, 512)]
+    assert all(config["d_model"] == 32 for config in configs.values())  # The common overrides applied.
+    table = {line.split("|")[2].strip(): line for line in (root / "table2.md").read_text().splitlines()
+             if line.startswith("|") and line.split("|")[2].strip() in ("base", "A1")}
+    for row in ("base", "A1"):
+        assert f"| {results[row]['eval_ppl']:.2f} |" in table[row] and table[row].endswith("| done |")
+
+    logs = {row: (root / row / "log.txt").read_text() for row in ("base", "A1")}
+    second = run_sweep(*args)
+    assert second.returncode == 0 and "Summary: 2 skipped" in second.stdout
+    assert {row: (root / row / "log.txt").read_text() for row in ("base", "A1")} == logs  # Nothing ran.

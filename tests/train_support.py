@@ -1,0 +1,68 @@
+"""Helpers for the training tests: subprocess runs and a compilation cache shared by them.
+
+XLA's CPU compiler takes several seconds per train step (1-layer model included), so the training
+tests share a persistent compilation cache: a computation compiled by one run (in this process or in
+a subprocess) is loaded by the next. Subprocesses also compile with ``--xla_backend_optimization_level=0``
+(faster to compile, same numerics contract), and get ``extra_xla_flags`` such as the host device count.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import pathlib
+import subprocess
+import sys
+from typing import Any, Iterator
+
+import jax
+from jax.experimental.compilation_cache import compilation_cache
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+@contextlib.contextmanager
+def shared_compilation_cache(directory: str) -> Iterator[None]:
+    """Use ``directory`` as JAX's persistent compilation cache inside the block, then restore."""
+    names = ("jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs",
+             "jax_persistent_cache_min_entry_size_bytes")
+    previous = {name: getattr(jax.config, name) for name in names}
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    compilation_cache.set_cache_dir(directory)
+    compilation_cache.reset_cache()  # Re-read the settings even if JAX compiled something already.
+    try:
+        yield
+    finally:
+        for name, value in previous.items():
+            jax.config.update(name, value)
+        compilation_cache.reset_cache()
+
+
+def subprocess_env(cache_dir: str, extra_xla_flags: str = "", **extra: str) -> dict[str, str]:
+    """Environment for a child Python: repo on the path, the shared cache, fast compilation."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")])
+    env["JAX_COMPILATION_CACHE_DIR"] = cache_dir
+    env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
+    env["JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"] = "0"
+    env["JAX_PLATFORMS"] = "cpu"
+    env["XLA_FLAGS"] = f"--xla_backend_optimization_level=0 {extra_xla_flags}".strip()
+    env.update(extra)
+    return env
+
+
+def run_python(args: list[str], env: dict[str, str], timeout: float = 600) -> subprocess.CompletedProcess:
+    """Run ``python *args`` from the repo root; the output is kept for assertion messages."""
+    return subprocess.run([sys.executable, *args], cwd=REPO_ROOT, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def result_line(completed: subprocess.CompletedProcess) -> Any:
+    """The JSON after ``RESULT `` in a child's stdout (fails the test with its output otherwise)."""
+    for line in completed.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[len("RESULT "):])
+    raise AssertionError(f"no RESULT line (exit {completed.returncode}).\nstdout:\n"
+                         f"{completed.stdout[-3000:]}\nstderr:\n{completed.stderr[-5000:]}")
