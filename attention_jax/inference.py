@@ -109,7 +109,8 @@ def average_last_checkpoints(workdir: str, count: int) -> tuple[Any, ml_collecti
     -----
     The same computation as the training side's ``average_checkpoints.average_params`` (sum in
     float64 on the host, one checkpoint at a time), which cannot be imported here: that module defines
-    its own ``--workdir`` flag, and absl refuses a second definition in the ``evaluate`` process.
+    its own ``--workdir`` flag at import, and absl refuses a second definition in the ``evaluate`` and
+    ``translate`` processes.
     Raises ``ValueError`` when fewer than ``count`` checkpoints exist.
     """
     config = checkpoints.read_config(workdir)
@@ -119,10 +120,9 @@ def average_last_checkpoints(workdir: str, count: int) -> tuple[Any, ml_collecti
         raise ValueError(f"Asked to average the last {count} checkpoints but {directory} holds {len(steps)} "
                          f"(steps {steps}); lower --average_last, or train with config.keep_checkpoints >= {count}.")
     steps = steps[-count:]
-    abstract = checkpoints.abstract_inference_params(config)
     total = None
     for step in steps:
-        params = checkpoints.restore_params(directory, step, abstract)
+        params, _ = checkpoints.load_for_inference(workdir, str(step))  # Checks shapes against the config.
         host = jax.tree_util.tree_map(lambda leaf: np.asarray(leaf, np.float64), params)
         total = host if total is None else jax.tree_util.tree_map(np.add, total, host)
     averaged = jax.tree_util.tree_map(lambda leaf: (leaf / len(steps)).astype(np.float32), total)

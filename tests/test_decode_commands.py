@@ -109,8 +109,10 @@ def test_load_run_errors_name_the_problem(workdir, tmp_path):
     config = json.loads((other / "config.json").read_text())
     config["d_model"] = 48
     (other / "config.json").write_text(json.dumps(config))
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="does not fit the model"):
         inference.load_run(str(other))
+    with pytest.raises(ValueError, match="does not fit the model"):
+        inference.load_run(str(other), average_last=2)
 
 
 @pytest.mark.slow
