@@ -13,6 +13,8 @@ configuration is compiled and run once untimed, then timed ``--repeats`` times; 
 
 Reported per run: sentences/s and output tokens/s (``batch_size * output_len`` tokens per batch),
 and per model and search the cache's speedup over recomputing the whole prefix every step.
+``benchmarks/results/decode_cpu.json`` holds the output of ``python benchmarks/decode.py`` on the
+development machine (2 CPU cores shared with other jobs, so timings vary by tens of percent).
 """
 
 from __future__ import annotations
