@@ -1,0 +1,127 @@
+"""Every attention weight of the model for one sentence pair, with token strings for the axes.
+
+What the paper's Figures 3-5 visualize: encoder self-attention, decoder self-attention and
+encoder-decoder (cross) attention, per layer and head. Weights are read from the ``intermediates``
+collection the model fills when called with ``sow_weights=True`` (teacher forcing on the target).
+
+Shape glossary
+--------------
+N layers, H heads, S source tokens, T target tokens (both with their EOS).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from attention_jax import decode
+from attention_jax.model import BOS_ID, EOS_ID, Transformer, TransformerConfig
+
+ATTENTION_KINDS = ("encoder", "decoder", "cross")
+"""``encoder``: encoder self-attention ``[N, H, S, S]``; ``decoder``: masked decoder self-attention
+``[N, H, T, T]``; ``cross``: encoder-decoder attention ``[N, H, T, S]`` (queries are target positions)."""
+
+
+def token_strings(tokenizer: decode.Tokenizer, ids: list[int]) -> list[str]:
+    """Subword strings of ``ids`` (SentencePiece pieces such as ``"▁Haus"``; ``"</s>"`` for EOS).
+
+    Parameters
+    ----------
+    tokenizer : decode.Tokenizer
+        Uses ``id_to_piece`` when it has one, else decodes each id alone.
+    ids : list[int]
+        Token ids.
+
+    Returns
+    -------
+    list[str]
+        One string per id.
+    """
+    special = {EOS_ID: "</s>", BOS_ID: "<s>"}
+    id_to_piece = getattr(tokenizer, "id_to_piece", None)
+    if id_to_piece is not None:
+        return [str(id_to_piece(int(token))) for token in ids]
+    return [special.get(int(token)) or tokenizer.decode([int(token)]) for token in ids]
+
+
+def attention_maps(model_config: TransformerConfig, params: Any, tokenizer: decode.Tokenizer, source: str,
+                   target: str | None = None, *, beam_size: int = 4, alpha: float = 0.6,
+                   max_extra_len: int = 50) -> dict[str, Any]:
+    """All attention weights for ``source`` and ``target`` (or the model's own translation).
+
+    Parameters
+    ----------
+    model_config : TransformerConfig
+        The model (computed with the ``einsum`` attention, which can return weights).
+    params : pytree
+        Its parameters.
+    tokenizer : decode.Tokenizer
+        Shared source/target tokenizer.
+    source : str
+        Source sentence (truncated with a warning if longer than the model accepts).
+    target : str, optional
+        Target sentence; ``None`` translates ``source`` with beam search (``beam_size`` 1: greedy)
+        and uses the output ids as they were decoded.
+    beam_size, alpha, max_extra_len : int, float, int
+        Decoding settings for ``target=None`` (see :class:`attention_jax.decode.Translator`).
+
+    Returns
+    -------
+    dict
+        ``encoder`` ``[N, H, S, S]``, ``decoder`` ``[N, H, T, T]``, ``cross`` ``[N, H, T, S]``
+        (float32 NumPy arrays, rows sum to 1); ``source_tokens`` (S strings), ``target_tokens``
+        (T strings, what each decoder position predicts), ``decoder_input_tokens`` (T strings,
+        ``<s>`` then the target shifted right: the keys of decoder self-attention); ``source`` and
+        ``target`` text.
+
+    Notes
+    -----
+    Row ``t`` of ``cross`` and ``decoder`` belongs to the decoder position that reads
+    ``decoder_input_tokens[t]`` and predicts ``target_tokens[t]``, as in the paper's figures where
+    output words label the rows.
+    """
+    if not source.strip():
+        raise ValueError("attention_maps needs a non-empty source sentence.")
+    translator = decode.Translator(model_config, params, tokenizer, beam_size=beam_size, alpha=alpha,
+                                   max_extra_len=max_extra_len, batch_size=1)
+    source_ids = translator.encode_sources([source])[0]
+    if target is None:
+        target_ids = translator.translate_ids([source_ids])[0]
+        target = tokenizer.decode(target_ids)
+    else:
+        target = decode.replace_invalid_characters(target)
+        target_ids = list(tokenizer.encode(target))
+        if len(target_ids) > model_config.max_len:
+            raise ValueError(f"The target has {len(target_ids)} tokens; the model has only "
+                             f"{model_config.max_len} positions. Shorten it.")
+    weights = _attention_weights(translator.model_config.replace(attention_implementation="einsum"),
+                                 translator.params, jnp.asarray([source_ids]), jnp.asarray([target_ids]))
+    target_tokens = token_strings(tokenizer, target_ids)
+    return {
+        **weights,
+        "source_tokens": token_strings(tokenizer, source_ids),
+        "target_tokens": target_tokens,
+        "decoder_input_tokens": ["<s>"] + target_tokens[:-1],
+        "source": source,
+        "target": target,
+    }
+
+
+def _attention_weights(model_config: TransformerConfig, params: Any, inputs: jax.Array,
+                       targets: jax.Array) -> dict[str, np.ndarray]:
+    """Teacher-forced pass with ``sow_weights``; weights stacked over layers, batch row 0."""
+    _, state = Transformer(model_config).apply({"params": params}, inputs, targets, sow_weights=True,
+                                               mutable=["intermediates"])
+    intermediates = nn.meta.unbox(state["intermediates"])
+    stacked = {}
+    for kind, (prefix, attention_name) in {"encoder": ("encoder", "self_attention"),
+                                           "decoder": ("decoder", "self_attention"),
+                                           "cross": ("decoder", "cross_attention")}.items():
+        layers = [intermediates[f"{prefix}_{layer}"][attention_name]["attention_weights"][0][0]
+                  for layer in range(model_config.num_layers)]  # each [H, T|S, S|T]
+        stacked[kind] = np.asarray(jnp.stack(layers), np.float32)
+    return stacked

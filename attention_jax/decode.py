@@ -1,0 +1,520 @@
+"""Translating with a Transformer: incremental decoding with the key/value cache, batching, buckets (6.1).
+
+The encoder runs once per batch; the decoder then advances one position per step, reading earlier
+positions' keys and values from the cache (``Transformer(config.replace(decode=True))``). The search
+itself (beam or greedy) lives in :mod:`attention_jax.beam_search` and sees the model only through a
+step function. Uncached decoding, which recomputes the decoder over the whole prefix at every step,
+is kept as an option for the benchmark and as a cross-check.
+
+Shape glossary
+--------------
+B sentences, K beam size, N = B * K hypotheses, S source length (bucketed), L maximum output
+length (static), D d_model, V vocabulary.
+
+Static shapes: the batch size and the source length are padded up to buckets (powers of two) so that
+a handful of compilations serve any input; padding rows get a maximum output length of 0 and are
+skipped by the search.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import warnings
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from attention_jax import beam_search
+from attention_jax.model import EOS_ID, PAD_ID, Transformer, TransformerConfig, abstract_params
+
+Array = jax.Array
+SEARCH_METHODS = ("beam", "greedy")
+MIN_SOURCE_BUCKET = 8
+
+
+class Tokenizer(Protocol):
+    """What decoding needs from a tokenizer (``attention_jax.tokenizer.Tokenizer`` has it)."""
+
+    vocab_size: int
+
+    def encode(self, text: str) -> list[int]:
+        """Ids of ``text`` ending in EOS."""
+
+    def decode(self, ids: Sequence[int]) -> str:
+        """Text of ``ids`` up to the first EOS."""
+
+
+def init_cache(model_config: TransformerConfig, num_rows: int, max_decode_len: int) -> Any:
+    """An empty key/value cache for ``num_rows`` hypotheses of up to ``max_decode_len`` tokens.
+
+    Parameters
+    ----------
+    model_config : TransformerConfig
+        The model (``decode`` is switched on here).
+    num_rows : int
+        ``N``, decoder rows (sentences times beam size).
+    max_decode_len : int
+        ``L``, positions the cache holds.
+
+    Returns
+    -------
+    pytree
+        The ``cache`` collection: zero keys/values ``[N, L, H, K|V]`` per decoder layer and zero
+        ``cache_index``/``position`` counters.
+
+    Notes
+    -----
+    Shapes come from ``jax.eval_shape`` of ``init``, so no parameters are allocated; ``init``'s cache
+    is all zeros, which is what is returned.
+    """
+    model = Transformer(model_config.replace(decode=True))
+    shapes = jax.eval_shape(lambda: model.init(
+        jax.random.key(0), jnp.ones((num_rows, 1), jnp.int32), jnp.ones((num_rows, max_decode_len), jnp.int32)))
+    return jax.tree_util.tree_map(lambda shape: jnp.zeros(shape.shape, shape.dtype), shapes["cache"])
+
+
+def make_cached_step_fn(model_config: TransformerConfig, params: Any, encoded: Array,
+                        inputs: Array) -> beam_search.StepFn:
+    """Step function that decodes one position with the key/value cache.
+
+    Parameters
+    ----------
+    model_config : TransformerConfig
+        The model.
+    params : pytree
+        Its parameters.
+    encoded : Array
+        ``[N, S, D]`` encoder output, one row per hypothesis.
+    inputs : Array
+        ``[N, S]`` source ids (for the cross-attention padding mask).
+
+    Returns
+    -------
+    beam_search.StepFn
+        ``(cache, token_ids [N]) -> (logits [N, V], cache)``; start from :func:`init_cache`.
+    """
+    model = Transformer(model_config.replace(decode=True))
+
+    def step(cache: Any, token_ids: Array) -> tuple[Array, Any]:
+        logits, updates = model.apply(
+            {"params": params, "cache": cache}, encoded, inputs, token_ids[:, None],
+            method=Transformer.decode, mutable=["cache"])  # [N,1,V]
+        return logits[:, 0], updates["cache"]
+
+    return step
+
+
+def init_prefix_state(num_rows: int, max_decode_len: int) -> tuple[Array, Array]:
+    """Initial state of :func:`make_uncached_step_fn`: an empty prefix ``[N, L]`` and position 0."""
+    return jnp.zeros((num_rows, max_decode_len), jnp.int32), jnp.array(0, jnp.int32)
+
+
+def make_uncached_step_fn(model_config: TransformerConfig, params: Any, encoded: Array,
+                          inputs: Array) -> beam_search.StepFn:
+    """Step function that reruns the decoder over the whole prefix (no cache), for comparison.
+
+    Parameters
+    ----------
+    model_config : TransformerConfig
+        The model.
+    params : pytree
+        Its parameters.
+    encoded : Array
+        ``[N, S, D]`` encoder output, one row per hypothesis.
+    inputs : Array
+        ``[N, S]`` source ids.
+
+    Returns
+    -------
+    beam_search.StepFn
+        ``((prefix [N, L], position), token_ids [N]) -> (logits [N, V], state)``; start from
+        :func:`init_prefix_state`.
+
+    Notes
+    -----
+    Shapes are static, so each step runs the decoder on all ``L`` positions (the causal mask keeps
+    later positions from affecting the one read out); this is the cost the cache avoids.
+    """
+    model = Transformer(model_config.replace(decode=False))
+
+    def step(state: tuple[Array, Array], token_ids: Array) -> tuple[Array, Any]:
+        prefix, position = state
+        prefix = jax.lax.dynamic_update_index_in_dim(prefix, token_ids, position, axis=1)  # [N,L]
+        logits = model.apply({"params": params}, encoded, inputs, prefix, method=Transformer.decode)  # [N,L,V]
+        return jax.lax.dynamic_index_in_dim(logits, position, axis=1, keepdims=False), (prefix, position + 1)
+
+    return step
+
+
+@functools.partial(jax.jit, static_argnames=("model_config", "method", "beam_size", "alpha",
+                                             "max_decode_len", "use_cache", "early_stop", "mesh"))
+def decode_batch(params: Any, inputs: Array, max_lengths: Array, *, model_config: TransformerConfig,
+                 method: str = "beam", beam_size: int = 4, alpha: float = 0.6, max_decode_len: int,
+                 use_cache: bool = True, early_stop: bool = True,
+                 mesh: jax.sharding.Mesh | None = None) -> beam_search.SearchResult:
+    """Translate a padded batch of source ids (jitted; one compilation per shape and setting).
+
+    Parameters
+    ----------
+    params : pytree
+        Model parameters (plain arrays).
+    inputs : Array
+        int32 ``[B, S]`` source ids, each row ending in EOS, 0-padded; all-pad rows are skipped.
+    max_lengths : Array
+        int32 ``[B]`` maximum output lengths (EOS included), at most ``max_decode_len``; 0 for
+        padding rows.
+    model_config : TransformerConfig
+        The model.
+    method : str
+        ``"beam"`` or ``"greedy"`` (one hypothesis, the most probable token each step).
+    beam_size : int
+        ``K`` for beam search.
+    alpha : float
+        Length-penalty strength.
+    max_decode_len : int
+        ``L``: cache size and output length; at most ``model_config.max_len``.
+    use_cache : bool
+        Decode incrementally with the key/value cache (default) or recompute the prefix each step.
+    early_stop : bool
+        See :func:`attention_jax.beam_search.beam_search`.
+    mesh : jax.sharding.Mesh, optional
+        Split the batch over the mesh's ``"data"`` axis (``B`` must divide by its size); parameters
+        are replicated. Each device then searches its own sentences independently.
+
+    Returns
+    -------
+    beam_search.SearchResult
+        ``[B, K', ...]`` hypotheses, best first (``K' = 1`` for greedy); ``num_steps`` is the most
+        steps any device ran.
+
+    Notes
+    -----
+    The encoder runs once; its output is repeated ``K`` times (row ``b * K + k``). With a mesh the
+    search runs under ``shard_map``: sentences never interact, so no device waits for another or
+    exchanges data inside the loop (left to the automatic partitioner, the beam selection's
+    ``top_k`` over ``[B, K * V]`` would be all-gathered at every step).
+    """
+    if method not in SEARCH_METHODS:
+        raise ValueError(f"method must be one of {SEARCH_METHODS}; got {method!r}.")
+    if max_decode_len > model_config.max_len:
+        raise ValueError(f"max_decode_len={max_decode_len} exceeds the model's max_len={model_config.max_len}.")
+    search = functools.partial(_search, model_config=model_config, method=method, beam_size=beam_size,
+                               alpha=alpha, max_decode_len=max_decode_len, use_cache=use_cache,
+                               early_stop=early_stop)
+    if mesh is None:
+        return search(params, inputs, max_lengths)
+    by_sentence = jax.sharding.PartitionSpec("data")
+    out_specs = beam_search.SearchResult(by_sentence, by_sentence, by_sentence, by_sentence,
+                                         jax.sharding.PartitionSpec())
+
+    def local_search(params: Any, inputs: Array, max_lengths: Array) -> beam_search.SearchResult:
+        result = search(params, inputs, max_lengths)
+        return result._replace(num_steps=jax.lax.pmax(result.num_steps, "data"))
+
+    # check_vma=False: the loop starts from constants (replicated) and carries per-device values.
+    return jax.shard_map(local_search, mesh=mesh, in_specs=(jax.sharding.PartitionSpec(), by_sentence, by_sentence),
+                         out_specs=out_specs, check_vma=False)(params, inputs, max_lengths)
+
+
+def _search(params: Any, inputs: Array, max_lengths: Array, *, model_config: TransformerConfig, method: str,
+            beam_size: int, alpha: float, max_decode_len: int, use_cache: bool,
+            early_stop: bool) -> beam_search.SearchResult:
+    """Encode once, then beam or greedy search with the cached or uncached step function."""
+    rows_per_sentence = beam_size if method == "beam" else 1
+    model = Transformer(model_config.replace(decode=False))
+    encoded = model.apply({"params": params}, inputs, method=Transformer.encode)  # [B,S,D]
+    encoded = jnp.repeat(encoded, rows_per_sentence, axis=0)  # [N,S,D]
+    repeated_inputs = jnp.repeat(inputs, rows_per_sentence, axis=0)  # [N,S]
+    num_rows = encoded.shape[0]
+    if use_cache:
+        state = init_cache(model_config, num_rows, max_decode_len)
+        step_fn = make_cached_step_fn(model_config, params, encoded, repeated_inputs)
+    else:
+        state = init_prefix_state(num_rows, max_decode_len)
+        step_fn = make_uncached_step_fn(model_config, params, encoded, repeated_inputs)
+    if method == "greedy":
+        return beam_search.greedy_search(step_fn, state, max_lengths, alpha=alpha, max_decode_len=max_decode_len)
+    return beam_search.beam_search(step_fn, state, max_lengths, beam_size=beam_size, alpha=alpha,
+                                   max_decode_len=max_decode_len, early_stop=early_stop)
+
+
+def bucket_length(length: int, maximum: int, minimum: int = MIN_SOURCE_BUCKET) -> int:
+    """The padded source length for ``length`` tokens: the next power of two, within [minimum, maximum].
+
+    Parameters
+    ----------
+    length : int
+        Longest source in the batch (EOS included).
+    maximum : int
+        Largest allowed length (the model's maximum input length).
+    minimum : int
+        Smallest bucket.
+
+    Returns
+    -------
+    int
+        ``min(maximum, max(minimum, 2 ** ceil(log2(length))))``.
+    """
+    bucket = minimum
+    while bucket < length:
+        bucket *= 2
+    return min(bucket, maximum)
+
+
+def bucket_rows(num_rows: int, maximum: int, multiple: int = 1) -> int:
+    """The padded batch size for ``num_rows`` sentences: the next power of two, at most ``maximum``.
+
+    Parameters
+    ----------
+    num_rows : int
+        Sentences in the batch.
+    maximum : int
+        The translator's batch size.
+    multiple : int
+        The result is rounded up to a multiple of this (devices on the data axis).
+
+    Returns
+    -------
+    int
+        Rows to pad the batch to.
+    """
+    bucket = 1
+    while bucket < num_rows:
+        bucket *= 2
+    bucket = min(bucket, maximum)
+    return -(-bucket // multiple) * multiple
+
+
+def replace_invalid_characters(text: str) -> str:
+    """Replace lone surrogate code points, which cannot be encoded as UTF-8, by U+FFFD.
+
+    Parameters
+    ----------
+    text : str
+        Any Python string; undecodable bytes in ``sys.argv`` arrive as surrogates ``U+DC80..U+DCFF``.
+
+    Returns
+    -------
+    str
+        ``text`` with every code point in ``U+D800..U+DFFF`` replaced, safe for the tokenizer.
+    """
+    if not any("\ud800" <= character <= "\udfff" for character in text):
+        return text
+    return "".join("\ufffd" if "\ud800" <= character <= "\udfff" else character for character in text)
+
+
+def check_params_match(model_config: TransformerConfig, params: Any) -> None:
+    """Raise ``ValueError`` when ``params`` do not have the shapes ``model_config`` implies.
+
+    Parameters
+    ----------
+    model_config : TransformerConfig
+        The model the parameters should belong to.
+    params : pytree
+        Parameters, boxed or plain.
+
+    Returns
+    -------
+    None
+
+    Notes
+    -----
+    Catches a checkpoint paired with the wrong config before any compilation; the message lists the
+    first differences.
+    """
+    expected = _shapes_by_path(abstract_params(model_config))
+    found = _shapes_by_path(params)
+    problems = [f"missing {path} {shape}" for path, shape in expected.items() if path not in found]
+    problems += [f"unexpected {path} {shape}" for path, shape in found.items() if path not in expected]
+    problems += [f"{path}: checkpoint {found[path]}, config {shape}" for path, shape in expected.items()
+                 if path in found and found[path] != shape]
+    if problems:
+        raise ValueError(
+            "The parameters do not match the model config (was the checkpoint trained with another "
+            f"config?): {'; '.join(problems[:5])}" + (f"; and {len(problems) - 5} more" if len(problems) > 5 else ""))
+
+
+def _shapes_by_path(params: Any) -> dict[str, tuple[int, ...]]:
+    leaves = jax.tree_util.tree_leaves_with_path(nn.meta.unbox(params))
+    return {jax.tree_util.keystr(path): tuple(leaf.shape) for path, leaf in leaves}
+
+
+@dataclasses.dataclass
+class _Batch:
+    indices: list[int]  # Positions of the batch's sentences in the caller's list.
+    inputs: np.ndarray  # [B, S] padded source ids.
+    max_lengths: np.ndarray  # [B]
+
+
+class Translator:
+    """Translate sentences with beam search (or greedy decoding) in length-sorted, bucketed batches.
+
+    Parameters
+    ----------
+    model_config : TransformerConfig
+        The model (``decode`` is ignored; dropout is off when decoding).
+    params : pytree
+        Its parameters, boxed or plain; checked against ``model_config``.
+    tokenizer : Tokenizer
+        ``encode(str) -> ids ending in EOS``, ``decode(ids) -> str``, ``vocab_size``.
+    beam_size : int
+        ``K``; the paper uses 4. ``1`` means greedy decoding (``alpha`` then only affects scores).
+    alpha : float
+        Length-penalty strength (paper: 0.6).
+    max_extra_len : int
+        Outputs hold at most ``input length + max_extra_len`` tokens (paper: 50), EOS included.
+    batch_size : int
+        Sentences decoded together.
+    use_cache : bool
+        Incremental decoding with the key/value cache; ``False`` recomputes the prefix each step.
+    mesh : jax.sharding.Mesh, optional
+        Shard each batch over the mesh's ``"data"`` axis (parameters replicated).
+
+    Notes
+    -----
+    The longest accepted input is ``model_config.max_len - max_extra_len`` tokens (EOS included), so
+    that input plus margin fit the model's positions (``TransformerConfig.from_config`` sets
+    ``max_len`` to the training length plus ``max_decode_extra_len``). Longer inputs are truncated
+    (keeping the final EOS) with a warning.
+    """
+
+    def __init__(self, model_config: TransformerConfig, params: Any, tokenizer: Tokenizer, *,
+                 beam_size: int = 4, alpha: float = 0.6, max_extra_len: int = 50, batch_size: int = 64,
+                 use_cache: bool = True, mesh: jax.sharding.Mesh | None = None) -> None:
+        for name, value in (("beam_size", beam_size), ("batch_size", batch_size), ("max_extra_len", max_extra_len)):
+            if not isinstance(value, (int, np.integer)) or value < 1:
+                raise ValueError(f"{name} must be a positive integer; got {value!r}.")
+        if tokenizer.vocab_size > model_config.vocab_size:
+            raise ValueError(
+                f"The tokenizer has {tokenizer.vocab_size} ids but the model embeds only "
+                f"{model_config.vocab_size}: they do not belong together (check config.vocab_size).")
+        self.max_source_len = model_config.max_len - max_extra_len
+        if self.max_source_len < 1:
+            raise ValueError(
+                f"max_extra_len={max_extra_len} leaves no room for input in the model's max_len="
+                f"{model_config.max_len} positions; lower max_extra_len.")
+        if mesh is not None and "data" not in mesh.axis_names:
+            raise ValueError(f"The mesh needs a 'data' axis to shard batches over; it has {mesh.axis_names}.")
+        check_params_match(model_config, params)
+        self.model_config = model_config.replace(decode=False)
+        self.tokenizer = tokenizer
+        self.beam_size = int(beam_size)
+        self.alpha = float(alpha)
+        self.max_extra_len = int(max_extra_len)
+        self.batch_size = int(batch_size)
+        self.use_cache = use_cache
+        self.mesh = mesh
+        self.params = self._place(nn.meta.unbox(params), replicated=True)
+
+    def translate(self, sources: Sequence[str]) -> list[str]:
+        """Translate sentences; the result is in input order, one string per source.
+
+        Parameters
+        ----------
+        sources : Sequence[str]
+            Untokenized source sentences. Empty (or whitespace-only) sentences give ``""``.
+
+        Returns
+        -------
+        list[str]
+            Detokenized translations.
+        """
+        source_ids = self.encode_sources(sources)
+        output_ids = self.translate_ids(source_ids)
+        return [self.tokenizer.decode(ids) if ids else "" for ids in output_ids]
+
+    def encode_sources(self, sources: Sequence[str]) -> list[list[int]]:
+        """Tokenize sentences, truncating those longer than :attr:`max_source_len` (with one warning).
+
+        Parameters
+        ----------
+        sources : Sequence[str]
+            Source sentences.
+
+        Returns
+        -------
+        list[list[int]]
+            Ids ending in EOS; ``[]`` for empty sentences.
+        """
+        cleaned = [replace_invalid_characters(text) for text in sources]
+        invalid = sum(clean != text for clean, text in zip(cleaned, sources))
+        if invalid:
+            warnings.warn(f"{invalid} source sentences held characters that are not valid Unicode text (such as "
+                          "undecodable bytes passed on the command line); they were replaced by U+FFFD.",
+                          stacklevel=2)
+        encoded = [list(self.tokenizer.encode(text)) if text.strip() else [] for text in cleaned]
+        too_long = [i for i, ids in enumerate(encoded) if len(ids) > self.max_source_len]
+        if too_long:
+            longest = max(len(encoded[i]) for i in too_long)
+            warnings.warn(
+                f"{len(too_long)} of {len(encoded)} source sentences are longer than the model's maximum input "
+                f"of {self.max_source_len} tokens (EOS included; the longest has {longest}) and were "
+                f"truncated to it. Split long inputs into sentences to translate them whole.",
+                stacklevel=2)
+            for i in too_long:
+                encoded[i] = encoded[i][: self.max_source_len - 1] + [EOS_ID]
+        return encoded
+
+    def translate_ids(self, source_ids: Sequence[Sequence[int]]) -> list[list[int]]:
+        """Translate tokenized sentences; the result is in input order.
+
+        Parameters
+        ----------
+        source_ids : Sequence[Sequence[int]]
+            Ids ending in EOS, at most :attr:`max_source_len` each; empty sequences give ``[]``.
+
+        Returns
+        -------
+        list[list[int]]
+            The best hypothesis of each sentence, ending in EOS.
+        """
+        outputs: list[list[int]] = [[] for _ in source_ids]
+        for batch in self._batches(source_ids):
+            result = self._decode(batch)
+            tokens = np.asarray(jax.device_get(result.tokens[:, 0]))
+            lengths = np.asarray(jax.device_get(result.lengths[:, 0]))
+            for row, index in enumerate(batch.indices):
+                outputs[index] = tokens[row, : lengths[row]].tolist()
+        return outputs
+
+    def _batches(self, source_ids: Sequence[Sequence[int]]) -> list[_Batch]:
+        """Group non-empty sources by length (longest first) into padded, bucketed batches."""
+        for ids in source_ids:
+            if len(ids) > self.max_source_len:
+                raise ValueError(f"A source has {len(ids)} ids, more than max_source_len={self.max_source_len}; "
+                                 "use encode_sources to truncate.")
+        order = sorted((i for i, ids in enumerate(source_ids) if len(ids)), key=lambda i: -len(source_ids[i]))
+        multiple = self.mesh.shape["data"] if self.mesh is not None else 1
+        batches = []
+        for start in range(0, len(order), self.batch_size):
+            indices = order[start: start + self.batch_size]
+            length = bucket_length(len(source_ids[indices[0]]), self.max_source_len)
+            rows = bucket_rows(len(indices), self.batch_size, multiple)
+            inputs = np.full((rows, length), PAD_ID, np.int32)
+            max_lengths = np.zeros((rows,), np.int32)
+            for row, index in enumerate(indices):
+                ids = source_ids[index]
+                inputs[row, : len(ids)] = ids
+                max_lengths[row] = min(len(ids) + self.max_extra_len, self.model_config.max_len)
+            batches.append(_Batch(indices, inputs, max_lengths))
+        return batches
+
+    def _decode(self, batch: _Batch) -> beam_search.SearchResult:
+        method = "greedy" if self.beam_size == 1 else "beam"
+        max_decode_len = min(batch.inputs.shape[1] + self.max_extra_len, self.model_config.max_len)
+        return decode_batch(
+            self.params, self._place(batch.inputs), self._place(batch.max_lengths),
+            model_config=self.model_config, method=method, beam_size=self.beam_size, alpha=self.alpha,
+            max_decode_len=max_decode_len, use_cache=self.use_cache, mesh=self.mesh)
+
+    def _place(self, tree: Any, replicated: bool = False) -> Any:
+        """Put arrays on the mesh: batch-sharded over ``"data"``, or replicated."""
+        if self.mesh is None:
+            return tree
+        spec = jax.sharding.PartitionSpec() if replicated else jax.sharding.PartitionSpec("data")
+        return jax.device_put(tree, jax.sharding.NamedSharding(self.mesh, spec))

@@ -1,0 +1,159 @@
+"""Load a trained run for decoding: parameters (one checkpoint or an average), config, tokenizer.
+
+Shared by the ``translate``, ``evaluate`` and ``plot_attention`` commands and usable from notebooks::
+
+    run = inference.load_run("runs/tiny", checkpoint="latest")
+    translator = inference.make_translator(run)
+    translator.translate(["The house is small."])
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any
+
+import jax
+import ml_collections
+import numpy as np
+
+from attention_jax import checkpoints, decode, input_pipeline
+from attention_jax.model import TransformerConfig
+
+
+@dataclasses.dataclass
+class TrainedRun:
+    """A training run's model, ready for decoding.
+
+    Attributes
+    ----------
+    workdir : str
+        The run's directory.
+    checkpoint : str
+        Which parameters were loaded (``"latest"``, ``"averaged"``, a step, or ``"average of steps ..."``).
+    config : ml_collections.ConfigDict
+        The run's experiment config.
+    model_config : TransformerConfig
+        The model built from it.
+    params : pytree
+        Plain parameters.
+    data : input_pipeline.TranslationData
+        The run's data (tokenizer and splits).
+    """
+
+    workdir: str
+    checkpoint: str
+    config: ml_collections.ConfigDict
+    model_config: TransformerConfig
+    params: Any
+    data: input_pipeline.TranslationData
+
+    @property
+    def tokenizer(self) -> Any:
+        """The run's shared source/target tokenizer."""
+        return self.data.tokenizer
+
+
+def load_run(workdir: str, checkpoint: str = "latest", *, average_last: int = 0) -> TrainedRun:
+    """Load the parameters, config and tokenizer of a training run.
+
+    Parameters
+    ----------
+    workdir : str
+        Training work directory (``config.json``, ``checkpoints/``, ``averaged/``).
+    checkpoint : str
+        ``"latest"``, ``"averaged"`` or a step number; ignored when ``average_last > 0``.
+    average_last : int
+        Average the parameters of the last this many training checkpoints (Section 6.1) instead.
+
+    Returns
+    -------
+    TrainedRun
+        Everything decoding needs.
+
+    Notes
+    -----
+    Raises ``FileNotFoundError`` for a missing workdir, config or checkpoint and ``ValueError`` for
+    parameters that do not fit the config, with messages that say what to do. The tokenizer comes from
+    the data pipeline's cache (the same vocabulary training used).
+    """
+    if not os.path.isdir(workdir):
+        raise FileNotFoundError(f"No work directory {workdir!r}: pass the --workdir of a training run.")
+    if average_last > 0:
+        params, config, steps = average_last_checkpoints(workdir, average_last)
+        checkpoint = f"average of steps {steps}"
+    else:
+        params, config = checkpoints.load_for_inference(workdir, checkpoint)
+    model_config = TransformerConfig.from_config(config)
+    decode.check_params_match(model_config, params)
+    data = input_pipeline.get_datasets(config)
+    return TrainedRun(workdir, checkpoint, config, model_config, params, data)
+
+
+def average_last_checkpoints(workdir: str, count: int) -> tuple[Any, ml_collections.ConfigDict, list[int]]:
+    """Element-wise mean of the parameters of the last ``count`` training checkpoints (Section 6.1).
+
+    Parameters
+    ----------
+    workdir : str
+        Training work directory.
+    count : int
+        Checkpoints to average (the paper: 5 for base, 20 for big models).
+
+    Returns
+    -------
+    (params, config, steps)
+        Averaged float32 parameters, the run's config and the averaged steps (ascending).
+
+    Notes
+    -----
+    The same computation as the training side's ``average_checkpoints.average_params`` (sum in
+    float64 on the host, one checkpoint at a time), which cannot be imported here: that module defines
+    its own ``--workdir`` flag at import, and absl refuses a second definition in the ``evaluate`` and
+    ``translate`` processes.
+    Raises ``ValueError`` when fewer than ``count`` checkpoints exist.
+    """
+    config = checkpoints.read_config(workdir)
+    directory = os.path.join(workdir, checkpoints.CHECKPOINT_DIR)
+    steps = checkpoints.finished_steps(directory)
+    if len(steps) < count:
+        raise ValueError(f"Asked to average the last {count} checkpoints but {directory} holds {len(steps)} "
+                         f"(steps {steps}); lower --average_last, or train with config.keep_checkpoints >= {count}.")
+    steps = steps[-count:]
+    total = None
+    for step in steps:
+        params, _ = checkpoints.load_for_inference(workdir, str(step))  # Checks shapes against the config.
+        host = jax.tree_util.tree_map(lambda leaf: np.asarray(leaf, np.float64), params)
+        total = host if total is None else jax.tree_util.tree_map(np.add, total, host)
+    averaged = jax.tree_util.tree_map(lambda leaf: (leaf / len(steps)).astype(np.float32), total)
+    return averaged, config, steps
+
+
+def make_translator(run: TrainedRun, *, beam_size: int | None = None, alpha: float | None = None,
+                    batch_size: int = 64) -> decode.Translator:
+    """A :class:`attention_jax.decode.Translator` with the run's decoding settings.
+
+    Parameters
+    ----------
+    run : TrainedRun
+        From :func:`load_run`.
+    beam_size : int, optional
+        Defaults to ``config.beam_size`` (4).
+    alpha : float, optional
+        Defaults to ``config.length_penalty_alpha`` (0.6).
+    batch_size : int
+        Sentences per decoding batch.
+
+    Returns
+    -------
+    decode.Translator
+        Output length limit ``input + config.max_decode_extra_len``.
+    """
+    config = run.config
+    return decode.Translator(
+        run.model_config, run.params, run.tokenizer,
+        beam_size=int(config.get("beam_size", 4) if beam_size is None else beam_size),
+        alpha=float(config.get("length_penalty_alpha", 0.6) if alpha is None else alpha),
+        max_extra_len=int(config.get("max_decode_extra_len", 50)),
+        batch_size=batch_size,
+    )

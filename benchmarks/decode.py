@@ -1,0 +1,165 @@
+r"""Decoding speed: beam search (beam 4) and greedy, with and without the key/value cache; prints JSON.
+
+Run from the repository root::
+
+    python benchmarks/decode.py                                   # tiny and base shapes
+    python benchmarks/decode.py --models=base --batch_size=8 --output_len=64 --repeats=3
+
+Models have the shapes of ``configs/tiny.py`` and ``configs/base.py`` with random parameters (speed does
+not depend on the values). Every output is forced to exactly ``--output_len`` tokens: EOS gets a
+logit of -1e4 until the last position, where it is the only choice (a source of ``output_len - 50``
+tokens gives that limit), so cached and uncached runs do the same number of steps. Each
+configuration is compiled and run once untimed, then timed ``--repeats`` times; the best time counts.
+
+Reported per run: sentences/s and output tokens/s (``batch_size * output_len`` tokens per batch),
+and per model and search the cache's speedup over recomputing the whole prefix every step.
+``benchmarks/results/decode_cpu.json`` holds the output of ``python benchmarks/decode.py`` on the
+development machine (2 CPU cores shared with other jobs, so timings vary by tens of percent).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+import time
+from typing import Any
+
+from absl import app, flags
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO_ROOT)
+
+import flax.linen as nn  # noqa: E402
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+
+from attention_jax import beam_search, decode  # noqa: E402
+from attention_jax.model import EOS_ID, Transformer, TransformerConfig  # noqa: E402
+from configs import base as base_config  # noqa: E402
+from configs import tiny as tiny_config  # noqa: E402
+
+_MODELS = flags.DEFINE_list("models", ["tiny", "base"], "Model shapes: tiny, base.")
+_BATCH_SIZE = flags.DEFINE_integer("batch_size", 0, "Sentences per batch (0: 32 for tiny, 4 for base).")
+_OUTPUT_LEN = flags.DEFINE_integer("output_len", 64, "Output tokens per sentence (EOS included), > 50.")
+_SOURCE_LEN = flags.DEFINE_integer("source_len", 0, "Source tokens (EOS included); 0: output_len - 50, so "
+                                   "that output_len is the paper's limit. Longer sources cost more per step.")
+_REPEATS = flags.DEFINE_integer("repeats", 2, "Timed runs per configuration (the best is reported).")
+_SEARCHES = flags.DEFINE_list("searches", ["beam", "greedy"], "beam (size 4) and/or greedy.")
+_UNCACHED = flags.DEFINE_bool("uncached", True, "Also time uncached decoding (slow for base on a CPU).")
+
+MAX_EXTRA_LEN = 50
+DEFAULT_BATCH = {"tiny": 32, "base": 4}
+
+
+def model_config_for(name: str) -> TransformerConfig:
+    """The model shapes of ``configs/<name>.py`` (dropout off; it is unused when decoding)."""
+    config = {"tiny": tiny_config, "base": base_config}[name].get_config()
+    return TransformerConfig.from_config(config, dropout_rate=0.0)
+
+
+@functools.partial(jax.jit, static_argnames=("model_config", "method", "max_decode_len", "use_cache"))
+def forced_length_search(params: Any, inputs: jax.Array, max_lengths: jax.Array, *, model_config: TransformerConfig,
+                         method: str, max_decode_len: int, use_cache: bool) -> beam_search.SearchResult:
+    """``decode.decode_batch`` with EOS suppressed before each sentence's last position."""
+    beam_size = 4 if method == "beam" else 1
+    model = Transformer(model_config)
+    encoded = jnp.repeat(model.apply({"params": params}, inputs, method=Transformer.encode), beam_size, axis=0)
+    repeated_inputs = jnp.repeat(inputs, beam_size, axis=0)
+    rows = encoded.shape[0]
+    if use_cache:
+        state = decode.init_cache(model_config, rows, max_decode_len)
+        step_fn = decode.make_cached_step_fn(model_config, params, encoded, repeated_inputs)
+    else:
+        state = decode.init_prefix_state(rows, max_decode_len)
+        step_fn = decode.make_uncached_step_fn(model_config, params, encoded, repeated_inputs)
+
+    def no_early_eos(state: Any, token_ids: jax.Array) -> tuple[jax.Array, Any]:
+        logits, state = step_fn(state, token_ids)
+        return logits.at[:, EOS_ID].add(-1e4), state
+
+    if method == "greedy":
+        return beam_search.greedy_search(no_early_eos, state, max_lengths, max_decode_len=max_decode_len)
+    return beam_search.beam_search(no_early_eos, state, max_lengths, beam_size=beam_size, alpha=0.6,
+                                   max_decode_len=max_decode_len)
+
+
+def time_search(params: Any, model_config: TransformerConfig, batch_size: int, method: str, use_cache: bool,
+                output_len: int, source_len: int, repeats: int) -> dict[str, Any]:
+    """Compile, then time one configuration; returns its JSON record."""
+    rng = np.random.default_rng(0)
+    inputs = np.zeros((batch_size, decode.bucket_length(source_len, model_config.max_len)), np.int32)
+    inputs[:, : source_len - 1] = rng.integers(4, model_config.vocab_size, (batch_size, source_len - 1))
+    inputs[:, source_len - 1] = EOS_ID
+    max_lengths = np.full((batch_size,), output_len, np.int32)
+    max_decode_len = min(inputs.shape[1] + MAX_EXTRA_LEN, model_config.max_len)
+    run = functools.partial(forced_length_search, params, jnp.asarray(inputs), jnp.asarray(max_lengths),
+                            model_config=model_config, method=method, max_decode_len=max_decode_len,
+                            use_cache=use_cache)
+    start = time.perf_counter()
+    result = jax.block_until_ready(run())
+    first_s = time.perf_counter() - start
+    lengths = np.asarray(result.lengths[:, 0])
+    assert np.all(lengths == output_len), lengths
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        jax.block_until_ready(run())
+        times.append(time.perf_counter() - start)
+    best = min(times)
+    return {
+        "search": "beam4" if method == "beam" else "greedy",
+        "cache": use_cache,
+        "batch_size": batch_size,
+        "output_len": output_len,
+        "source_len": source_len,
+        "steps": int(result.num_steps),
+        "seconds_per_batch": round(best, 4),
+        "compile_and_first_run_s": round(first_s, 2),
+        "sentences_per_s": round(batch_size / best, 2),
+        "tokens_per_s": round(batch_size * output_len / best, 1),
+    }
+
+
+def benchmark_model(name: str) -> dict[str, Any]:
+    """All searches, cached and uncached, for one model shape."""
+    model_config = model_config_for(name)
+    batch_size = _BATCH_SIZE.value or DEFAULT_BATCH[name]
+    ids = jnp.ones((1, 4), jnp.int32)
+    params = jax.jit(lambda key: Transformer(model_config).init(key, ids, ids)["params"])(jax.random.key(0))
+    params = nn.meta.unbox(params)
+    runs, speedups = [], {}
+    for method in _SEARCHES.value:
+        by_cache = {}
+        for use_cache in ([True, False] if _UNCACHED.value else [True]):
+            record = time_search(params, model_config, batch_size, method, use_cache, _OUTPUT_LEN.value,
+                                 _SOURCE_LEN.value or _OUTPUT_LEN.value - MAX_EXTRA_LEN, _REPEATS.value)
+            runs.append(record)
+            by_cache[use_cache] = record["seconds_per_batch"]
+            print(json.dumps({"model": name, **record}), file=sys.stderr)
+        if False in by_cache:
+            speedups[runs[-1]["search"]] = round(by_cache[False] / by_cache[True], 2)
+    return {"model": name, "num_params": int(sum(leaf.size for leaf in jax.tree_util.tree_leaves(params))),
+            "runs": runs, "cache_speedup": speedups}
+
+
+def main(argv: list[str]) -> None:
+    """Benchmark each requested model and print one JSON object."""
+    del argv
+    if _OUTPUT_LEN.value <= MAX_EXTRA_LEN:
+        raise app.UsageError(f"--output_len must exceed {MAX_EXTRA_LEN} (the source is output_len - 50 tokens).")
+    if _SOURCE_LEN.value and _SOURCE_LEN.value + MAX_EXTRA_LEN < _OUTPUT_LEN.value:
+        raise app.UsageError("--source_len + 50 must be at least --output_len (the output length limit).")
+    report = {
+        "device": str(jax.devices()[0].device_kind),
+        "backend": jax.default_backend(),
+        "jax": jax.__version__,
+        "models": [benchmark_model(name) for name in _MODELS.value],
+    }
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    app.run(main)

@@ -1,0 +1,268 @@
+"""Incremental decoding with the key/value cache, batched beam search on a model, the Translator."""
+
+from __future__ import annotations
+
+import functools
+import os
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from attention_jax import decode
+from attention_jax.model import BOS_ID, EOS_ID, PAD_ID, Transformer
+from tests.decoding_helpers import TINY, VOCAB_SIZE, WordTokenizer, init_params
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@functools.partial(jax.jit, static_argnames=("model_config",))
+def incremental_logits(params, inputs, targets, *, model_config):
+    """Teacher-forced logits computed one position at a time through the cache (a lax.scan)."""
+    model = Transformer(model_config)
+    encoded = model.apply({"params": params}, inputs, method=Transformer.encode)
+    step = decode.make_cached_step_fn(model_config, params, encoded, inputs)
+    cache = decode.init_cache(model_config, inputs.shape[0], targets.shape[1])
+    decoder_inputs = jnp.concatenate([jnp.full_like(targets[:, :1], BOS_ID), targets[:, :-1]], axis=1)
+
+    def scan_step(cache, token_ids):
+        logits, cache = step(cache, token_ids)
+        return cache, logits
+
+    _, logits = jax.lax.scan(scan_step, cache, decoder_inputs.T)  # [T,B,V]
+    return jnp.swapaxes(logits, 0, 1)
+
+
+@functools.partial(jax.jit, static_argnames=("model_config",))
+def prefix_logits(params, inputs, targets, *, model_config):
+    """The same, recomputing the whole prefix at every step (the uncached step function)."""
+    model = Transformer(model_config)
+    encoded = model.apply({"params": params}, inputs, method=Transformer.encode)
+    step = decode.make_uncached_step_fn(model_config, params, encoded, inputs)
+    state = decode.init_prefix_state(inputs.shape[0], targets.shape[1])
+    decoder_inputs = jnp.concatenate([jnp.full_like(targets[:, :1], BOS_ID), targets[:, :-1]], axis=1)
+
+    def scan_step(state, token_ids):
+        logits, state = step(state, token_ids)
+        return state, logits
+
+    _, logits = jax.lax.scan(scan_step, state, decoder_inputs.T)
+    return jnp.swapaxes(logits, 0, 1)
+
+
+def random_batch(seed: int, batch: int, source_len: int, target_len: int):
+    rng = np.random.default_rng(seed)
+    inputs = rng.integers(4, VOCAB_SIZE, (batch, source_len))
+    lengths = rng.integers(2, source_len + 1, batch)
+    lengths[0] = source_len
+    for row, length in enumerate(lengths):
+        inputs[row, length - 1] = EOS_ID
+        inputs[row, length:] = PAD_ID
+    targets = rng.integers(4, VOCAB_SIZE, (batch, target_len))
+    return jnp.asarray(inputs, jnp.int32), jnp.asarray(targets, jnp.int32), lengths
+
+
+@functools.partial(jax.jit, static_argnames=("model_config",))
+def full_logits(params, inputs, targets, *, model_config):
+    """The uncached reference: one teacher-forced forward pass."""
+    return Transformer(model_config).apply({"params": params}, inputs, targets)
+
+
+@pytest.mark.parametrize("overrides", [
+    {},
+    {"layer_norm_position": "pre", "share_embeddings": False, "key_dim": 6, "value_dim": 10},
+    {"positional_encoding": "learned", "attention_window": 2},
+], ids=["post_ln", "pre_ln_unshared_kd6_vd10", "learned_pe_window2"])
+def test_cached_logits_equal_full_forward_pass(overrides):
+    model_config = TINY.replace(**overrides)
+    params = init_params(model_config, seed=1)
+    inputs, targets, _ = random_batch(0, batch=3, source_len=7, target_len=9)
+    full = full_logits(params, inputs, targets, model_config=model_config)  # [B,T,V]
+    cached = incremental_logits(params, inputs, targets, model_config=model_config)
+    np.testing.assert_allclose(cached, full, atol=2e-5, rtol=1e-5)
+
+
+def test_uncached_prefix_logits_equal_full_forward_pass():
+    model_config = TINY.replace(attention_window=3)
+    params = init_params(model_config, seed=2)
+    inputs, targets, _ = random_batch(1, batch=2, source_len=6, target_len=8)
+    full = full_logits(params, inputs, targets, model_config=model_config)
+    np.testing.assert_allclose(prefix_logits(params, inputs, targets, model_config=model_config), full,
+                               atol=2e-5, rtol=1e-5)
+
+
+@pytest.fixture(scope="module")
+def tiny_params():
+    return nn.meta.unbox(init_params(TINY, seed=3))
+
+
+def _search(params, inputs, max_lengths, **settings):
+    result = decode.decode_batch(params, inputs, jnp.asarray(max_lengths, jnp.int32), model_config=TINY,
+                                 max_decode_len=inputs.shape[1] + 6, **settings)
+    return jax.tree_util.tree_map(np.asarray, result)
+
+
+def test_cached_and_uncached_search_agree(tiny_params):
+    inputs, _, lengths = random_batch(2, batch=4, source_len=8, target_len=1)
+    max_lengths = np.minimum(lengths + 6, 14)
+    max_lengths[3] = 0  # A padding row.
+    cached = _search(tiny_params, inputs, max_lengths, method="beam")
+    uncached = _search(tiny_params, inputs, max_lengths, method="beam", use_cache=False)
+    np.testing.assert_array_equal(cached.tokens, uncached.tokens)
+    np.testing.assert_allclose(cached.scores, uncached.scores, atol=1e-4)
+    assert not cached.tokens[3].any()
+    for row in range(3):
+        length = cached.lengths[row, 0]
+        assert 1 <= length <= max_lengths[row]
+        assert cached.tokens[row, 0, length - 1] == EOS_ID and not cached.tokens[row, 0, length:].any()
+
+
+def test_beam_scores_are_the_models_log_probabilities(tiny_params):
+    inputs, _, lengths = random_batch(3, batch=4, source_len=8, target_len=1)
+    alpha = 0.6
+    result = _search(tiny_params, inputs, np.minimum(lengths + 6, 14), method="beam", alpha=alpha)
+    targets = result.tokens[:, 0]  # [B,L], 0-padded after EOS.
+    log_probs = np.asarray(jax.nn.log_softmax(full_logits(tiny_params, inputs, targets, model_config=TINY)))
+    for row in range(4):
+        length = result.lengths[row, 0]
+        log_prob = float(np.sum(log_probs[row, np.arange(length), targets[row, :length]]))
+        assert result.log_probs[row, 0] == pytest.approx(log_prob, abs=1e-4)
+        assert result.scores[row, 0] == pytest.approx(log_prob / ((5 + length) / 6) ** alpha, abs=1e-4)
+
+
+def test_bucket_sizes():
+    assert [decode.bucket_length(n, 100) for n in (1, 8, 9, 33, 64, 65, 99)] == [8, 8, 16, 64, 64, 100, 100]
+    assert [decode.bucket_rows(n, 64) for n in (1, 3, 4, 5, 64)] == [1, 4, 4, 8, 64]
+    assert decode.bucket_rows(70, 64) == 64
+    assert [decode.bucket_rows(n, 64, multiple=8) for n in (1, 9, 64)] == [8, 16, 64]
+
+
+@pytest.fixture(scope="module")
+def translator(tiny_params):
+    return decode.Translator(TINY, tiny_params, WordTokenizer(), beam_size=4, alpha=0.6, max_extra_len=6,
+                             batch_size=4)
+
+
+def test_translator_keeps_order_and_handles_empty_lines(translator):
+    sources = ["w5 w6 w7", "", "w9", "w10 w11 w12 w13 w14 w15", "   ", "w20 w21", "w30 w4 w31 w32"]
+    outputs = translator.translate(sources)
+    assert len(outputs) == len(sources)
+    assert outputs[1] == "" and outputs[4] == ""
+    alone = [translator.translate([source])[0] for source in sources if source.strip()]
+    assert [output for source, output in zip(sources, outputs) if source.strip()] == alone
+    assert translator.translate([]) == []
+
+
+def test_translator_output_length_is_bounded(translator):
+    sources = ["w5", "w8 w9 w10", "w11 w12 w13 w14 w15 w16 w17"]
+    for source, ids in zip(sources, translator.translate_ids(translator.encode_sources(sources))):
+        source_len = len(source.split()) + 1
+        assert 1 <= len(ids) <= source_len + translator.max_extra_len
+        assert ids[-1] == EOS_ID and EOS_ID not in ids[:-1]
+
+
+def test_translator_truncates_overlong_input_with_a_warning(translator):
+    assert translator.max_source_len == TINY.max_len - 6
+    long_source = " ".join(f"w{4 + i % 30}" for i in range(40))
+    with pytest.warns(UserWarning, match="longer than the model's maximum input of 18 tokens"):
+        encoded = translator.encode_sources(["w5", long_source])
+    assert len(encoded[1]) == 18 and encoded[1][-1] == EOS_ID
+    with pytest.warns(UserWarning, match="truncated"):
+        outputs = translator.translate([long_source, "w6"])
+    assert len(outputs) == 2
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        translator.encode_sources(["w5 w6"])  # No warning for inputs that fit.
+
+
+def test_translator_replaces_invalid_characters_with_a_warning(translator):
+    assert decode.replace_invalid_characters("w5 \udcff w6\ud800") == "w5 \ufffd w6\ufffd"
+    assert decode.replace_invalid_characters("Grüße w5") == "Grüße w5"
+
+    class StrictTokenizer(WordTokenizer):
+        def encode(self, text: str) -> list[int]:
+            text.encode("utf-8")  # Raises for lone surrogates, as SentencePiece does.
+            return [int(word[1:]) if word[1:].isdigit() else 1 for word in text.split()] + [EOS_ID]
+
+    strict = decode.Translator(TINY, translator.params, StrictTokenizer(), max_extra_len=6, batch_size=4)
+    with pytest.warns(UserWarning, match="replaced by U\\+FFFD"):
+        assert strict.encode_sources(["w5 \udcff"]) == [[5, 1, EOS_ID]]
+
+
+def test_translator_rejects_mismatched_params_and_tokenizer(tiny_params):
+    with pytest.raises(ValueError, match="do not match the model config"):
+        decode.Translator(TINY.replace(d_ff=128), tiny_params, WordTokenizer(), max_extra_len=6)
+    big_tokenizer = WordTokenizer()
+    big_tokenizer.vocab_size = VOCAB_SIZE + 1
+    with pytest.raises(ValueError, match="tokenizer has 41 ids"):
+        decode.Translator(TINY, tiny_params, big_tokenizer, max_extra_len=6)
+    with pytest.raises(ValueError, match="leaves no room"):
+        decode.Translator(TINY, tiny_params, WordTokenizer(), max_extra_len=24)
+    with pytest.raises(ValueError, match="beam_size"):
+        decode.Translator(TINY, tiny_params, WordTokenizer(), beam_size=0, max_extra_len=6)
+
+
+def test_greedy_translator_matches_greedy_search(tiny_params):
+    greedy = decode.Translator(TINY, tiny_params, WordTokenizer(), beam_size=1, max_extra_len=6, batch_size=4)
+    sources = ["w5 w6 w7", "w9", "w10 w11"]
+    ids = greedy.translate_ids(greedy.encode_sources(sources))
+    inputs = np.zeros((4, 8), np.int32)
+    max_lengths = np.zeros(4, np.int32)
+    for row, source in enumerate(sources):
+        encoded = WordTokenizer().encode(source)
+        inputs[row, :len(encoded)] = encoded
+        max_lengths[row] = len(encoded) + 6
+    result = decode.decode_batch(tiny_params, jnp.asarray(inputs), jnp.asarray(max_lengths), model_config=TINY,
+                                 method="greedy", max_decode_len=14)
+    for row in range(3):
+        length = int(result.lengths[row, 0])
+        assert ids[row] == np.asarray(result.tokens[row, 0, :length]).tolist()
+
+
+SHARDED_SCRIPT = textwrap.dedent("""
+    import jax, jax.numpy as jnp, numpy as np
+    import flax.linen as nn
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+    from tests.decoding_helpers import TINY, WordTokenizer, init_params
+    from attention_jax import decode
+    assert jax.device_count() == 8, jax.devices()
+    params = nn.meta.unbox(init_params(TINY, seed=3))
+    mesh = Mesh(np.array(jax.devices()), ("data",))
+    rng = np.random.default_rng(0)
+    inputs = rng.integers(4, 40, (8, 8)).astype(np.int32)
+    inputs[:, 7] = 3
+    max_lengths = np.full((8,), 14, np.int32)
+    max_lengths[5] = 0
+    settings = dict(model_config=TINY, max_decode_len=14)
+    expected = decode.decode_batch(params, jnp.asarray(inputs), jnp.asarray(max_lengths), **settings)
+    by_row = NamedSharding(mesh, PartitionSpec("data"))
+    arguments = (jax.device_put(params, NamedSharding(mesh, PartitionSpec())), jax.device_put(inputs, by_row),
+                 jax.device_put(max_lengths, by_row))
+    compiled = decode.decode_batch.lower(*arguments, mesh=mesh, **settings).compile()
+    assert "all-gather" not in compiled.as_text()  # Each device searches its own sentences.
+    result = compiled(*arguments)
+    sharding = result.tokens.sharding
+    assert len(sharding.device_set) == 8 and sharding.is_equivalent_to(by_row, 3), sharding
+    np.testing.assert_array_equal(result.tokens, expected.tokens)
+    np.testing.assert_allclose(result.scores, expected.scores, atol=1e-5)
+    sources = [" ".join(f"w{4 + (i * 7 + j) % 35}" for j in range(1 + i % 7)) for i in range(8)]
+    sharded = decode.Translator(TINY, params, WordTokenizer(), max_extra_len=6, batch_size=8, mesh=mesh)
+    single = decode.Translator(TINY, params, WordTokenizer(), max_extra_len=6, batch_size=8)
+    assert sharded.translate(sources) == single.translate(sources)
+    print("SHARDED_OK")
+""")
+
+
+@pytest.mark.slow
+def test_beam_search_on_a_batch_sharded_over_eight_devices():
+    environment = dict(os.environ, JAX_PLATFORMS="cpu",  # Fast compilation; 8 CPU devices for this process only.
+                       XLA_FLAGS="--xla_force_host_platform_device_count=8 --xla_backend_optimization_level=0")
+    completed = subprocess.run([sys.executable, "-c", SHARDED_SCRIPT], cwd=REPO_ROOT, env=environment,
+                               capture_output=True, text=True, timeout=600)
+    assert "SHARDED_OK" in completed.stdout, completed.stderr[-3000:]

@@ -1,0 +1,164 @@
+"""The translate / evaluate / plot_attention commands on a workdir, and loading runs for inference.
+
+The workdir follows the training contract (``config.json`` + orbax checkpoints written with the training
+side's ``checkpoints`` module) and holds random parameters of a one-layer model on a tiny TSV corpus:
+the commands' plumbing, ordering, averaging and error messages are what is checked, not quality.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import warnings
+
+import flax.linen as nn
+import jax
+import numpy as np
+import pytest
+
+checkpoints = pytest.importorskip(
+    "attention_jax.checkpoints", reason="needs the training side's attention_jax/checkpoints.py (branch train)")
+
+from attention_jax import inference, input_pipeline  # noqa: E402
+from attention_jax.model import Transformer, TransformerConfig  # noqa: E402
+from configs import tiny  # noqa: E402
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
+WORDS_EN = ["the", "house", "is", "small", "a", "dog", "runs", "big", "green", "my", "cat", "sleeps"]
+WORDS_DE = ["das", "Haus", "ist", "klein", "ein", "Hund", "läuft", "groß", "grün", "mein", "Katze", "schläft"]
+STEPS = (10, 20)
+
+
+def _write_corpus(directory: pathlib.Path) -> None:
+    rng = np.random.default_rng(0)
+    directory.mkdir()
+    for name, count in (("train", 60), ("dev", 6), ("test", 6)):
+        lines = []
+        for _ in range(count):
+            picks = rng.integers(0, len(WORDS_EN), rng.integers(2, 7))
+            lines.append(" ".join(WORDS_EN[i] for i in picks) + "\t" + " ".join(WORDS_DE[i] for i in picks))
+        (directory / f"{name}.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def _config(tmp: pathlib.Path):
+    config = tiny.get_config()
+    config.dataset = f"tsv:{tmp / 'corpus'}"
+    config.data_dir = str(tmp / "tfds")
+    config.vocab_size = 128
+    config.num_layers, config.d_model, config.d_ff = 1, 32, 64
+    config.num_heads, config.key_dim, config.value_dim = 2, 16, 16
+    config.max_len = 16
+    config.max_decode_extra_len = 8
+    return config
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory) -> pathlib.Path:
+    tmp = tmp_path_factory.mktemp("decode_commands")
+    _write_corpus(tmp / "corpus")
+    config = _config(tmp)
+    input_pipeline.get_datasets(config)  # Prepares the corpus and tokenizer once for every command.
+    run_dir = tmp / "run"
+    checkpoints.write_config(str(run_dir), config)
+    model_config = TransformerConfig.from_config(config)
+    ids = np.ones((1, 4), np.int32)
+    for seed, step in enumerate(STEPS):
+        params = nn.meta.unbox(Transformer(model_config).init(jax.random.key(seed), ids, ids)["params"])
+        # save_params keeps one step per directory: write each alone, then gather the step folders.
+        single = tmp / f"single_{step}"
+        checkpoints.save_params(str(single), step, params, {"seed": seed})
+        (run_dir / checkpoints.CHECKPOINT_DIR).mkdir(exist_ok=True)
+        shutil.move(single / str(step), run_dir / checkpoints.CHECKPOINT_DIR / str(step))
+    return run_dir
+
+
+def _run(args: list[str], stdin: bytes = b"") -> subprocess.CompletedProcess:
+    environment = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=str(REPO_ROOT),
+                       XLA_FLAGS="--xla_backend_optimization_level=0")
+    return subprocess.run([sys.executable, "-m", *args], cwd=REPO_ROOT, env=environment, input=stdin,
+                          capture_output=True, timeout=600)
+
+
+def test_load_run_and_average_last_checkpoints(workdir):
+    run = inference.load_run(str(workdir))
+    assert run.checkpoint == "latest" and run.model_config.num_layers == 1
+    first, _ = checkpoints.load_for_inference(str(workdir), str(STEPS[0]))
+    second, _ = checkpoints.load_for_inference(str(workdir), str(STEPS[1]))
+    jax.tree_util.tree_map(np.testing.assert_array_equal, run.params, second)
+    averaged = inference.load_run(str(workdir), average_last=2)
+    assert averaged.checkpoint == f"average of steps {list(STEPS)}"
+    jax.tree_util.tree_map(lambda mean, a, b: np.testing.assert_allclose(mean, (np.asarray(a) + b) / 2, rtol=1e-6),
+                           averaged.params, first, second)
+    with pytest.raises(ValueError, match="holds 2"):
+        inference.load_run(str(workdir), average_last=3)
+
+
+def test_load_run_errors_name_the_problem(workdir, tmp_path):
+    with pytest.raises(FileNotFoundError, match="No work directory"):
+        inference.load_run(str(tmp_path / "missing"))
+    with pytest.raises(FileNotFoundError, match="step 7"):
+        inference.load_run(str(workdir), "7")
+    with pytest.raises(FileNotFoundError, match="averaged"):
+        inference.load_run(str(workdir), "averaged")
+    other = tmp_path / "other_config"
+    shutil.copytree(workdir, other)
+    config = json.loads((other / "config.json").read_text())
+    config["d_model"] = 48
+    (other / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError, match="does not fit the model"):
+        inference.load_run(str(other))
+    with pytest.raises(ValueError, match="does not fit the model"):
+        inference.load_run(str(other), average_last=2)
+
+
+@pytest.mark.slow
+def test_translate_command(workdir):
+    long_line = " ".join(["the big green house"] * 12)
+    lines = ["the house is small", "", "my \udcff dog runs", long_line, "a cat sleeps"]
+    stdin = b"the house is small\n\nmy \xff dog runs\r\n" + long_line.encode() + b"\na cat sleeps"
+    completed = _run(["attention_jax.translate", f"--workdir={workdir}", "--batch_size=2"], stdin)
+    stderr = completed.stderr.decode("utf-8", "replace")
+    assert completed.returncode == 0, stderr[-3000:]
+    outputs = completed.stdout.decode("utf-8").split("\n")
+    assert len(outputs) == len(lines) + 1 and outputs[-1] == ""
+    assert outputs[1] == ""
+    assert "line 3 is not valid UTF-8" in stderr and "truncated" in stderr
+    translator = inference.make_translator(inference.load_run(str(workdir)), batch_size=2)
+    lines[2] = "my \ufffd dog runs"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert outputs[:-1] == translator.translate(lines)
+
+
+@pytest.mark.slow
+def test_translate_command_reports_a_missing_workdir(tmp_path):
+    completed = _run(["attention_jax.translate", f"--workdir={tmp_path / 'nothing'}"], b"hello\n")
+    assert completed.returncode != 0
+    assert b"No work directory" in completed.stderr and b"Traceback" not in completed.stderr
+
+
+@pytest.mark.slow
+def test_evaluate_command(workdir):
+    completed = _run(["attention_jax.evaluate", f"--workdir={workdir}", "--split=test", "--num_examples=4",
+                      "--average_last=2", "--beam_size=2"])
+    assert completed.returncode == 0, completed.stderr.decode()[-3000:]
+    assert b"BLEU = " in completed.stdout and b"tok:13a" in completed.stdout
+    report = json.loads((workdir / "eval_test.json").read_text())
+    assert report["checkpoint"] == f"average of steps {list(STEPS)}"
+    assert report["num_examples"] == 4 and report["beam_size"] == 2
+    assert 0.0 <= report["bleu"] <= 100.0 and report["perplexity"] > 1.0
+    assert len((workdir / "eval_test.hypotheses.txt").read_text(encoding="utf-8").split("\n")) == 5
+
+
+@pytest.mark.slow
+def test_plot_attention_command(workdir, tmp_path):
+    out = tmp_path / "cross.png"
+    completed = _run(["attention_jax.plot_attention", f"--workdir={workdir}", "--text=the house is small",
+                      f"--out={out}", "--kind=cross", "--head=all"])
+    assert completed.returncode == 0, completed.stderr.decode()[-3000:]
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert b"the house is small -> " in completed.stdout
