@@ -40,12 +40,12 @@ def get_config() -> ml_collections.ConfigDict:
     config.value_dim = 32
     config.max_len = 64
     config.tokens_per_batch = 2048
-    config.num_train_steps = 3000
+    config.num_train_steps = 1200
     config.warmup_steps = 400
     config.learning_rate_scale = 2.0
-    config.checkpoint_every_steps = 500
+    config.checkpoint_every_steps = 200
     config.checkpoint_every_minutes = 2.0
     config.log_every_steps = 50
-    config.eval_every_steps = 500
+    config.eval_every_steps = 600
     config.num_bleu_examples = 200
     return config
