@@ -22,6 +22,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
+import os
 import shutil
 import time
 from typing import Any, Mapping
@@ -46,6 +47,23 @@ COMPUTE_ONLY_FIELDS = ("dtype", "attention_implementation", "decode")
 
 
 # --- Data iterator state: one JSON file per process -------------------------------------------------
+
+
+def absolute_path(path: str | os.PathLike) -> epath.Path:
+    """``path`` made absolute when it is local (orbax refuses relative checkpoint paths).
+
+    Parameters
+    ----------
+    path : str or PathLike
+        A local path (relative or absolute) or a URL-like path such as ``gs://bucket/dir``.
+
+    Returns
+    -------
+    epath.Path
+        The absolute local path, or the URL-like path unchanged.
+    """
+    text = os.fspath(path)
+    return epath.Path(text if "://" in text else os.path.abspath(text))
 
 class IteratorStateHandler(ocp.CheckpointHandler):
     """Orbax handler that writes this process's data iterator state as ``process_<i>-of-<n>.json``.
@@ -280,7 +298,7 @@ class TrainingCheckpoints:
     """
 
     def __init__(self, workdir: str, *, keep: int, asynchronous: bool = True) -> None:
-        self.workdir = epath.Path(workdir)
+        self.workdir = absolute_path(workdir)
         self.directory = self.workdir / CHECKPOINT_DIR
         options = ocp.CheckpointManagerOptions(
             max_to_keep=max(int(keep), 1),
@@ -430,7 +448,7 @@ def save_params(directory: str, step: int, params: Any, info: Mapping[str, Any])
         JSON-able description (e.g. the averaged steps).
     """
     options = ocp.CheckpointManagerOptions(max_to_keep=1, enable_async_checkpointing=False)
-    with ocp.CheckpointManager(epath.Path(directory), options=options) as manager:
+    with ocp.CheckpointManager(absolute_path(directory), options=options) as manager:
         if step in manager.all_steps():
             manager.delete(step)
         manager.save(step, args=ocp.args.Composite(params=ocp.args.StandardSave(params),
@@ -478,7 +496,7 @@ def restore_params(directory: str, step: int, abstract_params: Any) -> Any:
         The parameters.
     """
     options = ocp.CheckpointManagerOptions(read_only=True)
-    with ocp.CheckpointManager(epath.Path(directory), options=options) as manager:
+    with ocp.CheckpointManager(absolute_path(directory), options=options) as manager:
         items = manager.restore(step, args=ocp.args.Composite(
             params=ocp.args.StandardRestore(abstract_params)))
     return items["params"]
@@ -507,7 +525,7 @@ def params_mismatch(directory: str, step: int, abstract_params: Any) -> list[str
         One line per differing, missing or unexpected leaf; empty when they fit.
     """
     options = ocp.CheckpointManagerOptions(read_only=True)
-    with ocp.CheckpointManager(epath.Path(directory), options=options,
+    with ocp.CheckpointManager(absolute_path(directory), options=options,
                                item_handlers={"params": ocp.StandardCheckpointHandler()}) as manager:
         stored = _leaf_shapes(manager.item_metadata(step)["params"])
     expected = _leaf_shapes(abstract_params)
@@ -523,7 +541,7 @@ def finished_steps(directory: str) -> list[int]:
     if not epath.Path(directory).exists():
         return []
     options = ocp.CheckpointManagerOptions(read_only=True)
-    with ocp.CheckpointManager(epath.Path(directory), options=options) as manager:
+    with ocp.CheckpointManager(absolute_path(directory), options=options) as manager:
         return sorted(manager.all_steps())
 
 
