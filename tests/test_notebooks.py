@@ -21,7 +21,10 @@ CELL_TIMEOUT_S = 300  # Per cell; the notebooks are meant to run in about a minu
 
 @pytest.mark.slow
 @pytest.mark.parametrize("notebook_path", NOTEBOOKS, ids=[path.name for path in NOTEBOOKS])
-def test_notebook_executes(notebook_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_notebook_executes(notebook_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch,
+                           request: pytest.FixtureRequest) -> None:
+    if notebook_path.name.startswith("02_"):  # Notebook 02 inspects the quickstart's trained model.
+        monkeypatch.setenv("ATTENTION_JAX_TINY_WORKDIR", str(request.getfixturevalue("tiny_workdir")))
     python_path = [str(REPO_ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(python_path))  # Inherited by the kernel process.
     # CPU unless asked otherwise: the pytest process may already hold the accelerator's memory.
