@@ -16,10 +16,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
 
-import jax
-import numpy as np
 from absl import app, flags, logging
 
 from attention_jax import checkpoints
@@ -27,48 +24,6 @@ from attention_jax import checkpoints
 _WORKDIR = flags.DEFINE_string("workdir", None, "Training workdir whose checkpoints are averaged.")
 _LAST = flags.DEFINE_integer("last", 0, "How many of the newest checkpoints to average "
                              "(0: config.average_last_checkpoints of the run).")
-
-
-def average_params(workdir: str, last: int) -> tuple[Any, list[int]]:
-    """Element-wise mean of the parameters of the newest ``last`` checkpoints.
-
-    Parameters
-    ----------
-    workdir : str
-        A training workdir.
-    last : int
-        Number of checkpoints to average (> 0).
-
-    Returns
-    -------
-    (params, steps)
-        float32 averaged parameters (host NumPy arrays) and the averaged steps, ascending.
-
-    Notes
-    -----
-    Accumulates in float64, one checkpoint in memory at a time besides the sum. Raises
-    ``ValueError`` when the workdir holds fewer than ``last`` checkpoints.
-    """
-    if last <= 0:
-        raise ValueError(f"--last must be positive; got {last}.")
-    config = checkpoints.read_config(workdir)
-    directory = os.path.join(workdir, checkpoints.CHECKPOINT_DIR)
-    steps = checkpoints.finished_steps(directory)
-    if len(steps) < last:
-        raise ValueError(
-            f"asked to average the last {last} checkpoints but {directory} holds {len(steps)} "
-            f"(steps {steps}); lower --last, or train with config.keep_checkpoints >= {last}."
-        )
-    chosen = steps[-last:]
-    abstract = checkpoints.abstract_inference_params(config)
-    total = None
-    for step in chosen:
-        params = jax.tree.map(lambda leaf: np.asarray(leaf, np.float64),
-                              checkpoints.restore_params(directory, step, abstract))
-        total = params if total is None else jax.tree.map(np.add, total, params)
-        logging.info("Added the parameters of step %d.", step)
-    average = jax.tree.map(lambda leaf: (leaf / len(chosen)).astype(np.float32), total)
-    return average, chosen
 
 
 def write_averaged(workdir: str, last: int) -> tuple[str, list[int]]:
@@ -87,7 +42,7 @@ def write_averaged(workdir: str, last: int) -> tuple[str, list[int]]:
         The directory written (``WORKDIR/averaged``) and the averaged steps; the checkpoint is filed
         under the newest averaged step and replaces an earlier average.
     """
-    params, steps = average_params(workdir, last)
+    params, steps = checkpoints.average_last_params(workdir, last)
     directory = os.path.join(workdir, checkpoints.AVERAGED_DIR)
     checkpoints.save_params(directory, steps[-1], params, {"averaged_steps": steps})
     logging.info("Wrote the average of steps %s to %s.", steps, directory)

@@ -30,6 +30,7 @@ from typing import Any, Mapping
 import flax.linen as nn
 import jax
 import ml_collections
+import numpy as np
 import orbax.checkpoint as ocp
 from absl import logging
 from etils import epath
@@ -607,3 +608,46 @@ def load_for_inference(workdir: str, which: str = "latest") -> tuple[Any, ml_col
             last_error = error
         logging.warning("Checkpoint %s/%d is unreadable (%s).", directory, step, last_error)
     raise FileNotFoundError(f"no readable checkpoint among {candidates} in {directory}: {last_error}")
+
+
+def average_last_params(workdir: str, count: int) -> tuple[Any, list[int]]:
+    """Element-wise mean of the parameters of a run's newest ``count`` training checkpoints (Section 6.1).
+
+    Parameters
+    ----------
+    workdir : str
+        A training work directory.
+    count : int
+        Checkpoints to average (the paper: 5 for base, 20 for big models); positive.
+
+    Returns
+    -------
+    (params, steps)
+        float32 averaged parameters (host NumPy arrays) and the averaged steps, ascending.
+
+    Notes
+    -----
+    Sums in float64 on the host, one checkpoint in memory at a time besides the sum; every checkpoint
+    is checked against the run's config first (:func:`load_for_inference`). Shared by
+    ``python -m attention_jax.average_checkpoints`` (which writes the average to disk) and
+    :func:`attention_jax.inference.load_run` (which averages on the fly). Raises ``ValueError`` for
+    a non-positive ``count`` or when the run holds fewer than ``count`` checkpoints.
+    """
+    if count <= 0:
+        raise ValueError(f"the number of checkpoints to average must be positive; got {count}.")
+    directory = os.path.join(workdir, CHECKPOINT_DIR)
+    steps = finished_steps(directory)
+    if len(steps) < count:
+        raise ValueError(
+            f"asked to average the last {count} checkpoints but {directory} holds {len(steps)} "
+            f"(steps {steps}); average fewer, or train with config.keep_checkpoints >= {count}."
+        )
+    chosen = steps[-count:]
+    total = None
+    for step in chosen:
+        params, _ = load_for_inference(workdir, str(step))
+        host = jax.tree.map(lambda leaf: np.asarray(leaf, np.float64), params)
+        total = host if total is None else jax.tree.map(np.add, total, host)
+        logging.info("Added the parameters of step %d.", step)
+    average = jax.tree.map(lambda leaf: (leaf / len(chosen)).astype(np.float32), total)
+    return average, chosen

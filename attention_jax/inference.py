@@ -13,9 +13,7 @@ import dataclasses
 import os
 from typing import Any
 
-import jax
 import ml_collections
-import numpy as np
 
 from attention_jax import checkpoints, decode, input_pipeline
 from attention_jax.model import TransformerConfig
@@ -80,7 +78,8 @@ def load_run(workdir: str, checkpoint: str = "latest", *, average_last: int = 0)
     if not os.path.isdir(workdir):
         raise FileNotFoundError(f"No work directory {workdir!r}: pass the --workdir of a training run.")
     if average_last > 0:
-        params, config, steps = average_last_checkpoints(workdir, average_last)
+        params, steps = checkpoints.average_last_params(workdir, average_last)
+        config = checkpoints.read_config(workdir)
         checkpoint = f"average of steps {steps}"
     else:
         params, config = checkpoints.load_for_inference(workdir, checkpoint)
@@ -88,45 +87,6 @@ def load_run(workdir: str, checkpoint: str = "latest", *, average_last: int = 0)
     decode.check_params_match(model_config, params)
     data = input_pipeline.get_datasets(config)
     return TrainedRun(workdir, checkpoint, config, model_config, params, data)
-
-
-def average_last_checkpoints(workdir: str, count: int) -> tuple[Any, ml_collections.ConfigDict, list[int]]:
-    """Element-wise mean of the parameters of the last ``count`` training checkpoints (Section 6.1).
-
-    Parameters
-    ----------
-    workdir : str
-        Training work directory.
-    count : int
-        Checkpoints to average (the paper: 5 for base, 20 for big models).
-
-    Returns
-    -------
-    (params, config, steps)
-        Averaged float32 parameters, the run's config and the averaged steps (ascending).
-
-    Notes
-    -----
-    The same computation as the training side's ``average_checkpoints.average_params`` (sum in
-    float64 on the host, one checkpoint at a time), which cannot be imported here: that module defines
-    its own ``--workdir`` flag at import, and absl refuses a second definition in the ``evaluate`` and
-    ``translate`` processes.
-    Raises ``ValueError`` when fewer than ``count`` checkpoints exist.
-    """
-    config = checkpoints.read_config(workdir)
-    directory = os.path.join(workdir, checkpoints.CHECKPOINT_DIR)
-    steps = checkpoints.finished_steps(directory)
-    if len(steps) < count:
-        raise ValueError(f"Asked to average the last {count} checkpoints but {directory} holds {len(steps)} "
-                         f"(steps {steps}); lower --average_last, or train with config.keep_checkpoints >= {count}.")
-    steps = steps[-count:]
-    total = None
-    for step in steps:
-        params, _ = checkpoints.load_for_inference(workdir, str(step))  # Checks shapes against the config.
-        host = jax.tree_util.tree_map(lambda leaf: np.asarray(leaf, np.float64), params)
-        total = host if total is None else jax.tree_util.tree_map(np.add, total, host)
-    averaged = jax.tree_util.tree_map(lambda leaf: (leaf / len(steps)).astype(np.float32), total)
-    return averaged, config, steps
 
 
 def make_translator(run: TrainedRun, *, beam_size: int | None = None, alpha: float | None = None,
