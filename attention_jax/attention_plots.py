@@ -1,4 +1,4 @@
-"""Heat maps of attention weights with token labels, like the paper's Figures 3-5 (matplotlib, Agg).
+"""Heat maps of attention weights with token labels, like the paper's Figures 3-5 (matplotlib figures, without pyplot).
 
 Draws the output of :func:`attention_jax.attention_maps.attention_maps`; the command-line front end is
 ``python -m attention_jax.plot_attention``.
@@ -7,7 +7,10 @@ Draws the output of :func:`attention_jax.attention_maps.attention_maps`; the com
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 AXIS_LABELS = {  # (rows, columns) token lists and axis titles of each kind.
     "cross": ("target_tokens", "source_tokens", "output", "input"),
@@ -42,8 +45,63 @@ def select_heads(num_heads: int, head: str) -> list[int]:
     return [index % num_heads]
 
 
+def attention_figure(maps: dict[str, Any], kind: str, layer: int, heads: list[int]) -> "Figure":
+    """Heat maps of ``maps[kind][layer, head]`` for each head, one panel per head, on one figure.
+
+    Parameters
+    ----------
+    maps : dict
+        From :func:`attention_jax.attention_maps.attention_maps`.
+    kind : str
+        ``"cross"``, ``"encoder"`` or ``"decoder"``.
+    layer : int
+        Layer index (negative from the end).
+    heads : list[int]
+        Heads to draw, one panel each.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        Not attached to pyplot: it leaves the process's backend alone (a notebook keeps its inline
+        one) and is freed with its last reference. A notebook shows it as a cell's value.
+
+    Notes
+    -----
+    All panels share one color scale (0 to the brightest weight drawn), so heads compare directly.
+    """
+    from matplotlib.figure import Figure
+
+    weights = maps[kind]  # [N, H, rows, columns]
+    num_layers = weights.shape[0]
+    if not -num_layers <= layer < num_layers:
+        raise ValueError(f"layer={layer} is out of range for a model with {num_layers} layers.")
+    layer %= num_layers
+    rows_key, columns_key, rows_title, columns_title = AXIS_LABELS[kind]
+    row_tokens, column_tokens = maps[rows_key], maps[columns_key]
+    grid_columns = math.ceil(math.sqrt(len(heads)))
+    grid_rows = math.ceil(len(heads) / grid_columns)
+    cell = 0.28  # Inches per token.
+    width = max(3.0, cell * len(column_tokens) + 1.5) * grid_columns
+    height = max(3.0, cell * len(row_tokens) + 1.5) * grid_rows
+    figure = Figure(figsize=(width, height))
+    axes = figure.subplots(grid_rows, grid_columns, squeeze=False)
+    for axis in axes.flat[len(heads):]:
+        axis.axis("off")
+    brightest = float(weights[layer, heads].max()) or 1.0  # One color scale for all panels.
+    for axis, head in zip(axes.flat, heads):
+        axis.imshow(weights[layer, head], cmap="Blues", vmin=0.0, vmax=brightest, aspect="auto")
+        axis.set_xticks(range(len(column_tokens)), column_tokens, rotation=90, fontsize=8)
+        axis.set_yticks(range(len(row_tokens)), row_tokens, fontsize=8)
+        axis.set_xlabel(columns_title)
+        axis.set_ylabel(rows_title)
+        axis.set_title(f"{kind} attention, layer {layer}, head {head}", fontsize=9)
+    figure.suptitle(f"{maps['source']}  \u2192  {maps['target']}", fontsize=10)
+    figure.tight_layout()
+    return figure
+
+
 def draw_attention(maps: dict[str, Any], kind: str, layer: int, heads: list[int], out_path: str) -> None:
-    """Save heat maps of ``maps[kind][layer, head]`` for each head to a PNG.
+    """Save :func:`attention_figure` of ``maps[kind][layer, heads]`` to a PNG.
 
     Parameters
     ----------
@@ -62,35 +120,4 @@ def draw_attention(maps: dict[str, Any], kind: str, layer: int, heads: list[int]
     -------
     None
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    weights = maps[kind]  # [N, H, rows, columns]
-    num_layers = weights.shape[0]
-    if not -num_layers <= layer < num_layers:
-        raise ValueError(f"layer={layer} is out of range for a model with {num_layers} layers.")
-    layer %= num_layers
-    rows_key, columns_key, rows_title, columns_title = AXIS_LABELS[kind]
-    row_tokens, column_tokens = maps[rows_key], maps[columns_key]
-    grid_columns = math.ceil(math.sqrt(len(heads)))
-    grid_rows = math.ceil(len(heads) / grid_columns)
-    cell = 0.28  # Inches per token.
-    width = max(3.0, cell * len(column_tokens) + 1.5) * grid_columns
-    height = max(3.0, cell * len(row_tokens) + 1.5) * grid_rows
-    figure, axes = plt.subplots(grid_rows, grid_columns, figsize=(width, height), squeeze=False)
-    for axis in axes.flat[len(heads):]:
-        axis.axis("off")
-    brightest = float(weights[layer, heads].max()) or 1.0  # One color scale for all panels.
-    for axis, head in zip(axes.flat, heads):
-        axis.imshow(weights[layer, head], cmap="Blues", vmin=0.0, vmax=brightest, aspect="auto")
-        axis.set_xticks(range(len(column_tokens)), column_tokens, rotation=90, fontsize=8)
-        axis.set_yticks(range(len(row_tokens)), row_tokens, fontsize=8)
-        axis.set_xlabel(columns_title)
-        axis.set_ylabel(rows_title)
-        axis.set_title(f"{kind} attention, layer {layer}, head {head}", fontsize=9)
-    figure.suptitle(f"{maps['source']}  \u2192  {maps['target']}", fontsize=10)
-    figure.tight_layout()
-    figure.savefig(out_path, dpi=120)
-    plt.close(figure)
+    attention_figure(maps, kind, layer, heads).savefig(out_path, dpi=120)

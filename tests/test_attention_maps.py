@@ -98,3 +98,20 @@ def test_draw_attention_writes_a_png(maps, tmp_path):
     with pytest.raises(ValueError, match="'all' or an integer"):
         attention_plots.select_heads(4, "first")
     assert attention_plots.select_heads(4, "-1") == [3]
+
+
+def test_attention_figure_leaves_the_backend_alone(maps):
+    import matplotlib
+
+    backend_before = matplotlib.get_backend()
+    heads = attention_plots.select_heads(TINY.num_heads, "all")
+    figure = attention_plots.attention_figure(maps, "cross", -1, heads)
+    assert matplotlib.get_backend() == backend_before  # A notebook keeps its inline backend.
+    images = [axis.images[0].get_array() for axis in figure.axes if axis.images]
+    assert len(images) == len(heads)
+    last_layer = maps["cross"][-1]
+    for head, image in zip(heads, images):
+        np.testing.assert_array_equal(np.asarray(image), last_layer[head])  # Panel h shows head h.
+    first_axis = figure.axes[0]
+    assert [tick.get_text() for tick in first_axis.get_xticklabels()] == list(maps["source_tokens"])
+    assert [tick.get_text() for tick in first_axis.get_yticklabels()] == list(maps["target_tokens"])
