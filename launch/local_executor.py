@@ -10,9 +10,7 @@ from __future__ import annotations
 import concurrent.futures
 import os
 import shlex
-import subprocess
 import threading
-import time
 from typing import Callable, Sequence
 
 from launch import sweep_record
@@ -20,18 +18,8 @@ from launch.sweep_spec import RowJob, RowOutcome
 
 
 def _run_row(job: RowJob, repo_dir: str, say: Callable[[str], None]) -> RowOutcome:
-    log_path = os.path.join(job.record_dir, sweep_record.LOG_FILE)
-    os.makedirs(job.record_dir, exist_ok=True)
-    say(sweep_record.progress_line(job, "started", f"log: {log_path}"))
-    start = time.monotonic()
-    with open(log_path, "a", encoding="utf-8") as log:
-        log.write(f"=== {time.strftime('%Y-%m-%d %H:%M:%S')} {shlex.join(job.argv)}\n")
-        log.flush()
-        returncode = subprocess.call(list(job.argv), cwd=repo_dir, stdout=log, stderr=subprocess.STDOUT,
-                                     env=dict(os.environ, PYTHONUNBUFFERED="1"))
-    wall_s = time.monotonic() - start
-    sweep_record.write_launch(job.record_dir, executor="local", argv=list(job.argv),
-                              returncode=returncode, wall_s=round(wall_s, 1))
+    returncode, wall_s, log_path = sweep_record.run_logged(
+        job, job.argv, executor="local", say=say, cwd=repo_dir, env=dict(os.environ, PYTHONUNBUFFERED="1"))
     if returncode == 0 and sweep_record.results_exist(job.record_dir):
         outcome = RowOutcome(job.row, "done", f"{wall_s:.1f} s")
         say(sweep_record.progress_line(job, outcome.status, outcome.detail))

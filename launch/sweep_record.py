@@ -25,7 +25,10 @@ import ast
 import datetime
 import json
 import os
-from typing import Any, Sequence
+import shlex
+import subprocess
+import time
+from typing import Any, Callable, Mapping, Sequence
 
 import ml_collections
 
@@ -314,3 +317,47 @@ def progress_line(job: sweep_spec.RowJob, status: str, detail: str = "") -> str:
     """
     width = len(str(job.total))
     return f"[{job.index:>{width}}/{job.total}] {job.row:<8} {status:<10} {detail}".rstrip()
+
+
+def run_logged(job: sweep_spec.RowJob, argv: Sequence[str], *, executor: str, say: Callable[[str], None],
+               cwd: str | None = None, env: Mapping[str, str] | None = None) -> tuple[int, float, str]:
+    """Run one row's command to completion, its output appended to the row's log.
+
+    Parameters
+    ----------
+    job : sweep_spec.RowJob
+        The row; its ``record_dir`` receives ``log.txt`` and ``launch.json``.
+    argv : Sequence[str]
+        The command (the entry point itself, or the remote shell that starts it).
+    executor : str
+        Recorded in ``launch.json`` (``"local"``, ``"tpu"``).
+    say : Callable[[str], None]
+        Where the ``started`` progress line goes.
+    cwd : str, optional
+        Working directory of the command.
+    env : Mapping[str, str], optional
+        Its environment (default: this process's).
+
+    Returns
+    -------
+    (returncode, wall_s, log_path)
+        The command's exit status, its wall time in seconds, and the log it wrote to.
+
+    Notes
+    -----
+    The log gets a ``=== <time> <command>`` header per attempt, so a resumed row's log reads as one
+    history. ``launch.json`` records the command, exit status and wall time for ``report`` and reruns.
+    """
+    log_path = os.path.join(job.record_dir, LOG_FILE)
+    os.makedirs(job.record_dir, exist_ok=True)
+    say(progress_line(job, "started", f"log: {log_path}"))
+    start = time.monotonic()
+    with open(log_path, "a", encoding="utf-8") as log:
+        log.write(f"=== {time.strftime('%Y-%m-%d %H:%M:%S')} {shlex.join(argv)}\n")
+        log.flush()
+        returncode = subprocess.call(list(argv), cwd=cwd, stdout=log, stderr=subprocess.STDOUT,
+                                     env=None if env is None else dict(env))
+    wall_s = time.monotonic() - start
+    write_launch(job.record_dir, executor=executor, argv=list(argv), returncode=returncode,
+                 wall_s=round(wall_s, 1))
+    return returncode, wall_s, log_path

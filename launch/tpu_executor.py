@@ -12,11 +12,8 @@ skipped when the sweep is launched again. Copy the results back for the report w
 from __future__ import annotations
 
 import dataclasses
-import os
 import shlex
 import shutil
-import subprocess
-import time
 from typing import Callable, Sequence
 
 from launch import sweep_record
@@ -135,17 +132,7 @@ def run_tpu(jobs: Sequence[RowJob], target: TpuTarget, *, force: bool = False,
             say(sweep_record.progress_line(job, "skipped", "finished earlier"))
             continue
         argv = gcloud_argv(job, target)
-        log_path = os.path.join(job.record_dir, sweep_record.LOG_FILE)
-        os.makedirs(job.record_dir, exist_ok=True)
-        say(sweep_record.progress_line(job, "started", f"log: {log_path}"))
-        start = time.monotonic()
-        with open(log_path, "a", encoding="utf-8") as log:
-            log.write(f"=== {time.strftime('%Y-%m-%d %H:%M:%S')} {shlex.join(argv)}\n")
-            log.flush()
-            returncode = subprocess.call(argv, stdout=log, stderr=subprocess.STDOUT)
-        wall_s = time.monotonic() - start
-        sweep_record.write_launch(job.record_dir, executor="tpu", argv=argv, returncode=returncode,
-                                  wall_s=round(wall_s, 1))
+        returncode, wall_s, log_path = sweep_record.run_logged(job, argv, executor="tpu", say=say)
         if returncode == 0:
             outcome = RowOutcome(job.row, "done", f"{wall_s:.1f} s")
             say(sweep_record.progress_line(job, "done", outcome.detail))
