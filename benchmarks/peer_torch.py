@@ -26,6 +26,7 @@ import argparse
 import json
 import math
 import os
+import statistics
 import sys
 import time
 
@@ -121,10 +122,12 @@ def benchmark(args: argparse.Namespace) -> dict:
     model.train()
     for _ in range(1 + args.warmup_steps):
         loss = step()
-    start = time.perf_counter()
-    for _ in range(args.steps):
+    step_times = []
+    for _ in range(args.steps):  # As train_step.py: each step timed, the median reported.
+        start = time.perf_counter()
         loss = step()
-    step_time = (time.perf_counter() - start) / args.steps
+        step_times.append(time.perf_counter() - start)
+    step_time = statistics.median(step_times)
     head_dim = args.d_model // args.num_heads
     flops = transformer_train_flops(rows=args.rows, source_len=args.length, target_len=args.length,
                                     num_layers=args.num_layers, d_model=args.d_model, d_ff=args.d_ff,
@@ -141,6 +144,8 @@ def benchmark(args: argparse.Namespace) -> dict:
         "shape": shape,
         "params": sum(p.numel() for p in model.parameters()),
         "step_time_s": step_time,
+        "step_time_mean_s": statistics.fmean(step_times),
+        "step_times_s": [round(value, 5) for value in step_times],
         "target_tokens_per_s": args.rows * args.length / step_time,
         "model_flops_per_step": flops,
         "achieved_gflops_per_s": flops / step_time / 1e9,

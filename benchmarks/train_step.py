@@ -11,7 +11,8 @@ dropout and label smoothing from the config), on a batch of ``rows`` sentence pa
 on both sides (no padding), replicated parameters over all devices (``--config.param_sharding=fsdp`` to
 shard them). Reported:
 
-- ``step_time_s``: mean over ``--steps`` back-to-back steps after compilation and ``--warmup_steps``;
+- ``step_time_s``: median over ``--steps`` steps, each timed to completion, after compilation and
+  ``--warmup_steps`` (``step_time_mean_s`` and every ``step_times_s`` too);
 - ``target_tokens_per_s``: ``rows * length / step_time_s``;
 - ``model_flops_per_step`` (``benchmarks/flops.py``, the same count as ``peer_torch.py``) and XLA's own
   count of the compiled step (``xla_flops_per_step``);
@@ -86,7 +87,8 @@ def benchmark(config: Any, rows: int, length: int, steps: int, warmup_steps: int
                                             sharding.logical_axis_rules(config.param_sharding, mesh))
     state = train.create_train_state(config.seed, transformer, optimizer, shardings)
     steps_fn = train.compile_steps(transformer, optimizer, mesh, shardings,
-                                   label_smoothing=config.label_smoothing)
+                                   label_smoothing=config.label_smoothing,
+                                   dropout_rng=config.get("dropout_rng", "threefry"))
     batch = sharding.global_batch(random_batch(rows, length, config.vocab_size), steps_fn.batch_sharding)
 
     start = time.perf_counter()
@@ -97,11 +99,13 @@ def benchmark(config: Any, rows: int, length: int, steps: int, warmup_steps: int
     for _ in range(1 + warmup_steps):
         state, sums = steps_fn.train(state, batch)
     jax.block_until_ready(sums)
-    start = time.perf_counter()
-    for _ in range(steps):
+    step_times = []
+    for _ in range(steps):  # Each step timed to completion: the median resists a busy neighbour.
+        start = time.perf_counter()
         state, sums = steps_fn.train(state, batch)
-    jax.block_until_ready(sums)
-    step_time = (time.perf_counter() - start) / steps
+        jax.block_until_ready(sums)
+        step_times.append(time.perf_counter() - start)
+    step_time = float(np.median(step_times))
 
     model_config = transformer.config
     shape = dict(rows=rows, length=length, num_layers=model_config.num_layers, d_model=model_config.d_model,
@@ -120,10 +124,13 @@ def benchmark(config: Any, rows: int, length: int, steps: int, warmup_steps: int
         "device": f"{jax.device_count()} x {jax.devices()[0].device_kind}",
         "dtype": config.dtype,
         "param_sharding": config.param_sharding,
+        "dropout_rng": config.get("dropout_rng", "threefry"),
         "shape": shape,
         "params": model.count_params(state.params),
         "compile_s": compile_s,
         "step_time_s": step_time,
+        "step_time_mean_s": float(np.mean(step_times)),
+        "step_times_s": [round(value, 5) for value in step_times],
         "target_tokens_per_s": rows * length / step_time,
         "model_flops_per_step": flops,
         "xla_flops_per_step": float(cost.get("flops", float("nan"))) if cost else None,
