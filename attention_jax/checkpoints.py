@@ -42,6 +42,7 @@ CONFIG_FILE = "config.json"
 CHECKPOINT_DIR = "checkpoints"
 CORRUPT_DIR = "checkpoints_corrupt"
 AVERAGED_DIR = "averaged"
+TOKENIZER_FILE = "tokenizer.model"  # The run's SentencePiece model, so decoding needs no corpus.
 
 # Model fields that change only how the same function is computed; a run may resume with new values.
 COMPUTE_ONLY_FIELDS = ("dtype", "attention_implementation", "decode")
@@ -185,6 +186,30 @@ def write_config(workdir: str, config: ml_collections.ConfigDict) -> None:
     temporary = root / (CONFIG_FILE + ".tmp")
     temporary.write_text(config.to_json_best_effort(indent=2, sort_keys=True) + "\n")
     temporary.replace(root / CONFIG_FILE)
+
+
+def write_tokenizer(workdir: str, model_proto: bytes) -> None:
+    """Keep the run's tokenizer in ``WORKDIR/tokenizer.model`` (process 0 only; atomic).
+
+    Parameters
+    ----------
+    workdir : str
+        The work directory.
+    model_proto : bytes
+        The serialized SentencePiece model (``Tokenizer.model_proto``).
+
+    Notes
+    -----
+    With it a workdir is self-contained for translation and attention plots: they load the
+    vocabulary from here instead of preparing the corpus (only ``evaluate`` needs the data itself).
+    """
+    if jax.process_index() != 0:
+        return
+    root = epath.Path(workdir)
+    root.mkdir(parents=True, exist_ok=True)
+    temporary = root / (TOKENIZER_FILE + ".tmp")
+    temporary.write_bytes(bytes(model_proto))
+    temporary.replace(root / TOKENIZER_FILE)
 
 
 def model_config_differences(saved: ml_collections.ConfigDict,

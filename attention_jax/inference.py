@@ -17,6 +17,7 @@ import ml_collections
 
 from attention_jax import checkpoints, decode, input_pipeline
 from attention_jax.model import TransformerConfig
+from attention_jax.tokenizer import Tokenizer
 
 
 @dataclasses.dataclass
@@ -35,8 +36,8 @@ class TrainedRun:
         The model built from it.
     params : pytree
         Plain parameters.
-    data : input_pipeline.TranslationData
-        The run's data (tokenizer and splits).
+    tokenizer : Tokenizer
+        The run's shared source/target tokenizer.
     """
 
     workdir: str
@@ -44,12 +45,22 @@ class TrainedRun:
     config: ml_collections.ConfigDict
     model_config: TransformerConfig
     params: Any
-    data: input_pipeline.TranslationData
+    tokenizer: Any
+    _data: input_pipeline.TranslationData | None = dataclasses.field(default=None, repr=False)
 
     @property
-    def tokenizer(self) -> Any:
-        """The run's shared source/target tokenizer."""
-        return self.data.tokenizer
+    def data(self) -> input_pipeline.TranslationData:
+        """The run's data (splits as text and token ids), opened on first use.
+
+        Returns
+        -------
+        input_pipeline.TranslationData
+            From ``input_pipeline.get_datasets(config)``, which prepares the corpus if its cache is
+            missing; translation and attention plots never need it.
+        """
+        if self._data is None:
+            self._data = input_pipeline.get_datasets(self.config)
+        return self._data
 
 
 def load_run(workdir: str, checkpoint: str = "latest", *, average_last: int = 0) -> TrainedRun:
@@ -72,8 +83,9 @@ def load_run(workdir: str, checkpoint: str = "latest", *, average_last: int = 0)
     Notes
     -----
     Raises ``FileNotFoundError`` for a missing workdir, config or checkpoint and ``ValueError`` for
-    parameters that do not fit the config, with messages that say what to do. The tokenizer comes from
-    the data pipeline's cache (the same vocabulary training used).
+    parameters that do not fit the config, with messages that say what to do. The tokenizer is the
+    run's own ``tokenizer.model`` (written by training), so no corpus is opened; runs without one fall
+    back to the data pipeline's cache (the same vocabulary training used).
     """
     if not os.path.isdir(workdir):
         raise FileNotFoundError(f"No work directory {workdir!r}: pass the --workdir of a training run.")
@@ -85,8 +97,11 @@ def load_run(workdir: str, checkpoint: str = "latest", *, average_last: int = 0)
         params, config = checkpoints.load_for_inference(workdir, checkpoint)
     model_config = TransformerConfig.from_config(config)
     decode.check_params_match(model_config, params)
-    data = input_pipeline.get_datasets(config)
-    return TrainedRun(workdir, checkpoint, config, model_config, params, data)
+    tokenizer_path = os.path.join(workdir, checkpoints.TOKENIZER_FILE)
+    if os.path.isfile(tokenizer_path):
+        return TrainedRun(workdir, checkpoint, config, model_config, params, Tokenizer.load(tokenizer_path))
+    data = input_pipeline.get_datasets(config)  # A run from before tokenizer.model was kept.
+    return TrainedRun(workdir, checkpoint, config, model_config, params, data.tokenizer, data)
 
 
 def make_translator(run: TrainedRun, *, beam_size: int | None = None, alpha: float | None = None,

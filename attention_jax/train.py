@@ -826,6 +826,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *,
     checkpoints.check_resume_compatible(workdir, config)
     checkpoints.write_config(workdir, config)
     run = _setup(config, workdir, data)
+    model_proto = getattr(run.data.tokenizer, "model_proto", None)
+    if model_proto is not None:  # Test doubles without a SentencePiece model have none.
+        checkpoints.write_tokenizer(workdir, model_proto)
     logging.info("%s: %d parameters, mesh %s, param_sharding=%s, dtype=%s.", config.get("name", "?"),
                  run.num_params, dict(run.mesh.shape), config.param_sharding, config.dtype)
     try:

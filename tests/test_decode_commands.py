@@ -162,3 +162,22 @@ def test_plot_attention_command(workdir, tmp_path):
     assert completed.returncode == 0, completed.stderr.decode()[-3000:]
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert b"the house is small -> " in completed.stdout
+
+
+def test_a_workdir_with_its_tokenizer_opens_no_corpus(workdir, tmp_path, monkeypatch):
+    own = tmp_path / "own_tokenizer"
+    shutil.copytree(workdir, own)
+    data = input_pipeline.get_datasets(checkpoints.read_config(str(own)))
+    checkpoints.write_tokenizer(str(own), data.tokenizer.model_proto)
+
+    def no_corpus(*args, **kwargs):
+        raise AssertionError("load_run opened the corpus although the workdir has tokenizer.model")
+
+    monkeypatch.setattr(input_pipeline, "get_datasets", no_corpus)
+    run = inference.load_run(str(own))
+    sentence = "the big dog runs"
+    assert run.tokenizer.encode(sentence) == data.tokenizer.encode(sentence)
+    translator = inference.make_translator(run, beam_size=2)
+    assert len(translator.translate([sentence, ""])) == 2
+    with pytest.raises(AssertionError, match="opened the corpus"):
+        run.data  # Opened only on first use (evaluate needs it; translation does not).

@@ -33,6 +33,7 @@ def test_quickstart_writes_results(tiny_workdir: pathlib.Path) -> None:
         assert results[field] is not None and results[field] >= 0, field
     assert results["bleu"] >= QUICKSTART_MIN_BLEU
     assert (tiny_workdir / "metrics.jsonl").is_file() and (tiny_workdir / "config.json").is_file()
+    assert (tiny_workdir / "tokenizer.model").stat().st_size > 0  # The workdir carries its vocabulary.
 
 
 def test_translate_reaches_the_readme_bleu_on_test_sentences(tiny_workdir: pathlib.Path,
