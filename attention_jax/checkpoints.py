@@ -42,6 +42,7 @@ CONFIG_FILE = "config.json"
 CHECKPOINT_DIR = "checkpoints"
 CORRUPT_DIR = "checkpoints_corrupt"
 AVERAGED_DIR = "averaged"
+PARAMS_ITEM = "params"  # The parameters' item inside each step directory (orbax Composite layout).
 TOKENIZER_FILE = "tokenizer.model"  # The run's SentencePiece model, so decoding needs no corpus.
 
 # Model fields that change only how the same function is computed; a run may resume with new values.
@@ -521,11 +522,10 @@ def restore_params(directory: str, step: int, abstract_params: Any) -> Any:
     pytree
         The parameters.
     """
-    options = ocp.CheckpointManagerOptions(read_only=True)
-    with ocp.CheckpointManager(absolute_path(directory), options=options) as manager:
-        items = manager.restore(step, args=ocp.args.Composite(
-            params=ocp.args.StandardRestore(abstract_params)))
-    return items["params"]
+    # The params item alone, read by its own handler: a manager would warn about every other item
+    # (optimizer state, data iterator, ...) that it was not asked to restore.
+    with ocp.StandardCheckpointer() as checkpointer:
+        return checkpointer.restore(absolute_path(directory) / str(step) / PARAMS_ITEM, abstract_params)
 
 
 def _leaf_shapes(tree: Any) -> dict[str, tuple[int, ...]]:
@@ -550,10 +550,11 @@ def params_mismatch(directory: str, step: int, abstract_params: Any) -> list[str
     list[str]
         One line per differing, missing or unexpected leaf; empty when they fit.
     """
-    options = ocp.CheckpointManagerOptions(read_only=True)
-    with ocp.CheckpointManager(absolute_path(directory), options=options,
-                               item_handlers={"params": ocp.StandardCheckpointHandler()}) as manager:
-        stored = _leaf_shapes(manager.item_metadata(step)["params"])
+    handler = ocp.StandardCheckpointHandler()
+    try:
+        stored = _leaf_shapes(handler.metadata(absolute_path(directory) / str(step) / PARAMS_ITEM))
+    finally:
+        handler.close()
     expected = _leaf_shapes(abstract_params)
     lines = [f"{path}: {stored[path]} in the checkpoint, {shape} expected"
              for path, shape in expected.items() if path in stored and stored[path] != shape]
@@ -566,9 +567,7 @@ def finished_steps(directory: str) -> list[int]:
     """Steps of the finished checkpoints under an orbax manager root (empty if none)."""
     if not epath.Path(directory).exists():
         return []
-    options = ocp.CheckpointManagerOptions(read_only=True)
-    with ocp.CheckpointManager(absolute_path(directory), options=options) as manager:
-        return sorted(manager.all_steps())
+    return sorted(ocp.utils.checkpoint_steps(absolute_path(directory)))  # Finalized ones only.
 
 
 def load_for_inference(workdir: str, which: str = "latest") -> tuple[Any, ml_collections.ConfigDict]:
