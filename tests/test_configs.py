@@ -131,3 +131,21 @@ def test_derived_head_size_needs_divisible_d_model() -> None:
         model.TransformerConfig.from_config(config)
     config.num_heads = 8
     assert model.TransformerConfig.from_config(config).key_dim == 64
+
+
+def test_table2_small_scales_every_row_the_same_way() -> None:
+    from configs import table2, table2_small
+
+    assert list(table2_small.get_sweep()) == list(table2.ROW_NAMES)
+    small_base = table2_small.get_config("base")
+    for row in table2.ROW_NAMES:
+        paper_row, small_row = table2.get_config(row), table2_small.get_config(row)
+        for field in ("d_model", "d_ff", "key_dim", "value_dim"):
+            assert small_row[field] * table2_small.WIDTH_DIVISOR == paper_row[field], (row, field)
+        for field in ("num_heads", "num_layers", "dropout_rate", "label_smoothing", "positional_encoding"):
+            assert small_row[field] == paper_row[field], (row, field)
+        # One budget and one data set for every row, the big one included.
+        for field in ("num_train_steps", "warmup_steps", "learning_rate_scale", "tokens_per_batch", "dataset",
+                      "max_len", "vocab_size", "seed"):
+            assert small_row[field] == small_base[field], (row, field)
+        assert small_row.paper.to_dict() == paper_row.paper.to_dict()
