@@ -7,7 +7,7 @@ d_ff by the paper's factors, and rows D, E and big change what the paper changes
 English-German corpus ``../shared/data/messages_en_de`` (37,759 training pairs; see its README), the
 budget a fixed number of steps per row. The paper's figures travel with each row for the report.
 
-Run (from the repository root; two rows at a time, about 9 minutes per pair on 2 CPU cores, 1.5 hours
+Run (from the repository root; two rows at a time on 2 CPU cores, 5 to 17 minutes per row, 1 h 51 min
 for all 20 rows)::
 
     python -m launch.sweep --config=configs/table2_small.py --rows=all --executor=local --parallel=2 \
@@ -22,7 +22,7 @@ learns fastest (dev perplexity 311 against 399 for 0.2).
 
 Expected: not the paper's numbers (a 37k-pair corpus of software messages, 1/8 of the width, minutes
 of training), but a table in which to look for the paper's trends; ``README.md`` says which hold at this
-scale.
+scale; ``docs/table2_small/`` holds the committed result.
 """
 
 from __future__ import annotations
