@@ -171,9 +171,9 @@ DROPOUT_RNGS = ("threefry", "rbg")
 def _dropout_key(state: TrainState, micro_index: jax.Array | int, dropout_rng: str = "threefry") -> jax.Array:
     """Fresh dropout key per step and micro-batch, a pure function of (rng, step, micro_index).
 
-    ``dropout_rng="rbg"`` turns that threefry key into an ``rbg`` key (XLA's RngBitGenerator), whose
-    random bits cost less to generate than threefry's (whole train steps on 2 CPU cores were within
-    run-to-run noise of each other: README, Benchmarks); the state and checkpoints are the same either way.
+    ``dropout_rng="rbg"`` turns that threefry key into an ``rbg`` key (XLA's RngBitGenerator draws the
+    masks; whole train steps on 2 CPU cores timed within run-to-run noise of threefry: README,
+    Benchmarks); the state and checkpoints are the same either way.
     """
     key = jax.random.fold_in(jax.random.wrap_key_data(state.rng), state.step)
     key = jax.random.fold_in(key, micro_index)
@@ -215,7 +215,7 @@ def accumulate_gradients(state: TrainState, carry: tuple[Any, MetricSums] | None
     label_smoothing : float
         ``eps_ls``.
     dropout_rng : str
-        ``"threefry"`` (JAX's default: the same masks on any mesh) or ``"rbg"`` (cheaper random bits; the
+        ``"threefry"`` (JAX's default: the same masks on any mesh) or ``"rbg"`` (XLA's RngBitGenerator; the
         masks depend on how the batch is sharded). See ``config.dropout_rng``.
 
     Returns

@@ -11,8 +11,9 @@ Run from the repository root (PyTorch in its own environment, see ``peer_torch.p
         --torch_python=/tmp/torchenv/bin/python --rounds=3 --out=benchmarks/results/peer_compare_base_8x32.json
 
 Extra ``--config.key=value`` flags go to ``train_step.py`` (and the shape they imply to PyTorch).
-Output: ``{"shape": ..., "jax": {"runs": [...], "median_step_time_s": ...}, "torch": {...},
-"torch_over_jax": ...}``; ``torch_over_jax > 1`` means our step is faster.
+Output: ``{"shape": ..., "jax": {"runs": [...], "median_step_time_s": ..., "median_mfu": ..., ...},
+"torch": {...}, "torch_over_jax": ...}`` (a median for each field in :data:`RUN_FIELDS`);
+``torch_over_jax > 1`` means our step is faster.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ def compare(args: argparse.Namespace, config_flags: list[str]) -> dict[str, Any]
     Returns
     -------
     dict[str, Any]
-        Every run's fields and the median step time of each framework.
+        See :func:`summarize`.
 
     Notes
     -----
@@ -77,11 +78,36 @@ def compare(args: argparse.Namespace, config_flags: list[str]) -> dict[str, Any]
                                   | {"framework": result["framework"]})
             print(f"round {round_index + 1}/{args.rounds}: jax {jax_result['step_time_s']:.3f} s, "
                   f"torch {torch_result['step_time_s']:.3f} s", file=sys.stderr, flush=True)
-    summary: dict[str, Any] = {"shape": shape, "rounds": args.rounds, "steps_per_run": args.steps,
-                               "config": args.config, "config_flags": config_flags}
+    return summarize({"shape": shape, "rounds": args.rounds, "steps_per_run": args.steps,
+                      "config": args.config, "config_flags": config_flags}, runs)
+
+
+def summarize(header: dict[str, Any], runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """Per framework, the median over runs of every timed field; and PyTorch's over our step time.
+
+    Parameters
+    ----------
+    header : dict[str, Any]
+        Fields copied to the front of the summary (shape, rounds, config, ...).
+    runs : dict[str, list[dict[str, Any]]]
+        ``{"jax": [...], "torch": [...]}``, each run a dict with :data:`RUN_FIELDS`.
+
+    Returns
+    -------
+    dict[str, Any]
+        ``header`` plus, per framework, ``runs`` and ``median_<field>`` for each of :data:`RUN_FIELDS`,
+        and ``torch_over_jax`` (the ratio of median step times).
+
+    Notes
+    -----
+    Each median is taken over runs separately, so the median MFU need not come from the run with the
+    median step time.
+    """
+    summary = dict(header)
     for name, framework_runs in runs.items():
-        summary[name] = {"runs": framework_runs,
-                         "median_step_time_s": statistics.median(run["step_time_s"] for run in framework_runs)}
+        summary[name] = {"runs": framework_runs} | {
+            f"median_{field}": statistics.median(run[field] for run in framework_runs)
+            for field in RUN_FIELDS if all(run.get(field) is not None for run in framework_runs)}
     summary["torch_over_jax"] = summary["torch"]["median_step_time_s"] / summary["jax"]["median_step_time_s"]
     return summary
 
