@@ -38,7 +38,7 @@ MIN_SOURCE_BUCKET = 8
 
 
 class Tokenizer(Protocol):
-    """What decoding needs from a tokenizer (``attention_jax.tokenizer.Tokenizer`` has it)."""
+    """What decoding needs from a tokenizer (``attention_jax.data.tokenizer.Tokenizer`` has it)."""
 
     vocab_size: int
 

@@ -15,9 +15,11 @@ from typing import Any
 
 import ml_collections
 
-from attention_jax import checkpoints, decode, input_pipeline
+from attention_jax import decode
+from attention_jax.data import input_pipeline
+from attention_jax.training import checkpoints
 from attention_jax.model import TransformerConfig
-from attention_jax.tokenizer import Tokenizer
+from attention_jax.data.tokenizer import Tokenizer
 
 
 @dataclasses.dataclass

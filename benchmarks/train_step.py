@@ -6,7 +6,7 @@ Run from the repository root::
     python benchmarks/train_step.py --config=configs/base.py --rows=8 --length=32 --steps=10
     python benchmarks/train_step.py --config=configs/base.py --config.dtype=bfloat16 --rows=64 --length=64
 
-The step is :func:`attention_jax.train.train_step` as training runs it (forward, backward, Adam, metrics;
+The step is :func:`attention_jax.training.train.train_step` as training runs it (forward, backward, Adam, metrics;
 dropout and label smoothing from the config), on a batch of ``rows`` sentence pairs of ``length`` tokens
 on both sides (no padding), replicated parameters over all devices (``--config.param_sharding=fsdp`` to
 shard them). Reported:
@@ -41,7 +41,8 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_ROOT)
 sys.path.insert(0, os.path.join(REPO_ROOT, "benchmarks"))
 
-from attention_jax import model, optim, sharding, train  # noqa: E402
+from attention_jax import model  # noqa: E402
+from attention_jax.training import optim, sharding, train  # noqa: E402
 from flops import transformer_train_flops  # noqa: E402
 
 _CONFIG = config_flags.DEFINE_config_file("config", os.path.join(REPO_ROOT, "configs", "tiny.py"),

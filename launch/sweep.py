@@ -35,7 +35,7 @@ from typing import Sequence
 
 from absl import app, flags
 
-from attention_jax import report
+from attention_jax import sweep_report
 from launch import local_executor, slurm_executor, sweep_record, sweep_spec, tpu_executor
 from launch.sweep_spec import RowJob, RowOutcome
 
@@ -264,7 +264,7 @@ def _write_report(plan: Plan, outcomes: Sequence[RowOutcome]) -> None:
     if not (_REPORT.value and finished_here and any(o.status in ("done", "skipped") for o in outcomes)):
         print(f"Report: python -m attention_jax.report {plan.root}")
         return
-    paths = report.write_report(plan.root)
+    paths = sweep_report.write_report(plan.root)
     print("Report: " + ", ".join(paths))
 
 
@@ -297,7 +297,7 @@ def main(parsed: tuple[list[str], list[str]]) -> int:
         return 2
     try:
         plan = build_plan(overrides)
-        for setting in report.overridden_row_settings(dict(plan.description, rows=plan.rows)):
+        for setting in sweep_report.overridden_row_settings(dict(plan.description, rows=plan.rows)):
             print(f"note: a common override replaces row setting {setting}", file=sys.stderr)
         if _DRY_RUN.value:
             print(describe(plan))

@@ -22,7 +22,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from attention_jax import model, optim, sharding, train  # noqa: E402
+from attention_jax import model  # noqa: E402
+from attention_jax.training import optim, sharding, train  # noqa: E402
 from tests import fake_data  # noqa: E402
 
 NUM_STEPS = 3

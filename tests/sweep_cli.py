@@ -61,7 +61,7 @@ def tiny_data_dir(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
 
     Prepared once, before any run, so that concurrent jobs never build the same cache together.
     """
-    from attention_jax import input_pipeline
+    from attention_jax.data import input_pipeline
     from configs import tiny
 
     data_dir = tmp_path_factory.mktemp("tiny_data")

@@ -12,7 +12,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from attention_jax import average_checkpoints, checkpoints, train
+from attention_jax.commands import average_checkpoints
+from attention_jax.training import checkpoints, train
 from tests import fake_data, train_support
 
 

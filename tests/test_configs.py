@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 import reference
-from attention_jax import count_params, model
+from attention_jax import model
+from attention_jax.commands import count_params
 from configs import base, big, table2, tiny
 
 PAPER_ROW_ORDER = ["base", "A1", "A2", "A3", "A4", "B1", "B2", "C1", "C2", "C3", "C4", "C5", "C6", "C7",

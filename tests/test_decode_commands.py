@@ -21,9 +21,10 @@ import numpy as np
 import pytest
 
 checkpoints = pytest.importorskip(
-    "attention_jax.checkpoints", reason="needs the training side's attention_jax/checkpoints.py (branch train)")
+    "attention_jax.training.checkpoints", reason="needs the training side's attention_jax/training/checkpoints.py (branch train)")
 
-from attention_jax import inference, input_pipeline  # noqa: E402
+from attention_jax import inference  # noqa: E402
+from attention_jax.data import input_pipeline  # noqa: E402
 from attention_jax.model import Transformer, TransformerConfig  # noqa: E402
 from configs import tiny  # noqa: E402
 

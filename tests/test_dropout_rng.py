@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attention_jax import model, optim, sharding, train
+from attention_jax import model
+from attention_jax.training import optim, sharding, train
 from tests import fake_data
 
 

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from attention_jax import metrics
+from attention_jax.training import metrics
 
 
 def _numpy_sums(logits: np.ndarray, targets: np.ndarray, eps: float) -> dict[str, float]:

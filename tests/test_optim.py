@@ -8,7 +8,7 @@ import ml_collections
 import numpy as np
 import pytest
 
-from attention_jax import optim
+from attention_jax.training import optim
 
 
 def _config(**overrides: float) -> ml_collections.ConfigDict:

@@ -10,7 +10,7 @@ import sys
 import pytest
 import sacrebleu
 
-from attention_jax import synthetic_en_de
+from attention_jax.data import synthetic_en_de
 
 pytestmark = pytest.mark.slow
 

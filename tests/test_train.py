@@ -14,7 +14,7 @@ import jax
 import numpy as np
 import pytest
 
-from attention_jax import checkpoints, train
+from attention_jax.training import checkpoints, train
 from tests import fake_data, train_support
 
 # Adam with eps=1e-9 turns a gradient that is zero in exact arithmetic into +-lr steps of rounding

@@ -23,7 +23,7 @@ from absl import logging  # noqa: E402
 
 import jax  # noqa: E402
 
-from attention_jax import distributed, train  # noqa: E402
+from attention_jax.training import distributed, train  # noqa: E402
 from tests import fake_data  # noqa: E402
 
 

@@ -18,8 +18,8 @@ import re
 import numpy as np
 from absl import logging
 
-from attention_jax import data_sources
-from attention_jax import tokenizer as tokenizer_lib
+from attention_jax.data import data_sources
+from attention_jax.data import tokenizer as tokenizer_lib
 
 _TOKENIZE_CHUNK = 8192
 

@@ -71,7 +71,7 @@ class Tokenizer:
         if found != (PAD_ID, UNK_ID, BOS_ID, EOS_ID):
             raise ValueError(
                 f"SentencePiece model has pad/unk/bos/eos ids {found}; this project needs "
-                f"({PAD_ID}, {UNK_ID}, {BOS_ID}, {EOS_ID}). Train it with attention_jax.tokenizer.train_tokenizer."
+                f"({PAD_ID}, {UNK_ID}, {BOS_ID}, {EOS_ID}). Train it with attention_jax.data.tokenizer.train_tokenizer."
             )
 
     @classmethod

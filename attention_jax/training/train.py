@@ -34,7 +34,8 @@ import optax
 from absl import logging
 from jax.sharding import Mesh, NamedSharding
 
-from attention_jax import checkpoints, distributed, metric_writer, metrics, model, optim, sharding
+from attention_jax import model
+from attention_jax.training import checkpoints, distributed, metric_writer, metrics, optim, sharding
 
 Batch = dict[str, Any]
 MetricSums = dict[str, jax.Array]
@@ -456,7 +457,7 @@ def validate_training_config(config: ml_collections.ConfigDict) -> None:
 
 
 def _load_data(config: ml_collections.ConfigDict, mesh: Mesh) -> Any:
-    from attention_jax import input_pipeline  # The data pipeline (TFDS, grain) is heavy to import.
+    from attention_jax.data import input_pipeline  # The data pipeline (TFDS, grain) is heavy to import.
 
     return input_pipeline.get_datasets(config, process_index=jax.process_index(),
                                        process_count=jax.process_count(),
@@ -803,7 +804,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *,
     config : ml_collections.ConfigDict
         Experiment config (``configs/base.py`` lists every field).
     workdir : str
-        Output directory (layout in :mod:`attention_jax.checkpoints`); rerunning the same command
+        Output directory (layout in :mod:`attention_jax.training.checkpoints`); rerunning the same command
         resumes.
     data : object, optional
         A data object with the ``input_pipeline.get_datasets`` interface (default: built from the

@@ -1,10 +1,6 @@
 """Tabulate a sweep in the layout of the paper's Table 2, beside the paper's figures.
 
-Usage::
-
-    python -m attention_jax.report ROOT [--all_rows]
-
-reads ``ROOT/sweep.json`` (the row order, written by ``launch.sweep``), and for each row
+:func:`write_report` (the command ``python -m attention_jax.report ROOT [--all_rows]``) reads ``ROOT/sweep.json`` (the row order, written by ``launch.sweep``), and for each row
 ``ROOT/<row>/results.json`` (our dev perplexity, BLEU, parameters, steps, wall time) and
 ``ROOT/<row>/config.json`` (the row's hyperparameters and ``config.paper``, the paper's figures). It
 writes ``ROOT/<name>.md``, ``ROOT/<name>.csv`` and ``ROOT/<name>.png``, where ``<name>`` is the sweep
@@ -25,8 +21,6 @@ import math
 import os
 import re
 from typing import Any, Sequence
-
-from absl import app, flags
 
 SWEEP_FILE = "sweep.json"
 # (column header as in the paper, config field), Table 2's order.
@@ -430,20 +424,3 @@ def write_report(root: str, *, all_rows: bool = False) -> list[str]:
     plot_report(rows, stem + ".png", f"{name}: ours vs the paper ({root})")
     return [stem + ".md", stem + ".csv", stem + ".png"]
 
-
-def main(argv: list[str]) -> None:
-    """Entry point: ``python -m attention_jax.report ROOT``."""
-    if len(argv) != 2:
-        raise app.UsageError("usage: python -m attention_jax.report ROOT [--all_rows]")
-    try:
-        paths = write_report(argv[1], all_rows=flags.FLAGS.all_rows)
-    except FileNotFoundError as error:
-        raise app.UsageError(str(error)) from error
-    for path in paths:
-        print(path)
-
-
-if __name__ == "__main__":
-    # Defined here, not at import: launch.sweep imports this module and must not grow the flag.
-    flags.DEFINE_bool("all_rows", False, "Report every row of the sweep, also those never launched.")
-    app.run(main)

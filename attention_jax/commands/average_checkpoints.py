@@ -19,7 +19,7 @@ import os
 
 from absl import app, flags, logging
 
-from attention_jax import checkpoints
+from attention_jax.training import checkpoints
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "Training workdir whose checkpoints are averaged.")
 _LAST = flags.DEFINE_integer("last", 0, "How many of the newest checkpoints to average "

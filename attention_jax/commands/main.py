@@ -7,7 +7,7 @@ Usage::
 
 Rerunning the same command resumes from the workdir's latest checkpoint. Multi-process jobs (SLURM,
 TPU pods, or ``JAX_COORDINATOR_ADDRESS`` + ``JAX_NUM_PROCESSES`` + ``JAX_PROCESS_ID``) are detected
-and joined before training starts (:func:`attention_jax.distributed.maybe_initialize`).
+and joined before training starts (:func:`attention_jax.training.distributed.maybe_initialize`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import logging as python_logging
 from absl import app, flags, logging
 from ml_collections import config_flags
 
-from attention_jax import distributed, train
+from attention_jax.training import distributed, train
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file, e.g. configs/tiny.py or "
                                           "configs/table2.py:B1.", lock_config=True)

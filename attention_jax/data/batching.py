@@ -22,7 +22,7 @@ import math
 
 import numpy as np
 
-from attention_jax import token_cache
+from attention_jax.data import token_cache
 
 MIN_BUCKET_LEN = 8
 PADDING_ROW = -1  # Sentence index of an all-pad row (fills a bucket's last, partial batch).
