@@ -1,0 +1,9 @@
+# `python -m attention_jax.main`, as the README writes it, runs attention_jax/commands/main.py.
+from absl import app
+
+from attention_jax.commands import main
+
+__doc__ = main.__doc__  # What --help prints.
+
+if __name__ == "__main__":
+    app.run(main.main)
