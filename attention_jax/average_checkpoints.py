@@ -1,4 +1,4 @@
-# `python -m attention_jax.average_checkpoints`, as the README writes it, runs attention_jax/commands/average_checkpoints.py.
+# `python -m attention_jax.average_checkpoints` (a README command) runs attention_jax/commands/average_checkpoints.py.
 from absl import app
 
 from attention_jax.commands import average_checkpoints

@@ -1,4 +1,4 @@
-# `python -m attention_jax.count_params`, as the README writes it, runs attention_jax/commands/count_params.py.
+# `python -m attention_jax.count_params` (a README command) runs attention_jax/commands/count_params.py.
 from absl import app
 
 from attention_jax.commands import count_params

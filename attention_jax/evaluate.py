@@ -1,4 +1,4 @@
-# `python -m attention_jax.evaluate`, as the README writes it, runs attention_jax/commands/evaluate.py.
+# `python -m attention_jax.evaluate` (a README command) runs attention_jax/commands/evaluate.py.
 from absl import app
 
 from attention_jax.commands import evaluate

@@ -1,4 +1,4 @@
-# `python -m attention_jax.main`, as the README writes it, runs attention_jax/commands/main.py.
+# `python -m attention_jax.main` (a README command) runs attention_jax/commands/main.py.
 from absl import app
 
 from attention_jax.commands import main

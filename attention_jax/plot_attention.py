@@ -1,4 +1,4 @@
-# `python -m attention_jax.plot_attention`, as the README writes it, runs attention_jax/commands/plot_attention.py.
+# `python -m attention_jax.plot_attention` (a README command) runs attention_jax/commands/plot_attention.py.
 from absl import app
 
 from attention_jax.commands import plot_attention

@@ -1,4 +1,4 @@
-# `python -m attention_jax.report`, as the README writes it, runs attention_jax/commands/report.py.
+# `python -m attention_jax.report` (a README command) runs attention_jax/commands/report.py.
 from absl import app
 
 from attention_jax.commands import report

@@ -1,6 +1,7 @@
 """Tabulate a sweep in the layout of the paper's Table 2, beside the paper's figures.
 
-:func:`write_report` (the command ``python -m attention_jax.report ROOT [--all_rows]``) reads ``ROOT/sweep.json`` (the row order, written by ``launch.sweep``), and for each row
+:func:`write_report` (the command ``python -m attention_jax.report ROOT [--all_rows]``) reads
+``ROOT/sweep.json`` (the row order, written by ``launch.sweep``), and for each row
 ``ROOT/<row>/results.json`` (our dev perplexity, BLEU, parameters, steps, wall time) and
 ``ROOT/<row>/config.json`` (the row's hyperparameters and ``config.paper``, the paper's figures). It
 writes ``ROOT/<name>.md``, ``ROOT/<name>.csv`` and ``ROOT/<name>.png``, where ``<name>`` is the sweep
@@ -22,7 +23,8 @@ import os
 import re
 from typing import Any, Sequence
 
-SWEEP_FILE = "sweep.json"
+from attention_jax import run_files
+
 # (column header as in the paper, config field), Table 2's order.
 HPARAM_COLUMNS = (("N", "num_layers"), ("d_model", "d_model"), ("d_ff", "d_ff"), ("h", "num_heads"),
                   ("d_k", "key_dim"), ("d_v", "value_dim"), ("P_drop", "dropout_rate"),
@@ -89,10 +91,10 @@ def _read_json(path: str) -> dict:
 def _row_status(row_dir: str, results: dict) -> str:
     if results:
         return "done"
-    launch = _read_json(os.path.join(row_dir, "launch.json"))
+    launch = _read_json(os.path.join(row_dir, run_files.LAUNCH_FILE))
     if launch.get("returncode") not in (None, 0):
         return "failed"
-    if os.path.isfile(os.path.join(row_dir, "config.json")):
+    if os.path.isfile(os.path.join(row_dir, run_files.CONFIG_FILE)):
         return "incomplete"
     if launch.get("job_id"):
         return "submitted"
@@ -121,23 +123,23 @@ def read_sweep_rows(root: str, *, all_rows: bool = False) -> tuple[dict, list[Ro
     """
     if not os.path.isdir(root):
         raise FileNotFoundError(f"sweep root {root} does not exist.")
-    record = _read_json(os.path.join(root, SWEEP_FILE))
+    record = _read_json(os.path.join(root, run_files.SWEEP_FILE))
     if record:
         names = record["all_rows"] if all_rows else record["rows"]
     else:
         names = sorted(name for name in os.listdir(root)
-                       if os.path.isfile(os.path.join(root, name, "config.json")))
+                       if os.path.isfile(os.path.join(root, name, run_files.CONFIG_FILE)))
         if not names:
             raise FileNotFoundError(
-                f"{root} holds no {SWEEP_FILE} and no <row>/config.json: not a sweep root "
+                f"{root} holds no {run_files.SWEEP_FILE} and no <row>/config.json: not a sweep root "
                 f"(launch one with python -m launch.sweep --root={root} ...)."
             )
     rows = []
     for name in names:
         row_dir = os.path.join(root, name)
-        saved = _read_json(os.path.join(row_dir, "config.json"))
+        saved = _read_json(os.path.join(row_dir, run_files.CONFIG_FILE))
         config = saved or record.get("row_configs", {}).get(name, {})
-        results = _read_json(os.path.join(row_dir, "results.json"))
+        results = _read_json(os.path.join(row_dir, run_files.RESULTS_FILE))
         rows.append(RowReport(name, group_of(name), _row_status(row_dir, results), config, results))
     return record, rows
 

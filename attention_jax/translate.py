@@ -1,4 +1,4 @@
-# `python -m attention_jax.translate`, as the README writes it, runs attention_jax/commands/translate.py.
+# `python -m attention_jax.translate` (a README command) runs attention_jax/commands/translate.py.
 from absl import app
 
 from attention_jax.commands import translate

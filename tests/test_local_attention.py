@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from attention_jax import attention, model
+from attention_jax.transformer_config import TransformerConfig
 
 BATCH, HEADS, KEY_DIM, VALUE_DIM = 2, 3, 5, 7
 
@@ -140,7 +141,7 @@ class WindowedModel:
     """A tiny windowed Transformer (r = 2, N = 2), its parameters, a batch and jitted entry points."""
 
     def __init__(self) -> None:
-        self.config = model.TransformerConfig(
+        self.config = TransformerConfig(
             vocab_size=40, num_layers=2, d_model=16, d_ff=32, num_heads=2, key_dim=8, value_dim=4,
             dropout_rate=0.0, attention_window=2, max_len=64)
         self.inputs = _random_ids((2, 19), 0).at[1, 15:].set(model.PAD_ID)

@@ -10,8 +10,9 @@ import pytest
 
 import reference
 from attention_jax import attention, model
+from attention_jax.transformer_config import TransformerConfig
 
-SMALL = model.TransformerConfig(vocab_size=40, num_layers=2, d_model=16, d_ff=24, num_heads=2, key_dim=4,
+SMALL = TransformerConfig(vocab_size=40, num_layers=2, d_model=16, d_ff=24, num_heads=2, key_dim=4,
                                 value_dim=6, dropout_rate=0.0, max_len=32)
 
 
@@ -22,7 +23,7 @@ def _ids(shape: tuple[int, int], seed: int, pad_from: int | None = None) -> jnp.
     return jnp.asarray(ids, jnp.int32)
 
 
-def _init(cfg: model.TransformerConfig, inputs: jnp.ndarray, targets: jnp.ndarray) -> dict:
+def _init(cfg: TransformerConfig, inputs: jnp.ndarray, targets: jnp.ndarray) -> dict:
     return nn.meta.unbox(model.Transformer(cfg).init(jax.random.key(0), inputs, targets)["params"])
 
 
@@ -48,7 +49,7 @@ def test_learned_positional_encoding_is_trainable() -> None:
     assert np.abs(np.asarray(grads["encoder_position"]["position_embedding"])).sum() > 0
 
 
-def _embed(cfg: model.TransformerConfig, params: dict, ids: jnp.ndarray) -> jnp.ndarray:
+def _embed(cfg: TransformerConfig, params: dict, ids: jnp.ndarray) -> jnp.ndarray:
     return model.Transformer(cfg).apply(
         {"params": params}, ids,
         method=lambda m, ids: m._embed(m.source_embedding, m.encoder_position, ids, True))

@@ -64,9 +64,9 @@ def _wait(processes: list[subprocess.Popen], logs: list[pathlib.Path], timeout: 
 
 
 def _final_params(workdir: pathlib.Path) -> dict:
-    from attention_jax.training import checkpoints
+    from attention_jax.training import params_checkpoints
 
-    params, _ = checkpoints.load_for_inference(str(workdir), "latest")
+    params, _ = params_checkpoints.load_for_inference(str(workdir), "latest")
     return {jax.tree_util.keystr(path): np.asarray(leaf)
             for path, leaf in jax.tree_util.tree_leaves_with_path(params)}
 

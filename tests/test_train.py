@@ -14,7 +14,7 @@ import jax
 import numpy as np
 import pytest
 
-from attention_jax.training import checkpoints, train
+from attention_jax.training import checkpoints, params_checkpoints, train
 from tests import fake_data, train_support
 
 # Adam with eps=1e-9 turns a gradient that is zero in exact arithmetic into +-lr steps of rounding
@@ -111,8 +111,8 @@ def test_sigterm_then_resume_equals_uninterrupted_run(cache_dir: str, uninterrup
     assert "Resumed from the checkpoint of step 5" in log
     assert resumed["finished"] and resumed["step"] == 10
 
-    expected, _ = checkpoints.load_for_inference(str(uninterrupted_workdir), "latest")
-    got, _ = checkpoints.load_for_inference(str(tmp_path), "latest")
+    expected, _ = params_checkpoints.load_for_inference(str(uninterrupted_workdir), "latest")
+    got, _ = params_checkpoints.load_for_inference(str(tmp_path), "latest")
     for want, have in zip(jax.tree.leaves(expected), jax.tree.leaves(got)):
         np.testing.assert_array_equal(np.asarray(have), np.asarray(want))
     uninterrupted = json.loads((uninterrupted_workdir / "results.json").read_text())
@@ -169,7 +169,7 @@ def test_nan_loss_stops_with_step_and_keeps_good_checkpoint(cache_dir: str, tmp_
     assert "non-finite training loss at step 7" in results["error"], results
     assert "last good checkpoint is step 6" in results["error"]
     assert checkpoints.finished_steps(str(tmp_path / "checkpoints")) == [3, 6]
-    params, _ = checkpoints.load_for_inference(str(tmp_path), "latest")
+    params, _ = params_checkpoints.load_for_inference(str(tmp_path), "latest")
     assert all(np.isfinite(np.asarray(leaf)).all() for leaf in jax.tree.leaves(params))
     records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records if "train/loss" in r] == [2, 4, 6]

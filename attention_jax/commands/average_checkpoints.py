@@ -8,7 +8,7 @@ Usage::
     python -m attention_jax.average_checkpoints --workdir=runs/base [--last=5]
 
 writes ``WORKDIR/averaged/<last step>/`` (parameters and the list of averaged steps), which
-``checkpoints.load_for_inference(workdir, "averaged")`` loads. ``--last`` defaults to the run's
+``params_checkpoints.load_for_inference(workdir, "averaged")`` loads. ``--last`` defaults to the run's
 ``config.average_last_checkpoints``; the run must have kept that many (``config.keep_checkpoints``).
 """
 
@@ -19,7 +19,8 @@ import os
 
 from absl import app, flags, logging
 
-from attention_jax.training import checkpoints
+from attention_jax import run_files
+from attention_jax.training import checkpoints, params_checkpoints
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "Training workdir whose checkpoints are averaged.")
 _LAST = flags.DEFINE_integer("last", 0, "How many of the newest checkpoints to average "
@@ -42,9 +43,9 @@ def write_averaged(workdir: str, last: int) -> tuple[str, list[int]]:
         The directory written (``WORKDIR/averaged``) and the averaged steps; the checkpoint is filed
         under the newest averaged step and replaces an earlier average.
     """
-    params, steps = checkpoints.average_last_params(workdir, last)
-    directory = os.path.join(workdir, checkpoints.AVERAGED_DIR)
-    checkpoints.save_params(directory, steps[-1], params, {"averaged_steps": steps})
+    params, steps = params_checkpoints.average_last_params(workdir, last)
+    directory = os.path.join(workdir, run_files.AVERAGED_DIR)
+    params_checkpoints.save_params(directory, steps[-1], params, {"averaged_steps": steps})
     logging.info("Wrote the average of steps %s to %s.", steps, directory)
     return directory, steps
 

@@ -17,6 +17,7 @@ from absl import app
 from ml_collections import config_flags
 
 from attention_jax import model
+from attention_jax.transformer_config import TransformerConfig
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file, e.g. configs/table2.py:A1.",
                                           lock_config=True)
@@ -41,7 +42,7 @@ def param_summary(config: Any) -> dict[str, Any]:
     """
     paper = config.get("paper", None)
     millions = paper.get("params_millions", None) if paper is not None else None
-    params = model.count_params(model.abstract_params(model.TransformerConfig.from_config(config)))
+    params = model.count_params(model.abstract_params(TransformerConfig.from_config(config)))
     return {
         "row": config.get("name", None),
         "params": params,

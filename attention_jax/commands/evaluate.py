@@ -11,7 +11,6 @@ label smoothing), and writes them as JSON to ``WORKDIR/eval_<split>.json`` with 
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 
@@ -33,7 +32,7 @@ def main(argv: list[str]) -> None:
     """Evaluate the run in ``--workdir`` on ``--split``."""
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
-    from attention_jax import evaluation, inference  # Imported here so --help is fast.
+    from attention_jax import evaluation, inference, run_files  # Imported here so --help is fast.
 
     if _NUM_EXAMPLES.value < 0:
         sys.exit(f"evaluate: --num_examples must be >= 0; got {_NUM_EXAMPLES.value}.")
@@ -60,7 +59,7 @@ def main(argv: list[str]) -> None:
         "max_extra_len": translator.max_extra_len,
         "wall_s": round(time.time() - start, 2),
     }
-    path = _OUTPUT.value or os.path.join(run.workdir, f"eval_{_SPLIT.value}.json")
+    path = _OUTPUT.value or run_files.eval_report_path(run.workdir, _SPLIT.value)
     hypotheses_path = evaluation.write_report(path, report, result.hypotheses)
     print(f"BLEU = {result.bleu:.2f}  ({result.bleu_signature})")
     print(f"perplexity = {result.perplexity:.3f}  (cross-entropy {result.cross_entropy:.4f} nats/token, "

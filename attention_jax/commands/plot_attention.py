@@ -32,13 +32,13 @@ def main(argv: list[str]) -> None:
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
     from attention_jax import attention_maps, attention_plots, inference  # Imported here so --help is fast.
+    from attention_jax.decode_settings import DecodeSettings
 
     try:
         run = inference.load_run(_WORKDIR.value, _CHECKPOINT.value)
         maps = attention_maps.attention_maps(
             run.model_config, run.params, run.tokenizer, _TEXT.value, _TARGET.value,
-            beam_size=int(run.config.get("beam_size", 4)), alpha=float(run.config.get("length_penalty_alpha", 0.6)),
-            max_extra_len=int(run.config.get("max_decode_extra_len", 50)))
+            settings=DecodeSettings.from_config(run.config))
         heads = attention_plots.select_heads(maps[_KIND.value].shape[1], _HEAD.value)
         attention_plots.draw_attention(maps, _KIND.value, _LAYER.value, heads, _OUT.value)
     except (FileNotFoundError, ValueError) as error:
