@@ -8,8 +8,8 @@ import pytest
 
 from attention_jax import attention_maps, attention_plots
 from attention_jax.model import BOS_ID
-from tests import reference
-from tests.decoding_helpers import SHORT, TINY, WordTokenizer, init_params
+from tests.support import reference
+from tests.support.decoding_helpers import SHORT, TINY, WordTokenizer, init_params
 
 SOURCE, TARGET = "w5 w6 w7 w8", "w10 w11 w12"
 
@@ -39,6 +39,7 @@ def _embed(params: dict, ids: list[int]) -> np.ndarray:
     return (table[ids] * np.sqrt(TINY.d_model) + reference.sinusoidal_encoding(len(ids), TINY.d_model))[None]
 
 
+@pytest.mark.reference
 def test_maps_equal_the_numpy_reference(params, maps):
     tokenizer = WordTokenizer()
     source_ids, target_ids = tokenizer.encode(SOURCE), tokenizer.encode(TARGET)

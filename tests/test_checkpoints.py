@@ -14,7 +14,7 @@ import pytest
 
 from attention_jax.commands import average_checkpoints
 from attention_jax.training import checkpoints, params_checkpoints, train, train_state
-from tests import fake_data, train_support
+from tests.support import fake_data, train_support
 
 
 def _state(step: int, params: dict) -> train_state.TrainState:
@@ -110,15 +110,33 @@ def test_different_model_config_refuses_to_resume(tmp_path: pathlib.Path) -> Non
     assert checkpoints.read_config(str(tmp_path)).d_model == 32  # The workdir is left untouched.
 
 
-def test_model_change_without_checkpoint_starts_afresh(tmp_path: pathlib.Path) -> None:
-    checkpoints.write_config(str(tmp_path), fake_data.tiny_config())
-    checkpoints.check_resume_compatible(str(tmp_path), fake_data.tiny_config(d_model=64, num_heads=4))
+def _logged_warnings(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Collect the messages ``checkpoints`` logs as warnings during the test."""
+    messages: list[str] = []
+    monkeypatch.setattr(checkpoints.logging, "warning", lambda message, *args: messages.append(message % args))
+    return messages
 
 
-def test_non_model_changes_may_resume(tmp_path: pathlib.Path) -> None:
+def test_model_change_without_checkpoint_starts_afresh(tmp_path: pathlib.Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     checkpoints.write_config(str(tmp_path), fake_data.tiny_config())
-    checkpoints.check_resume_compatible(
-        str(tmp_path), fake_data.tiny_config(num_train_steps=99, dtype="bfloat16", log_every_steps=7))
+    changed = fake_data.tiny_config(d_model=64, num_heads=4)
+    differences = checkpoints.model_config_differences(checkpoints.read_config(str(tmp_path)), changed)
+    assert set(differences) == {"d_model", "num_heads"}  # Another model, but no checkpoint to lose:
+    warnings = _logged_warnings(monkeypatch)
+    assert checkpoints.check_resume_compatible(str(tmp_path), changed) is None  # accepted,
+    assert len(warnings) == 1 and "starting afresh" in warnings[0]  # and said so.
+
+
+def test_non_model_changes_may_resume(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    checkpoints.write_config(str(tmp_path), fake_data.tiny_config())
+    _save_steps(tmp_path, [1])
+    changed = fake_data.tiny_config(num_train_steps=99, dtype="bfloat16", log_every_steps=7)
+    assert checkpoints.model_config_differences(checkpoints.read_config(str(tmp_path)), changed) == {}
+    warnings = _logged_warnings(monkeypatch)
+    assert checkpoints.check_resume_compatible(str(tmp_path), changed) is None  # The run resumes,
+    assert len(warnings) == 1  # naming what changed.
+    assert all(name in warnings[0] for name in ("dtype", "log_every_steps", "num_train_steps"))
 
 
 def _real_shaped(step: int) -> train_state.TrainState:

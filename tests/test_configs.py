@@ -12,11 +12,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import reference
 from attention_jax import model
 from attention_jax.commands import count_params
 from attention_jax.transformer_config import TransformerConfig
 from configs import base, big, table2, tiny
+from tests.support import reference
 
 PAPER_ROW_ORDER = ["base", "A1", "A2", "A3", "A4", "B1", "B2", "C1", "C2", "C3", "C4", "C5", "C6", "C7",
                    "D1", "D2", "D3", "D4", "E", "big"]
@@ -64,6 +64,7 @@ def _closed_form(config) -> int:
         pre_norm=cfg.layer_norm_position == "pre")
 
 
+@pytest.mark.reference
 @pytest.mark.parametrize("row", PAPER_ROW_ORDER)
 def test_parameter_count_matches_closed_form(row: str) -> None:
     config = table2.get_config(row)
@@ -80,6 +81,7 @@ def test_parameter_counts_within_seven_percent_of_the_paper() -> None:
         assert relative < 0.07, (row, summary)
 
 
+@pytest.mark.reference
 def test_variants_change_the_closed_form_count() -> None:
     config = tiny.get_config()
     for overrides in (dict(share_embeddings=False), dict(layer_norm_position="pre"),

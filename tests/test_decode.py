@@ -19,7 +19,7 @@ import pytest
 from attention_jax import decode
 from attention_jax.decode_settings import DecodeSettings
 from attention_jax.model import BOS_ID, EOS_ID, PAD_ID, Transformer
-from tests.decoding_helpers import SHORT, TINY, VOCAB_SIZE, WordTokenizer, init_params
+from tests.support.decoding_helpers import SHORT, TINY, VOCAB_SIZE, WordTokenizer, init_params
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -76,15 +76,22 @@ def full_logits(params, inputs, targets, *, model_config):
     return Transformer(model_config).apply({"params": params}, inputs, targets)
 
 
-@pytest.mark.parametrize("overrides", [
-    {},
-    {"layer_norm_position": "pre", "share_embeddings": False, "key_dim": 6, "value_dim": 10},
-    {"positional_encoding": "learned", "attention_window": 2},
-], ids=["post_ln", "pre_ln_unshared_kd6_vd10", "learned_pe_window2"])
-def test_cached_logits_equal_full_forward_pass(overrides):
+@pytest.mark.parametrize("overrides,source_len,target_len", [
+    ({}, 7, 9),
+    ({"layer_norm_position": "pre", "share_embeddings": False, "key_dim": 6, "value_dim": 10}, 7, 9),
+    ({"layer_norm_position": "pre", "positional_encoding": "learned"}, 7, 9),
+    ({"positional_encoding": "learned", "attention_window": 2}, 7, 9),
+    ({"attention_window": 2}, 19, 14),  # Several window blocks: the cache keeps only the last r + 1 keys.
+], ids=["post_ln", "pre_ln_unshared_kd6_vd10", "pre_ln_learned_pe", "learned_pe_window2", "window2_long"])
+def test_cached_logits_equal_full_forward_pass(overrides, source_len, target_len):
+    """Incremental decoding through the key/value cache gives the teacher-forced forward pass's logits.
+
+    The one test of this for every model variant that changes the decoder (layer-norm position,
+    unshared embeddings, d_k != d_v, learned positions, restricted self-attention).
+    """
     model_config = TINY.replace(**overrides)
     params = init_params(model_config, seed=1)
-    inputs, targets, _ = random_batch(0, batch=3, source_len=7, target_len=9)
+    inputs, targets, _ = random_batch(0, batch=3, source_len=source_len, target_len=target_len)
     full = full_logits(params, inputs, targets, model_config=model_config)  # [B,T,V]
     cached = incremental_logits(params, inputs, targets, model_config=model_config)
     np.testing.assert_allclose(cached, full, atol=2e-5, rtol=1e-5)
@@ -231,7 +238,7 @@ SHARDED_SCRIPT = textwrap.dedent("""
     import jax, jax.numpy as jnp, numpy as np
     import flax.linen as nn
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
-    from tests.decoding_helpers import SHORT, TINY, WordTokenizer, init_params
+    from tests.support.decoding_helpers import SHORT, TINY, WordTokenizer, init_params
     from attention_jax import decode
     assert jax.device_count() == 8, jax.devices()
     params = nn.meta.unbox(init_params(TINY, seed=3))

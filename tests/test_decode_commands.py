@@ -27,6 +27,8 @@ from attention_jax.training import checkpoints, params_checkpoints
 from attention_jax.transformer_config import TransformerConfig
 from configs import tiny
 
+pytestmark = pytest.mark.end_to_end
+
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 WORDS_EN = ["the", "house", "is", "small", "a", "dog", "runs", "big", "green", "my", "cat", "sleeps"]
 WORDS_DE = ["das", "Haus", "ist", "klein", "ein", "Hund", "läuft", "groß", "grün", "mein", "Katze", "schläft"]

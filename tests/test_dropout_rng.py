@@ -8,7 +8,7 @@ import pytest
 from attention_jax import model
 from attention_jax.training import optim, sharding, train, train_state
 from attention_jax.transformer_config import TransformerConfig
-from tests import fake_data
+from tests.support import fake_data
 
 
 def _one_step_loss(config, dropout_rng: str, step_fn_cache: dict) -> float:

@@ -15,7 +15,7 @@ import sacrebleu
 
 from attention_jax import decode, evaluation
 from attention_jax.model import Transformer
-from tests.decoding_helpers import SHORT, TINY, WordTokenizer, init_params
+from tests.support.decoding_helpers import SHORT, TINY, WordTokenizer, init_params
 
 HYPOTHESES = ["The cat sat on the mat.", "He reads a book, slowly!", "Es regnet heute nicht.", "ok"]
 REFERENCES = ["The cat is sitting on the mat.", "He reads the book slowly!", "Es regnet heute.", "okay"]

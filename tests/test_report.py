@@ -12,7 +12,7 @@ import pytest
 from attention_jax import sweep_report
 from configs import table2
 from launch import sweep_record, sweep_spec
-from sweep_cli import REPO_ROOT
+from tests.support.sweep_cli import REPO_ROOT
 
 
 def _write_row(root: pathlib.Path, row: str, results: dict | None, *, returncode: int | None = None) -> None:

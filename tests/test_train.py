@@ -15,7 +15,9 @@ import numpy as np
 import pytest
 
 from attention_jax.training import checkpoints, params_checkpoints, train
-from tests import fake_data, train_support
+from tests.support import fake_data, train_support
+
+pytestmark = pytest.mark.end_to_end
 
 # Adam with eps=1e-9 turns a gradient that is zero in exact arithmetic into +-lr steps of rounding
 # noise. The key projection's bias has such a gradient: it adds q.b_k to every score of a query, which
@@ -37,7 +39,7 @@ def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
 @pytest.fixture(scope="module")
 def sharded_report(cache_dir: str) -> dict:
     completed = train_support.run_python(
-        ["tests/sharded_steps_script.py"],
+        ["tests/support/sharded_steps_script.py"],
         train_support.subprocess_env(cache_dir, "--xla_force_host_platform_device_count=8"))
     return train_support.result_line(completed)
 
@@ -81,7 +83,7 @@ def test_bfloat16_compute_keeps_float32_state(sharded_report: dict) -> None:
 
 def _run_training(cache_dir: str, workdir: pathlib.Path, overrides: dict, data: dict) -> tuple[dict, str]:
     completed = train_support.run_python(
-        ["tests/train_script.py", str(workdir), json.dumps(overrides), json.dumps(data)],
+        ["tests/support/train_script.py", str(workdir), json.dumps(overrides), json.dumps(data)],
         train_support.subprocess_env(cache_dir))
     return train_support.result_line(completed), completed.stderr
 
@@ -194,7 +196,7 @@ def test_two_processes_train_like_one(cache_dir: str, uninterrupted_workdir: pat
     address = f"127.0.0.1:{_free_port()}"
     children = [
         subprocess.Popen(
-            [sys.executable, "tests/train_script.py", str(tmp_path), json.dumps(overrides),
+            [sys.executable, "tests/support/train_script.py", str(tmp_path), json.dumps(overrides),
              json.dumps(RESUME_DATA)], cwd=train_support.REPO_ROOT, text=True,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             env=train_support.subprocess_env(cache_dir, JAX_COORDINATOR_ADDRESS=address,

@@ -3,7 +3,7 @@
 Run by tests/test_train.py in a subprocess with
 ``XLA_FLAGS=--xla_force_host_platform_device_count=8`` (the flag must precede JAX's start-up)::
 
-    python tests/sharded_steps_script.py
+    python tests/support/sharded_steps_script.py
 
 Prints ``RESULT {"<setup>": {"losses": [...], "param_diffs": {leaf path: max abs diff},
 "max_opt_diff": float, "step": int, "param_spec_example": str}, ..., "grad_accum_2": {...}}`` where
@@ -20,12 +20,12 @@ import sys
 import jax
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from attention_jax import model  # noqa: E402
 from attention_jax.training import optim, sharding, train_state  # noqa: E402
 from attention_jax.transformer_config import TransformerConfig  # noqa: E402
-from tests import fake_data  # noqa: E402
+from tests.support import fake_data  # noqa: E402
 
 NUM_STEPS = 3
 SHAPE = (16, 10, 10)  # Global rows divisible by 8 devices.
