@@ -377,10 +377,10 @@ class Translator:
 
     Notes
     -----
-    The longest accepted input is ``model_config.max_len - settings.max_decode_extra_len`` tokens (EOS included), so
-    that input plus margin fit the model's positions (``TransformerConfig.from_config`` sets
-    ``max_len`` to the training length plus ``max_decode_extra_len``). Longer inputs are truncated
-    (keeping the final EOS) with a warning.
+    The longest accepted input is ``model_config.max_len - settings.max_decode_extra_len`` tokens (EOS
+    included), so that input plus margin fit the model's positions (``TransformerConfig.from_config``
+    sets ``max_len`` to the training length plus ``max_decode_extra_len``). Longer inputs are
+    truncated (keeping the final EOS) with a warning.
     """
 
     def __init__(self, model_config: TransformerConfig, params: Any, tokenizer: TextCodec, *,
