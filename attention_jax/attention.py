@@ -248,6 +248,41 @@ def _to_blocks(sequence: Array, block: int, num_blocks: int, margin: int) -> Arr
     return padded.reshape(sequence.shape[0], num_blocks + 2 * margin, block, *sequence.shape[2:])
 
 
+def _neighbours(blocks: Array, offset: int, num_blocks: int) -> Array:
+    """Block ``i + offset`` for every block ``i`` of blocks padded with one block on each side."""
+    return blocks[:, 1 + offset:1 + offset + num_blocks]
+
+
+def _local_block_mask(length: int, window: int, num_blocks: int, offsets: tuple[int, ...],
+                      valid: Array | None, causal: bool) -> Array:
+    """Boolean ``[B or 1, 1, nb, w, C w]``: the neighbour blocks' keys each query may see (blocks of ``window``)."""
+    block = window
+    # Positions: queries [nb, w, 1], keys [nb, 1, Cw] (C = len(offsets)); keys outside [0, L) are padding.
+    query_positions = jnp.arange(num_blocks * block).reshape(num_blocks, block, 1)
+    block_starts = (jnp.arange(num_blocks)[:, None] + jnp.asarray(offsets)[None, :]) * block  # [nb,C]
+    key_positions = (block_starts[:, :, None] + jnp.arange(block)).reshape(num_blocks, 1, -1)
+    allowed = jnp.abs(query_positions - key_positions) <= window  # |i - j| <= r
+    allowed &= (key_positions >= 0) & (key_positions < length)
+    if causal:
+        allowed &= key_positions <= query_positions
+    allowed = allowed[None]  # [1,nb,w,Cw]
+    if valid is not None:
+        query_valid = _to_blocks(valid, block, num_blocks, margin=0)[..., None]  # [B,nb,w,1]
+        valid_blocks = _to_blocks(valid, block, num_blocks, margin=1)  # [B,nb+2,w]
+        key_valid = jnp.concatenate(  # [B,nb,Cw]
+            [_neighbours(valid_blocks, o, num_blocks) for o in offsets], axis=2)
+        allowed = allowed & query_valid & key_valid[:, :, None, :]
+    return allowed[:, None]
+
+
+def _check_one_length(length: int, key: Array, value: Array) -> None:
+    """Raise ``ValueError`` unless keys and values have the queries' length (self-attention)."""
+    if key.shape[1] != length or value.shape[1] != length:
+        raise ValueError(f"local_dot_product_attention is self-attention: query, key and value need one length; "
+                         f"got {length}, {key.shape[1]}, {value.shape[1]}. Use scaled_dot_product_attention "
+                         "for cross-attention.")
+
+
 def local_dot_product_attention(
     query: Array,
     key: Array,
@@ -297,12 +332,7 @@ def local_dot_product_attention(
     """
     _check_window(window)
     batch, length, _, key_dim = query.shape
-    if key.shape[1] != length or value.shape[1] != length:
-        raise ValueError(
-            "local_dot_product_attention is self-attention: query, key and value need one length; got "
-            f"{length}, {key.shape[1]}, {value.shape[1]}. Use scaled_dot_product_attention for "
-            "cross-attention."
-        )
+    _check_one_length(length, key, value)
     if window >= length - 1:  # The window covers the whole sequence: nothing to save.
         dense_mask = LocalMask(window=window, valid=valid, causal=causal).to_dense(length)
         return scaled_dot_product_attention(query, key, value, dense_mask, dropout_fn=dropout_fn)
@@ -311,32 +341,15 @@ def local_dot_product_attention(
     num_blocks = -(-length // block)
     offsets = (-1, 0) if causal else (-1, 0, 1)  # Neighbour blocks holding every key within r.
 
-    def neighbours(blocks: Array, offset: int) -> Array:  # Block i + offset for every block i.
-        return blocks[:, 1 + offset:1 + offset + num_blocks]
-
     query_blocks = _to_blocks(query, block, num_blocks, margin=0)  # [B,nb,w,H,K]
     key_blocks = _to_blocks(key, block, num_blocks, margin=1)  # [B,nb+2,w,H,K]
     value_blocks = _to_blocks(value, block, num_blocks, margin=1)  # [B,nb+2,w,H,V]
 
-    # Positions: queries [nb, w, 1], keys [nb, 1, Cw] (C = len(offsets)); keys outside [0, L) are padding.
-    query_positions = jnp.arange(num_blocks * block).reshape(num_blocks, block, 1)
-    block_starts = (jnp.arange(num_blocks)[:, None] + jnp.asarray(offsets)[None, :]) * block  # [nb,C]
-    key_positions = (block_starts[:, :, None] + jnp.arange(block)).reshape(num_blocks, 1, -1)
-    allowed = jnp.abs(query_positions - key_positions) <= window  # |i - j| <= r
-    allowed &= (key_positions >= 0) & (key_positions < length)
-    if causal:
-        allowed &= key_positions <= query_positions
-    allowed = allowed[None]  # [1,nb,w,Cw]
-    if valid is not None:
-        query_valid = _to_blocks(valid, block, num_blocks, margin=0)[..., None]  # [B,nb,w,1]
-        valid_blocks = _to_blocks(valid, block, num_blocks, margin=1)  # [B,nb+2,w]
-        key_valid = jnp.concatenate([neighbours(valid_blocks, o) for o in offsets], axis=2)  # [B,nb,Cw]
-        allowed = allowed & query_valid & key_valid[:, :, None, :]
-    mask = allowed[:, None]  # [B or 1, 1, nb, w, Cw], broadcast over heads.
+    mask = _local_block_mask(length, window, num_blocks, offsets, valid, causal)  # [B or 1,1,nb,w,Cw]
 
     # Scores of each query block against its C neighbour blocks, side by side: [B,H,nb,w,Cw].
     scores = jnp.concatenate([
-        jnp.einsum("bnqhk,bnshk->bhnqs", query_blocks, neighbours(key_blocks, o),
+        jnp.einsum("bnqhk,bnshk->bhnqs", query_blocks, _neighbours(key_blocks, o, num_blocks),
                    preferred_element_type=jnp.float32)
         for o in offsets], axis=-1)
     scores = scores / jnp.sqrt(jnp.float32(key_dim))  # Scale by 1/sqrt(d_k) (Section 3.2.1).
@@ -345,7 +358,7 @@ def local_dot_product_attention(
         weights = dropout_fn(weights)
     output = sum(  # [B,nb,w,H,V]
         jnp.einsum("bhnqs,bnshv->bnqhv", weights[..., c * block:(c + 1) * block],
-                   neighbours(value_blocks, o))
+                   _neighbours(value_blocks, o, num_blocks))
         for c, o in enumerate(offsets))
     return output.reshape(batch, num_blocks * block, *output.shape[3:])[:, :length]
 

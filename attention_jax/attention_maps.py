@@ -19,19 +19,21 @@ import jax.numpy as jnp
 import numpy as np
 
 from attention_jax import decode
-from attention_jax.model import BOS_ID, EOS_ID, Transformer, TransformerConfig
+from attention_jax.decode_settings import DecodeSettings
+from attention_jax.model import BOS_ID, EOS_ID, Transformer
+from attention_jax.transformer_config import TransformerConfig
 
 ATTENTION_KINDS = ("encoder", "decoder", "cross")
 """``encoder``: encoder self-attention ``[N, H, S, S]``; ``decoder``: masked decoder self-attention
 ``[N, H, T, T]``; ``cross``: encoder-decoder attention ``[N, H, T, S]`` (queries are target positions)."""
 
 
-def token_strings(tokenizer: decode.Tokenizer, ids: list[int]) -> list[str]:
+def token_strings(tokenizer: decode.TextCodec, ids: list[int]) -> list[str]:
     """Subword strings of ``ids`` (SentencePiece pieces such as ``"▁Haus"``; ``"</s>"`` for EOS).
 
     Parameters
     ----------
-    tokenizer : decode.Tokenizer
+    tokenizer : decode.TextCodec
         Uses ``id_to_piece`` when it has one, else decodes each id alone.
     ids : list[int]
         Token ids.
@@ -48,9 +50,8 @@ def token_strings(tokenizer: decode.Tokenizer, ids: list[int]) -> list[str]:
     return [special.get(int(token)) or tokenizer.decode([int(token)]) for token in ids]
 
 
-def attention_maps(model_config: TransformerConfig, params: Any, tokenizer: decode.Tokenizer, source: str,
-                   target: str | None = None, *, beam_size: int = 4, alpha: float = 0.6,
-                   max_extra_len: int = 50) -> dict[str, Any]:
+def attention_maps(model_config: TransformerConfig, params: Any, tokenizer: decode.TextCodec, source: str,
+                   target: str | None = None, *, settings: DecodeSettings = DecodeSettings()) -> dict[str, Any]:
     """All attention weights for ``source`` and ``target`` (or the model's own translation).
 
     Parameters
@@ -59,15 +60,15 @@ def attention_maps(model_config: TransformerConfig, params: Any, tokenizer: deco
         The model (computed with the ``einsum`` attention, which can return weights).
     params : pytree
         Its parameters.
-    tokenizer : decode.Tokenizer
+    tokenizer : decode.TextCodec
         Shared source/target tokenizer.
     source : str
         Source sentence (truncated with a warning if longer than the model accepts).
     target : str, optional
-        Target sentence; ``None`` translates ``source`` with beam search (``beam_size`` 1: greedy)
+        Target sentence; ``None`` translates ``source`` with beam search (a beam of 1: greedy)
         and uses the output ids as they were decoded.
-    beam_size, alpha, max_extra_len : int, float, int
-        Decoding settings for ``target=None`` (see :class:`attention_jax.decode.Translator`).
+    settings : DecodeSettings
+        Decoding settings for ``target=None`` (the paper's by default).
 
     Returns
     -------
@@ -86,8 +87,7 @@ def attention_maps(model_config: TransformerConfig, params: Any, tokenizer: deco
     """
     if not source.strip():
         raise ValueError("attention_maps needs a non-empty source sentence.")
-    translator = decode.Translator(model_config, params, tokenizer, beam_size=beam_size, alpha=alpha,
-                                   max_extra_len=max_extra_len, batch_size=1)
+    translator = decode.Translator(model_config, params, tokenizer, settings=settings, batch_size=1)
     source_ids = translator.encode_sources([source])[0]
     if target is None:
         target_ids = translator.translate_ids([source_ids])[0]

@@ -1,64 +1,10 @@
-"""Average the parameters of a run's last checkpoints (Section 6.1).
+# `python -m attention_jax.average_checkpoints` (a README command) runs attention_jax/commands/average_checkpoints.py.
+from absl import app, flags
 
-"For the base models, we used a single model obtained by averaging the last 5 checkpoints, which were
-written at 10-minute intervals. For the big models, we averaged the last 20 checkpoints."
+from attention_jax.commands import average_checkpoints
 
-Usage::
-
-    python -m attention_jax.average_checkpoints --workdir=runs/base [--last=5]
-
-writes ``WORKDIR/averaged/<last step>/`` (parameters and the list of averaged steps), which
-``checkpoints.load_for_inference(workdir, "averaged")`` loads. ``--last`` defaults to the run's
-``config.average_last_checkpoints``; the run must have kept that many (``config.keep_checkpoints``).
-"""
-
-from __future__ import annotations
-
-import json
-import os
-
-from absl import app, flags, logging
-
-from attention_jax import checkpoints
-
-_WORKDIR = flags.DEFINE_string("workdir", None, "Training workdir whose checkpoints are averaged.")
-_LAST = flags.DEFINE_integer("last", 0, "How many of the newest checkpoints to average "
-                             "(0: config.average_last_checkpoints of the run).")
-
-
-def write_averaged(workdir: str, last: int) -> tuple[str, list[int]]:
-    """Average the newest ``last`` checkpoints into ``WORKDIR/averaged``.
-
-    Parameters
-    ----------
-    workdir : str
-        A training workdir.
-    last : int
-        Number of checkpoints to average.
-
-    Returns
-    -------
-    (str, list[int])
-        The directory written (``WORKDIR/averaged``) and the averaged steps; the checkpoint is filed
-        under the newest averaged step and replaces an earlier average.
-    """
-    params, steps = checkpoints.average_last_params(workdir, last)
-    directory = os.path.join(workdir, checkpoints.AVERAGED_DIR)
-    checkpoints.save_params(directory, steps[-1], params, {"averaged_steps": steps})
-    logging.info("Wrote the average of steps %s to %s.", steps, directory)
-    return directory, steps
-
-
-def main(argv: list[str]) -> None:
-    """Entry point: average and print ``{"averaged": directory, "steps": [...]}``."""
-    if len(argv) > 1:
-        raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-    if not _WORKDIR.value:
-        raise app.UsageError("--workdir is required.")
-    last = _LAST.value or int(checkpoints.read_config(_WORKDIR.value).get("average_last_checkpoints", 5))
-    directory, steps = write_averaged(_WORKDIR.value, last)
-    print(json.dumps({"averaged": directory, "steps": steps}))
-
+__doc__ = average_checkpoints.__doc__  # What --help prints, with the command's flags:
 
 if __name__ == "__main__":
-    app.run(main)
+    flags.adopt_module_key_flags(average_checkpoints)
+    app.run(average_checkpoints.main)

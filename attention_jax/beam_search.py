@@ -20,6 +20,7 @@ sentence's maximum length only EOS may be chosen, so the limit is never exceeded
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, NamedTuple
 
 import jax
@@ -231,6 +232,62 @@ def _merge_finished(state: _BeamState, candidates: _Candidates, scores: Array, l
     )
 
 
+def _initial_beam_state(initial_state: Any, max_lengths: Array, beam_size: int, max_decode_len: int) -> _BeamState:
+    """The search state before the first step: beam 0 live per sentence (none when ``max_lengths`` is 0)."""
+    num_sentences = max_lengths.shape[0]
+    shape = (num_sentences, beam_size)
+    # Only beam 0 is live at the start, so the first expansion does not repeat one token K times.
+    initial_log_probs = jnp.tile(jnp.array([0.0] + [NEG_INF] * (beam_size - 1), jnp.float32),
+                                 (num_sentences, 1))
+    initial_log_probs = jnp.where((max_lengths <= 0)[:, None], NEG_INF, initial_log_probs)
+    return _BeamState(
+        step=jnp.array(0, jnp.int32),
+        alive_tokens=jnp.zeros((*shape, max_decode_len), jnp.int32),
+        alive_log_probs=initial_log_probs,
+        finished_tokens=jnp.zeros((*shape, max_decode_len), jnp.int32),
+        finished_scores=jnp.full(shape, NEG_INF, jnp.float32),
+        finished_log_probs=jnp.full(shape, NEG_INF, jnp.float32),
+        finished_lengths=jnp.zeros(shape, jnp.int32),
+        done=max_lengths <= 0,
+        model_state=initial_state,
+    )
+
+
+def _beam_search_step(state: _BeamState, *, step_fn: StepFn, max_lengths: Array, beam_size: int, alpha: float,
+                      early_stop: bool, eos_id: int, bos_id: int, banned_ids: tuple[int, ...]) -> _BeamState:
+    """One step of :func:`beam_search`: expand, keep the best live hypotheses, merge the finished ones."""
+    shape = state.alive_log_probs.shape  # [B,K]
+    last_tokens = _last_tokens(state.alive_tokens, state.step, bos_id)  # [B,K]
+    logits, model_state = step_fn(state.model_state, last_tokens.reshape(-1))  # [N,V]
+    log_probs = jax.nn.log_softmax(logits.astype(jnp.float32)).reshape(*shape, -1)  # [B,K,V]
+    log_probs = _restrict_next_tokens(log_probs, state.step, max_lengths, banned_ids, eos_id)
+    candidates = _best_candidates(state, log_probs, beam_size)
+    is_eos = candidates.last_tokens == eos_id  # [B,2K]
+
+    # Live hypotheses: the best K candidates that do not end in EOS.
+    alive_log_probs, alive_pick = jax.lax.top_k(jnp.where(is_eos, NEG_INF, candidates.log_probs), beam_size)
+    model_state = gather_beams(model_state, _take_beams(candidates.parent_beams, alive_pick))
+
+    # Finished hypotheses: EOS candidates among the best K.
+    length = state.step + 1
+    finishing = jnp.logical_and(is_eos, jnp.arange(2 * beam_size)[None] < beam_size)
+    new_scores = jnp.where(finishing, candidates.log_probs / length_penalty(length, alpha), NEG_INF)
+    state = _merge_finished(state, candidates, new_scores, length)
+
+    done = jnp.logical_or(state.done, length >= max_lengths)
+    if early_stop:
+        bound = best_possible_score(alive_log_probs[:, 0], length, max_lengths, alpha)
+        done = jnp.logical_or(done, state.finished_scores[:, 0] >= bound)
+    # A done sentence keeps no live hypotheses, so later steps cannot change it.
+    return state._replace(
+        step=length,
+        alive_tokens=_take_beams(candidates.tokens, alive_pick),
+        alive_log_probs=jnp.where(done[:, None], NEG_INF, alive_log_probs),
+        done=done,
+        model_state=model_state,
+    )
+
+
 def beam_search(step_fn: StepFn, initial_state: Any, max_lengths: Array, *, beam_size: int, alpha: float,
                 max_decode_len: int, early_stop: bool = True, eos_id: int = EOS_ID, bos_id: int = BOS_ID,
                 banned_ids: tuple[int, ...] = (PAD_ID, BOS_ID)) -> SearchResult:
@@ -282,58 +339,14 @@ def beam_search(step_fn: StepFn, initial_state: Any, max_lengths: Array, *, beam
     The model state is reordered with :func:`gather_beams` after each selection.
     """
     max_lengths = jnp.minimum(jnp.asarray(max_lengths, jnp.int32), max_decode_len)
-    num_sentences = max_lengths.shape[0]
-    shape = (num_sentences, beam_size)
-    # Only beam 0 is live at the start, so the first expansion does not repeat one token K times.
-    initial_log_probs = jnp.tile(jnp.array([0.0] + [NEG_INF] * (beam_size - 1), jnp.float32),
-                                 (num_sentences, 1))
-    initial_log_probs = jnp.where((max_lengths <= 0)[:, None], NEG_INF, initial_log_probs)
-    state = _BeamState(
-        step=jnp.array(0, jnp.int32),
-        alive_tokens=jnp.zeros((*shape, max_decode_len), jnp.int32),
-        alive_log_probs=initial_log_probs,
-        finished_tokens=jnp.zeros((*shape, max_decode_len), jnp.int32),
-        finished_scores=jnp.full(shape, NEG_INF, jnp.float32),
-        finished_log_probs=jnp.full(shape, NEG_INF, jnp.float32),
-        finished_lengths=jnp.zeros(shape, jnp.int32),
-        done=max_lengths <= 0,
-        model_state=initial_state,
-    )
+    state = _initial_beam_state(initial_state, max_lengths, beam_size, max_decode_len)
 
     def not_finished(state: _BeamState) -> Array:
         return jnp.logical_and(state.step < max_decode_len, jnp.logical_not(jnp.all(state.done)))
 
-    def search_step(state: _BeamState) -> _BeamState:
-        last_tokens = _last_tokens(state.alive_tokens, state.step, bos_id)  # [B,K]
-        logits, model_state = step_fn(state.model_state, last_tokens.reshape(-1))  # [N,V]
-        log_probs = jax.nn.log_softmax(logits.astype(jnp.float32)).reshape(*shape, -1)  # [B,K,V]
-        log_probs = _restrict_next_tokens(log_probs, state.step, max_lengths, banned_ids, eos_id)
-        candidates = _best_candidates(state, log_probs, beam_size)
-        is_eos = candidates.last_tokens == eos_id  # [B,2K]
-
-        # Live hypotheses: the best K candidates that do not end in EOS.
-        alive_log_probs, alive_pick = jax.lax.top_k(jnp.where(is_eos, NEG_INF, candidates.log_probs), beam_size)
-        model_state = gather_beams(model_state, _take_beams(candidates.parent_beams, alive_pick))
-
-        # Finished hypotheses: EOS candidates among the best K.
-        length = state.step + 1
-        finishing = jnp.logical_and(is_eos, jnp.arange(2 * beam_size)[None] < beam_size)
-        new_scores = jnp.where(finishing, candidates.log_probs / length_penalty(length, alpha), NEG_INF)
-        state = _merge_finished(state, candidates, new_scores, length)
-
-        done = jnp.logical_or(state.done, length >= max_lengths)
-        if early_stop:
-            bound = best_possible_score(alive_log_probs[:, 0], length, max_lengths, alpha)
-            done = jnp.logical_or(done, state.finished_scores[:, 0] >= bound)
-        # A done sentence keeps no live hypotheses, so later steps cannot change it.
-        return state._replace(
-            step=length,
-            alive_tokens=_take_beams(candidates.tokens, alive_pick),
-            alive_log_probs=jnp.where(done[:, None], NEG_INF, alive_log_probs),
-            done=done,
-            model_state=model_state,
-        )
-
+    search_step = functools.partial(_beam_search_step, step_fn=step_fn, max_lengths=max_lengths, beam_size=beam_size,
+                                    alpha=alpha, early_stop=early_stop, eos_id=eos_id, bos_id=bos_id,
+                                    banned_ids=banned_ids)
     final = jax.lax.while_loop(not_finished, search_step, state)
     return SearchResult(final.finished_tokens, final.finished_scores, final.finished_log_probs,
                         final.finished_lengths, final.step)

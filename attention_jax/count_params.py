@@ -1,61 +1,10 @@
-"""Print the parameter count of a config as one JSON line.
+# `python -m attention_jax.count_params` (a README command) runs attention_jax/commands/count_params.py.
+from absl import app, flags
 
-Usage::
+from attention_jax.commands import count_params
 
-    python -m attention_jax.count_params --config=configs/table2.py:B1 [--config.vocab_size=37000]
-
-prints ``{"row": "B1", "params": 56020992, "paper_params": 58000000}``; ``paper_params`` is ``null``
-where the paper gives no figure.
-"""
-
-from __future__ import annotations
-
-import json
-from typing import Any
-
-from absl import app
-from ml_collections import config_flags
-
-from attention_jax import model
-
-_CONFIG = config_flags.DEFINE_config_file("config", None, "Config file, e.g. configs/table2.py:A1.",
-                                          lock_config=True)
-
-
-def param_summary(config: Any) -> dict[str, Any]:
-    """Count the parameters a config builds and put the paper's figure beside it.
-
-    Parameters
-    ----------
-    config : ml_collections.ConfigDict
-        An experiment config (``configs/*.py``).
-
-    Returns
-    -------
-    dict
-        ``{"row": name, "params": int, "paper_params": int or None}``.
-
-    Notes
-    -----
-    Shapes only (``jax.eval_shape``): the big model is counted without allocating it.
-    """
-    paper = config.get("paper", None)
-    millions = paper.get("params_millions", None) if paper is not None else None
-    params = model.count_params(model.abstract_params(model.TransformerConfig.from_config(config)))
-    return {
-        "row": config.get("name", None),
-        "params": params,
-        "paper_params": None if millions is None else int(round(millions * 1e6)),
-    }
-
-
-def main(argv: list[str]) -> None:
-    """Entry point: print :func:`param_summary` of ``--config`` as JSON."""
-    del argv
-    if _CONFIG.value is None:
-        raise app.UsageError("--config is required, e.g. --config=configs/table2.py:base")
-    print(json.dumps(param_summary(_CONFIG.value)))
-
+__doc__ = count_params.__doc__  # What --help prints, with the command's flags:
 
 if __name__ == "__main__":
-    app.run(main)
+    flags.adopt_module_key_flags(count_params)
+    app.run(count_params.main)

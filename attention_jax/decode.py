@@ -30,15 +30,17 @@ import jax.numpy as jnp
 import numpy as np
 
 from attention_jax import beam_search
-from attention_jax.model import EOS_ID, PAD_ID, Transformer, TransformerConfig, abstract_params
+from attention_jax.decode_settings import DecodeSettings
+from attention_jax.model import EOS_ID, PAD_ID, Transformer, abstract_params
+from attention_jax.transformer_config import TransformerConfig
 
 Array = jax.Array
 SEARCH_METHODS = ("beam", "greedy")
 MIN_SOURCE_BUCKET = 8
 
 
-class Tokenizer(Protocol):
-    """What decoding needs from a tokenizer (``attention_jax.tokenizer.Tokenizer`` has it)."""
+class TextCodec(Protocol):
+    """What decoding needs from a tokenizer: text to ids and back (``data.tokenizer.Tokenizer`` has it)."""
 
     vocab_size: int
 
@@ -360,14 +362,12 @@ class Translator:
         The model (``decode`` is ignored; dropout is off when decoding).
     params : pytree
         Its parameters, boxed or plain; checked against ``model_config``.
-    tokenizer : Tokenizer
+    tokenizer : TextCodec
         ``encode(str) -> ids ending in EOS``, ``decode(ids) -> str``, ``vocab_size``.
-    beam_size : int
-        ``K``; the paper uses 4. ``1`` means greedy decoding (``alpha`` then only affects scores).
-    alpha : float
-        Length-penalty strength (paper: 0.6).
-    max_extra_len : int
-        Outputs hold at most ``input length + max_extra_len`` tokens (paper: 50), EOS included.
+    settings : DecodeSettings
+        Beam size (``1``: greedy decoding; alpha then only affects scores), length-penalty alpha and
+        the output margin: outputs hold at most ``input length + max_decode_extra_len`` tokens, EOS
+        included. Defaults to the paper's (4, 0.6, 50).
     batch_size : int
         Sentences decoded together.
     use_cache : bool
@@ -377,18 +377,18 @@ class Translator:
 
     Notes
     -----
-    The longest accepted input is ``model_config.max_len - max_extra_len`` tokens (EOS included), so
-    that input plus margin fit the model's positions (``TransformerConfig.from_config`` sets
-    ``max_len`` to the training length plus ``max_decode_extra_len``). Longer inputs are truncated
-    (keeping the final EOS) with a warning.
+    The longest accepted input is ``model_config.max_len - settings.max_decode_extra_len`` tokens (EOS
+    included), so that input plus margin fit the model's positions (``TransformerConfig.from_config``
+    sets ``max_len`` to the training length plus ``max_decode_extra_len``). Longer inputs are
+    truncated (keeping the final EOS) with a warning.
     """
 
-    def __init__(self, model_config: TransformerConfig, params: Any, tokenizer: Tokenizer, *,
-                 beam_size: int = 4, alpha: float = 0.6, max_extra_len: int = 50, batch_size: int = 64,
-                 use_cache: bool = True, mesh: jax.sharding.Mesh | None = None) -> None:
-        for name, value in (("beam_size", beam_size), ("batch_size", batch_size), ("max_extra_len", max_extra_len)):
-            if not isinstance(value, (int, np.integer)) or value < 1:
-                raise ValueError(f"{name} must be a positive integer; got {value!r}.")
+    def __init__(self, model_config: TransformerConfig, params: Any, tokenizer: TextCodec, *,
+                 settings: DecodeSettings = DecodeSettings(), batch_size: int = 64, use_cache: bool = True,
+                 mesh: jax.sharding.Mesh | None = None) -> None:
+        if not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+            raise ValueError(f"batch_size must be a positive integer; got {batch_size!r}.")
+        max_extra_len = settings.max_decode_extra_len
         if tokenizer.vocab_size > model_config.vocab_size:
             raise ValueError(
                 f"The tokenizer has {tokenizer.vocab_size} ids but the model embeds only "
@@ -396,16 +396,17 @@ class Translator:
         self.max_source_len = model_config.max_len - max_extra_len
         if self.max_source_len < 1:
             raise ValueError(
-                f"max_extra_len={max_extra_len} leaves no room for input in the model's max_len="
-                f"{model_config.max_len} positions; lower max_extra_len.")
+                f"max_decode_extra_len={max_extra_len} leaves no room for input in the model's max_len="
+                f"{model_config.max_len} positions; lower max_decode_extra_len.")
         if mesh is not None and "data" not in mesh.axis_names:
             raise ValueError(f"The mesh needs a 'data' axis to shard batches over; it has {mesh.axis_names}.")
         check_params_match(model_config, params)
         self.model_config = model_config.replace(decode=False)
         self.tokenizer = tokenizer
-        self.beam_size = int(beam_size)
-        self.alpha = float(alpha)
-        self.max_extra_len = int(max_extra_len)
+        self.settings = settings
+        self.beam_size = settings.beam_size
+        self.alpha = settings.length_penalty_alpha
+        self.max_extra_len = settings.max_decode_extra_len
         self.batch_size = int(batch_size)
         self.use_cache = use_cache
         self.mesh = mesh
@@ -505,7 +506,7 @@ class Translator:
         return batches
 
     def _decode(self, batch: _Batch) -> beam_search.SearchResult:
-        method = "greedy" if self.beam_size == 1 else "beam"
+        method = self.settings.method
         max_decode_len = min(batch.inputs.shape[1] + self.max_extra_len, self.model_config.max_len)
         return decode_batch(
             self.params, self._place(batch.inputs), self._place(batch.max_lengths),

@@ -1,72 +1,10 @@
-"""Evaluate a trained run on a split: sacrebleu BLEU of beam-search translations and perplexity.
+# `python -m attention_jax.evaluate` (a README command) runs attention_jax/commands/evaluate.py.
+from absl import app, flags
 
-Usage::
+from attention_jax.commands import evaluate
 
-    python -m attention_jax.evaluate --workdir=runs/base --split=test --average_last=5
-
-Prints the BLEU score with sacrebleu's signature and the per-token perplexity (teacher forcing, no
-label smoothing), and writes them as JSON to ``WORKDIR/eval_<split>.json`` with the translations in
-``WORKDIR/eval_<split>.hypotheses.txt`` (one per line, in split order).
-"""
-
-from __future__ import annotations
-
-import os
-import sys
-import time
-
-from absl import app, flags, logging
-
-_WORKDIR = flags.DEFINE_string("workdir", None, "Training work directory.", required=True)
-_SPLIT = flags.DEFINE_string("split", "test", "'validation' (dev) or 'test' (or 'train').")
-_CHECKPOINT = flags.DEFINE_string("checkpoint", "latest", "'latest', 'averaged' or a step number.")
-_AVERAGE_LAST = flags.DEFINE_integer("average_last", 0,
-                                     "Average the last N checkpoints first (paper: 5 base, 20 big); 0: off.")
-_NUM_EXAMPLES = flags.DEFINE_integer("num_examples", 0, "Evaluate only the first N pairs (0: all).")
-_BEAM_SIZE = flags.DEFINE_integer("beam_size", None, "Beam size (default: the config's, 4); 1 is greedy.")
-_ALPHA = flags.DEFINE_float("alpha", None, "Length penalty alpha (default: the config's, 0.6).")
-_BATCH_SIZE = flags.DEFINE_integer("batch_size", 64, "Sentences per decoding batch.")
-_OUTPUT = flags.DEFINE_string("output", None, "JSON file to write (default: WORKDIR/eval_<split>.json).")
-
-
-def main(argv: list[str]) -> None:
-    """Evaluate the run in ``--workdir`` on ``--split``."""
-    if len(argv) > 1:
-        raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
-    from attention_jax import evaluation, inference  # Imported here so --help is fast.
-
-    if _NUM_EXAMPLES.value < 0:
-        sys.exit(f"evaluate: --num_examples must be >= 0; got {_NUM_EXAMPLES.value}.")
-    try:
-        run = inference.load_run(_WORKDIR.value, _CHECKPOINT.value, average_last=_AVERAGE_LAST.value)
-        translator = inference.make_translator(run, beam_size=_BEAM_SIZE.value, alpha=_ALPHA.value,
-                                               batch_size=_BATCH_SIZE.value)
-        pairs = run.data.text_pairs(_SPLIT.value, max_pairs=_NUM_EXAMPLES.value)
-    except (FileNotFoundError, ValueError) as error:
-        sys.exit(f"evaluate: {error}")
-    logging.info("Evaluating %s of %s on %d %s pairs.", run.checkpoint, run.workdir, len(pairs), _SPLIT.value)
-    start = time.time()
-    try:
-        result = evaluation.evaluate(translator, pairs)
-    except ValueError as error:
-        sys.exit(f"evaluate: {error}")
-    report = {
-        "split": _SPLIT.value,
-        "checkpoint": run.checkpoint,
-        "name": run.config.get("name", ""),
-        **result.summary(),
-        "beam_size": translator.beam_size,
-        "alpha": translator.alpha,
-        "max_extra_len": translator.max_extra_len,
-        "wall_s": round(time.time() - start, 2),
-    }
-    path = _OUTPUT.value or os.path.join(run.workdir, f"eval_{_SPLIT.value}.json")
-    hypotheses_path = evaluation.write_report(path, report, result.hypotheses)
-    print(f"BLEU = {result.bleu:.2f}  ({result.bleu_signature})")
-    print(f"perplexity = {result.perplexity:.3f}  (cross-entropy {result.cross_entropy:.4f} nats/token, "
-          f"{result.num_target_tokens} tokens)")
-    print(f"wrote {path} and {hypotheses_path}")
-
+__doc__ = evaluate.__doc__  # What --help prints, with the command's flags:
 
 if __name__ == "__main__":
-    app.run(main)
+    flags.adopt_module_key_flags(evaluate)
+    app.run(evaluate.main)

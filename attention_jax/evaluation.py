@@ -13,7 +13,6 @@ import dataclasses
 import functools
 import json
 import math
-import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,8 +21,9 @@ import jax.numpy as jnp
 import numpy as np
 import sacrebleu
 
-from attention_jax import decode
-from attention_jax.model import PAD_ID, Transformer, TransformerConfig
+from attention_jax import decode, run_files
+from attention_jax.model import PAD_ID, Transformer
+from attention_jax.transformer_config import TransformerConfig
 
 Array = jax.Array
 
@@ -95,7 +95,7 @@ class CrossEntropy:
         return math.exp(self.mean) if self.num_tokens else float("nan")
 
 
-def cross_entropy(model_config: TransformerConfig, params: Any, tokenizer: decode.Tokenizer,
+def cross_entropy(model_config: TransformerConfig, params: Any, tokenizer: decode.TextCodec,
                   pairs: Sequence[tuple[str, str]], *, max_len: int, batch_size: int = 64) -> CrossEntropy:
     """Mean unsmoothed cross-entropy per target token of ``pairs``, teacher-forced.
 
@@ -105,7 +105,7 @@ def cross_entropy(model_config: TransformerConfig, params: Any, tokenizer: decod
         The model.
     params : pytree
         Plain (unboxed) parameters.
-    tokenizer : decode.Tokenizer
+    tokenizer : decode.TextCodec
         Encodes both sides (ids end in EOS).
     pairs : Sequence[tuple[str, str]]
         ``(source, target)`` text.
@@ -244,7 +244,7 @@ def write_report(path: str, report: dict[str, Any], hypotheses: Sequence[str]) -
     with open(path, "w", encoding="utf-8") as report_file:
         json.dump(report, report_file, indent=2)
         report_file.write("\n")
-    hypotheses_path = os.path.splitext(path)[0] + ".hypotheses.txt"
+    hypotheses_path = run_files.hypotheses_path(path)
     with open(hypotheses_path, "w", encoding="utf-8") as hypotheses_file:
         hypotheses_file.writelines(hypothesis.replace("\n", " ") + "\n" for hypothesis in hypotheses)
     return hypotheses_path

@@ -15,9 +15,12 @@ from typing import Any
 
 import ml_collections
 
-from attention_jax import checkpoints, decode, input_pipeline
-from attention_jax.model import TransformerConfig
-from attention_jax.tokenizer import Tokenizer
+from attention_jax import decode, run_files
+from attention_jax.data import input_pipeline
+from attention_jax.data.tokenizer import Tokenizer
+from attention_jax.decode_settings import DecodeSettings
+from attention_jax.transformer_config import TransformerConfig
+from attention_jax.training import checkpoints, params_checkpoints
 
 
 @dataclasses.dataclass
@@ -90,14 +93,14 @@ def load_run(workdir: str, checkpoint: str = "latest", *, average_last: int = 0)
     if not os.path.isdir(workdir):
         raise FileNotFoundError(f"No work directory {workdir!r}: pass the --workdir of a training run.")
     if average_last > 0:
-        params, steps = checkpoints.average_last_params(workdir, average_last)
+        params, steps = params_checkpoints.average_last_params(workdir, average_last)
         config = checkpoints.read_config(workdir)
         checkpoint = f"average of steps {steps}"
     else:
-        params, config = checkpoints.load_for_inference(workdir, checkpoint)
+        params, config = params_checkpoints.load_for_inference(workdir, checkpoint)
     model_config = TransformerConfig.from_config(config)
     decode.check_params_match(model_config, params)
-    tokenizer_path = os.path.join(workdir, checkpoints.TOKENIZER_FILE)
+    tokenizer_path = os.path.join(workdir, run_files.TOKENIZER_FILE)
     if os.path.isfile(tokenizer_path):
         return TrainedRun(workdir, checkpoint, config, model_config, params, Tokenizer.load(tokenizer_path))
     data = input_pipeline.get_datasets(config)  # A run from before tokenizer.model was kept.
@@ -113,22 +116,21 @@ def make_translator(run: TrainedRun, *, beam_size: int | None = None, alpha: flo
     run : TrainedRun
         From :func:`load_run`.
     beam_size : int, optional
-        Defaults to ``config.beam_size`` (4).
+        Replaces ``config.beam_size``.
     alpha : float, optional
-        Defaults to ``config.length_penalty_alpha`` (0.6).
+        Replaces ``config.length_penalty_alpha``.
     batch_size : int
         Sentences per decoding batch.
 
     Returns
     -------
     decode.Translator
-        Output length limit ``input + config.max_decode_extra_len``.
+        With :meth:`DecodeSettings.from_config` of the run's config (output length limit
+        ``input + config.max_decode_extra_len``).
     """
     config = run.config
     return decode.Translator(
         run.model_config, run.params, run.tokenizer,
-        beam_size=int(config.get("beam_size", 4) if beam_size is None else beam_size),
-        alpha=float(config.get("length_penalty_alpha", 0.6) if alpha is None else alpha),
-        max_extra_len=int(config.get("max_decode_extra_len", 50)),
+        settings=DecodeSettings.from_config(config, beam_size=beam_size, length_penalty_alpha=alpha),
         batch_size=batch_size,
     )

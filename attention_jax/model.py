@@ -10,186 +10,19 @@ the decoder input is built here as ``[BOS] + targets[:-1]`` (teacher forcing).
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from typing import Any
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
-import ml_collections
-import numpy as np
 
 from attention_jax import attention
+from attention_jax.transformer_config import TransformerConfig
 
 Array = jax.Array
 
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
-
-POSITIONAL_ENCODINGS = ("sinusoidal", "learned", "none")
-LAYER_NORM_POSITIONS = ("post", "pre")
-DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
-
-
-@dataclasses.dataclass(frozen=True)
-class TransformerConfig:
-    """Hyperparameters of the model; frozen, so decode and eval variants come from ``replace``.
-
-    Attributes
-    ----------
-    vocab_size : int
-        Rows of the shared embedding (the tokenizer's vocabulary must not exceed it).
-    num_layers : int
-        ``N``, layers in the encoder and in the decoder.
-    d_model, d_ff, num_heads, key_dim, value_dim : int
-        Widths of Section 3 and Table 3; ``key_dim``/``value_dim`` are per head (``d_k``, ``d_v``).
-    dropout_rate : float
-        ``P_drop`` on every sublayer output and on embeddings + positional encodings (5.4).
-    attention_dropout_rate : float
-        Dropout on attention weights (not in the paper; 0 reproduces it).
-    positional_encoding : str
-        ``"sinusoidal"`` (3.5), ``"learned"`` (Table 2 row E) or ``"none"`` (no position information:
-        the encoder is then permutation-equivariant).
-    layer_norm_position : str
-        ``"post"``: ``LayerNorm(x + Dropout(Sublayer(x)))`` as in the paper; ``"pre"``:
-        ``x + Dropout(Sublayer(LayerNorm(x)))`` with a final LayerNorm per stack.
-    share_embeddings : bool
-        One matrix for encoder input, decoder input and pre-softmax projection (3.4); otherwise three.
-    attention_implementation : str
-        See :data:`attention_jax.attention.ATTENTION_IMPLEMENTATIONS`.
-    attention_window : int
-        0 for full attention; ``r > 0`` restricts self-attention to ``|i - j| <= r`` (Table 1), computed
-        blockwise in O(r n d) by the einsum implementation (other implementations use a dense mask;
-        decode mode uses the key/value cache). Cross-attention stays full.
-    max_len : int
-        Positions the learned encoding holds (inputs and decoded outputs must fit).
-    dtype : str
-        Computation dtype name, ``"float32"`` or ``"bfloat16"``; parameters are always float32.
-    decode : bool
-        Build the autoregressive variant whose decoder keeps a key/value cache.
-    """
-
-    vocab_size: int = 37000
-    num_layers: int = 6
-    d_model: int = 512
-    d_ff: int = 2048
-    num_heads: int = 8
-    key_dim: int = 64
-    value_dim: int = 64
-    dropout_rate: float = 0.1
-    attention_dropout_rate: float = 0.0
-    positional_encoding: str = "sinusoidal"
-    layer_norm_position: str = "post"
-    share_embeddings: bool = True
-    attention_implementation: str = "einsum"
-    attention_window: int = 0
-    max_len: int = 512
-    dtype: str = "float32"
-    decode: bool = False
-
-    def __post_init__(self) -> None:
-        _validate(self)
-
-    @classmethod
-    def from_config(cls, config: ml_collections.ConfigDict, **overrides: Any) -> "TransformerConfig":
-        """Build the model config from an experiment config (see ``configs/base.py``).
-
-        Parameters
-        ----------
-        config : ml_collections.ConfigDict
-            Experiment config; ``key_dim``/``value_dim`` of 0 mean ``d_model // num_heads``.
-        **overrides
-            Fields to replace, e.g. ``decode=True``.
-
-        Returns
-        -------
-        TransformerConfig
-            Validated model config. ``max_len`` covers the longest input plus the decoding margin
-            (``config.max_len + config.max_decode_extra_len``).
-
-        Notes
-        -----
-        Raises ``ValueError`` naming the field for any invalid value.
-        """
-        num_heads = _positive_int("num_heads", config.num_heads)
-        d_model = _positive_int("d_model", config.d_model)
-        derived = {}
-        for field in ("key_dim", "value_dim"):
-            value = config[field]
-            if value == 0:  # Paper default: d_k = d_v = d_model / h.
-                if d_model % num_heads:
-                    raise ValueError(
-                        f"{field}=0 means d_model / num_heads, but d_model={d_model} is not divisible "
-                        f"by num_heads={num_heads}: set {field} explicitly or change num_heads."
-                    )
-                value = d_model // num_heads
-            derived[field] = value
-        fields = dict(
-            vocab_size=config.vocab_size,
-            num_layers=config.num_layers,
-            d_model=d_model,
-            d_ff=config.d_ff,
-            num_heads=num_heads,
-            dropout_rate=config.dropout_rate,
-            attention_dropout_rate=config.attention_dropout_rate,
-            positional_encoding=config.positional_encoding,
-            layer_norm_position=config.layer_norm_position,
-            share_embeddings=config.share_embeddings,
-            attention_implementation=config.attention_implementation,
-            attention_window=config.attention_window,
-            max_len=config.max_len + config.get("max_decode_extra_len", 0),
-            dtype=config.dtype,
-            **derived,
-        )
-        fields.update(overrides)
-        return cls(**fields)
-
-    def replace(self, **changes: Any) -> "TransformerConfig":
-        """Return a copy with ``changes`` applied (validated again)."""
-        return dataclasses.replace(self, **changes)
-
-    @property
-    def compute_dtype(self) -> Any:
-        """The jnp dtype of activations."""
-        return DTYPES[self.dtype]
-
-
-def _positive_int(name: str, value: Any) -> int:
-    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value <= 0:
-        raise ValueError(f"{name} must be a positive integer; got {value!r}.")
-    return int(value)
-
-
-def _one_of(name: str, value: Any, allowed: tuple[str, ...]) -> None:
-    if value not in allowed:
-        raise ValueError(f"{name} must be one of {allowed}; got {value!r}.")
-
-
-def _validate(config: TransformerConfig) -> None:
-    """Raise ``ValueError`` naming the first invalid field and its allowed values."""
-    for name in ("vocab_size", "num_layers", "d_model", "d_ff", "num_heads", "key_dim", "value_dim",
-                 "max_len"):
-        _positive_int(name, getattr(config, name))
-    for name in ("dropout_rate", "attention_dropout_rate"):
-        rate = getattr(config, name)
-        if not isinstance(rate, (int, float)) or not 0.0 <= rate < 1.0:
-            raise ValueError(f"{name} must be a probability in [0, 1); got {rate!r}.")
-    _one_of("positional_encoding", config.positional_encoding, POSITIONAL_ENCODINGS)
-    _one_of("layer_norm_position", config.layer_norm_position, LAYER_NORM_POSITIONS)
-    _one_of("attention_implementation", config.attention_implementation,
-            attention.ATTENTION_IMPLEMENTATIONS)
-    _one_of("dtype", config.dtype, tuple(DTYPES))
-    if not isinstance(config.attention_window, int) or config.attention_window < 0:
-        raise ValueError(
-            f"attention_window must be 0 (full attention) or a positive window r; "
-            f"got {config.attention_window!r}."
-        )
-    if config.attention_dropout_rate > 0 and config.attention_implementation != "einsum":
-        raise ValueError(
-            f"attention_dropout_rate={config.attention_dropout_rate} needs "
-            f"attention_implementation='einsum' (the fused kernels have no weight dropout); got "
-            f"{config.attention_implementation!r}."
-        )
 
 
 def sinusoidal_positional_encoding(positions: Array, d_model: int) -> Array:

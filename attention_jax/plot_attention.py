@@ -1,51 +1,10 @@
-"""Draw a trained model's attention weights for one sentence, like the paper's Figures 3-5.
-
-Usage::
-
-    python -m attention_jax.plot_attention --workdir=runs/tiny --text="The house is small." \\
-        --out=attention.png [--target="Das Haus ist klein."] [--layer=-1] [--head=all] [--kind=cross]
-
-Draws one heat map per head (a grid for ``--head=all``) of the chosen layer: rows are queries, columns
-keys, both labelled with subword tokens. ``cross``: target tokens (rows) attending to source tokens;
-``encoder``: source to source; ``decoder``: target positions to the decoder inputs (``<s>`` + target).
-Without ``--target`` the model's own beam-search translation is used.
-"""
-
-from __future__ import annotations
-
-import sys
-
+# `python -m attention_jax.plot_attention` (a README command) runs attention_jax/commands/plot_attention.py.
 from absl import app, flags
 
-_WORKDIR = flags.DEFINE_string("workdir", None, "Training work directory.", required=True)
-_CHECKPOINT = flags.DEFINE_string("checkpoint", "latest", "'latest', 'averaged' or a step number.")
-_TEXT = flags.DEFINE_string("text", None, "Source sentence.", required=True)
-_TARGET = flags.DEFINE_string("target", None, "Target sentence (default: the model's translation).")
-_OUT = flags.DEFINE_string("out", None, "PNG file to write.", required=True)
-_LAYER = flags.DEFINE_integer("layer", -1, "Layer index (negative counts from the last).")
-_HEAD = flags.DEFINE_string("head", "all", "'all' or a head index.")
-_KIND = flags.DEFINE_enum("kind", "cross", ["cross", "encoder", "decoder"], "Which attention to draw.")
+from attention_jax.commands import plot_attention
 
-
-def main(argv: list[str]) -> None:
-    """Compute and draw the attention maps for ``--text``."""
-    if len(argv) > 1:
-        raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
-    from attention_jax import attention_maps, attention_plots, inference  # Imported here so --help is fast.
-
-    try:
-        run = inference.load_run(_WORKDIR.value, _CHECKPOINT.value)
-        maps = attention_maps.attention_maps(
-            run.model_config, run.params, run.tokenizer, _TEXT.value, _TARGET.value,
-            beam_size=int(run.config.get("beam_size", 4)), alpha=float(run.config.get("length_penalty_alpha", 0.6)),
-            max_extra_len=int(run.config.get("max_decode_extra_len", 50)))
-        heads = attention_plots.select_heads(maps[_KIND.value].shape[1], _HEAD.value)
-        attention_plots.draw_attention(maps, _KIND.value, _LAYER.value, heads, _OUT.value)
-    except (FileNotFoundError, ValueError) as error:
-        sys.exit(f"plot_attention: {error}")
-    print(f"{maps['source']} -> {maps['target']}")
-    print(f"wrote {_OUT.value}")
-
+__doc__ = plot_attention.__doc__  # What --help prints, with the command's flags:
 
 if __name__ == "__main__":
-    app.run(main)
+    flags.adopt_module_key_flags(plot_attention)
+    app.run(plot_attention.main)

@@ -1,95 +1,10 @@
-r"""Translate sentences from stdin with a trained run: one input line in, one output line out.
+# `python -m attention_jax.translate` (a README command) runs attention_jax/commands/translate.py.
+from absl import app, flags
 
-Usage::
+from attention_jax.commands import translate
 
-    echo "The house is small." | python -m attention_jax.translate --workdir=runs/tiny
-    python -m attention_jax.translate --workdir=runs/base --checkpoint=averaged < newstest2014.en > out.de
-
-Lines are read as UTF-8 (undecodable bytes become U+FFFD, with a warning on stderr), translated in
-length-sorted batches with beam search (Section 6.1: beam 4, alpha 0.6, at most input + 50 tokens),
-and written in input order. Empty lines give empty lines. Output is written after each block of
-lines, so translations appear in blocks, not line by line.
-"""
-
-from __future__ import annotations
-
-import sys
-from collections.abc import Iterable, Iterator
-from typing import BinaryIO
-
-from absl import app, flags, logging
-
-_WORKDIR = flags.DEFINE_string("workdir", None, "Training work directory.", required=True)
-_CHECKPOINT = flags.DEFINE_string("checkpoint", "latest", "'latest', 'averaged' or a step number.")
-_AVERAGE_LAST = flags.DEFINE_integer("average_last", 0, "Average the last N checkpoints instead (0: off).")
-_BEAM_SIZE = flags.DEFINE_integer("beam_size", None, "Beam size (default: the config's, 4); 1 is greedy.")
-_ALPHA = flags.DEFINE_float("alpha", None, "Length penalty alpha (default: the config's, 0.6).")
-_BATCH_SIZE = flags.DEFINE_integer("batch_size", 64, "Sentences per decoding batch.")
-
-LINES_PER_BLOCK_PER_BATCH = 16  # Lines read before translating: 16 batches, sorted by length together.
-
-
-def read_lines(stream: BinaryIO) -> Iterator[str]:
-    """Yield the lines of a byte stream as text, without line endings.
-
-    Parameters
-    ----------
-    stream : BinaryIO
-        E.g. ``sys.stdin.buffer``.
-
-    Yields
-    ------
-    str
-        Each line, decoded as UTF-8; bytes that are not valid UTF-8 are replaced by U+FFFD and a
-        warning naming the line goes to the log (stderr).
-
-    Notes
-    -----
-    Only ``\n`` (and a ``\r`` before it) ends a line, so the count of output lines always equals the
-    count of input lines (``str.splitlines`` would also split on form feeds and Unicode separators).
-    """
-    for number, raw in enumerate(stream, start=1):
-        raw = raw.rstrip(b"\n").rstrip(b"\r")
-        try:
-            yield raw.decode("utf-8")
-        except UnicodeDecodeError as error:
-            logging.warning("Input line %d is not valid UTF-8 (%s); undecodable bytes were replaced by U+FFFD.",
-                            number, error.reason)
-            yield raw.decode("utf-8", errors="replace")
-
-
-def blocks(lines: Iterable[str], size: int) -> Iterator[list[str]]:
-    """Group ``lines`` into lists of at most ``size``."""
-    block: list[str] = []
-    for line in lines:
-        block.append(line)
-        if len(block) == size:
-            yield block
-            block = []
-    if block:
-        yield block
-
-
-def main(argv: list[str]) -> None:
-    """Translate stdin to stdout with the run in ``--workdir``."""
-    if len(argv) > 1:
-        raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
-    from attention_jax import inference  # Imported here so --help is fast.
-
-    try:
-        run = inference.load_run(_WORKDIR.value, _CHECKPOINT.value, average_last=_AVERAGE_LAST.value)
-        translator = inference.make_translator(run, beam_size=_BEAM_SIZE.value, alpha=_ALPHA.value,
-                                               batch_size=_BATCH_SIZE.value)
-    except (FileNotFoundError, ValueError) as error:
-        sys.exit(f"translate: {error}")
-    logging.info("Translating with %s of %s (beam %d, alpha %.2f).", run.checkpoint, run.workdir,
-                 translator.beam_size, translator.alpha)
-    output = sys.stdout.buffer
-    for block in blocks(read_lines(sys.stdin.buffer), _BATCH_SIZE.value * LINES_PER_BLOCK_PER_BATCH):
-        for translation in translator.translate(block):
-            output.write(translation.replace("\n", " ").encode("utf-8") + b"\n")
-        output.flush()
-
+__doc__ = translate.__doc__  # What --help prints, with the command's flags:
 
 if __name__ == "__main__":
-    app.run(main)
+    flags.adopt_module_key_flags(translate)
+    app.run(translate.main)

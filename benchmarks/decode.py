@@ -37,7 +37,8 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 from attention_jax import beam_search, decode  # noqa: E402
-from attention_jax.model import EOS_ID, Transformer, TransformerConfig  # noqa: E402
+from attention_jax.model import EOS_ID, Transformer  # noqa: E402
+from attention_jax.transformer_config import TransformerConfig  # noqa: E402
 from configs import base as base_config  # noqa: E402
 from configs import tiny as tiny_config  # noqa: E402
 

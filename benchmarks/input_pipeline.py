@@ -30,7 +30,7 @@ from ml_collections import config_flags
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_ROOT)
 
-from attention_jax import input_pipeline  # noqa: E402
+from attention_jax.data import input_pipeline  # noqa: E402
 
 _CONFIG = config_flags.DEFINE_config_file("config", os.path.join(REPO_ROOT, "configs", "base.py"), "Config file.")
 _MESSAGES_DIR = flags.DEFINE_string("messages_dir", "", "messages_en_de directory; '' finds ../shared.")
@@ -52,7 +52,7 @@ def _messages_dir() -> str | None:
 
 def _has_synthetic() -> bool:
     try:
-        from attention_jax import synthetic_en_de  # noqa: F401
+        from attention_jax.data import synthetic_en_de  # noqa: F401
     except ImportError:
         return False
     return True

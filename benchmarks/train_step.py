@@ -6,7 +6,7 @@ Run from the repository root::
     python benchmarks/train_step.py --config=configs/base.py --rows=8 --length=32 --steps=10
     python benchmarks/train_step.py --config=configs/base.py --config.dtype=bfloat16 --rows=64 --length=64
 
-The step is :func:`attention_jax.train.train_step` as training runs it (forward, backward, Adam, metrics;
+The step is :func:`attention_jax.training.train_state.train_step` as training runs it (forward, backward, Adam, metrics;
 dropout and label smoothing from the config), on a batch of ``rows`` sentence pairs of ``length`` tokens
 on both sides (no padding), replicated parameters over all devices (``--config.param_sharding=fsdp`` to
 shard them). Reported:
@@ -41,7 +41,9 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_ROOT)
 sys.path.insert(0, os.path.join(REPO_ROOT, "benchmarks"))
 
-from attention_jax import model, optim, sharding, train  # noqa: E402
+from attention_jax import model  # noqa: E402
+from attention_jax.training import optim, sharding, train_state  # noqa: E402
+from attention_jax.transformer_config import TransformerConfig  # noqa: E402
 from flops import transformer_train_flops  # noqa: E402
 
 _CONFIG = config_flags.DEFINE_config_file("config", os.path.join(REPO_ROOT, "configs", "tiny.py"),
@@ -80,13 +82,13 @@ def random_batch(rows: int, length: int, vocab_size: int, seed: int = 0) -> dict
 def benchmark(config: Any, rows: int, length: int, steps: int, warmup_steps: int) -> dict[str, Any]:
     """Compile and time the train step; returns the JSON fields (see the module docstring)."""
     mesh = sharding.create_mesh((-1,), ("data",))
-    transformer = model.Transformer(model.TransformerConfig.from_config(config))
+    transformer = model.Transformer(TransformerConfig.from_config(config))
     optimizer = optim.make_optimizer(config)
-    boxed = train.abstract_boxed_state(transformer, optimizer)
-    shardings = train.train_state_shardings(boxed, mesh,
+    boxed = train_state.abstract_boxed_state(transformer, optimizer)
+    shardings = train_state.train_state_shardings(boxed, mesh,
                                             sharding.logical_axis_rules(config.param_sharding, mesh))
-    state = train.create_train_state(config.seed, transformer, optimizer, shardings)
-    steps_fn = train.compile_steps(transformer, optimizer, mesh, shardings,
+    state = train_state.create_train_state(config.seed, transformer, optimizer, shardings)
+    steps_fn = train_state.compile_steps(transformer, optimizer, mesh, shardings,
                                    label_smoothing=config.label_smoothing,
                                    dropout_rng=config.get("dropout_rng", "threefry"))
     batch = sharding.global_batch(random_batch(rows, length, config.vocab_size), steps_fn.batch_sharding)

@@ -13,6 +13,7 @@ import shlex
 import threading
 from typing import Callable, Sequence
 
+from attention_jax import run_files
 from launch import sweep_record
 from launch.sweep_spec import RowJob, RowOutcome
 
@@ -88,6 +89,6 @@ def describe_local(jobs: Sequence[RowJob], *, repo_dir: str) -> str:
     """
     lines = []
     for job in jobs:
-        log_path = os.path.join(job.record_dir, sweep_record.LOG_FILE)
+        log_path = os.path.join(job.record_dir, run_files.LOG_FILE)
         lines.append(f"cd {shlex.quote(repo_dir)} && {shlex.join(job.argv)} >> {shlex.quote(log_path)} 2>&1")
     return "\n".join(lines)

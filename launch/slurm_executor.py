@@ -18,6 +18,7 @@ import subprocess
 import time
 from typing import Callable, Sequence
 
+from attention_jax import run_files
 from launch import sweep_record
 from launch.sweep_spec import RowJob, RowOutcome
 
@@ -111,7 +112,7 @@ def job_script(job: RowJob, resources: SlurmResources, *, repo_dir: str, job_nam
     str
         A bash script with ``#SBATCH`` lines; training runs under ``srun``.
     """
-    log_path = os.path.join(job.record_dir, sweep_record.LOG_FILE)
+    log_path = os.path.join(job.record_dir, run_files.LOG_FILE)
     options = [f"--job-name={job_name}", f"--output={log_path}", "--open-mode=append"]
     options += resources.directives()
     lines = ["#!/bin/bash", f"# Row {job.row}, written by launch.sweep; submit with: sbatch {SCRIPT_FILE}"]
@@ -282,7 +283,7 @@ def wait_for_jobs(jobs: Sequence[RowJob], outcomes: Sequence[RowOutcome], *, pol
         elif sweep_record.results_exist(job.record_dir):
             final.append(RowOutcome(job.row, "done", f"job {job_ids[job.row]}"))
         else:
-            log_path = os.path.join(job.record_dir, sweep_record.LOG_FILE)
+            log_path = os.path.join(job.record_dir, run_files.LOG_FILE)
             say(f"{job.row}: job ended ({last_state[job.row].lower()}) without results.json; "
                 f"log {log_path}:\n{sweep_record.log_tail(log_path)}")
             final.append(RowOutcome(job.row, "failed", f"{last_state[job.row].lower()}, log: {log_path}"))

@@ -31,20 +31,17 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
-from typing import Sequence
+from typing import Callable, Sequence
 
 from absl import app, flags
 
-from attention_jax import report
+from attention_jax import sweep_report
 from launch import local_executor, slurm_executor, sweep_record, sweep_spec, tpu_executor
 from launch.sweep_spec import RowJob, RowOutcome
-
-EXECUTORS = ("local", "slurm", "tpu")
 
 _CONFIG = flags.DEFINE_string("config", None,
                               "Sweep config file (defines get_sweep()), e.g. configs/table2.py.")
 _ROWS = flags.DEFINE_string("rows", "all", "'all' or comma-separated row names, e.g. A1,B2.")
-_EXECUTOR = flags.DEFINE_string("executor", "local", "Where rows run: " + " | ".join(EXECUTORS) + ".")
 _ROOT = flags.DEFINE_string("root", None, "Sweep root: ROOT/<row> is each row's work directory.")
 _DRY_RUN = flags.DEFINE_bool("dry_run", False, "Print the commands / scripts; run and write nothing.")
 _FORCE = flags.DEFINE_bool("force", False,
@@ -144,11 +141,11 @@ def build_plan(overrides: Sequence[str]) -> Plan:
     rows = sweep_spec.select_rows(sweep, _ROWS.value)
     sweep_spec.check_overrides(sweep, rows, overrides)
     description = sweep_record.sweep_description(sweep, overrides)
-    on_tpu = _EXECUTOR.value == "tpu"
+    remote = EXECUTORS[_EXECUTOR.value].remote
     root = os.path.abspath(_ROOT.value)
-    repo_dir = _REPO_DIR.value or ("attention_jax" if on_tpu else os.getcwd())
-    python = _PYTHON.value or ("python3" if on_tpu else sys.executable)
-    run_root = (_REMOTE_ROOT.value or root) if on_tpu else root
+    repo_dir = _REPO_DIR.value or ("attention_jax" if remote else os.getcwd())
+    python = _PYTHON.value or ("python3" if remote else sys.executable)
+    run_root = (_REMOTE_ROOT.value or root) if remote else root
     jobs = sweep_spec.row_jobs(sweep, rows, overrides, root=root, run_root=run_root, python=python,
                                main_module=_MAIN.value)
     return Plan(sweep, rows, list(overrides), root, repo_dir, jobs, description)
@@ -167,6 +164,80 @@ def _tpu_target(plan: Plan) -> tpu_executor.TpuTarget:
                                   repo_dir=plan.repo_dir, setup=tuple(_SETUP.value))
 
 
+def _describe_local(plan: Plan) -> str:
+    return local_executor.describe_local(plan.jobs, repo_dir=plan.repo_dir)
+
+
+def _run_local(plan: Plan) -> list[RowOutcome]:
+    return local_executor.run_local(plan.jobs, repo_dir=plan.repo_dir, parallel=_PARALLEL.value, force=_FORCE.value)
+
+
+def _describe_slurm(plan: Plan) -> str:
+    return slurm_executor.describe_slurm(plan.jobs, _slurm_resources(), repo_dir=plan.repo_dir,
+                                         name_prefix=plan.description["report_name"])
+
+
+def _check_slurm(plan: Plan) -> None:
+    del plan
+    slurm_executor.require_binary("sbatch")
+    slurm_executor.require_binary("squeue")
+
+
+def _run_slurm(plan: Plan) -> list[RowOutcome]:
+    outcomes = slurm_executor.submit_slurm(plan.jobs, _slurm_resources(), repo_dir=plan.repo_dir,
+                                           name_prefix=plan.description["report_name"], force=_FORCE.value)
+    if _WAIT.value:
+        outcomes = slurm_executor.wait_for_jobs(plan.jobs, outcomes, poll_s=_POLL_S.value)
+    return outcomes
+
+
+def _describe_tpu(plan: Plan) -> str:
+    return tpu_executor.describe_tpu(plan.jobs, _tpu_target(plan))
+
+
+def _check_tpu(plan: Plan) -> None:
+    tpu_executor.require_gcloud()
+    _tpu_target(plan)
+
+
+def _run_tpu(plan: Plan) -> list[RowOutcome]:
+    return tpu_executor.run_tpu(plan.jobs, _tpu_target(plan), force=_FORCE.value)
+
+
+@dataclasses.dataclass(frozen=True)
+class Executor:
+    """Where a sweep's rows run: how to print, check and carry out a plan there.
+
+    Parameters
+    ----------
+    describe : Callable[[Plan], str]
+        The commands or job scripts, for ``--dry_run``.
+    check_tools : Callable[[Plan], None]
+        Raises before anything is written when a tool or flag the executor needs is missing.
+    execute : Callable[[Plan], list[RowOutcome]]
+        Runs or submits the rows; one outcome per row.
+    remote : bool
+        Rows run on other machines that have their own repository, Python and root (TPU VMs).
+    """
+
+    describe: Callable[[Plan], str]
+    check_tools: Callable[[Plan], None]
+    execute: Callable[[Plan], list[RowOutcome]]
+    remote: bool = False
+
+
+def _no_tools_needed(plan: Plan) -> None:
+    del plan
+
+
+EXECUTORS: dict[str, Executor] = {
+    "local": Executor(_describe_local, _no_tools_needed, _run_local),
+    "slurm": Executor(_describe_slurm, _check_slurm, _run_slurm),
+    "tpu": Executor(_describe_tpu, _check_tpu, _run_tpu, remote=True),
+}
+_EXECUTOR = flags.DEFINE_string("executor", "local", "Where rows run: " + " | ".join(EXECUTORS) + ".")
+
+
 def describe(plan: Plan) -> str:
     """What the sweep would do (``--dry_run``): a header, then commands or job scripts.
 
@@ -182,14 +253,7 @@ def describe(plan: Plan) -> str:
     """
     header = (f"# {plan.sweep.config_file}: {len(plan.rows)} row(s) {', '.join(plan.rows)} -> {plan.root} "
               f"(executor {_EXECUTOR.value}; overrides: {' '.join(plan.overrides) or 'none'})")
-    if _EXECUTOR.value == "local":
-        body = local_executor.describe_local(plan.jobs, repo_dir=plan.repo_dir)
-    elif _EXECUTOR.value == "slurm":
-        body = slurm_executor.describe_slurm(plan.jobs, _slurm_resources(), repo_dir=plan.repo_dir,
-                                             name_prefix=plan.description["report_name"])
-    else:
-        body = tpu_executor.describe_tpu(plan.jobs, _tpu_target(plan))
-    return header + "\n" + body
+    return header + "\n" + EXECUTORS[_EXECUTOR.value].describe(plan)
 
 
 def check_tools(plan: Plan) -> None:
@@ -205,12 +269,7 @@ def check_tools(plan: Plan) -> None:
     Raises ``FileNotFoundError`` saying what to install when ``sbatch``/``squeue`` (slurm) or
     ``gcloud`` (tpu) is missing, and ``ValueError`` for missing TPU flags.
     """
-    if _EXECUTOR.value == "slurm":
-        slurm_executor.require_binary("sbatch")
-        slurm_executor.require_binary("squeue")
-    elif _EXECUTOR.value == "tpu":
-        tpu_executor.require_gcloud()
-        _tpu_target(plan)
+    EXECUTORS[_EXECUTOR.value].check_tools(plan)
 
 
 def execute(plan: Plan) -> list[RowOutcome]:
@@ -226,16 +285,7 @@ def execute(plan: Plan) -> list[RowOutcome]:
     list[RowOutcome]
         One per row.
     """
-    if _EXECUTOR.value == "local":
-        return local_executor.run_local(plan.jobs, repo_dir=plan.repo_dir, parallel=_PARALLEL.value,
-                                        force=_FORCE.value)
-    if _EXECUTOR.value == "tpu":
-        return tpu_executor.run_tpu(plan.jobs, _tpu_target(plan), force=_FORCE.value)
-    outcomes = slurm_executor.submit_slurm(plan.jobs, _slurm_resources(), repo_dir=plan.repo_dir,
-                                           name_prefix=plan.description["report_name"], force=_FORCE.value)
-    if _WAIT.value:
-        outcomes = slurm_executor.wait_for_jobs(plan.jobs, outcomes, poll_s=_POLL_S.value)
-    return outcomes
+    return EXECUTORS[_EXECUTOR.value].execute(plan)
 
 
 def summarize(outcomes: Sequence[RowOutcome]) -> str:
@@ -264,7 +314,7 @@ def _write_report(plan: Plan, outcomes: Sequence[RowOutcome]) -> None:
     if not (_REPORT.value and finished_here and any(o.status in ("done", "skipped") for o in outcomes)):
         print(f"Report: python -m attention_jax.report {plan.root}")
         return
-    paths = report.write_report(plan.root)
+    paths = sweep_report.write_report(plan.root)
     print("Report: " + ", ".join(paths))
 
 
@@ -297,7 +347,7 @@ def main(parsed: tuple[list[str], list[str]]) -> int:
         return 2
     try:
         plan = build_plan(overrides)
-        for setting in report.overridden_row_settings(dict(plan.description, rows=plan.rows)):
+        for setting in sweep_report.overridden_row_settings(dict(plan.description, rows=plan.rows)):
             print(f"note: a common override replaces row setting {setting}", file=sys.stderr)
         if _DRY_RUN.value:
             print(describe(plan))

@@ -32,12 +32,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 import ml_collections
 
+from attention_jax import run_files
 from launch import sweep_spec
-
-SWEEP_FILE = "sweep.json"
-LAUNCH_FILE = "launch.json"
-RESULTS_FILE = "results.json"
-LOG_FILE = "log.txt"
 
 
 def _now() -> str:
@@ -164,19 +160,11 @@ def read_sweep_record(root: str) -> dict[str, Any] | None:
     dict or None
         The record, or ``None`` when the root holds none.
     """
-    path = os.path.join(root, SWEEP_FILE)
+    path = os.path.join(root, run_files.SWEEP_FILE)
     if not os.path.isfile(path):
         return None
     with open(path, encoding="utf-8") as file:
         return json.load(file)
-
-
-def _write_json(path: str, value: dict[str, Any]) -> None:
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path + ".tmp", "w", encoding="utf-8") as file:
-        json.dump(value, file, indent=2)
-        file.write("\n")
-    os.replace(path + ".tmp", path)
 
 
 def record_launch(root: str, description: dict[str, Any], rows: Sequence[str], executor: str, *,
@@ -211,7 +199,7 @@ def record_launch(root: str, description: dict[str, Any], rows: Sequence[str], e
         differences = sweep_differences(recorded, description)
         if differences:
             raise ValueError(
-                f"{os.path.join(root, SWEEP_FILE)} records a different sweep: " + "; ".join(differences)
+                f"{os.path.join(root, run_files.SWEEP_FILE)} records a different sweep: " + "; ".join(differences)
                 + ". Use a new --root for this sweep, or --force to replace the record (finished rows "
                 "are then rerun: the entry point resumes each from its checkpoints, or refuses a "
                 "changed model; delete ROOT/<row> to start a row afresh)."
@@ -223,7 +211,7 @@ def record_launch(root: str, description: dict[str, Any], rows: Sequence[str], e
     record["launches"] = keep.get("launches", []) + [
         {"time": _now(), "executor": executor, "rows": list(rows)}
     ]
-    _write_json(os.path.join(root, SWEEP_FILE), record)
+    run_files.write_json_atomically(os.path.join(root, run_files.SWEEP_FILE), record)
     return record
 
 
@@ -240,7 +228,7 @@ def results_exist(record_dir: str) -> bool:
     bool
         True once the entry point wrote the final results.
     """
-    return os.path.isfile(os.path.join(record_dir, RESULTS_FILE))
+    return os.path.isfile(os.path.join(record_dir, run_files.RESULTS_FILE))
 
 
 def read_launch(record_dir: str) -> dict[str, Any]:
@@ -256,7 +244,7 @@ def read_launch(record_dir: str) -> dict[str, Any]:
     dict
         The launcher's last record of the row.
     """
-    path = os.path.join(record_dir, LAUNCH_FILE)
+    path = os.path.join(record_dir, run_files.LAUNCH_FILE)
     if not os.path.isfile(path):
         return {}
     with open(path, encoding="utf-8") as file:
@@ -273,7 +261,7 @@ def write_launch(record_dir: str, **fields: Any) -> None:
     **fields
         JSON-serializable values (executor, argv, job_id, returncode, wall_s, ...).
     """
-    _write_json(os.path.join(record_dir, LAUNCH_FILE), dict(fields, time=_now()))
+    run_files.write_json_atomically(os.path.join(record_dir, run_files.LAUNCH_FILE), dict(fields, time=_now()))
 
 
 def log_tail(path: str, num_lines: int = 15) -> str:
@@ -348,7 +336,7 @@ def run_logged(job: sweep_spec.RowJob, argv: Sequence[str], *, executor: str, sa
     The log gets a ``=== <time> <command>`` header per attempt, so a resumed row's log reads as one
     history. ``launch.json`` records the command, exit status and wall time for ``report`` and reruns.
     """
-    log_path = os.path.join(job.record_dir, LOG_FILE)
+    log_path = os.path.join(job.record_dir, run_files.LOG_FILE)
     os.makedirs(job.record_dir, exist_ok=True)
     say(progress_line(job, "started", f"log: {log_path}"))
     start = time.monotonic()

@@ -8,8 +8,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import reference
 from attention_jax import attention
+from tests.support import reference
 
 BATCH, LEN_Q, LEN_K, HEADS, KEY_DIM, VALUE_DIM, D_MODEL = 2, 5, 7, 3, 4, 6, 12
 
@@ -22,6 +22,7 @@ def _padding_valid(lengths: list[int], total: int) -> np.ndarray:
     return np.arange(total)[None, :] < np.asarray(lengths)[:, None]
 
 
+@pytest.mark.reference
 def test_mask_helpers_match_definitions() -> None:
     query_valid = _padding_valid([2, 3], 3)
     key_valid = _padding_valid([4, 1], 4)
@@ -38,6 +39,7 @@ def test_mask_helpers_match_definitions() -> None:
     np.testing.assert_array_equal(local, np.abs(np.subtract.outer(np.arange(5), np.arange(5))) <= 1)
 
 
+@pytest.mark.reference
 @pytest.mark.parametrize("masked", ["none", "padding", "causal"])
 def test_scaled_dot_product_attention_matches_numpy(masked: str) -> None:
     length_k = LEN_Q if masked == "causal" else LEN_K
@@ -83,6 +85,7 @@ def _init_mha(key_dim: int = KEY_DIM, value_dim: int = VALUE_DIM, implementation
     return module, params
 
 
+@pytest.mark.reference
 @pytest.mark.parametrize("kind", ["self_padding", "self_causal", "cross_padding"])
 def test_multi_head_attention_matches_numpy(kind: str) -> None:
     module, params = _init_mha()

@@ -8,8 +8,8 @@ import pytest
 
 from attention_jax import attention_maps, attention_plots
 from attention_jax.model import BOS_ID
-from tests import reference
-from tests.decoding_helpers import TINY, WordTokenizer, init_params
+from tests.support import reference
+from tests.support.decoding_helpers import SHORT, TINY, WordTokenizer, init_params
 
 SOURCE, TARGET = "w5 w6 w7 w8", "w10 w11 w12"
 
@@ -21,7 +21,7 @@ def params():
 
 @pytest.fixture(scope="module")
 def maps(params):
-    return attention_maps.attention_maps(TINY, params, WordTokenizer(), SOURCE, TARGET, max_extra_len=6)
+    return attention_maps.attention_maps(TINY, params, WordTokenizer(), SOURCE, TARGET, settings=SHORT)
 
 
 def _weights(attention_params: dict, inputs_q: np.ndarray, inputs_kv: np.ndarray, mask: np.ndarray) -> np.ndarray:
@@ -39,6 +39,7 @@ def _embed(params: dict, ids: list[int]) -> np.ndarray:
     return (table[ids] * np.sqrt(TINY.d_model) + reference.sinusoidal_encoding(len(ids), TINY.d_model))[None]
 
 
+@pytest.mark.reference
 def test_maps_equal_the_numpy_reference(params, maps):
     tokenizer = WordTokenizer()
     source_ids, target_ids = tokenizer.encode(SOURCE), tokenizer.encode(TARGET)
@@ -79,10 +80,10 @@ def test_maps_shapes_and_token_labels(maps):
 
 
 def test_maps_of_the_models_own_translation(params):
-    maps = attention_maps.attention_maps(TINY, params, WordTokenizer(), SOURCE, max_extra_len=6)
+    maps = attention_maps.attention_maps(TINY, params, WordTokenizer(), SOURCE, settings=SHORT)
     from attention_jax import decode
 
-    translator = decode.Translator(TINY, params, WordTokenizer(), max_extra_len=6, batch_size=1)
+    translator = decode.Translator(TINY, params, WordTokenizer(), settings=SHORT, batch_size=1)
     assert maps["target"] == translator.translate([SOURCE])[0]
     assert maps["target_tokens"][-1] == "</s>"
     assert maps["cross"].shape[2] == len(maps["target_tokens"])

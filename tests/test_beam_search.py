@@ -162,6 +162,7 @@ def reference_beam_search(model: PrefixModel, sentence: int, max_length: int, be
     return finished[0]
 
 
+@pytest.mark.reference
 def test_length_penalty_matches_gnmt_formula():
     lengths = np.arange(0, 60)
     for alpha in (0.0, 0.6, 1.0):
@@ -207,6 +208,7 @@ def test_length_penalty_changes_the_winner():
     assert winners == {0.0: (EOS,), 0.6: (TOKEN_A, EOS)}
 
 
+@pytest.mark.reference
 @pytest.mark.parametrize("seed", range(4))
 def test_matches_reference_algorithm_on_random_models(seed):
     max_lengths = [5, 3, 4, 1]

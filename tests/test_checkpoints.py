@@ -12,21 +12,22 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from attention_jax import average_checkpoints, checkpoints, train
-from tests import fake_data, train_support
+from attention_jax.commands import average_checkpoints
+from attention_jax.training import checkpoints, params_checkpoints, train, train_state
+from tests.support import fake_data, train_support
 
 
-def _state(step: int, params: dict) -> train.TrainState:
-    return train.TrainState(step=jnp.int32(step), params=params, opt_state=(jnp.arange(3.0) * step,),
+def _state(step: int, params: dict) -> train_state.TrainState:
+    return train_state.TrainState(step=jnp.int32(step), params=params, opt_state=(jnp.arange(3.0) * step,),
                             rng=jax.random.key_data(jax.random.key(step)))
 
 
-def _abstract(state: train.TrainState) -> train.TrainState:
+def _abstract(state: train_state.TrainState) -> train_state.TrainState:
     device = jax.sharding.SingleDeviceSharding(jax.devices()[0])
     return jax.tree.map(lambda leaf: jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=device), state)
 
 
-def _small(step: int) -> train.TrainState:
+def _small(step: int) -> train_state.TrainState:
     return _state(step, {"w": jnp.full((4,), float(step)), "b": {"c": jnp.ones((2, 3)) * step}})
 
 
@@ -109,41 +110,59 @@ def test_different_model_config_refuses_to_resume(tmp_path: pathlib.Path) -> Non
     assert checkpoints.read_config(str(tmp_path)).d_model == 32  # The workdir is left untouched.
 
 
-def test_model_change_without_checkpoint_starts_afresh(tmp_path: pathlib.Path) -> None:
+def _logged_warnings(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Collect the messages ``checkpoints`` logs as warnings during the test."""
+    messages: list[str] = []
+    monkeypatch.setattr(checkpoints.logging, "warning", lambda message, *args: messages.append(message % args))
+    return messages
+
+
+def test_model_change_without_checkpoint_starts_afresh(tmp_path: pathlib.Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     checkpoints.write_config(str(tmp_path), fake_data.tiny_config())
-    checkpoints.check_resume_compatible(str(tmp_path), fake_data.tiny_config(d_model=64, num_heads=4))
+    changed = fake_data.tiny_config(d_model=64, num_heads=4)
+    differences = checkpoints.model_config_differences(checkpoints.read_config(str(tmp_path)), changed)
+    assert set(differences) == {"d_model", "num_heads"}  # Another model, but no checkpoint to lose:
+    warnings = _logged_warnings(monkeypatch)
+    assert checkpoints.check_resume_compatible(str(tmp_path), changed) is None  # accepted,
+    assert len(warnings) == 1 and "starting afresh" in warnings[0]  # and said so.
 
 
-def test_non_model_changes_may_resume(tmp_path: pathlib.Path) -> None:
+def test_non_model_changes_may_resume(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
     checkpoints.write_config(str(tmp_path), fake_data.tiny_config())
-    checkpoints.check_resume_compatible(
-        str(tmp_path), fake_data.tiny_config(num_train_steps=99, dtype="bfloat16", log_every_steps=7))
+    _save_steps(tmp_path, [1])
+    changed = fake_data.tiny_config(num_train_steps=99, dtype="bfloat16", log_every_steps=7)
+    assert checkpoints.model_config_differences(checkpoints.read_config(str(tmp_path)), changed) == {}
+    warnings = _logged_warnings(monkeypatch)
+    assert checkpoints.check_resume_compatible(str(tmp_path), changed) is None  # The run resumes,
+    assert len(warnings) == 1  # naming what changed.
+    assert all(name in warnings[0] for name in ("dtype", "log_every_steps", "num_train_steps"))
 
 
-def _real_shaped(step: int) -> train.TrainState:
+def _real_shaped(step: int) -> train_state.TrainState:
     """A state whose parameters have the shapes of the tiny test model, all equal to ``step``."""
-    abstract = checkpoints.abstract_inference_params(fake_data.tiny_config())
+    abstract = params_checkpoints.abstract_inference_params(fake_data.tiny_config())
     return _state(step, jax.tree.map(lambda leaf: jnp.full(leaf.shape, float(step), leaf.dtype), abstract))
 
 
 def test_load_for_inference_and_averaging(tmp_path: pathlib.Path) -> None:
     checkpoints.write_config(str(tmp_path), fake_data.tiny_config())
     _save_steps(tmp_path, [1, 2, 4], make=_real_shaped)
-    params, config = checkpoints.load_for_inference(str(tmp_path))
+    params, config = params_checkpoints.load_for_inference(str(tmp_path))
     assert config.d_model == 32
     kernel = params["encoder_0"]["ffn"]["inner"]["kernel"]
     assert kernel.shape == (32, 64) and float(kernel[0, 0]) == 4.0
-    params, _ = checkpoints.load_for_inference(str(tmp_path), "2")
+    params, _ = params_checkpoints.load_for_inference(str(tmp_path), "2")
     assert all(float(np.asarray(leaf).ravel()[0]) == 2.0 for leaf in jax.tree.leaves(params))
 
-    averaged, steps = checkpoints.average_last_params(str(tmp_path), 2)
+    averaged, steps = params_checkpoints.average_last_params(str(tmp_path), 2)
     assert steps == [2, 4]
     assert all(np.all(leaf == 3.0) and leaf.dtype == np.float32 for leaf in jax.tree.leaves(averaged))
     average_checkpoints.write_averaged(str(tmp_path), 3)
-    params, _ = checkpoints.load_for_inference(str(tmp_path), "averaged")
+    params, _ = params_checkpoints.load_for_inference(str(tmp_path), "averaged")
     assert all(np.allclose(np.asarray(leaf), 7.0 / 3.0) for leaf in jax.tree.leaves(params))
     with pytest.raises(ValueError, match="holds 3"):
-        checkpoints.average_last_params(str(tmp_path), 4)
+        params_checkpoints.average_last_params(str(tmp_path), 4)
 
 
 def test_average_checkpoints_command(tmp_path: pathlib.Path) -> None:
@@ -155,26 +174,26 @@ def test_average_checkpoints_command(tmp_path: pathlib.Path) -> None:
         train_support.subprocess_env(str(tmp_path / "cache")))
     assert completed.returncode == 0, completed.stderr[-3000:]
     assert json.loads(completed.stdout.strip().splitlines()[-1])["steps"] == [1, 3]
-    params, _ = checkpoints.load_for_inference(str(tmp_path), "averaged")
+    params, _ = params_checkpoints.load_for_inference(str(tmp_path), "averaged")
     assert all(np.all(np.asarray(leaf) == 2.0) for leaf in jax.tree.leaves(params))
 
 
 def test_load_for_inference_errors(tmp_path: pathlib.Path) -> None:
     with pytest.raises(FileNotFoundError, match="does not exist"):
-        checkpoints.load_for_inference(str(tmp_path / "missing"))
+        params_checkpoints.load_for_inference(str(tmp_path / "missing"))
     with pytest.raises(FileNotFoundError, match="config.json"):
-        checkpoints.load_for_inference(str(tmp_path))
+        params_checkpoints.load_for_inference(str(tmp_path))
     checkpoints.write_config(str(tmp_path), fake_data.tiny_config())
     with pytest.raises(FileNotFoundError, match="no finished checkpoint"):
-        checkpoints.load_for_inference(str(tmp_path))
+        params_checkpoints.load_for_inference(str(tmp_path))
     with pytest.raises(FileNotFoundError, match="average_checkpoints"):
-        checkpoints.load_for_inference(str(tmp_path), "averaged")
+        params_checkpoints.load_for_inference(str(tmp_path), "averaged")
     _save_steps(tmp_path, [2], make=_real_shaped)
     with pytest.raises(FileNotFoundError, match=r"steps: \[2\]"):
-        checkpoints.load_for_inference(str(tmp_path), "5")
+        params_checkpoints.load_for_inference(str(tmp_path), "5")
     with pytest.raises(ValueError, match="which must be"):
-        checkpoints.load_for_inference(str(tmp_path), "best")
+        params_checkpoints.load_for_inference(str(tmp_path), "best")
     checkpoints.write_config(str(tmp_path), fake_data.tiny_config(d_model=48, num_heads=3))
     with pytest.raises(ValueError, match=r"does not fit the model.*\['out'\]\['bias'\]: \(32,\) in "
                                          r"the checkpoint, \(48,\) expected"):
-        checkpoints.load_for_inference(str(tmp_path))
+        params_checkpoints.load_for_inference(str(tmp_path))

@@ -12,9 +12,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import reference
-from attention_jax import count_params, model
+from attention_jax import model
+from attention_jax.commands import count_params
+from attention_jax.transformer_config import TransformerConfig
 from configs import base, big, table2, tiny
+from tests.support import reference
 
 PAPER_ROW_ORDER = ["base", "A1", "A2", "A3", "A4", "B1", "B2", "C1", "C2", "C3", "C4", "C5", "C6", "C7",
                    "D1", "D2", "D3", "D4", "E", "big"]
@@ -54,7 +56,7 @@ def test_rows_change_only_their_fields() -> None:
 
 
 def _closed_form(config) -> int:
-    cfg = model.TransformerConfig.from_config(config)
+    cfg = TransformerConfig.from_config(config)
     return reference.transformer_param_count(
         cfg.vocab_size, cfg.num_layers, cfg.d_model, cfg.d_ff, cfg.num_heads, cfg.key_dim, cfg.value_dim,
         share_embeddings=cfg.share_embeddings,
@@ -62,10 +64,11 @@ def _closed_form(config) -> int:
         pre_norm=cfg.layer_norm_position == "pre")
 
 
+@pytest.mark.reference
 @pytest.mark.parametrize("row", PAPER_ROW_ORDER)
 def test_parameter_count_matches_closed_form(row: str) -> None:
     config = table2.get_config(row)
-    counted = model.count_params(model.abstract_params(model.TransformerConfig.from_config(config)))
+    counted = model.count_params(model.abstract_params(TransformerConfig.from_config(config)))
     assert counted == _closed_form(config)
 
 
@@ -78,13 +81,14 @@ def test_parameter_counts_within_seven_percent_of_the_paper() -> None:
         assert relative < 0.07, (row, summary)
 
 
+@pytest.mark.reference
 def test_variants_change_the_closed_form_count() -> None:
     config = tiny.get_config()
     for overrides in (dict(share_embeddings=False), dict(layer_norm_position="pre"),
                       dict(positional_encoding="learned")):
         variant = tiny.get_config()
         variant.update(overrides)
-        counted = model.count_params(model.abstract_params(model.TransformerConfig.from_config(variant)))
+        counted = model.count_params(model.abstract_params(TransformerConfig.from_config(variant)))
         assert counted == _closed_form(variant) != _closed_form(config)
 
 
@@ -93,7 +97,7 @@ def test_variants_change_the_closed_form_count() -> None:
 def test_every_row_runs_a_forward_pass(row: str) -> None:
     config = table2.get_config(row)
     config.vocab_size = 64
-    cfg = model.TransformerConfig.from_config(config)
+    cfg = TransformerConfig.from_config(config)
     # Parameters tiled from one random pool: Flax's own initializers take ~15 s per row on 2 CPU cores,
     # and this test is about the rows' graphs running, not about initialization.
     pool = np.random.default_rng(0).normal(scale=0.05, size=1 << 20).astype(np.float32)
@@ -128,9 +132,9 @@ def test_derived_head_size_needs_divisible_d_model() -> None:
     config.key_dim = 0
     config.num_heads = 7
     with pytest.raises(ValueError, match="key_dim=0.*d_model=512.*num_heads=7"):
-        model.TransformerConfig.from_config(config)
+        TransformerConfig.from_config(config)
     config.num_heads = 8
-    assert model.TransformerConfig.from_config(config).key_dim == 64
+    assert TransformerConfig.from_config(config).key_dim == 64
 
 
 def test_table2_small_scales_every_row_the_same_way() -> None:

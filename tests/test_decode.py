@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import subprocess
@@ -16,8 +17,9 @@ import numpy as np
 import pytest
 
 from attention_jax import decode
+from attention_jax.decode_settings import DecodeSettings
 from attention_jax.model import BOS_ID, EOS_ID, PAD_ID, Transformer
-from tests.decoding_helpers import TINY, VOCAB_SIZE, WordTokenizer, init_params
+from tests.support.decoding_helpers import SHORT, TINY, VOCAB_SIZE, WordTokenizer, init_params
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -74,15 +76,22 @@ def full_logits(params, inputs, targets, *, model_config):
     return Transformer(model_config).apply({"params": params}, inputs, targets)
 
 
-@pytest.mark.parametrize("overrides", [
-    {},
-    {"layer_norm_position": "pre", "share_embeddings": False, "key_dim": 6, "value_dim": 10},
-    {"positional_encoding": "learned", "attention_window": 2},
-], ids=["post_ln", "pre_ln_unshared_kd6_vd10", "learned_pe_window2"])
-def test_cached_logits_equal_full_forward_pass(overrides):
+@pytest.mark.parametrize("overrides,source_len,target_len", [
+    ({}, 7, 9),
+    ({"layer_norm_position": "pre", "share_embeddings": False, "key_dim": 6, "value_dim": 10}, 7, 9),
+    ({"layer_norm_position": "pre", "positional_encoding": "learned"}, 7, 9),
+    ({"positional_encoding": "learned", "attention_window": 2}, 7, 9),
+    ({"attention_window": 2}, 19, 14),  # Several window blocks: the cache keeps only the last r + 1 keys.
+], ids=["post_ln", "pre_ln_unshared_kd6_vd10", "pre_ln_learned_pe", "learned_pe_window2", "window2_long"])
+def test_cached_logits_equal_full_forward_pass(overrides, source_len, target_len):
+    """Incremental decoding through the key/value cache gives the teacher-forced forward pass's logits.
+
+    The one test of this for every model variant that changes the decoder (layer-norm position,
+    unshared embeddings, d_k != d_v, learned positions, restricted self-attention).
+    """
     model_config = TINY.replace(**overrides)
     params = init_params(model_config, seed=1)
-    inputs, targets, _ = random_batch(0, batch=3, source_len=7, target_len=9)
+    inputs, targets, _ = random_batch(0, batch=3, source_len=source_len, target_len=target_len)
     full = full_logits(params, inputs, targets, model_config=model_config)  # [B,T,V]
     cached = incremental_logits(params, inputs, targets, model_config=model_config)
     np.testing.assert_allclose(cached, full, atol=2e-5, rtol=1e-5)
@@ -145,8 +154,7 @@ def test_bucket_sizes():
 
 @pytest.fixture(scope="module")
 def translator(tiny_params):
-    return decode.Translator(TINY, tiny_params, WordTokenizer(), beam_size=4, alpha=0.6, max_extra_len=6,
-                             batch_size=4)
+    return decode.Translator(TINY, tiny_params, WordTokenizer(), settings=SHORT, batch_size=4)
 
 
 def test_translator_keeps_order_and_handles_empty_lines(translator):
@@ -190,26 +198,27 @@ def test_translator_replaces_invalid_characters_with_a_warning(translator):
             text.encode("utf-8")  # Raises for lone surrogates, as SentencePiece does.
             return [int(word[1:]) if word[1:].isdigit() else 1 for word in text.split()] + [EOS_ID]
 
-    strict = decode.Translator(TINY, translator.params, StrictTokenizer(), max_extra_len=6, batch_size=4)
+    strict = decode.Translator(TINY, translator.params, StrictTokenizer(), settings=SHORT, batch_size=4)
     with pytest.warns(UserWarning, match="replaced by U\\+FFFD"):
         assert strict.encode_sources(["w5 \udcff"]) == [[5, 1, EOS_ID]]
 
 
 def test_translator_rejects_mismatched_params_and_tokenizer(tiny_params):
     with pytest.raises(ValueError, match="do not match the model config"):
-        decode.Translator(TINY.replace(d_ff=128), tiny_params, WordTokenizer(), max_extra_len=6)
+        decode.Translator(TINY.replace(d_ff=128), tiny_params, WordTokenizer(), settings=SHORT)
     big_tokenizer = WordTokenizer()
     big_tokenizer.vocab_size = VOCAB_SIZE + 1
     with pytest.raises(ValueError, match="tokenizer has 41 ids"):
-        decode.Translator(TINY, tiny_params, big_tokenizer, max_extra_len=6)
+        decode.Translator(TINY, tiny_params, big_tokenizer, settings=SHORT)
     with pytest.raises(ValueError, match="leaves no room"):
-        decode.Translator(TINY, tiny_params, WordTokenizer(), max_extra_len=24)
+        decode.Translator(TINY, tiny_params, WordTokenizer(), settings=DecodeSettings(max_decode_extra_len=24))
     with pytest.raises(ValueError, match="beam_size"):
-        decode.Translator(TINY, tiny_params, WordTokenizer(), beam_size=0, max_extra_len=6)
+        decode.Translator(TINY, tiny_params, WordTokenizer(), settings=dataclasses.replace(SHORT, beam_size=0))
 
 
 def test_greedy_translator_matches_greedy_search(tiny_params):
-    greedy = decode.Translator(TINY, tiny_params, WordTokenizer(), beam_size=1, max_extra_len=6, batch_size=4)
+    greedy = decode.Translator(TINY, tiny_params, WordTokenizer(), settings=dataclasses.replace(SHORT, beam_size=1),
+                               batch_size=4)
     sources = ["w5 w6 w7", "w9", "w10 w11"]
     ids = greedy.translate_ids(greedy.encode_sources(sources))
     inputs = np.zeros((4, 8), np.int32)
@@ -229,7 +238,7 @@ SHARDED_SCRIPT = textwrap.dedent("""
     import jax, jax.numpy as jnp, numpy as np
     import flax.linen as nn
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
-    from tests.decoding_helpers import TINY, WordTokenizer, init_params
+    from tests.support.decoding_helpers import SHORT, TINY, WordTokenizer, init_params
     from attention_jax import decode
     assert jax.device_count() == 8, jax.devices()
     params = nn.meta.unbox(init_params(TINY, seed=3))
@@ -252,8 +261,8 @@ SHARDED_SCRIPT = textwrap.dedent("""
     np.testing.assert_array_equal(result.tokens, expected.tokens)
     np.testing.assert_allclose(result.scores, expected.scores, atol=1e-5)
     sources = [" ".join(f"w{4 + (i * 7 + j) % 35}" for j in range(1 + i % 7)) for i in range(8)]
-    sharded = decode.Translator(TINY, params, WordTokenizer(), max_extra_len=6, batch_size=8, mesh=mesh)
-    single = decode.Translator(TINY, params, WordTokenizer(), max_extra_len=6, batch_size=8)
+    sharded = decode.Translator(TINY, params, WordTokenizer(), settings=SHORT, batch_size=8, mesh=mesh)
+    single = decode.Translator(TINY, params, WordTokenizer(), settings=SHORT, batch_size=8)
     assert sharded.translate(sources) == single.translate(sources)
     print("SHARDED_OK")
 """)

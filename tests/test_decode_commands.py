@@ -20,12 +20,14 @@ import jax
 import numpy as np
 import pytest
 
-checkpoints = pytest.importorskip(
-    "attention_jax.checkpoints", reason="needs the training side's attention_jax/checkpoints.py (branch train)")
+from attention_jax import inference, run_files
+from attention_jax.data import input_pipeline
+from attention_jax.model import Transformer
+from attention_jax.training import checkpoints, params_checkpoints
+from attention_jax.transformer_config import TransformerConfig
+from configs import tiny
 
-from attention_jax import inference, input_pipeline  # noqa: E402
-from attention_jax.model import Transformer, TransformerConfig  # noqa: E402
-from configs import tiny  # noqa: E402
+pytestmark = pytest.mark.end_to_end
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 WORDS_EN = ["the", "house", "is", "small", "a", "dog", "runs", "big", "green", "my", "cat", "sleeps"]
@@ -70,9 +72,9 @@ def workdir(tmp_path_factory) -> pathlib.Path:
         params = nn.meta.unbox(Transformer(model_config).init(jax.random.key(seed), ids, ids)["params"])
         # save_params keeps one step per directory: write each alone, then gather the step folders.
         single = tmp / f"single_{step}"
-        checkpoints.save_params(str(single), step, params, {"seed": seed})
-        (run_dir / checkpoints.CHECKPOINT_DIR).mkdir(exist_ok=True)
-        shutil.move(single / str(step), run_dir / checkpoints.CHECKPOINT_DIR / str(step))
+        params_checkpoints.save_params(str(single), step, params, {"seed": seed})
+        (run_dir / run_files.CHECKPOINT_DIR).mkdir(exist_ok=True)
+        shutil.move(single / str(step), run_dir / run_files.CHECKPOINT_DIR / str(step))
     return run_dir
 
 
@@ -86,8 +88,8 @@ def _run(args: list[str], stdin: bytes = b"") -> subprocess.CompletedProcess:
 def test_load_run_and_average_last_checkpoints(workdir):
     run = inference.load_run(str(workdir))
     assert run.checkpoint == "latest" and run.model_config.num_layers == 1
-    first, _ = checkpoints.load_for_inference(str(workdir), str(STEPS[0]))
-    second, _ = checkpoints.load_for_inference(str(workdir), str(STEPS[1]))
+    first, _ = params_checkpoints.load_for_inference(str(workdir), str(STEPS[0]))
+    second, _ = params_checkpoints.load_for_inference(str(workdir), str(STEPS[1]))
     jax.tree_util.tree_map(np.testing.assert_array_equal, run.params, second)
     averaged = inference.load_run(str(workdir), average_last=2)
     assert averaged.checkpoint == f"average of steps {list(STEPS)}"

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from attention_jax import distributed
+from attention_jax.training import distributed
 
 
 @pytest.mark.parametrize("environ, expected", [

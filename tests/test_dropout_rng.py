@@ -5,19 +5,21 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attention_jax import model, optim, sharding, train
-from tests import fake_data
+from attention_jax import model
+from attention_jax.training import optim, sharding, train, train_state
+from attention_jax.transformer_config import TransformerConfig
+from tests.support import fake_data
 
 
 def _one_step_loss(config, dropout_rng: str, step_fn_cache: dict) -> float:
     mesh = sharding.create_mesh((-1,), ("data",))
-    transformer = model.Transformer(model.TransformerConfig.from_config(config))
+    transformer = model.Transformer(TransformerConfig.from_config(config))
     optimizer = optim.make_optimizer(config)
-    boxed = train.abstract_boxed_state(transformer, optimizer)
-    shardings = train.train_state_shardings(boxed, mesh, sharding.logical_axis_rules("replicated", mesh))
-    state = train.create_train_state(config.seed, transformer, optimizer, shardings)
+    boxed = train_state.abstract_boxed_state(transformer, optimizer)
+    shardings = train_state.train_state_shardings(boxed, mesh, sharding.logical_axis_rules("replicated", mesh))
+    state = train_state.create_train_state(config.seed, transformer, optimizer, shardings)
     if dropout_rng not in step_fn_cache:
-        step_fn_cache[dropout_rng] = train.compile_steps(transformer, optimizer, mesh, shardings,
+        step_fn_cache[dropout_rng] = train_state.compile_steps(transformer, optimizer, mesh, shardings,
                                                          label_smoothing=0.0, dropout_rng=dropout_rng)
     steps = step_fn_cache[dropout_rng]
     rng = np.random.default_rng(0)

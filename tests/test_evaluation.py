@@ -15,7 +15,7 @@ import sacrebleu
 
 from attention_jax import decode, evaluation
 from attention_jax.model import Transformer
-from tests.decoding_helpers import TINY, WordTokenizer, init_params
+from tests.support.decoding_helpers import SHORT, TINY, WordTokenizer, init_params
 
 HYPOTHESES = ["The cat sat on the mat.", "He reads a book, slowly!", "Es regnet heute nicht.", "ok"]
 REFERENCES = ["The cat is sitting on the mat.", "He reads the book slowly!", "Es regnet heute.", "okay"]
@@ -69,7 +69,7 @@ def test_cross_entropy_equals_per_pair_forward_passes(tiny_params):
 
 
 def test_evaluate_reports_bleu_and_perplexity_of_the_translations(tiny_params):
-    translator = decode.Translator(TINY, tiny_params, WordTokenizer(), max_extra_len=6, batch_size=4)
+    translator = decode.Translator(TINY, tiny_params, WordTokenizer(), settings=SHORT, batch_size=4)
     pairs = [("w5 w6 w7", "w8 w9"), ("w10", "w11 w12"), ("w13 w14", "w15"), ("", "w16")]
     result = evaluation.evaluate(translator, pairs)
     assert result.hypotheses == translator.translate([source for source, _ in pairs])

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 import tensorflow_datasets as tfds
 
-from attention_jax import batching
-from attention_jax import input_pipeline
-from attention_jax import tokenizer as tokenizer_lib
+from attention_jax.data import batching
+from attention_jax.data import input_pipeline
+from attention_jax.data import tokenizer as tokenizer_lib
 from configs import base
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -416,7 +416,7 @@ def test_messages_tokenizer_reused(messages_data, monkeypatch):
 
 
 def test_synthetic_dataset_when_present(tmp_path):
-    pytest.importorskip("attention_jax.synthetic_en_de")
+    pytest.importorskip("attention_jax.data.synthetic_en_de")
     config = _config("synthetic_en_de/small", tmp_path, max_len=64, tokens_per_batch=1024, vocab_size=1000)
     data = input_pipeline.get_datasets(config, rows_multiple=ROWS_MULTIPLE)
     assert data.stats["examples"] == {"train": 10_000, "validation": 100, "test": 100}

@@ -8,7 +8,9 @@ import random
 
 import pytest
 
-from tests import train_support
+from tests.support import train_support
+
+pytestmark = pytest.mark.end_to_end
 
 WORDS = {"cat": "Katze", "dog": "Hund", "house": "Haus", "tree": "Baum", "red": "rot", "big": "gross",
          "small": "klein", "sees": "sieht", "has": "hat", "the": "die", "a": "eine", "one": "eins"}

@@ -6,7 +6,7 @@ import json
 import os
 import pathlib
 
-from attention_jax import metric_writer
+from attention_jax.training import metric_writer
 
 
 def _steps(workdir: pathlib.Path) -> list[tuple[int, str]]:

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from attention_jax import metrics
+from attention_jax.training import metrics
 
 
 def _numpy_sums(logits: np.ndarray, targets: np.ndarray, eps: float) -> dict[str, float]:
@@ -24,6 +24,7 @@ def _numpy_sums(logits: np.ndarray, targets: np.ndarray, eps: float) -> dict[str
             "correct": (log_probs.argmax(-1) == targets)[mask].sum(), "tokens": mask.sum()}
 
 
+@pytest.mark.reference
 @pytest.mark.parametrize("eps", [0.0, 0.1, 0.3])
 def test_token_loss_sums_match_numpy(eps: float) -> None:
     rng = np.random.default_rng(0)

@@ -8,11 +8,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import reference
 from attention_jax import attention, model
+from attention_jax.transformer_config import TransformerConfig
+from tests.support import reference
 
-SMALL = model.TransformerConfig(vocab_size=40, num_layers=2, d_model=16, d_ff=24, num_heads=2, key_dim=4,
-                                value_dim=6, dropout_rate=0.0, max_len=32)
+SMALL = TransformerConfig(vocab_size=40, num_layers=2, d_model=16, d_ff=24, num_heads=2, key_dim=4,
+                          value_dim=6, dropout_rate=0.0, max_len=32)
 
 
 def _ids(shape: tuple[int, int], seed: int, pad_from: int | None = None) -> jnp.ndarray:
@@ -22,10 +23,11 @@ def _ids(shape: tuple[int, int], seed: int, pad_from: int | None = None) -> jnp.
     return jnp.asarray(ids, jnp.int32)
 
 
-def _init(cfg: model.TransformerConfig, inputs: jnp.ndarray, targets: jnp.ndarray) -> dict:
+def _init(cfg: TransformerConfig, inputs: jnp.ndarray, targets: jnp.ndarray) -> dict:
     return nn.meta.unbox(model.Transformer(cfg).init(jax.random.key(0), inputs, targets)["params"])
 
 
+@pytest.mark.reference
 def test_sinusoidal_encoding_equals_paper_formula() -> None:
     for d_model in (16, 7):
         ours = np.asarray(model.sinusoidal_positional_encoding(jnp.arange(50), d_model))
@@ -48,12 +50,13 @@ def test_learned_positional_encoding_is_trainable() -> None:
     assert np.abs(np.asarray(grads["encoder_position"]["position_embedding"])).sum() > 0
 
 
-def _embed(cfg: model.TransformerConfig, params: dict, ids: jnp.ndarray) -> jnp.ndarray:
+def _embed(cfg: TransformerConfig, params: dict, ids: jnp.ndarray) -> jnp.ndarray:
     return model.Transformer(cfg).apply(
         {"params": params}, ids,
         method=lambda m, ids: m._embed(m.source_embedding, m.encoder_position, ids, True))
 
 
+@pytest.mark.reference
 def test_embeddings_are_scaled_by_sqrt_d_model_and_shared() -> None:
     inputs, targets = _ids((2, 5), 2), _ids((2, 4), 3)
     params = _init(SMALL, inputs, targets)
@@ -79,6 +82,7 @@ def test_unshared_embeddings_use_three_matrices() -> None:
     assert "shared_embedding" not in params
 
 
+@pytest.mark.reference
 @pytest.mark.parametrize("position", ["post", "pre"])
 def test_encoder_layer_matches_numpy(position: str) -> None:
     cfg = SMALL.replace(layer_norm_position=position)
@@ -139,28 +143,6 @@ def test_dropout_is_active_only_in_training() -> None:
     training = [transformer.apply({"params": params}, inputs, targets, deterministic=False,
                                   rngs={"dropout": jax.random.key(seed)}) for seed in range(2)]
     assert not np.allclose(training[0], training[1])
-
-
-@pytest.mark.parametrize("variant", [dict(), dict(layer_norm_position="pre", positional_encoding="learned"),
-                                     dict(attention_window=2)])
-def test_cached_decoding_equals_full_forward(variant: dict) -> None:
-    cfg = SMALL.replace(**variant)
-    inputs, targets = _ids((2, 6), 11, pad_from=4), _ids((2, 5), 12)
-    params = _init(cfg, inputs, targets)
-    transformer = model.Transformer(cfg)
-    full = transformer.apply({"params": params}, inputs, targets)
-    decoder = model.Transformer(cfg.replace(decode=True))
-    cache = decoder.init(jax.random.key(0), inputs, jnp.zeros((2, cfg.max_len), jnp.int32))["cache"]
-    encoded = transformer.apply({"params": params}, inputs, method=model.Transformer.encode)
-    decoder_inputs = model.shift_right(targets)
-    steps = []
-    for t in range(targets.shape[1]):
-        step_logits, state = decoder.apply({"params": params, "cache": cache}, encoded, inputs,
-                                           decoder_inputs[:, t:t + 1], method=model.Transformer.decode,
-                                           mutable=["cache"])
-        cache = state["cache"]
-        steps.append(step_logits)
-    np.testing.assert_allclose(jnp.concatenate(steps, axis=1), full, atol=1e-4)
 
 
 def test_bfloat16_compute_keeps_float32_params() -> None:

@@ -21,9 +21,9 @@ import jax
 import numpy as np
 import pytest
 
-from sweep_cli import REPO_ROOT, needs_entry_point, tiny_data_dir, tiny_flags  # noqa: F401 (fixture)
+from tests.support.sweep_cli import REPO_ROOT, needs_entry_point, tiny_data_dir, tiny_flags  # noqa: F401 (fixture)
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.end_to_end]
 STEPS = 4
 # Variables of the launching environment that would make a child join some other multi-process job.
 CLUSTER_VARIABLES = ("JAX_COORDINATOR_ADDRESS", "JAX_NUM_PROCESSES", "JAX_PROCESS_ID", "SLURM_NTASKS",
@@ -64,9 +64,9 @@ def _wait(processes: list[subprocess.Popen], logs: list[pathlib.Path], timeout: 
 
 
 def _final_params(workdir: pathlib.Path) -> dict:
-    from attention_jax import checkpoints
+    from attention_jax.training import params_checkpoints
 
-    params, _ = checkpoints.load_for_inference(str(workdir), "latest")
+    params, _ = params_checkpoints.load_for_inference(str(workdir), "latest")
     return {jax.tree_util.keystr(path): np.asarray(leaf)
             for path, leaf in jax.tree_util.tree_leaves_with_path(params)}
 

@@ -20,6 +20,7 @@ CELL_TIMEOUT_S = 300  # Per cell; the notebooks are meant to run in about a minu
 
 
 @pytest.mark.slow
+@pytest.mark.end_to_end
 @pytest.mark.parametrize("notebook_path", NOTEBOOKS, ids=[path.name for path in NOTEBOOKS])
 def test_notebook_executes(notebook_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch,
                            request: pytest.FixtureRequest) -> None:

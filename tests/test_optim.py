@@ -8,7 +8,7 @@ import ml_collections
 import numpy as np
 import pytest
 
-from attention_jax import optim
+from attention_jax.training import optim
 
 
 def _config(**overrides: float) -> ml_collections.ConfigDict:
@@ -18,6 +18,7 @@ def _config(**overrides: float) -> ml_collections.ConfigDict:
     return ml_collections.ConfigDict(fields)
 
 
+@pytest.mark.reference
 @pytest.mark.parametrize("step", [1, 2, 100, 3999, 4000, 4001, 10_000, 100_000])
 def test_schedule_matches_equation_3(step: int) -> None:
     expected = 512**-0.5 * min(step**-0.5, step * 4000**-1.5)

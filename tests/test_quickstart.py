@@ -19,9 +19,9 @@ import sys
 import pytest
 import sacrebleu
 
-from attention_jax import synthetic_en_de
+from attention_jax.data import synthetic_en_de
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.end_to_end]
 
 # Every healthy quickstart run clears this BLEU floor; the README's Tests section lists what runs under
 # several --xla_cpu_max_isa ceilings reached.

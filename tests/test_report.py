@@ -9,10 +9,10 @@ import pathlib
 import matplotlib.image
 import pytest
 
-from attention_jax import report
+from attention_jax import sweep_report
 from configs import table2
 from launch import sweep_record, sweep_spec
-from sweep_cli import REPO_ROOT
+from tests.support.sweep_cli import REPO_ROOT
 
 
 def _write_row(root: pathlib.Path, row: str, results: dict | None, *, returncode: int | None = None) -> None:
@@ -56,7 +56,7 @@ def _table_lines(markdown: str) -> dict[str, list[str]]:
 
 
 def test_markdown_has_the_paper_layout_with_missing_rows_marked(sweep_root: pathlib.Path) -> None:
-    paths = report.write_report(str(sweep_root))
+    paths = sweep_report.write_report(str(sweep_root))
     assert paths == [str(sweep_root / f"table2.{ext}") for ext in ("md", "csv", "png")]
     markdown = (sweep_root / "table2.md").read_text()
     rows = _table_lines(markdown)
@@ -82,11 +82,11 @@ def test_markdown_has_the_paper_layout_with_missing_rows_marked(sweep_root: path
 
 
 def test_wall_time_format() -> None:
-    assert [report._duration(s) for s in (59.6, 61, 3725, None)] == ["1m00s", "1m01s", "1h02m", ""]
+    assert [sweep_report._duration(s) for s in (59.6, 61, 3725, None)] == ["1m00s", "1m01s", "1h02m", ""]
 
 
 def test_csv_holds_full_values(sweep_root: pathlib.Path) -> None:
-    report.write_report(str(sweep_root))
+    sweep_report.write_report(str(sweep_root))
     with open(sweep_root / "table2.csv", newline="") as file:
         records = {record["row"]: record for record in csv.DictReader(file)}
     assert list(records) == ["base", "A1", "B1", "C1", "C4", "E"]
@@ -101,18 +101,18 @@ def test_csv_holds_full_values(sweep_root: pathlib.Path) -> None:
 
 
 def test_png_has_one_panel_column_per_group(sweep_root: pathlib.Path) -> None:
-    report.write_report(str(sweep_root))
+    sweep_report.write_report(str(sweep_root))
     image = matplotlib.image.imread(sweep_root / "table2.png")
     height, width = image.shape[:2]
     # Four group columns (A, B, C, E) of 3.6 in, two metric rows (PPL, BLEU) of 3.2 in.
     assert width / height == pytest.approx((4 * 3.6) / (2 * 3.2), rel=0.02)
-    panels = report._panels(report.read_sweep_rows(str(sweep_root))[1])
+    panels = sweep_report._panels(sweep_report.read_sweep_rows(str(sweep_root))[1])
     assert [(name, [row.row for row in members]) for name, members in panels] == [
         ("A", ["base", "A1"]), ("B", ["base", "B1"]), ("C", ["base", "C1", "C4"]), ("E", ["base", "E"])]
 
 
 def test_all_rows_lists_rows_never_launched(sweep_root: pathlib.Path) -> None:
-    record, rows = report.read_sweep_rows(str(sweep_root), all_rows=True)
+    record, rows = sweep_report.read_sweep_rows(str(sweep_root), all_rows=True)
     assert [row.row for row in rows] == list(table2.ROW_NAMES)
     statuses = {row.row: row.status for row in rows}
     assert statuses["big"] == "not run" and statuses["C1"] == "failed" and statuses["base"] == "done"
@@ -125,48 +125,48 @@ def test_incomplete_and_submitted_rows(sweep_root: pathlib.Path) -> None:
     (sweep_root / "C1" / "launch.json").unlink()  # Started (config.json) but no results: incomplete.
     (sweep_root / "E").mkdir()
     sweep_record.write_launch(str(sweep_root / "E"), executor="slurm", job_id="42")
-    statuses = {row.row: row.status for row in report.read_sweep_rows(str(sweep_root))[1]}
+    statuses = {row.row: row.status for row in sweep_report.read_sweep_rows(str(sweep_root))[1]}
     assert (statuses["C1"], statuses["E"]) == ("incomplete", "submitted")
 
 
 def test_root_without_sweep_record_uses_row_directories(tmp_path: pathlib.Path) -> None:
     _write_row(tmp_path, "D2", dict(step=5, eval_ppl=3.0))
     _write_row(tmp_path, "C2", None)
-    record, rows = report.read_sweep_rows(str(tmp_path))
+    record, rows = sweep_report.read_sweep_rows(str(tmp_path))
     assert record == {} and [(row.row, row.status) for row in rows] == [("C2", "incomplete"), ("D2", "done")]
-    assert report.write_report(str(tmp_path))[0] == str(tmp_path / "report.md")
+    assert sweep_report.write_report(str(tmp_path))[0] == str(tmp_path / "report.md")
 
 
 def test_missing_root_and_empty_root_are_named(tmp_path: pathlib.Path) -> None:
     with pytest.raises(FileNotFoundError, match="does not exist"):
-        report.read_sweep_rows(str(tmp_path / "nope"))
+        sweep_report.read_sweep_rows(str(tmp_path / "nope"))
     with pytest.raises(FileNotFoundError, match="not a sweep root"):
-        report.read_sweep_rows(str(tmp_path))
+        sweep_report.read_sweep_rows(str(tmp_path))
 
 
 def test_group_of_follows_table2() -> None:
-    assert [report.group_of(row) for row in table2.ROW_NAMES] == (
+    assert [sweep_report.group_of(row) for row in table2.ROW_NAMES] == (
         ["base"] + ["A"] * 4 + ["B"] * 2 + ["C"] * 7 + ["D"] * 4 + ["E", "big"])
-    assert report.group_of("fused_seed0") == ""
+    assert sweep_report.group_of("fused_seed0") == ""
 
 
 def test_overridden_row_settings_are_listed() -> None:
     record = {"rows": ["base", "C1", "C4", "big"], "overrides": ["d_model=64", "num_train_steps=20"],
               "row_overrides": {"base": {}, "C1": {"num_layers": 2}, "C4": {"d_model": 256, "key_dim": 32},
                                 "big": {"d_model": 1024, "num_train_steps": 300000}}}
-    assert report.overridden_row_settings(record) == [
+    assert sweep_report.overridden_row_settings(record) == [
         "C4 d_model=256 -> 64", "big d_model=1024 -> 64", "big num_train_steps=300000 -> 20"]
-    assert report.overridden_row_settings({"rows": ["C1"], "overrides": ["num_layers=2"],
+    assert sweep_report.overridden_row_settings({"rows": ["C1"], "overrides": ["num_layers=2"],
                                            "row_overrides": {"C1": {"num_layers": 2}}}) == []
 
 
 def test_other_changes_name_settings_outside_the_table2_columns(sweep_root: pathlib.Path) -> None:
-    record, rows = report.read_sweep_rows(str(sweep_root), all_rows=True)
-    changes = {row.row: report.other_changes(row, record) for row in rows}
+    record, rows = sweep_report.read_sweep_rows(str(sweep_root), all_rows=True)
+    changes = {row.row: sweep_report.other_changes(row, record) for row in rows}
     # big's own settings beyond the columns, with the actual values (the common override replaced one).
     assert changes["big"] == "num_train_steps=100, keep_checkpoints=20, average_last_checkpoints=20"
     assert changes["A1"] == changes["base"] == ""
     seed_config = {"seed": 1, "attention_implementation": "fused"}
-    seed_row = report.RowReport("fused_seed1", "", "done", seed_config, {})
+    seed_row = sweep_report.RowReport("fused_seed1", "", "done", seed_config, {})
     seed_record = {"row_overrides": {"fused_seed1": {"attention_implementation": "fused", "seed": 1}}}
-    assert report.other_changes(seed_row, seed_record) == "attention_implementation=fused, seed=1"
+    assert sweep_report.other_changes(seed_row, seed_record) == "attention_implementation=fused, seed=1"

@@ -16,10 +16,10 @@ import subprocess
 
 import pytest
 
-from sweep_cli import (REPO_ROOT, fake_main_env, needs_entry_point, run_sweep,  # noqa: F401
+from tests.support.sweep_cli import (REPO_ROOT, fake_main_env, needs_entry_point, run_sweep,  # noqa: F401
                        tiny_data_dir, tiny_flags)
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.end_to_end]
 SCRIPT = str(REPO_ROOT / "launch" / "slurm_local.sh")
 
 

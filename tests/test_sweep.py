@@ -1,6 +1,6 @@
 """launch.sweep: dry runs of the three executors, local runs (resume, skip, failures), bad input.
 
-Local runs use ``tests/fake_main.py`` (``--main=fake_main``): same flags as the entry point, instant
+Local runs use ``tests/support/fake_main.py`` (``--main=fake_main``): same flags as the entry point, instant
 fake training, and a failure switch; the real entry point runs in ``test_sweep_tiny_real``.
 """
 
@@ -16,7 +16,7 @@ import sys
 import pytest
 
 from configs import table2
-from sweep_cli import (REPO_ROOT, fake_main_env, needs_entry_point, run_module, run_sweep,  # noqa: F401
+from tests.support.sweep_cli import (REPO_ROOT, fake_main_env, needs_entry_point, run_module, run_sweep,  # noqa: F401
                        tiny_data_dir, tiny_flags)
 
 ROWS = list(table2.ROW_NAMES)

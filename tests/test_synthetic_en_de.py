@@ -10,8 +10,9 @@ import sys
 
 import pytest
 
-import attention_jax.synthetic_en_de as synthetic
-from attention_jax.synthetic_en_de import Clause, NounPhrase, Sentence
+import attention_jax.data.synthetic_en_de as synthetic
+from attention_jax.data.synthetic_en_de import clauses, lexicon
+from attention_jax.data.synthetic_en_de.clauses import Clause, NounPhrase, Sentence
 
 # ---------------------------------------------------------------------------------------------------
 # Helpers that build sentences from readable English descriptions, using the module's lexicon.
@@ -28,34 +29,34 @@ def _find(items: tuple, **fields: str):
 def phrase(text: str) -> NounPhrase:
     """NounPhrase from "the old man", "five small dogs", "red apples", "Anna" or "she"."""
     words = text.split()
-    if text in synthetic.NAMES:
+    if text in lexicon.NAMES:
         return NounPhrase(name=text)
-    pronouns = [pronoun for pronoun in synthetic.PRONOUNS if pronoun.english == text]
+    pronouns = [pronoun for pronoun in lexicon.PRONOUNS if pronoun.english == text]
     if pronouns:
         return NounPhrase(pronoun=pronouns[0])
     head = words[-1]
-    noun = next(n for n in synthetic.NOUNS if head in (n.english, n.english_plural))
+    noun = next(n for n in lexicon.NOUNS if head in (n.english, n.english_plural))
     plural = head == noun.english_plural
     first = "a" if words[0] == "an" else words[0]  # The module picks "a"/"an" itself.
-    determiners = [d for d in synthetic.DETERMINERS
+    determiners = [d for d in lexicon.DETERMINERS
                    if first == (d.english_plural if plural else d.english) and first]
-    determiner = determiners[0] if determiners else synthetic.BARE_PLURAL
+    determiner = determiners[0] if determiners else lexicon.BARE_PLURAL
     adjective_words = words[1 if determiners else 0:-1]
-    adjectives = tuple(_find(synthetic.ADJECTIVES, english=word) for word in adjective_words)
+    adjectives = tuple(_find(lexicon.ADJECTIVES, english=word) for word in adjective_words)
     return NounPhrase(noun, determiner, adjectives, plural)
 
 
-def verb(english: str, german_infinitive: str | None = None) -> synthetic.Verb:
+def verb(english: str, german_infinitive: str | None = None) -> lexicon.Verb:
     """Verb by English base form (and German infinitive where the English is ambiguous: "eat")."""
     fields = {"english": english}
     if german_infinitive:
         fields["german_infinitive"] = german_infinitive
-    return _find(synthetic.VERBS, **fields)
+    return _find(lexicon.VERBS, **fields)
 
 
-def modal(english_3sg: str) -> synthetic.Modal:
+def modal(english_3sg: str) -> lexicon.Modal:
     """Modal by its English third-person form: "can", "must", "wants to"."""
-    return next(m for m in synthetic.MODALS if m.english[1] == english_3sg)
+    return next(m for m in lexicon.MODALS if m.english[1] == english_3sg)
 
 
 def clause(subject: str, verb_english: str, *objects: tuple[str, str], adjuncts=(), **kwargs) -> Clause:
@@ -66,9 +67,9 @@ def clause(subject: str, verb_english: str, *objects: tuple[str, str], adjuncts=
         kwargs["modal"] = modal(kwargs["modal"])
     if content_verb.frame == "prepositional":
         (_, object_text), = objects
-        kwargs["prepositional_object"] = synthetic.prepositional_object(content_verb, phrase(object_text))
+        kwargs["prepositional_object"] = clauses.prepositional_object(content_verb, phrase(object_text))
         objects = ()
-    built_adjuncts = tuple(synthetic.adjunct(kind, phrase(text), *location)
+    built_adjuncts = tuple(clauses.adjunct(kind, phrase(text), *location)
                            for kind, text, *location in adjuncts)
     return Clause(phrase(subject), content_verb, tuple((case, phrase(text)) for case, text in objects),
                   adjuncts=built_adjuncts, **kwargs)
@@ -77,9 +78,9 @@ def clause(subject: str, verb_english: str, *objects: tuple[str, str], adjuncts=
 def copula(subject: str, predicate: str, *, location: str = "", negated: bool = False) -> Clause:
     """"X is ADJECTIVE" or, with `location`, "X is LOCATION PREDICATE"."""
     if location:
-        complement = synthetic.adjunct("loc", phrase(predicate), location)
+        complement = clauses.adjunct("loc", phrase(predicate), location)
     else:
-        complement = _find(synthetic.ADJECTIVES, english=predicate)
+        complement = _find(lexicon.ADJECTIVES, english=predicate)
     return Clause(phrase(subject), None, predicate=complement, negated=negated)
 
 
@@ -230,7 +231,7 @@ HAND_CHECKED = {
 @pytest.mark.parametrize("name", sorted(HAND_CHECKED))
 def test_hand_checked_translation(name: str) -> None:
     sentence, english, german = HAND_CHECKED[name]
-    assert synthetic.render_sentence(sentence) == (english, german)
+    assert clauses.render_sentence(sentence) == (english, german)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -301,7 +302,7 @@ def test_generation_is_deterministic_and_prefix_stable() -> None:
 
 def _digest_in_subprocess(hash_seed: str) -> str:
     """Digest of the first 200 train pairs, computed in a fresh interpreter with PYTHONHASHSEED."""
-    code = ("import hashlib, attention_jax.synthetic_en_de as s; "
+    code = ("import hashlib, attention_jax.data.synthetic_en_de as s; "
             "print(hashlib.sha256(repr(s.generate_split('train', 200)).encode()).hexdigest())")
     env = {**os.environ, "PYTHONHASHSEED": hash_seed}
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

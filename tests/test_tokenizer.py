@@ -1,4 +1,4 @@
-"""Tests for attention_jax.tokenizer: fixed special ids, round trips, caching, clear errors."""
+"""Tests for attention_jax.data.tokenizer: fixed special ids, round trips, caching, clear errors."""
 
 import io
 import os
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import sentencepiece as spm
 
-from attention_jax import tokenizer as tokenizer_lib
+from attention_jax.data import tokenizer as tokenizer_lib
 
 ENGLISH_WORDS = "the small house is near a green tree and an old car drives over the long road".split()
 GERMAN_WORDS = (

@@ -14,8 +14,10 @@ import jax
 import numpy as np
 import pytest
 
-from attention_jax import checkpoints, train
-from tests import fake_data, train_support
+from attention_jax.training import checkpoints, params_checkpoints, train
+from tests.support import fake_data, train_support
+
+pytestmark = pytest.mark.end_to_end
 
 # Adam with eps=1e-9 turns a gradient that is zero in exact arithmetic into +-lr steps of rounding
 # noise. The key projection's bias has such a gradient: it adds q.b_k to every score of a query, which
@@ -37,7 +39,7 @@ def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
 @pytest.fixture(scope="module")
 def sharded_report(cache_dir: str) -> dict:
     completed = train_support.run_python(
-        ["tests/sharded_steps_script.py"],
+        ["tests/support/sharded_steps_script.py"],
         train_support.subprocess_env(cache_dir, "--xla_force_host_platform_device_count=8"))
     return train_support.result_line(completed)
 
@@ -81,7 +83,7 @@ def test_bfloat16_compute_keeps_float32_state(sharded_report: dict) -> None:
 
 def _run_training(cache_dir: str, workdir: pathlib.Path, overrides: dict, data: dict) -> tuple[dict, str]:
     completed = train_support.run_python(
-        ["tests/train_script.py", str(workdir), json.dumps(overrides), json.dumps(data)],
+        ["tests/support/train_script.py", str(workdir), json.dumps(overrides), json.dumps(data)],
         train_support.subprocess_env(cache_dir))
     return train_support.result_line(completed), completed.stderr
 
@@ -111,8 +113,8 @@ def test_sigterm_then_resume_equals_uninterrupted_run(cache_dir: str, uninterrup
     assert "Resumed from the checkpoint of step 5" in log
     assert resumed["finished"] and resumed["step"] == 10
 
-    expected, _ = checkpoints.load_for_inference(str(uninterrupted_workdir), "latest")
-    got, _ = checkpoints.load_for_inference(str(tmp_path), "latest")
+    expected, _ = params_checkpoints.load_for_inference(str(uninterrupted_workdir), "latest")
+    got, _ = params_checkpoints.load_for_inference(str(tmp_path), "latest")
     for want, have in zip(jax.tree.leaves(expected), jax.tree.leaves(got)):
         np.testing.assert_array_equal(np.asarray(have), np.asarray(want))
     uninterrupted = json.loads((uninterrupted_workdir / "results.json").read_text())
@@ -169,7 +171,7 @@ def test_nan_loss_stops_with_step_and_keeps_good_checkpoint(cache_dir: str, tmp_
     assert "non-finite training loss at step 7" in results["error"], results
     assert "last good checkpoint is step 6" in results["error"]
     assert checkpoints.finished_steps(str(tmp_path / "checkpoints")) == [3, 6]
-    params, _ = checkpoints.load_for_inference(str(tmp_path), "latest")
+    params, _ = params_checkpoints.load_for_inference(str(tmp_path), "latest")
     assert all(np.isfinite(np.asarray(leaf)).all() for leaf in jax.tree.leaves(params))
     records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records if "train/loss" in r] == [2, 4, 6]
@@ -194,7 +196,7 @@ def test_two_processes_train_like_one(cache_dir: str, uninterrupted_workdir: pat
     address = f"127.0.0.1:{_free_port()}"
     children = [
         subprocess.Popen(
-            [sys.executable, "tests/train_script.py", str(tmp_path), json.dumps(overrides),
+            [sys.executable, "tests/support/train_script.py", str(tmp_path), json.dumps(overrides),
              json.dumps(RESUME_DATA)], cwd=train_support.REPO_ROOT, text=True,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             env=train_support.subprocess_env(cache_dir, JAX_COORDINATOR_ADDRESS=address,

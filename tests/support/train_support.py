@@ -19,7 +19,7 @@ from typing import Any, Iterator
 import jax
 from jax.experimental.compilation_cache import compilation_cache
 
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 @contextlib.contextmanager

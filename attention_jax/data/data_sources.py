@@ -3,11 +3,11 @@
 ``config.dataset`` takes three forms:
 
 ``"synthetic_en_de"`` or ``"synthetic_en_de/<builder config>"`` (e.g. ``"synthetic_en_de/small"``)
-    The synthetic EN-DE corpus built into the package (``attention_jax.synthetic_en_de``), prepared
+    The synthetic EN-DE corpus built into the package (``attention_jax.data.synthetic_en_de``), prepared
     into ``config.data_dir`` (or TFDS's default directory) on first use.
 ``"tsv:/path/to/dir"``
     A directory with ``train.tsv``, ``dev.tsv``, ``test.tsv`` (``source<TAB>target``), prepared once
-    as a TFDS dataset (:mod:`attention_jax.tsv_dataset`). The first column is the source.
+    as a TFDS dataset (:mod:`attention_jax.data.tsv_dataset`). The first column is the source.
 any other string
     A TFDS translation dataset, e.g. ``"wmt14_translate/de-en"`` (the paper's). It must already be
     prepared in array_record format; the language direction comes from ``config.source_lang`` and
@@ -168,7 +168,7 @@ def open_translation_source(config: Any) -> TranslationSource:
         builder = _prepared_synthetic_builder(dataset.partition("/")[2], data_dir)
         return _with_languages(dataset, builder, config.source_lang, config.target_lang, data_dir, config.train_split)
     if dataset.startswith(TSV_PREFIX):
-        from attention_jax import tsv_dataset  # Registers the builder only when used.
+        from attention_jax.data import tsv_dataset  # Registers the builder only when used.
 
         builder = tsv_dataset.prepare_tsv_dataset(dataset[len(TSV_PREFIX) :], data_dir)
         return _build_source(
@@ -199,7 +199,7 @@ def as_text(value: Any) -> str:
 
 
 def _prepared_synthetic_builder(builder_config: str, data_dir: str | None) -> tfds.core.DatasetBuilder:
-    from attention_jax import synthetic_en_de  # Registers the builder only when used.
+    from attention_jax.data import synthetic_en_de  # Registers the builder only when used.
 
     config_kwargs = {"config": builder_config} if builder_config else {}
     builder = synthetic_en_de.SyntheticEnDe(data_dir=data_dir, file_format="array_record", **config_kwargs)

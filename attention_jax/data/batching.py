@@ -19,13 +19,27 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Protocol
 
 import numpy as np
 
-from attention_jax import token_cache
 
 MIN_BUCKET_LEN = 8
 PADDING_ROW = -1  # Sentence index of an all-pad row (fills a bucket's last, partial batch).
+
+
+class TokenRows(Protocol):
+    """One side's token ids, copied into padded rows (``token_cache.TokenizedSide`` is one)."""
+
+    def fill_rows(self, rows: np.ndarray, sentence_indices: np.ndarray) -> None:
+        """Write each sentence's ids, EOS included, at the start of its row of ``rows``."""
+
+
+class TokenPairs(Protocol):
+    """Source and target token ids of one split (``token_cache.TokenizedSplit`` is one)."""
+
+    source: TokenRows
+    target: TokenRows
 
 
 def bucket_lengths(max_len: int, min_len: int = MIN_BUCKET_LEN) -> tuple[int, ...]:
@@ -246,13 +260,13 @@ class BatchPlan:
         return batches
 
 
-def make_batch(tokenized: token_cache.TokenizedSplit, padded_len: int, sentence_indices: np.ndarray) -> dict:
+def make_batch(tokenized: TokenPairs, padded_len: int, sentence_indices: np.ndarray) -> dict:
     """Build one batch of padded, EOS-terminated token ids.
 
     Parameters
     ----------
-    tokenized : token_cache.TokenizedSplit
-        Token ids of the split.
+    tokenized : TokenPairs
+        Token ids of the split (a ``token_cache.TokenizedSplit``).
     padded_len : int
         ``L``, the bucket's padded length.
     sentence_indices : np.ndarray

@@ -2,7 +2,7 @@
 
 Usage::
 
-    python tests/train_script.py WORKDIR '{"num_train_steps": 10}' '{"sigterm_at": 4}'
+    python tests/support/train_script.py WORKDIR '{"num_train_steps": 10}' '{"sigterm_at": 4}'
 
 The second argument overrides ``fake_data.tiny_config()``, the third ``FakeData``'s arguments. With
 ``JAX_COORDINATOR_ADDRESS``, ``JAX_NUM_PROCESSES`` and ``JAX_PROCESS_ID`` set, each process joins a
@@ -17,14 +17,14 @@ import json
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from absl import logging  # noqa: E402
 
 import jax  # noqa: E402
 
-from attention_jax import distributed, train  # noqa: E402
-from tests import fake_data  # noqa: E402
+from attention_jax.training import distributed, train  # noqa: E402
+from tests.support import fake_data  # noqa: E402
 
 
 def main(workdir: str, config_overrides: str, data_arguments: str) -> None:

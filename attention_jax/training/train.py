@@ -1,405 +1,35 @@
-"""Training and evaluation of the Transformer on any device mesh (Sections 5.1-5.4).
+"""The training loop: resume, train, log, evaluate, checkpoint, write results (:func:`train_and_evaluate`).
 
-The pieces, each usable on its own (benchmarks and tests call them directly):
-
-- :class:`TrainState`: step, params, opt_state, rng: everything a checkpoint must hold besides the
-  data iterator's position;
-- :func:`create_train_state`: parameters initialized directly into their shardings;
-- :func:`train_step` / :func:`accumulate_gradients` / :func:`eval_step`: pure functions, compiled by
-  :func:`compile_steps` with explicit ``in_shardings``/``out_shardings`` and donated buffers;
-- :func:`train_and_evaluate`: the loop: resume, train, log, evaluate, checkpoint, write results.
-
-Loss normalization: a step's gradient is the gradient of the label-smoothed loss summed over all
-non-pad target tokens of the step (every device, every micro-batch) divided by their number, so
-``grad_accum_steps=k`` with k batches equals one step on their union (up to float rounding).
+The state and the compiled step functions it drives are in :mod:`attention_jax.training.train_state`
+(benchmarks and tests call them directly).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
-import json
 import math
 import os
 import time
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
-import flax
-import flax.linen as nn
 import jax
-import jax.numpy as jnp
 import ml_collections
 import numpy as np
-import optax
 from absl import logging
-from jax.sharding import Mesh, NamedSharding
+from jax.sharding import Mesh
 
-from attention_jax import checkpoints, distributed, metric_writer, metrics, model, optim, sharding
-
-Batch = dict[str, Any]
-MetricSums = dict[str, jax.Array]
-RESULTS_FILE = "results.json"
+from attention_jax import model, run_files
+from attention_jax.decode_settings import DecodeSettings
+from attention_jax.training import checkpoints, distributed, metric_writer, metrics, optim, sharding
+from attention_jax.training.train_state import (
+    DROPOUT_RNGS, Batch, CompiledSteps, MetricSums, TrainState, abstract_boxed_state, abstract_train_state,
+    compile_steps, create_train_state, run_update, train_state_shardings,
+)
+from attention_jax.transformer_config import TransformerConfig
 
 
 class NonFiniteLossError(FloatingPointError):
     """Training produced a NaN or infinite loss; the message names the step."""
-
-
-@flax.struct.dataclass
-class TrainState:
-    """Everything that evolves during training.
-
-    Attributes
-    ----------
-    step : jax.Array
-        int32 scalar, optimizer updates done (the paper's step of the last update).
-    params : pytree
-        Unboxed float32 parameters.
-    opt_state : pytree
-        Adam state (moments and update count).
-    rng : jax.Array
-        uint32 key data (``jax.random.key_data``); dropout keys are folded from it per step.
-    """
-
-    step: jax.Array
-    params: Any
-    opt_state: Any
-    rng: jax.Array
-
-
-# --- State creation and sharding --------------------------------------------------------------------
-
-def _boxed_initial_state(key: jax.Array, transformer: model.Transformer,
-                         optimizer: optax.GradientTransformation) -> TrainState:
-    init_key, train_key = jax.random.split(key)
-    ids = jnp.ones((1, 1), jnp.int32)  # Parameter shapes do not depend on the lengths.
-    params = transformer.init({"params": init_key}, ids, ids)["params"]  # Boxed with logical axes.
-    return TrainState(step=jnp.zeros((), jnp.int32), params=params,
-                      opt_state=optimizer.init(params), rng=jax.random.key_data(train_key))
-
-
-def abstract_boxed_state(transformer: model.Transformer,
-                         optimizer: optax.GradientTransformation) -> TrainState:
-    """Shapes of the initial train state, parameters still boxed with their logical axis names.
-
-    Parameters
-    ----------
-    transformer : model.Transformer
-        The model.
-    optimizer : optax.GradientTransformation
-        The optimizer (its moments inherit the parameters' logical axes).
-
-    Returns
-    -------
-    TrainState
-        ``jax.ShapeDtypeStruct`` leaves (``jax.eval_shape``: nothing is allocated).
-    """
-    return jax.eval_shape(functools.partial(_boxed_initial_state, transformer=transformer,
-                                            optimizer=optimizer), jax.random.key(0))
-
-
-def train_state_shardings(boxed_state: TrainState, mesh: Mesh, rules: tuple) -> TrainState:
-    """Where every leaf of the train state lives.
-
-    Parameters
-    ----------
-    boxed_state : TrainState
-        From :func:`abstract_boxed_state`.
-    mesh : Mesh
-        Device mesh.
-    rules : tuple
-        Logical axis rules (:func:`sharding.logical_axis_rules`).
-
-    Returns
-    -------
-    TrainState
-        ``NamedSharding`` leaves; step and rng replicated.
-    """
-    return sharding.tree_shardings(boxed_state, mesh, rules)
-
-
-def abstract_train_state(boxed_state: TrainState, shardings: TrainState) -> TrainState:
-    """Shapes, dtypes and shardings of the train state (the target of a checkpoint restore).
-
-    Parameters
-    ----------
-    boxed_state : TrainState
-        From :func:`abstract_boxed_state`.
-    shardings : TrainState
-        From :func:`train_state_shardings`.
-
-    Returns
-    -------
-    TrainState
-        Unboxed ``jax.ShapeDtypeStruct`` leaves with ``sharding`` set.
-    """
-    return jax.tree.map(lambda leaf, where: jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=where),
-                        nn.meta.unbox(boxed_state), shardings)
-
-
-def create_train_state(seed: int, transformer: model.Transformer,
-                       optimizer: optax.GradientTransformation, shardings: TrainState) -> TrainState:
-    """Initialize parameters and optimizer state directly in their shardings.
-
-    Parameters
-    ----------
-    seed : int
-        Seeds parameter initialization and, through a split, the dropout keys.
-    transformer : model.Transformer
-        The model.
-    optimizer : optax.GradientTransformation
-        The optimizer.
-    shardings : TrainState
-        From :func:`train_state_shardings`.
-
-    Returns
-    -------
-    TrainState
-        Step 0, unboxed parameters (FSDP never materializes them whole on one device).
-    """
-    def initialize(key: jax.Array) -> TrainState:
-        return nn.meta.unbox(_boxed_initial_state(key, transformer, optimizer))
-
-    return jax.jit(initialize, out_shardings=shardings)(jax.random.key(seed))
-
-
-# --- Steps ------------------------------------------------------------------------------------------
-
-DROPOUT_RNGS = ("threefry", "rbg")
-
-
-def _dropout_key(state: TrainState, micro_index: jax.Array | int, dropout_rng: str = "threefry") -> jax.Array:
-    """Fresh dropout key per step and micro-batch, a pure function of (rng, step, micro_index).
-
-    ``dropout_rng="rbg"`` turns that threefry key into an ``rbg`` key (XLA's RngBitGenerator draws the
-    masks; whole train steps on 2 CPU cores timed within run-to-run noise of threefry: README,
-    Benchmarks); the state and checkpoints are the same either way.
-    """
-    key = jax.random.fold_in(jax.random.wrap_key_data(state.rng), state.step)
-    key = jax.random.fold_in(key, micro_index)
-    if dropout_rng == "rbg":
-        return jax.random.wrap_key_data(jax.random.bits(key, (4,), jnp.uint32), impl="rbg")
-    return key
-
-
-def _summed_loss_gradients(params: Any, batch: Batch, dropout_key: jax.Array,
-                           transformer: model.Transformer,
-                           label_smoothing: float) -> tuple[Any, MetricSums]:
-    """Gradient of the label-smoothed loss summed (not averaged) over non-pad targets, and the sums."""
-    def summed_loss(candidate: Any) -> tuple[jax.Array, MetricSums]:
-        logits = transformer.apply({"params": candidate}, batch["inputs"], batch["targets"],
-                                   deterministic=False, rngs={"dropout": dropout_key})
-        sums = metrics.token_loss_sums(logits, batch["targets"], label_smoothing)
-        return sums["loss_sum"], sums
-
-    return jax.grad(summed_loss, has_aux=True)(params)
-
-
-def accumulate_gradients(state: TrainState, carry: tuple[Any, MetricSums] | None, batch: Batch,
-                         micro_index: jax.Array, *, transformer: model.Transformer,
-                         label_smoothing: float, dropout_rng: str = "threefry") -> tuple[Any, MetricSums]:
-    """Add one micro-batch's summed-loss gradient and metric sums to ``carry``.
-
-    Parameters
-    ----------
-    state : TrainState
-        Current state (parameters, step and rng are read).
-    carry : (grads, sums) or None
-        What earlier micro-batches of this step accumulated; ``None`` for the first.
-    batch : Batch
-        ``{"inputs": [B, S], "targets": [B, T]}`` global arrays.
-    micro_index : jax.Array
-        int32 index of this micro-batch within the step (selects its dropout key).
-    transformer : model.Transformer
-        The model.
-    label_smoothing : float
-        ``eps_ls``.
-    dropout_rng : str
-        ``"threefry"`` (JAX's default: the same masks on any mesh) or ``"rbg"`` (XLA's RngBitGenerator; the
-        masks depend on how the batch is sharded). See ``config.dropout_rng``.
-
-    Returns
-    -------
-    (grads, sums)
-        Running sums; pass them to the next micro-batch or to :func:`train_step`.
-    """
-    dropout_key = _dropout_key(state, micro_index, dropout_rng)
-    grads, sums = _summed_loss_gradients(state.params, batch, dropout_key, transformer, label_smoothing)
-    if carry is None:
-        return grads, sums
-    return jax.tree.map(jnp.add, carry[0], grads), metrics.add_sums(carry[1], sums)
-
-
-def train_step(state: TrainState, batch: Batch, carry: tuple[Any, MetricSums] | None = None, *,
-               transformer: model.Transformer, optimizer: optax.GradientTransformation,
-               label_smoothing: float, micro_index: int = 0,
-               dropout_rng: str = "threefry") -> tuple[TrainState, MetricSums]:
-    """One optimizer update: the last (or only) micro-batch's gradient, normalization, Adam.
-
-    Parameters
-    ----------
-    state : TrainState
-        Current state.
-    batch : Batch
-        The last micro-batch of the step.
-    carry : (grads, sums) or None
-        Accumulated over the step's earlier micro-batches (:func:`accumulate_gradients`).
-    transformer : model.Transformer
-        The model (``dtype`` selects the compute precision; parameters stay float32).
-    optimizer : optax.GradientTransformation
-        From :func:`optim.make_optimizer`.
-    label_smoothing : float
-        ``eps_ls``.
-    micro_index : int
-        This micro-batch's index (``grad_accum_steps - 1``).
-    dropout_rng : str
-        As in :func:`accumulate_gradients`.
-
-    Returns
-    -------
-    (TrainState, dict)
-        The updated state and the step's metric sums (``loss_sum``, ``nll_sum``, ``correct``,
-        ``tokens``) plus ``grad_norm`` of the per-token gradient.
-    """
-    grads, sums = accumulate_gradients(state, carry, batch, jnp.int32(micro_index), transformer=transformer,
-                                       label_smoothing=label_smoothing, dropout_rng=dropout_rng)
-    grads = jax.tree.map(lambda g: g / jnp.maximum(sums["tokens"], 1.0), grads)  # Per-token mean.
-    updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
-    new_state = state.replace(step=state.step + 1, params=optax.apply_updates(state.params, updates),
-                              opt_state=opt_state)
-    return new_state, dict(sums, grad_norm=optax.tree.norm(grads))
-
-
-def eval_step(params: Any, batch: Batch, *, transformer: model.Transformer,
-              label_smoothing: float) -> MetricSums:
-    """Metric sums of one evaluation batch (no dropout).
-
-    Parameters
-    ----------
-    params : pytree
-        Parameters.
-    batch : Batch
-        Global batch; all-pad rows count for nothing.
-    transformer : model.Transformer
-        The model.
-    label_smoothing : float
-        ``eps_ls`` (the smoothed loss is reported beside the unsmoothed one).
-
-    Returns
-    -------
-    dict
-        As :func:`metrics.token_loss_sums`.
-    """
-    logits = transformer.apply({"params": params}, batch["inputs"], batch["targets"], deterministic=True)
-    return metrics.token_loss_sums(logits, batch["targets"], label_smoothing)
-
-
-@dataclasses.dataclass(frozen=True)
-class CompiledSteps:
-    """The jitted step functions of one run and the shardings they use.
-
-    Attributes
-    ----------
-    train : callable
-        ``(state, batch) -> (state, sums)`` without accumulation, ``(state, batch, carry)`` with.
-    first_micro_batch, next_micro_batch : callable or None
-        ``(state, batch, index) -> carry`` and ``(state, carry, batch, index) -> carry``
-        (``grad_accum_steps > 1`` only).
-    evaluate : callable
-        ``(params, batch) -> sums``.
-    state_shardings : TrainState
-        Shardings of the train state.
-    batch_sharding : NamedSharding
-        Rows over ``"data"``.
-    """
-
-    train: Callable
-    first_micro_batch: Callable | None
-    next_micro_batch: Callable | None
-    evaluate: Callable
-    state_shardings: TrainState
-    batch_sharding: NamedSharding
-
-
-def compile_steps(transformer: model.Transformer, optimizer: optax.GradientTransformation,
-                  mesh: Mesh, state_shardings: TrainState, *, label_smoothing: float,
-                  grad_accum_steps: int = 1, dropout_rng: str = "threefry") -> CompiledSteps:
-    """Jit the step functions with explicit shardings and donated state/accumulator buffers.
-
-    Parameters
-    ----------
-    transformer, optimizer
-        Model and optimizer.
-    mesh : Mesh
-        Device mesh.
-    state_shardings : TrainState
-        From :func:`train_state_shardings`.
-    label_smoothing : float
-        ``eps_ls``.
-    grad_accum_steps : int
-        Micro-batches per update.
-    dropout_rng : str
-        ``"threefry"`` or ``"rbg"`` (:func:`accumulate_gradients`).
-
-    Returns
-    -------
-    CompiledSteps
-        Compilation happens on first call, once per batch shape.
-    """
-    batch_sharding = sharding.batch_sharding(mesh)
-    replicated = sharding.replicated(mesh)
-    carry_sharding = (state_shardings.params, replicated)
-    if dropout_rng not in DROPOUT_RNGS:
-        raise ValueError(f"dropout_rng must be one of {DROPOUT_RNGS}; got {dropout_rng!r}.")
-    common = dict(transformer=transformer, label_smoothing=label_smoothing)
-    last = functools.partial(train_step, optimizer=optimizer, micro_index=grad_accum_steps - 1,
-                             dropout_rng=dropout_rng, **common)
-    first_micro = next_micro = None
-    if grad_accum_steps == 1:
-        train = jax.jit(lambda state, batch: last(state, batch),
-                        in_shardings=(state_shardings, batch_sharding),
-                        out_shardings=(state_shardings, replicated), donate_argnums=(0,))
-    else:
-        train = jax.jit(lambda state, batch, carry: last(state, batch, carry),
-                        in_shardings=(state_shardings, batch_sharding, carry_sharding),
-                        out_shardings=(state_shardings, replicated),
-                        donate_argnums=(0,))  # The carry has no output to alias; it is freed anyway.
-        accumulate = functools.partial(accumulate_gradients, dropout_rng=dropout_rng, **common)
-        first_micro = jax.jit(lambda state, batch, index: accumulate(state, None, batch, index),
-                              in_shardings=(state_shardings, batch_sharding, replicated),
-                              out_shardings=carry_sharding)
-        next_micro = jax.jit(accumulate, in_shardings=(state_shardings, carry_sharding, batch_sharding,
-                                                       replicated),
-                             out_shardings=carry_sharding, donate_argnums=(1,))
-    evaluate = jax.jit(functools.partial(eval_step, **common),
-                       in_shardings=(state_shardings.params, batch_sharding), out_shardings=replicated)
-    return CompiledSteps(train, first_micro, next_micro, evaluate, state_shardings, batch_sharding)
-
-
-def run_update(steps: CompiledSteps, state: TrainState,
-               micro_batches: list[Batch]) -> tuple[TrainState, MetricSums]:
-    """Apply one optimizer update from ``len(micro_batches)`` global micro-batches.
-
-    Parameters
-    ----------
-    steps : CompiledSteps
-        From :func:`compile_steps` with ``grad_accum_steps == len(micro_batches)``.
-    state : TrainState
-        Current state (donated: do not use it afterwards).
-    micro_batches : list[Batch]
-        Global batches (shapes may differ between micro-batches).
-
-    Returns
-    -------
-    (TrainState, dict)
-        As :func:`train_step`.
-    """
-    if len(micro_batches) == 1:
-        return steps.train(state, micro_batches[0])
-    carry = steps.first_micro_batch(state, micro_batches[0], np.int32(0))
-    for index, batch in enumerate(micro_batches[1:-1], start=1):
-        carry = steps.next_micro_batch(state, carry, batch, np.int32(index))
-    return steps.train(state, micro_batches[-1], carry)
 
 
 # --- The training loop ------------------------------------------------------------------------------
@@ -412,7 +42,7 @@ class _Run:
     workdir: str
     mesh: Mesh
     data: Any
-    model_config: model.TransformerConfig
+    model_config: TransformerConfig
     steps: CompiledSteps
     state: TrainState
     train_iterator: Iterator
@@ -456,7 +86,7 @@ def validate_training_config(config: ml_collections.ConfigDict) -> None:
 
 
 def _load_data(config: ml_collections.ConfigDict, mesh: Mesh) -> Any:
-    from attention_jax import input_pipeline  # The data pipeline (TFDS, grain) is heavy to import.
+    from attention_jax.data import input_pipeline  # The data pipeline (TFDS, grain) is heavy to import.
 
     return input_pipeline.get_datasets(config, process_index=jax.process_index(),
                                        process_count=jax.process_count(),
@@ -470,7 +100,7 @@ def _setup(config: ml_collections.ConfigDict, workdir: str, data: Any) -> _Run:
     if data.tokenizer.vocab_size > config.vocab_size:
         raise ValueError(f"the tokenizer has {data.tokenizer.vocab_size} tokens but the model's "
                          f"vocab_size is {config.vocab_size}: raise config.vocab_size.")
-    model_config = model.TransformerConfig.from_config(config)
+    model_config = TransformerConfig.from_config(config)
     transformer = model.Transformer(model_config)
     optimizer = optim.make_optimizer(config)
     rules = sharding.logical_axis_rules(config.param_sharding, mesh)
@@ -746,9 +376,7 @@ def _bleu(run: _Run) -> dict[str, Any]:
         return {}
     params = jax.jit(lambda tree: tree, out_shardings=sharding.replicated(run.mesh))(run.state.params)
     translator = decode.Translator(run.model_config, params, run.data.tokenizer,
-                                   beam_size=run.config.beam_size,
-                                   alpha=run.config.length_penalty_alpha,
-                                   max_extra_len=run.config.max_decode_extra_len)
+                                   settings=DecodeSettings.from_config(run.config))
     hypotheses = translator.translate([source for source, _ in pairs])
     score, signature = evaluation.corpus_bleu(hypotheses, [target for _, target in pairs])
     for (source, target), hypothesis in list(zip(pairs, hypotheses))[:2]:
@@ -787,11 +415,7 @@ def _write_results(workdir: str, results: dict[str, Any]) -> None:
         return
     clean = {key: (None if isinstance(value, float) and not math.isfinite(value) else value)
              for key, value in results.items()}
-    path = os.path.join(workdir, RESULTS_FILE)
-    with open(path + ".tmp", "w", encoding="utf-8") as file:
-        json.dump(clean, file, indent=2)
-        file.write("\n")
-    os.replace(path + ".tmp", path)
+    run_files.write_json_atomically(os.path.join(workdir, run_files.RESULTS_FILE), clean)
 
 
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *,
@@ -803,7 +427,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *,
     config : ml_collections.ConfigDict
         Experiment config (``configs/base.py`` lists every field).
     workdir : str
-        Output directory (layout in :mod:`attention_jax.checkpoints`); rerunning the same command
+        Output directory (layout in :mod:`attention_jax.training.checkpoints`); rerunning the same command
         resumes.
     data : object, optional
         A data object with the ``input_pipeline.get_datasets`` interface (default: built from the

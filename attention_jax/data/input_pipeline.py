@@ -12,15 +12,15 @@ Usage::
 
 What happens on first use, and is cached under ``<data_dir>/attention_jax_cache/`` afterwards:
 
-1. :mod:`attention_jax.data_sources` opens ``config.dataset`` (TFDS, the synthetic set, or a TSV dir).
-2. :mod:`attention_jax.tokenizer` trains one SentencePiece BPE vocabulary on a deterministic sample of
+1. :mod:`attention_jax.data.data_sources` opens ``config.dataset`` (TFDS, the synthetic set, or a TSV dir).
+2. :mod:`attention_jax.data.tokenizer` trains one SentencePiece BPE vocabulary on a deterministic sample of
    at most ``config.tokenizer_max_sentences`` training sentences (both sides; default 2,000,000).
-3. :mod:`attention_jax.token_cache` tokenizes each split once.
-4. :mod:`attention_jax.batching` plans global batches; each process reads only its rows. Batches reach
+3. :mod:`attention_jax.data.token_cache` tokenizes each split once.
+4. :mod:`attention_jax.data.batching` plans global batches; each process reads only its rows. Batches reach
    the training loop through a Grain dataset with background threads, whose iterator state makes
    resumption exact.
 
-Batch rows hold ids ending in EOS (no BOS), padded with 0 (see :mod:`attention_jax.tokenizer`). Rows
+Batch rows hold ids ending in EOS (no BOS), padded with 0 (see :mod:`attention_jax.data.tokenizer`). Rows
 that are all padding fill a bucket's last batch; the loss ignores them like any other padding.
 """
 
@@ -38,10 +38,10 @@ from typing import Any
 import grain
 import numpy as np
 
-from attention_jax import batching
-from attention_jax import data_sources
-from attention_jax import token_cache
-from attention_jax import tokenizer as tokenizer_lib
+from attention_jax.data import batching
+from attention_jax.data import data_sources
+from attention_jax.data import token_cache
+from attention_jax.data import tokenizer as tokenizer_lib
 
 SPLITS = ("train", "validation", "test")
 DEFAULT_TOKENIZER_MAX_SENTENCES = 2_000_000

@@ -27,23 +27,17 @@ import shutil
 import time
 from typing import Any, Mapping
 
-import flax.linen as nn
 import jax
 import ml_collections
-import numpy as np
 import orbax.checkpoint as ocp
 from absl import logging
 from etils import epath
 from jax.experimental import multihost_utils
 
-from attention_jax import model
+from attention_jax import model, run_files
+from attention_jax.transformer_config import TransformerConfig
 
-CONFIG_FILE = "config.json"
-CHECKPOINT_DIR = "checkpoints"
-CORRUPT_DIR = "checkpoints_corrupt"
-AVERAGED_DIR = "averaged"
 PARAMS_ITEM = "params"  # The parameters' item inside each step directory (orbax Composite layout).
-TOKENIZER_FILE = "tokenizer.model"  # The run's SentencePiece model, so decoding needs no corpus.
 
 # Model fields that change only how the same function is computed; a run may resume with new values.
 COMPUTE_ONLY_FIELDS = ("dtype", "attention_implementation", "decode")
@@ -161,7 +155,7 @@ def read_config(workdir: str) -> ml_collections.ConfigDict:
     root = epath.Path(workdir)
     if not root.exists():
         raise FileNotFoundError(f"workdir {workdir} does not exist.")
-    path = root / CONFIG_FILE
+    path = root / run_files.CONFIG_FILE
     if not path.exists():
         raise FileNotFoundError(
             f"{path} not found: {workdir} is not a training workdir (train.train_and_evaluate "
@@ -182,11 +176,8 @@ def write_config(workdir: str, config: ml_collections.ConfigDict) -> None:
     """
     if jax.process_index() != 0:
         return
-    root = epath.Path(workdir)
-    root.mkdir(parents=True, exist_ok=True)
-    temporary = root / (CONFIG_FILE + ".tmp")
-    temporary.write_text(config.to_json_best_effort(indent=2, sort_keys=True) + "\n")
-    temporary.replace(root / CONFIG_FILE)
+    text = config.to_json_best_effort(indent=2, sort_keys=True) + "\n"
+    run_files.write_atomically(os.path.join(workdir, run_files.CONFIG_FILE), text)
 
 
 def write_tokenizer(workdir: str, model_proto: bytes) -> None:
@@ -206,11 +197,7 @@ def write_tokenizer(workdir: str, model_proto: bytes) -> None:
     """
     if jax.process_index() != 0:
         return
-    root = epath.Path(workdir)
-    root.mkdir(parents=True, exist_ok=True)
-    temporary = root / (TOKENIZER_FILE + ".tmp")
-    temporary.write_bytes(bytes(model_proto))
-    temporary.replace(root / TOKENIZER_FILE)
+    run_files.write_atomically(os.path.join(workdir, run_files.TOKENIZER_FILE), model_proto)
 
 
 def model_config_differences(saved: ml_collections.ConfigDict,
@@ -227,11 +214,11 @@ def model_config_differences(saved: ml_collections.ConfigDict,
     Returns
     -------
     dict[str, tuple]
-        ``{field: (saved value, new value)}`` over :class:`model.TransformerConfig` fields, except
+        ``{field: (saved value, new value)}`` over :class:`TransformerConfig` fields, except
         :data:`COMPUTE_ONLY_FIELDS`. ``max_len`` is ``config.max_len + config.max_decode_extra_len``.
     """
-    before = dataclasses.asdict(model.TransformerConfig.from_config(saved))
-    after = dataclasses.asdict(model.TransformerConfig.from_config(config))
+    before = dataclasses.asdict(TransformerConfig.from_config(saved))
+    after = dataclasses.asdict(TransformerConfig.from_config(config))
     return {name: (before[name], after[name]) for name in before
             if name not in COMPUTE_ONLY_FIELDS and before[name] != after[name]}
 
@@ -252,11 +239,11 @@ def check_resume_compatible(workdir: str, config: ml_collections.ConfigDict) -> 
     Differences elsewhere (steps, logging, data) are allowed and logged. Without any finished
     checkpoint (a run that stopped before its first save) the new config simply replaces the old.
     """
-    if not (epath.Path(workdir) / CONFIG_FILE).exists():
+    if not (epath.Path(workdir) / run_files.CONFIG_FILE).exists():
         return
     saved = read_config(workdir)
     differences = model_config_differences(saved, config)
-    if differences and not finished_steps(str(epath.Path(workdir) / CHECKPOINT_DIR)):
+    if differences and not finished_steps(str(epath.Path(workdir) / run_files.CHECKPOINT_DIR)):
         logging.warning("%s has no checkpoint: starting afresh with the new model config.", workdir)
         return
     if differences:
@@ -280,6 +267,13 @@ def _flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
         else:
             flat[f"{prefix}{key}"] = list(value) if isinstance(value, tuple) else value
     return flat
+
+
+def finished_steps(directory: str) -> list[int]:
+    """Steps of the finished checkpoints under an orbax manager root (empty if none)."""
+    if not epath.Path(directory).exists():
+        return []
+    return sorted(ocp.utils.checkpoint_steps(absolute_path(directory)))  # Finalized ones only.
 
 
 # --- Training checkpoints ----------------------------------------------------------------------------
@@ -321,12 +315,12 @@ class TrainingCheckpoints:
     Notes
     -----
     The train state is any dataclass with ``step``, ``params``, ``opt_state``, ``rng`` fields and a
-    ``replace`` method (``train.TrainState``).
+    ``replace`` method (``train_state.TrainState``).
     """
 
     def __init__(self, workdir: str, *, keep: int, asynchronous: bool = True) -> None:
         self.workdir = absolute_path(workdir)
-        self.directory = self.workdir / CHECKPOINT_DIR
+        self.directory = self.workdir / run_files.CHECKPOINT_DIR
         options = ocp.CheckpointManagerOptions(
             max_to_keep=max(int(keep), 1),
             enable_async_checkpointing=asynchronous,
@@ -438,7 +432,7 @@ class TrainingCheckpoints:
         if not steps:
             return
         if jax.process_index() == 0:
-            target_root = self.workdir / CORRUPT_DIR
+            target_root = self.workdir / run_files.CORRUPT_DIR
             target_root.mkdir(parents=True, exist_ok=True)
             for step in steps:
                 target = target_root / f"{step}-{int(time.time())}"
@@ -456,222 +450,3 @@ class TrainingCheckpoints:
         """Finish pending saves and release the manager."""
         self._manager.wait_until_finished()
         self._manager.close()
-
-
-# --- Parameters only: averaged checkpoints and inference --------------------------------------------
-
-def save_params(directory: str, step: int, params: Any, info: Mapping[str, Any]) -> None:
-    """Write a parameters-only checkpoint (used for averaged parameters).
-
-    Parameters
-    ----------
-    directory : str
-        Orbax manager root, e.g. ``WORKDIR/averaged``.
-    step : int
-        Step to file it under (replaces an existing one).
-    params : pytree
-        Unboxed parameters.
-    info : Mapping[str, Any]
-        JSON-able description (e.g. the averaged steps).
-    """
-    options = ocp.CheckpointManagerOptions(max_to_keep=1, enable_async_checkpointing=False)
-    with ocp.CheckpointManager(absolute_path(directory), options=options) as manager:
-        if step in manager.all_steps():
-            manager.delete(step)
-        manager.save(step, args=ocp.args.Composite(params=ocp.args.StandardSave(params),
-                                                   info=ocp.args.JsonSave(dict(info))), force=True)
-        manager.wait_until_finished()
-
-
-def abstract_inference_params(config: ml_collections.ConfigDict,
-                              sharding: jax.sharding.Sharding | None = None) -> Any:
-    """Shapes of the unboxed parameters of ``config``'s model, placed on one device.
-
-    Parameters
-    ----------
-    config : ml_collections.ConfigDict
-        Experiment config.
-    sharding : jax.sharding.Sharding, optional
-        Where to restore (default: the first local device).
-
-    Returns
-    -------
-    pytree
-        ``jax.ShapeDtypeStruct`` leaves with ``sharding`` set.
-    """
-    sharding = sharding or jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
-    shapes = model.abstract_params(model.TransformerConfig.from_config(config))
-    return jax.tree.map(lambda leaf: jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=sharding),
-                        nn.meta.unbox(shapes))
-
-
-def restore_params(directory: str, step: int, abstract_params: Any) -> Any:
-    """Restore only the ``params`` item of the checkpoint ``step`` under ``directory``.
-
-    Parameters
-    ----------
-    directory : str
-        Orbax manager root (``WORKDIR/checkpoints`` or ``WORKDIR/averaged``).
-    step : int
-        The checkpoint's step.
-    abstract_params : pytree
-        Target shapes and shardings.
-
-    Returns
-    -------
-    pytree
-        The parameters.
-    """
-    # The params item alone, read by its own handler: a manager would warn about every other item
-    # (optimizer state, data iterator, ...) that it was not asked to restore.
-    with ocp.StandardCheckpointer() as checkpointer:
-        return checkpointer.restore(absolute_path(directory) / str(step) / PARAMS_ITEM, abstract_params)
-
-
-def _leaf_shapes(tree: Any) -> dict[str, tuple[int, ...]]:
-    return {jax.tree_util.keystr(path): tuple(leaf.shape)
-            for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]}
-
-
-def params_mismatch(directory: str, step: int, abstract_params: Any) -> list[str]:
-    """Differences between a checkpoint's parameter shapes and the expected ones (read from metadata).
-
-    Parameters
-    ----------
-    directory : str
-        Orbax manager root.
-    step : int
-        The checkpoint's step.
-    abstract_params : pytree
-        Expected shapes.
-
-    Returns
-    -------
-    list[str]
-        One line per differing, missing or unexpected leaf; empty when they fit.
-    """
-    handler = ocp.StandardCheckpointHandler()
-    try:
-        stored = _leaf_shapes(handler.metadata(absolute_path(directory) / str(step) / PARAMS_ITEM))
-    finally:
-        handler.close()
-    expected = _leaf_shapes(abstract_params)
-    lines = [f"{path}: {stored[path]} in the checkpoint, {shape} expected"
-             for path, shape in expected.items() if path in stored and stored[path] != shape]
-    lines += [f"{path}: missing from the checkpoint" for path in expected if path not in stored]
-    lines += [f"{path}: in the checkpoint but not in the model" for path in stored if path not in expected]
-    return lines
-
-
-def finished_steps(directory: str) -> list[int]:
-    """Steps of the finished checkpoints under an orbax manager root (empty if none)."""
-    if not epath.Path(directory).exists():
-        return []
-    return sorted(ocp.utils.checkpoint_steps(absolute_path(directory)))  # Finalized ones only.
-
-
-def load_for_inference(workdir: str, which: str = "latest") -> tuple[Any, ml_collections.ConfigDict]:
-    """Parameters and config of a training run, for decoding, evaluation and notebooks.
-
-    Parameters
-    ----------
-    workdir : str
-        A training work directory.
-    which : str
-        ``"latest"`` (newest readable training checkpoint), ``"averaged"`` (written by
-        ``python -m attention_jax.average_checkpoints``) or a step number such as ``"12000"``.
-
-    Returns
-    -------
-    (params, config)
-        Unboxed float32 parameters on the first local device, and the run's ``ConfigDict``.
-
-    Notes
-    -----
-    Raises ``FileNotFoundError`` for a missing workdir, config or checkpoint (listing the steps
-    there are), ``ValueError`` for an unknown ``which`` or parameters that do not fit the config.
-    """
-    config = read_config(workdir)
-    root = epath.Path(workdir)
-    if which == "averaged":
-        directory = root / AVERAGED_DIR
-        steps = finished_steps(str(directory))
-        if not steps:
-            raise FileNotFoundError(
-                f"no averaged checkpoint in {directory}: run `python -m "
-                f"attention_jax.average_checkpoints --workdir={workdir}` first."
-            )
-        candidates = [steps[-1]]
-    elif which == "latest" or which.isdigit():
-        directory = root / CHECKPOINT_DIR
-        steps = finished_steps(str(directory))
-        if not steps:
-            raise FileNotFoundError(f"no finished checkpoint in {directory}.")
-        if which == "latest":
-            candidates = list(reversed(steps))
-        elif int(which) in steps:
-            candidates = [int(which)]
-        else:
-            raise FileNotFoundError(f"no checkpoint for step {which} in {directory}; steps: {steps}.")
-    else:
-        raise ValueError(f"which must be 'latest', 'averaged' or a step number; got {which!r}.")
-    abstract = abstract_inference_params(config)
-    last_error: Exception | None = None
-    for step in candidates:
-        try:
-            mismatch = params_mismatch(str(directory), step, abstract)
-        except Exception as error:  # Unreadable metadata: let the restore below report it.
-            mismatch, last_error = [], error
-        if mismatch:
-            listed = "; ".join(mismatch[:5]) + (f"; and {len(mismatch) - 5} more" if len(mismatch) > 5 else "")
-            raise ValueError(f"checkpoint {directory}/{step} does not fit the model of "
-                             f"{workdir}/config.json: {listed}.")
-        try:
-            return restore_params(str(directory), step, abstract), config
-        except Exception as error:  # Damaged files: try an older one for "latest".
-            last_error = error
-        logging.warning("Checkpoint %s/%d is unreadable (%s).", directory, step, last_error)
-    raise FileNotFoundError(f"no readable checkpoint among {candidates} in {directory}: {last_error}")
-
-
-def average_last_params(workdir: str, count: int) -> tuple[Any, list[int]]:
-    """Element-wise mean of the parameters of a run's newest ``count`` training checkpoints (Section 6.1).
-
-    Parameters
-    ----------
-    workdir : str
-        A training work directory.
-    count : int
-        Checkpoints to average (the paper: 5 for base, 20 for big models); positive.
-
-    Returns
-    -------
-    (params, steps)
-        float32 averaged parameters (host NumPy arrays) and the averaged steps, ascending.
-
-    Notes
-    -----
-    Sums in float64 on the host, one checkpoint in memory at a time besides the sum; every checkpoint
-    is checked against the run's config first (:func:`load_for_inference`). Shared by
-    ``python -m attention_jax.average_checkpoints`` (which writes the average to disk) and
-    :func:`attention_jax.inference.load_run` (which averages on the fly). Raises ``ValueError`` for
-    a non-positive ``count`` or when the run holds fewer than ``count`` checkpoints.
-    """
-    if count <= 0:
-        raise ValueError(f"the number of checkpoints to average must be positive; got {count}.")
-    directory = os.path.join(workdir, CHECKPOINT_DIR)
-    steps = finished_steps(directory)
-    if len(steps) < count:
-        raise ValueError(
-            f"asked to average the last {count} checkpoints but {directory} holds {len(steps)} "
-            f"(steps {steps}); average fewer, or train with config.keep_checkpoints >= {count}."
-        )
-    chosen = steps[-count:]
-    total = None
-    for step in chosen:
-        params, _ = load_for_inference(workdir, str(step))
-        host = jax.tree.map(lambda leaf: np.asarray(leaf, np.float64), params)
-        total = host if total is None else jax.tree.map(np.add, total, host)
-        logging.info("Added the parameters of step %d.", step)
-    average = jax.tree.map(lambda leaf: (leaf / len(chosen)).astype(np.float32), total)
-    return average, chosen

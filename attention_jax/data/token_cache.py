@@ -18,8 +18,9 @@ import re
 import numpy as np
 from absl import logging
 
-from attention_jax import data_sources
-from attention_jax import tokenizer as tokenizer_lib
+from attention_jax import run_files
+from attention_jax.data import data_sources
+from attention_jax.data import tokenizer as tokenizer_lib
 
 _TOKENIZE_CHUNK = 8192
 
@@ -147,7 +148,7 @@ def _write_side(prefix: str, side: TokenizedSide) -> None:
     for suffix, array in (("ids", side.ids), ("offsets", side.offsets)):
         buffer = io.BytesIO()
         np.save(buffer, array)
-        tokenizer_lib.write_file_atomically(f"{prefix}.{suffix}.npy", buffer.getvalue())
+        run_files.write_atomically(f"{prefix}.{suffix}.npy", buffer.getvalue())
 
 
 def _load_side(prefix: str) -> TokenizedSide | None:

@@ -3,7 +3,7 @@
 Run by tests/test_train.py in a subprocess with
 ``XLA_FLAGS=--xla_force_host_platform_device_count=8`` (the flag must precede JAX's start-up)::
 
-    python tests/sharded_steps_script.py
+    python tests/support/sharded_steps_script.py
 
 Prints ``RESULT {"<setup>": {"losses": [...], "param_diffs": {leaf path: max abs diff},
 "max_opt_diff": float, "step": int, "param_spec_example": str}, ..., "grad_accum_2": {...}}`` where
@@ -20,10 +20,12 @@ import sys
 import jax
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from attention_jax import model, optim, sharding, train  # noqa: E402
-from tests import fake_data  # noqa: E402
+from attention_jax import model  # noqa: E402
+from attention_jax.training import optim, sharding, train_state  # noqa: E402
+from attention_jax.transformer_config import TransformerConfig  # noqa: E402
+from tests.support import fake_data  # noqa: E402
 
 NUM_STEPS = 3
 SHAPE = (16, 10, 10)  # Global rows divisible by 8 devices.
@@ -38,12 +40,12 @@ SETUPS = {
 def run_setup(config, mesh_shape, mesh_axes, param_sharding, num_devices):
     """Train NUM_STEPS steps from the same initial parameters; return losses and the final state."""
     mesh = sharding.create_mesh(mesh_shape, mesh_axes, devices=jax.devices()[:num_devices])
-    transformer = model.Transformer(model.TransformerConfig.from_config(config))
+    transformer = model.Transformer(TransformerConfig.from_config(config))
     optimizer = optim.make_optimizer(config)
-    boxed = train.abstract_boxed_state(transformer, optimizer)
-    shardings = train.train_state_shardings(boxed, mesh, sharding.logical_axis_rules(param_sharding, mesh))
-    state = train.create_train_state(config.seed, transformer, optimizer, shardings)
-    steps = train.compile_steps(transformer, optimizer, mesh, shardings,
+    boxed = train_state.abstract_boxed_state(transformer, optimizer)
+    shardings = train_state.train_state_shardings(boxed, mesh, sharding.logical_axis_rules(param_sharding, mesh))
+    state = train_state.create_train_state(config.seed, transformer, optimizer, shardings)
+    steps = train_state.compile_steps(transformer, optimizer, mesh, shardings,
                                 label_smoothing=config.label_smoothing,
                                 grad_accum_steps=config.grad_accum_steps)
     losses = []
@@ -52,7 +54,7 @@ def run_setup(config, mesh_shape, mesh_axes, param_sharding, num_devices):
         micro = np.array_split(np.arange(SHAPE[0]), config.grad_accum_steps)
         micro_batches = [sharding.global_batch({k: v[rows] for k, v in batch.items()},
                                                steps.batch_sharding) for rows in micro]
-        state, sums = train.run_update(steps, state, micro_batches)
+        state, sums = train_state.run_update(steps, state, micro_batches)
         losses.append(float(sums["loss_sum"]) / float(sums["tokens"]))
     spec = str(state.params["encoder_0"]["ffn"]["inner"]["kernel"].sharding.spec)
     return losses, jax.device_get(state), spec

@@ -5,11 +5,14 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from attention_jax.model import BOS_ID, EOS_ID, PAD_ID, Transformer, TransformerConfig
+from attention_jax.decode_settings import DecodeSettings
+from attention_jax.model import BOS_ID, EOS_ID, PAD_ID, Transformer
+from attention_jax.transformer_config import TransformerConfig
 
 VOCAB_SIZE = 40
 TINY = TransformerConfig(vocab_size=VOCAB_SIZE, num_layers=2, d_model=32, d_ff=64, num_heads=4, key_dim=8,
                          value_dim=8, max_len=24, dropout_rate=0.1)
+SHORT = DecodeSettings(max_decode_extra_len=6)  # The paper's beam and alpha; outputs fit TINY's positions.
 
 
 class WordTokenizer:

@@ -18,8 +18,7 @@ from typing import Any, Mapping
 
 import jax
 
-METRICS_FILE = "metrics.jsonl"
-TENSORBOARD_DIR = "tensorboard"
+from attention_jax import run_files
 
 
 def _drop_records_after(path: str, step: int) -> None:
@@ -34,9 +33,7 @@ def _drop_records_after(path: str, step: int) -> None:
         except (ValueError, KeyError, TypeError):  # A line cut by a crash.
             continue
     if len(kept) != len(lines):
-        with open(path + ".tmp", "w", encoding="utf-8") as file:
-            file.writelines(kept)
-        os.replace(path + ".tmp", path)
+        run_files.write_atomically(path, "".join(kept))
 
 
 class MetricWriter:
@@ -62,14 +59,14 @@ class MetricWriter:
         self._tensorboard = None
         if self.enabled:
             os.makedirs(workdir, exist_ok=True)
-            path = os.path.join(workdir, METRICS_FILE)
+            path = os.path.join(workdir, run_files.METRICS_FILE)
             if resumed_step is not None and os.path.exists(path):
                 _drop_records_after(path, resumed_step)
             self._jsonl = open(path, "a", encoding="utf-8")
             from tensorboardX import SummaryWriter  # Imported lazily: slow to import.
 
             purge_step = None if resumed_step is None else resumed_step + 1
-            self._tensorboard = SummaryWriter(os.path.join(workdir, TENSORBOARD_DIR), purge_step=purge_step)
+            self._tensorboard = SummaryWriter(os.path.join(workdir, run_files.TENSORBOARD_DIR), purge_step=purge_step)
 
     def write(self, step: int, kind: str, values: Mapping[str, Any]) -> None:
         """Record ``values`` at ``step`` under the prefix ``kind``.

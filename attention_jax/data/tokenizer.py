@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import io
 import os
-import tempfile
 from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 import sentencepiece as spm
 from absl import logging
+
+from attention_jax import run_files
 
 PAD_ID = 0
 UNK_ID = 1
@@ -71,7 +72,7 @@ class Tokenizer:
         if found != (PAD_ID, UNK_ID, BOS_ID, EOS_ID):
             raise ValueError(
                 f"SentencePiece model has pad/unk/bos/eos ids {found}; this project needs "
-                f"({PAD_ID}, {UNK_ID}, {BOS_ID}, {EOS_ID}). Train it with attention_jax.tokenizer.train_tokenizer."
+                f"({PAD_ID}, {UNK_ID}, {BOS_ID}, {EOS_ID}). Train it with attention_jax.data.tokenizer.train_tokenizer."
             )
 
     @classmethod
@@ -281,32 +282,6 @@ def load_or_train_tokenizer(
         return Tokenizer.load(model_path)
     logging.info("Training a %d-piece BPE tokenizer for %s", vocab_size, model_path)
     tokenizer = train_tokenizer(training_sentences(), vocab_size)
-    write_file_atomically(model_path, tokenizer.model_proto)
+    run_files.write_atomically(model_path, tokenizer.model_proto)
     return tokenizer
 
-
-def write_file_atomically(path: str, payload: bytes) -> None:
-    """Write ``payload`` to ``path`` through a temporary file in the same directory and a rename.
-
-    Parameters
-    ----------
-    path : str
-        Destination file; its directory is created when missing.
-    payload : bytes
-        File contents.
-
-    Returns
-    -------
-    None
-    """
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    descriptor, temporary_path = tempfile.mkstemp(dir=directory, prefix=".tmp-")
-    try:
-        with os.fdopen(descriptor, "wb") as temporary_file:
-            temporary_file.write(payload)
-        os.replace(temporary_path, path)
-    except BaseException:
-        if os.path.exists(temporary_path):
-            os.remove(temporary_path)
-        raise

@@ -11,14 +11,14 @@ import sys
 
 import pytest
 
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
-TESTS_DIR = pathlib.Path(__file__).resolve().parent
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
+SUPPORT_DIR = pathlib.Path(__file__).resolve().parent
 
 
 def fake_main_env(**extra: str) -> dict[str, str]:
-    """Environment in which ``--main=fake_main`` resolves to ``tests/fake_main.py``."""
+    """Environment in which ``--main=fake_main`` resolves to ``tests/support/fake_main.py``."""
     env = dict(os.environ, **extra)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(TESTS_DIR), env.get("PYTHONPATH", "")]))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SUPPORT_DIR), env.get("PYTHONPATH", "")]))
     return env
 
 
@@ -61,7 +61,7 @@ def tiny_data_dir(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
 
     Prepared once, before any run, so that concurrent jobs never build the same cache together.
     """
-    from attention_jax import input_pipeline
+    from attention_jax.data import input_pipeline
     from configs import tiny
 
     data_dir = tmp_path_factory.mktemp("tiny_data")

@@ -1,0 +1,6 @@
+"""The ``python -m`` entry points: each parses flags and calls the library.
+
+The README's commands (``python -m attention_jax.main``, ``.translate``, ``.evaluate``,
+``.plot_attention``, ``.average_checkpoints``, ``.count_params``, ``.report``) run these modules through
+one-line shims of the same names at the package's top level.
+"""

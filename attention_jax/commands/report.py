@@ -1,0 +1,32 @@
+"""Write a sweep's Table 2 report: the command-line entry point.
+
+Usage::
+
+    python -m attention_jax.report ROOT [--all_rows]
+
+writes ``ROOT/<name>.md``, ``.csv`` and ``.png`` (see :mod:`attention_jax.sweep_report`).
+"""
+
+from __future__ import annotations
+
+from absl import app, flags
+
+from attention_jax import sweep_report
+
+_ALL_ROWS = flags.DEFINE_bool("all_rows", False, "Report every row of the sweep, also those never launched.")
+
+
+def main(argv: list[str]) -> None:
+    """Entry point: ``python -m attention_jax.report ROOT``."""
+    if len(argv) != 2:
+        raise app.UsageError("usage: python -m attention_jax.report ROOT [--all_rows]")
+    try:
+        paths = sweep_report.write_report(argv[1], all_rows=_ALL_ROWS.value)
+    except FileNotFoundError as error:
+        raise app.UsageError(str(error)) from error
+    for path in paths:
+        print(path)
+
+
+if __name__ == "__main__":
+    app.run(main)

@@ -1,0 +1,399 @@
+"""Phrases, clauses and sentences of the synthetic EN->DE task, realized in English and in German
+(verb second in main clauses, verb final in subordinate ones)."""
+
+from __future__ import annotations
+
+import typing
+
+from attention_jax.data.synthetic_en_de.lexicon import (
+    A, Adjective, ADJUNCT_PREPOSITIONS, BARE_PLURAL, CONTRACTIONS, Determiner, ENGLISH_ADJUNCT_ORDER,
+    ENGLISH_BE, GERMAN_ADJUNCT_ORDER, GERMAN_BE, LOCATION_PREPOSITIONS, Modal, Noun, PERSON_INDEX,
+    Pronoun, THE, Verb,
+)
+from attention_jax.data.synthetic_en_de.declension import german_adjective_ending, german_determiner
+
+
+class NounPhrase(typing.NamedTuple):
+    """A noun phrase: a common noun with determiner and adjectives, a name, or a pronoun.
+
+    Phrases and clauses are named tuples, not dataclasses: the stream builds millions of them.
+
+    Attributes
+    ----------
+    noun : Noun | None
+        Head noun; None for a name or pronoun.
+    determiner : Determiner
+        Determiner (`BARE_PLURAL` for none).
+    adjectives : tuple[Adjective, ...]
+        Attributive adjectives, in order.
+    plural : bool
+        Grammatical number.
+    name : str
+        A name from `NAMES` instead of a noun.
+    pronoun : Pronoun | None
+        A subject pronoun instead of a noun.
+    """
+
+    noun: Noun | None = None
+    determiner: Determiner = THE
+    adjectives: tuple[Adjective, ...] = ()
+    plural: bool = False
+    name: str = ""
+    pronoun: Pronoun | None = None
+
+    @property
+    def person(self) -> str:
+        """Verb agreement: "1sg", "3sg" or "pl"."""
+        if self.pronoun is not None:
+            return self.pronoun.person
+        return "pl" if self.plural else "3sg"
+
+    @property
+    def takes_kein(self) -> bool:
+        """Whether clause negation turns this (object) phrase into a kein-phrase."""
+        return self.noun is not None and self.determiner in (A, BARE_PLURAL)
+
+    @property
+    def tags(self) -> frozenset[str]:
+        """Semantic classes of the head noun (names and pronouns are persons)."""
+        return self.noun.tags if self.noun is not None else frozenset({"person"})
+
+    def english(self) -> list[str]:
+        """English words: "a big red car", "three dogs", "Anna", "I"."""
+        if self.pronoun is not None:
+            return [self.pronoun.english]
+        if self.name:
+            return [self.name]
+        modifiers = [adjective.english for adjective in self.adjectives]
+        noun = self.noun.english_plural if self.plural else self.noun.english
+        determiner = self.determiner.english_plural if self.plural else self.determiner.english
+        if determiner == "a" and (modifiers or [noun])[0][0] in "aeiou":
+            determiner = "an"
+        return [word for word in (determiner, *modifiers, noun) if word]
+
+    def german(self, case: str, negative: bool = False) -> list[str]:
+        """German words in `case`; `negative` uses kein- (only valid when `takes_kein`)."""
+        if self.pronoun is not None:
+            return [self.pronoun.german]
+        if self.name:
+            return [self.name]
+        gender = "pl" if self.plural else self.noun.gender
+        determiner = german_determiner(self.determiner, gender, case, negative)
+        ending = german_adjective_ending(self.determiner, gender, case, negative)
+        modifiers = [adjective.german_stem + ending for adjective in self.adjectives]
+        words = [determiner, *modifiers, self.noun.german_form(case, self.plural)]
+        return [word for word in words if word]
+
+
+class PrepositionalPhrase(typing.NamedTuple):
+    """A prepositional phrase; build it with `adjunct` or `prepositional_object`.
+
+    Attributes
+    ----------
+    kind : str
+        Adjunct kind ("loc", "with", "for", "to", "from") or "object" (of a prepositional verb).
+    english_preposition, german_preposition : str
+        The prepositions ("next to", "neben").
+    case : str
+        German case the preposition governs here ("acc" or "dat").
+    noun_phrase : NounPhrase
+        The preposition's object.
+    """
+
+    kind: str
+    english_preposition: str
+    german_preposition: str
+    case: str
+    noun_phrase: NounPhrase
+
+    def english(self) -> list[str]:
+        """English words: "in front of the house"."""
+        return [*self.english_preposition.split(), *self.noun_phrase.english()]
+
+    def german(self) -> list[str]:
+        """German words with the standard contractions: "vor dem Haus", "im Garten", "zur Schule"."""
+        words = self.noun_phrase.german(self.case)
+        contraction = CONTRACTIONS.get((self.german_preposition, words[0]))
+        if contraction and self.noun_phrase.determiner is THE and self.noun_phrase.noun is not None:
+            return [contraction, *words[1:]]
+        return [self.german_preposition, *words]
+
+
+def adjunct(kind: str, noun_phrase: NounPhrase, location: str = "") -> PrepositionalPhrase:
+    """Build an adjunct prepositional phrase.
+
+    Parameters
+    ----------
+    kind : str
+        "loc", "with", "for", "to" or "from".
+    noun_phrase : NounPhrase
+        The preposition's object.
+    location : str
+        For kind "loc": the English preposition ("in", "on", "under", "behind", "next to",
+        "in front of"); German takes the dative for a location.
+
+    Returns
+    -------
+    PrepositionalPhrase
+        The phrase, with its German preposition and case.
+    """
+    if kind == "loc":
+        return PrepositionalPhrase("loc", location, LOCATION_PREPOSITIONS[location], "dat", noun_phrase)
+    english, german, case = ADJUNCT_PREPOSITIONS[kind]
+    return PrepositionalPhrase(kind, english, german, case, noun_phrase)
+
+
+def prepositional_object(verb: Verb, noun_phrase: NounPhrase) -> PrepositionalPhrase:
+    """The object of a "prepositional" frame verb ("waits for the bus" -> "wartet auf den Bus").
+
+    Parameters
+    ----------
+    verb : Verb
+        A verb with frame "prepositional".
+    noun_phrase : NounPhrase
+        The object.
+
+    Returns
+    -------
+    PrepositionalPhrase
+        The phrase; its English preposition is part of `verb.english`.
+    """
+    return PrepositionalPhrase("object", verb.english.split()[-1], verb.german_preposition,
+                               verb.object_case, noun_phrase)
+
+
+class Clause(typing.NamedTuple):
+    """One clause before word order is decided.
+
+    Attributes
+    ----------
+    subject : NounPhrase
+        Subject (nominative).
+    verb : Verb | None
+        Content verb; None for the copula "to be".
+    objects : tuple[tuple[str, NounPhrase], ...]
+        (case, phrase) pairs in the order both languages use ("gives the child a ball" ->
+        "gibt dem Kind einen Ball").
+    prepositional_object : PrepositionalPhrase | None
+        Object of a prepositional verb ("waits for the bus" -> "wartet auf den Bus").
+    adjuncts : tuple[PrepositionalPhrase, ...]
+        Optional adjuncts, in any order (each language orders them by kind).
+    predicate : Adjective | PrepositionalPhrase | None
+        Complement of the copula ("is tired", "is in the garden").
+    modal : Modal | None
+        Modal verb, if any.
+    negated : bool
+        Whether the clause is negated.
+    complement : Clause | None
+        The "that" clause of a "that"-frame verb.
+    """
+
+    subject: NounPhrase
+    verb: Verb | None
+    objects: tuple[tuple[str, NounPhrase], ...] = ()
+    prepositional_object: PrepositionalPhrase | None = None
+    adjuncts: tuple[PrepositionalPhrase, ...] = ()
+    predicate: Adjective | PrepositionalPhrase | None = None
+    modal: Modal | None = None
+    negated: bool = False
+    complement: "Clause | None" = None
+
+
+def _english_verb_group(clause: Clause) -> list[str]:
+    """English finite verb with do-support, modal and negation: "does not want to call"."""
+    person = PERSON_INDEX[clause.subject.person]
+    verb = clause.verb
+    if verb is None:
+        return [ENGLISH_BE[person], *(["not"] if clause.negated else [])]
+    if clause.modal is not None:
+        modal = clause.modal.english_negated if clause.negated else clause.modal.english
+        if not modal:
+            raise ValueError(f"Modal {clause.modal.english[0]!r} cannot be negated here "
+                             "(German would need a different modal); drop the negation.")
+        return [*modal[person].split(), *verb.english.split()]
+    if clause.negated:
+        return ["does" if person == 1 else "do", "not", *verb.english.split()]
+    return (verb.english_3sg if person == 1 else verb.english).split()
+
+
+def english_clause(clause: Clause) -> list[str]:
+    """English words of a clause (subject-verb-object order, no final punctuation).
+
+    Parameters
+    ----------
+    clause : Clause
+        The clause.
+
+    Returns
+    -------
+    list[str]
+        Words; the first is not capitalized (`render_sentence` does that).
+    """
+    words = [*clause.subject.english(), *_english_verb_group(clause)]
+    for _, noun_phrase in clause.objects:
+        words += noun_phrase.english()
+    if clause.prepositional_object is not None:
+        words += clause.prepositional_object.noun_phrase.english()  # Preposition is in the verb.
+    if isinstance(clause.predicate, Adjective):
+        words.append(clause.predicate.english)
+    elif clause.predicate is not None:
+        words += clause.predicate.english()
+    for phrase in sorted(clause.adjuncts, key=lambda pp: ENGLISH_ADJUNCT_ORDER.index(pp.kind)):
+        words += phrase.english()
+    if clause.complement is not None:
+        words += ["that", *english_clause(clause.complement)]
+    return words
+
+
+def _german_middle_field(clause: Clause) -> list[str]:
+    """Objects, negation, prepositional object, predicate and adjuncts, in German order."""
+    words, kein_used = [], False
+    for index, (case, noun_phrase) in enumerate(clause.objects):
+        negative = clause.negated and index == len(clause.objects) - 1 and noun_phrase.takes_kein
+        kein_used = kein_used or negative
+        words += noun_phrase.german(case, negative)
+    if clause.negated and not kein_used:
+        # Sentence negation: "nicht" follows the nominal objects and precedes prepositional objects,
+        # directional phrases and predicates ("sieht den Hund nicht", "geht nicht zur Schule").
+        words.append("nicht")
+    if clause.prepositional_object is not None:
+        words += clause.prepositional_object.german()
+    if isinstance(clause.predicate, Adjective):
+        words.append(clause.predicate.german_predicative)
+    elif clause.predicate is not None:
+        words += clause.predicate.german()
+    for phrase in sorted(clause.adjuncts, key=lambda pp: GERMAN_ADJUNCT_ORDER.index(pp.kind)):
+        words += phrase.german()
+    return words
+
+
+def _german_verb_parts(clause: Clause) -> tuple[str, list[str], list[str]]:
+    """(finite verb of a main clause, main-clause right bracket, subordinate-clause verb cluster)."""
+    person = PERSON_INDEX[clause.subject.person]
+    verb = clause.verb
+    if verb is None:
+        return GERMAN_BE[person], [], [GERMAN_BE[person]]
+    if clause.modal is not None:
+        finite = clause.modal.german[person]
+        return finite, [verb.german_infinitive], [verb.german_infinitive, finite]
+    finite = verb.german_present[person]
+    return finite, [verb.particle] if verb.particle else [], [verb.particle + finite]
+
+
+def german_main_clause(clause: Clause, prefield: list[str] | None = None) -> list[str]:
+    """German main clause, verb second.
+
+    Parameters
+    ----------
+    clause : Clause
+        The clause.
+    prefield : list[str] | None
+        Words before the finite verb (a fronted adverb or subordinate clause with its comma); the
+        subject then follows the verb. None puts the subject first.
+
+    Returns
+    -------
+    list[str]
+        Words (the "dass" complement included), no final punctuation.
+    """
+    finite, right_bracket, _ = _german_verb_parts(clause)
+    subject = clause.subject.german("nom")
+    if prefield:
+        words = [*prefield, finite, *subject]
+    else:
+        words = [*subject, finite]
+    words += [*_german_middle_field(clause), *right_bracket]
+    if clause.complement is not None:
+        words += [",", "dass", *german_subordinate_clause(clause.complement)]
+    return words
+
+
+def german_subordinate_clause(clause: Clause) -> list[str]:
+    """German subordinate clause body, verb last ("der Hund den Ball nicht sehen kann").
+
+    Parameters
+    ----------
+    clause : Clause
+        The clause (no "that" complement).
+
+    Returns
+    -------
+    list[str]
+        Words without the conjunction.
+    """
+    _, _, verb_cluster = _german_verb_parts(clause)
+    return [*clause.subject.german("nom"), *_german_middle_field(clause), *verb_cluster]
+
+
+def _join_words(words: list[str]) -> str:
+    """Join words, attach commas, capitalize the first word, end with a period."""
+    text = " ".join(words).replace(" ,", ",")
+    return text[0].upper() + text[1:] + "."
+
+
+# Sentence shapes: one clause, a fronted adverb, main + subordinate (either order), two coordinated.
+TEMPLATES = ("simple", "adverb", "main_subordinate", "subordinate_main", "coordinated")
+
+
+class Sentence(typing.NamedTuple):
+    """A whole sentence: a template, its clauses and the word that connects them.
+
+    Attributes
+    ----------
+    template : str
+        "simple" (one main clause), "adverb" (fronted adverb, then verb second: "Heute spielt ..."),
+        "main_subordinate" ("..., weil ..."), "subordinate_main" ("Weil ..., spielt ...") or
+        "coordinated" ("... und ...", "..., aber ...").
+    main : Clause
+        The main clause (the first one for "coordinated").
+    other : Clause | None
+        The subordinate clause, or the second main clause.
+    connective : tuple[str, str]
+        (English, German) adverb, conjunction or coordinator, from `ADVERBS`, `CONJUNCTIONS` or
+        `COORDINATORS`.
+    """
+
+    template: str
+    main: Clause
+    other: Clause | None = None
+    connective: tuple[str, str] = ("", "")
+
+
+def _sentence_words(sentence: Sentence) -> tuple[list[str], list[str]]:
+    """English and German words of a sentence, following its template."""
+    english_connective, german_connective = (words.split() for words in sentence.connective)
+    main, other = sentence.main, sentence.other
+    if sentence.template == "simple":
+        return english_clause(main), german_main_clause(main)
+    if sentence.template == "adverb":
+        return [*english_connective, *english_clause(main)], german_main_clause(main, german_connective)
+    if sentence.template == "coordinated":
+        return ([*english_clause(main), *english_connective, *english_clause(other)],
+                [*german_main_clause(main), *german_connective, *german_main_clause(other)])
+    german_subordinate = [*german_connective, *german_subordinate_clause(other)]
+    if sentence.template == "main_subordinate":
+        return ([*english_clause(main), *english_connective, *english_clause(other)],
+                [*german_main_clause(main), ",", *german_subordinate])
+    if sentence.template == "subordinate_main":
+        return ([*english_connective, *english_clause(other), ",", *english_clause(main)],
+                german_main_clause(main, [*german_subordinate, ","]))
+    raise ValueError(f"Unknown sentence template {sentence.template!r}; choose from {TEMPLATES}.")
+
+
+def render_sentence(sentence: Sentence) -> tuple[str, str]:
+    """The English and German text of a sentence.
+
+    Parameters
+    ----------
+    sentence : Sentence
+        The sentence.
+
+    Returns
+    -------
+    tuple[str, str]
+        English and German, first word capitalized, commas attached, ending with ".".
+    """
+    english, german = _sentence_words(sentence)
+    return _join_words(english), _join_words(german)
+
+

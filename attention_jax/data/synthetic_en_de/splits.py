@@ -1,0 +1,105 @@
+"""Deterministic, disjoint train/validation/test splits of the synthetic EN->DE stream (by a hash of
+the English text)."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+
+from attention_jax.data.synthetic_en_de.sampling import iter_pairs, SEED
+
+
+TRAIN_SIZE = 200_000
+VALIDATION_SIZE = 2_000
+TEST_SIZE = 2_000
+SPLITS = ("train", "validation", "test")
+_HASH_BUCKETS = 100  # Bucket 0 -> test, 1 -> validation, the other 98 -> train.
+
+
+def split_of(english: str) -> str:
+    """The split an English sentence belongs to, from a hash of its text.
+
+    Parameters
+    ----------
+    english : str
+        An English sentence.
+
+    Returns
+    -------
+    str
+        "test" (1 in 100 sentences), "validation" (1 in 100) or "train".
+    """
+    digest = hashlib.blake2b(english.encode("utf-8"), digest_size=8).digest()
+    bucket = int.from_bytes(digest, "big") % _HASH_BUCKETS
+    return {0: "test", 1: "validation"}.get(bucket, "train")
+
+
+def default_split_sizes() -> dict[str, int]:
+    """{"train": TRAIN_SIZE, "validation": VALIDATION_SIZE, "test": TEST_SIZE}, read at call time."""
+    return {"train": TRAIN_SIZE, "validation": VALIDATION_SIZE, "test": TEST_SIZE}
+
+
+def generate_splits(sizes: Mapping[str, int], seed: int = SEED) -> dict[str, list[tuple[str, str]]]:
+    """The first `sizes[split]` pairs of each split, in one pass over the stream.
+
+    Parameters
+    ----------
+    sizes : Mapping[str, int]
+        Number of pairs wanted per split name ("train", "validation", "test"); missing splits get none.
+    seed : int
+        Seed of the stream.
+
+    Returns
+    -------
+    dict[str, list[tuple[str, str]]]
+        (English, German) pairs per requested split, in stream order. No English sentence occurs
+        twice, in one split or across splits.
+
+    Notes
+    -----
+    The stream is deduplicated on the English side and each sentence goes to the split `split_of`
+    names, so a split's first N pairs do not depend on the sizes asked for the other splits.
+    """
+    unknown = set(sizes) - set(SPLITS)
+    if unknown:
+        raise ValueError(f"Unknown split(s) {sorted(unknown)}; choose from {SPLITS}.")
+    if any(size < 0 for size in sizes.values()):
+        raise ValueError(f"Split sizes must be >= 0, got {dict(sizes)}.")
+    splits: dict[str, list[tuple[str, str]]] = {split: [] for split in sizes}
+    missing = sum(sizes.values())
+    seen: set[str] = set()
+    pairs = iter_pairs(seed)
+    while missing:
+        english, german = next(pairs)
+        if english in seen:
+            continue
+        seen.add(english)
+        split = split_of(english)
+        if split in splits and len(splits[split]) < sizes[split]:
+            splits[split].append((english, german))
+            missing -= 1
+    return splits
+
+
+def generate_split(split: str, num_examples: int | None = None) -> list[tuple[str, str]]:
+    """The (English, German) pairs of one split, without TFDS.
+
+    Parameters
+    ----------
+    split : str
+        "train", "validation" or "test".
+    num_examples : int | None
+        How many pairs; None takes the module's size for the split (`TRAIN_SIZE`, `VALIDATION_SIZE`,
+        `TEST_SIZE`). Smaller values give a prefix of the full split.
+
+    Returns
+    -------
+    list[tuple[str, str]]
+        Pairs, identical to what the TFDS builder stores for the split, in the same order.
+    """
+    if split not in SPLITS:
+        raise ValueError(f"Unknown split {split!r}; choose from {SPLITS}.")
+    size = default_split_sizes()[split] if num_examples is None else num_examples
+    return generate_splits({split: size})[split]
+
+

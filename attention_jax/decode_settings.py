@@ -1,0 +1,78 @@
+"""How to decode: beam size, length penalty and output margin, read from a config in one place.
+
+Training's BLEU, :mod:`attention_jax.inference` (``translate``, ``evaluate``) and ``plot_attention``
+all decode with a :class:`DecodeSettings` built by :meth:`DecodeSettings.from_config`; the model's
+position table is sized with the same margin (:meth:`attention_jax.transformer_config.TransformerConfig.from_config`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import numbers
+from typing import Any
+
+import ml_collections
+
+
+@dataclasses.dataclass(frozen=True)
+class DecodeSettings:
+    """Decoding settings of Section 6.1: beam 4, length penalty alpha 0.6, at most input + 50 tokens.
+
+    Parameters
+    ----------
+    beam_size : int
+        ``K``, the beams kept per sentence; ``1`` means greedy decoding.
+    length_penalty_alpha : float
+        Strength of the GNMT length penalty ``((5 + |Y|) / 6) ** alpha``.
+    max_decode_extra_len : int
+        Outputs hold at most ``input length + max_decode_extra_len`` tokens, EOS included.
+
+    Notes
+    -----
+    Raises ``ValueError`` for a non-positive ``beam_size`` or ``max_decode_extra_len``.
+    """
+
+    beam_size: int = 4
+    length_penalty_alpha: float = 0.6
+    max_decode_extra_len: int = 50
+
+    def __post_init__(self) -> None:
+        """Check the values (positive beam size and margin)."""
+        for name in ("beam_size", "max_decode_extra_len"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+                raise ValueError(f"{name} must be a positive integer; got {value!r}.")
+
+    @classmethod
+    def from_config(cls, config: ml_collections.ConfigDict | dict[str, Any],
+                    **overrides: Any) -> "DecodeSettings":
+        """The settings of an experiment config (``configs/base.py``), with optional overrides.
+
+        Parameters
+        ----------
+        config : ml_collections.ConfigDict or dict
+            Experiment config; fields it lacks take this class's defaults (the paper's).
+        **overrides : Any
+            Field values that replace the config's; ``None`` means "the config's" (a flag left unset).
+
+        Returns
+        -------
+        DecodeSettings
+            Validated settings.
+        """
+        unknown = set(overrides) - {field.name for field in dataclasses.fields(cls)}
+        if unknown:
+            raise ValueError(f"unknown decoding settings {sorted(unknown)}.")
+        defaults = cls()
+
+        def value(name: str) -> Any:
+            given = overrides.get(name)
+            return config.get(name, getattr(defaults, name)) if given is None else given
+
+        return cls(beam_size=int(value("beam_size")), length_penalty_alpha=float(value("length_penalty_alpha")),
+                   max_decode_extra_len=int(value("max_decode_extra_len")))
+
+    @property
+    def method(self) -> str:
+        """``"greedy"`` for a beam of one, else ``"beam"``."""
+        return "greedy" if self.beam_size == 1 else "beam"

@@ -1,0 +1,135 @@
+"""The files of a run directory and of a sweep root, by name, and the one way they are written atomically.
+
+A run directory (``WORKDIR``, written by ``python -m attention_jax.main``)::
+
+    config.json                      the run's config (checked when the run resumes)
+    tokenizer.model                  the run's SentencePiece model, so decoding needs no corpus
+    checkpoints/<step>/              orbax checkpoints (see :mod:`attention_jax.training.checkpoints`)
+    checkpoints_corrupt/<step>/      checkpoints that failed to restore, moved aside
+    averaged/<step>/                 the average of the last checkpoints (``average_checkpoints``)
+    metrics.jsonl                    one JSON line per logged train or eval step
+    tensorboard/                     the same scalars as TensorBoard event files
+    results.json                     final metrics of the run
+    eval_<split>.json                ``evaluate``'s report, with the translations in
+    eval_<split>.hypotheses.txt      one per line, in split order
+
+A sweep root (``ROOT``, written by ``python -m launch.sweep``)::
+
+    sweep.json                       the sweep: config file, rows, overrides and launches
+    <row>/                           one run directory per row, plus
+    <row>/launch.json                the launcher's last action on the row
+    <row>/log.txt                    the row's output
+    <report_name>.md, .csv, .png     ``python -m attention_jax.report ROOT``
+
+Every file that a crash must not leave half-written goes through :func:`write_atomically`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from typing import Any
+
+CONFIG_FILE = "config.json"
+TOKENIZER_FILE = "tokenizer.model"
+CHECKPOINT_DIR = "checkpoints"
+CORRUPT_DIR = "checkpoints_corrupt"
+AVERAGED_DIR = "averaged"
+METRICS_FILE = "metrics.jsonl"
+TENSORBOARD_DIR = "tensorboard"
+RESULTS_FILE = "results.json"
+
+SWEEP_FILE = "sweep.json"
+LAUNCH_FILE = "launch.json"
+LOG_FILE = "log.txt"
+
+
+def eval_report_path(workdir: str, split: str) -> str:
+    """``WORKDIR/eval_<split>.json``: where ``evaluate`` writes its report by default.
+
+    Parameters
+    ----------
+    workdir : str
+        The run directory.
+    split : str
+        The evaluated split (``"validation"``, ``"test"``, ``"train"``).
+
+    Returns
+    -------
+    str
+        The report's path.
+    """
+    return os.path.join(workdir, f"eval_{split}.json")
+
+
+def hypotheses_path(report_path: str) -> str:
+    """The translations file beside an evaluation report: ``<report without .json>.hypotheses.txt``.
+
+    Parameters
+    ----------
+    report_path : str
+        The report's JSON file.
+
+    Returns
+    -------
+    str
+        The hypotheses file's path.
+    """
+    return os.path.splitext(report_path)[0] + ".hypotheses.txt"
+
+
+def write_atomically(path: str, payload: bytes | str) -> None:
+    """Write ``payload`` to ``path`` so that readers see the old file or the whole new one, never a part.
+
+    Parameters
+    ----------
+    path : str
+        Destination file; its directory is created when missing.
+    payload : bytes or str
+        File contents; text is written as UTF-8.
+
+    Returns
+    -------
+    None
+
+    Notes
+    -----
+    The payload goes to a temporary file in the same directory (so the rename stays on one file
+    system), is flushed to disk with ``fsync``, then replaces ``path`` with ``os.replace``. A failed
+    write removes its temporary file.
+    """
+    data = payload.encode("utf-8") if isinstance(payload, str) else bytes(payload)
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    descriptor, temporary_path = tempfile.mkstemp(dir=directory, prefix=".tmp-")
+    try:
+        with os.fdopen(descriptor, "wb") as temporary_file:
+            temporary_file.write(data)
+            temporary_file.flush()
+            os.fsync(temporary_file.fileno())
+        os.replace(temporary_path, path)
+    except BaseException:
+        if os.path.exists(temporary_path):
+            os.remove(temporary_path)
+        raise
+
+
+def write_json_atomically(path: str, value: Any, **dump_options: Any) -> None:
+    """Write ``value`` as indented JSON (and a final newline) with :func:`write_atomically`.
+
+    Parameters
+    ----------
+    path : str
+        Destination file.
+    value : Any
+        A JSON-serializable value.
+    **dump_options : Any
+        Further ``json.dumps`` options (e.g. ``sort_keys=True``); ``indent`` defaults to 2.
+
+    Returns
+    -------
+    None
+    """
+    dump_options.setdefault("indent", 2)
+    write_atomically(path, json.dumps(value, **dump_options) + "\n")

@@ -1,0 +1,235 @@
+"""Parameters-only checkpoints: the averaged checkpoint, and a trained run's parameters for inference.
+
+``WORKDIR/averaged/<step>/`` holds items ``params`` and ``info`` (:func:`save_params`);
+:func:`load_for_inference` reads ``"latest"``, a step number or ``"averaged"`` (from the checkpoints
+that :mod:`attention_jax.training.checkpoints` writes) and checks the parameters against the run's
+config; :func:`average_last_params` averages the last ``count`` of them.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Mapping
+
+import flax.linen as nn
+import jax
+import ml_collections
+import numpy as np
+import orbax.checkpoint as ocp
+from absl import logging
+from etils import epath
+
+from attention_jax import model, run_files
+from attention_jax.training.checkpoints import PARAMS_ITEM, absolute_path, finished_steps, read_config
+from attention_jax.transformer_config import TransformerConfig
+
+
+def save_params(directory: str, step: int, params: Any, info: Mapping[str, Any]) -> None:
+    """Write a parameters-only checkpoint (used for averaged parameters).
+
+    Parameters
+    ----------
+    directory : str
+        Orbax manager root, e.g. ``WORKDIR/averaged``.
+    step : int
+        Step to file it under (replaces an existing one).
+    params : pytree
+        Unboxed parameters.
+    info : Mapping[str, Any]
+        JSON-able description (e.g. the averaged steps).
+    """
+    options = ocp.CheckpointManagerOptions(max_to_keep=1, enable_async_checkpointing=False)
+    with ocp.CheckpointManager(absolute_path(directory), options=options) as manager:
+        if step in manager.all_steps():
+            manager.delete(step)
+        manager.save(step, args=ocp.args.Composite(params=ocp.args.StandardSave(params),
+                                                   info=ocp.args.JsonSave(dict(info))), force=True)
+        manager.wait_until_finished()
+
+
+def abstract_inference_params(config: ml_collections.ConfigDict,
+                              sharding: jax.sharding.Sharding | None = None) -> Any:
+    """Shapes of the unboxed parameters of ``config``'s model, placed on one device.
+
+    Parameters
+    ----------
+    config : ml_collections.ConfigDict
+        Experiment config.
+    sharding : jax.sharding.Sharding, optional
+        Where to restore (default: the first local device).
+
+    Returns
+    -------
+    pytree
+        ``jax.ShapeDtypeStruct`` leaves with ``sharding`` set.
+    """
+    sharding = sharding or jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
+    shapes = model.abstract_params(TransformerConfig.from_config(config))
+    return jax.tree.map(lambda leaf: jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=sharding),
+                        nn.meta.unbox(shapes))
+
+
+def restore_params(directory: str, step: int, abstract_params: Any) -> Any:
+    """Restore only the ``params`` item of the checkpoint ``step`` under ``directory``.
+
+    Parameters
+    ----------
+    directory : str
+        Orbax manager root (``WORKDIR/checkpoints`` or ``WORKDIR/averaged``).
+    step : int
+        The checkpoint's step.
+    abstract_params : pytree
+        Target shapes and shardings.
+
+    Returns
+    -------
+    pytree
+        The parameters.
+    """
+    # The params item alone, read by its own handler: a manager would warn about every other item
+    # (optimizer state, data iterator, ...) that it was not asked to restore.
+    with ocp.StandardCheckpointer() as checkpointer:
+        return checkpointer.restore(absolute_path(directory) / str(step) / PARAMS_ITEM, abstract_params)
+
+
+def _leaf_shapes(tree: Any) -> dict[str, tuple[int, ...]]:
+    return {jax.tree_util.keystr(path): tuple(leaf.shape)
+            for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]}
+
+
+def params_mismatch(directory: str, step: int, abstract_params: Any) -> list[str]:
+    """Differences between a checkpoint's parameter shapes and the expected ones (read from metadata).
+
+    Parameters
+    ----------
+    directory : str
+        Orbax manager root.
+    step : int
+        The checkpoint's step.
+    abstract_params : pytree
+        Expected shapes.
+
+    Returns
+    -------
+    list[str]
+        One line per differing, missing or unexpected leaf; empty when they fit.
+    """
+    handler = ocp.StandardCheckpointHandler()
+    try:
+        stored = _leaf_shapes(handler.metadata(absolute_path(directory) / str(step) / PARAMS_ITEM))
+    finally:
+        handler.close()
+    expected = _leaf_shapes(abstract_params)
+    lines = [f"{path}: {stored[path]} in the checkpoint, {shape} expected"
+             for path, shape in expected.items() if path in stored and stored[path] != shape]
+    lines += [f"{path}: missing from the checkpoint" for path in expected if path not in stored]
+    lines += [f"{path}: in the checkpoint but not in the model" for path in stored if path not in expected]
+    return lines
+
+
+def load_for_inference(workdir: str, which: str = "latest") -> tuple[Any, ml_collections.ConfigDict]:
+    """Parameters and config of a training run, for decoding, evaluation and notebooks.
+
+    Parameters
+    ----------
+    workdir : str
+        A training work directory.
+    which : str
+        ``"latest"`` (newest readable training checkpoint), ``"averaged"`` (written by
+        ``python -m attention_jax.average_checkpoints``) or a step number such as ``"12000"``.
+
+    Returns
+    -------
+    (params, config)
+        Unboxed float32 parameters on the first local device, and the run's ``ConfigDict``.
+
+    Notes
+    -----
+    Raises ``FileNotFoundError`` for a missing workdir, config or checkpoint (listing the steps
+    there are), ``ValueError`` for an unknown ``which`` or parameters that do not fit the config.
+    """
+    config = read_config(workdir)
+    root = epath.Path(workdir)
+    if which == "averaged":
+        directory = root / run_files.AVERAGED_DIR
+        steps = finished_steps(str(directory))
+        if not steps:
+            raise FileNotFoundError(
+                f"no averaged checkpoint in {directory}: run `python -m "
+                f"attention_jax.average_checkpoints --workdir={workdir}` first."
+            )
+        candidates = [steps[-1]]
+    elif which == "latest" or which.isdigit():
+        directory = root / run_files.CHECKPOINT_DIR
+        steps = finished_steps(str(directory))
+        if not steps:
+            raise FileNotFoundError(f"no finished checkpoint in {directory}.")
+        if which == "latest":
+            candidates = list(reversed(steps))
+        elif int(which) in steps:
+            candidates = [int(which)]
+        else:
+            raise FileNotFoundError(f"no checkpoint for step {which} in {directory}; steps: {steps}.")
+    else:
+        raise ValueError(f"which must be 'latest', 'averaged' or a step number; got {which!r}.")
+    abstract = abstract_inference_params(config)
+    last_error: Exception | None = None
+    for step in candidates:
+        try:
+            mismatch = params_mismatch(str(directory), step, abstract)
+        except Exception as error:  # Unreadable metadata: let the restore below report it.
+            mismatch, last_error = [], error
+        if mismatch:
+            listed = "; ".join(mismatch[:5]) + (f"; and {len(mismatch) - 5} more" if len(mismatch) > 5 else "")
+            raise ValueError(f"checkpoint {directory}/{step} does not fit the model of "
+                             f"{workdir}/config.json: {listed}.")
+        try:
+            return restore_params(str(directory), step, abstract), config
+        except Exception as error:  # Damaged files: try an older one for "latest".
+            last_error = error
+        logging.warning("Checkpoint %s/%d is unreadable (%s).", directory, step, last_error)
+    raise FileNotFoundError(f"no readable checkpoint among {candidates} in {directory}: {last_error}")
+
+
+def average_last_params(workdir: str, count: int) -> tuple[Any, list[int]]:
+    """Element-wise mean of the parameters of a run's newest ``count`` training checkpoints (Section 6.1).
+
+    Parameters
+    ----------
+    workdir : str
+        A training work directory.
+    count : int
+        Checkpoints to average (the paper: 5 for base, 20 for big models); positive.
+
+    Returns
+    -------
+    (params, steps)
+        float32 averaged parameters (host NumPy arrays) and the averaged steps, ascending.
+
+    Notes
+    -----
+    Sums in float64 on the host, one checkpoint in memory at a time besides the sum; every checkpoint
+    is checked against the run's config first (:func:`load_for_inference`). Shared by
+    ``python -m attention_jax.average_checkpoints`` (which writes the average to disk) and
+    :func:`attention_jax.inference.load_run` (which averages on the fly). Raises ``ValueError`` for
+    a non-positive ``count`` or when the run holds fewer than ``count`` checkpoints.
+    """
+    if count <= 0:
+        raise ValueError(f"the number of checkpoints to average must be positive; got {count}.")
+    directory = os.path.join(workdir, run_files.CHECKPOINT_DIR)
+    steps = finished_steps(directory)
+    if len(steps) < count:
+        raise ValueError(
+            f"asked to average the last {count} checkpoints but {directory} holds {len(steps)} "
+            f"(steps {steps}); average fewer, or train with config.keep_checkpoints >= {count}."
+        )
+    chosen = steps[-count:]
+    total = None
+    for step in chosen:
+        params, _ = load_for_inference(workdir, str(step))
+        host = jax.tree.map(lambda leaf: np.asarray(leaf, np.float64), params)
+        total = host if total is None else jax.tree.map(np.add, total, host)
+        logging.info("Added the parameters of step %d.", step)
+    average = jax.tree.map(lambda leaf: (leaf / len(chosen)).astype(np.float32), total)
+    return average, chosen
