@@ -7,6 +7,7 @@ A run directory (``WORKDIR``, written by ``python -m attention_jax.main``)::
     checkpoints/<step>/              orbax checkpoints (see :mod:`attention_jax.training.checkpoints`)
     checkpoints_corrupt/<step>/      checkpoints that failed to restore, moved aside
     averaged/<step>/                 the average of the last checkpoints (``average_checkpoints``)
+    best/<step>/                     with early stopping: the parameters of the best dev evaluations
     metrics.jsonl                    one JSON line per logged train or eval step
     tensorboard/                     the same scalars as TensorBoard event files
     results.json                     final metrics of the run
@@ -36,6 +37,7 @@ TOKENIZER_FILE = "tokenizer.model"
 CHECKPOINT_DIR = "checkpoints"
 CORRUPT_DIR = "checkpoints_corrupt"
 AVERAGED_DIR = "averaged"
+BEST_DIR = "best"
 METRICS_FILE = "metrics.jsonl"
 TENSORBOARD_DIR = "tensorboard"
 RESULTS_FILE = "results.json"

@@ -272,7 +272,7 @@ def markdown_table(record: dict, rows: Sequence[RowReport]) -> str:
         cells = [group_cell, row.row, *hparam_cells(row, reference), other_changes(row, record),
                  str(row.results.get("step", "")),
                  _params_millions(row), _number(row.results.get("eval_ppl"), 2),
-                 _number(row.paper.get("dev_ppl"), 2), _number(row.results.get("bleu"), 1),
+                 _number(row.paper.get("dev_ppl"), 2), _number(reported_bleu(row.results), 1),
                  _number(row.paper.get("dev_bleu"), 1), _duration(row.results.get("wall_s")), row.status]
         lines.append("| " + " | ".join(cells) + " |")
     title = f"# {record.get('report_name', 'sweep')}: {record.get('config_file', '(no sweep.json)')}"
@@ -283,8 +283,9 @@ def markdown_table(record: dict, rows: Sequence[RowReport]) -> str:
         f"Dataset: {dataset}. Hyperparameters are shown in full for {reference.row if reference else '—'} "
         "and where they differ for the other rows (as in the paper).",
         "dev PPL: perplexity per target token of our vocabulary on the run's dev split; the paper's is per "
-        "wordpiece on newstest2013 (comparable only on WMT14 with a 37k vocabulary). BLEU: sacrebleu on "
-        "the dev sentences decoded during training.", "",
+        "wordpiece on newstest2013 (comparable only on WMT14 with a 37k vocabulary). BLEU: sacrebleu, beam "
+        "search on the whole dev split when training ended (config.final_bleu), else on the dev sentences "
+        "sampled at the last evaluation.", "",
     ]
     shadowed = overridden_row_settings(record)
     if shadowed:
@@ -296,7 +297,7 @@ def markdown_table(record: dict, rows: Sequence[RowReport]) -> str:
 
 CSV_FIELDS = ("group", "row", "status", *[field for _, field in HPARAM_COLUMNS], "other_changes", "step",
               "params",
-              "paper_params_millions", "eval_ppl", "paper_dev_ppl", "bleu", "paper_dev_bleu", "eval_loss",
+              "paper_params_millions", "eval_ppl", "paper_dev_ppl", "bleu", "dev_bleu", "paper_dev_bleu", "eval_loss",
               "train_loss", "wall_s", "train_tokens_per_s")
 
 
@@ -320,8 +321,9 @@ def csv_records(record: dict, rows: Sequence[RowReport]) -> list[dict]:
         flat = {"group": row.group, "row": row.row, "status": row.status}
         flat.update({field: row.config.get(field) for _, field in HPARAM_COLUMNS})
         flat["other_changes"] = other_changes(row, record)
-        flat.update({key: row.results.get(key) for key in ("step", "params", "eval_ppl", "bleu", "eval_loss",
-                                                           "train_loss", "wall_s", "train_tokens_per_s")})
+        flat.update({key: row.results.get(key) for key in ("step", "params", "eval_ppl", "bleu", "dev_bleu",
+                                                           "eval_loss", "train_loss", "wall_s",
+                                                           "train_tokens_per_s")})
         flat.update(paper_params_millions=row.paper.get("params_millions"),
                     paper_dev_ppl=row.paper.get("dev_ppl"), paper_dev_bleu=row.paper.get("dev_bleu"))
         records.append(flat)
@@ -340,9 +342,27 @@ def _panels(rows: Sequence[RowReport]) -> list[tuple[str, list[RowReport]]]:
     return [(name, base + members) for name, members in groups.items()]
 
 
+def reported_bleu(results: dict) -> float | None:
+    """A row's BLEU for the report: of the whole dev split when training ended, else the sampled one.
+
+    Parameters
+    ----------
+    results : dict
+        The row's ``results.json``.
+
+    Returns
+    -------
+    float or None
+        ``dev_bleu`` (beam search on the whole dev split, ``config.final_bleu``) when the run has it,
+        else ``bleu`` (the ``num_bleu_examples`` dev sentences decoded at the last evaluation), else None.
+    """
+    full = results.get("dev_bleu")
+    return full if full is not None else results.get("bleu")
+
+
 def _plot_metric(axis: Any, members: Sequence[RowReport], ours_key: str, paper_key: str, label: str) -> None:
     positions = list(range(len(members)))
-    ours = [row.results.get(ours_key) for row in members]
+    ours = [reported_bleu(row.results) if ours_key == "bleu" else row.results.get(ours_key) for row in members]
     paper = [row.paper.get(paper_key) for row in members]
     axis.plot(positions, [math.nan if v is None else v for v in ours], "o-", color="tab:blue")
     axis.set_ylabel(f"ours: {label}", color="tab:blue")
@@ -385,7 +405,7 @@ def plot_report(rows: Sequence[RowReport], path: str, title: str) -> None:
 
     panels = _panels(rows)
     metrics = [("eval_ppl", "dev_ppl", "dev PPL")]
-    if any(row.results.get("bleu") is not None or row.paper.get("dev_bleu") is not None for row in rows):
+    if any(reported_bleu(row.results) is not None or row.paper.get("dev_bleu") is not None for row in rows):
         metrics.append(("bleu", "dev_bleu", "BLEU"))
     figure, axes = plt.subplots(len(metrics), max(len(panels), 1), squeeze=False,
                                 figsize=(3.6 * max(len(panels), 1), 3.2 * len(metrics)))

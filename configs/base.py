@@ -75,6 +75,9 @@ def get_config() -> ml_collections.ConfigDict:
     config.adam_eps = 1e-9
     config.grad_accum_steps = 1  # Micro-batches per optimizer step (reach 25k tokens on small devices).
     config.dropout_rng = "threefry"  # or "rbg" (XLA RngBitGenerator): masks then depend on the mesh.
+    # Persistent XLA compilation cache: "default" (~/.cache/attention_jax/...), "" (off), or a directory.
+    # Resumed runs, sweep rows and repeated seeds then load their compiled steps instead of compiling.
+    config.compilation_cache_dir = "default"
 
     # --- Parallelism -------------------------------------------------------------------------------
     config.mesh_shape = (-1,)  # Sizes of the mesh axes; -1 takes the remaining devices.
@@ -88,7 +91,11 @@ def get_config() -> ml_collections.ConfigDict:
     config.log_every_steps = 100
     config.eval_every_steps = 1000
     config.num_eval_batches = 0  # 0: the whole dev split.
-    config.num_bleu_examples = 500  # Dev sentences decoded for BLEU during training (0: none).
+    config.num_bleu_examples = 500  # Dev sentences decoded for sampled BLEU at each evaluation (0: none):
+    # a progress signal. The figures that count are final_bleu's, on whole splits.
+    config.final_bleu = True  # When training ends: beam-search BLEU of the whole dev and test splits.
+    config.early_stopping_patience = 0  # Stop after this many evaluations without a better dev
+    # perplexity (0: train all num_train_steps); the best checkpoints are kept in WORKDIR/best/.
 
     # --- Decoding (Section 6.1) -------------------------------------------------------------------
     config.beam_size = 4

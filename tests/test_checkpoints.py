@@ -192,6 +192,8 @@ def test_load_for_inference_errors(tmp_path: pathlib.Path) -> None:
     with pytest.raises(FileNotFoundError, match=r"steps: \[2\]"):
         params_checkpoints.load_for_inference(str(tmp_path), "5")
     with pytest.raises(ValueError, match="which must be"):
+        params_checkpoints.load_for_inference(str(tmp_path), "newest")
+    with pytest.raises(FileNotFoundError, match="early_stopping_patience > 0"):
         params_checkpoints.load_for_inference(str(tmp_path), "best")
     checkpoints.write_config(str(tmp_path), fake_data.tiny_config(d_model=48, num_heads=3))
     with pytest.raises(ValueError, match=r"does not fit the model.*\['out'\]\['bias'\]: \(32,\) in "

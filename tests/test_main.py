@@ -47,7 +47,15 @@ def test_main_trains_tiny_config_on_a_tsv_corpus(tmp_path: pathlib.Path) -> None
     results = json.loads((workdir / "results.json").read_text())
     assert results["name"] == "tiny" and results["step"] == 6 and results["finished"]
     assert results["eval_ppl"] > 1.0 and results["train_tokens_per_s"] > 0
-    assert "bleu" in results  # A number once decoding is available, else null.
+    # BLEU sampled at the last evaluation (4 dev sentences), then of the whole dev and test splits
+    # (config.final_bleu) from the last parameters: 2 checkpoints kept, too few to average 5.
+    assert results["bleu_num_examples"] == 4 and 0.0 <= results["bleu"] <= 100.0
+    assert results["final_checkpoint"] == "step 6" and results["stop_reason"] == "num_train_steps"
+    for split, name in (("validation", "dev"), ("test", "test")):
+        assert results[f"{name}_sentences"] == 24 and 0.0 <= results[f"{name}_bleu"] <= 100.0
+        assert "tok:13a" in results[f"{name}_bleu_signature"] and results[f"{name}_ppl"] > 1.0
+        report = json.loads((workdir / f"eval_{split}.json").read_text())
+        assert report["bleu"] == results[f"{name}_bleu"] and report["checkpoint"] == "step 6"
     assert json.loads((workdir / "config.json").read_text())["d_model"] == 32
     records = [json.loads(line) for line in (workdir / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records if "train/loss" in r] == [3, 6]

@@ -44,6 +44,11 @@ def test_quickstart_writes_results(tiny_workdir: pathlib.Path) -> None:
     assert results["bleu"] >= QUICKSTART_MIN_BLEU, (
         f"quickstart dev BLEU {results['bleu']:.2f} is below the floor {QUICKSTART_MIN_BLEU} "
         "(BLEU of the dev sentences sampled during training, results.json)")
+    for split in ("dev", "test"):  # config.final_bleu: beam search on the whole split when training ends.
+        assert results[f"{split}_sentences"] == 2000 and results["final_checkpoint"] == "step 1200"
+        assert results[f"{split}_bleu"] >= QUICKSTART_MIN_BLEU, (
+            f"quickstart {split} BLEU {results[f'{split}_bleu']:.2f} on the whole split is below the floor "
+            f"{QUICKSTART_MIN_BLEU}")
     assert (tiny_workdir / "metrics.jsonl").is_file() and (tiny_workdir / "config.json").is_file()
     assert (tiny_workdir / "tokenizer.model").stat().st_size > 0  # The workdir carries its vocabulary.
 

@@ -170,3 +170,9 @@ def test_other_changes_name_settings_outside_the_table2_columns(sweep_root: path
     seed_row = sweep_report.RowReport("fused_seed1", "", "done", seed_config, {})
     seed_record = {"row_overrides": {"fused_seed1": {"attention_implementation": "fused", "seed": 1}}}
     assert sweep_report.other_changes(seed_row, seed_record) == "attention_implementation=fused, seed=1"
+
+
+def test_report_prefers_the_whole_dev_split_bleu() -> None:
+    assert sweep_report.reported_bleu({"bleu": 3.0, "dev_bleu": 5.5}) == 5.5  # Whole dev split.
+    assert sweep_report.reported_bleu({"bleu": 3.0, "dev_bleu": None}) == 3.0  # Sampled, older runs.
+    assert sweep_report.reported_bleu({}) is None

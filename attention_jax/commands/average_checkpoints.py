@@ -6,10 +6,13 @@ written at 10-minute intervals. For the big models, we averaged the last 20 chec
 Usage::
 
     python -m attention_jax.average_checkpoints --workdir=runs/base [--last=5]
+    python -m attention_jax.average_checkpoints --workdir=runs/small --best --last=3  # early stopping
 
 writes ``WORKDIR/averaged/<last step>/`` (parameters and the list of averaged steps), which
 ``params_checkpoints.load_for_inference(workdir, "averaged")`` loads. ``--last`` defaults to the run's
 ``config.average_last_checkpoints``; the run must have kept that many (``config.keep_checkpoints``).
+With ``--best``, the average is of the run's best dev evaluations instead (``WORKDIR/best/``, kept by
+runs with ``config.early_stopping_patience > 0``).
 """
 
 from __future__ import annotations
@@ -25,10 +28,12 @@ from attention_jax.training import checkpoints, params_checkpoints
 _WORKDIR = flags.DEFINE_string("workdir", None, "Training workdir whose checkpoints are averaged.")
 _LAST = flags.DEFINE_integer("last", 0, "How many of the newest checkpoints to average "
                              "(0: config.average_last_checkpoints of the run).")
+_BEST = flags.DEFINE_bool("best", False, "Average the best dev evaluations (WORKDIR/best/, kept with "
+                          "early stopping) instead of the newest training checkpoints.")
 
 
-def write_averaged(workdir: str, last: int) -> tuple[str, list[int]]:
-    """Average the newest ``last`` checkpoints into ``WORKDIR/averaged``.
+def write_averaged(workdir: str, last: int, *, best: bool = False) -> tuple[str, list[int]]:
+    """Average the newest ``last`` checkpoints (or the ``last`` best ones) into ``WORKDIR/averaged``.
 
     Parameters
     ----------
@@ -36,6 +41,8 @@ def write_averaged(workdir: str, last: int) -> tuple[str, list[int]]:
         A training workdir.
     last : int
         Number of checkpoints to average.
+    best : bool
+        Average the run's best dev evaluations (``WORKDIR/best/``) instead of its newest checkpoints.
 
     Returns
     -------
@@ -43,9 +50,10 @@ def write_averaged(workdir: str, last: int) -> tuple[str, list[int]]:
         The directory written (``WORKDIR/averaged``) and the averaged steps; the checkpoint is filed
         under the newest averaged step and replaces an earlier average.
     """
-    params, steps = params_checkpoints.average_last_params(workdir, last)
+    source = run_files.BEST_DIR if best else run_files.CHECKPOINT_DIR
+    params, steps = params_checkpoints.average_last_params(workdir, last, directory_name=source)
     directory = os.path.join(workdir, run_files.AVERAGED_DIR)
-    params_checkpoints.save_params(directory, steps[-1], params, {"averaged_steps": steps})
+    params_checkpoints.save_params(directory, steps[-1], params, {"averaged_steps": steps, "source": source})
     logging.info("Wrote the average of steps %s to %s.", steps, directory)
     return directory, steps
 
@@ -57,7 +65,7 @@ def main(argv: list[str]) -> None:
     if not _WORKDIR.value:
         raise app.UsageError("--workdir is required.")
     last = _LAST.value or int(checkpoints.read_config(_WORKDIR.value).get("average_last_checkpoints", 5))
-    directory, steps = write_averaged(_WORKDIR.value, last)
+    directory, steps = write_averaged(_WORKDIR.value, last, best=_BEST.value)
     print(json.dumps({"averaged": directory, "steps": steps}))
 
 

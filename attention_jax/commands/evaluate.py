@@ -32,12 +32,13 @@ def main(argv: list[str]) -> None:
     """Evaluate the run in ``--workdir`` on ``--split``."""
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
-    from attention_jax import evaluation, inference, run_files  # Imported here so --help is fast.
+    from attention_jax import compilation_cache, evaluation, inference, run_files  # Here: fast --help.
 
     if _NUM_EXAMPLES.value < 0:
         sys.exit(f"evaluate: --num_examples must be >= 0; got {_NUM_EXAMPLES.value}.")
     try:
         run = inference.load_run(_WORKDIR.value, _CHECKPOINT.value, average_last=_AVERAGE_LAST.value)
+        compilation_cache.enable(run.config.get("compilation_cache_dir"))
         translator = inference.make_translator(run, beam_size=_BEAM_SIZE.value, alpha=_ALPHA.value,
                                                batch_size=_BATCH_SIZE.value)
         pairs = run.data.text_pairs(_SPLIT.value, max_pairs=_NUM_EXAMPLES.value)

@@ -17,6 +17,7 @@ import logging as python_logging
 from absl import app, flags, logging
 from ml_collections import config_flags
 
+from attention_jax import compilation_cache
 from attention_jax.training import distributed, train
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file, e.g. configs/tiny.py or "
@@ -42,6 +43,7 @@ def main(argv: list[str]) -> None:
                              "--config=configs/tiny.py --workdir=runs/tiny")
     logging.get_absl_handler().addFilter(_QuietLibraries())
     distributed.maybe_initialize()
+    compilation_cache.enable(_CONFIG.value.get("compilation_cache_dir"))
     train.train_and_evaluate(_CONFIG.value, _WORKDIR.value)
 
 

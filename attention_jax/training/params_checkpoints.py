@@ -25,21 +25,28 @@ from attention_jax.training.checkpoints import PARAMS_ITEM, absolute_path, finis
 from attention_jax.transformer_config import TransformerConfig
 
 
-def save_params(directory: str, step: int, params: Any, info: Mapping[str, Any]) -> None:
-    """Write a parameters-only checkpoint (used for averaged parameters).
+def save_params(directory: str, step: int, params: Any, info: Mapping[str, Any], *, keep: int = 1) -> None:
+    """Write a parameters-only checkpoint (averaged parameters, the best ones of early stopping).
 
     Parameters
     ----------
     directory : str
-        Orbax manager root, e.g. ``WORKDIR/averaged``.
+        Orbax manager root, e.g. ``WORKDIR/averaged`` or ``WORKDIR/best``.
     step : int
         Step to file it under (replaces an existing one).
     params : pytree
         Unboxed parameters.
     info : Mapping[str, Any]
-        JSON-able description (e.g. the averaged steps).
+        JSON-able description (e.g. the averaged steps, the dev perplexity).
+    keep : int
+        How many steps the directory keeps, the newest (older ones are deleted).
+
+    Notes
+    -----
+    Written synchronously; orbax writes into a temporary directory and renames it when complete, so a
+    crash never leaves a half-written step behind.
     """
-    options = ocp.CheckpointManagerOptions(max_to_keep=1, enable_async_checkpointing=False)
+    options = ocp.CheckpointManagerOptions(max_to_keep=keep, enable_async_checkpointing=False)
     with ocp.CheckpointManager(absolute_path(directory), options=options) as manager:
         if step in manager.all_steps():
             manager.delete(step)
@@ -128,7 +135,8 @@ def params_mismatch(directory: str, step: int, abstract_params: Any) -> list[str
     return lines
 
 
-def load_for_inference(workdir: str, which: str = "latest") -> tuple[Any, ml_collections.ConfigDict]:
+def load_for_inference(workdir: str, which: str = "latest", *,
+                       directory_name: str = run_files.CHECKPOINT_DIR) -> tuple[Any, ml_collections.ConfigDict]:
     """Parameters and config of a training run, for decoding, evaluation and notebooks.
 
     Parameters
@@ -137,7 +145,11 @@ def load_for_inference(workdir: str, which: str = "latest") -> tuple[Any, ml_col
         A training work directory.
     which : str
         ``"latest"`` (newest readable training checkpoint), ``"averaged"`` (written by
-        ``python -m attention_jax.average_checkpoints``) or a step number such as ``"12000"``.
+        ``python -m attention_jax.average_checkpoints``), ``"best"`` (the best dev perplexity of a run
+        with early stopping) or a step number such as ``"12000"``.
+    directory_name : str
+        Where a step number is looked up: ``run_files.CHECKPOINT_DIR`` (training checkpoints) or
+        ``run_files.BEST_DIR``.
 
     Returns
     -------
@@ -151,17 +163,16 @@ def load_for_inference(workdir: str, which: str = "latest") -> tuple[Any, ml_col
     """
     config = read_config(workdir)
     root = epath.Path(workdir)
-    if which == "averaged":
-        directory = root / run_files.AVERAGED_DIR
+    if which in ("averaged", "best"):
+        directory = root / (run_files.AVERAGED_DIR if which == "averaged" else run_files.BEST_DIR)
         steps = finished_steps(str(directory))
         if not steps:
-            raise FileNotFoundError(
-                f"no averaged checkpoint in {directory}: run `python -m "
-                f"attention_jax.average_checkpoints --workdir={workdir}` first."
-            )
-        candidates = [steps[-1]]
+            how = (f"run `python -m attention_jax.average_checkpoints --workdir={workdir}` first"
+                   if which == "averaged" else "train with config.early_stopping_patience > 0")
+            raise FileNotFoundError(f"no {which} checkpoint in {directory}: {how}.")
+        candidates = [steps[-1]]  # The newest best is the best: each one improved on all before it.
     elif which == "latest" or which.isdigit():
-        directory = root / run_files.CHECKPOINT_DIR
+        directory = root / directory_name
         steps = finished_steps(str(directory))
         if not steps:
             raise FileNotFoundError(f"no finished checkpoint in {directory}.")
@@ -172,7 +183,7 @@ def load_for_inference(workdir: str, which: str = "latest") -> tuple[Any, ml_col
         else:
             raise FileNotFoundError(f"no checkpoint for step {which} in {directory}; steps: {steps}.")
     else:
-        raise ValueError(f"which must be 'latest', 'averaged' or a step number; got {which!r}.")
+        raise ValueError(f"which must be 'latest', 'averaged', 'best' or a step number; got {which!r}.")
     abstract = abstract_inference_params(config)
     last_error: Exception | None = None
     for step in candidates:
@@ -192,7 +203,8 @@ def load_for_inference(workdir: str, which: str = "latest") -> tuple[Any, ml_col
     raise FileNotFoundError(f"no readable checkpoint among {candidates} in {directory}: {last_error}")
 
 
-def average_last_params(workdir: str, count: int) -> tuple[Any, list[int]]:
+def average_last_params(workdir: str, count: int, *,
+                        directory_name: str = run_files.CHECKPOINT_DIR) -> tuple[Any, list[int]]:
     """Element-wise mean of the parameters of a run's newest ``count`` training checkpoints (Section 6.1).
 
     Parameters
@@ -201,6 +213,9 @@ def average_last_params(workdir: str, count: int) -> tuple[Any, list[int]]:
         A training work directory.
     count : int
         Checkpoints to average (the paper: 5 for base, 20 for big models); positive.
+    directory_name : str
+        ``run_files.CHECKPOINT_DIR`` (the last training checkpoints) or ``run_files.BEST_DIR`` (the
+        ``count`` best dev evaluations of a run with early stopping).
 
     Returns
     -------
@@ -217,7 +232,7 @@ def average_last_params(workdir: str, count: int) -> tuple[Any, list[int]]:
     """
     if count <= 0:
         raise ValueError(f"the number of checkpoints to average must be positive; got {count}.")
-    directory = os.path.join(workdir, run_files.CHECKPOINT_DIR)
+    directory = os.path.join(workdir, directory_name)
     steps = finished_steps(directory)
     if len(steps) < count:
         raise ValueError(
@@ -227,7 +242,7 @@ def average_last_params(workdir: str, count: int) -> tuple[Any, list[int]]:
     chosen = steps[-count:]
     total = None
     for step in chosen:
-        params, _ = load_for_inference(workdir, str(step))
+        params, _ = load_for_inference(workdir, str(step), directory_name=directory_name)
         host = jax.tree.map(lambda leaf: np.asarray(leaf, np.float64), params)
         total = host if total is None else jax.tree.map(np.add, total, host)
         logging.info("Added the parameters of step %d.", step)

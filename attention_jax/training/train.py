@@ -20,7 +20,9 @@ from jax.sharding import Mesh
 
 from attention_jax import model, run_files
 from attention_jax.decode_settings import DecodeSettings
-from attention_jax.training import checkpoints, distributed, metric_writer, metrics, optim, sharding
+from attention_jax.training import (
+    checkpoints, distributed, early_stopping, metric_writer, metrics, optim, params_checkpoints, sharding,
+)
 from attention_jax.training.train_state import (
     DROPOUT_RNGS, Batch, CompiledSteps, MetricSums, TrainState, abstract_boxed_state, abstract_train_state,
     compile_steps, create_train_state, run_update, train_state_shardings,
@@ -59,6 +61,9 @@ class _Run:
     session_tokens: float = 0.0  # Target tokens trained on in this session.
     compiled_shapes: set = dataclasses.field(default_factory=set)
     throughput: "_Throughput" = dataclasses.field(default_factory=lambda: _Throughput())
+    early_stopping: early_stopping.EarlyStopping = dataclasses.field(
+        default_factory=lambda: early_stopping.EarlyStopping(patience=0))
+    stop_reason: str | None = None  # Set when training ends: early_stopping.STOPPED_EARLY or REACHED_NUM_STEPS.
 
 
 def validate_training_config(config: ml_collections.ConfigDict) -> None:
@@ -75,10 +80,14 @@ def validate_training_config(config: ml_collections.ConfigDict) -> None:
         if int(config[name]) <= 0:
             raise ValueError(f"{name} must be positive; got {config[name]!r}.")
     non_negative = ("eval_every_steps", "checkpoint_every_steps", "checkpoint_every_minutes",
-                    "num_eval_batches", "num_bleu_examples")
+                    "num_eval_batches", "num_bleu_examples", "early_stopping_patience")
     for name in non_negative:
-        if config[name] < 0:
+        if config.get(name, 0) < 0:
             raise ValueError(f"{name} must be >= 0 (0 disables it); got {config[name]!r}.")
+    if config.get("early_stopping_patience", 0) > 0 and config.eval_every_steps <= 0:
+        raise ValueError(f"early_stopping_patience={config.early_stopping_patience} needs dev evaluations to "
+                         "count: set eval_every_steps > 0 (e.g. --config.eval_every_steps=500), or "
+                         "early_stopping_patience=0.")
     if not 0.0 <= config.label_smoothing < 1.0:
         raise ValueError(f"label_smoothing must be in [0, 1); got {config.label_smoothing!r}.")
     if config.get("dropout_rng", "threefry") not in DROPOUT_RNGS:
@@ -123,7 +132,10 @@ def _setup(config: ml_collections.ConfigDict, workdir: str, data: Any) -> _Run:
                 writer=metric_writer.MetricWriter(workdir, resumed_step=int(state.step)),
                 num_params=model.count_params(state.params),
                 wall_s_before=float(progress.get("wall_s", 0.0)),
-                tokens_before=float(progress.get("train_target_tokens", 0.0)))
+                tokens_before=float(progress.get("train_target_tokens", 0.0)),
+                early_stopping=early_stopping.EarlyStopping.from_progress(
+                    config.get("early_stopping_patience", 0), progress),
+                stop_reason=progress.get("stop_reason"))
 
 
 def _resumed_iterator(data: Any, config: ml_collections.ConfigDict,
@@ -226,9 +238,10 @@ def _report_train(run: _Run, pending: list[tuple[int, dict]], tokens_per_s: floa
                  _format_duration(remaining_tokens / tokens_per_s if tokens_per_s > 0 else math.nan))
 
 
-def _progress(run: _Run) -> dict[str, float]:
+def _progress(run: _Run) -> dict[str, Any]:
     return {"wall_s": run.wall_s_before + time.time() - run.session_start,
-            "train_target_tokens": run.tokens_before + run.session_tokens}
+            "train_target_tokens": run.tokens_before + run.session_tokens,
+            "stop_reason": run.stop_reason, **run.early_stopping.to_progress()}
 
 
 def _iterator_state(iterator: Iterator) -> Any:
@@ -270,7 +283,7 @@ def _train(run: _Run, stop: distributed.StopRequest) -> bool:
     untimed: set[int] = set()  # Steps that compiled a new batch shape.
     unchecked: list[tuple[int, MetricSums]] = []  # Device metrics not yet fetched.
     unreported: list[tuple[int, dict]] = []  # Host metrics checked but not yet logged.
-    while step < config.num_train_steps:
+    while step < config.num_train_steps and run.stop_reason is None:
         micro_batches = _next_micro_batches(run)
         compiles = _new_shapes(run, micro_batches)
         if compiles:  # Keep compilation out of the throughput: time this step apart.
@@ -301,10 +314,15 @@ def _train(run: _Run, stop: distributed.StopRequest) -> bool:
             _report_train(run, unreported, run.throughput.close_interval())
             unreported = []
         run.throughput.pause()
-        if save_now or (log_now and _time_to_save(run)):
-            _save(run)
-        if eval_now:
+        if eval_now:  # Before saving: the checkpoint then carries this evaluation's early-stopping count.
             _evaluate(run, step)
+            if run.early_stopping.should_stop:
+                run.stop_reason = early_stopping.STOPPED_EARLY
+                logging.info("Early stopping at step %d: %d evaluations without a better dev perplexity "
+                             "than %.3f (step %d).", step, run.early_stopping.evaluations_since_best,
+                             run.early_stopping.best_perplexity, run.early_stopping.best_step)
+        if save_now or run.stop_reason is not None or (log_now and _time_to_save(run)):
+            _save(run)
         run.throughput.resume()
         if stopping:
             logging.warning("Stopped at step %d on request; rerun the same command to resume.", step)
@@ -347,13 +365,31 @@ def _evaluate(run: _Run, step: int) -> dict[str, Any]:
     summary = metrics.summarize(jax.device_get(totals)) if totals is not None else {}
     summary.update(_bleu(run))
     summary["seconds"] = time.time() - started
+    if "perplexity" in summary:
+        _track_best(run, step, summary["perplexity"])
     run.last_eval = dict(summary, step=step)
     run.writer.write(step, "eval", summary)
     logging.info("eval at step %d | loss %.4f | nll %.4f | ppl %.3f | acc %.3f%s", step,
                  summary.get("loss", math.nan), summary.get("nll_loss", math.nan),
                  summary.get("perplexity", math.nan), summary.get("accuracy", math.nan),
-                 f" | BLEU {summary['bleu']:.2f}" if "bleu" in summary else "")
+                 f" | sampled BLEU {summary['bleu']:.2f} ({run.config.num_bleu_examples} dev sentences)"
+                 if "bleu" in summary else "")
     return summary
+
+
+def _replicated_params(run: _Run) -> Any:
+    """The current parameters, replicated on every device (for decoding and parameter checkpoints)."""
+    return jax.jit(lambda tree: tree, out_shardings=sharding.replicated(run.mesh))(run.state.params)
+
+
+def _track_best(run: _Run, step: int, perplexity: float) -> None:
+    """Update the best dev perplexity; with early stopping, keep the parameters of a new best."""
+    improved = run.early_stopping.update(step, perplexity)
+    if improved and run.early_stopping.patience > 0:
+        keep = max(1, run.config.average_last_checkpoints)
+        params_checkpoints.save_params(os.path.join(run.workdir, run_files.BEST_DIR), step,
+                                       _replicated_params(run), {"step": step, "eval_ppl": perplexity},
+                                       keep=keep)
 
 
 _WARNED_NO_DECODING = []
@@ -374,14 +410,64 @@ def _bleu(run: _Run) -> dict[str, Any]:
     pairs = run.data.text_pairs(run.config.eval_split, max_pairs=count)
     if not pairs:
         return {}
-    params = jax.jit(lambda tree: tree, out_shardings=sharding.replicated(run.mesh))(run.state.params)
-    translator = decode.Translator(run.model_config, params, run.data.tokenizer,
+    translator = decode.Translator(run.model_config, _replicated_params(run), run.data.tokenizer,
                                    settings=DecodeSettings.from_config(run.config))
     hypotheses = translator.translate([source for source, _ in pairs])
     score, signature = evaluation.corpus_bleu(hypotheses, [target for _, target in pairs])
     for (source, target), hypothesis in list(zip(pairs, hypotheses))[:2]:
         logging.info("  src: %s\n  ref: %s\n  hyp: %s", source, target, hypothesis)
     return {"bleu": float(score), "bleu_signature": signature}
+
+
+def _final_params(run: _Run) -> tuple[Any, str]:
+    """The parameters whose BLEU counts, and which they are (Section 6.1's averaging, or the best)."""
+    count = run.config.average_last_checkpoints
+    if run.early_stopping.patience > 0:
+        best = checkpoints.finished_steps(os.path.join(run.workdir, run_files.BEST_DIR))
+        if best:
+            params, steps = params_checkpoints.average_last_params(
+                run.workdir, min(max(count, 1), len(best)), directory_name=run_files.BEST_DIR)
+            return params, f"best {len(steps)} (steps {steps})" if len(steps) > 1 else f"best (step {steps[0]})"
+    if count > 1:
+        saved = checkpoints.finished_steps(os.path.join(run.workdir, run_files.CHECKPOINT_DIR))
+        if len(saved) >= count:
+            params, steps = params_checkpoints.average_last_params(run.workdir, count)
+            return params, f"average of steps {steps}"
+        logging.warning("Final BLEU from the last parameters: %d checkpoints to average, %d kept "
+                        "(config.keep_checkpoints).", count, len(saved))
+    return _replicated_params(run), f"step {int(run.state.step)}"
+
+
+def _final_bleu(run: _Run) -> dict[str, Any]:
+    """Beam-search BLEU and perplexity of the whole dev and test splits (``config.final_bleu``).
+
+    Decodes with the paper's search (``DecodeSettings.from_config``) from :func:`_final_params`, writes
+    ``eval_<split>.json`` and the translations beside it like ``python -m attention_jax.evaluate``,
+    and returns ``dev_bleu``, ``test_bleu`` (with signatures, perplexities and sentence counts) and
+    ``final_checkpoint``, which names the parameters used.
+    """
+    from attention_jax import decode, evaluation  # The decoding side.
+
+    run.checkpoints.wait()  # Averaging reads the checkpoints from disk.
+    params, described = _final_params(run)
+    settings = DecodeSettings.from_config(run.config)
+    translator = decode.Translator(run.model_config, params, run.data.tokenizer, settings=settings)
+    results: dict[str, Any] = {"final_checkpoint": described}
+    for name, split in (("dev", run.config.eval_split), ("test", run.config.test_split)):
+        pairs = run.data.text_pairs(split)
+        if not pairs:
+            continue
+        started = time.time()
+        evaluated = evaluation.evaluate(translator, pairs)
+        results.update({f"{name}_bleu": evaluated.bleu, f"{name}_bleu_signature": evaluated.bleu_signature,
+                        f"{name}_ppl": evaluated.perplexity, f"{name}_sentences": len(pairs)})
+        if jax.process_index() == 0:
+            report = dict(split=split, checkpoint=described, name=run.config.get("name", ""),
+                          **evaluated.summary(), wall_s=round(time.time() - started, 2))
+            evaluation.write_report(run_files.eval_report_path(run.workdir, split), report, evaluated.hypotheses)
+        logging.info("final %s BLEU %.2f, perplexity %.3f on %d sentences (%s, beam %d).", name,
+                     evaluated.bleu, evaluated.perplexity, len(pairs), described, settings.beam_size)
+    return results
 
 
 # --- Entry point ------------------------------------------------------------------------------------
@@ -399,8 +485,11 @@ def _results(run: _Run) -> dict[str, Any]:
         "eval_nll_loss": run.last_eval.get("nll_loss"),
         "eval_ppl": run.last_eval.get("perplexity"),
         "eval_accuracy": run.last_eval.get("accuracy"),
-        "bleu": run.last_eval.get("bleu"),
+        "bleu": run.last_eval.get("bleu"),  # Sampled: the first num_bleu_examples dev sentences.
         "bleu_signature": run.last_eval.get("bleu_signature"),
+        "bleu_num_examples": config.num_bleu_examples if run.last_eval.get("bleu") is not None else None,
+        "stop_reason": run.stop_reason,
+        **run.early_stopping.to_progress(),
         "params": run.num_params,
         "wall_s": _progress(run)["wall_s"],
         "train_tokens_per_s": run.throughput.tokens_per_s,
@@ -460,11 +549,14 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *,
         with distributed.StopRequest() as stop:
             finished = _train(run, stop)
         if finished:
+            run.stop_reason = run.stop_reason or early_stopping.REACHED_NUM_STEPS
             if run.last_eval.get("step") != int(run.state.step):
                 _evaluate(run, int(run.state.step))
             if not run.last_train:  # Resumed a finished run: nothing trained this session.
                 logging.info("Training had already reached step %d.", int(run.state.step))
         results = dict(_results(run), finished=finished)
+        if finished and run.config.get("final_bleu", False):
+            results.update(_final_bleu(run))
         if finished:
             _write_results(workdir, results)
     finally:

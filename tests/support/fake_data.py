@@ -149,7 +149,7 @@ def tiny_config(**overrides: Any) -> Any:
         max_len=32, max_decode_extra_len=8, dropout_rate=0.1, num_train_steps=8, warmup_steps=4,
         learning_rate_scale=1.0, log_every_steps=2, eval_every_steps=4, checkpoint_every_steps=4,
         checkpoint_every_minutes=0.0, keep_checkpoints=3, num_eval_batches=0, num_bleu_examples=0,
-        dataset="fake",
+        final_bleu=False, dataset="fake",
     ))
     config.update(overrides)
     return config

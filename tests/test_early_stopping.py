@@ -1,0 +1,74 @@
+"""Early stopping: the best-evaluation tracker, and a run that stops, keeps its best and stays stopped."""
+
+from __future__ import annotations
+
+import json
+import math
+import pathlib
+
+import jax
+import numpy as np
+import pytest
+
+from attention_jax import run_files
+from attention_jax.commands import average_checkpoints
+from attention_jax.training import checkpoints, early_stopping, params_checkpoints, train
+from tests.support import fake_data
+
+
+def test_tracker_counts_evaluations_since_the_best_and_stops_after_patience() -> None:
+    tracker = early_stopping.EarlyStopping(patience=2)
+    perplexities = [5.0, 4.0, 4.5, 3.9, 4.0, 3.9, 6.0]  # 3.9 again is no improvement.
+    improved, stopped_at = [], None
+    for index, perplexity in enumerate(perplexities):
+        improved.append(tracker.update(step=100 * (index + 1), perplexity=perplexity))
+        if tracker.should_stop and stopped_at is None:
+            stopped_at = index
+    assert improved == [True, True, False, True, False, False, False]
+    assert stopped_at == 5 and tracker.best_step == 400 and tracker.best_perplexity == 3.9
+    restored = early_stopping.EarlyStopping.from_progress(2, json.loads(json.dumps(tracker.to_progress())))
+    assert restored == tracker
+
+
+def test_tracker_without_patience_never_stops_and_nan_never_improves() -> None:
+    tracker = early_stopping.EarlyStopping(patience=0)
+    assert tracker.to_progress()["best_eval_ppl"] is None  # JSON has no inf.
+    assert not tracker.update(1, math.nan)
+    for step in range(2, 50):
+        tracker.update(step, 10.0 + step)
+    assert not tracker.should_stop and tracker.best_step == 2
+    with pytest.raises(ValueError, match="early_stopping_patience must be >= 0"):
+        early_stopping.EarlyStopping(patience=-1)
+
+
+def test_patience_without_evaluations_is_a_config_error() -> None:
+    config = fake_data.tiny_config(early_stopping_patience=3, eval_every_steps=0)
+    with pytest.raises(ValueError, match="eval_every_steps > 0"):
+        train.validate_training_config(config)
+
+
+@pytest.mark.slow
+def test_run_stops_early_keeps_its_best_and_stays_stopped(tmp_path: pathlib.Path) -> None:
+    # A zero learning rate leaves the parameters, hence the dev perplexity, exactly as initialised: the
+    # first evaluation (step 2) is the best and the run stops after `patience` more (steps 4 and 6).
+    config = fake_data.tiny_config(num_train_steps=40, learning_rate_scale=0.0, eval_every_steps=2,
+                                   early_stopping_patience=2, checkpoint_every_steps=0,
+                                   average_last_checkpoints=2)
+    results = train.train_and_evaluate(config, str(tmp_path), data=fake_data.FakeData())
+    assert results["finished"] and results["stop_reason"] == early_stopping.STOPPED_EARLY
+    assert results["step"] == 6 and results["best_step"] == 2
+    assert results["best_eval_ppl"] == pytest.approx(results["eval_ppl"])
+    assert checkpoints.finished_steps(str(tmp_path / run_files.BEST_DIR)) == [2]
+    assert checkpoints.finished_steps(str(tmp_path / run_files.CHECKPOINT_DIR))[-1] == 6
+    best_params, _ = params_checkpoints.load_for_inference(str(tmp_path), "best")
+    step_2_params, _ = params_checkpoints.load_for_inference(str(tmp_path), "2", directory_name=run_files.BEST_DIR)
+    assert jax.tree.all(jax.tree.map(np.array_equal, best_params, step_2_params))
+    _, averaged_steps = average_checkpoints.write_averaged(str(tmp_path), 1, best=True)
+    assert averaged_steps == [2]
+    written = json.loads((tmp_path / run_files.RESULTS_FILE).read_text())
+    assert written["stop_reason"] == "early_stopping" and written["best_step"] == 2
+
+    again = train.train_and_evaluate(config, str(tmp_path), data=fake_data.FakeData())
+    assert again["step"] == 6 and again["stop_reason"] == early_stopping.STOPPED_EARLY
+    records = [json.loads(line) for line in (tmp_path / run_files.METRICS_FILE).read_text().splitlines()]
+    assert max(record["step"] for record in records) == 6  # The rerun trained nothing more.
