@@ -72,3 +72,10 @@ def test_run_stops_early_keeps_its_best_and_stays_stopped(tmp_path: pathlib.Path
     assert again["step"] == 6 and again["stop_reason"] == early_stopping.STOPPED_EARLY
     records = [json.loads(line) for line in (tmp_path / run_files.METRICS_FILE).read_text().splitlines()]
     assert max(record["step"] for record in records) == 6  # The rerun trained nothing more.
+
+
+def test_dev_split_too_small_for_early_stopping_is_an_error() -> None:
+    early_stopping.EarlyStopping(patience=0).check_dev_split(5)  # Without early stopping: fine.
+    early_stopping.EarlyStopping(patience=3).check_dev_split(early_stopping.MIN_DEV_PAIRS)
+    with pytest.raises(ValueError, match=r"at least 100 pairs.*has 24.*early_stopping_patience=0"):
+        early_stopping.EarlyStopping(patience=3).check_dev_split(24)

@@ -426,3 +426,9 @@ def test_synthetic_dataset_when_present(tmp_path):
         assert data.tokenizer.decode(data.tokenizer.encode(german)) == german
     batch = next(data.train_iterator(seed=0))
     assert batch["inputs"].shape == batch["targets"].shape
+
+
+def test_vocabulary_larger_than_the_corpus_supports_names_the_setting(tmp_path):
+    _make_corpus(tmp_path / "tsv")
+    with pytest.raises(ValueError, match=r"too small for config.vocab_size=20000.*--config.vocab_size=\d+ or less"):
+        input_pipeline.get_datasets(_config(f"tsv:{tmp_path / 'tsv'}", tmp_path / "tfds", vocab_size=20000))

@@ -37,6 +37,7 @@ from typing import Any
 
 import grain
 import numpy as np
+from absl import logging
 
 from attention_jax.data import batching
 from attention_jax.data import data_sources
@@ -45,6 +46,9 @@ from attention_jax.data import tokenizer as tokenizer_lib
 
 SPLITS = ("train", "validation", "test")
 DEFAULT_TOKENIZER_MAX_SENTENCES = 2_000_000
+MIN_VOCABULARY_FILL = 0.5
+"""A corpus whose BPE vocabulary stops below this fraction of ``config.vocab_size`` is an error (a
+smaller shortfall, common on toy corpora, is a warning)."""
 DEFAULT_NUM_THREADS = 2
 _PREFETCH_BATCHES = 8
 
@@ -320,9 +324,20 @@ def _load_or_train_tokenizer(source: data_sources.TranslationSource, config: Any
     max_sentences = int(config.get("tokenizer_max_sentences", DEFAULT_TOKENIZER_MAX_SENTENCES))
     split_name = re.sub(r"[^A-Za-z0-9_.\-]+", "_", config.train_split)
     model_path = os.path.join(source.cache_dir, f"spm-bpe-{config.vocab_size}-{split_name}-{max_sentences}.model")
-    return tokenizer_lib.load_or_train_tokenizer(
+    tokenizer = tokenizer_lib.load_or_train_tokenizer(
         model_path, lambda: _tokenizer_training_sentences(source, config.train_split, max_sentences), config.vocab_size
     )
+    if tokenizer.vocab_size < config.vocab_size:  # BPE ran out of merges: every word is a piece already.
+        message = (
+            f"the training split of {config.dataset} is too small for config.vocab_size={config.vocab_size}: "
+            f"its BPE vocabulary stops at {tokenizer.vocab_size} pieces, so {config.vocab_size - tokenizer.vocab_size} "
+            f"embedding rows would never be trained. Set --config.vocab_size={tokenizer.vocab_size} or less "
+            "(subwords need a vocabulary well below the corpus's distinct words), or train on more data."
+        )
+        if tokenizer.vocab_size < config.vocab_size * MIN_VOCABULARY_FILL:
+            raise ValueError(message)
+        logging.warning(message)
+    return tokenizer
 
 
 def _tokenizer_training_sentences(

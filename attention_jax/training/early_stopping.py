@@ -17,6 +17,10 @@ import dataclasses
 import math
 from typing import Any, Mapping
 
+MIN_DEV_PAIRS = 100
+"""Fewer dev pairs than this make early stopping an error: the perplexity of a handful of sentences
+moves by more between evaluations than the improvements that patience waits for."""
+
 STOPPED_EARLY = "early_stopping"
 """``results.json``'s ``stop_reason`` when patience ran out."""
 REACHED_NUM_STEPS = "num_train_steps"
@@ -68,6 +72,20 @@ class EarlyStopping:
             return True
         self.evaluations_since_best += 1
         return False
+
+    def check_dev_split(self, dev_pairs: int) -> None:
+        """Raise ``ValueError`` when early stopping is on and the dev split is too small to decide it.
+
+        Parameters
+        ----------
+        dev_pairs : int
+            Sentence pairs in the dev split that training evaluates on.
+        """
+        if self.patience > 0 and dev_pairs < MIN_DEV_PAIRS:
+            raise ValueError(
+                f"early_stopping_patience={self.patience} needs a dev split of at least {MIN_DEV_PAIRS} pairs to "
+                f"compare evaluations; this one has {dev_pairs}. Use a larger dev split (config.eval_split), or "
+                "set early_stopping_patience=0 and a fixed num_train_steps.")
 
     @property
     def should_stop(self) -> bool:

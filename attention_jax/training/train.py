@@ -109,6 +109,10 @@ def _setup(config: ml_collections.ConfigDict, workdir: str, data: Any) -> _Run:
     if data.tokenizer.vocab_size > config.vocab_size:
         raise ValueError(f"the tokenizer has {data.tokenizer.vocab_size} tokens but the model's "
                          f"vocab_size is {config.vocab_size}: raise config.vocab_size.")
+    tracker = early_stopping.EarlyStopping(patience=config.get("early_stopping_patience", 0))
+    stats = getattr(data, "stats", None)  # Real corpora count their dev pairs; test doubles may not.
+    if stats:
+        tracker.check_dev_split(int(stats["examples"].get("validation", 0)))
     model_config = TransformerConfig.from_config(config)
     transformer = model.Transformer(model_config)
     optimizer = optim.make_optimizer(config)
