@@ -109,10 +109,9 @@ def _setup(config: ml_collections.ConfigDict, workdir: str, data: Any) -> _Run:
     if data.tokenizer.vocab_size > config.vocab_size:
         raise ValueError(f"the tokenizer has {data.tokenizer.vocab_size} tokens but the model's "
                          f"vocab_size is {config.vocab_size}: raise config.vocab_size.")
-    tracker = early_stopping.EarlyStopping(patience=config.get("early_stopping_patience", 0))
-    stats = getattr(data, "stats", None)  # Real corpora count their dev pairs; test doubles may not.
-    if stats:
-        tracker.check_dev_split(int(stats["examples"].get("validation", 0)))
+    dev_pairs = (getattr(data, "stats", None) or {}).get("examples", {}).get("validation")
+    if dev_pairs is not None:  # Real corpora count their dev pairs; test doubles may not.
+        early_stopping.EarlyStopping(config.get("early_stopping_patience", 0)).check_dev_split(int(dev_pairs))
     model_config = TransformerConfig.from_config(config)
     transformer = model.Transformer(model_config)
     optimizer = optim.make_optimizer(config)
