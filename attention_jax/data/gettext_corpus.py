@@ -1,0 +1,177 @@
+"""Build a small parallel corpus from the gettext catalogs installed on this machine.
+
+Every translated program ships ``/usr/share/locale/<language>/LC_MESSAGES/<package>.mo``: compiled
+pairs of an English message (``msgid``) and its translation (``msgstr``). Collected across packages
+they make a real parallel corpus of short software messages, the kind of data of the GNOME, KDE and
+Ubuntu corpora of MT research, and the way ``../shared/data/messages_en_de`` was made. This builds one
+for any language the machine has catalogs for, so a recipe tuned on one corpus can be checked on another.
+
+Run (writes ``train.tsv``, ``dev.tsv``, ``test.tsv`` and ``README.md`` into ``--out``)::
+
+    python -m attention_jax.data.gettext_corpus --language=fr --out=data/messages_en_fr
+    python -m attention_jax.main --config=configs/small_corpus.py --workdir=runs/messages_en_fr \
+        --config.dataset=tsv:data/messages_en_fr
+
+The corpus depends on the packages installed: the README it writes lists them and the pair counts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gettext
+import glob
+import os
+import random
+import sys
+from collections.abc import Iterable, Sequence
+
+from absl import app, flags
+
+from attention_jax import run_files
+
+DEFAULT_LOCALE_DIR = "/usr/share/locale"
+SPLIT_SIZES = {"dev": 2000, "test": 2000}
+"""Pairs held out for dev and test (each at most a tenth of the corpus)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Corpus:
+    """Parallel sentence pairs and where they came from.
+
+    Attributes
+    ----------
+    pairs : dict[str, list[tuple[str, str]]]
+        ``train``, ``dev`` and ``test`` pairs, ``(english, translation)``.
+    packages : tuple[str, ...]
+        The catalogs (package names) that contributed pairs.
+    """
+
+    pairs: dict[str, list[tuple[str, str]]]
+    packages: tuple[str, ...]
+
+
+def _clean(text: str) -> str:
+    return " ".join(text.split())  # One line, single spaces: the TSV format has no escapes.
+
+
+def catalog_pairs(path: str) -> list[tuple[str, str]]:
+    """The translated singular messages of one ``.mo`` catalog, whitespace collapsed.
+
+    Parameters
+    ----------
+    path : str
+        A compiled gettext catalog.
+
+    Returns
+    -------
+    list[tuple[str, str]]
+        ``(english, translation)`` pairs; the header, untranslated and identical messages and plural
+        forms are left out, a message context (``context\\x04message``) is dropped from the English.
+    """
+    with open(path, "rb") as catalog_file:
+        catalog = gettext.GNUTranslations(catalog_file)._catalog  # noqa: SLF001 (no public reader)
+    pairs = []
+    for message, translation in catalog.items():
+        if not isinstance(message, str):  # (msgid, n): a plural form.
+            continue
+        english, translated = _clean(message.split("\x04", 1)[-1]), _clean(translation)
+        if english and translated and english != translated:
+            pairs.append((english, translated))
+    return pairs
+
+
+def build_corpus(language: str, locale_dir: str = DEFAULT_LOCALE_DIR, seed: int = 918) -> Corpus:
+    """Collect every catalog of ``language``, deduplicate by English message, split at random.
+
+    Parameters
+    ----------
+    language : str
+        Locale directory name, e.g. ``"fr"``, ``"es"``, ``"pt_BR"``.
+    locale_dir : str
+        Where the locales are.
+    seed : int
+        Seed of the split.
+
+    Returns
+    -------
+    Corpus
+        Pairs split into ``train``, ``dev`` and ``test``.
+
+    Notes
+    -----
+    Catalogs are read in sorted order and the first translation of an English message wins, so the
+    corpus is deterministic for a given set of installed packages. Raises ``FileNotFoundError`` when
+    the machine has no catalogs for ``language`` and ``ValueError`` when they hold too few pairs.
+    """
+    paths = sorted(glob.glob(os.path.join(locale_dir, language, "LC_MESSAGES", "*.mo")))
+    if not paths:
+        raise FileNotFoundError(f"no gettext catalogs in {os.path.join(locale_dir, language, 'LC_MESSAGES')}: "
+                                f"pick a language listed in {locale_dir}, or install translated packages.")
+    by_english: dict[str, str] = {}
+    packages = []
+    for path in paths:
+        try:
+            found = catalog_pairs(path)
+        except (OSError, UnicodeDecodeError) as error:  # A damaged or oddly encoded catalog: skip it.
+            print(f"skipping {path}: {error}", file=sys.stderr)
+            continue
+        new = [(english, translated) for english, translated in found if english not in by_english]
+        by_english.update(new)
+        if new:
+            packages.append(os.path.splitext(os.path.basename(path))[0])
+    pairs = sorted(by_english.items())
+    random.Random(seed).shuffle(pairs)
+    held_out = {name: min(size, len(pairs) // 10) for name, size in SPLIT_SIZES.items()}
+    if min(held_out.values()) < 100:
+        raise ValueError(f"only {len(pairs)} pairs for {language!r}: too few for train, dev and test splits.")
+    dev_end = held_out["dev"]
+    test_end = dev_end + held_out["test"]
+    return Corpus(pairs={"dev": pairs[:dev_end], "test": pairs[dev_end:test_end], "train": pairs[test_end:]},
+                  packages=tuple(packages))
+
+
+def _write_tsv(path: str, pairs: Iterable[tuple[str, str]]) -> None:
+    run_files.write_atomically(path, "".join(f"{english}\t{translated}\n" for english, translated in pairs))
+
+
+def write_corpus(corpus: Corpus, directory: str, language: str) -> None:
+    """Write ``train.tsv``, ``dev.tsv``, ``test.tsv`` (``english<TAB>translation``) and a README.
+
+    Parameters
+    ----------
+    corpus : Corpus
+        What :func:`build_corpus` returned.
+    directory : str
+        Output directory (created).
+    language : str
+        The target language, for the README.
+    """
+    os.makedirs(directory, exist_ok=True)
+    for name, pairs in corpus.pairs.items():
+        _write_tsv(os.path.join(directory, f"{name}.tsv"), pairs)
+    counts = ", ".join(f"{name} {len(pairs):,}" for name, pairs in corpus.pairs.items())
+    readme = (f"# English-{language} gettext messages\n\nBuilt by `python -m attention_jax.data.gettext_corpus "
+              f"--language={language}` from the catalogs of {len(corpus.packages)} installed packages: "
+              f"{', '.join(corpus.packages)}.\n\nPairs: {counts}. Translations carry their packages' licenses.\n")
+    run_files.write_atomically(os.path.join(directory, "README.md"), readme)
+
+
+_LANGUAGE = flags.DEFINE_string("language", None, "Locale of the translations, e.g. fr, es, pt_BR.")
+_OUT = flags.DEFINE_string("out", None, "Directory to write train/dev/test.tsv into.")
+_LOCALE_DIR = flags.DEFINE_string("locale_dir", DEFAULT_LOCALE_DIR, "Where the locales are.")
+
+
+def main(argv: Sequence[str]) -> None:
+    """Build and write the corpus; print its sizes."""
+    if len(argv) > 1 or not _LANGUAGE.value or not _OUT.value:
+        raise app.UsageError("usage: python -m attention_jax.data.gettext_corpus --language=fr --out=DIR")
+    try:
+        corpus = build_corpus(_LANGUAGE.value, _LOCALE_DIR.value)
+    except (FileNotFoundError, ValueError) as error:
+        sys.exit(f"gettext_corpus: {error}")
+    write_corpus(corpus, _OUT.value, _LANGUAGE.value)
+    print({name: len(pairs) for name, pairs in corpus.pairs.items()}, f"from {len(corpus.packages)} packages")
+
+
+if __name__ == "__main__":
+    app.run(main)
