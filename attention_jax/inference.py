@@ -74,7 +74,7 @@ def load_run(workdir: str, checkpoint: str = "latest", *, average_last: int = 0)
     workdir : str
         Training work directory (``config.json``, ``checkpoints/``, ``averaged/``).
     checkpoint : str
-        ``"latest"``, ``"averaged"`` or a step number; ignored when ``average_last > 0``.
+        ``"latest"``, ``"averaged"``, ``"best"`` or a step number; ignored when ``average_last > 0``.
     average_last : int
         Average the parameters of the last this many training checkpoints (Section 6.1) instead.
 

@@ -18,7 +18,8 @@ from absl import app, flags, logging
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "Training work directory.", required=True)
 _SPLIT = flags.DEFINE_string("split", "test", "'validation' (dev) or 'test' (or 'train').")
-_CHECKPOINT = flags.DEFINE_string("checkpoint", "latest", "'latest', 'averaged' or a step number.")
+_CHECKPOINT = flags.DEFINE_string("checkpoint", "latest",
+                                  "'latest', 'averaged', 'best' (early stopping) or a step number.")
 _AVERAGE_LAST = flags.DEFINE_integer("average_last", 0,
                                      "Average the last N checkpoints first (paper: 5 base, 20 big); 0: off.")
 _NUM_EXAMPLES = flags.DEFINE_integer("num_examples", 0, "Evaluate only the first N pairs (0: all).")

@@ -18,7 +18,8 @@ import sys
 from absl import app, flags
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "Training work directory.", required=True)
-_CHECKPOINT = flags.DEFINE_string("checkpoint", "latest", "'latest', 'averaged' or a step number.")
+_CHECKPOINT = flags.DEFINE_string("checkpoint", "latest",
+                                  "'latest', 'averaged', 'best' (early stopping) or a step number.")
 _TEXT = flags.DEFINE_string("text", None, "Source sentence.", required=True)
 _TARGET = flags.DEFINE_string("target", None, "Target sentence (default: the model's translation).")
 _OUT = flags.DEFINE_string("out", None, "PNG file to write.", required=True)

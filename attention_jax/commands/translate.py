@@ -20,7 +20,8 @@ from typing import BinaryIO
 from absl import app, flags, logging
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "Training work directory.", required=True)
-_CHECKPOINT = flags.DEFINE_string("checkpoint", "latest", "'latest', 'averaged' or a step number.")
+_CHECKPOINT = flags.DEFINE_string("checkpoint", "latest",
+                                  "'latest', 'averaged', 'best' (early stopping) or a step number.")
 _AVERAGE_LAST = flags.DEFINE_integer("average_last", 0, "Average the last N checkpoints instead (0: off).")
 _BEAM_SIZE = flags.DEFINE_integer("beam_size", None, "Beam size (default: the config's, 4); 1 is greedy.")
 _ALPHA = flags.DEFINE_float("alpha", None, "Length penalty alpha (default: the config's, 0.6).")
