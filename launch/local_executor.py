@@ -22,12 +22,12 @@ def _run_row(job: RowJob, repo_dir: str, say: Callable[[str], None]) -> RowOutco
     returncode, wall_s, log_path = sweep_record.run_logged(
         job, job.argv, executor="local", say=say, cwd=repo_dir, env=dict(os.environ, PYTHONUNBUFFERED="1"))
     if returncode == 0 and sweep_record.results_exist(job.record_dir):
-        outcome = RowOutcome(job.row, "done", f"{wall_s:.1f} s")
+        outcome = RowOutcome(job.name, "done", f"{wall_s:.1f} s")
         say(sweep_record.progress_line(job, outcome.status, outcome.detail))
         return outcome
     status = "failed" if returncode != 0 else "incomplete"
     why = f"exit {returncode}" if returncode != 0 else "exit 0 but no results.json (rerun to resume)"
-    outcome = RowOutcome(job.row, status, f"{why}, {wall_s:.1f} s, log: {log_path}")
+    outcome = RowOutcome(job.name, status, f"{why}, {wall_s:.1f} s, log: {log_path}")
     say(sweep_record.progress_line(job, status, outcome.detail) + "\n" + sweep_record.log_tail(log_path))
     return outcome
 
@@ -65,7 +65,7 @@ def run_local(jobs: Sequence[RowJob], *, repo_dir: str, parallel: int = 1, force
     def run_one(job: RowJob) -> RowOutcome:
         if not force and sweep_record.results_exist(job.record_dir):
             locked_say(sweep_record.progress_line(job, "skipped", "results.json exists"))
-            return RowOutcome(job.row, "skipped", "results.json exists")
+            return RowOutcome(job.name, "skipped", "results.json exists")
         return _run_row(job, repo_dir, locked_say)
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=parallel) as pool:
