@@ -64,18 +64,22 @@ def test_markdown_has_the_paper_layout_with_missing_rows_marked(sweep_root: path
     header_line = next(line for line in markdown.splitlines() if line.startswith("|  | row"))
     assert [cell.strip() for cell in header_line.strip("|").split("|")] == [
         "", "row", "N", "d_model", "d_ff", "h", "d_k", "d_v", "P_drop", "eps_ls", "PE", "other changes",
-        "steps", "params ×10⁶ (ours / paper)", "dev PPL", "paper PPL", "BLEU", "paper BLEU", "wall", "status"]
+        "seeds", "steps", "params ×10⁶ (ours / paper)", "dev PPL", "paper PPL", "ΔPPL vs base", "paper ΔPPL",
+        "BLEU", "paper BLEU", "verdict", "wall", "status"]
     assert rows["base"] == ["", "base", "6", "512", "2048", "8", "64", "64", "0.1", "0.1", "sinusoid", "",
-                            "100", "63.1 / 65", "7.25", "4.92", "12.5", "25.8", "1h02m", "done"]
-    # Only the changed hyperparameters, as in the paper; group labels on each group's first row.
-    assert rows["A1"] == ["(A)", "A1", "", "", "", "1", "512", "512", "", "", "", "", "100", "63.1 / —",
-                          "8.50", "5.29", "", "24.9", "1m00s", "done"]
+                            "1", "100", "63.1 / 65", "7.25", "4.92", "", "", "12.5", "25.8", "", "1h02m", "done"]
+    # Only the changed hyperparameters, as in the paper; group labels on each group's first row. One run
+    # per row (no seeds): the change against base is the one pair, the verdict its sign (8.5 / 7.25 - 1 =
+    # +17.2%, the paper's 5.29 / 4.92 - 1 = +7.5%).
+    assert rows["A1"] == ["(A)", "A1", "", "", "", "1", "512", "512", "", "", "", "", "1", "100", "63.1 / —",
+                          "8.50", "5.29", "+17.2%", "+7.5%", "", "24.9", "reproduced (sign only)", "1m00s",
+                          "done"]
     assert rows["C4"][:8] == ["", "C4", "", "256", "", "", "32", "32"]
-    assert rows["C4"][13:16] == ["26.8 / 28", "9.75", "5.75"]
-    # Rows without results: their status, the paper's figures, no figures of ours.
-    assert rows["B1"] == ["(B)", "B1", "", "", "", "", "16", "", "", "", "", "", "", "— / 58", "", "5.16",
-                          "", "25.1", "", "not run"]
-    assert rows["C1"][0] == "(C)" and rows["C1"][-1] == "failed" and rows["C1"][14] == ""
+    assert rows["C4"][14:17] == ["26.8 / 28", "9.75", "5.75"]
+    # Rows without results: their status, the paper's figures, no figures of ours, verdict pending.
+    assert rows["B1"] == ["(B)", "B1", "", "", "", "", "16", "", "", "", "", "", "0", "", "— / 58", "", "5.16",
+                          "", "+4.9%", "", "25.1", "pending", "", "not run"]
+    assert rows["C1"][0] == "(C)" and rows["C1"][-1] == "failed" and rows["C1"][15] == ""
     assert rows["E"][10] == "learned" and rows["E"][-1] == "not run"
     assert "3 of 6 rows finished." in markdown
     assert "Common overrides: --config.num_train_steps=100." in markdown
