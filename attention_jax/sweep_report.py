@@ -516,7 +516,7 @@ def markdown_table(record: dict, rows: Sequence[RowReport]) -> str:
     title = f"# {record.get('report_name', 'sweep')}: {record.get('config_file', '(no sweep.json)')}"
     dataset = reference.config.get("dataset", "?") if reference else "?"
     notes = [
-        title, "",
+        title,
         f"Common overrides: {' '.join('--config.' + o for o in record.get('overrides', [])) or 'none'}. "
         f"Dataset: {dataset}. Hyperparameters are shown in full for {reference.row if reference else '—'} "
         "and where they differ for the other rows (as in the paper).",
@@ -526,11 +526,11 @@ def markdown_table(record: dict, rows: Sequence[RowReport]) -> str:
         "wordpiece on newstest2013 (comparable only on WMT14 with a 37k vocabulary). BLEU: sacrebleu, beam "
         "search on the whole dev split when training ended (config.final_bleu), else on the dev sentences "
         "sampled at the last evaluation. wall: per seed (the mean over finished seeds).",
-        *verdict_notes(rows, stats), "",
+        *verdict_notes(rows, stats),
     ]
     shadowed = overridden_row_settings(record)
     if shadowed:
-        notes.insert(-1, "Common overrides replace these rows' own settings (the rows then differ from base "
+        notes.append("Common overrides replace these rows' own settings (the rows then differ from base "
                      "less than in the paper): " + "; ".join(shadowed) + ".")
     done = sum(row.status == "done" for row in rows)
     footer = f"\n\n{done} of {len(rows)} rows finished."
@@ -538,7 +538,7 @@ def markdown_table(record: dict, rows: Sequence[RowReport]) -> str:
         runs = sum(len(row.runs) for row in rows)
         pending = sum(len(row.pending) for row in rows)
         footer += f" {pending} of {runs} seed runs pending."
-    return "\n".join(notes + lines) + footer + "\n"
+    return "\n\n".join(notes) + "\n\n" + "\n".join(lines) + footer + "\n"
 
 
 SUMMARY_FIELDS = ("row", "seeds", "dev_ppl_mean", "dev_ppl_std", "dev_bleu_mean", "dev_bleu_std", "verdict",

@@ -2,7 +2,8 @@
 
 Each row's stdout and stderr are appended to ``ROOT/<row>/log.txt``. Rows whose ``results.json``
 exists are skipped; a row that stopped part-way is rerun, and the entry point resumes it from its
-latest checkpoint. A failing row does not stop the others.
+latest checkpoint. A failing row does not stop the others. With seeds, "row" here is one seed of a
+row, in ``ROOT/<row>/seed_<k>/``: each seed is skipped, resumed or rerun on its own.
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ every host (``--repo_dir``, ``--setup``), and the rows' work directories should 
 host reaches (``--remote_root=gs://bucket/sweep``). gcloud's output (all hosts) is appended to the local
 ``ROOT/<row>/log.txt``; a row whose command succeeded is recorded in ``ROOT/<row>/launch.json`` and
 skipped when the sweep is launched again. Copy the results back for the report with
-``gcloud storage rsync -r gs://bucket/sweep ROOT``.
+``gcloud storage rsync -r gs://bucket/sweep ROOT``. With seeds each seed of a row is run, recorded and
+skipped on its own (``ROOT/<row>/seed_<k>/``, ``<remote_root>/<row>/seed_<k>`` on the hosts).
 """
 
 from __future__ import annotations
