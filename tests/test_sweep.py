@@ -477,3 +477,26 @@ def test_slurm_seeds_are_separate_jobs_waited_for_one_by_one(tmp_path: pathlib.P
     assert "[2/2] base/seed_1 completed  job 1" in lines
     assert [(o.row, o.status, o.detail) for o in final] == [
         ("base/seed_0", "skipped", "results.json exists"), ("base/seed_1", "done", "job 1")]
+
+
+def test_config_seed_sets_initialisation_dropout_keys_and_data_order(tmp_path: pathlib.Path) -> None:
+    """What --seeds varies: train._setup hands config.seed to the state (parameters, and the key that
+    dropout keys are folded from) and to the training batches' order."""
+    import jax
+    import numpy as np
+
+    from attention_jax.training import train
+    from tests.support import fake_data
+
+    runs = {}
+    for seed in (0, 1):
+        data = fake_data.FakeData()
+        run = train._setup(fake_data.tiny_config(seed=seed), str(tmp_path / f"seed_{seed}"), data)
+        runs[seed] = (run.state, run.train_iterator._seed)
+    (state0, order0), (state1, order1) = runs[0], runs[1]
+    assert (order0, order1) == (0, 1)  # The data order's seed.
+    assert not np.array_equal(np.asarray(state0.rng), np.asarray(state1.rng))  # Dropout keys' source.
+    leaves = [jax.tree_util.tree_leaves(state.params) for state in (state0, state1)]
+    random = [(np.asarray(a), np.asarray(b)) for a, b in zip(*leaves) if np.unique(np.asarray(a)).size > 1]
+    assert len(random) > 10  # The weight matrices; biases and layer-norm scales start constant.
+    assert all(not np.array_equal(a, b) for a, b in random)  # Initialisation.
