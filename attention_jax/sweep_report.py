@@ -23,8 +23,9 @@ each row (:func:`aggregate`):
   standard deviation (``ddof=1``; empty with one seed) over the row's finished seeds;
 - the change against base *paired by seed*: for every seed k finished in both the row and base,
   ``c_k = ppl(row, k) / ppl(base, k) - 1``; its mean ``m``, sample standard deviation ``s`` and
-  standard error ``se = s / sqrt(n)`` over the ``n`` paired seeds. Pairing removes what the seeds share
-  (the data order and initialisation of seed k are the same draw for every row of the same shapes);
+  standard error ``se = s / sqrt(n)`` over the ``n`` paired seeds. Pairing removes what the runs of
+  seed k share: the same order of training batches in every row that batches the corpus alike, and
+  the same initial parameters in rows of the same shapes;
 - a verdict against the paper's direction ``d = sign(paper ppl(row) - paper ppl(base))``. The change is
   *beyond the seeds' spread* when ``n >= 2`` and ``|m| > 2 se`` (:data:`SPREAD_FACTOR`; with 3 seeds
   that is a t statistic above 2 on 2 degrees of freedom, a two-sided p of about 0.18, so a loose
@@ -193,7 +194,8 @@ def _seeds_on_disk(row_dir: str) -> list[int]:
     if not os.path.isdir(row_dir):
         return []
     found = (SEED_DIR_PATTERN.match(name) for name in os.listdir(row_dir))
-    return sorted(int(match.group(1)) for match in found if match and os.path.isdir(os.path.join(row_dir, match.group(0))))
+    return sorted(int(match.group(1)) for match in found
+                  if match and os.path.isdir(os.path.join(row_dir, match.group(0))))
 
 
 def _read_run(run_dir: str, seed: int | None) -> SeedRun:

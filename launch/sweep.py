@@ -51,9 +51,9 @@ _CONFIG = flags.DEFINE_string("config", None,
                               "Sweep config file (defines get_sweep()), e.g. configs/table2.py.")
 _ROWS = flags.DEFINE_string("rows", "all", "'all' or comma-separated row names, e.g. A1,B2.")
 _ROOT = flags.DEFINE_string("root", None, "Sweep root: ROOT/<row> is each row's work directory.")
-_SEEDS = flags.DEFINE_integer("seeds", 0, "Run every row with config.seed = 0..K-1, each seed in ROOT/<row>/seed_<k> "
-                               "(0: the sweep file's get_seeds() if it has one, else one run per row in "
-                               "ROOT/<row> at the row's own seed).")
+_SEEDS = flags.DEFINE_integer("seeds", 0, "Run every row with config.seed = 0..K-1, each seed in "
+                               "ROOT/<row>/seed_<k> (0: the sweep file's get_seeds() if it has one, else "
+                               "one run per row in ROOT/<row> at the row's own seed).")
 _DRY_RUN = flags.DEFINE_bool("dry_run", False, "Print the commands / scripts; run and write nothing.")
 _FORCE = flags.DEFINE_bool("force", False,
                            "Replace a different sweep's record in ROOT and rerun finished rows.")
@@ -397,9 +397,9 @@ def main(parsed: tuple[list[str], list[str]]) -> int:
             print(f"note: a common override replaces row setting {setting}", file=sys.stderr)
         if plan.seeds is not None:
             for row in plan.rows:
-                if "seed" in plan.sweep.row_overrides[row]:
-                    print(f"note: the seeds replace row setting {row} seed={plan.sweep.row_overrides[row]['seed']}",
-                          file=sys.stderr)
+                own_seed = plan.sweep.row_overrides[row].get("seed")
+                if own_seed is not None:
+                    print(f"note: the seeds replace row setting {row} seed={own_seed}", file=sys.stderr)
         if _DRY_RUN.value:
             print(describe(plan))
             return 0

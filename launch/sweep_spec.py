@@ -36,7 +36,6 @@ import ml_collections
 
 ROW_NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 OVERRIDE_PREFIX = "--config."
-SEED_DIR_PATTERN = re.compile(r"^seed_(\d+)$")
 
 
 def seed_dir_name(seed: int) -> str:

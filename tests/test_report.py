@@ -204,7 +204,8 @@ SEED_BLEU = {"base": [20.0, 22.0, 27.0], "A1": [18.0, 19.0, None]}  # A1 seed 2:
 SEED_ROWS = list(SEED_PPL)
 
 
-def _write_seed(root: pathlib.Path, row: str, seed: int, ppl: float | None, *, returncode: int | None = None) -> None:
+def _write_seed(root: pathlib.Path, row: str, seed: int, ppl: float | None, *,
+                returncode: int | None = None) -> None:
     run_dir = root / row / f"seed_{seed}"
     run_dir.mkdir(parents=True)
     config = table2.get_config(row)
@@ -319,7 +320,8 @@ def test_seeded_csv_columns_and_values(seeded_root: pathlib.Path) -> None:
     assert (d1["seeds"], d1["seeds_pending"], d1["status"], d1["paired_seeds"]) == ("2", "1", "partial", "2")
     c1 = records["C1"]
     assert (c1["seeds"], c1["dev_ppl_std"], c1["verdict"]) == ("1", "", "opposite")
-    assert (records["big"]["seeds"], records["big"]["status"], records["big"]["dev_ppl_mean"]) == ("0", "not run", "")
+    big = records["big"]
+    assert (big["seeds"], big["status"], big["dev_ppl_mean"]) == ("0", "not run", "")
     assert records["base"]["verdict"] == "" and records["base"]["paired_seeds"] == ""
 
 

@@ -418,7 +418,8 @@ def test_sweep_file_get_seeds_and_row_seed_settings(tmp_path: pathlib.Path) -> N
     result = run_sweep(f"--config={sweep_file}", f"--root={root}", "--dry_run")
     assert result.returncode == 0, result.stderr
     assert [command[-1] for command in _commands(result.stdout)] == ["2>&1"] * 4
-    workdirs = [next(arg for arg in command if arg.startswith("--workdir=")) for command in _commands(result.stdout)]
+    workdirs = [next(arg for arg in command if arg.startswith("--workdir="))
+                for command in _commands(result.stdout)]
     assert workdirs == [f"--workdir={root}/{row}/seed_{seed}" for seed in (3, 5) for row in ("narrow", "wide")]
     assert "note: the seeds replace row setting narrow seed=7" in result.stderr
     counted = run_sweep(f"--config={sweep_file}", f"--root={root}", "--dry_run", "--seeds=1")  # --seeds wins.
