@@ -2,7 +2,8 @@
 
 Each row's stdout and stderr are appended to ``ROOT/<row>/log.txt``. Rows whose ``results.json``
 exists are skipped; a row that stopped part-way is rerun, and the entry point resumes it from its
-latest checkpoint. A failing row does not stop the others.
+latest checkpoint. A failing row does not stop the others. With seeds, "row" here is one seed of a
+row, in ``ROOT/<row>/seed_<k>/``: each seed is skipped, resumed or rerun on its own.
 """
 
 from __future__ import annotations
@@ -22,12 +23,12 @@ def _run_row(job: RowJob, repo_dir: str, say: Callable[[str], None]) -> RowOutco
     returncode, wall_s, log_path = sweep_record.run_logged(
         job, job.argv, executor="local", say=say, cwd=repo_dir, env=dict(os.environ, PYTHONUNBUFFERED="1"))
     if returncode == 0 and sweep_record.results_exist(job.record_dir):
-        outcome = RowOutcome(job.row, "done", f"{wall_s:.1f} s")
+        outcome = RowOutcome(job.name, "done", f"{wall_s:.1f} s")
         say(sweep_record.progress_line(job, outcome.status, outcome.detail))
         return outcome
     status = "failed" if returncode != 0 else "incomplete"
     why = f"exit {returncode}" if returncode != 0 else "exit 0 but no results.json (rerun to resume)"
-    outcome = RowOutcome(job.row, status, f"{why}, {wall_s:.1f} s, log: {log_path}")
+    outcome = RowOutcome(job.name, status, f"{why}, {wall_s:.1f} s, log: {log_path}")
     say(sweep_record.progress_line(job, status, outcome.detail) + "\n" + sweep_record.log_tail(log_path))
     return outcome
 
@@ -65,7 +66,7 @@ def run_local(jobs: Sequence[RowJob], *, repo_dir: str, parallel: int = 1, force
     def run_one(job: RowJob) -> RowOutcome:
         if not force and sweep_record.results_exist(job.record_dir):
             locked_say(sweep_record.progress_line(job, "skipped", "results.json exists"))
-            return RowOutcome(job.row, "skipped", "results.json exists")
+            return RowOutcome(job.name, "skipped", "results.json exists")
         return _run_row(job, repo_dir, locked_say)
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=parallel) as pool:

@@ -1,5 +1,8 @@
 """Submit a sweep's rows to SLURM: one ``sbatch`` script per row in ``ROOT/<row>/job.sbatch``.
 
+With seeds (``launch.sweep --seeds=K``) each seed of a row is its own job, with its script, log and
+launch record in ``ROOT/<row>/seed_<k>/``; "row" below means one such run.
+
 A row on several nodes starts one process per node with ``srun`` (``--ntasks-per-node=1``, each
 process driving all of its node's accelerators), or ``tasks_per_node`` processes per node (e.g. one per
 GPU); with ``SLURM_NTASKS > 1`` the training entry point joins the processes with
@@ -93,6 +96,24 @@ class SlurmResources:
         return options + list(self.extra_options)
 
 
+def job_name(name_prefix: str, job: RowJob) -> str:
+    """The SLURM job name of a run: ``<prefix>-<row>``, or ``<prefix>-<row>-seed_<k>`` with seeds.
+
+    Parameters
+    ----------
+    name_prefix : str
+        The sweep's report name (e.g. ``table2``).
+    job : RowJob
+        The run.
+
+    Returns
+    -------
+    str
+        The name given to ``--job-name``.
+    """
+    return f"{name_prefix}-{job.name.replace('/', '-')}"
+
+
 def job_script(job: RowJob, resources: SlurmResources, *, repo_dir: str, job_name: str) -> str:
     """The ``sbatch`` script of one row.
 
@@ -115,7 +136,7 @@ def job_script(job: RowJob, resources: SlurmResources, *, repo_dir: str, job_nam
     log_path = os.path.join(job.record_dir, run_files.LOG_FILE)
     options = [f"--job-name={job_name}", f"--output={log_path}", "--open-mode=append"]
     options += resources.directives()
-    lines = ["#!/bin/bash", f"# Row {job.row}, written by launch.sweep; submit with: sbatch {SCRIPT_FILE}"]
+    lines = ["#!/bin/bash", f"# Row {job.name}, written by launch.sweep; submit with: sbatch {SCRIPT_FILE}"]
     lines += [f"#SBATCH {option}" for option in options]
     lines += ["set -euo pipefail", f"cd {shlex.quote(repo_dir)}", *resources.setup,
               'echo "=== $(date "+%Y-%m-%d %H:%M:%S") job $SLURM_JOB_ID on $SLURM_JOB_NODELIST"',
@@ -191,11 +212,11 @@ def _submit(job: RowJob, script: str) -> RowOutcome:
     command = [require_binary("sbatch"), "--parsable", script_path]
     completed = subprocess.run(command, capture_output=True, text=True)
     if completed.returncode != 0:
-        return RowOutcome(job.row, "failed", f"sbatch {script_path}: {completed.stderr.strip()}")
+        return RowOutcome(job.name, "failed", f"sbatch {script_path}: {completed.stderr.strip()}")
     job_id = completed.stdout.strip().split(";")[0]
     sweep_record.write_launch(job.record_dir, executor="slurm", argv=list(job.argv), job_id=job_id,
                               script=script_path)
-    return RowOutcome(job.row, "submitted", f"job {job_id}")
+    return RowOutcome(job.name, "submitted", f"job {job_id}")
 
 
 def submit_slurm(jobs: Sequence[RowJob], resources: SlurmResources, *, repo_dir: str, name_prefix: str,
@@ -211,7 +232,7 @@ def submit_slurm(jobs: Sequence[RowJob], resources: SlurmResources, *, repo_dir:
     repo_dir : str
         Repository root on the cluster.
     name_prefix : str
-        Job names are ``<name_prefix>-<row>``.
+        Job names are ``<name_prefix>-<row>`` (``-seed_<k>`` added with seeds, :func:`job_name`).
     force : bool
         Submit rows that already have ``results.json`` (the entry point resumes them).
     say : Callable[[str], None]
@@ -228,11 +249,11 @@ def submit_slurm(jobs: Sequence[RowJob], resources: SlurmResources, *, repo_dir:
     for job in jobs:
         active = _active_job(job)
         if not force and sweep_record.results_exist(job.record_dir):
-            outcome = RowOutcome(job.row, "skipped", "results.json exists")
+            outcome = RowOutcome(job.name, "skipped", "results.json exists")
         elif active is not None:
-            outcome = RowOutcome(job.row, "queued", f"job {active} is still pending or running")
+            outcome = RowOutcome(job.name, "queued", f"job {active} is still pending or running")
         else:
-            script = job_script(job, resources, repo_dir=repo_dir, job_name=f"{name_prefix}-{job.row}")
+            script = job_script(job, resources, repo_dir=repo_dir, job_name=job_name(name_prefix, job))
             outcome = _submit(job, script)
         say(sweep_record.progress_line(job, outcome.status, outcome.detail))
         outcomes.append(outcome)
@@ -260,10 +281,10 @@ def wait_for_jobs(jobs: Sequence[RowJob], outcomes: Sequence[RowOutcome], *, pol
         ``done`` for rows that wrote ``results.json``; ``failed`` (with the log's last lines) for the
         others; earlier outcomes (skipped, failed submissions) unchanged.
     """
-    waiting = {job.row: sweep_record.read_launch(job.record_dir)["job_id"]
+    waiting = {job.name: sweep_record.read_launch(job.record_dir)["job_id"]
                for job, outcome in zip(jobs, outcomes) if outcome.status in ("submitted", "queued")}
     job_ids = dict(waiting)
-    by_row = {job.row: job for job in jobs}
+    by_row = {job.name: job for job in jobs}
     last_state: dict[str, str] = {}
     while waiting:
         states = job_states(list(waiting.values()))
@@ -278,15 +299,15 @@ def wait_for_jobs(jobs: Sequence[RowJob], outcomes: Sequence[RowOutcome], *, pol
             time.sleep(poll_s)
     final = []
     for job, outcome in zip(jobs, outcomes):
-        if job.row not in last_state:
+        if job.name not in last_state:
             final.append(outcome)
         elif sweep_record.results_exist(job.record_dir):
-            final.append(RowOutcome(job.row, "done", f"job {job_ids[job.row]}"))
+            final.append(RowOutcome(job.name, "done", f"job {job_ids[job.name]}"))
         else:
             log_path = os.path.join(job.record_dir, run_files.LOG_FILE)
-            say(f"{job.row}: job ended ({last_state[job.row].lower()}) without results.json; "
+            say(f"{job.name}: job ended ({last_state[job.name].lower()}) without results.json; "
                 f"log {log_path}:\n{sweep_record.log_tail(log_path)}")
-            final.append(RowOutcome(job.row, "failed", f"{last_state[job.row].lower()}, log: {log_path}"))
+            final.append(RowOutcome(job.name, "failed", f"{last_state[job.name].lower()}, log: {log_path}"))
     return final
 
 
@@ -312,6 +333,6 @@ def describe_slurm(jobs: Sequence[RowJob], resources: SlurmResources, *, repo_di
     """
     parts = []
     for job in jobs:
-        script = job_script(job, resources, repo_dir=repo_dir, job_name=f"{name_prefix}-{job.row}")
+        script = job_script(job, resources, repo_dir=repo_dir, job_name=job_name(name_prefix, job))
         parts.append(f"# ---- {os.path.join(job.record_dir, SCRIPT_FILE)}\n{script}")
     return "\n".join(parts)

@@ -3,7 +3,7 @@
 Usage, from the repository root::
 
     python -m launch.sweep --config=configs/table2.py --rows=all|A1,B2,... \\
-        --executor=local|slurm|tpu --root=ROOT [--dry_run] [--parallel=N] [--force] \\
+        --executor=local|slurm|tpu --root=ROOT [--seeds=K] [--dry_run] [--parallel=N] [--force] \\
         [--config.key=value ...]
 
 Each row runs ``python -m attention_jax.main --config=<file>:<row> --workdir=ROOT/<row>`` followed by
@@ -21,7 +21,15 @@ trial, a dataset, a step count). Examples::
     python -m launch.sweep --config=configs/table2.py --executor=tpu --root=runs/table2 \\
         --tpu_name=my-v4-32 --zone=us-central2-b --remote_root=gs://my-bucket/table2
 
-Rerunning the same command skips finished rows (``ROOT/<row>/results.json``) and resumes the others.
+With ``--seeds=K`` (or a sweep file defining ``get_seeds()``) every row runs K times, with
+``--config.seed=0`` .. ``K-1`` appended, each in ``ROOT/<row>/seed_<k>``; ``config.seed`` sets the
+initialisation, the dropout keys and the order of the training batches. The runs go seed by seed (every
+row at seed 0 first), so an interrupted sweep holds whole tables of its first seeds, and the report
+aggregates the seeds (mean, standard deviation, change against base paired by seed, a verdict per
+row). A larger K later adds seeds to the same root.
+
+Rerunning the same command skips finished rows (``ROOT/<row>/results.json``, or
+``ROOT/<row>/seed_<k>/results.json`` per seed) and resumes the others.
 ``ROOT/sweep.json`` records the sweep; then ``python -m attention_jax.report ROOT`` writes the table.
 Exit status: 0 when every row finished (or was submitted), 1 when a row failed, 2 for bad input.
 """
@@ -43,6 +51,9 @@ _CONFIG = flags.DEFINE_string("config", None,
                               "Sweep config file (defines get_sweep()), e.g. configs/table2.py.")
 _ROWS = flags.DEFINE_string("rows", "all", "'all' or comma-separated row names, e.g. A1,B2.")
 _ROOT = flags.DEFINE_string("root", None, "Sweep root: ROOT/<row> is each row's work directory.")
+_SEEDS = flags.DEFINE_integer("seeds", 0, "Run every row with config.seed = 0..K-1, each seed in "
+                               "ROOT/<row>/seed_<k> (0: the sweep file's get_seeds() if it has one, else "
+                               "one run per row in ROOT/<row> at the row's own seed).")
 _DRY_RUN = flags.DEFINE_bool("dry_run", False, "Print the commands / scripts; run and write nothing.")
 _FORCE = flags.DEFINE_bool("force", False,
                            "Replace a different sweep's record in ROOT and rerun finished rows.")
@@ -95,9 +106,11 @@ class Plan:
     repo_dir : str
         Repository root where the rows run.
     jobs : list[RowJob]
-        One per chosen row.
+        One per chosen row (and seed).
     description : dict
         The sweep's record for ``ROOT/sweep.json`` (``sweep_record.sweep_description``).
+    seeds : tuple[int, ...] or None
+        The seeds every row runs with (None: one run per row in ``ROOT/<row>``).
     """
 
     sweep: sweep_spec.Sweep
@@ -107,12 +120,43 @@ class Plan:
     repo_dir: str
     jobs: list[RowJob]
     description: dict
+    seeds: tuple[int, ...] | None = None
 
 
 def _relative_to_cwd(path: str) -> str:
     absolute = os.path.abspath(path)
     inside = os.path.commonpath([absolute, os.getcwd()]) == os.getcwd()
     return os.path.relpath(absolute) if inside else absolute
+
+
+def resolve_seeds(sweep: sweep_spec.Sweep, count: int, overrides: Sequence[str]) -> tuple[int, ...] | None:
+    """The seeds of a sweep: ``--seeds=K`` gives 0..K-1; 0 takes the sweep file's ``get_seeds()``.
+
+    Parameters
+    ----------
+    sweep : sweep_spec.Sweep
+        The loaded sweep.
+    count : int
+        ``--seeds``.
+    overrides : Sequence[str]
+        Common overrides (``seed=`` among them would contradict the seeds).
+
+    Returns
+    -------
+    tuple[int, ...] or None
+        The seeds, or None for one run per row at its own seed.
+
+    Notes
+    -----
+    Raises ``ValueError`` for a negative count, or a common ``--config.seed`` together with seeds.
+    """
+    if count < 0:
+        raise ValueError(f"--seeds={count}: give the number of seeds per row (>= 1), or 0 for none.")
+    seeds = tuple(range(count)) if count else sweep.seeds
+    if seeds is not None and any(override.split("=", 1)[0] == "seed" for override in overrides):
+        raise ValueError("--config.seed cannot be combined with seeds (--seeds or the sweep file's "
+                         "get_seeds()): each seed's run sets config.seed itself.")
+    return seeds
 
 
 def build_plan(overrides: Sequence[str]) -> Plan:
@@ -140,15 +184,16 @@ def build_plan(overrides: Sequence[str]) -> Plan:
     sweep = sweep_spec.load_sweep(_relative_to_cwd(_CONFIG.value))
     rows = sweep_spec.select_rows(sweep, _ROWS.value)
     sweep_spec.check_overrides(sweep, rows, overrides)
-    description = sweep_record.sweep_description(sweep, overrides)
+    seeds = resolve_seeds(sweep, _SEEDS.value, overrides)
+    description = sweep_record.sweep_description(sweep, overrides, seeds)
     remote = EXECUTORS[_EXECUTOR.value].remote
     root = os.path.abspath(_ROOT.value)
     repo_dir = _REPO_DIR.value or ("attention_jax" if remote else os.getcwd())
     python = _PYTHON.value or ("python3" if remote else sys.executable)
     run_root = (_REMOTE_ROOT.value or root) if remote else root
     jobs = sweep_spec.row_jobs(sweep, rows, overrides, root=root, run_root=run_root, python=python,
-                               main_module=_MAIN.value)
-    return Plan(sweep, rows, list(overrides), root, repo_dir, jobs, description)
+                               main_module=_MAIN.value, seeds=seeds)
+    return Plan(sweep, rows, list(overrides), root, repo_dir, jobs, description, seeds)
 
 
 def _slurm_resources() -> slurm_executor.SlurmResources:
@@ -251,7 +296,8 @@ def describe(plan: Plan) -> str:
     str
         Text to print.
     """
-    header = (f"# {plan.sweep.config_file}: {len(plan.rows)} row(s) {', '.join(plan.rows)} -> {plan.root} "
+    seeds = "" if plan.seeds is None else f" x seeds {', '.join(map(str, plan.seeds))}"
+    header = (f"# {plan.sweep.config_file}: {len(plan.rows)} row(s) {', '.join(plan.rows)}{seeds} -> {plan.root} "
               f"(executor {_EXECUTOR.value}; overrides: {' '.join(plan.overrides) or 'none'})")
     return header + "\n" + EXECUTORS[_EXECUTOR.value].describe(plan)
 
@@ -283,7 +329,7 @@ def execute(plan: Plan) -> list[RowOutcome]:
     Returns
     -------
     list[RowOutcome]
-        One per row.
+        One per run (row, or row and seed).
     """
     return EXECUTORS[_EXECUTOR.value].execute(plan)
 
@@ -349,6 +395,11 @@ def main(parsed: tuple[list[str], list[str]]) -> int:
         plan = build_plan(overrides)
         for setting in sweep_report.overridden_row_settings(dict(plan.description, rows=plan.rows)):
             print(f"note: a common override replaces row setting {setting}", file=sys.stderr)
+        if plan.seeds is not None:
+            for row in plan.rows:
+                own_seed = plan.sweep.row_overrides[row].get("seed")
+                if own_seed is not None:
+                    print(f"note: the seeds replace row setting {row} seed={own_seed}", file=sys.stderr)
         if _DRY_RUN.value:
             print(describe(plan))
             return 0

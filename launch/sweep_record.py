@@ -9,14 +9,17 @@
      "rows": ["base", "A1"],                  # rows launched so far, in order
      "row_overrides": {"A1": {...}, ...},     # the sweep's data
      "row_configs": {"A1": {...}, ...},       # each row's config with the common overrides
-     "launches": [{"time": ..., "executor": "local", "rows": [...]}]}
+     "seeds": [0, 1, 2],                      # seeds launched so far (null: no seed directories)
+     "launches": [{"time": ..., "executor": "local", "rows": [...], "seeds": [0, 1, 2]}]}
 
-A root belongs to one sweep: the same file, overrides and rows data. Launching a different sweep into
-it is refused unless ``--force`` replaces the record.
+A root belongs to one sweep: the same file, overrides and rows data, and the same layout (seed
+directories ``ROOT/<row>/seed_<k>/`` or not). Launching a different sweep into it is refused unless
+``--force`` replaces the record. More rows, or more seeds, of the same sweep are added to the record.
 
-``ROOT/<row>/launch.json``: the launcher's last action on the row (executor, command, job id, exit
-status, wall time). The row's own outputs (``config.json``, checkpoints, ``results.json``) are written
-by the training entry point into its work directory.
+``ROOT/<row>/launch.json`` (``ROOT/<row>/seed_<k>/launch.json`` with seeds): the launcher's last action
+on the run (executor, command, job id, exit status, wall time). The run's own outputs
+(``config.json``, checkpoints, ``results.json``) are written by the training entry point into its work
+directory.
 """
 
 from __future__ import annotations
@@ -78,7 +81,8 @@ def _jsonable(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
 
-def sweep_description(sweep: sweep_spec.Sweep, overrides: Sequence[str]) -> dict[str, Any]:
+def sweep_description(sweep: sweep_spec.Sweep, overrides: Sequence[str],
+                      seeds: Sequence[int] | None = None) -> dict[str, Any]:
     """The sweep's identity and data as recorded in ``sweep.json`` (without rows and launches).
 
     Parameters
@@ -87,12 +91,16 @@ def sweep_description(sweep: sweep_spec.Sweep, overrides: Sequence[str]) -> dict
         The loaded sweep.
     overrides : Sequence[str]
         Common ``"key=value"`` overrides.
+    seeds : Sequence[int], optional
+        The seeds launched (each row runs once per seed in ``ROOT/<row>/seed_<k>``); None: one run
+        per row in ``ROOT/<row>``.
 
     Returns
     -------
     dict
-        ``config_file``, ``report_name``, ``overrides``, ``all_rows``, ``row_overrides`` and
-        ``row_configs`` (each row's config with the overrides applied, as the entry point builds it).
+        ``config_file``, ``report_name``, ``overrides``, ``all_rows``, ``row_overrides``,
+        ``row_configs`` (each row's config with the overrides applied, as the entry point builds it,
+        before ``--config.seed``) and ``seeds`` (a list, or None).
 
     Notes
     -----
@@ -109,6 +117,7 @@ def sweep_description(sweep: sweep_spec.Sweep, overrides: Sequence[str]) -> dict
         "all_rows": list(sweep.row_names),
         "row_overrides": _jsonable(sweep.row_overrides),
         "row_configs": row_configs,
+        "seeds": None if seeds is None else list(seeds),
     }
 
 
@@ -129,9 +138,15 @@ def sweep_differences(recorded: dict[str, Any], current: dict[str, Any]) -> list
     Returns
     -------
     list[str]
-        One sentence per difference (config file, common overrides, rows' data); empty if the same.
+        One sentence per difference (config file, common overrides, rows' data, seed directories or
+        not); empty if the same. Other seeds of a sweep with seeds are not a difference.
     """
     differences = []
+    old_seeds, new_seeds = recorded.get("seeds"), current.get("seeds")
+    if (old_seeds is None) != (new_seeds is None):
+        def layout(seeds: Any) -> str:
+            return "no seeds (ROOT/<row>)" if seeds is None else f"seeds {seeds} (ROOT/<row>/seed_<k>)"
+        differences.append(f"{layout(old_seeds)} -> {layout(new_seeds)}")
     if recorded.get("config_file") != current["config_file"]:
         differences.append(f"config file {recorded.get('config_file')} -> {current['config_file']}")
     old, new = _override_dict(recorded.get("overrides", [])), _override_dict(current["overrides"])
@@ -192,7 +207,8 @@ def record_launch(root: str, description: dict[str, Any], rows: Sequence[str], e
     Notes
     -----
     Raises ``ValueError`` naming each difference when the root holds a different sweep and ``force``
-    is False. Rows launched earlier stay in ``rows`` (in the sweep's order).
+    is False. Rows launched earlier stay in ``rows`` (in the sweep's order), seeds launched earlier in
+    ``seeds`` (in increasing order).
     """
     recorded = read_sweep_record(root)
     if recorded is not None and not force:
@@ -208,8 +224,11 @@ def record_launch(root: str, description: dict[str, Any], rows: Sequence[str], e
     launched = set(keep.get("rows", [])) | set(rows)
     record = dict(description)
     record["rows"] = [row for row in description["all_rows"] if row in launched]
+    seeds = description.get("seeds")
+    if seeds is not None:
+        record["seeds"] = sorted(set(keep.get("seeds") or []) | set(seeds))
     record["launches"] = keep.get("launches", []) + [
-        {"time": _now(), "executor": executor, "rows": list(rows)}
+        {"time": _now(), "executor": executor, "rows": list(rows), "seeds": seeds}
     ]
     run_files.write_json_atomically(os.path.join(root, run_files.SWEEP_FILE), record)
     return record
@@ -304,7 +323,7 @@ def progress_line(job: sweep_spec.RowJob, status: str, detail: str = "") -> str:
         The line.
     """
     width = len(str(job.total))
-    return f"[{job.index:>{width}}/{job.total}] {job.row:<8} {status:<10} {detail}".rstrip()
+    return f"[{job.index:>{width}}/{job.total}] {job.name:<8} {status:<10} {detail}".rstrip()
 
 
 def run_logged(job: sweep_spec.RowJob, argv: Sequence[str], *, executor: str, say: Callable[[str], None],

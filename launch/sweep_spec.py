@@ -10,6 +10,14 @@ Every row runs the training entry point::
     python -m attention_jax.main --config=<file>:<row> --workdir=<root>/<row> [--config.key=value ...]
 
 with the sweep's common overrides appended, so they apply on top of every row.
+
+Seeds: with ``seeds`` (``launch.sweep --seeds=K`` gives 0..K-1, or the sweep file's optional
+``get_seeds() -> Sequence[int]``) every row runs once per seed, in its own work directory
+``<root>/<row>/seed_<k>`` (:func:`seed_dir_name`), with ``--config.seed=<k>`` after the common overrides.
+``config.seed`` drives the parameter initialisation, the dropout keys (split from the same key) and the
+order of the training batches, so the seeds of a row differ in all three. Jobs are ordered seed by
+seed (every row at seed 0, then every row at seed 1, ...), so an interrupted sweep has whole tables of
+the first seeds. Without seeds each row runs once, at its config's own seed, in ``<root>/<row>``.
 """
 
 from __future__ import annotations
@@ -30,6 +38,51 @@ ROW_NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 OVERRIDE_PREFIX = "--config."
 
 
+def seed_dir_name(seed: int) -> str:
+    """The name of a seed's work directory inside its row's: ``seed_<seed>``.
+
+    Parameters
+    ----------
+    seed : int
+        The run's ``config.seed`` (>= 0).
+
+    Returns
+    -------
+    str
+        E.g. ``"seed_2"``.
+    """
+    return f"seed_{seed}"
+
+
+def check_seeds(seeds: Sequence[int], where: str) -> tuple[int, ...]:
+    """Validate a list of seeds: non-negative integers without repeats.
+
+    Parameters
+    ----------
+    seeds : Sequence[int]
+        The seeds.
+    where : str
+        What to name in the error (a flag or a file).
+
+    Returns
+    -------
+    tuple[int, ...]
+        The seeds, in the order given.
+
+    Notes
+    -----
+    Raises ``ValueError`` for an empty list, a negative or non-integer seed, or a repeated one.
+    """
+    seeds = tuple(seeds)
+    if not seeds:
+        raise ValueError(f"{where}: no seeds.")
+    if any(not isinstance(seed, int) or isinstance(seed, bool) or seed < 0 for seed in seeds):
+        raise ValueError(f"{where}: seeds must be integers >= 0; got {list(seeds)}.")
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(f"{where}: repeated seeds in {list(seeds)}.")
+    return seeds
+
+
 @dataclasses.dataclass(frozen=True)
 class Sweep:
     """The rows of one sweep config file.
@@ -45,12 +98,15 @@ class Sweep:
         overrides are passed as ``--config.key=value`` flags.
     module : ModuleType
         The imported config file.
+    seeds : tuple[int, ...] or None
+        The file's ``get_seeds()`` (each row runs once per seed), or None when it defines none.
     """
 
     config_file: str
     row_overrides: dict[str, dict]
     takes_row_argument: bool
     module: ModuleType = dataclasses.field(repr=False, compare=False)
+    seeds: tuple[int, ...] | None = None
 
     @property
     def row_names(self) -> tuple[str, ...]:
@@ -89,11 +145,15 @@ class RowJob:
     index, total : int
         Position (from 1) among the selected rows, and their number (for progress lines).
     workdir : str
-        The row's work directory where it runs (``<root>/<row>``, or ``<remote_root>/<row>``).
+        The row's work directory where it runs (``<root>/<row>``, or ``<remote_root>/<row>``; with
+        seeds ``.../<row>/seed_<k>``).
     record_dir : str
-        Local directory for the launcher's files of this row (log, job script, launch record).
+        Local directory for the launcher's files of this run (log, job script, launch record): the
+        local counterpart of ``workdir``.
     argv : tuple[str, ...]
         The command that trains the row, run from the repository root.
+    seed : int or None
+        The run's ``config.seed`` in a sweep with seeds; None without.
     """
 
     row: str
@@ -102,6 +162,12 @@ class RowJob:
     workdir: str
     record_dir: str
     argv: tuple[str, ...]
+    seed: int | None = None
+
+    @property
+    def name(self) -> str:
+        """The run's name in progress lines, outcomes and job names: ``row`` or ``row/seed_<k>``."""
+        return self.row if self.seed is None else f"{self.row}/{seed_dir_name(self.seed)}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,7 +177,7 @@ class RowOutcome:
     Attributes
     ----------
     row : str
-        The row.
+        The run's name (:attr:`RowJob.name`: the row, or ``row/seed_<k>``).
     status : str
         ``done``, ``skipped`` (already finished), ``failed``, ``incomplete`` (exited 0 without
         results), ``submitted`` / ``queued`` (SLURM) or ``planned`` (dry run).
@@ -166,7 +232,8 @@ def load_sweep(config_file: str) -> Sweep:
     Notes
     -----
     Raises ``FileNotFoundError`` for a missing file and ``ValueError`` for a file that is not a sweep
-    (no ``get_sweep``), an empty sweep, or row names that cannot be directory names.
+    (no ``get_sweep``), an empty sweep, row names that cannot be directory names, or a bad
+    ``get_seeds()`` (optional: the seeds every row runs with).
     """
     module = _import_config_file(config_file)
     if not callable(getattr(module, "get_sweep", None)):
@@ -184,8 +251,11 @@ def load_sweep(config_file: str) -> Sweep:
         raise ValueError(
             f"{config_file}: row names {bad} cannot be directory names; use letters, digits, '_', '.', '-'."
         )
+    seeds = None
+    if callable(getattr(module, "get_seeds", None)):
+        seeds = check_seeds([int(seed) for seed in module.get_seeds()], f"{config_file}: get_seeds()")
     return Sweep(config_file=config_file, row_overrides=row_overrides,
-                 takes_row_argument=_takes_argument(module.get_config), module=module)
+                 takes_row_argument=_takes_argument(module.get_config), seeds=seeds, module=module)
 
 
 def select_rows(sweep: Sweep, rows: str) -> list[str]:
@@ -295,7 +365,7 @@ def _flag_value(value: Any) -> str:
 
 
 def row_argv(sweep: Sweep, row: str, workdir: str, overrides: Sequence[str], *, python: str,
-             main_module: str, config_path: str | None = None) -> tuple[str, ...]:
+             main_module: str, config_path: str | None = None, seed: int | None = None) -> tuple[str, ...]:
     """The command line that trains one row.
 
     Parameters
@@ -314,6 +384,8 @@ def row_argv(sweep: Sweep, row: str, workdir: str, overrides: Sequence[str], *, 
         The entry point module (``attention_jax.main``).
     config_path : str, optional
         How the config file is named on that machine (default ``sweep.config_file``).
+    seed : int, optional
+        Appends ``--config.seed=<seed>`` (after the common overrides).
 
     Returns
     -------
@@ -330,11 +402,13 @@ def row_argv(sweep: Sweep, row: str, workdir: str, overrides: Sequence[str], *, 
                  for key, value in sweep.row_overrides[row].items()]
         argv.append(f"{OVERRIDE_PREFIX}name={row}")
     argv += [OVERRIDE_PREFIX + override for override in overrides]
+    if seed is not None:
+        argv.append(f"{OVERRIDE_PREFIX}seed={seed}")
     return tuple(argv)
 
 
 def row_jobs(sweep: Sweep, rows: Sequence[str], overrides: Sequence[str], *, root: str, run_root: str,
-             python: str, main_module: str) -> list[RowJob]:
+             python: str, main_module: str, seeds: Sequence[int] | None = None) -> list[RowJob]:
     """Build the jobs of the chosen rows.
 
     Parameters
@@ -354,16 +428,21 @@ def row_jobs(sweep: Sweep, rows: Sequence[str], overrides: Sequence[str], *, roo
         Python interpreter on the machine that runs the rows.
     main_module : str
         Entry point module.
+    seeds : Sequence[int], optional
+        Run every row once per seed, in ``<root>/<row>/seed_<k>`` with ``--config.seed=<k>``; the jobs
+        go seed by seed (all rows at the first seed, then all rows at the next).
 
     Returns
     -------
     list[RowJob]
-        One job per row.
+        One job per row (and seed).
     """
+    runs = [(row, None) for row in rows] if seeds is None else [(row, seed) for seed in seeds for row in rows]
     jobs = []
-    for index, row in enumerate(rows, start=1):
-        workdir = f"{run_root.rstrip('/')}/{row}"
-        argv = row_argv(sweep, row, workdir, overrides, python=python, main_module=main_module)
-        jobs.append(RowJob(row=row, index=index, total=len(rows), workdir=workdir,
-                           record_dir=os.path.join(root, row), argv=argv))
+    for index, (row, seed) in enumerate(runs, start=1):
+        parts = [row] if seed is None else [row, seed_dir_name(seed)]
+        workdir = "/".join([run_root.rstrip("/"), *parts])
+        argv = row_argv(sweep, row, workdir, overrides, python=python, main_module=main_module, seed=seed)
+        jobs.append(RowJob(row=row, index=index, total=len(runs), workdir=workdir,
+                           record_dir=os.path.join(root, *parts), argv=argv, seed=seed))
     return jobs

@@ -6,7 +6,8 @@ every host (``--repo_dir``, ``--setup``), and the rows' work directories should 
 host reaches (``--remote_root=gs://bucket/sweep``). gcloud's output (all hosts) is appended to the local
 ``ROOT/<row>/log.txt``; a row whose command succeeded is recorded in ``ROOT/<row>/launch.json`` and
 skipped when the sweep is launched again. Copy the results back for the report with
-``gcloud storage rsync -r gs://bucket/sweep ROOT``.
+``gcloud storage rsync -r gs://bucket/sweep ROOT``. With seeds each seed of a row is run, recorded and
+skipped on its own (``ROOT/<row>/seed_<k>/``, ``<remote_root>/<row>/seed_<k>`` on the hosts).
 """
 
 from __future__ import annotations
@@ -128,16 +129,16 @@ def run_tpu(jobs: Sequence[RowJob], target: TpuTarget, *, force: bool = False,
     outcomes = []
     for job in jobs:
         if not force and _already_done(job):
-            outcomes.append(RowOutcome(job.row, "skipped", "finished earlier"))
+            outcomes.append(RowOutcome(job.name, "skipped", "finished earlier"))
             say(sweep_record.progress_line(job, "skipped", "finished earlier"))
             continue
         argv = gcloud_argv(job, target)
         returncode, wall_s, log_path = sweep_record.run_logged(job, argv, executor="tpu", say=say)
         if returncode == 0:
-            outcome = RowOutcome(job.row, "done", f"{wall_s:.1f} s")
+            outcome = RowOutcome(job.name, "done", f"{wall_s:.1f} s")
             say(sweep_record.progress_line(job, "done", outcome.detail))
         else:
-            outcome = RowOutcome(job.row, "failed", f"exit {returncode}, {wall_s:.1f} s, log: {log_path}")
+            outcome = RowOutcome(job.name, "failed", f"exit {returncode}, {wall_s:.1f} s, log: {log_path}")
             say(sweep_record.progress_line(job, "failed", outcome.detail) + "\n"
                 + sweep_record.log_tail(log_path))
         outcomes.append(outcome)

@@ -64,18 +64,22 @@ def test_markdown_has_the_paper_layout_with_missing_rows_marked(sweep_root: path
     header_line = next(line for line in markdown.splitlines() if line.startswith("|  | row"))
     assert [cell.strip() for cell in header_line.strip("|").split("|")] == [
         "", "row", "N", "d_model", "d_ff", "h", "d_k", "d_v", "P_drop", "eps_ls", "PE", "other changes",
-        "steps", "params ×10⁶ (ours / paper)", "dev PPL", "paper PPL", "BLEU", "paper BLEU", "wall", "status"]
+        "seeds", "steps", "params ×10⁶ (ours / paper)", "dev PPL", "paper PPL", "ΔPPL vs base", "paper ΔPPL",
+        "BLEU", "paper BLEU", "verdict", "wall", "status"]
     assert rows["base"] == ["", "base", "6", "512", "2048", "8", "64", "64", "0.1", "0.1", "sinusoid", "",
-                            "100", "63.1 / 65", "7.25", "4.92", "12.5", "25.8", "1h02m", "done"]
-    # Only the changed hyperparameters, as in the paper; group labels on each group's first row.
-    assert rows["A1"] == ["(A)", "A1", "", "", "", "1", "512", "512", "", "", "", "", "100", "63.1 / —",
-                          "8.50", "5.29", "", "24.9", "1m00s", "done"]
+                            "1", "100", "63.1 / 65", "7.25", "4.92", "", "", "12.5", "25.8", "", "1h02m", "done"]
+    # Only the changed hyperparameters, as in the paper; group labels on each group's first row. One run
+    # per row (no seeds): the change against base is the one pair, the verdict its sign (8.5 / 7.25 - 1 =
+    # +17.2%, the paper's 5.29 / 4.92 - 1 = +7.5%).
+    assert rows["A1"] == ["(A)", "A1", "", "", "", "1", "512", "512", "", "", "", "", "1", "100", "63.1 / —",
+                          "8.50", "5.29", "+17.2%", "+7.5%", "", "24.9", "reproduced (sign only)", "1m00s",
+                          "done"]
     assert rows["C4"][:8] == ["", "C4", "", "256", "", "", "32", "32"]
-    assert rows["C4"][13:16] == ["26.8 / 28", "9.75", "5.75"]
-    # Rows without results: their status, the paper's figures, no figures of ours.
-    assert rows["B1"] == ["(B)", "B1", "", "", "", "", "16", "", "", "", "", "", "", "— / 58", "", "5.16",
-                          "", "25.1", "", "not run"]
-    assert rows["C1"][0] == "(C)" and rows["C1"][-1] == "failed" and rows["C1"][14] == ""
+    assert rows["C4"][14:17] == ["26.8 / 28", "9.75", "5.75"]
+    # Rows without results: their status, the paper's figures, no figures of ours, verdict pending.
+    assert rows["B1"] == ["(B)", "B1", "", "", "", "", "16", "", "", "", "", "", "0", "", "— / 58", "", "5.16",
+                          "", "+4.9%", "", "25.1", "pending", "", "not run"]
+    assert rows["C1"][0] == "(C)" and rows["C1"][-1] == "failed" and rows["C1"][15] == ""
     assert rows["E"][10] == "learned" and rows["E"][-1] == "not run"
     assert "3 of 6 rows finished." in markdown
     assert "Common overrides: --config.num_train_steps=100." in markdown
@@ -176,3 +180,211 @@ def test_report_prefers_the_whole_dev_split_bleu() -> None:
     assert sweep_report.reported_bleu({"bleu": 3.0, "dev_bleu": 5.5}) == 5.5  # Whole dev split.
     assert sweep_report.reported_bleu({"bleu": 3.0, "dev_bleu": None}) == 3.0  # Sampled, older runs.
     assert sweep_report.reported_bleu({}) is None
+
+
+# --- Seeds: aggregation, paired changes, verdicts, pending seeds -------------------------------------
+
+import math  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+# Dev perplexity per seed (None: the seed has not finished). Paper directions against base (4.92):
+# A1 5.29 up, A4 5.01 up, B1 5.16 up, C1 6.11 up, D1 5.77 up, E 4.92 no difference.
+SEED_PPL = {
+    "base": [10.0, 11.0, 12.0],
+    "A1": [11.0, 11.55, 13.2],   # +10%, +5%, +10%: beyond 2 x SE, the paper's sign -> reproduced.
+    "A4": [9.0, 10.45, 10.8],    # -10%, -5%, -10%: beyond, against the paper -> opposite.
+    "B1": [10.5, 10.45, 12.6],   # +5%, -5%, +5%: mean +1.7% < 2 x SE 6.7% -> within noise.
+    "E": [10.1, 10.89, 11.88],   # +1%, -1%, -1%: within noise where the paper shows none -> reproduced.
+    "D1": [11.0, 12.65, None],   # +10%, +15% on 2 paired seeds, seed 2 pending -> reproduced.
+    "C1": [9.5, None, None],     # -5% on 1 seed, 2 pending -> opposite on the sign alone.
+    "big": [None, None, None],   # Nothing finished -> pending.
+}
+SEED_BLEU = {"base": [20.0, 22.0, 27.0], "A1": [18.0, 19.0, None]}  # A1 seed 2: only the sampled BLEU.
+SEED_ROWS = list(SEED_PPL)
+
+
+def _write_seed(root: pathlib.Path, row: str, seed: int, ppl: float | None, *,
+                returncode: int | None = None) -> None:
+    run_dir = root / row / f"seed_{seed}"
+    run_dir.mkdir(parents=True)
+    config = table2.get_config(row)
+    config.seed = seed
+    (run_dir / "config.json").write_text(config.to_json_best_effort())
+    if ppl is not None:
+        bleu = SEED_BLEU.get(row, [None] * 3)[seed]
+        results = dict(step=100 + seed, params=1000, dev_ppl=ppl, eval_ppl=ppl + 1, dev_bleu=bleu, bleu=17.0,
+                       wall_s=60.0 * (seed + 1))
+        (run_dir / "results.json").write_text(json.dumps(results))
+    if returncode is not None:
+        sweep_record.write_launch(str(run_dir), executor="local", returncode=returncode)
+
+
+@pytest.fixture()
+def seeded_root(tmp_path: pathlib.Path) -> pathlib.Path:
+    """A Table 2 root with 3 seeds per row: see SEED_PPL (C1 seed 1 failed, D1 seed 2 never started)."""
+    root = tmp_path / "t2s"
+    sweep = sweep_spec.load_sweep(str(REPO_ROOT / "configs" / "table2.py"))
+    description = sweep_record.sweep_description(sweep, ["num_train_steps=100"], seeds=[0, 1, 2])
+    sweep_record.record_launch(str(root), description, SEED_ROWS, "local", force=False)
+    for row, values in SEED_PPL.items():
+        for seed, ppl in enumerate(values):
+            if row == "C1" and seed == 1:
+                _write_seed(root, row, seed, None, returncode=1)
+            elif ppl is not None or (row == "C1" and seed == 2):
+                _write_seed(root, row, seed, ppl)
+    return root
+
+
+def _expected_changes(row: str) -> list[float]:
+    return [ours / base - 1 for ours, base in zip(SEED_PPL[row], SEED_PPL["base"]) if ours is not None]
+
+
+def test_seed_aggregation_matches_an_independent_computation(seeded_root: pathlib.Path) -> None:
+    _, rows = sweep_report.read_sweep_rows(str(seeded_root))
+    stats = sweep_report.aggregate(rows)
+    for row in SEED_ROWS:
+        finished = [value for value in SEED_PPL[row] if value is not None]
+        assert stats[row].seeds == len(finished) and stats[row].pending == 3 - len(finished)
+        if not finished:
+            assert stats[row].dev_ppl_mean is None and stats[row].dev_ppl_std is None
+            continue
+        assert stats[row].dev_ppl_mean == pytest.approx(np.mean(finished))
+        if len(finished) > 1:
+            assert stats[row].dev_ppl_std == pytest.approx(np.std(finished, ddof=1))  # Sample std.
+        else:
+            assert stats[row].dev_ppl_std is None
+        if row != "base":
+            changes = _expected_changes(row)
+            assert stats[row].changes == pytest.approx(changes)
+            assert stats[row].change_mean == pytest.approx(np.mean(changes))
+            if len(changes) > 1:
+                assert stats[row].change_std == pytest.approx(np.std(changes, ddof=1))
+                assert stats[row].change_se == pytest.approx(np.std(changes, ddof=1) / math.sqrt(len(changes)))
+    # BLEU: the whole-split dev_bleu, else the sampled bleu (A1 seed 2), over the finished seeds.
+    assert stats["base"].dev_bleu_mean == pytest.approx(23.0)
+    assert stats["base"].dev_bleu_std == pytest.approx(np.std([20.0, 22.0, 27.0], ddof=1))
+    assert stats["A1"].dev_bleu_mean == pytest.approx(np.mean([18.0, 19.0, 17.0]))
+    assert stats["A1"].paper_change == pytest.approx(5.29 / 4.92 - 1)
+    assert stats["E"].paper_change == 0.0
+
+
+def test_each_verdict_case(seeded_root: pathlib.Path) -> None:
+    stats = sweep_report.aggregate(sweep_report.read_sweep_rows(str(seeded_root))[1])
+    verdicts = {row: (stats[row].verdict, stats[row].verdict_basis) for row in SEED_ROWS}
+    assert verdicts == {
+        "base": ("", "reference row"),
+        "A1": ("reproduced", "|mean| > 2 x SE, 3 paired seeds"),
+        "A4": ("opposite", "|mean| > 2 x SE, 3 paired seeds"),
+        "B1": ("within noise", "|mean| <= 2 x SE, 3 paired seeds"),
+        "E": ("reproduced", "|mean| <= 2 x SE, 3 paired seeds"),
+        "D1": ("reproduced", "|mean| > 2 x SE, 2 paired seeds"),
+        "C1": ("opposite", "sign only, 1 seed"),
+        "big": ("pending", "no seed finished in both the row and base"),
+    }
+
+
+def test_verdict_rule_directly() -> None:
+    # The rule, against hand-computed standard errors: changes (+3, +1, +2)%: mean 2, se 1/√3 = 0.577.
+    assert sweep_report.verdict([0.03, 0.01, 0.02], 1) == ("reproduced", "|mean| > 2 x SE, 3 paired seeds")
+    assert sweep_report.verdict([0.03, 0.01, 0.02], -1)[0] == "opposite"
+    assert sweep_report.verdict([0.03, 0.01, 0.02], 0)[0] == "differs"  # The paper shows no difference.
+    # (+3, -1, +2)%: mean 1.33, std 2.08, se 1.20: 1.33 < 2.40.
+    assert sweep_report.verdict([0.03, -0.01, 0.02], 1)[0] == "within noise"
+    assert sweep_report.verdict([0.03, -0.01, 0.02], 0)[0] == "reproduced"
+    assert sweep_report.verdict([0.02, 0.02], 1)[0] == "reproduced"  # No spread at all, nonzero mean.
+    assert sweep_report.verdict([0.0, 0.0], 0)[0] == "reproduced"
+    assert sweep_report.verdict([-0.01], 1) == ("opposite", "sign only, 1 seed")
+    assert sweep_report.verdict([0.01], 0) == ("undecided", "1 seed: no spread to compare with")
+    assert sweep_report.verdict([], 1)[0] == "pending"
+
+
+def test_seeded_csv_columns_and_values(seeded_root: pathlib.Path) -> None:
+    sweep_report.write_report(str(seeded_root))
+    with open(seeded_root / "table2.csv", newline="") as file:
+        reader = csv.DictReader(file)
+        records = {record["row"]: record for record in reader}
+    assert reader.fieldnames[:7] == ["row", "seeds", "dev_ppl_mean", "dev_ppl_std", "dev_bleu_mean",
+                                     "dev_bleu_std", "verdict"]
+    for kept in ("group", "status", "eval_ppl", "bleu", "params", "paper_dev_ppl", "paper_dev_bleu", "num_heads"):
+        assert kept in reader.fieldnames  # What notebook 03 and older readers use.
+    assert list(records) == [row for row in table2.ROW_NAMES if row in SEED_PPL]  # The sweep's order.
+    a1 = records["A1"]
+    assert (a1["seeds"], a1["seeds_pending"], a1["status"], a1["verdict"]) == ("3", "0", "done", "reproduced")
+    assert float(a1["dev_ppl_mean"]) == pytest.approx(np.mean(SEED_PPL["A1"]))
+    assert float(a1["dev_ppl_std"]) == pytest.approx(np.std(SEED_PPL["A1"], ddof=1))
+    assert float(a1["dev_ppl_change_pct_mean"]) == pytest.approx(100 * np.mean(_expected_changes("A1")))
+    assert float(a1["eval_ppl"]) == pytest.approx(np.mean(SEED_PPL["A1"]) + 1)  # Mean of the raw field.
+    assert (a1["params"], a1["step"]) == ("1000", "101.0")  # Shared by the seeds, else their mean.
+    d1 = records["D1"]
+    assert (d1["seeds"], d1["seeds_pending"], d1["status"], d1["paired_seeds"]) == ("2", "1", "partial", "2")
+    c1 = records["C1"]
+    assert (c1["seeds"], c1["dev_ppl_std"], c1["verdict"]) == ("1", "", "opposite")
+    big = records["big"]
+    assert (big["seeds"], big["status"], big["dev_ppl_mean"]) == ("0", "not run", "")
+    assert records["base"]["verdict"] == "" and records["base"]["paired_seeds"] == ""
+
+
+def test_seeded_markdown_shows_mean_std_and_pending_seeds(seeded_root: pathlib.Path) -> None:
+    sweep_report.write_report(str(seeded_root))
+    markdown = (seeded_root / "table2.md").read_text()
+    rows = _table_lines(markdown)
+    header = [cell.strip() for cell in next(line for line in markdown.splitlines()
+                                             if line.startswith("|  | row")).strip("|").split("|")]
+    cell = {row: dict(zip(header, cells)) for row, cells in rows.items()}
+    assert cell["A1"]["seeds"] == "3" and cell["A1"]["status"] == "done"
+    assert cell["A1"]["dev PPL"] == f"{np.mean(SEED_PPL['A1']):.2f} ± {np.std(SEED_PPL['A1'], ddof=1):.2f}"
+    changes = 100 * np.array(_expected_changes("A1"))
+    assert cell["A1"]["ΔPPL vs base"] == f"{changes.mean():+.1f} ± {changes.std(ddof=1):.1f}%"
+    assert cell["A1"]["paper ΔPPL"] == "+7.5%" and cell["A1"]["verdict"] == "reproduced"
+    assert cell["A1"]["BLEU"] == "18.0 ± 1.0" and cell["A1"]["steps"] == "100–102"
+    assert cell["A1"]["wall"] == "2m00s"  # Per seed: the mean of 1, 2 and 3 minutes.
+    assert cell["D1"]["seeds"] == "2 (+1 pending)" and cell["D1"]["status"] == "partial (seed_2 not run)"
+    assert cell["C1"]["seeds"] == "1 (+2 pending)"
+    assert cell["C1"]["status"] == "partial (seed_1 failed, seed_2 incomplete)"
+    assert cell["C1"]["dev PPL"] == "9.50" and cell["C1"]["verdict"] == "opposite (sign only)"
+    assert cell["big"]["seeds"] == "0 (+3 pending)" and cell["big"]["verdict"] == "pending"
+    assert cell["big"]["status"] == "not run"
+    assert cell["E"]["verdict"] == "reproduced" and cell["E"]["paper ΔPPL"] == "+0.0%"
+    assert "|mean| > 2 x its standard error" in markdown and "ddof=1" in markdown
+    assert "Verdicts: 3 reproduced, 2 opposite, 1 within noise, 1 pending." in markdown
+    assert "5 of 8 rows finished. 6 of 24 seed runs pending." in markdown
+
+
+def test_seeded_plot_has_error_bars_of_one_std(seeded_root: pathlib.Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    _, rows = sweep_report.read_sweep_rows(str(seeded_root))
+    members = [row for row in rows if row.row in ("base", "A1", "C1")]
+    figure, axis = plt.subplots()
+    sweep_report._plot_metric(axis, members, sweep_report.aggregate(rows), "eval_ppl", "dev_ppl", "dev PPL")
+    bars = axis.containers[0]
+    _, _, (vertical,) = bars
+    lengths = [segment[1][1] - segment[0][1] for segment in vertical.get_segments()]
+    expected = [2 * np.std(SEED_PPL[row], ddof=1) for row in ("base", "A1")] + [0.0]  # C1: one seed.
+    assert lengths == pytest.approx(expected)
+    assert [label.get_text() for label in axis.get_xticklabels()] == ["base", "A1", "C1\n(1/3 seeds)"]
+    plt.close(figure)
+    assert sweep_report.write_report(str(seeded_root))[2].endswith("table2.png")
+
+
+def test_seeded_root_without_sweep_record(tmp_path: pathlib.Path) -> None:
+    _write_seed(tmp_path, "base", 0, 10.0)
+    _write_seed(tmp_path, "base", 1, 11.0)
+    _write_seed(tmp_path, "A1", 1, 12.1)
+    record, rows = sweep_report.read_sweep_rows(str(tmp_path))
+    assert record == {} and [row.row for row in rows] == ["A1", "base"]
+    assert [[run.seed for run in row.runs] for row in rows] == [[1], [0, 1]]
+    stats = sweep_report.aggregate(rows)
+    assert stats["A1"].changes == pytest.approx([12.1 / 11.0 - 1])  # Paired with base seed 1 only.
+
+
+def test_reported_ppl_prefers_the_kept_parameters() -> None:
+    assert sweep_report.reported_ppl({"dev_ppl": 5.0, "best_eval_ppl": 6.0, "eval_ppl": 7.0}) == 5.0
+    stopped = {"best_eval_ppl": 6.0, "eval_ppl": 7.0, "stop_reason": "early_stopping"}
+    assert sweep_report.reported_ppl(stopped) == 6.0  # The best checkpoint is the model kept.
+    assert sweep_report.reported_ppl(dict(stopped, stop_reason="num_train_steps")) == 7.0
+    assert sweep_report.reported_ppl({}) is None

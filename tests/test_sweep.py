@@ -6,6 +6,7 @@ fake training, and a failure switch; the real entry point runs in ``test_sweep_t
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import pathlib
@@ -294,3 +295,209 @@ def test_tiny_table2_rows_train_to_the_report_and_rerun_does_no_work(
     second = run_sweep(*args)
     assert second.returncode == 0 and "Summary: 2 skipped" in second.stdout
     assert {row: (root / row / "log.txt").read_text() for row in ("base", "A1")} == logs  # Nothing ran.
+
+
+# --- Seeds: every row once per seed, in ROOT/<row>/seed_<k>, with --config.seed=<k> -------------------
+
+SEED_ROWS = ["base", "A1"]
+
+
+def _seed_runs(rows: list[str], seeds: range) -> list[tuple[str, int]]:
+    """(row, seed) in the launcher's order: every row at the first seed, then every row at the next."""
+    return [(row, seed) for seed in seeds for row in rows]
+
+
+def test_seeds_dry_run_lists_every_row_for_every_seed(tmp_path: pathlib.Path) -> None:
+    root = tmp_path / "t2"
+    result = run_sweep("--config=configs/table2.py", "--rows=base,A1", f"--root={root}", "--seeds=3",
+                       "--dry_run", "--config.num_train_steps=20")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[0].startswith("# configs/table2.py: 2 row(s) base, A1 x seeds 0, 1, 2")
+    commands = _commands(result.stdout)
+    assert len(commands) == 6
+    for (row, seed), command in zip(_seed_runs(SEED_ROWS, range(3)), commands):
+        assert command[6:] == [f"--config=configs/table2.py:{row}", f"--workdir={root}/{row}/seed_{seed}",
+                               "--config.num_train_steps=20", f"--config.seed={seed}", ">>",
+                               f"{root}/{row}/seed_{seed}/log.txt", "2>&1"]
+    assert not root.exists()
+
+
+def test_seeds_slurm_dry_run_writes_one_script_per_seed(tmp_path: pathlib.Path) -> None:
+    root = tmp_path / "t2"
+    result = run_sweep("--config=configs/table2.py", "--rows=base,A1", "--executor=slurm", f"--root={root}",
+                       "--seeds=2", "--dry_run", "--time=1:00:00")
+    assert result.returncode == 0, result.stderr
+    parts = re.split(r"^# ---- (.*)$", result.stdout, flags=re.M)
+    paths, scripts = parts[1::2], parts[2::2]
+    expected = _seed_runs(SEED_ROWS, range(2))
+    assert paths == [f"{root}/{row}/seed_{seed}/job.sbatch" for row, seed in expected]
+    for (row, seed), script in zip(expected, scripts):
+        directives = re.findall(r"^#SBATCH (\S+)$", script, flags=re.M)
+        assert directives[:2] == [f"--job-name=table2-{row}-seed_{seed}",
+                                  f"--output={root}/{row}/seed_{seed}/log.txt"]
+        command = shlex.split([line for line in script.splitlines() if line.startswith("srun")][0])
+        assert command[-2:] == [f"--workdir={root}/{row}/seed_{seed}", f"--config.seed={seed}"]
+
+
+def test_seeds_tpu_dry_run_puts_each_seed_in_its_remote_directory(tmp_path: pathlib.Path) -> None:
+    result = run_sweep("--config=configs/table2.py", "--rows=base,A1", "--executor=tpu",
+                       f"--root={tmp_path / 't2'}", "--seeds=2", "--dry_run", "--tpu_name=v4-32", "--zone=z",
+                       "--remote_root=gs://bucket/t2", "--config.dtype=bfloat16")
+    assert result.returncode == 0, result.stderr
+    commands = _commands(result.stdout)
+    assert len(commands) == 4
+    for (row, seed), command in zip(_seed_runs(SEED_ROWS, range(2)), commands):
+        remote = command[-1].removeprefix("--command=")
+        assert remote == (f"cd attention_jax && python3 -m attention_jax.main --config=configs/table2.py:{row} "
+                          f"--workdir=gs://bucket/t2/{row}/seed_{seed} --config.dtype=bfloat16 "
+                          f"--config.seed={seed}")
+
+
+def _seed_invocations(root: pathlib.Path, row: str, seed: int) -> int:
+    path = root / row / f"seed_{seed}" / "invocations.txt"
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+def test_local_seeds_run_skip_and_resume_per_seed(tmp_path: pathlib.Path) -> None:
+    root = tmp_path / "t2"
+    args = ("--config=configs/table2.py", "--rows=base,A1", f"--root={root}", "--main=fake_main",
+            "--config.num_train_steps=20")
+    first = run_sweep(*args, "--seeds=2", env=fake_main_env(FAKE_MAIN_FAIL_ROWS="A1/seed_1"))
+    assert first.returncode == 1
+    assert re.search(r"\[4/4\] A1/seed_1 +failed +exit 3", first.stdout)
+    assert "Summary: 3 done, 1 failed\n  failed A1/seed_1: exit 3" in first.stdout
+    for row, seed in _seed_runs(SEED_ROWS, range(2)):
+        config = json.loads((root / row / f"seed_{seed}" / "config.json").read_text())
+        assert (config["name"], config["seed"], config["num_train_steps"]) == (row, seed, 20)
+    assert not (root / "A1" / "seed_1" / "results.json").exists()
+    assert not (root / "base" / "results.json").exists()  # Nothing in the row's own directory.
+    record = json.loads((root / "sweep.json").read_text())
+    assert record["seeds"] == [0, 1] and record["launches"][0]["seeds"] == [0, 1]
+    markdown = (root / "table2.md").read_text()
+    assert "partial (seed_1 failed)" in markdown and "1 of 4 seed runs pending." in markdown
+
+    second = run_sweep(*args, "--seeds=2", env=fake_main_env())  # Skips finished seeds, reruns A1/seed_1.
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "Summary: 3 skipped, 1 done" in second.stdout
+    assert re.search(r"\[1/4\] base/seed_0 +skipped", second.stdout)
+    assert [_seed_invocations(root, row, seed) for row, seed in _seed_runs(SEED_ROWS, range(2))] == [1, 1, 1, 2]
+    assert (root / "A1" / "seed_1" / "log.txt").read_text().count("=== ") == 2
+
+    third = run_sweep(*args, "--seeds=3", env=fake_main_env())  # More seeds into the same root.
+    assert third.returncode == 0, third.stdout + third.stderr
+    assert "Summary: 4 skipped, 2 done" in third.stdout
+    assert [_seed_invocations(root, row, 2) for row in SEED_ROWS] == [1, 1]
+    record = json.loads((root / "sweep.json").read_text())
+    assert record["seeds"] == [0, 1, 2]
+    assert [launch["seeds"] for launch in record["launches"]] == [[0, 1], [0, 1], [0, 1, 2]]
+    with open(root / "table2.csv", newline="") as file:
+        seeds = {line["row"]: (line["seeds"], line["seeds_pending"]) for line in csv.DictReader(file)}
+    assert seeds == {"base": ("3", "0"), "A1": ("3", "0")}
+
+
+def test_seeds_and_no_seeds_do_not_share_a_root(tmp_path: pathlib.Path) -> None:
+    root = tmp_path / "t2"
+    common = ("--config=configs/table2.py", "--rows=base", f"--root={root}", "--main=fake_main", "--report=false")
+    assert run_sweep(*common, env=fake_main_env()).returncode == 0
+    refused = run_sweep(*common, "--seeds=2", env=fake_main_env())
+    assert refused.returncode == 2
+    assert "no seeds (ROOT/<row>) -> seeds [0, 1] (ROOT/<row>/seed_<k>)" in refused.stderr
+
+
+def test_sweep_file_get_seeds_and_row_seed_settings(tmp_path: pathlib.Path) -> None:
+    sweep_file = tmp_path / "seeded.py"
+    sweep_file.write_text(
+        "from configs import tiny\n"
+        "def get_sweep():\n"
+        "    return {'narrow': dict(d_model=32, seed=7), 'wide': dict(d_model=64)}\n"
+        "def get_seeds():\n"
+        "    return [3, 5]\n"
+        "def get_config():\n"
+        "    return tiny.get_config()\n")
+    root = tmp_path / "runs"
+    result = run_sweep(f"--config={sweep_file}", f"--root={root}", "--dry_run")
+    assert result.returncode == 0, result.stderr
+    assert [command[-1] for command in _commands(result.stdout)] == ["2>&1"] * 4
+    workdirs = [next(arg for arg in command if arg.startswith("--workdir="))
+                for command in _commands(result.stdout)]
+    assert workdirs == [f"--workdir={root}/{row}/seed_{seed}" for seed in (3, 5) for row in ("narrow", "wide")]
+    assert "note: the seeds replace row setting narrow seed=7" in result.stderr
+    counted = run_sweep(f"--config={sweep_file}", f"--root={root}", "--dry_run", "--seeds=1")  # --seeds wins.
+    assert [line.split("--workdir=")[1].split()[0] for line in counted.stdout.splitlines()[1:]] == [
+        f"{root}/narrow/seed_0", f"{root}/wide/seed_0"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--seeds=2", "--config.seed=3"), "--config.seed cannot be combined with seeds"),
+    (("--seeds=-1",), "--seeds=-1: give the number of seeds per row"),
+])
+def test_bad_seed_flags_are_named(tmp_path: pathlib.Path, args: tuple[str, ...], message: str) -> None:
+    result = run_sweep("--config=configs/table2.py", f"--root={tmp_path / 'r'}", "--dry_run", *args)
+    assert result.returncode == 2
+    assert message in result.stderr
+
+
+FAKE_SBATCH = """#!/bin/bash
+# Stands in for sbatch --parsable: numbers the jobs, records the scripts, runs nothing.
+count=$(( $(wc -l < "$FAKE_SLURM_LOG" 2>/dev/null || echo 0) + 1 ))
+echo "$count $2" >> "$FAKE_SLURM_LOG"
+echo "$count"
+"""
+FAKE_SQUEUE = r"""#!/bin/bash
+# Stands in for squeue: every job it is asked about (-j ID,ID) has completed.
+ids=$(echo "$@" | sed -n 's/.*-j \([^ ]*\).*/\1/p')
+for id in ${ids//,/ }; do echo "$id|COMPLETED"; done
+"""
+
+
+def test_slurm_seeds_are_separate_jobs_waited_for_one_by_one(tmp_path: pathlib.Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    from launch import slurm_executor, sweep_spec
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, text in (("sbatch", FAKE_SBATCH), ("squeue", FAKE_SQUEUE)):
+        (bin_dir / name).write_text(text)
+        (bin_dir / name).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_SLURM_LOG", str(tmp_path / "sbatch.log"))
+    monkeypatch.chdir(REPO_ROOT)
+    sweep = sweep_spec.load_sweep("configs/table2.py")
+    root = str(tmp_path / "t2")
+    jobs = sweep_spec.row_jobs(sweep, ["base"], [], root=root, run_root=root, python="python",
+                               main_module="attention_jax.main", seeds=[0, 1])
+    (tmp_path / "t2" / "base" / "seed_0").mkdir(parents=True)
+    (tmp_path / "t2" / "base" / "seed_0" / "results.json").write_text("{}")  # Seed 0 finished earlier.
+    lines: list[str] = []
+    outcomes = slurm_executor.submit_slurm(jobs, slurm_executor.SlurmResources(), repo_dir=str(REPO_ROOT),
+                                           name_prefix="table2", say=lines.append)
+    assert [(o.row, o.status) for o in outcomes] == [("base/seed_0", "skipped"), ("base/seed_1", "submitted")]
+    assert (tmp_path / "sbatch.log").read_text().split() == ["1", f"{root}/base/seed_1/job.sbatch"]
+    (tmp_path / "t2" / "base" / "seed_1" / "results.json").write_text("{}")  # The job wrote its results.
+    final = slurm_executor.wait_for_jobs(jobs, outcomes, poll_s=0.0, say=lines.append)
+    assert "[2/2] base/seed_1 completed  job 1" in lines
+    assert [(o.row, o.status, o.detail) for o in final] == [
+        ("base/seed_0", "skipped", "results.json exists"), ("base/seed_1", "done", "job 1")]
+
+
+def test_config_seed_sets_initialisation_dropout_keys_and_data_order(tmp_path: pathlib.Path) -> None:
+    """What --seeds varies: train._setup hands config.seed to the state (parameters, and the key that
+    dropout keys are folded from) and to the training batches' order."""
+    import jax
+    import numpy as np
+
+    from attention_jax.training import train
+    from tests.support import fake_data
+
+    runs = {}
+    for seed in (0, 1):
+        data = fake_data.FakeData()
+        run = train._setup(fake_data.tiny_config(seed=seed), str(tmp_path / f"seed_{seed}"), data)
+        runs[seed] = (run.state, run.train_iterator._seed)
+    (state0, order0), (state1, order1) = runs[0], runs[1]
+    assert (order0, order1) == (0, 1)  # The data order's seed.
+    assert not np.array_equal(np.asarray(state0.rng), np.asarray(state1.rng))  # Dropout keys' source.
+    leaves = [jax.tree_util.tree_leaves(state.params) for state in (state0, state1)]
+    random = [(np.asarray(a), np.asarray(b)) for a, b in zip(*leaves) if np.unique(np.asarray(a)).size > 1]
+    assert len(random) > 10  # The weight matrices; biases and layer-norm scales start constant.
+    assert all(not np.array_equal(a, b) for a, b in random)  # Initialisation.

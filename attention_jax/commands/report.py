@@ -4,7 +4,10 @@ Usage::
 
     python -m attention_jax.report ROOT [--all_rows]
 
-writes ``ROOT/<name>.md``, ``.csv`` and ``.png`` (see :mod:`attention_jax.sweep_report`).
+writes ``ROOT/<name>.md``, ``.csv`` and ``.png`` (see :mod:`attention_jax.sweep_report`). For a sweep
+with seeds (``launch.sweep --seeds=K``) each row shows the mean ± standard deviation over its finished
+seeds, the change of dev perplexity against base paired by seed, and a verdict against the paper's
+direction (``reproduced``, ``opposite``, ``within noise``); rows with seeds still to run say how many.
 """
 
 from __future__ import annotations
