@@ -51,9 +51,9 @@ def get_config() -> ml_collections.ConfigDict:
     config.vocab_size = 4000
     config.max_len = 64
     config.tokens_per_batch = 4096
-    config.num_train_steps = 1500
-    config.warmup_steps = 800
-    config.learning_rate_scale = 0.5
+    config.num_train_steps = 1700
+    config.warmup_steps = 300
+    config.learning_rate_scale = 0.4
     config.checkpoint_every_steps = 100
     config.checkpoint_every_minutes = 0.0
     config.keep_checkpoints = 5
