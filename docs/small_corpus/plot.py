@@ -22,6 +22,12 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+CURVES = {  # metrics.jsonl key -> axis label
+    "train/nll_loss": "train NLL (nats/token, no smoothing)",
+    "eval/perplexity": "dev perplexity (whole dev split)",
+    "eval/bleu": "dev BLEU (sampled sentences, beam 4; progress signal)",
+}
+
 
 def read_records(path: str) -> list[dict]:
     """Read a ``metrics.jsonl`` (or the one inside a run directory).
@@ -42,8 +48,11 @@ def read_records(path: str) -> list[dict]:
         return [json.loads(line) for line in handle if line.strip()]
 
 
-def minutes_axis(records: list[dict]) -> tuple[list[float], list[float], list[float], list[float]]:
-    """Dev perplexity and sampled dev BLEU against training minutes.
+Curves = dict[str, tuple[list[float], list[float]]]
+
+
+def minutes_axis(records: list[dict]) -> Curves:
+    """Train NLL, dev perplexity and sampled dev BLEU against minutes of the run's clock.
 
     Minutes at a record are the sum over the records up to it of ``train/tokens /
     train/tokens_per_s`` (step time) and ``eval/seconds`` (evaluation time, which counts against a
@@ -56,30 +65,25 @@ def minutes_axis(records: list[dict]) -> tuple[list[float], list[float], list[fl
 
     Returns
     -------
-    tuple of four lists
-        ``(ppl_minutes, dev_ppl, bleu_minutes, dev_bleu)``.
+    Curves
+        ``{"train/nll_loss": (minutes, values), "eval/perplexity": ..., "eval/bleu": ...}``.
     """
     seconds = 0.0
-    ppl_x: list[float] = []
-    ppl_y: list[float] = []
-    bleu_x: list[float] = []
-    bleu_y: list[float] = []
+    curves: Curves = {key: ([], []) for key in CURVES}
     for record in records:
         rate = record.get("train/tokens_per_s")
         if rate:
             seconds += float(record["train/tokens"]) / float(rate)
         seconds += float(record.get("eval/seconds", 0.0))
-        if "eval/perplexity" in record:
-            ppl_x.append(seconds / 60.0)
-            ppl_y.append(float(record["eval/perplexity"]))
-        if "eval/bleu" in record:
-            bleu_x.append(seconds / 60.0)
-            bleu_y.append(float(record["eval/bleu"]))
-    return ppl_x, ppl_y, bleu_x, bleu_y
+        for key in CURVES:
+            if key in record:
+                curves[key][0].append(seconds / 60.0)
+                curves[key][1].append(float(record[key]))
+    return curves
 
 
 def plot(runs: dict[str, str], out: str) -> None:
-    """Draw dev perplexity (log scale) and sampled dev BLEU of each run on two panels.
+    """Draw train NLL, dev perplexity (log scales) and sampled dev BLEU of each run, one panel each.
 
     Parameters
     ----------
@@ -88,18 +92,18 @@ def plot(runs: dict[str, str], out: str) -> None:
     out : str
         PNG file to write.
     """
-    figure, (ppl_axes, bleu_axes) = plt.subplots(1, 2, figsize=(12, 4.5))
+    figure, all_axes = plt.subplots(1, len(CURVES), figsize=(16, 4.5))
     for label, path in runs.items():
-        ppl_x, ppl_y, bleu_x, bleu_y = minutes_axis(read_records(path))
+        curves = minutes_axis(read_records(path))
         width = 2.5 if label.startswith("final") else 1.2
-        ppl_axes.plot(ppl_x, ppl_y, marker=".", linewidth=width, label=label)
-        bleu_axes.plot(bleu_x, bleu_y, marker=".", linewidth=width, label=label)
-    ppl_axes.set_yscale("log")
-    ppl_axes.set_xlabel("minutes of training and evaluation (2 CPU cores)")
-    ppl_axes.set_ylabel("dev perplexity (whole dev split)")
-    bleu_axes.set_xlabel("minutes of training and evaluation (2 CPU cores)")
-    bleu_axes.set_ylabel("dev BLEU (sample, beam 4; progress signal)")
-    for axes in (ppl_axes, bleu_axes):
+        for axes, key in zip(all_axes, CURVES):
+            marker = "" if key.startswith("train/") else "o"
+            axes.plot(*curves[key], marker=marker, linewidth=width, label=label)
+    for axes, (key, ylabel) in zip(all_axes, CURVES.items()):
+        axes.set_xlabel("minutes of training and evaluation (2 CPU cores)")
+        axes.set_ylabel(ylabel)
+        if key != "eval/bleu":
+            axes.set_yscale("log")
         axes.grid(True, alpha=0.3)
         axes.legend(fontsize=8)
     figure.suptitle("configs/small_corpus.py on messages_en_de: final run and probes")
