@@ -163,7 +163,10 @@ def open_translation_source(config: Any) -> TranslationSource:
     dataset = str(config.dataset).strip()
     data_dir = str(config.data_dir) or None
     if not dataset:
-        raise ValueError(_unknown_dataset_message(dataset))
+        raise ValueError("No corpus given: config.dataset is empty. Name one on the command line, e.g. "
+                         "--config.dataset=tsv:/path/to/dir (a directory with train.tsv, dev.tsv, test.tsv "
+                         "of 'source<TAB>target' lines) or a TFDS translation dataset such as "
+                         "--config.dataset=wmt14_translate/de-en.")
     if dataset == SYNTHETIC_DATASET or dataset.startswith(SYNTHETIC_DATASET + "/"):
         builder = _prepared_synthetic_builder(dataset.partition("/")[2], data_dir)
         return _with_languages(dataset, builder, config.source_lang, config.target_lang, data_dir, config.train_split)
