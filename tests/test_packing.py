@@ -8,6 +8,7 @@ float tolerance with dropout off.
 from __future__ import annotations
 
 import collections
+import math
 import json
 
 import flax.linen as nn
@@ -277,3 +278,20 @@ def test_padding_fractions_count_real_tokens_and_slots() -> None:
     counts = batching.count_tokens({"inputs": np.array([[5, 3, 0, 0]]), "targets": np.array([[5, 6, 7, 3]])})
     assert counts == {"inputs_tokens": 2, "inputs_slots": 4, "targets_tokens": 4, "targets_slots": 4}
     assert metrics.padding_fractions(counts) == {"inputs_padding_fraction": 0.5, "targets_padding_fraction": 0.0}
+
+
+@pytest.mark.slow
+def test_packed_training_runs_and_logs_the_padding_it_trained_on(packed_corpus, tmp_path) -> None:
+    from tests.support import fake_data
+
+    config, _, data = packed_corpus
+    run_config = fake_data.tiny_config(vocab_size=config.vocab_size, max_len=config.max_len,
+                                       tokens_per_batch=config.tokens_per_batch, packing=True,
+                                       num_train_steps=4, eval_every_steps=0, checkpoint_every_steps=0,
+                                       compilation_cache_dir="")
+    results = train.train_and_evaluate(run_config, str(tmp_path), data=data)
+    assert results["finished"] and results["step"] == 4 and math.isfinite(results["eval_loss"])
+    logged = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    train_lines = [line for line in logged if "train/loss" in line]
+    assert train_lines and all(0 <= line["train/targets_padding_fraction"] < 0.5 for line in train_lines)
+    assert all(0 <= line["train/inputs_padding_fraction"] < 0.5 for line in train_lines)
