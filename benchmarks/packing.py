@@ -142,10 +142,14 @@ def run(dataset: str, data_dir: str, shape: dict[str, int], rounds: int, steps: 
     mesh = sharding.create_mesh((-1,), ("data",))
     modes = {name: Mode(make_config(dataset, data_dir, shape, name == "packed"), mesh) for name in MODES}
     compile_s = {name: round(mode.compile_all_shapes(), 2) for name, mode in modes.items()}
+    print(f"compiled every shape: {compile_s}", file=sys.stderr, flush=True)
     measured: dict[str, list] = {name: [] for name in MODES}
-    for _ in range(rounds):
+    for index in range(rounds):
         for name in MODES:  # Alternate: unpacked, packed, unpacked, packed, ...
             measured[name].append(timed_round(modes[name], steps))
+            rate = measured[name][-1]["targets_tokens"] / measured[name][-1]["seconds"]
+            print(f"round {index + 1}/{rounds} {name}: {rate:.0f} real target tokens/s", file=sys.stderr,
+                  flush=True)
     results = {name: summarize(measured[name], modes[name]) for name in MODES}
     speedup = results["packed"]["real_target_tokens_per_s"] / results["unpacked"]["real_target_tokens_per_s"]
     return {
