@@ -6,6 +6,12 @@ B batch, S source length, T target length, D d_model, H heads, K d_k, V d_v, F d
 
 Token ids: pad 0, unk 1, bos 2, eos 3. Batches hold sequences that end in EOS and carry no BOS;
 the decoder input is built here as ``[BOS] + targets[:-1]`` (teacher forcing).
+
+Packed batches (``config.packing``) hold several pairs per row: ``inputs_segmentation`` /
+``targets_segmentation`` (``[B, S]`` / ``[B, T]``) number the pairs of a row 1, 2, ... (0 = padding;
+a pair has one number on both sides) and ``inputs_position`` / ``targets_position`` restart at 0 for
+each pair. Attention then stays within a pair (:func:`make_segment_mask`), positional encodings
+read the position arrays, and the decoder input starts every pair with BOS.
 """
 
 from __future__ import annotations
@@ -23,6 +29,8 @@ from attention_jax.transformer_config import TransformerConfig
 Array = jax.Array
 
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
+PACKED_KEYS = ("inputs_segmentation", "inputs_position", "targets_segmentation", "targets_position")
+"""Batch keys of packed rows, passed as keyword arguments of :meth:`Transformer.__call__`."""
 
 
 def sinusoidal_positional_encoding(positions: Array, d_model: int) -> Array:
@@ -53,6 +61,31 @@ def sinusoidal_positional_encoding(positions: Array, d_model: int) -> Array:
     return encoding.reshape(*positions.shape, -1)[..., :d_model]
 
 
+def make_segment_mask(query_segmentation: Array, key_segmentation: Array) -> Array:
+    """Mask that keeps attention within one packed pair: query and key carry the same segment id.
+
+    Parameters
+    ----------
+    query_segmentation : Array
+        Integer ``[B, T]`` segment ids of the queries (1, 2, ... per pair; 0 = padding).
+    key_segmentation : Array
+        Integer ``[B, S]`` segment ids of the keys.
+
+    Returns
+    -------
+    Array
+        Boolean ``[B, 1, T, S]``, ``True`` where both ids are equal and non-zero.
+
+    Notes
+    -----
+    Padding (id 0) attends nowhere and is attended by nothing, so this mask also contains the
+    padding mask. Cross-attention uses it with target queries and source keys: a target pair
+    attends only to the source sentence with its own segment id.
+    """
+    same = query_segmentation[:, None, :, None] == key_segmentation[:, None, None, :]  # [B,1,T,S]
+    return jnp.logical_and(same, (query_segmentation != 0)[:, None, :, None])
+
+
 def shift_right(targets: Array, bos_id: int = BOS_ID) -> Array:
     """Decoder inputs for teacher forcing: ``[BOS] + targets[:-1]`` along the last axis.
 
@@ -70,6 +103,30 @@ def shift_right(targets: Array, bos_id: int = BOS_ID) -> Array:
     """
     start = jnp.full_like(targets[:, :1], bos_id)
     return jnp.concatenate([start, targets[:, :-1]], axis=1)
+
+
+def shift_right_packed(targets: Array, targets_position: Array, bos_id: int = BOS_ID) -> Array:
+    """Decoder inputs of packed rows: :func:`shift_right` within each pair, BOS at every pair's start.
+
+    Parameters
+    ----------
+    targets : Array
+        Integer ``[B, T]`` packed target ids (each pair ends in EOS; padding 0).
+    targets_position : Array
+        Integer ``[B, T]`` position of each token within its pair (0 at a pair's first token).
+    bos_id : int
+        Id of the beginning-of-sentence token.
+
+    Returns
+    -------
+    Array
+        ``[B, T]`` decoder input ids; a pair's inputs equal those of the pair alone in a row.
+
+    Notes
+    -----
+    Padding positions (position 0) also get BOS; they are masked out of attention and the loss.
+    """
+    return jnp.where(targets_position == 0, bos_id, shift_right(targets, bos_id))
 
 
 class PositionalEncoding(nn.Module):
@@ -90,9 +147,25 @@ class PositionalEncoding(nn.Module):
     decode: bool = False
 
     @nn.compact
-    def __call__(self, x: Array) -> Array:
-        """Return ``x + PE`` for ``x`` of shape ``[B, L, D]``."""
+    def __call__(self, x: Array, positions: Array | None = None) -> Array:
+        """Return ``x + PE`` for ``x`` of shape ``[B, L, D]``.
+
+        Parameters
+        ----------
+        x : Array
+            ``[B, L, D]`` scaled embeddings.
+        positions : Array, optional
+            Integer ``[B, L]`` positions (packed rows restart them per pair); default ``0 .. L-1``.
+            Not used in decode mode.
+
+        Returns
+        -------
+        Array
+            ``[B, L, D]``.
+        """
         length = x.shape[1]
+        if positions is not None and not self.decode:
+            return x + self._encoding(positions).astype(x.dtype)  # [B,L,D]
         positions = jnp.arange(length)
         if self.decode:
             initializing = not self.has_variable("cache", "position")
@@ -100,18 +173,20 @@ class PositionalEncoding(nn.Module):
             if not initializing:
                 positions = position.value + positions
                 position.value = position.value + length
+        return x + self._encoding(positions)[None].astype(x.dtype)  # [1,L,D]
+
+    def _encoding(self, positions: Array) -> Array:
+        """PE ``[..., D]`` of integer ``positions`` ``[...]`` (zeros for ``"none"``)."""
         if self.config.positional_encoding == "learned":  # Table 2 row E.
             table = self.param(
                 "position_embedding",
                 nn.with_logical_partitioning(nn.initializers.normal(stddev=0.02), (None, "embed")),
                 (self.config.max_len, self.config.d_model),
             )
-            encoding = jnp.take(table, positions, axis=0)
-        elif self.config.positional_encoding == "none":
-            return x
-        else:
-            encoding = sinusoidal_positional_encoding(positions, self.config.d_model)
-        return x + encoding[None].astype(x.dtype)
+            return jnp.take(table, positions, axis=0)
+        if self.config.positional_encoding == "none":
+            return jnp.zeros((*positions.shape, self.config.d_model), jnp.float32)
+        return sinusoidal_positional_encoding(positions, self.config.d_model)
 
 
 class FeedForward(nn.Module):
@@ -286,31 +361,43 @@ class Transformer(nn.Module):
             self.decoder_norm = _layer_norm("decoder_norm")
 
     def _embed(self, embedding: nn.Embed, position: PositionalEncoding, ids: Array,
-               deterministic: bool) -> Array:
+               deterministic: bool, positions: Array | None = None) -> Array:
         cfg = self.config
         x = embedding(ids).astype(cfg.compute_dtype) * jnp.sqrt(jnp.asarray(cfg.d_model, cfg.compute_dtype))
-        x = position(x)  # embeddings * sqrt(d_model) + PE (3.4, 3.5)
+        x = position(x, positions)  # embeddings * sqrt(d_model) + PE (3.4, 3.5)
         return self.embedding_dropout(x, deterministic=deterministic)  # P_drop on the sum (5.4)
 
-    def _self_attention_mask(self, valid: Array, *, causal: bool) -> Array | attention.LocalMask:
+    def _self_attention_mask(self, valid: Array, *, causal: bool,
+                             segmentation: Array | None = None) -> Array | attention.LocalMask:
         """Self-attention mask from the ``[B, L]`` token validity: padding, and causal if asked.
 
         With ``attention_window = r > 0`` it is a :class:`attention.LocalMask` (``|i - j| <= r``), which
         the einsum attention computes blockwise in O(r n d) (Table 1's restricted self-attention).
+        With ``segmentation`` (packed rows) keys are further restricted to the query's own pair.
         """
         window = self.config.attention_window
         if window > 0:
+            if segmentation is not None:
+                raise ValueError(f"Packed batches (segment ids) need full attention; attention_window="
+                                 f"{window} has no segment mask. Set attention_window=0 or packing=False.")
             return attention.LocalMask(window=window, valid=valid, causal=causal)
         causal_mask = attention.make_causal_mask(valid.shape[1]) if causal else None
-        return attention.combine_masks(attention.make_padding_mask(valid, valid), causal_mask)
+        segment_mask = None if segmentation is None else make_segment_mask(segmentation, segmentation)
+        return attention.combine_masks(attention.make_padding_mask(valid, valid), causal_mask, segment_mask)
 
-    def encode(self, inputs: Array, *, deterministic: bool = True, sow_weights: bool = False) -> Array:
+    def encode(self, inputs: Array, *, inputs_segmentation: Array | None = None,
+               inputs_position: Array | None = None, deterministic: bool = True,
+               sow_weights: bool = False) -> Array:
         """Encode source ids ``[B, S]`` (0 = pad) into ``[B, S, D]``.
 
         Parameters
         ----------
         inputs : Array
             Integer source ids.
+        inputs_segmentation : Array, optional
+            Integer ``[B, S]`` pair ids of a packed row (0 = padding): attention stays within a pair.
+        inputs_position : Array, optional
+            Integer ``[B, S]`` positions within each pair (for the positional encoding).
         deterministic : bool
             Disable dropout.
         sow_weights : bool
@@ -321,8 +408,10 @@ class Transformer(nn.Module):
         Array
             The encoder output ``[B, S, D]``.
         """
-        mask = self._self_attention_mask(inputs != PAD_ID, causal=False)  # [B,1,S,S] or LocalMask
-        x = self._embed(self.source_embedding, self.encoder_position, inputs, deterministic)
+        mask = self._self_attention_mask(inputs != PAD_ID, causal=False,  # [B,1,S,S] or LocalMask
+                                         segmentation=inputs_segmentation)
+        x = self._embed(self.source_embedding, self.encoder_position, inputs, deterministic,
+                        inputs_position)
         for layer in self.encoder_layers:
             x = layer(x, mask, deterministic=deterministic, sow_weights=sow_weights)
         if self.config.layer_norm_position == "pre":
@@ -330,8 +419,9 @@ class Transformer(nn.Module):
         return x
 
     def decode(self, encoded: Array, inputs: Array, decoder_inputs: Array, *,
-               targets_valid: Array | None = None, deterministic: bool = True,
-               sow_weights: bool = False) -> Array:
+               targets_valid: Array | None = None, inputs_segmentation: Array | None = None,
+               targets_segmentation: Array | None = None, targets_position: Array | None = None,
+               deterministic: bool = True, sow_weights: bool = False) -> Array:
         """Logits ``[B, T, N]`` for decoder input ids ``[B, T]`` given the encoder output.
 
         Parameters
@@ -345,6 +435,11 @@ class Transformer(nn.Module):
         targets_valid : Array, optional
             Boolean ``[B, T]``: positions holding real target tokens (masks padded queries and keys).
             Defaults to all positions.
+        inputs_segmentation, targets_segmentation : Array, optional
+            Integer ``[B, S]`` and ``[B, T]`` pair ids of packed rows (give both or neither): decoder
+            self-attention stays within a pair, cross-attention goes to the same pair's source.
+        targets_position : Array, optional
+            Integer ``[B, T]`` positions within each pair (for the positional encoding).
         deterministic : bool
             Disable dropout.
         sow_weights : bool
@@ -363,12 +458,19 @@ class Transformer(nn.Module):
         cfg = self.config
         if targets_valid is None:
             targets_valid = jnp.ones(decoder_inputs.shape, dtype=bool)
-        cross_mask = attention.make_padding_mask(targets_valid, inputs != PAD_ID)
+        cross_mask = attention.make_padding_mask(targets_valid, inputs != PAD_ID)  # [B,1,T,S]
+        if (inputs_segmentation is None) != (targets_segmentation is None):
+            raise ValueError("Packed batches need both inputs_segmentation and targets_segmentation.")
+        if targets_segmentation is not None:
+            cross_mask = attention.combine_masks(
+                cross_mask, make_segment_mask(targets_segmentation, inputs_segmentation))
         if cfg.decode:
             self_mask = None  # Causality and the window come from the key/value cache.
         else:
-            self_mask = self._self_attention_mask(targets_valid, causal=True)
-        y = self._embed(self.target_embedding, self.decoder_position, decoder_inputs, deterministic)
+            self_mask = self._self_attention_mask(targets_valid, causal=True,
+                                                  segmentation=targets_segmentation)
+        y = self._embed(self.target_embedding, self.decoder_position, decoder_inputs, deterministic,
+                        targets_position)
         for layer in self.decoder_layers:
             y = layer(y, encoded, self_mask, cross_mask, deterministic=deterministic,
                       sow_weights=sow_weights)
@@ -380,7 +482,9 @@ class Transformer(nn.Module):
             logits = self.output_projection(y)
         return logits.astype(jnp.float32)
 
-    def __call__(self, inputs: Array, targets: Array, *, deterministic: bool = True,
+    def __call__(self, inputs: Array, targets: Array, *, inputs_segmentation: Array | None = None,
+                 targets_segmentation: Array | None = None, inputs_position: Array | None = None,
+                 targets_position: Array | None = None, deterministic: bool = True,
                  sow_weights: bool = False) -> Array:
         """Teacher-forced logits ``[B, T, N]`` for source ``[B, S]`` and target ``[B, T]`` ids.
 
@@ -390,6 +494,11 @@ class Transformer(nn.Module):
             Source ids, 0-padded.
         targets : Array
             Target ids ending in EOS, 0-padded; the decoder sees ``[BOS] + targets[:-1]``.
+        inputs_segmentation, targets_segmentation : Array, optional
+            Packed rows: ``[B, S]`` / ``[B, T]`` pair ids (1, 2, ...; 0 = padding), one id per pair
+            on both sides. Give all four packing arrays or none.
+        inputs_position, targets_position : Array, optional
+            Packed rows: ``[B, S]`` / ``[B, T]`` positions restarting at 0 for each pair.
         deterministic : bool
             Disable dropout (evaluation).
         sow_weights : bool
@@ -399,9 +508,23 @@ class Transformer(nn.Module):
         -------
         Array
             float32 logits; position ``t`` predicts ``targets[:, t]``.
+
+        Notes
+        -----
+        A packed row's logits at a pair's positions equal those of the pair alone in a row (up to
+        float rounding): attention never crosses pairs, positions restart, and each pair's decoder
+        input starts with BOS (:func:`shift_right_packed`).
         """
-        encoded = self.encode(inputs, deterministic=deterministic, sow_weights=sow_weights)
-        return self.decode(encoded, inputs, shift_right(targets), targets_valid=targets != PAD_ID,
+        encoded = self.encode(inputs, inputs_segmentation=inputs_segmentation,
+                              inputs_position=inputs_position, deterministic=deterministic,
+                              sow_weights=sow_weights)
+        if targets_position is None:
+            decoder_inputs = shift_right(targets)
+        else:
+            decoder_inputs = shift_right_packed(targets, targets_position)  # BOS at every pair start.
+        return self.decode(encoded, inputs, decoder_inputs, targets_valid=targets != PAD_ID,
+                           inputs_segmentation=inputs_segmentation,
+                           targets_segmentation=targets_segmentation, targets_position=targets_position,
                            deterministic=deterministic, sow_weights=sow_weights)
 
 

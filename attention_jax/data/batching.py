@@ -8,6 +8,12 @@ both sides of a batch are padded to that ``L``. Each bucket has a fixed number o
 ``R * L <= tokens_per_batch`` and ``R`` a multiple of ``row_multiple``, so a jitted train step sees only
 ``len(bucket_lengths)`` shapes. Pairs longer than the largest bucket (``max_len``) are dropped.
 
+``tokens_per_batch`` therefore counts token *slots* per side (rows x padded length), padding included;
+the real tokens of a batch are ``(1 - padding fraction)`` of it. :meth:`BatchPlan.padding_fraction`
+gives that fraction for an epoch and training logs it for the batches it trained on
+(``inputs_padding_fraction``, ``targets_padding_fraction``). ``config.packing``
+(:mod:`attention_jax.data.packing`) fills the slots with several pairs per row instead.
+
 A :class:`BatchPlan` lists the *global* batches of an epoch as sentence indices; every process computes
 the same plan from the same lengths and seed and then reads only its own slice of rows, so all
 processes agree on every batch's shape and a resumed run replays the same batches.
@@ -127,7 +133,8 @@ class PlannedBatch:
     bucket : int
         Index into :attr:`BucketShapes.lengths`.
     sentence_indices : np.ndarray
-        ``int64``, shape ``[R]``; ``PADDING_ROW`` marks an all-pad row.
+        ``int64``, shape ``[R]``; ``PADDING_ROW`` marks an all-pad row. A packed plan
+        (:mod:`attention_jax.data.packing`) gives ``[R, P]``: the pairs of each row.
     """
 
     bucket: int
@@ -146,9 +153,11 @@ class PlannedBatch:
         Returns
         -------
         np.ndarray
-            Sentence indices of the local rows, shape ``[R // process_count]``.
+            Sentence indices of the local rows, shape ``[R // process_count]`` (packed plans:
+            ``[R // process_count, P]``).
         """
-        return self.sentence_indices.reshape(process_count, -1)[process_index]
+        indices = self.sentence_indices
+        return indices.reshape(process_count, -1, *indices.shape[1:])[process_index]
 
 
 class BatchPlan:
@@ -258,6 +267,27 @@ class BatchPlan:
             padded[: len(members)] = members
             batches.extend(PlannedBatch(bucket, chunk) for chunk in padded.reshape(-1, rows))
         return batches
+
+
+def count_tokens(batch: dict) -> dict[str, int]:
+    """Real (non-pad) tokens and token slots of each side of a batch.
+
+    Parameters
+    ----------
+    batch : dict
+        ``{"inputs": [rows, S], "targets": [rows, T], ...}`` integer ids, pad 0 (bucketed or packed).
+
+    Returns
+    -------
+    dict[str, int]
+        ``inputs_tokens``, ``inputs_slots``, ``targets_tokens``, ``targets_slots``.
+    """
+    counts = {}
+    for name in ("inputs", "targets"):
+        ids = np.asarray(batch[name])
+        counts[f"{name}_tokens"] = int(np.count_nonzero(ids))
+        counts[f"{name}_slots"] = int(ids.size)
+    return counts
 
 
 def make_batch(tokenized: TokenPairs, padded_len: int, sentence_indices: np.ndarray) -> dict:

@@ -41,6 +41,7 @@ from absl import logging
 
 from attention_jax.data import batching
 from attention_jax.data import data_sources
+from attention_jax.data import packing
 from attention_jax.data import token_cache
 from attention_jax.data import tokenizer as tokenizer_lib
 
@@ -59,15 +60,15 @@ class _SplitData:
 
     tfds_split: str
     tokenized: token_cache.TokenizedSplit
-    plan: batching.BatchPlan
+    plan: batching.BatchPlan | packing.PackedPlan
 
     def local_batch(self, planned: batching.PlannedBatch, process_index: int, process_count: int) -> dict:
-        """Build this process's rows of a planned global batch."""
-        return batching.make_batch(
-            self.tokenized,
-            self.plan.shapes.lengths[planned.bucket],
-            planned.local_indices(process_index, process_count),
-        )
+        """Build this process's rows of a planned global batch (packed when the plan packs)."""
+        length = self.plan.shapes.lengths[planned.bucket]
+        local = planned.local_indices(process_index, process_count)
+        if local.ndim == 2:  # [rows, P]: several pairs per row.
+            return packing.make_packed_batch(self.tokenized, length, local)
+        return batching.make_batch(self.tokenized, length, local)
 
 
 class _TrainBatchSequence(Sequence):
@@ -182,7 +183,8 @@ class TranslationData:
         Returns
         -------
         grain.DatasetIterator
-            Yields ``{"inputs": int32 [rows, L], "targets": int32 [rows, L]}``. ``get_state()``
+            Yields ``{"inputs": int32 [rows, L], "targets": int32 [rows, L]}`` (with
+            ``config.packing`` also the four arrays of ``attention_jax.model.PACKED_KEYS``). ``get_state()``
             returns a JSON-serializable dict (the next step); ``set_state(state)`` on a fresh
             iterator resumes with exactly the batches an uninterrupted run would have seen.
 
@@ -257,6 +259,7 @@ class TranslationData:
             "bucket_lengths": list(train_plan.shapes.lengths),
             "global_rows": list(train_plan.shapes.global_rows),
             "local_batch_shapes": [list(shape) for shape in self.batch_shapes],
+            "packing": isinstance(train_plan, packing.PackedPlan),
             "train_padding_fraction": train_plan.padding_fraction(),
             "eval_padding_fraction": self._splits["validation"].plan.padding_fraction(),
         }
@@ -272,7 +275,9 @@ def get_datasets(
     config : ml_collections.ConfigDict
         Reads ``dataset``, ``data_dir``, ``source_lang``, ``target_lang``, ``train_split``,
         ``eval_split``, ``test_split``, ``vocab_size``, ``max_len``, ``tokens_per_batch``; optionally
-        ``tokenizer_max_sentences`` (default 2,000,000) and ``data_threads`` (default 2).
+        ``tokenizer_max_sentences`` (default 2,000,000), ``data_threads`` (default 2) and ``packing``
+        (default False: training batches then hold several pairs per row, see
+        :mod:`attention_jax.data.packing`; evaluation batches stay bucketed).
     process_index : int
         This process (``jax.process_index()``).
     process_count : int
@@ -296,14 +301,18 @@ def get_datasets(
         raise ValueError(f"process_index={process_index} must lie in [0, process_count={process_count}).")
     source = data_sources.open_translation_source(config)
     tokenizer = _load_or_train_tokenizer(source, config)
-    shapes = batching.make_bucket_shapes(
-        config.max_len, config.tokens_per_batch, int(np.lcm(rows_multiple, process_count))
-    )
+    row_multiple = int(np.lcm(rows_multiple, process_count))
+    shapes = batching.make_bucket_shapes(config.max_len, config.tokens_per_batch, row_multiple)
     tfds_splits = {"train": config.train_split, "validation": config.eval_split, "test": config.test_split}
     splits = {}
     for role, tfds_split in tfds_splits.items():
         tokenized = token_cache.load_or_tokenize_split(source, tfds_split, tokenizer)
-        plan = batching.BatchPlan(tokenized.source.lengths_with_eos(), tokenized.target.lengths_with_eos(), shapes)
+        lengths = (tokenized.source.lengths_with_eos(), tokenized.target.lengths_with_eos())
+        if role == "train" and config.get("packing", False):
+            plan = packing.PackedPlan(*lengths, packing.make_packed_shapes(
+                config.max_len, config.tokens_per_batch, row_multiple))
+        else:
+            plan = batching.BatchPlan(*lengths, shapes)
         if role == "train" and plan.num_kept == 0:
             raise ValueError(
                 f"All {plan.num_pairs} training pairs are longer than config.max_len={config.max_len} tokens "

@@ -117,3 +117,26 @@ def summarize(sums: Mapping[str, Any]) -> dict[str, float]:
         "accuracy": float(sums["correct"]) / tokens,
         "tokens": tokens,
     }
+
+
+def padding_fractions(counts: Mapping[str, int]) -> dict[str, float]:
+    """Padding fraction of each side of the batches trained on.
+
+    Parameters
+    ----------
+    counts : Mapping[str, int]
+        Sums of ``attention_jax.data.batching.count_tokens`` over batches: ``inputs_tokens``,
+        ``inputs_slots``, ``targets_tokens``, ``targets_slots``.
+
+    Returns
+    -------
+    dict[str, float]
+        ``inputs_padding_fraction`` and ``targets_padding_fraction``, ``1 - tokens / slots``; a side
+        without slots is left out.
+
+    Notes
+    -----
+    Training counts this process's rows only (every process has the same share of each batch).
+    """
+    return {f"{side}_padding_fraction": 1.0 - counts[f"{side}_tokens"] / counts[f"{side}_slots"]
+            for side in ("inputs", "targets") if counts.get(f"{side}_slots")}

@@ -19,6 +19,7 @@ from absl import logging
 from jax.sharding import Mesh
 
 from attention_jax import model, run_files
+from attention_jax.data import batching
 from attention_jax.decode_settings import DecodeSettings
 from attention_jax.training import (
     checkpoints, distributed, early_stopping, metric_writer, metrics, optim, params_checkpoints, sharding,
@@ -64,6 +65,7 @@ class _Run:
     early_stopping: early_stopping.EarlyStopping = dataclasses.field(
         default_factory=lambda: early_stopping.EarlyStopping(patience=0))
     stop_reason: str | None = None  # Set when training ends: early_stopping.STOPPED_EARLY or REACHED_NUM_STEPS.
+    token_counts: dict = dataclasses.field(default_factory=dict)  # Real tokens and slots since the last log.
 
 
 def validate_training_config(config: ml_collections.ConfigDict) -> None:
@@ -90,6 +92,10 @@ def validate_training_config(config: ml_collections.ConfigDict) -> None:
                          "early_stopping_patience=0.")
     if not 0.0 <= config.label_smoothing < 1.0:
         raise ValueError(f"label_smoothing must be in [0, 1); got {config.label_smoothing!r}.")
+    if config.get("packing", False) and config.attention_window > 0:
+        raise ValueError(f"packing=True needs full attention, but attention_window={config.attention_window} "
+                         "restricts self-attention with a blockwise mask that cannot take segment ids: set "
+                         "--config.attention_window=0 or --config.packing=False.")
     if config.get("dropout_rng", "threefry") not in DROPOUT_RNGS:
         raise ValueError(f"dropout_rng must be one of {DROPOUT_RNGS}; got {config.dropout_rng!r}.")
 
@@ -153,10 +159,15 @@ def _resumed_iterator(data: Any, config: ml_collections.ConfigDict,
 
 
 def _next_micro_batches(run: _Run) -> list[Batch]:
+    """The step's global micro-batches; counts their real tokens and slots into ``run.token_counts``."""
     multiple = sharding.local_data_shards(run.mesh)
-    return [sharding.global_batch(sharding.pad_rows(next(run.train_iterator), multiple),
-                                  run.steps.batch_sharding)
-            for _ in range(run.config.grad_accum_steps)]
+    local = [sharding.pad_rows(next(run.train_iterator), multiple) for _ in range(run.config.grad_accum_steps)]
+    for batch in local:
+        for key, count in batching.count_tokens(batch).items():
+            run.token_counts[key] = run.token_counts.get(key, 0) + count
+    return [sharding.global_batch(batch, run.steps.batch_sharding) for batch in local]
+
+
 
 
 def _format_duration(seconds: float) -> str:
@@ -232,12 +243,15 @@ def _report_train(run: _Run, pending: list[tuple[int, dict]], tokens_per_s: floa
     learning_rate = float(optim.paper_learning_rate(step, d_model=config.d_model,
                                                     warmup_steps=config.warmup_steps,
                                                     scale=config.learning_rate_scale))
+    padding = metrics.padding_fractions(run.token_counts)
+    run.token_counts = {}
     run.last_train = dict(summary, learning_rate=learning_rate, tokens_per_s=tokens_per_s,
-                          grad_norm=float(pending[-1][1]["grad_norm"]))
+                          grad_norm=float(pending[-1][1]["grad_norm"]), **padding)
     run.writer.write(step, "train", run.last_train)
-    logging.info("step %d/%d | loss %.4f | nll %.4f | acc %.3f | lr %.3g | %.0f tok/s | ETA %s",
+    logging.info("step %d/%d | loss %.4f | nll %.4f | acc %.3f | lr %.3g | %.0f tok/s | pad %.0f%% | ETA %s",
                  step, config.num_train_steps, summary["loss"], summary["nll_loss"],
                  summary["accuracy"], learning_rate, tokens_per_s,
+                 100 * padding.get("targets_padding_fraction", math.nan),
                  _format_duration(remaining_tokens / tokens_per_s if tokens_per_s > 0 else math.nan))
 
 

@@ -170,13 +170,37 @@ def _dropout_key(state: TrainState, micro_index: jax.Array | int, dropout_rng: s
     return key
 
 
+def model_logits(transformer: model.Transformer, params: Any, batch: Batch, **kwargs: Any) -> jax.Array:
+    """Teacher-forced logits ``[B, T, N]`` of a bucketed or packed batch.
+
+    Parameters
+    ----------
+    transformer : model.Transformer
+        The model.
+    params : pytree
+        Parameters.
+    batch : Batch
+        ``inputs`` ``[B, S]``, ``targets`` ``[B, T]`` and, for packed batches (``config.packing``),
+        the segment ids and positions named in :data:`model.PACKED_KEYS`.
+    **kwargs
+        Passed to ``transformer.apply`` (``deterministic``, ``rngs``).
+
+    Returns
+    -------
+    jax.Array
+        float32 logits.
+    """
+    packed = {key: batch[key] for key in model.PACKED_KEYS if key in batch}
+    return transformer.apply({"params": params}, batch["inputs"], batch["targets"], **packed, **kwargs)
+
+
 def _summed_loss_gradients(params: Any, batch: Batch, dropout_key: jax.Array,
                            transformer: model.Transformer,
                            label_smoothing: float) -> tuple[Any, MetricSums]:
     """Gradient of the label-smoothed loss summed (not averaged) over non-pad targets, and the sums."""
     def summed_loss(candidate: Any) -> tuple[jax.Array, MetricSums]:
-        logits = transformer.apply({"params": candidate}, batch["inputs"], batch["targets"],
-                                   deterministic=False, rngs={"dropout": dropout_key})
+        logits = model_logits(transformer, candidate, batch, deterministic=False,
+                              rngs={"dropout": dropout_key})
         sums = metrics.token_loss_sums(logits, batch["targets"], label_smoothing)
         return sums["loss_sum"], sums
 
@@ -195,7 +219,8 @@ def accumulate_gradients(state: TrainState, carry: tuple[Any, MetricSums] | None
     carry : (grads, sums) or None
         What earlier micro-batches of this step accumulated; ``None`` for the first.
     batch : Batch
-        ``{"inputs": [B, S], "targets": [B, T]}`` global arrays.
+        ``{"inputs": [B, S], "targets": [B, T]}`` global arrays, plus the :data:`model.PACKED_KEYS` arrays
+        of a packed batch.
     micro_index : jax.Array
         int32 index of this micro-batch within the step (selects its dropout key).
     transformer : model.Transformer
@@ -278,7 +303,7 @@ def eval_step(params: Any, batch: Batch, *, transformer: model.Transformer,
     dict
         As :func:`metrics.token_loss_sums`.
     """
-    logits = transformer.apply({"params": params}, batch["inputs"], batch["targets"], deterministic=True)
+    logits = model_logits(transformer, params, batch, deterministic=True)
     return metrics.token_loss_sums(logits, batch["targets"], label_smoothing)
 
 

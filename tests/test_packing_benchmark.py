@@ -1,0 +1,37 @@
+"""benchmarks/packing.py --quick runs and writes complete results (no timing thresholds here)."""
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from tests import test_input_pipeline as pipeline_tests
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.slow
+def test_quick_packing_benchmark_writes_both_modes(tmp_path: pathlib.Path) -> None:
+    pipeline_tests._make_corpus(tmp_path / "tsv")
+    out = tmp_path / "packing.json"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(REPO_ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]))
+    completed = subprocess.run(
+        [sys.executable, "-m", "benchmarks.packing", "--quick", "--out", str(out),
+         f"--dataset=tsv:{tmp_path / 'tsv'}", f"--data_dir={tmp_path / 'tfds'}"],
+        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=900, check=False)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+
+    results = json.loads(out.read_text())
+    assert results["packed"]["local_batch_shapes"] == [[16, 32]]  # One shape: tokens_per_batch // max_len rows.
+    assert len(results["unpacked"]["local_batch_shapes"]) > 1  # One per used bucket.
+    for mode in ("unpacked", "packed"):
+        assert len(results[mode]["round_rates"]) == results["rounds"]
+        assert results[mode]["real_target_tokens_per_s"] > 0
+        assert 0 <= results[mode]["targets_padding_fraction"] < 1
+    # Packing fills rows: less padding on the target side than bucketing (a property of the data, not timing).
+    assert results["packed"]["targets_padding_fraction"] < results["unpacked"]["targets_padding_fraction"]
+    assert results["packed_over_unpacked_real_target_tokens_per_s"] > 0
