@@ -432,3 +432,8 @@ def test_vocabulary_larger_than_the_corpus_supports_names_the_setting(tmp_path):
     _make_corpus(tmp_path / "tsv")
     with pytest.raises(ValueError, match=r"too small for config.vocab_size=20000.*--config.vocab_size=\d+ or less"):
         input_pipeline.get_datasets(_config(f"tsv:{tmp_path / 'tsv'}", tmp_path / "tfds", vocab_size=20000))
+
+
+def test_empty_dataset_says_how_to_name_a_corpus(tmp_path):
+    with pytest.raises(ValueError, match=r"No corpus given.*--config.dataset=tsv:"):
+        input_pipeline.get_datasets(_config("", tmp_path / "tfds"))
