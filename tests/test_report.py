@@ -9,7 +9,7 @@ import pathlib
 import matplotlib.image
 import pytest
 
-from attention_jax import sweep_report
+from attention_jax import sweep_report, sweep_rows, sweep_seeds
 from configs import table2
 from launch import sweep_record, sweep_spec
 from tests.support.sweep_cli import REPO_ROOT
@@ -110,13 +110,13 @@ def test_png_has_one_panel_column_per_group(sweep_root: pathlib.Path) -> None:
     height, width = image.shape[:2]
     # Four group columns (A, B, C, E) of 3.6 in, two metric rows (PPL, BLEU) of 3.2 in.
     assert width / height == pytest.approx((4 * 3.6) / (2 * 3.2), rel=0.02)
-    panels = sweep_report._panels(sweep_report.read_sweep_rows(str(sweep_root))[1])
+    panels = sweep_report._panels(sweep_rows.read_sweep_rows(str(sweep_root))[1])
     assert [(name, [row.row for row in members]) for name, members in panels] == [
         ("A", ["base", "A1"]), ("B", ["base", "B1"]), ("C", ["base", "C1", "C4"]), ("E", ["base", "E"])]
 
 
 def test_all_rows_lists_rows_never_launched(sweep_root: pathlib.Path) -> None:
-    record, rows = sweep_report.read_sweep_rows(str(sweep_root), all_rows=True)
+    record, rows = sweep_rows.read_sweep_rows(str(sweep_root), all_rows=True)
     assert [row.row for row in rows] == list(table2.ROW_NAMES)
     statuses = {row.row: row.status for row in rows}
     assert statuses["big"] == "not run" and statuses["C1"] == "failed" and statuses["base"] == "done"
@@ -129,29 +129,29 @@ def test_incomplete_and_submitted_rows(sweep_root: pathlib.Path) -> None:
     (sweep_root / "C1" / "launch.json").unlink()  # Started (config.json) but no results: incomplete.
     (sweep_root / "E").mkdir()
     sweep_record.write_launch(str(sweep_root / "E"), executor="slurm", job_id="42")
-    statuses = {row.row: row.status for row in sweep_report.read_sweep_rows(str(sweep_root))[1]}
+    statuses = {row.row: row.status for row in sweep_rows.read_sweep_rows(str(sweep_root))[1]}
     assert (statuses["C1"], statuses["E"]) == ("incomplete", "submitted")
 
 
 def test_root_without_sweep_record_uses_row_directories(tmp_path: pathlib.Path) -> None:
     _write_row(tmp_path, "D2", dict(step=5, eval_ppl=3.0))
     _write_row(tmp_path, "C2", None)
-    record, rows = sweep_report.read_sweep_rows(str(tmp_path))
+    record, rows = sweep_rows.read_sweep_rows(str(tmp_path))
     assert record == {} and [(row.row, row.status) for row in rows] == [("C2", "incomplete"), ("D2", "done")]
     assert sweep_report.write_report(str(tmp_path))[0] == str(tmp_path / "report.md")
 
 
 def test_missing_root_and_empty_root_are_named(tmp_path: pathlib.Path) -> None:
     with pytest.raises(FileNotFoundError, match="does not exist"):
-        sweep_report.read_sweep_rows(str(tmp_path / "nope"))
+        sweep_rows.read_sweep_rows(str(tmp_path / "nope"))
     with pytest.raises(FileNotFoundError, match="not a sweep root"):
-        sweep_report.read_sweep_rows(str(tmp_path))
+        sweep_rows.read_sweep_rows(str(tmp_path))
 
 
 def test_group_of_follows_table2() -> None:
-    assert [sweep_report.group_of(row) for row in table2.ROW_NAMES] == (
+    assert [sweep_rows.group_of(row) for row in table2.ROW_NAMES] == (
         ["base"] + ["A"] * 4 + ["B"] * 2 + ["C"] * 7 + ["D"] * 4 + ["E", "big"])
-    assert sweep_report.group_of("fused_seed0") == ""
+    assert sweep_rows.group_of("fused_seed0") == ""
 
 
 def test_overridden_row_settings_are_listed() -> None:
@@ -165,21 +165,21 @@ def test_overridden_row_settings_are_listed() -> None:
 
 
 def test_other_changes_name_settings_outside_the_table2_columns(sweep_root: pathlib.Path) -> None:
-    record, rows = sweep_report.read_sweep_rows(str(sweep_root), all_rows=True)
+    record, rows = sweep_rows.read_sweep_rows(str(sweep_root), all_rows=True)
     changes = {row.row: sweep_report.other_changes(row, record) for row in rows}
     # big's own settings beyond the columns, with the actual values (the common override replaced one).
     assert changes["big"] == "num_train_steps=100, keep_checkpoints=20, average_last_checkpoints=20"
     assert changes["A1"] == changes["base"] == ""
     seed_config = {"seed": 1, "attention_implementation": "fused"}
-    seed_row = sweep_report.RowReport("fused_seed1", "", "done", seed_config, {})
+    seed_row = sweep_rows.RowReport("fused_seed1", "", "done", seed_config, {})
     seed_record = {"row_overrides": {"fused_seed1": {"attention_implementation": "fused", "seed": 1}}}
     assert sweep_report.other_changes(seed_row, seed_record) == "attention_implementation=fused, seed=1"
 
 
 def test_report_prefers_the_whole_dev_split_bleu() -> None:
-    assert sweep_report.reported_bleu({"bleu": 3.0, "dev_bleu": 5.5}) == 5.5  # Whole dev split.
-    assert sweep_report.reported_bleu({"bleu": 3.0, "dev_bleu": None}) == 3.0  # Sampled, older runs.
-    assert sweep_report.reported_bleu({}) is None
+    assert sweep_seeds.reported_bleu({"bleu": 3.0, "dev_bleu": 5.5}) == 5.5  # Whole dev split.
+    assert sweep_seeds.reported_bleu({"bleu": 3.0, "dev_bleu": None}) == 3.0  # Sampled, older runs.
+    assert sweep_seeds.reported_bleu({}) is None
 
 
 # --- Seeds: aggregation, paired changes, verdicts, pending seeds -------------------------------------
@@ -241,8 +241,8 @@ def _expected_changes(row: str) -> list[float]:
 
 
 def test_seed_aggregation_matches_an_independent_computation(seeded_root: pathlib.Path) -> None:
-    _, rows = sweep_report.read_sweep_rows(str(seeded_root))
-    stats = sweep_report.aggregate(rows)
+    _, rows = sweep_rows.read_sweep_rows(str(seeded_root))
+    stats = sweep_seeds.aggregate(rows)
     for row in SEED_ROWS:
         finished = [value for value in SEED_PPL[row] if value is not None]
         assert stats[row].seeds == len(finished) and stats[row].pending == 3 - len(finished)
@@ -270,7 +270,7 @@ def test_seed_aggregation_matches_an_independent_computation(seeded_root: pathli
 
 
 def test_each_verdict_case(seeded_root: pathlib.Path) -> None:
-    stats = sweep_report.aggregate(sweep_report.read_sweep_rows(str(seeded_root))[1])
+    stats = sweep_seeds.aggregate(sweep_rows.read_sweep_rows(str(seeded_root))[1])
     verdicts = {row: (stats[row].verdict, stats[row].verdict_basis) for row in SEED_ROWS}
     assert verdicts == {
         "base": ("", "reference row"),
@@ -286,17 +286,17 @@ def test_each_verdict_case(seeded_root: pathlib.Path) -> None:
 
 def test_verdict_rule_directly() -> None:
     # The rule, against hand-computed standard errors: changes (+3, +1, +2)%: mean 2, se 1/√3 = 0.577.
-    assert sweep_report.verdict([0.03, 0.01, 0.02], 1) == ("reproduced", "|mean| > 2 x SE, 3 paired seeds")
-    assert sweep_report.verdict([0.03, 0.01, 0.02], -1)[0] == "opposite"
-    assert sweep_report.verdict([0.03, 0.01, 0.02], 0)[0] == "differs"  # The paper shows no difference.
+    assert sweep_seeds.verdict([0.03, 0.01, 0.02], 1) == ("reproduced", "|mean| > 2 x SE, 3 paired seeds")
+    assert sweep_seeds.verdict([0.03, 0.01, 0.02], -1)[0] == "opposite"
+    assert sweep_seeds.verdict([0.03, 0.01, 0.02], 0)[0] == "differs"  # The paper shows no difference.
     # (+3, -1, +2)%: mean 1.33, std 2.08, se 1.20: 1.33 < 2.40.
-    assert sweep_report.verdict([0.03, -0.01, 0.02], 1)[0] == "within noise"
-    assert sweep_report.verdict([0.03, -0.01, 0.02], 0)[0] == "reproduced"
-    assert sweep_report.verdict([0.02, 0.02], 1)[0] == "reproduced"  # No spread at all, nonzero mean.
-    assert sweep_report.verdict([0.0, 0.0], 0)[0] == "reproduced"
-    assert sweep_report.verdict([-0.01], 1) == ("opposite", "sign only, 1 seed")
-    assert sweep_report.verdict([0.01], 0) == ("undecided", "1 seed: no spread to compare with")
-    assert sweep_report.verdict([], 1)[0] == "pending"
+    assert sweep_seeds.verdict([0.03, -0.01, 0.02], 1)[0] == "within noise"
+    assert sweep_seeds.verdict([0.03, -0.01, 0.02], 0)[0] == "reproduced"
+    assert sweep_seeds.verdict([0.02, 0.02], 1)[0] == "reproduced"  # No spread at all, nonzero mean.
+    assert sweep_seeds.verdict([0.0, 0.0], 0)[0] == "reproduced"
+    assert sweep_seeds.verdict([-0.01], 1) == ("opposite", "sign only, 1 seed")
+    assert sweep_seeds.verdict([0.01], 0) == ("undecided", "1 seed: no spread to compare with")
+    assert sweep_seeds.verdict([], 1)[0] == "pending"
 
 
 def test_seeded_csv_columns_and_values(seeded_root: pathlib.Path) -> None:
@@ -357,10 +357,10 @@ def test_seeded_plot_has_error_bars_of_one_std(seeded_root: pathlib.Path) -> Non
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    _, rows = sweep_report.read_sweep_rows(str(seeded_root))
+    _, rows = sweep_rows.read_sweep_rows(str(seeded_root))
     members = [row for row in rows if row.row in ("base", "A1", "C1")]
     figure, axis = plt.subplots()
-    sweep_report._plot_metric(axis, members, sweep_report.aggregate(rows), "eval_ppl", "dev_ppl", "dev PPL")
+    sweep_report._plot_metric(axis, members, sweep_seeds.aggregate(rows), "eval_ppl", "dev_ppl", "dev PPL")
     bars = axis.containers[0]
     _, _, (vertical,) = bars
     lengths = [segment[1][1] - segment[0][1] for segment in vertical.get_segments()]
@@ -375,16 +375,16 @@ def test_seeded_root_without_sweep_record(tmp_path: pathlib.Path) -> None:
     _write_seed(tmp_path, "base", 0, 10.0)
     _write_seed(tmp_path, "base", 1, 11.0)
     _write_seed(tmp_path, "A1", 1, 12.1)
-    record, rows = sweep_report.read_sweep_rows(str(tmp_path))
+    record, rows = sweep_rows.read_sweep_rows(str(tmp_path))
     assert record == {} and [row.row for row in rows] == ["A1", "base"]
     assert [[run.seed for run in row.runs] for row in rows] == [[1], [0, 1]]
-    stats = sweep_report.aggregate(rows)
+    stats = sweep_seeds.aggregate(rows)
     assert stats["A1"].changes == pytest.approx([12.1 / 11.0 - 1])  # Paired with base seed 1 only.
 
 
 def test_reported_ppl_prefers_the_kept_parameters() -> None:
-    assert sweep_report.reported_ppl({"dev_ppl": 5.0, "best_eval_ppl": 6.0, "eval_ppl": 7.0}) == 5.0
+    assert sweep_seeds.reported_ppl({"dev_ppl": 5.0, "best_eval_ppl": 6.0, "eval_ppl": 7.0}) == 5.0
     stopped = {"best_eval_ppl": 6.0, "eval_ppl": 7.0, "stop_reason": "early_stopping"}
-    assert sweep_report.reported_ppl(stopped) == 6.0  # The best checkpoint is the model kept.
-    assert sweep_report.reported_ppl(dict(stopped, stop_reason="num_train_steps")) == 7.0
-    assert sweep_report.reported_ppl({}) is None
+    assert sweep_seeds.reported_ppl(stopped) == 6.0  # The best checkpoint is the model kept.
+    assert sweep_seeds.reported_ppl(dict(stopped, stop_reason="num_train_steps")) == 7.0
+    assert sweep_seeds.reported_ppl({}) is None

@@ -1,0 +1,219 @@
+"""The rows of a sweep root as written by ``launch.sweep`` and training: configs, results, seeds, status.
+
+``ROOT/sweep.json`` gives the row order (``launch.sweep``); each row is ``ROOT/<row>/`` or, with seeds,
+``ROOT/<row>/seed_<k>/``, holding ``config.json`` (the row's hyperparameters and ``config.paper``) and,
+once finished, ``results.json``. Without ``sweep.json`` every subdirectory holding a ``config.json`` (or
+``seed_<k>/config.json``) is a row, in name order. :mod:`attention_jax.sweep_seeds` aggregates the
+seeds and :mod:`attention_jax.sweep_report` tabulates them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+from typing import Sequence
+
+from attention_jax import run_files
+
+SEED_DIR_PATTERN = re.compile(r"^seed_(\d+)$")  # ROOT/<row>/seed_<k>, as launch.sweep names them.
+
+
+@dataclasses.dataclass(frozen=True)
+class SeedRun:
+    """One run of a row: one seed, or the row's only run in a sweep without seeds.
+
+    Attributes
+    ----------
+    seed : int or None
+        ``config.seed`` of the run (``ROOT/<row>/seed_<k>``); None for ``ROOT/<row>`` itself.
+    status : str
+        ``done``, ``failed``, ``incomplete``, ``submitted`` or ``not run``.
+    config : dict
+        The run's ``config.json`` (``{}`` before it started).
+    results : dict
+        ``results.json`` (``{}`` until the run finished).
+    """
+
+    seed: int | None
+    status: str
+    config: dict
+    results: dict
+
+    @property
+    def name(self) -> str:
+        """``seed_<k>``, or ``""`` for a run without a seed directory."""
+        return "" if self.seed is None else f"seed_{self.seed}"
+
+
+@dataclasses.dataclass(frozen=True)
+class RowReport:
+    """One row of the report.
+
+    Attributes
+    ----------
+    row : str
+        Row name.
+    group : str
+        Table 2 group (``A``-``E``), or the row name for ``base``/``big``, or ``""`` outside Table 2.
+    status : str
+        ``done`` (every run finished), ``partial`` (some seeds finished, others pending), else the runs'
+        common status: ``failed``, ``incomplete``, ``submitted``, ``not run`` (``pending`` when the
+        unfinished seeds differ).
+    config : dict
+        The row's config (``config.json`` of its first run that has one, else the sweep record's copy;
+        ``{}`` when neither).
+    results : dict
+        ``results.json`` of the row's single run (``{}`` until it finished); with seeds, that of its
+        first finished seed (the figures shared by all seeds, such as ``params``). Use :attr:`finished`
+        and :func:`aggregate` for the figures that vary with the seed.
+    runs : tuple[SeedRun, ...]
+        Every run of the row, in seed order (one, with seed None, in a sweep without seeds).
+    """
+
+    row: str
+    group: str
+    status: str
+    config: dict
+    results: dict
+    runs: tuple[SeedRun, ...] = ()
+
+    @property
+    def finished(self) -> list[SeedRun]:
+        """The runs that wrote ``results.json``."""
+        return [run for run in self.runs if run.status == "done"]
+
+    @property
+    def pending(self) -> list[SeedRun]:
+        """The runs that have not finished (failed, running, queued or never started)."""
+        return [run for run in self.runs if run.status != "done"]
+
+    @property
+    def seeded(self) -> bool:
+        """Whether the row's runs are seed directories (a sweep with seeds)."""
+        return any(run.seed is not None for run in self.runs)
+
+    @property
+    def paper(self) -> dict:
+        """The paper's figures for the row (``dev_ppl``, ``dev_bleu``, ``params_millions``)."""
+        return self.config.get("paper") or {}
+
+
+def group_of(row: str) -> str:
+    """Table 2 group of a row name.
+
+    Parameters
+    ----------
+    row : str
+        Row name, e.g. ``"C4"``.
+
+    Returns
+    -------
+    str
+        ``"A"``..``"E"`` for ``A1``..``E``; the name itself for ``base`` and ``big``; ``""`` otherwise.
+    """
+    match = re.fullmatch(r"([A-E])\d*", row)
+    if match:
+        return match.group(1)
+    return row if row in ("base", "big") else ""
+
+
+def _read_json(path: str) -> dict:
+    if not os.path.isfile(path):
+        return {}
+    with open(path, encoding="utf-8") as file:
+        return json.load(file)
+
+
+def _row_status(row_dir: str, results: dict) -> str:
+    if results:
+        return "done"
+    launch = _read_json(os.path.join(row_dir, run_files.LAUNCH_FILE))
+    if launch.get("returncode") not in (None, 0):
+        return "failed"
+    if os.path.isfile(os.path.join(row_dir, run_files.CONFIG_FILE)):
+        return "incomplete"
+    if launch.get("job_id"):
+        return "submitted"
+    return "not run"
+
+
+def _seeds_on_disk(row_dir: str) -> list[int]:
+    if not os.path.isdir(row_dir):
+        return []
+    found = (SEED_DIR_PATTERN.match(name) for name in os.listdir(row_dir))
+    return sorted(int(match.group(1)) for match in found
+                  if match and os.path.isdir(os.path.join(row_dir, match.group(0))))
+
+
+def _read_run(run_dir: str, seed: int | None) -> SeedRun:
+    results = _read_json(os.path.join(run_dir, run_files.RESULTS_FILE))
+    config = _read_json(os.path.join(run_dir, run_files.CONFIG_FILE))
+    return SeedRun(seed, _row_status(run_dir, results), config, results)
+
+
+def _combined_status(runs: Sequence[SeedRun]) -> str:
+    statuses = {run.status for run in runs}
+    if statuses == {"done"}:
+        return "done"
+    if "done" in statuses:
+        return "partial"
+    return statuses.pop() if len(statuses) == 1 else "pending"
+
+
+def _row_report(root: str, name: str, record: dict) -> RowReport:
+    row_dir = os.path.join(root, name)
+    recorded_seeds = record.get("seeds")
+    seeds = sorted(set(recorded_seeds or []) | set(_seeds_on_disk(row_dir)))
+    if recorded_seeds is None and not seeds:
+        runs = (_read_run(row_dir, None),)
+    else:
+        runs = tuple(_read_run(os.path.join(row_dir, f"seed_{seed}"), seed) for seed in seeds)
+    configs = [run.config for run in runs if run.config]
+    config = configs[0] if configs else record.get("row_configs", {}).get(name, {})
+    finished = [run.results for run in runs if run.status == "done"]
+    status = _combined_status(runs) if runs else "not run"
+    return RowReport(name, group_of(name), status, config, finished[0] if finished else {}, runs)
+
+
+def read_sweep_rows(root: str, *, all_rows: bool = False) -> tuple[dict, list[RowReport]]:
+    """Read the sweep record and every row's config and results.
+
+    Parameters
+    ----------
+    root : str
+        Sweep root.
+    all_rows : bool
+        Report every row of the sweep, not only those launched.
+
+    Returns
+    -------
+    tuple[dict, list[RowReport]]
+        The sweep record (``{}`` without ``sweep.json``) and the rows in order.
+
+    Notes
+    -----
+    A row's runs are ``ROOT/<row>/seed_<k>`` for the seeds in ``sweep.json`` (and any other seed
+    directory found), else ``ROOT/<row>`` itself. Raises ``FileNotFoundError`` when ``root`` does not
+    exist or holds neither ``sweep.json`` nor row directories with a ``config.json``.
+    """
+    if not os.path.isdir(root):
+        raise FileNotFoundError(f"sweep root {root} does not exist.")
+    record = _read_json(os.path.join(root, run_files.SWEEP_FILE))
+    if record:
+        names = record["all_rows"] if all_rows else record["rows"]
+    else:
+        def is_row(name: str) -> bool:
+            row_dir = os.path.join(root, name)
+            return os.path.isfile(os.path.join(row_dir, run_files.CONFIG_FILE)) or any(
+                os.path.isfile(os.path.join(row_dir, f"seed_{seed}", run_files.CONFIG_FILE))
+                for seed in _seeds_on_disk(row_dir))
+
+        names = sorted(name for name in os.listdir(root) if is_row(name))
+        if not names:
+            raise FileNotFoundError(
+                f"{root} holds no {run_files.SWEEP_FILE} and no <row>/config.json: not a sweep root "
+                f"(launch one with python -m launch.sweep --root={root} ...)."
+            )
+    return record, [_row_report(root, name, record) for name in names]
