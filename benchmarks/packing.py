@@ -6,11 +6,11 @@ Run from the repository root::
     python -m benchmarks.packing --wide --rounds=4 --steps=4 \
         --out benchmarks/results/packing_messages_en_de_wide.json  # d_model 256, 3 layers, d_ff 1024
     python -m benchmarks.packing --quick --out /tmp/packing.json --dataset=tsv:DIR   # seconds (tests)
+    python -m benchmarks.packing --unit=slots --out benchmarks/results/packing_messages_en_de_slots.json
 
 Both modes train the same model (``configs/tiny.py``'s widths: d_model 128, 2 layers, d_ff 512, 4 heads;
-with a vocabulary of 8000, max_len 64 and 2048 token slots per side and batch) from the same
-initialization on the
-same corpus, through the real input pipeline and :func:`attention_jax.training.train_state.run_update`
+with a vocabulary of 8000, max_len 64 and a budget of 2048 tokens per side and batch) from the same
+initialization on the same corpus, through the real input pipeline and :func:`attention_jax.training.train_state.run_update`
 (forward, backward, Adam; dropout 0.1 and label smoothing 0.1):
 
 - ``unpacked``: length-bucketed batches (one shape per bucket, both sides padded to the bucket);
@@ -23,10 +23,13 @@ tokens over its summed step times; reported are each mode's median round rate, t
 medians (the issue's target: packed >= 1.25 x unpacked), the per-step median, and the padding
 fractions of the timed batches (and of a whole epoch's plan).
 
-Both modes spend the same token slots per step (``tokens_per_batch`` per side), so at equal step times
-the gain is bounded by the padding packing removes: ``(1 - packed padding) / (1 - bucketed padding)``
-on the target side. A packed step is a little slower per slot: every row attends over ``max_len``
-positions where a bucketed batch attends over its bucket's length.
+``--unit`` sets ``config.tokens_per_batch_unit`` in both modes. With ``real`` (the default, the paper's
+count) both modes train on about the same real tokens per step, so they optimize alike and differ
+only in the slots they pay for: bucketed batches get more rows to make up for their padding. With
+``slots`` both spend the same slots per step and a packed step carries more real tokens. Either way
+the gain is bounded by the padding packing removes, ``(1 - packed padding) / (1 - bucketed padding)``
+on the target side, at equal time per slot. A packed step is a little slower per slot: every row
+attends over ``max_len`` positions where a bucketed batch attends over its bucket's length.
 """
 
 from __future__ import annotations
@@ -61,10 +64,11 @@ QUICK_SHAPE = dict(d_model=32, num_layers=1, d_ff=64, num_heads=2, key_dim=16, v
 MODES = ("unpacked", "packed")
 
 
-def make_config(dataset: str, data_dir: str, shape: dict[str, int], packing: bool) -> Any:
-    """The tiny config with the benchmark's widths, corpus and packing setting."""
+def make_config(dataset: str, data_dir: str, shape: dict[str, int], packing: bool, unit: str = "real") -> Any:
+    """The tiny config with the benchmark's widths, corpus, packing setting and token-budget unit."""
     config = tiny.get_config()
     config.dataset, config.data_dir, config.packing = dataset, data_dir, packing
+    config.tokens_per_batch_unit = unit
     for key, value in shape.items():
         config[key] = value
     return config
@@ -134,6 +138,7 @@ def summarize(rounds: list[dict[str, Any]], mode: Mode) -> dict[str, Any]:
         "median_step_real_target_tokens_per_s": float(np.median([x for r in rounds for x in r["step_rates"]])),
         "slot_target_tokens_per_s": float(np.median([r["targets_slots"] / r["seconds"] for r in rounds])),
         "real_target_tokens_per_step": total["targets_tokens"] / sum(len(r["step_rates"]) for r in rounds),
+        "real_source_tokens_per_step": total["inputs_tokens"] / sum(len(r["step_rates"]) for r in rounds),
         "inputs_padding_fraction": 1 - total["inputs_tokens"] / total["inputs_slots"],
         "targets_padding_fraction": 1 - total["targets_tokens"] / total["targets_slots"],
         "epoch_padding_fraction": stats["train_padding_fraction"],
@@ -142,10 +147,11 @@ def summarize(rounds: list[dict[str, Any]], mode: Mode) -> dict[str, Any]:
     }
 
 
-def run(dataset: str, data_dir: str, shape: dict[str, int], rounds: int, steps: int) -> dict[str, Any]:
+def run(dataset: str, data_dir: str, shape: dict[str, int], rounds: int, steps: int,
+        unit: str = "real") -> dict[str, Any]:
     """Build both modes, compile their shapes, alternate timed rounds; returns the JSON fields."""
     mesh = sharding.create_mesh((-1,), ("data",))
-    modes = {name: Mode(make_config(dataset, data_dir, shape, name == "packed"), mesh) for name in MODES}
+    modes = {name: Mode(make_config(dataset, data_dir, shape, name == "packed", unit), mesh) for name in MODES}
     compile_s = {name: round(mode.compile_all_shapes(), 2) for name, mode in modes.items()}
     print(f"compiled every shape: {compile_s}", file=sys.stderr, flush=True)
     measured: dict[str, list] = {name: [] for name in MODES}
@@ -160,6 +166,7 @@ def run(dataset: str, data_dir: str, shape: dict[str, int], rounds: int, steps: 
     return {
         "dataset": dataset,
         "shape": shape,
+        "tokens_per_batch_unit": unit,
         "rounds": rounds,
         "steps_per_round": steps,
         "device": f"{jax.device_count()} x {jax.devices()[0].device_kind}",
@@ -181,11 +188,13 @@ def main() -> None:
     parser.add_argument("--wide", action="store_true", help="d_model 256, 3 layers, d_ff 1024 instead.")
     parser.add_argument("--rounds", type=int, default=None, help="Alternating rounds (default 5; quick 2).")
     parser.add_argument("--steps", type=int, default=None, help="Steps per round (default 8; quick 3).")
+    parser.add_argument("--unit", choices=batching.TOKENS_PER_BATCH_UNITS, default="real",
+                        help="config.tokens_per_batch_unit of both modes.")
     args = parser.parse_args()
     rounds = args.rounds or (2 if args.quick else 5)
     steps = args.steps or (3 if args.quick else 8)
     shape = QUICK_SHAPE if args.quick else WIDE_SHAPE if args.wide else FULL_SHAPE
-    results = run(args.dataset, args.data_dir, shape, rounds, steps)
+    results = run(args.dataset, args.data_dir, shape, rounds, steps, args.unit)
     text = json.dumps(results, indent=2)
     print(text)
     args.out.parent.mkdir(parents=True, exist_ok=True)

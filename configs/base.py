@@ -61,8 +61,10 @@ def get_config() -> ml_collections.ConfigDict:
     config.data_dir = ""  # TFDS data directory; "" means TFDS's default (~/tensorflow_datasets).
     config.vocab_size = 37000  # Shared source/target BPE vocabulary.
     config.max_len = 256  # Longest example (tokens, EOS included) kept for training; also PE length.
-    config.tokens_per_batch = 25000  # Per side, batches grouped by length (Section 5.1). Counts token
-    # slots (rows x padded length, padding included); metrics.jsonl logs the padding fraction trained on.
+    config.tokens_per_batch = 25000  # Per side, batches grouped by length (Section 5.1).
+    config.tokens_per_batch_unit = "real"  # The paper counts real tokens: each bucket's rows are sized by
+    # its pairs' mean length. "slots": rows x padded length, padding included (fairseq's --max-tokens).
+    # metrics.jsonl logs the padding fraction trained on either way.
     config.packing = False  # True: several pairs per training row with segment ids (attention stays
     # within a pair; one batch shape [tokens_per_batch // max_len, max_len]; needs attention_window=0).
     config.tokenizer_max_sentences = 2_000_000  # Sentences (both sides) used to train the BPE model.

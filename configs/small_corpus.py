@@ -116,6 +116,7 @@ def get_config() -> ml_collections.ConfigDict:
     config.vocab_size = 4000  # Shared BPE; ~230 training tokens per piece here.
     config.max_len = 64  # Keeps 99% of the pairs; 7 bucket shapes.
     config.tokens_per_batch = 4096  # Padded slots per side; ~3,300 real target tokens.
+    config.tokens_per_batch_unit = "slots"  # As measured; "real" gives ~20% more target tokens per step.
     config.num_train_steps = 1700  # 53 min on 2 shared CPU cores (raise it on a quiet or faster machine).
     config.warmup_steps = 300  # Short: the run is ~1,700 updates (p4 against p3).
     config.learning_rate_scale = 0.4  # Peak 2.0e-3 at step 300.

@@ -44,6 +44,7 @@ def _small_base() -> ml_collections.ConfigDict:
     config.vocab_size = 4000
     config.max_len = 32  # Keeps 95% of the pairs; 5 bucket shapes to compile instead of 7 at 64.
     config.tokens_per_batch = 2048
+    config.tokens_per_batch_unit = "slots"  # As the committed sweep was run.
     config.num_train_steps = 700
     config.warmup_steps = 150
     config.learning_rate_scale = 0.1  # Peak lr 1.0e-3 at step 150, near the paper's 7.0e-4 (see Notes).

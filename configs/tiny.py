@@ -40,6 +40,7 @@ def get_config() -> ml_collections.ConfigDict:
     config.value_dim = 32
     config.max_len = 64
     config.tokens_per_batch = 2048
+    config.tokens_per_batch_unit = "slots"  # Padded slots per side, as the README's figures were measured.
     config.num_train_steps = 1200
     config.warmup_steps = 400
     config.learning_rate_scale = 2.0

@@ -66,6 +66,7 @@ def _config(dataset: str, data_dir, **overrides):
     config.vocab_size = 300
     config.max_len = MAX_LEN
     config.tokens_per_batch = TOKENS_PER_BATCH
+    config.tokens_per_batch_unit = "slots"  # The shapes these tests compute; tests/test_token_budget.py: "real".
     for key, value in overrides.items():
         config[key] = value
     return config

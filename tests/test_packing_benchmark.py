@@ -26,7 +26,13 @@ def test_quick_packing_benchmark_writes_both_modes(tmp_path: pathlib.Path) -> No
     assert completed.returncode == 0, completed.stderr[-3000:]
 
     results = json.loads(out.read_text())
-    assert results["packed"]["local_batch_shapes"] == [[16, 32]]  # One shape: tokens_per_batch // max_len rows.
+    assert results["tokens_per_batch_unit"] == "real"
+    [(packed_rows, packed_length)] = results["packed"]["local_batch_shapes"]  # One shape of max_len.
+    assert packed_length == 32 and packed_rows >= 512 // 32  # Real tokens: at least the slot-counted rows.
+    # Both modes carry about the budget (512) of real tokens per step on the longer side.
+    for mode in ("unpacked", "packed"):
+        longer = max(results[mode]["real_target_tokens_per_step"], results[mode]["real_source_tokens_per_step"])
+        assert 0.6 * 512 <= longer <= 1.3 * 512, (mode, longer)
     assert len(results["unpacked"]["local_batch_shapes"]) > 1  # One per used bucket.
     for mode in ("unpacked", "packed"):
         assert len(results[mode]["round_rates"]) == results["rounds"]

@@ -8,10 +8,18 @@ both sides of a batch are padded to that ``L``. Each bucket has a fixed number o
 ``R * L <= tokens_per_batch`` and ``R`` a multiple of ``row_multiple``, so a jitted train step sees only
 ``len(bucket_lengths)`` shapes. Pairs longer than the largest bucket (``max_len``) are dropped.
 
-``tokens_per_batch`` therefore counts token *slots* per side (rows x padded length), padding included;
-the real tokens of a batch are ``(1 - padding fraction)`` of it. :meth:`BatchPlan.padding_fraction`
-gives that fraction for an epoch and training logs it for the batches it trained on
-(``inputs_padding_fraction``, ``targets_padding_fraction``). ``config.packing``
+What ``tokens_per_batch`` counts is ``config.tokens_per_batch_unit``:
+
+- ``"slots"``: token *slots* per side (rows x padded length, padding included), the convention of
+  fairseq's ``--max-tokens``, tensor2tensor and the Flax WMT example; the real tokens of a batch are
+  then ``(1 - padding fraction)`` of the budget.
+- ``"real"``: real tokens per side, as the paper counts them. :func:`real_token_shapes` gives each
+  bucket ``R = tokens_per_batch / m`` rows, ``m`` the mean real length of the longer side over that
+  bucket's pairs, so an average batch holds about ``tokens_per_batch`` real tokens on its longer
+  side whatever its bucket; a batch then spans more slots than the budget (at most ``L / m`` times it).
+
+:meth:`BatchPlan.padding_fraction` gives the padding of an epoch and training logs it for the batches it
+trained on (``inputs_padding_fraction``, ``targets_padding_fraction``). ``config.packing``
 (:mod:`attention_jax.data.packing`) fills the slots with several pairs per row instead.
 
 A :class:`BatchPlan` lists the *global* batches of an epoch as sentence indices; every process computes
@@ -25,7 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Protocol
+from typing import Protocol, Sequence
 
 import numpy as np
 
@@ -122,6 +130,95 @@ def make_bucket_shapes(max_len: int, tokens_per_batch: int, row_multiple: int) -
             f"{row_multiple * max_len} or lower max_len."
         )
     return BucketShapes(lengths=lengths, global_rows=global_rows)
+
+
+TOKENS_PER_BATCH_UNITS = ("slots", "real")
+
+
+def check_tokens_per_batch_unit(unit: str) -> str:
+    """Return ``unit`` if it is a known ``config.tokens_per_batch_unit``, else raise a ValueError naming the choices.
+
+    Parameters
+    ----------
+    unit : str
+        The configured value.
+
+    Returns
+    -------
+    str
+        ``unit`` itself.
+    """
+    if unit not in TOKENS_PER_BATCH_UNITS:
+        raise ValueError(
+            f"config.tokens_per_batch_unit={unit!r} is not one of {TOKENS_PER_BATCH_UNITS}: 'slots' counts "
+            "padded positions (rows x padded length), 'real' counts real tokens (the paper). Set "
+            "--config.tokens_per_batch_unit=real or =slots."
+        )
+    return unit
+
+
+def real_token_shapes(shapes: BucketShapes, mean_tokens_per_row: Sequence[float], tokens_per_batch: int,
+                      row_multiple: int) -> BucketShapes:
+    """Resize each bucket's rows so that its average batch holds ``tokens_per_batch`` real tokens per side.
+
+    Parameters
+    ----------
+    shapes : BucketShapes
+        Slot-counted shapes (:func:`make_bucket_shapes`); their lengths are kept.
+    mean_tokens_per_row : Sequence[float]
+        Per bucket, the mean real tokens of a row's longer side (0 for a bucket no pair falls in: it
+        keeps its slot-counted rows).
+    tokens_per_batch : int
+        Real tokens per side of one global batch.
+    row_multiple : int
+        Every row count is a multiple of this.
+
+    Returns
+    -------
+    BucketShapes
+        The same lengths with ``R = floor(tokens_per_batch / mean / row_multiple) * row_multiple`` rows,
+        never fewer than the slot-counted rows.
+
+    Notes
+    -----
+    ``R >= tokens_per_batch // L`` because a row holds at most ``L`` real tokens, so the budget can only
+    grow the rows; a bucket whose pairs fill only half their length gets about twice the rows.
+    """
+    global_rows = []
+    for slot_rows, mean in zip(shapes.global_rows, mean_tokens_per_row):
+        real_rows = int(tokens_per_batch / mean) // row_multiple * row_multiple if mean > 0 else 0
+        global_rows.append(max(slot_rows, real_rows))
+    return BucketShapes(lengths=shapes.lengths, global_rows=tuple(global_rows))
+
+
+def mean_longer_side_per_bucket(source_lengths: np.ndarray, target_lengths: np.ndarray,
+                                lengths: Sequence[int]) -> tuple[float, ...]:
+    """Mean real tokens of the longer side of a bucket's rows, per bucket (0 for an empty bucket).
+
+    Parameters
+    ----------
+    source_lengths, target_lengths : np.ndarray
+        Length of each pair's sides (EOS included), shape ``[num_pairs]``.
+    lengths : Sequence[int]
+        The buckets' padded lengths, increasing.
+
+    Returns
+    -------
+    tuple[float, ...]
+        ``max(mean source length, mean target length)`` over the pairs of each bucket.
+
+    Notes
+    -----
+    The larger of the two means (not the mean of the larger sides) is what keeps *each* side's average
+    batch within the budget. Pairs longer than the last bucket are left out, as the plan drops them.
+    """
+    bucket_of_pair = np.searchsorted(np.asarray(lengths), np.maximum(source_lengths, target_lengths), side="left")
+    means = []
+    for bucket in range(len(lengths)):
+        members = bucket_of_pair == bucket
+        means.append(float(max(source_lengths[members].mean(), target_lengths[members].mean()))
+                     if members.any() else 0.0)
+    return tuple(means)
 
 
 @dataclasses.dataclass(frozen=True)

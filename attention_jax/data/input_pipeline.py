@@ -302,15 +302,15 @@ def get_datasets(
     source = data_sources.open_translation_source(config)
     tokenizer = _load_or_train_tokenizer(source, config)
     row_multiple = int(np.lcm(rows_multiple, process_count))
-    shapes = batching.make_bucket_shapes(config.max_len, config.tokens_per_batch, row_multiple)
     tfds_splits = {"train": config.train_split, "validation": config.eval_split, "test": config.test_split}
     splits = {}
+    shapes = None  # Bucket shapes of every bucketed plan, sized on the training split (train comes first).
     for role, tfds_split in tfds_splits.items():
         tokenized = token_cache.load_or_tokenize_split(source, tfds_split, tokenizer)
         lengths = (tokenized.source.lengths_with_eos(), tokenized.target.lengths_with_eos())
+        shapes = shapes or _bucket_shapes(config, lengths, row_multiple)
         if role == "train" and config.get("packing", False):
-            plan = packing.PackedPlan(*lengths, packing.make_packed_shapes(
-                config.max_len, config.tokens_per_batch, row_multiple))
+            plan = _packed_plan(config, lengths, row_multiple)
         else:
             plan = batching.BatchPlan(*lengths, shapes)
         if role == "train" and plan.num_kept == 0:
@@ -327,6 +327,29 @@ def get_datasets(
         process_count=process_count,
         num_threads=int(config.get("data_threads", DEFAULT_NUM_THREADS)),
     )
+
+
+def _bucket_shapes(config: Any, lengths: tuple[np.ndarray, np.ndarray], row_multiple: int) -> batching.BucketShapes:
+    """Bucket shapes under ``config.tokens_per_batch``, in the unit ``config.tokens_per_batch_unit`` names.
+
+    ``lengths`` are the training split's (source, target) lengths: with ``"real"`` they set each
+    bucket's rows, and evaluation reuses the shapes so the evaluation step compiles no new ones.
+    """
+    unit = batching.check_tokens_per_batch_unit(config.get("tokens_per_batch_unit", "slots"))
+    shapes = batching.make_bucket_shapes(config.max_len, config.tokens_per_batch, row_multiple)
+    if unit == "slots":
+        return shapes
+    means = batching.mean_longer_side_per_bucket(*lengths, shapes.lengths)
+    return batching.real_token_shapes(shapes, means, config.tokens_per_batch, row_multiple)
+
+
+def _packed_plan(config: Any, lengths: tuple[np.ndarray, np.ndarray], row_multiple: int) -> packing.PackedPlan:
+    """The packed training plan, ``R`` rows of ``max_len`` sized in the unit ``config.tokens_per_batch_unit`` names."""
+    plan = packing.PackedPlan(*lengths, packing.make_packed_shapes(config.max_len, config.tokens_per_batch, row_multiple))
+    if config.get("tokens_per_batch_unit", "slots") == "slots":
+        return plan
+    return plan.with_shapes(batching.real_token_shapes(
+        plan.shapes, plan.mean_tokens_per_row(), config.tokens_per_batch, row_multiple))
 
 
 def _load_or_train_tokenizer(source: data_sources.TranslationSource, config: Any) -> tokenizer_lib.Tokenizer:

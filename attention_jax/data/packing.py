@@ -23,6 +23,7 @@ Glossary: ``L`` row length (``max_len``), ``R`` global rows per batch, ``P`` mos
 
 from __future__ import annotations
 
+import copy
 import math
 
 import numpy as np
@@ -140,6 +141,35 @@ class PackedPlan:
     def num_rows(self) -> int:
         """Packed rows holding every kept pair once."""
         return len(self._rows)
+
+    def mean_tokens_per_row(self) -> tuple[float]:
+        """Mean real tokens of a packed row's longer side: ``max(source, target tokens) / rows``.
+
+        Returns
+        -------
+        tuple[float]
+            One value (the plan's one shape); 0 for a plan without rows.
+        """
+        return (max(self._source_tokens, self._target_tokens) / self.num_rows if self.num_rows else 0.0,)
+
+    def with_shapes(self, shapes: batching.BucketShapes) -> "PackedPlan":
+        """Return this packing cut into batches of ``shapes.global_rows[0]`` rows (the rows are not repacked).
+
+        Parameters
+        ----------
+        shapes : batching.BucketShapes
+            One bucket of this plan's length (e.g. from :func:`batching.real_token_shapes`).
+
+        Returns
+        -------
+        PackedPlan
+            A copy sharing the packed rows.
+        """
+        if tuple(shapes.lengths) != tuple(self.shapes.lengths):
+            raise ValueError(f"shapes of length {shapes.lengths} do not match this plan's {self.shapes.lengths}.")
+        resized = copy.copy(self)
+        resized.shapes = shapes
+        return resized
 
     @property
     def num_batches(self) -> int:
