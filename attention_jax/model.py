@@ -215,7 +215,73 @@ class FeedForward(nn.Module):
         )(hidden)  # [B,L,D]
 
 
-def _layer_norm(name: str) -> nn.LayerNorm:
+def embed_tokens(config: TransformerConfig, embedding: nn.Embed, position: PositionalEncoding,
+                 dropout: nn.Dropout, ids: Array, *, deterministic: bool,
+                 positions: Array | None = None) -> Array:
+    """Embedding of ids ``[B, L]`` scaled by sqrt(d_model), plus the positional encoding, with dropout.
+
+    Parameters
+    ----------
+    config : TransformerConfig
+        ``d_model`` and the compute dtype are read.
+    embedding : nn.Embed
+        The (shared) token embedding.
+    position : PositionalEncoding
+        The positional encoding module.
+    dropout : nn.Dropout
+        ``P_drop`` applied to the sum (5.4).
+    ids : Array
+        Integer ``[B, L]`` token ids.
+    deterministic : bool
+        Disable dropout.
+    positions : Array, optional
+        Integer ``[B, L]`` positions of packed rows.
+
+    Returns
+    -------
+    Array
+        ``[B, L, D]`` in the compute dtype.
+    """
+    x = embedding(ids).astype(config.compute_dtype) * jnp.sqrt(jnp.asarray(config.d_model,
+                                                                          config.compute_dtype))
+    x = position(x, positions)  # embeddings * sqrt(d_model) + PE (3.4, 3.5)
+    return dropout(x, deterministic=deterministic)  # P_drop on the sum (5.4)
+
+
+def self_attention_mask(config: TransformerConfig, valid: Array, *, causal: bool,
+                        segmentation: Array | None = None) -> Array | attention.LocalMask:
+    """Self-attention mask from the ``[B, L]`` token validity: padding, and causal if asked.
+
+    Parameters
+    ----------
+    config : TransformerConfig
+        ``attention_window`` is read.
+    valid : Array
+        Boolean ``[B, L]``: real tokens.
+    causal : bool
+        Forbid attending to later positions (decoder self-attention, 3.2.3).
+    segmentation : Array, optional
+        Integer ``[B, L]`` segment ids of packed rows: keys are restricted to the query's own segment.
+
+    Returns
+    -------
+    Array or attention.LocalMask
+        Boolean ``[B, 1, L, L]``; with ``attention_window = r > 0`` an :class:`attention.LocalMask`
+        (``|i - j| <= r``), which the einsum attention computes blockwise in O(r n d) (Table 1).
+    """
+    window = config.attention_window
+    if window > 0:
+        if segmentation is not None:
+            raise ValueError(f"Packed batches (segment ids) need full attention; attention_window="
+                             f"{window} has no segment mask. Set attention_window=0 or packing=False.")
+        return attention.LocalMask(window=window, valid=valid, causal=causal)
+    causal_mask = attention.make_causal_mask(valid.shape[1]) if causal else None
+    segment_mask = None if segmentation is None else make_segment_mask(segmentation, segmentation)
+    return attention.combine_masks(attention.make_padding_mask(valid, valid), causal_mask, segment_mask)
+
+
+def layer_norm(name: str) -> nn.LayerNorm:
+    """The LayerNorm of every sublayer and of the pre-LN final norm (epsilon 1e-6, float32)."""
     return nn.LayerNorm(
         epsilon=1e-6,
         dtype=jnp.float32,
@@ -243,7 +309,7 @@ class ResidualSublayer(nn.Module):
     @nn.compact
     def __call__(self, x: Array, sublayer: Any, *, deterministic: bool) -> Array:
         """Apply ``sublayer`` (a callable of the normalized or raw ``x``) with residual and norm."""
-        norm = _layer_norm("layer_norm")
+        norm = layer_norm("layer_norm")
         dropout = nn.Dropout(self.config.dropout_rate)
         if self.config.layer_norm_position == "pre":
             return x + dropout(sublayer(norm(x).astype(x.dtype)), deterministic=deterministic)
@@ -267,15 +333,20 @@ def _attention(config: TransformerConfig, name: str, decode: bool = False) -> at
 
 
 class EncoderLayer(nn.Module):
-    """Self-attention then feed-forward, each wrapped by :class:`ResidualSublayer` (Section 3.1)."""
+    """Self-attention then feed-forward, each wrapped by :class:`ResidualSublayer` (Section 3.1).
+
+    With a causal mask it is also the layer of the decoder-only language model
+    (:mod:`attention_jax.language_model`), whose generation sets ``decode`` to keep a key/value cache.
+    """
 
     config: TransformerConfig
+    decode: bool = False
 
     @nn.compact
     def __call__(self, x: Array, mask: Array | attention.LocalMask | None, *, deterministic: bool,
                  sow_weights: bool = False) -> Array:
         """Map ``[B, S, D]`` to ``[B, S, D]``; ``mask`` is ``[B, 1, S, S]`` or a ``LocalMask``."""
-        self_attention = _attention(self.config, "self_attention")
+        self_attention = _attention(self.config, "self_attention", decode=self.decode)
         x = ResidualSublayer(self.config, name="attention_block")(
             x, lambda h: self_attention(h, h, mask, deterministic=deterministic, sow_weights=sow_weights),
             deterministic=deterministic,
@@ -357,33 +428,17 @@ class Transformer(nn.Module):
         self.decoder_layers = [DecoderLayer(cfg, name=f"decoder_{i}") for i in range(cfg.num_layers)]
         self.embedding_dropout = nn.Dropout(cfg.dropout_rate)
         if cfg.layer_norm_position == "pre":
-            self.encoder_norm = _layer_norm("encoder_norm")
-            self.decoder_norm = _layer_norm("decoder_norm")
+            self.encoder_norm = layer_norm("encoder_norm")
+            self.decoder_norm = layer_norm("decoder_norm")
 
     def _embed(self, embedding: nn.Embed, position: PositionalEncoding, ids: Array,
                deterministic: bool, positions: Array | None = None) -> Array:
-        cfg = self.config
-        x = embedding(ids).astype(cfg.compute_dtype) * jnp.sqrt(jnp.asarray(cfg.d_model, cfg.compute_dtype))
-        x = position(x, positions)  # embeddings * sqrt(d_model) + PE (3.4, 3.5)
-        return self.embedding_dropout(x, deterministic=deterministic)  # P_drop on the sum (5.4)
+        return embed_tokens(self.config, embedding, position, self.embedding_dropout, ids,
+                            deterministic=deterministic, positions=positions)
 
     def _self_attention_mask(self, valid: Array, *, causal: bool,
                              segmentation: Array | None = None) -> Array | attention.LocalMask:
-        """Self-attention mask from the ``[B, L]`` token validity: padding, and causal if asked.
-
-        With ``attention_window = r > 0`` it is a :class:`attention.LocalMask` (``|i - j| <= r``), which
-        the einsum attention computes blockwise in O(r n d) (Table 1's restricted self-attention).
-        With ``segmentation`` (packed rows) keys are further restricted to the query's own pair.
-        """
-        window = self.config.attention_window
-        if window > 0:
-            if segmentation is not None:
-                raise ValueError(f"Packed batches (segment ids) need full attention; attention_window="
-                                 f"{window} has no segment mask. Set attention_window=0 or packing=False.")
-            return attention.LocalMask(window=window, valid=valid, causal=causal)
-        causal_mask = attention.make_causal_mask(valid.shape[1]) if causal else None
-        segment_mask = None if segmentation is None else make_segment_mask(segmentation, segmentation)
-        return attention.combine_masks(attention.make_padding_mask(valid, valid), causal_mask, segment_mask)
+        return self_attention_mask(self.config, valid, causal=causal, segmentation=segmentation)
 
     def encode(self, inputs: Array, *, inputs_segmentation: Array | None = None,
                inputs_position: Array | None = None, deterministic: bool = True,
