@@ -153,15 +153,20 @@ class Generator:
     Parameters
     ----------
     model_config : TransformerConfig
-        The model's hyperparameters (``max_len`` bounds prompt plus generated tokens).
+        The model's hyperparameters.
     params : pytree
         Plain parameters of a :class:`attention_jax.language_model.LanguageModel`.
     tokenizer : object
         ``encode(text, add_eos)`` and ``decode(ids)`` (``attention_jax.data.tokenizer.Tokenizer``).
+    max_length : int, optional
+        Most positions (BOS + prompt + generated tokens): the training rows' length
+        (``config.max_len``); default ``model_config.max_len``.
     """
 
-    def __init__(self, model_config: TransformerConfig, params: Any, tokenizer: Any) -> None:
+    def __init__(self, model_config: TransformerConfig, params: Any, tokenizer: Any,
+                 max_length: int | None = None) -> None:
         self.model_config = model_config.replace(decode=True, dropout_rate=0.0, attention_dropout_rate=0.0)
+        self._max_length = min(max_length or model_config.max_len, model_config.max_len)
         self.params = params
         self.tokenizer = tokenizer
         self._lm = LanguageModel(self.model_config)
@@ -170,7 +175,7 @@ class Generator:
     @property
     def max_length(self) -> int:
         """Longest sequence (BOS + prompt + generated tokens) the model takes."""
-        return self.model_config.max_len
+        return self._max_length
 
     def encode_prompt(self, prompt: str) -> list[int]:
         """Token ids of a prompt (no EOS); ``ValueError`` for an empty or too long one.

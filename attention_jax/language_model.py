@@ -179,6 +179,27 @@ def model_kind_of(config: Any) -> str:
     return kind
 
 
+def check_training_config(config: Any) -> None:
+    """Raise ``ValueError`` for translation-only settings on a decoder-only run.
+
+    Parameters
+    ----------
+    config : ml_collections.ConfigDict
+        Experiment config.
+
+    Notes
+    -----
+    BLEU needs source sentences, which a language model has none of.
+    """
+    if model_kind_of(config) != "decoder_only":
+        return
+    if config.get("num_bleu_examples", 0) > 0 or config.get("final_bleu", False):
+        raise ValueError(
+            f"model_kind='decoder_only' has no source sentences to translate, but num_bleu_examples="
+            f"{config.get('num_bleu_examples', 0)} and final_bleu={config.get('final_bleu', False)} ask for "
+            "BLEU: set --config.num_bleu_examples=0 --config.final_bleu=False (configs/lm_*.py do).")
+
+
 def build_model(model_config: TransformerConfig, model_kind: str) -> nn.Module:
     """The Flax module of a model kind: the encoder-decoder or the decoder-only language model.
 
