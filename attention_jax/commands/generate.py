@@ -52,7 +52,7 @@ def main(argv: list[str]) -> None:
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
     from attention_jax import generation, inference  # Imported here so --help is fast.
-    from attention_jax.commands.translate import read_lines
+    from attention_jax.commands.text_io import read_lines
 
     try:
         settings = generation.SamplingSettings(temperature=_TEMPERATURE.value, top_k=_TOP_K.value,
