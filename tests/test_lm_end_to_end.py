@@ -87,3 +87,12 @@ def test_bad_prompts_and_wrong_runs_are_clear_errors(lm_workdir: pathlib.Path, t
     wrong = _generate(f"--workdir={tmp_path}", "--prompt=Hallo")
     assert wrong.returncode != 0 and "encoder-decoder translation model" in wrong.stderr
     assert "attention_jax.translate" in wrong.stderr and "Traceback" not in wrong.stderr
+
+
+def test_a_language_model_workdir_refuses_a_translation_config(lm_workdir: pathlib.Path) -> None:
+    from tests.support.fake_data import tiny_config
+
+    with pytest.raises(ValueError, match="model_kind"):
+        checkpoints.check_resume_compatible(str(lm_workdir), tiny_config())
+    with pytest.raises(ValueError, match="num_bleu_examples=0 --config.final_bleu=False"):
+        train.validate_training_config(tiny_config(model_kind="decoder_only", num_bleu_examples=10))
