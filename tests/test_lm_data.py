@@ -114,3 +114,15 @@ def test_tfds_text_dataset_on_mock_data(tmp_path: pathlib.Path) -> None:
         assert next(data.train_iterator(seed=0))["targets"].shape == (4, 32)
         with pytest.raises(ValueError, match="no feature 'body'"):
             lm_data.get_datasets(_config("lm1b", tmp_path, vocab_size=200, text_feature="body"))
+
+
+def test_processes_read_disjoint_rows_that_make_up_the_global_batch(tmp_path: pathlib.Path) -> None:
+    _write_txt_corpus(tmp_path)
+    config = _config(f"txt:{tmp_path}", tmp_path / "cache")
+    whole = lm_data.get_datasets(config)
+    parts = [lm_data.get_datasets(config, process_index=index, process_count=2) for index in range(2)]
+    expected = next(whole.train_iterator(seed=1))["targets"]
+    pieces = [next(part.train_iterator(seed=1))["targets"] for part in parts]
+    np.testing.assert_array_equal(np.concatenate(pieces), expected)
+    dev = [part.eval_batches("validation")[0]["targets"] for part in parts]
+    np.testing.assert_array_equal(np.concatenate(dev), whole.eval_batches("validation")[0]["targets"])

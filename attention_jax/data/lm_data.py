@@ -100,6 +100,24 @@ class PackedRows:
                 "targets_position": np.where(keep, self.positions[safe], 0)}
 
 
+def local_rows(global_rows: int, process_index: int, process_count: int) -> slice:
+    """This process's rows of a global batch: the ``process_index``-th of ``process_count`` equal parts.
+
+    Parameters
+    ----------
+    global_rows : int
+        Rows of the global batch (a multiple of ``process_count``).
+    process_index, process_count : int
+        This process and the number of processes.
+
+    Returns
+    -------
+    slice
+        Into the global batch's rows.
+    """
+    return slice(process_index * global_rows // process_count, (process_index + 1) * global_rows // process_count)
+
+
 class _TrainSteps(Sequence):
     """Step ``i`` -> this process's rows of the global batch ``i``: endless, reshuffled every epoch."""
 
@@ -108,8 +126,7 @@ class _TrainSteps(Sequence):
         self._rows = rows
         self._global_rows = global_rows
         self._seed = seed
-        self._local = slice(process_index * global_rows // process_count,
-                            (process_index + 1) * global_rows // process_count)
+        self._local = local_rows(global_rows, process_index, process_count)
         self.batches_per_epoch = rows.num_rows // global_rows
 
     def __len__(self) -> int:
@@ -192,8 +209,7 @@ class LanguageModelData:
         """
         role = self.role_of(split)
         count = self._num_batches(role) if max_batches <= 0 else min(max_batches, self._num_batches(role))
-        local = slice(self._process_index * self._global_rows // self._process_count,
-                      (self._process_index + 1) * self._global_rows // self._process_count)
+        local = local_rows(self._global_rows, self._process_index, self._process_count)
         batches = []
         for index in range(count):
             rows = np.arange(index * self._global_rows, (index + 1) * self._global_rows)
