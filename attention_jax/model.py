@@ -218,56 +218,46 @@ class FeedForward(nn.Module):
 def embed_tokens(config: TransformerConfig, embedding: nn.Embed, position: PositionalEncoding,
                  dropout: nn.Dropout, ids: Array, *, deterministic: bool,
                  positions: Array | None = None) -> Array:
-    """Embedding of ids ``[B, L]`` scaled by sqrt(d_model), plus the positional encoding, with dropout.
+    """Embedding of ids ``[B, L]`` x sqrt(d_model), plus the positional encoding, with dropout (3.4, 5.4).
 
     Parameters
     ----------
     config : TransformerConfig
         ``d_model`` and the compute dtype are read.
-    embedding : nn.Embed
-        The (shared) token embedding.
-    position : PositionalEncoding
-        The positional encoding module.
-    dropout : nn.Dropout
-        ``P_drop`` applied to the sum (5.4).
+    embedding, position, dropout : nn.Module
+        The (shared) token embedding, the positional encoding and ``P_drop`` applied to their sum.
     ids : Array
-        Integer ``[B, L]`` token ids.
-    deterministic : bool
-        Disable dropout.
-    positions : Array, optional
-        Integer ``[B, L]`` positions of packed rows.
+        Integer ``[B, L]`` token ids; ``positions`` (optional, ``[B, L]``) are those of packed rows;
+        ``deterministic`` disables dropout.
 
     Returns
     -------
     Array
         ``[B, L, D]`` in the compute dtype.
     """
-    x = embedding(ids).astype(config.compute_dtype) * jnp.sqrt(jnp.asarray(config.d_model,
-                                                                          config.compute_dtype))
+    scale = jnp.sqrt(jnp.asarray(config.d_model, config.compute_dtype))
+    x = embedding(ids).astype(config.compute_dtype) * scale
     x = position(x, positions)  # embeddings * sqrt(d_model) + PE (3.4, 3.5)
     return dropout(x, deterministic=deterministic)  # P_drop on the sum (5.4)
 
 
 def self_attention_mask(config: TransformerConfig, valid: Array, *, causal: bool,
                         segmentation: Array | None = None) -> Array | attention.LocalMask:
-    """Self-attention mask from the ``[B, L]`` token validity: padding, and causal if asked.
+    """Self-attention mask from the ``[B, L]`` token validity: padding, causal if asked, segments.
 
     Parameters
     ----------
     config : TransformerConfig
         ``attention_window`` is read.
     valid : Array
-        Boolean ``[B, L]``: real tokens.
-    causal : bool
-        Forbid attending to later positions (decoder self-attention, 3.2.3).
-    segmentation : Array, optional
-        Integer ``[B, L]`` segment ids of packed rows: keys are restricted to the query's own segment.
+        Boolean ``[B, L]``: real tokens. ``causal`` forbids later keys (decoder self-attention, 3.2.3);
+        ``segmentation`` (packed rows, ``[B, L]``) restricts keys to the query's own segment.
 
     Returns
     -------
     Array or attention.LocalMask
-        Boolean ``[B, 1, L, L]``; with ``attention_window = r > 0`` an :class:`attention.LocalMask`
-        (``|i - j| <= r``), which the einsum attention computes blockwise in O(r n d) (Table 1).
+        Boolean ``[B, 1, L, L]``; with ``attention_window = r > 0`` a :class:`attention.LocalMask`
+        (``|i - j| <= r``), computed blockwise in O(r n d) by the einsum attention (Table 1).
     """
     window = config.attention_window
     if window > 0:
@@ -335,8 +325,7 @@ def _attention(config: TransformerConfig, name: str, decode: bool = False) -> at
 class EncoderLayer(nn.Module):
     """Self-attention then feed-forward, each wrapped by :class:`ResidualSublayer` (Section 3.1).
 
-    With a causal mask it is also the layer of the decoder-only language model
-    (:mod:`attention_jax.language_model`), whose generation sets ``decode`` to keep a key/value cache.
+    With a causal mask, the layer of :mod:`attention_jax.language_model` (``decode``: key/value cache).
     """
 
     config: TransformerConfig
@@ -431,15 +420,6 @@ class Transformer(nn.Module):
             self.encoder_norm = layer_norm("encoder_norm")
             self.decoder_norm = layer_norm("decoder_norm")
 
-    def _embed(self, embedding: nn.Embed, position: PositionalEncoding, ids: Array,
-               deterministic: bool, positions: Array | None = None) -> Array:
-        return embed_tokens(self.config, embedding, position, self.embedding_dropout, ids,
-                            deterministic=deterministic, positions=positions)
-
-    def _self_attention_mask(self, valid: Array, *, causal: bool,
-                             segmentation: Array | None = None) -> Array | attention.LocalMask:
-        return self_attention_mask(self.config, valid, causal=causal, segmentation=segmentation)
-
     def encode(self, inputs: Array, *, inputs_segmentation: Array | None = None,
                inputs_position: Array | None = None, deterministic: bool = True,
                sow_weights: bool = False) -> Array:
@@ -463,10 +443,10 @@ class Transformer(nn.Module):
         Array
             The encoder output ``[B, S, D]``.
         """
-        mask = self._self_attention_mask(inputs != PAD_ID, causal=False,  # [B,1,S,S] or LocalMask
-                                         segmentation=inputs_segmentation)
-        x = self._embed(self.source_embedding, self.encoder_position, inputs, deterministic,
-                        inputs_position)
+        mask = self_attention_mask(self.config, inputs != PAD_ID, causal=False,  # [B,1,S,S] or LocalMask
+                                   segmentation=inputs_segmentation)
+        x = embed_tokens(self.config, self.source_embedding, self.encoder_position, self.embedding_dropout,
+                         inputs, deterministic=deterministic, positions=inputs_position)
         for layer in self.encoder_layers:
             x = layer(x, mask, deterministic=deterministic, sow_weights=sow_weights)
         if self.config.layer_norm_position == "pre":
@@ -522,10 +502,10 @@ class Transformer(nn.Module):
         if cfg.decode:
             self_mask = None  # Causality and the window come from the key/value cache.
         else:
-            self_mask = self._self_attention_mask(targets_valid, causal=True,
-                                                  segmentation=targets_segmentation)
-        y = self._embed(self.target_embedding, self.decoder_position, decoder_inputs, deterministic,
-                        targets_position)
+            self_mask = self_attention_mask(cfg, targets_valid, causal=True,
+                                            segmentation=targets_segmentation)
+        y = embed_tokens(cfg, self.target_embedding, self.decoder_position, self.embedding_dropout,
+                         decoder_inputs, deterministic=deterministic, positions=targets_position)
         for layer in self.decoder_layers:
             y = layer(y, encoded, self_mask, cross_mask, deterministic=deterministic,
                       sow_weights=sow_weights)

@@ -16,8 +16,8 @@ to ``WORKDIR/lm_eval_<split>.json``.
 
 from __future__ import annotations
 
-import os
 import sys
+from typing import Any
 
 from absl import app, flags
 
@@ -33,13 +33,14 @@ _EVAL_SPLIT = flags.DEFINE_string("eval_split", None,
                                   "Measure perplexity and bits per byte on this split instead of generating.")
 
 
-def _evaluate(run: object, split: str) -> None:
+def _evaluate(run: Any, split: str) -> None:
+    """Print and write the perplexity and bits per byte of ``run`` (an ``inference.TrainedRun``) on ``split``."""
     from attention_jax import lm_evaluation, run_files
     from attention_jax.data import lm_data
 
     result = lm_evaluation.evaluate_split(run.model_config, run.params, lm_data.get_datasets(run.config), split)
     result["checkpoint"] = run.checkpoint
-    path = os.path.join(run.workdir, f"lm_eval_{split}.json")
+    path = run_files.lm_eval_report_path(run.workdir, split)
     run_files.write_json_atomically(path, result)
     print(f"perplexity = {result['perplexity']:.3f}  ({result['nll_per_token']:.4f} nats/token, "
           f"{result['tokens']} tokens)")
