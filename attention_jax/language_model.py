@@ -189,10 +189,14 @@ def check_training_config(config: Any) -> None:
 
     Notes
     -----
-    BLEU needs source sentences, which a language model has none of.
+    BLEU needs source sentences, which a language model has none of; packed rows need full attention.
     """
     if model_kind_of(config) != "decoder_only":
         return
+    if config.get("attention_window", 0) > 0:
+        raise ValueError(f"model_kind='decoder_only' packs documents into rows with segment ids, which "
+                         f"restricted attention (attention_window={config.attention_window}) cannot take: "
+                         "set --config.attention_window=0.")
     if config.get("num_bleu_examples", 0) > 0 or config.get("final_bleu", False):
         raise ValueError(
             f"model_kind='decoder_only' has no source sentences to translate, but num_bleu_examples="

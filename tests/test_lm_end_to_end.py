@@ -96,3 +96,7 @@ def test_a_language_model_workdir_refuses_a_translation_config(lm_workdir: pathl
         checkpoints.check_resume_compatible(str(lm_workdir), tiny_config())
     with pytest.raises(ValueError, match="num_bleu_examples=0 --config.final_bleu=False"):
         train.validate_training_config(tiny_config(model_kind="decoder_only", num_bleu_examples=10))
+    with pytest.raises(ValueError, match="set --config.attention_window=0"):
+        train.validate_training_config(tiny_config(model_kind="decoder_only", attention_window=4))
+    with pytest.raises(ValueError, match="model_kind must be one of"):
+        train.validate_training_config(tiny_config(model_kind="encoder_only"))
