@@ -58,7 +58,7 @@ class LanguageModel(nn.Module):
         embed_init = nn.with_logical_partitioning(
             nn.initializers.normal(stddev=cfg.d_model**-0.5), ("vocab", "embed"))
         self.embedding = nn.Embed(cfg.vocab_size, cfg.d_model, embedding_init=embed_init,
-                                  name="shared_embedding")
+                                  name="shared_embedding" if cfg.share_embeddings else "input_embedding")
         if not cfg.share_embeddings:
             self.output_projection = nn.Dense(
                 cfg.vocab_size, use_bias=False, dtype=cfg.compute_dtype,
