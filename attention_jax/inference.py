@@ -15,7 +15,7 @@ from typing import Any
 
 import ml_collections
 
-from attention_jax import decode, run_files
+from attention_jax import decode, language_model, run_files
 from attention_jax.data import input_pipeline
 from attention_jax.data.tokenizer import Tokenizer
 from attention_jax.decode_settings import DecodeSettings
@@ -66,7 +66,32 @@ class TrainedRun:
         return self._data
 
 
-def load_run(workdir: str, checkpoint: str = "latest", *, average_last: int = 0) -> TrainedRun:
+_COMMAND_FOR_KIND = {"encoder_decoder": "python -m attention_jax.translate (or evaluate, plot_attention)",
+                     "decoder_only": "python -m attention_jax.generate"}
+
+
+def check_model_kind(workdir: str, config: ml_collections.ConfigDict, expected: str) -> None:
+    """Raise ``ValueError`` when the run in ``workdir`` is not of the ``expected`` model kind.
+
+    Parameters
+    ----------
+    workdir : str
+        The run's directory (named in the message).
+    config : ml_collections.ConfigDict
+        The run's config.
+    expected : str
+        ``"encoder_decoder"`` (translation commands) or ``"decoder_only"`` (generation).
+    """
+    found = language_model.model_kind_of(config)
+    if found != expected:
+        described = {"encoder_decoder": "an encoder-decoder translation model",
+                     "decoder_only": "a decoder-only language model"}
+        raise ValueError(f"{workdir} holds {described[found]} (config.model_kind={found!r}), not "
+                         f"{described[expected]}: use {_COMMAND_FOR_KIND[found]} on it.")
+
+
+def load_run(workdir: str, checkpoint: str = "latest", *, average_last: int = 0,
+             model_kind: str = "encoder_decoder") -> TrainedRun:
     """Load the parameters, config and tokenizer of a training run.
 
     Parameters
@@ -77,6 +102,8 @@ def load_run(workdir: str, checkpoint: str = "latest", *, average_last: int = 0)
         ``"latest"``, ``"averaged"``, ``"best"`` or a step number; ignored when ``average_last > 0``.
     average_last : int
         Average the parameters of the last this many training checkpoints (Section 6.1) instead.
+    model_kind : str
+        The model kind the caller decodes with (:func:`check_model_kind`).
 
     Returns
     -------
@@ -92,6 +119,7 @@ def load_run(workdir: str, checkpoint: str = "latest", *, average_last: int = 0)
     """
     if not os.path.isdir(workdir):
         raise FileNotFoundError(f"No work directory {workdir!r}: pass the --workdir of a training run.")
+    check_model_kind(workdir, checkpoints.read_config(workdir), model_kind)
     if average_last > 0:
         params, steps = params_checkpoints.average_last_params(workdir, average_last)
         config = checkpoints.read_config(workdir)
@@ -99,7 +127,8 @@ def load_run(workdir: str, checkpoint: str = "latest", *, average_last: int = 0)
     else:
         params, config = params_checkpoints.load_for_inference(workdir, checkpoint)
     model_config = TransformerConfig.from_config(config)
-    decode.check_params_match(model_config, params)
+    if model_kind == "encoder_decoder":
+        decode.check_params_match(model_config, params)
     tokenizer_path = os.path.join(workdir, run_files.TOKENIZER_FILE)
     if os.path.isfile(tokenizer_path):
         return TrainedRun(workdir, checkpoint, config, model_config, params, Tokenizer.load(tokenizer_path))

@@ -215,7 +215,63 @@ class FeedForward(nn.Module):
         )(hidden)  # [B,L,D]
 
 
-def _layer_norm(name: str) -> nn.LayerNorm:
+def embed_tokens(config: TransformerConfig, embedding: nn.Embed, position: PositionalEncoding,
+                 dropout: nn.Dropout, ids: Array, *, deterministic: bool,
+                 positions: Array | None = None) -> Array:
+    """Embedding of ids ``[B, L]`` x sqrt(d_model), plus the positional encoding, with dropout (3.4, 5.4).
+
+    Parameters
+    ----------
+    config : TransformerConfig
+        ``d_model`` and the compute dtype are read.
+    embedding, position, dropout : nn.Module
+        The (shared) token embedding, the positional encoding and ``P_drop`` applied to their sum.
+    ids : Array
+        Integer ``[B, L]`` token ids; ``positions`` (optional, ``[B, L]``) are those of packed rows;
+        ``deterministic`` disables dropout.
+
+    Returns
+    -------
+    Array
+        ``[B, L, D]`` in the compute dtype.
+    """
+    scale = jnp.sqrt(jnp.asarray(config.d_model, config.compute_dtype))
+    x = embedding(ids).astype(config.compute_dtype) * scale
+    x = position(x, positions)  # embeddings * sqrt(d_model) + PE (3.4, 3.5)
+    return dropout(x, deterministic=deterministic)  # P_drop on the sum (5.4)
+
+
+def self_attention_mask(config: TransformerConfig, valid: Array, *, causal: bool,
+                        segmentation: Array | None = None) -> Array | attention.LocalMask:
+    """Self-attention mask from the ``[B, L]`` token validity: padding, causal if asked, segments.
+
+    Parameters
+    ----------
+    config : TransformerConfig
+        ``attention_window`` is read.
+    valid : Array
+        Boolean ``[B, L]``: real tokens. ``causal`` forbids later keys (decoder self-attention, 3.2.3);
+        ``segmentation`` (packed rows, ``[B, L]``) restricts keys to the query's own segment.
+
+    Returns
+    -------
+    Array or attention.LocalMask
+        Boolean ``[B, 1, L, L]``; with ``attention_window = r > 0`` a :class:`attention.LocalMask`
+        (``|i - j| <= r``), computed blockwise in O(r n d) by the einsum attention (Table 1).
+    """
+    window = config.attention_window
+    if window > 0:
+        if segmentation is not None:
+            raise ValueError(f"Packed batches (segment ids) need full attention; attention_window="
+                             f"{window} has no segment mask. Set attention_window=0 or packing=False.")
+        return attention.LocalMask(window=window, valid=valid, causal=causal)
+    causal_mask = attention.make_causal_mask(valid.shape[1]) if causal else None
+    segment_mask = None if segmentation is None else make_segment_mask(segmentation, segmentation)
+    return attention.combine_masks(attention.make_padding_mask(valid, valid), causal_mask, segment_mask)
+
+
+def layer_norm(name: str) -> nn.LayerNorm:
+    """The LayerNorm of every sublayer and of the pre-LN final norm (epsilon 1e-6, float32)."""
     return nn.LayerNorm(
         epsilon=1e-6,
         dtype=jnp.float32,
@@ -243,7 +299,7 @@ class ResidualSublayer(nn.Module):
     @nn.compact
     def __call__(self, x: Array, sublayer: Any, *, deterministic: bool) -> Array:
         """Apply ``sublayer`` (a callable of the normalized or raw ``x``) with residual and norm."""
-        norm = _layer_norm("layer_norm")
+        norm = layer_norm("layer_norm")
         dropout = nn.Dropout(self.config.dropout_rate)
         if self.config.layer_norm_position == "pre":
             return x + dropout(sublayer(norm(x).astype(x.dtype)), deterministic=deterministic)
@@ -267,15 +323,19 @@ def _attention(config: TransformerConfig, name: str, decode: bool = False) -> at
 
 
 class EncoderLayer(nn.Module):
-    """Self-attention then feed-forward, each wrapped by :class:`ResidualSublayer` (Section 3.1)."""
+    """Self-attention then feed-forward, each wrapped by :class:`ResidualSublayer` (Section 3.1).
+
+    With a causal mask, the layer of :mod:`attention_jax.language_model` (``decode``: key/value cache).
+    """
 
     config: TransformerConfig
+    decode: bool = False
 
     @nn.compact
     def __call__(self, x: Array, mask: Array | attention.LocalMask | None, *, deterministic: bool,
                  sow_weights: bool = False) -> Array:
         """Map ``[B, S, D]`` to ``[B, S, D]``; ``mask`` is ``[B, 1, S, S]`` or a ``LocalMask``."""
-        self_attention = _attention(self.config, "self_attention")
+        self_attention = _attention(self.config, "self_attention", decode=self.decode)
         x = ResidualSublayer(self.config, name="attention_block")(
             x, lambda h: self_attention(h, h, mask, deterministic=deterministic, sow_weights=sow_weights),
             deterministic=deterministic,
@@ -357,33 +417,8 @@ class Transformer(nn.Module):
         self.decoder_layers = [DecoderLayer(cfg, name=f"decoder_{i}") for i in range(cfg.num_layers)]
         self.embedding_dropout = nn.Dropout(cfg.dropout_rate)
         if cfg.layer_norm_position == "pre":
-            self.encoder_norm = _layer_norm("encoder_norm")
-            self.decoder_norm = _layer_norm("decoder_norm")
-
-    def _embed(self, embedding: nn.Embed, position: PositionalEncoding, ids: Array,
-               deterministic: bool, positions: Array | None = None) -> Array:
-        cfg = self.config
-        x = embedding(ids).astype(cfg.compute_dtype) * jnp.sqrt(jnp.asarray(cfg.d_model, cfg.compute_dtype))
-        x = position(x, positions)  # embeddings * sqrt(d_model) + PE (3.4, 3.5)
-        return self.embedding_dropout(x, deterministic=deterministic)  # P_drop on the sum (5.4)
-
-    def _self_attention_mask(self, valid: Array, *, causal: bool,
-                             segmentation: Array | None = None) -> Array | attention.LocalMask:
-        """Self-attention mask from the ``[B, L]`` token validity: padding, and causal if asked.
-
-        With ``attention_window = r > 0`` it is a :class:`attention.LocalMask` (``|i - j| <= r``), which
-        the einsum attention computes blockwise in O(r n d) (Table 1's restricted self-attention).
-        With ``segmentation`` (packed rows) keys are further restricted to the query's own pair.
-        """
-        window = self.config.attention_window
-        if window > 0:
-            if segmentation is not None:
-                raise ValueError(f"Packed batches (segment ids) need full attention; attention_window="
-                                 f"{window} has no segment mask. Set attention_window=0 or packing=False.")
-            return attention.LocalMask(window=window, valid=valid, causal=causal)
-        causal_mask = attention.make_causal_mask(valid.shape[1]) if causal else None
-        segment_mask = None if segmentation is None else make_segment_mask(segmentation, segmentation)
-        return attention.combine_masks(attention.make_padding_mask(valid, valid), causal_mask, segment_mask)
+            self.encoder_norm = layer_norm("encoder_norm")
+            self.decoder_norm = layer_norm("decoder_norm")
 
     def encode(self, inputs: Array, *, inputs_segmentation: Array | None = None,
                inputs_position: Array | None = None, deterministic: bool = True,
@@ -408,10 +443,10 @@ class Transformer(nn.Module):
         Array
             The encoder output ``[B, S, D]``.
         """
-        mask = self._self_attention_mask(inputs != PAD_ID, causal=False,  # [B,1,S,S] or LocalMask
-                                         segmentation=inputs_segmentation)
-        x = self._embed(self.source_embedding, self.encoder_position, inputs, deterministic,
-                        inputs_position)
+        mask = self_attention_mask(self.config, inputs != PAD_ID, causal=False,  # [B,1,S,S] or LocalMask
+                                   segmentation=inputs_segmentation)
+        x = embed_tokens(self.config, self.source_embedding, self.encoder_position, self.embedding_dropout,
+                         inputs, deterministic=deterministic, positions=inputs_position)
         for layer in self.encoder_layers:
             x = layer(x, mask, deterministic=deterministic, sow_weights=sow_weights)
         if self.config.layer_norm_position == "pre":
@@ -467,10 +502,10 @@ class Transformer(nn.Module):
         if cfg.decode:
             self_mask = None  # Causality and the window come from the key/value cache.
         else:
-            self_mask = self._self_attention_mask(targets_valid, causal=True,
-                                                  segmentation=targets_segmentation)
-        y = self._embed(self.target_embedding, self.decoder_position, decoder_inputs, deterministic,
-                        targets_position)
+            self_mask = self_attention_mask(cfg, targets_valid, causal=True,
+                                            segmentation=targets_segmentation)
+        y = embed_tokens(cfg, self.target_embedding, self.decoder_position, self.embedding_dropout,
+                         decoder_inputs, deterministic=deterministic, positions=targets_position)
         for layer in self.decoder_layers:
             y = layer(y, encoded, self_mask, cross_mask, deterministic=deterministic,
                       sow_weights=sow_weights)

@@ -13,6 +13,7 @@ A run directory (``WORKDIR``, written by ``python -m attention_jax.main``)::
     results.json                     final metrics of the run
     eval_<split>.json                ``evaluate``'s report, with the translations in
     eval_<split>.hypotheses.txt      one per line, in split order
+    lm_eval_<split>.json             a language model's perplexity and bits per byte (``generate --eval_split``)
 
 A sweep root (``ROOT``, written by ``python -m launch.sweep``)::
 
@@ -45,6 +46,24 @@ RESULTS_FILE = "results.json"
 SWEEP_FILE = "sweep.json"
 LAUNCH_FILE = "launch.json"
 LOG_FILE = "log.txt"
+
+
+def lm_eval_report_path(workdir: str, split: str) -> str:
+    """``WORKDIR/lm_eval_<split>.json``: a language model's perplexity and bits per byte on a split.
+
+    Parameters
+    ----------
+    workdir : str
+        The run directory.
+    split : str
+        The evaluated split.
+
+    Returns
+    -------
+    str
+        The path.
+    """
+    return os.path.join(workdir, f"lm_eval_{split}.json")
 
 
 def eval_report_path(workdir: str, split: str) -> str:

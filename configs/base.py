@@ -36,6 +36,7 @@ def get_config() -> ml_collections.ConfigDict:
     config.seed = 0
 
     # --- Model (Section 3, Table 3 "base") -------------------------------------------------------
+    config.model_kind = "encoder_decoder"  # or "decoder_only": a Transformer language model (lm_*.py).
     config.num_layers = 6  # N, for encoder and decoder alike.
     config.d_model = 512
     config.d_ff = 2048

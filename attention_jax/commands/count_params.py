@@ -16,7 +16,7 @@ from typing import Any
 from absl import app
 from ml_collections import config_flags
 
-from attention_jax import model
+from attention_jax import language_model, model
 from attention_jax.transformer_config import TransformerConfig
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file, e.g. configs/table2.py:A1.",
@@ -42,7 +42,8 @@ def param_summary(config: Any) -> dict[str, Any]:
     """
     paper = config.get("paper", None)
     millions = paper.get("params_millions", None) if paper is not None else None
-    params = model.count_params(model.abstract_params(TransformerConfig.from_config(config)))
+    params = model.count_params(language_model.abstract_params(TransformerConfig.from_config(config),
+                                                               language_model.model_kind_of(config)))
     return {
         "row": config.get("name", None),
         "params": params,

@@ -8,15 +8,20 @@ writes ``ROOT/<name>.md``, ``.csv`` and ``.png`` (see :mod:`attention_jax.sweep_
 with seeds (``launch.sweep --seeds=K``) each row shows the mean ± standard deviation over its finished
 seeds, the change of dev perplexity against base paired by seed, and a verdict against the paper's
 direction (``reproduced``, ``opposite``, ``within noise``); rows with seeds still to run say how many.
+A sweep of ``configs/table3.py`` also gets ``ROOT/table3.md`` and ``.csv``: test BLEU and training cost
+beside the paper's (:mod:`attention_jax.table3_report`).
 """
 
 from __future__ import annotations
 
 from absl import app, flags
 
-from attention_jax import sweep_report
+from attention_jax import sweep_report, sweep_rows, table3_report
 
 _ALL_ROWS = flags.DEFINE_bool("all_rows", False, "Report every row of the sweep, also those never launched.")
+_SUSTAINED_TFLOPS = flags.DEFINE_float("sustained_tflops", None,
+                                       "Table 3 sweeps: sustained TFLOP/s per device of our hardware, for "
+                                       "the paper-style cost estimate (time x devices x FLOP/s).")
 
 
 def main(argv: list[str]) -> None:
@@ -25,6 +30,8 @@ def main(argv: list[str]) -> None:
         raise app.UsageError("usage: python -m attention_jax.report ROOT [--all_rows]")
     try:
         paths = sweep_report.write_report(argv[1], all_rows=_ALL_ROWS.value)
+        if sweep_rows.read_sweep_rows(argv[1])[0].get("report_name") == "table3":  # configs/table3.py
+            paths += table3_report.write_table3_report(argv[1], sustained_tflops=_SUSTAINED_TFLOPS.value)
     except FileNotFoundError as error:
         raise app.UsageError(str(error)) from error
     for path in paths:

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable, Iterator
-from typing import BinaryIO
 
 from absl import app, flags, logging
+
+from attention_jax.commands.text_io import read_lines
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "Training work directory.", required=True)
 _CHECKPOINT = flags.DEFINE_string("checkpoint", "latest",
@@ -28,35 +29,6 @@ _ALPHA = flags.DEFINE_float("alpha", None, "Length penalty alpha (default: the c
 _BATCH_SIZE = flags.DEFINE_integer("batch_size", 64, "Sentences per decoding batch.")
 
 LINES_PER_BLOCK_PER_BATCH = 16  # Lines read before translating: 16 batches, sorted by length together.
-
-
-def read_lines(stream: BinaryIO) -> Iterator[str]:
-    """Yield the lines of a byte stream as text, without line endings.
-
-    Parameters
-    ----------
-    stream : BinaryIO
-        E.g. ``sys.stdin.buffer``.
-
-    Yields
-    ------
-    str
-        Each line, decoded as UTF-8; bytes that are not valid UTF-8 are replaced by U+FFFD and a
-        warning naming the line goes to the log (stderr).
-
-    Notes
-    -----
-    Only ``\n`` (and a ``\r`` before it) ends a line, so the count of output lines always equals the
-    count of input lines (``str.splitlines`` would also split on form feeds and Unicode separators).
-    """
-    for number, raw in enumerate(stream, start=1):
-        raw = raw.rstrip(b"\n").rstrip(b"\r")
-        try:
-            yield raw.decode("utf-8")
-        except UnicodeDecodeError as error:
-            logging.warning("Input line %d is not valid UTF-8 (%s); undecodable bytes were replaced by U+FFFD.",
-                            number, error.reason)
-            yield raw.decode("utf-8", errors="replace")
 
 
 def blocks(lines: Iterable[str], size: int) -> Iterator[list[str]]:

@@ -381,6 +381,8 @@ def count_tokens(batch: dict) -> dict[str, int]:
     """
     counts = {}
     for name in ("inputs", "targets"):
+        if name not in batch:  # Language-model batches have targets only.
+            continue
         ids = np.asarray(batch[name])
         counts[f"{name}_tokens"] = int(np.count_nonzero(ids))
         counts[f"{name}_slots"] = int(ids.size)

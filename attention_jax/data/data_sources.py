@@ -116,7 +116,7 @@ class TranslationSource:
             try:
                 decoded = self.builder.as_data_source(split)
             except (KeyError, ValueError, NotImplementedError, FileNotFoundError, OSError) as error:
-                raise FileNotFoundError(_not_prepared_message(self.builder, split, error)) from error
+                raise FileNotFoundError(not_prepared_message(self.builder, split, error)) from error
             self._opened[split] = self._raw_records_if_equivalent(split, decoded) or (decoded, False)
         return self._opened[split]
 
@@ -278,7 +278,8 @@ def _read_records(records: Sequence[Any], indices: list[int]) -> list[Any]:
         return [records[index] for index in indices]
 
 
-def _not_prepared_message(builder: tfds.core.DatasetBuilder, split: str, error: Exception) -> str:
+def not_prepared_message(builder: tfds.core.DatasetBuilder, split: str, error: Exception) -> str:
+    """What to run to prepare ``builder``'s data when ``split`` cannot be read (also for text corpora)."""
     name = builder.info.full_name.rsplit("/", 1)[0]  # "wmt14_translate/de-en/1.0.0" without the version.
     data_root = str(builder.data_dir_root)
     return (

@@ -214,11 +214,13 @@ def model_config_differences(saved: ml_collections.ConfigDict,
     Returns
     -------
     dict[str, tuple]
-        ``{field: (saved value, new value)}`` over :class:`TransformerConfig` fields, except
+        ``{field: (saved value, new value)}`` over ``model_kind`` and :class:`TransformerConfig` fields, except
         :data:`COMPUTE_ONLY_FIELDS`. ``max_len`` is ``config.max_len + config.max_decode_extra_len``.
     """
     before = dataclasses.asdict(TransformerConfig.from_config(saved))
     after = dataclasses.asdict(TransformerConfig.from_config(config))
+    kinds = (saved.get("model_kind", "encoder_decoder"), config.get("model_kind", "encoder_decoder"))
+    before["model_kind"], after["model_kind"] = kinds  # Encoder-decoder or decoder-only language model.
     return {name: (before[name], after[name]) for name in before
             if name not in COMPUTE_ONLY_FIELDS and before[name] != after[name]}
 

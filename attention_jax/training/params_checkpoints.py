@@ -20,7 +20,7 @@ import orbax.checkpoint as ocp
 from absl import logging
 from etils import epath
 
-from attention_jax import model, run_files
+from attention_jax import language_model, run_files
 from attention_jax.training.checkpoints import PARAMS_ITEM, absolute_path, finished_steps, read_config
 from attention_jax.transformer_config import TransformerConfig
 
@@ -72,7 +72,8 @@ def abstract_inference_params(config: ml_collections.ConfigDict,
         ``jax.ShapeDtypeStruct`` leaves with ``sharding`` set.
     """
     sharding = sharding or jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
-    shapes = model.abstract_params(TransformerConfig.from_config(config))
+    shapes = language_model.abstract_params(TransformerConfig.from_config(config),
+                                            language_model.model_kind_of(config))
     return jax.tree.map(lambda leaf: jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=sharding),
                         nn.meta.unbox(shapes))
 

@@ -18,7 +18,7 @@ import numpy as np
 from absl import logging
 from jax.sharding import Mesh
 
-from attention_jax import model, run_files
+from attention_jax import flops, language_model, model, run_files
 from attention_jax.data import batching
 from attention_jax.decode_settings import DecodeSettings
 from attention_jax.training import (
@@ -96,12 +96,16 @@ def validate_training_config(config: ml_collections.ConfigDict) -> None:
         raise ValueError(f"packing=True needs full attention, but attention_window={config.attention_window} "
                          "restricts self-attention with a blockwise mask that cannot take segment ids: set "
                          "--config.attention_window=0 or --config.packing=False.")
+    language_model.check_training_config(config)
     if config.get("dropout_rng", "threefry") not in DROPOUT_RNGS:
         raise ValueError(f"dropout_rng must be one of {DROPOUT_RNGS}; got {config.dropout_rng!r}.")
 
 
 def _load_data(config: ml_collections.ConfigDict, mesh: Mesh) -> Any:
-    from attention_jax.data import input_pipeline  # The data pipeline (TFDS, grain) is heavy to import.
+    if language_model.model_kind_of(config) == "decoder_only":
+        from attention_jax.data import lm_data as input_pipeline  # Documents packed into rows.
+    else:
+        from attention_jax.data import input_pipeline  # The data pipeline (TFDS, grain) is heavy to import.
 
     return input_pipeline.get_datasets(config, process_index=jax.process_index(),
                                        process_count=jax.process_count(),
@@ -119,7 +123,7 @@ def _setup(config: ml_collections.ConfigDict, workdir: str, data: Any) -> _Run:
     if dev_pairs is not None:  # Real corpora count their dev pairs; test doubles may not.
         early_stopping.EarlyStopping(config.get("early_stopping_patience", 0)).check_dev_split(int(dev_pairs))
     model_config = TransformerConfig.from_config(config)
-    transformer = model.Transformer(model_config)
+    transformer = language_model.build_model(model_config, language_model.model_kind_of(config))
     optimizer = optim.make_optimizer(config)
     rules = sharding.logical_axis_rules(config.param_sharding, mesh)
     boxed_state = abstract_boxed_state(transformer, optimizer)
@@ -281,7 +285,7 @@ def _time_to_save(run: _Run) -> bool:
 def _new_shapes(run: _Run, micro_batches: list[Batch]) -> bool:
     """Whether this step's batch shapes (per micro-batch role) were not compiled yet; records them."""
     last = len(micro_batches) - 1
-    keys = {(min(index, 1) if index < last else 2, tuple(batch["inputs"].shape),
+    keys = {(min(index, 1) if index < last else 2, tuple(batch.get("inputs", batch["targets"]).shape),
              tuple(batch["targets"].shape)) for index, batch in enumerate(micro_batches)}
     new = not keys <= run.compiled_shapes
     run.compiled_shapes |= keys
@@ -511,6 +515,7 @@ def _results(run: _Run) -> dict[str, Any]:
         "wall_s": _progress(run)["wall_s"],
         "train_tokens_per_s": run.throughput.tokens_per_s,
         "train_target_tokens": _progress(run)["train_target_tokens"],
+        "train_flops": flops.training_flops(config, _progress(run)["train_target_tokens"]),
         "devices": jax.device_count(),
         "mesh": dict(run.mesh.shape),
     }

@@ -26,7 +26,7 @@ import numpy as np
 import optax
 from jax.sharding import Mesh, NamedSharding
 
-from attention_jax import model
+from attention_jax import language_model, model
 from attention_jax.training import checkpoints, metrics, optim, sharding
 
 Batch = dict[str, Any]
@@ -60,8 +60,8 @@ class TrainState:
 def _boxed_initial_state(key: jax.Array, transformer: model.Transformer,
                          optimizer: optax.GradientTransformation) -> TrainState:
     init_key, train_key = jax.random.split(key)
-    ids = jnp.ones((1, 1), jnp.int32)  # Parameter shapes do not depend on the lengths.
-    params = transformer.init({"params": init_key}, ids, ids)["params"]  # Boxed with logical axes.
+    ids = language_model.init_arguments(transformer)  # Parameter shapes do not depend on the lengths.
+    params = transformer.init({"params": init_key}, *ids)["params"]  # Boxed with logical axes.
     return TrainState(step=jnp.zeros((), jnp.int32), params=params,
                       opt_state=optimizer.init(params), rng=jax.random.key_data(train_key))
 
@@ -181,7 +181,8 @@ def model_logits(transformer: model.Transformer, params: Any, batch: Batch, **kw
         Parameters.
     batch : Batch
         ``inputs`` ``[B, S]``, ``targets`` ``[B, T]`` and, for packed batches (``config.packing``),
-        the segment ids and positions named in :data:`model.PACKED_KEYS`.
+        the segment ids and positions named in :data:`model.PACKED_KEYS`. A decoder-only language
+        model's batches have no ``inputs`` (:mod:`attention_jax.language_model`).
     **kwargs
         Passed to ``transformer.apply`` (``deterministic``, ``rngs``).
 
@@ -190,8 +191,7 @@ def model_logits(transformer: model.Transformer, params: Any, batch: Batch, **kw
     jax.Array
         float32 logits.
     """
-    packed = {key: batch[key] for key in model.PACKED_KEYS if key in batch}
-    return transformer.apply({"params": params}, batch["inputs"], batch["targets"], **packed, **kwargs)
+    return language_model.apply_to_batch(transformer, params, batch, **kwargs)
 
 
 def _summed_loss_gradients(params: Any, batch: Batch, dropout_key: jax.Array,

@@ -1,0 +1,82 @@
+r"""Continue text with a trained decoder-only language model, or measure its perplexity on a split.
+
+Usage::
+
+    python -m attention_jax.generate --workdir=runs/lm_tiny --prompt="Der Hund"
+    python -m attention_jax.generate --workdir=runs/lm_tiny --prompt="Der Hund" --temperature=0  # greedy
+    python -m attention_jax.generate --workdir=runs/lm_tiny --temperature=0.8 --top_p=0.9 < prompts.txt
+    python -m attention_jax.generate --workdir=runs/lm_tiny --eval_split=validation
+
+Without ``--prompt`` the prompts are the lines of stdin (UTF-8), one continuation line out per prompt line.
+Sampling draws from ``softmax(logits / temperature)`` restricted to the ``--top_k`` most likely tokens
+and/or the nucleus of probability ``--top_p``; ``--temperature=0`` is greedy. ``--seed`` fixes the draws.
+``--eval_split`` instead prints the per-token perplexity and bits per byte of that split and writes them
+to ``WORKDIR/lm_eval_<split>.json``.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from absl import app, flags
+
+_WORKDIR = flags.DEFINE_string("workdir", None, "Training work directory of a language model.", required=True)
+_CHECKPOINT = flags.DEFINE_string("checkpoint", "latest", "'latest', 'best' or a step number.")
+_PROMPT = flags.DEFINE_string("prompt", None, "Text to continue (default: one prompt per stdin line).")
+_TEMPERATURE = flags.DEFINE_float("temperature", 1.0, "Sampling temperature; 0 is greedy decoding.")
+_TOP_K = flags.DEFINE_integer("top_k", 0, "Sample among the k most likely tokens (0: all).")
+_TOP_P = flags.DEFINE_float("top_p", 1.0, "Sample within the nucleus of this probability (1: all).")
+_MAX_NEW_TOKENS = flags.DEFINE_integer("max_new_tokens", 50, "Tokens generated after the prompt at most.")
+_SEED = flags.DEFINE_integer("seed", 0, "Sampling seed.")
+_EVAL_SPLIT = flags.DEFINE_string("eval_split", None,
+                                  "Measure perplexity and bits per byte on this split instead of generating.")
+
+
+def _evaluate(run: Any, split: str) -> None:
+    """Print and write the perplexity and bits per byte of ``run`` (an ``inference.TrainedRun``) on ``split``."""
+    from attention_jax import lm_evaluation, run_files
+    from attention_jax.data import lm_data
+
+    result = lm_evaluation.evaluate_split(run.model_config, run.params, lm_data.get_datasets(run.config), split)
+    result["checkpoint"] = run.checkpoint
+    path = run_files.lm_eval_report_path(run.workdir, split)
+    run_files.write_json_atomically(path, result)
+    print(f"perplexity = {result['perplexity']:.3f}  ({result['nll_per_token']:.4f} nats/token, "
+          f"{result['tokens']} tokens)")
+    print(f"bits per byte = {result['bits_per_byte']:.4f}  ({result['utf8_bytes']} UTF-8 bytes)")
+    print(f"wrote {path}")
+
+
+def main(argv: list[str]) -> None:
+    """Generate from (or evaluate) the language model in ``--workdir``."""
+    if len(argv) > 1:
+        raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+    from attention_jax import generation, inference  # Imported here so --help is fast.
+    from attention_jax.commands.text_io import read_lines
+
+    try:
+        settings = generation.SamplingSettings(temperature=_TEMPERATURE.value, top_k=_TOP_K.value,
+                                               top_p=_TOP_P.value, max_new_tokens=_MAX_NEW_TOKENS.value,
+                                               seed=_SEED.value)
+        run = inference.load_run(_WORKDIR.value, _CHECKPOINT.value, model_kind="decoder_only")
+        if _EVAL_SPLIT.value:
+            _evaluate(run, _EVAL_SPLIT.value)
+            return
+        generator = generation.Generator(run.model_config, run.params, run.tokenizer,
+                                         max_length=int(run.config.max_len))
+        prompts = [_PROMPT.value] if _PROMPT.value is not None else list(read_lines(sys.stdin.buffer))
+        if not prompts:
+            raise ValueError("No prompt: pass --prompt=TEXT or give prompts on stdin, one per line.")
+        for prompt in prompts:
+            generator.encode_prompt(prompt)  # Every prompt checked before any generation.
+        continuations = generator.generate(prompts, settings)
+    except (FileNotFoundError, ValueError) as error:
+        sys.exit(f"generate: {error}")
+    for continuation in continuations:
+        sys.stdout.write(continuation.replace("\n", " ") + "\n")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    app.run(main)

@@ -1,0 +1,315 @@
+"""Language-model data: documents -> BPE ids -> fixed-length packed rows -> batches.
+
+Usage (the interface of :mod:`attention_jax.data.input_pipeline`, so the training loop takes either)::
+
+    data = lm_data.get_datasets(config, rows_multiple=num_devices)
+    batch = next(data.train_iterator(seed=0))
+    # {"targets": int32 [rows, L], "targets_segmentation": int32 [rows, L], "targets_position": int32 [rows, L]}
+
+Each split's documents are tokenized (each ending in EOS) and concatenated in corpus order, then cut into
+rows of ``L = config.max_len`` tokens. A row holds several documents, numbered 1, 2, ... in
+``targets_segmentation`` (0 = padding after the split's last token) with ``targets_position`` restarting
+at 0 for each: the model's attention never crosses documents (the segment mask of
+:func:`attention_jax.model.make_segment_mask`) and every document starts with BOS. A document that runs
+past a row's end continues in the next row as a new segment (positions restart there too). The tokenizer
+is the translation pipeline's SentencePiece BPE (:mod:`attention_jax.data.tokenizer`), trained on the
+training documents and cached beside the corpus.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import sys
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import grain
+import numpy as np
+
+from attention_jax.data import lm_sources
+from attention_jax.data import tokenizer as tokenizer_lib
+
+ROLES = ("train", "validation", "test")
+DEFAULT_TOKENIZER_MAX_SENTENCES = 2_000_000
+_PREFETCH_BATCHES = 8
+
+
+class PackedRows:
+    """A split's token stream cut into ``[num_rows, L]`` rows with document ids and positions.
+
+    Parameters
+    ----------
+    documents : list[list[int]]
+        Token ids of each document, EOS included.
+    length : int
+        ``L``, tokens per row.
+
+    Attributes
+    ----------
+    targets, segmentation, positions : np.ndarray
+        int32 ``[num_rows, L]``.
+    num_tokens : int
+        Real tokens (EOS included).
+    """
+
+    def __init__(self, documents: Sequence[Sequence[int]], length: int) -> None:
+        lengths = np.array([len(document) for document in documents], np.int64)
+        self.num_tokens = int(lengths.sum())
+        num_rows = max(1, math.ceil(self.num_tokens / length))
+        flat = np.zeros(num_rows * length, np.int32)
+        flat[:self.num_tokens] = np.concatenate([np.asarray(d, np.int32) for d in documents]) if documents else []
+        starts = np.zeros(num_rows * length, bool)  # A new segment begins here: document or row start.
+        starts[np.cumsum(lengths)[:-1]] = True
+        starts[::length] = True
+        segment = np.cumsum(starts)  # Global segment number of each slot.
+        segment_start = np.flatnonzero(starts)[segment - 1]
+        positions = np.arange(num_rows * length) - segment_start
+        row_first_segment = segment[::length]
+        segmentation = segment - np.repeat(row_first_segment, length) + 1
+        padding = np.arange(num_rows * length) >= self.num_tokens
+        segmentation[padding] = 0
+        positions[padding] = 0
+        self.targets = flat.reshape(num_rows, length)
+        self.segmentation = segmentation.astype(np.int32).reshape(num_rows, length)
+        self.positions = positions.astype(np.int32).reshape(num_rows, length)
+
+    @property
+    def num_rows(self) -> int:
+        """Rows of the split."""
+        return self.targets.shape[0]
+
+    def batch(self, rows: np.ndarray) -> dict[str, np.ndarray]:
+        """The batch of row indices ``rows`` (``-1`` gives an all-padding row).
+
+        Parameters
+        ----------
+        rows : np.ndarray
+            Integer ``[B]`` row indices.
+
+        Returns
+        -------
+        dict[str, np.ndarray]
+            ``targets``, ``targets_segmentation``, ``targets_position``: int32 ``[B, L]``.
+        """
+        keep = (rows >= 0)[:, None]
+        safe = np.maximum(rows, 0)
+        return {"targets": np.where(keep, self.targets[safe], 0),
+                "targets_segmentation": np.where(keep, self.segmentation[safe], 0),
+                "targets_position": np.where(keep, self.positions[safe], 0)}
+
+
+def local_rows(global_rows: int, process_index: int, process_count: int) -> slice:
+    """This process's rows of a global batch: the ``process_index``-th of ``process_count`` equal parts.
+
+    Parameters
+    ----------
+    global_rows : int
+        Rows of the global batch (a multiple of ``process_count``).
+    process_index, process_count : int
+        This process and the number of processes.
+
+    Returns
+    -------
+    slice
+        Into the global batch's rows.
+    """
+    return slice(process_index * global_rows // process_count, (process_index + 1) * global_rows // process_count)
+
+
+class _TrainSteps(Sequence):
+    """Step ``i`` -> this process's rows of the global batch ``i``: endless, reshuffled every epoch."""
+
+    def __init__(self, rows: PackedRows, global_rows: int, seed: int, process_index: int,
+                 process_count: int) -> None:
+        self._rows = rows
+        self._global_rows = global_rows
+        self._seed = seed
+        self._local = local_rows(global_rows, process_index, process_count)
+        self.batches_per_epoch = rows.num_rows // global_rows
+
+    def __len__(self) -> int:
+        return sys.maxsize  # Endless; Grain's iterator state is the next step.
+
+    def __getitem__(self, step: int) -> dict[str, np.ndarray]:
+        epoch, index = divmod(int(step), self.batches_per_epoch)
+        order = np.random.default_rng([self._seed, epoch]).permutation(self._rows.num_rows)
+        chosen = order[index * self._global_rows:(index + 1) * self._global_rows]
+        return self._rows.batch(chosen[self._local])
+
+
+class LanguageModelData:
+    """Tokenizer, training iterator and evaluation batches of a language-model corpus.
+
+    Create it with :func:`get_datasets`.
+
+    Attributes
+    ----------
+    tokenizer : tokenizer_lib.Tokenizer
+        The BPE vocabulary.
+    stats : dict
+        Documents, tokens, rows and UTF-8 bytes per split, and the batch shape.
+    """
+
+    def __init__(self, *, tokenizer: tokenizer_lib.Tokenizer, rows: dict[str, PackedRows],
+                 documents: dict[str, int], split_names: dict[str, str], split_bytes: dict[str, int],
+                 global_rows: int, process_index: int, process_count: int, num_threads: int) -> None:
+        self.tokenizer = tokenizer
+        self._rows = rows
+        self._split_names = split_names
+        self._global_rows = global_rows
+        self._process_index = process_index
+        self._process_count = process_count
+        self._num_threads = num_threads
+        self.split_bytes = split_bytes
+        length = rows["train"].targets.shape[1]
+        self.stats = {
+            "examples": documents,
+            "tokens": {role: packed.num_tokens for role, packed in rows.items()},
+            "rows": {role: packed.num_rows for role, packed in rows.items()},
+            "utf8_bytes": split_bytes,
+            "batches_per_epoch": {role: self._num_batches(role) for role in rows},
+            "local_batch_shapes": [[global_rows // process_count, length]],
+            "packing": True,
+        }
+
+    def train_iterator(self, seed: int) -> grain.DatasetIterator:
+        """An endless iterator over this process's training batches (``get_state``/``set_state`` resume).
+
+        Parameters
+        ----------
+        seed : int
+            Data seed: epoch ``e`` shuffles the rows with ``(seed, e)``.
+
+        Returns
+        -------
+        grain.DatasetIterator
+            Yields the batches of :meth:`PackedRows.batch`.
+        """
+        steps = _TrainSteps(self._rows["train"], self._global_rows, seed, self._process_index,
+                            self._process_count)
+        options = grain.ReadOptions(num_threads=self._num_threads, prefetch_buffer_size=_PREFETCH_BATCHES)
+        return iter(grain.MapDataset.source(steps).to_iter_dataset(options))
+
+    def eval_batches(self, split: str, max_batches: int = 0) -> list[dict[str, np.ndarray]]:
+        """The batches that cover a split's rows once, in order (the last one padded with empty rows).
+
+        Parameters
+        ----------
+        split : str
+            ``"train"``, ``"validation"``, ``"test"`` or the split name the config gives one of them.
+        max_batches : int
+            Keep only the first this many (0 keeps all).
+
+        Returns
+        -------
+        list[dict[str, np.ndarray]]
+            This process's rows of each global batch.
+        """
+        role = self.role_of(split)
+        count = self._num_batches(role) if max_batches <= 0 else min(max_batches, self._num_batches(role))
+        local = local_rows(self._global_rows, self._process_index, self._process_count)
+        batches = []
+        for index in range(count):
+            rows = np.arange(index * self._global_rows, (index + 1) * self._global_rows)
+            rows[rows >= self._rows[role].num_rows] = -1
+            batches.append(self._rows[role].batch(rows[local]))
+        return batches
+
+    def role_of(self, split: str) -> str:
+        """``"train"``, ``"validation"`` or ``"test"`` for a role or a configured split name."""
+        if split in self._rows:
+            return split
+        for role, name in self._split_names.items():
+            if split == name:
+                return role
+        raise ValueError(f"Unknown split {split!r}; use one of {list(ROLES)}.")
+
+    def _num_batches(self, role: str) -> int:
+        return math.ceil(self._rows[role].num_rows / self._global_rows)
+
+
+def rows_per_batch(config: Any, row_multiple: int) -> int:
+    """Global rows per batch: ``tokens_per_batch // max_len``, rounded down to ``row_multiple`` (>= 1 multiple).
+
+    Parameters
+    ----------
+    config : ml_collections.ConfigDict
+        Reads ``tokens_per_batch`` and ``max_len``.
+    row_multiple : int
+        Data-parallel devices times processes.
+
+    Returns
+    -------
+    int
+        Rows of ``max_len`` tokens.
+    """
+    rows = int(config.tokens_per_batch) // int(config.max_len)
+    return max(row_multiple, rows // row_multiple * row_multiple)
+
+
+def get_datasets(config: Any, *, process_index: int = 0, process_count: int = 1,
+                 rows_multiple: int = 1) -> LanguageModelData:
+    """Open ``config.dataset``, train or load its BPE vocabulary, and pack every split into rows.
+
+    Parameters
+    ----------
+    config : ml_collections.ConfigDict
+        Reads ``dataset``, ``data_dir``, ``train_split``, ``eval_split``, ``test_split``, ``vocab_size``,
+        ``max_len`` (the row length), ``tokens_per_batch``; optionally ``tokenizer_max_sentences``,
+        ``data_threads`` and ``text_feature``.
+    process_index, process_count : int
+        This process and the number of processes; each reads its share of every batch's rows.
+    rows_multiple : int
+        Global rows of a batch are a multiple of this (the data-parallel device count).
+
+    Returns
+    -------
+    LanguageModelData
+        Everything the training loop reads.
+
+    Notes
+    -----
+    Raises ``ValueError`` when the training split fills fewer rows than one batch.
+    """
+    source = lm_sources.open_text_source(config)
+    tokenizer = _load_or_train_tokenizer(source, config)
+    names = {"train": config.train_split, "validation": config.eval_split, "test": config.test_split}
+    row_multiple = int(np.lcm(rows_multiple, process_count))
+    global_rows = rows_per_batch(config, row_multiple)
+    rows, documents, split_bytes = {}, {}, {}
+    for role, name in names.items():
+        texts = source.documents(name)
+        rows[role] = PackedRows(tokenizer.encode_batch(texts, add_eos=True), int(config.max_len))
+        documents[role] = len(texts)
+        split_bytes[role] = sum(len(text.encode("utf-8")) + 1 for text in texts)  # + the newline ending each.
+    if rows["train"].num_rows < global_rows:
+        raise ValueError(
+            f"The training split of {config.dataset} fills {rows['train'].num_rows} rows of max_len="
+            f"{config.max_len} tokens, fewer than one batch of {global_rows} rows: lower "
+            f"config.tokens_per_batch (now {config.tokens_per_batch}) or config.max_len, or use more text.")
+    return LanguageModelData(tokenizer=tokenizer, rows=rows, documents=documents, split_names=names,
+                             split_bytes=split_bytes, global_rows=global_rows, process_index=process_index,
+                             process_count=process_count, num_threads=int(config.get("data_threads", 2)))
+
+
+def _load_or_train_tokenizer(source: lm_sources.TextSource, config: Any) -> tokenizer_lib.Tokenizer:
+    max_sentences = int(config.get("tokenizer_max_sentences", DEFAULT_TOKENIZER_MAX_SENTENCES))
+    split_name = re.sub(r"[^A-Za-z0-9_.\-]+", "_", config.train_split)
+    model_path = os.path.join(source.cache_dir(config.train_split),
+                              f"spm-bpe-{config.vocab_size}-{split_name}-{max_sentences}.model")
+
+    def training_documents() -> list[str]:
+        documents = source.documents(config.train_split)
+        if len(documents) <= max_sentences:
+            return documents
+        chosen = np.sort(np.random.default_rng(0).choice(len(documents), size=max_sentences, replace=False))
+        return [documents[index] for index in chosen]
+
+    tokenizer = tokenizer_lib.load_or_train_tokenizer(model_path, training_documents, config.vocab_size)
+    if tokenizer.vocab_size < config.vocab_size // 2:
+        raise ValueError(f"The training split of {config.dataset} is too small for config.vocab_size="
+                         f"{config.vocab_size}: its BPE vocabulary stops at {tokenizer.vocab_size} pieces. "
+                         f"Set --config.vocab_size={tokenizer.vocab_size} or less, or train on more text.")
+    return tokenizer

@@ -1,0 +1,147 @@
+"""Which text corpus a language model's ``config.dataset`` names, read as lists of documents.
+
+``config.dataset`` takes three forms for ``config.model_kind == "decoder_only"``:
+
+``"synthetic_en_de"`` (or ``"synthetic_en_de/small"``)
+    The embedded default (no download): the ``config.target_lang`` side (German by default) of the
+    synthetic translation corpus (:mod:`attention_jax.data.synthetic_en_de`), one sentence per document.
+``"txt:/path/to/dir"``
+    A directory with ``train.txt``, ``dev.txt`` and ``test.txt``, one document per line (empty lines
+    are skipped).
+any other string
+    A TFDS text dataset prepared in array_record format, e.g. ``"lm1b"``; the document text is the
+    feature ``config.text_feature`` (default ``"text"``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from typing import Any
+
+import tensorflow_datasets as tfds
+from tensorflow_datasets.core import constants as tfds_constants
+
+from attention_jax.data import data_sources
+
+TXT_PREFIX = "txt:"
+TXT_FILES = {"train": "train.txt", "validation": "dev.txt", "test": "test.txt"}
+DEFAULT_TEXT_FEATURE = "text"
+
+
+class TextSource:
+    """A language-model corpus: the documents of each split, read on demand and kept.
+
+    Parameters
+    ----------
+    description : str
+        The ``config.dataset`` string.
+    read_split : callable
+        ``read_split(split) -> list[str]`` documents of a split name.
+    cache_root : str
+        Directory under which derived files (the tokenizer) are cached, per corpus fingerprint.
+    """
+
+    def __init__(self, description: str, read_split: Any, cache_root: str) -> None:
+        self.description = description
+        self._read_split = read_split
+        self._documents: dict[str, list[str]] = {}
+        self._cache_root = cache_root
+
+    def documents(self, split: str) -> list[str]:
+        """Return the documents of ``split`` (a split name of the corpus, e.g. ``"validation"``).
+
+        Parameters
+        ----------
+        split : str
+            Split name (TFDS name or slice; for ``txt:`` one of ``train``, ``validation``, ``test``).
+
+        Returns
+        -------
+        list[str]
+            Documents in corpus order, empty ones removed.
+        """
+        if split not in self._documents:
+            self._documents[split] = [text for text in self._read_split(split) if text.strip()]
+        return self._documents[split]
+
+    def cache_dir(self, train_split: str) -> str:
+        """Where derived files of this corpus go: a fingerprint of its training split's documents."""
+        documents = self.documents(train_split)
+        digest = hashlib.sha256(f"{self.description}:{train_split}:{len(documents)}".encode())
+        for index in sorted({0, len(documents) // 3, len(documents) // 2, len(documents) - 1}):
+            digest.update(documents[index].encode("utf-8", errors="replace") + b"\n")
+        return os.path.join(self._cache_root, "lm", digest.hexdigest()[:12])
+
+
+def open_text_source(config: Any) -> TextSource:
+    """Open the language-model corpus ``config.dataset`` names (forms in the module docstring).
+
+    Parameters
+    ----------
+    config : ml_collections.ConfigDict
+        Reads ``dataset``, ``data_dir``, ``target_lang`` (synthetic corpus) and ``text_feature``
+        (TFDS; default ``"text"``).
+
+    Returns
+    -------
+    TextSource
+        The opened corpus.
+
+    Notes
+    -----
+    Raises ``FileNotFoundError`` for a missing ``txt:`` directory or file and for an unprepared TFDS
+    dataset (with the command that prepares it), ``ValueError`` for an unknown name or feature.
+    """
+    dataset = str(config.dataset).strip()
+    data_dir = str(config.data_dir) or None
+    cache_root = os.path.join(data_dir or tfds_constants.DATA_DIR, data_sources.CACHE_DIR_NAME)
+    if dataset.startswith(TXT_PREFIX):
+        directory = dataset[len(TXT_PREFIX):]
+        _require_txt_files(directory)
+        return TextSource(dataset, lambda split: _read_txt(directory, split), cache_root)
+    if dataset == data_sources.SYNTHETIC_DATASET or dataset.startswith(data_sources.SYNTHETIC_DATASET + "/"):
+        translation = data_sources.open_translation_source(config)
+        return TextSource(dataset, lambda split: [target for _, target in translation.text_pairs(
+            split, range(translation.num_examples(split)))], cache_root)
+    builder = _tfds_text_builder(dataset, data_dir)
+    feature = str(config.get("text_feature", DEFAULT_TEXT_FEATURE))
+    if feature not in builder.info.features:
+        raise ValueError(f"TFDS dataset {dataset!r} has no feature {feature!r} (it has "
+                         f"{sorted(builder.info.features.keys())}): set --config.text_feature to the one "
+                         "holding the text.")
+    return TextSource(dataset, lambda split: _read_tfds(builder, split, feature), cache_root)
+
+
+def _require_txt_files(directory: str) -> None:
+    missing = [name for name in TXT_FILES.values() if not os.path.isfile(os.path.join(directory, name))]
+    if missing:
+        raise FileNotFoundError(
+            f"config.dataset='txt:{directory}' needs {', '.join(TXT_FILES.values())} (one document per "
+            f"line) in that directory; missing: {', '.join(missing)}.")
+
+
+def _read_txt(directory: str, split: str) -> list[str]:
+    if split not in TXT_FILES:
+        raise ValueError(f"A txt: corpus has the splits {list(TXT_FILES)}; got {split!r} (set "
+                         "config.train_split, eval_split and test_split to those).")
+    with open(os.path.join(directory, TXT_FILES[split]), encoding="utf-8", errors="replace") as file:
+        return [line.rstrip("\n") for line in file]
+
+
+def _tfds_text_builder(name: str, data_dir: str | None) -> tfds.core.DatasetBuilder:
+    try:
+        return tfds.builder(name, data_dir=data_dir, file_format="array_record")
+    except tfds.core.registered.DatasetNotFoundError as error:
+        raise ValueError(
+            f"Unknown config.dataset {name!r} for a language model. Use 'synthetic_en_de' (embedded), "
+            f"'{TXT_PREFIX}/path/to/dir' (train.txt, dev.txt, test.txt) or a TFDS text dataset such as "
+            "'lm1b'.") from error
+
+
+def _read_tfds(builder: tfds.core.DatasetBuilder, split: str, feature: str) -> list[str]:
+    try:
+        records = builder.as_data_source(split=split)
+    except Exception as error:  # noqa: BLE001  TFDS raises several types for unprepared data.
+        raise FileNotFoundError(data_sources.not_prepared_message(builder, split, error)) from error
+    return [data_sources.as_text(records[index][feature]) for index in range(len(records))]

@@ -1,0 +1,264 @@
+"""Text generation with the decoder-only language model: key/value-cached sampling.
+
+Usage::
+
+    generator = generation.Generator(model_config, params, tokenizer)
+    generator.generate(["Der Hund"], settings=generation.SamplingSettings(temperature=0.8, top_k=40))
+
+Each step feeds one token through :class:`attention_jax.language_model.LanguageModel` in decode mode
+(its layers keep the keys and values of earlier positions in the ``cache`` collection) and picks the
+next token greedily (``temperature == 0``) or by sampling from ``softmax(logits / temperature)``
+restricted to the ``top_k`` most likely tokens and/or the smallest set whose probability reaches
+``top_p`` (nucleus sampling). Prompt tokens are fed the same way but not sampled, so prompts of
+different lengths share one batch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from attention_jax.language_model import LanguageModel
+from attention_jax.model import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from attention_jax.transformer_config import TransformerConfig
+
+Array = jax.Array
+
+
+@dataclasses.dataclass(frozen=True)
+class SamplingSettings:
+    """How the next token is chosen.
+
+    Attributes
+    ----------
+    temperature : float
+        0 for greedy decoding; otherwise logits are divided by it before sampling.
+    top_k : int
+        Sample only among the ``top_k`` most likely tokens (0: no limit).
+    top_p : float
+        Sample only among the smallest set of most likely tokens whose probability reaches ``top_p``
+        (1.0: no limit).
+    max_new_tokens : int
+        Tokens generated after the prompt (fewer when EOS comes first or the model's length runs out).
+    seed : int
+        Seeds the sampling; the same seed, prompts and model give the same text.
+    """
+
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+    max_new_tokens: int = 50
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.temperature >= 0.0:
+            raise ValueError(f"temperature must be >= 0 (0 is greedy); got {self.temperature!r}.")
+        if not isinstance(self.top_k, int) or self.top_k < 0:
+            raise ValueError(f"top_k must be a non-negative integer (0: no limit); got {self.top_k!r}.")
+        if not 0.0 < self.top_p <= 1.0:
+            raise ValueError(f"top_p must lie in (0, 1] (1: no limit); got {self.top_p!r}.")
+        if not isinstance(self.max_new_tokens, int) or self.max_new_tokens <= 0:
+            raise ValueError(f"max_new_tokens must be a positive integer; got {self.max_new_tokens!r}.")
+
+
+def filter_logits(logits: Array, top_k: int = 0, top_p: float = 1.0) -> Array:
+    """Set the logits outside the top-k and top-p (nucleus) sets to -inf.
+
+    Parameters
+    ----------
+    logits : Array
+        float ``[B, N]``.
+    top_k : int
+        Keep the ``top_k`` largest logits of each row (0 keeps all). Ties at the k-th value are kept.
+    top_p : float
+        Keep the smallest set of largest logits whose softmax probability sums to at least ``top_p``
+        (the most likely token is always kept); 1.0 keeps all.
+
+    Returns
+    -------
+    Array
+        ``[B, N]``, -inf outside the kept set.
+    """
+    if top_k > 0:
+        kth_largest = jax.lax.top_k(logits, min(top_k, logits.shape[-1]))[0][:, -1:]  # [B,1]
+        logits = jnp.where(logits < kth_largest, -jnp.inf, logits)
+    if top_p < 1.0:
+        sorted_logits = jnp.sort(logits, axis=-1)[:, ::-1]  # [B,N] descending
+        sorted_probs = jax.nn.softmax(sorted_logits, axis=-1)
+        mass_before = jnp.cumsum(sorted_probs, axis=-1) - sorted_probs  # Probability of the tokens ahead.
+        kept = mass_before < top_p  # The first token always (mass 0); stop once top_p is reached.
+        threshold = jnp.min(jnp.where(kept, sorted_logits, jnp.inf), axis=-1, keepdims=True)  # [B,1]
+        logits = jnp.where(logits < threshold, -jnp.inf, logits)
+    return logits
+
+
+def choose_next_token(rng: Array, logits: Array, settings: SamplingSettings) -> Array:
+    """The next token of each row: greedy, or sampled from the filtered, tempered distribution.
+
+    Parameters
+    ----------
+    rng : Array
+        PRNG key.
+    logits : Array
+        float ``[B, N]`` next-token logits.
+    settings : SamplingSettings
+        Temperature, top-k, top-p.
+
+    Returns
+    -------
+    Array
+        int32 ``[B]``; never PAD, UNK or BOS.
+    """
+    never = jnp.zeros(logits.shape[-1], bool).at[jnp.array([PAD_ID, UNK_ID, BOS_ID])].set(True)
+    logits = jnp.where(never, -jnp.inf, logits.astype(jnp.float32))
+    if settings.temperature == 0.0:
+        return jnp.argmax(logits, axis=-1).astype(jnp.int32)
+    logits = filter_logits(logits / settings.temperature, settings.top_k, settings.top_p)
+    return jax.random.categorical(rng, logits, axis=-1).astype(jnp.int32)
+
+
+def _sample_loop(params: Any, cache: Any, tokens: Array, prompt_lengths: Array, rng: Array, *,
+                 lm: LanguageModel, settings: SamplingSettings) -> Array:
+    """Fill ``tokens`` ``[B, L]`` (BOS, prompt, zeros) step by step until EOS or ``L``; returns it."""
+    batch, length = tokens.shape
+
+    def step(carry: tuple) -> tuple:
+        index, tokens, cache, finished, rng = carry
+        rng, step_rng = jax.random.split(rng)
+        logits, updated = lm.apply({"params": params, "cache": cache}, tokens[:, index, None],
+                                   method=LanguageModel.logits, mutable=["cache"])  # [B,1,N]
+        chosen = choose_next_token(step_rng, logits[:, 0], settings)  # [B]
+        in_prompt = index + 1 <= prompt_lengths  # Position index + 1 still holds a prompt token.
+        next_token = jnp.where(in_prompt, tokens[:, index + 1], jnp.where(finished, PAD_ID, chosen))
+        finished = jnp.logical_or(finished, jnp.logical_and(~in_prompt, next_token == EOS_ID))
+        tokens = tokens.at[:, index + 1].set(next_token)
+        return index + 1, tokens, updated["cache"], finished, rng
+
+    def not_done(carry: tuple) -> Array:
+        index, _, _, finished, _ = carry
+        return jnp.logical_and(index < length - 1, ~jnp.all(finished))
+
+    start = (jnp.array(0, jnp.int32), tokens, cache, jnp.zeros((batch,), bool), rng)
+    return jax.lax.while_loop(not_done, step, start)[1]
+
+
+class Generator:
+    """Continues prompts with a trained decoder-only language model.
+
+    Parameters
+    ----------
+    model_config : TransformerConfig
+        The model's hyperparameters.
+    params : pytree
+        Plain parameters of a :class:`attention_jax.language_model.LanguageModel`.
+    tokenizer : object
+        ``encode(text, add_eos)`` and ``decode(ids)`` (``attention_jax.data.tokenizer.Tokenizer``).
+    max_length : int, optional
+        Most positions (BOS + prompt + generated tokens): the training rows' length
+        (``config.max_len``); default ``model_config.max_len``.
+    """
+
+    def __init__(self, model_config: TransformerConfig, params: Any, tokenizer: Any,
+                 max_length: int | None = None) -> None:
+        self.model_config = model_config.replace(decode=True, dropout_rate=0.0, attention_dropout_rate=0.0)
+        self._max_length = min(max_length or model_config.max_len, model_config.max_len)
+        self.params = params
+        self.tokenizer = tokenizer
+        self._lm = LanguageModel(self.model_config)
+        self._compiled: dict[SamplingSettings, Any] = {}  # Jitted loops by sampling rule.
+
+    @property
+    def max_length(self) -> int:
+        """Longest sequence (BOS + prompt + generated tokens) the model takes."""
+        return self._max_length
+
+    def encode_prompt(self, prompt: str) -> list[int]:
+        """Token ids of a prompt (no EOS); ``ValueError`` for an empty or too long one.
+
+        Parameters
+        ----------
+        prompt : str
+            Text to continue.
+
+        Returns
+        -------
+        list[int]
+            Its ids.
+        """
+        if not prompt.strip():
+            raise ValueError("The prompt is empty: give some text to continue (--prompt=TEXT or one "
+                             "prompt per line on stdin).")
+        ids = list(self.tokenizer.encode(prompt, add_eos=False))
+        if len(ids) + 2 > self.max_length:
+            raise ValueError(f"The prompt has {len(ids)} tokens, but the model takes at most "
+                             f"{self.max_length} positions (BOS, prompt and at least one new token): "
+                             f"shorten it to at most {self.max_length - 2} tokens.")
+        return ids
+
+    def generate_ids(self, prompts: Sequence[Sequence[int]], settings: SamplingSettings) -> list[list[int]]:
+        """Generated ids (after each prompt, up to and including EOS) for prompt ids.
+
+        Parameters
+        ----------
+        prompts : sequence of sequence of int
+            Prompt ids, no BOS or EOS.
+        settings : SamplingSettings
+            How to choose tokens and how many.
+
+        Returns
+        -------
+        list[list[int]]
+            One continuation per prompt.
+        """
+        longest = max(len(prompt) for prompt in prompts)
+        length = min(1 + longest + settings.max_new_tokens, self.max_length)
+        tokens = np.zeros((len(prompts), length), np.int32)
+        tokens[:, 0] = BOS_ID
+        for row, prompt in enumerate(prompts):
+            tokens[row, 1:1 + len(prompt)] = prompt
+        lengths = np.array([len(prompt) for prompt in prompts], np.int32)
+        cache = self._empty_cache(len(prompts), length)
+        filled = np.asarray(self._loop(settings)(self.params, cache, jnp.asarray(tokens), jnp.asarray(lengths),
+                                                 jax.random.key(settings.seed)))
+        outputs = []
+        for row, prompt in enumerate(prompts):
+            new = filled[row, 1 + len(prompt):1 + len(prompt) + settings.max_new_tokens].tolist()
+            outputs.append(new[:new.index(EOS_ID) + 1] if EOS_ID in new else [t for t in new if t != PAD_ID])
+        return outputs
+
+    def generate(self, prompts: Sequence[str], settings: SamplingSettings = SamplingSettings()) -> list[str]:
+        """Continue each prompt; returns the generated text only (EOS removed).
+
+        Parameters
+        ----------
+        prompts : sequence of str
+            Texts to continue (each non-empty and shorter than the model's length).
+        settings : SamplingSettings
+            How to choose tokens.
+
+        Returns
+        -------
+        list[str]
+            The continuations, in prompt order.
+        """
+        if not prompts:
+            return []
+        encoded = [self.encode_prompt(prompt) for prompt in prompts]
+        return [self.tokenizer.decode([t for t in ids if t != EOS_ID])
+                for ids in self.generate_ids(encoded, settings)]
+
+    def _empty_cache(self, batch: int, length: int) -> Any:
+        ids = jnp.ones((batch, length), jnp.int32)
+        shapes = jax.eval_shape(lambda: self._lm.init(jax.random.key(0), ids))["cache"]
+        return jax.tree.map(lambda leaf: jnp.zeros(leaf.shape, leaf.dtype), shapes)
+
+    def _loop(self, settings: SamplingSettings) -> Any:
+        static = dataclasses.replace(settings, seed=0, max_new_tokens=1)  # Only these shape the program.
+        if static not in self._compiled:
+            self._compiled[static] = jax.jit(functools.partial(_sample_loop, lm=self._lm, settings=static))
+        return self._compiled[static]

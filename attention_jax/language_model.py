@@ -1,0 +1,295 @@
+"""A decoder-only Transformer language model built from the encoder-decoder's own layers.
+
+Shape glossary
+--------------
+B batch, L length, D d_model, N vocabulary.
+
+Each layer is :class:`attention_jax.model.EncoderLayer` (self-attention then feed-forward, each in a
+:class:`attention_jax.model.ResidualSublayer`) given a causal mask: the paper's decoder layer without its
+encoder-decoder attention. The paper generates autoregressively, "consuming the previously generated
+symbols as additional input when generating the next" (Section 3); a language model is that decoder
+on its own.
+
+Batches use the translation batches' target side: ``targets`` ``[B, L]`` hold documents that end in EOS
+(padding 0); the model reads ``[BOS] + targets[:-1]``. Packed rows (several documents per row) carry
+``targets_segmentation`` and ``targets_position``: attention never crosses documents, positions restart
+at 0 and every document's input starts with BOS.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from attention_jax import model
+from attention_jax.transformer_config import TransformerConfig
+
+Array = jax.Array
+
+MODEL_KINDS = ("encoder_decoder", "decoder_only")
+LM_PACKED_KEYS = ("targets_segmentation", "targets_position")
+"""Batch keys of packed language-model rows, keyword arguments of :meth:`LanguageModel.__call__`."""
+
+
+class LanguageModel(nn.Module):
+    """Decoder-only Transformer: shared embedding, ``num_layers`` causal self-attention layers.
+
+    Attributes
+    ----------
+    config : TransformerConfig
+        The same hyperparameters as the encoder-decoder (``num_layers`` layers in the one stack);
+        ``decode=True`` builds the generation variant with a key/value cache.
+
+    Notes
+    -----
+    The input embedding is scaled by sqrt(d_model) and, with ``share_embeddings``, is also the
+    pre-softmax projection (3.4). Post- or pre-LN and the positional encoding follow the config as in
+    :class:`attention_jax.model.Transformer`; parameter names carry the same logical axes, so the
+    same sharding rules apply.
+    """
+
+    config: TransformerConfig
+
+    def setup(self) -> None:
+        cfg = self.config
+        embed_init = nn.with_logical_partitioning(
+            nn.initializers.normal(stddev=cfg.d_model**-0.5), ("vocab", "embed"))
+        self.embedding = nn.Embed(cfg.vocab_size, cfg.d_model, embedding_init=embed_init,
+                                  name="shared_embedding" if cfg.share_embeddings else "input_embedding")
+        if not cfg.share_embeddings:
+            self.output_projection = nn.Dense(
+                cfg.vocab_size, use_bias=False, dtype=cfg.compute_dtype,
+                kernel_init=nn.with_logical_partitioning(nn.initializers.xavier_uniform(),
+                                                         ("embed", "vocab")),
+                name="output_projection")
+        self.position = model.PositionalEncoding(cfg, decode=cfg.decode, name="position")
+        self.layers = [model.EncoderLayer(cfg, decode=cfg.decode, name=f"layer_{i}")
+                       for i in range(cfg.num_layers)]
+        self.embedding_dropout = nn.Dropout(cfg.dropout_rate)
+        if cfg.layer_norm_position == "pre":
+            self.final_norm = model.layer_norm("final_norm")
+
+    def logits(self, input_ids: Array, *, valid: Array | None = None, segmentation: Array | None = None,
+               positions: Array | None = None, deterministic: bool = True,
+               sow_weights: bool = False) -> Array:
+        """Next-token logits ``[B, L, N]`` for input ids ``[B, L]`` (``[B, 1]`` in decode mode).
+
+        Parameters
+        ----------
+        input_ids : Array
+            Integer ids the model reads (``[BOS] + targets[:-1]``).
+        valid : Array, optional
+            Boolean ``[B, L]``: positions holding real tokens (default all).
+        segmentation : Array, optional
+            Integer ``[B, L]`` document ids of packed rows (attention stays within a document).
+        positions : Array, optional
+            Integer ``[B, L]`` positions within each document.
+        deterministic : bool
+            Disable dropout.
+        sow_weights : bool
+            Record the self-attention weights in ``intermediates``.
+
+        Returns
+        -------
+        Array
+            float32 logits; position ``t`` predicts the token after input ``t``.
+
+        Notes
+        -----
+        In decode mode causality comes from the key/value cache, so no mask is made.
+        """
+        cfg = self.config
+        if cfg.decode:
+            mask = None
+        else:
+            if valid is None:
+                valid = jnp.ones(input_ids.shape, dtype=bool)
+            mask = model.self_attention_mask(cfg, valid, causal=True, segmentation=segmentation)
+        x = model.embed_tokens(cfg, self.embedding, self.position, self.embedding_dropout, input_ids,
+                               deterministic=deterministic, positions=positions)  # [B,L,D]
+        for layer in self.layers:
+            x = layer(x, mask, deterministic=deterministic, sow_weights=sow_weights)
+        if cfg.layer_norm_position == "pre":
+            x = self.final_norm(x).astype(x.dtype)
+        if cfg.share_embeddings:
+            return self.embedding.attend(x).astype(jnp.float32)  # [B,L,N]
+        return self.output_projection(x).astype(jnp.float32)
+
+    def __call__(self, targets: Array, *, targets_segmentation: Array | None = None,
+                 targets_position: Array | None = None, deterministic: bool = True,
+                 sow_weights: bool = False) -> Array:
+        """Teacher-forced logits ``[B, L, N]`` for documents ``targets`` ``[B, L]``.
+
+        Parameters
+        ----------
+        targets : Array
+            Token ids of documents ending in EOS, 0-padded; the model reads ``[BOS] + targets[:-1]``.
+        targets_segmentation : Array, optional
+            Packed rows: integer ``[B, L]`` document ids (1, 2, ...; 0 = padding).
+        targets_position : Array, optional
+            Packed rows: integer ``[B, L]`` positions restarting at 0 for each document.
+        deterministic : bool
+            Disable dropout.
+        sow_weights : bool
+            Record the attention weights in ``intermediates``.
+
+        Returns
+        -------
+        Array
+            float32 logits; position ``t`` predicts ``targets[:, t]``.
+        """
+        if targets_position is None:
+            input_ids = model.shift_right(targets)
+        else:
+            input_ids = model.shift_right_packed(targets, targets_position)  # BOS at each document start.
+        return self.logits(input_ids, valid=targets != model.PAD_ID, segmentation=targets_segmentation,
+                           positions=targets_position, deterministic=deterministic, sow_weights=sow_weights)
+
+
+def check_model_kind(model_kind: str) -> None:
+    """Raise ``ValueError`` unless ``model_kind`` is one of :data:`MODEL_KINDS`.
+
+    Parameters
+    ----------
+    model_kind : str
+        ``config.model_kind``.
+    """
+    if model_kind not in MODEL_KINDS:
+        raise ValueError(f"model_kind must be one of {MODEL_KINDS}; got {model_kind!r}.")
+
+
+def model_kind_of(config: Any) -> str:
+    """The validated ``model_kind`` of an experiment config (``"encoder_decoder"`` when absent).
+
+    Parameters
+    ----------
+    config : ml_collections.ConfigDict
+        Experiment config (runs from before the field existed have none).
+
+    Returns
+    -------
+    str
+        One of :data:`MODEL_KINDS`.
+    """
+    kind = config.get("model_kind", "encoder_decoder")
+    check_model_kind(kind)
+    return kind
+
+
+def check_training_config(config: Any) -> None:
+    """Raise ``ValueError`` for translation-only settings on a decoder-only run.
+
+    Parameters
+    ----------
+    config : ml_collections.ConfigDict
+        Experiment config.
+
+    Notes
+    -----
+    BLEU needs source sentences, which a language model has none of; packed rows need full attention.
+    """
+    if model_kind_of(config) != "decoder_only":
+        return
+    if config.get("attention_window", 0) > 0:
+        raise ValueError(f"model_kind='decoder_only' packs documents into rows with segment ids, which "
+                         f"restricted attention (attention_window={config.attention_window}) cannot take: "
+                         "set --config.attention_window=0.")
+    if config.get("num_bleu_examples", 0) > 0 or config.get("final_bleu", False):
+        raise ValueError(
+            f"model_kind='decoder_only' has no source sentences to translate, but num_bleu_examples="
+            f"{config.get('num_bleu_examples', 0)} and final_bleu={config.get('final_bleu', False)} ask for "
+            "BLEU: set --config.num_bleu_examples=0 --config.final_bleu=False (configs/lm_*.py do).")
+
+
+def build_model(model_config: TransformerConfig, model_kind: str) -> nn.Module:
+    """The Flax module of a model kind: the encoder-decoder or the decoder-only language model.
+
+    Parameters
+    ----------
+    model_config : TransformerConfig
+        Hyperparameters.
+    model_kind : str
+        One of :data:`MODEL_KINDS`.
+
+    Returns
+    -------
+    nn.Module
+        :class:`attention_jax.model.Transformer` or :class:`LanguageModel`.
+    """
+    check_model_kind(model_kind)
+    if model_kind == "decoder_only":
+        return LanguageModel(model_config)
+    return model.Transformer(model_config)
+
+
+def is_language_model(module: nn.Module) -> bool:
+    """Whether ``module`` is the decoder-only :class:`LanguageModel` (its batches have no ``inputs``)."""
+    return isinstance(module, LanguageModel)
+
+
+def init_arguments(module: nn.Module, length: int = 1) -> tuple[Array, ...]:
+    """Positional arguments of ``module.init``: ``(ids,)`` for the LM, ``(ids, ids)`` otherwise.
+
+    Parameters
+    ----------
+    module : nn.Module
+        From :func:`build_model`.
+    length : int
+        Sequence length of the example ids (parameter shapes do not depend on it).
+
+    Returns
+    -------
+    tuple[Array, ...]
+        int32 ``[1, length]`` ids of ones.
+    """
+    ids = jnp.ones((1, length), jnp.int32)
+    return (ids,) if is_language_model(module) else (ids, ids)
+
+
+def apply_to_batch(module: nn.Module, params: Any, batch: dict, **kwargs: Any) -> Array:
+    """Teacher-forced logits of either model kind on a training or evaluation batch.
+
+    Parameters
+    ----------
+    module : nn.Module
+        From :func:`build_model`.
+    params : pytree
+        Plain parameters.
+    batch : dict
+        ``targets`` (and ``inputs`` for the encoder-decoder) plus any packing arrays.
+    **kwargs
+        Passed to ``module.apply`` (``deterministic``, ``rngs``).
+
+    Returns
+    -------
+    Array
+        float32 logits ``[B, T, N]``.
+    """
+    if is_language_model(module):
+        packed = {key: batch[key] for key in LM_PACKED_KEYS if key in batch}
+        return module.apply({"params": params}, batch["targets"], **packed, **kwargs)
+    packed = {key: batch[key] for key in model.PACKED_KEYS if key in batch}
+    return module.apply({"params": params}, batch["inputs"], batch["targets"], **packed, **kwargs)
+
+
+def abstract_params(model_config: TransformerConfig, model_kind: str) -> Any:
+    """Parameter shapes of either model kind without allocating them (``jax.eval_shape`` of ``init``).
+
+    Parameters
+    ----------
+    model_config : TransformerConfig
+        The model to describe.
+    model_kind : str
+        One of :data:`MODEL_KINDS`.
+
+    Returns
+    -------
+    pytree
+        ``jax.ShapeDtypeStruct`` leaves, boxed with logical axis names.
+    """
+    module = build_model(model_config.replace(decode=False), model_kind)
+    arguments = init_arguments(module, length=4)
+    return jax.eval_shape(lambda: module.init(jax.random.key(0), *arguments))["params"]

@@ -1,0 +1,141 @@
+"""Tabulate a Table 3 sweep (``configs/table3.py``): test BLEU and training cost beside the paper's.
+
+For each row, ``ROOT/<row>/results.json`` gives our newstest BLEU (``test_bleu``, from ``config.final_bleu``)
+and training FLOPs (``train_flops``: :func:`attention_jax.flops.training_flops` of the tokens trained),
+and ``config.json`` the row's schedule and ``config.paper`` (the paper's BLEU, printed cost, hours, GPUs).
+Training cost is shown two ways, as the issue of comparing them asks:
+
+* model FLOPs: forward + backward matmul FLOPs per token times tokens, for the tokens we trained and for
+  the row's full schedule (``num_train_steps x tokens_per_batch``, the paper's 100k x 25k for base);
+* the paper's estimate: training time x devices x sustained FLOP/s (footnote 5), recomputed from its
+  hours and GPUs, and ours from our wall time when ``sustained_tflops`` (per device) is given.
+
+The command is ``python -m attention_jax.report ROOT`` on a sweep made from ``configs/table3.py``.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+from typing import Any
+
+import ml_collections
+
+from attention_jax import flops
+from attention_jax.sweep_rows import read_sweep_rows
+
+CSV_FIELDS = ("row", "status", "dataset", "steps", "train_target_tokens", "dev_bleu", "test_bleu",
+              "paper_test_bleu", "train_flops", "schedule_flops", "paper_train_flops",
+              "paper_estimate_flops", "our_estimate_flops", "wall_s", "devices")
+
+
+def _scientific(value: Any) -> str:
+    return "" if value is None else f"{float(value):.2e}"
+
+
+def _number(value: Any, digits: int = 1) -> str:
+    return "" if value is None else f"{float(value):.{digits}f}"
+
+
+def table3_records(root: str, *, sustained_tflops: float | None = None) -> list[dict[str, Any]]:
+    """One record per row: our BLEU and FLOPs, the paper's BLEU and cost (fields of :data:`CSV_FIELDS`).
+
+    Parameters
+    ----------
+    root : str
+        Sweep root (``ROOT/sweep.json`` and ``ROOT/<row>/``).
+    sustained_tflops : float, optional
+        Our devices' sustained TFLOP/s each, for the paper-style estimate of our runs.
+
+    Returns
+    -------
+    list[dict]
+        In the sweep's row order; figures of unfinished rows are ``None``.
+    """
+    _, rows = read_sweep_rows(root)
+    records = []
+    for row in rows:
+        config = ml_collections.ConfigDict(row.config) if row.config else None
+        results, paper = row.results, row.paper or {}
+        tokens = results.get("train_target_tokens")
+        train_flops = results.get("train_flops")
+        if train_flops is None and tokens is not None and config is not None:  # Runs from before the field.
+            train_flops = flops.training_flops(config, tokens)
+        schedule = None
+        if config is not None and "num_train_steps" in config:
+            schedule = flops.training_flops(config, config.num_train_steps * config.tokens_per_batch)
+        paper_estimate = None
+        if paper.get("train_hours") is not None:
+            paper_estimate = flops.paper_training_flops(paper["train_hours"], paper["num_gpus"],
+                                                        paper["gpu_tflops"])
+        ours_estimate = None
+        if sustained_tflops and results.get("wall_s") is not None:
+            ours_estimate = flops.paper_training_flops(results["wall_s"] / 3600, results.get("devices", 1),
+                                                       sustained_tflops)
+        records.append(dict(
+            row=row.row, status=row.status, dataset=(row.config or {}).get("dataset"), steps=results.get("step"),
+            train_target_tokens=tokens, dev_bleu=results.get("dev_bleu"), test_bleu=results.get("test_bleu"),
+            paper_test_bleu=paper.get("test_bleu"), train_flops=train_flops, schedule_flops=schedule,
+            paper_train_flops=paper.get("train_flops"), paper_estimate_flops=paper_estimate,
+            our_estimate_flops=ours_estimate, wall_s=results.get("wall_s"), devices=results.get("devices")))
+    return records
+
+
+def markdown_table3(root: str, records: list[dict[str, Any]]) -> str:
+    """The report as Markdown: a table in Table 3's layout and what each column counts.
+
+    Parameters
+    ----------
+    root : str
+        Sweep root (named in the title).
+    records : list[dict]
+        From :func:`table3_records`.
+
+    Returns
+    -------
+    str
+        Markdown text.
+    """
+    lines = [f"# Table 3: {root}", "",
+             "| Row | Status | Corpus | Steps | Test BLEU | Paper BLEU | Our training FLOPs | Model FLOPs of "
+             "the row's schedule | Paper's cost (printed) | Paper's estimate (h x GPUs x FLOP/s) | Our "
+             "estimate (h x devices x FLOP/s) |",
+             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for record in records:
+        lines.append(
+            f"| {record['row']} | {record['status']} | {record['dataset'] or ''} | {record['steps'] or ''} | "
+            f"{_number(record['test_bleu'])} | {_number(record['paper_test_bleu'])} | "
+            f"{_scientific(record['train_flops'])} | {_scientific(record['schedule_flops'])} | "
+            f"{_scientific(record['paper_train_flops'])} | {_scientific(record['paper_estimate_flops'])} | "
+            f"{_scientific(record['our_estimate_flops'])} |")
+    lines += ["", "Model FLOPs count forward + backward matmuls (3 x forward, `attention_jax.flops`) per "
+              "token times tokens; attention terms at config.max_len, source tokens taken equal to target "
+              "tokens. The paper's estimate is training time x GPUs x sustained single-precision FLOP/s "
+              "(footnote 5); ours uses our wall time and `--sustained_tflops` when given.", ""]
+    return "\n".join(lines)
+
+
+def write_table3_report(root: str, *, sustained_tflops: float | None = None) -> list[str]:
+    """Write ``ROOT/table3.md`` and ``ROOT/table3.csv``.
+
+    Parameters
+    ----------
+    root : str
+        Sweep root.
+    sustained_tflops : float, optional
+        Sustained TFLOP/s per device of our hardware (for our paper-style estimate).
+
+    Returns
+    -------
+    list[str]
+        The two paths written.
+    """
+    records = table3_records(root, sustained_tflops=sustained_tflops)
+    stem = os.path.join(root, "table3")
+    with open(stem + ".md", "w", encoding="utf-8") as file:
+        file.write(markdown_table3(root, records))
+    with open(stem + ".csv", "w", encoding="utf-8", newline="") as file:
+        writer = csv.DictWriter(file, fieldnames=CSV_FIELDS)
+        writer.writeheader()
+        writer.writerows(records)
+    return [stem + ".md", stem + ".csv"]
