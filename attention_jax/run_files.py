@@ -11,6 +11,7 @@ A run directory (``WORKDIR``, written by ``python -m attention_jax.main``)::
     metrics.jsonl                    one JSON line per logged train or eval step
     tensorboard/                     the same scalars as TensorBoard event files
     results.json                     final metrics of the run
+    lock.json                        the trainer holding the directory (empty when none; see workdir_lock)
     eval_<split>.json                ``evaluate``'s report, with the translations in
     eval_<split>.hypotheses.txt      one per line, in split order
 
@@ -41,6 +42,7 @@ BEST_DIR = "best"
 METRICS_FILE = "metrics.jsonl"
 TENSORBOARD_DIR = "tensorboard"
 RESULTS_FILE = "results.json"
+LOCK_FILE = "lock.json"
 
 SWEEP_FILE = "sweep.json"
 LAUNCH_FILE = "launch.json"
