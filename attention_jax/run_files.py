@@ -44,6 +44,10 @@ TENSORBOARD_DIR = "tensorboard"
 RESULTS_FILE = "results.json"
 LOCK_FILE = "lock.json"
 
+# Exit status of `attention_jax.main` after it checkpointed and stopped on SIGTERM/SIGINT: resume by
+# rerunning (or requeueing) the same command. 75 is EX_TEMPFAIL of sysexits.h.
+STOPPED_EXIT_STATUS = 75
+
 SWEEP_FILE = "sweep.json"
 LAUNCH_FILE = "launch.json"
 LOG_FILE = "log.txt"

@@ -21,7 +21,7 @@ import sys
 from absl import app, flags, logging
 from ml_collections import config_flags
 
-from attention_jax import compilation_cache
+from attention_jax import compilation_cache, run_files
 from attention_jax.commands import config_errors
 from attention_jax.training import distributed, train, workdir_lock
 
@@ -29,7 +29,6 @@ _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file, e.g. con
                                           "configs/table2.py:B1.", lock_config=True)
 _WORKDIR = flags.DEFINE_string("workdir", None, "Directory for checkpoints, metrics and results.")
 
-EXIT_STOPPED = 75  # Stopped on SIGTERM/SIGINT after checkpointing; rerun (or requeue) to resume (EX_TEMPFAIL).
 EXIT_LOCKED = 3  # Another trainer holds the work directory.
 
 
@@ -69,7 +68,7 @@ def main(argv: list[str]) -> None:
         print(f"{_WORKDIR.value} already finished at step {results['step']}: nothing to do, no file "
               f"changed (results in {_WORKDIR.value}/results.json).")
     elif not results.get("finished", True):
-        sys.exit(EXIT_STOPPED)
+        sys.exit(run_files.STOPPED_EXIT_STATUS)
 
 
 def _fail(message: str, status: int) -> None:
