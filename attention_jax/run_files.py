@@ -12,8 +12,10 @@ A run directory (``WORKDIR``, written by ``python -m attention_jax.main``)::
     tensorboard/                     the same scalars as TensorBoard event files
     results.json                     final metrics of the run
     lock.json                        the trainer holding the directory (empty when none; see workdir_lock)
-    eval_<split>.json                ``evaluate``'s report, with the translations in
+    eval_<split>.json                the run's final evaluation (``config.final_bleu``), translations in
     eval_<split>.hypotheses.txt      one per line, in split order
+    eval_<split>.<checkpoint>.json   ``evaluate``'s report per checkpoint (``latest``, ``averaged``,
+                                     ``step1200``, ``average_last5``), with its ``.hypotheses.txt``
 
 A sweep root (``ROOT``, written by ``python -m launch.sweep``)::
 
@@ -53,8 +55,8 @@ LAUNCH_FILE = "launch.json"
 LOG_FILE = "log.txt"
 
 
-def eval_report_path(workdir: str, split: str) -> str:
-    """``WORKDIR/eval_<split>.json``: where ``evaluate`` writes its report by default.
+def eval_report_path(workdir: str, split: str, checkpoint: str | None = None) -> str:
+    """Where an evaluation report goes: ``WORKDIR/eval_<split>[.<checkpoint>].json``.
 
     Parameters
     ----------
@@ -62,13 +64,38 @@ def eval_report_path(workdir: str, split: str) -> str:
         The run directory.
     split : str
         The evaluated split (``"validation"``, ``"test"``, ``"train"``).
+    checkpoint : str, optional
+        Which parameters were evaluated, as :func:`checkpoint_label` names them (``evaluate``);
+        ``None`` for the training run's own final evaluation (``config.final_bleu``).
 
     Returns
     -------
     str
-        The report's path.
+        The report's path; reports of different checkpoints never overwrite each other.
     """
-    return os.path.join(workdir, f"eval_{split}.json")
+    suffix = f".{checkpoint}" if checkpoint else ""
+    return os.path.join(workdir, f"eval_{split}{suffix}.json")
+
+
+def checkpoint_label(checkpoint: str, average_last: int = 0) -> str:
+    """A file-name label for evaluated parameters: ``latest``, ``averaged``, ``best``, ``step1200``,
+    ``average_last5``.
+
+    Parameters
+    ----------
+    checkpoint : str
+        ``--checkpoint``: ``latest``, ``averaged``, ``best`` or a step number.
+    average_last : int
+        ``--average_last`` (when positive, it overrides ``checkpoint``).
+
+    Returns
+    -------
+    str
+        The label.
+    """
+    if average_last > 0:
+        return f"average_last{average_last}"
+    return f"step{checkpoint}" if checkpoint.isdigit() else checkpoint
 
 
 def hypotheses_path(report_path: str) -> str:
