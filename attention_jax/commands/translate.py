@@ -14,6 +14,7 @@ lines, so translations appear in blocks, not line by line.
 from __future__ import annotations
 
 import sys
+import warnings
 from collections.abc import Iterable, Iterator
 from typing import BinaryIO
 
@@ -93,7 +94,12 @@ def main(argv: list[str]) -> None:
                  translator.beam_size, translator.alpha)
     output = sys.stdout.buffer
     for block in blocks(read_lines(sys.stdin.buffer), _BATCH_SIZE.value * LINES_PER_BLOCK_PER_BATCH):
-        for translation in translator.translate(block):
+        with warnings.catch_warnings(record=True) as caught:  # One log line each, not warning + source line.
+            warnings.simplefilter("always")
+            translations = translator.translate(block)
+        for message in dict.fromkeys(str(warning.message) for warning in caught):
+            logging.warning("%s", message)
+        for translation in translations:
             output.write(translation.replace("\n", " ").encode("utf-8") + b"\n")
         output.flush()
 
