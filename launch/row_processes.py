@@ -17,7 +17,7 @@ import subprocess
 import sys
 import threading
 from types import FrameType
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from attention_jax import run_files
 
@@ -33,10 +33,16 @@ class StopRequested(RuntimeError):
     """The sweep was asked to stop before this row started."""
 
 
-def _terminate_with_parent() -> None:
-    """In the child, before exec: get SIGTERM when the sweep dies (Linux; elsewhere nothing)."""
-    if sys.platform.startswith("linux"):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+def _terminate_with(parent_pid: int) -> Callable[[], None]:
+    """A ``preexec_fn``: in the child, before exec, ask for SIGTERM when the sweep dies (Linux only)."""
+
+    def arrange() -> None:
+        if sys.platform.startswith("linux"):
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+            if os.getppid() != parent_pid:  # The sweep died before the request took effect.
+                os._exit(128 + int(signal.SIGTERM))
+
+    return arrange
 
 
 def stop_requested() -> bool:
@@ -66,7 +72,7 @@ def run(argv: Sequence[str], **popen_options: Any) -> int:
     with _lock:
         if _stop_requested.is_set():
             raise StopRequested("the sweep was asked to stop")
-        process = subprocess.Popen(list(argv), start_new_session=True, preexec_fn=_terminate_with_parent,
+        process = subprocess.Popen(list(argv), start_new_session=True, preexec_fn=_terminate_with(os.getpid()),
                                    **popen_options)
         _running[process.pid] = process
     try:

@@ -196,22 +196,27 @@ def test_killed_sweep_leaves_no_trainer_and_a_rerun_resumes_once(
         cache_dir: str, tmp_path: pathlib.Path, tiny_data_dir: pathlib.Path) -> None:  # noqa: F811
     root = tmp_path / "sweep"
     row = root / "base"
+    steps = 400
     args = ["-m", "launch.sweep", "--config=configs/table2.py", "--rows=base", "--executor=local", f"--root={root}",
-            "--report=false", *tiny_flags(tiny_data_dir, 2000, checkpoint_every_steps=0, eval_every_steps=0)]
+            "--report=false", *tiny_flags(tiny_data_dir, steps, checkpoint_every_steps=0, eval_every_steps=0)]
     env = _cli_env(cache_dir)
 
-    def start_sweep_until_step(step: int) -> subprocess.Popen:
+    def steps_logged_by_the_last_start() -> list[str]:
+        log = (row / run_files.LOG_FILE).read_text(errors="replace") if (row / run_files.LOG_FILE).exists() else ""
+        return re.findall(rf"\] step (\d+)/{steps}", log.rpartition("\n=== ")[2])
+
+    def start_sweep_until_training() -> subprocess.Popen:
         sweep = subprocess.Popen([sys.executable, *args], cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE,
                                  stderr=subprocess.STDOUT, text=True)
-        _wait_for(lambda: _log_has(row / run_files.LOG_FILE, rf"step {step}/2000"), 240, f"row step {step}")
+        _wait_for(lambda: len(steps_logged_by_the_last_start()) >= 2, 240, "the row to train")
         return sweep
 
-    sweep = start_sweep_until_step(20)  # SIGTERM: passed on to the row, which checkpoints; the sweep waits.
+    sweep = start_sweep_until_training()  # SIGTERM: passed on to the row, which checkpoints; the sweep waits.
     sweep.send_signal(signal.SIGTERM)
     output, _ = sweep.communicate(timeout=120)
     assert sweep.returncode == 1 and "Summary: 1 stopped" in output, output
     assert _trainers_on(row) == []
-    sweep = start_sweep_until_step(40)  # kill -9: the sweep cannot pass anything on; the kernel does.
+    sweep = start_sweep_until_training()  # kill -9: the sweep cannot pass anything on; the kernel does.
     sweep.kill()
     sweep.communicate(timeout=30)
     _wait_for(lambda: not _trainers_on(row), 60, "the orphaned trainer to checkpoint and exit")
@@ -224,7 +229,7 @@ def test_killed_sweep_leaves_no_trainer_and_a_rerun_resumes_once(
     assert len(re.findall(r"Resumed from the checkpoint of step", log)) == 2  # Once per rerun.
     assert "in use by another trainer" not in log
     logged = _train_steps_logged(row)
-    assert logged == sorted(set(logged)) and logged[-1] == 2000
+    assert logged == sorted(set(logged)) and logged[-1] == steps
 
 
 # --- smaller mistakes ------------------------------------------------------------------------------------
