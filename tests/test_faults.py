@@ -201,14 +201,20 @@ def test_killed_sweep_leaves_no_trainer_and_a_rerun_resumes_once(
             "--report=false", *tiny_flags(tiny_data_dir, steps, checkpoint_every_steps=0, eval_every_steps=0)]
     env = _cli_env(cache_dir)
 
-    def steps_logged_by_the_last_start() -> list[str]:
-        log = (row / run_files.LOG_FILE).read_text(errors="replace") if (row / run_files.LOG_FILE).exists() else ""
-        return re.findall(rf"\] step (\d+)/{steps}", log.rpartition("\n=== ")[2])
+    def log_text() -> str:
+        return (row / run_files.LOG_FILE).read_text(errors="replace") if (row / run_files.LOG_FILE).exists() else ""
 
     def start_sweep_until_training() -> subprocess.Popen:
+        starts_before = log_text().count("=== ")
         sweep = subprocess.Popen([sys.executable, *args], cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE,
                                  stderr=subprocess.STDOUT, text=True)
-        _wait_for(lambda: len(steps_logged_by_the_last_start()) >= 2, 240, "the row to train")
+
+        def training_again() -> bool:
+            log = log_text()
+            newest = log.rpartition("=== ")[2]
+            return log.count("=== ") > starts_before and len(re.findall(rf"\] step \d+/{steps}", newest)) >= 2
+
+        _wait_for(training_again, 240, "the row to train")
         return sweep
 
     sweep = start_sweep_until_training()  # SIGTERM: passed on to the row, which checkpoints; the sweep waits.

@@ -84,6 +84,15 @@ def read_params_info(directory: str, step: int) -> dict[str, Any]:
         handler.close()
 
 
+def _newest_average(workdir: str) -> tuple[str, int | None, dict[str, Any]]:
+    """``WORKDIR/averaged``, the step of its average (``None`` if there is none) and that average's info."""
+    averaged_dir = os.path.join(workdir, run_files.AVERAGED_DIR)
+    saved = finished_steps(averaged_dir)
+    if not saved:
+        return averaged_dir, None, {}
+    return averaged_dir, saved[-1], read_params_info(averaged_dir, saved[-1])
+
+
 def check_average_is_current(workdir: str) -> list[int]:
     """The steps the averaged checkpoint averages; raise when newer training checkpoints exist.
 
@@ -102,16 +111,14 @@ def check_average_is_current(workdir: str) -> list[int]:
     Raises :class:`StaleAverageError` naming the averaged steps and the newer checkpoints: the
     average would silently describe an earlier model than the run's latest.
     """
-    averaged_dir = os.path.join(workdir, run_files.AVERAGED_DIR)
-    saved = finished_steps(averaged_dir)
-    if not saved:
+    averaged_dir, saved, info = _newest_average(workdir)
+    if saved is None:
         return []
-    info = read_params_info(averaged_dir, saved[-1])
     steps = [int(step) for step in info.get("averaged_steps", [])]
     source = info.get("source", run_files.CHECKPOINT_DIR)
     if not steps:
         logging.warning("%s/%d does not record which steps it averages; re-average to be sure it is current.",
-                        averaged_dir, saved[-1])
+                        averaged_dir, saved)
         return []
     newer = [step for step in finished_steps(os.path.join(workdir, source)) if step > steps[-1]]
     if newer:
@@ -161,12 +168,10 @@ def reaverage(workdir: str) -> list[int]:
     list[int]
         The newly averaged steps.
     """
-    averaged_dir = os.path.join(workdir, run_files.AVERAGED_DIR)
-    saved = finished_steps(averaged_dir)
-    if not saved:
+    averaged_dir, saved, info = _newest_average(workdir)
+    if saved is None:
         raise FileNotFoundError(f"no averaged checkpoint in {averaged_dir} to redo: run "
                                 f"`python -m attention_jax.average_checkpoints --workdir={workdir}` first.")
-    info = read_params_info(averaged_dir, saved[-1])
     count = len(info.get("averaged_steps", [])) or int(read_config(workdir).get("average_last_checkpoints", 5))
     return write_average(workdir, count, source=info.get("source", run_files.CHECKPOINT_DIR))
 

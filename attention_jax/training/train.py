@@ -267,6 +267,7 @@ def _train(run: _Run, stop: distributed.StopRequest) -> bool:
     untimed: set[int] = set()  # Steps that compiled a new batch shape.
     unchecked: list[tuple[int, MetricSums]] = []  # Device metrics not yet fetched.
     unreported: list[tuple[int, dict]] = []  # Host metrics checked but not yet logged.
+    previous: MetricSums | None = None  # The metrics of the step before, while it may still run.
     while step < config.num_train_steps and run.stop_reason is None:
         micro_batches = _next_micro_batches(run)
         compiles = _new_shapes(run, micro_batches)
@@ -275,9 +276,10 @@ def _train(run: _Run, stop: distributed.StopRequest) -> bool:
             run.throughput.pause()
         run.state, sums = run_update(run.steps, run.state, micro_batches)
         step += 1
-        if unchecked:  # Bound the run-ahead: wait for the previous step (its metrics are its outputs).
-            jax.block_until_ready(unchecked[-1][1])
+        if previous is not None:  # Bound the run-ahead: wait for the previous step (its metrics are outputs).
+            jax.block_until_ready(previous)
             stop.note_completed(step - 1)
+        previous = sums
         unchecked.append((step, sums))
         if compiles:
             jax.block_until_ready(sums)
@@ -292,7 +294,8 @@ def _train(run: _Run, stop: distributed.StopRequest) -> bool:
         if not (log_now or save_now or eval_now):
             continue
         fetched = list(zip([s for s, _ in unchecked], jax.device_get([m for _, m in unchecked])))
-        unchecked = []
+        unchecked, previous = [], None
+        stop.note_completed(step)
         _check_finite(run, fetched)
         run.throughput.add_tokens(sum(float(m["tokens"]) for s, m in fetched if s not in untimed))
         run.session_tokens += sum(float(m["tokens"]) for _, m in fetched)
