@@ -156,7 +156,7 @@ def job_script(job: RowJob, resources: SlurmResources, *, repo_dir: str, job_nam
               "# so that it resumes from that checkpoint (the work directory's lock keeps one trainer at a time).",
               f"if [[ $status -eq {run_files.STOPPED_EXIT_STATUS} ]]; then",
               '  echo "=== $(date "+%Y-%m-%d %H:%M:%S") job $SLURM_JOB_ID checkpointed and stopped; requeueing"',
-              '  scontrol requeue "$SLURM_JOB_ID"',
+              '  scontrol requeue "$SLURM_JOB_ID" && sleep 600  # SLURM ends this run when it requeues the job.',
               "fi",
               'exit "$status"', ""]
     return "\n".join(lines)

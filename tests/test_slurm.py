@@ -115,17 +115,18 @@ def _wait_for_log(log_path: pathlib.Path, pattern: str, timeout_s: float) -> re.
     raise AssertionError(f"{pattern!r} not in {log_path} within {timeout_s} s:\n{tail}")
 
 
-def _start_when_requeued(job_id: str, timeout_s: float = 60) -> None:
-    """A requeued job waits about two minutes before it is eligible again; make it eligible now."""
+def _resume_after_requeue(job_id: str, log_path: pathlib.Path, resumed: str, timeout_s: float = 180) -> None:
+    """Wait for ``resumed`` in the log; a requeued job waits two minutes to be eligible: start it now."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        state = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True, text=True).stdout
-        if state.strip() == "PENDING":
-            subprocess.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"], check=True,
-                           capture_output=True)
+        if re.search(resumed, log_path.read_text(errors="replace")):
             return
+        state = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T %r"], capture_output=True,
+                               text=True).stdout.split()
+        if state == ["PENDING", "BeginTime"]:
+            subprocess.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"], capture_output=True)
         time.sleep(0.5)
-    raise AssertionError(f"job {job_id} was not requeued within {timeout_s} s")
+    _wait_for_log(log_path, resumed, 0)  # Fails with the log's tail.
 
 
 def test_requeued_row_resumes_from_the_checkpoint_it_wrote_on_sigterm(
@@ -146,16 +147,14 @@ def test_requeued_row_resumes_from_the_checkpoint_it_wrote_on_sigterm(
     _wait_for_log(log_path, rf"step 100/{steps}", 180)
     subprocess.run(["scontrol", "requeue", job_id], check=True, capture_output=True)
     first_stop = int(_wait_for_log(log_path, r"Stopped at step (\d+) on request", 60).group(1))
-    _start_when_requeued(job_id)
-    _wait_for_log(log_path, rf"Resumed from the checkpoint of step {first_stop} ", 180)
+    _resume_after_requeue(job_id, log_path, rf"Resumed from the checkpoint of step {first_stop} ")
 
     _wait_for_log(log_path, rf"step {first_stop // 20 * 20 + 200}/{steps}", 180)
     subprocess.run(["scancel", "--signal=TERM", job_id], check=True, capture_output=True)
     stops = _wait_for_log(log_path, r"(?s)Stopped at step.*Stopped at step (\d+) on request", 60)
     second_stop = int(stops.group(1))
     _wait_for_log(log_path, rf"job {job_id} checkpointed and stopped; requeueing", 60)
-    _start_when_requeued(job_id)
-    _wait_for_log(log_path, rf"Resumed from the checkpoint of step {second_stop} ", 180)
+    _resume_after_requeue(job_id, log_path, rf"Resumed from the checkpoint of step {second_stop} ")
 
     deadline = time.monotonic() + 240
     while not (root / "base" / "results.json").exists() and time.monotonic() < deadline:

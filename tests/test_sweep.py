@@ -83,7 +83,7 @@ def test_slurm_dry_run_writes_one_script_per_row(tmp_path: pathlib.Path) -> None
         # Training that checkpointed on SIGTERM exits 75: the job requeues itself and resumes.
         assert body[body.index(srun) + 1:] == [
             "status=$?", "if [[ $status -eq 75 ]]; then", body[body.index(srun) + 3],
-            '  scontrol requeue "$SLURM_JOB_ID"',
+            '  scontrol requeue "$SLURM_JOB_ID" && sleep 600  # SLURM ends this run when it requeues the job.',
             "fi", 'exit "$status"']
     assert not root.exists()
 
