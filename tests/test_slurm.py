@@ -17,6 +17,7 @@ import time
 
 import pytest
 
+from launch import slurm_executor
 from tests.support.sweep_cli import (REPO_ROOT, fake_main_env, needs_entry_point, run_sweep,  # noqa: F401
                        tiny_data_dir, tiny_flags)
 
@@ -116,15 +117,22 @@ def _wait_for_log(log_path: pathlib.Path, pattern: str, timeout_s: float) -> re.
 
 
 def _resume_after_requeue(job_id: str, log_path: pathlib.Path, resumed: str, timeout_s: float = 180) -> None:
-    """Wait for ``resumed`` in the log; a requeued job waits two minutes to be eligible: start it now."""
+    """Wait for ``resumed`` in the log; a requeued job waits two minutes to be eligible: start it sooner.
+
+    Not at once: a job started again within a second of its requeue can find its node still revoking
+    the old run's credential, and SLURM then fails it ("Job credential revoked").
+    """
     deadline = time.monotonic() + timeout_s
+    pending_since = None
     while time.monotonic() < deadline:
         if re.search(resumed, log_path.read_text(errors="replace")):
             return
         state = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T %r"], capture_output=True,
                                text=True).stdout.split()
         if state == ["PENDING", "BeginTime"]:
-            subprocess.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"], capture_output=True)
+            pending_since = pending_since or time.monotonic()
+            if time.monotonic() - pending_since > 5:
+                subprocess.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"], capture_output=True)
         time.sleep(0.5)
     _wait_for_log(log_path, resumed, 0)  # Fails with the log's tail.
 
@@ -167,3 +175,10 @@ def test_requeued_row_resumes_from_the_checkpoint_it_wrote_on_sigterm(
     logged = [record["step"] for record in records if "train/loss" in record]
     assert logged == sorted(set(logged)) and logged[-1] == steps
     assert first_stop in logged and second_stop in logged  # Each stop logged its step, then resumed after it.
+    for _ in range(60):
+        state = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T", "--states=all"], capture_output=True,
+                               text=True).stdout.strip()
+        if state in slurm_executor.FINAL_STATES:
+            break
+        time.sleep(0.5)
+    assert state == "COMPLETED"
