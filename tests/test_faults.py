@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from attention_jax import run_files
-from attention_jax.training import checkpoints, params_checkpoints, workdir_lock
+from attention_jax.training import checkpoints, params_checkpoints, train_state, workdir_lock
 from tests.support import fake_data, train_support
 from tests.support.sweep_cli import REPO_ROOT, run_sweep, tiny_data_dir, tiny_flags  # noqa: F401
 
@@ -276,7 +276,7 @@ def test_lock_refuses_a_live_holder_and_takes_over_a_dead_one(tmp_path: pathlib.
         holder.wait()
     with caplog.at_level(logging.WARNING):
         lock = workdir_lock.WorkdirLock(str(tmp_path)).acquire()
-    assert f"Taking over the lock of host" in caplog.text and f"pid {holder.pid}" in caplog.text
+    assert "Taking over the lock of host" in caplog.text and f"pid {holder.pid}" in caplog.text
     assert json.loads((tmp_path / run_files.LOCK_FILE).read_text())["pid"] == os.getpid()
     lock.release()
     assert (tmp_path / run_files.LOCK_FILE).read_text() == ""
@@ -297,15 +297,11 @@ def test_remote_lock_refuses_a_fresh_record_and_takes_over_a_stale_one(tmp_path:
     lock.release()
 
 
-def _capture_absl(caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO)
-
-
 def test_resume_warning_names_only_changed_leaves(tmp_path: pathlib.Path, caplog: pytest.LogCaptureFixture) -> None:
     config = fake_data.tiny_config()
     checkpoints.write_config(str(tmp_path), config)
     changed = fake_data.tiny_config(num_train_steps=99)
-    _capture_absl(caplog)
+    caplog.set_level(logging.INFO)
     checkpoints.check_resume_compatible(str(tmp_path), changed)  # No checkpoint: nothing is resumed.
     assert "Resuming" not in caplog.text
     (tmp_path / run_files.CHECKPOINT_DIR).mkdir()
@@ -313,7 +309,6 @@ def test_resume_warning_names_only_changed_leaves(tmp_path: pathlib.Path, caplog
     assert "Resuming" not in caplog.text
     state = {"w": np.zeros(2, np.float32)}
     manager = checkpoints.TrainingCheckpoints(str(tmp_path), keep=1)
-    from attention_jax.training import train_state
     manager.save(train_state.TrainState(step=np.int32(1), params=state, opt_state=(np.zeros(3, np.float32),),
                                            rng=np.zeros(2, np.uint32)),
                  data_state={}, progress={})
@@ -345,7 +340,7 @@ def test_empty_and_overlong_training_pairs_are_left_out_and_counted(tmp_path: pa
         (corpus / name).write_text("\n".join(lines[:8]) + "\n")
     config = fake_data.tiny_config(dataset=f"tsv:{corpus}", data_dir=str(tmp_path / "tfds"), vocab_size=40,
                                    max_len=12, tokens_per_batch=96)
-    _capture_absl(caplog)
+    caplog.set_level(logging.INFO)
     data = input_pipeline.get_datasets(config)
     assert data.stats["dropped_empty"]["train"] == 3 and data.stats["dropped_too_long"]["train"] == 2
     assert "3 of 65 training pairs (4.62%) have an empty source or target: left out." in caplog.text
