@@ -11,9 +11,12 @@ A run directory (``WORKDIR``, written by ``python -m attention_jax.main``)::
     metrics.jsonl                    one JSON line per logged train or eval step
     tensorboard/                     the same scalars as TensorBoard event files
     results.json                     final metrics of the run
-    eval_<split>.json                ``evaluate``'s report, with the translations in
+    lock.json                        the trainer holding the directory (empty when none; see workdir_lock)
+    eval_<split>.json                the run's final evaluation (``config.final_bleu``), translations in
     eval_<split>.hypotheses.txt      one per line, in split order
     lm_eval_<split>.json             a language model's perplexity and bits per byte (``generate --eval_split``)
+    eval_<split>.<checkpoint>.json   ``evaluate``'s report per checkpoint (``latest``, ``averaged``,
+                                     ``step1200``, ``average_last5``), with its ``.hypotheses.txt``
 
 A sweep root (``ROOT``, written by ``python -m launch.sweep``)::
 
@@ -42,6 +45,11 @@ BEST_DIR = "best"
 METRICS_FILE = "metrics.jsonl"
 TENSORBOARD_DIR = "tensorboard"
 RESULTS_FILE = "results.json"
+LOCK_FILE = "lock.json"
+
+# Exit status of `attention_jax.main` after it checkpointed and stopped on SIGTERM/SIGINT: resume by
+# rerunning (or requeueing) the same command. 75 is EX_TEMPFAIL of sysexits.h.
+STOPPED_EXIT_STATUS = 75
 
 SWEEP_FILE = "sweep.json"
 LAUNCH_FILE = "launch.json"
@@ -66,8 +74,8 @@ def lm_eval_report_path(workdir: str, split: str) -> str:
     return os.path.join(workdir, f"lm_eval_{split}.json")
 
 
-def eval_report_path(workdir: str, split: str) -> str:
-    """``WORKDIR/eval_<split>.json``: where ``evaluate`` writes its report by default.
+def eval_report_path(workdir: str, split: str, checkpoint: str | None = None) -> str:
+    """Where an evaluation report goes: ``WORKDIR/eval_<split>[.<checkpoint>].json``.
 
     Parameters
     ----------
@@ -75,13 +83,38 @@ def eval_report_path(workdir: str, split: str) -> str:
         The run directory.
     split : str
         The evaluated split (``"validation"``, ``"test"``, ``"train"``).
+    checkpoint : str, optional
+        Which parameters were evaluated, as :func:`checkpoint_label` names them (``evaluate``);
+        ``None`` for the training run's own final evaluation (``config.final_bleu``).
 
     Returns
     -------
     str
-        The report's path.
+        The report's path; reports of different checkpoints never overwrite each other.
     """
-    return os.path.join(workdir, f"eval_{split}.json")
+    suffix = f".{checkpoint}" if checkpoint else ""
+    return os.path.join(workdir, f"eval_{split}{suffix}.json")
+
+
+def checkpoint_label(checkpoint: str, average_last: int = 0) -> str:
+    """A file-name label for evaluated parameters: ``latest``, ``averaged``, ``best``, ``step1200``,
+    ``average_last5``.
+
+    Parameters
+    ----------
+    checkpoint : str
+        ``--checkpoint``: ``latest``, ``averaged``, ``best`` or a step number.
+    average_last : int
+        ``--average_last`` (when positive, it overrides ``checkpoint``).
+
+    Returns
+    -------
+    str
+        The label.
+    """
+    if average_last > 0:
+        return f"average_last{average_last}"
+    return f"step{checkpoint}" if checkpoint.isdigit() else checkpoint
 
 
 def hypotheses_path(report_path: str) -> str:

@@ -130,7 +130,7 @@ def _row_status(row_dir: str, results: dict) -> str:
     if results:
         return "done"
     launch = _read_json(os.path.join(row_dir, run_files.LAUNCH_FILE))
-    if launch.get("returncode") not in (None, 0):
+    if launch.get("returncode") not in (None, 0, run_files.STOPPED_EXIT_STATUS):  # Stopped on a signal: incomplete.
         return "failed"
     if os.path.isfile(os.path.join(row_dir, run_files.CONFIG_FILE)):
         return "incomplete"

@@ -2,7 +2,8 @@
 
 Each row's stdout and stderr are appended to ``ROOT/<row>/log.txt``. Rows whose ``results.json``
 exists are skipped; a row that stopped part-way is rerun, and the entry point resumes it from its
-latest checkpoint. A failing row does not stop the others. With seeds, "row" here is one seed of a
+latest checkpoint. Rows run in their own process groups; SIGINT/SIGTERM to the sweep reach them, they
+checkpoint and exit, and no new row starts (:mod:`launch.row_processes`). A failing row does not stop the others. With seeds, "row" here is one seed of a
 row, in ``ROOT/<row>/seed_<k>/``: each seed is skipped, resumed or rerun on its own.
 """
 
@@ -15,15 +16,22 @@ import threading
 from typing import Callable, Sequence
 
 from attention_jax import run_files
-from launch import sweep_record
+from launch import row_processes, sweep_record
 from launch.sweep_spec import RowJob, RowOutcome
 
 
 def _run_row(job: RowJob, repo_dir: str, say: Callable[[str], None]) -> RowOutcome:
-    returncode, wall_s, log_path = sweep_record.run_logged(
-        job, job.argv, executor="local", say=say, cwd=repo_dir, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    try:
+        returncode, wall_s, log_path = sweep_record.run_logged(
+            job, job.argv, executor="local", say=say, cwd=repo_dir, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    except row_processes.StopRequested:
+        return RowOutcome(job.name, "stopped", "not started: the sweep was stopped (rerun to run it)")
     if returncode == 0 and sweep_record.results_exist(job.record_dir):
         outcome = RowOutcome(job.name, "done", f"{wall_s:.1f} s")
+        say(sweep_record.progress_line(job, outcome.status, outcome.detail))
+        return outcome
+    if returncode == row_processes.STOPPED_EXIT:
+        outcome = RowOutcome(job.name, "stopped", f"checkpointed and stopped after {wall_s:.1f} s (rerun to resume)")
         say(sweep_record.progress_line(job, outcome.status, outcome.detail))
         return outcome
     status = "failed" if returncode != 0 else "incomplete"

@@ -7,7 +7,9 @@ A row on several nodes starts one process per node with ``srun`` (``--ntasks-per
 process driving all of its node's accelerators), or ``tasks_per_node`` processes per node (e.g. one per
 GPU); with ``SLURM_NTASKS > 1`` the training entry point joins the processes with
 ``jax.distributed``, which reads the coordinator, process ids and local devices from SLURM's
-environment. The job's output is appended to
+environment. When training stops on SIGTERM (the pre-timeout ``--signal``, preemption, ``scontrol
+requeue``) it checkpoints within a step; a script whose training exited with status 75 requeues its job
+(``scontrol requeue``), and the requeued job resumes from the checkpoint. The job's output is appended to
 ``ROOT/<row>/log.txt``; ``ROOT/<row>/launch.json`` records the job id.
 """
 
@@ -26,6 +28,7 @@ from launch import sweep_record
 from launch.sweep_spec import RowJob, RowOutcome
 
 SCRIPT_FILE = "job.sbatch"
+PRE_TIMEOUT_SIGNAL_S = 120  # With a time limit, SIGTERM reaches training this many seconds before it.
 # squeue states after which a job does no more work.
 FINAL_STATES = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED",
                           "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "SPECIAL_EXIT", "REVOKED"})
@@ -47,7 +50,9 @@ class SlurmResources:
         GPUs per node (0: none requested).
     time : str
         Time limit (``HH:MM:SS`` or ``D-HH:MM:SS``; empty: the partition's default). With a limit, SLURM
-        sends SIGTERM 120 s before it so training checkpoints; rerunning the sweep resumes the row.
+        sends SIGTERM 120 s before it (``--signal``): training checkpoints and exits with status 75,
+        and the job script requeues the job, which resumes from that checkpoint. Jobs are always
+        submitted with ``--requeue`` so that preemption requeues them too.
     partition, account : str
         Empty: the cluster's defaults.
     cpus_per_task : int
@@ -91,8 +96,11 @@ class SlurmResources:
                     ("--mem", self.mem), ("--time", self.time), ("--partition", self.partition),
                     ("--account", self.account)]
         options += [f"{name}={value}" for name, value in optional if value]
+        # Preemption and requeueing: SLURM may requeue the job (--requeue); with a time limit the
+        # training processes get SIGTERM 120 s before it, checkpoint and exit, and the script requeues.
+        options.append("--requeue")
         if self.time:
-            options.append("--signal=TERM@120")
+            options.append(f"--signal=TERM@{PRE_TIMEOUT_SIGNAL_S}")
         return options + list(self.extra_options)
 
 
@@ -138,11 +146,19 @@ def job_script(job: RowJob, resources: SlurmResources, *, repo_dir: str, job_nam
     options += resources.directives()
     lines = ["#!/bin/bash", f"# Row {job.name}, written by launch.sweep; submit with: sbatch {SCRIPT_FILE}"]
     lines += [f"#SBATCH {option}" for option in options]
-    lines += ["set -euo pipefail", f"cd {shlex.quote(repo_dir)}", *resources.setup,
+    lines += ["set -uo pipefail", f"cd {shlex.quote(repo_dir)}", *resources.setup,
               'echo "=== $(date "+%Y-%m-%d %H:%M:%S") job $SLURM_JOB_ID on $SLURM_JOB_NODELIST"',
               "# srun starts --ntasks-per-node processes on each node; with SLURM_NTASKS > 1 the entry point",
               "# joins them (jax.distributed reads SLURM's environment).",
-              "srun --kill-on-bad-exit=1 " + shlex.join(job.argv), ""]
+              "srun --kill-on-bad-exit=1 " + shlex.join(job.argv), "status=$?",
+              f"# {run_files.STOPPED_EXIT_STATUS}: training checkpointed on SIGTERM (e.g. the pre-timeout signal) "
+              "and stopped; requeue the job",
+              "# so that it resumes from that checkpoint (the work directory's lock keeps one trainer at a time).",
+              f"if [[ $status -eq {run_files.STOPPED_EXIT_STATUS} ]]; then",
+              '  echo "=== $(date "+%Y-%m-%d %H:%M:%S") job $SLURM_JOB_ID checkpointed and stopped; requeueing"',
+              '  scontrol requeue "$SLURM_JOB_ID" && sleep 600  # SLURM ends this run when it requeues the job.',
+              "fi",
+              'exit "$status"', ""]
     return "\n".join(lines)
 
 

@@ -31,7 +31,9 @@ row). A larger K later adds seeds to the same root.
 Rerunning the same command skips finished rows (``ROOT/<row>/results.json``, or
 ``ROOT/<row>/seed_<k>/results.json`` per seed) and resumes the others.
 ``ROOT/sweep.json`` records the sweep; then ``python -m attention_jax.report ROOT`` writes the table.
-Exit status: 0 when every row finished (or was submitted), 1 when a row failed, 2 for bad input.
+Exit status: 0 when every row finished (or was submitted), 1 when a row failed or was stopped, 2 for
+bad input. SIGINT/SIGTERM (Ctrl-C) to the sweep is passed on to the running rows, which checkpoint and
+exit; the sweep waits for them, starts no new row, and a rerun resumes each row once.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ from typing import Callable, Sequence
 from absl import app, flags
 
 from attention_jax import sweep_report
-from launch import local_executor, slurm_executor, sweep_record, sweep_spec, tpu_executor
+from launch import local_executor, row_processes, slurm_executor, sweep_record, sweep_spec, tpu_executor
 from launch.sweep_spec import RowJob, RowOutcome
 
 _CONFIG = flags.DEFINE_string("config", None,
@@ -406,6 +408,7 @@ def main(parsed: tuple[list[str], list[str]]) -> int:
         check_tools(plan)
         sweep_record.record_launch(plan.root, plan.description, plan.rows, _EXECUTOR.value,
                                    force=_FORCE.value)
+        row_processes.forward_stop_signals()
         outcomes = execute(plan)
     except (ValueError, FileNotFoundError, RuntimeError) as error:
         print(f"error: {error}", file=sys.stderr)

@@ -36,7 +36,7 @@ from typing import Any, Callable, Mapping, Sequence
 import ml_collections
 
 from attention_jax import run_files
-from launch import sweep_spec
+from launch import row_processes, sweep_spec
 
 
 def _now() -> str:
@@ -352,18 +352,23 @@ def run_logged(job: sweep_spec.RowJob, argv: Sequence[str], *, executor: str, sa
 
     Notes
     -----
-    The log gets a ``=== <time> <command>`` header per attempt, so a resumed row's log reads as one
+    The command runs in its own process group (:func:`launch.row_processes.run`: the sweep's stop
+    signals are passed on, and it never outlives the sweep). Raises
+    :class:`launch.row_processes.StopRequested` once the sweep was asked to stop. The log gets a
+    ``=== <time> <command>`` header per attempt, so a resumed row's log reads as one
     history. ``launch.json`` records the command, exit status and wall time for ``report`` and reruns.
     """
     log_path = os.path.join(job.record_dir, run_files.LOG_FILE)
+    if row_processes.stop_requested():
+        raise row_processes.StopRequested("the sweep was asked to stop")
     os.makedirs(job.record_dir, exist_ok=True)
     say(progress_line(job, "started", f"log: {log_path}"))
     start = time.monotonic()
     with open(log_path, "a", encoding="utf-8") as log:
         log.write(f"=== {time.strftime('%Y-%m-%d %H:%M:%S')} {shlex.join(argv)}\n")
         log.flush()
-        returncode = subprocess.call(list(argv), cwd=cwd, stdout=log, stderr=subprocess.STDOUT,
-                                     env=None if env is None else dict(env))
+        returncode = row_processes.run(argv, cwd=cwd, stdout=log, stderr=subprocess.STDOUT,
+                                       env=None if env is None else dict(env))
     wall_s = time.monotonic() - start
     write_launch(job.record_dir, executor=executor, argv=list(argv), returncode=returncode,
                  wall_s=round(wall_s, 1))

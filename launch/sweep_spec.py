@@ -180,7 +180,7 @@ class RowOutcome:
         The run's name (:attr:`RowJob.name`: the row, or ``row/seed_<k>``).
     status : str
         ``done``, ``skipped`` (already finished), ``failed``, ``incomplete`` (exited 0 without
-        results), ``submitted`` / ``queued`` (SLURM) or ``planned`` (dry run).
+        results), ``stopped`` (checkpointed on a stop signal, or not started after one), ``submitted`` / ``queued`` (SLURM) or ``planned`` (dry run).
     detail : str
         Wall time, job id, or the log to read.
     """
@@ -192,7 +192,7 @@ class RowOutcome:
     @property
     def ok(self) -> bool:
         """Whether the row finished or is on its way (not failed, not incomplete)."""
-        return self.status not in ("failed", "incomplete")
+        return self.status not in ("failed", "incomplete", "stopped")
 
 
 def _import_config_file(path: str) -> ModuleType:

@@ -149,11 +149,11 @@ def test_evaluate_command(workdir):
                       "--average_last=2", "--beam_size=2"])
     assert completed.returncode == 0, completed.stderr.decode()[-3000:]
     assert b"BLEU = " in completed.stdout and b"tok:13a" in completed.stdout
-    report = json.loads((workdir / "eval_test.json").read_text())
+    report = json.loads((workdir / "eval_test.average_last2.json").read_text())
     assert report["checkpoint"] == f"average of steps {list(STEPS)}"
     assert report["num_examples"] == 4 and report["beam_size"] == 2
     assert 0.0 <= report["bleu"] <= 100.0 and report["perplexity"] > 1.0
-    assert len((workdir / "eval_test.hypotheses.txt").read_text(encoding="utf-8").split("\n")) == 5
+    assert len((workdir / "eval_test.average_last2.hypotheses.txt").read_text(encoding="utf-8").split("\n")) == 5
 
 
 @pytest.mark.slow

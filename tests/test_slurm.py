@@ -13,9 +13,11 @@ import pathlib
 import re
 import shutil
 import subprocess
+import time
 
 import pytest
 
+from launch import slurm_executor
 from tests.support.sweep_cli import (REPO_ROOT, fake_main_env, needs_entry_point, run_sweep,  # noqa: F401
                        tiny_data_dir, tiny_flags)
 
@@ -101,3 +103,82 @@ def test_row_on_two_tasks_joins_them_with_jax_distributed(slurm_cluster: None, t
     assert "Process 0 of 2" in log and "Process 1 of 2" in log  # Both processes joined.
     results = json.loads((root / "base" / "results.json").read_text())
     assert (results["step"], results["devices"], results["mesh"]) == (10, 2, {"data": 2})
+
+
+def _wait_for_log(log_path: pathlib.Path, pattern: str, timeout_s: float) -> re.Match:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        found = re.search(pattern, log_path.read_text(errors="replace")) if log_path.exists() else None
+        if found:
+            return found
+        time.sleep(0.5)
+    tail = log_path.read_text(errors="replace")[-3000:] if log_path.exists() else "(no log)"
+    raise AssertionError(f"{pattern!r} not in {log_path} within {timeout_s} s:\n{tail}")
+
+
+def _resume_after_requeue(job_id: str, log_path: pathlib.Path, resumed: str, timeout_s: float = 180) -> None:
+    """Wait for ``resumed`` in the log; a requeued job waits two minutes to be eligible: start it sooner.
+
+    Not at once: a job started again within a second of its requeue can find its node still revoking
+    the old run's credential, and SLURM then fails it ("Job credential revoked").
+    """
+    deadline = time.monotonic() + timeout_s
+    pending_since = None
+    while time.monotonic() < deadline:
+        if re.search(resumed, log_path.read_text(errors="replace")):
+            return
+        state = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T %r"], capture_output=True,
+                               text=True).stdout.split()
+        if state == ["PENDING", "BeginTime"]:
+            pending_since = pending_since or time.monotonic()
+            if time.monotonic() - pending_since > 5:
+                subprocess.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"], capture_output=True)
+        time.sleep(0.5)
+    _wait_for_log(log_path, resumed, 0)  # Fails with the log's tail.
+
+
+def test_requeued_row_resumes_from_the_checkpoint_it_wrote_on_sigterm(
+        slurm_cluster: None, tmp_path: pathlib.Path, request: pytest.FixtureRequest) -> None:
+    """scontrol requeue (SLURM stops the job), then SIGTERM to the steps as the pre-timeout --signal
+    sends it (the script requeues itself): each time training checkpoints, the job requeues and resumes."""
+    needs_entry_point()
+    data_dir = request.getfixturevalue("tiny_data_dir")
+    root, steps = tmp_path / "t2", 1000
+    submitted = run_sweep("--config=configs/table2.py", "--rows=base", "--executor=slurm", f"--root={root}",
+                          "--report=false", *tiny_flags(data_dir, steps, checkpoint_every_steps=0,
+                                                        eval_every_steps=0, log_every_steps=20))
+    assert submitted.returncode == 0, submitted.stdout + submitted.stderr
+    assert "#SBATCH --requeue" in (root / "base" / "job.sbatch").read_text()
+    job_id = json.loads((root / "base" / "launch.json").read_text())["job_id"]
+    log_path = root / "base" / "log.txt"
+
+    _wait_for_log(log_path, rf"step 100/{steps}", 180)
+    subprocess.run(["scontrol", "requeue", job_id], check=True, capture_output=True)
+    first_stop = int(_wait_for_log(log_path, r"Stopped at step (\d+) on request", 60).group(1))
+    _resume_after_requeue(job_id, log_path, rf"Resumed from the checkpoint of step {first_stop} ")
+
+    _wait_for_log(log_path, rf"step {first_stop // 20 * 20 + 200}/{steps}", 180)
+    subprocess.run(["scancel", "--signal=TERM", job_id], check=True, capture_output=True)
+    stops = _wait_for_log(log_path, r"(?s)Stopped at step.*Stopped at step (\d+) on request", 60)
+    second_stop = int(stops.group(1))
+    _wait_for_log(log_path, rf"job {job_id} checkpointed and stopped; requeueing", 60)
+    _resume_after_requeue(job_id, log_path, rf"Resumed from the checkpoint of step {second_stop} ")
+
+    deadline = time.monotonic() + 240
+    while not (root / "base" / "results.json").exists() and time.monotonic() < deadline:
+        time.sleep(1)
+    log = log_path.read_text()
+    assert json.loads((root / "base" / "results.json").read_text())["step"] == steps, log[-3000:]
+    assert len(re.findall(rf"=== .* job {job_id} on", log)) == 3  # Three runs of the same job, one at a time.
+    assert "in use by another trainer" not in log
+    records = [json.loads(line) for line in (root / "base" / "metrics.jsonl").read_text().splitlines()]
+    logged = [record["step"] for record in records if "train/loss" in record]
+    assert logged == sorted(set(logged)) and logged[-1] == steps
+    assert first_stop in logged and second_stop in logged  # Each stop logged its step, then resumed after it.
+    for _ in range(60):
+        state = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T", "--states=all"], capture_output=True,
+                               text=True).stdout.strip()
+        if state in slurm_executor.FINAL_STATES:
+            break
+        time.sleep(0.5)
+    assert state == "COMPLETED"

@@ -72,12 +72,19 @@ def test_slurm_dry_run_writes_one_script_per_row(tmp_path: pathlib.Path) -> None
         assert directives == [
             f"--job-name=table2-{row}", f"--output={root}/{row}/log.txt", "--open-mode=append",
             "--nodes=2", "--ntasks-per-node=1", "--gpus-per-node=8", "--cpus-per-task=16", "--mem=200G",
-            "--time=24:00:00", "--partition=gpu", "--account=nlp", "--signal=TERM@120", "--qos=high"]
+            "--time=24:00:00", "--partition=gpu", "--account=nlp", "--requeue", "--signal=TERM@120",
+            "--qos=high"]
         body = [line for line in script.splitlines() if line and not line.startswith("#")]
-        assert body[:3] == ["set -euo pipefail", f"cd {REPO_ROOT}", "source ~/venv/bin/activate"]
-        assert shlex.split(body[-1]) == [
+        assert body[:3] == ["set -uo pipefail", f"cd {REPO_ROOT}", "source ~/venv/bin/activate"]
+        srun = next(line for line in body if line.startswith("srun "))
+        assert shlex.split(srun) == [
             "srun", "--kill-on-bad-exit=1", sys.executable, "-m", "attention_jax.main",
             f"--config=configs/table2.py:{row}", f"--workdir={root}/{row}", "--config.num_train_steps=1000"]
+        # Training that checkpointed on SIGTERM exits 75: the job requeues itself and resumes.
+        assert body[body.index(srun) + 1:] == [
+            "status=$?", "if [[ $status -eq 75 ]]; then", body[body.index(srun) + 3],
+            '  scontrol requeue "$SLURM_JOB_ID" && sleep 600  # SLURM ends this run when it requeues the job.',
+            "fi", 'exit "$status"']
     assert not root.exists()
 
 

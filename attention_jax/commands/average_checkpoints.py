@@ -9,7 +9,9 @@ Usage::
     python -m attention_jax.average_checkpoints --workdir=runs/small --best --last=3  # early stopping
 
 writes ``WORKDIR/averaged/<last step>/`` (parameters and the list of averaged steps), which
-``params_checkpoints.load_for_inference(workdir, "averaged")`` loads. ``--last`` defaults to the run's
+``params_checkpoints.load_for_inference(workdir, "averaged")`` loads; once newer checkpoints exist,
+loading it is an error naming the averaged steps (rerun this command, or pass ``--reaverage`` to
+``evaluate``/``translate``). ``--last`` defaults to the run's
 ``config.average_last_checkpoints``; the run must have kept that many (``config.keep_checkpoints``).
 With ``--best``, the average is of the run's best dev evaluations instead (``WORKDIR/best/``, kept by
 runs with ``config.early_stopping_patience > 0``).
@@ -20,7 +22,7 @@ from __future__ import annotations
 import json
 import os
 
-from absl import app, flags, logging
+from absl import app, flags
 
 from attention_jax import run_files
 from attention_jax.training import checkpoints, params_checkpoints
@@ -51,11 +53,8 @@ def write_averaged(workdir: str, last: int, *, best: bool = False) -> tuple[str,
         under the newest averaged step and replaces an earlier average.
     """
     source = run_files.BEST_DIR if best else run_files.CHECKPOINT_DIR
-    params, steps = params_checkpoints.average_last_params(workdir, last, directory_name=source)
-    directory = os.path.join(workdir, run_files.AVERAGED_DIR)
-    params_checkpoints.save_params(directory, steps[-1], params, {"averaged_steps": steps, "source": source})
-    logging.info("Wrote the average of steps %s to %s.", steps, directory)
-    return directory, steps
+    steps = params_checkpoints.write_average(workdir, last, source=source)
+    return os.path.join(workdir, run_files.AVERAGED_DIR), steps
 
 
 def main(argv: list[str]) -> None:

@@ -5,8 +5,10 @@ Usage::
     python -m attention_jax.evaluate --workdir=runs/base --split=test --average_last=5
 
 Prints the BLEU score with sacrebleu's signature and the per-token perplexity (teacher forcing, no
-label smoothing), and writes them as JSON to ``WORKDIR/eval_<split>.json`` with the translations in
-``WORKDIR/eval_<split>.hypotheses.txt`` (one per line, in split order).
+label smoothing), and writes them as JSON to ``WORKDIR/eval_<split>.<checkpoint>.json`` (e.g.
+``eval_test.averaged.json``, ``eval_test.step1200.json``) with the translations in
+``WORKDIR/eval_<split>.<checkpoint>.hypotheses.txt`` (one per line, in split order). An averaged
+checkpoint older than the run's newest checkpoint is refused (``--reaverage`` redoes it).
 """
 
 from __future__ import annotations
@@ -26,7 +28,10 @@ _NUM_EXAMPLES = flags.DEFINE_integer("num_examples", 0, "Evaluate only the first
 _BEAM_SIZE = flags.DEFINE_integer("beam_size", None, "Beam size (default: the config's, 4); 1 is greedy.")
 _ALPHA = flags.DEFINE_float("alpha", None, "Length penalty alpha (default: the config's, 0.6).")
 _BATCH_SIZE = flags.DEFINE_integer("batch_size", 64, "Sentences per decoding batch.")
-_OUTPUT = flags.DEFINE_string("output", None, "JSON file to write (default: WORKDIR/eval_<split>.json).")
+_OUTPUT = flags.DEFINE_string("output", None, "JSON file to write (default: "
+                              "WORKDIR/eval_<split>.<checkpoint>.json, e.g. eval_test.averaged.json).")
+_REAVERAGE = flags.DEFINE_bool("reaverage", False, "With --checkpoint=averaged: redo the average over "
+                               "the newest checkpoints first (an average older than them is an error).")
 
 
 def main(argv: list[str]) -> None:
@@ -34,10 +39,13 @@ def main(argv: list[str]) -> None:
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
     from attention_jax import compilation_cache, evaluation, inference, run_files  # Here: fast --help.
+    from attention_jax.training import params_checkpoints
 
     if _NUM_EXAMPLES.value < 0:
         sys.exit(f"evaluate: --num_examples must be >= 0; got {_NUM_EXAMPLES.value}.")
     try:
+        if _REAVERAGE.value and _CHECKPOINT.value == "averaged":
+            params_checkpoints.reaverage(_WORKDIR.value)
         run = inference.load_run(_WORKDIR.value, _CHECKPOINT.value, average_last=_AVERAGE_LAST.value)
         compilation_cache.enable(run.config.get("compilation_cache_dir"))
         translator = inference.make_translator(run, beam_size=_BEAM_SIZE.value, alpha=_ALPHA.value,
@@ -61,7 +69,8 @@ def main(argv: list[str]) -> None:
         "max_extra_len": translator.max_extra_len,
         "wall_s": round(time.time() - start, 2),
     }
-    path = _OUTPUT.value or run_files.eval_report_path(run.workdir, _SPLIT.value)
+    label = run_files.checkpoint_label(_CHECKPOINT.value, _AVERAGE_LAST.value)
+    path = _OUTPUT.value or run_files.eval_report_path(run.workdir, _SPLIT.value, label)
     hypotheses_path = evaluation.write_report(path, report, result.hypotheses)
     print(f"BLEU = {result.bleu:.2f}  ({result.bleu_signature})")
     print(f"perplexity = {result.perplexity:.3f}  (cross-entropy {result.cross_entropy:.4f} nats/token, "

@@ -5,24 +5,31 @@ Usage::
     python -m attention_jax.main --config=configs/tiny.py --workdir=runs/tiny
     python -m attention_jax.main --config=configs/table2.py:B1 --workdir=runs/B1 --config.num_train_steps=1000
 
-Rerunning the same command resumes from the workdir's latest checkpoint. Multi-process jobs (SLURM,
+Rerunning the same command resumes from the workdir's latest checkpoint; once the run finished, it
+does nothing. Exit status: 0 finished, 2 bad command line or config, 3 another trainer holds the
+workdir, 75 stopped on SIGTERM/Ctrl-C after checkpointing (rerun to resume). Multi-process jobs (SLURM,
 TPU pods, or ``JAX_COORDINATOR_ADDRESS`` + ``JAX_NUM_PROCESSES`` + ``JAX_PROCESS_ID``) are detected
 and joined before training starts (:func:`attention_jax.training.distributed.maybe_initialize`).
 """
 
 from __future__ import annotations
 
+import errno
 import logging as python_logging
+import sys
 
 from absl import app, flags, logging
 from ml_collections import config_flags
 
-from attention_jax import compilation_cache
-from attention_jax.training import distributed, train
+from attention_jax import compilation_cache, run_files
+from attention_jax.commands import config_errors
+from attention_jax.training import distributed, train, workdir_lock
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file, e.g. configs/tiny.py or "
                                           "configs/table2.py:B1.", lock_config=True)
 _WORKDIR = flags.DEFINE_string("workdir", None, "Directory for checkpoints, metrics and results.")
+
+EXIT_LOCKED = 3  # Another trainer holds the work directory.
 
 
 class _QuietLibraries(python_logging.Filter):
@@ -42,10 +49,32 @@ def main(argv: list[str]) -> None:
         raise app.UsageError("--config and --workdir are required, e.g. "
                              "--config=configs/tiny.py --workdir=runs/tiny")
     logging.get_absl_handler().addFilter(_QuietLibraries())
+    try:
+        train.validate_training_config(_CONFIG.value)
+    except ValueError as error:
+        _fail(f"bad config: {error}", config_errors.USAGE_ERROR)
     distributed.maybe_initialize()
     compilation_cache.enable(_CONFIG.value.get("compilation_cache_dir"))
-    train.train_and_evaluate(_CONFIG.value, _WORKDIR.value)
+    try:
+        results = train.train_and_evaluate(_CONFIG.value, _WORKDIR.value)
+    except workdir_lock.WorkdirLockedError as error:
+        _fail(str(error), EXIT_LOCKED)
+    except OSError as error:
+        if error.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+            raise
+        _fail(f"cannot write to the work directory: {error.strerror}: {error.filename}. Choose a "
+              f"writable --workdir (or fix its permissions).", config_errors.USAGE_ERROR)
+    if results.get("already_finished"):
+        print(f"{_WORKDIR.value} already finished at step {results['step']}: nothing to do, no file "
+              f"changed (results in {_WORKDIR.value}/results.json).")
+    elif not results.get("finished", True):
+        sys.exit(run_files.STOPPED_EXIT_STATUS)
+
+
+def _fail(message: str, status: int) -> None:
+    print(f"attention_jax.main: error: {message}", file=sys.stderr)
+    sys.exit(status)
 
 
 if __name__ == "__main__":
-    app.run(main)
+    app.run(main, flags_parser=config_errors.parse_flags_or_exit)

@@ -14,6 +14,7 @@ lines, so translations appear in blocks, not line by line.
 from __future__ import annotations
 
 import sys
+import warnings
 from collections.abc import Iterable, Iterator
 
 from absl import app, flags, logging
@@ -27,6 +28,8 @@ _AVERAGE_LAST = flags.DEFINE_integer("average_last", 0, "Average the last N chec
 _BEAM_SIZE = flags.DEFINE_integer("beam_size", None, "Beam size (default: the config's, 4); 1 is greedy.")
 _ALPHA = flags.DEFINE_float("alpha", None, "Length penalty alpha (default: the config's, 0.6).")
 _BATCH_SIZE = flags.DEFINE_integer("batch_size", 64, "Sentences per decoding batch.")
+_REAVERAGE = flags.DEFINE_bool("reaverage", False, "With --checkpoint=averaged: redo the average over "
+                               "the newest checkpoints first (an average older than them is an error).")
 
 LINES_PER_BLOCK_PER_BATCH = 16  # Lines read before translating: 16 batches, sorted by length together.
 
@@ -49,7 +52,11 @@ def main(argv: list[str]) -> None:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
     from attention_jax import inference  # Imported here so --help is fast.
 
+    from attention_jax.training import params_checkpoints
+
     try:
+        if _REAVERAGE.value and _CHECKPOINT.value == "averaged":
+            params_checkpoints.reaverage(_WORKDIR.value)
         run = inference.load_run(_WORKDIR.value, _CHECKPOINT.value, average_last=_AVERAGE_LAST.value)
         translator = inference.make_translator(run, beam_size=_BEAM_SIZE.value, alpha=_ALPHA.value,
                                                batch_size=_BATCH_SIZE.value)
@@ -59,7 +66,12 @@ def main(argv: list[str]) -> None:
                  translator.beam_size, translator.alpha)
     output = sys.stdout.buffer
     for block in blocks(read_lines(sys.stdin.buffer), _BATCH_SIZE.value * LINES_PER_BLOCK_PER_BATCH):
-        for translation in translator.translate(block):
+        with warnings.catch_warnings(record=True) as caught:  # One log line each, not warning + source line.
+            warnings.simplefilter("always")
+            translations = translator.translate(block)
+        for message in dict.fromkeys(str(warning.message) for warning in caught):
+            logging.warning("%s", message)
+        for translation in translations:
             output.write(translation.replace("\n", " ").encode("utf-8") + b"\n")
         output.flush()
 

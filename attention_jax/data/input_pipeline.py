@@ -61,6 +61,7 @@ class _SplitData:
     tfds_split: str
     tokenized: token_cache.TokenizedSplit
     plan: batching.BatchPlan | packing.PackedPlan
+    num_empty: int = 0  # Pairs left out for an empty source or target (counted in plan.num_dropped).
 
     def local_batch(self, planned: batching.PlannedBatch, process_index: int, process_count: int) -> dict:
         """Build this process's rows of a planned global batch (packed when the plan packs)."""
@@ -254,7 +255,9 @@ class TranslationData:
             "cache_dir": self._source.cache_dir,
             "tokenizer_vocab_size": self.tokenizer.vocab_size,
             "examples": {role: split.plan.num_pairs for role, split in self._splits.items()},
-            "dropped_too_long": {role: split.plan.num_dropped for role, split in self._splits.items()},
+            "dropped_too_long": {role: split.plan.num_dropped - split.num_empty
+                                 for role, split in self._splits.items()},
+            "dropped_empty": {role: split.num_empty for role, split in self._splits.items()},
             "batches_per_epoch": {role: split.plan.num_batches for role, split in self._splits.items()},
             "bucket_lengths": list(train_plan.shapes.lengths),
             "global_rows": list(train_plan.shapes.global_rows),
@@ -308,6 +311,9 @@ def get_datasets(
     for role, tfds_split in tfds_splits.items():
         tokenized = token_cache.load_or_tokenize_split(source, tfds_split, tokenizer)
         lengths = (tokenized.source.lengths_with_eos(), tokenized.target.lengths_with_eos())
+        num_empty = 0
+        if role == "train":
+            lengths, num_empty = _leave_out_empty_pairs(*lengths)
         shapes = shapes or _bucket_shapes(config, lengths, row_multiple)
         if role == "train" and config.get("packing", False):
             plan = _packed_plan(config, lengths, row_multiple)
@@ -318,7 +324,9 @@ def get_datasets(
                 f"All {plan.num_pairs} training pairs are longer than config.max_len={config.max_len} tokens "
                 f"(EOS included); raise max_len."
             )
-        splits[role] = _SplitData(tfds_split, tokenized, plan)
+        if role == "train":
+            _log_left_out(plan.num_pairs, num_empty, plan.num_dropped - num_empty, config.max_len)
+        splits[role] = _SplitData(tfds_split, tokenized, plan, num_empty)
     return TranslationData(
         source=source,
         tokenizer=tokenizer,
@@ -327,6 +335,32 @@ def get_datasets(
         process_count=process_count,
         num_threads=int(config.get("data_threads", DEFAULT_NUM_THREADS)),
     )
+
+
+def _leave_out_empty_pairs(source_lengths: np.ndarray,
+                           target_lengths: np.ndarray) -> tuple[tuple[np.ndarray, np.ndarray], int]:
+    """Lengths in which pairs with an empty source or target (EOS only) exceed every bucket.
+
+    A batch plan leaves out pairs longer than its largest bucket, so these pairs are never trained on
+    (an empty target would teach the model to stop at once). Returns the lengths and their count.
+    """
+    empty = (source_lengths <= 1) | (target_lengths <= 1)
+    if not empty.any():
+        return (source_lengths, target_lengths), 0
+    beyond_any_bucket = np.iinfo(np.int32).max
+    return ((np.where(empty, beyond_any_bucket, source_lengths),
+             np.where(empty, beyond_any_bucket, target_lengths)), int(empty.sum()))
+
+
+def _log_left_out(num_pairs: int, num_empty: int, num_too_long: int, max_len: int) -> None:
+    """Say how many training pairs are left out, and why (empty side, longer than ``max_len``)."""
+    if num_empty:
+        logging.warning("%d of %d training pairs (%.2f%%) have an empty source or target: left out.",
+                        num_empty, num_pairs, 100.0 * num_empty / num_pairs)
+    if num_too_long:
+        logging.warning("%d of %d training pairs (%.2f%%) are longer than config.max_len=%d tokens (EOS "
+                        "included): left out. Raise max_len to keep them.", num_too_long, num_pairs,
+                        100.0 * num_too_long / num_pairs, max_len)
 
 
 def _bucket_shapes(config: Any, lengths: tuple[np.ndarray, np.ndarray], row_multiple: int) -> batching.BucketShapes:

@@ -245,9 +245,10 @@ def check_resume_compatible(workdir: str, config: ml_collections.ConfigDict) -> 
         return
     saved = read_config(workdir)
     differences = model_config_differences(saved, config)
-    if differences and not finished_steps(str(epath.Path(workdir) / run_files.CHECKPOINT_DIR)):
-        logging.warning("%s has no checkpoint: starting afresh with the new model config.", workdir)
-        return
+    if not finished_steps(str(epath.Path(workdir) / run_files.CHECKPOINT_DIR)):
+        if differences:
+            logging.warning("%s has no checkpoint: starting afresh with the new model config.", workdir)
+        return  # Nothing to resume: the new config simply replaces the old one.
     if differences:
         listed = "; ".join(f"{name}: {old!r} in the workdir, {new!r} now"
                            for name, (old, new) in sorted(differences.items()))
@@ -264,11 +265,43 @@ def check_resume_compatible(workdir: str, config: ml_collections.ConfigDict) -> 
 def _flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     flat = {}
     for key, value in config.items():
-        if isinstance(value, Mapping):
+        if isinstance(value, (Mapping, ml_collections.ConfigDict)):  # A ConfigDict is no Mapping.
             flat.update(_flatten(value, f"{prefix}{key}."))
         else:
             flat[f"{prefix}{key}"] = list(value) if isinstance(value, tuple) else value
     return flat
+
+
+def finished_results(workdir: str, config: ml_collections.ConfigDict) -> dict[str, Any] | None:
+    """The results of a run that already finished with exactly ``config``, else ``None``.
+
+    Parameters
+    ----------
+    workdir : str
+        The work directory.
+    config : ml_collections.ConfigDict
+        The config of the new command.
+
+    Returns
+    -------
+    dict or None
+        ``WORKDIR/results.json`` when it records a finished run and ``WORKDIR/config.json`` equals
+        ``config`` (so rerunning the command has nothing to do); ``None`` otherwise (a fresh,
+        interrupted or changed run, e.g. with a larger ``num_train_steps``).
+    """
+    root = epath.Path(workdir)
+    results_path, config_path = root / run_files.RESULTS_FILE, root / run_files.CONFIG_FILE
+    if not (results_path.exists() and config_path.exists()):
+        return None
+    try:
+        results = json.loads(results_path.read_text())
+        saved = json.loads(config_path.read_text())
+    except json.JSONDecodeError:
+        return None
+    now = json.loads(config.to_json_best_effort())
+    if not results.get("finished") or _flatten(saved) != _flatten(now):
+        return None
+    return results
 
 
 def finished_steps(directory: str) -> list[int]:

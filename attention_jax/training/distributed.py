@@ -180,6 +180,8 @@ class StopRequest:
     def __init__(self) -> None:
         self._requested = threading.Event()
         self._previous_handlers: dict[int, object] = {}
+        self._completed_step: int | None = None
+        self.completed_at_request: int | None = None  # The last step known finished when the stop came.
 
     def __enter__(self) -> "StopRequest":
         on_main_thread = threading.current_thread() is threading.main_thread()
@@ -200,12 +202,27 @@ class StopRequest:
         del frame
         logging.warning("Received %s: will checkpoint and stop after the current step (send it again to "
                         "stop at once).", signal.Signals(signum).name)
-        self._requested.set()
+        self._mark_requested()
         self._restore_handlers()
+
+    def _mark_requested(self) -> None:
+        if not self._requested.is_set():
+            self.completed_at_request = self._completed_step
+        self._requested.set()
 
     def request(self) -> None:
         """Ask for a stop (as SIGTERM would)."""
-        self._requested.set()
+        self._mark_requested()
+
+    def note_completed(self, step: int) -> None:
+        """Record that the device has finished ``step`` (measures how late a stop is honoured).
+
+        Parameters
+        ----------
+        step : int
+            A step whose update is known to be complete.
+        """
+        self._completed_step = step
 
     def should_stop(self, step: int) -> bool:
         """Whether training must checkpoint and stop after ``step``; call at every step.
@@ -222,4 +239,7 @@ class StopRequest:
         """
         if jax.process_count() == 1:
             return self._requested.is_set()
-        return multihost_utils.reached_preemption_sync_point(step)
+        stop = multihost_utils.reached_preemption_sync_point(step)
+        if stop and self.completed_at_request is None:
+            self.completed_at_request = self._completed_step
+        return stop

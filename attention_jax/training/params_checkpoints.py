@@ -55,6 +55,127 @@ def save_params(directory: str, step: int, params: Any, info: Mapping[str, Any],
         manager.wait_until_finished()
 
 
+class StaleAverageError(ValueError):
+    """The averaged checkpoint is older than the run's newest training checkpoint; the message names both."""
+
+
+def read_params_info(directory: str, step: int) -> dict[str, Any]:
+    """The ``info`` item of a parameters-only checkpoint (``{}`` when it has none).
+
+    Parameters
+    ----------
+    directory : str
+        Orbax manager root (``WORKDIR/averaged`` or ``WORKDIR/best``).
+    step : int
+        The checkpoint's step.
+
+    Returns
+    -------
+    dict
+        E.g. ``{"averaged_steps": [20, 40, 60], "source": "checkpoints"}``.
+    """
+    path = absolute_path(directory) / str(step) / "info"
+    if not path.exists():
+        return {}
+    handler = ocp.JsonCheckpointHandler()
+    try:
+        return dict(handler.restore(path, args=ocp.args.JsonRestore()) or {})
+    finally:
+        handler.close()
+
+
+def _newest_average(workdir: str) -> tuple[str, int | None, dict[str, Any]]:
+    """``WORKDIR/averaged``, the step of its average (``None`` if there is none) and that average's info."""
+    averaged_dir = os.path.join(workdir, run_files.AVERAGED_DIR)
+    saved = finished_steps(averaged_dir)
+    if not saved:
+        return averaged_dir, None, {}
+    return averaged_dir, saved[-1], read_params_info(averaged_dir, saved[-1])
+
+
+def check_average_is_current(workdir: str) -> list[int]:
+    """The steps the averaged checkpoint averages; raise when newer training checkpoints exist.
+
+    Parameters
+    ----------
+    workdir : str
+        A training work directory with ``averaged/``.
+
+    Returns
+    -------
+    list[int]
+        The averaged steps (empty for an average written before the steps were recorded).
+
+    Notes
+    -----
+    Raises :class:`StaleAverageError` naming the averaged steps and the newer checkpoints: the
+    average would silently describe an earlier model than the run's latest.
+    """
+    averaged_dir, saved, info = _newest_average(workdir)
+    if saved is None:
+        return []
+    steps = [int(step) for step in info.get("averaged_steps", [])]
+    source = info.get("source", run_files.CHECKPOINT_DIR)
+    if not steps:
+        logging.warning("%s/%d does not record which steps it averages; re-average to be sure it is current.",
+                        averaged_dir, saved)
+        return []
+    newer = [step for step in finished_steps(os.path.join(workdir, source)) if step > steps[-1]]
+    if newer:
+        raise StaleAverageError(
+            f"the averaged checkpoint of {workdir} averages steps {steps}, but {source}/ holds newer "
+            f"steps {newer}: it is not the run's latest model. Re-average (python -m "
+            f"attention_jax.average_checkpoints --workdir={workdir} --last={len(steps)}, or --reaverage "
+            f"here), or evaluate --checkpoint=latest.")
+    return steps
+
+
+def write_average(workdir: str, last: int, *, source: str = run_files.CHECKPOINT_DIR) -> list[int]:
+    """Average the newest ``last`` checkpoints of ``WORKDIR/<source>`` into ``WORKDIR/averaged``.
+
+    Parameters
+    ----------
+    workdir : str
+        A training work directory.
+    last : int
+        Number of checkpoints to average.
+    source : str
+        ``run_files.CHECKPOINT_DIR`` or ``run_files.BEST_DIR``.
+
+    Returns
+    -------
+    list[int]
+        The averaged steps, recorded in the checkpoint's ``info`` (the checkpoint is filed under the
+        newest of them and replaces an earlier average).
+    """
+    params, steps = average_last_params(workdir, last, directory_name=source)
+    directory = os.path.join(workdir, run_files.AVERAGED_DIR)
+    save_params(directory, steps[-1], params, {"averaged_steps": steps, "source": source})
+    logging.info("Wrote the average of steps %s to %s.", steps, directory)
+    return steps
+
+
+def reaverage(workdir: str) -> list[int]:
+    """Redo the workdir's average over the newest checkpoints, with as many steps as before.
+
+    Parameters
+    ----------
+    workdir : str
+        A training work directory with ``averaged/``.
+
+    Returns
+    -------
+    list[int]
+        The newly averaged steps.
+    """
+    averaged_dir, saved, info = _newest_average(workdir)
+    if saved is None:
+        raise FileNotFoundError(f"no averaged checkpoint in {averaged_dir} to redo: run "
+                                f"`python -m attention_jax.average_checkpoints --workdir={workdir}` first.")
+    count = len(info.get("averaged_steps", [])) or int(read_config(workdir).get("average_last_checkpoints", 5))
+    return write_average(workdir, count, source=info.get("source", run_files.CHECKPOINT_DIR))
+
+
 def abstract_inference_params(config: ml_collections.ConfigDict,
                               sharding: jax.sharding.Sharding | None = None) -> Any:
     """Shapes of the unboxed parameters of ``config``'s model, placed on one device.
@@ -171,6 +292,8 @@ def load_for_inference(workdir: str, which: str = "latest", *,
             how = (f"run `python -m attention_jax.average_checkpoints --workdir={workdir}` first"
                    if which == "averaged" else "train with config.early_stopping_patience > 0")
             raise FileNotFoundError(f"no {which} checkpoint in {directory}: {how}.")
+        if which == "averaged":
+            check_average_is_current(workdir)
         candidates = [steps[-1]]  # The newest best is the best: each one improved on all before it.
     elif which == "latest" or which.isdigit():
         directory = root / directory_name

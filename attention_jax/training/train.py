@@ -23,7 +23,9 @@ from attention_jax.data import batching
 from attention_jax.decode_settings import DecodeSettings
 from attention_jax.training import (
     checkpoints, distributed, early_stopping, metric_writer, metrics, optim, params_checkpoints, sharding,
+    workdir_lock,
 )
+from attention_jax.training.throughput import Throughput
 from attention_jax.training.train_state import (
     DROPOUT_RNGS, Batch, CompiledSteps, MetricSums, TrainState, abstract_boxed_state, abstract_train_state,
     compile_steps, create_train_state, run_update, train_state_shardings,
@@ -61,11 +63,12 @@ class _Run:
     last_eval: dict = dataclasses.field(default_factory=dict)
     session_tokens: float = 0.0  # Target tokens trained on in this session.
     compiled_shapes: set = dataclasses.field(default_factory=set)
-    throughput: "_Throughput" = dataclasses.field(default_factory=lambda: _Throughput())
+    throughput: Throughput = dataclasses.field(default_factory=Throughput)
     early_stopping: early_stopping.EarlyStopping = dataclasses.field(
         default_factory=lambda: early_stopping.EarlyStopping(patience=0))
     stop_reason: str | None = None  # Set when training ends: early_stopping.STOPPED_EARLY or REACHED_NUM_STEPS.
     token_counts: dict = dataclasses.field(default_factory=dict)  # Real tokens and slots since the last log.
+    lock: workdir_lock.WorkdirLock | None = None  # The work directory's lock (process 0).
 
 
 def validate_training_config(config: ml_collections.ConfigDict) -> None:
@@ -182,59 +185,19 @@ def _format_duration(seconds: float) -> str:
     return f"{hours}h{minutes:02d}m{secs:02d}s" if hours else f"{minutes}m{secs:02d}s"
 
 
-class _Throughput:
-    """Target tokens per second of training time (evaluation, checkpoints, compilation excluded)."""
-
-    def __init__(self) -> None:
-        self._running_since: float | None = None
-        self._seconds = 0.0
-        self._tokens = 0.0
-        self.total_seconds = 0.0
-        self.total_tokens = 0.0
-
-    def resume(self) -> None:
-        """Start (or continue) the clock."""
-        if self._running_since is None:
-            self._running_since = time.time()
-
-    def pause(self) -> None:
-        """Stop the clock, keeping the time so far."""
-        if self._running_since is not None:
-            self._seconds += time.time() - self._running_since
-            self._running_since = None
-
-    def add_tokens(self, tokens: float) -> None:
-        """Count tokens trained on while the clock was running."""
-        self._tokens += tokens
-
-    def close_interval(self) -> float:
-        """Tokens per second since the last call (NaN if nothing was timed); the clock keeps state."""
-        running = self._running_since is not None
-        self.pause()
-        rate = self._tokens / self._seconds if self._seconds > 0 else float("nan")
-        self.total_seconds += self._seconds
-        self.total_tokens += self._tokens
-        self._seconds = self._tokens = 0.0
-        if running:
-            self.resume()
-        return rate
-
-    @property
-    def tokens_per_s(self) -> float:
-        """Tokens per second over all closed intervals of the session."""
-        return self.total_tokens / self.total_seconds if self.total_seconds > 0 else float("nan")
-
-
 def _check_finite(run: _Run, pending: list[tuple[int, dict]]) -> None:
     for step, sums in pending:
         if not (np.isfinite(sums["loss_sum"]) and np.isfinite(sums["grad_norm"])):
             run.checkpoints.wait()  # Let a pending (good) save finish before naming the latest.
+            latest = run.checkpoints.latest_step()
+            then = (f"The last good checkpoint is step {latest} in {run.checkpoints.directory}. Lower "
+                    f"learning_rate_scale or raise warmup_steps, then rerun to resume from it."
+                    if latest is not None else
+                    f"No checkpoint was saved before it, so a rerun starts from scratch. Lower "
+                    f"learning_rate_scale or raise warmup_steps, then rerun.")
             raise NonFiniteLossError(
                 f"non-finite training loss at step {step} (loss_sum={float(sums['loss_sum'])}, "
-                f"grad_norm={float(sums['grad_norm'])}); stopping. The last good checkpoint is step "
-                f"{run.checkpoints.latest_step()} in {run.checkpoints.directory}. Lower "
-                f"learning_rate_scale or raise warmup_steps, then rerun to resume from it."
-            )
+                f"grad_norm={float(sums['grad_norm'])}); stopping. {then}")
 
 
 def _report_train(run: _Run, pending: list[tuple[int, dict]], tokens_per_s: float) -> None:
@@ -274,6 +237,8 @@ def _save(run: _Run) -> None:
     run.checkpoints.save(run.state, data_state=_iterator_state(run.train_iterator),
                          progress=_progress(run))
     run.last_save_time = time.time()
+    if run.lock is not None:
+        run.lock.refresh()
 
 
 def _time_to_save(run: _Run) -> bool:
@@ -295,15 +260,18 @@ def _new_shapes(run: _Run, micro_batches: list[Batch]) -> bool:
 def _train(run: _Run, stop: distributed.StopRequest) -> bool:
     """Run updates until ``num_train_steps`` or a stop request; returns whether training finished.
 
-    The host waits for the device only at log, evaluation and checkpoint steps: there the losses of
-    the steps since the last such point are fetched and checked (a non-finite one raises before
-    anything is saved). Train metrics are reported every ``log_every_steps``.
+    At most one step is queued behind the one the device runs: after dispatching step n the host
+    waits for step n - 1, so a stop request (SIGTERM) is honoured within a step instead of after
+    every step the host had run ahead. The losses are fetched and checked only at log, evaluation
+    and checkpoint steps (a non-finite one raises before anything is saved). Train metrics are
+    reported every ``log_every_steps``.
     """
     config = run.config
     step = int(run.state.step)
     untimed: set[int] = set()  # Steps that compiled a new batch shape.
     unchecked: list[tuple[int, MetricSums]] = []  # Device metrics not yet fetched.
     unreported: list[tuple[int, dict]] = []  # Host metrics checked but not yet logged.
+    previous: MetricSums | None = None  # The metrics of the step before, while it may still run.
     while step < config.num_train_steps and run.stop_reason is None:
         micro_batches = _next_micro_batches(run)
         compiles = _new_shapes(run, micro_batches)
@@ -312,6 +280,10 @@ def _train(run: _Run, stop: distributed.StopRequest) -> bool:
             run.throughput.pause()
         run.state, sums = run_update(run.steps, run.state, micro_batches)
         step += 1
+        if previous is not None:  # Bound the run-ahead: wait for the previous step (its metrics are outputs).
+            jax.block_until_ready(previous)
+            stop.note_completed(step - 1)
+        previous = sums
         unchecked.append((step, sums))
         if compiles:
             jax.block_until_ready(sums)
@@ -326,7 +298,8 @@ def _train(run: _Run, stop: distributed.StopRequest) -> bool:
         if not (log_now or save_now or eval_now):
             continue
         fetched = list(zip([s for s, _ in unchecked], jax.device_get([m for _, m in unchecked])))
-        unchecked = []
+        unchecked, previous = [], None
+        stop.note_completed(step)
         _check_finite(run, fetched)
         run.throughput.add_tokens(sum(float(m["tokens"]) for s, m in fetched if s not in untimed))
         run.session_tokens += sum(float(m["tokens"]) for _, m in fetched)
@@ -346,7 +319,9 @@ def _train(run: _Run, stop: distributed.StopRequest) -> bool:
             _save(run)
         run.throughput.resume()
         if stopping:
-            logging.warning("Stopped at step %d on request; rerun the same command to resume.", step)
+            logging.warning("Stopped at step %d on request (%s step(s) after the last one finished when it "
+                            "came); rerun the same command to resume.", step,
+                            "?" if stop.completed_at_request is None else step - stop.completed_at_request)
             return False
     return True
 
@@ -554,14 +529,36 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *,
     -----
     Checkpoints are written every ``checkpoint_every_steps``, at the first log step after
     ``checkpoint_every_minutes`` (process 0's clock decides for all), at the last step, and when
-    SIGTERM or Ctrl-C asks training to stop (it then returns with ``finished=False``). Raises
+    SIGTERM or Ctrl-C asks training to stop (it then returns with ``finished=False`` within a step of
+    the request, and ``steps_after_stop_request``). A run whose ``results.json`` shows it finished
+    with the same config is not touched: its results are returned with ``already_finished=True``.
+    Only one trainer may work in ``workdir`` at a time (:mod:`attention_jax.training.workdir_lock`;
+    a second raises :class:`workdir_lock.WorkdirLockedError` naming the first). Raises
     ``ValueError`` if ``workdir`` holds a run of a different model, and :class:`NonFiniteLossError`
     (naming the step) when the loss becomes NaN/inf; checkpoints written before are kept.
     """
     validate_training_config(config)
     checkpoints.check_resume_compatible(workdir, config)
+    finished_before = checkpoints.finished_results(workdir, config)
+    if finished_before is not None:  # Checked before the lock: a finished rerun writes nothing.
+        logging.info("%s already finished at step %d (%s): nothing to do, no file changed. Raise "
+                     "num_train_steps to train on, or run attention_jax.evaluate.", workdir,
+                     finished_before["step"], finished_before.get("stop_reason"))
+        return dict(finished_before, finished=True, already_finished=True)
+    lock = workdir_lock.acquire_for_job(workdir)
+    try:
+        return _train_locked(config, workdir, data, lock)
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _train_locked(config: ml_collections.ConfigDict, workdir: str, data: Any,
+                  lock: workdir_lock.WorkdirLock | None) -> dict[str, Any]:
+    """:func:`train_and_evaluate` once the work directory's lock is held."""
     checkpoints.write_config(workdir, config)
     run = _setup(config, workdir, data)
+    run.lock = lock
     model_proto = getattr(run.data.tokenizer, "model_proto", None)
     if model_proto is not None:  # Test doubles without a SentencePiece model have none.
         checkpoints.write_tokenizer(workdir, model_proto)
@@ -577,6 +574,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *,
             if not run.last_train:  # Resumed a finished run: nothing trained this session.
                 logging.info("Training had already reached step %d.", int(run.state.step))
         results = dict(_results(run), finished=finished)
+        if not finished and stop.completed_at_request is not None:
+            results["steps_after_stop_request"] = int(run.state.step) - stop.completed_at_request
         if finished and run.config.get("final_bleu", False):
             results.update(_final_bleu(run))
         if finished:

@@ -54,7 +54,7 @@ class FakeIterator:
     """Infinite iterator of this process's rows of each global batch, with get/set_state.
 
     ``sigterm_at`` sends SIGTERM to the own process when that batch index is produced (a
-    deterministic stand-in for a scheduler's preemption); ``bad_token_at`` puts an id outside the
+    deterministic stand-in for a scheduler's preemption), ``sigkill_at`` SIGKILL (a crash); ``bad_token_at`` puts an id outside the
     vocabulary into that batch (the embedding lookup then yields NaN, as with a tokenizer whose
     vocabulary is larger than the model's).
     """
@@ -70,6 +70,8 @@ class FakeIterator:
         self._index += 1
         if self._data.sigterm_at is not None and index == self._data.sigterm_at:
             os.kill(os.getpid(), signal.SIGTERM)
+        if self._data.sigkill_at is not None and index == self._data.sigkill_at:
+            os.kill(os.getpid(), signal.SIGKILL)
         if self._data.repeat_batches:
             index = index % self._data.repeat_batches
         shape = self._data.shapes[index % len(self._data.shapes)]
@@ -100,18 +102,22 @@ class FakeData:
         If > 0, only this many distinct batches recur (for overfitting).
     sigterm_at : int, optional
         Batch index at which the iterator SIGTERMs its own process.
+    sigkill_at : int, optional
+        Batch index at which the iterator SIGKILLs its own process (no handler, no cleanup).
     bad_token_at : int, optional
         Batch index that gets an out-of-vocabulary id (NaN loss).
     """
 
     def __init__(self, vocab_size: int = 64, shapes: tuple = DEFAULT_SHAPES, *, process_index: int = 0,
                  process_count: int = 1, repeat_batches: int = 0, sigterm_at: int | None = None,
-                 bad_token_at: int | None = None, num_eval_batches: int = 3) -> None:
+                 bad_token_at: int | None = None, num_eval_batches: int = 3,
+                 sigkill_at: int | None = None) -> None:
         self.vocab_size = vocab_size
         self.shapes = tuple(shapes)
         self.process_index, self.process_count = process_index, process_count
         self.repeat_batches = repeat_batches
         self.sigterm_at = sigterm_at
+        self.sigkill_at = sigkill_at
         self.bad_token_at = bad_token_at
         self.num_eval_batches = num_eval_batches
         self.tokenizer = FakeTokenizer(vocab_size)

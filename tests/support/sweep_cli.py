@@ -51,7 +51,8 @@ def needs_entry_point() -> None:
 def tiny_flags(data_dir: pathlib.Path, steps: int, **extra: object) -> list[str]:
     """``--config.key=value`` flags for a tiny run of ``steps`` steps reading data from ``data_dir``."""
     values = dict(TINY_TRAINING, data_dir=str(data_dir), num_train_steps=steps, eval_every_steps=steps,
-                  checkpoint_every_steps=steps, **extra)
+                  checkpoint_every_steps=steps)
+    values.update(extra)  # May replace the defaults above.
     return [f"--config.{key}={value}" for key, value in values.items()]
 
 

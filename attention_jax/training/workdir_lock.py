@@ -1,0 +1,232 @@
+"""One trainer per work directory: ``WORKDIR/lock.json``, held for the run's lifetime.
+
+The lock names its holder (host, pid, start time, SLURM job id when there is one). What it guarantees
+depends on where the work directory lives:
+
+- **Local disk**: the file is locked with ``flock`` for as long as the holder's process lives; the
+  kernel releases it when the process exits or is killed (``kill -9`` included), so a second trainer
+  is refused while the first lives and takes over at once after it died. Exact.
+- **NFS-style shared filesystems**: Linux maps ``flock`` onto NFS byte-range locks (NFSv4, or NFSv3
+  with ``lockd``), which the server enforces across hosts; a holder whose host crashed keeps its lock
+  until the server's lease runs out (NFSv4: about 90 s). Mounts with ``nolock`` or ``local_lock``
+  make the lock local to each host: then two hosts can both train.
+- **Object stores** (``gs://``, ``s3://``): there is no lock primitive. The holder's record is written
+  and refreshed at every checkpoint; a trainer finding a record refreshed within
+  :data:`REMOTE_STALE_AFTER_S` refuses to start, an older one is taken over with a warning. Two
+  trainers starting within the same second can both pass the check: best effort only.
+
+In multi-process jobs only process 0 takes the lock; every process learns whether it got it.
+"""
+
+from __future__ import annotations
+
+import datetime
+import errno
+import fcntl
+import json
+import os
+import socket
+import time
+from typing import Any
+
+from absl import logging
+from etils import epath
+
+from attention_jax import run_files
+
+REMOTE_STALE_AFTER_S = 30 * 60  # An object-store lock not refreshed for this long is taken over.
+
+
+class WorkdirLockedError(RuntimeError):
+    """Another live trainer holds the work directory; the message names it."""
+
+
+def _holder_record() -> dict[str, Any]:
+    now = time.time()
+    record = {"host": socket.gethostname(), "pid": os.getpid(), "started_at": now,
+              "started": datetime.datetime.fromtimestamp(now, datetime.timezone.utc).isoformat(timespec="seconds"),
+              "refreshed_at": now}
+    if os.environ.get("SLURM_JOB_ID"):
+        record["slurm_job_id"] = os.environ["SLURM_JOB_ID"]
+    return record
+
+
+def describe_holder(record: dict[str, Any]) -> str:
+    """A lock record in words: ``host H, pid P, started T`` (and the SLURM job).
+
+    Parameters
+    ----------
+    record : dict
+        The JSON of ``lock.json``.
+
+    Returns
+    -------
+    str
+        E.g. ``"host node7, pid 4121, started 2026-11-24T09:12:03+00:00 (SLURM job 812)"``.
+    """
+    text = f"host {record.get('host', '?')}, pid {record.get('pid', '?')}, started {record.get('started', '?')}"
+    if record.get("slurm_job_id"):
+        text += f" (SLURM job {record['slurm_job_id']})"
+    return text
+
+
+def _parse(text: str) -> dict[str, Any] | None:
+    try:
+        record = json.loads(text) if text.strip() else None
+    except json.JSONDecodeError:
+        return None
+    return record if isinstance(record, dict) and record.get("pid") else None
+
+
+class WorkdirLock:
+    """The exclusive right to train in a work directory (see the module notes for its guarantees).
+
+    Parameters
+    ----------
+    workdir : str
+        The work directory (created if missing); local path or URL-like (``gs://``).
+
+    Notes
+    -----
+    Use as a context manager, or call :meth:`acquire` and :meth:`release`. :meth:`acquire` raises
+    :class:`WorkdirLockedError` naming the live holder, and ``PermissionError`` (with the path) when
+    the directory cannot be written. Releasing empties the record; the file stays.
+    """
+
+    def __init__(self, workdir: str) -> None:
+        self.workdir = os.fspath(workdir)
+        self.path = os.path.join(self.workdir, run_files.LOCK_FILE)
+        self.remote = "://" in self.workdir
+        self._descriptor: int | None = None
+        self.held = False
+
+    def acquire(self) -> "WorkdirLock":
+        """Take the lock, or raise :class:`WorkdirLockedError` naming the live holder.
+
+        Returns
+        -------
+        WorkdirLock
+            ``self``.
+        """
+        if self.remote:
+            self._acquire_remote()
+        else:
+            self._acquire_local()
+        self.held = True
+        return self
+
+    def _acquire_local(self) -> None:
+        os.makedirs(self.workdir, exist_ok=True)
+        descriptor = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as error:
+            os.close(descriptor)
+            if error.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                raise
+            holder = _parse(_read_text(self.path)) or {}
+            raise WorkdirLockedError(
+                f"{self.workdir} is in use by another trainer ({describe_holder(holder)}); only one may "
+                f"train in a work directory. Wait for it to finish, stop it (kill -TERM {holder.get('pid', '?')} "
+                f"on {holder.get('host', 'its host')}: it checkpoints and exits), or use another --workdir."
+            ) from None
+        previous = _parse(_read_text(self.path))
+        if previous is not None:
+            logging.warning("Taking over the lock of %s: that trainer is gone (its lock was released "
+                            "without a clean exit).", describe_holder(previous))
+        self._descriptor = descriptor
+        self._write_local(_holder_record())
+
+    def _write_local(self, record: dict[str, Any] | None) -> None:
+        payload = b"" if record is None else (json.dumps(record, indent=2) + "\n").encode("utf-8")
+        os.ftruncate(self._descriptor, 0)
+        os.pwrite(self._descriptor, payload, 0)
+        os.fsync(self._descriptor)
+
+    def _acquire_remote(self) -> None:
+        path = epath.Path(self.path)
+        previous = _parse(path.read_text()) if path.exists() else None
+        if previous is not None:
+            age_s = time.time() - float(previous.get("refreshed_at", 0.0))
+            if age_s < REMOTE_STALE_AFTER_S:
+                raise WorkdirLockedError(
+                    f"{self.workdir} is in use by another trainer ({describe_holder(previous)}, last "
+                    f"checkpoint {age_s:.0f} s ago); only one may train in a work directory. Wait for it, "
+                    f"stop it, or use another --workdir. A record older than {REMOTE_STALE_AFTER_S} s "
+                    f"is taken over; delete {self.path} to take it over now if that trainer is gone.")
+            logging.warning("Taking over the lock of %s: not refreshed for %.0f s.",
+                            describe_holder(previous), age_s)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(_holder_record(), indent=2) + "\n")
+
+    def refresh(self) -> None:
+        """Mark the holder alive (object stores; local locks need nothing): call at each checkpoint."""
+        if self.held and self.remote:
+            path = epath.Path(self.path)
+            record = (_parse(path.read_text()) if path.exists() else None) or _holder_record()
+            record["refreshed_at"] = time.time()
+            path.write_text(json.dumps(record, indent=2) + "\n")
+
+    def release(self) -> None:
+        """Empty the record and let go of the lock (idempotent)."""
+        if not self.held:
+            return
+        self.held = False
+        if self.remote:
+            path = epath.Path(self.path)
+            if path.exists():
+                path.write_text("")
+            return
+        try:
+            self._write_local(None)
+        finally:
+            fcntl.flock(self._descriptor, fcntl.LOCK_UN)
+            os.close(self._descriptor)
+            self._descriptor = None
+
+    def __enter__(self) -> "WorkdirLock":
+        return self.acquire()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.release()
+
+
+def _read_text(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as file:
+            return file.read()
+    except (FileNotFoundError, UnicodeDecodeError):
+        return ""
+
+
+def acquire_for_job(workdir: str) -> WorkdirLock | None:
+    """Take the work directory's lock for a (possibly multi-process) job: process 0 holds it.
+
+    Parameters
+    ----------
+    workdir : str
+        The work directory.
+
+    Returns
+    -------
+    WorkdirLock or None
+        The held lock on process 0, ``None`` on the other processes.
+
+    Notes
+    -----
+    Every process learns process 0's verdict, so that all of them raise
+    :class:`WorkdirLockedError` together instead of the others waiting at the first collective.
+    """
+    import jax  # Here: the lock itself is plain Python.
+
+    from attention_jax.training import distributed
+
+    lock, refusal = None, None
+    if jax.process_index() == 0:
+        try:
+            lock = WorkdirLock(workdir).acquire()
+        except WorkdirLockedError as error:
+            refusal = error
+    if not distributed.all_processes_agree(refusal is None):
+        raise refusal or WorkdirLockedError(f"{workdir} is in use by another trainer (see process 0's log).")
+    return lock
