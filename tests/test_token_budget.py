@@ -114,3 +114,13 @@ def test_pipeline_sizes_training_and_evaluation_batches_alike(tmp_path):
         (length, rows) for rows, length in shapes["real"])
     assert all(real_rows[length] >= slot_rows[length] for length in slot_rows)
     assert any(real_rows[length] > slot_rows[length] for length in slot_rows)
+
+
+def test_training_refuses_an_unknown_unit_before_touching_the_workdir():
+    from attention_jax.training import train
+    from configs import tiny
+
+    config = tiny.get_config()
+    config.tokens_per_batch_unit = "sentences"
+    with pytest.raises(ValueError, match="tokens_per_batch_unit='sentences'"):
+        train.validate_training_config(config)
