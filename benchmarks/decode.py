@@ -50,6 +50,7 @@ _SOURCE_LEN = flags.DEFINE_integer("source_len", 0, "Source tokens (EOS included
 _REPEATS = flags.DEFINE_integer("repeats", 2, "Timed runs per configuration (the best is reported).")
 _SEARCHES = flags.DEFINE_list("searches", ["beam", "greedy"], "beam (size 4) and/or greedy.")
 _UNCACHED = flags.DEFINE_bool("uncached", True, "Also time uncached decoding (slow for base on a CPU).")
+_JSON_LINE = flags.DEFINE_bool("json_line", False, "Print the JSON on one line (for benchmarks/peer_flax.py).")
 
 MAX_EXTRA_LEN = 50
 DEFAULT_BATCH = {"tiny": 32, "base": 4}
@@ -118,6 +119,7 @@ def time_search(params: Any, model_config: TransformerConfig, batch_size: int, m
         "source_len": source_len,
         "steps": int(result.num_steps),
         "seconds_per_batch": round(best, 4),
+        "mean_seconds_per_batch": round(float(np.mean(times)), 4),
         "compile_and_first_run_s": round(first_s, 2),
         "sentences_per_s": round(batch_size / best, 2),
         "tokens_per_s": round(batch_size * output_len / best, 1),
@@ -159,7 +161,7 @@ def main(argv: list[str]) -> None:
         "jax": jax.__version__,
         "models": [benchmark_model(name) for name in _MODELS.value],
     }
-    print(json.dumps(report, indent=2))
+    print(json.dumps(report, indent=None if _JSON_LINE.value else 2))
 
 
 if __name__ == "__main__":

@@ -22,7 +22,8 @@ from attention_jax import model, run_files
 from attention_jax.data import batching
 from attention_jax.decode_settings import DecodeSettings
 from attention_jax.training import (
-    checkpoints, distributed, early_stopping, metric_writer, metrics, optim, params_checkpoints, sharding,
+    checkpoints, distributed, early_stopping, metric_writer, metrics, optim, params_checkpoints, profiling,
+    sharding,
 )
 from attention_jax.training.train_state import (
     DROPOUT_RNGS, Batch, CompiledSteps, MetricSums, TrainState, abstract_boxed_state, abstract_train_state,
@@ -82,7 +83,8 @@ def validate_training_config(config: ml_collections.ConfigDict) -> None:
         if int(config[name]) <= 0:
             raise ValueError(f"{name} must be positive; got {config[name]!r}.")
     non_negative = ("eval_every_steps", "checkpoint_every_steps", "checkpoint_every_minutes",
-                    "num_eval_batches", "num_bleu_examples", "early_stopping_patience")
+                    "num_eval_batches", "num_bleu_examples", "early_stopping_patience", "profile_steps",
+                    "profile_start_step")
     for name in non_negative:
         if config.get(name, 0) < 0:
             raise ValueError(f"{name} must be >= 0 (0 disables it); got {config[name]!r}.")
@@ -300,14 +302,17 @@ def _train(run: _Run, stop: distributed.StopRequest) -> bool:
     untimed: set[int] = set()  # Steps that compiled a new batch shape.
     unchecked: list[tuple[int, MetricSums]] = []  # Device metrics not yet fetched.
     unreported: list[tuple[int, dict]] = []  # Host metrics checked but not yet logged.
+    profiler = profiling.StepProfiler.from_config(config, run.workdir)  # config.profile_steps > 0: a trace.
     while step < config.num_train_steps and run.stop_reason is None:
         micro_batches = _next_micro_batches(run)
         compiles = _new_shapes(run, micro_batches)
         if compiles:  # Keep compilation out of the throughput: time this step apart.
             jax.block_until_ready(run.state.step)
             run.throughput.pause()
+        profiler.before_step(step)
         run.state, sums = run_update(run.steps, run.state, micro_batches)
         step += 1
+        profiler.after_step(step, sums)
         unchecked.append((step, sums))
         if compiles:
             jax.block_until_ready(sums)
@@ -342,8 +347,10 @@ def _train(run: _Run, stop: distributed.StopRequest) -> bool:
             _save(run)
         run.throughput.resume()
         if stopping:
+            profiler.close()
             logging.warning("Stopped at step %d on request; rerun the same command to resume.", step)
             return False
+    profiler.close()
     return True
 
 
