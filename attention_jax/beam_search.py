@@ -165,43 +165,6 @@ def gather_beams(state: Any, beam_indices: Array) -> Any:
     return jax.tree_util.tree_map(gather_leaf, state)
 
 
-def top_k_by_rounds(values: Array, k: int) -> tuple[Array, Array]:
-    """``jax.lax.top_k`` over the last axis for a small ``k``, as ``k`` rounds of max reductions.
-
-    Parameters
-    ----------
-    values : Array
-        ``[..., M]`` float scores (``-inf`` allowed; no NaN).
-    k : int
-        How many to keep, at most ``M``.
-
-    Returns
-    -------
-    tuple of Array
-        The ``k`` largest values ``[..., k]``, best first, and their int32 indices, exactly as
-        ``jax.lax.top_k`` gives them (on equal values the lower index comes first).
-
-    Notes
-    -----
-    XLA's CPU ``TopK`` (a custom call with a comparator computation) is slow on long rows: on the
-    beam search's ``[B, K * V]`` candidates (8 x 148,000 at the paper's base shape, k = 8) it took
-    0.24 s per call on the shared 2-core development machine, longer than the whole decoder step,
-    so it was most of beam search's time. Each round here is two fused reductions over the array
-    (the best value left, then the lowest index holding it): under a millisecond for those shapes
-    (``benchmarks/decode.py`` has the before/after).
-    """
-    indices = jnp.arange(values.shape[-1], dtype=jnp.int32)
-    free = jnp.ones(values.shape, bool)  # Not yet taken.
-    tops, picks = [], []
-    for _ in range(k):
-        top = jnp.max(jnp.where(free, values, NEG_INF), axis=-1)  # [...]
-        pick = jnp.min(jnp.where(free & (values == top[..., None]), indices, values.shape[-1]), axis=-1)
-        free = free & (indices != pick[..., None])
-        tops.append(top)
-        picks.append(pick)
-    return jnp.stack(tops, axis=-1), jnp.stack(picks, axis=-1)
-
-
 def _take_beams(array: Array, indices: Array) -> Array:
     """``array[b, indices[b, j]]`` for ``array`` ``[B, R, ...]`` and ``indices`` ``[B, J]``."""
     return jax.vmap(lambda rows, index: rows[index])(array, indices)
@@ -244,7 +207,7 @@ def _best_candidates(state: _BeamState, log_probs: Array, beam_size: int) -> _Ca
     """
     num_sentences, _, vocab_size = log_probs.shape
     extended = (state.alive_log_probs[..., None] + log_probs).reshape(num_sentences, -1)  # [B,K*V]
-    top_log_probs, top_indices = top_k_by_rounds(extended, 2 * beam_size)  # [B,2K]
+    top_log_probs, top_indices = jax.lax.top_k(extended, 2 * beam_size)  # [B,2K]
     parent_beams = top_indices // vocab_size
     tokens = top_indices % vocab_size
     sequences = _write_position(_take_beams(state.alive_tokens, parent_beams), state.step, tokens)

@@ -326,15 +326,3 @@ def test_best_possible_score_bounds_every_extension():
     assert math.isclose(
         float(beam_search.best_possible_score(jnp.float32(-2.0), jnp.int32(1), jnp.int32(10), 0.6)),
         -2.0 / lp(10, 0.6), rel_tol=1e-6)
-
-
-@pytest.mark.parametrize("seed", range(3))
-def test_top_k_by_rounds_equals_lax_top_k_with_ties_and_infinities(seed):
-    rng = np.random.default_rng(seed)
-    values = rng.integers(-3, 3, (6, 50)).astype(np.float32)  # Many ties.
-    values[rng.random(values.shape) < 0.6] = -np.inf
-    values[0] = -np.inf  # A dead sentence: all candidates impossible.
-    expected_values, expected_indices = jax.lax.top_k(values, 8)
-    found_values, found_indices = beam_search.top_k_by_rounds(jnp.asarray(values), 8)
-    np.testing.assert_array_equal(found_values, expected_values)
-    np.testing.assert_array_equal(found_indices, expected_indices)
