@@ -96,7 +96,7 @@ def time_search(params: Any, model_config: TransformerConfig, batch_size: int, m
     inputs[:, : source_len - 1] = rng.integers(4, model_config.vocab_size, (batch_size, source_len - 1))
     inputs[:, source_len - 1] = EOS_ID
     max_lengths = np.full((batch_size,), output_len, np.int32)
-    max_decode_len = min(inputs.shape[1] + MAX_EXTRA_LEN, model_config.max_len)
+    max_decode_len = decode.cache_length(output_len, min(inputs.shape[1] + MAX_EXTRA_LEN, model_config.max_len))
     run = functools.partial(forced_length_search, params, jnp.asarray(inputs), jnp.asarray(max_lengths),
                             model_config=model_config, method=method, max_decode_len=max_decode_len,
                             use_cache=use_cache)
