@@ -8,8 +8,11 @@ Run from the repository root::
 Models have the shapes of ``configs/tiny.py`` and ``configs/base.py`` with random parameters (speed does
 not depend on the values). Every output is forced to exactly ``--output_len`` tokens: EOS gets a
 logit of -1e4 until the last position, where it is the only choice (a source of ``output_len - 50``
-tokens gives that limit), so cached and uncached runs do the same number of steps. Each
-configuration is compiled and run once untimed, then timed ``--repeats`` times; the best time counts.
+tokens gives that limit), so cached and uncached runs do the same number of steps. The cache holds
+``decode.cache_length(output_len, ...)`` positions, as the Translator sizes it. Each configuration is
+compiled and run once untimed, then timed ``--repeats`` times; the best time counts (the mean is
+reported too). ``benchmarks/peer_flax.py`` runs the beam search side by side with the Flax WMT
+example's and holds the profile of where a decode step's time goes.
 
 Reported per run: sentences/s and output tokens/s (``batch_size * output_len`` tokens per batch),
 and per model and search the cache's speedup over recomputing the whole prefix every step.
