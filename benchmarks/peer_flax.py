@@ -44,7 +44,6 @@ programs, thread time per XLA operation, mapped to source lines through the HLO'
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -53,7 +52,7 @@ from typing import Any
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO_ROOT, "benchmarks"))
 
-from peer_compare import _run_json  # noqa: E402
+from peer_compare import _run_json, emit_json  # noqa: E402
 
 DEFAULT_PEER_DIR = os.path.join(os.path.dirname(REPO_ROOT), "shared", "peers")
 SMALL = {"num_layers": 3, "d_model": 256, "d_ff": 1024, "num_heads": 4, "vocab_size": 8000}
@@ -157,11 +156,7 @@ def main() -> None:
         field = "sentences_per_s" if task == "beam_base" else "target_tokens_per_s"
         print(f"{task:12s} ours {summary['ours'][f'median_{field}']:9.2f}  peer "
               f"{summary['peer'][f'median_{field}']:9.2f}  {field}  ratio {summary['ratio']:.2f}x", file=sys.stderr)
-    text = json.dumps(report, indent=1)
-    print(text)
-    if args.out:
-        with open(args.out, "w", encoding="utf-8") as file:
-            file.write(text + "\n")
+    emit_json(report, args.out)
 
 
 if __name__ == "__main__":
