@@ -30,10 +30,13 @@ programs, thread time per XLA operation, mapped to source lines through the HLO'
   *projection* out of the ``while`` loop (it is loop-invariant), so it is not recomputed per step.
   Kept: the cache sized to the longest output the batch may produce (``decode.cache_length``) instead
   of source bucket + 50: 114 -> 64 positions here, 5.1 -> 4.1 s per batch (process CPU time 9.5 ->
-  7.7 s). Tried and dropped: a cache never reordered (each hypothesis writes its own slot, an
-  ancestry table masks the others; scores over ``K L`` positions) cost more than the gather it saved;
-  replacing XLA's ``TopK`` by ``k`` max-reductions looked 700x faster in a microbenchmark but cost
-  more CPU time in the full search (9.9 vs 9.2 s), so it was dropped too.
+  7.7 s); and decode-mode attention of one position as a fused multiply-and-sum over the cache as
+  stored (``attention_jax/decode_attention.py``), which removes the per-step transposes: ~8% less
+  CPU time per search (6.8-7.0 vs 7.4-7.7 s, alternating processes). Tried and dropped: a cache
+  never reordered (each hypothesis writes its own slot, an ancestry table masks the others; scores
+  over ``K L`` positions) cost more than the gather it saved; replacing XLA's ``TopK`` by ``k``
+  max-reductions looked 700x faster in a microbenchmark but cost more CPU time in the full search
+  (9.9 vs 9.2 s), so it was dropped too.
 - Train step (16 x 64 tokens, vocab 32,000): matmuls 75% of thread time (the three vocabulary-sized
   products, logits forward and both backward products, about 20%), dropout masks and scaling ~6%,
   layer norms ~3%, softmax of the loss ~1%, and hundreds of small fusions (weight transposes, adds)
