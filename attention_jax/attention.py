@@ -19,6 +19,8 @@ import flax.struct
 import jax
 import jax.numpy as jnp
 
+from attention_jax import decode_attention
+
 Array = jax.Array
 DType = Any
 
@@ -529,7 +531,9 @@ class MultiHeadAttention(nn.Module):
             dropout_fn = None
             if use_dropout:
                 dropout_fn = nn.Dropout(self.attention_dropout_rate, deterministic=False)
-            if isinstance(mask, LocalMask):  # Restricted self-attention, blockwise (Table 1).
+            if self.decode and query.shape[1] == 1 and not (sow_weights or use_dropout):
+                attended = decode_attention.single_query_attention(query, key, value, mask)  # No transposes.
+            elif isinstance(mask, LocalMask):  # Restricted self-attention, blockwise (Table 1).
                 attended = local_dot_product_attention(
                     query, key, value, mask.window, valid=mask.valid, causal=mask.causal,
                     dropout_fn=dropout_fn,
@@ -542,13 +546,9 @@ class MultiHeadAttention(nn.Module):
                     self.sow("intermediates", "attention_weights", weights)
         else:
             if use_dropout:
-                raise ValueError(
-                    f"attention_dropout_rate={self.attention_dropout_rate} needs "
-                    f"implementation='einsum'; got implementation={self.implementation!r}."
-                )
-            attended = fused_dot_product_attention(
-                query, key, value, mask, implementation=self.implementation
-            )
+                raise ValueError(f"attention_dropout_rate={self.attention_dropout_rate} needs "
+                                 f"implementation='einsum'; got implementation={self.implementation!r}.")
+            attended = fused_dot_product_attention(query, key, value, mask, implementation=self.implementation)
         return nn.DenseGeneral(  # Concat(heads) W^O: [B,T,H,V] -> [B,T,D]
             features=self.out_dim,
             axis=(-2, -1),

@@ -8,8 +8,11 @@ Run from the repository root::
 Models have the shapes of ``configs/tiny.py`` and ``configs/base.py`` with random parameters (speed does
 not depend on the values). Every output is forced to exactly ``--output_len`` tokens: EOS gets a
 logit of -1e4 until the last position, where it is the only choice (a source of ``output_len - 50``
-tokens gives that limit), so cached and uncached runs do the same number of steps. Each
-configuration is compiled and run once untimed, then timed ``--repeats`` times; the best time counts.
+tokens gives that limit), so cached and uncached runs do the same number of steps. The cache holds
+``decode.cache_length(output_len, ...)`` positions, as the Translator sizes it. Each configuration is
+compiled and run once untimed, then timed ``--repeats`` times; the best time counts (the mean is
+reported too). ``benchmarks/peer_flax.py`` runs the beam search side by side with the Flax WMT
+example's and holds the profile of where a decode step's time goes.
 
 Reported per run: sentences/s and output tokens/s (``batch_size * output_len`` tokens per batch),
 and per model and search the cache's speedup over recomputing the whole prefix every step.
@@ -50,6 +53,7 @@ _SOURCE_LEN = flags.DEFINE_integer("source_len", 0, "Source tokens (EOS included
 _REPEATS = flags.DEFINE_integer("repeats", 2, "Timed runs per configuration (the best is reported).")
 _SEARCHES = flags.DEFINE_list("searches", ["beam", "greedy"], "beam (size 4) and/or greedy.")
 _UNCACHED = flags.DEFINE_bool("uncached", True, "Also time uncached decoding (slow for base on a CPU).")
+_JSON_LINE = flags.DEFINE_bool("json_line", False, "Print the JSON on one line (for benchmarks/peer_flax.py).")
 
 MAX_EXTRA_LEN = 50
 DEFAULT_BATCH = {"tiny": 32, "base": 4}
@@ -95,7 +99,7 @@ def time_search(params: Any, model_config: TransformerConfig, batch_size: int, m
     inputs[:, : source_len - 1] = rng.integers(4, model_config.vocab_size, (batch_size, source_len - 1))
     inputs[:, source_len - 1] = EOS_ID
     max_lengths = np.full((batch_size,), output_len, np.int32)
-    max_decode_len = min(inputs.shape[1] + MAX_EXTRA_LEN, model_config.max_len)
+    max_decode_len = decode.cache_length(output_len, min(inputs.shape[1] + MAX_EXTRA_LEN, model_config.max_len))
     run = functools.partial(forced_length_search, params, jnp.asarray(inputs), jnp.asarray(max_lengths),
                             model_config=model_config, method=method, max_decode_len=max_decode_len,
                             use_cache=use_cache)
@@ -118,6 +122,7 @@ def time_search(params: Any, model_config: TransformerConfig, batch_size: int, m
         "source_len": source_len,
         "steps": int(result.num_steps),
         "seconds_per_batch": round(best, 4),
+        "mean_seconds_per_batch": round(float(np.mean(times)), 4),
         "compile_and_first_run_s": round(first_s, 2),
         "sentences_per_s": round(batch_size / best, 2),
         "tokens_per_s": round(batch_size * output_len / best, 1),
@@ -159,7 +164,7 @@ def main(argv: list[str]) -> None:
         "jax": jax.__version__,
         "models": [benchmark_model(name) for name in _MODELS.value],
     }
-    print(json.dumps(report, indent=2))
+    print(json.dumps(report, indent=None if _JSON_LINE.value else 2))
 
 
 if __name__ == "__main__":

@@ -130,11 +130,15 @@ def main() -> None:
     if not os.path.exists(args.torch_python):
         parser.error(f"--torch_python={args.torch_python} does not exist; create it with "
                      "`python3 -m venv /tmp/torchenv && /tmp/torchenv/bin/pip install torch==2.13.0 numpy`.")
-    summary = compare(args, config_flags)
-    text = json.dumps(summary, indent=1)
+    emit_json(compare(args, config_flags), args.out)
+
+
+def emit_json(report: dict[str, Any], out: str) -> None:
+    """Print ``report`` as indented JSON and, when ``out`` is set, write it there too."""
+    text = json.dumps(report, indent=1)
     print(text)
-    if args.out:
-        with open(args.out, "w", encoding="utf-8") as file:
+    if out:
+        with open(out, "w", encoding="utf-8") as file:
             file.write(text + "\n")
 
 

@@ -20,7 +20,9 @@ shard them). Reported:
   times the device count).
 
 ``shape`` holds the dimensions with the flag names of ``benchmarks/peer_torch.py``, which can read
-this JSON (``--shape_json``) to time PyTorch at the same shapes.
+this JSON (``--shape_json``) to time PyTorch at the same shapes. ``benchmarks/peer_flax.py`` times
+this step side by side with the Flax WMT example's and holds a profile of where the step's time goes;
+``--config.profile_steps`` traces steps of a real training run (``attention_jax/training/profiling.py``).
 """
 
 from __future__ import annotations

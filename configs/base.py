@@ -95,6 +95,8 @@ def get_config() -> ml_collections.ConfigDict:
     config.checkpoint_every_minutes = 10.0
     config.keep_checkpoints = 5  # The paper averages the last 5 (base) / 20 (big).
     config.log_every_steps = 100
+    config.profile_steps = 0  # > 0: trace this many train steps into WORKDIR/tensorboard (TensorBoard's
+    config.profile_start_step = 10  # profiler) after this many; see attention_jax/training/profiling.py.
     config.eval_every_steps = 1000
     config.num_eval_batches = 0  # 0: the whole dev split.
     config.num_bleu_examples = 500  # Dev sentences decoded for sampled BLEU at each evaluation (0: none):

@@ -168,3 +168,17 @@ def test_attention_weights_are_sown_and_dropout_needs_einsum() -> None:
     with pytest.raises(ValueError, match="attention_dropout_rate"):
         fused.apply({"params": params}, inputs, inputs, deterministic=False,
                     rngs={"dropout": jax.random.key(1)})
+
+
+def test_single_query_decode_attention_equals_the_einsum_path():
+    from attention_jax import decode_attention
+
+    rng = np.random.default_rng(0)
+    query = jnp.asarray(rng.normal(size=(3, 1, 2, 4)), jnp.float32)
+    key = jnp.asarray(rng.normal(size=(3, 7, 2, 4)), jnp.float32)
+    value = jnp.asarray(rng.normal(size=(3, 7, 2, 5)), jnp.float32)
+    mask = jnp.asarray(rng.random((3, 1, 1, 7)) < 0.6).at[2].set(False)  # Row 2 sees nothing.
+    expected = attention.scaled_dot_product_attention(query, key, value, mask)
+    found = decode_attention.single_query_attention(query, key, value, mask)
+    np.testing.assert_allclose(found, expected, rtol=1e-5, atol=1e-6)
+    assert not np.asarray(found[2]).any()

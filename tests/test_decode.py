@@ -157,6 +157,14 @@ def translator(tiny_params):
     return decode.Translator(TINY, tiny_params, WordTokenizer(), settings=SHORT, batch_size=4)
 
 
+def test_cache_length_covers_the_longest_output_within_the_limit():
+    assert decode.cache_length(64, limit=114) == 64
+    assert decode.cache_length(65, limit=114) == 80  # Rounded up to a multiple of 16.
+    assert decode.cache_length(110, limit=114) == 112
+    assert decode.cache_length(113, limit=114) == 114  # Never past the source bucket plus margin.
+    assert decode.cache_length(1, limit=114, multiple=8) == 8
+
+
 def test_translator_keeps_order_and_handles_empty_lines(translator):
     sources = ["w5 w6 w7", "", "w9", "w10 w11 w12 w13 w14 w15", "   ", "w20 w21", "w30 w4 w31 w32"]
     outputs = translator.translate(sources)

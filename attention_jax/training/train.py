@@ -22,8 +22,8 @@ from attention_jax import flops, language_model, model, run_files
 from attention_jax.data import batching
 from attention_jax.decode_settings import DecodeSettings
 from attention_jax.training import (
-    checkpoints, distributed, early_stopping, metric_writer, metrics, optim, params_checkpoints, sharding,
-    workdir_lock,
+    checkpoints, distributed, early_stopping, metric_writer, metrics, optim, params_checkpoints, profiling,
+    sharding, workdir_lock,
 )
 from attention_jax.training.throughput import Throughput
 from attention_jax.training.train_state import (
@@ -85,7 +85,8 @@ def validate_training_config(config: ml_collections.ConfigDict) -> None:
         if int(config[name]) <= 0:
             raise ValueError(f"{name} must be positive; got {config[name]!r}.")
     non_negative = ("eval_every_steps", "checkpoint_every_steps", "checkpoint_every_minutes",
-                    "num_eval_batches", "num_bleu_examples", "early_stopping_patience")
+                    "num_eval_batches", "num_bleu_examples", "early_stopping_patience", "profile_steps",
+                    "profile_start_step")
     for name in non_negative:
         if config.get(name, 0) < 0:
             raise ValueError(f"{name} must be >= 0 (0 disables it); got {config[name]!r}.")
@@ -273,18 +274,21 @@ def _train(run: _Run, stop: distributed.StopRequest) -> bool:
     unchecked: list[tuple[int, MetricSums]] = []  # Device metrics not yet fetched.
     unreported: list[tuple[int, dict]] = []  # Host metrics checked but not yet logged.
     previous: MetricSums | None = None  # The metrics of the step before, while it may still run.
+    profiler = profiling.StepProfiler.from_config(config, run.workdir)  # config.profile_steps > 0: a trace.
     while step < config.num_train_steps and run.stop_reason is None:
         micro_batches = _next_micro_batches(run)
         compiles = _new_shapes(run, micro_batches)
         if compiles:  # Keep compilation out of the throughput: time this step apart.
             jax.block_until_ready(run.state.step)
             run.throughput.pause()
+        profiler.before_step(step)
         run.state, sums = run_update(run.steps, run.state, micro_batches)
         step += 1
         if previous is not None:  # Bound the run-ahead: wait for the previous step (its metrics are outputs).
             jax.block_until_ready(previous)
             stop.note_completed(step - 1)
         previous = sums
+        profiler.after_step(step, sums)
         unchecked.append((step, sums))
         if compiles:
             jax.block_until_ready(sums)
@@ -320,10 +324,12 @@ def _train(run: _Run, stop: distributed.StopRequest) -> bool:
             _save(run)
         run.throughput.resume()
         if stopping:
+            profiler.close()
             logging.warning("Stopped at step %d on request (%s step(s) after the last one finished when it "
                             "came); rerun the same command to resume.", step,
                             "?" if stop.completed_at_request is None else step - stop.completed_at_request)
             return False
+    profiler.close()
     return True
 
 
