@@ -132,8 +132,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="Alternating ours/peer pairs per task.")
     parser.add_argument("--steps", type=int, default=10, help="Timed train steps per run.")
     parser.add_argument("--peer_dir", default=DEFAULT_PEER_DIR, help="Folder holding peer_flax_wmt.py and flax_wmt/.")
-    parser.add_argument("--note", default="2 CPU cores shared with other engineers' jobs while measuring.",
-                        help="Recorded in the JSON (machine load, anything that affects timings).")
+    parser.add_argument("--note", default="",
+                        help="Recorded in the JSON: machine load, anything that affects timings.")
     parser.add_argument("--out", default="", help="Also write the JSON here.")
     args = parser.parse_args()
     tasks = [task for task in args.tasks.split(",") if task]
