@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Protocol, Sequence
+from typing import Any, Protocol, Sequence
 
 import numpy as np
 
@@ -133,6 +133,27 @@ def make_bucket_shapes(max_len: int, tokens_per_batch: int, row_multiple: int) -
 
 
 TOKENS_PER_BATCH_UNITS = ("slots", "real")
+DEFAULT_TOKENS_PER_BATCH_UNIT = "slots"  # For configs written before the field existed.
+
+
+def tokens_per_batch_unit(config: Any) -> str:
+    """Return what ``config.tokens_per_batch`` counts, checked.
+
+    Parameters
+    ----------
+    config : ml_collections.ConfigDict
+        Reads ``tokens_per_batch_unit`` (``DEFAULT_TOKENS_PER_BATCH_UNIT`` when absent).
+
+    Returns
+    -------
+    str
+        ``"slots"`` or ``"real"``.
+
+    Notes
+    -----
+    Raises the ``ValueError`` of :func:`check_tokens_per_batch_unit` for any other value.
+    """
+    return check_tokens_per_batch_unit(config.get("tokens_per_batch_unit", DEFAULT_TOKENS_PER_BATCH_UNIT))
 
 
 def check_tokens_per_batch_unit(unit: str) -> str:
@@ -147,6 +168,10 @@ def check_tokens_per_batch_unit(unit: str) -> str:
     -------
     str
         ``unit`` itself.
+
+    Notes
+    -----
+    The message names both choices and the flag that sets them.
     """
     if unit not in TOKENS_PER_BATCH_UNITS:
         raise ValueError(

@@ -369,7 +369,7 @@ def _bucket_shapes(config: Any, lengths: tuple[np.ndarray, np.ndarray], row_mult
     ``lengths`` are the training split's (source, target) lengths: with ``"real"`` they set each
     bucket's rows, and evaluation reuses the shapes so the evaluation step compiles no new ones.
     """
-    unit = batching.check_tokens_per_batch_unit(config.get("tokens_per_batch_unit", "slots"))
+    unit = batching.tokens_per_batch_unit(config)
     shapes = batching.make_bucket_shapes(config.max_len, config.tokens_per_batch, row_multiple)
     if unit == "slots":
         return shapes
@@ -380,7 +380,7 @@ def _bucket_shapes(config: Any, lengths: tuple[np.ndarray, np.ndarray], row_mult
 def _packed_plan(config: Any, lengths: tuple[np.ndarray, np.ndarray], row_multiple: int) -> packing.PackedPlan:
     """The packed training plan, ``R`` rows of ``max_len`` sized in the unit ``config.tokens_per_batch_unit`` names."""
     plan = packing.PackedPlan(*lengths, packing.make_packed_shapes(config.max_len, config.tokens_per_batch, row_multiple))
-    if config.get("tokens_per_batch_unit", "slots") == "slots":
+    if batching.tokens_per_batch_unit(config) == "slots":
         return plan
     return plan.with_shapes(batching.real_token_shapes(
         plan.shapes, plan.mean_tokens_per_row(), config.tokens_per_batch, row_multiple))

@@ -101,7 +101,7 @@ def validate_training_config(config: ml_collections.ConfigDict) -> None:
                          "restricts self-attention with a blockwise mask that cannot take segment ids: set "
                          "--config.attention_window=0 or --config.packing=False.")
     language_model.check_training_config(config)
-    batching.check_tokens_per_batch_unit(config.get("tokens_per_batch_unit", "slots"))
+    batching.tokens_per_batch_unit(config)  # Raises for an unknown unit.
     if config.get("dropout_rng", "threefry") not in DROPOUT_RNGS:
         raise ValueError(f"dropout_rng must be one of {DROPOUT_RNGS}; got {config.dropout_rng!r}.")
 
