@@ -7,6 +7,7 @@ Run from the repository root::
         --out benchmarks/results/packing_messages_en_de_wide.json  # d_model 256, 3 layers, d_ff 1024
     python -m benchmarks.packing --quick --out /tmp/packing.json --dataset=tsv:DIR   # seconds (tests)
     python -m benchmarks.packing --unit=slots --out benchmarks/results/packing_messages_en_de_slots.json
+    python -m benchmarks.packing --one_length --out benchmarks/results/packing_messages_en_de_real.json
 
 Both modes train the same model (``configs/tiny.py``'s widths: d_model 128, 2 layers, d_ff 512, 4 heads;
 with a vocabulary of 8000, max_len 64 and a budget of 2048 tokens per side and batch) from the same
@@ -14,13 +15,16 @@ initialization on the same corpus, through the real input pipeline and :func:`at
 (forward, backward, Adam; dropout 0.1 and label smoothing 0.1):
 
 - ``unpacked``: length-bucketed batches (one shape per bucket, both sides padded to the bucket);
-- ``packed``: ``config.packing=True`` (one shape, ``[tokens_per_batch // max_len, max_len]``).
+- ``packed``: ``config.packing=True`` with the default row lengths (``max_len`` / 4, / 2 and
+  ``max_len``: one shape each) or ``--row_lengths``;
+- ``packed_one_length`` (with ``--one_length``): every row ``max_len`` long (one shape).
 
 Every batch shape is compiled before timing (one step on a stand-in batch of that shape). The modes then alternate in ``--rounds`` rounds of
 ``--steps`` steps each (unpacked, packed, unpacked, packed, ...), so that a busy neighbour on shared
 cores slows both alike; each step is timed to completion. A round's rate is its real (non-pad) target
 tokens over its summed step times; reported are each mode's median round rate, the ratio of the
-medians (the issue's target: packed >= 1.25 x unpacked), the per-step median, and the padding
+medians (the issue's target: packed >= 1.25 x unpacked), the median over rounds of each round's ratio
+(robust to a machine whose speed drifts between rounds), the per-step median, and the padding
 fractions of the timed batches (and of a whole epoch's plan).
 
 ``--unit`` sets ``config.tokens_per_batch_unit`` in both modes. With ``real`` (the default, the paper's
@@ -28,8 +32,10 @@ count) both modes train on about the same real tokens per step, so they optimize
 only in the slots they pay for: bucketed batches get more rows to make up for their padding. With
 ``slots`` both spend the same slots per step and a packed step carries more real tokens. Either way
 the gain is bounded by the padding packing removes, ``(1 - packed padding) / (1 - bucketed padding)``
-on the target side, at equal time per slot. A packed step is a little slower per slot: every row
-attends over ``max_len`` positions where a bucketed batch attends over its bucket's length.
+on the target side, at equal time per slot. A packed step can be slower per slot: every position
+attends over its whole row, so rows of ``max_len`` only attend over 64 positions where a bucketed
+batch attends over its bucket's length (20 on average here); ``mean_attended_length`` in the JSON is
+the row or bucket length averaged over the timed target slots.
 """
 
 from __future__ import annotations
@@ -62,13 +68,16 @@ WIDE_SHAPE = dict(FULL_SHAPE, d_model=256, num_layers=3, d_ff=1024, key_dim=64, 
 QUICK_SHAPE = dict(d_model=32, num_layers=1, d_ff=64, num_heads=2, key_dim=16, value_dim=16,
                    vocab_size=300, max_len=32, tokens_per_batch=512)
 MODES = ("unpacked", "packed")
+ONE_LENGTH_MODE = "packed_one_length"
 
 
-def make_config(dataset: str, data_dir: str, shape: dict[str, int], packing: bool, unit: str = "real") -> Any:
-    """The tiny config with the benchmark's widths, corpus, packing setting and token-budget unit."""
+def make_config(dataset: str, data_dir: str, shape: dict[str, int], packing: bool, unit: str = "real",
+                row_lengths: tuple[int, ...] = ()) -> Any:
+    """The tiny config with the benchmark's widths, corpus, packing setting, row lengths and budget unit."""
     config = tiny.get_config()
     config.dataset, config.data_dir, config.packing = dataset, data_dir, packing
     config.tokens_per_batch_unit = unit
+    config.packing_row_lengths = tuple(row_lengths)
     for key, value in shape.items():
         config[key] = value
     return config
@@ -91,9 +100,11 @@ class Mode:
         self.multiple = sharding.local_data_shards(mesh)
 
     def next_batch(self) -> tuple[dict, dict[str, int]]:
-        """The next global batch and its real-token and slot counts."""
+        """The next global batch, its real-token and slot counts and its row length x target slots."""
         local = sharding.pad_rows(next(self.iterator), self.multiple)
-        return sharding.global_batch(local, self.steps.batch_sharding), batching.count_tokens(local)
+        counts = batching.count_tokens(local)
+        counts["attended_slots"] = counts["targets_slots"] * local["targets"].shape[1]
+        return sharding.global_batch(local, self.steps.batch_sharding), counts
 
     def step(self, batch: dict) -> float:
         """One update, timed to completion (seconds)."""
@@ -132,6 +143,7 @@ def summarize(rounds: list[dict[str, Any]], mode: Mode) -> dict[str, Any]:
     total = {key: sum(r[key] for r in rounds) for key in ("inputs_tokens", "inputs_slots",
                                                           "targets_tokens", "targets_slots")}
     stats = mode.data.stats
+    total_attended = sum(r["attended_slots"] for r in rounds)
     return {
         "real_target_tokens_per_s": float(np.median(rates)),
         "round_rates": [round(rate, 1) for rate in rates],
@@ -144,25 +156,36 @@ def summarize(rounds: list[dict[str, Any]], mode: Mode) -> dict[str, Any]:
         "epoch_padding_fraction": stats["train_padding_fraction"],
         "batches_per_epoch": stats["batches_per_epoch"]["train"],
         "local_batch_shapes": stats["local_batch_shapes"],
+        "mean_attended_length": total_attended / total["targets_slots"],
     }
 
 
 def run(dataset: str, data_dir: str, shape: dict[str, int], rounds: int, steps: int,
-        unit: str = "real") -> dict[str, Any]:
-    """Build both modes, compile their shapes, alternate timed rounds; returns the JSON fields."""
+        unit: str = "real", row_lengths: tuple[int, ...] = (), one_length: bool = False) -> dict[str, Any]:
+    """Build the modes, compile their shapes, alternate timed rounds; returns the JSON fields."""
     mesh = sharding.create_mesh((-1,), ("data",))
-    modes = {name: Mode(make_config(dataset, data_dir, shape, name == "packed", unit), mesh) for name in MODES}
+    settings = {"unpacked": (False, ()), "packed": (True, row_lengths)}
+    if one_length:
+        settings[ONE_LENGTH_MODE] = (True, (shape["max_len"],))
+    modes = {name: Mode(make_config(dataset, data_dir, shape, packing, unit, lengths), mesh)
+             for name, (packing, lengths) in settings.items()}
     compile_s = {name: round(mode.compile_all_shapes(), 2) for name, mode in modes.items()}
     print(f"compiled every shape: {compile_s}", file=sys.stderr, flush=True)
-    measured: dict[str, list] = {name: [] for name in MODES}
+    measured: dict[str, list] = {name: [] for name in modes}
     for index in range(rounds):
-        for name in MODES:  # Alternate: unpacked, packed, unpacked, packed, ...
+        for name in modes:  # Alternate: unpacked, packed, (packed_one_length,) unpacked, ...
             measured[name].append(timed_round(modes[name], steps))
             rate = measured[name][-1]["targets_tokens"] / measured[name][-1]["seconds"]
             print(f"round {index + 1}/{rounds} {name}: {rate:.0f} real target tokens/s", file=sys.stderr,
                   flush=True)
-    results = {name: summarize(measured[name], modes[name]) for name in MODES}
-    speedup = results["packed"]["real_target_tokens_per_s"] / results["unpacked"]["real_target_tokens_per_s"]
+    results = {name: summarize(measured[name], modes[name]) for name in modes}
+    unpacked_rate = results["unpacked"]["real_target_tokens_per_s"]
+    speedups = {f"{name}_over_unpacked_real_target_tokens_per_s": results[name]["real_target_tokens_per_s"]
+                / unpacked_rate for name in modes if name != "unpacked"}
+    for name in modes:  # Round by round: a slow spell of the machine slows both rates of one round.
+        if name != "unpacked":
+            ratios = [mine / theirs for mine, theirs in zip(results[name]["round_rates"], results["unpacked"]["round_rates"])]
+            speedups[f"{name}_over_unpacked_median_round_ratio"] = float(np.median(ratios))
     return {
         "dataset": dataset,
         "shape": shape,
@@ -172,8 +195,9 @@ def run(dataset: str, data_dir: str, shape: dict[str, int], rounds: int, steps: 
         "device": f"{jax.device_count()} x {jax.devices()[0].device_kind}",
         "cpu_count": os.cpu_count(),
         "compile_and_first_steps_s": compile_s,
+        "packed_row_lengths": list(modes["packed"].data.stats["bucket_lengths"]),
         **results,
-        "packed_over_unpacked_real_target_tokens_per_s": speedup,
+        **speedups,
         "target": 1.25,
     }
 
@@ -189,12 +213,17 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=None, help="Alternating rounds (default 5; quick 2).")
     parser.add_argument("--steps", type=int, default=None, help="Steps per round (default 8; quick 3).")
     parser.add_argument("--unit", choices=batching.TOKENS_PER_BATCH_UNITS, default="real",
-                        help="config.tokens_per_batch_unit of both modes.")
+                        help="config.tokens_per_batch_unit of every mode.")
+    parser.add_argument("--row_lengths", default="",
+                        help="config.packing_row_lengths of the packed mode, e.g. 24,48,64 (default: its default).")
+    parser.add_argument("--one_length", action="store_true",
+                        help=f"Also time {ONE_LENGTH_MODE}: packed rows all max_len long.")
     args = parser.parse_args()
     rounds = args.rounds or (2 if args.quick else 5)
     steps = args.steps or (3 if args.quick else 8)
     shape = QUICK_SHAPE if args.quick else WIDE_SHAPE if args.wide else FULL_SHAPE
-    results = run(args.dataset, args.data_dir, shape, rounds, steps, args.unit)
+    row_lengths = tuple(int(length) for length in args.row_lengths.split(",") if length)
+    results = run(args.dataset, args.data_dir, shape, rounds, steps, args.unit, row_lengths, args.one_length)
     text = json.dumps(results, indent=2)
     print(text)
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -67,7 +67,9 @@ def get_config() -> ml_collections.ConfigDict:
     # its pairs' mean length. "slots": rows x padded length, padding included (fairseq's --max-tokens).
     # metrics.jsonl logs the padding fraction trained on either way.
     config.packing = False  # True: several pairs per training row with segment ids (attention stays
-    # within a pair; one batch shape [tokens_per_batch // max_len, max_len]; needs attention_window=0).
+    # within a pair; one batch shape per row length; needs attention_window=0).
+    config.packing_row_lengths = ()  # Row lengths of packed training, ending in max_len; () means
+    # (3 * max_len // 8, 3 * max_len // 4, max_len): short rows attend over fewer positions.
     config.tokenizer_max_sentences = 2_000_000  # Sentences (both sides) used to train the BPE model.
     config.data_threads = 2  # Grain reader threads.
     config.label_smoothing = 0.1  # eps_ls, Section 5.4.
@@ -102,6 +104,7 @@ def get_config() -> ml_collections.ConfigDict:
     config.num_bleu_examples = 500  # Dev sentences decoded for sampled BLEU at each evaluation (0: none):
     # a progress signal. The figures that count are final_bleu's, on whole splits.
     config.final_bleu = True  # When training ends: beam-search BLEU of the whole dev and test splits.
+    config.final_bleu_splits = ("dev", "test")  # Which of them (Table 2 sweeps: dev only).
     config.early_stopping_patience = 0  # Stop after this many evaluations without a better dev
     # perplexity (0: train all num_train_steps); the best checkpoints are kept in WORKDIR/best/.
 

@@ -53,8 +53,11 @@ def test_run_stops_early_keeps_its_best_and_stays_stopped(tmp_path: pathlib.Path
     # first evaluation (step 2) is the best and the run stops after `patience` more (steps 4 and 6).
     config = fake_data.tiny_config(num_train_steps=40, learning_rate_scale=0.0, eval_every_steps=2,
                                    early_stopping_patience=2, checkpoint_every_steps=0,
-                                   average_last_checkpoints=2)
+                                   average_last_checkpoints=2, final_bleu=True, final_bleu_splits=("dev",))
     results = train.train_and_evaluate(config, str(tmp_path), data=fake_data.FakeData())
+    # The whole dev split is decoded from the best parameters, the test split not (final_bleu_splits).
+    assert results["final_checkpoint"] == "best (step 2)" and 0.0 <= results["dev_bleu"] <= 100.0
+    assert "test_bleu" not in results and not list(tmp_path.glob("eval_test*"))
     assert results["finished"] and results["stop_reason"] == early_stopping.STOPPED_EARLY
     assert results["step"] == 6 and results["best_step"] == 2
     assert results["best_eval_ppl"] == pytest.approx(results["eval_ppl"])
@@ -72,6 +75,13 @@ def test_run_stops_early_keeps_its_best_and_stays_stopped(tmp_path: pathlib.Path
     assert again["step"] == 6 and again["stop_reason"] == early_stopping.STOPPED_EARLY
     records = [json.loads(line) for line in (tmp_path / run_files.METRICS_FILE).read_text().splitlines()]
     assert max(record["step"] for record in records) == 6  # The rerun trained nothing more.
+
+
+def test_final_bleu_splits_are_checked_before_training() -> None:
+    assert run_files.final_bleu_splits(fake_data.tiny_config()) == ("dev", "test")
+    for bad in ((), ("dev", "dev"), ("validation",)):
+        with pytest.raises(ValueError, match=r"final_bleu_splits=.*some of \('dev', 'test'\).*final_bleu=False"):
+            train.validate_training_config(fake_data.tiny_config(final_bleu_splits=bad))
 
 
 def test_dev_split_too_small_for_early_stopping_is_an_error() -> None:

@@ -67,36 +67,95 @@ def test_packed_batch_arrays_on_a_hand_made_example() -> None:
 def test_first_fit_decreasing_respects_both_sides_and_places_every_pair_once() -> None:
     rng = np.random.default_rng(0)
     source, target = rng.integers(1, 17, size=200), rng.integers(1, 17, size=200)
-    rows = packing.first_fit_decreasing(source, target, 16)
+    rows, lengths = packing.first_fit_decreasing(source, target, 16)
     assert sorted(pair for row in rows for pair in row) == list(range(200))
+    assert lengths == [16] * len(rows)
     assert all(source[row].sum() <= 16 and target[row].sum() <= 16 for row in rows)
     lower_bound = max(source.sum(), target.sum()) / 16
     assert len(rows) < 1.15 * lower_bound + 1  # Nearly full rows.
 
 
 def test_first_fit_decreasing_hand_example() -> None:
-    rows = packing.first_fit_decreasing(np.array([3, 5, 2, 4]), np.array([1, 1, 4, 1]), 6)
+    rows, _ = packing.first_fit_decreasing(np.array([3, 5, 2, 4]), np.array([1, 1, 4, 1]), 6)
     # By longest side: 1 (5), 2 (4), 3 (4), 0 (3). Pair 2 needs 2 source slots, row 0 has 1: new row.
     # Pair 3 (4, 1) fits row 1 (4 and 2 free); pair 0 (3, 1) fits neither (1 and 0 source slots free).
     assert rows == [[1], [2, 3], [0]]
 
 
-def test_packed_plan_covers_every_kept_pair_once_per_epoch_with_one_shape() -> None:
+def test_first_fit_decreasing_over_row_lengths_hand_example() -> None:
+    source, target = np.array([7, 3, 2, 1, 3]), np.array([6, 2, 3, 1, 3])
+    rows, lengths = packing.first_fit_decreasing(source, target, (4, 8))
+    # Pair 0 (7, 6) opens a row of 8 (1 and 2 slots left). Pairs 1, 2, 4 (longer side 3) fit no open
+    # row and each opens a row of 4. Pair 3 (1, 1) then tops up the row of 8 instead of opening one.
+    assert rows == [[0, 3], [1], [2], [4]]
+    assert lengths == [8, 4, 4, 4]
+
+
+def test_first_fit_decreasing_over_row_lengths_fills_rows_and_shortens_them() -> None:
+    rng = np.random.default_rng(4)
+    source, target = rng.integers(1, 20, size=600), rng.integers(1, 20, size=600)
+    source[:20], target[:20] = 60, 50  # A few long pairs.
+    rows, lengths = packing.first_fit_decreasing(source, target, (16, 32, 64))
+    assert sorted(pair for row in rows for pair in row) == list(range(600))
+    for row, length in zip(rows, lengths):
+        assert source[row].sum() <= length and target[row].sum() <= length
+        # The row's first (longest) pair opened it: the shortest length holding that pair.
+        assert length == min(cap for cap in (16, 32, 64) if cap >= max(source[row[0]], target[row[0]]))
+    slots = sum(lengths)
+    assert max(source.sum(), target.sum()) / slots > 0.9  # Nearly full rows.
+    only_longest, _ = packing.first_fit_decreasing(source, target, 64)
+    attended = sum(length * length for length in lengths) / slots  # Keys per query position.
+    assert attended < 0.75 * 64 and len(only_longest) * 64 >= 0.9 * slots
+
+
+def test_row_lengths_default_and_bad_values_are_named() -> None:
+    assert packing.default_row_lengths(64) == (24, 48, 64)
+    assert packing.default_row_lengths(256) == (96, 192, 256)
+    assert packing.default_row_lengths(16) == (12, 16)  # Lengths below MIN_BUCKET_LEN are left out.
+    assert packing.check_row_lengths((), 64) == (24, 48, 64)
+    assert packing.check_row_lengths([24, 64], 64) == (24, 64)
+    for bad in ((32, 48), (64, 32), (0, 64), (32, 32, 64)):
+        with pytest.raises(ValueError, match=r"packing_row_lengths=.*ending in config.max_len=64"):
+            packing.check_row_lengths(bad, 64)
+    config = pipeline_tests.base.get_config()
+    config.packing, config.packing_row_lengths = True, (32, 128)
+    with pytest.raises(ValueError, match=r"packing_row_lengths=\(32, 128\).*max_len=256"):
+        train.validate_training_config(config)
+    config.packing_row_lengths = (32, 256)
+    train.validate_training_config(config)
+
+
+def test_packed_plan_covers_every_kept_pair_once_per_epoch_in_row_length_shapes() -> None:
     rng = np.random.default_rng(1)
-    source, target = rng.integers(1, 40, size=500), rng.integers(1, 40, size=500)
+    source, target = rng.integers(1, 12, size=500), rng.integers(1, 12, size=500)
+    source[:60], target[:60] = rng.integers(1, 40, size=60), rng.integers(1, 40, size=60)  # Some long pairs.
     shapes = packing.make_packed_shapes(32, 32 * 10, 2)
+    assert shapes == batching.BucketShapes(lengths=(12, 24, 32), global_rows=(26, 12, 10))
     plan = packing.PackedPlan(source, target, shapes, window=64)
     kept = np.flatnonzero(np.maximum(source, target) <= 32)
     assert plan.num_dropped == 500 - len(kept)
+    assert sum(plan.rows_per_length()) == plan.num_rows and len(plan.used_buckets()) >= 2
     for epoch in (0, 1):
         batches = plan.shuffled_batches(seed=3, epoch=epoch)
         assert len(batches) == plan.num_batches
-        assert all(b.sentence_indices.shape[0] == 10 for b in batches)
+        assert {b.bucket for b in batches} == set(plan.used_buckets())
+        partial = [b.bucket for b in batches if (b.sentence_indices < 0).all(axis=1).any()]
+        assert partial in ([], [2])  # Shorter lengths' leftover rows move up: one partial batch at most.
+        for b in batches:
+            assert b.sentence_indices.shape[0] == shapes.global_rows[b.bucket]
+            for row in b.sentence_indices:
+                members = row[row >= 0]
+                assert source[members].sum() <= shapes.lengths[b.bucket] >= target[members].sum()
         members = np.concatenate([b.sentence_indices.ravel() for b in batches])
         np.testing.assert_array_equal(np.sort(members[members >= 0]), kept)
+    epochs = [plan.shuffled_batches(3, epoch) for epoch in (0, 1)]
+    assert not all(np.array_equal(a.sentence_indices, b.sentence_indices) for a, b in zip(*epochs))
     padding = plan.padding_fraction()
     bucketed = batching.BatchPlan(source, target, batching.make_bucket_shapes(32, 320, 2)).padding_fraction()
     assert padding["targets"] < bucketed["targets"]
+    one_length = packing.PackedPlan(source, target, packing.make_packed_shapes(32, 320, 2, (32,)), window=64)
+    assert one_length.mean_attended_length() == 32.0 > plan.mean_attended_length()
+    assert {b.sentence_indices.shape[0] for b in one_length.shuffled_batches(3, 0)} == {10}
 
 
 # --- The model -------------------------------------------------------------------------------------
@@ -228,15 +287,17 @@ def _unpacked_rows(batches) -> collections.Counter:
     return rows
 
 
-def test_packed_epoch_delivers_every_kept_pair_once_in_one_shape(packed_corpus) -> None:
+def test_packed_epoch_delivers_every_kept_pair_once_in_its_row_length_shapes(packed_corpus) -> None:
     config, pairs, data = packed_corpus
     num_batches = data.stats["batches_per_epoch"]["train"]
     batches = pipeline_tests._take(data.train_iterator(seed=0), num_batches)
     expected = pipeline_tests._expected_rows(data.tokenizer, pairs["train"], config.max_len)
     assert _unpacked_rows(batches) == expected
-    rows = config.tokens_per_batch // config.max_len // pipeline_tests.ROWS_MULTIPLE * pipeline_tests.ROWS_MULTIPLE
-    assert {batch[key].shape for batch in batches for key in batch} == {(rows, config.max_len)}
-    assert data.stats["packing"] and data.batch_shapes == [(rows, config.max_len)]
+    multiple = pipeline_tests.ROWS_MULTIPLE
+    shapes = {(config.tokens_per_batch // length // multiple * multiple, length)
+              for length in packing.default_row_lengths(config.max_len)}
+    assert {batch[key].shape for batch in batches for key in batch} <= shapes
+    assert data.stats["packing"] and set(data.batch_shapes) <= shapes
     unpacked_padding = input_pipeline.get_datasets(
         pipeline_tests._config(config.dataset, config.data_dir),
         rows_multiple=pipeline_tests.ROWS_MULTIPLE).stats["train_padding_fraction"]

@@ -90,7 +90,7 @@ def test_packed_real_budget_counts_the_ids_of_built_batches():
     plan = packing.PackedPlan(*lengths, packing.make_packed_shapes(16, 64, 1), window=64)
     resized = plan.with_shapes(batching.real_token_shapes(plan.shapes, plan.mean_tokens_per_row(), 64, 1))
     for batch in resized.ordered_batches()[:-1]:
-        built = packing.make_packed_batch(split, 16, batch.sentence_indices)
+        built = packing.make_packed_batch(split, resized.shapes.lengths[batch.bucket], batch.sentence_indices)
         longer = max(np.count_nonzero(built["inputs"]), np.count_nonzero(built["targets"]))
         assert longer <= 64 + 16  # At most one row's worth over the budget.
 

@@ -378,8 +378,10 @@ def _bucket_shapes(config: Any, lengths: tuple[np.ndarray, np.ndarray], row_mult
 
 
 def _packed_plan(config: Any, lengths: tuple[np.ndarray, np.ndarray], row_multiple: int) -> packing.PackedPlan:
-    """The packed training plan, ``R`` rows of ``max_len`` sized in the unit ``config.tokens_per_batch_unit`` names."""
-    plan = packing.PackedPlan(*lengths, packing.make_packed_shapes(config.max_len, config.tokens_per_batch, row_multiple))
+    """The packed training plan: rows of ``config.packing_row_lengths``, ``R`` per batch in the budget's unit."""
+    shapes = packing.make_packed_shapes(config.max_len, config.tokens_per_batch, row_multiple,
+                                        config.get("packing_row_lengths", ()))
+    plan = packing.PackedPlan(*lengths, shapes)
     if batching.tokens_per_batch_unit(config) == "slots":
         return plan
     return plan.with_shapes(batching.real_token_shapes(

@@ -19,7 +19,7 @@ from absl import logging
 from jax.sharding import Mesh
 
 from attention_jax import flops, language_model, model, run_files
-from attention_jax.data import batching
+from attention_jax.data import batching, packing
 from attention_jax.decode_settings import DecodeSettings
 from attention_jax.training import (
     checkpoints, distributed, early_stopping, metric_writer, metrics, optim, params_checkpoints, profiling,
@@ -100,8 +100,11 @@ def validate_training_config(config: ml_collections.ConfigDict) -> None:
         raise ValueError(f"packing=True needs full attention, but attention_window={config.attention_window} "
                          "restricts self-attention with a blockwise mask that cannot take segment ids: set "
                          "--config.attention_window=0 or --config.packing=False.")
+    if config.get("packing", False):
+        packing.check_row_lengths(config.get("packing_row_lengths", ()), config.max_len)
     language_model.check_training_config(config)
     batching.tokens_per_batch_unit(config)  # Raises for an unknown unit.
+    run_files.final_bleu_splits(config)  # Raises for an unknown split.
     if config.get("dropout_rng", "threefry") not in DROPOUT_RNGS:
         raise ValueError(f"dropout_rng must be one of {DROPOUT_RNGS}; got {config.dropout_rng!r}.")
 
@@ -442,7 +445,7 @@ def _final_params(run: _Run) -> tuple[Any, str]:
 
 
 def _final_bleu(run: _Run) -> dict[str, Any]:
-    """Beam-search BLEU and perplexity of the whole dev and test splits (``config.final_bleu``).
+    """Beam-search BLEU and perplexity of the whole dev and test splits (``config.final_bleu[_splits]``).
 
     Decodes with the paper's search (``DecodeSettings.from_config``) from :func:`_final_params`, writes
     ``eval_<split>.json`` and the translations beside it like ``python -m attention_jax.evaluate``,
@@ -456,7 +459,8 @@ def _final_bleu(run: _Run) -> dict[str, Any]:
     settings = DecodeSettings.from_config(run.config)
     translator = decode.Translator(run.model_config, params, run.data.tokenizer, settings=settings)
     results: dict[str, Any] = {"final_checkpoint": described}
-    for name, split in (("dev", run.config.eval_split), ("test", run.config.test_split)):
+    split_of = {"dev": run.config.eval_split, "test": run.config.test_split}
+    for name, split in ((name, split_of[name]) for name in run_files.final_bleu_splits(run.config)):
         pairs = run.data.text_pairs(split)
         if not pairs:
             continue
