@@ -15,8 +15,8 @@ initialization on the same corpus, through the real input pipeline and :func:`at
 (forward, backward, Adam; dropout 0.1 and label smoothing 0.1):
 
 - ``unpacked``: length-bucketed batches (one shape per bucket, both sides padded to the bucket);
-- ``packed``: ``config.packing=True`` with the default row lengths (``max_len`` / 4, / 2 and
-  ``max_len``: one shape each) or ``--row_lengths``;
+- ``packed``: ``config.packing=True`` with the default row lengths (3/8, 3/4 and all of ``max_len``:
+  one shape each) or ``--row_lengths``;
 - ``packed_one_length`` (with ``--one_length``): every row ``max_len`` long (one shape).
 
 Every batch shape is compiled before timing (one step on a stand-in batch of that shape). The modes then alternate in ``--rounds`` rounds of
