@@ -107,6 +107,8 @@ def get_config() -> ml_collections.ConfigDict:
     config.final_bleu_splits = ("dev", "test")  # Which of them (Table 2 sweeps: dev only).
     config.early_stopping_patience = 0  # Stop after this many evaluations without a better dev
     # perplexity (0: train all num_train_steps); the best checkpoints are kept in WORKDIR/best/.
+    config.early_stopping_min_improvement = 0.0  # A dev perplexity lower than the best by less than this
+    # fraction is kept as the best but counts toward patience (0.01: improvements under 1% count as none).
 
     # --- Decoding (Section 6.1) -------------------------------------------------------------------
     config.beam_size = 4

@@ -7,6 +7,7 @@ import math
 import pathlib
 
 import jax
+import ml_collections
 import numpy as np
 import pytest
 
@@ -39,6 +40,44 @@ def test_tracker_without_patience_never_stops_and_nan_never_improves() -> None:
     assert not tracker.should_stop and tracker.best_step == 2
     with pytest.raises(ValueError, match="early_stopping_patience must be >= 0"):
         early_stopping.EarlyStopping(patience=-1)
+
+
+def _stop_index_by_hand(perplexities: list[float], patience: int, min_improvement: float) -> int | None:
+    """Where a run stops, written out from the rule: reset on a relative decrease of at least min_improvement."""
+    best, since = math.inf, 0
+    for index, perplexity in enumerate(perplexities):
+        improved = perplexity < best and (best == math.inf or (best - perplexity) / best >= min_improvement)
+        since = 0 if improved else since + 1
+        best = min(best, perplexity)
+        if since >= patience:
+            return index
+    return None
+
+
+def test_minimum_improvement_keeps_the_best_but_counts_small_gains_toward_patience() -> None:
+    # A plateau creeping down by 0.5% per evaluation after a fast start (the shape of a small-corpus run).
+    perplexities = [100.0, 60.0, 40.0, 35.0, 34.8, 34.6, 34.4, 34.3, 34.2, 34.1]
+    for min_improvement in (0.0, 0.01, 0.2):
+        tracker = early_stopping.EarlyStopping.from_config(ml_collections.ConfigDict(dict(
+            early_stopping_patience=3, early_stopping_min_improvement=min_improvement)))
+        stopped_at = None
+        for index, perplexity in enumerate(perplexities):
+            assert tracker.update(100 * (index + 1), perplexity)  # Every evaluation is a new best...
+            if tracker.should_stop and stopped_at is None:
+                stopped_at = index
+        assert stopped_at == _stop_index_by_hand(perplexities, 3, min_improvement)
+        assert tracker.best_perplexity == 34.1 and tracker.best_step == 1000  # ...and kept as the best.
+    assert [_stop_index_by_hand(perplexities, 3, delta) for delta in (0.0, 0.01, 0.2)] == [None, 6, 5]
+    # 34.1 is the best, but the last decrease of 20% was 60 -> 40 at step 300: 7 evaluations since.
+    assert tracker.stop_description() == ("7 evaluations without lowering dev perplexity by 20.0% "
+                                          "(best 34.100 at step 1000)")
+
+
+def test_minimum_improvement_outside_zero_to_one_is_a_config_error() -> None:
+    for bad in (-0.1, 1.0):
+        config = fake_data.tiny_config(early_stopping_patience=3, early_stopping_min_improvement=bad)
+        with pytest.raises(ValueError, match=r"early_stopping_min_improvement must be a fraction in \[0, 1\)"):
+            train.validate_training_config(config)
 
 
 def test_patience_without_evaluations_is_a_config_error() -> None:

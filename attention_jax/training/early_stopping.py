@@ -2,7 +2,10 @@
 
 Training evaluates every ``eval_every_steps``. An evaluation improves when its dev perplexity is below
 every earlier one; after ``early_stopping_patience`` evaluations in a row without an improvement the
-run stops, with the reason in ``results.json``. The parameters of each improving evaluation are kept in
+run stops, with the reason in ``results.json``. With ``early_stopping_min_improvement = delta > 0`` an
+evaluation resets the count only when it lowers the best perplexity by at least the fraction ``delta``;
+a smaller improvement is still kept as the best, but counts toward patience like no improvement, so a
+run creeping down a plateau stops instead of running to its step cap. The parameters of each improving evaluation are kept in
 ``WORKDIR/best/`` (the newest ``average_last_checkpoints`` of them): since each improvement beats all
 evaluations before it, the newest k kept are exactly the k best evaluations of the run, which is what
 averaging "the best k" needs.
@@ -16,6 +19,8 @@ from __future__ import annotations
 import dataclasses
 import math
 from typing import Any, Mapping
+
+import ml_collections
 
 MIN_DEV_PAIRS = 100
 """Fewer dev pairs than this make early stopping an error: the perplexity of a handful of sentences
@@ -35,15 +40,20 @@ class EarlyStopping:
     ----------
     patience : int
         Evaluations without improvement before stopping; 0 never stops (the best is still tracked).
+    min_improvement : float
+        Relative decrease of the best perplexity that counts as an improvement for patience, in
+        ``[0, 1)``; 0 counts any decrease.
     best_perplexity : float
         Lowest dev perplexity seen (``inf`` before the first evaluation).
     best_step : int or None
         The step of that evaluation.
     evaluations_since_best : int
-        Evaluations after the best one, none of them better.
+        Evaluations since the last one that improved by at least ``min_improvement`` (with
+        ``min_improvement = 0``: since the best one).
     """
 
     patience: int
+    min_improvement: float = 0.0
     best_perplexity: float = math.inf
     best_step: int | None = None
     evaluations_since_best: int = 0
@@ -51,6 +61,31 @@ class EarlyStopping:
     def __post_init__(self) -> None:
         if self.patience < 0:
             raise ValueError(f"early_stopping_patience must be >= 0 (0: never stop early); got {self.patience}.")
+        if not 0.0 <= self.min_improvement < 1.0:
+            raise ValueError("early_stopping_min_improvement must be a fraction in [0, 1) (0.01: dev perplexity "
+                             f"must fall by 1% to count as an improvement); got {self.min_improvement}.")
+
+    @classmethod
+    def from_config(cls, config: ml_collections.ConfigDict,
+                    progress: Mapping[str, Any] | None = None) -> "EarlyStopping":
+        """The tracker ``config`` asks for, restored from a checkpoint's bookkeeping when given.
+
+        Parameters
+        ----------
+        config : ml_collections.ConfigDict
+            Reads ``early_stopping_patience`` and ``early_stopping_min_improvement`` (both 0 if absent).
+        progress : Mapping[str, Any], optional
+            What :meth:`to_progress` wrote into a checkpoint; None or ``{}`` for a fresh run.
+
+        Returns
+        -------
+        EarlyStopping
+            The tracker.
+        """
+        tracker = cls.from_progress(config.get("early_stopping_patience", 0), progress or {})
+        tracker.min_improvement = float(config.get("early_stopping_min_improvement", 0.0))
+        tracker.__post_init__()
+        return tracker
 
     def update(self, step: int, perplexity: float) -> bool:
         """Record an evaluation; return whether it is the best so far.
@@ -65,13 +100,28 @@ class EarlyStopping:
         Returns
         -------
         bool
-            True when ``perplexity`` is below every earlier one.
+            True when ``perplexity`` is below every earlier one (its parameters are the best so far),
+            whether or not the decrease is large enough to reset the patience count.
         """
         if perplexity < self.best_perplexity:
-            self.best_perplexity, self.best_step, self.evaluations_since_best = float(perplexity), step, 0
+            enough = perplexity < self.best_perplexity * (1.0 - self.min_improvement)  # Always true at the first.
+            self.best_perplexity, self.best_step = float(perplexity), step
+            self.evaluations_since_best = 0 if enough else self.evaluations_since_best + 1
             return True
         self.evaluations_since_best += 1
         return False
+
+    def stop_description(self) -> str:
+        """Why patience ran out, for the log: the count, the threshold and the best evaluation.
+
+        Returns
+        -------
+        str
+            E.g. ``"3 evaluations without lowering dev perplexity by 1.0% (best 28.600 at step 2600)"``.
+        """
+        by = f" by {100 * self.min_improvement:.1f}%" if self.min_improvement > 0 else ""
+        return (f"{self.evaluations_since_best} evaluations without lowering dev perplexity{by} "
+                f"(best {self.best_perplexity:.3f} at step {self.best_step})")
 
     def check_dev_split(self, dev_pairs: int) -> None:
         """Raise ``ValueError`` when early stopping is on and the dev split is too small to decide it.

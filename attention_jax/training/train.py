@@ -94,6 +94,7 @@ def validate_training_config(config: ml_collections.ConfigDict) -> None:
         raise ValueError(f"early_stopping_patience={config.early_stopping_patience} needs dev evaluations to "
                          "count: set eval_every_steps > 0 (e.g. --config.eval_every_steps=500), or "
                          "early_stopping_patience=0.")
+    early_stopping.EarlyStopping.from_config(config)  # Raises for a bad patience or minimum improvement.
     if not 0.0 <= config.label_smoothing < 1.0:
         raise ValueError(f"label_smoothing must be in [0, 1); got {config.label_smoothing!r}.")
     if config.get("packing", False) and config.attention_window > 0:
@@ -129,7 +130,7 @@ def _setup(config: ml_collections.ConfigDict, workdir: str, data: Any) -> _Run:
                          f"vocab_size is {config.vocab_size}: raise config.vocab_size.")
     dev_pairs = (getattr(data, "stats", None) or {}).get("examples", {}).get("validation")
     if dev_pairs is not None:  # Real corpora count their dev pairs; test doubles may not.
-        early_stopping.EarlyStopping(config.get("early_stopping_patience", 0)).check_dev_split(int(dev_pairs))
+        early_stopping.EarlyStopping.from_config(config).check_dev_split(int(dev_pairs))
     model_config = TransformerConfig.from_config(config)
     transformer = language_model.build_model(model_config, language_model.model_kind_of(config))
     optimizer = optim.make_optimizer(config)
@@ -154,8 +155,7 @@ def _setup(config: ml_collections.ConfigDict, workdir: str, data: Any) -> _Run:
                 num_params=model.count_params(state.params),
                 wall_s_before=float(progress.get("wall_s", 0.0)),
                 tokens_before=float(progress.get("train_target_tokens", 0.0)),
-                early_stopping=early_stopping.EarlyStopping.from_progress(
-                    config.get("early_stopping_patience", 0), progress),
+                early_stopping=early_stopping.EarlyStopping.from_config(config, progress),
                 stop_reason=progress.get("stop_reason"))
 
 
@@ -320,9 +320,7 @@ def _train(run: _Run, stop: distributed.StopRequest) -> bool:
             _evaluate(run, step)
             if run.early_stopping.should_stop:
                 run.stop_reason = early_stopping.STOPPED_EARLY
-                logging.info("Early stopping at step %d: %d evaluations without a better dev perplexity "
-                             "than %.3f (step %d).", step, run.early_stopping.evaluations_since_best,
-                             run.early_stopping.best_perplexity, run.early_stopping.best_step)
+                logging.info("Early stopping at step %d: %s.", step, run.early_stopping.stop_description())
         if save_now or run.stop_reason is not None or (log_now and _time_to_save(run)):
             _save(run)
         run.throughput.resume()
