@@ -5,8 +5,10 @@
 ``ROOT/<row>/results.json`` (our dev perplexity, BLEU, parameters, steps, wall time) and
 ``ROOT/<row>/config.json`` (the row's hyperparameters and ``config.paper``, the paper's figures). It
 writes ``ROOT/<name>.md``, ``ROOT/<name>.csv`` and ``ROOT/<name>.png``, where ``<name>`` is the sweep
-file's stem (``table2`` for ``configs/table2.py``). Rows that have not finished are listed with their
-status (``failed``, ``incomplete``, ``submitted``, ``not run``) and no figures.
+file's stem (``table2`` for ``configs/table2.py``), and, when the runs have ``metrics.jsonl``,
+``ROOT/<name>_curves.png``: their dev perplexity against step (:mod:`attention_jax.sweep_curves`).
+Rows that have not finished are listed with their status (``failed``, ``incomplete``, ``submitted``,
+``not run``) and no figures.
 
 Without ``sweep.json`` (work directories made by hand), every subdirectory holding a ``config.json``
 (or ``seed_<k>/config.json``) is a row, in name order. Perplexities are per token of each run's own
@@ -24,6 +26,7 @@ import os
 import statistics
 from typing import Any, Sequence
 
+from attention_jax import sweep_curves
 from attention_jax.sweep_rows import RowReport, read_sweep_rows
 from attention_jax.sweep_seeds import SPREAD_FACTOR, RowStats, aggregate, mean_or_none
 
@@ -459,7 +462,8 @@ def write_report(root: str, *, all_rows: bool = False) -> list[str]:
     Returns
     -------
     list[str]
-        The three paths written.
+        The paths written: the three above, and ``ROOT/<name>_curves.png`` (dev perplexity against step
+        per row and seed, :mod:`attention_jax.sweep_curves`) when the runs have metrics.
     """
     record, rows = read_sweep_rows(root, all_rows=all_rows)
     name = record.get("report_name", "report")
@@ -471,5 +475,8 @@ def write_report(root: str, *, all_rows: bool = False) -> list[str]:
         writer.writeheader()
         writer.writerows(csv_records(record, rows))
     plot_report(rows, stem + ".png", f"{name}: ours vs the paper ({root})")
-    return [stem + ".md", stem + ".csv", stem + ".png"]
+    paths = [stem + ".md", stem + ".csv", stem + ".png"]
+    if sweep_curves.plot_learning_curves(root, rows, stem + "_curves.png", f"{name}: dev perplexity ({root})"):
+        paths.append(stem + "_curves.png")
+    return paths
 

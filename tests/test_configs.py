@@ -150,6 +150,11 @@ def test_table2_small_scales_every_row_the_same_way() -> None:
             assert small_row[field] == paper_row[field], (row, field)
         # One budget and one data set for every row, the big one included.
         for field in ("num_train_steps", "warmup_steps", "learning_rate_scale", "tokens_per_batch", "dataset",
-                      "max_len", "vocab_size", "seed"):
+                      "train_split", "max_len", "vocab_size", "seed", "packing", "eval_every_steps",
+                      "early_stopping_patience", "early_stopping_min_improvement", "average_last_checkpoints",
+                      "final_bleu_splits"):
             assert small_row[field] == small_base[field], (row, field)
         assert small_row.paper.to_dict() == paper_row.paper.to_dict()
+    # Every row trains until dev stops improving (the step count is only a cap), and is judged on dev.
+    assert small_base.early_stopping_patience > 0 and small_base.eval_every_steps > 0
+    assert small_base.average_last_checkpoints == 1 and tuple(small_base.final_bleu_splits) == ("dev",)

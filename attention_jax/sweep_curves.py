@@ -1,0 +1,130 @@
+"""Learning curves of a sweep: dev perplexity against step for every row and seed, each group beside base.
+
+A row's place in the table is one number per seed, the dev perplexity of its best checkpoint. The curve
+says how it got there: whether a row that beats base learns faster or ends lower, and where early
+stopping ended each run. :func:`plot_learning_curves` reads the ``eval/perplexity`` records of every
+run's ``metrics.jsonl`` and draws one panel per Table 2 group, base (black) in each, a line per seed
+and a dot at each run's best evaluation; the report (:func:`attention_jax.sweep_report.write_report`)
+writes it as ``ROOT/<name>_curves.png`` when any run has metrics.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from typing import Sequence
+
+from attention_jax import run_files
+from attention_jax.sweep_rows import RowReport, SeedRun
+
+EVAL_PPL_KEY = "eval/perplexity"
+
+
+def run_directory(root: str, row: RowReport, run: SeedRun) -> str:
+    """The work directory of one run: ``ROOT/<row>/seed_<k>``, or ``ROOT/<row>`` without seeds."""
+    return os.path.join(root, row.row, run.name) if run.name else os.path.join(root, row.row)
+
+
+def read_dev_curve(run_dir: str) -> tuple[list[int], list[float]]:
+    """Dev perplexity at each evaluated step of a run, in step order.
+
+    Parameters
+    ----------
+    run_dir : str
+        The run's work directory.
+
+    Returns
+    -------
+    tuple[list[int], list[float]]
+        Steps and dev perplexities; empty without ``metrics.jsonl``. A step recorded twice (a run
+        resumed from a checkpoint before it) keeps its last record.
+
+    Notes
+    -----
+    A malformed line (a run killed while writing it) is skipped rather than failing the whole plot.
+    """
+    path = os.path.join(run_dir, run_files.METRICS_FILE)
+    if not os.path.isfile(path):
+        return [], []
+    by_step: dict[int, float] = {}
+    with open(path, encoding="utf-8") as file:
+        for line in file:
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if EVAL_PPL_KEY in record and "step" in record and math.isfinite(record[EVAL_PPL_KEY]):
+                by_step[int(record["step"])] = float(record[EVAL_PPL_KEY])
+    steps = sorted(by_step)
+    return steps, [by_step[step] for step in steps]
+
+
+def _curve_panels(rows: Sequence[RowReport]) -> list[tuple[str, list[RowReport]]]:
+    base = [row for row in rows if row.row == "base"]
+    groups: dict[str, list[RowReport]] = {}
+    for row in rows:
+        if row.row != "base":
+            groups.setdefault(row.group or "rows", []).append(row)
+    return [(name, members) for name, members in groups.items()] or [("base", [])]
+
+
+def plot_learning_curves(root: str, rows: Sequence[RowReport], path: str, title: str) -> bool:
+    """Plot dev perplexity against step for every run of ``rows``, one panel per group with base in each.
+
+    Parameters
+    ----------
+    root : str
+        Sweep root (the runs are ``ROOT/<row>[/seed_<k>]``).
+    rows : Sequence[RowReport]
+        Rows in order (:func:`attention_jax.sweep_rows.read_sweep_rows`).
+    path : str
+        PNG file to write.
+    title : str
+        Figure title.
+
+    Returns
+    -------
+    bool
+        Whether a figure was written (False when no run has dev evaluations yet).
+
+    Notes
+    -----
+    Perplexity on a log scale; one colour per row, a line per seed (finished or still running), a dot
+    at the run's lowest dev perplexity (the checkpoint early stopping keeps). Base is black in every
+    panel.
+    """
+    curves = {(row.row, run.name): read_dev_curve(run_directory(root, row, run)) for row in rows for run in row.runs}
+    if not any(steps for steps, _ in curves.values()):
+        return False
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    base = [row for row in rows if row.row == "base"]
+    panels = _curve_panels(rows)
+    figure, axes = plt.subplots(1, len(panels), squeeze=False, sharey=True, figsize=(3.8 * len(panels), 3.6))
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for axis, (name, members) in zip(axes[0], panels):
+        for index, row in enumerate(base + members):
+            colour = "black" if row.row == "base" else colours[index % len(colours)]
+            for seed_index, run in enumerate(row.runs):
+                steps, perplexities = curves[(row.row, run.name)]
+                if not steps:
+                    continue
+                label = row.row if seed_index == 0 else None
+                axis.plot(steps, perplexities, color=colour, linewidth=1.0, alpha=0.8, label=label)
+                best = min(range(len(steps)), key=perplexities.__getitem__)
+                axis.plot(steps[best], perplexities[best], "o", color=colour, markersize=3.5)
+        axis.set_yscale("log")
+        axis.set_xlabel("step")
+        axis.set_title(f"({name})" if len(name) == 1 else name)
+        axis.grid(True, which="both", alpha=0.25)
+        axis.legend(fontsize=7)
+    axes[0][0].set_ylabel("dev perplexity (a line per seed, dot: best)")
+    figure.suptitle(title)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return True

@@ -1,0 +1,59 @@
+"""attention_jax.sweep_curves: dev curves read from metrics.jsonl, plotted per group by the report."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+import matplotlib.image
+
+from attention_jax import sweep_curves, sweep_report, sweep_rows
+from configs import table2
+from launch import sweep_record, sweep_spec
+from tests.support.sweep_cli import REPO_ROOT
+
+
+def test_read_dev_curve_keeps_the_last_record_of_a_step_and_skips_a_torn_line(tmp_path: pathlib.Path) -> None:
+    lines = [{"step": 100, "train/loss": 5.0}, {"step": 100, "eval/perplexity": 90.0},
+             {"step": 200, "eval/perplexity": 60.0}, {"step": 200, "eval/perplexity": 55.0},  # Resumed.
+             {"step": 300, "eval/perplexity": float("nan")}]
+    text = "".join(json.dumps(line) + "\n" for line in lines) + '{"step": 400, "eval/perp'  # Killed mid-line.
+    (tmp_path / "metrics.jsonl").write_text(text)
+    assert sweep_curves.read_dev_curve(str(tmp_path)) == ([100, 200], [90.0, 55.0])
+    assert sweep_curves.read_dev_curve(str(tmp_path / "missing")) == ([], [])
+
+
+def _sweep(root: pathlib.Path, curves: dict[str, list[list[float]]]) -> None:
+    sweep = sweep_spec.load_sweep(str(REPO_ROOT / "configs" / "table2.py"))
+    description = sweep_record.sweep_description(sweep, [], seeds=[0, 1])
+    sweep_record.record_launch(str(root), description, list(curves), "local", force=False)
+    for row, seeds in curves.items():
+        for seed, perplexities in enumerate(seeds):
+            run_dir = root / row / f"seed_{seed}"
+            run_dir.mkdir(parents=True)
+            config = table2.get_config(row)
+            config.seed = seed
+            (run_dir / "config.json").write_text(config.to_json_best_effort())
+            (run_dir / "metrics.jsonl").write_text("".join(
+                json.dumps({"step": 100 * (index + 1), "eval/perplexity": ppl}) + "\n"
+                for index, ppl in enumerate(perplexities)))
+            (run_dir / "results.json").write_text(json.dumps({"dev_ppl": min(perplexities), "step": 100}))
+
+
+def test_report_writes_one_curve_panel_per_group_only_when_runs_have_metrics(tmp_path: pathlib.Path) -> None:
+    curves = {"base": [[50.0, 30.0, 31.0], [52.0, 29.0, 30.0]], "A1": [[55.0, 33.0], [54.0, 32.0]],
+              "C1": [[40.0, 35.0, 34.0, 36.0], [41.0, 34.0, 35.0]], "E": [[50.0, 30.0], [49.0, 31.0]]}
+    root = tmp_path / "t2"
+    _sweep(root, curves)
+    paths = sweep_report.write_report(str(root))
+    assert paths[-1] == str(root / "table2_curves.png")
+    width = matplotlib.image.imread(paths[-1]).shape[1]
+    assert width == round(3.8 * 3 * 110)  # Panels A, C and E, each with base; base has no panel of its own.
+    _, rows = sweep_rows.read_sweep_rows(str(root))
+    assert not sweep_curves.plot_learning_curves(str(tmp_path / "empty"), [], str(tmp_path / "x.png"), "t")
+    for row in rows:  # Every run's curve is read back from its own directory.
+        for run, expected in zip(row.runs, curves[row.row]):
+            assert sweep_curves.read_dev_curve(sweep_curves.run_directory(str(root), row, run))[1] == expected
+    for path in root.rglob("metrics.jsonl"):
+        path.unlink()
+    assert not any(path.endswith("_curves.png") for path in sweep_report.write_report(str(root)))
