@@ -5,12 +5,19 @@ exists are skipped; a row that stopped part-way is rerun, and the entry point re
 latest checkpoint. Rows run in their own process groups; SIGINT/SIGTERM to the sweep reach them, they
 checkpoint and exit, and no new row starts (:mod:`launch.row_processes`). A failing row does not stop the others. With seeds, "row" here is one seed of a
 row, in ``ROOT/<row>/seed_<k>/``: each seed is skipped, resumed or rerun on its own.
+
+With ``pin_cpus`` (``launch.sweep --pin_cpus``, the default) and ``parallel > 1``, the sweep's CPUs are
+split into ``parallel`` disjoint sets and each running row is kept to one of them. XLA sizes its thread
+pools by the CPUs a process may use, so rows sharing a machine no longer run ``parallel`` times as many
+compute threads as there are cores, switching between them. Measured on 2 cores, two Table 2 rows of
+``configs/table2_small.py`` at a time: see ``launch/sweep.py``'s ``--pin_cpus``.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import os
+import queue
 import shlex
 import threading
 from typing import Callable, Sequence
@@ -20,10 +27,44 @@ from launch import row_processes, sweep_record
 from launch.sweep_spec import RowJob, RowOutcome
 
 
-def _run_row(job: RowJob, repo_dir: str, say: Callable[[str], None]) -> RowOutcome:
+def cpu_slots(parallel: int, cpus: frozenset[int] | None = None) -> list[frozenset[int]] | None:
+    """Split the CPUs into ``parallel`` disjoint sets of (nearly) equal size, one per running row.
+
+    Parameters
+    ----------
+    parallel : int
+        Rows running at the same time.
+    cpus : frozenset[int], optional
+        The CPUs to split (default: those this process may use, ``os.sched_getaffinity(0)``).
+
+    Returns
+    -------
+    list[frozenset[int]] or None
+        ``parallel`` sets in CPU order, the first ``len(cpus) % parallel`` one CPU larger; None when
+        there is nothing to split (``parallel`` is 1, fewer CPUs than rows, or no affinity support).
+    """
+    if cpus is None:
+        if not hasattr(os, "sched_getaffinity"):
+            return None
+        cpus = frozenset(os.sched_getaffinity(0))
+    if parallel <= 1 or len(cpus) < parallel:
+        return None
+    ordered = sorted(cpus)
+    size, extra = divmod(len(ordered), parallel)
+    slots, start = [], 0
+    for index in range(parallel):
+        end = start + size + (1 if index < extra else 0)
+        slots.append(frozenset(ordered[start:end]))
+        start = end
+    return slots
+
+
+def _run_row(job: RowJob, repo_dir: str, say: Callable[[str], None],
+             cpus: frozenset[int] | None = None) -> RowOutcome:
     try:
         returncode, wall_s, log_path = sweep_record.run_logged(
-            job, job.argv, executor="local", say=say, cwd=repo_dir, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+            job, job.argv, executor="local", say=say, cwd=repo_dir, env=dict(os.environ, PYTHONUNBUFFERED="1"),
+            cpus=cpus)
     except row_processes.StopRequested:
         return RowOutcome(job.name, "stopped", "not started: the sweep was stopped (rerun to run it)")
     if returncode == 0 and sweep_record.results_exist(job.record_dir):
@@ -42,7 +83,7 @@ def _run_row(job: RowJob, repo_dir: str, say: Callable[[str], None]) -> RowOutco
 
 
 def run_local(jobs: Sequence[RowJob], *, repo_dir: str, parallel: int = 1, force: bool = False,
-              say: Callable[[str], None] = print) -> list[RowOutcome]:
+              pin_cpus: bool = False, say: Callable[[str], None] = print) -> list[RowOutcome]:
     """Run the rows' commands on this machine.
 
     Parameters
@@ -55,6 +96,9 @@ def run_local(jobs: Sequence[RowJob], *, repo_dir: str, parallel: int = 1, force
         How many rows run at the same time.
     force : bool
         Rerun rows that already have ``results.json`` (the entry point resumes them).
+    pin_cpus : bool
+        Keep each running row to its own share of the CPUs (:func:`cpu_slots`); ignored where there is
+        nothing to split.
     say : Callable[[str], None]
         Where progress lines go.
 
@@ -71,11 +115,19 @@ def run_local(jobs: Sequence[RowJob], *, repo_dir: str, parallel: int = 1, force
         with lock:
             say(text)
 
+    free_slots: queue.Queue = queue.Queue()
+    for slot in (cpu_slots(parallel) if pin_cpus else None) or [None] * parallel:
+        free_slots.put(slot)
+
     def run_one(job: RowJob) -> RowOutcome:
         if not force and sweep_record.results_exist(job.record_dir):
             locked_say(sweep_record.progress_line(job, "skipped", "results.json exists"))
             return RowOutcome(job.name, "skipped", "results.json exists")
-        return _run_row(job, repo_dir, locked_say)
+        slot = free_slots.get()  # One is free: at most `parallel` rows run at once.
+        try:
+            return _run_row(job, repo_dir, locked_say, slot)
+        finally:
+            free_slots.put(slot)
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=parallel) as pool:
         return list(pool.map(run_one, jobs))

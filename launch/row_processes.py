@@ -33,10 +33,13 @@ class StopRequested(RuntimeError):
     """The sweep was asked to stop before this row started."""
 
 
-def _terminate_with(parent_pid: int) -> Callable[[], None]:
-    """A ``preexec_fn``: in the child, before exec, ask for SIGTERM when the sweep dies (Linux only)."""
+def _terminate_with(parent_pid: int, cpus: frozenset[int] | None = None) -> Callable[[], None]:
+    """A ``preexec_fn``: in the child, before exec, ask for SIGTERM when the sweep dies (Linux only),
+    and keep it to ``cpus`` when given."""
 
     def arrange() -> None:
+        if cpus:
+            os.sched_setaffinity(0, cpus)
         if sys.platform.startswith("linux"):
             ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
             if os.getppid() != parent_pid:  # The sweep died before the request took effect.
@@ -50,13 +53,15 @@ def stop_requested() -> bool:
     return _stop_requested.is_set()
 
 
-def run(argv: Sequence[str], **popen_options: Any) -> int:
+def run(argv: Sequence[str], *, cpus: frozenset[int] | None = None, **popen_options: Any) -> int:
     """Run a row's command in its own process group and wait for it.
 
     Parameters
     ----------
     argv : Sequence[str]
         The command.
+    cpus : frozenset[int], optional
+        CPUs the command may run on (``os.sched_setaffinity``); None: those of the sweep.
     **popen_options : Any
         ``subprocess.Popen`` options (``cwd``, ``env``, ``stdout``, ``stderr``).
 
@@ -72,7 +77,7 @@ def run(argv: Sequence[str], **popen_options: Any) -> int:
     with _lock:
         if _stop_requested.is_set():
             raise StopRequested("the sweep was asked to stop")
-        process = subprocess.Popen(list(argv), start_new_session=True, preexec_fn=_terminate_with(os.getpid()),
+        process = subprocess.Popen(list(argv), start_new_session=True, preexec_fn=_terminate_with(os.getpid(), cpus),
                                    **popen_options)
         _running[process.pid] = process
     try:

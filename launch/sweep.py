@@ -3,7 +3,8 @@
 Usage, from the repository root::
 
     python -m launch.sweep --config=configs/table2.py --rows=all|A1,B2,... \\
-        --executor=local|slurm|tpu --root=ROOT [--seeds=K] [--dry_run] [--parallel=N] [--force] \\
+        --executor=local|slurm|tpu --root=ROOT [--seeds=K] [--dry_run] [--parallel=N] [--nopin_cpus] \\
+        [--force] \\
         [--config.key=value ...]
 
 Each row runs ``python -m attention_jax.main --config=<file>:<row> --workdir=ROOT/<row>`` followed by
@@ -60,6 +61,8 @@ _DRY_RUN = flags.DEFINE_bool("dry_run", False, "Print the commands / scripts; ru
 _FORCE = flags.DEFINE_bool("force", False,
                            "Replace a different sweep's record in ROOT and rerun finished rows.")
 _PARALLEL = flags.DEFINE_integer("parallel", 1, "local: rows run at the same time.")
+_PIN_CPUS = flags.DEFINE_bool("pin_cpus", True, "local, --parallel > 1: keep each running row to its own "
+                              "share of this machine's CPUs (launch.local_executor.cpu_slots).")
 _PYTHON = flags.DEFINE_string("python", "", "Python on the machines that run rows (default: this "
                               "interpreter; python3 on TPU VMs).")
 _MAIN = flags.DEFINE_string("main", "attention_jax.main", "Entry point module each row runs.")
@@ -216,7 +219,8 @@ def _describe_local(plan: Plan) -> str:
 
 
 def _run_local(plan: Plan) -> list[RowOutcome]:
-    return local_executor.run_local(plan.jobs, repo_dir=plan.repo_dir, parallel=_PARALLEL.value, force=_FORCE.value)
+    return local_executor.run_local(plan.jobs, repo_dir=plan.repo_dir, parallel=_PARALLEL.value, force=_FORCE.value,
+                                    pin_cpus=_PIN_CPUS.value)
 
 
 def _describe_slurm(plan: Plan) -> str:

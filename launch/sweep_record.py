@@ -327,7 +327,8 @@ def progress_line(job: sweep_spec.RowJob, status: str, detail: str = "") -> str:
 
 
 def run_logged(job: sweep_spec.RowJob, argv: Sequence[str], *, executor: str, say: Callable[[str], None],
-               cwd: str | None = None, env: Mapping[str, str] | None = None) -> tuple[int, float, str]:
+               cwd: str | None = None, env: Mapping[str, str] | None = None,
+               cpus: frozenset[int] | None = None) -> tuple[int, float, str]:
     """Run one row's command to completion, its output appended to the row's log.
 
     Parameters
@@ -344,6 +345,8 @@ def run_logged(job: sweep_spec.RowJob, argv: Sequence[str], *, executor: str, sa
         Working directory of the command.
     env : Mapping[str, str], optional
         Its environment (default: this process's).
+    cpus : frozenset[int], optional
+        CPUs it may run on (default: the sweep's).
 
     Returns
     -------
@@ -368,7 +371,7 @@ def run_logged(job: sweep_spec.RowJob, argv: Sequence[str], *, executor: str, sa
         log.write(f"=== {time.strftime('%Y-%m-%d %H:%M:%S')} {shlex.join(argv)}\n")
         log.flush()
         returncode = row_processes.run(argv, cwd=cwd, stdout=log, stderr=subprocess.STDOUT,
-                                       env=None if env is None else dict(env))
+                                       env=None if env is None else dict(env), cpus=cpus)
     wall_s = time.monotonic() - start
     write_launch(job.record_dir, executor=executor, argv=list(argv), returncode=returncode,
                  wall_s=round(wall_s, 1))
