@@ -4,8 +4,7 @@ Usage, from the repository root::
 
     python -m launch.sweep --config=configs/table2.py --rows=all|A1,B2,... \\
         --executor=local|slurm|tpu --root=ROOT [--seeds=K] [--dry_run] [--parallel=N] [--nopin_cpus] \\
-        [--force] \\
-        [--config.key=value ...]
+        [--force] [--config.key=value ...]
 
 Each row runs ``python -m attention_jax.main --config=<file>:<row> --workdir=ROOT/<row>`` followed by
 the common ``--config.key=value`` overrides (they apply on top of every row: a tiny model for a local
