@@ -9,8 +9,10 @@ row, in ``ROOT/<row>/seed_<k>/``: each seed is skipped, resumed or rerun on its 
 With ``pin_cpus`` (``launch.sweep --pin_cpus``, the default) and ``parallel > 1``, the sweep's CPUs are
 split into ``parallel`` disjoint sets and each running row is kept to one of them. XLA sizes its thread
 pools by the CPUs a process may use, so rows sharing a machine no longer run ``parallel`` times as many
-compute threads as there are cores, switching between them. Measured on 2 cores, two Table 2 rows of
-``configs/table2_small.py`` at a time: see ``launch/sweep.py``'s ``--pin_cpus``.
+compute threads as there are cores, switching between them. Measured on our 2-core machine, two rows
+of ``configs/table2_small.py`` at a time (base and A1, ~0.8M parameters, 1,024-token batches): 2,000 to
+2,700 target tokens/s per row unpinned, with a third of the CPU time spent in the kernel, against 3,700
+to 4,100 pinned, with none: 1.6x the sweep's throughput.
 """
 
 from __future__ import annotations
