@@ -19,6 +19,10 @@ from attention_jax import run_files
 from attention_jax.sweep_rows import RowReport, SeedRun
 
 EVAL_PPL_KEY = "eval/perplexity"
+PANEL_COLUMNS = 3
+ZOOM = 2.5
+"""The y axis runs from just below the lowest dev perplexity of the sweep to ``ZOOM`` times it: the end
+of training, where the rows separate (the first evaluations, at hundreds, would flatten it)."""
 
 
 def run_directory(root: str, row: RowReport, run: SeedRun) -> str:
@@ -90,9 +94,9 @@ def plot_learning_curves(root: str, rows: Sequence[RowReport], path: str, title:
 
     Notes
     -----
-    Perplexity on a log scale; one colour per row, a line per seed (finished or still running), a dot
-    at the run's lowest dev perplexity (the checkpoint early stopping keeps). Base is black in every
-    panel.
+    Perplexity on a log scale, zoomed on the end of training (:data:`ZOOM`); panels in rows of
+    :data:`PANEL_COLUMNS`. One colour per row, a line per seed (finished or still running), a dot at the
+    run's lowest dev perplexity (the checkpoint early stopping keeps). Base is black in every panel.
     """
     curves = {(row.row, run.name): read_dev_curve(run_directory(root, row, run)) for row in rows for run in row.runs}
     if not any(steps for steps, _ in curves.values()):
@@ -104,9 +108,14 @@ def plot_learning_curves(root: str, rows: Sequence[RowReport], path: str, title:
 
     base = [row for row in rows if row.row == "base"]
     panels = _curve_panels(rows)
-    figure, axes = plt.subplots(1, len(panels), squeeze=False, sharey=True, figsize=(3.8 * len(panels), 3.6))
+    columns = min(PANEL_COLUMNS, len(panels))
+    lines = -(-len(panels) // columns)
+    figure, axes = plt.subplots(lines, columns, squeeze=False, sharey=True, figsize=(4.2 * columns, 3.4 * lines))
+    lowest = min(min(perplexities) for _, perplexities in curves.values() if perplexities)
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    for axis, (name, members) in zip(axes[0], panels):
+    for axis in axes.flat[len(panels):]:
+        axis.set_visible(False)
+    for axis, (name, members) in zip(axes.flat, panels):
         for index, row in enumerate(base + members):
             colour = "black" if row.row == "base" else colours[index % len(colours)]
             for seed_index, run in enumerate(row.runs):
@@ -118,11 +127,13 @@ def plot_learning_curves(root: str, rows: Sequence[RowReport], path: str, title:
                 best = min(range(len(steps)), key=perplexities.__getitem__)
                 axis.plot(steps[best], perplexities[best], "o", color=colour, markersize=3.5)
         axis.set_yscale("log")
+        axis.set_ylim(lowest * 0.95, lowest * ZOOM)  # Where rows separate; the first steps are above.
         axis.set_xlabel("step")
         axis.set_title(f"({name})" if len(name) == 1 else name)
         axis.grid(True, which="both", alpha=0.25)
         axis.legend(fontsize=7)
-    axes[0][0].set_ylabel("dev perplexity (a line per seed, dot: best)")
+    for axis in axes[:, 0]:
+        axis.set_ylabel("dev perplexity (a line per seed, dot: best)", fontsize=8)
     figure.suptitle(title)
     figure.tight_layout()
     figure.savefig(path, dpi=110)

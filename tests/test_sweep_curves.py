@@ -47,8 +47,9 @@ def test_report_writes_one_curve_panel_per_group_only_when_runs_have_metrics(tmp
     _sweep(root, curves)
     paths = sweep_report.write_report(str(root))
     assert paths[-1] == str(root / "table2_curves.png")
-    width = matplotlib.image.imread(paths[-1]).shape[1]
-    assert width == round(3.8 * 3 * 110)  # Panels A, C and E, each with base; base has no panel of its own.
+    height, width = matplotlib.image.imread(paths[-1]).shape[:2]
+    # Panels A, C and E, each with base (base has no panel of its own): one line of three.
+    assert (height, width) == (round(3.4 * 110), round(4.2 * 3 * 110))
     _, rows = sweep_rows.read_sweep_rows(str(root))
     assert not sweep_curves.plot_learning_curves(str(tmp_path / "empty"), [], str(tmp_path / "x.png"), "t")
     for row in rows:  # Every run's curve is read back from its own directory.
