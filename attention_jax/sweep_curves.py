@@ -16,7 +16,7 @@ import os
 from typing import Sequence
 
 from attention_jax import run_files
-from attention_jax.sweep_rows import RowReport, SeedRun
+from attention_jax.sweep_rows import RowReport, SeedRun, plot_panels
 
 EVAL_PPL_KEY = "eval/perplexity"
 PANEL_COLUMNS = 3
@@ -64,15 +64,6 @@ def read_dev_curve(run_dir: str) -> tuple[list[int], list[float]]:
     return steps, [by_step[step] for step in steps]
 
 
-def _curve_panels(rows: Sequence[RowReport]) -> list[tuple[str, list[RowReport]]]:
-    base = [row for row in rows if row.row == "base"]
-    groups: dict[str, list[RowReport]] = {}
-    for row in rows:
-        if row.row != "base":
-            groups.setdefault(row.group or "rows", []).append(row)
-    return [(name, members) for name, members in groups.items()] or [("base", [])]
-
-
 def plot_learning_curves(root: str, rows: Sequence[RowReport], path: str, title: str) -> bool:
     """Plot dev perplexity against step for every run of ``rows``, one panel per group with base in each.
 
@@ -106,8 +97,7 @@ def plot_learning_curves(root: str, rows: Sequence[RowReport], path: str, title:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    base = [row for row in rows if row.row == "base"]
-    panels = _curve_panels(rows)
+    panels = plot_panels(rows)
     columns = min(PANEL_COLUMNS, len(panels))
     lines = -(-len(panels) // columns)
     figure, axes = plt.subplots(lines, columns, squeeze=False, sharey=True, figsize=(4.2 * columns, 3.4 * lines))
@@ -116,7 +106,7 @@ def plot_learning_curves(root: str, rows: Sequence[RowReport], path: str, title:
     for axis in axes.flat[len(panels):]:
         axis.set_visible(False)
     for axis, (name, members) in zip(axes.flat, panels):
-        for index, row in enumerate(base + members):
+        for index, row in enumerate(members):  # Base first.
             colour = "black" if row.row == "base" else colours[index % len(colours)]
             for seed_index, run in enumerate(row.runs):
                 steps, perplexities = curves[(row.row, run.name)]

@@ -27,7 +27,7 @@ import statistics
 from typing import Any, Sequence
 
 from attention_jax import sweep_curves
-from attention_jax.sweep_rows import RowReport, read_sweep_rows
+from attention_jax.sweep_rows import RowReport, plot_panels, read_sweep_rows
 from attention_jax.sweep_seeds import SPREAD_FACTOR, RowStats, aggregate, mean_or_none
 
 
@@ -362,20 +362,6 @@ def csv_records(record: dict, rows: Sequence[RowReport]) -> list[dict]:
     return records
 
 
-def _panels(rows: Sequence[RowReport]) -> list[tuple[str, list[RowReport]]]:
-    """Group rows for plotting: one panel per group, each led by the base row (the paper's reference)."""
-    base = [row for row in rows if row.row == "base"]
-    groups: dict[str, list[RowReport]] = {}
-    for row in rows:
-        if row.row != "base":
-            groups.setdefault(row.group or "rows", []).append(row)
-    if not groups:
-        return [("base", base)] if base else []
-    return [(name, base + members) for name, members in groups.items()]
-
-
-
-
 def _plot_metric(axis: Any, members: Sequence[RowReport], stats: dict[str, RowStats], ours_key: str,
                  paper_key: str, label: str) -> None:
     positions = list(range(len(members)))
@@ -432,7 +418,7 @@ def plot_report(rows: Sequence[RowReport], path: str, title: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    panels = _panels(rows)
+    panels = plot_panels(rows)
     stats = aggregate(rows)
     metrics = [("eval_ppl", "dev_ppl", "dev PPL")]
     if any(stats[row.row].dev_bleu_mean is not None or row.paper.get("dev_bleu") is not None for row in rows):

@@ -217,3 +217,27 @@ def read_sweep_rows(root: str, *, all_rows: bool = False) -> tuple[dict, list[Ro
                 f"(launch one with python -m launch.sweep --root={root} ...)."
             )
     return record, [_row_report(root, name, record) for name in names]
+
+
+def plot_panels(rows: Sequence[RowReport]) -> list[tuple[str, list[RowReport]]]:
+    """Group rows for plotting: one panel per Table 2 group, each led by the base row (the paper's reference).
+
+    Parameters
+    ----------
+    rows : Sequence[RowReport]
+        Rows in order.
+
+    Returns
+    -------
+    list[tuple[str, list[RowReport]]]
+        ``(group, [base, *members])`` in the order groups first appear (rows outside Table 2 form one
+        group, ``"rows"``); ``[("base", [base])]`` when base is the only row, ``[]`` without rows.
+    """
+    base = [row for row in rows if row.row == "base"]
+    groups: dict[str, list[RowReport]] = {}
+    for row in rows:
+        if row.row != "base":
+            groups.setdefault(row.group or "rows", []).append(row)
+    if not groups:
+        return [("base", base)] if base else []
+    return [(name, base + members) for name, members in groups.items()]

@@ -110,7 +110,7 @@ def test_png_has_one_panel_column_per_group(sweep_root: pathlib.Path) -> None:
     height, width = image.shape[:2]
     # Four group columns (A, B, C, E) of 3.6 in, two metric rows (PPL, BLEU) of 3.2 in.
     assert width / height == pytest.approx((4 * 3.6) / (2 * 3.2), rel=0.02)
-    panels = sweep_report._panels(sweep_rows.read_sweep_rows(str(sweep_root))[1])
+    panels = sweep_rows.plot_panels(sweep_rows.read_sweep_rows(str(sweep_root))[1])
     assert [(name, [row.row for row in members]) for name, members in panels] == [
         ("A", ["base", "A1"]), ("B", ["base", "B1"]), ("C", ["base", "C1", "C4"]), ("E", ["base", "E"])]
 
