@@ -4,7 +4,8 @@ Each row's stdout and stderr are appended to ``ROOT/<row>/log.txt``. Rows whose 
 exists are skipped; a row that stopped part-way is rerun, and the entry point resumes it from its
 latest checkpoint. Rows run in their own process groups; SIGINT/SIGTERM to the sweep reach them, they
 checkpoint and exit, and no new row starts (:mod:`launch.row_processes`). A failing row does not stop the others. With seeds, "row" here is one seed of a
-row, in ``ROOT/<row>/seed_<k>/``: each seed is skipped, resumed or rerun on its own.
+row, in ``ROOT/<row>/seed_<k>/``: each seed is skipped, resumed or rerun on its own. After each run
+ends, a line gives the runs left and an ETA from the mean time of those ended (:class:`SweepClock`).
 
 With ``pin_cpus`` (``launch.sweep --pin_cpus``, the default) and ``parallel > 1``, the sweep's CPUs are
 split into ``parallel`` disjoint sets and each running row is kept to one of them. XLA sizes its thread
@@ -18,10 +19,12 @@ to 4,100 pinned, with none: 1.6x the sweep's throughput.
 from __future__ import annotations
 
 import concurrent.futures
+import math
 import os
 import queue
 import shlex
 import threading
+import time
 from typing import Callable, Sequence
 
 from attention_jax import run_files
@@ -84,6 +87,52 @@ def _run_row(job: RowJob, repo_dir: str, say: Callable[[str], None],
     return outcome
 
 
+class SweepClock:
+    """How far a local sweep has got, and when it should end, from the runs finished so far.
+
+    Parameters
+    ----------
+    to_run : int
+        Runs this sweep has to run (skipped ones, finished earlier, not counted).
+    parallel : int
+        Runs at a time.
+    """
+
+    def __init__(self, to_run: int, parallel: int) -> None:
+        self.to_run, self.parallel = to_run, parallel
+        self.walls: list[float] = []
+
+    def finished(self, wall_s: float) -> str:
+        """Record a run that ended after ``wall_s`` seconds; return the progress line to print.
+
+        Parameters
+        ----------
+        wall_s : float
+            Its wall time.
+
+        Returns
+        -------
+        str
+            E.g. ``"3 of 60 runs ended, 57 to go: ETA 4h45m (10m00s a run, 2 at a time)"``.
+
+        Notes
+        -----
+        The ETA assumes the runs left take the mean time of those ended, ``parallel`` at a time.
+        """
+        self.walls.append(wall_s)
+        left = max(self.to_run - len(self.walls), 0)
+        mean = sum(self.walls) / len(self.walls)
+        eta = math.ceil(left / self.parallel) * mean if left else 0.0
+        return (f"{len(self.walls)} of {self.to_run} runs ended, {left} to go: ETA {_clock(eta)} "
+                f"({_clock(mean)} a run, {self.parallel} at a time)")
+
+
+def _clock(seconds: float) -> str:
+    minutes, secs = divmod(int(round(seconds)), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
+
+
 def run_local(jobs: Sequence[RowJob], *, repo_dir: str, parallel: int = 1, force: bool = False,
               pin_cpus: bool = False, say: Callable[[str], None] = print) -> list[RowOutcome]:
     """Run the rows' commands on this machine.
@@ -121,15 +170,23 @@ def run_local(jobs: Sequence[RowJob], *, repo_dir: str, parallel: int = 1, force
     for slot in (cpu_slots(parallel) if pin_cpus else None) or [None] * parallel:
         free_slots.put(slot)
 
+    clock = SweepClock(sum(force or not sweep_record.results_exist(job.record_dir) for job in jobs), parallel)
+
     def run_one(job: RowJob) -> RowOutcome:
         if not force and sweep_record.results_exist(job.record_dir):
             locked_say(sweep_record.progress_line(job, "skipped", "results.json exists"))
             return RowOutcome(job.name, "skipped", "results.json exists")
         slot = free_slots.get()  # One is free: at most `parallel` rows run at once.
+        start = time.monotonic()
         try:
-            return _run_row(job, repo_dir, locked_say, slot)
+            outcome = _run_row(job, repo_dir, locked_say, slot)
         finally:
             free_slots.put(slot)
+        if outcome.status != "stopped":
+            with lock:
+                line = clock.finished(time.monotonic() - start)
+            locked_say(" " * 8 + line)
+        return outcome
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=parallel) as pool:
         return list(pool.map(run_one, jobs))
