@@ -82,10 +82,8 @@ class EarlyStopping:
         EarlyStopping
             The tracker.
         """
-        tracker = cls.from_progress(config.get("early_stopping_patience", 0), progress or {})
-        tracker.min_improvement = float(config.get("early_stopping_min_improvement", 0.0))
-        tracker.__post_init__()
-        return tracker
+        return cls.from_progress(config.get("early_stopping_patience", 0), progress or {},
+                                 min_improvement=float(config.get("early_stopping_min_improvement", 0.0)))
 
     def update(self, step: int, perplexity: float) -> bool:
         """Record an evaluation; return whether it is the best so far.
@@ -155,7 +153,8 @@ class EarlyStopping:
                 "evaluations_since_best": self.evaluations_since_best}
 
     @classmethod
-    def from_progress(cls, patience: int, progress: Mapping[str, Any]) -> "EarlyStopping":
+    def from_progress(cls, patience: int, progress: Mapping[str, Any],
+                      min_improvement: float = 0.0) -> "EarlyStopping":
         """Rebuild the tracker from a checkpoint's bookkeeping (a fresh one when it has none).
 
         Parameters
@@ -164,6 +163,8 @@ class EarlyStopping:
             ``config.early_stopping_patience`` (it may differ from the stopped run's).
         progress : Mapping[str, Any]
             What :meth:`to_progress` wrote, or ``{}``.
+        min_improvement : float
+            ``config.early_stopping_min_improvement``.
 
         Returns
         -------
@@ -171,6 +172,7 @@ class EarlyStopping:
             The restored tracker.
         """
         best = progress.get("best_eval_ppl")
-        return cls(patience=patience, best_perplexity=math.inf if best is None else float(best),
+        return cls(patience=patience, min_improvement=min_improvement,
+                   best_perplexity=math.inf if best is None else float(best),
                    best_step=progress.get("best_step"),
                    evaluations_since_best=int(progress.get("evaluations_since_best", 0)))
