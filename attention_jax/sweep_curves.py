@@ -21,13 +21,32 @@ from attention_jax.sweep_rows import RowReport, SeedRun, plot_panels
 EVAL_PPL_KEY = "eval/perplexity"
 PANEL_COLUMNS = 3
 ZOOM = 2.5
-"""The y axis runs from just below the lowest dev perplexity of the sweep to ``ZOOM`` times it: the end
-of training, where the rows separate (the first evaluations, at hundreds, would flatten it)."""
+"""The y axis runs from just below the lowest dev perplexity of the sweep to ``ZOOM`` times it, or higher
+where a run's best is above that (every run's best stays in view): the end of training, where the rows
+separate (the first evaluations, at hundreds, would flatten it)."""
 
 
 def run_directory(root: str, row: RowReport, run: SeedRun) -> str:
     """The work directory of one run: ``ROOT/<row>/seed_<k>``, or ``ROOT/<row>`` without seeds."""
     return os.path.join(root, row.row, run.name) if run.name else os.path.join(root, row.row)
+
+
+def curve_y_limits(perplexity_curves: list[list[float]]) -> tuple[float, float]:
+    """The learning-curve plot's y range: zoomed on the end of training, every run's best in view.
+
+    Parameters
+    ----------
+    perplexity_curves : list of list of float
+        Each run's dev perplexities (empty lists are skipped; at least one must not be empty).
+
+    Returns
+    -------
+    tuple of float
+        ``(bottom, top)``: 5% under the lowest perplexity of all runs, and ``ZOOM`` times it or 1.3 times
+        the highest of the runs' bests, whichever is higher.
+    """
+    bests = [min(perplexities) for perplexities in perplexity_curves if perplexities]
+    return min(bests) * 0.95, max(min(bests) * ZOOM, max(bests) * 1.3)
 
 
 def read_dev_curve(run_dir: str) -> tuple[list[int], list[float]]:
@@ -101,7 +120,7 @@ def plot_learning_curves(root: str, rows: Sequence[RowReport], path: str, title:
     columns = min(PANEL_COLUMNS, len(panels))
     lines = -(-len(panels) // columns)
     figure, axes = plt.subplots(lines, columns, squeeze=False, sharey=True, figsize=(4.2 * columns, 3.4 * lines))
-    lowest = min(min(perplexities) for _, perplexities in curves.values() if perplexities)
+    bottom, top = curve_y_limits([perplexities for _, perplexities in curves.values()])
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for axis in axes.flat[len(panels):]:
         axis.set_visible(False)
@@ -117,7 +136,7 @@ def plot_learning_curves(root: str, rows: Sequence[RowReport], path: str, title:
                 best = min(range(len(steps)), key=perplexities.__getitem__)
                 axis.plot(steps[best], perplexities[best], "o", color=colour, markersize=3.5)
         axis.set_yscale("log")
-        axis.set_ylim(lowest * 0.95, lowest * ZOOM)  # Where rows separate; the first steps are above.
+        axis.set_ylim(bottom, top)  # Where rows separate; the first steps are above.
         axis.set_xlabel("step")
         axis.set_title(f"({name})" if len(name) == 1 else name)
         axis.grid(True, which="both", alpha=0.25)

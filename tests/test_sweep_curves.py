@@ -58,3 +58,14 @@ def test_report_writes_one_curve_panel_per_group_only_when_runs_have_metrics(tmp
     for path in root.rglob("metrics.jsonl"):
         path.unlink()
     assert not any(path.endswith("_curves.png") for path in sweep_report.write_report(str(root)))
+
+
+def test_y_limits_zoom_on_the_end_but_keep_every_runs_best_in_view() -> None:
+    # Close runs: the zoom (ZOOM x the lowest) sets the top, far above the first evaluations' cut.
+    bottom, top = sweep_curves.curve_y_limits([[900.0, 40.0, 29.0], [800.0, 26.0], []])
+    assert bottom == 26.0 * 0.95 and top == 26.0 * sweep_curves.ZOOM
+    # A row that ends far above the others (N = 8 at the cap): its best (54) stays in view.
+    curves = [[900.0, 40.0, 29.0], [700.0, 19.0], [950.0, 60.0, 54.0]]
+    bottom, top = sweep_curves.curve_y_limits(curves)
+    assert bottom < 19.0 and all(bottom < min(curve) < top for curve in curves)
+    assert top < 900.0
