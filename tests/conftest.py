@@ -7,9 +7,15 @@ import pathlib
 import subprocess
 import sys
 
+import jax
 import pytest
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+if jax.default_backend() == "gpu":
+    # GPUs multiply float32 matrices in TF32 by default (a 10-bit mantissa); the numerics tests compare
+    # float32 against float64 NumPy at ~1e-5, so they ask for full float32 products. CPUs always use them.
+    jax.config.update("jax_default_matmul_precision", "highest")
 
 
 def shared_dir() -> pathlib.Path:
