@@ -49,19 +49,21 @@ def curve_y_limits(perplexity_curves: list[list[float]]) -> tuple[float, float]:
     return min(bests) * 0.95, max(min(bests) * ZOOM, max(bests) * 1.3)
 
 
-def read_dev_curve(run_dir: str) -> tuple[list[int], list[float]]:
-    """Dev perplexity at each evaluated step of a run, in step order.
+def read_metric_curve(run_dir: str, key: str) -> tuple[list[int], list[float]]:
+    """One metric of a run at each step it was recorded, in step order.
 
     Parameters
     ----------
     run_dir : str
         The run's work directory.
+    key : str
+        The metric's name in ``metrics.jsonl``, e.g. ``"eval/perplexity"`` or ``"train/perplexity"``.
 
     Returns
     -------
     tuple[list[int], list[float]]
-        Steps and dev perplexities; empty without ``metrics.jsonl``. A step recorded twice (a run
-        resumed from a checkpoint before it) keeps its last record.
+        Steps and values; empty without ``metrics.jsonl``. A step recorded twice (a run resumed from a
+        checkpoint before it) keeps its last record; non-finite values are left out.
 
     Notes
     -----
@@ -77,10 +79,15 @@ def read_dev_curve(run_dir: str) -> tuple[list[int], list[float]]:
                 record = json.loads(line)
             except json.JSONDecodeError:
                 continue
-            if EVAL_PPL_KEY in record and "step" in record and math.isfinite(record[EVAL_PPL_KEY]):
-                by_step[int(record["step"])] = float(record[EVAL_PPL_KEY])
+            if key in record and "step" in record and math.isfinite(record[key]):
+                by_step[int(record["step"])] = float(record[key])
     steps = sorted(by_step)
     return steps, [by_step[step] for step in steps]
+
+
+def read_dev_curve(run_dir: str) -> tuple[list[int], list[float]]:
+    """Dev perplexity at each evaluated step of a run (:func:`read_metric_curve` of ``eval/perplexity``)."""
+    return read_metric_curve(run_dir, EVAL_PPL_KEY)
 
 
 def plot_learning_curves(root: str, rows: Sequence[RowReport], path: str, title: str) -> bool:

@@ -6,7 +6,8 @@
 ``ROOT/<row>/config.json`` (the row's hyperparameters and ``config.paper``, the paper's figures). It
 writes ``ROOT/<name>.md``, ``ROOT/<name>.csv`` and ``ROOT/<name>.png``, where ``<name>`` is the sweep
 file's stem (``table2`` for ``configs/table2.py``), and, when the runs have ``metrics.jsonl``,
-``ROOT/<name>_curves.png``: their dev perplexity against step (:mod:`attention_jax.sweep_curves`).
+``ROOT/<name>_curves.png``: their dev perplexity against step (:mod:`attention_jax.sweep_curves`), and
+``ROOT/<name>_diagnostics.md``: why rows differ from base (:mod:`attention_jax.sweep_diagnostics`).
 Rows that have not finished are listed with their status (``failed``, ``incomplete``, ``submitted``,
 ``not run``) and no figures.
 
@@ -26,7 +27,7 @@ import os
 import statistics
 from typing import Any, Sequence
 
-from attention_jax import sweep_curves
+from attention_jax import sweep_curves, sweep_diagnostics
 from attention_jax.sweep_rows import RowReport, plot_panels, read_sweep_rows
 from attention_jax.sweep_seeds import SPREAD_FACTOR, RowStats, aggregate, mean_or_none
 
@@ -448,8 +449,10 @@ def write_report(root: str, *, all_rows: bool = False) -> list[str]:
     Returns
     -------
     list[str]
-        The paths written: the three above, and ``ROOT/<name>_curves.png`` (dev perplexity against step
-        per row and seed, :mod:`attention_jax.sweep_curves`) when the runs have metrics.
+        The paths written: the three above, and when the runs have metrics ``ROOT/<name>_curves.png``
+        (dev perplexity against step per row and seed, :mod:`attention_jax.sweep_curves`) and
+        ``ROOT/<name>_diagnostics.md`` (learning speed, overfitting and how runs ended, per row,
+        :mod:`attention_jax.sweep_diagnostics`).
     """
     record, rows = read_sweep_rows(root, all_rows=all_rows)
     name = record.get("report_name", "report")
@@ -464,5 +467,6 @@ def write_report(root: str, *, all_rows: bool = False) -> list[str]:
     paths = [stem + ".md", stem + ".csv", stem + ".png"]
     if sweep_curves.plot_learning_curves(root, rows, stem + "_curves.png", f"{name}: dev perplexity ({root})"):
         paths.append(stem + "_curves.png")
-    return paths
+    diagnostics = sweep_diagnostics.write_diagnostics(root, name, rows)
+    return paths + ([diagnostics] if diagnostics else [])
 

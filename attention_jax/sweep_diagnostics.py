@@ -1,0 +1,192 @@
+"""Why a row's dev perplexity differs from base: how fast it learned, how well it fits, how it ended.
+
+A row that moves against the paper's direction in a small sweep usually does so for one of three
+measurable reasons, and each has its column in ``ROOT/<name>_diagnostics.md`` (written by
+:func:`attention_jax.sweep_report.write_report` when the runs have ``metrics.jsonl``):
+
+- **It learns more slowly per step** (a deeper or narrower stack, say), so early stopping or the step
+  cap catches it further from where it would end: *dev PPL at step S*, the same step for every row, with
+  its change against base. ``S`` is half of base's mean best step, rounded down to an evaluated step.
+- **It overfits sooner** (more capacity, less dropout): *dev / train PPL at best*, the ratio of dev to
+  training perplexity at the best checkpoint (training perplexity is the unsmoothed loss on the training
+  batches, with dropout, at the logged step nearest below it).
+- **It was cut off while still improving**: *ended by*, how many seeds stopped early
+  (``early_stopping``) and how many at the step cap (``num_train_steps``); a row at the cap has not
+  reached its own best.
+
+Every figure is a mean over the row's finished seeds. The module only reads; it trains nothing.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import os
+from typing import Sequence
+
+from attention_jax import sweep_curves
+from attention_jax.sweep_rows import RowReport
+
+TRAIN_PPL_KEY = "train/perplexity"
+
+
+@dataclasses.dataclass(frozen=True)
+class RunDiagnostics:
+    """The diagnostic figures of one finished run.
+
+    Attributes
+    ----------
+    best_step : int
+        Step of the lowest dev perplexity.
+    best_dev_ppl : float
+        That perplexity.
+    train_ppl_at_best : float or None
+        Training perplexity at the last logged step at or before ``best_step`` (None without one).
+    stop_reason : str
+        ``results.json``'s ``stop_reason`` (``early_stopping``, ``num_train_steps``, ...; ``unknown``).
+    dev_steps, dev_ppls : tuple
+        The run's dev curve, for :meth:`dev_ppl_at`.
+    """
+
+    best_step: int
+    best_dev_ppl: float
+    train_ppl_at_best: float | None
+    stop_reason: str
+    dev_steps: tuple[int, ...]
+    dev_ppls: tuple[float, ...]
+
+    def dev_ppl_at(self, step: int) -> float | None:
+        """Dev perplexity at the last evaluation at or before ``step`` (None if none was)."""
+        earlier = [ppl for evaluated, ppl in zip(self.dev_steps, self.dev_ppls) if evaluated <= step]
+        return earlier[-1] if earlier else None
+
+
+def run_diagnostics(run_dir: str, results: dict) -> RunDiagnostics | None:
+    """Read one finished run's curves into :class:`RunDiagnostics` (None without dev evaluations).
+
+    Parameters
+    ----------
+    run_dir : str
+        The run's work directory (``metrics.jsonl`` there).
+    results : dict
+        Its ``results.json``.
+
+    Returns
+    -------
+    RunDiagnostics or None
+    """
+    dev_steps, dev_ppls = sweep_curves.read_dev_curve(run_dir)
+    if not dev_steps:
+        return None
+    best = min(range(len(dev_ppls)), key=dev_ppls.__getitem__)
+    train_steps, train_ppls = sweep_curves.read_metric_curve(run_dir, TRAIN_PPL_KEY)
+    at_or_before = [ppl for step, ppl in zip(train_steps, train_ppls) if step <= dev_steps[best]]
+    return RunDiagnostics(best_step=dev_steps[best], best_dev_ppl=dev_ppls[best],
+                          train_ppl_at_best=at_or_before[-1] if at_or_before else None,
+                          stop_reason=str(results.get("stop_reason", "unknown")),
+                          dev_steps=tuple(dev_steps), dev_ppls=tuple(dev_ppls))
+
+
+def _mean(values: Sequence[float | None]) -> float | None:
+    present = [value for value in values if value is not None]
+    return sum(present) / len(present) if present else None
+
+
+def reference_step(base_runs: Sequence[RunDiagnostics]) -> int | None:
+    """``S``: half of base's mean best step, rounded down to a step base evaluated (None without base).
+
+    Parameters
+    ----------
+    base_runs : sequence of RunDiagnostics
+        Base's finished runs.
+
+    Returns
+    -------
+    int or None
+    """
+    if not base_runs:
+        return None
+    half = sum(run.best_step for run in base_runs) / len(base_runs) / 2
+    evaluated = [step for step in base_runs[0].dev_steps if step <= half]
+    return evaluated[-1] if evaluated else base_runs[0].dev_steps[0]
+
+
+def _format(value: float | None, digits: int = 1, suffix: str = "") -> str:
+    return "" if value is None else f"{value:,.{digits}f}{suffix}"
+
+
+def _ended_by(runs: Sequence[RunDiagnostics]) -> str:
+    counts = collections.Counter(run.stop_reason for run in runs)
+    return ", ".join(f"{reason} x{count}" for reason, count in sorted(counts.items()))
+
+
+def collect(root: str, rows: Sequence[RowReport]) -> dict[str, list[RunDiagnostics]]:
+    """Each row's finished runs that have dev curves, as :class:`RunDiagnostics`, in seed order."""
+    collected: dict[str, list[RunDiagnostics]] = {}
+    for row in rows:
+        runs = [run_diagnostics(sweep_curves.run_directory(root, row, run), run.results)
+                for run in row.finished]
+        collected[row.row] = [run for run in runs if run is not None]
+    return collected
+
+
+def _row_cells(row: str, runs: list[RunDiagnostics], step: int | None, base_at_step: float | None) -> str:
+    at_step = _mean([run.dev_ppl_at(step) for run in runs]) if step is not None else None
+    change = (100 * (at_step / base_at_step - 1) if at_step is not None and base_at_step and row != "base"
+              else None)
+    train = _mean([run.train_ppl_at_best for run in runs])
+    gap = _mean([run.best_dev_ppl / run.train_ppl_at_best for run in runs if run.train_ppl_at_best])
+    cells = [row, str(len(runs)), _ended_by(runs), _format(_mean([run.best_step for run in runs]), 0),
+             _format(_mean([run.best_dev_ppl for run in runs]), 2), _format(at_step, 2),
+             "" if change is None else f"{change:+.1f}%", _format(train, 2), _format(gap, 2)]
+    return "| " + " | ".join(cells) + " |"
+
+
+def diagnostics_markdown(root: str, name: str, rows: Sequence[RowReport]) -> str | None:
+    """The diagnostics table of a sweep (module docstring), or None when no run has dev curves.
+
+    Parameters
+    ----------
+    root : str
+        Sweep root.
+    name : str
+        The report's name (its title).
+    rows : sequence of RowReport
+        The sweep's rows, base among them for the change column.
+
+    Returns
+    -------
+    str or None
+        Markdown: a paragraph on the columns and one table line per row with a finished run.
+    """
+    collected = collect(root, rows)
+    if not any(collected.values()):
+        return None
+    step = reference_step(collected.get("base", []))
+    base_at_step = (_mean([run.dev_ppl_at(step) for run in collected["base"]]) if step is not None
+                    else None)
+    step_text = f"step {step:,}" if step is not None else "step S (no base run yet)"
+    lines = [f"# {name}: why rows differ from base ({root})", "",
+             "Means over each row's finished seeds, read from the runs' `metrics.jsonl` and `results.json` "
+             f"(`attention_jax/sweep_diagnostics.py`). Dev PPL at {step_text} (half of base's mean best "
+             "step): how fast the row learned, against base at the same step. Dev / train PPL at best: "
+             "how much it overfits at the checkpoint it is judged on. Ended by: early stopping "
+             "(`early_stopping`) or the step cap (`num_train_steps`), per seed.", "",
+             f"| row | seeds | ended by | best step | dev PPL at best | dev PPL at {step_text} | vs base "
+             "| train PPL at best | dev / train PPL at best |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    lines += [_row_cells(row.row, collected[row.row], step, base_at_step)
+              for row in rows if collected.get(row.row)]
+    return "\n".join(lines) + "\n"
+
+
+def write_diagnostics(root: str, name: str, rows: Sequence[RowReport]) -> str | None:
+    """Write ``ROOT/<name>_diagnostics.md`` (:func:`diagnostics_markdown`); its path, or None if no curves."""
+    text = diagnostics_markdown(root, name, rows)
+    if text is None:
+        return None
+    path = os.path.join(root, f"{name}_diagnostics.md")
+    with open(path, "w", encoding="utf-8") as file:
+        file.write(text)
+    return path
+
