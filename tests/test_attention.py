@@ -182,3 +182,52 @@ def test_single_query_decode_attention_equals_the_einsum_path():
     found = decode_attention.single_query_attention(query, key, value, mask)
     np.testing.assert_allclose(found, expected, rtol=1e-5, atol=1e-6)
     assert not np.asarray(found[2]).any()
+
+
+def test_few_query_attention_equals_the_einsum_path():
+    from attention_jax import decode_attention
+
+    rng = np.random.default_rng(1)
+    query = jnp.asarray(rng.normal(size=(2, 3, 2, 4)), jnp.float32)  # Three queries per row.
+    key = jnp.asarray(rng.normal(size=(2, 6, 2, 4)), jnp.float32)
+    value = jnp.asarray(rng.normal(size=(2, 6, 2, 5)), jnp.float32)
+    mask = jnp.asarray(rng.random((2, 1, 3, 6)) < 0.6).at[1, 0, 2].set(False)  # One query sees nothing.
+    expected = attention.scaled_dot_product_attention(query, key, value, mask)
+    found = decode_attention.single_query_attention(query, key, value, mask)
+    np.testing.assert_allclose(found, expected, rtol=1e-5, atol=1e-6)
+    assert not np.asarray(found[1, 2]).any()
+
+
+@pytest.mark.reference
+def test_grouped_query_attention_equals_attention_over_repeated_keys():
+    from attention_jax import decode_attention
+
+    rng = np.random.default_rng(2)
+    sentences, groups = 3, 4  # Four beams per sentence, rows b * 4 + k.
+    query = jnp.asarray(rng.normal(size=(sentences * groups, 1, 2, 4)), jnp.float32)
+    key = jnp.asarray(rng.normal(size=(sentences, 7, 2, 4)), jnp.float32)
+    value = jnp.asarray(rng.normal(size=(sentences, 7, 2, 5)), jnp.float32)
+    mask = jnp.asarray(rng.random((sentences * groups, 1, 1, 7)) < 0.7).at[5].set(False)  # Row 5 sees nothing.
+    expected, _ = reference.attention(
+        np.asarray(query, np.float64), np.repeat(np.asarray(key, np.float64), groups, axis=0),
+        np.repeat(np.asarray(value, np.float64), groups, axis=0), np.asarray(mask))
+    found = decode_attention.grouped_query_attention(query, key, value, mask)
+    assert found.shape == (sentences * groups, 1, 2, 5)
+    np.testing.assert_allclose(found, expected, atol=1e-5)
+    assert not np.asarray(found[5]).any()
+
+
+@pytest.mark.parametrize("implementation,sow_weights", [("einsum", False), ("einsum", True), ("fused", False)])
+def test_cross_attention_rows_sharing_a_key_row_equal_repeated_keys(implementation: str, sow_weights: bool) -> None:
+    # Beam search passes one encoder row per sentence for its K hypotheses; every path must give what
+    # repeating that row K times gives (the grouped fast path, and a repeat on the others).
+    module, params = _init_mha(8, 8, implementation)
+    groups = 4
+    inputs_q = jnp.asarray(_random((BATCH * groups, 1, D_MODEL), 8))
+    inputs_kv = jnp.asarray(_random((BATCH, LEN_K, D_MODEL), 9))
+    key_valid = jnp.repeat(jnp.asarray(_padding_valid([LEN_K, 3], LEN_K)), groups, axis=0)
+    mask = attention.make_padding_mask(jnp.ones((BATCH * groups, 1), bool), key_valid)
+    repeated = module.apply({"params": params}, inputs_q, jnp.repeat(inputs_kv, groups, axis=0), mask)
+    shared = module.apply({"params": params}, inputs_q, inputs_kv, mask, sow_weights=sow_weights,
+                          mutable=["intermediates"])[0]
+    np.testing.assert_allclose(shared, repeated, atol=1e-5)
