@@ -1,4 +1,4 @@
-"""Attention of one query position per row over keys/values as stored, without matrix products.
+"""Attention of one query position per row over a key/value cache, without matrix products.
 
 Incremental decoding attends from one new position (``T = 1``) to the whole cache. Written as the
 einsums of :func:`attention_jax.attention.scaled_dot_product_attention`, XLA turns each into a batched
@@ -6,9 +6,7 @@ matrix product over ``(B, H)`` and first copies the cache ``[B, S, H, K]`` into 
 ``[B, H, K, S]``: on a CPU, that transpose of every layer's cache at every step was 16% of a
 base-shape beam search's time. With one query per row there is nothing for a matrix product to reuse,
 so this module writes the two contractions as multiply-and-sum, which XLA fuses into one pass over the
-keys and values in their stored layout. Cross-attention during beam search also groups a sentence's
-hypotheses (:func:`grouped_query_attention`), so that its encoder keys/values are read once a step,
-not once per hypothesis.
+cache in its stored layout.
 
 Shape glossary
 --------------
