@@ -20,7 +20,6 @@ import jax
 import jax.numpy as jnp
 
 from attention_jax import decode_attention
-from attention_jax.fused_attention import fused_dot_product_attention
 
 Array = jax.Array
 DType = Any
@@ -366,6 +365,62 @@ def local_dot_product_attention(
     return output.reshape(batch, num_blocks * block, *output.shape[3:])[:, :length]
 
 
+def fused_dot_product_attention(
+    query: Array,
+    key: Array,
+    value: Array,
+    mask: Array | None = None,
+    *,
+    implementation: str = "fused",
+) -> Array:
+    """Attention through ``jax.nn.dot_product_attention`` (XLA, or cuDNN flash attention on GPU).
+
+    Parameters
+    ----------
+    query, key, value : Array
+        As in :func:`scaled_dot_product_attention`; ``K != V`` is allowed.
+    mask : Array, optional
+        Boolean, broadcastable to ``[B, H, T, S]``.
+    implementation : str
+        ``"xla"``, ``"cudnn"`` or ``"fused"`` (cuDNN on GPU for bfloat16/float16 inputs, else XLA).
+
+    Returns
+    -------
+    Array
+        ``[B, T, H, V]``; equal to :func:`scaled_dot_product_attention` up to float rounding.
+
+    Notes
+    -----
+    ``jax.nn.dot_product_attention`` needs keys and values of one width. When ``d_k != d_v`` the
+    narrower of (query, key) and value is zero-padded to the wider width: zero columns add nothing to
+    ``Q K^T`` and the padded output columns are sliced away. The scale stays ``1/sqrt(d_k)``.
+    Fully masked rows are zeroed afterwards (the fused kernels return a uniform average there).
+    """
+    key_dim, value_dim = query.shape[-1], value.shape[-1]
+    width = max(key_dim, value_dim)
+
+    def pad_last(array: Array) -> Array:
+        extra = width - array.shape[-1]
+        return array if extra == 0 else jnp.pad(array, [(0, 0)] * (array.ndim - 1) + [(0, extra)])
+
+    backend = implementation
+    if implementation == "fused":
+        on_gpu = jax.default_backend() == "gpu"
+        backend = "cudnn" if on_gpu and query.dtype in (jnp.bfloat16, jnp.float16) else "xla"
+    output = jax.nn.dot_product_attention(
+        pad_last(query),
+        pad_last(key),
+        pad_last(value),
+        mask=mask,
+        scale=1.0 / float(key_dim) ** 0.5,
+        implementation=backend,
+    )[..., :value_dim]
+    if mask is not None:
+        any_key = jnp.any(jnp.broadcast_to(mask, mask.shape[:-1] + (key.shape[1],)), axis=-1)
+        output = output * jnp.swapaxes(any_key, 1, 2)[..., None].astype(output.dtype)  # [B,T,H,1]
+    return output
+
+
 class MultiHeadAttention(nn.Module):
     """Multi-head attention with separate per-head key and value sizes (Section 3.2.2).
 
@@ -443,8 +498,7 @@ class MultiHeadAttention(nn.Module):
         inputs_q : Array
             ``[B, T, D]`` query-side inputs.
         inputs_kv : Array
-            ``[B, S, D]`` key/value-side inputs, or ``[B / G, S, D]``: each row shared by ``G``
-            consecutive query rows (a sentence's beams, :func:`decode_attention.grouped_query_attention`).
+            ``[B, S, D]`` key/value-side inputs.
         mask : Array or LocalMask, optional
             Boolean, broadcastable to ``[B, H, T, S]``. In decode mode the cache-position mask is
             added here, so pass only the padding / window mask. A :class:`LocalMask` (self-attention,
@@ -473,16 +527,12 @@ class MultiHeadAttention(nn.Module):
             key, value, mask = self._update_cache(key, value, mask)
 
         use_dropout = self.attention_dropout_rate > 0.0 and not deterministic
-        one_query = (query.shape[1] == 1 and self.implementation == "einsum" and not isinstance(mask, LocalMask)
-                     and not (sow_weights or use_dropout))
-        if key.shape[0] != query.shape[0] and not one_query:  # Rows sharing keys (beams), other paths.
-            key, value = (jnp.repeat(array, query.shape[0] // key.shape[0], axis=0) for array in (key, value))
         if self.implementation == "einsum":
             dropout_fn = None
             if use_dropout:
                 dropout_fn = nn.Dropout(self.attention_dropout_rate, deterministic=False)
-            if one_query:  # Decoding: fused multiply-and-sum over keys as stored, beams grouped.
-                attended = decode_attention.grouped_query_attention(query, key, value, mask)
+            if self.decode and query.shape[1] == 1 and not (sow_weights or use_dropout):
+                attended = decode_attention.single_query_attention(query, key, value, mask)  # No transposes.
             elif isinstance(mask, LocalMask):  # Restricted self-attention, blockwise (Table 1).
                 attended = local_dot_product_attention(
                     query, key, value, mask.window, valid=mask.valid, causal=mask.causal,

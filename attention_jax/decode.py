@@ -91,11 +91,9 @@ def make_cached_step_fn(model_config: TransformerConfig, params: Any, encoded: A
     params : pytree
         Its parameters.
     encoded : Array
-        Encoder output: ``[N, S, D]``, one row per hypothesis, or ``[B, S, D]``, one row per sentence
-        shared by its ``N / B`` consecutive hypotheses (cross-attention groups them,
-        :func:`attention_jax.decode_attention.grouped_query_attention`).
+        ``[N, S, D]`` encoder output, one row per hypothesis.
     inputs : Array
-        ``[N, S]`` source ids, one row per hypothesis (for the cross-attention padding mask).
+        ``[N, S]`` source ids (for the cross-attention padding mask).
 
     Returns
     -------
@@ -198,7 +196,7 @@ def decode_batch(params: Any, inputs: Array, max_lengths: Array, *, model_config
 
     Notes
     -----
-    The encoder runs once; hypothesis ``k`` of sentence ``b`` is row ``b * K + k``. With a mesh the
+    The encoder runs once; its output is repeated ``K`` times (row ``b * K + k``). With a mesh the
     search runs under ``shard_map``: sentences never interact, so no device waits for another or
     exchanges data inside the loop (left to the automatic partitioner, the beam selection's
     ``top_k`` over ``[B, K * V]`` would be all-gathered at every step).
@@ -225,55 +223,22 @@ def decode_batch(params: Any, inputs: Array, max_lengths: Array, *, model_config
                          out_specs=out_specs, check_vma=False)(params, inputs, max_lengths)
 
 
-def encode_for_search(model_config: TransformerConfig, params: Any, inputs: Array, rows_per_sentence: int,
-                      max_decode_len: int, use_cache: bool) -> tuple[Any, beam_search.StepFn]:
-    """Encode the sources once; the initial state and step function of a search over their hypotheses.
-
-    Parameters
-    ----------
-    model_config : TransformerConfig
-        The model.
-    params : pytree
-        Its parameters.
-    inputs : Array
-        ``[B, S]`` source ids.
-    rows_per_sentence : int
-        Hypotheses per sentence (the beam size, 1 for greedy search): ``N = B x rows_per_sentence``.
-    max_decode_len : int
-        Positions the cache (or prefix) holds.
-    use_cache : bool
-        The cached step (:func:`make_cached_step_fn`) or the uncached one, which reruns the decoder over
-        the whole prefix (the reference the tests compare the cached search with).
-
-    Returns
-    -------
-    tuple
-        ``(state, step_fn)`` for :func:`beam_search.beam_search` or :func:`beam_search.greedy_search`.
-
-    Notes
-    -----
-    The cached step keeps one encoder output row per sentence: each layer's cross-attention keys and
-    values are computed and read once per sentence, not once per hypothesis. The uncached step keeps
-    the encoder output repeated per hypothesis, an independent check of that grouping.
-    """
-    model = Transformer(model_config.replace(decode=False))
-    encoded = model.apply({"params": params}, inputs, method=Transformer.encode)  # [B,S,D]
-    repeated_inputs = jnp.repeat(inputs, rows_per_sentence, axis=0)  # [N,S]
-    num_rows = repeated_inputs.shape[0]
-    if use_cache:
-        return (init_cache(model_config, num_rows, max_decode_len),
-                make_cached_step_fn(model_config, params, encoded, repeated_inputs))
-    encoded = jnp.repeat(encoded, rows_per_sentence, axis=0)  # [N,S,D]
-    return (init_prefix_state(num_rows, max_decode_len),
-            make_uncached_step_fn(model_config, params, encoded, repeated_inputs))
-
-
 def _search(params: Any, inputs: Array, max_lengths: Array, *, model_config: TransformerConfig, method: str,
             beam_size: int, alpha: float, max_decode_len: int, use_cache: bool,
             early_stop: bool) -> beam_search.SearchResult:
     """Encode once, then beam or greedy search with the cached or uncached step function."""
     rows_per_sentence = beam_size if method == "beam" else 1
-    state, step_fn = encode_for_search(model_config, params, inputs, rows_per_sentence, max_decode_len, use_cache)
+    model = Transformer(model_config.replace(decode=False))
+    encoded = model.apply({"params": params}, inputs, method=Transformer.encode)  # [B,S,D]
+    encoded = jnp.repeat(encoded, rows_per_sentence, axis=0)  # [N,S,D]
+    repeated_inputs = jnp.repeat(inputs, rows_per_sentence, axis=0)  # [N,S]
+    num_rows = encoded.shape[0]
+    if use_cache:
+        state = init_cache(model_config, num_rows, max_decode_len)
+        step_fn = make_cached_step_fn(model_config, params, encoded, repeated_inputs)
+    else:
+        state = init_prefix_state(num_rows, max_decode_len)
+        step_fn = make_uncached_step_fn(model_config, params, encoded, repeated_inputs)
     if method == "greedy":
         return beam_search.greedy_search(step_fn, state, max_lengths, alpha=alpha, max_decode_len=max_decode_len)
     return beam_search.beam_search(step_fn, state, max_lengths, beam_size=beam_size, alpha=alpha,

@@ -70,7 +70,16 @@ def forced_length_search(params: Any, inputs: jax.Array, max_lengths: jax.Array,
                          method: str, max_decode_len: int, use_cache: bool) -> beam_search.SearchResult:
     """``decode.decode_batch`` with EOS suppressed before each sentence's last position."""
     beam_size = 4 if method == "beam" else 1
-    state, step_fn = decode.encode_for_search(model_config, params, inputs, beam_size, max_decode_len, use_cache)
+    model = Transformer(model_config)
+    encoded = jnp.repeat(model.apply({"params": params}, inputs, method=Transformer.encode), beam_size, axis=0)
+    repeated_inputs = jnp.repeat(inputs, beam_size, axis=0)
+    rows = encoded.shape[0]
+    if use_cache:
+        state = decode.init_cache(model_config, rows, max_decode_len)
+        step_fn = decode.make_cached_step_fn(model_config, params, encoded, repeated_inputs)
+    else:
+        state = decode.init_prefix_state(rows, max_decode_len)
+        step_fn = decode.make_uncached_step_fn(model_config, params, encoded, repeated_inputs)
 
     def no_early_eos(state: Any, token_ids: jax.Array) -> tuple[jax.Array, Any]:
         logits, state = step_fn(state, token_ids)
