@@ -26,6 +26,7 @@ from typing import Sequence
 
 from attention_jax import sweep_curves
 from attention_jax.sweep_rows import RowReport
+from attention_jax.sweep_seeds import mean_or_none
 
 TRAIN_PPL_KEY = "train/perplexity"
 
@@ -88,8 +89,7 @@ def run_diagnostics(run_dir: str, results: dict) -> RunDiagnostics | None:
 
 
 def _mean(values: Sequence[float | None]) -> float | None:
-    present = [value for value in values if value is not None]
-    return sum(present) / len(present) if present else None
+    return mean_or_none([value for value in values if value is not None])  # A run may lack a figure.
 
 
 def reference_step(base_runs: Sequence[RunDiagnostics]) -> int | None:
@@ -111,8 +111,8 @@ def reference_step(base_runs: Sequence[RunDiagnostics]) -> int | None:
     return evaluated[-1] if evaluated else base_runs[0].dev_steps[0]
 
 
-def _format(value: float | None, digits: int = 1, suffix: str = "") -> str:
-    return "" if value is None else f"{value:,.{digits}f}{suffix}"
+def _format(value: float | None, digits: int) -> str:
+    return "" if value is None else f"{value:,.{digits}f}"
 
 
 def _ended_by(runs: Sequence[RunDiagnostics]) -> str:
@@ -121,7 +121,20 @@ def _ended_by(runs: Sequence[RunDiagnostics]) -> str:
 
 
 def collect(root: str, rows: Sequence[RowReport]) -> dict[str, list[RunDiagnostics]]:
-    """Each row's finished runs that have dev curves, as :class:`RunDiagnostics`, in seed order."""
+    """Each row's finished runs that have dev curves, as :class:`RunDiagnostics`, in seed order.
+
+    Parameters
+    ----------
+    root : str
+        Sweep root (runs in ``ROOT/<row>/seed_<k>`` or ``ROOT/<row>``).
+    rows : sequence of RowReport
+        The sweep's rows (:func:`attention_jax.sweep_rows.read_sweep_rows`).
+
+    Returns
+    -------
+    dict[str, list[RunDiagnostics]]
+        Row name to its runs' diagnostics; a row with no finished run with curves maps to ``[]``.
+    """
     collected: dict[str, list[RunDiagnostics]] = {}
     for row in rows:
         runs = [run_diagnostics(sweep_curves.run_directory(root, row, run), run.results)
@@ -181,7 +194,18 @@ def diagnostics_markdown(root: str, name: str, rows: Sequence[RowReport]) -> str
 
 
 def write_diagnostics(root: str, name: str, rows: Sequence[RowReport]) -> str | None:
-    """Write ``ROOT/<name>_diagnostics.md`` (:func:`diagnostics_markdown`); its path, or None if no curves."""
+    """Write ``ROOT/<name>_diagnostics.md`` (:func:`diagnostics_markdown`).
+
+    Parameters
+    ----------
+    root, name, rows
+        As for :func:`diagnostics_markdown`.
+
+    Returns
+    -------
+    str or None
+        The path written, or None (nothing written) when no run has dev curves.
+    """
     text = diagnostics_markdown(root, name, rows)
     if text is None:
         return None
