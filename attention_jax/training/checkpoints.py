@@ -34,7 +34,7 @@ from absl import logging
 from etils import epath
 from jax.experimental import multihost_utils
 
-from attention_jax import model, run_files
+from attention_jax import run_files
 from attention_jax.transformer_config import TransformerConfig
 
 PARAMS_ITEM = "params"  # The parameters' item inside each step directory (orbax Composite layout).

@@ -9,7 +9,6 @@ config; :func:`average_last_params` averages the last ``count`` of them.
 from __future__ import annotations
 
 import os
-import time
 from typing import Any, Mapping
 
 import flax.linen as nn

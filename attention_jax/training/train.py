@@ -198,8 +198,8 @@ def _check_finite(run: _Run, pending: list[tuple[int, dict]]) -> None:
             then = (f"The last good checkpoint is step {latest} in {run.checkpoints.directory}. Lower "
                     f"learning_rate_scale or raise warmup_steps, then rerun to resume from it."
                     if latest is not None else
-                    f"No checkpoint was saved before it, so a rerun starts from scratch. Lower "
-                    f"learning_rate_scale or raise warmup_steps, then rerun.")
+                    "No checkpoint was saved before it, so a rerun starts from scratch. Lower "
+                    "learning_rate_scale or raise warmup_steps, then rerun.")
             raise NonFiniteLossError(
                 f"non-finite training loss at step {step} (loss_sum={float(sums['loss_sum'])}, "
                 f"grad_norm={float(sums['grad_norm'])}); stopping. {then}")

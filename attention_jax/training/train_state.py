@@ -27,7 +27,7 @@ import optax
 from jax.sharding import Mesh, NamedSharding
 
 from attention_jax import language_model, model
-from attention_jax.training import checkpoints, metrics, optim, sharding
+from attention_jax.training import metrics, sharding
 
 Batch = dict[str, Any]
 MetricSums = dict[str, jax.Array]
