@@ -35,6 +35,12 @@ StepFn = Callable[[Any, Array], tuple[Array, Any]]
 dimension (the search reorders it when beams are reselected), except scalar leaves, which are shared
 by all hypotheses (step counters) and left alone.
 """
+GrowState = Callable[[Any, int], Any]
+"""``grow_state(state, num_steps) -> state``: ``step_fn``'s state resized to serve the steps before ``num_steps``.
+
+Used between the stages of a staged search (``stage_ends``): a key/value cache that holds only the
+positions decoded so far is cheaper to attend over and to reorder than one sized for the longest output.
+"""
 
 PAD_ID, BOS_ID, EOS_ID = 0, 2, 3
 NEG_INF = float("-inf")
@@ -181,6 +187,58 @@ def _write_position(tokens: Array, step: Array, new_tokens: Array) -> Array:
     return jax.lax.dynamic_update_index_in_dim(tokens, new_tokens, step, axis=2)
 
 
+def _validate_stages(stage_ends: tuple[int, ...], max_decode_len: int, grow_state: GrowState | None) -> None:
+    """Raise ``ValueError`` unless ``stage_ends`` rise strictly inside ``(0, max_decode_len)`` with a grower."""
+    previous = 0
+    for end in stage_ends:
+        if not previous < end < max_decode_len:
+            raise ValueError(f"stage_ends must rise strictly between 0 and max_decode_len={max_decode_len}; "
+                             f"got {stage_ends}.")
+        previous = end
+    if stage_ends and grow_state is None:
+        raise ValueError("stage_ends needs grow_state to resize the step function's state between stages.")
+
+
+def _run_in_stages(search_step: Callable[[Any], Any], state: Any, *, stage_ends: tuple[int, ...],
+                   max_decode_len: int, grow_state: GrowState | None) -> Any:
+    """Run ``search_step`` until every sentence is done or ``max_decode_len`` steps, in stages.
+
+    Parameters
+    ----------
+    search_step : callable
+        One step of the search; ``state`` has ``step``, ``done`` and ``model_state`` fields.
+    state : NamedTuple
+        The search state before the first step; its ``model_state`` serves the first stage.
+    stage_ends : tuple of int
+        Step counts at which a stage ends (validated by :func:`_validate_stages`); the last stage ends
+        at ``max_decode_len``.
+    max_decode_len : int
+        ``L``.
+    grow_state : GrowState, optional
+        Resizes ``model_state`` for the next stage (needed when ``stage_ends`` is not empty).
+
+    Returns
+    -------
+    NamedTuple
+        The final search state.
+
+    Notes
+    -----
+    Each stage is its own ``lax.while_loop`` (so its state may have its own static shapes) that stops as
+    soon as every sentence is done; a later stage then runs no step. Splitting the loop changes no
+    result: the steps run, and their order, are those of one loop over ``[0, L)``.
+    """
+    for index, end in enumerate(stage_ends + (max_decode_len,)):
+        if index > 0:
+            state = state._replace(model_state=grow_state(state.model_state, end))
+
+        def not_finished(state: Any, end: int = end) -> Array:
+            return jnp.logical_and(state.step < end, jnp.logical_not(jnp.all(state.done)))
+
+        state = jax.lax.while_loop(not_finished, search_step, state)
+    return state
+
+
 class _BeamState(NamedTuple):
     step: Array  # Scalar: the position being decoded.
     alive_tokens: Array  # [B,K,L]
@@ -290,7 +348,8 @@ def _beam_search_step(state: _BeamState, *, step_fn: StepFn, max_lengths: Array,
 
 def beam_search(step_fn: StepFn, initial_state: Any, max_lengths: Array, *, beam_size: int, alpha: float,
                 max_decode_len: int, early_stop: bool = True, eos_id: int = EOS_ID, bos_id: int = BOS_ID,
-                banned_ids: tuple[int, ...] = (PAD_ID, BOS_ID)) -> SearchResult:
+                banned_ids: tuple[int, ...] = (PAD_ID, BOS_ID), stage_ends: tuple[int, ...] = (),
+                grow_state: GrowState | None = None) -> SearchResult:
     """Beam search with the GNMT length penalty and early termination (traceable; call under jit).
 
     Parameters
@@ -315,6 +374,12 @@ def beam_search(step_fn: StepFn, initial_state: Any, max_lengths: Array, *, beam
         End and start tokens.
     banned_ids : tuple of int
         Ids never emitted (pad and bos). Their probability mass is removed, not renormalized.
+    stage_ends : tuple of int
+        Run the loop in stages ending after these step counts (rising, inside ``(0, L)``; the last
+        stage ends at ``L``). ``initial_state`` serves the first stage and ``grow_state`` resizes the
+        state before each later one. Empty (default): one loop.
+    grow_state : GrowState, optional
+        Needed with ``stage_ends``.
 
     Returns
     -------
@@ -338,16 +403,14 @@ def beam_search(step_fn: StepFn, initial_state: Any, max_lengths: Array, *, beam
     best finished score is at least :func:`best_possible_score` of its best live hypothesis.
     The model state is reordered with :func:`gather_beams` after each selection.
     """
+    _validate_stages(stage_ends, max_decode_len, grow_state)
     max_lengths = jnp.minimum(jnp.asarray(max_lengths, jnp.int32), max_decode_len)
     state = _initial_beam_state(initial_state, max_lengths, beam_size, max_decode_len)
-
-    def not_finished(state: _BeamState) -> Array:
-        return jnp.logical_and(state.step < max_decode_len, jnp.logical_not(jnp.all(state.done)))
-
     search_step = functools.partial(_beam_search_step, step_fn=step_fn, max_lengths=max_lengths, beam_size=beam_size,
                                     alpha=alpha, early_stop=early_stop, eos_id=eos_id, bos_id=bos_id,
                                     banned_ids=banned_ids)
-    final = jax.lax.while_loop(not_finished, search_step, state)
+    final = _run_in_stages(search_step, state, stage_ends=stage_ends, max_decode_len=max_decode_len,
+                           grow_state=grow_state)
     return SearchResult(final.finished_tokens, final.finished_scores, final.finished_log_probs,
                         final.finished_lengths, final.step)
 
@@ -363,7 +426,8 @@ class _GreedyState(NamedTuple):
 
 def greedy_search(step_fn: StepFn, initial_state: Any, max_lengths: Array, *, alpha: float = 0.0,
                   max_decode_len: int, eos_id: int = EOS_ID, bos_id: int = BOS_ID,
-                  banned_ids: tuple[int, ...] = (PAD_ID, BOS_ID)) -> SearchResult:
+                  banned_ids: tuple[int, ...] = (PAD_ID, BOS_ID), stage_ends: tuple[int, ...] = (),
+                  grow_state: GrowState | None = None) -> SearchResult:
     """Greedy decoding: the most probable token at every step, until EOS (traceable; call under jit).
 
     Parameters
@@ -383,6 +447,8 @@ def greedy_search(step_fn: StepFn, initial_state: Any, max_lengths: Array, *, al
         End and start tokens.
     banned_ids : tuple of int
         Ids never emitted.
+    stage_ends, grow_state
+        A staged loop, as for :func:`beam_search`.
 
     Returns
     -------
@@ -394,6 +460,7 @@ def greedy_search(step_fn: StepFn, initial_state: Any, max_lengths: Array, *, al
     Equals :func:`beam_search` with ``beam_size=1`` and ``alpha=0``; with ``alpha > 0`` beam
     search may keep going after the greedy EOS when a longer hypothesis could still score better.
     """
+    _validate_stages(stage_ends, max_decode_len, grow_state)
     max_lengths = jnp.minimum(jnp.asarray(max_lengths, jnp.int32), max_decode_len)
     num_sentences = max_lengths.shape[0]
     state = _GreedyState(
@@ -404,9 +471,6 @@ def greedy_search(step_fn: StepFn, initial_state: Any, max_lengths: Array, *, al
         done=max_lengths <= 0,
         model_state=initial_state,
     )
-
-    def not_finished(state: _GreedyState) -> Array:
-        return jnp.logical_and(state.step < max_decode_len, jnp.logical_not(jnp.all(state.done)))
 
     def greedy_step(state: _GreedyState) -> _GreedyState:
         step = state.step
@@ -428,7 +492,8 @@ def greedy_search(step_fn: StepFn, initial_state: Any, max_lengths: Array, *, al
             model_state=model_state,
         )
 
-    final = jax.lax.while_loop(not_finished, greedy_step, state)
+    final = _run_in_stages(greedy_step, state, stage_ends=stage_ends, max_decode_len=max_decode_len,
+                           grow_state=grow_state)
     empty = max_lengths <= 0
     log_probs = jnp.where(empty, NEG_INF, final.log_probs)
     scores = log_probs / length_penalty(final.lengths, alpha)

@@ -1,10 +1,11 @@
 """Translating with a Transformer: incremental decoding with the key/value cache, batching, buckets (6.1).
 
 The encoder runs once per batch; the decoder then advances one position per step, reading earlier
-positions' keys and values from the cache (``Transformer(config.replace(decode=True))``). The search
-itself (beam or greedy) lives in :mod:`attention_jax.beam_search` and sees the model only through a
-step function. Uncached decoding, which recomputes the decoder over the whole prefix at every step,
-is kept as an option for the benchmark and as a cross-check.
+positions' keys and values from the cache. The search itself (beam or greedy) lives in
+:mod:`attention_jax.beam_search` and sees the model only through a step function
+(:mod:`attention_jax.decode_steps`: cached, with a cache that grows in stages, or uncached, which
+recomputes the decoder over the whole prefix at every step, kept for the benchmark and as a
+cross-check).
 
 Shape glossary
 --------------
@@ -29,7 +30,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from attention_jax import beam_search
+from attention_jax import beam_search, decode_steps
 from attention_jax.decode_settings import DecodeSettings
 from attention_jax.model import EOS_ID, PAD_ID, Transformer, abstract_params
 from attention_jax.transformer_config import TransformerConfig
@@ -51,114 +52,13 @@ class TextCodec(Protocol):
         """Text of ``ids`` up to the first EOS."""
 
 
-def init_cache(model_config: TransformerConfig, num_rows: int, max_decode_len: int) -> Any:
-    """An empty key/value cache for ``num_rows`` hypotheses of up to ``max_decode_len`` tokens.
-
-    Parameters
-    ----------
-    model_config : TransformerConfig
-        The model (``decode`` is switched on here).
-    num_rows : int
-        ``N``, decoder rows (sentences times beam size).
-    max_decode_len : int
-        ``L``, positions the cache holds.
-
-    Returns
-    -------
-    pytree
-        The ``cache`` collection: zero keys/values ``[N, L, H, K|V]`` per decoder layer and zero
-        ``cache_index``/``position`` counters.
-
-    Notes
-    -----
-    Shapes come from ``jax.eval_shape`` of ``init``, so no parameters are allocated; ``init``'s cache
-    is all zeros, which is what is returned.
-    """
-    model = Transformer(model_config.replace(decode=True))
-    shapes = jax.eval_shape(lambda: model.init(
-        jax.random.key(0), jnp.ones((num_rows, 1), jnp.int32), jnp.ones((num_rows, max_decode_len), jnp.int32)))
-    return jax.tree_util.tree_map(lambda shape: jnp.zeros(shape.shape, shape.dtype), shapes["cache"])
-
-
-def make_cached_step_fn(model_config: TransformerConfig, params: Any, encoded: Array,
-                        inputs: Array) -> beam_search.StepFn:
-    """Step function that decodes one position with the key/value cache.
-
-    Parameters
-    ----------
-    model_config : TransformerConfig
-        The model.
-    params : pytree
-        Its parameters.
-    encoded : Array
-        ``[N, S, D]`` encoder output, one row per hypothesis.
-    inputs : Array
-        ``[N, S]`` source ids (for the cross-attention padding mask).
-
-    Returns
-    -------
-    beam_search.StepFn
-        ``(cache, token_ids [N]) -> (logits [N, V], cache)``; start from :func:`init_cache`.
-    """
-    model = Transformer(model_config.replace(decode=True))
-
-    def step(cache: Any, token_ids: Array) -> tuple[Array, Any]:
-        logits, updates = model.apply(
-            {"params": params, "cache": cache}, encoded, inputs, token_ids[:, None],
-            method=Transformer.decode, mutable=["cache"])  # [N,1,V]
-        return logits[:, 0], updates["cache"]
-
-    return step
-
-
-def init_prefix_state(num_rows: int, max_decode_len: int) -> tuple[Array, Array]:
-    """Initial state of :func:`make_uncached_step_fn`: an empty prefix ``[N, L]`` and position 0."""
-    return jnp.zeros((num_rows, max_decode_len), jnp.int32), jnp.array(0, jnp.int32)
-
-
-def make_uncached_step_fn(model_config: TransformerConfig, params: Any, encoded: Array,
-                          inputs: Array) -> beam_search.StepFn:
-    """Step function that reruns the decoder over the whole prefix (no cache), for comparison.
-
-    Parameters
-    ----------
-    model_config : TransformerConfig
-        The model.
-    params : pytree
-        Its parameters.
-    encoded : Array
-        ``[N, S, D]`` encoder output, one row per hypothesis.
-    inputs : Array
-        ``[N, S]`` source ids.
-
-    Returns
-    -------
-    beam_search.StepFn
-        ``((prefix [N, L], position), token_ids [N]) -> (logits [N, V], state)``; start from
-        :func:`init_prefix_state`.
-
-    Notes
-    -----
-    Shapes are static, so each step runs the decoder on all ``L`` positions (the causal mask keeps
-    later positions from affecting the one read out); this is the cost the cache avoids.
-    """
-    model = Transformer(model_config.replace(decode=False))
-
-    def step(state: tuple[Array, Array], token_ids: Array) -> tuple[Array, Any]:
-        prefix, position = state
-        prefix = jax.lax.dynamic_update_index_in_dim(prefix, token_ids, position, axis=1)  # [N,L]
-        logits = model.apply({"params": params}, encoded, inputs, prefix, method=Transformer.decode)  # [N,L,V]
-        return jax.lax.dynamic_index_in_dim(logits, position, axis=1, keepdims=False), (prefix, position + 1)
-
-    return step
-
-
 @functools.partial(jax.jit, static_argnames=("model_config", "method", "beam_size", "alpha",
-                                             "max_decode_len", "use_cache", "early_stop", "mesh"))
+                                             "max_decode_len", "use_cache", "early_stop", "mesh",
+                                             "cache_stages"))
 def decode_batch(params: Any, inputs: Array, max_lengths: Array, *, model_config: TransformerConfig,
                  method: str = "beam", beam_size: int = 4, alpha: float = 0.6, max_decode_len: int,
                  use_cache: bool = True, early_stop: bool = True,
-                 mesh: jax.sharding.Mesh | None = None) -> beam_search.SearchResult:
+                 mesh: jax.sharding.Mesh | None = None, cache_stages: int = 4) -> beam_search.SearchResult:
     """Translate a padded batch of source ids (jitted; one compilation per shape and setting).
 
     Parameters
@@ -187,6 +87,10 @@ def decode_batch(params: Any, inputs: Array, max_lengths: Array, *, model_config
     mesh : jax.sharding.Mesh, optional
         Split the batch over the mesh's ``"data"`` axis (``B`` must divide by its size); parameters
         are replicated. Each device then searches its own sentences independently.
+    cache_stages : int
+        Grow the key/value cache in this many stages (:func:`cache_stage_ends`), so early steps
+        attend over and reorder a short cache; 1 sizes it for ``L`` from the start. Outputs are the
+        same either way.
 
     Returns
     -------
@@ -207,7 +111,7 @@ def decode_batch(params: Any, inputs: Array, max_lengths: Array, *, model_config
         raise ValueError(f"max_decode_len={max_decode_len} exceeds the model's max_len={model_config.max_len}.")
     search = functools.partial(_search, model_config=model_config, method=method, beam_size=beam_size,
                                alpha=alpha, max_decode_len=max_decode_len, use_cache=use_cache,
-                               early_stop=early_stop)
+                               early_stop=early_stop, cache_stages=cache_stages)
     if mesh is None:
         return search(params, inputs, max_lengths)
     by_sentence = jax.sharding.PartitionSpec("data")
@@ -225,24 +129,21 @@ def decode_batch(params: Any, inputs: Array, max_lengths: Array, *, model_config
 
 def _search(params: Any, inputs: Array, max_lengths: Array, *, model_config: TransformerConfig, method: str,
             beam_size: int, alpha: float, max_decode_len: int, use_cache: bool,
-            early_stop: bool) -> beam_search.SearchResult:
+            early_stop: bool, cache_stages: int) -> beam_search.SearchResult:
     """Encode once, then beam or greedy search with the cached or uncached step function."""
     rows_per_sentence = beam_size if method == "beam" else 1
     model = Transformer(model_config.replace(decode=False))
     encoded = model.apply({"params": params}, inputs, method=Transformer.encode)  # [B,S,D]
     encoded = jnp.repeat(encoded, rows_per_sentence, axis=0)  # [N,S,D]
     repeated_inputs = jnp.repeat(inputs, rows_per_sentence, axis=0)  # [N,S]
-    num_rows = encoded.shape[0]
-    if use_cache:
-        state = init_cache(model_config, num_rows, max_decode_len)
-        step_fn = make_cached_step_fn(model_config, params, encoded, repeated_inputs)
-    else:
-        state = init_prefix_state(num_rows, max_decode_len)
-        step_fn = make_uncached_step_fn(model_config, params, encoded, repeated_inputs)
+    step_fn, state, stages = decode_steps.search_setup(
+        model_config, params, encoded, repeated_inputs, max_decode_len=max_decode_len, use_cache=use_cache,
+        cache_stages=cache_stages)
     if method == "greedy":
-        return beam_search.greedy_search(step_fn, state, max_lengths, alpha=alpha, max_decode_len=max_decode_len)
+        return beam_search.greedy_search(step_fn, state, max_lengths, alpha=alpha, max_decode_len=max_decode_len,
+                                         **stages)
     return beam_search.beam_search(step_fn, state, max_lengths, beam_size=beam_size, alpha=alpha,
-                                   max_decode_len=max_decode_len, early_stop=early_stop)
+                                   max_decode_len=max_decode_len, early_stop=early_stop, **stages)
 
 
 def bucket_length(length: int, maximum: int, minimum: int = MIN_SOURCE_BUCKET) -> int:
@@ -290,7 +191,8 @@ def cache_length(longest_output: int, limit: int, multiple: int = 16) -> int:
     Every decode step attends over, and beam search reorders, the whole cache, so its cost grows with
     ``L``: sizing it to the longest output the batch may produce rather than to the source bucket
     plus the margin took a base-shape beam search with 64-token outputs from 5.1 to 4.1 s
-    (``L`` 114 -> 64, shared 2-core CPU). No output is affected: none may be longer.
+    (``L`` 114 -> 64, shared 2-core CPU). No output is affected: none may be longer. Within the
+    search the cache then grows in stages up to ``L`` (``decode_batch``'s ``cache_stages``).
     """
     return min(-(-longest_output // multiple) * multiple, limit)
 

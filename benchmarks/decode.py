@@ -39,7 +39,7 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
-from attention_jax import beam_search, decode  # noqa: E402
+from attention_jax import beam_search, decode, decode_steps  # noqa: E402
 from attention_jax.model import EOS_ID, Transformer  # noqa: E402
 from attention_jax.transformer_config import TransformerConfig  # noqa: E402
 from configs import base as base_config  # noqa: E402
@@ -53,6 +53,8 @@ _SOURCE_LEN = flags.DEFINE_integer("source_len", 0, "Source tokens (EOS included
 _REPEATS = flags.DEFINE_integer("repeats", 2, "Timed runs per configuration (the best is reported).")
 _SEARCHES = flags.DEFINE_list("searches", ["beam", "greedy"], "beam (size 4) and/or greedy.")
 _UNCACHED = flags.DEFINE_bool("uncached", True, "Also time uncached decoding (slow for base on a CPU).")
+_CACHE_STAGES = flags.DEFINE_integer("cache_stages", 4, "Stages in which the cache grows "
+                                     "(decode.decode_batch's cache_stages); 1: sized for the whole output.")
 _JSON_LINE = flags.DEFINE_bool("json_line", False, "Print the JSON on one line (for benchmarks/peer_flax.py).")
 
 MAX_EXTRA_LEN = 50
@@ -65,30 +67,27 @@ def model_config_for(name: str) -> TransformerConfig:
     return TransformerConfig.from_config(config, dropout_rate=0.0)
 
 
-@functools.partial(jax.jit, static_argnames=("model_config", "method", "max_decode_len", "use_cache"))
+@functools.partial(jax.jit, static_argnames=("model_config", "method", "max_decode_len", "use_cache",
+                                             "cache_stages"))
 def forced_length_search(params: Any, inputs: jax.Array, max_lengths: jax.Array, *, model_config: TransformerConfig,
-                         method: str, max_decode_len: int, use_cache: bool) -> beam_search.SearchResult:
+                         method: str, max_decode_len: int, use_cache: bool,
+                         cache_stages: int) -> beam_search.SearchResult:
     """``decode.decode_batch`` with EOS suppressed before each sentence's last position."""
     beam_size = 4 if method == "beam" else 1
     model = Transformer(model_config)
     encoded = jnp.repeat(model.apply({"params": params}, inputs, method=Transformer.encode), beam_size, axis=0)
-    repeated_inputs = jnp.repeat(inputs, beam_size, axis=0)
-    rows = encoded.shape[0]
-    if use_cache:
-        state = decode.init_cache(model_config, rows, max_decode_len)
-        step_fn = decode.make_cached_step_fn(model_config, params, encoded, repeated_inputs)
-    else:
-        state = decode.init_prefix_state(rows, max_decode_len)
-        step_fn = decode.make_uncached_step_fn(model_config, params, encoded, repeated_inputs)
+    step_fn, state, stages = decode_steps.search_setup(
+        model_config, params, encoded, jnp.repeat(inputs, beam_size, axis=0), max_decode_len=max_decode_len,
+        use_cache=use_cache, cache_stages=cache_stages)
 
     def no_early_eos(state: Any, token_ids: jax.Array) -> tuple[jax.Array, Any]:
         logits, state = step_fn(state, token_ids)
         return logits.at[:, EOS_ID].add(-1e4), state
 
     if method == "greedy":
-        return beam_search.greedy_search(no_early_eos, state, max_lengths, max_decode_len=max_decode_len)
+        return beam_search.greedy_search(no_early_eos, state, max_lengths, max_decode_len=max_decode_len, **stages)
     return beam_search.beam_search(no_early_eos, state, max_lengths, beam_size=beam_size, alpha=0.6,
-                                   max_decode_len=max_decode_len)
+                                   max_decode_len=max_decode_len, **stages)
 
 
 def time_search(params: Any, model_config: TransformerConfig, batch_size: int, method: str, use_cache: bool,
@@ -102,7 +101,7 @@ def time_search(params: Any, model_config: TransformerConfig, batch_size: int, m
     max_decode_len = decode.cache_length(output_len, min(inputs.shape[1] + MAX_EXTRA_LEN, model_config.max_len))
     run = functools.partial(forced_length_search, params, jnp.asarray(inputs), jnp.asarray(max_lengths),
                             model_config=model_config, method=method, max_decode_len=max_decode_len,
-                            use_cache=use_cache)
+                            use_cache=use_cache, cache_stages=_CACHE_STAGES.value)
     start = time.perf_counter()
     result = jax.block_until_ready(run())
     first_s = time.perf_counter() - start
@@ -117,6 +116,7 @@ def time_search(params: Any, model_config: TransformerConfig, batch_size: int, m
     return {
         "search": "beam4" if method == "beam" else "greedy",
         "cache": use_cache,
+        "cache_stages": _CACHE_STAGES.value if use_cache else None,
         "batch_size": batch_size,
         "output_len": output_len,
         "source_len": source_len,

@@ -326,3 +326,84 @@ def test_best_possible_score_bounds_every_extension():
     assert math.isclose(
         float(beam_search.best_possible_score(jnp.float32(-2.0), jnp.int32(1), jnp.int32(10), 0.6)),
         -2.0 / lp(10, 0.6), rel_tol=1e-6)
+
+
+class HistoryModel(PrefixModel):
+    """The prefix model read from a per-row history of tokens whose capacity a staged search grows.
+
+    Each step writes its token at ``history[:, step]`` (``dynamic_update`` clamps an index past the
+    capacity, which would overwrite the last slot and corrupt the prefix code) and computes the code
+    from the history, so a stage whose state is too short, or a grown state that loses rows or their
+    order, changes the results.
+    """
+
+    def step_fn(self, rows_per_sentence: int):
+        tables = jnp.asarray(self.tables)
+
+        def step(state, token_ids):
+            history, calls = state  # [N, C], scalar
+            history = jax.lax.dynamic_update_index_in_dim(history, token_ids, calls, axis=1)
+            positions = jnp.arange(history.shape[1])
+            powers = jnp.where(positions <= calls, VOCAB_SIZE ** jnp.maximum(calls - positions, 0), 0)
+            codes = jnp.sum(history * powers, axis=1)
+            sentence = jnp.arange(codes.shape[0]) // rows_per_sentence
+            return tables[sentence, codes], (history, calls + 1)
+
+        return step
+
+    def initial_state(self, rows: int, capacity: int = MAX_LEN):
+        return jnp.zeros((rows, capacity), jnp.int32), jnp.array(0, jnp.int32)
+
+
+def test_staged_search_equals_one_loop_and_grows_the_state_between_stages():
+    grown = []  # (capacity before, capacity asked for), recorded while tracing.
+
+    def grow_history(state, num_steps):
+        history, calls = state
+        grown.append((history.shape[1], num_steps))
+        return jnp.pad(history, ((0, 0), (0, num_steps - history.shape[1]))), calls
+
+    stage_ends = (2, 4)
+    max_lengths = jnp.asarray([5, 5, 3, 4], jnp.int32)
+    for seed in range(3):
+        model = HistoryModel(PrefixModel.random(seed, num_sentences=4, scale=3.0).tables)
+        for early_stop in (True, False):
+            one_loop = beam_search.beam_search(
+                model.step_fn(3), model.initial_state(12), max_lengths, beam_size=3, alpha=0.6,
+                max_decode_len=MAX_LEN, early_stop=early_stop)
+            grown.clear()
+            staged = beam_search.beam_search(
+                model.step_fn(3), model.initial_state(12, capacity=2), max_lengths, beam_size=3, alpha=0.6,
+                max_decode_len=MAX_LEN, early_stop=early_stop, stage_ends=stage_ends, grow_state=grow_history)
+            assert grown == [(2, 4), (4, 5)]
+            reference = run_beam(model, max_lengths, beam_size=3, alpha=0.6, early_stop=early_stop)
+            for result in (one_loop, staged):
+                np.testing.assert_array_equal(result.tokens, reference.tokens)
+                np.testing.assert_array_equal(result.scores, reference.scores)
+                assert int(result.num_steps) == int(reference.num_steps)
+        greedy_staged = beam_search.greedy_search(
+            model.step_fn(1), model.initial_state(4, capacity=2), max_lengths, max_decode_len=MAX_LEN,
+            stage_ends=stage_ends, grow_state=grow_history)
+        np.testing.assert_array_equal(greedy_staged.tokens, run_greedy(model, max_lengths).tokens)
+
+
+def test_too_short_a_stage_state_changes_the_result():
+    # The check above can fail: without growing, steps past the capacity corrupt the prefix code.
+    model = HistoryModel(PrefixModel.random(0, num_sentences=4, scale=3.0).tables)
+    max_lengths = jnp.asarray([5, 5, 5, 5], jnp.int32)
+    short = beam_search.beam_search(model.step_fn(3), model.initial_state(12, capacity=2), max_lengths, beam_size=3,
+                                    alpha=0.6, max_decode_len=MAX_LEN, early_stop=False)
+    reference = run_beam(model, max_lengths, beam_size=3, alpha=0.6, early_stop=False)
+    assert not np.array_equal(short.scores, reference.scores)
+
+
+@pytest.mark.parametrize("stage_ends,grow,message", [
+    ((0, 3), True, "rise strictly"), ((3, 2), True, "rise strictly"), ((5,), True, "rise strictly"),
+    ((2,), False, "grow_state"),
+])
+def test_staged_search_rejects_bad_stages(stage_ends, grow, message):
+    model = PrefixModel.random(0, num_sentences=1)
+    with pytest.raises(ValueError, match=message):
+        beam_search.beam_search(model.step_fn(2), model.initial_state(2), jnp.asarray([5]), beam_size=2, alpha=0.6,
+                                max_decode_len=MAX_LEN, stage_ends=stage_ends,
+                                grow_state=(lambda state, steps: state) if grow else None)

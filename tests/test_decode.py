@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from attention_jax import decode
+from attention_jax import decode, decode_steps
 from attention_jax.decode_settings import DecodeSettings
 from attention_jax.model import BOS_ID, EOS_ID, PAD_ID, Transformer
 from tests.support.decoding_helpers import SHORT, TINY, VOCAB_SIZE, WordTokenizer, init_params
@@ -29,8 +29,8 @@ def incremental_logits(params, inputs, targets, *, model_config):
     """Teacher-forced logits computed one position at a time through the cache (a lax.scan)."""
     model = Transformer(model_config)
     encoded = model.apply({"params": params}, inputs, method=Transformer.encode)
-    step = decode.make_cached_step_fn(model_config, params, encoded, inputs)
-    cache = decode.init_cache(model_config, inputs.shape[0], targets.shape[1])
+    step = decode_steps.make_cached_step_fn(model_config, params, encoded, inputs)
+    cache = decode_steps.init_cache(model_config, inputs.shape[0], targets.shape[1])
     decoder_inputs = jnp.concatenate([jnp.full_like(targets[:, :1], BOS_ID), targets[:, :-1]], axis=1)
 
     def scan_step(cache, token_ids):
@@ -46,8 +46,8 @@ def prefix_logits(params, inputs, targets, *, model_config):
     """The same, recomputing the whole prefix at every step (the uncached step function)."""
     model = Transformer(model_config)
     encoded = model.apply({"params": params}, inputs, method=Transformer.encode)
-    step = decode.make_uncached_step_fn(model_config, params, encoded, inputs)
-    state = decode.init_prefix_state(inputs.shape[0], targets.shape[1])
+    step = decode_steps.make_uncached_step_fn(model_config, params, encoded, inputs)
+    state = decode_steps.init_prefix_state(inputs.shape[0], targets.shape[1])
     decoder_inputs = jnp.concatenate([jnp.full_like(targets[:, :1], BOS_ID), targets[:, :-1]], axis=1)
 
     def scan_step(state, token_ids):
@@ -130,6 +130,49 @@ def test_cached_and_uncached_search_agree(tiny_params):
         length = cached.lengths[row, 0]
         assert 1 <= length <= max_lengths[row]
         assert cached.tokens[row, 0, length - 1] == EOS_ID and not cached.tokens[row, 0, length:].any()
+
+
+def test_cache_stage_ends():
+    assert decode_steps.cache_stage_ends(64, 4) == (16, 32, 48)
+    assert decode_steps.cache_stage_ends(64, 2) == (32,)
+    assert decode_steps.cache_stage_ends(64, 1) == ()
+    assert decode_steps.cache_stage_ends(16, 4) == ()  # A stage is at least 16 steps.
+    assert decode_steps.cache_stage_ends(24, 4) == (16,)
+    assert decode_steps.cache_stage_ends(80, 4) == (32, 64)  # 80 / 4 = 20, rounded up to 32.
+    assert decode_steps.cache_stage_ends(114, 4, multiple=8) == (32, 64, 96)
+    with pytest.raises(ValueError, match="num_stages"):
+        decode_steps.cache_stage_ends(64, 0)
+
+
+def test_grow_cache_pads_keys_and_values_and_keeps_the_counters():
+    cache = decode_steps.init_cache(TINY, num_rows=3, max_decode_len=16)
+    cache = jax.tree_util.tree_map(lambda leaf: leaf + 1 if leaf.ndim else leaf + 5, cache)
+    grown = decode_steps.grow_cache(cache, 40)
+    for name in ("cached_key", "cached_value"):
+        before = np.asarray(cache["decoder_1"]["self_attention"][name])
+        after = np.asarray(grown["decoder_1"]["self_attention"][name])
+        assert before.shape == (3, 16, 4, 8) and after.shape == (3, 40, 4, 8)
+        np.testing.assert_array_equal(after[:, :16], before)
+        assert not after[:, 16:].any()
+    assert int(grown["decoder_0"]["self_attention"]["cache_index"]) == 5
+    assert int(grown["decoder_position"]["position"]) == 5
+
+
+@pytest.mark.parametrize("method", ["beam", "greedy"])
+def test_a_cache_grown_in_stages_gives_the_same_translations(method):
+    # L = 64 in stages of 16 (the cache grows three times); the random model's outputs run long, so
+    # every stage is used. One full-size cache and recomputing the prefix are the references.
+    model_config = TINY.replace(max_len=64)
+    params = nn.meta.unbox(init_params(model_config, seed=4))
+    inputs, _, lengths = random_batch(5, batch=4, source_len=24, target_len=1)
+    max_lengths = jnp.asarray(np.minimum(lengths + 40, 60), jnp.int32)
+    search = functools.partial(decode.decode_batch, params, inputs, max_lengths, model_config=model_config,
+                               method=method, max_decode_len=64, early_stop=False)
+    staged, one_stage, uncached = search(cache_stages=4), search(cache_stages=1), search(use_cache=False)
+    assert int(staged.num_steps) > 48  # The last stage ran.
+    for reference in (one_stage, uncached):
+        np.testing.assert_array_equal(staged.tokens, reference.tokens)
+        np.testing.assert_allclose(staged.scores, reference.scores, atol=1e-4)
 
 
 def test_beam_scores_are_the_models_log_probabilities(tiny_params):
