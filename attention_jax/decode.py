@@ -58,7 +58,7 @@ class TextCodec(Protocol):
 def decode_batch(params: Any, inputs: Array, max_lengths: Array, *, model_config: TransformerConfig,
                  method: str = "beam", beam_size: int = 4, alpha: float = 0.6, max_decode_len: int,
                  use_cache: bool = True, early_stop: bool = True,
-                 mesh: jax.sharding.Mesh | None = None, cache_stages: int = 4) -> beam_search.SearchResult:
+                 mesh: jax.sharding.Mesh | None = None, cache_stages: int = 2) -> beam_search.SearchResult:
     """Translate a padded batch of source ids (jitted; one compilation per shape and setting).
 
     Parameters
@@ -441,7 +441,8 @@ class Translator:
         return decode_batch(
             self.params, self._place(batch.inputs), self._place(batch.max_lengths),
             model_config=self.model_config, method=method, beam_size=self.beam_size, alpha=self.alpha,
-            max_decode_len=max_decode_len, use_cache=self.use_cache, mesh=self.mesh)
+            max_decode_len=max_decode_len, use_cache=self.use_cache, mesh=self.mesh,
+            cache_stages=self.settings.cache_stages)
 
     def _place(self, tree: Any, replicated: bool = False) -> Any:
         """Put arrays on the mesh: batch-sharded over ``"data"``, or replicated."""

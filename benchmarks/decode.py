@@ -53,7 +53,7 @@ _SOURCE_LEN = flags.DEFINE_integer("source_len", 0, "Source tokens (EOS included
 _REPEATS = flags.DEFINE_integer("repeats", 2, "Timed runs per configuration (the best is reported).")
 _SEARCHES = flags.DEFINE_list("searches", ["beam", "greedy"], "beam (size 4) and/or greedy.")
 _UNCACHED = flags.DEFINE_bool("uncached", True, "Also time uncached decoding (slow for base on a CPU).")
-_CACHE_STAGES = flags.DEFINE_integer("cache_stages", 4, "Stages in which the cache grows "
+_CACHE_STAGES = flags.DEFINE_integer("cache_stages", 2, "Stages in which the cache grows "
                                      "(decode.decode_batch's cache_stages); 1: sized for the whole output.")
 _JSON_LINE = flags.DEFINE_bool("json_line", False, "Print the JSON on one line (for benchmarks/peer_flax.py).")
 

@@ -114,5 +114,6 @@ def get_config() -> ml_collections.ConfigDict:
     config.beam_size = 4
     config.length_penalty_alpha = 0.6
     config.max_decode_extra_len = 50  # Output length limit: input length + 50.
+    config.cache_stages = 2  # The key/value cache grows in 2 stages (faster decoding, 2 loop compilations).
     config.average_last_checkpoints = 5
     return config

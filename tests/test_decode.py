@@ -265,6 +265,14 @@ def test_translator_rejects_mismatched_params_and_tokenizer(tiny_params):
         decode.Translator(TINY, tiny_params, WordTokenizer(), settings=DecodeSettings(max_decode_extra_len=24))
     with pytest.raises(ValueError, match="beam_size"):
         decode.Translator(TINY, tiny_params, WordTokenizer(), settings=dataclasses.replace(SHORT, beam_size=0))
+    with pytest.raises(ValueError, match="cache_stages must be a positive integer"):
+        dataclasses.replace(SHORT, cache_stages=0)
+
+
+def test_decode_settings_read_cache_stages_from_the_config():
+    assert DecodeSettings.from_config({}).cache_stages == 2
+    assert DecodeSettings.from_config({"cache_stages": 4}).cache_stages == 4
+    assert DecodeSettings.from_config({"cache_stages": 4}, cache_stages=1).cache_stages == 1
 
 
 def test_greedy_translator_matches_greedy_search(tiny_params):
