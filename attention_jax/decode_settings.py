@@ -35,10 +35,10 @@ class DecodeSettings:
     -----
     Raises ``ValueError`` for a non-positive ``beam_size``, ``max_decode_extra_len`` or ``cache_stages``.
 
-    Translating 500 dev sentences of ``messages_en_de`` with a small trained model (2 CPU cores shared
-    with a sweep) took 26.8 / 20.7 / 18.3 s once compiled with 1 / 2 / 4 stages, and compiling took
-    32 / 46 / 62 s: most outputs are far shorter than the input + 50 the cache is sized for. Two stages
-    (the default) pay for their compile time from about a thousand sentences on.
+    Staging pays where most outputs end long before the input + 50 tokens the cache is sized for,
+    at the cost of one loop compilation per stage: ``benchmarks/translate.py`` measures both on a
+    trained run (figures in its docstring). Two stages (the default) pay for their compile time from
+    about a thousand sentences on there.
     """
 
     beam_size: int = 4

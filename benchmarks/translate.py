@@ -1,0 +1,127 @@
+r"""Translating real sentences with a trained run: compile and decode time per cache staging; prints JSON.
+
+Run from the repository root, on any training work directory and a file of sources::
+
+    python benchmarks/translate.py --workdir=runs/table2_small/base/seed_0 \
+        --sources=../shared/data/messages_en_de/dev.tsv --num_sentences=500 --cache_stages=1,2,4
+
+``benchmarks/decode.py`` times a search forced to a fixed output length on random weights; this one
+times what ``evaluate`` and training's final BLEU do: a trained model's beam search (the run's own
+decoding settings) over real sentences of every length, with early termination, where most outputs
+end long before the input + 50 tokens the key/value cache is sized for. Each staging
+(``config.cache_stages``, :func:`attention_jax.decode_steps.cache_stage_ends`) translates the same
+sentences twice in this process: the first pass compiles every batch shape it meets (``cold_s``), the
+second reuses them (``warm_s``; ``compile_s`` = cold - warm). The translations of every staging must
+be identical; the benchmark fails otherwise.
+
+Notes
+-----
+Measured with ``--workdir`` a ``configs/table2_small.py`` base run (6+6 layers, d_model 64, 1,000
+pieces; ``benchmarks/results/translate_messages_table2_small_base.json``) and the command above, on the
+2-core development machine while a sweep shared its cores (so the absolute times are high): decoding
+500 sentences took 26.2 / 20.0 / 19.1 s and compiling 30.6 / 43.2 / 65.4 s with 1 / 2 / 4 stages, with
+identical translations. Two stages save 6 s per 500 sentences for 13 s more compiling, so they pay
+from about a thousand sentences on (the whole dev split is 2,000); four add compile time for little
+more speed at these short outputs. The persistent compilation cache is not enabled here, so every
+run compiles afresh.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from typing import Any
+
+from absl import app, flags
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO_ROOT)
+
+import jax  # noqa: E402
+
+from attention_jax import decode, inference  # noqa: E402
+from attention_jax.decode_settings import DecodeSettings  # noqa: E402
+
+_WORKDIR = flags.DEFINE_string("workdir", None, "Training work directory (config.json, checkpoints/).")
+_SOURCES = flags.DEFINE_string("sources", None, "Sentences to translate: a text file, one per line; for a "
+                               ".tsv file the first tab-separated column.")
+_NUM_SENTENCES = flags.DEFINE_integer("num_sentences", 500, "Translate the first this many (0: all).")
+_CACHE_STAGES = flags.DEFINE_list("cache_stages", ["1", "2", "4"], "Stagings to compare (config.cache_stages).")
+_CHECKPOINT = flags.DEFINE_string("checkpoint", "best", "latest, best, averaged or a step number.")
+_BATCH_SIZE = flags.DEFINE_integer("batch_size", 64, "Sentences per decoding batch.")
+_OUT = flags.DEFINE_string("out", None, "Also write the JSON here.")
+
+
+def read_sources(path: str, limit: int) -> list[str]:
+    """The first ``limit`` sources of ``path`` (all for 0): lines, or a ``.tsv`` file's first column.
+
+    Parameters
+    ----------
+    path : str
+        Text or ``.tsv`` file.
+    limit : int
+        Sentences to keep; 0 keeps all.
+
+    Returns
+    -------
+    list of str
+        The sources, in file order.
+    """
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"No sources file {path!r}: pass --sources=FILE (one sentence per line, or .tsv).")
+    with open(path, encoding="utf-8") as handle:
+        lines = [line.rstrip("\n") for line in handle]
+    if path.endswith(".tsv"):
+        lines = [line.split("\t")[0] for line in lines]
+    return lines[:limit] if limit > 0 else lines
+
+
+def time_staging(run: inference.TrainedRun, sources: list[str], cache_stages: int,
+                 batch_size: int) -> tuple[dict[str, Any], list[str]]:
+    """Translate ``sources`` twice with ``cache_stages`` stages; the JSON record and the translations."""
+    settings = DecodeSettings.from_config(run.config, cache_stages=cache_stages)
+    translator = decode.Translator(run.model_config, run.params, run.tokenizer, settings=settings,
+                                   batch_size=batch_size)
+    start = time.perf_counter()
+    first = translator.translate(sources)
+    cold_s = time.perf_counter() - start
+    start = time.perf_counter()
+    second = translator.translate(sources)
+    warm_s = time.perf_counter() - start
+    if first != second:
+        raise RuntimeError(f"cache_stages={cache_stages}: two passes over the same sources translated differently.")
+    record = {"cache_stages": cache_stages, "cold_s": round(cold_s, 2), "warm_s": round(warm_s, 2),
+              "compile_s": round(cold_s - warm_s, 2), "sentences_per_s_warm": round(len(sources) / warm_s, 2)}
+    return record, first
+
+
+def main(argv: list[str]) -> None:
+    del argv
+    if not _WORKDIR.value or not _SOURCES.value:
+        raise app.UsageError("--workdir and --sources are required.")
+    sources = read_sources(_SOURCES.value, _NUM_SENTENCES.value)
+    run = inference.load_run(_WORKDIR.value, _CHECKPOINT.value)
+    records, translations = [], {}
+    for stages in (int(value) for value in _CACHE_STAGES.value):
+        record, translations[stages] = time_staging(run, sources, stages, _BATCH_SIZE.value)
+        records.append(record)
+        print(json.dumps(record), file=sys.stderr, flush=True)
+    reference = next(iter(translations.values()))
+    differing = [stages for stages, output in translations.items() if output != reference]
+    if differing:
+        raise RuntimeError(f"cache_stages {differing} translated differently from {records[0]['cache_stages']}.")
+    report = {"backend": jax.default_backend(), "jax": jax.__version__, "workdir": _WORKDIR.value,
+              "checkpoint": run.checkpoint, "sources": _SOURCES.value, "num_sentences": len(sources),
+              "batch_size": _BATCH_SIZE.value, "beam_size": run.config.get("beam_size", 4),
+              "identical_translations": True, "runs": records}
+    text = json.dumps(report, indent=2)
+    print(text)
+    if _OUT.value:
+        with open(_OUT.value, "w", encoding="utf-8") as handle:
+            handle.write(text + "\n")
+
+
+if __name__ == "__main__":
+    app.run(main)
