@@ -154,14 +154,8 @@ def make_uncached_step_fn(model_config: TransformerConfig, params: Any, encoded:
 
     Parameters
     ----------
-    model_config : TransformerConfig
-        The model.
-    params : pytree
-        Its parameters.
-    encoded : Array
-        ``[N, S, D]`` encoder output, one row per hypothesis.
-    inputs : Array
-        ``[N, S]`` source ids.
+    model_config, params, encoded, inputs
+        As for :func:`make_cached_step_fn`.
 
     Returns
     -------
@@ -192,14 +186,8 @@ def search_setup(model_config: TransformerConfig, params: Any, encoded: Array, i
 
     Parameters
     ----------
-    model_config : TransformerConfig
-        The model.
-    params : pytree
-        Its parameters.
-    encoded : Array
-        ``[N, S, D]`` encoder output, one row per hypothesis.
-    inputs : Array
-        ``[N, S]`` source ids.
+    model_config, params, encoded, inputs
+        As for :func:`make_cached_step_fn`.
     max_decode_len : int
         ``L``.
     use_cache : bool
