@@ -228,7 +228,7 @@ def _run_in_stages(search_step: Callable[[Any], Any], state: Any, *, stage_ends:
     soon as every sentence is done; a later stage then runs no step. Splitting the loop changes no
     result: the steps run, and their order, are those of one loop over ``[0, L)``.
     """
-    for index, end in enumerate(stage_ends + (max_decode_len,)):
+    for index, end in enumerate((*stage_ends, max_decode_len)):
         if index > 0:
             state = state._replace(model_state=grow_state(state.model_state, end))
 
