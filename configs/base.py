@@ -109,6 +109,7 @@ def get_config() -> ml_collections.ConfigDict:
     # perplexity (0: train all num_train_steps); the best checkpoints are kept in WORKDIR/best/.
     config.early_stopping_min_improvement = 0.0  # A dev perplexity lower than the best by less than this
     # fraction is kept as the best but counts toward patience (0.01: improvements under 1% count as none).
+    config.early_stopping_min_steps = 0  # Evaluations before this step never count toward patience.
 
     # --- Decoding (Section 6.1) -------------------------------------------------------------------
     config.beam_size = 4

@@ -73,6 +73,31 @@ def test_minimum_improvement_keeps_the_best_but_counts_small_gains_toward_patien
                                           "(best 34.100 at step 1000)")
 
 
+def test_evaluations_before_min_steps_never_count_toward_patience() -> None:
+    # The dev curve of a deep post-LN stack (C3, N = 8, seed 1 of table2_small): a plateau near 220
+    # until the learning rate peaks at step 800, then learning. With patience 2 and a 1% minimum
+    # improvement it stopped at step 800 on the plateau; from step 1,500 on nothing early counts.
+    steps = list(range(100, 2100, 100))
+    perplexities = [536.5, 337.1, 296.3, 257.1, 238.5, 220.2, 229.2, 219.3, 218.0, 217.5, 150.0, 90.0, 60.0,
+                    50.0, 45.0, 44.8, 44.9, 44.7, 45.0, 45.2]
+    stopped = {}
+    for min_steps in (0, 1500):
+        tracker = early_stopping.EarlyStopping.from_config(ml_collections.ConfigDict(dict(
+            early_stopping_patience=2, early_stopping_min_improvement=0.01, early_stopping_min_steps=min_steps)))
+        for step, perplexity in zip(steps, perplexities):
+            tracker.update(step, perplexity)
+            if tracker.should_stop:
+                stopped[min_steps] = (step, tracker.best_step, tracker.best_perplexity)
+                break
+    assert stopped[0] == (800, 800, 219.3)  # 229.2 (none) and 219.3 (0.4% better): patience runs out.
+    # 1,600: 44.8 is under 1% better (counts, 1), 1,700: worse (2). The best is 44.8 at 1,600.
+    assert stopped[1500] == (1700, 1600, 44.8)
+    with pytest.raises(ValueError, match="early_stopping_min_steps must be >= 0"):
+        early_stopping.EarlyStopping(patience=2, min_steps=-1)
+    restored = early_stopping.EarlyStopping.from_progress(2, tracker.to_progress(), 0.01, min_steps=1500)
+    assert restored == tracker
+
+
 def test_minimum_improvement_outside_zero_to_one_is_a_config_error() -> None:
     for bad in (-0.1, 1.0):
         config = fake_data.tiny_config(early_stopping_patience=3, early_stopping_min_improvement=bad)

@@ -5,7 +5,10 @@ every earlier one; after ``early_stopping_patience`` evaluations in a row withou
 run stops, with the reason in ``results.json``. With ``early_stopping_min_improvement = delta > 0`` an
 evaluation resets the count only when it lowers the best perplexity by at least the fraction ``delta``;
 a smaller improvement is still kept as the best, but counts toward patience like no improvement, so a
-run creeping down a plateau stops instead of running to its step cap. The parameters of each improving evaluation are kept in
+run creeping down a plateau stops instead of running to its step cap. Evaluations before
+``early_stopping_min_steps`` never count toward patience (they can still be the best): a model that
+sits on the plateau of its first steps, as deep post-LN stacks do until the learning rate peaks, is
+not stopped before it starts to learn. The parameters of each improving evaluation are kept in
 ``WORKDIR/best/`` (the newest ``average_last_checkpoints`` of them): since each improvement beats all
 evaluations before it, the newest k kept are exactly the k best evaluations of the run, which is what
 averaging "the best k" needs.
@@ -49,7 +52,9 @@ class EarlyStopping:
         The step of that evaluation.
     evaluations_since_best : int
         Evaluations since the last one that improved by at least ``min_improvement`` (with
-        ``min_improvement = 0``: since the best one).
+        ``min_improvement = 0``: since the best one), counting only those at or after ``min_steps``.
+    min_steps : int
+        Evaluations of earlier steps do not count toward patience; 0 counts all.
     """
 
     patience: int
@@ -57,6 +62,7 @@ class EarlyStopping:
     best_perplexity: float = math.inf
     best_step: int | None = None
     evaluations_since_best: int = 0
+    min_steps: int = 0
 
     def __post_init__(self) -> None:
         if self.patience < 0:
@@ -64,6 +70,9 @@ class EarlyStopping:
         if not 0.0 <= self.min_improvement < 1.0:
             raise ValueError("early_stopping_min_improvement must be a fraction in [0, 1) (0.01: dev perplexity "
                              f"must fall by 1% to count as an improvement); got {self.min_improvement}.")
+        if self.min_steps < 0:
+            raise ValueError(f"early_stopping_min_steps must be >= 0 (0: every evaluation counts toward "
+                             f"patience); got {self.min_steps}.")
 
     @classmethod
     def from_config(cls, config: ml_collections.ConfigDict,
@@ -73,7 +82,8 @@ class EarlyStopping:
         Parameters
         ----------
         config : ml_collections.ConfigDict
-            Reads ``early_stopping_patience`` and ``early_stopping_min_improvement`` (both 0 if absent).
+            Reads ``early_stopping_patience``, ``early_stopping_min_improvement`` and
+            ``early_stopping_min_steps`` (all 0 if absent).
         progress : Mapping[str, Any], optional
             What :meth:`to_progress` wrote into a checkpoint; None or ``{}`` for a fresh run.
 
@@ -83,7 +93,8 @@ class EarlyStopping:
             The tracker.
         """
         return cls.from_progress(config.get("early_stopping_patience", 0), progress or {},
-                                 min_improvement=float(config.get("early_stopping_min_improvement", 0.0)))
+                                 min_improvement=float(config.get("early_stopping_min_improvement", 0.0)),
+                                 min_steps=int(config.get("early_stopping_min_steps", 0)))
 
     def update(self, step: int, perplexity: float) -> bool:
         """Record an evaluation; return whether it is the best so far.
@@ -101,12 +112,13 @@ class EarlyStopping:
             True when ``perplexity`` is below every earlier one (its parameters are the best so far),
             whether or not the decrease is large enough to reset the patience count.
         """
+        counts = int(step >= self.min_steps)  # Earlier evaluations never count toward patience.
         if perplexity < self.best_perplexity:
             enough = perplexity < self.best_perplexity * (1.0 - self.min_improvement)  # Always true at the first.
             self.best_perplexity, self.best_step = float(perplexity), step
-            self.evaluations_since_best = 0 if enough else self.evaluations_since_best + 1
+            self.evaluations_since_best = 0 if enough else self.evaluations_since_best + counts
             return True
-        self.evaluations_since_best += 1
+        self.evaluations_since_best += counts
         return False
 
     def stop_description(self) -> str:
@@ -153,8 +165,8 @@ class EarlyStopping:
                 "evaluations_since_best": self.evaluations_since_best}
 
     @classmethod
-    def from_progress(cls, patience: int, progress: Mapping[str, Any],
-                      min_improvement: float = 0.0) -> "EarlyStopping":
+    def from_progress(cls, patience: int, progress: Mapping[str, Any], min_improvement: float = 0.0,
+                      min_steps: int = 0) -> "EarlyStopping":
         """Rebuild the tracker from a checkpoint's bookkeeping (a fresh one when it has none).
 
         Parameters
@@ -165,6 +177,8 @@ class EarlyStopping:
             What :meth:`to_progress` wrote, or ``{}``.
         min_improvement : float
             ``config.early_stopping_min_improvement``.
+        min_steps : int
+            ``config.early_stopping_min_steps``.
 
         Returns
         -------
@@ -175,4 +189,4 @@ class EarlyStopping:
         return cls(patience=patience, min_improvement=min_improvement,
                    best_perplexity=math.inf if best is None else float(best),
                    best_step=progress.get("best_step"),
-                   evaluations_since_best=int(progress.get("evaluations_since_best", 0)))
+                   evaluations_since_best=int(progress.get("evaluations_since_best", 0)), min_steps=min_steps)
