@@ -80,7 +80,31 @@ def read_sources(path: str, limit: int) -> list[str]:
 
 def time_staging(run: inference.TrainedRun, sources: list[str], cache_stages: int,
                  batch_size: int) -> tuple[dict[str, Any], list[str]]:
-    """Translate ``sources`` twice with ``cache_stages`` stages; the JSON record and the translations."""
+    """Translate ``sources`` twice with ``cache_stages`` stages and time both passes.
+
+    Parameters
+    ----------
+    run : inference.TrainedRun
+        The trained model, its config (decoding settings) and tokenizer.
+    sources : list of str
+        Sentences to translate.
+    cache_stages : int
+        ``DecodeSettings.cache_stages`` for this staging.
+    batch_size : int
+        Sentences per decoding batch.
+
+    Returns
+    -------
+    record : dict
+        ``cache_stages``, ``cold_s`` (first pass, compiling included), ``warm_s``, ``compile_s`` and
+        ``sentences_per_s_warm``.
+    translations : list of str
+        The first pass's outputs.
+
+    Notes
+    -----
+    Raises ``RuntimeError`` when the two passes translate differently.
+    """
     settings = DecodeSettings.from_config(run.config, cache_stages=cache_stages)
     translator = decode.Translator(run.model_config, run.params, run.tokenizer, settings=settings,
                                    batch_size=batch_size)
@@ -98,6 +122,7 @@ def time_staging(run: inference.TrainedRun, sources: list[str], cache_stages: in
 
 
 def main(argv: list[str]) -> None:
+    """Time every staging of ``--cache_stages``, check their translations agree, print (and write) JSON."""
     del argv
     if not _WORKDIR.value or not _SOURCES.value:
         raise app.UsageError("--workdir and --sources are required.")
