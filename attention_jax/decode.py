@@ -27,12 +27,11 @@ from typing import Any, Protocol
 
 import flax.linen as nn
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from attention_jax import beam_search, decode_steps
 from attention_jax.decode_settings import DecodeSettings
-from attention_jax.model import EOS_ID, PAD_ID, Transformer, abstract_params
+from attention_jax.model import EOS_ID, PAD_ID, abstract_params
 from attention_jax.transformer_config import TransformerConfig
 
 Array = jax.Array
@@ -58,7 +57,8 @@ class TextCodec(Protocol):
 def decode_batch(params: Any, inputs: Array, max_lengths: Array, *, model_config: TransformerConfig,
                  method: str = "beam", beam_size: int = 4, alpha: float = 0.6, max_decode_len: int,
                  use_cache: bool = True, early_stop: bool = True,
-                 mesh: jax.sharding.Mesh | None = None, cache_stages: int = 2) -> beam_search.SearchResult:
+                 mesh: jax.sharding.Mesh | None = None,
+                 cache_stages: int = DecodeSettings.cache_stages) -> beam_search.SearchResult:
     """Translate a padded batch of source ids (jitted; one compilation per shape and setting).
 
     Parameters
@@ -88,7 +88,7 @@ def decode_batch(params: Any, inputs: Array, max_lengths: Array, *, model_config
         Split the batch over the mesh's ``"data"`` axis (``B`` must divide by its size); parameters
         are replicated. Each device then searches its own sentences independently.
     cache_stages : int
-        Grow the key/value cache in this many stages (:func:`cache_stage_ends`), so early steps
+        Grow the key/value cache in this many stages (:func:`decode_steps.cache_stage_ends`), so early steps
         attend over and reorder a short cache; 1 sizes it for ``L`` from the start. Outputs are the
         same either way.
 
@@ -131,14 +131,9 @@ def _search(params: Any, inputs: Array, max_lengths: Array, *, model_config: Tra
             beam_size: int, alpha: float, max_decode_len: int, use_cache: bool,
             early_stop: bool, cache_stages: int) -> beam_search.SearchResult:
     """Encode once, then beam or greedy search with the cached or uncached step function."""
-    rows_per_sentence = beam_size if method == "beam" else 1
-    model = Transformer(model_config.replace(decode=False))
-    encoded = model.apply({"params": params}, inputs, method=Transformer.encode)  # [B,S,D]
-    encoded = jnp.repeat(encoded, rows_per_sentence, axis=0)  # [N,S,D]
-    repeated_inputs = jnp.repeat(inputs, rows_per_sentence, axis=0)  # [N,S]
     step_fn, state, stages = decode_steps.search_setup(
-        model_config, params, encoded, repeated_inputs, max_decode_len=max_decode_len, use_cache=use_cache,
-        cache_stages=cache_stages)
+        model_config, params, inputs, rows_per_sentence=beam_size if method == "beam" else 1,
+        max_decode_len=max_decode_len, use_cache=use_cache, cache_stages=cache_stages)
     if method == "greedy":
         return beam_search.greedy_search(step_fn, state, max_lengths, alpha=alpha, max_decode_len=max_decode_len,
                                          **stages)
@@ -169,7 +164,7 @@ def bucket_length(length: int, maximum: int, minimum: int = MIN_SOURCE_BUCKET) -
     return min(bucket, maximum)
 
 
-def cache_length(longest_output: int, limit: int, multiple: int = 16) -> int:
+def cache_length(longest_output: int, limit: int, multiple: int = decode_steps.POSITION_MULTIPLE) -> int:
     """The decode length ``L`` (key/value cache size, output length) for a batch.
 
     Parameters

@@ -47,7 +47,7 @@ class DecodeSettings:
     cache_stages: int = 2
 
     def __post_init__(self) -> None:
-        """Check the values (positive beam size and margin)."""
+        """Check the values (positive beam size, margin and number of cache stages)."""
         for name in ("beam_size", "max_decode_extra_len", "cache_stages"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:

@@ -24,6 +24,8 @@ from attention_jax.model import Transformer
 from attention_jax.transformer_config import TransformerConfig
 
 Array = jax.Array
+POSITION_MULTIPLE = 16
+"""Cache lengths and stage ends are multiples of this many positions, so few shapes are compiled."""
 
 
 def init_cache(model_config: TransformerConfig, num_rows: int, max_decode_len: int) -> Any:
@@ -55,7 +57,7 @@ def init_cache(model_config: TransformerConfig, num_rows: int, max_decode_len: i
     return jax.tree_util.tree_map(lambda shape: jnp.zeros(shape.shape, shape.dtype), shapes["cache"])
 
 
-def cache_stage_ends(max_decode_len: int, num_stages: int, multiple: int = 16) -> tuple[int, ...]:
+def cache_stage_ends(max_decode_len: int, num_stages: int, multiple: int = POSITION_MULTIPLE) -> tuple[int, ...]:
     """Where a staged cached search grows its key/value cache: the ends of all stages but the last.
 
     Parameters
@@ -179,15 +181,22 @@ def make_uncached_step_fn(model_config: TransformerConfig, params: Any, encoded:
     return step
 
 
-def search_setup(model_config: TransformerConfig, params: Any, encoded: Array, inputs: Array, *,
+def search_setup(model_config: TransformerConfig, params: Any, inputs: Array, *, rows_per_sentence: int,
                  max_decode_len: int, use_cache: bool,
                  cache_stages: int) -> tuple[beam_search.StepFn, Any, dict[str, Any]]:
-    """Step function, initial state and staging of a search of ``max_decode_len`` steps.
+    """Encode the sources once; the step function, initial state and staging of a search over them.
 
     Parameters
     ----------
-    model_config, params, encoded, inputs
-        As for :func:`make_cached_step_fn`.
+    model_config : TransformerConfig
+        The model.
+    params : pytree
+        Its parameters.
+    inputs : Array
+        ``[B, S]`` source ids.
+    rows_per_sentence : int
+        Hypotheses per sentence (the beam size; 1 for greedy search): ``N = B * rows_per_sentence``,
+        hypothesis ``k`` of sentence ``b`` in row ``b * rows_per_sentence + k``.
     max_decode_len : int
         ``L``.
     use_cache : bool
@@ -198,17 +207,26 @@ def search_setup(model_config: TransformerConfig, params: Any, encoded: Array, i
     Returns
     -------
     step_fn : beam_search.StepFn
-        The step function.
+        The step function over the ``N`` hypotheses.
     initial_state : pytree
         Its state before the first step (a cache sized for the first stage).
     stages : dict
-        ``stage_ends`` and ``grow_state`` for :func:`attention_jax.beam_search.beam_search` or
-        ``greedy_search``; empty for one stage.
+        Keyword arguments ``stage_ends`` and ``grow_state`` for
+        :func:`attention_jax.beam_search.beam_search` or ``greedy_search`` (empty without the cache).
+
+    Notes
+    -----
+    The encoder runs once per sentence; its output is repeated for each hypothesis.
     """
+    encoded = Transformer(model_config.replace(decode=False)).apply(
+        {"params": params}, inputs, method=Transformer.encode)  # [B,S,D]
+    encoded = jnp.repeat(encoded, rows_per_sentence, axis=0)  # [N,S,D]
+    inputs = jnp.repeat(inputs, rows_per_sentence, axis=0)  # [N,S]
     if not use_cache:
         return (make_uncached_step_fn(model_config, params, encoded, inputs),
                 init_prefix_state(encoded.shape[0], max_decode_len), {})
     stage_ends = cache_stage_ends(max_decode_len, cache_stages)
-    stages = {"stage_ends": stage_ends, "grow_state": grow_cache} if stage_ends else {}
-    cache = init_cache(model_config, encoded.shape[0], (stage_ends or (max_decode_len,))[0])
-    return make_cached_step_fn(model_config, params, encoded, inputs), cache, stages
+    first_length = stage_ends[0] if stage_ends else max_decode_len
+    cache = init_cache(model_config, encoded.shape[0], first_length)
+    return (make_cached_step_fn(model_config, params, encoded, inputs), cache,
+            {"stage_ends": stage_ends, "grow_state": grow_cache})

@@ -40,6 +40,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 from attention_jax import beam_search, decode, decode_steps  # noqa: E402
+from attention_jax.decode_settings import DecodeSettings  # noqa: E402
 from attention_jax.model import EOS_ID, Transformer  # noqa: E402
 from attention_jax.transformer_config import TransformerConfig  # noqa: E402
 from configs import base as base_config  # noqa: E402
@@ -53,8 +54,9 @@ _SOURCE_LEN = flags.DEFINE_integer("source_len", 0, "Source tokens (EOS included
 _REPEATS = flags.DEFINE_integer("repeats", 2, "Timed runs per configuration (the best is reported).")
 _SEARCHES = flags.DEFINE_list("searches", ["beam", "greedy"], "beam (size 4) and/or greedy.")
 _UNCACHED = flags.DEFINE_bool("uncached", True, "Also time uncached decoding (slow for base on a CPU).")
-_CACHE_STAGES = flags.DEFINE_integer("cache_stages", 2, "Stages in which the cache grows "
-                                     "(decode.decode_batch's cache_stages); 1: sized for the whole output.")
+_CACHE_STAGES = flags.DEFINE_integer("cache_stages", DecodeSettings.cache_stages,
+                                     "Stages in which the cache grows (config.cache_stages); 1: sized for "
+                                     "the whole output.")
 _JSON_LINE = flags.DEFINE_bool("json_line", False, "Print the JSON on one line (for benchmarks/peer_flax.py).")
 
 MAX_EXTRA_LEN = 50
@@ -74,10 +76,8 @@ def forced_length_search(params: Any, inputs: jax.Array, max_lengths: jax.Array,
                          cache_stages: int) -> beam_search.SearchResult:
     """``decode.decode_batch`` with EOS suppressed before each sentence's last position."""
     beam_size = 4 if method == "beam" else 1
-    model = Transformer(model_config)
-    encoded = jnp.repeat(model.apply({"params": params}, inputs, method=Transformer.encode), beam_size, axis=0)
     step_fn, state, stages = decode_steps.search_setup(
-        model_config, params, encoded, jnp.repeat(inputs, beam_size, axis=0), max_decode_len=max_decode_len,
+        model_config, params, inputs, rows_per_sentence=beam_size, max_decode_len=max_decode_len,
         use_cache=use_cache, cache_stages=cache_stages)
 
     def no_early_eos(state: Any, token_ids: jax.Array) -> tuple[jax.Array, Any]:
