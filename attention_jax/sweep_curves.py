@@ -10,13 +10,10 @@ writes it as ``ROOT/<name>_curves.png`` when any run has metrics.
 
 from __future__ import annotations
 
-import json
-import math
 import os
 from typing import Sequence
 
-from attention_jax import run_files
-from attention_jax.sweep_rows import RowReport, SeedRun, plot_panels
+from attention_jax.sweep_rows import RowReport, SeedRun, plot_panels, read_metric_curve
 
 EVAL_PPL_KEY = "eval/perplexity"
 PANEL_COLUMNS = 3
@@ -47,42 +44,6 @@ def curve_y_limits(perplexity_curves: list[list[float]]) -> tuple[float, float]:
     """
     bests = [min(perplexities) for perplexities in perplexity_curves if perplexities]
     return min(bests) * 0.95, max(min(bests) * ZOOM, max(bests) * 1.3)
-
-
-def read_metric_curve(run_dir: str, key: str) -> tuple[list[int], list[float]]:
-    """One metric of a run at each step it was recorded, in step order.
-
-    Parameters
-    ----------
-    run_dir : str
-        The run's work directory.
-    key : str
-        The metric's name in ``metrics.jsonl``, e.g. ``"eval/perplexity"`` or ``"train/perplexity"``.
-
-    Returns
-    -------
-    tuple[list[int], list[float]]
-        Steps and values; empty without ``metrics.jsonl``. A step recorded twice (a run resumed from a
-        checkpoint before it) keeps its last record; non-finite values are left out.
-
-    Notes
-    -----
-    A malformed line (a run killed while writing it) is skipped rather than failing the whole plot.
-    """
-    path = os.path.join(run_dir, run_files.METRICS_FILE)
-    if not os.path.isfile(path):
-        return [], []
-    by_step: dict[int, float] = {}
-    with open(path, encoding="utf-8") as file:
-        for line in file:
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if key in record and "step" in record and math.isfinite(record[key]):
-                by_step[int(record["step"])] = float(record[key])
-    steps = sorted(by_step)
-    return steps, [by_step[step] for step in steps]
 
 
 def read_dev_curve(run_dir: str) -> tuple[list[int], list[float]]:

@@ -29,7 +29,7 @@ from typing import Any, Sequence
 
 from attention_jax import sweep_curves, sweep_diagnostics
 from attention_jax.sweep_rows import RowReport, plot_panels, read_sweep_rows
-from attention_jax.sweep_seeds import SPREAD_FACTOR, RowStats, aggregate, mean_or_none
+from attention_jax.sweep_seeds import ACCURACY_COLLAPSE, DIVERGED_FACTOR, SPREAD_FACTOR, RowStats, aggregate, mean_or_none
 
 
 # (column header as in the paper, config field), Table 2's order.
@@ -204,7 +204,9 @@ def status_cell(row: RowReport) -> str:
 
 
 def verdict_cell(stats: RowStats) -> str:
-    """The verdict column: the verdict, marked when it rests on one seed's sign."""
+    """The verdict column: the verdict, marked when it rests on one seed's sign or a seed diverged."""
+    if stats.verdict == "unstable":
+        return f"unstable ({stats.verdict_basis.split(' (')[0]})"
     return stats.verdict + (" (sign only)" if stats.verdict_basis.startswith("sign only") else "")
 
 
@@ -239,7 +241,9 @@ def verdict_notes(rows: Sequence[RowReport], stats: dict[str, RowStats]) -> list
         "(the paper's sign) or `opposite`, else `within noise`. Where the paper shows no difference (E: "
         "4.92 against 4.92) `reproduced` means within noise and `differs` beyond it. With one seed the "
         "verdict is the sign alone, marked (sign only), and E is `undecided`; `pending`: no seed "
-        "finished in both the row and base.",
+        "finished in both the row and base. `unstable`: a seed diverged (its last dev PPL more than "
+        f"{DIVERGED_FACTOR:g}x its best and its dev accuracy under {ACCURACY_COLLAPSE:g}x that at its best); it stays in the means, and the CSV's verdict_basis gives the "
+        "other seeds' verdict.",
     ]
     if counts:
         notes.append("Verdicts: " + ", ".join(f"{count} {name}" for name, count in counts.items()) + ".")

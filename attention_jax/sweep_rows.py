@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import re
 from typing import Sequence
@@ -18,6 +19,7 @@ from typing import Sequence
 from attention_jax import run_files
 
 SEED_DIR_PATTERN = re.compile(r"^seed_(\d+)$")  # ROOT/<row>/seed_<k>, as launch.sweep names them.
+EVAL_ACCURACY_KEY = "eval/accuracy"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,12 +36,17 @@ class SeedRun:
         The run's ``config.json`` (``{}`` before it started).
     results : dict
         ``results.json`` (``{}`` until the run finished).
+    dev_accuracy_at_best : float or None
+        Dev token accuracy at the run's best evaluation (``results.json``'s ``best_step``, read from
+        ``metrics.jsonl``); None without either. :func:`attention_jax.sweep_seeds.diverged` compares the
+        last evaluation's with it.
     """
 
     seed: int | None
     status: str
     config: dict
     results: dict
+    dev_accuracy_at_best: float | None = None
 
     @property
     def name(self) -> str:
@@ -139,6 +146,42 @@ def _row_status(row_dir: str, results: dict) -> str:
     return "not run"
 
 
+def read_metric_curve(run_dir: str, key: str) -> tuple[list[int], list[float]]:
+    """One metric of a run at each step it was recorded, in step order.
+
+    Parameters
+    ----------
+    run_dir : str
+        The run's work directory.
+    key : str
+        The metric's name in ``metrics.jsonl``, e.g. ``"eval/perplexity"`` or ``"train/perplexity"``.
+
+    Returns
+    -------
+    tuple[list[int], list[float]]
+        Steps and values; empty without ``metrics.jsonl``. A step recorded twice (a run resumed from a
+        checkpoint before it) keeps its last record; non-finite values are left out.
+
+    Notes
+    -----
+    A malformed line (a run killed while writing it) is skipped rather than failing the whole plot.
+    """
+    path = os.path.join(run_dir, run_files.METRICS_FILE)
+    if not os.path.isfile(path):
+        return [], []
+    by_step: dict[int, float] = {}
+    with open(path, encoding="utf-8") as file:
+        for line in file:
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if key in record and "step" in record and math.isfinite(record[key]):
+                by_step[int(record["step"])] = float(record[key])
+    steps = sorted(by_step)
+    return steps, [by_step[step] for step in steps]
+
+
 def _seeds_on_disk(row_dir: str) -> list[int]:
     if not os.path.isdir(row_dir):
         return []
@@ -150,7 +193,11 @@ def _seeds_on_disk(row_dir: str) -> list[int]:
 def _read_run(run_dir: str, seed: int | None) -> SeedRun:
     results = _read_json(os.path.join(run_dir, run_files.RESULTS_FILE))
     config = _read_json(os.path.join(run_dir, run_files.CONFIG_FILE))
-    return SeedRun(seed, _row_status(run_dir, results), config, results)
+    accuracy_at_best = None
+    if results.get("best_step") is not None:
+        accuracy = dict(zip(*read_metric_curve(run_dir, EVAL_ACCURACY_KEY)))
+        accuracy_at_best = accuracy.get(int(results["best_step"]))
+    return SeedRun(seed, _row_status(run_dir, results), config, results, accuracy_at_best)
 
 
 def _combined_status(runs: Sequence[SeedRun]) -> str:

@@ -26,6 +26,12 @@ each row (:func:`aggregate`):
   where the paper shows no difference is ``undecided``. A row without a paired seed yet is
   ``pending``; base and rows without the paper's figures get no verdict.
 
+  A row with a seed that *diverged* (:func:`diverged`: its last dev perplexity more than
+  :data:`DIVERGED_FACTOR` times its best and its dev accuracy collapsed, where a run that overfits
+  keeps its accuracy) is ``unstable``: a mean over a run that fell apart says nothing about the row's
+  direction, and that one seed in K fails is itself the finding. ``verdict_basis`` names the seeds and gives the verdict of the others.
+  The diverged seed stays in the means and spreads, so they show what the row costs to train.
+
 A row whose seeds have not all finished shows the finished ones and how many are pending (status
 ``partial``). Roots without seeds (one run per row in ``ROOT/<row>/``, e.g. ``docs/table2_small/``)
 are read as one seed per row, paired with base's one run.
@@ -41,10 +47,21 @@ from typing import TYPE_CHECKING, Sequence
 from attention_jax.training.early_stopping import STOPPED_EARLY
 
 if TYPE_CHECKING:  # Only for annotations.
-    from attention_jax.sweep_rows import RowReport
+    from attention_jax.sweep_rows import RowReport, SeedRun
 
 SPREAD_FACTOR = 2.0
 """A paired change is beyond the seeds' spread when ``|mean| > SPREAD_FACTOR x standard error``."""
+
+DIVERGED_FACTOR = 2.0
+"""A run diverged when its last dev perplexity is more than ``DIVERGED_FACTOR`` times its best ..."""
+
+ACCURACY_COLLAPSE = 0.5
+"""... and its last dev accuracy is below ``ACCURACY_COLLAPSE`` times the accuracy at its best.
+
+Together the two tell a run that blew up from one that overfits. table2_small's C3 seed 1 (N = 8)
+diverged: dev perplexity 200 at its best, 1,584 at its last evaluation, accuracy 0.101 then 0.020.
+D1 seed 0 (no dropout) overfit: perplexity 55 at its best and 97 at the end, but accuracy 0.275 then
+0.276, a model still predicting as well, only more confidently wrong."""
 
 
 def reported_bleu(results: dict) -> float | None:
@@ -86,6 +103,31 @@ def reported_ppl(results: dict) -> float | None:
     return results.get("eval_ppl")
 
 
+def diverged(run: SeedRun) -> bool:
+    """Whether a finished run blew up after its best evaluation.
+
+    Parameters
+    ----------
+    run : SeedRun
+        The run (its ``results.json`` and its dev accuracy at the best evaluation).
+
+    Returns
+    -------
+    bool
+        True when ``eval_ppl`` (the last evaluation) is more than :data:`DIVERGED_FACTOR` times
+        ``best_eval_ppl`` and ``eval_accuracy`` is below :data:`ACCURACY_COLLAPSE` times the accuracy at
+        the best evaluation (the perplexity test alone when that accuracy is unknown: a run without
+        ``metrics.jsonl``); False when either perplexity is missing.
+    """
+    best, last = run.results.get("best_eval_ppl"), run.results.get("eval_ppl")
+    if best is None or last is None or best <= 0 or last <= DIVERGED_FACTOR * best:
+        return False
+    last_accuracy = run.results.get("eval_accuracy")
+    if run.dev_accuracy_at_best is None or last_accuracy is None:
+        return True
+    return last_accuracy < ACCURACY_COLLAPSE * run.dev_accuracy_at_best
+
+
 def mean_or_none(values: Sequence[float]) -> float | None:
     return statistics.fmean(values) if values else None
 
@@ -125,10 +167,12 @@ class RowStats:
     paper_change : float or None
         The paper's relative change of dev perplexity against base (None without its figures).
     verdict : str
-        ``reproduced``, ``opposite``, ``within noise``, ``differs``, ``undecided``, ``pending`` or ``""``
-        (base, or no paper figures); see the module docstring.
+        ``reproduced``, ``opposite``, ``within noise``, ``differs``, ``undecided``, ``unstable``,
+        ``pending`` or ``""`` (base, or no paper figures); see the module docstring.
     verdict_basis : str
         How the verdict was reached, e.g. ``"|mean| > 2 x SE, 3 paired seeds"`` or ``"sign only, 1 seed"``.
+    diverged_seeds : tuple
+        Seeds of the finished runs that :func:`diverged`, in seed order.
     """
 
     row: str
@@ -146,6 +190,7 @@ class RowStats:
     paper_change: float | None
     verdict: str
     verdict_basis: str
+    diverged_seeds: tuple = ()
 
 
 def verdict(changes: Sequence[float], paper_direction: int) -> tuple[str, str]:
@@ -187,6 +232,32 @@ def _paired_ppl(row: RowReport) -> dict[int | None, float]:
     return {run.seed: reported_ppl(run.results) for run in row.finished if reported_ppl(run.results) is not None}
 
 
+def unstable_verdict(diverged_seeds: Sequence[int | None], healthy_changes: Sequence[float],
+                     paper_direction: int) -> tuple[str, str]:
+    """The verdict of a row with diverged seeds: ``unstable``, with the other seeds' verdict as basis.
+
+    Parameters
+    ----------
+    diverged_seeds : Sequence[int or None]
+        Seeds that diverged (None for an unseeded run).
+    healthy_changes : Sequence[float]
+        Paired changes against base of the row's other seeds.
+    paper_direction : int
+        Sign of the paper's change (see :func:`verdict`).
+
+    Returns
+    -------
+    tuple[str, str]
+        E.g. ``("unstable", "seed 1 diverged (last dev PPL > 2x its best); the other seeds: reproduced
+        (sign only, 1 seed)")``.
+    """
+    seeds = [str(seed) for seed in diverged_seeds if seed is not None]
+    who = f"seed{'s' if len(seeds) > 1 else ''} {', '.join(seeds)}" if seeds else "the run"
+    others = verdict(healthy_changes, paper_direction)
+    return "unstable", (f"{who} diverged (last dev PPL > {DIVERGED_FACTOR:g}x its best); the other seeds: "
+                        f"{others[0]} ({others[1]})")
+
+
 def aggregate(rows: Sequence[RowReport]) -> dict[str, RowStats]:
     """Aggregate every row's finished seeds and judge it against base and the paper.
 
@@ -206,6 +277,7 @@ def aggregate(rows: Sequence[RowReport]) -> dict[str, RowStats]:
     stats = {}
     for row in rows:
         ppl = _paired_ppl(row)
+        diverged_seeds = tuple(run.seed for run in row.finished if diverged(run))
         bleu = [value for value in (reported_bleu(run.results) for run in row.finished) if value is not None]
         changes = [] if row is base else [ppl[seed] / base_ppl[seed] - 1 for seed in ppl
                                           if seed in base_ppl and base_ppl[seed] > 0]
@@ -216,6 +288,10 @@ def aggregate(rows: Sequence[RowReport]) -> dict[str, RowStats]:
             judged = ("", "reference row" if row is base else "no base row")
         elif paper_change is None:
             judged = ("", "no paper figures")
+        elif diverged_seeds:
+            healthy = [ppl[seed] / base_ppl[seed] - 1 for seed in ppl
+                       if seed in base_ppl and base_ppl[seed] > 0 and seed not in diverged_seeds]
+            judged = unstable_verdict(diverged_seeds, healthy, _sign(paper_change))
         else:
             judged = verdict(changes, _sign(paper_change))
         std = _std(changes)
@@ -225,5 +301,6 @@ def aggregate(rows: Sequence[RowReport]) -> dict[str, RowStats]:
             dev_bleu_mean=mean_or_none(bleu), dev_bleu_std=_std(bleu), changes=tuple(changes),
             change_mean=mean_or_none(changes), change_std=std,
             change_se=None if std is None else std / math.sqrt(len(changes)),
-            paper_change=paper_change, verdict=judged[0], verdict_basis=judged[1])
+            paper_change=paper_change, verdict=judged[0], verdict_basis=judged[1],
+            diverged_seeds=diverged_seeds)
     return stats

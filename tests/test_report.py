@@ -388,3 +388,54 @@ def test_reported_ppl_prefers_the_kept_parameters() -> None:
     assert sweep_seeds.reported_ppl(stopped) == 6.0  # The best checkpoint is the model kept.
     assert sweep_seeds.reported_ppl(dict(stopped, stop_reason="num_train_steps")) == 7.0
     assert sweep_seeds.reported_ppl({}) is None
+
+
+def test_diverged_tells_a_blow_up_from_overfitting() -> None:
+    # table2_small's C3 seed 1 (blew up) and D1 seed 0 (overfit, ran on to 2x): perplexity alone can't
+    # tell them apart, the dev accuracy at the end against that at the best evaluation does.
+    def run(best_ppl, last_ppl, accuracy_at_best, last_accuracy):
+        results = dict(best_eval_ppl=best_ppl, eval_ppl=last_ppl, eval_accuracy=last_accuracy)
+        return sweep_rows.SeedRun(0, "done", {}, results, accuracy_at_best)
+
+    assert sweep_seeds.diverged(run(200.0, 1584.4, 0.101, 0.020))
+    assert not sweep_seeds.diverged(run(55.3, 120.0, 0.275, 0.276))  # Overfit: accuracy held.
+    assert not sweep_seeds.diverged(run(200.0, 399.0, 0.101, 0.020))  # Within 2x.
+    assert sweep_seeds.diverged(run(200.0, 1584.4, None, 0.020))  # No metrics: perplexity alone.
+    assert not sweep_seeds.diverged(sweep_rows.SeedRun(0, "done", {}, dict(eval_ppl=1584.4)))  # No best.
+
+
+def _write_dev_accuracy(run_dir: pathlib.Path, accuracy_by_step: dict[int, float]) -> None:
+    with open(run_dir / "metrics.jsonl", "w") as file:
+        for step, accuracy in accuracy_by_step.items():
+            file.write(json.dumps({"step": step, "eval/accuracy": accuracy}) + "\n")
+
+
+def test_a_diverged_seed_makes_the_row_unstable(seeded_root: pathlib.Path) -> None:
+    # A1 seed 1 as table2_small's C3 seed 1 ended: best dev PPL 200 at step 1,100, 1,584 at its last
+    # evaluation, dev accuracy 0.101 then 0.020. The other two seeds still reproduce the paper's
+    # direction (+10% and +10% vs base). B1 seed 0 overfits the same way but keeps its accuracy.
+    def rewrite(row, accuracy_at_best, last_accuracy):
+        run_dir = seeded_root / row / "seed_1"
+        results = json.loads((run_dir / "results.json").read_text())
+        results.update(best_eval_ppl=200.0, best_step=1100, eval_ppl=1584.4, eval_accuracy=last_accuracy,
+                       dev_ppl=200.0, stop_reason="early_stopping")
+        (run_dir / "results.json").write_text(json.dumps(results))
+        _write_dev_accuracy(run_dir, {1000: 0.09, 1100: accuracy_at_best, 1600: last_accuracy})
+
+    rewrite("A1", 0.101, 0.020)
+    rewrite("B1", 0.275, 0.276)
+    stats = sweep_seeds.aggregate(sweep_rows.read_sweep_rows(str(seeded_root))[1])
+    a1 = stats["A1"]
+    others = [SEED_PPL["A1"][seed] / SEED_PPL["base"][seed] - 1 for seed in (0, 2)]
+    expected_others = sweep_seeds.verdict(others, 1)
+    assert expected_others[0] == "reproduced"
+    assert a1.verdict == "unstable" and a1.diverged_seeds == (1,)
+    assert a1.verdict_basis == ("seed 1 diverged (last dev PPL > 2x its best); the other seeds: "
+                                f"{expected_others[0]} ({expected_others[1]})")
+    assert a1.dev_ppl_mean == pytest.approx(np.mean([SEED_PPL["A1"][0], 200.0, SEED_PPL["A1"][2]]))  # Kept in.
+    assert stats["B1"].diverged_seeds == () and stats["B1"].verdict != "unstable"
+
+    sweep_report.write_report(str(seeded_root))
+    assert _table_lines((seeded_root / "table2.md").read_text())["A1"][-3] == "unstable (seed 1 diverged)"
+    with open(seeded_root / "table2.csv", newline="") as file:
+        assert {record["row"]: record["verdict"] for record in csv.DictReader(file)}["A1"] == "unstable"
