@@ -14,7 +14,9 @@ measurable reasons, and each has its column in ``ROOT/<name>_diagnostics.md`` (w
   (``early_stopping``) and how many at the step cap (``num_train_steps``); a row at the cap has not
   reached its own best.
 
-Every figure is a mean over the row's finished seeds. The module only reads; it trains nothing.
+Every figure is a mean over the row's finished seeds, leaving out a seed that diverged
+(:func:`attention_jax.sweep_seeds.diverged`): its figures describe a run that fell apart, not the row,
+and *ended by* counts it as ``diverged``. The module only reads; it trains nothing.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from typing import Sequence
 
 from attention_jax import sweep_curves
 from attention_jax.sweep_rows import RowReport
-from attention_jax.sweep_seeds import mean_or_none
+from attention_jax.sweep_seeds import ACCURACY_COLLAPSE, DIVERGED_FACTOR, diverged, mean_or_none
 
 TRAIN_PPL_KEY = "train/perplexity"
 
@@ -47,6 +49,8 @@ class RunDiagnostics:
         ``results.json``'s ``stop_reason`` (``early_stopping``, ``num_train_steps``, ...; ``unknown``).
     dev_steps, dev_ppls : tuple
         The run's dev curve, for :meth:`dev_ppl_at`.
+    diverged : bool
+        Whether the run diverged (:func:`attention_jax.sweep_seeds.diverged`).
     """
 
     best_step: int
@@ -55,6 +59,7 @@ class RunDiagnostics:
     stop_reason: str
     dev_steps: tuple[int, ...]
     dev_ppls: tuple[float, ...]
+    diverged: bool = False
 
     def dev_ppl_at(self, step: int) -> float | None:
         """Dev perplexity at the last evaluation at or before ``step`` (None if none was)."""
@@ -62,7 +67,7 @@ class RunDiagnostics:
         return earlier[-1] if earlier else None
 
 
-def run_diagnostics(run_dir: str, results: dict) -> RunDiagnostics | None:
+def run_diagnostics(run_dir: str, results: dict, *, run_diverged: bool = False) -> RunDiagnostics | None:
     """Read one finished run's curves into :class:`RunDiagnostics` (None without dev evaluations).
 
     Parameters
@@ -71,6 +76,8 @@ def run_diagnostics(run_dir: str, results: dict) -> RunDiagnostics | None:
         The run's work directory (``metrics.jsonl`` there).
     results : dict
         Its ``results.json``.
+    run_diverged : bool
+        Whether it diverged (recorded in :attr:`RunDiagnostics.diverged`).
 
     Returns
     -------
@@ -85,7 +92,7 @@ def run_diagnostics(run_dir: str, results: dict) -> RunDiagnostics | None:
     return RunDiagnostics(best_step=dev_steps[best], best_dev_ppl=dev_ppls[best],
                           train_ppl_at_best=at_or_before[-1] if at_or_before else None,
                           stop_reason=str(results.get("stop_reason", "unknown")),
-                          dev_steps=tuple(dev_steps), dev_ppls=tuple(dev_ppls))
+                          dev_steps=tuple(dev_steps), dev_ppls=tuple(dev_ppls), diverged=run_diverged)
 
 
 def _mean(values: Sequence[float | None]) -> float | None:
@@ -116,7 +123,7 @@ def _format(value: float | None, digits: int) -> str:
 
 
 def _ended_by(runs: Sequence[RunDiagnostics]) -> str:
-    counts = collections.Counter(run.stop_reason for run in runs)
+    counts = collections.Counter("diverged" if run.diverged else run.stop_reason for run in runs)
     return ", ".join(f"{reason} x{count}" for reason, count in sorted(counts.items()))
 
 
@@ -137,19 +144,20 @@ def collect(root: str, rows: Sequence[RowReport]) -> dict[str, list[RunDiagnosti
     """
     collected: dict[str, list[RunDiagnostics]] = {}
     for row in rows:
-        runs = [run_diagnostics(sweep_curves.run_directory(root, row, run), run.results)
-                for run in row.finished]
+        runs = [run_diagnostics(sweep_curves.run_directory(root, row, run), run.results,
+                                run_diverged=diverged(run)) for run in row.finished]
         collected[row.row] = [run for run in runs if run is not None]
     return collected
 
 
-def _row_cells(row: str, runs: list[RunDiagnostics], step: int | None, base_at_step: float | None) -> str:
+def _row_cells(row: str, all_runs: list[RunDiagnostics], step: int | None, base_at_step: float | None) -> str:
+    runs = [run for run in all_runs if not run.diverged]
     at_step = _mean([run.dev_ppl_at(step) for run in runs]) if step is not None else None
     change = (100 * (at_step / base_at_step - 1) if at_step is not None and base_at_step and row != "base"
               else None)
     train = _mean([run.train_ppl_at_best for run in runs])
     gap = _mean([run.best_dev_ppl / run.train_ppl_at_best for run in runs if run.train_ppl_at_best])
-    cells = [row, str(len(runs)), _ended_by(runs), _format(_mean([run.best_step for run in runs]), 0),
+    cells = [row, str(len(all_runs)), _ended_by(all_runs), _format(_mean([run.best_step for run in runs]), 0),
              _format(_mean([run.best_dev_ppl for run in runs]), 2), _format(at_step, 2),
              "" if change is None else f"{change:+.1f}%", _format(train, 2), _format(gap, 2)]
     return "| " + " | ".join(cells) + " |"
@@ -176,15 +184,17 @@ def diagnostics_markdown(root: str, name: str, rows: Sequence[RowReport]) -> str
     if not any(collected.values()):
         return None
     step = reference_step(collected.get("base", []))
-    base_at_step = (_mean([run.dev_ppl_at(step) for run in collected["base"]]) if step is not None
-                    else None)
+    base_at_step = (_mean([run.dev_ppl_at(step) for run in collected["base"] if not run.diverged])
+                    if step is not None else None)
     step_text = f"step {step:,}" if step is not None else "step S (no base run yet)"
     lines = [f"# {name}: why rows differ from base ({root})", "",
              "Means over each row's finished seeds, read from the runs' `metrics.jsonl` and `results.json` "
              f"(`attention_jax/sweep_diagnostics.py`). Dev PPL at {step_text} (half of base's mean best "
              "step): how fast the row learned, against base at the same step. Dev / train PPL at best: "
              "how much it overfits at the checkpoint it is judged on. Ended by: early stopping "
-             "(`early_stopping`) or the step cap (`num_train_steps`), per seed.", "",
+             "(`early_stopping`) or the step cap (`num_train_steps`), per seed; a seed that `diverged` (last "
+             f"dev PPL over {DIVERGED_FACTOR:g}x its best, dev accuracy under {ACCURACY_COLLAPSE:g}x that at "
+             "its best) is left out of the row's figures.", "",
              f"| row | seeds | ended by | best step | dev PPL at best | dev PPL at {step_text} | vs base "
              "| train PPL at best | dev / train PPL at best |",
              "|---|---|---|---|---|---|---|---|---|"]

@@ -18,7 +18,11 @@ RUNS = {
               "early_stopping")],
     "C1": [({100: 60.0, 200: 30.0, 300: 31.0}, {100: 70.0, 150: 40.0, 300: 10.0}, "early_stopping"),
            ({100: 70.0, 200: 34.0}, {100: 75.0, 200: 17.0}, "num_train_steps")],
+    # Seed 1 diverges as table2_small's C3 seed 1 did: dev PPL 150 -> 900, dev accuracy 0.10 -> 0.02.
+    "C3": [({100: 100.0, 200: 70.0, 300: 60.0}, {100: 110.0, 300: 30.0}, "num_train_steps"),
+           ({100: 200.0, 200: 150.0, 300: 400.0, 400: 900.0}, {100: 210.0, 400: 180.0}, "early_stopping")],
 }
+DEV_ACCURACY = {("C3", 1): {200: 0.10, 400: 0.02}}
 
 
 def _write_sweep(root: pathlib.Path) -> None:
@@ -33,10 +37,16 @@ def _write_sweep(root: pathlib.Path) -> None:
             config.seed = seed
             (run_dir / "config.json").write_text(config.to_json_best_effort())
             records = [{"step": step, "train/perplexity": ppl} for step, ppl in train.items()]
-            records += [{"step": step, "eval/perplexity": ppl} for step, ppl in dev.items()]
+            accuracy = DEV_ACCURACY.get((row, seed), {})
+            records += [{"step": step, "eval/perplexity": ppl, **({"eval/accuracy": accuracy[step]}
+                                                                  if step in accuracy else {})}
+                        for step, ppl in dev.items()]
             (run_dir / "metrics.jsonl").write_text("".join(json.dumps(record) + "\n" for record in records))
-            (run_dir / "results.json").write_text(json.dumps({"dev_ppl": min(dev.values()), "step": max(dev),
-                                                              "stop_reason": stop_reason}))
+            best_step = min(dev, key=dev.get)
+            (run_dir / "results.json").write_text(json.dumps({
+                "dev_ppl": dev[best_step], "step": max(dev), "stop_reason": stop_reason, "best_step": best_step,
+                "best_eval_ppl": dev[best_step], "eval_ppl": dev[max(dev)],
+                "eval_accuracy": accuracy.get(max(dev))}))
 
 
 def test_diagnostics_of_each_run_and_row_match_hand_figures(tmp_path: pathlib.Path) -> None:
@@ -60,6 +70,20 @@ def test_diagnostics_of_each_run_and_row_match_hand_figures(tmp_path: pathlib.Pa
     assert lines["C1"] == ("| C1 | 2 | early_stopping x1, num_train_steps x1 | 200 | 32.00 | 65.00 | -23.5% "
                            "| 28.50 | 1.38 |")
     assert "step 100" in text
+
+
+def test_a_diverged_seed_is_counted_but_left_out_of_the_figures(tmp_path: pathlib.Path) -> None:
+    root = tmp_path / "t2"
+    _write_sweep(root)
+    _, rows = sweep_rows.read_sweep_rows(str(root))
+    collected = sweep_diagnostics.collect(str(root), rows)
+    assert [run.diverged for run in collected["C3"]] == [False, True]
+    assert not any(run.diverged for run in collected["base"] + collected["C1"])  # Base ends within 2x.
+    text = sweep_diagnostics.diagnostics_markdown(str(root), "table2", rows)
+    lines = {line.split(" | ")[0].lstrip("| "): line for line in text.splitlines() if line.startswith("| ")}
+    # Seed 0 alone: best 60 at step 300, 100 at step 100 (+17.6% against base's 85), train 30, gap 2.
+    assert lines["C3"] == ("| C3 | 2 | diverged x1, num_train_steps x1 | 300 | 60.00 | 100.00 | +17.6% "
+                           "| 30.00 | 2.00 |")
 
 
 def test_report_writes_the_diagnostics_only_when_runs_have_curves(tmp_path: pathlib.Path) -> None:
