@@ -531,7 +531,8 @@ class MultiHeadAttention(nn.Module):
             dropout_fn = None
             if use_dropout:
                 dropout_fn = nn.Dropout(self.attention_dropout_rate, deterministic=False)
-            if self.decode and query.shape[1] == 1 and not (sow_weights or use_dropout):
+            if query.shape[1] == 1 and not (sow_weights or use_dropout or isinstance(mask, LocalMask)):
+                # One query position per row (a decode step, self- or cross-attention):
                 attended = decode_attention.single_query_attention(query, key, value, mask)  # No transposes.
             elif isinstance(mask, LocalMask):  # Restricted self-attention, blockwise (Table 1).
                 attended = local_dot_product_attention(
