@@ -8,6 +8,13 @@ base-shape beam search's time. With one query per row there is nothing for a mat
 so this module writes the two contractions as multiply-and-sum, which XLA fuses into one pass over the
 cache in its stored layout.
 
+Cross-attention of a decode step has one query position too, and its keys and values (the encoder
+output, projected) do not change during a search; XLA hoisted their projection out of the search
+loop but still transposed them at every step, 12% of a base-shape beam search's thread time
+(``benchmarks/op_profile.py``). :class:`attention_jax.attention.MultiHeadAttention` therefore uses
+this path for every attention with one query position (self- or cross-, without dropout or stored
+weights).
+
 Shape glossary
 --------------
 B rows, S cache positions, H heads, K key size per head, V value size per head.

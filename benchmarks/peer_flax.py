@@ -38,6 +38,12 @@ programs, thread time per XLA operation, mapped to source lines through the HLO'
   over ``K L`` positions) cost more than the gather it saved; replacing XLA's ``TopK`` by ``k``
   max-reductions looked 700x faster in a microbenchmark but cost more CPU time in the full search
   (9.9 vs 9.2 s), so it was dropped too.
+- Beam search again, with the cache in stages (``benchmarks/op_profile.py --task=beam_base``, quiet
+  cores): transposes and copies were still 22.7% of the thread time, mostly every layer's
+  cross-attention keys and values, loop-invariant yet transposed at every step. Cross-attention now
+  takes the multiply-and-sum path as well; after it: matmuls 80.6% (the logits 17%), the beam
+  reorder 8.4%, top-k 3.4%, transposes 3.0%; thread time -10%, wall time about +3% (the transposes
+  had run beside other work on the second core).
 - Train step (16 x 64 tokens, vocab 32,000): matmuls 75% of thread time (the three vocabulary-sized
   products, logits forward and both backward products, about 20%), dropout masks and scaling ~6%,
   layer norms ~3%, softmax of the loss ~1%, and hundreds of small fusions (weight transposes, adds)
