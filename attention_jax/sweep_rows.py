@@ -164,7 +164,7 @@ def read_metric_curve(run_dir: str, key: str) -> tuple[list[int], list[float]]:
 
     Notes
     -----
-    A malformed line (a run killed while writing it) is skipped rather than failing the whole plot.
+    A malformed line (a run killed while writing it) is skipped rather than failing the whole report.
     """
     path = os.path.join(run_dir, run_files.METRICS_FILE)
     if not os.path.isfile(path):

@@ -90,15 +90,36 @@ def forced_length_search(params: Any, inputs: jax.Array, max_lengths: jax.Array,
                                    max_decode_len=max_decode_len, **stages)
 
 
-def time_search(params: Any, model_config: TransformerConfig, batch_size: int, method: str, use_cache: bool,
-                output_len: int, source_len: int, repeats: int) -> dict[str, Any]:
-    """Compile, then time one configuration; returns its JSON record."""
+def random_params(model_config: TransformerConfig) -> Any:
+    """Parameters of ``model_config``'s shapes, initialized from key 0 (speed does not depend on them)."""
+    ids = jnp.ones((1, 4), jnp.int32)
+    params = jax.jit(lambda key: Transformer(model_config).init(key, ids, ids)["params"])(jax.random.key(0))
+    return nn.meta.unbox(params)
+
+
+def forced_inputs(model_config: TransformerConfig, batch_size: int, source_len: int,
+                  output_len: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """Random sources of ``source_len`` tokens (EOS included) and the limits of a forced search.
+
+    Returns
+    -------
+    tuple
+        ``inputs`` ``[batch_size, bucket]``, ``max_lengths`` (``output_len`` each) and the
+        ``max_decode_len`` the Translator would size the cache to.
+    """
     rng = np.random.default_rng(0)
     inputs = np.zeros((batch_size, decode.bucket_length(source_len, model_config.max_len)), np.int32)
     inputs[:, : source_len - 1] = rng.integers(4, model_config.vocab_size, (batch_size, source_len - 1))
     inputs[:, source_len - 1] = EOS_ID
     max_lengths = np.full((batch_size,), output_len, np.int32)
     max_decode_len = decode.cache_length(output_len, min(inputs.shape[1] + MAX_EXTRA_LEN, model_config.max_len))
+    return inputs, max_lengths, max_decode_len
+
+
+def time_search(params: Any, model_config: TransformerConfig, batch_size: int, method: str, use_cache: bool,
+                output_len: int, source_len: int, repeats: int) -> dict[str, Any]:
+    """Compile, then time one configuration; returns its JSON record."""
+    inputs, max_lengths, max_decode_len = forced_inputs(model_config, batch_size, source_len, output_len)
     run = functools.partial(forced_length_search, params, jnp.asarray(inputs), jnp.asarray(max_lengths),
                             model_config=model_config, method=method, max_decode_len=max_decode_len,
                             use_cache=use_cache, cache_stages=_CACHE_STAGES.value)
@@ -133,9 +154,7 @@ def benchmark_model(name: str) -> dict[str, Any]:
     """All searches, cached and uncached, for one model shape."""
     model_config = model_config_for(name)
     batch_size = _BATCH_SIZE.value or DEFAULT_BATCH[name]
-    ids = jnp.ones((1, 4), jnp.int32)
-    params = jax.jit(lambda key: Transformer(model_config).init(key, ids, ids)["params"])(jax.random.key(0))
-    params = nn.meta.unbox(params)
+    params = random_params(model_config)
     runs, speedups = [], {}
     for method in _SEARCHES.value:
         by_cache = {}

@@ -43,8 +43,10 @@ from typing import Any, Callable
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_ROOT)
+sys.path.insert(0, os.path.join(REPO_ROOT, "benchmarks"))
 
 import jax  # noqa: E402
+from peer_compare import emit_json  # noqa: E402
 
 CONTROL_FLOW = frozenset({"while", "conditional", "call"})
 DATA_MOVEMENT = frozenset({"transpose", "copy", "bitcast", "parameter", "reshape", "broadcast", "slice",
@@ -235,29 +237,18 @@ def profile(run: Callable[[], Any], hlo_text: str, *, runs: int, top: int = 15) 
 
 def beam_base(cache_stages: int) -> tuple[Callable[[], Any], str]:
     """The beam search of ``peer_flax.py``'s ``beam_base`` task, compiled; returns (run, HLO text)."""
-    import flax.linen as nn
     import jax.numpy as jnp
-    import numpy as np
 
-    from attention_jax import decode
-    from attention_jax.model import EOS_ID, Transformer
-    from benchmarks.decode import MAX_EXTRA_LEN, forced_length_search, model_config_for
+    from benchmarks.decode import forced_inputs, forced_length_search, model_config_for, random_params
 
     model_config = model_config_for("base").replace(vocab_size=37000)
-    ids = jnp.ones((1, 4), jnp.int32)
-    params = nn.meta.unbox(jax.jit(lambda key: Transformer(model_config).init(key, ids, ids)["params"])(
-        jax.random.key(0)))
-    sentences, source_len, output_len = 8, 64, 64
-    rng = np.random.default_rng(0)
-    inputs = np.zeros((sentences, decode.bucket_length(source_len, model_config.max_len)), np.int32)
-    inputs[:, : source_len - 1] = rng.integers(4, model_config.vocab_size, (sentences, source_len - 1))
-    inputs[:, source_len - 1] = EOS_ID
-    max_lengths = jnp.full((sentences,), output_len, jnp.int32)
-    max_decode_len = decode.cache_length(output_len, min(inputs.shape[1] + MAX_EXTRA_LEN, model_config.max_len))
+    params = random_params(model_config)
+    inputs, max_lengths, max_decode_len = forced_inputs(model_config, batch_size=8, source_len=64, output_len=64)
+    inputs, max_lengths = jnp.asarray(inputs), jnp.asarray(max_lengths)
     kwargs = dict(model_config=model_config, method="beam", max_decode_len=max_decode_len, use_cache=True,
                   cache_stages=cache_stages)
-    compiled = forced_length_search.lower(params, jnp.asarray(inputs), max_lengths, **kwargs).compile()
-    return functools.partial(compiled, params, jnp.asarray(inputs), max_lengths), compiled.as_text()
+    compiled = forced_length_search.lower(params, inputs, max_lengths, **kwargs).compile()
+    return functools.partial(compiled, params, inputs, max_lengths), compiled.as_text()
 
 
 def train_base() -> tuple[Callable[[], Any], str]:
@@ -304,11 +295,7 @@ def main() -> None:
     report = {"task": args.task, "device": str(jax.devices()[0].device_kind), "jax": jax.__version__,
               **({"cache_stages": args.cache_stages} if args.task == "beam_base" else {}),
               **profile(run, hlo_text, runs=args.runs, top=args.top)}
-    text = json.dumps(report, indent=2)
-    print(text)
-    if args.out:
-        with open(args.out, "w", encoding="utf-8") as file:
-            file.write(text + "\n")
+    emit_json(report, args.out)
 
 
 if __name__ == "__main__":
