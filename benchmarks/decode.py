@@ -91,7 +91,18 @@ def forced_length_search(params: Any, inputs: jax.Array, max_lengths: jax.Array,
 
 
 def random_params(model_config: TransformerConfig) -> Any:
-    """Parameters of ``model_config``'s shapes, initialized from key 0 (speed does not depend on them)."""
+    """Parameters of ``model_config``'s shapes, initialized from key 0 (speed does not depend on them).
+
+    Parameters
+    ----------
+    model_config : TransformerConfig
+        The model.
+
+    Returns
+    -------
+    pytree
+        Unboxed parameters.
+    """
     ids = jnp.ones((1, 4), jnp.int32)
     params = jax.jit(lambda key: Transformer(model_config).init(key, ids, ids)["params"])(jax.random.key(0))
     return nn.meta.unbox(params)
@@ -100,6 +111,17 @@ def random_params(model_config: TransformerConfig) -> Any:
 def forced_inputs(model_config: TransformerConfig, batch_size: int, source_len: int,
                   output_len: int) -> tuple[np.ndarray, np.ndarray, int]:
     """Random sources of ``source_len`` tokens (EOS included) and the limits of a forced search.
+
+    Parameters
+    ----------
+    model_config : TransformerConfig
+        The model (vocabulary size, ``max_len``).
+    batch_size : int
+        Sentences.
+    source_len : int
+        Source tokens per sentence, EOS included (padded to its bucket).
+    output_len : int
+        Output tokens every sentence is forced to.
 
     Returns
     -------
