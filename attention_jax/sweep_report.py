@@ -27,9 +27,10 @@ import os
 import statistics
 from typing import Any, Sequence
 
-from attention_jax import sweep_curves, sweep_diagnostics
+from attention_jax import sweep_curves, sweep_diagnostics, sweep_seeds
 from attention_jax.sweep_rows import RowReport, plot_panels, read_sweep_rows
-from attention_jax.sweep_seeds import ACCURACY_COLLAPSE, DIVERGED_FACTOR, SPREAD_FACTOR, RowStats, aggregate, mean_or_none
+from attention_jax.sweep_seeds import (ACCURACY_COLLAPSE, DIVERGED_FACTOR, SPREAD_FACTOR, RowStats, aggregate,
+                                       mean_or_none)
 
 
 # (column header as in the paper, config field), Table 2's order.
@@ -206,7 +207,7 @@ def status_cell(row: RowReport) -> str:
 def verdict_cell(stats: RowStats) -> str:
     """The verdict column: the verdict, marked when it rests on one seed's sign or a seed diverged."""
     if stats.verdict == "unstable":
-        return f"unstable ({stats.verdict_basis.split(' (')[0]})"
+        return f"unstable ({sweep_seeds.diverged_label(stats.diverged_seeds)} diverged)"
     return stats.verdict + (" (sign only)" if stats.verdict_basis.startswith("sign only") else "")
 
 
@@ -242,8 +243,8 @@ def verdict_notes(rows: Sequence[RowReport], stats: dict[str, RowStats]) -> list
         "4.92 against 4.92) `reproduced` means within noise and `differs` beyond it. With one seed the "
         "verdict is the sign alone, marked (sign only), and E is `undecided`; `pending`: no seed "
         "finished in both the row and base. `unstable`: a seed diverged (its last dev PPL more than "
-        f"{DIVERGED_FACTOR:g}x its best and its dev accuracy under {ACCURACY_COLLAPSE:g}x that at its best); it stays in the means, and the CSV's verdict_basis gives the "
-        "other seeds' verdict.",
+        f"{DIVERGED_FACTOR:g}x its best and its dev accuracy under {ACCURACY_COLLAPSE:g}x that at its "
+        "best); it stays in the means, and the CSV's verdict_basis gives the other seeds' verdict.",
     ]
     if counts:
         notes.append("Verdicts: " + ", ".join(f"{count} {name}" for name, count in counts.items()) + ".")

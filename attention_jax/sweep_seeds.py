@@ -29,8 +29,9 @@ each row (:func:`aggregate`):
   A row with a seed that *diverged* (:func:`diverged`: its last dev perplexity more than
   :data:`DIVERGED_FACTOR` times its best and its dev accuracy collapsed, where a run that overfits
   keeps its accuracy) is ``unstable``: a mean over a run that fell apart says nothing about the row's
-  direction, and that one seed in K fails is itself the finding. ``verdict_basis`` names the seeds and gives the verdict of the others.
-  The diverged seed stays in the means and spreads, so they show what the row costs to train.
+  direction, and that one seed in K fails is itself the finding. ``verdict_basis`` names the seeds
+  and gives the verdict of the others. The diverged seed stays in the means and spreads, so they
+  show what the row costs to train.
 
 A row whose seeds have not all finished shows the finished ones and how many are pending (status
 ``partial``). Roots without seeds (one run per row in ``ROOT/<row>/``, e.g. ``docs/table2_small/``)
@@ -190,7 +191,7 @@ class RowStats:
     paper_change: float | None
     verdict: str
     verdict_basis: str
-    diverged_seeds: tuple = ()
+    diverged_seeds: tuple[int | None, ...] = ()
 
 
 def verdict(changes: Sequence[float], paper_direction: int) -> tuple[str, str]:
@@ -232,6 +233,22 @@ def _paired_ppl(row: RowReport) -> dict[int | None, float]:
     return {run.seed: reported_ppl(run.results) for run in row.finished if reported_ppl(run.results) is not None}
 
 
+def diverged_label(diverged_seeds: Sequence[int | None]) -> str:
+    """``"seed 1"``, ``"seeds 0, 2"``, or ``"the run"`` for a run without a seed directory.
+
+    Parameters
+    ----------
+    diverged_seeds : Sequence[int or None]
+        Seeds that diverged.
+
+    Returns
+    -------
+    str
+    """
+    seeds = [str(seed) for seed in diverged_seeds if seed is not None]
+    return f"seed{'s' if len(seeds) > 1 else ''} {', '.join(seeds)}" if seeds else "the run"
+
+
 def unstable_verdict(diverged_seeds: Sequence[int | None], healthy_changes: Sequence[float],
                      paper_direction: int) -> tuple[str, str]:
     """The verdict of a row with diverged seeds: ``unstable``, with the other seeds' verdict as basis.
@@ -251,11 +268,9 @@ def unstable_verdict(diverged_seeds: Sequence[int | None], healthy_changes: Sequ
         E.g. ``("unstable", "seed 1 diverged (last dev PPL > 2x its best); the other seeds: reproduced
         (sign only, 1 seed)")``.
     """
-    seeds = [str(seed) for seed in diverged_seeds if seed is not None]
-    who = f"seed{'s' if len(seeds) > 1 else ''} {', '.join(seeds)}" if seeds else "the run"
     others = verdict(healthy_changes, paper_direction)
-    return "unstable", (f"{who} diverged (last dev PPL > {DIVERGED_FACTOR:g}x its best); the other seeds: "
-                        f"{others[0]} ({others[1]})")
+    return "unstable", (f"{diverged_label(diverged_seeds)} diverged (last dev PPL > {DIVERGED_FACTOR:g}x its "
+                        f"best); the other seeds: {others[0]} ({others[1]})")
 
 
 def aggregate(rows: Sequence[RowReport]) -> dict[str, RowStats]:
@@ -279,8 +294,9 @@ def aggregate(rows: Sequence[RowReport]) -> dict[str, RowStats]:
         ppl = _paired_ppl(row)
         diverged_seeds = tuple(run.seed for run in row.finished if diverged(run))
         bleu = [value for value in (reported_bleu(run.results) for run in row.finished) if value is not None]
-        changes = [] if row is base else [ppl[seed] / base_ppl[seed] - 1 for seed in ppl
-                                          if seed in base_ppl and base_ppl[seed] > 0]
+        change_by_seed = {} if row is base else {seed: ppl[seed] / base_ppl[seed] - 1 for seed in ppl
+                                                  if seed in base_ppl and base_ppl[seed] > 0}
+        changes = list(change_by_seed.values())
         paper_row = row.paper.get("dev_ppl")
         paper_change = (None if row is base or paper_row is None or not paper_base
                         else paper_row / paper_base - 1)
@@ -289,8 +305,7 @@ def aggregate(rows: Sequence[RowReport]) -> dict[str, RowStats]:
         elif paper_change is None:
             judged = ("", "no paper figures")
         elif diverged_seeds:
-            healthy = [ppl[seed] / base_ppl[seed] - 1 for seed in ppl
-                       if seed in base_ppl and base_ppl[seed] > 0 and seed not in diverged_seeds]
+            healthy = [change for seed, change in change_by_seed.items() if seed not in diverged_seeds]
             judged = unstable_verdict(diverged_seeds, healthy, _sign(paper_change))
         else:
             judged = verdict(changes, _sign(paper_change))

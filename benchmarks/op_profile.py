@@ -184,18 +184,19 @@ def summarize_trace(events: list[dict[str, Any]], hlo_text: str, *, top: int = 1
             continue
         by_op[op] += event.get("dur", 0.0)
         counts[op] += 1
+    kind_by_op = {op: kind_of(instructions[op], computations) for op in by_op}
     kinds: dict[str, float] = collections.defaultdict(float)
     for op, microseconds in by_op.items():
-        kinds[kind_of(instructions[op], computations)] += microseconds
+        kinds[kind_by_op[op]] += microseconds
     kinds.pop("control flow", None)
     total = sum(kinds.values())
-    counted = [op for op in by_op if kind_of(instructions[op], computations) != "control flow"]
+    counted = [op for op in by_op if kind_by_op[op] != "control flow"]
     ranked = sorted(counted, key=by_op.get, reverse=True)[:top]
     return {
         "total_ms": round(total / 1e3, 3),
         "kinds": {kind: {"ms": round(value / 1e3, 3), "share": round(value / total, 4) if total else 0.0}
                   for kind, value in sorted(kinds.items(), key=lambda item: -item[1])},
-        "top_ops": [{"op": op, "kind": kind_of(instructions[op], computations), "ms": round(by_op[op] / 1e3, 3),
+        "top_ops": [{"op": op, "kind": kind_by_op[op], "ms": round(by_op[op] / 1e3, 3),
                      "share": round(by_op[op] / total, 4) if total else 0.0, "count": counts[op],
                      "op_name": instructions[op]["op_name"]} for op in ranked],
         "unmatched_ms": round(unmatched / 1e3, 3),
