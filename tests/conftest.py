@@ -1,4 +1,14 @@
-"""Shared pytest fixtures: the real corpus in ../shared (skipped when absent), a quickstart run."""
+"""Shared pytest fixtures (the real corpus in ../shared, skipped when absent; a quickstart run) and the
+grouping that lets pytest-xdist run the suite on several processes.
+
+Notes
+-----
+``pyproject.toml`` runs the suite on two pytest-xdist workers (``-n 2 --dist=loadgroup``). Each test file
+is one work unit, so a module-scoped fixture (a trained model, a SLURM cluster) is built on one worker
+only; every test that reads the quickstart's run (``tiny_workdir``) joins one unit, ``quickstart``, which
+is queued first because it is the longest (it trains ``configs/tiny.py``). ``-n 0`` runs everything in
+one process.
+"""
 
 from __future__ import annotations
 
@@ -16,6 +26,34 @@ if jax.default_backend() == "gpu":
     # GPUs multiply float32 matrices in TF32 by default (a 10-bit mantissa); the numerics tests compare
     # float32 against float64 NumPy at ~1e-5, so they ask for full float32 products. CPUs always use them.
     jax.config.update("jax_default_matmul_precision", "highest")
+
+
+QUICKSTART_GROUP = "quickstart"
+
+
+def _work_unit(item: pytest.Item) -> str:
+    """The pytest-xdist work unit of a test: ``quickstart`` for the quickstart's readers, else its file."""
+    if "tiny_workdir" in getattr(item, "fixturenames", ()):
+        return QUICKSTART_GROUP
+    return item.nodeid.split("::")[0]
+
+
+@pytest.hookimpl(tryfirst=True)  # Before pytest-xdist turns the xdist_group marks into work units.
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark each test with its work unit unless it names one, and queue the quickstart's unit first.
+
+    Parameters
+    ----------
+    config
+        The pytest configuration (unused; part of the hook's signature).
+    items
+        The collected tests, reordered in place (a stable sort: files keep their order).
+    """
+    del config
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(_work_unit(item)))
+    items.sort(key=lambda item: next(item.iter_markers("xdist_group")).args[0] != QUICKSTART_GROUP)
 
 
 def shared_dir() -> pathlib.Path:

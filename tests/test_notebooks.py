@@ -16,15 +16,20 @@ nbformat = pytest.importorskip("nbformat")
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((REPO_ROOT / "notebooks").glob("*.ipynb"))
+QUICKSTART_NOTEBOOK_PREFIX = "02_"  # Notebook 02 inspects the quickstart's trained model.
 CELL_TIMEOUT_S = 300  # Per cell; the notebooks are meant to run in about a minute in total on a CPU.
 
 
 @pytest.mark.slow
 @pytest.mark.end_to_end
-@pytest.mark.parametrize("notebook_path", NOTEBOOKS, ids=[path.name for path in NOTEBOOKS])
+@pytest.mark.parametrize("notebook_path", [
+    # The notebook that reads the quickstart's run shares its pytest-xdist work unit (tests/conftest.py).
+    pytest.param(path, id=path.name, marks=[pytest.mark.xdist_group("quickstart")]
+                 if path.name.startswith(QUICKSTART_NOTEBOOK_PREFIX) else [])
+    for path in NOTEBOOKS])
 def test_notebook_executes(notebook_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch,
                            request: pytest.FixtureRequest) -> None:
-    if notebook_path.name.startswith("02_"):  # Notebook 02 inspects the quickstart's trained model.
+    if notebook_path.name.startswith(QUICKSTART_NOTEBOOK_PREFIX):
         monkeypatch.setenv("ATTENTION_JAX_TINY_WORKDIR", str(request.getfixturevalue("tiny_workdir")))
     python_path = [str(REPO_ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(python_path))  # Inherited by the kernel process.
