@@ -244,6 +244,11 @@ def diverged_label(diverged_seeds: Sequence[int | None]) -> str:
     Returns
     -------
     str
+        Who diverged, as the verdict cell and the verdict basis name them.
+
+    Notes
+    -----
+    A seed of ``None`` is a run without a seed directory; it is named only when no seed is.
     """
     seeds = [str(seed) for seed in diverged_seeds if seed is not None]
     return f"seed{'s' if len(seeds) > 1 else ''} {', '.join(seeds)}" if seeds else "the run"
