@@ -3,13 +3,11 @@ grouping that lets pytest-xdist run the suite on several processes.
 
 Notes
 -----
-``pyproject.toml`` runs the suite on two pytest-xdist workers (``-n 2 --dist=loadgroup``). Each test file
+``pyproject.toml`` runs the suite on two pytest-xdist workers (``-n 2 --dist=loadfile``): each test file
 is one work unit, so a module-scoped fixture (a trained model, a SLURM cluster) is built on one worker
-only; every test that reads the quickstart's run (``tiny_workdir``) joins one unit, ``quickstart``, which
-is queued first because it is the longest (it trains ``configs/tiny.py``). ``-n 0`` runs everything in
-one process. Known gap: pytest-xdist 3.8 appends the group to ``item._nodeid``, which pytest 9.2 no
-longer reads (node ids live in ``Node._id``), so the units are not applied yet and xdist sends tests one
-by one; the marks and the order are in place for when they are.
+only. Every test that reads the quickstart's run (``tiny_workdir``, which trains ``configs/tiny.py``)
+lives in ``tests/test_quickstart.py``, so the run is trained once; that file is queued first because it
+is the longest unit. ``-n 0`` runs everything in one process.
 """
 
 from __future__ import annotations
@@ -30,32 +28,21 @@ if jax.default_backend() == "gpu":
     jax.config.update("jax_default_matmul_precision", "highest")
 
 
-QUICKSTART_GROUP = "quickstart"
+QUICKSTART_TEST_FILE = "tests/test_quickstart.py"
 
 
-def _work_unit(item: pytest.Item) -> str:
-    """The pytest-xdist work unit of a test: ``quickstart`` for the quickstart's readers, else its file."""
-    if "tiny_workdir" in getattr(item, "fixturenames", ()):
-        return QUICKSTART_GROUP
-    return item.nodeid.split("::")[0]
-
-
-@pytest.hookimpl(tryfirst=True)  # Before pytest-xdist turns the xdist_group marks into work units.
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark each test with its work unit unless it names one, and queue the quickstart's unit first.
+    """Queue the quickstart's file first: it is the suite's longest pytest-xdist work unit.
 
     Parameters
     ----------
     config
         The pytest configuration (unused; part of the hook's signature).
     items
-        The collected tests, reordered in place (a stable sort: files keep their order).
+        The collected tests, reordered in place (a stable sort: the other files keep their order).
     """
     del config
-    for item in items:
-        if item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(_work_unit(item)))
-    items.sort(key=lambda item: next(item.iter_markers("xdist_group")).args[0] != QUICKSTART_GROUP)
+    items.sort(key=lambda item: item.nodeid.split("::")[0] != QUICKSTART_TEST_FILE)
 
 
 def shared_dir() -> pathlib.Path:

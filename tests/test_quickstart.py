@@ -1,4 +1,5 @@
-"""The README's quickstart end to end: train configs/tiny.py, then translate and evaluate the run.
+"""The README's quickstart end to end: train configs/tiny.py, then translate and evaluate the run,
+and run notebook 02 on it.
 
 What a training run learns depends on the machine: XLA compiles different CPU code for different
 instruction sets, so the same seed trains to a slightly different model on another processor (dev BLEU
@@ -20,6 +21,7 @@ import pytest
 import sacrebleu
 
 from attention_jax.data import synthetic_en_de
+from tests.support.notebooks import QUICKSTART_NOTEBOOK, execute_notebook
 
 pytestmark = [pytest.mark.slow, pytest.mark.end_to_end]
 
@@ -78,3 +80,10 @@ def test_evaluate_reproduces_the_bleu_in_results(tiny_workdir: pathlib.Path, rep
           f"--num_examples={config['num_bleu_examples']}", f"--output={output}"], repo_root)
     evaluated = json.loads(output.read_text())
     assert evaluated["bleu"] == pytest.approx(results["bleu"], abs=1e-6)
+
+
+def test_quickstart_notebook_executes_on_the_run(tiny_workdir: pathlib.Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    # Here rather than in test_notebooks.py: pytest-xdist's --dist=loadfile keeps a file on one worker,
+    # so the quickstart trains once for all of its readers.
+    execute_notebook(QUICKSTART_NOTEBOOK, monkeypatch, {"ATTENTION_JAX_TINY_WORKDIR": str(tiny_workdir)})

@@ -1,30 +1,55 @@
-"""The suite's pytest-xdist work units (tests/conftest.py): one per file, one shared by the quickstart's readers."""
+"""The suite's pytest-xdist work units (tests/conftest.py): one per file, the quickstart's file first.
+
+The quickstart's run (``tiny_workdir``) takes about ten minutes to train; it is trained once per worker
+that asks for it, so every test that reads it must live in ``tests/test_quickstart.py``.
+"""
 
 from __future__ import annotations
 
-import collections
+import ast
+import pathlib
+import tomllib
 
 import pytest
+from xdist.scheduler import LoadFileScheduling
+
+from tests.conftest import QUICKSTART_TEST_FILE, REPO_ROOT
+
+QUICKSTART_FIXTURE = "tiny_workdir"
 
 
-def _group(item: pytest.Item) -> str:
-    markers = list(item.iter_markers("xdist_group"))
-    assert len(markers) == 1, f"{item.nodeid} has {len(markers)} xdist_group marks"
-    return markers[0].args[0]
+def _files_reading_the_quickstart() -> set[str]:
+    """Test files that take ``tiny_workdir`` as an argument or ask for it by name (conftest.py defines it)."""
+    readers = set()
+    for path in sorted((REPO_ROOT / "tests").rglob("*.py")):
+        if path.name == "conftest.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            takes_it = isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
+                argument.arg == QUICKSTART_FIXTURE for argument in node.args.args + node.args.kwonlyargs)
+            looks_it_up = (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                           and node.func.attr in ("getfixturevalue", "usefixtures")
+                           and any(isinstance(argument, ast.Constant) and argument.value == QUICKSTART_FIXTURE
+                                   for argument in node.args))
+            if takes_it or looks_it_up:
+                readers.add(path.relative_to(REPO_ROOT).as_posix())
+    return readers
 
 
-def test_every_collected_test_has_one_work_unit_and_the_quickstart_unit_comes_first(
-        request: pytest.FixtureRequest) -> None:
-    items = request.session.items
-    groups = [_group(item) for item in items]
-    files_of_group = collections.defaultdict(set)
-    for item, group in zip(items, groups):
-        reads_quickstart = "tiny_workdir" in item.fixturenames or "02_" in item.nodeid
-        assert (group == "quickstart") == reads_quickstart, (item.nodeid, group)
-        files_of_group[group].add(item.nodeid.split("::")[0])
-        if group != "quickstart":
-            assert group == item.nodeid.split("::")[0], (item.nodeid, group)
-    assert all(len(files) == 1 for group, files in files_of_group.items() if group != "quickstart")
-    if "quickstart" in groups:  # Queued first: a stable sort puts the longest unit ahead of the rest.
-        first_other = next((index for index, group in enumerate(groups) if group != "quickstart"), len(groups))
-        assert set(groups[:first_other]) == {"quickstart"} and "quickstart" not in groups[first_other:]
+def test_every_reader_of_the_quickstart_run_is_in_one_work_unit() -> None:
+    readers = _files_reading_the_quickstart()
+    assert readers == {QUICKSTART_TEST_FILE}, (
+        f"{sorted(readers - {QUICKSTART_TEST_FILE})} read the quickstart's run; move those tests into "
+        f"{QUICKSTART_TEST_FILE} so that pytest-xdist trains it on one worker only")
+    addopts = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]["addopts"]
+    assert "--dist=loadfile" in addopts.split(), addopts
+
+
+def test_loadfile_puts_each_file_in_its_own_unit_and_the_quickstart_first(request: pytest.FixtureRequest) -> None:
+    node_ids = [item.nodeid for item in request.session.items]
+    units = [LoadFileScheduling._split_scope(None, node_id) for node_id in node_ids]  # What xdist groups by.
+    assert units == [node_id.split("::")[0] for node_id in node_ids]
+    if QUICKSTART_TEST_FILE in units:  # Collected in this session: its tests come before every other file's.
+        first_other = next((index for index, unit in enumerate(units) if unit != QUICKSTART_TEST_FILE), len(units))
+        assert QUICKSTART_TEST_FILE not in units[first_other:], units
+        assert set(units[:first_other]) == {QUICKSTART_TEST_FILE}, units[:first_other]
