@@ -7,7 +7,6 @@ that asks for it, so every test that reads it must live in ``tests/test_quicksta
 from __future__ import annotations
 
 import ast
-import pathlib
 import tomllib
 
 import pytest
@@ -41,7 +40,8 @@ def test_every_reader_of_the_quickstart_run_is_in_one_work_unit() -> None:
     assert readers == {QUICKSTART_TEST_FILE}, (
         f"{sorted(readers - {QUICKSTART_TEST_FILE})} read the quickstart's run; move those tests into "
         f"{QUICKSTART_TEST_FILE} so that pytest-xdist trains it on one worker only")
-    addopts = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]["addopts"]
+    pytest_options = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]
+    addopts = pytest_options["addopts"]
     assert "--dist=loadfile" in addopts.split(), addopts
 
 
