@@ -44,10 +44,10 @@ Probes of the base row behind the choice (1/8 width, 0.76-0.83M parameters):
   (dev perplexity 98 at step 1,500 against 51), so it is slower to converge.
 
 **What it costs** (measured on this sweep, two runs at a time, each pinned to one of the 2 cores; see
-``docs/table2_small/README.md``): the first 11 runs (seed 0 of base, A, B and C1-C4) took 5.6 to 28
-minutes each, 16 on average (base 18; N = 2 took 5.6 and N = 8 reached the 3,000-step cap in 23.5), so
-the 60 runs of 20 rows x 3 seeds take about 8 hours, over the 6 hours aimed for. The runs go seed by
-seed, so the first ~2.7 hours give the whole table at one seed.
+``docs/table2_small/README.md``): the 60 runs took 4 to 57 minutes each, 19 on
+average (base 14 to 22; N = 2 4 to 6; big 47 to 57 at the 3,000-step cap), 9.3 hours
+of the machine in all, over the 6 hours aimed for. The runs go seed by seed, so the first ~3 hours
+give the whole table at one seed.
 
 Expected: not the paper's numbers (3,511 pairs of software messages, 1/8 of the width, minutes of
 training), but a table in which to look for the paper's trends, with the seeds' spread to tell a trend
