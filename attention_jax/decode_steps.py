@@ -125,9 +125,10 @@ def make_cached_step_fn(model_config: TransformerConfig, params: Any, encoded: A
     params : pytree
         Its parameters.
     encoded : Array
-        ``[N, S, D]`` encoder output, one row per hypothesis.
+        ``[B, S, D]`` encoder output, one row per sentence; the ``N = B R`` hypotheses in rows
+        ``b R .. b R + R - 1`` share row ``b`` (or ``B = N``: one row each).
     inputs : Array
-        ``[N, S]`` source ids (for the cross-attention padding mask).
+        ``[B, S]`` source ids (for the cross-attention padding mask).
 
     Returns
     -------
@@ -156,8 +157,10 @@ def make_uncached_step_fn(model_config: TransformerConfig, params: Any, encoded:
 
     Parameters
     ----------
-    model_config, params, encoded, inputs
+    model_config, params
         As for :func:`make_cached_step_fn`.
+    encoded, inputs : Array
+        ``[N, S, D]`` encoder output and ``[N, S]`` source ids, one row per hypothesis.
 
     Returns
     -------
@@ -216,17 +219,20 @@ def search_setup(model_config: TransformerConfig, params: Any, inputs: Array, *,
 
     Notes
     -----
-    The encoder runs once per sentence; its output is repeated for each hypothesis.
+    The encoder runs once per sentence. The cached steps keep one row of its output per sentence, which
+    the sentence's hypotheses share (so the cross-attention keys and values are projected, and read at
+    every step, once per sentence, not once per hypothesis); the uncached steps repeat it per hypothesis.
     """
     encoded = Transformer(model_config.replace(decode=False)).apply(
         {"params": params}, inputs, method=Transformer.encode)  # [B,S,D]
-    encoded = jnp.repeat(encoded, rows_per_sentence, axis=0)  # [N,S,D]
-    inputs = jnp.repeat(inputs, rows_per_sentence, axis=0)  # [N,S]
+    num_rows = encoded.shape[0] * rows_per_sentence  # N
     if not use_cache:
+        encoded = jnp.repeat(encoded, rows_per_sentence, axis=0)  # [N,S,D]
+        inputs = jnp.repeat(inputs, rows_per_sentence, axis=0)  # [N,S]
         return (make_uncached_step_fn(model_config, params, encoded, inputs),
-                init_prefix_state(encoded.shape[0], max_decode_len), {})
+                init_prefix_state(num_rows, max_decode_len), {})
     stage_ends = cache_stage_ends(max_decode_len, cache_stages)
     first_length = stage_ends[0] if stage_ends else max_decode_len
-    cache = init_cache(model_config, encoded.shape[0], first_length)
+    cache = init_cache(model_config, num_rows, first_length)
     return (make_cached_step_fn(model_config, params, encoded, inputs), cache,
             {"stage_ends": stage_ends, "grow_state": grow_cache})

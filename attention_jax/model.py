@@ -189,6 +189,13 @@ class PositionalEncoding(nn.Module):
         return sinusoidal_positional_encoding(positions, self.config.d_model)
 
 
+def _dense(config: TransformerConfig, features: int, axes: tuple[str, str], name: str) -> nn.Dense:
+    """A feed-forward layer: Xavier-uniform kernel with logical ``axes`` (in, out), zero bias."""
+    return nn.Dense(features, dtype=config.compute_dtype, name=name,
+                    kernel_init=nn.with_logical_partitioning(nn.initializers.xavier_uniform(), axes),
+                    bias_init=nn.with_logical_partitioning(nn.initializers.zeros_init(), axes[1:]))
+
+
 class FeedForward(nn.Module):
     """FFN(x) = max(0, x W1 + b1) W2 + b2 (Section 3.3), inner width ``d_ff``."""
 
@@ -198,21 +205,8 @@ class FeedForward(nn.Module):
     def __call__(self, x: Array) -> Array:
         """Map ``[B, L, D]`` to ``[B, L, D]`` through a ReLU layer of width ``d_ff``."""
         cfg = self.config
-        hidden = nn.Dense(
-            cfg.d_ff,
-            dtype=cfg.compute_dtype,
-            kernel_init=nn.with_logical_partitioning(nn.initializers.xavier_uniform(), ("embed", "mlp")),
-            bias_init=nn.with_logical_partitioning(nn.initializers.zeros_init(), ("mlp",)),
-            name="inner",
-        )(x)  # [B,L,F]
-        hidden = nn.relu(hidden)
-        return nn.Dense(
-            cfg.d_model,
-            dtype=cfg.compute_dtype,
-            kernel_init=nn.with_logical_partitioning(nn.initializers.xavier_uniform(), ("mlp", "embed")),
-            bias_init=nn.with_logical_partitioning(nn.initializers.zeros_init(), ("embed",)),
-            name="outer",
-        )(hidden)  # [B,L,D]
+        hidden = nn.relu(_dense(cfg, cfg.d_ff, ("embed", "mlp"), "inner")(x))  # [B,L,F]
+        return _dense(cfg, cfg.d_model, ("mlp", "embed"), "outer")(hidden)  # [B,L,D]
 
 
 def embed_tokens(config: TransformerConfig, embedding: nn.Embed, position: PositionalEncoding,
@@ -462,9 +456,10 @@ class Transformer(nn.Module):
         Parameters
         ----------
         encoded : Array
-            ``[B, S, D]`` from :meth:`encode`.
+            ``[B, S, D]`` from :meth:`encode`; in decode mode also ``[B', S, D]`` with ``B = B' R``,
+            decoder rows ``b R .. b R + R - 1`` sharing row ``b`` (a beam's hypotheses, one sentence).
         inputs : Array
-            ``[B, S]`` source ids (for the cross-attention padding mask).
+            ``[B, S]`` (or ``[B', S]``) source ids (for the cross-attention padding mask).
         decoder_inputs : Array
             ``[B, T]`` decoder input ids, ``[BOS] + targets[:-1]``; in decode mode ``[B, 1]``.
         targets_valid : Array, optional
@@ -493,7 +488,10 @@ class Transformer(nn.Module):
         cfg = self.config
         if targets_valid is None:
             targets_valid = jnp.ones(decoder_inputs.shape, dtype=bool)
-        cross_mask = attention.make_padding_mask(targets_valid, inputs != PAD_ID)  # [B,1,T,S]
+        if encoded.shape[0] == decoder_inputs.shape[0]:
+            cross_mask = attention.make_padding_mask(targets_valid, inputs != PAD_ID)  # [B,1,T,S]
+        else:  # A search's hypotheses share their sentence's row of encoded (decode mode only).
+            cross_mask = (inputs != PAD_ID)[:, None, None, :]  # [B',1,1,S]
         if (inputs_segmentation is None) != (targets_segmentation is None):
             raise ValueError("Packed batches need both inputs_segmentation and targets_segmentation.")
         if targets_segmentation is not None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -182,3 +184,22 @@ def test_single_query_decode_attention_equals_the_einsum_path():
     found = decode_attention.single_query_attention(query, key, value, mask)
     np.testing.assert_allclose(found, expected, rtol=1e-5, atol=1e-6)
     assert not np.asarray(found[2]).any()
+
+
+def test_single_query_attention_shares_a_key_row_among_its_group_of_query_rows():
+    """Beam hypotheses sharing one sentence's keys equal each hypothesis attending to its own copy."""
+    from attention_jax import decode_attention
+
+    rng = np.random.default_rng(1)
+    sentences, group = 3, 4
+    query = jnp.asarray(rng.normal(size=(sentences * group, 1, 2, 4)), jnp.float32)
+    key = jnp.asarray(rng.normal(size=(sentences, 7, 2, 4)), jnp.float32)
+    value = jnp.asarray(rng.normal(size=(sentences, 7, 2, 5)), jnp.float32)
+    mask = jnp.asarray(rng.random((sentences, 1, 1, 7)) < 0.6).at[1].set(False)  # Sentence 1 sees nothing.
+    repeat = functools.partial(jnp.repeat, repeats=group, axis=0)
+    expected = attention.scaled_dot_product_attention(query, repeat(key), repeat(value), repeat(mask))
+    found = decode_attention.single_query_attention(query, key, value, mask)
+    np.testing.assert_allclose(found, expected, rtol=1e-5, atol=1e-6)
+    assert not np.asarray(found[group:2 * group]).any()
+    with pytest.raises(ValueError, match="cannot share"):
+        decode_attention.single_query_attention(query[:5], key, value, mask)
