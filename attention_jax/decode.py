@@ -100,7 +100,7 @@ def decode_batch(params: Any, inputs: Array, max_lengths: Array, *, model_config
 
     Notes
     -----
-    The encoder runs once; its output is repeated ``K`` times (row ``b * K + k``). With a mesh the
+    The encoder runs once; hypothesis ``k`` of sentence ``b`` is row ``b * K + k``. With a mesh the
     search runs under ``shard_map``: sentences never interact, so no device waits for another or
     exchanges data inside the loop (left to the automatic partitioner, the beam selection's
     ``top_k`` over ``[B, K * V]`` would be all-gathered at every step).
