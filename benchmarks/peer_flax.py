@@ -44,6 +44,15 @@ programs, thread time per XLA operation, mapped to source lines through the HLO'
   takes the multiply-and-sum path as well; after it: matmuls 80.6% (the logits 17%), the beam
   reorder 8.4%, top-k 3.4%, transposes 3.0%; thread time -10%, wall time about +3% (the transposes
   had run beside other work on the second core).
+- Beam search a third time (2 quiet cores of an AMD EPYC): every hypothesis still held its own copy
+  of its sentence's cross-attention keys and values, so the hoisted projection ran ``K`` times over
+  and every step read ``K`` copies. The hypotheses of a sentence now share one row
+  (``decode_attention.single_query_attention`` with ``R`` query rows per key/value row): 1.54-1.59 ->
+  1.36 s a batch in alternating ``benchmarks/decode.py`` runs, the peer ratio 1.29x -> 1.47x
+  (``--tasks=beam_base --rounds=3`` before and after). Written with an ``R`` axis for self-attention
+  too (``R = 1``), the same search took 4.0 s, so that path keeps its own form. What is left
+  (``op_profile_beam_base_epyc.json``, 2.9 s of thread time for 2 searches): matmuls 70% (the logits
+  22%), the beam reorder of the self-attention cache 14%, top-k 5%, transposes 4.6%.
 - Train step (16 x 64 tokens, vocab 32,000): matmuls 75% of thread time (the three vocabulary-sized
   products, logits forward and both backward products, about 20%), dropout masks and scaling ~6%,
   layer norms ~3%, softmax of the loss ~1%, and hundreds of small fusions (weight transposes, adds)
@@ -53,6 +62,11 @@ programs, thread time per XLA operation, mapped to source lines through the HLO'
 On the 2-core development machine with nothing else running (``--rounds=2``,
 ``benchmarks/results/peer_flax_quiet_2cores.json``): train step 1.20x at the small shape and 1.09x at
 the base shape, model FLOPs utilization 0.63 of the same runs' measured peak, beam search 1.14x.
+
+On 2 quiet cores of an AMD EPYC with AVX-512 (``--rounds=3``,
+``benchmarks/results/peer_flax_epyc_2cores.json``), after sharing the cross-attention keys and values:
+train step 1.18x (small) and 1.20x (base), model FLOPs utilization 0.46 of that machine's measured
+matmul peak (~530 GFLOP/s), beam search 1.49x (per-round pairs 1.49, 1.50, 1.47).
 
 Elsewhere (one round each, ``benchmarks/results/peer_flax_quiet_xeon_2cores.json`` and
 ``peer_flax_gpu_h100.json``): on 2 cores of an idle 16-core Xeon (``JAX_PLATFORMS=cpu taskset -c 2,3``)
