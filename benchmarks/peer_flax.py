@@ -66,7 +66,9 @@ the base shape, model FLOPs utilization 0.63 of the same runs' measured peak, be
 On 2 quiet cores of an AMD EPYC with AVX-512 (``--rounds=3``,
 ``benchmarks/results/peer_flax_epyc_2cores.json``), after sharing the cross-attention keys and values:
 train step 1.18x (small) and 1.20x (base), model FLOPs utilization 0.46 of that machine's measured
-matmul peak (~530 GFLOP/s), beam search 1.49x (per-round pairs 1.49, 1.50, 1.47).
+matmul peak (~530 GFLOP/s), beam search 1.49x (per-round pairs 1.49, 1.50, 1.47). With the embedding then transposed once per
+search for the logits (decode mode of ``Transformer.decode``), ``--tasks=beam_base --rounds=3``
+(``peer_flax_beam_epyc_2cores.json``) read 1.58x (1.55, 1.61, 1.58).
 
 Elsewhere (one round each, ``benchmarks/results/peer_flax_quiet_xeon_2cores.json`` and
 ``peer_flax_gpu_h100.json``): on 2 cores of an idle 16-core Xeon (``JAX_PLATFORMS=cpu taskset -c 2,3``)
