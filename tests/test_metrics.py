@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -68,3 +69,10 @@ def test_add_sums_is_exact_over_splits() -> None:
                               metrics.token_loss_sums(logits[2:], targets[2:], 0.1))
     for key in metrics.SUM_KEYS:
         np.testing.assert_allclose(float(halves[key]), float(whole[key]), rtol=1e-6)
+
+
+def test_first_argmax_takes_the_lowest_index_on_ties_as_numpy() -> None:
+    logits = np.random.default_rng(3).normal(size=(4, 6, 50)).astype(np.float32)
+    logits[0, 0, [7, 9, 30]] = 10.0  # A three-way tie for the maximum: the lowest index wins.
+    logits[1, 2, :] = 0.0  # All equal: index 0.
+    np.testing.assert_array_equal(metrics.first_argmax(jnp.asarray(logits)), logits.argmax(-1))

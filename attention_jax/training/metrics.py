@@ -32,6 +32,30 @@ Array = jax.Array
 SUM_KEYS = ("loss_sum", "nll_sum", "correct", "tokens")
 
 
+def first_argmax(logits: Array) -> Array:
+    """Index of the largest value along the last axis, the lowest one on ties (``jnp.argmax``).
+
+    Parameters
+    ----------
+    logits : Array
+        ``[..., N]`` scores.
+
+    Returns
+    -------
+    Array
+        int32 ``[...]``.
+
+    Notes
+    -----
+    On a CPU, XLA's ``top_k`` with ``k = 1`` (which also takes the lowest index on ties) is about twice
+    as fast as its ``argmax``, a reduction over (value, index) pairs: 33 against 67 ms for 1,024 x 32,000
+    float32 logits, about 2% of a base-shape train step. Other backends use ``argmax``.
+    """
+    if jax.default_backend() == "cpu":
+        return jax.lax.top_k(logits, 1)[1][..., 0]
+    return jnp.argmax(logits, axis=-1).astype(jnp.int32)
+
+
 def token_loss_sums(logits: Array, targets: Array, label_smoothing: float) -> dict[str, Array]:
     """Sums over non-pad target tokens of the smoothed and unsmoothed loss and of correct guesses.
 
@@ -62,7 +86,7 @@ def token_loss_sums(logits: Array, targets: Array, label_smoothing: float) -> di
     uniform_cross_entropy = log_normalizer - jnp.mean(logits, axis=-1)
     smoothed = (1.0 - label_smoothing) * nll + label_smoothing * uniform_cross_entropy
     weights = (targets != model.PAD_ID).astype(jnp.float32)
-    correct = (jnp.argmax(logits, axis=-1) == targets).astype(jnp.float32)
+    correct = (first_argmax(logits) == targets).astype(jnp.float32)
     return {
         "loss_sum": jnp.sum(smoothed * weights),
         "nll_sum": jnp.sum(nll * weights),
