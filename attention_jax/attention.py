@@ -183,16 +183,6 @@ class LocalMask:
         return combine_masks(make_local_mask(positions, positions, self.window), padding, causal)
 
 
-def _masked_softmax(scores: Array, mask: Array | None) -> Array:
-    """Softmax over the last axis restricted to ``mask``; masked entries (and fully masked rows) are 0."""
-    if mask is not None:
-        scores = jnp.where(mask, scores, jnp.finfo(jnp.float32).min)
-    weights = jax.nn.softmax(scores, axis=-1)
-    if mask is not None:
-        weights = jnp.where(mask, weights, 0.0)  # Zero for fully masked rows, exact zeros elsewhere.
-    return weights
-
-
 def scaled_dot_product_attention(
     query: Array,
     key: Array,
@@ -232,7 +222,7 @@ def scaled_dot_product_attention(
     key_dim = query.shape[-1]
     scores = jnp.einsum("bthk,bshk->bhts", query, key, preferred_element_type=jnp.float32)
     scores = scores / jnp.sqrt(jnp.float32(key_dim))  # Scale by 1/sqrt(d_k) (Section 3.2.1).
-    weights = _masked_softmax(scores, mask).astype(value.dtype)
+    weights = decode_attention.masked_softmax(scores, mask).astype(value.dtype)
     attended = dropout_fn(weights) if dropout_fn is not None else weights
     output = jnp.einsum("bhts,bshv->bthv", attended, value)
     return (output, weights) if return_weights else output
@@ -355,7 +345,7 @@ def local_dot_product_attention(
                    preferred_element_type=jnp.float32)
         for o in offsets], axis=-1)
     scores = scores / jnp.sqrt(jnp.float32(key_dim))  # Scale by 1/sqrt(d_k) (Section 3.2.1).
-    weights = _masked_softmax(scores, mask).astype(value.dtype)
+    weights = decode_attention.masked_softmax(scores, mask).astype(value.dtype)
     if dropout_fn is not None:
         weights = dropout_fn(weights)
     output = sum(  # [B,nb,w,H,V]

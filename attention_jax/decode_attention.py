@@ -72,7 +72,7 @@ def single_query_attention(query: Array, key: Array, value: Array, mask: Array |
     scores = jnp.swapaxes(scores, 2, 3) / jnp.sqrt(jnp.float32(key_dim))  # [B,R,H,S]
     if mask is not None:
         mask = jnp.reshape(mask, (1,) * (4 - mask.ndim) + mask.shape)[:, None, :, 0, :]  # [B|1,1,H|1,S]
-    weights = _masked_softmax(scores, mask)
+    weights = masked_softmax(scores, mask)
     weights = jnp.swapaxes(weights, 2, 3)[..., None].astype(value.dtype)  # [B,R,S,H,1]
     attended = jnp.sum(weights * value[:, None], axis=2)  # [B,R,H,V]
     return attended.reshape(num_rows, 1, num_heads, value.shape[-1])
@@ -83,13 +83,32 @@ def _ungrouped_single_query_attention(query: Array, key: Array, value: Array, ma
     key_dim = query.shape[-1]
     scores = jnp.sum(query.astype(jnp.float32) * key.astype(jnp.float32), axis=-1)  # [B,S,H]
     scores = jnp.swapaxes(scores, 1, 2)[:, :, None, :] / jnp.sqrt(jnp.float32(key_dim))  # [B,H,1,S]
-    weights = _masked_softmax(scores, mask)
+    weights = masked_softmax(scores, mask)
     weights = jnp.swapaxes(weights[:, :, 0, :], 1, 2)[..., None].astype(value.dtype)  # [B,S,H,1]
     return jnp.sum(weights * value, axis=1, keepdims=True)  # [B,1,H,V]
 
 
-def _masked_softmax(scores: Array, mask: Array | None) -> Array:
-    """Softmax over the last axis where ``mask`` allows, zero on fully masked rows (as the einsum path)."""
+def masked_softmax(scores: Array, mask: Array | None) -> Array:
+    """Softmax over the last axis restricted to ``mask``; masked entries and fully masked rows are 0.
+
+    Parameters
+    ----------
+    scores : Array
+        float32 attention scores ``[..., S]``.
+    mask : Array, optional
+        Boolean, broadcastable to ``scores``; ``True`` = may attend.
+
+    Returns
+    -------
+    Array
+        Weights of the shape of ``scores``, summing to 1 over allowed keys (0 for a row with none).
+
+    Notes
+    -----
+    Shared by every attention path (:mod:`attention_jax.attention` imports it from here): masked
+    scores are set to the float32 minimum rather than ``-inf``, so a fully masked row gives no NaN,
+    and its weights are then zeroed.
+    """
     if mask is not None:
         scores = jnp.where(mask, scores, jnp.finfo(jnp.float32).min)
     weights = jax.nn.softmax(scores, axis=-1)
