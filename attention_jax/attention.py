@@ -20,6 +20,7 @@ import jax
 import jax.numpy as jnp
 
 from attention_jax import decode_attention
+from attention_jax.dropout import Dropout
 
 Array = jax.Array
 DType = Any
@@ -520,7 +521,7 @@ class MultiHeadAttention(nn.Module):
         if self.implementation == "einsum":
             dropout_fn = None
             if use_dropout:
-                dropout_fn = nn.Dropout(self.attention_dropout_rate, deterministic=False)
+                dropout_fn = Dropout(self.attention_dropout_rate, deterministic=False)
             if query.shape[1] == 1 and not (sow_weights or use_dropout or isinstance(mask, LocalMask)):
                 # One query position per row (a decode step, self- or cross-attention):
                 attended = decode_attention.single_query_attention(query, key, value, mask)  # No transposes.

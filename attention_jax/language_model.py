@@ -25,6 +25,7 @@ import jax
 import jax.numpy as jnp
 
 from attention_jax import model
+from attention_jax.dropout import Dropout
 from attention_jax.transformer_config import TransformerConfig
 
 Array = jax.Array
@@ -68,7 +69,7 @@ class LanguageModel(nn.Module):
         self.position = model.PositionalEncoding(cfg, decode=cfg.decode, name="position")
         self.layers = [model.EncoderLayer(cfg, decode=cfg.decode, name=f"layer_{i}")
                        for i in range(cfg.num_layers)]
-        self.embedding_dropout = nn.Dropout(cfg.dropout_rate)
+        self.embedding_dropout = Dropout(cfg.dropout_rate)
         if cfg.layer_norm_position == "pre":
             self.final_norm = model.layer_norm("final_norm")
 

@@ -24,6 +24,7 @@ import jax
 import jax.numpy as jnp
 
 from attention_jax import attention
+from attention_jax.dropout import Dropout
 from attention_jax.transformer_config import TransformerConfig
 
 Array = jax.Array
@@ -210,7 +211,7 @@ class FeedForward(nn.Module):
 
 
 def embed_tokens(config: TransformerConfig, embedding: nn.Embed, position: PositionalEncoding,
-                 dropout: nn.Dropout, ids: Array, *, deterministic: bool,
+                 dropout: Dropout, ids: Array, *, deterministic: bool,
                  positions: Array | None = None) -> Array:
     """Embedding of ids ``[B, L]`` x sqrt(d_model), plus the positional encoding, with dropout (3.4, 5.4).
 
@@ -294,7 +295,7 @@ class ResidualSublayer(nn.Module):
     def __call__(self, x: Array, sublayer: Any, *, deterministic: bool) -> Array:
         """Apply ``sublayer`` (a callable of the normalized or raw ``x``) with residual and norm."""
         norm = layer_norm("layer_norm")
-        dropout = nn.Dropout(self.config.dropout_rate)
+        dropout = Dropout(self.config.dropout_rate)
         if self.config.layer_norm_position == "pre":
             return x + dropout(sublayer(norm(x).astype(x.dtype)), deterministic=deterministic)
         summed = x + dropout(sublayer(x), deterministic=deterministic)
@@ -407,7 +408,7 @@ class Transformer(nn.Module):
         self.decoder_position = PositionalEncoding(cfg, decode=cfg.decode, name="decoder_position")
         self.encoder_layers = [EncoderLayer(cfg, name=f"encoder_{i}") for i in range(cfg.num_layers)]
         self.decoder_layers = [DecoderLayer(cfg, name=f"decoder_{i}") for i in range(cfg.num_layers)]
-        self.embedding_dropout = nn.Dropout(cfg.dropout_rate)
+        self.embedding_dropout = Dropout(cfg.dropout_rate)
         if cfg.layer_norm_position == "pre":
             self.encoder_norm = layer_norm("encoder_norm")
             self.decoder_norm = layer_norm("decoder_norm")
