@@ -58,6 +58,16 @@ programs, thread time per XLA operation, mapped to source lines through the HLO'
   layer norms ~3%, softmax of the loss ~1%, and hundreds of small fusions (weight transposes, adds)
   none above 0.5%. Model FLOPs utilization ~0.5 of the measured matmul peak means the matmuls run
   at about two thirds of the peak of a 2048^3 product; no single operation is out of line.
+- Train step again, on the AMD EPYC (``benchmarks/op_profile.py --task=train_base``): the dropout
+  masks were ~7% of the thread time, and twice that in wall time at the small shape. On CPUs JAX lowers
+  its Threefry-2x32 hash as a ``while`` loop over the hash's five blocks of rounds, so every mask went
+  through memory five times. ``attention_jax/dropout.py`` computes the same bits unrolled, one fusion
+  (masks, losses and gradients bit-identical; tested against JAX and Flax): alternating
+  ``benchmarks/train_step.py`` runs read +7-9% at the base shape and +11-12% at the small one. The
+  accuracy metric's ``top_k`` (33 ms) became two levels of plain maxima (5.5 ms;
+  ``metrics.first_argmax``): +1-3% at the small shape, within noise at the base shape. After both
+  (``benchmarks/results/op_profile_train_base_epyc.json``): matmuls 67%, elementwise 20% (Adam's
+  update alone 5%), transposes and copies 9%, reductions 4%.
 
 On the 2-core development machine with nothing else running (``--rounds=2``,
 ``benchmarks/results/peer_flax_quiet_2cores.json``): train step 1.20x at the small shape and 1.09x at
@@ -68,7 +78,10 @@ On 2 quiet cores of an AMD EPYC with AVX-512 (``--rounds=3``,
 train step 1.18x (small) and 1.20x (base), model FLOPs utilization 0.46 of that machine's measured
 matmul peak (~530 GFLOP/s), beam search 1.49x (per-round pairs 1.49, 1.50, 1.47). With the embedding then transposed once per
 search for the logits (decode mode of ``Transformer.decode``), ``--tasks=beam_base --rounds=3``
-(``peer_flax_beam_epyc_2cores.json``) read 1.58x (1.55, 1.61, 1.58).
+(``peer_flax_beam_epyc_2cores.json``) read 1.58x (1.55, 1.61, 1.58). After the loop-free dropout
+masks and the blockwise argmax, ``--tasks=train_small,train_base --rounds=3``
+(``peer_flax_train_epyc_fused_dropout.json``): train step 1.28x (small; per round 1.25, 1.29, 1.29)
+and 1.20x (base; 1.27, 1.20, 1.19), model FLOPs utilization 0.52.
 
 Elsewhere (one round each, ``benchmarks/results/peer_flax_quiet_xeon_2cores.json`` and
 ``peer_flax_gpu_h100.json``): on 2 cores of an idle 16-core Xeon (``JAX_PLATFORMS=cpu taskset -c 2,3``)
