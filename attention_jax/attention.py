@@ -19,7 +19,7 @@ import flax.struct
 import jax
 import jax.numpy as jnp
 
-from attention_jax import decode_attention
+from attention_jax import decode_attention, projection
 from attention_jax.dropout import Dropout
 
 Array = jax.Array
@@ -467,6 +467,7 @@ class MultiHeadAttention(nn.Module):
             features=features,
             axis=-1,
             dtype=self.dtype,
+            dot_general=projection.dot_general,
             kernel_init=nn.with_logical_partitioning(self.kernel_init, ("embed", "heads", "kv")),
             bias_init=nn.with_logical_partitioning(nn.initializers.zeros_init(), ("heads", "kv")),
             name=name,
@@ -545,6 +546,7 @@ class MultiHeadAttention(nn.Module):
             features=self.out_dim,
             axis=(-2, -1),
             dtype=self.dtype,
+            dot_general=projection.dot_general,
             kernel_init=nn.with_logical_partitioning(self.kernel_init, ("heads", "kv", "embed")),
             bias_init=nn.with_logical_partitioning(nn.initializers.zeros_init(), ("embed",)),
             name="out",

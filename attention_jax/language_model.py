@@ -24,7 +24,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from attention_jax import model
+from attention_jax import model, projection
 from attention_jax.dropout import Dropout
 from attention_jax.transformer_config import TransformerConfig
 
@@ -62,7 +62,7 @@ class LanguageModel(nn.Module):
                                   name="shared_embedding" if cfg.share_embeddings else "input_embedding")
         if not cfg.share_embeddings:
             self.output_projection = nn.Dense(
-                cfg.vocab_size, use_bias=False, dtype=cfg.compute_dtype,
+                cfg.vocab_size, use_bias=False, dtype=cfg.compute_dtype, dot_general=projection.dot_general,
                 kernel_init=nn.with_logical_partitioning(nn.initializers.xavier_uniform(),
                                                          ("embed", "vocab")),
                 name="output_projection")

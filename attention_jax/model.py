@@ -23,7 +23,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from attention_jax import attention
+from attention_jax import attention, projection
 from attention_jax.dropout import Dropout
 from attention_jax.transformer_config import TransformerConfig
 
@@ -192,7 +192,7 @@ class PositionalEncoding(nn.Module):
 
 def _dense(config: TransformerConfig, features: int, axes: tuple[str, str], name: str) -> nn.Dense:
     """A feed-forward layer: Xavier-uniform kernel with logical ``axes`` (in, out), zero bias."""
-    return nn.Dense(features, dtype=config.compute_dtype, name=name,
+    return nn.Dense(features, dtype=config.compute_dtype, name=name, dot_general=projection.dot_general,
                     kernel_init=nn.with_logical_partitioning(nn.initializers.xavier_uniform(), axes),
                     bias_init=nn.with_logical_partitioning(nn.initializers.zeros_init(), axes[1:]))
 
@@ -399,7 +399,7 @@ class Transformer(nn.Module):
             self.target_embedding = nn.Embed(cfg.vocab_size, cfg.d_model, embedding_init=embed_init,
                                              name="target_embedding")
             self.output_projection = nn.Dense(
-                cfg.vocab_size, use_bias=False, dtype=cfg.compute_dtype,
+                cfg.vocab_size, use_bias=False, dtype=cfg.compute_dtype, dot_general=projection.dot_general,
                 kernel_init=nn.with_logical_partitioning(nn.initializers.xavier_uniform(),
                                                          ("embed", "vocab")),
                 name="output_projection",
