@@ -36,6 +36,47 @@ def _as_matrices(x: Array, kernel: Array, num_contracted: int) -> tuple[Array, A
     return x.reshape(-1, contracted), kernel.reshape(contracted, -1)
 
 
+TRANSPOSE_BLOCK_ROWS = 128
+"""Rows per block of :func:`transpose_in_row_blocks`: each column of a block spans 128 cache lines."""
+MAX_TRANSPOSE_BLOCKS = 32
+"""At most this many blocks (taller ones for longer matrices), so that the compiled program stays small."""
+
+
+def transpose_in_row_blocks(matrix: Array) -> Array:
+    """``matrix.T`` of a 2-D array, materialized as the transposes of blocks of rows, side by side.
+
+    Parameters
+    ----------
+    matrix : Array
+        ``[M, C]``.
+
+    Returns
+    -------
+    Array
+        ``[C, M]``, equal to ``matrix.T``.
+
+    Notes
+    -----
+    XLA's CPU transpose walks the output row by row, so each output row reads one column of the
+    input: ``M`` cache lines, ``4 C`` bytes apart. Once the input outgrows the L2 cache those lines are
+    evicted before the next columns would reuse them. Measured on 2 quiet cores (Sapphire Rapids),
+    float32, whole against blocks of 128 rows (each transposed on its own behind an
+    ``optimization_barrier``, which keeps XLA from fusing them back into one transpose, then
+    concatenated): ``[1,024, 2,048]`` 7.5 against 2.8 ms, ``[2,048, 1,024]`` 4.9 against 1.9,
+    ``[2,048, 512]`` 2.9 against 1.2, ``[1,024, 512]`` (2 MiB, within L2) 0.8 against 0.9. With a
+    second process on the cores the whole transposes took 16-25 ms and the blocks 3-8. Blocks of 64
+    rows were up to 25% faster again but doubled the operations to compile (a base-shape train step
+    compiled in 14-15 instead of 12 s, for the same step time). A matrix of one block is transposed whole.
+    """
+    num_rows = matrix.shape[0]
+    block_rows = max(TRANSPOSE_BLOCK_ROWS, -(-num_rows // MAX_TRANSPOSE_BLOCKS))
+    if num_rows <= block_rows:
+        return jax.lax.optimization_barrier(matrix.T)
+    blocks = [jax.lax.optimization_barrier(matrix[start:start + block_rows].T)  # [C, rows of the block]
+              for start in range(0, num_rows, block_rows)]
+    return jnp.concatenate(blocks, axis=1)  # [C, M]
+
+
 @functools.partial(jax.custom_vjp, nondiff_argnums=(2, 3))
 def contract_trailing(x: Array, kernel: Array, num_contracted: int, precision: Any = None) -> Array:
     """Contract the last ``num_contracted`` axes of ``x`` with the first ones of ``kernel``.
@@ -59,8 +100,9 @@ def contract_trailing(x: Array, kernel: Array, num_contracted: int, precision: A
     Notes
     -----
     The backward pass computes ``dx = g K^T`` and ``dK = x^T g`` as 2-D products; on CPUs ``x^T`` is
-    copied out first, behind an ``optimization_barrier`` so that XLA does not fold the transpose back
-    into the product. Other backends multiply by the transposed view directly.
+    copied out first (:func:`transpose_in_row_blocks`, behind ``optimization_barrier`` s so that XLA
+    does not fold the transpose back into the product). Other backends multiply by the transposed view
+    directly.
     """
     inputs, weights = _as_matrices(x, kernel, num_contracted)
     product = jnp.matmul(inputs, weights, precision=precision)
@@ -77,9 +119,7 @@ def _contract_trailing_backward(num_contracted: int, precision: Any, residuals: 
     x, kernel = residuals
     inputs, weights = _as_matrices(x, kernel, num_contracted)
     gradient = output_gradient.reshape(inputs.shape[0], weights.shape[1])  # [M, N]
-    inputs_transposed = inputs.T  # [C, M]
-    if jax.default_backend() == "cpu":
-        inputs_transposed = jax.lax.optimization_barrier(inputs_transposed)
+    inputs_transposed = transpose_in_row_blocks(inputs) if jax.default_backend() == "cpu" else inputs.T  # [C, M]
     x_gradient = jnp.matmul(gradient, weights.T, precision=precision)  # [M, C]
     kernel_gradient = jnp.matmul(inputs_transposed, gradient, precision=precision)  # [C, N]
     return x_gradient.reshape(x.shape), kernel_gradient.reshape(kernel.shape)

@@ -10,8 +10,10 @@ import pytest
 
 from attention_jax import projection
 
-# (input shape, kernel shape, contracted axes): a Dense, a query projection, an output projection.
-CASES = [((3, 5, 8), (8, 6), 1), ((2, 7, 8), (8, 2, 4), 1), ((2, 7, 2, 4), (2, 4, 8), 2), ((6, 8), (8, 3), 1)]
+# (input shape, kernel shape, contracted axes): a Dense, a query projection, an output projection; the
+# last has M = 150 rows, transposed on CPUs in blocks of 128 and 22.
+CASES = [((3, 5, 8), (8, 6), 1), ((2, 7, 8), (8, 2, 4), 1), ((2, 7, 2, 4), (2, 4, 8), 2), ((6, 8), (8, 3), 1),
+         ((3, 50, 8), (8, 6), 1)]
 
 
 def _numpy_product_and_gradients(x: np.ndarray, kernel: np.ndarray, num_contracted: int,
@@ -96,3 +98,13 @@ def test_the_cpu_backward_pass_materializes_the_transposed_inputs() -> None:
     gradient = jax.grad(lambda k: jnp.sum(projection.contract_trailing(x, k, 1)))
     text = jax.jit(gradient).lower(kernel).as_text()
     assert ("optimization_barrier" in text) == (jax.default_backend() == "cpu")
+
+
+@pytest.mark.reference
+@pytest.mark.parametrize("shape", [(10, 3), (128, 5), (150, 7), (1024, 48),
+                                   (projection.TRANSPOSE_BLOCK_ROWS * projection.MAX_TRANSPOSE_BLOCKS + 77, 3)])
+def test_transpose_in_row_blocks_equals_numpy(shape: tuple[int, int]) -> None:
+    """Less than a block, exactly one, a ragged last block, 8 blocks, and taller blocks past the cap."""
+    matrix = np.random.default_rng(shape[0]).normal(size=shape).astype(np.float32)
+    transposed = jax.jit(projection.transpose_in_row_blocks)(jnp.asarray(matrix))
+    np.testing.assert_array_equal(np.asarray(transposed), matrix.T)
