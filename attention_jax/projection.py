@@ -67,6 +67,8 @@ def transpose_in_row_blocks(matrix: Array) -> Array:
     second process on the cores the whole transposes took 16-25 ms and the blocks 3-8. Blocks of 64
     rows were up to 25% faster again but doubled the operations to compile (a base-shape train step
     compiled in 14-15 instead of 12 s, for the same step time). A matrix of one block is transposed whole.
+    For one device: on a mesh whose devices each hold some of the rows, GSPMD moves blocks between
+    them (:func:`contract_trailing` transposes whole there).
     """
     num_rows = matrix.shape[0]
     block_rows = max(TRANSPOSE_BLOCK_ROWS, -(-num_rows // MAX_TRANSPOSE_BLOCKS))
@@ -100,9 +102,11 @@ def contract_trailing(x: Array, kernel: Array, num_contracted: int, precision: A
     Notes
     -----
     The backward pass computes ``dx = g K^T`` and ``dK = x^T g`` as 2-D products; on CPUs ``x^T`` is
-    copied out first (:func:`transpose_in_row_blocks`, behind ``optimization_barrier`` s so that XLA
-    does not fold the transpose back into the product). Other backends multiply by the transposed view
-    directly.
+    copied out first, behind ``optimization_barrier`` s so that XLA does not fold the transpose back
+    into the product: in row blocks (:func:`transpose_in_row_blocks`) on a single CPU device, whole
+    on a mesh of several, where GSPMD would move the blocks of the row-sharded input between devices
+    (56 collective permutes for one product over 8 devices). Other backends multiply by the
+    transposed view directly.
     """
     inputs, weights = _as_matrices(x, kernel, num_contracted)
     product = jnp.matmul(inputs, weights, precision=precision)
@@ -119,7 +123,12 @@ def _contract_trailing_backward(num_contracted: int, precision: Any, residuals: 
     x, kernel = residuals
     inputs, weights = _as_matrices(x, kernel, num_contracted)
     gradient = output_gradient.reshape(inputs.shape[0], weights.shape[1])  # [M, N]
-    inputs_transposed = transpose_in_row_blocks(inputs) if jax.default_backend() == "cpu" else inputs.T  # [C, M]
+    inputs_transposed = inputs.T  # [C, M]
+    if jax.default_backend() == "cpu":
+        # In row blocks on one device; over a mesh, GSPMD would move the blocks between the devices.
+        single_device = jax.device_count() == 1
+        inputs_transposed = (transpose_in_row_blocks(inputs) if single_device
+                             else jax.lax.optimization_barrier(inputs_transposed))
     x_gradient = jnp.matmul(gradient, weights.T, precision=precision)  # [M, C]
     kernel_gradient = jnp.matmul(inputs_transposed, gradient, precision=precision)  # [C, N]
     return x_gradient.reshape(x.shape), kernel_gradient.reshape(kernel.shape)

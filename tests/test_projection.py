@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -9,6 +13,8 @@ import numpy as np
 import pytest
 
 from attention_jax import projection
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # (input shape, kernel shape, contracted axes): a Dense, a query projection, an output projection; the
 # last has M = 150 rows, transposed on CPUs in blocks of 128 and 22.
@@ -108,3 +114,30 @@ def test_transpose_in_row_blocks_equals_numpy(shape: tuple[int, int]) -> None:
     matrix = np.random.default_rng(shape[0]).normal(size=shape).astype(np.float32)
     transposed = jax.jit(projection.transpose_in_row_blocks)(jnp.asarray(matrix))
     np.testing.assert_array_equal(np.asarray(transposed), matrix.T)
+
+
+MESH_SCRIPT = """
+import collections, jax, jax.numpy as jnp, numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+from attention_jax import projection
+mesh = Mesh(np.array(jax.devices()), ("data",))
+rows, replicated = NamedSharding(mesh, P("data", None, None)), NamedSharding(mesh, P())
+rng = np.random.default_rng(0)
+x, kernel = rng.normal(size=(16, 64, 32)).astype(np.float32), rng.normal(size=(32, 48)).astype(np.float32)
+loss = lambda k, x: jnp.sum(projection.contract_trailing(x, k, 1) ** 2)
+gradient = jax.jit(jax.grad(loss), in_shardings=(replicated, rows), out_shardings=replicated)
+text = gradient.lower(kernel, x).compile().as_text()
+moves = sum(text.count(op) for op in (" collective-permute(", " all-to-all(", "collective-permute-start("))
+expected = 2 * np.einsum("bld,bln->dn", x.astype(np.float64), np.einsum("bld,dn->bln", x, kernel))
+np.testing.assert_allclose(np.asarray(gradient(kernel, x)), expected, rtol=1e-4, atol=1e-3)
+print("DEVICES", jax.device_count(), "MOVES", moves)
+"""
+
+
+@pytest.mark.slow
+def test_a_row_sharded_backward_pass_moves_no_rows_between_devices() -> None:
+    """Over 8 CPU devices ``x^T`` stays whole: blocks would be moved between the devices by GSPMD."""
+    environment = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=8")
+    completed = subprocess.run([sys.executable, "-c", MESH_SCRIPT], cwd=REPO_ROOT, env=environment,
+                               capture_output=True, text=True, timeout=600)
+    assert "DEVICES 8 MOVES 0" in completed.stdout, completed.stdout[-2000:] + completed.stderr[-3000:]
