@@ -70,6 +70,24 @@ programs, thread time per XLA operation, mapped to source lines through the HLO'
   next reader of the logits, grew from 6 to 28 ms. After both
   (``benchmarks/results/op_profile_train_base_epyc.json``): matmuls 67%, elementwise 20% (Adam's
   update alone 5%), transposes and copies 9%, reductions 4%.
+- Train step a third time, on 2 cores of a Sapphire Rapids Xeon, after the Dense layers' 2-D backward
+  products (``attention_jax/projection.py``): their ``x^T`` copies were the largest non-matmul
+  operations after the loss (each FFN output layer's ``[1,024, 2,048]`` input, 17 ms of thread time a
+  step, twelve times). XLA's CPU transpose reads one input column per output row, which thrashes once
+  the input outgrows the L2 cache (7.5 ms on quiet cores, 16-25 with a neighbour); transposed as
+  128-row blocks and concatenated (``projection.transpose_in_row_blocks``) it takes 2.8 ms.
+  Alternating ``benchmarks/train_step.py`` runs: +3% at the base shape (medians 412 against 401
+  target tokens/s), +3-13% at the small one. What is left
+  (``benchmarks/results/op_profile_train_base_xeon_spr.json``): matmuls 74% (the three vocabulary-sized
+  products 14%), elementwise 13%, transposes and copies 8.5% (the largest, 44 ms a step, a copy of
+  the embedding lookups' scattered gradient, ``f32[32000, 1024]``, before it is added), reductions 4%.
+- Beam search on the same machine, tried and dropped: ``top_k`` over the ``K V`` candidates through
+  block maxima (the top ``2 K`` lie in the ``2 K`` best blocks; exact, ties included) cut the ``TopK``
+  thread time from 273 to 21 ms for 2 searches, but the block maxima and the extra reads of the
+  candidates grew by as much and 3 alternating ``benchmarks/decode.py`` rounds were within noise
+  (2.00-2.11 against 1.96-2.07 sentences/s); 4 cache stages instead of 2 read 2.24-2.31 against
+  2.13-2.32 sentences/s and compiled 2 s longer. The beam reorder itself runs at copy speed (12
+  cache leaves of ``[32, 64, 8, 64]``: 10.6 ms gathered, 10.0 ms copied), so only fewer bytes would help.
 
 On the 2-core development machine with nothing else running (``--rounds=2``,
 ``benchmarks/results/peer_flax_quiet_2cores.json``): train step 1.20x at the small shape and 1.09x at
@@ -84,6 +102,13 @@ search for the logits (decode mode of ``Transformer.decode``), ``--tasks=beam_ba
 masks and the blockwise argmax, ``--tasks=train_small,train_base --rounds=3``
 (``peer_flax_train_epyc_fused_dropout.json``): train step 1.28x (small; per round 1.25, 1.29, 1.29)
 and 1.20x (base; 1.27, 1.20, 1.19), model FLOPs utilization 0.52.
+
+On 2 quiet cores of a Sapphire Rapids Xeon (``--rounds=3``, ``benchmarks/results/peer_flax_xeon_spr_2cores.json``),
+after the row-block transposes: train step 1.50x (small) and 1.31x (base), model FLOPs utilization
+0.65, beam search 1.28x (per round 1.31, 1.28, 1.27). Before them, at ``4d3af8e``
+(``peer_flax_train_xeon_spr_before.json``, ``peer_flax_beam_xeon_spr_before.json``): 1.39x, 1.28x,
+0.61-0.64, and beam search 1.47x (1.52, 1.53, 1.34) with the same beam code: on that machine the
+beam ratio moves by more than a tenth between runs.
 
 Elsewhere (one round each, ``benchmarks/results/peer_flax_quiet_xeon_2cores.json`` and
 ``peer_flax_gpu_h100.json``): on 2 cores of an idle 16-core Xeon (``JAX_PLATFORMS=cpu taskset -c 2,3``)
