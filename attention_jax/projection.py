@@ -59,16 +59,15 @@ def transpose_in_row_blocks(matrix: Array) -> Array:
     -----
     XLA's CPU transpose walks the output row by row, so each output row reads one column of the
     input: ``M`` cache lines, ``4 C`` bytes apart. Once the input outgrows the L2 cache those lines are
-    evicted before the next columns would reuse them. Measured on 2 quiet cores (Sapphire Rapids),
-    float32, whole against blocks of 128 rows (each transposed on its own behind an
-    ``optimization_barrier``, which keeps XLA from fusing them back into one transpose, then
-    concatenated): ``[1,024, 2,048]`` 7.5 against 2.8 ms, ``[2,048, 1,024]`` 4.9 against 1.9,
-    ``[2,048, 512]`` 2.9 against 1.2, ``[1,024, 512]`` (2 MiB, within L2) 0.8 against 0.9. With a
-    second process on the cores the whole transposes took 16-25 ms and the blocks 3-8. Blocks of 64
-    rows were up to 25% faster again but doubled the operations to compile (a base-shape train step
-    compiled in 14-15 instead of 12 s, for the same step time). A matrix of one block is transposed whole.
-    For one device: on a mesh whose devices each hold some of the rows, GSPMD moves blocks between
-    them (:func:`contract_trailing` transposes whole there).
+    evicted before the next columns would reuse them. Blocks of 128 rows, each transposed on its own
+    behind an ``optimization_barrier`` (which keeps XLA from fusing them back into one transpose) and
+    then concatenated, stay in cache. ``python benchmarks/transpose.py`` on 2 quiet cores (Sapphire
+    Rapids), float32, whole against row blocks (a plain copy for scale): ``[1,024, 2,048]`` 9.7 against
+    2.9 ms (copy 0.8), ``[2,048, 1,024]`` 9.6 against 2.5, ``[2,048, 512]`` 4.0 against 1.4,
+    ``[1,024, 512]`` (2 MiB, within L2) 1.1 against 0.9. With ``TRANSPOSE_BLOCK_ROWS = 64`` a base-shape
+    train step (``benchmarks/train_step.py``) compiled in 14-15 instead of 12 s, for the same step time.
+    A matrix of one block is transposed whole. For one device: on a mesh whose devices each hold some of
+    the rows, GSPMD moves blocks between them (:func:`contract_trailing` transposes whole there).
     """
     num_rows = matrix.shape[0]
     block_rows = max(TRANSPOSE_BLOCK_ROWS, -(-num_rows // MAX_TRANSPOSE_BLOCKS))
@@ -123,12 +122,12 @@ def _contract_trailing_backward(num_contracted: int, precision: Any, residuals: 
     x, kernel = residuals
     inputs, weights = _as_matrices(x, kernel, num_contracted)
     gradient = output_gradient.reshape(inputs.shape[0], weights.shape[1])  # [M, N]
-    inputs_transposed = inputs.T  # [C, M]
-    if jax.default_backend() == "cpu":
-        # In row blocks on one device; over a mesh, GSPMD would move the blocks between the devices.
-        single_device = jax.device_count() == 1
-        inputs_transposed = (transpose_in_row_blocks(inputs) if single_device
-                             else jax.lax.optimization_barrier(inputs_transposed))
+    if jax.default_backend() != "cpu":
+        inputs_transposed = inputs.T  # [C, M]
+    elif jax.device_count() == 1:
+        inputs_transposed = transpose_in_row_blocks(inputs)
+    else:  # Over a mesh GSPMD would move the blocks of row-sharded inputs between the devices.
+        inputs_transposed = jax.lax.optimization_barrier(inputs.T)
     x_gradient = jnp.matmul(gradient, weights.T, precision=precision)  # [M, C]
     kernel_gradient = jnp.matmul(inputs_transposed, gradient, precision=precision)  # [C, N]
     return x_gradient.reshape(x.shape), kernel_gradient.reshape(kernel.shape)

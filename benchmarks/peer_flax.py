@@ -74,8 +74,8 @@ programs, thread time per XLA operation, mapped to source lines through the HLO'
   products (``attention_jax/projection.py``): their ``x^T`` copies were the largest non-matmul
   operations after the loss (each FFN output layer's ``[1,024, 2,048]`` input, 17 ms of thread time a
   step, twelve times). XLA's CPU transpose reads one input column per output row, which thrashes once
-  the input outgrows the L2 cache (7.5 ms on quiet cores, 16-25 with a neighbour); transposed as
-  128-row blocks and concatenated (``projection.transpose_in_row_blocks``) it takes 2.8 ms.
+  the input outgrows the L2 cache; transposed as 128-row blocks and concatenated
+  (``projection.transpose_in_row_blocks``) it takes 2.9 instead of 9.7 ms (``benchmarks/transpose.py``).
   Alternating ``benchmarks/train_step.py`` runs: +3% at the base shape (medians 412 against 401
   target tokens/s), +3-13% at the small one. What is left
   (``benchmarks/results/op_profile_train_base_xeon_spr.json``): matmuls 74% (the three vocabulary-sized
