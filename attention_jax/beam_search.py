@@ -202,7 +202,7 @@ def _validate_stages(stage_ends: tuple[int, ...], max_decode_len: int, grow_stat
 
 
 def _run_in_stages(search_step: Callable[[Any], Any], state: Any, *, stage_ends: tuple[int, ...],
-                   max_decode_len: int, grow_state: GrowState | None) -> Any:
+                   max_decode_len: int, grow_state: GrowState | None, steps_per_iteration: int = 1) -> Any:
     """Run ``search_step`` until every sentence is done or ``max_decode_len`` steps, in stages.
 
     Parameters
@@ -218,6 +218,9 @@ def _run_in_stages(search_step: Callable[[Any], Any], state: Any, *, stage_ends:
         ``L``.
     grow_state : GrowState, optional
         Resizes ``model_state`` for the next stage (needed when ``stage_ends`` is not empty).
+    steps_per_iteration : int
+        Steps in one iteration of the loop (the body is ``search_step`` repeated); a stage whose length
+        is not a multiple of it ends with a loop of single steps.
 
     Returns
     -------
@@ -229,15 +232,34 @@ def _run_in_stages(search_step: Callable[[Any], Any], state: Any, *, stage_ends:
     Each stage is its own ``lax.while_loop`` (so its state may have its own static shapes) that stops as
     soon as every sentence is done; a later stage then runs no step. Splitting the loop changes no
     result: the steps run, and their order, are those of one loop over ``[0, L)``.
+
+    With several steps per iteration, the steps after the one that finishes every sentence still run
+    (within the stage). ``search_step`` must change no result of a finished search, nor its ``step``,
+    so that those steps change nothing that is returned.
     """
+    if steps_per_iteration < 1:
+        raise ValueError(f"steps_per_iteration must be at least 1; got {steps_per_iteration}.")
+
+    def repeated_step(state: Any) -> Any:
+        for _ in range(steps_per_iteration):
+            state = search_step(state)
+        return state
+
+    start = 0
     for index, end in enumerate((*stage_ends, max_decode_len)):
         if index > 0:
             state = state._replace(model_state=grow_state(state.model_state, end))
 
-        def not_finished(state: Any, end: int = end) -> Array:
-            return jnp.logical_and(state.step < end, jnp.logical_not(jnp.all(state.done)))
+        def room_for(state: Any, steps: int, end: int = end) -> Array:
+            """Whether ``steps`` more steps fit in the stage and some sentence is not done."""
+            return jnp.logical_and(state.step + steps <= end, jnp.logical_not(jnp.all(state.done)))
 
-        state = jax.lax.while_loop(not_finished, search_step, state)
+        if end - start >= steps_per_iteration:
+            state = jax.lax.while_loop(functools.partial(room_for, steps=steps_per_iteration), repeated_step,
+                                       state)
+        if (end - start) % steps_per_iteration:  # The stage's last steps, one at a time.
+            state = jax.lax.while_loop(functools.partial(room_for, steps=1), search_step, state)
+        start = end
     return state
 
 
@@ -338,9 +360,10 @@ def _beam_search_step(state: _BeamState, *, step_fn: StepFn, max_lengths: Array,
     if early_stop:
         bound = best_possible_score(alive_log_probs[:, 0], length, max_lengths, alpha)
         done = jnp.logical_or(done, state.finished_scores[:, 0] >= bound)
-    # A done sentence keeps no live hypotheses, so later steps cannot change it.
+    # A done sentence keeps no live hypotheses, so later steps cannot change it; once all are done the
+    # step count stops too (a loop of several steps per iteration may run steps after that).
     return state._replace(
-        step=length,
+        step=jnp.where(jnp.all(state.done), state.step, length),
         alive_tokens=_take_beams(candidates.tokens, alive_pick),
         alive_log_probs=jnp.where(done[:, None], NEG_INF, alive_log_probs),
         done=done,
@@ -351,7 +374,7 @@ def _beam_search_step(state: _BeamState, *, step_fn: StepFn, max_lengths: Array,
 def beam_search(step_fn: StepFn, initial_state: Any, max_lengths: Array, *, beam_size: int, alpha: float,
                 max_decode_len: int, early_stop: bool = True, eos_id: int = EOS_ID, bos_id: int = BOS_ID,
                 banned_ids: tuple[int, ...] = (PAD_ID, BOS_ID), stage_ends: tuple[int, ...] = (),
-                grow_state: GrowState | None = None) -> SearchResult:
+                grow_state: GrowState | None = None, steps_per_iteration: int = 2) -> SearchResult:
     """Beam search with the GNMT length penalty and early termination (traceable; call under jit).
 
     Parameters
@@ -382,6 +405,8 @@ def beam_search(step_fn: StepFn, initial_state: Any, max_lengths: Array, *, beam
         state before each later one. Empty (default): one loop.
     grow_state : GrowState, optional
         Needed with ``stage_ends``.
+    steps_per_iteration : int
+        Search steps in one iteration of the compiled loop (see Notes); 1 compiles the smallest program.
 
     Returns
     -------
@@ -404,6 +429,14 @@ def beam_search(step_fn: StepFn, initial_state: Any, max_lengths: Array, *, beam
     ``K+1 .. 2K``. A sentence is done when its maximum length is reached or (``early_stop``) when its
     best finished score is at least :func:`best_possible_score` of its best live hypothesis.
     The model state is reordered with :func:`gather_beams` after each selection.
+
+    That reorder cannot write into the buffer it reads, so in a loop of one step per iteration XLA
+    copies its result back into the loop's state buffer at the end of every step: on a CPU, a
+    base-shape search (8 sentences, beam 4, 64 steps) spent as long on those copies of the key/value
+    cache as on the reorder itself. With two steps per iteration (the default) the second step's
+    reorder writes back into the state buffer the first one read, and the copies are gone:
+    ``benchmarks/decode.py`` read 3.5 instead of 3.9 s a batch, for about 1.5 s more compile time.
+    Results do not depend on it: a step after the one that finishes every sentence changes nothing.
     """
     _validate_stages(stage_ends, max_decode_len, grow_state)
     max_lengths = jnp.minimum(jnp.asarray(max_lengths, jnp.int32), max_decode_len)
@@ -412,7 +445,7 @@ def beam_search(step_fn: StepFn, initial_state: Any, max_lengths: Array, *, beam
                                     alpha=alpha, early_stop=early_stop, eos_id=eos_id, bos_id=bos_id,
                                     banned_ids=banned_ids)
     final = _run_in_stages(search_step, state, stage_ends=stage_ends, max_decode_len=max_decode_len,
-                           grow_state=grow_state)
+                           grow_state=grow_state, steps_per_iteration=steps_per_iteration)
     return SearchResult(final.finished_tokens, final.finished_scores, final.finished_log_probs,
                         final.finished_lengths, final.step)
 

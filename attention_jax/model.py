@@ -482,8 +482,11 @@ class Transformer(nn.Module):
         Notes
         -----
         In decode mode the causal structure (and the restricted window) come from the key/value cache,
-        so no causal mask is made; the shared embedding is transposed once per search (loop-invariant),
-        and the barrier keeps XLA from folding that into the slower product (CPU: 5.2 -> 4.0 ms, 32 x 37k).
+        so no causal mask is made. The logits of a decode step read the shared embedding as stored
+        (``[N, D]``, contracted over ``D``). A copy transposed once per search made that product faster
+        on an AMD EPYC (5.2 -> 4.0 ms, 32 x 37k) but slower on a Sapphire Rapids Xeon (11 against
+        15 ms; ``benchmarks/decode.py`` 3.85 against 3.95 s a base-shape batch), and it held a second
+        copy of the embedding during the search; it was dropped.
         """
         cfg = self.config
         if targets_valid is None:
@@ -511,9 +514,6 @@ class Transformer(nn.Module):
             y = self.decoder_norm(y).astype(y.dtype)
         if not cfg.share_embeddings:
             logits = self.output_projection(y)
-        elif cfg.decode:
-            kernel = jax.lax.optimization_barrier(self.target_embedding.embedding.T)  # [D,N]; see Notes.
-            logits = jnp.dot(y.astype(kernel.dtype), kernel)
         else:
             logits = self.target_embedding.attend(y)  # Pre-softmax projection shares the embedding.
         return logits.astype(jnp.float32)

@@ -407,3 +407,41 @@ def test_staged_search_rejects_bad_stages(stage_ends, grow, message):
         beam_search.beam_search(model.step_fn(2), model.initial_state(2), jnp.asarray([5]), beam_size=2, alpha=0.6,
                                 max_decode_len=MAX_LEN, stage_ends=stage_ends,
                                 grow_state=(lambda state, steps: state) if grow else None)
+
+
+def test_several_steps_per_iteration_change_no_result():
+    # Stage lengths 2, 2 and 1 (MAX_LEN = 5): with 2 or 3 steps per iteration some stages end with single
+    # steps, and early termination often finishes every sentence in the middle of an iteration.
+    def grow_history(state, num_steps):
+        history, calls = state
+        return jnp.pad(history, ((0, 0), (0, num_steps - history.shape[1]))), calls
+
+    max_lengths = jnp.asarray([5, 5, 3, 4], jnp.int32)
+    for seed in range(2):
+        model = HistoryModel(PrefixModel.random(seed, num_sentences=4, scale=3.0).tables)
+        for early_stop, stage_ends in ((True, ()), (False, ()), (True, (2, 4)), (False, (2, 4))):
+            results = [beam_search.beam_search(
+                model.step_fn(3), model.initial_state(12, capacity=stage_ends[0] if stage_ends else MAX_LEN),
+                max_lengths, beam_size=3, alpha=0.6, max_decode_len=MAX_LEN, early_stop=early_stop,
+                stage_ends=stage_ends, grow_state=grow_history if stage_ends else None, steps_per_iteration=steps)
+                for steps in (1, 2, 3)]
+            for result in results[1:]:
+                for field, expected in zip(result._fields, results[0]):
+                    np.testing.assert_array_equal(getattr(result, field), expected, err_msg=field)
+
+
+def test_early_termination_in_the_middle_of_an_iteration_counts_only_the_steps_needed():
+    # The search is over after one step; the second step of the iteration still runs but counts nothing.
+    model = PrefixModel.from_probabilities({(): {EOS: 0.9, TOKEN_A: 0.05, TOKEN_B: 0.04}})
+    for steps in (1, 2, 4):
+        result = beam_search.beam_search(model.step_fn(4), model.initial_state(4), jnp.asarray([5]), beam_size=4,
+                                         alpha=0.6, max_decode_len=MAX_LEN, steps_per_iteration=steps)
+        assert int(result.num_steps) == 1
+        assert output_sequence(np.asarray(result.tokens)[0, 0]) == (EOS,)
+
+
+def test_steps_per_iteration_must_be_positive():
+    model = PrefixModel.random(0, num_sentences=1)
+    with pytest.raises(ValueError, match="steps_per_iteration"):
+        beam_search.beam_search(model.step_fn(2), model.initial_state(2), jnp.asarray([5]), beam_size=2, alpha=0.6,
+                                max_decode_len=MAX_LEN, steps_per_iteration=0)
