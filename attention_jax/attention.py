@@ -515,16 +515,21 @@ class MultiHeadAttention(nn.Module):
         value = self._projection((self.num_heads, self.value_dim), "value")(inputs_kv)  # [B,S,H,V]
         if isinstance(mask, LocalMask):
             mask = self._local_or_dense(mask, query.shape[1], key.shape[1], sow_weights)
-        if self.decode:
-            key, value, mask = self._update_cache(key, value, mask)
-
         use_dropout = self.attention_dropout_rate > 0.0 and not deterministic
+        single_query = (self.implementation == "einsum" and query.shape[1] == 1
+                        and not (sow_weights or use_dropout or isinstance(mask, LocalMask)))
+        if self.decode:
+            key, value, mask = self._update_cache(key, value, mask)  # [B,H,L,K|V]: heads first.
+            if single_query:  # A decode step: products over the cache as stored.
+                attended = decode_attention.cached_single_query_attention(query, key, value, mask)
+                return self._output_projection(attended)
+            key, value = jnp.swapaxes(key, 1, 2), jnp.swapaxes(value, 1, 2)  # [B,L,H,K|V]
+
         if self.implementation == "einsum":
             dropout_fn = None
             if use_dropout:
                 dropout_fn = Dropout(self.attention_dropout_rate, deterministic=False)
-            if query.shape[1] == 1 and not (sow_weights or use_dropout or isinstance(mask, LocalMask)):
-                # One query position per row (a decode step, self- or cross-attention):
+            if single_query:  # One query position per row (cross-attention of a decode step):
                 attended = decode_attention.single_query_attention(query, key, value, mask)  # No transposes.
             elif isinstance(mask, LocalMask):  # Restricted self-attention, blockwise (Table 1).
                 attended = local_dot_product_attention(
@@ -542,7 +547,11 @@ class MultiHeadAttention(nn.Module):
                 raise ValueError(f"attention_dropout_rate={self.attention_dropout_rate} needs "
                                  f"implementation='einsum'; got implementation={self.implementation!r}.")
             attended = fused_dot_product_attention(query, key, value, mask, implementation=self.implementation)
-        return nn.DenseGeneral(  # Concat(heads) W^O: [B,T,H,V] -> [B,T,D]
+        return self._output_projection(attended)
+
+    def _output_projection(self, attended: Array) -> Array:
+        """Concat(heads) W^O: ``[B, T, H, V]`` -> ``[B, T, out_dim]``."""
+        return nn.DenseGeneral(
             features=self.out_dim,
             axis=(-2, -1),
             dtype=self.dtype,
@@ -568,22 +577,27 @@ class MultiHeadAttention(nn.Module):
     def _update_cache(
         self, key: Array, value: Array, mask: Array | None
     ) -> tuple[Array, Array, Array | None]:
-        """Write this step's key/value into the cache and return the whole cache with its mask."""
+        """Write this step's key/value into the cache; return the whole cache, heads first, and its mask.
+
+        ``key``/``value`` are ``[B, T, H, K|V]``; the cache holds ``[B, H, L, K|V]`` (see
+        :func:`attention_jax.decode_attention.cached_single_query_attention` for why heads come first).
+        """
+        key, value = jnp.swapaxes(key, 1, 2), jnp.swapaxes(value, 1, 2)  # [B,H,T,K|V]
         initializing = not self.has_variable("cache", "cached_key")
         cached_key = self.variable("cache", "cached_key", jnp.zeros, key.shape, key.dtype)
         cached_value = self.variable("cache", "cached_value", jnp.zeros, value.shape, value.dtype)
         cache_index = self.variable("cache", "cache_index", lambda: jnp.array(0, jnp.int32))
         if initializing:
             return key, value, mask
-        if key.shape[1] != 1:
-            raise ValueError(f"decode mode processes one position per call; got {key.shape[1]}.")
+        if key.shape[2] != 1:
+            raise ValueError(f"decode mode processes one position per call; got {key.shape[2]}.")
         index = cache_index.value
-        cached_key.value = jax.lax.dynamic_update_slice_in_dim(cached_key.value, key, index, axis=1)
+        cached_key.value = jax.lax.dynamic_update_slice_in_dim(cached_key.value, key, index, axis=2)
         cached_value.value = jax.lax.dynamic_update_slice_in_dim(
-            cached_value.value, value, index, axis=1
+            cached_value.value, value, index, axis=2
         )
         cache_index.value = index + 1
-        max_length = cached_key.value.shape[1]
+        max_length = cached_key.value.shape[2]
         key_positions = jnp.arange(max_length)
         filled = key_positions <= index
         if self.decode_window > 0:  # Restricted self-attention: only the last r positions.

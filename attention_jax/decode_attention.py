@@ -1,20 +1,24 @@
-"""Attention of one query position per row over a key/value cache, without matrix products.
+"""Attention of one query position per row, over a key/value cache or a decode step's encoder output.
 
 Incremental decoding attends from one new position (``T = 1``) to the whole cache. Written as the
-einsums of :func:`attention_jax.attention.scaled_dot_product_attention`, XLA turns each into a batched
-matrix product over ``(B, H)`` and first copies the cache ``[B, S, H, K]`` into the product's layout
-``[B, H, K, S]``: on a CPU, that transpose of every layer's cache at every step was 16% of a
-base-shape beam search's time. With one query per row there is nothing for a matrix product to reuse,
-so this module writes the two contractions as multiply-and-sum, which XLA fuses into one pass over the
-cache in its stored layout.
+einsums of :func:`attention_jax.attention.scaled_dot_product_attention` over a cache stored like the
+other paths' keys, ``[B, S, H, K]``, XLA turns each into a batched matrix product over ``(B, H)`` and
+first copies the cache into the product's layout ``[B, H, K, S]``: on a CPU, that transpose of every
+layer's cache at every step was 16% of a base-shape beam search's time. Two ways round it are here:
+
+- :func:`cached_single_query_attention`, for the self-attention cache, which
+  :class:`attention_jax.attention.MultiHeadAttention` stores heads first, ``[B, H, S, K]``: both
+  products then read the cache as stored;
+- :func:`single_query_attention`, for keys and values in the ``[B, S, H, K]`` layout: the two
+  contractions as multiply-and-sum, which XLA fuses into one pass over the keys as stored.
 
 Cross-attention of a decode step has one query position too, and its keys and values (the encoder
 output, projected) do not change during a search; XLA hoisted their projection out of the search
 loop but still transposed them at every step, 12% of a base-shape beam search's thread time
-(``benchmarks/op_profile.py``). :class:`attention_jax.attention.MultiHeadAttention` therefore uses
-this path for every attention with one query position (self- or cross-, without dropout or stored
-weights). In a beam search the hypotheses of one sentence share its cross-attention keys and values
-(one row per sentence, not per hypothesis).
+(``benchmarks/op_profile.py``). It therefore takes :func:`single_query_attention`, as does every
+attention with one query position outside decode mode (without dropout or stored weights). In a
+beam search the hypotheses of one sentence share its cross-attention keys and values (one row per
+sentence, not per hypothesis).
 
 Shape glossary
 --------------
@@ -86,6 +90,44 @@ def _ungrouped_single_query_attention(query: Array, key: Array, value: Array, ma
     weights = masked_softmax(scores, mask)
     weights = jnp.swapaxes(weights[:, :, 0, :], 1, 2)[..., None].astype(value.dtype)  # [B,S,H,1]
     return jnp.sum(weights * value, axis=1, keepdims=True)  # [B,1,H,V]
+
+
+def cached_single_query_attention(query: Array, key: Array, value: Array, mask: Array | None) -> Array:
+    """softmax(q K^T / sqrt(d_k)) V for one query per row over a key/value cache stored heads first.
+
+    Parameters
+    ----------
+    query : Array
+        ``[B, 1, H, K]``, one query position per cache row.
+    key : Array
+        ``[B, H, S, K]``, the cache as :class:`attention_jax.attention.MultiHeadAttention` stores it.
+    value : Array
+        ``[B, H, S, V]``.
+    mask : Array, optional
+        Boolean, broadcastable to ``[B, H, 1, S]``: ``True`` = may attend.
+
+    Returns
+    -------
+    Array
+        ``[B, 1, H, V]``, equal to ``scaled_dot_product_attention`` of the query with the cache (keys and
+        values moved back to ``[B, S, H, K|V]``) up to float rounding.
+
+    Notes
+    -----
+    With the heads before the positions, both contractions are batched matrix products over
+    ``(B, H)`` whose operands XLA takes as stored: ``q K^T`` contracts the last axis of each, and
+    ``weights V`` contracts the positions, the second-to-last axis of ``V``. In the layout of the
+    other paths (``[B, S, H, K]``) they needed either a transpose of the cache at every step or the
+    multiply-and-sum of :func:`single_query_attention`, which XLA's CPU backend runs more slowly: a
+    base-shape beam search (8 sentences, beam 4, 64 steps) took 2.65 instead of 2.89 s a batch
+    (``benchmarks/decode.py``, medians of 3 alternating runs on 2 Sapphire Rapids cores).
+    """
+    key_dim = query.shape[-1]
+    scores = jnp.einsum("bhk,bhsk->bhs", query[:, 0].astype(jnp.float32), key.astype(jnp.float32))
+    scores = scores[:, :, None, :] / jnp.sqrt(jnp.float32(key_dim))  # [B,H,1,S]
+    weights = masked_softmax(scores, mask).astype(value.dtype)
+    attended = jnp.einsum("bhs,bhsv->bhv", weights[:, :, 0], value)  # [B,H,V]
+    return attended[:, None]
 
 
 def masked_softmax(scores: Array, mask: Array | None) -> Array:

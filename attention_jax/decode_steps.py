@@ -43,7 +43,7 @@ def init_cache(model_config: TransformerConfig, num_rows: int, max_decode_len: i
     Returns
     -------
     pytree
-        The ``cache`` collection: zero keys/values ``[N, L, H, K|V]`` per decoder layer and zero
+        The ``cache`` collection: zero keys/values ``[N, H, L, K|V]`` per decoder layer and zero
         ``cache_index``/``position`` counters.
 
     Notes
@@ -94,21 +94,22 @@ def grow_cache(cache: Any, num_positions: int) -> Any:
     Parameters
     ----------
     cache : pytree
-        The ``cache`` collection (:func:`init_cache`), keys/values ``[N, L', H, K|V]``.
+        The ``cache`` collection (:func:`init_cache`), keys/values ``[N, H, L', K|V]``.
     num_positions : int
         New length, at least ``L'``.
 
     Returns
     -------
     pytree
-        The same cache with ``cached_key``/``cached_value`` padded along positions; counters unchanged.
+        The same cache with ``cached_key``/``cached_value`` (``[N, H, L', K|V]``) padded along positions;
+        counters unchanged.
         Attention masks cache positions past its counter, so the padding is never attended to.
     """
     def grow(path: tuple, leaf: Array) -> Array:
         if getattr(path[-1], "key", None) not in ("cached_key", "cached_value"):
             return leaf
         padding = [(0, 0)] * leaf.ndim
-        padding[1] = (0, num_positions - leaf.shape[1])
+        padding[2] = (0, num_positions - leaf.shape[2])
         return jnp.pad(leaf, padding)
 
     return jax.tree_util.tree_map_with_path(grow, cache)

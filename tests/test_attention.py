@@ -186,6 +186,25 @@ def test_single_query_decode_attention_equals_the_einsum_path():
     assert not np.asarray(found[2]).any()
 
 
+def test_single_query_attention_over_a_heads_first_cache_equals_the_einsum_path():
+    from attention_jax import decode_attention
+
+    rng = np.random.default_rng(2)
+    query = jnp.asarray(rng.normal(size=(3, 1, 2, 4)), jnp.float32)
+    key = jnp.asarray(rng.normal(size=(3, 7, 2, 4)), jnp.float32)
+    value = jnp.asarray(rng.normal(size=(3, 7, 2, 5)), jnp.float32)
+    mask = jnp.asarray(rng.random((3, 1, 1, 7)) < 0.6).at[2].set(False)  # Row 2 sees nothing.
+    expected = attention.scaled_dot_product_attention(query, key, value, mask)
+    heads_first = functools.partial(jnp.swapaxes, axis1=1, axis2=2)  # [B,S,H,K] -> [B,H,S,K]
+    found = decode_attention.cached_single_query_attention(query, heads_first(key), heads_first(value), mask)
+    assert found.shape == (3, 1, 2, 5)
+    np.testing.assert_allclose(found, expected, rtol=1e-5, atol=1e-6)
+    assert not np.asarray(found[2]).any()
+    unmasked = decode_attention.cached_single_query_attention(query, heads_first(key), heads_first(value), None)
+    np.testing.assert_allclose(unmasked, attention.scaled_dot_product_attention(query, key, value, None),
+                               rtol=1e-5, atol=1e-6)
+
+
 def test_single_query_attention_shares_a_key_row_among_its_group_of_query_rows():
     """Beam hypotheses sharing one sentence's keys equal each hypothesis attending to its own copy."""
     from attention_jax import decode_attention

@@ -151,9 +151,9 @@ def test_grow_cache_pads_keys_and_values_and_keeps_the_counters():
     for name in ("cached_key", "cached_value"):
         before = np.asarray(cache["decoder_1"]["self_attention"][name])
         after = np.asarray(grown["decoder_1"]["self_attention"][name])
-        assert before.shape == (3, 16, 4, 8) and after.shape == (3, 40, 4, 8)
-        np.testing.assert_array_equal(after[:, :16], before)
-        assert not after[:, 16:].any()
+        assert before.shape == (3, 4, 16, 8) and after.shape == (3, 4, 40, 8)  # [N, H, L, K]
+        np.testing.assert_array_equal(after[:, :, :16], before)
+        assert not after[:, :, 16:].any()
     assert int(grown["decoder_0"]["self_attention"]["cache_index"]) == 5
     assert int(grown["decoder_position"]["position"]) == 5
 
