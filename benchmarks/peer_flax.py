@@ -88,6 +88,21 @@ programs, thread time per XLA operation, mapped to source lines through the HLO'
   (2.00-2.11 against 1.96-2.07 sentences/s); 4 cache stages instead of 2 read 2.24-2.31 against
   2.13-2.32 sentences/s and compiled 2 s longer. The beam reorder itself runs at copy speed (12
   cache leaves of ``[32, 64, 8, 64]``: 10.6 ms gathered, 10.0 ms copied), so only fewer bytes would help.
+- Beam search on the same machine, again: the optimized HLO showed every reordered cache leaf
+  *copied* after its gather, back into the ``while`` loop's state buffer (a gather cannot write into
+  the buffer it reads); in a microbenchmark of 12 such leaves the gather and its copy cost 4.6-5.2 ms
+  a step and an in-place elementwise pass 1.1 ms. With two search steps per loop iteration
+  (``beam_search.beam_search(steps_per_iteration=2)``) the second reorder writes back into the buffer
+  the first one read, and the copies are gone: 2.7-2.9 ms a step in the microbenchmark. Then the
+  self-attention cache is kept heads first, ``[N, H, L, K]``, so both products of a decode step are
+  batched matrix products over the cache as stored
+  (``decode_attention.cached_single_query_attention``) instead of multiply-and-sum passes; and the
+  logits read the shared embedding as stored (the per-search transposed copy was slower here, though
+  faster on the EPYC). Alternating ``benchmarks/decode.py`` medians, seconds a batch: 3.95 -> 3.85
+  (embedding as stored) -> 3.54 (two steps per iteration), then 2.89 -> 2.65 (heads first; the machine
+  had sped up between the two comparisons). What is left
+  (``benchmarks/results/op_profile_beam_base_xeon_spr.json``, 5.9 s of thread time for 2 searches against
+  9.4 s before): matmuls 72% (the logits 17%), the beam reorder 12%, reductions 5%, top-k 4%.
 
 On the 2-core development machine with nothing else running (``--rounds=2``,
 ``benchmarks/results/peer_flax_quiet_2cores.json``): train step 1.20x at the small shape and 1.09x at
@@ -108,7 +123,10 @@ after the row-block transposes: train step 1.50x (small) and 1.31x (base), model
 0.65, beam search 1.28x (per round 1.31, 1.28, 1.27). Before them, at ``4d3af8e``
 (``peer_flax_train_xeon_spr_before.json``, ``peer_flax_beam_xeon_spr_before.json``): 1.39x, 1.28x,
 0.61-0.64, and beam search 1.47x (1.52, 1.53, 1.34) with the same beam code: on that machine the
-beam ratio moves by more than a tenth between runs.
+beam ratio moves by more than a tenth between runs. After two search steps per loop iteration and
+the heads-first cache (``--rounds=3``, ``peer_flax_xeon_spr_2cores_unrolled_heads_first.json``): beam
+search 1.65x (1.60, 1.68, 1.66), train step 1.49x (small) and 1.30x (base), model FLOPs utilization
+0.64 (the train step is unchanged; its ratios are the earlier ones remeasured).
 
 Elsewhere (one round each, ``benchmarks/results/peer_flax_quiet_xeon_2cores.json`` and
 ``peer_flax_gpu_h100.json``): on 2 cores of an idle 16-core Xeon (``JAX_PLATFORMS=cpu taskset -c 2,3``)
