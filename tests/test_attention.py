@@ -172,14 +172,20 @@ def test_attention_weights_are_sown_and_dropout_needs_einsum() -> None:
                     rngs={"dropout": jax.random.key(1)})
 
 
-def test_single_query_decode_attention_equals_the_einsum_path():
-    from attention_jax import decode_attention
-
-    rng = np.random.default_rng(0)
+def _single_query_case(seed: int):
+    """One query per row over 7 keys, 2 heads, d_k 4, d_v 5; row 2 may attend to nothing."""
+    rng = np.random.default_rng(seed)
     query = jnp.asarray(rng.normal(size=(3, 1, 2, 4)), jnp.float32)
     key = jnp.asarray(rng.normal(size=(3, 7, 2, 4)), jnp.float32)
     value = jnp.asarray(rng.normal(size=(3, 7, 2, 5)), jnp.float32)
-    mask = jnp.asarray(rng.random((3, 1, 1, 7)) < 0.6).at[2].set(False)  # Row 2 sees nothing.
+    mask = jnp.asarray(rng.random((3, 1, 1, 7)) < 0.6).at[2].set(False)
+    return query, key, value, mask
+
+
+def test_single_query_decode_attention_equals_the_einsum_path():
+    from attention_jax import decode_attention
+
+    query, key, value, mask = _single_query_case(0)
     expected = attention.scaled_dot_product_attention(query, key, value, mask)
     found = decode_attention.single_query_attention(query, key, value, mask)
     np.testing.assert_allclose(found, expected, rtol=1e-5, atol=1e-6)
@@ -189,20 +195,15 @@ def test_single_query_decode_attention_equals_the_einsum_path():
 def test_single_query_attention_over_a_heads_first_cache_equals_the_einsum_path():
     from attention_jax import decode_attention
 
-    rng = np.random.default_rng(2)
-    query = jnp.asarray(rng.normal(size=(3, 1, 2, 4)), jnp.float32)
-    key = jnp.asarray(rng.normal(size=(3, 7, 2, 4)), jnp.float32)
-    value = jnp.asarray(rng.normal(size=(3, 7, 2, 5)), jnp.float32)
-    mask = jnp.asarray(rng.random((3, 1, 1, 7)) < 0.6).at[2].set(False)  # Row 2 sees nothing.
-    expected = attention.scaled_dot_product_attention(query, key, value, mask)
+    query, key, value, mask = _single_query_case(2)
     heads_first = functools.partial(jnp.swapaxes, axis1=1, axis2=2)  # [B,S,H,K] -> [B,H,S,K]
-    found = decode_attention.cached_single_query_attention(query, heads_first(key), heads_first(value), mask)
-    assert found.shape == (3, 1, 2, 5)
-    np.testing.assert_allclose(found, expected, rtol=1e-5, atol=1e-6)
-    assert not np.asarray(found[2]).any()
-    unmasked = decode_attention.cached_single_query_attention(query, heads_first(key), heads_first(value), None)
-    np.testing.assert_allclose(unmasked, attention.scaled_dot_product_attention(query, key, value, None),
-                               rtol=1e-5, atol=1e-6)
+    for row_mask in (mask, None):
+        expected = attention.scaled_dot_product_attention(query, key, value, row_mask)
+        found = decode_attention.cached_single_query_attention(query, heads_first(key), heads_first(value), row_mask)
+        assert found.shape == (3, 1, 2, 5)
+        np.testing.assert_allclose(found, expected, rtol=1e-5, atol=1e-6)
+    assert not np.asarray(
+        decode_attention.cached_single_query_attention(query, heads_first(key), heads_first(value), mask)[2]).any()
 
 
 def test_single_query_attention_shares_a_key_row_among_its_group_of_query_rows():
