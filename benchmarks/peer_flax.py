@@ -126,7 +126,8 @@ after the row-block transposes: train step 1.50x (small) and 1.31x (base), model
 beam ratio moves by more than a tenth between runs. After two search steps per loop iteration and
 the heads-first cache (``--rounds=3``, ``peer_flax_xeon_spr_2cores_unrolled_heads_first.json``): beam
 search 1.65x (1.60, 1.68, 1.66), train step 1.49x (small) and 1.30x (base), model FLOPs utilization
-0.64 (the train step is unchanged; its ratios are the earlier ones remeasured).
+0.64 (the train step is unchanged; its ratios are the earlier ones remeasured); a second
+``--tasks=beam_base --rounds=3`` run (``peer_flax_beam_xeon_spr_rerun.json``) read 1.60x (1.70, 1.60, 1.56).
 
 Elsewhere (one round each, ``benchmarks/results/peer_flax_quiet_xeon_2cores.json`` and
 ``peer_flax_gpu_h100.json``): on 2 cores of an idle 16-core Xeon (``JAX_PLATFORMS=cpu taskset -c 2,3``)
