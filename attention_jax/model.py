@@ -484,9 +484,9 @@ class Transformer(nn.Module):
         In decode mode the causal structure (and the restricted window) come from the key/value cache,
         so no causal mask is made. The logits of a decode step read the shared embedding as stored
         (``[N, D]``, contracted over ``D``). A copy transposed once per search made that product faster
-        on an AMD EPYC (5.2 -> 4.0 ms, 32 x 37k) but slower on a Sapphire Rapids Xeon (11 against
-        15 ms; ``benchmarks/decode.py`` 3.85 against 3.95 s a base-shape batch), and it held a second
-        copy of the embedding during the search; it was dropped.
+        on an AMD EPYC (5.2 -> 4.0 ms, 32 x 37k) but slower on a Sapphire Rapids Xeon
+        (``benchmarks/op_profile.py --task=beam_base``: logits 1.26 s of thread time as stored, 1.70 s
+        transposed; ``benchmarks/decode.py`` 3.85 against 3.95 s a batch) and held a second copy: dropped.
         """
         cfg = self.config
         if targets_valid is None:
