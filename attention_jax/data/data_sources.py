@@ -30,6 +30,8 @@ from tensorflow_datasets.core import constants as tfds_constants
 from tensorflow_datasets.core import decode as tfds_decode
 from tensorflow_datasets.proto import tf_example_pb2
 
+from attention_jax.data import first_use
+
 SYNTHETIC_DATASET = "synthetic_en_de"
 TSV_PREFIX = "tsv:"
 CACHE_DIR_NAME = "attention_jax_cache"
@@ -205,10 +207,20 @@ def _prepared_synthetic_builder(builder_config: str, data_dir: str | None) -> tf
     from attention_jax.data import synthetic_en_de  # Registers the builder only when used.
 
     config_kwargs = {"config": builder_config} if builder_config else {}
-    builder = synthetic_en_de.SyntheticEnDe(data_dir=data_dir, file_format="array_record", **config_kwargs)
-    if not builder.is_prepared():
+
+    def make_builder() -> tfds.core.DatasetBuilder:
+        return synthetic_en_de.SyntheticEnDe(data_dir=data_dir, file_format="array_record", **config_kwargs)
+
+    builder = make_builder()
+
+    def prepare() -> None:
+        first_use.remove_incomplete_tfds_dirs(str(builder.data_dir))
         builder.download_and_prepare()
-    return builder
+
+    waited = not builder.is_prepared()
+    prepared_here = first_use.prepare_once(str(builder.data_dir) + first_use.LOCK_SUFFIX,
+                                           f"the corpus {builder.info.full_name}", builder.is_prepared, prepare)
+    return make_builder() if waited and not prepared_here else builder  # Another process's dataset_info.
 
 
 def _tfds_translation_builder(name: str, data_dir: str | None) -> tfds.core.DatasetBuilder:

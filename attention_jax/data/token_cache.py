@@ -19,7 +19,7 @@ import numpy as np
 from absl import logging
 
 from attention_jax import run_files
-from attention_jax.data import data_sources
+from attention_jax.data import data_sources, first_use
 from attention_jax.data import tokenizer as tokenizer_lib
 
 _TOKENIZE_CHUNK = 8192
@@ -105,6 +105,11 @@ def load_or_tokenize_split(
     -------
     TokenizedSplit
         Memory-mapped token ids.
+
+    Notes
+    -----
+    Processes that find the split uncached at the same time tokenize it once
+    (:func:`attention_jax.data.first_use.prepare_once`); the others wait, then read the files.
     """
     cache_dir = os.path.join(source.cache_dir, f"tokens-{hashlib.sha256(tokenizer.model_proto).hexdigest()[:12]}")
     split_name = re.sub(r"[^A-Za-z0-9_.\-]+", "_", split)
@@ -112,12 +117,20 @@ def load_or_tokenize_split(
         side: os.path.join(cache_dir, f"{split_name}.{feature}")
         for side, feature in (("source", source.source_key), ("target", source.target_key))
     }
-    sides = {side: _load_side(prefix) for side, prefix in prefixes.items()}
-    if any(side is None for side in sides.values()):
+    sides: dict[str, TokenizedSide | None] = {}
+
+    def is_cached() -> bool:
+        sides.update({side: _load_side(prefix) for side, prefix in prefixes.items()})
+        return all(side is not None for side in sides.values())
+
+    def tokenize_and_write() -> None:
         logging.info("Tokenizing %s split %r into %s", source.description, split, cache_dir)
         for side, tokenized in _tokenize_split(source, split, tokenizer).items():
             _write_side(prefixes[side], tokenized)
-        sides = {side: _load_side(prefix) for side, prefix in prefixes.items()}
+
+    if first_use.prepare_once(os.path.join(cache_dir, split_name + first_use.LOCK_SUFFIX),
+                              f"the token ids of split {split!r} in {cache_dir}", is_cached, tokenize_and_write):
+        is_cached()
     return TokenizedSplit(**sides)
 
 

@@ -27,6 +27,7 @@ import sentencepiece as spm
 from absl import logging
 
 from attention_jax import run_files
+from attention_jax.data import first_use
 
 PAD_ID = 0
 UNK_ID = 1
@@ -273,15 +274,21 @@ def load_or_train_tokenizer(
 
     Notes
     -----
-    The file is written atomically (temporary file, then rename), so processes that train at the same
-    time on a shared file system leave one complete model; training is deterministic, so every
-    process gets the same vocabulary either way.
+    Processes that find the model missing at the same time train it once
+    (:func:`attention_jax.data.first_use.prepare_once`): the first trains and writes it (atomically:
+    temporary file, then rename), the others wait and load it. Without a lock (an object store), each
+    trains; training is deterministic, so every process gets the same vocabulary either way.
     """
-    if os.path.exists(model_path):
-        logging.info("Reusing tokenizer %s", model_path)
-        return Tokenizer.load(model_path)
-    logging.info("Training a %d-piece BPE tokenizer for %s", vocab_size, model_path)
-    tokenizer = train_tokenizer(training_sentences(), vocab_size)
-    run_files.write_atomically(model_path, tokenizer.model_proto)
-    return tokenizer
+    trained: list[Tokenizer] = []
 
+    def train_and_write() -> None:
+        logging.info("Training a %d-piece BPE tokenizer for %s", vocab_size, model_path)
+        trained.append(train_tokenizer(training_sentences(), vocab_size))
+        run_files.write_atomically(model_path, trained[0].model_proto)
+
+    first_use.prepare_once(model_path + first_use.LOCK_SUFFIX, f"the tokenizer {model_path}",
+                           lambda: os.path.exists(model_path), train_and_write)
+    if trained:
+        return trained[0]
+    logging.info("Reusing tokenizer %s", model_path)
+    return Tokenizer.load(model_path)

@@ -28,6 +28,8 @@ import tensorflow_datasets as tfds
 from etils import epath
 from absl import logging
 
+from attention_jax.data import first_use
+
 TSV_FILE_OF_SPLIT = {"train": "train.tsv", "validation": "dev.tsv", "test": "test.tsv"}
 SOURCE_KEY = "source"
 TARGET_KEY = "target"
@@ -236,7 +238,7 @@ class TsvTranslation(tfds.core.GeneratorBasedBuilder):
 
 
 def prepare_tsv_dataset(tsv_dir: str, data_dir: str | None) -> TsvTranslation:
-    """Check a TSV directory and prepare it as an array_record TFDS dataset (once).
+    """Check a TSV directory and prepare it as an array_record TFDS dataset (once, in one process).
 
     Parameters
     ----------
@@ -253,12 +255,22 @@ def prepare_tsv_dataset(tsv_dir: str, data_dir: str | None) -> TsvTranslation:
     Notes
     -----
     Raises the errors of :func:`check_tsv_dir`. An already prepared dataset with the same contents
-    is reused without reading the files again beyond hashing them.
+    is reused without reading the files again beyond hashing them. Processes that find it unprepared
+    at the same time prepare it once (:func:`attention_jax.data.first_use.prepare_once`): the others
+    wait, then read it; what a killed preparation left behind is removed first.
     """
     require_tsv_files(tsv_dir)
     builder = TsvTranslation(tsv_dir=tsv_dir, data_dir=data_dir, file_format="array_record")
-    if not builder.is_prepared():
+
+    def prepare() -> None:
         check_tsv_dir(tsv_dir)
+        first_use.remove_incomplete_tfds_dirs(str(builder.data_dir))
         logging.info("Preparing %s into %s", tsv_dir, builder.data_dir)
         builder.download_and_prepare()
+
+    waited = not builder.is_prepared()
+    prepared_here = first_use.prepare_once(
+        str(builder.data_dir) + first_use.LOCK_SUFFIX, f"the corpus {tsv_dir}", builder.is_prepared, prepare)
+    if waited and not prepared_here:  # Another process wrote it: read its dataset_info afresh.
+        builder = TsvTranslation(tsv_dir=tsv_dir, data_dir=data_dir, file_format="array_record")
     return builder

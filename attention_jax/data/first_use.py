@@ -1,0 +1,152 @@
+"""First use of a shared cache, done once: one process prepares, every other process waits and reuses it.
+
+A corpus, its tokenizer and its token ids are prepared on first use into directories that every run on
+the machine (and every host on a shared disk) reads afterwards. Two processes that find the same cache
+missing at the same moment, as ``launch.sweep --parallel=2`` on a fresh machine or the processes of a
+multi-host job do, must not both write it: TFDS, for one, renames its ``incomplete.*`` directory onto the
+final one and raises ``FileExistsError`` in the second process. :func:`prepare_once` serialises them:
+
+1. a process that finds the cache ready uses it without locking;
+2. otherwise it takes an exclusive ``flock`` on ``<cache>.lock``, waiting with one log line that names
+   the holder ("Waiting for pid 4121 on host node7 to finish preparing ...") while another process holds
+   it;
+3. holding the lock, it looks again: a cache that the holder before it finished is reused, otherwise it
+   prepares it.
+
+The kernel releases a ``flock`` when its process exits or is killed (``kill -9`` included), so a process
+killed halfway never blocks the next one; what it left half-written must not look finished (TFDS's
+``incomplete.*`` directory: see :func:`remove_incomplete_tfds_dirs`; the token cache and the tokenizer
+are renamed into place only when complete). On NFS, Linux maps ``flock`` onto the server's byte-range
+locks, so the hosts of a multi-host job on one shared disk prepare once: process 0 or whichever comes
+first, the others wait. Object stores (``gs://``, ``s3://``) have no lock: there every process that finds
+the cache missing prepares it (each preparation here is deterministic, and writes end in a rename).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import json
+import os
+import shutil
+import socket
+import time
+from collections.abc import Callable, Iterator
+
+from absl import logging
+
+LOCK_SUFFIX = ".lock"
+
+
+def _can_lock(path: str) -> bool:
+    return "://" not in path  # gs://, s3://: no flock.
+
+
+def _describe_holder(lock_fd: int) -> str:
+    try:
+        record = json.loads(os.pread(lock_fd, 4096, 0).decode() or "{}")
+    except (OSError, ValueError):
+        record = {}
+    if not isinstance(record, dict) or "pid" not in record:
+        return "another process"
+    return f"pid {record['pid']} on host {record.get('host', '?')}"
+
+
+@contextlib.contextmanager
+def exclusive_lock(lock_path: str, what: str) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``lock_path`` for the ``with`` block, waiting for another holder.
+
+    Parameters
+    ----------
+    lock_path : str
+        The lock file (created, with its directory, when missing; left in place afterwards).
+    what : str
+        What the holder prepares, for the waiting line, e.g. ``"the corpus /data/en_de"``.
+
+    Returns
+    -------
+    Iterator[None]
+        A context manager.
+
+    Notes
+    -----
+    The holder writes its pid and host into the file so that a waiting process can name it. A path on
+    an object store (``://``) is not locked.
+    """
+    import fcntl  # POSIX only; imported here so that the module imports everywhere.
+
+    if not _can_lock(lock_path):
+        yield
+        return
+    os.makedirs(os.path.dirname(os.path.abspath(lock_path)), exist_ok=True)
+    lock_fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        try:
+            fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            started = time.monotonic()
+            logging.warning("Waiting for %s to finish preparing %s (lock %s).",
+                            _describe_holder(lock_fd), what, lock_path)
+            fcntl.flock(lock_fd, fcntl.LOCK_EX)
+            logging.info("Lock %s free after %.1f s.", lock_path, time.monotonic() - started)
+        os.ftruncate(lock_fd, 0)
+        os.pwrite(lock_fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname()}).encode(), 0)
+        yield
+    finally:
+        os.close(lock_fd)  # Closing the last descriptor releases the flock.
+
+
+def prepare_once(lock_path: str, what: str, is_prepared: Callable[[], bool], prepare: Callable[[], None]) -> bool:
+    """Run ``prepare`` unless ``is_prepared``, in at most one process at a time.
+
+    Parameters
+    ----------
+    lock_path : str
+        Lock file beside the cache it guards (see :func:`exclusive_lock`).
+    what : str
+        The cache in words, for log lines.
+    is_prepared : Callable[[], bool]
+        Whether the cache is complete on disk; asked before and again after taking the lock.
+    prepare : Callable[[], None]
+        Writes the cache; called with the lock held, only when ``is_prepared`` is still false.
+
+    Returns
+    -------
+    bool
+        True when this process prepared the cache, False when it was ready (before or after waiting).
+    """
+    if is_prepared():
+        return False
+    with exclusive_lock(lock_path, what):
+        if is_prepared():
+            logging.info("Reusing %s, prepared by another process.", what)
+            return False
+        prepare()
+        return True
+
+
+def remove_incomplete_tfds_dirs(dataset_version_dir: str) -> list[str]:
+    """Delete what an interrupted TFDS preparation left beside ``dataset_version_dir``.
+
+    Parameters
+    ----------
+    dataset_version_dir : str
+        A builder's ``data_dir`` (``<root>/<name>/<config>/<version>``).
+
+    Returns
+    -------
+    list[str]
+        The directories removed.
+
+    Notes
+    -----
+    TFDS writes into ``incomplete.<6 characters>_<version>`` beside the final directory and renames it
+    at the end; a process killed before the rename leaves it behind. Call this only while holding the
+    preparation lock: then no live process is writing there.
+    """
+    parent, version = os.path.split(os.path.normpath(dataset_version_dir))
+    removed = sorted(glob.glob(os.path.join(glob.escape(parent), f"incomplete.*_{glob.escape(version)}")))
+    for directory in removed:
+        logging.warning("Removing %s, left by an interrupted preparation.", directory)
+        shutil.rmtree(directory, ignore_errors=True)
+    return removed
