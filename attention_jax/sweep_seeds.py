@@ -34,7 +34,7 @@ each row (:func:`aggregate`):
   show what the row costs to train.
 
 A row whose seeds have not all finished shows the finished ones and how many are pending (status
-``partial``). Roots without seeds (one run per row in ``ROOT/<row>/``, e.g. ``docs/table2_small/``)
+``partial``). Roots without seeds (one run per row in ``ROOT/<row>/``, e.g. ``docs/table2_small_subset/``)
 are read as one seed per row, paired with base's one run.
 """
 

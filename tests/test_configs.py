@@ -137,9 +137,13 @@ def test_derived_head_size_needs_divisible_d_model() -> None:
     assert TransformerConfig.from_config(config).key_dim == 64
 
 
-def test_table2_small_scales_every_row_the_same_way() -> None:
-    from configs import table2, table2_small
+@pytest.mark.parametrize("module_name", ["table2_small", "table2_small_subset"])
+def test_table2_small_scales_every_row_the_same_way(module_name: str) -> None:
+    import importlib
 
+    from configs import table2
+
+    table2_small = importlib.import_module(f"configs.{module_name}")
     assert list(table2_small.get_sweep()) == list(table2.ROW_NAMES)
     small_base = table2_small.get_config("base")
     for row in table2.ROW_NAMES:
@@ -155,6 +159,10 @@ def test_table2_small_scales_every_row_the_same_way() -> None:
                       "final_bleu_splits"):
             assert small_row[field] == small_base[field], (row, field)
         assert small_row.paper.to_dict() == paper_row.paper.to_dict()
-    # Every row trains until dev stops improving (the step count is only a cap), and is judged on dev.
-    assert small_base.early_stopping_patience > 0 and small_base.eval_every_steps > 0
+    if module_name == "table2_small":  # The paper's protocol: the whole split, a fixed budget, the last step.
+        assert small_base.train_split == "train" and small_base.early_stopping_patience == 0
+        assert small_base.num_train_steps == table2_small.NUM_TRAIN_STEPS
+    else:  # The subset: every row trains until dev stops improving (the step count is only a cap).
+        assert small_base.early_stopping_patience > 0 and small_base.train_split == "train[:4000]"
+    assert small_base.eval_every_steps > 0
     assert small_base.average_last_checkpoints == 1 and tuple(small_base.final_bleu_splits) == ("dev",)
