@@ -4,7 +4,7 @@ A run directory (``WORKDIR``, written by ``python -m attention_jax.main``)::
 
     config.json                      the run's config (checked when the run resumes)
     tokenizer.model                  the run's SentencePiece model, so decoding needs no corpus
-    checkpoints/<step>/              orbax checkpoints (see :mod:`attention_jax.training.checkpoints`)
+    checkpoints/<step>/              orbax checkpoints (see :mod:`attention_jax.checkpointing.checkpoints`)
     checkpoints_corrupt/<step>/      checkpoints that failed to restore, moved aside
     averaged/<step>/                 the average of the last checkpoints (``average_checkpoints``)
     best/<step>/                     with early stopping: the parameters of the best dev evaluations

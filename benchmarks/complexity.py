@@ -46,7 +46,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from attention_jax import attention
+from attention_jax.models import attention
 
 Array = jax.Array
 

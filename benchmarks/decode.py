@@ -39,10 +39,10 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
-from attention_jax import beam_search, decode, decode_steps  # noqa: E402
-from attention_jax.decode_settings import DecodeSettings  # noqa: E402
-from attention_jax.model import EOS_ID, Transformer  # noqa: E402
-from attention_jax.transformer_config import TransformerConfig  # noqa: E402
+from attention_jax.decoding import beam_search, decode, decode_steps  # noqa: E402
+from attention_jax.models.decode_settings import DecodeSettings  # noqa: E402
+from attention_jax.models.model import EOS_ID, Transformer  # noqa: E402
+from attention_jax.models.transformer_config import TransformerConfig  # noqa: E402
 from configs import base as base_config  # noqa: E402
 from configs import tiny as tiny_config  # noqa: E402
 

@@ -254,9 +254,9 @@ def beam_base(cache_stages: int) -> tuple[Callable[[], Any], str]:
 
 def train_base() -> tuple[Callable[[], Any], str]:
     """One train step of ``peer_flax.py``'s ``train_base`` task, compiled; returns (run, HLO text)."""
-    from attention_jax import model
+    from attention_jax.models import model
     from attention_jax.training import optim, sharding, train_state
-    from attention_jax.transformer_config import TransformerConfig
+    from attention_jax.models.transformer_config import TransformerConfig
     from benchmarks.train_step import random_batch
     from configs import base as base_config
 

@@ -54,10 +54,10 @@ import numpy as np
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
-from attention_jax import model  # noqa: E402
+from attention_jax.models import model  # noqa: E402
 from attention_jax.data import batching, input_pipeline  # noqa: E402
 from attention_jax.training import optim, sharding, train_state  # noqa: E402
-from attention_jax.transformer_config import TransformerConfig  # noqa: E402
+from attention_jax.models.transformer_config import TransformerConfig  # noqa: E402
 from configs import tiny  # noqa: E402
 
 DEFAULT_OUT = REPO_ROOT / "benchmarks" / "results" / "packing_messages_en_de.json"

@@ -32,7 +32,7 @@ programs, thread time per XLA operation, mapped to source lines through the HLO'
   Kept: the cache sized to the longest output the batch may produce (``decode.cache_length``) instead
   of source bucket + 50: 114 -> 64 positions here, 5.1 -> 4.1 s per batch (process CPU time 9.5 ->
   7.7 s); and decode-mode attention of one position as a fused multiply-and-sum over the cache as
-  stored (``attention_jax/decode_attention.py``), which removes the per-step transposes: ~8% less
+  stored (``attention_jax/models/decode_attention.py``), which removes the per-step transposes: ~8% less
   CPU time per search (6.8-7.0 vs 7.4-7.7 s, alternating processes). Tried and dropped: a cache
   never reordered (each hypothesis writes its own slot, an ancestry table masks the others; scores
   over ``K L`` positions) cost more than the gather it saved; replacing XLA's ``TopK`` by ``k``
@@ -61,7 +61,7 @@ programs, thread time per XLA operation, mapped to source lines through the HLO'
 - Train step again, on the AMD EPYC (``benchmarks/op_profile.py --task=train_base``): the dropout
   masks were ~7% of the thread time, and twice that in wall time at the small shape. On CPUs JAX lowers
   its Threefry-2x32 hash as a ``while`` loop over the hash's five blocks of rounds, so every mask went
-  through memory five times. ``attention_jax/dropout.py`` computes the same bits unrolled, one fusion
+  through memory five times. ``attention_jax/cpu_kernels/dropout.py`` computes the same bits unrolled, one fusion
   (masks, losses and gradients bit-identical; tested against JAX and Flax): alternating
   ``benchmarks/train_step.py`` runs read +7-9% at the base shape and +11-12% at the small one. The
   accuracy metric's ``top_k`` (33 ms) became two levels of plain maxima (5.5 ms;
@@ -71,7 +71,7 @@ programs, thread time per XLA operation, mapped to source lines through the HLO'
   (``benchmarks/results/op_profile_train_base_epyc.json``): matmuls 67%, elementwise 20% (Adam's
   update alone 5%), transposes and copies 9%, reductions 4%.
 - Train step a third time, on 2 cores of a Sapphire Rapids Xeon, after the Dense layers' 2-D backward
-  products (``attention_jax/projection.py``): their ``x^T`` copies were the largest non-matmul
+  products (``attention_jax/cpu_kernels/projection.py``): their ``x^T`` copies were the largest non-matmul
   operations after the loss (each FFN output layer's ``[1,024, 2,048]`` input, 17 ms of thread time a
   step, twelve times). XLA's CPU transpose reads one input column per output row, which thrashes once
   the input outgrows the L2 cache; transposed as 128-row blocks and concatenated

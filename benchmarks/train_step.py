@@ -43,9 +43,9 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_ROOT)
 sys.path.insert(0, os.path.join(REPO_ROOT, "benchmarks"))
 
-from attention_jax import model  # noqa: E402
+from attention_jax.models import model  # noqa: E402
 from attention_jax.training import optim, sharding, train_state  # noqa: E402
-from attention_jax.transformer_config import TransformerConfig  # noqa: E402
+from attention_jax.models.transformer_config import TransformerConfig  # noqa: E402
 from flops import transformer_train_flops  # noqa: E402
 
 _CONFIG = config_flags.DEFINE_config_file("config", os.path.join(REPO_ROOT, "configs", "tiny.py"),

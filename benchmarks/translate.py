@@ -9,7 +9,7 @@ Run from the repository root, on any training work directory and a file of sourc
 times what ``evaluate`` and training's final BLEU do: a trained model's beam search (the run's own
 decoding settings) over real sentences of every length, with early termination, where most outputs
 end long before the input + 50 tokens the key/value cache is sized for. Each staging
-(``config.cache_stages``, :func:`attention_jax.decode_steps.cache_stage_ends`) translates the same
+(``config.cache_stages``, :func:`attention_jax.decoding.decode_steps.cache_stage_ends`) translates the same
 sentences twice in this process: the first pass compiles every batch shape it meets (``cold_s``), the
 second reuses them (``warm_s``; ``compile_s`` = cold - warm). The translations of every staging must
 be identical; the benchmark fails otherwise.
@@ -41,8 +41,8 @@ sys.path.insert(0, REPO_ROOT)
 
 import jax  # noqa: E402
 
-from attention_jax import decode, inference  # noqa: E402
-from attention_jax.decode_settings import DecodeSettings  # noqa: E402
+from attention_jax.decoding import decode, inference  # noqa: E402
+from attention_jax.models.decode_settings import DecodeSettings  # noqa: E402
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "Training work directory (config.json, checkpoints/).")
 _SOURCES = flags.DEFINE_string("sources", None, "Sentences to translate: a text file, one per line; for a "

@@ -1,4 +1,4 @@
-r"""XLA's CPU transpose of a whole matrix against :func:`attention_jax.projection.transpose_in_row_blocks`.
+r"""XLA's CPU transpose of a whole matrix against :func:`attention_jax.cpu_kernels.projection.transpose_in_row_blocks`.
 
 Run from the repository root::
 
@@ -29,7 +29,7 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
-from attention_jax import projection  # noqa: E402
+from attention_jax.cpu_kernels import projection  # noqa: E402
 from peer_compare import emit_json  # noqa: E402
 
 DEFAULT_SHAPES = "1024x2048,1024x512,2048x1024,2048x512,2048x256"

@@ -24,7 +24,8 @@ from typing import Sequence
 
 from absl import app, flags
 
-from attention_jax import run_files, sweep_rows
+from attention_jax import run_files
+from attention_jax.reports import sweep_rows
 
 _ROOT = flags.DEFINE_string("root", None, "Sweep root written by launch.sweep.")
 _TO = flags.DEFINE_string("to", None, "Directory to copy the finished runs into (created if needed).")

@@ -45,7 +45,7 @@ from typing import Callable, Sequence
 
 from absl import app, flags
 
-from attention_jax import sweep_report
+from attention_jax.reports import sweep_report
 from launch import local_executor, row_processes, slurm_executor, sweep_record, sweep_spec, tpu_executor
 from launch.sweep_spec import RowJob, RowOutcome
 

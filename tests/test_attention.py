@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from attention_jax import attention
+from attention_jax.models import attention
 from tests.support import reference
 
 BATCH, LEN_Q, LEN_K, HEADS, KEY_DIM, VALUE_DIM, D_MODEL = 2, 5, 7, 3, 4, 6, 12
@@ -183,7 +183,7 @@ def _single_query_case(seed: int):
 
 
 def test_single_query_decode_attention_equals_the_einsum_path():
-    from attention_jax import decode_attention
+    from attention_jax.models import decode_attention
 
     query, key, value, mask = _single_query_case(0)
     expected = attention.scaled_dot_product_attention(query, key, value, mask)
@@ -193,7 +193,7 @@ def test_single_query_decode_attention_equals_the_einsum_path():
 
 
 def test_single_query_attention_over_a_heads_first_cache_equals_the_einsum_path():
-    from attention_jax import decode_attention
+    from attention_jax.models import decode_attention
 
     query, key, value, mask = _single_query_case(2)
     heads_first = functools.partial(jnp.swapaxes, axis1=1, axis2=2)  # [B,S,H,K] -> [B,H,S,K]
@@ -208,7 +208,7 @@ def test_single_query_attention_over_a_heads_first_cache_equals_the_einsum_path(
 
 def test_single_query_attention_shares_a_key_row_among_its_group_of_query_rows():
     """Beam hypotheses sharing one sentence's keys equal each hypothesis attending to its own copy."""
-    from attention_jax import decode_attention
+    from attention_jax.models import decode_attention
 
     rng = np.random.default_rng(1)
     sentences, group = 3, 4

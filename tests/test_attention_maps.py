@@ -6,8 +6,8 @@ import flax.linen as nn
 import numpy as np
 import pytest
 
-from attention_jax import attention_maps, attention_plots
-from attention_jax.model import BOS_ID
+from attention_jax.evaluation import attention_maps, attention_plots
+from attention_jax.models.model import BOS_ID
 from tests.support import reference
 from tests.support.decoding_helpers import SHORT, TINY, WordTokenizer, init_params
 
@@ -81,7 +81,7 @@ def test_maps_shapes_and_token_labels(maps):
 
 def test_maps_of_the_models_own_translation(params):
     maps = attention_maps.attention_maps(TINY, params, WordTokenizer(), SOURCE, settings=SHORT)
-    from attention_jax import decode
+    from attention_jax.decoding import decode
 
     translator = decode.Translator(TINY, params, WordTokenizer(), settings=SHORT, batch_size=1)
     assert maps["target"] == translator.translate([SOURCE])[0]

@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from attention_jax import beam_search
+from attention_jax.decoding import beam_search
 
 PAD, UNK, BOS, EOS, TOKEN_A, TOKEN_B = 0, 1, 2, 3, 4, 5
 VOCAB_SIZE = 6

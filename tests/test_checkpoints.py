@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from attention_jax.commands import average_checkpoints
-from attention_jax.training import checkpoints, params_checkpoints, train, train_state
+from attention_jax.training import train, train_state
+from attention_jax.checkpointing import checkpoints, params_checkpoints
 from tests.support import fake_data, train_support
 
 

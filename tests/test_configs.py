@@ -12,9 +12,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from attention_jax import model
+from attention_jax.models import model
 from attention_jax.commands import count_params
-from attention_jax.transformer_config import TransformerConfig
+from attention_jax.models.transformer_config import TransformerConfig
 from configs import base, big, table2, tiny
 from tests.support import reference
 

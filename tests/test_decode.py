@@ -16,9 +16,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from attention_jax import decode, decode_steps
-from attention_jax.decode_settings import DecodeSettings
-from attention_jax.model import BOS_ID, EOS_ID, PAD_ID, Transformer
+from attention_jax.decoding import decode, decode_steps
+from attention_jax.models.decode_settings import DecodeSettings
+from attention_jax.models.model import BOS_ID, EOS_ID, PAD_ID, Transformer
 from tests.support.decoding_helpers import SHORT, TINY, VOCAB_SIZE, WordTokenizer, init_params
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -298,7 +298,7 @@ SHARDED_SCRIPT = textwrap.dedent("""
     import flax.linen as nn
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
     from tests.support.decoding_helpers import SHORT, TINY, WordTokenizer, init_params
-    from attention_jax import decode
+    from attention_jax.decoding import decode
     assert jax.device_count() == 8, jax.devices()
     params = nn.meta.unbox(init_params(TINY, seed=3))
     mesh = Mesh(np.array(jax.devices()), ("data",))

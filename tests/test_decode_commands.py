@@ -20,11 +20,12 @@ import jax
 import numpy as np
 import pytest
 
-from attention_jax import inference, run_files
+from attention_jax import run_files
+from attention_jax.decoding import inference
 from attention_jax.data import input_pipeline
-from attention_jax.model import Transformer
-from attention_jax.training import checkpoints, params_checkpoints
-from attention_jax.transformer_config import TransformerConfig
+from attention_jax.models.model import Transformer
+from attention_jax.checkpointing import checkpoints, params_checkpoints
+from attention_jax.models.transformer_config import TransformerConfig
 from configs import tiny
 
 pytestmark = pytest.mark.end_to_end

@@ -1,4 +1,4 @@
-"""attention_jax.dropout against JAX's and Flax's own implementations: the same bits, masks and models."""
+"""attention_jax.cpu_kernels.dropout against JAX's and Flax's own implementations: the same bits, masks and models."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from attention_jax import dropout, model
-from attention_jax.transformer_config import TransformerConfig
+from attention_jax.cpu_kernels import dropout
+from attention_jax.models import model
+from attention_jax.models.transformer_config import TransformerConfig
 
 SHAPES = [(), (1,), (5,), (3, 4), (2, 3, 7), (64, 33)]
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attention_jax import model
+from attention_jax.models import model
 from attention_jax.training import optim, sharding, train, train_state
-from attention_jax.transformer_config import TransformerConfig
+from attention_jax.models.transformer_config import TransformerConfig
 from tests.support import fake_data
 
 

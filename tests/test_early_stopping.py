@@ -13,7 +13,8 @@ import pytest
 
 from attention_jax import run_files
 from attention_jax.commands import average_checkpoints
-from attention_jax.training import checkpoints, early_stopping, params_checkpoints, train
+from attention_jax.training import early_stopping, train
+from attention_jax.checkpointing import checkpoints, params_checkpoints
 from tests.support import fake_data
 
 

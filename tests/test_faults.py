@@ -22,7 +22,8 @@ import numpy as np
 import pytest
 
 from attention_jax import run_files
-from attention_jax.training import checkpoints, params_checkpoints, train_state, workdir_lock
+from attention_jax.training import train_state, workdir_lock
+from attention_jax.checkpointing import checkpoints, params_checkpoints
 from tests.support import fake_data, train_support
 from tests.support.sweep_cli import REPO_ROOT, run_sweep, tiny_data_dir, tiny_flags  # noqa: F401
 

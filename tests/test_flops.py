@@ -1,4 +1,4 @@
-"""Training FLOPs (attention_jax.flops) against counts read off the models' own parameters; Table 3 report."""
+"""Training FLOPs (attention_jax.models.flops) against counts read off the models' own parameters; Table 3 report."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ import flax.linen as nn
 import jax
 import pytest
 
-from attention_jax import flops, language_model, table3_report
-from attention_jax.transformer_config import TransformerConfig
+from attention_jax.models import flops, language_model
+from attention_jax.reports import table3_report
+from attention_jax.models.transformer_config import TransformerConfig
 from tests.support.fake_data import tiny_config
 
 

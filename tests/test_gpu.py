@@ -15,9 +15,9 @@ import numpy as np
 import optax
 import pytest
 
-from attention_jax import attention, model
-from attention_jax.training import metrics
-from attention_jax.transformer_config import TransformerConfig
+from attention_jax.models import attention, model
+from attention_jax.models import metrics
+from attention_jax.models.transformer_config import TransformerConfig
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(jax.default_backend() != "gpu",
                                                   reason=f"needs a GPU (JAX backend here: {jax.default_backend()})")]

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import tensorflow_datasets as tfds
 
-from attention_jax import model
+from attention_jax.models import model
 from attention_jax.data import lm_data, synthetic_en_de
 
 

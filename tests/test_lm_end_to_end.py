@@ -10,8 +10,9 @@ import sys
 
 import pytest
 
-from attention_jax import flops
-from attention_jax.training import checkpoints, train
+from attention_jax.models import flops
+from attention_jax.training import train
+from attention_jax.checkpointing import checkpoints
 from tests.test_lm_data import _write_txt_corpus
 
 pytestmark = [pytest.mark.end_to_end]

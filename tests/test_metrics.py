@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from attention_jax.training import metrics
+from attention_jax.models import metrics
 
 
 def _numpy_sums(logits: np.ndarray, targets: np.ndarray, eps: float) -> dict[str, float]:

@@ -64,7 +64,7 @@ def _wait(processes: list[subprocess.Popen], logs: list[pathlib.Path], timeout: 
 
 
 def _final_params(workdir: pathlib.Path) -> dict:
-    from attention_jax.training import params_checkpoints
+    from attention_jax.checkpointing import params_checkpoints
 
     params, _ = params_checkpoints.load_for_inference(str(workdir), "latest")
     return {jax.tree_util.keystr(path): np.asarray(leaf)

@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from attention_jax import decode
+from attention_jax.decoding import decode
 from tests.support.decoding_helpers import TINY, init_params
 from tests.support.sweep_cli import REPO_ROOT
 

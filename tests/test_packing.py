@@ -17,10 +17,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from attention_jax import model
+from attention_jax.models import model
 from attention_jax.data import batching, input_pipeline, packing, token_cache
-from attention_jax.training import metrics, train, train_state
-from attention_jax.transformer_config import TransformerConfig
+from attention_jax.training import train, train_state
+from attention_jax.models import metrics
+from attention_jax.models.transformer_config import TransformerConfig
 from tests import test_input_pipeline as pipeline_tests
 
 SMALL = TransformerConfig(vocab_size=40, num_layers=2, d_model=16, d_ff=24, num_heads=2, key_dim=4,

@@ -1,4 +1,4 @@
-"""attention_jax.projection: the layers' products and their gradients against NumPy and jax.lax.dot_general."""
+"""attention_jax.cpu_kernels.projection: the layers' products and their gradients against NumPy and jax.lax.dot_general."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from attention_jax import projection
+from attention_jax.cpu_kernels import projection
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -119,7 +119,7 @@ def test_transpose_in_row_blocks_equals_numpy(shape: tuple[int, int]) -> None:
 MESH_SCRIPT = """
 import collections, jax, jax.numpy as jnp, numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
-from attention_jax import projection
+from attention_jax.cpu_kernels import projection
 mesh = Mesh(np.array(jax.devices()), ("data",))
 rows, replicated = NamedSharding(mesh, P("data", None, None)), NamedSharding(mesh, P())
 rng = np.random.default_rng(0)

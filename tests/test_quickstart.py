@@ -25,7 +25,7 @@ from tests.support.notebooks import QUICKSTART_NOTEBOOK, execute_notebook
 
 pytestmark = [pytest.mark.slow, pytest.mark.end_to_end]
 
-# Every healthy quickstart run clears this BLEU floor; the README's Tests section lists what runs under
+# Every healthy quickstart run clears this BLEU floor; docs/testing.md lists what runs under
 # several --xla_cpu_max_isa ceilings reached.
 QUICKSTART_MIN_BLEU = 85.0  # Runs measure 91-94 (dev and the 400 test sentences below).
 TRANSLATED_TEST_SENTENCES = 400

@@ -9,7 +9,7 @@ import pathlib
 import matplotlib.image
 import pytest
 
-from attention_jax import sweep_report, sweep_rows, sweep_seeds
+from attention_jax.reports import sweep_report, sweep_rows, sweep_seeds
 from configs import table2
 from launch import sweep_record, sweep_spec
 from tests.support.sweep_cli import REPO_ROOT

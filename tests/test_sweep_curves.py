@@ -1,4 +1,4 @@
-"""attention_jax.sweep_curves: dev curves read from metrics.jsonl, plotted per group by the report."""
+"""attention_jax.reports.sweep_curves: dev curves read from metrics.jsonl, plotted per group by the report."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pathlib
 
 import matplotlib.image
 
-from attention_jax import sweep_curves, sweep_report, sweep_rows
+from attention_jax.reports import sweep_curves, sweep_report, sweep_rows
 from configs import table2
 from launch import sweep_record, sweep_spec
 from tests.support.sweep_cli import REPO_ROOT

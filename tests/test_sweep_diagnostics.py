@@ -1,11 +1,11 @@
-"""attention_jax.sweep_diagnostics: learning speed, overfitting and how runs ended, against hand figures."""
+"""attention_jax.reports.sweep_diagnostics: learning speed, overfitting and how runs ended, against hand figures."""
 
 from __future__ import annotations
 
 import json
 import pathlib
 
-from attention_jax import sweep_diagnostics, sweep_report, sweep_rows
+from attention_jax.reports import sweep_diagnostics, sweep_report, sweep_rows
 from configs import table2
 from launch import sweep_record, sweep_spec
 from tests.support.sweep_cli import REPO_ROOT

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from attention_jax import language_model
+from attention_jax.models import language_model
 from configs import base, big, lm_base, lm_tiny, table3
 
 

@@ -14,7 +14,8 @@ import jax
 import numpy as np
 import pytest
 
-from attention_jax.training import checkpoints, params_checkpoints, train
+from attention_jax.training import train
+from attention_jax.checkpointing import checkpoints, params_checkpoints
 from tests.support import fake_data, train_support
 
 pytestmark = pytest.mark.end_to_end

@@ -25,7 +25,7 @@ import os
 from absl import app, flags
 
 from attention_jax import run_files
-from attention_jax.training import checkpoints, params_checkpoints
+from attention_jax.checkpointing import checkpoints, params_checkpoints
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "Training workdir whose checkpoints are averaged.")
 _LAST = flags.DEFINE_integer("last", 0, "How many of the newest checkpoints to average "

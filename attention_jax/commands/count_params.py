@@ -16,8 +16,8 @@ from typing import Any
 from absl import app
 from ml_collections import config_flags
 
-from attention_jax import language_model, model
-from attention_jax.transformer_config import TransformerConfig
+from attention_jax.models import language_model, model
+from attention_jax.models.transformer_config import TransformerConfig
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file, e.g. configs/table2.py:A1.",
                                           lock_config=True)

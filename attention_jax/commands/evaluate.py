@@ -38,8 +38,11 @@ def main(argv: list[str]) -> None:
     """Evaluate the run in ``--workdir`` on ``--split``."""
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
-    from attention_jax import compilation_cache, evaluation, inference, run_files  # Here: fast --help.
-    from attention_jax.training import params_checkpoints
+    from attention_jax import run_files  # Here: fast --help.
+    from attention_jax.decoding import inference
+    from attention_jax.evaluation import translation_quality
+    from attention_jax.training import compilation_cache
+    from attention_jax.checkpointing import params_checkpoints
 
     if _NUM_EXAMPLES.value < 0:
         sys.exit(f"evaluate: --num_examples must be >= 0; got {_NUM_EXAMPLES.value}.")
@@ -56,7 +59,7 @@ def main(argv: list[str]) -> None:
     logging.info("Evaluating %s of %s on %d %s pairs.", run.checkpoint, run.workdir, len(pairs), _SPLIT.value)
     start = time.time()
     try:
-        result = evaluation.evaluate(translator, pairs)
+        result = translation_quality.evaluate(translator, pairs)
     except ValueError as error:
         sys.exit(f"evaluate: {error}")
     report = {
@@ -71,7 +74,7 @@ def main(argv: list[str]) -> None:
     }
     label = run_files.checkpoint_label(_CHECKPOINT.value, _AVERAGE_LAST.value)
     path = _OUTPUT.value or run_files.eval_report_path(run.workdir, _SPLIT.value, label)
-    hypotheses_path = evaluation.write_report(path, report, result.hypotheses)
+    hypotheses_path = translation_quality.write_report(path, report, result.hypotheses)
     print(f"BLEU = {result.bleu:.2f}  ({result.bleu_signature})")
     print(f"perplexity = {result.perplexity:.3f}  (cross-entropy {result.cross_entropy:.4f} nats/token, "
           f"{result.num_target_tokens} tokens)")

@@ -35,7 +35,8 @@ _EVAL_SPLIT = flags.DEFINE_string("eval_split", None,
 
 def _evaluate(run: Any, split: str) -> None:
     """Print and write the perplexity and bits per byte of ``run`` (an ``inference.TrainedRun``) on ``split``."""
-    from attention_jax import lm_evaluation, run_files
+    from attention_jax import run_files
+    from attention_jax.evaluation import lm_evaluation
     from attention_jax.data import lm_data
 
     result = lm_evaluation.evaluate_split(run.model_config, run.params, lm_data.get_datasets(run.config), split)
@@ -52,7 +53,7 @@ def main(argv: list[str]) -> None:
     """Generate from (or evaluate) the language model in ``--workdir``."""
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
-    from attention_jax import generation, inference  # Imported here so --help is fast.
+    from attention_jax.decoding import generation, inference  # Imported here so --help is fast.
     from attention_jax.commands.text_io import read_lines
 
     try:

@@ -21,7 +21,8 @@ import sys
 from absl import app, flags, logging
 from ml_collections import config_flags
 
-from attention_jax import compilation_cache, run_files
+from attention_jax import run_files
+from attention_jax.training import compilation_cache
 from attention_jax.commands import config_errors
 from attention_jax.training import distributed, train, workdir_lock
 

@@ -32,8 +32,9 @@ def main(argv: list[str]) -> None:
     """Compute and draw the attention maps for ``--text``."""
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
-    from attention_jax import attention_maps, attention_plots, inference  # Imported here so --help is fast.
-    from attention_jax.decode_settings import DecodeSettings
+    from attention_jax.decoding import inference  # Imported here so --help is fast.
+    from attention_jax.evaluation import attention_maps, attention_plots
+    from attention_jax.models.decode_settings import DecodeSettings
 
     try:
         run = inference.load_run(_WORKDIR.value, _CHECKPOINT.value)

@@ -4,19 +4,19 @@ Usage::
 
     python -m attention_jax.report ROOT [--all_rows]
 
-writes ``ROOT/<name>.md``, ``.csv`` and ``.png`` (see :mod:`attention_jax.sweep_report`). For a sweep
+writes ``ROOT/<name>.md``, ``.csv`` and ``.png`` (see :mod:`attention_jax.reports.sweep_report`). For a sweep
 with seeds (``launch.sweep --seeds=K``) each row shows the mean ± standard deviation over its finished
 seeds, the change of dev perplexity against base paired by seed, and a verdict against the paper's
 direction (``reproduced``, ``opposite``, ``within noise``); rows with seeds still to run say how many.
 A sweep of ``configs/table3.py`` also gets ``ROOT/table3.md`` and ``.csv``: test BLEU and training cost
-beside the paper's (:mod:`attention_jax.table3_report`).
+beside the paper's (:mod:`attention_jax.reports.table3_report`).
 """
 
 from __future__ import annotations
 
 from absl import app, flags
 
-from attention_jax import sweep_report, sweep_rows, table3_report
+from attention_jax.reports import sweep_report, sweep_rows, table3_report
 
 _ALL_ROWS = flags.DEFINE_bool("all_rows", False, "Report every row of the sweep, also those never launched.")
 _SUSTAINED_TFLOPS = flags.DEFINE_float("sustained_tflops", None,

@@ -50,9 +50,9 @@ def main(argv: list[str]) -> None:
     """Translate stdin to stdout with the run in ``--workdir``."""
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
-    from attention_jax import inference  # Imported here so --help is fast.
+    from attention_jax.decoding import inference  # Imported here so --help is fast.
 
-    from attention_jax.training import params_checkpoints
+    from attention_jax.checkpointing import params_checkpoints
 
     try:
         if _REAVERAGE.value and _CHECKPOINT.value == "averaged":

@@ -185,7 +185,7 @@ class TranslationData:
         -------
         grain.DatasetIterator
             Yields ``{"inputs": int32 [rows, L], "targets": int32 [rows, L]}`` (with
-            ``config.packing`` also the four arrays of ``attention_jax.model.PACKED_KEYS``). ``get_state()``
+            ``config.packing`` also the four arrays of ``attention_jax.models.model.PACKED_KEYS``). ``get_state()``
             returns a JSON-serializable dict (the next step); ``set_state(state)`` on a fresh
             iterator resumes with exactly the batches an uninterrupted run would have seen.
 

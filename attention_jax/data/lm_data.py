@@ -10,7 +10,7 @@ Each split's documents are tokenized (each ending in EOS) and concatenated in co
 rows of ``L = config.max_len`` tokens. A row holds several documents, numbered 1, 2, ... in
 ``targets_segmentation`` (0 = padding after the split's last token) with ``targets_position`` restarting
 at 0 for each: the model's attention never crosses documents (the segment mask of
-:func:`attention_jax.model.make_segment_mask`) and every document starts with BOS. A document that runs
+:func:`attention_jax.models.model.make_segment_mask`) and every document starts with BOS. A document that runs
 past a row's end continues in the next row as a new segment (positions restart there too). The tokenizer
 is the translation pipeline's SentencePiece BPE (:mod:`attention_jax.data.tokenizer`), trained on the
 training documents and cached beside the corpus.

@@ -8,7 +8,7 @@ rows with as many whole pairs as fit on *both* sides:
   of the target row, each side ending in EOS; ``inputs_segmentation`` / ``targets_segmentation`` hold
   ``k`` on its tokens (0 on padding), ``inputs_position`` / ``targets_position`` count 0, 1, ... from
   each pair's first token;
-- the model (:class:`attention_jax.model.Transformer`) keeps attention within a pair and restarts
+- the model (:class:`attention_jax.models.model.Transformer`) keeps attention within a pair and restarts
   positions, so a packed row's loss equals the loss of its pairs batched alone.
 
 Rows come in a few lengths, ``config.packing_row_lengths`` (by default 3/8, 3/4 and all of ``max_len``,

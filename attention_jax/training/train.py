@@ -18,19 +18,20 @@ import numpy as np
 from absl import logging
 from jax.sharding import Mesh
 
-from attention_jax import flops, language_model, model, run_files
+from attention_jax import run_files
+from attention_jax.checkpointing import checkpoints, params_checkpoints
 from attention_jax.data import batching, packing
-from attention_jax.decode_settings import DecodeSettings
+from attention_jax.models import flops, language_model, metrics, model
+from attention_jax.models.decode_settings import DecodeSettings
 from attention_jax.training import (
-    checkpoints, distributed, early_stopping, metric_writer, metrics, optim, params_checkpoints, profiling,
-    sharding, workdir_lock,
+    distributed, early_stopping, metric_writer, optim, profiling, sharding, workdir_lock,
 )
 from attention_jax.training.throughput import Throughput
 from attention_jax.training.train_state import (
     DROPOUT_RNGS, Batch, CompiledSteps, MetricSums, TrainState, abstract_boxed_state, abstract_train_state,
     compile_steps, create_train_state, run_update, train_state_shardings,
 )
-from attention_jax.transformer_config import TransformerConfig
+from attention_jax.models.transformer_config import TransformerConfig
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -405,7 +406,8 @@ def _bleu(run: _Run) -> dict[str, Any]:
     if count <= 0:
         return {}
     try:
-        from attention_jax import decode, evaluation  # The decoding side; optional here.
+        from attention_jax.decoding import decode  # The decoding side; optional here.
+        from attention_jax.evaluation import translation_quality
     except ImportError as error:
         if not _WARNED_NO_DECODING:
             logging.warning("BLEU skipped: decoding modules unavailable (%s).", error)
@@ -417,7 +419,7 @@ def _bleu(run: _Run) -> dict[str, Any]:
     translator = decode.Translator(run.model_config, _replicated_params(run), run.data.tokenizer,
                                    settings=DecodeSettings.from_config(run.config))
     hypotheses = translator.translate([source for source, _ in pairs])
-    score, signature = evaluation.corpus_bleu(hypotheses, [target for _, target in pairs])
+    score, signature = translation_quality.corpus_bleu(hypotheses, [target for _, target in pairs])
     for (source, target), hypothesis in list(zip(pairs, hypotheses))[:2]:
         logging.info("  src: %s\n  ref: %s\n  hyp: %s", source, target, hypothesis)
     return {"bleu": float(score), "bleu_signature": signature}
@@ -450,7 +452,8 @@ def _final_bleu(run: _Run) -> dict[str, Any]:
     and returns ``dev_bleu``, ``test_bleu`` (with signatures, perplexities and sentence counts) and
     ``final_checkpoint``, which names the parameters used.
     """
-    from attention_jax import decode, evaluation  # The decoding side.
+    from attention_jax.decoding import decode  # The decoding side.
+    from attention_jax.evaluation import translation_quality
 
     run.checkpoints.wait()  # Averaging reads the checkpoints from disk.
     params, described = _final_params(run)
@@ -463,13 +466,13 @@ def _final_bleu(run: _Run) -> dict[str, Any]:
         if not pairs:
             continue
         started = time.time()
-        evaluated = evaluation.evaluate(translator, pairs)
+        evaluated = translation_quality.evaluate(translator, pairs)
         results.update({f"{name}_bleu": evaluated.bleu, f"{name}_bleu_signature": evaluated.bleu_signature,
                         f"{name}_ppl": evaluated.perplexity, f"{name}_sentences": len(pairs)})
         if jax.process_index() == 0:
             report = dict(split=split, checkpoint=described, name=run.config.get("name", ""),
                           **evaluated.summary(), wall_s=round(time.time() - started, 2))
-            evaluation.write_report(run_files.eval_report_path(run.workdir, split), report, evaluated.hypotheses)
+            translation_quality.write_report(run_files.eval_report_path(run.workdir, split), report, evaluated.hypotheses)
         logging.info("final %s BLEU %.2f, perplexity %.3f on %d sentences (%s, beam %d).", name,
                      evaluated.bleu, evaluated.perplexity, len(pairs), described, settings.beam_size)
     return results
@@ -522,7 +525,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *,
     config : ml_collections.ConfigDict
         Experiment config (``configs/base.py`` lists every field).
     workdir : str
-        Output directory (layout in :mod:`attention_jax.training.checkpoints`); rerunning the same command
+        Output directory (layout in :mod:`attention_jax.checkpointing.checkpoints`); rerunning the same command
         resumes.
     data : object, optional
         A data object with the ``input_pipeline.get_datasets`` interface (default: built from the

@@ -26,8 +26,9 @@ import numpy as np
 import optax
 from jax.sharding import Mesh, NamedSharding
 
-from attention_jax import language_model, model
-from attention_jax.training import metrics, sharding
+from attention_jax.models import language_model, model
+from attention_jax.training import sharding
+from attention_jax.models import metrics
 
 Batch = dict[str, Any]
 MetricSums = dict[str, jax.Array]
@@ -160,7 +161,7 @@ def _dropout_key(state: TrainState, micro_index: jax.Array | int, dropout_rng: s
     """Fresh dropout key per step and micro-batch, a pure function of (rng, step, micro_index).
 
     ``dropout_rng="rbg"`` turns that threefry key into an ``rbg`` key (XLA's RngBitGenerator draws the
-    masks). Threefry masks are drawn loop-free (:mod:`attention_jax.dropout`), and on 2 CPU cores the
+    masks). Threefry masks are drawn loop-free (:mod:`attention_jax.cpu_kernels.dropout`), and on 2 CPU cores the
     base-shape step is 3-6% faster with them than with ``rbg``. The state and checkpoints are the same
     either way.
     """
@@ -183,7 +184,7 @@ def model_logits(transformer: model.Transformer, params: Any, batch: Batch, **kw
     batch : Batch
         ``inputs`` ``[B, S]``, ``targets`` ``[B, T]`` and, for packed batches (``config.packing``),
         the segment ids and positions named in :data:`model.PACKED_KEYS`. A decoder-only language
-        model's batches have no ``inputs`` (:mod:`attention_jax.language_model`).
+        model's batches have no ``inputs`` (:mod:`attention_jax.models.language_model`).
     **kwargs
         Passed to ``transformer.apply`` (``deterministic``, ``rngs``).
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from attention_jax.decode_settings import DecodeSettings
-from attention_jax.model import BOS_ID, EOS_ID, PAD_ID, Transformer
-from attention_jax.transformer_config import TransformerConfig
+from attention_jax.models.decode_settings import DecodeSettings
+from attention_jax.models.model import BOS_ID, EOS_ID, PAD_ID, Transformer
+from attention_jax.models.transformer_config import TransformerConfig
 
 VOCAB_SIZE = 40
 TINY = TransformerConfig(vocab_size=VOCAB_SIZE, num_layers=2, d_model=32, d_ff=64, num_heads=4, key_dim=8,

@@ -1,7 +1,7 @@
 """Independent NumPy implementations of the paper's equations, used as test oracles.
 
 Written from the paper's text only (Sections 3.1-3.5), with none of the library's code, in float64.
-Parameter dictionaries follow the Flax layout of ``attention_jax.model`` so the same weights can be fed
+Parameter dictionaries follow the Flax layout of ``attention_jax.models.model`` so the same weights can be fed
 to both implementations.
 """
 

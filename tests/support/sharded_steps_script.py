@@ -22,9 +22,9 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from attention_jax import model  # noqa: E402
+from attention_jax.models import model  # noqa: E402
 from attention_jax.training import optim, sharding, train_state  # noqa: E402
-from attention_jax.transformer_config import TransformerConfig  # noqa: E402
+from attention_jax.models.transformer_config import TransformerConfig  # noqa: E402
 from tests.support import fake_data  # noqa: E402
 
 NUM_STEPS = 3

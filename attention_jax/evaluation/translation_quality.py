@@ -21,9 +21,10 @@ import jax.numpy as jnp
 import numpy as np
 import sacrebleu
 
-from attention_jax import decode, run_files
-from attention_jax.model import PAD_ID, Transformer
-from attention_jax.transformer_config import TransformerConfig
+from attention_jax import run_files
+from attention_jax.decoding import decode
+from attention_jax.models.model import PAD_ID, Transformer
+from attention_jax.models.transformer_config import TransformerConfig
 
 Array = jax.Array
 

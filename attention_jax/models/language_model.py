@@ -4,8 +4,8 @@ Shape glossary
 --------------
 B batch, L length, D d_model, N vocabulary.
 
-Each layer is :class:`attention_jax.model.EncoderLayer` (self-attention then feed-forward, each in a
-:class:`attention_jax.model.ResidualSublayer`) given a causal mask: the paper's decoder layer without its
+Each layer is :class:`attention_jax.models.model.EncoderLayer` (self-attention then feed-forward, each in a
+:class:`attention_jax.models.model.ResidualSublayer`) given a causal mask: the paper's decoder layer without its
 encoder-decoder attention. The paper generates autoregressively, "consuming the previously generated
 symbols as additional input when generating the next" (Section 3); a language model is that decoder
 on its own.
@@ -24,9 +24,10 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from attention_jax import model, projection
-from attention_jax.dropout import Dropout
-from attention_jax.transformer_config import TransformerConfig
+from attention_jax.cpu_kernels import projection
+from attention_jax.models import model
+from attention_jax.cpu_kernels.dropout import Dropout
+from attention_jax.models.transformer_config import TransformerConfig
 
 Array = jax.Array
 
@@ -48,7 +49,7 @@ class LanguageModel(nn.Module):
     -----
     The input embedding is scaled by sqrt(d_model) and, with ``share_embeddings``, is also the
     pre-softmax projection (3.4). Post- or pre-LN and the positional encoding follow the config as in
-    :class:`attention_jax.model.Transformer`; parameter names carry the same logical axes, so the
+    :class:`attention_jax.models.model.Transformer`; parameter names carry the same logical axes, so the
     same sharding rules apply.
     """
 
@@ -218,7 +219,7 @@ def build_model(model_config: TransformerConfig, model_kind: str) -> nn.Module:
     Returns
     -------
     nn.Module
-        :class:`attention_jax.model.Transformer` or :class:`LanguageModel`.
+        :class:`attention_jax.models.model.Transformer` or :class:`LanguageModel`.
     """
     check_model_kind(model_kind)
     if model_kind == "decoder_only":

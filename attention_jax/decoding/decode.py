@@ -2,8 +2,8 @@
 
 The encoder runs once per batch; the decoder then advances one position per step, reading earlier
 positions' keys and values from the cache. The search itself (beam or greedy) lives in
-:mod:`attention_jax.beam_search` and sees the model only through a step function
-(:mod:`attention_jax.decode_steps`: cached, with a cache that grows in stages, or uncached, which
+:mod:`attention_jax.decoding.beam_search` and sees the model only through a step function
+(:mod:`attention_jax.decoding.decode_steps`: cached, with a cache that grows in stages, or uncached, which
 recomputes the decoder over the whole prefix at every step, kept for the benchmark and as a
 cross-check).
 
@@ -29,10 +29,10 @@ import flax.linen as nn
 import jax
 import numpy as np
 
-from attention_jax import beam_search, decode_steps
-from attention_jax.decode_settings import DecodeSettings
-from attention_jax.model import EOS_ID, PAD_ID, abstract_params
-from attention_jax.transformer_config import TransformerConfig
+from attention_jax.decoding import beam_search, decode_steps
+from attention_jax.models.decode_settings import DecodeSettings
+from attention_jax.models.model import EOS_ID, PAD_ID, abstract_params
+from attention_jax.models.transformer_config import TransformerConfig
 
 Array = jax.Array
 SEARCH_METHODS = ("beam", "greedy")
@@ -83,7 +83,7 @@ def decode_batch(params: Any, inputs: Array, max_lengths: Array, *, model_config
     use_cache : bool
         Decode incrementally with the key/value cache (default) or recompute the prefix each step.
     early_stop : bool
-        See :func:`attention_jax.beam_search.beam_search`.
+        See :func:`attention_jax.decoding.beam_search.beam_search`.
     mesh : jax.sharding.Mesh, optional
         Split the batch over the mesh's ``"data"`` axis (``B`` must divide by its size); parameters
         are replicated. Each device then searches its own sentences independently.

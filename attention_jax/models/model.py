@@ -23,9 +23,10 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from attention_jax import attention, projection
-from attention_jax.dropout import Dropout
-from attention_jax.transformer_config import TransformerConfig
+from attention_jax.cpu_kernels import projection
+from attention_jax.models import attention
+from attention_jax.cpu_kernels.dropout import Dropout
+from attention_jax.models.transformer_config import TransformerConfig
 
 Array = jax.Array
 
@@ -320,7 +321,7 @@ def _attention(config: TransformerConfig, name: str, decode: bool = False) -> at
 class EncoderLayer(nn.Module):
     """Self-attention then feed-forward, each wrapped by :class:`ResidualSublayer` (Section 3.1).
 
-    With a causal mask, the layer of :mod:`attention_jax.language_model` (``decode``: key/value cache).
+    With a causal mask, the layer of :mod:`attention_jax.models.language_model` (``decode``: key/value cache).
     """
 
     config: TransformerConfig

@@ -1,7 +1,7 @@
 """Tabulate a Table 3 sweep (``configs/table3.py``): test BLEU and training cost beside the paper's.
 
 For each row, ``ROOT/<row>/results.json`` gives our newstest BLEU (``test_bleu``, from ``config.final_bleu``)
-and training FLOPs (``train_flops``: :func:`attention_jax.flops.training_flops` of the tokens trained),
+and training FLOPs (``train_flops``: :func:`attention_jax.models.flops.training_flops` of the tokens trained),
 and ``config.json`` the row's schedule and ``config.paper`` (the paper's BLEU, printed cost, hours, GPUs).
 Training cost is shown two ways, as the issue of comparing them asks:
 
@@ -21,8 +21,8 @@ from typing import Any
 
 import ml_collections
 
-from attention_jax import flops
-from attention_jax.sweep_rows import read_sweep_rows
+from attention_jax.models import flops
+from attention_jax.reports.sweep_rows import read_sweep_rows
 
 CSV_FIELDS = ("row", "status", "dataset", "steps", "train_target_tokens", "dev_bleu", "test_bleu",
               "paper_test_bleu", "train_flops", "schedule_flops", "paper_train_flops",
@@ -108,7 +108,7 @@ def markdown_table3(root: str, records: list[dict[str, Any]]) -> str:
             f"{_scientific(record['train_flops'])} | {_scientific(record['schedule_flops'])} | "
             f"{_scientific(record['paper_train_flops'])} | {_scientific(record['paper_estimate_flops'])} | "
             f"{_scientific(record['our_estimate_flops'])} |")
-    lines += ["", "Model FLOPs count forward + backward matmuls (3 x forward, `attention_jax.flops`) per "
+    lines += ["", "Model FLOPs count forward + backward matmuls (3 x forward, `attention_jax.models.flops`) per "
               "token times tokens; attention terms at config.max_len, source tokens taken equal to target "
               "tokens. The paper's estimate is training time x GPUs x sustained single-precision FLOP/s "
               "(footnote 5); ours uses our wall time and `--sustained_tflops` when given.", ""]

@@ -25,7 +25,7 @@ from typing import Any, Mapping
 import jax
 import jax.numpy as jnp
 
-from attention_jax import model
+from attention_jax.models import model
 
 Array = jax.Array
 

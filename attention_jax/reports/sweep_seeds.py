@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Sequence
 from attention_jax.training.early_stopping import STOPPED_EARLY
 
 if TYPE_CHECKING:  # Only for annotations.
-    from attention_jax.sweep_rows import RowReport, SeedRun
+    from attention_jax.reports.sweep_rows import RowReport, SeedRun
 
 SPREAD_FACTOR = 2.0
 """A paired change is beyond the seeds' spread when ``|mean| > SPREAD_FACTOR x standard error``."""

@@ -1,13 +1,13 @@
 """Attention of one query position per row, over a key/value cache or a decode step's encoder output.
 
 Incremental decoding attends from one new position (``T = 1``) to the whole cache. Written as the
-einsums of :func:`attention_jax.attention.scaled_dot_product_attention` over a cache stored like the
+einsums of :func:`attention_jax.models.attention.scaled_dot_product_attention` over a cache stored like the
 other paths' keys, ``[B, S, H, K]``, XLA turns each into a batched matrix product over ``(B, H)`` and
 first copies the cache into the product's layout ``[B, H, K, S]``: on a CPU, that transpose of every
 layer's cache at every step was 16% of a base-shape beam search's time. Two ways round it are here:
 
 - :func:`cached_single_query_attention`, for the self-attention cache, which
-  :class:`attention_jax.attention.MultiHeadAttention` stores heads first, ``[B, H, S, K]``: both
+  :class:`attention_jax.models.attention.MultiHeadAttention` stores heads first, ``[B, H, S, K]``: both
   products then read the cache as stored;
 - :func:`single_query_attention`, for keys and values in the ``[B, S, H, K]`` layout: the two
   contractions as multiply-and-sum, which XLA fuses into one pass over the keys as stored.
@@ -100,7 +100,7 @@ def cached_single_query_attention(query: Array, key: Array, value: Array, mask: 
     query : Array
         ``[B, 1, H, K]``, one query position per cache row.
     key : Array
-        ``[B, H, S, K]``, the cache as :class:`attention_jax.attention.MultiHeadAttention` stores it.
+        ``[B, H, S, K]``, the cache as :class:`attention_jax.models.attention.MultiHeadAttention` stores it.
     value : Array
         ``[B, H, S, V]``.
     mask : Array, optional
@@ -147,7 +147,7 @@ def masked_softmax(scores: Array, mask: Array | None) -> Array:
 
     Notes
     -----
-    Shared by every attention path (:mod:`attention_jax.attention` imports it from here): masked
+    Shared by every attention path (:mod:`attention_jax.models.attention` imports it from here): masked
     scores are set to the float32 minimum rather than ``-inf``, so a fully masked row gives no NaN,
     and its weights are then zeroed.
     """

@@ -15,12 +15,14 @@ from typing import Any
 
 import ml_collections
 
-from attention_jax import decode, language_model, run_files
+from attention_jax import run_files
+from attention_jax.decoding import decode
+from attention_jax.models import language_model
 from attention_jax.data import input_pipeline
 from attention_jax.data.tokenizer import Tokenizer
-from attention_jax.decode_settings import DecodeSettings
-from attention_jax.transformer_config import TransformerConfig
-from attention_jax.training import checkpoints, params_checkpoints
+from attention_jax.models.decode_settings import DecodeSettings
+from attention_jax.models.transformer_config import TransformerConfig
+from attention_jax.checkpointing import checkpoints, params_checkpoints
 
 
 @dataclasses.dataclass
@@ -138,7 +140,7 @@ def load_run(workdir: str, checkpoint: str = "latest", *, average_last: int = 0,
 
 def make_translator(run: TrainedRun, *, beam_size: int | None = None, alpha: float | None = None,
                     batch_size: int = 64) -> decode.Translator:
-    """A :class:`attention_jax.decode.Translator` with the run's decoding settings.
+    """A :class:`attention_jax.decoding.decode.Translator` with the run's decoding settings.
 
     Parameters
     ----------

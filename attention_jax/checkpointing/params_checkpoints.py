@@ -2,7 +2,7 @@
 
 ``WORKDIR/averaged/<step>/`` holds items ``params`` and ``info`` (:func:`save_params`);
 :func:`load_for_inference` reads ``"latest"``, a step number or ``"averaged"`` (from the checkpoints
-that :mod:`attention_jax.training.checkpoints` writes) and checks the parameters against the run's
+that :mod:`attention_jax.checkpointing.checkpoints` writes) and checks the parameters against the run's
 config; :func:`average_last_params` averages the last ``count`` of them.
 """
 
@@ -19,9 +19,10 @@ import orbax.checkpoint as ocp
 from absl import logging
 from etils import epath
 
-from attention_jax import language_model, run_files
-from attention_jax.training.checkpoints import PARAMS_ITEM, absolute_path, finished_steps, read_config
-from attention_jax.transformer_config import TransformerConfig
+from attention_jax import run_files
+from attention_jax.models import language_model
+from attention_jax.checkpointing.checkpoints import PARAMS_ITEM, absolute_path, finished_steps, read_config
+from attention_jax.models.transformer_config import TransformerConfig
 
 
 def save_params(directory: str, step: int, params: Any, info: Mapping[str, Any], *, keep: int = 1) -> None:
@@ -350,7 +351,7 @@ def average_last_params(workdir: str, count: int, *,
     Sums in float64 on the host, one checkpoint in memory at a time besides the sum; every checkpoint
     is checked against the run's config first (:func:`load_for_inference`). Shared by
     ``python -m attention_jax.average_checkpoints`` (which writes the average to disk) and
-    :func:`attention_jax.inference.load_run` (which averages on the fly). Raises ``ValueError`` for
+    :func:`attention_jax.decoding.inference.load_run` (which averages on the fly). Raises ``ValueError`` for
     a non-positive ``count`` or when the run holds fewer than ``count`` checkpoints.
     """
     if count <= 0:

@@ -1,8 +1,8 @@
 """How to decode: beam size, length penalty, output margin and cache staging, read from a config in one place.
 
-Training's BLEU, :mod:`attention_jax.inference` (``translate``, ``evaluate``) and ``plot_attention``
+Training's BLEU, :mod:`attention_jax.decoding.inference` (``translate``, ``evaluate``) and ``plot_attention``
 all decode with a :class:`DecodeSettings` built by :meth:`DecodeSettings.from_config`; the model's
-position table is sized with the same margin (:meth:`attention_jax.transformer_config.TransformerConfig.from_config`).
+position table is sized with the same margin (:meth:`attention_jax.models.transformer_config.TransformerConfig.from_config`).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ class DecodeSettings:
     max_decode_extra_len : int
         Outputs hold at most ``input length + max_decode_extra_len`` tokens, EOS included.
     cache_stages : int
-        The key/value cache grows in this many stages (:func:`attention_jax.decode_steps.cache_stage_ends`);
+        The key/value cache grows in this many stages (:func:`attention_jax.decoding.decode_steps.cache_stage_ends`);
         1 sizes it for the longest allowed output from the first step. Translations are the same
         either way; more stages decode faster but compile a loop body per stage.
 

@@ -35,7 +35,7 @@ from etils import epath
 from jax.experimental import multihost_utils
 
 from attention_jax import run_files
-from attention_jax.transformer_config import TransformerConfig
+from attention_jax.models.transformer_config import TransformerConfig
 
 PARAMS_ITEM = "params"  # The parameters' item inside each step directory (orbax Composite layout).
 

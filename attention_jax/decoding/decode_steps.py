@@ -19,9 +19,9 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from attention_jax import beam_search
-from attention_jax.model import Transformer
-from attention_jax.transformer_config import TransformerConfig
+from attention_jax.decoding import beam_search
+from attention_jax.models.model import Transformer
+from attention_jax.models.transformer_config import TransformerConfig
 
 Array = jax.Array
 POSITION_MULTIPLE = 16
@@ -72,7 +72,7 @@ def cache_stage_ends(max_decode_len: int, num_stages: int, multiple: int = POSIT
     Returns
     -------
     tuple of int
-        Rising ends inside ``(0, L)`` (see :func:`attention_jax.beam_search.beam_search`'s
+        Rising ends inside ``(0, L)`` (see :func:`attention_jax.decoding.beam_search.beam_search`'s
         ``stage_ends``); empty for one stage.
 
     Notes
@@ -216,7 +216,7 @@ def search_setup(model_config: TransformerConfig, params: Any, inputs: Array, *,
         Its state before the first step (a cache sized for the first stage).
     stages : dict
         Keyword arguments ``stage_ends`` and ``grow_state`` for
-        :func:`attention_jax.beam_search.beam_search` or ``greedy_search`` (empty without the cache).
+        :func:`attention_jax.decoding.beam_search.beam_search` or ``greedy_search`` (empty without the cache).
 
     Notes
     -----

@@ -19,8 +19,9 @@ import flax.struct
 import jax
 import jax.numpy as jnp
 
-from attention_jax import decode_attention, projection
-from attention_jax.dropout import Dropout
+from attention_jax.cpu_kernels import projection
+from attention_jax.models import decode_attention
+from attention_jax.cpu_kernels.dropout import Dropout
 
 Array = jax.Array
 DType = Any
@@ -580,7 +581,7 @@ class MultiHeadAttention(nn.Module):
         """Write this step's key/value into the cache; return the whole cache, heads first, and its mask.
 
         ``key``/``value`` are ``[B, T, H, K|V]``; the cache holds ``[B, H, L, K|V]`` (see
-        :func:`attention_jax.decode_attention.cached_single_query_attention` for why heads come first).
+        :func:`attention_jax.models.decode_attention.cached_single_query_attention` for why heads come first).
         """
         key, value = jnp.swapaxes(key, 1, 2), jnp.swapaxes(value, 1, 2)  # [B,H,T,K|V]
         initializing = not self.has_variable("cache", "cached_key")

@@ -4,7 +4,7 @@ A row's place in the table is one number per seed, the dev perplexity of its bes
 says how it got there: whether a row that beats base learns faster or ends lower, and where early
 stopping ended each run. :func:`plot_learning_curves` reads the ``eval/perplexity`` records of every
 run's ``metrics.jsonl`` and draws one panel per Table 2 group, base (black) in each, a line per seed
-and a dot at each run's best evaluation; the report (:func:`attention_jax.sweep_report.write_report`)
+and a dot at each run's best evaluation; the report (:func:`attention_jax.reports.sweep_report.write_report`)
 writes it as ``ROOT/<name>_curves.png`` when any run has metrics.
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from typing import Sequence
 
-from attention_jax.sweep_rows import RowReport, SeedRun, plot_panels, read_metric_curve
+from attention_jax.reports.sweep_rows import RowReport, SeedRun, plot_panels, read_metric_curve
 
 EVAL_PPL_KEY = "eval/perplexity"
 PANEL_COLUMNS = 3
@@ -59,7 +59,7 @@ def plot_learning_curves(root: str, rows: Sequence[RowReport], path: str, title:
     root : str
         Sweep root (the runs are ``ROOT/<row>[/seed_<k>]``).
     rows : Sequence[RowReport]
-        Rows in order (:func:`attention_jax.sweep_rows.read_sweep_rows`).
+        Rows in order (:func:`attention_jax.reports.sweep_rows.read_sweep_rows`).
     path : str
         PNG file to write.
     title : str

@@ -157,7 +157,7 @@ def gather_beams(state: Any, beam_indices: Array) -> Any:
     Notes
     -----
     One gather per leaf along its leading axis, from row ``b * K + beam_indices[b, k]``: a sentence
-    reads only its own rows, so where sentences are split over devices (:func:`attention_jax.decode.
+    reads only its own rows, so where sentences are split over devices (:func:`attention_jax.decoding.decode.
     decode_batch` runs the search under ``shard_map``) no row crosses a device boundary. A gather per
     sentence (a ``vmap`` over ``B``) does the same work: the same thread time in a profile of a
     base-shape beam search.

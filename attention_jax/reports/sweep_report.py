@@ -6,8 +6,8 @@
 ``ROOT/<row>/config.json`` (the row's hyperparameters and ``config.paper``, the paper's figures). It
 writes ``ROOT/<name>.md``, ``ROOT/<name>.csv`` and ``ROOT/<name>.png``, where ``<name>`` is the sweep
 file's stem (``table2`` for ``configs/table2.py``), and, when the runs have ``metrics.jsonl``,
-``ROOT/<name>_curves.png``: their dev perplexity against step (:mod:`attention_jax.sweep_curves`), and
-``ROOT/<name>_diagnostics.md``: why rows differ from base (:mod:`attention_jax.sweep_diagnostics`).
+``ROOT/<name>_curves.png``: their dev perplexity against step (:mod:`attention_jax.reports.sweep_curves`), and
+``ROOT/<name>_diagnostics.md``: why rows differ from base (:mod:`attention_jax.reports.sweep_diagnostics`).
 Rows that have not finished are listed with their status (``failed``, ``incomplete``, ``submitted``,
 ``not run``) and no figures.
 
@@ -16,7 +16,7 @@ Without ``sweep.json`` (work directories made by hand), every subdirectory holdi
 vocabulary on its own dev split: comparable with the paper's only for runs on WMT14 EN-DE with the
 paper's 37k-token vocabulary.
 
-Seeds are aggregated by :mod:`attention_jax.sweep_seeds` (mean, spread, paired change, verdict).
+Seeds are aggregated by :mod:`attention_jax.reports.sweep_seeds` (mean, spread, paired change, verdict).
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ import os
 import statistics
 from typing import Any, Sequence
 
-from attention_jax import sweep_curves, sweep_diagnostics, sweep_seeds
-from attention_jax.sweep_rows import RowReport, plot_panels, read_sweep_rows
-from attention_jax.sweep_seeds import (ACCURACY_COLLAPSE, DIVERGED_FACTOR, SPREAD_FACTOR, RowStats, aggregate,
+from attention_jax.reports import sweep_curves, sweep_diagnostics, sweep_seeds
+from attention_jax.reports.sweep_rows import RowReport, plot_panels, read_sweep_rows
+from attention_jax.reports.sweep_seeds import (ACCURACY_COLLAPSE, DIVERGED_FACTOR, SPREAD_FACTOR, RowStats, aggregate,
                                        mean_or_none)
 
 
@@ -455,9 +455,9 @@ def write_report(root: str, *, all_rows: bool = False) -> list[str]:
     -------
     list[str]
         The paths written: the three above, and when the runs have metrics ``ROOT/<name>_curves.png``
-        (dev perplexity against step per row and seed, :mod:`attention_jax.sweep_curves`) and
+        (dev perplexity against step per row and seed, :mod:`attention_jax.reports.sweep_curves`) and
         ``ROOT/<name>_diagnostics.md`` (learning speed, overfitting and how runs ended, per row,
-        :mod:`attention_jax.sweep_diagnostics`).
+        :mod:`attention_jax.reports.sweep_diagnostics`).
     """
     record, rows = read_sweep_rows(root, all_rows=all_rows)
     name = record.get("report_name", "report")

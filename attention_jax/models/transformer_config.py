@@ -1,7 +1,7 @@
 """The Transformer's hyperparameters (Table 3): one frozen, validated config built from an experiment config.
 
 :meth:`TransformerConfig.from_config` reads ``configs/base.py``'s fields once; eval and decode variants
-come from :meth:`TransformerConfig.replace`. The modules in :mod:`attention_jax.model` take it.
+come from :meth:`TransformerConfig.replace`. The modules in :mod:`attention_jax.models.model` take it.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import jax.numpy as jnp
 import numpy as np
 import ml_collections
 
-from attention_jax import attention
-from attention_jax.decode_settings import DecodeSettings
+from attention_jax.models import attention
+from attention_jax.models.decode_settings import DecodeSettings
 
 POSITIONAL_ENCODINGS = ("sinusoidal", "learned", "none")
 LAYER_NORM_POSITIONS = ("post", "pre")
@@ -46,7 +46,7 @@ class TransformerConfig:
     share_embeddings : bool
         One matrix for encoder input, decoder input and pre-softmax projection (3.4); otherwise three.
     attention_implementation : str
-        See :data:`attention_jax.attention.ATTENTION_IMPLEMENTATIONS`.
+        See :data:`attention_jax.models.attention.ATTENTION_IMPLEMENTATIONS`.
     attention_window : int
         0 for full attention; ``r > 0`` restricts self-attention to ``|i - j| <= r`` (Table 1), computed
         blockwise in O(r n d) by the einsum implementation (other implementations use a dense mask;

@@ -18,10 +18,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from attention_jax import decode
-from attention_jax.decode_settings import DecodeSettings
-from attention_jax.model import BOS_ID, EOS_ID, Transformer
-from attention_jax.transformer_config import TransformerConfig
+from attention_jax.decoding import decode
+from attention_jax.models.decode_settings import DecodeSettings
+from attention_jax.models.model import BOS_ID, EOS_ID, Transformer
+from attention_jax.models.transformer_config import TransformerConfig
 
 ATTENTION_KINDS = ("encoder", "decoder", "cross")
 """``encoder``: encoder self-attention ``[N, H, S, S]``; ``decoder``: masked decoder self-attention

@@ -15,7 +15,7 @@ Measured on 2 CPU cores (AMD EPYC), base shape, 16 x 64 tokens, alternating
 the 2-D backward pass, 762 and 774 with ``x^T`` also materialized. As committed, against the commit
 before: 679 -> 746, 665 -> 714, 651 -> 715 (base shape) and 3,809 -> 4,350, 4,160 -> 4,456 (the small
 shape of ``benchmarks/peer_flax.py``). Beam search, whose products have no backward pass, is
-unchanged (1.44-1.46 against 1.41-1.57 s a batch). See the README's Benchmarks section.
+unchanged (1.44-1.46 against 1.41-1.57 s a batch). See docs/benchmarks.md.
 """
 
 from __future__ import annotations

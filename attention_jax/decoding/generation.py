@@ -5,7 +5,7 @@ Usage::
     generator = generation.Generator(model_config, params, tokenizer)
     generator.generate(["Der Hund"], settings=generation.SamplingSettings(temperature=0.8, top_k=40))
 
-Each step feeds one token through :class:`attention_jax.language_model.LanguageModel` in decode mode
+Each step feeds one token through :class:`attention_jax.models.language_model.LanguageModel` in decode mode
 (its layers keep the keys and values of earlier positions in the ``cache`` collection) and picks the
 next token greedily (``temperature == 0``) or by sampling from ``softmax(logits / temperature)``
 restricted to the ``top_k`` most likely tokens and/or the smallest set whose probability reaches
@@ -23,9 +23,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from attention_jax.language_model import LanguageModel
-from attention_jax.model import BOS_ID, EOS_ID, PAD_ID, UNK_ID
-from attention_jax.transformer_config import TransformerConfig
+from attention_jax.models.language_model import LanguageModel
+from attention_jax.models.model import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from attention_jax.models.transformer_config import TransformerConfig
 
 Array = jax.Array
 
@@ -155,7 +155,7 @@ class Generator:
     model_config : TransformerConfig
         The model's hyperparameters.
     params : pytree
-        Plain parameters of a :class:`attention_jax.language_model.LanguageModel`.
+        Plain parameters of a :class:`attention_jax.models.language_model.LanguageModel`.
     tokenizer : object
         ``encode(text, add_eos)`` and ``decode(ids)`` (``attention_jax.data.tokenizer.Tokenizer``).
     max_length : int, optional

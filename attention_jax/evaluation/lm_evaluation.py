@@ -13,9 +13,9 @@ from typing import Any
 import jax
 import numpy as np
 
-from attention_jax.language_model import LanguageModel
-from attention_jax.training import metrics
-from attention_jax.transformer_config import TransformerConfig
+from attention_jax.models.language_model import LanguageModel
+from attention_jax.models import metrics
+from attention_jax.models.transformer_config import TransformerConfig
 
 
 def evaluate_split(model_config: TransformerConfig, params: Any, data: Any, split: str) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
 A row that moves against the paper's direction in a small sweep usually does so for one of three
 measurable reasons, and each has its column in ``ROOT/<name>_diagnostics.md`` (written by
-:func:`attention_jax.sweep_report.write_report` when the runs have ``metrics.jsonl``):
+:func:`attention_jax.reports.sweep_report.write_report` when the runs have ``metrics.jsonl``):
 
 - **It learns more slowly per step** (a deeper or narrower stack, say), so early stopping or the step
   cap catches it further from where it would end: *dev PPL at step S*, the same step for every row, with
@@ -15,7 +15,7 @@ measurable reasons, and each has its column in ``ROOT/<name>_diagnostics.md`` (w
   reached its own best.
 
 Every figure is a mean over the row's finished seeds, leaving out a seed that diverged
-(:func:`attention_jax.sweep_seeds.diverged`): its figures describe a run that fell apart, not the row,
+(:func:`attention_jax.reports.sweep_seeds.diverged`): its figures describe a run that fell apart, not the row,
 and *ended by* counts it as ``diverged``. The module only reads; it trains nothing.
 """
 
@@ -26,9 +26,9 @@ import dataclasses
 import os
 from typing import Sequence
 
-from attention_jax import sweep_curves
-from attention_jax.sweep_rows import RowReport
-from attention_jax.sweep_seeds import ACCURACY_COLLAPSE, DIVERGED_FACTOR, diverged, mean_or_none
+from attention_jax.reports import sweep_curves
+from attention_jax.reports.sweep_rows import RowReport
+from attention_jax.reports.sweep_seeds import ACCURACY_COLLAPSE, DIVERGED_FACTOR, diverged, mean_or_none
 
 TRAIN_PPL_KEY = "train/perplexity"
 
@@ -50,7 +50,7 @@ class RunDiagnostics:
     dev_steps, dev_ppls : tuple
         The run's dev curve, for :meth:`dev_ppl_at`.
     diverged : bool
-        Whether the run diverged (:func:`attention_jax.sweep_seeds.diverged`).
+        Whether the run diverged (:func:`attention_jax.reports.sweep_seeds.diverged`).
     """
 
     best_step: int
@@ -135,7 +135,7 @@ def collect(root: str, rows: Sequence[RowReport]) -> dict[str, list[RunDiagnosti
     root : str
         Sweep root (runs in ``ROOT/<row>/seed_<k>`` or ``ROOT/<row>``).
     rows : sequence of RowReport
-        The sweep's rows (:func:`attention_jax.sweep_rows.read_sweep_rows`).
+        The sweep's rows (:func:`attention_jax.reports.sweep_rows.read_sweep_rows`).
 
     Returns
     -------
@@ -189,7 +189,7 @@ def diagnostics_markdown(root: str, name: str, rows: Sequence[RowReport]) -> str
     step_text = f"step {step:,}" if step is not None else "step S (no base run yet)"
     lines = [f"# {name}: why rows differ from base ({root})", "",
              "Means over each row's finished seeds, read from the runs' `metrics.jsonl` and `results.json` "
-             f"(`attention_jax/sweep_diagnostics.py`). Dev PPL at {step_text} (half of base's mean best "
+             f"(`attention_jax/reports/sweep_diagnostics.py`). Dev PPL at {step_text} (half of base's mean best "
              "step): how fast the row learned, against base at the same step. Dev / train PPL at best: "
              "how much it overfits at the checkpoint it is judged on. Ended by: early stopping "
              "(`early_stopping`) or the step cap (`num_train_steps`), per seed; a seed that `diverged` (last "

@@ -3,8 +3,8 @@
 ``ROOT/sweep.json`` gives the row order (``launch.sweep``); each row is ``ROOT/<row>/`` or, with seeds,
 ``ROOT/<row>/seed_<k>/``, holding ``config.json`` (the row's hyperparameters and ``config.paper``) and,
 once finished, ``results.json``. Without ``sweep.json`` every subdirectory holding a ``config.json`` (or
-``seed_<k>/config.json``) is a row, in name order. :mod:`attention_jax.sweep_seeds` aggregates the
-seeds and :mod:`attention_jax.sweep_report` tabulates them.
+``seed_<k>/config.json``) is a row, in name order. :mod:`attention_jax.reports.sweep_seeds` aggregates the
+seeds and :mod:`attention_jax.reports.sweep_report` tabulates them.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ class SeedRun:
         ``results.json`` (``{}`` until the run finished).
     dev_accuracy_at_best : float or None
         Dev token accuracy at the run's best evaluation (``results.json``'s ``best_step``, read from
-        ``metrics.jsonl``); None without either. :func:`attention_jax.sweep_seeds.diverged` compares the
+        ``metrics.jsonl``); None without either. :func:`attention_jax.reports.sweep_seeds.diverged` compares the
         last evaluation's with it.
     """
 
