@@ -1,0 +1,319 @@
+"""A sweep read at several step budgets: which of the paper's directions hold after S steps, for each S.
+
+The learning-rate schedule does not depend on ``num_train_steps``, so a run's dev perplexity at step S is
+what a run trained for exactly S steps would score on its final checkpoint. One sweep trained to the
+largest budget therefore answers the pilot's question for every smaller one: how many of Table 2's
+directions does a fixed budget of S steps reproduce, and what does it cost? For each budget the report
+gives, per row:
+
+- the dev perplexity per seed at step S and the change against base paired by seed, judged against the
+  paper's direction with :func:`attention_jax.reports.sweep_seeds.verdict` (the same rule as the table);
+- for base: the dev / training perplexity ratio at S (training perplexity is the unsmoothed loss on the
+  training batches, with dropout, averaged over the logged steps in the last ``eval_every_steps``), and
+  how much dev perplexity still fell over the last 1,000 steps (a base still improving fast means the
+  budget is early in training);
+- minutes of one core per run to reach S: a finished run's ``wall_s`` (training and evaluations) scaled
+  by S over its last step; runs two at a time, each pinned to one core.
+
+Writes ``<out>/step_budgets.md`` and ``<out>/step_budgets.png`` (each row's mean paired change against
+step, the paper's direction marked)::
+
+    python -m attention_jax.reports.step_budgets --root=runs/table2_pilot --budgets=3000,4500,6000 \
+        --out=docs/table2_pilot
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import statistics
+import sys
+from collections.abc import Sequence
+
+from absl import app, flags
+
+from attention_jax.reports.sweep_seeds import verdict
+
+IMPROVEMENT_WINDOW = 1000  # Steps over which "still improving" is measured.
+
+
+@dataclasses.dataclass(frozen=True)
+class RunCurve:
+    """One run's evaluations.
+
+    Attributes
+    ----------
+    row, seed : str, int
+        Where the run sits in the sweep.
+    dev_ppl : dict[int, float]
+        Dev perplexity by evaluated step.
+    train_ppl : dict[int, float]
+        Logged training perplexity by step.
+    seconds_per_step : float or None
+        Wall seconds per step, evaluation included.
+    paper_dev_ppl : float or None
+        The paper's dev perplexity of the row.
+    """
+
+    row: str
+    seed: int
+    dev_ppl: dict[int, float]
+    train_ppl: dict[int, float]
+    seconds_per_step: float | None
+    paper_dev_ppl: float | None
+
+    def dev_at(self, step: int) -> float | None:
+        """Dev perplexity at ``step`` exactly (None when it was not evaluated there)."""
+        return self.dev_ppl.get(step)
+
+    def train_near(self, step: int, window: int) -> float | None:
+        """Mean logged training perplexity over ``(step - window, step]``."""
+        values = [ppl for logged, ppl in self.train_ppl.items() if step - window < logged <= step]
+        return statistics.fmean(values) if values else None
+
+
+def read_run(run_dir: str, row: str, seed: int) -> RunCurve | None:
+    """Read one run directory (``config.json``, ``metrics.jsonl``, ``results.json`` when finished).
+
+    Parameters
+    ----------
+    run_dir : str
+        The run's work directory.
+    row, seed : str, int
+        Its place in the sweep.
+
+    Returns
+    -------
+    RunCurve or None
+        None when the run has no metrics yet.
+    """
+    metrics_path = os.path.join(run_dir, "metrics.jsonl")
+    if not os.path.exists(metrics_path):
+        return None
+    dev_ppl, train_ppl = {}, {}
+    with open(metrics_path) as metrics_file:
+        for line in metrics_file:
+            record = json.loads(line)
+            if "eval/perplexity" in record:
+                dev_ppl[int(record["step"])] = float(record["eval/perplexity"])
+            if "train/perplexity" in record:
+                train_ppl[int(record["step"])] = float(record["train/perplexity"])
+    with open(os.path.join(run_dir, "config.json")) as config_file:
+        config = json.load(config_file)
+    seconds_per_step = None
+    results_path = os.path.join(run_dir, "results.json")
+    if os.path.exists(results_path):
+        with open(results_path) as results_file:
+            results = json.load(results_file)
+        if results.get("wall_s") and results.get("step"):
+            seconds_per_step = float(results["wall_s"]) / int(results["step"])
+    return RunCurve(row, seed, dev_ppl, train_ppl, seconds_per_step, (config.get("paper") or {}).get("dev_ppl"))
+
+
+def read_sweep(root: str) -> dict[str, dict[int, RunCurve]]:
+    """Every run under ``root/<row>/seed_<k>`` with metrics: row -> seed -> curve."""
+    with open(os.path.join(root, "sweep.json")) as sweep_file:
+        rows = json.load(sweep_file)["all_rows"]
+    runs: dict[str, dict[int, RunCurve]] = {}
+    for row in rows:
+        row_dir = os.path.join(root, row)
+        if not os.path.isdir(row_dir):
+            continue
+        for name in sorted(os.listdir(row_dir)):
+            if name.startswith("seed_"):
+                curve = read_run(os.path.join(row_dir, name), row, int(name[len("seed_"):]))
+                if curve is not None:
+                    runs.setdefault(row, {})[curve.seed] = curve
+    return runs
+
+
+def _sign(value: float) -> int:
+    return (value > 0) - (value < 0)
+
+
+@dataclasses.dataclass(frozen=True)
+class RowAtBudget:
+    """One row judged at one budget."""
+
+    row: str
+    dev_ppl: tuple[float, ...]
+    changes: tuple[float, ...]
+    paper_change: float | None
+    verdict: str
+    basis: str
+
+
+def judge_budget(runs: dict[str, dict[int, RunCurve]], step: int) -> list[RowAtBudget]:
+    """Judge every row at ``step`` against base, paired by seed.
+
+    Parameters
+    ----------
+    runs : dict
+        :func:`read_sweep`'s result.
+    step : int
+        The budget.
+
+    Returns
+    -------
+    list[RowAtBudget]
+        One per row with base evaluated at ``step`` for at least one shared seed (base first).
+    """
+    base = runs.get("base", {})
+    base_at = {seed: curve.dev_at(step) for seed, curve in base.items() if curve.dev_at(step)}
+    paper_base = next((curve.paper_dev_ppl for curve in base.values()), None)
+    judged = []
+    for row, seeds in runs.items():
+        at_step = {seed: curve.dev_at(step) for seed, curve in seeds.items() if curve.dev_at(step)}
+        changes = tuple(at_step[seed] / base_at[seed] - 1 for seed in sorted(at_step) if seed in base_at)
+        paper_row = next((curve.paper_dev_ppl for curve in seeds.values()), None)
+        paper_change = (paper_row / paper_base - 1) if row != "base" and paper_row and paper_base else None
+        if row == "base":
+            label, basis = "", "reference row"
+        elif paper_change is None:
+            label, basis = "", "no paper figures"
+        else:
+            label, basis = verdict(list(changes), _sign(paper_change))
+        if at_step:
+            judged.append(RowAtBudget(row, tuple(at_step[seed] for seed in sorted(at_step)), changes,
+                                      paper_change, label, basis))
+    return judged
+
+
+def _format(value: float | None, digits: int, sign: bool = False) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return f"{value:+.{digits}f}" if sign else f"{value:.{digits}f}"
+
+
+def budget_markdown(runs: dict[str, dict[int, RunCurve]], budgets: Sequence[int], window: int) -> str:
+    """The report: one table per budget, then a summary line per budget.
+
+    Parameters
+    ----------
+    runs : dict
+        :func:`read_sweep`'s result.
+    budgets : Sequence[int]
+        Steps at which to judge (each must be an evaluated step).
+    window : int
+        Steps over which training perplexity is averaged (the evaluation interval).
+
+    Returns
+    -------
+    str
+        Markdown.
+    """
+    lines = ["# The sweep read at several step budgets", "",
+             "Made by `python -m attention_jax.reports.step_budgets` (module docstring: what each column "
+             "means). Changes are of dev perplexity against base, paired by seed; a verdict needs the mean "
+             "change beyond the seeds' spread (the table's rule).", ""]
+    summary = ["| budget | directions reproduced | opposite | within noise | base dev PPL | base dev/train "
+               f"PPL | base dev PPL change over the last {IMPROVEMENT_WINDOW:,} steps | core-minutes per run "
+               "(base; slowest row) |", "|---:|---|---|---|---:|---:|---:|---|"]
+    for step in budgets:
+        judged = judge_budget(runs, step)
+        lines += [f"## {step:,} steps", "",
+                  "| row | dev PPL per seed | paired change (mean) | per seed | paper's change | verdict |",
+                  "|---|---|---:|---|---:|---|"]
+        for item in judged:
+            mean = statistics.fmean(item.changes) if item.changes else None
+            lines.append(
+                f"| {item.row} | {', '.join(f'{ppl:.2f}' for ppl in item.dev_ppl)} | "
+                f"{_format(None if mean is None else 100 * mean, 1, sign=True)}% | "
+                f"{', '.join(f'{100 * change:+.1f}%' for change in item.changes) or '-'} | "
+                f"{_format(None if item.paper_change is None else 100 * item.paper_change, 1, sign=True)}% | "
+                f"{item.verdict or item.basis} |")
+        directional = [item for item in judged if item.paper_change not in (None, 0.0)]
+        count = {label: sum(item.verdict == label for item in directional)
+                 for label in ("reproduced", "opposite", "within noise")}
+        base_runs = list(runs.get("base", {}).values())
+        base_dev = [curve.dev_at(step) for curve in base_runs if curve.dev_at(step)]
+        ratios = [curve.dev_at(step) / curve.train_near(step, window) for curve in base_runs
+                  if curve.dev_at(step) and curve.train_near(step, window)]
+        earlier = [curve.dev_at(step) / curve.dev_at(step - IMPROVEMENT_WINDOW) - 1 for curve in base_runs
+                   if curve.dev_at(step) and curve.dev_at(step - IMPROVEMENT_WINDOW)]
+        minutes = {row: [curve.seconds_per_step * step / 60 for curve in seeds.values() if curve.seconds_per_step]
+                   for row, seeds in runs.items()}
+        base_minutes = statistics.fmean(minutes["base"]) if minutes.get("base") else None
+        slowest = max(((statistics.fmean(values), row) for row, values in minutes.items() if values), default=None)
+        summary.append(
+            f"| {step:,} | {count['reproduced']} of {len(directional)} | {count['opposite']} | "
+            f"{count['within noise']} | {_format(statistics.fmean(base_dev) if base_dev else None, 2)} | "
+            f"{_format(statistics.fmean(ratios) if ratios else None, 2)} | "
+            f"{_format(100 * statistics.fmean(earlier) if earlier else None, 1, sign=True)}% | "
+            f"{_format(base_minutes, 0)}; {'-' if slowest is None else f'{slowest[0]:.0f} ({slowest[1]})'} |")
+        lines.append("")
+    return "\n".join(lines[:4] + ["## Summary", ""] + summary + [""] + lines[4:])
+
+
+def plot_changes(runs: dict[str, dict[int, RunCurve]], path: str) -> None:
+    """Plot each row's mean paired change of dev perplexity against step, with the paper's change."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    steps = sorted({step for curve in runs.get("base", {}).values() for step in curve.dev_ppl})
+    rows = [row for row in runs if row != "base"]
+    figure, axes = plt.subplots(1, max(1, len(rows)), figsize=(3.0 * max(1, len(rows)), 3.2), sharey=True,
+                                squeeze=False)
+    for axis, row in zip(axes[0], rows):
+        means, shown = [], []
+        for step in steps:
+            item = next((item for item in judge_budget({"base": runs["base"], row: runs[row]}, step)
+                         if item.row == row), None)
+            if item is not None and item.changes:
+                means.append(100 * statistics.fmean(item.changes))
+                shown.append(step)
+                for change in item.changes:
+                    axis.plot(step, 100 * change, ".", color="0.6", markersize=3)
+        axis.plot(shown, means, "-", color="C0", label="ours (mean of seeds)")
+        paper = next((curve.paper_dev_ppl for curve in runs[row].values()), None)
+        paper_base = next((curve.paper_dev_ppl for curve in runs["base"].values()), None)
+        if paper and paper_base:
+            axis.axhline(100 * (paper / paper_base - 1), color="C3", linestyle="--", label="paper")
+        axis.axhline(0, color="black", linewidth=0.5)
+        axis.set_title(row)
+        axis.set_xlabel("step")
+    axes[0][0].set_ylabel("dev PPL change against base (%)")
+    axes[0][0].legend(fontsize=7)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
+_ROOT = flags.DEFINE_string("root", None, "Sweep root (ROOT/<row>/seed_<k>), e.g. runs/table2_pilot.")
+_BUDGETS = flags.DEFINE_list("budgets", ["3000", "4500", "6000"], "Steps at which to judge the rows.")
+_OUT = flags.DEFINE_string("out", None, "Directory for step_budgets.md and step_budgets.png (default: ROOT).")
+_WINDOW = flags.DEFINE_integer("window", 500, "Steps over which training perplexity is averaged.")
+
+
+def _fail(message: str) -> None:
+    print(f"step_budgets: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def main(argv: list[str]) -> None:
+    """Write the step-budget report of ``--root``."""
+    del argv
+    if not _ROOT.value or not os.path.exists(os.path.join(_ROOT.value, "sweep.json")):
+        _fail(f"--root={_ROOT.value!r} holds no sweep.json; point it at a sweep root.")
+    try:
+        budgets = [int(value) for value in _BUDGETS.value]
+    except ValueError:
+        budgets = []
+        _fail(f"--budgets={','.join(_BUDGETS.value)} must be integers, e.g. 3000,6000.")
+    runs = read_sweep(_ROOT.value)
+    if "base" not in runs:
+        _fail("the sweep has no base run with metrics yet.")
+    out = _OUT.value or _ROOT.value
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "step_budgets.md"), "w") as report_file:
+        report_file.write(budget_markdown(runs, budgets, _WINDOW.value))
+    plot_changes(runs, os.path.join(out, "step_budgets.png"))
+    print(f"Wrote {os.path.join(out, 'step_budgets.md')} and step_budgets.png")
+
+
+if __name__ == "__main__":
+    app.run(main)
