@@ -62,10 +62,10 @@ programs, thread time per XLA operation, mapped to source lines through the HLO'
   masks were ~7% of the thread time, and twice that in wall time at the small shape. On CPUs JAX lowers
   its Threefry-2x32 hash as a ``while`` loop over the hash's five blocks of rounds, so every mask went
   through memory five times. ``attention_jax/cpu_kernels/dropout.py`` computes the same bits unrolled, one fusion
-  (masks, losses and gradients bit-identical; tested against JAX and Flax): alternating
+  (masks identical, losses equal to float rounding; tested against JAX and Flax): alternating
   ``benchmarks/train_step.py`` runs read +7-9% at the base shape and +11-12% at the small one. The
   accuracy metric's ``top_k`` (33 ms) became two levels of plain maxima (5.5 ms;
-  ``metrics.first_argmax``): +1-3% at the small shape, within noise at the base shape, where the
+  ``cpu_kernels/argmax.py``): +1-3% at the small shape, within noise at the base shape, where the
   profile's thread time per step stayed the same (1,670 ms) because the loss's ``exp`` fusion, the
   next reader of the logits, grew from 6 to 28 ms. After both
   (``benchmarks/results/op_profile_train_base_epyc.json``): matmuls 67%, elementwise 20% (Adam's

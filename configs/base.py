@@ -51,6 +51,9 @@ def get_config() -> ml_collections.ConfigDict:
     config.attention_implementation = "einsum"  # or "fused" (jax.nn.dot_product_attention).
     config.attention_window = 0  # 0: full attention; r > 0: restricted self-attention (Table 1).
     config.dtype = "float32"  # Compute dtype; "bfloat16" keeps params in float32.
+    # CPU-only speed-ups (attention_jax/cpu_kernels: Dense backward pass, dropout masks, accuracy argmax).
+    # Takes effect only when jax.default_backend() == "cpu"; False gives the plain Flax/JAX path everywhere.
+    config.cpu_kernels = True
 
     # --- Data (Section 5.1) ------------------------------------------------------------------------
     config.dataset = "wmt14_translate/de-en"  # TFDS name, "synthetic_en_de", or "tsv:/path/to/dir".

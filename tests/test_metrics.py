@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from attention_jax.cpu_kernels import argmax
 from attention_jax.models import metrics
 
 
@@ -76,15 +77,17 @@ def test_first_argmax_takes_the_lowest_index_on_ties_as_numpy() -> None:
     logits = np.random.default_rng(3).normal(size=(4, 6, 50)).astype(np.float32)
     logits[0, 0, [7, 9, 30]] = 10.0  # A three-way tie for the maximum: the lowest index wins.
     logits[1, 2, :] = 0.0  # All equal: index 0.
-    np.testing.assert_array_equal(metrics.first_argmax(jnp.asarray(logits)), logits.argmax(-1))
+    for cpu_kernels in (True, False):
+        np.testing.assert_array_equal(metrics.first_argmax(jnp.asarray(logits), cpu_kernels=cpu_kernels),
+                                      logits.argmax(-1))
 
 
 @pytest.mark.parametrize("num_classes", [8000, 37000, 50, 1031 * 2, 4099])
 def test_first_argmax_blockwise_equals_numpy_with_ties_across_and_within_blocks(num_classes: int) -> None:
-    """The CPU path's blocks (or its ``top_k`` fallback, for 4,099 and 2,062) against NumPy's argmax."""
+    """The CPU kernel's blocks (or its ``top_k`` fallback, for 4,099 and 2,062) against NumPy's argmax."""
     rng = np.random.default_rng(num_classes)
     logits = rng.normal(size=(12, num_classes)).astype(np.float32)
-    width = metrics.argmax_block_width(num_classes) or num_classes
+    width = argmax.argmax_block_width(num_classes) or num_classes
     last = num_classes - 1
     logits[0, [last, 3]] = 9.0  # Tie between the first block and the last: index 3.
     logits[1, [(width + 5) % num_classes, (width + 2) % num_classes]] = 9.0  # A tie within one block.
@@ -92,14 +95,14 @@ def test_first_argmax_blockwise_equals_numpy_with_ties_across_and_within_blocks(
     logits[3, last] = 9.0  # The very last position.
     logits[4, [min(2 * width - 1, last), width % num_classes]] = 9.0  # Block edges.
     logits[5, :] = 1.5  # All equal.
-    np.testing.assert_array_equal(np.asarray(jax.jit(metrics.first_argmax)(jnp.asarray(logits))),
+    np.testing.assert_array_equal(np.asarray(jax.jit(argmax.first_argmax)(jnp.asarray(logits))),
                                   logits.argmax(-1))
 
 
 def test_argmax_block_width_is_the_largest_divisor_in_range() -> None:
-    assert metrics.argmax_block_width(32000) == 1000
-    assert metrics.argmax_block_width(37000) == 1000
-    assert metrics.argmax_block_width(8192) == 1024
-    assert metrics.argmax_block_width(50) == 50  # Short rows: one block.
-    assert metrics.argmax_block_width(4099) is None  # Prime: top_k.
-    assert metrics.argmax_block_width(2 * 1031) is None  # Divisors 2 and 1,031 only.
+    assert argmax.argmax_block_width(32000) == 1000
+    assert argmax.argmax_block_width(37000) == 1000
+    assert argmax.argmax_block_width(8192) == 1024
+    assert argmax.argmax_block_width(50) == 50  # Short rows: one block.
+    assert argmax.argmax_block_width(4099) is None  # Prime: top_k.
+    assert argmax.argmax_block_width(2 * 1031) is None  # Divisors 2 and 1,031 only.

@@ -40,7 +40,7 @@ from attention_jax.models.transformer_config import TransformerConfig
 PARAMS_ITEM = "params"  # The parameters' item inside each step directory (orbax Composite layout).
 
 # Model fields that change only how the same function is computed; a run may resume with new values.
-COMPUTE_ONLY_FIELDS = ("dtype", "attention_implementation", "decode")
+COMPUTE_ONLY_FIELDS = ("dtype", "attention_implementation", "decode", "cpu_kernels")
 
 
 # --- Data iterator state: one JSON file per process -------------------------------------------------

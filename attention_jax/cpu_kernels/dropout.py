@@ -8,11 +8,14 @@ of 20 rounds, the same hash is a single elementwise fusion that XLA vectorizes.
 
 :func:`threefry_random_bits` computes exactly the bits of ``jax.random.bits(key, shape)`` (the
 partitionable counter layout that JAX uses by default) and :func:`bernoulli_mask` exactly the mask of
-``jax.random.bernoulli``; :class:`Dropout` is ``flax.linen.Dropout`` with that mask, so a model's
-outputs and gradients are the same bit for bit, only sooner (``tests/test_dropout.py`` checks all three
-against JAX and Flax). Where the result could differ (a non-threefry key such as ``config.dropout_rng
-= "rbg"``, ``jax_threefry_partitionable`` off, 64-bit mode, or more than 2^32 elements) the functions
-call JAX's own implementation instead.
+``jax.random.bernoulli``; :class:`Dropout` is ``flax.linen.Dropout`` with that mask, drawn sooner
+(``tests/test_dropout.py`` checks all three against JAX and Flax). Masks identical, losses equal to float
+rounding: the masks are Flax's bit for bit, but a jitted training step built with this class is a
+different compiled program from one built with Flax's, and its float rounding differs (measured on one
+model: a loss of 438.323669 against 438.323700). Where the bits could differ (a non-threefry key such as
+``config.dropout_rng = "rbg"``, ``jax_threefry_partitionable`` off, 64-bit mode, or more than 2^32
+elements) the functions call JAX's own implementation instead. The models use this class only where
+``config.cpu_kernels`` is on and the backend is the CPU (:func:`attention_jax.cpu_kernels.dropout_class`).
 """
 
 from __future__ import annotations
@@ -152,7 +155,7 @@ class Dropout(nn.Dropout):
     Notes
     -----
     The class keeps Flax's name, so modules are auto-named ``Dropout_0``, ... as before and
-    ``make_rng`` hands each the same key: swapping one for the other changes no number.
+    ``make_rng`` hands each the same key: swapping one for the other changes no mask.
     """
 
     @nn.compact

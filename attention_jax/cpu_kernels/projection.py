@@ -16,6 +16,9 @@ the 2-D backward pass, 762 and 774 with ``x^T`` also materialized. As committed,
 before: 679 -> 746, 665 -> 714, 651 -> 715 (base shape) and 3,809 -> 4,350, 4,160 -> 4,456 (the small
 shape of ``benchmarks/peer_flax.py``). Beam search, whose products have no backward pass, is
 unchanged (1.44-1.46 against 1.41-1.57 s a batch). See docs/benchmarks.md.
+
+The models pass :func:`dot_general` to their layers only where ``config.cpu_kernels`` is on and the
+backend is the CPU (:func:`attention_jax.cpu_kernels.dense_dot_general`); elsewhere ``dot_general=None``.
 """
 
 from __future__ import annotations

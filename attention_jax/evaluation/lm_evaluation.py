@@ -44,7 +44,7 @@ def evaluate_split(model_config: TransformerConfig, params: Any, data: Any, spli
     def sums(batch: dict) -> dict:
         logits = lm.apply({"params": params}, batch["targets"], targets_segmentation=batch["targets_segmentation"],
                           targets_position=batch["targets_position"])
-        return metrics.token_loss_sums(logits, batch["targets"], 0.0)
+        return metrics.token_loss_sums(logits, batch["targets"], 0.0, cpu_kernels=model_config.cpu_kernels)
 
     nll_sum, tokens = 0.0, 0.0
     for batch in data.eval_batches(split):

@@ -19,9 +19,8 @@ import flax.struct
 import jax
 import jax.numpy as jnp
 
-from attention_jax.cpu_kernels import projection
+from attention_jax.cpu_kernels import dense_dot_general, dropout_class
 from attention_jax.models import decode_attention
-from attention_jax.cpu_kernels.dropout import Dropout
 
 Array = jax.Array
 DType = Any
@@ -441,6 +440,9 @@ class MultiHeadAttention(nn.Module):
         In decode mode, attend only to cached keys at most this many positions back (0: all).
     dtype : DType
         Computation dtype; parameters stay float32.
+    cpu_kernels : bool
+        ``config.cpu_kernels``: on a CPU, the projections' products and the attention dropout come from
+        :mod:`attention_jax.cpu_kernels`; off (or on another backend), plain Flax.
 
     Notes
     -----
@@ -461,6 +463,7 @@ class MultiHeadAttention(nn.Module):
     decode: bool = False
     decode_window: int = 0
     dtype: DType = jnp.float32
+    cpu_kernels: bool = True
     kernel_init: Callable[..., Array] = nn.initializers.xavier_uniform()
 
     def _projection(self, features: tuple[int, int], name: str) -> nn.DenseGeneral:
@@ -468,7 +471,7 @@ class MultiHeadAttention(nn.Module):
             features=features,
             axis=-1,
             dtype=self.dtype,
-            dot_general=projection.dot_general,
+            dot_general=dense_dot_general(self.cpu_kernels),
             kernel_init=nn.with_logical_partitioning(self.kernel_init, ("embed", "heads", "kv")),
             bias_init=nn.with_logical_partitioning(nn.initializers.zeros_init(), ("heads", "kv")),
             name=name,
@@ -529,7 +532,7 @@ class MultiHeadAttention(nn.Module):
         if self.implementation == "einsum":
             dropout_fn = None
             if use_dropout:
-                dropout_fn = Dropout(self.attention_dropout_rate, deterministic=False)
+                dropout_fn = dropout_class(self.cpu_kernels)(self.attention_dropout_rate, deterministic=False)
             if single_query:  # One query position per row (cross-attention of a decode step):
                 attended = decode_attention.single_query_attention(query, key, value, mask)  # No transposes.
             elif isinstance(mask, LocalMask):  # Restricted self-attention, blockwise (Table 1).
@@ -556,7 +559,7 @@ class MultiHeadAttention(nn.Module):
             features=self.out_dim,
             axis=(-2, -1),
             dtype=self.dtype,
-            dot_general=projection.dot_general,
+            dot_general=dense_dot_general(self.cpu_kernels),
             kernel_init=nn.with_logical_partitioning(self.kernel_init, ("heads", "kv", "embed")),
             bias_init=nn.with_logical_partitioning(nn.initializers.zeros_init(), ("embed",)),
             name="out",

@@ -24,9 +24,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from attention_jax.cpu_kernels import projection
+from attention_jax.cpu_kernels import dense_dot_general, dropout_class
 from attention_jax.models import model
-from attention_jax.cpu_kernels.dropout import Dropout
 from attention_jax.models.transformer_config import TransformerConfig
 
 Array = jax.Array
@@ -63,14 +62,15 @@ class LanguageModel(nn.Module):
                                   name="shared_embedding" if cfg.share_embeddings else "input_embedding")
         if not cfg.share_embeddings:
             self.output_projection = nn.Dense(
-                cfg.vocab_size, use_bias=False, dtype=cfg.compute_dtype, dot_general=projection.dot_general,
+                cfg.vocab_size, use_bias=False, dtype=cfg.compute_dtype,
+                dot_general=dense_dot_general(cfg.cpu_kernels),
                 kernel_init=nn.with_logical_partitioning(nn.initializers.xavier_uniform(),
                                                          ("embed", "vocab")),
                 name="output_projection")
         self.position = model.PositionalEncoding(cfg, decode=cfg.decode, name="position")
         self.layers = [model.EncoderLayer(cfg, decode=cfg.decode, name=f"layer_{i}")
                        for i in range(cfg.num_layers)]
-        self.embedding_dropout = Dropout(cfg.dropout_rate)
+        self.embedding_dropout = dropout_class(cfg.cpu_kernels)(cfg.dropout_rate)
         if cfg.layer_norm_position == "pre":
             self.final_norm = model.layer_norm("final_norm")
 

@@ -25,6 +25,7 @@ from typing import Any, Mapping
 import jax
 import jax.numpy as jnp
 
+from attention_jax.cpu_kernels import argmax, cpu_kernels_enabled
 from attention_jax.models import model
 
 Array = jax.Array
@@ -32,72 +33,30 @@ Array = jax.Array
 SUM_KEYS = ("loss_sum", "nll_sum", "correct", "tokens")
 
 
-ARGMAX_MAX_BLOCK = 1024
-"""Widest block of :func:`first_argmax`'s CPU path: the largest divisor of ``N`` not above it is used."""
-ARGMAX_MIN_BLOCK = 32
-"""Narrowest block worth the two-level search; below it (``N`` without such a divisor) ``top_k`` is used."""
-
-
-def argmax_block_width(num_classes: int) -> int | None:
-    """The block width of :func:`first_argmax`'s CPU path for ``num_classes`` scores, or ``None``.
-
-    Parameters
-    ----------
-    num_classes : int
-        Length ``N`` of the searched axis.
-
-    Returns
-    -------
-    int or None
-        The largest divisor of ``N`` in ``[ARGMAX_MIN_BLOCK, ARGMAX_MAX_BLOCK]`` (``N`` itself when it is
-        no larger), or ``None`` when there is none (``N`` prime and large, for example).
-    """
-    for width in range(min(num_classes, ARGMAX_MAX_BLOCK), ARGMAX_MIN_BLOCK - 1, -1):
-        if num_classes % width == 0:
-            return width
-    return None
-
-
-def first_argmax(logits: Array) -> Array:
+def first_argmax(logits: Array, *, cpu_kernels: bool = True) -> Array:
     """Index of the largest value along the last axis, the lowest one on ties (``jnp.argmax``).
 
     Parameters
     ----------
     logits : Array
         ``[..., N]`` scores, free of NaN.
+    cpu_kernels : bool
+        ``config.cpu_kernels``: on a CPU, search with
+        :func:`attention_jax.cpu_kernels.argmax.first_argmax` (two levels of plain maxima, 5.5 instead of
+        32 ms at 1,024 x 32,000); off, or on another backend, ``jnp.argmax``. Both give the same index.
 
     Returns
     -------
     Array
         int32 ``[...]``.
-
-    Notes
-    -----
-    XLA's CPU ``argmax`` is a reduction over (value, index) pairs that it does not vectorize: 67 ms for
-    1,024 x 32,000 float32 logits, and ``top_k`` with ``k = 1`` takes 33 ms, while a plain ``max`` takes
-    2.5 ms. So on a CPU the search runs in two levels of plain maxima: the scores are cut into blocks
-    of :func:`argmax_block_width` ``W``; the first block whose maximum equals the overall maximum is
-    the block of the answer, and the first position in that one block (``[..., W]``, gathered) that
-    holds the maximum is the offset. Measured on 2 cores (``W`` = 1,000 in all three): 5.5 ms instead of
-    ``top_k``'s 32 at 1,024 x 32,000, 8 instead of 38 at 1,024 x 37,000, 3 instead of 16.5 at
-    2,048 x 8,000. Lengths without a block width use ``top_k``, other backends ``argmax``.
     """
-    if jax.default_backend() != "cpu":
-        return jnp.argmax(logits, axis=-1).astype(jnp.int32)
-    num_classes = logits.shape[-1]
-    width = argmax_block_width(num_classes)
-    if width is None:
-        return jax.lax.top_k(logits, 1)[1][..., 0]
-    blocks = logits.reshape(*logits.shape[:-1], num_classes // width, width)  # [..., N / W, W]
-    block_max = jnp.max(blocks, axis=-1)  # [..., N / W]
-    best = jnp.max(block_max, axis=-1, keepdims=True)  # [..., 1]
-    first_block = jnp.argmax(block_max == best, axis=-1)  # [...]: the first True
-    chosen = jnp.take_along_axis(blocks, first_block[..., None, None], axis=-2)[..., 0, :]  # [..., W]
-    offset = jnp.argmax(chosen == best, axis=-1)
-    return (first_block * width + offset).astype(jnp.int32)
+    if cpu_kernels_enabled(cpu_kernels):
+        return argmax.first_argmax(logits)
+    return jnp.argmax(logits, axis=-1).astype(jnp.int32)
 
 
-def token_loss_sums(logits: Array, targets: Array, label_smoothing: float) -> dict[str, Array]:
+def token_loss_sums(logits: Array, targets: Array, label_smoothing: float, *,
+                    cpu_kernels: bool = True) -> dict[str, Array]:
     """Sums over non-pad target tokens of the smoothed and unsmoothed loss and of correct guesses.
 
     Parameters
@@ -108,6 +67,8 @@ def token_loss_sums(logits: Array, targets: Array, label_smoothing: float) -> di
         ``[B, T]`` gold ids, 0 = padding.
     label_smoothing : float
         ``eps_ls`` in ``[0, 1)``.
+    cpu_kernels : bool
+        ``config.cpu_kernels``, for the accuracy's :func:`first_argmax`.
 
     Returns
     -------
@@ -127,7 +88,7 @@ def token_loss_sums(logits: Array, targets: Array, label_smoothing: float) -> di
     uniform_cross_entropy = log_normalizer - jnp.mean(logits, axis=-1)
     smoothed = (1.0 - label_smoothing) * nll + label_smoothing * uniform_cross_entropy
     weights = (targets != model.PAD_ID).astype(jnp.float32)
-    correct = (first_argmax(logits) == targets).astype(jnp.float32)
+    correct = (first_argmax(logits, cpu_kernels=cpu_kernels) == targets).astype(jnp.float32)
     return {
         "loss_sum": jnp.sum(smoothed * weights),
         "nll_sum": jnp.sum(nll * weights),

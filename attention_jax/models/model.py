@@ -23,9 +23,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from attention_jax.cpu_kernels import projection
+from attention_jax.cpu_kernels import dense_dot_general, dropout_class
 from attention_jax.models import attention
-from attention_jax.cpu_kernels.dropout import Dropout
 from attention_jax.models.transformer_config import TransformerConfig
 
 Array = jax.Array
@@ -193,7 +192,8 @@ class PositionalEncoding(nn.Module):
 
 def _dense(config: TransformerConfig, features: int, axes: tuple[str, str], name: str) -> nn.Dense:
     """A feed-forward layer: Xavier-uniform kernel with logical ``axes`` (in, out), zero bias."""
-    return nn.Dense(features, dtype=config.compute_dtype, name=name, dot_general=projection.dot_general,
+    return nn.Dense(features, dtype=config.compute_dtype, name=name,
+                    dot_general=dense_dot_general(config.cpu_kernels),
                     kernel_init=nn.with_logical_partitioning(nn.initializers.xavier_uniform(), axes),
                     bias_init=nn.with_logical_partitioning(nn.initializers.zeros_init(), axes[1:]))
 
@@ -212,7 +212,7 @@ class FeedForward(nn.Module):
 
 
 def embed_tokens(config: TransformerConfig, embedding: nn.Embed, position: PositionalEncoding,
-                 dropout: Dropout, ids: Array, *, deterministic: bool,
+                 dropout: nn.Dropout, ids: Array, *, deterministic: bool,
                  positions: Array | None = None) -> Array:
     """Embedding of ids ``[B, L]`` x sqrt(d_model), plus the positional encoding, with dropout (3.4, 5.4).
 
@@ -283,7 +283,7 @@ class ResidualSublayer(nn.Module):
     Attributes
     ----------
     config : TransformerConfig
-        ``layer_norm_position`` and ``dropout_rate`` are read.
+        ``layer_norm_position``, ``dropout_rate`` and ``cpu_kernels`` are read.
 
     Notes
     -----
@@ -296,7 +296,7 @@ class ResidualSublayer(nn.Module):
     def __call__(self, x: Array, sublayer: Any, *, deterministic: bool) -> Array:
         """Apply ``sublayer`` (a callable of the normalized or raw ``x``) with residual and norm."""
         norm = layer_norm("layer_norm")
-        dropout = Dropout(self.config.dropout_rate)
+        dropout = dropout_class(self.config.cpu_kernels)(self.config.dropout_rate)
         if self.config.layer_norm_position == "pre":
             return x + dropout(sublayer(norm(x).astype(x.dtype)), deterministic=deterministic)
         summed = x + dropout(sublayer(x), deterministic=deterministic)
@@ -314,6 +314,7 @@ def _attention(config: TransformerConfig, name: str, decode: bool = False) -> at
         decode=decode,
         decode_window=config.attention_window,
         dtype=config.compute_dtype,
+        cpu_kernels=config.cpu_kernels,
         name=name,
     )
 
@@ -400,7 +401,8 @@ class Transformer(nn.Module):
             self.target_embedding = nn.Embed(cfg.vocab_size, cfg.d_model, embedding_init=embed_init,
                                              name="target_embedding")
             self.output_projection = nn.Dense(
-                cfg.vocab_size, use_bias=False, dtype=cfg.compute_dtype, dot_general=projection.dot_general,
+                cfg.vocab_size, use_bias=False, dtype=cfg.compute_dtype,
+                dot_general=dense_dot_general(cfg.cpu_kernels),
                 kernel_init=nn.with_logical_partitioning(nn.initializers.xavier_uniform(),
                                                          ("embed", "vocab")),
                 name="output_projection",
@@ -409,7 +411,7 @@ class Transformer(nn.Module):
         self.decoder_position = PositionalEncoding(cfg, decode=cfg.decode, name="decoder_position")
         self.encoder_layers = [EncoderLayer(cfg, name=f"encoder_{i}") for i in range(cfg.num_layers)]
         self.decoder_layers = [DecoderLayer(cfg, name=f"decoder_{i}") for i in range(cfg.num_layers)]
-        self.embedding_dropout = Dropout(cfg.dropout_rate)
+        self.embedding_dropout = dropout_class(cfg.cpu_kernels)(cfg.dropout_rate)
         if cfg.layer_norm_position == "pre":
             self.encoder_norm = layer_norm("encoder_norm")
             self.decoder_norm = layer_norm("decoder_norm")

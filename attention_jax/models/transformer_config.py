@@ -57,6 +57,10 @@ class TransformerConfig:
         Computation dtype name, ``"float32"`` or ``"bfloat16"``; parameters are always float32.
     decode : bool
         Build the autoregressive variant whose decoder keeps a key/value cache.
+    cpu_kernels : bool
+        Use :mod:`attention_jax.cpu_kernels` (the Dense layers' 2-D backward pass, loop-free dropout
+        masks, the blockwise accuracy argmax). Takes effect only when ``jax.default_backend() == "cpu"``;
+        False gives the plain Flax/JAX path everywhere. The same numbers either way, to float rounding.
     """
 
     vocab_size: int = 37000
@@ -76,6 +80,7 @@ class TransformerConfig:
     max_len: int = 512
     dtype: str = "float32"
     decode: bool = False
+    cpu_kernels: bool = True
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -99,7 +104,8 @@ class TransformerConfig:
 
         Notes
         -----
-        Raises ``ValueError`` naming the field for any invalid value.
+        Raises ``ValueError`` naming the field for any invalid value. A config without
+        ``cpu_kernels`` (a run's ``config.json`` from before the switch) gets True.
         """
         num_heads = _positive_int("num_heads", config.num_heads)
         d_model = _positive_int("d_model", config.d_model)
@@ -129,6 +135,7 @@ class TransformerConfig:
             attention_window=config.attention_window,
             max_len=config.max_len + DecodeSettings.from_config(config).max_decode_extra_len,
             dtype=config.dtype,
+            cpu_kernels=config.get("cpu_kernels", True),
             **derived,
         )
         fields.update(overrides)
@@ -169,6 +176,8 @@ def _validate(config: TransformerConfig) -> None:
     _one_of("attention_implementation", config.attention_implementation,
             attention.ATTENTION_IMPLEMENTATIONS)
     _one_of("dtype", config.dtype, tuple(DTYPES))
+    if not isinstance(config.cpu_kernels, bool):
+        raise ValueError(f"cpu_kernels must be True or False; got {config.cpu_kernels!r}.")
     if not isinstance(config.attention_window, int) or config.attention_window < 0:
         raise ValueError(
             f"attention_window must be 0 (full attention) or a positive window r; "

@@ -109,6 +109,7 @@ def validate_training_config(config: ml_collections.ConfigDict) -> None:
     run_files.final_bleu_splits(config)  # Raises for an unknown split.
     if config.get("dropout_rng", "threefry") not in DROPOUT_RNGS:
         raise ValueError(f"dropout_rng must be one of {DROPOUT_RNGS}; got {config.dropout_rng!r}.")
+    TransformerConfig.from_config(config)  # Raises for a bad model field (e.g. a cpu_kernels that is no bool).
 
 
 def _load_data(config: ml_collections.ConfigDict, mesh: Mesh) -> Any:

@@ -203,7 +203,8 @@ def _summed_loss_gradients(params: Any, batch: Batch, dropout_key: jax.Array,
     def summed_loss(candidate: Any) -> tuple[jax.Array, MetricSums]:
         logits = model_logits(transformer, candidate, batch, deterministic=False,
                               rngs={"dropout": dropout_key})
-        sums = metrics.token_loss_sums(logits, batch["targets"], label_smoothing)
+        sums = metrics.token_loss_sums(logits, batch["targets"], label_smoothing,
+                                       cpu_kernels=transformer.config.cpu_kernels)
         return sums["loss_sum"], sums
 
     return jax.grad(summed_loss, has_aux=True)(params)
@@ -306,7 +307,8 @@ def eval_step(params: Any, batch: Batch, *, transformer: model.Transformer,
         As :func:`metrics.token_loss_sums`.
     """
     logits = model_logits(transformer, params, batch, deterministic=True)
-    return metrics.token_loss_sums(logits, batch["targets"], label_smoothing)
+    return metrics.token_loss_sums(logits, batch["targets"], label_smoothing,
+                                   cpu_kernels=transformer.config.cpu_kernels)
 
 
 @dataclasses.dataclass(frozen=True)
