@@ -42,16 +42,16 @@ from configs import base, table2
 
 WIDTH_DIVISOR = 8
 TRAIN_SPLIT = "train"
-NUM_TRAIN_STEPS = 6000  # Every row; chosen by the pilot (docs/table2_pilot/README.md).
+NUM_TRAIN_STEPS = 6000  # Every row; the pilot (docs/table2_pilot/README.md) reads budgets up to it.
 _WIDTH_FIELDS = ("d_model", "d_ff", "key_dim", "value_dim")
 _UNSCALED_FIELDS = ("num_train_steps", "keep_checkpoints", "average_last_checkpoints")
 
 
-def _small_base() -> ml_collections.ConfigDict:
-    """The base model at 1/8 width on the whole training split, for a fixed number of steps."""
+def _small_base(width_divisor: int) -> ml_collections.ConfigDict:
+    """The base model at 1/``width_divisor`` width on the whole training split, for a fixed number of steps."""
     config = base.get_config()
     for field in _WIDTH_FIELDS:
-        config[field] = config[field] // WIDTH_DIVISOR  # 64, 256, 8, 8
+        config[field] = config[field] // width_divisor  # 1/8: 64, 256, 8, 8
     config.dataset = "tsv:../shared/data/messages_en_de"
     config.train_split = TRAIN_SPLIT
     config.vocab_size = 1000
@@ -73,14 +73,19 @@ def _small_base() -> ml_collections.ConfigDict:
     return config
 
 
-def _scaled(overrides: dict) -> dict:
+def _scaled(overrides: dict, width_divisor: int) -> dict:
     """A row's overrides with its widths divided like the base's, without the paper's step budget."""
-    return {key: value // WIDTH_DIVISOR if key in _WIDTH_FIELDS else value
+    return {key: value // width_divisor if key in _WIDTH_FIELDS else value
             for key, value in overrides.items() if key not in _UNSCALED_FIELDS}
 
 
-def get_sweep() -> dict[str, dict]:
+def get_sweep(width_divisor: int = WIDTH_DIVISOR) -> dict[str, dict]:
     """Return the 20 rows of Table 2, scaled: row name -> overrides of the small base.
+
+    Parameters
+    ----------
+    width_divisor : int
+        What d_model, d_ff, d_k and d_v are divided by (``configs/table2_small_quarter.py``: 4).
 
     Returns
     -------
@@ -88,16 +93,18 @@ def get_sweep() -> dict[str, dict]:
         In the paper's order. The big row keeps the common step budget (the paper's 300k steps are
         the one change not scaled: every row gets the same budget here).
     """
-    return {name: _scaled(overrides) for name, overrides, _ in table2.ROWS}
+    return {name: _scaled(overrides, width_divisor) for name, overrides, _ in table2.ROWS}
 
 
-def get_config(row: str = "base") -> ml_collections.ConfigDict:
+def get_config(row: str = "base", width_divisor: int = WIDTH_DIVISOR) -> ml_collections.ConfigDict:
     """Return the small base with row ``row`` applied and the paper's figures attached.
 
     Parameters
     ----------
     row : str
         One of ``configs.table2.ROW_NAMES``.
+    width_divisor : int
+        What the widths are divided by (see :func:`get_sweep`).
 
     Returns
     -------
@@ -109,8 +116,8 @@ def get_config(row: str = "base") -> ml_collections.ConfigDict:
     Raises ``ValueError`` listing the valid rows for an unknown one.
     """
     paper_row = table2.get_config(row)  # Validates the row name and carries the paper's figures.
-    config = _small_base()
-    config.update(get_sweep()[row])
+    config = _small_base(width_divisor)
+    config.update(get_sweep(width_divisor)[row])
     config.name = row
     config.paper = paper_row.paper
     return config
