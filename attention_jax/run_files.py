@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
+import uuid
 from typing import Any
 
 FINAL_BLEU_SPLITS = ("dev", "test")  # The splits config.final_bleu decodes, by default all of them.
@@ -54,14 +54,32 @@ def final_bleu_splits(config: Any) -> tuple[str, ...]:
 
     Notes
     -----
-    Raises a ValueError naming the valid choices for anything else. Ablation sweeps judge rows on dev
-    (the paper's Table 2 reports newstest2013 only) and can leave the test split undecoded.
+    Raises a ValueError naming the valid choices for anything else; ``"validation"`` is taken for
+    ``"dev"``. Ablation sweeps judge rows on dev (the paper's Table 2 reports newstest2013 only) and can
+    leave the test split undecoded.
     """
-    splits = tuple(config.get("final_bleu_splits", FINAL_BLEU_SPLITS))
+    splits = tuple("dev" if split == "validation" else split
+                   for split in config.get("final_bleu_splits", FINAL_BLEU_SPLITS))  # Both names of dev.
     if not splits or not set(splits) <= set(FINAL_BLEU_SPLITS) or len(set(splits)) != len(splits):
         raise ValueError(f"config.final_bleu_splits={splits!r} must name some of {FINAL_BLEU_SPLITS} once each, "
                          "e.g. --config.final_bleu_splits='(\"dev\",)'; to decode none, set --config.final_bleu=False.")
     return splits
+
+
+def data_split(name: str) -> str:
+    """The data pipeline's name of a split given on a command line: ``"dev"`` is ``"validation"``.
+
+    Parameters
+    ----------
+    name : str
+        ``"dev"``, ``"validation"``, ``"test"``, ``"train"`` or a split name of the corpus.
+
+    Returns
+    -------
+    str
+        ``"validation"`` for ``"dev"``; any other name unchanged.
+    """
+    return "validation" if name == "dev" else name
 
 
 CONFIG_FILE = "config.json"
@@ -179,12 +197,15 @@ def write_atomically(path: str, payload: bytes | str) -> None:
     -----
     The payload goes to a temporary file in the same directory (so the rename stays on one file
     system), is flushed to disk with ``fsync``, then replaces ``path`` with ``os.replace``. A failed
-    write removes its temporary file.
+    write removes its temporary file. The file gets the permissions of any new file of the process
+    (``0666`` less the umask, e.g. ``0644``), not ``tempfile.mkstemp``'s private ``0600``: teammates
+    and report scripts on a shared disk read run files like the checkpoints beside them.
     """
     data = payload.encode("utf-8") if isinstance(payload, str) else bytes(payload)
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
-    descriptor, temporary_path = tempfile.mkstemp(dir=directory, prefix=".tmp-")
+    temporary_path = os.path.join(directory, f".tmp-{os.path.basename(path)}-{uuid.uuid4().hex}")
+    descriptor = os.open(temporary_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # The umask applies.
     try:
         with os.fdopen(descriptor, "wb") as temporary_file:
             temporary_file.write(data)

@@ -121,12 +121,13 @@ def test_run_stops_early_keeps_its_best_and_stays_stopped(tmp_path: pathlib.Path
                                    average_last_checkpoints=2, final_bleu=True, final_bleu_splits=("dev",))
     results = train.train_and_evaluate(config, str(tmp_path), data=fake_data.FakeData())
     # The whole dev split is decoded from the best parameters, the test split not (final_bleu_splits).
-    assert results["final_checkpoint"] == "best (step 2)" and 0.0 <= results["dev_bleu"] <= 100.0
+    # Every evaluation ties; the best 2 (average_last_checkpoints) are the earliest two.
+    assert results["final_checkpoint"] == "best 2 (steps [2, 4])" and 0.0 <= results["dev_bleu"] <= 100.0
     assert "test_bleu" not in results and not list(tmp_path.glob("eval_test*"))
     assert results["finished"] and results["stop_reason"] == early_stopping.STOPPED_EARLY
     assert results["step"] == 6 and results["best_step"] == 2
     assert results["best_eval_ppl"] == pytest.approx(results["eval_ppl"])
-    assert checkpoints.finished_steps(str(tmp_path / run_files.BEST_DIR)) == [2]
+    assert checkpoints.finished_steps(str(tmp_path / run_files.BEST_DIR)) == [2, 4]
     assert checkpoints.finished_steps(str(tmp_path / run_files.CHECKPOINT_DIR))[-1] == 6
     best_params, _ = params_checkpoints.load_for_inference(str(tmp_path), "best")
     step_2_params, _ = params_checkpoints.load_for_inference(str(tmp_path), "2", directory_name=run_files.BEST_DIR)
@@ -144,7 +145,7 @@ def test_run_stops_early_keeps_its_best_and_stays_stopped(tmp_path: pathlib.Path
 
 def test_final_bleu_splits_are_checked_before_training() -> None:
     assert run_files.final_bleu_splits(fake_data.tiny_config()) == ("dev", "test")
-    for bad in ((), ("dev", "dev"), ("validation",)):
+    for bad in ((), ("dev", "dev"), ("dev", "validation"), ("train",)):  # "validation" is dev's other name.
         with pytest.raises(ValueError, match=r"final_bleu_splits=.*some of \('dev', 'test'\).*final_bleu=False"):
             train.validate_training_config(fake_data.tiny_config(final_bleu_splits=bad))
 

@@ -36,11 +36,16 @@ from jax.experimental import multihost_utils
 
 from attention_jax import run_files
 from attention_jax.models.transformer_config import TransformerConfig
+from attention_jax.user_errors import UserInputError
 
 PARAMS_ITEM = "params"  # The parameters' item inside each step directory (orbax Composite layout).
 
 # Model fields that change only how the same function is computed; a run may resume with new values.
 COMPUTE_ONLY_FIELDS = ("dtype", "attention_implementation", "decode", "cpu_kernels")
+
+# Config fields that choose the training corpus and so the tokenizer trained on it: a run's weights
+# belong to its token ids, so a run never resumes with other values.
+DATA_IDENTITY_FIELDS = ("dataset", "train_split", "source_lang", "target_lang", "tokenizer_max_sentences")
 
 
 # --- Data iterator state: one JSON file per process -------------------------------------------------
@@ -237,9 +242,11 @@ def check_resume_compatible(workdir: str, config: ml_collections.ConfigDict) -> 
 
     Notes
     -----
-    Raises ``ValueError`` naming every differing model field when the workdir holds a checkpoint.
-    Differences elsewhere (steps, logging, data) are allowed and logged. Without any finished
-    checkpoint (a run that stopped before its first save) the new config simply replaces the old.
+    Raises :class:`UserInputError` (a ``ValueError``) naming every differing model field when the
+    workdir holds a checkpoint, and likewise for the fields that choose the corpus and its tokenizer
+    (:data:`DATA_IDENTITY_FIELDS`). Differences elsewhere (steps, logging, batching) are allowed and
+    logged. Without any finished checkpoint (a run that stopped before its first save) the new config
+    simply replaces the old.
     """
     if not (epath.Path(workdir) / run_files.CONFIG_FILE).exists():
         return
@@ -252,9 +259,17 @@ def check_resume_compatible(workdir: str, config: ml_collections.ConfigDict) -> 
     if differences:
         listed = "; ".join(f"{name}: {old!r} in the workdir, {new!r} now"
                            for name, (old, new) in sorted(differences.items()))
-        raise ValueError(
+        raise UserInputError(
             f"{workdir} holds a run of a different model ({listed}). Use a new --workdir, or "
             f"restore the original values to resume it."
+        )
+    data_changes = [(name, saved.get(name), config.get(name)) for name in DATA_IDENTITY_FIELDS
+                    if saved.get(name) != config.get(name)]
+    if data_changes:
+        listed = "; ".join(f"{name}: {old!r} in the workdir, {new!r} now" for name, old, new in data_changes)
+        raise UserInputError(
+            f"{workdir} holds a run trained on other data ({listed}): its weights belong to the token ids of "
+            f"its own tokenizer.model. Use a new --workdir, or restore the original values to resume it."
         )
     other = sorted(key for key in set(_flatten(saved)) | set(_flatten(config))
                    if _flatten(saved).get(key) != _flatten(config).get(key))
@@ -309,6 +324,55 @@ def finished_steps(directory: str) -> list[int]:
     if not epath.Path(directory).exists():
         return []
     return sorted(ocp.utils.checkpoint_steps(absolute_path(directory)))  # Finalized ones only.
+
+
+def latest_progress(workdir: str) -> tuple[int, dict[str, Any]] | None:
+    """The newest training checkpoint's step and the bookkeeping saved with it, read without restoring it.
+
+    Parameters
+    ----------
+    workdir : str
+        A training work directory.
+
+    Returns
+    -------
+    (int, dict) or None
+        The step and its ``progress`` item (wall time, tokens, ``stop_reason`` and the early-stopping
+        counts); ``None`` when there is no finished checkpoint or its progress cannot be read.
+    """
+    steps = finished_steps(str(epath.Path(workdir) / run_files.CHECKPOINT_DIR))
+    if not steps:
+        return None
+    path = epath.Path(workdir) / run_files.CHECKPOINT_DIR / str(steps[-1]) / "progress" / "metadata"
+    try:
+        return steps[-1], dict(json.loads(path.read_text()))
+    except (OSError, ValueError):
+        return None
+
+
+def last_good_checkpoint_sentence(workdir: str) -> str:
+    """A sentence naming the newest finished checkpoint and how to go on from it (for error messages).
+
+    Parameters
+    ----------
+    workdir : str
+        A training work directory.
+
+    Returns
+    -------
+    str
+        E.g. ``"The last good checkpoint is step 400 in runs/base/checkpoints: free space, then rerun
+        the same command to resume from it."``.
+    """
+    directory = os.path.join(workdir, run_files.CHECKPOINT_DIR)
+    try:
+        steps = finished_steps(directory)
+    except Exception:  # An unreadable directory names no step.
+        steps = []
+    if not steps:
+        return "No checkpoint was saved: free space, then rerun the same command."
+    return (f"The last good checkpoint is step {steps[-1]} in {directory}: free space, then rerun the same "
+            f"command to resume from it.")
 
 
 # --- Training checkpoints ----------------------------------------------------------------------------

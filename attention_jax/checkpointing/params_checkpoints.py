@@ -9,7 +9,7 @@ config; :func:`average_last_params` averages the last ``count`` of them.
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import flax.linen as nn
 import jax
@@ -23,9 +23,10 @@ from attention_jax import run_files
 from attention_jax.models import language_model
 from attention_jax.checkpointing.checkpoints import PARAMS_ITEM, absolute_path, finished_steps, read_config
 from attention_jax.models.transformer_config import TransformerConfig
+from attention_jax.user_errors import UserInputError
 
 
-def save_params(directory: str, step: int, params: Any, info: Mapping[str, Any], *, keep: int = 1) -> None:
+def save_params(directory: str, step: int, params: Any, info: Mapping[str, Any], *, keep: int | None = 1) -> None:
     """Write a parameters-only checkpoint (averaged parameters, the best ones of early stopping).
 
     Parameters
@@ -38,8 +39,8 @@ def save_params(directory: str, step: int, params: Any, info: Mapping[str, Any],
         Unboxed parameters.
     info : Mapping[str, Any]
         JSON-able description (e.g. the averaged steps, the dev perplexity).
-    keep : int
-        How many steps the directory keeps, the newest (older ones are deleted).
+    keep : int or None
+        How many steps the directory keeps, the newest (older ones are deleted); ``None`` keeps all.
 
     Notes
     -----
@@ -53,6 +54,64 @@ def save_params(directory: str, step: int, params: Any, info: Mapping[str, Any],
         manager.save(step, args=ocp.args.Composite(params=ocp.args.StandardSave(params),
                                                    info=ocp.args.JsonSave(dict(info))), force=True)
         manager.wait_until_finished()
+
+
+def ranked_by_perplexity(directory: str) -> list[int]:
+    """The steps of a ``best/`` directory, lowest recorded dev perplexity first.
+
+    Parameters
+    ----------
+    directory : str
+        ``WORKDIR/best`` (each step's ``info`` holds its ``eval_ppl``).
+
+    Returns
+    -------
+    list[int]
+        Steps by ascending ``eval_ppl`` (ties: the earlier step first); steps without a recorded
+        perplexity come last, newest first.
+    """
+    def rank(step: int) -> tuple[float, int]:
+        perplexity = read_params_info(directory, step).get("eval_ppl")
+        return (float(perplexity), step) if perplexity is not None else (float("inf"), -step)
+
+    return sorted(finished_steps(directory), key=rank)
+
+
+def keep_if_among_best(directory: str, step: int, perplexity: float, params: Callable[[], Any], *,
+                       keep: int) -> bool:
+    """Save the parameters of an evaluation when its dev perplexity is among the ``keep`` best so far.
+
+    Parameters
+    ----------
+    directory : str
+        ``WORKDIR/best``.
+    step : int
+        The evaluated step (an earlier save of the same step is replaced).
+    perplexity : float
+        Its dev perplexity; a NaN is never kept.
+    params : Callable[[], Any]
+        Returns the parameters; called only when they are saved.
+    keep : int
+        How many evaluations the directory keeps: the lowest perplexities, whatever their order.
+
+    Returns
+    -------
+    bool
+        Whether the parameters were saved; the evaluations beyond the ``keep`` best are deleted.
+    """
+    ranked = [kept for kept in ranked_by_perplexity(directory) if kept != step]
+    if not perplexity == perplexity:  # NaN.
+        return False
+    if len(ranked) >= keep:
+        worst = read_params_info(directory, ranked[keep - 1]).get("eval_ppl")
+        if worst is not None and perplexity >= float(worst):
+            return False
+    save_params(directory, step, params(), {"step": step, "eval_ppl": float(perplexity)}, keep=None)
+    options = ocp.CheckpointManagerOptions(enable_async_checkpointing=False)
+    with ocp.CheckpointManager(absolute_path(directory), options=options) as manager:
+        for dropped in ranked[keep - 1:]:
+            manager.delete(dropped)
+    return True
 
 
 class StaleAverageError(ValueError):
@@ -294,7 +353,8 @@ def load_for_inference(workdir: str, which: str = "latest", *,
             raise FileNotFoundError(f"no {which} checkpoint in {directory}: {how}.")
         if which == "averaged":
             check_average_is_current(workdir)
-        candidates = [steps[-1]]  # The newest best is the best: each one improved on all before it.
+        # The newest average; the lowest dev perplexity among the best kept.
+        candidates = [steps[-1]] if which == "averaged" else ranked_by_perplexity(str(directory))[:1]
     elif which == "latest" or which.isdigit():
         directory = root / directory_name
         steps = finished_steps(str(directory))
@@ -355,15 +415,15 @@ def average_last_params(workdir: str, count: int, *,
     a non-positive ``count`` or when the run holds fewer than ``count`` checkpoints.
     """
     if count <= 0:
-        raise ValueError(f"the number of checkpoints to average must be positive; got {count}.")
+        raise UserInputError(f"the number of checkpoints to average must be positive; got {count}.")
     directory = os.path.join(workdir, directory_name)
     steps = finished_steps(directory)
     if len(steps) < count:
-        raise ValueError(
+        raise UserInputError(
             f"asked to average the last {count} checkpoints but {directory} holds {len(steps)} "
             f"(steps {steps}); average fewer, or train with config.keep_checkpoints >= {count}."
         )
-    chosen = steps[-count:]
+    chosen = sorted(ranked_by_perplexity(directory)[:count]) if directory_name == run_files.BEST_DIR else steps[-count:]
     total = None
     for step in chosen:
         params, _ = load_for_inference(workdir, str(step), directory_name=directory_name)

@@ -8,7 +8,9 @@ Prints the BLEU score with sacrebleu's signature and the per-token perplexity (t
 label smoothing), and writes them as JSON to ``WORKDIR/eval_<split>.<checkpoint>.json`` (e.g.
 ``eval_test.averaged.json``, ``eval_test.step1200.json``) with the translations in
 ``WORKDIR/eval_<split>.<checkpoint>.hypotheses.txt`` (one per line, in split order). An averaged
-checkpoint older than the run's newest checkpoint is refused (``--reaverage`` redoes it).
+checkpoint older than the run's newest checkpoint is refused (``--reaverage`` redoes it); the report of
+an averaged checkpoint lists the steps it averages (``averaged_steps``). ``--split=dev`` and
+``--split=validation`` name the same split (reports are filed under ``validation``).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import time
 from absl import app, flags, logging
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "Training work directory.", required=True)
-_SPLIT = flags.DEFINE_string("split", "test", "'validation' (dev) or 'test' (or 'train').")
+_SPLIT = flags.DEFINE_string("split", "test", "'dev' (or its other name 'validation'), 'test' or 'train'.")
 _CHECKPOINT = flags.DEFINE_string("checkpoint", "latest",
                                   "'latest', 'averaged', 'best' (early stopping) or a step number.")
 _AVERAGE_LAST = flags.DEFINE_integer("average_last", 0,
@@ -46,25 +48,30 @@ def main(argv: list[str]) -> None:
 
     if _NUM_EXAMPLES.value < 0:
         sys.exit(f"evaluate: --num_examples must be >= 0; got {_NUM_EXAMPLES.value}.")
+    split = run_files.data_split(_SPLIT.value)  # --split=dev is the validation split.
+    averaged_steps = None
     try:
         if _REAVERAGE.value and _CHECKPOINT.value == "averaged":
-            params_checkpoints.reaverage(_WORKDIR.value)
+            averaged_steps = params_checkpoints.reaverage(_WORKDIR.value)
         run = inference.load_run(_WORKDIR.value, _CHECKPOINT.value, average_last=_AVERAGE_LAST.value)
+        if _CHECKPOINT.value == "averaged" and not _AVERAGE_LAST.value and averaged_steps is None:
+            averaged_steps = params_checkpoints.check_average_is_current(_WORKDIR.value)
         compilation_cache.enable(run.config.get("compilation_cache_dir"))
         translator = inference.make_translator(run, beam_size=_BEAM_SIZE.value, alpha=_ALPHA.value,
                                                batch_size=_BATCH_SIZE.value)
-        pairs = run.data.text_pairs(_SPLIT.value, max_pairs=_NUM_EXAMPLES.value)
+        pairs = run.data.text_pairs(split, max_pairs=_NUM_EXAMPLES.value)
     except (FileNotFoundError, ValueError) as error:
         sys.exit(f"evaluate: {error}")
-    logging.info("Evaluating %s of %s on %d %s pairs.", run.checkpoint, run.workdir, len(pairs), _SPLIT.value)
+    logging.info("Evaluating %s of %s on %d %s pairs.", run.checkpoint, run.workdir, len(pairs), split)
     start = time.time()
     try:
         result = translation_quality.evaluate(translator, pairs)
     except ValueError as error:
         sys.exit(f"evaluate: {error}")
     report = {
-        "split": _SPLIT.value,
+        "split": split,
         "checkpoint": run.checkpoint,
+        **({"averaged_steps": averaged_steps} if averaged_steps is not None else {}),
         "name": run.config.get("name", ""),
         **result.summary(),
         "beam_size": translator.beam_size,
@@ -73,7 +80,7 @@ def main(argv: list[str]) -> None:
         "wall_s": round(time.time() - start, 2),
     }
     label = run_files.checkpoint_label(_CHECKPOINT.value, _AVERAGE_LAST.value)
-    path = _OUTPUT.value or run_files.eval_report_path(run.workdir, _SPLIT.value, label)
+    path = _OUTPUT.value or run_files.eval_report_path(run.workdir, split, label)
     hypotheses_path = translation_quality.write_report(path, report, result.hypotheses)
     print(f"BLEU = {result.bleu:.2f}  ({result.bleu_signature})")
     print(f"perplexity = {result.perplexity:.3f}  (cross-entropy {result.cross_entropy:.4f} nats/token, "

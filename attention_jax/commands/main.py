@@ -16,15 +16,18 @@ from __future__ import annotations
 
 import errno
 import logging as python_logging
+import os
 import sys
 
 from absl import app, flags, logging
 from ml_collections import config_flags
 
 from attention_jax import run_files
+from attention_jax.checkpointing import checkpoints
 from attention_jax.training import compilation_cache
 from attention_jax.commands import config_errors
 from attention_jax.training import distributed, train, workdir_lock
+from attention_jax.user_errors import UserInputError
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file, e.g. configs/tiny.py or "
                                           "configs/table2.py:B1.", lock_config=True)
@@ -34,11 +37,20 @@ EXIT_LOCKED = 3  # Another trainer holds the work directory.
 
 
 class _QuietLibraries(python_logging.Filter):
-    """Drop INFO records of orbax's internals (several lines per checkpoint); keep warnings."""
+    """Drop INFO records of orbax's internals (several lines per checkpoint); keep warnings.
+
+    Errors of orbax's writer threads and of the asyncio tasks they run (e.g. on a full disk, one per
+    array) keep their first line and lose their tracebacks: the command's own error line says what
+    failed and what to do.
+    """
 
     def filter(self, record: python_logging.LogRecord) -> bool:
-        """Keep the record unless it is an orbax INFO/DEBUG line."""
+        """Keep the record unless it is an orbax INFO/DEBUG line; shorten library errors to one line."""
         noisy = "/orbax/" in record.pathname
+        if noisy or record.name == "asyncio":
+            if record.exc_info or "\n" in record.getMessage():
+                record.msg, record.args = record.getMessage().splitlines()[0], None
+                record.exc_info, record.exc_text = None, None
         return not noisy or record.levelno >= python_logging.WARNING
 
 
@@ -54,20 +66,28 @@ def main(argv: list[str]) -> None:
         train.validate_training_config(_CONFIG.value)
     except ValueError as error:
         _fail(f"bad config: {error}", config_errors.USAGE_ERROR)
+    if os.path.exists(_WORKDIR.value) and not os.path.isdir(_WORKDIR.value):
+        _fail(f"--workdir={_WORKDIR.value} is a file, not a directory: name a new or existing run "
+              f"directory.", config_errors.USAGE_ERROR)
     distributed.maybe_initialize()
     compilation_cache.enable(_CONFIG.value.get("compilation_cache_dir"))
     try:
         results = train.train_and_evaluate(_CONFIG.value, _WORKDIR.value)
     except workdir_lock.WorkdirLockedError as error:
         _fail(str(error), EXIT_LOCKED)
+    except UserInputError as error:
+        _fail(str(error), config_errors.USAGE_ERROR)
     except OSError as error:
+        if error.errno in (errno.ENOSPC, errno.EDQUOT):
+            _fail(f"{error.strerror} writing {error.filename or _WORKDIR.value}. "
+                  f"{checkpoints.last_good_checkpoint_sentence(_WORKDIR.value)}", config_errors.USAGE_ERROR)
         if error.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
             raise
         _fail(f"cannot write to the work directory: {error.strerror}: {error.filename}. Choose a "
               f"writable --workdir (or fix its permissions).", config_errors.USAGE_ERROR)
     if results.get("already_finished"):
         print(f"{_WORKDIR.value} already finished at step {results['step']}: nothing to do, no file "
-              f"changed (results in {_WORKDIR.value}/results.json).")
+              f"changed: {results.get('reason', 'rerun')}. Results in {_WORKDIR.value}/results.json.")
     elif not results.get("finished", True):
         sys.exit(run_files.STOPPED_EXIT_STATUS)
 

@@ -13,13 +13,15 @@ import dataclasses
 import functools
 import json
 import math
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import sacrebleu
+from absl import logging
 
 from attention_jax import run_files
 from attention_jax.decoding import decode
@@ -189,7 +191,88 @@ class EvaluationResult:
         return fields
 
 
-def evaluate(translator: decode.Translator, pairs: Sequence[tuple[str, str]]) -> EvaluationResult:
+class EvaluationStopped(Exception):
+    """A stop request (SIGTERM, Ctrl-C) came while a split was being translated; the message says how far."""
+
+
+PROGRESS_EVERY_S = 30.0
+"""Seconds between the progress lines of :func:`progress_logger`."""
+
+
+def progress_logger(what: str, total: int, every_s: float = PROGRESS_EVERY_S) -> Callable[[int], None]:
+    """A ``report_progress`` for :func:`evaluate` that logs sentences done and sentences/s now and then.
+
+    Parameters
+    ----------
+    what : str
+        What is decoded, e.g. ``"final test BLEU"``.
+    total : int
+        Sentences to decode.
+    every_s : float
+        At most one line per this many seconds (and one at the end).
+
+    Returns
+    -------
+    Callable[[int], None]
+        Called with the number of sentences translated so far.
+    """
+    started = time.monotonic()
+    last = [started]
+
+    def report(done: int) -> None:
+        now = time.monotonic()
+        if now - last[0] < every_s and done < total:
+            return
+        last[0] = now
+        rate = done / max(now - started, 1e-9)
+        left = (total - done) / rate if rate > 0 else float("nan")
+        logging.info("%s: %d/%d sentences (%.1f sentences/s, %s left)", what, done, total, rate,
+                     f"{left:.0f} s" if math.isfinite(left) else "?")
+
+    return report
+
+
+def translate_stoppably(translator: decode.Translator, sources: Sequence[str], *,
+                        should_stop: Callable[[], bool] | None = None,
+                        report_progress: Callable[[int], None] | None = None) -> list[str]:
+    """Translate like ``translator.translate``, one batch at a time, checking for a stop request between.
+
+    Parameters
+    ----------
+    translator : decode.Translator
+        The translator.
+    sources : Sequence[str]
+        Source sentences.
+    should_stop : Callable[[], bool], optional
+        Asked before each batch; when it returns True, :class:`EvaluationStopped` is raised.
+    report_progress : Callable[[int], None], optional
+        Called after each batch with the number of sentences translated so far.
+
+    Returns
+    -------
+    list[str]
+        The translations in input order, the same as ``translator.translate(sources)``: the batches are
+        the same, since the sources are sorted by length once and cut into whole batches.
+    """
+    encoded = translator.encode_sources(sources)
+    order = sorted((i for i, ids in enumerate(encoded) if ids), key=lambda i: -len(encoded[i]))
+    outputs = [""] * len(sources)
+    done = len(sources) - len(order)  # Empty sources translate to "".
+    for start in range(0, len(order), translator.batch_size):
+        if should_stop is not None and should_stop():
+            raise EvaluationStopped(f"{done} of {len(sources)} sentences translated")
+        indices = order[start:start + translator.batch_size]
+        for index, ids in zip(indices, translator.translate_ids([encoded[i] for i in indices])):
+            outputs[index] = translator.tokenizer.decode(ids) if ids else ""
+        done += len(indices)
+        if report_progress is not None:
+            report_progress(done)
+    return outputs
+
+
+def evaluate(translator: decode.Translator, pairs: Sequence[tuple[str, str]], *,
+             should_stop: Callable[[], bool] | None = None,
+             report_progress: Callable[[int], None] | None = None) -> EvaluationResult:
     """Translate every source of ``pairs`` and score it; also the perplexity of the references.
 
     Parameters
@@ -198,6 +281,11 @@ def evaluate(translator: decode.Translator, pairs: Sequence[tuple[str, str]]) ->
         Holds the model, parameters, tokenizer and decoding settings (beam size, alpha, ...).
     pairs : Sequence[tuple[str, str]]
         ``(source, reference)`` text, e.g. ``TranslationData.text_pairs("test")``.
+    should_stop : Callable[[], bool], optional
+        Asked between decoding batches (:func:`translate_stoppably`); True raises
+        :class:`EvaluationStopped`.
+    report_progress : Callable[[int], None], optional
+        Called with the sentences translated so far (e.g. :func:`progress_logger`).
 
     Returns
     -------
@@ -209,7 +297,10 @@ def evaluate(translator: decode.Translator, pairs: Sequence[tuple[str, str]]) ->
         raise ValueError("evaluate needs at least one (source, reference) pair; the split is empty.")
     sources = [source for source, _ in pairs]
     references = [reference for _, reference in pairs]
-    hypotheses = translator.translate(sources)
+    hypotheses = translate_stoppably(translator, sources, should_stop=should_stop,
+                                     report_progress=report_progress)
+    if should_stop is not None and should_stop():
+        raise EvaluationStopped(f"all {len(sources)} sentences translated, perplexity not computed")
     bleu, signature = corpus_bleu(hypotheses, references)
     entropy = cross_entropy(translator.model_config, translator.params, translator.tokenizer, pairs,
                             max_len=translator.max_source_len, batch_size=translator.batch_size)

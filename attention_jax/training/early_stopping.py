@@ -8,10 +8,10 @@ a smaller improvement is still kept as the best, but counts toward patience like
 run creeping down a plateau stops instead of running to its step cap. Evaluations before
 ``early_stopping_min_steps`` never count toward patience (they can still be the best): a model that
 sits on the plateau of its first steps, as deep post-LN stacks do until the learning rate peaks, is
-not stopped before it starts to learn. The parameters of each improving evaluation are kept in
-``WORKDIR/best/`` (the newest ``average_last_checkpoints`` of them): since each improvement beats all
-evaluations before it, the newest k kept are exactly the k best evaluations of the run, which is what
-averaging "the best k" needs.
+not stopped before it starts to learn. The parameters of the ``k = average_last_checkpoints`` lowest
+dev perplexities so far are kept in ``WORKDIR/best/`` (an evaluation that is not the best can still be
+the second best: with perplexities 10.0, 8.0, 8.5, 7.0 the best 3 are 7.0, 8.0, 8.5), which is what
+averaging "the best k" needs (``params_checkpoints.keep_if_among_best``).
 
 The tracker's state travels in every training checkpoint, so a resumed run keeps counting where the
 stopped one left off, and a run that stopped early stays stopped when its command is run again.

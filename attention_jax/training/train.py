@@ -24,7 +24,7 @@ from attention_jax.data import batching, packing
 from attention_jax.models import flops, language_model, metrics, model
 from attention_jax.models.decode_settings import DecodeSettings
 from attention_jax.training import (
-    distributed, early_stopping, metric_writer, optim, profiling, sharding, workdir_lock,
+    distributed, early_stopping, metric_writer, optim, profiling, reruns, sharding, workdir_lock,
 )
 from attention_jax.training.throughput import Throughput
 from attention_jax.training.train_state import (
@@ -32,6 +32,7 @@ from attention_jax.training.train_state import (
     compile_steps, create_train_state, run_update, train_state_shardings,
 )
 from attention_jax.models.transformer_config import TransformerConfig
+from attention_jax.user_errors import UserInputError
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -81,7 +82,7 @@ def validate_training_config(config: ml_collections.ConfigDict) -> None:
         Experiment config.
     """
     positive = ("num_train_steps", "warmup_steps", "grad_accum_steps", "log_every_steps",
-                "keep_checkpoints")
+                "keep_checkpoints", "tokens_per_batch")
     for name in positive:
         if int(config[name]) <= 0:
             raise ValueError(f"{name} must be positive; got {config[name]!r}.")
@@ -151,14 +152,33 @@ def _setup(config: ml_collections.ConfigDict, workdir: str, data: Any) -> _Run:
         state, progress = restored.state, restored.progress
         train_iterator = _resumed_iterator(data, config, restored)
         logging.info("Resumed from the checkpoint of step %d in %s.", restored.step, workdir)
-    return _Run(config=config, workdir=workdir, mesh=mesh, data=data, model_config=model_config,
-                steps=steps, state=state, train_iterator=train_iterator, checkpoints=manager,
-                writer=metric_writer.MetricWriter(workdir, resumed_step=int(state.step)),
-                num_params=model.count_params(state.params),
-                wall_s_before=float(progress.get("wall_s", 0.0)),
-                tokens_before=float(progress.get("train_target_tokens", 0.0)),
-                early_stopping=early_stopping.EarlyStopping.from_config(config, progress),
-                stop_reason=progress.get("stop_reason"))
+    run = _Run(config=config, workdir=workdir, mesh=mesh, data=data, model_config=model_config,
+               steps=steps, state=state, train_iterator=train_iterator, checkpoints=manager,
+               writer=metric_writer.MetricWriter(workdir, resumed_step=int(state.step)),
+               num_params=model.count_params(state.params),
+               wall_s_before=float(progress.get("wall_s", 0.0)),
+               tokens_before=float(progress.get("train_target_tokens", 0.0)),
+               early_stopping=early_stopping.EarlyStopping.from_config(config, progress),
+               stop_reason=progress.get("stop_reason"))
+    if restored is not None:
+        _resume_bookkeeping(run, progress)
+    return run
+
+
+def _resume_bookkeeping(run: _Run, progress: dict[str, Any]) -> None:
+    """Carry a restored run's figures over: timed throughput, the last logged train and dev figures.
+
+    Early stopping that ended the run no longer holds it when the new config's patience allows more
+    evaluations (:mod:`attention_jax.training.reruns`).
+    """
+    step = int(run.state.step)
+    run.throughput.total_tokens = float(progress.get("timed_train_tokens", 0.0))
+    run.throughput.total_seconds = float(progress.get("timed_train_seconds", 0.0))
+    run.last_train, run.last_eval = reruns.logged_figures(run.workdir, step)
+    if run.stop_reason == early_stopping.STOPPED_EARLY and not run.early_stopping.should_stop:
+        logging.info("Early stopping had ended this run at step %d; with early_stopping_patience=%d it trains on.",
+                     step, run.early_stopping.patience)
+        run.stop_reason = None
 
 
 def _resumed_iterator(data: Any, config: ml_collections.ConfigDict,
@@ -232,6 +252,7 @@ def _report_train(run: _Run, pending: list[tuple[int, dict]], tokens_per_s: floa
 def _progress(run: _Run) -> dict[str, Any]:
     return {"wall_s": run.wall_s_before + time.time() - run.session_start,
             "train_target_tokens": run.tokens_before + run.session_tokens,
+            "timed_train_tokens": run.throughput.total_tokens, "timed_train_seconds": run.throughput.total_seconds,
             "stop_reason": run.stop_reason, **run.early_stopping.to_progress()}
 
 
@@ -361,7 +382,8 @@ def _evaluate(run: _Run, step: int) -> dict[str, Any]:
     dict
         ``loss`` (label-smoothed), ``nll_loss``, ``perplexity``, ``accuracy``, ``tokens`` and, with
         ``config.num_bleu_examples > 0`` and the decoding modules present, ``bleu`` and
-        ``bleu_signature``.
+        ``bleu_signature``; ``seconds`` (this evaluation's wall time) and ``run_wall_s`` (the run's
+        wall time when it began: ``benchmarks/time_to_bleu.py`` subtracts the earlier evaluations').
     """
     started = time.time()
     totals = None
@@ -371,6 +393,7 @@ def _evaluate(run: _Run, step: int) -> dict[str, Any]:
     summary = metrics.summarize(jax.device_get(totals)) if totals is not None else {}
     summary.update(_bleu(run))
     summary["seconds"] = time.time() - started
+    summary["run_wall_s"] = run.wall_s_before + started - run.session_start  # When it began; earlier evals included.
     if "perplexity" in summary:
         _track_best(run, step, summary["perplexity"])
     run.last_eval = dict(summary, step=step)
@@ -389,13 +412,16 @@ def _replicated_params(run: _Run) -> Any:
 
 
 def _track_best(run: _Run, step: int, perplexity: float) -> None:
-    """Update the best dev perplexity; with early stopping, keep the parameters of a new best."""
-    improved = run.early_stopping.update(step, perplexity)
-    if improved and run.early_stopping.patience > 0:
-        keep = max(1, run.config.average_last_checkpoints)
-        params_checkpoints.save_params(os.path.join(run.workdir, run_files.BEST_DIR), step,
-                                       _replicated_params(run), {"step": step, "eval_ppl": perplexity},
-                                       keep=keep)
+    """Update the best dev perplexity; with early stopping, keep the parameters of the k best evaluations.
+
+    ``k = config.average_last_checkpoints``: ``WORKDIR/best/`` holds the parameters of the k lowest dev
+    perplexities so far (not the k newest improvements), which is what averaging "the best k" needs.
+    """
+    run.early_stopping.update(step, perplexity)
+    if run.early_stopping.patience > 0:
+        params_checkpoints.keep_if_among_best(os.path.join(run.workdir, run_files.BEST_DIR), step, perplexity,
+                                              lambda: _replicated_params(run),
+                                              keep=max(1, run.config.average_last_checkpoints))
 
 
 _WARNED_NO_DECODING = []
@@ -445,13 +471,15 @@ def _final_params(run: _Run) -> tuple[Any, str]:
     return _replicated_params(run), f"step {int(run.state.step)}"
 
 
-def _final_bleu(run: _Run) -> dict[str, Any]:
+def _final_bleu(run: _Run, stop: distributed.StopRequest) -> dict[str, Any] | None:
     """Beam-search BLEU and perplexity of the whole dev and test splits (``config.final_bleu[_splits]``).
 
     Decodes with the paper's search (``DecodeSettings.from_config``) from :func:`_final_params`, writes
     ``eval_<split>.json`` and the translations beside it like ``python -m attention_jax.evaluate``,
-    and returns ``dev_bleu``, ``test_bleu`` (with signatures, perplexities and sentence counts) and
-    ``final_checkpoint``, which names the parameters used.
+    and returns ``dev_bleu``, ``test_bleu`` (with signatures, perplexities and sentence counts),
+    ``final_bleu_splits`` (the splits decoded) and ``final_checkpoint``, which names the parameters
+    used. Progress is logged while decoding; a stop request (SIGTERM, Ctrl-C) is honoured between
+    batches, and then ``None`` is returned: rerunning the command finishes the evaluation only.
     """
     from attention_jax.decoding import decode  # The decoding side.
     from attention_jax.evaluation import translation_quality
@@ -460,14 +488,25 @@ def _final_bleu(run: _Run) -> dict[str, Any]:
     params, described = _final_params(run)
     settings = DecodeSettings.from_config(run.config)
     translator = decode.Translator(run.model_config, params, run.data.tokenizer, settings=settings)
-    results: dict[str, Any] = {"final_checkpoint": described}
+    names = run_files.final_bleu_splits(run.config)
+    results: dict[str, Any] = {"final_checkpoint": described, "final_bleu_splits": list(names)}
     split_of = {"dev": run.config.eval_split, "test": run.config.test_split}
-    for name, split in ((name, split_of[name]) for name in run_files.final_bleu_splits(run.config)):
+    step = int(run.state.step)
+    # Multi-process stops agree on a training step; once training is over only one process can stop alone.
+    should_stop = (lambda: stop.should_stop(step)) if jax.process_count() == 1 else None
+    for name, split in ((name, split_of[name]) for name in names):
         pairs = run.data.text_pairs(split)
         if not pairs:
             continue
         started = time.time()
-        evaluated = translation_quality.evaluate(translator, pairs)
+        try:
+            evaluated = translation_quality.evaluate(
+                translator, pairs, should_stop=should_stop,
+                report_progress=translation_quality.progress_logger(f"final {name} BLEU", len(pairs)))
+        except translation_quality.EvaluationStopped as stopped:
+            logging.warning("Stopped the final %s evaluation on request (%s); training is complete: rerun the "
+                            "same command to finish the evaluation only.", name, stopped)
+            return None
         results.update({f"{name}_bleu": evaluated.bleu, f"{name}_bleu_signature": evaluated.bleu_signature,
                         f"{name}_ppl": evaluated.perplexity, f"{name}_sentences": len(pairs)})
         if jax.process_index() == 0:
@@ -553,47 +592,95 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *,
     validate_training_config(config)
     checkpoints.check_resume_compatible(workdir, config)
     finished_before = checkpoints.finished_results(workdir, config)
+    if finished_before is not None:
+        finished_before["reason"] = "the same command ran it to the end"
+    else:
+        finished_before = reruns.nothing_to_do(workdir, config)
     if finished_before is not None:  # Checked before the lock: a finished rerun writes nothing.
-        logging.info("%s already finished at step %d (%s): nothing to do, no file changed. Raise "
-                     "num_train_steps to train on, or run attention_jax.evaluate.", workdir,
-                     finished_before["step"], finished_before.get("stop_reason"))
+        logging.info("%s already finished at step %d (%s): nothing to do, no file changed: %s.", workdir,
+                     finished_before["step"], finished_before.get("stop_reason"), finished_before["reason"])
         return dict(finished_before, finished=True, already_finished=True)
+    created = not os.path.exists(workdir)
     lock = workdir_lock.acquire_for_job(workdir)
     try:
         return _train_locked(config, workdir, data, lock)
+    except BaseException:
+        if lock is not None:
+            lock.release()
+            lock = None
+        if created:
+            _remove_if_only_lock(workdir)
+        raise
     finally:
         if lock is not None:
             lock.release()
 
 
+def _remove_if_only_lock(workdir: str) -> None:
+    """Remove a work directory this command created when a failure (e.g. a bad corpus) left only its lock."""
+    try:
+        if jax.process_index() == 0 and os.listdir(workdir) == [run_files.LOCK_FILE]:
+            os.remove(os.path.join(workdir, run_files.LOCK_FILE))
+            os.rmdir(workdir)
+    except OSError:  # Another process or a remote file system: leave it.
+        pass
+
+
 def _train_locked(config: ml_collections.ConfigDict, workdir: str, data: Any,
                   lock: workdir_lock.WorkdirLock | None) -> dict[str, Any]:
-    """:func:`train_and_evaluate` once the work directory's lock is held."""
-    checkpoints.write_config(workdir, config)
+    """:func:`train_and_evaluate` once the work directory's lock is held.
+
+    The config and tokenizer are written once the data loaded and the checkpoint restored, and only
+    when this session trains (or the run has none yet): a rerun that only finishes a run's final
+    evaluation changes neither. The results of a finished run keep their training figures; the final
+    evaluation's figures are added to them.
+    """
     run = _setup(config, workdir, data)
     run.lock = lock
+    held_by = reruns.why_nothing_to_train(int(run.state.step), run.stop_reason, run.early_stopping, config)
+    _check_tokenizer(run)
+    if held_by is None or not os.path.exists(os.path.join(workdir, run_files.CONFIG_FILE)):
+        checkpoints.write_config(workdir, config)
     model_proto = getattr(run.data.tokenizer, "model_proto", None)
-    if model_proto is not None:  # Test doubles without a SentencePiece model have none.
+    if model_proto is not None and (held_by is None or not os.path.exists(
+            os.path.join(workdir, run_files.TOKENIZER_FILE))):  # Test doubles without SentencePiece have none.
         checkpoints.write_tokenizer(workdir, model_proto)
     logging.info("%s: %d parameters, mesh %s, param_sharding=%s, dtype=%s.", config.get("name", "?"),
                  run.num_params, dict(run.mesh.shape), config.param_sharding, config.dtype)
+    previous = reruns.read_finished_results(workdir) if held_by is not None else None
     try:
         with distributed.StopRequest() as stop:
             finished = _train(run, stop)
-        if finished:
-            run.stop_reason = run.stop_reason or early_stopping.REACHED_NUM_STEPS
-            if run.last_eval.get("step") != int(run.state.step):
-                _evaluate(run, int(run.state.step))
-            if not run.last_train:  # Resumed a finished run: nothing trained this session.
-                logging.info("Training had already reached step %d.", int(run.state.step))
-        results = dict(_results(run), finished=finished)
-        if not finished and stop.completed_at_request is not None:
-            results["steps_after_stop_request"] = int(run.state.step) - stop.completed_at_request
-        if finished and run.config.get("final_bleu", False):
-            results.update(_final_bleu(run))
+            if finished:
+                run.stop_reason = run.stop_reason or early_stopping.REACHED_NUM_STEPS
+                if run.last_eval.get("step") != int(run.state.step):
+                    _evaluate(run, int(run.state.step))
+                if held_by is not None:
+                    logging.info("Nothing to train: %s. Finishing the run's final evaluation only.", held_by)
+            results = dict(previous or _results(run), finished=finished)
+            if not finished and stop.completed_at_request is not None:
+                results["steps_after_stop_request"] = int(run.state.step) - stop.completed_at_request
+            if finished and reruns.pending_final_splits(results, config):
+                evaluated = _final_bleu(run, stop)
+                finished = results["finished"] = evaluated is not None
+                results.update(evaluated or {})
         if finished:
             _write_results(workdir, results)
     finally:
         run.checkpoints.close()
         run.writer.close()
     return results
+
+
+def _check_tokenizer(run: _Run) -> None:
+    """Refuse to put a different tokenizer under a run's trained weights (its ids would mean other pieces)."""
+    model_proto = getattr(run.data.tokenizer, "model_proto", None)
+    path = os.path.join(run.workdir, run_files.TOKENIZER_FILE)
+    if model_proto is None or int(run.state.step) == 0 or not os.path.exists(path):
+        return
+    with open(path, "rb") as file:
+        if file.read() == bytes(model_proto):
+            return
+    raise UserInputError(
+        f"{path} differs from the tokenizer of config.dataset={run.config.dataset!r}: the run's weights were "
+        f"trained on its own token ids. Train on new data in a new --workdir.")

@@ -1,0 +1,180 @@
+"""What rerunning the training command on an existing work directory does: train on, finish, or nothing.
+
+A work directory records how far its run got: the newest checkpoint's step and bookkeeping (its
+``stop_reason`` and early-stopping counts), ``metrics.jsonl`` and, once the run finished,
+``results.json``. A rerun, with the same config or a changed one, does exactly one of three things:
+
+- **train on** when the new config leaves steps to train: ``num_train_steps`` above the checkpoint's
+  step, and early stopping (if it had ended the run) no longer stops it, e.g. after raising
+  ``early_stopping_patience``;
+- **finish** when training is complete but its final evaluation is not: a run stopped during the final
+  whole-split BLEU, or a finished run rerun with ``final_bleu=True``. Only the evaluation runs; the
+  training figures of ``results.json`` are kept (or recovered from ``metrics.jsonl``) and the new
+  figures are added to them;
+- **nothing**, changing no file and saying why (:func:`nothing_to_do`): the run reached its
+  ``num_train_steps``, went past a lowered one (a run is never cut back), or early stopping still
+  ends it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import ml_collections
+
+from attention_jax import run_files
+from attention_jax.checkpointing import checkpoints
+from attention_jax.training import early_stopping
+
+
+def why_nothing_to_train(step: int, stop_reason: str | None, tracker: early_stopping.EarlyStopping,
+                         config: ml_collections.ConfigDict) -> str | None:
+    """Why a run at ``step`` has no step left to train under ``config``, or ``None`` when it trains on.
+
+    Parameters
+    ----------
+    step : int
+        The step of the newest checkpoint.
+    stop_reason : str or None
+        The checkpoint's ``stop_reason`` (``early_stopping.STOPPED_EARLY`` when patience ran out).
+    tracker : early_stopping.EarlyStopping
+        The early-stopping state restored with the new config's patience.
+    config : ml_collections.ConfigDict
+        The new command's config.
+
+    Returns
+    -------
+    str or None
+        A sentence naming what holds the run and how to train on.
+    """
+    if stop_reason == early_stopping.STOPPED_EARLY and tracker.should_stop:
+        return (f"early stopping ended it at step {step} after {tracker.stop_description()}; to train on, "
+                f"raise --config.early_stopping_patience above {tracker.evaluations_since_best} (or set it to 0) "
+                f"with --config.num_train_steps above {step}")
+    target = int(config.num_train_steps)
+    if step > target:
+        return (f"it trained to step {step}, beyond num_train_steps={target}, and a run is never cut back; "
+                f"evaluate an earlier step with python -m attention_jax.evaluate --checkpoint=STEP, or train "
+                f"a new --workdir")
+    if step == target:
+        return f"it reached num_train_steps={target}; raise --config.num_train_steps to train on"
+    return None
+
+
+def pending_final_splits(results: dict[str, Any], config: ml_collections.ConfigDict) -> list[str]:
+    """The splits ``config.final_bleu`` asks to decode that ``results`` has no figures for.
+
+    Parameters
+    ----------
+    results : dict
+        A finished run's ``results.json``.
+    config : ml_collections.ConfigDict
+        The new command's config.
+
+    Returns
+    -------
+    list[str]
+        Names from ``run_files.FINAL_BLEU_SPLITS`` (empty without ``final_bleu``).
+    """
+    if not config.get("final_bleu", False):
+        return []
+    done = set(results.get("final_bleu_splits") or [])
+    return [name for name in run_files.final_bleu_splits(config)
+            if name not in done and results.get(f"{name}_bleu") is None]
+
+
+def read_finished_results(workdir: str) -> dict[str, Any] | None:
+    """``WORKDIR/results.json`` when it records a finished run, else ``None``.
+
+    Parameters
+    ----------
+    workdir : str
+        A training work directory.
+
+    Returns
+    -------
+    dict or None
+        The results.
+    """
+    path = os.path.join(workdir, run_files.RESULTS_FILE)
+    try:
+        with open(path, encoding="utf-8") as file:
+            results = json.load(file)
+    except (OSError, ValueError):
+        return None
+    return results if isinstance(results, dict) and results.get("finished") else None
+
+
+def nothing_to_do(workdir: str, config: ml_collections.ConfigDict) -> dict[str, Any] | None:
+    """A finished run's results with the ``reason`` a rerun under ``config`` does nothing, else ``None``.
+
+    Parameters
+    ----------
+    workdir : str
+        The work directory.
+    config : ml_collections.ConfigDict
+        The new command's config.
+
+    Returns
+    -------
+    dict or None
+        ``results.json`` plus ``reason`` when the run finished, has no step left to train under
+        ``config`` (:func:`why_nothing_to_train`) and no final evaluation it asks for is missing;
+        ``None`` when the rerun trains on or finishes an evaluation (or there is no finished run).
+
+    Notes
+    -----
+    Reads files only, so the caller can return before taking the work directory's lock.
+    """
+    results = read_finished_results(workdir)
+    latest = checkpoints.latest_progress(workdir)
+    if results is None or latest is None:
+        return None
+    step, progress = latest
+    tracker = early_stopping.EarlyStopping.from_config(config, progress)
+    reason = why_nothing_to_train(step, progress.get("stop_reason"), tracker, config)
+    if reason is None or pending_final_splits(results, config):
+        return None
+    return dict(results, reason=reason)
+
+
+def logged_figures(workdir: str, step: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The last train figures logged at or before ``step`` and the dev evaluation logged at ``step``.
+
+    Parameters
+    ----------
+    workdir : str
+        A training work directory (``metrics.jsonl``).
+    step : int
+        The step a run resumes from.
+
+    Returns
+    -------
+    (dict, dict)
+        ``train`` and ``eval`` values without their prefixes, each empty when none was logged; the
+        evaluation carries ``step``. A resumed run reports these in ``results.json`` instead of
+        ``null`` when it trains no step itself.
+    """
+    path = os.path.join(workdir, run_files.METRICS_FILE)
+    last_train: dict[str, Any] = {}
+    last_eval: dict[str, Any] = {}
+    if not os.path.exists(path):
+        return last_train, last_eval
+    with open(path, encoding="utf-8") as file:
+        for line in file:
+            try:
+                record = json.loads(line)
+                at = int(record["step"])
+            except (ValueError, KeyError, TypeError):  # A line cut by a crash.
+                continue
+            if at > step:
+                continue
+            train = {key[len("train/"):]: value for key, value in record.items() if key.startswith("train/")}
+            evaluation = {key[len("eval/"):]: value for key, value in record.items() if key.startswith("eval/")}
+            if train:
+                last_train = train
+            if evaluation and at == step:
+                last_eval = dict(evaluation, step=step)
+    return last_train, last_eval
