@@ -1,10 +1,13 @@
-# `python -m attention_jax.count_params` (a README command) runs attention_jax/commands/count_params.py.
-from absl import app, flags
+# `python -m attention_jax.count_params` (a README command) and `attention-jax-count-params` run attention_jax/commands/count_params.py.
+from attention_jax.commands import config_errors, entry_points, count_params
 
-from attention_jax.commands import count_params
+__doc__ = count_params.__doc__  # What --help prints, above the command's flags.
 
-__doc__ = count_params.__doc__  # What --help prints, with the command's flags:
+
+def run() -> None:
+    """``attention-jax-count-params``: the same as ``python -m attention_jax.count_params``."""
+    entry_points.run_command(count_params, flags_parser=config_errors.parse_flags_or_exit)
+
 
 if __name__ == "__main__":
-    flags.adopt_module_key_flags(count_params)
-    app.run(count_params.main)
+    run()

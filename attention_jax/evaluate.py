@@ -1,10 +1,13 @@
-# `python -m attention_jax.evaluate` (a README command) runs attention_jax/commands/evaluate.py.
-from absl import app, flags
+# `python -m attention_jax.evaluate` (a README command) and `attention-jax-evaluate` run attention_jax/commands/evaluate.py.
+from attention_jax.commands import entry_points, evaluate
 
-from attention_jax.commands import evaluate
+__doc__ = evaluate.__doc__  # What --help prints, above the command's flags.
 
-__doc__ = evaluate.__doc__  # What --help prints, with the command's flags:
+
+def run() -> None:
+    """``attention-jax-evaluate``: the same as ``python -m attention_jax.evaluate``."""
+    entry_points.run_command(evaluate)
+
 
 if __name__ == "__main__":
-    flags.adopt_module_key_flags(evaluate)
-    app.run(evaluate.main)
+    run()

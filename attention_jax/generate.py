@@ -1,10 +1,13 @@
-# `python -m attention_jax.generate` (a README command) runs attention_jax/commands/generate.py.
-from absl import app, flags
+# `python -m attention_jax.generate` (a README command) and `attention-jax-generate` run attention_jax/commands/generate.py.
+from attention_jax.commands import entry_points, generate
 
-from attention_jax.commands import generate
+__doc__ = generate.__doc__  # What --help prints, above the command's flags.
 
-__doc__ = generate.__doc__  # What --help prints, with the command's flags:
+
+def run() -> None:
+    """``attention-jax-generate``: the same as ``python -m attention_jax.generate``."""
+    entry_points.run_command(generate)
+
 
 if __name__ == "__main__":
-    flags.adopt_module_key_flags(generate)
-    app.run(generate.main)
+    run()

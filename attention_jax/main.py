@@ -1,10 +1,13 @@
-# `python -m attention_jax.main` (a README command) runs attention_jax/commands/main.py.
-from absl import app, flags
+# `python -m attention_jax.main` (a README command) and `attention-jax-train` run attention_jax/commands/main.py.
+from attention_jax.commands import config_errors, entry_points, main
 
-from attention_jax.commands import config_errors, main
+__doc__ = main.__doc__  # What --help prints, above the command's flags.
 
-__doc__ = main.__doc__  # What --help prints, with the command's flags:
+
+def run() -> None:
+    """``attention-jax-train``: the same as ``python -m attention_jax.main``."""
+    entry_points.run_command(main, flags_parser=config_errors.parse_flags_or_exit)
+
 
 if __name__ == "__main__":
-    flags.adopt_module_key_flags(main)
-    app.run(main.main, flags_parser=config_errors.parse_flags_or_exit)
+    run()

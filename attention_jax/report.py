@@ -1,10 +1,13 @@
-# `python -m attention_jax.report` (a README command) runs attention_jax/commands/report.py.
-from absl import app, flags
+# `python -m attention_jax.report` (a README command) and `attention-jax-report` run attention_jax/commands/report.py.
+from attention_jax.commands import entry_points, report
 
-from attention_jax.commands import report
+__doc__ = report.__doc__  # What --help prints, above the command's flags.
 
-__doc__ = report.__doc__  # What --help prints, with the command's flags:
+
+def run() -> None:
+    """``attention-jax-report``: the same as ``python -m attention_jax.report``."""
+    entry_points.run_command(report)
+
 
 if __name__ == "__main__":
-    flags.adopt_module_key_flags(report)
-    app.run(report.main)
+    run()

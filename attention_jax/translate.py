@@ -1,10 +1,13 @@
-# `python -m attention_jax.translate` (a README command) runs attention_jax/commands/translate.py.
-from absl import app, flags
+# `python -m attention_jax.translate` (a README command) and `attention-jax-translate` run attention_jax/commands/translate.py.
+from attention_jax.commands import entry_points, translate
 
-from attention_jax.commands import translate
+__doc__ = translate.__doc__  # What --help prints, above the command's flags.
 
-__doc__ = translate.__doc__  # What --help prints, with the command's flags:
+
+def run() -> None:
+    """``attention-jax-translate``: the same as ``python -m attention_jax.translate``."""
+    entry_points.run_command(translate)
+
 
 if __name__ == "__main__":
-    flags.adopt_module_key_flags(translate)
-    app.run(translate.main)
+    run()

@@ -20,10 +20,16 @@ from absl import flags
 USAGE_ERROR = 2  # Exit status for a bad command line.
 
 
-def _load_config(spec: str) -> ml_collections.ConfigDict:
+def _config_file(spec: str) -> tuple[str, str]:
+    """The file and the argument of ``--config=PATH[:ARG]``; ``FileNotFoundError`` for a missing file."""
     path, _, argument = spec.partition(":")
     if not os.path.isfile(path):
         raise FileNotFoundError(f"--config={spec}: config file {path} not found (run from the repository root).")
+    return path, argument
+
+
+def _load_config(spec: str) -> ml_collections.ConfigDict:
+    path, argument = _config_file(spec)
     module_spec = importlib.util.spec_from_file_location("_checked_config_" + re.sub(r"\W", "_", path), path)
     module = importlib.util.module_from_spec(module_spec)
     if os.getcwd() not in sys.path:  # Config files import `configs.base` from the repository root.
@@ -56,9 +62,15 @@ def unknown_override(argv: Sequence[str], flag_name: str = "config") -> str | No
     str or None
         E.g. ``"--config.num_layerz: configs/tiny.py has no field num_layerz (did you mean
         num_layers?)"``; ``None`` when every override names a field (or there is no ``--config``).
+
+    Notes
+    -----
+    Raises ``FileNotFoundError`` when the ``--config`` file does not exist, overrides or not.
     """
     specs = [arg.split("=", 1)[1] for arg in argv if arg.startswith(f"--{flag_name}=")]
     overrides = [arg[len(flag_name) + 3:].split("=", 1)[0] for arg in argv if arg.startswith(f"--{flag_name}.")]
+    if specs:
+        _config_file(specs[-1])  # A missing file: one line here, not ml_collections' traceback later.
     if not specs or not overrides:
         return None
     names = _field_names(_load_config(specs[-1]))

@@ -1,0 +1,86 @@
+"""How every command starts, as ``python -m attention_jax.<command>`` or as its installed console script.
+
+``pyproject.toml``'s ``[project.scripts]`` maps ``attention-jax-train`` to ``attention_jax.main:run``,
+``attention-jax-translate`` to ``attention_jax.translate:run`` and so on; each module's ``__main__`` block
+calls the same ``run``, which calls :func:`run_command`. Two things differ between the two ways in and
+are evened out here:
+
+- absl's ``--help`` prints the docstring of the ``__main__`` module and the key flags of ``sys.argv[0]``;
+  under a console script both belong to pip's wrapper script, so the command's docstring and flags are
+  registered for it.
+- ``python -m`` puts the current directory on ``sys.path``, so config files run from the repository root
+  can import their siblings (``from configs import base``); a console script's wrapper does not, and
+  ``configs/`` is not installed (nothing in the library imports it). :func:`add_config_import_paths`
+  adds the current directory and, for ``--config=/path/to/repo/configs/tiny.py``, the directory that holds
+  the config's package, so such a path works from any directory.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import types
+from typing import Callable, Sequence
+
+from absl import app, flags
+
+
+def add_config_import_paths(argv: Sequence[str], flag_name: str = "config") -> list[str]:
+    """Put on ``sys.path`` the directories from which ``--config`` files import their siblings.
+
+    Parameters
+    ----------
+    argv : Sequence[str]
+        The command line (program name first).
+    flag_name : str
+        The config flag's name.
+
+    Returns
+    -------
+    list[str]
+        The directories added (already present ones are not repeated): the current directory, and for
+        each ``--<flag_name>=PATH[:ARG]`` whose file sits in a package (a directory with ``__init__.py``)
+        the directory above that package.
+
+    Notes
+    -----
+    A missing config file adds nothing here; the flags parser then reports it in one line
+    (:func:`attention_jax.commands.config_errors.parse_flags_or_exit`).
+    """
+    directories = [os.getcwd()]
+    for argument in argv[1:]:
+        if argument.startswith(f"--{flag_name}="):
+            path = os.path.abspath(argument.split("=", 1)[1].partition(":")[0])
+            package = os.path.dirname(path)
+            if os.path.isfile(path) and os.path.isfile(os.path.join(package, "__init__.py")):
+                directories.append(os.path.dirname(package))
+    added = []
+    for directory in directories:
+        if directory not in sys.path:
+            sys.path.insert(0, directory)
+            added.append(directory)
+    return added
+
+
+def run_command(command: types.ModuleType,
+                flags_parser: Callable[[list[str]], list[str]] = app.parse_flags_with_usage) -> None:
+    """Run ``command.main`` under ``absl.app.run`` with the command's docstring and flags for ``--help``.
+
+    Parameters
+    ----------
+    command : types.ModuleType
+        A module of :mod:`attention_jax.commands` (its ``main(argv)`` and its absl flags).
+    flags_parser : callable
+        ``absl.app.run``'s ``flags_parser``: absl's own by default, or ``config_errors.parse_flags_or_exit``.
+
+    Notes
+    -----
+    Does not return: ``absl.app.run`` exits with the command's status.
+    """
+    program = sys.modules["__main__"]
+    if not program.__doc__:  # A console script's wrapper; `python -m` runs the shim, whose doc is the command's.
+        program.__doc__ = command.__doc__
+    for flag in flags.FLAGS.get_key_flags_for_module(command.__name__):
+        flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)  # What --help lists.
+    add_config_import_paths(sys.argv)
+    app.run(command.main, flags_parser=flags_parser)
