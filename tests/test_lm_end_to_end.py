@@ -101,3 +101,11 @@ def test_a_language_model_workdir_refuses_a_translation_config(lm_workdir: pathl
         train.validate_training_config(tiny_config(model_kind="decoder_only", attention_window=4))
     with pytest.raises(ValueError, match="model_kind must be one of"):
         train.validate_training_config(tiny_config(model_kind="encoder_only"))
+
+
+def test_more_new_tokens_than_fit_is_said(lm_workdir: pathlib.Path) -> None:
+    completed = _generate(f"--workdir={lm_workdir}", "--prompt=Der Hund", "--max_new_tokens=100000", "--seed=1")
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    warnings = [line for line in completed.stderr.splitlines() if "--max_new_tokens=100000 is more than fits" in line]
+    assert len(warnings) == 1 and "rows hold 32 positions" in warnings[0]
+    assert not [line for line in completed.stderr.splitlines() if line[:1] == "I" and line[1:5].isdigit()]  # No INFO.

@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 
 from absl import app, flags
 
 from attention_jax import run_files
 from attention_jax.checkpointing import checkpoints, params_checkpoints
+from attention_jax.user_errors import USAGE_ERROR, UserInputError
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "Training workdir whose checkpoints are averaged.")
 _LAST = flags.DEFINE_integer("last", 0, "How many of the newest checkpoints to average "
@@ -63,9 +65,20 @@ def main(argv: list[str]) -> None:
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
     if not _WORKDIR.value:
         raise app.UsageError("--workdir is required.")
-    last = _LAST.value or int(checkpoints.read_config(_WORKDIR.value).get("average_last_checkpoints", 5))
-    directory, steps = write_averaged(_WORKDIR.value, last, best=_BEST.value)
+    if _LAST.value < 0:
+        _fail(f"--last must be a positive number of checkpoints (or 0: the run's config.average_last_checkpoints); "
+              f"got {_LAST.value}.")
+    try:
+        last = _LAST.value or int(checkpoints.read_config(_WORKDIR.value).get("average_last_checkpoints", 5))
+        directory, steps = write_averaged(_WORKDIR.value, last, best=_BEST.value)
+    except (FileNotFoundError, UserInputError) as error:
+        _fail(str(error))
     print(json.dumps({"averaged": directory, "steps": steps}))
+
+
+def _fail(message: str) -> None:
+    print(f"average_checkpoints: error: {message}", file=sys.stderr)
+    sys.exit(USAGE_ERROR)
 
 
 if __name__ == "__main__":

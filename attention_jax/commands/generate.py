@@ -19,7 +19,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from absl import app, flags
+from absl import app, flags, logging
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "Training work directory of a language model.", required=True)
 _CHECKPOINT = flags.DEFINE_string("checkpoint", "latest", "'latest', 'best' or a step number.")
@@ -49,10 +49,43 @@ def _evaluate(run: Any, split: str) -> None:
     print(f"wrote {path}")
 
 
+def length_warning(max_length: int, prompt_lengths: list[int], max_new_tokens: int) -> str | None:
+    """The warning to give when ``--max_new_tokens`` asks for more tokens than the model's rows hold.
+
+    Parameters
+    ----------
+    max_length : int
+        Positions of a row (``config.max_len``): BOS, the prompt and the new tokens.
+    prompt_lengths : list[int]
+        Tokens of each prompt.
+    max_new_tokens : int
+        ``--max_new_tokens``.
+
+    Returns
+    -------
+    str or None
+        One line saying where continuations stop; ``None`` when every prompt has room for all of them.
+
+    Notes
+    -----
+    Generation does not slide its window: a continuation ends where the row ends.
+    """
+    if not prompt_lengths:
+        return None
+    room = max_length - 1 - max(prompt_lengths)  # After BOS and the longest prompt.
+    if max_new_tokens <= room:
+        return None
+    which = "the continuation" if len(prompt_lengths) == 1 else "the longest prompt's continuation"
+    return (f"--max_new_tokens={max_new_tokens} is more than fits: the model's rows hold {max_length} positions "
+            f"(BOS and the prompt included), so {which} stops after {room} new tokens.")
+
+
 def main(argv: list[str]) -> None:
     """Generate from (or evaluate) the language model in ``--workdir``."""
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+    if not flags.FLAGS["verbosity"].present:  # Orbax's and JAX's INFO lines around the output: off.
+        logging.set_verbosity(logging.WARNING)
     from attention_jax.decoding import generation, inference  # Imported here so --help is fast.
     from attention_jax.commands.text_io import read_lines
 
@@ -62,15 +95,19 @@ def main(argv: list[str]) -> None:
                                                seed=_SEED.value)
         run = inference.load_run(_WORKDIR.value, _CHECKPOINT.value, model_kind="decoder_only")
         if _EVAL_SPLIT.value:
-            _evaluate(run, _EVAL_SPLIT.value)
+            from attention_jax import run_files
+
+            _evaluate(run, run_files.data_split(_EVAL_SPLIT.value))  # --eval_split=dev is validation.
             return
         generator = generation.Generator(run.model_config, run.params, run.tokenizer,
                                          max_length=int(run.config.max_len))
         prompts = [_PROMPT.value] if _PROMPT.value is not None else list(read_lines(sys.stdin.buffer))
         if not prompts:
             raise ValueError("No prompt: pass --prompt=TEXT or give prompts on stdin, one per line.")
-        for prompt in prompts:
-            generator.encode_prompt(prompt)  # Every prompt checked before any generation.
+        lengths = [len(generator.encode_prompt(prompt)) for prompt in prompts]  # Each checked before any generation.
+        warning = length_warning(generator.max_length, lengths, settings.max_new_tokens)
+        if warning:
+            logging.warning("%s", warning)
         continuations = generator.generate(prompts, settings)
     except (FileNotFoundError, ValueError) as error:
         sys.exit(f"generate: {error}")

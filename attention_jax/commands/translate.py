@@ -8,7 +8,8 @@ Usage::
 Lines are read as UTF-8 (undecodable bytes become U+FFFD, with a warning on stderr), translated in
 length-sorted batches with beam search (Section 6.1: beam 4, alpha 0.6, at most input + 50 tokens),
 and written in input order. Empty lines give empty lines. Output is written after each block of
-lines, so translations appear in blocks, not line by line.
+lines, so translations appear in blocks, not line by line. Only warnings are logged unless
+``--verbosity`` asks for more (``--verbosity=0``: INFO, as the training command logs).
 """
 
 from __future__ import annotations
@@ -50,6 +51,8 @@ def main(argv: list[str]) -> None:
     """Translate stdin to stdout with the run in ``--workdir``."""
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+    if not flags.FLAGS["verbosity"].present:  # Orbax's and JAX's INFO lines around each translation: off.
+        logging.set_verbosity(logging.WARNING)
     from attention_jax.decoding import inference  # Imported here so --help is fast.
 
     from attention_jax.checkpointing import params_checkpoints

@@ -31,6 +31,7 @@ from tensorflow_datasets.core import decode as tfds_decode
 from tensorflow_datasets.proto import tf_example_pb2
 
 from attention_jax.data import first_use
+from attention_jax.user_errors import MissingInputError, UserInputError
 
 SYNTHETIC_DATASET = "synthetic_en_de"
 TSV_PREFIX = "tsv:"
@@ -118,7 +119,7 @@ class TranslationSource:
             try:
                 decoded = self.builder.as_data_source(split)
             except (KeyError, ValueError, NotImplementedError, FileNotFoundError, OSError) as error:
-                raise FileNotFoundError(not_prepared_message(self.builder, split, error)) from error
+                raise MissingInputError(not_prepared_message(self.builder, split, error)) from error
             self._opened[split] = self._raw_records_if_equivalent(split, decoded) or (decoded, False)
         return self._opened[split]
 
@@ -165,7 +166,7 @@ def open_translation_source(config: Any) -> TranslationSource:
     dataset = str(config.dataset).strip()
     data_dir = str(config.data_dir) or None
     if not dataset:
-        raise ValueError("No corpus given: config.dataset is empty. Name one on the command line, e.g. "
+        raise UserInputError("No corpus given: config.dataset is empty. Name one on the command line, e.g. "
                          "--config.dataset=tsv:/path/to/dir (a directory with train.tsv, dev.tsv, test.tsv "
                          "of 'source<TAB>target' lines) or a TFDS translation dataset such as "
                          "--config.dataset=wmt14_translate/de-en.")
@@ -230,7 +231,7 @@ def _tfds_translation_builder(name: str, data_dir: str | None) -> tfds.core.Data
     try:
         return tfds.builder(name, data_dir=data_dir, file_format="array_record")
     except tfds.core.registered.DatasetNotFoundError as error:
-        raise ValueError(_unknown_dataset_message(name)) from error
+        raise UserInputError(_unknown_dataset_message(name)) from error
 
 
 def _with_languages(
@@ -244,12 +245,12 @@ def _with_languages(
     languages = sorted(builder.info.features.keys())
     for role, language in (("source_lang", source_lang), ("target_lang", target_lang)):
         if language not in languages:
-            raise ValueError(
+            raise UserInputError(
                 f"config.{role}={language!r} is not a language of {dataset}, which has {languages}. "
                 f"Set config.source_lang and config.target_lang to two of those."
             )
     if source_lang == target_lang:
-        raise ValueError(f"config.source_lang and config.target_lang are both {source_lang!r}; pick two languages.")
+        raise UserInputError(f"config.source_lang and config.target_lang are both {source_lang!r}; pick two languages.")
     return _build_source(dataset, builder, source_lang, target_lang, data_dir, train_split)
 
 
@@ -275,7 +276,7 @@ def _split_fingerprint(source: TranslationSource, split: str) -> str:
     """Hash a split's name, size and a few pairs, so caches of different data never collide."""
     num_pairs = source.num_examples(split)
     if num_pairs == 0:
-        raise ValueError(f"Split {split!r} of {source.description} is empty; there is nothing to train on.")
+        raise UserInputError(f"Split {split!r} of {source.description} is empty; there is nothing to train on.")
     digest = hashlib.sha256(f"{split}:{num_pairs}".encode())
     for pair in source.text_pairs(split, sorted({0, num_pairs // 3, num_pairs // 2, num_pairs - 1})):
         digest.update("\t".join(pair).encode("utf-8", errors="replace") + b"\n")

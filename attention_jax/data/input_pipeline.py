@@ -44,6 +44,7 @@ from attention_jax.data import data_sources
 from attention_jax.data import packing
 from attention_jax.data import token_cache
 from attention_jax.data import tokenizer as tokenizer_lib
+from attention_jax.user_errors import UserInputError
 
 SPLITS = ("train", "validation", "test")
 DEFAULT_TOKENIZER_MAX_SENTENCES = 2_000_000
@@ -320,7 +321,7 @@ def get_datasets(
         else:
             plan = batching.BatchPlan(*lengths, shapes)
         if role == "train" and plan.num_kept == 0:
-            raise ValueError(
+            raise UserInputError(
                 f"All {plan.num_pairs} training pairs are longer than config.max_len={config.max_len} tokens "
                 f"(EOS included); raise max_len."
             )
@@ -403,7 +404,7 @@ def _load_or_train_tokenizer(source: data_sources.TranslationSource, config: Any
             "(subwords need a vocabulary well below the corpus's distinct words), or train on more data."
         )
         if tokenizer.vocab_size < config.vocab_size * MIN_VOCABULARY_FILL:
-            raise ValueError(message)
+            raise UserInputError(message)
         logging.warning(message)
     return tokenizer
 

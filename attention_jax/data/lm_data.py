@@ -30,6 +30,7 @@ import numpy as np
 
 from attention_jax.data import lm_sources
 from attention_jax.data import tokenizer as tokenizer_lib
+from attention_jax.user_errors import UserInputError
 
 ROLES = ("train", "validation", "test")
 DEFAULT_TOKENIZER_MAX_SENTENCES = 2_000_000
@@ -285,7 +286,7 @@ def get_datasets(config: Any, *, process_index: int = 0, process_count: int = 1,
         documents[role] = len(texts)
         split_bytes[role] = sum(len(text.encode("utf-8")) + 1 for text in texts)  # + the newline ending each.
     if rows["train"].num_rows < global_rows:
-        raise ValueError(
+        raise UserInputError(
             f"The training split of {config.dataset} fills {rows['train'].num_rows} rows of max_len="
             f"{config.max_len} tokens, fewer than one batch of {global_rows} rows: lower "
             f"config.tokens_per_batch (now {config.tokens_per_batch}) or config.max_len, or use more text.")
@@ -309,7 +310,7 @@ def _load_or_train_tokenizer(source: lm_sources.TextSource, config: Any) -> toke
 
     tokenizer = tokenizer_lib.load_or_train_tokenizer(model_path, training_documents, config.vocab_size)
     if tokenizer.vocab_size < config.vocab_size // 2:
-        raise ValueError(f"The training split of {config.dataset} is too small for config.vocab_size="
+        raise UserInputError(f"The training split of {config.dataset} is too small for config.vocab_size="
                          f"{config.vocab_size}: its BPE vocabulary stops at {tokenizer.vocab_size} pieces. "
                          f"Set --config.vocab_size={tokenizer.vocab_size} or less, or train on more text.")
     return tokenizer

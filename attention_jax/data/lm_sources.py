@@ -23,6 +23,7 @@ import tensorflow_datasets as tfds
 from tensorflow_datasets.core import constants as tfds_constants
 
 from attention_jax.data import data_sources
+from attention_jax.user_errors import MissingInputError, UserInputError
 
 TXT_PREFIX = "txt:"
 TXT_FILES = {"train": "train.txt", "validation": "dev.txt", "test": "test.txt"}
@@ -68,6 +69,9 @@ class TextSource:
     def cache_dir(self, train_split: str) -> str:
         """Where derived files of this corpus go: a fingerprint of its training split's documents."""
         documents = self.documents(train_split)
+        if not documents:
+            raise UserInputError(f"The training split {train_split!r} of {self.description} holds no text (no "
+                                 "non-empty line): a language model needs documents to train on.")
         digest = hashlib.sha256(f"{self.description}:{train_split}:{len(documents)}".encode())
         for index in sorted({0, len(documents) // 3, len(documents) // 2, len(documents) - 1}):
             digest.update(documents[index].encode("utf-8", errors="replace") + b"\n")
@@ -116,14 +120,14 @@ def open_text_source(config: Any) -> TextSource:
 def _require_txt_files(directory: str) -> None:
     missing = [name for name in TXT_FILES.values() if not os.path.isfile(os.path.join(directory, name))]
     if missing:
-        raise FileNotFoundError(
+        raise MissingInputError(
             f"config.dataset='txt:{directory}' needs {', '.join(TXT_FILES.values())} (one document per "
             f"line) in that directory; missing: {', '.join(missing)}.")
 
 
 def _read_txt(directory: str, split: str) -> list[str]:
     if split not in TXT_FILES:
-        raise ValueError(f"A txt: corpus has the splits {list(TXT_FILES)}; got {split!r} (set "
+        raise UserInputError(f"A txt: corpus has the splits {list(TXT_FILES)}; got {split!r} (set "
                          "config.train_split, eval_split and test_split to those).")
     with open(os.path.join(directory, TXT_FILES[split]), encoding="utf-8", errors="replace") as file:
         return [line.rstrip("\n") for line in file]
@@ -133,7 +137,7 @@ def _tfds_text_builder(name: str, data_dir: str | None) -> tfds.core.DatasetBuil
     try:
         return tfds.builder(name, data_dir=data_dir, file_format="array_record")
     except tfds.core.registered.DatasetNotFoundError as error:
-        raise ValueError(
+        raise UserInputError(
             f"Unknown config.dataset {name!r} for a language model. Use 'synthetic_en_de' (embedded), "
             f"'{TXT_PREFIX}/path/to/dir' (train.txt, dev.txt, test.txt) or a TFDS text dataset such as "
             "'lm1b'.") from error
@@ -143,5 +147,5 @@ def _read_tfds(builder: tfds.core.DatasetBuilder, split: str, feature: str) -> l
     try:
         records = builder.as_data_source(split=split)
     except Exception as error:  # noqa: BLE001  TFDS raises several types for unprepared data.
-        raise FileNotFoundError(data_sources.not_prepared_message(builder, split, error)) from error
+        raise MissingInputError(data_sources.not_prepared_message(builder, split, error)) from error
     return [data_sources.as_text(records[index][feature]) for index in range(len(records))]

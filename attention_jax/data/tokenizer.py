@@ -28,6 +28,7 @@ from absl import logging
 
 from attention_jax import run_files
 from attention_jax.data import first_use
+from attention_jax.user_errors import UserInputError
 
 PAD_ID = 0
 UNK_ID = 1
@@ -215,7 +216,7 @@ def train_tokenizer(sentences: Iterable[str], vocab_size: int) -> Tokenizer:
     """
     sentences = [sentence for sentence in sentences if sentence]
     if not sentences:
-        raise ValueError("Cannot train a tokenizer on no text: the training split has no non-empty sentences.")
+        raise UserInputError("Cannot train a tokenizer on no text: the training split has no non-empty sentences.")
     last_error: Exception | None = None
     for character_coverage in _CHARACTER_COVERAGES:
         model_buffer = io.BytesIO()
@@ -247,7 +248,7 @@ def train_tokenizer(sentences: Iterable[str], vocab_size: int) -> Tokenizer:
                 f"SentencePiece made {tokenizer.vocab_size} pieces, more than the {vocab_size} asked for."
             )
         return tokenizer
-    raise ValueError(
+    raise UserInputError(
         f"vocab_size={vocab_size} is too small for the {len(sentences)} training sentences: "
         f"they have more distinct characters than fit ({last_error}). Increase config.vocab_size."
     )

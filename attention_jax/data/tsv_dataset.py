@@ -29,6 +29,7 @@ from etils import epath
 from absl import logging
 
 from attention_jax.data import first_use
+from attention_jax.user_errors import MissingInputError, UserInputError
 
 TSV_FILE_OF_SPLIT = {"train": "train.tsv", "validation": "dev.tsv", "test": "test.tsv"}
 SOURCE_KEY = "source"
@@ -85,7 +86,7 @@ def read_tsv_pairs(path: str) -> Iterator[tuple[int, str, str, bool]]:
             num_tabs = line.count("\t")
             if num_tabs != 1:
                 preview = line[:60] + ("..." if len(line) > 60 else "")
-                raise ValueError(
+                raise UserInputError(
                     f"{path}:{line_number}: expected 'source<TAB>target' (exactly one TAB), found {num_tabs} "
                     f"TABs in line {preview!r}. Fix or remove that line."
                 )
@@ -106,13 +107,13 @@ def require_tsv_files(tsv_dir: str) -> None:
     None
     """
     if not os.path.isdir(tsv_dir):
-        raise FileNotFoundError(
+        raise MissingInputError(
             f"TSV dataset directory {tsv_dir!r} does not exist; expected a directory with "
             f"{', '.join(TSV_FILE_OF_SPLIT.values())} (config.dataset = 'tsv:/path/to/dir')."
         )
     missing = [name for name in TSV_FILE_OF_SPLIT.values() if not os.path.isfile(os.path.join(tsv_dir, name))]
     if missing:
-        raise FileNotFoundError(
+        raise MissingInputError(
             f"TSV dataset directory {tsv_dir!r} lacks {', '.join(missing)}; it needs "
             f"{', '.join(TSV_FILE_OF_SPLIT.values())}, one 'source<TAB>target' pair per line."
         )
@@ -155,7 +156,7 @@ def _summarize_tsv_file(path: str) -> TsvFileSummary:
         num_invalid_utf8_lines += had_invalid_utf8
         longest_line_chars = max(longest_line_chars, len(source) + len(target) + 1)
     if num_pairs == 0:
-        raise ValueError(f"{path} holds no sentence pairs; every split needs at least one 'source<TAB>target' line.")
+        raise UserInputError(f"{path} holds no sentence pairs; every split needs at least one 'source<TAB>target' line.")
     return TsvFileSummary(path, num_pairs, num_invalid_utf8_lines, longest_line_chars)
 
 

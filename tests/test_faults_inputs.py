@@ -1,0 +1,157 @@
+"""Every mistake a user can make is one line and exit status 2, with nothing left in the work directory
+(issue 36); run files are readable by others like the checkpoints beside them; ``dev`` and
+``validation`` name the same split.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import stat
+import subprocess
+import sys
+
+import pytest
+
+from attention_jax import run_files
+from attention_jax.commands import generate
+from attention_jax.training import train
+from attention_jax.user_errors import UserInputError
+from tests.support import fake_data, train_support
+from tests.support.sweep_cli import REPO_ROOT
+
+GOOD_LINES = [f"the cat {i}\tdie katze {i}" for i in range(40)]
+SMALL_MODEL = ["--config.num_layers=1", "--config.d_model=32", "--config.d_ff=64", "--config.num_heads=2",
+               "--config.key_dim=16", "--config.value_dim=16", "--config.num_train_steps=2", "--config.final_bleu=False"]
+
+
+def _tsv_corpus(directory: pathlib.Path, train_lines: list[str] | None = None, skip: str = "") -> pathlib.Path:
+    directory.mkdir(parents=True)
+    for name in ("train", "dev", "test"):
+        if name != skip:
+            lines = train_lines if name == "train" and train_lines is not None else GOOD_LINES
+            (directory / f"{name}.tsv").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return directory
+
+
+def _corpus_case(tmp_path: pathlib.Path, name: str) -> list[str]:
+    """Flags of a run on a broken corpus ``name`` made under ``tmp_path``."""
+    corpus = tmp_path / "corpus"
+    flags = [*SMALL_MODEL, f"--config.dataset=tsv:{corpus}", f"--config.data_dir={tmp_path / 'tfds'}"]
+    if name == "no_tab":
+        _tsv_corpus(corpus, GOOD_LINES + ["a line without a tab"])
+    elif name == "two_tabs":
+        _tsv_corpus(corpus, GOOD_LINES + ["a\tb\tc"])
+    elif name == "empty_train":
+        _tsv_corpus(corpus, [])
+    elif name == "no_dev":
+        _tsv_corpus(corpus, skip="dev")
+    elif name == "too_large_vocabulary":
+        _tsv_corpus(corpus)
+        return [*flags, "--config.vocab_size=5000"]
+    elif name == "empty_lm_corpus":
+        corpus.mkdir()
+        for split in ("train", "dev", "test"):
+            (corpus / f"{split}.txt").write_text("" if split == "train" else "ein Text\n", encoding="utf-8")
+        return [*SMALL_MODEL, f"--config.dataset=txt:{corpus}", f"--config.data_dir={tmp_path / 'tfds'}"]
+    return flags
+
+
+# (config file, extra flags or a corpus case, text the one line must hold)
+MISTAKES = {
+    "no_tab": ("configs/tiny.py", "corpus", "found 0 TABs in line 'a line without a tab'"),
+    "two_tabs": ("configs/tiny.py", "corpus", "found 2 TABs"),
+    "empty_train": ("configs/tiny.py", "corpus", "train.tsv holds no sentence pairs"),
+    "no_dev": ("configs/tiny.py", "corpus", "lacks dev.tsv"),
+    "no_corpus_directory": ("configs/tiny.py", ["--config.dataset=tsv:/nonexistent/corpus"], "does not exist"),
+    "empty_lm_corpus": ("configs/lm_tiny.py", "corpus", "holds no text"),
+    "too_large_vocabulary": ("configs/tiny.py", "corpus", "too small for config.vocab_size=5000"),
+    "negative_heads": ("configs/tiny.py", ["--config.num_heads=-2"], "num_heads must be a positive integer"),
+    "dropout_above_one": ("configs/tiny.py", ["--config.dropout_rate=1.5"], "dropout_rate must be a probability"),
+    "zero_vocabulary": ("configs/tiny.py", ["--config.vocab_size=0"], "vocab_size must be a positive integer"),
+    "zero_batch": ("configs/tiny.py", ["--config.tokens_per_batch=0"], "tokens_per_batch must be positive"),
+    "max_len_2": ("configs/tiny.py", ["--config.max_len=2"], "longer than config.max_len=2"),
+    "layer_norm_mid": ("configs/tiny.py", ["--config.layer_norm_position=mid"], "layer_norm_position must be one of"),
+    "unknown_row": ("configs/table2.py:Z9", [], "unknown Table 2 row 'Z9'; choose one of base"),
+    "unknown_row_no_overrides": ("configs/table2.py:Z9", "bare", "unknown Table 2 row 'Z9'; choose one of base"),
+    "missing_config_file": ("configs/nope.py", [], "config file configs/nope.py not found"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.end_to_end
+@pytest.mark.parametrize("name", sorted(MISTAKES))
+def test_a_mistake_is_one_line_exit_2_and_leaves_no_workdir(name: str, tmp_path: pathlib.Path) -> None:
+    config_file, extra, expected = MISTAKES[name]
+    flags = _corpus_case(tmp_path, name) if extra == "corpus" else [] if extra == "bare" else SMALL_MODEL + extra
+    workdir = tmp_path / "run"
+    completed = subprocess.run(
+        [sys.executable, "-m", "attention_jax.main", f"--config={config_file}", f"--workdir={workdir}",
+         *flags], cwd=REPO_ROOT, capture_output=True, text=True, timeout=600,
+        env=train_support.subprocess_env(str(tmp_path / "cache")))
+    assert completed.returncode == 2, completed.stderr[-3000:]
+    assert "Traceback" not in completed.stderr, completed.stderr[-3000:]
+    errors = [line for line in completed.stderr.splitlines() if ": error: " in line]
+    assert len(errors) == 1 and expected in errors[0], completed.stderr[-3000:]
+    assert not workdir.exists()  # Neither config.json nor lock.json left behind.
+
+
+@pytest.mark.end_to_end
+def test_a_workdir_that_is_a_file_and_a_bad_average_are_one_line(tmp_path: pathlib.Path) -> None:
+    regular_file = tmp_path / "a_file"
+    regular_file.write_text("not a run")
+    completed = subprocess.run([sys.executable, "-m", "attention_jax.main", "--config=configs/tiny.py",
+                                f"--workdir={regular_file}"], cwd=REPO_ROOT, capture_output=True, text=True,
+                               timeout=600, env=train_support.subprocess_env(str(tmp_path / "cache")))
+    assert completed.returncode == 2 and "Traceback" not in completed.stderr, completed.stderr[-3000:]
+    assert f"--workdir={regular_file} is a file, not a directory" in completed.stderr
+    for last, expected in (("-1", "--last must be a positive number"), ("100", "asked to average the last 100")):
+        averaged = subprocess.run([sys.executable, "-m", "attention_jax.average_checkpoints",
+                                   f"--workdir={tmp_path}", f"--last={last}"], cwd=REPO_ROOT, capture_output=True,
+                                  text=True, timeout=600, env=train_support.subprocess_env(str(tmp_path / "cache")))
+        assert averaged.returncode == 2 and "Traceback" not in averaged.stderr, averaged.stderr[-3000:]
+        assert expected in averaged.stderr
+
+
+def test_corpus_mistakes_are_user_input_errors(tmp_path: pathlib.Path) -> None:
+    from attention_jax.data import input_pipeline
+
+    corpus = _tsv_corpus(tmp_path / "corpus", GOOD_LINES + ["a\tb\tc"])
+    config = fake_data.tiny_config(dataset=f"tsv:{corpus}", data_dir=str(tmp_path / "tfds"), vocab_size=40)
+    with pytest.raises(UserInputError, match="found 2 TABs"):
+        input_pipeline.get_datasets(config)
+    with pytest.raises(UserInputError, match="does not exist"):
+        input_pipeline.get_datasets(fake_data.tiny_config(dataset=f"tsv:{tmp_path / 'none'}"))
+    with pytest.raises(ValueError, match="tokens_per_batch must be positive"):
+        train.validate_training_config(fake_data.tiny_config(tokens_per_batch=0))
+
+
+def test_generate_says_when_new_tokens_do_not_fit() -> None:
+    assert generate.length_warning(32, [5], 20) is None
+    warning = generate.length_warning(32, [5, 9], 100_000)
+    assert warning == ("--max_new_tokens=100000 is more than fits: the model's rows hold 32 positions (BOS and "
+                       "the prompt included), so the longest prompt's continuation stops after 22 new tokens.")
+
+
+# --- Files other people can read ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("umask", [0o022, 0o027])
+def test_run_files_follow_the_umask(tmp_path: pathlib.Path, umask: int) -> None:
+    previous = os.umask(umask)
+    try:
+        run_files.write_json_atomically(str(tmp_path / run_files.RESULTS_FILE), {"finished": True})
+        run_files.write_atomically(str(tmp_path / run_files.TOKENIZER_FILE), b"model")
+    finally:
+        os.umask(previous)
+    for name in (run_files.RESULTS_FILE, run_files.TOKENIZER_FILE):
+        assert stat.S_IMODE((tmp_path / name).stat().st_mode) == 0o666 & ~umask, name
+    assert [path.name for path in tmp_path.iterdir() if path.name.startswith(".tmp-")] == []
+
+
+# --- dev and validation --------------------------------------------------------------------------------
+
+def test_dev_and_validation_name_the_same_split() -> None:
+    assert run_files.data_split("dev") == "validation" and run_files.data_split("test") == "test"
+    assert run_files.final_bleu_splits(fake_data.tiny_config(final_bleu_splits=("validation", "test"))) == ("dev", "test")
+    with pytest.raises(ValueError, match="final_bleu_splits"):
+        run_files.final_bleu_splits(fake_data.tiny_config(final_bleu_splits=("dev", "validation")))
