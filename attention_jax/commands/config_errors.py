@@ -104,6 +104,19 @@ def parse_flags_or_exit(argv: list[str]) -> list[str]:
         try:
             return flags.FLAGS(argv)
         except (flags.Error, AttributeError, KeyError, TypeError, ValueError) as error:
-            message = str(error).splitlines()[0] if str(error) else type(error).__name__
+            message = _one_line(str(error)) if str(error) else type(error).__name__
     print(f"{program}: error: {message}", file=sys.stderr)
     sys.exit(USAGE_ERROR)
+
+
+def _one_line(text: str) -> str:
+    """A flags error as one line: its first line, plus the reason that ends a config file's traceback.
+
+    ``ml_collections`` reports an error raised by ``get_config`` (e.g. an unknown row in
+    ``--config=configs/table2.py:Z9``) as "Error whilst parsing config file:" followed by the whole
+    traceback; the reason is its last line.
+    """
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if len(lines) > 1 and "Traceback (most recent call last):" in lines:
+        return f"{lines[0]} {lines[-1]}"
+    return lines[0]
