@@ -73,13 +73,16 @@ def make_schedule(config: Any) -> optax.Schedule:
     return schedule
 
 
-def make_optimizer(config: Any) -> optax.GradientTransformation:
+def make_optimizer(config: Any, schedule: optax.Schedule | None = None) -> optax.GradientTransformation:
     """Adam(beta1, beta2, eps) driven by :func:`make_schedule` (Section 5.3).
 
     Parameters
     ----------
     config : ml_collections.ConfigDict
         Reads ``adam_b1``, ``adam_b2``, ``adam_eps`` (paper: 0.9, 0.98, 1e-9) and the schedule fields.
+    schedule : optax.Schedule, optional
+        The learning-rate schedule to drive (default: ``make_schedule(config)``); the training loop
+        passes the one it logs, so the logged rate is the optimizer's own.
 
     Returns
     -------
@@ -93,7 +96,7 @@ def make_optimizer(config: Any) -> optax.GradientTransformation:
     update count therefore equals the paper's step.
     """
     return optax.adam(
-        learning_rate=make_schedule(config),
+        learning_rate=schedule if schedule is not None else make_schedule(config),
         b1=config.adam_b1,
         b2=config.adam_b2,
         eps=config.adam_eps,

@@ -54,6 +54,7 @@ class _Run:
     state: TrainState
     train_iterator: Iterator
     checkpoints: checkpoints.TrainingCheckpoints
+    schedule: Any  # The optimizer's learning-rate schedule (optax: update count -> rate).
     writer: metric_writer.MetricWriter
     num_params: int
     wall_s_before: float = 0.0  # Training wall time of earlier sessions (from the checkpoint).
@@ -136,7 +137,8 @@ def _setup(config: ml_collections.ConfigDict, workdir: str, data: Any) -> _Run:
         early_stopping.EarlyStopping.from_config(config).check_dev_split(int(dev_pairs))
     model_config = TransformerConfig.from_config(config)
     transformer = language_model.build_model(model_config, language_model.model_kind_of(config))
-    optimizer = optim.make_optimizer(config)
+    schedule = optim.make_schedule(config)
+    optimizer = optim.make_optimizer(config, schedule)
     rules = sharding.logical_axis_rules(config.param_sharding, mesh)
     boxed_state = abstract_boxed_state(transformer, optimizer)
     shardings = train_state_shardings(boxed_state, mesh, rules)
@@ -153,7 +155,7 @@ def _setup(config: ml_collections.ConfigDict, workdir: str, data: Any) -> _Run:
         train_iterator = _resumed_iterator(data, config, restored)
         logging.info("Resumed from the checkpoint of step %d in %s.", restored.step, workdir)
     run = _Run(config=config, workdir=workdir, mesh=mesh, data=data, model_config=model_config,
-               steps=steps, state=state, train_iterator=train_iterator, checkpoints=manager,
+               steps=steps, state=state, train_iterator=train_iterator, checkpoints=manager, schedule=schedule,
                writer=metric_writer.MetricWriter(workdir, resumed_step=int(state.step)),
                num_params=model.count_params(state.params),
                wall_s_before=float(progress.get("wall_s", 0.0)),
@@ -234,9 +236,11 @@ def _report_train(run: _Run, pending: list[tuple[int, dict]], tokens_per_s: floa
     summary = metrics.summarize({key: sum(float(sums[key]) for _, sums in pending)
                                  for key in metrics.SUM_KEYS})
     remaining_tokens = (config.num_train_steps - step) * summary["tokens"] / len(pending)
-    learning_rate = float(optim.paper_learning_rate(step, d_model=config.d_model,
-                                                    warmup_steps=config.warmup_steps,
-                                                    scale=config.learning_rate_scale))
+    remaining_s = remaining_tokens / tokens_per_s if tokens_per_s > 0 else math.nan
+    eval_s = run.last_eval.get("seconds")  # The last evaluation's time stands for each one to come.
+    if eval_s is not None:
+        remaining_s += eval_s * remaining_evaluations(step, config.num_train_steps, config.eval_every_steps)
+    learning_rate = float(run.schedule(step - 1))  # The rate of this step's update (optax counts from 0).
     padding = metrics.padding_fractions(run.token_counts)
     run.token_counts = {}
     run.last_train = dict(summary, learning_rate=learning_rate, tokens_per_s=tokens_per_s,
@@ -245,8 +249,30 @@ def _report_train(run: _Run, pending: list[tuple[int, dict]], tokens_per_s: floa
     logging.info("step %d/%d | loss %.4f | nll %.4f | acc %.3f | lr %.3g | %.0f tok/s | pad %.0f%% | ETA %s",
                  step, config.num_train_steps, summary["loss"], summary["nll_loss"],
                  summary["accuracy"], learning_rate, tokens_per_s,
-                 100 * padding.get("targets_padding_fraction", math.nan),
-                 _format_duration(remaining_tokens / tokens_per_s if tokens_per_s > 0 else math.nan))
+                 100 * padding.get("targets_padding_fraction", math.nan), _format_duration(remaining_s))
+
+
+def remaining_evaluations(step: int, num_train_steps: int, eval_every_steps: int) -> int:
+    """Dev evaluations a run still does after ``step``: every ``eval_every_steps`` and one at the end.
+
+    Parameters
+    ----------
+    step : int
+        The step just trained.
+    num_train_steps : int
+        The last step.
+    eval_every_steps : int
+        0: only the final evaluation.
+
+    Returns
+    -------
+    int
+        The count the progress line's ETA multiplies by the last evaluation's time.
+    """
+    if step >= num_train_steps:
+        return 0
+    periodic = (num_train_steps - 1) // eval_every_steps - step // eval_every_steps if eval_every_steps > 0 else 0
+    return periodic + 1
 
 
 def _progress(run: _Run) -> dict[str, Any]:
@@ -666,10 +692,41 @@ def _train_locked(config: ml_collections.ConfigDict, workdir: str, data: Any,
                 results.update(evaluated or {})
         if finished:
             _write_results(workdir, results)
+            logging.info("%s", summary_line(results, workdir))
     finally:
         run.checkpoints.close()
         run.writer.close()
     return results
+
+
+def summary_line(results: dict[str, Any], workdir: str) -> str:
+    """One line to end a run's log: steps, time, best dev figures, final BLEU, where the results are.
+
+    Parameters
+    ----------
+    results : dict
+        The run's results (``results.json``).
+    workdir : str
+        The run directory.
+
+    Returns
+    -------
+    str
+        E.g. ``"Done: step 40 (early_stopping), 3m12s; best dev perplexity 8.100 at step 30; dev BLEU
+        21.35, test BLEU 22.10; results in runs/tiny/results.json"``.
+    """
+    parts = [f"Done: step {results.get('step')} ({results.get('stop_reason')}), "
+             f"{_format_duration(float(results.get('wall_s') or math.nan))}"]
+    if results.get("best_eval_ppl") is not None:
+        parts.append(f"best dev perplexity {results['best_eval_ppl']:.3f} at step {results.get('best_step')}")
+    elif results.get("eval_ppl") is not None:
+        parts.append(f"dev perplexity {results['eval_ppl']:.3f}")
+    bleu = [f"{name} BLEU {results[f'{name}_bleu']:.2f}" for name in run_files.FINAL_BLEU_SPLITS
+            if results.get(f"{name}_bleu") is not None]
+    if bleu:
+        parts.append(", ".join(bleu))
+    parts.append(f"results in {os.path.join(workdir, run_files.RESULTS_FILE)}")
+    return "; ".join(parts)
 
 
 def _check_tokenizer(run: _Run) -> None:
