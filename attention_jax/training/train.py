@@ -6,7 +6,6 @@ The state and the compiled step functions it drives are in :mod:`attention_jax.t
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import os
 import time
@@ -19,16 +18,15 @@ from absl import logging
 from jax.sharding import Mesh
 
 from attention_jax import run_files
-from attention_jax.checkpointing import checkpoints, params_checkpoints
+from attention_jax.checkpointing import checkpoints
 from attention_jax.data import batching, packing
 from attention_jax.models import flops, language_model, metrics, model
-from attention_jax.models.decode_settings import DecodeSettings
 from attention_jax.training import (
-    distributed, early_stopping, metric_writer, optim, profiling, reruns, sharding, workdir_lock,
+    distributed, early_stopping, metric_writer, optim, profiling, reruns, run_evaluation, sharding, workdir_lock,
 )
-from attention_jax.training.throughput import Throughput
+from attention_jax.training.run_context import TrainingRun
 from attention_jax.training.train_state import (
-    DROPOUT_RNGS, Batch, CompiledSteps, MetricSums, TrainState, abstract_boxed_state, abstract_train_state,
+    DROPOUT_RNGS, Batch, MetricSums, abstract_boxed_state, abstract_train_state,
     compile_steps, create_train_state, run_update, train_state_shardings,
 )
 from attention_jax.models.transformer_config import TransformerConfig
@@ -40,39 +38,6 @@ class NonFiniteLossError(FloatingPointError):
 
 
 # --- The training loop ------------------------------------------------------------------------------
-
-@dataclasses.dataclass
-class _Run:
-    """Everything one call of :func:`train_and_evaluate` works with (mutable: state advances)."""
-
-    config: ml_collections.ConfigDict
-    workdir: str
-    mesh: Mesh
-    data: Any
-    model_config: TransformerConfig
-    steps: CompiledSteps
-    state: TrainState
-    train_iterator: Iterator
-    checkpoints: checkpoints.TrainingCheckpoints
-    schedule: Any  # The optimizer's learning-rate schedule (optax: update count -> rate).
-    writer: metric_writer.MetricWriter
-    num_params: int
-    wall_s_before: float = 0.0  # Training wall time of earlier sessions (from the checkpoint).
-    tokens_before: float = 0.0
-    session_start: float = dataclasses.field(default_factory=time.time)
-    last_save_time: float = dataclasses.field(default_factory=time.time)
-    eval_batches: list | None = None
-    last_train: dict = dataclasses.field(default_factory=dict)
-    last_eval: dict = dataclasses.field(default_factory=dict)
-    session_tokens: float = 0.0  # Target tokens trained on in this session.
-    compiled_shapes: set = dataclasses.field(default_factory=set)
-    throughput: Throughput = dataclasses.field(default_factory=Throughput)
-    early_stopping: early_stopping.EarlyStopping = dataclasses.field(
-        default_factory=lambda: early_stopping.EarlyStopping(patience=0))
-    stop_reason: str | None = None  # Set when training ends: early_stopping.STOPPED_EARLY or REACHED_NUM_STEPS.
-    token_counts: dict = dataclasses.field(default_factory=dict)  # Real tokens and slots since the last log.
-    lock: workdir_lock.WorkdirLock | None = None  # The work directory's lock (process 0).
-
 
 def validate_training_config(config: ml_collections.ConfigDict) -> None:
     """Raise ``ValueError`` naming the first unusable training setting.
@@ -125,7 +90,7 @@ def _load_data(config: ml_collections.ConfigDict, mesh: Mesh) -> Any:
                                        rows_multiple=sharding.data_parallel_size(mesh))
 
 
-def _setup(config: ml_collections.ConfigDict, workdir: str, data: Any) -> _Run:
+def _setup(config: ml_collections.ConfigDict, workdir: str, data: Any) -> TrainingRun:
     """Mesh, model, compiled steps, and the initial or restored state and data iterator."""
     mesh = sharding.create_mesh(config.mesh_shape, config.mesh_axes)
     data = data if data is not None else _load_data(config, mesh)
@@ -154,7 +119,7 @@ def _setup(config: ml_collections.ConfigDict, workdir: str, data: Any) -> _Run:
         state, progress = restored.state, restored.progress
         train_iterator = _resumed_iterator(data, config, restored)
         logging.info("Resumed from the checkpoint of step %d in %s.", restored.step, workdir)
-    run = _Run(config=config, workdir=workdir, mesh=mesh, data=data, model_config=model_config,
+    run = TrainingRun(config=config, workdir=workdir, mesh=mesh, data=data, model_config=model_config,
                steps=steps, state=state, train_iterator=train_iterator, checkpoints=manager, schedule=schedule,
                writer=metric_writer.MetricWriter(workdir, resumed_step=int(state.step)),
                num_params=model.count_params(state.params),
@@ -167,7 +132,7 @@ def _setup(config: ml_collections.ConfigDict, workdir: str, data: Any) -> _Run:
     return run
 
 
-def _resume_bookkeeping(run: _Run, progress: dict[str, Any]) -> None:
+def _resume_bookkeeping(run: TrainingRun, progress: dict[str, Any]) -> None:
     """Carry a restored run's figures over: timed throughput, the last logged train and dev figures.
 
     Early stopping that ended the run no longer holds it when the new config's patience allows more
@@ -194,7 +159,7 @@ def _resumed_iterator(data: Any, config: ml_collections.ConfigDict,
     return iterator
 
 
-def _next_micro_batches(run: _Run) -> list[Batch]:
+def _next_micro_batches(run: TrainingRun) -> list[Batch]:
     """The step's global micro-batches; counts their real tokens and slots into ``run.token_counts``."""
     multiple = sharding.local_data_shards(run.mesh)
     local = [sharding.pad_rows(next(run.train_iterator), multiple) for _ in range(run.config.grad_accum_steps)]
@@ -214,7 +179,7 @@ def _format_duration(seconds: float) -> str:
     return f"{hours}h{minutes:02d}m{secs:02d}s" if hours else f"{minutes}m{secs:02d}s"
 
 
-def _check_finite(run: _Run, pending: list[tuple[int, dict]]) -> None:
+def _check_finite(run: TrainingRun, pending: list[tuple[int, dict]]) -> None:
     for step, sums in pending:
         if not (np.isfinite(sums["loss_sum"]) and np.isfinite(sums["grad_norm"])):
             run.checkpoints.wait()  # Let a pending (good) save finish before naming the latest.
@@ -229,7 +194,7 @@ def _check_finite(run: _Run, pending: list[tuple[int, dict]]) -> None:
                 f"grad_norm={float(sums['grad_norm'])}); stopping. {then}")
 
 
-def _report_train(run: _Run, pending: list[tuple[int, dict]], tokens_per_s: float) -> None:
+def _report_train(run: TrainingRun, pending: list[tuple[int, dict]], tokens_per_s: float) -> None:
     """Log the aggregate of the pending steps' host metrics (console, jsonl, TensorBoard)."""
     config = run.config
     step = pending[-1][0]
@@ -275,7 +240,7 @@ def remaining_evaluations(step: int, num_train_steps: int, eval_every_steps: int
     return periodic + 1
 
 
-def _progress(run: _Run) -> dict[str, Any]:
+def _progress(run: TrainingRun) -> dict[str, Any]:
     return {"wall_s": run.wall_s_before + time.time() - run.session_start,
             "train_target_tokens": run.tokens_before + run.session_tokens,
             "timed_train_tokens": run.throughput.total_tokens, "timed_train_seconds": run.throughput.total_seconds,
@@ -287,7 +252,7 @@ def _iterator_state(iterator: Iterator) -> Any:
     return get_state() if get_state is not None else None
 
 
-def _save(run: _Run) -> None:
+def _save(run: TrainingRun) -> None:
     run.checkpoints.save(run.state, data_state=_iterator_state(run.train_iterator),
                          progress=_progress(run))
     run.last_save_time = time.time()
@@ -295,13 +260,13 @@ def _save(run: _Run) -> None:
         run.lock.refresh()
 
 
-def _time_to_save(run: _Run) -> bool:
+def _time_to_save(run: TrainingRun) -> bool:
     minutes = run.config.checkpoint_every_minutes
     due = minutes > 0 and time.time() - run.last_save_time >= 60.0 * minutes
     return distributed.all_processes_agree(due)  # Processes' clocks differ: process 0 decides.
 
 
-def _new_shapes(run: _Run, micro_batches: list[Batch]) -> bool:
+def _new_shapes(run: TrainingRun, micro_batches: list[Batch]) -> bool:
     """Whether this step's batch shapes (per micro-batch role) were not compiled yet; records them."""
     last = len(micro_batches) - 1
     keys = {(min(index, 1) if index < last else 2, tuple(batch.get("inputs", batch["targets"]).shape),
@@ -311,7 +276,7 @@ def _new_shapes(run: _Run, micro_batches: list[Batch]) -> bool:
     return new
 
 
-def _train(run: _Run, stop: distributed.StopRequest) -> bool:
+def _train(run: TrainingRun, stop: distributed.StopRequest) -> bool:
     """Run updates until ``num_train_steps`` or a stop request; returns whether training finished.
 
     At most one step is queued behind the one the device runs: after dispatching step n the host
@@ -366,7 +331,7 @@ def _train(run: _Run, stop: distributed.StopRequest) -> bool:
             unreported = []
         run.throughput.pause()
         if eval_now:  # Before saving: the checkpoint then carries this evaluation's early-stopping count.
-            _evaluate(run, step)
+            run_evaluation.evaluate(run, step)
             if run.early_stopping.should_stop:
                 run.stop_reason = early_stopping.STOPPED_EARLY
                 logging.info("Early stopping at step %d: %s.", step, run.early_stopping.stop_description())
@@ -383,170 +348,9 @@ def _train(run: _Run, stop: distributed.StopRequest) -> bool:
     return True
 
 
-# --- Evaluation -------------------------------------------------------------------------------------
-
-def _eval_batches(run: _Run) -> list[Batch]:
-    if run.eval_batches is None:
-        multiple = sharding.local_data_shards(run.mesh)
-        local = run.data.eval_batches(run.config.eval_split, max_batches=run.config.num_eval_batches)
-        run.eval_batches = [sharding.pad_rows(batch, multiple) for batch in local]
-    return run.eval_batches
-
-
-def _evaluate(run: _Run, step: int) -> dict[str, Any]:
-    """Dev loss, per-token perplexity and accuracy, and BLEU when decoding is available.
-
-    Parameters
-    ----------
-    run : _Run
-        The run (its current parameters are evaluated).
-    step : int
-        Step to file the metrics under.
-
-    Returns
-    -------
-    dict
-        ``loss`` (label-smoothed), ``nll_loss``, ``perplexity``, ``accuracy``, ``tokens`` and, with
-        ``config.num_bleu_examples > 0`` and the decoding modules present, ``bleu`` and
-        ``bleu_signature``; ``seconds`` (this evaluation's wall time) and ``run_wall_s`` (the run's
-        wall time when it began: ``benchmarks/time_to_bleu.py`` subtracts the earlier evaluations').
-    """
-    started = time.time()
-    totals = None
-    for batch in _eval_batches(run):
-        sums = run.steps.evaluate(run.state.params, sharding.global_batch(batch, run.steps.batch_sharding))
-        totals = sums if totals is None else metrics.add_sums(totals, sums)
-    summary = metrics.summarize(jax.device_get(totals)) if totals is not None else {}
-    summary.update(_bleu(run))
-    summary["seconds"] = time.time() - started
-    summary["run_wall_s"] = run.wall_s_before + started - run.session_start  # When it began; earlier evals included.
-    if "perplexity" in summary:
-        _track_best(run, step, summary["perplexity"])
-    run.last_eval = dict(summary, step=step)
-    run.writer.write(step, "eval", summary)
-    logging.info("eval at step %d | loss %.4f | nll %.4f | ppl %.3f | acc %.3f%s", step,
-                 summary.get("loss", math.nan), summary.get("nll_loss", math.nan),
-                 summary.get("perplexity", math.nan), summary.get("accuracy", math.nan),
-                 f" | sampled BLEU {summary['bleu']:.2f} ({run.config.num_bleu_examples} dev sentences)"
-                 if "bleu" in summary else "")
-    return summary
-
-
-def _replicated_params(run: _Run) -> Any:
-    """The current parameters, replicated on every device (for decoding and parameter checkpoints)."""
-    return jax.jit(lambda tree: tree, out_shardings=sharding.replicated(run.mesh))(run.state.params)
-
-
-def _track_best(run: _Run, step: int, perplexity: float) -> None:
-    """Update the best dev perplexity; with early stopping, keep the parameters of the k best evaluations.
-
-    ``k = config.average_last_checkpoints``: ``WORKDIR/best/`` holds the parameters of the k lowest dev
-    perplexities so far (not the k newest improvements), which is what averaging "the best k" needs.
-    """
-    run.early_stopping.update(step, perplexity)
-    if run.early_stopping.patience > 0:
-        params_checkpoints.keep_if_among_best(os.path.join(run.workdir, run_files.BEST_DIR), step, perplexity,
-                                              lambda: _replicated_params(run),
-                                              keep=max(1, run.config.average_last_checkpoints))
-
-
-_WARNED_NO_DECODING = []
-
-
-def _bleu(run: _Run) -> dict[str, Any]:
-    """BLEU of beam-search translations of the first ``num_bleu_examples`` dev pairs."""
-    count = run.config.num_bleu_examples
-    if count <= 0:
-        return {}
-    try:
-        from attention_jax.decoding import decode  # The decoding side; optional here.
-        from attention_jax.evaluation import translation_quality
-    except ImportError as error:
-        if not _WARNED_NO_DECODING:
-            logging.warning("BLEU skipped: decoding modules unavailable (%s).", error)
-            _WARNED_NO_DECODING.append(True)
-        return {}
-    pairs = run.data.text_pairs(run.config.eval_split, max_pairs=count)
-    if not pairs:
-        return {}
-    translator = decode.Translator(run.model_config, _replicated_params(run), run.data.tokenizer,
-                                   settings=DecodeSettings.from_config(run.config))
-    hypotheses = translator.translate([source for source, _ in pairs])
-    score, signature = translation_quality.corpus_bleu(hypotheses, [target for _, target in pairs])
-    for (source, target), hypothesis in list(zip(pairs, hypotheses))[:2]:
-        logging.info("  src: %s\n  ref: %s\n  hyp: %s", source, target, hypothesis)
-    return {"bleu": float(score), "bleu_signature": signature}
-
-
-def _final_params(run: _Run) -> tuple[Any, str]:
-    """The parameters whose BLEU counts, and which they are (Section 6.1's averaging, or the best)."""
-    count = run.config.average_last_checkpoints
-    if run.early_stopping.patience > 0:
-        best = checkpoints.finished_steps(os.path.join(run.workdir, run_files.BEST_DIR))
-        if best:
-            params, steps = params_checkpoints.average_last_params(
-                run.workdir, min(max(count, 1), len(best)), directory_name=run_files.BEST_DIR)
-            return params, f"best {len(steps)} (steps {steps})" if len(steps) > 1 else f"best (step {steps[0]})"
-    if count > 1:
-        saved = checkpoints.finished_steps(os.path.join(run.workdir, run_files.CHECKPOINT_DIR))
-        if len(saved) >= count:
-            params, steps = params_checkpoints.average_last_params(run.workdir, count)
-            return params, f"average of steps {steps}"
-        logging.warning("Final BLEU from the last parameters: %d checkpoints to average, %d kept "
-                        "(config.keep_checkpoints).", count, len(saved))
-    return _replicated_params(run), f"step {int(run.state.step)}"
-
-
-def _final_bleu(run: _Run, stop: distributed.StopRequest) -> dict[str, Any] | None:
-    """Beam-search BLEU and perplexity of the whole dev and test splits (``config.final_bleu[_splits]``).
-
-    Decodes with the paper's search (``DecodeSettings.from_config``) from :func:`_final_params`, writes
-    ``eval_<split>.json`` and the translations beside it like ``python -m attention_jax.evaluate``,
-    and returns ``dev_bleu``, ``test_bleu`` (with signatures, perplexities and sentence counts),
-    ``final_bleu_splits`` (the splits decoded) and ``final_checkpoint``, which names the parameters
-    used. Progress is logged while decoding; a stop request (SIGTERM, Ctrl-C) is honoured between
-    batches, and then ``None`` is returned: rerunning the command finishes the evaluation only.
-    """
-    from attention_jax.decoding import decode  # The decoding side.
-    from attention_jax.evaluation import translation_quality
-
-    run.checkpoints.wait()  # Averaging reads the checkpoints from disk.
-    params, described = _final_params(run)
-    settings = DecodeSettings.from_config(run.config)
-    translator = decode.Translator(run.model_config, params, run.data.tokenizer, settings=settings)
-    names = run_files.final_bleu_splits(run.config)
-    results: dict[str, Any] = {"final_checkpoint": described, "final_bleu_splits": list(names)}
-    split_of = {"dev": run.config.eval_split, "test": run.config.test_split}
-    step = int(run.state.step)
-    # Multi-process stops agree on a training step; once training is over only one process can stop alone.
-    should_stop = (lambda: stop.should_stop(step)) if jax.process_count() == 1 else None
-    for name, split in ((name, split_of[name]) for name in names):
-        pairs = run.data.text_pairs(split)
-        if not pairs:
-            continue
-        started = time.time()
-        try:
-            evaluated = translation_quality.evaluate(
-                translator, pairs, should_stop=should_stop,
-                report_progress=translation_quality.progress_logger(f"final {name} BLEU", len(pairs)))
-        except translation_quality.EvaluationStopped as stopped:
-            logging.warning("Stopped the final %s evaluation on request (%s); training is complete: rerun the "
-                            "same command to finish the evaluation only.", name, stopped)
-            return None
-        results.update({f"{name}_bleu": evaluated.bleu, f"{name}_bleu_signature": evaluated.bleu_signature,
-                        f"{name}_ppl": evaluated.perplexity, f"{name}_sentences": len(pairs)})
-        if jax.process_index() == 0:
-            report = dict(split=split, checkpoint=described, name=run.config.get("name", ""),
-                          **evaluated.summary(), wall_s=round(time.time() - started, 2))
-            translation_quality.write_report(run_files.eval_report_path(run.workdir, split), report, evaluated.hypotheses)
-        logging.info("final %s BLEU %.2f, perplexity %.3f on %d sentences (%s, beam %d).", name,
-                     evaluated.bleu, evaluated.perplexity, len(pairs), described, settings.beam_size)
-    return results
-
-
 # --- Entry point ------------------------------------------------------------------------------------
 
-def _results(run: _Run) -> dict[str, Any]:
+def _results(run: TrainingRun) -> dict[str, Any]:
     config = run.config
     paper = config.get("paper", None)
     return {
@@ -680,14 +484,14 @@ def _train_locked(config: ml_collections.ConfigDict, workdir: str, data: Any,
             if finished:
                 run.stop_reason = run.stop_reason or early_stopping.REACHED_NUM_STEPS
                 if run.last_eval.get("step") != int(run.state.step):
-                    _evaluate(run, int(run.state.step))
+                    run_evaluation.evaluate(run, int(run.state.step))
                 if held_by is not None:
                     logging.info("Nothing to train: %s. Finishing the run's final evaluation only.", held_by)
             results = dict(previous or _results(run), finished=finished)
             if not finished and stop.completed_at_request is not None:
                 results["steps_after_stop_request"] = int(run.state.step) - stop.completed_at_request
             if finished and reruns.pending_final_splits(results, config):
-                evaluated = _final_bleu(run, stop)
+                evaluated = run_evaluation.final_bleu(run, stop)
                 finished = results["finished"] = evaluated is not None
                 results.update(evaluated or {})
         if finished:
@@ -729,7 +533,7 @@ def summary_line(results: dict[str, Any], workdir: str) -> str:
     return "; ".join(parts)
 
 
-def _check_tokenizer(run: _Run) -> None:
+def _check_tokenizer(run: TrainingRun) -> None:
     """Refuse to put a different tokenizer under a run's trained weights (its ids would mean other pieces)."""
     model_proto = getattr(run.data.tokenizer, "model_proto", None)
     path = os.path.join(run.workdir, run_files.TOKENIZER_FILE)

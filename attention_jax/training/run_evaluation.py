@@ -1,0 +1,183 @@
+"""Evaluation inside a training run: dev loss and perplexity at each evaluation (with sampled BLEU), the
+best checkpoints kept for early stopping, and the final beam-search BLEU of whole splits.
+
+Called by :mod:`attention_jax.training.train`; the loop's state is :class:`TrainingRun`
+(:mod:`attention_jax.training.run_context`).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from typing import Any
+
+import jax
+from absl import logging
+
+from attention_jax import run_files
+from attention_jax.checkpointing import checkpoints, params_checkpoints
+from attention_jax.models import metrics
+from attention_jax.models.decode_settings import DecodeSettings
+from attention_jax.training import distributed, sharding
+from attention_jax.training.run_context import TrainingRun
+from attention_jax.training.train_state import Batch
+
+
+def eval_batches(run: TrainingRun) -> list[Batch]:
+    if run.eval_batches is None:
+        multiple = sharding.local_data_shards(run.mesh)
+        local = run.data.eval_batches(run.config.eval_split, max_batches=run.config.num_eval_batches)
+        run.eval_batches = [sharding.pad_rows(batch, multiple) for batch in local]
+    return run.eval_batches
+
+
+def evaluate(run: TrainingRun, step: int) -> dict[str, Any]:
+    """Dev loss, per-token perplexity and accuracy, and BLEU when decoding is available.
+
+    Parameters
+    ----------
+    run : TrainingRun
+        The run (its current parameters are evaluated).
+    step : int
+        Step to file the metrics under.
+
+    Returns
+    -------
+    dict
+        ``loss`` (label-smoothed), ``nll_loss``, ``perplexity``, ``accuracy``, ``tokens`` and, with
+        ``config.num_bleu_examples > 0`` and the decoding modules present, ``bleu`` and
+        ``bleu_signature``; ``seconds`` (this evaluation's wall time) and ``run_wall_s`` (the run's
+        wall time when it began: ``benchmarks/time_to_bleu.py`` subtracts the earlier evaluations').
+    """
+    started = time.time()
+    totals = None
+    for batch in eval_batches(run):
+        sums = run.steps.evaluate(run.state.params, sharding.global_batch(batch, run.steps.batch_sharding))
+        totals = sums if totals is None else metrics.add_sums(totals, sums)
+    summary = metrics.summarize(jax.device_get(totals)) if totals is not None else {}
+    summary.update(_bleu(run))
+    summary["seconds"] = time.time() - started
+    summary["run_wall_s"] = run.wall_s_before + started - run.session_start  # When it began; earlier evals included.
+    if "perplexity" in summary:
+        track_best(run, step, summary["perplexity"])
+    run.last_eval = dict(summary, step=step)
+    run.writer.write(step, "eval", summary)
+    logging.info("eval at step %d | loss %.4f | nll %.4f | ppl %.3f | acc %.3f%s", step,
+                 summary.get("loss", math.nan), summary.get("nll_loss", math.nan),
+                 summary.get("perplexity", math.nan), summary.get("accuracy", math.nan),
+                 f" | sampled BLEU {summary['bleu']:.2f} ({run.config.num_bleu_examples} dev sentences)"
+                 if "bleu" in summary else "")
+    return summary
+
+
+def replicated_params(run: TrainingRun) -> Any:
+    """The current parameters, replicated on every device (for decoding and parameter checkpoints)."""
+    return jax.jit(lambda tree: tree, out_shardings=sharding.replicated(run.mesh))(run.state.params)
+
+
+def track_best(run: TrainingRun, step: int, perplexity: float) -> None:
+    """Update the best dev perplexity; with early stopping, keep the parameters of the k best evaluations.
+
+    ``k = config.average_last_checkpoints``: ``WORKDIR/best/`` holds the parameters of the k lowest dev
+    perplexities so far (not the k newest improvements), which is what averaging "the best k" needs.
+    """
+    run.early_stopping.update(step, perplexity)
+    if run.early_stopping.patience > 0:
+        params_checkpoints.keep_if_among_best(os.path.join(run.workdir, run_files.BEST_DIR), step, perplexity,
+                                              lambda: replicated_params(run),
+                                              keep=max(1, run.config.average_last_checkpoints))
+
+
+_WARNED_NO_DECODING = []
+
+
+def _bleu(run: TrainingRun) -> dict[str, Any]:
+    """BLEU of beam-search translations of the first ``num_bleu_examples`` dev pairs."""
+    count = run.config.num_bleu_examples
+    if count <= 0:
+        return {}
+    try:
+        from attention_jax.decoding import decode  # The decoding side; optional here.
+        from attention_jax.evaluation import translation_quality
+    except ImportError as error:
+        if not _WARNED_NO_DECODING:
+            logging.warning("BLEU skipped: decoding modules unavailable (%s).", error)
+            _WARNED_NO_DECODING.append(True)
+        return {}
+    pairs = run.data.text_pairs(run.config.eval_split, max_pairs=count)
+    if not pairs:
+        return {}
+    translator = decode.Translator(run.model_config, replicated_params(run), run.data.tokenizer,
+                                   settings=DecodeSettings.from_config(run.config))
+    hypotheses = translator.translate([source for source, _ in pairs])
+    score, signature = translation_quality.corpus_bleu(hypotheses, [target for _, target in pairs])
+    for (source, target), hypothesis in list(zip(pairs, hypotheses))[:2]:
+        logging.info("  src: %s\n  ref: %s\n  hyp: %s", source, target, hypothesis)
+    return {"bleu": float(score), "bleu_signature": signature}
+
+
+def final_params(run: TrainingRun) -> tuple[Any, str]:
+    """The parameters whose BLEU counts, and which they are (Section 6.1's averaging, or the best)."""
+    count = run.config.average_last_checkpoints
+    if run.early_stopping.patience > 0:
+        best = checkpoints.finished_steps(os.path.join(run.workdir, run_files.BEST_DIR))
+        if best:
+            params, steps = params_checkpoints.average_last_params(
+                run.workdir, min(max(count, 1), len(best)), directory_name=run_files.BEST_DIR)
+            return params, f"best {len(steps)} (steps {steps})" if len(steps) > 1 else f"best (step {steps[0]})"
+    if count > 1:
+        saved = checkpoints.finished_steps(os.path.join(run.workdir, run_files.CHECKPOINT_DIR))
+        if len(saved) >= count:
+            params, steps = params_checkpoints.average_last_params(run.workdir, count)
+            return params, f"average of steps {steps}"
+        logging.warning("Final BLEU from the last parameters: %d checkpoints to average, %d kept "
+                        "(config.keep_checkpoints).", count, len(saved))
+    return replicated_params(run), f"step {int(run.state.step)}"
+
+
+def final_bleu(run: TrainingRun, stop: distributed.StopRequest) -> dict[str, Any] | None:
+    """Beam-search BLEU and perplexity of the whole dev and test splits (``config.final_bleu[_splits]``).
+
+    Decodes with the paper's search (``DecodeSettings.from_config``) from :func:`final_params`, writes
+    ``eval_<split>.json`` and the translations beside it like ``python -m attention_jax.evaluate``,
+    and returns ``dev_bleu``, ``test_bleu`` (with signatures, perplexities and sentence counts),
+    ``final_bleu_splits`` (the splits decoded) and ``final_checkpoint``, which names the parameters
+    used. Progress is logged while decoding; a stop request (SIGTERM, Ctrl-C) is honoured between
+    batches, and then ``None`` is returned: rerunning the command finishes the evaluation only.
+    """
+    from attention_jax.decoding import decode  # The decoding side.
+    from attention_jax.evaluation import translation_quality
+
+    run.checkpoints.wait()  # Averaging reads the checkpoints from disk.
+    params, described = final_params(run)
+    settings = DecodeSettings.from_config(run.config)
+    translator = decode.Translator(run.model_config, params, run.data.tokenizer, settings=settings)
+    names = run_files.final_bleu_splits(run.config)
+    results: dict[str, Any] = {"final_checkpoint": described, "final_bleu_splits": list(names)}
+    split_of = {"dev": run.config.eval_split, "test": run.config.test_split}
+    step = int(run.state.step)
+    # Multi-process stops agree on a training step; once training is over only one process can stop alone.
+    should_stop = (lambda: stop.should_stop(step)) if jax.process_count() == 1 else None
+    for name, split in ((name, split_of[name]) for name in names):
+        pairs = run.data.text_pairs(split)
+        if not pairs:
+            continue
+        started = time.time()
+        try:
+            evaluated = translation_quality.evaluate(
+                translator, pairs, should_stop=should_stop,
+                report_progress=translation_quality.progress_logger(f"final {name} BLEU", len(pairs)))
+        except translation_quality.EvaluationStopped as stopped:
+            logging.warning("Stopped the final %s evaluation on request (%s); training is complete: rerun the "
+                            "same command to finish the evaluation only.", name, stopped)
+            return None
+        results.update({f"{name}_bleu": evaluated.bleu, f"{name}_bleu_signature": evaluated.bleu_signature,
+                        f"{name}_ppl": evaluated.perplexity, f"{name}_sentences": len(pairs)})
+        if jax.process_index() == 0:
+            report = dict(split=split, checkpoint=described, name=run.config.get("name", ""),
+                          **evaluated.summary(), wall_s=round(time.time() - started, 2))
+            translation_quality.write_report(run_files.eval_report_path(run.workdir, split), report, evaluated.hypotheses)
+        logging.info("final %s BLEU %.2f, perplexity %.3f on %d sentences (%s, beam %d).", name,
+                     evaluated.bleu, evaluated.perplexity, len(pairs), described, settings.beam_size)
+    return results
