@@ -46,7 +46,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import math
 import os
 import pathlib
 import platform
@@ -203,7 +202,20 @@ def target_summary(evaluations: Sequence[Evaluation], dev_bleu_target: float, te
 
 
 def describe(target: dict[str, Any], last_step: int | None) -> str:
-    """One line saying when the target was reached (or that it was not), for the console."""
+    """One line saying when the target was reached (or that it was not), for the console.
+
+    Parameters
+    ----------
+    target : dict
+        :func:`target_summary`'s result.
+    last_step : int or None
+        The last evaluated step (named when the target was not reached).
+
+    Returns
+    -------
+    str
+        The sentence.
+    """
     if not target["reached"]:
         best = ("no dev BLEU" if target["best_dev_bleu"] is None else
                 f"best dev BLEU {target['best_dev_bleu']:.2f} at step {target['best_dev_bleu_step']}")
@@ -218,7 +230,18 @@ def describe(target: dict[str, Any], last_step: int | None) -> str:
 
 
 def read_records(path: pathlib.Path) -> list[dict[str, Any]]:
-    """The complete JSON lines of ``metrics.jsonl`` (a line being written is left for the next read)."""
+    """The complete JSON lines of a run's ``metrics.jsonl``, read while the run may still write it.
+
+    Parameters
+    ----------
+    path : pathlib.Path
+        The file (absent before the first record).
+
+    Returns
+    -------
+    list[dict]
+        The parsed records; a line being written (not yet valid JSON) is left for the next read.
+    """
     if not path.exists():
         return []
     records = []
@@ -342,7 +365,23 @@ def train(args: argparse.Namespace, config: str, settings: dict[str, str], run_d
 
 
 def score_on_test(run_dir: pathlib.Path, step: int, env: dict[str, str]) -> tuple[dict[str, Any], float]:
-    """Decode the test split with the checkpoint of ``step`` (``attention_jax.evaluate``); its report and time."""
+    """Decode the test split with the checkpoint of ``step`` through ``python -m attention_jax.evaluate``.
+
+    Parameters
+    ----------
+    run_dir : pathlib.Path
+        The training work directory.
+    step : int
+        The target checkpoint's step.
+    env : dict[str, str]
+        The child's environment.
+
+    Returns
+    -------
+    tuple[dict, float]
+        The evaluate command's report (``bleu``, ``perplexity``, ``num_examples``, ``bleu_signature``,
+        written to ``RUN_DIR/time_to_bleu_test.json``) and the seconds it took, process start included.
+    """
     report_path = run_dir / TEST_REPORT
     command = [sys.executable, "-m", "attention_jax.evaluate", f"--workdir={run_dir}", "--split=test",
                f"--checkpoint={step}", f"--output={report_path}"]
