@@ -134,7 +134,7 @@ def evaluations_from_records(records: Sequence[dict[str, Any]]) -> list[Evaluati
     for record in sorted((r for r in records if "eval/seconds" in r), key=lambda r: r["step"]):
         if record.get("eval/run_wall_s") is None:
             raise ValueError(f"the evaluation of step {record['step']} has no eval/run_wall_s: the train loop "
-                             "predates this benchmark (attention_jax/training/train.py _evaluate).")
+                             "predates this benchmark (attention_jax/training/run_evaluation.py writes it).")
         seconds = float(record["eval/seconds"])
         evaluations.append(Evaluation(step=int(record["step"]),
                                       train_s=float(record["eval/run_wall_s"]) - earlier_eval_s,
