@@ -50,6 +50,7 @@ def get_config() -> ml_collections.ConfigDict:
     config.share_embeddings = True  # One matrix: encoder input, decoder input, pre-softmax (3.4).
     config.attention_implementation = "einsum"  # or "fused" (jax.nn.dot_product_attention).
     config.attention_window = 0  # 0: full attention; r > 0: restricted self-attention (Table 1).
+    config.attention_function = "scaled_dot_product"  # or "dot_product", "additive", "linear" (3.2.1).
     config.dtype = "float32"  # Compute dtype; "bfloat16" keeps params in float32.
     # CPU-only speed-ups (attention_jax/cpu_kernels: Dense backward pass, dropout masks, accuracy argmax).
     # Takes effect only when jax.default_backend() == "cpu"; False gives the plain Flax/JAX path everywhere.

@@ -20,7 +20,8 @@ import jax
 import jax.numpy as jnp
 
 from attention_jax.cpu_kernels import dense_dot_general, dropout_class
-from attention_jax.models import decode_attention
+from attention_jax.models import attention_functions, decode_attention
+from attention_jax.models.fused_attention import fused_dot_product_attention
 
 Array = jax.Array
 DType = Any
@@ -356,62 +357,6 @@ def local_dot_product_attention(
     return output.reshape(batch, num_blocks * block, *output.shape[3:])[:, :length]
 
 
-def fused_dot_product_attention(
-    query: Array,
-    key: Array,
-    value: Array,
-    mask: Array | None = None,
-    *,
-    implementation: str = "fused",
-) -> Array:
-    """Attention through ``jax.nn.dot_product_attention`` (XLA, or cuDNN flash attention on GPU).
-
-    Parameters
-    ----------
-    query, key, value : Array
-        As in :func:`scaled_dot_product_attention`; ``K != V`` is allowed.
-    mask : Array, optional
-        Boolean, broadcastable to ``[B, H, T, S]``.
-    implementation : str
-        ``"xla"``, ``"cudnn"`` or ``"fused"`` (cuDNN on GPU for bfloat16/float16 inputs, else XLA).
-
-    Returns
-    -------
-    Array
-        ``[B, T, H, V]``; equal to :func:`scaled_dot_product_attention` up to float rounding.
-
-    Notes
-    -----
-    ``jax.nn.dot_product_attention`` needs keys and values of one width. When ``d_k != d_v`` the
-    narrower of (query, key) and value is zero-padded to the wider width: zero columns add nothing to
-    ``Q K^T`` and the padded output columns are sliced away. The scale stays ``1/sqrt(d_k)``.
-    Fully masked rows are zeroed afterwards (the fused kernels return a uniform average there).
-    """
-    key_dim, value_dim = query.shape[-1], value.shape[-1]
-    width = max(key_dim, value_dim)
-
-    def pad_last(array: Array) -> Array:
-        extra = width - array.shape[-1]
-        return array if extra == 0 else jnp.pad(array, [(0, 0)] * (array.ndim - 1) + [(0, extra)])
-
-    backend = implementation
-    if implementation == "fused":
-        on_gpu = jax.default_backend() == "gpu"
-        backend = "cudnn" if on_gpu and query.dtype in (jnp.bfloat16, jnp.float16) else "xla"
-    output = jax.nn.dot_product_attention(
-        pad_last(query),
-        pad_last(key),
-        pad_last(value),
-        mask=mask,
-        scale=1.0 / float(key_dim) ** 0.5,
-        implementation=backend,
-    )[..., :value_dim]
-    if mask is not None:
-        any_key = jnp.any(jnp.broadcast_to(mask, mask.shape[:-1] + (key.shape[1],)), axis=-1)
-        output = output * jnp.swapaxes(any_key, 1, 2)[..., None].astype(output.dtype)  # [B,T,H,1]
-    return output
-
-
 class MultiHeadAttention(nn.Module):
     """Multi-head attention with separate per-head key and value sizes (Section 3.2.2).
 
@@ -433,6 +378,8 @@ class MultiHeadAttention(nn.Module):
         Dropout on the attention weights (einsum implementation only).
     implementation : str
         One of :data:`ATTENTION_IMPLEMENTATIONS`.
+    attention_function : str
+        One of :data:`attention_jax.models.attention_functions.ATTENTION_FUNCTIONS` (Section 3.2.1).
     decode : bool
         Autoregressive mode: keys and values of earlier steps are kept in the ``cache`` collection
         and each call processes one new query position.
@@ -460,6 +407,7 @@ class MultiHeadAttention(nn.Module):
     out_dim: int
     attention_dropout_rate: float = 0.0
     implementation: str = "einsum"
+    attention_function: str = "scaled_dot_product"
     decode: bool = False
     decode_window: int = 0
     dtype: DType = jnp.float32
@@ -517,6 +465,12 @@ class MultiHeadAttention(nn.Module):
         query = self._projection((self.num_heads, self.key_dim), "query")(inputs_q)  # [B,T,H,K]
         key = self._projection((self.num_heads, self.key_dim), "key")(inputs_kv)  # [B,S,H,K]
         value = self._projection((self.num_heads, self.value_dim), "value")(inputs_kv)  # [B,S,H,V]
+        if self.attention_function == "dot_product":  # Footnote 4: no 1/sqrt(d_k), through the paths below.
+            query = attention_functions.unscaled_query(query)
+        elif self.attention_function in attention_functions.NOT_DOT_PRODUCT:  # Additive or linear attention.
+            return self._output_projection(attention_functions.attend(
+                self, query, key, value, mask, update_cache=self._update_cache if self.decode else None,
+                deterministic=deterministic, sow_weights=sow_weights))
         if isinstance(mask, LocalMask):
             mask = self._local_or_dense(mask, query.shape[1], key.shape[1], sow_weights)
         use_dropout = self.attention_dropout_rate > 0.0 and not deterministic

@@ -10,7 +10,7 @@ the decoder input is built here as ``[BOS] + targets[:-1]`` (teacher forcing).
 Packed batches (``config.packing``) hold several pairs per row: ``inputs_segmentation`` /
 ``targets_segmentation`` (``[B, S]`` / ``[B, T]``) number the pairs of a row 1, 2, ... (0 = padding;
 a pair has one number on both sides) and ``inputs_position`` / ``targets_position`` restart at 0 for
-each pair. Attention then stays within a pair (:func:`make_segment_mask`), positional encodings
+each pair. Attention then stays within a pair (:func:`masks.make_segment_mask`), positional encodings
 read the position arrays, and the decoder input starts every pair with BOS.
 """
 
@@ -24,7 +24,8 @@ import jax
 import jax.numpy as jnp
 
 from attention_jax.cpu_kernels import dense_dot_general, dropout_class
-from attention_jax.models import attention
+from attention_jax.models import attention, masks
+from attention_jax.models.masks import make_segment_mask, self_attention_mask  # noqa: F401 (re-exported)
 from attention_jax.models.transformer_config import TransformerConfig
 
 Array = jax.Array
@@ -60,31 +61,6 @@ def sinusoidal_positional_encoding(positions: Array, d_model: int) -> Array:
     angles = positions[..., None].astype(jnp.float32) * inverse_timescale  # [..., ceil(D/2)]
     encoding = jnp.stack([jnp.sin(angles), jnp.cos(angles)], axis=-1)  # [..., D/2, 2]
     return encoding.reshape(*positions.shape, -1)[..., :d_model]
-
-
-def make_segment_mask(query_segmentation: Array, key_segmentation: Array) -> Array:
-    """Mask that keeps attention within one packed pair: query and key carry the same segment id.
-
-    Parameters
-    ----------
-    query_segmentation : Array
-        Integer ``[B, T]`` segment ids of the queries (1, 2, ... per pair; 0 = padding).
-    key_segmentation : Array
-        Integer ``[B, S]`` segment ids of the keys.
-
-    Returns
-    -------
-    Array
-        Boolean ``[B, 1, T, S]``, ``True`` where both ids are equal and non-zero.
-
-    Notes
-    -----
-    Padding (id 0) attends nowhere and is attended by nothing, so this mask also contains the
-    padding mask. Cross-attention uses it with target queries and source keys: a target pair
-    attends only to the source sentence with its own segment id.
-    """
-    same = query_segmentation[:, None, :, None] == key_segmentation[:, None, None, :]  # [B,1,T,S]
-    return jnp.logical_and(same, (query_segmentation != 0)[:, None, :, None])
 
 
 def shift_right(targets: Array, bos_id: int = BOS_ID) -> Array:
@@ -237,35 +213,6 @@ def embed_tokens(config: TransformerConfig, embedding: nn.Embed, position: Posit
     return dropout(x, deterministic=deterministic)  # P_drop on the sum (5.4)
 
 
-def self_attention_mask(config: TransformerConfig, valid: Array, *, causal: bool,
-                        segmentation: Array | None = None) -> Array | attention.LocalMask:
-    """Self-attention mask from the ``[B, L]`` token validity: padding, causal if asked, segments.
-
-    Parameters
-    ----------
-    config : TransformerConfig
-        ``attention_window`` is read.
-    valid : Array
-        Boolean ``[B, L]``: real tokens. ``causal`` forbids later keys (decoder self-attention, 3.2.3);
-        ``segmentation`` (packed rows, ``[B, L]``) restricts keys to the query's own segment.
-
-    Returns
-    -------
-    Array or attention.LocalMask
-        Boolean ``[B, 1, L, L]``; with ``attention_window = r > 0`` a :class:`attention.LocalMask`
-        (``|i - j| <= r``), computed blockwise in O(r n d) by the einsum attention (Table 1).
-    """
-    window = config.attention_window
-    if window > 0:
-        if segmentation is not None:
-            raise ValueError(f"Packed batches (segment ids) need full attention; attention_window="
-                             f"{window} has no segment mask. Set attention_window=0 or packing=False.")
-        return attention.LocalMask(window=window, valid=valid, causal=causal)
-    causal_mask = attention.make_causal_mask(valid.shape[1]) if causal else None
-    segment_mask = None if segmentation is None else make_segment_mask(segmentation, segmentation)
-    return attention.combine_masks(attention.make_padding_mask(valid, valid), causal_mask, segment_mask)
-
-
 def layer_norm(name: str) -> nn.LayerNorm:
     """The LayerNorm of every sublayer and of the pre-LN final norm (epsilon 1e-6, float32)."""
     return nn.LayerNorm(
@@ -313,6 +260,7 @@ def _attention(config: TransformerConfig, name: str, decode: bool = False) -> at
         implementation=config.attention_implementation,
         decode=decode,
         decode_window=config.attention_window,
+        attention_function=config.attention_function,
         dtype=config.compute_dtype,
         cpu_kernels=config.cpu_kernels,
         name=name,
@@ -494,15 +442,9 @@ class Transformer(nn.Module):
         cfg = self.config
         if targets_valid is None:
             targets_valid = jnp.ones(decoder_inputs.shape, dtype=bool)
-        if encoded.shape[0] == decoder_inputs.shape[0]:
-            cross_mask = attention.make_padding_mask(targets_valid, inputs != PAD_ID)  # [B,1,T,S]
-        else:  # A search's hypotheses share their sentence's row of encoded (decode mode only).
-            cross_mask = (inputs != PAD_ID)[:, None, None, :]  # [B',1,1,S]
-        if (inputs_segmentation is None) != (targets_segmentation is None):
-            raise ValueError("Packed batches need both inputs_segmentation and targets_segmentation.")
-        if targets_segmentation is not None:
-            cross_mask = attention.combine_masks(
-                cross_mask, make_segment_mask(targets_segmentation, inputs_segmentation))
+        cross_mask = masks.cross_attention_mask(cfg, targets_valid, inputs != PAD_ID,  # [B|B',1,T|1,S]
+                                                targets_segmentation=targets_segmentation,
+                                                inputs_segmentation=inputs_segmentation)
         if cfg.decode:
             self_mask = None  # Causality and the window come from the key/value cache.
         else:

@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 import ml_collections
 
-from attention_jax.models import attention
+from attention_jax.models import attention, attention_functions
 from attention_jax.models.decode_settings import DecodeSettings
 
 POSITIONAL_ENCODINGS = ("sinusoidal", "learned", "none")
@@ -51,6 +51,9 @@ class TransformerConfig:
         0 for full attention; ``r > 0`` restricts self-attention to ``|i - j| <= r`` (Table 1), computed
         blockwise in O(r n d) by the einsum implementation (other implementations use a dense mask;
         decode mode uses the key/value cache). Cross-attention stays full.
+    attention_function : str
+        How each head attends (Section 3.2.1): ``"scaled_dot_product"`` (the paper's), ``"dot_product"``,
+        ``"additive"`` or ``"linear"``; see :mod:`attention_jax.models.attention_functions`.
     max_len : int
         Positions the learned encoding holds (inputs and decoded outputs must fit).
     dtype : str
@@ -77,6 +80,7 @@ class TransformerConfig:
     share_embeddings: bool = True
     attention_implementation: str = "einsum"
     attention_window: int = 0
+    attention_function: str = "scaled_dot_product"
     max_len: int = 512
     dtype: str = "float32"
     decode: bool = False
@@ -133,6 +137,7 @@ class TransformerConfig:
             share_embeddings=config.share_embeddings,
             attention_implementation=config.attention_implementation,
             attention_window=config.attention_window,
+            attention_function=config.get("attention_function", "scaled_dot_product"),  # Older runs: none.
             max_len=config.max_len + DecodeSettings.from_config(config).max_decode_extra_len,
             dtype=config.dtype,
             cpu_kernels=config.get("cpu_kernels", True),
@@ -189,3 +194,6 @@ def _validate(config: TransformerConfig) -> None:
             f"attention_implementation='einsum' (the fused kernels have no weight dropout); got "
             f"{config.attention_implementation!r}."
         )
+    attention_functions.check_attention_function(
+        config.attention_function, implementation=config.attention_implementation,
+        window=config.attention_window, attention_dropout_rate=config.attention_dropout_rate)

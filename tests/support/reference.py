@@ -1,6 +1,7 @@
 """Independent NumPy implementations of the paper's equations, used as test oracles.
 
-Written from the paper's text only (Sections 3.1-3.5), with none of the library's code, in float64.
+Written from the paper's text only (Sections 3.1-3.5; the other attention functions from Bahdanau et al.,
+2015 and Katharopoulos et al., 2020), with none of the library's code, in float64.
 Parameter dictionaries follow the Flax layout of ``attention_jax.models.model`` so the same weights can be fed
 to both implementations.
 """
@@ -45,19 +46,98 @@ def attention(query: np.ndarray, key: np.ndarray, value: np.ndarray,
 
 
 def multi_head_attention(params: dict, inputs_q: np.ndarray, inputs_kv: np.ndarray,
-                         mask: np.ndarray | None) -> np.ndarray:
-    """Concat(head_1..head_h) W^O with head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V), plus biases."""
+                         mask: np.ndarray | None, attention_function: str = "scaled_dot_product") -> np.ndarray:
+    """Concat(head_1..head_h) W^O with head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V), plus biases.
+
+    ``attention_function`` picks Attention: the paper's (default), ``dot_product``, ``additive`` (its
+    vector ``w`` is ``params["score_vector"]``) or ``linear``.
+    """
     def project(x: np.ndarray, name: str) -> np.ndarray:
         kernel, bias = np.asarray(params[name]["kernel"], np.float64), np.asarray(params[name]["bias"])
         return np.einsum("bld,dhk->blhk", x, kernel) + bias
 
     query, key, value = project(inputs_q, "query"), project(inputs_kv, "key"), project(inputs_kv, "value")
-    heads, _ = attention(query, key, value, mask)
+    if attention_function == "scaled_dot_product":
+        heads, _ = attention(query, key, value, mask)
+    elif attention_function == "dot_product":
+        heads, _ = dot_product_attention(query, key, value, mask)
+    elif attention_function == "additive":
+        heads, _ = additive_attention(query, key, value, np.asarray(params["score_vector"], np.float64), mask)
+    else:
+        heads = linear_attention(query, key, value, mask)
     batch, length = heads.shape[:2]
     concatenated = heads.reshape(batch, length, -1)  # Concat over heads.
     w_out = np.asarray(params["out"]["kernel"], np.float64)
     w_out = w_out.reshape(-1, w_out.shape[-1])
     return concatenated @ w_out + np.asarray(params["out"]["bias"])
+
+
+def _broadcast_mask(mask: np.ndarray | None, shape: tuple[int, int, int, int]) -> np.ndarray:
+    return np.ones(shape, bool) if mask is None else np.broadcast_to(mask, shape)
+
+
+def attention_from_scores(score, query: np.ndarray, key: np.ndarray, value: np.ndarray,
+                          mask: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """softmax(score(q_t, K, h)) V per batch, head and query row, by explicit loops.
+
+    ``score(q [K], keys [S, K], head) -> [S]``. Shapes and masking as :func:`attention`: fully masked
+    rows give zero weights. Returns (output [B,T,H,V], weights [B,H,T,S]).
+    """
+    batch, length_q, heads, _ = query.shape
+    length_k = key.shape[1]
+    mask = _broadcast_mask(mask, (batch, heads, length_q, length_k))
+    weights = np.zeros((batch, heads, length_q, length_k))
+    output = np.zeros((batch, length_q, heads, value.shape[-1]))
+    for b in range(batch):
+        for h in range(heads):
+            for t in range(length_q):
+                allowed = mask[b, h, t]
+                if not allowed.any():
+                    continue
+                row = np.full(length_k, -np.inf)
+                row[allowed] = score(query[b, t, h], key[b, :, h], h)[allowed]
+                weights[b, h, t] = softmax(row)
+            output[b, :, h, :] = weights[b, h] @ value[b, :, h, :]
+    return output, weights
+
+
+def dot_product_attention(query: np.ndarray, key: np.ndarray, value: np.ndarray,
+                          mask: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """softmax(Q K^T) V: the paper's footnote 4 case, without the 1/sqrt(d_k) scaling."""
+    return attention_from_scores(lambda q, keys, head: keys @ q, query, key, value, mask)
+
+
+def additive_attention(query: np.ndarray, key: np.ndarray, value: np.ndarray, score_vector: np.ndarray,
+                       mask: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """Bahdanau et al. (2015): score(q, k) = w_h^T tanh(q + k), ``score_vector`` w ``[H, K]``."""
+    return attention_from_scores(lambda q, keys, head: np.tanh(q[None, :] + keys) @ score_vector[head],
+                                 query, key, value, mask)
+
+
+def elu_plus_one(x: np.ndarray) -> np.ndarray:
+    """phi(x) = elu(x) + 1: x + 1 for x > 0, exp(x) otherwise."""
+    return np.where(x > 0, x + 1.0, np.exp(np.minimum(x, 0.0)))
+
+
+def linear_attention(query: np.ndarray, key: np.ndarray, value: np.ndarray,
+                     mask: np.ndarray | None) -> np.ndarray:
+    """Katharopoulos et al. (2020), Eq. (4) with phi = elu + 1, by explicit loops over queries and keys.
+
+    out_t = sum_s m_ts phi(q_t).phi(k_s) v_s / sum_s m_ts phi(q_t).phi(k_s); rows with no allowed key
+    give zeros. Returns the output [B,T,H,V].
+    """
+    batch, length_q, heads, _ = query.shape
+    length_k = key.shape[1]
+    mask = _broadcast_mask(mask, (batch, heads, length_q, length_k))
+    output = np.zeros((batch, length_q, heads, value.shape[-1]))
+    for b in range(batch):
+        for h in range(heads):
+            for t in range(length_q):
+                similarity = np.array([elu_plus_one(query[b, t, h]) @ elu_plus_one(key[b, s, h])
+                                       if mask[b, h, t, s] else 0.0 for s in range(length_k)])
+                if similarity.sum() > 0:
+                    output[b, t, h] = similarity @ value[b, :, h] / similarity.sum()
+    return output
 
 
 def layer_norm(params: dict, x: np.ndarray, epsilon: float = 1e-6) -> np.ndarray:

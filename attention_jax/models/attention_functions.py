@@ -1,0 +1,575 @@
+"""Attention functions beside the paper's scaled dot product (Section 3.2.1): an ablation axis.
+
+The paper compares "the two most commonly used attention functions", additive and dot-product
+attention, and scales the dot products by ``1/sqrt(d_k)`` because for large ``d_k`` they "grow large
+in magnitude, pushing the softmax function into regions where it has extremely small gradients"
+(footnote 4: for unit-variance components ``q . k`` has variance ``d_k``). ``config.attention_function``
+picks one of :data:`ATTENTION_FUNCTIONS`; every one keeps the multi-head projections of Section 3.2.2
+(``W^Q``, ``W^K``, ``W^V`` per head, ``W^O`` after the concatenation) and changes only how a head turns
+its queries, keys and values into outputs.
+
+Shape glossary
+--------------
+B batch, T query length, S key/value length, L length of a self-attention sequence (T = S), H heads,
+K key/query size per head (d_k), V value size per head (d_v), G segment ids of a row (S + 1).
+
+Masks: a dense boolean mask broadcastable to ``[B, H, T, S]`` (``True`` = may attend), an
+``attention.LocalMask`` (restricted self-attention), or a :class:`StructuredMask`, which keeps the
+padding, causal and packed-segment masks as their parts so that linear attention can apply them
+without forming a ``[T, S]`` matrix. A query with no allowed key gets zero output.
+
+``attention_jax/models/flops.py`` counts every function's attention as dot-product attention, so the
+training FLOPs (and MFU) reported for additive and linear runs are those of the paper's attention.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import flax.linen as nn
+import flax.struct
+import jax
+import jax.numpy as jnp
+
+from attention_jax.cpu_kernels import dropout_class
+from attention_jax.models import decode_attention
+
+Array = jax.Array
+
+ATTENTION_FUNCTIONS = ("scaled_dot_product", "dot_product", "additive", "linear")
+"""Allowed values of ``config.attention_function``.
+
+``scaled_dot_product``: ``softmax(q k^T / sqrt(d_k)) v``, the paper's Equation (1).
+``dot_product``: ``softmax(q k^T) v``, footnote 4's unscaled case; it runs through every scaled path
+(and every ``attention_implementation``) on the query multiplied by ``sqrt(d_k)``
+(:func:`unscaled_query`).
+``additive``: ``softmax(w_h^T tanh(q + k)) v`` (Bahdanau et al., 2015), :func:`additive_attention`.
+``linear``: ``phi(q) (sum_s phi(k_s) v_s^T) / (phi(q) sum_s phi(k_s))`` with ``phi = elu + 1``
+(Katharopoulos et al., 2020), :func:`linear_attention`; no softmax and no weight matrix.
+"""
+
+NOT_DOT_PRODUCT = ("additive", "linear")
+"""Functions computed here (:func:`attend`) rather than by the dot-product paths of ``attention``."""
+
+LINEAR_CHUNK_SIZE = 64
+"""Positions per chunk of causal linear attention (:func:`linear_attention`)."""
+
+NO_WEIGHTS_MESSAGE = (
+    "attention_function='linear' forms no normalised attention weight matrix (it computes "
+    "phi(q) (sum_s phi(k_s) v_s^T) / (phi(q) sum_s phi(k_s)) without scoring query-key pairs), so there "
+    "are no attention weights or maps to show; use a softmax attention function.")
+
+
+def check_attention_function(function: str, *, implementation: str = "einsum", window: int = 0,
+                             attention_dropout_rate: float = 0.0) -> None:
+    """Raise ``ValueError`` (one line) for an unknown function or a setting it cannot take.
+
+    Parameters
+    ----------
+    function : str
+        ``config.attention_function``.
+    implementation : str
+        ``config.attention_implementation``: additive and linear attention need ``"einsum"``.
+    window : int
+        ``config.attention_window``: linear attention has no restricted form.
+    attention_dropout_rate : float
+        Linear attention has no weights to drop out.
+
+    Notes
+    -----
+    ``dot_product`` takes every implementation and window: it is the scaled computation on a
+    rescaled query. ``additive`` takes a window as a dense mask (it scores every pair anyway).
+    """
+    if function not in ATTENTION_FUNCTIONS:
+        raise ValueError(f"attention_function must be one of {ATTENTION_FUNCTIONS}; got {function!r}.")
+    if function in NOT_DOT_PRODUCT and implementation != "einsum":
+        raise ValueError(f"attention_function={function!r} needs attention_implementation='einsum' (the xla, "
+                         f"cudnn and fused kernels compute softmax(q k^T) only); got {implementation!r}.")
+    if function == "linear" and window > 0:
+        raise ValueError(f"attention_function='linear' has no restricted window (its running sums cover every "
+                         f"earlier key): set attention_window=0; got {window}.")
+    if function == "linear" and attention_dropout_rate > 0:
+        raise ValueError(f"attention_function='linear' forms no attention weights to drop out: set "
+                         f"attention_dropout_rate=0; got {attention_dropout_rate}.")
+
+
+def unscaled_query(query: Array) -> Array:
+    """``sqrt(d_k) q``: dot-product attention through the scaled paths (footnote 4).
+
+    Parameters
+    ----------
+    query : Array
+        ``[..., K]`` queries.
+
+    Returns
+    -------
+    Array
+        The queries times ``sqrt(K)``, in their dtype.
+
+    Notes
+    -----
+    ``softmax((sqrt(d_k) q) k^T / sqrt(d_k)) = softmax(q k^T)``, so the unscaled function reuses every
+    scaled path unchanged: the einsum, blockwise-window, single-query and cached paths and the fused
+    kernels. The two roundings (multiply, then divide) move the scores by about one float32 ulp (in
+    bfloat16, by up to two bfloat16 roundings of the query, 2^-8 relative).
+    """
+    return query * jnp.sqrt(jnp.asarray(query.shape[-1], jnp.float32)).astype(query.dtype)
+
+
+@flax.struct.dataclass
+class StructuredMask:
+    """Padding, causal and packed-segment masks kept as their parts instead of a dense ``[B, 1, T, S]``.
+
+    Attributes
+    ----------
+    query_valid : Array, optional
+        Boolean ``[B, T]``: real query tokens (others get zero output). ``None``: all.
+    key_valid : Array, optional
+        Boolean ``[B or B', S]``: real key tokens. ``None``: all.
+    query_segments, key_segments : Array, optional
+        Integer ``[B, T]`` / ``[B, S]`` pair ids of packed rows (1, 2, ...; 0 = padding): a query attends
+        only to keys of its own id. Give both or neither.
+    causal : bool
+        Also forbid keys after the query (self-attention, ``T == S``); static.
+
+    Notes
+    -----
+    A pytree (``flax.struct``), so it passes through ``jax.jit``. The model builds one for linear
+    attention (``model.self_attention_mask`` and the cross-attention mask of ``Transformer.decode``);
+    :meth:`to_dense` gives the equivalent dense mask (the model's masks for the other functions).
+    Causal masking with segments assumes each segment is one contiguous run, as packing lays them out.
+    """
+
+    query_valid: Array | None = None
+    key_valid: Array | None = None
+    query_segments: Array | None = None
+    key_segments: Array | None = None
+    causal: bool = flax.struct.field(pytree_node=False, default=False)
+
+    def to_dense(self, query_length: int, key_length: int) -> Array | None:
+        """The equivalent boolean mask ``[B or 1, 1, T, S]`` (``None`` when nothing is masked).
+
+        Parameters
+        ----------
+        query_length, key_length : int
+            ``T`` and ``S``.
+
+        Returns
+        -------
+        Array or None
+            The conjunction of the padding, causal and segment masks.
+        """
+        parts = []
+        if self.query_valid is not None or self.key_valid is not None:
+            query_valid = _all_valid(self.query_valid, query_length)
+            key_valid = _all_valid(self.key_valid, key_length)
+            parts.append(query_valid[:, None, :, None] & key_valid[:, None, None, :])
+        if self.causal:
+            parts.append(jnp.tril(jnp.ones((query_length, key_length), bool))[None, None])
+        if self.query_segments is not None:
+            same = self.query_segments[:, None, :, None] == self.key_segments[:, None, None, :]
+            parts.append(same & (self.query_segments != 0)[:, None, :, None])
+        if not parts:
+            return None
+        dense = parts[0]
+        for part in parts[1:]:
+            dense = dense & part
+        return dense
+
+
+def _all_valid(valid: Array | None, length: int) -> Array:
+    return jnp.ones((1, length), bool) if valid is None else valid
+
+
+def additive_scores(query: Array, key: Array, score_vector: Array) -> Array:
+    """Bahdanau scores ``w_h^T tanh(q_t + k_s)`` of every query/key pair, per head.
+
+    Parameters
+    ----------
+    query : Array
+        ``[B, T, H, K]`` projected queries (the head's ``W^Q`` is Bahdanau's ``W_q``).
+    key : Array
+        ``[B, S, H, K]`` projected keys (the head's ``W^K`` is Bahdanau's ``W_k``).
+    score_vector : Array
+        ``[H, K]``: ``w_h`` of each head.
+
+    Returns
+    -------
+    Array
+        float32 ``[B, H, T, S]``.
+
+    Notes
+    -----
+    The hidden layer has ``d_k`` units, so the tanh's argument ``[B, T, S, H, K]`` grows with ``d_k``:
+    ``T S H d_k`` tanh evaluations a layer, against ``T S H d_k`` multiply-adds for ``q k^T`` (the same
+    count, but transcendental). XLA fuses the add, tanh and reduction, so the forward pass keeps only the
+    ``[B, T, S, H]`` scores; the function is rematerialised (``jax.checkpoint``) so the backward pass
+    recomputes the tanh instead of storing ``[B, T, S, H, K]``.
+    """
+    return jax.checkpoint(_additive_scores)(query, key, score_vector)
+
+
+def _additive_scores(query: Array, key: Array, score_vector: Array) -> Array:
+    hidden = jnp.tanh(query.astype(jnp.float32)[:, :, None] + key.astype(jnp.float32)[:, None])  # [B,T,S,H,K]
+    scores = jnp.sum(hidden * score_vector.astype(jnp.float32), axis=-1)  # [B,T,S,H]
+    return jnp.transpose(scores, (0, 3, 1, 2))  # [B,H,T,S]
+
+
+def additive_attention(
+    query: Array,
+    key: Array,
+    value: Array,
+    score_vector: Array,
+    mask: Array | None = None,
+    *,
+    return_weights: bool = False,
+    dropout_fn: Callable[[Array], Array] | None = None,
+) -> Array | tuple[Array, Array]:
+    """Additive attention ``softmax(w_h^T tanh(q + k)) v`` (Bahdanau et al., 2015), per head.
+
+    Parameters
+    ----------
+    query : Array
+        ``[B, T, H, K]`` queries.
+    key : Array
+        ``[B, S, H, K]`` keys.
+    value : Array
+        ``[B, S, H, V]`` values.
+    score_vector : Array
+        ``[H, K]``: ``w_h``, a learned vector per head.
+    mask : Array, optional
+        Boolean, broadcastable to ``[B, H, T, S]``.
+    return_weights : bool
+        Also return the attention weights.
+    dropout_fn : callable, optional
+        Applied to the weights before they multiply the values.
+
+    Returns
+    -------
+    Array or (Array, Array)
+        ``[B, T, H, V]``, and with ``return_weights`` the weights ``[B, H, T, S]``.
+
+    Notes
+    -----
+    Parameterisation: Bahdanau's ``v^T tanh(W_q q + W_k k)`` with the head's query and key projections
+    as ``W_q`` and ``W_k`` (their biases are the bias inside the tanh) and a hidden size of ``d_k``; the
+    only new parameters are the ``h d_k`` entries of ``w``. Scores are bounded by ``|w_h|_1`` whatever
+    ``d_k``, so this function needs no scaling. Masking and fully masked rows follow
+    ``attention.scaled_dot_product_attention``. Memory and time: see :func:`additive_scores`.
+    """
+    scores = additive_scores(query, key, score_vector)  # [B,H,T,S]
+    weights = decode_attention.masked_softmax(scores, mask).astype(value.dtype)
+    attended = dropout_fn(weights) if dropout_fn is not None else weights
+    output = jnp.einsum("bhts,bshv->bthv", attended, value)
+    return (output, weights) if return_weights else output
+
+
+def elu_feature_map(x: Array) -> Array:
+    """``phi(x) = elu(x) + 1`` in float32: positive, so every similarity ``phi(q) . phi(k)`` is > 0."""
+    return jax.nn.elu(x.astype(jnp.float32)) + 1.0
+
+
+def linear_attention_quadratic(query: Array, key: Array, value: Array, mask: Array | None = None) -> Array:
+    """Linear attention in its quadratic form: the masked matrix ``phi(Q) phi(K)^T``, normalised per row.
+
+    Parameters
+    ----------
+    query : Array
+        ``[B, T, H, K]`` queries.
+    key : Array
+        ``[B, S, H, K]`` keys.
+    value : Array
+        ``[B, S, H, V]`` values.
+    mask : Array, optional
+        Boolean, broadcastable to ``[B, H, T, S]``.
+
+    Returns
+    -------
+    Array
+        ``[B, T, H, V]``.
+
+    Notes
+    -----
+    ``out_t = sum_s m_ts phi(q_t).phi(k_s) v_s / sum_s m_ts phi(q_t).phi(k_s)``: O(T S) time and memory,
+    the definition :func:`linear_attention` computes in O(T + S). Used for dense masks, which have no
+    cheaper form, and as the check of the linear form.
+    """
+    similarity = jnp.einsum("bthk,bshk->bhts", elu_feature_map(query), elu_feature_map(key))  # [B,H,T,S]
+    if mask is not None:
+        similarity = jnp.where(mask, similarity, 0.0)
+    normaliser = jnp.sum(similarity, axis=-1, keepdims=True)
+    weights = similarity / jnp.where(normaliser > 0, normaliser, 1.0)
+    return jnp.einsum("bhts,bshv->bthv", weights, value.astype(jnp.float32)).astype(value.dtype)
+
+
+def linear_attention(query: Array, key: Array, value: Array, mask: StructuredMask | Array | None = None, *,
+                     chunk_size: int = LINEAR_CHUNK_SIZE) -> Array:
+    """Linear attention ``phi(q) (sum_s phi(k_s) v_s^T) / (phi(q) sum_s phi(k_s))``, ``phi = elu + 1``.
+
+    Parameters
+    ----------
+    query : Array
+        ``[B, T, H, K]`` queries.
+    key : Array
+        ``[B', S, H, K]`` keys; ``B = B' R``, query rows ``b R .. b R + R - 1`` sharing key row ``b``.
+    value : Array
+        ``[B', S, H, V]`` values.
+    mask : StructuredMask or Array, optional
+        A :class:`StructuredMask` is applied in O(T + S); a dense mask takes
+        :func:`linear_attention_quadratic`.
+    chunk_size : int
+        ``C``, positions per chunk of the causal form.
+
+    Returns
+    -------
+    Array
+        ``[B, T, H, V]``; zero for invalid queries and for queries with no allowed key.
+
+    Notes
+    -----
+    Katharopoulos et al. (2020), Equation (6). Masked keys get ``phi(k) = 0``. Without ``causal`` the
+    sums ``sum_s phi(k_s) v_s^T`` ``[H, K, V]`` and ``sum_s phi(k_s)`` ``[H, K]`` are taken once per row
+    (per segment id of packed rows, by a segment sum). With ``causal`` (self-attention) the sequence is
+    cut into chunks of ``C`` positions: within a chunk the masked ``phi(q) phi(k)^T`` (``C x C``), across
+    chunks the running sums carried from chunk to chunk (restarted where a packed segment starts), so
+    time is O(L C d + L d_k d_v) and memory O(L C + (L / C) d_k d_v) per head: linear in the length
+    ``L``, where softmax attention's scores are O(L^2).
+    """
+    if mask is not None and not isinstance(mask, StructuredMask):
+        return linear_attention_quadratic(query, key, value, mask)
+    mask = StructuredMask() if mask is None else mask
+    phi_query, phi_key, value_f32 = elu_feature_map(query), elu_feature_map(key), value.astype(jnp.float32)
+    key_valid = mask.key_valid
+    if mask.key_segments is not None:
+        key_valid = _all_valid(key_valid, key.shape[1]) & (mask.key_segments != 0)
+    if key_valid is not None:
+        phi_key = phi_key * key_valid[:, :, None, None]  # Masked keys add nothing to either sum.
+    if mask.causal:
+        if query.shape[:2] != key.shape[:2]:
+            raise ValueError(f"causal linear attention is self-attention: queries {query.shape[:2]} and keys "
+                             f"{key.shape[:2]} need one batch and length.")
+        numerator, denominator = _causal_sums(phi_query, phi_key, value_f32, mask.key_segments, chunk_size)
+    else:
+        numerator, denominator = _noncausal_sums(phi_query, phi_key, value_f32, mask)
+    denominator = denominator[..., None]  # [B,T,H,1]; > 0 exactly when the query has an allowed key.
+    output = jnp.where(denominator > 0, numerator / jnp.where(denominator > 0, denominator, 1.0), 0.0)
+    query_valid = mask.query_valid
+    if mask.query_segments is not None:
+        query_valid = _all_valid(query_valid, query.shape[1]) & (mask.query_segments != 0)
+    if query_valid is not None:
+        output = output * query_valid[:, :, None, None]
+    return output.astype(value.dtype)
+
+
+def _noncausal_sums(phi_query: Array, phi_key: Array, value: Array, mask: StructuredMask) -> tuple[Array, Array]:
+    """Numerators ``[B, T, H, V]`` and denominators ``[B, T, H]`` over every key each query may see."""
+    repeats = phi_query.shape[0] // phi_key.shape[0]  # Query rows sharing a key row (beam search).
+    if mask.key_segments is None:
+        state = jnp.repeat(jnp.einsum("bshk,bshv->bhkv", phi_key, value), repeats, axis=0)  # [B,H,K,V]
+        normaliser = jnp.repeat(jnp.sum(phi_key, axis=1), repeats, axis=0)  # [B,H,K]
+        return (jnp.einsum("bthk,bhkv->bthv", phi_query, state),
+                jnp.einsum("bthk,bhk->bth", phi_query, normaliser))
+    num_segments = phi_key.shape[1] + 1  # Ids 0 .. S.
+    segment_sum = jax.vmap(lambda data, ids: jax.ops.segment_sum(data, ids, num_segments))
+    key_values = jnp.einsum("bshk,bshv->bshkv", phi_key, value)  # phi(k_s) v_s^T
+    states = jnp.repeat(segment_sum(key_values, mask.key_segments), repeats, axis=0)  # [B,G,H,K,V]
+    normalisers = jnp.repeat(segment_sum(phi_key, mask.key_segments), repeats, axis=0)  # [B,G,H,K]
+    pick = jax.vmap(lambda table, ids: table[ids])  # Each query's own segment: [B,T,...].
+    return (jnp.einsum("bthk,bthkv->bthv", phi_query, pick(states, mask.query_segments)),
+            jnp.einsum("bthk,bthk->bth", phi_query, pick(normalisers, mask.query_segments)))
+
+
+def _causal_sums(phi_query: Array, phi_key: Array, value: Array, segments: Array | None,
+                 chunk_size: int) -> tuple[Array, Array]:
+    """Causal numerators ``[B, L, H, V]`` and denominators ``[B, L, H]``, chunk by chunk (see ``linear_attention``).
+
+    Segments must be contiguous runs (packed rows); ``None`` is one segment per row.
+    """
+    batch, length = phi_query.shape[:2]
+    chunk = min(chunk_size, length)
+    num_chunks = -(-length // chunk)
+    if segments is None:
+        segments = jnp.zeros((batch, length), jnp.int32)
+
+    def chunks(array: Array, fill: int = 0) -> Array:  # [B,L,...] -> [B,n,C,...], padded at the end.
+        edge = [(0, 0)] * array.ndim
+        edge[1] = (0, num_chunks * chunk - length)
+        padded = jnp.pad(array, edge, constant_values=fill)
+        return padded.reshape(batch, num_chunks, chunk, *array.shape[2:])
+
+    query, key, value = chunks(phi_query), chunks(phi_key), chunks(value)  # [B,n,C,H,K|V]
+    segment = chunks(segments, fill=-1)  # [B,n,C]; padding keys have phi(k) = 0 anyway.
+    # Within a chunk: the masked quadratic form (causal, same segment).
+    allowed = jnp.tril(jnp.ones((chunk, chunk), bool)) & (segment[..., :, None] == segment[..., None, :])
+    similarity = jnp.einsum("bnchk,bnshk->bnhcs", query, key) * allowed[:, :, None]  # [B,n,H,C,C]
+    numerator = jnp.einsum("bnhcs,bnshv->bnchv", similarity, value)
+    denominator = jnp.swapaxes(jnp.sum(similarity, axis=-1), 2, 3)  # [B,n,C,H]
+    # Across chunks: the sums of the segment still open at a chunk's end, carried into the next chunk.
+    first, last = segment[:, :, 0], segment[:, :, -1]  # [B,n]
+    open_before = jnp.pad(last[:, :-1], ((0, 0), (1, 0)), constant_values=-2)  # Segment entering chunk n.
+    tail = (segment == last[..., None]).astype(jnp.float32)  # [B,n,C]: keys of the chunk's last segment.
+    tail_states = jnp.einsum("bnc,bnchk,bnchv->bnhkv", tail, key, value)  # [B,n,H,K,V]
+    tail_normalisers = jnp.einsum("bnc,bnchk->bnhk", tail, key)  # [B,n,H,K]
+    restarts = (first != last) | (open_before != first)  # Chunk n does not continue the entering segment.
+    carried = _segmented_cumsum((tail_states, tail_normalisers), restarts)  # Leaving chunk n.
+    entering = jax.tree.map(lambda sums: jnp.pad(sums[:, :-1], [(0, 0), (1, 0)] + [(0, 0)] * (sums.ndim - 2)),
+                            carried)  # Entering chunk n: [B,n,H,K,V], [B,n,H,K].
+    continues = (segment == open_before[..., None]).astype(jnp.float32)[..., None]  # [B,n,C,1]
+    numerator += jnp.einsum("bnchk,bnhkv->bnchv", query, entering[0]) * continues[..., None]
+    denominator += jnp.einsum("bnchk,bnhk->bnch", query, entering[1]) * continues
+    numerator = numerator.reshape(batch, num_chunks * chunk, *numerator.shape[3:])[:, :length]
+    return numerator, denominator.reshape(batch, num_chunks * chunk, -1)[:, :length]
+
+
+def _segmented_cumsum(values: Any, restarts: Array) -> Any:
+    """Inclusive sums over axis 1 of each ``[B, n, ...]`` leaf, restarted where ``restarts`` ``[B, n]`` is True."""
+    def combine(left: tuple[Any, Array], right: tuple[Any, Array]) -> tuple[Any, Array]:
+        # A right operand that restarts discards everything on its left.
+        (left_sums, left_restart), (right_sums, right_restart) = left, right
+        summed = jax.tree.map(
+            lambda a, b: jnp.where(right_restart.reshape(right_restart.shape + (1,) * (b.ndim - 2)), b, a + b),
+            left_sums, right_sums)
+        return summed, left_restart | right_restart
+
+    return jax.lax.associative_scan(combine, (values, restarts), axis=1)[0]
+
+
+def linear_attention_step(query: Array, key: Array, value: Array, state: Array,
+                          normaliser: Array) -> tuple[Array, Array, Array]:
+    """One decode step of causal linear attention: add this position to the running sums, read them.
+
+    Parameters
+    ----------
+    query, key : Array
+        ``[B, H, K]``: the new position's query and key.
+    value : Array
+        ``[B, H, V]``.
+    state : Array
+        float32 ``[B, H, K, V]``: ``sum_s phi(k_s) v_s^T`` over the earlier positions.
+    normaliser : Array
+        float32 ``[B, H, K]``: ``sum_s phi(k_s)`` over the earlier positions.
+
+    Returns
+    -------
+    (Array, Array, Array)
+        The output ``[B, H, V]`` and the updated ``state`` and ``normaliser``.
+
+    Notes
+    -----
+    The recurrent form of Katharopoulos et al. (2020), Section 3.4: ``O(d_k d_v)`` per head and step,
+    whatever the number of positions decoded, and no key/value cache.
+    """
+    phi_query, phi_key = elu_feature_map(query), elu_feature_map(key)
+    state = state + jnp.einsum("bhk,bhv->bhkv", phi_key, value.astype(jnp.float32))
+    normaliser = normaliser + phi_key
+    numerator = jnp.einsum("bhk,bhkv->bhv", phi_query, state)
+    denominator = jnp.sum(phi_query * normaliser, axis=-1, keepdims=True)  # > 0: this key is included.
+    return (numerator / denominator).astype(value.dtype), state, normaliser
+
+
+def attend(module: nn.Module, query: Array, key: Array, value: Array, mask: Any, *,
+           update_cache: Callable[..., tuple[Array, Array, Any]] | None, deterministic: bool,
+           sow_weights: bool) -> Array:
+    """Additive or linear attention of projected heads, inside ``attention.MultiHeadAttention``.
+
+    Parameters
+    ----------
+    module : nn.Module
+        The calling ``MultiHeadAttention`` (bound, in its ``__call__``): its ``attention_function``,
+        ``implementation``, ``decode_window``, ``attention_dropout_rate`` and ``cpu_kernels`` are read, and
+        the additive score vector and linear decoding state are created in its scope.
+    query : Array
+        ``[B, T, H, K]``.
+    key : Array
+        ``[B', S, H, K]``, ``B = B' R`` (a search's hypotheses sharing their sentence's encoder row).
+    value : Array
+        ``[B', S, H, V]``.
+    mask : Array, LocalMask, StructuredMask or None
+        As the model passes it; window masks are made dense (additive only).
+    update_cache : callable, optional
+        ``MultiHeadAttention._update_cache`` in decode mode (the additive function's key/value cache).
+    deterministic : bool
+        Disable attention dropout.
+    sow_weights : bool
+        Store the additive weights as ``intermediates/attention_weights``; refused for linear attention.
+
+    Returns
+    -------
+    Array
+        ``[B, T, H, V]`` heads, before the output projection.
+
+    Notes
+    -----
+    Decode mode: additive attention reads the key/value cache like the dot-product paths; linear
+    attention keeps ``linear_state`` ``[B, H, K, V]`` and ``linear_normaliser`` ``[B, H, K]`` in the
+    ``cache`` collection instead (:func:`linear_attention_step`).
+    """
+    function = module.attention_function
+    check_attention_function(function, implementation=module.implementation, window=module.decode_window,
+                             attention_dropout_rate=module.attention_dropout_rate)
+    if function == "linear" and sow_weights:
+        raise ValueError(NO_WEIGHTS_MESSAGE)
+    if function == "linear" and update_cache is not None:
+        return _linear_decode(module, query, key, value, mask)
+    key, value, mask = _share_rows(query.shape[0], key, value, mask)
+    if function == "linear":
+        return linear_attention(query, key, value, mask)
+    score_vector = module.param(
+        "score_vector",
+        nn.with_logical_partitioning(nn.initializers.normal(stddev=query.shape[-1] ** -0.5), ("heads", "kv")),
+        query.shape[2:])  # w_h: [H,K]
+    mask = _dense_mask(mask, query.shape[1], key.shape[1])
+    if update_cache is not None:
+        key, value, mask = update_cache(key, value, mask)  # [B,H,L,K|V]: the cache, heads first.
+        key, value = jnp.swapaxes(key, 1, 2), jnp.swapaxes(value, 1, 2)  # [B,L,H,K|V]
+    dropout_fn = None
+    if module.attention_dropout_rate > 0.0 and not deterministic:
+        dropout_fn = dropout_class(module.cpu_kernels)(module.attention_dropout_rate, deterministic=False)
+    output, weights = additive_attention(query, key, value, score_vector, mask, return_weights=True,
+                                         dropout_fn=dropout_fn)
+    if sow_weights:
+        module.sow("intermediates", "attention_weights", weights)
+    return output
+
+
+def _dense_mask(mask: Any, query_length: int, key_length: int) -> Array | None:
+    """A structured or window mask as a dense boolean mask (additive attention scores every pair)."""
+    if isinstance(mask, StructuredMask):
+        return mask.to_dense(query_length, key_length)
+    if hasattr(mask, "to_dense"):  # attention.LocalMask (restricted self-attention).
+        return mask.to_dense(key_length)
+    return mask
+
+
+def _share_rows(query_rows: int, key: Array, value: Array, mask: Any) -> tuple[Array, Array, Any]:
+    """Keys, values and key-side masks repeated to one row per query row (a search's shared rows)."""
+    repeats = query_rows // key.shape[0]
+    if repeats == 1:
+        return key, value, mask
+
+    def repeat(array: Array | None) -> Array | None:
+        return array if array is None or array.shape[0] == 1 else jnp.repeat(array, repeats, axis=0)
+
+    if isinstance(mask, StructuredMask):
+        mask = mask.replace(key_valid=repeat(mask.key_valid), key_segments=repeat(mask.key_segments))
+    elif mask is not None and mask.shape[0] == key.shape[0]:
+        mask = repeat(mask)
+    return repeat(key), repeat(value), mask
+
+
+def _linear_decode(module: nn.Module, query: Array, key: Array, value: Array, mask: Any) -> Array:
+    """Causal linear self-attention of one new position over the running sums in the ``cache``."""
+    batch, _, num_heads, key_dim = key.shape
+    initializing = not module.has_variable("cache", "linear_state")
+    state = module.variable("cache", "linear_state", jnp.zeros, (batch, num_heads, key_dim, value.shape[-1]),
+                            jnp.float32)
+    normaliser = module.variable("cache", "linear_normaliser", jnp.zeros, (batch, num_heads, key_dim),
+                                 jnp.float32)
+    if initializing:  # init sizes the state; the output only needs the right shape.
+        return linear_attention(query, key, value)
+    if query.shape[1] != 1 or mask is not None:
+        raise ValueError(f"decode-mode linear attention takes one position per call and no mask (causality is "
+                         f"its running sums); got {query.shape[1]} positions and mask={type(mask).__name__}.")
+    output, state.value, normaliser.value = linear_attention_step(
+        query[:, 0], key[:, 0], value[:, 0], state.value, normaliser.value)
+    return output[:, None]  # [B,1,H,V]

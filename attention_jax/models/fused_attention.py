@@ -1,0 +1,75 @@
+"""Attention through ``jax.nn.dot_product_attention``: the XLA and cuDNN (flash) kernels.
+
+The ``xla``, ``cudnn`` and ``fused`` values of
+:data:`attention_jax.models.attention.ATTENTION_IMPLEMENTATIONS` run here;
+:class:`attention_jax.models.attention.MultiHeadAttention` calls :func:`fused_dot_product_attention` for
+them, and ``attention`` re-exports it.
+
+Shape glossary
+--------------
+B batch, T query length, S key/value length, H heads, K key/query size per head (d_k),
+V value size per head (d_v).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+Array = jax.Array
+
+
+def fused_dot_product_attention(
+    query: Array,
+    key: Array,
+    value: Array,
+    mask: Array | None = None,
+    *,
+    implementation: str = "fused",
+) -> Array:
+    """Attention through ``jax.nn.dot_product_attention`` (XLA, or cuDNN flash attention on GPU).
+
+    Parameters
+    ----------
+    query, key, value : Array
+        As in :func:`scaled_dot_product_attention`; ``K != V`` is allowed.
+    mask : Array, optional
+        Boolean, broadcastable to ``[B, H, T, S]``.
+    implementation : str
+        ``"xla"``, ``"cudnn"`` or ``"fused"`` (cuDNN on GPU for bfloat16/float16 inputs, else XLA).
+
+    Returns
+    -------
+    Array
+        ``[B, T, H, V]``; equal to :func:`scaled_dot_product_attention` up to float rounding.
+
+    Notes
+    -----
+    ``jax.nn.dot_product_attention`` needs keys and values of one width. When ``d_k != d_v`` the
+    narrower of (query, key) and value is zero-padded to the wider width: zero columns add nothing to
+    ``Q K^T`` and the padded output columns are sliced away. The scale stays ``1/sqrt(d_k)``.
+    Fully masked rows are zeroed afterwards (the fused kernels return a uniform average there).
+    """
+    key_dim, value_dim = query.shape[-1], value.shape[-1]
+    width = max(key_dim, value_dim)
+
+    def pad_last(array: Array) -> Array:
+        extra = width - array.shape[-1]
+        return array if extra == 0 else jnp.pad(array, [(0, 0)] * (array.ndim - 1) + [(0, extra)])
+
+    backend = implementation
+    if implementation == "fused":
+        on_gpu = jax.default_backend() == "gpu"
+        backend = "cudnn" if on_gpu and query.dtype in (jnp.bfloat16, jnp.float16) else "xla"
+    output = jax.nn.dot_product_attention(
+        pad_last(query),
+        pad_last(key),
+        pad_last(value),
+        mask=mask,
+        scale=1.0 / float(key_dim) ** 0.5,
+        implementation=backend,
+    )[..., :value_dim]
+    if mask is not None:
+        any_key = jnp.any(jnp.broadcast_to(mask, mask.shape[:-1] + (key.shape[1],)), axis=-1)
+        output = output * jnp.swapaxes(any_key, 1, 2)[..., None].astype(output.dtype)  # [B,T,H,1]
+    return output
