@@ -9,6 +9,16 @@ convolutional (kernel k)       O(k n d^2)
 self-attention (restricted r)  O(r n d)
 =============================  ==============
 
+Beside them, the attention functions of ``config.attention_function`` (Section 3.2.1 and later work; not in
+Table 1, so their expected complexity comes from their papers):
+
+=============================  ==============
+unscaled self-attention        O(n^2 d)        softmax(q k^T) v, footnote 4
+additive self-attention        O(n^2 d)        w^T tanh(q + k): n^2 d tanh evaluations
+linear self-attention          O(n d^2)        phi(q) (sum phi(k) v^T), Katharopoulos et al. (2020)
+causal linear self-attention   O(n d^2)        chunks of 64 positions: + O(n 64 d) within chunks
+=============================  ==============
+
 This script times the forward pass of one layer of each type (jitted, after a warm-up call, median of
 repeats with ``block_until_ready``) on ``[1, n, d]`` inputs, once as n grows at fixed d and once as d grows
 at fixed n, records the bytes of temporaries of the compiled computation (XLA's ``memory_analysis``), and
@@ -20,11 +30,17 @@ Layers, as in the table (no Q/K/V/output projections for attention: the table co
 * ``recurrent``: a GRU, d -> d, scanned over the sequence with ``lax.scan``.
 * ``convolutional``: a 1-D convolution of width k, d -> d channels, ``SAME`` padding.
 * ``restricted_self_attention``: ``attention.local_dot_product_attention`` with window r.
+* ``unscaled_self_attention``: the same without ``1/sqrt(d)`` (``attention_functions.unscaled_query``).
+* ``additive_self_attention``: ``attention_functions.additive_attention``, a score vector of width d.
+* ``linear_self_attention`` / ``causal_linear_self_attention``: ``attention_functions.linear_attention``
+  without a mask / with a causal ``StructuredMask``.
 
 Run from the repository root::
 
     python -m benchmarks.complexity                 # full grid, a few minutes on 2 CPU cores
     python -m benchmarks.complexity --quick --out /tmp/complexity.json   # seconds
+    python -m benchmarks.complexity --layers=self_attention,additive_self_attention,linear_self_attention \
+        --out benchmarks/results/complexity_attention_functions.json      # a subset of the layers
 
 Writes the JSON to ``--out`` (default ``benchmarks/results/complexity.json``) and a log-log plot beside it
 (same name, ``.png``), and prints the exponents table.
@@ -46,22 +62,33 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from attention_jax.models import attention
+from attention_jax.models import attention, attention_functions
 
 Array = jax.Array
 
-LAYER_TYPES = ("self_attention", "recurrent", "convolutional", "restricted_self_attention")
-PAPER_COMPLEXITY = {
+TABLE1_LAYER_TYPES = ("self_attention", "recurrent", "convolutional", "restricted_self_attention")
+ATTENTION_FUNCTION_LAYER_TYPES = ("unscaled_self_attention", "additive_self_attention", "linear_self_attention",
+                                  "causal_linear_self_attention")
+LAYER_TYPES = TABLE1_LAYER_TYPES + ATTENTION_FUNCTION_LAYER_TYPES
+PAPER_COMPLEXITY = {  # Table 1's rows; for the attention functions, their papers' (not in Table 1).
     "self_attention": "O(n^2 d)",
     "recurrent": "O(n d^2)",
     "convolutional": "O(k n d^2)",
     "restricted_self_attention": "O(r n d)",
+    "unscaled_self_attention": "O(n^2 d)",
+    "additive_self_attention": "O(n^2 d)",
+    "linear_self_attention": "O(n d^2)",
+    "causal_linear_self_attention": "O(n d^2)",
 }
-PAPER_EXPONENTS = {  # (in n, in d) read off Table 1.
+PAPER_EXPONENTS = {  # (in n, in d) read off PAPER_COMPLEXITY.
     "self_attention": (2, 1),
     "recurrent": (1, 2),
     "convolutional": (1, 2),
     "restricted_self_attention": (1, 1),
+    "unscaled_self_attention": (2, 1),
+    "additive_self_attention": (2, 1),
+    "linear_self_attention": (1, 2),
+    "causal_linear_self_attention": (1, 2),
 }
 DEFAULT_OUT = pathlib.Path(__file__).resolve().parent / "results" / "complexity.json"
 
@@ -126,6 +153,31 @@ def restricted_self_attention_layer(window: int) -> Callable[[dict[str, Array], 
     return layer
 
 
+def unscaled_self_attention_layer(params: dict[str, Array], x: Array) -> Array:
+    """Self-attention without the ``1/sqrt(d)`` scaling (one head): O(n^2 d), as scaled."""
+    del params
+    heads = x[:, :, None, :]  # [B, n, 1, d]
+    return attention.scaled_dot_product_attention(attention_functions.unscaled_query(heads), heads, heads)[:, :, 0]
+
+
+def additive_self_attention_layer(params: dict[str, Array], x: Array) -> Array:
+    """Additive self-attention ``softmax(w^T tanh(q + k)) v`` (one head of width d): O(n^2 d) tanh."""
+    heads = x[:, :, None, :]  # [B, n, 1, d]
+    return attention_functions.additive_attention(heads, heads, heads, params["score_vector"])[:, :, 0]
+
+
+def linear_self_attention_layer(causal: bool) -> Callable[[dict[str, Array], Array], Array]:
+    """Linear self-attention (one head), all keys or causal: O(n d^2)."""
+
+    def layer(params: dict[str, Array], x: Array) -> Array:
+        del params
+        heads = x[:, :, None, :]  # [B, n, 1, d]
+        mask = attention_functions.StructuredMask(causal=True) if causal else None
+        return attention_functions.linear_attention(heads, heads, heads, mask)[:, :, 0]
+
+    return layer
+
+
 def recurrent_layer(params: dict[str, Array], x: Array) -> Array:
     """A GRU over ``x`` ``[B, n, d]`` (hidden size d), one ``lax.scan`` step per position: O(n d^2).
 
@@ -182,6 +234,12 @@ def make_layer(layer_type: str, width: int, grid: Grid, seed: int = 0
         return self_attention_layer, {}
     if layer_type == "restricted_self_attention":
         return restricted_self_attention_layer(grid.window), {}
+    if layer_type == "unscaled_self_attention":
+        return unscaled_self_attention_layer, {}
+    if layer_type == "additive_self_attention":
+        return additive_self_attention_layer, {"score_vector": scale * jax.random.normal(keys[0], (1, width))}
+    if layer_type in ("linear_self_attention", "causal_linear_self_attention"):
+        return linear_self_attention_layer(causal=layer_type.startswith("causal")), {}
     if layer_type == "recurrent":
         return recurrent_layer, {
             "input_kernel": scale * jax.random.normal(keys[0], (width, 3 * width)),
@@ -262,20 +320,23 @@ def fitted_exponent(sizes: list[int], values: list[float | None]) -> float | Non
     return float(np.polyfit(log_sizes, log_values, 1)[0])
 
 
-def run(grid: Grid) -> dict[str, Any]:
+def run(grid: Grid, layer_types: tuple[str, ...] = LAYER_TYPES) -> dict[str, Any]:
     """Measure every layer type over both sweeps and fit the exponents.
 
     Parameters
     ----------
     grid : Grid
         Sizes and repeat policy.
+    layer_types : tuple of str
+        The layers to measure (default all of :data:`LAYER_TYPES`).
 
     Returns
     -------
     dict
         ``grid``, ``environment``, ``sweeps`` (``"n"`` and ``"d"``: lists of :func:`measure` records) and
         ``exponents`` per layer type: measured ``time_n``, ``time_d``, ``temp_bytes_n``, ``temp_bytes_d``
-        beside the paper's ``paper_n``, ``paper_d`` and ``paper_complexity``.
+        beside the expected ``paper_n``, ``paper_d`` and ``paper_complexity`` (Table 1's, or for the
+        attention functions their papers').
     """
     cache: dict[tuple[str, int, int], dict[str, Any]] = {}
 
@@ -285,11 +346,11 @@ def run(grid: Grid) -> dict[str, Any]:
         return cache[layer_type, length, width]
 
     sweeps = {
-        "n": [point(t, n, grid.width_for_lengths) for t in LAYER_TYPES for n in grid.lengths],
-        "d": [point(t, grid.length_for_widths, d) for t in LAYER_TYPES for d in grid.widths],
+        "n": [point(t, n, grid.width_for_lengths) for t in layer_types for n in grid.lengths],
+        "d": [point(t, grid.length_for_widths, d) for t in layer_types for d in grid.widths],
     }
     exponents = {}
-    for layer_type in LAYER_TYPES:
+    for layer_type in layer_types:
         by_n = [r for r in sweeps["n"] if r["layer"] == layer_type]
         by_d = [r for r in sweeps["d"] if r["layer"] == layer_type]
         exponents[layer_type] = {
@@ -316,10 +377,10 @@ def _format_exponent(value: float | None) -> str:
 
 
 def exponents_table(results: dict[str, Any]) -> str:
-    """The fitted exponents beside Table 1's as a fixed-width text table."""
-    lines = [f"{'layer':<27} {'paper':<11} {'time~n^a':>9} {'paper a':>8} {'time~d^b':>9} {'paper b':>8}"]
+    """The fitted exponents beside the expected ones (Table 1's) as a fixed-width text table."""
+    lines = [f"{'layer':<29} {'expected':<11} {'time~n^a':>9} {'paper a':>8} {'time~d^b':>9} {'paper b':>8}"]
     for layer_type, fit in results["exponents"].items():
-        lines.append(f"{layer_type:<27} {fit['paper_complexity']:<11} "
+        lines.append(f"{layer_type:<29} {fit['paper_complexity']:<11} "
                      f"{_format_exponent(fit['time_n']):>9} {fit['paper_n']:>8} "
                      f"{_format_exponent(fit['time_d']):>9} {fit['paper_d']:>8}")
     return "\n".join(lines)
@@ -337,12 +398,13 @@ def plot(results: dict[str, Any], path: pathlib.Path) -> None:
     no_temporaries = []
     for column, (sweep, fixed) in enumerate((("n", f"d = {grid['width_for_lengths']}"),
                                              ("d", f"n = {grid['length_for_widths']}"))):
-        for layer_type in LAYER_TYPES:
+        for layer_type in results["exponents"]:
             records = [r for r in results["sweeps"][sweep] if r["layer"] == layer_type]
             sizes = [r[sweep] for r in records]
             fit = results["exponents"][layer_type]
+            source = "paper" if layer_type in TABLE1_LAYER_TYPES else "expected"
             label = (f"{layer_type.replace('_', ' ')}: slope {_format_exponent(fit['time_' + sweep])} "
-                     f"(paper {fit['paper_' + sweep]})")
+                     f"({source} {fit['paper_' + sweep]})")
             color = f"C{LAYER_TYPES.index(layer_type)}"
             axes[0, column].loglog(sizes, [r["median_s"] for r in records], "o-", color=color,
                                    label=label)
@@ -364,7 +426,7 @@ def plot(results: dict[str, Any], path: pathlib.Path) -> None:
             axis.set_xticks(sizes, [str(size) for size in sizes])
             axis.minorticks_off()
             axis.grid(True, alpha=0.3)
-            axis.legend(fontsize=8)
+            axis.legend(fontsize=7)
     if no_temporaries:
         axes[1, 0].text(0.98, 0.02, f"no temporaries: {', '.join(no_temporaries)}", ha="right",
                         va="bottom", fontsize=8, transform=axes[1, 0].transAxes)
@@ -393,10 +455,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--out", type=pathlib.Path, default=DEFAULT_OUT,
                         help="JSON output path; the plot goes beside it with suffix .png.")
     parser.add_argument("--quick", action="store_true", help="Tiny grid that runs in seconds (tests).")
+    parser.add_argument("--layers", default=",".join(LAYER_TYPES),
+                        help=f"Comma-separated layer types to measure, of {', '.join(LAYER_TYPES)}.")
     args = parser.parse_args(argv)
     if args.out.suffix != ".json":
         parser.error(f"--out must name a .json file; got {args.out}.")
-    results = run(QUICK_GRID if args.quick else FULL_GRID)
+    layer_types = tuple(name.strip() for name in args.layers.split(",") if name.strip())
+    unknown = [name for name in layer_types if name not in LAYER_TYPES]
+    if unknown or not layer_types:
+        parser.error(f"--layers takes names from {', '.join(LAYER_TYPES)}; got {args.layers!r}.")
+    results = run(QUICK_GRID if args.quick else FULL_GRID, layer_types)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=1, allow_nan=False) + "\n")
     plot_path = args.out.with_suffix(".png")
