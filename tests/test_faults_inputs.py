@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from attention_jax import run_files
-from attention_jax.commands import generate
+from attention_jax.decoding import generation
 from attention_jax.training import train
 from attention_jax.user_errors import UserInputError
 from tests.support import fake_data, train_support
@@ -127,8 +127,8 @@ def test_corpus_mistakes_are_user_input_errors(tmp_path: pathlib.Path) -> None:
 
 
 def test_generate_says_when_new_tokens_do_not_fit() -> None:
-    assert generate.length_warning(32, [5], 20) is None
-    warning = generate.length_warning(32, [5, 9], 100_000)
+    assert generation.length_warning(32, [5], 20) is None
+    warning = generation.length_warning(32, [5, 9], 100_000)
     assert warning == ("--max_new_tokens=100000 is more than fits: the model's rows hold 32 positions (BOS and "
                        "the prompt included), so the longest prompt's continuation stops after 22 new tokens.")
 

@@ -49,37 +49,6 @@ def _evaluate(run: Any, split: str) -> None:
     print(f"wrote {path}")
 
 
-def length_warning(max_length: int, prompt_lengths: list[int], max_new_tokens: int) -> str | None:
-    """The warning to give when ``--max_new_tokens`` asks for more tokens than the model's rows hold.
-
-    Parameters
-    ----------
-    max_length : int
-        Positions of a row (``config.max_len``): BOS, the prompt and the new tokens.
-    prompt_lengths : list[int]
-        Tokens of each prompt.
-    max_new_tokens : int
-        ``--max_new_tokens``.
-
-    Returns
-    -------
-    str or None
-        One line saying where continuations stop; ``None`` when every prompt has room for all of them.
-
-    Notes
-    -----
-    Generation does not slide its window: a continuation ends where the row ends.
-    """
-    if not prompt_lengths:
-        return None
-    room = max_length - 1 - max(prompt_lengths)  # After BOS and the longest prompt.
-    if max_new_tokens <= room:
-        return None
-    which = "the continuation" if len(prompt_lengths) == 1 else "the longest prompt's continuation"
-    return (f"--max_new_tokens={max_new_tokens} is more than fits: the model's rows hold {max_length} positions "
-            f"(BOS and the prompt included), so {which} stops after {room} new tokens.")
-
-
 def main(argv: list[str]) -> None:
     """Generate from (or evaluate) the language model in ``--workdir``."""
     if len(argv) > 1:
@@ -105,7 +74,7 @@ def main(argv: list[str]) -> None:
         if not prompts:
             raise ValueError("No prompt: pass --prompt=TEXT or give prompts on stdin, one per line.")
         lengths = [len(generator.encode_prompt(prompt)) for prompt in prompts]  # Each checked before any generation.
-        warning = length_warning(generator.max_length, lengths, settings.max_new_tokens)
+        warning = generation.length_warning(generator.max_length, lengths, settings.max_new_tokens)
         if warning:
             logging.warning("%s", warning)
         continuations = generator.generate(prompts, settings)

@@ -283,10 +283,17 @@ def plot_changes(runs: dict[str, dict[int, RunCurve]], path: str) -> None:
     plt.close(figure)
 
 
-_ROOT = flags.DEFINE_string("root", None, "Sweep root (ROOT/<row>/seed_<k>), e.g. runs/table2_pilot.")
-_BUDGETS = flags.DEFINE_list("budgets", ["3000", "4500", "6000"], "Steps at which to judge the rows.")
-_OUT = flags.DEFINE_string("out", None, "Directory for step_budgets.md and step_budgets.png (default: ROOT).")
-_WINDOW = flags.DEFINE_integer("window", 500, "Steps over which training perplexity is averaged.")
+def _define_flags() -> dict[str, flags.FlagHolder]:
+    """The command's flags, defined only when it runs as a command (importing it defines none)."""
+    return {
+        "root": flags.DEFINE_string("root", None, "Sweep root (ROOT/<row>/seed_<k>), e.g. runs/table2_pilot."),
+        "budgets": flags.DEFINE_list("budgets", ["3000", "4500", "6000"], "Steps at which to judge the rows."),
+        "out": flags.DEFINE_string("out", None, "Directory for step_budgets.md and step_budgets.png (default: ROOT)."),
+        "window": flags.DEFINE_integer("window", 500, "Steps over which training perplexity is averaged."),
+    }
+
+
+_FLAGS: dict[str, flags.FlagHolder] = {}
 
 
 def _fail(message: str) -> None:
@@ -297,23 +304,24 @@ def _fail(message: str) -> None:
 def main(argv: list[str]) -> None:
     """Write the step-budget report of ``--root``."""
     del argv
-    if not _ROOT.value or not os.path.exists(os.path.join(_ROOT.value, "sweep.json")):
-        _fail(f"--root={_ROOT.value!r} holds no sweep.json; point it at a sweep root.")
+    if not _FLAGS['root'].value or not os.path.exists(os.path.join(_FLAGS['root'].value, "sweep.json")):
+        _fail(f"--root={_FLAGS['root'].value!r} holds no sweep.json; point it at a sweep root.")
     try:
-        budgets = [int(value) for value in _BUDGETS.value]
+        budgets = [int(value) for value in _FLAGS['budgets'].value]
     except ValueError:
         budgets = []
-        _fail(f"--budgets={','.join(_BUDGETS.value)} must be integers, e.g. 3000,6000.")
-    runs = read_sweep(_ROOT.value)
+        _fail(f"--budgets={','.join(_FLAGS['budgets'].value)} must be integers, e.g. 3000,6000.")
+    runs = read_sweep(_FLAGS['root'].value)
     if "base" not in runs:
         _fail("the sweep has no base run with metrics yet.")
-    out = _OUT.value or _ROOT.value
+    out = _FLAGS['out'].value or _FLAGS['root'].value
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "step_budgets.md"), "w") as report_file:
-        report_file.write(budget_markdown(runs, budgets, _WINDOW.value))
+        report_file.write(budget_markdown(runs, budgets, _FLAGS['window'].value))
     plot_changes(runs, os.path.join(out, "step_budgets.png"))
     print(f"Wrote {os.path.join(out, 'step_budgets.md')} and step_budgets.png")
 
 
 if __name__ == "__main__":
+    _FLAGS.update(_define_flags())
     app.run(main)
