@@ -224,10 +224,7 @@ def scaled_dot_product_attention(
     key_dim = query.shape[-1]
     scores = jnp.einsum("bthk,bshk->bhts", query, key, preferred_element_type=jnp.float32)
     scores = scores / jnp.sqrt(jnp.float32(key_dim))  # Scale by 1/sqrt(d_k) (Section 3.2.1).
-    weights = decode_attention.masked_softmax(scores, mask).astype(value.dtype)
-    attended = dropout_fn(weights) if dropout_fn is not None else weights
-    output = jnp.einsum("bhts,bshv->bthv", attended, value)
-    return (output, weights) if return_weights else output
+    return decode_attention.attend(scores, value, mask, return_weights=return_weights, dropout_fn=dropout_fn)
 
 
 def _to_blocks(sequence: Array, block: int, num_blocks: int, margin: int) -> Array:

@@ -258,10 +258,7 @@ def additive_attention(
     ``attention.scaled_dot_product_attention``. Memory and time: see :func:`additive_scores`.
     """
     scores = additive_scores(query, key, score_vector)  # [B,H,T,S]
-    weights = decode_attention.masked_softmax(scores, mask).astype(value.dtype)
-    attended = dropout_fn(weights) if dropout_fn is not None else weights
-    output = jnp.einsum("bhts,bshv->bthv", attended, value)
-    return (output, weights) if return_weights else output
+    return decode_attention.attend(scores, value, mask, return_weights=return_weights, dropout_fn=dropout_fn)
 
 
 def elu_feature_map(x: Array) -> Array:
