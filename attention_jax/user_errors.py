@@ -7,8 +7,33 @@ the user's input and the message says what to change.
 
 from __future__ import annotations
 
+import sys
+from typing import NoReturn
+
 USAGE_ERROR = 2
 """Exit status of a command given a bad command line, config or input file (as absl's usage errors)."""
+
+
+def exit_with_error(program: str, message: str, status: int = USAGE_ERROR) -> NoReturn:
+    """Print ``<program>: error: <message>`` as one line on stderr and exit with ``status``.
+
+    Parameters
+    ----------
+    program : str
+        The command's name as the user typed it, e.g. ``"attention_jax.main"``.
+    message : str
+        What was wrong and what to change.
+    status : int
+        The exit status: :data:`USAGE_ERROR` for the user's mistakes.
+
+    Notes
+    -----
+    The one place that formats a command's error line, so every command's mistakes read alike. A
+    message of several lines is joined into one.
+    """
+    line = " ".join(part.strip() for part in str(message).splitlines() if part.strip())
+    print(f"{program}: error: {line}", file=sys.stderr)
+    sys.exit(status)
 
 
 class UserInputError(ValueError):

@@ -21,13 +21,12 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 
 from absl import app, flags
 
 from attention_jax import run_files
 from attention_jax.checkpointing import checkpoints, params_checkpoints
-from attention_jax.user_errors import USAGE_ERROR, UserInputError
+from attention_jax.user_errors import UserInputError, exit_with_error
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "Training workdir whose checkpoints are averaged.")
 _LAST = flags.DEFINE_integer("last", 0, "How many of the newest checkpoints to average "
@@ -77,8 +76,7 @@ def main(argv: list[str]) -> None:
 
 
 def _fail(message: str) -> None:
-    print(f"average_checkpoints: error: {message}", file=sys.stderr)
-    sys.exit(USAGE_ERROR)
+    exit_with_error("average_checkpoints", message)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ from typing import Any, Sequence
 import ml_collections
 from absl import flags
 
-USAGE_ERROR = 2  # Exit status for a bad command line.
+from attention_jax.user_errors import exit_with_error
 
 
 def _config_file(spec: str) -> tuple[str, str]:
@@ -105,8 +105,7 @@ def parse_flags_or_exit(argv: list[str]) -> list[str]:
             return flags.FLAGS(argv)
         except (flags.Error, AttributeError, KeyError, TypeError, ValueError) as error:
             message = _one_line(str(error)) if str(error) else type(error).__name__
-    print(f"{program}: error: {message}", file=sys.stderr)
-    sys.exit(USAGE_ERROR)
+    exit_with_error(program, message)
 
 
 def _one_line(text: str) -> str:

@@ -27,7 +27,7 @@ from attention_jax.checkpointing import checkpoints
 from attention_jax.training import compilation_cache
 from attention_jax.commands import config_errors
 from attention_jax.training import distributed, train, workdir_lock
-from attention_jax.user_errors import UserInputError
+from attention_jax.user_errors import USAGE_ERROR, UserInputError, exit_with_error
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file, e.g. configs/tiny.py or "
                                           "configs/table2.py:B1.", lock_config=True)
@@ -65,10 +65,10 @@ def main(argv: list[str]) -> None:
     try:
         train.validate_training_config(_CONFIG.value)
     except ValueError as error:
-        _fail(f"bad config: {error}", config_errors.USAGE_ERROR)
+        _fail(f"bad config: {error}", USAGE_ERROR)
     if os.path.exists(_WORKDIR.value) and not os.path.isdir(_WORKDIR.value):
         _fail(f"--workdir={_WORKDIR.value} is a file, not a directory: name a new or existing run "
-              f"directory.", config_errors.USAGE_ERROR)
+              f"directory.", USAGE_ERROR)
     distributed.maybe_initialize()
     compilation_cache.enable(_CONFIG.value.get("compilation_cache_dir"))
     try:
@@ -76,15 +76,15 @@ def main(argv: list[str]) -> None:
     except workdir_lock.WorkdirLockedError as error:
         _fail(str(error), EXIT_LOCKED)
     except UserInputError as error:
-        _fail(str(error), config_errors.USAGE_ERROR)
+        _fail(str(error), USAGE_ERROR)
     except OSError as error:
         if error.errno in (errno.ENOSPC, errno.EDQUOT):
             _fail(f"{error.strerror} writing {error.filename or _WORKDIR.value}. "
-                  f"{checkpoints.last_good_checkpoint_sentence(_WORKDIR.value)}", config_errors.USAGE_ERROR)
+                  f"{checkpoints.last_good_checkpoint_sentence(_WORKDIR.value)}", USAGE_ERROR)
         if error.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
             raise
         _fail(f"cannot write to the work directory: {error.strerror}: {error.filename}. Choose a "
-              f"writable --workdir (or fix its permissions).", config_errors.USAGE_ERROR)
+              f"writable --workdir (or fix its permissions).", USAGE_ERROR)
     if results.get("already_finished"):
         print(f"{_WORKDIR.value} already finished at step {results['step']}: nothing to do, no file "
               f"changed: {results.get('reason', 'rerun')}. Results in {_WORKDIR.value}/results.json.")
@@ -93,8 +93,7 @@ def main(argv: list[str]) -> None:
 
 
 def _fail(message: str, status: int) -> None:
-    print(f"attention_jax.main: error: {message}", file=sys.stderr)
-    sys.exit(status)
+    exit_with_error("attention_jax.main", message, status)
 
 
 if __name__ == "__main__":

@@ -29,12 +29,12 @@ import json
 import math
 import os
 import statistics
-import sys
 from collections.abc import Sequence
 
 from absl import app, flags
 
 from attention_jax.reports.sweep_seeds import verdict
+from attention_jax.user_errors import exit_with_error
 
 IMPROVEMENT_WINDOW = 1000  # Steps over which "still improving" is measured.
 
@@ -297,8 +297,7 @@ _FLAGS: dict[str, flags.FlagHolder] = {}
 
 
 def _fail(message: str) -> None:
-    print(f"step_budgets: {message}", file=sys.stderr)
-    sys.exit(2)
+    exit_with_error("step_budgets", message)
 
 
 def main(argv: list[str]) -> None:

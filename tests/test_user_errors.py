@@ -1,0 +1,45 @@
+"""A user's mistake ends a command with one line and exit status 2, and both facts have one home:
+``attention_jax.user_errors`` (issue 36, the duplicated exit status of ``commands/config_errors.py``)."""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+
+import pytest
+
+from attention_jax import user_errors
+
+PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "attention_jax"
+HOME = PACKAGE / "user_errors.py"
+
+
+def _exit_status_definitions_and_error_lines(path: pathlib.Path) -> list[str]:
+    """Where ``path`` defines ``USAGE_ERROR``, exits with a literal 2, or formats an ``": error: "`` line."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Assign) and any(isinstance(target, ast.Name) and target.id == "USAGE_ERROR"
+                                                for target in node.targets):
+            found.append(f"{path.name}:{node.lineno} defines USAGE_ERROR")
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "exit"
+              and node.args and isinstance(node.args[0], ast.Constant) and node.args[0].value == 2):
+            found.append(f"{path.name}:{node.lineno} calls exit(2)")
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and ": error: " in node.value:
+            found.append(f"{path.name}:{node.lineno} formats an error line")
+    return found
+
+
+def test_the_exit_status_and_the_error_line_are_defined_once() -> None:
+    elsewhere = [finding for path in sorted(PACKAGE.rglob("*.py")) if path != HOME
+                 for finding in _exit_status_definitions_and_error_lines(path)]
+    assert not elsewhere, "use attention_jax.user_errors (USAGE_ERROR, exit_with_error):\n" + "\n".join(elsewhere)
+
+
+def test_exit_with_error_prints_one_line_and_exits_with_the_status(capsys: pytest.CaptureFixture) -> None:
+    with pytest.raises(SystemExit) as exited:
+        user_errors.exit_with_error("average_checkpoints", "--last=-1 must be positive;\n  got -1.")
+    assert exited.value.code == user_errors.USAGE_ERROR == 2
+    assert capsys.readouterr().err == "average_checkpoints: error: --last=-1 must be positive; got -1.\n"
+    with pytest.raises(SystemExit) as exited:
+        user_errors.exit_with_error("attention_jax.main", "another trainer holds runs/x", status=3)
+    assert exited.value.code == 3
