@@ -1,4 +1,5 @@
-"""Training FLOPs (attention_jax.models.flops) against counts read off the models' own parameters; Table 3 report."""
+"""Training FLOPs (attention_jax.models.flops) against counts read off the models' own parameters and XLA's
+count of each attention function; Table 3 report."""
 
 from __future__ import annotations
 
@@ -6,12 +7,14 @@ import csv
 import json
 import math
 import pathlib
+from typing import Callable
 
 import flax.linen as nn
 import jax
+import jax.numpy as jnp
 import pytest
 
-from attention_jax.models import flops, language_model
+from attention_jax.models import attention, attention_functions, flops, language_model
 from attention_jax.reports import table3_report
 from attention_jax.models.transformer_config import TransformerConfig
 from tests.support.fake_data import tiny_config
@@ -41,6 +44,97 @@ def test_training_flops_equal_three_forward_passes_counted_from_the_parameters(m
         per_token = (2 * (_kernel_scalars(params, "encoder_") + _kernel_scalars(params, "decoder_"))
                      + 3 * scores + logits)
     assert flops.training_flops(config, 1000) == pytest.approx(3 * per_token * 1000, rel=1e-9)
+
+
+def _xla_flops(function: Callable[..., jax.Array], *arguments: jax.Array) -> float:
+    """XLA's FLOP count of the compiled ``function`` (``Compiled.cost_analysis``; a list in older JAX)."""
+    cost = jax.jit(function).lower(*arguments).compile().cost_analysis()
+    return float((cost[0] if isinstance(cost, (list, tuple)) else cost)["flops"])
+
+
+def _attention_alone(function: str, causal: bool) -> Callable[..., jax.Array]:
+    """The attention function of ``config.attention_function`` on projected heads, as the model calls it."""
+    if function == "scaled_dot_product":
+        return lambda query, key, value, _: attention.scaled_dot_product_attention(query, key, value)
+    if function == "dot_product":
+        return lambda query, key, value, _: attention.scaled_dot_product_attention(
+            attention_functions.unscaled_query(query), key, value)
+    if function == "additive":
+        return attention_functions.additive_attention
+    mask = attention_functions.StructuredMask(causal=True) if causal else None
+    return lambda query, key, value, _: attention_functions.linear_attention(query, key, value, mask)
+
+
+# (function, T, S, causal): cross-attention shapes for the non-causal forms; causal linear attention at
+# 96 positions (two chunks of 64, the second half padding) and 200 (four chunks, carried sums).
+XLA_CASES = [("scaled_dot_product", 128, 128, False), ("scaled_dot_product", 64, 32, False),
+             ("dot_product", 64, 32, False), ("additive", 128, 128, False), ("additive", 64, 32, False),
+             ("linear", 64, 32, False), ("linear", 96, 96, True), ("linear", 200, 200, True)]
+
+
+@pytest.mark.parametrize("function,query_len,key_len,causal", XLA_CASES)
+def test_attention_function_flops_agree_with_xla_cost_analysis(function: str, query_len: int, key_len: int,
+                                                               causal: bool) -> None:
+    num_heads, key_dim, value_dim = 2, 128, 128
+    query = jnp.ones((1, query_len, num_heads, key_dim))
+    key = jnp.ones((1, key_len, num_heads, key_dim))
+    value = jnp.ones((1, key_len, num_heads, value_dim))
+    score_vector = jnp.ones((num_heads, key_dim))
+    measured = _xla_flops(_attention_alone(function, causal), query, key, value, score_vector)
+    counted = flops.attention_function_flops(function, query_len=query_len, key_len=key_len, num_heads=num_heads,
+                                             key_dim=key_dim, value_dim=value_dim, causal=causal)
+    # XLA counts everything our convention leaves out, each O(1) per score or per head component: softmax
+    # (~5 per score), the sqrt(d_k) rescaling, elu + 1 (~5 per component of q and k), masks and the
+    # division (~4 per output component). Against the >= 2 (K + V) = 512 counted per score, or 4 V = 512
+    # per query component for linear attention, that is 0.5% (additive) to ~3% (linear): never below our
+    # count, under 4% above it. A missing or extra term of the count is >= 1/3 of it at these shapes.
+    assert counted <= measured <= 1.04 * counted
+
+
+def test_attention_function_flops_by_hand_on_a_tiny_shape() -> None:
+    shape = dict(query_len=3, key_len=3, num_heads=1, key_dim=2, value_dim=1)  # T = S = 3, K = 2, V = 1.
+    # q.k and the weighted sum over the 9 pairs: 9 * (2 * 2 + 2 * 1).
+    assert flops.attention_function_flops("scaled_dot_product", **shape) == 54
+    assert flops.attention_function_flops("dot_product", **shape, causal=True) == 54  # All pairs, masked.
+    # w^T tanh(q + k): an add and a multiply-add per pair and component, 9 * 2 * 3; weighted sum 9 * 2 * 1.
+    assert flops.attention_function_flops("additive", **shape) == 72
+    # sum_s phi(k_s) v_s^T: 3 keys * 2 * 2 * 1; sum_s phi(k_s): 3 * 2 adds; each query reads both:
+    # 3 * 2 * 2 * 1 and 3 * 2 * 2.
+    assert flops.attention_function_flops("linear", **shape) == 12 + 6 + 12 + 12
+    # Causal, chunks of 2: P = 4 padded positions. Within chunks 4 * 2 * (2 K + 2 V + 1) = 56; each chunk's
+    # sums: tail * phi(k) (8), its product with v (16), its normaliser (16); carried across 2 chunks:
+    # 2 * 2 * (1 + 1) = 8; read: 16 + 4 (added in) and 16 + 4.
+    assert flops.attention_function_flops("linear", **shape, causal=True, linear_chunk_size=2) == (
+        56 + 8 + 16 + 16 + 8 + 20 + 20)
+    # One chunk: nothing carried in, so no chunk sums: within 3 * 3 * 7 = 63, read 3 * (4 + 1 + 4 + 1) = 30.
+    assert flops.attention_function_flops("linear", **shape, causal=True) == 63 + 30
+    with pytest.raises(ValueError, match="attention_function must be one of"):
+        flops.attention_function_flops("softmax", **shape)
+
+
+def test_flops_module_names_the_models_attention_functions_and_chunk_size() -> None:
+    assert flops.ATTENTION_FUNCTIONS == attention_functions.ATTENTION_FUNCTIONS
+    assert flops.LINEAR_CHUNK_SIZE == attention_functions.LINEAR_CHUNK_SIZE
+
+
+@pytest.mark.parametrize("function", ["dot_product", "additive", "linear"])
+@pytest.mark.parametrize("model_kind", ["decoder_only", "encoder_decoder"])
+def test_training_flops_swap_in_each_attention_function(model_kind: str, function: str) -> None:
+    paper = tiny_config(model_kind=model_kind, max_len=96, d_ff=48, vocab_size=50)
+    other = tiny_config(model_kind=model_kind, max_len=96, d_ff=48, vocab_size=50, attention_function=function)
+    length = paper.max_len
+
+    def attention_only(name: str, key_len: int, causal: bool) -> float:
+        return flops.attention_function_flops(name, query_len=length, key_len=key_len, num_heads=paper.num_heads,
+                                              key_dim=paper.key_dim, value_dim=paper.value_dim, causal=causal)
+
+    def change(causal: bool) -> float:  # Per layer and sequence: only the attention function differs.
+        return attention_only(function, length, causal) - attention_only("scaled_dot_product", length, causal)
+
+    per_sequence = change(True) if model_kind == "decoder_only" else change(True) + 2 * change(False)
+    expected = flops.training_flops(paper, length) + 3 * paper.num_layers * per_sequence
+    assert flops.training_flops(other, length) == pytest.approx(expected, rel=1e-12)
+    assert (flops.training_flops(other, length) == flops.training_flops(paper, length)) == (function == "dot_product")
 
 
 def test_paper_estimate_reproduces_table_3_costs() -> None:

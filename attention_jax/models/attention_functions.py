@@ -18,8 +18,8 @@ Masks: a dense boolean mask broadcastable to ``[B, H, T, S]`` (``True`` = may at
 padding, causal and packed-segment masks as their parts so that linear attention can apply them
 without forming a ``[T, S]`` matrix. A query with no allowed key gets zero output.
 
-``attention_jax/models/flops.py`` counts every function's attention as dot-product attention, so the
-training FLOPs (and MFU) reported for additive and linear runs are those of the paper's attention.
+``attention_jax/models/flops.py`` counts each function's FLOPs as this module computes them
+(``flops.attention_function_flops``), so the training FLOPs recorded for a run are its own function's.
 """
 
 from __future__ import annotations

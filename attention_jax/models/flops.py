@@ -3,23 +3,111 @@
 The one FLOP count of the project: ``benchmarks/flops.py`` re-exports it for the step benchmarks (JAX
 and, in another virtual environment, PyTorch), and every run's ``results.json`` records
 :func:`training_flops`. Table 3's other cost estimate, the paper's, is :func:`paper_training_flops`.
+
+Convention: a multiply-add is 2 FLOPs and a lone add or multiply 1, counted as
+``attention_jax/models/attention_functions.py`` does the arithmetic (chunk padding and the
+``[T, S]`` pairs a mask discards included: they are computed). Left out, as softmax always is in model
+FLOPs: elementwise functions of one tensor (softmax, the ``1/sqrt(d_k)`` scale, additive attention's
+tanh, linear attention's ``elu + 1`` and its division by the denominator), masks, layer norms,
+embedding lookups and the optimizer. :func:`attention_function_flops` gives each attention function's
+count.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+ATTENTION_FUNCTIONS = ("scaled_dot_product", "dot_product", "additive", "linear")
+"""The values of ``config.attention_function`` counted here (``attention_functions.ATTENTION_FUNCTIONS``)."""
 
-def _attention_flops(query_len: int, key_len: int, d_model: int, heads_k: int, heads_v: int) -> float:
-    """Forward FLOPs of one multi-head attention over one sequence (projections, scores, output)."""
+LINEAR_CHUNK_SIZE = 64
+"""Positions per chunk of causal linear attention, as ``attention_functions.LINEAR_CHUNK_SIZE`` (a test
+keeps the two equal: this module imports no framework)."""
+
+
+def attention_function_flops(attention_function: str, *, query_len: int, key_len: int, num_heads: int,
+                             key_dim: int, value_dim: int, causal: bool = False,
+                             linear_chunk_size: int = LINEAR_CHUNK_SIZE) -> float:
+    """Forward FLOPs of one attention function over one sequence's projected heads (no projections).
+
+    Parameters
+    ----------
+    attention_function : str
+        One of :data:`ATTENTION_FUNCTIONS` (``config.attention_function``).
+    query_len, key_len : int
+        ``T`` queries and ``S`` keys and values (``T == S`` for self-attention).
+    num_heads, key_dim, value_dim : int
+        ``H`` heads of ``K`` (d_k) and ``V`` (d_v) components.
+    causal : bool
+        Causal self-attention (``T == S``). Only linear attention computes less for it; the softmax
+        functions score all ``T x S`` pairs and mask them.
+    linear_chunk_size : int
+        ``C``, positions per chunk of causal linear attention.
+
+    Returns
+    -------
+    float
+        FLOPs of the forward pass, by the module's convention (2 per multiply-add).
+
+    Notes
+    -----
+    Per head, with ``P = ceil(T / C') C'`` the chunk-padded length and ``C' = min(C, T)``:
+
+    * ``scaled_dot_product``, ``dot_product``: ``q k^T`` and the weighted sum of values,
+      ``2 T S (K + V)``. The unscaled function multiplies the query by ``sqrt(d_k)`` (not counted).
+    * ``additive``: ``w^T tanh(q_t + k_s)`` is an add and a multiply-add per component of every pair,
+      ``3 T S K``, then the weighted sum, ``2 T S V``; plus ``T S K`` tanh evaluations, not counted (XLA
+      reports them as transcendentals; on a GPU they run on the special-function units).
+    * ``linear``, not causal: the sums ``sum_s phi(k_s) v_s^T`` (``2 S K V``) and ``sum_s phi(k_s)``
+      (``S K``), read by every query (``2 T K V`` and ``2 T K``): ``2 K V (S + T) + K (S + 2 T)``.
+    * ``linear``, causal (chunks of ``C'``, :func:`attention_functions.linear_attention`): within each
+      chunk the masked ``phi(q) phi(k)^T``, its row sums and its product with the values,
+      ``P C' (2 K + 2 V + 1)``; each chunk's sums (``2 P K V + P K`` and ``2 P K``), carried across
+      chunks (``(P / C') K (V + 1)`` adds), then read by the chunk's queries and added in
+      (``2 P K V + P V`` and ``2 P K + P``). With one chunk (``T <= C``) nothing is carried and the
+      chunk's own sums go unused (XLA drops them), so they are not counted.
+
+    A decode step (one query, :func:`attention_functions.linear_attention_step`) costs linear
+    attention ``4 K V + 3 K`` per head whatever the position, where the softmax functions pay for
+    every cached key.
+    """
+    if attention_function not in ATTENTION_FUNCTIONS:
+        raise ValueError(f"attention_function must be one of {ATTENTION_FUNCTIONS}; got {attention_function!r}.")
+    pairs = query_len * key_len
+    if attention_function in ("scaled_dot_product", "dot_product"):
+        per_head = 2 * pairs * (key_dim + value_dim)
+    elif attention_function == "additive":
+        per_head = 3 * pairs * key_dim + 2 * pairs * value_dim
+    elif not causal:
+        per_head = 2 * key_dim * value_dim * (key_len + query_len) + key_dim * (key_len + 2 * query_len)
+    else:
+        chunk = min(linear_chunk_size, query_len)
+        num_chunks = -(-query_len // chunk)
+        padded = num_chunks * chunk  # P
+        within_chunks = padded * chunk * (2 * key_dim + 2 * value_dim + 1)
+        chunk_sums = 2 * padded * key_dim * value_dim + padded * key_dim + 2 * padded * key_dim
+        carried = num_chunks * key_dim * (value_dim + 1)
+        if num_chunks == 1:  # Nothing enters the only chunk: its sums are dead code, dropped by XLA.
+            chunk_sums = carried = 0
+        read = 2 * padded * key_dim * value_dim + padded * value_dim + 2 * padded * key_dim + padded
+        per_head = within_chunks + chunk_sums + carried + read
+    return float(num_heads * per_head)
+
+
+def _multi_head_attention_flops(attention_function: str, query_len: int, key_len: int, d_model: int,
+                                num_heads: int, key_dim: int, value_dim: int, causal: bool) -> float:
+    """Forward FLOPs of one multi-head attention over one sequence: projections, the function, output."""
+    heads_k, heads_v = num_heads * key_dim, num_heads * value_dim
     projections = 2 * d_model * (query_len * heads_k + key_len * (heads_k + heads_v))
-    scores_and_values = 2 * query_len * key_len * (heads_k + heads_v)
+    function = attention_function_flops(attention_function, query_len=query_len, key_len=key_len,
+                                        num_heads=num_heads, key_dim=key_dim, value_dim=value_dim, causal=causal)
     output = 2 * query_len * heads_v * d_model
-    return projections + scores_and_values + output
+    return projections + function + output
 
 
 def transformer_train_flops(*, rows: int, source_len: int, target_len: int, num_layers: int, d_model: int,
-                            d_ff: int, num_heads: int, key_dim: int, value_dim: int, vocab_size: int) -> float:
+                            d_ff: int, num_heads: int, key_dim: int, value_dim: int, vocab_size: int,
+                            attention_function: str = "scaled_dot_product") -> float:
     """FLOPs of the matrix products of one encoder-decoder training step (forward + backward = 3 x forward).
 
     Parameters
@@ -28,30 +116,36 @@ def transformer_train_flops(*, rows: int, source_len: int, target_len: int, num_
         Batch shape (every position counted, padding included: it is computed).
     num_layers, d_model, d_ff, num_heads, key_dim, value_dim, vocab_size : int
         Model shape (Section 3; ``key_dim``/``value_dim`` per head).
+    attention_function : str
+        ``config.attention_function``, counted by :func:`attention_function_flops` (the decoder's
+        self-attention causal, the encoder's and the cross-attention not).
 
     Returns
     -------
     float
-        ``3 * forward``, a multiply-add counted as 2 FLOPs. Attention scores and weighted sums are
-        counted over all ``T x S`` pairs (as computed, the causal mask included); embedding lookups,
-        softmax, layer norms and the optimizer are left out (standard MFU accounting).
+        ``3 * forward``, a multiply-add counted as 2 FLOPs (the module's convention). The softmax
+        functions' scores and weighted sums are counted over all ``T x S`` pairs (as computed, the
+        causal mask included); embedding lookups, softmax, layer norms and the optimizer are left out
+        (standard MFU accounting), and so is the backward pass's recomputation of additive scores
+        (``jax.checkpoint``: hardware FLOPs, not model FLOPs).
     """
-    heads_k, heads_v = num_heads * key_dim, num_heads * value_dim
+    def attention(query_len: int, key_len: int, causal: bool) -> float:
+        return _multi_head_attention_flops(attention_function, query_len, key_len, d_model, num_heads, key_dim,
+                                           value_dim, causal)
 
     def feed_forward(length: int) -> float:
         return 2 * 2 * length * d_model * d_ff
 
-    encoder = num_layers * (_attention_flops(source_len, source_len, d_model, heads_k, heads_v)
-                            + feed_forward(source_len))
-    decoder = num_layers * (_attention_flops(target_len, target_len, d_model, heads_k, heads_v)
-                            + _attention_flops(target_len, source_len, d_model, heads_k, heads_v)
+    encoder = num_layers * (attention(source_len, source_len, False) + feed_forward(source_len))
+    decoder = num_layers * (attention(target_len, target_len, True) + attention(target_len, source_len, False)
                             + feed_forward(target_len))
     logits = 2 * target_len * d_model * vocab_size
     return 3.0 * rows * (encoder + decoder + logits)
 
 
 def decoder_only_train_flops(*, rows: int, length: int, num_layers: int, d_model: int, d_ff: int,
-                             num_heads: int, key_dim: int, value_dim: int, vocab_size: int) -> float:
+                             num_heads: int, key_dim: int, value_dim: int, vocab_size: int,
+                             attention_function: str = "scaled_dot_product") -> float:
     """FLOPs of one training step of the decoder-only language model (same accounting as above).
 
     Parameters
@@ -60,15 +154,18 @@ def decoder_only_train_flops(*, rows: int, length: int, num_layers: int, d_model
         Batch shape ``[rows, length]`` (packed rows: every position is computed).
     num_layers, d_model, d_ff, num_heads, key_dim, value_dim, vocab_size : int
         Model shape.
+    attention_function : str
+        ``config.attention_function`` (:func:`attention_function_flops`, causal).
 
     Returns
     -------
     float
-        ``3 * forward``: per layer one causal self-attention (all ``L x L`` pairs) and the feed-forward,
-        then the output projection.
+        ``3 * forward``: per layer one causal self-attention (all ``L x L`` pairs for the softmax
+        functions, chunks for linear attention) and the feed-forward, then the output projection.
     """
-    heads_k, heads_v = num_heads * key_dim, num_heads * value_dim
-    layer = _attention_flops(length, length, d_model, heads_k, heads_v) + 2 * 2 * length * d_model * d_ff
+    layer = (_multi_head_attention_flops(attention_function, length, length, d_model, num_heads, key_dim,
+                                         value_dim, True)
+             + 2 * 2 * length * d_model * d_ff)
     return 3.0 * rows * (num_layers * layer + 2 * length * d_model * vocab_size)
 
 
@@ -78,8 +175,8 @@ def training_flops(config: Any, target_tokens: float, sequence_length: int | Non
     Parameters
     ----------
     config : ml_collections.ConfigDict
-        Experiment config (``model_kind``, widths, ``vocab_size``, ``max_len``); ``key_dim``/``value_dim``
-        of 0 mean ``d_model // num_heads``.
+        Experiment config (``model_kind``, widths, ``vocab_size``, ``max_len``, ``attention_function``);
+        ``key_dim``/``value_dim`` of 0 mean ``d_model // num_heads``.
     target_tokens : float
         Target-side tokens trained on (``results.json``'s ``train_target_tokens``).
     sequence_length : int, optional
@@ -98,7 +195,8 @@ def training_flops(config: Any, target_tokens: float, sequence_length: int | Non
     shape = dict(num_layers=int(config.num_layers), d_model=int(config.d_model), d_ff=int(config.d_ff),
                  num_heads=heads, key_dim=int(config.key_dim) or int(config.d_model) // heads,
                  value_dim=int(config.value_dim) or int(config.d_model) // heads,
-                 vocab_size=int(config.vocab_size))
+                 vocab_size=int(config.vocab_size),
+                 attention_function=config.get("attention_function", "scaled_dot_product"))  # Older runs: none.
     if config.get("model_kind", "encoder_decoder") == "decoder_only":
         per_row = decoder_only_train_flops(rows=1, length=length, **shape)
     else:
