@@ -47,8 +47,20 @@ _WIDTH_FIELDS = ("d_model", "d_ff", "key_dim", "value_dim")
 _UNSCALED_FIELDS = ("num_train_steps", "keep_checkpoints", "average_last_checkpoints")
 
 
-def _small_base(width_divisor: int) -> ml_collections.ConfigDict:
-    """The base model at 1/``width_divisor`` width on the whole training split, for a fixed number of steps."""
+def small_base(width_divisor: int = WIDTH_DIVISOR) -> ml_collections.ConfigDict:
+    """The base model at 1/``width_divisor`` width on the whole training split, for a fixed number of steps.
+
+    Parameters
+    ----------
+    width_divisor : int
+        What d_model, d_ff, d_k and d_v are divided by.
+
+    Returns
+    -------
+    ml_collections.ConfigDict
+        The protocol of this module's docstring, before any row (``configs/table2_small_subset.py``
+        overrides its data, schedule and early stopping).
+    """
     config = base.get_config()
     for field in _WIDTH_FIELDS:
         config[field] = config[field] // width_divisor  # 1/8: 64, 256, 8, 8
@@ -115,8 +127,32 @@ def get_config(row: str = "base", width_divisor: int = WIDTH_DIVISOR) -> ml_coll
     -----
     Raises ``ValueError`` listing the valid rows for an unknown one.
     """
+    return apply_row(small_base(width_divisor), row, width_divisor)
+
+
+def apply_row(config: ml_collections.ConfigDict, row: str, width_divisor: int) -> ml_collections.ConfigDict:
+    """Apply row ``row`` of Table 2, scaled, to a small base and attach the paper's figures.
+
+    Parameters
+    ----------
+    config : ml_collections.ConfigDict
+        A small base (:func:`small_base`, or the subset's); updated in place.
+    row : str
+        One of ``configs.table2.ROW_NAMES``.
+    width_divisor : int
+        What the row's widths are divided by (see :func:`get_sweep`).
+
+    Returns
+    -------
+    ml_collections.ConfigDict
+        ``config``, with ``config.name`` the row and ``config.paper`` the paper's dev PPL, BLEU and params
+        (millions).
+
+    Notes
+    -----
+    Raises ``ValueError`` listing the valid rows for an unknown one.
+    """
     paper_row = table2.get_config(row)  # Validates the row name and carries the paper's figures.
-    config = _small_base(width_divisor)
     config.update(get_sweep(width_divisor)[row])
     config.name = row
     config.paper = paper_row.paper

@@ -58,25 +58,24 @@ from __future__ import annotations
 
 import ml_collections
 
-from configs import base, table2
+from configs import table2_small
 
 WIDTH_DIVISOR = 8
 TRAIN_SPLIT = "train[:4000]"
-_WIDTH_FIELDS = ("d_model", "d_ff", "key_dim", "value_dim")
 
 
 def _small_base() -> ml_collections.ConfigDict:
-    """The base model at 1/8 width, on a corpus subset small enough to train until dev stops improving."""
-    config = base.get_config()
-    for field in _WIDTH_FIELDS:
-        config[field] = config[field] // WIDTH_DIVISOR  # 64, 256, 8, 8
-    config.dataset = "tsv:../shared/data/messages_en_de"
+    """The base model at 1/8 width, on a corpus subset small enough to train until dev stops improving.
+
+    Returns
+    -------
+    ml_collections.ConfigDict
+        ``configs/table2_small.py``'s base (the same model, vocabulary, batches and final whole-dev BLEU)
+        with this subset's data, schedule and early stopping.
+    """
+    config = table2_small.small_base(WIDTH_DIVISOR)  # 64, 256, 8, 8
     config.train_split = TRAIN_SPLIT
-    config.vocab_size = 1000
     config.max_len = 32
-    config.tokens_per_batch = 1024  # Real tokens per side (the paper's unit), in packed rows.
-    config.tokens_per_batch_unit = "real"
-    config.packing = True
     config.num_train_steps = 3000  # A cap; early stopping ends the runs (base: ~2,500 steps).
     config.warmup_steps = 800
     config.learning_rate_scale = 0.5  # Peak 2.2e-3 at step 800 for d_model 64.
@@ -84,20 +83,9 @@ def _small_base() -> ml_collections.ConfigDict:
     config.early_stopping_min_improvement = 0.01  # Two evaluations in a row each under 1% better: stop.
     config.early_stopping_min_steps = 1500  # Not on the plateau deep stacks sit on until warmup ends.
     config.eval_every_steps = 100
-    config.num_bleu_examples = 0  # The final whole-dev BLEU counts; no sampled BLEU on the way.
-    config.final_bleu_splits = ("dev",)  # Table 2 is a dev-set table.
     config.average_last_checkpoints = 1  # The best checkpoint.
     config.checkpoint_every_steps = 100
-    config.keep_checkpoints = 2
-    config.log_every_steps = 100
     return config
-
-
-def _scaled(overrides: dict) -> dict:
-    """A row's overrides with its widths divided like the base's."""
-    return {key: value // WIDTH_DIVISOR if key in _WIDTH_FIELDS else value
-            for key, value in overrides.items() if key not in ("num_train_steps", "keep_checkpoints",
-                                                                "average_last_checkpoints")}
 
 
 def get_sweep() -> dict[str, dict]:
@@ -106,10 +94,11 @@ def get_sweep() -> dict[str, dict]:
     Returns
     -------
     dict[str, dict]
-        In the paper's order. The big row keeps the small step budget (the paper's 300k steps are
-        the one change not scaled: every row gets the same budget here).
+        In the paper's order (:func:`configs.table2_small.get_sweep` at 1/8 width). The big row keeps the
+        small step budget (the paper's 300k steps are the one change not scaled: every row gets the same
+        budget here).
     """
-    return {name: _scaled(overrides) for name, overrides, _ in table2.ROWS}
+    return table2_small.get_sweep(WIDTH_DIVISOR)
 
 
 def get_config(row: str = "base") -> ml_collections.ConfigDict:
@@ -127,11 +116,7 @@ def get_config(row: str = "base") -> ml_collections.ConfigDict:
 
     Notes
     -----
-    Raises ``ValueError`` listing the valid rows for an unknown one.
+    Raises ``ValueError`` listing the valid rows for an unknown one
+    (:func:`configs.table2_small.apply_row`).
     """
-    paper_row = table2.get_config(row)  # Validates the row name and carries the paper's figures.
-    config = _small_base()
-    config.update(get_sweep()[row])
-    config.name = row
-    config.paper = paper_row.paper
-    return config
+    return table2_small.apply_row(_small_base(), row, WIDTH_DIVISOR)
