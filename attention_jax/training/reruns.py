@@ -115,7 +115,8 @@ def nothing_to_do(workdir: str, config: ml_collections.ConfigDict) -> dict[str, 
     workdir : str
         The work directory.
     config : ml_collections.ConfigDict
-        The new command's config.
+        The new command's config, the run's own or a changed one (:func:`checkpoints.finished_results`
+        answers for the run's own config alone, and ``train`` asks it first).
 
     Returns
     -------
