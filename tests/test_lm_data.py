@@ -57,6 +57,14 @@ def test_packed_rows_never_attend_across_documents() -> None:
     assert mask.sum() > 0
 
 
+def test_packed_rows_give_back_each_document_whole() -> None:
+    documents, length = _documents(2, 25), 8  # Most documents here run past a row's end.
+    packed = lm_data.PackedRows(documents, length)
+    recovered = packed.documents()
+    assert [document.tolist() for document in recovered] == documents
+    assert lm_data.PackedRows([], length).documents() == []
+
+
 def _write_txt_corpus(directory: pathlib.Path, train_docs: int = 400) -> dict[str, list[str]]:
     pairs = synthetic_en_de.generate_splits({"train": train_docs, "validation": 40, "test": 40})
     texts = {split: [german for _, german in pairs[split]] for split in ("train", "validation", "test")}
@@ -93,6 +101,9 @@ def test_txt_corpus_batches_resume_and_cover_every_row(tmp_path: pathlib.Path) -
     assert real_tokens == data.stats["tokens"]["validation"]
     decoded = data.tokenizer.decode([t for t in dev[0]["targets"][0] if t != model.EOS_ID][:5])
     assert decoded and texts["validation"][0].startswith(decoded.split()[0])
+    whole = data.documents("validation")  # For evaluation: each document's tokens, not cut at row ends.
+    assert data.row_length == 32 and data.rows_per_batch == 8
+    assert [document.tolist() for document in whole] == data.tokenizer.encode_batch(texts["validation"], add_eos=True)
 
 
 def test_txt_corpus_errors_name_the_fix(tmp_path: pathlib.Path) -> None:

@@ -11,7 +11,9 @@ rows of ``L = config.max_len`` tokens. A row holds several documents, numbered 1
 ``targets_segmentation`` (0 = padding after the split's last token) with ``targets_position`` restarting
 at 0 for each: the model's attention never crosses documents (the segment mask of
 :func:`attention_jax.models.model.make_segment_mask`) and every document starts with BOS. A document that runs
-past a row's end continues in the next row as a new segment (positions restart there too). The tokenizer
+past a row's end continues in the next row as a new segment (positions restart there too); evaluation
+(``generate --eval_split``) instead takes each document whole (:meth:`LanguageModelData.documents`) and
+scores it in its own context (:mod:`attention_jax.evaluation.lm_evaluation`). The tokenizer
 is the translation pipeline's SentencePiece BPE (:mod:`attention_jax.data.tokenizer`), trained on the
 training documents and cached beside the corpus.
 """
@@ -53,10 +55,13 @@ class PackedRows:
         int32 ``[num_rows, L]``.
     num_tokens : int
         Real tokens (EOS included).
+    document_lengths : np.ndarray
+        int64 ``[num_documents]``: tokens of each document (EOS included), in corpus order.
     """
 
     def __init__(self, documents: Sequence[Sequence[int]], length: int) -> None:
         lengths = np.array([len(document) for document in documents], np.int64)
+        self.document_lengths = lengths
         self.num_tokens = int(lengths.sum())
         num_rows = max(1, math.ceil(self.num_tokens / length))
         flat = np.zeros(num_rows * length, np.int32)
@@ -80,6 +85,17 @@ class PackedRows:
     def num_rows(self) -> int:
         """Rows of the split."""
         return self.targets.shape[0]
+
+    def documents(self) -> list[np.ndarray]:
+        """Each document's token ids (EOS included) as one whole, undoing the cut into rows.
+
+        Returns
+        -------
+        list[np.ndarray]
+            int32 ``[tokens of the document]`` views of :attr:`targets`, in corpus order.
+        """
+        stream = self.targets.reshape(-1)[:self.num_tokens]
+        return np.split(stream, np.cumsum(self.document_lengths)[:-1]) if len(self.document_lengths) else []
 
     def batch(self, rows: np.ndarray) -> dict[str, np.ndarray]:
         """The batch of row indices ``rows`` (``-1`` gives an all-padding row).
@@ -217,6 +233,31 @@ class LanguageModelData:
             rows[rows >= self._rows[role].num_rows] = -1
             batches.append(self._rows[role].batch(rows[local]))
         return batches
+
+    def documents(self, split: str) -> list[np.ndarray]:
+        """Each document of a split as its whole token sequence (EOS included), for evaluation with context.
+
+        Parameters
+        ----------
+        split : str
+            ``"train"``, ``"validation"``, ``"test"`` or the split name the config gives one of them.
+
+        Returns
+        -------
+        list[np.ndarray]
+            int32 token ids of each document, in corpus order (:meth:`PackedRows.documents`).
+        """
+        return self._rows[self.role_of(split)].documents()
+
+    @property
+    def row_length(self) -> int:
+        """``L = config.max_len``: tokens per row, the longest context the model was trained on."""
+        return int(self._rows["train"].targets.shape[1])
+
+    @property
+    def rows_per_batch(self) -> int:
+        """Global rows of every batch (:func:`rows_per_batch`)."""
+        return self._global_rows
 
     def role_of(self, split: str) -> str:
         """``"train"``, ``"validation"`` or ``"test"`` for a role or a configured split name."""
