@@ -70,6 +70,11 @@ def test_generate_continues_prompts_and_reports_perplexity(lm_workdir: pathlib.P
     assert report["bits_per_byte"] > 0 and report["perplexity"] > 1
     assert report["bits_per_byte"] == pytest.approx(
         report["nll_per_token"] * report["tokens"] / math.log(2) / report["utf8_bytes"])
+    assert report["method"] == "strided_window" and report["window"] == 32 and report["stride"] == 16
+    assert "windows of 32 tokens, stride 16" in evaluated.stdout
+    bad_stride = _generate(f"--workdir={lm_workdir}", "--eval_split=validation", "--eval_stride=33")
+    assert bad_stride.returncode != 0 and "Traceback" not in bad_stride.stderr
+    assert "generate: --eval_stride=33 must lie in [1, 32]" in bad_stride.stderr
 
 
 def test_bad_prompts_and_wrong_runs_are_clear_errors(lm_workdir: pathlib.Path, tmp_path: pathlib.Path) -> None:

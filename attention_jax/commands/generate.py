@@ -11,7 +11,9 @@ Without ``--prompt`` the prompts are the lines of stdin (UTF-8), one continuatio
 Sampling draws from ``softmax(logits / temperature)`` restricted to the ``--top_k`` most likely tokens
 and/or the nucleus of probability ``--top_p``; ``--temperature=0`` is greedy. ``--seed`` fixes the draws.
 ``--eval_split`` instead prints the per-token perplexity and bits per byte of that split and writes them
-to ``WORKDIR/lm_eval_<split>.json``.
+to ``WORKDIR/lm_eval_<split>.json``: each document scored with its own context, a document longer than
+the model's rows in strided windows of ``--eval_stride`` tokens (default half a row;
+:mod:`attention_jax.evaluation.lm_evaluation`).
 """
 
 from __future__ import annotations
@@ -31,6 +33,10 @@ _MAX_NEW_TOKENS = flags.DEFINE_integer("max_new_tokens", 50, "Tokens generated a
 _SEED = flags.DEFINE_integer("seed", 0, "Sampling seed.")
 _EVAL_SPLIT = flags.DEFINE_string("eval_split", None,
                                   "Measure perplexity and bits per byte on this split instead of generating.")
+_EVAL_STRIDE = flags.DEFINE_integer(
+    "eval_stride", 0, "With --eval_split: how far each later window of a document longer than the model's rows "
+    "moves on (1 to max_len; 0: half of max_len). Each token is scored once, seeing at least max_len - stride + 1 "
+    "tokens of its document.")
 
 
 def _evaluate(run: Any, split: str) -> None:
@@ -39,13 +45,17 @@ def _evaluate(run: Any, split: str) -> None:
     from attention_jax.evaluation import lm_evaluation
     from attention_jax.data import lm_data
 
-    result = lm_evaluation.evaluate_split(run.model_config, run.params, lm_data.get_datasets(run.config), split)
+    lm_evaluation.resolve_stride(_EVAL_STRIDE.value, int(run.config.max_len))  # A bad stride before any data.
+    result = lm_evaluation.evaluate_split(run.model_config, run.params, lm_data.get_datasets(run.config), split,
+                                          stride=_EVAL_STRIDE.value)
     result["checkpoint"] = run.checkpoint
     path = run_files.lm_eval_report_path(run.workdir, split)
     run_files.write_json_atomically(path, result)
     print(f"perplexity = {result['perplexity']:.3f}  ({result['nll_per_token']:.4f} nats/token, "
           f"{result['tokens']} tokens)")
     print(f"bits per byte = {result['bits_per_byte']:.4f}  ({result['utf8_bytes']} UTF-8 bytes)")
+    print(f"each document in its own context: windows of {result['window']} tokens, stride {result['stride']} "
+          f"({result['documents_longer_than_window']} of {result['documents']} documents longer than a window)")
     print(f"wrote {path}")
 
 

@@ -1,4 +1,10 @@
-"""Per-token perplexity and bits per byte of a trained language model on a split.
+"""Per-token perplexity and bits per byte of a trained language model on a split, each document in context.
+
+Every token of every document is scored once, with as much of its own document before it as the model's
+row length ``L`` allows: a document of at most ``L`` tokens in one window (exactly as training rows score
+it), a longer one in strided windows of ``L`` inputs (:mod:`attention_jax.evaluation.lm_windows`; stride
+``L // 2`` by default, so every token sees at least ``L // 2 + 1`` tokens before it). Documents never
+share context; several documents' windows share a row for throughput.
 
 Bits per byte divides the total negative log-likelihood (EOS tokens included) by ``ln 2`` and by the
 UTF-8 bytes of the split's documents (one newline byte counted per document, standing for its EOS),
@@ -13,13 +19,43 @@ from typing import Any
 import jax
 import numpy as np
 
+from attention_jax.evaluation import lm_windows
 from attention_jax.models.language_model import LanguageModel
 from attention_jax.models import metrics
 from attention_jax.models.transformer_config import TransformerConfig
+from attention_jax.user_errors import UserInputError
 
 
-def evaluate_split(model_config: TransformerConfig, params: Any, data: Any, split: str) -> dict[str, Any]:
-    """Teacher-forced per-token perplexity and bits per byte over every row of ``split``.
+def resolve_stride(stride: int, window: int) -> int:
+    """The stride to use: ``stride``, or half the window (at least 1) when it is 0.
+
+    Parameters
+    ----------
+    stride : int
+        ``--eval_stride``: 0 for the default, else in ``[1, window]``.
+    window : int
+        ``L``, the model's row length.
+
+    Returns
+    -------
+    int
+        ``S`` in ``[1, L]``.
+
+    Notes
+    -----
+    Raises :class:`attention_jax.user_errors.UserInputError` for a stride outside ``[0, L]``.
+    """
+    if stride == 0:
+        return max(1, window // 2)
+    if not 1 <= stride <= window:
+        raise UserInputError(f"--eval_stride={stride} must lie in [1, {window}] (the model's rows hold {window} "
+                             f"tokens), or be 0 for half of that ({max(1, window // 2)}).")
+    return stride
+
+
+def evaluate_split(model_config: TransformerConfig, params: Any, data: Any, split: str,
+                   stride: int = 0) -> dict[str, Any]:
+    """Per-token perplexity and bits per byte of ``split``, every token scored once in its document's context.
 
     Parameters
     ----------
@@ -28,31 +64,52 @@ def evaluate_split(model_config: TransformerConfig, params: Any, data: Any, spli
     params : pytree
         Plain :class:`LanguageModel` parameters.
     data : attention_jax.data.lm_data.LanguageModelData
-        The run's data (``eval_batches``, ``split_bytes``, ``role_of``).
+        The run's data (``documents``, ``row_length``, ``rows_per_batch``, ``split_bytes``, ``role_of``).
     split : str
         ``"validation"``, ``"test"`` or ``"train"`` (or the config's name for one).
+    stride : int
+        ``S``: how far each later window of a long document moves on; 0 is half the row length.
 
     Returns
     -------
     dict
-        ``split``, ``tokens``, ``nll_per_token`` (nats), ``perplexity``, ``utf8_bytes``,
-        ``bits_per_byte``.
+        ``split``, ``tokens``, ``nll_per_token`` (nats), ``perplexity``, ``utf8_bytes``, ``bits_per_byte``,
+        and how they were measured: ``method`` (``"strided_window"``), ``window`` (``L``), ``stride``,
+        ``min_context`` (tokens of its document every token beyond the first window sees at least),
+        ``documents``, ``documents_longer_than_window``, ``windows``, ``rows``.
+
+    Notes
+    -----
+    Single-process: every row is scored here. Raises ``ValueError`` if the windows do not score every
+    token of the split exactly once (a defect, never a user error).
     """
+    window = data.row_length
+    stride = resolve_stride(stride, window)
+    documents = data.documents(split)
+    rows = lm_windows.pack_windows(documents, window, stride)
     lm = LanguageModel(model_config.replace(decode=False))
 
     @jax.jit
-    def sums(batch: dict) -> dict:
-        logits = lm.apply({"params": params}, batch["targets"], targets_segmentation=batch["targets_segmentation"],
-                          targets_position=batch["targets_position"])
-        return metrics.token_loss_sums(logits, batch["targets"], 0.0, cpu_kernels=model_config.cpu_kernels)
+    def sums(params: Any, batch: dict) -> dict:  # Parameters an argument, not constants baked into the program.
+        logits = lm.apply({"params": params}, batch["inputs"], valid=batch["segmentation"] > 0,
+                          segmentation=batch["segmentation"], positions=batch["positions"],
+                          method=LanguageModel.logits)  # [B,L,N]
+        return metrics.token_loss_sums(logits, batch["scored_targets"], 0.0, cpu_kernels=model_config.cpu_kernels)
 
     nll_sum, tokens = 0.0, 0.0
-    for batch in data.eval_batches(split):
-        result = jax.device_get(sums(batch))
+    for batch in rows.batches(data.rows_per_batch):
+        result = jax.device_get(sums(params, batch))
         nll_sum += float(result["nll_sum"])
         tokens += float(result["tokens"])
+    expected_tokens = sum(len(document) for document in documents)
+    if int(tokens) != expected_tokens:
+        raise ValueError(f"Scored {int(tokens)} tokens of a split holding {expected_tokens}.")
     num_bytes = int(data.split_bytes[data.role_of(split)])
     nll_per_token = nll_sum / max(tokens, 1.0)
     return {"split": split, "tokens": int(tokens), "nll_per_token": nll_per_token,
             "perplexity": float(np.exp(nll_per_token)), "utf8_bytes": num_bytes,
-            "bits_per_byte": nll_sum / math.log(2.0) / max(num_bytes, 1)}
+            "bits_per_byte": nll_sum / math.log(2.0) / max(num_bytes, 1),
+            "method": lm_windows.METHOD, "window": window, "stride": stride, "min_context": window - stride + 1,
+            "documents": len(documents),
+            "documents_longer_than_window": sum(len(document) > window for document in documents),
+            "windows": len(rows.windows), "rows": rows.num_rows}
