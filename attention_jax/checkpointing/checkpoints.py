@@ -35,6 +35,7 @@ from etils import epath
 from jax.experimental import multihost_utils
 
 from attention_jax import run_files
+from attention_jax.checkpointing import full_disk
 from attention_jax.models.transformer_config import TransformerConfig
 from attention_jax.user_errors import UserInputError
 
@@ -449,7 +450,8 @@ class TrainingCheckpoints:
 
         Notes
         -----
-        Saving a step that already exists is a no-op.
+        Saving a step that already exists is a no-op. A full disk, met here or by the previous
+        asynchronous save, raises ``OSError`` (:mod:`~attention_jax.checkpointing.full_disk`).
         """
         step = int(state.step)
         if step in self._manager.all_steps():
@@ -461,7 +463,8 @@ class TrainingCheckpoints:
             progress=ocp.args.JsonSave(dict(progress, step=step, saved_at=time.time())),
             data=IteratorStateSave(data_state),
         )
-        self._manager.save(step, args=args, force=True)
+        with full_disk.as_os_error():
+            self._manager.save(step, args=args, force=True)
 
     def restore(self, step: int, abstract_state: Any) -> Restored:
         """Restore the checkpoint of ``step`` into the shapes and shardings of ``abstract_state``.
@@ -542,10 +545,12 @@ class TrainingCheckpoints:
         self._manager.reload()
 
     def wait(self) -> None:
-        """Block until pending asynchronous saves are on disk."""
-        self._manager.wait_until_finished()
+        """Block until pending asynchronous saves are on disk (``OSError`` for a full disk)."""
+        with full_disk.as_os_error():
+            self._manager.wait_until_finished()
 
     def close(self) -> None:
-        """Finish pending saves and release the manager."""
-        self._manager.wait_until_finished()
-        self._manager.close()
+        """Finish pending saves and release the manager (``OSError`` for a full disk)."""
+        with full_disk.as_os_error():
+            self._manager.wait_until_finished()
+            self._manager.close()

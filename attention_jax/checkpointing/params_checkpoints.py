@@ -21,6 +21,7 @@ from etils import epath
 
 from attention_jax import run_files
 from attention_jax.models import language_model
+from attention_jax.checkpointing import full_disk
 from attention_jax.checkpointing.checkpoints import PARAMS_ITEM, absolute_path, finished_steps, read_config
 from attention_jax.models.transformer_config import TransformerConfig
 from attention_jax.user_errors import UserInputError
@@ -45,10 +46,11 @@ def save_params(directory: str, step: int, params: Any, info: Mapping[str, Any],
     Notes
     -----
     Written synchronously; orbax writes into a temporary directory and renames it when complete, so a
-    crash never leaves a half-written step behind.
+    crash never leaves a half-written step behind. A full disk raises ``OSError``
+    (:mod:`~attention_jax.checkpointing.full_disk`).
     """
     options = ocp.CheckpointManagerOptions(max_to_keep=keep, enable_async_checkpointing=False)
-    with ocp.CheckpointManager(absolute_path(directory), options=options) as manager:
+    with full_disk.as_os_error(), ocp.CheckpointManager(absolute_path(directory), options=options) as manager:
         if step in manager.all_steps():
             manager.delete(step)
         manager.save(step, args=ocp.args.Composite(params=ocp.args.StandardSave(params),

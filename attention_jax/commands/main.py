@@ -15,17 +15,16 @@ and joined before training starts (:func:`attention_jax.training.distributed.may
 from __future__ import annotations
 
 import errno
-import logging as python_logging
 import os
 import sys
 
-from absl import app, flags, logging
+from absl import app, flags
 from ml_collections import config_flags
 
 from attention_jax import run_files
 from attention_jax.checkpointing import checkpoints
 from attention_jax.training import compilation_cache
-from attention_jax.commands import config_errors
+from attention_jax.commands import config_errors, quiet_libraries
 from attention_jax.training import distributed, train, workdir_lock
 from attention_jax.user_errors import USAGE_ERROR, UserInputError, exit_with_error
 
@@ -36,24 +35,6 @@ _WORKDIR = flags.DEFINE_string("workdir", None, "Directory for checkpoints, metr
 EXIT_LOCKED = 3  # Another trainer holds the work directory.
 
 
-class _QuietLibraries(python_logging.Filter):
-    """Drop INFO records of orbax's internals (several lines per checkpoint); keep warnings.
-
-    Errors of orbax's writer threads and of the asyncio tasks they run (e.g. on a full disk, one per
-    array) keep their first line and lose their tracebacks: the command's own error line says what
-    failed and what to do.
-    """
-
-    def filter(self, record: python_logging.LogRecord) -> bool:
-        """Keep the record unless it is an orbax INFO/DEBUG line; shorten library errors to one line."""
-        noisy = "/orbax/" in record.pathname
-        if noisy or record.name == "asyncio":
-            if record.exc_info or "\n" in record.getMessage():
-                record.msg, record.args = record.getMessage().splitlines()[0], None
-                record.exc_info, record.exc_text = None, None
-        return not noisy or record.levelno >= python_logging.WARNING
-
-
 def main(argv: list[str]) -> None:
     """Join a multi-process job if there is one, then :func:`train.train_and_evaluate`."""
     if len(argv) > 1:
@@ -61,7 +42,7 @@ def main(argv: list[str]) -> None:
     if _CONFIG.value is None or not _WORKDIR.value:
         raise app.UsageError("--config and --workdir are required, e.g. "
                              "--config=configs/tiny.py --workdir=runs/tiny")
-    logging.get_absl_handler().addFilter(_QuietLibraries())
+    quiet_libraries.install()
     try:
         train.validate_training_config(_CONFIG.value)
     except ValueError as error:

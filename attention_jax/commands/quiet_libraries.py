@@ -1,0 +1,117 @@
+"""Library chatter kept out of a command's output: orbax's INFO lines, and the echoes of a failed save.
+
+A checkpoint save that fails in orbax's writer threads (a full disk, say) is reported three ways before
+the command can say anything: each writer thread logs the error, orbax logs that the save failed, and
+TensorStore's callbacks into the event loops orbax already closed raise "Event loop is closed" (printed
+through ``sys.unraisablehook``, one traceback each, a dozen or more); at exit, the coroutines left
+unfinished are collected with more tracebacks. The error itself always reaches the main thread, where the
+command reports it: one line for a user's mistake (a full disk), the traceback for anything else. So
+:func:`install` drops these echoes (they stay visible at ``--verbosity=1``) and keeps every other warning
+and error. A background thread stopped by a full disk (TensorBoard's event writer) is one warning line,
+not a traceback.
+"""
+
+from __future__ import annotations
+
+import logging as python_logging
+import sys
+import threading
+import traceback
+from typing import Any
+
+from absl import logging
+
+from attention_jax.checkpointing import full_disk
+
+# orbax's log lines that announce a failure it then re-raises in the main thread.
+_RERAISED_BY_ORBAX = ("raised an exception", "Handler Commit operations", "Save Finalize thread")
+
+
+def _mentions_orbax(error: BaseException | None) -> bool:
+    """Whether ``error``'s traceback runs through orbax."""
+    if error is None or error.__traceback__ is None:
+        return False
+    return any("/orbax/" in frame.filename for frame in traceback.extract_tb(error.__traceback__))
+
+
+class QuietLibraries(python_logging.Filter):
+    """Drop orbax's INFO records and its echoes of a failed save; shorten other library errors to one line.
+
+    Notes
+    -----
+    Errors of orbax's writer threads and of the asyncio tasks they run keep their first line and lose
+    their tracebacks; those that announce a save failure orbax re-raises in the main thread, or a full
+    disk, are dropped: the command's own error line says what failed and what to do.
+    """
+
+    def filter(self, record: python_logging.LogRecord) -> bool:
+        """Whether to print ``record`` (shortened to one line when it is a library error)."""
+        noisy = "/orbax/" in record.pathname
+        if not (noisy or record.name == "asyncio"):
+            return True
+        error = record.exc_info[1] if record.exc_info else None
+        message = record.getMessage()
+        if record.levelno >= python_logging.ERROR and (
+                any(phrase in message for phrase in _RERAISED_BY_ORBAX) if noisy
+                else _mentions_orbax(error) or (error is not None and full_disk.no_space_errno(error))):
+            return False
+        if record.exc_info or "\n" in message:
+            record.msg, record.args = message.splitlines()[0], None
+            record.exc_info, record.exc_text = None, None
+        return not noisy or record.levelno >= python_logging.WARNING
+
+
+def is_failed_save_echo(unraisable: Any) -> bool:
+    """Whether an unraisable exception is an echo of a failed orbax save (see the module docstring).
+
+    Parameters
+    ----------
+    unraisable : sys.UnraisableHookArgs
+        What ``sys.unraisablehook`` receives.
+
+    Returns
+    -------
+    bool
+        True for TensorStore's callbacks into a closed event loop and for orbax coroutines collected
+        unfinished; False for anything else (printed as Python prints it).
+    """
+    error = unraisable.exc_value
+    if isinstance(error, RuntimeError) and str(error) == "Event loop is closed" and unraisable.object is None:
+        return True
+    code = getattr(unraisable.object, "cr_code", None)
+    return (code is not None and "/orbax/" in code.co_filename) or _mentions_orbax(error)
+
+
+def install() -> None:
+    """Add :class:`QuietLibraries` to absl's log handler; drop failed-save echoes; a full disk in a thread is one line.
+
+    Notes
+    -----
+    Call once, at the start of a command's ``main``. Wraps ``sys.unraisablehook`` (dropped echoes are
+    logged at DEBUG level, one line each) and ``threading.excepthook`` (a thread's full-disk ``OSError``
+    becomes one warning line; any other error keeps its traceback).
+    """
+    logging.get_absl_handler().addFilter(QuietLibraries())
+    previous_hook = sys.unraisablehook
+
+    def hook(unraisable: Any) -> None:
+        if not is_failed_save_echo(unraisable):
+            previous_hook(unraisable)
+            return
+        try:
+            logging.debug("Dropped an echo of a failed checkpoint save: %s: %s",
+                          type(unraisable.exc_value).__name__, unraisable.exc_value)
+        except Exception:  # At interpreter exit logging may be gone; the echo is dropped either way.
+            pass
+
+    sys.unraisablehook = hook
+    previous_thread_hook = threading.excepthook
+
+    def thread_hook(arguments: Any) -> None:
+        if arguments.exc_value is None or not full_disk.no_space_errno(arguments.exc_value):
+            previous_thread_hook(arguments)
+            return
+        name = arguments.thread.name if arguments.thread is not None else "a thread"
+        logging.warning("%s stopped: %s", name, arguments.exc_value)
+
+    threading.excepthook = thread_hook
