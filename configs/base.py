@@ -101,12 +101,16 @@ def get_config() -> ml_collections.ConfigDict:
     config.checkpoint_every_minutes = 10.0
     config.keep_checkpoints = 5  # The paper averages the last 5 (base) / 20 (big).
     config.log_every_steps = 100
+    config.peak_tflops_per_device = 0.0  # MFU's peak; 0: a datasheet's for the device and dtype, else measured
+    # once (a CPU); see attention_jax/training/device_peaks.py. The log names the peak used.
     config.profile_steps = 0  # > 0: trace this many train steps into WORKDIR/tensorboard (TensorBoard's
     config.profile_start_step = 10  # profiler) after this many; see attention_jax/training/profiling.py.
     config.eval_every_steps = 1000
     config.num_eval_batches = 0  # 0: the whole dev split.
     config.num_bleu_examples = 500  # Dev sentences decoded for sampled BLEU at each evaluation (0: none):
     # a progress signal. The figures that count are final_bleu's, on whole splits.
+    config.num_sample_translations = 3  # Dev sentences shown as text in TensorBoard at each evaluation (0: none):
+    # the sampled-BLEU translations when there are any, else greedy ones of the first dev sentences.
     config.final_bleu = True  # When training ends: beam-search BLEU of the whole dev and test splits.
     config.final_bleu_splits = ("dev", "test")  # Which of them (Table 2 sweeps: dev only).
     config.early_stopping_patience = 0  # Stop after this many evaluations without a better dev

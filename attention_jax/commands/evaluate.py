@@ -42,7 +42,7 @@ def main(argv: list[str]) -> None:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
     from attention_jax import run_files  # Here: fast --help.
     from attention_jax.decoding import inference
-    from attention_jax.evaluation import translation_quality
+    from attention_jax.evaluation import progress, translation_quality
     from attention_jax.training import compilation_cache
     from attention_jax.checkpointing import params_checkpoints
 
@@ -65,7 +65,8 @@ def main(argv: list[str]) -> None:
     logging.info("Evaluating %s of %s on %d %s pairs.", run.checkpoint, run.workdir, len(pairs), split)
     start = time.time()
     try:
-        result = translation_quality.evaluate(translator, pairs)
+        result = translation_quality.evaluate(translator, pairs, report_progress=progress.progress_logger(
+            f"{split} BLEU", len(pairs)))
     except ValueError as error:
         sys.exit(f"evaluate: {error}")
     report = {

@@ -13,7 +13,6 @@ import dataclasses
 import functools
 import json
 import math
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -21,7 +20,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import sacrebleu
-from absl import logging
 
 from attention_jax import run_files
 from attention_jax.decoding import decode
@@ -195,43 +193,6 @@ class EvaluationStopped(Exception):
     """A stop request (SIGTERM, Ctrl-C) came while a split was being translated; the message says how far."""
 
 
-PROGRESS_EVERY_S = 30.0
-"""Seconds between the progress lines of :func:`progress_logger`."""
-
-
-def progress_logger(what: str, total: int, every_s: float = PROGRESS_EVERY_S) -> Callable[[int], None]:
-    """A ``report_progress`` for :func:`evaluate` that logs sentences done and sentences/s now and then.
-
-    Parameters
-    ----------
-    what : str
-        What is decoded, e.g. ``"final test BLEU"``.
-    total : int
-        Sentences to decode.
-    every_s : float
-        At most one line per this many seconds (and one at the end).
-
-    Returns
-    -------
-    Callable[[int], None]
-        Called with the number of sentences translated so far.
-    """
-    started = time.monotonic()
-    last = [started]
-
-    def report(done: int) -> None:
-        now = time.monotonic()
-        if now - last[0] < every_s and done < total:
-            return
-        last[0] = now
-        rate = done / max(now - started, 1e-9)
-        left = (total - done) / rate if rate > 0 else float("nan")
-        logging.info("%s: %d/%d sentences (%.1f sentences/s, %s left)", what, done, total, rate,
-                     f"{left:.0f} s" if math.isfinite(left) else "?")
-
-    return report
-
-
 def translate_stoppably(translator: decode.Translator, sources: Sequence[str], *,
                         should_stop: Callable[[], bool] | None = None,
                         report_progress: Callable[[int], None] | None = None) -> list[str]:
@@ -285,7 +246,7 @@ def evaluate(translator: decode.Translator, pairs: Sequence[tuple[str, str]], *,
         Asked between decoding batches (:func:`translate_stoppably`); True raises
         :class:`EvaluationStopped`.
     report_progress : Callable[[int], None], optional
-        Called with the sentences translated so far (e.g. :func:`progress_logger`).
+        Called with the sentences translated so far (e.g. :func:`attention_jax.evaluation.progress.progress_logger`).
 
     Returns
     -------

@@ -2,7 +2,10 @@
 
 Each call of :meth:`MetricWriter.write` appends one JSON object ``{"step": ..., "<kind>/<name>": ...}``
 to ``metrics.jsonl`` (``kind`` is ``train`` or ``eval``) and adds the same scalars to TensorBoard
-(tensorboardX, no TensorFlow). Only process 0 writes; other processes' writers do nothing.
+(tensorboardX, no TensorFlow). TensorBoard also gets the run's config as hyperparameters
+(:meth:`MetricWriter.write_hparams`: the HParams tab compares the runs of a sweep) and text tables
+(:meth:`MetricWriter.write_table`: sample translations). Only process 0 writes; other processes'
+writers do nothing. ``pip install -e ".[tensorboard]"`` installs ``tensorboard --logdir`` to read them.
 
 A resumed run appends to the same files. Records of steps after the restored checkpoint (written before
 a crash, then trained again) are dropped from ``metrics.jsonl``, and TensorBoard is told to purge its
@@ -14,7 +17,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import jax
 
@@ -34,6 +37,44 @@ def _drop_records_after(path: str, step: int) -> None:
             continue
     if len(kept) != len(lines):
         run_files.write_atomically(path, "".join(kept))
+
+
+HParamValue = str | float | bool
+
+
+def flat_hparams(config: Mapping[str, Any], prefix: str = "") -> dict[str, HParamValue]:
+    """A config as TensorBoard hyperparameters: one entry per leaf, nested names joined with dots.
+
+    Parameters
+    ----------
+    config : Mapping[str, Any]
+        Plain values (e.g. ``json.loads(config.to_json_best_effort())``); nested mappings are flattened.
+    prefix : str
+        Prepended to every name (used for the nested ones).
+
+    Returns
+    -------
+    dict[str, HParamValue]
+        Booleans, numbers and strings as they are; lists and tuples as their JSON text (``"[-1]"``),
+        ``None`` as ``"None"`` (TensorBoard's hyperparameters are numbers, strings or booleans).
+    """
+    flat: dict[str, HParamValue] = {}
+    for name, value in config.items():
+        key = f"{prefix}{name}"
+        if isinstance(value, Mapping):
+            flat.update(flat_hparams(value, prefix=f"{key}."))
+        elif isinstance(value, (bool, str)):
+            flat[key] = value
+        elif isinstance(value, (int, float)):
+            flat[key] = float(value)
+        else:
+            flat[key] = "None" if value is None else json.dumps(value, default=str)
+    return flat
+
+
+def _table_cell(text: str) -> str:
+    """``text`` as one cell of a Markdown table: pipes escaped, line breaks as spaces."""
+    return " ".join(str(text).split()).replace("|", "\\|") or " "
 
 
 class MetricWriter:
@@ -93,6 +134,49 @@ class MetricWriter:
             self._tensorboard.add_scalar(key, value, int(step))
         self._jsonl.write(json.dumps(record) + "\n")
         self._jsonl.flush()
+
+    def write_hparams(self, hparams: Mapping[str, HParamValue]) -> None:
+        """Record the run's hyperparameters for TensorBoard's HParams tab.
+
+        Parameters
+        ----------
+        hparams : Mapping[str, HParamValue]
+            Names and values (:func:`flat_hparams` of the resolved config).
+
+        Notes
+        -----
+        Only the session-start record is written, in the run's own event files: TensorBoard then builds
+        the table of a sweep from every run's record (each value seen becomes a filter choice), with the
+        run's scalars (``eval/perplexity``, ``eval/bleu``, ...) as its metric columns. An experiment
+        record, as ``tensorboardX.SummaryWriter.add_hparams`` also writes (into a new subdirectory),
+        would fix the columns to the first run's.
+        """
+        if not self.enabled:
+            return
+        from tensorboardX.summary import hparams as hparams_summaries
+
+        _, session_start, _ = hparams_summaries(dict(hparams), {})
+        self._tensorboard.file_writer.add_summary(session_start)
+
+    def write_table(self, step: int, tag: str, columns: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+        """Record a small table as TensorBoard text (Markdown) at ``step``.
+
+        Parameters
+        ----------
+        step : int
+            Training step.
+        tag : str
+            TensorBoard tag, e.g. ``"eval/sample_translations"``.
+        columns : Sequence[str]
+            Column headings.
+        rows : Sequence[Sequence[str]]
+            One sequence of cells per row (pipes and line breaks in a cell are escaped).
+        """
+        if not self.enabled or not rows:
+            return
+        lines = ["| " + " | ".join(map(_table_cell, columns)) + " |", "|" + "---|" * len(columns)]
+        lines += ["| " + " | ".join(map(_table_cell, row)) + " |" for row in rows]
+        self._tensorboard.add_text(tag, "\n".join(lines), int(step))
 
     def flush(self) -> None:
         """Push buffered TensorBoard events to disk."""

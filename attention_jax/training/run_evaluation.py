@@ -1,5 +1,7 @@
-"""Evaluation inside a training run: dev loss and perplexity at each evaluation (with sampled BLEU), the
-best checkpoints kept for early stopping, and the final beam-search BLEU of whole splits.
+"""Evaluation inside a training run: dev loss and perplexity at each evaluation (with sampled BLEU and a few
+sample translations for TensorBoard), the best checkpoints kept for early stopping, and the final
+beam-search BLEU of whole splits. An evaluation that runs longer than half a minute logs its progress
+(:mod:`attention_jax.evaluation.progress`).
 
 Called by :mod:`attention_jax.training.train`; the loop's state is :class:`TrainingRun`
 (:mod:`attention_jax.training.run_context`).
@@ -7,6 +9,7 @@ Called by :mod:`attention_jax.training.train`; the loop's state is :class:`Train
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import time
@@ -17,7 +20,8 @@ from absl import logging
 
 from attention_jax import run_files
 from attention_jax.checkpointing import checkpoints, params_checkpoints
-from attention_jax.models import metrics
+from attention_jax.evaluation import progress
+from attention_jax.models import language_model, metrics
 from attention_jax.models.decode_settings import DecodeSettings
 from attention_jax.training import distributed, sharding
 from attention_jax.training.run_context import TrainingRun
@@ -49,14 +53,18 @@ def evaluate(run: TrainingRun, step: int) -> dict[str, Any]:
         ``config.num_bleu_examples > 0`` and the decoding modules present, ``bleu`` and
         ``bleu_signature``; ``seconds`` (this evaluation's wall time) and ``run_wall_s`` (the run's
         wall time when it began: ``benchmarks/time_to_bleu.py`` subtracts the earlier evaluations').
+
+    Notes
+    -----
+    ``config.num_sample_translations`` dev sentences, their references and translations are written to
+    TensorBoard as a text table (:func:`write_sample_translations`).
     """
     started = time.time()
-    totals = None
-    for batch in eval_batches(run):
-        sums = run.steps.evaluate(run.state.params, sharding.global_batch(batch, run.steps.batch_sharding))
-        totals = sums if totals is None else metrics.add_sums(totals, sums)
+    totals = _dev_sums(run, step)
     summary = metrics.summarize(jax.device_get(totals)) if totals is not None else {}
-    summary.update(_bleu(run))
+    bleu, samples = _bleu(run, step)
+    summary.update(bleu)
+    write_sample_translations(run, step, samples)
     summary["seconds"] = time.time() - started
     summary["run_wall_s"] = run.wall_s_before + started - run.session_start  # When it began; earlier evals included.
     if "perplexity" in summary:
@@ -69,6 +77,29 @@ def evaluate(run: TrainingRun, step: int) -> dict[str, Any]:
                  f" | sampled BLEU {summary['bleu']:.2f} ({run.config.num_bleu_examples} dev sentences)"
                  if "bleu" in summary else "")
     return summary
+
+
+def _dev_sums(run: TrainingRun, step: int) -> Any:
+    """The summed dev metrics of ``eval_batches`` (on device), logging progress when it takes long.
+
+    One batch is kept in flight: the host waits for batch ``i - 1`` after queueing batch ``i``, so the
+    progress lines count batches the device has finished.
+    """
+    batches = eval_batches(run)
+    report = progress.progress_logger(f"dev evaluation at step {step}", len(batches), unit="batches",
+                                      always_final=False)
+    totals, previous = None, None
+    for done, batch in enumerate(batches):
+        sums = run.steps.evaluate(run.state.params, sharding.global_batch(batch, run.steps.batch_sharding))
+        totals = sums if totals is None else metrics.add_sums(totals, sums)
+        if previous is not None:
+            jax.block_until_ready(previous)
+            report(done)
+        previous = totals
+    if previous is not None:
+        jax.block_until_ready(previous)
+        report(len(batches))
+    return totals
 
 
 def replicated_params(run: TrainingRun) -> Any:
@@ -92,11 +123,17 @@ def track_best(run: TrainingRun, step: int, perplexity: float) -> None:
 _WARNED_NO_DECODING = []
 
 
-def _bleu(run: TrainingRun) -> dict[str, Any]:
-    """BLEU of beam-search translations of the first ``num_bleu_examples`` dev pairs."""
+SampleTranslation = tuple[str, str, str]  # (source, reference, translation)
+
+
+def _bleu(run: TrainingRun, step: int) -> tuple[dict[str, Any], list[SampleTranslation]]:
+    """BLEU of beam-search translations of the first ``num_bleu_examples`` dev pairs, and the translations.
+
+    Returns ``({}, [])`` without sampled BLEU; the translations are ``(source, reference, hypothesis)``.
+    """
     count = run.config.num_bleu_examples
     if count <= 0:
-        return {}
+        return {}, []
     try:
         from attention_jax.decoding import decode  # The decoding side; optional here.
         from attention_jax.evaluation import translation_quality
@@ -104,17 +141,58 @@ def _bleu(run: TrainingRun) -> dict[str, Any]:
         if not _WARNED_NO_DECODING:
             logging.warning("BLEU skipped: decoding modules unavailable (%s).", error)
             _WARNED_NO_DECODING.append(True)
-        return {}
+        return {}, []
     pairs = run.data.text_pairs(run.config.eval_split, max_pairs=count)
     if not pairs:
-        return {}
+        return {}, []
     translator = decode.Translator(run.model_config, replicated_params(run), run.data.tokenizer,
                                    settings=DecodeSettings.from_config(run.config))
-    hypotheses = translator.translate([source for source, _ in pairs])
+    hypotheses = translation_quality.translate_stoppably(  # The same translations as translator.translate.
+        translator, [source for source, _ in pairs],
+        report_progress=progress.progress_logger(f"sampled dev BLEU at step {step}", len(pairs), always_final=False))
     score, signature = translation_quality.corpus_bleu(hypotheses, [target for _, target in pairs])
     for (source, target), hypothesis in list(zip(pairs, hypotheses))[:2]:
         logging.info("  src: %s\n  ref: %s\n  hyp: %s", source, target, hypothesis)
-    return {"bleu": float(score), "bleu_signature": signature}
+    samples = [(source, target, hypothesis) for (source, target), hypothesis in zip(pairs, hypotheses)]
+    return {"bleu": float(score), "bleu_signature": signature}, samples
+
+
+def write_sample_translations(run: TrainingRun, step: int, sampled: list[SampleTranslation]) -> None:
+    """Write ``config.num_sample_translations`` dev translations to TensorBoard as text (a table).
+
+    Parameters
+    ----------
+    run : TrainingRun
+        The run (its current parameters translate).
+    step : int
+        Step to file the table under (tag ``eval/sample_translations``).
+    sampled : list of (source, reference, translation)
+        The sampled-BLEU translations of this evaluation, if any: the first few are shown at no extra
+        cost. Without them the first dev sentences are translated greedily here.
+
+    Notes
+    -----
+    Nothing is written for a language model (no source sentences), with ``num_sample_translations = 0``,
+    or on processes other than 0 (which translate all the same: gathering the parameters takes them all).
+    """
+    count = int(run.config.get("num_sample_translations", 0))
+    if count <= 0 or language_model.model_kind_of(run.config) == "decoder_only":
+        return
+    samples = sampled[:count]
+    if not samples:
+        try:
+            from attention_jax.decoding import decode  # The decoding side; optional here.
+        except ImportError:
+            return
+        text_pairs = getattr(run.data, "text_pairs", None)  # Data without sentences (a test double): none.
+        pairs = text_pairs(run.config.eval_split, max_pairs=count) if text_pairs is not None else []
+        if not pairs:
+            return
+        greedy = dataclasses.replace(DecodeSettings.from_config(run.config), beam_size=1)
+        translator = decode.Translator(run.model_config, replicated_params(run), run.data.tokenizer, settings=greedy)
+        hypotheses = translator.translate([source for source, _ in pairs])
+        samples = [(source, target, hypothesis) for (source, target), hypothesis in zip(pairs, hypotheses)]
+    run.writer.write_table(step, "eval/sample_translations", ("source", "reference", "translation"), samples)
 
 
 def final_params(run: TrainingRun) -> tuple[Any, str]:
@@ -167,7 +245,7 @@ def final_bleu(run: TrainingRun, stop: distributed.StopRequest) -> dict[str, Any
         try:
             evaluated = translation_quality.evaluate(
                 translator, pairs, should_stop=should_stop,
-                report_progress=translation_quality.progress_logger(f"final {name} BLEU", len(pairs)))
+                report_progress=progress.progress_logger(f"final {name} BLEU", len(pairs)))
         except translation_quality.EvaluationStopped as stopped:
             logging.warning("Stopped the final %s evaluation on request (%s); training is complete: rerun the "
                             "same command to finish the evaluation only.", name, stopped)

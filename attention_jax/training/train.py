@@ -6,6 +6,7 @@ The state and the compiled step functions it drives are in :mod:`attention_jax.t
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import time
@@ -22,9 +23,11 @@ from attention_jax.checkpointing import checkpoints
 from attention_jax.data import batching, packing
 from attention_jax.models import flops, language_model, metrics, model
 from attention_jax.training import (
-    distributed, early_stopping, metric_writer, optim, profiling, reruns, run_evaluation, sharding, workdir_lock,
+    device_peaks, distributed, early_stopping, metric_writer, optim, profiling, reruns, run_evaluation, sharding,
+    workdir_lock,
 )
 from attention_jax.training.run_context import TrainingRun
+from attention_jax.training.throughput import IntervalRates
 from attention_jax.training.train_state import (
     DROPOUT_RNGS, Batch, MetricSums, abstract_boxed_state, abstract_train_state,
     compile_steps, create_train_state, run_update, train_state_shardings,
@@ -54,7 +57,7 @@ def validate_training_config(config: ml_collections.ConfigDict) -> None:
             raise ValueError(f"{name} must be positive; got {config[name]!r}.")
     non_negative = ("eval_every_steps", "checkpoint_every_steps", "checkpoint_every_minutes",
                     "num_eval_batches", "num_bleu_examples", "early_stopping_patience", "profile_steps",
-                    "profile_start_step")
+                    "profile_start_step", "peak_tflops_per_device", "num_sample_translations")
     for name in non_negative:
         if config.get(name, 0) < 0:
             raise ValueError(f"{name} must be >= 0 (0 disables it); got {config[name]!r}.")
@@ -159,14 +162,22 @@ def _resumed_iterator(data: Any, config: ml_collections.ConfigDict,
     return iterator
 
 
-def _next_micro_batches(run: TrainingRun) -> list[Batch]:
-    """The step's global micro-batches; counts their real tokens and slots into ``run.token_counts``."""
+def _next_micro_batches(run: TrainingRun) -> tuple[list[Batch], float]:
+    """The step's global micro-batches and the seconds the host waited for them from the input pipeline.
+
+    Counts their real tokens and slots into ``run.token_counts``.
+    """
     multiple = sharding.local_data_shards(run.mesh)
-    local = [sharding.pad_rows(next(run.train_iterator), multiple) for _ in range(run.config.grad_accum_steps)]
+    local, data_wait_s = [], 0.0
+    for _ in range(run.config.grad_accum_steps):
+        waited_from = time.perf_counter()
+        batch = next(run.train_iterator)
+        data_wait_s += time.perf_counter() - waited_from
+        local.append(sharding.pad_rows(batch, multiple))
     for batch in local:
         for key, count in batching.count_tokens(batch).items():
             run.token_counts[key] = run.token_counts.get(key, 0) + count
-    return [sharding.global_batch(batch, run.steps.batch_sharding) for batch in local]
+    return [sharding.global_batch(batch, run.steps.batch_sharding) for batch in local], data_wait_s
 
 
 
@@ -194,9 +205,11 @@ def _check_finite(run: TrainingRun, pending: list[tuple[int, dict]]) -> None:
                 f"grad_norm={float(sums['grad_norm'])}); stopping. {then}")
 
 
-def _report_train(run: TrainingRun, pending: list[tuple[int, dict]], tokens_per_s: float) -> None:
-    """Log the aggregate of the pending steps' host metrics (console, jsonl, TensorBoard)."""
+def _report_train(run: TrainingRun, pending: list[tuple[int, dict]], rates: IntervalRates) -> None:
+    """Log the aggregate of the pending steps' host metrics and the interval's speed (console, jsonl, TensorBoard)."""
     config = run.config
+    tokens_per_s = rates.tokens_per_s
+    mfu = rates.mfu(flops.training_flops(config, 1.0), run.throughput.peak, jax.device_count())
     step = pending[-1][0]
     summary = metrics.summarize({key: sum(float(sums[key]) for _, sums in pending)
                                  for key in metrics.SUM_KEYS})
@@ -209,11 +222,14 @@ def _report_train(run: TrainingRun, pending: list[tuple[int, dict]], tokens_per_
     padding = metrics.padding_fractions(run.token_counts)
     run.token_counts = {}
     run.last_train = dict(summary, learning_rate=learning_rate, tokens_per_s=tokens_per_s,
+                          step_time_ms=1e3 * rates.step_time_s, data_wait_ms=1e3 * rates.data_wait_s, mfu=mfu,
                           grad_norm=float(pending[-1][1]["grad_norm"]), **padding)
     run.writer.write(step, "train", run.last_train)
-    logging.info("step %d/%d | loss %.4f | nll %.4f | acc %.3f | lr %.3g | %.0f tok/s | pad %.0f%% | ETA %s",
+    logging.info("step %d/%d | loss %.4f | nll %.4f | acc %.3f | lr %.3g | %.0f tok/s | %.1f ms/step "
+                 "(data wait %.1f ms) | MFU %.3g%% | pad %.0f%% | ETA %s",
                  step, config.num_train_steps, summary["loss"], summary["nll_loss"],
-                 summary["accuracy"], learning_rate, tokens_per_s,
+                 summary["accuracy"], learning_rate, tokens_per_s, 1e3 * rates.step_time_s,
+                 1e3 * rates.data_wait_s, 100 * mfu,
                  100 * padding.get("targets_padding_fraction", math.nan), _format_duration(remaining_s))
 
 
@@ -292,8 +308,10 @@ def _train(run: TrainingRun, stop: distributed.StopRequest) -> bool:
     unreported: list[tuple[int, dict]] = []  # Host metrics checked but not yet logged.
     previous: MetricSums | None = None  # The metrics of the step before, while it may still run.
     profiler = profiling.StepProfiler.from_config(config, run.workdir)  # config.profile_steps > 0: a trace.
+    if step < config.num_train_steps and run.stop_reason is None and run.throughput.peak is None:
+        _choose_peak(run)
     while step < config.num_train_steps and run.stop_reason is None:
-        micro_batches = _next_micro_batches(run)
+        micro_batches, data_wait_s = _next_micro_batches(run)
         compiles = _new_shapes(run, micro_batches)
         if compiles:  # Keep compilation out of the throughput: time this step apart.
             jax.block_until_ready(run.state.step)
@@ -311,6 +329,8 @@ def _train(run: TrainingRun, stop: distributed.StopRequest) -> bool:
             jax.block_until_ready(sums)
             untimed.add(step)
             run.throughput.resume()
+        else:
+            run.throughput.add_step(data_wait_s)
         stopping = stop.should_stop(step)
         last = step == config.num_train_steps
         log_now = step % config.log_every_steps == 0 or last or stopping
@@ -346,6 +366,14 @@ def _train(run: TrainingRun, stop: distributed.StopRequest) -> bool:
             return False
     profiler.close()
     return True
+
+
+def _choose_peak(run: TrainingRun) -> None:
+    """Set the peak that MFU divides by (:mod:`~attention_jax.training.device_peaks`) and log which it is."""
+    device_kind, dtype = jax.devices()[0].device_kind, str(run.config.dtype)
+    run.throughput.peak = device_peaks.device_peak(device_kind, dtype,
+                                                   float(run.config.get("peak_tflops_per_device", 0.0)))
+    logging.info("MFU against %s.", run.throughput.peak.describe(device_kind, dtype, jax.device_count()))
 
 
 # --- Entry point ------------------------------------------------------------------------------------
@@ -471,6 +499,7 @@ def _train_locked(config: ml_collections.ConfigDict, workdir: str, data: Any,
     _check_tokenizer(run)
     if held_by is None or not os.path.exists(os.path.join(workdir, run_files.CONFIG_FILE)):
         checkpoints.write_config(workdir, config)
+        run.writer.write_hparams(metric_writer.flat_hparams(json.loads(config.to_json_best_effort())))
     model_proto = getattr(run.data.tokenizer, "model_proto", None)
     if model_proto is not None and (held_by is None or not os.path.exists(
             os.path.join(workdir, run_files.TOKENIZER_FILE))):  # Test doubles without SentencePiece have none.

@@ -1,0 +1,169 @@
+"""The peak FLOP/s that MFU (model FLOPs utilization) is measured against, per device.
+
+A training run's progress line reports MFU: the model's matmul FLOPs per second
+(:func:`attention_jax.models.flops.training_flops`) over ``peak x devices``. The peak of one device is,
+first that applies:
+
+1. declared: ``config.peak_tflops_per_device > 0`` (e.g. a sustained figure measured elsewhere);
+2. a datasheet's dense (no sparsity) rate for the device kind and ``config.dtype``
+   (:data:`DATASHEET_PEAKS`: NVIDIA data-centre GPUs and Google TPUs);
+3. measured here once per process: the best rate of a few square matmuls in the dtype (a CPU, an
+   unknown GPU). A measured peak is what this device reaches on a plain product, so MFU against it is
+   higher than against a datasheet rate, and is comparable only between runs on the same machine.
+
+The run's log names the peak it used and where it comes from (:attr:`DevicePeak.source`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import time
+
+# Dense (no sparsity) peaks in TFLOP/s per JAX device. GPUs: float32 is the TF32 tensor-core rate (JAX's
+# default precision for float32 products there), bfloat16 the BF16 rate; datasheets state most figures
+# "with sparsity", and the dense rate is half. TPUs: float32 products at default precision run as bfloat16
+# passes, so both dtypes get the bfloat16 rate. The first pattern that matches ``device_kind`` wins.
+DATASHEET_PEAKS: tuple[tuple[str, dict[str, float], str], ...] = (
+    (r"H100.*NVL", {"bfloat16": 835.5, "float32": 417.5}, "NVIDIA H100 datasheet, H100 NVL (sparsity halved)"),
+    (r"H100.*PCIe", {"bfloat16": 756.5, "float32": 378.0}, "NVIDIA H100 datasheet, H100 PCIe (sparsity halved)"),
+    (r"H100", {"bfloat16": 989.5, "float32": 494.5}, "NVIDIA H100 datasheet, H100 SXM (sparsity halved)"),
+    (r"H200.*NVL", {"bfloat16": 835.5, "float32": 417.5}, "NVIDIA H200 datasheet, H200 NVL (sparsity halved)"),
+    (r"H200", {"bfloat16": 989.5, "float32": 494.5}, "NVIDIA H200 datasheet, H200 SXM (sparsity halved)"),
+    (r"A100", {"bfloat16": 312.0, "float32": 156.0}, "NVIDIA A100 datasheet (BF16 312, TF32 156 dense)"),
+    (r"L40S", {"bfloat16": 366.5, "float32": 183.0}, "NVIDIA L40S datasheet (sparsity halved)"),
+    (r"\bL4\b", {"bfloat16": 121.0, "float32": 60.0}, "NVIDIA L4 datasheet (sparsity halved)"),
+    (r"\bA10\b", {"bfloat16": 125.0, "float32": 62.5}, "NVIDIA A10 datasheet (sparsity halved)"),
+    (r"TPU v6", {"bfloat16": 918.0, "float32": 918.0}, "Google Cloud TPU v6e documentation (per chip)"),
+    (r"TPU v5 ?lite|TPU v5e", {"bfloat16": 197.0, "float32": 197.0}, "Google Cloud TPU v5e documentation (per chip)"),
+    (r"TPU v5", {"bfloat16": 459.0, "float32": 459.0}, "Google Cloud TPU v5p documentation (per chip)"),
+    (r"TPU v4", {"bfloat16": 275.0, "float32": 275.0}, "Google Cloud TPU v4 documentation (per chip)"),
+)
+
+MEASURED_MATMUL_SIZE = 512
+"""Side of the square products timed when no peak is declared or known (about 0.27 GFLOP each)."""
+
+_MEASURED: dict[tuple[str, str], float] = {}  # (device kind, dtype) -> FLOP/s, measured once per process.
+
+
+@dataclasses.dataclass(frozen=True)
+class DevicePeak:
+    """The peak FLOP/s of one device that MFU divides by, and where the figure comes from.
+
+    Attributes
+    ----------
+    flops_per_s : float
+        Peak FLOP/s of one device.
+    source : str
+        ``"declared (config.peak_tflops_per_device)"``, a datasheet, or how it was measured.
+    """
+
+    flops_per_s: float
+    source: str
+
+    def describe(self, device_kind: str, dtype: str, device_count: int) -> str:
+        """The log line's words: ``"989.5 TFLOP/s per device x 8 (H100, bfloat16: NVIDIA H100 datasheet ...)"``.
+
+        Parameters
+        ----------
+        device_kind : str
+            ``jax.devices()[0].device_kind``.
+        dtype : str
+            The compute dtype the peak is for.
+        device_count : int
+            Devices the run trains on.
+
+        Returns
+        -------
+        str
+            One phrase for the run's log.
+        """
+        return (f"{self.flops_per_s / 1e12:.4g} TFLOP/s per device x {device_count} "
+                f"({device_kind}, {dtype}: {self.source})")
+
+
+def datasheet_peak(device_kind: str, dtype: str) -> DevicePeak | None:
+    """The dense datasheet peak of a known device for ``dtype``; ``None`` for an unknown device.
+
+    Parameters
+    ----------
+    device_kind : str
+        ``jax.devices()[0].device_kind``, e.g. ``"NVIDIA H100 80GB HBM3"`` or ``"TPU v4"``.
+    dtype : str
+        ``"float32"`` or ``"bfloat16"`` (any other dtype: ``None``).
+
+    Returns
+    -------
+    DevicePeak or None
+        From :data:`DATASHEET_PEAKS`, the first pattern that matches.
+    """
+    for pattern, peaks, source in DATASHEET_PEAKS:
+        if re.search(pattern, device_kind, flags=re.IGNORECASE):
+            return DevicePeak(peaks[dtype] * 1e12, source) if dtype in peaks else None
+    return None
+
+
+def measure_matmul_peak(dtype: str, size: int = MEASURED_MATMUL_SIZE, repeats: int = 5) -> float:
+    """The best rate of ``size`` x ``size`` products on the default device in ``dtype``, in FLOP/s.
+
+    Parameters
+    ----------
+    dtype : str
+        ``"float32"`` or ``"bfloat16"``.
+    size : int
+        Matrix side.
+    repeats : int
+        Timed products after one compiling call; the fastest counts.
+
+    Returns
+    -------
+    float
+        ``2 size^3 / best time``.
+    """
+    import jax
+    import jax.numpy as jnp
+
+    matmul = jax.jit(jnp.dot)
+    left = jax.random.normal(jax.random.key(0), (size, size), dtype)
+    right = jax.random.normal(jax.random.key(1), (size, size), dtype)
+    matmul(left, right).block_until_ready()
+    best = float("inf")
+    for _ in range(repeats):
+        started = time.perf_counter()
+        matmul(left, right).block_until_ready()
+        best = min(best, time.perf_counter() - started)
+    return 2.0 * size ** 3 / best
+
+
+def device_peak(device_kind: str, dtype: str, declared_tflops: float = 0.0) -> DevicePeak:
+    """The peak of one device: declared, else from a datasheet, else measured here once.
+
+    Parameters
+    ----------
+    device_kind : str
+        ``jax.devices()[0].device_kind``.
+    dtype : str
+        The run's compute dtype (``config.dtype``).
+    declared_tflops : float
+        ``config.peak_tflops_per_device``; 0 looks the device up.
+
+    Returns
+    -------
+    DevicePeak
+        The figure and its source.
+
+    Notes
+    -----
+    A measured peak is cached per ``(device_kind, dtype)`` for the life of the process.
+    """
+    if declared_tflops > 0:
+        return DevicePeak(float(declared_tflops) * 1e12, "declared (config.peak_tflops_per_device)")
+    known = datasheet_peak(device_kind, dtype)
+    if known is not None:
+        return known
+    key = (device_kind, dtype)
+    if key not in _MEASURED:
+        _MEASURED[key] = measure_matmul_peak(dtype)
+    return DevicePeak(_MEASURED[key], f"measured here once: best of 5 {MEASURED_MATMUL_SIZE}^3 {dtype} matmuls "
+                                      "(device not in the datasheet table; set config.peak_tflops_per_device "
+                                      "to declare one)")
