@@ -48,7 +48,6 @@ import json
 import os
 import pathlib
 import re
-import subprocess
 import sys
 import time
 from typing import Any
@@ -57,6 +56,7 @@ REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
 
+from child_process import repository_environment, run_captured  # noqa: E402
 from peer_compare import _run_json, emit_json  # noqa: E402  (no JAX imported yet: the peers run first)
 from peer_flax import DEFAULT_PEER_DIR, _peer_shape_flags  # noqa: E402
 
@@ -209,8 +209,7 @@ def probe_device(env: dict[str, str]) -> dict[str, Any]:
         ``backend``, ``device_kind``, ``device_count``, ``jax``, ``flax`` and ``matmul_precision``
         (``jax_default_matmul_precision``; ``None`` is JAX's default, TF32 products on recent GPUs).
     """
-    completed = subprocess.run([sys.executable, "-c", DEVICE_PROBE], cwd=REPO_ROOT, env=env, capture_output=True,
-                               text=True, check=False)
+    completed = run_captured([sys.executable, "-c", DEVICE_PROBE], env)
     if completed.returncode != 0:
         raise SystemExit(f"gpu.py: could not start JAX: {completed.stderr.strip().splitlines()[-1:]}")
     return json.loads(completed.stdout.strip().splitlines()[-1])
@@ -463,7 +462,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         parser.error("the peer searches its first --beam_sentences training rows cut to --beam_len tokens: "
                      "--beam_sentences must be <= --rows and --beam_len <= --length.")
 
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])))
+    env = repository_environment()
     device = probe_device(env)
     if not args.smoke and device["backend"] != "gpu":
         print(f"gpu.py: no GPU here (JAX backend {device['backend']!r}, {device['device_kind']}): the full mode "

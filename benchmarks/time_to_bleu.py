@@ -58,8 +58,10 @@ from typing import Any, Sequence
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
+sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
 
 from attention_jax import run_files  # noqa: E402  (no JAX: this process only drives and reads)
+from child_process import repository_environment, run_captured  # noqa: E402
 
 DEFAULT_CONFIG = "configs/small_corpus.py"
 DEFAULT_CORPUS = REPO_ROOT.parent / "shared" / "data" / "messages_en_de"
@@ -287,9 +289,8 @@ def _machine() -> dict[str, Any]:
 
 def _device(env: dict[str, str]) -> str:
     """The JAX device the run used (asked once training is over, in a child: no GPU memory held meanwhile)."""
-    completed = subprocess.run([sys.executable, "-c", "import jax; d = jax.devices(); "
-                                "print(f'{len(d)} x {d[0].device_kind} ({jax.default_backend()})')"],
-                               cwd=REPO_ROOT, env=env, capture_output=True, text=True, check=False)
+    completed = run_captured([sys.executable, "-c", "import jax; d = jax.devices(); "
+                              "print(f'{len(d)} x {d[0].device_kind} ({jax.default_backend()})')"], env)
     return completed.stdout.strip() or f"unknown (exit {completed.returncode})"
 
 
@@ -386,7 +387,7 @@ def score_on_test(run_dir: pathlib.Path, step: int, env: dict[str, str]) -> tupl
     command = [sys.executable, "-m", "attention_jax.evaluate", f"--workdir={run_dir}", "--split=test",
                f"--checkpoint={step}", f"--output={report_path}"]
     started = time.perf_counter()
-    completed = subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, check=False)
+    completed = run_captured(command, env)
     if completed.returncode != 0:
         raise SystemExit(f"time_to_bleu: scoring step {step} on test failed (exit {completed.returncode}):\n"
                          f"{completed.stderr[-3000:]}")
@@ -494,7 +495,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     workdir.mkdir(parents=True, exist_ok=True)
     run_dir = workdir / "run"
     settings = _overrides(args)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])))
+    env = repository_environment()
     load_before = os.getloadavg()
     records, training = train(args, args.config, settings, run_dir, env)
     evaluations = evaluations_from_records(records)
