@@ -112,11 +112,7 @@ def get_config(row: str = "base") -> ml_collections.ConfigDict:
     Returns
     -------
     ml_collections.ConfigDict
-        ``config.name`` is the row; ``config.paper`` the paper's dev PPL, BLEU and params (millions).
-
-    Notes
-    -----
-    Raises ``ValueError`` listing the valid rows for an unknown one
-    (:func:`configs.table2_small.apply_row`).
+        As :func:`configs.table2_small.apply_row` makes it (the row's name and the paper's figures; a
+        ``ValueError`` for an unknown row), on this subset's base.
     """
     return table2_small.apply_row(_small_base(), row, WIDTH_DIVISOR)
