@@ -6,7 +6,7 @@ and the evaluation step and writes them to the cache (cold), the second loads th
 run, another seed of a sweep row or a rerun does. Prints (and with ``--out`` writes) JSON with each
 run's process wall time, the training time in ``results.json`` and the cache's size.
 
-Run (from the repository root)::
+Run (from the repository root; further ``--config.FIELD=VALUE`` flags go to both runs)::
 
     python benchmarks/compilation_cache.py --config=configs/tiny.py --steps=50 \
         --out=benchmarks/results/compilation_cache_tiny.json
@@ -14,7 +14,6 @@ Run (from the repository root)::
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import pathlib
@@ -23,7 +22,12 @@ import sys
 import tempfile
 import time
 
+from absl import flags
+
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT))
+
+from benchmarks import command_line  # noqa: E402
 
 
 def _train(config: str, workdir: pathlib.Path, cache_dir: pathlib.Path, steps: int,
@@ -78,19 +82,22 @@ def measure(config: str, steps: int, extra: list[str]) -> dict:
                 "cache_files": len(files), "cache_mb": round(sum(p.stat().st_size for p in files) / 1e6, 1)}
 
 
-def main() -> None:
-    """Parse flags, measure, print JSON (and write it with ``--out``)."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--config", default="configs/tiny.py")
-    parser.add_argument("--steps", type=int, default=50)
-    parser.add_argument("--out", default="")
-    arguments, extra = parser.parse_known_args()
-    report = measure(arguments.config, arguments.steps, extra)
+def define_flags() -> None:
+    """The benchmark's flags (defined only when it runs: :mod:`benchmarks.command_line`)."""
+    flags.DEFINE_string("config", "configs/tiny.py", "Config file of both training runs.")
+    flags.DEFINE_integer("steps", 50, "Training steps per run.")
+    flags.DEFINE_string("out", "", "Also write the JSON here.")
+
+
+def main(argv: list[str]) -> None:
+    """Measure, print JSON (and write it with ``--out``); ``argv[1:]`` are ``--config.FIELD=VALUE`` overrides."""
+    options = flags.FLAGS
+    report = measure(options.config, options.steps, argv[1:])
     text = json.dumps(report, indent=2)
     print(text)
-    if arguments.out:
-        pathlib.Path(arguments.out).write_text(text + "\n")
+    if options.out:
+        pathlib.Path(options.out).write_text(text + "\n")
 
 
 if __name__ == "__main__":
-    main()
+    command_line.run(main, define_flags, passes_config_overrides=True)

@@ -48,21 +48,25 @@ Writes the JSON to ``--out`` (default ``benchmarks/results/complexity.json``) an
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import os
 import pathlib
 import platform
 import statistics
+import sys
 import time
 from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from absl import flags
 
-from attention_jax.models import attention, attention_functions
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+
+from attention_jax.models import attention, attention_functions  # noqa: E402
+from benchmarks import command_line  # noqa: E402
 
 Array = jax.Array
 
@@ -438,41 +442,38 @@ def plot(results: dict[str, Any], path: pathlib.Path) -> None:
     plt.close(fig)
 
 
-def main(argv: list[str] | None = None) -> dict[str, Any]:
-    """Parse flags, run the sweeps, write JSON and PNG, print the exponents table.
+def define_flags() -> None:
+    """The benchmark's flags (defined only when it runs: :mod:`benchmarks.command_line`)."""
+    flags.DEFINE_string("out", str(DEFAULT_OUT), "JSON output path; the plot goes beside it with suffix .png.")
+    flags.DEFINE_bool("quick", False, "Tiny grid that runs in seconds (tests).")
+    flags.DEFINE_list("layers", list(LAYER_TYPES), f"Comma-separated layer types to measure, of {', '.join(LAYER_TYPES)}.")
+
+
+def main(argv: list[str]) -> None:
+    """Run the sweeps, write the JSON and the PNG, print the exponents table.
 
     Parameters
     ----------
-    argv : list of str, optional
-        Command-line arguments (default ``sys.argv[1:]``).
-
-    Returns
-    -------
-    dict
-        The results written to the JSON file.
+    argv : list of str
+        The program name (the flags are parsed already).
     """
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=pathlib.Path, default=DEFAULT_OUT,
-                        help="JSON output path; the plot goes beside it with suffix .png.")
-    parser.add_argument("--quick", action="store_true", help="Tiny grid that runs in seconds (tests).")
-    parser.add_argument("--layers", default=",".join(LAYER_TYPES),
-                        help=f"Comma-separated layer types to measure, of {', '.join(LAYER_TYPES)}.")
-    args = parser.parse_args(argv)
-    if args.out.suffix != ".json":
-        parser.error(f"--out must name a .json file; got {args.out}.")
-    layer_types = tuple(name.strip() for name in args.layers.split(",") if name.strip())
+    del argv
+    args = flags.FLAGS
+    out = pathlib.Path(args.out)
+    if out.suffix != ".json":
+        command_line.fail(f"--out must name a .json file; got {out}.")
+    layer_types = tuple(name.strip() for name in args.layers if name.strip())
     unknown = [name for name in layer_types if name not in LAYER_TYPES]
     if unknown or not layer_types:
-        parser.error(f"--layers takes names from {', '.join(LAYER_TYPES)}; got {args.layers!r}.")
+        command_line.fail(f"--layers takes names from {', '.join(LAYER_TYPES)}; got {','.join(args.layers)!r}.")
     results = run(QUICK_GRID if args.quick else FULL_GRID, layer_types)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=1, allow_nan=False) + "\n")
-    plot_path = args.out.with_suffix(".png")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=1, allow_nan=False) + "\n")
+    plot_path = out.with_suffix(".png")
     plot(results, plot_path)
     print(exponents_table(results))
-    print(json.dumps({"json": str(args.out), "png": str(plot_path)}))
-    return results
+    print(json.dumps({"json": str(out), "png": str(plot_path)}))
 
 
 if __name__ == "__main__":
-    main()
+    command_line.run(main, define_flags)

@@ -29,7 +29,7 @@ import sys
 import time
 from typing import Any
 
-from absl import app, flags
+from absl import flags
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_ROOT)
@@ -45,19 +45,23 @@ from attention_jax.models.model import EOS_ID, Transformer  # noqa: E402
 from attention_jax.models.transformer_config import TransformerConfig  # noqa: E402
 from configs import base as base_config  # noqa: E402
 from configs import tiny as tiny_config  # noqa: E402
+from benchmarks import command_line  # noqa: E402
 
-_MODELS = flags.DEFINE_list("models", ["tiny", "base"], "Model shapes: tiny, base.")
-_BATCH_SIZE = flags.DEFINE_integer("batch_size", 0, "Sentences per batch (0: 32 for tiny, 4 for base).")
-_OUTPUT_LEN = flags.DEFINE_integer("output_len", 64, "Output tokens per sentence (EOS included), > 50.")
-_SOURCE_LEN = flags.DEFINE_integer("source_len", 0, "Source tokens (EOS included); 0: output_len - 50, so "
-                                   "that output_len is the paper's limit. Longer sources cost more per step.")
-_REPEATS = flags.DEFINE_integer("repeats", 2, "Timed runs per configuration (the best is reported).")
-_SEARCHES = flags.DEFINE_list("searches", ["beam", "greedy"], "beam (size 4) and/or greedy.")
-_UNCACHED = flags.DEFINE_bool("uncached", True, "Also time uncached decoding (slow for base on a CPU).")
-_CACHE_STAGES = flags.DEFINE_integer("cache_stages", DecodeSettings.cache_stages,
-                                     "Stages in which the cache grows (config.cache_stages); 1: sized for "
-                                     "the whole output.")
-_JSON_LINE = flags.DEFINE_bool("json_line", False, "Print the JSON on one line (for benchmarks/peer_flax.py).")
+
+def define_flags() -> None:
+    """The benchmark's flags (defined only when it runs: :mod:`benchmarks.command_line`)."""
+    flags.DEFINE_list("models", ["tiny", "base"], "Model shapes: tiny, base.")
+    flags.DEFINE_integer("batch_size", 0, "Sentences per batch (0: 32 for tiny, 4 for base).")
+    flags.DEFINE_integer("output_len", 64, "Output tokens per sentence (EOS included), > 50.")
+    flags.DEFINE_integer("source_len", 0, "Source tokens (EOS included); 0: output_len - 50, so that output_len "
+                         "is the paper's limit. Longer sources cost more per step.")
+    flags.DEFINE_integer("repeats", 2, "Timed runs per configuration (the best is reported).")
+    flags.DEFINE_list("searches", ["beam", "greedy"], "beam (size 4) and/or greedy.")
+    flags.DEFINE_bool("uncached", True, "Also time uncached decoding (slow for base on a CPU).")
+    flags.DEFINE_integer("cache_stages", DecodeSettings.cache_stages,
+                         "Stages in which the cache grows (config.cache_stages); 1: sized for the whole output.")
+    flags.DEFINE_bool("json_line", False, "Print the JSON on one line (for benchmarks/peer_flax.py).")
+
 
 MAX_EXTRA_LEN = 50
 DEFAULT_BATCH = {"tiny": 32, "base": 4}
@@ -139,12 +143,13 @@ def forced_inputs(model_config: TransformerConfig, batch_size: int, source_len: 
 
 
 def time_search(params: Any, model_config: TransformerConfig, batch_size: int, method: str, use_cache: bool,
-                output_len: int, source_len: int, repeats: int) -> dict[str, Any]:
-    """Compile, then time one configuration; returns its JSON record."""
+                output_len: int, source_len: int, repeats: int,
+                cache_stages: int = DecodeSettings.cache_stages) -> dict[str, Any]:
+    """Compile, then time one configuration; returns its JSON record (``cache_stages``: config.cache_stages)."""
     inputs, max_lengths, max_decode_len = forced_inputs(model_config, batch_size, source_len, output_len)
     run = functools.partial(forced_length_search, params, jnp.asarray(inputs), jnp.asarray(max_lengths),
                             model_config=model_config, method=method, max_decode_len=max_decode_len,
-                            use_cache=use_cache, cache_stages=_CACHE_STAGES.value)
+                            use_cache=use_cache, cache_stages=cache_stages)
     start = time.perf_counter()
     result = jax.block_until_ready(run())
     first_s = time.perf_counter() - start
@@ -159,7 +164,7 @@ def time_search(params: Any, model_config: TransformerConfig, batch_size: int, m
     return {
         "search": "beam4" if method == "beam" else "greedy",
         "cache": use_cache,
-        "cache_stages": _CACHE_STAGES.value if use_cache else None,
+        "cache_stages": cache_stages if use_cache else None,
         "batch_size": batch_size,
         "output_len": output_len,
         "source_len": source_len,
@@ -172,17 +177,31 @@ def time_search(params: Any, model_config: TransformerConfig, batch_size: int, m
     }
 
 
-def benchmark_model(name: str) -> dict[str, Any]:
-    """All searches, cached and uncached, for one model shape."""
+def benchmark_model(name: str, options: flags.FlagValues) -> dict[str, Any]:
+    """All searches, cached and uncached, for one model shape.
+
+    Parameters
+    ----------
+    name : str
+        ``"tiny"`` or ``"base"``.
+    options : absl.flags.FlagValues
+        The flags of :func:`define_flags`.
+
+    Returns
+    -------
+    dict[str, Any]
+        The model's runs and the cache's speedup per search.
+    """
     model_config = model_config_for(name)
-    batch_size = _BATCH_SIZE.value or DEFAULT_BATCH[name]
+    batch_size = options.batch_size or DEFAULT_BATCH[name]
     params = random_params(model_config)
     runs, speedups = [], {}
-    for method in _SEARCHES.value:
+    for method in options.searches:
         by_cache = {}
-        for use_cache in ([True, False] if _UNCACHED.value else [True]):
-            record = time_search(params, model_config, batch_size, method, use_cache, _OUTPUT_LEN.value,
-                                 _SOURCE_LEN.value or _OUTPUT_LEN.value - MAX_EXTRA_LEN, _REPEATS.value)
+        for use_cache in ([True, False] if options.uncached else [True]):
+            record = time_search(params, model_config, batch_size, method, use_cache, options.output_len,
+                                 options.source_len or options.output_len - MAX_EXTRA_LEN, options.repeats,
+                                 options.cache_stages)
             runs.append(record)
             by_cache[use_cache] = record["seconds_per_batch"]
             print(json.dumps({"model": name, **record}), file=sys.stderr)
@@ -195,18 +214,23 @@ def benchmark_model(name: str) -> dict[str, Any]:
 def main(argv: list[str]) -> None:
     """Benchmark each requested model and print one JSON object."""
     del argv
-    if _OUTPUT_LEN.value <= MAX_EXTRA_LEN:
-        raise app.UsageError(f"--output_len must exceed {MAX_EXTRA_LEN} (the source is output_len - 50 tokens).")
-    if _SOURCE_LEN.value and _SOURCE_LEN.value + MAX_EXTRA_LEN < _OUTPUT_LEN.value:
-        raise app.UsageError("--source_len + 50 must be at least --output_len (the output length limit).")
+    options = flags.FLAGS
+    if options.output_len <= MAX_EXTRA_LEN:
+        command_line.fail(f"--output_len must exceed {MAX_EXTRA_LEN} (the source is output_len - 50 tokens).")
+    if options.source_len and options.source_len + MAX_EXTRA_LEN < options.output_len:
+        command_line.fail("--source_len + 50 must be at least --output_len (the output length limit).")
+    unknown = sorted(set(options.models) - set(DEFAULT_BATCH)) + sorted(set(options.searches) - {"beam", "greedy"})
+    if unknown:
+        command_line.fail(f"unknown --models or --searches {unknown}; models: {sorted(DEFAULT_BATCH)}, searches: "
+                          "beam, greedy.")
     report = {
         "device": str(jax.devices()[0].device_kind),
         "backend": jax.default_backend(),
         "jax": jax.__version__,
-        "models": [benchmark_model(name) for name in _MODELS.value],
+        "models": [benchmark_model(name, options) for name in options.models],
     }
-    print(json.dumps(report, indent=None if _JSON_LINE.value else 2))
+    print(json.dumps(report, indent=None if options.json_line else 2))
 
 
 if __name__ == "__main__":
-    app.run(main)
+    command_line.run(main, define_flags)

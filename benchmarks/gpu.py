@@ -42,7 +42,6 @@ peer. Results: ``docs/benchmarks.md`` ("One command for a GPU").
 
 from __future__ import annotations
 
-import argparse
 import gc
 import json
 import os
@@ -52,10 +51,13 @@ import sys
 import time
 from typing import Any
 
+from absl import flags
+
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
 
+from benchmarks import command_line  # noqa: E402  (absl and the error line; no JAX)
 from child_process import repository_environment, run_captured  # noqa: E402
 from peer_compare import _run_json, emit_json  # noqa: E402  (no JAX imported yet: the peers run first)
 from peer_flax import DEFAULT_PEER_DIR, _peer_shape_flags  # noqa: E402
@@ -276,7 +278,7 @@ def our_train_step(config: Any, shapes: dict[str, int], peak: float, device_coun
 
     try:
         result = train_step.benchmark(config, shapes["rows"], shapes["length"], shapes["steps"],
-                                      shapes["warmup_steps"])
+                                      shapes["warmup_steps"], shapes["peak_size"])  # Its peak is unused.
     except Exception as error:  # noqa: BLE001  (e.g. cuDNN refusing float32: recorded, the others go on)
         return _error(error)
     finally:
@@ -421,66 +423,57 @@ def table(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _subset(parser: argparse.ArgumentParser, text: str, allowed: tuple[str, ...], flag: str) -> list[str]:
-    chosen = [item for item in text.split(",") if item]
+def _subset(chosen: list[str], allowed: tuple[str, ...], flag: str) -> list[str]:
+    chosen = [item for item in chosen if item]
     unknown = sorted(set(chosen) - set(allowed))
     if unknown or not chosen:
-        parser.error(f"--{flag}: unknown {unknown or 'empty list'}; choose from {allowed}.")
+        command_line.fail(f"--{flag}: unknown {unknown or 'empty list'}; choose from {allowed}.")
     return chosen
 
 
-def main(argv: list[str] | None = None) -> dict[str, Any]:
-    """Parse flags, refuse the full mode without a GPU, run the peers, then ours; print and write the JSON.
+def define_flags() -> None:
+    """The benchmark's flags (defined only when it runs: :mod:`benchmarks.command_line`)."""
+    flags.DEFINE_bool("smoke", False, "Tiny shapes, any backend: every field, in seconds.")
+    flags.DEFINE_list("models", list(MODELS), f"Comma-separated subset of {MODELS}.")
+    flags.DEFINE_list("dtypes", list(DTYPES), f"Comma-separated subset of {DTYPES}.")
+    flags.DEFINE_list("implementations", list(IMPLEMENTATIONS),
+                      f"Attention implementations of the train step, a subset of {IMPLEMENTATIONS}.")
+    for key, value in FULL.items():
+        flags.DEFINE_integer(key, None, f"Default {value} ({SMOKE[key]} with --smoke).")
+    flags.DEFINE_string("peer_dir", DEFAULT_PEER_DIR, "Folder holding peer_flax_wmt.py and flax_wmt/.")
+    flags.DEFINE_string("note", "", "Recorded in the JSON: the machine, anything else running.")
+    flags.DEFINE_string("out", "", "Also write the JSON here.")
+
+
+def main(argv: list[str]) -> None:
+    """Refuse the full mode without a GPU, run the peers, then ours; print and write the JSON.
 
     Parameters
     ----------
-    argv : list of str, optional
-        Command-line arguments (default ``sys.argv[1:]``).
-
-    Returns
-    -------
-    dict
-        The JSON report.
+    argv : list of str
+        The program name (the flags of :func:`define_flags` are parsed already).
     """
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--smoke", action="store_true", help="Tiny shapes, any backend: every field, in seconds.")
-    parser.add_argument("--models", default=",".join(MODELS), help=f"Comma-separated subset of {MODELS}.")
-    parser.add_argument("--dtypes", default=",".join(DTYPES), help=f"Comma-separated subset of {DTYPES}.")
-    parser.add_argument("--implementations", default=",".join(IMPLEMENTATIONS),
-                        help=f"Attention implementations of the train step, a subset of {IMPLEMENTATIONS}.")
-    for key, value in FULL.items():
-        parser.add_argument(f"--{key}", type=int, default=None, help=f"Default {value} ({SMOKE[key]} with --smoke).")
-    parser.add_argument("--peer_dir", default=DEFAULT_PEER_DIR, help="Folder holding peer_flax_wmt.py and flax_wmt/.")
-    parser.add_argument("--note", default="", help="Recorded in the JSON: the machine, anything else running.")
-    parser.add_argument("--out", default="", help="Also write the JSON here.")
-    args = parser.parse_args(argv)
-    models = _subset(parser, args.models, MODELS, "models")
-    dtypes = _subset(parser, args.dtypes, DTYPES, "dtypes")
-    implementations = _subset(parser, args.implementations, IMPLEMENTATIONS, "implementations")
-    shapes = {key: getattr(args, key) or (SMOKE if args.smoke else FULL)[key] for key in FULL}
+    del argv
+    args = flags.FLAGS
+    models = _subset(args.models, MODELS, "models")
+    dtypes = _subset(args.dtypes, DTYPES, "dtypes")
+    implementations = _subset(args.implementations, IMPLEMENTATIONS, "implementations")
+    shapes = {key: args[key].value or (SMOKE if args.smoke else FULL)[key] for key in FULL}
     if shapes["beam_sentences"] > shapes["rows"] or shapes["beam_len"] > shapes["length"]:
-        parser.error("the peer searches its first --beam_sentences training rows cut to --beam_len tokens: "
-                     "--beam_sentences must be <= --rows and --beam_len <= --length.")
+        command_line.fail("the peer searches its first --beam_sentences training rows cut to --beam_len tokens: "
+                          "--beam_sentences must be <= --rows and --beam_len <= --length.")
 
     env = repository_environment()
     device = probe_device(env)
     if not args.smoke and device["backend"] != "gpu":
-        print(f"gpu.py: no GPU here (JAX backend {device['backend']!r}, {device['device_kind']}): the full mode "
-              f"measures a GPU; run with --smoke for the tiny-shape check.", file=sys.stderr)
-        sys.exit(2)
+        command_line.fail(f"no GPU here (JAX backend {device['backend']!r}, {device['device_kind']}): the full mode "
+                          f"measures a GPU; run with --smoke for the tiny-shape check.")
 
     # The peers first, each in its own process, while this one holds no device memory.
     os.environ["PEER"] = os.path.join(args.peer_dir, "flax_wmt")
     peer = {name: {dtype: run_peer(name, dtype, shapes, args.smoke, args.peer_dir) for dtype in dtypes}
             for name in models}
 
-    from absl import flags
-
-    import train_step  # noqa: F401  (defines the absl flags its benchmark reads)
-    import decode  # noqa: F401
-
-    flags.FLAGS.mark_as_parsed()  # Their defaults, except the unused float32 peak's size:
-    flags.FLAGS.peak_size = shapes["peak_size"]
     peaks = peaks_for(device, dtypes, shapes["peak_size"])
     train: dict[str, dict[str, dict[str, Any]]] = {}
     beam: dict[str, dict[str, Any]] = {}
@@ -508,8 +501,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     }
     print(table(report), file=sys.stderr)
     emit_json(report, args.out)
-    return report
 
 
 if __name__ == "__main__":
-    main()
+    command_line.run(main, define_flags)

@@ -24,27 +24,32 @@ import tempfile
 import time
 from typing import Any
 
-from absl import app, flags
+from absl import flags
 from ml_collections import config_flags
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_ROOT)
 
 from attention_jax.data import input_pipeline  # noqa: E402
-
-_CONFIG = config_flags.DEFINE_config_file("config", os.path.join(REPO_ROOT, "configs", "base.py"), "Config file.")
-_MESSAGES_DIR = flags.DEFINE_string("messages_dir", "", "messages_en_de directory; '' finds ../shared.")
-_DATA_DIR = flags.DEFINE_string("data_dir", "", "TFDS data/cache directory; '' uses a fresh temporary one.")
-_STEPS = flags.DEFINE_integer("steps", 300, "Timed batches.")
-_WARMUP_STEPS = flags.DEFINE_integer("warmup_steps", 20, "Untimed batches first.")
-_ROWS_MULTIPLE = flags.DEFINE_integer("rows_multiple", 1, "Data-parallel devices the rows must divide over.")
-_SYNTHETIC = flags.DEFINE_string("synthetic", "synthetic_en_de", "config.dataset for the synthetic corpus, e.g. "
-                                 "'synthetic_en_de/small'; '' skips it.")
+from benchmarks import command_line  # noqa: E402
 
 
-def _messages_dir() -> str | None:
-    if _MESSAGES_DIR.value:
-        return _MESSAGES_DIR.value
+def define_flags() -> None:
+    """The benchmark's flags (defined only when it runs: :mod:`benchmarks.command_line`)."""
+    config_flags.DEFINE_config_file("config", os.path.join(REPO_ROOT, "configs", "base.py"),
+                                    "Config file; --config.FIELD=VALUE overrides a field.")
+    flags.DEFINE_string("messages_dir", "", "messages_en_de directory; '' finds ../shared.")
+    flags.DEFINE_string("data_dir", "", "TFDS data/cache directory; '' uses a fresh temporary one.")
+    flags.DEFINE_integer("steps", 300, "Timed batches.")
+    flags.DEFINE_integer("warmup_steps", 20, "Untimed batches first.")
+    flags.DEFINE_integer("rows_multiple", 1, "Data-parallel devices the rows must divide over.")
+    flags.DEFINE_string("synthetic", "synthetic_en_de", "config.dataset for the synthetic corpus, e.g. "
+                        "'synthetic_en_de/small'; '' skips it.")
+
+
+def _messages_dir(messages_dir: str) -> str | None:
+    if messages_dir:
+        return messages_dir
     shared = os.environ.get("ATTENTION_JAX_SHARED") or os.path.join(REPO_ROOT, "..", "shared")
     path = os.path.join(shared, "data", "messages_en_de")
     return path if os.path.isdir(path) else None
@@ -58,7 +63,8 @@ def _has_synthetic() -> bool:
     return True
 
 
-def measure(config: Any, data_dir: str) -> dict[str, Any]:
+def measure(config: Any, data_dir: str, steps: int = 300, warmup_steps: int = 20,
+            rows_multiple: int = 1) -> dict[str, Any]:
     """Time ``get_datasets`` (cold, then cached) and the train iterator on one corpus.
 
     Parameters
@@ -67,6 +73,10 @@ def measure(config: Any, data_dir: str) -> dict[str, Any]:
         Config with ``dataset`` set; ``data_dir`` is replaced by ``data_dir``.
     data_dir : str
         TFDS data and cache directory.
+    steps, warmup_steps : int
+        Timed training batches, and untimed batches before them.
+    rows_multiple : int
+        Data-parallel devices the rows must divide over.
 
     Returns
     -------
@@ -76,18 +86,18 @@ def measure(config: Any, data_dir: str) -> dict[str, Any]:
     config = config.copy_and_resolve_references()
     config.data_dir = data_dir
     started = time.perf_counter()
-    input_pipeline.get_datasets(config, rows_multiple=_ROWS_MULTIPLE.value)
+    input_pipeline.get_datasets(config, rows_multiple=rows_multiple)
     first_call_s = time.perf_counter() - started
     started = time.perf_counter()
-    data = input_pipeline.get_datasets(config, rows_multiple=_ROWS_MULTIPLE.value)
+    data = input_pipeline.get_datasets(config, rows_multiple=rows_multiple)
     cached_call_s = time.perf_counter() - started
 
     iterator = data.train_iterator(seed=0)
-    for _ in range(_WARMUP_STEPS.value):
+    for _ in range(warmup_steps):
         next(iterator)
     real_tokens = padded_tokens = 0
     started = time.perf_counter()
-    for _ in range(_STEPS.value):
+    for _ in range(steps):
         batch = next(iterator)
         real_tokens += int((batch["inputs"] != 0).sum() + (batch["targets"] != 0).sum())
         padded_tokens += batch["inputs"].size + batch["targets"].size
@@ -97,9 +107,9 @@ def measure(config: Any, data_dir: str) -> dict[str, Any]:
         "cached_get_datasets_s": round(cached_call_s, 3),
         "train_tokens_per_s": round(real_tokens / elapsed_s),
         "train_padded_tokens_per_s": round(padded_tokens / elapsed_s),
-        "train_batches_per_s": round(_STEPS.value / elapsed_s, 1),
-        "mean_real_tokens_per_batch": round(real_tokens / _STEPS.value),
-        "timed_steps": _STEPS.value,
+        "train_batches_per_s": round(steps / elapsed_s, 1),
+        "mean_real_tokens_per_batch": round(real_tokens / steps),
+        "timed_steps": steps,
         "tokenizer_vocab_size": data.tokenizer.vocab_size,
         "examples": data.stats["examples"],
         "dropped_too_long": data.stats["dropped_too_long"],
@@ -109,19 +119,21 @@ def measure(config: Any, data_dir: str) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> None:
+    """Measure the pipeline on messages_en_de (when found) and the synthetic corpus; print the JSON."""
     del argv
-    config = _CONFIG.value
+    options = flags.FLAGS
+    config = options.config
     datasets = {}
-    if (messages_dir := _messages_dir()) is not None:
+    if (messages_dir := _messages_dir(options.messages_dir)) is not None:
         datasets["messages_en_de"] = f"tsv:{os.path.abspath(messages_dir)}"
-    if _SYNTHETIC.value and _has_synthetic():
-        datasets[_SYNTHETIC.value] = _SYNTHETIC.value
+    if options.synthetic and _has_synthetic():
+        datasets[options.synthetic] = options.synthetic
     results = {
         "settings": {
             "vocab_size": config.vocab_size,
             "max_len": config.max_len,
             "tokens_per_batch": config.tokens_per_batch,
-            "rows_multiple": _ROWS_MULTIPLE.value,
+            "rows_multiple": options.rows_multiple,
             "data_threads": config.get("data_threads", input_pipeline.DEFAULT_NUM_THREADS),
             "cpu_count": os.cpu_count(),
         }
@@ -129,11 +141,11 @@ def main(argv: list[str]) -> None:
     with tempfile.TemporaryDirectory() as temporary_dir:
         for name, dataset in datasets.items():
             config.dataset = dataset
-            data_dir = _DATA_DIR.value or os.path.join(temporary_dir, name.replace("/", "_"))
+            data_dir = options.data_dir or os.path.join(temporary_dir, name.replace("/", "_"))
             with contextlib.redirect_stdout(sys.stderr):  # TFDS prints progress to stdout; keep it JSON.
-                results[name] = measure(config, data_dir)
+                results[name] = measure(config, data_dir, options.steps, options.warmup_steps, options.rows_multiple)
     print(json.dumps(results, indent=2))
 
 
 if __name__ == "__main__":
-    app.run(main)
+    command_line.run(main, define_flags)

@@ -29,7 +29,6 @@ wall time; the shares, not the milliseconds, are what to compare across machines
 
 from __future__ import annotations
 
-import argparse
 import collections
 import functools
 import glob
@@ -41,11 +40,15 @@ import sys
 import tempfile
 from typing import Any, Callable
 
+from absl import flags
+
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_ROOT)
 sys.path.insert(0, os.path.join(REPO_ROOT, "benchmarks"))
 
 import jax  # noqa: E402
+
+from benchmarks import command_line  # noqa: E402
 from peer_compare import emit_json  # noqa: E402
 
 CONTROL_FLOW = frozenset({"while", "conditional", "call"})
@@ -281,17 +284,19 @@ def train_base() -> tuple[Callable[[], Any], str]:
     return run, compiled.as_text()
 
 
-def main() -> None:
+def define_flags() -> None:
+    """The benchmark's flags (defined only when it runs: :mod:`benchmarks.command_line`)."""
+    flags.DEFINE_enum("task", "beam_base", ["beam_base", "train_base"], "What to profile (see the module docstring).")
+    flags.DEFINE_integer("runs", 2, "Traced runs (after one untraced).", lower_bound=1)
+    flags.DEFINE_integer("cache_stages", 2, "beam_base: stages of the key/value cache.")
+    flags.DEFINE_integer("top", 15, "Operations to list.")
+    flags.DEFINE_string("out", "", "JSON file to write as well.")
+
+
+def main(argv: list[str]) -> None:
     """Profile the requested task and print (and with ``--out`` write) the JSON."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--task", choices=("beam_base", "train_base"), default="beam_base")
-    parser.add_argument("--runs", type=int, default=2, help="Traced runs (after one untraced).")
-    parser.add_argument("--cache_stages", type=int, default=2, help="beam_base: stages of the key/value cache.")
-    parser.add_argument("--top", type=int, default=15, help="Operations to list.")
-    parser.add_argument("--out", default="", help="JSON file to write as well.")
-    args = parser.parse_args()
-    if args.runs < 1:
-        parser.error("--runs must be at least 1.")
+    del argv
+    args = flags.FLAGS
     run, hlo_text = beam_base(args.cache_stages) if args.task == "beam_base" else train_base()
     report = {"task": args.task, "device": str(jax.devices()[0].device_kind), "jax": jax.__version__,
               **({"cache_stages": args.cache_stages} if args.task == "beam_base" else {}),
@@ -300,4 +305,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    command_line.run(main, define_flags)

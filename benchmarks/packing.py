@@ -40,7 +40,6 @@ the row or bucket length averaged over the timed target slots.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import pathlib
@@ -50,9 +49,12 @@ from typing import Any
 
 import jax
 import numpy as np
+from absl import flags
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
+
+from benchmarks import command_line  # noqa: E402
 
 from attention_jax.models import model  # noqa: E402
 from attention_jax.data import batching, input_pipeline  # noqa: E402
@@ -202,23 +204,25 @@ def run(dataset: str, data_dir: str, shape: dict[str, int], rounds: int, steps: 
     }
 
 
-def main() -> None:
-    """Parse flags, run, print the JSON and write it to ``--out``."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=pathlib.Path, default=DEFAULT_OUT, help="JSON file to write.")
-    parser.add_argument("--quick", action="store_true", help="Tiny model and few steps (tests).")
-    parser.add_argument("--dataset", default=DEFAULT_DATASET, help="config.dataset, e.g. tsv:DIR.")
-    parser.add_argument("--data_dir", default="", help="config.data_dir (prepared data and caches).")
-    parser.add_argument("--wide", action="store_true", help="d_model 256, 3 layers, d_ff 1024 instead.")
-    parser.add_argument("--rounds", type=int, default=None, help="Alternating rounds (default 5; quick 2).")
-    parser.add_argument("--steps", type=int, default=None, help="Steps per round (default 8; quick 3).")
-    parser.add_argument("--unit", choices=batching.TOKENS_PER_BATCH_UNITS, default="real",
-                        help="config.tokens_per_batch_unit of every mode.")
-    parser.add_argument("--row_lengths", default="",
-                        help="config.packing_row_lengths of the packed mode, e.g. 24,48,64 (default: its default).")
-    parser.add_argument("--one_length", action="store_true",
-                        help=f"Also time {ONE_LENGTH_MODE}: packed rows all max_len long.")
-    args = parser.parse_args()
+def define_flags() -> None:
+    """The benchmark's flags (defined only when it runs: :mod:`benchmarks.command_line`)."""
+    flags.DEFINE_string("out", str(DEFAULT_OUT), "JSON file to write.")
+    flags.DEFINE_bool("quick", False, "Tiny model and few steps (tests).")
+    flags.DEFINE_string("dataset", DEFAULT_DATASET, "config.dataset, e.g. tsv:DIR.")
+    flags.DEFINE_string("data_dir", "", "config.data_dir (prepared data and caches).")
+    flags.DEFINE_bool("wide", False, "d_model 256, 3 layers, d_ff 1024 instead.")
+    flags.DEFINE_integer("rounds", None, "Alternating rounds (default 5; quick 2).")
+    flags.DEFINE_integer("steps", None, "Steps per round (default 8; quick 3).")
+    flags.DEFINE_enum("unit", "real", batching.TOKENS_PER_BATCH_UNITS, "config.tokens_per_batch_unit of every mode.")
+    flags.DEFINE_string("row_lengths", "",
+                        "config.packing_row_lengths of the packed mode, e.g. 24,48,64 (default: its default).")
+    flags.DEFINE_bool("one_length", False, f"Also time {ONE_LENGTH_MODE}: packed rows all max_len long.")
+
+
+def main(argv: list[str]) -> None:
+    """Run, print the JSON and write it to ``--out``."""
+    del argv
+    args = flags.FLAGS
     rounds = args.rounds or (2 if args.quick else 5)
     steps = args.steps or (3 if args.quick else 8)
     shape = QUICK_SHAPE if args.quick else WIDE_SHAPE if args.wide else FULL_SHAPE
@@ -226,9 +230,10 @@ def main() -> None:
     results = run(args.dataset, args.data_dir, shape, rounds, steps, args.unit, row_lengths, args.one_length)
     text = json.dumps(results, indent=2)
     print(text)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text + "\n")
+    out = pathlib.Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text + "\n")
 
 
 if __name__ == "__main__":
-    main()
+    command_line.run(main, define_flags)

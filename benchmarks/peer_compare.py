@@ -18,7 +18,7 @@ Output: ``{"shape": ..., "jax": {"runs": [...], "median_step_time_s": ..., "medi
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import json
 import os
 import statistics
@@ -27,7 +27,13 @@ import sys
 import tempfile
 from typing import Any
 
+from absl import flags
+
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO_ROOT)
+
+from benchmarks import command_line  # noqa: E402  (absl and the project's error line; no JAX)
+
 RUN_FIELDS = ("step_time_s", "step_time_mean_s", "target_tokens_per_s", "mfu", "peak_matmul_gflops_per_s")
 
 
@@ -40,12 +46,24 @@ def _run_json(argv: list[str]) -> dict[str, Any]:
     return json.loads(lines[-1])
 
 
-def compare(args: argparse.Namespace, config_flags: list[str]) -> dict[str, Any]:
+@dataclasses.dataclass(frozen=True)
+class Comparison:
+    """What :func:`compare` runs: the config and shape of both steps, how often, and PyTorch's Python."""
+
+    config: str
+    rows: int
+    length: int
+    steps: int
+    rounds: int
+    torch_python: str
+
+
+def compare(args: Comparison, config_flags: list[str]) -> dict[str, Any]:
     """Alternate the two benchmarks ``args.rounds`` times; returns the JSON described above.
 
     Parameters
     ----------
-    args : argparse.Namespace
+    args : Comparison
         ``config``, ``rows``, ``length``, ``steps``, ``rounds``, ``torch_python``.
     config_flags : list[str]
         ``--config.key=value`` flags passed through to ``train_step.py``.
@@ -112,25 +130,26 @@ def summarize(header: dict[str, Any], runs: dict[str, list[dict[str, Any]]]) -> 
     return summary
 
 
-def main() -> None:
-    """Parse flags, compare, print and optionally write the JSON."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--config", default="configs/base.py")
-    parser.add_argument("--rows", type=int, default=8)
-    parser.add_argument("--length", type=int, default=32)
-    parser.add_argument("--steps", type=int, default=10, help="Timed steps per run.")
-    parser.add_argument("--rounds", type=int, default=3, help="Alternating JAX/PyTorch run pairs.")
-    parser.add_argument("--torch_python", default="/tmp/torchenv/bin/python",
-                        help="A Python with torch installed (see peer_torch.py).")
-    parser.add_argument("--out", default="", help="Also write the JSON here.")
-    args, config_flags = parser.parse_known_args()
-    unknown = [flag for flag in config_flags if not flag.startswith("--config.")]
-    if unknown:
-        parser.error(f"unknown flags {unknown}; only --config.key=value flags pass through.")
+def define_flags() -> None:
+    """The benchmark's flags (defined only when it runs: :mod:`benchmarks.command_line`)."""
+    flags.DEFINE_string("config", "configs/base.py", "Config file of our step (train_step.py --config).")
+    flags.DEFINE_integer("rows", 8, "Sentence pairs per batch.")
+    flags.DEFINE_integer("length", 32, "Tokens per sentence, source and target.")
+    flags.DEFINE_integer("steps", 10, "Timed steps per run.")
+    flags.DEFINE_integer("rounds", 3, "Alternating JAX/PyTorch run pairs.")
+    flags.DEFINE_string("torch_python", "/tmp/torchenv/bin/python", "A Python with torch installed (see peer_torch.py).")
+    flags.DEFINE_string("out", "", "Also write the JSON here.")
+
+
+def main(argv: list[str]) -> None:
+    """Compare, print and optionally write the JSON; ``argv[1:]`` are ``--config.FIELD=VALUE`` overrides."""
+    args = flags.FLAGS
     if not os.path.exists(args.torch_python):
-        parser.error(f"--torch_python={args.torch_python} does not exist; create it with "
-                     "`python3 -m venv /tmp/torchenv && /tmp/torchenv/bin/pip install torch==2.13.0 numpy`.")
-    emit_json(compare(args, config_flags), args.out)
+        command_line.fail(f"--torch_python={args.torch_python} does not exist; create it with `python3 -m venv "
+                          "/tmp/torchenv && /tmp/torchenv/bin/pip install torch==2.13.0 numpy absl-py`.")
+    comparison = Comparison(config=args.config, rows=args.rows, length=args.length, steps=args.steps,
+                            rounds=args.rounds, torch_python=args.torch_python)
+    emit_json(compare(comparison, argv[1:]), args.out)
 
 
 def emit_json(report: dict[str, Any], out: str) -> None:
@@ -143,4 +162,4 @@ def emit_json(report: dict[str, Any], out: str) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    command_line.run(main, define_flags, passes_config_overrides=True)

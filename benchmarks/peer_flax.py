@@ -139,15 +139,18 @@ cuDNN attention: the GPU is bound by kernel launches at these shapes, not by ari
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import sys
 from typing import Any
 
+from absl import flags
+
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO_ROOT)
 sys.path.insert(0, os.path.join(REPO_ROOT, "benchmarks"))
 
+from benchmarks import command_line  # noqa: E402
 from peer_compare import _run_json, emit_json  # noqa: E402
 
 DEFAULT_PEER_DIR = os.path.join(os.path.dirname(REPO_ROOT), "shared", "peers")
@@ -186,14 +189,14 @@ def run_peer(task: str, steps: int, peer_dir: str) -> dict[str, Any]:
     """One fresh process of ``peer_flax_wmt.py`` for ``task``; returns the fields compared."""
     script = os.path.join(peer_dir, "peer_flax_wmt.py")
     if task == "beam_base":  # A 1-step train run of 8 rows: only the search is read.
-        flags = [*_peer_shape_flags(BASE | {"vocab_size": BEAM["vocab_size"]}), f"--batch={BEAM['sentences']}",
-                 f"--len={BEAM['source_len']}", "--steps=1", f"--decode_batch={BEAM['sentences']}",
-                 f"--decode_len={BEAM['output_len']}"]
-        return {"sentences_per_s": _run_json([sys.executable, script, *flags])["decode_sentences_per_s"]}
+        peer_flags = [*_peer_shape_flags(BASE | {"vocab_size": BEAM["vocab_size"]}), f"--batch={BEAM['sentences']}",
+                      f"--len={BEAM['source_len']}", "--steps=1", f"--decode_batch={BEAM['sentences']}",
+                      f"--decode_len={BEAM['output_len']}"]
+        return {"sentences_per_s": _run_json([sys.executable, script, *peer_flags])["decode_sentences_per_s"]}
     model, rows, length = TRAIN_SHAPES[task]
-    flags = [*_peer_shape_flags(model), f"--batch={rows}", f"--len={length}", f"--steps={steps}",
-             "--decode_batch=1", "--decode_len=4"]  # The smallest search: only the train step is read.
-    return {"target_tokens_per_s": _run_json([sys.executable, script, *flags])["train_tgt_tokens_per_s"]}
+    peer_flags = [*_peer_shape_flags(model), f"--batch={rows}", f"--len={length}", f"--steps={steps}",
+                  "--decode_batch=1", "--decode_len=4"]  # The smallest search: only the train step is read.
+    return {"target_tokens_per_s": _run_json([sys.executable, script, *peer_flags])["train_tgt_tokens_per_s"]}
 
 
 def summarize_task(ours: list[dict[str, Any]], peer: list[dict[str, Any]]) -> dict[str, Any]:
@@ -218,21 +221,24 @@ def summarize_task(ours: list[dict[str, Any]], peer: list[dict[str, Any]]) -> di
     return summary
 
 
-def main() -> None:
-    """Parse flags, alternate the runs, print a table to stderr and the JSON to stdout."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--tasks", default=",".join(TASKS), help=f"Comma-separated subset of {TASKS}.")
-    parser.add_argument("--rounds", type=int, default=3, help="Alternating ours/peer pairs per task.")
-    parser.add_argument("--steps", type=int, default=10, help="Timed train steps per run.")
-    parser.add_argument("--peer_dir", default=DEFAULT_PEER_DIR, help="Folder holding peer_flax_wmt.py and flax_wmt/.")
-    parser.add_argument("--note", default="",
-                        help="Recorded in the JSON: machine load, anything that affects timings.")
-    parser.add_argument("--out", default="", help="Also write the JSON here.")
-    args = parser.parse_args()
-    tasks = [task for task in args.tasks.split(",") if task]
+def define_flags() -> None:
+    """The benchmark's flags (defined only when it runs: :mod:`benchmarks.command_line`)."""
+    flags.DEFINE_list("tasks", list(TASKS), f"Comma-separated subset of {TASKS}.")
+    flags.DEFINE_integer("rounds", 3, "Alternating ours/peer pairs per task.")
+    flags.DEFINE_integer("steps", 10, "Timed train steps per run.")
+    flags.DEFINE_string("peer_dir", DEFAULT_PEER_DIR, "Folder holding peer_flax_wmt.py and flax_wmt/.")
+    flags.DEFINE_string("note", "", "Recorded in the JSON: machine load, anything that affects timings.")
+    flags.DEFINE_string("out", "", "Also write the JSON here.")
+
+
+def main(argv: list[str]) -> None:
+    """Alternate the runs, print a table to stderr and the JSON to stdout."""
+    del argv
+    args = flags.FLAGS
+    tasks = [task for task in args.tasks if task]
     unknown = sorted(set(tasks) - set(TASKS))
-    if unknown:
-        parser.error(f"unknown tasks {unknown}; choose from {TASKS}.")
+    if unknown or not tasks:
+        command_line.fail(f"unknown tasks {unknown or 'empty list'}; choose from {TASKS}.")
     if not os.path.exists(os.path.join(args.peer_dir, "peer_flax_wmt.py")):
         print(f"Skipped: no Flax WMT peer at {args.peer_dir} (peer_flax_wmt.py); pass --peer_dir.", file=sys.stderr)
         return
@@ -256,4 +262,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    command_line.run(main, define_flags)

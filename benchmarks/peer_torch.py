@@ -3,14 +3,15 @@ r"""PyTorch's ``nn.Transformer`` train step at the same shapes as ``train_step.p
 A peer to compare our JAX step with: float32, eager mode, CPU. Needs PyTorch, which the project does not
 depend on; install it into a separate environment::
 
-    python3 -m venv /tmp/torchenv && /tmp/torchenv/bin/pip install torch==2.13.0 numpy
+    python3 -m venv /tmp/torchenv && /tmp/torchenv/bin/pip install torch==2.13.0 numpy absl-py
 
 Run from the repository root, with the shapes of a ``train_step.py`` result::
 
     python benchmarks/train_step.py --config=configs/tiny.py --rows=64 --length=32 > /tmp/jax.json
     /tmp/torchenv/bin/python benchmarks/peer_torch.py --shape_json=/tmp/jax.json
 
-or with explicit shapes (``--rows --length --num_layers --d_model --d_ff --num_heads --vocab_size``...).
+or with explicit shapes (``--rows --length --num_layers --d_model --d_ff --num_heads --vocab_size``...;
+``--help`` lists them, and works without PyTorch; a run without it is one line naming the install).
 
 The model mirrors ours: shared input/output embedding scaled by sqrt(d_model), sinusoidal positions,
 post-LN ``nn.Transformer`` (ReLU, dropout), padding and causal masks, label-smoothed cross-entropy
@@ -22,43 +23,78 @@ torch.
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import json
 import math
 import os
 import statistics
 import sys
 import time
+from typing import Any
 
-import torch
-from torch import nn
-from torch.nn import functional as F
+from absl import flags
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from flops import transformer_train_flops  # noqa: E402
+from flops import transformer_train_flops  # noqa: E402  (adds the repository root to the path)
+from benchmarks import command_line  # noqa: E402  (absl and the error line only)
 
 PAD_ID, EOS_ID, BOS_ID = 0, 3, 2
 SHAPE_FIELDS = ("rows", "length", "num_layers", "d_model", "d_ff", "num_heads", "vocab_size")
+INSTALL = ("python3 -m venv /tmp/torchenv && /tmp/torchenv/bin/pip install torch==2.13.0 numpy absl-py, then "
+           "run /tmp/torchenv/bin/python benchmarks/peer_torch.py")
 
 
-class PeerTransformer(nn.Module):
-    """Embeddings + positions + ``nn.Transformer`` + tied output projection."""
+@dataclasses.dataclass(frozen=True)
+class PeerSettings:
+    """The shape and the timing of one PyTorch run (defaults: ``configs/tiny.py`` at 64 x 32 tokens)."""
 
-    def __init__(self, args: argparse.Namespace) -> None:
-        super().__init__()
-        self.d_model = args.d_model
-        self.embedding = nn.Embedding(args.vocab_size, args.d_model)
-        nn.init.normal_(self.embedding.weight, std=args.d_model**-0.5)
-        self.transformer = nn.Transformer(
-            d_model=args.d_model, nhead=args.num_heads, num_encoder_layers=args.num_layers,
-            num_decoder_layers=args.num_layers, dim_feedforward=args.d_ff, dropout=args.dropout_rate,
-            batch_first=True, norm_first=False)
-        self.dropout = nn.Dropout(args.dropout_rate)
-        self.register_buffer("positions", self._sinusoids(4 * args.length, args.d_model), persistent=False)
+    rows: int = 64
+    length: int = 32
+    num_layers: int = 2
+    d_model: int = 128
+    d_ff: int = 512
+    num_heads: int = 4
+    vocab_size: int = 1000
+    dropout_rate: float = 0.1
+    label_smoothing: float = 0.1
+    steps: int = 20
+    warmup_steps: int = 3
+    peak_size: int = 2048
 
-    @staticmethod
-    def _sinusoids(length: int, d_model: int) -> torch.Tensor:
+
+SHAPE_DEFAULTS = {field.name: field.default for field in dataclasses.fields(PeerSettings)
+                  if field.name in (*SHAPE_FIELDS, "dropout_rate", "label_smoothing")}
+
+
+def import_torch() -> Any:
+    """``torch``, or one line naming the install and exit status 2 when this Python has none."""
+    try:
+        import torch
+    except ImportError:
+        command_line.fail(f"PyTorch is not installed in {sys.executable}; install it apart from the project: "
+                          f"{INSTALL}.")
+    return torch
+
+
+def peer_transformer(settings: PeerSettings) -> Any:
+    """The peer model: embeddings + positions + ``nn.Transformer`` + tied output projection.
+
+    Parameters
+    ----------
+    settings : PeerSettings
+        Its shape and dropout rate.
+
+    Returns
+    -------
+    torch.nn.Module
+        ``model(inputs, targets)`` gives the logits of every target position.
+    """
+    torch = import_torch()
+    from torch import nn
+    from torch.nn import functional as F
+
+    def sinusoids(length: int, d_model: int) -> torch.Tensor:
         position = torch.arange(length, dtype=torch.float32)[:, None]
         inverse = torch.pow(10000.0, -torch.arange(0, d_model, 2, dtype=torch.float32) / d_model)
         table = torch.zeros(length, d_model)
@@ -66,22 +102,38 @@ class PeerTransformer(nn.Module):
         table[:, 1::2] = torch.cos(position * inverse)
         return table
 
-    def _embed(self, ids: torch.Tensor) -> torch.Tensor:
-        x = self.embedding(ids) * math.sqrt(self.d_model) + self.positions[: ids.shape[1]]
-        return self.dropout(x)
+    class PeerTransformer(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.d_model = settings.d_model
+            self.embedding = nn.Embedding(settings.vocab_size, settings.d_model)
+            nn.init.normal_(self.embedding.weight, std=settings.d_model**-0.5)
+            self.transformer = nn.Transformer(
+                d_model=settings.d_model, nhead=settings.num_heads, num_encoder_layers=settings.num_layers,
+                num_decoder_layers=settings.num_layers, dim_feedforward=settings.d_ff,
+                dropout=settings.dropout_rate, batch_first=True, norm_first=False)
+            self.dropout = nn.Dropout(settings.dropout_rate)
+            self.register_buffer("positions", sinusoids(4 * settings.length, settings.d_model), persistent=False)
 
-    def forward(self, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        decoder_inputs = torch.cat([torch.full_like(targets[:, :1], BOS_ID), targets[:, :-1]], dim=1)
-        causal = nn.Transformer.generate_square_subsequent_mask(targets.shape[1])
-        hidden = self.transformer(
-            self._embed(inputs), self._embed(decoder_inputs), tgt_mask=causal, tgt_is_causal=True,
-            src_key_padding_mask=inputs == PAD_ID, tgt_key_padding_mask=targets == PAD_ID,
-            memory_key_padding_mask=inputs == PAD_ID)
-        return F.linear(hidden, self.embedding.weight)  # Tied pre-softmax projection.
+        def _embed(self, ids: torch.Tensor) -> torch.Tensor:
+            x = self.embedding(ids) * math.sqrt(self.d_model) + self.positions[: ids.shape[1]]
+            return self.dropout(x)
+
+        def forward(self, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+            decoder_inputs = torch.cat([torch.full_like(targets[:, :1], BOS_ID), targets[:, :-1]], dim=1)
+            causal = nn.Transformer.generate_square_subsequent_mask(targets.shape[1])
+            hidden = self.transformer(
+                self._embed(inputs), self._embed(decoder_inputs), tgt_mask=causal, tgt_is_causal=True,
+                src_key_padding_mask=inputs == PAD_ID, tgt_key_padding_mask=targets == PAD_ID,
+                memory_key_padding_mask=inputs == PAD_ID)
+            return F.linear(hidden, self.embedding.weight)  # Tied pre-softmax projection.
+
+    return PeerTransformer()
 
 
 def measure_matmul_peak(size: int, repeats: int = 10) -> float:
     """Best float32 ``size^3`` matmul rate, in FLOP/s."""
+    torch = import_torch()
     left, right = torch.randn(size, size), torch.randn(size, size)
     left @ right
     best = float("inf")
@@ -92,10 +144,24 @@ def measure_matmul_peak(size: int, repeats: int = 10) -> float:
     return 2.0 * size**3 / best
 
 
-def benchmark(args: argparse.Namespace) -> dict:
-    """Time ``args.steps`` train steps after ``args.warmup_steps``; returns the JSON fields."""
+def benchmark(args: PeerSettings) -> dict[str, Any]:
+    """Time ``args.steps`` train steps after ``args.warmup_steps``; returns the JSON fields.
+
+    Parameters
+    ----------
+    args : PeerSettings
+        The shape and the timing.
+
+    Returns
+    -------
+    dict[str, Any]
+        The fields of ``train_step.py``'s JSON, measured with PyTorch.
+    """
+    torch = import_torch()
+    from torch.nn import functional as F
+
     torch.manual_seed(0)
-    model = PeerTransformer(args)
+    model = peer_transformer(args)
     warmup = 4000
 
     def paper_rate(step: int) -> float:  # LambdaLR passes the 0-based update count.
@@ -155,32 +221,57 @@ def benchmark(args: argparse.Namespace) -> dict:
     }
 
 
-def parse_args(argv: list[str]) -> argparse.Namespace:
-    """Flags; ``--shape_json`` fills the shape from a ``train_step.py`` result (explicit flags win)."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--shape_json", default="", help="A train_step.py JSON result (its 'shape').")
-    defaults = dict(rows=64, length=32, num_layers=2, d_model=128, d_ff=512, num_heads=4, vocab_size=1000)
-    for name, value in defaults.items():
-        parser.add_argument(f"--{name}", type=int, default=None, help=f"default {value}")
-    parser.add_argument("--dropout_rate", type=float, default=None, help="default 0.1")
-    parser.add_argument("--label_smoothing", type=float, default=None, help="default 0.1")
-    parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--warmup_steps", type=int, default=3)
-    parser.add_argument("--peak_size", type=int, default=2048)
-    args = parser.parse_args(argv)
-    shape = dict(defaults, dropout_rate=0.1, label_smoothing=0.1)
-    if args.shape_json:
-        with open(args.shape_json, encoding="utf-8") as file:
+def define_flags() -> None:
+    """The benchmark's flags (defined only when it runs: :mod:`benchmarks.command_line`)."""
+    flags.DEFINE_string("shape_json", "", "A train_step.py JSON result: the shape is read from its 'shape'.")
+    for name, value in SHAPE_DEFAULTS.items():
+        kind = flags.DEFINE_float if isinstance(value, float) else flags.DEFINE_integer
+        kind(name, None, f"Model or batch shape; default {value}, or the value in --shape_json (this flag wins).")
+    flags.DEFINE_integer("steps", PeerSettings.steps, "Timed train steps (the median is reported).")
+    flags.DEFINE_integer("warmup_steps", PeerSettings.warmup_steps, "Untimed steps after the first.")
+    flags.DEFINE_integer("peak_size", PeerSettings.peak_size, "Matmul size of the peak measurement.")
+
+
+def settings_from_flags(values: flags.FlagValues) -> PeerSettings:
+    """The run's settings: explicit flags, else ``--shape_json``'s shape, else :class:`PeerSettings`' defaults.
+
+    Parameters
+    ----------
+    values : absl.flags.FlagValues
+        The parsed flags of :func:`define_flags`.
+
+    Returns
+    -------
+    PeerSettings
+        Ready for :func:`benchmark`.
+
+    Notes
+    -----
+    Raises ``ValueError`` when the JAX shape cannot be built by ``nn.Transformer`` (it needs
+    ``key_dim * num_heads == d_model``).
+    """
+    shape = dict(SHAPE_DEFAULTS)
+    if values.shape_json:
+        with open(values.shape_json, encoding="utf-8") as file:
             given = json.loads(file.read().strip().splitlines()[-1])["shape"]
         if given.get("key_dim", 0) * given.get("num_heads", 0) != given.get("d_model"):
             raise ValueError("nn.Transformer needs d_k = d_v = d_model / num_heads; the JAX shape has "
                              f"key_dim={given.get('key_dim')}, num_heads={given.get('num_heads')}.")
         shape.update({key: given[key] for key in shape if key in given})
-    for key, value in shape.items():
-        if getattr(args, key) is None:
-            setattr(args, key, value)
-    return args
+    shape.update({key: values[key].value for key in shape if values[key].value is not None})
+    return PeerSettings(**shape, steps=values.steps, warmup_steps=values.warmup_steps, peak_size=values.peak_size)
+
+
+def main(argv: list[str]) -> None:
+    """Print :func:`benchmark` of the flags' settings as one JSON line."""
+    del argv
+    try:
+        settings = settings_from_flags(flags.FLAGS)
+    except (OSError, ValueError, KeyError) as error:
+        command_line.fail(f"--shape_json={flags.FLAGS.shape_json}: {error}")
+    import_torch()
+    print(json.dumps(benchmark(settings)))
 
 
 if __name__ == "__main__":
-    print(json.dumps(benchmark(parse_args(sys.argv[1:]))))
+    command_line.run(main, define_flags, checks_config_file=False)

@@ -18,7 +18,6 @@ machine are noisy; the step counts are not.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import pathlib
@@ -30,7 +29,13 @@ import sys
 import tempfile
 import time
 
+from absl import flags
+
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT))
+
+from benchmarks import command_line  # noqa: E402
+
 COMMON = dict(dataset="synthetic_en_de/small", vocab_size=1000, max_len=16, tokens_per_batch=1024,
               eval_every_steps=0, checkpoint_every_steps=0, num_bleu_examples=0, final_bleu=False,
               log_every_steps=1, num_train_steps=1_000_000)
@@ -72,17 +77,24 @@ def _seconds(log_line: str) -> float:
     return 3600 * int(hours) + 60 * int(minutes) + float(seconds)
 
 
-def main() -> None:
-    """Parse flags, measure, print and write the JSON."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--shapes", default="tiny,base")
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--warm_steps", type=int, default=5, help="logged steps before the signal")
-    parser.add_argument("--data_dir", default="", help="prepared data (default: a temporary directory)")
-    parser.add_argument("--out", default="")
-    args = parser.parse_args()
+def define_flags() -> None:
+    """The benchmark's flags (defined only when it runs: :mod:`benchmarks.command_line`)."""
+    flags.DEFINE_list("shapes", ["tiny", "base"], f"Model shapes to stop, a subset of {sorted(SHAPES)}.")
+    flags.DEFINE_integer("repeats", 3, "Stops per shape, alternating shapes.")
+    flags.DEFINE_integer("warm_steps", 5, "Logged steps before the signal.")
+    flags.DEFINE_string("data_dir", "", "Prepared data (default: a temporary directory).")
+    flags.DEFINE_string("out", "", "Also write the JSON here.")
+
+
+def main(argv: list[str]) -> None:
+    """Measure, print and write the JSON."""
+    del argv
+    args = flags.FLAGS
+    unknown = sorted(set(args.shapes) - set(SHAPES))
+    if unknown or not args.shapes:
+        command_line.fail(f"--shapes: unknown {unknown or 'empty list'}; choose from {sorted(SHAPES)}.")
     data_dir = args.data_dir or tempfile.mkdtemp(prefix="stop_latency_data_")
-    shapes = args.shapes.split(",")
+    shapes = list(args.shapes)
     runs = [_stop_once(shape, data_dir, args.warm_steps) for _ in range(args.repeats) for shape in shapes]
     summary = {}
     for shape in shapes:
@@ -100,4 +112,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    command_line.run(main, define_flags)

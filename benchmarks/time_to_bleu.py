@@ -28,7 +28,7 @@ and that checkpoint is then decoded on the test split (``python -m attention_jax
 --checkpoint=STEP --split=test``, same search), which says whether the test target
 (``--test_bleu_target``) holds there. Both splits are reported. A target never reached is reported as
 ``"reached": false`` with no time. With ``--stop_at_target`` (the default) training is stopped
-(SIGTERM: a checkpoint, exit 75) as soon as the target evaluation is written; ``--no-stop_at_target``
+(SIGTERM: a checkpoint, exit 75) as soon as the target evaluation is written; ``--nostop_at_target``
 trains the config's whole budget and keeps every evaluation's checkpoint.
 
 Output: ``--out`` (JSON) and the same path with ``.png``: dev BLEU against training minutes, the
@@ -43,7 +43,6 @@ on quiet cores, numbers meaningless.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import os
@@ -56,11 +55,14 @@ import tempfile
 import time
 from typing import Any, Sequence
 
+from absl import flags
+
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
 
 from attention_jax import run_files  # noqa: E402  (no JAX: this process only drives and reads)
+from benchmarks import command_line  # noqa: E402
 from child_process import repository_environment, run_captured  # noqa: E402
 
 DEFAULT_CONFIG = "configs/small_corpus.py"
@@ -255,7 +257,7 @@ def read_records(path: pathlib.Path) -> list[dict[str, Any]]:
     return records
 
 
-def _overrides(args: argparse.Namespace) -> dict[str, str]:
+def _overrides(args: Settings) -> dict[str, str]:
     """``--config.KEY=VALUE`` pairs for the training command: corpus, protocol, checkpoints, then --override."""
     settings: dict[str, Any] = {}
     if args.smoke:
@@ -270,7 +272,7 @@ def _overrides(args: argparse.Namespace) -> dict[str, str]:
     for item in args.override:
         key, separator, value = item.partition("=")
         if not separator or not key:
-            raise SystemExit(f"time_to_bleu: --override takes KEY=VALUE; got {item!r}.")
+            command_line.fail(f"--override takes KEY=VALUE; got {item!r}.")
         settings[key] = value
     return settings
 
@@ -304,13 +306,13 @@ def _dev_sentences(dataset: str) -> int | None:
     return sum(1 for line in path.read_text(encoding="utf-8").splitlines() if line.strip())
 
 
-def train(args: argparse.Namespace, config: str, settings: dict[str, str], run_dir: pathlib.Path,
+def train(args: Settings, config: str, settings: dict[str, str], run_dir: pathlib.Path,
           env: dict[str, str]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Run the training command, watching its evaluations; stop it at the target if asked.
 
     Parameters
     ----------
-    args : argparse.Namespace
+    args : Settings
         ``dev_bleu_target`` and ``stop_at_target`` are read.
     config : str
         Config file given to ``attention_jax.main``.
@@ -435,61 +437,87 @@ def plot(report: dict[str, Any], path: pathlib.Path) -> None:
     plt.close(fig)
 
 
-def _parse(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--config", default=DEFAULT_CONFIG, help="Config file for attention_jax.main.")
-    parser.add_argument("--corpus", default=str(DEFAULT_CORPUS),
-                        help="Directory of train.tsv, dev.tsv, test.tsv (config.dataset=tsv:DIR).")
-    parser.add_argument("--eval_every_steps", type=int, default=100,
-                        help="Steps between evaluations (each decodes the whole dev split; its time is excluded).")
-    parser.add_argument("--dev_bleu_target", type=float, default=26.0,
-                        help="Dev BLEU that marks the target checkpoint (default 26: the recipe's measured run "
-                             "had dev 29.75 against test 28.86, so ~1 above the test target).")
-    parser.add_argument("--test_bleu_target", type=float, default=25.0,
-                        help="Test BLEU the target checkpoint is checked against.")
-    parser.add_argument("--stop_at_target", action=argparse.BooleanOptionalAction, default=None,
-                        help="Stop training once the dev target is reached (else train the whole budget); "
-                             "default: on, off with --smoke.")
-    parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
-                        help="Extra --config.KEY=VALUE for the training command (repeatable; applied last).")
-    parser.add_argument("--workdir", default="", help="New or empty directory for the run (default: a temporary one).")
-    parser.add_argument("--note", default="", help="Recorded in the JSON: machine load, anything that affects timings.")
-    parser.add_argument("--out", type=pathlib.Path, required=True,
-                        help="JSON output (.json); the plot goes beside it with .png.")
-    parser.add_argument("--smoke", action="store_true",
-                        help="Tiny model on synthetic_en_de/small, 12 steps, dev target 0: every path, seconds.")
-    args = parser.parse_args(argv)
-    if args.out.suffix != ".json":
-        parser.error(f"--out must name a .json file; got {args.out}.")
-    if args.smoke:
-        args.config = SMOKE_CONFIG
-        args.eval_every_steps = SMOKE_EVAL_EVERY_STEPS
-        args.dev_bleu_target = 0.0
-    elif not (pathlib.Path(args.corpus) / "dev.tsv").is_file():
-        parser.error(f"--corpus={args.corpus} holds no dev.tsv (train.tsv, dev.tsv, test.tsv expected).")
-    if args.stop_at_target is None:
-        args.stop_at_target = not args.smoke
-    if args.eval_every_steps <= 0:
-        parser.error(f"--eval_every_steps must be positive; got {args.eval_every_steps}.")
-    if args.workdir and pathlib.Path(args.workdir).exists() and any(pathlib.Path(args.workdir).iterdir()):
-        parser.error(f"--workdir={args.workdir} is not empty: the timings need a fresh run.")
-    return args
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """One measurement's settings, checked (:func:`settings_from_flags`); ``--smoke`` already applied."""
+
+    config: str
+    corpus: str
+    eval_every_steps: int
+    dev_bleu_target: float
+    test_bleu_target: float
+    stop_at_target: bool
+    override: tuple[str, ...]
+    workdir: str
+    note: str
+    out: pathlib.Path
+    smoke: bool
 
 
-def main(argv: list[str] | None = None) -> dict[str, Any]:
+def define_flags() -> None:
+    """The benchmark's flags (defined only when it runs: :mod:`benchmarks.command_line`)."""
+    flags.DEFINE_string("config", DEFAULT_CONFIG, "Config file for attention_jax.main.")
+    flags.DEFINE_string("corpus", str(DEFAULT_CORPUS), "Directory of train.tsv, dev.tsv, test.tsv "
+                        "(config.dataset=tsv:DIR).")
+    flags.DEFINE_integer("eval_every_steps", 100, "Steps between evaluations (each decodes the whole dev split; "
+                         "its time is excluded).")
+    flags.DEFINE_float("dev_bleu_target", 26.0, "Dev BLEU that marks the target checkpoint (default 26: the "
+                       "recipe's measured run had dev 29.75 against test 28.86, so ~1 above the test target).")
+    flags.DEFINE_float("test_bleu_target", 25.0, "Test BLEU the target checkpoint is checked against.")
+    flags.DEFINE_bool("stop_at_target", None, "Stop training once the dev target is reached (else train the whole "
+                      "budget); default: on, off with --smoke.")
+    flags.DEFINE_multi_string("override", [], "Extra --config.KEY=VALUE for the training command, as KEY=VALUE "
+                              "(repeatable; applied last).")
+    flags.DEFINE_string("workdir", "", "New or empty directory for the run (default: a temporary one).")
+    flags.DEFINE_string("note", "", "Recorded in the JSON: machine load, anything that affects timings.")
+    flags.DEFINE_string("out", None, "JSON output (.json); the plot goes beside it with .png. Required.")
+    flags.DEFINE_bool("smoke", False, "Tiny model on synthetic_en_de/small, 12 steps, dev target 0: every path, "
+                      "seconds.")
+    flags.mark_flag_as_required("out")
+
+
+def settings_from_flags(values: flags.FlagValues) -> Settings:
+    """The checked settings of the parsed flags, ``--smoke``'s applied; one line and exit 2 for a mistake.
+
+    Parameters
+    ----------
+    values : absl.flags.FlagValues
+        The flags of :func:`define_flags`, parsed.
+
+    Returns
+    -------
+    Settings
+        What :func:`main` measures.
+    """
+    out = pathlib.Path(values.out)
+    if out.suffix != ".json":
+        command_line.fail(f"--out must name a .json file; got {out}.")
+    config, eval_every_steps, dev_bleu_target = values.config, values.eval_every_steps, values.dev_bleu_target
+    if values.smoke:
+        config, eval_every_steps, dev_bleu_target = SMOKE_CONFIG, SMOKE_EVAL_EVERY_STEPS, 0.0
+    elif not (pathlib.Path(values.corpus) / "dev.tsv").is_file():
+        command_line.fail(f"--corpus={values.corpus} holds no dev.tsv (train.tsv, dev.tsv, test.tsv expected).")
+    if eval_every_steps <= 0:
+        command_line.fail(f"--eval_every_steps must be positive; got {eval_every_steps}.")
+    if values.workdir and pathlib.Path(values.workdir).exists() and any(pathlib.Path(values.workdir).iterdir()):
+        command_line.fail(f"--workdir={values.workdir} is not empty: the timings need a fresh run.")
+    stop_at_target = not values.smoke if values.stop_at_target is None else values.stop_at_target
+    return Settings(config=config, corpus=values.corpus, eval_every_steps=eval_every_steps,
+                    dev_bleu_target=dev_bleu_target, test_bleu_target=values.test_bleu_target,
+                    stop_at_target=stop_at_target, override=tuple(values.override), workdir=values.workdir,
+                    note=values.note, out=out, smoke=values.smoke)
+
+
+def main(argv: list[str]) -> None:
     """Train, watch, score the target checkpoint on test; write the JSON and the plot.
 
     Parameters
     ----------
-    argv : list of str, optional
-        Command-line arguments (default ``sys.argv[1:]``).
-
-    Returns
-    -------
-    dict
-        The JSON written to ``--out``.
+    argv : list of str
+        The program name (the flags are parsed already).
     """
-    args = _parse(argv)
+    del argv
+    args = settings_from_flags(flags.FLAGS)
     started = time.perf_counter()
     workdir = pathlib.Path(args.workdir or tempfile.mkdtemp(prefix="time_to_bleu_")).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
@@ -533,8 +561,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     plot(report, args.out.with_suffix(".png"))
     print(describe(target, report["training"]["last_step"]))
     print(json.dumps({"json": str(args.out), "png": str(args.out.with_suffix(".png"))}))
-    return report
 
 
 if __name__ == "__main__":
-    main()
+    command_line.run(main, define_flags)

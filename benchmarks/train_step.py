@@ -36,7 +36,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from absl import app, flags
+from absl import flags
 from ml_collections import config_flags
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -46,15 +46,21 @@ sys.path.insert(0, os.path.join(REPO_ROOT, "benchmarks"))
 from attention_jax.models import model  # noqa: E402
 from attention_jax.training import optim, sharding, train_state  # noqa: E402
 from attention_jax.models.transformer_config import TransformerConfig  # noqa: E402
+from benchmarks import command_line  # noqa: E402
 from flops import transformer_train_flops  # noqa: E402
 
-_CONFIG = config_flags.DEFINE_config_file("config", os.path.join(REPO_ROOT, "configs", "tiny.py"),
-                                          "Config file.")
-_ROWS = flags.DEFINE_integer("rows", 64, "Sentence pairs per batch (a multiple of the device count).")
-_LENGTH = flags.DEFINE_integer("length", 32, "Tokens per sentence, source and target.")
-_STEPS = flags.DEFINE_integer("steps", 20, "Timed steps.")
-_WARMUP_STEPS = flags.DEFINE_integer("warmup_steps", 3, "Untimed steps after compilation.")
-_PEAK_SIZE = flags.DEFINE_integer("peak_size", 2048, "Matmul size of the peak measurement.")
+DEFAULT_PEAK_SIZE = 2048
+
+
+def define_flags() -> None:
+    """The benchmark's flags (defined only when it runs: :mod:`benchmarks.command_line`)."""
+    config_flags.DEFINE_config_file("config", os.path.join(REPO_ROOT, "configs", "tiny.py"),
+                                    "Config file; --config.FIELD=VALUE overrides a field.")
+    flags.DEFINE_integer("rows", 64, "Sentence pairs per batch (a multiple of the device count).")
+    flags.DEFINE_integer("length", 32, "Tokens per sentence, source and target.")
+    flags.DEFINE_integer("steps", 20, "Timed steps.")
+    flags.DEFINE_integer("warmup_steps", 3, "Untimed steps after compilation.")
+    flags.DEFINE_integer("peak_size", DEFAULT_PEAK_SIZE, "Matmul size of the peak measurement.")
 
 
 def measure_matmul_peak(size: int, repeats: int = 10) -> float:
@@ -81,8 +87,26 @@ def random_batch(rows: int, length: int, vocab_size: int, seed: int = 0) -> dict
     return batch
 
 
-def benchmark(config: Any, rows: int, length: int, steps: int, warmup_steps: int) -> dict[str, Any]:
-    """Compile and time the train step; returns the JSON fields (see the module docstring)."""
+def benchmark(config: Any, rows: int, length: int, steps: int, warmup_steps: int,
+              peak_size: int = DEFAULT_PEAK_SIZE) -> dict[str, Any]:
+    """Compile and time the train step; returns the JSON fields (see the module docstring).
+
+    Parameters
+    ----------
+    config : ml_collections.ConfigDict
+        The model and training config.
+    rows, length : int
+        Sentence pairs per batch and tokens per sentence (source and target).
+    steps, warmup_steps : int
+        Timed steps, and untimed steps after compilation.
+    peak_size : int
+        Matrix size of the float32 matmul peak that ``mfu`` is measured against.
+
+    Returns
+    -------
+    dict[str, Any]
+        The JSON fields.
+    """
     mesh = sharding.create_mesh((-1,), ("data",))
     transformer = model.Transformer(TransformerConfig.from_config(config))
     optimizer = optim.make_optimizer(config)
@@ -121,7 +145,7 @@ def benchmark(config: Any, rows: int, length: int, steps: int, warmup_steps: int
     flops = transformer_train_flops(rows=rows, source_len=length, target_len=length,
                                     **{k: shape[k] for k in ("num_layers", "d_model", "d_ff", "num_heads",
                                                              "key_dim", "value_dim", "vocab_size")})
-    peak = measure_matmul_peak(_PEAK_SIZE.value) * jax.device_count()
+    peak = measure_matmul_peak(peak_size) * jax.device_count()
     return {
         "framework": f"jax {jax.__version__}",
         "config": config.get("name", None),
@@ -148,8 +172,10 @@ def benchmark(config: Any, rows: int, length: int, steps: int, warmup_steps: int
 def main(argv: list[str]) -> None:
     """Print :func:`benchmark` as JSON."""
     del argv
-    print(json.dumps(benchmark(_CONFIG.value, _ROWS.value, _LENGTH.value, _STEPS.value, _WARMUP_STEPS.value)))
+    options = flags.FLAGS
+    print(json.dumps(benchmark(options.config, options.rows, options.length, options.steps, options.warmup_steps,
+                               options.peak_size)))
 
 
 if __name__ == "__main__":
-    app.run(main)
+    command_line.run(main, define_flags)

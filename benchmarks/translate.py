@@ -34,7 +34,7 @@ import sys
 import time
 from typing import Any
 
-from absl import app, flags
+from absl import flags
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_ROOT)
@@ -43,15 +43,19 @@ import jax  # noqa: E402
 
 from attention_jax.decoding import decode, inference  # noqa: E402
 from attention_jax.models.decode_settings import DecodeSettings  # noqa: E402
+from benchmarks import command_line  # noqa: E402
 
-_WORKDIR = flags.DEFINE_string("workdir", None, "Training work directory (config.json, checkpoints/).")
-_SOURCES = flags.DEFINE_string("sources", None, "Sentences to translate: a text file, one per line; for a "
-                               ".tsv file the first tab-separated column.")
-_NUM_SENTENCES = flags.DEFINE_integer("num_sentences", 500, "Translate the first this many (0: all).")
-_CACHE_STAGES = flags.DEFINE_list("cache_stages", ["1", "2", "4"], "Stagings to compare (config.cache_stages).")
-_CHECKPOINT = flags.DEFINE_string("checkpoint", "best", "latest, best, averaged or a step number.")
-_BATCH_SIZE = flags.DEFINE_integer("batch_size", 64, "Sentences per decoding batch.")
-_OUT = flags.DEFINE_string("out", None, "Also write the JSON here.")
+
+def define_flags() -> None:
+    """The benchmark's flags (defined only when it runs: :mod:`benchmarks.command_line`)."""
+    flags.DEFINE_string("workdir", None, "Training work directory (config.json, checkpoints/).")
+    flags.DEFINE_string("sources", None, "Sentences to translate: a text file, one per line; for a .tsv file the "
+                        "first tab-separated column.")
+    flags.DEFINE_integer("num_sentences", 500, "Translate the first this many (0: all).")
+    flags.DEFINE_list("cache_stages", ["1", "2", "4"], "Stagings to compare (config.cache_stages).")
+    flags.DEFINE_string("checkpoint", "best", "latest, best, averaged or a step number.")
+    flags.DEFINE_integer("batch_size", 64, "Sentences per decoding batch.")
+    flags.DEFINE_string("out", None, "Also write the JSON here.")
 
 
 def read_sources(path: str, limit: int) -> list[str]:
@@ -124,29 +128,34 @@ def time_staging(run: inference.TrainedRun, sources: list[str], cache_stages: in
 def main(argv: list[str]) -> None:
     """Time every staging of ``--cache_stages``, check their translations agree, print (and write) JSON."""
     del argv
-    if not _WORKDIR.value or not _SOURCES.value:
-        raise app.UsageError("--workdir and --sources are required.")
-    sources = read_sources(_SOURCES.value, _NUM_SENTENCES.value)
-    run = inference.load_run(_WORKDIR.value, _CHECKPOINT.value)
+    options = flags.FLAGS
+    if not options.workdir or not options.sources:
+        command_line.fail("--workdir and --sources are required.")
+    try:
+        stagings = [int(value) for value in options.cache_stages]
+        sources = read_sources(options.sources, options.num_sentences)
+    except (FileNotFoundError, ValueError) as error:
+        command_line.fail(str(error))
+    run = inference.load_run(options.workdir, options.checkpoint)
     records, translations = [], {}
-    for stages in (int(value) for value in _CACHE_STAGES.value):
-        record, translations[stages] = time_staging(run, sources, stages, _BATCH_SIZE.value)
+    for stages in stagings:
+        record, translations[stages] = time_staging(run, sources, stages, options.batch_size)
         records.append(record)
         print(json.dumps(record), file=sys.stderr, flush=True)
     reference = next(iter(translations.values()))
     differing = [stages for stages, output in translations.items() if output != reference]
     if differing:
         raise RuntimeError(f"cache_stages {differing} translated differently from {records[0]['cache_stages']}.")
-    report = {"backend": jax.default_backend(), "jax": jax.__version__, "workdir": _WORKDIR.value,
-              "checkpoint": run.checkpoint, "sources": _SOURCES.value, "num_sentences": len(sources),
-              "batch_size": _BATCH_SIZE.value, "beam_size": run.config.get("beam_size", 4),
+    report = {"backend": jax.default_backend(), "jax": jax.__version__, "workdir": options.workdir,
+              "checkpoint": run.checkpoint, "sources": options.sources, "num_sentences": len(sources),
+              "batch_size": options.batch_size, "beam_size": run.config.get("beam_size", 4),
               "identical_translations": True, "runs": records}
     text = json.dumps(report, indent=2)
     print(text)
-    if _OUT.value:
-        with open(_OUT.value, "w", encoding="utf-8") as handle:
+    if options.out:
+        with open(options.out, "w", encoding="utf-8") as handle:
             handle.write(text + "\n")
 
 
 if __name__ == "__main__":
-    app.run(main)
+    command_line.run(main, define_flags)

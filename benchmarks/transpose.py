@@ -15,11 +15,12 @@ checked against NumPy's transpose before timing.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
 from typing import Any, Callable
+
+from absl import flags
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_ROOT)
@@ -30,6 +31,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 from attention_jax.cpu_kernels import projection  # noqa: E402
+from benchmarks import command_line  # noqa: E402
 from peer_compare import emit_json  # noqa: E402
 
 DEFAULT_SHAPES = "1024x2048,1024x512,2048x1024,2048x512,2048x256"
@@ -79,15 +81,19 @@ def time_shape(num_rows: int, num_columns: int, rounds: int, repeats: int) -> di
             "whole_over_row_blocks": median_ms["whole"] / median_ms["row_blocks"]}
 
 
-def main() -> None:
-    """Parse flags, time every shape, print a table to stderr and the JSON to stdout."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--shapes", default=DEFAULT_SHAPES, help="Comma-separated MxC shapes.")
-    parser.add_argument("--rounds", type=int, default=5, help="Alternating rounds over the programs.")
-    parser.add_argument("--repeats", type=int, default=10, help="Timed calls per program and round.")
-    parser.add_argument("--quick", action="store_true", help=f"Shapes {QUICK_SHAPES}, 2 rounds of 2.")
-    parser.add_argument("--out", default="", help="Also write the JSON here.")
-    args = parser.parse_args()
+def define_flags() -> None:
+    """The benchmark's flags (defined only when it runs: :mod:`benchmarks.command_line`)."""
+    flags.DEFINE_string("shapes", DEFAULT_SHAPES, "Comma-separated MxC shapes.")
+    flags.DEFINE_integer("rounds", 5, "Alternating rounds over the programs.")
+    flags.DEFINE_integer("repeats", 10, "Timed calls per program and round.")
+    flags.DEFINE_bool("quick", False, f"Shapes {QUICK_SHAPES}, 2 rounds of 2.")
+    flags.DEFINE_string("out", "", "Also write the JSON here.")
+
+
+def main(argv: list[str]) -> None:
+    """Time every shape, print a table to stderr and the JSON to stdout."""
+    del argv
+    args = flags.FLAGS
     shapes, rounds, repeats = args.shapes, args.rounds, args.repeats
     if args.quick:
         shapes, rounds, repeats = QUICK_SHAPES, 2, 2
@@ -103,4 +109,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    command_line.run(main, define_flags)

@@ -77,9 +77,12 @@ def test_full_mode_without_a_gpu_exits_2_with_one_line(tmp_path: pathlib.Path) -
     assert completed.stdout == "" and not (tmp_path / "gpu.json").exists()
 
 
-def test_unknown_subset_is_rejected() -> None:
-    with pytest.raises(SystemExit):
-        gpu.main(["--smoke", "--dtypes=float16"])
+def test_unknown_subset_is_rejected_in_one_line(tmp_path: pathlib.Path) -> None:
+    env = train_support.subprocess_env(str(tmp_path / "cache"))
+    completed = train_support.run_python(["benchmarks/gpu.py", "--smoke", "--dtypes=float16"], env, timeout=120)
+    assert completed.returncode == 2 and completed.stdout == ""
+    assert completed.stderr.strip().splitlines() == [
+        "gpu.py: error: --dtypes: unknown ['float16']; choose from ('float32', 'bfloat16')."]
 
 
 @pytest.mark.slow
