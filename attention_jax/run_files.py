@@ -4,6 +4,7 @@ A run directory (``WORKDIR``, written by ``python -m attention_jax.main``)::
 
     config.json                      the run's config (checked when the run resumes)
     tokenizer.model                  the run's SentencePiece model, so decoding needs no corpus
+    fine_tuned_from.json             a fine-tuned run's source: its work directory, checkpoint and step
     checkpoints/<step>/              orbax checkpoints (see :mod:`attention_jax.checkpointing.checkpoints`)
     checkpoints_corrupt/<step>/      checkpoints that failed to restore, moved aside
     averaged/<step>/                 the average of the last checkpoints (``average_checkpoints``)
@@ -84,6 +85,7 @@ def data_split(name: str) -> str:
 
 CONFIG_FILE = "config.json"
 TOKENIZER_FILE = "tokenizer.model"
+FINE_TUNED_FROM_FILE = "fine_tuned_from.json"
 CHECKPOINT_DIR = "checkpoints"
 CORRUPT_DIR = "checkpoints_corrupt"
 AVERAGED_DIR = "averaged"

@@ -75,6 +75,10 @@ def get_config() -> ml_collections.ConfigDict:
     config.packing_row_lengths = ()  # Row lengths of packed training, ending in max_len; () means
     # (3 * max_len // 8, 3 * max_len // 4, max_len): short rows attend over fewer positions.
     config.tokenizer_max_sentences = 2_000_000  # Sentences (both sides) used to train the BPE model.
+    # Fine-tuning (docs/faults.md#fine-tuning-on-new-data): a NEW work directory starts from this run's
+    # parameters and tokenizer.model, on config.dataset; fresh optimizer at step 0, same model fields.
+    config.fine_tune_from = ""  # The source run's work directory; "" trains from scratch.
+    config.fine_tune_checkpoint = "latest"  # Its parameters: "latest", "best", "averaged" or a step number.
     config.data_threads = 2  # Grain reader threads.
     config.label_smoothing = 0.1  # eps_ls, Section 5.4.
 

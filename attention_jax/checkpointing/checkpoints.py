@@ -44,9 +44,11 @@ PARAMS_ITEM = "params"  # The parameters' item inside each step directory (orbax
 # Model fields that change only how the same function is computed; a run may resume with new values.
 COMPUTE_ONLY_FIELDS = ("dtype", "attention_implementation", "decode", "cpu_kernels")
 
-# Config fields that choose the training corpus and so the tokenizer trained on it: a run's weights
-# belong to its token ids, so a run never resumes with other values.
-DATA_IDENTITY_FIELDS = ("dataset", "train_split", "source_lang", "target_lang", "tokenizer_max_sentences")
+# Config fields that choose the training corpus and so the tokenizer trained on it (or, fine-tuning, the
+# run whose tokenizer is used): a run's weights belong to its token ids, so a run never resumes with other
+# values. An absent field and "" are the same (runs from before fine_tune_from existed).
+DATA_IDENTITY_FIELDS = ("dataset", "train_split", "source_lang", "target_lang", "tokenizer_max_sentences",
+                        "fine_tune_from")
 
 
 # --- Data iterator state: one JSON file per process -------------------------------------------------
@@ -247,13 +249,20 @@ def check_resume_compatible(workdir: str, config: ml_collections.ConfigDict) -> 
     workdir holds a checkpoint, and likewise for the fields that choose the corpus and its tokenizer
     (:data:`DATA_IDENTITY_FIELDS`). Differences elsewhere (steps, logging, batching) are allowed and
     logged. Without any finished checkpoint (a run that stopped before its first save) the new config
-    simply replaces the old.
+    simply replaces the old. A config with ``fine_tune_from`` needs the workdir's step-0 checkpoint that
+    :func:`attention_jax.training.fine_tuning.start_from_source` writes (else training would start from
+    random parameters with another run's tokenizer): without one it is refused too.
     """
+    checkpoint_steps = finished_steps(str(epath.Path(workdir) / run_files.CHECKPOINT_DIR))
+    if config.get("fine_tune_from") and not checkpoint_steps:
+        raise UserInputError(
+            f"config.fine_tune_from={config.fine_tune_from} but {workdir} holds no checkpoint to fine-tune: start "
+            f"with python -m attention_jax.main (or fine_tuning.start_from_source before train_and_evaluate).")
     if not (epath.Path(workdir) / run_files.CONFIG_FILE).exists():
         return
     saved = read_config(workdir)
     differences = model_config_differences(saved, config)
-    if not finished_steps(str(epath.Path(workdir) / run_files.CHECKPOINT_DIR)):
+    if not checkpoint_steps:
         if differences:
             logging.warning("%s has no checkpoint: starting afresh with the new model config.", workdir)
         return  # Nothing to resume: the new config simply replaces the old one.
@@ -265,12 +274,13 @@ def check_resume_compatible(workdir: str, config: ml_collections.ConfigDict) -> 
             f"restore the original values to resume it."
         )
     data_changes = [(name, saved.get(name), config.get(name)) for name in DATA_IDENTITY_FIELDS
-                    if saved.get(name) != config.get(name)]
+                    if (saved.get(name) or "") != (config.get(name) or "")]
     if data_changes:
         listed = "; ".join(f"{name}: {old!r} in the workdir, {new!r} now" for name, old, new in data_changes)
         raise UserInputError(
             f"{workdir} holds a run trained on other data ({listed}): its weights belong to the token ids of "
-            f"its own tokenizer.model. Use a new --workdir, or restore the original values to resume it."
+            f"its own tokenizer.model. Restore the original values to resume it, or fine-tune it on the new "
+            f"data in a new --workdir with --config.fine_tune_from={workdir}."
         )
     other = sorted(key for key in set(_flatten(saved)) | set(_flatten(config))
                    if _flatten(saved).get(key) != _flatten(config).get(key))

@@ -318,6 +318,59 @@ def params_mismatch(directory: str, step: int, abstract_params: Any) -> list[str
     return lines
 
 
+def checkpoint_candidates(workdir: str, which: str = "latest", *,
+                          directory_name: str = run_files.CHECKPOINT_DIR) -> tuple[epath.Path, list[int]]:
+    """Where the parameters ``which`` names lie in a run, and the steps to try there, in order.
+
+    Parameters
+    ----------
+    workdir : str
+        A training work directory.
+    which : str
+        As in :func:`load_for_inference`.
+    directory_name : str
+        As in :func:`load_for_inference`.
+
+    Returns
+    -------
+    (directory, steps)
+        The orbax manager root and its candidate steps: the newest first for ``"latest"`` (older ones
+        are fallbacks), the one step otherwise.
+
+    Notes
+    -----
+    Raises ``FileNotFoundError`` when there is no such checkpoint (saying how to make one),
+    :class:`StaleAverageError` for an average older than the newest checkpoint, ``ValueError`` for an
+    unknown ``which``.
+    """
+    root = epath.Path(workdir)
+    if which in ("averaged", "best"):
+        directory = root / (run_files.AVERAGED_DIR if which == "averaged" else run_files.BEST_DIR)
+        steps = finished_steps(str(directory))
+        if not steps:
+            how = (f"run `python -m attention_jax.average_checkpoints --workdir={workdir}` first"
+                   if which == "averaged" else "train with config.early_stopping_patience > 0")
+            raise FileNotFoundError(f"no {which} checkpoint in {directory}: {how}.")
+        if which == "averaged":
+            check_average_is_current(workdir)
+        # The newest average; the lowest dev perplexity among the best kept.
+        candidates = [steps[-1]] if which == "averaged" else ranked_by_perplexity(str(directory))[:1]
+    elif which == "latest" or which.isdigit():
+        directory = root / directory_name
+        steps = finished_steps(str(directory))
+        if not steps:
+            raise FileNotFoundError(f"no finished checkpoint in {directory}.")
+        if which == "latest":
+            candidates = list(reversed(steps))
+        elif int(which) in steps:
+            candidates = [int(which)]
+        else:
+            raise FileNotFoundError(f"no checkpoint for step {which} in {directory}; steps: {steps}.")
+    else:
+        raise ValueError(f"which must be 'latest', 'averaged', 'best' or a step number; got {which!r}.")
+    return directory, candidates
+
+
 def load_for_inference(workdir: str, which: str = "latest", *,
                        directory_name: str = run_files.CHECKPOINT_DIR) -> tuple[Any, ml_collections.ConfigDict]:
     """Parameters and config of a training run, for decoding, evaluation and notebooks.
@@ -345,31 +398,7 @@ def load_for_inference(workdir: str, which: str = "latest", *,
     there are), ``ValueError`` for an unknown ``which`` or parameters that do not fit the config.
     """
     config = read_config(workdir)
-    root = epath.Path(workdir)
-    if which in ("averaged", "best"):
-        directory = root / (run_files.AVERAGED_DIR if which == "averaged" else run_files.BEST_DIR)
-        steps = finished_steps(str(directory))
-        if not steps:
-            how = (f"run `python -m attention_jax.average_checkpoints --workdir={workdir}` first"
-                   if which == "averaged" else "train with config.early_stopping_patience > 0")
-            raise FileNotFoundError(f"no {which} checkpoint in {directory}: {how}.")
-        if which == "averaged":
-            check_average_is_current(workdir)
-        # The newest average; the lowest dev perplexity among the best kept.
-        candidates = [steps[-1]] if which == "averaged" else ranked_by_perplexity(str(directory))[:1]
-    elif which == "latest" or which.isdigit():
-        directory = root / directory_name
-        steps = finished_steps(str(directory))
-        if not steps:
-            raise FileNotFoundError(f"no finished checkpoint in {directory}.")
-        if which == "latest":
-            candidates = list(reversed(steps))
-        elif int(which) in steps:
-            candidates = [int(which)]
-        else:
-            raise FileNotFoundError(f"no checkpoint for step {which} in {directory}; steps: {steps}.")
-    else:
-        raise ValueError(f"which must be 'latest', 'averaged', 'best' or a step number; got {which!r}.")
+    directory, candidates = checkpoint_candidates(workdir, which, directory_name=directory_name)
     abstract = abstract_inference_params(config)
     last_error: Exception | None = None
     for step in candidates:

@@ -6,7 +6,8 @@ Usage::
     python -m attention_jax.main --config=configs/table2.py:B1 --workdir=runs/B1 --config.num_train_steps=1000
 
 Rerunning the same command resumes from the workdir's latest checkpoint; once the run finished, it
-does nothing. Exit status: 0 finished, 2 bad command line or config, 3 another trainer holds the
+does nothing. ``--config.fine_tune_from=RUN`` starts a new workdir from another run's parameters and
+tokenizer (:mod:`attention_jax.training.fine_tuning`). Exit status: 0 finished, 2 bad command line or config, 3 another trainer holds the
 workdir, 75 stopped on SIGTERM/Ctrl-C after checkpointing (rerun to resume). Multi-process jobs (SLURM,
 TPU pods, or ``JAX_COORDINATOR_ADDRESS`` + ``JAX_NUM_PROCESSES`` + ``JAX_PROCESS_ID``) are detected
 and joined before training starts (:func:`attention_jax.training.distributed.maybe_initialize`).
@@ -25,7 +26,7 @@ from attention_jax import run_files
 from attention_jax.checkpointing import checkpoints
 from attention_jax.training import compilation_cache
 from attention_jax.commands import config_errors, quiet_libraries
-from attention_jax.training import distributed, train, workdir_lock
+from attention_jax.training import distributed, fine_tuning, train, workdir_lock
 from attention_jax.user_errors import USAGE_ERROR, UserInputError, exit_with_error
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file, e.g. configs/tiny.py or "
@@ -51,9 +52,14 @@ def main(argv: list[str]) -> None:
         _fail(f"--workdir={_WORKDIR.value} is a file, not a directory: name a new or existing run "
               f"directory.", USAGE_ERROR)
     distributed.maybe_initialize()
+    try:
+        source = fine_tuning.resolve_source(_CONFIG.value, _WORKDIR.value)  # Before anything is written.
+    except UserInputError as error:
+        _fail(str(error), USAGE_ERROR)
     compilation_cache.enable(_CONFIG.value.get("compilation_cache_dir"))
     try:
-        results = train.train_and_evaluate(_CONFIG.value, _WORKDIR.value)
+        data = fine_tuning.start_from_source(_CONFIG.value, _WORKDIR.value, source) if source else None
+        results = train.train_and_evaluate(_CONFIG.value, _WORKDIR.value, data=data)
     except workdir_lock.WorkdirLockedError as error:
         _fail(str(error), EXIT_LOCKED)
     except UserInputError as error:

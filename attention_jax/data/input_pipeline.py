@@ -279,7 +279,8 @@ def get_datasets(
     config : ml_collections.ConfigDict
         Reads ``dataset``, ``data_dir``, ``source_lang``, ``target_lang``, ``train_split``,
         ``eval_split``, ``test_split``, ``vocab_size``, ``max_len``, ``tokens_per_batch``; optionally
-        ``tokenizer_max_sentences`` (default 2,000,000), ``data_threads`` (default 2) and ``packing``
+        ``tokenizer_max_sentences`` (default 2,000,000), ``fine_tune_from`` (a run whose ``tokenizer.model``
+        is used instead of training one), ``data_threads`` (default 2) and ``packing``
         (default False: training batches then hold several pairs per row, see
         :mod:`attention_jax.data.packing`; evaluation batches stay bucketed).
     process_index : int
@@ -390,6 +391,8 @@ def _packed_plan(config: Any, lengths: tuple[np.ndarray, np.ndarray], row_multip
 
 
 def _load_or_train_tokenizer(source: data_sources.TranslationSource, config: Any) -> tokenizer_lib.Tokenizer:
+    if (fine_tuned := tokenizer_lib.tokenizer_for(config)) is not None:
+        return fine_tuned  # The source run's vocabulary, whatever this corpus would train.
     max_sentences = int(config.get("tokenizer_max_sentences", DEFAULT_TOKENIZER_MAX_SENTENCES))
     split_name = re.sub(r"[^A-Za-z0-9_.\-]+", "_", config.train_split)
     model_path = os.path.join(source.cache_dir, f"spm-bpe-{config.vocab_size}-{split_name}-{max_sentences}.model")

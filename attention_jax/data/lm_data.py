@@ -337,6 +337,8 @@ def get_datasets(config: Any, *, process_index: int = 0, process_count: int = 1,
 
 
 def _load_or_train_tokenizer(source: lm_sources.TextSource, config: Any) -> tokenizer_lib.Tokenizer:
+    if (fine_tuned := tokenizer_lib.tokenizer_for(config)) is not None:
+        return fine_tuned  # The source run's vocabulary, whatever this text would train.
     max_sentences = int(config.get("tokenizer_max_sentences", DEFAULT_TOKENIZER_MAX_SENTENCES))
     split_name = re.sub(r"[^A-Za-z0-9_.\-]+", "_", config.train_split)
     model_path = os.path.join(source.cache_dir(config.train_split),

@@ -21,6 +21,7 @@ from __future__ import annotations
 import io
 import os
 from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 import sentencepiece as spm
@@ -28,7 +29,7 @@ from absl import logging
 
 from attention_jax import run_files
 from attention_jax.data import first_use
-from attention_jax.user_errors import UserInputError
+from attention_jax.user_errors import MissingInputError, UserInputError
 
 PAD_ID = 0
 UNK_ID = 1
@@ -293,3 +294,33 @@ def load_or_train_tokenizer(
         return trained[0]
     logging.info("Reusing tokenizer %s", model_path)
     return Tokenizer.load(model_path)
+
+
+def tokenizer_for(config: Any) -> Tokenizer | None:
+    """The tokenizer of the run ``config.fine_tune_from`` names (its ``tokenizer.model``), or ``None``.
+
+    Parameters
+    ----------
+    config : ml_collections.ConfigDict
+        Reads ``fine_tune_from`` (absent or ``""``: no run, the pipeline trains its own tokenizer).
+
+    Returns
+    -------
+    Tokenizer or None
+        The source run's tokenizer, whatever the new corpus: fine-tuned weights keep their token ids
+        (:mod:`attention_jax.training.fine_tuning`).
+
+    Notes
+    -----
+    Raises :class:`attention_jax.user_errors.MissingInputError` when that run has no ``tokenizer.model``.
+    """
+    source_workdir = config.get("fine_tune_from", "") or ""
+    if not source_workdir:
+        return None
+    path = os.path.join(source_workdir, run_files.TOKENIZER_FILE)
+    if not os.path.exists(path):
+        raise MissingInputError(f"config.fine_tune_from={source_workdir}: {path} not found; fine-tuning reuses the "
+                                f"run's own tokenizer.model (name a training run's work directory).")
+    logging.info("Fine-tuning with the tokenizer of %s", path)
+    return Tokenizer.load(path)
+

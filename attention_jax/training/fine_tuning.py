@@ -1,0 +1,214 @@
+"""Fine-tuning on new data: a new work directory that starts from another run's parameters and tokenizer.
+
+A run's weights belong to the token ids of its own ``tokenizer.model``, so a run never resumes on another
+corpus (:func:`attention_jax.checkpointing.checkpoints.check_resume_compatible` refuses it). To train a
+finished (or stopped) run further on new data, start a **new** run that names it::
+
+    python -m attention_jax.main --config=configs/base.py --workdir=runs/base_ft \
+        --config.dataset=tsv:data/new_corpus --config.fine_tune_from=runs/base \
+        --config.fine_tune_checkpoint=averaged --config.num_train_steps=2000
+
+The source run is only read. The new run:
+
+- tokenizes the new corpus with the source's ``tokenizer.model`` (the data pipeline trains none,
+  :func:`attention_jax.data.tokenizer.tokenizer_for`), which also becomes the new run's own;
+- starts from the source's parameters (``fine_tune_checkpoint``: ``latest``, ``best``, ``averaged`` or a
+  step number) with a fresh optimizer state and the learning-rate schedule from step 0, written as the new
+  run's step-0 checkpoint (:func:`start_from_source`), so it resumes, is killed and rerun like any run;
+- records where it came from: ``config.json`` keeps ``fine_tune_from`` and ``fine_tune_checkpoint``,
+  ``fine_tuned_from.json`` the source's resolved checkpoint directory and step.
+
+The model must be the source's: every model field except :data:`ADJUSTABLE_FIELDS` (dropout, the length
+limit of sinusoidal positions, and compute-only settings) must match, and the parameter shapes are checked
+against the source's checkpoint. A mismatch is one line naming the fields, before anything is written.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+from typing import Any
+
+import jax
+import ml_collections
+from absl import logging
+
+from attention_jax import run_files
+from attention_jax.checkpointing import checkpoints, params_checkpoints
+from attention_jax.models import language_model
+from attention_jax.models.transformer_config import TransformerConfig
+from attention_jax.training import optim, sharding, train, workdir_lock
+from attention_jax.training.train_state import (
+    abstract_boxed_state, abstract_train_state, create_train_state, train_state_shardings,
+)
+from attention_jax.user_errors import UserInputError
+
+# Model fields a fine-tuning run may set apart from its source: they change no parameter.
+ADJUSTABLE_FIELDS = ("dropout_rate", "attention_dropout_rate", "max_len")
+
+
+@dataclasses.dataclass(frozen=True)
+class FineTuneSource:
+    """The run a fine-tuning run starts from, resolved and checked (:func:`resolve_source`).
+
+    Attributes
+    ----------
+    workdir : str
+        The source run's work directory, absolute.
+    checkpoint : str
+        ``config.fine_tune_checkpoint``: ``"latest"``, ``"best"``, ``"averaged"`` or a step number.
+    directory : str
+        The orbax manager root holding those parameters (``checkpoints/``, ``best/`` or ``averaged/``).
+    step : int
+        The step of those parameters there.
+    tokenizer_sha256 : str
+        SHA-256 of the source's ``tokenizer.model``, the vocabulary the new run trains with.
+    """
+
+    workdir: str
+    checkpoint: str
+    directory: str
+    step: int
+    tokenizer_sha256: str
+
+    def record(self) -> dict[str, Any]:
+        """What ``fine_tuned_from.json`` and the step-0 checkpoint's bookkeeping keep."""
+        return dataclasses.asdict(self)
+
+
+def resolve_source(config: ml_collections.ConfigDict, workdir: str) -> FineTuneSource | None:
+    """Check ``config.fine_tune_from`` and find its parameters, reading only (nothing is written).
+
+    Parameters
+    ----------
+    config : ml_collections.ConfigDict
+        The new run's config; ``fine_tune_from`` absent or ``""`` means no fine-tuning.
+    workdir : str
+        The new run's work directory.
+
+    Returns
+    -------
+    FineTuneSource or None
+        The source's parameters; ``None`` when the config fine-tunes nothing, or when ``workdir`` already
+        holds a checkpoint (a rerun resumes its own: the source is not read again).
+
+    Notes
+    -----
+    Raises :class:`UserInputError`, one line, when the source is not a training run (no ``config.json``,
+    ``tokenizer.model`` or such checkpoint), is the new run itself, or holds another model: every
+    differing model field is named (apart from :data:`ADJUSTABLE_FIELDS`), and any parameter whose shape
+    differs.
+    """
+    source_workdir = config.get("fine_tune_from", "") or ""
+    if not source_workdir:
+        return None
+    name = f"config.fine_tune_from={source_workdir}"
+    if os.path.abspath(source_workdir) == os.path.abspath(workdir):
+        raise UserInputError(f"{name} is the run's own --workdir: fine-tuning starts a new work directory.")
+    if checkpoints.finished_steps(os.path.join(workdir, run_files.CHECKPOINT_DIR)):
+        return None
+    tokenizer_path = os.path.join(source_workdir, run_files.TOKENIZER_FILE)
+    try:
+        source_config = checkpoints.read_config(source_workdir)
+        with open(tokenizer_path, "rb") as tokenizer_file:
+            tokenizer_sha256 = hashlib.sha256(tokenizer_file.read()).hexdigest()
+        which = str(config.get("fine_tune_checkpoint", "latest"))
+        directory, steps = params_checkpoints.checkpoint_candidates(source_workdir, which)
+    except (OSError, ValueError) as error:  # FileNotFoundError, StaleAverageError, an unknown checkpoint name.
+        raise UserInputError(f"{name}: {error}") from error
+    differences = {field: values for field, values in checkpoints.model_config_differences(source_config, config).items()
+                   if field not in ADJUSTABLE_FIELDS}
+    if differences:
+        listed = "; ".join(f"{field}: {old!r} there, {new!r} here" for field, (old, new) in sorted(differences.items()))
+        raise UserInputError(f"{name} holds another model ({listed}): fine-tuning keeps the model; set the same "
+                             f"fields (only {', '.join(ADJUSTABLE_FIELDS)} may differ).")
+    mismatch = params_checkpoints.params_mismatch(str(directory), steps[0],
+                                                  params_checkpoints.abstract_inference_params(config))
+    if mismatch:
+        raise UserInputError(f"{name}: the parameters of {directory}/{steps[0]} do not fit this model: "
+                             f"{'; '.join(mismatch[:3])}{'; ...' if len(mismatch) > 3 else ''}.")
+    return FineTuneSource(workdir=os.path.abspath(source_workdir), checkpoint=which, directory=str(directory),
+                          step=int(steps[0]), tokenizer_sha256=tokenizer_sha256)
+
+
+def start_from_source(config: ml_collections.ConfigDict, workdir: str, source: FineTuneSource,
+                      data: Any = None) -> Any:
+    """Write the new run's step-0 checkpoint: the source's parameters, a fresh optimizer state.
+
+    Parameters
+    ----------
+    config : ml_collections.ConfigDict
+        The new run's config (``fine_tune_from`` set).
+    workdir : str
+        The new run's work directory.
+    source : FineTuneSource
+        From :func:`resolve_source`.
+    data : object, optional
+        The new run's data (default: loaded from the config, with the source's tokenizer).
+
+    Returns
+    -------
+    object
+        The data, to pass on to :func:`attention_jax.training.train.train_and_evaluate` (loaded here
+        for the data iterator's starting state, so it is not loaded twice); ``data`` unchanged when the
+        work directory already holds a checkpoint (a rerun resumes its own, nothing is written).
+
+    Notes
+    -----
+    Holds the work directory's lock while writing. Besides the checkpoint (whose bookkeeping records
+    the source), writes ``WORKDIR/fine_tuned_from.json``; ``config.json`` and ``tokenizer.model`` are
+    written by the training run itself.
+    """
+    if checkpoints.finished_steps(os.path.join(workdir, run_files.CHECKPOINT_DIR)):
+        return data
+    mesh = sharding.create_mesh(config.mesh_shape, config.mesh_axes)
+    data = data if data is not None else train._load_data(config, mesh)  # noqa: SLF001  (the loader training uses)
+    lock = workdir_lock.acquire_for_job(workdir)  # Only now: a corpus mistake above leaves no work directory.
+    try:
+        transformer = language_model.build_model(TransformerConfig.from_config(config),
+                                                 language_model.model_kind_of(config))
+        optimizer = optim.make_optimizer(config, optim.make_schedule(config))
+        boxed_state = abstract_boxed_state(transformer, optimizer)
+        shardings = train_state_shardings(boxed_state, mesh, sharding.logical_axis_rules(config.param_sharding, mesh))
+        params = params_checkpoints.restore_params(source.directory, source.step,
+                                                   abstract_train_state(boxed_state, shardings).params)
+        opt_state = jax.jit(optimizer.init, out_shardings=shardings.opt_state)(params)  # Fresh: Adam's moments 0.
+        state = create_train_state(config.seed, transformer, optimizer, shardings).replace(
+            params=params, opt_state=opt_state)  # Step 0 and the run's own dropout seed.
+        iterator = data.train_iterator(config.seed)
+        manager = checkpoints.TrainingCheckpoints(workdir, keep=config.keep_checkpoints)
+        try:
+            manager.save(state, data_state=iterator.get_state() if hasattr(iterator, "get_state") else None,
+                         progress={"fine_tuned_from": source.record()})
+        finally:
+            manager.close()
+        if jax.process_index() == 0:
+            run_files.write_json_atomically(os.path.join(workdir, run_files.FINE_TUNED_FROM_FILE), source.record())
+    finally:
+        if lock is not None:
+            lock.release()
+    logging.info("Fine-tuning from %s (%s, step %d of %s): its parameters and tokenizer.model, a fresh optimizer "
+                 "at step 0.", source.workdir, source.checkpoint, source.step, source.directory)
+    return data
+
+
+def read_source_record(workdir: str) -> dict[str, Any] | None:
+    """A fine-tuned run's ``fine_tuned_from.json`` (see :meth:`FineTuneSource.record`), else ``None``.
+
+    Parameters
+    ----------
+    workdir : str
+        A training work directory.
+
+    Returns
+    -------
+    dict or None
+        The source's work directory, checkpoint name, directory and step, and its tokenizer's SHA-256.
+    """
+    path = os.path.join(workdir, run_files.FINE_TUNED_FROM_FILE)
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as record_file:
+        return json.loads(record_file.read())
