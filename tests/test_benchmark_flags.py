@@ -18,7 +18,8 @@ import pytest
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 BENCHMARKS = REPO_ROOT / "benchmarks"
-HELPERS = {"command_line", "child_process"}  # Modules the benchmarks share; no command line of their own.
+HELPERS = {"command_line", "child_process"}
+ABSL_HELP_FLAGS = {"help", "helpshort", "helpfull"}  # Modules the benchmarks share; no command line of their own.
 # `python benchmarks/NAME.py ...` or `python -m benchmarks.NAME ...` up to the end of the command.
 _COMMAND = re.compile(r"(?:python[0-9.]*|/bin/python)\s+(?:-m\s+benchmarks\.(\w+)|benchmarks/(\w+)\.py)"
                       r"((?:\s+[^\s|;&>`#]+)*)")
@@ -53,7 +54,7 @@ def _documented_flags() -> dict[str, set[str]]:
         for match in _COMMAND.finditer(path.read_text().replace("\\\n", " ")):
             name = match.group(1) or match.group(2)
             given = re.findall(r"(?<!\S)--([a-zA-Z_]+)(?=[=\s]|$)", match.group(3))  # --config.x passes through.
-            documented.setdefault(name, set()).update(given)
+            documented.setdefault(name, set()).update(set(given) - ABSL_HELP_FLAGS)
     return documented
 
 
