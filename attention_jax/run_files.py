@@ -238,3 +238,24 @@ def write_json_atomically(path: str, value: Any, **dump_options: Any) -> None:
     """
     dump_options.setdefault("indent", 2)
     write_atomically(path, json.dumps(value, **dump_options) + "\n")
+
+
+def read_fine_tuned_from(workdir: str) -> dict[str, Any] | None:
+    """A fine-tuned run's ``fine_tuned_from.json``, else ``None``.
+
+    Parameters
+    ----------
+    workdir : str
+        A training work directory.
+
+    Returns
+    -------
+    dict or None
+        The source's work directory, checkpoint name, directory and step, and its tokenizer's SHA-256
+        (written by ``training.fine_tuning``).
+    """
+    path = os.path.join(workdir, FINE_TUNED_FROM_FILE)
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as record_file:
+        return json.loads(record_file.read())

@@ -80,10 +80,12 @@ def test_fine_tuning_starts_from_the_sources_parameters_with_a_fresh_optimizer(
 
     results = train.train_and_evaluate(config, str(workdir), data=data)
     assert results["finished"] and results["step"] == 2  # Steps counted from 0: a fresh schedule.
-    record = fine_tuning.read_source_record(str(workdir))
+    record = run_files.read_fine_tuned_from(str(workdir))
     assert record == json.loads((workdir / run_files.FINE_TUNED_FROM_FILE).read_text())
     assert record["workdir"] == str(source_run) and record["step"] == 4 and record["checkpoint"] == "latest"
     assert record["tokenizer_sha256"] == hashlib.sha256(b"the source run's SentencePiece model").hexdigest()
+    assert results["fine_tuned_from"] == record  # results.json names the source too.
+    assert json.loads((workdir / run_files.RESULTS_FILE).read_text())["fine_tuned_from"] == record
     assert checkpoints.read_config(str(workdir)).fine_tune_from == str(source_run)
     assert _snapshot(source_run) == before  # The source is only read.
     trained = _params(workdir / run_files.CHECKPOINT_DIR, 2)

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import os
 from typing import Any
 
@@ -164,7 +163,7 @@ def start_from_source(config: ml_collections.ConfigDict, workdir: str, source: F
     if checkpoints.finished_steps(os.path.join(workdir, run_files.CHECKPOINT_DIR)):
         return data
     mesh = sharding.create_mesh(config.mesh_shape, config.mesh_axes)
-    data = data if data is not None else train._load_data(config, mesh)  # noqa: SLF001  (the loader training uses)
+    data = data if data is not None else train.load_data(config, mesh)  # The loader training uses.
     lock = workdir_lock.acquire_for_job(workdir)  # Only now: a corpus mistake above leaves no work directory.
     try:
         transformer = language_model.build_model(TransformerConfig.from_config(config),
@@ -192,23 +191,3 @@ def start_from_source(config: ml_collections.ConfigDict, workdir: str, source: F
     logging.info("Fine-tuning from %s (%s, step %d of %s): its parameters and tokenizer.model, a fresh optimizer "
                  "at step 0.", source.workdir, source.checkpoint, source.step, source.directory)
     return data
-
-
-def read_source_record(workdir: str) -> dict[str, Any] | None:
-    """A fine-tuned run's ``fine_tuned_from.json`` (see :meth:`FineTuneSource.record`), else ``None``.
-
-    Parameters
-    ----------
-    workdir : str
-        A training work directory.
-
-    Returns
-    -------
-    dict or None
-        The source's work directory, checkpoint name, directory and step, and its tokenizer's SHA-256.
-    """
-    path = os.path.join(workdir, run_files.FINE_TUNED_FROM_FILE)
-    if not os.path.exists(path):
-        return None
-    with open(path, encoding="utf-8") as record_file:
-        return json.loads(record_file.read())

@@ -82,7 +82,21 @@ def validate_training_config(config: ml_collections.ConfigDict) -> None:
     TransformerConfig.from_config(config)  # Raises for a bad model field (e.g. a cpu_kernels that is no bool).
 
 
-def _load_data(config: ml_collections.ConfigDict, mesh: Mesh) -> Any:
+def load_data(config: ml_collections.ConfigDict, mesh: Mesh) -> Any:
+    """The training data ``config`` names: translation pairs or a language model's documents.
+
+    Parameters
+    ----------
+    config : ml_collections.ConfigDict
+        The run's config (its data fields and model kind).
+    mesh : Mesh
+        The device mesh; rows per batch are made a multiple of its data-parallel size.
+
+    Returns
+    -------
+    Any
+        ``input_pipeline.get_datasets``'s (or ``lm_data.get_datasets``'s) result for this process.
+    """
     if language_model.model_kind_of(config) == "decoder_only":
         from attention_jax.data import lm_data as input_pipeline  # Documents packed into rows.
     else:
@@ -96,7 +110,7 @@ def _load_data(config: ml_collections.ConfigDict, mesh: Mesh) -> Any:
 def _setup(config: ml_collections.ConfigDict, workdir: str, data: Any) -> TrainingRun:
     """Mesh, model, compiled steps, and the initial or restored state and data iterator."""
     mesh = sharding.create_mesh(config.mesh_shape, config.mesh_axes)
-    data = data if data is not None else _load_data(config, mesh)
+    data = data if data is not None else load_data(config, mesh)
     if data.tokenizer.vocab_size > config.vocab_size:
         raise ValueError(f"the tokenizer has {data.tokenizer.vocab_size} tokens but the model's "
                          f"vocab_size is {config.vocab_size}: raise config.vocab_size.")
@@ -403,6 +417,7 @@ def _results(run: TrainingRun) -> dict[str, Any]:
         "train_flops": flops.training_flops(config, _progress(run)["train_target_tokens"]),
         "devices": jax.device_count(),
         "mesh": dict(run.mesh.shape),
+        "fine_tuned_from": run_files.read_fine_tuned_from(run.workdir),
     }
 
 
