@@ -21,10 +21,7 @@ SEED_COLUMNS = ("seeds", "seeds_pending", "dev_ppl_mean", "dev_ppl_std", "dev_bl
 
 # Notebooks committed without outputs, and why; their outputs test is a strict xfail, so that committing
 # them with outputs fails it until the entry here goes.
-WITHOUT_OUTPUTS = {
-    QUICKSTART_NOTEBOOK.name: "trains the quickstart model when runs/tiny holds none (about 6 minutes on 2 free "
-                              "cores): refresh it where runs/tiny holds a trained run",
-}
+WITHOUT_OUTPUTS: dict[str, str] = {}
 REFRESH = "refresh with `python -m tests.support.notebooks notebooks/NAME.ipynb` (docs/notebooks.md)"
 
 
