@@ -23,7 +23,7 @@ default, and ``bfloat16``, parameters kept in float32):
   target tokens, no padding, dropout and label smoothing from the config, each step timed to
   completion; target tokens/s of the median step, of the mean step (``mean_target_tokens_per_s``,
   what the peer reports), and **MFU**: the model's matmul FLOPs per second over the GPU's dense peak
-  for the dtype (:data:`GPU_PEAKS`, datasheet figures; an unknown device gets a peak measured here
+  for the dtype (:data:`attention_jax.training.device_peaks.DATASHEET_PEAKS`, datasheet figures; an unknown device gets a peak measured here
   once per dtype, ``--peak_size``^3 products). ``speedup_vs_xla`` compares each path with ``xla``;
 - **beam search** (beam 4, alpha 0.6, cached, ``benchmarks/decode.py``'s forced-length search) of
   ``--beam_sentences`` sources of ``--beam_len`` tokens, every output exactly ``--beam_len`` tokens (the
@@ -46,9 +46,7 @@ import gc
 import json
 import os
 import pathlib
-import re
 import sys
-import time
 from typing import Any
 
 from absl import flags
@@ -56,6 +54,8 @@ from absl import flags
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
+
+from attention_jax.training import device_peaks  # noqa: E402 (after the path set-up)
 
 from benchmarks import command_line  # noqa: E402  (absl and the error line; no JAX)
 from child_process import repository_environment, run_captured  # noqa: E402
@@ -66,30 +66,6 @@ MODELS = ("base", "big")
 DTYPES = ("float32", "bfloat16")
 IMPLEMENTATIONS = ("einsum", "xla", "fused", "cudnn")
 VOCAB_SIZE = 37000  # configs/base.py's shared vocabulary (big inherits it).
-
-# Dense (no sparsity) peaks in TFLOP/s: float32 is the TF32 tensor-core rate (JAX's default precision for
-# float32 products on these GPUs), bfloat16 the BF16 tensor-core rate. Datasheets state most figures
-# "with sparsity"; the dense rate is half of those. First matching pattern (on jax's device_kind) wins.
-GPU_PEAKS: tuple[tuple[str, dict[str, float], str], ...] = (
-    (r"H100.*NVL", {"bfloat16": 835.5, "float32": 417.5},
-     "NVIDIA H100 Tensor Core GPU datasheet, H100 NVL column (1,671 / 835 TFLOPS with sparsity, halved)"),
-    (r"H100.*PCIe", {"bfloat16": 756.5, "float32": 378.0},
-     "NVIDIA H100 Tensor Core GPU datasheet, H100 PCIe column (1,513 / 756 TFLOPS with sparsity, halved)"),
-    (r"H100", {"bfloat16": 989.5, "float32": 494.5},
-     "NVIDIA H100 Tensor Core GPU datasheet, H100 SXM column (1,979 / 989 TFLOPS with sparsity, halved)"),
-    (r"H200.*NVL", {"bfloat16": 835.5, "float32": 417.5},
-     "NVIDIA H200 Tensor Core GPU datasheet, H200 NVL column (1,671 / 835 TFLOPS with sparsity, halved)"),
-    (r"H200", {"bfloat16": 989.5, "float32": 494.5},
-     "NVIDIA H200 Tensor Core GPU datasheet, H200 SXM column (1,979 / 989 TFLOPS with sparsity, halved)"),
-    (r"A100", {"bfloat16": 312.0, "float32": 156.0},
-     "NVIDIA A100 Tensor Core GPU datasheet (BF16 312, TF32 156 TFLOPS dense; SXM and PCIe alike)"),
-    (r"L40S", {"bfloat16": 366.5, "float32": 183.0},
-     "NVIDIA L40S datasheet (733 / 366 TFLOPS with sparsity, halved)"),
-    (r"\bL4\b", {"bfloat16": 121.0, "float32": 60.0},
-     "NVIDIA L4 Tensor Core GPU datasheet (242 / 120 TFLOPS with sparsity, halved)"),
-    (r"\bA10\b", {"bfloat16": 125.0, "float32": 62.5},
-     "NVIDIA A10 Tensor Core GPU datasheet (250 / 125 TFLOPS with sparsity, halved)"),
-)
 
 # The peer in bfloat16: its TransformerConfig built with dtype=bfloat16, then its script run unchanged.
 PEER_BFLOAT16 = ("import os, runpy, sys; sys.path.insert(0, os.environ['PEER']); import jax.numpy as jnp, models; "
@@ -111,7 +87,7 @@ SMOKE_MODEL_OVERRIDES = {  # Tiny stand-ins with the two models' head counts.
 
 
 def table_peak(device_kind: str, dtype: str) -> tuple[float, str] | None:
-    """The dense peak of a known GPU for ``dtype``, in FLOP/s, and its source; ``None`` if unknown.
+    """The dense peak of a known NVIDIA GPU for ``dtype``, in FLOP/s, and its source; ``None`` if unknown.
 
     Parameters
     ----------
@@ -124,43 +100,16 @@ def table_peak(device_kind: str, dtype: str) -> tuple[float, str] | None:
     -------
     tuple[float, str] or None
         Peak FLOP/s per device and where the figure comes from.
+
+    Notes
+    -----
+    The figures are the training loop's (:data:`attention_jax.training.device_peaks.DATASHEET_PEAKS`),
+    restricted to NVIDIA's GPUs: this benchmark is for GPUs.
     """
-    for pattern, peaks, source in GPU_PEAKS:
-        if re.search(pattern, device_kind, flags=re.IGNORECASE):
-            return peaks[dtype] * 1e12, source
-    return None
-
-
-def measure_matmul_peak(dtype: str, size: int, repeats: int = 10) -> float:
-    """Best ``size``^3 matmul rate of one device in ``dtype`` (default precision), in FLOP/s.
-
-    Parameters
-    ----------
-    dtype : str
-        ``"float32"`` or ``"bfloat16"``.
-    size : int
-        Matrix side.
-    repeats : int
-        Timed products; the fastest counts.
-
-    Returns
-    -------
-    float
-        ``2 size^3 / best time``.
-    """
-    import jax
-    import jax.numpy as jnp
-
-    matmul = jax.jit(jnp.dot)
-    left = jax.random.normal(jax.random.key(0), (size, size), dtype)
-    right = jax.random.normal(jax.random.key(1), (size, size), dtype)
-    matmul(left, right).block_until_ready()
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        matmul(left, right).block_until_ready()
-        best = min(best, time.perf_counter() - start)
-    return 2.0 * size**3 / best
+    peak = device_peaks.datasheet_peak(device_kind, dtype)
+    if peak is None or "NVIDIA" not in peak.source:
+        return None
+    return peak.flops_per_s, peak.source
 
 
 def model_config(name: str, dtype: str, implementation: str, smoke: bool) -> Any:
@@ -328,7 +277,7 @@ def our_beam_search(config: Any, shapes: dict[str, int]) -> dict[str, Any]:
 
 
 def peaks_for(device: dict[str, Any], dtypes: list[str], size: int) -> dict[str, dict[str, Any]]:
-    """The dense peak per device for each dtype: from :data:`GPU_PEAKS`, else measured once here.
+    """The dense peak per device for each dtype: from the datasheet table, else measured once here.
 
     Parameters
     ----------
@@ -350,8 +299,8 @@ def peaks_for(device: dict[str, Any], dtypes: list[str], size: int) -> dict[str,
         if known is not None:
             peaks[dtype] = {"flops_per_s": known[0], "source": known[1]}
         else:
-            peaks[dtype] = {"flops_per_s": measure_matmul_peak(dtype, size),
-                            "source": f"measured here: best of 10 {size}^3 {dtype} matmuls (device not in GPU_PEAKS)"}
+            peaks[dtype] = {"flops_per_s": device_peaks.measure_matmul_peak(dtype, size, repeats=10),
+                            "source": f"measured here: best of 10 {size}^3 {dtype} matmuls (device not in the datasheet table)"}
     return peaks
 
 
