@@ -16,7 +16,7 @@ be identical; the benchmark fails otherwise.
 
 Notes
 -----
-Measured with ``--workdir`` a ``configs/table2_small.py`` base run (6+6 layers, d_model 64, 1,000
+Measured with ``--workdir`` a ``configs/table2_pilot.py`` base run (6+6 layers, d_model 64, 1,000
 pieces; ``benchmarks/results/translate_messages_table2_small_base.json``) and the command above, on the
 2-core development machine while a sweep shared its cores (so the absolute times are high): decoding
 500 sentences took 26.2 / 20.0 / 19.1 s and compiling 30.6 / 43.2 / 65.4 s with 1 / 2 / 4 stages, with

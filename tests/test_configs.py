@@ -137,7 +137,7 @@ def test_derived_head_size_needs_divisible_d_model() -> None:
     assert TransformerConfig.from_config(config).key_dim == 64
 
 
-@pytest.mark.parametrize("module_name", ["table2_small", "table2_small_quarter", "table2_small_subset"])
+@pytest.mark.parametrize("module_name", ["table2_small", "table2_pilot", "table2_small_quarter", "table2_small_subset"])
 def test_table2_small_scales_every_row_the_same_way(module_name: str) -> None:
     import importlib
 
@@ -159,7 +159,7 @@ def test_table2_small_scales_every_row_the_same_way(module_name: str) -> None:
                       "final_bleu_splits"):
             assert small_row[field] == small_base[field], (row, field)
         assert small_row.paper.to_dict() == paper_row.paper.to_dict()
-    if module_name in ("table2_small", "table2_small_quarter"):  # The paper's protocol: the whole split, a fixed budget, the last step.
+    if module_name in ("table2_small", "table2_pilot", "table2_small_quarter"):  # The paper's protocol: the whole split, a fixed budget, the last step.
         assert small_base.train_split == "train" and small_base.early_stopping_patience == 0
         assert small_base.num_train_steps == table2_small.NUM_TRAIN_STEPS
     else:  # The subset: every row trains until dev stops improving (the step count is only a cap).
