@@ -277,8 +277,15 @@ def _overrides(args: Settings) -> dict[str, str]:
     return settings
 
 
-def _machine() -> dict[str, Any]:
-    """CPU model, core count and load: the conditions the minutes were measured in."""
+def machine_description() -> dict[str, Any]:
+    """The machine a benchmark ran on: CPU model, core count and platform (``whole_split_decode.py`` too).
+
+    Returns
+    -------
+    dict[str, Any]
+        ``cpu`` (the model name from ``/proc/cpuinfo``, else :func:`platform.processor`), ``cpu_count``,
+        ``platform`` and ``jax_platforms`` (``$JAX_PLATFORMS``, empty when unset).
+    """
     model = platform.processor() or platform.machine()
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as file:
@@ -544,7 +551,7 @@ def main(argv: list[str]) -> None:
                      "length_penalty_alpha": float(settings["length_penalty_alpha"]),
                      "dev_bleu": "every dev sentence", "dev_sentences": _dev_sentences(settings["dataset"]),
                      "stop_at_target": args.stop_at_target},
-        "machine": _machine() | {"device": _device(env), "load_average_before": load_before,
+        "machine": machine_description() | {"device": _device(env), "load_average_before": load_before,
                                  "load_average_after": os.getloadavg()},
         "evaluations": [evaluation.to_json() for evaluation in evaluations],
         "target": target,

@@ -193,9 +193,39 @@ class EvaluationStopped(Exception):
     """A stop request (SIGTERM, Ctrl-C) came while a split was being translated; the message says how far."""
 
 
+def decoding_batches(encoded_sources: Sequence[Sequence[int]], batch_size: int, *,
+                     sort_by_length: bool = True) -> list[list[int]]:
+    """Cut the non-empty sources into the batches :func:`translate_stoppably` decodes, as index lists.
+
+    Parameters
+    ----------
+    encoded_sources : Sequence[Sequence[int]]
+        Token ids of each source (``decode.Translator.encode_sources``); empty ones are left out.
+    batch_size : int
+        Sentences per batch (``translator.batch_size``); the last batch may hold fewer.
+    sort_by_length : bool
+        Order the sources longest first before cutting (the default), so that each batch holds
+        sentences of similar length and pads little; False keeps the input order.
+
+    Returns
+    -------
+    list[list[int]]
+        Positions in ``encoded_sources``, one list per batch, in decoding order.
+
+    Notes
+    -----
+    Python's sort is stable, so sources of equal length keep their input order within the sorted batches.
+    """
+    order = [index for index, ids in enumerate(encoded_sources) if ids]
+    if sort_by_length:
+        order.sort(key=lambda index: -len(encoded_sources[index]))
+    return [order[start:start + batch_size] for start in range(0, len(order), batch_size)]
+
+
 def translate_stoppably(translator: decode.Translator, sources: Sequence[str], *,
                         should_stop: Callable[[], bool] | None = None,
-                        report_progress: Callable[[int], None] | None = None) -> list[str]:
+                        report_progress: Callable[[int], None] | None = None,
+                        sort_by_length: bool = True) -> list[str]:
     """Translate like ``translator.translate``, one batch at a time, checking for a stop request between.
 
     Parameters
@@ -208,21 +238,25 @@ def translate_stoppably(translator: decode.Translator, sources: Sequence[str], *
         Asked before each batch; when it returns True, :class:`EvaluationStopped` is raised.
     report_progress : Callable[[int], None], optional
         Called after each batch with the number of sentences translated so far.
+    sort_by_length : bool
+        Cut the sources into batches after sorting them longest first (the default, and what
+        ``translator.translate`` does). False cuts them in input order: each batch is then padded to its
+        longest sentence, the unsorted baseline that ``benchmarks/whole_split_decode.py`` compares against.
 
     Returns
     -------
     list[str]
-        The translations in input order, the same as ``translator.translate(sources)``: the batches are
-        the same, since the sources are sorted by length once and cut into whole batches.
+        The translations in input order. With ``sort_by_length`` they are the same as
+        ``translator.translate(sources)``: the batches are the same, since the sources are sorted by
+        length once and cut into whole batches (:func:`decoding_batches`).
     """
     encoded = translator.encode_sources(sources)
-    order = sorted((i for i, ids in enumerate(encoded) if ids), key=lambda i: -len(encoded[i]))
+    batches = decoding_batches(encoded, translator.batch_size, sort_by_length=sort_by_length)
     outputs = [""] * len(sources)
-    done = len(sources) - len(order)  # Empty sources translate to "".
-    for start in range(0, len(order), translator.batch_size):
+    done = len(sources) - sum(len(indices) for indices in batches)  # Empty sources translate to "".
+    for indices in batches:
         if should_stop is not None and should_stop():
             raise EvaluationStopped(f"{done} of {len(sources)} sentences translated")
-        indices = order[start:start + translator.batch_size]
         for index, ids in zip(indices, translator.translate_ids([encoded[i] for i in indices])):
             outputs[index] = translator.tokenizer.decode(ids) if ids else ""
         done += len(indices)
