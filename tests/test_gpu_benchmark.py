@@ -68,6 +68,23 @@ def test_ratios_against_xla_and_the_peer():
     assert "RuntimeError: no" in text and "1.50" in text
 
 
+def test_a_partial_report_names_the_pending_pairs_and_replaces_the_file(tmp_path: pathlib.Path) -> None:
+    record = {"target_tokens_per_s": 200.0, "mean_target_tokens_per_s": 190.0, "mfu": 0.5}
+    train = {"base": {"bfloat16": {"einsum": dict(record), "xla": dict(record, target_tokens_per_s=100.0)}}}
+    beam = {"base": {"bfloat16": {"sentences_per_s": 30.0}}}
+    peer = {"base": {"bfloat16": {"target_tokens_per_s": 95.0, "sentences_per_s": 20.0}},
+            "big": {"bfloat16": {"skipped": "no peer"}}}
+    out = tmp_path / "gpu.json"
+    out.write_text("stale")
+    gpu.write_json(gpu.build_report({"mode": "full"}, train, beam, peer, [("big", "bfloat16")]), str(out))
+    report = json.loads(out.read_text())
+    assert report["complete"] is False and report["pending"] == ["big bfloat16"]
+    assert report["train"]["base"]["bfloat16"]["einsum"]["speedup_vs_xla"] == 2.0
+    assert report["train"]["base"]["bfloat16"]["einsum"]["ours_over_peer"] == 2.0
+    assert report["beam"]["base"]["bfloat16"]["ours_over_peer"] == 1.5
+    assert [path.name for path in tmp_path.iterdir()] == ["gpu.json"]  # No .partial file left behind.
+
+
 def test_full_mode_without_a_gpu_exits_2_with_one_line(tmp_path: pathlib.Path) -> None:
     env = train_support.subprocess_env(str(tmp_path / "cache"))  # JAX_PLATFORMS=cpu: no GPU here.
     completed = train_support.run_python(["benchmarks/gpu.py", f"--out={tmp_path / 'gpu.json'}"], env, timeout=300)
@@ -96,6 +113,7 @@ def test_smoke_mode_writes_every_field(tmp_path: pathlib.Path) -> None:
     report = json.loads(out.read_text())
     assert json.loads(completed.stdout) == report
     assert report["mode"] == "smoke" and report["device"]["backend"] == "cpu" and report["device"]["device_count"] >= 1
+    assert report["complete"] is True and report["pending"] == []
     assert set(report["shapes"]) == set(gpu.FULL) | {"vocab_size", "beam_size", "alpha"}
     assert set(report["peaks"]) == set(gpu.DTYPES)
     for peak in report["peaks"].values():
