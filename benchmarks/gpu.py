@@ -59,7 +59,8 @@ REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
 
-from attention_jax.training import device_peaks  # noqa: E402 (after the path set-up)
+from attention_jax import run_files  # noqa: E402 (after the path set-up; no JAX)
+from attention_jax.training import device_peaks  # noqa: E402
 
 from benchmarks import command_line  # noqa: E402  (absl and the error line; no JAX)
 from child_process import repository_environment, run_captured  # noqa: E402
@@ -401,22 +402,6 @@ def build_report(context: dict[str, Any], train: dict, beam: dict, peer: dict,
             "train": train, "beam": beam, "peer": peer}
 
 
-def write_json(report: dict[str, Any], out: str) -> None:
-    """Write ``report`` to ``out`` as indented JSON, replacing the file whole (no half-written file).
-
-    Parameters
-    ----------
-    report : dict
-        From :func:`build_report`.
-    out : str
-        Path of the JSON file.
-    """
-    partial = f"{out}.partial"
-    with open(partial, "w", encoding="utf-8") as file:
-        file.write(json.dumps(report, indent=1) + "\n")
-    os.replace(partial, out)
-
-
 def _subset(chosen: list[str], allowed: tuple[str, ...], flag: str) -> list[str]:
     chosen = [item for item in chosen if item]
     unknown = sorted(set(chosen) - set(allowed))
@@ -486,7 +471,8 @@ def main(argv: list[str]) -> None:
         pending.remove((name, dtype))
         print(f"{name} {dtype} done", file=sys.stderr, flush=True)
         if pending and args.out:  # A run cut short (a lease's time limit) keeps what it measured.
-            write_json(build_report(context, train, beam, peer, pending), args.out)
+            run_files.write_json_atomically(args.out, build_report(context, train, beam, peer, pending),
+                                            indent=1)
     report = build_report(context, train, beam, peer, pending)
     print(table(report), file=sys.stderr)
     emit_json(report, args.out)
