@@ -55,6 +55,31 @@ def first_argmax(logits: Array, *, cpu_kernels: bool = True) -> Array:
     return jnp.argmax(logits, axis=-1).astype(jnp.int32)
 
 
+def gold_token_logit(logits: Array, targets: Array) -> Array:
+    """Each position's logit of its gold token, as a select-and-sum over the vocabulary.
+
+    Parameters
+    ----------
+    logits : Array
+        ``[..., N]`` scores.
+    targets : Array
+        ``[...]`` ids in ``[0, N)``.
+
+    Returns
+    -------
+    Array
+        ``[...]``: ``logits[..., targets]``, exactly (one non-zero term in each sum).
+
+    Notes
+    -----
+    Equal to ``jnp.take_along_axis(logits, targets[..., None], axis=-1)[..., 0]``, but a gather's
+    gradient is a scatter into a zero ``[..., N]`` tensor (2.4 GB a base step at 128 x 128 tokens and
+    37,000 words in float32), where the select's gradient is elementwise and fuses with the softmax's.
+    """
+    vocab_ids = jax.lax.broadcasted_iota(targets.dtype, logits.shape, logits.ndim - 1)
+    return jnp.sum(jnp.where(vocab_ids == targets[..., None], logits, 0.0), axis=-1)
+
+
 def token_loss_sums(logits: Array, targets: Array, label_smoothing: float, *,
                     cpu_kernels: bool = True) -> dict[str, Array]:
     """Sums over non-pad target tokens of the smoothed and unsmoothed loss and of correct guesses.
@@ -83,7 +108,7 @@ def token_loss_sums(logits: Array, targets: Array, label_smoothing: float, *,
     """
     logits = logits.astype(jnp.float32)
     log_normalizer = jax.nn.logsumexp(logits, axis=-1)  # [B,T]
-    gold_logit = jnp.take_along_axis(logits, targets[..., None], axis=-1)[..., 0]  # [B,T]
+    gold_logit = gold_token_logit(logits, targets)  # [B,T]
     nll = log_normalizer - gold_logit
     uniform_cross_entropy = log_normalizer - jnp.mean(logits, axis=-1)
     smoothed = (1.0 - label_smoothing) * nll + label_smoothing * uniform_cross_entropy
