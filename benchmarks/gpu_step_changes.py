@@ -1,33 +1,37 @@
-r"""Time the base-shape train step with each of issue 38's step changes undone, one at a time.
+r"""Time the base-shape train step with each of issue 38's candidate step changes, one at a time.
 
 ``benchmarks/gpu.py`` measured our bfloat16 base step at 0.81-0.84x the Flax WMT example on an H100,
 and a comparison of the two lowered programs (``docs/benchmarks.md``) found three differences that may
 cost time. This command measures them. It times ``benchmarks/train_step.py``'s step (``einsum``
 attention) of ``configs/base.py`` in one process, once per variant:
 
-- ``current``: the code as it is;
-- ``gather_gold_logit``: the gold-token logit taken with ``jnp.take_along_axis`` (whose gradient is a
-  scatter into a zero ``[B, T, vocab]`` float32 tensor) instead of
-  :func:`attention_jax.models.metrics.gold_token_logit`'s select-and-sum;
-- ``float32_scores``: the attention product ``Q K^T`` with a float32 result
-  (``preferred_element_type``), as before, instead of one in the inputs' dtype;
-- ``both_undone``: the two above together: the step as it was before these changes;
-- ``no_gradient_bookkeeping``: the current code without the division of the gradients by the token
-  count and without ``grad_norm``: not a valid training step (Adam sees summed gradients), only the
-  size of what that bookkeeping costs;
+- ``current``: the code as it is (the gold-token logit a gather, ``Q K^T`` with a float32 result);
+- ``select_sum_gold_logit``: the gold-token logit as a select-and-sum over the vocabulary (exact; its
+  gradient is elementwise, where the gather's is a scatter into a zero ``[B, T, vocab]`` tensor);
+- ``input_dtype_scores``: the attention product ``Q K^T`` in the inputs' dtype (bfloat16 here, as
+  cuDNN's attention and the Flax example have), then the scale and softmax in float32;
+- ``both_changes``: the two above together;
+- ``no_gradient_bookkeeping``: without the division of the gradients by the token count and without
+  ``grad_norm``: not a valid training step (Adam sees summed gradients), only the size of what that
+  bookkeeping costs;
 - ``grad_norm_one_reduction``: ``grad_norm`` as one reduction over the concatenated gradients rather
   than one per parameter.
 
 Each variant is the current code with a function replaced (module attributes, looked up when the step
 is traced), so everything else is the same. Step times are medians of ``--steps`` steps, as in
-``train_step.py``; ``vs_current`` > 1 means the variant's step is longer. MFU is against the GPU's
-datasheet peak for the dtype (:mod:`attention_jax.training.device_peaks`; ``null`` for an unknown device
-or a CPU)::
+``train_step.py``; ``vs_current`` > 1 means the variant's step is longer. Run the command twice: on an
+H100 the same variant's median moved by 3 ms (7%) between runs. MFU is against the GPU's datasheet
+peak for the dtype (:mod:`attention_jax.training.device_peaks`; ``null`` for an unknown device or a
+CPU)::
 
     python benchmarks/gpu_step_changes.py --out=benchmarks/results/gpu_h100_step_changes.json
     python benchmarks/gpu_step_changes.py --smoke --out=/tmp/step_changes_smoke.json   # any backend
 
-Results: ``docs/benchmarks.md`` ("On an H100").
+Results: ``docs/benchmarks.md`` ("On an H100"). The committed runs (``gpu_h100_step_changes_run1.json``,
+``_run2.json``) were taken at commit 47b5e8b, where the two changes were the code and the variants
+undid them: there ``current`` is ``both_changes`` here, ``gather_gold_logit`` is
+``input_dtype_scores``, ``float32_scores`` is ``select_sum_gold_logit`` and ``both_undone`` is
+``current``.
 """
 
 from __future__ import annotations
@@ -61,16 +65,17 @@ FULL = dict(rows=128, length=128, steps=10, warmup_steps=2)
 SMOKE = dict(rows=4, length=8, steps=2, warmup_steps=1)
 
 
-def gather_gold_logit(logits: jax.Array, targets: jax.Array) -> jax.Array:
-    """The gold-token logit as a gather (the code before the select-and-sum)."""
-    return jnp.take_along_axis(logits, targets[..., None], axis=-1)[..., 0]
+def select_sum_gold_logit(logits: jax.Array, targets: jax.Array) -> jax.Array:
+    """The gold-token logit as a select-and-sum over the vocabulary: one non-zero term, so exact."""
+    vocab_ids = jax.lax.broadcasted_iota(targets.dtype, logits.shape, logits.ndim - 1)
+    return jnp.sum(jnp.where(vocab_ids == targets[..., None], logits, 0.0), axis=-1)
 
 
-def float32_scores_attention(query: jax.Array, key: jax.Array, value: jax.Array, mask: jax.Array | None = None,
-                             *, return_weights: bool = False,
-                             dropout_fn: Callable[[jax.Array], jax.Array] | None = None) -> Any:
-    """``attention.scaled_dot_product_attention`` with a float32 ``Q K^T`` result (the code before)."""
-    scores = jnp.einsum("bthk,bshk->bhts", query, key, preferred_element_type=jnp.float32)
+def input_dtype_scores_attention(query: jax.Array, key: jax.Array, value: jax.Array,
+                                 mask: jax.Array | None = None, *, return_weights: bool = False,
+                                 dropout_fn: Callable[[jax.Array], jax.Array] | None = None) -> Any:
+    """``attention.scaled_dot_product_attention`` with ``Q K^T`` in the inputs' dtype, then float32."""
+    scores = jnp.einsum("bthk,bshk->bhts", query, key).astype(jnp.float32)
     scores = scores / jnp.sqrt(jnp.float32(query.shape[-1]))
     return decode_attention.attend(scores, value, mask, return_weights=return_weights, dropout_fn=dropout_fn)
 
@@ -97,10 +102,10 @@ def one_reduction_norm(tree: Any) -> jax.Array:
 # Each variant: (module, attribute, replacement) patches applied to the current code.
 VARIANTS: dict[str, list[tuple[Any, str, Any]]] = {
     "current": [],
-    "gather_gold_logit": [(metrics, "gold_token_logit", gather_gold_logit)],
-    "float32_scores": [(attention, "scaled_dot_product_attention", float32_scores_attention)],
-    "both_undone": [(metrics, "gold_token_logit", gather_gold_logit),
-                    (attention, "scaled_dot_product_attention", float32_scores_attention)],
+    "select_sum_gold_logit": [(metrics, "gold_token_logit", select_sum_gold_logit)],
+    "input_dtype_scores": [(attention, "scaled_dot_product_attention", input_dtype_scores_attention)],
+    "both_changes": [(metrics, "gold_token_logit", select_sum_gold_logit),
+                     (attention, "scaled_dot_product_attention", input_dtype_scores_attention)],
     "no_gradient_bookkeeping": [(train_state, "train_step", step_without_bookkeeping)],
     "grad_norm_one_reduction": [(train_state.optax.tree, "norm", one_reduction_norm)],
 }

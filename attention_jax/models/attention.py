@@ -218,14 +218,13 @@ def scaled_dot_product_attention(
 
     Notes
     -----
-    The product ``Q K^T`` has the inputs' dtype (in bfloat16, float32 accumulation rounded once to
-    bfloat16, as cuDNN's attention and the Flax WMT example do; a float32 result made the backward's
-    score gradient and its two products float32); the scale and softmax are in float32 whatever the
-    input dtype. Rows whose mask is all ``False`` get zero weights (and so zero output) instead of the
-    NaN a plain ``-inf`` fill gives.
+    Scores and softmax are computed in float32 whatever the input dtype (a ``Q K^T`` result in
+    bfloat16, as cuDNN's attention and the Flax WMT example have, made an H100's base step no faster
+    beyond the run-to-run spread: ``benchmarks/gpu_step_changes.py``). Rows whose mask is all
+    ``False`` get zero weights (and so zero output) instead of the NaN a plain ``-inf`` fill gives.
     """
     key_dim = query.shape[-1]
-    scores = jnp.einsum("bthk,bshk->bhts", query, key).astype(jnp.float32)  # Product in the inputs' dtype.
+    scores = jnp.einsum("bthk,bshk->bhts", query, key, preferred_element_type=jnp.float32)
     scores = scores / jnp.sqrt(jnp.float32(key_dim))  # Scale by 1/sqrt(d_k) (Section 3.2.1).
     return decode_attention.attend(scores, value, mask, return_weights=return_weights, dropout_fn=dropout_fn)
 

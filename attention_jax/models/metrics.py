@@ -56,7 +56,7 @@ def first_argmax(logits: Array, *, cpu_kernels: bool = True) -> Array:
 
 
 def gold_token_logit(logits: Array, targets: Array) -> Array:
-    """Each position's logit of its gold token, as a select-and-sum over the vocabulary.
+    """Each position's logit of its gold token (a gather).
 
     Parameters
     ----------
@@ -68,16 +68,16 @@ def gold_token_logit(logits: Array, targets: Array) -> Array:
     Returns
     -------
     Array
-        ``[...]``: ``logits[..., targets]``, exactly (one non-zero term in each sum).
+        ``[...]``: ``logits[..., targets]``.
 
     Notes
     -----
-    Equal to ``jnp.take_along_axis(logits, targets[..., None], axis=-1)[..., 0]``, but a gather's
-    gradient is a scatter into a zero ``[..., N]`` tensor (2.4 GB a base step at 128 x 128 tokens and
-    37,000 words in float32), where the select's gradient is elementwise and fuses with the softmax's.
+    The gather's gradient is a scatter into a zero ``[..., N]`` tensor. A select-and-sum over the
+    vocabulary gives the same value exactly and an elementwise gradient, but on an H100 it made the
+    base bfloat16 step no faster beyond the run-to-run spread (``benchmarks/gpu_step_changes.py``,
+    ``docs/benchmarks.md``), so the gather stays.
     """
-    vocab_ids = jax.lax.broadcasted_iota(targets.dtype, logits.shape, logits.ndim - 1)
-    return jnp.sum(jnp.where(vocab_ids == targets[..., None], logits, 0.0), axis=-1)
+    return jnp.take_along_axis(logits, targets[..., None], axis=-1)[..., 0]
 
 
 def token_loss_sums(logits: Array, targets: Array, label_smoothing: float, *,
