@@ -87,6 +87,41 @@ def random_batch(rows: int, length: int, vocab_size: int, seed: int = 0) -> dict
     return batch
 
 
+def build_step(config: Any, rows: int, length: int) -> tuple[Any, Any, dict[str, Any], model.Transformer]:
+    """The jitted train step of ``config``, its initial state and a random batch placed for it.
+
+    Parameters
+    ----------
+    config : ml_collections.ConfigDict
+        The model and training config.
+    rows, length : int
+        Sentence pairs per batch and tokens per sentence (source and target).
+
+    Returns
+    -------
+    tuple
+        ``(train, state, batch, transformer)``: the jitted step (``train(state, batch)`` returns the new
+        state, which replaces the donated one, and the loss sums; compiled on first call or with
+        ``train.lower(state, batch).compile()``), the train state, the sharded batch and the model.
+
+    Notes
+    -----
+    :func:`benchmark` times this step; ``benchmarks/gpu_profile.py`` traces it.
+    """
+    mesh = sharding.create_mesh((-1,), ("data",))
+    transformer = model.Transformer(TransformerConfig.from_config(config))
+    optimizer = optim.make_optimizer(config)
+    boxed = train_state.abstract_boxed_state(transformer, optimizer)
+    shardings = train_state.train_state_shardings(boxed, mesh,
+                                            sharding.logical_axis_rules(config.param_sharding, mesh))
+    state = train_state.create_train_state(config.seed, transformer, optimizer, shardings)
+    steps_fn = train_state.compile_steps(transformer, optimizer, mesh, shardings,
+                                   label_smoothing=config.label_smoothing,
+                                   dropout_rng=config.get("dropout_rng", "threefry"))
+    batch = sharding.global_batch(random_batch(rows, length, config.vocab_size), steps_fn.batch_sharding)
+    return steps_fn.train, state, batch, transformer
+
+
 def benchmark(config: Any, rows: int, length: int, steps: int, warmup_steps: int,
               peak_size: int = DEFAULT_PEAK_SIZE) -> dict[str, Any]:
     """Compile and time the train step; returns the JSON fields (see the module docstring).
@@ -107,30 +142,20 @@ def benchmark(config: Any, rows: int, length: int, steps: int, warmup_steps: int
     dict[str, Any]
         The JSON fields.
     """
-    mesh = sharding.create_mesh((-1,), ("data",))
-    transformer = model.Transformer(TransformerConfig.from_config(config))
-    optimizer = optim.make_optimizer(config)
-    boxed = train_state.abstract_boxed_state(transformer, optimizer)
-    shardings = train_state.train_state_shardings(boxed, mesh,
-                                            sharding.logical_axis_rules(config.param_sharding, mesh))
-    state = train_state.create_train_state(config.seed, transformer, optimizer, shardings)
-    steps_fn = train_state.compile_steps(transformer, optimizer, mesh, shardings,
-                                   label_smoothing=config.label_smoothing,
-                                   dropout_rng=config.get("dropout_rng", "threefry"))
-    batch = sharding.global_batch(random_batch(rows, length, config.vocab_size), steps_fn.batch_sharding)
+    train, state, batch, transformer = build_step(config, rows, length)
 
     start = time.perf_counter()
-    compiled = steps_fn.train.lower(state, batch).compile()
+    compiled = train.lower(state, batch).compile()
     compile_s = time.perf_counter() - start
     cost = compiled.cost_analysis()
     cost = cost[0] if isinstance(cost, (list, tuple)) else cost
     for _ in range(1 + warmup_steps):
-        state, sums = steps_fn.train(state, batch)
+        state, sums = train(state, batch)
     jax.block_until_ready(sums)
     step_times = []
     for _ in range(steps):  # Each step timed to completion: the median resists a busy neighbour.
         start = time.perf_counter()
-        state, sums = steps_fn.train(state, batch)
+        state, sums = train(state, batch)
         jax.block_until_ready(sums)
         step_times.append(time.perf_counter() - start)
     step_time = float(np.median(step_times))
