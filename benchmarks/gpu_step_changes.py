@@ -18,11 +18,15 @@ attention) of ``configs/base.py`` in one process, once per variant:
   than one per parameter.
 
 Each variant is the current code with a function replaced (module attributes, looked up when the step
-is traced), so everything else is the same. Step times are medians of ``--steps`` steps, as in
-``train_step.py``; ``vs_current`` > 1 means the variant's step is longer. Run the command twice: on an
-H100 the same variant's median moved by 3 ms (7%) between runs. MFU is against the GPU's datasheet
-peak for the dtype (:mod:`attention_jax.training.device_peaks`; ``null`` for an unknown device or a
-CPU)::
+is traced), so everything else is the same. Every variant is compiled first (each keeps its own state
+and batch in device memory: about 0.8 GB each for base), then timed in ``--rounds`` rounds, each
+round ``--steps`` steps of every variant in turn, so that a drift of the GPU's clock or of the host
+hits every variant alike; a step is timed to completion. ``step_time_s`` is the median over all of a
+variant's steps, ``round_median_step_time_s`` each round's median (their spread is the noise to read
+differences against); ``vs_current`` > 1 means the variant's step is longer. The first step's loss is
+recorded for each: every variant starts from the same parameters and batch. MFU is against the
+GPU's datasheet peak for the dtype (:mod:`attention_jax.training.device_peaks`; ``null`` for an
+unknown device or a CPU)::
 
     python benchmarks/gpu_step_changes.py --out=benchmarks/results/gpu_h100_step_changes.json
     python benchmarks/gpu_step_changes.py --smoke --out=/tmp/step_changes_smoke.json   # any backend
@@ -31,13 +35,15 @@ Results: ``docs/benchmarks.md`` ("On an H100"). The committed runs (``gpu_h100_s
 ``_run2.json``) were taken at commit 47b5e8b, where the two changes were the code and the variants
 undid them: there ``current`` is ``both_changes`` here, ``gather_gold_logit`` is
 ``input_dtype_scores``, ``float32_scores`` is ``select_sum_gold_logit`` and ``both_undone`` is
-``current``.
+``current``; and each variant was compiled and timed in turn (10 steps, one round), the measurement
+whose 3 ms spread between runs led to the rounds.
 """
 
 from __future__ import annotations
 
 import contextlib
-import gc
+import dataclasses
+import time
 import pathlib
 import sys
 from typing import Any, Callable, Iterator
@@ -50,6 +56,7 @@ sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
 import optax  # noqa: E402
 
 from attention_jax import run_files  # noqa: E402
@@ -60,9 +67,10 @@ from peer_compare import emit_json  # noqa: E402
 
 import gpu  # noqa: E402  (its model_config: configs/base.py with the benchmark's vocabulary)
 import train_step  # noqa: E402
+from flops import transformer_train_flops  # noqa: E402
 
-FULL = dict(rows=128, length=128, steps=10, warmup_steps=2)
-SMOKE = dict(rows=4, length=8, steps=2, warmup_steps=1)
+FULL = dict(rows=128, length=128, steps=20, rounds=5, warmup_steps=2)
+SMOKE = dict(rows=4, length=8, steps=2, rounds=2, warmup_steps=1)
 
 
 def select_sum_gold_logit(logits: jax.Array, targets: jax.Array) -> jax.Array:
@@ -130,11 +138,83 @@ def patched(patches: list[tuple[Any, str, Any]]) -> Iterator[None]:
             setattr(module, name, original)
 
 
+@dataclasses.dataclass
+class CompiledVariant:
+    """One variant's compiled step, with the state and batch it runs on."""
+
+    step: Any
+    state: Any
+    batch: Any
+    compile_s: float
+    first_loss: float
+    step_times_s: list[list[float]] = dataclasses.field(default_factory=list)  # One list per round.
+
+
+def compile_variant(config: Any, shapes: dict[str, int], patches: list[tuple[Any, str, Any]]) -> CompiledVariant:
+    """Build and compile the train step with ``patches`` applied, then run its warm-up steps.
+
+    Parameters
+    ----------
+    config : ml_collections.ConfigDict
+        From ``gpu.model_config``.
+    shapes : dict[str, int]
+        ``rows``, ``length`` and ``warmup_steps``.
+    patches : list of (module, str, object)
+        The variant (:data:`VARIANTS`).
+
+    Returns
+    -------
+    CompiledVariant
+        Its executable (fixed once compiled, so it runs the variant after the patches are undone),
+        state, batch, compile time and the loss of its first step (every variant starts from the same
+        parameters and batch, so equal first losses show the variants compute the same step).
+    """
+    with patched(patches):  # The step is traced, so the patches take effect, while it compiles.
+        train, state, batch, _ = train_step.build_step(config, shapes["rows"], shapes["length"])
+        start = time.perf_counter()
+        compiled = train.lower(state, batch).compile()
+        compile_s = time.perf_counter() - start
+    state, sums = compiled(state, batch)
+    first_loss = float(sums["loss_sum"] / sums["tokens"])
+    for _ in range(shapes["warmup_steps"]):
+        state, sums = compiled(state, batch)
+    jax.block_until_ready(sums)
+    return CompiledVariant(compiled, state, batch, compile_s, first_loss)
+
+
+def time_round(variant: CompiledVariant, steps: int) -> None:
+    """Time ``steps`` steps of ``variant``, each to completion, appending them as one round."""
+    times = []
+    for _ in range(steps):
+        start = time.perf_counter()
+        variant.state, sums = variant.step(variant.state, variant.batch)
+        jax.block_until_ready(sums)
+        times.append(time.perf_counter() - start)
+    variant.step_times_s.append(times)
+
+
+def summarize(variant: CompiledVariant, flops_per_step: float, peak: float | None, tokens: int) -> dict[str, Any]:
+    """The JSON fields of one variant: medians over every timed step and per round."""
+    every_step = [time for round_times in variant.step_times_s for time in round_times]
+    step_time = float(np.median(every_step))
+    return {
+        "step_time_s": step_time,
+        "step_time_mean_s": float(np.mean(every_step)),
+        "round_median_step_time_s": [float(np.median(times)) for times in variant.step_times_s],
+        "target_tokens_per_s": tokens / step_time,
+        "mfu": flops_per_step / step_time / (peak * jax.device_count()) if peak else None,
+        "compile_s": variant.compile_s,
+        "first_step_loss": variant.first_loss,
+    }
+
+
 def define_flags() -> None:
     """The command line's flags."""
     flags.DEFINE_bool("smoke", False, "Tiny shapes, any backend: every variant, in seconds.")
     flags.DEFINE_enum("dtype", "bfloat16", ["bfloat16", "float32"], "config.dtype.")
     flags.DEFINE_list("variants", list(VARIANTS), f"Comma-separated subset of {list(VARIANTS)}.")
+    flags.DEFINE_integer("steps", None, f"Timed steps of each variant per round (default {FULL['steps']}).")
+    flags.DEFINE_integer("rounds", None, f"Rounds over the variants (default {FULL['rounds']}).")
     flags.DEFINE_string("note", "", "Recorded in the JSON: the machine, anything else running.")
     flags.DEFINE_string("out", "", "Also write the JSON here (rewritten after each variant).")
 
@@ -152,7 +232,8 @@ def main(argv: list[str]) -> None:
     unknown = sorted(set(args.variants) - set(VARIANTS))
     if unknown:
         command_line.fail(f"--variants: unknown {unknown}; choose from {list(VARIANTS)}.")
-    shapes = SMOKE if args.smoke else FULL
+    defaults = SMOKE if args.smoke else FULL
+    shapes = dict(defaults, steps=args.steps or defaults["steps"], rounds=args.rounds or defaults["rounds"])
     config = gpu.model_config("base", args.dtype, "einsum", args.smoke)
     device = jax.devices()[0]
     peak = device_peaks.datasheet_peak(device.device_kind, args.dtype)
@@ -164,27 +245,30 @@ def main(argv: list[str]) -> None:
         "vocab_size": config.vocab_size, "peak_flops_per_s": peak.flops_per_s if peak else None,
         "variants": {},
     }
-    for name in args.variants:
-        with patched(VARIANTS[name]):
-            result = train_step.benchmark(config, shapes["rows"], shapes["length"], shapes["steps"],
-                                          shapes["warmup_steps"], peak_size=64)  # Its CPU peak is unused.
-        gc.collect()
-        tokens = shapes["rows"] * shapes["length"]
-        report["variants"][name] = {
-            "step_time_s": result["step_time_s"], "step_time_mean_s": result["step_time_mean_s"],
-            "target_tokens_per_s": result["target_tokens_per_s"], "compile_s": result["compile_s"],
-            "loss": result["loss"],
-            "mfu": (result["model_flops_per_step"] / result["step_time_s"] / (peak.flops_per_s * jax.device_count())
-                    if peak else None),
-            "mean_target_tokens_per_s": tokens / result["step_time_mean_s"],
-        }
+    tokens = shapes["rows"] * shapes["length"]
+    flops_per_step = transformer_train_flops(
+        rows=shapes["rows"], source_len=shapes["length"], target_len=shapes["length"],
+        **{key: config[key] for key in ("num_layers", "d_model", "d_ff", "num_heads", "key_dim", "value_dim",
+                                       "vocab_size")})
+    compiled = {}
+    for name in args.variants:  # All compiled first, then timed in alternation: drift hits each alike.
+        compiled[name] = compile_variant(config, shapes, VARIANTS[name])
+        print(f"{name}: compiled in {compiled[name].compile_s:.1f} s, first-step loss "
+              f"{compiled[name].first_loss:.6f}", file=sys.stderr, flush=True)
+    for round_index in range(shapes["rounds"]):
+        for name, variant in compiled.items():
+            time_round(variant, shapes["steps"])
+        report["variants"] = {name: summarize(variant, flops_per_step, report["peak_flops_per_s"], tokens)
+                              for name, variant in compiled.items()}
         current = report["variants"].get("current")
         for entry in report["variants"].values():
             entry["vs_current"] = entry["step_time_s"] / current["step_time_s"] if current else None
-        print(f"{name}: {result['step_time_s'] * 1e3:.2f} ms/step, loss {result['loss']:.4f}",
-              file=sys.stderr, flush=True)
-        if args.out:  # A run cut short (a lease's time limit) keeps what it measured.
+        report["rounds_done"] = round_index + 1
+        if args.out:  # A run cut short (a lease's time limit) keeps the rounds it finished.
             run_files.write_json_atomically(args.out, report, indent=1)
+    for name, entry in report["variants"].items():
+        rounds = ", ".join(f"{time * 1e3:.2f}" for time in entry["round_median_step_time_s"])
+        print(f"{name}: {entry['step_time_s'] * 1e3:.2f} ms/step (rounds: {rounds})", file=sys.stderr)
     emit_json(report, args.out)
 
 

@@ -3,6 +3,7 @@ patches are undone after their block (no timing here; the timings are in benchma
 
 from __future__ import annotations
 
+import json
 import pathlib
 import sys
 
@@ -14,6 +15,7 @@ import pytest
 
 from attention_jax.models import attention, metrics
 from attention_jax.training import train_state
+from tests.support import train_support
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
@@ -75,3 +77,31 @@ def test_patches_apply_inside_the_block_and_are_undone_after():
             raise RuntimeError("a failing measurement")
     assert metrics.gold_token_logit is originals[0]
     assert attention.scaled_dot_product_attention is originals[1]
+
+
+def test_smoke_run_times_each_variant_in_rounds_from_the_same_first_step(tmp_path):
+    out = tmp_path / "step_changes.json"
+    env = train_support.subprocess_env(str(tmp_path / "cache"))
+    completed = train_support.run_python(
+        ["benchmarks/gpu_step_changes.py", "--smoke", "--variants=current,select_sum_gold_logit", "--rounds=2",
+         "--steps=2", f"--out={out}"], env, timeout=600)
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    report = json.loads(out.read_text())
+    assert report["mode"] == "smoke" and report["rounds_done"] == 2
+    variants = report["variants"]
+    assert list(variants) == ["current", "select_sum_gold_logit"]
+    for entry in variants.values():
+        assert len(entry["round_median_step_time_s"]) == 2
+        assert entry["step_time_s"] > 0 and entry["compile_s"] > 0 and np.isfinite(entry["first_step_loss"])
+    assert variants["current"]["vs_current"] == 1.0
+    # The select-and-sum is exact, so both variants' first steps give the same loss.
+    assert variants["select_sum_gold_logit"]["first_step_loss"] == pytest.approx(
+        variants["current"]["first_step_loss"], rel=1e-6)
+
+
+def test_unknown_variant_is_one_line_and_exit_2(tmp_path):
+    env = train_support.subprocess_env(str(tmp_path / "cache"))
+    completed = train_support.run_python(["benchmarks/gpu_step_changes.py", "--smoke", "--variants=fastest"], env,
+                                         timeout=300)
+    assert completed.returncode == 2
+    assert "fastest" in completed.stderr and "choose from" in completed.stderr
