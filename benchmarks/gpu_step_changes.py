@@ -43,9 +43,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import time
 import pathlib
 import sys
+import time
 from typing import Any, Callable, Iterator
 
 from absl import flags
@@ -115,7 +115,7 @@ VARIANTS: dict[str, list[tuple[Any, str, Any]]] = {
     "both_changes": [(metrics, "gold_token_logit", select_sum_gold_logit),
                      (attention, "scaled_dot_product_attention", input_dtype_scores_attention)],
     "no_gradient_bookkeeping": [(train_state, "train_step", step_without_bookkeeping)],
-    "grad_norm_one_reduction": [(train_state.optax.tree, "norm", one_reduction_norm)],
+    "grad_norm_one_reduction": [(optax.tree, "norm", one_reduction_norm)],
 }
 
 
