@@ -74,7 +74,24 @@ SMOKE = dict(rows=4, length=8, steps=2, rounds=2, warmup_steps=1)
 
 
 def select_sum_gold_logit(logits: jax.Array, targets: jax.Array) -> jax.Array:
-    """The gold-token logit as a select-and-sum over the vocabulary: one non-zero term, so exact."""
+    """The gold-token logit as a select-and-sum over the vocabulary.
+
+    Parameters
+    ----------
+    logits : jax.Array
+        ``[..., N]`` scores.
+    targets : jax.Array
+        ``[...]`` ids in ``[0, N)``.
+
+    Returns
+    -------
+    jax.Array
+        ``[...]``, equal to :func:`attention_jax.models.metrics.gold_token_logit`.
+
+    Notes
+    -----
+    One non-zero term per sum, so exact; its gradient is elementwise, the gather's a scatter.
+    """
     vocab_ids = jax.lax.broadcasted_iota(targets.dtype, logits.shape, logits.ndim - 1)
     return jnp.sum(jnp.where(vocab_ids == targets[..., None], logits, 0.0), axis=-1)
 
@@ -82,7 +99,22 @@ def select_sum_gold_logit(logits: jax.Array, targets: jax.Array) -> jax.Array:
 def input_dtype_scores_attention(query: jax.Array, key: jax.Array, value: jax.Array,
                                  mask: jax.Array | None = None, *, return_weights: bool = False,
                                  dropout_fn: Callable[[jax.Array], jax.Array] | None = None) -> Any:
-    """``attention.scaled_dot_product_attention`` with ``Q K^T`` in the inputs' dtype, then float32."""
+    """``attention.scaled_dot_product_attention`` with ``Q K^T`` in the inputs' dtype, then float32.
+
+    Parameters
+    ----------
+    query, key, value, mask, return_weights, dropout_fn
+        As in :func:`attention_jax.models.attention.scaled_dot_product_attention`.
+
+    Returns
+    -------
+    Array or (Array, Array)
+        As that function; equal to it for float32 inputs.
+
+    Notes
+    -----
+    In bfloat16 the product is rounded once to bfloat16 before the float32 scale and softmax.
+    """
     scores = jnp.einsum("bthk,bshk->bhts", query, key).astype(jnp.float32)
     scores = scores / jnp.sqrt(jnp.float32(query.shape[-1]))
     return decode_attention.attend(scores, value, mask, return_weights=return_weights, dropout_fn=dropout_fn)
@@ -91,7 +123,22 @@ def input_dtype_scores_attention(query: jax.Array, key: jax.Array, value: jax.Ar
 def step_without_bookkeeping(state: Any, batch: Any, carry: Any = None, *, transformer: Any,
                              optimizer: optax.GradientTransformation, label_smoothing: float,
                              micro_index: int = 0, dropout_rng: str = "threefry") -> tuple[Any, dict]:
-    """``train_state.train_step`` without the per-token division and ``grad_norm`` (timing only)."""
+    """``train_state.train_step`` without the per-token division and ``grad_norm`` (timing only).
+
+    Parameters
+    ----------
+    state, batch, carry, transformer, optimizer, label_smoothing, micro_index, dropout_rng
+        As in :func:`attention_jax.training.train_state.train_step`.
+
+    Returns
+    -------
+    (TrainState, dict)
+        The updated state and the metric sums, ``grad_norm`` 0.
+
+    Notes
+    -----
+    Not a valid training step: Adam sees summed gradients. It measures what the bookkeeping costs.
+    """
     grads, sums = train_state.accumulate_gradients(state, carry, batch, jnp.int32(micro_index),
                                                    transformer=transformer, label_smoothing=label_smoothing,
                                                    dropout_rng=dropout_rng)
@@ -102,7 +149,18 @@ def step_without_bookkeeping(state: Any, batch: Any, carry: Any = None, *, trans
 
 
 def one_reduction_norm(tree: Any) -> jax.Array:
-    """The global L2 norm of a pytree as one reduction over its concatenated leaves."""
+    """The global L2 norm of a pytree as one reduction over its concatenated leaves.
+
+    Parameters
+    ----------
+    tree : Any
+        A pytree of arrays.
+
+    Returns
+    -------
+    jax.Array
+        Float32 scalar, equal to ``optax.tree.norm(tree)`` up to summation order.
+    """
     leaves = [leaf.ravel().astype(jnp.float32) for leaf in jax.tree.leaves(tree)]
     return jnp.sqrt(jnp.sum(jnp.square(jnp.concatenate(leaves))))
 
@@ -183,7 +241,15 @@ def compile_variant(config: Any, shapes: dict[str, int], patches: list[tuple[Any
 
 
 def time_round(variant: CompiledVariant, steps: int) -> None:
-    """Time ``steps`` steps of ``variant``, each to completion, appending them as one round."""
+    """Time ``steps`` steps of ``variant``, each to completion, appending them as one round.
+
+    Parameters
+    ----------
+    variant : CompiledVariant
+        Its state is advanced and its ``step_times_s`` gains one list.
+    steps : int
+        Steps in the round.
+    """
     times = []
     for _ in range(steps):
         start = time.perf_counter()
@@ -194,7 +260,24 @@ def time_round(variant: CompiledVariant, steps: int) -> None:
 
 
 def summarize(variant: CompiledVariant, flops_per_step: float, peak: float | None, tokens: int) -> dict[str, Any]:
-    """The JSON fields of one variant: medians over every timed step and per round."""
+    """The JSON fields of one variant: medians over every timed step and per round.
+
+    Parameters
+    ----------
+    variant : CompiledVariant
+        After its rounds.
+    flops_per_step : float
+        The model's matmul FLOPs per step.
+    peak : float or None
+        The device's dense peak FLOP/s (``None``: no MFU).
+    tokens : int
+        Target tokens per step.
+
+    Returns
+    -------
+    dict
+        Step times (median, mean, per-round medians), tokens/s, MFU, compile time and first-step loss.
+    """
     every_step = [time for round_times in variant.step_times_s for time in round_times]
     step_time = float(np.median(every_step))
     return {
