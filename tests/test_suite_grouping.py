@@ -7,12 +7,14 @@ that asks for it, so every test that reads it must live in ``tests/test_quicksta
 from __future__ import annotations
 
 import ast
+import os
 import tomllib
 
 import pytest
 from xdist.scheduler import LoadFileScheduling
 
-from tests.conftest import QUICKSTART_TEST_FILE, REPO_ROOT
+from tests.conftest import (CALLER_XLA_FLAGS, FAST_COMPILE_XLA_FLAG, QUICKSTART_TEST_FILE, REPO_ROOT,
+                            add_fast_compile_flag, caller_environment)
 
 QUICKSTART_FIXTURE = "tiny_workdir"
 
@@ -53,3 +55,19 @@ def test_loadfile_puts_each_file_in_its_own_unit_and_the_quickstart_first(reques
         first_other = next((index for index, unit in enumerate(units) if unit != QUICKSTART_TEST_FILE), len(units))
         assert QUICKSTART_TEST_FILE not in units[first_other:], units
         assert set(units[:first_other]) == {QUICKSTART_TEST_FILE}, units[:first_other]
+
+
+
+def test_the_fast_compile_flag_joins_the_callers_flags_once() -> None:
+    assert add_fast_compile_flag(None) == FAST_COMPILE_XLA_FLAG
+    assert add_fast_compile_flag("--xla_cpu_max_isa=AVX2") == f"--xla_cpu_max_isa=AVX2 {FAST_COMPILE_XLA_FLAG}"
+    # A level the caller chose stays, and the flag is not added twice.
+    assert add_fast_compile_flag("--xla_backend_optimization_level=2") == "--xla_backend_optimization_level=2"
+    assert add_fast_compile_flag(add_fast_compile_flag("")).split().count(FAST_COMPILE_XLA_FLAG) == 1
+
+
+def test_the_suite_compiles_fast_and_the_quickstart_commands_get_the_callers_flags() -> None:
+    optimize = os.environ.get("ATTENTION_JAX_TEST_XLA_OPTIMIZE", "") not in ("", "0")
+    expected = CALLER_XLA_FLAGS if optimize else add_fast_compile_flag(CALLER_XLA_FLAGS)
+    assert os.environ.get("XLA_FLAGS") == expected
+    assert caller_environment().get("XLA_FLAGS") == CALLER_XLA_FLAGS
