@@ -37,6 +37,8 @@ _CALLER_XLA_FLAGS_VARIABLE = "ATTENTION_JAX_CALLER_XLA_FLAGS"
 os.environ.setdefault(_CALLER_XLA_FLAGS_VARIABLE, os.environ.get("XLA_FLAGS", ""))
 CALLER_XLA_FLAGS = os.environ[_CALLER_XLA_FLAGS_VARIABLE] or None
 FAST_COMPILE_XLA_FLAG = "--xla_backend_optimization_level=0"
+# False with ATTENTION_JAX_TEST_XLA_OPTIMIZE=1: the whole suite at XLA's default level.
+COMPILES_FAST = os.environ.get("ATTENTION_JAX_TEST_XLA_OPTIMIZE", "") in ("", "0")
 
 
 def add_fast_compile_flag(xla_flags: str | None) -> str:
@@ -78,7 +80,7 @@ def caller_environment() -> dict[str, str]:
     return environment
 
 
-if os.environ.get("ATTENTION_JAX_TEST_XLA_OPTIMIZE", "") in ("", "0"):
+if COMPILES_FAST:
     # Before the first backend starts (below): XLA reads its flags once, when the CPU client is made.
     os.environ["XLA_FLAGS"] = add_fast_compile_flag(CALLER_XLA_FLAGS)
 

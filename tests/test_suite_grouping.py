@@ -13,7 +13,7 @@ import tomllib
 import pytest
 from xdist.scheduler import LoadFileScheduling
 
-from tests.conftest import (CALLER_XLA_FLAGS, FAST_COMPILE_XLA_FLAG, QUICKSTART_TEST_FILE, REPO_ROOT,
+from tests.conftest import (CALLER_XLA_FLAGS, COMPILES_FAST, FAST_COMPILE_XLA_FLAG, QUICKSTART_TEST_FILE, REPO_ROOT,
                             add_fast_compile_flag, caller_environment)
 
 QUICKSTART_FIXTURE = "tiny_workdir"
@@ -57,7 +57,6 @@ def test_loadfile_puts_each_file_in_its_own_unit_and_the_quickstart_first(reques
         assert set(units[:first_other]) == {QUICKSTART_TEST_FILE}, units[:first_other]
 
 
-
 def test_the_fast_compile_flag_joins_the_callers_flags_once() -> None:
     assert add_fast_compile_flag(None) == FAST_COMPILE_XLA_FLAG
     assert add_fast_compile_flag("--xla_cpu_max_isa=AVX2") == f"--xla_cpu_max_isa=AVX2 {FAST_COMPILE_XLA_FLAG}"
@@ -67,7 +66,6 @@ def test_the_fast_compile_flag_joins_the_callers_flags_once() -> None:
 
 
 def test_the_suite_compiles_fast_and_the_quickstart_commands_get_the_callers_flags() -> None:
-    optimize = os.environ.get("ATTENTION_JAX_TEST_XLA_OPTIMIZE", "") not in ("", "0")
-    expected = CALLER_XLA_FLAGS if optimize else add_fast_compile_flag(CALLER_XLA_FLAGS)
+    expected = add_fast_compile_flag(CALLER_XLA_FLAGS) if COMPILES_FAST else CALLER_XLA_FLAGS
     assert os.environ.get("XLA_FLAGS") == expected
     assert caller_environment().get("XLA_FLAGS") == CALLER_XLA_FLAGS
