@@ -19,6 +19,7 @@ import pytest
 from attention_jax.decoding import decode, decode_steps
 from attention_jax.models.decode_settings import DecodeSettings
 from attention_jax.models.model import BOS_ID, EOS_ID, PAD_ID, Transformer
+from tests.support import train_support
 from tests.support.decoding_helpers import SHORT, TINY, VOCAB_SIZE, WordTokenizer, init_params
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -329,8 +330,8 @@ SHARDED_SCRIPT = textwrap.dedent("""
 
 @pytest.mark.slow
 def test_beam_search_on_a_batch_sharded_over_eight_devices():
-    environment = dict(os.environ, JAX_PLATFORMS="cpu",  # Fast compilation; 8 CPU devices for this process only.
-                       XLA_FLAGS="--xla_force_host_platform_device_count=8 --xla_backend_optimization_level=0")
+    environment = dict(os.environ, JAX_PLATFORMS="cpu",  # 8 CPU devices for this process only.
+                       XLA_FLAGS=train_support.child_xla_flags("--xla_force_host_platform_device_count=8"))
     completed = subprocess.run([sys.executable, "-c", SHARDED_SCRIPT], cwd=REPO_ROOT, env=environment,
                                capture_output=True, text=True, timeout=600)
     assert "SHARDED_OK" in completed.stdout, completed.stderr[-3000:]

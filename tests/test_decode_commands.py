@@ -27,6 +27,7 @@ from attention_jax.models.model import Transformer
 from attention_jax.checkpointing import checkpoints, params_checkpoints
 from attention_jax.models.transformer_config import TransformerConfig
 from configs import tiny
+from tests.support import train_support
 
 pytestmark = pytest.mark.end_to_end
 
@@ -81,7 +82,7 @@ def workdir(tmp_path_factory) -> pathlib.Path:
 
 def _run(args: list[str], stdin: bytes = b"") -> subprocess.CompletedProcess:
     environment = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=str(REPO_ROOT),
-                       XLA_FLAGS="--xla_backend_optimization_level=0")
+                       XLA_FLAGS=train_support.child_xla_flags())
     return subprocess.run([sys.executable, "-m", *args], cwd=REPO_ROOT, env=environment, input=stdin,
                           capture_output=True, timeout=600)
 

@@ -231,7 +231,7 @@ def test_evaluate_records_the_steps_it_averaged_and_translate_is_quiet(tmp_path:
         if step == 20:
             params_checkpoints.write_average(str(run_dir), 2)  # Steps 10 and 20; step 30 makes it stale.
     environment = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=str(REPO_ROOT),
-                       XLA_FLAGS="--xla_backend_optimization_level=0")
+                       XLA_FLAGS=train_support.child_xla_flags())
     completed = subprocess.run([sys.executable, "-m", "attention_jax.evaluate", f"--workdir={run_dir}", "--split=dev",
                                 "--checkpoint=averaged", "--reaverage", "--num_examples=2", "--beam_size=1"],
                                cwd=REPO_ROOT, env=environment, capture_output=True, text=True, timeout=600)

@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 
 from tests.support.sweep_cli import REPO_ROOT, needs_entry_point, tiny_data_dir, tiny_flags  # noqa: F401 (fixture)
+from tests.support import train_support
 
 pytestmark = [pytest.mark.slow, pytest.mark.end_to_end]
 STEPS = 4
@@ -32,8 +33,8 @@ CLUSTER_VARIABLES = ("JAX_COORDINATOR_ADDRESS", "JAX_NUM_PROCESSES", "JAX_PROCES
 
 def _env(device_count: int, **extra: str) -> dict[str, str]:
     env = {key: value for key, value in os.environ.items() if key not in CLUSTER_VARIABLES}
-    env.update(JAX_PLATFORMS="cpu", XLA_FLAGS=f"--xla_force_host_platform_device_count={device_count}",
-               **extra)
+    device_flag = f"--xla_force_host_platform_device_count={device_count}"
+    env.update(JAX_PLATFORMS="cpu", XLA_FLAGS=train_support.child_xla_flags(device_flag), **extra)
     return env
 
 

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from attention_jax.cpu_kernels import projection
+from tests.support import train_support
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -137,7 +138,8 @@ print("DEVICES", jax.device_count(), "MOVES", moves)
 @pytest.mark.slow
 def test_a_row_sharded_backward_pass_moves_no_rows_between_devices() -> None:
     """Over 8 CPU devices ``x^T`` stays whole: blocks would be moved between the devices by GSPMD."""
-    environment = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=8")
+    environment = dict(os.environ, JAX_PLATFORMS="cpu",
+                       XLA_FLAGS=train_support.child_xla_flags("--xla_force_host_platform_device_count=8"))
     completed = subprocess.run([sys.executable, "-c", MESH_SCRIPT], cwd=REPO_ROOT, env=environment,
                                capture_output=True, text=True, timeout=600)
     assert "DEVICES 8 MOVES 0" in completed.stdout, completed.stdout[-2000:] + completed.stderr[-3000:]

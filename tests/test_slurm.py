@@ -18,6 +18,7 @@ import time
 import pytest
 
 from launch import slurm_executor
+from tests.support import train_support
 from tests.support.sweep_cli import (REPO_ROOT, fake_main_env, needs_entry_point, run_sweep,  # noqa: F401
                        tiny_data_dir, tiny_flags)
 
@@ -93,7 +94,7 @@ def test_row_on_two_tasks_joins_them_with_jax_distributed(slurm_cluster: None, t
     needs_entry_point()
     data_dir = request.getfixturevalue("tiny_data_dir")
     root = tmp_path / "t2"
-    env = {key: value for key, value in os.environ.items() if key != "XLA_FLAGS"}  # One CPU device each.
+    env = dict(os.environ, XLA_FLAGS=train_support.child_xla_flags())  # One CPU device each.
     result = run_sweep("--config=configs/table2.py", "--rows=base", "--executor=slurm", "--tasks_per_node=2",
                        f"--root={root}", "--wait", "--poll_s=0.5", "--report=false",
                        *tiny_flags(data_dir, 10), env=dict(env, JAX_PLATFORMS="cpu"))

@@ -15,6 +15,7 @@ from xdist.scheduler import LoadFileScheduling
 
 from tests.conftest import (CALLER_XLA_FLAGS, COMPILES_FAST, FAST_COMPILE_XLA_FLAG, QUICKSTART_TEST_FILE, REPO_ROOT,
                             add_fast_compile_flag, caller_environment)
+from tests.support import train_support
 
 QUICKSTART_FIXTURE = "tiny_workdir"
 
@@ -69,3 +70,13 @@ def test_the_suite_compiles_fast_and_the_quickstart_commands_get_the_callers_fla
     expected = add_fast_compile_flag(CALLER_XLA_FLAGS) if COMPILES_FAST else CALLER_XLA_FLAGS
     assert os.environ.get("XLA_FLAGS") == expected
     assert caller_environment().get("XLA_FLAGS") == CALLER_XLA_FLAGS
+
+
+def test_child_processes_get_the_suite_flags_and_choose_their_own_device_count(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XLA_FLAGS", f"--xla_cpu_max_isa=AVX2 --xla_force_host_platform_device_count=8 "
+                                    f"{FAST_COMPILE_XLA_FLAG}")
+    assert train_support.child_xla_flags() == f"--xla_cpu_max_isa=AVX2 {FAST_COMPILE_XLA_FLAG}"
+    assert train_support.child_xla_flags("--xla_force_host_platform_device_count=2").split() == [
+        "--xla_cpu_max_isa=AVX2", FAST_COMPILE_XLA_FLAG, "--xla_force_host_platform_device_count=2"]
+    assert train_support.subprocess_env("cache")["XLA_FLAGS"] == train_support.child_xla_flags()

@@ -2,8 +2,9 @@
 
 XLA's CPU compiler takes several seconds per train step (1-layer model included), so the training
 tests share a persistent compilation cache: a computation compiled by one run (in this process or in
-a subprocess) is loaded by the next. Subprocesses also compile with ``--xla_backend_optimization_level=0``
-(faster to compile, same numerics contract), and get ``extra_xla_flags`` such as the host device count.
+a subprocess) is loaded by the next. Subprocesses get the suite's ``XLA_FLAGS`` (``tests/conftest.py``
+adds ``--xla_backend_optimization_level=0``: faster to compile, same numerics contract; a caller's
+``--xla_cpu_max_isa`` is kept) plus ``extra_xla_flags`` such as the host device count.
 """
 
 from __future__ import annotations
@@ -40,15 +41,43 @@ def shared_compilation_cache(directory: str) -> Iterator[None]:
         compilation_cache.reset_cache()
 
 
+HOST_DEVICE_COUNT_FLAG = "--xla_force_host_platform_device_count"
+
+
+def child_xla_flags(extra_xla_flags: str = "") -> str:
+    """The suite's ``XLA_FLAGS`` for a child process, without a host device count, plus ``extra_xla_flags``.
+
+    Parameters
+    ----------
+    extra_xla_flags
+        Flags the child needs on top, such as ``--xla_force_host_platform_device_count=8``.
+
+    Returns
+    -------
+    str
+        The value for the child's ``XLA_FLAGS``.
+
+    Notes
+    -----
+    The suite's flags are this process's (``tests/conftest.py`` sets them before JAX starts): the
+    fast-compile level unless ``ATTENTION_JAX_TEST_XLA_OPTIMIZE=1``, and the caller's other flags such
+    as ``--xla_cpu_max_isa=AVX2``, so a portability run reaches the children too. A device count is
+    the child's own choice: without one it sees one CPU device.
+    """
+    inherited = [flag for flag in os.environ.get("XLA_FLAGS", "").split()
+                 if not flag.startswith(HOST_DEVICE_COUNT_FLAG)]
+    return " ".join([*inherited, *extra_xla_flags.split()])
+
+
 def subprocess_env(cache_dir: str, extra_xla_flags: str = "", **extra: str) -> dict[str, str]:
-    """Environment for a child Python: repo on the path, the shared cache, fast compilation."""
+    """Environment for a child Python: repo on the path, the shared cache, the suite's XLA flags."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")])
     env["JAX_COMPILATION_CACHE_DIR"] = cache_dir
     env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
     env["JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"] = "0"
     env["JAX_PLATFORMS"] = "cpu"
-    env["XLA_FLAGS"] = f"--xla_backend_optimization_level=0 {extra_xla_flags}".strip()
+    env["XLA_FLAGS"] = child_xla_flags(extra_xla_flags)
     env.update(extra)
     return env
 
