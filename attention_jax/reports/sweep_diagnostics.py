@@ -9,7 +9,8 @@ measurable reasons, and each has its column in ``ROOT/<name>_diagnostics.md`` (w
   its change against base. ``S`` is half of base's mean best step, rounded down to an evaluated step.
 - **It overfits sooner** (more capacity, less dropout): *dev / train PPL at best*, the ratio of dev to
   training perplexity at the best checkpoint (training perplexity is the unsmoothed loss on the training
-  batches, with dropout, at the logged step nearest below it).
+  batches, with dropout, at the logged step nearest below it; so the ratio compares rows of the same
+  dropout rate: a row with less dropout reads higher, one with more lower, at the same fit).
 - **It was cut off while still improving**: *ended by*, how many seeds stopped early
   (``early_stopping``) and how many at the step cap (``num_train_steps``); a row at the cap has not
   reached its own best.
@@ -191,7 +192,9 @@ def diagnostics_markdown(root: str, name: str, rows: Sequence[RowReport]) -> str
              "Means over each row's finished seeds, read from the runs' `metrics.jsonl` and `results.json` "
              f"(`attention_jax/reports/sweep_diagnostics.py`). Dev PPL at {step_text} (half of base's mean best "
              "step): how fast the row learned, against base at the same step. Dev / train PPL at best: "
-             "how much it overfits at the checkpoint it is judged on. Ended by: early stopping "
+             "how much it overfits at the checkpoint it is judged on (training perplexity is measured on "
+             "the training batches with dropout on: compare rows of the same dropout rate). Ended by: early "
+             "stopping "
              "(`early_stopping`) or the step cap (`num_train_steps`), per seed; a seed that `diverged` (last "
              f"dev PPL over {DIVERGED_FACTOR:g}x its best, dev accuracy under {ACCURACY_COLLAPSE:g}x that at "
              "its best) is left out of the row's figures.", "",
