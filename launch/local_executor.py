@@ -5,7 +5,7 @@ exists are skipped; a row that stopped part-way is rerun, and the entry point re
 latest checkpoint. Rows run in their own process groups; SIGINT/SIGTERM to the sweep reach them, they
 checkpoint and exit, and no new row starts (:mod:`launch.row_processes`). A failing row does not stop the others. With seeds, "row" here is one seed of a
 row, in ``ROOT/<row>/seed_<k>/``: each seed is skipped, resumed or rerun on its own. After each run
-ends, a line gives the runs left and an ETA from the mean time of those ended (:class:`SweepClock`).
+ends, a line gives the runs left and an ETA from what each row's finished runs cost (:class:`SweepClock`).
 
 With ``pin_cpus`` (``launch.sweep --pin_cpus``, the default) and ``parallel > 1``, the sweep's CPUs are
 split into ``parallel`` disjoint sets and each running row is kept to one of them. XLA sizes its thread
@@ -19,7 +19,7 @@ to 4,100 pinned, with none: 1.6x the sweep's throughput.
 from __future__ import annotations
 
 import concurrent.futures
-import math
+import json
 import os
 import queue
 import shlex
@@ -88,43 +88,157 @@ def _run_row(job: RowJob, repo_dir: str, say: Callable[[str], None],
 
 
 class SweepClock:
-    """How far a local sweep has got, and when it should end, from the runs finished so far.
+    """How far a local sweep has got, and when it should end, from what each row's runs cost.
 
     Parameters
     ----------
-    to_run : int
-        Runs this sweep has to run (skipped ones, finished earlier, not counted).
+    jobs : Sequence[RowJob]
+        Every run of the sweep, finished ones included (their ``results.json`` gives their row's cost).
     parallel : int
         Runs at a time.
+    force : bool
+        Whether finished runs run again (then every job is to run).
+
+    Notes
+    -----
+    A run's cost is its row's: the mean ``wall_s`` in the ``results.json`` of the row's finished runs
+    (the training run's own clock, summed over its resumes), from this launch or an earlier one. Seeds of
+    a row cost about the same; rows differ several-fold (a Table 2 sweep at 1/4 width: 12 minutes for
+    N = 2, 93 for big), so one mean over all runs misleads, and a resumed run's short wall misleads
+    more. A row with no finished run yet costs the mean of the rows that have one (or, before any has,
+    the mean wall of the runs ended in this launch). A run stopped part-way costs the fraction of its
+    steps still to train (the last step in its ``metrics.jsonl`` against the config's
+    ``num_train_steps``), and a running one what is left after the time it has run. The ETA is the work
+    left shared over ``parallel`` slots, and at least the longest run left.
     """
 
-    def __init__(self, to_run: int, parallel: int) -> None:
-        self.to_run, self.parallel = to_run, parallel
-        self.walls: list[float] = []
+    def __init__(self, jobs: Sequence[RowJob], parallel: int, force: bool = False) -> None:
+        self.parallel = parallel
+        self.to_run = {job.name: job for job in jobs if force or not sweep_record.results_exist(job.record_dir)}
+        self.row_walls: dict[str, list[float]] = {}
+        for job in jobs:
+            if job.name not in self.to_run:
+                self._record_cost(job)
+        self.fraction_left = {name: _fraction_left(job.record_dir) for name, job in self.to_run.items()}
+        self.started_at: dict[str, float] = {}
+        self.ended: list[float] = []
 
-    def finished(self, wall_s: float) -> str:
-        """Record a run that ended after ``wall_s`` seconds; return the progress line to print.
+    def _record_cost(self, job: RowJob) -> None:
+        wall_s = _recorded_wall(job.record_dir)
+        if wall_s is not None:
+            self.row_walls.setdefault(job.row, []).append(wall_s)
+
+    def started(self, job: RowJob, now: float) -> None:
+        """Record that ``job`` began at ``now`` (``time.monotonic()``).
 
         Parameters
         ----------
+        job : RowJob
+            The run.
+        now : float
+            Its start on the monotonic clock.
+        """
+        self.started_at[job.name] = now
+
+    def finished(self, job: RowJob, wall_s: float, now: float) -> str:
+        """Record that ``job`` ended after ``wall_s`` seconds; return the progress line to print.
+
+        Parameters
+        ----------
+        job : RowJob
+            The run (done, failed or incomplete; a stopped run is not recorded).
         wall_s : float
-            Its wall time.
+            Its wall time in this launch.
+        now : float
+            The time it ended on the monotonic clock.
 
         Returns
         -------
         str
-            E.g. ``"3 of 60 runs ended, 57 to go: ETA 4h45m (10m00s a run, 2 at a time)"``.
-
-        Notes
-        -----
-        The ETA assumes the runs left take the mean time of those ended, ``parallel`` at a time.
+            E.g. ``"3 of 60 runs ended, 57 to go: ETA 14h45m (from each row's finished runs, 2 at a time)"``.
         """
-        self.walls.append(wall_s)
-        left = max(self.to_run - len(self.walls), 0)
-        mean = sum(self.walls) / len(self.walls)
-        eta = math.ceil(left / self.parallel) * mean if left else 0.0
-        return (f"{len(self.walls)} of {self.to_run} runs ended, {left} to go: ETA {_clock(eta)} "
-                f"({_clock(mean)} a run, {self.parallel} at a time)")
+        self.ended.append(wall_s)
+        self.to_run.pop(job.name, None)
+        self.started_at.pop(job.name, None)
+        self._record_cost(job)
+        left = len(self.to_run)
+        total = len(self.ended) + left
+        eta = self.eta(now)
+        eta_text = "unknown" if eta is None else _clock(eta)
+        return (f"{len(self.ended)} of {total} runs ended, {left} to go: ETA {eta_text} "
+                f"(from each row's finished runs, {self.parallel} at a time)")
+
+    def _row_cost(self, row: str) -> float | None:
+        means = {name: sum(walls) / len(walls) for name, walls in self.row_walls.items() if walls}
+        if row in means:
+            return means[row]
+        if means:
+            return sum(means.values()) / len(means)
+        return sum(self.ended) / len(self.ended) if self.ended else None
+
+    def eta(self, now: float) -> float | None:
+        """Seconds until the runs left should have ended; None before any cost is known.
+
+        Parameters
+        ----------
+        now : float
+            The current time on the monotonic clock.
+
+        Returns
+        -------
+        float or None
+            The work left over ``parallel`` slots, at least the longest run left; 0 when none is left.
+        """
+        remaining = []
+        for name, job in self.to_run.items():
+            cost = self._row_cost(job.row)
+            if cost is None:
+                return None
+            left = cost * self.fraction_left[name]
+            if name in self.started_at:
+                left -= now - self.started_at[name]
+            remaining.append(max(left, 0.0))
+        if not remaining:
+            return 0.0
+        return max(sum(remaining) / self.parallel, max(remaining))
+
+
+def _recorded_wall(record_dir: str) -> float | None:
+    """The ``wall_s`` of the run's ``results.json`` (None when absent or unreadable)."""
+    try:
+        with open(os.path.join(record_dir, run_files.RESULTS_FILE)) as file:
+            wall_s = json.load(file).get("wall_s")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return float(wall_s) if isinstance(wall_s, (int, float)) and wall_s > 0 else None
+
+
+def _fraction_left(record_dir: str) -> float:
+    """The share of a run's steps still to train: 1 for a new run, less for one stopped part-way.
+
+    Parameters
+    ----------
+    record_dir : str
+        The run's directory (its ``config.json`` and ``metrics.jsonl``, when it has started before).
+
+    Returns
+    -------
+    float
+        ``1 - last logged step / num_train_steps``, in [0, 1]; 1 when either file is missing or unreadable.
+    """
+    try:
+        with open(os.path.join(record_dir, run_files.CONFIG_FILE)) as file:
+            planned = int(json.load(file)["num_train_steps"])
+        last_step = 0
+        with open(os.path.join(record_dir, run_files.METRICS_FILE)) as file:
+            for line in file:
+                if line.strip():
+                    last_step = max(last_step, int(json.loads(line).get("step", 0)))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return 1.0
+    if planned <= 0:
+        return 1.0
+    return min(max(1.0 - last_step / planned, 0.0), 1.0)
 
 
 def _clock(seconds: float) -> str:
@@ -170,7 +284,7 @@ def run_local(jobs: Sequence[RowJob], *, repo_dir: str, parallel: int = 1, force
     for slot in (cpu_slots(parallel) if pin_cpus else None) or [None] * parallel:
         free_slots.put(slot)
 
-    clock = SweepClock(sum(force or not sweep_record.results_exist(job.record_dir) for job in jobs), parallel)
+    clock = SweepClock(jobs, parallel, force)
 
     def run_one(job: RowJob) -> RowOutcome:
         if not force and sweep_record.results_exist(job.record_dir):
@@ -178,13 +292,16 @@ def run_local(jobs: Sequence[RowJob], *, repo_dir: str, parallel: int = 1, force
             return RowOutcome(job.name, "skipped", "results.json exists")
         slot = free_slots.get()  # One is free: at most `parallel` rows run at once.
         start = time.monotonic()
+        with lock:
+            clock.started(job, start)
         try:
             outcome = _run_row(job, repo_dir, locked_say, slot)
         finally:
             free_slots.put(slot)
         if outcome.status != "stopped":
             with lock:
-                line = clock.finished(time.monotonic() - start)
+                now = time.monotonic()
+                line = clock.finished(job, now - start, now)
             locked_say(" " * 8 + line)
         return outcome
 

@@ -46,15 +46,54 @@ def test_parallel_rows_run_on_disjoint_cpus_only_when_pinned(tmp_path: pathlib.P
     assert all(json.loads((pathlib.Path(job.record_dir) / "cpus.json").read_text()) == ours for job in unpinned)
 
 
-def test_sweep_clock_eta_is_the_mean_run_time_per_round_of_parallel_runs() -> None:
-    clock = local_executor.SweepClock(to_run=7, parallel=2)
-    assert clock.finished(600.0) == "1 of 7 runs ended, 6 to go: ETA 30m00s (10m00s a run, 2 at a time)"
-    # Mean of 600 and 840 s is 720 s; 5 runs left take 3 rounds of 2: 2,160 s.
-    assert clock.finished(840.0) == "2 of 7 runs ended, 5 to go: ETA 36m00s (12m00s a run, 2 at a time)"
-    for _ in range(5):
-        line = clock.finished(720.0)
-    assert line == "7 of 7 runs ended, 0 to go: ETA 0m00s (12m00s a run, 2 at a time)"
-    assert local_executor.SweepClock(40, 1).finished(600.0).endswith("ETA 6h30m (10m00s a run, 1 at a time)")
+def _seed_job(root: pathlib.Path, row: str, seed: int, *, wall_s: float | None = None,
+              stopped_at_step: int | None = None) -> RowJob:
+    """A run of ``row`` at ``seed`` under ``root``: finished after ``wall_s``, stopped part-way, or new."""
+    record_dir = root / row / f"seed_{seed}"
+    record_dir.mkdir(parents=True)
+    if wall_s is not None:
+        (record_dir / "results.json").write_text(json.dumps({"wall_s": wall_s}))
+    if stopped_at_step is not None:
+        (record_dir / "config.json").write_text(json.dumps({"num_train_steps": 3000}))
+        (record_dir / "metrics.jsonl").write_text("".join(json.dumps({"step": step, "train/loss": 5.0}) + "\n"
+                                                          for step in range(100, stopped_at_step + 1, 100)))
+    return RowJob(row=row, index=1, total=1, workdir=str(record_dir), record_dir=str(record_dir),
+                  argv=(sys.executable, "-c", "pass"), seed=seed)
+
+
+def test_sweep_clock_costs_each_run_as_its_rows_finished_runs(tmp_path: pathlib.Path) -> None:
+    jobs = [_seed_job(tmp_path, "fast", 0, wall_s=600.0), _seed_job(tmp_path, "slow", 0, wall_s=3600.0),
+            _seed_job(tmp_path, "fast", 1), _seed_job(tmp_path, "slow", 1), _seed_job(tmp_path, "new", 0),
+            _seed_job(tmp_path, "slow", 2, stopped_at_step=1500)]
+    clock = local_executor.SweepClock(jobs, parallel=2)
+    assert clock.fraction_left == {"fast/seed_1": 1.0, "slow/seed_1": 1.0, "new/seed_0": 1.0, "slow/seed_2": 0.5}
+    # Before anything ran: fast 600 + slow 3,600 + new (the mean of the rows' means, 2,100) + half of slow.
+    assert clock.eta(now=0.0) == pytest.approx((600 + 3600 + 2100 + 1800) / 2)
+    clock.started(jobs[2], now=0.0)
+    clock.started(jobs[3], now=0.0)
+    (tmp_path / "fast" / "seed_1" / "results.json").write_text(json.dumps({"wall_s": 800.0}))
+    line = clock.finished(jobs[2], 850.0, now=850.0)
+    # fast now costs 700 (600 and 800), so new costs (700 + 3,600) / 2 = 2,150; slow/seed_1 has run 850 s.
+    left = [3600 - 850, 2150, 1800]
+    assert clock.eta(now=850.0) == pytest.approx(sum(left) / 2)
+    assert line == "1 of 4 runs ended, 3 to go: ETA 55m50s (from each row's finished runs, 2 at a time)"
+    # slow/seed_1 overran its estimate (0 left); new's 2,150 s is more than the shared (2,150 + 1,800) / 2.
+    assert clock.eta(now=10_000.0) == pytest.approx(2150.0)
+    for job, now in ((jobs[3], 3700.0), (jobs[4], 5000.0)):
+        clock.finished(job, 1000.0, now)
+    assert clock.eta(now=5000.0) == pytest.approx(1800.0)  # Half of slow's cost, one run: no sharing.
+    assert clock.finished(jobs[5], 1800.0, now=6800.0).startswith("4 of 4 runs ended, 0 to go: ETA 0m00s")
+
+
+def test_sweep_clock_without_any_finished_run_waits_then_uses_this_launchs_runs(tmp_path: pathlib.Path) -> None:
+    jobs = [_seed_job(tmp_path, row, 0) for row in ("a", "b", "c")]
+    clock = local_executor.SweepClock(jobs, parallel=1)
+    assert clock.eta(now=0.0) is None
+    clock.started(jobs[0], now=0.0)
+    # "a" ended without a results.json (it failed): the mean wall of this launch's ended runs stands in.
+    assert clock.finished(jobs[0], 300.0, now=300.0) == (
+        "1 of 3 runs ended, 2 to go: ETA 10m00s (from each row's finished runs, 1 at a time)")
+    assert local_executor.SweepClock(jobs, parallel=1, force=True).to_run.keys() == {"a/seed_0", "b/seed_0", "c/seed_0"}
 
 
 def test_run_local_prints_the_eta_after_each_run_and_skips_finished_ones_in_the_count(tmp_path: pathlib.Path) -> None:
