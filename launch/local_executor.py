@@ -116,9 +116,8 @@ class SweepClock:
         self.parallel = parallel
         self.to_run = {job.name: job for job in jobs if force or not sweep_record.results_exist(job.record_dir)}
         self.row_walls: dict[str, list[float]] = {}
-        for job in jobs:
-            if job.name not in self.to_run:
-                self._record_cost(job)
+        for job in jobs:  # With force, finished runs run again; their last results still say their cost.
+            self._record_cost(job)
         self.fraction_left = {name: _fraction_left(job.record_dir) for name, job in self.to_run.items()}
         self.started_at: dict[str, float] = {}
         self.ended: list[float] = []

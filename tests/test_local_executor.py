@@ -65,6 +65,8 @@ def test_sweep_clock_costs_each_run_as_its_rows_finished_runs(tmp_path: pathlib.
     jobs = [_seed_job(tmp_path, "fast", 0, wall_s=600.0), _seed_job(tmp_path, "slow", 0, wall_s=3600.0),
             _seed_job(tmp_path, "fast", 1), _seed_job(tmp_path, "slow", 1), _seed_job(tmp_path, "new", 0),
             _seed_job(tmp_path, "slow", 2, stopped_at_step=1500)]
+    forced = local_executor.SweepClock(jobs, parallel=2, force=True)  # Finished runs again, at their cost.
+    assert forced.eta(now=0.0) == pytest.approx((600 + 3600 + 600 + 3600 + 2100 + 1800) / 2)
     clock = local_executor.SweepClock(jobs, parallel=2)
     assert clock.fraction_left == {"fast/seed_1": 1.0, "slow/seed_1": 1.0, "new/seed_0": 1.0, "slow/seed_2": 0.5}
     # Before anything ran: fast 600 + slow 3,600 + new (the mean of the rows' means, 2,100) + half of slow.
