@@ -28,6 +28,7 @@ import time
 from typing import Callable, Sequence
 
 from attention_jax import run_files
+from attention_jax.reports import sweep_rows
 from launch import row_processes, sweep_record
 from launch.sweep_spec import RowJob, RowOutcome
 
@@ -85,6 +86,9 @@ def _run_row(job: RowJob, repo_dir: str, say: Callable[[str], None],
     outcome = RowOutcome(job.name, status, f"{why}, {wall_s:.1f} s, log: {log_path}")
     say(sweep_record.progress_line(job, status, outcome.detail) + "\n" + sweep_record.log_tail(log_path))
     return outcome
+
+
+TRAIN_LOSS_KEY = "train/loss"  # Logged at every training log step; its last step is how far a run got.
 
 
 class SweepClock:
@@ -223,21 +227,18 @@ def _fraction_left(record_dir: str) -> float:
     Returns
     -------
     float
-        ``1 - last logged step / num_train_steps``, in [0, 1]; 1 when either file is missing or unreadable.
+        ``1 - last logged training step / num_train_steps``, in [0, 1]; 1 when the config is missing or
+        unreadable or no training step was logged.
     """
     try:
         with open(os.path.join(record_dir, run_files.CONFIG_FILE)) as file:
             planned = int(json.load(file)["num_train_steps"])
-        last_step = 0
-        with open(os.path.join(record_dir, run_files.METRICS_FILE)) as file:
-            for line in file:
-                if line.strip():
-                    last_step = max(last_step, int(json.loads(line).get("step", 0)))
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+    except (OSError, ValueError, KeyError, TypeError):
         return 1.0
-    if planned <= 0:
+    steps, _ = sweep_rows.read_metric_curve(record_dir, TRAIN_LOSS_KEY)  # Skips a line cut by a kill.
+    if planned <= 0 or not steps:
         return 1.0
-    return min(max(1.0 - last_step / planned, 0.0), 1.0)
+    return min(max(1.0 - steps[-1] / planned, 0.0), 1.0)
 
 
 def _clock(seconds: float) -> str:

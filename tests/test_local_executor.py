@@ -55,8 +55,8 @@ def _seed_job(root: pathlib.Path, row: str, seed: int, *, wall_s: float | None =
         (record_dir / "results.json").write_text(json.dumps({"wall_s": wall_s}))
     if stopped_at_step is not None:
         (record_dir / "config.json").write_text(json.dumps({"num_train_steps": 3000}))
-        (record_dir / "metrics.jsonl").write_text("".join(json.dumps({"step": step, "train/loss": 5.0}) + "\n"
-                                                          for step in range(100, stopped_at_step + 1, 100)))
+        lines = [json.dumps({"step": step, "train/loss": 5.0}) for step in range(100, stopped_at_step + 1, 100)]
+        (record_dir / "metrics.jsonl").write_text("\n".join(lines) + '\n{"step": 16')  # Cut short by a kill.
     return RowJob(row=row, index=1, total=1, workdir=str(record_dir), record_dir=str(record_dir),
                   argv=(sys.executable, "-c", "pass"), seed=seed)
 
@@ -95,7 +95,8 @@ def test_sweep_clock_without_any_finished_run_waits_then_uses_this_launchs_runs(
     # "a" ended without a results.json (it failed): the mean wall of this launch's ended runs stands in.
     assert clock.finished(jobs[0], 300.0, now=300.0) == (
         "1 of 3 runs ended, 2 to go: ETA 10m00s (from each row's finished runs, 1 at a time)")
-    assert local_executor.SweepClock(jobs, parallel=1, force=True).to_run.keys() == {"a/seed_0", "b/seed_0", "c/seed_0"}
+    forced = local_executor.SweepClock(jobs, parallel=1, force=True)
+    assert forced.to_run.keys() == {"a/seed_0", "b/seed_0", "c/seed_0"}
 
 
 def test_run_local_prints_the_eta_after_each_run_and_skips_finished_ones_in_the_count(tmp_path: pathlib.Path) -> None:

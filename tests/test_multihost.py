@@ -21,8 +21,8 @@ import jax
 import numpy as np
 import pytest
 
-from tests.support.sweep_cli import REPO_ROOT, needs_entry_point, tiny_data_dir, tiny_flags  # noqa: F401 (fixture)
 from tests.support import train_support
+from tests.support.sweep_cli import REPO_ROOT, needs_entry_point, tiny_data_dir, tiny_flags  # noqa: F401 (fixture)
 
 pytestmark = [pytest.mark.slow, pytest.mark.end_to_end]
 STEPS = 4
