@@ -32,6 +32,8 @@ from attention_jax.reports import sweep_rows
 from launch import row_processes, sweep_record
 from launch.sweep_spec import RowJob, RowOutcome
 
+TRAIN_LOSS_KEY = "train/loss"  # Logged at every training log step; its last step is how far a run got.
+
 
 def cpu_slots(parallel: int, cpus: frozenset[int] | None = None) -> list[frozenset[int]] | None:
     """Split the CPUs into ``parallel`` disjoint sets of (nearly) equal size, one per running row.
@@ -86,9 +88,6 @@ def _run_row(job: RowJob, repo_dir: str, say: Callable[[str], None],
     outcome = RowOutcome(job.name, status, f"{why}, {wall_s:.1f} s, log: {log_path}")
     say(sweep_record.progress_line(job, status, outcome.detail) + "\n" + sweep_record.log_tail(log_path))
     return outcome
-
-
-TRAIN_LOSS_KEY = "train/loss"  # Logged at every training log step; its last step is how far a run got.
 
 
 class SweepClock:
