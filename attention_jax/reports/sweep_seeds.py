@@ -194,6 +194,34 @@ class RowStats:
     diverged_seeds: tuple[int | None, ...] = ()
 
 
+def beyond_spread(changes: Sequence[float]) -> tuple[bool, str]:
+    """Whether paired changes are beyond their seeds' spread: ``|mean| > SPREAD_FACTOR x standard error``.
+
+    Parameters
+    ----------
+    changes : Sequence[float]
+        Paired changes, one per seed; at least two.
+
+    Returns
+    -------
+    tuple[bool, str]
+        The test and its basis, e.g. ``(True, "|mean| > 2 x SE, 3 paired seeds")``.
+
+    Notes
+    -----
+    A nonzero mean with zero spread counts as beyond it. :func:`verdict` judges rows against the paper
+    with it, and :mod:`attention_jax.reports.attention_function_report` compares attention functions.
+    Raises ``ValueError`` for fewer than two changes (no spread to compare with).
+    """
+    count = len(changes)
+    if count < 2:
+        raise ValueError(f"a spread needs two or more paired changes, got {count}.")
+    mean = statistics.fmean(changes)
+    se = statistics.stdev(changes) / math.sqrt(count)
+    beyond = abs(mean) > SPREAD_FACTOR * se if se > 0 else mean != 0
+    return beyond, f"|mean| {'>' if beyond else '<='} {SPREAD_FACTOR:g} x SE, {count} paired seeds"
+
+
 def verdict(changes: Sequence[float], paper_direction: int) -> tuple[str, str]:
     """Judge paired changes of dev perplexity against the paper's direction.
 
@@ -219,9 +247,7 @@ def verdict(changes: Sequence[float], paper_direction: int) -> tuple[str, str]:
         if paper_direction == 0:
             return "undecided", "1 seed: no spread to compare with"
         return ("reproduced" if _sign(mean) == paper_direction else "opposite"), "sign only, 1 seed"
-    se = statistics.stdev(changes) / math.sqrt(count)
-    beyond = abs(mean) > SPREAD_FACTOR * se if se > 0 else mean != 0
-    basis = f"|mean| {'>' if beyond else '<='} {SPREAD_FACTOR:g} x SE, {count} paired seeds"
+    beyond, basis = beyond_spread(changes)
     if paper_direction == 0:
         return ("differs" if beyond else "reproduced"), basis
     if not beyond:

@@ -1,0 +1,415 @@
+"""Attention functions compared at equal ``d_k``: each against scaled dot product, paired by seed.
+
+The Table 2 report judges every row against ``base``. A sweep over ``config.attention_function``
+(``configs/sweeps/attention_function.py``) asks other questions (the paper's Section 3.2.1 and footnote 4):
+does unscaled dot-product attention fall behind the scaled one as ``d_k`` grows, and where does
+additive attention stand? So each row is compared with the row of the *same* ``d_k`` that uses the
+paper's scaled dot product (its reference row; at the sweep's default ``d_k`` that is ``base``):
+
+- **the change at equal d_k**: for every seed k finished in both, ``c_k = ppl(row, k) / ppl(ref, k) - 1``
+  (dev perplexity per wordpiece) and the BLEU difference ``bleu(row, k) - bleu(ref, k)``; their means
+  and standard errors over the paired seeds. The reading is ``higher perplexity`` or ``lower
+  perplexity`` when the mean change is beyond the seeds' spread
+  (:func:`attention_jax.reports.sweep_seeds.beyond_spread`: ``|mean| > 2 x SE``, the Table 2 report's
+  rule), else ``within noise``; with one paired seed there is no spread and the reading is ``1 seed``;
+- **the trend with d_k**: for a function run at two or more ``d_k``, the per-seed difference between its
+  change at the largest and at the smallest ``d_k``, ``c_k(d_large) - c_k(d_small)``. Beyond the spread
+  and positive, the function falls further behind scaled dot product as ``d_k`` grows (``grows with
+  d_k``), negative ``shrinks with d_k``, else ``within noise``. This is the paper's claim about unscaled
+  dot products, measured; seeds pair across ``d_k`` because every row of a seed sees the same batches.
+
+Linear attention has no softmax to saturate; it is compared at its ``d_k`` like the others.
+
+Files (``python -m attention_jax.report ROOT`` writes them beside the Table 2 report whenever the rows
+use more than one attention function; :func:`write_attention_function_report`)::
+
+    ROOT/attention_functions.md    the two tables above and the rule
+    ROOT/attention_functions.csv   one line per row, full precision
+    ROOT/attention_functions.png   dev perplexity against d_k per function (mean ± std over seeds), and
+                                   the paired change against scaled dot product (mean ± SE)
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import math
+import os
+import statistics
+from typing import Any, Sequence
+
+from attention_jax.reports.sweep_rows import RowReport, read_sweep_rows
+from attention_jax.reports.sweep_seeds import beyond_spread, reported_bleu, reported_ppl
+
+REFERENCE_FUNCTION = "scaled_dot_product"
+"""The paper's attention function: every other function is compared with it at the same ``d_k``."""
+
+DEFAULT_FUNCTION = REFERENCE_FUNCTION  # A config without the field is the paper's (configs/base.py).
+REPORT_STEM = "attention_functions"
+CSV_FIELDS = ("row", "attention_function", "key_dim", "reference_row", "seeds", "dev_ppl_mean", "dev_ppl_std",
+              "dev_bleu_mean", "dev_bleu_std", "paired_seeds", "ppl_change_mean", "ppl_change_se",
+              "bleu_difference_mean", "bleu_difference_se", "reading", "reading_basis")
+
+
+@dataclasses.dataclass(frozen=True)
+class FunctionRow:
+    """A row of the sweep: its attention function, ``d_k``, figures and comparison with scaled dot product.
+
+    Attributes
+    ----------
+    row : str
+        Row name.
+    function : str
+        ``config.attention_function``.
+    key_dim : int
+        ``config.key_dim`` (``d_model / h`` where the config leaves it unset).
+    reference_row : str or None
+        The scaled-dot-product row of the same ``d_k`` (None for such a row itself, or when the sweep has
+        none at this ``d_k``).
+    dev_ppl, dev_bleu : dict[int or None, float]
+        Seed -> the run's dev perplexity and BLEU (the Table 2 report's :func:`reported_ppl` and
+        :func:`reported_bleu`), for the finished seeds that have them.
+    ppl_changes : dict[int or None, float]
+        Seed -> ``ppl(row) / ppl(reference) - 1`` for every seed finished in both.
+    bleu_differences : dict[int or None, float]
+        Seed -> ``bleu(row) - bleu(reference)`` for every seed with BLEU in both.
+    reading : str
+        ``higher perplexity``, ``lower perplexity``, ``within noise``, ``1 seed``, ``pending`` (no paired
+        seed yet), ``reference`` or ``no reference``.
+    reading_basis : str
+        How the reading was reached, e.g. ``"|mean| > 2 x SE, 3 paired seeds"``.
+    """
+
+    row: str
+    function: str
+    key_dim: int
+    reference_row: str | None
+    dev_ppl: dict[int | None, float]
+    dev_bleu: dict[int | None, float]
+    ppl_changes: dict[int | None, float]
+    bleu_differences: dict[int | None, float]
+    reading: str
+    reading_basis: str
+
+
+@dataclasses.dataclass(frozen=True)
+class KeyDimTrend:
+    """How one function's change against scaled dot product moves from the smallest to the largest ``d_k``.
+
+    Attributes
+    ----------
+    function : str
+        The attention function.
+    small_key_dim, large_key_dim : int
+        The smallest and largest ``d_k`` the function was compared at.
+    differences : dict[int or None, float]
+        Seed -> ``change(large d_k) - change(small d_k)`` for the seeds paired at both.
+    reading : str
+        ``grows with d_k``, ``shrinks with d_k``, ``within noise``, ``1 seed`` or ``pending``.
+    reading_basis : str
+        As :attr:`FunctionRow.reading_basis`.
+    """
+
+    function: str
+    small_key_dim: int
+    large_key_dim: int
+    differences: dict[int | None, float]
+    reading: str
+    reading_basis: str
+
+
+def mean_and_se(values: Sequence[float]) -> tuple[float | None, float | None]:
+    """Mean and standard error (sample standard deviation over sqrt(n)); None where undefined.
+
+    Parameters
+    ----------
+    values : Sequence[float]
+        One value per seed.
+
+    Returns
+    -------
+    tuple[float or None, float or None]
+        ``(None, None)`` without values; the standard error is None with fewer than two.
+    """
+    if not values:
+        return None, None
+    se = statistics.stdev(values) / math.sqrt(len(values)) if len(values) >= 2 else None
+    return statistics.fmean(values), se
+
+
+def mean_and_std(values: Sequence[float]) -> tuple[float | None, float | None]:
+    """Mean and sample standard deviation (ddof=1); None where undefined."""
+    if not values:
+        return None, None
+    return statistics.fmean(values), (statistics.stdev(values) if len(values) >= 2 else None)
+
+
+def _function_and_key_dim(row: RowReport) -> tuple[str, int]:
+    config = row.config
+    key_dim = config.get("key_dim") or config["d_model"] // config["num_heads"]
+    return config.get("attention_function") or DEFAULT_FUNCTION, int(key_dim)
+
+
+def _by_seed(row: RowReport, read: Any) -> dict[int | None, float]:
+    values = {run.seed: read(run.results) for run in row.finished}
+    return {seed: value for seed, value in values.items() if value is not None}
+
+
+def _reading(changes: Sequence[float], above: str, below: str) -> tuple[str, str]:
+    if not changes:
+        return "pending", "no seed finished in both rows"
+    if len(changes) == 1:
+        return "1 seed", "no spread to compare with"
+    beyond, basis = beyond_spread(changes)
+    if not beyond:
+        return "within noise", basis
+    return (above if statistics.fmean(changes) > 0 else below), basis
+
+
+def applies(rows: Sequence[RowReport]) -> bool:
+    """Whether the rows use more than one attention function (this report has something to compare).
+
+    Parameters
+    ----------
+    rows : Sequence[RowReport]
+        The sweep's rows.
+
+    Returns
+    -------
+    bool
+        True when at least two distinct ``config.attention_function`` values appear among rows with a
+        config.
+    """
+    return len({_function_and_key_dim(row)[0] for row in rows if row.config}) > 1
+
+
+def compare_functions(rows: Sequence[RowReport]) -> list[FunctionRow]:
+    """Compare every row with the scaled-dot-product row of the same ``d_k``, paired by seed.
+
+    Parameters
+    ----------
+    rows : Sequence[RowReport]
+        The sweep's rows (rows without a config are left out).
+
+    Returns
+    -------
+    list[FunctionRow]
+        One per row, ordered by function (scaled dot product first, then as they first appear) and ``d_k``.
+
+    Notes
+    -----
+    Two scaled-dot-product rows of the same ``d_k`` would make the reference ambiguous: the first in
+    the sweep's order is used.
+    """
+    described = [(row, *_function_and_key_dim(row)) for row in rows if row.config]
+    references: dict[int, RowReport] = {}
+    for row, function, key_dim in described:
+        if function == REFERENCE_FUNCTION:
+            references.setdefault(key_dim, row)
+    order = [REFERENCE_FUNCTION] + [f for f in dict.fromkeys(f for _, f, _ in described) if f != REFERENCE_FUNCTION]
+    compared = []
+    for row, function, key_dim in sorted(described, key=lambda item: (order.index(item[1]), item[2])):
+        ppl, bleu = _by_seed(row, reported_ppl), _by_seed(row, reported_bleu)
+        reference = references.get(key_dim)
+        if reference is row or reference is None:
+            compared.append(FunctionRow(row.row, function, key_dim, None, ppl, bleu, {}, {},
+                                        "reference" if reference is row else "no reference",
+                                        "scaled dot product at this d_k" if reference is row
+                                        else f"no {REFERENCE_FUNCTION} row at d_k = {key_dim}"))
+            continue
+        reference_ppl, reference_bleu = _by_seed(reference, reported_ppl), _by_seed(reference, reported_bleu)
+        changes = {seed: value / reference_ppl[seed] - 1 for seed, value in ppl.items()
+                   if reference_ppl.get(seed)}
+        differences = {seed: value - reference_bleu[seed] for seed, value in bleu.items() if seed in reference_bleu}
+        reading, basis = _reading(list(changes.values()), "higher perplexity", "lower perplexity")
+        compared.append(FunctionRow(row.row, function, key_dim, reference.row, ppl, bleu, changes, differences,
+                                    reading, basis))
+    return compared
+
+
+def key_dim_trends(compared: Sequence[FunctionRow]) -> list[KeyDimTrend]:
+    """For each function compared at two or more ``d_k``: does its change grow from the smallest to the largest?
+
+    Parameters
+    ----------
+    compared : Sequence[FunctionRow]
+        :func:`compare_functions`'s rows.
+
+    Returns
+    -------
+    list[KeyDimTrend]
+        One per such function, in the order of ``compared``.
+    """
+    by_function: dict[str, list[FunctionRow]] = {}
+    for row in compared:
+        if row.reference_row is not None:
+            by_function.setdefault(row.function, []).append(row)
+    trends = []
+    for function, members in by_function.items():
+        if len({row.key_dim for row in members}) < 2:
+            continue
+        small = min(members, key=lambda row: row.key_dim)
+        large = max(members, key=lambda row: row.key_dim)
+        differences = {seed: large.ppl_changes[seed] - small.ppl_changes[seed]
+                       for seed in large.ppl_changes if seed in small.ppl_changes}
+        reading, basis = _reading(list(differences.values()), "grows with d_k", "shrinks with d_k")
+        trends.append(KeyDimTrend(function, small.key_dim, large.key_dim, differences, reading, basis))
+    return trends
+
+
+def _number(value: float | None, spread: float | None, digits: int, *, percent: bool = False,
+            sign: bool = False) -> str:
+    if value is None:
+        return ""
+    scale, suffix = (100.0, "%") if percent else (1.0, "")
+    text = f"{value * scale:{'+' if sign else ''}.{digits}f}"
+    return text + (f" ± {spread * scale:.{digits}f}" if spread is not None else "") + suffix
+
+
+def markdown_report(root: str, compared: Sequence[FunctionRow], trends: Sequence[KeyDimTrend]) -> str:
+    """The report as Markdown: the comparison at equal ``d_k``, the trend with ``d_k``, and the rule.
+
+    Parameters
+    ----------
+    root : str
+        The sweep root (named in the title).
+    compared : Sequence[FunctionRow]
+        :func:`compare_functions`'s rows.
+    trends : Sequence[KeyDimTrend]
+        :func:`key_dim_trends`'s results.
+
+    Returns
+    -------
+    str
+        The Markdown text.
+    """
+    lines = [f"# Attention functions at equal d_k: {root}", "",
+             "| row | attention function | d_k | seeds | dev PPL | dev BLEU | ΔPPL vs scaled dot product, same d_k "
+             "| ΔBLEU | reading |", "|---|---|---|---|---|---|---|---|---|"]
+    for row in compared:
+        ppl_mean, ppl_std = mean_and_std(list(row.dev_ppl.values()))
+        bleu_mean, bleu_std = mean_and_std(list(row.dev_bleu.values()))
+        change_mean, change_se = mean_and_se(list(row.ppl_changes.values()))
+        bleu_difference, bleu_se = mean_and_se(list(row.bleu_differences.values()))
+        lines.append(f"| {row.row} | {row.function} | {row.key_dim} | {len(row.dev_ppl)} | "
+                     f"{_number(ppl_mean, ppl_std, 2)} | {_number(bleu_mean, bleu_std, 1)} | "
+                     f"{_number(change_mean, change_se, 1, percent=True, sign=True)} | "
+                     f"{_number(bleu_difference, bleu_se, 1, sign=True)} | {row.reading} |")
+    lines += ["", "Dev PPL and BLEU: mean ± sample standard deviation over the row's finished seeds. ΔPPL: "
+              "the dev perplexity's change against the scaled-dot-product row of the same d_k, paired by "
+              "seed, mean ± standard error; ΔBLEU the same for the BLEU difference. Reading: the change "
+              "is beyond the seeds' spread when |mean| > 2 x SE (the Table 2 report's rule; with 3 seeds a "
+              "loose bar), else `within noise`."]
+    if trends:
+        lines += ["", "## Does the change grow with d_k?", "",
+                  "| attention function | d_k | ΔPPL at the smaller d_k | ΔPPL at the larger d_k | "
+                  "difference, paired | reading |", "|---|---|---|---|---|---|"]
+        rows = {(row.function, row.key_dim): row for row in compared}
+        for trend in trends:
+            small = rows[(trend.function, trend.small_key_dim)].ppl_changes
+            large = rows[(trend.function, trend.large_key_dim)].ppl_changes
+            cells = [_number(*mean_and_se(list(values.values())), 1, percent=True, sign=True)
+                     for values in (small, large, trend.differences)]
+            lines.append(f"| {trend.function} | {trend.small_key_dim} → {trend.large_key_dim} | "
+                         f"{' | '.join(cells)} | {trend.reading} |")
+        lines += ["", "Difference: per seed, the change at the larger d_k minus the change at the smaller "
+                  "(percentage points), mean ± standard error. `grows with d_k`: the function falls further "
+                  "behind scaled dot product as d_k grows, beyond the seeds' spread."]
+    return "\n".join(lines) + "\n"
+
+
+def _csv_records(compared: Sequence[FunctionRow]) -> list[dict]:
+    records = []
+    for row in compared:
+        ppl_mean, ppl_std = mean_and_std(list(row.dev_ppl.values()))
+        bleu_mean, bleu_std = mean_and_std(list(row.dev_bleu.values()))
+        change_mean, change_se = mean_and_se(list(row.ppl_changes.values()))
+        bleu_difference, bleu_se = mean_and_se(list(row.bleu_differences.values()))
+        records.append(dict(row=row.row, attention_function=row.function, key_dim=row.key_dim,
+                            reference_row=row.reference_row or "", seeds=len(row.dev_ppl),
+                            dev_ppl_mean=ppl_mean, dev_ppl_std=ppl_std, dev_bleu_mean=bleu_mean,
+                            dev_bleu_std=bleu_std, paired_seeds=len(row.ppl_changes), ppl_change_mean=change_mean,
+                            ppl_change_se=change_se, bleu_difference_mean=bleu_difference,
+                            bleu_difference_se=bleu_se, reading=row.reading, reading_basis=row.reading_basis))
+    return records
+
+
+def plot_functions(compared: Sequence[FunctionRow], path: str, title: str) -> None:
+    """Plot dev perplexity and the paired change against scaled dot product, both against ``d_k``.
+
+    Parameters
+    ----------
+    compared : Sequence[FunctionRow]
+        :func:`compare_functions`'s rows.
+    path : str
+        PNG file to write.
+    title : str
+        Figure title.
+
+    Notes
+    -----
+    One line per function, ``d_k`` on a base-2 log axis. Left: dev perplexity, mean ± one sample standard
+    deviation over seeds. Right: the paired change against scaled dot product at the same ``d_k``, mean ±
+    one standard error, with the zero line (scaled dot product itself).
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    for function in dict.fromkeys(row.function for row in compared):
+        members = sorted((row for row in compared if row.function == function), key=lambda row: row.key_dim)
+        key_dims = [row.key_dim for row in members]
+        ppl = [mean_and_std(list(row.dev_ppl.values())) for row in members]
+        line = left.errorbar(key_dims, [math.nan if m is None else m for m, _ in ppl],
+                             yerr=[0.0 if s is None else s for _, s in ppl], fmt="o-", capsize=3, label=function)
+        changes = [mean_and_se(list(row.ppl_changes.values())) for row in members]
+        if function == REFERENCE_FUNCTION:
+            continue
+        right.errorbar(key_dims, [math.nan if m is None else 100 * m for m, _ in changes],
+                       yerr=[0.0 if s is None else 100 * s for _, s in changes], fmt="o-", capsize=3,
+                       color=line[0].get_color(), label=function)
+    right.axhline(0.0, color="black", linewidth=0.8, label=REFERENCE_FUNCTION)
+    key_dims = sorted({row.key_dim for row in compared})
+    for axis in (left, right):
+        axis.set_xscale("log", base=2)
+        axis.set_xticks(key_dims, [str(key_dim) for key_dim in key_dims])
+        axis.minorticks_off()
+        axis.set_xlabel("d_k (query/key width per head)")
+        axis.legend(fontsize=8)
+    left.set_ylabel("dev perplexity (mean ± std over seeds)")
+    right.set_ylabel("ΔPPL vs scaled, same d_k (%, mean ± SE)")
+    figure.suptitle(title, fontsize=10)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def write_attention_function_report(root: str, rows: Sequence[RowReport] | None = None) -> list[str]:
+    """Write ``ROOT/attention_functions.{md,csv,png}`` for a sweep over attention functions.
+
+    Parameters
+    ----------
+    root : str
+        Sweep root.
+    rows : Sequence[RowReport], optional
+        The rows, when the caller has read them (else read from ``root``).
+
+    Returns
+    -------
+    list[str]
+        The three paths written.
+    """
+    if rows is None:
+        rows = read_sweep_rows(root)[1]
+    compared = compare_functions(rows)
+    stem = os.path.join(root, REPORT_STEM)
+    with open(stem + ".md", "w", encoding="utf-8") as file:
+        file.write(markdown_report(root, compared, key_dim_trends(compared)))
+    with open(stem + ".csv", "w", encoding="utf-8", newline="") as file:
+        writer = csv.DictWriter(file, fieldnames=CSV_FIELDS)
+        writer.writeheader()
+        writer.writerows(_csv_records(compared))
+    plot_functions(compared, stem + ".png", f"attention functions at equal d_k ({root})")
+    return [stem + ".md", stem + ".csv", stem + ".png"]
