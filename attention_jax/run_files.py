@@ -26,6 +26,7 @@ A sweep root (``ROOT``, written by ``python -m launch.sweep``)::
     <row>/launch.json                the launcher's last action on the row
     <row>/log.txt                    the row's output
     <report_name>.md, .csv, .png     ``python -m attention_jax.report ROOT``
+    attention_functions.md, ...      the same, when the rows use more than one attention function
 
 Every file that a crash must not leave half-written goes through :func:`write_atomically`.
 """

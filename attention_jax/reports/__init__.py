@@ -1,2 +1,2 @@
 """Reading sweeps: the Table 2 style table with seeds and verdicts, per-row diagnostics, learning curves,
-and the Table 3 report. These modules only read run directories; they train nothing."""
+the Table 3 report, and attention functions compared at equal d_k. These modules only read run directories; they train nothing."""
