@@ -50,8 +50,9 @@ def evaluate(run: TrainingRun, step: int) -> dict[str, Any]:
     -------
     dict
         ``loss`` (label-smoothed), ``nll_loss``, ``perplexity``, ``accuracy``, ``tokens`` and, with
-        ``config.num_bleu_examples > 0`` and the decoding modules present, ``bleu`` and
-        ``bleu_signature``; ``seconds`` (this evaluation's wall time) and ``run_wall_s`` (the run's
+        ``config.num_bleu_examples > 0`` and the decoding modules present, ``bleu``,
+        ``bleu_signature`` and ``bleu_sentences`` (how many dev pairs were decoded: the split's size when
+        ``num_bleu_examples`` exceeds it); ``seconds`` (this evaluation's wall time) and ``run_wall_s`` (the run's
         wall time when it began: ``benchmarks/time_to_bleu.py`` subtracts the earlier evaluations').
 
     Notes
@@ -74,7 +75,7 @@ def evaluate(run: TrainingRun, step: int) -> dict[str, Any]:
     logging.info("eval at step %d | loss %.4f | nll %.4f | ppl %.3f | acc %.3f%s", step,
                  summary.get("loss", math.nan), summary.get("nll_loss", math.nan),
                  summary.get("perplexity", math.nan), summary.get("accuracy", math.nan),
-                 f" | sampled BLEU {summary['bleu']:.2f} ({run.config.num_bleu_examples} dev sentences)"
+                 f" | sampled BLEU {summary['bleu']:.2f} ({summary['bleu_sentences']} dev sentences)"
                  if "bleu" in summary else "")
     return summary
 
@@ -154,7 +155,7 @@ def _bleu(run: TrainingRun, step: int) -> tuple[dict[str, Any], list[SampleTrans
     for (source, target), hypothesis in list(zip(pairs, hypotheses))[:2]:
         logging.info("  src: %s\n  ref: %s\n  hyp: %s", source, target, hypothesis)
     samples = [(source, target, hypothesis) for (source, target), hypothesis in zip(pairs, hypotheses)]
-    return {"bleu": float(score), "bleu_signature": signature}, samples
+    return {"bleu": float(score), "bleu_signature": signature, "bleu_sentences": len(pairs)}, samples
 
 
 def write_sample_translations(run: TrainingRun, step: int, sampled: list[SampleTranslation]) -> None:
