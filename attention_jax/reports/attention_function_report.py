@@ -39,7 +39,7 @@ import statistics
 from typing import Any, Sequence
 
 from attention_jax.reports.sweep_rows import RowReport, read_sweep_rows
-from attention_jax.reports.sweep_seeds import beyond_spread, reported_bleu, reported_ppl
+from attention_jax.reports.sweep_seeds import beyond_spread, mean_or_none, reported_bleu, reported_ppl
 
 REFERENCE_FUNCTION = "scaled_dot_product"
 """The paper's attention function: every other function is compared with it at the same ``d_k``."""
@@ -137,11 +137,8 @@ def mean_and_se(values: Sequence[float]) -> tuple[float | None, float | None]:
     return statistics.fmean(values), se
 
 
-def mean_and_std(values: Sequence[float]) -> tuple[float | None, float | None]:
-    """Mean and sample standard deviation (ddof=1); None where undefined."""
-    if not values:
-        return None, None
-    return statistics.fmean(values), (statistics.stdev(values) if len(values) >= 2 else None)
+def _mean_and_std(values: Sequence[float]) -> tuple[float | None, float | None]:
+    return mean_or_none(values), (statistics.stdev(values) if len(values) >= 2 else None)
 
 
 def _function_and_key_dim(row: RowReport) -> tuple[str, int]:
@@ -286,15 +283,13 @@ def markdown_report(root: str, compared: Sequence[FunctionRow], trends: Sequence
     lines = [f"# Attention functions at equal d_k: {root}", "",
              "| row | attention function | d_k | seeds | dev PPL | dev BLEU | ΔPPL vs scaled dot product, same d_k "
              "| ΔBLEU | reading |", "|---|---|---|---|---|---|---|---|---|"]
-    for row in compared:
-        ppl_mean, ppl_std = mean_and_std(list(row.dev_ppl.values()))
-        bleu_mean, bleu_std = mean_and_std(list(row.dev_bleu.values()))
-        change_mean, change_se = mean_and_se(list(row.ppl_changes.values()))
-        bleu_difference, bleu_se = mean_and_se(list(row.bleu_differences.values()))
-        lines.append(f"| {row.row} | {row.function} | {row.key_dim} | {len(row.dev_ppl)} | "
-                     f"{_number(ppl_mean, ppl_std, 2)} | {_number(bleu_mean, bleu_std, 1)} | "
-                     f"{_number(change_mean, change_se, 1, percent=True, sign=True)} | "
-                     f"{_number(bleu_difference, bleu_se, 1, sign=True)} | {row.reading} |")
+    for record in _csv_records(compared):  # The same figures as the CSV, formatted.
+        lines.append(f"| {record['row']} | {record['attention_function']} | {record['key_dim']} | {record['seeds']} | "
+                     f"{_number(record['dev_ppl_mean'], record['dev_ppl_std'], 2)} | "
+                     f"{_number(record['dev_bleu_mean'], record['dev_bleu_std'], 1)} | "
+                     f"{_number(record['ppl_change_mean'], record['ppl_change_se'], 1, percent=True, sign=True)} | "
+                     f"{_number(record['bleu_difference_mean'], record['bleu_difference_se'], 1, sign=True)} | "
+                     f"{record['reading']} |")
     lines += ["", "Dev PPL and BLEU: mean ± sample standard deviation over the row's finished seeds. ΔPPL: "
               "the dev perplexity's change against the scaled-dot-product row of the same d_k, paired by "
               "seed, mean ± standard error; ΔBLEU the same for the BLEU difference. Reading: the change "
@@ -321,8 +316,8 @@ def markdown_report(root: str, compared: Sequence[FunctionRow], trends: Sequence
 def _csv_records(compared: Sequence[FunctionRow]) -> list[dict]:
     records = []
     for row in compared:
-        ppl_mean, ppl_std = mean_and_std(list(row.dev_ppl.values()))
-        bleu_mean, bleu_std = mean_and_std(list(row.dev_bleu.values()))
+        ppl_mean, ppl_std = _mean_and_std(list(row.dev_ppl.values()))
+        bleu_mean, bleu_std = _mean_and_std(list(row.dev_bleu.values()))
         change_mean, change_se = mean_and_se(list(row.ppl_changes.values()))
         bleu_difference, bleu_se = mean_and_se(list(row.bleu_differences.values()))
         records.append(dict(row=row.row, attention_function=row.function, key_dim=row.key_dim,
@@ -361,7 +356,7 @@ def plot_functions(compared: Sequence[FunctionRow], path: str, title: str) -> No
     for function in dict.fromkeys(row.function for row in compared):
         members = sorted((row for row in compared if row.function == function), key=lambda row: row.key_dim)
         key_dims = [row.key_dim for row in members]
-        ppl = [mean_and_std(list(row.dev_ppl.values())) for row in members]
+        ppl = [_mean_and_std(list(row.dev_ppl.values())) for row in members]
         line = left.errorbar(key_dims, [math.nan if m is None else m for m, _ in ppl],
                              yerr=[0.0 if s is None else s for _, s in ppl], fmt="o-", capsize=3, label=function)
         changes = [mean_and_se(list(row.ppl_changes.values())) for row in members]
