@@ -4,8 +4,13 @@ Every row's command runs in a new session (its own process group), so a Ctrl-C i
 reaches the sweep only; :func:`forward_stop_signals` makes the sweep pass SIGINT / SIGTERM on to every
 running row's group and start no new row. The trainer then checkpoints within a step and exits (status
 75), the sweep waits for it, reports the row as ``stopped`` and exits; rerunning the sweep resumes each
-row once. If the sweep itself is killed outright (``kill -9``), Linux sends each trainer SIGTERM
+row once. If the sweep itself is killed outright (``kill -9``), Linux sends each trainer SIGHUP
 (``PR_SET_PDEATHSIG``), so it checkpoints and exits instead of running on re-parented to init.
+
+The parent-death signal is SIGHUP, not SIGTERM, because Linux sends it each time the trainer is handed
+from one dying thread of the sweep to the next, so a multi-threaded sweep killed outright may deliver it
+two or more times at once: the trainer treats repeated SIGHUPs as one request, where a second SIGTERM
+would stop it at once, without its checkpoint.
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ from attention_jax import run_files
 
 STOPPED_EXIT = run_files.STOPPED_EXIT_STATUS  # attention_jax.main checkpointed on SIGTERM/SIGINT.
 _PR_SET_PDEATHSIG = 1
+_SIG_DFL = 0
+PARENT_DEATH_SIGNAL = signal.SIGHUP  # attention_jax.training.distributed.StopRequest: stop, however often.
 
 _lock = threading.Lock()
 _running: dict[int, subprocess.Popen] = {}
@@ -34,16 +41,22 @@ class StopRequested(RuntimeError):
 
 
 def _terminate_with(parent_pid: int, cpus: frozenset[int] | None = None) -> Callable[[], None]:
-    """A ``preexec_fn``: in the child, before exec, ask for SIGTERM when the sweep dies (Linux only),
-    and keep it to ``cpus`` when given."""
+    """A ``preexec_fn``: in the child, before exec, ask for SIGHUP when the sweep dies (Linux only),
+    and keep it to ``cpus`` when given.
+
+    SIGHUP's disposition is reset to the default first: a sweep started under ``nohup`` ignores it,
+    and an ignored disposition would pass through ``exec`` to the trainer.
+    """
 
     def arrange() -> None:
         if cpus:
             os.sched_setaffinity(0, cpus)
         if sys.platform.startswith("linux"):
-            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.signal(int(PARENT_DEATH_SIGNAL), _SIG_DFL)
+            libc.prctl(_PR_SET_PDEATHSIG, int(PARENT_DEATH_SIGNAL), 0, 0, 0)
             if os.getppid() != parent_pid:  # The sweep died before the request took effect.
-                os._exit(128 + int(signal.SIGTERM))
+                os._exit(128 + int(PARENT_DEATH_SIGNAL))
 
     return arrange
 

@@ -51,3 +51,26 @@ def test_first_signal_requests_a_stop_second_acts_as_usual(signal_number: int) -
         assert stop.should_stop(2)
         assert signal.getsignal(signal_number) is previous  # Reinstated for a second signal.
     assert signal.getsignal(signal_number) is previous
+
+
+def test_sighup_requests_a_stop_however_often_it_comes() -> None:
+    previous = signal.getsignal(signal.SIGHUP)
+    with distributed.StopRequest() as stop:
+        for _ in range(3):  # As a killed multi-threaded sweep may deliver its parent-death signal.
+            os.kill(os.getpid(), signal.SIGHUP)
+            time.sleep(0.01)
+        assert stop.should_stop(1)
+        assert signal.getsignal(signal.SIGHUP) is not previous  # Still ours: a repeat never escalates.
+    assert signal.getsignal(signal.SIGHUP) is previous
+
+
+def test_sighup_ignored_at_entry_stays_ignored() -> None:
+    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)  # A run under `nohup` keeps running.
+    try:
+        with distributed.StopRequest() as stop:
+            os.kill(os.getpid(), signal.SIGHUP)
+            time.sleep(0.01)
+            assert not stop.should_stop(1)
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGHUP, previous)

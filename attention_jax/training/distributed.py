@@ -165,6 +165,10 @@ class StopRequest:
 
     Single process: the first SIGTERM or SIGINT sets a flag, read at step boundaries; the previous
     handlers are then reinstated, so a second signal acts as usual (Ctrl-C twice interrupts at once).
+    SIGHUP (a closed terminal, or the sweep that started the trainer gone: see
+    :mod:`launch.row_processes`) sets the same flag and never escalates, since Linux may deliver a
+    parent-death signal once per thread of the dead parent; it is left alone when ignored at entry
+    (``nohup``).
     Multi-process: JAX's preemption service (started by ``jax.distributed.initialize``) catches SIGTERM
     and :func:`jax.experimental.multihost_utils.reached_preemption_sync_point` picks a step at which
     all processes stop together.
@@ -175,11 +179,13 @@ class StopRequest:
     installed from the main thread; elsewhere the request can still be made with :meth:`request`.
     """
 
-    SIGNALS = (signal.SIGTERM, signal.SIGINT)
+    SIGNALS = (signal.SIGTERM, signal.SIGINT)  # The first requests a stop; the next acts as before.
+    HANG_UP = signal.SIGHUP  # Requests a stop, as often as it comes.
 
     def __init__(self) -> None:
         self._requested = threading.Event()
         self._previous_handlers: dict[int, object] = {}
+        self._previous_hang_up_handler: object | None = None
         self._completed_step: int | None = None
         self.completed_at_request: int | None = None  # The last step known finished when the stop came.
 
@@ -188,10 +194,15 @@ class StopRequest:
         if jax.process_count() == 1 and on_main_thread:
             self._previous_handlers = {number: signal.signal(number, self._on_signal)
                                        for number in self.SIGNALS}
+            if signal.getsignal(self.HANG_UP) is not signal.SIG_IGN:
+                self._previous_hang_up_handler = signal.signal(self.HANG_UP, self._on_hang_up) or signal.SIG_DFL
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         self._restore_handlers()
+        if self._previous_hang_up_handler is not None:
+            signal.signal(self.HANG_UP, self._previous_hang_up_handler)
+            self._previous_hang_up_handler = None
 
     def _restore_handlers(self) -> None:
         for number, handler in self._previous_handlers.items():
@@ -204,6 +215,13 @@ class StopRequest:
                         "stop at once).", signal.Signals(signum).name)
         self._mark_requested()
         self._restore_handlers()
+
+    def _on_hang_up(self, signum: int, frame: FrameType | None) -> None:
+        del signum, frame
+        if not self._requested.is_set():
+            logging.warning("Received SIGHUP (the terminal or the sweep that started this run is gone): will "
+                            "checkpoint and stop after the current step.")
+        self._mark_requested()
 
     def _mark_requested(self) -> None:
         if not self._requested.is_set():
