@@ -24,11 +24,12 @@ default, and ``bfloat16``, parameters kept in float32):
   default, written out), ``xla`` (``jax.nn.dot_product_attention`` on XLA), ``fused`` (cuDNN for
   half-precision inputs on a GPU, else XLA) and ``cudnn`` (cuDNN flash attention; float32 is refused
   by it, recorded as an error). ``benchmarks/train_step.py``'s measurement: ``--rows`` x ``--length``
-  target tokens, no padding, dropout and label smoothing from the config, each step timed to
-  completion; target tokens/s of the median step, of the mean step (``mean_target_tokens_per_s``,
-  what the peer reports), and **MFU**: the model's matmul FLOPs per second over the GPU's dense peak
-  for the dtype (:data:`attention_jax.training.device_peaks.DATASHEET_PEAKS`, datasheet figures; an unknown device gets a peak measured here
-  once per dtype, ``--peak_size``^3 products). ``speedup_vs_xla`` compares each path with ``xla``;
+  target tokens, no padding, dropout and label smoothing from the config, each step timed to completion;
+  target tokens/s of the median step, of the mean step (``mean_target_tokens_per_s``, what the peer reports),
+  and **MFU**: the model's matmul FLOPs per second over the GPU's dense peak for the dtype
+  (:data:`attention_jax.training.device_peaks.DATASHEET_PEAKS`, datasheet figures; an unknown device gets a
+  peak measured here once per dtype, ``--peak_size``^3 products). ``speedup_vs_xla`` compares each path with
+  ``xla``;
 - **beam search** (beam 4, alpha 0.6, cached, ``benchmarks/decode.py``'s forced-length search) of
   ``--beam_sentences`` sources of ``--beam_len`` tokens, every output exactly ``--beam_len`` tokens (the
   peer's shape: its sources are as long as its outputs), sentences/s over the mean of

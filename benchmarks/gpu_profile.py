@@ -52,10 +52,10 @@ pattern only, so a fusion that holds a product but is named for its root operati
 name says), and ``modules`` (milliseconds per XLA module, where events name one). ``ours_minus_peer_ms``
 gives the per-category differences; stderr gets the side-by-side table.
 
-Not yet run on a GPU (written and tested on a CPU): the GPU trace's process and thread names above are
-those other tools report for JAX's GPU traces; ``counted`` and ``threads`` show what a run found. Kernels that XLA runs from command buffers (CUDA graphs) may name no ``hlo_op``;
-``XLA_FLAGS=--xla_gpu_enable_command_buffer=`` turns those off in both processes, at some cost in step
-time, should the attribution be needed.
+Not yet run on a GPU (written and tested on a CPU): the GPU trace's process and thread names above are those
+other tools report for JAX's GPU traces; ``counted`` and ``threads`` show what a run found. Kernels that XLA
+runs from command buffers (CUDA graphs) may name no ``hlo_op``; ``XLA_FLAGS=--xla_gpu_enable_command_buffer=``
+turns those off in both processes, at some cost in step time, should the attribution be needed.
 """
 
 from __future__ import annotations

@@ -9,9 +9,9 @@ Run from the repository root::
     python -m benchmarks.packing --unit=slots --out benchmarks/results/packing_messages_en_de_slots.json
     python -m benchmarks.packing --one_length --out benchmarks/results/packing_messages_en_de_real.json
 
-Both modes train the same model (``configs/tiny.py``'s widths: d_model 128, 2 layers, d_ff 512, 4 heads;
-with a vocabulary of 8000, max_len 64 and a budget of 2048 tokens per side and batch) from the same
-initialization on the same corpus, through the real input pipeline and :func:`attention_jax.training.train_state.run_update`
+Both modes train the same model (``configs/tiny.py``'s widths: d_model 128, 2 layers, d_ff 512, 4 heads; with
+a vocabulary of 8000, max_len 64 and a budget of 2048 tokens per side and batch) from the same initialization
+on the same corpus, through the real input pipeline and :func:`attention_jax.training.train_state.run_update`
 (forward, backward, Adam; dropout 0.1 and label smoothing 0.1):
 
 - ``unpacked``: length-bucketed batches (one shape per bucket, both sides padded to the bucket);
@@ -19,13 +19,13 @@ initialization on the same corpus, through the real input pipeline and :func:`at
   one shape each) or ``--row_lengths``;
 - ``packed_one_length`` (with ``--one_length``): every row ``max_len`` long (one shape).
 
-Every batch shape is compiled before timing (one step on a stand-in batch of that shape). The modes then alternate in ``--rounds`` rounds of
-``--steps`` steps each (unpacked, packed, unpacked, packed, ...), so that a busy neighbour on shared
-cores slows both alike; each step is timed to completion. A round's rate is its real (non-pad) target
-tokens over its summed step times; reported are each mode's median round rate, the ratio of the
-medians (the issue's target: packed >= 1.25 x unpacked), the median over rounds of each round's ratio
-(robust to a machine whose speed drifts between rounds), the per-step median, and the padding
-fractions of the timed batches (and of a whole epoch's plan).
+Every batch shape is compiled before timing (one step on a stand-in batch of that shape). The modes then
+alternate in ``--rounds`` rounds of ``--steps`` steps each (unpacked, packed, unpacked, packed, ...), so that
+a busy neighbour on shared cores slows both alike; each step is timed to completion. A round's rate is its
+real (non-pad) target tokens over its summed step times; reported are each mode's median round rate, the ratio
+of the medians (the issue's target: packed >= 1.25 x unpacked), the median over rounds of each round's ratio
+(robust to a machine whose speed drifts between rounds), the per-step median, and the padding fractions of the
+timed batches (and of a whole epoch's plan).
 
 ``--unit`` sets ``config.tokens_per_batch_unit`` in both modes. With ``real`` (the default, the paper's
 count) both modes train on about the same real tokens per step, so they optimize alike and differ

@@ -110,14 +110,14 @@ On the 2-core development machine with nothing else running (``--rounds=2``,
 the base shape, model FLOPs utilization 0.63 of the same runs' measured peak, beam search 1.14x.
 
 On 2 quiet cores of an AMD EPYC with AVX-512 (``--rounds=3``,
-``benchmarks/results/peer_flax_epyc_2cores.json``), after sharing the cross-attention keys and values:
-train step 1.18x (small) and 1.20x (base), model FLOPs utilization 0.46 of that machine's measured
-matmul peak (~530 GFLOP/s), beam search 1.49x (per-round pairs 1.49, 1.50, 1.47). With the embedding then transposed once per
+``benchmarks/results/peer_flax_epyc_2cores.json``), after sharing the cross-attention keys and values: train
+step 1.18x (small) and 1.20x (base), model FLOPs utilization 0.46 of that machine's measured matmul peak (~530
+GFLOP/s), beam search 1.49x (per-round pairs 1.49, 1.50, 1.47). With the embedding then transposed once per
 search for the logits (decode mode of ``Transformer.decode``), ``--tasks=beam_base --rounds=3``
-(``peer_flax_beam_epyc_2cores.json``) read 1.58x (1.55, 1.61, 1.58). After the loop-free dropout
-masks and the blockwise argmax, ``--tasks=train_small,train_base --rounds=3``
-(``peer_flax_train_epyc_fused_dropout.json``): train step 1.28x (small; per round 1.25, 1.29, 1.29)
-and 1.20x (base; 1.27, 1.20, 1.19), model FLOPs utilization 0.52.
+(``peer_flax_beam_epyc_2cores.json``) read 1.58x (1.55, 1.61, 1.58). After the loop-free dropout masks and the
+blockwise argmax, ``--tasks=train_small,train_base --rounds=3`` (``peer_flax_train_epyc_fused_dropout.json``):
+train step 1.28x (small; per round 1.25, 1.29, 1.29) and 1.20x (base; 1.27, 1.20, 1.19), model FLOPs
+utilization 0.52.
 
 On 2 quiet cores of a Sapphire Rapids Xeon (``--rounds=3``, ``benchmarks/results/peer_flax_xeon_spr_2cores.json``),
 after the row-block transposes: train step 1.50x (small) and 1.31x (base), model FLOPs utilization

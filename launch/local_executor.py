@@ -1,11 +1,11 @@
 """Run a sweep's rows on this machine, one after another or ``parallel`` at a time.
 
-Each row's stdout and stderr are appended to ``ROOT/<row>/log.txt``. Rows whose ``results.json``
-exists are skipped; a row that stopped part-way is rerun, and the entry point resumes it from its
-latest checkpoint. Rows run in their own process groups; SIGINT/SIGTERM to the sweep reach them, they
-checkpoint and exit, and no new row starts (:mod:`launch.row_processes`). A failing row does not stop the others. With seeds, "row" here is one seed of a
-row, in ``ROOT/<row>/seed_<k>/``: each seed is skipped, resumed or rerun on its own. After each run
-ends, a line gives the runs left and an ETA from what each row's finished runs cost (:class:`SweepClock`).
+Each row's stdout and stderr are appended to ``ROOT/<row>/log.txt``. Rows whose ``results.json`` exists are
+skipped; a row that stopped part-way is rerun, and the entry point resumes it from its latest checkpoint. Rows
+run in their own process groups; SIGINT/SIGTERM to the sweep reach them, they checkpoint and exit, and no new
+row starts (:mod:`launch.row_processes`). A failing row does not stop the others. With seeds, "row" here is
+one seed of a row, in ``ROOT/<row>/seed_<k>/``: each seed is skipped, resumed or rerun on its own. After each
+run ends, a line gives the runs left and an ETA from what each row's finished runs cost (:class:`SweepClock`).
 
 With ``pin_cpus`` (``launch.sweep --pin_cpus``, the default) and ``parallel > 1``, the sweep's CPUs are
 split into ``parallel`` disjoint sets and each running row is kept to one of them. XLA sizes its thread

@@ -179,8 +179,9 @@ class RowOutcome:
     row : str
         The run's name (:attr:`RowJob.name`: the row, or ``row/seed_<k>``).
     status : str
-        ``done``, ``skipped`` (already finished), ``failed``, ``incomplete`` (exited 0 without
-        results), ``stopped`` (checkpointed on a stop signal, or not started after one), ``submitted`` / ``queued`` (SLURM) or ``planned`` (dry run).
+        ``done``, ``skipped`` (already finished), ``failed``, ``incomplete`` (exited 0 without results),
+        ``stopped`` (checkpointed on a stop signal, or not started after one), ``submitted`` / ``queued``
+        (SLURM) or ``planned`` (dry run).
     detail : str
         Wall time, job id, or the log to read.
     """

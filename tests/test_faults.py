@@ -26,6 +26,7 @@ from attention_jax.training import train_state, workdir_lock
 from attention_jax.checkpointing import checkpoints, params_checkpoints
 from tests.support import fake_data, train_support
 from tests.support.sweep_cli import REPO_ROOT, run_sweep, tiny_data_dir, tiny_flags  # noqa: F401
+from tests.support.waiting import wait_for_pattern, wait_until
 
 pytestmark = [pytest.mark.end_to_end]
 
@@ -60,18 +61,6 @@ def _main_command(workdir: pathlib.Path, data_dir: pathlib.Path, steps: int, **e
 
 def _cli_env(cache_dir: str) -> dict[str, str]:
     return train_support.subprocess_env(cache_dir, PYTHONUNBUFFERED="1")
-
-
-def _wait_for(predicate, timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-        time.sleep(0.2)
-
-
-def _log_has(path: pathlib.Path, pattern: str) -> bool:
-    return path.exists() and re.search(pattern, path.read_text(errors="replace")) is not None
 
 
 def _snapshot(directory: pathlib.Path) -> dict[str, tuple[int, str]]:
@@ -112,7 +101,7 @@ def test_second_trainer_is_refused_and_sigterm_stops_within_a_step(
     with open(log_path, "w") as log:
         first = subprocess.Popen(command, cwd=REPO_ROOT, env=_cli_env(cache_dir), stdout=log, stderr=subprocess.STDOUT)
     try:
-        _wait_for(lambda: _log_has(log_path, r"step 20/100000"), 240, "the first trainer's step 20")
+        wait_for_pattern(log_path, r"step 20/100000", 240)
         holder = json.loads((workdir / run_files.LOCK_FILE).read_text())
         assert holder["pid"] == first.pid and holder["host"]
         second = subprocess.run(command, cwd=REPO_ROOT, env=_cli_env(cache_dir), capture_output=True, text=True,
@@ -215,7 +204,7 @@ def test_killed_sweep_leaves_no_trainer_and_a_rerun_resumes_once(
             newest = log.rpartition("=== ")[2]
             return log.count("=== ") > starts_before and len(re.findall(rf"\] step \d+/{steps}", newest)) >= 2
 
-        _wait_for(training_again, 240, "the row to train")
+        wait_until(training_again, 240, "the row to train", poll_s=0.2)
         return sweep
 
     sweep = start_sweep_until_training()  # SIGTERM: passed on to the row, which checkpoints; the sweep waits.
@@ -226,7 +215,7 @@ def test_killed_sweep_leaves_no_trainer_and_a_rerun_resumes_once(
     sweep = start_sweep_until_training()  # kill -9: the sweep cannot pass anything on; the kernel does.
     sweep.kill()
     sweep.communicate(timeout=30)
-    _wait_for(lambda: not _trainers_on(row), 60, "the orphaned trainer to checkpoint and exit")
+    wait_until(lambda: not _trainers_on(row), 60, "the orphaned trainer to checkpoint and exit", poll_s=0.2)
     log = (row / run_files.LOG_FILE).read_text()
     assert len(re.findall(r"Stopped at step \d+ on request", log)) == 2
 

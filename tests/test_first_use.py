@@ -18,6 +18,7 @@ import pytest
 from attention_jax.data import first_use, tokenizer as tokenizer_lib
 from tests.support import train_support
 from tests.support.sweep_cli import REPO_ROOT, TINY_TRAINING, run_sweep, tiny_flags
+from tests.support.waiting import wait_until
 from tests.test_main import _write_corpus
 
 # Prepares a TSV corpus, each generated example slowed by DELAY seconds after touching MARKER (so the
@@ -47,15 +48,6 @@ def _start_preparation(corpus: pathlib.Path, data_dir: pathlib.Path, marker: pat
     return subprocess.Popen([sys.executable, "-c", _PREPARE_SCRIPT, str(corpus), str(data_dir), str(marker),
                              str(delay_s)], cwd=REPO_ROOT, env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-def _wait_for_file(path: pathlib.Path, process: subprocess.Popen, timeout_s: float = 120) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not path.exists():
-        if process.poll() is not None:
-            raise AssertionError(f"the preparing process exited first:\n{process.communicate()[1][-3000:]}")
-        assert time.monotonic() < deadline, f"timed out waiting for {path}"
-        time.sleep(0.05)
 
 
 def _result(process: subprocess.Popen) -> tuple[dict, str]:
@@ -115,7 +107,8 @@ def test_second_process_waits_for_the_first_to_prepare_the_corpus_then_reuses_it
     _write_corpus(tmp_path / "corpus")
     data_dir, marker = tmp_path / "tfds", tmp_path / "first_is_preparing"
     first = _start_preparation(tmp_path / "corpus", data_dir, marker, delay_s=0.01)
-    _wait_for_file(marker, first)  # The first holds the lock and is writing the dataset.
+    # The first holds the lock and is writing the dataset.
+    wait_until(marker.exists, 120, f"{marker}", process=first, poll_s=0.05)
     second = _start_preparation(tmp_path / "corpus", data_dir, tmp_path / "unused", delay_s=0.0)
     (first_sizes, first_log), (second_sizes, second_log) = _result(first), _result(second)
     assert first_sizes == second_sizes == _CORPUS_SIZES
@@ -130,7 +123,7 @@ def test_preparation_killed_halfway_is_redone_by_the_next_run(tmp_path: pathlib.
     _write_corpus(tmp_path / "corpus")
     data_dir, marker = tmp_path / "tfds", tmp_path / "preparing"
     killed = _start_preparation(tmp_path / "corpus", data_dir, marker, delay_s=0.2)
-    _wait_for_file(marker, killed)
+    wait_until(marker.exists, 120, f"{marker}", process=killed, poll_s=0.05)
     time.sleep(0.5)
     killed.send_signal(signal.SIGKILL)
     killed.communicate(timeout=60)

@@ -1,4 +1,5 @@
-"""attention_jax.cpu_kernels.projection: the layers' products and their gradients against NumPy and jax.lax.dot_general."""
+"""attention_jax.cpu_kernels.projection: the layers' products and their gradients against NumPy and
+jax.lax.dot_general."""
 
 from __future__ import annotations
 

@@ -8,11 +8,11 @@ import pathlib
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
 from launch import row_processes
+from tests.support.waiting import read_if_exists, wait_until
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -22,13 +22,8 @@ _PR_GET_PDEATHSIG = 2
 
 
 def _wait_for_text(path: pathlib.Path, text: str, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if path.exists() and path.read_text() == text:
-            return
-        time.sleep(0.05)
-    found = path.read_text() if path.exists() else "(no file)"
-    raise AssertionError(f"{path} did not read {text!r} within {timeout_s} s: {found!r}")
+    wait_until(lambda: read_if_exists(path) == text, timeout_s, f"{path} to read {text!r}", poll_s=0.05,
+               details=lambda: f"it reads {read_if_exists(path)!r}")
 
 
 def test_a_row_asks_for_sighup_on_the_sweeps_death_even_when_the_sweep_ignores_it(tmp_path: pathlib.Path) -> None:

@@ -21,6 +21,7 @@ from launch import slurm_executor
 from tests.support import train_support
 from tests.support.sweep_cli import (REPO_ROOT, fake_main_env, needs_entry_point, run_sweep,  # noqa: F401
                        tiny_data_dir, tiny_flags)
+from tests.support.waiting import wait_for_pattern
 
 pytestmark = [pytest.mark.slow, pytest.mark.end_to_end]
 SCRIPT = str(REPO_ROOT / "launch" / "slurm_local.sh")
@@ -106,17 +107,6 @@ def test_row_on_two_tasks_joins_them_with_jax_distributed(slurm_cluster: None, t
     assert (results["step"], results["devices"], results["mesh"]) == (10, 2, {"data": 2})
 
 
-def _wait_for_log(log_path: pathlib.Path, pattern: str, timeout_s: float) -> re.Match:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        found = re.search(pattern, log_path.read_text(errors="replace")) if log_path.exists() else None
-        if found:
-            return found
-        time.sleep(0.5)
-    tail = log_path.read_text(errors="replace")[-3000:] if log_path.exists() else "(no log)"
-    raise AssertionError(f"{pattern!r} not in {log_path} within {timeout_s} s:\n{tail}")
-
-
 def _resume_after_requeue(job_id: str, log_path: pathlib.Path, resumed: str, timeout_s: float = 180) -> None:
     """Wait for ``resumed`` in the log; a requeued job waits two minutes to be eligible: start it sooner.
 
@@ -135,7 +125,7 @@ def _resume_after_requeue(job_id: str, log_path: pathlib.Path, resumed: str, tim
             if time.monotonic() - pending_since > 5:
                 subprocess.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"], capture_output=True)
         time.sleep(0.5)
-    _wait_for_log(log_path, resumed, 0)  # Fails with the log's tail.
+    wait_for_pattern(log_path, resumed, 0)  # Fails with the log's tail.
 
 
 def test_requeued_row_resumes_from_the_checkpoint_it_wrote_on_sigterm(
@@ -153,16 +143,16 @@ def test_requeued_row_resumes_from_the_checkpoint_it_wrote_on_sigterm(
     job_id = json.loads((root / "base" / "launch.json").read_text())["job_id"]
     log_path = root / "base" / "log.txt"
 
-    _wait_for_log(log_path, rf"step 100/{steps}", 180)
+    wait_for_pattern(log_path, rf"step 100/{steps}", 180)
     subprocess.run(["scontrol", "requeue", job_id], check=True, capture_output=True)
-    first_stop = int(_wait_for_log(log_path, r"Stopped at step (\d+) on request", 60).group(1))
+    first_stop = int(wait_for_pattern(log_path, r"Stopped at step (\d+) on request", 60).group(1))
     _resume_after_requeue(job_id, log_path, rf"Resumed from the checkpoint of step {first_stop} ")
 
-    _wait_for_log(log_path, rf"step {first_stop // 20 * 20 + 200}/{steps}", 180)
+    wait_for_pattern(log_path, rf"step {first_stop // 20 * 20 + 200}/{steps}", 180)
     subprocess.run(["scancel", "--signal=TERM", job_id], check=True, capture_output=True)
-    stops = _wait_for_log(log_path, r"(?s)Stopped at step.*Stopped at step (\d+) on request", 60)
+    stops = wait_for_pattern(log_path, r"(?s)Stopped at step.*Stopped at step (\d+) on request", 60)
     second_stop = int(stops.group(1))
-    _wait_for_log(log_path, rf"job {job_id} checkpointed and stopped; requeueing", 60)
+    wait_for_pattern(log_path, rf"job {job_id} checkpointed and stopped; requeueing", 60)
     _resume_after_requeue(job_id, log_path, rf"Resumed from the checkpoint of step {second_stop} ")
 
     deadline = time.monotonic() + 240

@@ -1,8 +1,9 @@
 """How to decode: beam size, length penalty, output margin and cache staging, read from a config in one place.
 
 Training's BLEU, :mod:`attention_jax.decoding.inference` (``translate``, ``evaluate``) and ``plot_attention``
-all decode with a :class:`DecodeSettings` built by :meth:`DecodeSettings.from_config`; the model's
-position table is sized with the same margin (:meth:`attention_jax.models.transformer_config.TransformerConfig.from_config`).
+all decode with a :class:`DecodeSettings` built by :meth:`DecodeSettings.from_config`; the model's position
+table is sized with the same margin
+(:meth:`attention_jax.models.transformer_config.TransformerConfig.from_config`).
 """
 
 from __future__ import annotations

@@ -19,7 +19,10 @@ from attention_jax.training.train_state import CompiledSteps, TrainState
 
 @dataclasses.dataclass
 class TrainingRun:
-    """Everything one call of :func:`~attention_jax.training.train.train_and_evaluate` works with (mutable: state advances)."""
+    """Everything one call of :func:`~attention_jax.training.train.train_and_evaluate` works with.
+
+    Mutable: the state advances as training goes.
+    """
 
     config: ml_collections.ConfigDict
     workdir: str

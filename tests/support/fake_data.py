@@ -53,9 +53,9 @@ class FakeTokenizer:
 class FakeIterator:
     """Infinite iterator of this process's rows of each global batch, with get/set_state.
 
-    ``sigterm_at`` sends SIGTERM to the own process when that batch index is produced (a
-    deterministic stand-in for a scheduler's preemption), ``sigkill_at`` SIGKILL (a crash); ``bad_token_at`` puts an id outside the
-    vocabulary into that batch (the embedding lookup then yields NaN, as with a tokenizer whose
+    ``sigterm_at`` sends SIGTERM to the own process when that batch index is produced (a deterministic
+    stand-in for a scheduler's preemption), ``sigkill_at`` SIGKILL (a crash); ``bad_token_at`` puts an id
+    outside the vocabulary into that batch (the embedding lookup then yields NaN, as with a tokenizer whose
     vocabulary is larger than the model's).
     """
 
