@@ -54,14 +54,19 @@ def test_first_signal_requests_a_stop_second_acts_as_usual(signal_number: int) -
 
 
 def test_sighup_requests_a_stop_however_often_it_comes() -> None:
-    previous = signal.getsignal(signal.SIGHUP)
-    with distributed.StopRequest() as stop:
-        for _ in range(3):  # As a killed multi-threaded sweep may deliver its parent-death signal.
-            os.kill(os.getpid(), signal.SIGHUP)
-            time.sleep(0.01)
-        assert stop.should_stop(1)
-        assert signal.getsignal(signal.SIGHUP) is not previous  # Still ours: a repeat never escalates.
-    assert signal.getsignal(signal.SIGHUP) is previous
+    # The default disposition, as a trainer started by a sweep has it (launch.row_processes resets it):
+    # under `nohup pytest` the inherited SIG_IGN would rightly make StopRequest leave SIGHUP alone.
+    outer = signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    try:
+        with distributed.StopRequest() as stop:
+            for _ in range(3):  # As a killed multi-threaded sweep may deliver its parent-death signal.
+                os.kill(os.getpid(), signal.SIGHUP)
+                time.sleep(0.01)
+            assert stop.should_stop(1)
+            assert signal.getsignal(signal.SIGHUP) is not signal.SIG_DFL  # Still ours: a repeat never escalates.
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_DFL
+    finally:
+        signal.signal(signal.SIGHUP, outer)
 
 
 def test_sighup_ignored_at_entry_stays_ignored() -> None:
