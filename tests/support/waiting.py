@@ -35,7 +35,8 @@ def wait_until(condition: Callable[[], Found], timeout_s: float, what: str, *,
 
     Returns
     -------
-    The truthy value ``condition`` returned.
+    Found
+        The truthy value ``condition`` returned.
 
     Notes
     -----
@@ -57,7 +58,22 @@ def wait_until(condition: Callable[[], Found], timeout_s: float, what: str, *,
 
 
 def read_if_exists(path: pathlib.Path) -> str:
-    """The file's text, with undecodable bytes replaced, or "" while it does not exist yet."""
+    """Read a file another process may not have written yet.
+
+    Parameters
+    ----------
+    path
+        The file.
+
+    Returns
+    -------
+    str
+        Its text, undecodable bytes replaced, or "" while it does not exist.
+
+    Notes
+    -----
+    A file created between the check and the read is read; one deleted in between raises.
+    """
     return path.read_text(errors="replace") if path.exists() else ""
 
 
@@ -78,7 +94,8 @@ def wait_for_pattern(log_path: pathlib.Path, pattern: str, timeout_s: float, *,
 
     Returns
     -------
-    The match, so callers can read its groups.
+    re.Match
+        The match, so callers can read its groups.
 
     Notes
     -----
