@@ -1,4 +1,5 @@
-# `python -m attention_jax.plot_attention` (a README command) and `attention-jax-plot-attention` run attention_jax/commands/plot_attention.py.
+# `python -m attention_jax.plot_attention` (a README command) and `attention-jax-plot-attention` run
+# attention_jax/commands/plot_attention.py.
 from attention_jax.commands import entry_points, plot_attention
 
 __doc__ = plot_attention.__doc__  # What --help prints, above the command's flags.

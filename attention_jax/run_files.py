@@ -16,6 +16,8 @@ A run directory (``WORKDIR``, written by ``python -m attention_jax.main``)::
     eval_<split>.json                the run's final evaluation (``config.final_bleu``), translations in
     eval_<split>.hypotheses.txt      one per line, in split order
     lm_eval_<split>.json             a language model's perplexity and bits per byte (``generate --eval_split``)
+    length_buckets.json              perplexity and BLEU per target-length bucket, with the translations in
+    length_buckets.<bucket>.hypotheses.txt   (``attention_jax.evaluation.length_bucket_evaluation``)
     eval_<split>.<checkpoint>.json   ``evaluate``'s report per checkpoint (``latest``, ``averaged``,
                                      ``step1200``, ``average_last5``), with its ``.hypotheses.txt``
 
@@ -36,18 +38,18 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from typing import Any
+from typing import Any, Sequence
 
 FINAL_BLEU_SPLITS = ("dev", "test")  # The splits config.final_bleu decodes, by default all of them.
 
 
-def final_bleu_splits(config: Any) -> tuple[str, ...]:
+def final_bleu_splits(names: Sequence[str]) -> tuple[str, ...]:
     """The splits that ``config.final_bleu`` decodes when training ends, checked.
 
     Parameters
     ----------
-    config : ml_collections.ConfigDict
-        Reads ``final_bleu_splits`` (``FINAL_BLEU_SPLITS`` when absent).
+    names : Sequence[str]
+        ``config.final_bleu_splits`` (``RunConfig.final_bleu_splits``).
 
     Returns
     -------
@@ -60,8 +62,7 @@ def final_bleu_splits(config: Any) -> tuple[str, ...]:
     ``"dev"``. Ablation sweeps judge rows on dev (the paper's Table 2 reports newstest2013 only) and can
     leave the test split undecoded.
     """
-    splits = tuple("dev" if split == "validation" else split
-                   for split in config.get("final_bleu_splits", FINAL_BLEU_SPLITS))  # Both names of dev.
+    splits = tuple("dev" if split == "validation" else split for split in names)  # Both names of dev.
     if not splits or not set(splits) <= set(FINAL_BLEU_SPLITS) or len(set(splits)) != len(splits):
         raise ValueError(f"config.final_bleu_splits={splits!r} must name some of {FINAL_BLEU_SPLITS} once each, "
                          "e.g. --config.final_bleu_splits='(\"dev\",)'; to decode none, set --config.final_bleu=False.")
@@ -95,6 +96,7 @@ METRICS_FILE = "metrics.jsonl"
 TENSORBOARD_DIR = "tensorboard"
 RESULTS_FILE = "results.json"
 LOCK_FILE = "lock.json"
+LENGTH_BUCKETS_FILE = "length_buckets.json"  # Per-length-bucket evaluation (docs/positions.md).
 
 # Exit status of `attention_jax.main` after it checkpointed and stopped on SIGTERM/SIGINT: resume by
 # rerunning (or requeueing) the same command. 75 is EX_TEMPFAIL of sysexits.h.

@@ -40,6 +40,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 from attention_jax.decoding import beam_search, decode, decode_steps  # noqa: E402
+from attention_jax.experiment import sections  # noqa: E402
 from attention_jax.models.decode_settings import DecodeSettings  # noqa: E402
 from attention_jax.models.model import EOS_ID, Transformer  # noqa: E402
 from attention_jax.models.transformer_config import TransformerConfig  # noqa: E402
@@ -70,7 +71,7 @@ DEFAULT_BATCH = {"tiny": 32, "base": 4}
 def model_config_for(name: str) -> TransformerConfig:
     """The model shapes of ``configs/<name>.py`` (dropout off; it is unused when decoding)."""
     config = {"tiny": tiny_config, "base": base_config}[name].get_config()
-    return TransformerConfig.from_config(config, dropout_rate=0.0)
+    return sections.build_experiment(config, f"configs/{name}.py").model.replace(dropout_rate=0.0)
 
 
 @functools.partial(jax.jit, static_argnames=("model_config", "method", "max_decode_len", "use_cache",

@@ -1,9 +1,8 @@
 r"""One command for a GPU: base and big train steps (float32, bfloat16; every attention path), beam search,
 and the Flax WMT example at the same shapes; JSON out.
 
-Run from the repository root on a machine with a GPU. Each path compiles for 25-35 s, so the whole
-default run takes about 20 minutes on one H100 (measured: 4 min 21 s for base in bfloat16 with three
-paths and the peer, 2 min 58 s for big with one); split it with ``--models``/``--dtypes``/
+Run from the repository root on a machine with a GPU. Each path compiles on its own, so the whole
+default run is long (timings: ``docs/benchmarks.md``); split it with ``--models``/``--dtypes``/
 ``--implementations`` to fit shorter leases. ``--out`` is rewritten after each model and dtype
 (``"complete": false`` and the ``pending`` pairs until the end), so a run cut short keeps what it
 measured::
@@ -265,10 +264,10 @@ def our_beam_search(config: Any, shapes: dict[str, int]) -> dict[str, Any]:
     """
     import decode as decode_benchmark
 
-    from attention_jax.models.transformer_config import TransformerConfig
+    from attention_jax.experiment import sections
 
     try:
-        transformer_config = TransformerConfig.from_config(config, dropout_rate=0.0)
+        transformer_config = sections.build_experiment(config, "benchmarks/gpu.py").model.replace(dropout_rate=0.0)
         params = decode_benchmark.random_params(transformer_config)
         record = decode_benchmark.time_search(params, transformer_config, shapes["beam_sentences"], "beam", True,
                                               shapes["beam_len"], shapes["beam_len"], shapes["beam_repeats"])

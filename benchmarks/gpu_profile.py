@@ -1,11 +1,9 @@
 r"""Where one train step's device time goes, kernel by kernel: ours against the Flax WMT example's.
 
-``benchmarks/gpu.py`` measured our bfloat16 base-shape step at about 41 ms on an H100 and the Flax WMT
-example's (the *peer*) at about 36 ms at the same shape, and counting operations in the two programs did
-not explain the gap (``docs/benchmarks.md``, "On an H100"). This command records both steps with
-``jax.profiler`` and adds up the trace's kernels. Run it from the repository root on a machine with a
-GPU (each side compiles once, 25-35 s per step program on an H100 in ``gpu.py``'s runs, then a few steps
-are traced: expect two to three minutes in all)::
+On an H100 our bfloat16 base-shape step trails the Flax WMT example's (the *peer*) at the same shape,
+and counting operations in the two programs did not explain the gap (``docs/benchmarks.md``, "On an
+H100"). This command records both steps with ``jax.profiler`` and adds up the trace's kernels. Run it
+from the repository root on a machine with a GPU (each side compiles once, then a few steps are traced)::
 
     python benchmarks/gpu_profile.py --peer_dir=.device/peers --out=/tmp/profile.json
     python benchmarks/gpu_profile.py --dtype=float32 --trace_dir=/tmp/profile_traces --out=/tmp/profile_f32.json

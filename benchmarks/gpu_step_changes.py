@@ -1,7 +1,6 @@
 r"""Time the base-shape train step with each of issue 38's candidate step changes, one at a time.
 
-``benchmarks/gpu.py`` measured our bfloat16 base step at 0.81-0.84x the Flax WMT example on an H100,
-and a comparison of the two lowered programs (``docs/benchmarks.md``) found three differences that may
+On an H100 our bfloat16 base step trails the Flax WMT example's (``docs/benchmarks.md``), and a comparison of the two lowered programs (``docs/benchmarks.md``) found three differences that may
 cost time. This command measures them. It times ``benchmarks/train_step.py``'s step (``einsum``
 attention) of ``configs/base.py`` in one process, once per variant:
 
@@ -31,12 +30,7 @@ unknown device or a CPU)::
     python benchmarks/gpu_step_changes.py --out=benchmarks/results/gpu_h100_step_changes.json
     python benchmarks/gpu_step_changes.py --smoke --out=/tmp/step_changes_smoke.json   # any backend
 
-Results: ``docs/benchmarks.md`` ("On an H100"). The committed runs (``gpu_h100_step_changes_run1.json``,
-``_run2.json``) were taken at commit 47b5e8b, where the two changes were the code and the variants
-undid them: there ``current`` is ``both_changes`` here, ``gather_gold_logit`` is
-``input_dtype_scores``, ``float32_scores`` is ``select_sum_gold_logit`` and ``both_undone`` is
-``current``; and each variant was compiled and timed in turn (10 steps, one round), the measurement
-whose 3 ms spread between runs led to the rounds.
+Results, and how the committed runs' variant names map to today's: ``docs/benchmarks.md`` ("On an H100").
 """
 
 from __future__ import annotations

@@ -31,6 +31,7 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_ROOT)
 
 from attention_jax.data import input_pipeline  # noqa: E402
+from attention_jax.experiment import sections  # noqa: E402
 from benchmarks import command_line  # noqa: E402
 
 
@@ -85,11 +86,12 @@ def measure(config: Any, data_dir: str, steps: int = 300, warmup_steps: int = 20
     """
     config = config.copy_and_resolve_references()
     config.data_dir = data_dir
+    data_config = sections.build_experiment(config, "--config").data
     started = time.perf_counter()
-    input_pipeline.get_datasets(config, rows_multiple=rows_multiple)
+    input_pipeline.get_datasets(data_config, rows_multiple=rows_multiple)
     first_call_s = time.perf_counter() - started
     started = time.perf_counter()
-    data = input_pipeline.get_datasets(config, rows_multiple=rows_multiple)
+    data = input_pipeline.get_datasets(data_config, rows_multiple=rows_multiple)
     cached_call_s = time.perf_counter() - started
 
     iterator = data.train_iterator(seed=0)
@@ -134,7 +136,7 @@ def main(argv: list[str]) -> None:
             "max_len": config.max_len,
             "tokens_per_batch": config.tokens_per_batch,
             "rows_multiple": options.rows_multiple,
-            "data_threads": config.get("data_threads", input_pipeline.DEFAULT_NUM_THREADS),
+            "data_threads": config.data_threads,
             "cpu_count": os.cpu_count(),
         }
     }

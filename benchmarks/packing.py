@@ -59,7 +59,7 @@ from benchmarks import command_line  # noqa: E402
 from attention_jax.models import model  # noqa: E402
 from attention_jax.data import batching, input_pipeline  # noqa: E402
 from attention_jax.training import optim, sharding, train_state  # noqa: E402
-from attention_jax.models.transformer_config import TransformerConfig  # noqa: E402
+from attention_jax.experiment import sections  # noqa: E402
 from configs import tiny  # noqa: E402
 
 DEFAULT_OUT = REPO_ROOT / "benchmarks" / "results" / "packing_messages_en_de.json"
@@ -89,15 +89,16 @@ class Mode:
     """One training setup (packed or not): its data iterator, compiled steps and state."""
 
     def __init__(self, config: Any, mesh: Any) -> None:
-        self.data = input_pipeline.get_datasets(config, rows_multiple=sharding.data_parallel_size(mesh))
-        transformer = model.Transformer(TransformerConfig.from_config(config))
-        optimizer = optim.make_optimizer(config)
+        experiment = sections.build_experiment(config, "benchmarks/packing.py")
+        self.data = input_pipeline.get_datasets(experiment.data, rows_multiple=sharding.data_parallel_size(mesh))
+        transformer = model.Transformer(experiment.model)
+        optimizer = optim.make_optimizer(experiment.optimizer)
         boxed = train_state.abstract_boxed_state(transformer, optimizer)
         shardings = train_state.train_state_shardings(
-            boxed, mesh, sharding.logical_axis_rules(config.param_sharding, mesh))
-        self.state = train_state.create_train_state(config.seed, transformer, optimizer, shardings)
+            boxed, mesh, sharding.logical_axis_rules(experiment.run.param_sharding, mesh))
+        self.state = train_state.create_train_state(experiment.seed, transformer, optimizer, shardings)
         self.steps = train_state.compile_steps(transformer, optimizer, mesh, shardings,
-                                               label_smoothing=config.label_smoothing)
+                                               label_smoothing=experiment.optimizer.label_smoothing)
         self.iterator = self.data.train_iterator(config.seed)
         self.multiple = sharding.local_data_shards(mesh)
 

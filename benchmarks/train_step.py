@@ -45,7 +45,7 @@ sys.path.insert(0, os.path.join(REPO_ROOT, "benchmarks"))
 
 from attention_jax.models import model  # noqa: E402
 from attention_jax.training import optim, sharding, train_state  # noqa: E402
-from attention_jax.models.transformer_config import TransformerConfig  # noqa: E402
+from attention_jax.experiment import sections  # noqa: E402
 from benchmarks import command_line  # noqa: E402
 from flops import transformer_train_flops  # noqa: E402
 
@@ -108,17 +108,18 @@ def build_step(config: Any, rows: int, length: int) -> tuple[Any, Any, dict[str,
     -----
     :func:`benchmark` times this step; ``benchmarks/gpu_profile.py`` traces it.
     """
+    experiment = sections.build_experiment(config, "benchmarks/train_step.py")
     mesh = sharding.create_mesh((-1,), ("data",))
-    transformer = model.Transformer(TransformerConfig.from_config(config))
-    optimizer = optim.make_optimizer(config)
+    transformer = model.Transformer(experiment.model)
+    optimizer = optim.make_optimizer(experiment.optimizer)
     boxed = train_state.abstract_boxed_state(transformer, optimizer)
     shardings = train_state.train_state_shardings(boxed, mesh,
-                                            sharding.logical_axis_rules(config.param_sharding, mesh))
-    state = train_state.create_train_state(config.seed, transformer, optimizer, shardings)
+                                            sharding.logical_axis_rules(experiment.run.param_sharding, mesh))
+    state = train_state.create_train_state(experiment.seed, transformer, optimizer, shardings)
     steps_fn = train_state.compile_steps(transformer, optimizer, mesh, shardings,
-                                   label_smoothing=config.label_smoothing,
-                                   dropout_rng=config.get("dropout_rng", "threefry"))
-    batch = sharding.global_batch(random_batch(rows, length, config.vocab_size), steps_fn.batch_sharding)
+                                   label_smoothing=experiment.optimizer.label_smoothing,
+                                   dropout_rng=experiment.optimizer.dropout_rng)
+    batch = sharding.global_batch(random_batch(rows, length, experiment.model.vocab_size), steps_fn.batch_sharding)
     return steps_fn.train, state, batch, transformer
 
 

@@ -28,6 +28,7 @@ run compiles afresh.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -42,7 +43,6 @@ sys.path.insert(0, REPO_ROOT)
 import jax  # noqa: E402
 
 from attention_jax.decoding import decode, inference  # noqa: E402
-from attention_jax.models.decode_settings import DecodeSettings  # noqa: E402
 from benchmarks import command_line  # noqa: E402
 
 
@@ -109,7 +109,7 @@ def time_staging(run: inference.TrainedRun, sources: list[str], cache_stages: in
     -----
     Raises ``RuntimeError`` when the two passes translate differently.
     """
-    settings = DecodeSettings.from_config(run.config, cache_stages=cache_stages)
+    settings = dataclasses.replace(run.config.decoding, cache_stages=cache_stages)
     translator = decode.Translator(run.model_config, run.params, run.tokenizer, settings=settings,
                                    batch_size=batch_size)
     start = time.perf_counter()
@@ -148,7 +148,7 @@ def main(argv: list[str]) -> None:
         raise RuntimeError(f"cache_stages {differing} translated differently from {records[0]['cache_stages']}.")
     report = {"backend": jax.default_backend(), "jax": jax.__version__, "workdir": options.workdir,
               "checkpoint": run.checkpoint, "sources": options.sources, "num_sentences": len(sources),
-              "batch_size": options.batch_size, "beam_size": run.config.get("beam_size", 4),
+              "batch_size": options.batch_size, "beam_size": run.config.decoding.beam_size,
               "identical_translations": True, "runs": records}
     text = json.dumps(report, indent=2)
     print(text)

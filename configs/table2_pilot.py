@@ -1,12 +1,13 @@
 """The Table 2 pilot's first regime: ``configs/table2_small.py``'s protocol at 1/8 width for 6,000 steps.
 
-This is what ``docs/table2_pilot/`` ran (from commit ``4ab1df2``, when it was ``configs/table2_small.py``):
 d_model 64, d_ff 256, h 8, d_k = d_v = 8, every row 6,000 steps on the whole ``messages_en_de`` training
-split, the final checkpoint scored. Its finding (rows A1 and C1 far ahead of base, against the paper) moved
-the sweep to 1/4 width; ``configs/table2_small_quarter.py`` is the pilot's second width. Rerun it with::
+split, the final checkpoint scored; ``configs/table2_small_quarter.py`` is the pilot's second width.
+Rerun it with::
 
     python -m launch.sweep --config=configs/table2_pilot.py --rows=base,A1,C1,C5,C7 --seeds=1 \
         --executor=local --parallel=2 --root=runs/table2_pilot
+
+Results, and how they chose ``configs/table2_small.py``'s regime: ``docs/table2_pilot/README.md``.
 """
 
 from __future__ import annotations

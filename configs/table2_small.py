@@ -22,28 +22,8 @@ budget (the paper gives it 3x the steps): the table says so. The schedule does n
 ``num_train_steps``, so a run continued to more steps is the same run as one started with them: the
 pilot (``docs/table2_pilot/``) reads several budgets off one run's dev curve.
 
-**Why not the early-stopped subset** (``configs/table2_small_subset.py``, committed in
-``docs/table2_small_subset/``): there a 0.76M-parameter model trained on 3,511 pairs (15-17
-parameters per training target token) and each row was judged at its early-stopped best, so rows won
-by learning fast and overfitting little rather than by what they can learn. Here base (2.9M
-parameters) has about 6 parameters per training target token (the paper's base 0.5; 1.6 at the pilot's
-1/8 width), trains for a fixed budget, and stays far from memorising its data: at 1/4 width its dev/train
-perplexity ratio was below 1 at every budget the pilot measured.
-
-**Why 1/4 width and 3,000 steps** (the pilot, ``docs/table2_pilot/README.md``): at 1/8 width (d_model
-64, heads of d_k = 8) one 64-wide head (row A1) beat eight 8-wide ones by 37% after 6,000 steps, against
-the paper; at 1/4 width (d_model 128, d_k = d_v = 16) A1 is level with base at 3,000 steps and behind
-from 3,500 on, as in the paper. 60 runs at 3,000 steps cost about 14-15 hours of the 2 cores at this
-width, the issue's budget. What it does not fix, measured in advance: two layers (C1) stay 42-47% ahead
-of six at every budget up to 6,000 steps, so the depth rows are expected to read "opposite" (depth
-needs more steps than this budget buys). ``configs/table2_pilot.py`` and
-``configs/table2_small_quarter.py`` are the pilot's two widths at 6,000 steps.
-
-Learning rate: the paper's schedule at half scale (``learning_rate_scale`` 0.5) with a warmup of
-1,500 steps: peak 1.1e-3 at d_model 128 (1.6e-3 at the pilot's d_model 64). The subset's 800-step
-warmup (peak 2.2e-3 at d_model 64) let one N = 8 seed diverge; after step 1,500 both schedules are the
-same inverse square root. Dev perplexity is evaluated every 500 steps (the curves, and the pilot's
-budgets), on the whole dev split.
+Results, and why this width, budget and schedule: ``docs/table2.md`` (runs in ``docs/table2_small/``;
+the pilot that chose them: ``docs/table2_pilot/README.md``).
 """
 
 from __future__ import annotations
@@ -54,7 +34,7 @@ from configs import base, table2
 
 WIDTH_DIVISOR = 4  # d_model 128, d_ff 512, d_k = d_v = 16 (the pilot's choice over 1/8).
 TRAIN_SPLIT = "train"
-NUM_TRAIN_STEPS = 3000  # Every row; the pilot (docs/table2_pilot/README.md) chose it for the 14-hour budget.
+NUM_TRAIN_STEPS = 3000  # Every row; the pilot (docs/table2_pilot/README.md) chose it for the issue's budget.
 _WIDTH_FIELDS = ("d_model", "d_ff", "key_dim", "value_dim")
 _UNSCALED_FIELDS = ("num_train_steps", "keep_checkpoints", "average_last_checkpoints")
 

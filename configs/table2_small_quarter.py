@@ -1,14 +1,14 @@
 """The Table 2 pilot's width probe: ``configs/table2_small.py``'s protocol at 1/4 width for 6,000 steps.
 
-At 1/8 width the base model's 8 heads have d_k = d_v = 8, and the pilot found one head of d_k = 64 (row
-A1) and two layers (C1) both far ahead of base after 6,000 steps, against the paper's directions
-(``docs/table2_pilot/README.md``). At 1/4 width (d_model 128, d_ff 512, d_k = d_v = 16) every head is
-twice as wide; this config asked whether that brings base back in front (for A1 it does; for C1 it does
-not: ``docs/table2_pilot_quarter/``). ``configs/table2_small.py`` now runs this width for 3,000 steps;
-this file keeps the probe's 6,000 so that its runs can be repeated::
+At 1/4 width (d_model 128, d_ff 512, d_k = d_v = 16) every head is twice as wide as at the pilot's 1/8
+(``configs/table2_pilot.py``); this config asks whether that brings base back in front of rows A1 and C1.
+``configs/table2_small.py`` runs this width for 3,000 steps; this file keeps the probe's 6,000 so that its
+runs can be repeated::
 
     python -m launch.sweep --config=configs/table2_small_quarter.py --rows=base,A1,C1 --seeds=1 \
         --executor=local --parallel=2 --root=runs/table2_pilot_quarter
+
+Results: ``docs/table2_pilot/README.md`` (runs in ``docs/table2_pilot_quarter/``).
 """
 
 from __future__ import annotations

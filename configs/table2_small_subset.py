@@ -11,47 +11,18 @@ travel with each row for the report. Run it with seeds (from the repository root
     python -m attention_jax.report runs/table2_small_subset        # also from a partial sweep
     python -m launch.export_results --root=runs/table2_small_subset --to=docs/table2_small_subset   # what we commit
 
-**The choice of scale.** The paper trains every row for the same 100k steps, long enough that rows
-differ by what they can learn rather than by how fast they start. Here every row trains until its dev
-perplexity stops improving (early stopping: two evaluations in a row, 100 steps apart, each lowering
-the best dev perplexity by less than 1%; ``early_stopping_min_improvement``, counted from step 1,500
-on; ``early_stopping_min_steps``), with a cap of 3,000 steps, and is judged on its best checkpoint.
-The 1,500 came from the sweep itself: seed 1 of N = 8 (C3) sat on the plateau of its first steps
-(dev perplexity ~220 from step 600) and patience stopped it at step 800, just where seed 0 had begun to
-learn (179 at step 700, 54 at its best). A run that stopped at step 1,600 or later under the old rule
-stops at the same step under this one (both of its last two evaluations count); the only other run
-that stopped earlier was seed 0 of D1 (no dropout, at step 1,200). Both are rerun with the rule; the
-two superseded runs are kept in ``docs/table2_small_superseded/``. To reach that point within
-minutes, the training data is
-the first 4,000 pairs of the real English-German corpus ``../shared/data/messages_en_de`` (3,511 of
-them within ``max_len`` 32 with a 1,000-piece shared BPE vocabulary), batches of 1,024 real tokens per
-side in packed rows, and the whole 2,000-pair dev split for perplexity and, at the end, beam-search
-BLEU. Warmup 800 steps at ``learning_rate_scale`` 0.5: the paper's schedule at d_model 64, peaking at
-2.2e-3.
+The protocol: every row trains until its dev perplexity stops improving (early stopping: two
+evaluations in a row, 100 steps apart, each lowering the best dev perplexity by less than 1%;
+``early_stopping_min_improvement``, counted from step 1,500 on; ``early_stopping_min_steps``), with a cap
+of 3,000 steps, and is judged on its best checkpoint. The training data is the first 4,000 pairs of the
+real English-German corpus ``../shared/data/messages_en_de`` (``max_len`` 32, a 1,000-piece shared BPE
+vocabulary), batches of 1,024 real tokens per side in packed rows, and the whole 2,000-pair dev split
+for perplexity and, at the end, beam-search BLEU. Warmup 800 steps at ``learning_rate_scale`` 0.5.
+Expected: not the paper's numbers, but a table in which to look for the paper's trends, with the seeds'
+spread to tell a trend from noise.
 
-Probes of the base row behind the choice (1/8 width, 0.76-0.83M parameters):
-
-- learning rate: warmup 200 at scale 0.25 (the same peak, reached earlier) reached dev perplexity 49.8
-  at step 3,000 on 8,000 pairs, warmup 800 at scale 0.5 reached 29.9: the inverse-square-root decay
-  starting later is what learns faster. Scale 0.5 with warmup 200 (peak 4.4e-3) diverged.
-- data size: 8,000 pairs or the whole corpus had not stopped improving by step 3,000 (15-20
-  core-minutes); 6,000 pairs reached the 4,000-step cap still creeping down (~28 core-minutes).
-  4,000 pairs with 1,000 pieces reaches its best near step 2,600 (dev perplexity 28.6 per piece;
-  train NLL 2.2 against dev 3.4: it overfits from there), and the 1% rule stops it around step 2,500.
-- batch: 512 tokens per batch instead of 1,024 costs half per step but learns about as much per token
-  (dev perplexity 36.3 after 1.5M tokens against 35.0), so it saves nothing.
-- width: 1/16 width (d_model 32) runs 1.6x the tokens per second but learns much more slowly per step
-  (dev perplexity 98 at step 1,500 against 51), so it is slower to converge.
-
-**What it costs** (measured on this sweep, two runs at a time, each pinned to one of the 2 cores; see
-``docs/table2_small_subset/README.md``): the 60 runs took 4 to 57 minutes each, 19 on
-average (base 14 to 22; N = 2 4 to 6; big 47 to 57 at the 3,000-step cap), 9.3 hours
-of the machine in all, over the 6 hours aimed for. The runs go seed by seed, so the first ~3 hours
-give the whole table at one seed.
-
-Expected: not the paper's numbers (3,511 pairs of software messages, 1/8 of the width, minutes of
-training), but a table in which to look for the paper's trends, with the seeds' spread to tell a trend
-from noise. ``docs/table2_small_subset/`` holds the committed result and ``README.md`` says which trends hold.
+Results, why this scale and the probes behind it: ``docs/table2_small_subset/README.md`` (read beside the
+paper-regime sweep in ``docs/table2.md``).
 """
 
 from __future__ import annotations
@@ -76,7 +47,7 @@ def _small_base() -> ml_collections.ConfigDict:
     config = table2_small.small_base(WIDTH_DIVISOR)  # 64, 256, 8, 8
     config.train_split = TRAIN_SPLIT
     config.max_len = 32
-    config.num_train_steps = 3000  # A cap; early stopping ends the runs (base: ~2,500 steps).
+    config.num_train_steps = 3000  # A cap; early stopping ends the runs.
     config.warmup_steps = 800
     config.learning_rate_scale = 0.5  # Peak 2.2e-3 at step 800 for d_model 64.
     config.early_stopping_patience = 2

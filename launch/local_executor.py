@@ -10,10 +10,8 @@ run ends, a line gives the runs left and an ETA from what each row's finished ru
 With ``pin_cpus`` (``launch.sweep --pin_cpus``, the default) and ``parallel > 1``, the sweep's CPUs are
 split into ``parallel`` disjoint sets and each running row is kept to one of them. XLA sizes its thread
 pools by the CPUs a process may use, so rows sharing a machine no longer run ``parallel`` times as many
-compute threads as there are cores, switching between them. Measured on our 2-core machine, two rows
-of ``configs/table2_small.py`` at a time (base and A1, ~0.8M parameters, 1,024-token batches): 2,000 to
-2,700 target tokens/s per row unpinned, with a third of the CPU time spent in the kernel, against 3,700
-to 4,100 pinned, with none: 1.6x the sweep's throughput.
+compute threads as there are cores, switching between them (what pinning gains:
+``docs/clusters.md``).
 """
 
 from __future__ import annotations
@@ -106,8 +104,8 @@ class SweepClock:
     -----
     A run's cost is its row's: the mean ``wall_s`` in the ``results.json`` of the row's finished runs
     (the training run's own clock, summed over its resumes), from this launch or an earlier one. Seeds of
-    a row cost about the same; rows differ several-fold (a Table 2 sweep at 1/4 width: 12 minutes for
-    N = 2, 93 for big), so one mean over all runs misleads, and a resumed run's short wall misleads
+    a row cost about the same; rows differ several-fold (a Table 2 sweep's N = 2 row against its big
+    row), so one mean over all runs misleads, and a resumed run's short wall misleads
     more. A row with no finished run yet costs the mean of the rows that have one (or, before any has,
     the mean wall of the runs ended in this launch). A run stopped part-way costs the fraction of its
     steps still to train (the last step in its ``metrics.jsonl`` against the config's
@@ -280,7 +278,8 @@ def run_local(jobs: Sequence[RowJob], *, repo_dir: str, parallel: int = 1, force
             say(text)
 
     free_slots: queue.Queue = queue.Queue()
-    for slot in (cpu_slots(parallel) if pin_cpus else None) or [None] * parallel:
+    slots: Sequence[frozenset[int] | None] = (cpu_slots(parallel) if pin_cpus else None) or [None] * parallel
+    for slot in slots:
         free_slots.put(slot)
 
     clock = SweepClock(jobs, parallel, force)

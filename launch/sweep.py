@@ -55,11 +55,11 @@ _ROWS = flags.DEFINE_string("rows", "all", "'all' or comma-separated row names, 
 _ROOT = flags.DEFINE_string("root", None, "Sweep root: ROOT/<row> is each row's work directory.")
 _SEEDS = flags.DEFINE_integer("seeds", 0, "Run every row with config.seed = 0..K-1, each seed in "
                                "ROOT/<row>/seed_<k> (0: the sweep file's get_seeds() if it has one, else "
-                               "one run per row in ROOT/<row> at the row's own seed).")
+                               "one run per row in ROOT/<row> at the row's own seed).", lower_bound=0)
 _DRY_RUN = flags.DEFINE_bool("dry_run", False, "Print the commands / scripts; run and write nothing.")
 _FORCE = flags.DEFINE_bool("force", False,
                            "Replace a different sweep's record in ROOT and rerun finished rows.")
-_PARALLEL = flags.DEFINE_integer("parallel", 1, "local: rows run at the same time.")
+_PARALLEL = flags.DEFINE_integer("parallel", 1, "local: rows run at the same time.", lower_bound=1)
 _PIN_CPUS = flags.DEFINE_bool("pin_cpus", True, "local, --parallel > 1: keep each running row to its own "
                               "share of this machine's CPUs (launch.local_executor.cpu_slots).")
 _PYTHON = flags.DEFINE_string("python", "", "Python on the machines that run rows (default: this "
@@ -72,10 +72,10 @@ _SETUP = flags.DEFINE_multi_string("setup", [], "slurm/tpu: shell line run befor
 _REPORT = flags.DEFINE_bool("report", True,
                             "Write the report (attention_jax.report) when rows finished here.")
 # SLURM
-_NODES = flags.DEFINE_integer("nodes", 1, "slurm: nodes per row.")
+_NODES = flags.DEFINE_integer("nodes", 1, "slurm: nodes per row.", lower_bound=1)
 _TASKS_PER_NODE = flags.DEFINE_integer("tasks_per_node", 1, "slurm: training processes per node (e.g. one "
-                                      "per GPU; default one process driving all of the node's devices).")
-_GPUS_PER_NODE = flags.DEFINE_integer("gpus_per_node", 0, "slurm: GPUs per node.")
+                                      "per GPU; default one process driving all of the node's devices).", lower_bound=1)
+_GPUS_PER_NODE = flags.DEFINE_integer("gpus_per_node", 0, "slurm: GPUs per node.", lower_bound=0)
 _TIME = flags.DEFINE_string("time", "", "slurm: time limit per row, e.g. 24:00:00.")
 _PARTITION = flags.DEFINE_string("partition", "", "slurm: partition.")
 _ACCOUNT = flags.DEFINE_string("account", "", "slurm: account.")

@@ -23,16 +23,17 @@ the first seeds. Without seeds each row runs once, at its config's own seed, in 
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import importlib.util
 import inspect
 import os
 import re
 import sys
 from types import ModuleType
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 import ml_collections
+
+from attention_jax.experiment import schema, sections
 
 ROW_NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 OVERRIDE_PREFIX = "--config."
@@ -125,12 +126,28 @@ class Sweep:
         -------
         ml_collections.ConfigDict
             What ``attention_jax.main`` would build for the row before command-line overrides.
+
+        Notes
+        -----
+        Raises :class:`schema.ConfigError` naming the file and the row for a row override the schema
+        does not know, or for ``get_config`` failing.
         """
-        if self.takes_row_argument:
-            return self.module.get_config(row)
-        config = self.module.get_config()
-        config.update(self.row_overrides[row])
-        config.name = row
+        where = f"{self.config_file} row {row}"
+        try:
+            if self.takes_row_argument:
+                config = self.module.get_config(row)
+            else:
+                config = self.module.get_config()
+                schema.check_keys(self.row_overrides[row], where)
+                config.update(self.row_overrides[row])
+                config.name = row
+        except schema.ConfigError:
+            raise
+        except Exception as error:  # A typed ConfigDict refusing a value of another type, ...
+            raise schema.ConfigError(f"{where}: {type(error).__name__}: {error}") from None
+        if not isinstance(config, ml_collections.ConfigDict):
+            raise schema.ConfigError(f"{where}: get_config() returned a {type(config).__name__}, not an "
+                                     "ml_collections.ConfigDict.")
         return config
 
 
@@ -205,10 +222,16 @@ def _import_config_file(path: str) -> ModuleType:
         raise FileNotFoundError(f"sweep config file {path} not found (run from the repository root).")
     module_name = "_sweep_config_" + re.sub(r"\W", "_", os.path.abspath(path))
     spec = importlib.util.spec_from_file_location(module_name, path)
+    assert spec is not None and spec.loader is not None  # A .py path always has a loader.
     module = importlib.util.module_from_spec(spec)
     if os.getcwd() not in sys.path:  # Config files import `configs.base` from the repository root.
         sys.path.insert(0, os.getcwd())
-    spec.loader.exec_module(module)
+    try:
+        spec.loader.exec_module(module)
+    except SyntaxError as error:
+        raise schema.ConfigError(f"{path} line {error.lineno}: SyntaxError: {error.msg}.") from None
+    except Exception as error:  # Whatever the file raised while it was imported.
+        raise schema.ConfigError(f"importing {path} raised {type(error).__name__}: {error}") from None
     return module
 
 
@@ -321,17 +344,33 @@ def split_override_flags(argv: Sequence[str]) -> tuple[list[str], list[str]]:
     return remaining, overrides
 
 
-def _has_field(config: ml_collections.ConfigDict, dotted_key: str) -> bool:
-    node: Any = config
-    for part in dotted_key.split("."):
-        if not isinstance(node, (ml_collections.ConfigDict, Mapping)) or part not in node:
-            return False
-        node = node[part]
-    return True
+def parse_override(override: str, where: str) -> tuple[str, Any]:
+    """Parse one ``"key=value"`` common override as the entry point's flags parser will.
+
+    Parameters
+    ----------
+    override : str
+        ``"key=value"``, the text after ``--config.``.
+    where : str
+        Named first in an error.
+
+    Returns
+    -------
+    tuple[str, Any]
+        The field (dotted for ``paper.<figure>``) and its value.
+
+    Notes
+    -----
+    Raises :class:`schema.ConfigError` for a key the schema does not know (with a did-you-mean) and for
+    a value that does not parse as the field's type.
+    """
+    key, _, text = override.partition("=")
+    schema.check_keys([key], where)
+    return key, schema.parse_flag_value(key, text, where)
 
 
 def check_overrides(sweep: Sweep, rows: Sequence[str], overrides: Sequence[str]) -> None:
-    """Check that every common override names a field of every chosen row's config.
+    """Check every chosen row's whole config, the common overrides applied, against the schema.
 
     Parameters
     ----------
@@ -344,19 +383,21 @@ def check_overrides(sweep: Sweep, rows: Sequence[str], overrides: Sequence[str])
 
     Notes
     -----
-    Raises ``ValueError`` naming the unknown field and the closest field names. Values are parsed by
-    the entry point (``ml_collections.config_flags``), which rejects a value of the wrong type.
+    Raises :class:`schema.ConfigError`, one line naming the file, the row and the field, for an unknown
+    key (set by the file, the row or an override), a value of the wrong type or out of range, or fields
+    that do not go together: before the sweep writes anything or starts a run.
     """
+    parsed = [parse_override(override, f"--config.{override}") for override in overrides]
     for row in rows:
-        config = sweep.row_config(row)
-        for override in overrides:
-            key = override.split("=", 1)[0]
-            if not _has_field(config, key):
-                close = difflib.get_close_matches(key, list(config.keys()), n=3)
-                hint = f"; did you mean {', '.join(close)}?" if close else ""
-                raise ValueError(
-                    f"--config.{override}: {sweep.config_file}:{row} has no field {key!r}{hint}"
-                )
+        where = f"{sweep.config_file} row {row}"
+        fields = sections.plain_fields(sweep.row_config(row))
+        for key, value in parsed:
+            top, _, figure = key.partition(".")
+            if figure:
+                fields[top] = {**(fields.get(top) or {}), figure: value}
+            else:
+                fields[key] = value
+        sections.build_experiment(fields, where)
 
 
 def _flag_value(value: Any) -> str:

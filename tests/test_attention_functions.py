@@ -19,12 +19,12 @@ import sys
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
-import ml_collections
 import numpy as np
 import pytest
 
 from attention_jax.decoding import decode, decode_steps, generation, inference
 from attention_jax.evaluation import attention_maps
+from attention_jax.experiment import schema, sections
 from attention_jax.models import attention, attention_functions, language_model, model
 from attention_jax.models.transformer_config import TransformerConfig
 from attention_jax.training import train, train_state
@@ -272,12 +272,13 @@ def test_configs_default_to_the_paper_and_older_runs_load() -> None:
 
     config = base.get_config()
     assert config.attention_function == "scaled_dot_product"
-    assert TransformerConfig.from_config(config).attention_function == "scaled_dot_product"
-    older = ml_collections.ConfigDict(json.loads(config.to_json()))  # A config.json from before the field.
+    assert sections.build_experiment(config, "test").model.attention_function == "scaled_dot_product"
+    older = json.loads(config.to_json())  # A config.json from before the field.
     del older["attention_function"]
-    assert TransformerConfig.from_config(older).attention_function == "scaled_dot_product"
+    older_run = sections.build_experiment(schema.with_old_run_defaults(older), "config.json")
+    assert older_run.model.attention_function == "scaled_dot_product"
     config.attention_function = "additive"
-    assert TransformerConfig.from_config(config).attention_function == "additive"
+    assert sections.build_experiment(config, "test").model.attention_function == "additive"
     TINY.replace(attention_function="dot_product", attention_implementation="fused", attention_window=3)
 
 
@@ -415,7 +416,7 @@ def test_sweep_dry_run_lists_every_row_for_three_seeds(tmp_path: pathlib.Path) -
     assert not root.exists()
     for row in rows:
         config = sweep.get_config(row)
-        model_config = TransformerConfig.from_config(config)  # Every row is a valid model.
+        model_config = sections.build_experiment(config, row).model  # Every row is a valid model.
         assert model_config.d_model == 128 and model_config.num_heads == 4 and model_config.value_dim == 32
         assert config.dataset == "tsv:../shared/data/messages_en_de" and config.name == row
     keys = {row: (sweep.get_config(row).attention_function, sweep.get_config(row).key_dim) for row in rows}
@@ -445,7 +446,7 @@ def test_packed_training_with_a_beam_search_evaluation(function: str, tiny_data_
                        checkpoint_every_steps=2, packing=True, num_bleu_examples=2, compilation_cache_dir="",
                        attention_function=function))
     workdir = tmp_path / "run"
-    results = train.train_and_evaluate(config, str(workdir))
+    results = train.train_and_evaluate(sections.build_experiment(config, "test"), str(workdir))
     assert results["finished"] and math.isfinite(results["eval_loss"])
     evaluations = [json.loads(line) for line in (workdir / "metrics.jsonl").read_text().splitlines()]
     assert any("eval/bleu" in row for row in evaluations)  # The evaluation's beam search ran.
@@ -467,9 +468,8 @@ def test_linear_language_model_trains_and_generates(tmp_path: pathlib.Path) -> N
     corpus = tmp_path / "corpus"
     corpus.mkdir()
     _write_txt_corpus(corpus, train_docs=200)
-    config = _lm_config(corpus, tmp_path / "data")
-    config.update(dict(attention_function="linear", num_train_steps=3, eval_every_steps=3,
-                       checkpoint_every_steps=3))
+    config = _lm_config(corpus, tmp_path / "data", attention_function="linear", num_train_steps=3,
+                        eval_every_steps=3, checkpoint_every_steps=3)
     workdir = tmp_path / "lm"
     train.train_and_evaluate(config, str(workdir))
     run = inference.load_run(str(workdir), model_kind="decoder_only")

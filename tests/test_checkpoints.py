@@ -12,9 +12,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from attention_jax.checkpointing import checkpoints, params_checkpoints
 from attention_jax.commands import average_checkpoints
 from attention_jax.training import train, train_state
-from attention_jax.checkpointing import checkpoints, params_checkpoints
 from tests.support import fake_data, train_support
 
 
@@ -100,15 +100,15 @@ def test_no_readable_checkpoint_raises(tmp_path: pathlib.Path) -> None:
 
 
 def test_different_model_config_refuses_to_resume(tmp_path: pathlib.Path) -> None:
-    checkpoints.write_config(str(tmp_path), fake_data.tiny_config())
+    checkpoints.write_config(str(tmp_path), fake_data.tiny_experiment())
     _save_steps(tmp_path, [1], make=_real_shaped)
-    changed = fake_data.tiny_config(d_model=64, num_heads=4, num_train_steps=99)
+    changed = fake_data.tiny_experiment(d_model=64, num_heads=4, num_train_steps=99)
     with pytest.raises(ValueError, match="different model") as raised:
         train.train_and_evaluate(changed, str(tmp_path), data=fake_data.FakeData())
     message = str(raised.value)
     assert "d_model: 32 in the workdir, 64 now" in message and "num_heads: 2" in message
     assert "num_train_steps" not in message  # Not a model field.
-    assert checkpoints.read_config(str(tmp_path)).d_model == 32  # The workdir is left untouched.
+    assert checkpoints.read_config(str(tmp_path)).model.d_model == 32  # The workdir is left untouched.
 
 
 def _logged_warnings(monkeypatch: pytest.MonkeyPatch) -> list[str]:
@@ -120,8 +120,8 @@ def _logged_warnings(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 def test_model_change_without_checkpoint_starts_afresh(tmp_path: pathlib.Path,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    checkpoints.write_config(str(tmp_path), fake_data.tiny_config())
-    changed = fake_data.tiny_config(d_model=64, num_heads=4)
+    checkpoints.write_config(str(tmp_path), fake_data.tiny_experiment())
+    changed = fake_data.tiny_experiment(d_model=64, num_heads=4)
     differences = checkpoints.model_config_differences(checkpoints.read_config(str(tmp_path)), changed)
     assert set(differences) == {"d_model", "num_heads"}  # Another model, but no checkpoint to lose:
     warnings = _logged_warnings(monkeypatch)
@@ -130,9 +130,9 @@ def test_model_change_without_checkpoint_starts_afresh(tmp_path: pathlib.Path,
 
 
 def test_non_model_changes_may_resume(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    checkpoints.write_config(str(tmp_path), fake_data.tiny_config())
+    checkpoints.write_config(str(tmp_path), fake_data.tiny_experiment())
     _save_steps(tmp_path, [1])
-    changed = fake_data.tiny_config(num_train_steps=99, dtype="bfloat16", log_every_steps=7)
+    changed = fake_data.tiny_experiment(num_train_steps=99, dtype="bfloat16", log_every_steps=7)
     assert checkpoints.model_config_differences(checkpoints.read_config(str(tmp_path)), changed) == {}
     warnings = _logged_warnings(monkeypatch)
     assert checkpoints.check_resume_compatible(str(tmp_path), changed) is None  # The run resumes,
@@ -142,15 +142,15 @@ def test_non_model_changes_may_resume(tmp_path: pathlib.Path, monkeypatch: pytes
 
 def _real_shaped(step: int) -> train_state.TrainState:
     """A state whose parameters have the shapes of the tiny test model, all equal to ``step``."""
-    abstract = params_checkpoints.abstract_inference_params(fake_data.tiny_config())
+    abstract = params_checkpoints.abstract_inference_params(fake_data.tiny_experiment())
     return _state(step, jax.tree.map(lambda leaf: jnp.full(leaf.shape, float(step), leaf.dtype), abstract))
 
 
 def test_load_for_inference_and_averaging(tmp_path: pathlib.Path) -> None:
-    checkpoints.write_config(str(tmp_path), fake_data.tiny_config())
+    checkpoints.write_config(str(tmp_path), fake_data.tiny_experiment())
     _save_steps(tmp_path, [1, 2, 4], make=_real_shaped)
     params, config = params_checkpoints.load_for_inference(str(tmp_path))
-    assert config.d_model == 32
+    assert config.model.d_model == 32
     kernel = params["encoder_0"]["ffn"]["inner"]["kernel"]
     assert kernel.shape == (32, 64) and float(kernel[0, 0]) == 4.0
     params, _ = params_checkpoints.load_for_inference(str(tmp_path), "2")
@@ -167,7 +167,7 @@ def test_load_for_inference_and_averaging(tmp_path: pathlib.Path) -> None:
 
 
 def test_average_checkpoints_command(tmp_path: pathlib.Path) -> None:
-    config = fake_data.tiny_config(average_last_checkpoints=2)
+    config = fake_data.tiny_experiment(average_last_checkpoints=2)
     checkpoints.write_config(str(tmp_path), config)
     _save_steps(tmp_path, [1, 3], make=_real_shaped)
     completed = train_support.run_python(
@@ -184,7 +184,7 @@ def test_load_for_inference_errors(tmp_path: pathlib.Path) -> None:
         params_checkpoints.load_for_inference(str(tmp_path / "missing"))
     with pytest.raises(FileNotFoundError, match="config.json"):
         params_checkpoints.load_for_inference(str(tmp_path))
-    checkpoints.write_config(str(tmp_path), fake_data.tiny_config())
+    checkpoints.write_config(str(tmp_path), fake_data.tiny_experiment())
     with pytest.raises(FileNotFoundError, match="no finished checkpoint"):
         params_checkpoints.load_for_inference(str(tmp_path))
     with pytest.raises(FileNotFoundError, match="average_checkpoints"):
@@ -196,7 +196,7 @@ def test_load_for_inference_errors(tmp_path: pathlib.Path) -> None:
         params_checkpoints.load_for_inference(str(tmp_path), "newest")
     with pytest.raises(FileNotFoundError, match="early_stopping_patience > 0"):
         params_checkpoints.load_for_inference(str(tmp_path), "best")
-    checkpoints.write_config(str(tmp_path), fake_data.tiny_config(d_model=48, num_heads=3))
+    checkpoints.write_config(str(tmp_path), fake_data.tiny_experiment(d_model=48, num_heads=3))
     with pytest.raises(ValueError, match=r"does not fit the model.*\['out'\]\['bias'\]: \(32,\) in "
                                          r"the checkpoint, \(48,\) expected"):
         params_checkpoints.load_for_inference(str(tmp_path))

@@ -14,6 +14,7 @@ import pytest
 
 from attention_jax.models import model
 from attention_jax.commands import count_params
+from attention_jax.experiment import sections
 from attention_jax.models.transformer_config import TransformerConfig
 from configs import base, big, table2, tiny
 from tests.support import reference
@@ -55,8 +56,13 @@ def test_rows_change_only_their_fields() -> None:
     assert table2.get_config("big").to_dict() == big.get_config().to_dict()
 
 
+def _model(config) -> TransformerConfig:
+    """The model section of ``config``, built as the entry point builds it."""
+    return sections.build_experiment(config, "test").model
+
+
 def _closed_form(config) -> int:
-    cfg = TransformerConfig.from_config(config)
+    cfg = _model(config)
     return reference.transformer_param_count(
         cfg.vocab_size, cfg.num_layers, cfg.d_model, cfg.d_ff, cfg.num_heads, cfg.key_dim, cfg.value_dim,
         share_embeddings=cfg.share_embeddings,
@@ -68,7 +74,7 @@ def _closed_form(config) -> int:
 @pytest.mark.parametrize("row", PAPER_ROW_ORDER)
 def test_parameter_count_matches_closed_form(row: str) -> None:
     config = table2.get_config(row)
-    counted = model.count_params(model.abstract_params(TransformerConfig.from_config(config)))
+    counted = model.count_params(model.abstract_params(_model(config)))
     assert counted == _closed_form(config)
 
 
@@ -88,7 +94,7 @@ def test_variants_change_the_closed_form_count() -> None:
                       dict(positional_encoding="learned")):
         variant = tiny.get_config()
         variant.update(overrides)
-        counted = model.count_params(model.abstract_params(TransformerConfig.from_config(variant)))
+        counted = model.count_params(model.abstract_params(_model(variant)))
         assert counted == _closed_form(variant) != _closed_form(config)
 
 
@@ -97,7 +103,7 @@ def test_variants_change_the_closed_form_count() -> None:
 def test_every_row_runs_a_forward_pass(row: str) -> None:
     config = table2.get_config(row)
     config.vocab_size = 64
-    cfg = TransformerConfig.from_config(config)
+    cfg = _model(config)
     # Parameters tiled from one random pool: Flax's own initializers take ~15 s per row on 2 CPU cores,
     # and this test is about the rows' graphs running, not about initialization.
     pool = np.random.default_rng(0).normal(scale=0.05, size=1 << 20).astype(np.float32)
@@ -132,9 +138,9 @@ def test_derived_head_size_needs_divisible_d_model() -> None:
     config.key_dim = 0
     config.num_heads = 7
     with pytest.raises(ValueError, match="key_dim=0.*d_model=512.*num_heads=7"):
-        TransformerConfig.from_config(config)
+        _model(config)
     config.num_heads = 8
-    assert TransformerConfig.from_config(config).key_dim == 64
+    assert _model(config).key_dim == 64
 
 
 @pytest.mark.parametrize("module_name", ["table2_small", "table2_pilot", "table2_small_quarter", "table2_small_subset"])

@@ -7,16 +7,16 @@ from typing import Callable
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
-import ml_collections
 import numpy as np
 import pytest
 
 from attention_jax import cpu_kernels
 from attention_jax.checkpointing import checkpoints
 from attention_jax.cpu_kernels import dropout, projection
+from attention_jax.experiment import schema, sections
 from attention_jax.models import language_model, metrics, model
 from attention_jax.models.transformer_config import TransformerConfig
-from attention_jax.training import optim, sharding, train, train_state
+from attention_jax.training import optim, sharding, train_state
 from tests.support import fake_data
 
 ON_CPU = jax.default_backend() == "cpu"
@@ -107,22 +107,22 @@ def test_first_argmax_on_and_off_equal_exactly(num_classes: int) -> None:
 
 def test_the_config_field_defaults_to_on_and_is_validated() -> None:
     config = fake_data.tiny_config()
-    assert config.cpu_kernels is True and TransformerConfig.from_config(config).cpu_kernels is True
-    older_run = ml_collections.ConfigDict({key: value for key, value in config.to_dict().items()
-                                           if key != "cpu_kernels"})  # A config.json from before the switch.
-    assert TransformerConfig.from_config(older_run).cpu_kernels is True
-    assert TransformerConfig.from_config(config, cpu_kernels=False).cpu_kernels is False
+    assert config.cpu_kernels is True and sections.build_experiment(config, "test").model.cpu_kernels is True
+    older_run = {key: value for key, value in config.to_dict().items()
+                 if key != "cpu_kernels"}  # A config.json from before the switch.
+    assert sections.build_experiment(schema.with_old_run_defaults(older_run), "config.json").model.cpu_kernels is True
+    assert fake_data.tiny_experiment(cpu_kernels=False).model.cpu_kernels is False
     for bad in ("yes", 1, None):
         with pytest.raises(ValueError, match=r"^cpu_kernels must be True or False; got .*\.$"):
             SMALL.replace(cpu_kernels=bad)
-    hand_edited = ml_collections.ConfigDict(dict(config.to_dict(), cpu_kernels="false"))
+    hand_edited = dict(config.to_dict(), cpu_kernels="false")
     with pytest.raises(ValueError, match="cpu_kernels must be True or False; got 'false'"):
-        train.validate_training_config(hand_edited)  # What `python -m attention_jax.main` prints as one line.
+        sections.build_experiment(hand_edited, "config")  # What `python -m attention_jax.main` prints as one line.
 
 
 def test_a_run_may_resume_with_the_switch_flipped() -> None:
-    assert checkpoints.model_config_differences(fake_data.tiny_config(),
-                                                fake_data.tiny_config(cpu_kernels=False)) == {}
+    assert checkpoints.model_config_differences(fake_data.tiny_experiment(),
+                                                fake_data.tiny_experiment(cpu_kernels=False)) == {}
 
 
 @pytest.mark.slow
@@ -130,16 +130,16 @@ def test_the_train_step_honours_the_switch() -> None:
     """Two jitted train steps from one state: the switch decides the program, not the numbers."""
     outcomes = {}
     for switch in (True, False):
-        config = fake_data.tiny_config(cpu_kernels=switch)
-        transformer = model.Transformer(TransformerConfig.from_config(config))
+        config = fake_data.tiny_experiment(cpu_kernels=switch)
+        transformer = model.Transformer(config.model)
         mesh = sharding.create_mesh((1,), ("data",), devices=jax.devices()[:1])
-        optimizer = optim.make_optimizer(config)
+        optimizer = optim.make_optimizer(config.optimizer)
         boxed = train_state.abstract_boxed_state(transformer, optimizer)
         shardings = train_state.train_state_shardings(boxed, mesh, sharding.logical_axis_rules("replicated", mesh))
         state = train_state.create_train_state(config.seed, transformer, optimizer, shardings)
         steps = train_state.compile_steps(transformer, optimizer, mesh, shardings,
-                                          label_smoothing=config.label_smoothing)
-        batch = sharding.global_batch(fake_data.make_batch(0, 0, (8, 10, 10), config.vocab_size),
+                                          label_smoothing=config.optimizer.label_smoothing)
+        batch = sharding.global_batch(fake_data.make_batch(0, 0, (8, 10, 10), config.model.vocab_size),
                                       steps.batch_sharding)
         program = str(jax.make_jaxpr(steps.train)(state, batch))
         assert ("custom_vjp_call" in program) == (switch and ON_CPU)

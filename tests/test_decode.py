@@ -271,9 +271,12 @@ def test_translator_rejects_mismatched_params_and_tokenizer(tiny_params):
 
 
 def test_decode_settings_read_cache_stages_from_the_config():
-    assert DecodeSettings.from_config({}).cache_stages == 2
-    assert DecodeSettings.from_config({"cache_stages": 4}).cache_stages == 4
-    assert DecodeSettings.from_config({"cache_stages": 4}, cache_stages=1).cache_stages == 1
+    from attention_jax.experiment import schema
+    from tests.support import fake_data
+
+    assert fake_data.tiny_experiment().decoding.cache_stages == 2
+    assert fake_data.tiny_experiment(cache_stages=4).decoding.cache_stages == 4
+    assert schema.with_old_run_defaults({})["cache_stages"] == 2  # A run from before the field.
 
 
 def test_greedy_translator_matches_greedy_search(tiny_params):

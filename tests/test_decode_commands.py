@@ -21,11 +21,11 @@ import numpy as np
 import pytest
 
 from attention_jax import run_files
-from attention_jax.decoding import inference
-from attention_jax.data import input_pipeline
-from attention_jax.models.model import Transformer
 from attention_jax.checkpointing import checkpoints, params_checkpoints
-from attention_jax.models.transformer_config import TransformerConfig
+from attention_jax.data import input_pipeline
+from attention_jax.decoding import inference
+from attention_jax.experiment import sections
+from attention_jax.models.model import Transformer
 from configs import tiny
 from tests.support import train_support
 
@@ -57,7 +57,7 @@ def _config(tmp: pathlib.Path):
     config.num_heads, config.key_dim, config.value_dim = 2, 16, 16
     config.max_len = 16
     config.max_decode_extra_len = 8
-    return config
+    return sections.build_experiment(config, "test")
 
 
 @pytest.fixture(scope="module")
@@ -65,10 +65,10 @@ def workdir(tmp_path_factory) -> pathlib.Path:
     tmp = tmp_path_factory.mktemp("decode_commands")
     _write_corpus(tmp / "corpus")
     config = _config(tmp)
-    input_pipeline.get_datasets(config)  # Prepares the corpus and tokenizer once for every command.
+    input_pipeline.get_datasets(config.data)  # Prepares the corpus and tokenizer once for every command.
     run_dir = tmp / "run"
     checkpoints.write_config(str(run_dir), config)
-    model_config = TransformerConfig.from_config(config)
+    model_config = config.model
     ids = np.ones((1, 4), np.int32)
     for seed, step in enumerate(STEPS):
         params = nn.meta.unbox(Transformer(model_config).init(jax.random.key(seed), ids, ids)["params"])
@@ -171,7 +171,7 @@ def test_plot_attention_command(workdir, tmp_path):
 def test_a_workdir_with_its_tokenizer_opens_no_corpus(workdir, tmp_path, monkeypatch):
     own = tmp_path / "own_tokenizer"
     shutil.copytree(workdir, own)
-    data = input_pipeline.get_datasets(checkpoints.read_config(str(own)))
+    data = input_pipeline.get_datasets(checkpoints.read_config(str(own)).data)
     checkpoints.write_tokenizer(str(own), data.tokenizer.model_proto)
 
     def no_corpus(*args, **kwargs):

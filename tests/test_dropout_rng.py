@@ -5,16 +5,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from attention_jax.experiment import sections
 from attention_jax.models import model
-from attention_jax.training import optim, sharding, train, train_state
-from attention_jax.models.transformer_config import TransformerConfig
+from attention_jax.training import optim, sharding, train_state
 from tests.support import fake_data
 
 
 def _one_step_loss(config, dropout_rng: str, step_fn_cache: dict) -> float:
     mesh = sharding.create_mesh((-1,), ("data",))
-    transformer = model.Transformer(TransformerConfig.from_config(config))
-    optimizer = optim.make_optimizer(config)
+    transformer = model.Transformer(config.model)
+    optimizer = optim.make_optimizer(config.optimizer)
     boxed = train_state.abstract_boxed_state(transformer, optimizer)
     shardings = train_state.train_state_shardings(boxed, mesh, sharding.logical_axis_rules("replicated", mesh))
     state = train_state.create_train_state(config.seed, transformer, optimizer, shardings)
@@ -23,19 +23,19 @@ def _one_step_loss(config, dropout_rng: str, step_fn_cache: dict) -> float:
                                                          label_smoothing=0.0, dropout_rng=dropout_rng)
     steps = step_fn_cache[dropout_rng]
     rng = np.random.default_rng(0)
-    batch = {name: rng.integers(4, config.vocab_size, size=(4, 12), dtype=np.int32) for name in ("inputs", "targets")}
+    batch = {name: rng.integers(4, config.model.vocab_size, size=(4, 12), dtype=np.int32) for name in ("inputs", "targets")}
     _, sums = steps.train(state, sharding.global_batch(batch, steps.batch_sharding))
     return float(sums["loss_sum"] / sums["tokens"])
 
 
 def test_rbg_dropout_draws_other_masks_deterministically() -> None:
     cache: dict = {}
-    dropped = fake_data.tiny_config(dropout_rate=0.5)
+    dropped = fake_data.tiny_experiment(dropout_rate=0.5)
     threefry = _one_step_loss(dropped, "threefry", cache)
     rbg = _one_step_loss(dropped, "rbg", cache)
     assert np.isfinite(rbg) and rbg != threefry  # Different masks, so a different loss.
     assert _one_step_loss(dropped, "rbg", cache) == rbg  # The same state and step give the same masks.
-    without_dropout = fake_data.tiny_config(dropout_rate=0.0)
+    without_dropout = fake_data.tiny_experiment(dropout_rate=0.0)
     no_mask = {}
     assert _one_step_loss(without_dropout, "rbg", no_mask) == pytest.approx(
         _one_step_loss(without_dropout, "threefry", no_mask), rel=1e-6)  # Only the masks change.
@@ -43,4 +43,4 @@ def test_rbg_dropout_draws_other_masks_deterministically() -> None:
 
 def test_unknown_dropout_rng_is_named() -> None:
     with pytest.raises(ValueError, match="dropout_rng must be one of"):
-        train.validate_training_config(fake_data.tiny_config(dropout_rng="philox"))
+        sections.build_experiment(fake_data.tiny_config(dropout_rng="philox"), "config")

@@ -7,14 +7,14 @@ import math
 import pathlib
 
 import jax
-import ml_collections
 import numpy as np
 import pytest
 
 from attention_jax import run_files
-from attention_jax.commands import average_checkpoints
-from attention_jax.training import early_stopping, train
 from attention_jax.checkpointing import checkpoints, params_checkpoints
+from attention_jax.commands import average_checkpoints
+from attention_jax.experiment import sections
+from attention_jax.training import early_stopping, train
 from tests.support import fake_data
 
 
@@ -59,8 +59,8 @@ def test_minimum_improvement_keeps_the_best_but_counts_small_gains_toward_patien
     # A plateau creeping down by 0.5% per evaluation after a fast start (the shape of a small-corpus run).
     perplexities = [100.0, 60.0, 40.0, 35.0, 34.8, 34.6, 34.4, 34.3, 34.2, 34.1]
     for min_improvement in (0.0, 0.01, 0.2):
-        tracker = early_stopping.EarlyStopping.from_config(ml_collections.ConfigDict(dict(
-            early_stopping_patience=3, early_stopping_min_improvement=min_improvement)))
+        tracker = early_stopping.EarlyStopping.from_config(fake_data.tiny_experiment(
+            early_stopping_patience=3, early_stopping_min_improvement=min_improvement).run)
         stopped_at = None
         for index, perplexity in enumerate(perplexities):
             assert tracker.update(100 * (index + 1), perplexity)  # Every evaluation is a new best...
@@ -83,8 +83,8 @@ def test_evaluations_before_min_steps_never_count_toward_patience() -> None:
                     50.0, 45.0, 44.8, 44.9, 44.7, 45.0, 45.2]
     stopped = {}
     for min_steps in (0, 1500):
-        tracker = early_stopping.EarlyStopping.from_config(ml_collections.ConfigDict(dict(
-            early_stopping_patience=2, early_stopping_min_improvement=0.01, early_stopping_min_steps=min_steps)))
+        tracker = early_stopping.EarlyStopping.from_config(fake_data.tiny_experiment(
+            early_stopping_patience=2, early_stopping_min_improvement=0.01, early_stopping_min_steps=min_steps).run)
         for step, perplexity in zip(steps, perplexities):
             tracker.update(step, perplexity)
             if tracker.should_stop:
@@ -102,23 +102,23 @@ def test_evaluations_before_min_steps_never_count_toward_patience() -> None:
 def test_minimum_improvement_outside_zero_to_one_is_a_config_error() -> None:
     for bad in (-0.1, 1.0):
         config = fake_data.tiny_config(early_stopping_patience=3, early_stopping_min_improvement=bad)
-        with pytest.raises(ValueError, match=r"early_stopping_min_improvement must be a fraction in \[0, 1\)"):
-            train.validate_training_config(config)
+        with pytest.raises(ValueError, match=r"early_stopping_min_improvement must be a probability in \[0, 1\)"):
+            sections.build_experiment(config, "config")
 
 
 def test_patience_without_evaluations_is_a_config_error() -> None:
     config = fake_data.tiny_config(early_stopping_patience=3, eval_every_steps=0)
     with pytest.raises(ValueError, match="eval_every_steps > 0"):
-        train.validate_training_config(config)
+        sections.build_experiment(config, "config")
 
 
 @pytest.mark.slow
 def test_run_stops_early_keeps_its_best_and_stays_stopped(tmp_path: pathlib.Path) -> None:
     # A zero learning rate leaves the parameters, hence the dev perplexity, exactly as initialised: the
     # first evaluation (step 2) is the best and the run stops after `patience` more (steps 4 and 6).
-    config = fake_data.tiny_config(num_train_steps=40, learning_rate_scale=0.0, eval_every_steps=2,
-                                   early_stopping_patience=2, checkpoint_every_steps=0,
-                                   average_last_checkpoints=2, final_bleu=True, final_bleu_splits=("dev",))
+    config = fake_data.tiny_experiment(num_train_steps=40, learning_rate_scale=0.0, eval_every_steps=2,
+                                       early_stopping_patience=2, checkpoint_every_steps=0,
+                                       average_last_checkpoints=2, final_bleu=True, final_bleu_splits=("dev",))
     results = train.train_and_evaluate(config, str(tmp_path), data=fake_data.FakeData())
     # The whole dev split is decoded from the best parameters, the test split not (final_bleu_splits).
     # Every evaluation ties; the best 2 (average_last_checkpoints) are the earliest two.
@@ -144,10 +144,10 @@ def test_run_stops_early_keeps_its_best_and_stays_stopped(tmp_path: pathlib.Path
 
 
 def test_final_bleu_splits_are_checked_before_training() -> None:
-    assert run_files.final_bleu_splits(fake_data.tiny_config()) == ("dev", "test")
+    assert run_files.final_bleu_splits(fake_data.tiny_experiment().run.final_bleu_splits) == ("dev", "test")
     for bad in ((), ("dev", "dev"), ("dev", "validation"), ("train",)):  # "validation" is dev's other name.
-        with pytest.raises(ValueError, match=r"final_bleu_splits=.*some of \('dev', 'test'\).*final_bleu=False"):
-            train.validate_training_config(fake_data.tiny_config(final_bleu_splits=bad))
+        with pytest.raises(ValueError, match=r"final_bleu_splits=.*some of \('dev', 'test'\).*final_bleu=False|final_bleu_splits must be one of dev, validation, test; got 'train'"):
+            sections.build_experiment(fake_data.tiny_config(final_bleu_splits=bad), "config")
 
 
 def test_dev_split_too_small_for_early_stopping_is_an_error() -> None:

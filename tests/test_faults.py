@@ -288,9 +288,9 @@ def test_remote_lock_refuses_a_fresh_record_and_takes_over_a_stale_one(tmp_path:
 
 
 def test_resume_warning_names_only_changed_leaves(tmp_path: pathlib.Path, caplog: pytest.LogCaptureFixture) -> None:
-    config = fake_data.tiny_config()
+    config = fake_data.tiny_experiment()
     checkpoints.write_config(str(tmp_path), config)
-    changed = fake_data.tiny_config(num_train_steps=99)
+    changed = fake_data.tiny_experiment(num_train_steps=99)
     caplog.set_level(logging.INFO)
     checkpoints.check_resume_compatible(str(tmp_path), changed)  # No checkpoint: nothing is resumed.
     assert "Resuming" not in caplog.text
@@ -328,10 +328,10 @@ def test_empty_and_overlong_training_pairs_are_left_out_and_counted(tmp_path: pa
     (corpus / "train.tsv").write_text("\n".join(lines) + "\n")
     for name in ("dev.tsv", "test.tsv"):
         (corpus / name).write_text("\n".join(lines[:8]) + "\n")
-    config = fake_data.tiny_config(dataset=f"tsv:{corpus}", data_dir=str(tmp_path / "tfds"), vocab_size=40,
-                                   max_len=12, tokens_per_batch=96)
+    config = fake_data.tiny_experiment(dataset=f"tsv:{corpus}", data_dir=str(tmp_path / "tfds"), vocab_size=40,
+                                       max_len=12, tokens_per_batch=96)
     caplog.set_level(logging.INFO)
-    data = input_pipeline.get_datasets(config)
+    data = input_pipeline.get_datasets(config.data)
     assert data.stats["dropped_empty"]["train"] == 3 and data.stats["dropped_too_long"]["train"] == 2
     assert "3 of 65 training pairs (4.62%) have an empty source or target: left out." in caplog.text
     assert "2 of 65 training pairs (3.08%) are longer than config.max_len=12 tokens" in caplog.text

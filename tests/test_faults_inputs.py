@@ -15,7 +15,7 @@ import pytest
 
 from attention_jax import run_files
 from attention_jax.decoding import generation
-from attention_jax.training import train
+from attention_jax.experiment import sections
 from attention_jax.user_errors import UserInputError
 from tests.support import fake_data, train_support
 from tests.support.sweep_cli import REPO_ROOT
@@ -66,9 +66,9 @@ MISTAKES = {
     "no_corpus_directory": ("configs/tiny.py", ["--config.dataset=tsv:/nonexistent/corpus"], "does not exist"),
     "empty_lm_corpus": ("configs/lm_tiny.py", "corpus", "holds no text"),
     "too_large_vocabulary": ("configs/tiny.py", "corpus", "too small for config.vocab_size=5000"),
-    "negative_heads": ("configs/tiny.py", ["--config.num_heads=-2"], "num_heads must be a positive integer"),
+    "negative_heads": ("configs/tiny.py", ["--config.num_heads=-2"], "num_heads must be positive; got -2"),
     "dropout_above_one": ("configs/tiny.py", ["--config.dropout_rate=1.5"], "dropout_rate must be a probability"),
-    "zero_vocabulary": ("configs/tiny.py", ["--config.vocab_size=0"], "vocab_size must be a positive integer"),
+    "zero_vocabulary": ("configs/tiny.py", ["--config.vocab_size=0"], "vocab_size must be positive; got 0"),
     "zero_batch": ("configs/tiny.py", ["--config.tokens_per_batch=0"], "tokens_per_batch must be positive"),
     "max_len_2": ("configs/tiny.py", ["--config.max_len=2"], "longer than config.max_len=2"),
     "layer_norm_mid": ("configs/tiny.py", ["--config.layer_norm_position=mid"], "layer_norm_position must be one of"),
@@ -117,13 +117,13 @@ def test_corpus_mistakes_are_user_input_errors(tmp_path: pathlib.Path) -> None:
     from attention_jax.data import input_pipeline
 
     corpus = _tsv_corpus(tmp_path / "corpus", GOOD_LINES + ["a\tb\tc"])
-    config = fake_data.tiny_config(dataset=f"tsv:{corpus}", data_dir=str(tmp_path / "tfds"), vocab_size=40)
+    config = fake_data.tiny_experiment(dataset=f"tsv:{corpus}", data_dir=str(tmp_path / "tfds"), vocab_size=40)
     with pytest.raises(UserInputError, match="found 2 TABs"):
-        input_pipeline.get_datasets(config)
+        input_pipeline.get_datasets(config.data)
     with pytest.raises(UserInputError, match="does not exist"):
-        input_pipeline.get_datasets(fake_data.tiny_config(dataset=f"tsv:{tmp_path / 'none'}"))
+        input_pipeline.get_datasets(fake_data.tiny_experiment(dataset=f"tsv:{tmp_path / 'none'}").data)
     with pytest.raises(ValueError, match="tokens_per_batch must be positive"):
-        train.validate_training_config(fake_data.tiny_config(tokens_per_batch=0))
+        sections.build_experiment(fake_data.tiny_config(tokens_per_batch=0), "config")
 
 
 def test_generate_says_when_new_tokens_do_not_fit() -> None:
@@ -152,6 +152,8 @@ def test_run_files_follow_the_umask(tmp_path: pathlib.Path, umask: int) -> None:
 
 def test_dev_and_validation_name_the_same_split() -> None:
     assert run_files.data_split("dev") == "validation" and run_files.data_split("test") == "test"
-    assert run_files.final_bleu_splits(fake_data.tiny_config(final_bleu_splits=("validation", "test"))) == ("dev", "test")
+    assert run_files.final_bleu_splits(("validation", "test")) == ("dev", "test")
     with pytest.raises(ValueError, match="final_bleu_splits"):
-        run_files.final_bleu_splits(fake_data.tiny_config(final_bleu_splits=("dev", "validation")))
+        run_files.final_bleu_splits(("dev", "validation"))
+    with pytest.raises(ValueError, match="final_bleu_splits"):
+        fake_data.tiny_experiment(final_bleu_splits=("dev", "validation"))  # Refused before anything runs.

@@ -33,7 +33,7 @@ def test_summary_line_names_steps_time_best_dev_bleu_and_results() -> None:
 def test_logged_learning_rate_is_the_optimizers_schedule(tmp_path: pathlib.Path,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(optim, "make_schedule", lambda config: (lambda count: 1e-3 * (count + 1)))
-    train.train_and_evaluate(fake_data.tiny_config(num_train_steps=2, log_every_steps=1, eval_every_steps=0,
+    train.train_and_evaluate(fake_data.tiny_experiment(num_train_steps=2, log_every_steps=1, eval_every_steps=0,
                                                    checkpoint_every_steps=0), str(tmp_path),
                              data=fake_data.FakeData(shapes=((8, 12, 12),)))
     records = [json.loads(line) for line in (tmp_path / run_files.METRICS_FILE).read_text().splitlines()]

@@ -21,7 +21,6 @@ import types
 
 import flax.linen as nn
 import jax
-import ml_collections
 import numpy as np
 import pytest
 
@@ -49,7 +48,7 @@ def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 def _train(workdir: pathlib.Path, data: fake_data.FakeData | None = None, **overrides: object) -> dict:
-    return train.train_and_evaluate(fake_data.tiny_config(**overrides), str(workdir),
+    return train.train_and_evaluate(fake_data.tiny_experiment(**overrides), str(workdir),
                                     data=data or fake_data.FakeData())
 
 
@@ -81,7 +80,7 @@ def test_early_stopped_rerun_changes_nothing_until_patience_is_raised(tmp_path: 
     patient = _train(tmp_path, **dict(EARLY_STOPPED, early_stopping_patience=3))
     assert patient["step"] == 8 and patient["stop_reason"] == early_stopping.STOPPED_EARLY  # Trained on.
     assert _eval_steps(tmp_path) == [2, 4, 6, 8]
-    assert checkpoints.read_config(str(tmp_path)).early_stopping_patience == 3
+    assert checkpoints.read_config(str(tmp_path)).run.early_stopping_patience == 3
 
 
 @pytest.mark.slow
@@ -156,16 +155,16 @@ def _save_checkpoint(workdir: pathlib.Path, step: int = 1) -> None:
 
 
 def test_resuming_on_another_corpus_is_refused_naming_the_field(tmp_path: pathlib.Path) -> None:
-    checkpoints.write_config(str(tmp_path), fake_data.tiny_config(dataset="tsv:/data/a"))
+    checkpoints.write_config(str(tmp_path), fake_data.tiny_experiment(dataset="tsv:/data/a"))
     _save_checkpoint(tmp_path)
     with pytest.raises(UserInputError, match=r"trained on other data \(dataset: 'tsv:/data/a' in the workdir, "
                                              r"'tsv:/data/b' now\)"):
-        checkpoints.check_resume_compatible(str(tmp_path), fake_data.tiny_config(dataset="tsv:/data/b"))
+        checkpoints.check_resume_compatible(str(tmp_path), fake_data.tiny_experiment(dataset="tsv:/data/b"))
     with pytest.raises(UserInputError, match="tokenizer_max_sentences"):
-        checkpoints.check_resume_compatible(str(tmp_path), fake_data.tiny_config(
+        checkpoints.check_resume_compatible(str(tmp_path), fake_data.tiny_experiment(
             dataset="tsv:/data/a", tokenizer_max_sentences=10))
-    checkpoints.check_resume_compatible(str(tmp_path), fake_data.tiny_config(dataset="tsv:/data/a",
-                                                                             num_train_steps=99))
+    checkpoints.check_resume_compatible(str(tmp_path), fake_data.tiny_experiment(dataset="tsv:/data/a",
+                                                                                 num_train_steps=99))
 
 
 def test_a_different_tokenizer_never_replaces_the_runs_own(tmp_path: pathlib.Path) -> None:
@@ -173,7 +172,7 @@ def test_a_different_tokenizer_never_replaces_the_runs_own(tmp_path: pathlib.Pat
     tokenizer = types.SimpleNamespace(model_proto=b"another corpus's model")
     run = types.SimpleNamespace(workdir=str(tmp_path), data=types.SimpleNamespace(tokenizer=tokenizer),
                                 state=types.SimpleNamespace(step=np.int32(40)),
-                                config=ml_collections.ConfigDict({"dataset": "tsv:/data/b"}))
+                                experiment=fake_data.tiny_experiment(dataset="tsv:/data/b"))
     with pytest.raises(UserInputError, match="tokenizer.model differs from the tokenizer of"):
         train._check_tokenizer(run)
     tokenizer.model_proto = b"the run's own model"
@@ -185,7 +184,7 @@ def test_a_different_tokenizer_never_replaces_the_runs_own(tmp_path: pathlib.Pat
 def test_best_directory_keeps_the_k_lowest_perplexities(tmp_path: pathlib.Path,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     run = types.SimpleNamespace(workdir=str(tmp_path), early_stopping=early_stopping.EarlyStopping(patience=5),
-                                config=ml_collections.ConfigDict({"average_last_checkpoints": 3}))
+                                experiment=fake_data.tiny_experiment(average_last_checkpoints=3))
     saved_params: dict[int, float] = {}
     for step, perplexity in ((100, 10.0), (200, 8.0), (300, 8.5), (400, 7.0)):
         saved_params[step] = perplexity
@@ -203,8 +202,8 @@ def test_best_directory_keeps_the_k_lowest_perplexities(tmp_path: pathlib.Path,
 @pytest.mark.slow
 def test_evaluate_records_the_steps_it_averaged_and_translate_is_quiet(tmp_path: pathlib.Path) -> None:
     from attention_jax.data import input_pipeline
+    from attention_jax.experiment import sections
     from attention_jax.models.model import Transformer
-    from attention_jax.models.transformer_config import TransformerConfig
     from configs import tiny
 
     (tmp_path / "corpus").mkdir()
@@ -217,10 +216,11 @@ def test_evaluate_records_the_steps_it_averaged_and_translate_is_quiet(tmp_path:
     config.update(dict(dataset=f"tsv:{tmp_path / 'corpus'}", data_dir=str(tmp_path / "tfds"), vocab_size=64,
                        num_layers=1, d_model=32, d_ff=64, num_heads=2, key_dim=16, value_dim=16, max_len=16,
                        max_decode_extra_len=8))
-    input_pipeline.get_datasets(config)
+    experiment = sections.build_experiment(config, "test")
+    input_pipeline.get_datasets(experiment.data)
     run_dir = tmp_path / "run"
-    checkpoints.write_config(str(run_dir), config)
-    model_config = TransformerConfig.from_config(config)
+    checkpoints.write_config(str(run_dir), experiment)
+    model_config = experiment.model
     ids = np.ones((1, 4), np.int32)
     for seed, step in enumerate((10, 20, 30)):
         params = nn.meta.unbox(Transformer(model_config).init(jax.random.key(seed), ids, ids)["params"])

@@ -45,7 +45,7 @@ def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
 def source_run(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
     """A finished 4-step run on FakeData, with a tokenizer.model (FakeData's tokenizer writes none)."""
     workdir = tmp_path_factory.mktemp("source") / "run"
-    train.train_and_evaluate(fake_data.tiny_config(**SOURCE), str(workdir), data=fake_data.FakeData())
+    train.train_and_evaluate(fake_data.tiny_experiment(**SOURCE), str(workdir), data=fake_data.FakeData())
     (workdir / run_files.TOKENIZER_FILE).write_bytes(b"the source run's SentencePiece model")
     return workdir
 
@@ -56,7 +56,7 @@ def _snapshot(directory: pathlib.Path) -> dict[str, str]:
 
 
 def _params(directory: pathlib.Path, step: int) -> dict:
-    abstract = params_checkpoints.abstract_inference_params(fake_data.tiny_config())
+    abstract = params_checkpoints.abstract_inference_params(fake_data.tiny_experiment())
     return params_checkpoints.restore_params(str(directory), step, abstract)
 
 
@@ -65,8 +65,8 @@ def test_fine_tuning_starts_from_the_sources_parameters_with_a_fresh_optimizer(
         source_run: pathlib.Path, tmp_path: pathlib.Path) -> None:
     before = _snapshot(source_run)
     workdir = tmp_path / "fine_tuned"
-    config = fake_data.tiny_config(num_train_steps=2, eval_every_steps=2, checkpoint_every_steps=2,
-                                   dropout_rate=0.3, fine_tune_from=str(source_run))
+    config = fake_data.tiny_experiment(num_train_steps=2, eval_every_steps=2, checkpoint_every_steps=2,
+                                       dropout_rate=0.3, fine_tune_from=str(source_run))
     source = fine_tuning.resolve_source(config, str(workdir))
     assert not workdir.exists()  # Checking writes nothing.
     assert (source.step, source.checkpoint) == (4, "latest")
@@ -86,7 +86,7 @@ def test_fine_tuning_starts_from_the_sources_parameters_with_a_fresh_optimizer(
     assert record["tokenizer_sha256"] == hashlib.sha256(b"the source run's SentencePiece model").hexdigest()
     assert results["fine_tuned_from"] == record  # results.json names the source too.
     assert json.loads((workdir / run_files.RESULTS_FILE).read_text())["fine_tuned_from"] == record
-    assert checkpoints.read_config(str(workdir)).fine_tune_from == str(source_run)
+    assert checkpoints.read_config(str(workdir)).run.fine_tune_from == str(source_run)
     assert _snapshot(source_run) == before  # The source is only read.
     trained = _params(workdir / run_files.CHECKPOINT_DIR, 2)
     assert any(not np.array_equal(a, b) for a, b in zip(jax.tree.leaves(trained), jax.tree.leaves(expected)))
@@ -95,7 +95,8 @@ def test_fine_tuning_starts_from_the_sources_parameters_with_a_fresh_optimizer(
     assert fine_tuning.resolve_source(config, str(workdir)) is None
     # Resuming without the flag, or from another source, is refused: its token ids are the source's.
     with pytest.raises(UserInputError, match="fine_tune_from"):
-        checkpoints.check_resume_compatible(str(workdir), fake_data.tiny_config(num_train_steps=4, dropout_rate=0.3))
+        checkpoints.check_resume_compatible(str(workdir),
+                                            fake_data.tiny_experiment(num_train_steps=4, dropout_rate=0.3))
 
 
 def test_another_model_or_source_is_one_line_before_anything_is_written(source_run: pathlib.Path,
@@ -109,33 +110,33 @@ def test_another_model_or_source_is_one_line_before_anything_is_written(source_r
         "no best checkpoint": dict(fine_tune_checkpoint="best"),
     }
     for message, overrides in cases.items():
-        config = fake_data.tiny_config(fine_tune_from=str(source_run), **overrides)
+        config = fake_data.tiny_experiment(fine_tune_from=str(source_run), **overrides)
         with pytest.raises(UserInputError, match=message) as raised:
             fine_tuning.resolve_source(config, str(workdir))
         assert "\n" not in str(raised.value) and str(raised.value).startswith(f"config.fine_tune_from={source_run}")
     with pytest.raises(UserInputError, match="is the run's own --workdir"):
-        fine_tuning.resolve_source(fake_data.tiny_config(fine_tune_from=str(source_run)), str(source_run))
+        fine_tuning.resolve_source(fake_data.tiny_experiment(fine_tune_from=str(source_run)), str(source_run))
     with pytest.raises(UserInputError, match="config.json not found"):
-        fine_tuning.resolve_source(fake_data.tiny_config(fine_tune_from=str(tmp_path)), str(workdir))
+        fine_tuning.resolve_source(fake_data.tiny_experiment(fine_tune_from=str(tmp_path)), str(workdir))
     assert not workdir.exists()
     # Without the step-0 checkpoint, training refuses rather than start from random parameters.
     with pytest.raises(UserInputError, match="holds no checkpoint to fine-tune"):
-        train.train_and_evaluate(fake_data.tiny_config(fine_tune_from=str(source_run)), str(workdir),
+        train.train_and_evaluate(fake_data.tiny_experiment(fine_tune_from=str(source_run)), str(workdir),
                                  data=fake_data.FakeData())
 
 
 def test_the_refusal_of_other_data_names_the_fine_tuning_flag(tmp_path: pathlib.Path) -> None:
-    checkpoints.write_config(str(tmp_path), fake_data.tiny_config(dataset="tsv:/data/a"))
+    checkpoints.write_config(str(tmp_path), fake_data.tiny_experiment(dataset="tsv:/data/a"))
     (tmp_path / run_files.CHECKPOINT_DIR / "4" / "_CHECKPOINT_METADATA").parent.mkdir(parents=True)
     (tmp_path / run_files.CHECKPOINT_DIR / "4" / "_CHECKPOINT_METADATA").write_text("{}")
     with pytest.raises(UserInputError, match=rf"fine-tune it on the new data in a new --workdir with "
                                              rf"--config.fine_tune_from={tmp_path}"):
-        checkpoints.check_resume_compatible(str(tmp_path), fake_data.tiny_config(dataset="tsv:/data/b"))
+        checkpoints.check_resume_compatible(str(tmp_path), fake_data.tiny_experiment(dataset="tsv:/data/b"))
     # A run from before the field existed resumes as before: absent and "" are the same source (none).
     saved = json.loads((tmp_path / run_files.CONFIG_FILE).read_text())
     del saved["fine_tune_from"]
     (tmp_path / run_files.CONFIG_FILE).write_text(json.dumps(saved))
-    checkpoints.check_resume_compatible(str(tmp_path), fake_data.tiny_config(dataset="tsv:/data/a"))
+    checkpoints.check_resume_compatible(str(tmp_path), fake_data.tiny_experiment(dataset="tsv:/data/a"))
 
 
 @pytest.mark.slow

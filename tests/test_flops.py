@@ -7,6 +7,8 @@ import csv
 import json
 import math
 import pathlib
+import subprocess
+import sys
 from typing import Callable
 
 import flax.linen as nn
@@ -14,10 +16,10 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from attention_jax.models import attention, attention_functions, flops, language_model
+from attention_jax.experiment import sections
+from attention_jax.models import attention, attention_functions, attention_registry, flops, language_model
 from attention_jax.reports import table3_report
-from attention_jax.models.transformer_config import TransformerConfig
-from tests.support.fake_data import tiny_config
+from tests.support.fake_data import tiny_experiment
 
 
 def _kernel_scalars(params: dict, prefix: str) -> int:
@@ -32,18 +34,20 @@ def _kernel_scalars(params: dict, prefix: str) -> int:
 
 @pytest.mark.parametrize("model_kind", ["decoder_only", "encoder_decoder"])
 def test_training_flops_equal_three_forward_passes_counted_from_the_parameters(model_kind: str) -> None:
-    config = tiny_config(model_kind=model_kind, max_len=16, d_ff=48, vocab_size=50)
-    model_config = TransformerConfig.from_config(config)
+    experiment = tiny_experiment(model_kind=model_kind, max_len=16, d_ff=48, vocab_size=50)
+    model_config = experiment.model
     params = language_model.abstract_params(model_config, model_kind)
-    length, heads_kv = config.max_len, config.num_heads * (config.key_dim + config.value_dim)
+    length = experiment.data.max_len  # The training length, without the decoding margin of model_config.max_len.
+    heads_kv = model_config.num_heads * (model_config.key_dim + model_config.value_dim)
     scores = 2 * length * heads_kv  # Per query token: q.k over L keys and the weighted sum of L values.
-    logits = 2 * config.d_model * config.vocab_size
+    logits = 2 * model_config.d_model * model_config.vocab_size
     if model_kind == "decoder_only":
         per_token = 2 * _kernel_scalars(params, "layer_") + scores + logits
     else:  # One source token per target token: both stacks' kernels, three attentions' scores.
         per_token = (2 * (_kernel_scalars(params, "encoder_") + _kernel_scalars(params, "decoder_"))
                      + 3 * scores + logits)
-    assert flops.training_flops(config, 1000) == pytest.approx(3 * per_token * 1000, rel=1e-9)
+    assert flops.training_flops(model_config, model_kind, 1000, length) == pytest.approx(3 * per_token * 1000, rel=1e-9)
+    assert experiment.training_flops(1000) == flops.training_flops(model_config, model_kind, 1000, length)
 
 
 def _xla_flops(function: Callable[..., jax.Array], *arguments: jax.Array) -> float:
@@ -112,17 +116,29 @@ def test_attention_function_flops_by_hand_on_a_tiny_shape() -> None:
         flops.attention_function_flops("softmax", **shape)
 
 
-def test_flops_module_names_the_models_attention_functions_and_chunk_size() -> None:
-    assert flops.ATTENTION_FUNCTIONS == attention_functions.ATTENTION_FUNCTIONS
-    assert flops.LINEAR_CHUNK_SIZE == attention_functions.LINEAR_CHUNK_SIZE
+def test_flops_are_read_from_the_registry_without_importing_a_framework() -> None:
+    # One home for each count: every entry's FLOPs are its own, and models/flops.py (loaded by the PyTorch
+    # benchmark's environment) pulls in no JAX through the registry.
+    shape = dict(query_len=7, key_len=5, num_heads=3, key_dim=4, value_dim=6)
+    for name, entry in attention_registry.ATTENTION_FUNCTIONS.items():
+        per_head = entry.flops(query_len=7, key_len=5, key_dim=4, value_dim=6, causal=False,
+                               chunk_size=attention_registry.LINEAR_CHUNK_SIZE)
+        assert flops.attention_function_flops(name, **shape) == 3 * per_head > 0
+    assert attention_functions.LINEAR_CHUNK_SIZE == attention_registry.LINEAR_CHUNK_SIZE
+    probe = ("import sys; import attention_jax.models.flops; "
+             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('jax', 'flax', 'numpy', 'torch')))")
+    imported = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120,
+                              cwd=pathlib.Path(__file__).resolve().parents[1], check=True)
+    assert imported.stdout.strip() == "[]"
 
 
 @pytest.mark.parametrize("function", ["dot_product", "additive", "linear"])
 @pytest.mark.parametrize("model_kind", ["decoder_only", "encoder_decoder"])
 def test_training_flops_swap_in_each_attention_function(model_kind: str, function: str) -> None:
-    paper = tiny_config(model_kind=model_kind, max_len=96, d_ff=48, vocab_size=50)
-    other = tiny_config(model_kind=model_kind, max_len=96, d_ff=48, vocab_size=50, attention_function=function)
-    length = paper.max_len
+    paper = tiny_experiment(model_kind=model_kind, max_len=96, d_ff=48, vocab_size=50).model
+    other = tiny_experiment(model_kind=model_kind, max_len=96, d_ff=48, vocab_size=50,
+                            attention_function=function).model
+    length = 96
 
     def attention_only(name: str, key_len: int, causal: bool) -> float:
         return flops.attention_function_flops(name, query_len=length, key_len=key_len, num_heads=paper.num_heads,
@@ -132,9 +148,12 @@ def test_training_flops_swap_in_each_attention_function(model_kind: str, functio
         return attention_only(function, length, causal) - attention_only("scaled_dot_product", length, causal)
 
     per_sequence = change(True) if model_kind == "decoder_only" else change(True) + 2 * change(False)
-    expected = flops.training_flops(paper, length) + 3 * paper.num_layers * per_sequence
-    assert flops.training_flops(other, length) == pytest.approx(expected, rel=1e-12)
-    assert (flops.training_flops(other, length) == flops.training_flops(paper, length)) == (function == "dot_product")
+    def training_flops(model_config: object) -> float:
+        return flops.training_flops(model_config, model_kind, length, length)
+
+    expected = training_flops(paper) + 3 * paper.num_layers * per_sequence
+    assert training_flops(other) == pytest.approx(expected, rel=1e-12)
+    assert (training_flops(other) == training_flops(paper)) == (function == "dot_product")
 
 
 def test_paper_estimate_reproduces_table_3_costs() -> None:
@@ -145,12 +164,13 @@ def test_paper_estimate_reproduces_table_3_costs() -> None:
 def test_table3_report_puts_our_bleu_and_flops_beside_the_papers(tmp_path: pathlib.Path) -> None:
     from configs import table3
 
+    base_en_fr = sections.build_experiment(table3.get_config("base_en_fr"), "configs/table3.py:base_en_fr")
     for row, bleu in (("base_en_fr", 12.5), ("big_en_fr", None)):
         (tmp_path / row).mkdir()
         (tmp_path / row / "config.json").write_text(json.dumps(table3.get_config(row).to_dict()))
     tokens = 4.0e6
     results = dict(finished=True, step=160, test_bleu=12.5, dev_bleu=11.0, train_target_tokens=tokens,
-                   train_flops=flops.training_flops(table3.get_config("base_en_fr"), tokens), wall_s=7200.0,
+                   train_flops=base_en_fr.training_flops(tokens), wall_s=7200.0,
                    devices=2)
     (tmp_path / "base_en_fr" / "results.json").write_text(json.dumps(results))
     md_path, csv_path = table3_report.write_table3_report(str(tmp_path), sustained_tflops=100.0)
@@ -159,7 +179,7 @@ def test_table3_report_puts_our_bleu_and_flops_beside_the_papers(tmp_path: pathl
     assert float(done["test_bleu"]) == 12.5 and float(done["paper_test_bleu"]) == 38.1
     assert float(done["train_flops"]) == pytest.approx(results["train_flops"])
     assert float(done["our_estimate_flops"]) == pytest.approx(2 * 2 * 3600 * 100e12)  # 2 h x 2 devices.
-    base_schedule = flops.training_flops(table3.get_config("base_en_fr"), 100_000 * 25_000)
+    base_schedule = base_en_fr.training_flops(100_000 * 25_000)
     assert float(done["schedule_flops"]) == pytest.approx(base_schedule)
     assert float(pending["paper_train_flops"]) == 2.3e19 and pending["test_bleu"] == ""
     text = pathlib.Path(md_path).read_text()

@@ -14,10 +14,9 @@ import numpy as np
 import pytest
 import tensorflow_datasets as tfds
 
-from attention_jax.data import batching
-from attention_jax.data import input_pipeline
+from attention_jax.data import batching, input_pipeline
 from attention_jax.data import tokenizer as tokenizer_lib
-from configs import base
+from tests.support import fake_data
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENGLISH_WORDS = "the small house is near a green tree and an old car drives over the long road .".split()
@@ -60,16 +59,11 @@ def _make_corpus(directory) -> dict[str, list[tuple[str, str]]]:
 
 
 def _config(dataset: str, data_dir, **overrides):
-    config = base.get_config()
-    config.dataset = dataset
-    config.data_dir = str(data_dir)
-    config.vocab_size = 300
-    config.max_len = MAX_LEN
-    config.tokens_per_batch = TOKENS_PER_BATCH
-    config.tokens_per_batch_unit = "slots"  # The shapes these tests compute; tests/test_token_budget.py: "real".
-    for key, value in overrides.items():
-        config[key] = value
-    return config
+    """The data section (``DataConfig``) of ``configs/base.py`` on ``dataset``, with ``overrides``."""
+    fields = dict(dataset=dataset, data_dir=str(data_dir), vocab_size=300, max_len=MAX_LEN,
+                  tokens_per_batch=TOKENS_PER_BATCH,
+                  tokens_per_batch_unit="slots")  # The shapes these tests compute; tests/test_token_budget.py: "real".
+    return fake_data.data_config(**{**fields, **overrides})
 
 
 def _expected_rows(tokenizer, pairs, max_len) -> collections.Counter:

@@ -5,13 +5,14 @@ from __future__ import annotations
 import pathlib
 
 import jax.numpy as jnp
-import ml_collections
 import numpy as np
 import pytest
 import tensorflow_datasets as tfds
 
-from attention_jax.models import model
 from attention_jax.data import lm_data, synthetic_en_de
+from attention_jax.data.data_config import DataConfig
+from attention_jax.models import model
+from tests.support import fake_data
 
 
 def _documents(seed: int, count: int) -> list[list[int]]:
@@ -73,13 +74,11 @@ def _write_txt_corpus(directory: pathlib.Path, train_docs: int = 400) -> dict[st
     return texts
 
 
-def _config(dataset: str, data_dir: pathlib.Path, **overrides: object) -> ml_collections.ConfigDict:
-    config = ml_collections.ConfigDict(dict(
-        dataset=dataset, data_dir=str(data_dir), train_split="train", eval_split="validation",
-        test_split="test", vocab_size=300, max_len=32, tokens_per_batch=256, target_lang="de",
-        source_lang="en", data_threads=1))
-    config.update(overrides)
-    return config
+def _config(dataset: str, data_dir: pathlib.Path, **overrides: object) -> DataConfig:
+    fields = dict(dataset=dataset, data_dir=str(data_dir), train_split="train", eval_split="validation",
+                  test_split="test", vocab_size=300, max_len=32, tokens_per_batch=256, target_lang="de",
+                  source_lang="en", data_threads=1)
+    return fake_data.data_config(**{**fields, **overrides})
 
 
 def test_txt_corpus_batches_resume_and_cover_every_row(tmp_path: pathlib.Path) -> None:

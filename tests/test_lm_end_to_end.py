@@ -10,15 +10,16 @@ import sys
 
 import pytest
 
+from attention_jax.checkpointing import checkpoints
+from attention_jax.experiment import sections
 from attention_jax.models import flops
 from attention_jax.training import train
-from attention_jax.checkpointing import checkpoints
 from tests.test_lm_data import _write_txt_corpus
 
 pytestmark = [pytest.mark.end_to_end]
 
 
-def _lm_config(corpus: pathlib.Path, data_dir: pathlib.Path) -> object:
+def _lm_config(corpus: pathlib.Path, data_dir: pathlib.Path, **overrides: object) -> object:
     from configs import lm_tiny  # Tests may import configs; the library may not.
 
     config = lm_tiny.get_config()
@@ -27,7 +28,8 @@ def _lm_config(corpus: pathlib.Path, data_dir: pathlib.Path) -> object:
                        tokens_per_batch=512, num_train_steps=30, warmup_steps=10, log_every_steps=10,
                        eval_every_steps=10, checkpoint_every_steps=30, compilation_cache_dir="",
                        data_threads=1))
-    return config
+    config.update(overrides)
+    return sections.build_experiment(config, "configs/lm_tiny.py")
 
 
 @pytest.fixture(scope="module")
@@ -48,12 +50,13 @@ def test_training_writes_dev_perplexity_and_training_flops(lm_workdir: pathlib.P
     results = json.loads((lm_workdir / "results.json").read_text())
     config = checkpoints.read_config(str(lm_workdir))
     assert results["finished"] and results["step"] == 30
-    assert math.isfinite(results["eval_ppl"]) and 1.0 < results["eval_ppl"] < config.vocab_size
+    assert math.isfinite(results["eval_ppl"]) and 1.0 < results["eval_ppl"] < config.model.vocab_size
     evaluations = [json.loads(line) for line in (lm_workdir / "metrics.jsonl").read_text().splitlines()]
     dev_ppl = [row["eval/perplexity"] for row in evaluations if "eval/perplexity" in row]
     assert len(dev_ppl) == 3 and dev_ppl[-1] < dev_ppl[0]  # Falls from step 10 to step 30.
     assert results["train_target_tokens"] > 0
-    assert results["train_flops"] == pytest.approx(flops.training_flops(config, results["train_target_tokens"]))
+    assert results["train_flops"] == pytest.approx(flops.training_flops(
+        config.model, "decoder_only", results["train_target_tokens"], config.data.max_len))
 
 
 def test_generate_continues_prompts_and_reports_perplexity(lm_workdir: pathlib.Path) -> None:
@@ -87,9 +90,9 @@ def test_bad_prompts_and_wrong_runs_are_clear_errors(lm_workdir: pathlib.Path, t
                                input="Hallo\n", capture_output=True, text=True, timeout=300)
     assert translate.returncode != 0 and "decoder-only language model" in translate.stderr
     assert "attention_jax.generate" in translate.stderr and "Traceback" not in translate.stderr
-    from tests.support.fake_data import tiny_config
+    from tests.support.fake_data import tiny_experiment
 
-    checkpoints.write_config(str(tmp_path), tiny_config())  # A translation run's config.json.
+    checkpoints.write_config(str(tmp_path), tiny_experiment())  # A translation run's config.json.
     wrong = _generate(f"--workdir={tmp_path}", "--prompt=Hallo")
     assert wrong.returncode != 0 and "encoder-decoder translation model" in wrong.stderr
     assert "attention_jax.translate" in wrong.stderr and "Traceback" not in wrong.stderr
@@ -99,13 +102,13 @@ def test_a_language_model_workdir_refuses_a_translation_config(lm_workdir: pathl
     from tests.support.fake_data import tiny_config
 
     with pytest.raises(ValueError, match="model_kind"):
-        checkpoints.check_resume_compatible(str(lm_workdir), tiny_config())
+        checkpoints.check_resume_compatible(str(lm_workdir), sections.build_experiment(tiny_config(), "test"))
     with pytest.raises(ValueError, match="num_bleu_examples=0 --config.final_bleu=False"):
-        train.validate_training_config(tiny_config(model_kind="decoder_only", num_bleu_examples=10))
+        sections.build_experiment(tiny_config(model_kind="decoder_only", num_bleu_examples=10), "config")
     with pytest.raises(ValueError, match="set --config.attention_window=0"):
-        train.validate_training_config(tiny_config(model_kind="decoder_only", attention_window=4))
+        sections.build_experiment(tiny_config(model_kind="decoder_only", attention_window=4), "config")
     with pytest.raises(ValueError, match="model_kind must be one of"):
-        train.validate_training_config(tiny_config(model_kind="encoder_only"))
+        sections.build_experiment(tiny_config(model_kind="encoder_only"), "config")
 
 
 def test_more_new_tokens_than_fit_is_said(lm_workdir: pathlib.Path) -> None:

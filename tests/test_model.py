@@ -162,7 +162,7 @@ def test_bfloat16_compute_keeps_float32_params() -> None:
     ("dropout_rate", -0.1, "dropout_rate"),
     ("dropout_rate", 1.0, "dropout_rate"),
     ("attention_implementation", "flash", "attention_implementation.*einsum"),
-    ("positional_encoding", "rotary", "positional_encoding.*sinusoidal"),
+    ("positional_encoding", "absolute", "positional_encoding.*sinusoidal"),
     ("layer_norm_position", "sandwich", "layer_norm_position.*post"),
     ("dtype", "float16", "dtype"),
     ("attention_window", -1, "attention_window"),

@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-import ml_collections
 import numpy as np
 import pytest
 
+from attention_jax.experiment.sections import OptimizerConfig
 from attention_jax.training import optim
 
 
-def _config(**overrides: float) -> ml_collections.ConfigDict:
+def _config(**overrides: float) -> OptimizerConfig:
     fields = dict(d_model=512, warmup_steps=4000, learning_rate_scale=1.0, adam_b1=0.9, adam_b2=0.98,
-                  adam_eps=1e-9)
+                  adam_eps=1e-9, grad_accum_steps=1, label_smoothing=0.1, dropout_rng="threefry")
     fields.update(overrides)
-    return ml_collections.ConfigDict(fields)
+    return OptimizerConfig(**fields)
 
 
 @pytest.mark.reference

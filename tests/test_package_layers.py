@@ -8,7 +8,7 @@ import pathlib
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 PACKAGE = REPO_ROOT / "attention_jax"
 # Lowest first. The top-level entry points (attention_jax/<command>.py) sit with commands.
-LAYERS = ("foundation", "data", "cpu_kernels", "models", "checkpointing", "decoding", "evaluation", "training",
+LAYERS = ("foundation", "data", "cpu_kernels", "models", "experiment", "checkpointing", "decoding", "evaluation", "training",
           "reports", "commands")
 FOUNDATION_MODULES = ("run_files", "user_errors")  # Top-level modules below everything: file names, error types.
 MAX_MODULE_LINES = 600

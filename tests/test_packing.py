@@ -8,8 +8,8 @@ float tolerance with dropout off.
 from __future__ import annotations
 
 import collections
-import math
 import json
+import math
 
 import flax.linen as nn
 import jax
@@ -17,11 +17,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from attention_jax.models import model
 from attention_jax.data import batching, input_pipeline, packing, token_cache
-from attention_jax.training import train, train_state
-from attention_jax.models import metrics
+from attention_jax.experiment import sections
+from attention_jax.models import metrics, model
 from attention_jax.models.transformer_config import TransformerConfig
+from attention_jax.training import train, train_state
+from configs import base
 from tests import test_input_pipeline as pipeline_tests
 
 SMALL = TransformerConfig(vocab_size=40, num_layers=2, d_model=16, d_ff=24, num_heads=2, key_dim=4,
@@ -118,12 +119,12 @@ def test_row_lengths_default_and_bad_values_are_named() -> None:
     for bad in ((32, 48), (64, 32), (0, 64), (32, 32, 64)):
         with pytest.raises(ValueError, match=r"packing_row_lengths=.*ending in config.max_len=64"):
             packing.check_row_lengths(bad, 64)
-    config = pipeline_tests.base.get_config()
+    config = base.get_config()
     config.packing, config.packing_row_lengths = True, (32, 128)
     with pytest.raises(ValueError, match=r"packing_row_lengths=\(32, 128\).*max_len=256"):
-        train.validate_training_config(config)
+        sections.build_experiment(config, "config")
     config.packing_row_lengths = (32, 256)
-    train.validate_training_config(config)
+    sections.build_experiment(config, "config")
 
 
 def test_packed_plan_covers_every_kept_pair_once_per_epoch_in_row_length_shapes() -> None:
@@ -249,12 +250,12 @@ def test_decoder_inputs_restart_with_bos_at_every_pair() -> None:
 # --- Bad input -------------------------------------------------------------------------------------
 
 def test_packing_with_an_attention_window_is_refused_when_the_config_is_validated() -> None:
-    config = pipeline_tests.base.get_config()
+    config = base.get_config()
     config.packing, config.attention_window = True, 4
     with pytest.raises(ValueError, match=r"packing=True.*attention_window=4.*attention_window=0.*packing=False"):
-        train.validate_training_config(config)
+        sections.build_experiment(config, "config")
     config.attention_window = 0
-    train.validate_training_config(config)  # Full attention: accepted.
+    sections.build_experiment(config, "config")  # Full attention: accepted.
 
 
 def test_model_with_a_window_refuses_segment_ids() -> None:
@@ -347,7 +348,7 @@ def test_packed_training_runs_and_logs_the_padding_it_trained_on(packed_corpus, 
     from tests.support import fake_data
 
     config, _, data = packed_corpus
-    run_config = fake_data.tiny_config(vocab_size=config.vocab_size, max_len=config.max_len,
+    run_config = fake_data.tiny_experiment(vocab_size=config.vocab_size, max_len=config.max_len,
                                        tokens_per_batch=config.tokens_per_batch, packing=True,
                                        num_train_steps=4, eval_every_steps=0, checkpoint_every_steps=0,
                                        compilation_cache_dir="")

@@ -7,11 +7,11 @@ import os
 
 import jax
 import jax.numpy as jnp
-import ml_collections
 import pytest
 from jax.profiler import ProfileData
 
 from attention_jax.training import profiling
+from tests.support import fake_data
 
 
 @jax.jit
@@ -41,7 +41,7 @@ def _update_calls(trace_path: str) -> int:
 
 
 def test_profiler_traces_the_configured_steps_into_the_tensorboard_dir(tmp_path):
-    config = ml_collections.ConfigDict({"profile_steps": 2, "profile_start_step": 3})
+    config = fake_data.tiny_experiment(profile_steps=2, profile_start_step=3).run
     profiler = profiling.StepProfiler.from_config(config, str(tmp_path))
     _run_steps(profiler, num_steps=8)
     traces = glob.glob(os.path.join(tmp_path, "tensorboard", "plugins", "profile", "*", "*.xplane.pb"))
@@ -51,7 +51,7 @@ def test_profiler_traces_the_configured_steps_into_the_tensorboard_dir(tmp_path)
 
 
 def test_profiler_is_off_by_default(tmp_path):
-    profiler = profiling.StepProfiler.from_config(ml_collections.ConfigDict(), str(tmp_path))
+    profiler = profiling.StepProfiler.from_config(fake_data.tiny_experiment().run, str(tmp_path))
     _run_steps(profiler, num_steps=12)
     assert not os.path.exists(os.path.join(tmp_path, "tensorboard"))
 

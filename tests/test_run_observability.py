@@ -48,7 +48,7 @@ def _train_and_log(workdir: pathlib.Path, **overrides: Any) -> list[str]:
     absl_logger.setLevel(logging.INFO)
     progress.PROGRESS_EVERY_S = 0.0  # Every evaluation counts as long.
     try:
-        train.train_and_evaluate(fake_data.tiny_config(**overrides), str(workdir),
+        train.train_and_evaluate(fake_data.tiny_experiment(**overrides), str(workdir),
                                  data=fake_data.FakeData(shapes=((8, 12, 12),)))
     finally:
         progress.PROGRESS_EVERY_S = every_s

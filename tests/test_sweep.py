@@ -111,7 +111,7 @@ def test_sweep_file_without_row_argument_passes_row_overrides_as_flags(tmp_path:
         "from configs import tiny\n"
         "def get_sweep():\n"
         "    return {'wide': dict(d_model=64, positional_encoding='learned'),\n"
-        "            'mesh': dict(mesh_shape=(1, -1))}\n"
+        "            'mesh': dict(mesh_shape=(1, -1), mesh_axes=('data', 'model'))}\n"
         "def get_config():\n"
         "    return tiny.get_config()\n")
     root = tmp_path / "runs"
@@ -196,11 +196,11 @@ def test_root_holding_a_different_sweep_is_refused_unless_forced(tmp_path: pathl
 @pytest.mark.parametrize("args, message", [
     (("--rows=A1,Z9",), "unknown row(s) Z9 in configs/table2.py; valid rows: base, A1, A2"),
     (("--executor=cloud",), "unknown --executor=cloud; choose one of local, slurm, tpu"),
-    (("--config.d_modle=64",), "has no field 'd_modle'; did you mean d_model?"),
-    (("--config.d_model=wide",), "--config.d_model=wide: bad value for configs/table2.py:base field d_model"),
+    (("--config.d_modle=64",), "unknown config field 'd_modle' (did you mean d_model?)"),
+    (("--config.d_model=wide",), "--config.d_model=wide: d_model='wide' is not a int value"),
     (("--config.d_model", "64"), "write overrides as --config.key=value"),
     (("--executor=tpu", "--dry_run"), "--executor=tpu needs --tpu_name and --zone"),
-    (("--parallel=0",), "--parallel=0: must be at least 1"),
+    (("--parallel=0",), "--parallel=0: 0 is not a positive integer"),
 ])
 def test_bad_input_is_named(tmp_path: pathlib.Path, args: tuple[str, ...], message: str) -> None:
     result = run_sweep("--config=configs/table2.py", f"--root={tmp_path / 'r'}", "--main=fake_main", *args,
@@ -436,7 +436,7 @@ def test_sweep_file_get_seeds_and_row_seed_settings(tmp_path: pathlib.Path) -> N
 
 @pytest.mark.parametrize("args, message", [
     (("--seeds=2", "--config.seed=3"), "--config.seed cannot be combined with seeds"),
-    (("--seeds=-1",), "--seeds=-1: give the number of seeds per row"),
+    (("--seeds=-1",), "--seeds=-1: -1 is not a non-negative integer"),
 ])
 def test_bad_seed_flags_are_named(tmp_path: pathlib.Path, args: tuple[str, ...], message: str) -> None:
     result = run_sweep("--config=configs/table2.py", f"--root={tmp_path / 'r'}", "--dry_run", *args)
@@ -499,7 +499,7 @@ def test_config_seed_sets_initialisation_dropout_keys_and_data_order(tmp_path: p
     runs = {}
     for seed in (0, 1):
         data = fake_data.FakeData()
-        run = train._setup(fake_data.tiny_config(seed=seed), str(tmp_path / f"seed_{seed}"), data)
+        run = train._setup(fake_data.tiny_experiment(seed=seed), str(tmp_path / f"seed_{seed}"), data)
         runs[seed] = (run.state, run.train_iterator._seed)
     (state0, order0), (state1, order1) = runs[0], runs[1]
     assert (order0, order1) == (0, 1)  # The data order's seed.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from attention_jax.models import language_model
+from attention_jax.experiment import sections
 from configs import base, big, lm_base, lm_tiny, table3
 
 
@@ -32,7 +32,7 @@ def test_en_fr_rows_use_wmt14_fr_en_with_32k_word_pieces_and_big_dropout_0_1() -
 def test_lm_configs_are_decoder_only_overrides_of_base() -> None:
     tiny, paper_width = lm_tiny.get_config(), lm_base.get_config()
     for config in (tiny, paper_width):
-        assert language_model.model_kind_of(config) == "decoder_only"
+        assert sections.build_experiment(config, config.name).model_kind == "decoder_only"
         assert config.num_bleu_examples == 0 and not config.final_bleu
     changed = {key for key, value in tiny.to_dict().items() if paper_width.to_dict()[key] != value}
     assert changed == set(lm_tiny.TINY_LM_OVERRIDES) | {"name"}

@@ -7,9 +7,8 @@ plans deliver, built with :func:`batching.make_batch` / :func:`packing.make_pack
 import numpy as np
 import pytest
 
-from attention_jax.data import batching
-from attention_jax.data import input_pipeline
-from attention_jax.data import packing
+from attention_jax.data import batching, input_pipeline, packing
+from attention_jax.experiment import sections
 from tests import test_input_pipeline as pipeline_tests
 from tests.test_packing import _split
 
@@ -117,10 +116,9 @@ def test_pipeline_sizes_training_and_evaluation_batches_alike(tmp_path):
 
 
 def test_training_refuses_an_unknown_unit_before_touching_the_workdir():
-    from attention_jax.training import train
     from configs import tiny
 
     config = tiny.get_config()
     config.tokens_per_batch_unit = "sentences"
-    with pytest.raises(ValueError, match="tokens_per_batch_unit='sentences'"):
-        train.validate_training_config(config)
+    with pytest.raises(ValueError, match="tokens_per_batch_unit must be one of slots, real; got 'sentences'"):
+        sections.build_experiment(config, "config")

@@ -134,7 +134,7 @@ def test_workdir_contents(uninterrupted_workdir: pathlib.Path) -> None:
     assert results["eval_ppl"] == pytest.approx(math.exp(results["eval_nll_loss"]))
     assert results["train_tokens_per_s"] > 0
     saved = checkpoints.read_config(str(uninterrupted_workdir))
-    assert saved.d_model == 32 and saved.num_train_steps == 10
+    assert saved.model.d_model == 32 and saved.run.num_train_steps == 10
     records = [json.loads(line) for line in (uninterrupted_workdir / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records if "train/loss" in r] == [2, 4, 6, 8, 10]
     assert [r["step"] for r in records if "eval/loss" in r] == [5, 10]
@@ -159,7 +159,7 @@ def test_tiny_model_overfits_a_few_batches(cache_dir: str, tmp_path: pathlib.Pat
     At this learning rate the loss is spiky and float rounding moves its path (0.10-0.39 at step 200
     across CPU instruction sets and gradient formulations); by step 300 every such run was below 0.21.
     """
-    config = fake_data.tiny_config(num_train_steps=300, warmup_steps=30, learning_rate_scale=2.0,
+    config = fake_data.tiny_experiment(num_train_steps=300, warmup_steps=30, learning_rate_scale=2.0,
                                    dropout_rate=0.0, label_smoothing=0.0, log_every_steps=25,
                                    eval_every_steps=0, checkpoint_every_steps=0)
     data = fake_data.FakeData(shapes=((8, 12, 12),), repeat_batches=2)

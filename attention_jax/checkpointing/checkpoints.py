@@ -28,7 +28,6 @@ import time
 from typing import Any, Mapping
 
 import jax
-import ml_collections
 import orbax.checkpoint as ocp
 from absl import logging
 from etils import epath
@@ -36,7 +35,8 @@ from jax.experimental import multihost_utils
 
 from attention_jax import run_files
 from attention_jax.checkpointing import full_disk
-from attention_jax.models.transformer_config import TransformerConfig
+from attention_jax.experiment import schema, sections
+from attention_jax.experiment.sections import Experiment
 from attention_jax.user_errors import UserInputError
 
 PARAMS_ITEM = "params"  # The parameters' item inside each step directory (orbax Composite layout).
@@ -143,8 +143,8 @@ class IteratorStateRestore(ocp.args.CheckpointArgs):
 
 # --- Config checks -----------------------------------------------------------------------------------
 
-def read_config(workdir: str) -> ml_collections.ConfigDict:
-    """Read ``WORKDIR/config.json``.
+def read_config(workdir: str) -> Experiment:
+    """Read ``WORKDIR/config.json`` as the run's :class:`Experiment`.
 
     Parameters
     ----------
@@ -153,12 +153,16 @@ def read_config(workdir: str) -> ml_collections.ConfigDict:
 
     Returns
     -------
-    ml_collections.ConfigDict
-        The config the run was started with.
+    Experiment
+        The config the run was started with, with the fields added since it was written as that run
+        behaved (:func:`attention_jax.experiment.schema.with_old_run_defaults`), checked and built
+        (:func:`attention_jax.experiment.sections.build_experiment`, errors naming the file).
 
     Notes
     -----
-    Raises ``FileNotFoundError`` when the workdir or its config is missing.
+    Raises ``FileNotFoundError`` when the workdir or its config is missing, and
+    :class:`attention_jax.experiment.schema.ConfigError` (one line naming the file) for a config the
+    schema refuses (a hand-edited key or value).
     """
     root = epath.Path(workdir)
     if not root.exists():
@@ -169,22 +173,28 @@ def read_config(workdir: str) -> ml_collections.ConfigDict:
             f"{path} not found: {workdir} is not a training workdir (train.train_and_evaluate "
             f"writes config.json first)."
         )
-    return ml_collections.ConfigDict(json.loads(path.read_text()))
+    try:
+        saved = json.loads(path.read_text())
+    except json.JSONDecodeError as error:
+        raise schema.ConfigError(f"{path} is not valid JSON ({error}): restore it from a copy of the run.") from None
+    if not isinstance(saved, dict):
+        raise schema.ConfigError(f"{path} holds no config (a JSON object of fields): restore it from a copy.")
+    return sections.build_experiment(schema.with_old_run_defaults(saved), str(path))  # ConfigError naming the file.
 
 
-def write_config(workdir: str, config: ml_collections.ConfigDict) -> None:
-    """Write the resolved config to ``WORKDIR/config.json`` (process 0 only).
+def write_config(workdir: str, experiment: Experiment) -> None:
+    """Write the experiment's flat config to ``WORKDIR/config.json`` (process 0 only).
 
     Parameters
     ----------
     workdir : str
         The work directory (created if missing).
-    config : ml_collections.ConfigDict
-        The experiment config.
+    experiment : Experiment
+        The run's experiment; its :meth:`Experiment.to_json_dict` is written, keys sorted.
     """
     if jax.process_index() != 0:
         return
-    text = config.to_json_best_effort(indent=2, sort_keys=True) + "\n"
+    text = json.dumps(experiment.to_json_dict(), indent=2, sort_keys=True) + "\n"
     run_files.write_atomically(os.path.join(workdir, run_files.CONFIG_FILE), text)
 
 
@@ -208,16 +218,15 @@ def write_tokenizer(workdir: str, model_proto: bytes) -> None:
     run_files.write_atomically(os.path.join(workdir, run_files.TOKENIZER_FILE), model_proto)
 
 
-def model_config_differences(saved: ml_collections.ConfigDict,
-                             config: ml_collections.ConfigDict) -> dict[str, tuple[Any, Any]]:
-    """Model hyperparameters that differ between a saved config and a new one.
+def model_config_differences(saved: Experiment, experiment: Experiment) -> dict[str, tuple[Any, Any]]:
+    """Model hyperparameters that differ between a saved experiment and a new one.
 
     Parameters
     ----------
-    saved : ml_collections.ConfigDict
-        The config in the workdir.
-    config : ml_collections.ConfigDict
-        The config of the new run.
+    saved : Experiment
+        The workdir's (:func:`read_config`).
+    experiment : Experiment
+        The new run's.
 
     Returns
     -------
@@ -225,23 +234,21 @@ def model_config_differences(saved: ml_collections.ConfigDict,
         ``{field: (saved value, new value)}`` over ``model_kind`` and :class:`TransformerConfig` fields, except
         :data:`COMPUTE_ONLY_FIELDS`. ``max_len`` is ``config.max_len + config.max_decode_extra_len``.
     """
-    before = dataclasses.asdict(TransformerConfig.from_config(saved))
-    after = dataclasses.asdict(TransformerConfig.from_config(config))
-    kinds = (saved.get("model_kind", "encoder_decoder"), config.get("model_kind", "encoder_decoder"))
-    before["model_kind"], after["model_kind"] = kinds  # Encoder-decoder or decoder-only language model.
+    before, after = dataclasses.asdict(saved.model), dataclasses.asdict(experiment.model)
+    before["model_kind"], after["model_kind"] = saved.model_kind, experiment.model_kind  # Or a decoder-only LM.
     return {name: (before[name], after[name]) for name in before
             if name not in COMPUTE_ONLY_FIELDS and before[name] != after[name]}
 
 
-def check_resume_compatible(workdir: str, config: ml_collections.ConfigDict) -> None:
+def check_resume_compatible(workdir: str, experiment: Experiment) -> None:
     """Refuse to reuse a workdir whose saved config describes another model.
 
     Parameters
     ----------
     workdir : str
         The work directory; a missing ``config.json`` means a fresh run.
-    config : ml_collections.ConfigDict
-        The config of the new run.
+    experiment : Experiment
+        The new run's.
 
     Notes
     -----
@@ -254,14 +261,15 @@ def check_resume_compatible(workdir: str, config: ml_collections.ConfigDict) -> 
     random parameters with another run's tokenizer): without one it is refused too.
     """
     checkpoint_steps = finished_steps(str(epath.Path(workdir) / run_files.CHECKPOINT_DIR))
-    if config.get("fine_tune_from") and not checkpoint_steps:
+    fine_tune_from = experiment.run.fine_tune_from
+    if fine_tune_from and not checkpoint_steps:
         raise UserInputError(
-            f"config.fine_tune_from={config.fine_tune_from} but {workdir} holds no checkpoint to fine-tune: start "
+            f"config.fine_tune_from={fine_tune_from} but {workdir} holds no checkpoint to fine-tune: start "
             f"with python -m attention_jax.main (or fine_tuning.start_from_source before train_and_evaluate).")
     if not (epath.Path(workdir) / run_files.CONFIG_FILE).exists():
         return
     saved = read_config(workdir)
-    differences = model_config_differences(saved, config)
+    differences = model_config_differences(saved, experiment)
     if not checkpoint_steps:
         if differences:
             logging.warning("%s has no checkpoint: starting afresh with the new model config.", workdir)
@@ -273,8 +281,8 @@ def check_resume_compatible(workdir: str, config: ml_collections.ConfigDict) -> 
             f"{workdir} holds a run of a different model ({listed}). Use a new --workdir, or "
             f"restore the original values to resume it."
         )
-    data_changes = [(name, saved.get(name), config.get(name)) for name in DATA_IDENTITY_FIELDS
-                    if (saved.get(name) or "") != (config.get(name) or "")]
+    old, new = saved.fields, experiment.fields
+    data_changes = [(name, old[name], new[name]) for name in DATA_IDENTITY_FIELDS if old[name] != new[name]]
     if data_changes:
         listed = "; ".join(f"{name}: {old!r} in the workdir, {new!r} now" for name, old, new in data_changes)
         raise UserInputError(
@@ -282,8 +290,8 @@ def check_resume_compatible(workdir: str, config: ml_collections.ConfigDict) -> 
             f"its own tokenizer.model. Restore the original values to resume it, or fine-tune it on the new "
             f"data in a new --workdir with --config.fine_tune_from={workdir}."
         )
-    other = sorted(key for key in set(_flatten(saved)) | set(_flatten(config))
-                   if _flatten(saved).get(key) != _flatten(config).get(key))
+    flat_old, flat_new = _flatten(old), _flatten(new)
+    other = sorted(key for key in set(flat_old) | set(flat_new) if flat_old.get(key) != flat_new.get(key))
     if other:
         logging.warning("Resuming %s with changed non-model settings: %s", workdir, ", ".join(other))
 
@@ -291,28 +299,28 @@ def check_resume_compatible(workdir: str, config: ml_collections.ConfigDict) -> 
 def _flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     flat = {}
     for key, value in config.items():
-        if isinstance(value, (Mapping, ml_collections.ConfigDict)):  # A ConfigDict is no Mapping.
+        if isinstance(value, Mapping):
             flat.update(_flatten(value, f"{prefix}{key}."))
         else:
             flat[f"{prefix}{key}"] = list(value) if isinstance(value, tuple) else value
     return flat
 
 
-def finished_results(workdir: str, config: ml_collections.ConfigDict) -> dict[str, Any] | None:
-    """The results of a run that already finished with exactly ``config``, else ``None``.
+def finished_results(workdir: str, experiment: Experiment) -> dict[str, Any] | None:
+    """The results of a run that already finished with exactly ``experiment``, else ``None``.
 
     Parameters
     ----------
     workdir : str
         The work directory.
-    config : ml_collections.ConfigDict
-        The config of the new command.
+    experiment : Experiment
+        The new command's.
 
     Returns
     -------
     dict or None
         ``WORKDIR/results.json`` when it records a finished run and ``WORKDIR/config.json`` equals
-        ``config`` (so rerunning the command has nothing to do); ``None`` otherwise (a fresh,
+        ``experiment.to_json_dict()`` (so rerunning the command has nothing to do); ``None`` otherwise (a fresh,
         interrupted or changed run, e.g. with a larger ``num_train_steps``).
     """
     root = epath.Path(workdir)
@@ -324,7 +332,7 @@ def finished_results(workdir: str, config: ml_collections.ConfigDict) -> dict[st
         saved = json.loads(config_path.read_text())
     except json.JSONDecodeError:
         return None
-    now = json.loads(config.to_json_best_effort())
+    now = experiment.to_json_dict()
     if not results.get("finished") or _flatten(saved) != _flatten(now):
         return None
     return results

@@ -13,17 +13,16 @@ from typing import Any, Callable, Mapping
 
 import flax.linen as nn
 import jax
-import ml_collections
 import numpy as np
 import orbax.checkpoint as ocp
 from absl import logging
 from etils import epath
 
 from attention_jax import run_files
-from attention_jax.models import language_model
 from attention_jax.checkpointing import full_disk
 from attention_jax.checkpointing.checkpoints import PARAMS_ITEM, absolute_path, finished_steps, read_config
-from attention_jax.models.transformer_config import TransformerConfig
+from attention_jax.experiment.sections import Experiment
+from attention_jax.models import language_model
 from attention_jax.user_errors import UserInputError
 
 
@@ -233,18 +232,18 @@ def reaverage(workdir: str) -> list[int]:
     if saved is None:
         raise FileNotFoundError(f"no averaged checkpoint in {averaged_dir} to redo: run "
                                 f"`python -m attention_jax.average_checkpoints --workdir={workdir}` first.")
-    count = len(info.get("averaged_steps", [])) or int(read_config(workdir).get("average_last_checkpoints", 5))
+    count = len(info.get("averaged_steps", [])) or read_config(workdir).run.average_last_checkpoints
     return write_average(workdir, count, source=info.get("source", run_files.CHECKPOINT_DIR))
 
 
-def abstract_inference_params(config: ml_collections.ConfigDict,
+def abstract_inference_params(experiment: Experiment,
                               sharding: jax.sharding.Sharding | None = None) -> Any:
-    """Shapes of the unboxed parameters of ``config``'s model, placed on one device.
+    """Shapes of the unboxed parameters of ``experiment``'s model, placed on one device.
 
     Parameters
     ----------
-    config : ml_collections.ConfigDict
-        Experiment config.
+    experiment : Experiment
+        Its model and model kind are read.
     sharding : jax.sharding.Sharding, optional
         Where to restore (default: the first local device).
 
@@ -254,8 +253,7 @@ def abstract_inference_params(config: ml_collections.ConfigDict,
         ``jax.ShapeDtypeStruct`` leaves with ``sharding`` set.
     """
     sharding = sharding or jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
-    shapes = language_model.abstract_params(TransformerConfig.from_config(config),
-                                            language_model.model_kind_of(config))
+    shapes = language_model.abstract_params(experiment.model, experiment.model_kind)
     return jax.tree.map(lambda leaf: jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=sharding),
                         nn.meta.unbox(shapes))
 
@@ -372,8 +370,8 @@ def checkpoint_candidates(workdir: str, which: str = "latest", *,
 
 
 def load_for_inference(workdir: str, which: str = "latest", *,
-                       directory_name: str = run_files.CHECKPOINT_DIR) -> tuple[Any, ml_collections.ConfigDict]:
-    """Parameters and config of a training run, for decoding, evaluation and notebooks.
+                       directory_name: str = run_files.CHECKPOINT_DIR) -> tuple[Any, Experiment]:
+    """Parameters and experiment of a training run, for decoding, evaluation and notebooks.
 
     Parameters
     ----------
@@ -389,8 +387,8 @@ def load_for_inference(workdir: str, which: str = "latest", *,
 
     Returns
     -------
-    (params, config)
-        Unboxed float32 parameters on the first local device, and the run's ``ConfigDict``.
+    (params, experiment)
+        Unboxed float32 parameters on the first local device, and the run's :class:`Experiment`.
 
     Notes
     -----

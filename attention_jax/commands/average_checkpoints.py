@@ -68,7 +68,7 @@ def main(argv: list[str]) -> None:
         _fail(f"--last must be a positive number of checkpoints (or 0: the run's config.average_last_checkpoints); "
               f"got {_LAST.value}.")
     try:
-        last = _LAST.value or int(checkpoints.read_config(_WORKDIR.value).get("average_last_checkpoints", 5))
+        last = _LAST.value or checkpoints.read_config(_WORKDIR.value).run.average_last_checkpoints
         directory, steps = write_averaged(_WORKDIR.value, last, best=_BEST.value)
     except (FileNotFoundError, UserInputError) as error:
         _fail(str(error))

@@ -1,54 +1,116 @@
-"""Command-line config mistakes as one line: an unknown ``--config.<field>`` names the closest field.
+"""Command-line config mistakes as one line: a config file that does not run, an unknown ``--config.<field>``.
 
-``ml_collections``' override flags fail on an unknown field with a long traceback from inside the flags
-parser. :func:`parse_flags_or_exit` checks every ``--config.<field>`` override against the config file
-first, and turns any other flags error into one line, exiting with status 2.
+``ml_collections``' config flags fail on such mistakes with a long traceback from inside the flags
+parser. :func:`parse_flags_or_exit` first runs the ``--config`` file itself (:func:`load_config_file`)
+and checks every ``--config.<field>`` override against the schema
+(:data:`attention_jax.experiment.schema.FIELDS`), then turns any other flags error into one line, exiting
+with status 2. The whole config, the file's own fields included, is checked by
+:func:`attention_jax.experiment.sections.build_experiment` once the flags are parsed.
 """
 
 from __future__ import annotations
 
-import difflib
 import importlib.util
+import inspect
 import os
 import re
 import sys
-from typing import Any, Sequence
+from typing import Any, NoReturn, Sequence
 
 import ml_collections
 from absl import flags
 
+from attention_jax.experiment import schema
 from attention_jax.user_errors import exit_with_error
 
 
 def _config_file(spec: str) -> tuple[str, str]:
     """The file and the argument of ``--config=PATH[:ARG]``; ``FileNotFoundError`` for a missing file."""
     path, _, argument = spec.partition(":")
+    if os.path.isdir(path):
+        raise schema.ConfigError(f"--config={spec}: {path} is a directory; name a config file such as "
+                                 "configs/tiny.py.")
     if not os.path.isfile(path):
         raise FileNotFoundError(f"--config={spec}: config file {path} not found (run from the repository root).")
     return path, argument
 
 
-def _load_config(spec: str) -> ml_collections.ConfigDict:
+def config_spec(argv: Sequence[str], flag_name: str = "config") -> str:
+    """The last ``--<flag_name>=PATH[:ARG]`` of a command line, as the user wrote it.
+
+    Parameters
+    ----------
+    argv : Sequence[str]
+        The command line.
+    flag_name : str
+        The config flag's name.
+
+    Returns
+    -------
+    str
+        ``"--config=PATH[:ARG]"``, or ``"--config"`` when the flag is not on the command line.
+    """
+    specs = [arg for arg in argv if arg.startswith(f"--{flag_name}=")]
+    return specs[-1] if specs else f"--{flag_name}"
+
+
+def _takes_argument(function: Any) -> bool:
+    return any(parameter.kind in (parameter.POSITIONAL_ONLY, parameter.POSITIONAL_OR_KEYWORD,
+                                  parameter.VAR_POSITIONAL)
+               for parameter in inspect.signature(function).parameters.values())
+
+
+def load_config_file(spec: str) -> ml_collections.ConfigDict:
+    """Run a ``--config=PATH[:ARG]`` file's ``get_config``; any mistake in the file as one ``ConfigError`` line.
+
+    Parameters
+    ----------
+    spec : str
+        ``PATH`` or ``PATH:ARG`` (a row of a file whose ``get_config`` takes one).
+
+    Returns
+    -------
+    ml_collections.ConfigDict
+        What ``get_config`` returned.
+
+    Notes
+    -----
+    Raises ``FileNotFoundError`` for a missing file and :class:`schema.ConfigError` for a directory, a
+    file that does not run (a ``SyntaxError``, an exception inside ``get_config``), one with no
+    ``get_config``, a row given to a file that has none, or a ``get_config`` that returns no config.
+    """
     path, argument = _config_file(spec)
     module_spec = importlib.util.spec_from_file_location("_checked_config_" + re.sub(r"\W", "_", path), path)
+    assert module_spec is not None and module_spec.loader is not None  # A .py path always has a loader.
     module = importlib.util.module_from_spec(module_spec)
     if os.getcwd() not in sys.path:  # Config files import `configs.base` from the repository root.
         sys.path.insert(0, os.getcwd())
-    module_spec.loader.exec_module(module)
-    return module.get_config(argument) if argument else module.get_config()
-
-
-def _field_names(config: Any, prefix: str = "") -> list[str]:
-    names = []
-    for key, value in config.items():
-        names.append(prefix + key)
-        if isinstance(value, ml_collections.ConfigDict):
-            names += _field_names(value, f"{prefix}{key}.")
-    return names
+    try:
+        module_spec.loader.exec_module(module)
+    except SyntaxError as error:
+        raise schema.ConfigError(f"--config={spec}: {path} line {error.lineno}: SyntaxError: {error.msg}.") from None
+    except Exception as error:  # Whatever the file raised while it was imported.
+        raise schema.ConfigError(f"--config={spec}: importing {path} raised {type(error).__name__}: "
+                                 f"{_one_line(str(error))}") from None
+    get_config = getattr(module, "get_config", None)
+    if not callable(get_config):
+        raise schema.ConfigError(f"--config={spec}: {path} defines no get_config(); every config file needs one.")
+    if argument and not _takes_argument(get_config):
+        raise schema.ConfigError(f"--config={spec}: {path} has no rows (its get_config() takes no argument): use "
+                                 f"--config={path}, and --config.FIELD=VALUE to change a field.")
+    try:
+        config = get_config(argument) if argument else get_config()
+    except Exception as error:  # A bad row name, a typed ConfigDict refusing a value, ...
+        raise schema.ConfigError(f"--config={spec}: {path}'s get_config raised {type(error).__name__}: "
+                                 f"{_one_line(str(error))}") from None
+    if not isinstance(config, ml_collections.ConfigDict):
+        raise schema.ConfigError(f"--config={spec}: {path}'s get_config() returned a {type(config).__name__}, not "
+                                 "an ml_collections.ConfigDict: return configs.base.get_config() with your changes.")
+    return config
 
 
 def unknown_override(argv: Sequence[str], flag_name: str = "config") -> str | None:
-    """A one-line message for the first ``--<flag_name>.<field>`` the config file does not define.
+    """A one-line message for the first ``--<flag_name>.<field>`` the schema does not define.
 
     Parameters
     ----------
@@ -65,19 +127,18 @@ def unknown_override(argv: Sequence[str], flag_name: str = "config") -> str | No
 
     Notes
     -----
-    Raises ``FileNotFoundError`` when the ``--config`` file does not exist, overrides or not.
+    Runs the ``--config`` file first (:func:`load_config_file`), so a missing file raises
+    ``FileNotFoundError`` and one that does not run :class:`schema.ConfigError`, overrides or not.
     """
     specs = [arg.split("=", 1)[1] for arg in argv if arg.startswith(f"--{flag_name}=")]
     overrides = [arg[len(flag_name) + 3:].split("=", 1)[0] for arg in argv if arg.startswith(f"--{flag_name}.")]
-    if specs:
-        _config_file(specs[-1])  # A missing file: one line here, not ml_collections' traceback later.
-    if not specs or not overrides:
+    if not specs:
         return None
-    names = _field_names(_load_config(specs[-1]))
+    load_config_file(specs[-1])
+    names = list(schema.FIELDS_BY_NAME) + [f"paper.{figure}" for figure in schema.PAPER_FIGURES]
     for field in overrides:
         if field not in names:
-            closest = difflib.get_close_matches(field, names, n=1, cutoff=0.5)
-            hint = f" (did you mean {closest[0]}?)" if closest else " (see configs/base.py for the fields)"
+            hint = schema.did_you_mean(field, names) or " (see attention_jax/experiment/schema.py for the fields)"
             return f"--{flag_name}.{field}: {specs[-1]} has no field {field}{hint}"
     return None
 
@@ -98,6 +159,8 @@ def parse_flags_or_exit(argv: list[str]) -> list[str]:
     program = os.path.basename(argv[0]) if argv else "attention_jax"
     try:
         message = unknown_override(argv)
+    except schema.ConfigError as error:
+        message = str(error)
     except (FileNotFoundError, AttributeError, TypeError, ValueError) as error:
         message = f"{type(error).__name__}: {error}"
     if message is None:
@@ -105,17 +168,23 @@ def parse_flags_or_exit(argv: list[str]) -> list[str]:
             return flags.FLAGS(argv)
         except (flags.Error, AttributeError, KeyError, TypeError, ValueError) as error:
             message = _one_line(str(error)) if str(error) else type(error).__name__
+    _exit(program, message)
+
+
+def _exit(program: str, message: str) -> NoReturn:
     exit_with_error(program, message)
 
 
 def _one_line(text: str) -> str:
-    """A flags error as one line: its first line, plus the reason that ends a config file's traceback.
+    """An error as one line: its first line, plus the reason that ends a config file's traceback.
 
     ``ml_collections`` reports an error raised by ``get_config`` (e.g. an unknown row in
     ``--config=configs/table2.py:Z9``) as "Error whilst parsing config file:" followed by the whole
     traceback; the reason is its last line.
     """
     lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if not lines:
+        return ""
     if len(lines) > 1 and "Traceback (most recent call last):" in lines:
         return f"{lines[0]} {lines[-1]}"
     return lines[0]

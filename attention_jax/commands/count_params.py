@@ -16,8 +16,8 @@ from typing import Any
 from absl import app
 from ml_collections import config_flags
 
+from attention_jax.experiment import sections
 from attention_jax.models import language_model, model
-from attention_jax.models.transformer_config import TransformerConfig
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file, e.g. configs/table2.py:A1.",
                                           lock_config=True)
@@ -29,7 +29,8 @@ def param_summary(config: Any) -> dict[str, Any]:
     Parameters
     ----------
     config : ml_collections.ConfigDict
-        An experiment config (``configs/*.py``).
+        An experiment config (``configs/*.py``), checked and built here
+        (:func:`attention_jax.experiment.sections.build_experiment`).
 
     Returns
     -------
@@ -40,12 +41,11 @@ def param_summary(config: Any) -> dict[str, Any]:
     -----
     Shapes only (``jax.eval_shape``): the big model is counted without allocating it.
     """
-    paper = config.get("paper", None)
-    millions = paper.get("params_millions", None) if paper is not None else None
-    params = model.count_params(language_model.abstract_params(TransformerConfig.from_config(config),
-                                                               language_model.model_kind_of(config)))
+    experiment = sections.build_experiment(config, "--config")
+    millions = experiment.paper.params_millions
+    params = model.count_params(language_model.abstract_params(experiment.model, experiment.model_kind))
     return {
-        "row": config.get("name", None),
+        "row": experiment.name,
         "params": params,
         "paper_params": None if millions is None else int(round(millions * 1e6)),
     }

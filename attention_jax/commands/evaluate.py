@@ -41,10 +41,10 @@ def main(argv: list[str]) -> None:
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
     from attention_jax import run_files  # Here: fast --help.
+    from attention_jax.checkpointing import params_checkpoints
     from attention_jax.decoding import inference
     from attention_jax.evaluation import progress, translation_quality
     from attention_jax.training import compilation_cache
-    from attention_jax.checkpointing import params_checkpoints
 
     if _NUM_EXAMPLES.value < 0:
         sys.exit(f"evaluate: --num_examples must be >= 0; got {_NUM_EXAMPLES.value}.")
@@ -56,7 +56,7 @@ def main(argv: list[str]) -> None:
         run = inference.load_run(_WORKDIR.value, _CHECKPOINT.value, average_last=_AVERAGE_LAST.value)
         if _CHECKPOINT.value == "averaged" and not _AVERAGE_LAST.value and averaged_steps is None:
             averaged_steps = params_checkpoints.check_average_is_current(_WORKDIR.value)
-        compilation_cache.enable(run.config.get("compilation_cache_dir"))
+        compilation_cache.enable(run.config.run.compilation_cache_dir)
         translator = inference.make_translator(run, beam_size=_BEAM_SIZE.value, alpha=_ALPHA.value,
                                                batch_size=_BATCH_SIZE.value)
         pairs = run.data.text_pairs(split, max_pairs=_NUM_EXAMPLES.value)
@@ -73,7 +73,7 @@ def main(argv: list[str]) -> None:
         "split": split,
         "checkpoint": run.checkpoint,
         **({"averaged_steps": averaged_steps} if averaged_steps is not None else {}),
-        "name": run.config.get("name", ""),
+        "name": run.config.name,
         **result.summary(),
         "beam_size": translator.beam_size,
         "alpha": translator.alpha,

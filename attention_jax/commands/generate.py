@@ -42,11 +42,11 @@ _EVAL_STRIDE = flags.DEFINE_integer(
 def _evaluate(run: Any, split: str) -> None:
     """Print and write the perplexity and bits per byte of ``run`` (an ``inference.TrainedRun``) on ``split``."""
     from attention_jax import run_files
-    from attention_jax.evaluation import lm_evaluation
     from attention_jax.data import lm_data
+    from attention_jax.evaluation import lm_evaluation
 
-    lm_evaluation.resolve_stride(_EVAL_STRIDE.value, int(run.config.max_len))  # A bad stride before any data.
-    result = lm_evaluation.evaluate_split(run.model_config, run.params, lm_data.get_datasets(run.config), split,
+    lm_evaluation.resolve_stride(_EVAL_STRIDE.value, run.config.data.max_len)  # A bad stride before any data.
+    result = lm_evaluation.evaluate_split(run.model_config, run.params, lm_data.get_datasets(run.config.data), split,
                                           stride=_EVAL_STRIDE.value)
     result["checkpoint"] = run.checkpoint
     path = run_files.lm_eval_report_path(run.workdir, split)
@@ -65,8 +65,8 @@ def main(argv: list[str]) -> None:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
     if not flags.FLAGS["verbosity"].present:  # Orbax's and JAX's INFO lines around the output: off.
         logging.set_verbosity(logging.WARNING)
-    from attention_jax.decoding import generation, inference  # Imported here so --help is fast.
     from attention_jax.commands.text_io import read_lines
+    from attention_jax.decoding import generation, inference  # Imported here so --help is fast.
 
     try:
         settings = generation.SamplingSettings(temperature=_TEMPERATURE.value, top_k=_TOP_K.value,
@@ -79,7 +79,7 @@ def main(argv: list[str]) -> None:
             _evaluate(run, run_files.data_split(_EVAL_SPLIT.value))  # --eval_split=dev is validation.
             return
         generator = generation.Generator(run.model_config, run.params, run.tokenizer,
-                                         max_length=int(run.config.max_len))
+                                         max_length=run.config.data.max_len)
         prompts = [_PROMPT.value] if _PROMPT.value is not None else list(read_lines(sys.stdin.buffer))
         if not prompts:
             raise ValueError("No prompt: pass --prompt=TEXT or give prompts on stdin, one per line.")

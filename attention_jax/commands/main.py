@@ -24,9 +24,9 @@ from ml_collections import config_flags
 
 from attention_jax import run_files
 from attention_jax.checkpointing import checkpoints
-from attention_jax.training import compilation_cache
 from attention_jax.commands import config_errors, quiet_libraries
-from attention_jax.training import distributed, fine_tuning, train, workdir_lock
+from attention_jax.experiment import sections
+from attention_jax.training import compilation_cache, distributed, fine_tuning, train, workdir_lock
 from attention_jax.user_errors import USAGE_ERROR, UserInputError, exit_with_error
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file, e.g. configs/tiny.py or "
@@ -44,8 +44,8 @@ def main(argv: list[str]) -> None:
         raise app.UsageError("--config and --workdir are required, e.g. "
                              "--config=configs/tiny.py --workdir=runs/tiny")
     quiet_libraries.install()
-    try:
-        train.validate_training_config(_CONFIG.value)
+    try:  # The whole config against the schema, before anything is written.
+        experiment = sections.build_experiment(_CONFIG.value, config_errors.config_spec(sys.argv))
     except ValueError as error:
         _fail(f"bad config: {error}", USAGE_ERROR)
     if os.path.exists(_WORKDIR.value) and not os.path.isdir(_WORKDIR.value):
@@ -53,13 +53,13 @@ def main(argv: list[str]) -> None:
               f"directory.", USAGE_ERROR)
     distributed.maybe_initialize()
     try:
-        source = fine_tuning.resolve_source(_CONFIG.value, _WORKDIR.value)  # Before anything is written.
+        source = fine_tuning.resolve_source(experiment, _WORKDIR.value)  # Before anything is written.
     except UserInputError as error:
         _fail(str(error), USAGE_ERROR)
-    compilation_cache.enable(_CONFIG.value.get("compilation_cache_dir"))
+    compilation_cache.enable(experiment.run.compilation_cache_dir)
     try:
-        data = fine_tuning.start_from_source(_CONFIG.value, _WORKDIR.value, source) if source else None
-        results = train.train_and_evaluate(_CONFIG.value, _WORKDIR.value, data=data)
+        data = fine_tuning.start_from_source(experiment, _WORKDIR.value, source) if source else None
+        results = train.train_and_evaluate(experiment, _WORKDIR.value, data=data)
     except workdir_lock.WorkdirLockedError as error:
         _fail(str(error), EXIT_LOCKED)
     except UserInputError as error:

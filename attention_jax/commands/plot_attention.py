@@ -34,13 +34,12 @@ def main(argv: list[str]) -> None:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
     from attention_jax.decoding import inference  # Imported here so --help is fast.
     from attention_jax.evaluation import attention_maps, attention_plots
-    from attention_jax.models.decode_settings import DecodeSettings
 
     try:
         run = inference.load_run(_WORKDIR.value, _CHECKPOINT.value)
         maps = attention_maps.attention_maps(
             run.model_config, run.params, run.tokenizer, _TEXT.value, _TARGET.value,
-            settings=DecodeSettings.from_config(run.config))
+            settings=run.config.decoding)
         heads = attention_plots.select_heads(maps[_KIND.value].shape[1], _HEAD.value)
         attention_plots.draw_attention(maps, _KIND.value, _LAYER.value, heads, _OUT.value)
     except (FileNotFoundError, ValueError) as error:

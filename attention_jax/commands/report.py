@@ -12,14 +12,18 @@ A sweep of ``configs/table3.py`` also gets ``ROOT/table3.md`` and ``.csv``: test
 beside the paper's (:mod:`attention_jax.reports.table3_report`). A sweep whose rows use more than one
 attention function (``configs/sweeps/attention_function.py``) also gets ``ROOT/attention_functions.md``,
 ``.csv`` and ``.png``: each function against scaled dot product at the same ``d_k``, paired by seed
-(:mod:`attention_jax.reports.attention_function_report`).
+(:mod:`attention_jax.reports.attention_function_report`). A sweep whose runs were scored on length buckets
+(``configs/sweeps/positions.py``) also gets ``ROOT/positions.md``, ``.csv`` and ``.png``: each positional
+encoding against sinusoidal, bucket by bucket (:mod:`attention_jax.reports.positions_report`).
 """
 
 from __future__ import annotations
 
 from absl import app, flags
 
-from attention_jax.reports import attention_function_report, sweep_report, sweep_rows, table3_report
+from attention_jax.experiment import schema
+from attention_jax.reports import attention_function_report, positions_report, sweep_report, sweep_rows, table3_report
+from attention_jax.user_errors import exit_with_error
 
 _ALL_ROWS = flags.DEFINE_bool("all_rows", False, "Report every row of the sweep, also those never launched.")
 _SUSTAINED_TFLOPS = flags.DEFINE_float("sustained_tflops", None,
@@ -38,8 +42,12 @@ def main(argv: list[str]) -> None:
             paths += table3_report.write_table3_report(argv[1], sustained_tflops=_SUSTAINED_TFLOPS.value)
         if attention_function_report.applies(rows):  # e.g. configs/sweeps/attention_function.py
             paths += attention_function_report.write_attention_function_report(argv[1], rows)
+        if positions_report.applies(argv[1], rows):  # Runs scored on length buckets: configs/sweeps/positions.py
+            paths += positions_report.write_positions_report(argv[1], rows)
     except FileNotFoundError as error:
         raise app.UsageError(str(error)) from error
+    except schema.ConfigError as error:  # A run's config.json the schema refuses: one line, exit 2.
+        exit_with_error("attention_jax.report", str(error))
     for path in paths:
         print(path)
 

@@ -53,9 +53,8 @@ def main(argv: list[str]) -> None:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
     if not flags.FLAGS["verbosity"].present:  # Orbax's and JAX's INFO lines around each translation: off.
         logging.set_verbosity(logging.WARNING)
-    from attention_jax.decoding import inference  # Imported here so --help is fast.
-
     from attention_jax.checkpointing import params_checkpoints
+    from attention_jax.decoding import inference  # Imported here so --help is fast.
 
     try:
         if _REAVERAGE.value and _CHECKPOINT.value == "averaged":

@@ -8,34 +8,19 @@ else, and on any backend with ``--config.cpu_kernels=False``, the model is built
 The models ask this module which to use (:func:`dense_dot_general`, :func:`dropout_class`,
 :func:`cpu_kernels_enabled`), so the switch is honoured in one place.
 
-============================  =====================================================  ===============================
-speed-up                      measured gain (2 CPU cores; command)                   same result as the plain path?
-============================  =====================================================  ===============================
-:mod:`.projection`: Dense     AMD EPYC, alternating ``benchmarks/train_step.py``     outputs and gradients equal to
-layers' backward pass as two  runs, target tokens/s: 679 -> 746, 665 -> 714, 651 ->  float rounding
-2-D products                  715 (base shape), 3,809 -> 4,350, 4,160 -> 4,456       (``tests/test_projection.py``)
-                              (small shape)
-:mod:`.projection`: ``x^T``   Sapphire Rapids, ``python benchmarks/transpose.py``:   the same values
-built from 128-row blocks     ``[1,024, 2,048]`` 9.7 -> 2.9 ms; train step +3%
-                              (base shape), +3-13% (small) in alternating
-                              ``benchmarks/train_step.py`` runs
-:mod:`.dropout`: Threefry     AMD EPYC, alternating ``benchmarks/train_step.py``     masks identical, losses equal
-dropout masks unrolled into   runs: +7-9% at the base shape, +11-12% at the small    to float rounding
-one fusion                    one                                                    (``tests/test_dropout.py``)
-:mod:`.argmax`: the accuracy  1,024 x 32,000 float32 logits: 5.5 ms against          the same index
-metric's lowest-index argmax  ``top_k``'s 32 (XLA's ``argmax``: 67); train step      (``tests/test_metrics.py``)
-in two levels of block        +1-3% at the small shape, within noise at the base
-maxima                        one (``benchmarks/peer_flax.py``'s profile notes)
-============================  =====================================================  ===============================
+The three speed-ups:
 
-"Masks identical, losses equal to float rounding": :mod:`.dropout` draws exactly the bits and masks of
+- :mod:`.projection`: the Dense layers' backward pass as two 2-D products, with ``x^T`` built from
+  128-row blocks; outputs and gradients equal to float rounding (``tests/test_projection.py``).
+- :mod:`.dropout`: Threefry dropout masks unrolled into one fusion; masks identical, losses equal to
+  float rounding (``tests/test_dropout.py``).
+- :mod:`.argmax`: the accuracy metric's lowest-index argmax in two levels of block maxima; the same
+  index (``tests/test_metrics.py``).
+
+"Losses equal to float rounding": :mod:`.dropout` draws exactly the bits and masks of
 ``flax.linen.Dropout``, but a jitted training step that uses it is a different compiled program, whose
-float rounding differs (measured on one model: a loss of 438.323669 against 438.323700). Histories of
-these measurements: ``docs/benchmarks.md`` and the modules' docstrings. To time the whole step with
-and without them on one machine::
-
-    python benchmarks/train_step.py --config=configs/base.py --rows=16 --length=64
-    python benchmarks/train_step.py --config=configs/base.py --rows=16 --length=64 --config.cpu_kernels=False
+float rounding differs. What each gains, and the command to time the step with and without them:
+``docs/benchmarks.md``, "CPU kernels".
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The lowest index of the largest score, found in two levels of plain maxima instead of XLA's CPU ``argmax``.
 
-XLA's CPU ``argmax`` is a reduction over (value, index) pairs that it does not vectorize: 67 ms for
-1,024 x 32,000 float32 logits, and ``top_k`` with ``k = 1`` takes 33 ms, while a plain ``max`` takes
-2.5 ms. :func:`first_argmax` cuts the scores into blocks and finds the answer with plain maxima and one
+XLA's CPU ``argmax`` is a reduction over (value, index) pairs that it does not vectorize, and ``top_k``
+with ``k = 1`` is also many times slower than a plain ``max`` (timings: ``docs/benchmarks.md``, "CPU
+kernels"). :func:`first_argmax` cuts the scores into blocks and finds the answer with plain maxima and one
 gather; it returns exactly ``jnp.argmax``'s index (``tests/test_metrics.py``). Training's accuracy
 metric calls it through :func:`attention_jax.models.metrics.first_argmax`.
 """
@@ -57,10 +57,8 @@ def first_argmax(logits: Array) -> Array:
     -----
     The scores are cut into blocks of :func:`argmax_block_width` ``W``; the first block whose maximum
     equals the overall maximum is the block of the answer, and the first position in that one block
-    (``[..., W]``, gathered) that holds the maximum is the offset. Measured on 2 CPU cores (``W`` = 1,000
-    in all three): 5.5 ms instead of ``top_k``'s 32 at 1,024 x 32,000, 8 instead of 38 at 1,024 x 37,000,
-    3 instead of 16.5 at 2,048 x 8,000. Lengths without a block width use ``top_k``. Written for XLA's
-    CPU backend; callers use ``jnp.argmax`` elsewhere.
+    (``[..., W]``, gathered) that holds the maximum is the offset. Lengths without a block width use
+    ``top_k``. Written for XLA's CPU backend; callers use ``jnp.argmax`` elsewhere.
     """
     num_classes = logits.shape[-1]
     width = argmax_block_width(num_classes)

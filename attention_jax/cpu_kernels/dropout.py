@@ -11,9 +11,9 @@ partitionable counter layout that JAX uses by default) and :func:`bernoulli_mask
 ``jax.random.bernoulli``; :class:`Dropout` is ``flax.linen.Dropout`` with that mask, drawn sooner
 (``tests/test_dropout.py`` checks all three against JAX and Flax). Masks identical, losses equal to float
 rounding: the masks are Flax's bit for bit, but a jitted training step built with this class is a
-different compiled program from one built with Flax's, and its float rounding differs (measured on one
-model: a loss of 438.323669 against 438.323700). Where the bits could differ (a non-threefry key such as
-``config.dropout_rng = "rbg"``, ``jax_threefry_partitionable`` off, 64-bit mode, or more than 2^32
+different compiled program from one built with Flax's, and its float rounding differs. Where the bits could
+differ (a non-threefry key such as ``config.dropout_rng = "rbg"``, ``jax_threefry_partitionable`` off,
+64-bit mode, or more than 2^32
 elements) the functions call JAX's own implementation instead. The models use this class only where
 ``config.cpu_kernels`` is on and the backend is the CPU (:func:`attention_jax.cpu_kernels.dropout_class`).
 """
@@ -74,14 +74,16 @@ def threefry2x32(key_words: tuple[Array, Array], count_hi: Array, count_lo: Arra
 
 def _threefry_key_words(key: Array) -> tuple[Array, Array] | None:
     """The two uint32 words of a threefry key (typed or raw), or ``None`` if another draw is needed."""
-    if jax.config.jax_enable_x64 or not jax.config.jax_threefry_partitionable:
+    # The ignores: jax's Config declares none of the options it defines at runtime.
+    if jax.config.jax_enable_x64 or not jax.config.jax_threefry_partitionable:  # type: ignore[attr-defined]
         return None
     if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
         if key.shape != () or str(jax.random.key_impl(key)) != "threefry2x32":
             return None
         words = jax.random.key_data(key)
     else:
-        if key.shape != (2,) or key.dtype != jnp.uint32 or jax.config.jax_default_prng_impl != "threefry2x32":
+        if (key.shape != (2,) or key.dtype != jnp.uint32
+                or jax.config.jax_default_prng_impl != "threefry2x32"):  # type: ignore[attr-defined]
             return None
         words = key
     return words[0], words[1]

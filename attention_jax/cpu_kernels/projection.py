@@ -10,12 +10,7 @@ written as two 2-D products, ``dx = g K^T`` and ``dK = x^T g`` over ``M = B * L`
 materialized on CPUs. The forward pass is unchanged; the gradients equal autodiff's up to float
 rounding (``tests/test_projection.py``).
 
-Measured on 2 CPU cores (AMD EPYC), base shape, 16 x 64 tokens, alternating
-``benchmarks/train_step.py`` runs. While trying it out: 691 and 701 target tokens/s before, 748 with
-the 2-D backward pass, 762 and 774 with ``x^T`` also materialized. As committed, against the commit
-before: 679 -> 746, 665 -> 714, 651 -> 715 (base shape) and 3,809 -> 4,350, 4,160 -> 4,456 (the small
-shape of ``benchmarks/peer_flax.py``). Beam search, whose products have no backward pass, is
-unchanged (1.44-1.46 against 1.41-1.57 s a batch). See docs/benchmarks.md.
+What it gains: ``docs/benchmarks.md``, "CPU kernels".
 
 The models pass :func:`dot_general` to their layers only where ``config.cpu_kernels`` is on and the
 backend is the CPU (:func:`attention_jax.cpu_kernels.dense_dot_general`); elsewhere ``dot_general=None``.
@@ -64,11 +59,8 @@ def transpose_in_row_blocks(matrix: Array) -> Array:
     input: ``M`` cache lines, ``4 C`` bytes apart. Once the input outgrows the L2 cache those lines are
     evicted before the next columns would reuse them. Blocks of 128 rows, each transposed on its own
     behind an ``optimization_barrier`` (which keeps XLA from fusing them back into one transpose) and
-    then concatenated, stay in cache. ``python benchmarks/transpose.py`` on 2 quiet cores (Sapphire
-    Rapids), float32, whole against row blocks (a plain copy for scale): ``[1,024, 2,048]`` 9.7 against
-    2.9 ms (copy 0.8), ``[2,048, 1,024]`` 9.6 against 2.5, ``[2,048, 512]`` 4.0 against 1.4,
-    ``[1,024, 512]`` (2 MiB, within L2) 1.1 against 0.9. With ``TRANSPOSE_BLOCK_ROWS = 64`` a base-shape
-    train step (``benchmarks/train_step.py``) compiled in 14-15 instead of 12 s, for the same step time.
+    then concatenated, stay in cache (``python benchmarks/transpose.py`` times both; figures in
+    ``docs/benchmarks.md``, "CPU kernels"; smaller blocks compile more slowly for the same step time).
     A matrix of one block is transposed whole. For one device: on a mesh whose devices each hold some of
     the rows, GSPMD moves blocks between them (:func:`contract_trailing` transposes whole there).
     """

@@ -33,10 +33,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Protocol, Sequence
+from typing import Protocol, Sequence
 
 import numpy as np
-
 
 MIN_BUCKET_LEN = 8
 PADDING_ROW = -1  # Sentence index of an all-pad row (fills a bucket's last, partial batch).
@@ -52,8 +51,11 @@ class TokenRows(Protocol):
 class TokenPairs(Protocol):
     """Source and target token ids of one split (``token_cache.TokenizedSplit`` is one)."""
 
-    source: TokenRows
-    target: TokenRows
+    @property
+    def source(self) -> TokenRows: ...
+
+    @property
+    def target(self) -> TokenRows: ...
 
 
 def bucket_lengths(max_len: int, min_len: int = MIN_BUCKET_LEN) -> tuple[int, ...]:
@@ -133,27 +135,6 @@ def make_bucket_shapes(max_len: int, tokens_per_batch: int, row_multiple: int) -
 
 
 TOKENS_PER_BATCH_UNITS = ("slots", "real")
-DEFAULT_TOKENS_PER_BATCH_UNIT = "slots"  # For configs written before the field existed.
-
-
-def tokens_per_batch_unit(config: Any) -> str:
-    """Return what ``config.tokens_per_batch`` counts, checked.
-
-    Parameters
-    ----------
-    config : ml_collections.ConfigDict
-        Reads ``tokens_per_batch_unit`` (``DEFAULT_TOKENS_PER_BATCH_UNIT`` when absent).
-
-    Returns
-    -------
-    str
-        ``"slots"`` or ``"real"``.
-
-    Notes
-    -----
-    Raises the ``ValueError`` of :func:`check_tokens_per_batch_unit` for any other value.
-    """
-    return check_tokens_per_batch_unit(config.get("tokens_per_batch_unit", DEFAULT_TOKENS_PER_BATCH_UNIT))
 
 
 def check_tokens_per_batch_unit(unit: str) -> str:
@@ -383,7 +364,7 @@ class BatchPlan:
         }
 
     def _chunk(self, members_per_bucket: list[np.ndarray]) -> list[PlannedBatch]:
-        batches = []
+        batches: list[PlannedBatch] = []
         for bucket, (members, rows) in enumerate(zip(members_per_bucket, self.shapes.global_rows)):
             padded = np.full(self._batches_per_bucket[bucket] * rows, PADDING_ROW, np.int64)
             padded[: len(members)] = members

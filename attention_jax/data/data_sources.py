@@ -31,6 +31,7 @@ from tensorflow_datasets.core import decode as tfds_decode
 from tensorflow_datasets.proto import tf_example_pb2
 
 from attention_jax.data import first_use
+from attention_jax.data.data_config import DataConfig
 from attention_jax.user_errors import MissingInputError, UserInputError
 
 SYNTHETIC_DATASET = "synthetic_en_de"
@@ -57,7 +58,7 @@ class TranslationSource:
     -----
     Text is read through TFDS's array_record data sources. When a split's records are plain
     ``tf.train.Example`` protos (TFDS's format for ``Text`` features), they are parsed directly,
-    about five times faster than TFDS's generic decoding; the first record is checked against TFDS's
+    faster than TFDS's generic decoding; the first record is checked against TFDS's
     own decoding, and any difference or error falls back to it.
     """
 
@@ -91,14 +92,14 @@ class TranslationSource:
         """
         return len(self._open(split)[0])
 
-    def text_pairs(self, split: str, indices: Sequence[int]) -> Iterator[tuple[str, str]]:
+    def text_pairs(self, split: str, indices: Sequence[int] | np.ndarray) -> Iterator[tuple[str, str]]:
         """Yield ``(source, target)`` text of the pairs at ``indices``, read in chunks.
 
         Parameters
         ----------
         split : str
             A TFDS split name or slice.
-        indices : Sequence[int]
+        indices : Sequence[int] or np.ndarray
             Pair indices, in the order wanted.
 
         Returns
@@ -145,13 +146,14 @@ class TranslationSource:
         )
 
 
-def open_translation_source(config: Any) -> TranslationSource:
+def open_translation_source(config: DataConfig) -> TranslationSource:
     """Open the corpus ``config.dataset`` names (see the module docstring for the forms).
 
     Parameters
     ----------
-    config : ml_collections.ConfigDict
-        Reads ``dataset``, ``data_dir``, ``source_lang``, ``target_lang``, ``train_split``.
+    config : DataConfig
+        The experiment's data section (``dataset``, ``data_dir``, ``source_lang``, ``target_lang``,
+        ``train_split`` are read).
 
     Returns
     -------
@@ -286,7 +288,7 @@ def _split_fingerprint(source: TranslationSource, split: str) -> str:
 def _read_records(records: Sequence[Any], indices: list[int]) -> list[Any]:
     """Read several records in one call (array_record reads them together)."""
     try:
-        return list(records.__getitems__(indices))
+        return list(records.__getitems__(indices))  # type: ignore[attr-defined]  # array_record's batched read.
     except (AttributeError, TypeError):  # No batched read (tfds.testing.mock_data's sources lack one).
         return [records[index] for index in indices]
 

@@ -69,7 +69,7 @@ def catalog_pairs(path: str) -> list[tuple[str, str]]:
         forms are left out, a message context (``context\\x04message``) is dropped from the English.
     """
     with open(path, "rb") as catalog_file:
-        catalog = gettext.GNUTranslations(catalog_file)._catalog  # noqa: SLF001 (no public reader)
+        catalog = gettext.GNUTranslations(catalog_file)._catalog  # type: ignore[attr-defined]  # No public reader.
     pairs = []
     for message, translation in catalog.items():
         if not isinstance(message, str):  # (msgid, n): a plural form.

@@ -39,19 +39,15 @@ import grain
 import numpy as np
 from absl import logging
 
-from attention_jax.data import batching
-from attention_jax.data import data_sources
-from attention_jax.data import packing
-from attention_jax.data import token_cache
+from attention_jax.data import batching, data_sources, packing, token_cache
 from attention_jax.data import tokenizer as tokenizer_lib
+from attention_jax.data.data_config import DataConfig
 from attention_jax.user_errors import UserInputError
 
 SPLITS = ("train", "validation", "test")
-DEFAULT_TOKENIZER_MAX_SENTENCES = 2_000_000
 MIN_VOCABULARY_FILL = 0.5
 """A corpus whose BPE vocabulary stops below this fraction of ``config.vocab_size`` is an error (a
 smaller shortfall, common on toy corpora, is a warning)."""
-DEFAULT_NUM_THREADS = 2
 _PREFETCH_BATCHES = 8
 
 
@@ -91,7 +87,8 @@ class _TrainBatchSequence(Sequence):
     def __len__(self) -> int:
         return sys.maxsize  # Endless; Grain's iterator state is the next step.
 
-    def __getitem__(self, step: int) -> dict[str, np.ndarray]:
+    # Grain reads one step at a time: an endless Sequence has no slices to give (hence the narrower type).
+    def __getitem__(self, step: int) -> dict[str, np.ndarray]:  # type: ignore[override]
         epoch, batch_in_epoch = divmod(int(step), self._split.plan.num_batches)
         planned = self._epoch_plan(epoch)[batch_in_epoch]
         return self._split.local_batch(planned, self._process_index, self._process_count)
@@ -270,19 +267,18 @@ class TranslationData:
 
 
 def get_datasets(
-    config: Any, *, process_index: int = 0, process_count: int = 1, rows_multiple: int = 1
+    config: DataConfig, *, process_index: int = 0, process_count: int = 1, rows_multiple: int = 1
 ) -> TranslationData:
     """Open the corpus ``config.dataset`` names and prepare its vocabulary, token ids and batch plans.
 
     Parameters
     ----------
-    config : ml_collections.ConfigDict
-        Reads ``dataset``, ``data_dir``, ``source_lang``, ``target_lang``, ``train_split``,
-        ``eval_split``, ``test_split``, ``vocab_size``, ``max_len``, ``tokens_per_batch``; optionally
-        ``tokenizer_max_sentences`` (default 2,000,000), ``fine_tune_from`` (a run whose ``tokenizer.model``
-        is used instead of training one), ``data_threads`` (default 2) and ``packing``
-        (default False: training batches then hold several pairs per row, see
-        :mod:`attention_jax.data.packing`; evaluation batches stay bucketed).
+    config : DataConfig
+        The experiment's data section: the corpus and its splits, ``vocab_size``, ``max_len``,
+        ``tokens_per_batch`` and its unit, ``tokenizer_max_sentences``, ``fine_tune_from`` (a run whose
+        ``tokenizer.model`` is used instead of training one), ``data_threads`` and ``packing`` (training
+        batches then hold several pairs per row, see :mod:`attention_jax.data.packing`; evaluation
+        batches stay bucketed).
     process_index : int
         This process (``jax.process_index()``).
     process_count : int
@@ -317,7 +313,8 @@ def get_datasets(
         if role == "train":
             lengths, num_empty = _leave_out_empty_pairs(*lengths)
         shapes = shapes or _bucket_shapes(config, lengths, row_multiple)
-        if role == "train" and config.get("packing", False):
+        plan: batching.BatchPlan | packing.PackedPlan
+        if role == "train" and config.packing:
             plan = _packed_plan(config, lengths, row_multiple)
         else:
             plan = batching.BatchPlan(*lengths, shapes)
@@ -335,7 +332,7 @@ def get_datasets(
         splits=splits,
         process_index=process_index,
         process_count=process_count,
-        num_threads=int(config.get("data_threads", DEFAULT_NUM_THREADS)),
+        num_threads=config.data_threads,
     )
 
 
@@ -365,35 +362,36 @@ def _log_left_out(num_pairs: int, num_empty: int, num_too_long: int, max_len: in
                         100.0 * num_too_long / num_pairs, max_len)
 
 
-def _bucket_shapes(config: Any, lengths: tuple[np.ndarray, np.ndarray], row_multiple: int) -> batching.BucketShapes:
+def _bucket_shapes(config: DataConfig, lengths: tuple[np.ndarray, np.ndarray],
+                   row_multiple: int) -> batching.BucketShapes:
     """Bucket shapes under ``config.tokens_per_batch``, in the unit ``config.tokens_per_batch_unit`` names.
 
     ``lengths`` are the training split's (source, target) lengths: with ``"real"`` they set each
     bucket's rows, and evaluation reuses the shapes so the evaluation step compiles no new ones.
     """
-    unit = batching.tokens_per_batch_unit(config)
     shapes = batching.make_bucket_shapes(config.max_len, config.tokens_per_batch, row_multiple)
-    if unit == "slots":
+    if config.tokens_per_batch_unit == "slots":
         return shapes
     means = batching.mean_longer_side_per_bucket(*lengths, shapes.lengths)
     return batching.real_token_shapes(shapes, means, config.tokens_per_batch, row_multiple)
 
 
-def _packed_plan(config: Any, lengths: tuple[np.ndarray, np.ndarray], row_multiple: int) -> packing.PackedPlan:
+def _packed_plan(config: DataConfig, lengths: tuple[np.ndarray, np.ndarray], row_multiple: int) -> packing.PackedPlan:
     """The packed training plan: rows of ``config.packing_row_lengths``, ``R`` per batch in the budget's unit."""
     shapes = packing.make_packed_shapes(config.max_len, config.tokens_per_batch, row_multiple,
-                                        config.get("packing_row_lengths", ()))
+                                        config.packing_row_lengths)
     plan = packing.PackedPlan(*lengths, shapes)
-    if batching.tokens_per_batch_unit(config) == "slots":
+    if config.tokens_per_batch_unit == "slots":
         return plan
     return plan.with_shapes(batching.real_token_shapes(
         plan.shapes, plan.mean_tokens_per_row(), config.tokens_per_batch, row_multiple))
 
 
-def _load_or_train_tokenizer(source: data_sources.TranslationSource, config: Any) -> tokenizer_lib.Tokenizer:
-    if (fine_tuned := tokenizer_lib.tokenizer_for(config)) is not None:
+def _load_or_train_tokenizer(source: data_sources.TranslationSource,
+                             config: DataConfig) -> tokenizer_lib.Tokenizer:
+    if (fine_tuned := tokenizer_lib.tokenizer_for(config.fine_tune_from)) is not None:
         return fine_tuned  # The source run's vocabulary, whatever this corpus would train.
-    max_sentences = int(config.get("tokenizer_max_sentences", DEFAULT_TOKENIZER_MAX_SENTENCES))
+    max_sentences = config.tokenizer_max_sentences
     split_name = re.sub(r"[^A-Za-z0-9_.\-]+", "_", config.train_split)
     model_path = os.path.join(source.cache_dir, f"spm-bpe-{config.vocab_size}-{split_name}-{max_sentences}.model")
     tokenizer = tokenizer_lib.load_or_train_tokenizer(

@@ -25,17 +25,16 @@ import os
 import re
 import sys
 from collections.abc import Sequence
-from typing import Any
 
 import grain
 import numpy as np
 
 from attention_jax.data import lm_sources
 from attention_jax.data import tokenizer as tokenizer_lib
+from attention_jax.data.data_config import DataConfig
 from attention_jax.user_errors import UserInputError
 
 ROLES = ("train", "validation", "test")
-DEFAULT_TOKENIZER_MAX_SENTENCES = 2_000_000
 _PREFETCH_BATCHES = 8
 
 
@@ -149,7 +148,8 @@ class _TrainSteps(Sequence):
     def __len__(self) -> int:
         return sys.maxsize  # Endless; Grain's iterator state is the next step.
 
-    def __getitem__(self, step: int) -> dict[str, np.ndarray]:
+    # Grain reads one step at a time: an endless Sequence has no slices to give (hence the narrower type).
+    def __getitem__(self, step: int) -> dict[str, np.ndarray]:  # type: ignore[override]
         epoch, index = divmod(int(step), self.batches_per_epoch)
         order = np.random.default_rng([self._seed, epoch]).permutation(self._rows.num_rows)
         chosen = order[index * self._global_rows:(index + 1) * self._global_rows]
@@ -272,13 +272,13 @@ class LanguageModelData:
         return math.ceil(self._rows[role].num_rows / self._global_rows)
 
 
-def rows_per_batch(config: Any, row_multiple: int) -> int:
+def rows_per_batch(config: DataConfig, row_multiple: int) -> int:
     """Global rows per batch: ``tokens_per_batch // max_len``, rounded down to ``row_multiple`` (>= 1 multiple).
 
     Parameters
     ----------
-    config : ml_collections.ConfigDict
-        Reads ``tokens_per_batch`` and ``max_len``.
+    config : DataConfig
+        The experiment's data section (``tokens_per_batch`` and ``max_len`` are read).
     row_multiple : int
         Data-parallel devices times processes.
 
@@ -291,16 +291,16 @@ def rows_per_batch(config: Any, row_multiple: int) -> int:
     return max(row_multiple, rows // row_multiple * row_multiple)
 
 
-def get_datasets(config: Any, *, process_index: int = 0, process_count: int = 1,
+def get_datasets(config: DataConfig, *, process_index: int = 0, process_count: int = 1,
                  rows_multiple: int = 1) -> LanguageModelData:
     """Open ``config.dataset``, train or load its BPE vocabulary, and pack every split into rows.
 
     Parameters
     ----------
-    config : ml_collections.ConfigDict
-        Reads ``dataset``, ``data_dir``, ``train_split``, ``eval_split``, ``test_split``, ``vocab_size``,
-        ``max_len`` (the row length), ``tokens_per_batch``; optionally ``tokenizer_max_sentences``,
-        ``data_threads`` and ``text_feature``.
+    config : DataConfig
+        The experiment's data section: the corpus and its splits, ``vocab_size``, ``max_len`` (the row
+        length), ``tokens_per_batch``, ``tokenizer_max_sentences``, ``data_threads``, ``text_feature``
+        and ``fine_tune_from``.
     process_index, process_count : int
         This process and the number of processes; each reads its share of every batch's rows.
     rows_multiple : int
@@ -333,13 +333,13 @@ def get_datasets(config: Any, *, process_index: int = 0, process_count: int = 1,
             f"config.tokens_per_batch (now {config.tokens_per_batch}) or config.max_len, or use more text.")
     return LanguageModelData(tokenizer=tokenizer, rows=rows, documents=documents, split_names=names,
                              split_bytes=split_bytes, global_rows=global_rows, process_index=process_index,
-                             process_count=process_count, num_threads=int(config.get("data_threads", 2)))
+                             process_count=process_count, num_threads=config.data_threads)
 
 
-def _load_or_train_tokenizer(source: lm_sources.TextSource, config: Any) -> tokenizer_lib.Tokenizer:
-    if (fine_tuned := tokenizer_lib.tokenizer_for(config)) is not None:
+def _load_or_train_tokenizer(source: lm_sources.TextSource, config: DataConfig) -> tokenizer_lib.Tokenizer:
+    if (fine_tuned := tokenizer_lib.tokenizer_for(config.fine_tune_from)) is not None:
         return fine_tuned  # The source run's vocabulary, whatever this text would train.
-    max_sentences = int(config.get("tokenizer_max_sentences", DEFAULT_TOKENIZER_MAX_SENTENCES))
+    max_sentences = config.tokenizer_max_sentences
     split_name = re.sub(r"[^A-Za-z0-9_.\-]+", "_", config.train_split)
     model_path = os.path.join(source.cache_dir(config.train_split),
                               f"spm-bpe-{config.vocab_size}-{split_name}-{max_sentences}.model")

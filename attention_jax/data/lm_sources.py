@@ -23,11 +23,11 @@ import tensorflow_datasets as tfds
 from tensorflow_datasets.core import constants as tfds_constants
 
 from attention_jax.data import data_sources
+from attention_jax.data.data_config import DataConfig
 from attention_jax.user_errors import MissingInputError, UserInputError
 
 TXT_PREFIX = "txt:"
 TXT_FILES = {"train": "train.txt", "validation": "dev.txt", "test": "test.txt"}
-DEFAULT_TEXT_FEATURE = "text"
 
 
 class TextSource:
@@ -78,14 +78,14 @@ class TextSource:
         return os.path.join(self._cache_root, "lm", digest.hexdigest()[:12])
 
 
-def open_text_source(config: Any) -> TextSource:
+def open_text_source(config: DataConfig) -> TextSource:
     """Open the language-model corpus ``config.dataset`` names (forms in the module docstring).
 
     Parameters
     ----------
-    config : ml_collections.ConfigDict
-        Reads ``dataset``, ``data_dir``, ``target_lang`` (synthetic corpus) and ``text_feature``
-        (TFDS; default ``"text"``).
+    config : DataConfig
+        The experiment's data section (``dataset``, ``data_dir``, ``target_lang`` for the synthetic
+        corpus and ``text_feature`` for TFDS are read).
 
     Returns
     -------
@@ -109,7 +109,7 @@ def open_text_source(config: Any) -> TextSource:
         return TextSource(dataset, lambda split: [target for _, target in translation.text_pairs(
             split, range(translation.num_examples(split)))], cache_root)
     builder = _tfds_text_builder(dataset, data_dir)
-    feature = str(config.get("text_feature", DEFAULT_TEXT_FEATURE))
+    feature = config.text_feature
     if feature not in builder.info.features:
         raise ValueError(f"TFDS dataset {dataset!r} has no feature {feature!r} (it has "
                          f"{sorted(builder.info.features.keys())}): set --config.text_feature to the one "

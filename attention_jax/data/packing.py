@@ -35,8 +35,7 @@ from typing import Sequence
 
 import numpy as np
 
-from attention_jax.data import batching
-from attention_jax.data import token_cache
+from attention_jax.data import batching, token_cache
 from attention_jax.data import tokenizer as tokenizer_lib
 
 DEFAULT_WINDOW = 4096
@@ -58,13 +57,9 @@ def default_row_lengths(max_len: int) -> tuple[int, ...]:
 
     Notes
     -----
-    Measured on ``messages_en_de`` (median 9 source / 11 target tokens, max_len 64) by
-    ``benchmarks/packing.py --one_length`` (an epoch's target padding; positions attended per
-    target slot): rows of 24, 48 and 64 leave 0.6% empty and attend over 31; rows of 64 alone 0.8%
-    and 64; bucketed batches 19% and 20. First-fit decreasing alone (before cutting into batches)
-    filled 98.9% of the target slots with rows of 16, 32 and 64 (29 attended) against 99.8% with
-    24, 48 and 64, and 92% with every bucket length from 16 up (23 attended): more, shorter rows
-    are cheaper to attend over but leave more gaps.
+    More, shorter rows are cheaper to attend over but leave more gaps; these three lengths were
+    chosen by ``benchmarks/packing.py --one_length`` on ``messages_en_de`` (figures:
+    ``docs/real_language.md``, "Fewer wasted tokens (packing)").
     """
     shorter = (3 * max_len // 8, 3 * max_len // 4)
     return tuple(length for length in shorter if length >= batching.MIN_BUCKET_LEN) + (max_len,)
@@ -88,7 +83,7 @@ def check_row_lengths(row_lengths: Sequence[int], max_len: int) -> tuple[int, ..
 
     Notes
     -----
-    Training checks this before it creates the work directory (``validate_training_config``), so a
+    Training checks this before it creates the work directory (``sections.build_experiment``), so a
     bad value costs one line and exit status 2, not a run.
     """
     lengths = tuple(int(length) for length in row_lengths) or default_row_lengths(max_len)

@@ -15,6 +15,7 @@ import io
 import itertools
 import os
 import re
+
 import numpy as np
 from absl import logging
 
@@ -131,7 +132,9 @@ def load_or_tokenize_split(
     if first_use.prepare_once(os.path.join(cache_dir, split_name + first_use.LOCK_SUFFIX),
                               f"the token ids of split {split!r} in {cache_dir}", is_cached, tokenize_and_write):
         is_cached()
-    return TokenizedSplit(**sides)
+    source_side, target_side = sides["source"], sides["target"]
+    assert source_side is not None and target_side is not None  # Written here, or by the process waited for.
+    return TokenizedSplit(source=source_side, target=target_side)
 
 
 def _tokenize_split(
@@ -139,8 +142,8 @@ def _tokenize_split(
 ) -> dict[str, TokenizedSide]:
     """Tokenize both sides of every pair in one pass over the split (reading dominates)."""
     id_dtype = np.uint16 if tokenizer.vocab_size <= np.iinfo(np.uint16).max + 1 else np.int32
-    id_chunks = {"source": [], "target": []}
-    lengths = {"source": [], "target": []}
+    id_chunks: dict[str, list[np.ndarray]] = {"source": [], "target": []}
+    lengths: dict[str, list[int]] = {"source": [], "target": []}
     pairs = source.text_pairs(split, range(source.num_examples(split)))
     while chunk := list(itertools.islice(pairs, _TOKENIZE_CHUNK)):
         for side, texts in zip(("source", "target"), zip(*chunk)):

@@ -21,7 +21,6 @@ from __future__ import annotations
 import io
 import os
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
 
 import numpy as np
 import sentencepiece as spm
@@ -296,13 +295,14 @@ def load_or_train_tokenizer(
     return Tokenizer.load(model_path)
 
 
-def tokenizer_for(config: Any) -> Tokenizer | None:
-    """The tokenizer of the run ``config.fine_tune_from`` names (its ``tokenizer.model``), or ``None``.
+def tokenizer_for(fine_tune_from: str) -> Tokenizer | None:
+    """The tokenizer of the run ``fine_tune_from`` names (its ``tokenizer.model``), or ``None``.
 
     Parameters
     ----------
-    config : ml_collections.ConfigDict
-        Reads ``fine_tune_from`` (absent or ``""``: no run, the pipeline trains its own tokenizer).
+    fine_tune_from : str
+        ``config.fine_tune_from``: a run's work directory (``""``: no run, the pipeline trains its own
+        tokenizer).
 
     Returns
     -------
@@ -314,7 +314,7 @@ def tokenizer_for(config: Any) -> Tokenizer | None:
     -----
     Raises :class:`attention_jax.user_errors.MissingInputError` when that run has no ``tokenizer.model``.
     """
-    source_workdir = config.get("fine_tune_from", "") or ""
+    source_workdir = fine_tune_from
     if not source_workdir:
         return None
     path = os.path.join(source_workdir, run_files.TOKENIZER_FILE)

@@ -25,8 +25,8 @@ import re
 from collections.abc import Iterator
 
 import tensorflow_datasets as tfds
-from etils import epath
 from absl import logging
+from etils import epath
 
 from attention_jax.data import first_use
 from attention_jax.user_errors import MissingInputError, UserInputError
@@ -156,7 +156,8 @@ def _summarize_tsv_file(path: str) -> TsvFileSummary:
         num_invalid_utf8_lines += had_invalid_utf8
         longest_line_chars = max(longest_line_chars, len(source) + len(target) + 1)
     if num_pairs == 0:
-        raise UserInputError(f"{path} holds no sentence pairs; every split needs at least one 'source<TAB>target' line.")
+        raise UserInputError(f"{path} holds no sentence pairs; every split needs at least one "
+                             "'source<TAB>target' line.")
     return TsvFileSummary(path, num_pairs, num_invalid_utf8_lines, longest_line_chars)
 
 

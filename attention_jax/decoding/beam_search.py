@@ -248,6 +248,7 @@ def _run_in_stages(search_step: Callable[[Any], Any], state: Any, *, stage_ends:
     start = 0
     for index, end in enumerate((*stage_ends, max_decode_len)):
         if index > 0:
+            assert grow_state is not None  # _validate_stages: stage_ends need grow_state.
             state = state._replace(model_state=grow_state(state.model_state, end))
 
         def room_for(state: Any, steps: int, end: int = end) -> Array:
@@ -434,8 +435,8 @@ def beam_search(step_fn: StepFn, initial_state: Any, max_lengths: Array, *, beam
     copies its result back into the loop's state buffer at the end of every step: on a CPU, a
     base-shape search (8 sentences, beam 4, 64 steps) spent as long on those copies of the key/value
     cache as on the reorder itself. With two steps per iteration (the default) the second step's
-    reorder writes back into the state buffer the first one read, and the copies are gone:
-    ``benchmarks/decode.py`` read 3.5 instead of 3.9 s a batch, for about 1.5 s more compile time.
+    reorder writes back into the state buffer the first one read, and the copies are gone, for a
+    longer compilation (timings: ``docs/benchmarks.md``, "How beam search got there").
     Results do not depend on it: a step after the one that finishes every sentence changes nothing.
     """
     _validate_stages(stage_ends, max_decode_len, grow_state)

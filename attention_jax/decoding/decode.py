@@ -114,9 +114,10 @@ def decode_batch(params: Any, inputs: Array, max_lengths: Array, *, model_config
                                early_stop=early_stop, cache_stages=cache_stages)
     if mesh is None:
         return search(params, inputs, max_lengths)
-    by_sentence = jax.sharding.PartitionSpec("data")
-    out_specs = beam_search.SearchResult(by_sentence, by_sentence, by_sentence, by_sentence,
-                                         jax.sharding.PartitionSpec())
+    # Any: these fill SearchResult's array fields with the PartitionSpec of each (shard_map's out_specs).
+    by_sentence: Any = jax.sharding.PartitionSpec("data")
+    replicated: Any = jax.sharding.PartitionSpec()
+    out_specs = beam_search.SearchResult(by_sentence, by_sentence, by_sentence, by_sentence, replicated)
 
     def local_search(params: Any, inputs: Array, max_lengths: Array) -> beam_search.SearchResult:
         result = search(params, inputs, max_lengths)
@@ -184,9 +185,8 @@ def cache_length(longest_output: int, limit: int, multiple: int = decode_steps.P
     Notes
     -----
     Every decode step attends over, and beam search reorders, the whole cache, so its cost grows with
-    ``L``: sizing it to the longest output the batch may produce rather than to the source bucket
-    plus the margin took a base-shape beam search with 64-token outputs from 5.1 to 4.1 s
-    (``L`` 114 -> 64, shared 2-core CPU). No output is affected: none may be longer. Within the
+    ``L``, so it is sized to the longest output the batch may produce rather than to the source bucket
+    plus the margin (timing: ``docs/benchmarks.md``). No output is affected: none may be longer. Within the
     search the cache then grows in stages up to ``L`` (``decode_batch``'s ``cache_stages``).
     """
     return min(-(-longest_output // multiple) * multiple, limit)
@@ -302,8 +302,8 @@ class Translator:
     Notes
     -----
     The longest accepted input is ``model_config.max_len - settings.max_decode_extra_len`` tokens (EOS
-    included), so that input plus margin fit the model's positions (``TransformerConfig.from_config``
-    sets ``max_len`` to the training length plus ``max_decode_extra_len``). Longer inputs are
+    included), so that input plus margin fit the model's positions (``build_experiment``
+    sets the model's ``max_len`` to the training length plus ``max_decode_extra_len``). Longer inputs are
     truncated (keeping the final EOS) with a warning.
     """
 

@@ -14,7 +14,7 @@ H heads, K|V key|value size per head, D d_model, V vocabulary.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import jax
 import jax.numpy as jnp
@@ -224,8 +224,8 @@ def search_setup(model_config: TransformerConfig, params: Any, inputs: Array, *,
     the sentence's hypotheses share (so the cross-attention keys and values are projected, and read at
     every step, once per sentence, not once per hypothesis); the uncached steps repeat it per hypothesis.
     """
-    encoded = Transformer(model_config.replace(decode=False)).apply(
-        {"params": params}, inputs, method=Transformer.encode)  # [B,S,D]
+    encoded = cast(Array, Transformer(model_config.replace(decode=False)).apply(
+        {"params": params}, inputs, method=Transformer.encode))  # [B,S,D]
     num_rows = encoded.shape[0] * rows_per_sentence  # N
     if not use_cache:
         encoded = jnp.repeat(encoded, rows_per_sentence, axis=0)  # [N,S,D]

@@ -13,16 +13,13 @@ import dataclasses
 import os
 from typing import Any
 
-import ml_collections
-
 from attention_jax import run_files
-from attention_jax.decoding import decode
-from attention_jax.models import language_model
+from attention_jax.checkpointing import checkpoints, params_checkpoints
 from attention_jax.data import input_pipeline
 from attention_jax.data.tokenizer import Tokenizer
-from attention_jax.models.decode_settings import DecodeSettings
+from attention_jax.decoding import decode
+from attention_jax.experiment.sections import Experiment
 from attention_jax.models.transformer_config import TransformerConfig
-from attention_jax.checkpointing import checkpoints, params_checkpoints
 
 
 @dataclasses.dataclass
@@ -35,10 +32,10 @@ class TrainedRun:
         The run's directory.
     checkpoint : str
         Which parameters were loaded (``"latest"``, ``"averaged"``, a step, or ``"average of steps ..."``).
-    config : ml_collections.ConfigDict
-        The run's experiment config.
+    config : Experiment
+        The run's experiment (its ``config.json``, built once).
     model_config : TransformerConfig
-        The model built from it.
+        Its model (``config.model``).
     params : pytree
         Plain parameters.
     tokenizer : Tokenizer
@@ -47,7 +44,7 @@ class TrainedRun:
 
     workdir: str
     checkpoint: str
-    config: ml_collections.ConfigDict
+    config: Experiment
     model_config: TransformerConfig
     params: Any
     tokenizer: Any
@@ -60,11 +57,11 @@ class TrainedRun:
         Returns
         -------
         input_pipeline.TranslationData
-            From ``input_pipeline.get_datasets(config)``, which prepares the corpus if its cache is
+            From ``input_pipeline.get_datasets(config.data)``, which prepares the corpus if its cache is
             missing; translation and attention plots never need it.
         """
         if self._data is None:
-            self._data = input_pipeline.get_datasets(self.config)
+            self._data = input_pipeline.get_datasets(self.config.data)
         return self._data
 
 
@@ -72,19 +69,19 @@ _COMMAND_FOR_KIND = {"encoder_decoder": "python -m attention_jax.translate (or e
                      "decoder_only": "python -m attention_jax.generate"}
 
 
-def check_model_kind(workdir: str, config: ml_collections.ConfigDict, expected: str) -> None:
+def check_model_kind(workdir: str, experiment: Experiment, expected: str) -> None:
     """Raise ``ValueError`` when the run in ``workdir`` is not of the ``expected`` model kind.
 
     Parameters
     ----------
     workdir : str
         The run's directory (named in the message).
-    config : ml_collections.ConfigDict
-        The run's config.
+    experiment : Experiment
+        The run's.
     expected : str
         ``"encoder_decoder"`` (translation commands) or ``"decoder_only"`` (generation).
     """
-    found = language_model.model_kind_of(config)
+    found = experiment.model_kind
     if found != expected:
         described = {"encoder_decoder": "an encoder-decoder translation model",
                      "decoder_only": "a decoder-only language model"}
@@ -128,13 +125,13 @@ def load_run(workdir: str, checkpoint: str = "latest", *, average_last: int = 0,
         checkpoint = f"average of steps {steps}"
     else:
         params, config = params_checkpoints.load_for_inference(workdir, checkpoint)
-    model_config = TransformerConfig.from_config(config)
+    model_config = config.model
     if model_kind == "encoder_decoder":
         decode.check_params_match(model_config, params)
     tokenizer_path = os.path.join(workdir, run_files.TOKENIZER_FILE)
     if os.path.isfile(tokenizer_path):
         return TrainedRun(workdir, checkpoint, config, model_config, params, Tokenizer.load(tokenizer_path))
-    data = input_pipeline.get_datasets(config)  # A run from before tokenizer.model was kept.
+    data = input_pipeline.get_datasets(config.data)  # A run from before tokenizer.model was kept.
     return TrainedRun(workdir, checkpoint, config, model_config, params, data.tokenizer, data)
 
 
@@ -156,12 +153,13 @@ def make_translator(run: TrainedRun, *, beam_size: int | None = None, alpha: flo
     Returns
     -------
     decode.Translator
-        With :meth:`DecodeSettings.from_config` of the run's config (output length limit
-        ``input + config.max_decode_extra_len``).
+        With the run's decoding section, ``run.config.decoding`` (output length limit
+        ``input + max_decode_extra_len``).
     """
-    config = run.config
+    options = (("beam_size", beam_size), ("length_penalty_alpha", alpha))
+    changes: dict[str, Any] = {name: value for name, value in options if value is not None}
     return decode.Translator(
         run.model_config, run.params, run.tokenizer,
-        settings=DecodeSettings.from_config(config, beam_size=beam_size, length_penalty_alpha=alpha),
+        settings=dataclasses.replace(run.config.decoding, **changes),
         batch_size=batch_size,
     )

@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from attention_jax.decoding import decode
-from attention_jax.models import attention_functions
+from attention_jax.models import attention_registry
 from attention_jax.models.decode_settings import DecodeSettings
 from attention_jax.models.model import BOS_ID, EOS_ID, Transformer
 from attention_jax.models.transformer_config import TransformerConfig
@@ -85,10 +85,10 @@ def attention_maps(model_config: TransformerConfig, params: Any, tokenizer: deco
     Row ``t`` of ``cross`` and ``decoder`` belongs to the decoder position that reads
     ``decoder_input_tokens[t]`` and predicts ``target_tokens[t]``, as in the paper's figures where
     output words label the rows. Every softmax attention function has weights (``dot_product``,
-    ``additive``); ``attention_function="linear"`` has none and raises ``ValueError``.
+    ``additive``); a function whose registry entry has no ``supports_weights`` (``linear``) raises
+    ``ValueError`` in one line.
     """
-    if model_config.attention_function == "linear":  # No weights to show: a one-line refusal.
-        raise ValueError(attention_functions.NO_WEIGHTS_MESSAGE)
+    attention_registry.require_weights(model_config.attention_function)  # No weights to show: refuse.
     if not source.strip():
         raise ValueError("attention_maps needs a non-empty source sentence.")
     translator = decode.Translator(model_config, params, tokenizer, settings=settings, batch_size=1)

@@ -14,14 +14,14 @@ so models with different vocabularies compare on the same scale.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, cast
 
 import jax
 import numpy as np
 
 from attention_jax.evaluation import lm_windows
-from attention_jax.models.language_model import LanguageModel
 from attention_jax.models import metrics
+from attention_jax.models.language_model import LanguageModel
 from attention_jax.models.transformer_config import TransformerConfig
 from attention_jax.user_errors import UserInputError
 
@@ -91,9 +91,9 @@ def evaluate_split(model_config: TransformerConfig, params: Any, data: Any, spli
 
     @jax.jit
     def sums(params: Any, batch: dict) -> dict:  # Parameters an argument, not constants baked into the program.
-        logits = lm.apply({"params": params}, batch["inputs"], valid=batch["segmentation"] > 0,
-                          segmentation=batch["segmentation"], positions=batch["positions"],
-                          method=LanguageModel.logits)  # [B,L,N]
+        logits = cast(jax.Array, lm.apply({"params": params}, batch["inputs"], valid=batch["segmentation"] > 0,
+                                          segmentation=batch["segmentation"], positions=batch["positions"],
+                                          method=LanguageModel.logits))  # [B,L,N]
         return metrics.token_loss_sums(logits, batch["scored_targets"], 0.0, cpu_kernels=model_config.cpu_kernels)
 
     nll_sum, tokens = 0.0, 0.0

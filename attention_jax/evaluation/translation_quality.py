@@ -14,7 +14,7 @@ import functools
 import json
 import math
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import jax
 import jax.numpy as jnp
@@ -62,7 +62,7 @@ def corpus_bleu(hypotheses: Sequence[str], references: Sequence[str]) -> tuple[f
 def _cross_entropy_sum(params: Any, inputs: Array, targets: Array, *,
                        model_config: TransformerConfig) -> tuple[Array, Array]:
     """Summed cross-entropy ``-log p(target)`` over non-pad target tokens, and their count."""
-    logits = Transformer(model_config).apply({"params": params}, inputs, targets)  # [B,T,V]
+    logits = cast(Array, Transformer(model_config).apply({"params": params}, inputs, targets))  # [B,T,V]
     log_probs = jax.nn.log_softmax(logits)
     target_log_probs = jnp.take_along_axis(log_probs, targets[..., None], axis=-1)[..., 0]  # [B,T]
     valid = targets != PAD_ID

@@ -12,7 +12,7 @@ this key". A query row with no allowed key gets zero output (and zero weights), 
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable
+from typing import Any, Callable, cast, overload
 
 import flax.linen as nn
 import flax.struct
@@ -20,14 +20,23 @@ import jax
 import jax.numpy as jnp
 
 from attention_jax.cpu_kernels import dense_dot_general, dropout_class
-from attention_jax.models import attention_functions, decode_attention
+from attention_jax.models import (
+    attention_functions,
+    attention_positions,
+    attention_registry,
+    decode_attention,
+    local_blocks,
+    positional_encodings,
+    softmax,
+)
+from attention_jax.models.attention_registry import AttentionFunction
 from attention_jax.models.fused_attention import fused_dot_product_attention
 
 Array = jax.Array
 DType = Any
 
-ATTENTION_IMPLEMENTATIONS = ("einsum", "xla", "cudnn", "fused")
-"""Allowed values of ``implementation``.
+ATTENTION_IMPLEMENTATIONS = attention_registry.ATTENTION_IMPLEMENTATIONS
+"""Allowed values of ``implementation`` (defined in the registry, which imports no framework).
 
 ``einsum``: the reference path written out below; the only one that can return the weights and apply
 attention dropout. ``xla`` / ``cudnn``: ``jax.nn.dot_product_attention`` with that backend.
@@ -105,6 +114,10 @@ def make_local_mask(query_positions: Array, key_positions: Array, window: int) -
     return (distance <= window)[None, None]
 
 
+@overload
+def combine_masks(first: Array, /, *masks: Array | None) -> Array: ...
+@overload
+def combine_masks(*masks: Array | None) -> Array | None: ...
 def combine_masks(*masks: Array | None) -> Array | None:
     """Merge boolean masks with a logical AND, ignoring ``None``.
 
@@ -218,62 +231,15 @@ def scaled_dot_product_attention(
 
     Notes
     -----
-    Scores and softmax are computed in float32 whatever the input dtype (a ``Q K^T`` result in
-    bfloat16, as cuDNN's attention and the Flax WMT example have, made an H100's base step no faster
-    beyond the run-to-run spread: ``benchmarks/gpu_step_changes.py``). Rows whose mask is all
-    ``False`` get zero weights (and so zero output) instead of the NaN a plain ``-inf`` fill gives.
+    Scores and softmax are computed in float32 whatever the input dtype (``Q K^T`` in bfloat16, as
+    cuDNN's attention and the Flax WMT example have it, was timed and not kept: docs/benchmarks.md,
+    "On an H100"). Rows whose mask is all ``False`` get zero weights (and so zero output) instead of
+    the NaN a plain ``-inf`` fill gives.
     """
     key_dim = query.shape[-1]
     scores = jnp.einsum("bthk,bshk->bhts", query, key, preferred_element_type=jnp.float32)
     scores = scores / jnp.sqrt(jnp.float32(key_dim))  # Scale by 1/sqrt(d_k) (Section 3.2.1).
-    return decode_attention.attend(scores, value, mask, return_weights=return_weights, dropout_fn=dropout_fn)
-
-
-def _to_blocks(sequence: Array, block: int, num_blocks: int, margin: int) -> Array:
-    """Cut axis 1 into blocks: ``[B, L, ...]`` -> ``[B, margin + num_blocks + margin, block, ...]``.
-
-    The sequence is zero-padded (``False`` for booleans): ``margin`` empty blocks in front; the remainder
-    ``num_blocks * block - L`` and ``margin`` empty blocks at the end.
-    """
-    edge = [(0, 0)] * sequence.ndim
-    edge[1] = (margin * block, (num_blocks + margin) * block - sequence.shape[1])
-    padded = jnp.pad(sequence, edge)
-    return padded.reshape(sequence.shape[0], num_blocks + 2 * margin, block, *sequence.shape[2:])
-
-
-def _neighbours(blocks: Array, offset: int, num_blocks: int) -> Array:
-    """Block ``i + offset`` for every block ``i`` of blocks padded with one block on each side."""
-    return blocks[:, 1 + offset:1 + offset + num_blocks]
-
-
-def _local_block_mask(length: int, window: int, num_blocks: int, offsets: tuple[int, ...],
-                      valid: Array | None, causal: bool) -> Array:
-    """Boolean ``[B or 1, 1, nb, w, C w]``: the neighbour blocks' keys each query may see (blocks of ``window``)."""
-    block = window
-    # Positions: queries [nb, w, 1], keys [nb, 1, Cw] (C = len(offsets)); keys outside [0, L) are padding.
-    query_positions = jnp.arange(num_blocks * block).reshape(num_blocks, block, 1)
-    block_starts = (jnp.arange(num_blocks)[:, None] + jnp.asarray(offsets)[None, :]) * block  # [nb,C]
-    key_positions = (block_starts[:, :, None] + jnp.arange(block)).reshape(num_blocks, 1, -1)
-    allowed = jnp.abs(query_positions - key_positions) <= window  # |i - j| <= r
-    allowed &= (key_positions >= 0) & (key_positions < length)
-    if causal:
-        allowed &= key_positions <= query_positions
-    allowed = allowed[None]  # [1,nb,w,Cw]
-    if valid is not None:
-        query_valid = _to_blocks(valid, block, num_blocks, margin=0)[..., None]  # [B,nb,w,1]
-        valid_blocks = _to_blocks(valid, block, num_blocks, margin=1)  # [B,nb+2,w]
-        key_valid = jnp.concatenate(  # [B,nb,Cw]
-            [_neighbours(valid_blocks, o, num_blocks) for o in offsets], axis=2)
-        allowed = allowed & query_valid & key_valid[:, :, None, :]
-    return allowed[:, None]
-
-
-def _check_one_length(length: int, key: Array, value: Array) -> None:
-    """Raise ``ValueError`` unless keys and values have the queries' length (self-attention)."""
-    if key.shape[1] != length or value.shape[1] != length:
-        raise ValueError(f"local_dot_product_attention is self-attention: query, key and value need one length; "
-                         f"got {length}, {key.shape[1]}, {value.shape[1]}. Use scaled_dot_product_attention "
-                         "for cross-attention.")
+    return softmax.attend(scores, value, mask, return_weights=return_weights, dropout_fn=dropout_fn)
 
 
 def local_dot_product_attention(
@@ -325,34 +291,34 @@ def local_dot_product_attention(
     """
     _check_window(window)
     batch, length, _, key_dim = query.shape
-    _check_one_length(length, key, value)
+    local_blocks.check_one_length(length, key, value)
     if window >= length - 1:  # The window covers the whole sequence: nothing to save.
         dense_mask = LocalMask(window=window, valid=valid, causal=causal).to_dense(length)
-        return scaled_dot_product_attention(query, key, value, dense_mask, dropout_fn=dropout_fn)
+        return cast(Array, scaled_dot_product_attention(query, key, value, dense_mask, dropout_fn=dropout_fn))
 
     block = window
     num_blocks = -(-length // block)
     offsets = (-1, 0) if causal else (-1, 0, 1)  # Neighbour blocks holding every key within r.
 
-    query_blocks = _to_blocks(query, block, num_blocks, margin=0)  # [B,nb,w,H,K]
-    key_blocks = _to_blocks(key, block, num_blocks, margin=1)  # [B,nb+2,w,H,K]
-    value_blocks = _to_blocks(value, block, num_blocks, margin=1)  # [B,nb+2,w,H,V]
+    query_blocks = local_blocks.to_blocks(query, block, num_blocks, margin=0)  # [B,nb,w,H,K]
+    key_blocks = local_blocks.to_blocks(key, block, num_blocks, margin=1)  # [B,nb+2,w,H,K]
+    value_blocks = local_blocks.to_blocks(value, block, num_blocks, margin=1)  # [B,nb+2,w,H,V]
 
-    mask = _local_block_mask(length, window, num_blocks, offsets, valid, causal)  # [B or 1,1,nb,w,Cw]
+    mask = local_blocks.local_block_mask(length, window, num_blocks, offsets, valid, causal)  # [B or 1,1,nb,w,Cw]
 
     # Scores of each query block against its C neighbour blocks, side by side: [B,H,nb,w,Cw].
     scores = jnp.concatenate([
-        jnp.einsum("bnqhk,bnshk->bhnqs", query_blocks, _neighbours(key_blocks, o, num_blocks),
+        jnp.einsum("bnqhk,bnshk->bhnqs", query_blocks, local_blocks.neighbours(key_blocks, o, num_blocks),
                    preferred_element_type=jnp.float32)
         for o in offsets], axis=-1)
     scores = scores / jnp.sqrt(jnp.float32(key_dim))  # Scale by 1/sqrt(d_k) (Section 3.2.1).
-    weights = decode_attention.masked_softmax(scores, mask).astype(value.dtype)
+    weights = softmax.masked_softmax(scores, mask).astype(value.dtype)
     if dropout_fn is not None:
         weights = dropout_fn(weights)
-    output = sum(  # [B,nb,w,H,V]
+    output = cast(Array, sum(  # [B,nb,w,H,V]; offsets is never empty, so never the start value 0.
         jnp.einsum("bhnqs,bnshv->bnqhv", weights[..., c * block:(c + 1) * block],
-                   _neighbours(value_blocks, o, num_blocks))
-        for c, o in enumerate(offsets))
+                   local_blocks.neighbours(value_blocks, o, num_blocks))
+        for c, o in enumerate(offsets)))
     return output.reshape(batch, num_blocks * block, *output.shape[3:])[:, :length]
 
 
@@ -378,7 +344,8 @@ class MultiHeadAttention(nn.Module):
     implementation : str
         One of :data:`ATTENTION_IMPLEMENTATIONS`.
     attention_function : str
-        One of :data:`attention_jax.models.attention_functions.ATTENTION_FUNCTIONS` (Section 3.2.1).
+        A name in :data:`attention_jax.models.attention_registry.ATTENTION_FUNCTIONS` (Section 3.2.1); its
+        entry picks the path (:meth:`__call__`).
     decode : bool
         Autoregressive mode: keys and values of earlier steps are kept in the ``cache`` collection
         and each call processes one new query position.
@@ -389,6 +356,9 @@ class MultiHeadAttention(nn.Module):
     cpu_kernels : bool
         ``config.cpu_kernels``: on a CPU, the projections' products and the attention dropout come from
         :mod:`attention_jax.cpu_kernels`; off (or on another backend), plain Flax.
+    positional_encoding : attention_positions.AttentionPositions, optional
+        Self-attention only: an encoding that acts inside attention (relative, rotary, ALiBi;
+        :mod:`attention_jax.models.attention_positions`). ``None``: this attention sees no positions.
 
     Notes
     -----
@@ -411,6 +381,7 @@ class MultiHeadAttention(nn.Module):
     decode_window: int = 0
     dtype: DType = jnp.float32
     cpu_kernels: bool = True
+    positional_encoding: attention_positions.AttentionPositions | None = None
     kernel_init: Callable[..., Array] = nn.initializers.xavier_uniform()
 
     def _projection(self, features: tuple[int, int], name: str) -> nn.DenseGeneral:
@@ -429,10 +400,11 @@ class MultiHeadAttention(nn.Module):
         self,
         inputs_q: Array,
         inputs_kv: Array,
-        mask: Array | LocalMask | None = None,
+        mask: Array | LocalMask | attention_functions.StructuredMask | None = None,
         *,
         deterministic: bool = True,
         sow_weights: bool = False,
+        positions: Array | None = None,
     ) -> Array:
         """Attend from ``inputs_q`` [B, T, D] to ``inputs_kv`` [B, S, D]; returns [B, T, out_dim].
 
@@ -442,14 +414,18 @@ class MultiHeadAttention(nn.Module):
             ``[B, T, D]`` query-side inputs.
         inputs_kv : Array
             ``[B, S, D]`` key/value-side inputs.
-        mask : Array or LocalMask, optional
+        mask : Array, LocalMask or attention_functions.StructuredMask, optional
             Boolean, broadcastable to ``[B, H, T, S]``. In decode mode the cache-position mask is
             added here, so pass only the padding / window mask. A :class:`LocalMask` (self-attention,
-            ``T == S``, not in decode mode) selects restricted self-attention.
+            ``T == S``, not in decode mode) selects restricted self-attention; a ``StructuredMask``
+            (the model's masks for linear attention) keeps the masks as parts.
         deterministic : bool
             Disable attention dropout.
         sow_weights : bool
             Store the attention weights in the ``intermediates`` collection (einsum path).
+        positions : Array, optional
+            With ``positional_encoding``: integer ``[B, T]`` positions of the queries and keys (packed rows
+            restart them per pair); default ``0 .. T-1``; in decode mode the cache index.
 
         Returns
         -------
@@ -459,52 +435,127 @@ class MultiHeadAttention(nn.Module):
         Notes
         -----
         In decode mode ``T`` must be 1 and the first call (during ``init``) sizes the cache from
-        ``inputs_kv``'s length, the maximum decode length.
+        ``inputs_kv``'s length, the maximum decode length. The function's registry entry picks the path:
+        its own ``attend``, :meth:`_score_attention` or :meth:`_dot_product_attention`; an encoding that
+        biases the scores (relative, ALiBi) takes ``attention_positions.position_score_attention``.
         """
+        entry = self._entry(decode=self.decode, sow_weights=sow_weights)
         query = self._projection((self.num_heads, self.key_dim), "query")(inputs_q)  # [B,T,H,K]
         key = self._projection((self.num_heads, self.key_dim), "key")(inputs_kv)  # [B,S,H,K]
         value = self._projection((self.num_heads, self.value_dim), "value")(inputs_kv)  # [B,S,H,V]
-        if self.attention_function == "dot_product":  # Footnote 4: no 1/sqrt(d_k), through the paths below.
-            query = attention_functions.unscaled_query(query)
-        elif self.attention_function in attention_functions.NOT_DOT_PRODUCT:  # Additive or linear attention.
-            return self._output_projection(attention_functions.attend(
-                self, query, key, value, mask, update_cache=self._update_cache if self.decode else None,
-                deterministic=deterministic, sow_weights=sow_weights))
+        scheme = positional_encodings.attention_scheme(self.positional_encoding)  # Relative, rotary, ALiBi.
+        if scheme is not None:
+            positions = attention_positions.call_positions(self, query.shape[1], positions)  # [B|1,T]
+            query, key = attention_positions.rotate_queries_and_keys(scheme, query, key, positions)
+        if scheme is not None and scheme.score_bias is not None:  # Biased scores: relative, ALiBi.
+            assert positions is not None  # Set by call_positions above (scheme is not None).
+            heads = attention_positions.position_score_attention(
+                self, entry, scheme, query, key, value, mask, positions,
+                dropout_fn=self._weight_dropout(deterministic), sow_weights=sow_weights)
+        elif entry.attend is not None:  # The function computes its heads itself (linear attention).
+            heads = entry.attend(self, query, key, value, mask, decode=self.decode)
+        elif entry.score is not None:  # Its own scores, then the shared softmax (additive attention).
+            heads = self._score_attention(entry, query, key, value, mask, deterministic=deterministic,
+                                          sow_weights=sow_weights)
+        else:  # softmax(q' k^T / sqrt(d_k)) v on every implementation (the paper's; unscaled).
+            heads = self._dot_product_attention(entry, query, key, value, mask, deterministic=deterministic,
+                                                sow_weights=sow_weights)
+        return self._output_projection(heads)  # [B,T,D]
+
+    def _entry(self, *, decode: bool, sow_weights: bool) -> AttentionFunction:
+        """The registry entry of ``attention_function``, checked against this layer's settings."""
+        attention_registry.check_attention_function(
+            self.attention_function, implementation=self.implementation, window=self.decode_window,
+            attention_dropout_rate=self.attention_dropout_rate)
+        entry = attention_registry.attention_function(self.attention_function)
+        if sow_weights:
+            attention_registry.require_weights(self.attention_function)
+        if self.positional_encoding is not None:
+            positional_encodings.check_with_attention(
+                self.positional_encoding.encoding, attention_function=self.attention_function,
+                implementation=self.implementation, key_dim=self.key_dim)
+        if decode and not entry.supports_decode_cache:
+            raise ValueError(f"attention_function={self.attention_function!r} has no incremental decode step: "
+                             "decode with the uncached forward pass or another function.")
+        return entry
+
+    def _dot_product_attention(self, entry: AttentionFunction, query: Array, key: Array, value: Array,
+                               mask: Any, *, deterministic: bool, sow_weights: bool) -> Array:
+        """``softmax(q' k^T / sqrt(d_k)) v``, ``q' = entry.query_transform(q)``: cached step, einsum or kernels.
+
+        Returns ``[B, T, H, V]`` heads. The paths: a decode step over the heads-first cache
+        (:func:`decode_attention.cached_single_query_attention`); the einsum paths
+        (:meth:`_einsum_attention`); the XLA / cuDNN kernels (:meth:`_kernel_attention`).
+        """
+        if entry.query_transform is not None:
+            query = entry.query_transform(query)  # dot_product: sqrt(d_k) q, undoing the scale (footnote 4).
         if isinstance(mask, LocalMask):
             mask = self._local_or_dense(mask, query.shape[1], key.shape[1], sow_weights)
-        use_dropout = self.attention_dropout_rate > 0.0 and not deterministic
         single_query = (self.implementation == "einsum" and query.shape[1] == 1
-                        and not (sow_weights or use_dropout or isinstance(mask, LocalMask)))
+                        and not (sow_weights or self._drops_weights(deterministic) or isinstance(mask, LocalMask)))
         if self.decode:
-            key, value, mask = self._update_cache(key, value, mask)  # [B,H,L,K|V]: heads first.
+            key, value, mask = decode_attention.update_key_value_cache(  # [B,H,L,K|V]: heads first.
+                self, key, value, mask, window=self.decode_window)
             if single_query:  # A decode step: products over the cache as stored.
-                attended = decode_attention.cached_single_query_attention(query, key, value, mask)
-                return self._output_projection(attended)
+                return decode_attention.cached_single_query_attention(query, key, value, mask)
             key, value = jnp.swapaxes(key, 1, 2), jnp.swapaxes(value, 1, 2)  # [B,L,H,K|V]
-
         if self.implementation == "einsum":
-            dropout_fn = None
-            if use_dropout:
-                dropout_fn = dropout_class(self.cpu_kernels)(self.attention_dropout_rate, deterministic=False)
-            if single_query:  # One query position per row (cross-attention of a decode step):
-                attended = decode_attention.single_query_attention(query, key, value, mask)  # No transposes.
-            elif isinstance(mask, LocalMask):  # Restricted self-attention, blockwise (Table 1).
-                attended = local_dot_product_attention(
-                    query, key, value, mask.window, valid=mask.valid, causal=mask.causal,
-                    dropout_fn=dropout_fn,
-                )
-            else:
-                attended, weights = scaled_dot_product_attention(
-                    query, key, value, mask, return_weights=True, dropout_fn=dropout_fn
-                )
-                if sow_weights:
-                    self.sow("intermediates", "attention_weights", weights)
-        else:
-            if use_dropout:
-                raise ValueError(f"attention_dropout_rate={self.attention_dropout_rate} needs "
-                                 f"implementation='einsum'; got implementation={self.implementation!r}.")
-            attended = fused_dot_product_attention(query, key, value, mask, implementation=self.implementation)
-        return self._output_projection(attended)
+            return self._einsum_attention(query, key, value, mask, single_query=single_query,
+                                          deterministic=deterministic, sow_weights=sow_weights)
+        return self._kernel_attention(query, key, value, mask, deterministic=deterministic)
+
+    def _einsum_attention(self, query: Array, key: Array, value: Array, mask: Any, *, single_query: bool,
+                          deterministic: bool, sow_weights: bool) -> Array:
+        """The einsum paths of Equation (1): one query per row, blockwise window, or the full ``[T, S]`` scores."""
+        if single_query:  # One query position per row (cross-attention of a decode step): no transposes.
+            return decode_attention.single_query_attention(query, key, value, mask)
+        dropout_fn = self._weight_dropout(deterministic)
+        if isinstance(mask, LocalMask):  # Restricted self-attention, blockwise (Table 1).
+            return local_dot_product_attention(query, key, value, mask.window, valid=mask.valid,
+                                               causal=mask.causal, dropout_fn=dropout_fn)
+        attended, weights = scaled_dot_product_attention(query, key, value, mask, return_weights=True,
+                                                         dropout_fn=dropout_fn)
+        if sow_weights:
+            self.sow("intermediates", "attention_weights", weights)
+        return attended
+
+    def _kernel_attention(self, query: Array, key: Array, value: Array, mask: Array | None, *,
+                          deterministic: bool) -> Array:
+        """Equation (1) through ``jax.nn.dot_product_attention`` (``xla``, ``cudnn``, ``fused``): no dropout."""
+        if self._drops_weights(deterministic):
+            raise ValueError(f"attention_dropout_rate={self.attention_dropout_rate} needs "
+                             f"implementation='einsum'; got implementation={self.implementation!r}.")
+        return fused_dot_product_attention(query, key, value, mask, implementation=self.implementation)
+
+    def _score_attention(self, entry: AttentionFunction, query: Array, key: Array, value: Array, mask: Any, *,
+                         deterministic: bool, sow_weights: bool) -> Array:
+        """``softmax(entry.score(q, k)) v`` on dense masks, over the key/value cache in decode mode.
+
+        Returns ``[B, T, H, V]`` heads; the weights are sown like the einsum path's.
+        """
+        key, value, mask = attention_functions.share_key_rows(query.shape[0], key, value, mask)
+        mask = attention_functions.as_dense_mask(mask, query.shape[1], key.shape[1])
+        if self.decode:
+            key, value, mask = decode_attention.update_key_value_cache(  # [B,H,L,K|V]: heads first.
+                self, key, value, mask, window=self.decode_window)
+            key, value = jnp.swapaxes(key, 1, 2), jnp.swapaxes(value, 1, 2)  # [B,L,H,K|V]
+        assert entry.score is not None  # Called only for entries with a score (__call__).
+        scores = entry.score(self, query, key)  # float32 [B,H,T,S]
+        attended, weights = softmax.attend(scores, value, mask, return_weights=True,
+                                           dropout_fn=self._weight_dropout(deterministic))
+        if sow_weights:
+            self.sow("intermediates", "attention_weights", weights)
+        return attended
+
+    def _drops_weights(self, deterministic: bool) -> bool:
+        """Whether attention dropout is on for this call."""
+        return self.attention_dropout_rate > 0.0 and not deterministic
+
+    def _weight_dropout(self, deterministic: bool) -> Callable[[Array], Array] | None:
+        """Dropout of the attention weights, or ``None`` when it is off."""
+        if not self._drops_weights(deterministic):
+            return None
+        return dropout_class(self.cpu_kernels)(self.attention_dropout_rate, deterministic=False)
 
     def _output_projection(self, attended: Array) -> Array:
         """Concat(heads) W^O: ``[B, T, H, V]`` -> ``[B, T, out_dim]``."""
@@ -530,34 +581,3 @@ class MultiHeadAttention(nn.Module):
         if self.implementation == "einsum" and not sow_weights:
             return mask
         return mask.to_dense(key_length)
-
-    def _update_cache(
-        self, key: Array, value: Array, mask: Array | None
-    ) -> tuple[Array, Array, Array | None]:
-        """Write this step's key/value into the cache; return the whole cache, heads first, and its mask.
-
-        ``key``/``value`` are ``[B, T, H, K|V]``; the cache holds ``[B, H, L, K|V]`` (see
-        :func:`attention_jax.models.decode_attention.cached_single_query_attention` for why heads come first).
-        """
-        key, value = jnp.swapaxes(key, 1, 2), jnp.swapaxes(value, 1, 2)  # [B,H,T,K|V]
-        initializing = not self.has_variable("cache", "cached_key")
-        cached_key = self.variable("cache", "cached_key", jnp.zeros, key.shape, key.dtype)
-        cached_value = self.variable("cache", "cached_value", jnp.zeros, value.shape, value.dtype)
-        cache_index = self.variable("cache", "cache_index", lambda: jnp.array(0, jnp.int32))
-        if initializing:
-            return key, value, mask
-        if key.shape[2] != 1:
-            raise ValueError(f"decode mode processes one position per call; got {key.shape[2]}.")
-        index = cache_index.value
-        cached_key.value = jax.lax.dynamic_update_slice_in_dim(cached_key.value, key, index, axis=2)
-        cached_value.value = jax.lax.dynamic_update_slice_in_dim(
-            cached_value.value, value, index, axis=2
-        )
-        cache_index.value = index + 1
-        max_length = cached_key.value.shape[2]
-        key_positions = jnp.arange(max_length)
-        filled = key_positions <= index
-        if self.decode_window > 0:  # Restricted self-attention: only the last r positions.
-            filled = jnp.logical_and(filled, index - key_positions <= self.decode_window)
-        filled = filled[None, None, None, :]  # [1,1,1,S]
-        return cached_key.value, cached_value.value, combine_masks(mask, filled)

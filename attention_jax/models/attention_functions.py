@@ -4,9 +4,15 @@ The paper compares "the two most commonly used attention functions", additive an
 attention, and scales the dot products by ``1/sqrt(d_k)`` because for large ``d_k`` they "grow large
 in magnitude, pushing the softmax function into regions where it has extremely small gradients"
 (footnote 4: for unit-variance components ``q . k`` has variance ``d_k``). ``config.attention_function``
-picks one of :data:`ATTENTION_FUNCTIONS`; every one keeps the multi-head projections of Section 3.2.2
-(``W^Q``, ``W^K``, ``W^V`` per head, ``W^O`` after the concatenation) and changes only how a head turns
-its queries, keys and values into outputs.
+names an entry of :data:`attention_jax.models.attention_registry.ATTENTION_FUNCTIONS` (what each function
+supports, its FLOP count); this module holds the JAX code of the built-in entries. Every function keeps the
+multi-head projections of Section 3.2.2 (``W^Q``, ``W^K``, ``W^V`` per head, ``W^O`` after the
+concatenation) and changes only how a head turns its queries, keys and values into outputs:
+
+``dot_product``: ``softmax(q k^T) v``, through every scaled path on ``sqrt(d_k) q`` (:func:`unscaled_query`).
+``additive``: ``softmax(w_h^T tanh(q + k)) v`` (Bahdanau et al., 2015), :func:`additive_attention`.
+``linear``: ``phi(q) (sum_s phi(k_s) v_s^T) / (phi(q) sum_s phi(k_s))`` with ``phi = elu + 1``
+(Katharopoulos et al., 2020), :func:`linear_attention`; no softmax and no weight matrix.
 
 Shape glossary
 --------------
@@ -18,79 +24,26 @@ Masks: a dense boolean mask broadcastable to ``[B, H, T, S]`` (``True`` = may at
 padding, causal and packed-segment masks as their parts so that linear attention can apply them
 without forming a ``[T, S]`` matrix. A query with no allowed key gets zero output.
 
-``attention_jax/models/flops.py`` counts each function's FLOPs as this module computes them
-(``flops.attention_function_flops``), so the training FLOPs recorded for a run are its own function's.
+Each registry entry counts its function's FLOPs as this module computes them (read by
+``flops.attention_function_flops``), so the training FLOPs recorded for a run are its own function's.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable
+import dataclasses
+from typing import Any, Callable, cast
 
 import flax.linen as nn
 import flax.struct
 import jax
 import jax.numpy as jnp
 
-from attention_jax.cpu_kernels import dropout_class
-from attention_jax.models import decode_attention
+from attention_jax.models import attention_registry, softmax
 
 Array = jax.Array
 
-ATTENTION_FUNCTIONS = ("scaled_dot_product", "dot_product", "additive", "linear")
-"""Allowed values of ``config.attention_function``.
-
-``scaled_dot_product``: ``softmax(q k^T / sqrt(d_k)) v``, the paper's Equation (1).
-``dot_product``: ``softmax(q k^T) v``, footnote 4's unscaled case; it runs through every scaled path
-(and every ``attention_implementation``) on the query multiplied by ``sqrt(d_k)``
-(:func:`unscaled_query`).
-``additive``: ``softmax(w_h^T tanh(q + k)) v`` (Bahdanau et al., 2015), :func:`additive_attention`.
-``linear``: ``phi(q) (sum_s phi(k_s) v_s^T) / (phi(q) sum_s phi(k_s))`` with ``phi = elu + 1``
-(Katharopoulos et al., 2020), :func:`linear_attention`; no softmax and no weight matrix.
-"""
-
-NOT_DOT_PRODUCT = ("additive", "linear")
-"""Functions computed here (:func:`attend`) rather than by the dot-product paths of ``attention``."""
-
-LINEAR_CHUNK_SIZE = 64
-"""Positions per chunk of causal linear attention (:func:`linear_attention`)."""
-
-NO_WEIGHTS_MESSAGE = (
-    "attention_function='linear' forms no normalised attention weight matrix (it computes "
-    "phi(q) (sum_s phi(k_s) v_s^T) / (phi(q) sum_s phi(k_s)) without scoring query-key pairs), so there "
-    "are no attention weights or maps to show; use a softmax attention function.")
-
-
-def check_attention_function(function: str, *, implementation: str = "einsum", window: int = 0,
-                             attention_dropout_rate: float = 0.0) -> None:
-    """Raise ``ValueError`` (one line) for an unknown function or a setting it cannot take.
-
-    Parameters
-    ----------
-    function : str
-        ``config.attention_function``.
-    implementation : str
-        ``config.attention_implementation``: additive and linear attention need ``"einsum"``.
-    window : int
-        ``config.attention_window``: linear attention has no restricted form.
-    attention_dropout_rate : float
-        Linear attention has no weights to drop out.
-
-    Notes
-    -----
-    ``dot_product`` takes every implementation and window: it is the scaled computation on a
-    rescaled query. ``additive`` takes a window as a dense mask (it scores every pair anyway).
-    """
-    if function not in ATTENTION_FUNCTIONS:
-        raise ValueError(f"attention_function must be one of {ATTENTION_FUNCTIONS}; got {function!r}.")
-    if function in NOT_DOT_PRODUCT and implementation != "einsum":
-        raise ValueError(f"attention_function={function!r} needs attention_implementation='einsum' (the xla, "
-                         f"cudnn and fused kernels compute softmax(q k^T) only); got {implementation!r}.")
-    if function == "linear" and window > 0:
-        raise ValueError(f"attention_function='linear' has no restricted window (its running sums cover every "
-                         f"earlier key): set attention_window=0; got {window}.")
-    if function == "linear" and attention_dropout_rate > 0:
-        raise ValueError(f"attention_function='linear' forms no attention weights to drop out: set "
-                         f"attention_dropout_rate=0; got {attention_dropout_rate}.")
+LINEAR_CHUNK_SIZE = attention_registry.LINEAR_CHUNK_SIZE
+"""Positions per chunk of causal linear attention (:func:`linear_attention`); defined in the registry."""
 
 
 def unscaled_query(query: Array) -> Array:
@@ -167,6 +120,7 @@ class StructuredMask:
         if self.causal:
             parts.append(jnp.tril(jnp.ones((query_length, key_length), bool))[None, None])
         if self.query_segments is not None:
+            assert self.key_segments is not None  # Given together with query_segments.
             same = self.query_segments[:, None, :, None] == self.key_segments[:, None, None, :]
             parts.append(same & (self.query_segments != 0)[:, None, :, None])
         if not parts:
@@ -258,7 +212,7 @@ def additive_attention(
     ``attention.scaled_dot_product_attention``. Memory and time: see :func:`additive_scores`.
     """
     scores = additive_scores(query, key, score_vector)  # [B,H,T,S]
-    return decode_attention.attend(scores, value, mask, return_weights=return_weights, dropout_fn=dropout_fn)
+    return softmax.attend(scores, value, mask, return_weights=return_weights, dropout_fn=dropout_fn)
 
 
 def elu_feature_map(x: Array) -> Array:
@@ -464,31 +418,49 @@ def linear_attention_step(query: Array, key: Array, value: Array, state: Array,
     return (numerator / denominator).astype(value.dtype), state, normaliser
 
 
-def attend(module: nn.Module, query: Array, key: Array, value: Array, mask: Any, *,
-           update_cache: Callable[..., tuple[Array, Array, Any]] | None, deterministic: bool,
-           sow_weights: bool) -> Array:
-    """Additive or linear attention of projected heads, inside ``attention.MultiHeadAttention``.
+def additive_module_scores(module: nn.Module, query: Array, key: Array) -> Array:
+    """The ``additive`` entry's scores inside ``MultiHeadAttention``: creates ``score_vector``, scores the pairs.
 
     Parameters
     ----------
     module : nn.Module
-        The calling ``MultiHeadAttention`` (bound, in its ``__call__``): its ``attention_function``,
-        ``implementation``, ``decode_window``, ``attention_dropout_rate`` and ``cpu_kernels`` are read, and
-        the additive score vector and linear decoding state are created in its scope.
+        The calling ``attention.MultiHeadAttention`` (bound): ``score_vector`` ``[H, K]`` is its parameter.
+    query : Array
+        ``[B, T, H, K]`` projected queries.
+    key : Array
+        ``[B, S, H, K]`` projected keys (the cache's, in decode mode).
+
+    Returns
+    -------
+    Array
+        float32 ``[B, H, T, S]`` scores (:func:`additive_scores`); the softmax path of
+        ``MultiHeadAttention`` masks them, forms the weights and reads the values.
+    """
+    score_vector = cast(Array, module.param(  # param unboxes the LogicallyPartitioned its init returns.
+        "score_vector",
+        nn.with_logical_partitioning(nn.initializers.normal(stddev=query.shape[-1] ** -0.5), ("heads", "kv")),
+        query.shape[2:]))  # w_h: [H,K]
+    return additive_scores(query, key, score_vector)
+
+
+def linear_module_attention(module: nn.Module, query: Array, key: Array, value: Array, mask: Any, *,
+                            decode: bool) -> Array:
+    """The ``linear`` entry inside ``MultiHeadAttention``: structured masks, shared rows, the decoding state.
+
+    Parameters
+    ----------
+    module : nn.Module
+        The calling ``attention.MultiHeadAttention`` (bound): the decoding state is in its ``cache``.
     query : Array
         ``[B, T, H, K]``.
     key : Array
         ``[B', S, H, K]``, ``B = B' R`` (a search's hypotheses sharing their sentence's encoder row).
     value : Array
         ``[B', S, H, V]``.
-    mask : Array, LocalMask, StructuredMask or None
-        As the model passes it; window masks are made dense (additive only).
-    update_cache : callable, optional
-        ``MultiHeadAttention._update_cache`` in decode mode (the additive function's key/value cache).
-    deterministic : bool
-        Disable attention dropout.
-    sow_weights : bool
-        Store the additive weights as ``intermediates/attention_weights``; refused for linear attention.
+    mask : StructuredMask, Array or None
+        As the model passes it (:func:`linear_attention`).
+    decode : bool
+        One causal decode step over the running sums (self-attention in decode mode).
 
     Returns
     -------
@@ -497,40 +469,30 @@ def attend(module: nn.Module, query: Array, key: Array, value: Array, mask: Any,
 
     Notes
     -----
-    Decode mode: additive attention reads the key/value cache like the dot-product paths; linear
-    attention keeps ``linear_state`` ``[B, H, K, V]`` and ``linear_normaliser`` ``[B, H, K]`` in the
-    ``cache`` collection instead (:func:`linear_attention_step`).
+    Decode mode keeps ``linear_state`` ``[B, H, K, V]`` and ``linear_normaliser`` ``[B, H, K]`` in the
+    ``cache`` collection instead of a key/value cache (:func:`linear_attention_step`).
     """
-    function = module.attention_function
-    check_attention_function(function, implementation=module.implementation, window=module.decode_window,
-                             attention_dropout_rate=module.attention_dropout_rate)
-    if function == "linear" and sow_weights:
-        raise ValueError(NO_WEIGHTS_MESSAGE)
-    if function == "linear" and update_cache is not None:
+    if decode:
         return _linear_decode(module, query, key, value, mask)
-    key, value, mask = _share_rows(query.shape[0], key, value, mask)
-    if function == "linear":
-        return linear_attention(query, key, value, mask)
-    score_vector = module.param(
-        "score_vector",
-        nn.with_logical_partitioning(nn.initializers.normal(stddev=query.shape[-1] ** -0.5), ("heads", "kv")),
-        query.shape[2:])  # w_h: [H,K]
-    mask = _dense_mask(mask, query.shape[1], key.shape[1])
-    if update_cache is not None:
-        key, value, mask = update_cache(key, value, mask)  # [B,H,L,K|V]: the cache, heads first.
-        key, value = jnp.swapaxes(key, 1, 2), jnp.swapaxes(value, 1, 2)  # [B,L,H,K|V]
-    dropout_fn = None
-    if module.attention_dropout_rate > 0.0 and not deterministic:
-        dropout_fn = dropout_class(module.cpu_kernels)(module.attention_dropout_rate, deterministic=False)
-    output, weights = additive_attention(query, key, value, score_vector, mask, return_weights=True,
-                                         dropout_fn=dropout_fn)
-    if sow_weights:
-        module.sow("intermediates", "attention_weights", weights)
-    return output
+    key, value, mask = share_key_rows(query.shape[0], key, value, mask)
+    return linear_attention(query, key, value, mask)
 
 
-def _dense_mask(mask: Any, query_length: int, key_length: int) -> Array | None:
-    """A structured or window mask as a dense boolean mask (additive attention scores every pair)."""
+def as_dense_mask(mask: Any, query_length: int, key_length: int) -> Array | None:
+    """A structured or window mask as a dense boolean mask (for functions that score every pair).
+
+    Parameters
+    ----------
+    mask : StructuredMask, attention.LocalMask, Array or None
+        As the model passes it.
+    query_length, key_length : int
+        ``T`` and ``S``.
+
+    Returns
+    -------
+    Array or None
+        Boolean, broadcastable to ``[B, H, T, S]``.
+    """
     if isinstance(mask, StructuredMask):
         return mask.to_dense(query_length, key_length)
     if hasattr(mask, "to_dense"):  # attention.LocalMask (restricted self-attention).
@@ -538,17 +500,36 @@ def _dense_mask(mask: Any, query_length: int, key_length: int) -> Array | None:
     return mask
 
 
-def _share_rows(query_rows: int, key: Array, value: Array, mask: Any) -> tuple[Array, Array, Any]:
-    """Keys, values and key-side masks repeated to one row per query row (a search's shared rows)."""
+def share_key_rows(query_rows: int, key: Array, value: Array, mask: Any) -> tuple[Array, Array, Any]:
+    """Keys, values and key-side masks repeated to one row per query row (a search's shared rows).
+
+    Parameters
+    ----------
+    query_rows : int
+        ``B``, query rows.
+    key, value : Array
+        ``[B', S, H, K|V]`` with ``B = B' R``.
+    mask : StructuredMask, Array or None
+        Key-side parts (or a dense mask with ``B'`` rows) are repeated too.
+
+    Returns
+    -------
+    (Array, Array, mask)
+        Keys and values ``[B, S, H, K|V]`` and the mask, one row per query row.
+    """
     repeats = query_rows // key.shape[0]
     if repeats == 1:
         return key, value, mask
 
-    def repeat(array: Array | None) -> Array | None:
-        return array if array is None or array.shape[0] == 1 else jnp.repeat(array, repeats, axis=0)
+    def repeat(array: Array) -> Array:
+        return array if array.shape[0] == 1 else jnp.repeat(array, repeats, axis=0)
 
-    if isinstance(mask, StructuredMask):
-        mask = mask.replace(key_valid=repeat(mask.key_valid), key_segments=repeat(mask.key_segments))
+    def repeat_optional(array: Array | None) -> Array | None:
+        return None if array is None else repeat(array)
+
+    if isinstance(mask, StructuredMask):  # dataclasses.replace: what flax.struct's replace does.
+        mask = dataclasses.replace(mask, key_valid=repeat_optional(mask.key_valid),
+                                   key_segments=repeat_optional(mask.key_segments))
     elif mask is not None and mask.shape[0] == key.shape[0]:
         mask = repeat(mask)
     return repeat(key), repeat(value), mask

@@ -4,7 +4,8 @@ Incremental decoding attends from one new position (``T = 1``) to the whole cach
 einsums of :func:`attention_jax.models.attention.scaled_dot_product_attention` over a cache stored like the
 other paths' keys, ``[B, S, H, K]``, XLA turns each into a batched matrix product over ``(B, H)`` and
 first copies the cache into the product's layout ``[B, H, K, S]``: on a CPU, that transpose of every
-layer's cache at every step was 16% of a base-shape beam search's time. Two ways round it are here:
+layer's cache at every step was a large share of a beam search's time (docs/benchmarks.md, "Profiling a
+run"). Two ways round it are here:
 
 - :func:`cached_single_query_attention`, for the self-attention cache, which
   :class:`attention_jax.models.attention.MultiHeadAttention` stores heads first, ``[B, H, S, K]``: both
@@ -14,8 +15,8 @@ layer's cache at every step was 16% of a base-shape beam search's time. Two ways
 
 Cross-attention of a decode step has one query position too, and its keys and values (the encoder
 output, projected) do not change during a search; XLA hoisted their projection out of the search
-loop but still transposed them at every step, 12% of a base-shape beam search's thread time
-(``benchmarks/op_profile.py``). It therefore takes :func:`single_query_attention`, as does every
+loop but still transposed them at every step (``benchmarks/op_profile.py``; docs/benchmarks.md,
+"History: where a beam search's time went"). It therefore takes :func:`single_query_attention`, as does every
 attention with one query position outside decode mode (without dropout or stored weights). In a
 beam search the hypotheses of one sentence share its cross-attention keys and values (one row per
 sentence, not per hypothesis).
@@ -28,10 +29,12 @@ V value size per head.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
+
+from attention_jax.models.softmax import attend, masked_softmax  # noqa: F401 (attend: benchmarks/gpu_step_changes.py)
 
 Array = jax.Array
 
@@ -62,10 +65,9 @@ def single_query_attention(query: Array, key: Array, value: Array, mask: Array |
     -----
     Sharing one key/value row among ``R`` query rows lets a beam search keep one cross-attention
     key/value set per sentence instead of one per hypothesis: their projection (hoisted out of the
-    search loop) and their reads at every step shrink ``R``-fold. On the 2-core CPU that made a
-    base-shape beam search (8 sentences, beam 4, 64 steps) 12% faster, 1.40 against 1.59 s a batch.
-    ``R = 1`` keeps its own ungrouped form: the grouped one with ``R = 1`` over the self-attention
-    cache made that search 2.5 times slower (4.0 s a batch).
+    search loop) and their reads at every step shrink ``R``-fold. ``R = 1`` keeps its own ungrouped
+    form, which is faster over the self-attention cache (both timed in docs/benchmarks.md, "History:
+    where a beam search's time went").
     """
     num_rows, kv_rows = query.shape[0], key.shape[0]
     if num_rows % kv_rows:
@@ -120,9 +122,8 @@ def cached_single_query_attention(query: Array, key: Array, value: Array, mask: 
     ``(B, H)`` whose operands XLA takes as stored: ``q K^T`` contracts the last axis of each, and
     ``weights V`` contracts the positions, the second-to-last axis of ``V``. In the layout of the
     other paths (``[B, S, H, K]``) they needed either a transpose of the cache at every step or the
-    multiply-and-sum of :func:`single_query_attention`, which XLA's CPU backend runs more slowly: a
-    base-shape beam search (8 sentences, beam 4, 64 steps) took 2.65 instead of 2.89 s a batch
-    (``benchmarks/decode.py``, medians of 3 alternating runs on 2 Sapphire Rapids cores).
+    multiply-and-sum of :func:`single_query_attention`, which XLA's CPU backend runs more slowly
+    (``benchmarks/decode.py``; docs/benchmarks.md, "How beam search got there").
     """
     key_dim = query.shape[-1]
     scores = jnp.einsum("bhk,bhsk->bhs", query[:, 0].astype(jnp.float32), key.astype(jnp.float32))
@@ -132,61 +133,44 @@ def cached_single_query_attention(query: Array, key: Array, value: Array, mask: 
     return attended[:, None]
 
 
-def masked_softmax(scores: Array, mask: Array | None) -> Array:
-    """Softmax over the last axis restricted to ``mask``; masked entries and fully masked rows are 0.
+def update_key_value_cache(module: Any, key: Array, value: Array, mask: Array | None, *,
+                           window: int = 0) -> tuple[Array, Array, Array | None]:
+    """Write a decode step's keys and values into the ``cache``; return the whole cache, heads first, and its mask.
 
     Parameters
     ----------
-    scores : Array
-        float32 attention scores ``[..., S]``.
+    module : flax.linen.Module
+        The bound ``attention.MultiHeadAttention`` whose ``cache`` collection holds ``cached_key``
+        ``[B, H, L, K]``, ``cached_value`` ``[B, H, L, V]`` and ``cache_index`` (the next position).
+    key, value : Array
+        ``[B, T, H, K|V]``: the new position (``T = 1``); during ``init``, ``L`` positions that size the cache.
     mask : Array, optional
-        Boolean, broadcastable to ``scores``; ``True`` = may attend.
+        Boolean, broadcastable to ``[B, H, 1, L]`` (padding); the filled-positions mask is added to it.
+    window : int
+        Restricted self-attention: only the last ``window`` positions and this one (0: all).
 
     Returns
     -------
-    Array
-        Weights of the shape of ``scores``, summing to 1 over allowed keys (0 for a row with none).
-
-    Notes
-    -----
-    Shared by every attention path (:mod:`attention_jax.models.attention` imports it from here): masked
-    scores are set to the float32 minimum rather than ``-inf``, so a fully masked row gives no NaN,
-    and its weights are then zeroed.
+    (Array, Array, Array or None)
+        The cached keys ``[B, H, L, K]`` and values ``[B, H, L, V]`` (heads first, see
+        :func:`cached_single_query_attention`) and the mask of the positions decoded so far.
     """
-    if mask is not None:
-        scores = jnp.where(mask, scores, jnp.finfo(jnp.float32).min)
-    weights = jax.nn.softmax(scores, axis=-1)
-    return weights if mask is None else jnp.where(mask, weights, 0.0)
-
-
-def attend(scores: Array, value: Array, mask: Array | None, *, return_weights: bool = False,
-           dropout_fn: Callable[[Array], Array] | None = None) -> Array | tuple[Array, Array]:
-    """The part every softmax attention function shares once it has its scores: weights, dropout, values.
-
-    Parameters
-    ----------
-    scores : Array
-        ``[B, H, T, S]`` float32 scores (scaled, unscaled or additive).
-    value : Array
-        ``[B, S, H, V]`` values.
-    mask : Array or None
-        Boolean, broadcastable to ``[B, H, T, S]``; ``True`` = may attend.
-    return_weights : bool
-        Also return the attention weights.
-    dropout_fn : callable, optional
-        Applied to the weights before they multiply the values (attention dropout).
-
-    Returns
-    -------
-    Array or (Array, Array)
-        The output ``[B, T, H, V]``, and with ``return_weights`` the weights ``[B, H, T, S]``.
-
-    Notes
-    -----
-    Weights come from :func:`masked_softmax` (fully masked rows give zeros) in the values' dtype; the
-    returned weights are those before dropout.
-    """
-    weights = masked_softmax(scores, mask).astype(value.dtype)
-    attended = dropout_fn(weights) if dropout_fn is not None else weights
-    output = jnp.einsum("bhts,bshv->bthv", attended, value)
-    return (output, weights) if return_weights else output
+    key, value = jnp.swapaxes(key, 1, 2), jnp.swapaxes(value, 1, 2)  # [B,H,T,K|V]
+    initializing = not module.has_variable("cache", "cached_key")
+    cached_key = module.variable("cache", "cached_key", jnp.zeros, key.shape, key.dtype)
+    cached_value = module.variable("cache", "cached_value", jnp.zeros, value.shape, value.dtype)
+    cache_index = module.variable("cache", "cache_index", lambda: jnp.array(0, jnp.int32))
+    if initializing:
+        return key, value, mask
+    if key.shape[2] != 1:
+        raise ValueError(f"decode mode processes one position per call; got {key.shape[2]}.")
+    index = cache_index.value
+    cached_key.value = jax.lax.dynamic_update_slice_in_dim(cached_key.value, key, index, axis=2)
+    cached_value.value = jax.lax.dynamic_update_slice_in_dim(cached_value.value, value, index, axis=2)
+    cache_index.value = index + 1
+    key_positions = jnp.arange(cached_key.value.shape[2])
+    filled = key_positions <= index
+    if window > 0:  # Restricted self-attention: only the last r positions.
+        filled = jnp.logical_and(filled, index - key_positions <= window)
+    filled = filled[None, None, None, :]  # [1,1,1,L]
+    return cached_key.value, cached_value.value, filled if mask is None else jnp.logical_and(mask, filled)

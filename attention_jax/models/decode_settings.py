@@ -1,18 +1,15 @@
-"""How to decode: beam size, length penalty, output margin and cache staging, read from a config in one place.
+"""How to decode: beam size, length penalty, output margin and cache staging (the decoding section).
 
 Training's BLEU, :mod:`attention_jax.decoding.inference` (``translate``, ``evaluate``) and ``plot_attention``
-all decode with a :class:`DecodeSettings` built by :meth:`DecodeSettings.from_config`; the model's position
-table is sized with the same margin
-(:meth:`attention_jax.models.transformer_config.TransformerConfig.from_config`).
+all decode with the :class:`DecodeSettings` that :func:`attention_jax.experiment.sections.build_experiment`
+builds once from a checked config; the model's position table is sized with the same margin
+(``Experiment.model.max_len``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import numbers
-from typing import Any
-
-import ml_collections
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,35 +50,6 @@ class DecodeSettings:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
                 raise ValueError(f"{name} must be a positive integer; got {value!r}.")
-
-    @classmethod
-    def from_config(cls, config: ml_collections.ConfigDict | dict[str, Any],
-                    **overrides: Any) -> "DecodeSettings":
-        """The settings of an experiment config (``configs/base.py``), with optional overrides.
-
-        Parameters
-        ----------
-        config : ml_collections.ConfigDict or dict
-            Experiment config; fields it lacks take this class's defaults (the paper's).
-        **overrides : Any
-            Field values that replace the config's; ``None`` means "the config's" (a flag left unset).
-
-        Returns
-        -------
-        DecodeSettings
-            Validated settings.
-        """
-        unknown = set(overrides) - {field.name for field in dataclasses.fields(cls)}
-        if unknown:
-            raise ValueError(f"unknown decoding settings {sorted(unknown)}.")
-        defaults = cls()
-
-        def value(name: str) -> Any:
-            given = overrides.get(name)
-            return config.get(name, getattr(defaults, name)) if given is None else given
-
-        return cls(beam_size=int(value("beam_size")), length_penalty_alpha=float(value("length_penalty_alpha")),
-                   max_decode_extra_len=int(value("max_decode_extra_len")), cache_stages=int(value("cache_stages")))
 
     @property
     def method(self) -> str:

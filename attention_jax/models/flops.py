@@ -10,30 +10,29 @@ Convention: a multiply-add is 2 FLOPs and a lone add or multiply 1, counted as
 FLOPs: elementwise functions of one tensor (softmax, the ``1/sqrt(d_k)`` scale, additive attention's
 tanh, linear attention's ``elu + 1`` and its division by the denominator), masks, layer norms,
 embedding lookups and the optimizer. :func:`attention_function_flops` gives each attention function's
-count.
+count, read from its entry in :data:`attention_jax.models.attention_registry.ATTENTION_FUNCTIONS` (which
+imports no framework either).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-ATTENTION_FUNCTIONS = ("scaled_dot_product", "dot_product", "additive", "linear")
-"""The values of ``config.attention_function`` counted here (``attention_functions.ATTENTION_FUNCTIONS``)."""
+if TYPE_CHECKING:  # The dataclass only: this module imports no framework.
+    from attention_jax.models.transformer_config import TransformerConfig
 
-LINEAR_CHUNK_SIZE = 64
-"""Positions per chunk of causal linear attention, as ``attention_functions.LINEAR_CHUNK_SIZE`` (a test
-keeps the two equal: this module imports no framework)."""
+from attention_jax.models import attention_registry
 
 
 def attention_function_flops(attention_function: str, *, query_len: int, key_len: int, num_heads: int,
                              key_dim: int, value_dim: int, causal: bool = False,
-                             linear_chunk_size: int = LINEAR_CHUNK_SIZE) -> float:
+                             linear_chunk_size: int = attention_registry.LINEAR_CHUNK_SIZE) -> float:
     """Forward FLOPs of one attention function over one sequence's projected heads (no projections).
 
     Parameters
     ----------
     attention_function : str
-        One of :data:`ATTENTION_FUNCTIONS` (``config.attention_function``).
+        A name in :data:`attention_registry.ATTENTION_FUNCTIONS` (``config.attention_function``).
     query_len, key_len : int
         ``T`` queries and ``S`` keys and values (``T == S`` for self-attention).
     num_heads, key_dim, value_dim : int
@@ -51,46 +50,15 @@ def attention_function_flops(attention_function: str, *, query_len: int, key_len
 
     Notes
     -----
-    Per head, with ``P = ceil(T / C') C'`` the chunk-padded length and ``C' = min(C, T)``:
-
-    * ``scaled_dot_product``, ``dot_product``: ``q k^T`` and the weighted sum of values,
-      ``2 T S (K + V)``. The unscaled function multiplies the query by ``sqrt(d_k)`` (not counted).
-    * ``additive``: ``w^T tanh(q_t + k_s)`` is an add and a multiply-add per component of every pair,
-      ``3 T S K``, then the weighted sum, ``2 T S V``; plus ``T S K`` tanh evaluations, not counted (XLA
-      reports them as transcendentals; on a GPU they run on the special-function units).
-    * ``linear``, not causal: the sums ``sum_s phi(k_s) v_s^T`` (``2 S K V``) and ``sum_s phi(k_s)``
-      (``S K``), read by every query (``2 T K V`` and ``2 T K``): ``2 K V (S + T) + K (S + 2 T)``.
-    * ``linear``, causal (chunks of ``C'``, :func:`attention_functions.linear_attention`): within each
-      chunk the masked ``phi(q) phi(k)^T``, its row sums and its product with the values,
-      ``P C' (2 K + 2 V + 1)``; each chunk's sums (``2 P K V + P K`` and ``2 P K``), carried across
-      chunks (``(P / C') K (V + 1)`` adds), then read by the chunk's queries and added in
-      (``2 P K V + P V`` and ``2 P K + P``). With one chunk (``T <= C``) nothing is carried and the
-      chunk's own sums go unused (XLA drops them), so they are not counted.
-
-    A decode step (one query, :func:`attention_functions.linear_attention_step`) costs linear
-    attention ``4 K V + 3 K`` per head whatever the position, where the softmax functions pay for
-    every cached key.
+    The entry's ``flops`` counts one head (``attention_registry.dot_product_flops``, ``additive_flops``,
+    ``linear_flops`` for the built-in functions, each with its derivation); this is ``H`` times it.
+    The softmax functions score all ``T x S`` pairs whether causal or not. A decode step of linear
+    attention (one query, ``attention_functions.linear_attention_step``) costs ``4 K V + 3 K`` per head
+    whatever the position, where the softmax functions pay for every cached key.
     """
-    if attention_function not in ATTENTION_FUNCTIONS:
-        raise ValueError(f"attention_function must be one of {ATTENTION_FUNCTIONS}; got {attention_function!r}.")
-    pairs = query_len * key_len
-    if attention_function in ("scaled_dot_product", "dot_product"):
-        per_head = 2 * pairs * (key_dim + value_dim)
-    elif attention_function == "additive":
-        per_head = 3 * pairs * key_dim + 2 * pairs * value_dim
-    elif not causal:
-        per_head = 2 * key_dim * value_dim * (key_len + query_len) + key_dim * (key_len + 2 * query_len)
-    else:
-        chunk = min(linear_chunk_size, query_len)
-        num_chunks = -(-query_len // chunk)
-        padded = num_chunks * chunk  # P
-        within_chunks = padded * chunk * (2 * key_dim + 2 * value_dim + 1)
-        chunk_sums = 2 * padded * key_dim * value_dim + padded * key_dim + 2 * padded * key_dim
-        carried = num_chunks * key_dim * (value_dim + 1)
-        if num_chunks == 1:  # Nothing enters the only chunk: its sums are dead code, dropped by XLA.
-            chunk_sums = carried = 0
-        read = 2 * padded * key_dim * value_dim + padded * value_dim + 2 * padded * key_dim + padded
-        per_head = within_chunks + chunk_sums + carried + read
+    entry = attention_registry.attention_function(attention_function)
+    per_head = entry.flops(query_len=query_len, key_len=key_len, key_dim=key_dim, value_dim=value_dim,
+                           causal=causal, chunk_size=linear_chunk_size)
     return float(num_heads * per_head)
 
 
@@ -169,18 +137,21 @@ def decoder_only_train_flops(*, rows: int, length: int, num_layers: int, d_model
     return 3.0 * rows * (num_layers * layer + 2 * length * d_model * vocab_size)
 
 
-def training_flops(config: Any, target_tokens: float, sequence_length: int | None = None) -> float:
+def training_flops(model_config: TransformerConfig, model_kind: str, target_tokens: float,
+                   sequence_length: int) -> float:
     """Model FLOPs of training on ``target_tokens`` tokens: FLOPs per token times tokens (Table 3 cost).
 
     Parameters
     ----------
-    config : ml_collections.ConfigDict
-        Experiment config (``model_kind``, widths, ``vocab_size``, ``max_len``, ``attention_function``);
-        ``key_dim``/``value_dim`` of 0 mean ``d_model // num_heads``.
+    model_config : TransformerConfig
+        The model (widths, ``vocab_size``, ``attention_function``).
+    model_kind : str
+        ``"encoder_decoder"`` or ``"decoder_only"``.
     target_tokens : float
         Target-side tokens trained on (``results.json``'s ``train_target_tokens``).
-    sequence_length : int, optional
-        Length the attention terms are counted at (default ``config.max_len``).
+    sequence_length : int
+        Length the attention terms are counted at: the training ``max_len`` (``DataConfig.max_len``,
+        without the decoding margin that ``TransformerConfig.max_len`` adds).
 
     Returns
     -------
@@ -190,14 +161,12 @@ def training_flops(config: Any, target_tokens: float, sequence_length: int | Non
         terms are counted at ``sequence_length``, an upper bound for length-bucketed batches (a few
         percent of the total at base width and length 256).
     """
-    length = int(sequence_length or config.max_len)
-    heads = int(config.num_heads)
-    shape = dict(num_layers=int(config.num_layers), d_model=int(config.d_model), d_ff=int(config.d_ff),
-                 num_heads=heads, key_dim=int(config.key_dim) or int(config.d_model) // heads,
-                 value_dim=int(config.value_dim) or int(config.d_model) // heads,
-                 vocab_size=int(config.vocab_size),
-                 attention_function=config.get("attention_function", "scaled_dot_product"))  # Older runs: none.
-    if config.get("model_kind", "encoder_decoder") == "decoder_only":
+    length = int(sequence_length)
+    shape: dict[str, Any] = dict(
+        num_layers=model_config.num_layers, d_model=model_config.d_model, d_ff=model_config.d_ff,
+        num_heads=model_config.num_heads, key_dim=model_config.key_dim, value_dim=model_config.value_dim,
+        vocab_size=model_config.vocab_size, attention_function=model_config.attention_function)
+    if model_kind == "decoder_only":
         per_row = decoder_only_train_flops(rows=1, length=length, **shape)
     else:
         per_row = transformer_train_flops(rows=1, source_len=length, target_len=length, **shape)

@@ -13,6 +13,8 @@ V value size per head (d_v).
 
 from __future__ import annotations
 
+from typing import Literal, cast
+
 import jax
 import jax.numpy as jnp
 
@@ -57,7 +59,8 @@ def fused_dot_product_attention(
         extra = width - array.shape[-1]
         return array if extra == 0 else jnp.pad(array, [(0, 0)] * (array.ndim - 1) + [(0, extra)])
 
-    backend = implementation
+    # "xla" or "cudnn" pass through unchanged; jax.nn.dot_product_attention rejects any other value.
+    backend = cast(Literal["xla", "cudnn"], implementation)
     if implementation == "fused":
         on_gpu = jax.default_backend() == "gpu"
         backend = "cudnn" if on_gpu and query.dtype in (jnp.bfloat16, jnp.float16) else "xla"

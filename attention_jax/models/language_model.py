@@ -18,7 +18,7 @@ at 0 and every document's input starts with BOS.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import flax.linen as nn
 import jax
@@ -113,7 +113,7 @@ class LanguageModel(nn.Module):
         x = model.embed_tokens(cfg, self.embedding, self.position, self.embedding_dropout, input_ids,
                                deterministic=deterministic, positions=positions)  # [B,L,D]
         for layer in self.layers:
-            x = layer(x, mask, deterministic=deterministic, sow_weights=sow_weights)
+            x = layer(x, mask, deterministic=deterministic, sow_weights=sow_weights, positions=positions)
         if cfg.layer_norm_position == "pre":
             x = self.final_norm(x).astype(x.dtype)
         if cfg.share_embeddings:
@@ -161,49 +161,6 @@ def check_model_kind(model_kind: str) -> None:
     """
     if model_kind not in MODEL_KINDS:
         raise ValueError(f"model_kind must be one of {MODEL_KINDS}; got {model_kind!r}.")
-
-
-def model_kind_of(config: Any) -> str:
-    """The validated ``model_kind`` of an experiment config (``"encoder_decoder"`` when absent).
-
-    Parameters
-    ----------
-    config : ml_collections.ConfigDict
-        Experiment config (runs from before the field existed have none).
-
-    Returns
-    -------
-    str
-        One of :data:`MODEL_KINDS`.
-    """
-    kind = config.get("model_kind", "encoder_decoder")
-    check_model_kind(kind)
-    return kind
-
-
-def check_training_config(config: Any) -> None:
-    """Raise ``ValueError`` for translation-only settings on a decoder-only run.
-
-    Parameters
-    ----------
-    config : ml_collections.ConfigDict
-        Experiment config.
-
-    Notes
-    -----
-    BLEU needs source sentences, which a language model has none of; packed rows need full attention.
-    """
-    if model_kind_of(config) != "decoder_only":
-        return
-    if config.get("attention_window", 0) > 0:
-        raise ValueError(f"model_kind='decoder_only' packs documents into rows with segment ids, which "
-                         f"restricted attention (attention_window={config.attention_window}) cannot take: "
-                         "set --config.attention_window=0.")
-    if config.get("num_bleu_examples", 0) > 0 or config.get("final_bleu", False):
-        raise ValueError(
-            f"model_kind='decoder_only' has no source sentences to translate, but num_bleu_examples="
-            f"{config.get('num_bleu_examples', 0)} and final_bleu={config.get('final_bleu', False)} ask for "
-            "BLEU: set --config.num_bleu_examples=0 --config.final_bleu=False (configs/lm_*.py do).")
 
 
 def build_model(model_config: TransformerConfig, model_kind: str) -> nn.Module:
@@ -272,9 +229,9 @@ def apply_to_batch(module: nn.Module, params: Any, batch: dict, **kwargs: Any) -
     """
     if is_language_model(module):
         packed = {key: batch[key] for key in LM_PACKED_KEYS if key in batch}
-        return module.apply({"params": params}, batch["targets"], **packed, **kwargs)
+        return cast(Array, module.apply({"params": params}, batch["targets"], **packed, **kwargs))
     packed = {key: batch[key] for key in model.PACKED_KEYS if key in batch}
-    return module.apply({"params": params}, batch["inputs"], batch["targets"], **packed, **kwargs)
+    return cast(Array, module.apply({"params": params}, batch["inputs"], batch["targets"], **packed, **kwargs))
 
 
 def abstract_params(model_config: TransformerConfig, model_kind: str) -> Any:

@@ -3,10 +3,9 @@
 :class:`attention_jax.models.model.Transformer` and :class:`attention_jax.models.language_model.LanguageModel`
 build their masks here from token validity and the segment ids of packed rows; the mask helpers
 themselves (:func:`attention.make_padding_mask`, :func:`attention.make_causal_mask`,
-:class:`attention.LocalMask`) live in :mod:`attention_jax.models.attention`. With
-``attention_function = "linear"`` the same masks are returned as an
-:class:`attention_functions.StructuredMask` (their parts), which linear attention applies without a
-``[T, S]`` matrix.
+:class:`attention.LocalMask`) live in :mod:`attention_jax.models.attention`. For an attention function
+whose registry entry asks for ``structured_masks`` (linear attention) the same masks are returned as an
+:class:`attention_functions.StructuredMask` (their parts), which it applies without a ``[T, S]`` matrix.
 
 Shape glossary
 --------------
@@ -19,7 +18,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from attention_jax.models import attention, attention_functions
+from attention_jax.models import attention, attention_functions, attention_registry
 from attention_jax.models.transformer_config import TransformerConfig
 
 Array = jax.Array
@@ -68,15 +67,20 @@ def self_attention_mask(config: TransformerConfig, valid: Array, *, causal: bool
     Array, attention.LocalMask or attention_functions.StructuredMask
         Boolean ``[B, 1, L, L]``; with ``attention_window = r > 0`` a :class:`attention.LocalMask`
         (``|i - j| <= r``), computed blockwise in O(r n d) by the einsum attention (Table 1); with
-        ``attention_function = "linear"`` the same mask as an ``attention_functions.StructuredMask``.
+        an attention function with ``structured_masks`` (linear) the same mask as an
+        ``attention_functions.StructuredMask``.
     """
+    entry = attention_registry.attention_function(config.attention_function)
+    if segmentation is not None and not entry.supports_packing:
+        raise ValueError(f"attention_function={config.attention_function!r} takes no packed rows (segment ids): "
+                         "set packing=False.")
     window = config.attention_window
     if window > 0:
         if segmentation is not None:
             raise ValueError(f"Packed batches (segment ids) need full attention; attention_window="
                              f"{window} has no segment mask. Set attention_window=0 or packing=False.")
         return attention.LocalMask(window=window, valid=valid, causal=causal)
-    if config.attention_function == "linear":  # Kept as parts: linear attention applies them in O(L).
+    if entry.structured_masks:  # Kept as parts: linear attention applies them in O(L).
         return attention_functions.StructuredMask(query_valid=valid, key_valid=valid, query_segments=segmentation,
                                                   key_segments=segmentation, causal=causal)
     causal_mask = attention.make_causal_mask(valid.shape[1]) if causal else None
@@ -109,7 +113,7 @@ def cross_attention_mask(config: TransformerConfig, targets_valid: Array, inputs
     """
     if (inputs_segmentation is None) != (targets_segmentation is None):
         raise ValueError("Packed batches need both inputs_segmentation and targets_segmentation.")
-    if config.attention_function == "linear":  # As parts: linear attention sums over the source in O(S).
+    if attention_registry.attention_function(config.attention_function).structured_masks:  # Parts: O(S).
         return attention_functions.StructuredMask(
             query_valid=targets_valid, key_valid=inputs_valid, query_segments=targets_segmentation,
             key_segments=inputs_segmentation)
@@ -119,4 +123,5 @@ def cross_attention_mask(config: TransformerConfig, targets_valid: Array, inputs
         mask = inputs_valid[:, None, None, :]  # [B',1,1,S]
     if targets_segmentation is None:
         return mask
+    assert inputs_segmentation is not None  # Both or neither (checked above).
     return attention.combine_masks(mask, make_segment_mask(targets_segmentation, inputs_segmentation))

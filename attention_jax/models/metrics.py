@@ -42,8 +42,8 @@ def first_argmax(logits: Array, *, cpu_kernels: bool = True) -> Array:
         ``[..., N]`` scores, free of NaN.
     cpu_kernels : bool
         ``config.cpu_kernels``: on a CPU, search with
-        :func:`attention_jax.cpu_kernels.argmax.first_argmax` (two levels of plain maxima, 5.5 instead of
-        32 ms at 1,024 x 32,000); off, or on another backend, ``jnp.argmax``. Both give the same index.
+        :func:`attention_jax.cpu_kernels.argmax.first_argmax` (two levels of plain maxima, faster than
+        XLA's CPU ``argmax``); off, or on another backend, ``jnp.argmax``. Both give the same index.
 
     Returns
     -------
@@ -73,9 +73,8 @@ def gold_token_logit(logits: Array, targets: Array) -> Array:
     Notes
     -----
     The gather's gradient is a scatter into a zero ``[..., N]`` tensor. A select-and-sum over the
-    vocabulary gives the same value exactly and an elementwise gradient, but on an H100 it made the
-    base bfloat16 step no faster beyond the run-to-run spread (``benchmarks/gpu_step_changes.py``,
-    ``docs/benchmarks.md``), so the gather stays.
+    vocabulary gives the same value exactly and an elementwise gradient, but timed on a GPU it was no
+    faster beyond the run-to-run spread (``docs/benchmarks.md``), so the gather stays.
     """
     return jnp.take_along_axis(logits, targets[..., None], axis=-1)[..., 0]
 

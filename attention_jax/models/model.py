@@ -24,8 +24,9 @@ import jax
 import jax.numpy as jnp
 
 from attention_jax.cpu_kernels import dense_dot_general, dropout_class
-from attention_jax.models import attention, masks
+from attention_jax.models import attention, attention_functions, masks, positional_encodings
 from attention_jax.models.masks import make_segment_mask, self_attention_mask  # noqa: F401 (re-exported)
+from attention_jax.models.positional_encodings import sinusoidal_positional_encoding  # noqa: F401 (re-exported)
 from attention_jax.models.transformer_config import TransformerConfig
 
 Array = jax.Array
@@ -33,34 +34,6 @@ Array = jax.Array
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
 PACKED_KEYS = ("inputs_segmentation", "inputs_position", "targets_segmentation", "targets_position")
 """Batch keys of packed rows, passed as keyword arguments of :meth:`Transformer.__call__`."""
-
-
-def sinusoidal_positional_encoding(positions: Array, d_model: int) -> Array:
-    """The paper's fixed encoding (Section 3.5).
-
-    PE(pos, 2i) = sin(pos / 10000^(2i / d_model)), PE(pos, 2i + 1) = cos(pos / 10000^(2i / d_model)).
-
-    Parameters
-    ----------
-    positions : Array
-        Integer positions of any shape ``[...]``.
-    d_model : int
-        Encoding width (even or odd).
-
-    Returns
-    -------
-    Array
-        float32 ``[..., d_model]``; even channels hold sines, odd channels cosines, interleaved.
-
-    Notes
-    -----
-    Computed on the fly, so any position works (decoding beyond the training lengths included).
-    """
-    pair_index = jnp.arange(0, d_model, 2, dtype=jnp.float32)  # 2i
-    inverse_timescale = jnp.power(10000.0, -pair_index / d_model)  # 10000^(-2i/d_model)
-    angles = positions[..., None].astype(jnp.float32) * inverse_timescale  # [..., ceil(D/2)]
-    encoding = jnp.stack([jnp.sin(angles), jnp.cos(angles)], axis=-1)  # [..., D/2, 2]
-    return encoding.reshape(*positions.shape, -1)[..., :d_model]
 
 
 def shift_right(targets: Array, bos_id: int = BOS_ID) -> Array:
@@ -107,17 +80,22 @@ def shift_right_packed(targets: Array, targets_position: Array, bos_id: int = BO
 
 
 class PositionalEncoding(nn.Module):
-    """Adds the sinusoidal or learned positional encoding to the embeddings.
+    """Adds the positional encoding ``config.positional_encoding`` names to the embeddings (Section 3.5).
 
     Attributes
     ----------
     config : TransformerConfig
-        ``positional_encoding``, ``d_model``, ``max_len`` and ``decode`` are read.
+        ``positional_encoding``, ``d_model`` and ``max_len`` are read.
+    decode : bool
+        Autoregressive mode (one position per call).
 
     Notes
     -----
-    In decode mode the position is the number of tokens decoded so far, kept in the ``cache``
-    collection; ``x`` then holds one position.
+    The encoding is the registry entry's (:data:`positional_encodings.POSITIONAL_ENCODINGS`): sinusoidal,
+    learned (its ``position_embedding`` table is this layer's parameter) or none; an encoding that acts in
+    self-attention (relative, rotary, ALiBi) adds nothing here, ``x`` is returned as it is. In decode mode the
+    position is the number of tokens decoded so far, kept in the ``cache`` collection; ``x`` then holds
+    one position.
     """
 
     config: TransformerConfig
@@ -140,6 +118,8 @@ class PositionalEncoding(nn.Module):
         Array
             ``[B, L, D]``.
         """
+        if not positional_encodings.positional_encoding(self.config.positional_encoding).adds_to_embeddings:
+            return x  # Applied in each self-attention instead (attention_positions).
         length = x.shape[1]
         if positions is not None and not self.decode:
             return x + self._encoding(positions).astype(x.dtype)  # [B,L,D]
@@ -153,17 +133,8 @@ class PositionalEncoding(nn.Module):
         return x + self._encoding(positions)[None].astype(x.dtype)  # [1,L,D]
 
     def _encoding(self, positions: Array) -> Array:
-        """PE ``[..., D]`` of integer ``positions`` ``[...]`` (zeros for ``"none"``)."""
-        if self.config.positional_encoding == "learned":  # Table 2 row E.
-            table = self.param(
-                "position_embedding",
-                nn.with_logical_partitioning(nn.initializers.normal(stddev=0.02), (None, "embed")),
-                (self.config.max_len, self.config.d_model),
-            )
-            return jnp.take(table, positions, axis=0)
-        if self.config.positional_encoding == "none":
-            return jnp.zeros((*positions.shape, self.config.d_model), jnp.float32)
-        return sinusoidal_positional_encoding(positions, self.config.d_model)
+        """PE ``[..., D]`` of integer ``positions`` ``[...]``, as the registry entry computes it."""
+        return positional_encodings.encode_positions(self, positions, self.config)
 
 
 def _dense(config: TransformerConfig, features: int, axes: tuple[str, str], name: str) -> nn.Dense:
@@ -250,7 +221,9 @@ class ResidualSublayer(nn.Module):
         return norm(summed).astype(x.dtype)
 
 
-def _attention(config: TransformerConfig, name: str, decode: bool = False) -> attention.MultiHeadAttention:
+def _attention(config: TransformerConfig, name: str, decode: bool = False,
+               self_attention: bool = False) -> attention.MultiHeadAttention:
+    """A multi-head attention of ``config``; self-attention also gets an encoding that acts in attention."""
     return attention.MultiHeadAttention(
         num_heads=config.num_heads,
         key_dim=config.key_dim,
@@ -263,6 +236,7 @@ def _attention(config: TransformerConfig, name: str, decode: bool = False) -> at
         attention_function=config.attention_function,
         dtype=config.compute_dtype,
         cpu_kernels=config.cpu_kernels,
+        positional_encoding=positional_encodings.self_attention_positions(config) if self_attention else None,
         name=name,
     )
 
@@ -277,12 +251,17 @@ class EncoderLayer(nn.Module):
     decode: bool = False
 
     @nn.compact
-    def __call__(self, x: Array, mask: Array | attention.LocalMask | None, *, deterministic: bool,
-                 sow_weights: bool = False) -> Array:
-        """Map ``[B, S, D]`` to ``[B, S, D]``; ``mask`` is ``[B, 1, S, S]`` or a ``LocalMask``."""
-        self_attention = _attention(self.config, "self_attention", decode=self.decode)
+    def __call__(self, x: Array,
+                 mask: Array | attention.LocalMask | attention_functions.StructuredMask | None, *,
+                 deterministic: bool, sow_weights: bool = False, positions: Array | None = None) -> Array:
+        """Map ``[B, S, D]`` to ``[B, S, D]``; ``mask`` is ``[B, 1, S, S]`` or a ``LocalMask``.
+
+        ``positions`` (integer ``[B, S]``, packed rows) reach an encoding that acts in self-attention.
+        """
+        self_attention = _attention(self.config, "self_attention", decode=self.decode, self_attention=True)
         x = ResidualSublayer(self.config, name="attention_block")(
-            x, lambda h: self_attention(h, h, mask, deterministic=deterministic, sow_weights=sow_weights),
+            x, lambda h: self_attention(h, h, mask, deterministic=deterministic, sow_weights=sow_weights,
+                                        positions=positions),
             deterministic=deterministic,
         )
         return ResidualSublayer(self.config, name="ffn_block")(
@@ -296,15 +275,21 @@ class DecoderLayer(nn.Module):
     config: TransformerConfig
 
     @nn.compact
-    def __call__(self, y: Array, encoded: Array, self_mask: Array | attention.LocalMask | None,
-                 cross_mask: Array | None, *, deterministic: bool, sow_weights: bool = False) -> Array:
-        """Map ``[B, T, D]`` to ``[B, T, D]`` attending to ``encoded`` ``[B, S, D]``."""
+    def __call__(self, y: Array, encoded: Array,
+                 self_mask: Array | attention.LocalMask | attention_functions.StructuredMask | None,
+                 cross_mask: Array | attention_functions.StructuredMask | None, *, deterministic: bool,
+                 sow_weights: bool = False, positions: Array | None = None) -> Array:
+        """Map ``[B, T, D]`` to ``[B, T, D]`` attending to ``encoded`` ``[B, S, D]``.
+
+        ``positions`` (integer ``[B, T]``, packed rows) reach an encoding that acts in self-attention;
+        cross-attention sees none (targets and sources share no position frame).
+        """
         cfg = self.config
-        self_attention = _attention(cfg, "self_attention", decode=cfg.decode)
+        self_attention = _attention(cfg, "self_attention", decode=cfg.decode, self_attention=True)
         cross_attention = _attention(cfg, "cross_attention")
         y = ResidualSublayer(cfg, name="self_attention_block")(
             y, lambda h: self_attention(h, h, self_mask, deterministic=deterministic,
-                                        sow_weights=sow_weights),
+                                        sow_weights=sow_weights, positions=positions),
             deterministic=deterministic,
         )
         y = ResidualSublayer(cfg, name="cross_attention_block")(
@@ -392,7 +377,7 @@ class Transformer(nn.Module):
         x = embed_tokens(self.config, self.source_embedding, self.encoder_position, self.embedding_dropout,
                          inputs, deterministic=deterministic, positions=inputs_position)
         for layer in self.encoder_layers:
-            x = layer(x, mask, deterministic=deterministic, sow_weights=sow_weights)
+            x = layer(x, mask, deterministic=deterministic, sow_weights=sow_weights, positions=inputs_position)
         if self.config.layer_norm_position == "pre":
             x = self.encoder_norm(x).astype(x.dtype)
         return x
@@ -434,10 +419,8 @@ class Transformer(nn.Module):
         -----
         In decode mode the causal structure (and the restricted window) come from the key/value cache,
         so no causal mask is made. The logits of a decode step read the shared embedding as stored
-        (``[N, D]``, contracted over ``D``). A copy transposed once per search made that product faster
-        on an AMD EPYC (5.2 -> 4.0 ms, 32 x 37k) but slower on a Sapphire Rapids Xeon
-        (``benchmarks/op_profile.py --task=beam_base``: logits 1.26 s of thread time as stored, 1.70 s
-        transposed; ``benchmarks/decode.py`` 3.85 against 3.95 s a batch) and held a second copy: dropped.
+        (``[N, D]``, contracted over ``D``); a copy transposed once per search was timed and dropped
+        (docs/benchmarks.md, "How beam search got there").
         """
         cfg = self.config
         if targets_valid is None:
@@ -454,7 +437,7 @@ class Transformer(nn.Module):
                          decoder_inputs, deterministic=deterministic, positions=targets_position)
         for layer in self.decoder_layers:
             y = layer(y, encoded, self_mask, cross_mask, deterministic=deterministic,
-                      sow_weights=sow_weights)
+                      sow_weights=sow_weights, positions=targets_position)
         if cfg.layer_norm_position == "pre":
             y = self.decoder_norm(y).astype(y.dtype)
         if not cfg.share_embeddings:

@@ -1,7 +1,7 @@
 """The Transformer's hyperparameters (Table 3): one frozen, validated config built from an experiment config.
 
-:meth:`TransformerConfig.from_config` reads ``configs/base.py``'s fields once; eval and decode variants
-come from :meth:`TransformerConfig.replace`. The modules in :mod:`attention_jax.models.model` take it.
+:func:`attention_jax.experiment.sections.build_experiment` builds it once from a checked config; eval and decode
+variants come from :meth:`TransformerConfig.replace`. The modules in :mod:`attention_jax.models.model` take it.
 """
 
 from __future__ import annotations
@@ -11,12 +11,10 @@ from typing import Any
 
 import jax.numpy as jnp
 import numpy as np
-import ml_collections
 
-from attention_jax.models import attention, attention_functions
-from attention_jax.models.decode_settings import DecodeSettings
+from attention_jax.models import attention, attention_registry, positional_encodings
 
-POSITIONAL_ENCODINGS = ("sinusoidal", "learned", "none")
+POSITIONAL_ENCODINGS = positional_encodings.POSITIONAL_ENCODINGS  # The registry: name -> entry (names iterate).
 LAYER_NORM_POSITIONS = ("post", "pre")
 DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
 
@@ -38,8 +36,14 @@ class TransformerConfig:
     attention_dropout_rate : float
         Dropout on attention weights (not in the paper; 0 reproduces it).
     positional_encoding : str
-        ``"sinusoidal"`` (3.5), ``"learned"`` (Table 2 row E) or ``"none"`` (no position information:
-        the encoder is then permutation-equivariant).
+        ``"sinusoidal"`` (3.5), ``"learned"`` (Table 2 row E), ``"none"`` (no position information:
+        the encoder is then permutation-equivariant), or one that acts in self-attention: ``"relative"``
+        (Shaw et al., 2018), ``"rotary"`` (Su et al., 2021), ``"alibi"`` (Press et al., 2022); a name in
+        :data:`POSITIONAL_ENCODINGS` (:mod:`attention_jax.models.attention_positions`).
+    relative_max_distance : int
+        ``k`` of ``"relative"``: offsets ``j - i`` are clipped to ``[-k, k]`` (16: Shaw et al.'s MT setting).
+    relative_values : bool
+        ``"relative"`` also adds its embeddings to the values (Shaw et al., Eq. 3); False: keys only.
     layer_norm_position : str
         ``"post"``: ``LayerNorm(x + Dropout(Sublayer(x)))`` as in the paper; ``"pre"``:
         ``x + Dropout(Sublayer(LayerNorm(x)))`` with a final LayerNorm per stack.
@@ -53,7 +57,7 @@ class TransformerConfig:
         decode mode uses the key/value cache). Cross-attention stays full.
     attention_function : str
         How each head attends (Section 3.2.1): ``"scaled_dot_product"`` (the paper's), ``"dot_product"``,
-        ``"additive"`` or ``"linear"``; see :mod:`attention_jax.models.attention_functions`.
+        ``"additive"`` or ``"linear"``: a name in :data:`attention_jax.models.attention_registry.ATTENTION_FUNCTIONS`.
     max_len : int
         Positions the learned encoding holds (inputs and decoded outputs must fit).
     dtype : str
@@ -76,6 +80,8 @@ class TransformerConfig:
     dropout_rate: float = 0.1
     attention_dropout_rate: float = 0.0
     positional_encoding: str = "sinusoidal"
+    relative_max_distance: int = 16
+    relative_values: bool = True
     layer_norm_position: str = "post"
     share_embeddings: bool = True
     attention_implementation: str = "einsum"
@@ -88,63 +94,6 @@ class TransformerConfig:
 
     def __post_init__(self) -> None:
         _validate(self)
-
-    @classmethod
-    def from_config(cls, config: ml_collections.ConfigDict, **overrides: Any) -> "TransformerConfig":
-        """Build the model config from an experiment config (see ``configs/base.py``).
-
-        Parameters
-        ----------
-        config : ml_collections.ConfigDict
-            Experiment config; ``key_dim``/``value_dim`` of 0 mean ``d_model // num_heads``.
-        **overrides
-            Fields to replace, e.g. ``decode=True``.
-
-        Returns
-        -------
-        TransformerConfig
-            Validated model config. ``max_len`` covers the longest input plus the decoding margin
-            (``config.max_len + config.max_decode_extra_len``).
-
-        Notes
-        -----
-        Raises ``ValueError`` naming the field for any invalid value. A config without
-        ``cpu_kernels`` (a run's ``config.json`` from before the switch) gets True.
-        """
-        num_heads = _positive_int("num_heads", config.num_heads)
-        d_model = _positive_int("d_model", config.d_model)
-        derived = {}
-        for field in ("key_dim", "value_dim"):
-            value = config[field]
-            if value == 0:  # Paper default: d_k = d_v = d_model / h.
-                if d_model % num_heads:
-                    raise ValueError(
-                        f"{field}=0 means d_model / num_heads, but d_model={d_model} is not divisible "
-                        f"by num_heads={num_heads}: set {field} explicitly or change num_heads."
-                    )
-                value = d_model // num_heads
-            derived[field] = value
-        fields = dict(
-            vocab_size=config.vocab_size,
-            num_layers=config.num_layers,
-            d_model=d_model,
-            d_ff=config.d_ff,
-            num_heads=num_heads,
-            dropout_rate=config.dropout_rate,
-            attention_dropout_rate=config.attention_dropout_rate,
-            positional_encoding=config.positional_encoding,
-            layer_norm_position=config.layer_norm_position,
-            share_embeddings=config.share_embeddings,
-            attention_implementation=config.attention_implementation,
-            attention_window=config.attention_window,
-            attention_function=config.get("attention_function", "scaled_dot_product"),  # Older runs: none.
-            max_len=config.max_len + DecodeSettings.from_config(config).max_decode_extra_len,
-            dtype=config.dtype,
-            cpu_kernels=config.get("cpu_kernels", True),
-            **derived,
-        )
-        fields.update(overrides)
-        return cls(**fields)
 
     def replace(self, **changes: Any) -> "TransformerConfig":
         """Return a copy with ``changes`` applied (validated again)."""
@@ -170,19 +119,20 @@ def _one_of(name: str, value: Any, allowed: tuple[str, ...]) -> None:
 def _validate(config: TransformerConfig) -> None:
     """Raise ``ValueError`` naming the first invalid field and its allowed values."""
     for name in ("vocab_size", "num_layers", "d_model", "d_ff", "num_heads", "key_dim", "value_dim",
-                 "max_len"):
+                 "max_len", "relative_max_distance"):
         _positive_int(name, getattr(config, name))
     for name in ("dropout_rate", "attention_dropout_rate"):
         rate = getattr(config, name)
         if not isinstance(rate, (int, float)) or not 0.0 <= rate < 1.0:
             raise ValueError(f"{name} must be a probability in [0, 1); got {rate!r}.")
-    _one_of("positional_encoding", config.positional_encoding, POSITIONAL_ENCODINGS)
+    positional_encodings.check_positional_encoding(config.positional_encoding)
     _one_of("layer_norm_position", config.layer_norm_position, LAYER_NORM_POSITIONS)
     _one_of("attention_implementation", config.attention_implementation,
             attention.ATTENTION_IMPLEMENTATIONS)
     _one_of("dtype", config.dtype, tuple(DTYPES))
-    if not isinstance(config.cpu_kernels, bool):
-        raise ValueError(f"cpu_kernels must be True or False; got {config.cpu_kernels!r}.")
+    for name in ("cpu_kernels", "relative_values"):
+        if not isinstance(getattr(config, name), bool):
+            raise ValueError(f"{name} must be True or False; got {getattr(config, name)!r}.")
     if not isinstance(config.attention_window, int) or config.attention_window < 0:
         raise ValueError(
             f"attention_window must be 0 (full attention) or a positive window r; "
@@ -194,6 +144,9 @@ def _validate(config: TransformerConfig) -> None:
             f"attention_implementation='einsum' (the fused kernels have no weight dropout); got "
             f"{config.attention_implementation!r}."
         )
-    attention_functions.check_attention_function(
+    attention_registry.check_attention_function(
         config.attention_function, implementation=config.attention_implementation,
         window=config.attention_window, attention_dropout_rate=config.attention_dropout_rate)
+    positional_encodings.check_with_attention(
+        config.positional_encoding, attention_function=config.attention_function,
+        implementation=config.attention_implementation, key_dim=config.key_dim)

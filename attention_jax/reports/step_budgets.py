@@ -33,6 +33,7 @@ from collections.abc import Sequence
 
 from absl import app, flags
 
+from attention_jax.experiment import schema
 from attention_jax.reports.sweep_seeds import verdict
 from attention_jax.user_errors import exit_with_error
 
@@ -101,7 +102,8 @@ def read_run(run_dir: str, row: str, seed: int) -> RunCurve | None:
             if "train/perplexity" in record:
                 train_ppl[int(record["step"])] = float(record["train/perplexity"])
     with open(os.path.join(run_dir, "config.json")) as config_file:
-        config = json.load(config_file)
+        config = schema.with_old_run_defaults(json.load(config_file))
+    schema.check_config(config, os.path.join(run_dir, "config.json"), complete=False)
     seconds_per_step = None
     results_path = os.path.join(run_dir, "results.json")
     if os.path.exists(results_path):
@@ -161,11 +163,11 @@ def judge_budget(runs: dict[str, dict[int, RunCurve]], step: int) -> list[RowAtB
         One per row with base evaluated at ``step`` for at least one shared seed (base first).
     """
     base = runs.get("base", {})
-    base_at = {seed: curve.dev_at(step) for seed, curve in base.items() if curve.dev_at(step)}
+    base_at = {seed: dev for seed, curve in base.items() if (dev := curve.dev_at(step))}
     paper_base = next((curve.paper_dev_ppl for curve in base.values()), None)
     judged = []
     for row, seeds in runs.items():
-        at_step = {seed: curve.dev_at(step) for seed, curve in seeds.items() if curve.dev_at(step)}
+        at_step = {seed: dev for seed, curve in seeds.items() if (dev := curve.dev_at(step))}
         changes = tuple(at_step[seed] / base_at[seed] - 1 for seed in sorted(at_step) if seed in base_at)
         paper_row = next((curve.paper_dev_ppl for curve in seeds.values()), None)
         paper_change = (paper_row / paper_base - 1) if row != "base" and paper_row and paper_base else None
@@ -228,11 +230,11 @@ def budget_markdown(runs: dict[str, dict[int, RunCurve]], budgets: Sequence[int]
         count = {label: sum(item.verdict == label for item in directional)
                  for label in ("reproduced", "opposite", "within noise")}
         base_runs = list(runs.get("base", {}).values())
-        base_dev = [curve.dev_at(step) for curve in base_runs if curve.dev_at(step)]
-        ratios = [curve.dev_at(step) / curve.train_near(step, window) for curve in base_runs
-                  if curve.dev_at(step) and curve.train_near(step, window)]
-        earlier = [curve.dev_at(step) / curve.dev_at(step - IMPROVEMENT_WINDOW) - 1 for curve in base_runs
-                   if curve.dev_at(step) and curve.dev_at(step - IMPROVEMENT_WINDOW)]
+        base_dev = [dev for curve in base_runs if (dev := curve.dev_at(step))]
+        ratios = [dev / train for curve in base_runs
+                  if (dev := curve.dev_at(step)) and (train := curve.train_near(step, window))]
+        earlier = [dev / before - 1 for curve in base_runs
+                   if (dev := curve.dev_at(step)) and (before := curve.dev_at(step - IMPROVEMENT_WINDOW))]
         minutes = {row: [curve.seconds_per_step * step / 60 for curve in seeds.values() if curve.seconds_per_step]
                    for row, seeds in runs.items()}
         base_minutes = statistics.fmean(minutes["base"]) if minutes.get("base") else None
@@ -310,7 +312,10 @@ def main(argv: list[str]) -> None:
     except ValueError:
         budgets = []
         _fail(f"--budgets={','.join(_FLAGS['budgets'].value)} must be integers, e.g. 3000,6000.")
-    runs = read_sweep(_FLAGS['root'].value)
+    try:
+        runs = read_sweep(_FLAGS['root'].value)
+    except schema.ConfigError as error:
+        _fail(str(error))
     if "base" not in runs:
         _fail("the sweep has no base run with metrics yet.")
     out = _FLAGS['out'].value or _FLAGS['root'].value

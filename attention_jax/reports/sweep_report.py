@@ -29,9 +29,14 @@ from typing import Any, Sequence
 
 from attention_jax.reports import sweep_curves, sweep_diagnostics, sweep_seeds
 from attention_jax.reports.sweep_rows import RowReport, plot_panels, read_sweep_rows
-from attention_jax.reports.sweep_seeds import (ACCURACY_COLLAPSE, DIVERGED_FACTOR, SPREAD_FACTOR, RowStats, aggregate,
-                                       mean_or_none)
-
+from attention_jax.reports.sweep_seeds import (
+    ACCURACY_COLLAPSE,
+    DIVERGED_FACTOR,
+    SPREAD_FACTOR,
+    RowStats,
+    aggregate,
+    mean_or_none,
+)
 
 # (column header as in the paper, config field), Table 2's order.
 HPARAM_COLUMNS = (("N", "num_layers"), ("d_model", "d_model"), ("d_ff", "d_ff"), ("h", "num_heads"),
@@ -65,7 +70,8 @@ def _hparam_text(field: str, value: Any) -> str:
 def _reference(rows: Sequence[RowReport]) -> RowReport | None:
     with_config = [row for row in rows if row.config]
     base = [row for row in with_config if row.row == "base"]
-    return (base or with_config or [None])[0]
+    candidates = base or with_config
+    return candidates[0] if candidates else None
 
 
 def hparam_cells(row: RowReport, reference: RowReport | None) -> list[str]:
@@ -108,7 +114,8 @@ def other_changes(row: RowReport, record: dict) -> str:
     """
     shown = {field for _, field in HPARAM_COLUMNS} | {"name", "paper"}
     own = record.get("row_overrides", {}).get(row.row, {})
-    return ", ".join(f"{key}={row.config.get(key, value)}" for key, value in own.items() if key not in shown)
+    return ", ".join(f"{key}={row.config[key] if key in row.config else value}"  # {}: the run has not started.
+                     for key, value in own.items() if key not in shown)
 
 
 def _params_millions(row: RowReport) -> str:
@@ -161,7 +168,7 @@ def _shared_or_mean(values: Sequence[Any]) -> Any:
 
 
 def _steps_cell(row: RowReport) -> str:
-    steps = sorted({run.results.get("step") for run in row.finished} - {None})
+    steps = sorted({run.results["step"] for run in row.finished if run.results.get("step") is not None})
     if not steps:
         return ""
     return str(steps[0]) if len(steps) == 1 else f"{steps[0]}–{steps[-1]}"
@@ -290,7 +297,7 @@ def markdown_table(record: dict, rows: Sequence[RowReport]) -> str:
                  status_cell(row)]
         lines.append("| " + " | ".join(cells) + " |")
     title = f"# {record.get('report_name', 'sweep')}: {record.get('config_file', '(no sweep.json)')}"
-    dataset = reference.config.get("dataset", "?") if reference else "?"
+    dataset = (reference.config.get("dataset") if reference else None) or "?"
     notes = [
         title,
         f"Common overrides: {' '.join('--config.' + o for o in record.get('overrides', [])) or 'none'}. "
@@ -327,6 +334,11 @@ CSV_FIELDS = (*SUMMARY_FIELDS, *[field for _, field in HPARAM_COLUMNS], "other_c
               "eval_loss", "train_loss", "wall_s", "train_tokens_per_s")
 
 
+def _percent(fraction: float | None) -> float | None:
+    """``fraction`` in percent; None stays None."""
+    return None if fraction is None else 100 * fraction
+
+
 def csv_records(record: dict, rows: Sequence[RowReport]) -> list[dict]:
     """The report as flat records (every hyperparameter in full), one per row.
 
@@ -348,15 +360,14 @@ def csv_records(record: dict, rows: Sequence[RowReport]) -> list[dict]:
     records = []
     for row in rows:
         row_stats = stats[row.row]
-        percent = (lambda value: None if value is None else 100 * value)
         flat = {"group": row.group, "row": row.row, "seeds": row_stats.seeds,
                 "seeds_pending": row_stats.pending, "status": row.status,
                 "dev_ppl_mean": row_stats.dev_ppl_mean, "dev_ppl_std": row_stats.dev_ppl_std,
                 "dev_bleu_mean": row_stats.dev_bleu_mean, "dev_bleu_std": row_stats.dev_bleu_std,
-                "dev_ppl_change_pct_mean": percent(row_stats.change_mean),
-                "dev_ppl_change_pct_std": percent(row_stats.change_std),
+                "dev_ppl_change_pct_mean": _percent(row_stats.change_mean),
+                "dev_ppl_change_pct_std": _percent(row_stats.change_std),
                 "paired_seeds": len(row_stats.changes) if row.row != "base" else None,
-                "paper_dev_ppl_change_pct": percent(row_stats.paper_change),
+                "paper_dev_ppl_change_pct": _percent(row_stats.paper_change),
                 "verdict": row_stats.verdict, "verdict_basis": row_stats.verdict_basis}
         flat.update({field: row.config.get(field) for _, field in HPARAM_COLUMNS})
         flat["other_changes"] = other_changes(row, record)

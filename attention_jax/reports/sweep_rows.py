@@ -17,6 +17,7 @@ import re
 from typing import Sequence
 
 from attention_jax import run_files
+from attention_jax.experiment import schema
 
 SEED_DIR_PATTERN = re.compile(r"^seed_(\d+)$")  # ROOT/<row>/seed_<k>, as launch.sweep names them.
 EVAL_ACCURACY_KEY = "eval/accuracy"
@@ -192,7 +193,11 @@ def _seeds_on_disk(row_dir: str) -> list[int]:
 
 def _read_run(run_dir: str, seed: int | None) -> SeedRun:
     results = _read_json(os.path.join(run_dir, run_files.RESULTS_FILE))
-    config = _read_json(os.path.join(run_dir, run_files.CONFIG_FILE))
+    config_path = os.path.join(run_dir, run_files.CONFIG_FILE)
+    config = _read_json(config_path)
+    if config:  # As the run behaved, checked: a hand-edited config.json is one line, not a wrong table.
+        config = schema.with_old_run_defaults(config)
+        schema.check_config(config, config_path, complete=False)
     accuracy_at_best = None
     if results.get("best_step") is not None:
         accuracy = dict(zip(*read_metric_curve(run_dir, EVAL_ACCURACY_KEY)))
@@ -213,6 +218,7 @@ def _row_report(root: str, name: str, record: dict) -> RowReport:
     row_dir = os.path.join(root, name)
     recorded_seeds = record.get("seeds")
     seeds = sorted(set(recorded_seeds or []) | set(_seeds_on_disk(row_dir)))
+    runs: tuple[SeedRun, ...]
     if recorded_seeds is None and not seeds:
         runs = (_read_run(row_dir, None),)
     else:

@@ -59,10 +59,9 @@ DIVERGED_FACTOR = 2.0
 ACCURACY_COLLAPSE = 0.5
 """... and its last dev accuracy is below ``ACCURACY_COLLAPSE`` times the accuracy at its best.
 
-Together the two tell a run that blew up from one that overfits. table2_small's C3 seed 1 (N = 8)
-diverged: dev perplexity 200 at its best, 1,584 at its last evaluation, accuracy 0.101 then 0.020.
-D1 seed 0 (no dropout) overfit: perplexity 55 at its best and 97 at the end, but accuracy 0.275 then
-0.276, a model still predicting as well, only more confidently wrong."""
+Together the two tell a run that blew up (perplexity up, accuracy collapsed) from one that overfits
+(perplexity up, accuracy held: a model still predicting as well, only more confidently wrong). The
+subset sweep's examples of each: ``docs/table2.md``, "The subset sweep"."""
 
 
 def reported_bleu(results: dict) -> float | None:
@@ -256,7 +255,7 @@ def verdict(changes: Sequence[float], paper_direction: int) -> tuple[str, str]:
 
 
 def _paired_ppl(row: RowReport) -> dict[int | None, float]:
-    return {run.seed: reported_ppl(run.results) for run in row.finished if reported_ppl(run.results) is not None}
+    return {run.seed: ppl for run in row.finished if (ppl := reported_ppl(run.results)) is not None}
 
 
 def diverged_label(diverged_seeds: Sequence[int | None]) -> str:

@@ -19,8 +19,8 @@ import csv
 import os
 from typing import Any
 
-import ml_collections
-
+from attention_jax import run_files
+from attention_jax.experiment import schema, sections
 from attention_jax.models import flops
 from attention_jax.reports.sweep_rows import read_sweep_rows
 
@@ -55,15 +55,17 @@ def table3_records(root: str, *, sustained_tflops: float | None = None) -> list[
     _, rows = read_sweep_rows(root)
     records = []
     for row in rows:
-        config = ml_collections.ConfigDict(row.config) if row.config else None
+        experiment = (sections.build_experiment(schema.with_old_run_defaults(row.config),
+                                                os.path.join(root, row.row, run_files.CONFIG_FILE))
+                      if row.config else None)
         results, paper = row.results, row.paper or {}
         tokens = results.get("train_target_tokens")
         train_flops = results.get("train_flops")
-        if train_flops is None and tokens is not None and config is not None:  # Runs from before the field.
-            train_flops = flops.training_flops(config, tokens)
+        if train_flops is None and tokens is not None and experiment is not None:  # Runs from before the field.
+            train_flops = experiment.training_flops(tokens)
         schedule = None
-        if config is not None and "num_train_steps" in config:
-            schedule = flops.training_flops(config, config.num_train_steps * config.tokens_per_batch)
+        if experiment is not None:
+            schedule = experiment.training_flops(experiment.run.num_train_steps * experiment.data.tokens_per_batch)
         paper_estimate = None
         if paper.get("train_hours") is not None:
             paper_estimate = flops.paper_training_flops(paper["train_hours"], paper["num_gpus"],

@@ -22,8 +22,8 @@ DEFAULT_DIRECTORY = "~/.cache/attention_jax/jax_compilation_cache"
 """Where compiled programs go unless ``JAX_COMPILATION_CACHE_DIR`` or the config names another place."""
 
 MIN_COMPILE_SECONDS = 0.5
-"""Programs that compile faster than this are not written (JAX's default is 1 s; our CPU steps take
-1-5 s, decoding loops less)."""
+"""Programs that compile faster than this are not written (JAX's default is 1 s, which would skip some
+CPU train steps and decoding loops)."""
 
 
 def resolve_directory(configured: str | None) -> str | None:

@@ -19,7 +19,7 @@ import socket
 import threading
 import time
 from types import FrameType
-from typing import Mapping
+from typing import Any, Callable, Mapping, TypeAlias
 
 import jax
 import numpy as np
@@ -27,6 +27,9 @@ from absl import logging
 from jax.experimental import multihost_utils
 
 DEFAULT_TIMEOUT_S = 300
+
+# A handler as ``signal.signal`` takes and returns it.
+_SignalHandler: TypeAlias = Callable[[int, FrameType | None], Any] | int | signal.Handlers | None
 
 
 def describe_cluster(environ: Mapping[str, str]) -> str | None:
@@ -184,8 +187,8 @@ class StopRequest:
 
     def __init__(self) -> None:
         self._requested = threading.Event()
-        self._previous_handlers: dict[int, object] = {}
-        self._previous_hang_up_handler: object | None = None
+        self._previous_handlers: dict[int, _SignalHandler] = {}
+        self._previous_hang_up_handler: _SignalHandler = None
         self._completed_step: int | None = None
         self.completed_at_request: int | None = None  # The last step known finished when the stop came.
 

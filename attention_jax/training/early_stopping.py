@@ -23,7 +23,7 @@ import dataclasses
 import math
 from typing import Any, Mapping
 
-import ml_collections
+from attention_jax.experiment.sections import RunConfig
 
 MIN_DEV_PAIRS = 100
 """Fewer dev pairs than this make early stopping an error: the perplexity of a handful of sentences
@@ -75,15 +75,14 @@ class EarlyStopping:
                              f"patience); got {self.min_steps}.")
 
     @classmethod
-    def from_config(cls, config: ml_collections.ConfigDict,
-                    progress: Mapping[str, Any] | None = None) -> "EarlyStopping":
+    def from_config(cls, config: RunConfig, progress: Mapping[str, Any] | None = None) -> "EarlyStopping":
         """The tracker ``config`` asks for, restored from a checkpoint's bookkeeping when given.
 
         Parameters
         ----------
-        config : ml_collections.ConfigDict
-            Reads ``early_stopping_patience``, ``early_stopping_min_improvement`` and
-            ``early_stopping_min_steps`` (all 0 if absent).
+        config : RunConfig
+            The run section (``early_stopping_patience``, ``early_stopping_min_improvement`` and
+            ``early_stopping_min_steps`` are read).
         progress : Mapping[str, Any], optional
             What :meth:`to_progress` wrote into a checkpoint; None or ``{}`` for a fresh run.
 
@@ -92,9 +91,9 @@ class EarlyStopping:
         EarlyStopping
             The tracker.
         """
-        return cls.from_progress(config.get("early_stopping_patience", 0), progress or {},
-                                 min_improvement=float(config.get("early_stopping_min_improvement", 0.0)),
-                                 min_steps=int(config.get("early_stopping_min_steps", 0)))
+        return cls.from_progress(config.early_stopping_patience, progress or {},
+                                 min_improvement=float(config.early_stopping_min_improvement),
+                                 min_steps=config.early_stopping_min_steps)
 
     def update(self, step: int, perplexity: float) -> bool:
         """Record an evaluation; return whether it is the best so far.

@@ -31,16 +31,18 @@ import os
 from typing import Any
 
 import jax
-import ml_collections
 from absl import logging
 
 from attention_jax import run_files
 from attention_jax.checkpointing import checkpoints, params_checkpoints
+from attention_jax.experiment.sections import Experiment
 from attention_jax.models import language_model
-from attention_jax.models.transformer_config import TransformerConfig
 from attention_jax.training import optim, sharding, train, workdir_lock
 from attention_jax.training.train_state import (
-    abstract_boxed_state, abstract_train_state, create_train_state, train_state_shardings,
+    abstract_boxed_state,
+    abstract_train_state,
+    create_train_state,
+    train_state_shardings,
 )
 from attention_jax.user_errors import UserInputError
 
@@ -77,13 +79,13 @@ class FineTuneSource:
         return dataclasses.asdict(self)
 
 
-def resolve_source(config: ml_collections.ConfigDict, workdir: str) -> FineTuneSource | None:
+def resolve_source(experiment: Experiment, workdir: str) -> FineTuneSource | None:
     """Check ``config.fine_tune_from`` and find its parameters, reading only (nothing is written).
 
     Parameters
     ----------
-    config : ml_collections.ConfigDict
-        The new run's config; ``fine_tune_from`` absent or ``""`` means no fine-tuning.
+    experiment : Experiment
+        The new run's; ``run.fine_tune_from`` of ``""`` means no fine-tuning.
     workdir : str
         The new run's work directory.
 
@@ -100,7 +102,7 @@ def resolve_source(config: ml_collections.ConfigDict, workdir: str) -> FineTuneS
     differing model field is named (apart from :data:`ADJUSTABLE_FIELDS`), and any parameter whose shape
     differs.
     """
-    source_workdir = config.get("fine_tune_from", "") or ""
+    source_workdir = experiment.run.fine_tune_from
     if not source_workdir:
         return None
     name = f"config.fine_tune_from={source_workdir}"
@@ -113,18 +115,18 @@ def resolve_source(config: ml_collections.ConfigDict, workdir: str) -> FineTuneS
         source_config = checkpoints.read_config(source_workdir)
         with open(tokenizer_path, "rb") as tokenizer_file:
             tokenizer_sha256 = hashlib.sha256(tokenizer_file.read()).hexdigest()
-        which = str(config.get("fine_tune_checkpoint", "latest"))
+        which = experiment.run.fine_tune_checkpoint
         directory, steps = params_checkpoints.checkpoint_candidates(source_workdir, which)
     except (OSError, ValueError) as error:  # FileNotFoundError, StaleAverageError, an unknown checkpoint name.
         raise UserInputError(f"{name}: {error}") from error
-    differences = {field: values for field, values in checkpoints.model_config_differences(source_config, config).items()
-                   if field not in ADJUSTABLE_FIELDS}
+    all_differences = checkpoints.model_config_differences(source_config, experiment)
+    differences = {field: values for field, values in all_differences.items() if field not in ADJUSTABLE_FIELDS}
     if differences:
         listed = "; ".join(f"{field}: {old!r} there, {new!r} here" for field, (old, new) in sorted(differences.items()))
         raise UserInputError(f"{name} holds another model ({listed}): fine-tuning keeps the model; set the same "
                              f"fields (only {', '.join(ADJUSTABLE_FIELDS)} may differ).")
     mismatch = params_checkpoints.params_mismatch(str(directory), steps[0],
-                                                  params_checkpoints.abstract_inference_params(config))
+                                                  params_checkpoints.abstract_inference_params(experiment))
     if mismatch:
         raise UserInputError(f"{name}: the parameters of {directory}/{steps[0]} do not fit this model: "
                              f"{'; '.join(mismatch[:3])}{'; ...' if len(mismatch) > 3 else ''}.")
@@ -132,14 +134,14 @@ def resolve_source(config: ml_collections.ConfigDict, workdir: str) -> FineTuneS
                           step=int(steps[0]), tokenizer_sha256=tokenizer_sha256)
 
 
-def start_from_source(config: ml_collections.ConfigDict, workdir: str, source: FineTuneSource,
+def start_from_source(experiment: Experiment, workdir: str, source: FineTuneSource,
                       data: Any = None) -> Any:
     """Write the new run's step-0 checkpoint: the source's parameters, a fresh optimizer state.
 
     Parameters
     ----------
-    config : ml_collections.ConfigDict
-        The new run's config (``fine_tune_from`` set).
+    experiment : Experiment
+        The new run's (``run.fine_tune_from`` set).
     workdir : str
         The new run's work directory.
     source : FineTuneSource
@@ -162,21 +164,21 @@ def start_from_source(config: ml_collections.ConfigDict, workdir: str, source: F
     """
     if checkpoints.finished_steps(os.path.join(workdir, run_files.CHECKPOINT_DIR)):
         return data
+    config = experiment.run
     mesh = sharding.create_mesh(config.mesh_shape, config.mesh_axes)
-    data = data if data is not None else train.load_data(config, mesh)  # The loader training uses.
+    data = data if data is not None else train.load_data(experiment, mesh)  # The loader training uses.
     lock = workdir_lock.acquire_for_job(workdir)  # Only now: a corpus mistake above leaves no work directory.
     try:
-        transformer = language_model.build_model(TransformerConfig.from_config(config),
-                                                 language_model.model_kind_of(config))
-        optimizer = optim.make_optimizer(config, optim.make_schedule(config))
+        transformer = language_model.build_model(experiment.model, experiment.model_kind)
+        optimizer = optim.make_optimizer(experiment.optimizer, optim.make_schedule(experiment.optimizer))
         boxed_state = abstract_boxed_state(transformer, optimizer)
         shardings = train_state_shardings(boxed_state, mesh, sharding.logical_axis_rules(config.param_sharding, mesh))
         params = params_checkpoints.restore_params(source.directory, source.step,
                                                    abstract_train_state(boxed_state, shardings).params)
         opt_state = jax.jit(optimizer.init, out_shardings=shardings.opt_state)(params)  # Fresh: Adam's moments 0.
-        state = create_train_state(config.seed, transformer, optimizer, shardings).replace(
+        state = create_train_state(experiment.seed, transformer, optimizer, shardings).replace(
             params=params, opt_state=opt_state)  # Step 0 and the run's own dropout seed.
-        iterator = data.train_iterator(config.seed)
+        iterator = data.train_iterator(experiment.seed)
         manager = checkpoints.TrainingCheckpoints(workdir, keep=config.keep_checkpoints)
         try:
             manager.save(state, data_state=iterator.get_state() if hasattr(iterator, "get_state") else None,

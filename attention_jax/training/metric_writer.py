@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from typing import Any, Mapping, Sequence
+from typing import IO, Any, Mapping, Sequence
 
 import jax
 
@@ -96,8 +96,8 @@ class MetricWriter:
 
     def __init__(self, workdir: str, resumed_step: int | None = None, enabled: bool | None = None) -> None:
         self.enabled = jax.process_index() == 0 if enabled is None else enabled
-        self._jsonl = None
-        self._tensorboard = None
+        self._jsonl: IO[str] | None = None  # Both open while enabled.
+        self._tensorboard: Any = None  # A tensorboardX.SummaryWriter (untyped).
         if self.enabled:
             os.makedirs(workdir, exist_ok=True)
             path = os.path.join(workdir, run_files.METRICS_FILE)
@@ -123,6 +123,7 @@ class MetricWriter:
         """
         if not self.enabled:
             return
+        assert self._jsonl is not None
         record: dict[str, Any] = {"step": int(step)}
         for name, value in values.items():
             key = f"{kind}/{name}"
@@ -186,6 +187,7 @@ class MetricWriter:
     def close(self) -> None:
         """Flush and close the files."""
         if self.enabled:
+            assert self._jsonl is not None
             self._jsonl.close()
             self._tensorboard.close()
             self.enabled = False

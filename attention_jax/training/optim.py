@@ -15,6 +15,8 @@ from typing import Any
 import jax.numpy as jnp
 import optax
 
+from attention_jax.experiment.sections import OptimizerConfig
+
 Array = Any
 
 
@@ -46,13 +48,13 @@ def paper_learning_rate(step: Array, *, d_model: int, warmup_steps: int, scale: 
     return scale * d_model**-0.5 * jnp.minimum(step**-0.5, step * warmup**-1.5)
 
 
-def make_schedule(config: Any) -> optax.Schedule:
+def make_schedule(config: OptimizerConfig) -> optax.Schedule:
     """The paper's schedule as an optax schedule of the update count.
 
     Parameters
     ----------
-    config : ml_collections.ConfigDict
-        Reads ``d_model``, ``warmup_steps`` and ``learning_rate_scale``.
+    config : OptimizerConfig
+        The optimizer section (``d_model``, ``warmup_steps`` and ``learning_rate_scale`` are read).
 
     Returns
     -------
@@ -73,13 +75,14 @@ def make_schedule(config: Any) -> optax.Schedule:
     return schedule
 
 
-def make_optimizer(config: Any, schedule: optax.Schedule | None = None) -> optax.GradientTransformation:
+def make_optimizer(config: OptimizerConfig, schedule: optax.Schedule | None = None) -> optax.GradientTransformation:
     """Adam(beta1, beta2, eps) driven by :func:`make_schedule` (Section 5.3).
 
     Parameters
     ----------
-    config : ml_collections.ConfigDict
-        Reads ``adam_b1``, ``adam_b2``, ``adam_eps`` (paper: 0.9, 0.98, 1e-9) and the schedule fields.
+    config : OptimizerConfig
+        The optimizer section (``adam_b1``, ``adam_b2``, ``adam_eps``, paper: 0.9, 0.98, 1e-9, and the
+        schedule's fields are read).
     schedule : optax.Schedule, optional
         The learning-rate schedule to drive (default: ``make_schedule(config)``); the training loop
         passes the one it logs, so the logged rate is the optimizer's own.

@@ -19,9 +19,9 @@ import os
 from typing import Any
 
 import jax
-import ml_collections
 
 from attention_jax import run_files
+from attention_jax.experiment.sections import RunConfig
 
 
 class StepProfiler:
@@ -53,13 +53,13 @@ class StepProfiler:
         self.tracing = False
 
     @classmethod
-    def from_config(cls, config: ml_collections.ConfigDict, workdir: str) -> StepProfiler:
+    def from_config(cls, config: RunConfig, workdir: str) -> StepProfiler:
         """The profiler of ``config.profile_steps`` / ``profile_start_step`` writing under ``workdir``.
 
         Parameters
         ----------
-        config : ml_collections.ConfigDict
-            Experiment config (missing fields: profiling off, start at step 10).
+        config : RunConfig
+            The run section (``profile_steps``, ``profile_start_step``).
         workdir : str
             The run directory.
 
@@ -68,8 +68,7 @@ class StepProfiler:
         StepProfiler
             Writing to ``workdir/tensorboard``.
         """
-        return cls(os.path.join(workdir, run_files.TENSORBOARD_DIR), int(config.get("profile_steps", 0)),
-                   int(config.get("profile_start_step", 10)))
+        return cls(os.path.join(workdir, run_files.TENSORBOARD_DIR), config.profile_steps, config.profile_start_step)
 
     def before_step(self, steps_done: int) -> None:
         """Start the trace when ``steps_done`` equals the start step."""

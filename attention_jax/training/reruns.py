@@ -22,16 +22,15 @@ import json
 import os
 from typing import Any
 
-import ml_collections
-
 from attention_jax import run_files
 from attention_jax.checkpointing import checkpoints
+from attention_jax.experiment.sections import RunConfig
 from attention_jax.training import early_stopping
 
 
 def why_nothing_to_train(step: int, stop_reason: str | None, tracker: early_stopping.EarlyStopping,
-                         config: ml_collections.ConfigDict) -> str | None:
-    """Why a run at ``step`` has no step left to train under ``config``, or ``None`` when it trains on.
+                         num_train_steps: int) -> str | None:
+    """Why a run at ``step`` has no step left to train up to ``num_train_steps``, or ``None`` when it trains on.
 
     Parameters
     ----------
@@ -41,8 +40,8 @@ def why_nothing_to_train(step: int, stop_reason: str | None, tracker: early_stop
         The checkpoint's ``stop_reason`` (``early_stopping.STOPPED_EARLY`` when patience ran out).
     tracker : early_stopping.EarlyStopping
         The early-stopping state restored with the new config's patience.
-    config : ml_collections.ConfigDict
-        The new command's config.
+    num_train_steps : int
+        The new command's ``config.num_train_steps``.
 
     Returns
     -------
@@ -53,7 +52,7 @@ def why_nothing_to_train(step: int, stop_reason: str | None, tracker: early_stop
         return (f"early stopping ended it at step {step} after {tracker.stop_description()}; to train on, "
                 f"raise --config.early_stopping_patience above {tracker.evaluations_since_best} (or set it to 0) "
                 f"with --config.num_train_steps above {step}")
-    target = int(config.num_train_steps)
+    target = int(num_train_steps)
     if step > target:
         return (f"it trained to step {step}, beyond num_train_steps={target}, and a run is never cut back; "
                 f"evaluate an earlier step with python -m attention_jax.evaluate --checkpoint=STEP, or train "
@@ -63,25 +62,25 @@ def why_nothing_to_train(step: int, stop_reason: str | None, tracker: early_stop
     return None
 
 
-def pending_final_splits(results: dict[str, Any], config: ml_collections.ConfigDict) -> list[str]:
+def pending_final_splits(results: dict[str, Any], config: RunConfig) -> list[str]:
     """The splits ``config.final_bleu`` asks to decode that ``results`` has no figures for.
 
     Parameters
     ----------
     results : dict
         A finished run's ``results.json``.
-    config : ml_collections.ConfigDict
-        The new command's config.
+    config : RunConfig
+        The new command's run section (``final_bleu``, ``final_bleu_splits``).
 
     Returns
     -------
     list[str]
         Names from ``run_files.FINAL_BLEU_SPLITS`` (empty without ``final_bleu``).
     """
-    if not config.get("final_bleu", False):
+    if not config.final_bleu:
         return []
     done = set(results.get("final_bleu_splits") or [])
-    return [name for name in run_files.final_bleu_splits(config)
+    return [name for name in run_files.final_bleu_splits(config.final_bleu_splits)
             if name not in done and results.get(f"{name}_bleu") is None]
 
 
@@ -107,15 +106,15 @@ def read_finished_results(workdir: str) -> dict[str, Any] | None:
     return results if isinstance(results, dict) and results.get("finished") else None
 
 
-def nothing_to_do(workdir: str, config: ml_collections.ConfigDict) -> dict[str, Any] | None:
+def nothing_to_do(workdir: str, config: RunConfig) -> dict[str, Any] | None:
     """A finished run's results with the ``reason`` a rerun under ``config`` does nothing, else ``None``.
 
     Parameters
     ----------
     workdir : str
         The work directory.
-    config : ml_collections.ConfigDict
-        The new command's config, the run's own or a changed one (:func:`checkpoints.finished_results`
+    config : RunConfig
+        The new command's run section, the run's own or a changed one (:func:`checkpoints.finished_results`
         answers for the run's own config alone, and ``train`` asks it first).
 
     Returns
@@ -135,7 +134,7 @@ def nothing_to_do(workdir: str, config: ml_collections.ConfigDict) -> dict[str, 
         return None
     step, progress = latest
     tracker = early_stopping.EarlyStopping.from_config(config, progress)
-    reason = why_nothing_to_train(step, progress.get("stop_reason"), tracker, config)
+    reason = why_nothing_to_train(step, progress.get("stop_reason"), tracker, config.num_train_steps)
     if reason is None or pending_final_splits(results, config):
         return None
     return dict(results, reason=reason)

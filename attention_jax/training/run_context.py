@@ -7,10 +7,10 @@ import dataclasses
 import time
 from typing import Any, Iterator
 
-import ml_collections
 from jax.sharding import Mesh
 
 from attention_jax.checkpointing import checkpoints
+from attention_jax.experiment.sections import Experiment
 from attention_jax.models.transformer_config import TransformerConfig
 from attention_jax.training import early_stopping, metric_writer, workdir_lock
 from attention_jax.training.throughput import Throughput
@@ -24,7 +24,7 @@ class TrainingRun:
     Mutable: the state advances as training goes.
     """
 
-    config: ml_collections.ConfigDict
+    experiment: Experiment
     workdir: str
     mesh: Mesh
     data: Any

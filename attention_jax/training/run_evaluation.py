@@ -21,8 +21,7 @@ from absl import logging
 from attention_jax import run_files
 from attention_jax.checkpointing import checkpoints, params_checkpoints
 from attention_jax.evaluation import progress
-from attention_jax.models import language_model, metrics
-from attention_jax.models.decode_settings import DecodeSettings
+from attention_jax.models import metrics
 from attention_jax.training import distributed, sharding
 from attention_jax.training.run_context import TrainingRun
 from attention_jax.training.train_state import Batch
@@ -31,7 +30,8 @@ from attention_jax.training.train_state import Batch
 def eval_batches(run: TrainingRun) -> list[Batch]:
     if run.eval_batches is None:
         multiple = sharding.local_data_shards(run.mesh)
-        local = run.data.eval_batches(run.config.eval_split, max_batches=run.config.num_eval_batches)
+        local = run.data.eval_batches(run.experiment.data.eval_split,
+                                      max_batches=run.experiment.run.num_eval_batches)
         run.eval_batches = [sharding.pad_rows(batch, multiple) for batch in local]
     return run.eval_batches
 
@@ -118,10 +118,10 @@ def track_best(run: TrainingRun, step: int, perplexity: float) -> None:
     if run.early_stopping.patience > 0:
         params_checkpoints.keep_if_among_best(os.path.join(run.workdir, run_files.BEST_DIR), step, perplexity,
                                               lambda: replicated_params(run),
-                                              keep=max(1, run.config.average_last_checkpoints))
+                                              keep=max(1, run.experiment.run.average_last_checkpoints))
 
 
-_WARNED_NO_DECODING = []
+_WARNED_NO_DECODING: list[bool] = []
 
 
 SampleTranslation = tuple[str, str, str]  # (source, reference, translation)
@@ -132,7 +132,7 @@ def _bleu(run: TrainingRun, step: int) -> tuple[dict[str, Any], list[SampleTrans
 
     Returns ``({}, [])`` without sampled BLEU; the translations are ``(source, reference, hypothesis)``.
     """
-    count = run.config.num_bleu_examples
+    count = run.experiment.run.num_bleu_examples
     if count <= 0:
         return {}, []
     try:
@@ -143,11 +143,11 @@ def _bleu(run: TrainingRun, step: int) -> tuple[dict[str, Any], list[SampleTrans
             logging.warning("BLEU skipped: decoding modules unavailable (%s).", error)
             _WARNED_NO_DECODING.append(True)
         return {}, []
-    pairs = run.data.text_pairs(run.config.eval_split, max_pairs=count)
+    pairs = run.data.text_pairs(run.experiment.data.eval_split, max_pairs=count)
     if not pairs:
         return {}, []
     translator = decode.Translator(run.model_config, replicated_params(run), run.data.tokenizer,
-                                   settings=DecodeSettings.from_config(run.config))
+                                   settings=run.experiment.decoding)
     hypotheses = translation_quality.translate_stoppably(  # The same translations as translator.translate.
         translator, [source for source, _ in pairs],
         report_progress=progress.progress_logger(f"sampled dev BLEU at step {step}", len(pairs), always_final=False))
@@ -176,8 +176,8 @@ def write_sample_translations(run: TrainingRun, step: int, sampled: list[SampleT
     Nothing is written for a language model (no source sentences), with ``num_sample_translations = 0``,
     or on processes other than 0 (which translate all the same: gathering the parameters takes them all).
     """
-    count = int(run.config.get("num_sample_translations", 0))
-    if count <= 0 or language_model.model_kind_of(run.config) == "decoder_only":
+    count = run.experiment.run.num_sample_translations
+    if count <= 0 or run.experiment.model_kind == "decoder_only":
         return
     samples = sampled[:count]
     if not samples:
@@ -186,10 +186,10 @@ def write_sample_translations(run: TrainingRun, step: int, sampled: list[SampleT
         except ImportError:
             return
         text_pairs = getattr(run.data, "text_pairs", None)  # Data without sentences (a test double): none.
-        pairs = text_pairs(run.config.eval_split, max_pairs=count) if text_pairs is not None else []
+        pairs = text_pairs(run.experiment.data.eval_split, max_pairs=count) if text_pairs is not None else []
         if not pairs:
             return
-        greedy = dataclasses.replace(DecodeSettings.from_config(run.config), beam_size=1)
+        greedy = dataclasses.replace(run.experiment.decoding, beam_size=1)
         translator = decode.Translator(run.model_config, replicated_params(run), run.data.tokenizer, settings=greedy)
         hypotheses = translator.translate([source for source, _ in pairs])
         samples = [(source, target, hypothesis) for (source, target), hypothesis in zip(pairs, hypotheses)]
@@ -198,7 +198,7 @@ def write_sample_translations(run: TrainingRun, step: int, sampled: list[SampleT
 
 def final_params(run: TrainingRun) -> tuple[Any, str]:
     """The parameters whose BLEU counts, and which they are (Section 6.1's averaging, or the best)."""
-    count = run.config.average_last_checkpoints
+    count = run.experiment.run.average_last_checkpoints
     if run.early_stopping.patience > 0:
         best = checkpoints.finished_steps(os.path.join(run.workdir, run_files.BEST_DIR))
         if best:
@@ -218,7 +218,7 @@ def final_params(run: TrainingRun) -> tuple[Any, str]:
 def final_bleu(run: TrainingRun, stop: distributed.StopRequest) -> dict[str, Any] | None:
     """Beam-search BLEU and perplexity of the whole dev and test splits (``config.final_bleu[_splits]``).
 
-    Decodes with the paper's search (``DecodeSettings.from_config``) from :func:`final_params`, writes
+    Decodes with the paper's search (the experiment's ``decoding`` section) from :func:`final_params`, writes
     ``eval_<split>.json`` and the translations beside it like ``python -m attention_jax.evaluate``,
     and returns ``dev_bleu``, ``test_bleu`` (with signatures, perplexities and sentence counts),
     ``final_bleu_splits`` (the splits decoded) and ``final_checkpoint``, which names the parameters
@@ -230,11 +230,11 @@ def final_bleu(run: TrainingRun, stop: distributed.StopRequest) -> dict[str, Any
 
     run.checkpoints.wait()  # Averaging reads the checkpoints from disk.
     params, described = final_params(run)
-    settings = DecodeSettings.from_config(run.config)
+    settings = run.experiment.decoding
     translator = decode.Translator(run.model_config, params, run.data.tokenizer, settings=settings)
-    names = run_files.final_bleu_splits(run.config)
+    names = run_files.final_bleu_splits(run.experiment.run.final_bleu_splits)
     results: dict[str, Any] = {"final_checkpoint": described, "final_bleu_splits": list(names)}
-    split_of = {"dev": run.config.eval_split, "test": run.config.test_split}
+    split_of = {"dev": run.experiment.data.eval_split, "test": run.experiment.data.test_split}
     step = int(run.state.step)
     # Multi-process stops agree on a training step; once training is over only one process can stop alone.
     should_stop = (lambda: stop.should_stop(step)) if jax.process_count() == 1 else None
@@ -254,9 +254,10 @@ def final_bleu(run: TrainingRun, stop: distributed.StopRequest) -> dict[str, Any
         results.update({f"{name}_bleu": evaluated.bleu, f"{name}_bleu_signature": evaluated.bleu_signature,
                         f"{name}_ppl": evaluated.perplexity, f"{name}_sentences": len(pairs)})
         if jax.process_index() == 0:
-            report = dict(split=split, checkpoint=described, name=run.config.get("name", ""),
+            report = dict(split=split, checkpoint=described, name=run.experiment.name,
                           **evaluated.summary(), wall_s=round(time.time() - started, 2))
-            translation_quality.write_report(run_files.eval_report_path(run.workdir, split), report, evaluated.hypotheses)
+            translation_quality.write_report(run_files.eval_report_path(run.workdir, split), report,
+                                             evaluated.hypotheses)
         logging.info("final %s BLEU %.2f, perplexity %.3f on %d sentences (%s, beam %d).", name,
                      evaluated.bleu, evaluated.perplexity, len(pairs), described, settings.beam_size)
     return results

@@ -18,7 +18,7 @@ make shardings part of every array's type inside the model.)
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence, cast
 
 import flax.linen as nn
 import jax
@@ -105,7 +105,7 @@ def logical_axis_rules(param_sharding: str, mesh: Mesh) -> tuple[tuple[str, str 
 
 def _divisible_spec(spec: PartitionSpec, shape: Sequence[int], mesh: Mesh, name: str) -> PartitionSpec:
     """Drop the mesh axes of ``spec`` that do not divide their dimension (replicate that dim)."""
-    kept = []
+    kept: list[Any] = []  # PartitionSpec entries: an axis name, a tuple of names or None.
     for dim, axes in zip(shape, tuple(spec) + (None,) * (len(shape) - len(spec))):
         names = (axes,) if isinstance(axes, str) else tuple(axes or ())
         size = math.prod(mesh.shape[axis] for axis in names)
@@ -198,7 +198,7 @@ def global_batch(local_batch: Mapping[str, np.ndarray], sharding: NamedSharding)
     Raises ``ValueError`` when the local rows do not split evenly over the local devices of the
     ``"data"`` axis (pass ``rows_multiple`` to the input pipeline, or pad with all-pad rows).
     """
-    local_shards = local_data_shards(sharding.mesh)
+    local_shards = local_data_shards(cast(Mesh, sharding.mesh))  # batch_sharding's mesh is concrete.
     arrays = {}
     for key, value in local_batch.items():
         value = np.asarray(value)

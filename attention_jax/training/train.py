@@ -6,33 +6,45 @@ The state and the compiled step functions it drives are in :mod:`attention_jax.t
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import time
 from typing import Any, Iterator
 
 import jax
-import ml_collections
 import numpy as np
 from absl import logging
 from jax.sharding import Mesh
 
 from attention_jax import run_files
 from attention_jax.checkpointing import checkpoints
-from attention_jax.data import batching, packing
-from attention_jax.models import flops, language_model, metrics, model
+from attention_jax.data import batching
+from attention_jax.experiment.sections import Experiment
+from attention_jax.models import language_model, metrics, model
 from attention_jax.training import (
-    device_peaks, distributed, early_stopping, metric_writer, optim, profiling, reruns, run_evaluation, sharding,
+    device_peaks,
+    distributed,
+    early_stopping,
+    metric_writer,
+    optim,
+    profiling,
+    reruns,
+    run_evaluation,
+    sharding,
     workdir_lock,
 )
 from attention_jax.training.run_context import TrainingRun
 from attention_jax.training.throughput import IntervalRates
 from attention_jax.training.train_state import (
-    DROPOUT_RNGS, Batch, MetricSums, abstract_boxed_state, abstract_train_state,
-    compile_steps, create_train_state, run_update, train_state_shardings,
+    Batch,
+    MetricSums,
+    abstract_boxed_state,
+    abstract_train_state,
+    compile_steps,
+    create_train_state,
+    run_update,
+    train_state_shardings,
 )
-from attention_jax.models.transformer_config import TransformerConfig
 from attention_jax.user_errors import UserInputError
 
 
@@ -42,53 +54,13 @@ class NonFiniteLossError(FloatingPointError):
 
 # --- The training loop ------------------------------------------------------------------------------
 
-def validate_training_config(config: ml_collections.ConfigDict) -> None:
-    """Raise ``ValueError`` naming the first unusable training setting.
+def load_data(experiment: Experiment, mesh: Mesh) -> Any:
+    """The training data ``experiment`` names: translation pairs or a language model's documents.
 
     Parameters
     ----------
-    config : ml_collections.ConfigDict
-        Experiment config.
-    """
-    positive = ("num_train_steps", "warmup_steps", "grad_accum_steps", "log_every_steps",
-                "keep_checkpoints", "tokens_per_batch")
-    for name in positive:
-        if int(config[name]) <= 0:
-            raise ValueError(f"{name} must be positive; got {config[name]!r}.")
-    non_negative = ("eval_every_steps", "checkpoint_every_steps", "checkpoint_every_minutes",
-                    "num_eval_batches", "num_bleu_examples", "early_stopping_patience", "profile_steps",
-                    "profile_start_step", "peak_tflops_per_device", "num_sample_translations")
-    for name in non_negative:
-        if config.get(name, 0) < 0:
-            raise ValueError(f"{name} must be >= 0 (0 disables it); got {config[name]!r}.")
-    if config.get("early_stopping_patience", 0) > 0 and config.eval_every_steps <= 0:
-        raise ValueError(f"early_stopping_patience={config.early_stopping_patience} needs dev evaluations to "
-                         "count: set eval_every_steps > 0 (e.g. --config.eval_every_steps=500), or "
-                         "early_stopping_patience=0.")
-    early_stopping.EarlyStopping.from_config(config)  # Raises for a bad patience or minimum improvement.
-    if not 0.0 <= config.label_smoothing < 1.0:
-        raise ValueError(f"label_smoothing must be in [0, 1); got {config.label_smoothing!r}.")
-    if config.get("packing", False) and config.attention_window > 0:
-        raise ValueError(f"packing=True needs full attention, but attention_window={config.attention_window} "
-                         "restricts self-attention with a blockwise mask that cannot take segment ids: set "
-                         "--config.attention_window=0 or --config.packing=False.")
-    if config.get("packing", False):
-        packing.check_row_lengths(config.get("packing_row_lengths", ()), config.max_len)
-    language_model.check_training_config(config)
-    batching.tokens_per_batch_unit(config)  # Raises for an unknown unit.
-    run_files.final_bleu_splits(config)  # Raises for an unknown split.
-    if config.get("dropout_rng", "threefry") not in DROPOUT_RNGS:
-        raise ValueError(f"dropout_rng must be one of {DROPOUT_RNGS}; got {config.dropout_rng!r}.")
-    TransformerConfig.from_config(config)  # Raises for a bad model field (e.g. a cpu_kernels that is no bool).
-
-
-def load_data(config: ml_collections.ConfigDict, mesh: Mesh) -> Any:
-    """The training data ``config`` names: translation pairs or a language model's documents.
-
-    Parameters
-    ----------
-    config : ml_collections.ConfigDict
-        The run's config (its data fields and model kind).
+    experiment : Experiment
+        The run's experiment (its data section and model kind).
     mesh : Mesh
         The device mesh; rows per batch are made a multiple of its data-parallel size.
 
@@ -97,52 +69,53 @@ def load_data(config: ml_collections.ConfigDict, mesh: Mesh) -> Any:
     Any
         ``input_pipeline.get_datasets``'s (or ``lm_data.get_datasets``'s) result for this process.
     """
-    if language_model.model_kind_of(config) == "decoder_only":
-        from attention_jax.data import lm_data as input_pipeline  # Documents packed into rows.
-    else:
-        from attention_jax.data import input_pipeline  # The data pipeline (TFDS, grain) is heavy to import.
+    if experiment.model_kind == "decoder_only":
+        from attention_jax.data import lm_data  # Documents packed into rows.
 
-    return input_pipeline.get_datasets(config, process_index=jax.process_index(),
+        return lm_data.get_datasets(experiment.data, process_index=jax.process_index(),
+                                    process_count=jax.process_count(), rows_multiple=sharding.data_parallel_size(mesh))
+    from attention_jax.data import input_pipeline  # The data pipeline (TFDS, grain) is heavy to import.
+
+    return input_pipeline.get_datasets(experiment.data, process_index=jax.process_index(),
                                        process_count=jax.process_count(),
                                        rows_multiple=sharding.data_parallel_size(mesh))
 
 
-def _setup(config: ml_collections.ConfigDict, workdir: str, data: Any) -> TrainingRun:
+def _setup(experiment: Experiment, workdir: str, data: Any) -> TrainingRun:
     """Mesh, model, compiled steps, and the initial or restored state and data iterator."""
-    mesh = sharding.create_mesh(config.mesh_shape, config.mesh_axes)
-    data = data if data is not None else load_data(config, mesh)
-    if data.tokenizer.vocab_size > config.vocab_size:
+    run_config, model_config, optimizer_config = experiment.run, experiment.model, experiment.optimizer
+    mesh = sharding.create_mesh(run_config.mesh_shape, run_config.mesh_axes)
+    data = data if data is not None else load_data(experiment, mesh)
+    if data.tokenizer.vocab_size > model_config.vocab_size:
         raise ValueError(f"the tokenizer has {data.tokenizer.vocab_size} tokens but the model's "
-                         f"vocab_size is {config.vocab_size}: raise config.vocab_size.")
+                         f"vocab_size is {model_config.vocab_size}: raise config.vocab_size.")
     dev_pairs = (getattr(data, "stats", None) or {}).get("examples", {}).get("validation")
     if dev_pairs is not None:  # Real corpora count their dev pairs; test doubles may not.
-        early_stopping.EarlyStopping.from_config(config).check_dev_split(int(dev_pairs))
-    model_config = TransformerConfig.from_config(config)
-    transformer = language_model.build_model(model_config, language_model.model_kind_of(config))
-    schedule = optim.make_schedule(config)
-    optimizer = optim.make_optimizer(config, schedule)
-    rules = sharding.logical_axis_rules(config.param_sharding, mesh)
+        early_stopping.EarlyStopping.from_config(run_config).check_dev_split(int(dev_pairs))
+    transformer = language_model.build_model(model_config, experiment.model_kind)
+    schedule = optim.make_schedule(optimizer_config)
+    optimizer = optim.make_optimizer(optimizer_config, schedule)
+    rules = sharding.logical_axis_rules(run_config.param_sharding, mesh)
     boxed_state = abstract_boxed_state(transformer, optimizer)
     shardings = train_state_shardings(boxed_state, mesh, rules)
-    steps = compile_steps(transformer, optimizer, mesh, shardings, label_smoothing=config.label_smoothing,
-                          grad_accum_steps=config.grad_accum_steps,
-                          dropout_rng=config.get("dropout_rng", "threefry"))
-    manager = checkpoints.TrainingCheckpoints(workdir, keep=config.keep_checkpoints)
+    steps = compile_steps(transformer, optimizer, mesh, shardings, label_smoothing=optimizer_config.label_smoothing,
+                          grad_accum_steps=optimizer_config.grad_accum_steps, dropout_rng=optimizer_config.dropout_rng)
+    manager = checkpoints.TrainingCheckpoints(workdir, keep=run_config.keep_checkpoints)
     restored = manager.restore_latest(abstract_train_state(boxed_state, shardings))
     if restored is None:
-        state = create_train_state(config.seed, transformer, optimizer, shardings)
-        train_iterator, progress = data.train_iterator(config.seed), {}
+        state = create_train_state(experiment.seed, transformer, optimizer, shardings)
+        train_iterator, progress = data.train_iterator(experiment.seed), {}
     else:
         state, progress = restored.state, restored.progress
-        train_iterator = _resumed_iterator(data, config, restored)
+        train_iterator = _resumed_iterator(data, experiment.seed, restored)
         logging.info("Resumed from the checkpoint of step %d in %s.", restored.step, workdir)
-    run = TrainingRun(config=config, workdir=workdir, mesh=mesh, data=data, model_config=model_config,
+    run = TrainingRun(experiment=experiment, workdir=workdir, mesh=mesh, data=data, model_config=model_config,
                steps=steps, state=state, train_iterator=train_iterator, checkpoints=manager, schedule=schedule,
                writer=metric_writer.MetricWriter(workdir, resumed_step=int(state.step)),
                num_params=model.count_params(state.params),
                wall_s_before=float(progress.get("wall_s", 0.0)),
                tokens_before=float(progress.get("train_target_tokens", 0.0)),
-               early_stopping=early_stopping.EarlyStopping.from_config(config, progress),
+               early_stopping=early_stopping.EarlyStopping.from_config(run_config, progress),
                stop_reason=progress.get("stop_reason"))
     if restored is not None:
         _resume_bookkeeping(run, progress)
@@ -165,13 +138,12 @@ def _resume_bookkeeping(run: TrainingRun, progress: dict[str, Any]) -> None:
         run.stop_reason = None
 
 
-def _resumed_iterator(data: Any, config: ml_collections.ConfigDict,
-                      restored: checkpoints.Restored) -> Iterator:
+def _resumed_iterator(data: Any, seed: int, restored: checkpoints.Restored) -> Iterator:
     if restored.data_state is None:
         logging.warning("No usable data iterator state at step %d: continuing with a fresh data "
                         "order seeded with seed + step.", restored.step)
-        return data.train_iterator(config.seed + restored.step)
-    iterator = data.train_iterator(config.seed)
+        return data.train_iterator(seed + restored.step)
+    iterator = data.train_iterator(seed)
     iterator.set_state(restored.data_state)
     return iterator
 
@@ -183,7 +155,7 @@ def _next_micro_batches(run: TrainingRun) -> tuple[list[Batch], float]:
     """
     multiple = sharding.local_data_shards(run.mesh)
     local, data_wait_s = [], 0.0
-    for _ in range(run.config.grad_accum_steps):
+    for _ in range(run.experiment.optimizer.grad_accum_steps):
         waited_from = time.perf_counter()
         batch = next(run.train_iterator)
         data_wait_s += time.perf_counter() - waited_from
@@ -221,9 +193,9 @@ def _check_finite(run: TrainingRun, pending: list[tuple[int, dict]]) -> None:
 
 def _report_train(run: TrainingRun, pending: list[tuple[int, dict]], rates: IntervalRates) -> None:
     """Log the aggregate of the pending steps' host metrics and the interval's speed (console, jsonl, TensorBoard)."""
-    config = run.config
+    config = run.experiment.run
     tokens_per_s = rates.tokens_per_s
-    mfu = rates.mfu(flops.training_flops(config, 1.0), run.throughput.peak, jax.device_count())
+    mfu = rates.mfu(run.experiment.training_flops(1.0), run.throughput.peak, jax.device_count())
     step = pending[-1][0]
     summary = metrics.summarize({key: sum(float(sums[key]) for _, sums in pending)
                                  for key in metrics.SUM_KEYS})
@@ -291,7 +263,7 @@ def _save(run: TrainingRun) -> None:
 
 
 def _time_to_save(run: TrainingRun) -> bool:
-    minutes = run.config.checkpoint_every_minutes
+    minutes = run.experiment.run.checkpoint_every_minutes
     due = minutes > 0 and time.time() - run.last_save_time >= 60.0 * minutes
     return distributed.all_processes_agree(due)  # Processes' clocks differ: process 0 decides.
 
@@ -299,7 +271,8 @@ def _time_to_save(run: TrainingRun) -> bool:
 def _new_shapes(run: TrainingRun, micro_batches: list[Batch]) -> bool:
     """Whether this step's batch shapes (per micro-batch role) were not compiled yet; records them."""
     last = len(micro_batches) - 1
-    keys = {(min(index, 1) if index < last else 2, tuple(batch.get("inputs", batch["targets"]).shape),
+    keys = {(min(index, 1) if index < last else 2,
+             tuple((batch["inputs"] if "inputs" in batch else batch["targets"]).shape),
              tuple(batch["targets"].shape)) for index, batch in enumerate(micro_batches)}
     new = not keys <= run.compiled_shapes
     run.compiled_shapes |= keys
@@ -315,7 +288,7 @@ def _train(run: TrainingRun, stop: distributed.StopRequest) -> bool:
     and checkpoint steps (a non-finite one raises before anything is saved). Train metrics are
     reported every ``log_every_steps``.
     """
-    config = run.config
+    config = run.experiment.run
     step = int(run.state.step)
     untimed: set[int] = set()  # Steps that compiled a new batch shape.
     unchecked: list[tuple[int, MetricSums]] = []  # Device metrics not yet fetched.
@@ -384,20 +357,18 @@ def _train(run: TrainingRun, stop: distributed.StopRequest) -> bool:
 
 def _choose_peak(run: TrainingRun) -> None:
     """Set the peak that MFU divides by (:mod:`~attention_jax.training.device_peaks`) and log which it is."""
-    device_kind, dtype = jax.devices()[0].device_kind, str(run.config.dtype)
-    run.throughput.peak = device_peaks.device_peak(device_kind, dtype,
-                                                   float(run.config.get("peak_tflops_per_device", 0.0)))
+    device_kind, dtype = jax.devices()[0].device_kind, run.experiment.model.dtype
+    run.throughput.peak = device_peaks.device_peak(device_kind, dtype, run.experiment.run.peak_tflops_per_device)
     logging.info("MFU against %s.", run.throughput.peak.describe(device_kind, dtype, jax.device_count()))
 
 
 # --- Entry point ------------------------------------------------------------------------------------
 
 def _results(run: TrainingRun) -> dict[str, Any]:
-    config = run.config
-    paper = config.get("paper", None)
+    experiment = run.experiment
     return {
-        "name": config.get("name", None),
-        "paper": paper.to_dict() if isinstance(paper, ml_collections.ConfigDict) else paper,
+        "name": experiment.name,
+        "paper": experiment.to_json_dict()["paper"],
         "step": int(run.state.step),
         "train_loss": run.last_train.get("loss"),
         "train_nll_loss": run.last_train.get("nll_loss"),
@@ -407,14 +378,14 @@ def _results(run: TrainingRun) -> dict[str, Any]:
         "eval_accuracy": run.last_eval.get("accuracy"),
         "bleu": run.last_eval.get("bleu"),  # Sampled: the first num_bleu_examples dev sentences.
         "bleu_signature": run.last_eval.get("bleu_signature"),
-        "bleu_num_examples": config.num_bleu_examples if run.last_eval.get("bleu") is not None else None,
+        "bleu_num_examples": experiment.run.num_bleu_examples if run.last_eval.get("bleu") is not None else None,
         "stop_reason": run.stop_reason,
         **run.early_stopping.to_progress(),
         "params": run.num_params,
         "wall_s": _progress(run)["wall_s"],
         "train_tokens_per_s": run.throughput.tokens_per_s,
         "train_target_tokens": _progress(run)["train_target_tokens"],
-        "train_flops": flops.training_flops(config, _progress(run)["train_target_tokens"]),
+        "train_flops": experiment.training_flops(_progress(run)["train_target_tokens"]),
         "devices": jax.device_count(),
         "mesh": dict(run.mesh.shape),
         "fine_tuned_from": run_files.read_fine_tuned_from(run.workdir),
@@ -429,20 +400,20 @@ def _write_results(workdir: str, results: dict[str, Any]) -> None:
     run_files.write_json_atomically(os.path.join(workdir, run_files.RESULTS_FILE), clean)
 
 
-def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *,
-                       data: Any = None) -> dict[str, Any]:
-    """Train ``config``'s model in ``workdir``, resuming from its latest checkpoint if there is one.
+def train_and_evaluate(experiment: Experiment, workdir: str, *, data: Any = None) -> dict[str, Any]:
+    """Train ``experiment``'s model in ``workdir``, resuming from its latest checkpoint if there is one.
 
     Parameters
     ----------
-    config : ml_collections.ConfigDict
-        Experiment config (``configs/base.py`` lists every field).
+    experiment : Experiment
+        The checked experiment, built once by the entry point
+        (:func:`attention_jax.experiment.sections.build_experiment`).
     workdir : str
         Output directory (layout in :mod:`attention_jax.checkpointing.checkpoints`); rerunning the same command
         resumes.
     data : object, optional
         A data object with the ``input_pipeline.get_datasets`` interface (default: built from the
-        config with local rows divisible by the data-parallel devices).
+        experiment's data section with local rows divisible by the data-parallel devices).
 
     Returns
     -------
@@ -462,13 +433,12 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *,
     ``ValueError`` if ``workdir`` holds a run of a different model, and :class:`NonFiniteLossError`
     (naming the step) when the loss becomes NaN/inf; checkpoints written before are kept.
     """
-    validate_training_config(config)
-    checkpoints.check_resume_compatible(workdir, config)
-    finished_before = checkpoints.finished_results(workdir, config)
+    checkpoints.check_resume_compatible(workdir, experiment)
+    finished_before = checkpoints.finished_results(workdir, experiment)
     if finished_before is not None:
         finished_before["reason"] = "the same command ran it to the end"
     else:
-        finished_before = reruns.nothing_to_do(workdir, config)
+        finished_before = reruns.nothing_to_do(workdir, experiment.run)
     if finished_before is not None:  # Checked before the lock: a finished rerun writes nothing.
         logging.info("%s already finished at step %d (%s): nothing to do, no file changed: %s.", workdir,
                      finished_before["step"], finished_before.get("stop_reason"), finished_before["reason"])
@@ -476,7 +446,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *,
     created = not os.path.exists(workdir)
     lock = workdir_lock.acquire_for_job(workdir)
     try:
-        return _train_locked(config, workdir, data, lock)
+        return _train_locked(experiment, workdir, data, lock)
     except BaseException:
         if lock is not None:
             lock.release()
@@ -499,7 +469,7 @@ def _remove_if_only_lock(workdir: str) -> None:
         pass
 
 
-def _train_locked(config: ml_collections.ConfigDict, workdir: str, data: Any,
+def _train_locked(experiment: Experiment, workdir: str, data: Any,
                   lock: workdir_lock.WorkdirLock | None) -> dict[str, Any]:
     """:func:`train_and_evaluate` once the work directory's lock is held.
 
@@ -508,19 +478,20 @@ def _train_locked(config: ml_collections.ConfigDict, workdir: str, data: Any,
     evaluation changes neither. The results of a finished run keep their training figures; the final
     evaluation's figures are added to them.
     """
-    run = _setup(config, workdir, data)
+    run = _setup(experiment, workdir, data)
     run.lock = lock
-    held_by = reruns.why_nothing_to_train(int(run.state.step), run.stop_reason, run.early_stopping, config)
+    held_by = reruns.why_nothing_to_train(int(run.state.step), run.stop_reason, run.early_stopping,
+                                          experiment.run.num_train_steps)
     _check_tokenizer(run)
     if held_by is None or not os.path.exists(os.path.join(workdir, run_files.CONFIG_FILE)):
-        checkpoints.write_config(workdir, config)
-        run.writer.write_hparams(metric_writer.flat_hparams(json.loads(config.to_json_best_effort())))
+        checkpoints.write_config(workdir, experiment)
+        run.writer.write_hparams(metric_writer.flat_hparams(experiment.to_json_dict()))
     model_proto = getattr(run.data.tokenizer, "model_proto", None)
     if model_proto is not None and (held_by is None or not os.path.exists(
             os.path.join(workdir, run_files.TOKENIZER_FILE))):  # Test doubles without SentencePiece have none.
         checkpoints.write_tokenizer(workdir, model_proto)
-    logging.info("%s: %d parameters, mesh %s, param_sharding=%s, dtype=%s.", config.get("name", "?"),
-                 run.num_params, dict(run.mesh.shape), config.param_sharding, config.dtype)
+    logging.info("%s: %d parameters, mesh %s, param_sharding=%s, dtype=%s.", experiment.name,
+                 run.num_params, dict(run.mesh.shape), experiment.run.param_sharding, experiment.model.dtype)
     previous = reruns.read_finished_results(workdir) if held_by is not None else None
     try:
         with distributed.StopRequest() as stop:
@@ -534,7 +505,7 @@ def _train_locked(config: ml_collections.ConfigDict, workdir: str, data: Any,
             results = dict(previous or _results(run), finished=finished)
             if not finished and stop.completed_at_request is not None:
                 results["steps_after_stop_request"] = int(run.state.step) - stop.completed_at_request
-            if finished and reruns.pending_final_splits(results, config):
+            if finished and reruns.pending_final_splits(results, experiment.run):
                 evaluated = run_evaluation.final_bleu(run, stop)
                 finished = results["finished"] = evaluated is not None
                 results.update(evaluated or {})
@@ -587,5 +558,5 @@ def _check_tokenizer(run: TrainingRun) -> None:
         if file.read() == bytes(model_proto):
             return
     raise UserInputError(
-        f"{path} differs from the tokenizer of config.dataset={run.config.dataset!r}: the run's weights were "
+        f"{path} differs from the tokenizer of config.dataset={run.experiment.data.dataset!r}: the run's weights were "
         f"trained on its own token ids. Train on new data in a new --workdir.")

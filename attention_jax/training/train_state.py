@@ -26,16 +26,14 @@ import numpy as np
 import optax
 from jax.sharding import Mesh, NamedSharding
 
-from attention_jax.models import language_model, model
+from attention_jax.models import language_model, metrics
 from attention_jax.training import sharding
-from attention_jax.models import metrics
 
 Batch = dict[str, Any]
 MetricSums = dict[str, jax.Array]
 
 
-@flax.struct.dataclass
-class TrainState:
+class TrainState(flax.struct.PyTreeNode):
     """Everything that evolves during training.
 
     Attributes
@@ -58,7 +56,7 @@ class TrainState:
 
 # --- State creation and sharding --------------------------------------------------------------------
 
-def _boxed_initial_state(key: jax.Array, transformer: model.Transformer,
+def _boxed_initial_state(key: jax.Array, transformer: nn.Module,
                          optimizer: optax.GradientTransformation) -> TrainState:
     init_key, train_key = jax.random.split(key)
     ids = language_model.init_arguments(transformer)  # Parameter shapes do not depend on the lengths.
@@ -67,13 +65,13 @@ def _boxed_initial_state(key: jax.Array, transformer: model.Transformer,
                       opt_state=optimizer.init(params), rng=jax.random.key_data(train_key))
 
 
-def abstract_boxed_state(transformer: model.Transformer,
+def abstract_boxed_state(transformer: nn.Module,
                          optimizer: optax.GradientTransformation) -> TrainState:
     """Shapes of the initial train state, parameters still boxed with their logical axis names.
 
     Parameters
     ----------
-    transformer : model.Transformer
+    transformer : model.Transformer or language_model.LanguageModel
         The model.
     optimizer : optax.GradientTransformation
         The optimizer (its moments inherit the parameters' logical axes).
@@ -126,7 +124,7 @@ def abstract_train_state(boxed_state: TrainState, shardings: TrainState) -> Trai
                         nn.meta.unbox(boxed_state), shardings)
 
 
-def create_train_state(seed: int, transformer: model.Transformer,
+def create_train_state(seed: int, transformer: nn.Module,
                        optimizer: optax.GradientTransformation, shardings: TrainState) -> TrainState:
     """Initialize parameters and optimizer state directly in their shardings.
 
@@ -134,7 +132,7 @@ def create_train_state(seed: int, transformer: model.Transformer,
     ----------
     seed : int
         Seeds parameter initialization and, through a split, the dropout keys.
-    transformer : model.Transformer
+    transformer : model.Transformer or language_model.LanguageModel
         The model.
     optimizer : optax.GradientTransformation
         The optimizer.
@@ -161,8 +159,8 @@ def _dropout_key(state: TrainState, micro_index: jax.Array | int, dropout_rng: s
     """Fresh dropout key per step and micro-batch, a pure function of (rng, step, micro_index).
 
     ``dropout_rng="rbg"`` turns that threefry key into an ``rbg`` key (XLA's RngBitGenerator draws the
-    masks). Threefry masks are drawn loop-free (:mod:`attention_jax.cpu_kernels.dropout`), and on 2 CPU cores the
-    base-shape step is 3-6% faster with them than with ``rbg``. The state and checkpoints are the same
+    masks). Threefry masks are drawn loop-free (:mod:`attention_jax.cpu_kernels.dropout`), so on a CPU the
+    step is faster with them than with ``rbg`` (``docs/benchmarks.md``). The state and checkpoints are the same
     either way.
     """
     key = jax.random.fold_in(jax.random.wrap_key_data(state.rng), state.step)
@@ -172,12 +170,12 @@ def _dropout_key(state: TrainState, micro_index: jax.Array | int, dropout_rng: s
     return key
 
 
-def model_logits(transformer: model.Transformer, params: Any, batch: Batch, **kwargs: Any) -> jax.Array:
+def model_logits(transformer: nn.Module, params: Any, batch: Batch, **kwargs: Any) -> jax.Array:
     """Teacher-forced logits ``[B, T, N]`` of a bucketed or packed batch.
 
     Parameters
     ----------
-    transformer : model.Transformer
+    transformer : model.Transformer or language_model.LanguageModel
         The model.
     params : pytree
         Parameters.
@@ -197,7 +195,7 @@ def model_logits(transformer: model.Transformer, params: Any, batch: Batch, **kw
 
 
 def _summed_loss_gradients(params: Any, batch: Batch, dropout_key: jax.Array,
-                           transformer: model.Transformer,
+                           transformer: nn.Module,
                            label_smoothing: float) -> tuple[Any, MetricSums]:
     """Gradient of the label-smoothed loss summed (not averaged) over non-pad targets, and the sums."""
     def summed_loss(candidate: Any) -> tuple[jax.Array, MetricSums]:
@@ -211,7 +209,7 @@ def _summed_loss_gradients(params: Any, batch: Batch, dropout_key: jax.Array,
 
 
 def accumulate_gradients(state: TrainState, carry: tuple[Any, MetricSums] | None, batch: Batch,
-                         micro_index: jax.Array, *, transformer: model.Transformer,
+                         micro_index: jax.Array, *, transformer: nn.Module,
                          label_smoothing: float, dropout_rng: str = "threefry") -> tuple[Any, MetricSums]:
     """Add one micro-batch's summed-loss gradient and metric sums to ``carry``.
 
@@ -226,7 +224,7 @@ def accumulate_gradients(state: TrainState, carry: tuple[Any, MetricSums] | None
         of a packed batch.
     micro_index : jax.Array
         int32 index of this micro-batch within the step (selects its dropout key).
-    transformer : model.Transformer
+    transformer : model.Transformer or language_model.LanguageModel
         The model.
     label_smoothing : float
         ``eps_ls``.
@@ -247,7 +245,7 @@ def accumulate_gradients(state: TrainState, carry: tuple[Any, MetricSums] | None
 
 
 def train_step(state: TrainState, batch: Batch, carry: tuple[Any, MetricSums] | None = None, *,
-               transformer: model.Transformer, optimizer: optax.GradientTransformation,
+               transformer: nn.Module, optimizer: optax.GradientTransformation,
                label_smoothing: float, micro_index: int = 0,
                dropout_rng: str = "threefry") -> tuple[TrainState, MetricSums]:
     """One optimizer update: the last (or only) micro-batch's gradient, normalization, Adam.
@@ -260,7 +258,7 @@ def train_step(state: TrainState, batch: Batch, carry: tuple[Any, MetricSums] | 
         The last micro-batch of the step.
     carry : (grads, sums) or None
         Accumulated over the step's earlier micro-batches (:func:`accumulate_gradients`).
-    transformer : model.Transformer
+    transformer : model.Transformer or language_model.LanguageModel
         The model (``dtype`` selects the compute precision; parameters stay float32).
     optimizer : optax.GradientTransformation
         From :func:`optim.make_optimizer`.
@@ -286,7 +284,7 @@ def train_step(state: TrainState, batch: Batch, carry: tuple[Any, MetricSums] | 
     return new_state, dict(sums, grad_norm=optax.tree.norm(grads))
 
 
-def eval_step(params: Any, batch: Batch, *, transformer: model.Transformer,
+def eval_step(params: Any, batch: Batch, *, transformer: nn.Module,
               label_smoothing: float) -> MetricSums:
     """Metric sums of one evaluation batch (no dropout).
 
@@ -296,7 +294,7 @@ def eval_step(params: Any, batch: Batch, *, transformer: model.Transformer,
         Parameters.
     batch : Batch
         Global batch; all-pad rows count for nothing.
-    transformer : model.Transformer
+    transformer : model.Transformer or language_model.LanguageModel
         The model.
     label_smoothing : float
         ``eps_ls`` (the smoothed loss is reported beside the unsmoothed one).
@@ -338,7 +336,7 @@ class CompiledSteps:
     batch_sharding: NamedSharding
 
 
-def compile_steps(transformer: model.Transformer, optimizer: optax.GradientTransformation,
+def compile_steps(transformer: nn.Module, optimizer: optax.GradientTransformation,
                   mesh: Mesh, state_shardings: TrainState, *, label_smoothing: float,
                   grad_accum_steps: int = 1, dropout_rng: str = "threefry") -> CompiledSteps:
     """Jit the step functions with explicit shardings and donated state/accumulator buffers.
@@ -368,9 +366,8 @@ def compile_steps(transformer: model.Transformer, optimizer: optax.GradientTrans
     carry_sharding = (state_shardings.params, replicated)
     if dropout_rng not in DROPOUT_RNGS:
         raise ValueError(f"dropout_rng must be one of {DROPOUT_RNGS}; got {dropout_rng!r}.")
-    common = dict(transformer=transformer, label_smoothing=label_smoothing)
     last = functools.partial(train_step, optimizer=optimizer, micro_index=grad_accum_steps - 1,
-                             dropout_rng=dropout_rng, **common)
+                             dropout_rng=dropout_rng, transformer=transformer, label_smoothing=label_smoothing)
     first_micro = next_micro = None
     if grad_accum_steps == 1:
         train = jax.jit(lambda state, batch: last(state, batch),
@@ -381,14 +378,15 @@ def compile_steps(transformer: model.Transformer, optimizer: optax.GradientTrans
                         in_shardings=(state_shardings, batch_sharding, carry_sharding),
                         out_shardings=(state_shardings, replicated),
                         donate_argnums=(0,))  # The carry has no output to alias; it is freed anyway.
-        accumulate = functools.partial(accumulate_gradients, dropout_rng=dropout_rng, **common)
+        accumulate = functools.partial(accumulate_gradients, dropout_rng=dropout_rng, transformer=transformer,
+                                       label_smoothing=label_smoothing)
         first_micro = jax.jit(lambda state, batch, index: accumulate(state, None, batch, index),
                               in_shardings=(state_shardings, batch_sharding, replicated),
                               out_shardings=carry_sharding)
         next_micro = jax.jit(accumulate, in_shardings=(state_shardings, carry_sharding, batch_sharding,
                                                        replicated),
                              out_shardings=carry_sharding, donate_argnums=(1,))
-    evaluate = jax.jit(functools.partial(eval_step, **common),
+    evaluate = jax.jit(functools.partial(eval_step, transformer=transformer, label_smoothing=label_smoothing),
                        in_shardings=(state_shardings.params, batch_sharding), out_shardings=replicated)
     return CompiledSteps(train, first_micro, next_micro, evaluate, state_shardings, batch_sharding)
 
@@ -413,6 +411,7 @@ def run_update(steps: CompiledSteps, state: TrainState,
     """
     if len(micro_batches) == 1:
         return steps.train(state, micro_batches[0])
+    assert steps.first_micro_batch is not None and steps.next_micro_batch is not None  # grad_accum_steps > 1.
     carry = steps.first_micro_batch(state, micro_batches[0], np.int32(0))
     for index, batch in enumerate(micro_batches[1:-1], start=1):
         carry = steps.next_micro_batch(state, carry, batch, np.int32(index))

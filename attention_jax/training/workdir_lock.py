@@ -139,9 +139,11 @@ class WorkdirLock:
 
     def _write_local(self, record: dict[str, Any] | None) -> None:
         payload = b"" if record is None else (json.dumps(record, indent=2) + "\n").encode("utf-8")
-        os.ftruncate(self._descriptor, 0)
-        os.pwrite(self._descriptor, payload, 0)
-        os.fsync(self._descriptor)
+        descriptor = self._descriptor
+        assert descriptor is not None  # Held locally.
+        os.ftruncate(descriptor, 0)
+        os.pwrite(descriptor, payload, 0)
+        os.fsync(descriptor)
 
     def _acquire_remote(self) -> None:
         path = epath.Path(self.path)
@@ -177,11 +179,13 @@ class WorkdirLock:
             if path.exists():
                 path.write_text("")
             return
+        descriptor = self._descriptor
+        assert descriptor is not None  # Held locally.
         try:
             self._write_local(None)
         finally:
-            fcntl.flock(self._descriptor, fcntl.LOCK_UN)
-            os.close(self._descriptor)
+            fcntl.flock(descriptor, fcntl.LOCK_UN)
+            os.close(descriptor)
             self._descriptor = None
 
     def __enter__(self) -> "WorkdirLock":

@@ -38,12 +38,9 @@ or one row::
     python -m attention_jax.main --config=configs/sweeps/attention_function.py:dot_product_dk128 \\
         --workdir=runs/dot_product_dk128 --config.seed=0
 
-Measured cost (seed 0, 2 cores): 36 to 68 minutes a run with ``--parallel=2`` (scaled and unscaled dot
-product 36 to 58, linear 45, additive 47 and 68 at d_k = 8 and 32). Additive attention at d_k = 128 is
-the costly row (``[B, T, S, H, d_k]`` tanh evaluations per layer, see
-``attention_jax/models/attention_functions.py``): 5.5 s a step beside another run, 3.6 s alone on both
-cores, so about 1 h 50 min a seed alone. The 30 runs take about 16 hours. Results and the measured
-reading: ``docs/attention_functions.md``.
+Additive attention at d_k = 128 is the costly row (``[B, T, S, H, d_k]`` tanh evaluations per layer, see
+``attention_jax/models/attention_functions.py``). Results, the cost of each row and the reading:
+``docs/attention_functions.md``.
 """
 
 from __future__ import annotations

@@ -159,3 +159,20 @@ def tiny_config(**overrides: Any) -> Any:
     ))
     config.update(overrides)
     return config
+
+
+def tiny_experiment(**overrides: Any) -> Any:
+    """:func:`tiny_config` checked and built into an ``Experiment``, as an entry point passes it on."""
+    from attention_jax.experiment import sections
+
+    return sections.build_experiment(tiny_config(**overrides), "test")
+
+
+def data_config(**fields: Any) -> Any:
+    """``configs/base.py``'s data section (a ``DataConfig``) with ``fields`` replaced, for the pipeline tests."""
+    import dataclasses
+
+    from attention_jax.experiment import sections
+    from configs import base
+
+    return dataclasses.replace(sections.build_experiment(base.get_config(), "configs/base.py").data, **fields)

@@ -1,7 +1,8 @@
 """Independent NumPy implementations of the paper's equations, used as test oracles.
 
 Written from the paper's text only (Sections 3.1-3.5; the other attention functions from Bahdanau et al.,
-2015 and Katharopoulos et al., 2020), with none of the library's code, in float64.
+2015 and Katharopoulos et al., 2020; the positional encodings that act in attention from Shaw et al., 2018,
+Su et al., 2021 and Press et al., 2022), with none of the library's code, in float64.
 Parameter dictionaries follow the Flax layout of ``attention_jax.models.model`` so the same weights can be fed
 to both implementations.
 """
@@ -138,6 +139,112 @@ def linear_attention(query: np.ndarray, key: np.ndarray, value: np.ndarray,
                 if similarity.sum() > 0:
                     output[b, t, h] = similarity @ value[b, :, h] / similarity.sum()
     return output
+
+
+def rotate_by_position(x: np.ndarray, positions: np.ndarray, base: float = 10000.0) -> np.ndarray:
+    """Su et al. (2021), Eq. 34: each pair (x_2p, x_2p+1) of ``x`` [L, K] times the 2 x 2 rotation by
+    m theta_p, theta_p = base^(-2p / K), m the row's position."""
+    rotated = np.zeros(x.shape)
+    for row, position in enumerate(positions):
+        for pair in range(x.shape[1] // 2):
+            angle = position * base ** (-2 * pair / x.shape[1])
+            rotation = np.array([[np.cos(angle), -np.sin(angle)], [np.sin(angle), np.cos(angle)]])
+            rotated[row, 2 * pair:2 * pair + 2] = rotation @ x[row, 2 * pair:2 * pair + 2]
+    return rotated
+
+
+def alibi_slopes(num_heads: int) -> list[float]:
+    """Press et al. (2022): the geometric sequence starting at 2^(-8/n) with that ratio, n = H a power of
+    two; otherwise n = the power of two below H, then every other slope of 2n heads."""
+    def geometric(count: int) -> list[float]:
+        start = 2 ** (-8 / count)
+        return [start * start ** head for head in range(count)]
+
+    below = 1
+    while below * 2 <= num_heads:
+        below *= 2
+    return geometric(below) + geometric(2 * below)[0::2][:num_heads - below]
+
+
+def positional_attention(query: np.ndarray, key: np.ndarray, value: np.ndarray, mask: np.ndarray | None, *,
+                         encoding: str, query_positions: np.ndarray, key_positions: np.ndarray,
+                         causal: bool = False, relative_keys: np.ndarray | None = None,
+                         relative_values: np.ndarray | None = None, scaled: bool = True,
+                         score_vector: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """One self-attention with ``encoding`` in ``relative``, ``rotary``, ``alibi``, by explicit loops.
+
+    relative (Shaw et al., Eqs. 3-4): e_ts = q_t (k_s + wK[clip(s - t, k)])^T / sqrt(d_k), z_t = sum_s
+    a_ts (v_s + wV[clip(s - t, k)]), k = (len(wK) - 1) / 2, offsets of the positions given. rotary: q_t and
+    k_s rotated by their positions first. alibi: e_ts - m_h (t - s) (``causal``) or - m_h |t - s|.
+    ``scaled=False``: footnote 4's unscaled products; ``score_vector`` [H, K]: additive scores instead.
+    Shapes as :func:`attention`; positions [B, T] and [B, S]. Returns (output [B,T,H,V], weights [B,H,T,S]).
+    """
+    batch, length_q, heads, key_dim = query.shape
+    length_k = key.shape[1]
+    mask = _broadcast_mask(mask, (batch, heads, length_q, length_k))
+    weights = np.zeros((batch, heads, length_q, length_k))
+    output = np.zeros((batch, length_q, heads, value.shape[-1]))
+    slopes = alibi_slopes(heads)
+    scale = np.sqrt(key_dim) if scaled else 1.0
+    for b in range(batch):
+        for h in range(heads):
+            queries, keys = query[b, :, h], key[b, :, h]
+            if encoding == "rotary":
+                queries = rotate_by_position(queries, query_positions[b])
+                keys = rotate_by_position(keys, key_positions[b])
+            for t in range(length_q):
+                scores = np.full(length_k, -np.inf)
+                for s in range(length_k):
+                    if not mask[b, h, t, s]:
+                        continue
+                    offset = key_positions[b, s] - query_positions[b, t]  # j - i
+                    if score_vector is not None:
+                        score = np.tanh(queries[t] + keys[s]) @ score_vector[h]
+                    else:
+                        score = queries[t] @ keys[s] / scale
+                    if encoding == "relative":
+                        distance = (len(relative_keys) - 1) // 2
+                        score += queries[t] @ relative_keys[min(max(offset, -distance), distance) + distance] / scale
+                    if encoding == "alibi":
+                        score -= slopes[h] * (-offset if causal else abs(offset))
+                    scores[s] = score
+                if not np.isfinite(scores).any():
+                    continue
+                weights[b, h, t] = softmax(scores)
+                output[b, t, h] = weights[b, h, t] @ value[b, :, h]
+                if encoding == "relative" and relative_values is not None:
+                    distance = (len(relative_values) - 1) // 2
+                    for s in range(length_k):
+                        offset = key_positions[b, s] - query_positions[b, t]
+                        output[b, t, h] += weights[b, h, t, s] * relative_values[
+                            min(max(offset, -distance), distance) + distance]
+    return output, weights
+
+
+def positional_self_attention(params: dict, x: np.ndarray, mask: np.ndarray | None, *, encoding: str,
+                              positions: np.ndarray, causal: bool = False,
+                              attention_function: str = "scaled_dot_product") -> tuple[np.ndarray, np.ndarray]:
+    """Multi-head self-attention (projections with biases, W^O) with :func:`positional_attention` heads.
+
+    ``params`` in the Flax layout of one ``self_attention``: ``relative_key_embedding`` (and
+    ``relative_value_embedding``) for ``relative``, ``score_vector`` for ``additive``. Returns (output
+    [B, L, D], weights [B, H, L, L]).
+    """
+    def project(name: str) -> np.ndarray:
+        return np.einsum("bld,dhk->blhk", x, np.asarray(params[name]["kernel"], np.float64)) + params[name]["bias"]
+
+    def table(name: str) -> np.ndarray | None:
+        return np.asarray(params[name], np.float64) if name in params else None
+
+    score_vector = table("score_vector") if attention_function == "additive" else None
+    heads, weights = positional_attention(
+        project("query"), project("key"), project("value"), mask, encoding=encoding, query_positions=positions,
+        key_positions=positions, causal=causal, relative_keys=table("relative_key_embedding"),
+        relative_values=table("relative_value_embedding"), scaled=attention_function != "dot_product",
+        score_vector=score_vector)
+    w_out = np.asarray(params["out"]["kernel"], np.float64)
+    output = heads.reshape(*heads.shape[:2], -1) @ w_out.reshape(-1, w_out.shape[-1]) + params["out"]["bias"]
+    return output, weights
 
 
 def layer_norm(params: dict, x: np.ndarray, epsilon: float = 1e-6) -> np.ndarray:

@@ -24,7 +24,6 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 
 from attention_jax.models import model  # noqa: E402
 from attention_jax.training import optim, sharding, train_state  # noqa: E402
-from attention_jax.models.transformer_config import TransformerConfig  # noqa: E402
 from tests.support import fake_data  # noqa: E402
 
 NUM_STEPS = 3
@@ -37,21 +36,21 @@ SETUPS = {
 }
 
 
-def run_setup(config, mesh_shape, mesh_axes, param_sharding, num_devices):
+def run_setup(experiment, mesh_shape, mesh_axes, param_sharding, num_devices):
     """Train NUM_STEPS steps from the same initial parameters; return losses and the final state."""
     mesh = sharding.create_mesh(mesh_shape, mesh_axes, devices=jax.devices()[:num_devices])
-    transformer = model.Transformer(TransformerConfig.from_config(config))
-    optimizer = optim.make_optimizer(config)
+    transformer = model.Transformer(experiment.model)
+    optimizer = optim.make_optimizer(experiment.optimizer)
     boxed = train_state.abstract_boxed_state(transformer, optimizer)
     shardings = train_state.train_state_shardings(boxed, mesh, sharding.logical_axis_rules(param_sharding, mesh))
-    state = train_state.create_train_state(config.seed, transformer, optimizer, shardings)
+    state = train_state.create_train_state(experiment.seed, transformer, optimizer, shardings)
     steps = train_state.compile_steps(transformer, optimizer, mesh, shardings,
-                                label_smoothing=config.label_smoothing,
-                                grad_accum_steps=config.grad_accum_steps)
+                                label_smoothing=experiment.optimizer.label_smoothing,
+                                grad_accum_steps=experiment.optimizer.grad_accum_steps)
     losses = []
     for index in range(NUM_STEPS):
-        batch = fake_data.make_batch(0, index, SHAPE, config.vocab_size)
-        micro = np.array_split(np.arange(SHAPE[0]), config.grad_accum_steps)
+        batch = fake_data.make_batch(0, index, SHAPE, experiment.model.vocab_size)
+        micro = np.array_split(np.arange(SHAPE[0]), experiment.optimizer.grad_accum_steps)
         micro_batches = [sharding.global_batch({k: v[rows] for k, v in batch.items()},
                                                steps.batch_sharding) for rows in micro]
         state, sums = train_state.run_update(steps, state, micro_batches)
@@ -74,7 +73,7 @@ def max_difference(left, right) -> float:
 def main() -> None:
     # No dropout: every setup computes the same function (dropout keys under sharding are covered by
     # the two-process test, which compares losses with dropout on).
-    config = fake_data.tiny_config(dropout_rate=0.0, num_train_steps=NUM_STEPS)
+    config = fake_data.tiny_experiment(dropout_rate=0.0, num_train_steps=NUM_STEPS)
     report = {"device_count": jax.device_count()}
     reference = None
     for name, setup in SETUPS.items():
@@ -84,14 +83,14 @@ def main() -> None:
                         "max_opt_diff": max_difference(state.opt_state, reference.opt_state),
                         "step": int(state.step), "param_spec_example": spec}
     # bfloat16 compute: parameters and optimizer state stay float32, losses close to float32's.
-    losses, state, _ = run_setup(fake_data.tiny_config(dropout_rate=0.0, num_train_steps=NUM_STEPS,
-                                                      dtype="bfloat16"), *SETUPS["single_device"])
+    losses, state, _ = run_setup(fake_data.tiny_experiment(dropout_rate=0.0, num_train_steps=NUM_STEPS,
+                                                          dtype="bfloat16"), *SETUPS["single_device"])
     report["bfloat16"] = {"losses": losses, "reference_losses": report["single_device"]["losses"],
                           "state_dtypes": sorted({str(leaf.dtype) for leaf in
                                                   jax.tree.leaves((state.params, state.opt_state))})}
     # Gradient accumulation: 2 micro-batches of 8 rows equal one batch of 16.
-    losses, accumulated, _ = run_setup(fake_data.tiny_config(dropout_rate=0.0, num_train_steps=NUM_STEPS,
-                                                             grad_accum_steps=2), *SETUPS["single_device"])
+    losses, accumulated, _ = run_setup(fake_data.tiny_experiment(dropout_rate=0.0, num_train_steps=NUM_STEPS,
+                                                                 grad_accum_steps=2), *SETUPS["single_device"])
     report["grad_accum_2"] = {"losses": losses, "reference_losses": report["single_device"]["losses"],
                               "param_diffs": differences(accumulated.params, reference.params)}
     print("RESULT " + json.dumps(report))

@@ -63,11 +63,12 @@ def tiny_data_dir(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
     Prepared once, before any run, so that concurrent jobs never build the same cache together.
     """
     from attention_jax.data import input_pipeline
+    from attention_jax.experiment import sections
     from configs import tiny
 
     data_dir = tmp_path_factory.mktemp("tiny_data")
     config = tiny.get_config()
     config.update(TINY_TRAINING)
     config.data_dir = str(data_dir)
-    input_pipeline.get_datasets(config)
+    input_pipeline.get_datasets(sections.build_experiment(config, "configs/tiny.py").data)
     return data_dir

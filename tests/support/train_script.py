@@ -29,7 +29,7 @@ from tests.support import fake_data  # noqa: E402
 
 def main(workdir: str, config_overrides: str, data_arguments: str) -> None:
     distributed.maybe_initialize(timeout_s=120)  # Multi-process when JAX_COORDINATOR_ADDRESS is set.
-    config = fake_data.tiny_config(**json.loads(config_overrides))
+    config = fake_data.tiny_experiment(**json.loads(config_overrides))
     data_kwargs = dict(json.loads(data_arguments), process_index=jax.process_index(),
                        process_count=jax.process_count())
     if "shapes" in data_kwargs:

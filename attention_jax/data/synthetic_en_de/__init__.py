@@ -29,7 +29,7 @@ Build and read it with TFDS (no TensorFlow needed; "array_record" is this builde
 
     from attention_jax.data.synthetic_en_de import SyntheticEnDe
     builder = SyntheticEnDe(data_dir=d, file_format="array_record")
-    builder.download_and_prepare()         # about 20 s of CPU for the full size
+    builder.download_and_prepare()         # generates the full size once
     train = builder.as_data_source("train")  # train[i] == {"de": b"...", "en": b"..."}
 
 or, once this package is imported, ``tfds.data_source("synthetic_en_de", split="train", data_dir=d)``.
@@ -45,7 +45,14 @@ exports the corpus's interface; importing it registers the TFDS builder.
 from attention_jax.data.synthetic_en_de.builder import SyntheticEnDe, SyntheticEnDeConfig
 from attention_jax.data.synthetic_en_de.sampling import MAX_WORDS, SEED, iter_pairs, sample_pair, sample_sentence
 from attention_jax.data.synthetic_en_de.splits import (
-    SPLITS, TEST_SIZE, TRAIN_SIZE, VALIDATION_SIZE, default_split_sizes, generate_split, generate_splits, split_of,
+    SPLITS,
+    TEST_SIZE,
+    TRAIN_SIZE,
+    VALIDATION_SIZE,
+    default_split_sizes,
+    generate_split,
+    generate_splits,
+    split_of,
 )
 
 __all__ = [

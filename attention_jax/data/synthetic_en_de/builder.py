@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import tensorflow_datasets as tfds
 
-from attention_jax.data.synthetic_en_de.splits import default_split_sizes, generate_splits, SPLITS
+from attention_jax.data.synthetic_en_de.splits import SPLITS, default_split_sizes, generate_splits
 
 
 @dataclasses.dataclass(eq=False)

@@ -5,12 +5,26 @@ from __future__ import annotations
 
 import typing
 
-from attention_jax.data.synthetic_en_de.lexicon import (
-    A, Adjective, ADJUNCT_PREPOSITIONS, BARE_PLURAL, CONTRACTIONS, Determiner, ENGLISH_ADJUNCT_ORDER,
-    ENGLISH_BE, GERMAN_ADJUNCT_ORDER, GERMAN_BE, LOCATION_PREPOSITIONS, Modal, Noun, PERSON_INDEX,
-    Pronoun, THE, Verb,
-)
 from attention_jax.data.synthetic_en_de.declension import german_adjective_ending, german_determiner
+from attention_jax.data.synthetic_en_de.lexicon import (
+    ADJUNCT_PREPOSITIONS,
+    BARE_PLURAL,
+    CONTRACTIONS,
+    ENGLISH_ADJUNCT_ORDER,
+    ENGLISH_BE,
+    GERMAN_ADJUNCT_ORDER,
+    GERMAN_BE,
+    LOCATION_PREPOSITIONS,
+    PERSON_INDEX,
+    THE,
+    A,
+    Adjective,
+    Determiner,
+    Modal,
+    Noun,
+    Pronoun,
+    Verb,
+)
 
 
 class NounPhrase(typing.NamedTuple):
@@ -64,6 +78,7 @@ class NounPhrase(typing.NamedTuple):
             return [self.pronoun.english]
         if self.name:
             return [self.name]
+        assert self.noun is not None  # A phrase is a pronoun, a name or a noun.
         modifiers = [adjective.english for adjective in self.adjectives]
         noun = self.noun.english_plural if self.plural else self.noun.english
         determiner = self.determiner.english_plural if self.plural else self.determiner.english
@@ -77,6 +92,7 @@ class NounPhrase(typing.NamedTuple):
             return [self.pronoun.german]
         if self.name:
             return [self.name]
+        assert self.noun is not None  # A phrase is a pronoun, a name or a noun.
         gender = "pl" if self.plural else self.noun.gender
         determiner = german_determiner(self.determiner, gender, case, negative)
         ending = german_adjective_ending(self.determiner, gender, case, negative)
@@ -367,6 +383,7 @@ def _sentence_words(sentence: Sentence) -> tuple[list[str], list[str]]:
         return english_clause(main), german_main_clause(main)
     if sentence.template == "adverb":
         return [*english_connective, *english_clause(main)], german_main_clause(main, german_connective)
+    assert other is not None  # The other templates join two clauses.
     if sentence.template == "coordinated":
         return ([*english_clause(main), *english_connective, *english_clause(other)],
                 [*german_main_clause(main), *german_connective, *german_main_clause(other)])

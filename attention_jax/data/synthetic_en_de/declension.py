@@ -3,7 +3,6 @@ plural (m, f, n, pl) and case (nom, acc, dat)."""
 
 from __future__ import annotations
 
-
 from attention_jax.data.synthetic_en_de.lexicon import CASES, Determiner
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 
-
 CASES = ("nom", "acc", "dat")
 
 
@@ -340,8 +339,9 @@ def _verb(english: str, german: str, frame: str, subject: str = _ANIMATE, object
     infinitive, forms = german.split(": ")
     particle, _, _ = infinitive.rpartition("|")
     german_preposition, _, object_case = preposition.partition("+")
-    return Verb(english_base, english_3sg, infinitive.replace("|", ""), tuple(forms.split()), particle,
-                frame, frozenset(subject.split()), frozenset(objects.split()), tuple(adjuncts.split()),
+    first_singular, third_singular, plural = forms.split()
+    return Verb(english_base, english_3sg, infinitive.replace("|", ""), (first_singular, third_singular, plural),
+                particle, frame, frozenset(subject.split()), frozenset(objects.split()), tuple(adjuncts.split()),
                 german_preposition, object_case)
 
 
@@ -448,7 +448,7 @@ class Modal:
     """
 
     english: tuple[str, str, str]
-    english_negated: tuple[str, str, str]
+    english_negated: tuple[str, str, str] | tuple[()]
     german: tuple[str, str, str]
 
 

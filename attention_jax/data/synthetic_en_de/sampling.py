@@ -9,16 +9,39 @@ import random
 import typing
 from collections.abc import Iterator, Sequence
 
-from attention_jax.data.synthetic_en_de.lexicon import (
-    A, Adjective, ADJECTIVES, ADVERBS, ALL_NOUNS, CONCRETE, CONJUNCTIONS, COORDINATORS, Determiner,
-    DETERMINERS, MODALS, NAMES, NEGATABLE_OBJECT_DETERMINERS, Noun, NOUNS, PLACE_DETERMINERS, PRONOUNS,
-    SPATIAL_ADJUNCTS, THE, Verb, VERBS,
-)
 from attention_jax.data.synthetic_en_de.clauses import (
-    TEMPLATES, adjunct, Clause, NounPhrase, prepositional_object, PrepositionalPhrase, render_sentence,
+    TEMPLATES,
+    Clause,
+    NounPhrase,
+    PrepositionalPhrase,
     Sentence,
+    adjunct,
+    prepositional_object,
+    render_sentence,
 )
-
+from attention_jax.data.synthetic_en_de.lexicon import (
+    ADJECTIVES,
+    ADVERBS,
+    ALL_NOUNS,
+    CONCRETE,
+    CONJUNCTIONS,
+    COORDINATORS,
+    DETERMINERS,
+    MODALS,
+    NAMES,
+    NEGATABLE_OBJECT_DETERMINERS,
+    NOUNS,
+    PLACE_DETERMINERS,
+    PRONOUNS,
+    SPATIAL_ADJUNCTS,
+    THE,
+    VERBS,
+    A,
+    Adjective,
+    Determiner,
+    Noun,
+    Verb,
+)
 
 SEED = 20170612  # arXiv v1 date of "Attention Is All You Need".
 MAX_WORDS = 30  # Longest English sentence kept, in words (punctuation not counted).

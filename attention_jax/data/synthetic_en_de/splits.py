@@ -6,8 +6,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 
-from attention_jax.data.synthetic_en_de.sampling import iter_pairs, SEED
-
+from attention_jax.data.synthetic_en_de.sampling import SEED, iter_pairs
 
 TRAIN_SIZE = 200_000
 VALIDATION_SIZE = 2_000

@@ -1,0 +1,301 @@
+"""A trained run scored on each target-length bucket: perplexity per piece and beam-search BLEU.
+
+The extrapolation experiment (``docs/positions.md``) trains on targets of at most ``cap`` words and
+scores four buckets of held-apart pairs (:mod:`attention_jax.data.length_buckets`): within the cap, up
+to 1.5x, up to 2x and beyond. For each bucket this module computes, with the run's own tokenizer and
+parameters (``--checkpoint``, the last by default):
+
+- the **perplexity per target piece**, teacher-forced, unsmoothed, EOS included
+  (:func:`attention_jax.evaluation.translation_quality.cross_entropy`, as ``evaluate`` reports it);
+- the **BLEU** of beam-search translations (sacrebleu, 13a) with the run's decoding settings (the
+  small-corpus recipe's: beam 4, alpha 0.6, at most input + 50 output pieces).
+
+**Lengths the model can hold.** A run's position table has ``config.max_len + max_decode_extra_len``
+rows (``TransformerConfig.max_len``); the translator accepts inputs of at most ``config.max_len``
+pieces, and the perplexity leaves out pairs with a side longer than that. Both are counted per bucket
+(``num_over_max_len``): a long bucket scored without its longest pairs would flatter the model, so
+the sweep (``configs/sweeps/positions.py``) sets ``max_len`` above the longest bucket pair.
+
+Run::
+
+    python -m attention_jax.evaluation.length_bucket_evaluation --workdir=RUN --buckets=SPLIT_DIR
+    python -m attention_jax.evaluation.length_bucket_evaluation --root=SWEEP_ROOT --buckets=SPLIT_DIR [--wait]
+
+It writes ``RUN/length_buckets.json`` (atomically, after each bucket, so a stopped evaluation resumes at
+the next bucket) and ``RUN/length_buckets.<bucket>.hypotheses.txt``; a bucket already scored from the
+same bucket file (its SHA-256), checkpoint, training step and decoding settings is skipped. ``--root`` scores every
+finished run of a sweep root (``ROOT/<row>/seed_<k>``); ``--wait`` keeps polling until every run that
+``ROOT/sweep.json`` lists is scored, so it can run beside the sweep.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from absl import app, flags, logging
+
+from attention_jax import run_files
+from attention_jax.data import length_buckets
+from attention_jax.decoding import decode, inference
+from attention_jax.evaluation import progress, translation_quality
+from attention_jax.user_errors import UserInputError, exit_with_error
+
+SETTINGS_KEYS = ("checkpoint", "trained_steps", "beam_size", "alpha", "max_extra_len", "max_source_len")
+"""What must match for a bucket's stored figures to be reused (besides the bucket file's SHA-256)."""
+
+
+def read_results(workdir: str) -> dict[str, Any]:
+    """A run's ``length_buckets.json``, or ``{}`` when it has none.
+
+    Parameters
+    ----------
+    workdir : str
+        The run directory.
+
+    Returns
+    -------
+    dict
+        See :func:`evaluate_run`.
+    """
+    path = os.path.join(workdir, run_files.LENGTH_BUCKETS_FILE)
+    if not os.path.isfile(path):
+        return {}
+    with open(path, encoding="utf-8") as results_file:
+        return json.load(results_file)
+
+
+def _trained_steps(workdir: str) -> int | None:
+    path = os.path.join(workdir, run_files.RESULTS_FILE)
+    if not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as results_file:
+        return json.load(results_file).get("step")
+
+
+def _settings(run: inference.TrainedRun, translator: decode.Translator) -> dict[str, Any]:
+    return {"checkpoint": run.checkpoint, "trained_steps": _trained_steps(run.workdir),
+            "beam_size": translator.beam_size, "alpha": translator.alpha,
+            "max_extra_len": translator.max_extra_len, "max_source_len": translator.max_source_len}
+
+
+def _piece_lengths(translator: decode.Translator, pairs: Sequence[tuple[str, str]]) -> list[int]:
+    return [max(len(translator.tokenizer.encode(source)), len(translator.tokenizer.encode(target)))
+            for source, target in pairs]
+
+
+def score_bucket(translator: decode.Translator, pairs: Sequence[tuple[str, str]], name: str
+                 ) -> tuple[dict[str, Any], list[str]]:
+    """Perplexity per target piece and beam-search BLEU of one bucket.
+
+    Parameters
+    ----------
+    translator : decode.Translator
+        The run's translator (:func:`inference.make_translator`).
+    pairs : Sequence[tuple[str, str]]
+        The bucket's ``(source, reference)`` pairs.
+    name : str
+        The bucket's name, for the progress lines.
+
+    Returns
+    -------
+    tuple[dict, list[str]]
+        The figures (``bleu``, ``bleu_signature``, ``perplexity``, ``cross_entropy``, ``num_pairs``,
+        ``num_target_tokens``, ``num_skipped_for_perplexity``, ``num_over_max_len``, ``longest_pieces``,
+        ``wall_s``) and the translations in bucket order.
+    """
+    start = time.monotonic()
+    lengths = _piece_lengths(translator, pairs)
+    over = sum(length > translator.max_source_len for length in lengths)
+    if over:
+        logging.warning("%s: %d of %d pairs have a side longer than the run's max_len=%d pieces: their sources are "
+                        "truncated and they are left out of the perplexity.", name, over, len(pairs),
+                        translator.max_source_len)
+    result = translation_quality.evaluate(translator, pairs,
+                                          report_progress=progress.progress_logger(f"{name} BLEU", len(pairs)))
+    figures = {key: value for key, value in result.summary().items() if key != "num_examples"}
+    figures.update(num_pairs=len(pairs), num_over_max_len=over, longest_pieces=max(lengths),
+                   wall_s=round(time.monotonic() - start, 2))
+    return figures, result.hypotheses
+
+
+def evaluate_run(workdir: str, split_dir: str, *, checkpoint: str = "latest", batch_size: int = 64) -> dict[str, Any]:
+    """Score a run on every bucket of a length split; skip buckets already scored alike.
+
+    Parameters
+    ----------
+    workdir : str
+        A finished training run (``config.json``, checkpoints, ``tokenizer.model``).
+    split_dir : str
+        A directory written by ``python -m attention_jax.data.length_buckets``.
+    checkpoint : str
+        ``latest``, ``averaged``, ``best`` or a step (:func:`inference.load_run`).
+    batch_size : int
+        Sentences per decoding and perplexity batch.
+
+    Returns
+    -------
+    dict
+        What ``RUN/length_buckets.json`` holds: ``buckets_dir``, ``cap``, the settings of
+        :data:`SETTINGS_KEYS`, ``positional_encoding``, ``seed`` and ``buckets`` (name -> the bucket's word
+        range, ``sha256`` and :func:`score_bucket`'s figures), in the split's bucket order.
+
+    Notes
+    -----
+    Raises :class:`UserInputError` (or ``FileNotFoundError``/``ValueError`` from :func:`inference.load_run`)
+    for a bad split or run. The file is rewritten after each bucket.
+    """
+    split = length_buckets.read_split(split_dir)
+    run = inference.load_run(workdir, checkpoint)
+    translator = inference.make_translator(run, batch_size=batch_size)
+    settings = _settings(run, translator)
+    previous = read_results(workdir)
+    reusable = previous.get("buckets", {}) if all(previous.get(key) == value for key, value in settings.items()) else {}
+    record = {"buckets_dir": split_dir, "cap": split["cap"], **settings,
+              "positional_encoding": run.model_config.positional_encoding, "seed": run.config.seed, "buckets": {}}
+    path = os.path.join(workdir, run_files.LENGTH_BUCKETS_FILE)
+    for name, bucket in split["buckets"].items():
+        described = {key: bucket[key] for key in ("min_words", "max_words", "sha256")}
+        if reusable.get(name, {}).get("sha256") == bucket["sha256"]:
+            record["buckets"][name] = reusable[name]
+            logging.info("%s %s: already scored (PPL %.3f, BLEU %.2f).", workdir, name, reusable[name]["perplexity"],
+                         reusable[name]["bleu"])
+            continue
+        figures, hypotheses = score_bucket(translator, length_buckets.read_bucket(split_dir, bucket), name)
+        record["buckets"][name] = described | figures
+        run_files.write_atomically(run_files.hypotheses_path(os.path.join(workdir, f"length_buckets.{name}.json")),
+                                   "".join(hypothesis.replace("\n", " ") + "\n" for hypothesis in hypotheses))
+        run_files.write_json_atomically(path, record)
+        print(f"{workdir} {name} ({bucket['min_words']}-{bucket['max_words']} target words, {figures['num_pairs']} "
+              f"pairs): PPL {figures['perplexity']:.3f}, BLEU {figures['bleu']:.2f}, {figures['wall_s']:.0f} s",
+              flush=True)
+    run_files.write_json_atomically(path, record)
+    return record
+
+
+def expected_runs(root: str) -> list[str]:
+    """The run directories of a sweep root: ``ROOT/<row>/seed_<k>`` for the rows and seeds of ``sweep.json``.
+
+    Parameters
+    ----------
+    root : str
+        A sweep root (``python -m launch.sweep --root=ROOT``).
+
+    Returns
+    -------
+    list[str]
+        Seed by seed, as the sweep runs them; ``ROOT/<row>`` for a sweep without seeds.
+
+    Notes
+    -----
+    Raises :class:`UserInputError` when ``root`` holds no ``sweep.json``.
+    """
+    path = os.path.join(root, run_files.SWEEP_FILE)
+    if not os.path.isfile(path):
+        raise UserInputError(f"{root!r} holds no {run_files.SWEEP_FILE}: pass the --root of a launch.sweep sweep.")
+    with open(path, encoding="utf-8") as sweep_file:
+        record = json.load(sweep_file)
+    seeds = record.get("seeds") or [None]
+    return [os.path.join(root, row) if seed is None else os.path.join(root, row, f"seed_{seed}")
+            for seed in seeds for row in record["rows"]]
+
+
+def _finished(workdir: str) -> bool:
+    path = os.path.join(workdir, run_files.RESULTS_FILE)
+    if not os.path.isfile(path):
+        return False
+    with open(path, encoding="utf-8") as results_file:
+        return bool(json.load(results_file).get("finished"))
+
+
+def _scored(workdir: str, split: dict) -> bool:
+    record = read_results(workdir)
+    buckets = record.get("buckets", {})
+    same_files = all(buckets.get(name, {}).get("sha256") == entry["sha256"] for name, entry in split["buckets"].items())
+    return same_files and record.get("trained_steps") == _trained_steps(workdir)
+
+
+def evaluate_root(root: str, split_dir: str, *, wait: bool = False, poll_s: float = 300.0,
+                  batch_size: int = 64) -> list[str]:
+    """Score every finished run of a sweep root; with ``wait``, until every run of the sweep is scored.
+
+    Parameters
+    ----------
+    root : str
+        The sweep root.
+    split_dir : str
+        The length split.
+    wait : bool
+        Keep polling every ``poll_s`` seconds until every run of ``sweep.json`` is finished and scored.
+    poll_s : float
+        Seconds between polls.
+    batch_size : int
+        As :func:`evaluate_run`.
+
+    Returns
+    -------
+    list[str]
+        The runs scored by this call (runs already scored are skipped and not listed).
+    """
+    split = length_buckets.read_split(split_dir)
+    scored = []
+    while True:
+        runs = expected_runs(root)
+        for workdir in runs:
+            if _finished(workdir) and not _scored(workdir, split):
+                evaluate_run(workdir, split_dir, batch_size=batch_size)
+                scored.append(workdir)
+        waiting = [workdir for workdir in runs if not (_finished(workdir) and _scored(workdir, split))]
+        if not wait or not waiting:
+            return scored
+        logging.info("%d of %d runs not finished yet; next look in %.0f s.", len(waiting), len(runs), poll_s)
+        time.sleep(poll_s)
+
+
+
+
+_WORKDIR: Any = None  # Set by _define_flags.
+_ROOT: Any = None  # Set by _define_flags.
+_BUCKETS: Any = None  # Set by _define_flags.
+_CHECKPOINT: Any = None  # Set by _define_flags.
+_WAIT: Any = None  # Set by _define_flags.
+_POLL_S: Any = None  # Set by _define_flags.
+_BATCH_SIZE: Any = None  # Set by _define_flags.
+
+def main(argv: Sequence[str]) -> None:
+    """Score ``--workdir`` (or every finished run under ``--root``) on the buckets of ``--buckets``."""
+    if len(argv) > 1 or not _BUCKETS.value or bool(_WORKDIR.value) == bool(_ROOT.value):
+        exit_with_error("length_bucket_evaluation",
+                        "usage: python -m attention_jax.evaluation.length_bucket_evaluation "
+                        "(--workdir=RUN | --root=SWEEP_ROOT [--wait]) --buckets=SPLIT_DIR")
+    try:
+        if _ROOT.value:
+            scored = evaluate_root(_ROOT.value, _BUCKETS.value, wait=_WAIT.value, poll_s=_POLL_S.value,
+                                   batch_size=_BATCH_SIZE.value)
+            print(f"scored {len(scored)} runs under {_ROOT.value}")
+        else:
+            assert _WORKDIR.value is not None  # The usage check: exactly one of --workdir and --root.
+            evaluate_run(_WORKDIR.value, _BUCKETS.value, checkpoint=_CHECKPOINT.value, batch_size=_BATCH_SIZE.value)
+            print(f"wrote {os.path.join(_WORKDIR.value, run_files.LENGTH_BUCKETS_FILE)}")
+    except (UserInputError, FileNotFoundError, ValueError) as error:
+        exit_with_error("length_bucket_evaluation", str(error))
+
+
+def _define_flags() -> None:
+    """Define the command's flags: only when run as a command, so importing the module defines none."""
+    global _WORKDIR, _ROOT, _BUCKETS, _CHECKPOINT, _WAIT, _POLL_S, _BATCH_SIZE
+    _WORKDIR = flags.DEFINE_string("workdir", None, "A finished training run.")
+    _ROOT = flags.DEFINE_string("root", None, "A sweep root: score each finished run (instead of --workdir).")
+    _BUCKETS = flags.DEFINE_string("buckets", None, "The split directory (attention_jax.data.length_buckets).")
+    _CHECKPOINT = flags.DEFINE_string("checkpoint", "latest", "With --workdir: 'latest', 'averaged', 'best' or a step.")
+    _WAIT = flags.DEFINE_bool("wait", False, "With --root: keep polling until every run of the sweep is scored.")
+    _POLL_S = flags.DEFINE_float("poll_s", 300.0, "With --wait: seconds between looks at the sweep root.")
+    _BATCH_SIZE = flags.DEFINE_integer("batch_size", 64, "Sentences per decoding batch.")
+
+
+if __name__ == "__main__":
+    _define_flags()
+    app.run(main)

@@ -1,0 +1,344 @@
+"""A checked config as typed, frozen sections: built once at a command's entry point.
+
+:func:`build_experiment` checks a whole config against :mod:`attention_jax.experiment.schema`, then the
+relations between fields, and returns an :class:`Experiment`: the model (:class:`TransformerConfig`),
+the data (:class:`DataConfig`), the optimizer and loss (:class:`OptimizerConfig`), the decoding
+(:class:`DecodeSettings`) and the run (:class:`RunConfig`) sections, plus :attr:`Experiment.fields`, the
+checked flat values that a run's ``config.json`` records.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+from typing import Any, Mapping
+
+from attention_jax import run_files
+from attention_jax.data import packing
+from attention_jax.data.data_config import DataConfig
+from attention_jax.experiment import schema
+from attention_jax.experiment.schema import ConfigError
+from attention_jax.models import flops
+from attention_jax.models.decode_settings import DecodeSettings
+from attention_jax.models.transformer_config import TransformerConfig
+
+
+@dataclasses.dataclass(frozen=True)
+class PaperFigures:
+    """The paper's figures for a config's row (``None`` where the paper gives none).
+
+    Attributes
+    ----------
+    dev_ppl, dev_bleu : float or None
+        Table 2's dev perplexity and BLEU (newstest2013).
+    params_millions : float or None
+        Table 2's parameter count.
+    test_bleu : float or None
+        Table 3's BLEU (newstest2014).
+    train_flops, train_hours, num_gpus, gpu_tflops : float or None
+        Table 3's training cost and what it was computed from.
+    """
+
+    dev_ppl: float | None = None
+    dev_bleu: float | None = None
+    params_millions: float | None = None
+    test_bleu: float | None = None
+    train_flops: float | None = None
+    train_hours: float | None = None
+    num_gpus: float | None = None
+    gpu_tflops: float | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class OptimizerConfig:
+    """Adam, the learning-rate schedule and the loss (Sections 5.3-5.4).
+
+    Attributes
+    ----------
+    d_model : int
+        The model width the schedule scales by (``d_model ** -0.5``).
+    warmup_steps : int
+        Steps of linear warm-up.
+    learning_rate_scale : float
+        Multiplies the whole schedule.
+    adam_b1, adam_b2, adam_eps : float
+        Adam's betas and epsilon (0.9, 0.98, 1e-9 in the paper).
+    grad_accum_steps : int
+        Micro-batches summed per optimizer step.
+    label_smoothing : float
+        ``eps_ls``.
+    dropout_rng : str
+        ``"threefry"`` or ``"rbg"``.
+    """
+
+    d_model: int
+    warmup_steps: int
+    learning_rate_scale: float
+    adam_b1: float
+    adam_b2: float
+    adam_eps: float
+    grad_accum_steps: int
+    label_smoothing: float
+    dropout_rng: str
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+    """Steps, parallelism, checkpoints, evaluation and logging of one training run.
+
+    Attributes
+    ----------
+    num_train_steps : int
+        Optimizer steps.
+    compilation_cache_dir : str
+        ``"default"``, ``""`` (off) or a directory.
+    mesh_shape : tuple[int, ...]
+        Sizes of the mesh axes (-1: the remaining devices).
+    mesh_axes : tuple[str, ...]
+        Names of the mesh axes.
+    param_sharding : str
+        ``"replicated"`` or ``"fsdp"``.
+    fine_tune_from : str
+        A run whose parameters and tokenizer the run starts from (``""``: from scratch).
+    fine_tune_checkpoint : str
+        Which of its parameters.
+    checkpoint_every_steps : int
+        0: by time only.
+    checkpoint_every_minutes : float
+        0: by steps only.
+    keep_checkpoints : int
+        Checkpoints kept.
+    average_last_checkpoints : int
+        Checkpoints averaged for the final BLEU.
+    log_every_steps : int
+        Progress line interval.
+    peak_tflops_per_device : float
+        MFU's peak (0: a datasheet's or a measured one).
+    profile_steps, profile_start_step : int
+        The profiler's trace.
+    eval_every_steps : int
+        Dev evaluation interval (0: none).
+    num_eval_batches : int
+        0: the whole dev split.
+    num_bleu_examples : int
+        Dev sentences of the sampled BLEU.
+    num_sample_translations : int
+        Translations shown in TensorBoard.
+    final_bleu : bool
+        Whole-split BLEU when training ends.
+    final_bleu_splits : tuple[str, ...]
+        A subset of ``("dev", "test")``.
+    early_stopping_patience : int
+        0: never stop early.
+    early_stopping_min_improvement : float
+        Relative improvement that resets the patience.
+    early_stopping_min_steps : int
+        Evaluations before this step do not count toward patience.
+    """
+
+    num_train_steps: int
+    compilation_cache_dir: str
+    mesh_shape: tuple[int, ...]
+    mesh_axes: tuple[str, ...]
+    param_sharding: str
+    fine_tune_from: str
+    fine_tune_checkpoint: str
+    checkpoint_every_steps: int
+    checkpoint_every_minutes: float
+    keep_checkpoints: int
+    average_last_checkpoints: int
+    log_every_steps: int
+    peak_tflops_per_device: float
+    profile_steps: int
+    profile_start_step: int
+    eval_every_steps: int
+    num_eval_batches: int
+    num_bleu_examples: int
+    num_sample_translations: int
+    final_bleu: bool
+    final_bleu_splits: tuple[str, ...]
+    early_stopping_patience: int
+    early_stopping_min_improvement: float
+    early_stopping_min_steps: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Experiment:
+    """One checked experiment: every section, built once from a config.
+
+    Attributes
+    ----------
+    name : str
+        The run's name.
+    seed : int
+        Initialisation, dropout and batch order.
+    model_kind : str
+        ``"encoder_decoder"`` or ``"decoder_only"``.
+    paper : PaperFigures
+        The paper's figures for the row.
+    model : TransformerConfig
+        The Transformer; its ``max_len`` covers inputs plus the decoding margin.
+    data : DataConfig
+        Corpus, tokenizer and batches.
+    optimizer : OptimizerConfig
+        Adam, schedule and loss.
+    decoding : DecodeSettings
+        Beam search.
+    run : RunConfig
+        Steps, parallelism, checkpoints, evaluation and logging.
+    fields : Mapping[str, Any]
+        The checked flat config, every field of the schema (read-only): what ``config.json`` records.
+    """
+
+    name: str
+    seed: int
+    model_kind: str
+    paper: PaperFigures
+    model: TransformerConfig
+    data: DataConfig
+    optimizer: OptimizerConfig
+    decoding: DecodeSettings
+    run: RunConfig
+    fields: Mapping[str, Any] = dataclasses.field(repr=False, compare=False)
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """The flat config as ``config.json`` stores it (``paper`` a nested dict, tuples as lists).
+
+        Returns
+        -------
+        dict[str, Any]
+            A JSON-serialisable copy of :attr:`fields`.
+        """
+        return {key: (list(value) if isinstance(value, tuple) else
+                      dict(value) if isinstance(value, Mapping) else value)
+                for key, value in self.fields.items()}
+
+    def training_flops(self, target_tokens: float) -> float:
+        """Model FLOPs of training on ``target_tokens`` target tokens (:func:`flops.training_flops`).
+
+        Parameters
+        ----------
+        target_tokens : float
+            Target-side tokens trained on.
+
+        Returns
+        -------
+        float
+            Forward and backward FLOPs, the attention terms counted at the training ``max_len``
+            (:attr:`DataConfig.max_len`, without the decoding margin of :attr:`TransformerConfig.max_len`).
+        """
+        return flops.training_flops(self.model, self.model_kind, target_tokens, self.data.max_len)
+
+
+def plain_fields(config: Any) -> dict[str, Any]:
+    """The top-level fields of a ConfigDict or Mapping as a plain dict (nested ConfigDicts as dicts).
+
+    Parameters
+    ----------
+    config : Mapping
+        A config: a config file's ``ConfigDict`` or a dict of fields.
+
+    Returns
+    -------
+    dict[str, Any]
+        ``{key: value}``, lists turned into tuples.
+    """
+    if not hasattr(config, "items"):
+        raise ConfigError(f"a config must be a ConfigDict or a dict of fields; got {type(config).__name__}.")
+    plain = {}
+    for key, value in config.items():
+        if hasattr(value, "to_dict"):
+            value = value.to_dict()
+        plain[key] = tuple(value) if isinstance(value, list) else value
+    return plain
+
+
+def _of_section(cls: type, fields: Mapping[str, Any], section: str, **extra: Any) -> Any:
+    names = {field.name for field in dataclasses.fields(cls)}
+    values = {name: fields[name] for name in schema.section_fields(section) if name in names}
+    return cls(**values, **extra)
+
+
+def build_experiment(config: Any, where: str) -> Experiment:
+    """Check ``config`` against the schema and the relations between fields; build its sections.
+
+    Parameters
+    ----------
+    config : Mapping
+        A whole config (a ``ConfigDict`` or a dict): a config file's ``get_config()`` with a row's overrides
+        and the flags applied, or a run's ``config.json`` after :func:`schema.with_old_run_defaults`.
+    where : str
+        Where the config came from, named first in an error (e.g. ``"--config=configs/tiny.py"``).
+
+    Returns
+    -------
+    Experiment
+        The checked, typed experiment.
+
+    Notes
+    -----
+    Raises :class:`schema.ConfigError`, one line beginning with ``where``, for an unknown key, a value
+    of the wrong type or out of range, or fields that do not go together.
+    """
+    fields = plain_fields(config)
+    schema.check_config(fields, where)
+    try:
+        _check_relations(fields)
+        model = _model_config(fields)
+        data = _of_section(DataConfig, fields, "data", vocab_size=fields["vocab_size"],
+                           fine_tune_from=fields["fine_tune_from"])
+        optimizer = _of_section(OptimizerConfig, fields, "optimizer", d_model=fields["d_model"])
+        decoding = _of_section(DecodeSettings, fields, "decoding")
+        run = _of_section(RunConfig, fields, "run")
+    except ConfigError:
+        raise
+    except ValueError as error:
+        raise ConfigError(f"{where}: {error}") from None
+    return Experiment(name=fields["name"], seed=fields["seed"], model_kind=fields["model_kind"],
+                      paper=PaperFigures(**(fields["paper"] or {})), model=model, data=data,
+                      optimizer=optimizer, decoding=decoding, run=run, fields=types.MappingProxyType(fields))
+
+
+def _model_config(fields: Mapping[str, Any]) -> TransformerConfig:
+    """The Transformer section: ``key_dim``/``value_dim`` of 0 resolved, positions for the decoding margin."""
+    names = {field.name for field in dataclasses.fields(TransformerConfig)}
+    values = {name: fields[name] for name in schema.section_fields("model") if name in names}
+    for name in ("key_dim", "value_dim"):
+        if values[name] == 0:  # Paper default: d_k = d_v = d_model / h.
+            if values["d_model"] % values["num_heads"]:
+                raise ValueError(f"{name}=0 means d_model / num_heads, but d_model={values['d_model']} is not "
+                                 f"divisible by num_heads={values['num_heads']}: set {name} explicitly or change "
+                                 "num_heads.")
+            values[name] = values["d_model"] // values["num_heads"]
+    return TransformerConfig(**values, max_len=fields["max_len"] + fields["max_decode_extra_len"])
+
+
+def _check_relations(fields: Mapping[str, Any]) -> None:
+    """Raise ``ValueError`` for fields that do not go together (each field alone is already checked)."""
+    if fields["early_stopping_patience"] > 0 and fields["eval_every_steps"] <= 0:
+        raise ValueError(f"early_stopping_patience={fields['early_stopping_patience']} needs dev evaluations "
+                         "to count: set eval_every_steps > 0 (e.g. --config.eval_every_steps=500), or "
+                         "early_stopping_patience=0.")
+    if fields["packing"] and fields["attention_window"] > 0:
+        raise ValueError(f"packing=True needs full attention, but attention_window={fields['attention_window']} "
+                         "restricts self-attention with a blockwise mask that cannot take segment ids: set "
+                         "--config.attention_window=0 or --config.packing=False.")
+    if fields["packing"]:
+        packing.check_row_lengths(fields["packing_row_lengths"], fields["max_len"])
+    run_files.final_bleu_splits(fields["final_bleu_splits"])
+    if len(fields["mesh_shape"]) != len(fields["mesh_axes"]):
+        raise ValueError(f"mesh_shape={tuple(fields['mesh_shape'])} and mesh_axes={tuple(fields['mesh_axes'])} "
+                         "must have one entry per mesh axis.")
+    if "data" not in fields["mesh_axes"] or list(fields["mesh_shape"]).count(-1) > 1:
+        raise ValueError(f"mesh_axes={tuple(fields['mesh_axes'])} must contain 'data' (batches are split over it), "
+                         f"and at most one mesh_shape entry may be -1; got {tuple(fields['mesh_shape'])}.")
+    if fields["model_kind"] == "decoder_only":
+        if fields["attention_window"] > 0:
+            raise ValueError(f"model_kind='decoder_only' packs documents into rows with segment ids, which "
+                             f"restricted attention (attention_window={fields['attention_window']}) cannot "
+                             "take: set --config.attention_window=0.")
+        if fields["num_bleu_examples"] > 0 or fields["final_bleu"]:
+            raise ValueError(
+                f"model_kind='decoder_only' has no source sentences to translate, but num_bleu_examples="
+                f"{fields['num_bleu_examples']} and final_bleu={fields['final_bleu']} ask for BLEU: set "
+                "--config.num_bleu_examples=0 --config.final_bleu=False (configs/lm_*.py do).")

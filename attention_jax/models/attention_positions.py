@@ -1,0 +1,317 @@
+"""Positional encodings inside self-attention: relative (Shaw et al.), rotary (Su et al.), ALiBi (Press et al.).
+
+The registry entries (:mod:`attention_jax.models.positional_encodings`) point at the functions here;
+:class:`attention_jax.models.attention.MultiHeadAttention` calls :func:`rotate_queries_and_keys` and
+:func:`position_score_attention` when it is given an :class:`AttentionPositions`. None of the three adds
+anything to the embeddings.
+
+Equations, position ``i`` of a query and ``j`` of a key, one head ``h`` of ``H``:
+
+* **relative** (Shaw et al., 2018, Eqs. 3-5): ``e_ij = q_i (k_j + a^K_ij)^T / sqrt(d_k)`` and
+  ``z_i = sum_j alpha_ij (v_j + a^V_ij)`` with ``a^K_ij = w^K[clip(j - i, -k, k)]``,
+  ``a^V_ij = w^V[clip(j - i, -k, k)]``, ``k = relative_max_distance`` (16 here, Shaw et al.'s MT
+  setting; offsets beyond it share the edge embedding). The tables ``w^K`` ``[2k + 1, d_k]`` and ``w^V``
+  ``[2k + 1, d_v]`` are learned **per layer** (each self-attention has its own, ``relative_key_embedding``
+  and ``relative_value_embedding``) and **shared by the heads**, as in Shaw et al. (Section 3.1);
+  ``relative_values=False`` drops ``a^V`` (their Table 3 ablation). Under ``dot_product`` the query is
+  the function's ``q' = sqrt(d_k) q``, so ``a^K`` is scaled as the keys are.
+* **rotary** (Su et al., 2021, Eq. 34): ``q_i <- R_i q_i``, ``k_j <- R_j k_j``, where ``R_m`` rotates each
+  pair of components ``(x_{2p}, x_{2p+1})`` by the angle ``m theta_p``, ``theta_p = 10000^(-2p / d_k)``,
+  over the whole head dimension (``d_k`` even). ``(R_i q)^T (R_j k) = q^T R_{j-i} k``: the score depends
+  on ``j - i`` only. It changes the queries and keys, not the scores' computation, so it runs on every
+  implementation (einsum, blockwise window, cached step, XLA and cuDNN kernels).
+* **ALiBi** (Press et al., 2022, Section 3): ``e_ij = q_i k_j^T / sqrt(d_k) - m_h |i - j|`` with the
+  paper's slopes ``m_h = 2^(-8 h / H)``, ``h = 1 .. H`` (for ``H`` not a power of two, the ``2^floor(log2 H)``
+  slopes, then every other slope of ``2 * 2^floor(log2 H)`` heads: :func:`alibi_slopes`). In the encoder the
+  bias is symmetric, ``-m_h |i - j|``; under a causal mask only ``j <= i`` is seen, where it is the paper's
+  ``-m_h (i - j)``. No parameters.
+
+Where they act: **self-attention only**. Cross-attention's queries count target positions and its keys
+source positions; there is no common frame in which ``j - i`` means anything, so cross-attention stays
+content-only (the positions reach it through the decoder's and the encoder's self-attention).
+
+Positions are the model's position ids: ``0 .. L-1``, or a packed row's ``inputs_position`` /
+``targets_position`` (restarting at 0 per pair, so a pair's scores are those it has alone). In cached
+decoding the query is at the cache index and the cached keys at their slots; rotary keys are stored
+rotated. Relative and ALiBi add to the ``[T, S]`` scores, so they need an attention function that forms
+them (not ``linear``) and the einsum path (not the XLA/cuDNN kernels); relative keys and rotary act on
+the dot product ``q k^T`` (not ``additive``). With a restricted window (``attention_window > 0``) their
+scores are computed densely (the same result, O(n^2)). ``positional_encodings.check_with_attention``
+refuses the rest in one line.
+
+Shape glossary
+--------------
+B batch, T query length, S key length, H heads, K d_k, V d_v, R = 2k + 1 relative embeddings.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, cast
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from attention_jax.models import attention_functions, decode_attention, softmax
+
+Array = jax.Array
+
+ROTARY_BASE = 10000.0
+"""Su et al.'s base of the rotation frequencies, ``theta_p = base^(-2p / d)``."""
+
+
+@dataclasses.dataclass(frozen=True)
+class AttentionPositions:
+    """What a self-attention needs of an encoding that acts inside attention (a module attribute).
+
+    Attributes
+    ----------
+    encoding : str
+        ``config.positional_encoding``, a name in ``positional_encodings.POSITIONAL_ENCODINGS``.
+    relative_max_distance : int
+        ``k`` of the relative encoding: offsets are clipped to ``[-k, k]``.
+    relative_values : bool
+        The relative encoding also adds ``a^V`` to the values.
+    """
+
+    encoding: str
+    relative_max_distance: int = 16
+    relative_values: bool = True
+
+
+def call_positions(module: nn.Module, length: int, positions: Array | None) -> Array:
+    """Integer ``[B|1, T]`` positions of this call's queries (and, in self-attention, of its keys).
+
+    Parameters
+    ----------
+    module : nn.Module
+        The bound ``MultiHeadAttention`` (its ``decode`` and ``cache`` are read).
+    length : int
+        ``T``, query positions in this call.
+    positions : Array, optional
+        ``[B, T]`` position ids (packed rows); default ``0 .. T-1``.
+
+    Returns
+    -------
+    Array
+        In decode mode the cache index onward (the position being decoded), whatever ``positions`` says.
+    """
+    if module.decode:
+        start = module.get_variable("cache", "cache_index") if module.has_variable("cache", "cache_index") else 0
+        return (start + jnp.arange(length))[None]
+    return jnp.arange(length)[None] if positions is None else positions
+
+
+# --- rotary (Su et al., 2021) ---------------------------------------------------------------------
+
+def rotary_embedding(x: Array, positions: Array, base: float = ROTARY_BASE) -> Array:
+    """``R_m x`` for every position: each pair ``(x_{2p}, x_{2p+1})`` rotated by ``m theta_p`` (Su et al., Eq. 34).
+
+    Parameters
+    ----------
+    x : Array
+        ``[B, T, H, K]`` queries or keys, ``K`` even.
+    positions : Array
+        Integer ``[B|1, T]`` positions ``m``.
+    base : float
+        ``theta_p = base^(-2p / K)``.
+
+    Returns
+    -------
+    Array
+        ``[B, T, H, K]`` in ``x``'s dtype (computed in float32).
+    """
+    key_dim = x.shape[-1]
+    inverse_frequency = base ** (-jnp.arange(0, key_dim, 2, dtype=jnp.float32) / key_dim)  # theta_p [K/2]
+    angles = positions[..., None, None].astype(jnp.float32) * inverse_frequency  # [B|1,T,1,K/2]
+    cos, sin = jnp.cos(angles), jnp.sin(angles)
+    pairs = x.astype(jnp.float32).reshape(*x.shape[:-1], key_dim // 2, 2)  # [B,T,H,K/2,2]
+    even, odd = pairs[..., 0], pairs[..., 1]
+    rotated = jnp.stack([even * cos - odd * sin, even * sin + odd * cos], axis=-1)
+    return rotated.reshape(x.shape).astype(x.dtype)
+
+
+# --- ALiBi (Press et al., 2022) -------------------------------------------------------------------
+
+def alibi_slopes(num_heads: int) -> tuple[float, ...]:
+    """The paper's head slopes: ``2^(-8 h / H)`` for ``h = 1 .. H`` when ``H`` is a power of two.
+
+    Parameters
+    ----------
+    num_heads : int
+        ``H``.
+
+    Returns
+    -------
+    tuple[float, ...]
+        ``H`` slopes, largest first.
+
+    Notes
+    -----
+    Otherwise (Press et al.'s rule, from their code): the slopes of the closest power of two below,
+    ``n = 2^floor(log2 H)``, followed by every other slope of ``2n`` heads (the odd ones,
+    ``2^(-8 (2i - 1) / 2n)``) until there are ``H``.
+    """
+    def power_of_two(count: int) -> list[float]:
+        return [2.0 ** (-8.0 * head / count) for head in range(1, count + 1)]
+
+    closest = 2 ** int(math.floor(math.log2(num_heads)))
+    return tuple(power_of_two(closest) + power_of_two(2 * closest)[0::2][:num_heads - closest])
+
+
+def alibi_bias(module: nn.Module, settings: AttentionPositions, query: Array, query_positions: Array,
+               key_positions: Array) -> Array:
+    """``-m_h |i - j|``: float32 ``[B|1, H, T, S]`` added to the scores (a ``ScoreBias`` hook)."""
+    slopes = jnp.asarray(alibi_slopes(query.shape[2]), jnp.float32)  # [H]
+    distance = jnp.abs(query_positions[:, :, None] - key_positions[:, None, :]).astype(jnp.float32)  # [B|1,T,S]
+    return -slopes[None, :, None, None] * distance[:, None]
+
+
+# --- relative (Shaw et al., 2018) -----------------------------------------------------------------
+
+def relative_indices(query_positions: Array, key_positions: Array, max_distance: int) -> Array:
+    """``clip(j - i, -k, k) + k``: integer ``[B|1, T, S]`` rows of the ``[2k + 1, .]`` tables."""
+    offsets = key_positions[:, None, :] - query_positions[:, :, None]  # j - i
+    return jnp.clip(offsets, -max_distance, max_distance) + max_distance
+
+
+def _relative_table(module: nn.Module, name: str, settings: AttentionPositions, width: int) -> Array:
+    """A learned ``[2k + 1, width]`` table of this layer, shared by its heads (Shaw et al., Section 3.1)."""
+    table = module.param(name, nn.with_logical_partitioning(nn.initializers.normal(stddev=0.02), (None, "kv")),
+                         (2 * settings.relative_max_distance + 1, width))
+    return cast(Array, table)  # param unboxes the LogicallyPartitioned its init returns.
+
+
+def relative_key_bias(module: nn.Module, settings: AttentionPositions, query: Array, query_positions: Array,
+                      key_positions: Array) -> Array:
+    """``q_i a^K_ij^T / sqrt(d_k)``: float32 ``[B, H, T, S]`` added to the scores (a ``ScoreBias`` hook).
+
+    ``q . w^K_r`` is formed once per relative distance ``r`` (``[B, H, T, R]``), then each pair reads its own.
+    """
+    table = _relative_table(module, "relative_key_embedding", settings, query.shape[-1])  # [R,K]
+    per_distance = jnp.einsum("bthk,rk->bhtr", query, table.astype(query.dtype),
+                              preferred_element_type=jnp.float32)  # [B,H,T,R]
+    index = relative_indices(query_positions, key_positions, settings.relative_max_distance)[:, None]  # [B|1,1,T,S]
+    index = jnp.broadcast_to(index, (per_distance.shape[0], 1, *index.shape[2:]))
+    return jnp.take_along_axis(per_distance, index, axis=-1) / jnp.sqrt(jnp.float32(query.shape[-1]))
+
+
+def relative_value_term(module: nn.Module, settings: AttentionPositions, weights: Array, query_positions: Array,
+                        key_positions: Array) -> Array | None:
+    """``sum_j alpha_ij a^V_ij``: ``[B, T, H, V]`` added to the heads (a ``ValueTerm`` hook), or ``None``.
+
+    The weights are summed per relative distance first (``[B, H, T, R]``), then times ``w^V``.
+    """
+    if not settings.relative_values:
+        return None
+    table = _relative_table(module, "relative_value_embedding", settings, module.value_dim)  # [R,V]
+    index = relative_indices(query_positions, key_positions, settings.relative_max_distance)  # [B|1,T,S]
+    one_hot = jax.nn.one_hot(index, table.shape[0], dtype=weights.dtype)  # [B|1,T,S,R]
+    if one_hot.shape[0] == 1:
+        per_distance = jnp.einsum("bhts,tsr->bhtr", weights, one_hot[0])
+    else:
+        per_distance = jnp.einsum("bhts,btsr->bhtr", weights, one_hot)
+    return jnp.einsum("bhtr,rv->bthv", per_distance, table.astype(weights.dtype))
+
+
+# --- How MultiHeadAttention applies them --------------------------------------------------------------
+
+def rotate_queries_and_keys(scheme: Any, query: Array, key: Array, positions: Array) -> tuple[Array, Array]:
+    """The entry's ``rotate`` on self-attention's queries and keys (both at ``positions``); others unchanged.
+
+    Parameters
+    ----------
+    scheme : positional_encodings.PositionalEncodingScheme
+        The encoding's entry.
+    query, key : Array
+        ``[B, T, H, K]`` (self-attention: the same positions).
+    positions : Array
+        Integer ``[B|1, T]`` from :func:`call_positions`.
+
+    Returns
+    -------
+    (Array, Array)
+        The queries and keys the attention paths then use (and the cache stores).
+    """
+    if scheme.rotate is None:
+        return query, key
+    return scheme.rotate(query, positions), scheme.rotate(key, positions)
+
+
+def position_score_attention(module: nn.Module, entry: Any, scheme: Any, query: Array, key: Array, value: Array,
+                             mask: Any, query_positions: Array, *, dropout_fn: Any, sow_weights: bool) -> Array:
+    """``softmax(scores + bias) (V + value term)``: the einsum path of relative and ALiBi self-attention.
+
+    Parameters
+    ----------
+    module : nn.Module
+        The bound ``MultiHeadAttention`` (parameters, ``cache``, ``positional_encoding`` settings).
+    entry : attention_registry.AttentionFunction
+        The attention function: its ``score``, or the scaled dot product of ``query_transform(q)``.
+    scheme : positional_encodings.PositionalEncodingScheme
+        The encoding's entry: ``score_bias`` and ``value_term``.
+    query, key, value : Array
+        ``[B, T, H, K]``, ``[B, T, H, K]``, ``[B, T, H, V]``.
+    mask : Array, LocalMask or StructuredMask, optional
+        As the model passes it (made dense here).
+    query_positions : Array
+        Integer ``[B|1, T]`` (:func:`call_positions`); the keys are at the same positions, or in decode
+        mode at their cache slots.
+    dropout_fn : callable, optional
+        Attention dropout (on the weights that multiply the values and their relative term).
+    sow_weights : bool
+        Store the weights, positions applied, as ``attention_weights`` in ``intermediates``.
+
+    Returns
+    -------
+    Array
+        ``[B, T, H, V]`` heads.
+    """
+    mask = attention_functions.as_dense_mask(mask, query.shape[1], key.shape[1])
+    key_positions = query_positions
+    if module.decode:
+        key, value, mask = decode_attention.update_key_value_cache(  # [B,H,L,K|V]: heads first.
+            module, key, value, mask, window=module.decode_window)
+        key, value = jnp.swapaxes(key, 1, 2), jnp.swapaxes(value, 1, 2)  # [B,L,H,K|V]
+        key_positions = jnp.arange(key.shape[1])[None]  # Slot s holds position s.
+    scores = position_scores(module, entry, scheme, query, key, query_positions, key_positions)
+    weights = softmax.masked_softmax(scores, mask).astype(value.dtype)
+    if sow_weights:
+        module.sow("intermediates", "attention_weights", weights)
+    attended = dropout_fn(weights) if dropout_fn is not None else weights
+    heads = jnp.einsum("bhts,bshv->bthv", attended, value)
+    if scheme.value_term is not None:
+        term = scheme.value_term(module, module.positional_encoding, attended, query_positions, key_positions)
+        heads = heads if term is None else heads + term.astype(heads.dtype)
+    return heads
+
+
+def position_scores(module: nn.Module, entry: Any, scheme: Any, query: Array, key: Array, query_positions: Array,
+                    key_positions: Array) -> Array:
+    """The attention function's scores plus the entry's ``score_bias``: float32 ``[B, H, T, S]``.
+
+    Parameters
+    ----------
+    module : nn.Module
+        The bound ``MultiHeadAttention`` (its ``positional_encoding`` settings, the bias's parameters).
+    entry, scheme
+        The attention function's and the encoding's registry entries.
+    query, key : Array
+        ``[B, T, H, K]`` and ``[B, S, H, K]``.
+    query_positions, key_positions : Array
+        Integer ``[B|1, T]`` and ``[B|1, S]``.
+
+    Returns
+    -------
+    Array
+        ``entry.score(q, k)``, or ``q' k^T / sqrt(d_k)`` with ``q' = query_transform(q)``, plus the bias.
+    """
+    if entry.score is not None:
+        scores = entry.score(module, query, key)  # float32 [B,H,T,S]
+    else:
+        query = entry.query_transform(query) if entry.query_transform is not None else query
+        scores = jnp.einsum("bthk,bshk->bhts", query, key, preferred_element_type=jnp.float32)
+        scores = scores / jnp.sqrt(jnp.float32(query.shape[-1]))  # Equation (1)
+    return scores + scheme.score_bias(module, module.positional_encoding, query, query_positions, key_positions)

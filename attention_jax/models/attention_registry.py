@@ -1,0 +1,351 @@
+"""The attention functions (Section 3.2.1), one registry: name -> how a head attends and what that supports.
+
+``config.attention_function`` names an entry of :data:`ATTENTION_FUNCTIONS`. Every piece of code that
+depends on the function asks its :class:`AttentionFunction` entry instead of comparing names: validation
+(:func:`check_attention_function`, called by ``TransformerConfig``), the model's masks
+(``models/masks.py``), ``MultiHeadAttention`` (``models/attention.py``), attention maps
+(``evaluation/attention_maps.py``) and the FLOP count (``models/flops.py``). Adding a function is one
+entry (:func:`register_attention_function`) plus its tests; ``tests/test_attention_registry.py`` adds
+one, a dot product at a temperature, as the worked example.
+
+An entry takes one of three paths through ``MultiHeadAttention`` (each keeps the projections ``W^Q``,
+``W^K``, ``W^V`` and ``W^O`` of Section 3.2.2, so the parameter tree is the same for every function but
+for the entry's own parameters):
+
+* the dot-product paths (neither ``score`` nor ``attend``): ``softmax(q' k^T / sqrt(d_k)) v`` with
+  ``q' = query_transform(q)``, through every implementation (einsum, blockwise window, cached decode
+  step, XLA and cuDNN kernels);
+* ``score``: the entry gives the ``[B, H, T, S]`` scores, the shared softmax path does the rest (masks,
+  attention dropout, weights for attention maps, the key/value cache of decoding), einsum only;
+* ``attend``: the entry computes the heads itself (masks, decoding state and all), einsum only.
+
+This module imports no framework (``models/flops.py``, which a PyTorch environment loads, reads the
+FLOP counts here); the JAX code of the built-in entries lives in :mod:`attention_jax.models.attention_functions`
+and is imported when an entry's hook is first called.
+
+Shape glossary
+--------------
+B batch, T query length, S key/value length, H heads, K key/query size per head (d_k), V value size per
+head (d_v).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+from attention_jax.models.registry import Registration, Registry
+
+ATTENTION_IMPLEMENTATIONS = ("einsum", "xla", "cudnn", "fused")
+"""Allowed values of ``config.attention_implementation`` (see ``attention.ATTENTION_IMPLEMENTATIONS``)."""
+
+LINEAR_CHUNK_SIZE = 64
+"""Positions per chunk of causal linear attention (``attention_functions.linear_attention``)."""
+
+FlopCount = Callable[..., float]
+"""Forward FLOPs of one head: ``flops(*, query_len, key_len, key_dim, value_dim, causal, chunk_size)``
+(2 per multiply-add, ``models/flops.py``'s convention; ``chunk_size`` matters only to chunked forms)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class AttentionFunction:
+    """One attention function: its name, its computation and what it supports.
+
+    Attributes
+    ----------
+    name : str
+        The value of ``config.attention_function``.
+    summary : str
+        What a head computes, one line (error messages quote it).
+    flops : FlopCount
+        Forward FLOPs of one head over projected queries, keys and values (:data:`FlopCount`).
+    supports_weights : bool
+        Forms a normalised ``[B, H, T, S]`` weight matrix: attention maps and ``sow_weights``.
+    supports_decode_cache : bool
+        Has an incremental decode step (a key/value cache or a running state).
+    supports_packing : bool
+        Takes the segment masks of packed rows.
+    supports_window : bool
+        Takes restricted self-attention (``attention_window > 0``, Table 1).
+    supports_attention_dropout : bool
+        Takes ``attention_dropout_rate > 0``.
+    implementations : tuple[str, ...]
+        The ``attention_implementation`` values it runs on (a subset of :data:`ATTENTION_IMPLEMENTATIONS`).
+    structured_masks : bool
+        Wants the model's masks as ``attention_functions.StructuredMask`` parts (padding, causal, segments)
+        instead of dense ``[B, 1, T, S]`` masks; only with ``attend``.
+    query_transform : callable, optional
+        Dot-product paths only: ``q -> q'`` ``[B, T, H, K]`` applied before the scaled products
+        (``dot_product``: times ``sqrt(d_k)``, undoing the scale).
+    score : callable, optional
+        ``score(module, query, key) -> scores``: float32 ``[B, H, T, S]`` from ``[B, T, H, K]`` queries and
+        ``[B, S, H, K]`` keys; ``module`` is the bound ``MultiHeadAttention`` (for the entry's parameters).
+    attend : callable, optional
+        ``attend(module, query, key, value, mask, *, decode) -> heads`` ``[B, T, H, V]``, keys and values
+        ``[B', S, H, K|V]`` with ``B = B' R`` (a search's hypotheses sharing a row), ``mask`` as the model
+        passes it; ``decode`` asks for one incremental step (state in the ``cache`` collection).
+
+    Notes
+    -----
+    Frozen. ``__post_init__`` refuses inconsistent entries in one line (both ``score`` and ``attend``, a
+    ``query_transform`` off the dot-product paths, kernels for a function that is not a dot product).
+    """
+
+    name: str
+    summary: str
+    flops: FlopCount
+    supports_weights: bool = True
+    supports_decode_cache: bool = True
+    supports_packing: bool = True
+    supports_window: bool = True
+    supports_attention_dropout: bool = True
+    implementations: tuple[str, ...] = ("einsum",)
+    structured_masks: bool = False
+    query_transform: Callable[[Any], Any] | None = None
+    score: Callable[..., Any] | None = None
+    attend: Callable[..., Any] | None = None
+
+    def __post_init__(self) -> None:
+        if self.score is not None and self.attend is not None:
+            raise ValueError(f"attention function {self.name!r}: give score or attend, not both.")
+        if self.query_transform is not None and not self.uses_dot_product_paths:
+            raise ValueError(f"attention function {self.name!r}: query_transform is for the dot-product paths "
+                             "(no score, no attend).")
+        unknown = set(self.implementations) - set(ATTENTION_IMPLEMENTATIONS)
+        if unknown or not self.implementations:
+            raise ValueError(f"attention function {self.name!r}: implementations must be a non-empty subset of "
+                             f"{ATTENTION_IMPLEMENTATIONS}; got {self.implementations}.")
+        if not self.uses_dot_product_paths and self.implementations != ("einsum",):
+            raise ValueError(f"attention function {self.name!r}: score and attend functions run on the einsum "
+                             f"path only (implementations=('einsum',)); got {self.implementations}.")
+        if self.structured_masks and self.attend is None:
+            raise ValueError(f"attention function {self.name!r}: structured_masks needs an attend function.")
+
+    @property
+    def uses_dot_product_paths(self) -> bool:
+        """Whether the function runs through the scaled dot-product paths (no ``score``, no ``attend``)."""
+        return self.score is None and self.attend is None
+
+
+# --- FLOP counts of the built-in functions (models/flops.py's convention) -----------------------------
+
+def dot_product_flops(*, query_len: int, key_len: int, key_dim: int, value_dim: int, causal: bool = False,
+                      chunk_size: int = LINEAR_CHUNK_SIZE) -> float:
+    """``q k^T`` and the weighted sum of values over all ``T x S`` pairs: ``2 T S (K + V)`` per head.
+
+    Parameters
+    ----------
+    query_len, key_len, key_dim, value_dim : int
+        ``T``, ``S``, ``K``, ``V``.
+    causal, chunk_size
+        Not used: every pair is scored, then masked.
+
+    Returns
+    -------
+    float
+        FLOPs of one head.
+
+    Notes
+    -----
+    The unscaled function's ``sqrt(d_k)`` multiplication of the query is elementwise, not counted.
+    """
+    return float(2 * query_len * key_len * (key_dim + value_dim))
+
+
+def additive_flops(*, query_len: int, key_len: int, key_dim: int, value_dim: int, causal: bool = False,
+                   chunk_size: int = LINEAR_CHUNK_SIZE) -> float:
+    """``w^T tanh(q_t + k_s)``, an add and a multiply-add per component and pair, then the weighted sum.
+
+    Parameters
+    ----------
+    query_len, key_len, key_dim, value_dim : int
+        ``T``, ``S``, ``K``, ``V``.
+    causal, chunk_size
+        Not used.
+
+    Returns
+    -------
+    float
+        ``3 T S K + 2 T S V`` per head.
+
+    Notes
+    -----
+    The ``T S K`` tanh evaluations are not counted (XLA reports them as transcendentals).
+    """
+    pairs = query_len * key_len
+    return float(3 * pairs * key_dim + 2 * pairs * value_dim)
+
+
+def linear_flops(*, query_len: int, key_len: int, key_dim: int, value_dim: int, causal: bool = False,
+                 chunk_size: int = LINEAR_CHUNK_SIZE) -> float:
+    """Linear attention's running sums and their reads, per head (``attention_functions.linear_attention``).
+
+    Parameters
+    ----------
+    query_len, key_len, key_dim, value_dim : int
+        ``T``, ``S``, ``K``, ``V``.
+    causal : bool
+        Causal self-attention (``T == S``), computed in chunks.
+    chunk_size : int
+        ``C``, positions per chunk of the causal form.
+
+    Returns
+    -------
+    float
+        FLOPs of one head.
+
+    Notes
+    -----
+    Not causal: the sums ``sum_s phi(k_s) v_s^T`` (``2 S K V``) and ``sum_s phi(k_s)`` (``S K``), read by
+    every query (``2 T K V`` and ``2 T K``). Causal, with ``C' = min(C, T)`` and the chunk-padded length
+    ``P = ceil(T / C') C'``: within each chunk the masked ``phi(q) phi(k)^T``, its row sums and its product
+    with the values, ``P C' (2 K + 2 V + 1)``; each chunk's sums (``2 P K V + P K`` and ``2 P K``), carried
+    across chunks (``(P / C') K (V + 1)`` adds), then read by the chunk's queries and added in
+    (``2 P K V + P V`` and ``2 P K + P``). With one chunk nothing is carried and the chunk's own sums go
+    unused (XLA drops them), so they are not counted.
+    """
+    if not causal:
+        return float(2 * key_dim * value_dim * (key_len + query_len) + key_dim * (key_len + 2 * query_len))
+    chunk = min(chunk_size, query_len)
+    num_chunks = -(-query_len // chunk)
+    padded = num_chunks * chunk  # P
+    within_chunks = padded * chunk * (2 * key_dim + 2 * value_dim + 1)
+    chunk_sums = 2 * padded * key_dim * value_dim + padded * key_dim + 2 * padded * key_dim
+    carried = num_chunks * key_dim * (value_dim + 1)
+    if num_chunks == 1:  # Nothing enters the only chunk: its sums are dead code, dropped by XLA.
+        chunk_sums = carried = 0
+    read = 2 * padded * key_dim * value_dim + padded * value_dim + 2 * padded * key_dim + padded
+    return float(within_chunks + chunk_sums + carried + read)
+
+
+# --- Hooks of the built-in functions: JAX code, imported on first use ---------------------------------
+
+def _unscaled_query(query: Any) -> Any:
+    from attention_jax.models import attention_functions  # JAX; this module imports no framework.
+
+    return attention_functions.unscaled_query(query)
+
+
+def _additive_score(module: Any, query: Any, key: Any) -> Any:
+    from attention_jax.models import attention_functions
+
+    return attention_functions.additive_module_scores(module, query, key)
+
+
+def _linear_attend(module: Any, query: Any, key: Any, value: Any, mask: Any, *, decode: bool) -> Any:
+    from attention_jax.models import attention_functions
+
+    return attention_functions.linear_module_attention(module, query, key, value, mask, decode=decode)
+
+
+ATTENTION_FUNCTIONS: Registry[AttentionFunction] = Registry("attention_function", (
+    AttentionFunction(
+        name="scaled_dot_product", summary="softmax(q k^T / sqrt(d_k)) v, the paper's Equation (1)",
+        flops=dot_product_flops, implementations=ATTENTION_IMPLEMENTATIONS),
+    AttentionFunction(
+        name="dot_product", summary="softmax(q k^T) v, footnote 4's unscaled dot products",
+        flops=dot_product_flops, implementations=ATTENTION_IMPLEMENTATIONS, query_transform=_unscaled_query),
+    AttentionFunction(
+        name="additive", summary="softmax(w_h^T tanh(q + k)) v (Bahdanau et al., 2015)",
+        flops=additive_flops, score=_additive_score),
+    AttentionFunction(
+        name="linear", summary="phi(q) (sum_s phi(k_s) v_s^T) / (phi(q) sum_s phi(k_s)), phi = elu + 1 "
+                               "(Katharopoulos et al., 2020), without scoring query-key pairs",
+        flops=linear_flops, supports_weights=False, supports_window=False, supports_attention_dropout=False,
+        structured_masks=True, attend=_linear_attend),
+))
+"""Every attention function by name (a ``Mapping``; :func:`register_attention_function` adds to it).
+
+``scaled_dot_product`` (the paper's), ``dot_product`` (unscaled, through the scaled paths on
+``sqrt(d_k) q``), ``additive`` (Bahdanau scores) and ``linear`` (no softmax, no weight matrix).
+"""
+
+
+def attention_function(name: str) -> AttentionFunction:
+    """The registry entry of ``name``; ``ValueError`` in one line, with a did-you-mean, for an unknown name.
+
+    Parameters
+    ----------
+    name : str
+        ``config.attention_function``.
+
+    Returns
+    -------
+    AttentionFunction
+        Its entry in :data:`ATTENTION_FUNCTIONS`.
+    """
+    return ATTENTION_FUNCTIONS.lookup(name)
+
+
+def check_attention_function(function: str, *, implementation: str = "einsum", window: int = 0,
+                             attention_dropout_rate: float = 0.0) -> None:
+    """Raise ``ValueError`` (one line) for an unknown function or a setting its entry does not support.
+
+    Parameters
+    ----------
+    function : str
+        ``config.attention_function``.
+    implementation : str
+        ``config.attention_implementation``: one of the entry's ``implementations``.
+    window : int
+        ``config.attention_window``: > 0 needs ``supports_window``.
+    attention_dropout_rate : float
+        > 0 needs ``supports_attention_dropout``.
+
+    Notes
+    -----
+    ``dot_product`` takes every implementation and window: it is the scaled computation on a rescaled
+    query. ``additive`` takes a window as a dense mask (it scores every pair anyway).
+    """
+    entry = attention_function(function)
+    if implementation not in entry.implementations:
+        allowed = (f"attention_implementation={entry.implementations[0]!r}" if len(entry.implementations) == 1
+                   else f"attention_implementation in {entry.implementations}")
+        raise ValueError(f"attention_function={function!r} needs {allowed} (the xla, cudnn and fused kernels "
+                         f"compute softmax(q k^T) only); got {implementation!r}.")
+    if window > 0 and not entry.supports_window:
+        raise ValueError(f"attention_function={function!r} has no restricted window: set attention_window=0; "
+                         f"got {window}.")
+    if attention_dropout_rate > 0 and not entry.supports_attention_dropout:
+        reason = "forms no attention weights to drop out" if not entry.supports_weights else "takes no dropout"
+        raise ValueError(f"attention_function={function!r} {reason}: set attention_dropout_rate=0; got "
+                         f"{attention_dropout_rate}.")
+
+
+def require_weights(function: str) -> None:
+    """Raise ``ValueError`` (one line) unless ``function`` forms attention weights (attention maps).
+
+    Parameters
+    ----------
+    function : str
+        ``config.attention_function``.
+    """
+    entry = attention_function(function)
+    if not entry.supports_weights:
+        raise ValueError(f"attention_function={function!r} forms no normalised attention weight matrix (it "
+                         f"computes {entry.summary}), so there are no attention weights or maps to show; use "
+                         "a softmax attention function.")
+
+
+def register_attention_function(entry: AttentionFunction) -> Registration:
+    """Add ``entry`` to :data:`ATTENTION_FUNCTIONS`, so that ``config.attention_function=entry.name`` runs it.
+
+    Parameters
+    ----------
+    entry : AttentionFunction
+        The new function; its name must not be registered already.
+
+    Returns
+    -------
+    Registration
+        ``.undo()`` removes it; as a context manager, ``with register_attention_function(entry): ...``
+        keeps it for the block only.
+
+    Notes
+    -----
+    Register before building a ``TransformerConfig`` that names it (validation reads the registry). The
+    model looks the entry up when it is traced, so a jitted function traced with one definition of a name
+    keeps it: register each name once per process (or undo before redefining it).
+    """
+    return ATTENTION_FUNCTIONS.register(entry)

@@ -1,0 +1,412 @@
+"""Positional encodings scored on length buckets: each against sinusoidal, bucket by bucket, paired by seed.
+
+The extrapolation sweep (``configs/sweeps/positions.py``, ``docs/positions.md``) trains one row per
+``config.positional_encoding`` on targets of at most ``cap`` words, and
+:mod:`attention_jax.evaluation.length_bucket_evaluation` scores every run on four buckets of held-apart
+pairs (``RUN/length_buckets.json``): within the cap, up to 1.5x, up to 2x and beyond. This report asks,
+per bucket, how each encoding stands against the paper's sinusoidal one:
+
+- **per encoding and bucket**: perplexity per target piece and BLEU, mean ± standard error over the
+  row's scored seeds;
+- **the paired change against sinusoidal**: for every seed k scored in both rows,
+  ``c_k = ppl(row, k) / ppl(sinusoidal, k) - 1`` and the BLEU difference ``bleu(row, k) -
+  bleu(sinusoidal, k)``; their means and standard errors over the paired seeds. A change is beyond the
+  seeds' spread when ``|mean| > 2 x SE`` (:func:`attention_jax.reports.sweep_seeds.beyond_spread`, the
+  Table 2 report's rule), read ``higher``/``lower``; else ``within noise``; ``1 seed`` without a
+  spread, ``pending`` without a paired seed;
+- **the trend with length**: per seed, the change in the longest bucket minus the change within the
+  cap. Beyond the spread and positive, the encoding falls further behind sinusoidal as the targets
+  grow past the training lengths (``worse with length``); negative, ``better with length``. This is
+  the extrapolation question itself: an encoding may trail sinusoidal everywhere by the same margin
+  and still extrapolate as well.
+
+Files (``python -m attention_jax.report ROOT`` writes them whenever a run of the sweep holds
+``length_buckets.json``; :func:`write_positions_report`)::
+
+    ROOT/positions.md    the tables above and the rule
+    ROOT/positions.csv   one line per (row, bucket), full precision
+    ROOT/positions.png   perplexity and BLEU against the length bucket, one line per encoding (mean ± SE)
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import math
+import os
+import statistics
+from collections.abc import Sequence
+
+from attention_jax.evaluation.length_bucket_evaluation import read_results
+from attention_jax.reports.attention_function_report import mean_and_se
+from attention_jax.reports.sweep_rows import RowReport, SeedRun
+from attention_jax.reports.sweep_seeds import beyond_spread
+
+REFERENCE_ENCODING = "sinusoidal"
+"""The paper's encoding (Section 3.5): every other is compared with it."""
+
+REPORT_STEM = "positions"
+CSV_FIELDS = ("row", "positional_encoding", "bucket", "min_words", "max_words", "num_pairs", "seeds", "ppl_mean",
+              "ppl_se", "bleu_mean", "bleu_se", "paired_seeds", "ppl_change_mean", "ppl_change_se", "ppl_reading",
+              "bleu_difference_mean", "bleu_difference_se", "bleu_reading", "reading_basis")
+
+
+@dataclasses.dataclass(frozen=True)
+class BucketRow:
+    """One row's figures on one bucket, and its comparison with the sinusoidal row.
+
+    Attributes
+    ----------
+    row : str
+        Row name.
+    encoding : str
+        ``config.positional_encoding``.
+    bucket : str
+        Bucket name (``within_cap``, ``up_to_1.5x``, ``up_to_2x``, ``beyond_2x``).
+    min_words, max_words, num_pairs : int
+        The bucket's range of target words and its size.
+    ppl, bleu : dict[int or None, float]
+        Seed -> the run's perplexity per target piece and BLEU on the bucket.
+    ppl_changes, bleu_differences : dict[int or None, float]
+        Seed -> ``ppl / ppl(sinusoidal) - 1`` and ``bleu - bleu(sinusoidal)``, for the seeds in both.
+    ppl_reading, bleu_reading : str
+        ``higher``, ``lower``, ``within noise``, ``1 seed``, ``pending`` or ``reference``.
+    reading_basis : str
+        How the perplexity reading was reached, e.g. ``"|mean| > 2 x SE, 3 paired seeds"``.
+    """
+
+    row: str
+    encoding: str
+    bucket: str
+    min_words: int
+    max_words: int
+    num_pairs: int
+    ppl: dict[int | None, float]
+    bleu: dict[int | None, float]
+    ppl_changes: dict[int | None, float]
+    bleu_differences: dict[int | None, float]
+    ppl_reading: str
+    bleu_reading: str
+    reading_basis: str
+
+
+@dataclasses.dataclass(frozen=True)
+class LengthTrend:
+    """How one encoding's change against sinusoidal moves from within the cap to the longest bucket.
+
+    Attributes
+    ----------
+    row, encoding : str
+        The row and its encoding.
+    first_bucket, last_bucket : str
+        The buckets compared (the split's first and last).
+    differences : dict[int or None, float]
+        Seed -> ``change(last bucket) - change(first bucket)`` for the seeds paired in both.
+    reading, reading_basis : str
+        ``worse with length``, ``better with length``, ``within noise``, ``1 seed`` or ``pending``; and how.
+    """
+
+    row: str
+    encoding: str
+    first_bucket: str
+    last_bucket: str
+    differences: dict[int | None, float]
+    reading: str
+    reading_basis: str
+
+
+def _run_dir(root: str, row: RowReport, run: SeedRun) -> str:
+    return os.path.join(root, row.row, run.name) if run.name else os.path.join(root, row.row)
+
+
+def _encoding(row: RowReport) -> str:
+    return row.config.get("positional_encoding") or REFERENCE_ENCODING
+
+
+def read_bucket_results(root: str, rows: Sequence[RowReport]) -> dict[str, dict[int | None, dict]]:
+    """Every scored run's ``length_buckets.json``, by row and seed.
+
+    Parameters
+    ----------
+    root : str
+        The sweep root.
+    rows : Sequence[RowReport]
+        Its rows (:func:`attention_jax.reports.sweep_rows.read_sweep_rows`).
+
+    Returns
+    -------
+    dict[str, dict[int or None, dict]]
+        Row -> seed -> the record; runs without one are left out.
+    """
+    found: dict[str, dict[int | None, dict]] = {}
+    for row in rows:
+        for run in row.runs:
+            record = read_results(_run_dir(root, row, run))
+            if record.get("buckets"):
+                found.setdefault(row.row, {})[run.seed] = record
+    return found
+
+
+def applies(root: str, rows: Sequence[RowReport]) -> bool:
+    """Whether some run of the sweep has been scored on length buckets.
+
+    Parameters
+    ----------
+    root : str
+        The sweep root.
+    rows : Sequence[RowReport]
+        Its rows.
+
+    Returns
+    -------
+    bool
+        True when at least one run holds ``length_buckets.json``.
+    """
+    return bool(read_bucket_results(root, rows))
+
+
+def _reading(changes: Sequence[float], above: str, below: str) -> tuple[str, str]:
+    if not changes:
+        return "pending", "no seed scored in both rows"
+    if len(changes) == 1:
+        return "1 seed", "no spread to compare with"
+    beyond, basis = beyond_spread(changes)
+    if not beyond:
+        return "within noise", basis
+    return (above if statistics.fmean(changes) > 0 else below), basis
+
+
+def _figure(results: dict[int | None, dict], bucket: str, key: str) -> dict[int | None, float]:
+    values = {seed: record["buckets"].get(bucket, {}).get(key) for seed, record in results.items()}
+    return {seed: value for seed, value in values.items() if value is not None and math.isfinite(value)}
+
+
+def compare_encodings(root: str, rows: Sequence[RowReport]) -> list[BucketRow]:
+    """Compare every row with the sinusoidal row on every bucket, paired by seed.
+
+    Parameters
+    ----------
+    root : str
+        The sweep root.
+    rows : Sequence[RowReport]
+        Its rows; rows without a scored run are left out.
+
+    Returns
+    -------
+    list[BucketRow]
+        Bucket by bucket (the split's order), the sinusoidal row first and then the sweep's order.
+
+    Notes
+    -----
+    Buckets are named by the first scored run; two sinusoidal rows would make the reference
+    ambiguous, and the first is used.
+    """
+    results = read_bucket_results(root, rows)
+    scored = [row for row in rows if row.row in results]
+    if not scored:
+        return []
+    reference = next((row for row in scored if _encoding(row) == REFERENCE_ENCODING), None)
+    ordered = ([reference] if reference else []) + [row for row in scored if row is not reference]
+    first = next(iter(results[ordered[0].row].values()))
+    compared = []
+    for bucket, described in first["buckets"].items():
+        reference_ppl = _figure(results[reference.row], bucket, "perplexity") if reference else {}
+        reference_bleu = _figure(results[reference.row], bucket, "bleu") if reference else {}
+        for row in ordered:
+            ppl, bleu = _figure(results[row.row], bucket, "perplexity"), _figure(results[row.row], bucket, "bleu")
+            size = (described["min_words"], described["max_words"], described["num_pairs"])
+            if row is reference:
+                compared.append(BucketRow(row.row, _encoding(row), bucket, *size, ppl, bleu, {}, {}, "reference",
+                                          "reference", "the paper's encoding"))
+                continue
+            changes = {seed: value / reference_ppl[seed] - 1 for seed, value in ppl.items() if reference_ppl.get(seed)}
+            differences = {seed: value - reference_bleu[seed] for seed, value in bleu.items() if seed in reference_bleu}
+            ppl_reading, basis = _reading(list(changes.values()), "higher", "lower")
+            bleu_reading, _ = _reading(list(differences.values()), "higher", "lower")
+            compared.append(BucketRow(row.row, _encoding(row), bucket, *size, ppl, bleu, changes, differences,
+                                      ppl_reading, bleu_reading,
+                                      basis if reference else f"no {REFERENCE_ENCODING} row"))
+    return compared
+
+
+def length_trends(compared: Sequence[BucketRow]) -> list[LengthTrend]:
+    """For each compared row: does its change against sinusoidal grow from the first bucket to the last?
+
+    Parameters
+    ----------
+    compared : Sequence[BucketRow]
+        :func:`compare_encodings`'s rows.
+
+    Returns
+    -------
+    list[LengthTrend]
+        One per row other than the reference, in the order of ``compared``.
+    """
+    buckets = list(dict.fromkeys(row.bucket for row in compared))
+    if len(buckets) < 2:
+        return []
+    by_key = {(row.row, row.bucket): row for row in compared}
+    trends = []
+    for row in dict.fromkeys(row.row for row in compared if row.ppl_reading != "reference"):
+        first, last = by_key.get((row, buckets[0])), by_key.get((row, buckets[-1]))
+        if first is None or last is None:
+            continue
+        differences = {seed: last.ppl_changes[seed] - first.ppl_changes[seed]
+                       for seed in last.ppl_changes if seed in first.ppl_changes}
+        reading, basis = _reading(list(differences.values()), "worse with length", "better with length")
+        trends.append(LengthTrend(row, first.encoding, buckets[0], buckets[-1], differences, reading, basis))
+    return trends
+
+
+def _number(value: float | None, spread: float | None, digits: int, *, percent: bool = False,
+            sign: bool = False) -> str:
+    if value is None:
+        return ""
+    scale, suffix = (100.0, "%") if percent else (1.0, "")
+    text = f"{value * scale:{'+' if sign else ''}.{digits}f}"
+    return text + (f" ± {spread * scale:.{digits}f}" if spread is not None else "") + suffix
+
+
+def csv_records(compared: Sequence[BucketRow]) -> list[dict]:
+    """One record per (row, bucket) with the means, standard errors and readings (the CSV's lines).
+
+    Parameters
+    ----------
+    compared : Sequence[BucketRow]
+        :func:`compare_encodings`'s rows.
+
+    Returns
+    -------
+    list[dict]
+        Keyed by :data:`CSV_FIELDS`.
+    """
+    records = []
+    for row in compared:
+        ppl_mean, ppl_se = mean_and_se(list(row.ppl.values()))
+        bleu_mean, bleu_se = mean_and_se(list(row.bleu.values()))
+        change_mean, change_se = mean_and_se(list(row.ppl_changes.values()))
+        difference_mean, difference_se = mean_and_se(list(row.bleu_differences.values()))
+        records.append(dict(row=row.row, positional_encoding=row.encoding, bucket=row.bucket, min_words=row.min_words,
+                            max_words=row.max_words, num_pairs=row.num_pairs, seeds=len(row.ppl), ppl_mean=ppl_mean,
+                            ppl_se=ppl_se, bleu_mean=bleu_mean, bleu_se=bleu_se, paired_seeds=len(row.ppl_changes),
+                            ppl_change_mean=change_mean, ppl_change_se=change_se, ppl_reading=row.ppl_reading,
+                            bleu_difference_mean=difference_mean, bleu_difference_se=difference_se,
+                            bleu_reading=row.bleu_reading, reading_basis=row.reading_basis))
+    return records
+
+
+def markdown_report(root: str, compared: Sequence[BucketRow], trends: Sequence[LengthTrend]) -> str:
+    """The report as Markdown: one table of every (bucket, encoding), the trend with length, the rule.
+
+    Parameters
+    ----------
+    root : str
+        The sweep root (named in the title).
+    compared : Sequence[BucketRow]
+        :func:`compare_encodings`'s rows.
+    trends : Sequence[LengthTrend]
+        :func:`length_trends`'s results.
+
+    Returns
+    -------
+    str
+        The Markdown text.
+    """
+    lines = [f"# Positional encodings on length buckets: {root}", "",
+             "| bucket (target words, pairs) | encoding | seeds | PPL | ΔPPL vs sinusoidal | reading | BLEU | "
+             "ΔBLEU | reading |", "|---|---|---|---|---|---|---|---|---|"]
+    for record in csv_records(compared):
+        lines.append(f"| {record['bucket']} ({record['min_words']}-{record['max_words']}, {record['num_pairs']}) | "
+                     f"{record['positional_encoding']} | {record['seeds']} | "
+                     f"{_number(record['ppl_mean'], record['ppl_se'], 2)} | "
+                     f"{_number(record['ppl_change_mean'], record['ppl_change_se'], 1, percent=True, sign=True)} | "
+                     f"{record['ppl_reading']} | {_number(record['bleu_mean'], record['bleu_se'], 1)} | "
+                     f"{_number(record['bleu_difference_mean'], record['bleu_difference_se'], 1, sign=True)} | "
+                     f"{record['bleu_reading']} |")
+    lines += ["", "PPL: perplexity per target piece (teacher-forced, unsmoothed); BLEU: sacrebleu of beam-search "
+              "translations; both mean ± standard error over the row's scored seeds. ΔPPL: the change against "
+              "the sinusoidal row, paired by seed, mean ± standard error; ΔBLEU the same for the BLEU "
+              "difference. Reading: beyond the seeds' spread when |mean| > 2 x SE (the Table 2 report's rule; "
+              "with 3 seeds a loose bar), else `within noise`."]
+    if trends:
+        lines += ["", "## Does the gap grow with length?", "",
+                  "| encoding | buckets | ΔPPL change, last minus first, paired | reading |", "|---|---|---|---|"]
+        for trend in trends:
+            lines.append(f"| {trend.encoding} | {trend.first_bucket} → {trend.last_bucket} | "
+                         f"{_number(*mean_and_se(list(trend.differences.values())), 1, percent=True, sign=True)} | "
+                         f"{trend.reading} |")
+        lines += ["", "Per seed, the change against sinusoidal in the longest bucket minus the change within the "
+                  "cap (percentage points), mean ± standard error. `worse with length`: the encoding falls "
+                  "further behind sinusoidal beyond the training lengths, beyond the seeds' spread."]
+    return "\n".join(lines) + "\n"
+
+
+def plot_buckets(compared: Sequence[BucketRow], path: str, title: str) -> None:
+    """Plot perplexity and BLEU against the length bucket, one line per encoding, mean ± SE over seeds.
+
+    Parameters
+    ----------
+    compared : Sequence[BucketRow]
+        :func:`compare_encodings`'s rows.
+    path : str
+        PNG file to write.
+    title : str
+        Figure title.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import matplotlib.ticker
+
+    buckets = list(dict.fromkeys(row.bucket for row in compared))
+    labels = {row.bucket: f"{row.bucket}\n{row.min_words}-{row.max_words} words" for row in compared}
+    figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for row_name in dict.fromkeys(row.row for row in compared):
+        members = {row.bucket: row for row in compared if row.row == row_name}
+        positions = [index for index, bucket in enumerate(buckets) if bucket in members]
+        for axis, values in ((left, "ppl"), (right, "bleu")):
+            stats = [mean_and_se(list(getattr(members[buckets[index]], values).values())) for index in positions]
+            axis.errorbar(positions, [math.nan if mean is None else mean for mean, _ in stats],
+                          yerr=[0.0 if se is None else se for _, se in stats], fmt="o-", capsize=3,
+                          label=members[buckets[positions[0]]].encoding)
+    for axis, label in ((left, "perplexity per target piece"), (right, "BLEU (beam 4)")):
+        axis.set_xticks(range(len(buckets)), [labels[bucket] for bucket in buckets], fontsize=8)
+        axis.set_xlabel("target length bucket (training targets: the first)")
+        axis.set_ylabel(f"{label} (mean ± SE over seeds)")
+        axis.legend(fontsize=8)
+    left.set_yscale("log")
+    for ticks in (left.yaxis.set_major_formatter, left.yaxis.set_minor_formatter):
+        ticks(matplotlib.ticker.FormatStrFormatter("%g"))  # 6, 10, 20 rather than 6 x 10^0.
+    figure.suptitle(title, fontsize=10)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def write_positions_report(root: str, rows: Sequence[RowReport]) -> list[str]:
+    """Write ``ROOT/positions.{md,csv,png}`` for a sweep scored on length buckets.
+
+    Parameters
+    ----------
+    root : str
+        The sweep root.
+    rows : Sequence[RowReport]
+        Its rows (:func:`attention_jax.reports.sweep_rows.read_sweep_rows`).
+
+    Returns
+    -------
+    list[str]
+        The three paths written.
+    """
+    compared = compare_encodings(root, rows)
+    stem = os.path.join(root, REPORT_STEM)
+    with open(stem + ".md", "w", encoding="utf-8") as file:
+        file.write(markdown_report(root, compared, length_trends(compared)))
+    with open(stem + ".csv", "w", encoding="utf-8", newline="") as file:
+        writer = csv.DictWriter(file, fieldnames=CSV_FIELDS)
+        writer.writeheader()
+        writer.writerows(csv_records(compared))
+    plot_buckets(compared, stem + ".png",
+                 f"positional encodings by target length ({os.path.basename(root.rstrip('/'))})")
+    return [stem + ".md", stem + ".csv", stem + ".png"]
