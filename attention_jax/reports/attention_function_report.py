@@ -152,9 +152,30 @@ def _by_seed(row: RowReport, read: Any) -> dict[int | None, float]:
     return {seed: value for seed, value in values.items() if value is not None}
 
 
-def _reading(changes: Sequence[float], above: str, below: str) -> tuple[str, str]:
+def paired_reading(changes: Sequence[float], above: str, below: str,
+                   pending: str = "no seed finished in both rows") -> tuple[str, str]:
+    """The verdict on paired changes and its basis: beyond the seeds' spread (2 x SE) or within noise.
+
+    Parameters
+    ----------
+    changes : Sequence[float]
+        One paired change per seed.
+    above, below : str
+        The verdict when the mean change is beyond the spread and positive, or negative.
+    pending : str
+        The basis given when there is no paired seed yet.
+
+    Returns
+    -------
+    tuple[str, str]
+        The verdict (``above``, ``below``, ``"within noise"``, ``"1 seed"`` or ``"pending"``) and its basis.
+
+    Notes
+    -----
+    The rule is :func:`attention_jax.reports.sweep_seeds.beyond_spread`'s, shared with the Table 2 verdicts.
+    """
     if not changes:
-        return "pending", "no seed finished in both rows"
+        return "pending", pending
     if len(changes) == 1:
         return "1 seed", "no spread to compare with"
     beyond, basis = beyond_spread(changes)
@@ -218,7 +239,7 @@ def compare_functions(rows: Sequence[RowReport]) -> list[FunctionRow]:
         changes = {seed: value / reference_ppl[seed] - 1 for seed, value in ppl.items()
                    if reference_ppl.get(seed)}
         differences = {seed: value - reference_bleu[seed] for seed, value in bleu.items() if seed in reference_bleu}
-        reading, basis = _reading(list(changes.values()), "higher perplexity", "lower perplexity")
+        reading, basis = paired_reading(list(changes.values()), "higher perplexity", "lower perplexity")
         compared.append(FunctionRow(row.row, function, key_dim, reference.row, ppl, bleu, changes, differences,
                                     reading, basis))
     return compared
@@ -249,13 +270,33 @@ def key_dim_trends(compared: Sequence[FunctionRow]) -> list[KeyDimTrend]:
         large = max(members, key=lambda row: row.key_dim)
         differences = {seed: large.ppl_changes[seed] - small.ppl_changes[seed]
                        for seed in large.ppl_changes if seed in small.ppl_changes}
-        reading, basis = _reading(list(differences.values()), "grows with d_k", "shrinks with d_k")
+        reading, basis = paired_reading(list(differences.values()), "grows with d_k", "shrinks with d_k")
         trends.append(KeyDimTrend(function, small.key_dim, large.key_dim, differences, reading, basis))
     return trends
 
 
-def _number(value: float | None, spread: float | None, digits: int, *, percent: bool = False,
-            sign: bool = False) -> str:
+def format_figure(value: float | None, spread: float | None, digits: int, *, percent: bool = False,
+                  sign: bool = False) -> str:
+    """A figure for a report's table: ``"+8.9 ± 0.9%"``, ``"7.24 ± 0.11"``, or ``""`` for none.
+
+    Parameters
+    ----------
+    value : float or None
+        The figure (a fraction when ``percent``).
+    spread : float or None
+        Its standard error or deviation, shown after ``±`` when given.
+    digits : int
+        Digits after the point.
+    percent : bool
+        Show ``value`` and ``spread`` times 100 with a ``%``.
+    sign : bool
+        Always show the sign.
+
+    Returns
+    -------
+    str
+        The formatted figure.
+    """
     if value is None:
         return ""
     scale, suffix = (100.0, "%") if percent else (1.0, "")
@@ -285,10 +326,11 @@ def markdown_report(root: str, compared: Sequence[FunctionRow], trends: Sequence
              "| ΔBLEU | reading |", "|---|---|---|---|---|---|---|---|---|"]
     for record in _csv_records(compared):  # The same figures as the CSV, formatted.
         lines.append(f"| {record['row']} | {record['attention_function']} | {record['key_dim']} | {record['seeds']} | "
-                     f"{_number(record['dev_ppl_mean'], record['dev_ppl_std'], 2)} | "
-                     f"{_number(record['dev_bleu_mean'], record['dev_bleu_std'], 1)} | "
-                     f"{_number(record['ppl_change_mean'], record['ppl_change_se'], 1, percent=True, sign=True)} | "
-                     f"{_number(record['bleu_difference_mean'], record['bleu_difference_se'], 1, sign=True)} | "
+                     f"{format_figure(record['dev_ppl_mean'], record['dev_ppl_std'], 2)} | "
+                     f"{format_figure(record['dev_bleu_mean'], record['dev_bleu_std'], 1)} | "
+                     f"{format_figure(record['ppl_change_mean'], record['ppl_change_se'], 1, percent=True, sign=True)}"
+                     " | "
+                     f"{format_figure(record['bleu_difference_mean'], record['bleu_difference_se'], 1, sign=True)} | "
                      f"{record['reading']} |")
     lines += ["", "Dev PPL and BLEU: mean ± sample standard deviation over the row's finished seeds. ΔPPL: "
               "the dev perplexity's change against the scaled-dot-product row of the same d_k, paired by "
@@ -303,7 +345,7 @@ def markdown_report(root: str, compared: Sequence[FunctionRow], trends: Sequence
         for trend in trends:
             small = rows[(trend.function, trend.small_key_dim)].ppl_changes
             large = rows[(trend.function, trend.large_key_dim)].ppl_changes
-            cells = [_number(*mean_and_se(list(values.values())), 1, percent=True, sign=True)
+            cells = [format_figure(*mean_and_se(list(values.values())), 1, percent=True, sign=True)
                      for values in (small, large, trend.differences)]
             lines.append(f"| {trend.function} | {trend.small_key_dim} → {trend.large_key_dim} | "
                          f"{' | '.join(cells)} | {trend.reading} |")

@@ -34,13 +34,11 @@ import csv
 import dataclasses
 import math
 import os
-import statistics
 from collections.abc import Sequence
 
 from attention_jax.evaluation.length_bucket_evaluation import read_results
-from attention_jax.reports.attention_function_report import mean_and_se
+from attention_jax.reports.attention_function_report import format_figure, mean_and_se, paired_reading
 from attention_jax.reports.sweep_rows import RowReport, SeedRun
-from attention_jax.reports.sweep_seeds import beyond_spread
 
 REFERENCE_ENCODING = "sinusoidal"
 """The paper's encoding (Section 3.5): every other is compared with it."""
@@ -165,15 +163,7 @@ def applies(root: str, rows: Sequence[RowReport]) -> bool:
     return bool(read_bucket_results(root, rows))
 
 
-def _reading(changes: Sequence[float], above: str, below: str) -> tuple[str, str]:
-    if not changes:
-        return "pending", "no seed scored in both rows"
-    if len(changes) == 1:
-        return "1 seed", "no spread to compare with"
-    beyond, basis = beyond_spread(changes)
-    if not beyond:
-        return "within noise", basis
-    return (above if statistics.fmean(changes) > 0 else below), basis
+_PENDING = "no seed scored in both rows"  # A run is paired once both are scored on the buckets.
 
 
 def _figure(results: dict[int | None, dict], bucket: str, key: str) -> dict[int | None, float]:
@@ -221,8 +211,8 @@ def compare_encodings(root: str, rows: Sequence[RowReport]) -> list[BucketRow]:
                 continue
             changes = {seed: value / reference_ppl[seed] - 1 for seed, value in ppl.items() if reference_ppl.get(seed)}
             differences = {seed: value - reference_bleu[seed] for seed, value in bleu.items() if seed in reference_bleu}
-            ppl_reading, basis = _reading(list(changes.values()), "higher", "lower")
-            bleu_reading, _ = _reading(list(differences.values()), "higher", "lower")
+            ppl_reading, basis = paired_reading(list(changes.values()), "higher", "lower", _PENDING)
+            bleu_reading, _ = paired_reading(list(differences.values()), "higher", "lower", _PENDING)
             compared.append(BucketRow(row.row, _encoding(row), bucket, *size, ppl, bleu, changes, differences,
                                       ppl_reading, bleu_reading,
                                       basis if reference else f"no {REFERENCE_ENCODING} row"))
@@ -253,18 +243,10 @@ def length_trends(compared: Sequence[BucketRow]) -> list[LengthTrend]:
             continue
         differences = {seed: last.ppl_changes[seed] - first.ppl_changes[seed]
                        for seed in last.ppl_changes if seed in first.ppl_changes}
-        reading, basis = _reading(list(differences.values()), "worse with length", "better with length")
+        reading, basis = paired_reading(list(differences.values()), "worse with length", "better with length",
+                                        _PENDING)
         trends.append(LengthTrend(row, first.encoding, buckets[0], buckets[-1], differences, reading, basis))
     return trends
-
-
-def _number(value: float | None, spread: float | None, digits: int, *, percent: bool = False,
-            sign: bool = False) -> str:
-    if value is None:
-        return ""
-    scale, suffix = (100.0, "%") if percent else (1.0, "")
-    text = f"{value * scale:{'+' if sign else ''}.{digits}f}"
-    return text + (f" ± {spread * scale:.{digits}f}" if spread is not None else "") + suffix
 
 
 def csv_records(compared: Sequence[BucketRow]) -> list[dict]:
@@ -318,10 +300,11 @@ def markdown_report(root: str, compared: Sequence[BucketRow], trends: Sequence[L
     for record in csv_records(compared):
         lines.append(f"| {record['bucket']} ({record['min_words']}-{record['max_words']}, {record['num_pairs']}) | "
                      f"{record['positional_encoding']} | {record['seeds']} | "
-                     f"{_number(record['ppl_mean'], record['ppl_se'], 2)} | "
-                     f"{_number(record['ppl_change_mean'], record['ppl_change_se'], 1, percent=True, sign=True)} | "
-                     f"{record['ppl_reading']} | {_number(record['bleu_mean'], record['bleu_se'], 1)} | "
-                     f"{_number(record['bleu_difference_mean'], record['bleu_difference_se'], 1, sign=True)} | "
+                     f"{format_figure(record['ppl_mean'], record['ppl_se'], 2)} | "
+                     f"{format_figure(record['ppl_change_mean'], record['ppl_change_se'], 1, percent=True, sign=True)}"
+                     " | "
+                     f"{record['ppl_reading']} | {format_figure(record['bleu_mean'], record['bleu_se'], 1)} | "
+                     f"{format_figure(record['bleu_difference_mean'], record['bleu_difference_se'], 1, sign=True)} | "
                      f"{record['bleu_reading']} |")
     lines += ["", "PPL: perplexity per target piece (teacher-forced, unsmoothed); BLEU: sacrebleu of beam-search "
               "translations; both mean ± standard error over the row's scored seeds. ΔPPL: the change against "
@@ -333,7 +316,8 @@ def markdown_report(root: str, compared: Sequence[BucketRow], trends: Sequence[L
                   "| encoding | buckets | ΔPPL change, last minus first, paired | reading |", "|---|---|---|---|"]
         for trend in trends:
             lines.append(f"| {trend.encoding} | {trend.first_bucket} → {trend.last_bucket} | "
-                         f"{_number(*mean_and_se(list(trend.differences.values())), 1, percent=True, sign=True)} | "
+                         f"{format_figure(*mean_and_se(list(trend.differences.values())), 1, percent=True, sign=True)}"
+                         " | "
                          f"{trend.reading} |")
         lines += ["", "Per seed, the change against sinusoidal in the longest bucket minus the change within the "
                   "cap (percentage points), mean ± standard error. `worse with length`: the encoding falls "
