@@ -4,6 +4,7 @@ A run directory (``WORKDIR``, written by ``python -m attention_jax.main``)::
 
     config.json                      the run's config (checked when the run resumes)
     tokenizer.model                  the run's SentencePiece model, so decoding needs no corpus
+    data_splits.json                 the dev and test splits the run evaluates on (checked when it resumes)
     fine_tuned_from.json             a fine-tuned run's source: its work directory, checkpoint and step
     checkpoints/<step>/              orbax checkpoints (see :mod:`attention_jax.checkpointing.checkpoints`)
     checkpoints_corrupt/<step>/      checkpoints that failed to restore, moved aside
@@ -30,7 +31,8 @@ A sweep root (``ROOT``, written by ``python -m launch.sweep``)::
     <report_name>.md, .csv, .png     ``python -m attention_jax.report ROOT``
     attention_functions.md, ...      the same, when the rows use more than one attention function
 
-Every file that a crash must not leave half-written goes through :func:`write_atomically`.
+Every file that a crash must not leave half-written goes through :func:`write_atomically`; a command
+checks the directory it will write into with :func:`check_directory` before it does any work.
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ import json
 import os
 import uuid
 from typing import Any, Sequence
+
+from attention_jax.user_errors import UserInputError
 
 FINAL_BLEU_SPLITS = ("dev", "test")  # The splits config.final_bleu decodes, by default all of them.
 
@@ -87,6 +91,7 @@ def data_split(name: str) -> str:
 
 CONFIG_FILE = "config.json"
 TOKENIZER_FILE = "tokenizer.model"
+DATA_SPLITS_FILE = "data_splits.json"
 FINE_TUNED_FROM_FILE = "fine_tuned_from.json"
 CHECKPOINT_DIR = "checkpoints"
 CORRUPT_DIR = "checkpoints_corrupt"
@@ -182,6 +187,69 @@ def hypotheses_path(report_path: str) -> str:
         The hypotheses file's path.
     """
     return os.path.splitext(report_path)[0] + ".hypotheses.txt"
+
+
+DEFAULT_NAME_MAX = 255  # Bytes per file or directory name where the file system does not say (ext4, XFS, NFS).
+
+
+def _nearest_existing(path: str) -> str:
+    """``path`` or its closest ancestor that exists (``/`` at worst)."""
+    while not os.path.lexists(path) and os.path.dirname(path) != path:
+        path = os.path.dirname(path)
+    return path
+
+
+def check_directory(directory: str, flag: str, *, writable: bool = False, instead: str = "") -> None:
+    """Refuse, before any work, a directory a command cannot use: a file, an overlong name, no write access.
+
+    Parameters
+    ----------
+    directory : str
+        The directory the user named (it may not exist yet: the command would create it).
+    flag : str
+        How the user named it, for the message: ``"--workdir"``, ``"--root"``, ``"--to"``, ``"--out"``.
+    writable : bool
+        Also require that the command can create files there: in ``directory`` when it exists, else in
+        its closest existing ancestor (where the command would create it).
+    instead : str
+        What else the user can do when it is not writable, ending the message (e.g. ``"pass --out=DIR"``).
+
+    Returns
+    -------
+    None
+
+    Notes
+    -----
+    Raises :class:`attention_jax.user_errors.UserInputError`, one line naming the path and the fix, when
+    ``directory`` or one of its ancestors is a file, when a name in it is longer than its file system
+    allows (``ENAMETOOLONG``, typically 255 bytes), or with ``writable`` when the directory is read-only
+    (permissions, or a read-only file system). Nothing is written: write access is asked of the kernel
+    (``access(2)``, which also answers ``EROFS`` for read-only mounts), so the check never leaves a
+    probe file in a run another process may be using. URL-like paths (``gs://``) are not checked.
+    """
+    if "://" in directory:
+        return
+    path = os.path.abspath(directory)
+    existing = _nearest_existing(path)
+    if not os.path.isdir(existing):
+        what = "is a file" if existing == path else f"lies under {existing}, which is a file"
+        raise UserInputError(f"{flag}={directory} {what}, not a directory: name a new or existing directory.")
+    try:
+        name_max = int(os.pathconf(existing, "PC_NAME_MAX"))
+    except (OSError, ValueError):
+        name_max = DEFAULT_NAME_MAX
+    for name in path.split(os.sep):
+        if len(os.fsencode(name)) > name_max:
+            raise UserInputError(
+                f"{flag}={directory[:60]}...: the name {name[:24]}... is {len(os.fsencode(name))} bytes long and "
+                f"the file system allows at most {name_max} per file or directory name (ENAMETOOLONG); choose "
+                f"shorter names.")
+    if writable and not os.access(existing, os.W_OK | os.X_OK):
+        statvfs = os.statvfs(existing)
+        why = "is on a read-only file system" if statvfs.f_flag & os.ST_RDONLY else "is not writable by this user"
+        where = existing if existing == path else f"{existing} (where it would be created)"
+        raise UserInputError(f"{flag}={directory}: {where} {why}; nothing was written. "
+                             + (instead or "Choose a writable directory, or fix its permissions."))
 
 
 def write_atomically(path: str, payload: bytes | str) -> None:

@@ -26,6 +26,7 @@ from absl import app, flags
 
 from attention_jax import run_files
 from attention_jax.reports import sweep_rows
+from attention_jax.user_errors import UserInputError
 
 _ROOT = flags.DEFINE_string("root", None, "Sweep root written by launch.sweep.")
 _TO = flags.DEFINE_string("to", None, "Directory to copy the finished runs into (created if needed).")
@@ -69,10 +70,15 @@ def export_results(root: str, destination: str) -> list[str]:
     Notes
     -----
     Raises ``FileNotFoundError`` when ``root`` holds no sweep (no ``sweep.json`` and no run
-    directories), naming the root.
+    directories), naming the root, and :class:`attention_jax.user_errors.UserInputError` when ``root`` is
+    a file, a file of the sweep is damaged, or ``destination`` is a file or cannot be written, before
+    anything is copied.
     """
+    if os.path.exists(root) and not os.path.isdir(root):
+        raise UserInputError(f"--root={root} is a file, not a directory: pass the --root of a launch.sweep run.")
     if not os.path.isdir(root):
         raise FileNotFoundError(f"{root} does not exist: pass the --root of a launch.sweep run.")
+    run_files.check_directory(destination, "--to", writable=True)
     relative_files = [run_files.SWEEP_FILE] if os.path.isfile(os.path.join(root, run_files.SWEEP_FILE)) else []
     for run_dir in _run_dirs(root):
         relative_files += [os.path.join(run_dir, name) for name in _files_of_run(os.path.join(root, run_dir))]
@@ -97,7 +103,7 @@ def main(argv: Sequence[str]) -> None:
         raise app.UsageError("pass --root=SWEEP_ROOT and --to=DIRECTORY")
     try:
         written = export_results(_ROOT.value, _TO.value)
-    except FileNotFoundError as error:
+    except (FileNotFoundError, UserInputError) as error:
         print(f"export_results: {error}", file=sys.stderr)
         sys.exit(2)
     for relative in written:

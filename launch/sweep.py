@@ -32,7 +32,8 @@ Rerunning the same command skips finished rows (``ROOT/<row>/results.json``, or
 ``ROOT/<row>/seed_<k>/results.json`` per seed) and resumes the others.
 ``ROOT/sweep.json`` records the sweep; then ``python -m attention_jax.report ROOT`` writes the table.
 Exit status: 0 when every row finished (or was submitted), 1 when a row failed or was stopped, 2 for
-bad input. SIGINT/SIGTERM (Ctrl-C) to the sweep is passed on to the running rows, which checkpoint and
+bad input (among it a ``--root`` that is a file, holds an overlong name or cannot be written: refused before
+anything is written). SIGINT/SIGTERM (Ctrl-C) to the sweep is passed on to the running rows, which checkpoint and
 exit; the sweep waits for them, starts no new row, and a rerun resumes each row once.
 """
 
@@ -45,6 +46,7 @@ from typing import Callable, Sequence
 
 from absl import app, flags
 
+from attention_jax import run_files
 from attention_jax.reports import sweep_report
 from launch import local_executor, row_processes, slurm_executor, sweep_record, sweep_spec, tpu_executor
 from launch.sweep_spec import RowJob, RowOutcome
@@ -192,6 +194,7 @@ def build_plan(overrides: Sequence[str]) -> Plan:
     description = sweep_record.sweep_description(sweep, overrides, seeds)
     remote = EXECUTORS[_EXECUTOR.value].remote
     root = os.path.abspath(_ROOT.value)
+    run_files.check_directory(root, "--root")  # A file or an overlong name, dry run or not.
     repo_dir = _REPO_DIR.value or ("attention_jax" if remote else os.getcwd())
     python = _PYTHON.value or ("python3" if remote else sys.executable)
     run_root = (_REMOTE_ROOT.value or root) if remote else root
@@ -365,7 +368,11 @@ def _write_report(plan: Plan, outcomes: Sequence[RowOutcome]) -> None:
     if not (_REPORT.value and finished_here and any(o.status in ("done", "skipped") for o in outcomes)):
         print(f"Report: python -m attention_jax.report {plan.root}")
         return
-    paths = sweep_report.write_report(plan.root)
+    try:
+        paths = sweep_report.write_report(plan.root)
+    except (ValueError, OSError) as error:  # A damaged results.json, a full disk: the rows' summary stands.
+        print(f"error: no report: {error}", file=sys.stderr)
+        return
     print("Report: " + ", ".join(paths))
 
 
@@ -409,6 +416,7 @@ def main(parsed: tuple[list[str], list[str]]) -> int:
             print(describe(plan))
             return 0
         check_tools(plan)
+        run_files.check_directory(plan.root, "--root", writable=True)  # A read-only root: before anything runs.
         sweep_record.record_launch(plan.root, plan.description, plan.rows, _EXECUTOR.value,
                                    force=_FORCE.value)
         row_processes.forward_stop_signals()

@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from attention_jax.checkpointing import checkpoints, params_checkpoints
+from attention_jax.checkpointing import checkpoints, params_checkpoints, resume_checks
 from attention_jax.commands import average_checkpoints
 from attention_jax.training import train, train_state
 from tests.support import fake_data, train_support
@@ -122,10 +122,10 @@ def test_model_change_without_checkpoint_starts_afresh(tmp_path: pathlib.Path,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     checkpoints.write_config(str(tmp_path), fake_data.tiny_experiment())
     changed = fake_data.tiny_experiment(d_model=64, num_heads=4)
-    differences = checkpoints.model_config_differences(checkpoints.read_config(str(tmp_path)), changed)
+    differences = resume_checks.model_config_differences(checkpoints.read_config(str(tmp_path)), changed)
     assert set(differences) == {"d_model", "num_heads"}  # Another model, but no checkpoint to lose:
     warnings = _logged_warnings(monkeypatch)
-    assert checkpoints.check_resume_compatible(str(tmp_path), changed) is None  # accepted,
+    assert resume_checks.check_resume_compatible(str(tmp_path), changed) is None  # accepted,
     assert len(warnings) == 1 and "starting afresh" in warnings[0]  # and said so.
 
 
@@ -133,9 +133,9 @@ def test_non_model_changes_may_resume(tmp_path: pathlib.Path, monkeypatch: pytes
     checkpoints.write_config(str(tmp_path), fake_data.tiny_experiment())
     _save_steps(tmp_path, [1])
     changed = fake_data.tiny_experiment(num_train_steps=99, dtype="bfloat16", log_every_steps=7)
-    assert checkpoints.model_config_differences(checkpoints.read_config(str(tmp_path)), changed) == {}
+    assert resume_checks.model_config_differences(checkpoints.read_config(str(tmp_path)), changed) == {}
     warnings = _logged_warnings(monkeypatch)
-    assert checkpoints.check_resume_compatible(str(tmp_path), changed) is None  # The run resumes,
+    assert resume_checks.check_resume_compatible(str(tmp_path), changed) is None  # The run resumes,
     assert len(warnings) == 1  # naming what changed.
     assert all(name in warnings[0] for name in ("dtype", "log_every_steps", "num_train_steps"))
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from attention_jax import cpu_kernels
-from attention_jax.checkpointing import checkpoints
+from attention_jax.checkpointing import resume_checks
 from attention_jax.cpu_kernels import dropout, projection
 from attention_jax.experiment import schema, sections
 from attention_jax.models import language_model, metrics, model
@@ -121,7 +121,7 @@ def test_the_config_field_defaults_to_on_and_is_validated() -> None:
 
 
 def test_a_run_may_resume_with_the_switch_flipped() -> None:
-    assert checkpoints.model_config_differences(fake_data.tiny_experiment(),
+    assert resume_checks.model_config_differences(fake_data.tiny_experiment(),
                                                 fake_data.tiny_experiment(cpu_kernels=False)) == {}
 
 

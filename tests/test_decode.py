@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from attention_jax.decoding import decode, decode_steps
+from attention_jax.models import attention_registry
 from attention_jax.models.decode_settings import DecodeSettings
 from attention_jax.models.model import BOS_ID, EOS_ID, PAD_ID, Transformer
 from tests.support import train_support
@@ -131,6 +132,51 @@ def test_cached_and_uncached_search_agree(tiny_params):
         length = cached.lengths[row, 0]
         assert 1 <= length <= max_lengths[row]
         assert cached.tokens[row, 0, length - 1] == EOS_ID and not cached.tokens[row, 0, length:].any()
+
+
+KERNEL_TINY = TINY.replace(key_dim=6, value_dim=10)  # d_k != d_v: the kernels' zero-padding is used too.
+
+
+def _kernel_implementations() -> list:
+    """``(function, implementation)`` for every registered function's implementations other than einsum."""
+    cases = []
+    for name, entry in attention_registry.ATTENTION_FUNCTIONS.items():
+        for implementation in entry.implementations:
+            if implementation == "einsum":
+                continue
+            marks = [pytest.mark.gpu, pytest.mark.skipif(jax.default_backend() != "gpu", reason="cuDNN needs a GPU")
+                     ] if implementation == "cudnn" else []
+            cases.append(pytest.param(name, implementation, marks=marks, id=f"{name}-{implementation}"))
+    return cases
+
+
+@functools.lru_cache(maxsize=None)
+def _einsum_beam_search(function: str, dtype: str):
+    model_config = KERNEL_TINY.replace(attention_function=function, dtype=dtype)
+    params = nn.meta.unbox(init_params(model_config, seed=6))
+    inputs, _, lengths = random_batch(7, batch=3, source_len=8, target_len=1)
+    max_lengths = jnp.asarray(np.minimum(lengths + 6, 14), jnp.int32)
+    result = decode.decode_batch(params, inputs, max_lengths, model_config=model_config, max_decode_len=16)
+    return params, inputs, max_lengths, jax.tree_util.tree_map(np.asarray, result)
+
+
+@pytest.mark.parametrize("function,implementation", _kernel_implementations())
+def test_cached_beam_search_is_the_same_on_every_implementation(function, implementation):
+    """The cached beam search through the XLA / cuDNN kernels equals the einsum path's (issue 64).
+
+    Cached self-attention and cross-attention from the hypotheses (beam rows) to their sentence's
+    shared encoder row both go through the kernels. cuDNN takes half precision only: it is compared
+    with the einsum path in bfloat16, at bfloat16's tolerance.
+    """
+    dtype = "bfloat16" if implementation == "cudnn" else "float32"
+    params, inputs, max_lengths, expected = _einsum_beam_search(function, dtype)
+    model_config = KERNEL_TINY.replace(attention_function=function, dtype=dtype,
+                                       attention_implementation=implementation)
+    result = jax.tree_util.tree_map(np.asarray, decode.decode_batch(
+        params, inputs, max_lengths, model_config=model_config, max_decode_len=16))
+    if implementation != "cudnn":
+        np.testing.assert_array_equal(result.tokens, expected.tokens)
+    np.testing.assert_allclose(result.scores, expected.scores, atol=1e-4 if dtype == "float32" else 5e-2)
 
 
 def test_cache_stage_ends():

@@ -65,9 +65,10 @@ def workdir(tmp_path_factory) -> pathlib.Path:
     tmp = tmp_path_factory.mktemp("decode_commands")
     _write_corpus(tmp / "corpus")
     config = _config(tmp)
-    input_pipeline.get_datasets(config.data)  # Prepares the corpus and tokenizer once for every command.
+    data = input_pipeline.get_datasets(config.data)  # Prepares the corpus and tokenizer once for every command.
     run_dir = tmp / "run"
     checkpoints.write_config(str(run_dir), config)
+    checkpoints.write_tokenizer(str(run_dir), data.tokenizer.model_proto)  # As training keeps it.
     model_config = config.model
     ids = np.ones((1, 4), np.int32)
     for seed, step in enumerate(STEPS):
@@ -200,3 +201,84 @@ def test_translate_benchmark_compares_stagings_on_a_run(workdir, tmp_path):
         assert run["compile_s"] == pytest.approx(run["cold_s"] - run["warm_s"], abs=0.011)
     missing = _run(["benchmarks.translate", f"--workdir={workdir}", "--sources=/nonexistent.tsv"])
     assert missing.returncode != 0 and b"No sources file" in missing.stderr
+
+
+def _files(directory: pathlib.Path) -> dict[str, int]:
+    return {str(path.relative_to(directory)): path.stat().st_mtime_ns for path in directory.rglob("*")}
+
+
+def _error_lines(stderr: bytes) -> list[str]:
+    """The command's own lines on stderr, without absl's log lines (``I1201 ...``, ``W1201 ...``)."""
+    return [line for line in stderr.decode("utf-8", "replace").splitlines()
+            if line.strip() and not (line[:1] in "IWE" and line[1:5].isdigit())]
+
+
+@pytest.mark.slow
+def test_a_run_without_its_tokenizer_is_refused_in_one_line(workdir, tmp_path):
+    run_dir = tmp_path / "run"
+    shutil.copytree(workdir, run_dir)
+    (run_dir / run_files.TOKENIZER_FILE).unlink()  # The corpus may have changed since: no rebuilt tokenizer.
+    with pytest.raises(FileNotFoundError, match="tokenizer.model is missing"):
+        inference.load_run(str(run_dir))
+    before = _files(run_dir)
+    translated = _run(["attention_jax.translate", f"--workdir={run_dir}"], b"the house is small\n")
+    evaluated = _run(["attention_jax.evaluate", f"--workdir={run_dir}", "--split=dev", "--num_examples=2"])
+    for completed in (translated, evaluated):
+        assert completed.returncode == 2 and completed.stdout == b"", completed.stderr.decode()[-3000:]
+        errors = _error_lines(completed.stderr)
+        assert len(errors) == 1 and "tokenizer.model is missing" in errors[0], errors
+    assert _files(run_dir) == before
+
+
+def test_latest_checkpoint_rotated_away_while_read_loads_the_newest(workdir, tmp_path, monkeypatch):
+    run_dir = tmp_path / "run"
+    shutil.copytree(workdir, run_dir)
+    steps_dir = run_dir / run_files.CHECKPOINT_DIR
+    shutil.rmtree(steps_dir / str(STEPS[0]))  # keep_checkpoints=1: the trainer keeps one checkpoint.
+    restore = params_checkpoints.restore_params
+    calls = []
+
+    def trainer_saves_and_rotates(directory, step, abstract):  # A newer save lands, the one being read goes.
+        calls.append(step)
+        if len(calls) == 1:
+            shutil.copytree(steps_dir / str(step), steps_dir / "30")
+            shutil.rmtree(steps_dir / str(step))
+        return restore(directory, step, abstract)
+
+    monkeypatch.setattr(params_checkpoints, "restore_params", trainer_saves_and_rotates)
+    run = inference.load_run(str(run_dir))
+    assert calls == [STEPS[1], 30] and run.checkpoint == "latest"
+    expected, _ = params_checkpoints.load_for_inference(str(workdir), str(STEPS[1]))
+    jax.tree_util.tree_map(np.testing.assert_array_equal, run.params, expected)
+
+
+@pytest.mark.slow
+def test_evaluate_on_a_read_only_run_prints_its_figures_then_fails_in_one_line(workdir, tmp_path):
+    from tests.support.read_only import read_only
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(workdir, run_dir)
+    before = _files(run_dir)
+    with read_only(run_dir):
+        completed = _run(["attention_jax.evaluate", f"--workdir={run_dir}", "--split=dev", "--num_examples=2",
+                          "--beam_size=1"])
+    assert completed.returncode == 2, completed.stderr.decode()[-3000:]
+    assert b"BLEU = " in completed.stdout and b"perplexity = " in completed.stdout
+    errors = _error_lines(completed.stderr)
+    assert len(errors) == 1 and "evaluate: error: cannot write the report" in errors[0], errors
+    assert "--output" in errors[0] and _files(run_dir) == before
+
+
+@pytest.mark.slow
+def test_average_checkpoints_refuses_a_read_only_run_before_reading_it(workdir, tmp_path):
+    from tests.support.read_only import read_only
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(workdir, run_dir)
+    before = _files(run_dir)
+    with read_only(run_dir):
+        completed = _run(["attention_jax.average_checkpoints", f"--workdir={run_dir}", "--last=2"])
+    assert completed.returncode == 2, completed.stderr.decode()[-3000:]
+    errors = _error_lines(completed.stderr)
+    assert len(errors) == 1 and ("read-only file system" in errors[0] or "not writable" in errors[0]), errors
+    assert "Traceback" not in completed.stderr.decode() and _files(run_dir) == before

@@ -82,3 +82,15 @@ def test_missing_root_is_named_with_exit_status_2(tmp_path: pathlib.Path) -> Non
                              f"--to={tmp_path / 'out'}"], cwd=REPO_ROOT, capture_output=True, text=True)
     assert result.returncode == 2
     assert "nowhere does not exist" in result.stderr and not (tmp_path / "out").exists()
+
+
+def test_a_destination_or_root_that_is_a_file_is_one_line(sweep_root: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    a_file = tmp_path / "a_file"
+    a_file.write_text("not a directory")
+    for root, destination, expected in ((sweep_root, a_file, f"--to={a_file} is a file, not a directory"),
+                                        (a_file, tmp_path / "out", f"--root={a_file} is a file, not a directory")):
+        result = subprocess.run([sys.executable, "-m", "launch.export_results", f"--root={root}",
+                                 f"--to={destination}"], cwd=REPO_ROOT, capture_output=True, text=True)
+        assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+        assert expected in result.stderr
+    assert a_file.read_text() == "not a directory" and not (tmp_path / "out").exists()

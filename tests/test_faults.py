@@ -23,7 +23,7 @@ import pytest
 
 from attention_jax import run_files
 from attention_jax.training import train_state, workdir_lock
-from attention_jax.checkpointing import checkpoints, params_checkpoints
+from attention_jax.checkpointing import checkpoints, params_checkpoints, resume_checks
 from tests.support import fake_data, train_support
 from tests.support.sweep_cli import REPO_ROOT, run_sweep, tiny_data_dir, tiny_flags  # noqa: F401
 from tests.support.waiting import wait_for_pattern, wait_until
@@ -251,6 +251,19 @@ def test_unwritable_workdir_is_one_line(tmp_path: pathlib.Path) -> None:
     assert "error: cannot write to the work directory" in completed.stderr and "Traceback" not in completed.stderr
 
 
+def test_an_overlong_workdir_name_is_one_line_and_creates_nothing(tmp_path: pathlib.Path) -> None:
+    workdir = tmp_path / "new" / ("w" * 300)  # ENAMETOOLONG: file systems allow 255 bytes per name.
+    with pytest.raises(ValueError, match="is 300 bytes long"):
+        workdir_lock.WorkdirLock(str(workdir)).acquire()
+    completed = subprocess.run([sys.executable, "-m", "attention_jax.main", "--config=configs/tiny.py",
+                                f"--workdir={workdir}"], cwd=REPO_ROOT, capture_output=True, text=True,
+                               timeout=300, env=train_support.subprocess_env(str(tmp_path / "cache")))
+    errors = [line for line in completed.stderr.splitlines() if not re.match(r"[IWE]\d{4} ", line)]
+    assert completed.returncode == 2 and len(errors) == 1, completed.stderr[-3000:]
+    assert "is 300 bytes long" in errors[0] and "choose shorter names" in errors[0]
+    assert not (tmp_path / "new").exists()
+
+
 def test_lock_refuses_a_live_holder_and_takes_over_a_dead_one(tmp_path: pathlib.Path,
                                                             caplog: pytest.LogCaptureFixture) -> None:
     holder = subprocess.Popen([sys.executable, "-c", (
@@ -292,10 +305,10 @@ def test_resume_warning_names_only_changed_leaves(tmp_path: pathlib.Path, caplog
     checkpoints.write_config(str(tmp_path), config)
     changed = fake_data.tiny_experiment(num_train_steps=99)
     caplog.set_level(logging.INFO)
-    checkpoints.check_resume_compatible(str(tmp_path), changed)  # No checkpoint: nothing is resumed.
+    resume_checks.check_resume_compatible(str(tmp_path), changed)  # No checkpoint: nothing is resumed.
     assert "Resuming" not in caplog.text
     (tmp_path / run_files.CHECKPOINT_DIR).mkdir()
-    checkpoints.check_resume_compatible(str(tmp_path), changed)  # An empty checkpoints/ resumes nothing.
+    resume_checks.check_resume_compatible(str(tmp_path), changed)  # An empty checkpoints/ resumes nothing.
     assert "Resuming" not in caplog.text
     state = {"w": np.zeros(2, np.float32)}
     manager = checkpoints.TrainingCheckpoints(str(tmp_path), keep=1)
@@ -303,7 +316,7 @@ def test_resume_warning_names_only_changed_leaves(tmp_path: pathlib.Path, caplog
                                            rng=np.zeros(2, np.uint32)),
                  data_state={}, progress={})
     manager.close()
-    checkpoints.check_resume_compatible(str(tmp_path), changed)
+    resume_checks.check_resume_compatible(str(tmp_path), changed)
     assert re.search(r"changed non-model settings: num_train_steps$", caplog.text, flags=re.M), caplog.text
 
 

@@ -25,8 +25,8 @@ import numpy as np
 import pytest
 
 from attention_jax import run_files
-from attention_jax.checkpointing import checkpoints, params_checkpoints
-from attention_jax.training import early_stopping, run_evaluation, train, train_state
+from attention_jax.checkpointing import checkpoints, params_checkpoints, resume_checks
+from attention_jax.training import early_stopping, run_evaluation, setup_checks, train, train_state
 from attention_jax.user_errors import UserInputError
 from tests.support import fake_data, train_support
 
@@ -159,24 +159,27 @@ def test_resuming_on_another_corpus_is_refused_naming_the_field(tmp_path: pathli
     _save_checkpoint(tmp_path)
     with pytest.raises(UserInputError, match=r"trained on other data \(dataset: 'tsv:/data/a' in the workdir, "
                                              r"'tsv:/data/b' now\)"):
-        checkpoints.check_resume_compatible(str(tmp_path), fake_data.tiny_experiment(dataset="tsv:/data/b"))
+        resume_checks.check_resume_compatible(str(tmp_path), fake_data.tiny_experiment(dataset="tsv:/data/b"))
     with pytest.raises(UserInputError, match="tokenizer_max_sentences"):
-        checkpoints.check_resume_compatible(str(tmp_path), fake_data.tiny_experiment(
+        resume_checks.check_resume_compatible(str(tmp_path), fake_data.tiny_experiment(
             dataset="tsv:/data/a", tokenizer_max_sentences=10))
-    checkpoints.check_resume_compatible(str(tmp_path), fake_data.tiny_experiment(dataset="tsv:/data/a",
+    resume_checks.check_resume_compatible(str(tmp_path), fake_data.tiny_experiment(dataset="tsv:/data/a",
                                                                                  num_train_steps=99))
 
 
 def test_a_different_tokenizer_never_replaces_the_runs_own(tmp_path: pathlib.Path) -> None:
     (tmp_path / run_files.TOKENIZER_FILE).write_bytes(b"the run's own model")
     tokenizer = types.SimpleNamespace(model_proto=b"another corpus's model")
-    run = types.SimpleNamespace(workdir=str(tmp_path), data=types.SimpleNamespace(tokenizer=tokenizer),
-                                state=types.SimpleNamespace(step=np.int32(40)),
-                                experiment=fake_data.tiny_experiment(dataset="tsv:/data/b"))
+    data, experiment = types.SimpleNamespace(tokenizer=tokenizer), fake_data.tiny_experiment(dataset="tsv:/data/b")
     with pytest.raises(UserInputError, match="tokenizer.model differs from the tokenizer of"):
-        train._check_tokenizer(run)
+        setup_checks.check_tokenizer(experiment, str(tmp_path), data, step=40)
     tokenizer.model_proto = b"the run's own model"
-    train._check_tokenizer(run)
+    setup_checks.check_tokenizer(experiment, str(tmp_path), data, step=40)
+    # A trained run whose tokenizer.model was deleted is refused, not retokenized by a new one.
+    (tmp_path / run_files.TOKENIZER_FILE).unlink()
+    with pytest.raises(UserInputError, match=r"holds checkpoints up to step 40 but no tokenizer.model"):
+        setup_checks.check_tokenizer(experiment, str(tmp_path), data, step=40)
+    setup_checks.check_tokenizer(experiment, str(tmp_path), data, step=0)  # A new run writes its own.
 
 
 # --- Rule 6: the k best evaluations, not the newest improvements ------------------------------------------
@@ -217,9 +220,10 @@ def test_evaluate_records_the_steps_it_averaged_and_translate_is_quiet(tmp_path:
                        num_layers=1, d_model=32, d_ff=64, num_heads=2, key_dim=16, value_dim=16, max_len=16,
                        max_decode_extra_len=8))
     experiment = sections.build_experiment(config, "test")
-    input_pipeline.get_datasets(experiment.data)
+    data = input_pipeline.get_datasets(experiment.data)
     run_dir = tmp_path / "run"
     checkpoints.write_config(str(run_dir), experiment)
+    checkpoints.write_tokenizer(str(run_dir), data.tokenizer.model_proto)  # As training keeps it.
     model_config = experiment.model
     ids = np.ones((1, 4), np.int32)
     for seed, step in enumerate((10, 20, 30)):

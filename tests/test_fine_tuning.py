@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from attention_jax import run_files
-from attention_jax.checkpointing import checkpoints, params_checkpoints
+from attention_jax.checkpointing import checkpoints, params_checkpoints, resume_checks
 from attention_jax.training import fine_tuning, train
 from attention_jax.user_errors import UserInputError
 from tests.support import fake_data, sweep_cli, train_support
@@ -95,7 +95,7 @@ def test_fine_tuning_starts_from_the_sources_parameters_with_a_fresh_optimizer(
     assert fine_tuning.resolve_source(config, str(workdir)) is None
     # Resuming without the flag, or from another source, is refused: its token ids are the source's.
     with pytest.raises(UserInputError, match="fine_tune_from"):
-        checkpoints.check_resume_compatible(str(workdir),
+        resume_checks.check_resume_compatible(str(workdir),
                                             fake_data.tiny_experiment(num_train_steps=4, dropout_rate=0.3))
 
 
@@ -131,12 +131,12 @@ def test_the_refusal_of_other_data_names_the_fine_tuning_flag(tmp_path: pathlib.
     (tmp_path / run_files.CHECKPOINT_DIR / "4" / "_CHECKPOINT_METADATA").write_text("{}")
     with pytest.raises(UserInputError, match=rf"fine-tune it on the new data in a new --workdir with "
                                              rf"--config.fine_tune_from={tmp_path}"):
-        checkpoints.check_resume_compatible(str(tmp_path), fake_data.tiny_experiment(dataset="tsv:/data/b"))
+        resume_checks.check_resume_compatible(str(tmp_path), fake_data.tiny_experiment(dataset="tsv:/data/b"))
     # A run from before the field existed resumes as before: absent and "" are the same source (none).
     saved = json.loads((tmp_path / run_files.CONFIG_FILE).read_text())
     del saved["fine_tune_from"]
     (tmp_path / run_files.CONFIG_FILE).write_text(json.dumps(saved))
-    checkpoints.check_resume_compatible(str(tmp_path), fake_data.tiny_experiment(dataset="tsv:/data/a"))
+    resume_checks.check_resume_compatible(str(tmp_path), fake_data.tiny_experiment(dataset="tsv:/data/a"))
 
 
 @pytest.mark.slow

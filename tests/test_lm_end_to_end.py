@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from attention_jax.checkpointing import checkpoints
+from attention_jax.checkpointing import checkpoints, resume_checks
 from attention_jax.experiment import sections
 from attention_jax.models import flops
 from attention_jax.training import train
@@ -77,7 +77,7 @@ def test_generate_continues_prompts_and_reports_perplexity(lm_workdir: pathlib.P
     assert "windows of 32 tokens, stride 16" in evaluated.stdout
     bad_stride = _generate(f"--workdir={lm_workdir}", "--eval_split=validation", "--eval_stride=33")
     assert bad_stride.returncode != 0 and "Traceback" not in bad_stride.stderr
-    assert "generate: --eval_stride=33 must lie in [1, 32]" in bad_stride.stderr
+    assert bad_stride.returncode == 2 and "generate: error: --eval_stride=33 must lie in [1, 32]" in bad_stride.stderr
 
 
 def test_bad_prompts_and_wrong_runs_are_clear_errors(lm_workdir: pathlib.Path, tmp_path: pathlib.Path) -> None:
@@ -102,7 +102,7 @@ def test_a_language_model_workdir_refuses_a_translation_config(lm_workdir: pathl
     from tests.support.fake_data import tiny_config
 
     with pytest.raises(ValueError, match="model_kind"):
-        checkpoints.check_resume_compatible(str(lm_workdir), sections.build_experiment(tiny_config(), "test"))
+        resume_checks.check_resume_compatible(str(lm_workdir), sections.build_experiment(tiny_config(), "test"))
     with pytest.raises(ValueError, match="num_bleu_examples=0 --config.final_bleu=False"):
         sections.build_experiment(tiny_config(model_kind="decoder_only", num_bleu_examples=10), "config")
     with pytest.raises(ValueError, match="set --config.attention_window=0"):

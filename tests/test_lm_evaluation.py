@@ -161,3 +161,8 @@ def test_a_stride_outside_the_window_is_a_user_error() -> None:
     for stride in (-1, 65):
         with pytest.raises(UserInputError, match=f"--eval_stride={stride} must lie in \\[1, 64\\]"):
             lm_evaluation.resolve_stride(stride, 64)
+
+
+def test_an_empty_split_is_a_user_error_not_a_perfect_score(params: dict) -> None:
+    with pytest.raises(UserInputError, match="the validation split holds no text"):
+        lm_evaluation.evaluate_split(SMALL, params, _SplitData([], utf8_bytes=0), "validation")

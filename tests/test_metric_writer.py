@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import threading
 
 from attention_jax.training import metric_writer
 
@@ -43,3 +44,21 @@ def test_disabled_writer_writes_nothing(tmp_path: pathlib.Path) -> None:
     writer.write(1, "train", {"loss": 1.0})
     writer.close()
     assert not (tmp_path / "run").exists()
+
+
+def test_a_stopped_tensorboard_thread_never_hangs_the_run(tmp_path: pathlib.Path) -> None:
+    """A full disk kills tensorboardX's writer thread: more events, flush and close must still return."""
+    writer = metric_writer.MetricWriter(str(tmp_path))
+    writer._tensorboard.file_writer.event_writer._worker.stop()  # As the thread ends on an OSError.
+
+    def write_and_close() -> None:
+        for step in range(1, 40):  # More events than tensorboardX's queue holds (10).
+            writer.write(step, "train", {"loss": 1.0 / step})
+        writer.flush()
+        writer.close()
+
+    worker = threading.Thread(target=write_and_close, daemon=True)
+    worker.start()
+    worker.join(timeout=30)
+    assert not worker.is_alive(), "writing to a stopped TensorBoard writer hangs"
+    assert [step for step, _ in _steps(tmp_path)] == list(range(1, 40))  # metrics.jsonl has every record.

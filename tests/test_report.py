@@ -5,6 +5,8 @@ from __future__ import annotations
 import csv
 import json
 import pathlib
+import subprocess
+import sys
 
 import matplotlib.image
 import pytest
@@ -439,3 +441,42 @@ def test_a_diverged_seed_makes_the_row_unstable(seeded_root: pathlib.Path) -> No
     assert _table_lines((seeded_root / "table2.md").read_text())["A1"][-3] == "unstable (seed 1 diverged)"
     with open(seeded_root / "table2.csv", newline="") as file:
         assert {record["row"]: record["verdict"] for record in csv.DictReader(file)}["A1"] == "unstable"
+
+
+def _report_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "attention_jax.report", *args], cwd=REPO_ROOT, capture_output=True,
+                          text=True, timeout=300)
+
+
+def _files(directory: pathlib.Path) -> dict[str, int]:
+    return {str(path.relative_to(directory)): path.stat().st_mtime_ns for path in directory.rglob("*")}
+
+
+def test_report_cli_mistakes_are_one_line_and_write_nothing(sweep_root: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    a_file = tmp_path / "a_file"
+    a_file.write_text("not a sweep")
+    on_file = _report_cli(str(a_file))
+    assert on_file.returncode == 2 and on_file.stderr.count("\n") == 1, on_file.stderr
+    assert "is a file, not a directory" in on_file.stderr and "sweep.json" in on_file.stderr
+    (sweep_root / "A1" / "results.json").write_text('{"step": 100, "eval_')  # Half-written.
+    before = _files(sweep_root)
+    half = _report_cli(str(sweep_root))
+    assert half.returncode == 2 and half.stderr.count("\n") == 1, half.stderr
+    assert "A1/results.json is not valid JSON" in half.stderr and _files(sweep_root) == before
+
+
+def test_report_of_a_read_only_root_is_refused_or_written_elsewhere(sweep_root: pathlib.Path,
+                                                                    tmp_path: pathlib.Path) -> None:
+    from tests.support.read_only import read_only
+
+    before = _files(sweep_root)
+    with read_only(sweep_root):
+        refused = _report_cli(str(sweep_root))
+        elsewhere = _report_cli(str(sweep_root), f"--out={tmp_path / 'report'}")
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
+    assert "read-only file system" in refused.stderr or "not writable" in refused.stderr
+    assert "Pass --out=DIR to write the report elsewhere" in refused.stderr
+    assert "Traceback" not in refused.stderr and _files(sweep_root) == before
+    assert elsewhere.returncode == 0, elsewhere.stderr[-3000:]
+    assert elsewhere.stdout.split()[0] == str(tmp_path / "report" / "table2.md")
+    assert "| A1 |" in (tmp_path / "report" / "table2.md").read_text()

@@ -6,6 +6,7 @@ fake training, and a failure switch; the real entry point runs in ``test_sweep_t
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import os
@@ -508,3 +509,26 @@ def test_config_seed_sets_initialisation_dropout_keys_and_data_order(tmp_path: p
     random = [(np.asarray(a), np.asarray(b)) for a, b in zip(*leaves) if np.unique(np.asarray(a)).size > 1]
     assert len(random) > 10  # The weight matrices; biases and layer-norm scales start constant.
     assert all(not np.array_equal(a, b) for a, b in random)  # Initialisation.
+
+
+def test_a_root_that_is_a_file_too_long_or_read_only_is_one_line_and_nothing_runs(tmp_path: pathlib.Path) -> None:
+    from tests.support.read_only import read_only
+
+    a_file = tmp_path / "a_file"
+    a_file.write_text("not a root")
+    overlong = tmp_path / "new" / ("r" * 300)
+    read_only_root = tmp_path / "read_only"
+    read_only_root.mkdir()
+    results = {}
+    for name, root, extra in (("file", a_file, ()), ("file_dry_run", a_file, ("--dry_run",)),
+                              ("overlong", overlong, ()), ("read_only", read_only_root, ())):
+        with read_only(read_only_root) if name == "read_only" else contextlib.nullcontext():
+            results[name] = run_sweep("--config=configs/table2.py", "--rows=base", f"--root={root}",
+                                      "--main=fake_main", *extra, env=fake_main_env())
+    for name, expected in (("file", "is a file, not a directory"), ("file_dry_run", "is a file, not a directory"),
+                           ("overlong", "is 300 bytes long"), ("read_only", "read-only file system")):
+        result = results[name]
+        assert result.returncode == 2 and result.stderr.count("\n") == 1, (name, result.stderr)
+        assert expected in result.stderr or (name == "read_only" and "not writable" in result.stderr), result.stderr
+    assert a_file.read_text() == "not a root" and not (tmp_path / "new").exists()
+    assert list(read_only_root.iterdir()) == []

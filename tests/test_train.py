@@ -175,7 +175,7 @@ def test_nan_loss_stops_with_step_and_keeps_good_checkpoint(cache_dir: str, tmp_
     results, _ = _run_training(cache_dir, tmp_path, RESUME_CONFIG, dict(RESUME_DATA, bad_token_at=6))
     assert "non-finite training loss at step 7" in results["error"], results
     assert "last good checkpoint is step 6" in results["error"]
-    assert checkpoints.finished_steps(str(tmp_path / "checkpoints")) == [3, 6]
+    assert checkpoints.finished_steps(str(tmp_path / "checkpoints")) == [3, 5, 6]  # 5: before its evaluation.
     params, _ = params_checkpoints.load_for_inference(str(tmp_path), "latest")
     assert all(np.isfinite(np.asarray(leaf)).all() for leaf in jax.tree.leaves(params))
     records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]

@@ -1,8 +1,10 @@
-"""Orbax checkpoints of training runs, resume checks, and loading parameters for inference.
+"""Orbax checkpoints of training runs and the run files beside them (config, tokenizer); the resume
+checks are in :mod:`attention_jax.checkpointing.resume_checks`.
 
 Layout (see the workdir contract)::
 
     WORKDIR/config.json                 resolved experiment config
+    WORKDIR/data_splits.json            the dev and test splits evaluated on: name, pairs, SHA-256
     WORKDIR/checkpoints/<step>/         one orbax checkpoint per saved step, items:
         params/                         model parameters (unboxed pytree)
         opt_state/                      Adam moments and the update count
@@ -37,19 +39,8 @@ from attention_jax import run_files
 from attention_jax.checkpointing import full_disk
 from attention_jax.experiment import schema, sections
 from attention_jax.experiment.sections import Experiment
-from attention_jax.user_errors import UserInputError
 
 PARAMS_ITEM = "params"  # The parameters' item inside each step directory (orbax Composite layout).
-
-# Model fields that change only how the same function is computed; a run may resume with new values.
-COMPUTE_ONLY_FIELDS = ("dtype", "attention_implementation", "decode", "cpu_kernels")
-
-# Config fields that choose the training corpus and so the tokenizer trained on it (or, fine-tuning, the
-# run whose tokenizer is used): a run's weights belong to its token ids, so a run never resumes with other
-# values. An absent field and "" are the same (runs from before fine_tune_from existed).
-DATA_IDENTITY_FIELDS = ("dataset", "train_split", "source_lang", "target_lang", "tokenizer_max_sentences",
-                        "fine_tune_from")
-
 
 # --- Data iterator state: one JSON file per process -------------------------------------------------
 
@@ -218,94 +209,6 @@ def write_tokenizer(workdir: str, model_proto: bytes) -> None:
     run_files.write_atomically(os.path.join(workdir, run_files.TOKENIZER_FILE), model_proto)
 
 
-def model_config_differences(saved: Experiment, experiment: Experiment) -> dict[str, tuple[Any, Any]]:
-    """Model hyperparameters that differ between a saved experiment and a new one.
-
-    Parameters
-    ----------
-    saved : Experiment
-        The workdir's (:func:`read_config`).
-    experiment : Experiment
-        The new run's.
-
-    Returns
-    -------
-    dict[str, tuple]
-        ``{field: (saved value, new value)}`` over ``model_kind`` and :class:`TransformerConfig` fields, except
-        :data:`COMPUTE_ONLY_FIELDS`. ``max_len`` is ``config.max_len + config.max_decode_extra_len``.
-    """
-    before, after = dataclasses.asdict(saved.model), dataclasses.asdict(experiment.model)
-    before["model_kind"], after["model_kind"] = saved.model_kind, experiment.model_kind  # Or a decoder-only LM.
-    return {name: (before[name], after[name]) for name in before
-            if name not in COMPUTE_ONLY_FIELDS and before[name] != after[name]}
-
-
-def check_resume_compatible(workdir: str, experiment: Experiment) -> None:
-    """Refuse to reuse a workdir whose saved config describes another model.
-
-    Parameters
-    ----------
-    workdir : str
-        The work directory; a missing ``config.json`` means a fresh run.
-    experiment : Experiment
-        The new run's.
-
-    Notes
-    -----
-    Raises :class:`UserInputError` (a ``ValueError``) naming every differing model field when the
-    workdir holds a checkpoint, and likewise for the fields that choose the corpus and its tokenizer
-    (:data:`DATA_IDENTITY_FIELDS`). Differences elsewhere (steps, logging, batching) are allowed and
-    logged. Without any finished checkpoint (a run that stopped before its first save) the new config
-    simply replaces the old. A config with ``fine_tune_from`` needs the workdir's step-0 checkpoint that
-    :func:`attention_jax.training.fine_tuning.start_from_source` writes (else training would start from
-    random parameters with another run's tokenizer): without one it is refused too.
-    """
-    checkpoint_steps = finished_steps(str(epath.Path(workdir) / run_files.CHECKPOINT_DIR))
-    fine_tune_from = experiment.run.fine_tune_from
-    if fine_tune_from and not checkpoint_steps:
-        raise UserInputError(
-            f"config.fine_tune_from={fine_tune_from} but {workdir} holds no checkpoint to fine-tune: start "
-            f"with python -m attention_jax.main (or fine_tuning.start_from_source before train_and_evaluate).")
-    if not (epath.Path(workdir) / run_files.CONFIG_FILE).exists():
-        return
-    saved = read_config(workdir)
-    differences = model_config_differences(saved, experiment)
-    if not checkpoint_steps:
-        if differences:
-            logging.warning("%s has no checkpoint: starting afresh with the new model config.", workdir)
-        return  # Nothing to resume: the new config simply replaces the old one.
-    if differences:
-        listed = "; ".join(f"{name}: {old!r} in the workdir, {new!r} now"
-                           for name, (old, new) in sorted(differences.items()))
-        raise UserInputError(
-            f"{workdir} holds a run of a different model ({listed}). Use a new --workdir, or "
-            f"restore the original values to resume it."
-        )
-    old, new = saved.fields, experiment.fields
-    data_changes = [(name, old[name], new[name]) for name in DATA_IDENTITY_FIELDS if old[name] != new[name]]
-    if data_changes:
-        listed = "; ".join(f"{name}: {old!r} in the workdir, {new!r} now" for name, old, new in data_changes)
-        raise UserInputError(
-            f"{workdir} holds a run trained on other data ({listed}): its weights belong to the token ids of "
-            f"its own tokenizer.model. Restore the original values to resume it, or fine-tune it on the new "
-            f"data in a new --workdir with --config.fine_tune_from={workdir}."
-        )
-    flat_old, flat_new = _flatten(old), _flatten(new)
-    other = sorted(key for key in set(flat_old) | set(flat_new) if flat_old.get(key) != flat_new.get(key))
-    if other:
-        logging.warning("Resuming %s with changed non-model settings: %s", workdir, ", ".join(other))
-
-
-def _flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    flat = {}
-    for key, value in config.items():
-        if isinstance(value, Mapping):
-            flat.update(_flatten(value, f"{prefix}{key}."))
-        else:
-            flat[f"{prefix}{key}"] = list(value) if isinstance(value, tuple) else value
-    return flat
-
-
 def finished_results(workdir: str, experiment: Experiment) -> dict[str, Any] | None:
     """The results of a run that already finished with exactly ``experiment``, else ``None``.
 
@@ -333,9 +236,20 @@ def finished_results(workdir: str, experiment: Experiment) -> dict[str, Any] | N
     except json.JSONDecodeError:
         return None
     now = experiment.to_json_dict()
-    if not results.get("finished") or _flatten(saved) != _flatten(now):
+    if not results.get("finished") or flatten_config(saved) != flatten_config(now):
         return None
     return results
+
+
+def flatten_config(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A config's fields as one flat mapping, nested keys joined by dots and tuples as lists (JSON's view)."""
+    flat = {}
+    for key, value in config.items():
+        if isinstance(value, Mapping):
+            flat.update(flatten_config(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = list(value) if isinstance(value, tuple) else value
+    return flat
 
 
 def finished_steps(directory: str) -> list[int]:

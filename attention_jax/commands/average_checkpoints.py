@@ -14,7 +14,8 @@ loading it is an error naming the averaged steps (rerun this command, or pass ``
 ``evaluate``/``translate``). ``--last`` defaults to the run's
 ``config.average_last_checkpoints``; the run must have kept that many (``config.keep_checkpoints``).
 With ``--best``, the average is of the run's best dev evaluations instead (``WORKDIR/best/``, kept by
-runs with ``config.early_stopping_patience > 0``).
+runs with ``config.early_stopping_patience > 0``). A run directory that cannot be written (read-only) is
+refused in one line (exit 2) before any checkpoint is read.
 """
 
 from __future__ import annotations
@@ -69,6 +70,9 @@ def main(argv: list[str]) -> None:
               f"got {_LAST.value}.")
     try:
         last = _LAST.value or checkpoints.read_config(_WORKDIR.value).run.average_last_checkpoints
+        averaged_dir = os.path.join(_WORKDIR.value, run_files.AVERAGED_DIR)
+        for directory in [_WORKDIR.value] + ([averaged_dir] if os.path.isdir(averaged_dir) else []):
+            run_files.check_directory(directory, "--workdir", writable=True)  # Before any checkpoint is read.
         directory, steps = write_averaged(_WORKDIR.value, last, best=_BEST.value)
     except (FileNotFoundError, UserInputError) as error:
         _fail(str(error))

@@ -10,7 +10,9 @@ label smoothing), and writes them as JSON to ``WORKDIR/eval_<split>.<checkpoint>
 ``WORKDIR/eval_<split>.<checkpoint>.hypotheses.txt`` (one per line, in split order). An averaged
 checkpoint older than the run's newest checkpoint is refused (``--reaverage`` redoes it); the report of
 an averaged checkpoint lists the steps it averages (``averaged_steps``). ``--split=dev`` and
-``--split=validation`` name the same split (reports are filed under ``validation``).
+``--split=validation`` name the same split (reports are filed under ``validation``). The figures are
+printed before the report is written, so a run directory that cannot be written (read-only, full) still
+shows them; the command then fails in one line (exit 2) naming the file, and ``--output`` writes elsewhere.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ import sys
 import time
 
 from absl import app, flags, logging
+
+from attention_jax.user_errors import UserInputError, exit_with_error
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "Training work directory.", required=True)
 _SPLIT = flags.DEFINE_string("split", "test", "'dev' (or its other name 'validation'), 'test' or 'train'.")
@@ -60,6 +64,8 @@ def main(argv: list[str]) -> None:
         translator = inference.make_translator(run, beam_size=_BEAM_SIZE.value, alpha=_ALPHA.value,
                                                batch_size=_BATCH_SIZE.value)
         pairs = run.data.text_pairs(split, max_pairs=_NUM_EXAMPLES.value)
+    except UserInputError as error:  # E.g. a run without its tokenizer.model: one line, exit 2.
+        exit_with_error("evaluate", str(error))
     except (FileNotFoundError, ValueError) as error:
         sys.exit(f"evaluate: {error}")
     logging.info("Evaluating %s of %s on %d %s pairs.", run.checkpoint, run.workdir, len(pairs), split)
@@ -82,10 +88,15 @@ def main(argv: list[str]) -> None:
     }
     label = run_files.checkpoint_label(_CHECKPOINT.value, _AVERAGE_LAST.value)
     path = _OUTPUT.value or run_files.eval_report_path(run.workdir, split, label)
-    hypotheses_path = translation_quality.write_report(path, report, result.hypotheses)
-    print(f"BLEU = {result.bleu:.2f}  ({result.bleu_signature})")
+    print(f"BLEU = {result.bleu:.2f}  ({result.bleu_signature})")  # First: a failed write keeps the figures.
     print(f"perplexity = {result.perplexity:.3f}  (cross-entropy {result.cross_entropy:.4f} nats/token, "
           f"{result.num_target_tokens} tokens)")
+    sys.stdout.flush()
+    try:
+        hypotheses_path = translation_quality.write_report(path, report, result.hypotheses)
+    except OSError as error:
+        exit_with_error("evaluate", f"cannot write the report {error.filename or path}: {error.strerror}. The figures "
+                        f"above were not saved; pass --output=FILE in a writable directory to keep them.")
     print(f"wrote {path} and {hypotheses_path}")
 
 

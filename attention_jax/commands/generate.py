@@ -23,6 +23,8 @@ from typing import Any
 
 from absl import app, flags, logging
 
+from attention_jax.user_errors import UserInputError, exit_with_error
+
 _WORKDIR = flags.DEFINE_string("workdir", None, "Training work directory of a language model.", required=True)
 _CHECKPOINT = flags.DEFINE_string("checkpoint", "latest", "'latest', 'best' or a step number.")
 _PROMPT = flags.DEFINE_string("prompt", None, "Text to continue (default: one prompt per stdin line).")
@@ -46,16 +48,20 @@ def _evaluate(run: Any, split: str) -> None:
     from attention_jax.evaluation import lm_evaluation
 
     lm_evaluation.resolve_stride(_EVAL_STRIDE.value, run.config.data.max_len)  # A bad stride before any data.
-    result = lm_evaluation.evaluate_split(run.model_config, run.params, lm_data.get_datasets(run.config.data), split,
+    result = lm_evaluation.evaluate_split(run.model_config, run.params, lm_data.get_datasets(run.data_config), split,
                                           stride=_EVAL_STRIDE.value)
     result["checkpoint"] = run.checkpoint
     path = run_files.lm_eval_report_path(run.workdir, split)
-    run_files.write_json_atomically(path, result)
     print(f"perplexity = {result['perplexity']:.3f}  ({result['nll_per_token']:.4f} nats/token, "
           f"{result['tokens']} tokens)")
     print(f"bits per byte = {result['bits_per_byte']:.4f}  ({result['utf8_bytes']} UTF-8 bytes)")
     print(f"each document in its own context: windows of {result['window']} tokens, stride {result['stride']} "
           f"({result['documents_longer_than_window']} of {result['documents']} documents longer than a window)")
+    sys.stdout.flush()  # The figures first: a run directory that cannot be written still shows them.
+    try:
+        run_files.write_json_atomically(path, result)
+    except OSError as error:
+        raise UserInputError(f"cannot write {path}: {error.strerror}. The figures above were not saved.") from None
     print(f"wrote {path}")
 
 
@@ -88,6 +94,8 @@ def main(argv: list[str]) -> None:
         if warning:
             logging.warning("%s", warning)
         continuations = generator.generate(prompts, settings)
+    except UserInputError as error:  # A bad flag, an empty split, a run without its tokenizer: exit 2.
+        exit_with_error("generate", str(error))
     except (FileNotFoundError, ValueError) as error:
         sys.exit(f"generate: {error}")
     for continuation in continuations:

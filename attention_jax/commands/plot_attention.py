@@ -17,6 +17,8 @@ import sys
 
 from absl import app, flags
 
+from attention_jax.user_errors import UserInputError, exit_with_error
+
 _WORKDIR = flags.DEFINE_string("workdir", None, "Training work directory.", required=True)
 _CHECKPOINT = flags.DEFINE_string("checkpoint", "latest",
                                   "'latest', 'averaged', 'best' (early stopping) or a step number.")
@@ -42,6 +44,8 @@ def main(argv: list[str]) -> None:
             settings=run.config.decoding)
         heads = attention_plots.select_heads(maps[_KIND.value].shape[1], _HEAD.value)
         attention_plots.draw_attention(maps, _KIND.value, _LAYER.value, heads, _OUT.value)
+    except UserInputError as error:  # E.g. a run without its tokenizer.model: one line, exit 2.
+        exit_with_error("plot_attention", str(error))
     except (FileNotFoundError, ValueError) as error:
         sys.exit(f"plot_attention: {error}")
     print(f"{maps['source']} -> {maps['target']}")

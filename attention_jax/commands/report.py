@@ -2,9 +2,10 @@
 
 Usage::
 
-    python -m attention_jax.report ROOT [--all_rows]
+    python -m attention_jax.report ROOT [--all_rows] [--out=DIR]
 
-writes ``ROOT/<name>.md``, ``.csv`` and ``.png`` (see :mod:`attention_jax.reports.sweep_report`). For a sweep
+writes ``ROOT/<name>.md``, ``.csv`` and ``.png`` (see :mod:`attention_jax.reports.sweep_report`), or the same
+files in ``--out`` (e.g. for a root you cannot write: the root is then only read). For a sweep
 with seeds (``launch.sweep --seeds=K``) each row shows the mean ± standard deviation over its finished
 seeds, the change of dev perplexity against base paired by seed, and a verdict against the paper's
 direction (``reproduced``, ``opposite``, ``within noise``); rows with seeds still to run say how many.
@@ -15,39 +16,78 @@ attention function (``configs/sweeps/attention_function.py``) also gets ``ROOT/a
 (:mod:`attention_jax.reports.attention_function_report`). A sweep whose runs were scored on length buckets
 (``configs/sweeps/positions.py``) also gets ``ROOT/positions.md``, ``.csv`` and ``.png``: each positional
 encoding against sinusoidal, bucket by bucket (:mod:`attention_jax.reports.positions_report`).
+
+A root that is missing or a file, a damaged JSON file in it (a half-written ``results.json``) or an output
+directory that cannot be written is one line on stderr with exit status 2, before anything is written.
 """
 
 from __future__ import annotations
 
 from absl import app, flags
 
-from attention_jax.experiment import schema
+from attention_jax import run_files
 from attention_jax.reports import attention_function_report, positions_report, sweep_report, sweep_rows, table3_report
-from attention_jax.user_errors import exit_with_error
+from attention_jax.user_errors import UserInputError, exit_with_error
 
 _ALL_ROWS = flags.DEFINE_bool("all_rows", False, "Report every row of the sweep, also those never launched.")
 _SUSTAINED_TFLOPS = flags.DEFINE_float("sustained_tflops", None,
                                        "Table 3 sweeps: sustained TFLOP/s per device of our hardware, for "
                                        "the paper-style cost estimate (time x devices x FLOP/s).")
+_OUT = flags.DEFINE_string("out", None, "Directory for the report's files (default: ROOT); created if missing.")
+
+
+def write_reports(root: str, out_dir: str, *, all_rows: bool = False,
+                  sustained_tflops: float | None = None) -> list[str]:
+    """Write every report the sweep in ``root`` calls for into ``out_dir``.
+
+    Parameters
+    ----------
+    root : str
+        The sweep root (only read).
+    out_dir : str
+        Where the files go (``root`` by default on the command line).
+    all_rows : bool
+        Report rows never launched too.
+    sustained_tflops : float, optional
+        Table 3 sweeps: our sustained TFLOP/s per device.
+
+    Returns
+    -------
+    list[str]
+        The paths written.
+
+    Notes
+    -----
+    Every row is read (and checked) before the first file is written, so a damaged ``results.json`` or a
+    config the schema refuses leaves nothing behind: :class:`UserInputError` (``schema.ConfigError``
+    among them) or ``FileNotFoundError`` for a root that is not a sweep.
+    """
+    record, rows = sweep_rows.read_sweep_rows(root, all_rows=all_rows)
+    paths = sweep_report.write_report(root, all_rows=all_rows, out_dir=out_dir)
+    if record.get("report_name") == "table3":  # configs/table3.py
+        paths += table3_report.write_table3_report(root, sustained_tflops=sustained_tflops, out_dir=out_dir)
+    if attention_function_report.applies(rows):  # e.g. configs/sweeps/attention_function.py
+        paths += attention_function_report.write_attention_function_report(root, rows, out_dir=out_dir)
+    if positions_report.applies(root, rows):  # Runs scored on length buckets: configs/sweeps/positions.py
+        paths += positions_report.write_positions_report(root, rows, out_dir=out_dir)
+    return paths
 
 
 def main(argv: list[str]) -> None:
     """Entry point: ``python -m attention_jax.report ROOT``."""
     if len(argv) != 2:
-        raise app.UsageError("usage: python -m attention_jax.report ROOT [--all_rows]")
+        raise app.UsageError("usage: python -m attention_jax.report ROOT [--all_rows] [--out=DIR]")
+    root = argv[1]
+    out_dir = _OUT.value or root
     try:
-        paths = sweep_report.write_report(argv[1], all_rows=_ALL_ROWS.value)
-        record, rows = sweep_rows.read_sweep_rows(argv[1], all_rows=_ALL_ROWS.value)
-        if record.get("report_name") == "table3":  # configs/table3.py
-            paths += table3_report.write_table3_report(argv[1], sustained_tflops=_SUSTAINED_TFLOPS.value)
-        if attention_function_report.applies(rows):  # e.g. configs/sweeps/attention_function.py
-            paths += attention_function_report.write_attention_function_report(argv[1], rows)
-        if positions_report.applies(argv[1], rows):  # Runs scored on length buckets: configs/sweeps/positions.py
-            paths += positions_report.write_positions_report(argv[1], rows)
-    except FileNotFoundError as error:
-        raise app.UsageError(str(error)) from error
-    except schema.ConfigError as error:  # A run's config.json the schema refuses: one line, exit 2.
+        sweep_rows.read_sweep_rows(root, all_rows=_ALL_ROWS.value)  # The root is a sweep, every file readable.
+        run_files.check_directory(out_dir, "--out" if _OUT.value else "ROOT", writable=True,
+                                  instead="" if _OUT.value else "Pass --out=DIR to write the report elsewhere.")
+        paths = write_reports(root, out_dir, all_rows=_ALL_ROWS.value, sustained_tflops=_SUSTAINED_TFLOPS.value)
+    except (FileNotFoundError, UserInputError) as error:  # schema.ConfigError is a UserInputError.
         exit_with_error("attention_jax.report", str(error))
+    except OSError as error:  # E.g. the disk filled while writing.
+        exit_with_error("attention_jax.report", f"cannot write {error.filename or out_dir}: {error.strerror}.")
     for path in paths:
         print(path)
 

@@ -21,6 +21,7 @@ from collections.abc import Iterable, Iterator
 from absl import app, flags, logging
 
 from attention_jax.commands.text_io import read_lines
+from attention_jax.user_errors import UserInputError, exit_with_error
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "Training work directory.", required=True)
 _CHECKPOINT = flags.DEFINE_string("checkpoint", "latest",
@@ -62,6 +63,8 @@ def main(argv: list[str]) -> None:
         run = inference.load_run(_WORKDIR.value, _CHECKPOINT.value, average_last=_AVERAGE_LAST.value)
         translator = inference.make_translator(run, beam_size=_BEAM_SIZE.value, alpha=_ALPHA.value,
                                                batch_size=_BATCH_SIZE.value)
+    except UserInputError as error:  # E.g. a run without its tokenizer.model: one line, exit 2.
+        exit_with_error("translate", str(error))
     except (FileNotFoundError, ValueError) as error:
         sys.exit(f"translate: {error}")
     logging.info("Translating with %s of %s (beam %d, alpha %.2f).", run.checkpoint, run.workdir,

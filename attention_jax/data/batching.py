@@ -37,6 +37,8 @@ from typing import Protocol, Sequence
 
 import numpy as np
 
+from attention_jax.user_errors import UserInputError
+
 MIN_BUCKET_LEN = 8
 PADDING_ROW = -1  # Sentence index of an all-pad row (fills a bucket's last, partial batch).
 
@@ -119,14 +121,15 @@ def make_bucket_shapes(max_len: int, tokens_per_batch: int, row_multiple: int) -
 
     Notes
     -----
-    Raises ValueError when even the longest bucket cannot hold ``row_multiple`` rows within the budget.
+    Raises :class:`UserInputError` (a ``ValueError``) when even the longest bucket cannot hold
+    ``row_multiple`` rows within the budget.
     """
     if row_multiple < 1:
         raise ValueError(f"rows_multiple must be at least 1, got {row_multiple}.")
     lengths = bucket_lengths(max_len)
     global_rows = tuple((tokens_per_batch // length) // row_multiple * row_multiple for length in lengths)
     if global_rows[-1] == 0:
-        raise ValueError(
+        raise UserInputError(
             f"config.tokens_per_batch={tokens_per_batch} cannot hold {row_multiple} rows of config.max_len="
             f"{max_len} tokens (the row multiple: devices x processes). Raise tokens_per_batch to at least "
             f"{row_multiple * max_len} or lower max_len."

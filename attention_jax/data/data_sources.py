@@ -285,6 +285,29 @@ def _split_fingerprint(source: TranslationSource, split: str) -> str:
     return digest.hexdigest()[:12]
 
 
+def split_contents_fingerprint(source: TranslationSource, split: str) -> dict[str, str | int]:
+    """Identify a split by its name, its size and a SHA-256 of the text of every pair, in order.
+
+    Parameters
+    ----------
+    source : TranslationSource
+        The corpus.
+    split : str
+        A TFDS split name or slice (a dev or test split: every pair is read).
+
+    Returns
+    -------
+    dict
+        ``{"split": split, "pairs": count, "sha256": hex digest}``; any change to a pair, or to their
+        order or number, changes it.
+    """
+    num_pairs = source.num_examples(split)
+    digest = hashlib.sha256()
+    for pair in source.text_pairs(split, range(num_pairs)):
+        digest.update("\t".join(pair).encode("utf-8", errors="replace") + b"\n")
+    return {"split": split, "pairs": num_pairs, "sha256": digest.hexdigest()}
+
+
 def _read_records(records: Sequence[Any], indices: list[int]) -> list[Any]:
     """Read several records in one call (array_record reads them together)."""
     try:

@@ -25,6 +25,7 @@ the cache missing prepares it (each preparation here is deterministic, and write
 from __future__ import annotations
 
 import contextlib
+import errno
 import glob
 import json
 import os
@@ -34,6 +35,8 @@ import time
 from collections.abc import Callable, Iterator
 
 from absl import logging
+
+from attention_jax.user_errors import UserInputError
 
 LOCK_SUFFIX = ".lock"
 
@@ -114,15 +117,31 @@ def prepare_once(lock_path: str, what: str, is_prepared: Callable[[], bool], pre
     -------
     bool
         True when this process prepared the cache, False when it was ready (before or after waiting).
+
+    Notes
+    -----
+    A cache directory this process may not write (a read-only ``$HOME`` holding TFDS's default data
+    directory, a shared read-only disk) raises :class:`UserInputError`, one line naming the path and
+    how to choose another data directory.
     """
     if is_prepared():
         return False
-    with exclusive_lock(lock_path, what):
-        if is_prepared():
-            logging.info("Reusing %s, prepared by another process.", what)
-            return False
-        prepare()
-        return True
+    try:
+        with exclusive_lock(lock_path, what):
+            if is_prepared():
+                logging.info("Reusing %s, prepared by another process.", what)
+                return False
+            prepare()
+            return True
+    except OSError as error:
+        if error.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+            raise
+        path = error.filename or lock_path  # The work directory is not the problem: it is not named.
+        raise UserInputError(
+            f"cannot write {what} to {path} ({error.strerror}): prepared corpora and their tokenizer and token-id "
+            f"caches go into config.data_dir, by default TFDS's data directory ($TFDS_DATA_DIR, else "
+            f"~/tensorflow_datasets). Set --config.data_dir=DIR (or TFDS_DATA_DIR=DIR) to a writable directory, or "
+            f"make {path} writable.") from None
 
 
 def remove_incomplete_tfds_dirs(dataset_version_dir: str) -> list[str]:

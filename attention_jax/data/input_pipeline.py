@@ -160,6 +160,7 @@ class TranslationData:
         self._process_index = process_index
         self._process_count = process_count
         self._num_threads = num_threads
+        self._fingerprints: dict[str, dict[str, Any]] | None = None
         self.stats = self._compute_stats()
 
     @property
@@ -237,6 +238,26 @@ class TranslationData:
         num_pairs = self._source.num_examples(tfds_split)
         count = min(num_pairs, max_pairs) if max_pairs > 0 else num_pairs
         return list(self._source.text_pairs(tfds_split, range(count)))
+
+    def split_fingerprints(self) -> dict[str, dict[str, Any]]:
+        """Return what identifies the dev and test splits: their names, sizes and the SHA-256 of their text.
+
+        Returns
+        -------
+        dict[str, dict]
+            ``{"validation": {"split", "pairs", "sha256"}, "test": {...}}``
+            (:func:`data_sources.split_contents_fingerprint`); computed once.
+
+        Notes
+        -----
+        A run records them (``data_splits.json``) and refuses to resume on other ones
+        (:func:`attention_jax.checkpointing.resume_checks.check_data_splits`), as its ``tokenizer.model``
+        stands for the training split.
+        """
+        if self._fingerprints is None:
+            self._fingerprints = {role: data_sources.split_contents_fingerprint(self._source, split.tfds_split)
+                                  for role, split in self._splits.items() if role != "train"}
+        return self._fingerprints
 
     def _split_role(self, split: str) -> str:
         if split in self._splits:
@@ -326,6 +347,7 @@ def get_datasets(
         if role == "train":
             _log_left_out(plan.num_pairs, num_empty, plan.num_dropped - num_empty, config.max_len)
         splits[role] = _SplitData(tfds_split, tokenized, plan, num_empty)
+    _warn_of_overlap(splits)
     return TranslationData(
         source=source,
         tokenizer=tokenizer,
@@ -334,6 +356,26 @@ def get_datasets(
         process_count=process_count,
         num_threads=config.data_threads,
     )
+
+
+def _warn_of_overlap(splits: dict[str, _SplitData]) -> None:
+    """Warn, in one line, when dev or test pairs also occur in the training split (their scores are not held out).
+
+    Pairs are compared by 64-bit hashes of their source and target ids
+    (:meth:`token_cache.TokenizedSplit.pair_hashes`): cheap next to tokenizing, even for WMT's training split.
+    """
+    train = splits["train"]
+    train_hashes = train.tokenized.pair_hashes()
+    counts = {role: int(np.isin(splits[role].tokenized.pair_hashes(), train_hashes).sum())
+              for role in ("validation", "test")}
+    if not any(counts.values()):
+        return
+    logging.warning(
+        "%d of %d dev pairs (split %r) and %d of %d test pairs (split %r) also occur in the training split %r: "
+        "their perplexity and BLEU are not measured on held-out data. Remove them from the training data, or "
+        "choose other splits (config.eval_split, config.test_split).", counts["validation"],
+        len(splits["validation"].tokenized), splits["validation"].tfds_split, counts["test"],
+        len(splits["test"].tokenized), splits["test"].tfds_split, train.tfds_split)
 
 
 def _leave_out_empty_pairs(source_lengths: np.ndarray,

@@ -69,6 +69,43 @@ class TokenizedSide:
             rows[row, : end - start] = self.ids[start:end]
             rows[row, end - start] = tokenizer_lib.EOS_ID
 
+    def sentence_hashes(self) -> np.ndarray:
+        """Return a 64-bit hash of each sentence's ids (equal sentences, equal hashes), shape ``[num_sentences]``.
+
+        Returns
+        -------
+        np.ndarray
+            ``uint64``; computed in chunks of sentences, so a large split needs little extra memory.
+
+        Notes
+        -----
+        Each id is mixed with its position (:func:`_mix64`), the mixed values are summed per sentence
+        and the sum is mixed with the length: a sentence's hash depends on its ids in order.
+        """
+        hashes = np.empty(len(self), np.uint64)
+        for first in range(0, len(self), _HASH_CHUNK_SENTENCES):
+            last = min(first + _HASH_CHUNK_SENTENCES, len(self))
+            offsets = np.asarray(self.offsets[first : last + 1], np.int64)
+            ids = np.asarray(self.ids[offsets[0] : offsets[-1]], np.uint64)
+            lengths = np.diff(offsets)
+            positions = np.arange(len(ids), dtype=np.int64) - np.repeat(offsets[:-1] - offsets[0], lengths)
+            mixed = _mix64(ids ^ (positions.astype(np.uint64) << np.uint64(32)))
+            sums = np.concatenate([np.zeros(1, np.uint64), np.cumsum(mixed, dtype=np.uint64)])
+            relative = offsets - offsets[0]
+            hashes[first:last] = _mix64((sums[relative[1:]] - sums[relative[:-1]]) ^ lengths.astype(np.uint64))
+        return hashes
+
+
+_HASH_CHUNK_SENTENCES = 1 << 20
+
+
+def _mix64(values: np.ndarray) -> np.ndarray:
+    """SplitMix64's finalizer, elementwise on ``uint64`` (arithmetic modulo 2**64)."""
+    with np.errstate(over="ignore"):
+        values = (values ^ (values >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        values = (values ^ (values >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return values ^ (values >> np.uint64(31))
+
 
 @dataclasses.dataclass(frozen=True)
 class TokenizedSplit:
@@ -85,6 +122,18 @@ class TokenizedSplit:
 
     def __len__(self) -> int:
         return len(self.source)
+
+    def pair_hashes(self) -> np.ndarray:
+        """Return a 64-bit hash of each pair's source and target ids, shape ``[num_pairs]`` (``uint64``).
+
+        Returns
+        -------
+        np.ndarray
+            Equal pairs have equal hashes; :func:`attention_jax.data.input_pipeline.get_datasets` counts the
+            dev and test pairs that also occur in the training split with them.
+        """
+        with np.errstate(over="ignore"):
+            return _mix64(self.source.sentence_hashes() * np.uint64(0x9E3779B97F4A7C15) ^ self.target.sentence_hashes())
 
 
 def load_or_tokenize_split(

@@ -13,13 +13,17 @@ import dataclasses
 import os
 from typing import Any
 
+from absl import logging
+
 from attention_jax import run_files
 from attention_jax.checkpointing import checkpoints, params_checkpoints
 from attention_jax.data import input_pipeline
+from attention_jax.data.data_config import DataConfig
 from attention_jax.data.tokenizer import Tokenizer
 from attention_jax.decoding import decode
 from attention_jax.experiment.sections import Experiment
 from attention_jax.models.transformer_config import TransformerConfig
+from attention_jax.user_errors import MissingInputError
 
 
 @dataclasses.dataclass
@@ -57,12 +61,25 @@ class TrainedRun:
         Returns
         -------
         input_pipeline.TranslationData
-            From ``input_pipeline.get_datasets(config.data)``, which prepares the corpus if its cache is
-            missing; translation and attention plots never need it.
+            From ``input_pipeline.get_datasets(run.data_config)``, which prepares the corpus if its cache
+            is missing; translation and attention plots never need it.
         """
         if self._data is None:
-            self._data = input_pipeline.get_datasets(self.config.data)
+            self._data = input_pipeline.get_datasets(self.data_config)
         return self._data
+
+    @property
+    def data_config(self) -> DataConfig:
+        """The run's data section, tokenized with the run's own ``tokenizer.model``.
+
+        Returns
+        -------
+        DataConfig
+            ``config.data`` with ``fine_tune_from`` set to the run itself, so that the data pipeline
+            reads the run's vocabulary instead of training one from the corpus as it is now (which may
+            have changed since training): the token ids the weights were trained on.
+        """
+        return dataclasses.replace(self.config.data, fine_tune_from=self.workdir)
 
 
 _COMMAND_FOR_KIND = {"encoder_decoder": "python -m attention_jax.translate (or evaluate, plot_attention)",
@@ -113,26 +130,54 @@ def load_run(workdir: str, checkpoint: str = "latest", *, average_last: int = 0,
     -----
     Raises ``FileNotFoundError`` for a missing workdir, config or checkpoint and ``ValueError`` for
     parameters that do not fit the config, with messages that say what to do. The tokenizer is the
-    run's own ``tokenizer.model`` (written by training), so no corpus is opened; runs without one fall
-    back to the data pipeline's cache (the same vocabulary training used).
+    run's own ``tokenizer.model`` (written by training), so no corpus is opened; a run without one is
+    refused (:class:`attention_jax.user_errors.MissingInputError`): a tokenizer rebuilt from the corpus
+    need not be the one the weights were trained with (the corpus may have changed since), and its
+    token ids would decode to garbage. ``"latest"`` tolerates a trainer that rotates checkpoints away
+    meanwhile (``config.keep_checkpoints``): when the chosen one disappears while it is read, the newest
+    is loaded instead, once (:func:`_load_params`).
     """
     if not os.path.isdir(workdir):
         raise FileNotFoundError(f"No work directory {workdir!r}: pass the --workdir of a training run.")
     check_model_kind(workdir, checkpoints.read_config(workdir), model_kind)
-    if average_last > 0:
-        params, steps = params_checkpoints.average_last_params(workdir, average_last)
-        config = checkpoints.read_config(workdir)
-        checkpoint = f"average of steps {steps}"
-    else:
-        params, config = params_checkpoints.load_for_inference(workdir, checkpoint)
+    tokenizer_path = os.path.join(workdir, run_files.TOKENIZER_FILE)
+    if not os.path.isfile(tokenizer_path):  # Before any checkpoint is read.
+        raise MissingInputError(
+            f"{tokenizer_path} is missing: the run's weights belong to the token ids of the tokenizer it was "
+            f"trained with, which a tokenizer rebuilt from config.dataset need not match. Restore that file from "
+            f"a copy of the run; it cannot be decoded without it.")
+    params, config, checkpoint = _load_params(workdir, checkpoint, average_last)
     model_config = config.model
     if model_kind == "encoder_decoder":
         decode.check_params_match(model_config, params)
-    tokenizer_path = os.path.join(workdir, run_files.TOKENIZER_FILE)
-    if os.path.isfile(tokenizer_path):
-        return TrainedRun(workdir, checkpoint, config, model_config, params, Tokenizer.load(tokenizer_path))
-    data = input_pipeline.get_datasets(config.data)  # A run from before tokenizer.model was kept.
-    return TrainedRun(workdir, checkpoint, config, model_config, params, data.tokenizer, data)
+    return TrainedRun(workdir, checkpoint, config, model_config, params, Tokenizer.load(tokenizer_path))
+
+
+def _load_params(workdir: str, checkpoint: str, average_last: int) -> tuple[Any, Experiment, str]:
+    """The parameters :func:`load_run` names, its experiment and the checkpoint's description.
+
+    A trainer running beside the command may delete the checkpoint being read (``keep_checkpoints``
+    rotation: with 1, the only one): when ``"latest"`` or an average of the last checkpoints fails to
+    load and the run's steps changed meanwhile, it is loaded again from the newest steps, once.
+    """
+    def load() -> tuple[Any, Experiment, str]:
+        if average_last > 0:
+            params, steps = params_checkpoints.average_last_params(workdir, average_last)
+            return params, checkpoints.read_config(workdir), f"average of steps {steps}"
+        params, config = params_checkpoints.load_for_inference(workdir, checkpoint)
+        return params, config, checkpoint
+
+    steps_dir = os.path.join(workdir, run_files.CHECKPOINT_DIR)
+    steps_before = checkpoints.finished_steps(steps_dir)
+    try:
+        return load()
+    except FileNotFoundError:
+        rotated = checkpoints.finished_steps(steps_dir) != steps_before
+        if not (rotated and (checkpoint == "latest" or average_last > 0)):
+            raise
+    logging.warning("A checkpoint of %s was rotated away while it was read (a trainer is running there): "
+                    "loading the newest, steps %s.", workdir, checkpoints.finished_steps(steps_dir))
+    return load()
 
 
 def make_translator(run: TrainedRun, *, beam_size: int | None = None, alpha: float | None = None,

@@ -81,11 +81,16 @@ def evaluate_split(model_config: TransformerConfig, params: Any, data: Any, spli
     Notes
     -----
     Single-process: every row is scored here. Raises ``ValueError`` if the windows do not score every
-    token of the split exactly once (a defect, never a user error).
+    token of the split exactly once (a defect, never a user error), and
+    :class:`attention_jax.user_errors.UserInputError` for a split without any document (e.g. an empty
+    ``dev.txt``): no tokens have no perplexity, and reporting 1.0 would be a perfect score from no data.
     """
     window = data.row_length
     stride = resolve_stride(stride, window)
     documents = data.documents(split)
+    if not documents or not any(len(document) for document in documents):
+        raise UserInputError(f"the {split} split holds no text (is its file empty?): there is no perplexity to "
+                             f"measure on it. Give it some documents, or evaluate another split.")
     rows = lm_windows.pack_windows(documents, window, stride)
     lm = LanguageModel(model_config.replace(decode=False))
 

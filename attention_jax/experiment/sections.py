@@ -14,7 +14,7 @@ import types
 from typing import Any, Mapping
 
 from attention_jax import run_files
-from attention_jax.data import packing
+from attention_jax.data import batching, packing
 from attention_jax.data.data_config import DataConfig
 from attention_jax.experiment import schema
 from attention_jax.experiment.schema import ConfigError
@@ -325,6 +325,8 @@ def _check_relations(fields: Mapping[str, Any]) -> None:
                          "--config.attention_window=0 or --config.packing=False.")
     if fields["packing"]:
         packing.check_row_lengths(fields["packing_row_lengths"], fields["max_len"])
+    if fields["model_kind"] != "decoder_only":  # A language model's batch holds at least one row whatever the budget.
+        batching.make_bucket_shapes(fields["max_len"], fields["tokens_per_batch"], 1)  # One row of max_len fits.
     run_files.final_bleu_splits(fields["final_bleu_splits"])
     if len(fields["mesh_shape"]) != len(fields["mesh_axes"]):
         raise ValueError(f"mesh_shape={tuple(fields['mesh_shape'])} and mesh_axes={tuple(fields['mesh_axes'])} "

@@ -485,7 +485,10 @@ class MultiHeadAttention(nn.Module):
 
         Returns ``[B, T, H, V]`` heads. The paths: a decode step over the heads-first cache
         (:func:`decode_attention.cached_single_query_attention`); the einsum paths
-        (:meth:`_einsum_attention`); the XLA / cuDNN kernels (:meth:`_kernel_attention`).
+        (:meth:`_einsum_attention`); the XLA / cuDNN kernels (:meth:`_kernel_attention`). Keys and values
+        may have fewer rows than the queries (``[B', S, H, K|V]``, ``B = B' R``: a beam search's
+        hypotheses sharing their sentence's cross-attention row); every path but the one-query einsum
+        step repeats them to one row per query row first.
         """
         if entry.query_transform is not None:
             query = entry.query_transform(query)  # dot_product: sqrt(d_k) q, undoing the scale (footnote 4).
@@ -499,6 +502,8 @@ class MultiHeadAttention(nn.Module):
             if single_query:  # A decode step: products over the cache as stored.
                 return decode_attention.cached_single_query_attention(query, key, value, mask)
             key, value = jnp.swapaxes(key, 1, 2), jnp.swapaxes(value, 1, 2)  # [B,L,H,K|V]
+        if not single_query:  # A search's hypotheses share a sentence's key/value row: one row per query row.
+            key, value, mask = attention_functions.share_key_rows(query.shape[0], key, value, mask)  # [B,S,H,K|V]
         if self.implementation == "einsum":
             return self._einsum_attention(query, key, value, mask, single_query=single_query,
                                           deterministic=deterministic, sow_weights=sow_weights)

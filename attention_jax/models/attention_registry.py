@@ -40,6 +40,9 @@ from attention_jax.models.registry import Registration, Registry
 ATTENTION_IMPLEMENTATIONS = ("einsum", "xla", "cudnn", "fused")
 """Allowed values of ``config.attention_implementation`` (see ``attention.ATTENTION_IMPLEMENTATIONS``)."""
 
+GPU_ONLY_IMPLEMENTATIONS = ("cudnn",)
+"""The implementations that run only on an NVIDIA GPU (cuDNN's fused attention); training refuses them elsewhere."""
+
 LINEAR_CHUNK_SIZE = 64
 """Positions per chunk of causal linear attention (``attention_functions.linear_attention``)."""
 

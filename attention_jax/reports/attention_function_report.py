@@ -423,7 +423,8 @@ def plot_functions(compared: Sequence[FunctionRow], path: str, title: str) -> No
     plt.close(figure)
 
 
-def write_attention_function_report(root: str, rows: Sequence[RowReport] | None = None) -> list[str]:
+def write_attention_function_report(root: str, rows: Sequence[RowReport] | None = None, *,
+                                    out_dir: str | None = None) -> list[str]:
     """Write ``ROOT/attention_functions.{md,csv,png}`` for a sweep over attention functions.
 
     Parameters
@@ -432,6 +433,8 @@ def write_attention_function_report(root: str, rows: Sequence[RowReport] | None 
         Sweep root.
     rows : Sequence[RowReport], optional
         The rows, when the caller has read them (else read from ``root``).
+    out_dir : str, optional
+        The directory written instead of ``root``.
 
     Returns
     -------
@@ -441,7 +444,7 @@ def write_attention_function_report(root: str, rows: Sequence[RowReport] | None 
     if rows is None:
         rows = read_sweep_rows(root)[1]
     compared = compare_functions(rows)
-    stem = os.path.join(root, REPORT_STEM)
+    stem = os.path.join(out_dir or root, REPORT_STEM)
     with open(stem + ".md", "w", encoding="utf-8") as file:
         file.write(markdown_report(root, compared, key_dim_trends(compared)))
     with open(stem + ".csv", "w", encoding="utf-8", newline="") as file:

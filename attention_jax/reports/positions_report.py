@@ -368,7 +368,7 @@ def plot_buckets(compared: Sequence[BucketRow], path: str, title: str) -> None:
     plt.close(figure)
 
 
-def write_positions_report(root: str, rows: Sequence[RowReport]) -> list[str]:
+def write_positions_report(root: str, rows: Sequence[RowReport], *, out_dir: str | None = None) -> list[str]:
     """Write ``ROOT/positions.{md,csv,png}`` for a sweep scored on length buckets.
 
     Parameters
@@ -377,6 +377,8 @@ def write_positions_report(root: str, rows: Sequence[RowReport]) -> list[str]:
         The sweep root.
     rows : Sequence[RowReport]
         Its rows (:func:`attention_jax.reports.sweep_rows.read_sweep_rows`).
+    out_dir : str, optional
+        The directory written instead of ``root``.
 
     Returns
     -------
@@ -384,7 +386,7 @@ def write_positions_report(root: str, rows: Sequence[RowReport]) -> list[str]:
         The three paths written.
     """
     compared = compare_encodings(root, rows)
-    stem = os.path.join(root, REPORT_STEM)
+    stem = os.path.join(out_dir or root, REPORT_STEM)
     with open(stem + ".md", "w", encoding="utf-8") as file:
         file.write(markdown_report(root, compared, length_trends(compared)))
     with open(stem + ".csv", "w", encoding="utf-8", newline="") as file:

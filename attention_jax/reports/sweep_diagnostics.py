@@ -206,13 +206,15 @@ def diagnostics_markdown(root: str, name: str, rows: Sequence[RowReport]) -> str
     return "\n".join(lines) + "\n"
 
 
-def write_diagnostics(root: str, name: str, rows: Sequence[RowReport]) -> str | None:
+def write_diagnostics(root: str, name: str, rows: Sequence[RowReport], *, out_dir: str | None = None) -> str | None:
     """Write ``ROOT/<name>_diagnostics.md`` (:func:`diagnostics_markdown`).
 
     Parameters
     ----------
     root, name, rows
         As for :func:`diagnostics_markdown`.
+    out_dir : str, optional
+        The directory written instead of ``root``.
 
     Returns
     -------
@@ -222,7 +224,7 @@ def write_diagnostics(root: str, name: str, rows: Sequence[RowReport]) -> str | 
     text = diagnostics_markdown(root, name, rows)
     if text is None:
         return None
-    path = os.path.join(root, f"{name}_diagnostics.md")
+    path = os.path.join(out_dir or root, f"{name}_diagnostics.md")
     with open(path, "w", encoding="utf-8") as file:
         file.write(text)
     return path

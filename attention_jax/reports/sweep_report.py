@@ -452,7 +452,7 @@ def plot_report(rows: Sequence[RowReport], path: str, title: str) -> None:
     plt.close(figure)
 
 
-def write_report(root: str, *, all_rows: bool = False) -> list[str]:
+def write_report(root: str, *, all_rows: bool = False, out_dir: str | None = None) -> list[str]:
     """Write ``ROOT/<name>.md``, ``.csv`` and ``.png`` for the sweep in ``root``.
 
     Parameters
@@ -461,6 +461,8 @@ def write_report(root: str, *, all_rows: bool = False) -> list[str]:
         Sweep root.
     all_rows : bool
         Include rows of the sweep that were never launched.
+    out_dir : str, optional
+        Where the files go instead of ``root`` (created if missing), e.g. for a read-only root.
 
     Returns
     -------
@@ -472,7 +474,9 @@ def write_report(root: str, *, all_rows: bool = False) -> list[str]:
     """
     record, rows = read_sweep_rows(root, all_rows=all_rows)
     name = record.get("report_name", "report")
-    stem = os.path.join(root, name)
+    out_dir = out_dir or root
+    os.makedirs(out_dir, exist_ok=True)
+    stem = os.path.join(out_dir, name)
     with open(stem + ".md", "w", encoding="utf-8") as file:
         file.write(markdown_table(record, rows))
     with open(stem + ".csv", "w", encoding="utf-8", newline="") as file:
@@ -483,6 +487,6 @@ def write_report(root: str, *, all_rows: bool = False) -> list[str]:
     paths = [stem + ".md", stem + ".csv", stem + ".png"]
     if sweep_curves.plot_learning_curves(root, rows, stem + "_curves.png", f"{name}: dev perplexity ({root})"):
         paths.append(stem + "_curves.png")
-    diagnostics = sweep_diagnostics.write_diagnostics(root, name, rows)
+    diagnostics = sweep_diagnostics.write_diagnostics(root, name, rows, out_dir=out_dir)
     return paths + ([diagnostics] if diagnostics else [])
 

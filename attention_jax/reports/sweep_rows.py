@@ -18,6 +18,7 @@ from typing import Sequence
 
 from attention_jax import run_files
 from attention_jax.experiment import schema
+from attention_jax.user_errors import UserInputError
 
 SEED_DIR_PATTERN = re.compile(r"^seed_(\d+)$")  # ROOT/<row>/seed_<k>, as launch.sweep names them.
 EVAL_ACCURACY_KEY = "eval/accuracy"
@@ -128,10 +129,22 @@ def group_of(row: str) -> str:
 
 
 def _read_json(path: str) -> dict:
+    """The JSON object in ``path`` (``{}`` when there is no such file); a damaged file is one line."""
     if not os.path.isfile(path):
         return {}
-    with open(path, encoding="utf-8") as file:
-        return json.load(file)
+    with open(path, encoding="utf-8", errors="replace") as file:
+        text = file.read()
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise UserInputError(
+            f"{path} is not valid JSON ({error.msg} at line {error.lineno} column {error.colno}): a half-written or "
+            f"hand-edited file. Restore it, or delete it and rerun the command that wrote it (for a run's "
+            f"{run_files.RESULTS_FILE}: the same launch.sweep command); nothing was written.") from None
+    if not isinstance(value, dict):
+        raise UserInputError(f"{path} holds a JSON {type(value).__name__}, not an object: restore it, or delete it "
+                             f"and rerun the command that writes it; nothing was written.")
+    return value
 
 
 def _row_status(row_dir: str, results: dict) -> str:
@@ -249,8 +262,13 @@ def read_sweep_rows(root: str, *, all_rows: bool = False) -> tuple[dict, list[Ro
     -----
     A row's runs are ``ROOT/<row>/seed_<k>`` for the seeds in ``sweep.json`` (and any other seed
     directory found), else ``ROOT/<row>`` itself. Raises ``FileNotFoundError`` when ``root`` does not
-    exist or holds neither ``sweep.json`` nor row directories with a ``config.json``.
+    exist or holds neither ``sweep.json`` nor row directories with a ``config.json``, and
+    :class:`attention_jax.user_errors.UserInputError` when ``root`` is a file or one of the JSON files
+    read is damaged (a half-written ``results.json``).
     """
+    if os.path.exists(root) and not os.path.isdir(root):
+        raise UserInputError(f"sweep root {root} is a file, not a directory: pass the --root directory of a "
+                             f"launch.sweep run (it holds {run_files.SWEEP_FILE} and one directory per row).")
     if not os.path.isdir(root):
         raise FileNotFoundError(f"sweep root {root} does not exist.")
     record = _read_json(os.path.join(root, run_files.SWEEP_FILE))

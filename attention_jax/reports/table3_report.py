@@ -117,7 +117,7 @@ def markdown_table3(root: str, records: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def write_table3_report(root: str, *, sustained_tflops: float | None = None) -> list[str]:
+def write_table3_report(root: str, *, sustained_tflops: float | None = None, out_dir: str | None = None) -> list[str]:
     """Write ``ROOT/table3.md`` and ``ROOT/table3.csv``.
 
     Parameters
@@ -126,6 +126,8 @@ def write_table3_report(root: str, *, sustained_tflops: float | None = None) -> 
         Sweep root.
     sustained_tflops : float, optional
         Sustained TFLOP/s per device of our hardware (for our paper-style estimate).
+    out_dir : str, optional
+        The directory written instead of ``root``.
 
     Returns
     -------
@@ -133,7 +135,7 @@ def write_table3_report(root: str, *, sustained_tflops: float | None = None) -> 
         The two paths written.
     """
     records = table3_records(root, sustained_tflops=sustained_tflops)
-    stem = os.path.join(root, "table3")
+    stem = os.path.join(out_dir or root, "table3")
     with open(stem + ".md", "w", encoding="utf-8") as file:
         file.write(markdown_table3(root, records))
     with open(stem + ".csv", "w", encoding="utf-8", newline="") as file:

@@ -24,6 +24,7 @@ import math
 from typing import Any, Mapping
 
 from attention_jax.experiment.sections import RunConfig
+from attention_jax.user_errors import UserInputError
 
 MIN_DEV_PAIRS = 100
 """Fewer dev pairs than this make early stopping an error: the perplexity of a handful of sentences
@@ -133,7 +134,7 @@ class EarlyStopping:
                 f"(best {self.best_perplexity:.3f} at step {self.best_step})")
 
     def check_dev_split(self, dev_pairs: int) -> None:
-        """Raise ``ValueError`` when early stopping is on and the dev split is too small to decide it.
+        """Raise :class:`UserInputError` (a ``ValueError``) when early stopping is on and the dev split is too small.
 
         Parameters
         ----------
@@ -141,7 +142,7 @@ class EarlyStopping:
             Sentence pairs in the dev split that training evaluates on.
         """
         if self.patience > 0 and dev_pairs < MIN_DEV_PAIRS:
-            raise ValueError(
+            raise UserInputError(
                 f"early_stopping_patience={self.patience} needs a dev split of at least {MIN_DEV_PAIRS} pairs to "
                 f"compare evaluations; this one has {dev_pairs}. Use a larger dev split (config.eval_split), or "
                 "set early_stopping_patience=0 and a fixed num_train_steps.")

@@ -1,7 +1,7 @@
 """Fine-tuning on new data: a new work directory that starts from another run's parameters and tokenizer.
 
 A run's weights belong to the token ids of its own ``tokenizer.model``, so a run never resumes on another
-corpus (:func:`attention_jax.checkpointing.checkpoints.check_resume_compatible` refuses it). To train a
+corpus (:func:`attention_jax.checkpointing.resume_checks.check_resume_compatible` refuses it). To train a
 finished (or stopped) run further on new data, start a **new** run that names it::
 
     python -m attention_jax.main --config=configs/base.py --workdir=runs/base_ft \
@@ -19,7 +19,7 @@ The source run is only read. The new run:
   ``fine_tuned_from.json`` the source's resolved checkpoint directory and step.
 
 The model must be the source's: every model field except :data:`ADJUSTABLE_FIELDS` (dropout, the length
-limit of sinusoidal positions, and compute-only settings) must match, and the parameter shapes are checked
+limits that set the sinusoidal positions, and compute-only settings) must match, and the parameter shapes are checked
 against the source's checkpoint. A mismatch is one line naming the fields, before anything is written.
 """
 
@@ -34,10 +34,10 @@ import jax
 from absl import logging
 
 from attention_jax import run_files
-from attention_jax.checkpointing import checkpoints, params_checkpoints
+from attention_jax.checkpointing import checkpoints, params_checkpoints, resume_checks
 from attention_jax.experiment.sections import Experiment
 from attention_jax.models import language_model
-from attention_jax.training import optim, sharding, train, workdir_lock
+from attention_jax.training import optim, setup_checks, sharding, train, workdir_lock
 from attention_jax.training.train_state import (
     abstract_boxed_state,
     abstract_train_state,
@@ -47,7 +47,7 @@ from attention_jax.training.train_state import (
 from attention_jax.user_errors import UserInputError
 
 # Model fields a fine-tuning run may set apart from its source: they change no parameter.
-ADJUSTABLE_FIELDS = ("dropout_rate", "attention_dropout_rate", "max_len")
+ADJUSTABLE_FIELDS = ("dropout_rate", "attention_dropout_rate", "max_len", "max_decode_extra_len")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,7 +119,7 @@ def resolve_source(experiment: Experiment, workdir: str) -> FineTuneSource | Non
         directory, steps = params_checkpoints.checkpoint_candidates(source_workdir, which)
     except (OSError, ValueError) as error:  # FileNotFoundError, StaleAverageError, an unknown checkpoint name.
         raise UserInputError(f"{name}: {error}") from error
-    all_differences = checkpoints.model_config_differences(source_config, experiment)
+    all_differences = resume_checks.model_config_differences(source_config, experiment)
     differences = {field: values for field, values in all_differences.items() if field not in ADJUSTABLE_FIELDS}
     if differences:
         listed = "; ".join(f"{field}: {old!r} there, {new!r} here" for field, (old, new) in sorted(differences.items()))
@@ -167,6 +167,7 @@ def start_from_source(experiment: Experiment, workdir: str, source: FineTuneSour
     config = experiment.run
     mesh = sharding.create_mesh(config.mesh_shape, config.mesh_axes)
     data = data if data is not None else train.load_data(experiment, mesh)  # The loader training uses.
+    setup_checks.check_data(experiment, data)  # Before the step-0 checkpoint.
     lock = workdir_lock.acquire_for_job(workdir)  # Only now: a corpus mistake above leaves no work directory.
     try:
         transformer = language_model.build_model(experiment.model, experiment.model_kind)

@@ -20,6 +20,7 @@ import os
 from typing import IO, Any, Mapping, Sequence
 
 import jax
+from absl import logging
 
 from attention_jax import run_files
 
@@ -132,7 +133,9 @@ class MetricWriter:
                 continue
             value = float(value)
             record[key] = value if math.isfinite(value) else None
-            self._tensorboard.add_scalar(key, value, int(step))
+            tensorboard = self._live_tensorboard()
+            if tensorboard is not None:
+                tensorboard.add_scalar(key, value, int(step))
         self._jsonl.write(json.dumps(record) + "\n")
         self._jsonl.flush()
 
@@ -157,7 +160,9 @@ class MetricWriter:
         from tensorboardX.summary import hparams as hparams_summaries
 
         _, session_start, _ = hparams_summaries(dict(hparams), {})
-        self._tensorboard.file_writer.add_summary(session_start)
+        tensorboard = self._live_tensorboard()
+        if tensorboard is not None:
+            tensorboard.file_writer.add_summary(session_start)
 
     def write_table(self, step: int, tag: str, columns: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
         """Record a small table as TensorBoard text (Markdown) at ``step``.
@@ -177,17 +182,42 @@ class MetricWriter:
             return
         lines = ["| " + " | ".join(map(_table_cell, columns)) + " |", "|" + "---|" * len(columns)]
         lines += ["| " + " | ".join(map(_table_cell, row)) + " |" for row in rows]
-        self._tensorboard.add_text(tag, "\n".join(lines), int(step))
+        tensorboard = self._live_tensorboard()
+        if tensorboard is not None:
+            tensorboard.add_text(tag, "\n".join(lines), int(step))
+
+    def _live_tensorboard(self) -> Any:
+        """The TensorBoard writer, or ``None`` once its writer thread has stopped (a full disk, say).
+
+        Notes
+        -----
+        tensorboardX queues events for one writer thread in a bounded queue; when that thread dies (an
+        ``OSError`` writing the event file), the eleventh event, a flush or ``close`` would wait for it
+        forever, and a run stopping on a full disk would hang instead of exiting. The writer is dropped
+        then, with one warning: the scalars stay in ``metrics.jsonl``.
+        """
+        if self._tensorboard is None:
+            return None
+        event_writer = getattr(getattr(self._tensorboard, "file_writer", None), "event_writer", None)
+        worker = getattr(event_writer, "_worker", None)
+        if worker is not None and not worker.is_alive():
+            logging.warning("TensorBoard's event writer has stopped; the rest of this run's scalars go to %s only.",
+                            run_files.METRICS_FILE)
+            self._tensorboard = None
+        return self._tensorboard
 
     def flush(self) -> None:
         """Push buffered TensorBoard events to disk."""
-        if self.enabled:
-            self._tensorboard.flush()
+        tensorboard = self._live_tensorboard() if self.enabled else None
+        if tensorboard is not None:
+            tensorboard.flush()
 
     def close(self) -> None:
         """Flush and close the files."""
         if self.enabled:
             assert self._jsonl is not None
             self._jsonl.close()
-            self._tensorboard.close()
+            tensorboard = self._live_tensorboard()
+            if tensorboard is not None:
+                tensorboard.close()
             self.enabled = False

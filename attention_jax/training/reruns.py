@@ -14,6 +14,12 @@ A work directory records how far its run got: the newest checkpoint's step and b
 - **nothing**, changing no file and saying why (:func:`nothing_to_do`): the run reached its
   ``num_train_steps``, went past a lowered one (a run is never cut back), or early stopping still
   ends it.
+
+An evaluation step is checkpointed before it is evaluated (an evaluation that fails then loses no
+training step), so the checkpoint's bookkeeping says the evaluation is still to come
+(:data:`EVALUATION_PENDING`); whoever reads it adds the evaluation that ``metrics.jsonl`` logged at that
+step (:func:`with_logged_evaluation`), so that the best step, early stopping and the final figures
+all count it.
 """
 
 from __future__ import annotations
@@ -26,6 +32,10 @@ from attention_jax import run_files
 from attention_jax.checkpointing import checkpoints
 from attention_jax.experiment.sections import RunConfig
 from attention_jax.training import early_stopping
+
+EVALUATION_PENDING = "evaluation_pending"
+"""The key of a checkpoint's bookkeeping that is true when the checkpoint was written before its step's dev
+evaluation: its early-stopping figures do not count that evaluation yet. Older checkpoints lack it."""
 
 
 def why_nothing_to_train(step: int, stop_reason: str | None, tracker: early_stopping.EarlyStopping,
@@ -133,11 +143,51 @@ def nothing_to_do(workdir: str, config: RunConfig) -> dict[str, Any] | None:
     if results is None or latest is None:
         return None
     step, progress = latest
+    progress = with_logged_evaluation(progress, logged_figures(workdir, step)[1], config)
     tracker = early_stopping.EarlyStopping.from_config(config, progress)
     reason = why_nothing_to_train(step, progress.get("stop_reason"), tracker, config.num_train_steps)
     if reason is None or pending_final_splits(results, config):
         return None
     return dict(results, reason=reason)
+
+
+def with_logged_evaluation(progress: dict[str, Any], logged_eval: dict[str, Any], config: RunConfig) -> dict[str, Any]:
+    """A checkpoint's bookkeeping with the dev evaluation of its step added, when the checkpoint came first.
+
+    Parameters
+    ----------
+    progress : dict
+        The checkpoint's bookkeeping (``TrainingCheckpoints.restore_latest``'s ``progress``).
+    logged_eval : dict
+        The evaluation ``metrics.jsonl`` logged at the checkpoint's step (:func:`logged_figures`), ``{}``
+        when none finished.
+    config : RunConfig
+        The command's run section (early stopping's patience and thresholds).
+
+    Returns
+    -------
+    dict
+        ``progress`` itself when it counts the evaluation already or none was logged (then
+        :data:`EVALUATION_PENDING` stays true: the evaluation is still to do). Otherwise a copy whose
+        early-stopping figures count the logged perplexity, whose ``stop_reason`` is
+        ``early_stopping.STOPPED_EARLY`` when that evaluation ran out ``config``'s patience, and whose
+        :data:`EVALUATION_PENDING` is false.
+
+    Notes
+    -----
+    The parameters of a best evaluation were kept in ``WORKDIR/best/`` before its figures were logged,
+    so they need no replay.
+    """
+    if not progress.get(EVALUATION_PENDING) or not logged_eval:
+        return progress
+    tracker = early_stopping.EarlyStopping.from_config(config, progress)
+    if "perplexity" in logged_eval:  # Logged as null when it was not finite: it counts, never improving.
+        perplexity = logged_eval["perplexity"]
+        tracker.update(int(logged_eval["step"]), float("nan") if perplexity is None else float(perplexity))
+    stop_reason = progress.get("stop_reason")
+    if stop_reason is None and tracker.should_stop:
+        stop_reason = early_stopping.STOPPED_EARLY
+    return dict(progress, **tracker.to_progress(), stop_reason=stop_reason, **{EVALUATION_PENDING: False})
 
 
 def logged_figures(workdir: str, step: int) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -49,5 +49,6 @@ class TrainingRun:
     early_stopping: early_stopping.EarlyStopping = dataclasses.field(
         default_factory=lambda: early_stopping.EarlyStopping(patience=0))
     stop_reason: str | None = None  # Set when training ends: early_stopping.STOPPED_EARLY or REACHED_NUM_STEPS.
+    evaluation_pending: bool = False  # Restored from a checkpoint written before its step's unfinished evaluation.
     token_counts: dict = dataclasses.field(default_factory=dict)  # Real tokens and slots since the last log.
     lock: workdir_lock.WorkdirLock | None = None  # The work directory's lock (process 0).

@@ -13,7 +13,7 @@ import dataclasses
 import math
 import os
 import time
-from typing import Any
+from typing import Any, Callable
 
 import jax
 from absl import logging
@@ -36,7 +36,8 @@ def eval_batches(run: TrainingRun) -> list[Batch]:
     return run.eval_batches
 
 
-def evaluate(run: TrainingRun, step: int) -> dict[str, Any]:
+def evaluate(run: TrainingRun, step: int, *,
+             should_stop: Callable[[], bool] | None = None) -> dict[str, Any] | None:
     """Dev loss, per-token perplexity and accuracy, and BLEU when decoding is available.
 
     Parameters
@@ -45,15 +46,19 @@ def evaluate(run: TrainingRun, step: int) -> dict[str, Any]:
         The run (its current parameters are evaluated).
     step : int
         Step to file the metrics under.
+    should_stop : Callable[[], bool], optional
+        Asked between the sampled BLEU's decoding batches (:func:`stop_check`); True ends the evaluation.
 
     Returns
     -------
-    dict
-        ``loss`` (label-smoothed), ``nll_loss``, ``perplexity``, ``accuracy``, ``tokens`` and, with
-        ``config.num_bleu_examples > 0`` and the decoding modules present, ``bleu``,
-        ``bleu_signature`` and ``bleu_sentences`` (how many dev pairs were decoded: the split's size when
-        ``num_bleu_examples`` exceeds it); ``seconds`` (this evaluation's wall time) and ``run_wall_s`` (the run's
-        wall time when it began: ``benchmarks/time_to_bleu.py`` subtracts the earlier evaluations').
+    dict or None
+        ``None`` when ``should_stop`` ended it: nothing of it is recorded (no metrics, no best
+        parameters, no early-stopping count). Otherwise ``loss`` (label-smoothed), ``nll_loss``,
+        ``perplexity``, ``accuracy``, ``tokens`` and, with ``config.num_bleu_examples > 0`` and the
+        decoding modules present, ``bleu``, ``bleu_signature`` and ``bleu_sentences`` (how many dev
+        pairs were decoded: the split's size when ``num_bleu_examples`` exceeds it); ``seconds`` (this
+        evaluation's wall time) and ``run_wall_s`` (the run's wall time when it began:
+        ``benchmarks/time_to_bleu.py`` subtracts the earlier evaluations').
 
     Notes
     -----
@@ -63,7 +68,10 @@ def evaluate(run: TrainingRun, step: int) -> dict[str, Any]:
     started = time.time()
     totals = _dev_sums(run, step)
     summary = metrics.summarize(jax.device_get(totals)) if totals is not None else {}
-    bleu, samples = _bleu(run, step)
+    sampled = _bleu(run, step, should_stop)
+    if sampled is None:
+        return None
+    bleu, samples = sampled
     summary.update(bleu)
     write_sample_translations(run, step, samples)
     summary["seconds"] = time.time() - started
@@ -127,10 +135,31 @@ _WARNED_NO_DECODING: list[bool] = []
 SampleTranslation = tuple[str, str, str]  # (source, reference, translation)
 
 
-def _bleu(run: TrainingRun, step: int) -> tuple[dict[str, Any], list[SampleTranslation]]:
+def stop_check(stop: distributed.StopRequest, step: int) -> Callable[[], bool] | None:
+    """What an evaluation after training step ``step`` asks between decoding batches: was a stop requested?
+
+    Parameters
+    ----------
+    stop : distributed.StopRequest
+        The training loop's stop request.
+    step : int
+        The last training step (the one being evaluated).
+
+    Returns
+    -------
+    Callable[[], bool] or None
+        ``None`` in a multi-process job: its processes agree on a stop at training steps only, so one
+        process cannot stop an evaluation alone.
+    """
+    return (lambda: stop.should_stop(step)) if jax.process_count() == 1 else None
+
+
+def _bleu(run: TrainingRun, step: int, should_stop: Callable[[], bool] | None = None
+          ) -> tuple[dict[str, Any], list[SampleTranslation]] | None:
     """BLEU of beam-search translations of the first ``num_bleu_examples`` dev pairs, and the translations.
 
     Returns ``({}, [])`` without sampled BLEU; the translations are ``(source, reference, hypothesis)``.
+    ``should_stop`` is asked between decoding batches; ``None`` is returned when it said stop.
     """
     count = run.experiment.run.num_bleu_examples
     if count <= 0:
@@ -148,9 +177,15 @@ def _bleu(run: TrainingRun, step: int) -> tuple[dict[str, Any], list[SampleTrans
         return {}, []
     translator = decode.Translator(run.model_config, replicated_params(run), run.data.tokenizer,
                                    settings=run.experiment.decoding)
-    hypotheses = translation_quality.translate_stoppably(  # The same translations as translator.translate.
-        translator, [source for source, _ in pairs],
-        report_progress=progress.progress_logger(f"sampled dev BLEU at step {step}", len(pairs), always_final=False))
+    try:
+        hypotheses = translation_quality.translate_stoppably(  # The same translations as translator.translate.
+            translator, [source for source, _ in pairs], should_stop=should_stop,
+            report_progress=progress.progress_logger(f"sampled dev BLEU at step {step}", len(pairs),
+                                                     always_final=False))
+    except translation_quality.EvaluationStopped as stopped:
+        logging.warning("Stopped the evaluation of step %d on request during its sampled dev BLEU (%s); its "
+                        "checkpoint is saved: rerun the same command to evaluate it and go on.", step, stopped)
+        return None
     score, signature = translation_quality.corpus_bleu(hypotheses, [target for _, target in pairs])
     for (source, target), hypothesis in list(zip(pairs, hypotheses))[:2]:
         logging.info("  src: %s\n  ref: %s\n  hyp: %s", source, target, hypothesis)
@@ -235,9 +270,7 @@ def final_bleu(run: TrainingRun, stop: distributed.StopRequest) -> dict[str, Any
     names = run_files.final_bleu_splits(run.experiment.run.final_bleu_splits)
     results: dict[str, Any] = {"final_checkpoint": described, "final_bleu_splits": list(names)}
     split_of = {"dev": run.experiment.data.eval_split, "test": run.experiment.data.test_split}
-    step = int(run.state.step)
-    # Multi-process stops agree on a training step; once training is over only one process can stop alone.
-    should_stop = (lambda: stop.should_stop(step)) if jax.process_count() == 1 else None
+    should_stop = stop_check(stop, int(run.state.step))
     for name, split in ((name, split_of[name]) for name in names):
         pairs = run.data.text_pairs(split)
         if not pairs:

@@ -26,6 +26,8 @@ import numpy as np
 from absl import logging
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from attention_jax.user_errors import UserInputError
+
 DATA_AXIS = "data"
 MODEL_AXIS = "model"
 PARAM_SHARDINGS = ("replicated", "fsdp")
@@ -52,28 +54,53 @@ def create_mesh(mesh_shape: Sequence[int], mesh_axes: Sequence[str],
 
     Notes
     -----
-    Raises ``ValueError`` when the sizes do not multiply to the device count or ``"data"`` is missing.
+    Raises the :class:`UserInputError` of :func:`fit_mesh_shape` when the shape does not fit the devices.
     """
     devices = list(jax.devices() if devices is None else devices)
-    shape, axes = list(mesh_shape), tuple(mesh_axes)
-    if len(shape) != len(axes):
-        raise ValueError(f"mesh_shape {tuple(shape)} and mesh_axes {axes} must have the same length.")
-    if DATA_AXIS not in axes:
-        raise ValueError(f"mesh_axes {axes} must contain {DATA_AXIS!r} (batches are split over it).")
-    if shape.count(-1) > 1:
-        raise ValueError(f"at most one mesh_shape entry may be -1; got {tuple(shape)}.")
+    shape, axes = fit_mesh_shape(mesh_shape, mesh_axes, len(devices)), tuple(mesh_axes)
+    return jax.make_mesh(shape, axes, axis_types=(jax.sharding.AxisType.Auto,) * len(axes), devices=devices)
+
+
+def fit_mesh_shape(mesh_shape: Sequence[int], mesh_axes: Sequence[str], device_count: int) -> tuple[int, ...]:
+    """The mesh's axis sizes on ``device_count`` devices, its -1 entry resolved; a shape that does not fit is refused.
+
+    Parameters
+    ----------
+    mesh_shape : Sequence[int]
+        ``config.mesh_shape``: one size per axis, at most one of them -1 ("the remaining devices").
+    mesh_axes : Sequence[str]
+        ``config.mesh_axes``; must include ``"data"``.
+    device_count : int
+        The devices the mesh spans (``jax.device_count()``: every process's).
+
+    Returns
+    -------
+    tuple[int, ...]
+        Sizes whose product is ``device_count``.
+
+    Notes
+    -----
+    Raises :class:`UserInputError`, one line naming ``config.mesh_shape``, the device count and what to
+    set, for sizes that do not multiply to the device count (``(4,)`` on one CPU) or do not divide it
+    (``(2, -1)`` on one), and for shapes the schema also refuses (lengths that differ from the axes',
+    no ``"data"`` axis, two -1 entries). Training checks this before anything is written.
+    """
+    shape, axes = [int(size) for size in mesh_shape], tuple(mesh_axes)
+    if len(shape) != len(axes) or DATA_AXIS not in axes or shape.count(-1) > 1:
+        raise UserInputError(f"config.mesh_shape={tuple(shape)} and config.mesh_axes={axes} must have one entry per "
+                             f"axis, an axis named {DATA_AXIS!r} (batches are split over it) and at most one -1.")
+    fix = (f"set --config.mesh_shape to sizes whose product is {device_count}, or leave one axis -1 to take the "
+           f"remaining devices (the default, (-1,), puts them all on {DATA_AXIS!r})")
     if -1 in shape:
         known = math.prod(size for size in shape if size != -1)
-        if len(devices) % known:
-            raise ValueError(f"mesh_shape {tuple(shape)} does not divide the {len(devices)} devices.")
-        shape[shape.index(-1)] = len(devices) // known
-    if math.prod(shape) != len(devices):
-        raise ValueError(
-            f"mesh_shape {tuple(shape)} needs {math.prod(shape)} devices but {len(devices)} are "
-            f"available; use -1 for one axis to take the remaining devices."
-        )
-    return jax.make_mesh(tuple(shape), axes, axis_types=(jax.sharding.AxisType.Auto,) * len(axes),
-                         devices=devices)
+        if known <= 0 or device_count % known:
+            raise UserInputError(f"config.mesh_shape={tuple(shape)}: its other axes hold {known} devices, which does "
+                                 f"not divide the {device_count} device(s) this run sees: {fix}.")
+        shape[shape.index(-1)] = device_count // known
+    if math.prod(shape) != device_count or min(shape) <= 0:
+        raise UserInputError(f"config.mesh_shape={tuple(shape)} needs {math.prod(shape)} devices, but this run sees "
+                             f"{device_count}: {fix}.")
+    return tuple(shape)
 
 
 def logical_axis_rules(param_sharding: str, mesh: Mesh) -> tuple[tuple[str, str | None], ...]:

@@ -17,7 +17,7 @@ from absl import logging
 from jax.sharding import Mesh
 
 from attention_jax import run_files
-from attention_jax.checkpointing import checkpoints
+from attention_jax.checkpointing import checkpoints, resume_checks
 from attention_jax.data import batching
 from attention_jax.experiment.sections import Experiment
 from attention_jax.models import language_model, metrics, model
@@ -30,6 +30,7 @@ from attention_jax.training import (
     profiling,
     reruns,
     run_evaluation,
+    setup_checks,
     sharding,
     workdir_lock,
 )
@@ -48,8 +49,14 @@ from attention_jax.training.train_state import (
 from attention_jax.user_errors import UserInputError
 
 
-class NonFiniteLossError(FloatingPointError):
-    """Training produced a NaN or infinite loss; the message names the step."""
+class NonFiniteLossError(UserInputError, FloatingPointError):
+    """Training produced a NaN or infinite loss; the message names the step and the last good checkpoint.
+
+    Notes
+    -----
+    A :class:`UserInputError`: the cause is a setting (too high a ``learning_rate_scale``, too short a
+    warmup), so the commands print the message as one line with exit status 2, without a traceback.
+    """
 
 
 # --- The training loop ------------------------------------------------------------------------------
@@ -82,16 +89,15 @@ def load_data(experiment: Experiment, mesh: Mesh) -> Any:
 
 
 def _setup(experiment: Experiment, workdir: str, data: Any) -> TrainingRun:
-    """Mesh, model, compiled steps, and the initial or restored state and data iterator."""
+    """Mesh, model, compiled steps, and the initial or restored state and data iterator.
+
+    A restored run is checked against its data before anything is written (:func:`setup_checks.check_tokenizer`,
+    :func:`setup_checks.check_data_splits`).
+    """
     run_config, model_config, optimizer_config = experiment.run, experiment.model, experiment.optimizer
     mesh = sharding.create_mesh(run_config.mesh_shape, run_config.mesh_axes)
     data = data if data is not None else load_data(experiment, mesh)
-    if data.tokenizer.vocab_size > model_config.vocab_size:
-        raise ValueError(f"the tokenizer has {data.tokenizer.vocab_size} tokens but the model's "
-                         f"vocab_size is {model_config.vocab_size}: raise config.vocab_size.")
-    dev_pairs = (getattr(data, "stats", None) or {}).get("examples", {}).get("validation")
-    if dev_pairs is not None:  # Real corpora count their dev pairs; test doubles may not.
-        early_stopping.EarlyStopping.from_config(run_config).check_dev_split(int(dev_pairs))
+    setup_checks.check_data(experiment, data)
     transformer = language_model.build_model(model_config, experiment.model_kind)
     schedule = optim.make_schedule(optimizer_config)
     optimizer = optim.make_optimizer(optimizer_config, schedule)
@@ -106,6 +112,8 @@ def _setup(experiment: Experiment, workdir: str, data: Any) -> TrainingRun:
         state = create_train_state(experiment.seed, transformer, optimizer, shardings)
         train_iterator, progress = data.train_iterator(experiment.seed), {}
     else:
+        setup_checks.check_tokenizer(experiment, workdir, data, restored.step)
+        setup_checks.check_data_splits(workdir, data)
         state, progress = restored.state, restored.progress
         train_iterator = _resumed_iterator(data, experiment.seed, restored)
         logging.info("Resumed from the checkpoint of step %d in %s.", restored.step, workdir)
@@ -125,6 +133,9 @@ def _setup(experiment: Experiment, workdir: str, data: Any) -> TrainingRun:
 def _resume_bookkeeping(run: TrainingRun, progress: dict[str, Any]) -> None:
     """Carry a restored run's figures over: timed throughput, the last logged train and dev figures.
 
+    A checkpoint written before its step's evaluation (:data:`reruns.EVALUATION_PENDING`) gets that
+    evaluation from ``metrics.jsonl`` when it finished (:func:`reruns.with_logged_evaluation`: the best
+    step and early stopping then count it), or has it redone first by :func:`_train` when it did not.
     Early stopping that ended the run no longer holds it when the new config's patience allows more
     evaluations (:mod:`attention_jax.training.reruns`).
     """
@@ -132,6 +143,10 @@ def _resume_bookkeeping(run: TrainingRun, progress: dict[str, Any]) -> None:
     run.throughput.total_tokens = float(progress.get("timed_train_tokens", 0.0))
     run.throughput.total_seconds = float(progress.get("timed_train_seconds", 0.0))
     run.last_train, run.last_eval = reruns.logged_figures(run.workdir, step)
+    progress = reruns.with_logged_evaluation(progress, run.last_eval, run.experiment.run)
+    run.early_stopping = early_stopping.EarlyStopping.from_config(run.experiment.run, progress)
+    run.stop_reason = progress.get("stop_reason")
+    run.evaluation_pending = bool(progress.get(reruns.EVALUATION_PENDING))
     if run.stop_reason == early_stopping.STOPPED_EARLY and not run.early_stopping.should_stop:
         logging.info("Early stopping had ended this run at step %d; with early_stopping_patience=%d it trains on.",
                      step, run.early_stopping.patience)
@@ -242,11 +257,12 @@ def remaining_evaluations(step: int, num_train_steps: int, eval_every_steps: int
     return periodic + 1
 
 
-def _progress(run: TrainingRun) -> dict[str, Any]:
+def _progress(run: TrainingRun, *, evaluation_pending: bool = False) -> dict[str, Any]:
     return {"wall_s": run.wall_s_before + time.time() - run.session_start,
             "train_target_tokens": run.tokens_before + run.session_tokens,
             "timed_train_tokens": run.throughput.total_tokens, "timed_train_seconds": run.throughput.total_seconds,
-            "stop_reason": run.stop_reason, **run.early_stopping.to_progress()}
+            "stop_reason": run.stop_reason, reruns.EVALUATION_PENDING: evaluation_pending,
+            **run.early_stopping.to_progress()}
 
 
 def _iterator_state(iterator: Iterator) -> Any:
@@ -254,9 +270,10 @@ def _iterator_state(iterator: Iterator) -> Any:
     return get_state() if get_state is not None else None
 
 
-def _save(run: TrainingRun) -> None:
+def _save(run: TrainingRun, *, evaluation_pending: bool = False) -> None:
+    """Checkpoint the current step; ``evaluation_pending``: its dev evaluation comes after (not in its bookkeeping)."""
     run.checkpoints.save(run.state, data_state=_iterator_state(run.train_iterator),
-                         progress=_progress(run))
+                         progress=_progress(run, evaluation_pending=evaluation_pending))
     run.last_save_time = time.time()
     if run.lock is not None:
         run.lock.refresh()
@@ -287,6 +304,11 @@ def _train(run: TrainingRun, stop: distributed.StopRequest) -> bool:
     every step the host had run ahead. The losses are fetched and checked only at log, evaluation
     and checkpoint steps (a non-finite one raises before anything is saved). Train metrics are
     reported every ``log_every_steps``.
+
+    An evaluation step is checkpointed before its evaluation, so an evaluation that fails or is
+    stopped loses no training step; the rerun evaluates that step first (:func:`_resume_bookkeeping`).
+    A stop request is honoured between the sampled BLEU's decoding batches too, and an evaluation
+    step that a stop request ends is checkpointed without being evaluated.
     """
     config = run.experiment.run
     step = int(run.state.step)
@@ -297,6 +319,13 @@ def _train(run: TrainingRun, stop: distributed.StopRequest) -> bool:
     profiler = profiling.StepProfiler.from_config(config, run.workdir)  # config.profile_steps > 0: a trace.
     if step < config.num_train_steps and run.stop_reason is None and run.throughput.peak is None:
         _choose_peak(run)
+    if run.evaluation_pending and step < config.num_train_steps and run.stop_reason is None:
+        logging.info("Evaluating step %d first: its checkpoint was written before an evaluation that did not "
+                     "finish.", step)
+        if not _evaluate(run, step, stop):
+            profiler.close()
+            return False
+        run.evaluation_pending = False
     while step < config.num_train_steps and run.stop_reason is None:
         micro_batches, data_wait_s = _next_micro_batches(run)
         compiles = _new_shapes(run, micro_batches)
@@ -337,13 +366,10 @@ def _train(run: TrainingRun, stop: distributed.StopRequest) -> bool:
             _report_train(run, unreported, run.throughput.close_interval())
             unreported = []
         run.throughput.pause()
-        if eval_now:  # Before saving: the checkpoint then carries this evaluation's early-stopping count.
-            run_evaluation.evaluate(run, step)
-            if run.early_stopping.should_stop:
-                run.stop_reason = early_stopping.STOPPED_EARLY
-                logging.info("Early stopping at step %d: %s.", step, run.early_stopping.stop_description())
-        if save_now or run.stop_reason is not None or (log_now and _time_to_save(run)):
-            _save(run)
+        if eval_now or save_now or (log_now and _time_to_save(run)):
+            _save(run, evaluation_pending=eval_now or last)  # Before the evaluation: one that fails loses no step.
+        if eval_now and not stopping:  # A stop request skips it: the rerun evaluates this step first.
+            stopping = not _evaluate(run, step, stop)
         run.throughput.resume()
         if stopping:
             profiler.close()
@@ -352,6 +378,20 @@ def _train(run: TrainingRun, stop: distributed.StopRequest) -> bool:
                             "?" if stop.completed_at_request is None else step - stop.completed_at_request)
             return False
     profiler.close()
+    return True
+
+
+def _evaluate(run: TrainingRun, step: int, stop: distributed.StopRequest) -> bool:
+    """The dev evaluation of ``step``, then early stopping's verdict; False when a stop request ended it.
+
+    A stop request is honoured between the sampled BLEU's decoding batches; nothing of the stopped
+    evaluation is recorded, and its step's checkpoint (written before) says it is still to do.
+    """
+    if run_evaluation.evaluate(run, step, should_stop=run_evaluation.stop_check(stop, step)) is None:
+        return False
+    if run.early_stopping.should_stop and run.stop_reason is None:
+        run.stop_reason = early_stopping.STOPPED_EARLY
+        logging.info("Early stopping at step %d: %s.", step, run.early_stopping.stop_description())
     return True
 
 
@@ -424,16 +464,19 @@ def train_and_evaluate(experiment: Experiment, workdir: str, *, data: Any = None
     Notes
     -----
     Checkpoints are written every ``checkpoint_every_steps``, at the first log step after
-    ``checkpoint_every_minutes`` (process 0's clock decides for all), at the last step, and when
-    SIGTERM or Ctrl-C asks training to stop (it then returns with ``finished=False`` within a step of
-    the request, and ``steps_after_stop_request``). A run whose ``results.json`` shows it finished
+    ``checkpoint_every_minutes`` (process 0's clock decides for all), at every evaluation step before
+    its evaluation (a failed or stopped evaluation then loses no step; the rerun evaluates it first),
+    at the last step, and when SIGTERM or Ctrl-C asks training to stop (it then returns with
+    ``finished=False`` within a step of the request, or between two decoding batches of an evaluation's
+    BLEU, and ``steps_after_stop_request``). A run whose ``results.json`` shows it finished
     with the same config is not touched: its results are returned with ``already_finished=True``.
     Only one trainer may work in ``workdir`` at a time (:mod:`attention_jax.training.workdir_lock`;
     a second raises :class:`workdir_lock.WorkdirLockedError` naming the first). Raises
-    ``ValueError`` if ``workdir`` holds a run of a different model, and :class:`NonFiniteLossError`
-    (naming the step) when the loss becomes NaN/inf; checkpoints written before are kept.
+    ``ValueError`` if ``workdir`` holds a run of a different model, and :class:`NonFiniteLossError` (a
+    :class:`UserInputError` naming the step and the last good checkpoint) when the loss becomes NaN/inf;
+    checkpoints written before are kept.
     """
-    checkpoints.check_resume_compatible(workdir, experiment)
+    resume_checks.check_resume_compatible(workdir, experiment)
     finished_before = checkpoints.finished_results(workdir, experiment)
     if finished_before is not None:
         finished_before["reason"] = "the same command ran it to the end"
@@ -443,6 +486,7 @@ def train_and_evaluate(experiment: Experiment, workdir: str, *, data: Any = None
         logging.info("%s already finished at step %d (%s): nothing to do, no file changed: %s.", workdir,
                      finished_before["step"], finished_before.get("stop_reason"), finished_before["reason"])
         return dict(finished_before, finished=True, already_finished=True)
+    setup_checks.check_devices(experiment)
     created = not os.path.exists(workdir)
     lock = workdir_lock.acquire_for_job(workdir)
     try:
@@ -482,7 +526,6 @@ def _train_locked(experiment: Experiment, workdir: str, data: Any,
     run.lock = lock
     held_by = reruns.why_nothing_to_train(int(run.state.step), run.stop_reason, run.early_stopping,
                                           experiment.run.num_train_steps)
-    _check_tokenizer(run)
     if held_by is None or not os.path.exists(os.path.join(workdir, run_files.CONFIG_FILE)):
         checkpoints.write_config(workdir, experiment)
         run.writer.write_hparams(metric_writer.flat_hparams(experiment.to_json_dict()))
@@ -490,6 +533,9 @@ def _train_locked(experiment: Experiment, workdir: str, data: Any,
     if model_proto is not None and (held_by is None or not os.path.exists(
             os.path.join(workdir, run_files.TOKENIZER_FILE))):  # Test doubles without SentencePiece have none.
         checkpoints.write_tokenizer(workdir, model_proto)
+    split_fingerprints = getattr(run.data, "split_fingerprints", None)  # Test doubles and language models have none.
+    if split_fingerprints is not None and (held_by is None or resume_checks.read_data_splits(workdir) is None):
+        resume_checks.write_data_splits(workdir, split_fingerprints())
     logging.info("%s: %d parameters, mesh %s, param_sharding=%s, dtype=%s.", experiment.name,
                  run.num_params, dict(run.mesh.shape), experiment.run.param_sharding, experiment.model.dtype)
     previous = reruns.read_finished_results(workdir) if held_by is not None else None
@@ -498,10 +544,10 @@ def _train_locked(experiment: Experiment, workdir: str, data: Any,
             finished = _train(run, stop)
             if finished:
                 run.stop_reason = run.stop_reason or early_stopping.REACHED_NUM_STEPS
-                if run.last_eval.get("step") != int(run.state.step):
-                    run_evaluation.evaluate(run, int(run.state.step))
-                if held_by is not None:
-                    logging.info("Nothing to train: %s. Finishing the run's final evaluation only.", held_by)
+                if run.last_eval.get("step") != int(run.state.step):  # Its checkpoint is written: see _train.
+                    finished = _evaluate(run, int(run.state.step), stop)
+            if finished and held_by is not None:
+                logging.info("Nothing to train: %s. Finishing the run's final evaluation only.", held_by)
             results = dict(previous or _results(run), finished=finished)
             if not finished and stop.completed_at_request is not None:
                 results["steps_after_stop_request"] = int(run.state.step) - stop.completed_at_request
@@ -546,17 +592,3 @@ def summary_line(results: dict[str, Any], workdir: str) -> str:
         parts.append(", ".join(bleu))
     parts.append(f"results in {os.path.join(workdir, run_files.RESULTS_FILE)}")
     return "; ".join(parts)
-
-
-def _check_tokenizer(run: TrainingRun) -> None:
-    """Refuse to put a different tokenizer under a run's trained weights (its ids would mean other pieces)."""
-    model_proto = getattr(run.data.tokenizer, "model_proto", None)
-    path = os.path.join(run.workdir, run_files.TOKENIZER_FILE)
-    if model_proto is None or int(run.state.step) == 0 or not os.path.exists(path):
-        return
-    with open(path, "rb") as file:
-        if file.read() == bytes(model_proto):
-            return
-    raise UserInputError(
-        f"{path} differs from the tokenizer of config.dataset={run.experiment.data.dataset!r}: the run's weights were "
-        f"trained on its own token ids. Train on new data in a new --workdir.")

@@ -33,6 +33,7 @@ from absl import logging
 from etils import epath
 
 from attention_jax import run_files
+from attention_jax.user_errors import UserInputError
 
 REMOTE_STALE_AFTER_S = 30 * 60  # An object-store lock not refreshed for this long is taken over.
 
@@ -90,7 +91,10 @@ class WorkdirLock:
     -----
     Use as a context manager, or call :meth:`acquire` and :meth:`release`. :meth:`acquire` raises
     :class:`WorkdirLockedError` naming the live holder, and ``PermissionError`` (with the path) when
-    the directory cannot be written. Releasing empties the record; the file stays.
+    the directory cannot be written. A local ``workdir`` that is (or lies under) a file, or holds a name
+    longer than its file system allows, raises :class:`attention_jax.user_errors.UserInputError` before
+    anything is created (:func:`attention_jax.run_files.check_directory`). Releasing empties the record;
+    the file stays.
     """
 
     def __init__(self, workdir: str) -> None:
@@ -116,8 +120,15 @@ class WorkdirLock:
         return self
 
     def _acquire_local(self) -> None:
-        os.makedirs(self.workdir, exist_ok=True)
-        descriptor = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        run_files.check_directory(self.workdir, "--workdir")  # A file or an overlong name: one line, nothing made.
+        try:
+            os.makedirs(self.workdir, exist_ok=True)
+            descriptor = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as error:
+            if error.errno != errno.ENAMETOOLONG:  # E.g. a whole path over PATH_MAX.
+                raise
+            raise UserInputError(f"--workdir={self.workdir[:60]}...: {error.strerror}; choose a shorter "
+                                 f"path.") from None
         try:
             fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as error:

@@ -1,0 +1,213 @@
+"""Whether a work directory may be resumed with a config: the fields that make a run the run it is.
+
+A run's weights belong to its model, its corpus and tokenizer, its seed and its evaluation splits; a
+resume that changes any of them would continue another experiment under the same name. The checks here
+compare the resuming config with the run's ``config.json`` (and its ``data_splits.json``) and refuse in
+one line, naming the fields and the fix, before anything is written; other changes (steps, logging,
+batching) are allowed and logged.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from typing import Any, Mapping
+
+import jax
+from absl import logging
+from etils import epath
+
+from attention_jax import run_files
+from attention_jax.checkpointing.checkpoints import finished_steps, flatten_config, read_config
+from attention_jax.experiment.sections import Experiment
+from attention_jax.user_errors import UserInputError
+
+# Model fields that change only how the same function is computed; a run may resume with new values.
+COMPUTE_ONLY_FIELDS = ("dtype", "attention_implementation", "decode", "cpu_kernels")
+
+# Config fields that choose the training corpus and so the tokenizer trained on it (or, fine-tuning, the
+# run whose tokenizer is used): a run's weights belong to its token ids, so a run never resumes with other
+# values. An absent field and "" are the same (runs from before fine_tune_from existed).
+DATA_IDENTITY_FIELDS = ("dataset", "train_split", "source_lang", "target_lang", "tokenizer_max_sentences",
+                        "fine_tune_from")
+
+# Config fields that chose what a run did from its first step (its initial parameters, dropout keys and
+# batch order): a run never resumes with other values.
+RUN_IDENTITY_FIELDS = ("seed",)
+
+# The config fields that set the model's positions (``TransformerConfig.max_len`` is their sum).
+POSITION_FIELDS = ("max_len", "max_decode_extra_len")
+
+# The evaluation splits a run records (``data_splits.json``): the data pipeline's name -> how a user names
+# the split, the config field that chooses it, and the file that holds it in a ``tsv:`` corpus.
+EVAL_SPLITS = {"validation": ("dev", "eval_split", "dev.tsv"), "test": ("test", "test_split", "test.tsv")}
+
+
+def write_data_splits(workdir: str, splits: Mapping[str, Mapping[str, Any]]) -> None:
+    """Record the run's evaluation splits in ``WORKDIR/data_splits.json`` (process 0 only; atomic).
+
+    Parameters
+    ----------
+    workdir : str
+        The work directory.
+    splits : Mapping[str, Mapping[str, Any]]
+        ``{"validation": {...}, "test": {...}}``: each split's name, pair count and SHA-256 of its text
+        (:meth:`attention_jax.data.input_pipeline.TranslationData.split_fingerprints`).
+
+    Notes
+    -----
+    An unchanged record is not written again. :func:`check_data_splits` compares a resumed run's splits
+    with it, as ``tokenizer.model`` stands for the training split.
+    """
+    if jax.process_index() != 0 or read_data_splits(workdir) == splits:
+        return
+    run_files.write_json_atomically(os.path.join(workdir, run_files.DATA_SPLITS_FILE), dict(splits), sort_keys=True)
+
+
+def read_data_splits(workdir: str) -> dict[str, Any] | None:
+    """The evaluation splits a run recorded (:func:`write_data_splits`), or ``None``.
+
+    Parameters
+    ----------
+    workdir : str
+        A training work directory.
+
+    Returns
+    -------
+    dict or None
+        ``None`` when the run has no readable record (a run from before it was kept, or a damaged file:
+        it is written again).
+    """
+    path = epath.Path(workdir) / run_files.DATA_SPLITS_FILE
+    try:
+        recorded = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return recorded if isinstance(recorded, dict) else None
+
+
+def check_data_splits(workdir: str, splits: Mapping[str, Mapping[str, Any]]) -> None:
+    """Refuse to resume a run whose dev or test split is not the one it recorded.
+
+    Parameters
+    ----------
+    workdir : str
+        The work directory of a run that holds a checkpoint.
+    splits : Mapping[str, Mapping[str, Any]]
+        The splits the data pipeline has now, as :func:`write_data_splits` takes them.
+
+    Notes
+    -----
+    Raises :class:`UserInputError`, one line naming the split, the config field that chooses it and the
+    fix, when a recorded split's name, size or text changed (a ``dev.tsv`` replaced in place, another
+    ``config.eval_split``): ``metrics.jsonl``, the best checkpoint and early stopping would otherwise
+    compare evaluations on two different sets. A run without a record is not checked.
+    """
+    recorded = read_data_splits(workdir) or {}
+    for role, (name, field, tsv_file) in EVAL_SPLITS.items():
+        was, now = recorded.get(role), splits.get(role)
+        if not was or not now or dict(was) == dict(now):
+            continue
+        raise UserInputError(
+            f"{workdir} was evaluated on another {name} split: config.{field}={now['split']!r} now holds "
+            f"{now['pairs']} pairs (sha256 {str(now['sha256'])[:12]}), but {run_files.DATA_SPLITS_FILE} records "
+            f"{was['pairs']} pairs of {was['split']!r} (sha256 {str(was['sha256'])[:12]}), so its evaluations "
+            f"would compare two {name} sets. Put back the {name} split the run started with (a tsv: corpus's "
+            f"{tsv_file}) to resume it, or evaluate on the new one in a new --workdir "
+            f"(--config.fine_tune_from={workdir} starts from this run's weights)."
+        )
+
+
+def model_config_differences(saved: Experiment, experiment: Experiment) -> dict[str, tuple[Any, Any]]:
+    """Model hyperparameters that differ between a saved experiment and a new one.
+
+    Parameters
+    ----------
+    saved : Experiment
+        The workdir's (:func:`read_config`).
+    experiment : Experiment
+        The new run's.
+
+    Returns
+    -------
+    dict[str, tuple]
+        ``{field: (saved value, new value)}`` over ``model_kind`` and :class:`TransformerConfig` fields, except
+        :data:`COMPUTE_ONLY_FIELDS`. The model's positions (``TransformerConfig.max_len``) are named by the
+        config fields that set them, :data:`POSITION_FIELDS`, as a user wrote them: ``max_len`` 64 -> 128 is
+        ``{"max_len": (64, 128)}``, not the positions with the decoding margin added.
+    """
+    before, after = dataclasses.asdict(saved.model), dataclasses.asdict(experiment.model)
+    before["model_kind"], after["model_kind"] = saved.model_kind, experiment.model_kind  # Or a decoder-only LM.
+    differences = {name: (before[name], after[name]) for name in before
+                   if name not in COMPUTE_ONLY_FIELDS and before[name] != after[name]}
+    if differences.pop("max_len", None) is not None:
+        differences.update({name: (saved.fields[name], experiment.fields[name]) for name in POSITION_FIELDS
+                            if saved.fields[name] != experiment.fields[name]})
+    return differences
+
+
+def check_resume_compatible(workdir: str, experiment: Experiment) -> None:
+    """Refuse to reuse a workdir whose saved config describes another model.
+
+    Parameters
+    ----------
+    workdir : str
+        The work directory; a missing ``config.json`` means a fresh run.
+    experiment : Experiment
+        The new run's.
+
+    Notes
+    -----
+    Raises :class:`UserInputError` (a ``ValueError``) naming every differing model field when the
+    workdir holds a checkpoint, and likewise for the fields that choose the corpus and its tokenizer
+    (:data:`DATA_IDENTITY_FIELDS`) and for the seed (:data:`RUN_IDENTITY_FIELDS`). Differences elsewhere
+    (steps, logging, batching) are allowed and logged. Without any finished checkpoint (a run that
+    stopped before its first save) the new config simply replaces the old. A config with
+    ``fine_tune_from`` needs the workdir's step-0 checkpoint that
+    :func:`attention_jax.training.fine_tuning.start_from_source` writes (else training would start from
+    random parameters with another run's tokenizer): without one it is refused too.
+    """
+    checkpoint_steps = finished_steps(str(epath.Path(workdir) / run_files.CHECKPOINT_DIR))
+    fine_tune_from = experiment.run.fine_tune_from
+    if fine_tune_from and not checkpoint_steps:
+        raise UserInputError(
+            f"config.fine_tune_from={fine_tune_from} but {workdir} holds no checkpoint to fine-tune: start "
+            f"with python -m attention_jax.main (or fine_tuning.start_from_source before train_and_evaluate).")
+    if not (epath.Path(workdir) / run_files.CONFIG_FILE).exists():
+        return
+    saved = read_config(workdir)
+    differences = model_config_differences(saved, experiment)
+    if not checkpoint_steps:
+        if differences:
+            logging.warning("%s has no checkpoint: starting afresh with the new model config.", workdir)
+        return  # Nothing to resume: the new config simply replaces the old one.
+    if differences:
+        listed = "; ".join(f"{name}: {old!r} in the workdir, {new!r} now"
+                           for name, (old, new) in sorted(differences.items()))
+        raise UserInputError(
+            f"{workdir} holds a run of a different model ({listed}). Use a new --workdir, or "
+            f"restore the original values to resume it."
+        )
+    old, new = saved.fields, experiment.fields
+    data_changes = [(name, old[name], new[name]) for name in DATA_IDENTITY_FIELDS if old[name] != new[name]]
+    if data_changes:
+        listed = "; ".join(f"{name}: {old!r} in the workdir, {new!r} now" for name, old, new in data_changes)
+        raise UserInputError(
+            f"{workdir} holds a run trained on other data ({listed}): its weights belong to the token ids of "
+            f"its own tokenizer.model. Restore the original values to resume it, or fine-tune it on the new "
+            f"data in a new --workdir with --config.fine_tune_from={workdir}."
+        )
+    run_changes = [(name, old[name], new[name]) for name in RUN_IDENTITY_FIELDS if old[name] != new[name]]
+    if run_changes:
+        listed = "; ".join(f"{name}: {old!r} in the workdir, {new!r} now" for name, old, new in run_changes)
+        restore = " ".join(f"--config.{name}={old!r}" for name, old, _ in run_changes)
+        raise UserInputError(
+            f"{workdir} holds a run started with another seed ({listed}): the seed chose its initial parameters, "
+            f"dropout keys and batch order, so it cannot change halfway. Resume it with {restore} (or without the "
+            f"override), or train the new seed in a new --workdir."
+        )
+    flat_old, flat_new = flatten_config(old), flatten_config(new)
+    other = sorted(key for key in set(flat_old) | set(flat_new) if flat_old.get(key) != flat_new.get(key))
+    if other:
+        logging.warning("Resuming %s with changed non-model settings: %s", workdir, ", ".join(other))

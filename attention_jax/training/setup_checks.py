@@ -1,0 +1,122 @@
+"""Checks a training run makes before it writes anything: its devices, its data and, resuming, its files.
+
+Each refuses in one line (:class:`~attention_jax.user_errors.UserInputError`, exit status 2) naming the
+problem and the fix: a mesh or attention implementation this job's devices cannot run, a vocabulary over
+``vocab_size`` or a dev split too small for early stopping, and a resumed run whose ``tokenizer.model`` or
+dev and test splits are not the ones it was trained and evaluated with.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import jax
+
+from attention_jax import run_files
+from attention_jax.checkpointing import resume_checks
+from attention_jax.experiment.sections import Experiment
+from attention_jax.models import attention_registry
+from attention_jax.training import early_stopping, sharding
+from attention_jax.user_errors import UserInputError
+
+
+def check_devices(experiment: Experiment) -> None:
+    """Refuse, before anything is written, a config that cannot run on this job's devices.
+
+    Parameters
+    ----------
+    experiment : Experiment
+        The run's experiment (``mesh_shape``, ``mesh_axes`` and ``attention_implementation`` are read).
+
+    Notes
+    -----
+    Raises :class:`UserInputError`, one line: a ``mesh_shape`` that does not fit ``jax.device_count()``
+    (:func:`sharding.fit_mesh_shape`), or an attention implementation that needs a GPU
+    (:data:`attention_registry.GPU_ONLY_IMPLEMENTATIONS`) on another backend.
+    """
+    sharding.fit_mesh_shape(experiment.run.mesh_shape, experiment.run.mesh_axes, jax.device_count())
+    implementation, backend = experiment.model.attention_implementation, jax.default_backend()
+    if implementation in attention_registry.GPU_ONLY_IMPLEMENTATIONS and backend != "gpu":
+        raise UserInputError(
+            f"attention_implementation={implementation!r} runs only on an NVIDIA GPU (cuDNN's fused attention), but "
+            f"this run's devices are {backend}: set --config.attention_implementation=fused (cuDNN on a GPU, XLA "
+            f"elsewhere), xla or einsum.")
+
+
+def check_data(experiment: Experiment, data: Any) -> None:
+    """Refuse data that the experiment cannot train on: a vocabulary over ``vocab_size``, too small a dev split.
+
+    Parameters
+    ----------
+    experiment : Experiment
+        The run's experiment.
+    data : Any
+        Its data (:func:`load_data`); test doubles without ``stats`` skip the dev split's check.
+
+    Notes
+    -----
+    Raises :class:`UserInputError`, one line. Called before anything is written: by the trainer and by
+    :func:`attention_jax.training.fine_tuning.start_from_source` before it writes the step-0 checkpoint.
+    """
+    if data.tokenizer.vocab_size > experiment.model.vocab_size:
+        raise UserInputError(f"the tokenizer has {data.tokenizer.vocab_size} tokens but the model's "
+                             f"vocab_size is {experiment.model.vocab_size}: raise config.vocab_size.")
+    dev_pairs = (getattr(data, "stats", None) or {}).get("examples", {}).get("validation")
+    if dev_pairs is not None:  # Real corpora count their dev pairs; test doubles may not.
+        early_stopping.EarlyStopping.from_config(experiment.run).check_dev_split(int(dev_pairs))
+
+
+def check_tokenizer(experiment: Experiment, workdir: str, data: Any, step: int) -> None:
+    """Refuse to put a different tokenizer under a run's trained weights (its ids would mean other pieces).
+
+    Parameters
+    ----------
+    experiment : Experiment
+        The run's experiment (its ``dataset`` is named in the message).
+    workdir : str
+        The work directory.
+    data : Any
+        The loaded data; its ``tokenizer.model_proto`` is compared with ``WORKDIR/tokenizer.model``.
+    step : int
+        The restored step: a new run (0) writes its own tokenizer and is not checked.
+
+    Notes
+    -----
+    Raises :class:`UserInputError`, one line, when the file differs from the data's tokenizer or is
+    missing under trained checkpoints (a tokenizer built from the corpus now may give other ids).
+    """
+    model_proto = getattr(data.tokenizer, "model_proto", None)
+    path = os.path.join(workdir, run_files.TOKENIZER_FILE)
+    if model_proto is None or int(step) == 0:
+        return
+    if not os.path.exists(path):
+        raise UserInputError(
+            f"{workdir} holds checkpoints up to step {int(step)} but no {run_files.TOKENIZER_FILE}: the weights "
+            f"were trained on that tokenizer's ids, and one built from the corpus now may differ. Restore the file "
+            f"from a copy of the run, or train in a new --workdir.")
+    with open(path, "rb") as file:
+        if file.read() == bytes(model_proto):
+            return
+    raise UserInputError(
+        f"{path} differs from the tokenizer of config.dataset={experiment.data.dataset!r}: the run's weights were "
+        f"trained on its own token ids. Train on new data in a new --workdir.")
+
+
+def check_data_splits(workdir: str, data: Any) -> None:
+    """Refuse to resume a run on other dev or test splits than it recorded.
+
+    Parameters
+    ----------
+    workdir : str
+        The work directory (its ``data_splits.json``, when there is one, is compared).
+    data : Any
+        The loaded data; test doubles and language models without ``split_fingerprints`` are not checked.
+
+    Notes
+    -----
+    Raises :class:`UserInputError` through :func:`resume_checks.check_data_splits`.
+    """
+    split_fingerprints = getattr(data, "split_fingerprints", None)  # Test doubles and language models have none.
+    if split_fingerprints is not None and resume_checks.read_data_splits(workdir) is not None:
+        resume_checks.check_data_splits(workdir, split_fingerprints())
