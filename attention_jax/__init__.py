@@ -1,0 +1,89 @@
+"""The Transformer of "Attention Is All You Need" in JAX/Flax: the Python API of a trained run.
+
+::
+
+    import attention_jax
+
+    run = attention_jax.load_run("runs/tiny")                 # parameters, config, tokenizer
+    translator = attention_jax.make_translator(run)          # beam search with the run's settings
+    translator.translate(["The house is small."])
+
+The names below are looked up on first use (``import attention_jax`` itself imports neither JAX nor
+Flax), each from the module that defines it; ``docs/python_api.md`` shows them at work.
+
+- :func:`load_run`, :class:`TrainedRun`, :func:`make_translator` (:mod:`attention_jax.decoding.inference`);
+  :class:`Translator` (:mod:`attention_jax.decoding.decode`).
+- :class:`Transformer` (:mod:`attention_jax.models.model`), :class:`TransformerConfig`
+  (:mod:`attention_jax.models.transformer_config`), :func:`encode_batch` (text as a batch of ids,
+  :mod:`attention_jax.decoding.text_batches`).
+- :func:`save_safetensors`, :func:`load_safetensors`, :func:`tensor_names` (the parameters as a
+  safetensors file, :mod:`attention_jax.checkpointing.safetensors_params`); :func:`export_function`,
+  :func:`save_exported`, :func:`load_exported` (``jax.export`` artifacts,
+  :mod:`attention_jax.decoding.exported_functions`).
+
+The commands (``python -m attention_jax.main``, ``.translate``, ``.export``, ...) are modules of the
+package, not attributes here.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+_EXPORTS = {
+    "load_run": "attention_jax.decoding.inference",
+    "TrainedRun": "attention_jax.decoding.inference",
+    "make_translator": "attention_jax.decoding.inference",
+    "Translator": "attention_jax.decoding.decode",
+    "Transformer": "attention_jax.models.model",
+    "TransformerConfig": "attention_jax.models.transformer_config",
+    "encode_batch": "attention_jax.decoding.text_batches",
+    "save_safetensors": "attention_jax.checkpointing.safetensors_params",
+    "load_safetensors": "attention_jax.checkpointing.safetensors_params",
+    "tensor_names": "attention_jax.checkpointing.safetensors_params",
+    "export_function": "attention_jax.decoding.exported_functions",
+    "save_exported": "attention_jax.decoding.exported_functions",
+    "load_exported": "attention_jax.decoding.exported_functions",
+}
+__all__ = ["Transformer", "TransformerConfig", "TrainedRun", "Translator", "encode_batch", "export_function",
+           "load_exported", "load_run", "load_safetensors", "make_translator", "save_exported", "save_safetensors",
+           "tensor_names"]
+
+if TYPE_CHECKING:  # What the names are, for type checkers and editors; at run time __getattr__ imports them.
+    from attention_jax.checkpointing.safetensors_params import load_safetensors, save_safetensors, tensor_names
+    from attention_jax.decoding.decode import Translator
+    from attention_jax.decoding.exported_functions import export_function, load_exported, save_exported
+    from attention_jax.decoding.inference import TrainedRun, load_run, make_translator
+    from attention_jax.decoding.text_batches import encode_batch
+    from attention_jax.models.model import Transformer
+    from attention_jax.models.transformer_config import TransformerConfig
+
+
+def __getattr__(name: str) -> Any:
+    """Import a name of the API from its module on first access (PEP 562), then keep it here.
+
+    Parameters
+    ----------
+    name : str
+        One of ``__all__``.
+
+    Returns
+    -------
+    Any
+        The function or class.
+
+    Notes
+    -----
+    Any other name raises ``AttributeError``, so ``from attention_jax import run_files`` still imports
+    the submodule.
+    """
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'attention_jax' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    """The module's names and the API's (``dir(attention_jax)``, tab completion)."""
+    return sorted(set(globals()) | set(__all__))

@@ -1,19 +1,27 @@
-"""The paper's learning-rate schedule and Adam settings (Section 5.3)."""
+"""The paper's learning-rate schedule and Adam settings (Section 5.3), and the optional clipping and decay."""
 
 from __future__ import annotations
+
+import json
+import pathlib
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 
+from attention_jax.checkpointing import resume_checks
 from attention_jax.experiment.sections import OptimizerConfig
-from attention_jax.training import optim
+from attention_jax.training import optim, train
+from attention_jax.user_errors import UserInputError
+from tests.support import fake_data
 
 
 def _config(**overrides: float) -> OptimizerConfig:
     fields = dict(d_model=512, warmup_steps=4000, learning_rate_scale=1.0, adam_b1=0.9, adam_b2=0.98,
-                  adam_eps=1e-9, grad_accum_steps=1, label_smoothing=0.1, dropout_rng="threefry")
+                  adam_eps=1e-9, grad_accum_steps=1, label_smoothing=0.1, dropout_rng="threefry",
+                  grad_clip_norm=0.0, weight_decay=0.0)
     fields.update(overrides)
     return OptimizerConfig(**fields)
 
@@ -61,3 +69,66 @@ def test_optimizer_is_adam_with_paper_betas() -> None:
         rate = 3.0 * 16**-0.5 * min(step**-0.5, step * 10**-1.5)
         weights = weights - rate * corrected
     np.testing.assert_allclose(np.asarray(params["w"]), weights, rtol=1e-5)
+
+
+def _numpy_adam(weights: dict[str, np.ndarray], grads: list[dict[str, np.ndarray]], *, rate: float,
+                clip_norm: float = 0.0, weight_decay: float = 0.0) -> dict[str, np.ndarray]:
+    """Adam(0.9, 0.98, 1e-9) at a constant rate, with global-norm clipping and decoupled decay on matrices."""
+    weights = {name: value.copy() for name, value in weights.items()}
+    first = {name: np.zeros_like(value) for name, value in weights.items()}
+    second = {name: np.zeros_like(value) for name, value in weights.items()}
+    for step, grad in enumerate(grads, start=1):
+        norm = np.sqrt(sum(float(np.sum(value**2)) for value in grad.values()))
+        factor = min(1.0, clip_norm / norm) if clip_norm > 0 else 1.0
+        for name in weights:
+            g = grad[name] * factor
+            first[name] = 0.9 * first[name] + 0.1 * g
+            second[name] = 0.98 * second[name] + 0.02 * g**2
+            update = (first[name] / (1 - 0.9**step)) / (np.sqrt(second[name] / (1 - 0.98**step)) + 1e-9)
+            decay = weight_decay * weights[name] if weights[name].ndim >= 2 else 0.0
+            weights[name] = weights[name] - rate * (update + decay)
+    return weights
+
+
+@pytest.mark.reference
+@pytest.mark.parametrize("clip_norm,weight_decay", [(0.25, 0.0), (0.0, 0.1), (0.25, 0.1), (100.0, 0.0)])
+def test_clipping_and_decoupled_decay_match_numpy(clip_norm: float, weight_decay: float) -> None:
+    """Clipping rescales the whole gradient to the norm; decay shrinks matrices only, scaled by the rate."""
+    config = _config(d_model=16, warmup_steps=10, grad_clip_norm=clip_norm, weight_decay=weight_decay)
+    optimizer = optim.make_optimizer(config, schedule=lambda count: 0.01)
+    start = {"kernel": np.array([[0.5, -1.0], [2.0, 0.25]]), "bias": np.array([0.3, -0.6])}
+    rng = np.random.default_rng(0)
+    grads = [{name: rng.normal(size=value.shape) for name, value in start.items()} for _ in range(3)]
+    params = jax.tree.map(jnp.asarray, start)
+    state = optimizer.init(params)
+    for grad in grads:
+        updates, state = optimizer.update(jax.tree.map(jnp.asarray, grad), state, params)
+        params = jax.tree.map(jnp.add, params, updates)
+    expected = _numpy_adam(start, grads, rate=0.01, clip_norm=clip_norm, weight_decay=weight_decay)
+    for name in start:
+        np.testing.assert_allclose(np.asarray(params[name]), expected[name], rtol=1e-5, atol=1e-7)
+
+
+def test_defaults_keep_the_papers_plain_adam_state() -> None:
+    """With both knobs off the optimizer state is Adam's alone, so runs from before the knobs resume."""
+    params = {"w": jnp.ones((2, 2))}
+    plain = optax.adam(lambda count: 1e-3, b1=0.9, b2=0.98, eps=1e-9).init(params)
+    ours = optim.make_optimizer(_config(), schedule=lambda count: 1e-3).init(params)
+    assert jax.tree.structure(ours) == jax.tree.structure(plain)
+    clipped = optim.make_optimizer(_config(grad_clip_norm=1.0), schedule=lambda count: 1e-3).init(params)
+    assert jax.tree.structure(clipped) != jax.tree.structure(plain)
+
+
+@pytest.mark.slow
+def test_a_run_with_clipping_and_decay_records_them_and_resumes_only_with_them(tmp_path: pathlib.Path) -> None:
+    """Two steps with both knobs on: config.json records them; switching one off on resume is refused."""
+    workdir = str(tmp_path / "run")
+    knobs = dict(grad_clip_norm=0.5, weight_decay=0.01, num_train_steps=2, checkpoint_every_steps=2, eval_every_steps=0)
+    results = train.train_and_evaluate(fake_data.tiny_experiment(**knobs), workdir, data=fake_data.FakeData())
+    assert results["finished"] and np.isfinite(results["train_loss"])
+    saved = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert saved["grad_clip_norm"] == 0.5 and saved["weight_decay"] == 0.01
+    with pytest.raises(UserInputError, match=r"cannot resume with weight_decay: 0\.01 in the workdir, 0\.0 now: "
+                                             r"switching it on or off changes the optimizer state"):
+        resume_checks.check_resume_compatible(workdir, fake_data.tiny_experiment(**{**knobs, "weight_decay": 0.0}))
+    resume_checks.check_resume_compatible(workdir, fake_data.tiny_experiment(**{**knobs, "grad_clip_norm": 1.0}))

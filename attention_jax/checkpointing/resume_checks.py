@@ -36,6 +36,10 @@ DATA_IDENTITY_FIELDS = ("dataset", "train_split", "source_lang", "target_lang", 
 # batch order): a run never resumes with other values.
 RUN_IDENTITY_FIELDS = ("seed",)
 
+# Optimizer knobs whose switching on or off changes the optimizer state's structure (an extra clipping
+# state, AdamW's mask): a run resumes with other non-zero values, never with one switched on or off.
+OPTIMIZER_STATE_FIELDS = ("grad_clip_norm", "weight_decay")
+
 # The config fields that set the model's positions (``TransformerConfig.max_len`` is their sum).
 POSITION_FIELDS = ("max_len", "max_decode_extra_len")
 
@@ -161,7 +165,8 @@ def check_resume_compatible(workdir: str, experiment: Experiment) -> None:
     -----
     Raises :class:`UserInputError` (a ``ValueError``) naming every differing model field when the
     workdir holds a checkpoint, and likewise for the fields that choose the corpus and its tokenizer
-    (:data:`DATA_IDENTITY_FIELDS`) and for the seed (:data:`RUN_IDENTITY_FIELDS`). Differences elsewhere
+    (:data:`DATA_IDENTITY_FIELDS`), for the seed (:data:`RUN_IDENTITY_FIELDS`) and for an optimizer knob
+    switched on or off (:data:`OPTIMIZER_STATE_FIELDS`). Differences elsewhere
     (steps, logging, batching) are allowed and logged. Without any finished checkpoint (a run that
     stopped before its first save) the new config simply replaces the old. A config with
     ``fine_tune_from`` needs the workdir's step-0 checkpoint that
@@ -206,6 +211,15 @@ def check_resume_compatible(workdir: str, experiment: Experiment) -> None:
             f"{workdir} holds a run started with another seed ({listed}): the seed chose its initial parameters, "
             f"dropout keys and batch order, so it cannot change halfway. Resume it with {restore} (or without the "
             f"override), or train the new seed in a new --workdir."
+        )
+    switched = [(name, old[name], new[name]) for name in OPTIMIZER_STATE_FIELDS
+                if bool(old[name]) != bool(new[name])]
+    if switched:
+        listed = "; ".join(f"{name}: {old!r} in the workdir, {new!r} now" for name, old, new in switched)
+        raise UserInputError(
+            f"{workdir} cannot resume with {listed}: switching it on or off changes the optimizer state the "
+            f"checkpoints hold. Resume with the recorded value (another non-zero value is allowed), or train "
+            f"the new setting in a new --workdir."
         )
     flat_old, flat_new = flatten_config(old), flatten_config(new)
     other = sorted(key for key in set(flat_old) | set(flat_new) if flat_old.get(key) != flat_new.get(key))

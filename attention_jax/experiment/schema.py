@@ -195,6 +195,10 @@ FIELDS: tuple[Field, ...] = (
     Field("adam_eps", "optimizer", "float", 1e-9, "Adam epsilon.", **_POSITIVE),
     Field("grad_accum_steps", "optimizer", "int", 1, "Micro-batches per optimizer step.", **_POSITIVE),
     Field("label_smoothing", "optimizer", "float", 0.1, "eps_ls (5.4).", **_PROBABILITY),
+    Field("grad_clip_norm", "optimizer", "float", 0.0, "Clips the gradient to this global L2 norm before Adam "
+          "(0: off, as in the paper).", **_NON_NEGATIVE),
+    Field("weight_decay", "optimizer", "float", 0.0, "Decoupled weight decay (AdamW) on the matrices, not on biases "
+          "or layer-norm parameters (0: off, as in the paper).", **_NON_NEGATIVE),
     Field("dropout_rng", "optimizer", "str", "threefry", "Dropout masks' generator (rbg: XLA's, depends on "
           "the mesh).", choices=("threefry", "rbg")),
     # --- decoding (Section 6.1) -----------------------------------------------------------------------
@@ -522,6 +526,8 @@ OLD_RUN_DEFAULTS: Mapping[str, Any] = {
     "user_modules": (),
     "relative_max_distance": 16,
     "relative_values": True,
+    "grad_clip_norm": 0.0,
+    "weight_decay": 0.0,
 }
 """What each field added since the first runs were written means for a run whose ``config.json`` lacks it:
 the behaviour that run had. ``tokens_per_batch_unit`` differs from today's default (``real``): runs from

@@ -69,6 +69,11 @@ class OptimizerConfig:
         ``eps_ls``.
     dropout_rng : str
         ``"threefry"`` or ``"rbg"``.
+    grad_clip_norm : float
+        Global L2 norm the gradient is clipped to before Adam; 0 leaves it unclipped (the paper).
+    weight_decay : float
+        Decoupled weight-decay coefficient (AdamW) on parameters of two or more dimensions; 0: none
+        (the paper).
     """
 
     d_model: int
@@ -80,6 +85,8 @@ class OptimizerConfig:
     grad_accum_steps: int
     label_smoothing: float
     dropout_rng: str
+    grad_clip_norm: float
+    weight_decay: float
 
 
 @dataclasses.dataclass(frozen=True)

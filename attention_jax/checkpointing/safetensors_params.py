@@ -1,0 +1,207 @@
+"""A run's parameters as one safetensors file: a tensor per leaf of the parameter tree, named by its path.
+
+The name map
+------------
+A leaf's tensor name is its path in the parameter tree (the nested dicts ``run.params`` holds, as the
+orbax ``params`` item stores them) with the keys joined by ``/``::
+
+    params["encoder_0"]["self_attention"]["query"]["kernel"]  ->  "encoder_0/self_attention/query/kernel"
+    params["shared_embedding"]["embedding"]                   ->  "shared_embedding/embedding"
+
+So the file holds exactly the tree's leaves, each once, with their shapes and float32 dtype: the
+shared embedding (Section 3.4: encoder input, decoder input and pre-softmax projection) is one tensor,
+``shared_embedding/embedding`` ``[N, D]``; a model without shared embeddings has ``source_embedding``,
+``target_embedding`` and ``output_projection/kernel`` ``[D, N]`` instead. :func:`tensor_names` lists a
+tree's names and shapes; ``docs/python_api.md`` has the tree of the base model.
+
+The file's metadata (safetensors' string-to-string header) says what the tensors belong to:
+``format`` (:data:`FORMAT`), ``config`` (the run's ``config.json``, from which :func:`experiment_of`
+rebuilds the model), and ``workdir`` and ``checkpoint`` when written from a run.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import flax.linen as nn
+import jax
+import numpy as np
+from safetensors import SafetensorError, safe_open
+from safetensors.numpy import save
+
+from attention_jax import run_files
+from attention_jax.experiment import schema, sections
+from attention_jax.experiment.sections import Experiment
+from attention_jax.user_errors import UserInputError
+
+SEPARATOR = "/"
+"""Joins a leaf's keys into its tensor name."""
+FORMAT = "attention_jax.params"
+"""The ``format`` entry of the metadata of the files :func:`save_safetensors` writes."""
+
+
+def _key_name(key: Any) -> str:
+    name = getattr(key, "key", getattr(key, "name", getattr(key, "idx", None)))
+    if name is None or SEPARATOR in str(name):
+        raise ValueError(f"the parameter tree key {key!r} cannot be part of a tensor name joined by {SEPARATOR!r}.")
+    return str(name)
+
+
+def flatten_params(params: Any) -> dict[str, np.ndarray]:
+    """The leaves of a parameter tree as host arrays, keyed by their tensor names.
+
+    Parameters
+    ----------
+    params : pytree
+        Parameters, boxed (``nn.Partitioned``) or plain, e.g. ``run.params``.
+
+    Returns
+    -------
+    dict[str, np.ndarray]
+        ``{"encoder_0/self_attention/query/kernel": array, ...}``, in the tree's (sorted) order.
+
+    Notes
+    -----
+    Raises ``ValueError`` for a key holding the separator, which would make two paths one name.
+    """
+    leaves = jax.tree_util.tree_flatten_with_path(nn.meta.unbox(params))[0]
+    return {SEPARATOR.join(_key_name(key) for key in path): np.asarray(jax.device_get(leaf)) for path, leaf in leaves}
+
+
+def unflatten_params(tensors: Mapping[str, Any]) -> dict[str, Any]:
+    """The nested parameter dicts of a mapping from tensor names to arrays (the inverse of :func:`flatten_params`).
+
+    Parameters
+    ----------
+    tensors : Mapping[str, array]
+        Tensor names, as :func:`flatten_params` makes them, to arrays.
+
+    Returns
+    -------
+    dict
+        The parameter tree: ``Transformer(config).apply({"params": tree}, ...)`` takes it.
+    """
+    tree: dict[str, Any] = {}
+    for name, value in tensors.items():
+        *parents, leaf = name.split(SEPARATOR)
+        node = tree
+        for key in parents:
+            node = node.setdefault(key, {})
+        node[leaf] = value
+    return tree
+
+
+def tensor_names(params: Any) -> dict[str, tuple[int, ...]]:
+    """Each tensor name of a parameter tree with its shape: the name map of the safetensors file.
+
+    Parameters
+    ----------
+    params : pytree
+        Parameters or their shapes (``jax.ShapeDtypeStruct`` leaves, e.g. ``model.abstract_params(config)``).
+
+    Returns
+    -------
+    dict[str, tuple[int, ...]]
+        ``{"decoder_0/cross_attention/key/kernel": (512, 8, 64), ...}``.
+    """
+    leaves = jax.tree_util.tree_flatten_with_path(nn.meta.unbox(params))[0]
+    return {SEPARATOR.join(_key_name(key) for key in path): tuple(leaf.shape) for path, leaf in leaves}
+
+
+def run_metadata(experiment: Experiment, *, workdir: str = "", checkpoint: str = "") -> dict[str, str]:
+    """The metadata a run's safetensors file carries: the format, the config and where it came from.
+
+    Parameters
+    ----------
+    experiment : Experiment
+        The run's (``run.config``); its ``config.json`` fields are stored.
+    workdir : str
+        The run's directory, when written from one.
+    checkpoint : str
+        Which parameters (``run.checkpoint``: ``"latest"``, ``"averaged"``, a step).
+
+    Returns
+    -------
+    dict[str, str]
+        ``format``, ``config`` and, when given, ``workdir`` and ``checkpoint``.
+    """
+    metadata = {"format": FORMAT, "config": json.dumps(experiment.to_json_dict(), sort_keys=True)}
+    metadata.update({name: value for name, value in (("workdir", workdir), ("checkpoint", checkpoint)) if value})
+    return metadata
+
+
+def save_safetensors(path: str, params: Any, metadata: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Write a parameter tree to ``path`` as safetensors, one tensor per leaf (:func:`flatten_params`).
+
+    Parameters
+    ----------
+    path : str
+        The file to write (replaced whole, never left half-written: :func:`run_files.write_atomically`).
+    params : pytree
+        Parameters, boxed or plain.
+    metadata : Mapping[str, str], optional
+        The file's string metadata, e.g. :func:`run_metadata`; ``format`` is set to :data:`FORMAT`.
+
+    Returns
+    -------
+    dict[str, str]
+        The metadata written.
+    """
+    written = {**dict(metadata or {}), "format": FORMAT}
+    run_files.write_atomically(path, save(flatten_params(params), metadata=written))
+    return written
+
+
+def load_safetensors(path: str) -> tuple[dict[str, Any], dict[str, str]]:
+    """Read a file :func:`save_safetensors` wrote back into a parameter tree.
+
+    Parameters
+    ----------
+    path : str
+        A safetensors file.
+
+    Returns
+    -------
+    (params, metadata)
+        The nested parameter dicts (NumPy arrays) and the file's metadata.
+
+    Notes
+    -----
+    Raises :class:`UserInputError` for a missing file or one that is not safetensors.
+    """
+    try:
+        with safe_open(path, framework="numpy") as opened:
+            metadata = dict(opened.metadata() or {})
+            tensors = {name: opened.get_tensor(name) for name in opened.keys()}
+    except FileNotFoundError:
+        raise UserInputError(f"no safetensors file {path!r}.") from None
+    except SafetensorError as error:
+        raise UserInputError(f"{path} is not a safetensors file ({error}).") from None
+    return unflatten_params(tensors), metadata
+
+
+def experiment_of(metadata: Mapping[str, str], source: str = "the safetensors metadata") -> Experiment:
+    """The experiment (and so the model config) a safetensors file's metadata records.
+
+    Parameters
+    ----------
+    metadata : Mapping[str, str]
+        From :func:`load_safetensors`.
+    source : str
+        Named in errors.
+
+    Returns
+    -------
+    Experiment
+        Built from the stored ``config.json`` fields as :func:`checkpoints.read_config` builds a run's;
+        ``experiment.model`` is the ``TransformerConfig`` the parameters fit.
+
+    Notes
+    -----
+    Raises :class:`UserInputError` when the metadata holds no ``config``.
+    """
+    if "config" not in metadata:
+        raise UserInputError(f"{source} holds no 'config' entry: the file was not written by attention_jax.export.")
+    return sections.build_experiment(schema.with_old_run_defaults(json.loads(metadata["config"])), source)

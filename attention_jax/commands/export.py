@@ -1,0 +1,149 @@
+"""Export a trained run: its parameters as safetensors, or its forward pass or translate function as jax.export.
+
+Usage::
+
+    python -m attention_jax.export --workdir=runs/tiny --format=safetensors --out=tiny.safetensors
+    python -m attention_jax.export --workdir=runs/tiny --format=jax_export --function=logits \
+        --batch_size=8 --source_len=32 --target_len=32 --out=tiny_logits.jax_export
+    python -m attention_jax.export --workdir=runs/tiny --format=jax_export --function=translate \
+        --batch_size=8 --source_len=32 --out=tiny_translate.jax_export
+
+A safetensors file holds one tensor per parameter, named by its path in the parameter tree
+(``encoder_0/self_attention/query/kernel``; the shared embedding once, ``shared_embedding/embedding``),
+and the run's config in its metadata. A jax.export artifact holds the function at the batch shape given,
+parameters included; ``jax.export.deserialize`` reloads it in any process. Prints one JSON line saying
+what was written. Mistakes in the flags or the run are one line and exit status 2, before anything is
+written. The name map, the functions' signatures and how to load both: ``docs/python_api.md``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from typing import Any
+
+from absl import app, flags, logging
+
+from attention_jax.user_errors import UserInputError, exit_with_error
+
+FORMATS = ("safetensors", "jax_export")
+
+_WORKDIR = flags.DEFINE_string("workdir", None, "Training work directory.")
+_OUT = flags.DEFINE_string("out", None, "The file to write.")
+_FORMAT = flags.DEFINE_string("format", "safetensors", f"One of {', '.join(FORMATS)}.")
+_CHECKPOINT = flags.DEFINE_string("checkpoint", "latest",
+                                  "'latest', 'averaged', 'best' (early stopping) or a step number.")
+_AVERAGE_LAST = flags.DEFINE_integer("average_last", 0, "Export the average of the last N checkpoints (0: off).")
+_FUNCTION = flags.DEFINE_string("function", "logits", "jax_export: 'logits' (teacher-forced forward pass) or "
+                                "'translate' (beam search).")
+_BATCH_SIZE = flags.DEFINE_integer("batch_size", 8, "jax_export: the batch's rows B.")
+_SOURCE_LEN = flags.DEFINE_integer("source_len", 0, "jax_export: the source length S (0: the longest the model "
+                                   "takes; for translate, max_len - max_decode_extra_len).")
+_TARGET_LEN = flags.DEFINE_integer("target_len", 0, "jax_export, logits: the target length T (0: max_len).")
+_BEAM_SIZE = flags.DEFINE_integer("beam_size", None, "jax_export, translate: beam size (default: the config's); "
+                                  "1 is greedy.")
+_ALPHA = flags.DEFINE_float("alpha", None, "jax_export, translate: length penalty alpha (default: the config's).")
+_PLATFORMS = flags.DEFINE_list("platforms", [], "jax_export: lower for these, e.g. cpu,cuda (default: JAX's "
+                               "default backend).")
+
+
+def _check_flags() -> tuple[str, str]:
+    """Check the flags that need no run (one line for the first mistake); return ``--workdir`` and ``--out``."""
+    if not _WORKDIR.value:
+        raise UserInputError("--workdir is required: the training run to export.")
+    if not _OUT.value:
+        raise UserInputError("--out is required: the file to write.")
+    if os.path.isdir(_OUT.value):
+        raise UserInputError(f"--out={_OUT.value} is a directory; name the file to write.")
+    if _FORMAT.value not in FORMATS:
+        raise UserInputError(f"--format must be one of {', '.join(FORMATS)}; got {_FORMAT.value!r}.")
+    if _AVERAGE_LAST.value < 0:
+        raise UserInputError(f"--average_last must be 0 or a positive number of checkpoints; "
+                             f"got {_AVERAGE_LAST.value}.")
+    return _WORKDIR.value, _OUT.value
+
+
+def export(workdir: str, out: str, file_format: str, *, checkpoint: str = "latest", average_last: int = 0,
+           function: str = "logits", batch_size: int = 8, source_len: int = 0, target_len: int = 0,
+           beam_size: int | None = None, alpha: float | None = None,
+           platforms: list[str] | None = None) -> dict[str, Any]:
+    """Write a run's parameters (``safetensors``) or one of its functions (``jax_export``) to ``out``.
+
+    Parameters
+    ----------
+    workdir : str
+        The training run.
+    out : str
+        The file to write.
+    file_format : str
+        ``"safetensors"`` or ``"jax_export"``.
+    checkpoint, average_last
+        Which parameters, as :func:`attention_jax.decoding.inference.load_run` takes them.
+    function : str
+        ``jax_export``: ``"logits"`` or ``"translate"``.
+    batch_size, source_len, target_len : int
+        ``jax_export``: the fixed shape; a length of 0 is the longest the model takes.
+    beam_size, alpha
+        ``jax_export``, ``translate``: replace the run's decoding settings.
+    platforms : list[str], optional
+        ``jax_export``: lower for these (default: JAX's default backend).
+
+    Returns
+    -------
+    dict
+        What was written: ``out``, ``format``, ``bytes``, ``checkpoint`` and, per format, ``tensors``
+        or ``function``, ``input_shapes`` and ``platforms``.
+
+    Notes
+    -----
+    Everything is checked (run, checkpoint, shapes, platforms) before ``out`` is written; errors are
+    :class:`UserInputError`, ``FileNotFoundError`` or ``ValueError`` with one-line messages.
+    """
+    from attention_jax.checkpointing import safetensors_params
+    from attention_jax.decoding import exported_functions, inference  # Imported here so --help is fast.
+
+    run = inference.load_run(workdir, checkpoint, average_last=average_last)
+    record: dict[str, Any] = {"out": out, "format": file_format, "checkpoint": run.checkpoint}
+    if file_format == "safetensors":
+        metadata = safetensors_params.run_metadata(run.config, workdir=workdir, checkpoint=run.checkpoint)
+        safetensors_params.save_safetensors(out, run.params, metadata)
+        record["tensors"] = len(safetensors_params.tensor_names(run.params))
+    else:
+        options = (("beam_size", beam_size), ("length_penalty_alpha", alpha))
+        changes: dict[str, Any] = {name: value for name, value in options if value is not None}
+        try:
+            settings = dataclasses.replace(run.config.decoding, **changes)
+        except ValueError as error:
+            raise UserInputError(f"--beam_size: {error}") from None
+        model_config = run.model_config
+        longest = model_config.max_len - (settings.max_decode_extra_len if function == "translate" else 0)
+        exported = exported_functions.export_function(
+            model_config, run.params, function, batch_size=batch_size, source_len=source_len or longest,
+            target_len=target_len or model_config.max_len, settings=settings, platforms=platforms or None)
+        exported_functions.save_exported(out, exported)
+        record.update(function=function, input_shapes=[list(aval.shape) for aval in exported.in_avals],
+                      platforms=list(exported.platforms))
+    record["bytes"] = os.path.getsize(out)
+    return record
+
+
+def main(argv: list[str]) -> None:
+    """Entry point: export ``--workdir`` to ``--out`` and print what was written as JSON."""
+    if len(argv) > 1:
+        raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+    if not flags.FLAGS["verbosity"].present:  # Orbax's INFO lines while restoring: off.
+        logging.set_verbosity(logging.WARNING)
+    try:
+        workdir, out = _check_flags()
+        record = export(workdir, out, _FORMAT.value, checkpoint=_CHECKPOINT.value,
+                        average_last=_AVERAGE_LAST.value, function=_FUNCTION.value, batch_size=_BATCH_SIZE.value,
+                        source_len=_SOURCE_LEN.value, target_len=_TARGET_LEN.value, beam_size=_BEAM_SIZE.value,
+                        alpha=_ALPHA.value, platforms=_PLATFORMS.value)
+    except (FileNotFoundError, ValueError) as error:  # UserInputError is a ValueError.
+        exit_with_error("attention_jax.export", str(error))
+    print(json.dumps(record))
+
+
+if __name__ == "__main__":
+    app.run(main)
