@@ -230,3 +230,19 @@ def test_progress_logger_is_quiet_for_quick_work_unless_asked(caplog: pytest.Log
         final(2)
     messages = [record.getMessage() for record in caplog.records]
     assert [message.split(" (")[0] for message in messages] == ["final test BLEU: 2/2 sentences"]
+
+
+def test_each_new_batch_shape_says_it_compiles_and_how_long_it_took(tmp_path: pathlib.Path,
+                                                                    caplog: pytest.LogCaptureFixture) -> None:
+    """The first step of each batch shape is minutes of compilation on a big model: it is announced and timed."""
+    experiment = fake_data.tiny_experiment(num_train_steps=3, eval_every_steps=0, checkpoint_every_steps=3)
+    with caplog.at_level(logging.INFO):
+        train.train_and_evaluate(experiment, str(tmp_path / "run"),
+                                 data=fake_data.FakeData(shapes=((8, 12, 12), (8, 12, 12), (4, 12, 20))))
+    messages = [record.getMessage() for record in caplog.records]
+    compiling = [message for message in messages if message.startswith("Compiling the train step")]
+    assert compiling == ["Compiling the train step for target batches of 8x12 (rows x length) ...",
+                         "Compiling the train step for target batches of 4x20 (rows x length) ..."], messages
+    compiled = [message for message in messages if message.startswith("Compiled and ran step")]
+    assert [re.fullmatch(r"Compiled and ran step (\d+) in \d+\.\d s\.", message).group(1)  # type: ignore[union-attr]
+            for message in compiled] == ["1", "3"], compiled

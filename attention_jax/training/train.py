@@ -332,6 +332,9 @@ def _train(run: TrainingRun, stop: distributed.StopRequest) -> bool:
         if compiles:  # Keep compilation out of the throughput: time this step apart.
             jax.block_until_ready(run.state.step)
             run.throughput.pause()
+            shapes = sorted({"x".join(map(str, b["targets"].shape)) for b in micro_batches})
+            logging.info("Compiling the train step for target batches of %s (rows x length) ...", ", ".join(shapes))
+            compile_started = time.perf_counter()
         profiler.before_step(step)
         run.state, sums = run_update(run.steps, run.state, micro_batches)
         step += 1
@@ -343,6 +346,7 @@ def _train(run: TrainingRun, stop: distributed.StopRequest) -> bool:
         unchecked.append((step, sums))
         if compiles:
             jax.block_until_ready(sums)
+            logging.info("Compiled and ran step %d in %.1f s.", step, time.perf_counter() - compile_started)
             untimed.add(step)
             run.throughput.resume()
         else:
