@@ -42,7 +42,8 @@ class DataConfig:
     vocab_size : int
         The BPE vocabulary trained (the model's embedding rows).
     fine_tune_from : str
-        A run whose tokenizer this run reuses (``""``: train one).
+        A run whose ``tokenizer.model`` tokenizes this data (``""``: train one): the source run when
+        fine-tuning, the run itself when ``evaluate`` or ``generate`` scores its splits.
     """
 
     dataset: str

@@ -308,7 +308,8 @@ def tokenizer_for(fine_tune_from: str) -> Tokenizer | None:
     -------
     Tokenizer or None
         The source run's tokenizer, whatever the new corpus: fine-tuned weights keep their token ids
-        (:mod:`attention_jax.training.fine_tuning`).
+        (:mod:`attention_jax.training.fine_tuning`), and a trained run's splits are scored with the ids
+        its weights were trained on (``TrainedRun.data_config`` names the run itself).
 
     Notes
     -----
@@ -321,6 +322,6 @@ def tokenizer_for(fine_tune_from: str) -> Tokenizer | None:
     if not os.path.exists(path):
         raise MissingInputError(f"config.fine_tune_from={source_workdir}: {path} not found; fine-tuning reuses the "
                                 f"run's own tokenizer.model (name a training run's work directory).")
-    logging.info("Fine-tuning with the tokenizer of %s", path)
+    logging.info("Tokenizing with the run's own vocabulary, %s", path)
     return Tokenizer.load(path)
 
