@@ -7,11 +7,17 @@ the user's input and the message says what to change.
 
 from __future__ import annotations
 
+import os
 import sys
+import threading
+import time
 from typing import NoReturn
 
 USAGE_ERROR = 2
 """Exit status of a command given a bad command line, config or input file (as absl's usage errors)."""
+
+SHUTDOWN_GRACE_S = 60.0
+"""Seconds a failing or stopped command's interpreter shutdown may take before it leaves anyway."""
 
 
 def exit_with_error(program: str, message: str, status: int = USAGE_ERROR) -> NoReturn:
@@ -34,6 +40,44 @@ def exit_with_error(program: str, message: str, status: int = USAGE_ERROR) -> No
     line = " ".join(part.strip() for part in str(message).splitlines() if part.strip())
     print(f"{program}: error: {line}", file=sys.stderr)
     sys.exit(status)
+
+
+def arm_exit_deadline(program: str, status: int, grace_s: float | None = None) -> None:
+    """Make sure the process ends with ``status`` at most ``grace_s`` seconds from now.
+
+    Parameters
+    ----------
+    program : str
+        The command's name, for the one line printed if its shutdown had to be cut short.
+    status : int
+        The exit status the command is leaving with.
+    grace_s : float, optional
+        Seconds the interpreter's shutdown (joining threads, ``atexit`` handlers) may take;
+        :data:`SHUTDOWN_GRACE_S` by default.
+
+    Notes
+    -----
+    Called by :func:`attention_jax.commands.entry_points.run_command` as a command leaves, never by
+    library code (a caller catching ``SystemExit`` would be ended regardless). A command that stops
+    on an error or a signal has saved what it can; what remains are the libraries' writer threads,
+    and one of them can block shutdown forever: tensorboardX joins its event thread through a queue
+    that a thread killed by a full disk no longer drains, and orbax joins its save threads. A daemon
+    thread started here ends the process with ``status`` once ``grace_s`` has passed, after one line
+    naming the threads still alive; a normal shutdown ends the process first. A job in a cluster's
+    grace period then leaves on time, and its caller sees the status instead of a process that never
+    exits.
+    """
+    grace_s = SHUTDOWN_GRACE_S if grace_s is None else grace_s
+
+    def leave() -> None:
+        time.sleep(grace_s)
+        alive = sorted(thread.name for thread in threading.enumerate()
+                       if thread.is_alive() and thread is not threading.current_thread())
+        print(f"{program}: warning: shutdown still waiting after {grace_s:g} s on threads "
+              f"{', '.join(alive) or '(none)'}; leaving with status {status}.", file=sys.stderr, flush=True)
+        os._exit(status)
+
+    threading.Thread(target=leave, name="exit_deadline", daemon=True).start()
 
 
 class UserInputError(ValueError):

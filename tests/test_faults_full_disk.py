@@ -52,6 +52,10 @@ cp "$MOUNT/run/results.json" "$OUT/results.json"
 """
 
 
+# Seconds each training command may take (about 30 s alone, 65 s under a loaded suite).
+COMMAND_TIMEOUT_S = 240
+
+
 def _can_mount_a_tmpfs() -> bool:
     try:
         return subprocess.run(["unshare", "-Urm", "sh", "-c", "mount -t tmpfs tmpfs /mnt"],
@@ -91,10 +95,14 @@ def test_a_full_disk_is_one_line_and_a_rerun_resumes_from_the_last_good_checkpoi
     mount.mkdir()
     out.mkdir()
     flags = tiny_flags(tiny_data_dir, 40, eval_every_steps=20, checkpoint_every_steps=5, keep_checkpoints=1)
-    train = shlex.join([sys.executable, "-m", "attention_jax.main", "--config=configs/tiny.py", *flags])
-    env = dict(train_support.subprocess_env(str(tmp_path / "cache")), MOUNT=str(mount), OUT=str(out), TRAIN=train)
+    # Each command is bounded: a hang is killed with SIGABRT, whose faulthandler dump (every thread's
+    # stack) lands in that command's .err file and so in the failure message.
+    train = shlex.join(["timeout", "-s", "ABRT", str(COMMAND_TIMEOUT_S), sys.executable, "-m", "attention_jax.main",
+                        "--config=configs/tiny.py", *flags])
+    env = dict(train_support.subprocess_env(str(tmp_path / "cache")), MOUNT=str(mount), OUT=str(out), TRAIN=train,
+               PYTHONFAULTHANDLER="1")
     completed = subprocess.run(["unshare", "-Urm", "sh", "-c", SCRIPT], cwd=REPO_ROOT, env=env,
-                               capture_output=True, text=True, timeout=900)
+                               capture_output=True, text=True, timeout=4 * COMMAND_TIMEOUT_S)
     assert completed.returncode == 0, completed.stderr[-3000:] + (out / "probe.err").read_text()[-3000:]
 
     stderr = (out / "full.err").read_text()

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import ast
 import pathlib
+import subprocess
+import sys
 
 import pytest
 
@@ -43,3 +45,31 @@ def test_exit_with_error_prints_one_line_and_exits_with_the_status(capsys: pytes
     with pytest.raises(SystemExit) as exited:
         user_errors.exit_with_error("attention_jax.main", "another trainer holds runs/x", status=3)
     assert exited.value.code == 3
+
+
+# A command whose library leaves a thread that never ends (as a tensorboardX or orbax writer can when
+# the disk fills): the error line, then the process must still end with its status.
+STUCK_COMMAND = """
+import threading, types
+from attention_jax import user_errors
+from attention_jax.commands import entry_points
+
+user_errors.SHUTDOWN_GRACE_S = 1.0
+command = types.ModuleType("attention_jax.commands.stuck", "A command whose writer thread never ends.")
+
+def main(argv):
+    threading.Thread(target=threading.Event().wait, name="stuck_writer").start()  # Not a daemon.
+    user_errors.exit_with_error("attention_jax.stuck", "No space left on device writing runs/x.")
+
+command.main = main
+entry_points.run_command(command)
+"""
+
+
+def test_a_command_ends_with_its_status_even_when_a_library_thread_blocks_shutdown() -> None:
+    completed = subprocess.run([sys.executable, "-c", STUCK_COMMAND], capture_output=True, text=True, timeout=120)
+    assert completed.returncode == user_errors.USAGE_ERROR, completed.stderr[-3000:]
+    lines = completed.stderr.splitlines()
+    assert lines[0] == "attention_jax.stuck: error: No space left on device writing runs/x.", lines
+    assert "shutdown still waiting after 1 s on threads" in lines[1] and "stuck_writer" in lines[1], lines
+    assert "leaving with status 2" in lines[1] and len(lines) == 2, lines

@@ -24,6 +24,8 @@ from typing import Callable, Sequence
 
 from absl import app, flags
 
+from attention_jax import user_errors
+
 
 def add_config_import_paths(argv: Sequence[str], flag_name: str = "config") -> list[str]:
     """Put on ``sys.path`` the directories from which ``--config`` files import their siblings.
@@ -75,7 +77,10 @@ def run_command(command: types.ModuleType,
 
     Notes
     -----
-    Does not return: ``absl.app.run`` exits with the command's status.
+    Does not return: ``absl.app.run`` exits with the command's status, and
+    :func:`~attention_jax.user_errors.arm_exit_deadline` makes sure the process does end with it
+    (a library thread that blocks the interpreter's shutdown is cut short after
+    :data:`~attention_jax.user_errors.SHUTDOWN_GRACE_S` seconds).
     """
     program = sys.modules["__main__"]
     if not program.__doc__:  # A console script's wrapper; `python -m` runs the shim, whose doc is the command's.
@@ -83,4 +88,9 @@ def run_command(command: types.ModuleType,
     for flag in flags.FLAGS.get_key_flags_for_module(command.__name__):
         flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)  # What --help lists.
     add_config_import_paths(sys.argv)
-    app.run(command.main, flags_parser=flags_parser)
+    try:
+        app.run(command.main, flags_parser=flags_parser)
+    except SystemExit as leaving:
+        status = leaving.code if isinstance(leaving.code, int) else 0 if leaving.code is None else 1
+        user_errors.arm_exit_deadline(f"attention_jax.{command.__name__.rpartition('.')[2]}", status)
+        raise
