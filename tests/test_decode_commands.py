@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -282,3 +283,27 @@ def test_average_checkpoints_refuses_a_read_only_run_before_reading_it(workdir, 
     errors = _error_lines(completed.stderr)
     assert len(errors) == 1 and ("read-only file system" in errors[0] or "not writable" in errors[0]), errors
     assert "Traceback" not in completed.stderr.decode() and _files(run_dir) == before
+
+
+def _info_line_sources(stderr: bytes) -> set[str]:
+    """The files named by absl's INFO lines (``I1201 12:00:00.000 123 train.py:45] ...``) in ``stderr``."""
+    pattern = rb"^I\d{4} [\d:.]+ +\d+ ([\w.]+):\d+\]"
+    return {match.group(1).decode() for match in re.finditer(pattern, stderr, re.MULTILINE)}
+
+
+@pytest.mark.slow
+def test_commands_log_only_their_own_info_lines_unless_verbosity_asks(workdir, tmp_path):
+    ours = {path.name for directory in ("attention_jax", "launch") for path in (REPO_ROOT / directory).rglob("*.py")}
+    run_dir = tmp_path / "run"
+    shutil.copytree(workdir, run_dir)
+    averaged = _run(["attention_jax.average_checkpoints", f"--workdir={run_dir}", "--last=2"])
+    assert averaged.returncode == 0, averaged.stderr.decode()[-3000:]
+    assert _info_line_sources(averaged.stderr) <= ours, averaged.stderr.decode()[-3000:]  # No orbax INFO.
+    assert len(averaged.stderr.decode().splitlines()) < 15, averaged.stderr.decode()
+    evaluated = _run(["attention_jax.evaluate", f"--workdir={run_dir}", "--split=test", "--num_examples=2",
+                      "--beam_size=1"])
+    assert evaluated.returncode == 0, evaluated.stderr.decode()[-3000:]
+    assert _info_line_sources(evaluated.stderr) <= ours, evaluated.stderr.decode()[-3000:]  # No orbax/TFDS INFO.
+    verbose = _run(["attention_jax.average_checkpoints", f"--workdir={run_dir}", "--last=2", "--verbosity=1"])
+    assert verbose.returncode == 0, verbose.stderr.decode()[-3000:]
+    assert _info_line_sources(verbose.stderr) - ours, verbose.stderr.decode()[-3000:]  # Everything at --verbosity=1.

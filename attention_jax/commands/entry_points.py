@@ -25,6 +25,7 @@ from typing import Callable, Sequence
 from absl import app, flags
 
 from attention_jax import user_errors
+from attention_jax.commands import quiet_libraries
 
 
 def add_config_import_paths(argv: Sequence[str], flag_name: str = "config") -> list[str]:
@@ -88,6 +89,7 @@ def run_command(command: types.ModuleType,
     for flag in flags.FLAGS.get_key_flags_for_module(command.__name__):
         flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)  # What --help lists.
     add_config_import_paths(sys.argv)
+    quiet_libraries.install()  # Other libraries' INFO lines only at --verbosity=1.
     try:
         app.run(command.main, flags_parser=flags_parser)
     except SystemExit as leaving:

@@ -1,4 +1,8 @@
-"""Library chatter kept out of a command's output: orbax's INFO lines, and the echoes of a failed save.
+"""Library chatter kept out of a command's output: other libraries' INFO lines, and the echoes of a failed save.
+
+A command logs its own progress (our modules' INFO lines) and everyone's warnings and errors. The INFO
+lines of the libraries underneath (orbax's checkpoint chatter, TFDS's "Load dataset info", JAX's) are
+hidden unless ``--verbosity=1`` (absl's flag: DEBUG and up) asks for everything.
 
 A checkpoint save that fails in orbax's writer threads (a full disk, say) is reported three ways before
 the command can say anything: each writer thread logs the error, orbax logs that the save failed, and
@@ -14,6 +18,7 @@ not a traceback.
 from __future__ import annotations
 
 import logging as python_logging
+import os
 import sys
 import threading
 import traceback
@@ -22,6 +27,11 @@ from typing import Any
 from absl import logging
 
 from attention_jax.checkpointing import full_disk
+
+# Where our own log lines come from: the library, and the repository's launchers, configs and benchmarks.
+_PACKAGE_DIRECTORY = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_OUR_DIRECTORIES = tuple(os.path.join(os.path.dirname(_PACKAGE_DIRECTORY), name) + os.sep
+                         for name in ("launch", "configs", "benchmarks")) + (_PACKAGE_DIRECTORY + os.sep,)
 
 # orbax's log lines that announce a failure it then re-raises in the main thread.
 _RERAISED_BY_ORBAX = ("raised an exception", "Handler Commit operations", "Save Finalize thread")
@@ -34,18 +44,38 @@ def _mentions_orbax(error: BaseException | None) -> bool:
     return any("/orbax/" in frame.filename for frame in traceback.extract_tb(error.__traceback__))
 
 
+def is_ours(record: python_logging.LogRecord) -> bool:
+    """Whether ``record`` was logged by attention_jax (the library, ``launch/``, ``configs/``, ``benchmarks/``).
+
+    Parameters
+    ----------
+    record : logging.LogRecord
+        A log record; its ``pathname`` is the file that logged it.
+
+    Returns
+    -------
+    bool
+        True for our modules' records, False for any library's.
+    """
+    return os.path.abspath(record.pathname).startswith(_OUR_DIRECTORIES)
+
+
 class QuietLibraries(python_logging.Filter):
-    """Drop orbax's INFO records and its echoes of a failed save; shorten other library errors to one line.
+    """Drop other libraries' INFO records and orbax's echoes of a failed save; shorten library errors to one line.
 
     Notes
     -----
-    Errors of orbax's writer threads and of the asyncio tasks they run keep their first line and lose
-    their tracebacks; those that announce a save failure orbax re-raises in the main thread, or a full
-    disk, are dropped: the command's own error line says what failed and what to do.
+    Below WARNING, only our own records pass, unless absl's verbosity is 1 (DEBUG) or more, when every
+    library's do too. Errors of orbax's writer threads and of the asyncio tasks they run keep their
+    first line and lose their tracebacks; those that announce a save failure orbax re-raises in the
+    main thread, or a full disk, are dropped: the command's own error line says what failed and what to
+    do.
     """
 
     def filter(self, record: python_logging.LogRecord) -> bool:
         """Whether to print ``record`` (shortened to one line when it is a library error)."""
+        if record.levelno < python_logging.WARNING and not is_ours(record) and logging.get_verbosity() < 1:
+            return False
         noisy = "/orbax/" in record.pathname
         if not (noisy or record.name == "asyncio"):
             return True
@@ -82,15 +112,23 @@ def is_failed_save_echo(unraisable: Any) -> bool:
     return (code is not None and "/orbax/" in code.co_filename) or _mentions_orbax(error)
 
 
+_INSTALLED = False
+
+
 def install() -> None:
     """Add :class:`QuietLibraries` to absl's log handler; drop failed-save echoes; a full disk in a thread is one line.
 
     Notes
     -----
-    Call once, at the start of a command's ``main``. Wraps ``sys.unraisablehook`` (dropped echoes are
-    logged at DEBUG level, one line each) and ``threading.excepthook`` (a thread's full-disk ``OSError``
-    becomes one warning line; any other error keeps its traceback).
+    Every command calls it as it starts (:func:`attention_jax.commands.entry_points.run_command`); a
+    second call does nothing. Wraps ``sys.unraisablehook`` (dropped echoes are logged at DEBUG level,
+    one line each) and ``threading.excepthook`` (a thread's full-disk ``OSError`` becomes one warning
+    line; any other error keeps its traceback).
     """
+    global _INSTALLED
+    if _INSTALLED:
+        return
+    _INSTALLED = True
     logging.get_absl_handler().addFilter(QuietLibraries())
     previous_hook = sys.unraisablehook
 

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 import tensorflow_datasets as tfds
+from absl import logging
 from tensorflow_datasets.core import constants as tfds_constants
 from tensorflow_datasets.core import decode as tfds_decode
 from tensorflow_datasets.proto import tf_example_pb2
@@ -218,7 +219,8 @@ def _prepared_synthetic_builder(builder_config: str, data_dir: str | None) -> tf
 
     def prepare() -> None:
         first_use.remove_incomplete_tfds_dirs(str(builder.data_dir))
-        builder.download_and_prepare()
+        logging.info("Generating the synthetic corpus %s into %s (once)", builder.info.full_name, builder.data_dir)
+        first_use.prepare_local_builder(builder)
 
     waited = not builder.is_prepared()
     prepared_here = first_use.prepare_once(str(builder.data_dir) + first_use.LOCK_SUFFIX,

@@ -27,12 +27,14 @@ from __future__ import annotations
 import contextlib
 import errno
 import glob
+import io
 import json
 import os
 import shutil
 import socket
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 from absl import logging
 
@@ -169,3 +171,23 @@ def remove_incomplete_tfds_dirs(dataset_version_dir: str) -> list[str]:
         logging.warning("Removing %s, left by an interrupted preparation.", directory)
         shutil.rmtree(directory, ignore_errors=True)
     return removed
+
+
+def prepare_local_builder(builder: Any) -> None:
+    """``builder.download_and_prepare()`` for a corpus made on this machine, without TFDS's stdout banner.
+
+    Parameters
+    ----------
+    builder : tfds.core.DatasetBuilder
+        A builder that downloads nothing (a TSV directory, the synthetic grammar).
+
+    Notes
+    -----
+    TFDS prints "Downloading and preparing dataset ..." and "Dataset ... downloaded and prepared to
+    ..." on stdout whatever the log level; for a corpus read from local files that banner misleads, and
+    on stdout it mixes with a command's output. The caller logs its own line instead. TFDS's progress
+    bars (stderr) and log records are unchanged.
+    """
+    with contextlib.redirect_stdout(io.StringIO()):
+        builder.download_and_prepare()
+

@@ -268,7 +268,7 @@ def prepare_tsv_dataset(tsv_dir: str, data_dir: str | None) -> TsvTranslation:
         check_tsv_dir(tsv_dir)
         first_use.remove_incomplete_tfds_dirs(str(builder.data_dir))
         logging.info("Preparing %s into %s", tsv_dir, builder.data_dir)
-        builder.download_and_prepare()
+        first_use.prepare_local_builder(builder)
 
     waited = not builder.is_prepared()
     prepared_here = first_use.prepare_once(
