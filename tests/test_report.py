@@ -11,7 +11,7 @@ import sys
 import matplotlib.image
 import pytest
 
-from attention_jax.reports import sweep_report, sweep_rows, sweep_seeds
+from attention_jax.reports import sweep_report, sweep_rows, sweep_seeds, table2_plot
 from configs import table2
 from launch import sweep_record, sweep_spec
 from tests.support.sweep_cli import REPO_ROOT
@@ -353,24 +353,50 @@ def test_seeded_markdown_shows_mean_std_and_pending_seeds(seeded_root: pathlib.P
     assert "5 of 8 rows finished. 6 of 24 seed runs pending." in markdown
 
 
-def test_seeded_plot_has_error_bars_of_one_std(seeded_root: pathlib.Path) -> None:
-    import matplotlib
+def _standard_error(values: list[float]) -> float:
+    return float(np.std(values, ddof=1) / np.sqrt(len(values)))
 
-    matplotlib.use("Agg")
+
+def test_seeded_plot_draws_paired_changes_with_standard_errors_beside_the_papers(seeded_root: pathlib.Path) -> None:
     import matplotlib.pyplot as plt
 
     _, rows = sweep_rows.read_sweep_rows(str(seeded_root))
-    members = [row for row in rows if row.row in ("base", "A1", "C1")]
-    figure, axis = plt.subplots()
-    sweep_report._plot_metric(axis, members, sweep_seeds.aggregate(rows), "eval_ppl", "dev_ppl", "dev PPL")
-    bars = axis.containers[0]
-    _, _, (vertical,) = bars
+    panels = sweep_rows.plot_panels(rows)
+    figure = table2_plot.draw_report(rows)
+    assert len(figure.axes) == 2 * len(panels)  # PPL and BLEU rows of panels; no twin axes.
+    group, members = panels[0]
+    assert group == "A" and [row.row for row in members] == ["base", "A1", "A4"]
+    ppl_axis, bleu_axis = figure.axes[0], figure.axes[len(panels)]
+    ours = ppl_axis.containers[0]
+    line, _, (vertical,) = ours
+    expected = {row: 100 * np.array(_expected_changes(row)) for row in ("A1", "A4")}
+    assert list(line.get_ydata()) == pytest.approx([expected[row].mean() for row in ("A1", "A4")])
     lengths = [segment[1][1] - segment[0][1] for segment in vertical.get_segments()]
-    expected = [2 * np.std(SEED_PPL[row], ddof=1) for row in ("base", "A1")] + [0.0]  # C1: one seed.
-    assert lengths == pytest.approx(expected)
-    assert [label.get_text() for label in axis.get_xticklabels()] == ["base", "A1", "C1\n(1/3 seeds)"]
+    assert lengths == pytest.approx([2 * _standard_error(list(expected[row])) for row in ("A1", "A4")])
+    base_paper = table2.get_config("base").paper.dev_ppl
+    paper_marks = [mark for mark in ppl_axis.lines if mark.get_marker() == "s"]
+    assert [list(mark.get_ydata()) for mark in paper_marks] == [pytest.approx(
+        [100 * (table2.get_config(row).paper.dev_ppl / base_paper - 1) for row in ("A1", "A4")])]
+    assert [label.get_text() for label in ppl_axis.get_xticklabels()] == ["A1", "A4"]
+    bleu_ours = bleu_axis.containers[0][0]  # A1: 18 - 20, 19 - 22, and the sampled 17 - 27 (seed 2).
+    assert list(bleu_ours.get_ydata())[0] == pytest.approx(np.mean([18 - 20, 19 - 22, 17 - 27]))
     plt.close(figure)
     assert sweep_report.write_report(str(seeded_root))[2].endswith("table2.png")
+
+
+def test_a_long_title_is_wrapped_to_fit_the_figure(seeded_root: pathlib.Path) -> None:
+    import matplotlib.pyplot as plt
+
+    _, rows = sweep_rows.read_sweep_rows(str(seeded_root))
+    for members in (rows, [row for row in rows if row.row in ("base", "A1")]):  # Wide and narrow figures.
+        figure = table2_plot.draw_report(members)
+        title = "table2: paired changes against base, ours vs the paper (" + "/very_long_directory" * 12 + ")"
+        table2_plot.fit_title(figure, title)
+        figure.canvas.draw()
+        extent = figure._suptitle.get_window_extent()
+        assert 0 <= extent.x0 and extent.x1 <= figure.bbox.width, (extent, figure.bbox.width)
+        assert "".join(figure.get_suptitle().split()) == "".join(title.split())  # Only line breaks added.
+        plt.close(figure)
 
 
 def test_seeded_root_without_sweep_record(tmp_path: pathlib.Path) -> None:

@@ -38,6 +38,7 @@ import os
 import statistics
 from typing import Any, Sequence
 
+from attention_jax.reports.figure_titles import fit_title
 from attention_jax.reports.sweep_rows import RowReport, read_sweep_rows
 from attention_jax.reports.sweep_seeds import beyond_spread, mean_or_none, reported_bleu, reported_ppl
 
@@ -394,7 +395,7 @@ def plot_functions(compared: Sequence[FunctionRow], path: str, title: str) -> No
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    figure, (left, right) = plt.subplots(1, 2, figsize=(10, 4), layout="constrained")
     for function in dict.fromkeys(row.function for row in compared):
         members = sorted((row for row in compared if row.function == function), key=lambda row: row.key_dim)
         key_dims = [row.key_dim for row in members]
@@ -417,8 +418,7 @@ def plot_functions(compared: Sequence[FunctionRow], path: str, title: str) -> No
         axis.legend(fontsize=8)
     left.set_ylabel("dev perplexity (mean ± std over seeds)")
     right.set_ylabel("ΔPPL vs scaled, same d_k (%, mean ± SE)")
-    figure.suptitle(title, fontsize=10)
-    figure.tight_layout()
+    fit_title(figure, title)
     figure.savefig(path, dpi=110)
     plt.close(figure)
 

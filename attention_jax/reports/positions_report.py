@@ -38,6 +38,7 @@ from collections.abc import Sequence
 
 from attention_jax.evaluation.length_bucket_evaluation import read_results
 from attention_jax.reports.attention_function_report import format_figure, mean_and_se, paired_reading
+from attention_jax.reports.figure_titles import fit_title
 from attention_jax.reports.sweep_rows import RowReport, SeedRun
 
 REFERENCE_ENCODING = "sinusoidal"
@@ -345,7 +346,7 @@ def plot_buckets(compared: Sequence[BucketRow], path: str, title: str) -> None:
 
     buckets = list(dict.fromkeys(row.bucket for row in compared))
     labels = {row.bucket: f"{row.bucket}\n{row.min_words}-{row.max_words} words" for row in compared}
-    figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2), layout="constrained")
     for row_name in dict.fromkeys(row.row for row in compared):
         members = {row.bucket: row for row in compared if row.row == row_name}
         positions = [index for index, bucket in enumerate(buckets) if bucket in members]
@@ -362,8 +363,7 @@ def plot_buckets(compared: Sequence[BucketRow], path: str, title: str) -> None:
     left.set_yscale("log")
     for ticks in (left.yaxis.set_major_formatter, left.yaxis.set_minor_formatter):
         ticks(matplotlib.ticker.FormatStrFormatter("%g"))  # 6, 10, 20 rather than 6 x 10^0.
-    figure.suptitle(title, fontsize=10)
-    figure.tight_layout()
+    fit_title(figure, title)
     figure.savefig(path, dpi=110)
     plt.close(figure)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from typing import Sequence
 
+from attention_jax.reports.figure_titles import fit_title
 from attention_jax.reports.sweep_rows import RowReport, SeedRun, plot_panels, read_metric_curve
 
 EVAL_PPL_KEY = "eval/perplexity"
@@ -87,7 +88,8 @@ def plot_learning_curves(root: str, rows: Sequence[RowReport], path: str, title:
     panels = plot_panels(rows)
     columns = min(PANEL_COLUMNS, len(panels))
     lines = -(-len(panels) // columns)
-    figure, axes = plt.subplots(lines, columns, squeeze=False, sharey=True, figsize=(4.2 * columns, 3.4 * lines))
+    figure, axes = plt.subplots(lines, columns, squeeze=False, sharey=True, figsize=(4.2 * columns, 3.4 * lines),
+                                 layout="constrained")
     bottom, top = curve_y_limits([perplexities for _, perplexities in curves.values()])
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for axis in axes.flat[len(panels):]:
@@ -111,8 +113,7 @@ def plot_learning_curves(root: str, rows: Sequence[RowReport], path: str, title:
         axis.legend(fontsize=7)
     for axis in axes[:, 0]:
         axis.set_ylabel("dev perplexity (a line per seed, dot: best)", fontsize=8)
-    figure.suptitle(title)
-    figure.tight_layout()
+    fit_title(figure, title, fontsize=12)
     figure.savefig(path, dpi=110)
     plt.close(figure)
     return True

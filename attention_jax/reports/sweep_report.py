@@ -27,8 +27,8 @@ import os
 import statistics
 from typing import Any, Sequence
 
-from attention_jax.reports import sweep_curves, sweep_diagnostics, sweep_seeds
-from attention_jax.reports.sweep_rows import RowReport, plot_panels, read_sweep_rows
+from attention_jax.reports import sweep_curves, sweep_diagnostics, sweep_seeds, table2_plot
+from attention_jax.reports.sweep_rows import RowReport, read_sweep_rows
 from attention_jax.reports.sweep_seeds import (
     ACCURACY_COLLAPSE,
     DIVERGED_FACTOR,
@@ -379,79 +379,6 @@ def csv_records(record: dict, rows: Sequence[RowReport]) -> list[dict]:
     return records
 
 
-def _plot_metric(axis: Any, members: Sequence[RowReport], stats: dict[str, RowStats], ours_key: str,
-                 paper_key: str, label: str) -> None:
-    positions = list(range(len(members)))
-    if ours_key == "bleu":
-        pairs = [(stats[row.row].dev_bleu_mean, stats[row.row].dev_bleu_std) for row in members]
-    else:
-        pairs = [(stats[row.row].dev_ppl_mean, stats[row.row].dev_ppl_std) for row in members]
-    ours = [mean for mean, _ in pairs]
-    errors = [0.0 if std is None else std for _, std in pairs]
-    axis.errorbar(positions, [math.nan if v is None else v for v in ours], yerr=errors, fmt="o-",
-                  color="tab:blue", capsize=3)
-    axis.set_ylabel(f"ours: {label}" + (" (mean ± std)" if any(errors) else ""), color="tab:blue")
-    if all(value is None for value in ours):
-        axis.set_yticks([])
-        axis.text(0.5, 0.5, f"no {label} of ours", transform=axis.transAxes, ha="center", color="tab:blue")
-
-    def tick(row: RowReport) -> str:
-        if row.status == "partial":
-            return f"{row.row}\n({len(row.finished)}/{len(row.runs)} seeds)"
-        return row.row if row.status == "done" else f"{row.row}\n({row.status})"
-
-    axis.set_xticks(positions, [tick(row) for row in members], fontsize=8)
-    paper = [row.paper.get(paper_key) for row in members]
-    if any(value is not None for value in paper):
-        twin = axis.twinx()
-        twin.plot(positions, [math.nan if v is None else v for v in paper], "s--", color="tab:orange",
-                  alpha=0.8)
-        twin.set_ylabel(f"paper: {label}", color="tab:orange")
-        axis.set_zorder(twin.get_zorder() + 1)  # Ours drawn over the paper's where they coincide.
-        axis.patch.set_visible(False)
-
-
-def plot_report(rows: Sequence[RowReport], path: str, title: str) -> None:
-    """Plot our dev perplexity and BLEU beside the paper's, one panel per Table 2 group.
-
-    Parameters
-    ----------
-    rows : Sequence[RowReport]
-        Rows in order.
-    path : str
-        PNG file to write.
-    title : str
-        Figure title.
-
-    Notes
-    -----
-    Ours on the left axis (blue; the mean over finished seeds with error bars of one sample standard
-    deviation), the paper's on the right axis (orange, dashed): a scaled-down run cannot match the
-    paper's values but should follow its trends within each group. The BLEU panels are drawn only when
-    some row has a BLEU score (ours or the paper's).
-    """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    panels = plot_panels(rows)
-    stats = aggregate(rows)
-    metrics = [("eval_ppl", "dev_ppl", "dev PPL")]
-    if any(stats[row.row].dev_bleu_mean is not None or row.paper.get("dev_bleu") is not None for row in rows):
-        metrics.append(("bleu", "dev_bleu", "BLEU"))
-    figure, axes = plt.subplots(len(metrics), max(len(panels), 1), squeeze=False,
-                                figsize=(3.6 * max(len(panels), 1), 3.2 * len(metrics)))
-    for column, (name, members) in enumerate(panels):
-        for line, (ours_key, paper_key, label) in enumerate(metrics):
-            _plot_metric(axes[line][column], members, stats, ours_key, paper_key, label)
-            axes[line][column].set_title(f"({name})" if len(name) == 1 else name)
-    figure.suptitle(title)
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
-
-
 def write_report(root: str, *, all_rows: bool = False, out_dir: str | None = None) -> list[str]:
     """Write ``ROOT/<name>.md``, ``.csv`` and ``.png`` for the sweep in ``root``.
 
@@ -483,7 +410,7 @@ def write_report(root: str, *, all_rows: bool = False, out_dir: str | None = Non
         writer = csv.DictWriter(file, fieldnames=CSV_FIELDS)
         writer.writeheader()
         writer.writerows(csv_records(record, rows))
-    plot_report(rows, stem + ".png", f"{name}: ours vs the paper ({root})")
+    table2_plot.plot_report(rows, stem + ".png", f"{name}: paired changes against base, ours vs the paper ({root})")
     paths = [stem + ".md", stem + ".csv", stem + ".png"]
     if sweep_curves.plot_learning_curves(root, rows, stem + "_curves.png", f"{name}: dev perplexity ({root})"):
         paths.append(stem + "_curves.png")
