@@ -15,12 +15,15 @@ A run directory (``WORKDIR``, written by ``python -m attention_jax.main``)::
     results.json                     final metrics of the run
     lock.json                        the trainer holding the directory (empty when none; see workdir_lock)
     eval_<split>.json                the run's final evaluation (``config.final_bleu``), translations in
-    eval_<split>.hypotheses.txt      one per line, in split order
+    eval_<split>.hypotheses.txt      one per line, in split order, and with source and reference in
+    eval_<split>.translations.jsonl  one JSON object per line
     lm_eval_<split>.json             a language model's perplexity and bits per byte (``generate --eval_split``)
     length_buckets.json              perplexity and BLEU per target-length bucket, with the translations in
     length_buckets.<bucket>.hypotheses.txt   (``attention_jax.evaluation.length_bucket_evaluation``)
     eval_<split>.<checkpoint>.json   ``evaluate``'s report per checkpoint (``latest``, ``averaged``,
-                                     ``step1200``, ``average_last5``), with its ``.hypotheses.txt``
+                                     ``step1200``, ``average_last5``), with its ``.hypotheses.txt`` and
+                                     ``.translations.jsonl``; ``eval_<split>_first<N>.<checkpoint>.json``
+                                     for the first N pairs only, ``eval_file_<stem>...`` for ``--source``
 
 A sweep root (``ROOT``, written by ``python -m launch.sweep``)::
 
@@ -39,6 +42,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import uuid
 from typing import Any, Sequence
 
@@ -130,26 +134,52 @@ def lm_eval_report_path(workdir: str, split: str) -> str:
     return os.path.join(workdir, f"lm_eval_{split}.json")
 
 
-def eval_report_path(workdir: str, split: str, checkpoint: str | None = None) -> str:
-    """Where an evaluation report goes: ``WORKDIR/eval_<split>[.<checkpoint>].json``.
+def eval_report_path(workdir: str, split: str, checkpoint: str | None = None, first: int = 0) -> str:
+    """Where an evaluation report goes: ``WORKDIR/eval_<split>[_first<N>][.<checkpoint>].json``.
 
     Parameters
     ----------
     workdir : str
         The run directory.
     split : str
-        The evaluated split (``"validation"``, ``"test"``, ``"train"``).
+        The evaluated split (``"validation"``, ``"test"``, ``"train"``), or what :func:`parallel_text_name`
+        makes of a parallel text's source file.
     checkpoint : str, optional
         Which parameters were evaluated, as :func:`checkpoint_label` names them (``evaluate``);
         ``None`` for the training run's own final evaluation (``config.final_bleu``).
+    first : int
+        With a positive ``first``, the report covers only the split's first this many pairs (``evaluate
+        --num_examples``, fewer than the split holds), and its name says so: ``eval_validation_first100.latest.json``.
+        0: the whole split.
 
     Returns
     -------
     str
-        The report's path; reports of different checkpoints never overwrite each other.
+        The report's path; reports of different checkpoints never overwrite each other, and a partial
+        evaluation never takes the name of the whole split's.
     """
+    partial = f"_first{first}" if first > 0 else ""
     suffix = f".{checkpoint}" if checkpoint else ""
-    return os.path.join(workdir, f"eval_{split}{suffix}.json")
+    return os.path.join(workdir, f"eval_{split}{partial}{suffix}.json")
+
+
+def parallel_text_name(source_file: str) -> str:
+    """The name an evaluation of a parallel text is filed under: ``file_<source file's stem>``.
+
+    Parameters
+    ----------
+    source_file : str
+        ``evaluate --source``, e.g. ``newstest2014.en``.
+
+    Returns
+    -------
+    str
+        E.g. ``file_newstest2014`` (characters other than letters, digits, ``-`` and ``_`` become ``_``),
+        for :func:`eval_report_path`; the prefix keeps a file named ``test.en`` from taking the name of
+        the run's test split.
+    """
+    stem = os.path.splitext(os.path.basename(source_file.rstrip(os.sep)))[0]
+    return "file_" + (re.sub(r"[^A-Za-z0-9_-]", "_", stem) or "text")
 
 
 def checkpoint_label(checkpoint: str, average_last: int = 0) -> str:
@@ -187,6 +217,22 @@ def hypotheses_path(report_path: str) -> str:
         The hypotheses file's path.
     """
     return os.path.splitext(report_path)[0] + ".hypotheses.txt"
+
+
+def translations_path(report_path: str) -> str:
+    """The source, reference and translation of each pair beside a report: ``<report>.translations.jsonl``.
+
+    Parameters
+    ----------
+    report_path : str
+        The report's JSON file.
+
+    Returns
+    -------
+    str
+        The translations file's path (one JSON object per line, in the evaluated order).
+    """
+    return os.path.splitext(report_path)[0] + ".translations.jsonl"
 
 
 DEFAULT_NAME_MAX = 255  # Bytes per file or directory name where the file system does not say (ext4, XFS, NFS).

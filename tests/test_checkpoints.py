@@ -175,8 +175,27 @@ def test_average_checkpoints_command(tmp_path: pathlib.Path) -> None:
         train_support.subprocess_env(str(tmp_path / "cache")))
     assert completed.returncode == 0, completed.stderr[-3000:]
     assert json.loads(completed.stdout.strip().splitlines()[-1])["steps"] == [1, 3]
+    assert (f"averaged the 2 newest checkpoints (config.average_last_checkpoints=2 of the run): steps [1, 3], "
+            f"into {tmp_path / 'averaged'}") in completed.stdout
     params, _ = params_checkpoints.load_for_inference(str(tmp_path), "averaged")
     assert all(np.all(np.asarray(leaf) == 2.0) for leaf in jax.tree.leaves(params))
+
+
+def test_average_checkpoints_needs_last_on_a_run_that_scores_one_checkpoint(tmp_path: pathlib.Path) -> None:
+    checkpoints.write_config(str(tmp_path), fake_data.tiny_experiment(average_last_checkpoints=1))  # As tiny.py.
+    _save_steps(tmp_path, [1, 3], make=_real_shaped)
+    env = train_support.subprocess_env(str(tmp_path / "cache"))
+    refused = train_support.run_python(["-m", "attention_jax.average_checkpoints", f"--workdir={tmp_path}"], env)
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr[-3000:]
+    errors = [line for line in refused.stderr.splitlines() if "average_checkpoints: error:" in line]
+    assert len(errors) == 1 and "config.average_last_checkpoints=1" in errors[0] and "pass --last=N" in errors[0]
+    assert not (tmp_path / "averaged").exists()
+    asked = train_support.run_python(["-m", "attention_jax.average_checkpoints", f"--workdir={tmp_path}",
+                                      "--last=2"], env)
+    assert asked.returncode == 0, asked.stderr[-3000:]
+    assert "averaged the 2 newest checkpoints (--last=2): steps [1, 3]" in asked.stdout
+    assert json.loads(asked.stdout.strip().splitlines()[-1]) == {
+        "averaged": str(tmp_path / "averaged"), "steps": [1, 3], "last": 2}
 
 
 def test_load_for_inference_errors(tmp_path: pathlib.Path) -> None:

@@ -20,6 +20,7 @@ import flax.linen as nn
 import jax
 import numpy as np
 import pytest
+import sacrebleu
 
 from attention_jax import run_files
 from attention_jax.checkpointing import checkpoints, params_checkpoints
@@ -153,11 +154,74 @@ def test_evaluate_command(workdir):
                       "--average_last=2", "--beam_size=2"])
     assert completed.returncode == 0, completed.stderr.decode()[-3000:]
     assert b"BLEU = " in completed.stdout and b"tok:13a" in completed.stdout
-    report = json.loads((workdir / "eval_test.average_last2.json").read_text())
+    assert b"the first 4 of the 6 pairs of the test split" in completed.stdout
+    # Four of the six test pairs: the report says so in its name and never stands for the whole split.
+    assert not (workdir / "eval_test.average_last2.json").exists()
+    report = json.loads((workdir / "eval_test_first4.average_last2.json").read_text())
     assert report["checkpoint"] == f"average of steps {list(STEPS)}"
     assert report["num_examples"] == 4 and report["beam_size"] == 2
+    assert report["partial"] is True and report["available_examples"] == 6 and report["split"] == "test"
     assert 0.0 <= report["bleu"] <= 100.0 and report["perplexity"] > 1.0
-    assert len((workdir / "eval_test.average_last2.hypotheses.txt").read_text(encoding="utf-8").split("\n")) == 5
+    assert 0.0 <= report["chrf"] <= 100.0 and report["ter"] >= 0.0 and "tok:tercom" in report["ter_signature"]
+    assert len((workdir / "eval_test_first4.average_last2.hypotheses.txt").read_text(encoding="utf-8").split("\n")) == 5
+    translations = (workdir / "eval_test_first4.average_last2.translations.jsonl").read_text(encoding="utf-8")
+    test_pairs = [line.split("\t") for line in (workdir.parent / "corpus" / "test.tsv").read_text().splitlines()]
+    assert [[row["source"], row["reference"]] for row in map(json.loads, translations.splitlines())] == test_pairs[:4]
+
+
+def _parallel_text(workdir: pathlib.Path, directory: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path]:
+    """The run's dev pairs as two files in ``directory``, ``news.en`` and ``news.de``, one sentence per line."""
+    pairs = [line.split("\t") for line in (workdir.parent / "corpus" / "dev.tsv").read_text().splitlines()]
+    source, reference = directory / "news.en", directory / "news.de"
+    source.write_text("".join(english + "\n" for english, _ in pairs), encoding="utf-8")
+    reference.write_text("".join(german + "\n" for _, german in pairs), encoding="utf-8")
+    return source, reference
+
+
+@pytest.mark.slow
+def test_evaluate_on_two_files_prints_bleu_chrf_and_ter(workdir, tmp_path):
+    source, reference = _parallel_text(workdir, tmp_path)
+    completed = _run(["attention_jax.evaluate", f"--workdir={workdir}", f"--source={source}",
+                      f"--reference={reference}", "--beam_size=2"])
+    assert completed.returncode == 0, completed.stderr.decode()[-3000:]
+    stdout = completed.stdout.decode("utf-8")
+    report_path = workdir / "eval_file_news.latest.json"
+    report = json.loads(report_path.read_text())
+    assert report["split"] is None and report["partial"] is False and report["num_examples"] == 6
+    assert (report["source_file"], report["reference_file"]) == (str(source), str(reference))
+    rows = [json.loads(line) for line in
+            (workdir / "eval_file_news.latest.translations.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert [row["source"] for row in rows] == source.read_text(encoding="utf-8").splitlines()
+    assert [row["reference"] for row in rows] == reference.read_text(encoding="utf-8").splitlines()
+    hypotheses = (workdir / "eval_file_news.latest.hypotheses.txt").read_text(encoding="utf-8").splitlines()
+    assert [row["hypothesis"] for row in rows] == hypotheses
+    references = [reference.read_text(encoding="utf-8").splitlines()]
+    for name, label, metric in (("bleu", "BLEU", sacrebleu.metrics.BLEU()), ("chrf", "chrF2", sacrebleu.metrics.CHRF()),
+                                ("ter", "TER", sacrebleu.metrics.TER())):
+        expected = metric.corpus_score(hypotheses, references).score  # sacrebleu on the files written.
+        assert report[name] == pytest.approx(expected, abs=1e-9)
+        assert report[f"{name}_signature"] == str(metric.get_signature())
+        assert f"{label} = {expected:.2f}  ({metric.get_signature()})" in stdout
+    assert f"wrote {report_path}" in stdout
+
+
+@pytest.mark.slow
+def test_evaluate_refuses_a_bad_parallel_text_or_a_partial_report_under_a_whole_splits_name(workdir, tmp_path):
+    source, reference = _parallel_text(workdir, tmp_path)
+    reference.write_text("".join(reference.read_text().splitlines(keepends=True)[:-1]))  # One line short.
+    before = sorted(path.name for path in workdir.iterdir())
+    cases = [([f"--source={source}", f"--reference={reference}"], f"--source={source} has 6 lines but "
+              f"--reference={reference} has 5"),
+             ([f"--source={source}"], "--source needs --reference"),
+             (["--split=test", "--num_examples=2", f"--output={workdir / 'eval_test.json'}"],
+              f"--output={workdir / 'eval_test.json'} is the name of the whole test split's report")]
+    for flags, expected in cases:
+        completed = _run(["attention_jax.evaluate", f"--workdir={workdir}", *flags])
+        stderr = completed.stderr.decode()
+        errors = [line for line in stderr.splitlines() if "evaluate: error:" in line]
+        assert completed.returncode == 2 and "Traceback" not in stderr, stderr[-3000:]
+        assert len(errors) == 1 and expected in errors[0], stderr[-3000:]
+    assert sorted(path.name for path in workdir.iterdir()) == before  # Nothing written.
 
 
 @pytest.mark.slow

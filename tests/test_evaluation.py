@@ -1,4 +1,4 @@
-"""Corpus BLEU against sacrebleu, teacher-forced perplexity against per-pair forward passes."""
+"""Corpus BLEU, chrF and TER against sacrebleu, teacher-forced perplexity against per-pair forward passes."""
 
 from __future__ import annotations
 
@@ -37,6 +37,22 @@ def test_corpus_bleu_is_100_for_identical_text():
 def test_corpus_bleu_rejects_mismatched_lengths():
     with pytest.raises(ValueError, match="one reference per hypothesis"):
         translation_quality.corpus_bleu(HYPOTHESES, REFERENCES[:-1])
+    with pytest.raises(ValueError, match="one reference per hypothesis"):
+        translation_quality.corpus_scores(HYPOTHESES, REFERENCES[:-1])
+
+
+def test_corpus_scores_equal_sacrebleus_bleu_chrf_and_ter():
+    scores = translation_quality.corpus_scores(HYPOTHESES, REFERENCES)
+    assert scores.bleu == pytest.approx(sacrebleu.corpus_bleu(HYPOTHESES, [REFERENCES]).score, abs=1e-9)
+    assert scores.chrf == pytest.approx(sacrebleu.corpus_chrf(HYPOTHESES, [REFERENCES]).score, abs=1e-9)
+    assert scores.ter == pytest.approx(sacrebleu.corpus_ter(HYPOTHESES, [REFERENCES]).score, abs=1e-9)
+    assert 0.0 < scores.chrf < 100.0 and scores.ter > 0.0
+    assert (scores.bleu, scores.bleu_signature) == translation_quality.corpus_bleu(HYPOTHESES, REFERENCES)
+    assert "nc:6" in scores.chrf_signature and "tok:tercom" in scores.ter_signature
+    assert all(f"version:{sacrebleu.__version__}" in signature
+               for signature in (scores.bleu_signature, scores.chrf_signature, scores.ter_signature))
+    identical = translation_quality.corpus_scores(REFERENCES, REFERENCES)
+    assert (identical.bleu, identical.chrf, identical.ter) == pytest.approx((100.0, 100.0, 0.0))
 
 
 @functools.partial(jax.jit, static_argnames=("model_config",))
@@ -75,7 +91,9 @@ def test_evaluate_reports_bleu_and_perplexity_of_the_translations(tiny_params):
     result = translation_quality.evaluate(translator, pairs)
     assert result.hypotheses == translator.translate([source for source, _ in pairs])
     assert result.hypotheses[3] == ""
-    assert result.bleu == translation_quality.corpus_bleu(result.hypotheses, [target for _, target in pairs])[0]
+    scores = translation_quality.corpus_scores(result.hypotheses, [target for _, target in pairs])
+    assert (result.bleu, result.chrf, result.ter) == (scores.bleu, scores.chrf, scores.ter)
+    assert (result.chrf_signature, result.ter_signature) == (scores.chrf_signature, scores.ter_signature)
     entropy = translation_quality.cross_entropy(TINY, tiny_params, WordTokenizer(), pairs, max_len=18, batch_size=4)
     assert result.cross_entropy == pytest.approx(entropy.mean)
     assert result.perplexity == pytest.approx(math.exp(entropy.mean))
@@ -88,7 +106,24 @@ def test_evaluate_reports_bleu_and_perplexity_of_the_translations(tiny_params):
 
 def test_write_report_writes_json_and_hypotheses(tmp_path):
     path = tmp_path / "eval_test.json"
-    hypotheses_path = translation_quality.write_report(str(path), {"bleu": 12.5, "split": "test"}, ["a b", "", "c\nd"])
+    written = translation_quality.write_report(str(path), {"bleu": 12.5, "split": "test"}, ["a b", "", "c\nd"])
     assert json.loads(path.read_text()) == {"bleu": 12.5, "split": "test"}
-    assert hypotheses_path == str(tmp_path / "eval_test.hypotheses.txt")
-    assert open(hypotheses_path, encoding="utf-8").read().split("\n") == ["a b", "", "c d", ""]
+    assert written == [str(tmp_path / "eval_test.hypotheses.txt")]
+    assert open(written[0], encoding="utf-8").read().split("\n") == ["a b", "", "c d", ""]
+
+
+def test_write_report_writes_source_reference_and_hypothesis_side_by_side(tmp_path):
+    path = tmp_path / "eval_file_news.latest.json"
+    pairs = [("Das Haus.", "The house."), ("", "Nothing\there"), ("Ä\tb", "ä \"b\"")]
+    hypotheses = ["The home.", "", "a b"]
+    written = translation_quality.write_report(str(path), {"bleu": 1.0}, hypotheses, pairs)
+    assert written == [str(tmp_path / "eval_file_news.latest.hypotheses.txt"),
+                       str(tmp_path / "eval_file_news.latest.translations.jsonl")]
+    lines = (tmp_path / "eval_file_news.latest.translations.jsonl").read_text(encoding="utf-8").splitlines()
+    assert [json.loads(line) for line in lines] == [
+        {"source": source, "reference": reference, "hypothesis": hypothesis}
+        for (source, reference), hypothesis in zip(pairs, hypotheses)]
+    assert "Ä" in lines[2]  # Readable UTF-8, not \u escapes.
+    with pytest.raises(ValueError, match="one \\(source, reference\\) pair per hypothesis"):
+        translation_quality.write_report(str(tmp_path / "other.json"), {}, hypotheses, pairs[:2])
+    assert not (tmp_path / "other.json").exists()

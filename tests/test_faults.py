@@ -164,6 +164,14 @@ def test_evaluation_reports_are_named_by_checkpoint(tmp_path: pathlib.Path) -> N
              for which, last in (("latest", 0), ("averaged", 0), ("1200", 0), ("latest", 5))}
     assert {os.path.basename(path) for path in paths} == {
         "eval_test.latest.json", "eval_test.averaged.json", "eval_test.step1200.json", "eval_test.average_last5.json"}
+    # Part of a split never takes the whole split's name; a parallel text never takes a split's.
+    assert os.path.basename(run_files.eval_report_path(str(tmp_path), "validation", "latest", first=100)) == \
+        "eval_validation_first100.latest.json"
+    assert run_files.parallel_text_name("/data/newstest2014.en") == "file_newstest2014"
+    assert run_files.parallel_text_name("test.en") == "file_test"
+    assert run_files.parallel_text_name("my news.v2.src") == "file_my_news_v2"
+    assert os.path.basename(run_files.translations_path(str(tmp_path / "eval_test.latest.json"))) == \
+        "eval_test.latest.translations.jsonl"
 
 
 # --- a sweep killed mid-row ----------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """Every mistake a user can make is one line and exit status 2, with nothing left in the work directory
 (issue 36); run files are readable by others like the checkpoints beside them; ``dev`` and
-``validation`` name the same split.
+``validation`` name the same split; a parallel text given to ``evaluate`` is checked before it is used.
 """
 
 from __future__ import annotations
@@ -14,9 +14,10 @@ import sys
 import pytest
 
 from attention_jax import run_files
+from attention_jax.commands import text_io
 from attention_jax.decoding import generation
 from attention_jax.experiment import sections
-from attention_jax.user_errors import UserInputError
+from attention_jax.user_errors import MissingInputError, UserInputError
 from tests.support import fake_data, train_support
 from tests.support.sweep_cli import REPO_ROOT
 
@@ -157,3 +158,26 @@ def test_dev_and_validation_name_the_same_split() -> None:
         run_files.final_bleu_splits(("dev", "validation"))
     with pytest.raises(ValueError, match="final_bleu_splits"):
         fake_data.tiny_experiment(final_bleu_splits=("dev", "validation"))  # Refused before anything runs.
+
+
+# --- a parallel text for evaluate ----------------------------------------------------------------------
+
+def test_a_parallel_text_is_read_line_by_line_and_its_mistakes_name_the_file(tmp_path: pathlib.Path) -> None:
+    source, reference = tmp_path / "news.en", tmp_path / "news.de"
+    source.write_bytes(b"The house.\r\n\nA \xff dog.\n")
+    reference.write_text("Das Haus.\nNichts.\nEin Hund.", encoding="utf-8")  # No newline at the end.
+    assert text_io.read_parallel_text(str(source), str(reference)) == [
+        ("The house.", "Das Haus."), ("", "Nichts."), ("A \ufffd dog.", "Ein Hund.")]
+    short, empty, blank = tmp_path / "short.de", tmp_path / "empty.de", tmp_path / "blank.de"
+    short.write_text("Das Haus.\nNichts.\n", encoding="utf-8")
+    empty.write_text("", encoding="utf-8")
+    blank.write_text("\n \n\n", encoding="utf-8")
+    with pytest.raises(UserInputError, match=rf"--source={source} has 3 lines but --reference={short} has 2"):
+        text_io.read_parallel_text(str(source), str(short))
+    for path in (empty, blank):
+        with pytest.raises(UserInputError, match=rf"--reference={path} is empty"):
+            text_io.read_parallel_text(str(source), str(path))
+    with pytest.raises(MissingInputError, match=rf"--source={tmp_path / 'none.en'} does not exist"):
+        text_io.read_parallel_text(str(tmp_path / "none.en"), str(reference))
+    with pytest.raises(UserInputError, match=rf"--reference={tmp_path} is a directory"):
+        text_io.read_parallel_text(str(source), str(tmp_path))

@@ -56,6 +56,10 @@ def test_main_trains_tiny_config_on_a_tsv_corpus(tmp_path: pathlib.Path) -> None
         assert "tok:13a" in results[f"{name}_bleu_signature"] and results[f"{name}_ppl"] > 1.0
         report = json.loads((workdir / f"eval_{split}.json").read_text())
         assert report["bleu"] == results[f"{name}_bleu"] and report["checkpoint"] == "step 6"
+        assert 0.0 <= report["chrf"] <= 100.0 and "tok:tercom" in report["ter_signature"]  # Beside BLEU.
+        rows = (workdir / f"eval_{split}.translations.jsonl").read_text(encoding="utf-8").splitlines()
+        assert len(rows) == 24 and set(json.loads(rows[0])) == {"source", "reference", "hypothesis"}
+    assert not {"dev_chrf", "dev_ter", "test_chrf", "test_ter"} & set(results)  # results.json: BLEU, as it was.
     assert json.loads((workdir / "config.json").read_text())["d_model"] == 32
     records = [json.loads(line) for line in (workdir / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records if "train/loss" in r] == [3, 6]

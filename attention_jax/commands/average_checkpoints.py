@@ -12,7 +12,12 @@ writes ``WORKDIR/averaged/<last step>/`` (parameters and the list of averaged st
 ``params_checkpoints.load_for_inference(workdir, "averaged")`` loads; once newer checkpoints exist,
 loading it is an error naming the averaged steps (rerun this command, or pass ``--reaverage`` to
 ``evaluate``/``translate``). ``--last`` defaults to the run's
-``config.average_last_checkpoints``; the run must have kept that many (``config.keep_checkpoints``).
+``config.average_last_checkpoints``; the run must have kept that many (``config.keep_checkpoints``), and
+fewer is refused in one line naming the steps it holds. A run configured to score its last checkpoint alone
+(``average_last_checkpoints = 1``, as ``configs/tiny.py`` and ``configs/small_corpus.py``) has nothing to
+average by default: without ``--last`` it is refused in one line (exit 2) that says to pass ``--last=N``.
+The command prints which checkpoints it averaged, their steps and where the count came from, then one JSON
+line ``{"averaged": directory, "steps": [...], "last": N}``.
 With ``--best``, the average is of the run's best dev evaluations instead (``WORKDIR/best/``, kept by
 runs with ``config.early_stopping_patience > 0``). A run directory that cannot be written (read-only) is
 refused in one line (exit 2) before any checkpoint is read.
@@ -60,7 +65,7 @@ def write_averaged(workdir: str, last: int, *, best: bool = False) -> tuple[str,
 
 
 def main(argv: list[str]) -> None:
-    """Entry point: average and print ``{"averaged": directory, "steps": [...]}``."""
+    """Entry point: average, say which steps, and print ``{"averaged": directory, "steps": [...], "last": N}``."""
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
     if not _WORKDIR.value:
@@ -69,14 +74,52 @@ def main(argv: list[str]) -> None:
         _fail(f"--last must be a positive number of checkpoints (or 0: the run's config.average_last_checkpoints); "
               f"got {_LAST.value}.")
     try:
-        last = _LAST.value or checkpoints.read_config(_WORKDIR.value).run.average_last_checkpoints
+        last, origin = checkpoint_count(_WORKDIR.value, _LAST.value)
         averaged_dir = os.path.join(_WORKDIR.value, run_files.AVERAGED_DIR)
         for directory in [_WORKDIR.value] + ([averaged_dir] if os.path.isdir(averaged_dir) else []):
             run_files.check_directory(directory, "--workdir", writable=True)  # Before any checkpoint is read.
         directory, steps = write_averaged(_WORKDIR.value, last, best=_BEST.value)
     except (FileNotFoundError, UserInputError) as error:
         _fail(str(error))
-    print(json.dumps({"averaged": directory, "steps": steps}))
+    if len(steps) == 1:  # Only with --last=1: said, since it is a copy and not an average.
+        print(f"averaged 1 checkpoint ({origin}): a copy of step {steps[0]}, not an average, into {directory}")
+    else:
+        kind = "best dev evaluations" if _BEST.value else "newest checkpoints"
+        print(f"averaged the {len(steps)} {kind} ({origin}): steps {steps}, into {directory}")
+    print(json.dumps({"averaged": directory, "steps": steps, "last": last}))
+
+
+def checkpoint_count(workdir: str, last: int) -> tuple[int, str]:
+    """How many checkpoints to average: ``--last``, else the run's ``config.average_last_checkpoints``.
+
+    Parameters
+    ----------
+    workdir : str
+        The training work directory (its ``config.json`` is read only when ``last`` is 0).
+    last : int
+        ``--last``; 0 when not given.
+
+    Returns
+    -------
+    (int, str)
+        The count, and where it came from (``"--last=3"`` or ``"config.average_last_checkpoints=5 of the
+        run"``) for the command's report.
+
+    Notes
+    -----
+    Raises :class:`~attention_jax.user_errors.UserInputError` when ``last`` is 0 and the run's config asks
+    for one checkpoint (its final BLEU scores the last checkpoint alone): averaging it would copy one
+    checkpoint and call it an average, so the user is told to pass ``--last=N``.
+    """
+    if last > 0:
+        return last, f"--last={last}"
+    configured = checkpoints.read_config(workdir).run.average_last_checkpoints
+    if configured < 2:
+        raise UserInputError(
+            f"the run in {workdir} scores its last checkpoint alone (config.average_last_checkpoints="
+            f"{configured}), so there is nothing to average by default: pass --last=N to average its N newest "
+            f"checkpoints (N >= 2; the paper averages 5 for base, 20 for big models).")
+    return configured, f"config.average_last_checkpoints={configured} of the run"
 
 
 def _fail(message: str) -> None:

@@ -1,15 +1,24 @@
-"""Evaluate a trained run on a split: sacrebleu BLEU of beam-search translations and perplexity.
+"""Evaluate a trained run on a split or a parallel text: BLEU, chrF and TER (sacrebleu) and perplexity.
 
 Usage::
 
     python -m attention_jax.evaluate --workdir=runs/base --split=test --average_last=5
+    python -m attention_jax.evaluate --workdir=runs/base --source=newstest2014.en --reference=newstest2014.de
 
-Prints the BLEU score with sacrebleu's signature and the per-token perplexity (teacher forcing, no
-label smoothing), and writes them as JSON to ``WORKDIR/eval_<split>.<checkpoint>.json`` (e.g.
-``eval_test.averaged.json``, ``eval_test.step1200.json``) with the translations in
-``WORKDIR/eval_<split>.<checkpoint>.hypotheses.txt`` (one per line, in split order). An averaged
-checkpoint older than the run's newest checkpoint is refused (``--reaverage`` redoes it); the report of
-an averaged checkpoint lists the steps it averages (``averaged_steps``). ``--split=dev`` and
+Prints the BLEU, chrF (chrF2) and TER of beam-search translations, each with its sacrebleu signature,
+and the per-token perplexity (teacher forcing, no label smoothing). Writes them as JSON to
+``WORKDIR/eval_<split>.<checkpoint>.json`` (e.g. ``eval_test.averaged.json``, ``eval_test.step1200.json``),
+with the translations beside it in ``.hypotheses.txt`` (one per line, in split order) and each pair's
+source, reference and translation in ``.translations.jsonl`` (one JSON object a line, the same order).
+
+``--num_examples=K``, fewer than the split holds, evaluates its first K pairs and says so in the report's
+name, ``eval_<split>_first<K>.<checkpoint>.json``: never the whole split's. ``--source=FILE
+--reference=FILE`` evaluate any parallel text instead of a split of the run's corpus (one sentence per
+line, as many lines in both; filed as ``eval_file_<source stem>.<checkpoint>.json``); a missing or empty
+file, or two files of different lengths, are refused in one line (exit 2) before anything is written.
+
+An averaged checkpoint older than the run's newest checkpoint is refused (``--reaverage`` redoes it); the
+report of an averaged checkpoint lists the steps it averages (``averaged_steps``). ``--split=dev`` and
 ``--split=validation`` name the same split (reports are filed under ``validation``). The figures are
 printed before the report is written, so a run directory that cannot be written (read-only, full) still
 shows them; the command then fails in one line (exit 2) naming the file, and ``--output`` writes elsewhere.
@@ -17,20 +26,31 @@ shows them; the command then fails in one line (exit 2) naming the file, and ``-
 
 from __future__ import annotations
 
+import os
 import sys
 import time
+from typing import TYPE_CHECKING
 
 from absl import app, flags, logging
 
 from attention_jax.user_errors import UserInputError, exit_with_error
 
+if TYPE_CHECKING:
+    from attention_jax.decoding.decode import Translator
+    from attention_jax.decoding.inference import TrainedRun
+    from attention_jax.evaluation.translation_quality import EvaluationResult
+
 _WORKDIR = flags.DEFINE_string("workdir", None, "Training work directory.", required=True)
 _SPLIT = flags.DEFINE_string("split", "test", "'dev' (or its other name 'validation'), 'test' or 'train'.")
+_SOURCE = flags.DEFINE_string("source", None, "Evaluate on this parallel text instead of --split: a file of "
+                              "source sentences, one per line (with --reference).")
+_REFERENCE = flags.DEFINE_string("reference", None, "The reference translations of --source, one per line.")
 _CHECKPOINT = flags.DEFINE_string("checkpoint", "latest",
                                   "'latest', 'averaged', 'best' (early stopping) or a step number.")
 _AVERAGE_LAST = flags.DEFINE_integer("average_last", 0,
                                      "Average the last N checkpoints first (paper: 5 base, 20 big); 0: off.")
-_NUM_EXAMPLES = flags.DEFINE_integer("num_examples", 0, "Evaluate only the first N pairs (0: all).")
+_NUM_EXAMPLES = flags.DEFINE_integer("num_examples", 0, "Evaluate only the first N pairs (0: all); the report "
+                                     "is then named eval_<split>_first<N>.<checkpoint>.json.")
 _BEAM_SIZE = flags.DEFINE_integer("beam_size", None, "Beam size (default: the config's, 4); 1 is greedy.")
 _ALPHA = flags.DEFINE_float("alpha", None, "Length penalty alpha (default: the config's, 0.6).")
 _BATCH_SIZE = flags.DEFINE_integer("batch_size", 64, "Sentences per decoding batch.")
@@ -39,65 +59,135 @@ _OUTPUT = flags.DEFINE_string("output", None, "JSON file to write (default: "
 _REAVERAGE = flags.DEFINE_bool("reaverage", False, "With --checkpoint=averaged: redo the average over "
                                "the newest checkpoints first (an average older than them is an error).")
 
+_PROGRAM = "evaluate"
+
 
 def main(argv: list[str]) -> None:
-    """Evaluate the run in ``--workdir`` on ``--split``."""
+    """Evaluate the run in ``--workdir`` on ``--split`` or on ``--source``/``--reference``."""
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
-    from attention_jax import run_files  # Here: fast --help.
-    from attention_jax.checkpointing import params_checkpoints
-    from attention_jax.decoding import inference
-    from attention_jax.evaluation import progress, translation_quality
-    from attention_jax.training import compilation_cache
+    from attention_jax import run_files  # Here: fast --help, and fast refusals before JAX loads.
 
-    if _NUM_EXAMPLES.value < 0:
-        sys.exit(f"evaluate: --num_examples must be >= 0; got {_NUM_EXAMPLES.value}.")
-    split = run_files.data_split(_SPLIT.value)  # --split=dev is the validation split.
-    averaged_steps = None
+    source, reference = _SOURCE.value or "", _REFERENCE.value or ""
+    split = None if source or reference else run_files.data_split(_SPLIT.value)  # --split=dev: validation.
+    label = run_files.checkpoint_label(_CHECKPOINT.value, _AVERAGE_LAST.value)
+    file_pairs = _read_user_input(split, label)
+    from attention_jax.evaluation import progress, translation_quality
+
     try:
-        if _REAVERAGE.value and _CHECKPOINT.value == "averaged":
-            averaged_steps = params_checkpoints.reaverage(_WORKDIR.value)
-        run = inference.load_run(_WORKDIR.value, _CHECKPOINT.value, average_last=_AVERAGE_LAST.value)
-        if _CHECKPOINT.value == "averaged" and not _AVERAGE_LAST.value and averaged_steps is None:
-            averaged_steps = params_checkpoints.check_average_is_current(_WORKDIR.value)
-        compilation_cache.enable(run.config.run.compilation_cache_dir)
-        translator = inference.make_translator(run, beam_size=_BEAM_SIZE.value, alpha=_ALPHA.value,
-                                               batch_size=_BATCH_SIZE.value)
-        pairs = run.data.text_pairs(split, max_pairs=_NUM_EXAMPLES.value)
+        run, translator, averaged_steps = _load_translator()
+        if split is None:  # The first --num_examples lines of the files, or all of them.
+            available, pairs = len(file_pairs), file_pairs[:_NUM_EXAMPLES.value or None]
+        else:
+            available, pairs = run.data.num_pairs(split), run.data.text_pairs(split, max_pairs=_NUM_EXAMPLES.value)
     except UserInputError as error:  # E.g. a run without its tokenizer.model: one line, exit 2.
-        exit_with_error("evaluate", str(error))
+        exit_with_error(_PROGRAM, str(error))
     except (FileNotFoundError, ValueError) as error:
         sys.exit(f"evaluate: {error}")
-    logging.info("Evaluating %s of %s on %d %s pairs.", run.checkpoint, run.workdir, len(pairs), split)
+    partial = len(pairs) < available
+    text = f"{available} pairs of " + (f"the {split} split" if split else f"{source} and {reference}")
+    described = f"the first {len(pairs)} of the {text}" if partial else f"all {text}"
+    logging.info("Evaluating %s of %s on %s.", run.checkpoint, run.workdir, described)
     start = time.time()
     try:
         result = translation_quality.evaluate(translator, pairs, report_progress=progress.progress_logger(
-            f"{split} BLEU", len(pairs)))
+            f"{split or 'file'} BLEU", len(pairs)))
     except ValueError as error:
         sys.exit(f"evaluate: {error}")
     report = {
         "split": split,
+        **({"source_file": os.path.abspath(source), "reference_file": os.path.abspath(reference)}
+           if split is None else {}),
         "checkpoint": run.checkpoint,
         **({"averaged_steps": averaged_steps} if averaged_steps is not None else {}),
         "name": run.config.name,
         **result.summary(),
+        "available_examples": available,
+        "partial": partial,
         "beam_size": translator.beam_size,
         "alpha": translator.alpha,
         "max_extra_len": translator.max_extra_len,
         "wall_s": round(time.time() - start, 2),
     }
-    label = run_files.checkpoint_label(_CHECKPOINT.value, _AVERAGE_LAST.value)
-    path = _OUTPUT.value or run_files.eval_report_path(run.workdir, split, label)
-    print(f"BLEU = {result.bleu:.2f}  ({result.bleu_signature})")  # First: a failed write keeps the figures.
+    name = split or run_files.parallel_text_name(source)
+    path = _OUTPUT.value or run_files.eval_report_path(run.workdir, name, label, first=len(pairs) if partial else 0)
+    _print_figures(result, described)  # First: a failed write keeps the figures.
+    try:
+        written = translation_quality.write_report(path, report, result.hypotheses, pairs)
+    except OSError as error:
+        exit_with_error(_PROGRAM, f"cannot write the report {error.filename or path}: {error.strerror}. The "
+                        f"figures above were not saved; pass --output=FILE in a writable directory to keep them.")
+    print(f"wrote {path}, {' and '.join(written)}")
+
+
+def _read_user_input(split: str | None, label: str) -> list[tuple[str, str]]:
+    """Check the flags and read ``--source``/``--reference`` (``[]`` with ``--split``), or exit 2 in one line.
+
+    Runs before anything is written (``--reaverage`` writes ``averaged/``) and before JAX is imported.
+    """
+    from attention_jax.commands import text_io
+
+    try:
+        _check_flags(split, label)
+        return [] if split else text_io.read_parallel_text(_SOURCE.value or "", _REFERENCE.value or "")
+    except UserInputError as error:
+        exit_with_error(_PROGRAM, str(error))
+
+
+def _load_translator() -> tuple[TrainedRun, Translator, list[int] | None]:
+    """Load ``--checkpoint`` (redoing the average with ``--reaverage``) and its translator.
+
+    Returns the run, the translator with the decoding flags applied, and the averaged steps of
+    ``--checkpoint=averaged`` (``None`` otherwise); a stale average raises, naming the steps.
+    """
+    from attention_jax.checkpointing import params_checkpoints
+    from attention_jax.decoding import inference
+    from attention_jax.training import compilation_cache
+
+    averaged_steps = None
+    if _REAVERAGE.value and _CHECKPOINT.value == "averaged":
+        averaged_steps = params_checkpoints.reaverage(_WORKDIR.value)
+    run = inference.load_run(_WORKDIR.value, _CHECKPOINT.value, average_last=_AVERAGE_LAST.value)
+    if _CHECKPOINT.value == "averaged" and not _AVERAGE_LAST.value and averaged_steps is None:
+        averaged_steps = params_checkpoints.check_average_is_current(_WORKDIR.value)
+    compilation_cache.enable(run.config.run.compilation_cache_dir)
+    translator = inference.make_translator(run, beam_size=_BEAM_SIZE.value, alpha=_ALPHA.value,
+                                           batch_size=_BATCH_SIZE.value)
+    return run, translator, averaged_steps
+
+
+def _check_flags(split: str | None, label: str) -> None:
+    """Refuse, in one line, flags that do not go together; nothing has been read or written yet."""
+    from attention_jax import run_files
+
+    if _NUM_EXAMPLES.value < 0:
+        raise UserInputError(f"--num_examples must be >= 0 (0: all); got {_NUM_EXAMPLES.value}.")
+    if split is None:
+        if not (_SOURCE.value and _REFERENCE.value):
+            given, missing = ("--source", "--reference") if _SOURCE.value else ("--reference", "--source")
+            raise UserInputError(f"{given} needs {missing}: a parallel text is two files, source sentences "
+                                 f"and their reference translations, one per line.")
+        if flags.FLAGS["split"].present:
+            raise UserInputError("--split and --source/--reference name two different texts to evaluate on; "
+                                 "give one of them.")
+    elif _OUTPUT.value and _NUM_EXAMPLES.value:
+        whole = {run_files.eval_report_path(_WORKDIR.value, split, name) for name in (None, label)}
+        if os.path.abspath(_OUTPUT.value) in {os.path.abspath(path) for path in whole}:
+            raise UserInputError(
+                f"--output={_OUTPUT.value} is the name of the whole {split} split's report, and "
+                f"--num_examples={_NUM_EXAMPLES.value} may evaluate part of it: leave --output out (a partial "
+                f"evaluation is filed as eval_{split}_first<N>.{label}.json) or name another file.")
+
+
+def _print_figures(result: EvaluationResult, described: str) -> None:
+    """Print the scores with their signatures and the perplexity, then flush (they come before any write)."""
+    print(f"evaluated {described}")
+    print(f"BLEU = {result.bleu:.2f}  ({result.bleu_signature})")
+    print(f"chrF2 = {result.chrf:.2f}  ({result.chrf_signature})")
+    print(f"TER = {result.ter:.2f}  ({result.ter_signature})")
     print(f"perplexity = {result.perplexity:.3f}  (cross-entropy {result.cross_entropy:.4f} nats/token, "
           f"{result.num_target_tokens} tokens)")
     sys.stdout.flush()
-    try:
-        hypotheses_path = translation_quality.write_report(path, report, result.hypotheses)
-    except OSError as error:
-        exit_with_error("evaluate", f"cannot write the report {error.filename or path}: {error.strerror}. The figures "
-                        f"above were not saved; pass --output=FILE in a writable directory to keep them.")
-    print(f"wrote {path} and {hypotheses_path}")
 
 
 if __name__ == "__main__":

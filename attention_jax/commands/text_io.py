@@ -1,11 +1,14 @@
-"""Reading prompts and sentences from stdin: one line in, one output line out (no flags here)."""
+"""Reading sentences from stdin (one line in, one output line out) and parallel text files (no flags here)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import BinaryIO
 
 from absl import logging
+
+from attention_jax.user_errors import MissingInputError, UserInputError
 
 
 def read_lines(stream: BinaryIO) -> Iterator[str]:
@@ -35,3 +38,47 @@ def read_lines(stream: BinaryIO) -> Iterator[str]:
             logging.warning("Input line %d is not valid UTF-8 (%s); undecodable bytes were replaced by U+FFFD.",
                             number, error.reason)
             yield raw.decode("utf-8", errors="replace")
+
+
+def read_parallel_text(source_file: str, reference_file: str, *, source_flag: str = "--source",
+                       reference_flag: str = "--reference") -> list[tuple[str, str]]:
+    """Read a parallel text given as two files, one sentence per line, line ``i`` of one translating line ``i``.
+
+    Parameters
+    ----------
+    source_file : str
+        The source sentences, UTF-8.
+    reference_file : str
+        Their reference translations, UTF-8, as many lines as ``source_file``.
+    source_flag, reference_flag : str
+        How the user named the files, for the messages.
+
+    Returns
+    -------
+    list[tuple[str, str]]
+        ``(source, reference)`` per line, in file order.
+
+    Notes
+    -----
+    Raises :class:`~attention_jax.user_errors.UserInputError`, one line naming the file and the fix, when
+    a file does not exist (:class:`~attention_jax.user_errors.MissingInputError`), is a directory, holds
+    no sentence (empty or blank lines only), or when the two files differ in line count. Lines are read
+    as :func:`read_lines` reads stdin: only ``\\n`` ends one, and undecodable bytes become U+FFFD with a warning.
+    """
+    sides = []
+    for flag, path in ((source_flag, source_file), (reference_flag, reference_file)):
+        if not os.path.exists(path):
+            raise MissingInputError(f"{flag}={path} does not exist: name a text file with one sentence per line.")
+        if os.path.isdir(path):
+            raise UserInputError(f"{flag}={path} is a directory: name a text file with one sentence per line.")
+        with open(path, "rb") as stream:
+            lines = list(read_lines(stream))
+        if not any(line.strip() for line in lines):
+            raise UserInputError(f"{flag}={path} is empty: it needs one sentence per line.")
+        sides.append(lines)
+    sources, references = sides
+    if len(sources) != len(references):
+        raise UserInputError(f"{source_flag}={source_file} has {len(sources)} lines but {reference_flag}="
+                             f"{reference_file} has {len(references)}: a parallel text needs one reference "
+                             f"line per source line.")
+    return list(zip(sources, references))

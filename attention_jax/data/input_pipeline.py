@@ -235,9 +235,24 @@ class TranslationData:
             The pairs, including those too long for batches (BLEU is computed on all of them).
         """
         tfds_split = self._splits[self._split_role(split)].tfds_split
-        num_pairs = self._source.num_examples(tfds_split)
+        num_pairs = self.num_pairs(split)
         count = min(num_pairs, max_pairs) if max_pairs > 0 else num_pairs
         return list(self._source.text_pairs(tfds_split, range(count)))
+
+    def num_pairs(self, split: str) -> int:
+        """Return how many pairs a split holds, all of them (what :meth:`text_pairs` returns without a limit).
+
+        Parameters
+        ----------
+        split : str
+            As for :meth:`eval_batches`.
+
+        Returns
+        -------
+        int
+            The split's pair count, empty and over-long pairs included.
+        """
+        return self._source.num_examples(self._splits[self._split_role(split)].tfds_split)
 
     def split_fingerprints(self) -> dict[str, dict[str, Any]]:
         """Return what identifies the dev and test splits: their names, sizes and the SHA-256 of their text.

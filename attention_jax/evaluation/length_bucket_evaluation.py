@@ -103,9 +103,9 @@ def score_bucket(translator: decode.Translator, pairs: Sequence[tuple[str, str]]
     Returns
     -------
     tuple[dict, list[str]]
-        The figures (``bleu``, ``bleu_signature``, ``perplexity``, ``cross_entropy``, ``num_pairs``,
-        ``num_target_tokens``, ``num_skipped_for_perplexity``, ``num_over_max_len``, ``longest_pieces``,
-        ``wall_s``) and the translations in bucket order.
+        The figures (``bleu``, ``chrf``, ``ter`` and their signatures, ``perplexity``, ``cross_entropy``,
+        ``num_pairs``, ``num_target_tokens``, ``num_skipped_for_perplexity``, ``num_over_max_len``,
+        ``longest_pieces``, ``wall_s``) and the translations in bucket order.
     """
     start = time.monotonic()
     lengths = _piece_lengths(translator, pairs)

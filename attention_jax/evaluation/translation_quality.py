@@ -1,8 +1,11 @@
-"""Translation quality: corpus BLEU (sacrebleu) and per-token perplexity on a split (Section 6).
+"""Translation quality: corpus BLEU, chrF and TER (sacrebleu) and per-token perplexity (Section 6).
 
 BLEU is computed by sacrebleu on detokenized text with its default ``13a`` tokenizer, so figures are
 comparable to other systems' sacrebleu scores and come with a signature saying how they were made.
 (The paper's 27.3/28.4 were tokenized ``multi-bleu`` scores; sacrebleu's are typically somewhat lower.)
+chrF (sacrebleu's default chrF2: character 6-grams, beta 2) and TER (sacrebleu's tercom-like defaults;
+lower is better) are reported beside it by :func:`evaluate`, each with its own signature; the BLEU
+sampled during training stays BLEU alone (:func:`corpus_bleu`).
 Perplexity is ``exp`` of the mean unsmoothed cross-entropy over all non-pad target tokens, EOS
 included, under teacher forcing: the number the paper's Table 2 reports per wordpiece.
 """
@@ -19,7 +22,7 @@ from typing import Any, cast
 import jax
 import jax.numpy as jnp
 import numpy as np
-import sacrebleu
+from sacrebleu.metrics import BLEU, CHRF, TER
 
 from attention_jax import run_files
 from attention_jax.decoding import decode
@@ -49,13 +52,74 @@ def corpus_bleu(hypotheses: Sequence[str], references: Sequence[str]) -> tuple[f
     -----
     Raises ``ValueError`` when the lists differ in length.
     """
-    hypotheses, references = list(hypotheses), list(references)
-    if len(hypotheses) != len(references):
-        raise ValueError(f"corpus_bleu needs one reference per hypothesis; got {len(hypotheses)} hypotheses "
-                         f"and {len(references)} references.")
-    metric = sacrebleu.BLEU()
+    hypotheses, references = _matched(hypotheses, references)
+    metric = BLEU()
     score = metric.corpus_score(hypotheses, [references])
     return float(score.score), str(metric.get_signature())
+
+
+@dataclasses.dataclass(frozen=True)
+class CorpusScores:
+    """sacrebleu's corpus BLEU, chrF and TER of a set of translations, each with its signature.
+
+    Attributes
+    ----------
+    bleu : float
+        Corpus BLEU in ``[0, 100]`` (``13a`` tokenization); higher is better.
+    bleu_signature : str
+        How it was computed, e.g. ``nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0``.
+    chrf : float
+        Corpus chrF2 in ``[0, 100]`` (character 6-grams, beta 2); higher is better.
+    chrf_signature : str
+        E.g. ``nrefs:1|case:mixed|eff:yes|nc:6|nw:0|space:no|version:2.6.0``.
+    ter : float
+        Corpus TER, edits per 100 reference words (can exceed 100); lower is better.
+    ter_signature : str
+        E.g. ``nrefs:1|case:lc|tok:tercom|norm:no|punct:yes|asian:no|version:2.6.0``.
+    """
+
+    bleu: float
+    bleu_signature: str
+    chrf: float
+    chrf_signature: str
+    ter: float
+    ter_signature: str
+
+
+def corpus_scores(hypotheses: Sequence[str], references: Sequence[str]) -> CorpusScores:
+    """sacrebleu corpus BLEU, chrF and TER of detokenized hypotheses against one reference each.
+
+    Parameters
+    ----------
+    hypotheses : Sequence[str]
+        System outputs, detokenized.
+    references : Sequence[str]
+        One reference per hypothesis, detokenized.
+
+    Returns
+    -------
+    CorpusScores
+        The three scores with the signatures of the ``sacrebleu.metrics`` objects that computed them
+        (their defaults, as ``sacrebleu -m bleu chrf ter`` on the command line).
+
+    Notes
+    -----
+    Raises ``ValueError`` when the lists differ in length.
+    """
+    hypotheses, references = _matched(hypotheses, references)
+    scored: dict[str, Any] = {}
+    for name, metric in (("bleu", BLEU()), ("chrf", CHRF()), ("ter", TER())):
+        scored[name] = float(metric.corpus_score(hypotheses, [references]).score)
+        scored[f"{name}_signature"] = str(metric.get_signature())
+    return CorpusScores(**scored)
+
+
+def _matched(hypotheses: Sequence[str], references: Sequence[str]) -> tuple[list[str], list[str]]:
+    hypotheses, references = list(hypotheses), list(references)
+    if len(hypotheses) != len(references):
+        raise ValueError(f"scoring needs one reference per hypothesis; got {len(hypotheses)} hypotheses "
+                         f"and {len(references)} references.")
+    return hypotheses, references
 
 
 @functools.partial(jax.jit, static_argnames=("model_config",))
@@ -151,7 +215,7 @@ def _pad(sequences: Sequence[Sequence[int]], rows: int, max_len: int) -> np.ndar
 
 @dataclasses.dataclass(frozen=True)
 class EvaluationResult:
-    """BLEU and perplexity of a model on a split.
+    """BLEU, chrF, TER and perplexity of a model on a split or a parallel text.
 
     Attributes
     ----------
@@ -159,6 +223,14 @@ class EvaluationResult:
         sacrebleu corpus BLEU (detokenized, 13a).
     bleu_signature : str
         sacrebleu's signature.
+    chrf : float
+        sacrebleu corpus chrF2.
+    chrf_signature : str
+        Its signature.
+    ter : float
+        sacrebleu corpus TER (lower is better).
+    ter_signature : str
+        Its signature.
     perplexity : float
         Per-token perplexity (teacher forcing, no label smoothing).
     cross_entropy : float
@@ -175,6 +247,10 @@ class EvaluationResult:
 
     bleu: float
     bleu_signature: str
+    chrf: float
+    chrf_signature: str
+    ter: float
+    ter_signature: str
     perplexity: float
     cross_entropy: float
     num_examples: int
@@ -285,8 +361,8 @@ def evaluate(translator: decode.Translator, pairs: Sequence[tuple[str, str]], *,
     Returns
     -------
     EvaluationResult
-        BLEU over all pairs (over-long sources are truncated by the translator, with a warning) and
-        perplexity over the pairs whose sides fit ``translator.max_source_len`` tokens.
+        BLEU, chrF and TER over all pairs (over-long sources are truncated by the translator, with a
+        warning) and perplexity over the pairs whose sides fit ``translator.max_source_len`` tokens.
     """
     if not pairs:
         raise ValueError("evaluate needs at least one (source, reference) pair; the split is empty.")
@@ -296,12 +372,11 @@ def evaluate(translator: decode.Translator, pairs: Sequence[tuple[str, str]], *,
                                      report_progress=report_progress)
     if should_stop is not None and should_stop():
         raise EvaluationStopped(f"all {len(sources)} sentences translated, perplexity not computed")
-    bleu, signature = corpus_bleu(hypotheses, references)
+    scores = corpus_scores(hypotheses, references)
     entropy = cross_entropy(translator.model_config, translator.params, translator.tokenizer, pairs,
                             max_len=translator.max_source_len, batch_size=translator.batch_size)
     return EvaluationResult(
-        bleu=bleu,
-        bleu_signature=signature,
+        **dataclasses.asdict(scores),
         perplexity=entropy.perplexity,
         cross_entropy=entropy.mean,
         num_examples=len(pairs),
@@ -311,8 +386,9 @@ def evaluate(translator: decode.Translator, pairs: Sequence[tuple[str, str]], *,
     )
 
 
-def write_report(path: str, report: dict[str, Any], hypotheses: Sequence[str]) -> str:
-    """Write an evaluation report as JSON and the hypotheses beside it.
+def write_report(path: str, report: dict[str, Any], hypotheses: Sequence[str],
+                 pairs: Sequence[tuple[str, str]] | None = None) -> list[str]:
+    """Write an evaluation report as JSON, the hypotheses beside it, and with ``pairs`` all three sides.
 
     Parameters
     ----------
@@ -322,16 +398,34 @@ def write_report(path: str, report: dict[str, Any], hypotheses: Sequence[str]) -
         JSON-serializable figures (e.g. :meth:`EvaluationResult.summary` plus settings).
     hypotheses : Sequence[str]
         Translations, written one per line to ``<path without .json>.hypotheses.txt``.
+    pairs : Sequence[tuple[str, str]], optional
+        The ``(source, reference)`` text the hypotheses translate, one pair per hypothesis: written with
+        them to ``<path without .json>.translations.jsonl``, one JSON object
+        ``{"source": ..., "reference": ..., "hypothesis": ...}`` per line, in the same order.
 
     Returns
     -------
-    str
-        The hypotheses file's path.
+    list[str]
+        The files written beside the report: the hypotheses file, then the translations file when
+        ``pairs`` is given.
+
+    Notes
+    -----
+    Raises ``ValueError`` when ``pairs`` and ``hypotheses`` differ in length (before anything is written).
     """
+    if pairs is not None and len(pairs) != len(hypotheses):
+        raise ValueError(f"write_report needs one (source, reference) pair per hypothesis; got {len(pairs)} "
+                         f"pairs and {len(hypotheses)} hypotheses.")
     with open(path, "w", encoding="utf-8") as report_file:
         json.dump(report, report_file, indent=2)
         report_file.write("\n")
-    hypotheses_path = run_files.hypotheses_path(path)
-    with open(hypotheses_path, "w", encoding="utf-8") as hypotheses_file:
+    written = [run_files.hypotheses_path(path)]
+    with open(written[0], "w", encoding="utf-8") as hypotheses_file:
         hypotheses_file.writelines(hypothesis.replace("\n", " ") + "\n" for hypothesis in hypotheses)
-    return hypotheses_path
+    if pairs is not None:
+        written.append(run_files.translations_path(path))
+        with open(written[1], "w", encoding="utf-8") as translations_file:
+            for (source, reference), hypothesis in zip(pairs, hypotheses):
+                line = {"source": source, "reference": reference, "hypothesis": hypothesis}
+                translations_file.write(json.dumps(line, ensure_ascii=False) + "\n")
+    return written

@@ -254,11 +254,12 @@ def final_bleu(run: TrainingRun, stop: distributed.StopRequest) -> dict[str, Any
     """Beam-search BLEU and perplexity of the whole dev and test splits (``config.final_bleu[_splits]``).
 
     Decodes with the paper's search (the experiment's ``decoding`` section) from :func:`final_params`, writes
-    ``eval_<split>.json`` and the translations beside it like ``python -m attention_jax.evaluate``,
-    and returns ``dev_bleu``, ``test_bleu`` (with signatures, perplexities and sentence counts),
-    ``final_bleu_splits`` (the splits decoded) and ``final_checkpoint``, which names the parameters
-    used. Progress is logged while decoding; a stop request (SIGTERM, Ctrl-C) is honoured between
-    batches, and then ``None`` is returned: rerunning the command finishes the evaluation only.
+    ``eval_<split>.json`` (BLEU, chrF, TER, perplexity) and the translations beside it like
+    ``python -m attention_jax.evaluate``, and returns ``dev_bleu``, ``test_bleu`` (with signatures,
+    perplexities and sentence counts; chrF and TER stay in the report), ``final_bleu_splits`` (the splits decoded)
+    and ``final_checkpoint``, which names the parameters used. Progress is logged while decoding; a stop
+    request (SIGTERM, Ctrl-C) is honoured between batches, and then ``None`` is returned: rerunning the
+    command finishes the evaluation only.
     """
     from attention_jax.decoding import decode  # The decoding side.
     from attention_jax.evaluation import translation_quality
@@ -290,7 +291,7 @@ def final_bleu(run: TrainingRun, stop: distributed.StopRequest) -> dict[str, Any
             report = dict(split=split, checkpoint=described, name=run.experiment.name,
                           **evaluated.summary(), wall_s=round(time.time() - started, 2))
             translation_quality.write_report(run_files.eval_report_path(run.workdir, split), report,
-                                             evaluated.hypotheses)
+                                             evaluated.hypotheses, pairs)
         logging.info("final %s BLEU %.2f, perplexity %.3f on %d sentences (%s, beam %d).", name,
                      evaluated.bleu, evaluated.perplexity, len(pairs), described, settings.beam_size)
     return results
