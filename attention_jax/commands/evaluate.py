@@ -13,16 +13,25 @@ an averaged checkpoint lists the steps it averages (``averaged_steps``). ``--spl
 ``--split=validation`` name the same split (reports are filed under ``validation``). The figures are
 printed before the report is written, so a run directory that cannot be written (read-only, full) still
 shows them; the command then fails in one line (exit 2) naming the file, and ``--output`` writes elsewhere.
+
+A whole-split evaluation (no ``--num_examples``) written into the run directory (no ``--output``) also adds
+its BLEU and perplexity to the run's TensorBoard, as scalars ``evaluate/<split>/bleu`` and
+``evaluate/<split>/perplexity`` at the evaluated checkpoint's step (averaged or best parameters and other
+decoding settings get series of their own: :mod:`attention_jax.commands.evaluation_scalars`).
 """
 
 from __future__ import annotations
 
 import sys
 import time
+from typing import TYPE_CHECKING
 
 from absl import app, flags, logging
 
 from attention_jax.user_errors import UserInputError, exit_with_error
+
+if TYPE_CHECKING:  # Imported in main: fast --help.
+    from attention_jax.decoding import decode, inference
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "Training work directory.", required=True)
 _SPLIT = flags.DEFINE_string("split", "test", "'dev' (or its other name 'validation'), 'test' or 'train'.")
@@ -98,6 +107,28 @@ def main(argv: list[str]) -> None:
         exit_with_error("evaluate", f"cannot write the report {error.filename or path}: {error.strerror}. The figures "
                         f"above were not saved; pass --output=FILE in a writable directory to keep them.")
     print(f"wrote {path} and {hypotheses_path}")
+    if not _NUM_EXAMPLES.value and not _OUTPUT.value:
+        _add_to_tensorboard(run, split, translator, result.bleu, result.perplexity)
+
+
+def _add_to_tensorboard(run: inference.TrainedRun, split: str, translator: decode.Translator, bleu: float,
+                        perplexity: float) -> None:
+    """Write the figures as TensorBoard scalars of the run (:mod:`~attention_jax.commands.evaluation_scalars`)."""
+    from attention_jax.commands import evaluation_scalars
+
+    settings = run.config.decoding
+    changes = {name: value for name, value, default in (("beam", translator.beam_size, settings.beam_size),
+                                                        ("alpha", translator.alpha, settings.length_penalty_alpha))
+               if value != default}
+    prefix = evaluation_scalars.series(split, _CHECKPOINT.value, _AVERAGE_LAST.value, changes)
+    try:
+        step = evaluation_scalars.checkpoint_step(run.workdir, _CHECKPOINT.value, _AVERAGE_LAST.value)
+    except (OSError, ValueError) as error:  # The checkpoint rotated away since it was read, say.
+        logging.warning("Not added to the run's TensorBoard: no step for --checkpoint=%s (%s).", _CHECKPOINT.value,
+                        error)
+        return
+    if evaluation_scalars.write(run.workdir, step, prefix, bleu, perplexity) is not None:
+        print(f"added {prefix}/bleu and {prefix}/perplexity at step {step} to the run's TensorBoard")
 
 
 if __name__ == "__main__":
