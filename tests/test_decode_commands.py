@@ -24,12 +24,13 @@ import sacrebleu
 
 from attention_jax import run_files
 from attention_jax.checkpointing import checkpoints, params_checkpoints
+from attention_jax.commands import evaluation_scalars
 from attention_jax.data import input_pipeline
 from attention_jax.decoding import inference
 from attention_jax.experiment import sections
 from attention_jax.models.model import Transformer
 from configs import tiny
-from tests.support import train_support
+from tests.support import event_files, train_support
 
 pytestmark = pytest.mark.end_to_end
 
@@ -266,6 +267,35 @@ def test_translate_benchmark_compares_stagings_on_a_run(workdir, tmp_path):
         assert run["compile_s"] == pytest.approx(run["cold_s"] - run["warm_s"], abs=0.011)
     missing = _run(["benchmarks.translate", f"--workdir={workdir}", "--sources=/nonexistent.tsv"])
     assert missing.returncode != 0 and b"No sources file" in missing.stderr
+
+
+@pytest.mark.slow
+def test_a_whole_split_evaluation_adds_its_figures_to_the_runs_tensorboard(workdir, tmp_path):
+    run_dir = tmp_path / "run"
+    shutil.copytree(workdir, run_dir)
+    completed = _run(["attention_jax.evaluate", f"--workdir={run_dir}", "--split=test"])
+    assert completed.returncode == 0, completed.stderr.decode()[-3000:]
+    report = json.loads((run_dir / "eval_test.latest.json").read_text())
+    scalars = event_files.scalars(run_dir / run_files.TENSORBOARD_DIR)
+    assert scalars.keys() == {"evaluate/test/bleu", "evaluate/test/perplexity"}
+    [(step, bleu)] = scalars["evaluate/test/bleu"]
+    [(_, perplexity)] = scalars["evaluate/test/perplexity"]
+    assert step == STEPS[-1]  # The latest checkpoint's step.
+    assert bleu == pytest.approx(report["bleu"], rel=1e-6, abs=1e-6)
+    assert perplexity == pytest.approx(report["perplexity"], rel=1e-6)
+    assert b"added evaluate/test/bleu and evaluate/test/perplexity at step 20" in completed.stdout
+    assert not (run_dir / run_files.METRICS_FILE).exists()  # Training's record is not touched.
+
+
+def test_evaluation_series_and_steps_name_the_parameters_and_settings(workdir):
+    assert evaluation_scalars.series("validation", "latest") == "evaluate/validation"
+    assert evaluation_scalars.series("test", "10") == "evaluate/test"
+    assert evaluation_scalars.series("test", "averaged") == "evaluate/test/averaged"
+    assert evaluation_scalars.series("test", "latest", 5, {"beam": 1}) == "evaluate/test/average_last5/beam1"
+    assert evaluation_scalars.series("test", "best", 0, {"beam": 8, "alpha": 1.0}) == "evaluate/test/best/beam8_alpha1"
+    assert evaluation_scalars.checkpoint_step(str(workdir), "latest") == STEPS[-1]
+    assert evaluation_scalars.checkpoint_step(str(workdir), str(STEPS[0])) == STEPS[0]
+    assert evaluation_scalars.checkpoint_step(str(workdir), "latest", average_last=2) == STEPS[-1]
 
 
 def _files(directory: pathlib.Path) -> dict[str, int]:

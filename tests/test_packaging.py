@@ -89,9 +89,7 @@ def test_run_prints_the_same_help_as_python_m(command: str, flag: str, tmp_path:
 
 def test_a_config_path_works_from_any_directory(tmp_path: pathlib.Path) -> None:
     """Config files import `configs.base`; outside the repository their package's folder is put on sys.path."""
-    library_only = tmp_path / "site"  # The library importable, the repository root not on sys.path.
-    library_only.mkdir()
-    (library_only / "attention_jax").symlink_to(REPO_ROOT / "attention_jax")
+    library_only = _library_only(tmp_path)  # The library importable, the repository root not on sys.path.
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     entry = "from attention_jax.count_params import run; run()"
@@ -100,6 +98,49 @@ def test_a_config_path_works_from_any_directory(tmp_path: pathlib.Path) -> None:
                                env=dict(os.environ, PYTHONPATH=str(library_only)))
     assert completed.returncode == 0, completed.stderr[-3000:]
     assert '"row": "B1"' in completed.stdout
+
+
+def _library_only(tmp_path: pathlib.Path) -> pathlib.Path:
+    """A folder holding the library alone (as site-packages holds an install), not the repository root."""
+    library_only = tmp_path / "site"
+    library_only.mkdir()
+    (library_only / "attention_jax").symlink_to(REPO_ROOT / "attention_jax")
+    return library_only
+
+
+@pytest.mark.parametrize("command, argv, expected", [
+    ("count_params", ["--config=table2:B1"], '"row": "B1"'),
+    ("count_params", ["--config=tiny.py"], '"row": "tiny"'),
+    ("main", ["--config=tiny", "--config.num_layerz=3", "--workdir=run"],
+     "error: --config.num_layerz: {configs}/tiny.py has no field num_layerz (did you mean num_layers?)"),
+], ids=["count_params_table2_row", "count_params_tiny_py", "train_tiny_bad_key"])
+def test_a_shipped_config_name_works_from_any_directory(command: str, argv: list[str], expected: str,
+                                                        tmp_path: pathlib.Path) -> None:
+    """``--config=tiny`` is configs/tiny.py wherever the command runs (the schema refusing a key proves it loaded)."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    script = "attention-jax-train" if command == "main" else f"attention-jax-{command.replace('_', '-')}"
+    entry = f"import sys; sys.argv[0] = {script!r}; from attention_jax.{command} import run; run()"
+    completed = subprocess.run([sys.executable, "-c", entry, *argv], cwd=elsewhere, capture_output=True, text=True,
+                               timeout=300, env=dict(os.environ, PYTHONPATH=str(_library_only(tmp_path))))
+    assert completed.returncode == (0 if command == "count_params" else 2), completed.stderr[-3000:]
+    assert expected.format(configs=REPO_ROOT / "configs") in completed.stdout + completed.stderr, completed.stderr
+    assert "Traceback" not in completed.stderr and not (elsewhere / "run").exists()
+
+
+def test_a_config_path_that_exists_is_taken_as_it_is(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from attention_jax.commands import shipped_configs
+
+    monkeypatch.chdir(REPO_ROOT)
+    assert shipped_configs.resolve("configs/tiny.py") == "configs/tiny.py"  # From the root, as always.
+    assert shipped_configs.resolve("table2:B1") == f"{REPO_ROOT / 'configs' / 'table2.py'}:B1"
+    assert shipped_configs.resolve("nonexistent") == "nonexistent"  # Left for the one-line error.
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "tiny.py").write_text("# One's own tiny config.\n")
+    assert shipped_configs.resolve("tiny.py") == "tiny.py" and shipped_configs.resolve("tiny") == str(
+        REPO_ROOT / "configs" / "tiny.py")
+    assert shipped_configs.resolve_argv(["prog", "--config=tiny.py:X", "--config.d_model=8", "--workdir=tiny"]) == [
+        "prog", "--config=tiny.py:X", "--config.d_model=8", "--workdir=tiny"]
 
 
 @pytest.mark.parametrize("command", ["main", "count_params"])
@@ -113,5 +154,6 @@ def test_a_missing_config_file_is_one_line(command: str, tmp_path: pathlib.Path)
     assert completed.returncode == 2, completed.stderr[-3000:]
     errors = [line for line in completed.stderr.splitlines() if "error:" in line]
     assert errors == [f"{command}.py: error: FileNotFoundError: --config=configs/tiny.py: config file "
-                      f"configs/tiny.py not found (run from the repository root)."], completed.stderr
+                      f"configs/tiny.py not found in {tmp_path}; the shipped config is --config=tiny from any "
+                      f"directory."], completed.stderr
     assert "Traceback" not in completed.stderr

@@ -22,7 +22,7 @@ import pytest
 from attention_jax import run_files
 from attention_jax.evaluation import progress
 from attention_jax.training import device_peaks, metric_writer, throughput, train
-from tests.support import fake_data
+from tests.support import event_files, fake_data
 
 PROGRESS_LINE = re.compile(r"\| ([\d.]+) ms/step \(data wait ([\d.]+) ms\) \| MFU ([\d.e-]+)% \|")
 SESSION_START_TAG = "_hparams_/session_start_info"  # tensorboard.plugins.hparams.metadata's tag.
@@ -59,10 +59,14 @@ def _train_and_log(workdir: pathlib.Path, **overrides: Any) -> list[str]:
 
 @pytest.fixture(scope="module")
 def greedy_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[pathlib.Path, list[str]]:
-    """Four steps, logged and evaluated every two; no sampled BLEU, so the samples are greedy translations."""
+    """Four steps, logged and evaluated every two; no sampled BLEU, so the samples are greedy translations.
+
+    The final BLEU of the dev and test splits is greedy too (beam 1: one decoding program less to compile).
+    """
     workdir = tmp_path_factory.mktemp("greedy_run")
     messages = _train_and_log(workdir, num_train_steps=4, log_every_steps=2, eval_every_steps=2,
-                              checkpoint_every_steps=0, num_bleu_examples=0, num_sample_translations=2)
+                              checkpoint_every_steps=0, num_bleu_examples=0, num_sample_translations=2,
+                              final_bleu=True, beam_size=1)
     return workdir, messages
 
 
@@ -210,7 +214,8 @@ def test_tensorboard_itself_reads_the_hparams_and_the_text(greedy_run: tuple[pat
     accumulator = event_accumulator.EventAccumulator(str(workdir / run_files.TENSORBOARD_DIR),
                                                      size_guidance={event_accumulator.TENSORS: 0})
     accumulator.Reload()
-    assert accumulator.PluginTagToContent("hparams").keys() == {hparams_metadata.SESSION_START_INFO_TAG}
+    assert accumulator.PluginTagToContent("hparams").keys() == {hparams_metadata.SESSION_START_INFO_TAG,
+                                                                hparams_metadata.SESSION_END_INFO_TAG}
     start = hparams_metadata.parse_session_start_info_plugin_data(
         accumulator.PluginTagToContent("hparams")[hparams_metadata.SESSION_START_INFO_TAG])
     assert start.hparams["num_layers"].number_value == 1
@@ -218,6 +223,22 @@ def test_tensorboard_itself_reads_the_hparams_and_the_text(greedy_run: tuple[pat
     assert [event.step for event in accumulator.Tensors(text_tag)] == [2, 4]
     assert "| source | reference | translation |" in accumulator.Tensors(text_tag)[-1].tensor_proto.string_val[0].decode()
     assert "eval/perplexity" in accumulator.Tags()["scalars"]  # The HParams tab's metric column for the run.
+
+
+@pytest.mark.end_to_end
+def test_tensorboard_gets_the_final_figures_of_results_json_and_the_finished_status(
+        greedy_run: tuple[pathlib.Path, list[str]]) -> None:
+    """What results.json holds at the end: scalars final/<name> at the last step, HParams metric columns."""
+    workdir, _ = greedy_run
+    results = json.loads((workdir / run_files.RESULTS_FILE).read_text())
+    final = event_files.scalars(workdir / run_files.TENSORBOARD_DIR, "final/")
+    assert set(final) == {f"final/{name}" for name in metric_writer.FINAL_FIGURES}  # dev/test BLEU and ppl, dev ppl.
+    for tag, series in final.items():
+        [(step, value)] = series
+        assert step == results["step"] == 4
+        assert value == pytest.approx(results[tag.removeprefix("final/")], rel=1e-6), tag  # float32 in the event.
+    assert event_files.session_end_status(workdir / run_files.TENSORBOARD_DIR) == "STATUS_SUCCESS"
+    assert event_files.scalars(workdir / run_files.TENSORBOARD_DIR, "run/") == {"run/end_status": [(4, 1.0)]}
 
 
 # --- Progress during long evaluations --------------------------------------------------------------

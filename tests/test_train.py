@@ -14,9 +14,9 @@ import jax
 import numpy as np
 import pytest
 
-from attention_jax.training import train
 from attention_jax.checkpointing import checkpoints, params_checkpoints
-from tests.support import fake_data, train_support
+from attention_jax.training import train
+from tests.support import event_files, fake_data, train_support
 
 pytestmark = pytest.mark.end_to_end
 
@@ -109,10 +109,14 @@ def test_sigterm_then_resume_equals_uninterrupted_run(cache_dir: str, uninterrup
     assert not stopped["finished"] and stopped["step"] == 5, log[-3000:]
     assert not (tmp_path / "results.json").exists()
     assert checkpoints.finished_steps(str(tmp_path / "checkpoints")) == [3, 5]
+    assert event_files.session_end_status(tmp_path / "tensorboard") is None  # HParams: Unknown until it finishes.
+    assert event_files.scalars(tmp_path / "tensorboard", "run/") == {"run/end_status": [(5, 0.0)]}  # Stopped.
 
     resumed, log = _run_training(cache_dir, tmp_path, RESUME_CONFIG, RESUME_DATA)
     assert "Resumed from the checkpoint of step 5" in log
     assert resumed["finished"] and resumed["step"] == 10
+    assert event_files.session_end_status(tmp_path / "tensorboard") == "STATUS_SUCCESS"
+    assert event_files.scalars(tmp_path / "tensorboard", "run/") == {"run/end_status": [(5, 0.0), (10, 1.0)]}
 
     expected, _ = params_checkpoints.load_for_inference(str(uninterrupted_workdir), "latest")
     got, _ = params_checkpoints.load_for_inference(str(tmp_path), "latest")
@@ -181,6 +185,8 @@ def test_nan_loss_stops_with_step_and_keeps_good_checkpoint(cache_dir: str, tmp_
     records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records if "train/loss" in r] == [2, 4, 6]
     assert not (tmp_path / "results.json").exists()
+    assert event_files.session_end_status(tmp_path / "tensorboard") is None
+    assert event_files.scalars(tmp_path / "tensorboard", "run/")["run/end_status"][-1][1] == -1.0  # Failed.
 
 
 def _free_port() -> int:

@@ -20,6 +20,7 @@ from typing import Any, NoReturn, Sequence
 import ml_collections
 from absl import flags
 
+from attention_jax.commands import entry_points, shipped_configs
 from attention_jax.experiment import schema
 from attention_jax.user_errors import exit_with_error
 
@@ -31,8 +32,23 @@ def _config_file(spec: str) -> tuple[str, str]:
         raise schema.ConfigError(f"--config={spec}: {path} is a directory; name a config file such as "
                                  "configs/tiny.py.")
     if not os.path.isfile(path):
-        raise FileNotFoundError(f"--config={spec}: config file {path} not found (run from the repository root).")
+        raise FileNotFoundError(f"--config={spec}: config file {path} not found{_where_configs_are(path)}")
     return path, argument
+
+
+def _where_configs_are(path: str) -> str:
+    """The end of a missing config file's message: where it was looked for, and the shipped configs' names."""
+    shipped = shipped_configs.names()
+    if not shipped:
+        return (f" in {os.getcwd()} (this install has no shipped configs/ folder: pass a config file's path, or "
+                "pip install -e the repository).")
+    name = os.path.basename(path).removesuffix(".py")
+    if shipped_configs.is_bare_name(path):
+        return (f": no such file in {os.getcwd()}, and no shipped config of that name"
+                f"{schema.did_you_mean(name, shipped)}; the shipped configs are {', '.join(shipped)}.")
+    hint = (f"; the shipped config is --config={name} from any directory" if name in shipped else
+            f"; a shipped config is named without a path from any directory, e.g. --config={shipped[-1]}")
+    return f" in {os.getcwd()}{hint}."
 
 
 def config_spec(argv: Sequence[str], flag_name: str = "config") -> str:
@@ -155,8 +171,16 @@ def parse_flags_or_exit(argv: list[str]) -> list[str]:
     -------
     list[str]
         The positional arguments (as absl's default parser returns them).
+
+    Notes
+    -----
+    A shipped config's bare name (``--config=tiny``, ``--config=table2:B1``) is replaced by its file's
+    path first (:func:`shipped_configs.resolve_argv`), and the folder above ``configs/`` put on
+    ``sys.path`` for the configs' imports of each other.
     """
     program = os.path.basename(argv[0]) if argv else "attention_jax"
+    argv = shipped_configs.resolve_argv(argv)  # --config=tiny: configs/tiny.py, from any directory.
+    entry_points.add_config_import_paths(argv)
     try:
         message = unknown_override(argv)
     except schema.ConfigError as error:

@@ -19,7 +19,8 @@ from ml_collections import config_flags
 from attention_jax.experiment import sections
 from attention_jax.models import language_model, model
 
-_CONFIG = config_flags.DEFINE_config_file("config", None, "Config file, e.g. configs/table2.py:A1.",
+_CONFIG = config_flags.DEFINE_config_file("config", None, "Config file, e.g. configs/table2.py:A1, or a "
+                                          "shipped config by name from any directory: table2:A1.",
                                           lock_config=True)
 
 

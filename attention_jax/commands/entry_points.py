@@ -12,7 +12,8 @@ are evened out here:
   can import their siblings (``from configs import base``); a console script's wrapper does not, and
   ``configs/`` is not installed (nothing in the library imports it). :func:`add_config_import_paths`
   adds the current directory and, for ``--config=/path/to/repo/configs/tiny.py``, the directory that holds
-  the config's package, so such a path works from any directory.
+  the config's package, so such a path works from any directory, as does a shipped config's bare name
+  (``--config=tiny``, :mod:`attention_jax.commands.shipped_configs`).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Callable, Sequence
 from absl import app, flags
 
 from attention_jax import user_errors
-from attention_jax.commands import quiet_libraries
+from attention_jax.commands import quiet_libraries, shipped_configs
 
 
 def add_config_import_paths(argv: Sequence[str], flag_name: str = "config") -> list[str]:
@@ -43,7 +44,8 @@ def add_config_import_paths(argv: Sequence[str], flag_name: str = "config") -> l
     list[str]
         The directories added (already present ones are not repeated): the current directory, and for
         each ``--<flag_name>=PATH[:ARG]`` whose file sits in a package (a directory with ``__init__.py``)
-        the directory above that package.
+        the directory above that package; a shipped config's bare name counts as its file's path
+        (:func:`shipped_configs.resolve`).
 
     Notes
     -----
@@ -53,7 +55,7 @@ def add_config_import_paths(argv: Sequence[str], flag_name: str = "config") -> l
     directories = [os.getcwd()]
     for argument in argv[1:]:
         if argument.startswith(f"--{flag_name}="):
-            path = os.path.abspath(argument.split("=", 1)[1].partition(":")[0])
+            path = os.path.abspath(shipped_configs.resolve(argument.split("=", 1)[1]).partition(":")[0])
             package = os.path.dirname(path)
             if os.path.isfile(path) and os.path.isfile(os.path.join(package, "__init__.py")):
                 directories.append(os.path.dirname(package))

@@ -22,6 +22,11 @@ report of an averaged checkpoint lists the steps it averages (``averaged_steps``
 ``--split=validation`` name the same split (reports are filed under ``validation``). The figures are
 printed before the report is written, so a run directory that cannot be written (read-only, full) still
 shows them; the command then fails in one line (exit 2) naming the file, and ``--output`` writes elsewhere.
+
+A whole-split evaluation (no ``--num_examples``) written into the run directory (no ``--output``) also adds
+its BLEU and perplexity to the run's TensorBoard, as scalars ``evaluate/<split>/bleu`` and
+``evaluate/<split>/perplexity`` at the evaluated checkpoint's step (averaged or best parameters and other
+decoding settings get series of their own: :mod:`attention_jax.commands.evaluation_scalars`).
 """
 
 from __future__ import annotations
@@ -118,6 +123,8 @@ def main(argv: list[str]) -> None:
         exit_with_error(_PROGRAM, f"cannot write the report {error.filename or path}: {error.strerror}. The "
                         f"figures above were not saved; pass --output=FILE in a writable directory to keep them.")
     print(f"wrote {path}, {' and '.join(written)}")
+    if split is not None and not partial and not _OUTPUT.value:  # A whole split, filed in the run.
+        _add_to_tensorboard(run, split, translator, result.bleu, result.perplexity)
 
 
 def _read_user_input(split: str | None, label: str) -> list[tuple[str, str]]:
@@ -188,6 +195,26 @@ def _print_figures(result: EvaluationResult, described: str) -> None:
     print(f"perplexity = {result.perplexity:.3f}  (cross-entropy {result.cross_entropy:.4f} nats/token, "
           f"{result.num_target_tokens} tokens)")
     sys.stdout.flush()
+
+
+def _add_to_tensorboard(run: TrainedRun, split: str, translator: Translator, bleu: float,
+                        perplexity: float) -> None:
+    """Write the figures as TensorBoard scalars of the run (:mod:`~attention_jax.commands.evaluation_scalars`)."""
+    from attention_jax.commands import evaluation_scalars
+
+    settings = run.config.decoding
+    changes = {name: value for name, value, default in (("beam", translator.beam_size, settings.beam_size),
+                                                        ("alpha", translator.alpha, settings.length_penalty_alpha))
+               if value != default}
+    prefix = evaluation_scalars.series(split, _CHECKPOINT.value, _AVERAGE_LAST.value, changes)
+    try:
+        step = evaluation_scalars.checkpoint_step(run.workdir, _CHECKPOINT.value, _AVERAGE_LAST.value)
+    except (OSError, ValueError) as error:  # The checkpoint rotated away since it was read, say.
+        logging.warning("Not added to the run's TensorBoard: no step for --checkpoint=%s (%s).", _CHECKPOINT.value,
+                        error)
+        return
+    if evaluation_scalars.write(run.workdir, step, prefix, bleu, perplexity) is not None:
+        print(f"added {prefix}/bleu and {prefix}/perplexity at step {step} to the run's TensorBoard")
 
 
 if __name__ == "__main__":

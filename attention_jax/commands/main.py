@@ -30,7 +30,8 @@ from attention_jax.training import compilation_cache, distributed, fine_tuning, 
 from attention_jax.user_errors import USAGE_ERROR, UserInputError, exit_with_error
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file, e.g. configs/tiny.py or "
-                                          "configs/table2.py:B1.", lock_config=True)
+                                          "configs/table2.py:B1; a shipped config by name from any directory: "
+                                          "tiny, table2:B1.", lock_config=True)
 _WORKDIR = flags.DEFINE_string("workdir", None, "Directory for checkpoints, metrics and results.")
 
 EXIT_LOCKED = 3  # Another trainer holds the work directory.

@@ -4,8 +4,12 @@ Each call of :meth:`MetricWriter.write` appends one JSON object ``{"step": ..., 
 to ``metrics.jsonl`` (``kind`` is ``train`` or ``eval``) and adds the same scalars to TensorBoard
 (tensorboardX, no TensorFlow). TensorBoard also gets the run's config as hyperparameters
 (:meth:`MetricWriter.write_hparams`: the HParams tab compares the runs of a sweep) and text tables
-(:meth:`MetricWriter.write_table`: sample translations). Only process 0 writes; other processes'
-writers do nothing. ``pip install -e ".[tensorboard]"`` installs ``tensorboard --logdir`` to read them.
+(:meth:`MetricWriter.write_table`: sample translations). When a run finishes, its whole-split figures
+(what ``results.json`` holds) are added as ``final/<name>`` scalars at the last step
+(:meth:`MetricWriter.write_final`). Each session of training records how it ended: the scalar
+``run/end_status`` and, once the run finished, the HParams session-end record
+(:meth:`MetricWriter.end_session`). Only process 0 writes; other processes' writers do nothing.
+``pip install -e ".[tensorboard]"`` installs ``tensorboard --logdir`` to read them.
 
 A resumed run appends to the same files. Records of steps after the restored checkpoint (written before
 a crash, then trained again) are dropped from ``metrics.jsonl``, and TensorBoard is told to purge its
@@ -14,15 +18,19 @@ events from those steps on, so every step appears once.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
+import time
 from typing import IO, Any, Mapping, Sequence
 
 import jax
 from absl import logging
 
 from attention_jax import run_files
+
+_WRITER_NUMBERS = itertools.count()  # Tells apart the event files of one process's writers.
 
 
 def _drop_records_after(path: str, step: int) -> None:
@@ -41,6 +49,39 @@ def _drop_records_after(path: str, step: int) -> None:
 
 
 HParamValue = str | float | bool
+
+# results.json's whole-split figures, written as TensorBoard scalars ``final/<name>`` when a run finishes.
+FINAL_FIGURES = ("dev_bleu", "test_bleu", "dev_ppl", "test_ppl", "eval_ppl", "best_eval_ppl")
+
+# How a session of training ended, as the scalar ``run/end_status`` (:data:`END_STATUS_TAG`) records it at the
+# session's last step. The HParams tab shows each scalar's last value, so the latest session's outcome.
+FINISHED, STOPPED, FAILED = "finished", "stopped", "failed"
+END_STATUS_TAG = "run/end_status"
+END_STATUS_VALUES = {
+    FINISHED: 1.0,  # Trained and evaluated to the end; results.json is written.
+    STOPPED: 0.0,  # Stopped on request (SIGTERM, Ctrl-C) after checkpointing: a rerun resumes it.
+    FAILED: -1.0,  # An exception ended it (a non-finite loss, a full disk, a bug); a rerun resumes it once fixed.
+}
+
+
+def final_figures(results: Mapping[str, Any]) -> dict[str, float]:
+    """The whole-split figures of a finished run's results, as :meth:`MetricWriter.write_final` records them.
+
+    Parameters
+    ----------
+    results : Mapping[str, Any]
+        The run's results (``results.json``).
+
+    Returns
+    -------
+    dict[str, float]
+        The :data:`FINAL_FIGURES` that are numbers there, under their ``results.json`` names: the final
+        beam-search ``dev_bleu`` and ``test_bleu`` with their perplexities ``dev_ppl`` and ``test_ppl``,
+        and the last and best dev perplexities ``eval_ppl`` and ``best_eval_ppl`` (a language model has
+        these two only). Missing and ``None`` figures are left out.
+    """
+    return {name: float(results[name]) for name in FINAL_FIGURES
+            if isinstance(results.get(name), (int, float)) and not isinstance(results.get(name), bool)}
 
 
 def flat_hparams(config: Mapping[str, Any], prefix: str = "") -> dict[str, HParamValue]:
@@ -89,26 +130,34 @@ class MetricWriter:
         The step training resumes from; later records of earlier sessions are discarded.
     enabled : bool, optional
         Write at all (default: only on process 0).
+    metrics_file : bool, optional
+        Append to ``metrics.jsonl`` too (the default); False writes TensorBoard events only, as
+        ``python -m attention_jax.evaluate`` does beside a run.
 
     Notes
     -----
     Non-finite values are written as JSON ``null`` (valid JSON, unlike ``NaN``).
     """
 
-    def __init__(self, workdir: str, resumed_step: int | None = None, enabled: bool | None = None) -> None:
+    def __init__(self, workdir: str, resumed_step: int | None = None, enabled: bool | None = None, *,
+                 metrics_file: bool = True) -> None:
         self.enabled = jax.process_index() == 0 if enabled is None else enabled
-        self._jsonl: IO[str] | None = None  # Both open while enabled.
-        self._tensorboard: Any = None  # A tensorboardX.SummaryWriter (untyped).
+        self._jsonl: IO[str] | None = None  # Open while enabled, with metrics_file.
+        self._tensorboard: Any = None  # A tensorboardX.SummaryWriter (untyped), open while enabled.
         if self.enabled:
             os.makedirs(workdir, exist_ok=True)
             path = os.path.join(workdir, run_files.METRICS_FILE)
-            if resumed_step is not None and os.path.exists(path):
+            if metrics_file and resumed_step is not None and os.path.exists(path):
                 _drop_records_after(path, resumed_step)
-            self._jsonl = open(path, "a", encoding="utf-8")
+            self._jsonl = open(path, "a", encoding="utf-8") if metrics_file else None
             from tensorboardX import SummaryWriter  # Imported lazily: slow to import.
 
             purge_step = None if resumed_step is None else resumed_step + 1
-            self._tensorboard = SummaryWriter(os.path.join(workdir, run_files.TENSORBOARD_DIR), purge_step=purge_step)
+            # tensorboardX names an event file by the second and the host alone, and truncates one of that name:
+            # the process and a count keep a trainer's and an evaluate command's files apart.
+            suffix = f".{os.getpid()}.{next(_WRITER_NUMBERS)}"
+            self._tensorboard = SummaryWriter(os.path.join(workdir, run_files.TENSORBOARD_DIR), purge_step=purge_step,
+                                              filename_suffix=suffix)
 
     def write(self, step: int, kind: str, values: Mapping[str, Any]) -> None:
         """Record ``values`` at ``step`` under the prefix ``kind``.
@@ -124,7 +173,6 @@ class MetricWriter:
         """
         if not self.enabled:
             return
-        assert self._jsonl is not None
         record: dict[str, Any] = {"step": int(step)}
         for name, value in values.items():
             key = f"{kind}/{name}"
@@ -136,8 +184,30 @@ class MetricWriter:
             tensorboard = self._live_tensorboard()
             if tensorboard is not None:
                 tensorboard.add_scalar(key, value, int(step))
-        self._jsonl.write(json.dumps(record) + "\n")
-        self._jsonl.flush()
+        if self._jsonl is not None:
+            self._jsonl.write(json.dumps(record) + "\n")
+            self._jsonl.flush()
+
+    def write_final(self, step: int, results: Mapping[str, Any]) -> None:
+        """Record a finished run's whole-split figures as TensorBoard scalars ``final/<name>`` at ``step``.
+
+        Parameters
+        ----------
+        step : int
+            The run's last step (``results["step"]``).
+        results : Mapping[str, Any]
+            The run's results (``results.json``); :func:`final_figures` picks what is written.
+
+        Notes
+        -----
+        TensorBoard only: ``results.json`` is their home, and ``metrics.jsonl`` keeps the curves. Being
+        scalars of the run that holds the session-start record, they are also metric columns of the
+        HParams tab (``final/dev_bleu``, ``final/test_bleu``, ...), beside the hyperparameters.
+        """
+        tensorboard = self._live_tensorboard() if self.enabled else None
+        if tensorboard is not None:
+            for name, value in final_figures(results).items():
+                tensorboard.add_scalar(f"final/{name}", value, int(step))
 
     def write_hparams(self, hparams: Mapping[str, HParamValue]) -> None:
         """Record the run's hyperparameters for TensorBoard's HParams tab.
@@ -149,9 +219,12 @@ class MetricWriter:
 
         Notes
         -----
-        Only the session-start record is written, in the run's own event files: TensorBoard then builds
-        the table of a sweep from every run's record (each value seen becomes a filter choice), with the
-        run's scalars (``eval/perplexity``, ``eval/bleu``, ...) as its metric columns. An experiment
+        The session-start record is written here, in the run's own event files, and a finished run's
+        session-end record by :meth:`end_session`: TensorBoard then builds the table of a sweep from
+        every run's records (each value seen becomes a filter choice; Success for a finished run), with
+        the run's scalars (``eval/perplexity``, ``final/test_bleu``, ``run/end_status``, ...) as its
+        metric columns, each the scalar's last value. TensorBoard keeps the first record of each kind
+        in a run's event files, so a resumed run's row shows its first session's config. An experiment
         record, as ``tensorboardX.SummaryWriter.add_hparams`` also writes (into a new subdirectory),
         would fix the columns to the first run's.
         """
@@ -212,11 +285,60 @@ class MetricWriter:
         if tensorboard is not None:
             tensorboard.flush()
 
-    def close(self) -> None:
-        """Flush and close the files."""
+    def end_session(self, step: int, status: str) -> None:
+        """Record how this session of training ended: the scalar ``run/end_status``, and a finished run's end.
+
+        Parameters
+        ----------
+        step : int
+            The session's last step.
+        status : str
+            :data:`FINISHED`, :data:`STOPPED` or :data:`FAILED`; ``run/end_status`` is its value in
+            :data:`END_STATUS_VALUES` (1, 0, -1).
+
+        Notes
+        -----
+        A finished run also gets the HParams session-end record, status ``STATUS_SUCCESS`` with the end
+        time: ``Success`` in the tab's status filter. A stopped or failed session writes none, because
+        TensorBoard keeps the first record of each kind in a run's event files (the rerun that resumes
+        the run could not replace it): the tab shows ``Unknown`` for it, as for a run still training,
+        and ``run/end_status``, one of its metric columns (the last value counts), tells stopped (0)
+        from failed (-1). A session killed outright (SIGKILL, a lost node) writes neither.
+        """
+        if status not in END_STATUS_VALUES:
+            raise ValueError(f"session status {status!r} is none of {sorted(END_STATUS_VALUES)}")
+        tensorboard = self._live_tensorboard() if self.enabled else None
+        if tensorboard is None:
+            return
+        tensorboard.add_scalar(END_STATUS_TAG, END_STATUS_VALUES[status], int(step))
+        if status != FINISHED:
+            return
+        from tensorboardX.proto.plugin_hparams_pb2 import HParamsPluginData
+        from tensorboardX.summary import hparams as hparams_summaries
+
+        _, _, session_end = hparams_summaries({}, {})  # tensorboardX's record: STATUS_SUCCESS, without the time.
+        plugin_data = session_end.value[0].metadata.plugin_data
+        content = HParamsPluginData.FromString(plugin_data.content)
+        content.session_end_info.end_time_secs = time.time()
+        plugin_data.content = content.SerializeToString()
+        tensorboard.file_writer.add_summary(session_end)
+
+    def close(self, session_status: str | None = None, step: int = 0) -> None:
+        """Flush and close the files.
+
+        Parameters
+        ----------
+        session_status : str, optional
+            How the session of training ended; :meth:`end_session` records it first. None (the
+            default) records nothing of the kind.
+        step : int
+            The session's last step (with ``session_status``).
+        """
         if self.enabled:
-            assert self._jsonl is not None
-            self._jsonl.close()
+            if session_status is not None:
+                self.end_session(step, session_status)
+            if self._jsonl is not None:
+                self._jsonl.close()
             tensorboard = self._live_tensorboard()
             if tensorboard is not None:
                 tensorboard.close()

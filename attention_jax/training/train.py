@@ -181,8 +181,6 @@ def _next_micro_batches(run: TrainingRun) -> tuple[list[Batch], float]:
     return [sharding.global_batch(batch, run.steps.batch_sharding) for batch in local], data_wait_s
 
 
-
-
 def _format_duration(seconds: float) -> str:
     if not math.isfinite(seconds):
         return "?"
@@ -543,6 +541,7 @@ def _train_locked(experiment: Experiment, workdir: str, data: Any,
     logging.info("%s: %d parameters, mesh %s, param_sharding=%s, dtype=%s.", experiment.name,
                  run.num_params, dict(run.mesh.shape), experiment.run.param_sharding, experiment.model.dtype)
     previous = reruns.read_finished_results(workdir) if held_by is not None else None
+    ended = metric_writer.FAILED  # The session's HParams status unless it gets to the end of the block below.
     try:
         with distributed.StopRequest() as stop:
             finished = _train(run, stop)
@@ -561,10 +560,12 @@ def _train_locked(experiment: Experiment, workdir: str, data: Any,
                 results.update(evaluated or {})
         if finished:
             _write_results(workdir, results)
+            run.writer.write_final(int(run.state.step), results)  # TensorBoard's final/dev_bleu, ...
             logging.info("%s", summary_line(results, workdir))
+        ended = metric_writer.FINISHED if finished else metric_writer.STOPPED
     finally:
         run.checkpoints.close()
-        run.writer.close()
+        run.writer.close(session_status=ended, step=int(run.state.step))
     return results
 
 
