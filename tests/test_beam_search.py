@@ -87,12 +87,12 @@ def _logits(probabilities: dict[int, float]) -> np.ndarray:
     return np.log(probs / probs.sum()).astype(np.float32)
 
 
-@functools.partial(jax.jit, static_argnames=("beam_size", "max_decode_len", "early_stop"))
-def _jitted_beam(tables, max_lengths, alpha, *, beam_size, max_decode_len, early_stop):
+@functools.partial(jax.jit, static_argnames=("beam_size", "max_decode_len", "early_stop", "num_best"))
+def _jitted_beam(tables, max_lengths, alpha, *, beam_size, max_decode_len, early_stop, num_best=1):
     model = PrefixModel(tables)
     return beam_search.beam_search(
         model.step_fn(beam_size), model.initial_state(max_lengths.shape[0] * beam_size), max_lengths,
-        beam_size=beam_size, alpha=alpha, max_decode_len=max_decode_len, early_stop=early_stop)
+        beam_size=beam_size, alpha=alpha, max_decode_len=max_decode_len, early_stop=early_stop, num_best=num_best)
 
 
 @functools.partial(jax.jit, static_argnames=("max_decode_len",))
@@ -102,9 +102,10 @@ def _jitted_greedy(tables, max_lengths, alpha, *, max_decode_len):
                                      max_lengths, alpha=alpha, max_decode_len=max_decode_len)
 
 
-def run_beam(model: PrefixModel, max_lengths, *, beam_size: int, alpha: float, early_stop: bool = True):
+def run_beam(model: PrefixModel, max_lengths, *, beam_size: int, alpha: float, early_stop: bool = True,
+             num_best: int = 1):
     result = _jitted_beam(jnp.asarray(model.tables), jnp.asarray(max_lengths, jnp.int32), jnp.float32(alpha),
-                          beam_size=beam_size, max_decode_len=MAX_LEN, early_stop=early_stop)
+                          beam_size=beam_size, max_decode_len=MAX_LEN, early_stop=early_stop, num_best=num_best)
     return jax.tree_util.tree_map(np.asarray, result)
 
 
@@ -445,3 +446,24 @@ def test_steps_per_iteration_must_be_positive():
     with pytest.raises(ValueError, match="steps_per_iteration"):
         beam_search.beam_search(model.step_fn(2), model.initial_state(2), jnp.asarray([5]), beam_size=2, alpha=0.6,
                                 max_decode_len=MAX_LEN, steps_per_iteration=0)
+
+
+def test_num_best_makes_the_first_n_hypotheses_those_of_a_search_run_to_the_end():
+    # Early termination waits for the num_best-th finished hypothesis: the first num_best are then those of a
+    # search without early termination, and the first is the 1-best whatever num_best is.
+    max_lengths = jnp.asarray([5, 5, 4, 3], jnp.int32)
+    later_ones_differed = False
+    for seed in range(3):
+        model = PrefixModel.random(seed, num_sentences=4)
+        results = {name: run_beam(model, max_lengths, beam_size=3, alpha=0.6, **options)
+                   for name, options in (("one", {"num_best": 1}), ("three", {"num_best": 3}),
+                                         ("to_the_end", {"early_stop": False}))}
+        for field in ("tokens", "scores", "log_probs", "lengths"):
+            np.testing.assert_array_equal(getattr(results["three"], field), getattr(results["to_the_end"], field))
+            np.testing.assert_array_equal(getattr(results["three"], field)[:, 0], getattr(results["one"], field)[:, 0])
+        assert np.all(np.diff(results["three"].scores, axis=1) <= 0)
+        later_ones_differed |= not np.array_equal(results["one"].tokens, results["to_the_end"].tokens)
+    assert later_ones_differed  # Without num_best, early termination leaves the later hypotheses unfinished.
+    with pytest.raises(ValueError, match="num_best"):
+        beam_search.beam_search(model.step_fn(3), model.initial_state(12), max_lengths, beam_size=3, alpha=0.6,
+                                max_decode_len=MAX_LEN, num_best=4)

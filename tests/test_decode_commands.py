@@ -16,7 +16,6 @@ import subprocess
 import sys
 import warnings
 
-import flax.linen as nn
 import jax
 import numpy as np
 import pytest
@@ -27,61 +26,17 @@ from attention_jax.checkpointing import checkpoints, params_checkpoints
 from attention_jax.commands import evaluation_scalars
 from attention_jax.data import input_pipeline
 from attention_jax.decoding import inference
-from attention_jax.experiment import sections
-from attention_jax.models.model import Transformer
-from configs import tiny
-from tests.support import event_files, train_support
+from tests.support import decoding_runs, event_files, train_support
+from tests.support.decoding_runs import STEPS
 
 pytestmark = pytest.mark.end_to_end
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
-WORDS_EN = ["the", "house", "is", "small", "a", "dog", "runs", "big", "green", "my", "cat", "sleeps"]
-WORDS_DE = ["das", "Haus", "ist", "klein", "ein", "Hund", "läuft", "groß", "grün", "mein", "Katze", "schläft"]
-STEPS = (10, 20)
-
-
-def _write_corpus(directory: pathlib.Path) -> None:
-    rng = np.random.default_rng(0)
-    directory.mkdir()
-    for name, count in (("train", 60), ("dev", 6), ("test", 6)):
-        lines = []
-        for _ in range(count):
-            picks = rng.integers(0, len(WORDS_EN), rng.integers(2, 7))
-            lines.append(" ".join(WORDS_EN[i] for i in picks) + "\t" + " ".join(WORDS_DE[i] for i in picks))
-        (directory / f"{name}.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
-
-
-def _config(tmp: pathlib.Path):
-    config = tiny.get_config()
-    config.dataset = f"tsv:{tmp / 'corpus'}"
-    config.data_dir = str(tmp / "tfds")
-    config.vocab_size = 128
-    config.num_layers, config.d_model, config.d_ff = 1, 32, 64
-    config.num_heads, config.key_dim, config.value_dim = 2, 16, 16
-    config.max_len = 16
-    config.max_decode_extra_len = 8
-    return sections.build_experiment(config, "test")
 
 
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory) -> pathlib.Path:
-    tmp = tmp_path_factory.mktemp("decode_commands")
-    _write_corpus(tmp / "corpus")
-    config = _config(tmp)
-    data = input_pipeline.get_datasets(config.data)  # Prepares the corpus and tokenizer once for every command.
-    run_dir = tmp / "run"
-    checkpoints.write_config(str(run_dir), config)
-    checkpoints.write_tokenizer(str(run_dir), data.tokenizer.model_proto)  # As training keeps it.
-    model_config = config.model
-    ids = np.ones((1, 4), np.int32)
-    for seed, step in enumerate(STEPS):
-        params = nn.meta.unbox(Transformer(model_config).init(jax.random.key(seed), ids, ids)["params"])
-        # save_params keeps one step per directory: write each alone, then gather the step folders.
-        single = tmp / f"single_{step}"
-        params_checkpoints.save_params(str(single), step, params, {"seed": seed})
-        (run_dir / run_files.CHECKPOINT_DIR).mkdir(exist_ok=True)
-        shutil.move(single / str(step), run_dir / run_files.CHECKPOINT_DIR / str(step))
-    return run_dir
+    return decoding_runs.make_random_run(tmp_path_factory.mktemp("decode_commands"))
 
 
 def _run(args: list[str], stdin: bytes = b"") -> subprocess.CompletedProcess:

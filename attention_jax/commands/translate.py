@@ -4,12 +4,27 @@ Usage::
 
     echo "The house is small." | python -m attention_jax.translate --workdir=runs/tiny
     python -m attention_jax.translate --workdir=runs/base --checkpoint=averaged < newstest2014.en > out.de
+    python -m attention_jax.translate --workdir=runs/tiny --nbest=4 --alignment     # H-/A- lines, as fairseq
+    python -m attention_jax.translate --workdir=runs/tiny --format=jsonl --nbest=2  # one JSON object a line
 
 Lines are read as UTF-8 (undecodable bytes become U+FFFD, with a warning on stderr), translated in
 length-sorted batches with beam search (Section 6.1: beam 4, alpha 0.6, at most input + 50 tokens),
-and written in input order. Empty lines give empty lines. Output is written after each block of
-lines, so translations appear in blocks, not line by line. Only warnings are logged unless
-``--verbosity`` asks for more (``--verbosity=0``: INFO, as the training command logs).
+and written in input order. Empty lines give empty lines. Every ``--buffer_size`` lines are
+translated together and printed (stdout flushed) before more are read: by default each line as soon
+as it is typed when stdin is a terminal, and blocks of ``16 * --batch_size`` lines otherwise.
+
+``--nbest=N`` prints the N best hypotheses of beam search with their scores, ``--alignment`` a hard
+alignment of each from the cross-attention of one decoder layer (the average of its heads; the last
+layer unless ``--alignment_layer``), as ``source-target`` pairs of 0-based SentencePiece piece
+positions, EOS excluded; either switches ``--format=text`` to fairseq-like tagged lines::
+
+    H-<line>\t<normalized_score>\t<score>\t<translation>
+    A-<line>\t<source-target pairs>
+
+with ``<line>`` the input line's number from 0, ``score`` ``log P`` (natural log) and
+``normalized_score`` ``score / lp(length)``, what beam search ranks by; an empty line prints none.
+Only warnings are logged unless ``--verbosity`` asks for more (``--verbosity=0``: INFO, as the
+training command logs).
 """
 
 from __future__ import annotations
@@ -17,11 +32,14 @@ from __future__ import annotations
 import sys
 import warnings
 from collections.abc import Iterable, Iterator
+from typing import Any
 
 from absl import app, flags, logging
 
 from attention_jax.commands.text_io import read_lines
 from attention_jax.user_errors import UserInputError, exit_with_error
+
+FORMATS = ("text", "jsonl")
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "Training work directory.", required=True)
 _CHECKPOINT = flags.DEFINE_string("checkpoint", "latest",
@@ -32,6 +50,17 @@ _ALPHA = flags.DEFINE_float("alpha", None, "Length penalty alpha (default: the c
 _BATCH_SIZE = flags.DEFINE_integer("batch_size", 64, "Sentences per decoding batch.")
 _REAVERAGE = flags.DEFINE_bool("reaverage", False, "With --checkpoint=averaged: redo the average over "
                                "the newest checkpoints first (an average older than them is an error).")
+_BUFFER_SIZE = flags.DEFINE_integer(
+    "buffer_size", None, "Translate and print every N input lines (default: 1 when stdin is a terminal, "
+    "else 16 * --batch_size); 1 prints each translation as soon as its line is read.")
+_NBEST = flags.DEFINE_integer("nbest", None, "Print the N best hypotheses (1 to the beam size) with their "
+                              "scores, as H-<line> lines in --format=text.")
+_ALIGNMENT = flags.DEFINE_bool("alignment", False, "Print a hard alignment of each hypothesis (source-target "
+                               "piece pairs, from a teacher-forced pass's cross-attention).")
+_ALIGNMENT_LAYER = flags.DEFINE_integer("alignment_layer", -1, "With --alignment: the decoder layer whose "
+                                        "cross-attention heads are averaged (-1: the last, -2: the penultimate).")
+_FORMAT = flags.DEFINE_string("format", "text", "'text' (one translation a line; H-/A- lines with --nbest or "
+                              "--alignment) or 'jsonl' (one JSON object a line).")
 
 LINES_PER_BLOCK_PER_BATCH = 16  # Lines read before translating: 16 batches, sorted by length together.
 
@@ -48,12 +77,119 @@ def blocks(lines: Iterable[str], size: int) -> Iterator[list[str]]:
         yield block
 
 
+def _check_flags() -> None:
+    """Refuse the flags that are wrong whatever the run (one line for the first mistake)."""
+    if _FORMAT.value not in FORMATS:
+        raise UserInputError(f"--format must be one of {', '.join(FORMATS)}; got {_FORMAT.value!r}.")
+    if _BUFFER_SIZE.value is not None and _BUFFER_SIZE.value < 1:
+        raise UserInputError(f"--buffer_size must be at least 1 line; got {_BUFFER_SIZE.value}.")
+    if _NBEST.value is not None and _NBEST.value < 1:
+        raise UserInputError(f"--nbest must be at least 1; got {_NBEST.value}.")
+    if flags.FLAGS["alignment_layer"].present and not _ALIGNMENT.value:
+        raise UserInputError("--alignment_layer chooses the layer of --alignment; add --alignment or drop it.")
+
+
+def _check_run_flags(translator: Any) -> None:
+    """Refuse ``--nbest`` and ``--alignment_layer`` values the loaded run cannot serve."""
+    from attention_jax.decoding import alignment
+
+    if _NBEST.value is not None and _NBEST.value > translator.beam_size:
+        raise UserInputError(f"--nbest={_NBEST.value} is more than the beam size {translator.beam_size}: beam "
+                             f"search keeps only {translator.beam_size} hypotheses; lower --nbest or raise "
+                             f"--beam_size.")
+    if _ALIGNMENT.value:
+        try:
+            alignment.check_layer(translator.model_config, _ALIGNMENT_LAYER.value)
+        except ValueError as error:
+            raise UserInputError(f"--alignment_layer={_ALIGNMENT_LAYER.value}: {error}") from None
+
+
+def buffer_size(flag_value: int | None, batch_size: int, interactive: bool) -> int:
+    """Lines translated together: the flag's, else 1 for a terminal and ``16 * batch_size`` otherwise.
+
+    Parameters
+    ----------
+    flag_value : int, optional
+        ``--buffer_size``.
+    batch_size : int
+        ``--batch_size``.
+    interactive : bool
+        Whether stdin is a terminal.
+
+    Returns
+    -------
+    int
+        At least 1.
+    """
+    if flag_value is not None:
+        return flag_value
+    return 1 if interactive else batch_size * LINES_PER_BLOCK_PER_BATCH
+
+
+def translate_block(translator: Any, block: list[str], first_index: int) -> list[Any]:
+    """The ``LineResult`` of each line of ``block`` (line numbers from ``first_index``), as the flags ask.
+
+    Parameters
+    ----------
+    translator : decode.Translator
+        The run's.
+    block : list[str]
+        Input lines.
+    first_index : int
+        The number (from 0) of the block's first line.
+
+    Returns
+    -------
+    list[translation_output.LineResult]
+        One per line, in order; alignments and pieces only with ``--alignment``.
+    """
+    from attention_jax.commands.translation_output import LineResult
+    from attention_jax.decoding import alignment
+    from attention_jax.evaluation.attention_maps import token_strings
+
+    source_ids = translator.encode_sources(block)
+    hypotheses = translator.translate_ids_nbest(source_ids, _NBEST.value or 1)
+    if not _ALIGNMENT.value:
+        return [LineResult(first_index + offset, source, found)
+                for offset, (source, found) in enumerate(zip(block, hypotheses))]
+    pairs = [(source_ids[offset], list(hypothesis.ids)) for offset, found in enumerate(hypotheses)
+             for hypothesis in found]
+    flat = iter(alignment.hard_alignments(translator.model_config, translator.params, [pair[0] for pair in pairs],
+                                          [pair[1] for pair in pairs], layer=_ALIGNMENT_LAYER.value,
+                                          batch_size=translator.batch_size))
+    tokenizer = translator.tokenizer
+    return [LineResult(first_index + offset, source, found, [next(flat) for _ in found],
+                       token_strings(tokenizer, source_ids[offset][:-1]),
+                       [token_strings(tokenizer, list(hypothesis.ids[:-1])) for hypothesis in found])
+            for offset, (source, found) in enumerate(zip(block, hypotheses))]
+
+
+def _write(results: list[Any], output: Any) -> None:
+    """Print ``results`` in ``--format``'s layout and flush."""
+    from attention_jax.commands import translation_output
+
+    for result in results:
+        if _FORMAT.value == "jsonl":
+            lines = [translation_output.json_line(result, nbest=_NBEST.value is not None)]
+        elif _NBEST.value is not None or _ALIGNMENT.value:
+            lines = translation_output.tagged_lines(result)
+        else:
+            lines = [translation_output.plain_line(result)]
+        for line in lines:
+            output.write(line.encode("utf-8") + b"\n")
+    output.flush()
+
+
 def main(argv: list[str]) -> None:
     """Translate stdin to stdout with the run in ``--workdir``."""
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
     if not flags.FLAGS["verbosity"].present:  # Orbax's and JAX's INFO lines around each translation: off.
         logging.set_verbosity(logging.WARNING)
+    try:
+        _check_flags()  # Before JAX is imported: a mistyped flag is told at once.
+    except UserInputError as error:
+        exit_with_error("translate", str(error))
     from attention_jax.checkpointing import params_checkpoints
     from attention_jax.decoding import inference  # Imported here so --help is fast.
 
@@ -63,22 +199,23 @@ def main(argv: list[str]) -> None:
         run = inference.load_run(_WORKDIR.value, _CHECKPOINT.value, average_last=_AVERAGE_LAST.value)
         translator = inference.make_translator(run, beam_size=_BEAM_SIZE.value, alpha=_ALPHA.value,
                                                batch_size=_BATCH_SIZE.value)
+        _check_run_flags(translator)
     except UserInputError as error:  # E.g. a run without its tokenizer.model: one line, exit 2.
         exit_with_error("translate", str(error))
     except (FileNotFoundError, ValueError) as error:
         sys.exit(f"translate: {error}")
     logging.info("Translating with %s of %s (beam %d, alpha %.2f).", run.checkpoint, run.workdir,
                  translator.beam_size, translator.alpha)
-    output = sys.stdout.buffer
-    for block in blocks(read_lines(sys.stdin.buffer), _BATCH_SIZE.value * LINES_PER_BLOCK_PER_BATCH):
+    lines_per_block = buffer_size(_BUFFER_SIZE.value, _BATCH_SIZE.value, sys.stdin.isatty())
+    first_index = 0
+    for block in blocks(read_lines(sys.stdin.buffer), lines_per_block):
         with warnings.catch_warnings(record=True) as caught:  # One log line each, not warning + source line.
             warnings.simplefilter("always")
-            translations = translator.translate(block)
+            results = translate_block(translator, block, first_index)
         for message in dict.fromkeys(str(warning.message) for warning in caught):
             logging.warning("%s", message)
-        for translation in translations:
-            output.write(translation.replace("\n", " ").encode("utf-8") + b"\n")
-        output.flush()
+        _write(results, sys.stdout.buffer)
+        first_index += len(block)
 
 
 if __name__ == "__main__":

@@ -337,7 +337,8 @@ def _initial_beam_state(initial_state: Any, max_lengths: Array, beam_size: int, 
 
 
 def _beam_search_step(state: _BeamState, *, step_fn: StepFn, max_lengths: Array, beam_size: int, alpha: float,
-                      early_stop: bool, eos_id: int, bos_id: int, banned_ids: tuple[int, ...]) -> _BeamState:
+                      early_stop: bool, num_best: int, eos_id: int, bos_id: int,
+                      banned_ids: tuple[int, ...]) -> _BeamState:
     """One step of :func:`beam_search`: expand, keep the best live hypotheses, merge the finished ones."""
     shape = state.alive_log_probs.shape  # [B,K]
     last_tokens = _last_tokens(state.alive_tokens, state.step, bos_id)  # [B,K]
@@ -360,7 +361,8 @@ def _beam_search_step(state: _BeamState, *, step_fn: StepFn, max_lengths: Array,
     done = jnp.logical_or(state.done, length >= max_lengths)
     if early_stop:
         bound = best_possible_score(alive_log_probs[:, 0], length, max_lengths, alpha)
-        done = jnp.logical_or(done, state.finished_scores[:, 0] >= bound)
+        # The num_best-th finished hypothesis (-inf until that many exist) must beat every extension.
+        done = jnp.logical_or(done, state.finished_scores[:, num_best - 1] >= bound)
     # A done sentence keeps no live hypotheses, so later steps cannot change it; once all are done the
     # step count stops too (a loop of several steps per iteration may run steps after that).
     return state._replace(
@@ -373,8 +375,8 @@ def _beam_search_step(state: _BeamState, *, step_fn: StepFn, max_lengths: Array,
 
 
 def beam_search(step_fn: StepFn, initial_state: Any, max_lengths: Array, *, beam_size: int, alpha: float,
-                max_decode_len: int, early_stop: bool = True, eos_id: int = EOS_ID, bos_id: int = BOS_ID,
-                banned_ids: tuple[int, ...] = (PAD_ID, BOS_ID), stage_ends: tuple[int, ...] = (),
+                max_decode_len: int, early_stop: bool = True, num_best: int = 1, eos_id: int = EOS_ID,
+                bos_id: int = BOS_ID, banned_ids: tuple[int, ...] = (PAD_ID, BOS_ID), stage_ends: tuple[int, ...] = (),
                 grow_state: GrowState | None = None, steps_per_iteration: int = 2) -> SearchResult:
     """Beam search with the GNMT length penalty and early termination (traceable; call under jit).
 
@@ -396,6 +398,11 @@ def beam_search(step_fn: StepFn, initial_state: Any, max_lengths: Array, *, beam
     early_stop : bool
         Stop a sentence as soon as no live hypothesis can beat its best finished one. Disabling it
         runs every sentence to its maximum length; the best hypothesis is the same either way.
+    num_best : int
+        How many of the finished hypotheses early termination guarantees (1 to ``beam_size``): a
+        sentence stops once its ``num_best``-th best finished score beats every live hypothesis's
+        bound, so the first ``num_best`` are final. 1 (default) guarantees the first alone; a larger
+        value may run more steps but never changes the first hypothesis.
     eos_id, bos_id : int
         End and start tokens.
     banned_ids : tuple of int
@@ -412,8 +419,8 @@ def beam_search(step_fn: StepFn, initial_state: Any, max_lengths: Array, *, beam
     Returns
     -------
     SearchResult
-        ``[B, K, ...]`` finished hypotheses, best first. Hypotheses after the first are the best
-        found before the search stopped (early termination only guarantees the first).
+        ``[B, K, ...]`` finished hypotheses, best first. Hypotheses after the first ``num_best`` are the
+        best found before the search stopped (early termination guarantees only the first ``num_best``).
 
     Notes
     -----
@@ -428,7 +435,8 @@ def beam_search(step_fn: StepFn, initial_state: Any, max_lengths: Array, *, beam
     Taking EOS candidates only from the best ``K`` (as fairseq does) makes ``beam_size=1``
     with ``alpha=0`` exactly greedy decoding; tensor2tensor also keeps EOS candidates ranked
     ``K+1 .. 2K``. A sentence is done when its maximum length is reached or (``early_stop``) when its
-    best finished score is at least :func:`best_possible_score` of its best live hypothesis.
+    ``num_best``-th finished score is at least :func:`best_possible_score` of its best live hypothesis
+    (live hypotheses all have the same length, so the best one's bound covers them all).
     The model state is reordered with :func:`gather_beams` after each selection.
 
     That reorder cannot write into the buffer it reads, so in a loop of one step per iteration XLA
@@ -440,11 +448,13 @@ def beam_search(step_fn: StepFn, initial_state: Any, max_lengths: Array, *, beam
     Results do not depend on it: a step after the one that finishes every sentence changes nothing.
     """
     _validate_stages(stage_ends, max_decode_len, grow_state)
+    if not 1 <= num_best <= beam_size:
+        raise ValueError(f"num_best must be between 1 and beam_size={beam_size}; got {num_best}.")
     max_lengths = jnp.minimum(jnp.asarray(max_lengths, jnp.int32), max_decode_len)
     state = _initial_beam_state(initial_state, max_lengths, beam_size, max_decode_len)
     search_step = functools.partial(_beam_search_step, step_fn=step_fn, max_lengths=max_lengths, beam_size=beam_size,
-                                    alpha=alpha, early_stop=early_stop, eos_id=eos_id, bos_id=bos_id,
-                                    banned_ids=banned_ids)
+                                    alpha=alpha, early_stop=early_stop, num_best=num_best, eos_id=eos_id,
+                                    bos_id=bos_id, banned_ids=banned_ids)
     final = _run_in_stages(search_step, state, stage_ends=stage_ends, max_decode_len=max_decode_len,
                            grow_state=grow_state, steps_per_iteration=steps_per_iteration)
     return SearchResult(final.finished_tokens, final.finished_scores, final.finished_log_probs,

@@ -53,12 +53,12 @@ class TextCodec(Protocol):
 
 @functools.partial(jax.jit, static_argnames=("model_config", "method", "beam_size", "alpha",
                                              "max_decode_len", "use_cache", "early_stop", "mesh",
-                                             "cache_stages"))
+                                             "cache_stages", "num_best"))
 def decode_batch(params: Any, inputs: Array, max_lengths: Array, *, model_config: TransformerConfig,
                  method: str = "beam", beam_size: int = 4, alpha: float = 0.6, max_decode_len: int,
                  use_cache: bool = True, early_stop: bool = True,
                  mesh: jax.sharding.Mesh | None = None,
-                 cache_stages: int = DecodeSettings.cache_stages) -> beam_search.SearchResult:
+                 cache_stages: int = DecodeSettings.cache_stages, num_best: int = 1) -> beam_search.SearchResult:
     """Translate a padded batch of source ids (jitted; one compilation per shape and setting).
 
     Parameters
@@ -91,6 +91,9 @@ def decode_batch(params: Any, inputs: Array, max_lengths: Array, *, model_config
         Grow the key/value cache in this many stages (:func:`decode_steps.cache_stage_ends`), so early steps
         attend over and reorder a short cache; 1 sizes it for ``L`` from the start. Outputs are the
         same either way.
+    num_best : int
+        Beam search only: early termination waits until this many hypotheses are final
+        (:func:`attention_jax.decoding.beam_search.beam_search`); 1 for the best alone.
 
     Returns
     -------
@@ -111,7 +114,7 @@ def decode_batch(params: Any, inputs: Array, max_lengths: Array, *, model_config
         raise ValueError(f"max_decode_len={max_decode_len} exceeds the model's max_len={model_config.max_len}.")
     search = functools.partial(_search, model_config=model_config, method=method, beam_size=beam_size,
                                alpha=alpha, max_decode_len=max_decode_len, use_cache=use_cache,
-                               early_stop=early_stop, cache_stages=cache_stages)
+                               early_stop=early_stop, cache_stages=cache_stages, num_best=num_best)
     if mesh is None:
         return search(params, inputs, max_lengths)
     # Any: these fill SearchResult's array fields with the PartitionSpec of each (shard_map's out_specs).
@@ -130,7 +133,7 @@ def decode_batch(params: Any, inputs: Array, max_lengths: Array, *, model_config
 
 def _search(params: Any, inputs: Array, max_lengths: Array, *, model_config: TransformerConfig, method: str,
             beam_size: int, alpha: float, max_decode_len: int, use_cache: bool,
-            early_stop: bool, cache_stages: int) -> beam_search.SearchResult:
+            early_stop: bool, cache_stages: int, num_best: int) -> beam_search.SearchResult:
     """Encode once, then beam or greedy search with the cached or uncached step function."""
     step_fn, state, stages = decode_steps.search_setup(
         model_config, params, inputs, rows_per_sentence=beam_size if method == "beam" else 1,
@@ -139,7 +142,8 @@ def _search(params: Any, inputs: Array, max_lengths: Array, *, model_config: Tra
         return beam_search.greedy_search(step_fn, state, max_lengths, alpha=alpha, max_decode_len=max_decode_len,
                                          **stages)
     return beam_search.beam_search(step_fn, state, max_lengths, beam_size=beam_size, alpha=alpha,
-                                   max_decode_len=max_decode_len, early_stop=early_stop, **stages)
+                                   max_decode_len=max_decode_len, early_stop=early_stop, num_best=num_best,
+                                   **stages)
 
 
 def bucket_length(length: int, maximum: int, minimum: int = MIN_SOURCE_BUCKET) -> int:
@@ -270,6 +274,30 @@ def _shapes_by_path(params: Any) -> dict[str, tuple[int, ...]]:
     return {jax.tree_util.keystr(path): tuple(leaf.shape) for path, leaf in leaves}
 
 
+@dataclasses.dataclass(frozen=True)
+class Hypothesis:
+    """One finished hypothesis of beam search for a sentence.
+
+    Attributes
+    ----------
+    ids : tuple[int, ...]
+        Output ids ending in EOS.
+    text : str
+        ``ids`` detokenized.
+    score : float
+        The model score ``log P(Y | X)``: the sum of the output tokens' log-probabilities (natural
+        log, EOS included).
+    normalized_score : float
+        ``score / lp(|Y|)`` with the translator's length-penalty alpha (Section 6.1): what beam search
+        ranks hypotheses by (:func:`attention_jax.decoding.beam_search.length_penalty`).
+    """
+
+    ids: tuple[int, ...]
+    text: str
+    score: float
+    normalized_score: float
+
+
 @dataclasses.dataclass
 class _Batch:
     indices: list[int]  # Positions of the batch's sentences in the caller's list.
@@ -349,9 +377,7 @@ class Translator:
         list[str]
             Detokenized translations.
         """
-        source_ids = self.encode_sources(sources)
-        output_ids = self.translate_ids(source_ids)
-        return [self.tokenizer.decode(ids) if ids else "" for ids in output_ids]
+        return [best[0].text if best else "" for best in self.translate_nbest(sources)]
 
     def encode_sources(self, sources: Sequence[str]) -> list[list[int]]:
         """Tokenize sentences, truncating those longer than :attr:`max_source_len` (with one warning).
@@ -398,13 +424,64 @@ class Translator:
         list[list[int]]
             The best hypothesis of each sentence, ending in EOS.
         """
-        outputs: list[list[int]] = [[] for _ in source_ids]
+        return [list(best[0].ids) if best else [] for best in self.translate_ids_nbest(source_ids)]
+
+    def translate_nbest(self, sources: Sequence[str], nbest: int = 1) -> list[list[Hypothesis]]:
+        """The ``nbest`` best hypotheses of each sentence, best first, with their scores.
+
+        Parameters
+        ----------
+        sources : Sequence[str]
+            Untokenized source sentences (truncated as :meth:`encode_sources` does).
+        nbest : int
+            Hypotheses per sentence, 1 to :attr:`beam_size`.
+
+        Returns
+        -------
+        list[list[Hypothesis]]
+            One list per source, in input order; ``[]`` for an empty source.
+
+        Notes
+        -----
+        See :meth:`translate_ids_nbest`.
+        """
+        return self.translate_ids_nbest(self.encode_sources(sources), nbest)
+
+    def translate_ids_nbest(self, source_ids: Sequence[Sequence[int]], nbest: int = 1) -> list[list[Hypothesis]]:
+        """The ``nbest`` best hypotheses of tokenized sentences, best first, with their scores.
+
+        Parameters
+        ----------
+        source_ids : Sequence[Sequence[int]]
+            Ids ending in EOS, at most :attr:`max_source_len` each; empty sequences give ``[]``.
+        nbest : int
+            Hypotheses per sentence, 1 to :attr:`beam_size`.
+
+        Returns
+        -------
+        list[list[Hypothesis]]
+            One list per sentence, in input order, sorted by ``normalized_score`` (best first).
+
+        Notes
+        -----
+        The hypotheses are beam search's finished set, which keeps the ``beam_size`` best by
+        normalized score; early termination waits until the first ``nbest`` of them are final
+        (``num_best`` of :func:`attention_jax.decoding.beam_search.beam_search`), so the first is the
+        1-best of :meth:`translate_ids` whatever ``nbest`` is. A list is shorter than ``nbest`` only
+        when the output length limit leaves fewer possible outputs.
+        """
+        if not 1 <= nbest <= self.beam_size:
+            raise ValueError(f"nbest must be between 1 and the beam size {self.beam_size}; got {nbest}.")
+        outputs: list[list[Hypothesis]] = [[] for _ in source_ids]
         for batch in self._batches(source_ids):
-            result = self._decode(batch)
-            tokens = np.asarray(jax.device_get(result.tokens[:, 0]))
-            lengths = np.asarray(jax.device_get(result.lengths[:, 0]))
+            result = jax.device_get(self._decode(batch, nbest))
+            tokens, lengths, log_probs, scores = (np.asarray(array)[:, :nbest] for array in (
+                result.tokens, result.lengths, result.log_probs, result.scores))
             for row, index in enumerate(batch.indices):
-                outputs[index] = tokens[row, : lengths[row]].tolist()
+                for k in np.flatnonzero(np.isfinite(scores[row])):  # -inf: a slot no hypothesis reached.
+                    ids = tuple(tokens[row, k, : lengths[row, k]].tolist())
+                    outputs[index].append(Hypothesis(ids, self.tokenizer.decode(ids), float(log_probs[row, k]),
+                                                     float(scores[row, k])))
         return outputs
 
     def _batches(self, source_ids: Sequence[Sequence[int]]) -> list[_Batch]:
@@ -429,7 +506,7 @@ class Translator:
             batches.append(_Batch(indices, inputs, max_lengths))
         return batches
 
-    def _decode(self, batch: _Batch) -> beam_search.SearchResult:
+    def _decode(self, batch: _Batch, num_best: int = 1) -> beam_search.SearchResult:
         method = self.settings.method
         limit = min(batch.inputs.shape[1] + self.max_extra_len, self.model_config.max_len)
         max_decode_len = cache_length(int(batch.max_lengths.max()), limit)
@@ -437,7 +514,7 @@ class Translator:
             self.params, self._place(batch.inputs), self._place(batch.max_lengths),
             model_config=self.model_config, method=method, beam_size=self.beam_size, alpha=self.alpha,
             max_decode_len=max_decode_len, use_cache=self.use_cache, mesh=self.mesh,
-            cache_stages=self.settings.cache_stages)
+            cache_stages=self.settings.cache_stages, num_best=num_best)
 
     def _place(self, tree: Any, replicated: bool = False) -> Any:
         """Put arrays on the mesh: batch-sharded over ``"data"``, or replicated."""
