@@ -130,12 +130,12 @@ def test_text_and_jsonl_layouts_of_one_line():
 
 
 def test_a_terminal_is_translated_line_by_line_and_a_pipe_in_blocks_unless_buffer_size_says():
-    from attention_jax.commands import translate
+    from attention_jax.commands import text_io  # Not commands.translate: its absl flags would clash with others'.
 
-    assert translate.buffer_size(None, batch_size=64, interactive=True) == 1
-    assert translate.buffer_size(None, batch_size=64, interactive=False) == 64 * translate.LINES_PER_BLOCK_PER_BATCH
-    assert translate.buffer_size(3, batch_size=64, interactive=True) == 3
-    assert [len(block) for block in translate.blocks(map(str, range(7)), 3)] == [3, 3, 1]
+    assert text_io.buffer_size(None, batch_size=64, interactive=True) == 1
+    assert text_io.buffer_size(None, batch_size=64, interactive=False) == 64 * text_io.LINES_PER_BLOCK_PER_BATCH
+    assert text_io.buffer_size(3, batch_size=64, interactive=True) == 3
+    assert [len(block) for block in text_io.blocks(map(str, range(7)), 3)] == [3, 3, 1]
 
 
 # The command, as a user runs it.

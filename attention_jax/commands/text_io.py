@@ -1,14 +1,50 @@
-"""Reading sentences from stdin (one line in, one output line out) and parallel text files (no flags here)."""
+"""Reading sentences from stdin (one line in, one line out), in blocks, and parallel text files (no flags here)."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import BinaryIO
 
 from absl import logging
 
 from attention_jax.user_errors import MissingInputError, UserInputError
+
+LINES_PER_BLOCK_PER_BATCH = 16  # Lines read before translating: 16 batches, sorted by length together.
+
+
+def blocks(lines: Iterable[str], size: int) -> Iterator[list[str]]:
+    """Group ``lines`` into lists of at most ``size``."""
+    block: list[str] = []
+    for line in lines:
+        block.append(line)
+        if len(block) == size:
+            yield block
+            block = []
+    if block:
+        yield block
+
+
+def buffer_size(flag_value: int | None, batch_size: int, interactive: bool) -> int:
+    """Lines translated together: the flag's, else 1 for a terminal and ``16 * batch_size`` otherwise.
+
+    Parameters
+    ----------
+    flag_value : int, optional
+        ``--buffer_size``.
+    batch_size : int
+        ``--batch_size``.
+    interactive : bool
+        Whether stdin is a terminal.
+
+    Returns
+    -------
+    int
+        At least 1.
+    """
+    if flag_value is not None:
+        return flag_value
+    return 1 if interactive else batch_size * LINES_PER_BLOCK_PER_BATCH
 
 
 def read_lines(stream: BinaryIO) -> Iterator[str]:

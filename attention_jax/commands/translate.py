@@ -31,12 +31,11 @@ from __future__ import annotations
 
 import sys
 import warnings
-from collections.abc import Iterable, Iterator
 from typing import Any
 
 from absl import app, flags, logging
 
-from attention_jax.commands.text_io import read_lines
+from attention_jax.commands.text_io import blocks, buffer_size, read_lines
 from attention_jax.user_errors import UserInputError, exit_with_error
 
 FORMATS = ("text", "jsonl")
@@ -61,21 +60,6 @@ _ALIGNMENT_LAYER = flags.DEFINE_integer("alignment_layer", -1, "With --alignment
                                         "cross-attention heads are averaged (-1: the last, -2: the penultimate).")
 _FORMAT = flags.DEFINE_string("format", "text", "'text' (one translation a line; H-/A- lines with --nbest or "
                               "--alignment) or 'jsonl' (one JSON object a line).")
-
-LINES_PER_BLOCK_PER_BATCH = 16  # Lines read before translating: 16 batches, sorted by length together.
-
-
-def blocks(lines: Iterable[str], size: int) -> Iterator[list[str]]:
-    """Group ``lines`` into lists of at most ``size``."""
-    block: list[str] = []
-    for line in lines:
-        block.append(line)
-        if len(block) == size:
-            yield block
-            block = []
-    if block:
-        yield block
-
 
 def _check_flags() -> None:
     """Refuse the flags that are wrong whatever the run (one line for the first mistake)."""
@@ -102,28 +86,6 @@ def _check_run_flags(translator: Any) -> None:
             alignment.check_layer(translator.model_config, _ALIGNMENT_LAYER.value)
         except ValueError as error:
             raise UserInputError(f"--alignment_layer={_ALIGNMENT_LAYER.value}: {error}") from None
-
-
-def buffer_size(flag_value: int | None, batch_size: int, interactive: bool) -> int:
-    """Lines translated together: the flag's, else 1 for a terminal and ``16 * batch_size`` otherwise.
-
-    Parameters
-    ----------
-    flag_value : int, optional
-        ``--buffer_size``.
-    batch_size : int
-        ``--batch_size``.
-    interactive : bool
-        Whether stdin is a terminal.
-
-    Returns
-    -------
-    int
-        At least 1.
-    """
-    if flag_value is not None:
-        return flag_value
-    return 1 if interactive else batch_size * LINES_PER_BLOCK_PER_BATCH
 
 
 def translate_block(translator: Any, block: list[str], first_index: int) -> list[Any]:
