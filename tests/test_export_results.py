@@ -30,6 +30,7 @@ def _write_run(root: pathlib.Path, row: str, seed: int, ppl: float | None) -> No
         (run_dir / "results.json").write_text(json.dumps(dict(step=100, params=1000, dev_ppl=ppl, dev_bleu=5.0)))
         (run_dir / "eval_dev.json").write_text(json.dumps({"bleu": 5.0}))
         (run_dir / "data_splits.json").write_text(json.dumps({"validation": {"pairs": 3, "sha256": "ab"}}))
+        (run_dir / "length_buckets.json").write_text(json.dumps({"buckets": {"within_cap": {"bleu": 5.0}}}))
 
 
 @pytest.fixture()
@@ -49,7 +50,7 @@ def test_copies_finished_runs_only_without_checkpoints(sweep_root: pathlib.Path,
     written = export_results.export_results(str(sweep_root), str(destination))
     expected = {"sweep.json"} | {f"{row}/seed_{seed}/{name}" for row, seed in [("base", 0), ("base", 1), ("A1", 0)]
                                   for name in ("config.json", "results.json", "metrics.jsonl", "eval_dev.json",
-                                               "data_splits.json")}
+                                               "data_splits.json", "length_buckets.json")}
     assert set(written) == expected
     copied = {str(path.relative_to(destination)) for path in destination.rglob("*") if path.is_file()}
     assert copied == expected  # No checkpoints, logs, or files of the running seed.
