@@ -185,13 +185,13 @@ def test_report_command_writes_table_csv_and_plot(scored_root: pathlib.Path) -> 
                                capture_output=True, text=True, timeout=300, env=dict(os.environ, JAX_PLATFORMS="cpu"))
     assert completed.returncode == 0, completed.stderr[-2000:]
     assert [os.path.basename(path) for path in completed.stdout.split()][-3:] == \
-        ["positions.md", "positions.csv", "positions.png"]
-    markdown = (scored_root / "positions.md").read_text(encoding="utf-8")
+        ["positions_by_length.md", "positions_by_length.csv", "positions_by_length.png"]
+    markdown = (scored_root / "positions_by_length.md").read_text(encoding="utf-8")
     assert ("| beyond_2x (9-30, 40) | learned | 3 | 13.03 ± 0.98 | +18.3 ± 4.4% | higher | 7.3 ± 0.9 | -3.7 ± 0.3 "
             "| lower |") in markdown
     assert "| learned | within_cap → beyond_2x | +18.0 ± 5.5% | worse with length |" in markdown
-    assert (scored_root / "positions.png").stat().st_size > 10_000
-    assert len((scored_root / "positions.csv").read_text().splitlines()) == 1 + 2 * 3
+    assert (scored_root / "positions_by_length.png").stat().st_size > 10_000
+    assert len((scored_root / "positions_by_length.csv").read_text().splitlines()) == 1 + 2 * 3
 
 
 @pytest.mark.slow
@@ -232,3 +232,15 @@ def test_bucket_evaluation_of_a_tiny_trained_run(tmp_path: pathlib.Path, monkeyp
     (tmp_path / "root" / run_files.SWEEP_FILE).write_text(json.dumps(dict(rows=["sinusoidal"], seeds=[0])))
     assert length_bucket_evaluation.evaluate_root(str(tmp_path / "root"), str(split_dir)) == []
     assert length_bucket_evaluation.expected_runs(str(tmp_path / "root")) == [str(workdir)]
+
+
+def test_the_committed_positions_sweep_reports_without_one_report_overwriting_another(tmp_path: pathlib.Path) -> None:
+    from attention_jax.commands import report
+
+    committed = pathlib.Path(__file__).resolve().parents[1] / "docs" / "positions"
+    paths = report.write_reports(str(committed), str(tmp_path))
+    assert len(paths) == len(set(paths)), paths  # The sweep's report is also named "positions".
+    names = {os.path.basename(path) for path in paths}
+    assert {"positions.md", "positions_by_length.md", "positions_by_length.png"} <= names, names
+    assert "| learned | 1 |" in (tmp_path / "positions_by_length.md").read_text(encoding="utf-8")
+    assert "| learned |" in (tmp_path / "positions.md").read_text(encoding="utf-8")  # The Table-2-style one.

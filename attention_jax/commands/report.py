@@ -14,7 +14,7 @@ beside the paper's (:mod:`attention_jax.reports.table3_report`). A sweep whose r
 attention function (``configs/sweeps/attention_function.py``) also gets ``ROOT/attention_functions.md``,
 ``.csv`` and ``.png``: each function against scaled dot product at the same ``d_k``, paired by seed
 (:mod:`attention_jax.reports.attention_function_report`). A sweep whose runs were scored on length buckets
-(``configs/sweeps/positions.py``) also gets ``ROOT/positions.md``, ``.csv`` and ``.png``: each positional
+(``configs/sweeps/positions.py``) also gets ``ROOT/positions_by_length.md``, ``.csv`` and ``.png``: each positional
 encoding against sinusoidal, bucket by bucket (:mod:`attention_jax.reports.positions_report`).
 
 A root that is missing or a file, a damaged JSON file in it (a half-written ``results.json``) or an output

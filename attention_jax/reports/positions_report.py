@@ -23,9 +23,9 @@ per bucket, how each encoding stands against the paper's sinusoidal one:
 Files (``python -m attention_jax.report ROOT`` writes them whenever a run of the sweep holds
 ``length_buckets.json``; :func:`write_positions_report`)::
 
-    ROOT/positions.md    the tables above and the rule
-    ROOT/positions.csv   one line per (row, bucket), full precision
-    ROOT/positions.png   perplexity and BLEU against the length bucket, one line per encoding (mean ± SE)
+    ROOT/positions_by_length.md    the tables above and the rule
+    ROOT/positions_by_length.csv   one line per (row, bucket), full precision
+    ROOT/positions_by_length.png   perplexity and BLEU against the length bucket, one line per encoding (mean ± SE)
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from attention_jax.reports.sweep_rows import RowReport, SeedRun
 REFERENCE_ENCODING = "sinusoidal"
 """The paper's encoding (Section 3.5): every other is compared with it."""
 
-REPORT_STEM = "positions"
+REPORT_STEM = "positions_by_length"  # Not the sweep's own report name (configs/sweeps/positions.py: "positions").
 CSV_FIELDS = ("row", "positional_encoding", "bucket", "min_words", "max_words", "num_pairs", "seeds", "ppl_mean",
               "ppl_se", "bleu_mean", "bleu_se", "paired_seeds", "ppl_change_mean", "ppl_change_se", "ppl_reading",
               "bleu_difference_mean", "bleu_difference_se", "bleu_reading", "reading_basis")
