@@ -10,9 +10,8 @@ first that applies:
 3. measured here once per process: the best rate of a few square matmuls in the dtype (a CPU, an
    unknown GPU). A measured peak is what this device reaches on a plain product, so MFU against it is
    higher than against a datasheet rate, and is comparable only between runs on the same machine. On a
-   CPU that other processes keep busy the products run slower and the peak reads low (0.04 against 0.17
-   TFLOP/s quiet on our 2-core machine: MFU then read 74%); such a peak is measured with more products
-   and named as taken under load (:func:`machine_load`).
+   CPU that other processes keep busy the products run slower, the peak reads low and MFU high; such a
+   peak is measured with more products and named as taken under load (:func:`machine_load`).
 
 The run's log names the peak it used and where it comes from (:attr:`DevicePeak.source`).
 """
