@@ -235,10 +235,10 @@ def test_bucket_evaluation_of_a_tiny_trained_run(tmp_path: pathlib.Path, monkeyp
 
 
 def test_the_committed_positions_sweep_reports_without_one_report_overwriting_another(tmp_path: pathlib.Path) -> None:
-    from attention_jax.commands import report
+    from attention_jax.reports import all_reports
 
     committed = pathlib.Path(__file__).resolve().parents[1] / "docs" / "positions"
-    paths = report.write_reports(str(committed), str(tmp_path))
+    paths = all_reports.write_reports(str(committed), str(tmp_path))
     assert len(paths) == len(set(paths)), paths  # The sweep's report is also named "positions".
     names = {os.path.basename(path) for path in paths}
     assert {"positions.md", "positions_by_length.md", "positions_by_length.png"} <= names, names

@@ -26,7 +26,7 @@ from __future__ import annotations
 from absl import app, flags
 
 from attention_jax import run_files
-from attention_jax.reports import attention_function_report, positions_report, sweep_report, sweep_rows, table3_report
+from attention_jax.reports import all_reports, sweep_rows
 from attention_jax.user_errors import UserInputError, exit_with_error
 
 _ALL_ROWS = flags.DEFINE_bool("all_rows", False, "Report every row of the sweep, also those never launched.")
@@ -34,43 +34,6 @@ _SUSTAINED_TFLOPS = flags.DEFINE_float("sustained_tflops", None,
                                        "Table 3 sweeps: sustained TFLOP/s per device of our hardware, for "
                                        "the paper-style cost estimate (time x devices x FLOP/s).")
 _OUT = flags.DEFINE_string("out", None, "Directory for the report's files (default: ROOT); created if missing.")
-
-
-def write_reports(root: str, out_dir: str, *, all_rows: bool = False,
-                  sustained_tflops: float | None = None) -> list[str]:
-    """Write every report the sweep in ``root`` calls for into ``out_dir``.
-
-    Parameters
-    ----------
-    root : str
-        The sweep root (only read).
-    out_dir : str
-        Where the files go (``root`` by default on the command line).
-    all_rows : bool
-        Report rows never launched too.
-    sustained_tflops : float, optional
-        Table 3 sweeps: our sustained TFLOP/s per device.
-
-    Returns
-    -------
-    list[str]
-        The paths written.
-
-    Notes
-    -----
-    Every row is read (and checked) before the first file is written, so a damaged ``results.json`` or a
-    config the schema refuses leaves nothing behind: :class:`UserInputError` (``schema.ConfigError``
-    among them) or ``FileNotFoundError`` for a root that is not a sweep.
-    """
-    record, rows = sweep_rows.read_sweep_rows(root, all_rows=all_rows)
-    paths = sweep_report.write_report(root, all_rows=all_rows, out_dir=out_dir)
-    if record.get("report_name") == "table3":  # configs/table3.py
-        paths += table3_report.write_table3_report(root, sustained_tflops=sustained_tflops, out_dir=out_dir)
-    if attention_function_report.applies(rows):  # e.g. configs/sweeps/attention_function.py
-        paths += attention_function_report.write_attention_function_report(root, rows, out_dir=out_dir)
-    if positions_report.applies(root, rows):  # Runs scored on length buckets: configs/sweeps/positions.py
-        paths += positions_report.write_positions_report(root, rows, out_dir=out_dir)
-    return paths
 
 
 def main(argv: list[str]) -> None:
@@ -83,7 +46,8 @@ def main(argv: list[str]) -> None:
         sweep_rows.read_sweep_rows(root, all_rows=_ALL_ROWS.value)  # The root is a sweep, every file readable.
         run_files.check_directory(out_dir, "--out" if _OUT.value else "ROOT", writable=True,
                                   instead="" if _OUT.value else "Pass --out=DIR to write the report elsewhere.")
-        paths = write_reports(root, out_dir, all_rows=_ALL_ROWS.value, sustained_tflops=_SUSTAINED_TFLOPS.value)
+        paths = all_reports.write_reports(root, out_dir, all_rows=_ALL_ROWS.value,
+                                          sustained_tflops=_SUSTAINED_TFLOPS.value)
     except (FileNotFoundError, UserInputError) as error:  # schema.ConfigError is a UserInputError.
         exit_with_error("attention_jax.report", str(error))
     except OSError as error:  # E.g. the disk filled while writing.
