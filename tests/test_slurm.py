@@ -134,7 +134,7 @@ def test_requeued_row_resumes_from_the_checkpoint_it_wrote_on_sigterm(
     sends it (the script requeues itself): each time training checkpoints, the job requeues and resumes."""
     needs_entry_point()
     data_dir = request.getfixturevalue("tiny_data_dir")
-    root, steps = tmp_path / "t2", 1000
+    root, steps = tmp_path / "t2", 500  # Both stops come before step ~250.
     submitted = run_sweep("--config=configs/table2.py", "--rows=base", "--executor=slurm", f"--root={root}",
                           "--report=false", *tiny_flags(data_dir, steps, checkpoint_every_steps=0,
                                                         eval_every_steps=0, log_every_steps=20))
@@ -148,7 +148,7 @@ def test_requeued_row_resumes_from_the_checkpoint_it_wrote_on_sigterm(
     first_stop = int(wait_for_pattern(log_path, r"Stopped at step (\d+) on request", 60).group(1))
     _resume_after_requeue(job_id, log_path, rf"Resumed from the checkpoint of step {first_stop} ")
 
-    wait_for_pattern(log_path, rf"step {first_stop // 20 * 20 + 200}/{steps}", 180)
+    wait_for_pattern(log_path, rf"step {first_stop // 20 * 20 + 100}/{steps}", 180)
     subprocess.run(["scancel", "--signal=TERM", job_id], check=True, capture_output=True)
     stops = wait_for_pattern(log_path, r"(?s)Stopped at step.*Stopped at step (\d+) on request", 60)
     second_stop = int(stops.group(1))
