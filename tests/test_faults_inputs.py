@@ -181,3 +181,31 @@ def test_a_parallel_text_is_read_line_by_line_and_its_mistakes_name_the_file(tmp
         text_io.read_parallel_text(str(tmp_path / "none.en"), str(reference))
     with pytest.raises(UserInputError, match=rf"--reference={tmp_path} is a directory"):
         text_io.read_parallel_text(str(source), str(tmp_path))
+
+
+# Each decoding command on a run that is not there, and with a mistyped or missing flag (absl's own parser
+# printed "FATAL Flags parsing error" and a second line, then exited 1, the status of a crash).
+DECODING_COMMAND_MISTAKES = {
+    "translate-no_run": (["attention_jax.translate"], "No work directory"),
+    "evaluate-no_run": (["attention_jax.evaluate"], "No work directory"),
+    "generate-no_run": (["attention_jax.generate", "--prompt=Hallo"], "No work directory"),
+    "plot_attention-no_run": (["attention_jax.plot_attention", "--text=Hallo"], "No work directory"),
+    "translate-mistyped_flag": (["attention_jax.translate", "--beam_sise=4"], "Unknown command line flag 'beam_sise'"),
+    "plot_attention-missing_flag": (["attention_jax.plot_attention"], "--text must have a value"),
+}
+
+
+@pytest.mark.parametrize("case", list(DECODING_COMMAND_MISTAKES))
+def test_a_decoding_commands_mistake_is_one_line_with_exit_2(case: str, tmp_path: pathlib.Path) -> None:
+    command, text = DECODING_COMMAND_MISTAKES[case]
+    out = tmp_path / "out"
+    args = [sys.executable, "-m", *command, f"--workdir={tmp_path / 'no_run'}"]
+    if command[0] == "attention_jax.plot_attention":
+        args.append(f"--out={out}.png")
+    completed = subprocess.run(args, cwd=REPO_ROOT, input="Hallo\n", capture_output=True, text=True, timeout=300,
+                               env=train_support.subprocess_env(str(tmp_path / "cache")))
+    lines = completed.stderr.strip().splitlines()
+    program = command[0].rpartition(".")[2]
+    assert completed.returncode == 2 and len(lines) == 1, completed.stderr[-3000:]
+    assert lines[0].startswith(f"{program}: error: ") and text in lines[0], lines
+    assert not (tmp_path / "no_run").exists() and not pathlib.Path(f"{out}.png").exists()  # Nothing written.

@@ -82,19 +82,19 @@ def test_generate_continues_prompts_and_reports_perplexity(lm_workdir: pathlib.P
 
 def test_bad_prompts_and_wrong_runs_are_clear_errors(lm_workdir: pathlib.Path, tmp_path: pathlib.Path) -> None:
     empty = _generate(f"--workdir={lm_workdir}", "--prompt=  ")
-    assert empty.returncode != 0 and "generate: The prompt is empty" in empty.stderr
+    assert empty.returncode == 2 and "generate: error: The prompt is empty" in empty.stderr
     too_long = _generate(f"--workdir={lm_workdir}", "--prompt=" + " ".join(["Hund"] * 40))
-    assert too_long.returncode != 0 and "shorten it to at most 30 tokens" in too_long.stderr
+    assert too_long.returncode == 2 and "shorten it to at most 30 tokens" in too_long.stderr
     assert "Traceback" not in empty.stderr + too_long.stderr
     translate = subprocess.run([sys.executable, "-m", "attention_jax.translate", f"--workdir={lm_workdir}"],
                                input="Hallo\n", capture_output=True, text=True, timeout=300)
-    assert translate.returncode != 0 and "decoder-only language model" in translate.stderr
+    assert translate.returncode == 2 and "decoder-only language model" in translate.stderr
     assert "attention_jax.generate" in translate.stderr and "Traceback" not in translate.stderr
     from tests.support.fake_data import tiny_experiment
 
     checkpoints.write_config(str(tmp_path), tiny_experiment())  # A translation run's config.json.
     wrong = _generate(f"--workdir={tmp_path}", "--prompt=Hallo")
-    assert wrong.returncode != 0 and "encoder-decoder translation model" in wrong.stderr
+    assert wrong.returncode == 2 and "encoder-decoder translation model" in wrong.stderr
     assert "attention_jax.translate" in wrong.stderr and "Traceback" not in wrong.stderr
 
 

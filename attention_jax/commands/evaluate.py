@@ -88,7 +88,7 @@ def main(argv: list[str]) -> None:
     except UserInputError as error:  # E.g. a run without its tokenizer.model: one line, exit 2.
         exit_with_error(_PROGRAM, str(error))
     except (FileNotFoundError, ValueError) as error:
-        sys.exit(f"evaluate: {error}")
+        exit_with_error(_PROGRAM, str(error))
     partial = len(pairs) < available
     text = f"{available} pairs of " + (f"the {split} split" if split else f"{source} and {reference}")
     described = f"the first {len(pairs)} of the {text}" if partial else f"all {text}"
@@ -98,7 +98,7 @@ def main(argv: list[str]) -> None:
         result = translation_quality.evaluate(translator, pairs, report_progress=progress.progress_logger(
             f"{split or 'file'} BLEU", len(pairs)))
     except ValueError as error:
-        sys.exit(f"evaluate: {error}")
+        exit_with_error(_PROGRAM, str(error))
     report = {
         "split": split,
         **({"source_file": os.path.abspath(source), "reference_file": os.path.abspath(reference)}

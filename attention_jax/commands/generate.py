@@ -97,7 +97,7 @@ def main(argv: list[str]) -> None:
     except UserInputError as error:  # A bad flag, an empty split, a run without its tokenizer: exit 2.
         exit_with_error("generate", str(error))
     except (FileNotFoundError, ValueError) as error:
-        sys.exit(f"generate: {error}")
+        exit_with_error("generate", str(error))
     for continuation in continuations:
         sys.stdout.write(continuation.replace("\n", " ") + "\n")
     sys.stdout.flush()

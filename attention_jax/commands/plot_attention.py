@@ -13,8 +13,6 @@ Without ``--target`` the model's own beam-search translation is used.
 
 from __future__ import annotations
 
-import sys
-
 from absl import app, flags
 
 from attention_jax.user_errors import UserInputError, exit_with_error
@@ -47,7 +45,7 @@ def main(argv: list[str]) -> None:
     except UserInputError as error:  # E.g. a run without its tokenizer.model: one line, exit 2.
         exit_with_error("plot_attention", str(error))
     except (FileNotFoundError, ValueError) as error:
-        sys.exit(f"plot_attention: {error}")
+        exit_with_error("plot_attention", str(error))
     print(f"{maps['source']} -> {maps['target']}")
     print(f"wrote {_OUT.value}")
 

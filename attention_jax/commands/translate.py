@@ -165,7 +165,7 @@ def main(argv: list[str]) -> None:
     except UserInputError as error:  # E.g. a run without its tokenizer.model: one line, exit 2.
         exit_with_error("translate", str(error))
     except (FileNotFoundError, ValueError) as error:
-        sys.exit(f"translate: {error}")
+        exit_with_error("translate", str(error))
     logging.info("Translating with %s of %s (beam %d, alpha %.2f).", run.checkpoint, run.workdir,
                  translator.beam_size, translator.alpha)
     lines_per_block = buffer_size(_BUFFER_SIZE.value, _BATCH_SIZE.value, sys.stdin.isatty())

@@ -28,6 +28,7 @@ from collections.abc import Iterable, Sequence
 from absl import app, flags
 
 from attention_jax import run_files
+from attention_jax.user_errors import exit_with_error
 
 DEFAULT_LOCALE_DIR = "/usr/share/locale"
 SPLIT_SIZES = {"dev": 2000, "test": 2000}
@@ -168,7 +169,7 @@ def main(argv: Sequence[str]) -> None:
     try:
         corpus = build_corpus(_LANGUAGE.value, _LOCALE_DIR.value)
     except (FileNotFoundError, ValueError) as error:
-        sys.exit(f"gettext_corpus: {error}")
+        exit_with_error("gettext_corpus", str(error))
     write_corpus(corpus, _OUT.value, _LANGUAGE.value)
     print({name: len(pairs) for name, pairs in corpus.pairs.items()}, f"from {len(corpus.packages)} packages")
 
