@@ -412,23 +412,25 @@ def test_staged_search_rejects_bad_stages(stage_ends, grow, message):
 
 def test_several_steps_per_iteration_change_no_result():
     # Stage lengths 2, 2 and 1 (MAX_LEN = 5): with 2 or 3 steps per iteration some stages end with single
-    # steps, and early termination often finishes every sentence in the middle of an iteration.
+    # steps, and early termination can finish every sentence in the middle of an iteration.
     def grow_history(state, num_steps):
         history, calls = state
         return jnp.pad(history, ((0, 0), (0, num_steps - history.shape[1]))), calls
 
+    # Seed 1's four sentences all end after step 4 with early termination: in the middle of an iteration
+    # of 3 steps (asserted below). Without it the search runs to MAX_LEN, whose last iteration is partial.
     max_lengths = jnp.asarray([5, 5, 3, 4], jnp.int32)
-    for seed in range(2):
-        model = HistoryModel(PrefixModel.random(seed, num_sentences=4, scale=3.0).tables)
-        for early_stop, stage_ends in ((True, ()), (False, ()), (True, (2, 4)), (False, (2, 4))):
-            results = [beam_search.beam_search(
-                model.step_fn(3), model.initial_state(12, capacity=stage_ends[0] if stage_ends else MAX_LEN),
-                max_lengths, beam_size=3, alpha=0.6, max_decode_len=MAX_LEN, early_stop=early_stop,
-                stage_ends=stage_ends, grow_state=grow_history if stage_ends else None, steps_per_iteration=steps)
-                for steps in (1, 2, 3)]
-            for result in results[1:]:
-                for field, expected in zip(result._fields, results[0]):
-                    np.testing.assert_array_equal(getattr(result, field), expected, err_msg=field)
+    model = HistoryModel(PrefixModel.random(1, num_sentences=4, scale=3.0).tables)
+    for early_stop, stage_ends in ((True, ()), (False, ()), (True, (2, 4)), (False, (2, 4))):
+        results = [beam_search.beam_search(
+            model.step_fn(3), model.initial_state(12, capacity=stage_ends[0] if stage_ends else MAX_LEN),
+            max_lengths, beam_size=3, alpha=0.6, max_decode_len=MAX_LEN, early_stop=early_stop,
+            stage_ends=stage_ends, grow_state=grow_history if stage_ends else None, steps_per_iteration=steps)
+            for steps in (1, 2, 3)]
+        assert int(results[0].num_steps) == (4 if early_stop else MAX_LEN)
+        for result in results[1:]:
+            for field, expected in zip(result._fields, results[0]):
+                np.testing.assert_array_equal(getattr(result, field), expected, err_msg=field)
 
 
 def test_early_termination_in_the_middle_of_an_iteration_counts_only_the_steps_needed():
