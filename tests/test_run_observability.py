@@ -264,7 +264,8 @@ def test_sampled_bleu_logs_progress_and_its_translations_are_the_samples(tmp_pat
 
 
 def test_progress_logger_is_quiet_for_quick_work_unless_asked(caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.INFO):
+    # On absl's logger itself: a test that parsed absl flags in this worker left it at WARNING (verbosity -1).
+    with caplog.at_level(logging.INFO, logger="absl"):
         quick = progress.progress_logger("quick", 2, unit="batches", every_s=60.0, always_final=False)
         quick(1)
         quick(2)
@@ -279,7 +280,7 @@ def test_each_new_batch_shape_says_it_compiles_and_how_long_it_took(tmp_path: pa
                                                                     caplog: pytest.LogCaptureFixture) -> None:
     """The first step of each batch shape is minutes of compilation on a big model: it is announced and timed."""
     experiment = fake_data.tiny_experiment(num_train_steps=3, eval_every_steps=0, checkpoint_every_steps=3)
-    with caplog.at_level(logging.INFO):
+    with caplog.at_level(logging.INFO, logger="absl"):
         train.train_and_evaluate(experiment, str(tmp_path / "run"),
                                  data=fake_data.FakeData(shapes=((8, 12, 12), (8, 12, 12), (4, 12, 20))))
     messages = [record.getMessage() for record in caplog.records]
