@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -242,5 +243,6 @@ def test_the_committed_positions_sweep_reports_without_one_report_overwriting_an
     assert len(paths) == len(set(paths)), paths  # The sweep's report is also named "positions".
     names = {os.path.basename(path) for path in paths}
     assert {"positions.md", "positions_by_length.md", "positions_by_length.png"} <= names, names
-    assert "| learned | 1 |" in (tmp_path / "positions_by_length.md").read_text(encoding="utf-8")
+    # Any number of seeds: the committed sweep grows as its runs finish.
+    assert re.search(r"\| learned \| [1-3] \|", (tmp_path / "positions_by_length.md").read_text(encoding="utf-8"))
     assert "| learned |" in (tmp_path / "positions.md").read_text(encoding="utf-8")  # The Table-2-style one.
