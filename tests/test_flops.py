@@ -17,7 +17,15 @@ import jax.numpy as jnp
 import pytest
 
 from attention_jax.experiment import sections
-from attention_jax.models import attention, attention_functions, attention_registry, flops, language_model
+from attention_jax.models import (
+    attention,
+    attention_functions,
+    attention_registry,
+    flops,
+    language_model,
+    positional_encodings,
+)
+from attention_jax.models.positional_encodings import AttentionPositions
 from attention_jax.reports import table3_report
 from tests.support.fake_data import tiny_experiment
 
@@ -118,18 +126,127 @@ def test_attention_function_flops_by_hand_on_a_tiny_shape() -> None:
 
 def test_flops_are_read_from_the_registry_without_importing_a_framework() -> None:
     # One home for each count: every entry's FLOPs are its own, and models/flops.py (loaded by the PyTorch
-    # benchmark's environment) pulls in no JAX through the registry.
+    # benchmark's environment) pulls in no JAX through either registry.
     shape = dict(query_len=7, key_len=5, num_heads=3, key_dim=4, value_dim=6)
     for name, entry in attention_registry.ATTENTION_FUNCTIONS.items():
         per_head = entry.flops(query_len=7, key_len=5, key_dim=4, value_dim=6, causal=False,
                                chunk_size=attention_registry.LINEAR_CHUNK_SIZE)
         assert flops.attention_function_flops(name, **shape) == 3 * per_head > 0
     assert attention_functions.LINEAR_CHUNK_SIZE == attention_registry.LINEAR_CHUNK_SIZE
+    for name, scheme in positional_encodings.POSITIONAL_ENCODINGS.items():
+        expected = 0.0 if scheme.flops is None else 3 * scheme.flops(AttentionPositions(name), query_len=7,
+                                                                       key_len=5, key_dim=4, value_dim=6)
+        assert flops.positional_encoding_flops(name, **shape) == expected
+        assert (expected > 0) == (not scheme.adds_to_embeddings)
     probe = ("import sys; import attention_jax.models.flops; "
              "print(sorted(m for m in sys.modules if m.split('.')[0] in ('jax', 'flax', 'numpy', 'torch')))")
     imported = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120,
                               cwd=pathlib.Path(__file__).resolve().parents[1], check=True)
     assert imported.stdout.strip() == "[]"
+
+
+class _PositionTerms(nn.Module):
+    """What an in-attention encoding computes in one self-attention, and nothing else.
+
+    Given the scores, the weights and the heads, it returns the scores plus ``score_bias`` and the heads
+    plus ``value_term`` (relative, ALiBi), or the rotated queries and keys (rotary).
+    """
+
+    settings: AttentionPositions
+    value_dim: int
+
+    @property
+    def positional_encoding(self) -> AttentionPositions:  # Read by the hooks, as MultiHeadAttention's is.
+        return self.settings
+
+    @nn.compact
+    def __call__(self, query: jax.Array, key: jax.Array, scores: jax.Array, weights: jax.Array, heads: jax.Array,
+                 positions: jax.Array) -> tuple[jax.Array, jax.Array]:
+        scheme = positional_encodings.positional_encoding(self.settings.encoding)
+        if scheme.rotate is not None:
+            return scheme.rotate(query, positions), scheme.rotate(key, positions)
+        assert scheme.score_bias is not None
+        biased = scores + scheme.score_bias(self, self.settings, query, positions, positions)
+        term = None if scheme.value_term is None else scheme.value_term(self, self.settings, weights, positions,
+                                                                           positions)
+        return biased, heads if term is None else heads + term
+
+
+def _position_terms_xla_flops(settings: AttentionPositions, length: int, num_heads: int, key_dim: int) -> float:
+    """XLA's count of :class:`_PositionTerms` on distinct random inputs (``T = S = length``, ``V = K``)."""
+    draws = jax.random.split(jax.random.key(0), 5)
+    query, key, heads = (jax.random.normal(draw, (1, length, num_heads, key_dim)) for draw in draws[:3])
+    scores = jax.random.normal(draws[3], (1, num_heads, length, length))
+    weights = jax.nn.softmax(jax.random.normal(draws[4], scores.shape))
+    positions = jnp.arange(length)[None]
+    module = _PositionTerms(settings, key_dim)
+    variables = module.init(jax.random.key(1), query, key, scores, weights, heads, positions)
+    return _xla_flops(lambda variables, *inputs: module.apply(variables, *inputs, positions), variables, query, key,
+                      scores, weights, heads)
+
+
+@pytest.mark.parametrize("settings", [AttentionPositions("relative"),
+                                      AttentionPositions("relative", relative_max_distance=4, relative_values=False),
+                                      AttentionPositions("rotary"), AttentionPositions("alibi")],
+                         ids=["relative", "relative_keys_k4", "rotary", "alibi"])
+@pytest.mark.parametrize("length,key_dim", [(64, 64), (48, 32)])
+def test_positional_encoding_flops_per_head_agree_with_xla_cost_analysis(settings: AttentionPositions, length: int,
+                                                                         key_dim: int) -> None:
+    # The count is per head. XLA's per-head share is the difference between 4 heads and 2 (the work that
+    # depends on the positions alone, |i - j|, the one-hot, the rotation angles, is the same for both and
+    # cancels). What the convention leaves out per head is elementwise on the relative bias's [T, S]
+    # (its 1/sqrt(d_k) scale; XLA counts 2 T S there), allowed up to 3 T S; rotary and ALiBi leave nothing
+    # out (1% allowed). A missing or extra product (2 T R K, 2 T S R, 2 T R V, the rotation) is >= 1/3 of
+    # the count at these shapes, and so is each of ALiBi's two terms; the lone adds are checked by hand below.
+    xla_per_head = (_position_terms_xla_flops(settings, length, 4, key_dim)
+                    - _position_terms_xla_flops(settings, length, 2, key_dim)) / 2
+    counted = flops.positional_encoding_flops(settings.encoding, query_len=length, key_len=length, num_heads=1,
+                                              key_dim=key_dim, value_dim=key_dim,
+                                              relative_max_distance=settings.relative_max_distance,
+                                              relative_values=settings.relative_values)
+    left_out = 3 * length * length if settings.encoding == "relative" else 0
+    assert counted <= xla_per_head <= 1.01 * counted + left_out
+
+
+def test_positional_encoding_flops_by_hand_on_a_tiny_shape() -> None:
+    shape = dict(query_len=3, key_len=3, num_heads=1, key_dim=2, value_dim=1)  # T = S = 3, K = 2, V = 1.
+    for embedding_encoding in ("sinusoidal", "learned", "none"):
+        assert flops.positional_encoding_flops(embedding_encoding, **shape) == 0
+    # k = 1, R = 3. Keys: q . w^K_r for 3 queries and 3 distances, 3 * 3 * 2 * 2 = 36, plus the 9 adds.
+    # Values: the weights times the [3, 3, 3] one-hot, 2 * 27 = 54; times w^V, 2 * 3 * 3 * 1 = 18; 3 adds.
+    assert flops.positional_encoding_flops("relative", **shape, relative_max_distance=1,
+                                           relative_values=False) == 36 + 9
+    assert flops.positional_encoding_flops("relative", **shape, relative_max_distance=1) == 36 + 9 + 54 + 18 + 3
+    # Rotary: 6 FLOPs a pair of components, for 3 queries and 3 keys of 1 pair each.
+    assert flops.positional_encoding_flops("rotary", **shape) == 6 * 6
+    # ALiBi: a multiply and an add per score; per head, so 3 heads are 3 times it.
+    assert flops.positional_encoding_flops("alibi", **{**shape, "num_heads": 3}) == 3 * 2 * 9
+    with pytest.raises(ValueError, match="positional_encoding must be one of"):
+        flops.positional_encoding_flops("sinusoids", **shape)
+
+
+@pytest.mark.parametrize("encoding", ["relative", "rotary", "alibi"])
+@pytest.mark.parametrize("model_kind", ["decoder_only", "encoder_decoder"])
+def test_training_flops_count_the_encoding_in_every_self_attention_only(model_kind: str, encoding: str) -> None:
+    paper = tiny_experiment(model_kind=model_kind, max_len=96, d_ff=48, vocab_size=50).model
+    other = tiny_experiment(model_kind=model_kind, max_len=96, d_ff=48, vocab_size=50,
+                            positional_encoding=encoding).model
+    length = 96
+    per_self_attention = flops.positional_encoding_flops(
+        encoding, query_len=length, key_len=length, num_heads=other.num_heads, key_dim=other.key_dim,
+        value_dim=other.value_dim, relative_max_distance=other.relative_max_distance,
+        relative_values=other.relative_values)
+    self_attentions = paper.num_layers * (1 if model_kind == "decoder_only" else 2)  # Not the cross-attention.
+
+    def training_flops(model_config: object) -> float:
+        return flops.training_flops(model_config, model_kind, length, length)
+
+    assert per_self_attention > 0
+    assert training_flops(other) == pytest.approx(training_flops(paper) + 3 * self_attentions * per_self_attention,
+                                                  rel=1e-12)
+    learned = tiny_experiment(model_kind=model_kind, max_len=96, d_ff=48, vocab_size=50,
+                              positional_encoding="learned").model
+    assert training_flops(learned) == training_flops(paper)
 
 
 @pytest.mark.parametrize("function", ["dot_product", "additive", "linear"])

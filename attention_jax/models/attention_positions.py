@@ -46,7 +46,6 @@ B batch, T query length, S key length, H heads, K d_k, V d_v, R = 2k + 1 relativ
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from typing import Any, cast
 
@@ -55,30 +54,12 @@ import jax
 import jax.numpy as jnp
 
 from attention_jax.models import attention_functions, decode_attention, softmax
+from attention_jax.models.positional_encodings import AttentionPositions  # Re-exported: defined there, JAX-free.
 
 Array = jax.Array
 
 ROTARY_BASE = 10000.0
 """Su et al.'s base of the rotation frequencies, ``theta_p = base^(-2p / d)``."""
-
-
-@dataclasses.dataclass(frozen=True)
-class AttentionPositions:
-    """What a self-attention needs of an encoding that acts inside attention (a module attribute).
-
-    Attributes
-    ----------
-    encoding : str
-        ``config.positional_encoding``, a name in ``positional_encodings.POSITIONAL_ENCODINGS``.
-    relative_max_distance : int
-        ``k`` of the relative encoding: offsets are clipped to ``[-k, k]``.
-    relative_values : bool
-        The relative encoding also adds ``a^V`` to the values.
-    """
-
-    encoding: str
-    relative_max_distance: int = 16
-    relative_values: bool = True
 
 
 def call_positions(module: nn.Module, length: int, positions: Array | None) -> Array:

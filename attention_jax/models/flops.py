@@ -10,8 +10,10 @@ Convention: a multiply-add is 2 FLOPs and a lone add or multiply 1, counted as
 FLOPs: elementwise functions of one tensor (softmax, the ``1/sqrt(d_k)`` scale, additive attention's
 tanh, linear attention's ``elu + 1`` and its division by the denominator), masks, layer norms,
 embedding lookups and the optimizer. :func:`attention_function_flops` gives each attention function's
-count, read from its entry in :data:`attention_jax.models.attention_registry.ATTENTION_FUNCTIONS` (which
-imports no framework either).
+count, read from its entry in :data:`attention_jax.models.attention_registry.ATTENTION_FUNCTIONS`, and
+:func:`positional_encoding_flops` what an encoding that acts inside self-attention adds (relative, rotary,
+ALiBi), read from its entry in :data:`attention_jax.models.positional_encodings.POSITIONAL_ENCODINGS`
+(neither registry imports a framework).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # The dataclass only: this module imports no framework.
     from attention_jax.models.transformer_config import TransformerConfig
 
-from attention_jax.models import attention_registry
+from attention_jax.models import attention_registry, positional_encodings
 
 
 def attention_function_flops(attention_function: str, *, query_len: int, key_len: int, num_heads: int,
@@ -62,20 +64,61 @@ def attention_function_flops(attention_function: str, *, query_len: int, key_len
     return float(num_heads * per_head)
 
 
+def positional_encoding_flops(positional_encoding: str, *, query_len: int, key_len: int, num_heads: int,
+                              key_dim: int, value_dim: int, relative_max_distance: int = 16,
+                              relative_values: bool = True) -> float:
+    """Forward FLOPs a positional encoding adds to one self-attention over one sequence (0 for most).
+
+    Parameters
+    ----------
+    positional_encoding : str
+        A name in :data:`positional_encodings.POSITIONAL_ENCODINGS` (``config.positional_encoding``).
+    query_len, key_len : int
+        ``T`` queries and ``S`` keys.
+    num_heads, key_dim, value_dim : int
+        ``H`` heads of ``K`` (d_k) and ``V`` (d_v) components.
+    relative_max_distance, relative_values
+        ``config.relative_max_distance`` and ``config.relative_values`` (the relative encoding's).
+
+    Returns
+    -------
+    float
+        ``H`` times the entry's ``flops`` (``positional_encodings.relative_flops``, ``rotary_flops``,
+        ``alibi_flops`` for the built-in encodings, each with its derivation); 0 for an entry without one
+        (the encodings added to the embeddings).
+    """
+    entry = positional_encodings.positional_encoding(positional_encoding)
+    if entry.flops is None:
+        return 0.0
+    settings = positional_encodings.AttentionPositions(positional_encoding, relative_max_distance, relative_values)
+    return float(num_heads * entry.flops(settings, query_len=query_len, key_len=key_len, key_dim=key_dim,
+                                         value_dim=value_dim))
+
+
 def _multi_head_attention_flops(attention_function: str, query_len: int, key_len: int, d_model: int,
-                                num_heads: int, key_dim: int, value_dim: int, causal: bool) -> float:
-    """Forward FLOPs of one multi-head attention over one sequence: projections, the function, output."""
+                                num_heads: int, key_dim: int, value_dim: int, causal: bool,
+                                positions: dict[str, Any] | None = None) -> float:
+    """Forward FLOPs of one multi-head attention over one sequence: projections, the function, output.
+
+    ``positions``: the :func:`positional_encoding_flops` keywords of a self-attention (``None`` for
+    cross-attention, which sees no positions).
+    """
     heads_k, heads_v = num_heads * key_dim, num_heads * value_dim
     projections = 2 * d_model * (query_len * heads_k + key_len * (heads_k + heads_v))
     function = attention_function_flops(attention_function, query_len=query_len, key_len=key_len,
                                         num_heads=num_heads, key_dim=key_dim, value_dim=value_dim, causal=causal)
+    position_terms = 0.0
+    if positions is not None:
+        position_terms = positional_encoding_flops(query_len=query_len, key_len=key_len, num_heads=num_heads,
+                                                   key_dim=key_dim, value_dim=value_dim, **positions)
     output = 2 * query_len * heads_v * d_model
-    return projections + function + output
+    return projections + function + position_terms + output
 
 
 def transformer_train_flops(*, rows: int, source_len: int, target_len: int, num_layers: int, d_model: int,
                             d_ff: int, num_heads: int, key_dim: int, value_dim: int, vocab_size: int,
-                            attention_function: str = "scaled_dot_product") -> float:
+                            attention_function: str = "scaled_dot_product", positional_encoding: str = "sinusoidal",
+                            relative_max_distance: int = 16, relative_values: bool = True) -> float:
     """FLOPs of the matrix products of one encoder-decoder training step (forward + backward = 3 x forward).
 
     Parameters
@@ -87,6 +130,8 @@ def transformer_train_flops(*, rows: int, source_len: int, target_len: int, num_
     attention_function : str
         ``config.attention_function``, counted by :func:`attention_function_flops` (the decoder's
         self-attention causal, the encoder's and the cross-attention not).
+    positional_encoding, relative_max_distance, relative_values
+        ``config``'s, counted by :func:`positional_encoding_flops` in both stacks' self-attentions.
 
     Returns
     -------
@@ -97,23 +142,27 @@ def transformer_train_flops(*, rows: int, source_len: int, target_len: int, num_
         (standard MFU accounting), and so is the backward pass's recomputation of additive scores
         (``jax.checkpoint``: hardware FLOPs, not model FLOPs).
     """
-    def attention(query_len: int, key_len: int, causal: bool) -> float:
+    positions = dict(positional_encoding=positional_encoding, relative_max_distance=relative_max_distance,
+                     relative_values=relative_values)
+
+    def attention(query_len: int, key_len: int, causal: bool, self_attention: bool) -> float:
         return _multi_head_attention_flops(attention_function, query_len, key_len, d_model, num_heads, key_dim,
-                                           value_dim, causal)
+                                           value_dim, causal, positions if self_attention else None)
 
     def feed_forward(length: int) -> float:
         return 2 * 2 * length * d_model * d_ff
 
-    encoder = num_layers * (attention(source_len, source_len, False) + feed_forward(source_len))
-    decoder = num_layers * (attention(target_len, target_len, True) + attention(target_len, source_len, False)
-                            + feed_forward(target_len))
+    encoder = num_layers * (attention(source_len, source_len, False, True) + feed_forward(source_len))
+    decoder = num_layers * (attention(target_len, target_len, True, True)
+                            + attention(target_len, source_len, False, False) + feed_forward(target_len))
     logits = 2 * target_len * d_model * vocab_size
     return 3.0 * rows * (encoder + decoder + logits)
 
 
 def decoder_only_train_flops(*, rows: int, length: int, num_layers: int, d_model: int, d_ff: int,
                              num_heads: int, key_dim: int, value_dim: int, vocab_size: int,
-                             attention_function: str = "scaled_dot_product") -> float:
+                             attention_function: str = "scaled_dot_product", positional_encoding: str = "sinusoidal",
+                             relative_max_distance: int = 16, relative_values: bool = True) -> float:
     """FLOPs of one training step of the decoder-only language model (same accounting as above).
 
     Parameters
@@ -124,6 +173,8 @@ def decoder_only_train_flops(*, rows: int, length: int, num_layers: int, d_model
         Model shape.
     attention_function : str
         ``config.attention_function`` (:func:`attention_function_flops`, causal).
+    positional_encoding, relative_max_distance, relative_values
+        ``config``'s (:func:`positional_encoding_flops`, in every layer's self-attention).
 
     Returns
     -------
@@ -131,8 +182,10 @@ def decoder_only_train_flops(*, rows: int, length: int, num_layers: int, d_model
         ``3 * forward``: per layer one causal self-attention (all ``L x L`` pairs for the softmax
         functions, chunks for linear attention) and the feed-forward, then the output projection.
     """
+    positions = dict(positional_encoding=positional_encoding, relative_max_distance=relative_max_distance,
+                     relative_values=relative_values)
     layer = (_multi_head_attention_flops(attention_function, length, length, d_model, num_heads, key_dim,
-                                         value_dim, True)
+                                         value_dim, True, positions)
              + 2 * 2 * length * d_model * d_ff)
     return 3.0 * rows * (num_layers * layer + 2 * length * d_model * vocab_size)
 
@@ -144,7 +197,8 @@ def training_flops(model_config: TransformerConfig, model_kind: str, target_toke
     Parameters
     ----------
     model_config : TransformerConfig
-        The model (widths, ``vocab_size``, ``attention_function``).
+        The model (widths, ``vocab_size``, ``attention_function``, ``positional_encoding`` and the
+        relative encoding's settings).
     model_kind : str
         ``"encoder_decoder"`` or ``"decoder_only"``.
     target_tokens : float
@@ -165,7 +219,9 @@ def training_flops(model_config: TransformerConfig, model_kind: str, target_toke
     shape: dict[str, Any] = dict(
         num_layers=model_config.num_layers, d_model=model_config.d_model, d_ff=model_config.d_ff,
         num_heads=model_config.num_heads, key_dim=model_config.key_dim, value_dim=model_config.value_dim,
-        vocab_size=model_config.vocab_size, attention_function=model_config.attention_function)
+        vocab_size=model_config.vocab_size, attention_function=model_config.attention_function,
+        positional_encoding=model_config.positional_encoding,
+        relative_max_distance=model_config.relative_max_distance, relative_values=model_config.relative_values)
     if model_kind == "decoder_only":
         per_row = decoder_only_train_flops(rows=1, length=length, **shape)
     else:

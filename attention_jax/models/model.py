@@ -25,8 +25,8 @@ import jax.numpy as jnp
 
 from attention_jax.cpu_kernels import dense_dot_general, dropout_class
 from attention_jax.models import attention, attention_functions, masks, positional_encodings
+from attention_jax.models.embedding_positions import sinusoidal_positional_encoding  # noqa: F401 (re-exported)
 from attention_jax.models.masks import make_segment_mask, self_attention_mask  # noqa: F401 (re-exported)
-from attention_jax.models.positional_encodings import sinusoidal_positional_encoding  # noqa: F401 (re-exported)
 from attention_jax.models.transformer_config import TransformerConfig
 
 Array = jax.Array

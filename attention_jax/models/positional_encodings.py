@@ -1,46 +1,45 @@
 """The positional encodings (Section 3.5, Table 2 row E), one registry: name -> how the model applies it.
 
 ``config.positional_encoding`` names an entry of :data:`POSITIONAL_ENCODINGS`; validation
-(``TransformerConfig``) and ``model.PositionalEncoding`` (the encoder-decoder's and the language model's
-position layer) ask the entry instead of comparing names. Adding an encoding is one entry
-(:func:`register_positional_encoding`) plus its tests.
+(``TransformerConfig``), ``model.PositionalEncoding`` (the encoder-decoder's and the language model's
+position layer), ``MultiHeadAttention`` and the FLOP count (``models/flops.py``) ask the entry instead of
+comparing names. Adding an encoding is one entry (:func:`register_positional_encoding`) plus its tests.
 
 Where an encoding acts (:class:`PositionTarget`): the paper's encodings are added to the embeddings
-(``EMBEDDINGS``: ``sinusoidal``, ``learned``, and ``none``); ``rotary`` acts on each self-attention's
-queries and keys, ``relative`` and ``alibi`` on its scores (:mod:`attention_jax.models.attention_positions`
-holds their equations, references and decisions). What an entry needs of the attention function and its
+(``EMBEDDINGS``: ``sinusoidal``, ``learned``, and ``none``; their JAX code is
+:mod:`attention_jax.models.embedding_positions`); ``rotary`` acts on each self-attention's queries and
+keys, ``relative`` and ``alibi`` on its scores (:mod:`attention_jax.models.attention_positions` holds their
+equations, references and decisions). What an entry needs of the attention function and its
 implementation is data on the entry (``needs_dot_product``, ``target``, ``key_dim_multiple``), checked by
 :func:`check_with_attention` in one line naming the fix.
 
-A learned table has ``config.max_len`` rows. A position at or beyond it (decoding longer than the
-table) gets a zero vector, never a wrapped or clipped row, and the log says so once per table size.
+This module imports no framework, as :mod:`attention_jax.models.attention_registry` does not
+(``models/flops.py``, which a PyTorch environment loads, reads each entry's ``flops``): the built-in
+entries' hooks import their JAX code when first called.
 
 Shape glossary
 --------------
-B batch, L length, D d_model.
+B batch, L length, D d_model; in attention T queries, S keys, H heads, K d_k, V d_v,
+R = 2k + 1 relative embeddings.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import enum
-import functools
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING
 
-import flax.linen as nn
-import jax
-import jax.numpy as jnp
-from absl import logging
-
-from attention_jax.models import attention_positions, attention_registry
-from attention_jax.models.attention_positions import AttentionPositions
+from attention_jax.models import attention_registry
 from attention_jax.models.registry import Registration, Registry
 
 if TYPE_CHECKING:
+    import flax.linen as nn
+    import jax
+
     from attention_jax.models.transformer_config import TransformerConfig
 
-Array = jax.Array
+    Array = jax.Array
 
 
 class PositionTarget(enum.Enum):
@@ -51,20 +50,43 @@ class PositionTarget(enum.Enum):
     ATTENTION_SCORES = "added to each attention's scores (relative encodings, ALiBi)"
 
 
-Encoding = Callable[[nn.Module, Array, "TransformerConfig"], Array]
+@dataclasses.dataclass(frozen=True)
+class AttentionPositions:
+    """What a self-attention needs of an encoding that acts inside attention (a module attribute).
+
+    Attributes
+    ----------
+    encoding : str
+        ``config.positional_encoding``, a name in :data:`POSITIONAL_ENCODINGS`.
+    relative_max_distance : int
+        ``k`` of the relative encoding: offsets are clipped to ``[-k, k]``.
+    relative_values : bool
+        The relative encoding also adds ``a^V`` to the values.
+    """
+
+    encoding: str
+    relative_max_distance: int = 16
+    relative_values: bool = True
+
+
+Encoding = Callable[["nn.Module", "Array", "TransformerConfig"], "Array"]
 """``encoding(module, positions, config) -> PE``: float32 ``[..., D]`` for integer ``positions`` ``[...]``;
 ``module`` is the bound ``model.PositionalEncoding`` (the entry's parameters live in its scope)."""
 
-Rotate = Callable[[Array, Array], Array]
+Rotate = Callable[["Array", "Array"], "Array"]
 """``rotate(x, positions) -> x``: queries or keys ``[B, T, H, K]`` at integer ``positions`` ``[B|1, T]``."""
 
-ScoreBias = Callable[[nn.Module, AttentionPositions, Array, Array, Array], Array]
+ScoreBias = Callable[["nn.Module", AttentionPositions, "Array", "Array", "Array"], "Array"]
 """``score_bias(module, settings, query, query_positions, key_positions)``: float32, broadcastable to
 ``[B, H, T, S]``, added to the scores; ``module`` is the bound ``MultiHeadAttention``."""
 
-ValueTerm = Callable[[nn.Module, AttentionPositions, Array, Array, Array], "Array | None"]
+ValueTerm = Callable[["nn.Module", AttentionPositions, "Array", "Array", "Array"], "Array | None"]
 """``value_term(module, settings, weights, query_positions, key_positions)``: ``[B, T, H, V]`` added to the
 heads (or ``None``), from the ``[B, H, T, S]`` weights that multiply the values."""
+
+PositionFlopCount = Callable[..., float]
+"""Forward FLOPs the encoding adds to one head of one self-attention, by ``models/flops.py``'s convention:
+``flops(settings, *, query_len, key_len, key_dim, value_dim) -> float`` (``settings``: :class:`AttentionPositions`)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,6 +119,10 @@ class PositionalEncodingScheme:
         It acts on ``q k^T`` (rotary, relative keys): only the dot-product attention functions.
     key_dim_multiple : int
         ``key_dim`` must be a multiple of this (rotary: 2, it turns pairs of components).
+    flops : PositionFlopCount, optional
+        What it adds to each self-attention head's forward FLOPs (:data:`PositionFlopCount`); ``None``
+        counts nothing (the embedding encodings: an add per embedding component, once per sequence, is
+        left out as the other elementwise terms are).
     """
 
     name: str
@@ -110,6 +136,7 @@ class PositionalEncodingScheme:
     value_term: ValueTerm | None = None
     needs_dot_product: bool = False
     key_dim_multiple: int = 1
+    flops: PositionFlopCount | None = None
 
     def __post_init__(self) -> None:
         hooks = {PositionTarget.EMBEDDINGS: ("encoding", self.encoding),
@@ -125,66 +152,153 @@ class PositionalEncodingScheme:
         return self.target is PositionTarget.EMBEDDINGS
 
 
-def sinusoidal_positional_encoding(positions: Array, d_model: int) -> Array:
-    """The paper's fixed encoding (Section 3.5).
+# --- FLOP counts of the built-in encodings (models/flops.py's convention) ---------------------------
 
-    PE(pos, 2i) = sin(pos / 10000^(2i / d_model)), PE(pos, 2i + 1) = cos(pos / 10000^(2i / d_model)).
+def relative_flops(settings: AttentionPositions, *, query_len: int, key_len: int, key_dim: int,
+                   value_dim: int) -> float:
+    """Shaw et al.'s terms as ``attention_positions`` computes them, per head: ``2 T R K + T S`` (+ values).
+
+    Parameters
+    ----------
+    settings : AttentionPositions
+        ``relative_max_distance`` (``k``, ``R = 2k + 1``) and ``relative_values``.
+    query_len, key_len, key_dim, value_dim : int
+        ``T``, ``S``, ``K``, ``V``.
+
+    Returns
+    -------
+    float
+        FLOPs of one head.
+
+    Notes
+    -----
+    Keys: ``q . w^K_r`` for every query and distance (``2 T R K``), then each pair's read added to its
+    score (``T S``; the gather and the ``1/sqrt(d_k)`` scale are not counted). Values
+    (``relative_values``): the weights summed per distance as a product with the ``[T, S, R]`` one-hot
+    matrix (``2 T S R``: it is computed, zeros included), times ``w^V`` (``2 T R V``), added to the heads
+    (``T V``).
+    """
+    distances = 2 * settings.relative_max_distance + 1
+    keys = 2 * query_len * distances * key_dim + query_len * key_len
+    values = 0
+    if settings.relative_values:
+        values = 2 * query_len * key_len * distances + 2 * query_len * distances * value_dim + query_len * value_dim
+    return float(keys + values)
+
+
+def rotary_flops(settings: AttentionPositions, *, query_len: int, key_len: int, key_dim: int,
+                 value_dim: int) -> float:
+    """Rotating the queries and keys, per head: 4 multiplies and 2 adds a pair, ``3 (T + S) K``.
+
+    Parameters
+    ----------
+    settings : AttentionPositions
+        Not used.
+    query_len, key_len, key_dim, value_dim : int
+        ``T``, ``S``, ``K``, ``V`` (``V`` not used).
+
+    Returns
+    -------
+    float
+        FLOPs of one head.
+
+    Notes
+    -----
+    The angles and their sines and cosines depend on the positions only, not on the head or the
+    activations, and are not counted (XLA reports the sines and cosines as transcendentals).
+    """
+    return float(3 * (query_len + key_len) * key_dim)
+
+
+def alibi_flops(settings: AttentionPositions, *, query_len: int, key_len: int, key_dim: int,
+                value_dim: int) -> float:
+    """``-m_h |i - j|`` formed and added to every score, per head: ``2 T S``.
+
+    Parameters
+    ----------
+    settings : AttentionPositions
+        Not used.
+    query_len, key_len, key_dim, value_dim : int
+        ``T``, ``S`` (``K`` and ``V`` not used).
+
+    Returns
+    -------
+    float
+        FLOPs of one head.
+
+    Notes
+    -----
+    The distances ``|i - j|`` are integer position arithmetic shared by the heads, not counted (like masks).
+    """
+    return float(2 * query_len * key_len)
+
+
+# --- Hooks of the built-in encodings: JAX code, imported on first use ---------------------------------
+
+def sinusoidal_positional_encoding(positions: Array, d_model: int) -> Array:
+    """The paper's fixed encoding (Section 3.5), float32 ``[..., d_model]`` of integer ``positions`` ``[...]``.
 
     Parameters
     ----------
     positions : Array
-        Integer positions of any shape ``[...]``.
+        Integer positions of any shape.
     d_model : int
-        Encoding width (even or odd).
+        Encoding width.
 
     Returns
     -------
     Array
-        float32 ``[..., d_model]``; even channels hold sines, odd channels cosines, interleaved.
-
-    Notes
-    -----
-    Computed on the fly, so any position works (decoding beyond the training lengths included).
+        :func:`attention_jax.models.embedding_positions.sinusoidal_positional_encoding` (its docstring has
+        the equations), imported on the first call.
     """
-    pair_index = jnp.arange(0, d_model, 2, dtype=jnp.float32)  # 2i
-    inverse_timescale = jnp.power(10000.0, -pair_index / d_model)  # 10000^(-2i/d_model)
-    angles = positions[..., None].astype(jnp.float32) * inverse_timescale  # [..., ceil(D/2)]
-    encoding = jnp.stack([jnp.sin(angles), jnp.cos(angles)], axis=-1)  # [..., D/2, 2]
-    return encoding.reshape(*positions.shape, -1)[..., :d_model]
+    from attention_jax.models import embedding_positions  # JAX; this module imports no framework.
+
+    return embedding_positions.sinusoidal_positional_encoding(positions, d_model)
 
 
 def _sinusoidal(module: nn.Module, positions: Array, config: TransformerConfig) -> Array:
-    return sinusoidal_positional_encoding(positions, config.d_model)
+    from attention_jax.models import embedding_positions
 
-
-_TABLES_LOGGED: set[int] = set()
-"""Sizes of learned tables whose overrun the log has reported (once per process and size)."""
-
-
-def _log_beyond_table(last_position: Any, table_rows: int) -> None:
-    if table_rows not in _TABLES_LOGGED:
-        _TABLES_LOGGED.add(table_rows)
-        logging.warning("positional_encoding='learned' was asked for position %d, beyond its table of %d "
-                        "positions (max_len + max_decode_extra_len): such positions get a zero position "
-                        "vector; raise max_decode_extra_len or decode shorter outputs.", int(last_position),
-                        table_rows)
+    return embedding_positions.sinusoidal(module, positions, config)
 
 
 def _learned(module: nn.Module, positions: Array, config: TransformerConfig) -> Array:
-    table = cast(Array, module.param(  # Table 2 row E: one learned vector per position (param unboxes).
-        "position_embedding",
-        nn.with_logical_partitioning(nn.initializers.normal(stddev=0.02), (None, "embed")),
-        (config.max_len, config.d_model),
-    ))
-    last = jnp.max(positions)
-    log = functools.partial(_log_beyond_table, table_rows=config.max_len)
-    jax.lax.cond(last >= config.max_len, lambda: jax.debug.callback(log, last), lambda: None)
-    return jnp.take(table, positions, axis=0, mode="fill", fill_value=0.0)  # Beyond the table: zeros.
+    from attention_jax.models import embedding_positions
+
+    return embedding_positions.learned(module, positions, config)
 
 
 def _no_positions(module: nn.Module, positions: Array, config: TransformerConfig) -> Array:
-    return jnp.zeros((*positions.shape, config.d_model), jnp.float32)
+    from attention_jax.models import embedding_positions
 
+    return embedding_positions.no_positions(module, positions, config)
+
+
+def _rotary(x: Array, positions: Array) -> Array:
+    from attention_jax.models import attention_positions
+
+    return attention_positions.rotary_embedding(x, positions)
+
+
+def _alibi_bias(module: nn.Module, settings: AttentionPositions, query: Array, query_positions: Array,
+                key_positions: Array) -> Array:
+    from attention_jax.models import attention_positions
+
+    return attention_positions.alibi_bias(module, settings, query, query_positions, key_positions)
+
+
+def _relative_key_bias(module: nn.Module, settings: AttentionPositions, query: Array, query_positions: Array,
+                       key_positions: Array) -> Array:
+    from attention_jax.models import attention_positions
+
+    return attention_positions.relative_key_bias(module, settings, query, query_positions, key_positions)
+
+
+def _relative_value_term(module: nn.Module, settings: AttentionPositions, weights: Array, query_positions: Array,
+                         key_positions: Array) -> Array | None:
+    from attention_jax.models import attention_positions
+
+    return attention_positions.relative_value_term(module, settings, weights, query_positions, key_positions)
 
 POSITIONAL_ENCODINGS: Registry[PositionalEncodingScheme] = Registry("positional_encoding", (
     PositionalEncodingScheme(name="sinusoidal", summary="fixed sines and cosines of the position (Section 3.5)",
@@ -196,14 +310,14 @@ POSITIONAL_ENCODINGS: Registry[PositionalEncodingScheme] = Registry("positional_
     PositionalEncodingScheme(name="relative", summary="learned embeddings of the clipped offset j - i added to "
                                                       "the keys and values (Shaw et al., 2018)",
                              target=PositionTarget.ATTENTION_SCORES, has_parameters=True,
-                             score_bias=attention_positions.relative_key_bias,
-                             value_term=attention_positions.relative_value_term, needs_dot_product=True),
+                             score_bias=_relative_key_bias, value_term=_relative_value_term,
+                             needs_dot_product=True, flops=relative_flops),
     PositionalEncodingScheme(name="rotary", summary="queries and keys rotated by their positions (Su et al., 2021)",
-                             target=PositionTarget.QUERIES_AND_KEYS, rotate=attention_positions.rotary_embedding,
-                             needs_dot_product=True, key_dim_multiple=2),
+                             target=PositionTarget.QUERIES_AND_KEYS, rotate=_rotary,
+                             needs_dot_product=True, key_dim_multiple=2, flops=rotary_flops),
     PositionalEncodingScheme(name="alibi", summary="per-head linear biases -m_h |i - j| on the scores (Press et "
                                                    "al., 2022)", target=PositionTarget.ATTENTION_SCORES,
-                             score_bias=attention_positions.alibi_bias),
+                             score_bias=_alibi_bias, flops=alibi_flops),
 ))
 """Every positional encoding by name (a ``Mapping``; :func:`register_positional_encoding` adds to it)."""
 

@@ -1,0 +1,93 @@
+"""The positional encodings added to the embeddings: sinusoidal (Section 3.5), learned (Table 2 row E), none.
+
+The JAX hooks of the ``EMBEDDINGS`` entries of
+:data:`attention_jax.models.positional_encodings.POSITIONAL_ENCODINGS` (that registry imports no
+framework and calls these on first use); ``model.PositionalEncoding`` reaches them through
+``positional_encodings.encode_positions``.
+
+A learned table has ``config.max_len`` rows. A position at or beyond it (decoding longer than the
+table) gets a zero vector, never a wrapped or clipped row, and the log says so once per table size.
+
+Shape glossary
+--------------
+D d_model; ``[...]`` any shape of integer positions.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING, Any, cast
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+from absl import logging
+
+if TYPE_CHECKING:
+    from attention_jax.models.transformer_config import TransformerConfig
+
+Array = jax.Array
+
+
+def sinusoidal_positional_encoding(positions: Array, d_model: int) -> Array:
+    """The paper's fixed encoding (Section 3.5).
+
+    PE(pos, 2i) = sin(pos / 10000^(2i / d_model)), PE(pos, 2i + 1) = cos(pos / 10000^(2i / d_model)).
+
+    Parameters
+    ----------
+    positions : Array
+        Integer positions of any shape ``[...]``.
+    d_model : int
+        Encoding width (even or odd).
+
+    Returns
+    -------
+    Array
+        float32 ``[..., d_model]``; even channels hold sines, odd channels cosines, interleaved.
+
+    Notes
+    -----
+    Computed on the fly, so any position works (decoding beyond the training lengths included).
+    """
+    pair_index = jnp.arange(0, d_model, 2, dtype=jnp.float32)  # 2i
+    inverse_timescale = jnp.power(10000.0, -pair_index / d_model)  # 10000^(-2i/d_model)
+    angles = positions[..., None].astype(jnp.float32) * inverse_timescale  # [..., ceil(D/2)]
+    encoding = jnp.stack([jnp.sin(angles), jnp.cos(angles)], axis=-1)  # [..., D/2, 2]
+    return encoding.reshape(*positions.shape, -1)[..., :d_model]
+
+
+def sinusoidal(module: nn.Module, positions: Array, config: TransformerConfig) -> Array:
+    """The ``sinusoidal`` entry's encoding: :func:`sinusoidal_positional_encoding` at ``config.d_model``."""
+    return sinusoidal_positional_encoding(positions, config.d_model)
+
+
+_TABLES_LOGGED: set[int] = set()
+"""Sizes of learned tables whose overrun the log has reported (once per process and size)."""
+
+
+def _log_beyond_table(last_position: Any, table_rows: int) -> None:
+    if table_rows not in _TABLES_LOGGED:
+        _TABLES_LOGGED.add(table_rows)
+        logging.warning("positional_encoding='learned' was asked for position %d, beyond its table of %d "
+                        "positions (max_len + max_decode_extra_len): such positions get a zero position "
+                        "vector; raise max_decode_extra_len or decode shorter outputs.", int(last_position),
+                        table_rows)
+
+
+def learned(module: nn.Module, positions: Array, config: TransformerConfig) -> Array:
+    """The ``learned`` entry's encoding: row ``p`` of a learned ``[max_len, D]`` table, zeros beyond it."""
+    table = cast(Array, module.param(  # Table 2 row E: one learned vector per position (param unboxes).
+        "position_embedding",
+        nn.with_logical_partitioning(nn.initializers.normal(stddev=0.02), (None, "embed")),
+        (config.max_len, config.d_model),
+    ))
+    last = jnp.max(positions)
+    log = functools.partial(_log_beyond_table, table_rows=config.max_len)
+    jax.lax.cond(last >= config.max_len, lambda: jax.debug.callback(log, last), lambda: None)
+    return jnp.take(table, positions, axis=0, mode="fill", fill_value=0.0)  # Beyond the table: zeros.
+
+
+def no_positions(module: nn.Module, positions: Array, config: TransformerConfig) -> Array:
+    """The ``none`` entry's encoding: zeros ``[..., D]`` (the model sees no positions)."""
+    return jnp.zeros((*positions.shape, config.d_model), jnp.float32)
