@@ -7,11 +7,13 @@ the user's input and the message says what to change.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import threading
 import time
-from typing import NoReturn
+from collections.abc import Callable
+from typing import Any, NoReturn
 
 USAGE_ERROR = 2
 """Exit status of a command given a bad command line, config or input file (as absl's usage errors)."""
@@ -40,6 +42,40 @@ def exit_with_error(program: str, message: str, status: int = USAGE_ERROR) -> No
     line = " ".join(part.strip() for part in str(message).splitlines() if part.strip())
     print(f"{program}: error: {line}", file=sys.stderr)
     sys.exit(status)
+
+
+def usage_errors_in_one_line(program: str, main: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """``main`` with its ``absl.app.UsageError`` reported by :func:`exit_with_error`: one line, exit 2.
+
+    Parameters
+    ----------
+    program : str
+        The command's name for the error line.
+    main : callable
+        The command's ``main(argv)``, as ``absl.app.run`` calls it.
+
+    Returns
+    -------
+    callable
+        ``main``, but a ``UsageError`` it raises (a missing flag, an unexpected argument) becomes
+        ``<program>: error: <message>`` and exit status 2.
+
+    Notes
+    -----
+    ``absl.app.run`` reports a ``UsageError`` with the module's whole docstring before the message and exits
+    with status 1, the status of a crash; a command line's mistake gets the line and status of every other
+    mistake of the user's.
+    """
+    from absl import app  # Here only: this module is imported below every layer.
+
+    @functools.wraps(main)
+    def main_with_usage_line(argv: Any) -> Any:
+        try:
+            return main(argv)
+        except app.UsageError as error:
+            exit_with_error(program, str(error))
+
+    return main_with_usage_line
 
 
 def arm_exit_deadline(program: str, status: int, grace_s: float | None = None) -> None:

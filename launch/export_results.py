@@ -25,7 +25,7 @@ from typing import Sequence
 
 from absl import app, flags
 
-from attention_jax import run_files
+from attention_jax import run_files, user_errors
 from attention_jax.reports import sweep_rows
 from attention_jax.user_errors import UserInputError
 
@@ -106,12 +106,11 @@ def main(argv: Sequence[str]) -> None:
     try:
         written = export_results(_ROOT.value, _TO.value)
     except (FileNotFoundError, UserInputError) as error:
-        print(f"export_results: {error}", file=sys.stderr)
-        sys.exit(2)
+        user_errors.exit_with_error("export_results", str(error))
     for relative in written:
         print(os.path.join(_TO.value, relative))
     print(f"{len(written)} file(s) written to {_TO.value}", file=sys.stderr)
 
 
 if __name__ == "__main__":
-    app.run(main)
+    app.run(user_errors.usage_errors_in_one_line("export_results", main))

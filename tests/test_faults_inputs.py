@@ -209,3 +209,26 @@ def test_a_decoding_commands_mistake_is_one_line_with_exit_2(case: str, tmp_path
     assert completed.returncode == 2 and len(lines) == 1, completed.stderr[-3000:]
     assert lines[0].startswith(f"{program}: error: ") and text in lines[0], lines
     assert not (tmp_path / "no_run").exists() and not pathlib.Path(f"{out}.png").exists()  # Nothing written.
+
+
+# A command line's usage mistake (a required flag left out, an argument no command takes): absl's
+# app.run printed the module's whole docstring before the message and exited 1, the status of a crash.
+USAGE_MISTAKES = {
+    "main-no_workdir": (["attention_jax.main", "--config=configs/tiny.py"], "main",
+                        "--config and --workdir are required"),
+    "translate-extra_argument": (["attention_jax.translate", "--workdir=no_run", "hello"], "translate",
+                                 "Unexpected arguments: ['hello']"),
+    "report-no_root": (["attention_jax.report"], "report", "usage: python -m attention_jax.report ROOT"),
+    "count_params-no_config": (["attention_jax.count_params"], "count_params", "--config is required"),
+    "export_results-no_root": (["launch.export_results"], "export_results", "pass --root=SWEEP_ROOT"),
+}
+
+
+@pytest.mark.parametrize("case", list(USAGE_MISTAKES))
+def test_a_usage_mistake_is_one_line_with_exit_2(case: str, tmp_path: pathlib.Path) -> None:
+    command, program, text = USAGE_MISTAKES[case]
+    completed = subprocess.run([sys.executable, "-m", *command], cwd=REPO_ROOT, capture_output=True, text=True,
+                               timeout=300, env=train_support.subprocess_env(str(tmp_path / "cache")))
+    lines = completed.stderr.strip().splitlines()
+    assert completed.returncode == 2 and len(lines) == 1, completed.stderr[-3000:]
+    assert lines[0].startswith(f"{program}: error: ") and text in lines[0], lines

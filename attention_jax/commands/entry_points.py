@@ -108,7 +108,8 @@ def run_command(command: types.ModuleType,
 
     Notes
     -----
-    Does not return: ``absl.app.run`` exits with the command's status, and
+    Does not return: ``absl.app.run`` exits with the command's status (a ``UsageError`` of ``main``'s is
+    one line with status 2: :func:`~attention_jax.user_errors.usage_errors_in_one_line`), and
     :func:`~attention_jax.user_errors.arm_exit_deadline` makes sure the process does end with it
     (a library thread that blocks the interpreter's shutdown is cut short after
     :data:`~attention_jax.user_errors.SHUTDOWN_GRACE_S` seconds).
@@ -122,7 +123,8 @@ def run_command(command: types.ModuleType,
     quiet_libraries.install()  # Other libraries' INFO lines only at --verbosity=1.
     name = command.__name__.rpartition('.')[2]
     try:
-        app.run(command.main, flags_parser=flags_parser or flag_errors_in_one_line(name))
+        app.run(user_errors.usage_errors_in_one_line(name, command.main),
+                flags_parser=flags_parser or flag_errors_in_one_line(name))
     except SystemExit as leaving:
         status = leaving.code if isinstance(leaving.code, int) else 0 if leaving.code is None else 1
         user_errors.arm_exit_deadline(f"attention_jax.{name}", status)
