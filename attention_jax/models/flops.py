@@ -96,23 +96,14 @@ def positional_encoding_flops(positional_encoding: str, *, query_len: int, key_l
 
 
 def _multi_head_attention_flops(attention_function: str, query_len: int, key_len: int, d_model: int,
-                                num_heads: int, key_dim: int, value_dim: int, causal: bool,
-                                positions: dict[str, Any] | None = None) -> float:
-    """Forward FLOPs of one multi-head attention over one sequence: projections, the function, output.
-
-    ``positions``: the :func:`positional_encoding_flops` keywords of a self-attention (``None`` for
-    cross-attention, which sees no positions).
-    """
+                                num_heads: int, key_dim: int, value_dim: int, causal: bool) -> float:
+    """Forward FLOPs of one multi-head attention over one sequence: projections, the function, output."""
     heads_k, heads_v = num_heads * key_dim, num_heads * value_dim
     projections = 2 * d_model * (query_len * heads_k + key_len * (heads_k + heads_v))
     function = attention_function_flops(attention_function, query_len=query_len, key_len=key_len,
                                         num_heads=num_heads, key_dim=key_dim, value_dim=value_dim, causal=causal)
-    position_terms = 0.0
-    if positions is not None:
-        position_terms = positional_encoding_flops(query_len=query_len, key_len=key_len, num_heads=num_heads,
-                                                   key_dim=key_dim, value_dim=value_dim, **positions)
     output = 2 * query_len * heads_v * d_model
-    return projections + function + position_terms + output
+    return projections + function + output
 
 
 def transformer_train_flops(*, rows: int, source_len: int, target_len: int, num_layers: int, d_model: int,
@@ -142,19 +133,21 @@ def transformer_train_flops(*, rows: int, source_len: int, target_len: int, num_
         (standard MFU accounting), and so is the backward pass's recomputation of additive scores
         (``jax.checkpoint``: hardware FLOPs, not model FLOPs).
     """
-    positions = dict(positional_encoding=positional_encoding, relative_max_distance=relative_max_distance,
-                     relative_values=relative_values)
-
-    def attention(query_len: int, key_len: int, causal: bool, self_attention: bool) -> float:
+    def attention(query_len: int, key_len: int, causal: bool) -> float:
         return _multi_head_attention_flops(attention_function, query_len, key_len, d_model, num_heads, key_dim,
-                                           value_dim, causal, positions if self_attention else None)
+                                           value_dim, causal)
+
+    def positions(length: int) -> float:  # A self-attention's; cross-attention sees no positions.
+        return positional_encoding_flops(positional_encoding, query_len=length, key_len=length, num_heads=num_heads,
+                                         key_dim=key_dim, value_dim=value_dim,
+                                         relative_max_distance=relative_max_distance, relative_values=relative_values)
 
     def feed_forward(length: int) -> float:
         return 2 * 2 * length * d_model * d_ff
 
-    encoder = num_layers * (attention(source_len, source_len, False, True) + feed_forward(source_len))
-    decoder = num_layers * (attention(target_len, target_len, True, True)
-                            + attention(target_len, source_len, False, False) + feed_forward(target_len))
+    encoder = num_layers * (attention(source_len, source_len, False) + positions(source_len) + feed_forward(source_len))
+    decoder = num_layers * (attention(target_len, target_len, True) + positions(target_len)
+                            + attention(target_len, source_len, False) + feed_forward(target_len))
     logits = 2 * target_len * d_model * vocab_size
     return 3.0 * rows * (encoder + decoder + logits)
 
@@ -182,10 +175,11 @@ def decoder_only_train_flops(*, rows: int, length: int, num_layers: int, d_model
         ``3 * forward``: per layer one causal self-attention (all ``L x L`` pairs for the softmax
         functions, chunks for linear attention) and the feed-forward, then the output projection.
     """
-    positions = dict(positional_encoding=positional_encoding, relative_max_distance=relative_max_distance,
-                     relative_values=relative_values)
     layer = (_multi_head_attention_flops(attention_function, length, length, d_model, num_heads, key_dim,
-                                         value_dim, True, positions)
+                                         value_dim, True)
+             + positional_encoding_flops(positional_encoding, query_len=length, key_len=length, num_heads=num_heads,
+                                         key_dim=key_dim, value_dim=value_dim,
+                                         relative_max_distance=relative_max_distance, relative_values=relative_values)
              + 2 * 2 * length * d_model * d_ff)
     return 3.0 * rows * (num_layers * layer + 2 * length * d_model * vocab_size)
 

@@ -27,8 +27,9 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import importlib
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from attention_jax.models import attention_registry
 from attention_jax.models.registry import Registration, Registry
@@ -256,68 +257,37 @@ def sinusoidal_positional_encoding(positions: Array, d_model: int) -> Array:
     return embedding_positions.sinusoidal_positional_encoding(positions, d_model)
 
 
-def _sinusoidal(module: nn.Module, positions: Array, config: TransformerConfig) -> Array:
-    from attention_jax.models import embedding_positions
+def _jax_hook(module: str, function: str) -> Callable[..., Any]:
+    """A registry hook that calls ``attention_jax.models.<module>.<function>``, importing it on the first call."""
+    def hook(*arguments: Any, **keywords: Any) -> Any:
+        return getattr(importlib.import_module(f"attention_jax.models.{module}"), function)(*arguments, **keywords)
 
-    return embedding_positions.sinusoidal(module, positions, config)
+    hook.__name__ = hook.__qualname__ = function
+    return hook
 
-
-def _learned(module: nn.Module, positions: Array, config: TransformerConfig) -> Array:
-    from attention_jax.models import embedding_positions
-
-    return embedding_positions.learned(module, positions, config)
-
-
-def _no_positions(module: nn.Module, positions: Array, config: TransformerConfig) -> Array:
-    from attention_jax.models import embedding_positions
-
-    return embedding_positions.no_positions(module, positions, config)
-
-
-def _rotary(x: Array, positions: Array) -> Array:
-    from attention_jax.models import attention_positions
-
-    return attention_positions.rotary_embedding(x, positions)
-
-
-def _alibi_bias(module: nn.Module, settings: AttentionPositions, query: Array, query_positions: Array,
-                key_positions: Array) -> Array:
-    from attention_jax.models import attention_positions
-
-    return attention_positions.alibi_bias(module, settings, query, query_positions, key_positions)
-
-
-def _relative_key_bias(module: nn.Module, settings: AttentionPositions, query: Array, query_positions: Array,
-                       key_positions: Array) -> Array:
-    from attention_jax.models import attention_positions
-
-    return attention_positions.relative_key_bias(module, settings, query, query_positions, key_positions)
-
-
-def _relative_value_term(module: nn.Module, settings: AttentionPositions, weights: Array, query_positions: Array,
-                         key_positions: Array) -> Array | None:
-    from attention_jax.models import attention_positions
-
-    return attention_positions.relative_value_term(module, settings, weights, query_positions, key_positions)
 
 POSITIONAL_ENCODINGS: Registry[PositionalEncodingScheme] = Registry("positional_encoding", (
     PositionalEncodingScheme(name="sinusoidal", summary="fixed sines and cosines of the position (Section 3.5)",
-                             encoding=_sinusoidal),
+                             encoding=_jax_hook("embedding_positions", "sinusoidal")),
     PositionalEncodingScheme(name="learned", summary="a learned vector per position (Table 2 row E)",
-                             encoding=_learned, has_parameters=True, limited_to_max_len=True),
+                             encoding=_jax_hook("embedding_positions", "learned"), has_parameters=True,
+                             limited_to_max_len=True),
     PositionalEncodingScheme(name="none", summary="no position information (the encoder is then "
-                                                  "permutation-equivariant)", encoding=_no_positions),
+                                                  "permutation-equivariant)",
+                             encoding=_jax_hook("embedding_positions", "no_positions")),
     PositionalEncodingScheme(name="relative", summary="learned embeddings of the clipped offset j - i added to "
                                                       "the keys and values (Shaw et al., 2018)",
                              target=PositionTarget.ATTENTION_SCORES, has_parameters=True,
-                             score_bias=_relative_key_bias, value_term=_relative_value_term,
+                             score_bias=_jax_hook("attention_positions", "relative_key_bias"),
+                             value_term=_jax_hook("attention_positions", "relative_value_term"),
                              needs_dot_product=True, flops=relative_flops),
     PositionalEncodingScheme(name="rotary", summary="queries and keys rotated by their positions (Su et al., 2021)",
-                             target=PositionTarget.QUERIES_AND_KEYS, rotate=_rotary,
+                             target=PositionTarget.QUERIES_AND_KEYS,
+                             rotate=_jax_hook("attention_positions", "rotary_embedding"),
                              needs_dot_product=True, key_dim_multiple=2, flops=rotary_flops),
     PositionalEncodingScheme(name="alibi", summary="per-head linear biases -m_h |i - j| on the scores (Press et "
                                                    "al., 2022)", target=PositionTarget.ATTENTION_SCORES,
-                             score_bias=_alibi_bias, flops=alibi_flops),
+                             score_bias=_jax_hook("attention_positions", "alibi_bias"), flops=alibi_flops),
 ))
 """Every positional encoding by name (a ``Mapping``; :func:`register_positional_encoding` adds to it)."""
 
