@@ -24,6 +24,7 @@ A run directory (``WORKDIR``, written by ``python -m attention_jax.main``)::
                                      ``step1200``, ``average_last5``), with its ``.hypotheses.txt`` and
                                      ``.translations.jsonl``; ``eval_<split>_first<N>.<checkpoint>.json``
                                      for the first N pairs only, ``eval_file_<stem>...`` for ``--source``
+                                     (``eval_file_<stem>_<hash>...`` when another file took that stem)
 
 A sweep root (``ROOT``, written by ``python -m launch.sweep``)::
 
@@ -40,6 +41,8 @@ checks the directory it will write into with :func:`check_directory` before it d
 
 from __future__ import annotations
 
+import glob
+import hashlib
 import json
 import os
 import re
@@ -163,13 +166,17 @@ def eval_report_path(workdir: str, split: str, checkpoint: str | None = None, fi
     return os.path.join(workdir, f"eval_{split}{partial}{suffix}.json")
 
 
-def parallel_text_name(source_file: str) -> str:
+def parallel_text_name(source_file: str, workdir: str | None = None) -> str:
     """The name an evaluation of a parallel text is filed under: ``file_<source file's stem>``.
 
     Parameters
     ----------
     source_file : str
         ``evaluate --source``, e.g. ``newstest2014.en``.
+    workdir : str, optional
+        The run directory the report goes to. When it already holds a report of that name for another
+        source file (``wmt14/test.en`` and then ``wmt16/test.en``), the name gets a suffix of the source
+        file's path hash, ``file_test_<8 hex digits>``, so neither report overwrites the other.
 
     Returns
     -------
@@ -177,9 +184,28 @@ def parallel_text_name(source_file: str) -> str:
         E.g. ``file_newstest2014`` (characters other than letters, digits, ``-`` and ``_`` become ``_``),
         for :func:`eval_report_path`; the prefix keeps a file named ``test.en`` from taking the name of
         the run's test split.
+
+    Notes
+    -----
+    The first source file evaluated under a stem keeps the plain name, and evaluating it again reuses it;
+    each report records its ``source_file`` (an absolute path), which is what is compared.
     """
     stem = os.path.splitext(os.path.basename(source_file.rstrip(os.sep)))[0]
-    return "file_" + (re.sub(r"[^A-Za-z0-9_-]", "_", stem) or "text")
+    name = "file_" + (re.sub(r"[^A-Za-z0-9_-]", "_", stem) or "text")
+    if workdir is None:
+        return name
+    source_path = os.path.abspath(source_file)
+    for report in glob.glob(os.path.join(glob.escape(workdir), f"eval_{name}[._]*json")):
+        if not re.fullmatch(rf"eval_{re.escape(name)}(_first\d+)?\.[^.]+\.json", os.path.basename(report)):
+            continue  # Another stem that starts with this one, or a .translations.jsonl.
+        try:
+            with open(report, encoding="utf-8") as report_file:
+                recorded = json.load(report_file).get("source_file")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if recorded and recorded != source_path:
+            return f"{name}_{hashlib.sha256(source_path.encode()).hexdigest()[:8]}"
+    return name
 
 
 def checkpoint_label(checkpoint: str, average_last: int = 0) -> str:

@@ -159,6 +159,20 @@ def test_evaluate_on_two_files_prints_bleu_chrf_and_ter(workdir, tmp_path):
         assert report[f"{name}_signature"] == str(metric.get_signature())
         assert f"{label} = {expected:.2f}  ({metric.get_signature()})" in stdout
     assert f"wrote {report_path}" in stdout
+    # Another directory's news.en gets a report of its own; the first one's is left as it was.
+    (tmp_path / "other").mkdir()
+    other_source, other_reference = tmp_path / "other" / "news.en", tmp_path / "other" / "news.de"
+    other_source.write_text("".join(source.read_text(encoding="utf-8").splitlines(True)[:3]), encoding="utf-8")
+    other_reference.write_text("".join(reference.read_text(encoding="utf-8").splitlines(True)[:3]), encoding="utf-8")
+    first_report = report_path.read_bytes()
+    completed = _run(["attention_jax.evaluate", f"--workdir={workdir}", f"--source={other_source}",
+                      f"--reference={other_reference}", "--beam_size=2"])
+    assert completed.returncode == 0, completed.stderr.decode()[-3000:]
+    other_path = workdir / f"eval_{run_files.parallel_text_name(str(other_source), str(workdir))}.latest.json"
+    assert other_path != report_path and f"wrote {other_path}" in completed.stdout.decode("utf-8")
+    other_report = json.loads(other_path.read_text())
+    assert other_report["source_file"] == str(other_source) and other_report["num_examples"] == 3
+    assert report_path.read_bytes() == first_report
 
 
 @pytest.mark.slow

@@ -170,6 +170,23 @@ def test_evaluation_reports_are_named_by_checkpoint(tmp_path: pathlib.Path) -> N
     assert run_files.parallel_text_name("/data/newstest2014.en") == "file_newstest2014"
     assert run_files.parallel_text_name("test.en") == "file_test"
     assert run_files.parallel_text_name("my news.v2.src") == "file_my_news_v2"
+
+
+def test_a_parallel_text_with_another_files_stem_gets_its_own_report_name(tmp_path: pathlib.Path) -> None:
+    workdir = str(tmp_path)
+    first, second = str(tmp_path / "wmt14" / "test.en"), str(tmp_path / "wmt16" / "test.en")
+    assert run_files.parallel_text_name(first, workdir) == "file_test"  # No report yet.
+    report = run_files.eval_report_path(workdir, "file_test", "latest")
+    pathlib.Path(report).write_text(json.dumps({"source_file": first}))
+    pathlib.Path(run_files.translations_path(report)).write_text("{}\n")
+    assert run_files.parallel_text_name(first, workdir) == "file_test"  # The same file again: the same report.
+    second_name = run_files.parallel_text_name(second, workdir)
+    assert second_name == "file_test_" + hashlib.sha256(second.encode()).hexdigest()[:8]
+    assert run_files.parallel_text_name(second, workdir) == second_name  # Stable, whatever else is filed.
+    pathlib.Path(run_files.eval_report_path(workdir, second_name, "step100")).write_text(
+        json.dumps({"source_file": second}))
+    assert run_files.parallel_text_name(first, workdir) == "file_test"
+    assert run_files.parallel_text_name(str(tmp_path / "test_b.en"), workdir) == "file_test_b"  # Other stem.
     assert os.path.basename(run_files.translations_path(str(tmp_path / "eval_test.latest.json"))) == \
         "eval_test.latest.translations.jsonl"
 

@@ -9,9 +9,11 @@ import numpy as np
 import pytest
 import tensorflow_datasets as tfds
 
+from attention_jax.checkpointing import resume_checks
 from attention_jax.data import lm_data, synthetic_en_de
 from attention_jax.data.data_config import DataConfig
 from attention_jax.models import model
+from attention_jax.user_errors import UserInputError
 from tests.support import fake_data
 
 
@@ -136,3 +138,43 @@ def test_processes_read_disjoint_rows_that_make_up_the_global_batch(tmp_path: pa
     np.testing.assert_array_equal(np.concatenate(pieces), expected)
     dev = [part.eval_batches("validation")[0]["targets"] for part in parts]
     np.testing.assert_array_equal(np.concatenate(dev), whole.eval_batches("validation")[0]["targets"])
+
+
+def _rewrite(directory: pathlib.Path, name: str, documents: list[str]) -> None:
+    (directory / name).write_text("\n".join(documents) + "\n", encoding="utf-8")
+
+
+def test_a_replaced_dev_txt_changes_its_fingerprint_and_a_resume_on_it_is_refused(tmp_path: pathlib.Path) -> None:
+    texts = _write_txt_corpus(tmp_path)
+    config = _config(f"txt:{tmp_path}", tmp_path / "cache")
+    before = lm_data.get_datasets(config).split_fingerprints()
+    assert before == {"validation": {"split": "validation", "documents": 40,
+                                     "sha256": lm_data.documents_sha256(texts["validation"])},
+                      "test": {"split": "test", "documents": 40, "sha256": lm_data.documents_sha256(texts["test"])}}
+    assert before["validation"]["sha256"] != before["test"]["sha256"]
+    _rewrite(tmp_path, "dev.txt", ["Ein neuer Satz."] + texts["validation"][1:])  # Same size, one document changed.
+    after = lm_data.get_datasets(config).split_fingerprints()
+    assert after["validation"]["sha256"] != before["validation"]["sha256"] and after["test"] == before["test"]
+    workdir = str(tmp_path / "run")
+    resume_checks.write_data_splits(workdir, before)
+    resume_checks.check_data_splits(workdir, before)  # The same splits resume.
+    with pytest.raises(UserInputError, match=r"another dev split: config\.eval_split='validation' now holds 40 "
+                                             r"documents .* records 40 documents .* a txt: corpus's dev\.txt"):
+        resume_checks.check_data_splits(workdir, after)
+
+
+def test_dev_and_test_documents_that_occur_in_training_are_counted_in_one_warning(
+        tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    warnings: list[str] = []
+    monkeypatch.setattr(lm_data.logging, "warning", lambda message, *args: warnings.append(message % args))
+    texts = _write_txt_corpus(tmp_path)
+    config = _config(f"txt:{tmp_path}", tmp_path / "cache")
+    lm_data.get_datasets(config)
+    assert not [warning for warning in warnings if "also occur" in warning]  # The generator's splits are disjoint.
+    _rewrite(tmp_path, "dev.txt", texts["train"][:10] + texts["validation"][10:])
+    _rewrite(tmp_path, "test.txt", texts["train"][5:8] + texts["test"][3:])
+    lm_data.get_datasets(config)
+    overlap = [warning for warning in warnings if "also occur in the training split" in warning]
+    assert len(overlap) == 1, warnings
+    assert overlap[0].startswith("10 of 40 dev documents (split 'validation') and 3 of 40 test documents "
+                                 "(split 'test') also occur in the training split 'train'")

@@ -55,6 +55,10 @@ def test_training_writes_dev_perplexity_and_training_flops(lm_workdir: pathlib.P
     dev_ppl = [row["eval/perplexity"] for row in evaluations if "eval/perplexity" in row]
     assert len(dev_ppl) == 3 and dev_ppl[-1] < dev_ppl[0]  # Falls from step 10 to step 30.
     assert results["train_target_tokens"] > 0
+    splits = json.loads((lm_workdir / "data_splits.json").read_text())  # Checked when the run resumes.
+    assert {role: (split["split"], split["documents"]) for role, split in splits.items()} == {
+        "validation": ("validation", 40), "test": ("test", 40)}
+    assert all(len(split["sha256"]) == 64 for split in splits.values())
     assert results["train_flops"] == pytest.approx(flops.training_flops(
         config.model, "decoder_only", results["train_target_tokens"], config.data.max_len))
 

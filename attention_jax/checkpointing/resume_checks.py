@@ -56,8 +56,9 @@ def write_data_splits(workdir: str, splits: Mapping[str, Mapping[str, Any]]) -> 
     workdir : str
         The work directory.
     splits : Mapping[str, Mapping[str, Any]]
-        ``{"validation": {...}, "test": {...}}``: each split's name, pair count and SHA-256 of its text
-        (:meth:`attention_jax.data.input_pipeline.TranslationData.split_fingerprints`).
+        ``{"validation": {...}, "test": {...}}``: each split's name, pair (or document) count and SHA-256 of
+        its text (:meth:`attention_jax.data.input_pipeline.TranslationData.split_fingerprints`,
+        :meth:`attention_jax.data.lm_data.LanguageModelData.split_fingerprints`).
 
     Notes
     -----
@@ -104,23 +105,30 @@ def check_data_splits(workdir: str, splits: Mapping[str, Mapping[str, Any]]) -> 
     Notes
     -----
     Raises :class:`UserInputError`, one line naming the split, the config field that chooses it and the
-    fix, when a recorded split's name, size or text changed (a ``dev.tsv`` replaced in place, another
-    ``config.eval_split``): ``metrics.jsonl``, the best checkpoint and early stopping would otherwise
-    compare evaluations on two different sets. A run without a record is not checked.
+    fix, when a recorded split's name, size or text changed (a ``dev.tsv`` or ``dev.txt`` replaced in
+    place, another ``config.eval_split``): ``metrics.jsonl``, the best checkpoint and early stopping would
+    otherwise compare evaluations on two different sets. A run without a record is not checked.
     """
     recorded = read_data_splits(workdir) or {}
     for role, (name, field, tsv_file) in EVAL_SPLITS.items():
         was, now = recorded.get(role), splits.get(role)
         if not was or not now or dict(was) == dict(now):
             continue
+        txt_file = tsv_file.replace(".tsv", ".txt")
         raise UserInputError(
             f"{workdir} was evaluated on another {name} split: config.{field}={now['split']!r} now holds "
-            f"{now['pairs']} pairs (sha256 {str(now['sha256'])[:12]}), but {run_files.DATA_SPLITS_FILE} records "
-            f"{was['pairs']} pairs of {was['split']!r} (sha256 {str(was['sha256'])[:12]}), so its evaluations "
+            f"{_size(now)} (sha256 {str(now['sha256'])[:12]}), but {run_files.DATA_SPLITS_FILE} records "
+            f"{_size(was)} of {was['split']!r} (sha256 {str(was['sha256'])[:12]}), so its evaluations "
             f"would compare two {name} sets. Put back the {name} split the run started with (a tsv: corpus's "
-            f"{tsv_file}) to resume it, or evaluate on the new one in a new --workdir "
+            f"{tsv_file}, a txt: corpus's {txt_file}) to resume it, or evaluate on the new one in a new --workdir "
             f"(--config.fine_tune_from={workdir} starts from this run's weights)."
         )
+
+
+def _size(split: Mapping[str, Any]) -> str:
+    """``"N pairs"`` (a translation split) or ``"N documents"`` (a language model's)."""
+    unit = "documents" if "documents" in split else "pairs"
+    return f"{split.get(unit)} {unit}"
 
 
 def model_config_differences(saved: Experiment, experiment: Experiment) -> dict[str, tuple[Any, Any]]:

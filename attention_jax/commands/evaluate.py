@@ -14,8 +14,10 @@ source, reference and translation in ``.translations.jsonl`` (one JSON object a 
 ``--num_examples=K``, fewer than the split holds, evaluates its first K pairs and says so in the report's
 name, ``eval_<split>_first<K>.<checkpoint>.json``: never the whole split's. ``--source=FILE
 --reference=FILE`` evaluate any parallel text instead of a split of the run's corpus (one sentence per
-line, as many lines in both; filed as ``eval_file_<source stem>.<checkpoint>.json``); a missing or empty
-file, or two files of different lengths, are refused in one line (exit 2) before anything is written.
+line, as many lines in both; filed as ``eval_file_<source stem>.<checkpoint>.json``, or
+``eval_file_<source stem>_<path hash>.<checkpoint>.json`` when the run already holds a report of another
+file with that stem); a missing or empty file, or two files of different lengths, are refused in one line
+(exit 2) before anything is written.
 
 An averaged checkpoint older than the run's newest checkpoint is refused (``--reaverage`` redoes it); the
 report of an averaged checkpoint lists the steps it averages (``averaged_steps``). ``--split=dev`` and
@@ -114,7 +116,7 @@ def main(argv: list[str]) -> None:
         "max_extra_len": translator.max_extra_len,
         "wall_s": round(time.time() - start, 2),
     }
-    name = split or run_files.parallel_text_name(source)
+    name = split or run_files.parallel_text_name(source, run.workdir)
     path = _OUTPUT.value or run_files.eval_report_path(run.workdir, name, label, first=len(pairs) if partial else 0)
     _print_figures(result, described)  # First: a failed write keeps the figures.
     try:

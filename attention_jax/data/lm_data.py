@@ -20,6 +20,7 @@ training documents and cached beside the corpus.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 import re
@@ -28,6 +29,7 @@ from collections.abc import Sequence
 
 import grain
 import numpy as np
+from absl import logging
 
 from attention_jax.data import lm_sources
 from attention_jax.data import tokenizer as tokenizer_lib
@@ -171,10 +173,13 @@ class LanguageModelData:
 
     def __init__(self, *, tokenizer: tokenizer_lib.Tokenizer, rows: dict[str, PackedRows],
                  documents: dict[str, int], split_names: dict[str, str], split_bytes: dict[str, int],
-                 global_rows: int, process_index: int, process_count: int, num_threads: int) -> None:
+                 global_rows: int, process_index: int, process_count: int, num_threads: int,
+                 split_sha256: dict[str, str] | None = None) -> None:
         self.tokenizer = tokenizer
         self._rows = rows
         self._split_names = split_names
+        self._split_sha256 = dict(split_sha256 or {})
+        self._documents = dict(documents)
         self._global_rows = global_rows
         self._process_index = process_index
         self._process_count = process_count
@@ -249,6 +254,26 @@ class LanguageModelData:
         """
         return self._rows[self.role_of(split)].documents()
 
+    def split_fingerprints(self) -> dict[str, dict[str, str | int]]:
+        """Return what identifies the dev and test splits: their names, document counts and text's SHA-256.
+
+        Returns
+        -------
+        dict[str, dict]
+            ``{"validation": {"split", "documents", "sha256"}, "test": {...}}``: the split's name as the
+            config gives it, its non-empty documents, and :func:`documents_sha256` of them.
+
+        Notes
+        -----
+        A run records them (``data_splits.json``) and refuses to resume on other ones
+        (:func:`attention_jax.checkpointing.resume_checks.check_data_splits`), as the translation
+        pipeline's :meth:`~attention_jax.data.input_pipeline.TranslationData.split_fingerprints` do: a
+        ``dev.txt`` replaced in place would otherwise change what ``metrics.jsonl`` compares mid-run.
+        """
+        return {role: {"split": self._split_names[role], "documents": self._documents[role],
+                       "sha256": self._split_sha256[role]}
+                for role in ("validation", "test") if role in self._split_sha256}
+
     @property
     def row_length(self) -> int:
         """``L = config.max_len``: tokens per row, the longest context the model was trained on."""
@@ -320,12 +345,15 @@ def get_datasets(config: DataConfig, *, process_index: int = 0, process_count: i
     names = {"train": config.train_split, "validation": config.eval_split, "test": config.test_split}
     row_multiple = int(np.lcm(rows_multiple, process_count))
     global_rows = rows_per_batch(config, row_multiple)
-    rows, documents, split_bytes = {}, {}, {}
+    rows, documents, split_bytes, split_sha256 = {}, {}, {}, {}
     for role, name in names.items():
         texts = source.documents(name)
         rows[role] = PackedRows(tokenizer.encode_batch(texts, add_eos=True), int(config.max_len))
         documents[role] = len(texts)
         split_bytes[role] = sum(len(text.encode("utf-8")) + 1 for text in texts)  # + the newline ending each.
+        if role != "train":
+            split_sha256[role] = documents_sha256(texts)
+    _warn_of_overlap({role: source.documents(name) for role, name in names.items()}, names)
     if rows["train"].num_rows < global_rows:
         raise UserInputError(
             f"The training split of {config.dataset} fills {rows['train'].num_rows} rows of max_len="
@@ -333,7 +361,41 @@ def get_datasets(config: DataConfig, *, process_index: int = 0, process_count: i
             f"config.tokens_per_batch (now {config.tokens_per_batch}) or config.max_len, or use more text.")
     return LanguageModelData(tokenizer=tokenizer, rows=rows, documents=documents, split_names=names,
                              split_bytes=split_bytes, global_rows=global_rows, process_index=process_index,
-                             process_count=process_count, num_threads=config.data_threads)
+                             process_count=process_count, num_threads=config.data_threads,
+                             split_sha256=split_sha256)
+
+
+def documents_sha256(documents: Sequence[str]) -> str:
+    """The SHA-256 of a split's documents, each followed by a newline, in corpus order.
+
+    Parameters
+    ----------
+    documents : Sequence[str]
+        The split's non-empty documents (:meth:`lm_sources.TextSource.documents`).
+
+    Returns
+    -------
+    str
+        Hex digest; any change to a document, or to their order or number, changes it.
+    """
+    digest = hashlib.sha256()
+    for text in documents:
+        digest.update(text.encode("utf-8", errors="replace") + b"\n")
+    return digest.hexdigest()
+
+
+def _warn_of_overlap(documents: dict[str, list[str]], names: dict[str, str]) -> None:
+    """Warn, in one line, when dev or test documents also occur in the training split (not held out)."""
+    train_documents = set(documents["train"])
+    counts = {role: sum(text in train_documents for text in documents[role]) for role in ("validation", "test")}
+    if not any(counts.values()):
+        return
+    logging.warning(
+        "%d of %d dev documents (split %r) and %d of %d test documents (split %r) also occur in the training "
+        "split %r: their perplexity is not measured on held-out text. Remove them from the training data, or "
+        "choose other splits (config.eval_split, config.test_split).", counts["validation"],
+        len(documents["validation"]), names["validation"], counts["test"], len(documents["test"]), names["test"],
+        names["train"])
 
 
 def _load_or_train_tokenizer(source: lm_sources.TextSource, config: DataConfig) -> tokenizer_lib.Tokenizer:

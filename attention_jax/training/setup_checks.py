@@ -111,12 +111,13 @@ def check_data_splits(workdir: str, data: Any) -> None:
     workdir : str
         The work directory (its ``data_splits.json``, when there is one, is compared).
     data : Any
-        The loaded data; test doubles and language models without ``split_fingerprints`` are not checked.
+        The loaded data (translation or language-model); test doubles without ``split_fingerprints`` are not
+        checked.
 
     Notes
     -----
     Raises :class:`UserInputError` through :func:`resume_checks.check_data_splits`.
     """
-    split_fingerprints = getattr(data, "split_fingerprints", None)  # Test doubles and language models have none.
+    split_fingerprints = getattr(data, "split_fingerprints", None)  # Some test doubles have none.
     if split_fingerprints is not None and resume_checks.read_data_splits(workdir) is not None:
         resume_checks.check_data_splits(workdir, split_fingerprints())

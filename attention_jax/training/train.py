@@ -535,7 +535,7 @@ def _train_locked(experiment: Experiment, workdir: str, data: Any,
     if model_proto is not None and (held_by is None or not os.path.exists(
             os.path.join(workdir, run_files.TOKENIZER_FILE))):  # Test doubles without SentencePiece have none.
         checkpoints.write_tokenizer(workdir, model_proto)
-    split_fingerprints = getattr(run.data, "split_fingerprints", None)  # Test doubles and language models have none.
+    split_fingerprints = getattr(run.data, "split_fingerprints", None)  # Some test doubles have none.
     if split_fingerprints is not None and (held_by is None or resume_checks.read_data_splits(workdir) is None):
         resume_checks.write_data_splits(workdir, split_fingerprints())
     logging.info("%s: %d parameters, mesh %s, param_sharding=%s, dtype=%s.", experiment.name,
