@@ -402,3 +402,24 @@ def read_fine_tuned_from(workdir: str) -> dict[str, Any] | None:
         return None
     with open(path, encoding="utf-8") as record_file:
         return json.loads(record_file.read())
+
+
+def read_length_buckets(workdir: str) -> dict[str, Any]:
+    """A run's ``length_buckets.json`` (the positions experiment's scores per length bucket), or ``{}``.
+
+    Parameters
+    ----------
+    workdir : str
+        The run directory.
+
+    Returns
+    -------
+    dict
+        As :func:`attention_jax.evaluation.length_bucket_evaluation.evaluate_run` writes it; ``{}`` when
+        the run has not been scored.
+    """
+    path = os.path.join(workdir, LENGTH_BUCKETS_FILE)
+    if not os.path.isfile(path):
+        return {}
+    with open(path, encoding="utf-8") as results_file:
+        return json.load(results_file)

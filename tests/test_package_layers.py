@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ast
 import pathlib
+import subprocess
+import sys
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 PACKAGE = REPO_ROOT / "attention_jax"
@@ -73,3 +75,16 @@ def test_the_layer_check_sees_an_upward_import(tmp_path: pathlib.Path) -> None:
     targets = [_layer_of(module) for _, module in _imports(source)]
     assert targets == ["training", "foundation"]
     assert LAYERS.index("training") > LAYERS.index("models")
+
+
+def test_configs_sweeps_and_reports_load_no_framework() -> None:
+    frameworks = ("jax", "jaxlib", "flax", "optax", "orbax", "tensorflow", "tensorflow_datasets", "torch")
+    # One process per command module: each defines its own absl flags (--root in two of them).
+    for modules in (("configs.table2", "configs.sweeps.positions", "attention_jax.experiment.sections",
+                     "launch.sweep"), ("launch.export_results",), ("attention_jax.report",)):
+        probe = (f"import sys; import {', '.join(modules)}; "
+                 f"print(sorted({{m.split('.')[0] for m in sys.modules}} & set({frameworks!r})))")
+        imported = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120,
+                                  cwd=REPO_ROOT)
+        assert imported.returncode == 0, imported.stderr[-2000:]
+        assert imported.stdout.strip() == "[]", (modules, imported.stdout)

@@ -23,10 +23,8 @@ from absl import app, flags
 from ml_collections import config_flags
 
 from attention_jax import run_files
-from attention_jax.checkpointing import checkpoints
 from attention_jax.commands import config_errors, quiet_libraries
 from attention_jax.experiment import sections
-from attention_jax.training import compilation_cache, distributed, fine_tuning, train, workdir_lock
 from attention_jax.user_errors import USAGE_ERROR, UserInputError, exit_with_error
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file, e.g. configs/tiny.py or "
@@ -52,6 +50,11 @@ def main(argv: list[str]) -> None:
     if os.path.exists(_WORKDIR.value) and not os.path.isdir(_WORKDIR.value):
         _fail(f"--workdir={_WORKDIR.value} is a file, not a directory: name a new or existing run "
               f"directory.", USAGE_ERROR)
+    # JAX, Flax and Orbax load only now: a mistake in the command line or the config is refused in about
+    # half a second, not after seconds of imports.
+    from attention_jax.checkpointing import checkpoints
+    from attention_jax.training import compilation_cache, distributed, fine_tuning, train, workdir_lock
+
     distributed.maybe_initialize()
     try:
         source = fine_tuning.resolve_source(experiment, _WORKDIR.value)  # Before anything is written.

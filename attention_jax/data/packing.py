@@ -31,12 +31,15 @@ from __future__ import annotations
 
 import copy
 import math
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
-from attention_jax.data import batching, token_cache
+from attention_jax.data import batching
 from attention_jax.data import tokenizer as tokenizer_lib
+
+if TYPE_CHECKING:  # Annotations only: the config schema imports this module, and token_cache loads TFDS.
+    from attention_jax.data import token_cache
 
 DEFAULT_WINDOW = 4096
 

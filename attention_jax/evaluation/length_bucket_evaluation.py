@@ -48,26 +48,6 @@ SETTINGS_KEYS = ("checkpoint", "trained_steps", "beam_size", "alpha", "max_extra
 """What must match for a bucket's stored figures to be reused (besides the bucket file's SHA-256)."""
 
 
-def read_results(workdir: str) -> dict[str, Any]:
-    """A run's ``length_buckets.json``, or ``{}`` when it has none.
-
-    Parameters
-    ----------
-    workdir : str
-        The run directory.
-
-    Returns
-    -------
-    dict
-        See :func:`evaluate_run`.
-    """
-    path = os.path.join(workdir, run_files.LENGTH_BUCKETS_FILE)
-    if not os.path.isfile(path):
-        return {}
-    with open(path, encoding="utf-8") as results_file:
-        return json.load(results_file)
-
-
 def _trained_steps(workdir: str) -> int | None:
     path = os.path.join(workdir, run_files.RESULTS_FILE)
     if not os.path.isfile(path):
@@ -152,7 +132,7 @@ def evaluate_run(workdir: str, split_dir: str, *, checkpoint: str = "latest", ba
     run = inference.load_run(workdir, checkpoint)
     translator = inference.make_translator(run, batch_size=batch_size)
     settings = _settings(run, translator)
-    previous = read_results(workdir)
+    previous = run_files.read_length_buckets(workdir)
     reusable = previous.get("buckets", {}) if all(previous.get(key) == value for key, value in settings.items()) else {}
     record = {"buckets_dir": split_dir, "cap": split["cap"], **settings,
               "positional_encoding": run.model_config.positional_encoding, "seed": run.config.seed, "buckets": {}}
@@ -212,7 +192,7 @@ def _finished(workdir: str) -> bool:
 
 
 def _scored(workdir: str, split: dict) -> bool:
-    record = read_results(workdir)
+    record = run_files.read_length_buckets(workdir)
     buckets = record.get("buckets", {})
     same_files = all(buckets.get(name, {}).get("sha256") == entry["sha256"] for name, entry in split["buckets"].items())
     return same_files and record.get("trained_steps") == _trained_steps(workdir)

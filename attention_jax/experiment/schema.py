@@ -23,7 +23,7 @@ import math
 import numbers
 from typing import Any, Callable, Iterable, Mapping, TypedDict
 
-from attention_jax.models import attention, attention_registry, transformer_config
+from attention_jax.models import attention_registry, transformer_config
 from attention_jax.user_errors import UserInputError
 
 SECTIONS = ("experiment", "model", "data", "optimizer", "decoding", "run")
@@ -156,13 +156,13 @@ FIELDS: tuple[Field, ...] = (
     Field("share_embeddings", "model", "bool", True, "One matrix for encoder input, decoder input and "
           "pre-softmax projection (3.4)."),
     Field("attention_implementation", "model", "str", "einsum", "How dot-product attention is computed.",
-          choices=attention.ATTENTION_IMPLEMENTATIONS),
+          choices=attention_registry.ATTENTION_IMPLEMENTATIONS),
     Field("attention_window", "model", "int", 0, "0: full attention; r > 0: self-attention within |i - j| <= r "
           "(Table 1).", **_NON_NEGATIVE),
     Field("attention_function", "model", "str", "scaled_dot_product", "How each head scores keys (3.2.1).",
           choices=_attention_function_names),
     Field("dtype", "model", "str", "float32", "Compute dtype (parameters stay float32).",
-          choices=tuple(transformer_config.DTYPES)),
+          choices=transformer_config.DTYPES),
     Field("cpu_kernels", "model", "bool", True, "CPU-only speed-ups of the hot paths (attention_jax/cpu_kernels)."),
     Field("vocab_size", "model", "int", 37000, "Rows of the shared embedding; the BPE vocabulary trained.",
           **_POSITIVE),

@@ -7,16 +7,14 @@ variants come from :meth:`TransformerConfig.replace`. The modules in :mod:`atten
 from __future__ import annotations
 
 import dataclasses
+import numbers
 from typing import Any
 
-import jax.numpy as jnp
-import numpy as np
-
-from attention_jax.models import attention, attention_registry, positional_encodings
+from attention_jax.models import attention_registry, positional_encodings
 
 POSITIONAL_ENCODINGS = positional_encodings.POSITIONAL_ENCODINGS  # The registry: name -> entry (names iterate).
 LAYER_NORM_POSITIONS = ("post", "pre")
-DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
+DTYPES = ("float32", "bfloat16")  # Names of jnp dtypes; this module imports no framework (configs load it).
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,7 +48,7 @@ class TransformerConfig:
     share_embeddings : bool
         One matrix for encoder input, decoder input and pre-softmax projection (3.4); otherwise three.
     attention_implementation : str
-        See :data:`attention_jax.models.attention.ATTENTION_IMPLEMENTATIONS`.
+        See :data:`attention_jax.models.attention_registry.ATTENTION_IMPLEMENTATIONS`.
     attention_window : int
         0 for full attention; ``r > 0`` restricts self-attention to ``|i - j| <= r`` (Table 1), computed
         blockwise in O(r n d) by the einsum implementation (other implementations use a dense mask;
@@ -101,12 +99,14 @@ class TransformerConfig:
 
     @property
     def compute_dtype(self) -> Any:
-        """The jnp dtype of activations."""
-        return DTYPES[self.dtype]
+        """The jnp dtype of activations (``jnp.float32`` or ``jnp.bfloat16``)."""
+        import jax.numpy as jnp  # Here: configs, sweeps and reports build this class without loading JAX.
+
+        return getattr(jnp, self.dtype)
 
 
 def _positive_int(name: str, value: Any) -> int:
-    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value <= 0:
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value <= 0:
         raise ValueError(f"{name} must be a positive integer; got {value!r}.")
     return int(value)
 
@@ -128,8 +128,8 @@ def _validate(config: TransformerConfig) -> None:
     positional_encodings.check_positional_encoding(config.positional_encoding)
     _one_of("layer_norm_position", config.layer_norm_position, LAYER_NORM_POSITIONS)
     _one_of("attention_implementation", config.attention_implementation,
-            attention.ATTENTION_IMPLEMENTATIONS)
-    _one_of("dtype", config.dtype, tuple(DTYPES))
+            attention_registry.ATTENTION_IMPLEMENTATIONS)
+    _one_of("dtype", config.dtype, DTYPES)
     for name in ("cpu_kernels", "relative_values"):
         if not isinstance(getattr(config, name), bool):
             raise ValueError(f"{name} must be True or False; got {getattr(config, name)!r}.")

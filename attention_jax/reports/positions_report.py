@@ -36,7 +36,7 @@ import math
 import os
 from collections.abc import Sequence
 
-from attention_jax.evaluation.length_bucket_evaluation import read_results
+from attention_jax import run_files
 from attention_jax.reports.attention_function_report import format_figure, mean_and_se, paired_reading
 from attention_jax.reports.figure_titles import fit_title
 from attention_jax.reports.sweep_rows import RowReport, SeedRun
@@ -140,7 +140,7 @@ def read_bucket_results(root: str, rows: Sequence[RowReport]) -> dict[str, dict[
     found: dict[str, dict[int | None, dict]] = {}
     for row in rows:
         for run in row.runs:
-            record = read_results(_run_dir(root, row, run))
+            record = run_files.read_length_buckets(_run_dir(root, row, run))
             if record.get("buckets"):
                 found.setdefault(row.row, {})[run.seed] = record
     return found
