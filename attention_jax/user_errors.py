@@ -44,6 +44,56 @@ def exit_with_error(program: str, message: str, status: int = USAGE_ERROR) -> No
     sys.exit(status)
 
 
+def flag_errors_in_one_line(program: str) -> Callable[[list[str]], list[str]]:
+    """An absl ``flags_parser`` that reports a flag mistake in one line with exit status 2.
+
+    Parameters
+    ----------
+    program : str
+        The command's name for the error line, e.g. ``"translate"``.
+
+    Returns
+    -------
+    callable
+        ``parse(argv) -> list[str]``: the positional arguments, as absl's own parser returns them.
+
+    Notes
+    -----
+    absl's default parser prints ``FATAL Flags parsing error`` and a second line, then exits with status
+    1, the status of a crash; a mistyped or missing flag is the user's mistake, so it gets the line and
+    status of every other one (:func:`exit_with_error`).
+    """
+    from absl import flags  # Here only: this module is imported below every layer.
+
+    def parse(argv: list[str]) -> list[str]:
+        try:
+            return flags.FLAGS(argv)
+        except flags.Error as error:
+            exit_with_error(program, f"{error}. --helpshort lists the flags.")
+    return parse
+
+
+def run_in_one_line(program: str, main: Callable[[Any], Any]) -> None:
+    """``absl.app.run(main)`` with a flag or usage mistake reported in one line, exit status 2.
+
+    Parameters
+    ----------
+    program : str
+        The command's name for the error line.
+    main : callable
+        The command's ``main(argv)``.
+
+    Notes
+    -----
+    For the modules run as ``python -m`` outside :mod:`attention_jax.commands` (the length split and its
+    evaluation, the step budgets, the sweep export, the gettext corpus); the commands get the same through
+    :func:`attention_jax.commands.entry_points.run_command`. Does not return.
+    """
+    from absl import app
+
+    app.run(usage_errors_in_one_line(program, main), flags_parser=flag_errors_in_one_line(program))
+
+
 def usage_errors_in_one_line(program: str, main: Callable[[Any], Any]) -> Callable[[Any], Any]:
     """``main`` with its ``absl.app.UsageError`` reported by :func:`exit_with_error`: one line, exit 2.
 

@@ -113,4 +113,4 @@ def main(argv: Sequence[str]) -> None:
 
 
 if __name__ == "__main__":
-    app.run(user_errors.usage_errors_in_one_line("export_results", main))
+    user_errors.run_in_one_line("export_results", main)

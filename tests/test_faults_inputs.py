@@ -221,6 +221,12 @@ USAGE_MISTAKES = {
     "report-no_root": (["attention_jax.report"], "report", "usage: python -m attention_jax.report ROOT"),
     "count_params-no_config": (["attention_jax.count_params"], "count_params", "--config is required"),
     "export_results-no_root": (["launch.export_results"], "export_results", "pass --root=SWEEP_ROOT"),
+    # The modules run with python -m outside attention_jax.commands: absl's parser printed two lines, exit 1.
+    **{f"{module.rpartition('.')[2]}-mistyped_flag": ([module, "--wrokdir=no_run"], module.rpartition(".")[2],
+                                                      "Unknown command line flag 'wrokdir'")
+       for module in ("attention_jax.evaluation.length_bucket_evaluation", "attention_jax.data.length_buckets",
+                      "attention_jax.reports.step_budgets", "launch.export_results",
+                      "attention_jax.data.gettext_corpus")},
 }
 
 

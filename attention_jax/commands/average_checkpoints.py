@@ -31,7 +31,6 @@ import os
 from absl import app, flags
 
 from attention_jax import run_files
-from attention_jax.checkpointing import checkpoints, params_checkpoints
 from attention_jax.user_errors import UserInputError, exit_with_error
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "Training workdir whose checkpoints are averaged.")
@@ -59,6 +58,8 @@ def write_averaged(workdir: str, last: int, *, best: bool = False) -> tuple[str,
         The directory written (``WORKDIR/averaged``) and the averaged steps; the checkpoint is filed
         under the newest averaged step and replaces an earlier average.
     """
+    from attention_jax.checkpointing import params_checkpoints  # Here: a mistake is refused before Orbax loads.
+
     source = run_files.BEST_DIR if best else run_files.CHECKPOINT_DIR
     steps = params_checkpoints.write_average(workdir, last, source=source)
     return os.path.join(workdir, run_files.AVERAGED_DIR), steps
@@ -113,6 +114,8 @@ def checkpoint_count(workdir: str, last: int) -> tuple[int, str]:
     """
     if last > 0:
         return last, f"--last={last}"
+    from attention_jax.checkpointing import checkpoints
+
     configured = checkpoints.read_config(workdir).run.average_last_checkpoints
     if configured < 2:
         raise UserInputError(

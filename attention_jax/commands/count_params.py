@@ -17,7 +17,6 @@ from absl import app
 from ml_collections import config_flags
 
 from attention_jax.experiment import sections
-from attention_jax.models import language_model, model
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file, e.g. configs/table2.py:A1, or a "
                                           "shipped config by name from any directory: table2:A1.",
@@ -42,6 +41,8 @@ def param_summary(config: Any) -> dict[str, Any]:
     -----
     Shapes only (``jax.eval_shape``): the big model is counted without allocating it.
     """
+    from attention_jax.models import language_model, model  # Here: a config mistake is refused before JAX loads.
+
     experiment = sections.build_experiment(config, "--config")
     millions = experiment.paper.params_millions
     params = model.count_params(language_model.abstract_params(experiment.model, experiment.model_kind))

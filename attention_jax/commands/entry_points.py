@@ -67,33 +67,6 @@ def add_config_import_paths(argv: Sequence[str], flag_name: str = "config") -> l
     return added
 
 
-def flag_errors_in_one_line(program: str) -> Callable[[list[str]], list[str]]:
-    """An absl ``flags_parser`` that reports a flag mistake in one line with exit status 2.
-
-    Parameters
-    ----------
-    program : str
-        The command's name for the error line, e.g. ``"translate"``.
-
-    Returns
-    -------
-    callable
-        ``parse(argv) -> list[str]``: the positional arguments, as absl's own parser returns them.
-
-    Notes
-    -----
-    absl's default parser prints ``FATAL Flags parsing error`` and a second line, then exits with status
-    1, the status of a crash; a mistyped or missing flag is the user's mistake, so it gets the line and
-    status of every other one (:func:`attention_jax.user_errors.exit_with_error`).
-    """
-    def parse(argv: list[str]) -> list[str]:
-        try:
-            return flags.FLAGS(argv)
-        except flags.Error as error:
-            user_errors.exit_with_error(program, f"{error}. --helpshort lists the flags.")
-    return parse
-
-
 def run_command(command: types.ModuleType,
                 flags_parser: Callable[[list[str]], list[str]] | None = None) -> None:
     """Run ``command.main`` under ``absl.app.run`` with the command's docstring and flags for ``--help``.
@@ -103,7 +76,7 @@ def run_command(command: types.ModuleType,
     command : types.ModuleType
         A module of :mod:`attention_jax.commands` (its ``main(argv)`` and its absl flags).
     flags_parser : callable
-        ``absl.app.run``'s ``flags_parser``: :func:`flag_errors_in_one_line` by default, or
+        ``absl.app.run``'s ``flags_parser``: :func:`~attention_jax.user_errors.flag_errors_in_one_line` by default, or
         ``config_errors.parse_flags_or_exit`` for the commands that take a ``--config``.
 
     Notes
@@ -124,7 +97,7 @@ def run_command(command: types.ModuleType,
     name = command.__name__.rpartition('.')[2]
     try:
         app.run(user_errors.usage_errors_in_one_line(name, command.main),
-                flags_parser=flags_parser or flag_errors_in_one_line(name))
+                flags_parser=flags_parser or user_errors.flag_errors_in_one_line(name))
     except SystemExit as leaving:
         status = leaving.code if isinstance(leaving.code, int) else 0 if leaving.code is None else 1
         user_errors.arm_exit_deadline(f"attention_jax.{name}", status)

@@ -28,7 +28,7 @@ from collections.abc import Iterable, Sequence
 from absl import app, flags
 
 from attention_jax import run_files
-from attention_jax.user_errors import exit_with_error, usage_errors_in_one_line
+from attention_jax.user_errors import exit_with_error, run_in_one_line
 
 DEFAULT_LOCALE_DIR = "/usr/share/locale"
 SPLIT_SIZES = {"dev": 2000, "test": 2000}
@@ -175,4 +175,4 @@ def main(argv: Sequence[str]) -> None:
 
 
 if __name__ == "__main__":
-    app.run(usage_errors_in_one_line("gettext_corpus", main))
+    run_in_one_line("gettext_corpus", main)

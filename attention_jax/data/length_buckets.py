@@ -44,11 +44,11 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from absl import app, flags
+from absl import flags
 
 from attention_jax import run_files
 from attention_jax.data import tsv_dataset
-from attention_jax.user_errors import UserInputError, exit_with_error
+from attention_jax.user_errors import UserInputError, exit_with_error, run_in_one_line
 
 Pair = tuple[str, str]
 BUCKET_NAMES = ("within_cap", "up_to_1.5x", "up_to_2x", "beyond_2x")
@@ -434,4 +434,4 @@ def _define_flags() -> None:
 
 if __name__ == "__main__":
     _define_flags()
-    app.run(main)
+    run_in_one_line("length_buckets", main)

@@ -34,15 +34,16 @@ import json
 import os
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from absl import app, flags, logging
+from absl import flags, logging
 
 from attention_jax import run_files
 from attention_jax.data import length_buckets
-from attention_jax.decoding import decode, inference
-from attention_jax.evaluation import progress, translation_quality
-from attention_jax.user_errors import UserInputError, exit_with_error
+from attention_jax.user_errors import UserInputError, exit_with_error, run_in_one_line
+
+if TYPE_CHECKING:  # JAX loads when a run is scored, so a flag mistake is refused at once.
+    from attention_jax.decoding import decode, inference
 
 SETTINGS_KEYS = ("checkpoint", "trained_steps", "beam_size", "alpha", "max_extra_len", "max_source_len")
 """What must match for a bucket's stored figures to be reused (besides the bucket file's SHA-256)."""
@@ -94,6 +95,8 @@ def score_bucket(translator: decode.Translator, pairs: Sequence[tuple[str, str]]
         logging.warning("%s: %d of %d pairs have a side longer than the run's max_len=%d pieces: their sources are "
                         "truncated and they are left out of the perplexity.", name, over, len(pairs),
                         translator.max_source_len)
+    from attention_jax.evaluation import progress, translation_quality
+
     result = translation_quality.evaluate(translator, pairs,
                                           report_progress=progress.progress_logger(f"{name} BLEU", len(pairs)))
     figures = {key: value for key, value in result.summary().items() if key != "num_examples"}
@@ -128,6 +131,8 @@ def evaluate_run(workdir: str, split_dir: str, *, checkpoint: str = "latest", ba
     Raises :class:`UserInputError` (or ``FileNotFoundError``/``ValueError`` from :func:`inference.load_run`)
     for a bad split or run. The file is rewritten after each bucket.
     """
+    from attention_jax.decoding import inference
+
     split = length_buckets.read_split(split_dir)
     run = inference.load_run(workdir, checkpoint)
     translator = inference.make_translator(run, batch_size=batch_size)
@@ -278,4 +283,4 @@ def _define_flags() -> None:
 
 if __name__ == "__main__":
     _define_flags()
-    app.run(main)
+    run_in_one_line("length_bucket_evaluation", main)

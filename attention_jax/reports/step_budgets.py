@@ -31,11 +31,11 @@ import os
 import statistics
 from collections.abc import Sequence
 
-from absl import app, flags
+from absl import flags
 
 from attention_jax.experiment import schema
 from attention_jax.reports.sweep_seeds import verdict
-from attention_jax.user_errors import exit_with_error
+from attention_jax.user_errors import exit_with_error, run_in_one_line
 
 IMPROVEMENT_WINDOW = 1000  # Steps over which "still improving" is measured.
 
@@ -328,4 +328,4 @@ def main(argv: list[str]) -> None:
 
 if __name__ == "__main__":
     _FLAGS.update(_define_flags())
-    app.run(main)
+    run_in_one_line("step_budgets", main)
