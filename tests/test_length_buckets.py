@@ -177,6 +177,13 @@ def test_report_pairs_by_seed_with_hand_computed_changes(scored_root: pathlib.Pa
     assert records[("none", "beyond_2x")]["ppl_change_mean"] == pytest.approx(2.0)  # 30 / 10 - 1, seed 0 only.
     trends = {trend.row: trend for trend in positions_report.length_trends(list(compared.values()))}
     assert sorted(trends["learned"].differences.values()) == pytest.approx([0.08, 0.19, 0.27])
+    # The plot's third panel: the same paired changes, in percent, bucket by bucket; no line for the reference.
+    series = positions_report.change_series(positions_report.compare_encodings(str(scored_root), rows))
+    assert set(series) == {"learned", "none"}
+    (within_mean, within_se), (beyond_mean, beyond_se) = series["learned"]
+    assert (within_mean, within_se, beyond_mean, beyond_se) == pytest.approx((0.33333, 1.20185, 18.3333, 4.40959),
+                                                                            abs=1e-4)
+    assert series["none"] == [(pytest.approx(20.0), None), (pytest.approx(200.0), None)]  # One seed: no SE.
     assert trends["learned"].reading == "worse with length"
     assert trends["none"].reading == "1 seed"
 

@@ -326,8 +326,33 @@ def markdown_report(root: str, compared: Sequence[BucketRow], trends: Sequence[L
     return "\n".join(lines) + "\n"
 
 
+def change_series(compared: Sequence[BucketRow]) -> dict[str, list[tuple[float | None, float | None]]]:
+    """Each compared encoding's perplexity change against sinusoidal per bucket, in percent, mean and SE.
+
+    Parameters
+    ----------
+    compared : Sequence[BucketRow]
+        :func:`compare_encodings`'s rows.
+
+    Returns
+    -------
+    dict[str, list[tuple]]
+        Row name -> one ``(mean, standard error)`` per bucket of the split, in order, over the seeds paired
+        with the sinusoidal row (``100 * (ppl / ppl(sinusoidal) - 1)``); ``(None, None)`` where the row has no
+        paired seed there, and an SE of ``None`` with one seed. The reference row is left out.
+    """
+    buckets = list(dict.fromkeys(row.bucket for row in compared))
+    series: dict[str, list[tuple[float | None, float | None]]] = {}
+    for row in compared:
+        if row.ppl_reading == "reference":
+            continue
+        mean, se = mean_and_se([100.0 * change for change in row.ppl_changes.values()])
+        series.setdefault(row.row, [(None, None)] * len(buckets))[buckets.index(row.bucket)] = (mean, se)
+    return series
+
+
 def plot_buckets(compared: Sequence[BucketRow], path: str, title: str) -> None:
-    """Plot perplexity and BLEU against the length bucket, one line per encoding, mean ± SE over seeds.
+    """Plot perplexity, BLEU and the paired perplexity change against the length bucket, mean ± SE over seeds.
 
     Parameters
     ----------
@@ -337,6 +362,12 @@ def plot_buckets(compared: Sequence[BucketRow], path: str, title: str) -> None:
         PNG file to write.
     title : str
         Figure title.
+
+    Notes
+    -----
+    One line per encoding in each panel, in the same colour throughout. The third panel is the experiment's
+    question drawn: each encoding's perplexity change against sinusoidal, paired by seed
+    (:func:`change_series`); a line that falls from left to right extrapolates better than the sinusoids.
     """
     import matplotlib
 
@@ -346,19 +377,31 @@ def plot_buckets(compared: Sequence[BucketRow], path: str, title: str) -> None:
 
     buckets = list(dict.fromkeys(row.bucket for row in compared))
     labels = {row.bucket: f"{row.bucket}\n{row.min_words}-{row.max_words} words" for row in compared}
-    figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2), layout="constrained")
-    for row_name in dict.fromkeys(row.row for row in compared):
+    figure, (left, middle, right) = plt.subplots(1, 3, figsize=(16, 4.4), layout="constrained")
+    changes = change_series(compared)
+    for index_of_row, row_name in enumerate(dict.fromkeys(row.row for row in compared)):
         members = {row.bucket: row for row in compared if row.row == row_name}
         positions = [index for index, bucket in enumerate(buckets) if bucket in members]
-        for axis, values in ((left, "ppl"), (right, "bleu")):
+        encoding = members[buckets[positions[0]]].encoding
+        color = f"C{index_of_row % 10}"
+        for axis, values in ((left, "ppl"), (middle, "bleu")):
             stats = [mean_and_se(list(getattr(members[buckets[index]], values).values())) for index in positions]
             axis.errorbar(positions, [math.nan if mean is None else mean for mean, _ in stats],
                           yerr=[0.0 if se is None else se for _, se in stats], fmt="o-", capsize=3,
-                          label=members[buckets[positions[0]]].encoding)
-    for axis, label in ((left, "perplexity per target piece"), (right, "BLEU (beam 4)")):
+                          label=encoding, color=color)
+        if row_name in changes:
+            stats = changes[row_name]
+            right.errorbar(range(len(buckets)), [math.nan if mean is None else mean for mean, _ in stats],
+                           yerr=[0.0 if se is None else se for _, se in stats], fmt="o-", capsize=3,
+                           label=encoding, color=color)
+        else:
+            right.axhline(0.0, color=color, linewidth=1, label=f"{encoding} (reference)")
+    for axis, label in ((left, "perplexity per target piece (mean ± SE over seeds)"),
+                        (middle, "BLEU (beam 4) (mean ± SE over seeds)"),
+                        (right, f"perplexity change vs {REFERENCE_ENCODING}, %\n(paired by seed, mean ± SE)")):
         axis.set_xticks(range(len(buckets)), [labels[bucket] for bucket in buckets], fontsize=8)
         axis.set_xlabel("target length bucket (training targets: the first)")
-        axis.set_ylabel(f"{label} (mean ± SE over seeds)")
+        axis.set_ylabel(label)
         axis.legend(fontsize=8)
     left.set_yscale("log")
     for ticks in (left.yaxis.set_major_formatter, left.yaxis.set_minor_formatter):
