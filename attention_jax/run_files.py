@@ -20,6 +20,7 @@ A run directory (``WORKDIR``, written by ``python -m attention_jax.main``)::
     lm_eval_<split>.json             a language model's perplexity and bits per byte (``generate --eval_split``)
     length_buckets.json              perplexity and BLEU per target-length bucket, with the translations in
     length_buckets.<bucket>.hypotheses.txt   (``attention_jax.evaluation.length_bucket_evaluation``)
+    position_losses.json             the loss by target position on those buckets (``evaluation.position_losses``)
     eval_<split>.<checkpoint>.json   ``evaluate``'s report per checkpoint (``latest``, ``averaged``,
                                      ``step1200``, ``average_last5``), with its ``.hypotheses.txt`` and
                                      ``.translations.jsonl``; ``eval_<split>_first<N>.<checkpoint>.json``
@@ -109,6 +110,7 @@ TENSORBOARD_DIR = "tensorboard"
 RESULTS_FILE = "results.json"
 LOCK_FILE = "lock.json"
 LENGTH_BUCKETS_FILE = "length_buckets.json"  # Per-length-bucket evaluation (docs/positions.md).
+POSITION_LOSSES_FILE = "position_losses.json"  # Loss by target position on the length buckets.
 
 # Exit status of `attention_jax.main` after it checkpointed and stopped on SIGTERM/SIGINT: resume by
 # rerunning (or requeueing) the same command. 75 is EX_TEMPFAIL of sysexits.h.

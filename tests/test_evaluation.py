@@ -85,6 +85,30 @@ def test_cross_entropy_equals_per_pair_forward_passes(tiny_params):
     assert result.perplexity == pytest.approx(math.exp(total / count), rel=1e-5)
 
 
+def test_cross_entropy_by_position_sums_each_positions_tokens(tiny_params):
+    tokenizer = WordTokenizer()
+    pairs = [("w5 w6 w7", "w8 w9"), ("w10", "w11 w12 w13 w14"), ("w15 w16 w17", "w18 w19"),
+             ("w20", "w21 w22 w23 w24 w25 w26 w27 w28 w29")]  # Two batches of two; padded lengths 4, 8 and 16.
+    too_long = ("w5 " * 30, "w6")
+    sums, counts = translation_quality.cross_entropy_by_position(TINY, tiny_params, tokenizer, pairs + [too_long],
+                                                                 max_len=18, batch_size=2)
+    expected_sums, expected_counts = np.zeros(18), np.zeros(18, np.int64)
+    for source, target in pairs:  # Unpadded, one pair at a time: position t's loss goes to bin t.
+        inputs = jnp.asarray([tokenizer.encode(source)])
+        targets = jnp.asarray([tokenizer.encode(target)])
+        log_probs = np.asarray(jax.nn.log_softmax(_logits(tiny_params, inputs, targets, model_config=TINY)),
+                               np.float64)[0]
+        for t, token in enumerate(np.asarray(targets[0])):
+            expected_sums[t] -= log_probs[t, token]
+            expected_counts[t] += 1
+    np.testing.assert_array_equal(counts, expected_counts)
+    assert counts[:3].tolist() == [4, 4, 4] and counts[3] == 2 and counts[9] == 1 and not counts[10:].any()
+    np.testing.assert_allclose(sums, expected_sums, rtol=1e-5, atol=1e-6)
+    whole = translation_quality.cross_entropy(TINY, tiny_params, tokenizer, pairs + [too_long], max_len=18,
+                                              batch_size=2)
+    assert whole.num_tokens == counts.sum() and whole.mean == pytest.approx(sums.sum() / counts.sum(), rel=1e-6)
+
+
 def test_evaluate_reports_bleu_and_perplexity_of_the_translations(tiny_params):
     translator = decode.Translator(TINY, tiny_params, WordTokenizer(), settings=SHORT, batch_size=4)
     pairs = [("w5 w6 w7", "w8 w9"), ("w10", "w11 w12"), ("w13 w14", "w15"), ("", "w16")]

@@ -226,7 +226,7 @@ USAGE_MISTAKES = {
                                                       "Unknown command line flag 'wrokdir'")
        for module in ("attention_jax.evaluation.length_bucket_evaluation", "attention_jax.data.length_buckets",
                       "attention_jax.reports.step_budgets", "launch.export_results",
-                      "attention_jax.data.gettext_corpus")},
+                      "attention_jax.data.gettext_corpus", "attention_jax.evaluation.position_losses")},
 }
 
 

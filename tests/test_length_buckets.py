@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import pathlib
 import re
@@ -231,6 +232,24 @@ def test_bucket_evaluation_of_a_tiny_trained_run(tmp_path: pathlib.Path, monkeyp
         hypotheses = workdir / f"length_buckets.{name}.hypotheses.txt"
         assert len(hypotheses.read_text(encoding="utf-8").splitlines()) == figures["num_pairs"]
     assert json.loads((workdir / run_files.LENGTH_BUCKETS_FILE).read_text()) == record
+    # The loss by target position pools the same tokens: its mean is the buckets' pooled perplexity's log.
+    plot = tmp_path / "position_losses.png"
+    completed = subprocess.run([sys.executable, "-m", "attention_jax.evaluation.position_losses",
+                                f"--buckets={split_dir}", f"--workdir={workdir}", f"--out={plot}", "--bin=4"],
+                               cwd=REPO_ROOT, capture_output=True, text=True, timeout=300,
+                               env=dict(os.environ, JAX_PLATFORMS="cpu"))
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    assert plot.stat().st_size > 10_000
+    losses = json.loads((workdir / run_files.POSITION_LOSSES_FILE).read_text())
+    tokens = sum(figures["num_target_tokens"] for figures in record["buckets"].values())
+    pooled_nats = sum(math.log(figures["perplexity"]) * figures["num_target_tokens"]
+                      for figures in record["buckets"].values()) / tokens
+    assert sum(losses["counts"]) == tokens and losses["num_pairs"] == sum(
+        figures["num_pairs"] for figures in record["buckets"].values())
+    assert sum(losses["sums"]) / sum(losses["counts"]) == pytest.approx(pooled_nats, rel=1e-4)
+    assert losses["counts"] == sorted(losses["counts"], reverse=True)  # Every target reaches position 0.
+    assert losses["trained_steps"] == 4 and losses["positional_encoding"] == "sinusoidal"
+    assert 1 <= losses["training_target_pieces"]["p50"] <= losses["training_target_pieces"]["max"]
     # Scored already: the second call reuses every bucket (scoring one would fail here).
     def refuse(*args: object) -> None:
         raise AssertionError("a bucket was scored again")

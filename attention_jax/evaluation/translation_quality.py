@@ -16,7 +16,7 @@ import dataclasses
 import functools
 import json
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, cast
 
 import jax
@@ -189,20 +189,70 @@ def cross_entropy(model_config: TransformerConfig, params: Any, tokenizer: decod
     -----
     Pairs are sorted by length and padded to power-of-two buckets, so only a few shapes compile.
     """
-    encoded = [(tokenizer.encode(source), tokenizer.encode(target)) for source, target in pairs]
-    kept = [pair for pair in encoded if len(pair[0]) <= max_len and len(pair[1]) <= max_len]
-    kept.sort(key=lambda pair: max(len(pair[0]), len(pair[1])))
+    encoded, kept = _encode_within(tokenizer, pairs, max_len)
     total, count = 0.0, 0
-    for start in range(0, len(kept), batch_size):
-        chunk = kept[start: start + batch_size]
-        rows = decode.bucket_rows(len(chunk), batch_size)
-        inputs = _pad([source for source, _ in chunk], rows, max_len)
-        targets = _pad([target for _, target in chunk], rows, max_len)
+    for inputs, targets in _padded_batches(kept, max_len, batch_size):
         batch_total, batch_count = _cross_entropy_sum(params, inputs, targets, model_config=model_config)
         total += float(batch_total)
         count += int(batch_count)
     mean = total / count if count else float("nan")
     return CrossEntropy(mean=mean, num_tokens=count, num_pairs=len(kept), num_skipped=len(encoded) - len(kept))
+
+
+@functools.partial(jax.jit, static_argnames=("model_config",))
+def _cross_entropy_by_position(params: Any, inputs: Array, targets: Array, *,
+                               model_config: TransformerConfig) -> tuple[Array, Array]:
+    """Per target position: summed ``-log p(target)`` over the batch's non-pad tokens and their count, ``[T]``."""
+    logits = cast(Array, Transformer(model_config).apply({"params": params}, inputs, targets))  # [B,T,V]
+    log_probs = jax.nn.log_softmax(logits)
+    target_log_probs = jnp.take_along_axis(log_probs, targets[..., None], axis=-1)[..., 0]  # [B,T]
+    valid = targets != PAD_ID
+    return -jnp.sum(jnp.where(valid, target_log_probs, 0.0), axis=0), jnp.sum(valid, axis=0)
+
+
+def cross_entropy_by_position(model_config: TransformerConfig, params: Any, tokenizer: decode.TextCodec,
+                              pairs: Sequence[tuple[str, str]], *, max_len: int,
+                              batch_size: int = 64) -> tuple[np.ndarray, np.ndarray]:
+    """Teacher-forced cross-entropy of ``pairs`` by target position: where a model's predictions fail.
+
+    Parameters
+    ----------
+    model_config, params, tokenizer, pairs, max_len, batch_size
+        As :func:`cross_entropy` (pairs with a side over ``max_len`` tokens are left out).
+
+    Returns
+    -------
+    (np.ndarray, np.ndarray)
+        float64 ``[max_len]`` summed nats of the target tokens at each position (0: the first target
+        token, EOS included as the last), and int64 ``[max_len]`` how many tokens each sum holds; their
+        totals are :func:`cross_entropy`'s.
+    """
+    _, kept = _encode_within(tokenizer, pairs, max_len)
+    sums, counts = np.zeros(max_len, np.float64), np.zeros(max_len, np.int64)
+    for inputs, targets in _padded_batches(kept, max_len, batch_size):
+        batch_sums, batch_counts = _cross_entropy_by_position(params, inputs, targets, model_config=model_config)
+        sums[:targets.shape[1]] += np.asarray(batch_sums, np.float64)
+        counts[:targets.shape[1]] += np.asarray(batch_counts, np.int64)
+    return sums, counts
+
+
+def _encode_within(tokenizer: decode.TextCodec, pairs: Sequence[tuple[str, str]], max_len: int
+                   ) -> tuple[list[tuple[list[int], list[int]]], list[tuple[list[int], list[int]]]]:
+    """Every pair's ids, and those whose sides fit ``max_len`` sorted by length (few shapes compile)."""
+    encoded = [(tokenizer.encode(source), tokenizer.encode(target)) for source, target in pairs]
+    kept = [pair for pair in encoded if len(pair[0]) <= max_len and len(pair[1]) <= max_len]
+    kept.sort(key=lambda pair: max(len(pair[0]), len(pair[1])))
+    return encoded, kept
+
+
+def _padded_batches(kept: Sequence[tuple[Sequence[int], Sequence[int]]], max_len: int,
+                    batch_size: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """``(inputs, targets)`` int32 batches of ``kept``, padded to power-of-two rows and lengths."""
+    for start in range(0, len(kept), batch_size):
+        chunk = kept[start: start + batch_size]
+        rows = decode.bucket_rows(len(chunk), batch_size)
+        yield _pad([source for source, _ in chunk], rows, max_len), _pad([target for _, target in chunk], rows, max_len)
+
 
 
 def _pad(sequences: Sequence[Sequence[int]], rows: int, max_len: int) -> np.ndarray:

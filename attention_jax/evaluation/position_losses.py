@@ -1,0 +1,228 @@
+"""Teacher-forced loss by target position: where, past the training lengths, a model's predictions fail.
+
+The length buckets (:mod:`attention_jax.evaluation.length_bucket_evaluation`) say how much worse each
+positional encoding does on longer pairs; this says where in the target it goes wrong. For each run it
+scores every pair of every bucket of a length split (:mod:`attention_jax.data.length_buckets`) with the
+run's last checkpoint, teacher-forced (unsmoothed, EOS included), and sums the cross-entropy of the target
+token at each position (:func:`~attention_jax.evaluation.translation_quality.cross_entropy_by_position`).
+``RUN/position_losses.json`` keeps the sums and counts, with the training split's target lengths in the
+run's own pieces; one plot puts the runs side by side: mean nats per target piece against the position,
+in bins of ``--bin`` positions, with the training targets' 99th percentile and longest marked.
+
+Usage::
+
+    python -m attention_jax.evaluation.position_losses --buckets=runs/positions_corpus \\
+        --workdir=runs/positions/sinusoidal/seed_0 --workdir=runs/positions/learned/seed_0 \\
+        --out=runs/positions/position_losses.png
+
+A run already scored from the same bucket files (their SHA-256) and training step is read, not scored
+again. Sums and counts stay separate so that runs, bins and buckets can be pooled exactly.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from absl import flags, logging
+
+from attention_jax import run_files
+from attention_jax.data import length_buckets
+from attention_jax.user_errors import UserInputError, exit_with_error, run_in_one_line
+
+_MIN_TOKENS = 50  # A bin with fewer scored tokens is not drawn: its mean would be one sentence's noise.
+
+
+def _trained_steps(workdir: str) -> int | None:
+    path = os.path.join(workdir, run_files.RESULTS_FILE)
+    if not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as results_file:
+        return json.load(results_file).get("step")
+
+
+def training_target_pieces(split_dir: str, tokenizer: Any) -> dict[str, int]:
+    """How long the training split's targets are in a run's pieces (EOS included, as the model scores them).
+
+    Parameters
+    ----------
+    split_dir : str
+        A length split (``train.tsv``: source TAB target per line).
+    tokenizer : Any
+        The run's tokenizer (``encode(text) -> ids`` ending in EOS).
+
+    Returns
+    -------
+    dict[str, int]
+        ``{"p50", "p90", "p99", "max"}``: the median, 90th and 99th percentile (nearest rank) and longest
+        target, in tokens.
+    """
+    lengths = []
+    with open(os.path.join(split_dir, "train.tsv"), encoding="utf-8") as train_file:
+        for line in train_file:
+            _, _, target = line.rstrip("\n").partition("\t")
+            lengths.append(len(tokenizer.encode(target)))
+    if not lengths:
+        raise UserInputError(f"{split_dir}/train.tsv holds no pairs: pass the --buckets of a length split.")
+    ordered = np.sort(np.asarray(lengths))
+    rank = {name: ordered[max(0, math.ceil(fraction * len(ordered)) - 1)]
+            for name, fraction in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))}
+    return {**{name: int(value) for name, value in rank.items()}, "max": int(ordered[-1])}
+
+
+def score_run(workdir: str, split_dir: str, *, batch_size: int = 64) -> dict[str, Any]:
+    """Score one run's loss by target position on every bucket of a length split (or read it, if done).
+
+    Parameters
+    ----------
+    workdir : str
+        A finished training run (``config.json``, checkpoints, ``tokenizer.model``).
+    split_dir : str
+        The length split its buckets come from.
+    batch_size : int
+        Pairs per forward pass.
+
+    Returns
+    -------
+    dict
+        What ``RUN/position_losses.json`` holds: ``positional_encoding``, ``seed``, ``trained_steps``,
+        ``buckets`` (name -> SHA-256 of its file), ``max_len``, ``sums`` and ``counts`` (per target
+        position, pooled over the buckets) and ``training_target_pieces``.
+    """
+    from attention_jax.decoding import inference  # JAX loads only when a run is scored.
+    from attention_jax.evaluation import translation_quality
+
+    split = length_buckets.read_split(split_dir)
+    bucket_files = {name: entry["sha256"] for name, entry in split["buckets"].items()}
+    path = os.path.join(workdir, run_files.POSITION_LOSSES_FILE)
+    if os.path.isfile(path):
+        with open(path, encoding="utf-8") as record_file:
+            previous = json.load(record_file)
+        if previous.get("buckets") == bucket_files and previous.get("trained_steps") == _trained_steps(workdir):
+            return previous
+    run = inference.load_run(workdir, "latest")
+    max_len = int(run.config.data.max_len)
+    pairs = [pair for bucket in split["buckets"].values() for pair in length_buckets.read_bucket(split_dir, bucket)]
+    sums, counts = translation_quality.cross_entropy_by_position(run.model_config, run.params, run.tokenizer, pairs,
+                                                                 max_len=max_len, batch_size=batch_size)
+    last = int(np.flatnonzero(counts).max()) + 1 if counts.any() else 0
+    record = {
+        "positional_encoding": run.model_config.positional_encoding,
+        "seed": run.config.seed,
+        "trained_steps": _trained_steps(workdir),
+        "buckets": bucket_files,
+        "num_pairs": len(pairs),
+        "max_len": max_len,
+        "sums": [round(float(value), 6) for value in sums[:last]],
+        "counts": [int(value) for value in counts[:last]],
+        "training_target_pieces": training_target_pieces(split_dir, run.tokenizer),
+    }
+    run_files.write_json_atomically(path, record)
+    return record
+
+
+def binned_means(record: dict[str, Any], bin_size: int) -> tuple[np.ndarray, np.ndarray]:
+    """Mean nats per target piece in bins of ``bin_size`` positions; bins under 50 tokens are NaN.
+
+    Parameters
+    ----------
+    record : dict
+        :func:`score_run`'s record.
+    bin_size : int
+        Positions per bin.
+
+    Returns
+    -------
+    (np.ndarray, np.ndarray)
+        The first position of each bin, and its mean (the bin's summed nats over its token count).
+    """
+    sums, counts = np.asarray(record["sums"], np.float64), np.asarray(record["counts"], np.int64)
+    bins = math.ceil(len(sums) / bin_size)
+    padded = bins * bin_size
+    sums = np.pad(sums, (0, padded - len(sums))).reshape(bins, bin_size).sum(axis=1)
+    counts = np.pad(counts, (0, padded - len(counts))).reshape(bins, bin_size).sum(axis=1)
+    means = np.where(counts >= _MIN_TOKENS, sums / np.maximum(counts, 1), np.nan)
+    return np.arange(bins) * bin_size, means
+
+
+def plot_runs(records: Sequence[dict[str, Any]], path: str, *, bin_size: int) -> None:
+    """Draw each run's mean loss against the target position, with the training targets' lengths marked.
+
+    Parameters
+    ----------
+    records : Sequence[dict]
+        :func:`score_run`'s records, one line each (labelled by encoding and seed).
+    path : str
+        PNG file to write.
+    bin_size : int
+        Positions per point.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(9, 4.8), layout="constrained")
+    for index, record in enumerate(records):
+        starts, means = binned_means(record, bin_size)
+        axis.plot(starts + (bin_size - 1) / 2, means, "o-", markersize=3, color=f"C{index % 10}",
+                  label=f"{record['positional_encoding']} (seed {record['seed']})")
+    pieces = records[0]["training_target_pieces"]
+    for key, style in (("p99", ":"), ("max", "--")):
+        axis.axvline(pieces[key], color="gray", linestyle=style, linewidth=1,
+                     label=f"training targets: {'99th percentile' if key == 'p99' else 'longest'} ({pieces[key]})")
+    axis.set_xlabel(f"target position (pieces, EOS included; bins of {bin_size})")
+    axis.set_ylabel("mean cross-entropy, nats per target piece")
+    axis.set_title(f"loss by target position, teacher-forced, {records[0]['num_pairs']} held-apart pairs "
+                   f"of the length buckets", fontsize=10)
+    axis.legend(fontsize=8)
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+_WORKDIRS: Any = None  # Set by _define_flags.
+_BUCKETS: Any = None
+_OUT: Any = None
+_BIN: Any = None
+_BATCH_SIZE: Any = None
+
+
+def main(argv: Sequence[str]) -> None:
+    """Score every ``--workdir`` and draw them in ``--out``."""
+    if len(argv) > 1 or not _WORKDIRS.value or not _BUCKETS.value or not _OUT.value:
+        exit_with_error("position_losses", "usage: python -m attention_jax.evaluation.position_losses "
+                        "--buckets=SPLIT_DIR --workdir=RUN [--workdir=RUN ...] --out=PLOT.png")
+    if _BIN.value < 1:
+        exit_with_error("position_losses", f"--bin must be a positive number of positions; got {_BIN.value}.")
+    try:
+        length_buckets.read_split(_BUCKETS.value)
+        for workdir in _WORKDIRS.value:
+            if not os.path.isfile(os.path.join(workdir, run_files.RESULTS_FILE)):
+                raise UserInputError(f"--workdir={workdir} holds no finished run ({run_files.RESULTS_FILE}).")
+        run_files.check_directory(os.path.dirname(os.path.abspath(_OUT.value)), "--out", writable=True)
+        records = []
+        for workdir in _WORKDIRS.value:
+            records.append(score_run(workdir, _BUCKETS.value, batch_size=_BATCH_SIZE.value))
+            logging.info("%s: %d target tokens scored by position.", workdir, sum(records[-1]["counts"]))
+    except (UserInputError, FileNotFoundError) as error:
+        exit_with_error("position_losses", str(error))
+    plot_runs(records, _OUT.value, bin_size=_BIN.value)
+    print(f"wrote {_OUT.value}")
+
+
+def _define_flags() -> None:
+    global _WORKDIRS, _BUCKETS, _OUT, _BIN, _BATCH_SIZE
+    _WORKDIRS = flags.DEFINE_multi_string("workdir", [], "A finished run to score (repeat for several).")
+    _BUCKETS = flags.DEFINE_string("buckets", None, "The length split (python -m attention_jax.data.length_buckets).")
+    _OUT = flags.DEFINE_string("out", None, "The plot to write (PNG).")
+    _BIN = flags.DEFINE_integer("bin", 8, "Target positions per point of the plot.")
+    _BATCH_SIZE = flags.DEFINE_integer("batch_size", 64, "Pairs per forward pass.")
+
+
+if __name__ == "__main__":
+    _define_flags()
+    run_in_one_line("position_losses", main)
