@@ -272,3 +272,19 @@ def test_the_committed_positions_sweep_reports_without_one_report_overwriting_an
     # Any number of seeds: the committed sweep grows as its runs finish.
     assert re.search(r"\| learned \| [1-3] \|", (tmp_path / "positions_by_length.md").read_text(encoding="utf-8"))
     assert "| learned |" in (tmp_path / "positions.md").read_text(encoding="utf-8")  # The Table-2-style one.
+
+
+def test_position_losses_bin_exactly_and_draw_the_difference_to_sinusoidal(tmp_path: pathlib.Path) -> None:
+    from attention_jax.evaluation import position_losses
+
+    pieces = {"p50": 5, "p90": 9, "p99": 12, "max": 20}
+    sinusoidal = dict(positional_encoding="sinusoidal", seed=0, num_pairs=60, training_target_pieces=pieces,
+                      sums=[60.0, 120.0, 30.0, 40.0, 5.0], counts=[60, 60, 30, 20, 10])
+    learned = dict(sinusoidal, positional_encoding="learned", sums=[30.0, 60.0, 30.0, 20.0, 1.0])
+    starts, means = position_losses.binned_means(sinusoidal, 2)
+    assert starts.tolist() == [0, 2, 4]
+    # Bins pool sums and counts: (60 + 120) / 120 = 1.5, (30 + 40) / 50 = 1.4; 10 tokens are too few to draw.
+    assert means[:2].tolist() == pytest.approx([1.5, 1.4]) and np.isnan(means[2])
+    plot = tmp_path / "losses.png"
+    position_losses.plot_runs([sinusoidal, learned], str(plot), bin_size=2)
+    assert plot.stat().st_size > 10_000

@@ -160,26 +160,46 @@ def plot_runs(records: Sequence[dict[str, Any]], path: str, *, bin_size: int) ->
         PNG file to write.
     bin_size : int
         Positions per point.
+
+    Notes
+    -----
+    With a ``sinusoidal`` run among them, a second panel draws each other run's mean loss minus its, bin
+    by bin: the same target tokens in both (the buckets are the same pairs), so the sentences' own
+    difficulty, which grows with their length, cancels.
     """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure, axis = plt.subplots(figsize=(9, 4.8), layout="constrained")
+    reference = next((record for record in records if record["positional_encoding"] == "sinusoidal"), None)
+    figure, axes = plt.subplots(1, 2 if reference else 1, figsize=(15 if reference else 9, 4.8),
+                                layout="constrained", squeeze=False)
+    losses = axes[0][0]
     for index, record in enumerate(records):
         starts, means = binned_means(record, bin_size)
-        axis.plot(starts + (bin_size - 1) / 2, means, "o-", markersize=3, color=f"C{index % 10}",
-                  label=f"{record['positional_encoding']} (seed {record['seed']})")
+        label, color = f"{record['positional_encoding']} (seed {record['seed']})", f"C{index % 10}"
+        losses.plot(starts + (bin_size - 1) / 2, means, "o-", markersize=3, color=color, label=label)
+        if reference is not None and record is not reference:
+            _, reference_means = binned_means(reference, bin_size)
+            shared = min(len(means), len(reference_means))
+            axes[0][1].plot(starts[:shared] + (bin_size - 1) / 2, means[:shared] - reference_means[:shared], "o-",
+                            markersize=3, color=color, label=label)
     pieces = records[0]["training_target_pieces"]
-    for key, style in (("p99", ":"), ("max", "--")):
-        axis.axvline(pieces[key], color="gray", linestyle=style, linewidth=1,
-                     label=f"training targets: {'99th percentile' if key == 'p99' else 'longest'} ({pieces[key]})")
-    axis.set_xlabel(f"target position (pieces, EOS included; bins of {bin_size})")
-    axis.set_ylabel("mean cross-entropy, nats per target piece")
-    axis.set_title(f"loss by target position, teacher-forced, {records[0]['num_pairs']} held-apart pairs "
-                   f"of the length buckets", fontsize=10)
-    axis.legend(fontsize=8)
+    for axis in axes[0]:
+        for key, style in (("p99", ":"), ("max", "--")):
+            axis.axvline(pieces[key], color="gray", linestyle=style, linewidth=1,
+                         label=f"training targets: {'99th percentile' if key == 'p99' else 'longest'} ({pieces[key]})")
+        axis.set_xlabel(f"target position (pieces, EOS included; bins of {bin_size})")
+    losses.set_ylabel("mean cross-entropy, nats per target piece")
+    losses.set_title(f"loss by target position, teacher-forced, {records[0]['num_pairs']} held-apart pairs",
+                     fontsize=10)
+    if reference is not None:
+        axes[0][1].axhline(0.0, color="black", linewidth=0.8)
+        axes[0][1].set_ylabel("mean cross-entropy minus sinusoidal's, nats")
+        axes[0][1].set_title(f"against sinusoidal (seed {reference['seed']}) on the same tokens", fontsize=10)
+    for axis in axes[0]:
+        axis.legend(fontsize=8)
     figure.savefig(path, dpi=110)
     plt.close(figure)
 
