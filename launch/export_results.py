@@ -8,9 +8,10 @@ Usage, from the repository root::
 A sweep root holds gigabytes of checkpoints; the report needs only ``sweep.json`` and, per finished run,
 ``config.json`` and ``results.json``. This copies those, with the run's ``metrics.jsonl`` (learning
 curves), its ``data_splits.json`` (which dev and test text it was scored on), its ``length_buckets.json``
-(the positions experiment's per-bucket scores) and its ``eval_*.json`` reports, into ``--to`` in the
-same layout (``<row>/`` or ``<row>/seed_<k>/``), so the report and ``notebooks/03_ablations.ipynb`` read
-the copy as they read the sweep: finished rows with their seeds, the others pending. Runs still going
+and ``position_losses.json`` (the positions experiment's scores per length bucket and its loss by target
+position) and its ``eval_*.json`` reports, into ``--to`` in the same layout (``<row>/`` or
+``<row>/seed_<k>/``), so the report and ``notebooks/03_ablations.ipynb`` read the copy as they read the
+sweep: finished rows with their seeds, the others pending. Runs still going
 are not copied. Rerun it as rows finish; it copies runs it has not copied yet (and updates any whose
 files changed) and leaves the rest alone, so a long sweep can be committed row by row.
 """
@@ -33,7 +34,7 @@ _ROOT = flags.DEFINE_string("root", None, "Sweep root written by launch.sweep.")
 _TO = flags.DEFINE_string("to", None, "Directory to copy the finished runs into (created if needed).")
 
 RUN_FILES = (run_files.CONFIG_FILE, run_files.RESULTS_FILE, run_files.METRICS_FILE, run_files.DATA_SPLITS_FILE,
-             run_files.LENGTH_BUCKETS_FILE)
+             run_files.LENGTH_BUCKETS_FILE, run_files.POSITION_LOSSES_FILE)
 """Files copied from every finished run, besides its ``eval_*.json`` reports."""
 
 

@@ -31,6 +31,7 @@ def _write_run(root: pathlib.Path, row: str, seed: int, ppl: float | None) -> No
         (run_dir / "eval_dev.json").write_text(json.dumps({"bleu": 5.0}))
         (run_dir / "data_splits.json").write_text(json.dumps({"validation": {"pairs": 3, "sha256": "ab"}}))
         (run_dir / "length_buckets.json").write_text(json.dumps({"buckets": {"within_cap": {"bleu": 5.0}}}))
+        (run_dir / "position_losses.json").write_text(json.dumps({"sums": [1.0], "counts": [1]}))
 
 
 @pytest.fixture()
@@ -50,7 +51,7 @@ def test_copies_finished_runs_only_without_checkpoints(sweep_root: pathlib.Path,
     written = export_results.export_results(str(sweep_root), str(destination))
     expected = {"sweep.json"} | {f"{row}/seed_{seed}/{name}" for row, seed in [("base", 0), ("base", 1), ("A1", 0)]
                                   for name in ("config.json", "results.json", "metrics.jsonl", "eval_dev.json",
-                                               "data_splits.json", "length_buckets.json")}
+                                               "data_splits.json", "length_buckets.json", "position_losses.json")}
     assert set(written) == expected
     copied = {str(path.relative_to(destination)) for path in destination.rglob("*") if path.is_file()}
     assert copied == expected  # No checkpoints, logs, or files of the running seed.
