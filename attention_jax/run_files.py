@@ -425,3 +425,23 @@ def read_length_buckets(workdir: str) -> dict[str, Any]:
         return {}
     with open(path, encoding="utf-8") as results_file:
         return json.load(results_file)
+
+
+def read_trained_step(workdir: str) -> int | None:
+    """The step a finished run's ``results.json`` records, or ``None`` when it has none.
+
+    Parameters
+    ----------
+    workdir : str
+        The run directory.
+
+    Returns
+    -------
+    int or None
+        ``results.json``'s ``step``: what a score computed from the run's last checkpoint is keyed on.
+    """
+    path = os.path.join(workdir, RESULTS_FILE)
+    if not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as results_file:
+        return json.load(results_file).get("step")

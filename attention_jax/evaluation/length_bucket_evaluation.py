@@ -49,16 +49,8 @@ SETTINGS_KEYS = ("checkpoint", "trained_steps", "beam_size", "alpha", "max_extra
 """What must match for a bucket's stored figures to be reused (besides the bucket file's SHA-256)."""
 
 
-def _trained_steps(workdir: str) -> int | None:
-    path = os.path.join(workdir, run_files.RESULTS_FILE)
-    if not os.path.isfile(path):
-        return None
-    with open(path, encoding="utf-8") as results_file:
-        return json.load(results_file).get("step")
-
-
 def _settings(run: inference.TrainedRun, translator: decode.Translator) -> dict[str, Any]:
-    return {"checkpoint": run.checkpoint, "trained_steps": _trained_steps(run.workdir),
+    return {"checkpoint": run.checkpoint, "trained_steps": run_files.read_trained_step(run.workdir),
             "beam_size": translator.beam_size, "alpha": translator.alpha,
             "max_extra_len": translator.max_extra_len, "max_source_len": translator.max_source_len}
 
@@ -200,7 +192,7 @@ def _scored(workdir: str, split: dict) -> bool:
     record = run_files.read_length_buckets(workdir)
     buckets = record.get("buckets", {})
     same_files = all(buckets.get(name, {}).get("sha256") == entry["sha256"] for name, entry in split["buckets"].items())
-    return same_files and record.get("trained_steps") == _trained_steps(workdir)
+    return same_files and record.get("trained_steps") == run_files.read_trained_step(workdir)
 
 
 def evaluate_root(root: str, split_dir: str, *, wait: bool = False, poll_s: float = 300.0,

@@ -37,14 +37,6 @@ from attention_jax.user_errors import UserInputError, exit_with_error, run_in_on
 _MIN_TOKENS = 50  # A bin with fewer scored tokens is not drawn: its mean would be one sentence's noise.
 
 
-def _trained_steps(workdir: str) -> int | None:
-    path = os.path.join(workdir, run_files.RESULTS_FILE)
-    if not os.path.isfile(path):
-        return None
-    with open(path, encoding="utf-8") as results_file:
-        return json.load(results_file).get("step")
-
-
 def training_target_pieces(split_dir: str, tokenizer: Any) -> dict[str, int]:
     """How long the training split's targets are in a run's pieces (EOS included, as the model scores them).
 
@@ -102,7 +94,8 @@ def score_run(workdir: str, split_dir: str, *, batch_size: int = 64) -> dict[str
     if os.path.isfile(path):
         with open(path, encoding="utf-8") as record_file:
             previous = json.load(record_file)
-        if previous.get("buckets") == bucket_files and previous.get("trained_steps") == _trained_steps(workdir):
+        same_step = previous.get("trained_steps") == run_files.read_trained_step(workdir)
+        if previous.get("buckets") == bucket_files and same_step:
             return previous
     run = inference.load_run(workdir, "latest")
     max_len = int(run.config.data.max_len)
@@ -113,7 +106,7 @@ def score_run(workdir: str, split_dir: str, *, batch_size: int = 64) -> dict[str
     record = {
         "positional_encoding": run.model_config.positional_encoding,
         "seed": run.config.seed,
-        "trained_steps": _trained_steps(workdir),
+        "trained_steps": run_files.read_trained_step(workdir),
         "buckets": bucket_files,
         "num_pairs": len(pairs),
         "max_len": max_len,
