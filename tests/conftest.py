@@ -24,9 +24,12 @@ import os
 import pathlib
 import subprocess
 import sys
+from typing import Iterator
 
 import jax
 import pytest
+
+from tests.support import tiers
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -94,17 +97,47 @@ QUICKSTART_TEST_FILE = "tests/test_quickstart.py"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Queue the quickstart's file first: it is the suite's longest pytest-xdist work unit.
+    """Mark every test with its tier (tests/support/tiers.py), then queue the quickstart's file first.
 
     Parameters
     ----------
     config
         The pytest configuration (unused; part of the hook's signature).
     items
-        The collected tests, reordered in place (a stable sort: the other files keep their order).
+        The collected tests, marked and reordered in place (a stable sort: the other files keep their
+        order). The quickstart's file is the suite's longest pytest-xdist work unit.
+
+    Notes
+    -----
+    The markers are added here, before pytest applies ``-m``, so ``pytest -m fast`` selects the fast tier.
     """
     del config
+    tiers.mark_tiers(items)
     items.sort(key=lambda item: item.nodeid.split("::")[0] != QUICKSTART_TEST_FILE)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+    """Set a fast test up (its module fixtures included) under :func:`tiers.fast_tier_guard`."""
+    if tiers.tier_of(item) != "fast":
+        return (yield)
+    with tiers.fast_tier_guard(item.nodeid):
+        return (yield)
+
+
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> None:
+    """Record refused fast tests and each phase's time where asked (tests/support/tiers.py's variables)."""
+    tiers.record_if_refused(item.nodeid, call.when, call.excinfo)
+    tiers.record_duration(item.nodeid, call.when, call.duration)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    """Run a fast test under :func:`tiers.fast_tier_guard`: no process, no training beyond a few steps."""
+    if tiers.tier_of(item) != "fast":
+        return (yield)
+    with tiers.fast_tier_guard(item.nodeid):
+        return (yield)
 
 
 def shared_dir() -> pathlib.Path:

@@ -108,6 +108,7 @@ def test_the_trend_with_key_dim_pairs_seeds_across_rows(sweep_root: pathlib.Path
     assert (additive.small_key_dim, additive.large_key_dim, additive.reading) == (8, 32, "1 seed")
 
 
+@pytest.mark.slow
 def test_report_files_from_the_report_command(sweep_root: pathlib.Path) -> None:
     result = run_module("attention_jax.report", str(sweep_root))
     assert result.returncode == 0, result.stderr

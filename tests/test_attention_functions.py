@@ -400,6 +400,7 @@ def test_attention_maps_of_softmax_functions_and_a_clear_refusal_for_linear(func
 
 # --- The sweep file ----------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_sweep_dry_run_lists_every_row_for_three_seeds(tmp_path: pathlib.Path) -> None:
     from configs.sweeps import attention_function as sweep  # Tests may import configs.
 

@@ -99,6 +99,7 @@ def test_no_readable_checkpoint_raises(tmp_path: pathlib.Path) -> None:
         checkpoints.TrainingCheckpoints(str(tmp_path), keep=5).restore_latest(_abstract(_small(0)))
 
 
+@pytest.mark.slow
 def test_different_model_config_refuses_to_resume(tmp_path: pathlib.Path) -> None:
     checkpoints.write_config(str(tmp_path), fake_data.tiny_experiment())
     _save_steps(tmp_path, [1], make=_real_shaped)
@@ -166,6 +167,7 @@ def test_load_for_inference_and_averaging(tmp_path: pathlib.Path) -> None:
         params_checkpoints.average_last_params(str(tmp_path), 4)
 
 
+@pytest.mark.slow
 def test_average_checkpoints_command(tmp_path: pathlib.Path) -> None:
     config = fake_data.tiny_experiment(average_last_checkpoints=2)
     checkpoints.write_config(str(tmp_path), config)
@@ -181,6 +183,7 @@ def test_average_checkpoints_command(tmp_path: pathlib.Path) -> None:
     assert all(np.all(np.asarray(leaf) == 2.0) for leaf in jax.tree.leaves(params))
 
 
+@pytest.mark.slow
 def test_average_checkpoints_needs_last_on_a_run_that_scores_one_checkpoint(tmp_path: pathlib.Path) -> None:
     checkpoints.write_config(str(tmp_path), fake_data.tiny_experiment(average_last_checkpoints=1))  # As tiny.py.
     _save_steps(tmp_path, [1, 3], make=_real_shaped)

@@ -38,6 +38,7 @@ def _probe(cache_dir: pathlib.Path) -> dict[str, str]:
     return dict(line.split(" ", 1) for line in completed.stdout.splitlines())
 
 
+@pytest.mark.slow
 def test_second_process_loads_what_the_first_compiled(tmp_path: pathlib.Path) -> None:
     cache_dir = tmp_path / "cache"
     first, second = _probe(cache_dir), _probe(cache_dir)

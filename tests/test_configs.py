@@ -117,6 +117,7 @@ def test_every_row_runs_a_forward_pass(row: str) -> None:
     assert float(jnp.std(logits)) > 0
 
 
+@pytest.mark.slow
 def test_count_params_cli_prints_one_json_line(repo_root) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "attention_jax.count_params", "--config=configs/table2.py:B1",

@@ -81,6 +81,7 @@ def test_rerun_copies_only_what_is_new_or_changed(sweep_root: pathlib.Path, tmp_
     assert (destination / "base" / "seed_0" / "metrics.jsonl").read_text() == '{"step": 200}\n'
 
 
+@pytest.mark.slow
 def test_missing_root_is_named_with_exit_status_2(tmp_path: pathlib.Path) -> None:
     result = subprocess.run([sys.executable, "-m", "launch.export_results", f"--root={tmp_path / 'nowhere'}",
                              f"--to={tmp_path / 'out'}"], cwd=REPO_ROOT, capture_output=True, text=True)
@@ -88,6 +89,7 @@ def test_missing_root_is_named_with_exit_status_2(tmp_path: pathlib.Path) -> Non
     assert "nowhere does not exist" in result.stderr and not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_a_destination_or_root_that_is_a_file_is_one_line(sweep_root: pathlib.Path, tmp_path: pathlib.Path) -> None:
     a_file = tmp_path / "a_file"
     a_file.write_text("not a directory")

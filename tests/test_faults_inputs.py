@@ -195,6 +195,7 @@ DECODING_COMMAND_MISTAKES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", list(DECODING_COMMAND_MISTAKES))
 def test_a_decoding_commands_mistake_is_one_line_with_exit_2(case: str, tmp_path: pathlib.Path) -> None:
     command, text = DECODING_COMMAND_MISTAKES[case]
@@ -230,6 +231,7 @@ USAGE_MISTAKES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", list(USAGE_MISTAKES))
 def test_a_usage_mistake_is_one_line_with_exit_2(case: str, tmp_path: pathlib.Path) -> None:
     command, program, text = USAGE_MISTAKES[case]

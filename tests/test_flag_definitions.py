@@ -15,6 +15,8 @@ import pathlib
 import subprocess
 import sys
 
+import pytest
+
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 PROJECT_PACKAGES = ("attention_jax", "launch", "configs", "benchmarks")
 
@@ -59,6 +61,7 @@ def test_the_module_scan_sees_function_level_imports() -> None:
     assert all(importlib.util.find_spec(name) is not None for name in modules)
 
 
+@pytest.mark.slow
 def test_every_module_the_tests_import_loads_in_one_process() -> None:
     modules = sorted(modules_imported_by_tests())
     program = "import importlib, sys\nfor name in sys.argv[1:]:\n    importlib.import_module(name)\n"

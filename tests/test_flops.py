@@ -124,6 +124,7 @@ def test_attention_function_flops_by_hand_on_a_tiny_shape() -> None:
         flops.attention_function_flops("softmax", **shape)
 
 
+@pytest.mark.slow
 def test_flops_are_read_from_the_registry_without_importing_a_framework() -> None:
     # One home for each count: every entry's FLOPs are its own, and models/flops.py (loaded by the PyTorch
     # benchmark's environment) pulls in no JAX through either registry.

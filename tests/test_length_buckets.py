@@ -98,6 +98,7 @@ def test_split_is_deterministic_and_samples_with_a_fixed_seed(tmp_path: pathlib.
         length_buckets.read_split(str(tmp_path / "a"))
 
 
+@pytest.mark.slow
 def test_split_refuses_bad_input_in_one_line(tmp_path: pathlib.Path) -> None:
     corpus = _write_corpus(tmp_path / "corpus")
     with pytest.raises(MissingInputError, match="does not exist"):
@@ -189,6 +190,7 @@ def test_report_pairs_by_seed_with_hand_computed_changes(scored_root: pathlib.Pa
     assert trends["none"].reading == "1 seed"
 
 
+@pytest.mark.slow
 def test_report_command_writes_table_csv_and_plot(scored_root: pathlib.Path) -> None:
     completed = subprocess.run([sys.executable, "-m", "attention_jax.report", str(scored_root)], cwd=REPO_ROOT,
                                capture_output=True, text=True, timeout=300, env=dict(os.environ, JAX_PLATFORMS="cpu"))

@@ -30,6 +30,7 @@ def _affinity_job(tmp_path: pathlib.Path, index: int) -> RowJob:
                   argv=(sys.executable, "-c", script))
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2,
                     reason="needs at least 2 CPUs to pin two rows apart")
 def test_parallel_rows_run_on_disjoint_cpus_only_when_pinned(tmp_path: pathlib.Path) -> None:
@@ -99,6 +100,7 @@ def test_sweep_clock_without_any_finished_run_waits_then_uses_this_launchs_runs(
     assert forced.to_run.keys() == {"a/seed_0", "b/seed_0", "c/seed_0"}
 
 
+@pytest.mark.slow
 def test_run_local_prints_the_eta_after_each_run_and_skips_finished_ones_in_the_count(tmp_path: pathlib.Path) -> None:
     jobs = [_affinity_job(tmp_path, index) for index in range(3)]
     (tmp_path / "row0").mkdir()

@@ -7,6 +7,8 @@ import pathlib
 import subprocess
 import sys
 
+import pytest
+
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 PACKAGE = REPO_ROOT / "attention_jax"
 # Lowest first. The top-level entry points (attention_jax/<command>.py) sit with commands.
@@ -77,6 +79,7 @@ def test_the_layer_check_sees_an_upward_import(tmp_path: pathlib.Path) -> None:
     assert LAYERS.index("training") > LAYERS.index("models")
 
 
+@pytest.mark.slow
 def test_configs_sweeps_and_reports_load_no_framework() -> None:
     frameworks = ("jax", "jaxlib", "flax", "optax", "orbax", "tensorflow", "tensorflow_datasets", "torch")
     # One process per command module: each defines its own absl flags (--root in two of them).

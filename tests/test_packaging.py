@@ -47,6 +47,7 @@ def test_every_command_has_a_console_script() -> None:
                for name, target in SCRIPTS.items() if name != "attention-jax-train")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("script", sorted(SCRIPTS))
 def test_each_console_script_target_resolves(script: str) -> None:
     """importlib + getattr, as the installed wrapper does; one process each (the commands share flag names)."""
@@ -67,6 +68,7 @@ def _help(argv: list[str], cwd: pathlib.Path) -> tuple[int, str]:
     return completed.returncode, completed.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command, flag", [("count_params", "--config"), ("translate", "--workdir")])
 def test_run_prints_the_same_help_as_python_m(command: str, flag: str, tmp_path: pathlib.Path) -> None:
     """``run()``, what a console script calls, and ``python -m`` print the command's docstring and flags."""
@@ -87,6 +89,7 @@ def test_run_prints_the_same_help_as_python_m(command: str, flag: str, tmp_path:
         assert (installed_status, by_installed.replace(installed, script)) == (status, by_entry_point)
 
 
+@pytest.mark.slow
 def test_a_config_path_works_from_any_directory(tmp_path: pathlib.Path) -> None:
     """Config files import `configs.base`; outside the repository their package's folder is put on sys.path."""
     library_only = _library_only(tmp_path)  # The library importable, the repository root not on sys.path.
@@ -108,6 +111,7 @@ def _library_only(tmp_path: pathlib.Path) -> pathlib.Path:
     return library_only
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command, argv, expected", [
     ("count_params", ["--config=table2:B1"], '"row": "B1"'),
     ("count_params", ["--config=tiny.py"], '"row": "tiny"'),
@@ -143,6 +147,7 @@ def test_a_config_path_that_exists_is_taken_as_it_is(tmp_path: pathlib.Path, mon
         "prog", "--config=tiny.py:X", "--config.d_model=8", "--workdir=tiny"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["main", "count_params"])
 def test_a_missing_config_file_is_one_line(command: str, tmp_path: pathlib.Path) -> None:
     """Run from outside the repository, ``--config=configs/tiny.py`` names no file: one line, status 2."""

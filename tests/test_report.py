@@ -478,6 +478,7 @@ def _files(directory: pathlib.Path) -> dict[str, int]:
     return {str(path.relative_to(directory)): path.stat().st_mtime_ns for path in directory.rglob("*")}
 
 
+@pytest.mark.slow
 def test_report_cli_mistakes_are_one_line_and_write_nothing(sweep_root: pathlib.Path, tmp_path: pathlib.Path) -> None:
     a_file = tmp_path / "a_file"
     a_file.write_text("not a sweep")
@@ -491,6 +492,7 @@ def test_report_cli_mistakes_are_one_line_and_write_nothing(sweep_root: pathlib.
     assert "A1/results.json is not valid JSON" in half.stderr and _files(sweep_root) == before
 
 
+@pytest.mark.slow
 def test_report_of_a_read_only_root_is_refused_or_written_elsewhere(sweep_root: pathlib.Path,
                                                                     tmp_path: pathlib.Path) -> None:
     from tests.support.read_only import read_only

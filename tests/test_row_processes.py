@@ -26,6 +26,7 @@ def _wait_for_text(path: pathlib.Path, text: str, timeout_s: float) -> None:
                details=lambda: f"it reads {read_if_exists(path)!r}")
 
 
+@pytest.mark.slow
 def test_a_row_asks_for_sighup_on_the_sweeps_death_even_when_the_sweep_ignores_it(tmp_path: pathlib.Path) -> None:
     report = tmp_path / "child.json"
     script = ("import ctypes, json, signal, sys\n"
@@ -67,6 +68,7 @@ row.join()
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("attempt", range(5))
 def test_a_trainer_whose_multithreaded_sweep_is_killed_stops_once_with_its_checkpoint(
         tmp_path: pathlib.Path, attempt: int) -> None:

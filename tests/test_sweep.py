@@ -28,6 +28,7 @@ def _commands(stdout: str) -> list[list[str]]:
     return [shlex.split(line) for line in stdout.splitlines() if line and not line.startswith("#")]
 
 
+@pytest.mark.slow
 def test_local_dry_run_lists_every_row_command(tmp_path: pathlib.Path) -> None:
     root = tmp_path / "t2"
     result = run_sweep("--config=configs/table2.py", "--rows=all", "--executor=local", f"--root={root}",
@@ -46,6 +47,7 @@ def test_local_dry_run_lists_every_row_command(tmp_path: pathlib.Path) -> None:
     assert notes == ["note: a common override replaces row setting big num_train_steps=300000 -> 20"]
 
 
+@pytest.mark.slow
 def test_overrides_that_replace_row_settings_are_named(tmp_path: pathlib.Path) -> None:
     result = run_sweep("--config=configs/table2.py", "--rows=base,C1,C4", f"--root={tmp_path}", "--dry_run",
                        "--config.num_layers=1", "--config.d_model=256")
@@ -59,6 +61,7 @@ def _scripts(stdout: str) -> dict[str, str]:
     return {pathlib.Path(path).parent.name: body for path, body in zip(parts[1::2], parts[2::2])}
 
 
+@pytest.mark.slow
 def test_slurm_dry_run_writes_one_script_per_row(tmp_path: pathlib.Path) -> None:
     root = tmp_path / "t2"
     result = run_sweep("--config=configs/table2.py", "--executor=slurm", f"--root={root}", "--dry_run",
@@ -89,6 +92,7 @@ def test_slurm_dry_run_writes_one_script_per_row(tmp_path: pathlib.Path) -> None
     assert not root.exists()
 
 
+@pytest.mark.slow
 def test_tpu_dry_run_starts_each_row_on_every_host(tmp_path: pathlib.Path) -> None:
     result = run_sweep("--config=configs/table2.py", "--executor=tpu", f"--root={tmp_path / 't2'}",
                        "--dry_run", "--tpu_name=v4-32", "--zone=us-central2-b", "--project=proj",
@@ -106,6 +110,7 @@ def test_tpu_dry_run_starts_each_row_on_every_host(tmp_path: pathlib.Path) -> No
                           "--config.dtype=bfloat16")
 
 
+@pytest.mark.slow
 def test_sweep_file_without_row_argument_passes_row_overrides_as_flags(tmp_path: pathlib.Path) -> None:
     sweep_file = tmp_path / "my_sweep.py"
     sweep_file.write_text(
@@ -131,6 +136,7 @@ def _invocations(root: pathlib.Path, row: str) -> int:
     return len(path.read_text().splitlines()) if path.exists() else 0
 
 
+@pytest.mark.slow
 def test_local_sweep_reports_failures_and_rerun_skips_finished_rows(tmp_path: pathlib.Path) -> None:
     root = tmp_path / "t2"
     args = ("--config=configs/table2.py", "--rows=base,A1,C1", f"--root={root}", "--main=fake_main",
@@ -155,6 +161,7 @@ def test_local_sweep_reports_failures_and_rerun_skips_finished_rows(tmp_path: pa
     assert [launch["rows"] for launch in record["launches"]] == [["base", "A1", "C1"]] * 2
 
 
+@pytest.mark.slow
 def test_parallel_local_sweep_runs_every_row(tmp_path: pathlib.Path) -> None:
     root = tmp_path / "impl"
     result = run_sweep("--config=configs/sweeps/attention_impl.py", f"--root={root}", "--main=fake_main",
@@ -170,6 +177,7 @@ def test_parallel_local_sweep_runs_every_row(tmp_path: pathlib.Path) -> None:
     assert not (root / "attention_impl.md").exists()
 
 
+@pytest.mark.slow
 def test_root_holding_a_different_sweep_is_refused_unless_forced(tmp_path: pathlib.Path) -> None:
     root = tmp_path / "t2"
     env = fake_main_env()
@@ -194,6 +202,7 @@ def test_root_holding_a_different_sweep_is_refused_unless_forced(tmp_path: pathl
     assert json.loads((root / "sweep.json").read_text())["rows"] == ["base", "A1"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args, message", [
     (("--rows=A1,Z9",), "unknown row(s) Z9 in configs/table2.py; valid rows: base, A1, A2"),
     (("--executor=cloud",), "unknown --executor=cloud; choose one of local, slurm, tpu"),
@@ -210,6 +219,7 @@ def test_bad_input_is_named(tmp_path: pathlib.Path, args: tuple[str, ...], messa
     assert message in result.stderr
 
 
+@pytest.mark.slow
 def test_missing_sweep_file_and_non_sweep_file(tmp_path: pathlib.Path) -> None:
     missing = run_sweep("--config=configs/nope.py", f"--root={tmp_path}")
     assert missing.returncode == 2 and "sweep config file configs/nope.py not found" in missing.stderr
@@ -217,6 +227,7 @@ def test_missing_sweep_file_and_non_sweep_file(tmp_path: pathlib.Path) -> None:
     assert not_sweep.returncode == 2 and "configs/tiny.py defines no get_sweep()" in not_sweep.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("executor, binary, hint", [
     ("slurm", "sbatch", "apt-get install slurm-wlm munge"),
     ("tpu", "gcloud", "install the Google Cloud CLI"),
@@ -233,6 +244,7 @@ def test_missing_cluster_tool_says_what_to_install(tmp_path: pathlib.Path, execu
     assert not (tmp_path / "r").exists(), "nothing is recorded before the tools are found"
 
 
+@pytest.mark.slow
 def test_report_cli_reads_the_local_sweep(tmp_path: pathlib.Path) -> None:
     root = tmp_path / "t2"
     assert run_sweep("--config=configs/table2.py", "--rows=base,B1", f"--root={root}", "--main=fake_main",
@@ -252,6 +264,7 @@ cd "$HOME" && bash -c "$command"
 """
 
 
+@pytest.mark.slow
 def test_tpu_executor_runs_rows_through_gcloud(tmp_path: pathlib.Path) -> None:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -315,6 +328,7 @@ def _seed_runs(rows: list[str], seeds: range) -> list[tuple[str, int]]:
     return [(row, seed) for seed in seeds for row in rows]
 
 
+@pytest.mark.slow
 def test_seeds_dry_run_lists_every_row_for_every_seed(tmp_path: pathlib.Path) -> None:
     root = tmp_path / "t2"
     result = run_sweep("--config=configs/table2.py", "--rows=base,A1", f"--root={root}", "--seeds=3",
@@ -330,6 +344,7 @@ def test_seeds_dry_run_lists_every_row_for_every_seed(tmp_path: pathlib.Path) ->
     assert not root.exists()
 
 
+@pytest.mark.slow
 def test_seeds_slurm_dry_run_writes_one_script_per_seed(tmp_path: pathlib.Path) -> None:
     root = tmp_path / "t2"
     result = run_sweep("--config=configs/table2.py", "--rows=base,A1", "--executor=slurm", f"--root={root}",
@@ -347,6 +362,7 @@ def test_seeds_slurm_dry_run_writes_one_script_per_seed(tmp_path: pathlib.Path) 
         assert command[-2:] == [f"--workdir={root}/{row}/seed_{seed}", f"--config.seed={seed}"]
 
 
+@pytest.mark.slow
 def test_seeds_tpu_dry_run_puts_each_seed_in_its_remote_directory(tmp_path: pathlib.Path) -> None:
     result = run_sweep("--config=configs/table2.py", "--rows=base,A1", "--executor=tpu",
                        f"--root={tmp_path / 't2'}", "--seeds=2", "--dry_run", "--tpu_name=v4-32", "--zone=z",
@@ -366,6 +382,7 @@ def _seed_invocations(root: pathlib.Path, row: str, seed: int) -> int:
     return len(path.read_text().splitlines()) if path.exists() else 0
 
 
+@pytest.mark.slow
 def test_local_seeds_run_skip_and_resume_per_seed(tmp_path: pathlib.Path) -> None:
     root = tmp_path / "t2"
     args = ("--config=configs/table2.py", "--rows=base,A1", f"--root={root}", "--main=fake_main",
@@ -403,6 +420,7 @@ def test_local_seeds_run_skip_and_resume_per_seed(tmp_path: pathlib.Path) -> Non
     assert seeds == {"base": ("3", "0"), "A1": ("3", "0")}
 
 
+@pytest.mark.slow
 def test_seeds_and_no_seeds_do_not_share_a_root(tmp_path: pathlib.Path) -> None:
     root = tmp_path / "t2"
     common = ("--config=configs/table2.py", "--rows=base", f"--root={root}", "--main=fake_main", "--report=false")
@@ -412,6 +430,7 @@ def test_seeds_and_no_seeds_do_not_share_a_root(tmp_path: pathlib.Path) -> None:
     assert "no seeds (ROOT/<row>) -> seeds [0, 1] (ROOT/<row>/seed_<k>)" in refused.stderr
 
 
+@pytest.mark.slow
 def test_sweep_file_get_seeds_and_row_seed_settings(tmp_path: pathlib.Path) -> None:
     sweep_file = tmp_path / "seeded.py"
     sweep_file.write_text(
@@ -435,6 +454,7 @@ def test_sweep_file_get_seeds_and_row_seed_settings(tmp_path: pathlib.Path) -> N
         f"{root}/narrow/seed_0", f"{root}/wide/seed_0"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args, message", [
     (("--seeds=2", "--config.seed=3"), "--config.seed cannot be combined with seeds"),
     (("--seeds=-1",), "--seeds=-1: -1 is not a non-negative integer"),
@@ -458,6 +478,7 @@ for id in ${ids//,/ }; do echo "$id|COMPLETED"; done
 """
 
 
+@pytest.mark.slow
 def test_slurm_seeds_are_separate_jobs_waited_for_one_by_one(tmp_path: pathlib.Path,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     from launch import slurm_executor, sweep_spec
@@ -511,6 +532,7 @@ def test_config_seed_sets_initialisation_dropout_keys_and_data_order(tmp_path: p
     assert all(not np.array_equal(a, b) for a, b in random)  # Initialisation.
 
 
+@pytest.mark.slow
 def test_a_root_that_is_a_file_too_long_or_read_only_is_one_line_and_nothing_runs(tmp_path: pathlib.Path) -> None:
     from tests.support.read_only import read_only
 
