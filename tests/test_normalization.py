@@ -1,4 +1,4 @@
-"""Normalisation and residual connections as an ablation axis (issue 76): the per-token norms.
+"""Normalisation and residual connections as an ablation axis (issue 76); batch_norm's own: test_batch_norm.py.
 
 Each norm against the NumPy oracle (``tests/support/normalization_reference.py``, from the papers'
 equations), outputs and gradients; an encoder layer of every defined combination of normalisation,
@@ -29,6 +29,7 @@ PER_TOKEN_NORMS = ("layer_norm", "rms_norm")
 COMBINATIONS = [(norm, position, residual) for norm in PER_TOKEN_NORMS for position in ("post", "pre")
                 for residual in (True, False)] + [("none", "post", True), ("none", "post", False)]
 """Every defined (normalization, layer_norm_position, residual_connections) of the per-token norms."""
+COUNTED_COMBINATIONS = COMBINATIONS + [("batch_norm", "post", True), ("batch_norm", "pre", False)]
 
 
 def _random(shape: tuple[int, ...], seed: int) -> np.ndarray:
@@ -103,7 +104,7 @@ def test_encoder_layer_of_every_combination_equals_the_oracle(combination: tuple
 # --- Counts -----------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("model_kind", language_model.MODEL_KINDS)
-@pytest.mark.parametrize("combination", COMBINATIONS, ids=_combination_id)
+@pytest.mark.parametrize("combination", COUNTED_COMBINATIONS, ids=_combination_id)
 def test_parameter_counts_change_by_the_norms_alone(combination: tuple[str, str, bool], model_kind: str) -> None:
     norm, position, residual = combination
     config = _variant(norm, position, residual)
@@ -125,7 +126,8 @@ def test_parameter_counts_change_by_the_norms_alone(combination: tuple[str, str,
 def test_the_flop_count_leaves_norms_and_residual_sums_out() -> None:
     """Norms and residual additions are elementwise: outside the model-FLOP count (``models/flops.py``)."""
     for model_kind in language_model.MODEL_KINDS:
-        counts = {flops.training_flops(_variant(*combination), model_kind, 1000.0, 16) for combination in COMBINATIONS}
+        counts = {flops.training_flops(_variant(*combination), model_kind, 1000.0, 16)
+                  for combination in COUNTED_COMBINATIONS}
         assert counts == {flops.training_flops(SMALL, model_kind, 1000.0, 16)}
 
 
@@ -135,7 +137,8 @@ def test_the_flop_count_leaves_norms_and_residual_sums_out() -> None:
     ({"normalization": "none", "layer_norm_position": "pre"},
      "normalization='none' (no normalisation: the residual sum (or the sublayer's output) as it is) needs "
      "layer_norm_position='post'; got 'pre'."),
-    ({"normalization": "rms_nrom"}, "normalization must be one of ('layer_norm', 'rms_norm', 'none'); got 'rms_nrom'. "
+    ({"normalization": "rms_nrom"}, "normalization must be one of ('layer_norm', 'rms_norm', 'batch_norm', 'none'); "
+                                    "got 'rms_nrom'. "
                                "Did you mean 'rms_norm'?"),
     ({"residual_connections": "no"}, "residual_connections must be True or False; got 'no'."),
 ])

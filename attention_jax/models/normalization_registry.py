@@ -38,6 +38,14 @@ sublayer's input."""
 NORM_EPSILON = 1e-6
 """The ``epsilon`` of every built-in norm (inside the square root)."""
 
+BATCH_NORM_MOMENTUM = 0.99
+"""``m`` of batch_norm's running averages: ``running = m running + (1 - m) batch`` each training step (Flax's
+and Keras's default; PyTorch's ``momentum=0.01``)."""
+
+STATISTICS_COLLECTION = "batch_stats"
+"""The mutable collection a training forward pass writes batch_norm's new running averages to; the train
+step copies them into the parameters (:func:`attention_jax.models.normalization.with_running_statistics`)."""
+
 Build = Callable[["TransformerConfig", str], Any]
 """``build(config, name) -> module``: the Flax module of one norm named ``name`` (``None``: no norm)."""
 
@@ -60,7 +68,8 @@ class Normalization:
         The ``layer_norm_position`` values it is defined at (a subset of :data:`NORM_POSITIONS`).
     per_token : bool
         Each token is normalised from its own features alone: a packed row's pairs then equal each pair
-        alone, and a cached decode step equals the full pass.
+        alone, and a cached decode step equals the full pass. False (batch_norm): training normalises
+        with statistics over the batch's real tokens, evaluation and decoding with running averages.
 
     Notes
     -----
@@ -106,13 +115,19 @@ NORMALIZATIONS: Registry[Normalization] = Registry("normalization", (
                                  "2019)",
         build=_jax_build("rms_norm"), params_per_norm=lambda d_model: d_model),
     Normalization(
+        name="batch_norm", summary="(x - mu_B) / sqrt(sigma_B^2 + eps) g + b per feature, mu_B and sigma_B^2 over "
+                                   "the batch's real tokens (Ioffe and Szegedy, 2015); running averages at "
+                                   "evaluation",
+        build=_jax_build("batch_norm"), params_per_norm=lambda d_model: 4 * d_model, per_token=False),
+    Normalization(
         name="none", summary="no normalisation: the residual sum (or the sublayer's output) as it is",
         build=_no_norm, params_per_norm=lambda d_model: 0, positions=("post",)),
 ))
 """Every normalisation by name (a ``Mapping``; :func:`register_normalization` adds to it).
 
-``layer_norm`` (the paper's), ``rms_norm`` (no centring, no bias) and ``none`` (defined at ``post`` only:
-without a norm, pre and post are the same model).
+``layer_norm`` (the paper's), ``rms_norm`` (no centring, no bias), ``batch_norm`` (statistics over the batch;
+its ``params_per_norm`` counts the running mean and variance it keeps among the parameters beside its
+gain and bias) and ``none`` (defined at ``post`` only: without a norm, pre and post are the same model).
 """
 
 
@@ -168,7 +183,7 @@ def norm_params(name: str, *, d_model: int, num_layers: int, model_kind: str = "
     Returns
     -------
     int
-        The norms' parameters.
+        The norms' parameters (batch_norm's running averages included: they are leaves of the parameters).
     """
     per_norm = normalization(name).params_per_norm(d_model)
     sublayers, stacks = (2 * num_layers, 1) if model_kind == "decoder_only" else (5 * num_layers, 2)
