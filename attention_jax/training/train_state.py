@@ -153,6 +153,50 @@ def create_train_state(seed: int, transformer: nn.Module,
 # --- Steps ------------------------------------------------------------------------------------------
 
 DROPOUT_RNGS = ("threefry", "rbg")
+LAYER_GRAD_NORM_PREFIX = "grad_norm/"
+"""Metric-sum keys ``grad_norm/<module>`` of :func:`layer_gradient_norms` (``grad_norm/encoder_0`` and so on)."""
+
+
+def layer_gradient_norms(grads: Any) -> dict[str, jax.Array]:
+    """The L2 norm of each top-level module's gradient: the embedding, every layer, the final norms.
+
+    Parameters
+    ----------
+    grads : pytree
+        Per-token gradient, the parameters' structure (``{"encoder_0": ..., "decoder_0": ..., ...}``).
+
+    Returns
+    -------
+    dict[str, jax.Array]
+        ``grad_norm/<module name>`` -> float32 scalar (Xiong et al., 2020, read the norms of each layer's
+        gradient at initialisation to explain why post-LN needs the warm-up; ``docs/normalization.md``).
+    """
+    return {f"{LAYER_GRAD_NORM_PREFIX}{name}": optax.tree.norm(subtree) for name, subtree in grads.items()}
+
+
+def logged_gradient_norms(fetched: list[tuple[int, dict]]) -> dict[str, float]:
+    """What a training log line records of the gradient norms of its interval's fetched steps.
+
+    Parameters
+    ----------
+    fetched : list of (step, sums)
+        The interval's steps and their metric sums from :func:`train_step`, on the host.
+
+    Returns
+    -------
+    dict[str, float]
+        ``grad_norm`` and ``grad_norm/<module>`` of the interval's last step; when the interval starts at
+        step 1, also ``init/grad_norm`` and ``init/grad_norm/<module>`` of step 1, whose gradient is the
+        one at the initial parameters.
+    """
+    def norms(sums: dict, prefix: str = "") -> dict[str, float]:
+        return {f"{prefix}{key}": float(value) for key, value in sums.items()
+                if key == "grad_norm" or key.startswith(LAYER_GRAD_NORM_PREFIX)}
+
+    logged = norms(fetched[-1][1])
+    if fetched[0][0] == 1:
+        logged.update(norms(fetched[0][1], "init/"))
+    return logged
 
 
 def _dropout_key(state: TrainState, micro_index: jax.Array | int, dropout_rng: str = "threefry") -> jax.Array:
@@ -286,7 +330,8 @@ def train_step(state: TrainState, batch: Batch, carry: tuple[Any, MetricSums] | 
     -------
     (TrainState, dict)
         The updated state and the step's metric sums (``loss_sum``, ``nll_sum``, ``correct``,
-        ``tokens``) plus ``grad_norm`` of the per-token gradient.
+        ``tokens``) plus ``grad_norm`` of the per-token gradient and each module's share of it
+        (:func:`layer_gradient_norms`).
 
     Notes
     -----
@@ -302,7 +347,7 @@ def train_step(state: TrainState, batch: Batch, carry: tuple[Any, MetricSums] | 
     if statistics:  # A model with batch_norm.
         params = normalization.with_running_statistics(params, statistics)
     new_state = state.replace(step=state.step + 1, params=params, opt_state=opt_state)
-    return new_state, dict(sums, grad_norm=optax.tree.norm(grads))
+    return new_state, dict(sums, grad_norm=optax.tree.norm(grads), **layer_gradient_norms(grads))
 
 
 def eval_step(params: Any, batch: Batch, *, transformer: nn.Module,
