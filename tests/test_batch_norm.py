@@ -4,12 +4,16 @@ Against the NumPy oracle (``tests/support/normalization_reference.py``): the mas
 (padding and the padding between a packed row's pairs excluded), outputs and gradients in training, the
 running averages over several steps, evaluation with the running averages alone; the train step writing
 them into the parameters; the statistics of a batch sharded over 8 devices equal to the whole batch's
-(slow: a subprocess); cached decoding, beam search and generation of a model with batch_norm (slow).
+(slow: a subprocess); cached decoding, beam search and generation of a model with batch_norm (slow); a
+two-step training run, its checkpoints, their average and its evaluation's beam search (slow).
 """
 
 from __future__ import annotations
 
+import json
+import math
 import os
+import pathlib
 import subprocess
 import sys
 import textwrap
@@ -21,13 +25,15 @@ import numpy as np
 import optax
 import pytest
 
+from attention_jax.checkpointing import params_checkpoints
 from attention_jax.decoding import decode, generation
+from attention_jax.experiment import sections
 from attention_jax.models import language_model, model, normalization, normalization_registry
 from attention_jax.models.transformer_config import TransformerConfig
-from attention_jax.training import train_state
+from attention_jax.training import train, train_state
 from tests.support import normalization_reference as oracle
 from tests.support import train_support
-from tests.support.sweep_cli import REPO_ROOT
+from tests.support.sweep_cli import REPO_ROOT, TINY_TRAINING, tiny_data_dir  # noqa: F401 (a fixture)
 from tests.test_decode import full_logits, incremental_logits, random_batch
 
 SMALL = TransformerConfig(vocab_size=40, num_layers=2, d_model=16, d_ff=24, num_heads=2, key_dim=4, value_dim=6,
@@ -244,3 +250,33 @@ def test_language_model_generates_with_the_running_averages() -> None:
     logits = np.array(lm.apply({"params": params}, jnp.asarray([sequence[1:]])))  # Reads sequence[:-1].
     logits[..., [model.PAD_ID, model.UNK_ID, model.BOS_ID]] = -np.inf  # Never generated.
     np.testing.assert_array_equal(logits[0, len(prompt):].argmax(-1), generated)
+
+
+# --- End to end: a training run, its checkpoints, their average, the evaluation's beam search -----
+
+@pytest.mark.slow
+@pytest.mark.end_to_end
+def test_a_batch_norm_run_trains_checkpoints_averages_and_evaluates(tiny_data_dir: pathlib.Path,  # noqa: F811
+                                                                    tmp_path: pathlib.Path) -> None:
+    from configs import tiny  # Tests may import configs; the library may not.
+
+    config = tiny.get_config()
+    config.update(TINY_TRAINING)
+    config.update(dict(data_dir=str(tiny_data_dir), num_train_steps=2, eval_every_steps=2, checkpoint_every_steps=1,
+                       keep_checkpoints=2, packing=True, num_bleu_examples=2, compilation_cache_dir="",
+                       normalization="batch_norm"))
+    workdir = tmp_path / "run"
+    results = train.train_and_evaluate(sections.build_experiment(config, "test"), str(workdir))
+    assert results["finished"] and math.isfinite(results["eval_loss"])
+    records = [json.loads(line) for line in (workdir / "metrics.jsonl").read_text().splitlines()]
+    assert any("eval/bleu" in record for record in records)  # The evaluation's beam search ran.
+    assert any("train/init/grad_norm/encoder_0" in record for record in records)
+
+    def running_mean(params: dict) -> np.ndarray:
+        return np.asarray(params["encoder_0"]["attention_block"]["layer_norm"]["running_mean"])
+
+    first, second = (params_checkpoints.load_for_inference(str(workdir), step)[0] for step in ("1", "2"))
+    assert np.abs(running_mean(first)).max() > 0 and not np.allclose(running_mean(first), running_mean(second))
+    averaged, steps = params_checkpoints.average_last_params(str(workdir), 2)
+    assert steps == [1, 2]
+    np.testing.assert_allclose(running_mean(averaged), (running_mean(first) + running_mean(second)) / 2, atol=1e-6)
