@@ -36,7 +36,7 @@ one core; every row at seed 0 first)::
 
     python -m launch.sweep --config=configs/sweeps/normalization.py --executor=local --parallel=2 \\
         --root=../runs/normalization
-    python -m attention_jax.report ../runs/normalization          # also from a partial sweep
+    python -m attention_jax.report ../runs/normalization          # also from a partial sweep (normalization.md too)
     python -m launch.export_results --root=../runs/normalization --to=docs/normalization
 
 or one row::
