@@ -112,6 +112,10 @@ def _positional_encoding_names() -> tuple[str, ...]:
     return tuple(transformer_config.POSITIONAL_ENCODINGS)
 
 
+def _normalization_names() -> tuple[str, ...]:
+    return tuple(transformer_config.NORMALIZATIONS)
+
+
 class _Range(TypedDict, total=False):
     """The range keywords of :class:`Field`, shared by many fields."""
 
@@ -153,6 +157,10 @@ FIELDS: tuple[Field, ...] = (
           "embeddings to the values (Shaw et al., Eq. 3)."),
     Field("layer_norm_position", "model", "str", "post", "post: LayerNorm(x + Dropout(Sublayer(x))) as in the "
           "paper; pre: before the sublayer.", choices=transformer_config.LAYER_NORM_POSITIONS),
+    Field("normalization", "model", "str", "layer_norm", "The sublayers' normalisation: layer_norm (the paper's), "
+          "rms_norm, batch_norm or none (docs/normalization.md).", choices=_normalization_names),
+    Field("residual_connections", "model", "bool", True, "x + Sublayer(x) around every sublayer (3.1); False "
+          "drops the x (docs/normalization.md)."),
     Field("share_embeddings", "model", "bool", True, "One matrix for encoder input, decoder input and "
           "pre-softmax projection (3.4)."),
     Field("attention_implementation", "model", "str", "einsum", "How dot-product attention is computed.",
@@ -528,6 +536,8 @@ OLD_RUN_DEFAULTS: Mapping[str, Any] = {
     "relative_values": True,
     "grad_clip_norm": 0.0,
     "weight_decay": 0.0,
+    "normalization": "layer_norm",
+    "residual_connections": True,
 }
 """What each field added since the first runs were written means for a run whose ``config.json`` lacks it:
 the behaviour that run had. ``tokens_per_batch_unit`` differs from today's default (``real``): runs from

@@ -47,7 +47,8 @@ class LanguageModel(nn.Module):
     Notes
     -----
     The input embedding is scaled by sqrt(d_model) and, with ``share_embeddings``, is also the
-    pre-softmax projection (3.4). Post- or pre-LN and the positional encoding follow the config as in
+    pre-softmax projection (3.4). Post- or pre-LN, the normalisation, the residual connections and the
+    positional encoding follow the config as in
     :class:`attention_jax.models.model.Transformer`; parameter names carry the same logical axes, so the
     same sharding rules apply.
     """
@@ -72,7 +73,7 @@ class LanguageModel(nn.Module):
                        for i in range(cfg.num_layers)]
         self.embedding_dropout = dropout_class(cfg.cpu_kernels)(cfg.dropout_rate)
         if cfg.layer_norm_position == "pre":
-            self.final_norm = model.layer_norm("final_norm")
+            self.final_norm = model.build_norm(cfg, "final_norm")
 
     def logits(self, input_ids: Array, *, valid: Array | None = None, segmentation: Array | None = None,
                positions: Array | None = None, deterministic: bool = True,
@@ -104,18 +105,16 @@ class LanguageModel(nn.Module):
         In decode mode causality comes from the key/value cache, so no mask is made.
         """
         cfg = self.config
-        if cfg.decode:
-            mask = None
-        else:
-            if valid is None:
-                valid = jnp.ones(input_ids.shape, dtype=bool)
-            mask = model.self_attention_mask(cfg, valid, causal=True, segmentation=segmentation)
+        if valid is None:
+            valid = jnp.ones(input_ids.shape, dtype=bool)
+        mask = None if cfg.decode else model.self_attention_mask(cfg, valid, causal=True, segmentation=segmentation)
         x = model.embed_tokens(cfg, self.embedding, self.position, self.embedding_dropout, input_ids,
                                deterministic=deterministic, positions=positions)  # [B,L,D]
         for layer in self.layers:
-            x = layer(x, mask, deterministic=deterministic, sow_weights=sow_weights, positions=positions)
+            x = layer(x, mask, deterministic=deterministic, sow_weights=sow_weights, positions=positions,
+                      valid=valid)
         if cfg.layer_norm_position == "pre":
-            x = self.final_norm(x).astype(x.dtype)
+            x = model.apply_norm(self.final_norm, x, valid, deterministic=deterministic)
         if cfg.share_embeddings:
             return self.embedding.attend(x).astype(jnp.float32)  # [B,L,N]
         return self.output_projection(x).astype(jnp.float32)

@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 
 from attention_jax.cpu_kernels import dense_dot_general, dropout_class
-from attention_jax.models import attention, attention_functions, masks, positional_encodings
+from attention_jax.models import attention, attention_functions, masks, normalization_registry, positional_encodings
 from attention_jax.models.embedding_positions import sinusoidal_positional_encoding  # noqa: F401 (re-exported)
 from attention_jax.models.masks import make_segment_mask, self_attention_mask  # noqa: F401 (re-exported)
 from attention_jax.models.transformer_config import TransformerConfig
@@ -184,41 +184,66 @@ def embed_tokens(config: TransformerConfig, embedding: nn.Embed, position: Posit
     return dropout(x, deterministic=deterministic)  # P_drop on the sum (5.4)
 
 
-def layer_norm(name: str) -> nn.LayerNorm:
-    """The LayerNorm of every sublayer and of the pre-LN final norm (epsilon 1e-6, float32)."""
-    return nn.LayerNorm(
-        epsilon=1e-6,
-        dtype=jnp.float32,
-        scale_init=nn.with_logical_partitioning(nn.initializers.ones_init(), ("embed",)),
-        bias_init=nn.with_logical_partitioning(nn.initializers.zeros_init(), ("embed",)),
-        name=name,
-    )
+def build_norm(config: TransformerConfig, name: str) -> nn.Module | None:
+    """One norm of ``config.normalization`` named ``name`` (a sublayer's, or a pre-LN stack's final norm).
+
+    Parameters
+    ----------
+    config : TransformerConfig
+        ``normalization`` names the registry entry whose ``build`` makes the module.
+    name : str
+        The module's name (``layer_norm``, ``encoder_norm``, ``decoder_norm``, ``final_norm``).
+
+    Returns
+    -------
+    nn.Module or None
+        Called as ``norm(x, valid, deterministic=...)`` on ``[B, L, D]`` (float32 out); ``None`` for no norm.
+    """
+    return normalization_registry.normalization(config.normalization).build(config, name)
+
+
+def apply_norm(norm: nn.Module | None, x: Array, valid: Array | None, *, deterministic: bool) -> Array:
+    """``norm(x)`` in ``x``'s dtype (``x`` itself when there is no norm); ``valid`` ``[B, L]`` marks real tokens."""
+    if norm is None:
+        return x
+    return norm(x, valid, deterministic=deterministic).astype(x.dtype)
 
 
 class ResidualSublayer(nn.Module):
-    """Wraps a sublayer with dropout, the residual connection and layer normalization (3.1, 5.4).
+    """Wraps a sublayer with dropout, the residual connection and the normalisation (3.1, 5.4).
 
     Attributes
     ----------
     config : TransformerConfig
-        ``layer_norm_position``, ``dropout_rate`` and ``cpu_kernels`` are read.
+        ``layer_norm_position``, ``normalization``, ``residual_connections``, ``dropout_rate`` and
+        ``cpu_kernels`` are read.
 
     Notes
     -----
-    post: ``LayerNorm(x + Dropout(Sublayer(x)))`` (the paper). pre: ``x + Dropout(Sublayer(LayerNorm(x)))``.
+    post: ``Norm(x + Dropout(Sublayer(x)))`` (the paper, Norm = LayerNorm). pre:
+    ``x + Dropout(Sublayer(Norm(x)))``. Without residual connections the ``x +`` goes:
+    ``Norm(Dropout(Sublayer(x)))`` and ``Dropout(Sublayer(Norm(x)))``. Norm is ``config.normalization``'s
+    (``models/normalization_registry.py``); ``none`` leaves it out.
     """
 
     config: TransformerConfig
 
     @nn.compact
-    def __call__(self, x: Array, sublayer: Any, *, deterministic: bool) -> Array:
-        """Apply ``sublayer`` (a callable of the normalized or raw ``x``) with residual and norm."""
-        norm = layer_norm("layer_norm")
-        dropout = dropout_class(self.config.cpu_kernels)(self.config.dropout_rate)
-        if self.config.layer_norm_position == "pre":
-            return x + dropout(sublayer(norm(x).astype(x.dtype)), deterministic=deterministic)
-        summed = x + dropout(sublayer(x), deterministic=deterministic)
-        return norm(summed).astype(x.dtype)
+    def __call__(self, x: Array, sublayer: Any, *, deterministic: bool, valid: Array | None = None) -> Array:
+        """Apply ``sublayer`` (a callable of the normalized or raw ``x`` ``[B, L, D]``) with residual and norm.
+
+        ``valid`` (boolean ``[B, L]``, optional) marks the real tokens for a norm that reads it.
+        """
+        cfg = self.config
+        norm = build_norm(cfg, "layer_norm")
+        dropout = dropout_class(cfg.cpu_kernels)(cfg.dropout_rate)
+        if cfg.layer_norm_position == "pre":
+            output = dropout(sublayer(apply_norm(norm, x, valid, deterministic=deterministic)),
+                             deterministic=deterministic)
+            return x + output if cfg.residual_connections else output
+        output = dropout(sublayer(x), deterministic=deterministic)
+        summed = x + output if cfg.residual_connections else output  # The residual connection (3.1).
+        return apply_norm(norm, summed, valid, deterministic=deterministic)
 
 
 def _attention(config: TransformerConfig, name: str, decode: bool = False,
@@ -253,19 +278,21 @@ class EncoderLayer(nn.Module):
     @nn.compact
     def __call__(self, x: Array,
                  mask: Array | attention.LocalMask | attention_functions.StructuredMask | None, *,
-                 deterministic: bool, sow_weights: bool = False, positions: Array | None = None) -> Array:
+                 deterministic: bool, sow_weights: bool = False, positions: Array | None = None,
+                 valid: Array | None = None) -> Array:
         """Map ``[B, S, D]`` to ``[B, S, D]``; ``mask`` is ``[B, 1, S, S]`` or a ``LocalMask``.
 
-        ``positions`` (integer ``[B, S]``, packed rows) reach an encoding that acts in self-attention.
+        ``positions`` (integer ``[B, S]``, packed rows) reach an encoding that acts in self-attention;
+        ``valid`` (boolean ``[B, S]``) marks the real tokens for the norms.
         """
         self_attention = _attention(self.config, "self_attention", decode=self.decode, self_attention=True)
         x = ResidualSublayer(self.config, name="attention_block")(
             x, lambda h: self_attention(h, h, mask, deterministic=deterministic, sow_weights=sow_weights,
                                         positions=positions),
-            deterministic=deterministic,
+            deterministic=deterministic, valid=valid,
         )
         return ResidualSublayer(self.config, name="ffn_block")(
-            x, FeedForward(self.config, name="ffn"), deterministic=deterministic
+            x, FeedForward(self.config, name="ffn"), deterministic=deterministic, valid=valid
         )
 
 
@@ -278,11 +305,13 @@ class DecoderLayer(nn.Module):
     def __call__(self, y: Array, encoded: Array,
                  self_mask: Array | attention.LocalMask | attention_functions.StructuredMask | None,
                  cross_mask: Array | attention_functions.StructuredMask | None, *, deterministic: bool,
-                 sow_weights: bool = False, positions: Array | None = None) -> Array:
+                 sow_weights: bool = False, positions: Array | None = None,
+                 valid: Array | None = None) -> Array:
         """Map ``[B, T, D]`` to ``[B, T, D]`` attending to ``encoded`` ``[B, S, D]``.
 
         ``positions`` (integer ``[B, T]``, packed rows) reach an encoding that acts in self-attention;
-        cross-attention sees none (targets and sources share no position frame).
+        cross-attention sees none (targets and sources share no position frame). ``valid`` (boolean
+        ``[B, T]``) marks the real target tokens for the norms.
         """
         cfg = self.config
         self_attention = _attention(cfg, "self_attention", decode=cfg.decode, self_attention=True)
@@ -290,15 +319,15 @@ class DecoderLayer(nn.Module):
         y = ResidualSublayer(cfg, name="self_attention_block")(
             y, lambda h: self_attention(h, h, self_mask, deterministic=deterministic,
                                         sow_weights=sow_weights, positions=positions),
-            deterministic=deterministic,
+            deterministic=deterministic, valid=valid,
         )
         y = ResidualSublayer(cfg, name="cross_attention_block")(
             y, lambda h: cross_attention(h, encoded, cross_mask, deterministic=deterministic,
                                          sow_weights=sow_weights),
-            deterministic=deterministic,
+            deterministic=deterministic, valid=valid,
         )
         return ResidualSublayer(cfg, name="ffn_block")(
-            y, FeedForward(cfg, name="ffn"), deterministic=deterministic
+            y, FeedForward(cfg, name="ffn"), deterministic=deterministic, valid=valid
         )
 
 
@@ -346,8 +375,8 @@ class Transformer(nn.Module):
         self.decoder_layers = [DecoderLayer(cfg, name=f"decoder_{i}") for i in range(cfg.num_layers)]
         self.embedding_dropout = dropout_class(cfg.cpu_kernels)(cfg.dropout_rate)
         if cfg.layer_norm_position == "pre":
-            self.encoder_norm = layer_norm("encoder_norm")
-            self.decoder_norm = layer_norm("decoder_norm")
+            self.encoder_norm = build_norm(cfg, "encoder_norm")
+            self.decoder_norm = build_norm(cfg, "decoder_norm")
 
     def encode(self, inputs: Array, *, inputs_segmentation: Array | None = None,
                inputs_position: Array | None = None, deterministic: bool = True,
@@ -372,14 +401,16 @@ class Transformer(nn.Module):
         Array
             The encoder output ``[B, S, D]``.
         """
-        mask = self_attention_mask(self.config, inputs != PAD_ID, causal=False,  # [B,1,S,S] or LocalMask
+        valid = inputs != PAD_ID  # [B,S]
+        mask = self_attention_mask(self.config, valid, causal=False,  # [B,1,S,S] or LocalMask
                                    segmentation=inputs_segmentation)
         x = embed_tokens(self.config, self.source_embedding, self.encoder_position, self.embedding_dropout,
                          inputs, deterministic=deterministic, positions=inputs_position)
         for layer in self.encoder_layers:
-            x = layer(x, mask, deterministic=deterministic, sow_weights=sow_weights, positions=inputs_position)
+            x = layer(x, mask, deterministic=deterministic, sow_weights=sow_weights, positions=inputs_position,
+                      valid=valid)
         if self.config.layer_norm_position == "pre":
-            x = self.encoder_norm(x).astype(x.dtype)
+            x = apply_norm(self.encoder_norm, x, valid, deterministic=deterministic)
         return x
 
     def decode(self, encoded: Array, inputs: Array, decoder_inputs: Array, *,
@@ -437,9 +468,9 @@ class Transformer(nn.Module):
                          decoder_inputs, deterministic=deterministic, positions=targets_position)
         for layer in self.decoder_layers:
             y = layer(y, encoded, self_mask, cross_mask, deterministic=deterministic,
-                      sow_weights=sow_weights, positions=targets_position)
+                      sow_weights=sow_weights, positions=targets_position, valid=targets_valid)
         if cfg.layer_norm_position == "pre":
-            y = self.decoder_norm(y).astype(y.dtype)
+            y = apply_norm(self.decoder_norm, y, targets_valid, deterministic=deterministic)
         if not cfg.share_embeddings:
             logits = self.output_projection(y)
         else:

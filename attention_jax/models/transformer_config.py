@@ -10,10 +10,11 @@ import dataclasses
 import numbers
 from typing import Any
 
-from attention_jax.models import attention_registry, positional_encodings
+from attention_jax.models import attention_registry, normalization_registry, positional_encodings
 
 POSITIONAL_ENCODINGS = positional_encodings.POSITIONAL_ENCODINGS  # The registry: name -> entry (names iterate).
 LAYER_NORM_POSITIONS = ("post", "pre")
+NORMALIZATIONS = normalization_registry.NORMALIZATIONS  # The registry: name -> entry (names iterate).
 DTYPES = ("float32", "bfloat16")  # Names of jnp dtypes; this module imports no framework (configs load it).
 
 
@@ -44,7 +45,14 @@ class TransformerConfig:
         ``"relative"`` also adds its embeddings to the values (Shaw et al., Eq. 3); False: keys only.
     layer_norm_position : str
         ``"post"``: ``LayerNorm(x + Dropout(Sublayer(x)))`` as in the paper; ``"pre"``:
-        ``x + Dropout(Sublayer(LayerNorm(x)))`` with a final LayerNorm per stack.
+        ``x + Dropout(Sublayer(LayerNorm(x)))`` with a final LayerNorm per stack. The norm is
+        ``normalization``'s.
+    normalization : str
+        The normalisation of every sublayer (and of pre-LN's final norms): ``"layer_norm"`` (the paper's),
+        ``"rms_norm"``, ``"batch_norm"`` or ``"none"`` (post-LN only); a name in :data:`NORMALIZATIONS`
+        (:mod:`attention_jax.models.normalization_registry`).
+    residual_connections : bool
+        ``x + Sublayer(x)`` around every sublayer (3.1); False keeps ``Sublayer(x)`` only.
     share_embeddings : bool
         One matrix for encoder input, decoder input and pre-softmax projection (3.4); otherwise three.
     attention_implementation : str
@@ -81,6 +89,8 @@ class TransformerConfig:
     relative_max_distance: int = 16
     relative_values: bool = True
     layer_norm_position: str = "post"
+    normalization: str = "layer_norm"
+    residual_connections: bool = True
     share_embeddings: bool = True
     attention_implementation: str = "einsum"
     attention_window: int = 0
@@ -127,10 +137,11 @@ def _validate(config: TransformerConfig) -> None:
             raise ValueError(f"{name} must be a probability in [0, 1); got {rate!r}.")
     positional_encodings.check_positional_encoding(config.positional_encoding)
     _one_of("layer_norm_position", config.layer_norm_position, LAYER_NORM_POSITIONS)
+    normalization_registry.check_normalization(config.normalization, position=config.layer_norm_position)
     _one_of("attention_implementation", config.attention_implementation,
             attention_registry.ATTENTION_IMPLEMENTATIONS)
     _one_of("dtype", config.dtype, DTYPES)
-    for name in ("cpu_kernels", "relative_values"):
+    for name in ("cpu_kernels", "relative_values", "residual_connections"):
         if not isinstance(getattr(config, name), bool):
             raise ValueError(f"{name} must be True or False; got {getattr(config, name)!r}.")
     if not isinstance(config.attention_window, int) or config.attention_window < 0:

@@ -6,7 +6,14 @@ defining the command's flags (two modules defining ``--out`` in one process is a
 
 from __future__ import annotations
 
-from attention_jax.reports import attention_function_report, positions_report, sweep_report, sweep_rows, table3_report
+from attention_jax.reports import (
+    attention_function_report,
+    normalization_report,
+    positions_report,
+    sweep_report,
+    sweep_rows,
+    table3_report,
+)
 
 
 def write_reports(root: str, out_dir: str, *, all_rows: bool = False,
@@ -43,4 +50,6 @@ def write_reports(root: str, out_dir: str, *, all_rows: bool = False,
         paths += attention_function_report.write_attention_function_report(root, rows, out_dir=out_dir)
     if positions_report.applies(root, rows):  # Runs scored on length buckets: configs/sweeps/positions.py
         paths += positions_report.write_positions_report(root, rows, out_dir=out_dir)
+    if normalization_report.applies(rows):  # configs/sweeps/normalization.py
+        paths += normalization_report.write_normalization_report(root, rows, out_dir=out_dir)
     return paths

@@ -43,6 +43,7 @@ from attention_jax.training.train_state import (
     abstract_train_state,
     compile_steps,
     create_train_state,
+    logged_gradient_norms,
     run_update,
     train_state_shardings,
 )
@@ -222,7 +223,7 @@ def _report_train(run: TrainingRun, pending: list[tuple[int, dict]], rates: Inte
     run.token_counts = {}
     run.last_train = dict(summary, learning_rate=learning_rate, tokens_per_s=tokens_per_s,
                           step_time_ms=1e3 * rates.step_time_s, data_wait_ms=1e3 * rates.data_wait_s, mfu=mfu,
-                          grad_norm=float(pending[-1][1]["grad_norm"]), **padding)
+                          **logged_gradient_norms(pending), **padding)
     run.writer.write(step, "train", run.last_train)
     logging.info("step %d/%d | loss %.4f | nll %.4f | acc %.3f | lr %.3g | %.0f tok/s | %.1f ms/step "
                  "(data wait %.1f ms) | MFU %.3g%% | pad %.0f%% | ETA %s",

@@ -26,7 +26,7 @@ import numpy as np
 import optax
 from jax.sharding import Mesh, NamedSharding
 
-from attention_jax.models import language_model, metrics
+from attention_jax.models import language_model, metrics, normalization, normalization_registry
 from attention_jax.training import sharding
 
 Batch = dict[str, Any]
@@ -153,6 +153,50 @@ def create_train_state(seed: int, transformer: nn.Module,
 # --- Steps ------------------------------------------------------------------------------------------
 
 DROPOUT_RNGS = ("threefry", "rbg")
+LAYER_GRAD_NORM_PREFIX = "grad_norm/"
+"""Metric-sum keys ``grad_norm/<module>`` of :func:`layer_gradient_norms` (``grad_norm/encoder_0`` and so on)."""
+
+
+def layer_gradient_norms(grads: Any) -> dict[str, jax.Array]:
+    """The L2 norm of each top-level module's gradient: the embedding, every layer, the final norms.
+
+    Parameters
+    ----------
+    grads : pytree
+        Per-token gradient, the parameters' structure (``{"encoder_0": ..., "decoder_0": ..., ...}``).
+
+    Returns
+    -------
+    dict[str, jax.Array]
+        ``grad_norm/<module name>`` -> float32 scalar (Xiong et al., 2020, read the norms of each layer's
+        gradient at initialisation to explain why post-LN needs the warm-up; ``docs/normalization.md``).
+    """
+    return {f"{LAYER_GRAD_NORM_PREFIX}{name}": optax.tree.norm(subtree) for name, subtree in grads.items()}
+
+
+def logged_gradient_norms(fetched: list[tuple[int, dict]]) -> dict[str, float]:
+    """What a training log line records of the gradient norms of its interval's fetched steps.
+
+    Parameters
+    ----------
+    fetched : list of (step, sums)
+        The interval's steps and their metric sums from :func:`train_step`, on the host.
+
+    Returns
+    -------
+    dict[str, float]
+        ``grad_norm`` and ``grad_norm/<module>`` of the interval's last step; when the interval starts at
+        step 1, also ``init/grad_norm`` and ``init/grad_norm/<module>`` of step 1, whose gradient is the
+        one at the initial parameters.
+    """
+    def norms(sums: dict, prefix: str = "") -> dict[str, float]:
+        return {f"{prefix}{key}": float(value) for key, value in sums.items()
+                if key == "grad_norm" or key.startswith(LAYER_GRAD_NORM_PREFIX)}
+
+    logged = norms(fetched[-1][1])
+    if fetched[0][0] == 1:
+        logged.update(norms(fetched[0][1], "init/"))
+    return logged
 
 
 def _dropout_key(state: TrainState, micro_index: jax.Array | int, dropout_rng: str = "threefry") -> jax.Array:
@@ -196,16 +240,20 @@ def model_logits(transformer: nn.Module, params: Any, batch: Batch, **kwargs: An
 
 def _summed_loss_gradients(params: Any, batch: Batch, dropout_key: jax.Array,
                            transformer: nn.Module,
-                           label_smoothing: float) -> tuple[Any, MetricSums]:
-    """Gradient of the label-smoothed loss summed (not averaged) over non-pad targets, and the sums."""
-    def summed_loss(candidate: Any) -> tuple[jax.Array, MetricSums]:
-        logits = model_logits(transformer, candidate, batch, deterministic=False,
-                              rngs={"dropout": dropout_key})
+                           label_smoothing: float) -> tuple[Any, MetricSums, Any]:
+    """Gradient of the label-smoothed loss summed (not averaged) over non-pad targets, the sums, and the
+    running statistics the forward pass wrote (batch_norm's; empty without it)."""
+    collection = normalization_registry.STATISTICS_COLLECTION
+
+    def summed_loss(candidate: Any) -> tuple[jax.Array, tuple[MetricSums, Any]]:
+        logits, written = model_logits(transformer, candidate, batch, deterministic=False,
+                                       rngs={"dropout": dropout_key}, mutable=[collection])
         sums = metrics.token_loss_sums(logits, batch["targets"], label_smoothing,
                                        cpu_kernels=transformer.config.cpu_kernels)
-        return sums["loss_sum"], sums
+        return sums["loss_sum"], (sums, written.get(collection, {}))
 
-    return jax.grad(summed_loss, has_aux=True)(params)
+    grads, (sums, statistics) = jax.grad(summed_loss, has_aux=True)(params)
+    return grads, sums, statistics
 
 
 def accumulate_gradients(state: TrainState, carry: tuple[Any, MetricSums] | None, batch: Batch,
@@ -237,11 +285,20 @@ def accumulate_gradients(state: TrainState, carry: tuple[Any, MetricSums] | None
     (grads, sums)
         Running sums; pass them to the next micro-batch or to :func:`train_step`.
     """
+    grads, sums, _ = _accumulated(state, carry, batch, micro_index, transformer=transformer,
+                                  label_smoothing=label_smoothing, dropout_rng=dropout_rng)
+    return grads, sums
+
+
+def _accumulated(state: TrainState, carry: tuple[Any, MetricSums] | None, batch: Batch, micro_index: jax.Array, *,
+                 transformer: nn.Module, label_smoothing: float,
+                 dropout_rng: str) -> tuple[Any, MetricSums, Any]:
+    """:func:`accumulate_gradients`, plus the running statistics this micro-batch's forward pass wrote."""
     dropout_key = _dropout_key(state, micro_index, dropout_rng)
-    grads, sums = _summed_loss_gradients(state.params, batch, dropout_key, transformer, label_smoothing)
+    grads, sums, statistics = _summed_loss_gradients(state.params, batch, dropout_key, transformer, label_smoothing)
     if carry is None:
-        return grads, sums
-    return jax.tree.map(jnp.add, carry[0], grads), metrics.add_sums(carry[1], sums)
+        return grads, sums, statistics
+    return jax.tree.map(jnp.add, carry[0], grads), metrics.add_sums(carry[1], sums), statistics
 
 
 def train_step(state: TrainState, batch: Batch, carry: tuple[Any, MetricSums] | None = None, *,
@@ -273,15 +330,24 @@ def train_step(state: TrainState, batch: Batch, carry: tuple[Any, MetricSums] | 
     -------
     (TrainState, dict)
         The updated state and the step's metric sums (``loss_sum``, ``nll_sum``, ``correct``,
-        ``tokens``) plus ``grad_norm`` of the per-token gradient.
+        ``tokens``) plus ``grad_norm`` of the per-token gradient and each module's share of it
+        (:func:`layer_gradient_norms`).
+
+    Notes
+    -----
+    batch_norm's running averages (parameters no gradient reaches) are then replaced by those the last
+    micro-batch's forward pass wrote (``models/normalization.py``): with ``grad_accum_steps = k`` they move
+    once a step, from its last micro-batch, while each micro-batch is normalised by its own statistics.
     """
-    grads, sums = accumulate_gradients(state, carry, batch, jnp.int32(micro_index), transformer=transformer,
-                                       label_smoothing=label_smoothing, dropout_rng=dropout_rng)
+    grads, sums, statistics = _accumulated(state, carry, batch, jnp.int32(micro_index), transformer=transformer,
+                                           label_smoothing=label_smoothing, dropout_rng=dropout_rng)
     grads = jax.tree.map(lambda g: g / jnp.maximum(sums["tokens"], 1.0), grads)  # Per-token mean.
     updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
-    new_state = state.replace(step=state.step + 1, params=optax.apply_updates(state.params, updates),
-                              opt_state=opt_state)
-    return new_state, dict(sums, grad_norm=optax.tree.norm(grads))
+    params = optax.apply_updates(state.params, updates)
+    if statistics:  # A model with batch_norm.
+        params = normalization.with_running_statistics(params, statistics)
+    new_state = state.replace(step=state.step + 1, params=params, opt_state=opt_state)
+    return new_state, dict(sums, grad_norm=optax.tree.norm(grads), **layer_gradient_norms(grads))
 
 
 def eval_step(params: Any, batch: Batch, *, transformer: nn.Module,

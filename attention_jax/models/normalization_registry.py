@@ -1,0 +1,210 @@
+"""The sublayers' normalisations (Section 3.1's LayerNorm and its alternatives), one registry: name -> entry.
+
+``config.normalization`` names an entry of :data:`NORMALIZATIONS`; validation
+(:func:`check_normalization`, called by ``TransformerConfig``), ``model.ResidualSublayer`` and the final
+norms of pre-LN stacks (``models/model.py``, ``models/language_model.py``), the parameter count and the
+FLOP count ask the entry instead of comparing names. Adding a normalisation is one entry
+(:func:`register_normalization`) plus its tests.
+
+An entry's ``build(config, name)`` returns the Flax module of one norm, or ``None`` for no norm; the
+module maps ``[B, L, D]`` to ``[B, L, D]`` (:mod:`attention_jax.models.normalization` holds the JAX code
+of the built-in entries, imported when a hook is first called). Where the norm sits (post- or pre-LN,
+``config.layer_norm_position``) and whether the residual connection is there
+(``config.residual_connections``) are the sublayer's, not the entry's: an entry lists the positions it
+is defined at (``positions``).
+
+This module imports no framework (``models/flops.py`` and the configs read it).
+
+Shape glossary
+--------------
+B batch, L length, D d_model.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from attention_jax.models.registry import Registration, Registry
+
+if TYPE_CHECKING:
+    from attention_jax.models.transformer_config import TransformerConfig
+
+NORM_POSITIONS = ("post", "pre")
+"""Where a sublayer's norm can sit (``config.layer_norm_position``): after the residual sum, or on the
+sublayer's input."""
+
+NORM_EPSILON = 1e-6
+"""The ``epsilon`` of every built-in norm (inside the square root)."""
+
+BATCH_NORM_MOMENTUM = 0.99
+"""``m`` of batch_norm's running averages: ``running = m running + (1 - m) batch`` each training step (Flax's
+and Keras's default; PyTorch's ``momentum=0.01``)."""
+
+STATISTICS_COLLECTION = "batch_stats"
+"""The mutable collection a training forward pass writes batch_norm's new running averages to; the train
+step copies them into the parameters (:func:`attention_jax.models.normalization.with_running_statistics`)."""
+
+Build = Callable[["TransformerConfig", str], Any]
+"""``build(config, name) -> module``: the Flax module of one norm named ``name`` (``None``: no norm)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Normalization:
+    """One normalisation: its name, what it computes and what it needs.
+
+    Attributes
+    ----------
+    name : str
+        The value of ``config.normalization``.
+    summary : str
+        What it computes, one line (error messages and docs quote it).
+    build : Build
+        The JAX hook (:data:`Build`).
+    params_per_norm : callable
+        ``d_model -> int``: trained parameters of one norm (2 D for LayerNorm's gain and bias).
+    positions : tuple[str, ...]
+        The ``layer_norm_position`` values it is defined at (a subset of :data:`NORM_POSITIONS`).
+    per_token : bool
+        Each token is normalised from its own features alone: a packed row's pairs then equal each pair
+        alone, and a cached decode step equals the full pass. False (batch_norm): training normalises
+        with statistics over the batch's real tokens, evaluation and decoding with running averages.
+
+    Notes
+    -----
+    Frozen; ``__post_init__`` refuses positions outside :data:`NORM_POSITIONS` in one line.
+    """
+
+    name: str
+    summary: str
+    build: Build
+    params_per_norm: Callable[[int], int]
+    positions: tuple[str, ...] = NORM_POSITIONS
+    per_token: bool = True
+
+    def __post_init__(self) -> None:
+        unknown = set(self.positions) - set(NORM_POSITIONS)
+        if unknown or not self.positions:
+            raise ValueError(f"normalization {self.name!r}: positions must be a non-empty subset of "
+                             f"{NORM_POSITIONS}; got {self.positions}.")
+
+
+def _jax_build(function: str) -> Build:
+    """A hook that imports :mod:`attention_jax.models.normalization` (JAX) when first called."""
+    def build(config: TransformerConfig, name: str) -> Any:
+        from attention_jax.models import normalization  # JAX; this module imports no framework.
+
+        return getattr(normalization, function)(config, name)
+
+    return build
+
+
+def _no_norm(config: TransformerConfig, name: str) -> None:
+    """No module: the sublayer passes its input through."""
+    return None
+
+
+NORMALIZATIONS: Registry[Normalization] = Registry("normalization", (
+    Normalization(
+        name="layer_norm", summary="(x - mean(x)) / sqrt(var(x) + eps) g + b over each token's features "
+                                   "(Ba et al., 2016), the paper's",
+        build=_jax_build("layer_norm"), params_per_norm=lambda d_model: 2 * d_model),
+    Normalization(
+        name="rms_norm", summary="x / sqrt(mean(x^2) + eps) g over each token's features (Zhang and Sennrich, "
+                                 "2019)",
+        build=_jax_build("rms_norm"), params_per_norm=lambda d_model: d_model),
+    Normalization(
+        name="batch_norm", summary="(x - mu_B) / sqrt(sigma_B^2 + eps) g + b per feature, mu_B and sigma_B^2 over "
+                                   "the batch's real tokens (Ioffe and Szegedy, 2015); running averages at "
+                                   "evaluation",
+        build=_jax_build("batch_norm"), params_per_norm=lambda d_model: 4 * d_model, per_token=False),
+    Normalization(
+        name="none", summary="no normalisation: the residual sum (or the sublayer's output) as it is",
+        build=_no_norm, params_per_norm=lambda d_model: 0, positions=("post",)),
+))
+"""Every normalisation by name (a ``Mapping``; :func:`register_normalization` adds to it).
+
+``layer_norm`` (the paper's), ``rms_norm`` (no centring, no bias), ``batch_norm`` (statistics over the batch;
+its ``params_per_norm`` counts the running mean and variance it keeps among the parameters beside its
+gain and bias) and ``none`` (defined at ``post`` only: without a norm, pre and post are the same model).
+"""
+
+
+def normalization(name: str) -> Normalization:
+    """The registry entry of ``name``; ``ValueError`` in one line, with a did-you-mean, for an unknown name.
+
+    Parameters
+    ----------
+    name : str
+        ``config.normalization``.
+
+    Returns
+    -------
+    Normalization
+        Its entry in :data:`NORMALIZATIONS`.
+    """
+    return NORMALIZATIONS.lookup(name)
+
+
+def check_normalization(name: str, *, position: str = "post") -> None:
+    """Raise ``ValueError`` (one line) for an unknown normalisation or a position it is not defined at.
+
+    Parameters
+    ----------
+    name : str
+        ``config.normalization``.
+    position : str
+        ``config.layer_norm_position``.
+    """
+    entry = normalization(name)
+    if position not in entry.positions:
+        allowed = (f"layer_norm_position={entry.positions[0]!r}" if len(entry.positions) == 1
+                   else f"layer_norm_position in {entry.positions}")
+        raise ValueError(f"normalization={name!r} ({entry.summary}) needs {allowed}; got {position!r}.")
+
+
+def norm_params(name: str, *, d_model: int, num_layers: int, model_kind: str = "encoder_decoder",
+                position: str = "post") -> int:
+    """Trained parameters of all the norms of a model (the rest of the parameter count does not change).
+
+    Parameters
+    ----------
+    name : str
+        ``config.normalization``.
+    d_model, num_layers : int
+        Width and layers per stack.
+    model_kind : str
+        ``"encoder_decoder"`` (2 norms per encoder layer, 3 per decoder layer) or ``"decoder_only"``
+        (2 per layer).
+    position : str
+        ``config.layer_norm_position``: ``"pre"`` adds a final norm per stack.
+
+    Returns
+    -------
+    int
+        The norms' parameters (batch_norm's running averages included: they are leaves of the parameters).
+    """
+    per_norm = normalization(name).params_per_norm(d_model)
+    sublayers, stacks = (2 * num_layers, 1) if model_kind == "decoder_only" else (5 * num_layers, 2)
+    return per_norm * (sublayers + (stacks if position == "pre" else 0))
+
+
+def register_normalization(entry: Normalization) -> Registration:
+    """Add ``entry`` to :data:`NORMALIZATIONS`, so that ``config.normalization=entry.name`` runs it.
+
+    Parameters
+    ----------
+    entry : Normalization
+        The new normalisation; its name must not be registered already.
+
+    Returns
+    -------
+    Registration
+        ``.undo()`` removes it; ``with register_normalization(entry): ...`` keeps it for the block.
+
+    Notes
+    -----
+    Register before building a ``TransformerConfig`` that names it (validation reads the registry).
+    """
+    return NORMALIZATIONS.register(entry)

@@ -1,0 +1,239 @@
+"""The normalisation sweep's own figures: speed of training to a fixed dev perplexity, gradient norms per layer.
+
+``configs/sweeps/normalization.py`` (``docs/normalization.md``) compares normalisations, norm positions,
+residual connections and warm-up. The sweep report (:mod:`attention_jax.reports.sweep_report`) gives the
+final dev perplexity and BLEU paired by seed against ``base``, and its diagnostics the dev / train
+perplexity; this report adds what the claims about normalisation need beyond them:
+
+- **steps to a fixed dev perplexity** (the speed-of-training claim): the target is ``TARGET_FACTOR`` times
+  ``base``'s mean best dev perplexity, one level for every row; per seed, the first evaluated step whose
+  dev perplexity is at or under it (``not reached`` otherwise); the paired difference against ``base``'s
+  seed, mean ± standard error, read by the sweeps' rule (``beyond_spread``: ``slower``/``faster`` or
+  ``within noise``). A diverged seed (:func:`attention_jax.reports.sweep_seeds.diverged`) is counted as such
+  and left out;
+- **gradient norms per module** (Xiong et al., 2020): each module's share of the per-token gradient at
+  step 1 (the initial parameters, ``train/init/grad_norm/<module>``) and at the first later logged step
+  (``train/grad_norm/<module>``), mean over the row's seeds.
+
+Files (``python -m attention_jax.report ROOT`` writes them when a row changes the normalisation or the
+residual connections; :func:`write_normalization_report`)::
+
+    ROOT/normalization.md    the tables above and the rule
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import statistics
+from collections.abc import Sequence
+
+from attention_jax.reports.attention_function_report import format_figure, mean_and_se, paired_reading
+from attention_jax.reports.sweep_curves import read_dev_curve, run_directory
+from attention_jax.reports.sweep_rows import RowReport, read_sweep_rows
+from attention_jax.reports.sweep_seeds import diverged
+
+REPORT_STEM = "normalization"
+REFERENCE_ROW = "base"
+TARGET_FACTOR = 1.25
+"""The fixed dev perplexity is this many times base's mean best: a level a healthy row reaches well before
+its end, so that the step measures speed and not the final level."""
+INIT_PREFIX, LOGGED_PREFIX = "train/init/grad_norm/", "train/grad_norm/"
+
+
+@dataclasses.dataclass(frozen=True)
+class NormalizationRow:
+    """One row's figures.
+
+    Attributes
+    ----------
+    row : str
+        Row name.
+    steps : dict[int | None, int | None]
+        Per healthy seed, the first evaluated step at or under the target (None: not reached).
+    diverged_seeds : tuple[int | None, ...]
+        Seeds left out as diverged.
+    step_changes : dict[int | None, float]
+        Per seed reached in both rows, its step minus ``base``'s.
+    reading, basis : str
+        The verdict on ``step_changes`` and its basis (:func:`paired_reading`).
+    init_norms, early_norms : dict[str, float]
+        Module -> mean gradient norm over the seeds, at step 1 and at the first later logged step.
+    early_step : int | None
+        That step (the first seed's).
+    """
+
+    row: str
+    steps: dict[int | None, int | None]
+    diverged_seeds: tuple[int | None, ...]
+    step_changes: dict[int | None, float]
+    reading: str
+    basis: str
+    init_norms: dict[str, float]
+    early_norms: dict[str, float]
+    early_step: int | None
+
+
+def applies(rows: Sequence[RowReport]) -> bool:
+    """Whether some row changes the normalisation or drops the residual connections.
+
+    Parameters
+    ----------
+    rows : Sequence[RowReport]
+        The sweep's rows.
+
+    Returns
+    -------
+    bool
+        True for a sweep over normalisations (a config without the fields is the paper's).
+    """
+    return any(row.config.get("normalization", "layer_norm") != "layer_norm"
+               or row.config.get("residual_connections", True) is False for row in rows if row.config)
+
+
+def _gradient_norms(run_dir: str) -> tuple[dict[str, float], dict[str, float], int | None]:
+    """Module -> gradient norm at step 1 and at the first later logged step of one run's ``metrics.jsonl``."""
+    init: dict[str, float] = {}
+    early: dict[str, float] = {}
+    early_step = None
+    path = os.path.join(run_dir, "metrics.jsonl")
+    if not os.path.exists(path):
+        return init, early, None
+    with open(path, encoding="utf-8") as file:
+        for line in file:
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:  # A line cut off by a crash.
+                continue
+            if not init:
+                init = {key[len(INIT_PREFIX):]: value for key, value in record.items()
+                        if key.startswith(INIT_PREFIX) and value is not None}
+            logged = {key[len(LOGGED_PREFIX):]: value for key, value in record.items()
+                      if key.startswith(LOGGED_PREFIX) and value is not None}
+            if logged and early_step is None and record.get("step", 0) > 1:
+                early, early_step = logged, int(record["step"])
+    return init, early, early_step
+
+
+def _mean_norms(per_seed: list[dict[str, float]]) -> dict[str, float]:
+    modules = dict.fromkeys(module for norms in per_seed for module in norms)
+    return {module: statistics.fmean([norms[module] for norms in per_seed if module in norms]) for module in modules}
+
+
+def _first_step_under(run_dir: str, target: float) -> int | None:
+    steps, perplexities = read_dev_curve(run_dir)
+    return next((step for step, ppl in zip(steps, perplexities) if ppl is not None and ppl <= target), None)
+
+
+def target_perplexity(root: str, rows: Sequence[RowReport]) -> float | None:
+    """``TARGET_FACTOR`` times base's mean best dev perplexity over its healthy seeds (None without one)."""
+    base = next((row for row in rows if row.row == REFERENCE_ROW), None)
+    if base is None:
+        return None
+    bests = []
+    for run in base.finished:
+        perplexities = [ppl for ppl in read_dev_curve(run_directory(root, base, run))[1] if ppl is not None]
+        if perplexities and not diverged(run):
+            bests.append(min(perplexities))
+    return TARGET_FACTOR * statistics.fmean(bests) if bests else None
+
+
+def compare_rows(root: str, rows: Sequence[RowReport], target: float | None) -> list[NormalizationRow]:
+    """Every row's figures (module docstring), paired by seed against ``base``.
+
+    Parameters
+    ----------
+    root : str
+        Sweep root.
+    rows : Sequence[RowReport]
+        The sweep's rows (rows without a finished run are left out).
+    target : float or None
+        The fixed dev perplexity (:func:`target_perplexity`); None leaves the steps empty.
+
+    Returns
+    -------
+    list[NormalizationRow]
+        In the sweep's order.
+    """
+    finished = [row for row in rows if row.finished]
+    healthy = {row.row: [run for run in row.finished if not diverged(run)] for row in finished}
+    directories = {row.row: [run_directory(root, row, run) for run in healthy[row.row]] for row in finished}
+    steps_by_row = {row.row: {run.seed: _first_step_under(path, target) if target else None
+                              for run, path in zip(healthy[row.row], directories[row.row])} for row in finished}
+    base_reached = {seed: step for seed, step in steps_by_row.get(REFERENCE_ROW, {}).items() if step is not None}
+    compared = []
+    for row in finished:
+        steps = steps_by_row[row.row]
+        changes = {seed: float(step - base_reached[seed]) for seed, step in steps.items()
+                   if row.row != REFERENCE_ROW and step is not None and seed in base_reached}
+        reading, basis = (("reference", "the paper's post-LN LayerNorm") if row.row == REFERENCE_ROW
+                          else paired_reading(list(changes.values()), "slower", "faster"))
+        norms = [_gradient_norms(path) for path in directories[row.row]]
+        compared.append(NormalizationRow(
+            row.row, steps, tuple(run.seed for run in row.finished if diverged(run)), changes, reading, basis,
+            _mean_norms([init for init, _, _ in norms]), _mean_norms([early for _, early, _ in norms]),
+            next((step for _, _, step in norms if step is not None), None)))
+    return compared
+
+
+def _norm_table(compared: Sequence[NormalizationRow], early: bool) -> list[str]:
+    modules = list(dict.fromkeys(m for row in compared for m in (row.early_norms if early else row.init_norms)))
+    lines = ["| row | " + " | ".join(modules) + " |", "|---|" + "---|" * len(modules)]
+    for row in compared:
+        norms = row.early_norms if early else row.init_norms
+        lines.append(f"| {row.row} | " + " | ".join(f"{norms[m]:.3g}" if m in norms else "" for m in modules) + " |")
+    return lines
+
+
+def markdown_report(root: str, compared: Sequence[NormalizationRow], target: float | None) -> str:
+    """The report's Markdown (module docstring)."""
+    target_text = f"{target:.2f}" if target else "pending (no finished base run)"
+    lines = [f"# Normalisation: speed of training and gradient norms ({root})", "",
+             f"Target dev perplexity: {target_text} ({TARGET_FACTOR:g} x base's mean best). Steps: the first "
+             "evaluated step at or under it, mean ± SE over the row's healthy seeds (`not reached` counted "
+             "apart); vs base: the paired difference in steps; a change is beyond the seeds' spread when "
+             "|mean| > 2 x SE (`attention_jax/reports/normalization_report.py`).", "",
+             "| row | seeds | diverged | not reached | steps to target | vs base (steps) | reading |",
+             "|---|---|---|---|---|---|---|"]
+    for row in compared:
+        reached = [step for step in row.steps.values() if step is not None]
+        change, change_se = mean_and_se(list(row.step_changes.values()))
+        lines.append(f"| {row.row} | {len(row.steps) + len(row.diverged_seeds)} | {len(row.diverged_seeds)} | "
+                     f"{len(row.steps) - len(reached)} | {format_figure(*mean_and_se(reached), 0)} | "
+                     f"{format_figure(change, change_se, 0, sign=True) if row.step_changes else ''} | "
+                     f"{row.reading} |")
+    early_step = next((row.early_step for row in compared if row.early_step is not None), None)
+    lines += ["", "## Gradient norm per module at step 1 (the initial parameters), mean over seeds", ""]
+    lines += _norm_table(compared, early=False)
+    lines += ["", f"## Gradient norm per module at step {early_step or 'of the first later log'}, mean over seeds",
+              ""]
+    lines += _norm_table(compared, early=True)
+    return "\n".join(lines) + "\n"
+
+
+def write_normalization_report(root: str, rows: Sequence[RowReport] | None = None, *,
+                               out_dir: str | None = None) -> list[str]:
+    """Write ``ROOT/normalization.md`` for a sweep over normalisations.
+
+    Parameters
+    ----------
+    root : str
+        Sweep root.
+    rows : Sequence[RowReport], optional
+        The rows, when the caller has read them (else read from ``root``).
+    out_dir : str, optional
+        The directory written instead of ``root``.
+
+    Returns
+    -------
+    list[str]
+        The path written.
+    """
+    if rows is None:
+        rows = read_sweep_rows(root)[1]
+    target = target_perplexity(root, rows)
+    path = os.path.join(out_dir or root, REPORT_STEM + ".md")
+    with open(path, "w", encoding="utf-8") as file:
+        file.write(markdown_report(root, compare_rows(root, rows, target), target))
+    return [path]
