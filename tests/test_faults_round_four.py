@@ -90,3 +90,61 @@ def test_the_trainer_reads_the_generated_tuple_back_as_the_dry_run_checked(tmp_p
     assert result.returncode == 2, result.stderr
     assert "config.mesh_shape=(3, 1) needs 3 devices" in result.stderr, result.stderr
     assert not workdir.exists()
+
+
+# --- Cases 1 and 2, and num_train_steps=10**29: sizes no run can have ------------------------------
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (dict(num_layers=10**40), r"num_layers=1e\+40 is beyond 2,147,483,647 \(2\*\*31 - 1\), JAX's int32"),
+    (dict(num_train_steps=10**29), r"num_train_steps=1e\+29 is beyond 2,147,483,647"),
+    (dict(warmup_steps=2**31), r"warmup_steps=2,147,483,648 is beyond"),
+    (dict(mesh_shape=(-1, 2**40)), r"mesh_shape=\(-1, 1.1e\+12\) is beyond"),
+    (dict(num_layers=2**20, d_model=4096, d_ff=16384), r"about 2.83e\+14 parameters, beyond the limit of 1e\+11: "
+                                                       r"lower num_layers=1,048,576"),
+    (dict(tokens_per_batch=2**30, vocab_size=2**14), r"the output logits, tokens_per_batch x vocab_size: about"),
+    (dict(beam_size=2**20, max_len=2**10, max_decode_extra_len=2**10, d_model=2**10, num_layers=2**4),
+     r"beam search's key/value cache"),
+    (dict(seed=2**63), r"seed must be in \[0, 4294967295\]; got 9223372036854775808"),
+    (dict(seed=2**32), r"seed must be in \[0, 4294967295\]"),
+])
+def test_a_size_no_run_can_have_is_refused_before_anything_is_built(overrides: dict, message: str) -> None:
+    from attention_jax.experiment import schema, sections
+    from tests.support import fake_data
+
+    config = fake_data.tiny_config()
+    config.update(overrides)
+    with pytest.raises(schema.ConfigError, match=message) as refused:
+        sections.build_experiment(config, "--config=tiny")
+    assert "\n" not in str(refused.value)
+
+
+def test_the_largest_sizes_that_fit_still_pass() -> None:
+    from attention_jax.experiment import sections
+    from tests.support import fake_data
+
+    config = fake_data.tiny_config()
+    config.update(num_train_steps=2**31 - 1, seed=2**32 - 1)  # Each at its limit.
+    experiment = sections.build_experiment(config, "--config=tiny")
+    assert (experiment.run.num_train_steps, experiment.seed) == (2**31 - 1, 2**32 - 1)
+
+
+@pytest.mark.parametrize("config_name, overrides", [
+    ("tiny", {}),
+    ("base", {}),
+    ("big", {}),
+    ("tiny", dict(share_embeddings=False, positional_encoding="learned", key_dim=0, value_dim=0)),
+    ("lm_tiny", {}),
+])
+def test_the_parameter_estimate_agrees_with_the_built_models_shapes(config_name: str, overrides: dict) -> None:
+    import importlib
+
+    from attention_jax.experiment import sections, size_limits
+    from attention_jax.models import language_model, model
+
+    config = importlib.import_module(f"configs.{config_name}").get_config()
+    config.update(overrides)
+    experiment = sections.build_experiment(config, config_name)
+    built = model.count_params(language_model.abstract_params(experiment.model, experiment.model_kind))
+    estimate = size_limits.estimated_parameters(experiment.fields)
+    assert 0.97 * built <= estimate <= built, (estimate, built)  # Norms, biases left out: a little under.
