@@ -148,3 +148,133 @@ def test_the_parameter_estimate_agrees_with_the_built_models_shapes(config_name:
     built = model.count_params(language_model.abstract_params(experiment.model, experiment.model_kind))
     estimate = size_limits.estimated_parameters(experiment.fields)
     assert 0.97 * built <= estimate <= built, (estimate, built)  # Norms, biases left out: a little under.
+
+
+# --- Cases 5, 6 and 14: files a command writes or reads --------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def random_run(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
+    from tests.support import decoding_runs
+
+    return decoding_runs.make_random_run(tmp_path_factory.mktemp("round_four"), steps=(1,))
+
+
+@pytest.mark.parametrize("name", ["tokenizer.model", "config.json", "results.json", "checkpoints/1/x",
+                                  "metrics.jsonl", "averaged/params"])
+def test_an_output_file_that_is_the_runs_own_is_refused(random_run: pathlib.Path, name: str) -> None:
+    from attention_jax.commands import output_files
+    from attention_jax.user_errors import UserInputError
+
+    with pytest.raises(UserInputError, match=rf"--out=.*{name} is the run's own {name} in .*writing over it "
+                                             r"would break the run"):
+        output_files.check_output_file(str(random_run / name), "--out", (str(random_run),))
+    link = random_run.parent / "run_link"  # The same run by another name.
+    if not link.exists():
+        link.symlink_to(random_run)
+    with pytest.raises(UserInputError, match="is the run's own"):
+        output_files.refuse_run_files(str(link / name), "--output", (str(random_run),))
+
+
+def test_a_new_output_file_beside_the_run_or_elsewhere_is_fine(random_run: pathlib.Path,
+                                                               tmp_path: pathlib.Path) -> None:
+    from attention_jax.commands import output_files
+
+    output_files.check_output_file(str(random_run / "tiny.safetensors"), "--out", (str(random_run),))
+    output_files.check_output_file(str(tmp_path / "new" / "dir" / "x.jax_export"), "--out", (str(random_run),))
+    existing = tmp_path / "old.safetensors"
+    assert output_files.replacement_note(str(existing), "--out") is None
+    existing.write_bytes(b"x")
+    assert output_files.replacement_note(str(existing), "--out") == f"note: --out={existing} exists and is replaced."
+
+
+def test_an_output_file_in_a_read_only_directory_is_refused_before_any_work(tmp_path: pathlib.Path) -> None:
+    from attention_jax.commands import output_files
+    from attention_jax.user_errors import UserInputError
+    from tests.support.read_only import read_only
+
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    with read_only(locked), pytest.raises(UserInputError, match=r"--out=.*locked.*(read-only|not writable)"):
+        output_files.check_output_file(str(locked / "x.safetensors"), "--out")
+
+
+@pytest.mark.parametrize("code, fix", [("ENOSPC", "free space and rerun"), ("EDQUOT", "free space and rerun"),
+                                       ("EROFS", "name a file in a writable directory")])
+def test_a_failed_write_is_one_line_naming_the_file_and_the_fix(code: str, fix: str) -> None:
+    import errno
+    import os
+
+    from attention_jax.commands import output_files
+
+    number = getattr(errno, code)
+    message = output_files.write_error_message(OSError(number, os.strerror(number), "/x/.tmp"), "/x/a.bin", "--out")
+    assert message == f"cannot write --out=/x/a.bin: {os.strerror(number)} ({code}); {fix}."
+    assert output_files.write_error_message(OSError(errno.EBADF, "bad"), "/x/a.bin", "--out") is None
+
+
+def _damaged_copy(run: pathlib.Path, tmp_path: pathlib.Path) -> pathlib.Path:
+    import shutil
+
+    damaged = tmp_path / "damaged"
+    shutil.copytree(run, damaged, symlinks=True)
+    model = damaged / "tokenizer.model"
+    model.write_bytes(model.read_bytes()[: model.stat().st_size // 2])  # Truncated, as a copy cut short.
+    return damaged
+
+
+def test_a_truncated_tokenizer_is_named_as_damaged_by_load_run(random_run: pathlib.Path,
+                                                               tmp_path: pathlib.Path) -> None:
+    from attention_jax.decoding import inference
+
+    damaged = _damaged_copy(random_run, tmp_path)
+    with pytest.raises(ValueError, match=rf"{damaged}/tokenizer.model is not a readable SentencePiece model "
+                                         r"\(\d+ bytes: .*\): the file is damaged or truncated\. Restore it"):
+        inference.load_run(str(damaged))
+
+
+def test_the_trainer_names_a_truncated_tokenizer_as_damaged(random_run: pathlib.Path,
+                                                            tmp_path: pathlib.Path) -> None:
+    import types
+
+    from attention_jax.checkpointing import checkpoints
+    from attention_jax.training import setup_checks
+    from attention_jax.user_errors import UserInputError
+
+    damaged = _damaged_copy(random_run, tmp_path)
+    data = types.SimpleNamespace(tokenizer=types.SimpleNamespace(
+        model_proto=(random_run / "tokenizer.model").read_bytes()))
+    with pytest.raises(UserInputError, match="is not a readable SentencePiece model") as refused:
+        setup_checks.check_tokenizer(checkpoints.read_config(str(damaged)), str(damaged), data, step=1)
+    assert "differs from" not in str(refused.value)
+
+
+def test_a_binary_file_copied_over_config_json_is_named(random_run: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    from attention_jax.checkpointing import checkpoints
+    from attention_jax.experiment import schema
+
+    damaged = _damaged_copy(random_run, tmp_path)
+    (damaged / "config.json").write_bytes((random_run / "tokenizer.model").read_bytes())
+    with pytest.raises(schema.ConfigError, match=rf"{damaged}/config.json is not valid JSON .*restore it"):
+        checkpoints.read_config(str(damaged))
+
+
+@pytest.mark.slow  # Starts the export and translate commands: their command lines are under test.
+def test_the_commands_refuse_a_runs_own_file_and_a_damaged_tokenizer_in_one_line(
+        random_run: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    tokenizer_bytes = (random_run / "tokenizer.model").read_bytes()
+    damaged = _damaged_copy(random_run, tmp_path)
+    commands = [
+        (["attention_jax.export", f"--workdir={random_run}", f"--out={random_run}/tokenizer.model"],
+         "is the run's own tokenizer.model"),
+        (["attention_jax.translate", f"--workdir={damaged}"], "is not a readable SentencePiece model"),
+        (["attention_jax.evaluate", f"--workdir={random_run}", f"--output={random_run}/config.json"],
+         "--output=" + f"{random_run}/config.json is the run's own config.json"),
+    ]
+    for argv, message in commands:
+        result = subprocess.run([sys.executable, "-m", *argv], cwd=REPO_ROOT, input="hello\n", capture_output=True,
+                                text=True, timeout=300)
+        errors = [line for line in result.stderr.splitlines() if "error:" in line]
+        assert result.returncode == 2 and len(errors) == 1 and message in errors[0], result.stderr[-2000:]
+        assert "Traceback" not in result.stderr
+    assert (random_run / "tokenizer.model").read_bytes() == tokenizer_bytes

@@ -166,7 +166,7 @@ def read_config(workdir: str) -> Experiment:
         )
     try:
         saved = json.loads(path.read_text())
-    except json.JSONDecodeError as error:
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:  # Half-written, or another file copied over it.
         raise schema.ConfigError(f"{path} is not valid JSON ({error}): restore it from a copy of the run.") from None
     if not isinstance(saved, dict):
         raise schema.ConfigError(f"{path} holds no config (a JSON object of fields): restore it from a copy.")

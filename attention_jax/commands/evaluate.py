@@ -168,9 +168,12 @@ def _load_translator() -> tuple[TrainedRun, Translator, list[int] | None]:
 def _check_flags(split: str | None, label: str) -> None:
     """Refuse, in one line, flags that do not go together; nothing has been read or written yet."""
     from attention_jax import run_files
+    from attention_jax.commands import output_files
 
     if _NUM_EXAMPLES.value < 0:
         raise UserInputError(f"--num_examples must be >= 0 (0: all); got {_NUM_EXAMPLES.value}.")
+    if _OUTPUT.value:  # --output=RUN/config.json would break the run.
+        output_files.refuse_run_files(_OUTPUT.value, "--output", (_WORKDIR.value,))
     if split is None:
         if not (_SOURCE.value and _REFERENCE.value):
             given, missing = ("--source", "--reference") if _SOURCE.value else ("--reference", "--source")

@@ -15,6 +15,7 @@ import jax
 
 from attention_jax import run_files
 from attention_jax.checkpointing import resume_checks
+from attention_jax.data.tokenizer import Tokenizer
 from attention_jax.experiment.sections import Experiment
 from attention_jax.models import attention_registry
 from attention_jax.training import early_stopping, sharding
@@ -98,6 +99,7 @@ def check_tokenizer(experiment: Experiment, workdir: str, data: Any, step: int) 
     with open(path, "rb") as file:
         if file.read() == bytes(model_proto):
             return
+    Tokenizer.load(path)  # A damaged or truncated file is named as such, not as another corpus's tokenizer.
     raise UserInputError(
         f"{path} differs from the tokenizer of config.dataset={experiment.data.dataset!r}: the run's weights were "
         f"trained on its own token ids. Train on new data in a new --workdir.")
