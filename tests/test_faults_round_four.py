@@ -278,3 +278,57 @@ def test_the_commands_refuse_a_runs_own_file_and_a_damaged_tokenizer_in_one_line
         assert result.returncode == 2 and len(errors) == 1 and message in errors[0], result.stderr[-2000:]
         assert "Traceback" not in result.stderr
     assert (random_run / "tokenizer.model").read_bytes() == tokenizer_bytes
+
+
+# --- Cases 7 and 8: a closed pipe and Ctrl-C -------------------------------------------------------
+
+
+def test_a_closed_pipe_ends_the_block_with_status_141_and_a_silenced_stdout(tmp_path: pathlib.Path) -> None:
+    from attention_jax.commands import quiet_exits
+
+    with open(tmp_path / "stdout", "w") as stdout:
+        with pytest.raises(SystemExit) as leaving, quiet_exits.quiet_pipe_and_interrupt(stdout):
+            raise BrokenPipeError(32, "Broken pipe")
+        assert leaving.value.code == 141 and leaving.value.__suppress_context__
+        stdout.write("written after the pipe closed")  # Goes to /dev/null now: the last flush cannot fail.
+    assert (tmp_path / "stdout").read_text() == ""
+
+
+def test_ctrl_c_ends_the_block_with_status_130_and_other_errors_pass() -> None:
+    from attention_jax.commands import quiet_exits
+
+    with pytest.raises(SystemExit) as leaving, quiet_exits.quiet_pipe_and_interrupt():
+        raise KeyboardInterrupt
+    assert leaving.value.code == 130
+    with pytest.raises(ValueError), quiet_exits.quiet_pipe_and_interrupt():
+        raise ValueError("a programming error keeps its traceback")
+
+
+@pytest.mark.slow  # Starts translate: a real pipe closed by its reader, a real SIGINT.
+def test_translate_ends_quietly_when_its_reader_goes_away_or_on_ctrl_c(random_run: pathlib.Path) -> None:
+    import signal
+
+    argv = [sys.executable, "-m", "attention_jax.translate", f"--workdir={random_run}", "--buffer_size=1",
+            "--format=jsonl", "--batch_size=1"]  # Text and jsonl lines leave through the same writes.
+    # `translate | head -1`: the reader takes one line and leaves while lines are still coming.
+    with subprocess.Popen(argv, cwd=REPO_ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE) as translate:
+        assert translate.stdin is not None and translate.stdout is not None and translate.stderr is not None
+        translate.stdin.write(b"hello world\n" * 200)
+        translate.stdin.close()
+        assert translate.stdout.readline()
+        translate.stdout.close()
+        stderr = translate.stderr.read().decode()
+        assert translate.wait(timeout=300) == 141, stderr
+    assert "Traceback" not in stderr and "BrokenPipeError" not in stderr and "Exception ignored" not in stderr
+    # Ctrl-C while it waits for the next line of input.
+    with subprocess.Popen(argv, cwd=REPO_ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE) as translate:
+        assert translate.stdin is not None and translate.stdout is not None and translate.stderr is not None
+        translate.stdin.write(b"hello world\n")
+        translate.stdin.flush()
+        assert translate.stdout.readline()  # Translated: it now waits in read_lines.
+        translate.send_signal(signal.SIGINT)
+        stderr = translate.stderr.read().decode()
+        assert translate.wait(timeout=120) == 130, stderr
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr
