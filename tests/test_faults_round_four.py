@@ -332,3 +332,40 @@ def test_translate_ends_quietly_when_its_reader_goes_away_or_on_ctrl_c(random_ru
         stderr = translate.stderr.read().decode()
         assert translate.wait(timeout=120) == 130, stderr
     assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr
+
+
+# --- Cases 11 and 12: what an evaluation during training scored ------------------------------------
+
+
+@pytest.mark.slow  # Trains two steps and decodes the sampled BLEU: compiles the train step and beam search.
+def test_results_record_the_bleu_sentences_decoded_not_the_configs_number(tmp_path: pathlib.Path) -> None:
+    from attention_jax.training import train
+    from tests.support import fake_data
+
+    data = fake_data.FakeData()
+    decodable = len(data.text_pairs("validation"))
+    experiment = fake_data.tiny_experiment(num_train_steps=2, eval_every_steps=2, num_bleu_examples=500)
+    results = train.train_and_evaluate(experiment, str(tmp_path), data=data)
+    assert decodable < 500 and results["bleu"] is not None
+    assert results["bleu_num_examples"] == decodable
+
+
+def _data_with_dev(pairs: int, too_long: int, empty: int = 0) -> object:
+    import types
+
+    return types.SimpleNamespace(tokenizer=types.SimpleNamespace(vocab_size=10), stats={
+        "examples": {"train": 50, "validation": pairs, "test": pairs},
+        "dropped_too_long": {"train": 0, "validation": too_long, "test": 0},
+        "dropped_empty": {"train": 0, "validation": empty, "test": 0}})
+
+
+def test_a_dev_split_with_no_pair_within_max_len_is_refused_before_training() -> None:
+    from attention_jax.training import setup_checks
+    from attention_jax.user_errors import UserInputError
+    from tests.support import fake_data
+
+    experiment = fake_data.tiny_experiment(max_len=3, tokens_per_batch=300)
+    with pytest.raises(UserInputError, match=r"none of the 100 dev pairs fits config.max_len=3 tokens \(EOS "
+                                             r"included; 99 are longer, 1 have an empty side\): every evaluation"):
+        setup_checks.check_data(experiment, _data_with_dev(100, too_long=99, empty=1))
+    setup_checks.check_data(experiment, _data_with_dev(100, too_long=99))  # One pair scores: no refusal.
