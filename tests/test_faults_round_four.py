@@ -369,3 +369,45 @@ def test_a_dev_split_with_no_pair_within_max_len_is_refused_before_training() ->
                                              r"included; 99 are longer, 1 have an empty side\): every evaluation"):
         setup_checks.check_data(experiment, _data_with_dev(100, too_long=99, empty=1))
     setup_checks.check_data(experiment, _data_with_dev(100, too_long=99))  # One pair scores: no refusal.
+
+
+# --- Case 13: evaluate on pairs longer than the model takes ----------------------------------------
+
+
+def _strict_json(path: pathlib.Path) -> object:
+    import json
+
+    def refuse(constant: str) -> None:
+        raise ValueError(f"not JSON: {constant}")
+
+    return json.loads(path.read_text(), parse_constant=refuse)
+
+
+def test_an_evaluation_that_scores_no_pair_says_so_and_writes_null(random_run: pathlib.Path,
+                                                                   tmp_path: pathlib.Path) -> None:
+    from attention_jax.decoding import inference
+    from attention_jax.evaluation import translation_quality
+
+    translator = inference.make_translator(inference.load_run(str(random_run)), batch_size=4)
+    long_side = " ".join(["hello world"] * 40)  # Far beyond the model's 24 positions.
+    none_fit = translation_quality.evaluate(translator, [(long_side, long_side), ("hello", long_side)])
+    assert none_fit.num_target_tokens == 0 and none_fit.num_skipped_for_perplexity == 2
+    assert translation_quality.perplexity_line(none_fit) == (
+        "perplexity = none: no pair could be scored (2 of 2 pairs skipped: a side longer than the model takes); "
+        "the report holds null.")
+    report = tmp_path / "eval.json"
+    translation_quality.write_report(str(report), none_fit.summary(), none_fit.hypotheses)
+    written = _strict_json(report)
+    assert isinstance(written, dict) and written["perplexity"] is None and written["cross_entropy"] is None
+    some_fit = translation_quality.evaluate(translator, [(long_side, long_side), ("hello", "hallo")])
+    line = translation_quality.perplexity_line(some_fit)
+    assert some_fit.num_target_tokens > 0 and line.startswith(f"perplexity = {some_fit.perplexity:.3f}  (")
+    assert line.endswith(f"{some_fit.num_target_tokens} tokens); 1 of 2 pairs skipped: a side longer than the "
+                         "model takes")
+
+
+def test_finite_or_none_replaces_only_non_finite_floats() -> None:
+    from attention_jax.evaluation import translation_quality
+
+    assert translation_quality.finite_or_none({"a": float("nan"), "b": [1.5, float("inf"), "x"], "c": 3}) == \
+        {"a": None, "b": [1.5, None, "x"], "c": 3}

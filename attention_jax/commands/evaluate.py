@@ -193,12 +193,13 @@ def _check_flags(split: str | None, label: str) -> None:
 
 def _print_figures(result: EvaluationResult, described: str) -> None:
     """Print the scores with their signatures and the perplexity, then flush (they come before any write)."""
+    from attention_jax.evaluation import translation_quality
+
     print(f"evaluated {described}")
     print(f"BLEU = {result.bleu:.2f}  ({result.bleu_signature})")
     print(f"chrF2 = {result.chrf:.2f}  ({result.chrf_signature})")
     print(f"TER = {result.ter:.2f}  ({result.ter_signature})")
-    print(f"perplexity = {result.perplexity:.3f}  (cross-entropy {result.cross_entropy:.4f} nats/token, "
-          f"{result.num_target_tokens} tokens)")
+    print(translation_quality.perplexity_line(result))  # Says so when pairs were skipped, or none scored.
     sys.stdout.flush()
 
 
