@@ -154,3 +154,39 @@ def check_flags_read_back(config_file: str, row_overrides: Mapping[str, Mapping[
 
 
 _UNREADABLE = object()
+
+
+def refuse_flags_over_none(config: Any, keys: Any, where: str) -> None:
+    """Refuse ``--config.<key>`` flags the trainer cannot apply: the row's config sets the field to None.
+
+    Parameters
+    ----------
+    config : ml_collections.ConfigDict
+        A row's config, built as the trainer builds it before its flags apply.
+    keys : Iterable[str]
+        The fields that reach the trainer as flags (``paper.dev_ppl`` dotted).
+    where : str
+        Named first in the error.
+
+    Notes
+    -----
+    ``ml_collections`` infers a flag's type from the config's value and refuses to override a ``None``
+    (``configs/tiny.py``'s ``paper.dev_ppl``); the dry run, which applies values directly, would accept
+    what the trainer then refuses. Raises :class:`schema.ConfigError` naming the field.
+    """
+    for key in keys:
+        found, value = _value_at(config, key)
+        if found and value is None:
+            raise schema.ConfigError(f"{where}: --config.{key}: the row's config sets {key} to None, and "
+                                     f"ml_collections cannot infer a flag's type from None: set {key} in the "
+                                     f"config file (or the row) instead of as a flag.")
+
+
+def _value_at(config: Any, key: str) -> tuple[bool, Any]:
+    """Whether the dotted ``key`` names a field of ``config``, and its value (a missing field is another error)."""
+    value = config
+    for part in key.split("."):
+        if not hasattr(value, "keys") or part not in value.keys():
+            return False, None
+        value = value[part]
+    return True, value

@@ -388,7 +388,9 @@ def check_overrides(sweep: Sweep, rows: Sequence[str], overrides: Sequence[str])
     parsed = [parse_override(override, f"--config.{override}") for override in overrides]
     for row in rows:
         where = f"{sweep.config_file} row {row}"
-        fields = sections.plain_fields(sweep.row_config(row))
+        row_config = sweep.row_config(row)
+        sweep_file_checks.refuse_flags_over_none(row_config, [key for key, _ in parsed], where)
+        fields = sections.plain_fields(row_config)
         for key, value in parsed:
             top, _, figure = key.partition(".")
             if figure:

@@ -411,3 +411,24 @@ def test_finite_or_none_replaces_only_non_finite_floats() -> None:
 
     assert translation_quality.finite_or_none({"a": float("nan"), "b": [1.5, float("inf"), "x"], "c": 3}) == \
         {"a": None, "b": [1.5, None, "x"], "c": 3}
+
+
+# --- Minor: a flag over a field its config sets to None --------------------------------------------
+
+
+def test_a_flag_over_a_none_field_is_one_line_in_the_trainer_and_in_the_sweeps_check(tmp_path: pathlib.Path) -> None:
+    from attention_jax.commands import config_errors
+    from attention_jax.experiment import schema
+
+    ml_collections_error = ("Type <class 'NoneType'> of field config.paper.dev_ppl is not supported for overriding. "
+                            "Currently supported types are: dict_keys([<class 'float'>, ...]).")
+    assert config_errors._none_field_message(ml_collections_error, ["main", "--config=configs/tiny.py"]) == (
+        "--config.paper.dev_ppl: --config=configs/tiny.py sets paper.dev_ppl to None, and ml_collections cannot "
+        "infer a flag's type from None: set paper.dev_ppl in the config file (or a copy of it) instead of on the "
+        "command line.")
+    assert config_errors._none_field_message("another error", ["main"]) is None
+    sweep = sweep_spec.load_sweep(_sweep_file(tmp_path, "{'r': {'num_heads': 2}}"))
+    with pytest.raises(schema.ConfigError, match=r"row r: --config.paper.dev_ppl: the row's config sets "
+                                                 r"paper.dev_ppl to None"):
+        sweep_spec.check_overrides(sweep, ["r"], ["paper.dev_ppl=4.5"])
+    sweep_spec.check_overrides(sweep, ["r"], ["num_layers=1"])
