@@ -432,3 +432,34 @@ def test_a_flag_over_a_none_field_is_one_line_in_the_trainer_and_in_the_sweeps_c
                                                  r"paper.dev_ppl to None"):
         sweep_spec.check_overrides(sweep, ["r"], ["paper.dev_ppl=4.5"])
     sweep_spec.check_overrides(sweep, ["r"], ["num_layers=1"])
+
+
+# --- Minor: an unreadable checkpoint's warning ------------------------------------------------------
+
+
+def test_an_unreadable_checkpoint_is_named_in_one_short_line(random_run: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    import shutil
+
+    from attention_jax.checkpointing import checkpoints, error_lines, params_checkpoints
+
+    damaged = tmp_path / "damaged_checkpoint"
+    shutil.copytree(random_run, damaged, symlinks=True)
+    for array_file in (damaged / "checkpoints" / "1").rglob("*"):
+        if array_file.is_file() and ("d" in array_file.parts or array_file.parent.name == "d"):
+            array_file.write_bytes(b"")  # The array data cut to nothing, as a full disk leaves it.
+    abstract = params_checkpoints.abstract_inference_params(checkpoints.read_config(str(damaged)))
+    with pytest.raises(Exception) as failed:  # Whatever orbax and TensorStore raise for the damaged files.
+        params_checkpoints.restore_params(str(damaged / "checkpoints"), 1, abstract)
+    line = error_lines.reason_line(failed.value)
+    assert len(str(failed.value)) > 1000  # TensorStore's own message: the spec, the source locations.
+    assert "\n" not in line and len(line) <= error_lines.REASON_LIMIT + 40 and "tensorstore_spec" not in line
+    assert line.startswith(type(failed.value).__name__ + ": ")
+
+
+def test_reason_line_drops_tensorstore_annotations_and_collapses_lines() -> None:
+    from attention_jax.checkpointing import error_lines
+
+    error = ValueError('NOT_FOUND: Error opening "zarr3" driver:\n  Error reading "d/0" '
+                       "[source locations='tensorstore/x.cc:1'] [tensorstore_spec='{\n \"driver\": \"zarr3\"\n}']")
+    assert error_lines.reason_line(error) == 'ValueError: NOT_FOUND: Error opening "zarr3" driver: Error reading "d/0"'
+    assert error_lines.reason_line(RuntimeError("x" * 400)) == "RuntimeError: " + "x" * 300 + "..."
