@@ -47,6 +47,7 @@ from typing import Callable, Sequence
 from absl import app, flags
 
 from attention_jax import run_files
+from attention_jax.commands import quiet_exits
 from attention_jax.reports import sweep_report
 from launch import local_executor, row_processes, slurm_executor, sweep_record, sweep_spec, tpu_executor
 from launch.sweep_spec import RowJob, RowOutcome
@@ -430,4 +431,5 @@ def main(parsed: tuple[list[str], list[str]]) -> int:
 
 
 if __name__ == "__main__":
-    app.run(main, flags_parser=_parse_flags)
+    with quiet_exits.quiet_pipe_and_interrupt():  # `--dry_run | head`, Ctrl-C before rows run: 141 / 130.
+        app.run(main, flags_parser=_parse_flags)
