@@ -157,8 +157,9 @@ def resolve_seeds(sweep: sweep_spec.Sweep, count: int, overrides: Sequence[str])
     -----
     Raises ``ValueError`` for a negative count, or a common ``--config.seed`` together with seeds.
     """
-    if count < 0:
-        raise ValueError(f"--seeds={count}: give the number of seeds per row (>= 1), or 0 for none.")
+    if count < 0 or count > sweep_spec.MAX_SEEDS:
+        raise ValueError(f"--seeds={count}: give the number of seeds per row (1 to {sweep_spec.MAX_SEEDS}), "
+                         "or 0 for none.")
     seeds = tuple(range(count)) if count else sweep.seeds
     if seeds is not None and any(override.split("=", 1)[0] == "seed" for override in overrides):
         raise ValueError("--config.seed cannot be combined with seeds (--seeds or the sweep file's "

@@ -18,6 +18,12 @@ from attention_jax.experiment import schema
 ROW_NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 """A row name is a directory name: letters, digits, '_', '.', '-', not starting with a dot or dash."""
 
+MAX_SEEDS = 1000
+"""Seeds per row a sweep may ask for (``--seeds=10**12`` would build a trillion jobs before running any)."""
+
+MAX_SEED = 2**32 - 1
+"""The largest seed: ``config.seed``'s range in the schema (JAX keys keep 32 bits)."""
+
 _SHAPE_HINT = "get_sweep() returns {row name: {field: value, ...}, ...}, e.g. {'A1': {'num_heads': 1}}"
 
 

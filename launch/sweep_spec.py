@@ -37,6 +37,7 @@ from attention_jax.experiment import schema, sections
 from launch import sweep_file_checks
 
 ROW_NAME_PATTERN = sweep_file_checks.ROW_NAME_PATTERN
+MAX_SEEDS = sweep_file_checks.MAX_SEEDS  # Seeds per row, --seeds or get_seeds().
 OVERRIDE_PREFIX = "--config."
 
 
@@ -73,13 +74,18 @@ def check_seeds(seeds: Sequence[int], where: str) -> tuple[int, ...]:
 
     Notes
     -----
-    Raises ``ValueError`` for an empty list, a negative or non-integer seed, or a repeated one.
+    Raises ``ValueError`` for an empty list, more than ``MAX_SEEDS`` seeds, a seed that is no integer in
+    ``config.seed``'s range, or a repeated one.
     """
     seeds = tuple(seeds)
     if not seeds:
         raise ValueError(f"{where}: no seeds.")
-    if any(not isinstance(seed, int) or isinstance(seed, bool) or seed < 0 for seed in seeds):
-        raise ValueError(f"{where}: seeds must be integers >= 0; got {list(seeds)}.")
+    if len(seeds) > sweep_file_checks.MAX_SEEDS:
+        raise ValueError(f"{where}: {len(seeds)} seeds per row; at most {sweep_file_checks.MAX_SEEDS}.")
+    if any(not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed <= sweep_file_checks.MAX_SEED
+           for seed in seeds):
+        raise ValueError(f"{where}: seeds must be integers in [0, {sweep_file_checks.MAX_SEED}] (config.seed's "
+                         f"range); got {list(seeds)[:10]}.")
     if len(set(seeds)) != len(seeds):
         raise ValueError(f"{where}: repeated seeds in {list(seeds)}.")
     return seeds

@@ -463,3 +463,16 @@ def test_reason_line_drops_tensorstore_annotations_and_collapses_lines() -> None
                        "[source locations='tensorstore/x.cc:1'] [tensorstore_spec='{\n \"driver\": \"zarr3\"\n}']")
     assert error_lines.reason_line(error) == 'ValueError: NOT_FOUND: Error opening "zarr3" driver: Error reading "d/0"'
     assert error_lines.reason_line(RuntimeError("x" * 400)) == "RuntimeError: " + "x" * 300 + "..."
+
+
+def test_seeds_beyond_config_seeds_range_or_too_many_are_refused(tmp_path: pathlib.Path) -> None:
+    with pytest.raises(ValueError, match=r"seeds must be integers in \[0, 4294967295\]"):
+        sweep_spec.check_seeds([0, 2**32], "get_seeds()")
+    with pytest.raises(ValueError, match=r"1001 seeds per row; at most 1000"):
+        sweep_spec.check_seeds(range(1001), "get_seeds()")
+    assert sweep_spec.check_seeds([0, 2**32 - 1], "get_seeds()") == (0, 2**32 - 1)
+    from launch import sweep
+
+    loaded = sweep_spec.load_sweep(_sweep_file(tmp_path, "{'a': {}}"))
+    with pytest.raises(ValueError, match=r"--seeds=1000000000000: give the number of seeds per row \(1 to 1000\)"):
+        sweep.resolve_seeds(loaded, 10**12, [])  # Refused before a trillion seeds are listed.
