@@ -344,7 +344,7 @@ def test_results_record_the_bleu_sentences_decoded_not_the_configs_number(tmp_pa
 
     data = fake_data.FakeData()
     decodable = len(data.text_pairs("validation"))
-    experiment = fake_data.tiny_experiment(num_train_steps=2, eval_every_steps=2, num_bleu_examples=500)
+    experiment = fake_data.tiny_experiment(num_train_steps=2, eval_every_steps=2, num_bleu_examples=500, beam_size=1)
     results = train.train_and_evaluate(experiment, str(tmp_path), data=data)
     assert decodable < 500 and results["bleu"] is not None
     assert results["bleu_num_examples"] == decodable
@@ -388,7 +388,7 @@ def test_an_evaluation_that_scores_no_pair_says_so_and_writes_null(random_run: p
     from attention_jax.decoding import inference
     from attention_jax.evaluation import translation_quality
 
-    translator = inference.make_translator(inference.load_run(str(random_run)), batch_size=4)
+    translator = inference.make_translator(inference.load_run(str(random_run)), beam_size=1, batch_size=4)
     long_side = " ".join(["hello world"] * 40)  # Far beyond the model's 24 positions.
     none_fit = translation_quality.evaluate(translator, [(long_side, long_side), ("hello", long_side)])
     assert none_fit.num_target_tokens == 0 and none_fit.num_skipped_for_perplexity == 2
