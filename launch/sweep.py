@@ -47,6 +47,7 @@ from typing import Callable, Sequence
 from absl import app, flags
 
 from attention_jax import run_files
+from attention_jax.commands import quiet_exits
 from attention_jax.reports import sweep_report
 from launch import local_executor, row_processes, slurm_executor, sweep_record, sweep_spec, tpu_executor
 from launch.sweep_spec import RowJob, RowOutcome
@@ -156,8 +157,9 @@ def resolve_seeds(sweep: sweep_spec.Sweep, count: int, overrides: Sequence[str])
     -----
     Raises ``ValueError`` for a negative count, or a common ``--config.seed`` together with seeds.
     """
-    if count < 0:
-        raise ValueError(f"--seeds={count}: give the number of seeds per row (>= 1), or 0 for none.")
+    if count < 0 or count > sweep_spec.MAX_SEEDS:
+        raise ValueError(f"--seeds={count}: give the number of seeds per row (1 to {sweep_spec.MAX_SEEDS}), "
+                         "or 0 for none.")
     seeds = tuple(range(count)) if count else sweep.seeds
     if seeds is not None and any(override.split("=", 1)[0] == "seed" for override in overrides):
         raise ValueError("--config.seed cannot be combined with seeds (--seeds or the sweep file's "
@@ -430,4 +432,5 @@ def main(parsed: tuple[list[str], list[str]]) -> int:
 
 
 if __name__ == "__main__":
-    app.run(main, flags_parser=_parse_flags)
+    with quiet_exits.quiet_pipe_and_interrupt():  # `--dry_run | head`, Ctrl-C before rows run: 141 / 130.
+        app.run(main, flags_parser=_parse_flags)

@@ -34,8 +34,10 @@ from typing import Any, Sequence
 import ml_collections
 
 from attention_jax.experiment import schema, sections
+from launch import sweep_file_checks
 
-ROW_NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+ROW_NAME_PATTERN = sweep_file_checks.ROW_NAME_PATTERN
+MAX_SEEDS = sweep_file_checks.MAX_SEEDS  # Seeds per row, --seeds or get_seeds().
 OVERRIDE_PREFIX = "--config."
 
 
@@ -72,13 +74,18 @@ def check_seeds(seeds: Sequence[int], where: str) -> tuple[int, ...]:
 
     Notes
     -----
-    Raises ``ValueError`` for an empty list, a negative or non-integer seed, or a repeated one.
+    Raises ``ValueError`` for an empty list, more than ``MAX_SEEDS`` seeds, a seed that is no integer in
+    ``config.seed``'s range, or a repeated one.
     """
     seeds = tuple(seeds)
     if not seeds:
         raise ValueError(f"{where}: no seeds.")
-    if any(not isinstance(seed, int) or isinstance(seed, bool) or seed < 0 for seed in seeds):
-        raise ValueError(f"{where}: seeds must be integers >= 0; got {list(seeds)}.")
+    if len(seeds) > sweep_file_checks.MAX_SEEDS:
+        raise ValueError(f"{where}: {len(seeds)} seeds per row; at most {sweep_file_checks.MAX_SEEDS}.")
+    if any(not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed <= sweep_file_checks.MAX_SEED
+           for seed in seeds):
+        raise ValueError(f"{where}: seeds must be integers in [0, {sweep_file_checks.MAX_SEED}] (config.seed's "
+                         f"range); got {list(seeds)[:10]}.")
     if len(set(seeds)) != len(seeds):
         raise ValueError(f"{where}: repeated seeds in {list(seeds)}.")
     return seeds
@@ -267,19 +274,16 @@ def load_sweep(config_file: str) -> Sweep:
         )
     if not callable(getattr(module, "get_config", None)):
         raise ValueError(f"{config_file} defines no get_config(); every config file needs one.")
-    row_overrides = {str(name): dict(overrides) for name, overrides in module.get_sweep().items()}
-    if not row_overrides:
-        raise ValueError(f"{config_file}: get_sweep() returned no rows.")
-    bad = [name for name in row_overrides if not ROW_NAME_PATTERN.match(name)]
-    if bad:
-        raise ValueError(
-            f"{config_file}: row names {bad} cannot be directory names; use letters, digits, '_', '.', '-'."
-        )
+    row_overrides = sweep_file_checks.checked_rows(config_file, module.get_sweep())
     seeds = None
     if callable(getattr(module, "get_seeds", None)):
-        seeds = check_seeds([int(seed) for seed in module.get_seeds()], f"{config_file}: get_seeds()")
+        seeds = check_seeds(sweep_file_checks.seeds_as_list(config_file, module.get_seeds()),
+                            f"{config_file}: get_seeds()")
+    takes_row_argument = _takes_argument(module.get_config)
+    if not takes_row_argument:  # The rows reach the trainer as flags: they must read back as checked.
+        sweep_file_checks.check_flags_read_back(config_file, row_overrides)
     return Sweep(config_file=config_file, row_overrides=row_overrides,
-                 takes_row_argument=_takes_argument(module.get_config), seeds=seeds, module=module)
+                 takes_row_argument=takes_row_argument, seeds=seeds, module=module)
 
 
 def select_rows(sweep: Sweep, rows: str) -> list[str]:
@@ -390,7 +394,9 @@ def check_overrides(sweep: Sweep, rows: Sequence[str], overrides: Sequence[str])
     parsed = [parse_override(override, f"--config.{override}") for override in overrides]
     for row in rows:
         where = f"{sweep.config_file} row {row}"
-        fields = sections.plain_fields(sweep.row_config(row))
+        row_config = sweep.row_config(row)
+        sweep_file_checks.refuse_flags_over_none(row_config, [key for key, _ in parsed], where)
+        fields = sections.plain_fields(row_config)
         for key, value in parsed:
             top, _, figure = key.partition(".")
             if figure:
@@ -398,12 +404,6 @@ def check_overrides(sweep: Sweep, rows: Sequence[str], overrides: Sequence[str])
             else:
                 fields[key] = value
         sections.build_experiment(fields, where)
-
-
-def _flag_value(value: Any) -> str:
-    if isinstance(value, (tuple, list)):
-        return "(" + ",".join(_flag_value(item) for item in value) + ("," if len(value) == 1 else "") + ")"
-    return str(value)
 
 
 def row_argv(sweep: Sweep, row: str, workdir: str, overrides: Sequence[str], *, python: str,
@@ -440,7 +440,7 @@ def row_argv(sweep: Sweep, row: str, workdir: str, overrides: Sequence[str], *, 
         argv += [f"--config={config_path}:{row}", f"--workdir={workdir}"]
     else:
         argv += [f"--config={config_path}", f"--workdir={workdir}"]
-        argv += [f"{OVERRIDE_PREFIX}{key}={_flag_value(value)}"
+        argv += [f"{OVERRIDE_PREFIX}{key}={sweep_file_checks.flag_text(value)}"
                  for key, value in sweep.row_overrides[row].items()]
         argv.append(f"{OVERRIDE_PREFIX}name={row}")
     argv += [OVERRIDE_PREFIX + override for override in overrides]

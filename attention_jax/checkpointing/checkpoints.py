@@ -36,7 +36,7 @@ from etils import epath
 from jax.experimental import multihost_utils
 
 from attention_jax import run_files
-from attention_jax.checkpointing import full_disk
+from attention_jax.checkpointing import error_lines, full_disk
 from attention_jax.experiment import schema, sections
 from attention_jax.experiment.sections import Experiment
 
@@ -166,7 +166,7 @@ def read_config(workdir: str) -> Experiment:
         )
     try:
         saved = json.loads(path.read_text())
-    except json.JSONDecodeError as error:
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:  # Half-written, or another file copied over it.
         raise schema.ConfigError(f"{path} is not valid JSON ({error}): restore it from a copy of the run.") from None
     if not isinstance(saved, dict):
         raise schema.ConfigError(f"{path} holds no config (a JSON object of fields): restore it from a copy.")
@@ -449,8 +449,8 @@ class TrainingCheckpoints:
             try:
                 restored = self.restore(step, abstract_state)
             except Exception as error:  # Orbax/tensorstore raise many types for damaged files.
-                logging.warning("Checkpoint at step %d is unreadable (%s: %s); falling back to the "
-                                "previous one.", step, type(error).__name__, str(error)[:500])
+                logging.warning("Checkpoint at step %d is unreadable (%s); falling back to the "
+                                "previous one.", step, error_lines.reason_line(error))
                 failed.append(step)
                 continue
             self._move_aside(failed)

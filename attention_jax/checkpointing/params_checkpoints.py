@@ -19,7 +19,7 @@ from absl import logging
 from etils import epath
 
 from attention_jax import run_files
-from attention_jax.checkpointing import full_disk
+from attention_jax.checkpointing import error_lines, full_disk
 from attention_jax.checkpointing.checkpoints import PARAMS_ITEM, absolute_path, finished_steps, read_config
 from attention_jax.experiment.sections import Experiment
 from attention_jax.models import language_model
@@ -412,8 +412,10 @@ def load_for_inference(workdir: str, which: str = "latest", *,
             return restore_params(str(directory), step, abstract), config
         except Exception as error:  # Damaged files: try an older one for "latest".
             last_error = error
-        logging.warning("Checkpoint %s/%d is unreadable (%s).", directory, step, last_error)
-    raise FileNotFoundError(f"no readable checkpoint among {candidates} in {directory}: {last_error}")
+        logging.warning("Checkpoint %s/%d is unreadable (%s).", directory, step,
+                        error_lines.reason_line(last_error) if last_error else "no error")
+    raise FileNotFoundError(f"no readable checkpoint among {candidates} in {directory}: "
+                            f"{error_lines.reason_line(last_error) if last_error else 'none found'}")
 
 
 def average_last_params(workdir: str, count: int, *,

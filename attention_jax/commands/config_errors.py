@@ -191,8 +191,28 @@ def parse_flags_or_exit(argv: list[str]) -> list[str]:
         try:
             return flags.FLAGS(argv)
         except (flags.Error, AttributeError, KeyError, TypeError, ValueError) as error:
-            message = _one_line(str(error)) if str(error) else type(error).__name__
+            message = _none_field_message(str(error), argv) or (_one_line(str(error)) if str(error) else
+                                                                 type(error).__name__)
     _exit(program, message)
+
+
+_NONE_FIELD = re.compile(r"Type <class 'NoneType'> of field config\.(\S+) is not supported for overriding")
+
+
+def _none_field_message(error: str, argv: Sequence[str]) -> str | None:
+    """ml_collections' refusal to override a field its config file sets to None, as the user's one line.
+
+    ``ml_collections`` infers a flag's type from the config's value, and a ``None`` (a paper figure the
+    config has no counterpart for: ``configs/tiny.py``'s ``paper.dev_ppl``) has none; its message lists
+    its supported types. Returns None for any other error.
+    """
+    found = _NONE_FIELD.search(error)
+    if found is None:
+        return None
+    field = found.group(1)
+    return (f"--config.{field}: {config_spec(argv)} sets {field} to None, and ml_collections cannot infer a "
+            f"flag's type from None: set {field} in the config file (or a copy of it) instead of on the "
+            f"command line.")
 
 
 def _exit(program: str, message: str) -> NoReturn:

@@ -26,7 +26,7 @@ from typing import Callable, Sequence
 from absl import app, flags
 
 from attention_jax import user_errors
-from attention_jax.commands import quiet_libraries, shipped_configs
+from attention_jax.commands import quiet_exits, quiet_libraries, shipped_configs
 
 
 def add_config_import_paths(argv: Sequence[str], flag_name: str = "config") -> list[str]:
@@ -85,7 +85,8 @@ def run_command(command: types.ModuleType,
     one line with status 2: :func:`~attention_jax.user_errors.usage_errors_in_one_line`), and
     :func:`~attention_jax.user_errors.arm_exit_deadline` makes sure the process does end with it
     (a library thread that blocks the interpreter's shutdown is cut short after
-    :data:`~attention_jax.user_errors.SHUTDOWN_GRACE_S` seconds).
+    :data:`~attention_jax.user_errors.SHUTDOWN_GRACE_S` seconds). A closed stdout pipe and Ctrl-C end
+    the command quietly with status 141 and 130 (:mod:`attention_jax.commands.quiet_exits`).
     """
     program = sys.modules["__main__"]
     if not program.__doc__:  # A console script's wrapper; `python -m` runs the shim, whose doc is the command's.
@@ -96,8 +97,9 @@ def run_command(command: types.ModuleType,
     quiet_libraries.install()  # Other libraries' INFO lines only at --verbosity=1.
     name = command.__name__.rpartition('.')[2]
     try:
-        app.run(user_errors.usage_errors_in_one_line(name, command.main),
-                flags_parser=flags_parser or user_errors.flag_errors_in_one_line(name))
+        with quiet_exits.quiet_pipe_and_interrupt():  # `translate | head`, Ctrl-C: status 141 / 130, no traceback.
+            app.run(user_errors.usage_errors_in_one_line(name, command.main),
+                    flags_parser=flags_parser or user_errors.flag_errors_in_one_line(name))
     except SystemExit as leaving:
         status = leaving.code if isinstance(leaving.code, int) else 0 if leaving.code is None else 1
         user_errors.arm_exit_deadline(f"attention_jax.{name}", status)

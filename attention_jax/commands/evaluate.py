@@ -168,9 +168,12 @@ def _load_translator() -> tuple[TrainedRun, Translator, list[int] | None]:
 def _check_flags(split: str | None, label: str) -> None:
     """Refuse, in one line, flags that do not go together; nothing has been read or written yet."""
     from attention_jax import run_files
+    from attention_jax.commands import output_files
 
     if _NUM_EXAMPLES.value < 0:
         raise UserInputError(f"--num_examples must be >= 0 (0: all); got {_NUM_EXAMPLES.value}.")
+    if _OUTPUT.value:  # --output=RUN/config.json would break the run.
+        output_files.refuse_run_files(_OUTPUT.value, "--output", (_WORKDIR.value,))
     if split is None:
         if not (_SOURCE.value and _REFERENCE.value):
             given, missing = ("--source", "--reference") if _SOURCE.value else ("--reference", "--source")
@@ -190,12 +193,13 @@ def _check_flags(split: str | None, label: str) -> None:
 
 def _print_figures(result: EvaluationResult, described: str) -> None:
     """Print the scores with their signatures and the perplexity, then flush (they come before any write)."""
+    from attention_jax.evaluation import translation_quality
+
     print(f"evaluated {described}")
     print(f"BLEU = {result.bleu:.2f}  ({result.bleu_signature})")
     print(f"chrF2 = {result.chrf:.2f}  ({result.chrf_signature})")
     print(f"TER = {result.ter:.2f}  ({result.ter_signature})")
-    print(f"perplexity = {result.perplexity:.3f}  (cross-entropy {result.cross_entropy:.4f} nats/token, "
-          f"{result.num_target_tokens} tokens)")
+    print(translation_quality.perplexity_line(result))  # Says so when pairs were skipped, or none scored.
     sys.stdout.flush()
 
 

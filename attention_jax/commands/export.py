@@ -21,10 +21,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import sys
 from typing import Any
 
 from absl import app, flags, logging
 
+from attention_jax.commands import output_files
 from attention_jax.user_errors import UserInputError, exit_with_error
 
 FORMATS = ("safetensors", "jax_export")
@@ -54,8 +56,7 @@ def _check_flags() -> tuple[str, str]:
         raise UserInputError("--workdir is required: the training run to export.")
     if not _OUT.value:
         raise UserInputError("--out is required: the file to write.")
-    if os.path.isdir(_OUT.value):
-        raise UserInputError(f"--out={_OUT.value} is a directory; name the file to write.")
+    output_files.check_output_file(_OUT.value, "--out", (_WORKDIR.value,))  # Never over the run's own files.
     if _FORMAT.value not in FORMATS:
         raise UserInputError(f"--format must be one of {', '.join(FORMATS)}; got {_FORMAT.value!r}.")
     if _AVERAGE_LAST.value < 0:
@@ -136,12 +137,20 @@ def main(argv: list[str]) -> None:
         logging.set_verbosity(logging.WARNING)
     try:
         workdir, out = _check_flags()
+        note = output_files.replacement_note(out, "--out")
         record = export(workdir, out, _FORMAT.value, checkpoint=_CHECKPOINT.value,
                         average_last=_AVERAGE_LAST.value, function=_FUNCTION.value, batch_size=_BATCH_SIZE.value,
                         source_len=_SOURCE_LEN.value, target_len=_TARGET_LEN.value, beam_size=_BEAM_SIZE.value,
                         alpha=_ALPHA.value, platforms=_PLATFORMS.value)
     except (FileNotFoundError, ValueError) as error:  # UserInputError is a ValueError.
         exit_with_error("attention_jax.export", str(error))
+    except OSError as error:  # A full disk, a directory made read-only: the temporary file is already gone.
+        message = output_files.write_error_message(error, _OUT.value or "", "--out")
+        if message is None:
+            raise
+        exit_with_error("attention_jax.export", message)
+    if note:
+        print(note, file=sys.stderr)
     print(json.dumps(record))
 
 

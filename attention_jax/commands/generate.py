@@ -32,7 +32,7 @@ _TEMPERATURE = flags.DEFINE_float("temperature", 1.0, "Sampling temperature; 0 i
 _TOP_K = flags.DEFINE_integer("top_k", 0, "Sample among the k most likely tokens (0: all).")
 _TOP_P = flags.DEFINE_float("top_p", 1.0, "Sample within the nucleus of this probability (1: all).")
 _MAX_NEW_TOKENS = flags.DEFINE_integer("max_new_tokens", 50, "Tokens generated after the prompt at most.")
-_SEED = flags.DEFINE_integer("seed", 0, "Sampling seed.")
+_SEED = flags.DEFINE_integer("seed", 0, "Sampling seed (32 bits).", lower_bound=0, upper_bound=2**32 - 1)
 _EVAL_SPLIT = flags.DEFINE_string("eval_split", None,
                                   "Measure perplexity and bits per byte on this split instead of generating.")
 _EVAL_STRIDE = flags.DEFINE_integer(

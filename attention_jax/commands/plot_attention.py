@@ -32,10 +32,12 @@ def main(argv: list[str]) -> None:
     """Compute and draw the attention maps for ``--text``."""
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+    from attention_jax.commands import output_files
     from attention_jax.decoding import inference  # Imported here so --help is fast.
     from attention_jax.evaluation import attention_maps, attention_plots
 
     try:
+        output_files.check_output_file(_OUT.value, "--out", (_WORKDIR.value,))  # Never over the run's own files.
         run = inference.load_run(_WORKDIR.value, _CHECKPOINT.value)
         maps = attention_maps.attention_maps(
             run.model_config, run.params, run.tokenizer, _TEXT.value, _TARGET.value,
@@ -46,6 +48,11 @@ def main(argv: list[str]) -> None:
         exit_with_error("plot_attention", str(error))
     except (FileNotFoundError, ValueError) as error:
         exit_with_error("plot_attention", str(error))
+    except OSError as error:  # A full disk while drawing.
+        message = output_files.write_error_message(error, _OUT.value, "--out")
+        if message is None:
+            raise
+        exit_with_error("plot_attention", message)
     print(f"{maps['source']} -> {maps['target']}")
     print(f"wrote {_OUT.value}")
 

@@ -93,12 +93,23 @@ class Tokenizer:
 
         Notes
         -----
-        Raises FileNotFoundError when the file does not exist.
+        Raises FileNotFoundError when the file does not exist, and
+        :class:`attention_jax.user_errors.UserInputError` (a ``ValueError``), one line naming the file, when
+        it is not a SentencePiece model this project wrote (truncated, damaged or another file copied over it:
+        SentencePiece's own ``RuntimeError`` names no file).
         """
         if not os.path.exists(model_path):
             raise FileNotFoundError(f"No SentencePiece model at {model_path}.")
         with open(model_path, "rb") as model_file:
-            return cls(model_file.read())
+            model_proto = model_file.read()
+        try:
+            return cls(model_proto)
+        except (RuntimeError, ValueError) as error:
+            reason = " ".join(str(error).split())[:160]
+            raise UserInputError(
+                f"{model_path} is not a readable SentencePiece model ({len(model_proto)} bytes: {reason}): the file "
+                f"is damaged or truncated. Restore it from a copy of the run; the weights need its token ids."
+            ) from None
 
     @property
     def vocab_size(self) -> int:

@@ -131,7 +131,8 @@ def load_run(workdir: str, checkpoint: str = "latest", *, average_last: int = 0,
     Raises ``FileNotFoundError`` for a missing workdir, config or checkpoint and ``ValueError`` for
     parameters that do not fit the config, with messages that say what to do. The tokenizer is the
     run's own ``tokenizer.model`` (written by training), so no corpus is opened; a run without one is
-    refused (:class:`attention_jax.user_errors.MissingInputError`): a tokenizer rebuilt from the corpus
+    refused (:class:`attention_jax.user_errors.MissingInputError`), and so is a damaged one
+    (:class:`attention_jax.user_errors.UserInputError`, a ``ValueError``): a tokenizer rebuilt from the corpus
     need not be the one the weights were trained with (the corpus may have changed since), and its
     token ids would decode to garbage. ``"latest"`` tolerates a trainer that rotates checkpoints away
     meanwhile (``config.keep_checkpoints``): when the chosen one disappears while it is read, the newest
@@ -146,11 +147,12 @@ def load_run(workdir: str, checkpoint: str = "latest", *, average_last: int = 0,
             f"{tokenizer_path} is missing: the run's weights belong to the token ids of the tokenizer it was "
             f"trained with, which a tokenizer rebuilt from config.dataset need not match. Restore that file from "
             f"a copy of the run; it cannot be decoded without it.")
+    tokenizer = Tokenizer.load(tokenizer_path)  # A damaged file: one line naming it, before any checkpoint.
     params, config, checkpoint = _load_params(workdir, checkpoint, average_last)
     model_config = config.model
     if model_kind == "encoder_decoder":
         decode.check_params_match(model_config, params)
-    return TrainedRun(workdir, checkpoint, config, model_config, params, Tokenizer.load(tokenizer_path))
+    return TrainedRun(workdir, checkpoint, config, model_config, params, tokenizer)
 
 
 def _load_params(workdir: str, checkpoint: str, average_last: int) -> tuple[Any, Experiment, str]:

@@ -462,12 +462,14 @@ def write_report(path: str, report: dict[str, Any], hypotheses: Sequence[str],
     Notes
     -----
     Raises ``ValueError`` when ``pairs`` and ``hypotheses`` differ in length (before anything is written).
+    A figure that is not finite (the perplexity of no scored pair) is written as ``null``
+    (:func:`finite_or_none`): JSON has no ``NaN``, and parsers reject Python's.
     """
     if pairs is not None and len(pairs) != len(hypotheses):
         raise ValueError(f"write_report needs one (source, reference) pair per hypothesis; got {len(pairs)} "
                          f"pairs and {len(hypotheses)} hypotheses.")
     with open(path, "w", encoding="utf-8") as report_file:
-        json.dump(report, report_file, indent=2)
+        json.dump(finite_or_none(report), report_file, indent=2, allow_nan=False)  # NaN: not JSON, so null.
         report_file.write("\n")
     written = [run_files.hypotheses_path(path)]
     with open(written[0], "w", encoding="utf-8") as hypotheses_file:
@@ -479,3 +481,49 @@ def write_report(path: str, report: dict[str, Any], hypotheses: Sequence[str],
                 line = {"source": source, "reference": reference, "hypothesis": hypothesis}
                 translations_file.write(json.dumps(line, ensure_ascii=False) + "\n")
     return written
+
+
+def finite_or_none(value: Any) -> Any:
+    """``value`` with every float that is NaN or infinite replaced by None, in nested dicts and lists.
+
+    Parameters
+    ----------
+    value : Any
+        JSON-able figures.
+
+    Returns
+    -------
+    Any
+        The same structure; ``float("nan")`` becomes None (``null`` in JSON).
+    """
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: finite_or_none(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite_or_none(item) for item in value]
+    return value
+
+
+def perplexity_line(result: EvaluationResult) -> str:
+    """The perplexity line ``evaluate`` prints: the figure, its tokens, and the pairs it could not score.
+
+    Parameters
+    ----------
+    result : EvaluationResult
+        An evaluation's figures.
+
+    Returns
+    -------
+    str
+        ``perplexity = 3.210  (cross-entropy 1.1663 nats/token, 812 tokens)``, with ``; 3 of 100 pairs
+        skipped: a side longer than the model takes`` when some were left out, or, when none could be
+        scored, a line that says so instead of ``nan`` (the report then holds ``null``).
+    """
+    skipped, total = result.num_skipped_for_perplexity, result.num_examples
+    if result.num_target_tokens == 0:
+        return (f"perplexity = none: no pair could be scored ({skipped} of {total} pairs skipped: a side longer "
+                f"than the model takes); the report holds null.")
+    line = (f"perplexity = {result.perplexity:.3f}  (cross-entropy {result.cross_entropy:.4f} nats/token, "
+            f"{result.num_target_tokens} tokens)")
+    return line + (f"; {skipped} of {total} pairs skipped: a side longer than the model takes" if skipped else "")

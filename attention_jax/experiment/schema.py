@@ -133,7 +133,8 @@ FIELDS: tuple[Field, ...] = (
     # --- experiment ---------------------------------------------------------------------------------
     Field("name", "experiment", "str", "base", "The run's name in reports and TensorBoard (a sweep sets the row's)."),
     Field("paper", "experiment", "paper", None, "The paper's figures for this row (keys PAPER_FIGURES; None: none)."),
-    Field("seed", "experiment", "int", 0, "Parameter initialisation, dropout keys and batch order.", **_NON_NEGATIVE),
+    Field("seed", "experiment", "int", 0, "Parameter initialisation, dropout keys and batch order (32 bits: JAX keys "
+          "drop the higher ones).", minimum=0, maximum=2**32 - 1),
     Field("user_modules", "experiment", "str_tuple", (), "Python modules imported before the config is checked, "
           "where your own registry entries live (docs/extending.md)."),
     Field("model_kind", "experiment", "str", "encoder_decoder", "The Transformer of the paper, or a decoder-only "

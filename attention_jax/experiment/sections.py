@@ -16,7 +16,7 @@ from typing import Any, Mapping
 from attention_jax import run_files
 from attention_jax.data import batching, packing
 from attention_jax.data.data_config import DataConfig
-from attention_jax.experiment import schema
+from attention_jax.experiment import schema, size_limits
 from attention_jax.experiment.schema import ConfigError
 from attention_jax.models import flops
 from attention_jax.models.decode_settings import DecodeSettings
@@ -289,6 +289,7 @@ def build_experiment(config: Any, where: str) -> Experiment:
     """
     fields = plain_fields(config)
     schema.check_config(fields, where)
+    size_limits.check_sizes(fields, where)  # 10**40 layers: refused here, before any shape is built.
     try:
         _check_relations(fields)
         model = _model_config(fields)

@@ -15,6 +15,7 @@ import jax
 
 from attention_jax import run_files
 from attention_jax.checkpointing import resume_checks
+from attention_jax.data.tokenizer import Tokenizer
 from attention_jax.experiment.sections import Experiment
 from attention_jax.models import attention_registry
 from attention_jax.training import early_stopping, sharding
@@ -62,9 +63,22 @@ def check_data(experiment: Experiment, data: Any) -> None:
     if data.tokenizer.vocab_size > experiment.model.vocab_size:
         raise UserInputError(f"the tokenizer has {data.tokenizer.vocab_size} tokens but the model's "
                              f"vocab_size is {experiment.model.vocab_size}: raise config.vocab_size.")
-    dev_pairs = (getattr(data, "stats", None) or {}).get("examples", {}).get("validation")
+    stats = getattr(data, "stats", None) or {}
+    dev_pairs = stats.get("examples", {}).get("validation")
     if dev_pairs is not None:  # Real corpora count their dev pairs; test doubles may not.
         early_stopping.EarlyStopping.from_config(experiment.run).check_dev_split(int(dev_pairs))
+        _check_dev_pairs_fit(experiment, int(dev_pairs), stats)
+
+
+def _check_dev_pairs_fit(experiment: Experiment, dev_pairs: int, stats: dict[str, Any]) -> None:
+    """Refuse a dev split none of whose pairs fits ``max_len``: every evaluation would score nothing (ppl NaN)."""
+    left_out = sum(int(stats.get(reason, {}).get("validation", 0)) for reason in ("dropped_too_long", "dropped_empty"))
+    if dev_pairs > 0 and left_out >= dev_pairs:
+        raise UserInputError(
+            f"none of the {dev_pairs} dev pairs fits config.max_len={experiment.data.max_len} tokens (EOS included; "
+            f"{stats.get('dropped_too_long', {}).get('validation', 0)} are longer, "
+            f"{stats.get('dropped_empty', {}).get('validation', 0)} have an empty side): every evaluation, the "
+            f"final one included, would score no pair. Raise --config.max_len.")
 
 
 def check_tokenizer(experiment: Experiment, workdir: str, data: Any, step: int) -> None:
@@ -98,6 +112,7 @@ def check_tokenizer(experiment: Experiment, workdir: str, data: Any, step: int) 
     with open(path, "rb") as file:
         if file.read() == bytes(model_proto):
             return
+    Tokenizer.load(path)  # A damaged or truncated file is named as such, not as another corpus's tokenizer.
     raise UserInputError(
         f"{path} differs from the tokenizer of config.dataset={experiment.data.dataset!r}: the run's weights were "
         f"trained on its own token ids. Train on new data in a new --workdir.")

@@ -421,7 +421,8 @@ def _results(run: TrainingRun) -> dict[str, Any]:
         "eval_accuracy": run.last_eval.get("accuracy"),
         "bleu": run.last_eval.get("bleu"),  # Sampled: the first num_bleu_examples dev sentences.
         "bleu_signature": run.last_eval.get("bleu_signature"),
-        "bleu_num_examples": experiment.run.num_bleu_examples if run.last_eval.get("bleu") is not None else None,
+        "bleu_num_examples": (run.last_eval.get("bleu_sentences", experiment.run.num_bleu_examples)  # As decoded.
+                              if run.last_eval.get("bleu") is not None else None),
         "stop_reason": run.stop_reason,
         **run.early_stopping.to_progress(),
         "params": run.num_params,

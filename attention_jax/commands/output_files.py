@@ -1,0 +1,137 @@
+"""The file a command writes at the user's request (``export --out``, ``plot_attention --out``): checked first.
+
+A command that writes a file the user named can be pointed at a run's own file (``export
+--out=RUN/tokenizer.model`` would break the run: ``translate`` then fails to decode), at a directory it
+cannot write, or at a full disk. :func:`check_output_file` refuses the first two before any work, in one
+line; :func:`write_error_message` turns the ``OSError`` of a write that still fails (a full disk, a
+directory made read-only meanwhile) into the line the command prints with exit status 2. Replacing any
+other existing file is allowed and said on stderr (:func:`replacement_note`).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+
+from attention_jax import run_files
+from attention_jax.user_errors import UserInputError
+
+_WRITE_ERRNOS = (errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT, errno.ENOENT,
+                 errno.ENAMETOOLONG, errno.ENOTDIR, errno.EISDIR)
+
+
+RUN_OWN_NAMES = frozenset({
+    run_files.CONFIG_FILE, run_files.TOKENIZER_FILE, run_files.DATA_SPLITS_FILE, run_files.FINE_TUNED_FROM_FILE,
+    run_files.METRICS_FILE, run_files.RESULTS_FILE, run_files.LOCK_FILE, run_files.LENGTH_BUCKETS_FILE,
+    run_files.POSITION_LOSSES_FILE, run_files.CHECKPOINT_DIR, run_files.CORRUPT_DIR, run_files.AVERAGED_DIR,
+    run_files.BEST_DIR, run_files.TENSORBOARD_DIR, run_files.LOG_FILE, run_files.LAUNCH_FILE,
+})
+"""The files and directories of a run's top level that only training and its evaluations write."""
+
+
+def _is_inside(path: str, directory: str) -> bool:
+    path, directory = os.path.realpath(path), os.path.realpath(directory)
+    return os.path.commonpath([path, directory]) == directory
+
+
+def check_output_file(path: str, flag: str, run_directories: tuple[str, ...] = ()) -> None:
+    """Refuse an output file that would overwrite a run's own file or that cannot be created.
+
+    Parameters
+    ----------
+    path : str
+        The file the command is asked to write.
+    flag : str
+        The flag that named it, e.g. ``"--out"``, named first in the error.
+    run_directories : tuple[str, ...]
+        The run directories the command reads (``--workdir``): none of their own files
+        (:data:`RUN_OWN_NAMES`: ``config.json``, ``tokenizer.model``, ``results.json``, the checkpoint
+        directories, ...) is written over, nor anything inside those directories; a new file of another
+        name beside them is fine.
+
+    Notes
+    -----
+    Raises :class:`UserInputError` in one line naming the path and the fix: one of a run's own files
+    or a path inside its checkpoint directories, a directory, or a directory to write it in that is a file or read-only
+    (:func:`run_files.check_directory`; a missing directory is created by the write).
+    """
+    refuse_run_files(path, flag, run_directories)
+    if os.path.isdir(path):
+        raise UserInputError(f"{flag}={path} is a directory; name the file to write.")
+    run_files.check_directory(os.path.dirname(os.path.abspath(path)), flag, writable=True,
+                              instead=f"Name a file in a writable directory with {flag}.")
+
+
+def refuse_run_files(path: str, flag: str, run_directories: tuple[str, ...]) -> None:
+    """Refuse an output file that is one of a run's own files (the first check of :func:`check_output_file`).
+
+    Parameters
+    ----------
+    path : str
+        The file the command is asked to write.
+    flag : str
+        The flag that named it.
+    run_directories : tuple[str, ...]
+        The run directories the command reads.
+
+    Notes
+    -----
+    Raises :class:`UserInputError` naming the run's file and the fix.
+    """
+    for run_directory in run_directories:
+        if not _is_inside(path, run_directory):
+            continue
+        relative = os.path.relpath(os.path.realpath(path), os.path.realpath(run_directory))
+        if relative.split(os.sep)[0] in RUN_OWN_NAMES:
+            raise UserInputError(f"{flag}={path} is the run's own {relative} in {run_directory}; writing over "
+                                 f"it would break the run: name a new file (outside the run, or a new name).")
+
+
+def replacement_note(path: str, flag: str) -> str | None:
+    """The note a command prints on stderr before it replaces an existing file; None for a new file.
+
+    Parameters
+    ----------
+    path : str
+        The file to be written.
+    flag : str
+        The flag that named it.
+
+    Returns
+    -------
+    str or None
+        ``"note: --out=PATH exists and is replaced."`` when the file exists.
+    """
+    return f"note: {flag}={path} exists and is replaced." if os.path.lexists(path) else None
+
+
+def write_error_message(error: OSError, path: str, flag: str) -> str | None:
+    """The one-line message for an ``OSError`` raised while writing ``path``; None for another error.
+
+    Parameters
+    ----------
+    error : OSError
+        What the write raised.
+    path : str
+        The file being written.
+    flag : str
+        The flag that named it.
+
+    Returns
+    -------
+    str or None
+        ``"cannot write --out=PATH: No space left on device (ENOSPC). ..."`` naming the fix, for a full
+        disk, a read-only or missing directory, or no permission; None for other errors (a programming
+        error keeps its traceback).
+
+    Notes
+    -----
+    The writers here (:func:`run_files.write_atomically` and those built on it) remove their
+    temporary file, so nothing half-written is left.
+    """
+    if error.errno not in _WRITE_ERRNOS:
+        return None
+    fix = ("free space and rerun" if error.errno in (errno.ENOSPC, errno.EDQUOT) else
+           "name a file in a writable directory")
+    return (f"cannot write {flag}={path}: {error.strerror} ({errno.errorcode.get(error.errno or 0, 'error')}); "
+            f"{fix}.")

@@ -1,0 +1,150 @@
+"""Sizes no run can have, refused from the checked fields before anything is built or written.
+
+Each field's own range (:mod:`attention_jax.experiment.schema`) says what a value may be; this module says
+how large the model and its arrays may grow together. Without it ``num_layers = 10**40`` passes every
+range, the trainer creates its work directory and then builds parameter shapes for ever; here it is one
+line naming the estimate, the limit and the fields that make it, in microseconds, from integer arithmetic
+on the fields alone (no shape is built).
+
+Three limits:
+
+- every integer field (a ``mesh_shape`` entry too) fits JAX's default integer, int32
+  (:data:`MAX_INT32`): the step counter, the learning-rate schedule and array dimensions are int32, so a
+  larger ``num_train_steps`` or ``warmup_steps`` would wrap around. ``seed`` has its own range in the
+  schema (32 bits);
+- the parameters (:func:`estimated_parameters`) at most :data:`MAX_PARAMETERS`;
+- the largest array of a training or decoding step (:func:`largest_array_elements`) at most
+  :data:`MAX_ARRAY_ELEMENTS` elements.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from attention_jax.experiment import schema
+
+MAX_INT32 = 2**31 - 1
+"""The largest integer field: JAX's default integer is int32 (the train state's step is one)."""
+
+MAX_PARAMETERS = 10**11
+"""Parameters a config may ask for: 100 billion, 400 GB in float32 before Adam's two moments."""
+
+MAX_ARRAY_ELEMENTS = 2**40
+"""Elements of the largest array one step builds (4 TiB in float32), the whole batch across devices."""
+
+_EXEMPT_FROM_INT32 = frozenset({"seed"})  # Its own range: a 32-bit unsigned seed (schema.FIELDS).
+
+
+def estimated_parameters(fields: Mapping[str, Any]) -> int:
+    """The parameters a checked config builds, counted from its fields without building a shape.
+
+    Parameters
+    ----------
+    fields : Mapping[str, Any]
+        A whole flat config whose fields passed :func:`schema.check_config`.
+
+    Returns
+    -------
+    int
+        Embedding and output matrices, every attention's projections, the feed-forward layers and a
+        learned position table; layer normalisations, biases and relative-position tables are left
+        out, so the figure is a little under the model's (within a few percent for the paper's models).
+
+    Notes
+    -----
+    Python integers: no overflow whatever the fields (a ``num_layers`` of ``10**40`` gives its product).
+    An encoder layer holds one attention and one feed-forward block, a decoder layer two attentions and
+    one; a decoder-only model has ``num_layers`` layers of one attention and one feed-forward block.
+    """
+    d_model, num_heads = fields["d_model"], fields["num_heads"]
+    key_dim = fields["key_dim"] or d_model // num_heads
+    value_dim = fields["value_dim"] or d_model // num_heads
+    attention = d_model * num_heads * (2 * key_dim + value_dim) + num_heads * value_dim * d_model  # Q, K, V, O.
+    feed_forward = 2 * d_model * fields["d_ff"]
+    embedding = fields["vocab_size"] * d_model
+    positions = (fields["max_len"] + fields["max_decode_extra_len"]) * d_model
+    if fields["model_kind"] == "decoder_only":
+        layers = fields["num_layers"] * (attention + feed_forward)
+        embeddings = embedding if fields["share_embeddings"] else 2 * embedding
+    else:
+        layers = fields["num_layers"] * ((attention + feed_forward) + (2 * attention + feed_forward))  # Enc + dec.
+        embeddings = embedding if fields["share_embeddings"] else 3 * embedding
+    learned_positions = positions if fields["positional_encoding"] == "learned" else 0
+    return layers + embeddings + learned_positions
+
+
+def largest_array_elements(fields: Mapping[str, Any]) -> tuple[int, str]:
+    """The elements of the largest array a training or decoding step of a checked config builds.
+
+    Parameters
+    ----------
+    fields : Mapping[str, Any]
+        A whole flat config whose fields passed :func:`schema.check_config`.
+
+    Returns
+    -------
+    tuple[int, str]
+        The elements, and what the array is (for the error line).
+
+    Notes
+    -----
+    The candidates: the output logits (``tokens_per_batch x vocab_size``), the feed-forward activations
+    (``tokens_per_batch x d_ff``), one layer's attention weights (``tokens_per_batch x num_heads x
+    max_len``: rows of ``max_len`` tokens, each attending to ``max_len`` keys) and one sentence's key/value
+    cache in beam search (``beam_size x (max_len + max_decode_extra_len) x d_model x num_layers x 2``).
+    """
+    tokens, max_len = fields["tokens_per_batch"], fields["max_len"]
+    decode_len = max_len + fields["max_decode_extra_len"]
+    candidates = [
+        (tokens * fields["vocab_size"], "the output logits, tokens_per_batch x vocab_size"),
+        (tokens * fields["d_ff"], "the feed-forward activations, tokens_per_batch x d_ff"),
+        (tokens * fields["num_heads"] * max_len, "the attention weights, tokens_per_batch x num_heads x max_len"),
+        (fields["beam_size"] * decode_len * fields["d_model"] * fields["num_layers"] * 2,
+         "beam search's key/value cache, beam_size x (max_len + max_decode_extra_len) x d_model x num_layers x 2"),
+    ]
+    return max(candidates, key=lambda candidate: candidate[0])
+
+
+def check_sizes(fields: Mapping[str, Any], where: str) -> None:
+    """Refuse a config whose integers, parameters or arrays no run can hold, in one line.
+
+    Parameters
+    ----------
+    fields : Mapping[str, Any]
+        A whole flat config whose fields passed :func:`schema.check_config`.
+    where : str
+        Where the config came from, named first in the error.
+
+    Notes
+    -----
+    Raises :class:`schema.ConfigError` naming the field (an integer beyond int32) or the estimate, the
+    limit and the fields to lower. Called by :func:`attention_jax.experiment.sections.build_experiment`
+    before the relations between fields are checked, so nothing downstream (the batch shapes, the
+    model) ever sees such a size.
+    """
+    for field in schema.FIELDS:
+        if field.kind not in ("int", "int_tuple") or field.name in _EXEMPT_FROM_INT32:
+            continue
+        values = tuple(fields[field.name]) if field.kind == "int_tuple" else fields[field.name]
+        if any(abs(value) > MAX_INT32 for value in (values if isinstance(values, tuple) else (values,))):
+            raise schema.ConfigError(f"{where}: {field.name}={_short(values)} is beyond "
+                                     f"{MAX_INT32:,} (2**31 - 1), JAX's int32: lower it.")
+    parameters = estimated_parameters(fields)
+    if parameters > MAX_PARAMETERS:
+        raise schema.ConfigError(
+            f"{where}: this model would have about {_short(parameters)} parameters, beyond the limit of "
+            f"{MAX_PARAMETERS:.0e}: lower num_layers={_short(fields['num_layers'])}, "
+            f"d_model={_short(fields['d_model'])}, d_ff={_short(fields['d_ff'])}, "
+            f"num_heads={_short(fields['num_heads'])} or vocab_size={_short(fields['vocab_size'])}.")
+    elements, what = largest_array_elements(fields)
+    if elements > MAX_ARRAY_ELEMENTS:
+        raise schema.ConfigError(f"{where}: a step would build {what}: about {_short(elements)} elements, "
+                                 f"beyond the limit of 2**40 ({MAX_ARRAY_ELEMENTS:.2e}): lower those fields.")
+
+
+def _short(value: int | tuple[int, ...]) -> str:
+    """An integer as written, or in scientific notation past 12 digits (``10**40`` is ``1e+40``)."""
+    if isinstance(value, tuple):
+        return "(" + ", ".join(_short(item) for item in value) + ("," if len(value) == 1 else "") + ")"
+    return f"{value:,}" if abs(value) < 10**12 else f"{float(value):.3g}"
