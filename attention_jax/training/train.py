@@ -185,8 +185,7 @@ def _next_micro_batches(run: TrainingRun) -> tuple[list[Batch], float]:
 def _format_duration(seconds: float) -> str:
     if not math.isfinite(seconds):
         return "?"
-    minutes, secs = divmod(int(seconds), 60)
-    hours, minutes = divmod(minutes, 60)
+    hours, minutes, secs = int(seconds) // 3600, int(seconds) // 60 % 60, int(seconds) % 60
     return f"{hours}h{minutes:02d}m{secs:02d}s" if hours else f"{minutes}m{secs:02d}s"
 
 
