@@ -101,6 +101,9 @@ class Sweep:
         The imported config file.
     seeds : tuple[int, ...] or None
         The file's ``get_seeds()`` (each row runs once per seed), or None when it defines none.
+    reference : str or None
+        The file's optional ``get_reference()``: the row the report compares every other row with (None:
+        the first row).
     """
 
     config_file: str
@@ -108,6 +111,7 @@ class Sweep:
     takes_row_argument: bool
     module: ModuleType = dataclasses.field(repr=False, compare=False)
     seeds: tuple[int, ...] | None = None
+    reference: str | None = None
 
     @property
     def row_names(self) -> tuple[str, ...]:
@@ -256,8 +260,9 @@ def load_sweep(config_file: str) -> Sweep:
     Notes
     -----
     Raises ``FileNotFoundError`` for a missing file and ``ValueError`` for a file that is not a sweep
-    (no ``get_sweep``), an empty sweep, row names that cannot be directory names, or a bad
-    ``get_seeds()`` (optional: the seeds every row runs with).
+    (no ``get_sweep``), an empty sweep, row names that cannot be directory names, a bad
+    ``get_seeds()`` (optional: the seeds every row runs with) or a ``get_reference()`` (optional: the
+    report's reference row) that is not a row.
     """
     module = _import_config_file(config_file)
     if not callable(getattr(module, "get_sweep", None)):
@@ -278,8 +283,15 @@ def load_sweep(config_file: str) -> Sweep:
     seeds = None
     if callable(getattr(module, "get_seeds", None)):
         seeds = check_seeds([int(seed) for seed in module.get_seeds()], f"{config_file}: get_seeds()")
+    reference = None
+    if callable(getattr(module, "get_reference", None)):
+        reference = str(module.get_reference())
+        if reference not in row_overrides:
+            raise ValueError(f"{config_file}: get_reference() returned {reference!r}, not a row of get_sweep() "
+                             f"({', '.join(row_overrides)}).")
     return Sweep(config_file=config_file, row_overrides=row_overrides,
-                 takes_row_argument=_takes_argument(module.get_config), seeds=seeds, module=module)
+                 takes_row_argument=_takes_argument(module.get_config), seeds=seeds, module=module,
+                 reference=reference)
 
 
 def select_rows(sweep: Sweep, rows: str) -> list[str]:
