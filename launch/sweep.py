@@ -429,5 +429,10 @@ def main(parsed: tuple[list[str], list[str]]) -> int:
     return 0 if all(outcome.ok for outcome in outcomes) else 1
 
 
-if __name__ == "__main__":
+def run() -> None:
+    """``python -m launch.sweep`` and ``attention-jax-sweep`` (:mod:`attention_jax.sweep`): parse flags, run."""
     app.run(main, flags_parser=_parse_flags)
+
+
+if __name__ == "__main__":
+    run()
