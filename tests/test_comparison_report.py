@@ -154,3 +154,27 @@ def test_curves_fall_back_to_training_loss_for_short_runs(own_root: pathlib.Path
     key, curves = comparison_plot.learning_curves(str(own_root), rows)
     assert key == comparison_plot.TRAIN_LOSS_KEY
     assert curves[("heads2", "seed_1")] == ([1, 2], [5.0 + 1, 2.5 + 1])
+
+
+def test_length_buckets_get_the_same_paired_treatment_as_the_positions_report() -> None:
+    # The committed positions sweep (docs/positions): the generic comparison of each length bucket against
+    # sinusoidal, read through the evaluation registry, equals the positions report's own CSV.
+    from attention_jax.reports import run_evaluations
+
+    root = str(pathlib.Path(__file__).resolve().parents[1] / "docs" / "positions")
+    _, rows = sweep_rows.read_sweep_rows(root)
+    metrics = run_evaluations.evaluation_metrics(root, rows)
+    assert "length_buckets/beyond_2x/perplexity" in {metric.name for metric in metrics}
+    compared = comparison.compare(root, rows, "sinusoidal", metrics)
+    with open(pathlib.Path(root) / "positions_by_length.csv", encoding="utf-8") as file:
+        expected = list(csv.DictReader(file))
+    assert len(expected) == 24  # Six encodings x four buckets.
+    for line in expected:
+        ppl = compared[line["row"]][f"length_buckets/{line['bucket']}/perplexity"]
+        bleu = compared[line["row"]][f"length_buckets/{line['bucket']}/bleu"]
+        assert ppl.mean == pytest.approx(float(line["ppl_mean"])) and ppl.se == pytest.approx(float(line["ppl_se"]))
+        assert bleu.mean == pytest.approx(float(line["bleu_mean"]))
+        if line["row"] != "sinusoidal":
+            assert ppl.change_mean == pytest.approx(float(line["ppl_change_mean"]))
+            assert ppl.change_se == pytest.approx(float(line["ppl_change_se"]))
+            assert bleu.change_mean == pytest.approx(float(line["bleu_difference_mean"]))

@@ -282,8 +282,9 @@ def compare(root: str, rows: Sequence[RowReport], reference: str,
     return comparison
 
 
-def recorded_metrics(comparison: Mapping[str, Mapping[str, MetricStats]],
-                     metrics: Sequence[Metric] = METRICS) -> list[Metric]:
-    """The metrics that at least one finished run of the sweep recorded, in :data:`METRICS` order."""
-    return [metric for metric in metrics
-            if any(stats[metric.name].values for stats in comparison.values())]
+def recorded_metrics(comparison: Mapping[str, Mapping[str, MetricStats]]) -> list[Metric]:
+    """The metrics compared that at least one finished run of the sweep recorded, in the order compared."""
+    if not comparison:
+        return []
+    compared = [stats.metric for stats in next(iter(comparison.values())).values()]
+    return [metric for metric in compared if any(stats[metric.name].values for stats in comparison.values())]

@@ -2,7 +2,9 @@
 
 :func:`write_comparison` writes ``OUT/<name>.md``, ``OUT/<name>.csv``, ``OUT/<name>.png`` (the paired change
 per row, one panel per chosen metric) and, when the runs logged metrics, ``OUT/<name>_curves.png``
-(:mod:`attention_jax.reports.comparison_plot`), where ``<name>`` is the sweep file's stem. The numbers are
+(:mod:`attention_jax.reports.comparison_plot`), where ``<name>`` is the sweep file's stem. The metrics are
+the runs' own scalars and those of the per-run evaluations (:mod:`attention_jax.reports.run_evaluations`:
+the positions experiment's length buckets, say). The numbers are
 :func:`attention_jax.reports.comparison.compare`'s; the reference row is chosen by
 :func:`resolve_reference`: ``report --reference=ROW``, else the sweep file's optional
 ``get_reference()`` (recorded in ``sweep.json`` as ``reference``), else the first row of ``get_sweep()``.
@@ -14,7 +16,7 @@ import csv
 import os
 from typing import Mapping, Sequence
 
-from attention_jax.reports import comparison, comparison_plot
+from attention_jax.reports import comparison, comparison_plot, run_evaluations
 from attention_jax.reports.comparison import Metric, MetricStats
 from attention_jax.reports.sweep_rows import RowReport
 from attention_jax.user_errors import UserInputError
@@ -118,8 +120,8 @@ def markdown_report(record: Mapping, rows: Sequence[RowReport], compared: Mappin
         The report.
     """
     title = f"# {record.get('report_name', 'sweep')}: {record.get('config_file', '(no sweep.json)')}"
-    relative = [metric.label for metric in comparison.METRICS if metric.relative]
-    difference = [metric.label for metric in comparison.METRICS if not metric.relative]
+    relative = [metric.label for metric in comparison.recorded_metrics(compared) if metric.relative]
+    difference = [metric.label for metric in comparison.recorded_metrics(compared) if not metric.relative]
     notes = [
         title,
         f"Every row against **{reference}** ({reference_source}; `report --reference=ROW` picks another), paired "
@@ -220,7 +222,8 @@ def write_comparison(root: str, record: Mapping, rows: Sequence[RowReport], out_
     The reference is resolved before anything is written (:class:`UserInputError` for a row not reported).
     """
     reference_row, source = resolve_reference(record, rows, reference)
-    compared = comparison.compare(root, rows, reference_row)
+    metrics = [*comparison.METRICS, *run_evaluations.evaluation_metrics(root, rows)]
+    compared = comparison.compare(root, rows, reference_row, metrics)
     name = str(record.get("report_name", "report"))
     os.makedirs(out_dir, exist_ok=True)
     stem = os.path.join(out_dir, name)
