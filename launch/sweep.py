@@ -47,7 +47,7 @@ from typing import Callable, Sequence
 from absl import app, flags
 
 from attention_jax import run_files
-from attention_jax.reports import sweep_report
+from attention_jax.reports import all_reports, sweep_report
 from launch import local_executor, row_processes, slurm_executor, sweep_record, sweep_spec, tpu_executor
 from launch.sweep_spec import RowJob, RowOutcome
 
@@ -369,8 +369,8 @@ def _write_report(plan: Plan, outcomes: Sequence[RowOutcome]) -> None:
         print(f"Report: python -m attention_jax.report {plan.root}")
         return
     try:
-        paths = sweep_report.write_report(plan.root)
-    except (ValueError, OSError) as error:  # A damaged results.json, a full disk: the rows' summary stands.
+        paths = all_reports.write_reports(plan.root, plan.root)  # What `attention_jax.report ROOT` writes.
+    except (ValueError, OSError) as error:  # A damaged results.json (UserInputError), a full disk: the summary stands.
         print(f"error: no report: {error}", file=sys.stderr)
         return
     print("Report: " + ", ".join(paths))

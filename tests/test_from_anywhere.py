@@ -6,15 +6,17 @@ from __future__ import annotations
 
 import os
 import pathlib
+import re
 import subprocess
 import sys
 
+import matplotlib.image
 import pytest
 
 import attention_jax.configs
 from attention_jax.commands import shipped_configs
 from attention_jax.user_errors import UserInputError
-from tests.support.sweep_cli import REPO_ROOT
+from tests.support.sweep_cli import REPO_ROOT, tiny_data_dir, tiny_flags  # noqa: F401 (a fixture)
 
 PAGE_SWEEP_FILE = (REPO_ROOT / "docs" / "extending.md").read_text().split("# my_sweep.py\n", 1)[1].split("```")[0]
 
@@ -64,3 +66,36 @@ def test_the_pages_sweep_runs_outside_the_repository(tmp_path: pathlib.Path) -> 
     for row in ("heads2", "heads8"):
         assert f"--workdir={work / 'runs' / 'my_sweep' / row / 'seed_1'}" in result.stdout
     assert not (work / "runs").exists()  # A dry run writes nothing.
+
+
+@pytest.mark.slow
+def test_the_pages_sweep_trains_and_reports_outside_the_repository(tmp_path: pathlib.Path,
+                                                                   tiny_data_dir: pathlib.Path) -> None:  # noqa: F811
+    # docs/extending.md's example, done: its sweep file in a directory outside the checkout, trained (two
+    # rows x two seeds, two steps each) by the launcher run from there, then reported against each row.
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "attention_jax").symlink_to(REPO_ROOT / "attention_jax", target_is_directory=True)
+    work = tmp_path / "elsewhere"
+    work.mkdir()
+    (work / "my_sweep.py").write_text(PAGE_SWEEP_FILE)
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(site)}
+
+    def run(*argv: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", *argv], cwd=work, env=env, capture_output=True, text=True,
+                              timeout=900)
+
+    trained = run("attention_jax.sweep", "--config=my_sweep.py", "--executor=local", "--root=runs/my_sweep",
+                  "--seeds=2", *tiny_flags(tiny_data_dir, 2))
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    report = (work / "runs" / "my_sweep" / "my_sweep.md").read_text(encoding="utf-8")  # Written by the launcher.
+    assert "against **heads2** (the first row of get_sweep()" in report
+    heads8 = next(line for line in report.splitlines() if line.startswith("| heads8 | 2 |"))  # dev PPL first.
+    assert re.search(r"\| [+-]\d+\.\d% ± \d+\.\d% \| 2 \| ", heads8), heads8  # A paired change with its SE.
+    for table2_text in ("paper", "newstest2013", "4.92", "no base row"):
+        assert table2_text not in report, table2_text
+    switched = run("attention_jax.report", "runs/my_sweep", "--reference=heads8", f"--out={tmp_path / 'out'}")
+    assert switched.returncode == 0, switched.stderr[-3000:]
+    assert "against **heads8** (--reference" in (tmp_path / "out" / "my_sweep.md").read_text(encoding="utf-8")
+    image = matplotlib.image.imread(tmp_path / "out" / "my_sweep.png")
+    assert image.std() > 0.01  # Points and error bars, not an empty figure.
