@@ -33,6 +33,7 @@ from typing import Any, Sequence
 
 import ml_collections
 
+from attention_jax.commands import shipped_configs
 from attention_jax.experiment import schema, sections
 
 ROW_NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -235,7 +236,8 @@ def _import_config_file(path: str) -> ModuleType:
     except SyntaxError as error:
         raise schema.ConfigError(f"{path} line {error.lineno}: SyntaxError: {error.msg}.") from None
     except Exception as error:  # Whatever the file raised while it was imported.
-        raise schema.ConfigError(f"importing {path} raised {type(error).__name__}: {error}") from None
+        raise schema.ConfigError(f"importing {path} raised {type(error).__name__}: {error}"
+                                 f"{shipped_configs.import_hint(error)}") from None
     return module
 
 

@@ -48,6 +48,25 @@ def test_without_a_checkout_it_is_one_line_saying_what_to_do(monkeypatch: pytest
         shipped_configs.use_checkout("attention-jax-sweep")
 
 
+def test_a_missing_configs_or_launch_module_says_what_to_do() -> None:
+    hint = shipped_configs.import_hint(ModuleNotFoundError("No module named 'configs'", name="configs"))
+    assert "from attention_jax.configs import tiny" in hint and "pip install -e" in hint
+    assert "attention-jax-sweep" in shipped_configs.import_hint(ModuleNotFoundError("x", name="launch.sweep"))
+    assert shipped_configs.import_hint(ModuleNotFoundError("x", name="numpyy")) == ""
+    assert shipped_configs.import_hint(ValueError("configs")) == ""
+
+
+def test_every_command_puts_the_checkout_last_on_the_path(tmp_path: pathlib.Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from attention_jax.commands import entry_points
+
+    monkeypatch.chdir(tmp_path)  # Outside the checkout.
+    checkout = os.path.realpath(REPO_ROOT)
+    monkeypatch.setattr(sys, "path", [path for path in sys.path if os.path.realpath(path or ".") != checkout])
+    added = entry_points.add_config_import_paths(["prog"])
+    assert os.path.realpath(sys.path[-1]) == checkout and os.path.realpath(added[-1]) == checkout
+
+
 @pytest.mark.slow
 def test_the_pages_sweep_runs_outside_the_repository(tmp_path: pathlib.Path) -> None:
     # Only the package is importable, as after `pip install -e .`: a folder holding a link to attention_jax/,

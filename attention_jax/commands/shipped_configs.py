@@ -87,6 +87,34 @@ def use_checkout(what: str) -> str:
     return root
 
 
+def import_hint(error: BaseException) -> str:
+    """What to do when a config or sweep file outside the checkout failed to import ``configs`` or ``launch``.
+
+    Parameters
+    ----------
+    error : BaseException
+        What importing the file raised.
+
+    Returns
+    -------
+    str
+        For ``No module named 'configs'`` (or ``'configs.<name>'``: a wheel install, or a command that does
+        not add the checkout to ``sys.path``): install from a checkout and write ``from attention_jax.configs
+        import <name>``; for ``'launch'``: run the launcher as ``attention-jax-sweep``; ``""`` otherwise.
+    """
+    if not isinstance(error, ModuleNotFoundError) or not error.name:
+        return ""
+    top = error.name.split(".")[0]
+    if top == "configs":
+        return (" (configs/ is a folder of the repository checkout, not an installed package: pip install -e the "
+                "checkout, and write `from attention_jax.configs import tiny` to use a shipped config from any "
+                "directory)")
+    if top == "launch":
+        return (" (launch/ is a folder of the repository: run the sweep launcher as attention-jax-sweep from any "
+                "directory)")
+    return ""
+
+
 def names() -> list[str]:
     """The shipped configs' names (``base``, ``big``, ``tiny``, ...), sorted; empty without a ``configs/`` folder.
 
