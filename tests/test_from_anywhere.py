@@ -118,3 +118,16 @@ def test_the_pages_sweep_trains_and_reports_outside_the_repository(tmp_path: pat
     assert "against **heads8** (--reference" in (tmp_path / "out" / "my_sweep.md").read_text(encoding="utf-8")
     image = matplotlib.image.imread(tmp_path / "out" / "my_sweep.png")
     assert image.std() > 0.01  # Points and error bars, not an empty figure.
+
+
+def test_the_pages_report_is_the_generated_one() -> None:
+    # docs/extending.md shows its example's report as the report command wrote it (docs/extending/), not
+    # typed: the page's Markdown block is a part of the committed file, and the file compares heads8 with
+    # heads2 over two paired seeds.
+    page = (REPO_ROOT / "docs" / "extending.md").read_text(encoding="utf-8")
+    shown = page.split("<!-- generated: docs/extending/my_sweep.md -->\n", 1)[1].split("<!-- end generated -->", 1)[0]
+    committed = (REPO_ROOT / "docs" / "extending" / "my_sweep.md").read_text(encoding="utf-8")
+    assert shown.strip() and shown.strip() in committed
+    heads8 = next(line for line in shown.splitlines() if line.startswith("| heads8 | 2 |"))
+    assert re.search(r"\| [+-]\d+\.\d% ± \d+\.\d% \| 2 \| ", heads8), heads8
+    assert (REPO_ROOT / "docs" / "extending" / "my_sweep.png").is_file()
