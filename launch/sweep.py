@@ -48,7 +48,7 @@ from absl import app, flags
 
 from attention_jax import run_files
 from attention_jax.commands import quiet_exits
-from attention_jax.reports import sweep_report
+from attention_jax.reports import all_reports, sweep_report
 from launch import local_executor, row_processes, slurm_executor, sweep_record, sweep_spec, tpu_executor
 from launch.sweep_spec import RowJob, RowOutcome
 
@@ -371,8 +371,8 @@ def _write_report(plan: Plan, outcomes: Sequence[RowOutcome]) -> None:
         print(f"Report: python -m attention_jax.report {plan.root}")
         return
     try:
-        paths = sweep_report.write_report(plan.root)
-    except (ValueError, OSError) as error:  # A damaged results.json, a full disk: the rows' summary stands.
+        paths = all_reports.write_reports(plan.root, plan.root)  # What `attention_jax.report ROOT` writes.
+    except (ValueError, OSError) as error:  # A damaged results.json (UserInputError), a full disk: the summary stands.
         print(f"error: no report: {error}", file=sys.stderr)
         return
     print("Report: " + ", ".join(paths))
@@ -431,6 +431,11 @@ def main(parsed: tuple[list[str], list[str]]) -> int:
     return 0 if all(outcome.ok for outcome in outcomes) else 1
 
 
-if __name__ == "__main__":
+def run() -> None:
+    """``python -m launch.sweep`` and ``attention-jax-sweep`` (:mod:`attention_jax.sweep`): parse flags, run."""
     with quiet_exits.quiet_pipe_and_interrupt():  # `--dry_run | head`, Ctrl-C before rows run: 141 / 130.
         app.run(main, flags_parser=_parse_flags)
+
+
+if __name__ == "__main__":
+    run()

@@ -10,6 +10,7 @@
      "row_overrides": {"A1": {...}, ...},     # the sweep's data
      "row_configs": {"A1": {...}, ...},       # each row's config with the common overrides
      "seeds": [0, 1, 2],                      # seeds launched so far (null: no seed directories)
+     "reference": "base",                     # get_reference() of the sweep file (absent: none)
      "launches": [{"time": ..., "executor": "local", "rows": [...], "seeds": [0, 1, 2]}]}
 
 A root belongs to one sweep: the same file, overrides and rows data, and the same layout (seed
@@ -100,7 +101,8 @@ def sweep_description(sweep: sweep_spec.Sweep, overrides: Sequence[str],
     dict
         ``config_file``, ``report_name``, ``overrides``, ``all_rows``, ``row_overrides``,
         ``row_configs`` (each row's config with the overrides applied, as the entry point builds it,
-        before ``--config.seed``) and ``seeds`` (a list, or None).
+        before ``--config.seed``), ``seeds`` (a list, or None) and, when the sweep file defines
+        ``get_reference()``, ``reference`` (the report's reference row).
 
     Notes
     -----
@@ -110,7 +112,7 @@ def sweep_description(sweep: sweep_spec.Sweep, overrides: Sequence[str],
     for row in sweep.row_names:
         config = _with_overrides(sweep.row_config(row), overrides, f"{sweep.config_file}:{row}")
         row_configs[row] = json.loads(config.to_json_best_effort())
-    return {
+    description: dict[str, Any] = {
         "config_file": sweep.config_file,
         "report_name": os.path.splitext(os.path.basename(sweep.config_file))[0],
         "overrides": list(overrides),
@@ -119,6 +121,9 @@ def sweep_description(sweep: sweep_spec.Sweep, overrides: Sequence[str],
         "row_configs": row_configs,
         "seeds": None if seeds is None else list(seeds),
     }
+    if sweep.reference is not None:
+        description["reference"] = sweep.reference
+    return description
 
 
 def _override_dict(overrides: Sequence[str]) -> dict[str, str]:

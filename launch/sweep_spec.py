@@ -33,6 +33,7 @@ from typing import Any, Sequence
 
 import ml_collections
 
+from attention_jax.commands import shipped_configs
 from attention_jax.experiment import schema, sections
 from launch import sweep_file_checks
 
@@ -108,6 +109,9 @@ class Sweep:
         The imported config file.
     seeds : tuple[int, ...] or None
         The file's ``get_seeds()`` (each row runs once per seed), or None when it defines none.
+    reference : str or None
+        The file's optional ``get_reference()``: the row the report compares every other row with (None:
+        the first row).
     """
 
     config_file: str
@@ -115,6 +119,7 @@ class Sweep:
     takes_row_argument: bool
     module: ModuleType = dataclasses.field(repr=False, compare=False)
     seeds: tuple[int, ...] | None = None
+    reference: str | None = None
 
     @property
     def row_names(self) -> tuple[str, ...]:
@@ -238,7 +243,8 @@ def _import_config_file(path: str) -> ModuleType:
     except SyntaxError as error:
         raise schema.ConfigError(f"{path} line {error.lineno}: SyntaxError: {error.msg}.") from None
     except Exception as error:  # Whatever the file raised while it was imported.
-        raise schema.ConfigError(f"importing {path} raised {type(error).__name__}: {error}") from None
+        raise schema.ConfigError(f"importing {path} raised {type(error).__name__}: {error}"
+                                 f"{shipped_configs.import_hint(error)}") from None
     return module
 
 
@@ -263,8 +269,9 @@ def load_sweep(config_file: str) -> Sweep:
     Notes
     -----
     Raises ``FileNotFoundError`` for a missing file and ``ValueError`` for a file that is not a sweep
-    (no ``get_sweep``), an empty sweep, row names that cannot be directory names, or a bad
-    ``get_seeds()`` (optional: the seeds every row runs with).
+    (no ``get_sweep``), an empty sweep, row names that cannot be directory names, a bad
+    ``get_seeds()`` (optional: the seeds every row runs with) or a ``get_reference()`` (optional: the
+    report's reference row) that is not a row.
     """
     module = _import_config_file(config_file)
     if not callable(getattr(module, "get_sweep", None)):
@@ -279,11 +286,17 @@ def load_sweep(config_file: str) -> Sweep:
     if callable(getattr(module, "get_seeds", None)):
         seeds = check_seeds(sweep_file_checks.seeds_as_list(config_file, module.get_seeds()),
                             f"{config_file}: get_seeds()")
+    reference = None
+    if callable(getattr(module, "get_reference", None)):
+        reference = str(module.get_reference())
+        if reference not in row_overrides:
+            raise ValueError(f"{config_file}: get_reference() returned {reference!r}, not a row of get_sweep() "
+                             f"({', '.join(row_overrides)}).")
     takes_row_argument = _takes_argument(module.get_config)
     if not takes_row_argument:  # The rows reach the trainer as flags: they must read back as checked.
         sweep_file_checks.check_flags_read_back(config_file, row_overrides)
     return Sweep(config_file=config_file, row_overrides=row_overrides,
-                 takes_row_argument=takes_row_argument, seeds=seeds, module=module)
+                 takes_row_argument=takes_row_argument, seeds=seeds, module=module, reference=reference)
 
 
 def select_rows(sweep: Sweep, rows: str) -> list[str]:

@@ -80,7 +80,7 @@ def test_a_table2_row_is_one_tuple(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.end_to_end
 def test_a_sweep_of_your_own_dry_runs_and_writes_nothing(tmp_path: pathlib.Path) -> None:
     _write_files(tmp_path)
-    argv = ["launch.sweep", *_command("launch.sweep", "my_sweep.py")]
+    argv = ["attention_jax.sweep", *_command("attention_jax.sweep", "my_sweep.py")]
     argv = [f"--root={tmp_path / 'root'}" if a.startswith("--root=") else a for a in argv]
     result = _run(argv, tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]

@@ -18,7 +18,7 @@ REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 PYPROJECT = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
 SCRIPTS = PYPROJECT["project"]["scripts"]
 COMMANDS = ("main", "translate", "evaluate", "generate", "report", "average_checkpoints", "count_params",
-            "plot_attention", "export")
+            "plot_attention", "export", "sweep")
 
 
 def _installed_script(name: str) -> str | None:

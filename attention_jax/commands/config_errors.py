@@ -107,7 +107,7 @@ def load_config_file(spec: str) -> ml_collections.ConfigDict:
         raise schema.ConfigError(f"--config={spec}: {path} line {error.lineno}: SyntaxError: {error.msg}.") from None
     except Exception as error:  # Whatever the file raised while it was imported.
         raise schema.ConfigError(f"--config={spec}: importing {path} raised {type(error).__name__}: "
-                                 f"{_one_line(str(error))}") from None
+                                 f"{_one_line(str(error))}{shipped_configs.import_hint(error)}") from None
     get_config = getattr(module, "get_config", None)
     if not callable(get_config):
         raise schema.ConfigError(f"--config={spec}: {path} defines no get_config(); every config file needs one.")

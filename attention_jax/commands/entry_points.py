@@ -45,7 +45,10 @@ def add_config_import_paths(argv: Sequence[str], flag_name: str = "config") -> l
         The directories added (already present ones are not repeated): the current directory, and for
         each ``--<flag_name>=PATH[:ARG]`` whose file sits in a package (a directory with ``__init__.py``)
         the directory above that package; a shipped config's bare name counts as its file's path
-        (:func:`shipped_configs.resolve`).
+        (:func:`shipped_configs.resolve`). Last, at the end of ``sys.path``, the checkout this
+        ``attention_jax`` was installed from (``pip install -e .``), so that a config file in any directory
+        can import the shipped configs (``from configs import tiny``) in every command, as the sweep
+        launcher does (:mod:`attention_jax.sweep`).
 
     Notes
     -----
@@ -64,6 +67,10 @@ def add_config_import_paths(argv: Sequence[str], flag_name: str = "config") -> l
         if directory not in sys.path:
             sys.path.insert(0, directory)
             added.append(directory)
+    checkout = shipped_configs.checkout_root()  # Last: a `configs` package of one's own comes first.
+    if checkout is not None and checkout not in sys.path:
+        sys.path.append(checkout)
+        added.append(checkout)
     return added
 
 

@@ -1,11 +1,16 @@
-"""Write a sweep's Table 2 report: the command-line entry point.
+"""Write a sweep's report: the command-line entry point.
 
 Usage::
 
-    python -m attention_jax.report ROOT [--all_rows] [--out=DIR]
+    python -m attention_jax.report ROOT [--reference=ROW] [--all_rows] [--out=DIR]
 
-writes ``ROOT/<name>.md``, ``.csv`` and ``.png`` (see :mod:`attention_jax.reports.sweep_report`), or the same
-files in ``--out`` (e.g. for a root you cannot write: the root is then only read). For a sweep
+writes ``ROOT/<name>.md``, ``.csv`` and ``.png``, or the same files in ``--out`` (e.g. for a root you cannot
+write: the root is then only read). Any sweep gets the comparison of every row against a reference row,
+paired by seed (:mod:`attention_jax.reports.comparison_report`): ``--reference=ROW``, else the sweep file's
+``get_reference()``, else the first row of ``get_sweep()``; every metric the runs record with its mean ±
+standard error, the paired change ± standard error and a verdict. A sweep whose rows carry the paper's
+figures (``configs/table2.py``) gets the layout of the paper's Table 2 instead
+(:mod:`attention_jax.reports.sweep_report`): for a sweep
 with seeds (``launch.sweep --seeds=K``) each row shows the mean ± standard deviation over its finished
 seeds, the change of dev perplexity against base paired by seed, and a verdict against the paper's
 direction (``reproduced``, ``opposite``, ``within noise``); rows with seeds still to run say how many.
@@ -33,13 +38,16 @@ _ALL_ROWS = flags.DEFINE_bool("all_rows", False, "Report every row of the sweep,
 _SUSTAINED_TFLOPS = flags.DEFINE_float("sustained_tflops", None,
                                        "Table 3 sweeps: sustained TFLOP/s per device of our hardware, for "
                                        "the paper-style cost estimate (time x devices x FLOP/s).")
+_REFERENCE = flags.DEFINE_string("reference", None,
+                                 "The row every other row is compared with, paired by seed (default: the sweep "
+                                 "file's get_reference(), else the first row of get_sweep()).")
 _OUT = flags.DEFINE_string("out", None, "Directory for the report's files (default: ROOT); created if missing.")
 
 
 def main(argv: list[str]) -> None:
     """Entry point: ``python -m attention_jax.report ROOT``."""
     if len(argv) != 2:
-        raise app.UsageError("usage: python -m attention_jax.report ROOT [--all_rows] [--out=DIR]")
+        raise app.UsageError("usage: python -m attention_jax.report ROOT [--reference=ROW] [--all_rows] [--out=DIR]")
     root = argv[1]
     out_dir = _OUT.value or root
     try:
@@ -47,7 +55,7 @@ def main(argv: list[str]) -> None:
         run_files.check_directory(out_dir, "--out" if _OUT.value else "ROOT", writable=True,
                                   instead="" if _OUT.value else "Pass --out=DIR to write the report elsewhere.")
         paths = all_reports.write_reports(root, out_dir, all_rows=_ALL_ROWS.value,
-                                          sustained_tflops=_SUSTAINED_TFLOPS.value)
+                                          sustained_tflops=_SUSTAINED_TFLOPS.value, reference=_REFERENCE.value)
     except (FileNotFoundError, UserInputError) as error:  # schema.ConfigError is a UserInputError.
         exit_with_error("attention_jax.report", str(error))
     except OSError as error:  # E.g. the disk filled while writing.

@@ -4,8 +4,9 @@
 file name without its folder (``tiny``, ``tiny.py``, ``table2:B1``), names the file of that name in the
 repository's ``configs/`` folder, which is found beside the ``attention_jax`` package: in a checkout and
 after ``pip install -e .`` (the package is then imported from the checkout), whatever the working
-directory. A path that names an existing file or folder is always taken as it is, so
-``--config=configs/tiny.py`` from the root, and a file of one's own, work as before.
+directory. A path that names an existing file is always taken as it is, so
+``--config=configs/tiny.py`` from the root, and a file of one's own, work as before; a folder of the same
+name in the working directory (``./tiny/``, a run's work directory, say) does not hide the shipped config.
 
 ``configs/`` is not installed as a package (``pyproject.toml``: no top-level ``configs`` beside other
 projects' in site-packages), so a wheel install has no shipped configs: pass a config file's path there.
@@ -18,9 +19,11 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from typing import Sequence
 
 import attention_jax
+from attention_jax.user_errors import UserInputError
 
 _NAME = re.compile(r"[A-Za-z_]\w*(\.py)?")  # A module's file name: no folder, no other suffix.
 
@@ -37,6 +40,79 @@ def configs_dir() -> str | None:
     package = os.path.dirname(os.path.realpath(attention_jax.__file__))
     directory = os.path.join(os.path.dirname(package), "configs")
     return directory if os.path.isfile(os.path.join(directory, "__init__.py")) else None
+
+
+def checkout_root() -> str | None:
+    """The repository checkout that holds the imported ``attention_jax`` package, if there is one.
+
+    Returns
+    -------
+    str or None
+        The folder above ``configs/`` (:func:`configs_dir`) when it also holds ``launch/``; None for a
+        wheel install.
+    """
+    directory = configs_dir()
+    if directory is None:
+        return None
+    root = os.path.dirname(directory)
+    return root if os.path.isfile(os.path.join(root, "launch", "sweep.py")) else None
+
+
+def use_checkout(what: str) -> str:
+    """Put the checkout's root on ``sys.path`` (for ``configs`` and ``launch``), or refuse in one line.
+
+    Parameters
+    ----------
+    what : str
+        What needs the checkout, for the message (e.g. ``"the sweep launcher"``).
+
+    Returns
+    -------
+    str
+        The checkout's root.
+
+    Notes
+    -----
+    Raises :class:`attention_jax.user_errors.UserInputError` when ``attention_jax`` was not installed from a
+    checkout (``pip install -e .``, as the README says): ``configs/`` and ``launch/`` are folders of the
+    repository, not installed packages.
+    """
+    root = checkout_root()
+    if root is None:
+        raise UserInputError(f"{what} needs the repository's configs/ and launch/ folders, and this attention_jax "
+                             f"({os.path.dirname(attention_jax.__file__)}) was not installed from a checkout: "
+                             "clone the repository and pip install -e it, as the README says.")
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    return root
+
+
+def import_hint(error: BaseException) -> str:
+    """What to do when a config or sweep file outside the checkout failed to import ``configs`` or ``launch``.
+
+    Parameters
+    ----------
+    error : BaseException
+        What importing the file raised.
+
+    Returns
+    -------
+    str
+        For ``No module named 'configs'`` (or ``'configs.<name>'``: a wheel install, or a command that does
+        not add the checkout to ``sys.path``): install from a checkout and write ``from attention_jax.configs
+        import <name>``; for ``'launch'``: run the launcher as ``attention-jax-sweep``; ``""`` otherwise.
+    """
+    if not isinstance(error, ModuleNotFoundError) or not error.name:
+        return ""
+    top = error.name.split(".")[0]
+    if top == "configs":
+        return (" (configs/ is a folder of the repository checkout, not an installed package: pip install -e the "
+                "checkout, and write `from attention_jax.configs import tiny` to use a shipped config from any "
+                "directory)")
+    if top == "launch":
+        return (" (launch/ is a folder of the repository: run the sweep launcher as attention-jax-sweep from any "
+                "directory)")
+    return ""
 
 
 def names() -> list[str]:
@@ -80,13 +156,13 @@ def resolve(spec: str) -> str:
     Returns
     -------
     str
-        ``spec`` itself when ``PATH`` exists (relative to the working directory) or is not a bare name
+        ``spec`` itself when ``PATH`` is a file (relative to the working directory) or is not a bare name
         (:func:`is_bare_name`), or when no shipped config has that name (the flags parser then reports
         the missing file); otherwise ``<checkout>/configs/<name>.py`` followed by ``:ARG`` if given.
     """
     path, colon, argument = spec.partition(":")
     directory = configs_dir()
-    if os.path.exists(path) or not is_bare_name(path) or directory is None:
+    if os.path.isfile(path) or not is_bare_name(path) or directory is None:
         return spec
     shipped = os.path.join(directory, path if path.endswith(".py") else f"{path}.py")
     return f"{shipped}{colon}{argument}" if os.path.isfile(shipped) else spec

@@ -6,18 +6,39 @@ defining the command's flags (two modules defining ``--out`` in one process is a
 
 from __future__ import annotations
 
+from typing import Sequence
+
 from attention_jax.reports import (
     attention_function_report,
+    comparison_report,
     normalization_report,
     positions_report,
+    sweep_diagnostics,
     sweep_report,
     sweep_rows,
     table3_report,
 )
+from attention_jax.user_errors import UserInputError
+
+
+def has_paper_figures(rows: Sequence[sweep_rows.RowReport]) -> bool:
+    """Whether any row carries a figure of the paper's (``config.paper``): only then the Table 2 layout.
+
+    Parameters
+    ----------
+    rows : Sequence[RowReport]
+        The sweep's rows.
+
+    Returns
+    -------
+    bool
+        True when some row's ``paper`` holds a value that is not None (``configs/table2.py``'s rows).
+    """
+    return any(value is not None for row in rows for value in row.paper.values())
 
 
 def write_reports(root: str, out_dir: str, *, all_rows: bool = False,
-                  sustained_tflops: float | None = None) -> list[str]:
+                  sustained_tflops: float | None = None, reference: str | None = None) -> list[str]:
     """Write every report the sweep in ``root`` calls for into ``out_dir``.
 
     Parameters
@@ -30,6 +51,9 @@ def write_reports(root: str, out_dir: str, *, all_rows: bool = False,
         Report rows never launched too.
     sustained_tflops : float, optional
         Table 3 sweeps: our sustained TFLOP/s per device.
+    reference : str, optional
+        The row every other is compared with (``--reference``); see
+        :func:`attention_jax.reports.comparison_report.resolve_reference`.
 
     Returns
     -------
@@ -40,10 +64,23 @@ def write_reports(root: str, out_dir: str, *, all_rows: bool = False,
     -----
     Every row is read (and checked) before the first file is written, so a damaged ``results.json`` or a
     config the schema refuses leaves nothing behind: :class:`UserInputError` (``schema.ConfigError``
-    among them) or ``FileNotFoundError`` for a root that is not a sweep.
+    among them) or ``FileNotFoundError`` for a root that is not a sweep. A sweep whose rows carry the
+    paper's figures (:func:`has_paper_figures`) gets the Table 2 layout
+    (:mod:`attention_jax.reports.sweep_report`); every other sweep the comparison of every row against its
+    reference row (:mod:`attention_jax.reports.comparison_report`) and the diagnostics.
     """
     record, rows = sweep_rows.read_sweep_rows(root, all_rows=all_rows)
-    paths = sweep_report.write_report(root, all_rows=all_rows, out_dir=out_dir)
+    if has_paper_figures(rows):
+        if reference not in (None, "base"):
+            raise UserInputError(f"--reference={reference}: this sweep's rows carry the paper's figures, and its "
+                                 "Table 2 report compares every row with base, as the paper does; drop --reference.")
+        paths = sweep_report.write_report(root, all_rows=all_rows, out_dir=out_dir)
+    else:
+        reference_row, _ = comparison_report.resolve_reference(record, rows, reference)
+        paths = comparison_report.write_comparison(root, record, rows, out_dir, reference=reference)
+        diagnostics = sweep_diagnostics.write_diagnostics(root, record.get("report_name", "report"), rows,
+                                                          out_dir=out_dir, reference=reference_row)
+        paths += [diagnostics] if diagnostics else []
     if record.get("report_name") == "table3":  # configs/table3.py
         paths += table3_report.write_table3_report(root, sustained_tflops=sustained_tflops, out_dir=out_dir)
     if attention_function_report.applies(rows):  # e.g. configs/sweeps/attention_function.py

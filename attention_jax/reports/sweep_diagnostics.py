@@ -151,10 +151,11 @@ def collect(root: str, rows: Sequence[RowReport]) -> dict[str, list[RunDiagnosti
     return collected
 
 
-def _row_cells(row: str, all_runs: list[RunDiagnostics], step: int | None, base_at_step: float | None) -> str:
+def _row_cells(row: str, all_runs: list[RunDiagnostics], step: int | None, reference_at_step: float | None,
+               reference: str) -> str:
     runs = [run for run in all_runs if not run.diverged]
     at_step = _mean([run.dev_ppl_at(step) for run in runs]) if step is not None else None
-    change = (100 * (at_step / base_at_step - 1) if at_step is not None and base_at_step and row != "base"
+    change = (100 * (at_step / reference_at_step - 1) if at_step is not None and reference_at_step and row != reference
               else None)
     train = _mean([run.train_ppl_at_best for run in runs])
     gap = _mean([run.best_dev_ppl / run.train_ppl_at_best for run in runs if run.train_ppl_at_best])
@@ -164,7 +165,7 @@ def _row_cells(row: str, all_runs: list[RunDiagnostics], step: int | None, base_
     return "| " + " | ".join(cells) + " |"
 
 
-def diagnostics_markdown(root: str, name: str, rows: Sequence[RowReport]) -> str | None:
+def diagnostics_markdown(root: str, name: str, rows: Sequence[RowReport], reference: str = "base") -> str | None:
     """The diagnostics table of a sweep (module docstring), or None when no run has dev curves.
 
     Parameters
@@ -174,7 +175,10 @@ def diagnostics_markdown(root: str, name: str, rows: Sequence[RowReport]) -> str
     name : str
         The report's name (its title).
     rows : sequence of RowReport
-        The sweep's rows, base among them for the change column.
+        The sweep's rows, the reference among them for the change column.
+    reference : str
+        The row the others are compared with: ``base`` in Table 2, the comparison report's reference row
+        (:func:`attention_jax.reports.comparison_report.resolve_reference`) in any other sweep.
 
     Returns
     -------
@@ -184,34 +188,35 @@ def diagnostics_markdown(root: str, name: str, rows: Sequence[RowReport]) -> str
     collected = collect(root, rows)
     if not any(collected.values()):
         return None
-    step = reference_step(collected.get("base", []))
-    base_at_step = (_mean([run.dev_ppl_at(step) for run in collected["base"] if not run.diverged])
-                    if step is not None else None)
-    step_text = f"step {step:,}" if step is not None else "step S (no base run yet)"
-    lines = [f"# {name}: why rows differ from base ({root})", "",
+    step = reference_step(collected.get(reference, []))
+    reference_at_step = (_mean([run.dev_ppl_at(step) for run in collected[reference] if not run.diverged])
+                         if step is not None else None)
+    step_text = f"step {step:,}" if step is not None else f"step S (no {reference} run yet)"
+    lines = [f"# {name}: why rows differ from {reference} ({root})", "",
              "Means over each row's finished seeds, read from the runs' `metrics.jsonl` and `results.json` "
-             f"(`attention_jax/reports/sweep_diagnostics.py`). Dev PPL at {step_text} (half of base's mean best "
-             "step): how fast the row learned, against base at the same step. Dev / train PPL at best: "
+             f"(`attention_jax/reports/sweep_diagnostics.py`). Dev PPL at {step_text} (half of {reference}'s mean "
+             f"best step): how fast the row learned, against {reference} at the same step. Dev / train PPL at best: "
              "how much it overfits at the checkpoint it is judged on (training perplexity is measured on "
              "the training batches with dropout on: compare rows of the same dropout rate). Ended by: early "
              "stopping "
              "(`early_stopping`) or the step cap (`num_train_steps`), per seed; a seed that `diverged` (last "
              f"dev PPL over {DIVERGED_FACTOR:g}x its best, dev accuracy under {ACCURACY_COLLAPSE:g}x that at "
              "its best) is left out of the row's figures.", "",
-             f"| row | seeds | ended by | best step | dev PPL at best | dev PPL at {step_text} | vs base "
+             f"| row | seeds | ended by | best step | dev PPL at best | dev PPL at {step_text} | vs {reference} "
              "| train PPL at best | dev / train PPL at best |",
              "|---|---|---|---|---|---|---|---|---|"]
-    lines += [_row_cells(row.row, collected[row.row], step, base_at_step)
+    lines += [_row_cells(row.row, collected[row.row], step, reference_at_step, reference)
               for row in rows if collected.get(row.row)]
     return "\n".join(lines) + "\n"
 
 
-def write_diagnostics(root: str, name: str, rows: Sequence[RowReport], *, out_dir: str | None = None) -> str | None:
+def write_diagnostics(root: str, name: str, rows: Sequence[RowReport], *, out_dir: str | None = None,
+                      reference: str = "base") -> str | None:
     """Write ``ROOT/<name>_diagnostics.md`` (:func:`diagnostics_markdown`).
 
     Parameters
     ----------
-    root, name, rows
+    root, name, rows, reference
         As for :func:`diagnostics_markdown`.
     out_dir : str, optional
         The directory written instead of ``root``.
@@ -221,7 +226,7 @@ def write_diagnostics(root: str, name: str, rows: Sequence[RowReport], *, out_di
     str or None
         The path written, or None (nothing written) when no run has dev curves.
     """
-    text = diagnostics_markdown(root, name, rows)
+    text = diagnostics_markdown(root, name, rows, reference)
     if text is None:
         return None
     path = os.path.join(out_dir or root, f"{name}_diagnostics.md")

@@ -1,0 +1,242 @@
+"""The comparison report of any sweep: Markdown, CSV and plots of every row against its reference row.
+
+:func:`write_comparison` writes ``OUT/<name>.md``, ``OUT/<name>.csv``, ``OUT/<name>.png`` (the paired change
+per row, one panel per chosen metric) and, when the runs logged metrics, ``OUT/<name>_curves.png``
+(:mod:`attention_jax.reports.comparison_plot`), where ``<name>`` is the sweep file's stem. The metrics are
+the runs' own scalars and those of the per-run evaluations (:mod:`attention_jax.reports.run_evaluations`:
+the positions experiment's length buckets, say). The numbers are
+:func:`attention_jax.reports.comparison.compare`'s; the reference row is chosen by
+:func:`resolve_reference`: ``report --reference=ROW``, else the sweep file's optional
+``get_reference()`` (recorded in ``sweep.json`` as ``reference``), else the first row of ``get_sweep()``.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+from typing import Mapping, Sequence
+
+from attention_jax.reports import comparison, comparison_plot, run_evaluations
+from attention_jax.reports.comparison import Metric, MetricStats
+from attention_jax.reports.sweep_rows import RowReport
+from attention_jax.user_errors import UserInputError
+
+CSV_FIELDS = ("row", "metric", "reference", "status", "seeds", "mean", "se", "change_mean", "change_se",
+              "change_unit", "paired_seeds", "verdict")
+PLOTTED_METRICS = ("dev_ppl", "dev_bleu")
+"""The metrics :func:`write_comparison` plots by default (those recorded; the first recorded otherwise)."""
+
+
+def resolve_reference(record: Mapping, rows: Sequence[RowReport], requested: str | None = None) -> tuple[str, str]:
+    """The reference row of a report, and where the choice came from.
+
+    Parameters
+    ----------
+    record : Mapping
+        The sweep record (``sweep.json``; empty for a root without one).
+    rows : Sequence[RowReport]
+        The rows reported.
+    requested : str, optional
+        ``report --reference=ROW``.
+
+    Returns
+    -------
+    tuple[str, str]
+        The row's name and its source, e.g. ``("heads2", "the first row of get_sweep()")``.
+
+    Notes
+    -----
+    Raises :class:`UserInputError` when ``requested`` or the recorded ``get_reference()`` is not one of the
+    rows reported. Without either, the first row of ``get_sweep()`` is used when it is reported, else the
+    first row reported.
+    """
+    names = [row.row for row in rows]
+    if not names:
+        raise UserInputError("the sweep has no rows to compare.")
+    recorded = record.get("reference")
+    for choice, source, fix in ((requested, "--reference", "pass one of them as --reference=ROW"),
+                                (recorded, f"get_reference() of {record.get('config_file')}",
+                                 "launch that row, or pass --reference=ROW")):
+        if choice is None:
+            continue
+        if choice not in names:
+            raise UserInputError(f"{source}: row {choice!r} is not among the rows reported ({', '.join(names)}): "
+                                 f"{fix}.")
+        return choice, source
+    first = (record.get("all_rows") or [None])[0]
+    if first in names:
+        return first, "the first row of get_sweep()"
+    return names[0], "the first row reported"
+
+
+def _number(value: float | None, digits: int, *, sign: bool = False) -> str:
+    if value is None:
+        return ""
+    return f"{value:{'+' if sign else ''}.{digits}f}"
+
+
+def value_cell(stats: MetricStats) -> str:
+    """``"mean ± se"`` of a row's metric (``"mean"`` with one seed, ``""`` with none)."""
+    digits = stats.metric.digits
+    text = _number(stats.mean, digits)
+    return text + (f" ± {_number(stats.se, digits)}" if text and stats.se is not None else "")
+
+
+def change_cell(stats: MetricStats) -> str:
+    """``"+1.2% ± 0.4%"`` (relative) or ``"-0.3 ± 0.1"`` (difference): the paired change and its SE."""
+    if stats.change_mean is None:
+        return ""
+    scale, digits = (100.0, 1) if stats.metric.relative else (1.0, stats.metric.digits)
+    unit = stats.metric.change_unit
+    text = _number(stats.change_mean * scale, digits, sign=True) + unit
+    if stats.change_se is not None:
+        text += f" ± {_number(stats.change_se * scale, digits)}{unit}"
+    return text
+
+
+def _overrides_text(record: Mapping, row: str) -> str:
+    own = record.get("row_overrides", {}).get(row, {})
+    return ", ".join(f"{key}={value}" for key, value in own.items()) or "—"
+
+
+def markdown_report(record: Mapping, rows: Sequence[RowReport], compared: Mapping[str, Mapping[str, MetricStats]],
+                    reference: str, reference_source: str) -> str:
+    """The comparison as Markdown: what each row changes, then one table per recorded metric.
+
+    Parameters
+    ----------
+    record : Mapping
+        The sweep record (may be empty).
+    rows : Sequence[RowReport]
+        Rows in order.
+    compared : Mapping
+        :func:`attention_jax.reports.comparison.compare`'s result.
+    reference, reference_source : str
+        The reference row and where it was chosen (:func:`resolve_reference`).
+
+    Returns
+    -------
+    str
+        The report.
+    """
+    title = f"# {record.get('report_name', 'sweep')}: {record.get('config_file', '(no sweep.json)')}"
+    relative = [metric.label for metric in comparison.recorded_metrics(compared) if metric.relative]
+    difference = [metric.label for metric in comparison.recorded_metrics(compared) if not metric.relative]
+    notes = [
+        title,
+        f"Every row against **{reference}** ({reference_source}; `report --reference=ROW` picks another), paired "
+        f"by seed: row seed k against {reference} seed k. Common overrides: "
+        f"{' '.join('--config.' + o for o in record.get('overrides', [])) or 'none'}.",
+        "± is one standard error of the mean (sample standard deviation, ddof=1, over √n), over the row's "
+        f"finished seeds for a value and over the paired seeds for a change. change: {', '.join(relative)} as "
+        f"the relative change x / x_ref − 1 in percent; {', '.join(difference)} as the difference x − x_ref. "
+        f"Verdict: `{comparison.BEYOND_VERDICT}` when |mean change| > 2 × its standard error with two or more "
+        f"paired seeds, else `{comparison.WITHIN_VERDICT}`; `{comparison.ONE_SEED_VERDICT}`: one paired seed, "
+        f"no standard error; `{comparison.PENDING_VERDICT}`: no seed finished in both rows; "
+        f"`{comparison.UNSTABLE_VERDICT}`: a finished seed of the row or the reference diverged.",
+    ]
+    lines = ["| row | status | seeds finished | overrides |", "|---|---|---|---|"]
+    for row in rows:
+        lines.append(f"| {row.row} | {row.status} | {len(row.finished)} of {len(row.runs)} | "
+                     f"{_overrides_text(record, row.row)} |")
+    sections = ["\n".join(lines)]
+    for metric in comparison.recorded_metrics(compared):
+        table = [f"## {metric.label}", "",
+                 f"| row | seeds | {metric.label} ± SE | change vs {reference} ± SE | paired seeds | verdict |",
+                 "|---|---|---|---|---|---|"]
+        for row in rows:
+            stats = compared[row.row][metric.name]
+            paired = "" if row.row == reference else str(stats.paired_seeds)
+            table.append(f"| {row.row} | {stats.seeds} | {value_cell(stats)} | {change_cell(stats)} | {paired} | "
+                         f"{stats.verdict} |")
+        sections.append("\n".join(table))
+    done = sum(row.status == "done" for row in rows)
+    footer = f"{done} of {len(rows)} rows finished."
+    return "\n\n".join(notes + sections + [footer]) + "\n"
+
+
+def csv_records(rows: Sequence[RowReport], compared: Mapping[str, Mapping[str, MetricStats]],
+                reference: str) -> list[dict]:
+    """The comparison as flat records: one per row and recorded metric, keys :data:`CSV_FIELDS`.
+
+    Parameters
+    ----------
+    rows : Sequence[RowReport]
+        Rows in order.
+    compared : Mapping
+        :func:`attention_jax.reports.comparison.compare`'s result.
+    reference : str
+        The reference row.
+
+    Returns
+    -------
+    list[dict]
+        ``se`` and ``change_se`` are standard errors; a relative change is in percent (``change_unit`` ``%``).
+    """
+    records = []
+    for metric in comparison.recorded_metrics(compared):
+        scale = 100.0 if metric.relative else 1.0
+        for row in rows:
+            stats = compared[row.row][metric.name]
+            records.append({
+                "row": row.row, "metric": metric.name, "reference": reference, "status": row.status,
+                "seeds": stats.seeds, "mean": stats.mean, "se": stats.se,
+                "change_mean": None if stats.change_mean is None else stats.change_mean * scale,
+                "change_se": None if stats.change_se is None else stats.change_se * scale,
+                "change_unit": metric.change_unit or "absolute",
+                "paired_seeds": None if row.row == reference else stats.paired_seeds, "verdict": stats.verdict})
+    return records
+
+
+def plotted_metrics(compared: Mapping[str, Mapping[str, MetricStats]]) -> list[Metric]:
+    """:data:`PLOTTED_METRICS` among the recorded metrics (else the first recorded one)."""
+    recorded = comparison.recorded_metrics(compared)
+    chosen = [metric for metric in recorded if metric.name in PLOTTED_METRICS]
+    return chosen or recorded[:1]
+
+
+def write_comparison(root: str, record: Mapping, rows: Sequence[RowReport], out_dir: str, *,
+                     reference: str | None = None) -> list[str]:
+    """Write the comparison report of a sweep.
+
+    Parameters
+    ----------
+    root : str
+        The sweep root (only read).
+    record : Mapping
+        Its record (``sweep.json``; may be empty).
+    rows : Sequence[RowReport]
+        Its rows (:func:`attention_jax.reports.sweep_rows.read_sweep_rows`).
+    out_dir : str
+        Where the files go (created if missing).
+    reference : str, optional
+        ``report --reference=ROW``; see :func:`resolve_reference`.
+
+    Returns
+    -------
+    list[str]
+        ``OUT/<name>.md``, ``.csv``, ``.png`` and, when runs logged metrics, ``OUT/<name>_curves.png``.
+
+    Notes
+    -----
+    The reference is resolved before anything is written (:class:`UserInputError` for a row not reported).
+    """
+    reference_row, source = resolve_reference(record, rows, reference)
+    metrics = [*comparison.METRICS, *run_evaluations.evaluation_metrics(root, rows)]
+    compared = comparison.compare(root, rows, reference_row, metrics)
+    name = str(record.get("report_name", "report"))
+    os.makedirs(out_dir, exist_ok=True)
+    stem = os.path.join(out_dir, name)
+    with open(stem + ".md", "w", encoding="utf-8") as file:
+        file.write(markdown_report(record, rows, compared, reference_row, source))
+    with open(stem + ".csv", "w", encoding="utf-8", newline="") as file:
+        writer = csv.DictWriter(file, fieldnames=CSV_FIELDS)
+        writer.writeheader()
+        writer.writerows(csv_records(rows, compared, reference_row))
+    comparison_plot.plot_paired_changes(rows, compared, reference_row, plotted_metrics(compared), stem + ".png",
+                                        f"{name}: paired change against {reference_row} ({root})")
+    paths = [stem + ".md", stem + ".csv", stem + ".png"]
+    if comparison_plot.plot_learning_curves(root, rows, reference_row, stem + "_curves.png",
+                                            f"{name}: learning curves ({root})"):
+        paths.append(stem + "_curves.png")
+    return paths

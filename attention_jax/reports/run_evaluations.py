@@ -1,0 +1,133 @@
+"""Per-run evaluations in the comparison report: one small registry of what a run's extra files hold.
+
+An evaluation run after training writes a file into the run's directory (the positions experiment's
+``length_buckets.json``: BLEU and perplexity per length bucket). A :class:`RunEvaluation` names that
+file and how to read it into ``{key: {metric: value}}`` (a key per bucket); :func:`evaluation_metrics`
+turns every key and metric found into a :class:`attention_jax.reports.comparison.Metric`, so the report
+gives each the same paired treatment as the run's own scalars (mean ± SE, paired change ± SE, verdict),
+with no report module of its own. An evaluation of one's own registers with
+:func:`register_run_evaluation` (from a module named in the config's ``user_modules``, say).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from typing import Any, Callable, Sequence
+
+from attention_jax import run_files
+from attention_jax.reports.comparison import Metric, run_directory
+from attention_jax.reports.sweep_rows import RowReport, SeedRun
+
+
+@dataclasses.dataclass(frozen=True)
+class EvaluationMetric:
+    """One figure of an evaluation's key: its name in the file, its label, decimals, how changes compare.
+
+    Attributes
+    ----------
+    name : str
+        Its name in the file, e.g. ``"perplexity"``.
+    label : str
+        Its name in the report, e.g. ``"PPL"``.
+    digits : int
+        Decimals shown.
+    relative : bool
+        A change is the ratio to the reference minus one (else the difference).
+    """
+
+    name: str
+    label: str
+    digits: int
+    relative: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class RunEvaluation:
+    """A per-run evaluation's file and how to read it.
+
+    Attributes
+    ----------
+    name : str
+        Its name, the prefix of its metrics' names, e.g. ``"length_buckets"``.
+    file_name : str
+        The file in a run's directory.
+    metrics : tuple[EvaluationMetric, ...]
+        The figures of each key.
+    keys : Callable[[dict], dict[str, dict[str, Any]]]
+        The file's JSON -> ``{key: {metric name: value}}``, keys in report order.
+    """
+
+    name: str
+    file_name: str
+    metrics: tuple[EvaluationMetric, ...]
+    keys: Callable[[dict], dict[str, dict[str, Any]]]
+
+
+RUN_EVALUATIONS: dict[str, RunEvaluation] = {}
+
+
+def register_run_evaluation(evaluation: RunEvaluation) -> None:
+    """Add an evaluation to the registry the comparison report reads (a name registered twice is replaced).
+
+    Parameters
+    ----------
+    evaluation : RunEvaluation
+        The evaluation.
+    """
+    RUN_EVALUATIONS[evaluation.name] = evaluation
+
+
+register_run_evaluation(RunEvaluation(
+    name="length_buckets", file_name=run_files.LENGTH_BUCKETS_FILE,
+    metrics=(EvaluationMetric("perplexity", "PPL", 2, True), EvaluationMetric("bleu", "BLEU", 1, False)),
+    keys=lambda record: dict(record.get("buckets") or {}),
+))
+
+
+def _read_file(path: str) -> dict:
+    try:
+        with open(path, encoding="utf-8") as file:
+            value = json.load(file)
+    except (OSError, json.JSONDecodeError):  # Absent, or half-written by a running evaluation.
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _reader(evaluation: RunEvaluation, key: str, metric: str) -> Callable[[str, SeedRun], float | None]:
+    def read(run_dir: str, run: SeedRun) -> float | None:
+        value = evaluation.keys(_read_file(os.path.join(run_dir, evaluation.file_name))).get(key, {}).get(metric)
+        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+    return read
+
+
+def evaluation_metrics(root: str, rows: Sequence[RowReport]) -> list[Metric]:
+    """The metrics of every registered evaluation that some finished run of the sweep has, key by key.
+
+    Parameters
+    ----------
+    root : str
+        The sweep root.
+    rows : Sequence[RowReport]
+        Its rows.
+
+    Returns
+    -------
+    list[Metric]
+        Named ``<evaluation>/<key>/<metric>`` and labelled ``<key> <label>``, in registry order, keys in
+        the order the first run holding them lists them.
+    """
+    found: list[Metric] = []
+    for evaluation in RUN_EVALUATIONS.values():
+        keys: list[str] = []
+        for row in rows:
+            for run in row.finished:
+                path = os.path.join(run_directory(root, row, run), evaluation.file_name)
+                keys += [key for key in evaluation.keys(_read_file(path)) if key not in keys]
+        for key in keys:
+            for metric in evaluation.metrics:
+                found.append(Metric(f"{evaluation.name}/{key}/{metric.name}", f"{key} {metric.label}", metric.digits,
+                                    metric.relative, _reader(evaluation, key, metric.name)))
+    return found
