@@ -188,6 +188,7 @@ def test_a_new_output_file_beside_the_run_or_elsewhere_is_fine(random_run: pathl
     assert output_files.replacement_note(str(existing), "--out") == f"note: --out={existing} exists and is replaced."
 
 
+@pytest.mark.slow
 def test_an_output_file_in_a_read_only_directory_is_refused_before_any_work(tmp_path: pathlib.Path) -> None:
     from attention_jax.commands import output_files
     from attention_jax.user_errors import UserInputError
