@@ -128,3 +128,26 @@ def test_evaluate_command_scores_a_file_with_no_workdir(tmp_path):
                              capture_output=True, timeout=300)
     assert refused.returncode == 2
     assert refused.stderr.decode().strip().startswith("evaluate: error: --hypotheses scores translations")
+
+
+@pytest.mark.slow
+@pytest.mark.end_to_end
+def test_evaluate_a_run_with_another_bleu_tokenizer_records_it_and_the_step(tmp_path):
+    from tests.support import decoding_runs, train_support
+
+    workdir = decoding_runs.make_random_run(tmp_path)
+    output = tmp_path / "report.json"
+    environment = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=str(REPO_ROOT),
+                       XLA_FLAGS=train_support.child_xla_flags())
+    completed = subprocess.run([sys.executable, "-m", "attention_jax.evaluate", f"--workdir={workdir}",
+                                "--split=test", "--num_examples=2", "--tokenize=intl", f"--output={output}"],
+                               cwd=REPO_ROOT, env=environment, capture_output=True, timeout=600)
+    assert completed.returncode == 0, completed.stderr.decode()[-3000:]
+    report = json.loads(output.read_text())
+    assert "tok:intl|" in report["bleu_signature"] and report["checkpoint"] == "latest"
+    assert report["checkpoint_step"] == decoding_runs.STEPS[-1]
+    hypotheses = (tmp_path / "report.hypotheses.txt").read_text(encoding="utf-8").splitlines()
+    references = [json.loads(line)["reference"] for line in
+                  (tmp_path / "report.translations.jsonl").read_text(encoding="utf-8").splitlines()]
+    expected = sacrebleu.corpus_bleu(hypotheses, [references], tokenize="intl").score
+    assert report["bleu"] == pytest.approx(expected, abs=1e-9)

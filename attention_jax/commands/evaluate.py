@@ -138,6 +138,7 @@ def main(argv: list[str]) -> None:
         **({"source_file": os.path.abspath(source), "reference_file": os.path.abspath(reference)}
            if split is None else {}),
         "checkpoint": run.checkpoint,
+        "checkpoint_step": _checkpoint_step(run),
         **({"averaged_steps": averaged_steps} if averaged_steps is not None else {}),
         "name": run.config.name,
         **result.summary(),
@@ -159,6 +160,16 @@ def main(argv: list[str]) -> None:
     print(f"wrote {path}, {' and '.join(written)}")
     if split is not None and not partial and not _OUTPUT.value and not _other_bleu_tokenizer():
         _add_to_tensorboard(run, split, translator, result.bleu, result.perplexity)
+
+
+def _checkpoint_step(run: TrainedRun) -> int | None:
+    """The training step of the evaluated parameters (``latest``: the newest), or ``None`` where none is known."""
+    from attention_jax.commands import evaluation_scalars
+
+    try:
+        return evaluation_scalars.checkpoint_step(run.workdir, _CHECKPOINT.value, _AVERAGE_LAST.value)
+    except (OSError, ValueError, IndexError):  # An export (no checkpoints/), or a checkpoint rotated away.
+        return None
 
 
 def _other_bleu_tokenizer() -> bool:
