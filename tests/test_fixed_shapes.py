@@ -13,8 +13,8 @@ import flax.linen as nn
 import numpy as np
 import pytest
 
+from attention_jax.checkpointing import compilation_cache
 from attention_jax.decoding import decode
-from attention_jax.training import compilation_cache
 from tests.support.decoding_helpers import SHORT, TINY, WordTokenizer, init_params
 
 # Source lengths from 1 to 15 words (2 to 16 tokens with EOS): buckets 8 and 16, several decode lengths each.

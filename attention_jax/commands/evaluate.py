@@ -203,9 +203,8 @@ def _load_translator() -> tuple[TrainedRun, Translator, list[int] | None]:
     Returns the run, the translator with the decoding flags applied, and the averaged steps of
     ``--checkpoint=averaged`` (``None`` otherwise); a stale average raises, naming the steps.
     """
-    from attention_jax.checkpointing import params_checkpoints
+    from attention_jax.checkpointing import compilation_cache, params_checkpoints
     from attention_jax.decoding import inference
-    from attention_jax.training import compilation_cache
 
     averaged_steps = None
     if _REAVERAGE.value and _CHECKPOINT.value == "averaged":

@@ -126,7 +126,7 @@ def load_run(workdir: str, checkpoint: str = "latest", *, average_last: int = 0,
     compilation_cache : bool
         Turn on JAX's persistent compilation cache with the run's setting, as training does
         (``config.compilation_cache_dir``; ``JAX_COMPILATION_CACHE_DIR`` wins), unless this process chose a
-        cache directory already (:func:`attention_jax.training.compilation_cache.enable_unless_set`): a
+        cache directory already (:func:`attention_jax.checkpointing.compilation_cache.enable_unless_set`): a
         second process then loads the decoding programs the first one compiled instead of compiling them.
         ``False`` leaves JAX's settings alone.
 
@@ -157,7 +157,7 @@ def load_run(workdir: str, checkpoint: str = "latest", *, average_last: int = 0,
             f"a copy of the run; it cannot be decoded without it.")
     params, config, checkpoint = _load_params(workdir, checkpoint, average_last)
     if compilation_cache:  # Before anything compiles: every command that decodes comes through here.
-        from attention_jax.training import compilation_cache as persistent_cache
+        from attention_jax.checkpointing import compilation_cache as persistent_cache
 
         persistent_cache.enable_unless_set(config.run.compilation_cache_dir)
     model_config = config.model
