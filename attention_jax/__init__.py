@@ -11,11 +11,13 @@
 The names below are looked up on first use (``import attention_jax`` itself imports neither JAX nor
 Flax), each from the module that defines it; ``docs/python_api.md`` shows them at work.
 
-- :func:`load_run`, :class:`TrainedRun`, :func:`make_translator` (:mod:`attention_jax.decoding.inference`);
+- :func:`load_run`, :class:`TrainedRun`, :func:`make_translator`, :func:`export_run` (a run as a directory
+  that ``load_run`` opens: weights, config, tokenizer) (:mod:`attention_jax.decoding.inference`);
   :class:`Translator` (:mod:`attention_jax.decoding.decode`).
 - :class:`Transformer` (:mod:`attention_jax.models.model`), :class:`TransformerConfig`
   (:mod:`attention_jax.models.transformer_config`), :func:`encode_batch` (text as a batch of ids,
-  :mod:`attention_jax.decoding.text_batches`).
+  :mod:`attention_jax.decoding.text_batches`), :func:`attention_maps` (a run's attention weights for one
+  sentence, :mod:`attention_jax.evaluation.run_attention`).
 - :func:`save_safetensors`, :func:`load_safetensors`, :func:`tensor_names` (the parameters as a
   safetensors file, :mod:`attention_jax.checkpointing.safetensors_params`); :func:`export_function`,
   :func:`save_exported`, :func:`load_exported` (``jax.export`` artifacts,
@@ -34,6 +36,8 @@ _EXPORTS = {
     "load_run": "attention_jax.decoding.inference",
     "TrainedRun": "attention_jax.decoding.inference",
     "make_translator": "attention_jax.decoding.inference",
+    "export_run": "attention_jax.decoding.inference",
+    "attention_maps": "attention_jax.evaluation.run_attention",
     "Translator": "attention_jax.decoding.decode",
     "Transformer": "attention_jax.models.model",
     "TransformerConfig": "attention_jax.models.transformer_config",
@@ -45,16 +49,17 @@ _EXPORTS = {
     "save_exported": "attention_jax.decoding.exported_functions",
     "load_exported": "attention_jax.decoding.exported_functions",
 }
-__all__ = ["Transformer", "TransformerConfig", "TrainedRun", "Translator", "encode_batch", "export_function",
-           "load_exported", "load_run", "load_safetensors", "make_translator", "save_exported", "save_safetensors",
-           "tensor_names"]
+__all__ = ["Transformer", "TransformerConfig", "TrainedRun", "Translator", "attention_maps", "encode_batch",
+           "export_function", "export_run", "load_exported", "load_run", "load_safetensors", "make_translator",
+           "save_exported", "save_safetensors", "tensor_names"]
 
 if TYPE_CHECKING:  # What the names are, for type checkers and editors; at run time __getattr__ imports them.
     from attention_jax.checkpointing.safetensors_params import load_safetensors, save_safetensors, tensor_names
     from attention_jax.decoding.decode import Translator
     from attention_jax.decoding.exported_functions import export_function, load_exported, save_exported
-    from attention_jax.decoding.inference import TrainedRun, load_run, make_translator
+    from attention_jax.decoding.inference import TrainedRun, export_run, load_run, make_translator
     from attention_jax.decoding.text_batches import encode_batch
+    from attention_jax.evaluation.run_attention import attention_maps
     from attention_jax.models.model import Transformer
     from attention_jax.models.transformer_config import TransformerConfig
 

@@ -136,7 +136,7 @@ def main(argv: list[str]) -> None:
         sources = read_sources(options.sources, options.num_sentences)
     except (FileNotFoundError, ValueError) as error:
         command_line.fail(str(error))
-    run = inference.load_run(options.workdir, options.checkpoint)
+    run = inference.load_run(options.workdir, options.checkpoint, compilation_cache=False)  # Compiles are timed.
     records, translations = [], {}
     for stages in stagings:
         record, translations[stages] = time_staging(run, sources, stages, options.batch_size)

@@ -472,7 +472,7 @@ def measure(settings: Settings, workdir: str) -> dict[str, Any]:
     started = time.perf_counter()
     load_before = os.getloadavg()
     try:
-        run = inference.load_run(workdir, settings.checkpoint)
+        run = inference.load_run(workdir, settings.checkpoint, compilation_cache=False)  # Compiles are timed.
         translator = inference.make_translator(run, batch_size=settings.batch_size)
         sources = {split: [source for source, _ in run.data.text_pairs(run_files.data_split(split),
                                                                         max_pairs=settings.num_sentences)]

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from attention_jax.training import compilation_cache
+from attention_jax.checkpointing import compilation_cache
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -17,7 +17,7 @@ REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 # and prints which cache events JAX reported: a miss writes the entry, a hit loads it.
 _PROBE = """
 import sys, jax, jax.numpy as jnp
-from attention_jax.training import compilation_cache
+from attention_jax.checkpointing import compilation_cache
 events = []
 jax.monitoring.register_event_listener(lambda name, **kwargs: events.append(name))
 compilation_cache.MIN_COMPILE_SECONDS = 0.0

@@ -128,7 +128,7 @@ def test_the_page_shows_every_part_of_the_api() -> None:
     for name in attention_jax.__all__:
         assert f"`{name}`" in text or f"attention_jax.{name}(" in text, f"docs/python_api.md never names {name}"
     assert "ocp.args.Composite" in text
-    assert [argv[0] for argv in _export_commands()] == ["--workdir=runs/tiny", "--workdir=runs/tiny"]
+    assert [argv[0] for argv in _export_commands()] == ["--workdir=runs/tiny"] * 3
 
 
 def test_import_attention_jax_imports_no_jax_and_names_resolve_on_use() -> None:
@@ -238,7 +238,9 @@ def test_the_pages_export_commands_write_what_it_says(page: tuple[dict[str, Any]
     work = tmp_path / "commands"
     work.mkdir()
     (work / "runs").symlink_to(directory / "runs", target_is_directory=True)
-    safetensors_command, jax_export_command = _export_commands()
+    by_format = {next(arg for arg in argv if arg.startswith("--format=")): argv for argv in _export_commands()}
+    safetensors_command, jax_export_command = by_format["--format=safetensors"], by_format["--format=jax_export"]
+    assert by_format["--format=directory"]  # Run by tests/test_exported_run.py.
     completed = _export(safetensors_command, work, cache_dir)
     assert completed.returncode == 0, completed.stderr[-3000:]
     record = json.loads(completed.stdout.strip().splitlines()[-1])
@@ -258,7 +260,7 @@ def test_the_pages_export_commands_write_what_it_says(page: tuple[dict[str, Any]
 
 @pytest.mark.slow
 @pytest.mark.parametrize("flags, message", [
-    (["--format=onnx"], "--format must be one of safetensors, jax_export; got 'onnx'."),
+    (["--format=onnx"], "--format must be one of safetensors, jax_export, directory; got 'onnx'."),
     (["--format=jax_export", "--function=translate", "--source_len=41"], "--source_len=41 must be between 1 and 40"),
 ])
 def test_export_mistakes_are_one_line_and_exit_2_before_writing(flags: list[str], message: str,

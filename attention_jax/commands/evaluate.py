@@ -29,6 +29,17 @@ A whole-split evaluation (no ``--num_examples``) written into the run directory 
 its BLEU and perplexity to the run's TensorBoard, as scalars ``evaluate/<split>/bleu`` and
 ``evaluate/<split>/perplexity`` at the evaluated checkpoint's step (averaged or best parameters and other
 decoding settings get series of their own: :mod:`attention_jax.commands.evaluation_scalars`).
+
+Translations made already, by this model or any other system, are scored with no model and no
+``--workdir`` (:mod:`attention_jax.commands.hypothesis_scoring`)::
+
+    python -m attention_jax.evaluate --hypotheses=output.de --reference=newstest2014.de --tokenize=intl
+
+prints their BLEU, chrF and TER with signatures, as ``sacrebleu newstest2014.de -i output.de -m bleu chrf ter
+--tokenize intl`` does (``--output=FILE`` writes them as JSON too). ``--tokenize`` picks sacrebleu's BLEU
+tokenizer in both modes: ``13a`` (the default), ``intl``, ``zh``, ``char``, ``none``, and ``ja-mecab``/``ko-mecab``
+where sacrebleu's extras are installed; a run's BLEU with another tokenizer than ``13a`` is reported and
+filed but not added to its TensorBoard (whose series are ``13a``).
 """
 
 from __future__ import annotations
@@ -47,11 +58,16 @@ if TYPE_CHECKING:
     from attention_jax.decoding.inference import TrainedRun
     from attention_jax.evaluation.translation_quality import EvaluationResult
 
-_WORKDIR = flags.DEFINE_string("workdir", None, "Training work directory.", required=True)
+_WORKDIR = flags.DEFINE_string("workdir", "", "Training work directory (required unless --hypotheses).")
 _SPLIT = flags.DEFINE_string("split", "test", "'dev' (or its other name 'validation'), 'test' or 'train'.")
 _SOURCE = flags.DEFINE_string("source", None, "Evaluate on this parallel text instead of --split: a file of "
                               "source sentences, one per line (with --reference).")
-_REFERENCE = flags.DEFINE_string("reference", None, "The reference translations of --source, one per line.")
+_REFERENCE = flags.DEFINE_string("reference", None, "The reference translations of --source (or of "
+                                 "--hypotheses), one per line.")
+_HYPOTHESES = flags.DEFINE_string("hypotheses", None, "Score this file of translations against --reference "
+                                  "(one per line) instead of translating: no model, no --workdir.")
+_TOKENIZE = flags.DEFINE_string("tokenize", "13a", "sacrebleu's BLEU tokenizer: 13a, intl, zh, char, none, "
+                                "ja-mecab or ko-mecab (the last two need sacrebleu's extras).")
 _CHECKPOINT = flags.DEFINE_string("checkpoint", "latest",
                                   "'latest', 'averaged', 'best' (early stopping) or a step number.")
 _AVERAGE_LAST = flags.DEFINE_integer("average_last", 0,
@@ -73,7 +89,23 @@ def main(argv: list[str]) -> None:
     """Evaluate the run in ``--workdir`` on ``--split`` or on ``--source``/``--reference``."""
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+    if _HYPOTHESES.value is not None:  # Translations given: scored without a model (or JAX).
+        from attention_jax.commands import hypothesis_scoring
+
+        given = [name for name in hypothesis_scoring.MODEL_FLAGS if flags.FLAGS[name].present]
+        hypothesis_scoring.run(_PROGRAM, _HYPOTHESES.value, _REFERENCE.value or "", _TOKENIZE.value,
+                               _OUTPUT.value, given)
+        return
+    if not _WORKDIR.value:
+        raise app.UsageError("--workdir is required: the run whose model translates (or give --hypotheses=FILE "
+                             "--reference=FILE to score translations that exist).")
     from attention_jax import run_files  # Here: fast --help, and fast refusals before JAX loads.
+    from attention_jax.evaluation import sacrebleu_scores
+
+    try:
+        sacrebleu_scores.check_bleu_tokenizer(_TOKENIZE.value)
+    except UserInputError as error:
+        exit_with_error(_PROGRAM, str(error))
 
     source, reference = _SOURCE.value or "", _REFERENCE.value or ""
     split = None if source or reference else run_files.data_split(_SPLIT.value)  # --split=dev: validation.
@@ -98,7 +130,7 @@ def main(argv: list[str]) -> None:
     start = time.time()
     try:
         result = translation_quality.evaluate(translator, pairs, report_progress=progress.progress_logger(
-            f"{split or 'file'} BLEU", len(pairs)))
+            f"{split or 'file'} BLEU", len(pairs)), bleu_tokenizer=_TOKENIZE.value)
     except ValueError as error:
         exit_with_error(_PROGRAM, str(error))
     report = {
@@ -106,6 +138,7 @@ def main(argv: list[str]) -> None:
         **({"source_file": os.path.abspath(source), "reference_file": os.path.abspath(reference)}
            if split is None else {}),
         "checkpoint": run.checkpoint,
+        "checkpoint_step": _checkpoint_step(run),
         **({"averaged_steps": averaged_steps} if averaged_steps is not None else {}),
         "name": run.config.name,
         **result.summary(),
@@ -125,8 +158,29 @@ def main(argv: list[str]) -> None:
         exit_with_error(_PROGRAM, f"cannot write the report {error.filename or path}: {error.strerror}. The "
                         f"figures above were not saved; pass --output=FILE in a writable directory to keep them.")
     print(f"wrote {path}, {' and '.join(written)}")
-    if split is not None and not partial and not _OUTPUT.value:  # A whole split, filed in the run.
+    if split is not None and not partial and not _OUTPUT.value and not _other_bleu_tokenizer():
         _add_to_tensorboard(run, split, translator, result.bleu, result.perplexity)
+
+
+def _checkpoint_step(run: TrainedRun) -> int | None:
+    """The training step of the evaluated parameters (``latest``: the newest), or ``None`` where none is known."""
+    from attention_jax.commands import evaluation_scalars
+
+    try:
+        return evaluation_scalars.checkpoint_step(run.workdir, _CHECKPOINT.value, _AVERAGE_LAST.value)
+    except (OSError, ValueError, IndexError):  # An export (no checkpoints/), or a checkpoint rotated away.
+        return None
+
+
+def _other_bleu_tokenizer() -> bool:
+    """Whether ``--tokenize`` is not ``13a``: such a BLEU is not added to the TensorBoard's ``13a`` series."""
+    from attention_jax.evaluation import sacrebleu_scores
+
+    if _TOKENIZE.value == sacrebleu_scores.DEFAULT_BLEU_TOKENIZER:
+        return False
+    print(f"not added to the run's TensorBoard: its evaluate/ series hold {sacrebleu_scores.DEFAULT_BLEU_TOKENIZER} "
+          f"BLEU, not --tokenize={_TOKENIZE.value}")
+    return True
 
 
 def _read_user_input(split: str | None, label: str) -> list[tuple[str, str]]:
@@ -149,9 +203,8 @@ def _load_translator() -> tuple[TrainedRun, Translator, list[int] | None]:
     Returns the run, the translator with the decoding flags applied, and the averaged steps of
     ``--checkpoint=averaged`` (``None`` otherwise); a stale average raises, naming the steps.
     """
-    from attention_jax.checkpointing import params_checkpoints
+    from attention_jax.checkpointing import compilation_cache, params_checkpoints
     from attention_jax.decoding import inference
-    from attention_jax.training import compilation_cache
 
     averaged_steps = None
     if _REAVERAGE.value and _CHECKPOINT.value == "averaged":

@@ -7,13 +7,17 @@ Usage::
         --batch_size=8 --source_len=32 --target_len=32 --out=tiny_logits.jax_export
     python -m attention_jax.export --workdir=runs/tiny --format=jax_export --function=translate \
         --batch_size=8 --source_len=32 --out=tiny_translate.jax_export
+    python -m attention_jax.export --workdir=runs/tiny --format=directory --out=tiny_export
 
 A safetensors file holds one tensor per parameter, named by its path in the parameter tree
 (``encoder_0/self_attention/query/kernel``; the shared embedding once, ``shared_embedding/embedding``),
 and the run's config in its metadata. A jax.export artifact holds the function at the batch shape given,
-parameters included; ``jax.export.deserialize`` reloads it in any process. Prints one JSON line saying
-what was written. Mistakes in the flags or the run are one line and exit status 2, before anything is
-written. The name map, the functions' signatures and how to load both: ``docs/python_api.md``.
+parameters included; ``jax.export.deserialize`` reloads it in any process. A directory export holds what
+translating needs, the safetensors file as ``params.safetensors``, ``config.json`` and ``tokenizer.model``
+(:mod:`attention_jax.checkpointing.exported_run`): ``load_run(OUT)`` and ``translate --workdir=OUT`` open
+it. Prints one JSON line saying what was written. Mistakes in the flags or the run are one line and exit
+status 2, before anything is written. The name map, the functions' signatures and how to load both:
+``docs/python_api.md``.
 """
 
 from __future__ import annotations
@@ -29,10 +33,10 @@ from absl import app, flags, logging
 from attention_jax.commands import output_files
 from attention_jax.user_errors import UserInputError, exit_with_error
 
-FORMATS = ("safetensors", "jax_export")
+FORMATS = ("safetensors", "jax_export", "directory")
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "Training work directory.")
-_OUT = flags.DEFINE_string("out", None, "The file to write.")
+_OUT = flags.DEFINE_string("out", None, "The file to write (--format=directory: the directory).")
 _FORMAT = flags.DEFINE_string("format", "safetensors", f"One of {', '.join(FORMATS)}.")
 _CHECKPOINT = flags.DEFINE_string("checkpoint", "latest",
                                   "'latest', 'averaged', 'best' (early stopping) or a step number.")
@@ -56,7 +60,10 @@ def _check_flags() -> tuple[str, str]:
         raise UserInputError("--workdir is required: the training run to export.")
     if not _OUT.value:
         raise UserInputError("--out is required: the file to write.")
-    output_files.check_output_file(_OUT.value, "--out", (_WORKDIR.value,))  # Never over the run's own files.
+    if _FORMAT.value == "directory":  # New, empty or an earlier export: checked by the directory export itself.
+        output_files.refuse_run_files(_OUT.value, "--out", (_WORKDIR.value,))
+    else:
+        output_files.check_output_file(_OUT.value, "--out", (_WORKDIR.value,))  # Never over the run's own files.
     if _FORMAT.value not in FORMATS:
         raise UserInputError(f"--format must be one of {', '.join(FORMATS)}; got {_FORMAT.value!r}.")
     if _AVERAGE_LAST.value < 0:
@@ -101,12 +108,16 @@ def export(workdir: str, out: str, file_format: str, *, checkpoint: str = "lates
     Everything is checked (run, checkpoint, shapes, platforms) before ``out`` is written; errors are
     :class:`UserInputError`, ``FileNotFoundError`` or ``ValueError`` with one-line messages.
     """
-    from attention_jax.checkpointing import safetensors_params
+    from attention_jax.checkpointing import exported_run, safetensors_params
     from attention_jax.decoding import exported_functions, inference  # Imported here so --help is fast.
 
+    if file_format == "directory":
+        exported_run.check_export_target(out)
     run = inference.load_run(workdir, checkpoint, average_last=average_last)
     record: dict[str, Any] = {"out": out, "format": file_format, "checkpoint": run.checkpoint}
-    if file_format == "safetensors":
+    if file_format == "directory":
+        record.update(_export_directory(run, out, checkpoint, average_last))
+    elif file_format == "safetensors":
         metadata = safetensors_params.run_metadata(run.config, workdir=workdir, checkpoint=run.checkpoint)
         safetensors_params.save_safetensors(out, run.params, metadata)
         record["tensors"] = len(safetensors_params.tensor_names(run.params))
@@ -125,8 +136,25 @@ def export(workdir: str, out: str, file_format: str, *, checkpoint: str = "lates
         exported_functions.save_exported(out, exported)
         record.update(function=function, input_shapes=[list(aval.shape) for aval in exported.in_avals],
                       platforms=list(exported.platforms))
-    record["bytes"] = os.path.getsize(out)
+    record["bytes"] = os.path.getsize(out if file_format != "directory" else
+                                      os.path.join(out, exported_run.PARAMS_FILE))
     return record
+
+
+def _export_directory(run: Any, out: str, checkpoint: str, average_last: int) -> dict[str, Any]:
+    """Write ``run``'s weights, config and tokenizer into the directory ``out`` (:func:`inference.export_run`).
+
+    The step is the checkpoint's (:func:`attention_jax.commands.evaluation_scalars.checkpoint_step`), or
+    absent when it cannot be told.
+    """
+    from attention_jax.commands import evaluation_scalars
+    from attention_jax.decoding import inference
+
+    try:
+        step: int | None = evaluation_scalars.checkpoint_step(run.workdir, checkpoint, average_last)
+    except (OSError, ValueError, IndexError):  # An export of an export, or a checkpoint rotated away.
+        step = None
+    return inference.export_run(run, out, step=step)
 
 
 def main(argv: list[str]) -> None:

@@ -52,8 +52,8 @@ def main(argv: list[str]) -> None:
               f"directory.", USAGE_ERROR)
     # JAX, Flax and Orbax load only now: a mistake in the command line or the config is refused in about
     # half a second, not after seconds of imports.
-    from attention_jax.checkpointing import checkpoints
-    from attention_jax.training import compilation_cache, distributed, fine_tuning, train, workdir_lock
+    from attention_jax.checkpointing import checkpoints, compilation_cache
+    from attention_jax.training import distributed, fine_tuning, train, workdir_lock
 
     distributed.maybe_initialize()
     try:

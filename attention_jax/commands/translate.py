@@ -6,6 +6,7 @@ Usage::
     python -m attention_jax.translate --workdir=runs/base --checkpoint=averaged < newstest2014.en > out.de
     python -m attention_jax.translate --workdir=runs/tiny --nbest=4 --alignment     # H-/A- lines, as fairseq
     python -m attention_jax.translate --workdir=runs/tiny --format=jsonl --nbest=2  # one JSON object a line
+    python -m attention_jax.translate --workdir=runs/tiny --print_scores --input=news.en  # P- lines, a file
 
 Lines are read as UTF-8 (undecodable bytes become U+FFFD, with a warning on stderr), translated in
 length-sorted batches with beam search (Section 6.1: beam 4, alpha 0.6, at most input + 50 tokens),
@@ -23,15 +24,27 @@ positions, EOS excluded; either switches ``--format=text`` to fairseq-like tagge
 
 with ``<line>`` the input line's number from 0, ``score`` ``log P`` (natural log) and
 ``normalized_score`` ``score / lp(length)``, what beam search ranks by; an empty line prints none.
+``--print_scores`` adds after each ``H-`` line a ``P-<line>\t<lp> <lp> ...`` line, the log-probability of
+each token of the hypothesis (natural logs, EOS's last; they sum to ``score``), from one teacher-forced
+pass over it (:mod:`attention_jax.decoding.token_scores`); it too switches to tagged lines, and adds
+``token_log_probs`` to ``--format=jsonl``'s objects. ``--input=FILE`` reads the lines from a file
+instead of stdin (a missing file is refused in one line, exit 2, before the model loads).
+
+Line by line (``--buffer_size=1``, or a terminal), the searches for sources of up to
+``--warm_up_tokens`` tokens (32) are compiled before the first line is read, one per source bucket
+(8, 16, 32 tokens), and each batch decodes to its bucket's length (``Translator.warm_up``), so a sentence
+of a new length compiles nothing; with the persistent compilation cache that ``load_run`` turns on, a
+second process loads them instead of compiling them.
 Only warnings are logged unless ``--verbosity`` asks for more (``--verbosity=0``: INFO, as the
 training command logs).
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import warnings
-from typing import Any
+from typing import Any, BinaryIO
 
 from absl import app, flags, logging
 
@@ -39,6 +52,8 @@ from attention_jax.commands.text_io import blocks, buffer_size, read_lines
 from attention_jax.user_errors import UserInputError, exit_with_error
 
 FORMATS = ("text", "jsonl")
+DEFAULT_WARM_UP_TOKENS = 32
+"""``--warm_up_tokens`` when translating line by line: source buckets 8, 16 and 32, most sentences' pieces."""
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "Training work directory.", required=True)
 _CHECKPOINT = flags.DEFINE_string("checkpoint", "latest",
@@ -58,6 +73,13 @@ _ALIGNMENT = flags.DEFINE_bool("alignment", False, "Print a hard alignment of ea
                                "piece pairs, from a teacher-forced pass's cross-attention).")
 _ALIGNMENT_LAYER = flags.DEFINE_integer("alignment_layer", -1, "With --alignment: the decoder layer whose "
                                         "cross-attention heads are averaged (-1: the last, -2: the penultimate).")
+_PRINT_SCORES = flags.DEFINE_bool("print_scores", False, "Print each hypothesis's per-token log-probabilities "
+                                  "(P-<line> lines after its H- line, as fairseq; natural logs).")
+_INPUT = flags.DEFINE_string("input", None, "Read the sentences from this file (one per line) instead of stdin.")
+_WARM_UP_TOKENS = flags.DEFINE_integer(
+    "warm_up_tokens", None, "Before reading the first line, compile the search for sources up to this many "
+    f"tokens, and keep one decode length per source bucket (default: {DEFAULT_WARM_UP_TOKENS} when translating "
+    "line by line, i.e. --buffer_size=1 or a terminal; else 0: off).")
 _FORMAT = flags.DEFINE_string("format", "text", "'text' (one translation a line; H-/A- lines with --nbest or "
                               "--alignment) or 'jsonl' (one JSON object a line).")
 
@@ -126,6 +148,54 @@ def translate_block(translator: Any, block: list[str], first_index: int) -> list
             for offset, (source, found) in enumerate(zip(block, hypotheses))]
 
 
+def _open_input() -> BinaryIO:
+    """``--input`` opened for reading bytes, or stdin's bytes; a file that cannot be read is a one-line error."""
+    if _INPUT.value is None:
+        return sys.stdin.buffer
+    if not os.path.isfile(_INPUT.value):
+        what = "is a directory" if os.path.isdir(_INPUT.value) else "does not exist"
+        raise UserInputError(f"--input={_INPUT.value} {what}: name a text file with one sentence per line "
+                             f"(or leave --input out to read stdin).")
+    try:
+        return open(_INPUT.value, "rb")  # noqa: SIM115 (read to the end of the command).
+    except OSError as error:
+        raise UserInputError(f"--input={_INPUT.value} cannot be read: {error.strerror}.") from None
+
+
+def _warm_up(translator: Any, lines_per_block: int) -> None:
+    """Compile the searches of ``--warm_up_tokens`` (``Translator.warm_up``) before the first line is read.
+
+    Line by line, each sentence is its own batch, and without fixed shapes each new length could need a
+    new program; with them, only a source bucket not yet warm does (a persistent-cache load after the
+    first process).
+    """
+    import time
+
+    tokens = _WARM_UP_TOKENS.value
+    if tokens is None:
+        tokens = DEFAULT_WARM_UP_TOKENS if lines_per_block == 1 else 0
+    if tokens <= 0:
+        return
+    started = time.perf_counter()
+    buckets = translator.warm_up(tokens, num_best=_NBEST.value or 1)
+    logging.info("Warmed the search for source buckets %s in %.1f s.", buckets, time.perf_counter() - started)
+
+
+def _with_token_log_probs(translator: Any, results: list[Any]) -> list[Any]:
+    """``results`` with each hypothesis's per-token log-probabilities (:mod:`attention_jax.decoding.token_scores`)."""
+    import dataclasses
+
+    from attention_jax.decoding import token_scores
+
+    sources = [translator.encode_sources([result.source])[0] for result in results]
+    pairs = [(source, list(hypothesis.ids)) for source, result in zip(sources, results)
+             for hypothesis in result.hypotheses]
+    flat = iter(token_scores.token_log_probs(translator.model_config, translator.params, [pair[0] for pair in pairs],
+                                             [pair[1] for pair in pairs], batch_size=translator.batch_size))
+    return [dataclasses.replace(result, token_log_probs=[next(flat).tolist() for _ in result.hypotheses])
+            for result in results]
+
+
 def _write(results: list[Any], output: Any) -> None:
     """Print ``results`` in ``--format``'s layout and flush."""
     from attention_jax.commands import translation_output
@@ -133,7 +203,7 @@ def _write(results: list[Any], output: Any) -> None:
     for result in results:
         if _FORMAT.value == "jsonl":
             lines = [translation_output.json_line(result, nbest=_NBEST.value is not None)]
-        elif _NBEST.value is not None or _ALIGNMENT.value:
+        elif _NBEST.value is not None or _ALIGNMENT.value or _PRINT_SCORES.value:
             lines = translation_output.tagged_lines(result)
         else:
             lines = [translation_output.plain_line(result)]
@@ -150,6 +220,7 @@ def main(argv: list[str]) -> None:
         logging.set_verbosity(logging.WARNING)
     try:
         _check_flags()  # Before JAX is imported: a mistyped flag is told at once.
+        input_stream = _open_input()
     except UserInputError as error:
         exit_with_error("translate", str(error))
     from attention_jax.checkpointing import params_checkpoints
@@ -168,12 +239,16 @@ def main(argv: list[str]) -> None:
         exit_with_error("translate", str(error))
     logging.info("Translating with %s of %s (beam %d, alpha %.2f).", run.checkpoint, run.workdir,
                  translator.beam_size, translator.alpha)
-    lines_per_block = buffer_size(_BUFFER_SIZE.value, _BATCH_SIZE.value, sys.stdin.isatty())
+    interactive = input_stream is sys.stdin.buffer and sys.stdin.isatty()
+    lines_per_block = buffer_size(_BUFFER_SIZE.value, _BATCH_SIZE.value, interactive)
+    _warm_up(translator, lines_per_block)
     first_index = 0
-    for block in blocks(read_lines(sys.stdin.buffer), lines_per_block):
+    for block in blocks(read_lines(input_stream), lines_per_block):
         with warnings.catch_warnings(record=True) as caught:  # One log line each, not warning + source line.
             warnings.simplefilter("always")
             results = translate_block(translator, block, first_index)
+            if _PRINT_SCORES.value:
+                results = _with_token_log_probs(translator, results)
         for message in dict.fromkeys(str(warning.message) for warning in caught):
             logging.warning("%s", message)
         _write(results, sys.stdout.buffer)

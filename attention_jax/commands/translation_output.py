@@ -6,12 +6,14 @@ Three layouts (``docs/quickstart.md``, "Translating"):
   input line;
 - tagged (``--format=text`` with ``--nbest`` or ``--alignment``), for input line ``i`` counted from 0 as
   fairseq numbers its sentences: one ``H-i<TAB>normalized_score<TAB>score<TAB>translation`` line per
-  hypothesis, best first, each followed with ``--alignment`` by ``A-i<TAB>j-t j-t ...``; an empty
-  input line has no hypothesis and prints nothing;
+  hypothesis, best first, each followed with ``--print_scores`` by ``P-i<TAB>lp lp ...`` (each token's
+  log-probability, EOS's last) and with ``--alignment`` by ``A-i<TAB>j-t j-t ...``; an empty input line
+  has no hypothesis and prints nothing;
 - ``--format=jsonl``: one JSON object per input line.
 
 Scores are natural logs: ``score`` is ``log P(Y | X)`` (the sum of the token log-probabilities),
 ``normalized_score`` is ``score / lp(|Y|)`` with the run's length penalty, what beam search ranks by.
+(fairseq prints its ``P-`` values in base 2; these are natural logs, as the ``H-`` scores.)
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ class LineResult:
         With ``--alignment``: the source's pieces (no EOS), which the alignment's source indices count.
     hypothesis_pieces : list[list[str]], optional
         With ``--alignment``: each hypothesis's pieces (no EOS), which the target indices count.
+    token_log_probs : list[list[float]], optional
+        With ``--print_scores``: each hypothesis's token log-probabilities (natural logs, EOS's last).
     """
 
     index: int
@@ -50,6 +54,7 @@ class LineResult:
     alignments: list[Alignment] | None = None
     source_pieces: list[str] | None = None
     hypothesis_pieces: list[list[str]] | None = None
+    token_log_probs: list[list[float]] | None = None
 
 
 def _one_line(text: str) -> str:
@@ -85,12 +90,16 @@ def tagged_lines(result: LineResult) -> list[str]:
     -------
     list[str]
         ``H-<index>\\t<normalized_score>\\t<score>\\t<translation>`` per hypothesis (scores with four
-        decimals), each followed by ``A-<index>\\t<source-target pairs>`` when alignments are given.
+        decimals), each followed by ``P-<index>\\t<token log-probabilities>`` when they are given and by
+        ``A-<index>\\t<source-target pairs>`` when alignments are given.
     """
     lines = []
     for number, hypothesis in enumerate(result.hypotheses):
         lines.append(f"H-{result.index}\t{hypothesis.normalized_score:.4f}\t{hypothesis.score:.4f}\t"
                      f"{_one_line(hypothesis.text)}")
+        if result.token_log_probs is not None:
+            values = " ".join(f"{value:.4f}" for value in result.token_log_probs[number])
+            lines.append(f"P-{result.index}\t{values}")
         if result.alignments is not None:
             lines.append(f"A-{result.index}\t{format_pairs(result.alignments[number])}")
     return lines
@@ -113,7 +122,8 @@ def json_line(result: LineResult, *, nbest: bool) -> str:
         ``null`` for an empty line); with ``nbest`` a list ``"nbest"`` of ``{"translation", "score",
         "normalized_score"}`` per hypothesis; with alignments ``"alignment"`` (``[source, target]``
         pairs of the best hypothesis), ``"source_pieces"`` and ``"translation_pieces"``, and in each
-        ``nbest`` entry its own ``"alignment"`` and ``"translation_pieces"``.
+        ``nbest`` entry its own ``"alignment"`` and ``"translation_pieces"``; with token log-probabilities
+        ``"token_log_probs"`` of the best hypothesis, and of each ``nbest`` entry in it.
     """
     best = result.hypotheses[0] if result.hypotheses else None
     record: dict[str, Any] = {
@@ -132,6 +142,10 @@ def json_line(result: LineResult, *, nbest: bool) -> str:
         record["alignment"] = entries[0]["alignment"] if entries else []
         record["source_pieces"] = result.source_pieces or []
         record["translation_pieces"] = entries[0]["translation_pieces"] if entries else []
+    if result.token_log_probs is not None:
+        for entry, values in zip(entries, result.token_log_probs):
+            entry["token_log_probs"] = list(values)
+        record["token_log_probs"] = entries[0]["token_log_probs"] if entries else []
     if nbest:
         record["nbest"] = entries
     return json.dumps(record, ensure_ascii=False)

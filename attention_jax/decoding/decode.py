@@ -363,6 +363,7 @@ class Translator:
         self.use_cache = use_cache
         self.mesh = mesh
         self.params = self._place(nn.meta.unbox(params), replicated=True)
+        self.fixed_shapes = False  # True: one decode length per source bucket (see warm_up).
 
     def translate(self, sources: Sequence[str]) -> list[str]:
         """Translate sentences; the result is in input order, one string per source.
@@ -484,6 +485,47 @@ class Translator:
                                                      float(scores[row, k])))
         return outputs
 
+    def warm_up(self, max_tokens: int, num_best: int = 1) -> list[int]:
+        """Compile (or load from the persistent cache) the search for every source bucket up to ``max_tokens``.
+
+        Parameters
+        ----------
+        max_tokens : int
+            The longest source, in tokens with its EOS, whose bucket is warmed; at most :attr:`max_source_len`.
+        num_best : int
+            The ``nbest`` the caller will ask for (a compiled setting).
+
+        Returns
+        -------
+        list[int]
+            The source buckets warmed (powers of two from ``MIN_SOURCE_BUCKET``), shortest first.
+
+        Notes
+        -----
+        Turns on :attr:`fixed_shapes`: each batch's decode length is then its source bucket plus the output
+        margin (within ``max_len``) instead of its longest possible output rounded up, so one program per
+        source bucket (and batch bucket) serves every sentence length, and a sentence of a new length needs
+        no compilation once its bucket is warm. Outputs are the same: the decode length only bounds them,
+        and each sentence keeps its own limit. Warming runs one single-row search per bucket whose output
+        limit is one token, so its cost is the compilation (a cache load when a process compiled it before).
+        """
+        self.fixed_shapes = True
+        longest = bucket_length(min(max_tokens, self.max_source_len), self.max_source_len)
+        multiple = self.mesh.shape["data"] if self.mesh is not None else 1
+        rows = bucket_rows(1, self.batch_size, multiple)
+        warmed, length = [], MIN_SOURCE_BUCKET
+        while True:
+            length = min(length, self.max_source_len)
+            inputs = np.full((rows, length), PAD_ID, np.int32)
+            inputs[0] = EOS_ID
+            max_lengths = np.zeros((rows,), np.int32)
+            max_lengths[0] = 1
+            jax.block_until_ready(self._decode(_Batch([0], inputs, max_lengths), num_best))
+            warmed.append(length)
+            if length >= longest:
+                return warmed
+            length *= 2
+
     def _batches(self, source_ids: Sequence[Sequence[int]]) -> list[_Batch]:
         """Group non-empty sources by length (longest first) into padded, bucketed batches."""
         for ids in source_ids:
@@ -509,7 +551,7 @@ class Translator:
     def _decode(self, batch: _Batch, num_best: int = 1) -> beam_search.SearchResult:
         method = self.settings.method
         limit = min(batch.inputs.shape[1] + self.max_extra_len, self.model_config.max_len)
-        max_decode_len = cache_length(int(batch.max_lengths.max()), limit)
+        max_decode_len = limit if self.fixed_shapes else cache_length(int(batch.max_lengths.max()), limit)
         return decode_batch(
             self.params, self._place(batch.inputs), self._place(batch.max_lengths),
             model_config=self.model_config, method=method, beam_size=self.beam_size, alpha=self.alpha,

@@ -16,7 +16,7 @@ from typing import Any
 from absl import logging
 
 from attention_jax import run_files
-from attention_jax.checkpointing import checkpoints, params_checkpoints
+from attention_jax.checkpointing import checkpoints, exported_run, params_checkpoints
 from attention_jax.data import input_pipeline
 from attention_jax.data.data_config import DataConfig
 from attention_jax.data.tokenizer import Tokenizer
@@ -107,19 +107,28 @@ def check_model_kind(workdir: str, experiment: Experiment, expected: str) -> Non
 
 
 def load_run(workdir: str, checkpoint: str = "latest", *, average_last: int = 0,
-             model_kind: str = "encoder_decoder") -> TrainedRun:
+             model_kind: str = "encoder_decoder", compilation_cache: bool = True) -> TrainedRun:
     """Load the parameters, config and tokenizer of a training run.
 
     Parameters
     ----------
     workdir : str
-        Training work directory (``config.json``, ``checkpoints/``, ``averaged/``).
+        Training work directory (``config.json``, ``checkpoints/``, ``averaged/``), or a directory written by
+        ``export --format=directory`` (``params.safetensors``, ``config.json``, ``tokenizer.model``:
+        :mod:`attention_jax.checkpointing.exported_run`).
     checkpoint : str
-        ``"latest"``, ``"averaged"``, ``"best"`` or a step number; ignored when ``average_last > 0``.
+        ``"latest"``, ``"averaged"``, ``"best"`` or a step number; ignored when ``average_last > 0``. An
+        export holds one checkpoint, which ``"latest"`` (or ``"exported"``) names.
     average_last : int
         Average the parameters of the last this many training checkpoints (Section 6.1) instead.
     model_kind : str
         The model kind the caller decodes with (:func:`check_model_kind`).
+    compilation_cache : bool
+        Turn on JAX's persistent compilation cache with the run's setting, as training does
+        (``config.compilation_cache_dir``; ``JAX_COMPILATION_CACHE_DIR`` wins), unless this process chose a
+        cache directory already (:func:`attention_jax.checkpointing.compilation_cache.enable_unless_set`): a
+        second process then loads the decoding programs the first one compiled instead of compiling them.
+        ``False`` leaves JAX's settings alone.
 
     Returns
     -------
@@ -149,6 +158,10 @@ def load_run(workdir: str, checkpoint: str = "latest", *, average_last: int = 0,
             f"a copy of the run; it cannot be decoded without it.")
     tokenizer = Tokenizer.load(tokenizer_path)  # A damaged file: one line naming it, before any checkpoint.
     params, config, checkpoint = _load_params(workdir, checkpoint, average_last)
+    if compilation_cache:  # Before anything compiles: every command that decodes comes through here.
+        from attention_jax.checkpointing import compilation_cache as persistent_cache
+
+        persistent_cache.enable_unless_set(config.run.compilation_cache_dir)
     model_config = config.model
     if model_kind == "encoder_decoder":
         decode.check_params_match(model_config, params)
@@ -162,6 +175,10 @@ def _load_params(workdir: str, checkpoint: str, average_last: int) -> tuple[Any,
     rotation: with 1, the only one): when ``"latest"`` or an average of the last checkpoints fails to
     load and the run's steps changed meanwhile, it is loaded again from the newest steps, once.
     """
+    if exported_run.is_export_directory(workdir):  # One set of parameters, no checkpoints/ to rotate.
+        params = exported_run.load_export_params(workdir, checkpoint, average_last)
+        return params, checkpoints.read_config(workdir), exported_run.describe(workdir)
+
     def load() -> tuple[Any, Experiment, str]:
         if average_last > 0:
             params, steps = params_checkpoints.average_last_params(workdir, average_last)
@@ -210,3 +227,33 @@ def make_translator(run: TrainedRun, *, beam_size: int | None = None, alpha: flo
         settings=dataclasses.replace(run.config.decoding, **changes),
         batch_size=batch_size,
     )
+
+
+def export_run(run: TrainedRun, out: str, *, step: int | None = None) -> dict[str, Any]:
+    """Write what translating with ``run`` needs into the directory ``out``, which :func:`load_run` then opens.
+
+    Parameters
+    ----------
+    run : TrainedRun
+        From :func:`load_run`.
+    out : str
+        A new or empty directory, or an earlier export (replaced).
+    step : int, optional
+        The training step the parameters stand for, kept in the export's record.
+
+    Returns
+    -------
+    dict
+        The record of ``out/export.json``: ``workdir``, ``checkpoint``, ``step``, ``tensors``, ``files``.
+
+    Notes
+    -----
+    ``out`` holds ``params.safetensors``, ``config.json``, ``tokenizer.model`` and ``export.json``
+    (:mod:`attention_jax.checkpointing.exported_run`); what ``export --format=directory`` writes. A file
+    or a directory of other files (a training run's) is refused with
+    :class:`~attention_jax.user_errors.UserInputError` before anything is written.
+    """
+    exported_run.check_export_target(out)
+    return exported_run.write_export_directory(out, run.params, run.config,
+                                               os.path.join(run.workdir, run_files.TOKENIZER_FILE),
+                                               workdir=run.workdir, checkpoint=run.checkpoint, step=step)

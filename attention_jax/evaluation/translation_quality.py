@@ -1,6 +1,7 @@
 """Translation quality: corpus BLEU, chrF and TER (sacrebleu) and per-token perplexity (Section 6).
 
-BLEU is computed by sacrebleu on detokenized text with its default ``13a`` tokenizer, so figures are
+BLEU is computed by sacrebleu on detokenized text with its default ``13a`` tokenizer (or another of
+:data:`~attention_jax.evaluation.sacrebleu_scores.BLEU_TOKENIZERS`), so figures are
 comparable to other systems' sacrebleu scores and come with a signature saying how they were made.
 (The paper's 27.3/28.4 were tokenized ``multi-bleu`` scores; sacrebleu's are typically somewhat lower.)
 chrF (sacrebleu's default chrF2: character 6-grams, beta 2) and TER (sacrebleu's tercom-like defaults;
@@ -22,10 +23,16 @@ from typing import Any, cast
 import jax
 import jax.numpy as jnp
 import numpy as np
-from sacrebleu.metrics import BLEU, CHRF, TER
+from sacrebleu.metrics import BLEU
 
 from attention_jax import run_files
 from attention_jax.decoding import decode
+from attention_jax.evaluation.sacrebleu_scores import (  # noqa: F401 (CorpusScores: re-exported)
+    DEFAULT_BLEU_TOKENIZER,
+    CorpusScores,
+    check_one_reference_each,
+    corpus_scores,
+)
 from attention_jax.models.model import PAD_ID, Transformer
 from attention_jax.models.transformer_config import TransformerConfig
 
@@ -52,74 +59,10 @@ def corpus_bleu(hypotheses: Sequence[str], references: Sequence[str]) -> tuple[f
     -----
     Raises ``ValueError`` when the lists differ in length.
     """
-    hypotheses, references = _matched(hypotheses, references)
+    hypotheses, references = check_one_reference_each(hypotheses, references)
     metric = BLEU()
     score = metric.corpus_score(hypotheses, [references])
     return float(score.score), str(metric.get_signature())
-
-
-@dataclasses.dataclass(frozen=True)
-class CorpusScores:
-    """sacrebleu's corpus BLEU, chrF and TER of a set of translations, each with its signature.
-
-    Attributes
-    ----------
-    bleu : float
-        Corpus BLEU in ``[0, 100]`` (``13a`` tokenization); higher is better.
-    bleu_signature : str
-        How it was computed, e.g. ``nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0``.
-    chrf : float
-        Corpus chrF2 in ``[0, 100]`` (character 6-grams, beta 2); higher is better.
-    chrf_signature : str
-        E.g. ``nrefs:1|case:mixed|eff:yes|nc:6|nw:0|space:no|version:2.6.0``.
-    ter : float
-        Corpus TER, edits per 100 reference words (can exceed 100); lower is better.
-    ter_signature : str
-        E.g. ``nrefs:1|case:lc|tok:tercom|norm:no|punct:yes|asian:no|version:2.6.0``.
-    """
-
-    bleu: float
-    bleu_signature: str
-    chrf: float
-    chrf_signature: str
-    ter: float
-    ter_signature: str
-
-
-def corpus_scores(hypotheses: Sequence[str], references: Sequence[str]) -> CorpusScores:
-    """sacrebleu corpus BLEU, chrF and TER of detokenized hypotheses against one reference each.
-
-    Parameters
-    ----------
-    hypotheses : Sequence[str]
-        System outputs, detokenized.
-    references : Sequence[str]
-        One reference per hypothesis, detokenized.
-
-    Returns
-    -------
-    CorpusScores
-        The three scores with the signatures of the ``sacrebleu.metrics`` objects that computed them
-        (their defaults, as ``sacrebleu -m bleu chrf ter`` on the command line).
-
-    Notes
-    -----
-    Raises ``ValueError`` when the lists differ in length.
-    """
-    hypotheses, references = _matched(hypotheses, references)
-    scored: dict[str, Any] = {}
-    for name, metric in (("bleu", BLEU()), ("chrf", CHRF()), ("ter", TER())):
-        scored[name] = float(metric.corpus_score(hypotheses, [references]).score)
-        scored[f"{name}_signature"] = str(metric.get_signature())
-    return CorpusScores(**scored)
-
-
-def _matched(hypotheses: Sequence[str], references: Sequence[str]) -> tuple[list[str], list[str]]:
-    hypotheses, references = list(hypotheses), list(references)
-    if len(hypotheses) != len(references):
-        raise ValueError(f"scoring needs one reference per hypothesis; got {len(hypotheses)} hypotheses "
-                         f"and {len(references)} references.")
-    return hypotheses, references
 
 
 @functools.partial(jax.jit, static_argnames=("model_config",))
@@ -270,7 +213,7 @@ class EvaluationResult:
     Attributes
     ----------
     bleu : float
-        sacrebleu corpus BLEU (detokenized, 13a).
+        sacrebleu corpus BLEU (detokenized, 13a unless the signature says otherwise).
     bleu_signature : str
         sacrebleu's signature.
     chrf : float
@@ -393,7 +336,8 @@ def translate_stoppably(translator: decode.Translator, sources: Sequence[str], *
 
 def evaluate(translator: decode.Translator, pairs: Sequence[tuple[str, str]], *,
              should_stop: Callable[[], bool] | None = None,
-             report_progress: Callable[[int], None] | None = None) -> EvaluationResult:
+             report_progress: Callable[[int], None] | None = None,
+             bleu_tokenizer: str = DEFAULT_BLEU_TOKENIZER) -> EvaluationResult:
     """Translate every source of ``pairs`` and score it; also the perplexity of the references.
 
     Parameters
@@ -407,6 +351,8 @@ def evaluate(translator: decode.Translator, pairs: Sequence[tuple[str, str]], *,
         :class:`EvaluationStopped`.
     report_progress : Callable[[int], None], optional
         Called with the sentences translated so far (e.g. :func:`attention_jax.evaluation.progress.progress_logger`).
+    bleu_tokenizer : str
+        sacrebleu's BLEU tokenizer (:data:`~attention_jax.evaluation.sacrebleu_scores.BLEU_TOKENIZERS`).
 
     Returns
     -------
@@ -422,7 +368,7 @@ def evaluate(translator: decode.Translator, pairs: Sequence[tuple[str, str]], *,
                                      report_progress=report_progress)
     if should_stop is not None and should_stop():
         raise EvaluationStopped(f"all {len(sources)} sentences translated, perplexity not computed")
-    scores = corpus_scores(hypotheses, references)
+    scores = corpus_scores(hypotheses, references, bleu_tokenizer=bleu_tokenizer)
     entropy = cross_entropy(translator.model_config, translator.params, translator.tokenizer, pairs,
                             max_len=translator.max_source_len, batch_size=translator.batch_size)
     return EvaluationResult(

@@ -89,3 +89,29 @@ def enable(configured: str | None) -> str | None:
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
     logging.info("Compilation cache: %s", directory)
     return directory
+
+
+def enable_unless_set(configured: str | None) -> str | None:
+    """:func:`enable` the cache, unless this process has already chosen a cache directory for JAX.
+
+    Parameters
+    ----------
+    configured : str or None
+        ``config.compilation_cache_dir`` (see :func:`resolve_directory`).
+
+    Returns
+    -------
+    str or None
+        The directory in use: the one set before (by the caller, a test, or an earlier run's
+        :func:`enable`), else :func:`enable`'s.
+
+    Notes
+    -----
+    For library entry points such as ``load_run``, which a notebook or a test may call after choosing a
+    cache of its own: that choice is left as it is. ``JAX_COMPILATION_CACHE_DIR`` still wins as in
+    :func:`resolve_directory`.
+    """
+    current = getattr(jax.config, "jax_compilation_cache_dir", None)  # Set by enable() or the caller.
+    if current:
+        return str(current)
+    return enable(configured)

@@ -1,0 +1,171 @@
+"""A run exported for translation: one directory of weights, config and tokenizer that ``load_run`` opens.
+
+``python -m attention_jax.export --workdir=runs/tiny --format=directory --out=tiny_export`` writes::
+
+    tiny_export/
+        params.safetensors   the parameters, one tensor per leaf (safetensors_params' name map), config in metadata
+        config.json          the run's config, as the run's own config.json
+        tokenizer.model      the run's SentencePiece model, the token ids the weights were trained on
+        export.json          where it came from: workdir, checkpoint, step, tensors
+
+so ``load_run("tiny_export")`` (and ``translate --workdir=tiny_export``) decodes with it, and plain
+``safetensors``, ``json`` and ``sentencepiece`` read it with no attention_jax at all (``docs/python_api.md``).
+An export holds one set of parameters: it has no ``checkpoints/`` to choose from, no optimizer state and no
+corpus, so training, ``--checkpoint`` and ``--average_last`` do not apply to it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from attention_jax import run_files
+from attention_jax.checkpointing import safetensors_params
+from attention_jax.experiment.sections import Experiment
+from attention_jax.user_errors import UserInputError
+
+PARAMS_FILE = "params.safetensors"
+"""The parameters' file in an export directory."""
+RECORD_FILE = "export.json"
+"""What the export came from, in an export directory."""
+EXPORTED_CHECKPOINT = "exported"
+"""``load_run``'s ``checkpoint`` naming an export's one set of parameters (``"latest"`` names it too)."""
+
+
+def is_export_directory(path: str) -> bool:
+    """Whether ``path`` is a directory :func:`write_export_directory` wrote (its parameters file, no ``checkpoints/``).
+
+    Parameters
+    ----------
+    path : str
+        A directory given as a run's ``workdir``.
+
+    Returns
+    -------
+    bool
+        True for an export, False for a training run or anything else.
+    """
+    return (os.path.isfile(os.path.join(path, PARAMS_FILE))
+            and not os.path.isdir(os.path.join(path, run_files.CHECKPOINT_DIR)))
+
+
+def check_export_target(out: str) -> None:
+    """Refuse an ``--out`` an export directory cannot be written to without harm, in one line.
+
+    Parameters
+    ----------
+    out : str
+        The directory to write: new, empty, or an earlier export (replaced).
+
+    Notes
+    -----
+    Raises :class:`~attention_jax.user_errors.UserInputError` for a file, or for a directory holding
+    anything but an earlier export (a training run's ``config.json`` and ``tokenizer.model`` would be
+    overwritten), before anything is read or written.
+    """
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise UserInputError(f"--out={out} is a file; --format=directory writes a directory: name a new one.")
+    if os.path.isdir(out) and os.listdir(out) and not is_export_directory(out):
+        raise UserInputError(f"--out={out} is a directory holding other files (a training run's, say), which the "
+                             f"export's {run_files.CONFIG_FILE} and {run_files.TOKENIZER_FILE} would overwrite: "
+                             f"name a new or empty directory.")
+
+
+def write_export_directory(out: str, params: Any, experiment: Experiment, tokenizer_file: str, *,
+                           workdir: str, checkpoint: str, step: int | None) -> dict[str, Any]:
+    """Write the parameters, config and tokenizer of one checkpoint of a run into the directory ``out``.
+
+    Parameters
+    ----------
+    out : str
+        The directory (created; an earlier export there is replaced file by file).
+    params : pytree
+        The parameters (``run.params``).
+    experiment : Experiment
+        The run's config (``run.config``).
+    tokenizer_file : str
+        The run's ``tokenizer.model``, copied as it is.
+    workdir, checkpoint : str
+        Where the parameters came from (``run.workdir``, ``run.checkpoint``), for the record.
+    step : int, optional
+        The training step they stand for.
+
+    Returns
+    -------
+    dict
+        The record written to ``export.json``: ``workdir``, ``checkpoint``, ``step``, ``tensors`` and the
+        ``files`` written.
+
+    Notes
+    -----
+    Each file is written atomically (:func:`run_files.write_atomically`), the parameters last but one and
+    the record last, so a directory that has its record is whole.
+    """
+    os.makedirs(out, exist_ok=True)
+    with open(tokenizer_file, "rb") as tokenizer:
+        run_files.write_atomically(os.path.join(out, run_files.TOKENIZER_FILE), tokenizer.read())
+    run_files.write_json_atomically(os.path.join(out, run_files.CONFIG_FILE), experiment.to_json_dict())
+    metadata = safetensors_params.run_metadata(experiment, workdir=workdir, checkpoint=checkpoint)
+    safetensors_params.save_safetensors(os.path.join(out, PARAMS_FILE), params,
+                                        {**metadata, **({"step": str(step)} if step is not None else {})})
+    record = {"workdir": workdir, "checkpoint": checkpoint, "step": step,
+              "tensors": len(safetensors_params.tensor_names(params)),
+              "files": [PARAMS_FILE, run_files.CONFIG_FILE, run_files.TOKENIZER_FILE, RECORD_FILE]}
+    run_files.write_json_atomically(os.path.join(out, RECORD_FILE), record)
+    return record
+
+
+def describe(directory: str) -> str:
+    """What ``load_run`` reports as an export's ``checkpoint``: ``"exported (latest, step 20)"``.
+
+    Parameters
+    ----------
+    directory : str
+        An export directory.
+
+    Returns
+    -------
+    str
+        ``exported`` with the checkpoint and step of its record, where it has one.
+    """
+    try:
+        with open(os.path.join(directory, RECORD_FILE), encoding="utf-8") as record_file:
+            record = json.load(record_file)
+    except (OSError, ValueError):
+        return EXPORTED_CHECKPOINT
+    origin = [str(record.get("checkpoint") or "")] + ([f"step {record['step']}"] if record.get("step") else [])
+    return f"{EXPORTED_CHECKPOINT} ({', '.join(part for part in origin if part)})"
+
+
+def load_export_params(directory: str, checkpoint: str = "latest", average_last: int = 0) -> Any:
+    """The parameters of an export directory as JAX arrays; a ``checkpoint`` other than its one is refused.
+
+    Parameters
+    ----------
+    directory : str
+        An export directory (:func:`is_export_directory`).
+    checkpoint : str
+        ``"latest"`` or ``"exported"``: the export's parameters (it holds no others).
+    average_last : int
+        Must be 0: an export holds one checkpoint.
+
+    Returns
+    -------
+    pytree
+        The nested parameter dicts, as ``jax.Array`` leaves.
+
+    Notes
+    -----
+    Raises :class:`~attention_jax.user_errors.UserInputError` in one line for another checkpoint, an
+    average, or a parameters file that is not safetensors.
+    """
+    import jax.numpy as jnp  # Here: reading the record needs no JAX.
+    from jax import tree
+
+    if average_last > 0 or checkpoint not in ("latest", EXPORTED_CHECKPOINT):
+        asked = f"--average_last={average_last}" if average_last > 0 else f"checkpoint {checkpoint!r}"
+        raise UserInputError(f"{directory} is an export of one checkpoint ({describe(directory)}), so "
+                             f"{asked} is not in it: leave it out, or load the training run itself.")
+    params, _ = safetensors_params.load_safetensors(os.path.join(directory, PARAMS_FILE))
+    return tree.map(jnp.asarray, params)

@@ -1,0 +1,117 @@
+"""``evaluate --hypotheses=FILE --reference=FILE``: score translations already made, no model and no JAX.
+
+The figures are sacrebleu's corpus BLEU, chrF and TER with their signatures, the same as
+``sacrebleu REFERENCE -i HYPOTHESES -m bleu chrf ter --tokenize TOKENIZER`` prints
+(:mod:`attention_jax.evaluation.sacrebleu_scores`); ``--output=FILE`` also writes them as JSON.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from attention_jax.user_errors import UserInputError, exit_with_error
+
+MODEL_FLAGS = ("workdir", "split", "source", "checkpoint", "average_last", "num_examples", "beam_size", "alpha",
+               "batch_size", "reaverage")
+"""``evaluate`` flags that choose a model or how it decodes: meaningless when the translations are given."""
+
+
+def check_no_model_flags(present: Sequence[str]) -> None:
+    """Refuse, in one line, model or decoding flags given with ``--hypotheses`` (which scores a file as it is).
+
+    Parameters
+    ----------
+    present : Sequence[str]
+        The names of the :data:`MODEL_FLAGS` the user gave.
+
+    Notes
+    -----
+    Raises :class:`~attention_jax.user_errors.UserInputError` naming them.
+    """
+    if present:
+        given = ", ".join(f"--{name}" for name in present)
+        raise UserInputError(f"--hypotheses scores translations that already exist, with no model: leave out "
+                             f"{given}, or leave out --hypotheses to translate --source with a run's model.")
+
+
+def score_file(hypotheses_file: str, reference_file: str, bleu_tokenizer: str) -> dict[str, Any]:
+    """Read the two files and score the hypotheses: the report :func:`run` prints and writes.
+
+    Parameters
+    ----------
+    hypotheses_file : str
+        Detokenized translations, one per line.
+    reference_file : str
+        Their references, one per line, as many lines.
+    bleu_tokenizer : str
+        sacrebleu's BLEU tokenizer (checked: :func:`~attention_jax.evaluation.sacrebleu_scores.check_bleu_tokenizer`).
+
+    Returns
+    -------
+    dict
+        JSON-serializable: the two files' absolute paths, ``num_sentences``, ``bleu_tokenizer`` and the
+        :class:`~attention_jax.evaluation.sacrebleu_scores.CorpusScores` fields.
+
+    Notes
+    -----
+    Raises :class:`~attention_jax.user_errors.UserInputError` (one line) for an unknown or uninstalled
+    tokenizer, a missing, empty or directory file, or files of different line counts.
+    """
+    from attention_jax.commands import text_io
+    from attention_jax.evaluation import sacrebleu_scores
+
+    sacrebleu_scores.check_bleu_tokenizer(bleu_tokenizer)
+    pairs = text_io.read_parallel_text(hypotheses_file, reference_file, source_flag="--hypotheses")
+    hypotheses = [hypothesis for hypothesis, _ in pairs]
+    references = [reference for _, reference in pairs]
+    scores = sacrebleu_scores.corpus_scores(hypotheses, references, bleu_tokenizer=bleu_tokenizer)
+    return {"hypotheses_file": os.path.abspath(hypotheses_file), "reference_file": os.path.abspath(reference_file),
+            "num_sentences": len(pairs), "bleu_tokenizer": bleu_tokenizer, **vars(scores)}
+
+
+def run(program: str, hypotheses_file: str, reference_file: str, bleu_tokenizer: str, output: str | None,
+        model_flags_given: Sequence[str]) -> None:
+    """Score ``hypotheses_file`` against ``reference_file``, print the figures and write ``output``.
+
+    Parameters
+    ----------
+    program : str
+        The command's name for error lines (``evaluate``).
+    hypotheses_file, reference_file : str
+        ``--hypotheses`` and ``--reference``.
+    bleu_tokenizer : str
+        ``--tokenize``.
+    output : str, optional
+        ``--output``: a JSON file for the figures; ``None`` prints them only.
+    model_flags_given : Sequence[str]
+        The :data:`MODEL_FLAGS` on the command line (refused).
+
+    Notes
+    -----
+    A mistake of the user's (:func:`check_no_model_flags`, :func:`score_file`, a ``--output`` that cannot be
+    written) is one line on stderr with exit status 2; nothing is written before the figures are printed.
+    """
+    from attention_jax import run_files
+
+    try:
+        if not reference_file:
+            raise UserInputError("--hypotheses needs --reference: the reference translations, one per line.")
+        check_no_model_flags(model_flags_given)
+        report = score_file(hypotheses_file, reference_file, bleu_tokenizer)
+    except UserInputError as error:
+        exit_with_error(program, str(error))
+    print(f"scored {report['num_sentences']} lines of {hypotheses_file} against {reference_file}")
+    print(f"BLEU = {report['bleu']:.2f}  ({report['bleu_signature']})")
+    print(f"chrF2 = {report['chrf']:.2f}  ({report['chrf_signature']})")
+    print(f"TER = {report['ter']:.2f}  ({report['ter_signature']})")
+    sys.stdout.flush()
+    if output:
+        try:
+            run_files.write_json_atomically(output, report)
+        except OSError as error:
+            exit_with_error(program, f"cannot write --output={output}: {error.strerror}. The figures above were "
+                            f"not saved; name a file in a writable directory.")
+        print(f"wrote {output}")

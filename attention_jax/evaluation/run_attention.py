@@ -1,0 +1,51 @@
+"""A loaded run's attention maps for one sentence: ``attention_jax.attention_maps(run, text)``.
+
+The top-level API's short form of :func:`attention_jax.evaluation.attention_maps.attention_maps`, which
+takes the model config, parameters, tokenizer and decoding settings one by one; here they all come from
+the :class:`~attention_jax.decoding.inference.TrainedRun`, as ``plot_attention`` takes them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any
+
+from attention_jax.evaluation import attention_maps as maps_of_model
+
+if TYPE_CHECKING:
+    from attention_jax.decoding.inference import TrainedRun
+
+
+def attention_maps(run: TrainedRun, source: str, target: str | None = None, *,
+                   beam_size: int | None = None) -> dict[str, Any]:
+    """Every attention weight of ``run``'s model for ``source`` and ``target`` (or the run's own translation).
+
+    Parameters
+    ----------
+    run : TrainedRun
+        From ``attention_jax.load_run``.
+    source : str
+        The source sentence.
+    target : str, optional
+        A target sentence to read the decoder's attention on (teacher forcing); ``None`` translates
+        ``source`` with the run's decoding settings first.
+    beam_size : int, optional
+        With ``target=None``: the beam for the translation instead of the run's (1: greedy).
+
+    Returns
+    -------
+    dict
+        As :func:`attention_jax.evaluation.attention_maps.attention_maps`: ``encoder`` ``[N, H, S, S]``,
+        ``decoder`` ``[N, H, T, T]`` and ``cross`` ``[N, H, T, S]`` float32 NumPy arrays (rows sum to 1),
+        ``source_tokens``, ``target_tokens``, ``decoder_input_tokens``, ``source`` and ``target``.
+
+    Notes
+    -----
+    Raises ``ValueError`` (one line) for an empty source, a target longer than the model's positions, or
+    an attention function that forms no weights.
+    """
+    settings = run.config.decoding
+    if beam_size is not None:
+        settings = dataclasses.replace(settings, beam_size=beam_size)
+    return maps_of_model.attention_maps(run.model_config, run.params, run.tokenizer, source, target,
+                                        settings=settings)

@@ -1,0 +1,138 @@
+r"""How long ``translate`` takes to answer line by line: the first answer cold and warm, then new lengths; JSON.
+
+Run from the repository root on any translation run::
+
+    python benchmarks/interactive_latency.py --workdir=runs/tiny --out=benchmarks/results/interactive_latency.json
+
+Each scenario starts ``python -m attention_jax.translate --workdir=RUN --buffer_size=1`` as a user would
+through a pipe, writes one sentence, waits for its line, then one sentence of each further length
+(``--lengths`` words, each a length the process has not seen), timing each answer from the moment its
+line was written. Scenarios, in order:
+
+- ``before``: ``--warm_up_tokens=0`` (each batch's decode length fitted to it, as before fixed shapes) and
+  an empty compilation cache directory, so every shape it meets compiles;
+- ``cold``: the defaults (fixed shapes, source buckets up to 32 tokens warmed before the first line is
+  read) with another empty cache directory;
+- ``warm``: the defaults again, in a second process sharing ``cold``'s cache directory, which loads the
+  programs ``cold`` compiled instead of compiling them.
+
+``first_answer_s`` counts from the process's start (imports, loading the run, warming, the first
+search); ``new_length_s`` lists the answers after it. The host's load average before and after is
+recorded: on a shared machine the figures scale with it. No test depends on these times.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+from absl import flags
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO_ROOT)
+
+from benchmarks import command_line  # noqa: E402
+
+WORDS = ("the small child sleeps because the woman reads a book and the old man walks to the green house "
+         "near the river while a dog runs after the red ball in the garden of my friend today").split()
+
+
+def define_flags() -> None:
+    """The benchmark's flags (defined only when it runs: :mod:`benchmarks.command_line`)."""
+    flags.DEFINE_string("workdir", None, "Training work directory or export directory to translate with.")
+    flags.DEFINE_list("lengths", ["4", "9", "13", "18", "24"], "Words of the first sentence, then of each "
+                      "new-length sentence, in order.")
+    flags.DEFINE_integer("timeout_s", 600, "Give up on a scenario after this many seconds.")
+    flags.DEFINE_string("out", None, "Also write the JSON here.")
+
+
+def sentence(num_words: int) -> str:
+    """A sentence of ``num_words`` words from :data:`WORDS`, ending in a full stop."""
+    return " ".join(WORDS[index % len(WORDS)] for index in range(num_words)) + "."
+
+
+def time_process(workdir: str, cache_dir: str, lengths: list[int], extra_flags: list[str],
+                 timeout_s: float) -> dict[str, Any]:
+    """Start ``translate`` line by line, send one sentence of each length, time each answer.
+
+    Parameters
+    ----------
+    workdir : str
+        The run.
+    cache_dir : str
+        ``JAX_COMPILATION_CACHE_DIR`` of the process.
+    lengths : list[int]
+        Words per sentence, first sentence first.
+    extra_flags : list[str]
+        More ``translate`` flags.
+    timeout_s : float
+        A deadline for the whole process.
+
+    Returns
+    -------
+    dict
+        ``first_answer_s`` (from the start), ``new_length_s`` (one per further sentence) and the answers.
+    """
+    environment = dict(os.environ, JAX_COMPILATION_CACHE_DIR=cache_dir, PYTHONPATH=REPO_ROOT)
+    command = [sys.executable, "-m", "attention_jax.translate", f"--workdir={workdir}", "--buffer_size=1",
+               *extra_flags]
+    started = time.perf_counter()
+    process = subprocess.Popen(command, cwd=REPO_ROOT, env=environment, stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert process.stdin is not None and process.stdout is not None
+    times, answers = [], []
+    try:
+        for number, num_words in enumerate(lengths):
+            sent = time.perf_counter()
+            process.stdin.write(sentence(num_words).encode() + b"\n")
+            process.stdin.flush()
+            answer = process.stdout.readline()
+            if not answer:
+                raise RuntimeError(f"translate ended early: {process.stderr.read().decode()[-2000:]}")
+            times.append(time.perf_counter() - (started if number == 0 else sent))
+            answers.append(answer.decode().rstrip("\n"))
+            if time.perf_counter() - started > timeout_s:
+                raise RuntimeError(f"the scenario ran past --timeout_s={timeout_s}")
+        process.stdin.close()
+        process.wait(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    return {"flags": extra_flags, "first_answer_s": round(times[0], 2),
+            "new_length_s": [round(value, 2) for value in times[1:]], "answers": answers}
+
+
+def main(argv: list[str]) -> None:
+    """Run the three scenarios and print (and with ``--out`` write) the JSON report."""
+    del argv
+    options = flags.FLAGS
+    if not options.workdir:
+        command_line.fail("--workdir is required: a run to translate with.")
+    lengths = [int(value) for value in options.lengths]
+    load_before = os.getloadavg()
+    with tempfile.TemporaryDirectory() as before_cache, tempfile.TemporaryDirectory() as shared_cache:
+        scenarios = {
+            "before": time_process(options.workdir, before_cache, lengths, ["--warm_up_tokens=0"], options.timeout_s),
+            "cold": time_process(options.workdir, shared_cache, lengths, [], options.timeout_s),
+            "warm": time_process(options.workdir, shared_cache, lengths, [], options.timeout_s),
+        }
+    if len({tuple(scenario["answers"]) for scenario in scenarios.values()}) != 1:
+        raise RuntimeError("the scenarios translated differently: fixed shapes must not change a translation.")
+    report = {"workdir": options.workdir, "lengths_words": lengths, "cpu_count": os.cpu_count(),
+              "load_average_before": [round(value, 2) for value in load_before],
+              "load_average_after": [round(value, 2) for value in os.getloadavg()],
+              "identical_translations": True, **scenarios}
+    text = json.dumps(report, indent=2, ensure_ascii=False)
+    print(text)
+    if options.out:
+        with open(options.out, "w", encoding="utf-8") as handle:
+            handle.write(text + "\n")
+
+
+if __name__ == "__main__":
+    command_line.run(main, define_flags)
