@@ -28,6 +28,7 @@ from attention_jax.models import attention, attention_functions, masks, position
 from attention_jax.models.embedding_positions import sinusoidal_positional_encoding  # noqa: F401 (re-exported)
 from attention_jax.models.masks import make_segment_mask, self_attention_mask  # noqa: F401 (re-exported)
 from attention_jax.models.transformer_config import TransformerConfig
+from attention_jax.models.variants import LayerNormPosition
 
 Array = jax.Array
 
@@ -215,7 +216,7 @@ class ResidualSublayer(nn.Module):
         """Apply ``sublayer`` (a callable of the normalized or raw ``x``) with residual and norm."""
         norm = layer_norm("layer_norm")
         dropout = dropout_class(self.config.cpu_kernels)(self.config.dropout_rate)
-        if self.config.layer_norm_position == "pre":
+        if self.config.layer_norm_position == LayerNormPosition.PRE:
             return x + dropout(sublayer(norm(x).astype(x.dtype)), deterministic=deterministic)
         summed = x + dropout(sublayer(x), deterministic=deterministic)
         return norm(summed).astype(x.dtype)
@@ -345,7 +346,7 @@ class Transformer(nn.Module):
         self.encoder_layers = [EncoderLayer(cfg, name=f"encoder_{i}") for i in range(cfg.num_layers)]
         self.decoder_layers = [DecoderLayer(cfg, name=f"decoder_{i}") for i in range(cfg.num_layers)]
         self.embedding_dropout = dropout_class(cfg.cpu_kernels)(cfg.dropout_rate)
-        if cfg.layer_norm_position == "pre":
+        if cfg.layer_norm_position == LayerNormPosition.PRE:
             self.encoder_norm = layer_norm("encoder_norm")
             self.decoder_norm = layer_norm("decoder_norm")
 
@@ -378,7 +379,7 @@ class Transformer(nn.Module):
                          inputs, deterministic=deterministic, positions=inputs_position)
         for layer in self.encoder_layers:
             x = layer(x, mask, deterministic=deterministic, sow_weights=sow_weights, positions=inputs_position)
-        if self.config.layer_norm_position == "pre":
+        if self.config.layer_norm_position == LayerNormPosition.PRE:
             x = self.encoder_norm(x).astype(x.dtype)
         return x
 
@@ -438,7 +439,7 @@ class Transformer(nn.Module):
         for layer in self.decoder_layers:
             y = layer(y, encoded, self_mask, cross_mask, deterministic=deterministic,
                       sow_weights=sow_weights, positions=targets_position)
-        if cfg.layer_norm_position == "pre":
+        if cfg.layer_norm_position == LayerNormPosition.PRE:
             y = self.decoder_norm(y).astype(y.dtype)
         if not cfg.share_embeddings:
             logits = self.output_projection(y)
