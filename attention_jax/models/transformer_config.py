@@ -115,6 +115,8 @@ attention_implementation, attention_window, attention_function, dtype, cpu_kerne
 
 def _validate(config: TransformerConfig) -> None:
     """Raise ``ValueError`` naming the first invalid field: its declaration's check, then the combinations."""
+    positional_encodings.check_positional_encoding(config.positional_encoding)  # The registries name their own
+    attention_registry.attention_function(config.attention_function)  # entries (with a did-you-mean).
     check_declared(config, "model")
     if isinstance(config.max_len, bool) or not isinstance(config.max_len, numbers.Integral) or config.max_len <= 0:
         raise ValueError(f"max_len must be a positive integer; got {config.max_len!r}.")
