@@ -28,9 +28,10 @@ def get_config() -> ml_collections.ConfigDict:
 
     Notes
     -----
-    The fields, their defaults (the paper's base model), allowed values and meanings are the table
-    ``attention_jax/experiment/schema.py``; its sections follow the paper's: 3 (model), 5.1-5.2 (data and
-    batching), 5.3-5.4 (optimizer, regularization), 6.1 (checkpoint averaging and beam search).
+    The fields, their defaults (the paper's base model), allowed values and meanings are declared in the
+    sections' dataclasses and listed in ``docs/config_fields.md``; the sections follow the paper's: 3
+    (model), 5.1-5.2 (data and batching), 5.3-5.4 (optimizer, regularization), 6.1 (checkpoint averaging
+    and beam search).
     """
     config = ml_collections.ConfigDict(schema.default_config())
     config.name = "base"

@@ -312,7 +312,7 @@ def test_translator_rejects_mismatched_params_and_tokenizer(tiny_params):
         decode.Translator(TINY, tiny_params, WordTokenizer(), settings=DecodeSettings(max_decode_extra_len=24))
     with pytest.raises(ValueError, match="beam_size"):
         decode.Translator(TINY, tiny_params, WordTokenizer(), settings=dataclasses.replace(SHORT, beam_size=0))
-    with pytest.raises(ValueError, match="cache_stages must be a positive integer"):
+    with pytest.raises(ValueError, match="cache_stages must be positive; got 0"):
         dataclasses.replace(SHORT, cache_stages=0)
 
 

@@ -63,8 +63,8 @@ def _run(argv: list[str], cwd: pathlib.Path) -> subprocess.CompletedProcess:
 def test_the_page_has_every_worked_example() -> None:
     assert set(_file_blocks()) == {"my_sweep.py", "my_attention.py", "my_positions.py", "my_corpus_config.py"}
     headings = re.findall(r"^## (.+)$", PAGE.read_text(), flags=re.M)
-    assert headings == ["A Table 2 row", "A sweep of your own", "An attention function", "A positional encoding",
-                        "A corpus"]
+    assert headings == ["A config field", "A Table 2 row", "A sweep of your own", "An attention function",
+                        "A positional encoding", "A corpus"]
 
 
 def test_a_table2_row_is_one_tuple(monkeypatch: pytest.MonkeyPatch) -> None:

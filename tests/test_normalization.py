@@ -140,7 +140,7 @@ def test_the_flop_count_leaves_norms_and_residual_sums_out() -> None:
     ({"normalization": "rms_nrom"}, "normalization must be one of ('layer_norm', 'rms_norm', 'batch_norm', 'none'); "
                                     "got 'rms_nrom'. "
                                "Did you mean 'rms_norm'?"),
-    ({"residual_connections": "no"}, "residual_connections must be True or False; got 'no'."),
+    ({"residual_connections": "no"}, "residual_connections must be True or False; got 'no' (str)."),
 ])
 def test_undefined_combinations_are_refused_in_one_line(changes: dict, message: str) -> None:
     with pytest.raises(ValueError) as raised:

@@ -346,8 +346,8 @@ def test_parameter_counts(encoding: str, values: bool) -> None:
     ({"positional_encoding": "rotary", "key_dim": 5},
      "positional_encoding='rotary' needs key_dim to be a multiple of 2 (it turns pairs of components); got "
      "key_dim=5: set an even key_dim."),
-    ({"relative_max_distance": 0}, "relative_max_distance must be a positive integer; got 0."),
-    ({"relative_values": "yes"}, "relative_values must be True or False; got 'yes'."),
+    ({"relative_max_distance": 0}, "relative_max_distance must be >= 1; got 0."),
+    ({"relative_values": "yes"}, "relative_values must be True or False; got 'yes' (str)."),
 ])
 def test_undefined_combinations_are_refused_in_one_line(changes: dict, message: str) -> None:
     with pytest.raises(ValueError) as raised:

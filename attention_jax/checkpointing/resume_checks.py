@@ -20,28 +20,36 @@ from etils import epath
 
 from attention_jax import run_files
 from attention_jax.checkpointing.checkpoints import finished_steps, flatten_config, read_config
+from attention_jax.experiment import schema
 from attention_jax.experiment.sections import Experiment
+from attention_jax.field_declarations import ResumeRule
 from attention_jax.user_errors import UserInputError
 
+# Each field's declaration says what a changed value means for a resumed run (field_declarations.ResumeRule); these
+# lists follow from the declarations.
+
+# Fields that choose the model (the model section's, and model_kind): a run never resumes with other values.
+MODEL_FIELDS = schema.fields_with_rule(ResumeRule.MODEL)
+
 # Model fields that change only how the same function is computed; a run may resume with new values.
-COMPUTE_ONLY_FIELDS = ("dtype", "attention_implementation", "decode", "cpu_kernels")
+# ``decode`` is a mode of TransformerConfig, not a config field.
+COMPUTE_ONLY_FIELDS = (*schema.fields_with_rule(ResumeRule.COMPUTE), "decode")
 
 # Config fields that choose the training corpus and so the tokenizer trained on it (or, fine-tuning, the
 # run whose tokenizer is used): a run's weights belong to its token ids, so a run never resumes with other
 # values. An absent field and "" are the same (runs from before fine_tune_from existed).
-DATA_IDENTITY_FIELDS = ("dataset", "train_split", "source_lang", "target_lang", "tokenizer_max_sentences",
-                        "fine_tune_from")
+DATA_IDENTITY_FIELDS = schema.fields_with_rule(ResumeRule.DATA)
 
 # Config fields that chose what a run did from its first step (its initial parameters, dropout keys and
 # batch order): a run never resumes with other values.
-RUN_IDENTITY_FIELDS = ("seed",)
+RUN_IDENTITY_FIELDS = schema.fields_with_rule(ResumeRule.SEED)
 
 # Optimizer knobs whose switching on or off changes the optimizer state's structure (an extra clipping
 # state, AdamW's mask): a run resumes with other non-zero values, never with one switched on or off.
-OPTIMIZER_STATE_FIELDS = ("grad_clip_norm", "weight_decay")
+OPTIMIZER_STATE_FIELDS = schema.fields_with_rule(ResumeRule.OPTIMIZER_STATE)
 
 # The config fields that set the model's positions (``TransformerConfig.max_len`` is their sum).
-POSITION_FIELDS = ("max_len", "max_decode_extra_len")
+POSITION_FIELDS = schema.fields_with_rule(ResumeRule.POSITIONS)
 
 # The evaluation splits a run records (``data_splits.json``): the data pipeline's name -> how a user names
 # the split, the config field that chooses it, and the file that holds it in a ``tsv:`` corpus.
@@ -144,16 +152,16 @@ def model_config_differences(saved: Experiment, experiment: Experiment) -> dict[
     Returns
     -------
     dict[str, tuple]
-        ``{field: (saved value, new value)}`` over ``model_kind`` and :class:`TransformerConfig` fields, except
-        :data:`COMPUTE_ONLY_FIELDS`. The model's positions (``TransformerConfig.max_len``) are named by the
-        config fields that set them, :data:`POSITION_FIELDS`, as a user wrote them: ``max_len`` 64 -> 128 is
+        ``{field: (saved value, new value)}`` over :data:`MODEL_FIELDS` (the model section's fields and
+        ``model_kind``, as the built :class:`TransformerConfig` resolves them), not :data:`COMPUTE_ONLY_FIELDS`.
+        The model's positions (``TransformerConfig.max_len``) are named by the config fields that set
+        them, :data:`POSITION_FIELDS`, as a user wrote them: ``max_len`` 64 -> 128 is
         ``{"max_len": (64, 128)}``, not the positions with the decoding margin added.
     """
-    before, after = dataclasses.asdict(saved.model), dataclasses.asdict(experiment.model)
-    before["model_kind"], after["model_kind"] = saved.model_kind, experiment.model_kind  # Or a decoder-only LM.
-    differences = {name: (before[name], after[name]) for name in before
-                   if name not in COMPUTE_ONLY_FIELDS and before[name] != after[name]}
-    if differences.pop("max_len", None) is not None:
+    before = {**dataclasses.asdict(saved.model), "model_kind": saved.model_kind}  # key_dim etc. resolved.
+    after = {**dataclasses.asdict(experiment.model), "model_kind": experiment.model_kind}
+    differences = {name: (before[name], after[name]) for name in MODEL_FIELDS if before[name] != after[name]}
+    if saved.model.max_len != experiment.model.max_len:
         differences.update({name: (saved.fields[name], experiment.fields[name]) for name in POSITION_FIELDS
                             if saved.fields[name] != experiment.fields[name]})
     return differences

@@ -23,6 +23,7 @@ from typing import Any
 
 from absl import app, flags, logging
 
+from attention_jax.models.variants import ModelKind
 from attention_jax.user_errors import UserInputError, exit_with_error
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "Training work directory of a language model.", required=True)
@@ -78,7 +79,7 @@ def main(argv: list[str]) -> None:
         settings = generation.SamplingSettings(temperature=_TEMPERATURE.value, top_k=_TOP_K.value,
                                                top_p=_TOP_P.value, max_new_tokens=_MAX_NEW_TOKENS.value,
                                                seed=_SEED.value)
-        run = inference.load_run(_WORKDIR.value, _CHECKPOINT.value, model_kind="decoder_only")
+        run = inference.load_run(_WORKDIR.value, _CHECKPOINT.value, model_kind=ModelKind.DECODER_ONLY)
         if _EVAL_SPLIT.value:
             from attention_jax import run_files
 

@@ -23,6 +23,7 @@ from attention_jax.data.tokenizer import Tokenizer
 from attention_jax.decoding import decode
 from attention_jax.experiment.sections import Experiment
 from attention_jax.models.transformer_config import TransformerConfig
+from attention_jax.models.variants import ModelKind
 from attention_jax.user_errors import MissingInputError
 
 
@@ -82,8 +83,8 @@ class TrainedRun:
         return dataclasses.replace(self.config.data, fine_tune_from=self.workdir)
 
 
-_COMMAND_FOR_KIND = {"encoder_decoder": "python -m attention_jax.translate (or evaluate, plot_attention)",
-                     "decoder_only": "python -m attention_jax.generate"}
+_COMMAND_FOR_KIND = {ModelKind.ENCODER_DECODER: "python -m attention_jax.translate (or evaluate, plot_attention)",
+                     ModelKind.DECODER_ONLY: "python -m attention_jax.generate"}
 
 
 def check_model_kind(workdir: str, experiment: Experiment, expected: str) -> None:
@@ -100,14 +101,14 @@ def check_model_kind(workdir: str, experiment: Experiment, expected: str) -> Non
     """
     found = experiment.model_kind
     if found != expected:
-        described = {"encoder_decoder": "an encoder-decoder translation model",
-                     "decoder_only": "a decoder-only language model"}
-        raise ValueError(f"{workdir} holds {described[found]} (config.model_kind={found!r}), not "
-                         f"{described[expected]}: use {_COMMAND_FOR_KIND[found]} on it.")
+        described = {ModelKind.ENCODER_DECODER: "an encoder-decoder translation model",
+                     ModelKind.DECODER_ONLY: "a decoder-only language model"}
+        raise ValueError(f"{workdir} holds {described[ModelKind(found)]} (config.model_kind={found!r}), not "
+                         f"{described[ModelKind(expected)]}: use {_COMMAND_FOR_KIND[ModelKind(found)]} on it.")
 
 
 def load_run(workdir: str, checkpoint: str = "latest", *, average_last: int = 0,
-             model_kind: str = "encoder_decoder", compilation_cache: bool = True) -> TrainedRun:
+             model_kind: str = ModelKind.ENCODER_DECODER, compilation_cache: bool = True) -> TrainedRun:
     """Load the parameters, config and tokenizer of a training run.
 
     Parameters
@@ -163,7 +164,7 @@ def load_run(workdir: str, checkpoint: str = "latest", *, average_last: int = 0,
 
         persistent_cache.enable_unless_set(config.run.compilation_cache_dir)
     model_config = config.model
-    if model_kind == "encoder_decoder":
+    if model_kind == ModelKind.ENCODER_DECODER:
         decode.check_params_match(model_config, params)
     return TrainedRun(workdir, checkpoint, config, model_config, params, tokenizer)
 

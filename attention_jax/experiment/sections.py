@@ -18,9 +18,13 @@ from attention_jax.data import batching, packing
 from attention_jax.data.data_config import DataConfig
 from attention_jax.experiment import schema, size_limits
 from attention_jax.experiment.schema import ConfigError
+from attention_jax.experiment.settings import OptimizerConfig, RunConfig
 from attention_jax.models import flops
 from attention_jax.models.decode_settings import DecodeSettings
 from attention_jax.models.transformer_config import TransformerConfig
+from attention_jax.models.variants import ModelKind
+
+__all__ = ["PaperFigures", "Experiment", "OptimizerConfig", "RunConfig", "plain_fields", "build_experiment"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,126 +51,6 @@ class PaperFigures:
     train_hours: float | None = None
     num_gpus: float | None = None
     gpu_tflops: float | None = None
-
-
-@dataclasses.dataclass(frozen=True)
-class OptimizerConfig:
-    """Adam, the learning-rate schedule and the loss (Sections 5.3-5.4).
-
-    Attributes
-    ----------
-    d_model : int
-        The model width the schedule scales by (``d_model ** -0.5``).
-    warmup_steps : int
-        Steps of linear warm-up.
-    learning_rate_scale : float
-        Multiplies the whole schedule.
-    adam_b1, adam_b2, adam_eps : float
-        Adam's betas and epsilon (0.9, 0.98, 1e-9 in the paper).
-    grad_accum_steps : int
-        Micro-batches summed per optimizer step.
-    label_smoothing : float
-        ``eps_ls``.
-    dropout_rng : str
-        ``"threefry"`` or ``"rbg"``.
-    grad_clip_norm : float
-        Global L2 norm the gradient is clipped to before Adam; 0 leaves it unclipped (the paper).
-    weight_decay : float
-        Decoupled weight-decay coefficient (AdamW) on parameters of two or more dimensions; 0: none
-        (the paper).
-    """
-
-    d_model: int
-    warmup_steps: int
-    learning_rate_scale: float
-    adam_b1: float
-    adam_b2: float
-    adam_eps: float
-    grad_accum_steps: int
-    label_smoothing: float
-    dropout_rng: str
-    grad_clip_norm: float
-    weight_decay: float
-
-
-@dataclasses.dataclass(frozen=True)
-class RunConfig:
-    """Steps, parallelism, checkpoints, evaluation and logging of one training run.
-
-    Attributes
-    ----------
-    num_train_steps : int
-        Optimizer steps.
-    compilation_cache_dir : str
-        ``"default"``, ``""`` (off) or a directory.
-    mesh_shape : tuple[int, ...]
-        Sizes of the mesh axes (-1: the remaining devices).
-    mesh_axes : tuple[str, ...]
-        Names of the mesh axes.
-    param_sharding : str
-        ``"replicated"`` or ``"fsdp"``.
-    fine_tune_from : str
-        A run whose parameters and tokenizer the run starts from (``""``: from scratch).
-    fine_tune_checkpoint : str
-        Which of its parameters.
-    checkpoint_every_steps : int
-        0: by time only.
-    checkpoint_every_minutes : float
-        0: by steps only.
-    keep_checkpoints : int
-        Checkpoints kept.
-    average_last_checkpoints : int
-        Checkpoints averaged for the final BLEU.
-    log_every_steps : int
-        Progress line interval.
-    peak_tflops_per_device : float
-        MFU's peak (0: a datasheet's or a measured one).
-    profile_steps, profile_start_step : int
-        The profiler's trace.
-    eval_every_steps : int
-        Dev evaluation interval (0: none).
-    num_eval_batches : int
-        0: the whole dev split.
-    num_bleu_examples : int
-        Dev sentences of the sampled BLEU.
-    num_sample_translations : int
-        Translations shown in TensorBoard.
-    final_bleu : bool
-        Whole-split BLEU when training ends.
-    final_bleu_splits : tuple[str, ...]
-        A subset of ``("dev", "test")``.
-    early_stopping_patience : int
-        0: never stop early.
-    early_stopping_min_improvement : float
-        Relative improvement that resets the patience.
-    early_stopping_min_steps : int
-        Evaluations before this step do not count toward patience.
-    """
-
-    num_train_steps: int
-    compilation_cache_dir: str
-    mesh_shape: tuple[int, ...]
-    mesh_axes: tuple[str, ...]
-    param_sharding: str
-    fine_tune_from: str
-    fine_tune_checkpoint: str
-    checkpoint_every_steps: int
-    checkpoint_every_minutes: float
-    keep_checkpoints: int
-    average_last_checkpoints: int
-    log_every_steps: int
-    peak_tflops_per_device: float
-    profile_steps: int
-    profile_start_step: int
-    eval_every_steps: int
-    num_eval_batches: int
-    num_bleu_examples: int
-    num_sample_translations: int
-    final_bleu: bool
-    final_bleu_splits: tuple[str, ...]
-    early_stopping_patience: int
-    early_stopping_min_improvement: float
-    early_stopping_min_steps: int
 
 
 @dataclasses.dataclass(frozen=True)
@@ -260,10 +144,10 @@ def plain_fields(config: Any) -> dict[str, Any]:
     return plain
 
 
-def _of_section(cls: type, fields: Mapping[str, Any], section: str, **extra: Any) -> Any:
-    names = {field.name for field in dataclasses.fields(cls)}
-    values = {name: fields[name] for name in schema.section_fields(section) if name in names}
-    return cls(**values, **extra)
+def _of_section(section: str, fields: Mapping[str, Any], **derived: Any) -> Any:
+    """The section's object: every field it declares from ``fields``, plus the ``derived`` ones it copies."""
+    section_class = schema.SECTION_CLASSES[section]
+    return section_class(**{name: fields[name] for name in schema.section_fields(section)}, **derived)
 
 
 def build_experiment(config: Any, where: str) -> Experiment:
@@ -293,24 +177,23 @@ def build_experiment(config: Any, where: str) -> Experiment:
     try:
         _check_relations(fields)
         model = _model_config(fields)
-        data = _of_section(DataConfig, fields, "data", vocab_size=fields["vocab_size"],
-                           fine_tune_from=fields["fine_tune_from"])
-        optimizer = _of_section(OptimizerConfig, fields, "optimizer", d_model=fields["d_model"])
-        decoding = _of_section(DecodeSettings, fields, "decoding")
-        run = _of_section(RunConfig, fields, "run")
+        data = _of_section("data", fields, vocab_size=fields["vocab_size"], fine_tune_from=fields["fine_tune_from"])
+        optimizer = _of_section("optimizer", fields, d_model=fields["d_model"])
+        decoding = _of_section("decoding", fields)
+        run = _of_section("run", fields)
+        identity = _of_section("experiment", fields)
     except ConfigError:
         raise
     except ValueError as error:
         raise ConfigError(f"{where}: {error}") from None
-    return Experiment(name=fields["name"], seed=fields["seed"], model_kind=fields["model_kind"],
-                      paper=PaperFigures(**(fields["paper"] or {})), model=model, data=data,
+    return Experiment(name=identity.name, seed=identity.seed, model_kind=identity.model_kind,
+                      paper=PaperFigures(**(identity.paper or {})), model=model, data=data,
                       optimizer=optimizer, decoding=decoding, run=run, fields=types.MappingProxyType(fields))
 
 
 def _model_config(fields: Mapping[str, Any]) -> TransformerConfig:
     """The Transformer section: ``key_dim``/``value_dim`` of 0 resolved, positions for the decoding margin."""
-    names = {field.name for field in dataclasses.fields(TransformerConfig)}
-    values = {name: fields[name] for name in schema.section_fields("model") if name in names}
+    values = {name: fields[name] for name in schema.section_fields("model")}
     for name in ("key_dim", "value_dim"):
         if values[name] == 0:  # Paper default: d_k = d_v = d_model / h.
             if values["d_model"] % values["num_heads"]:
@@ -333,7 +216,7 @@ def _check_relations(fields: Mapping[str, Any]) -> None:
                          "--config.attention_window=0 or --config.packing=False.")
     if fields["packing"]:
         packing.check_row_lengths(fields["packing_row_lengths"], fields["max_len"])
-    if fields["model_kind"] != "decoder_only":  # A language model's batch holds at least one row whatever the budget.
+    if fields["model_kind"] != ModelKind.DECODER_ONLY:  # A language model's batch holds a row whatever the budget.
         batching.make_bucket_shapes(fields["max_len"], fields["tokens_per_batch"], 1)  # One row of max_len fits.
     run_files.final_bleu_splits(fields["final_bleu_splits"])
     if len(fields["mesh_shape"]) != len(fields["mesh_axes"]):
@@ -342,7 +225,7 @@ def _check_relations(fields: Mapping[str, Any]) -> None:
     if "data" not in fields["mesh_axes"] or list(fields["mesh_shape"]).count(-1) > 1:
         raise ValueError(f"mesh_axes={tuple(fields['mesh_axes'])} must contain 'data' (batches are split over it), "
                          f"and at most one mesh_shape entry may be -1; got {tuple(fields['mesh_shape'])}.")
-    if fields["model_kind"] == "decoder_only":
+    if fields["model_kind"] == ModelKind.DECODER_ONLY:
         if fields["attention_window"] > 0:
             raise ValueError(f"model_kind='decoder_only' packs documents into rows with segment ids, which "
                              f"restricted attention (attention_window={fields['attention_window']}) cannot "

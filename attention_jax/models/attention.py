@@ -29,7 +29,7 @@ from attention_jax.models import (
     positional_encodings,
     softmax,
 )
-from attention_jax.models.attention_registry import AttentionFunction
+from attention_jax.models.attention_registry import AttentionFunction, AttentionImplementation
 from attention_jax.models.fused_attention import fused_dot_product_attention
 
 Array = jax.Array
@@ -494,7 +494,7 @@ class MultiHeadAttention(nn.Module):
             query = entry.query_transform(query)  # dot_product: sqrt(d_k) q, undoing the scale (footnote 4).
         if isinstance(mask, LocalMask):
             mask = self._local_or_dense(mask, query.shape[1], key.shape[1], sow_weights)
-        single_query = (self.implementation == "einsum" and query.shape[1] == 1
+        single_query = (self.implementation == AttentionImplementation.EINSUM and query.shape[1] == 1
                         and not (sow_weights or self._drops_weights(deterministic) or isinstance(mask, LocalMask)))
         if self.decode:
             key, value, mask = decode_attention.update_key_value_cache(  # [B,H,L,K|V]: heads first.
@@ -504,7 +504,7 @@ class MultiHeadAttention(nn.Module):
             key, value = jnp.swapaxes(key, 1, 2), jnp.swapaxes(value, 1, 2)  # [B,L,H,K|V]
         if not single_query:  # A search's hypotheses share a sentence's key/value row: one row per query row.
             key, value, mask = attention_functions.share_key_rows(query.shape[0], key, value, mask)  # [B,S,H,K|V]
-        if self.implementation == "einsum":
+        if self.implementation == AttentionImplementation.EINSUM:
             return self._einsum_attention(query, key, value, mask, single_query=single_query,
                                           deterministic=deterministic, sow_weights=sow_weights)
         return self._kernel_attention(query, key, value, mask, deterministic=deterministic)
@@ -583,6 +583,6 @@ class MultiHeadAttention(nn.Module):
                 f"{query_length}, key length {key_length}, decode={self.decode}); in decode mode set "
                 "decode_window instead and pass a dense mask or None."
             )
-        if self.implementation == "einsum" and not sow_weights:
+        if self.implementation == AttentionImplementation.EINSUM and not sow_weights:
             return mask
         return mask.to_dense(key_length)

@@ -32,15 +32,36 @@ head (d_v).
 from __future__ import annotations
 
 import dataclasses
+import enum
 from collections.abc import Callable
 from typing import Any
 
 from attention_jax.models.registry import Registration, Registry
 
-ATTENTION_IMPLEMENTATIONS = ("einsum", "xla", "cudnn", "fused")
+
+class AttentionImplementation(enum.StrEnum):
+    """How dot-product attention is computed (``config.attention_implementation``); code asks for a member.
+
+    Attributes
+    ----------
+    EINSUM
+        Our own einsum path: every attention function, mask, weight dropout and attention map.
+    XLA, CUDNN
+        ``jax.nn.dot_product_attention``'s kernels (cuDNN's runs only on an NVIDIA GPU).
+    FUSED
+        cuDNN on a GPU in half precision, else XLA's.
+    """
+
+    EINSUM = "einsum"
+    XLA = "xla"
+    CUDNN = "cudnn"
+    FUSED = "fused"
+
+
+ATTENTION_IMPLEMENTATIONS = tuple(member.value for member in AttentionImplementation)
 """Allowed values of ``config.attention_implementation`` (see ``attention.ATTENTION_IMPLEMENTATIONS``)."""
 
-GPU_ONLY_IMPLEMENTATIONS = ("cudnn",)
+GPU_ONLY_IMPLEMENTATIONS = (AttentionImplementation.CUDNN,)
 """The implementations that run only on an NVIDIA GPU (cuDNN's fused attention); training refuses them elsewhere."""
 
 LINEAR_CHUNK_SIZE = 64
@@ -103,7 +124,7 @@ class AttentionFunction:
     supports_packing: bool = True
     supports_window: bool = True
     supports_attention_dropout: bool = True
-    implementations: tuple[str, ...] = ("einsum",)
+    implementations: tuple[str, ...] = (AttentionImplementation.EINSUM.value,)
     structured_masks: bool = False
     query_transform: Callable[[Any], Any] | None = None
     score: Callable[..., Any] | None = None
@@ -119,7 +140,7 @@ class AttentionFunction:
         if unknown or not self.implementations:
             raise ValueError(f"attention function {self.name!r}: implementations must be a non-empty subset of "
                              f"{ATTENTION_IMPLEMENTATIONS}; got {self.implementations}.")
-        if not self.uses_dot_product_paths and self.implementations != ("einsum",):
+        if not self.uses_dot_product_paths and tuple(self.implementations) != (AttentionImplementation.EINSUM,):
             raise ValueError(f"attention function {self.name!r}: score and attend functions run on the einsum "
                              f"path only (implementations=('einsum',)); got {self.implementations}.")
         if self.structured_masks and self.attend is None:

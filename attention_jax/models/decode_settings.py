@@ -9,7 +9,8 @@ builds once from a checked config; the model's position table is sized with the 
 from __future__ import annotations
 
 import dataclasses
-import numbers
+
+from attention_jax.field_declarations import NON_NEGATIVE, POSITIVE, ResumeRule, check_declared, setting
 
 
 @dataclasses.dataclass(frozen=True)
@@ -18,38 +19,31 @@ class DecodeSettings:
 
     Parameters
     ----------
-    beam_size : int
-        ``K``, the beams kept per sentence; ``1`` means greedy decoding.
-    length_penalty_alpha : float
-        Strength of the GNMT length penalty ``((5 + |Y|) / 6) ** alpha``.
-    max_decode_extra_len : int
-        Outputs hold at most ``input length + max_decode_extra_len`` tokens, EOS included.
-    cache_stages : int
-        The key/value cache grows in this many stages (:func:`attention_jax.decoding.decode_steps.cache_stage_ends`);
-        1 sizes it for the longest allowed output from the first step. Translations are the same
-        either way; more stages decode faster but compile a loop body per stage.
+    beam_size, length_penalty_alpha, max_decode_extra_len, cache_stages
+        Declared below, each with its meaning and range (``docs/config_fields.md`` lists them).
 
     Notes
     -----
-    Raises ``ValueError`` for a non-positive ``beam_size``, ``max_decode_extra_len`` or ``cache_stages``.
+    Raises ``ValueError`` for a value its declaration refuses (a non-positive ``beam_size``, say).
 
-    Staging pays where most outputs end long before the input + 50 tokens the cache is sized for,
-    at the cost of one loop compilation per stage: ``benchmarks/translate.py`` measures both on a
-    trained run (figures in its docstring). Two stages (the default) pay for their compile time from
-    about a thousand sentences on there.
+    ``cache_stages``: the key/value cache grows in this many stages
+    (:func:`attention_jax.decoding.decode_steps.cache_stage_ends`); 1 sizes it for the longest allowed
+    output from the first step. Translations are the same either way; more stages decode faster but
+    compile a loop body per stage. Staging pays where most outputs end long before the input + 50 tokens
+    the cache is sized for, at the cost of one loop compilation per stage: ``benchmarks/translate.py``
+    measures both on a trained run (figures in its docstring). Two stages (the default) pay for their
+    compile time from about a thousand sentences on there.
     """
 
-    beam_size: int = 4
-    length_penalty_alpha: float = 0.6
-    max_decode_extra_len: int = 50
-    cache_stages: int = 2
+    beam_size: int = setting(4, "Beams kept per sentence (1: greedy).", **POSITIVE)
+    length_penalty_alpha: float = setting(0.6, "GNMT length penalty ((5 + |Y|) / 6) ** alpha.", **NON_NEGATIVE)
+    max_decode_extra_len: int = setting(50, "Outputs hold at most input length + this.", **POSITIVE,
+                                        resume=ResumeRule.POSITIONS)
+    cache_stages: int = setting(2, "Stages in which the key/value cache grows.", **POSITIVE, old_run_value=2)
 
     def __post_init__(self) -> None:
-        """Check the values (positive beam size, margin and number of cache stages)."""
-        for name in ("beam_size", "max_decode_extra_len", "cache_stages"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-                raise ValueError(f"{name} must be a positive integer; got {value!r}.")
+        """Check every declared field (:func:`attention_jax.field_declarations.check_declared`)."""
+        check_declared(self, "decoding")
 
     @property
     def method(self) -> str:

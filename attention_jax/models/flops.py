@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # The dataclass only: this module imports no framework.
     from attention_jax.models.transformer_config import TransformerConfig
 
 from attention_jax.models import attention_registry, positional_encodings
+from attention_jax.models.variants import ModelKind
 
 
 def attention_function_flops(attention_function: str, *, query_len: int, key_len: int, num_heads: int,
@@ -216,7 +217,7 @@ def training_flops(model_config: TransformerConfig, model_kind: str, target_toke
         vocab_size=model_config.vocab_size, attention_function=model_config.attention_function,
         positional_encoding=model_config.positional_encoding,
         relative_max_distance=model_config.relative_max_distance, relative_values=model_config.relative_values)
-    if model_kind == "decoder_only":
+    if model_kind == ModelKind.DECODER_ONLY:
         per_row = decoder_only_train_flops(rows=1, length=length, **shape)
     else:
         per_row = transformer_train_flops(rows=1, source_len=length, target_len=length, **shape)

@@ -18,6 +18,8 @@ from typing import Literal, cast
 import jax
 import jax.numpy as jnp
 
+from attention_jax.models.attention_registry import AttentionImplementation
+
 Array = jax.Array
 
 
@@ -61,7 +63,7 @@ def fused_dot_product_attention(
 
     # "xla" or "cudnn" pass through unchanged; jax.nn.dot_product_attention rejects any other value.
     backend = cast(Literal["xla", "cudnn"], implementation)
-    if implementation == "fused":
+    if implementation == AttentionImplementation.FUSED:
         on_gpu = jax.default_backend() == "gpu"
         backend = "cudnn" if on_gpu and query.dtype in (jnp.bfloat16, jnp.float16) else "xla"
     output = jax.nn.dot_product_attention(

@@ -25,12 +25,13 @@ import jax
 import jax.numpy as jnp
 
 from attention_jax.cpu_kernels import dense_dot_general, dropout_class
-from attention_jax.models import model
+from attention_jax.models import model, variants
 from attention_jax.models.transformer_config import TransformerConfig
+from attention_jax.models.variants import LayerNormPosition, ModelKind
 
 Array = jax.Array
 
-MODEL_KINDS = ("encoder_decoder", "decoder_only")
+MODEL_KINDS = variants.values(ModelKind)
 LM_PACKED_KEYS = ("targets_segmentation", "targets_position")
 """Batch keys of packed language-model rows, keyword arguments of :meth:`LanguageModel.__call__`."""
 
@@ -72,7 +73,7 @@ class LanguageModel(nn.Module):
         self.layers = [model.EncoderLayer(cfg, decode=cfg.decode, name=f"layer_{i}")
                        for i in range(cfg.num_layers)]
         self.embedding_dropout = dropout_class(cfg.cpu_kernels)(cfg.dropout_rate)
-        if cfg.layer_norm_position == "pre":
+        if cfg.layer_norm_position == LayerNormPosition.PRE:
             self.final_norm = model.build_norm(cfg, "final_norm")
 
     def logits(self, input_ids: Array, *, valid: Array | None = None, segmentation: Array | None = None,
@@ -113,7 +114,7 @@ class LanguageModel(nn.Module):
         for layer in self.layers:
             x = layer(x, mask, deterministic=deterministic, sow_weights=sow_weights, positions=positions,
                       valid=valid)
-        if cfg.layer_norm_position == "pre":
+        if cfg.layer_norm_position == LayerNormPosition.PRE:
             x = model.apply_norm(self.final_norm, x, valid, deterministic=deterministic)
         if cfg.share_embeddings:
             return self.embedding.attend(x).astype(jnp.float32)  # [B,L,N]
@@ -178,7 +179,7 @@ def build_model(model_config: TransformerConfig, model_kind: str) -> nn.Module:
         :class:`attention_jax.models.model.Transformer` or :class:`LanguageModel`.
     """
     check_model_kind(model_kind)
-    if model_kind == "decoder_only":
+    if model_kind == ModelKind.DECODER_ONLY:
         return LanguageModel(model_config)
     return model.Transformer(model_config)
 

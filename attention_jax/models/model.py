@@ -28,6 +28,7 @@ from attention_jax.models import attention, attention_functions, masks, normaliz
 from attention_jax.models.embedding_positions import sinusoidal_positional_encoding  # noqa: F401 (re-exported)
 from attention_jax.models.masks import make_segment_mask, self_attention_mask  # noqa: F401 (re-exported)
 from attention_jax.models.transformer_config import TransformerConfig
+from attention_jax.models.variants import LayerNormPosition
 
 Array = jax.Array
 
@@ -237,7 +238,7 @@ class ResidualSublayer(nn.Module):
         cfg = self.config
         norm = build_norm(cfg, "layer_norm")
         dropout = dropout_class(cfg.cpu_kernels)(cfg.dropout_rate)
-        if cfg.layer_norm_position == "pre":
+        if cfg.layer_norm_position == LayerNormPosition.PRE:
             output = dropout(sublayer(apply_norm(norm, x, valid, deterministic=deterministic)),
                              deterministic=deterministic)
             return x + output if cfg.residual_connections else output
@@ -374,7 +375,7 @@ class Transformer(nn.Module):
         self.encoder_layers = [EncoderLayer(cfg, name=f"encoder_{i}") for i in range(cfg.num_layers)]
         self.decoder_layers = [DecoderLayer(cfg, name=f"decoder_{i}") for i in range(cfg.num_layers)]
         self.embedding_dropout = dropout_class(cfg.cpu_kernels)(cfg.dropout_rate)
-        if cfg.layer_norm_position == "pre":
+        if cfg.layer_norm_position == LayerNormPosition.PRE:
             self.encoder_norm = build_norm(cfg, "encoder_norm")
             self.decoder_norm = build_norm(cfg, "decoder_norm")
 
@@ -409,7 +410,7 @@ class Transformer(nn.Module):
         for layer in self.encoder_layers:
             x = layer(x, mask, deterministic=deterministic, sow_weights=sow_weights, positions=inputs_position,
                       valid=valid)
-        if self.config.layer_norm_position == "pre":
+        if self.config.layer_norm_position == LayerNormPosition.PRE:
             x = apply_norm(self.encoder_norm, x, valid, deterministic=deterministic)
         return x
 
@@ -469,7 +470,7 @@ class Transformer(nn.Module):
         for layer in self.decoder_layers:
             y = layer(y, encoded, self_mask, cross_mask, deterministic=deterministic,
                       sow_weights=sow_weights, positions=targets_position, valid=targets_valid)
-        if cfg.layer_norm_position == "pre":
+        if cfg.layer_norm_position == LayerNormPosition.PRE:
             y = apply_norm(self.decoder_norm, y, targets_valid, deterministic=deterministic)
         if not cfg.share_embeddings:
             logits = self.output_projection(y)

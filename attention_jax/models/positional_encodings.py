@@ -349,7 +349,7 @@ def check_with_attention(name: str, *, attention_function: str, implementation: 
         raise ValueError(f"positional_encoding={name!r} adds to each attention's scores, and attention_function="
                          f"{attention_function!r} forms no scores: set attention_function to one of "
                          f"{tuple(usable)}, or positional_encoding='sinusoidal'.")
-    if needs_scores and implementation != "einsum":
+    if needs_scores and implementation != attention_registry.AttentionImplementation.EINSUM:
         raise ValueError(f"positional_encoding={name!r} adds to each attention's scores, which the "
                          f"{implementation} kernels do not take: set attention_implementation='einsum' (or use "
                          "positional_encoding='rotary', which runs on every implementation).")

@@ -10,12 +10,31 @@ import dataclasses
 import numbers
 from typing import Any
 
-from attention_jax.models import attention_registry, normalization_registry, positional_encodings
+from attention_jax.field_declarations import NON_NEGATIVE, POSITIVE, PROBABILITY, ResumeRule, check_declared, setting
+from attention_jax.models import attention_registry, normalization_registry, positional_encodings, variants
+from attention_jax.models.attention_registry import AttentionImplementation
+from attention_jax.models.variants import LayerNormPosition
 
 POSITIONAL_ENCODINGS = positional_encodings.POSITIONAL_ENCODINGS  # The registry: name -> entry (names iterate).
-LAYER_NORM_POSITIONS = ("post", "pre")
+LAYER_NORM_POSITIONS = variants.values(LayerNormPosition)
 NORMALIZATIONS = normalization_registry.NORMALIZATIONS  # The registry: name -> entry (names iterate).
 DTYPES = ("float32", "bfloat16")  # Names of jnp dtypes; this module imports no framework (configs load it).
+
+
+def _attention_function_names() -> tuple[str, ...]:
+    return tuple(attention_registry.ATTENTION_FUNCTIONS)
+
+
+def _positional_encoding_names() -> tuple[str, ...]:
+    return tuple(POSITIONAL_ENCODINGS)
+
+
+def _normalization_names() -> tuple[str, ...]:
+    return tuple(NORMALIZATIONS)
+
+
+_MODEL = ResumeRule.MODEL  # A changed value is another model: a run never resumes with it.
+_COMPUTE = ResumeRule.COMPUTE  # The same function computed another way: a run may resume with it.
 
 
 @dataclasses.dataclass(frozen=True)
@@ -24,81 +43,71 @@ class TransformerConfig:
 
     Attributes
     ----------
-    vocab_size : int
-        Rows of the shared embedding (the tokenizer's vocabulary must not exceed it).
-    num_layers : int
-        ``N``, layers in the encoder and in the decoder.
-    d_model, d_ff, num_heads, key_dim, value_dim : int
-        Widths of Section 3 and Table 3; ``key_dim``/``value_dim`` are per head (``d_k``, ``d_v``).
-    dropout_rate : float
-        ``P_drop`` on every sublayer output and on embeddings + positional encodings (5.4).
-    attention_dropout_rate : float
-        Dropout on attention weights (not in the paper; 0 reproduces it).
-    positional_encoding : str
-        ``"sinusoidal"`` (3.5), ``"learned"`` (Table 2 row E), ``"none"`` (no position information:
-        the encoder is then permutation-equivariant), or one that acts in self-attention: ``"relative"``
-        (Shaw et al., 2018), ``"rotary"`` (Su et al., 2021), ``"alibi"`` (Press et al., 2022); a name in
-        :data:`POSITIONAL_ENCODINGS` (:mod:`attention_jax.models.attention_positions`).
-    relative_max_distance : int
-        ``k`` of ``"relative"``: offsets ``j - i`` are clipped to ``[-k, k]`` (16: Shaw et al.'s MT setting).
-    relative_values : bool
-        ``"relative"`` also adds its embeddings to the values (Shaw et al., Eq. 3); False: keys only.
-    layer_norm_position : str
-        ``"post"``: ``LayerNorm(x + Dropout(Sublayer(x)))`` as in the paper; ``"pre"``:
-        ``x + Dropout(Sublayer(LayerNorm(x)))`` with a final LayerNorm per stack. The norm is
-        ``normalization``'s.
-    normalization : str
-        The normalisation of every sublayer (and of pre-LN's final norms): ``"layer_norm"`` (the paper's),
-        ``"rms_norm"``, ``"batch_norm"`` or ``"none"`` (post-LN only); a name in :data:`NORMALIZATIONS`
-        (:mod:`attention_jax.models.normalization_registry`).
-    residual_connections : bool
-        ``x + Sublayer(x)`` around every sublayer (3.1); False keeps ``Sublayer(x)`` only.
-    share_embeddings : bool
-        One matrix for encoder input, decoder input and pre-softmax projection (3.4); otherwise three.
-    attention_implementation : str
-        See :data:`attention_jax.models.attention_registry.ATTENTION_IMPLEMENTATIONS`.
-    attention_window : int
-        0 for full attention; ``r > 0`` restricts self-attention to ``|i - j| <= r`` (Table 1), computed
-        blockwise in O(r n d) by the einsum implementation (other implementations use a dense mask;
-        decode mode uses the key/value cache). Cross-attention stays full.
-    attention_function : str
-        How each head attends (Section 3.2.1): ``"scaled_dot_product"`` (the paper's), ``"dot_product"``,
-        ``"additive"`` or ``"linear"``: a name in :data:`attention_jax.models.attention_registry.ATTENTION_FUNCTIONS`.
+    num_layers, d_model, d_ff, num_heads, key_dim, value_dim, dropout_rate, attention_dropout_rate, \
+positional_encoding, relative_max_distance, relative_values, layer_norm_position, normalization, \
+residual_connections, share_embeddings, attention_implementation, attention_window, attention_function, \
+dtype, cpu_kernels, vocab_size
+        The model section's config fields, declared below, each with its meaning, allowed values and
+        range (``docs/config_fields.md`` lists them). ``key_dim``/``value_dim`` are per head (``d_k``,
+        ``d_v``; the config's 0 is resolved to ``d_model / num_heads`` before this is built).
     max_len : int
-        Positions the learned encoding holds (inputs and decoded outputs must fit).
-    dtype : str
-        Computation dtype name, ``"float32"`` or ``"bfloat16"``; parameters are always float32.
+        Positions the learned encoding holds (inputs and decoded outputs must fit): the config's
+        ``max_len`` plus ``max_decode_extra_len``.
     decode : bool
         Build the autoregressive variant whose decoder keeps a key/value cache.
-    cpu_kernels : bool
-        Use :mod:`attention_jax.cpu_kernels` (the Dense layers' 2-D backward pass, loop-free dropout
-        masks, the blockwise accuracy argmax). Takes effect only when ``jax.default_backend() == "cpu"``;
-        False gives the plain Flax/JAX path everywhere. The same numbers either way, to float rounding.
+
+    Notes
+    -----
+    ``attention_window`` r > 0 is computed blockwise in O(r n d) by the einsum implementation (other
+    implementations use a dense mask; decode mode uses the key/value cache); cross-attention stays full.
+    ``cpu_kernels`` takes effect only when ``jax.default_backend() == "cpu"`` (the Dense layers' 2-D
+    backward pass, loop-free dropout masks, the blockwise accuracy argmax); the same numbers either way,
+    to float rounding. Positional encodings other than the paper's are described by their registry
+    entries (:mod:`attention_jax.models.positional_encodings`), attention functions by theirs
+    (:mod:`attention_jax.models.attention_registry`).
     """
 
-    vocab_size: int = 37000
-    num_layers: int = 6
-    d_model: int = 512
-    d_ff: int = 2048
-    num_heads: int = 8
-    key_dim: int = 64
-    value_dim: int = 64
-    dropout_rate: float = 0.1
-    attention_dropout_rate: float = 0.0
-    positional_encoding: str = "sinusoidal"
-    relative_max_distance: int = 16
-    relative_values: bool = True
-    layer_norm_position: str = "post"
-    normalization: str = "layer_norm"
-    residual_connections: bool = True
-    share_embeddings: bool = True
-    attention_implementation: str = "einsum"
-    attention_window: int = 0
-    attention_function: str = "scaled_dot_product"
+    num_layers: int = setting(6, "N: layers of the encoder and of the decoder.", **POSITIVE, resume=_MODEL)
+    d_model: int = setting(512, "Width of embeddings and sublayer outputs.", **POSITIVE, resume=_MODEL)
+    d_ff: int = setting(2048, "Inner width of the position-wise feed-forward network.", **POSITIVE, resume=_MODEL)
+    num_heads: int = setting(8, "h: attention heads.", **POSITIVE, resume=_MODEL)
+    key_dim: int = setting(64, "d_k per head (0: d_model / num_heads).", **NON_NEGATIVE, resume=_MODEL)
+    value_dim: int = setting(64, "d_v per head (0: d_model / num_heads).", **NON_NEGATIVE, resume=_MODEL)
+    dropout_rate: float = setting(0.1, "P_drop on sublayer outputs and embeddings + positions (5.4).",
+                                  **PROBABILITY, resume=_MODEL)
+    attention_dropout_rate: float = setting(0.0, "Dropout on attention weights (not in the paper).",
+                                            **PROBABILITY, resume=_MODEL)
+    positional_encoding: str = setting("sinusoidal", "How positions enter the model (3.5; Table 2 row E: "
+                                       "learned; relative, rotary and alibi act in self-attention).",
+                                       choices=_positional_encoding_names, resume=_MODEL)
+    relative_max_distance: int = setting(16, "positional_encoding=relative: offsets clipped to [-k, k] (Shaw "
+                                         "et al., 2018: k = 16).", minimum=1, resume=_MODEL, old_run_value=16)
+    relative_values: bool = setting(True, "positional_encoding=relative: also add the relative embeddings to "
+                                    "the values (Shaw et al., Eq. 3).", resume=_MODEL, old_run_value=True)
+    layer_norm_position: str = setting("post", "post: LayerNorm(x + Dropout(Sublayer(x))) as in the paper; pre: "
+                                       "before the sublayer.", choices=LAYER_NORM_POSITIONS, resume=_MODEL)
+    normalization: str = setting("layer_norm", "The sublayers' normalisation: layer_norm (the paper's), rms_norm, "
+                                 "batch_norm or none (docs/normalization.md).", choices=_normalization_names,
+                                 resume=_MODEL, old_run_value="layer_norm")
+    residual_connections: bool = setting(True, "x + Sublayer(x) around every sublayer (3.1); False drops the x "
+                                         "(docs/normalization.md).", resume=_MODEL, old_run_value=True)
+    share_embeddings: bool = setting(True, "One matrix for encoder input, decoder input and pre-softmax "
+                                     "projection (3.4).", resume=_MODEL)
+    attention_implementation: str = setting("einsum", "How dot-product attention is computed.",
+                                            choices=attention_registry.ATTENTION_IMPLEMENTATIONS,
+                                            resume=_COMPUTE)
+    attention_window: int = setting(0, "0: full attention; r > 0: self-attention within |i - j| <= r "
+                                    "(Table 1).", **NON_NEGATIVE, resume=_MODEL)
+    attention_function: str = setting("scaled_dot_product", "How each head scores keys (3.2.1).",
+                                      choices=_attention_function_names, resume=_MODEL,
+                                      old_run_value="scaled_dot_product")
+    dtype: str = setting("float32", "Compute dtype (parameters stay float32).", choices=DTYPES, resume=_COMPUTE)
+    cpu_kernels: bool = setting(True, "CPU-only speed-ups of the hot paths (attention_jax/cpu_kernels).",
+                                resume=_COMPUTE, old_run_value=True)
+    vocab_size: int = setting(37000, "Rows of the shared embedding; the BPE vocabulary trained.", **POSITIVE,
+                              resume=_MODEL)
     max_len: int = 512
-    dtype: str = "float32"
     decode: bool = False
-    cpu_kernels: bool = True
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -115,41 +124,21 @@ class TransformerConfig:
         return getattr(jnp, self.dtype)
 
 
-def _positive_int(name: str, value: Any) -> int:
-    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value <= 0:
-        raise ValueError(f"{name} must be a positive integer; got {value!r}.")
-    return int(value)
-
-
-def _one_of(name: str, value: Any, allowed: tuple[str, ...]) -> None:
-    if value not in allowed:
-        raise ValueError(f"{name} must be one of {allowed}; got {value!r}.")
-
-
 def _validate(config: TransformerConfig) -> None:
-    """Raise ``ValueError`` naming the first invalid field and its allowed values."""
-    for name in ("vocab_size", "num_layers", "d_model", "d_ff", "num_heads", "key_dim", "value_dim",
-                 "max_len", "relative_max_distance"):
-        _positive_int(name, getattr(config, name))
-    for name in ("dropout_rate", "attention_dropout_rate"):
-        rate = getattr(config, name)
-        if not isinstance(rate, (int, float)) or not 0.0 <= rate < 1.0:
-            raise ValueError(f"{name} must be a probability in [0, 1); got {rate!r}.")
-    positional_encodings.check_positional_encoding(config.positional_encoding)
-    _one_of("layer_norm_position", config.layer_norm_position, LAYER_NORM_POSITIONS)
+    """Raise ``ValueError`` naming the first invalid field: its declaration's check, then the combinations."""
+    positional_encodings.check_positional_encoding(config.positional_encoding)  # The registries name their own
+    attention_registry.attention_function(config.attention_function)  # entries (with a did-you-mean).
     normalization_registry.check_normalization(config.normalization, position=config.layer_norm_position)
-    _one_of("attention_implementation", config.attention_implementation,
-            attention_registry.ATTENTION_IMPLEMENTATIONS)
-    _one_of("dtype", config.dtype, DTYPES)
-    for name in ("cpu_kernels", "relative_values", "residual_connections"):
-        if not isinstance(getattr(config, name), bool):
-            raise ValueError(f"{name} must be True or False; got {getattr(config, name)!r}.")
-    if not isinstance(config.attention_window, int) or config.attention_window < 0:
-        raise ValueError(
-            f"attention_window must be 0 (full attention) or a positive window r; "
-            f"got {config.attention_window!r}."
-        )
-    if config.attention_dropout_rate > 0 and config.attention_implementation != "einsum":
+    check_declared(config, "model")
+    if isinstance(config.max_len, bool) or not isinstance(config.max_len, numbers.Integral) or config.max_len <= 0:
+        raise ValueError(f"max_len must be a positive integer; got {config.max_len!r}.")
+    if not isinstance(config.decode, bool):
+        raise ValueError(f"decode must be True or False; got {config.decode!r}.")
+    for name in ("key_dim", "value_dim"):
+        if getattr(config, name) == 0:  # The config's 0 (d_model / num_heads), resolved by build_experiment.
+            raise ValueError(f"{name}=0 means d_model / num_heads in a config; a TransformerConfig needs the "
+                             f"width itself: set {name}={config.d_model // max(config.num_heads, 1)}.")
+    if config.attention_dropout_rate > 0 and config.attention_implementation != AttentionImplementation.EINSUM:
         raise ValueError(
             f"attention_dropout_rate={config.attention_dropout_rate} needs "
             f"attention_implementation='einsum' (the fused kernels have no weight dropout); got "

@@ -22,6 +22,7 @@ from attention_jax import run_files
 from attention_jax.checkpointing import checkpoints, params_checkpoints
 from attention_jax.evaluation import progress
 from attention_jax.models import metrics
+from attention_jax.models.variants import ModelKind
 from attention_jax.training import distributed, sharding
 from attention_jax.training.run_context import TrainingRun
 from attention_jax.training.train_state import Batch
@@ -212,7 +213,7 @@ def write_sample_translations(run: TrainingRun, step: int, sampled: list[SampleT
     or on processes other than 0 (which translate all the same: gathering the parameters takes them all).
     """
     count = run.experiment.run.num_sample_translations
-    if count <= 0 or run.experiment.model_kind == "decoder_only":
+    if count <= 0 or run.experiment.model_kind == ModelKind.DECODER_ONLY:
         return
     samples = sampled[:count]
     if not samples:

@@ -20,7 +20,7 @@ from attention_jax import run_files
 from attention_jax.checkpointing import checkpoints, resume_checks
 from attention_jax.data import batching
 from attention_jax.experiment.sections import Experiment
-from attention_jax.models import language_model, metrics, model
+from attention_jax.models import language_model, metrics, model, variants
 from attention_jax.training import (
     device_peaks,
     distributed,
@@ -77,7 +77,7 @@ def load_data(experiment: Experiment, mesh: Mesh) -> Any:
     Any
         ``input_pipeline.get_datasets``'s (or ``lm_data.get_datasets``'s) result for this process.
     """
-    if experiment.model_kind == "decoder_only":
+    if experiment.model_kind == variants.ModelKind.DECODER_ONLY:
         from attention_jax.data import lm_data  # Documents packed into rows.
 
         return lm_data.get_datasets(experiment.data, process_index=jax.process_index(),

@@ -1,0 +1,333 @@
+"""How a config field is declared: once, as a field of the frozen section dataclass that holds it.
+
+A section (:class:`attention_jax.models.transformer_config.TransformerConfig`,
+:class:`attention_jax.data.data_config.DataConfig`, ...) declares each of its fields as
+``name: type = setting(default, doc, ...)``. The annotation gives the field's type; :func:`setting` holds
+the default, the meaning, the allowed values or range, what a changed value means for a resumed run and
+what a ``config.json`` written before the field existed meant by it. From that one declaration follow the
+schema's checks (:mod:`attention_jax.experiment.schema`), the section object itself (checked again when it
+is built, :func:`check_declared`), the resume checks (:mod:`attention_jax.checkpointing.resume_checks`) and
+the table of fields in ``docs/config_fields.md``.
+
+This module imports nothing of the library, so that every section can use it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import enum
+import functools
+import math
+import numbers
+import typing
+from typing import Any, Callable, Iterable
+
+_METADATA_KEY = "attention_jax.setting"
+
+
+class ResumeRule(enum.Enum):
+    """What a changed value means when a run directory is resumed with a new config.
+
+    Attributes
+    ----------
+    FREE
+        May change; the resume logs it (steps, logging, batching, decoding).
+    MODEL
+        Another model: refused.
+    COMPUTE
+        The same model computed another way (dtype, kernels): allowed.
+    DATA
+        Another corpus or tokenizer: refused (the weights belong to its token ids).
+    SEED
+        Another start (initial parameters, dropout keys, batch order): refused.
+    OPTIMIZER_STATE
+        Switching it on or off changes the optimizer state's structure: refused; another non-zero value
+        is allowed.
+    POSITIONS
+        Sets the model's positions (their sum is ``TransformerConfig.max_len``): named when the
+        positions differ.
+    """
+
+    FREE = "free"
+    MODEL = "model"
+    COMPUTE = "compute"
+    DATA = "data"
+    SEED = "seed"
+    OPTIMIZER_STATE = "optimizer_state"
+    POSITIONS = "positions"
+
+
+class _NoOldRunValue:
+    """The marker of a field every ``config.json`` holds (it existed when the first runs were written)."""
+
+    def __repr__(self) -> str:
+        return "NO_OLD_RUN_VALUE"
+
+
+NO_OLD_RUN_VALUE: Any = _NoOldRunValue()
+
+
+@dataclasses.dataclass(frozen=True)
+class Field:
+    """One config field, as its section declares it.
+
+    Attributes
+    ----------
+    name : str
+        The key, as in ``--config.<name>`` and ``config.json`` (the dataclass field's name).
+    section : str
+        The section that holds it (``schema.SECTIONS``).
+    kind : str
+        From the annotation: ``"int"``, ``"float"`` (an int is taken too), ``"bool"``, ``"str"``,
+        ``"int_tuple"``, ``"str_tuple"`` (a list is taken for a tuple: ``config.json`` stores lists) or
+        ``"paper"`` (the paper's figures).
+    default : Any
+        The paper's base-model value (``configs/base.py`` is the defaults).
+    doc : str
+        One line: what the field means.
+    choices : tuple[str, ...] or callable, optional
+        The allowed values of a ``"str"`` field, or of each item of a ``"str_tuple"``; a callable
+        returns them (a registry's names, read when checked).
+    minimum, maximum : float, optional
+        The allowed range of a number (each item of an ``int_tuple``).
+    exclusive_minimum, exclusive_maximum : bool
+        Whether the bound itself is refused.
+    resume : ResumeRule
+        What a changed value means for a resumed run.
+    old_run_value : Any
+        What a ``config.json`` written before the field existed meant by it (the behaviour that run had);
+        :data:`NO_OLD_RUN_VALUE` for a field every run records.
+    """
+
+    name: str
+    section: str
+    kind: str
+    default: Any
+    doc: str
+    choices: tuple[str, ...] | Callable[[], Iterable[str]] | None = None
+    minimum: float | None = None
+    maximum: float | None = None
+    exclusive_minimum: bool = False
+    exclusive_maximum: bool = False
+    resume: ResumeRule = ResumeRule.FREE
+    old_run_value: Any = NO_OLD_RUN_VALUE
+
+    def allowed(self) -> tuple[str, ...] | None:
+        """The allowed string values, or None when any string is allowed."""
+        if self.choices is None:
+            return None
+        return tuple(self.choices() if callable(self.choices) else self.choices)
+
+    def range_text(self) -> str:
+        """The range in words, e.g. ``"positive"``, ``">= 0"`` or ``"in [0, 100]"``; ``""`` when unbounded."""
+        low, high = self.minimum, self.maximum
+        if (low, high, self.exclusive_minimum, self.exclusive_maximum) == (0, 1, False, True):
+            return "a probability in [0, 1)"
+        if (low, high, self.exclusive_minimum) == (0, None, True):
+            return "positive"
+        if low is not None and high is not None:
+            return (f"in {'(' if self.exclusive_minimum else '['}{_number(low)}, "
+                    f"{_number(high)}{')' if self.exclusive_maximum else ']'}")
+        if low is not None:
+            return f"{'>' if self.exclusive_minimum else '>='} {_number(low)}"
+        if high is not None:
+            return f"{'<' if self.exclusive_maximum else '<='} {_number(high)}"
+        return ""
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)
+
+
+POSITIVE: dict[str, Any] = dict(minimum=0, exclusive_minimum=True)
+"""The range keywords of a positive number: ``setting(8, "...", **POSITIVE)``."""
+NON_NEGATIVE: dict[str, Any] = dict(minimum=0)
+"""The range keywords of a number >= 0."""
+PROBABILITY: dict[str, Any] = dict(minimum=0, maximum=1, exclusive_maximum=True)
+"""The range keywords of a probability in [0, 1)."""
+
+
+def setting(default: Any, doc: str, *, choices: tuple[str, ...] | Callable[[], Iterable[str]] | None = None,
+            minimum: float | None = None, maximum: float | None = None, exclusive_minimum: bool = False,
+            exclusive_maximum: bool = False, resume: ResumeRule = ResumeRule.FREE,
+            old_run_value: Any = NO_OLD_RUN_VALUE, kind: str | None = None) -> Any:
+    """Declare a config field: a dataclass field whose metadata holds everything the schema needs.
+
+    Parameters
+    ----------
+    default : Any
+        The paper's base-model value.
+    doc : str
+        One line: what the field means (the docs table and the section's documentation show it).
+    choices : tuple[str, ...] or callable, optional
+        The allowed strings (a callable: a registry's names, read when checked).
+    minimum, maximum : float, optional
+        The allowed range of a number.
+    exclusive_minimum, exclusive_maximum : bool
+        Whether the bound itself is refused.
+    resume : ResumeRule
+        What a changed value means for a resumed run (default: it may change).
+    old_run_value : Any, optional
+        For a field added after runs were written: what their ``config.json``, which lacks it, meant.
+    kind : str, optional
+        Overrides the kind the annotation gives (``"paper"`` for the paper's figures).
+
+    Returns
+    -------
+    dataclasses.Field
+        ``dataclasses.field(default=default, metadata=...)``, typed ``Any`` so that it stands for the
+        annotated type.
+    """
+    spec = dict(default=default, doc=doc, choices=choices, minimum=minimum, maximum=maximum,
+                exclusive_minimum=exclusive_minimum, exclusive_maximum=exclusive_maximum, resume=resume,
+                old_run_value=old_run_value, kind=kind)
+    return dataclasses.field(default=default, metadata={_METADATA_KEY: spec})
+
+
+_KINDS: dict[Any, str] = {int: "int", float: "float", bool: "bool", str: "str", tuple[int, ...]: "int_tuple",
+                          tuple[str, ...]: "str_tuple"}
+
+
+@functools.cache
+def declared_fields(section_class: type, section: str) -> tuple[Field, ...]:
+    """The config fields a section dataclass declares with :func:`setting`, in its order.
+
+    Parameters
+    ----------
+    section_class : type
+        A frozen dataclass whose config fields use :func:`setting` (other fields, derived when the
+        section is built, are left out).
+    section : str
+        The section's name.
+
+    Returns
+    -------
+    tuple[Field, ...]
+        One :class:`Field` per declared field; its kind comes from the annotation.
+    """
+    hints = typing.get_type_hints(section_class)
+    fields = []
+    for dataclass_field in dataclasses.fields(section_class):
+        spec = dict(dataclass_field.metadata.get(_METADATA_KEY) or {})
+        if not spec:
+            continue
+        kind = spec.pop("kind") or _KINDS.get(hints[dataclass_field.name])
+        if kind is None:
+            raise TypeError(f"{section_class.__name__}.{dataclass_field.name}: a config field is an int, float, "
+                            f"bool, str, tuple[int, ...] or tuple[str, ...]; got {hints[dataclass_field.name]}.")
+        fields.append(Field(name=dataclass_field.name, section=section, kind=kind, **spec))
+    return tuple(fields)
+
+
+def check_declared(instance: Any, section: str) -> None:
+    """Raise ``ValueError`` (one line) for the first declared field of a built section that does not fit.
+
+    Parameters
+    ----------
+    instance : dataclass instance
+        A section object, checked when built or replaced: its declared fields with :func:`check_value`.
+    section : str
+        The section's name.
+    """
+    section_class: type = type(instance)
+    for field in declared_fields(section_class, section):
+        problem = check_value(field, getattr(instance, field.name))
+        if problem:
+            raise ValueError(f"{problem}.")
+
+
+def did_you_mean(name: str, candidates: Iterable[str]) -> str:
+    """A hint naming the closest candidate, e.g. ``" (did you mean num_heads?)"``; ``""`` when none is close.
+
+    Parameters
+    ----------
+    name : str
+        The unknown name.
+    candidates : Iterable[str]
+        The known names.
+
+    Returns
+    -------
+    str
+        The hint, with a leading space, or an empty string.
+    """
+    closest = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.6)
+    return f" (did you mean {closest[0]}?)" if closest else ""
+
+
+PAPER_FIGURES = ("dev_ppl", "dev_bleu", "params_millions", "test_bleu", "train_flops", "train_hours",
+                 "num_gpus", "gpu_tflops")
+"""Keys of ``config.paper``: the paper's figures for the config's row (``None`` where it has none)."""
+
+
+def check_value(field: Field, value: Any) -> str | None:
+    """Why ``value`` does not fit ``field``, or None when it does.
+
+    Parameters
+    ----------
+    field : Field
+        The declared field.
+    value : Any
+        The value a config gives it.
+
+    Returns
+    -------
+    str or None
+        E.g. ``"num_heads must be an integer; got '8' (str)"``.
+    """
+    if field.kind == "paper":
+        return _check_paper(value)
+    if field.kind in ("int_tuple", "str_tuple"):
+        if not isinstance(value, (tuple, list)):
+            return f"{field.name} must be a tuple; got {value!r} ({type(value).__name__})"
+        item_field = dataclasses.replace(field, kind=field.kind.split("_")[0])
+        for item in value:
+            problem = check_value(item_field, item)
+            if problem:
+                return f"{problem} (an item of {field.name}={tuple(value)!r})"
+        return None
+    problem = _check_type(field, value)
+    if problem:
+        return problem
+    allowed = field.allowed()
+    if allowed is not None and value not in allowed:
+        return f"{field.name} must be one of {', '.join(allowed)}; got {value!r}{did_you_mean(str(value), allowed)}"
+    if field.kind in ("int", "float") and not _in_range(field, value):
+        return f"{field.name} must be {field.range_text()}; got {value!r}"
+    return None
+
+
+def _check_type(field: Field, value: Any) -> str | None:
+    expected = {"int": "an integer", "float": "a number", "bool": "True or False", "str": "a string"}[field.kind]
+    if field.kind == "bool":
+        ok = isinstance(value, bool)
+    elif field.kind == "int":
+        ok = isinstance(value, numbers.Integral) and not isinstance(value, bool)
+    elif field.kind == "float":
+        ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(float(value))
+    else:
+        ok = isinstance(value, str)
+    return None if ok else f"{field.name} must be {expected}; got {value!r} ({type(value).__name__})"
+
+
+def _in_range(field: Field, value: float) -> bool:
+    if field.minimum is not None and (value < field.minimum or (field.exclusive_minimum and value == field.minimum)):
+        return False
+    if field.maximum is not None and (value > field.maximum or (field.exclusive_maximum and value == field.maximum)):
+        return False
+    return True
+
+
+def _check_paper(value: Any) -> str | None:
+    if value is None:
+        return None
+    if not hasattr(value, "items"):
+        return f"paper must be a dict of the paper's figures; got {value!r}"
+    for key, figure in value.items():
+        if key not in PAPER_FIGURES:
+            return (f"paper has no figure {key!r}{did_you_mean(key, PAPER_FIGURES)}; "
+                    f"its keys: {', '.join(PAPER_FIGURES)}")
+        if figure is not None and (isinstance(figure, bool) or not isinstance(figure, numbers.Real)):
+            return f"paper.{key} must be a number or None; got {figure!r}"
+    return None

@@ -1,0 +1,141 @@
+"""One declaration per config field: the schema, the sections, the resume checks and the docs table follow.
+
+Each field is a ``setting(...)`` field of its section's dataclass (attention_jax/field_declarations.py);
+these tests check that everything else is derived from it: a section refuses what the schema refuses,
+with the same words; no section holds a field the schema does not know; the resume rules and the old
+runs' values are those the fields declare; docs/config_fields.md is the page the declarations render.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from attention_jax import field_declarations
+from attention_jax.checkpointing import resume_checks
+from attention_jax.experiment import fields_table, schema, sections
+from attention_jax.field_declarations import POSITIVE, ResumeRule, setting
+from configs import tiny
+
+# Fields a section holds that are not config fields of its own: copied from another section or derived.
+DERIVED_FIELDS = {"model": {"max_len", "decode"}, "data": {"vocab_size", "fine_tune_from"},
+                  "optimizer": {"d_model"}, "decoding": set(), "run": set(), "experiment": set()}
+
+
+@dataclasses.dataclass(frozen=True)
+class _Knobs:
+    """A section of one's own, declared as the library's are."""
+
+    width: int = setting(8, "A positive width.", **POSITIVE, resume=ResumeRule.MODEL)
+    scale: float = setting(0.5, "A probability.", **field_declarations.PROBABILITY, old_run_value=0.0)
+    splits: tuple[str, ...] = setting(("dev",), "Some splits.", choices=("dev", "test"))
+    copied: int = 3  # Not a config field: left out of the schema.
+
+    def __post_init__(self) -> None:
+        field_declarations.check_declared(self, "knobs")
+
+
+def test_a_declaration_gives_the_type_range_choices_and_rules() -> None:
+    width, scale, splits = field_declarations.declared_fields(_Knobs, "knobs")
+    assert [(field.name, field.kind) for field in (width, scale, splits)] == [
+        ("width", "int"), ("scale", "float"), ("splits", "str_tuple")]
+    assert (width.default, width.range_text(), width.resume) == (8, "positive", ResumeRule.MODEL)
+    assert width.section == "knobs"
+    assert scale.old_run_value == 0.0 and width.old_run_value is field_declarations.NO_OLD_RUN_VALUE
+    assert splits.allowed() == ("dev", "test")
+    with pytest.raises(ValueError, match=r"^width must be positive; got 0\.$"):
+        _Knobs(width=0)
+    with pytest.raises(ValueError, match=r"^scale must be a probability in \[0, 1\); got 1\.0\.$"):
+        _Knobs(scale=1.0)
+    with pytest.raises(ValueError, match="splits must be one of dev, test; got 'tset'"):
+        _Knobs(splits=("tset",))
+    assert _Knobs(width=2, copied=-5).copied == -5  # Undeclared: not checked.
+
+
+def test_a_field_whose_type_the_schema_cannot_take_is_refused_when_declared() -> None:
+    @dataclasses.dataclass(frozen=True)
+    class Bad:
+        """A section with a list field."""
+
+        items: list = setting((), "A list.")
+
+    with pytest.raises(TypeError, match="Bad.items: a config field is an int, float"):
+        field_declarations.declared_fields(Bad, "bad")
+
+
+def _outside(field: field_declarations.Field) -> Any:
+    """A value just outside the field's range."""
+    if field.maximum is not None:
+        return field.maximum if field.exclusive_maximum else field.maximum + 1
+    low = field.minimum
+    value = low if field.exclusive_minimum else low - 1
+    return int(value) if field.kind == "int" else float(value)
+
+
+def test_a_built_section_refuses_what_the_schema_refuses_in_the_same_words() -> None:
+    experiment = sections.build_experiment(tiny.get_config(), "tiny")
+    built = {"model": experiment.model, "data": experiment.data, "optimizer": experiment.optimizer,
+             "decoding": experiment.decoding, "run": experiment.run}
+    checked = 0
+    for field in schema.FIELDS:
+        if field.section not in built or field.kind not in ("int", "float"):
+            continue
+        if field.minimum is None and field.maximum is None:
+            continue
+        bad = _outside(field)
+        expected = schema.check_value(field, bad)
+        assert expected, field.name
+        with pytest.raises(ValueError) as raised:
+            dataclasses.replace(built[field.section], **{field.name: bad})
+        assert str(raised.value) == f"{expected}.", field.name
+        with pytest.raises(schema.ConfigError) as refused:
+            sections.build_experiment({**experiment.fields, field.name: bad}, "here")
+        assert str(refused.value) == f"here: {expected}.", field.name
+        checked += 1
+    assert checked >= 40  # Every ranged number of every section.
+
+
+def test_every_field_of_a_section_is_declared_or_derived() -> None:
+    for section, section_class in schema.SECTION_CLASSES.items():
+        names = {field.name for field in dataclasses.fields(section_class)}
+        assert names - set(schema.section_fields(section)) == DERIVED_FIELDS[section], section
+
+
+def test_the_resume_rules_are_the_declared_ones() -> None:
+    assert resume_checks.DATA_IDENTITY_FIELDS == ("dataset", "source_lang", "target_lang", "train_split",
+                                                  "tokenizer_max_sentences", "fine_tune_from")
+    assert resume_checks.RUN_IDENTITY_FIELDS == ("seed",)
+    assert resume_checks.OPTIMIZER_STATE_FIELDS == ("grad_clip_norm", "weight_decay")
+    assert resume_checks.POSITION_FIELDS == ("max_len", "max_decode_extra_len")
+    assert set(resume_checks.COMPUTE_ONLY_FIELDS) == {"dtype", "attention_implementation", "cpu_kernels", "decode"}
+    model_fields = set(schema.section_fields("model")) - {"dtype", "attention_implementation", "cpu_kernels"}
+    assert set(resume_checks.MODEL_FIELDS) == model_fields | {"model_kind"}
+
+
+def test_old_runs_read_the_values_their_fields_declare() -> None:
+    assert dict(schema.OLD_RUN_DEFAULTS) == {
+        "attention_function": "scaled_dot_product", "cpu_kernels": True, "cache_stages": 2, "fine_tune_from": "",
+        "fine_tune_checkpoint": "latest", "num_sample_translations": 3, "peak_tflops_per_device": 0.0,
+        "early_stopping_min_steps": 0, "text_feature": "text", "tokens_per_batch_unit": "slots", "user_modules": (),
+        "relative_max_distance": 16, "relative_values": True, "grad_clip_norm": 0.0, "weight_decay": 0.0,
+        "normalization": "layer_norm", "residual_connections": True}
+
+
+def test_the_docs_table_is_the_declarations() -> None:
+    assert fields_table.PAGE.read_text() == fields_table.fields_page(), (
+        "docs/config_fields.md is stale: python -c 'from attention_jax.experiment import fields_table; "
+        "fields_table.write_page()'")
+    page = fields_table.fields_page()
+    for field in schema.FIELDS:
+        assert f"| `{field.name}` |" in page and field.doc.replace("|", "\\|") in page, field.name
+
+
+def test_the_extending_pages_field_example_is_the_libraries_declaration() -> None:
+    page = (fields_table.PAGE.parent / "extending.md").read_text()
+    section = page.split("## A config field", 1)[1].split("\n## ", 1)[0]
+    block = section.split("```python\n", 1)[1].split("```", 1)[0]
+    source = (fields_table.PAGE.parents[1] / "attention_jax" / "experiment" / "settings.py").read_text()
+    assert block.strip() and block in source  # The page shows weight_decay's declaration as it is written.
+    assert "weight_decay" in schema.section_fields("optimizer")
