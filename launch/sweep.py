@@ -136,37 +136,6 @@ def _relative_to_cwd(path: str) -> str:
     return os.path.relpath(absolute) if inside else absolute
 
 
-def resolve_seeds(sweep: sweep_spec.Sweep, count: int, overrides: Sequence[str]) -> tuple[int, ...] | None:
-    """The seeds of a sweep: ``--seeds=K`` gives 0..K-1; 0 takes the sweep file's ``get_seeds()``.
-
-    Parameters
-    ----------
-    sweep : sweep_spec.Sweep
-        The loaded sweep.
-    count : int
-        ``--seeds``.
-    overrides : Sequence[str]
-        Common overrides (``seed=`` among them would contradict the seeds).
-
-    Returns
-    -------
-    tuple[int, ...] or None
-        The seeds, or None for one run per row at its own seed.
-
-    Notes
-    -----
-    Raises ``ValueError`` for a negative count, or a common ``--config.seed`` together with seeds.
-    """
-    if count < 0 or count > sweep_spec.MAX_SEEDS:
-        raise ValueError(f"--seeds={count}: give the number of seeds per row (1 to {sweep_spec.MAX_SEEDS}), "
-                         "or 0 for none.")
-    seeds = tuple(range(count)) if count else sweep.seeds
-    if seeds is not None and any(override.split("=", 1)[0] == "seed" for override in overrides):
-        raise ValueError("--config.seed cannot be combined with seeds (--seeds or the sweep file's "
-                         "get_seeds()): each seed's run sets config.seed itself.")
-    return seeds
-
-
 def build_plan(overrides: Sequence[str]) -> Plan:
     """Resolve the flags into a :class:`Plan` (loads the sweep file, checks rows and overrides).
 
@@ -192,7 +161,7 @@ def build_plan(overrides: Sequence[str]) -> Plan:
     sweep = sweep_spec.load_sweep(_relative_to_cwd(_CONFIG.value))
     rows = sweep_spec.select_rows(sweep, _ROWS.value)
     sweep_spec.check_overrides(sweep, rows, overrides)
-    seeds = resolve_seeds(sweep, _SEEDS.value, overrides)
+    seeds = sweep_spec.resolve_seeds(sweep, _SEEDS.value, overrides)
     description = sweep_record.sweep_description(sweep, overrides, seeds)
     remote = EXECUTORS[_EXECUTOR.value].remote
     root = os.path.abspath(_ROOT.value)

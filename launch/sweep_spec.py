@@ -501,3 +501,34 @@ def row_jobs(sweep: Sweep, rows: Sequence[str], overrides: Sequence[str], *, roo
         jobs.append(RowJob(row=row, index=index, total=len(runs), workdir=workdir,
                            record_dir=os.path.join(root, *parts), argv=argv, seed=seed))
     return jobs
+
+
+def resolve_seeds(sweep: Sweep, count: int, overrides: Sequence[str]) -> tuple[int, ...] | None:
+    """The seeds of a sweep: ``--seeds=K`` gives 0..K-1; 0 takes the sweep file's ``get_seeds()``.
+
+    Parameters
+    ----------
+    sweep : Sweep
+        The loaded sweep.
+    count : int
+        ``--seeds``.
+    overrides : Sequence[str]
+        Common overrides (``seed=`` among them would contradict the seeds).
+
+    Returns
+    -------
+    tuple[int, ...] or None
+        The seeds, or None for one run per row at its own seed.
+
+    Notes
+    -----
+    Raises ``ValueError`` for a negative count, or a common ``--config.seed`` together with seeds.
+    """
+    if count < 0 or count > MAX_SEEDS:
+        raise ValueError(f"--seeds={count}: give the number of seeds per row (1 to {MAX_SEEDS}), "
+                         "or 0 for none.")
+    seeds = tuple(range(count)) if count else sweep.seeds
+    if seeds is not None and any(override.split("=", 1)[0] == "seed" for override in overrides):
+        raise ValueError("--config.seed cannot be combined with seeds (--seeds or the sweep file's "
+                         "get_seeds()): each seed's run sets config.seed itself.")
+    return seeds

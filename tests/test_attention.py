@@ -117,6 +117,7 @@ def test_separate_key_and_value_sizes_shape_the_projections() -> None:
     assert params["out"]["kernel"].shape == (HEADS, 5, D_MODEL)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("key_dim,value_dim", [(4, 4), (4, 6), (8, 2)])
 def test_fused_implementation_equals_einsum(key_dim: int, value_dim: int) -> None:
     module, params = _init_mha(key_dim, value_dim)

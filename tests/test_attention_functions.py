@@ -89,6 +89,7 @@ def _reference(function: str, query, key, value, mask, score_vector=None):
 
 # --- Functions against NumPy -------------------------------------------------------------------------
 
+@pytest.mark.integration
 @pytest.mark.reference
 @pytest.mark.parametrize("kind", list(MASK_KINDS))
 @pytest.mark.parametrize("function", FUNCTIONS)
@@ -107,6 +108,7 @@ def test_each_function_matches_numpy_with_masks(function: str, kind: str) -> Non
     assert np.all(np.asarray(output)[~np.swapaxes(has_key, 1, 2)] == 0.0)  # No allowed key: zeros.
 
 
+@pytest.mark.integration
 @pytest.mark.reference
 @pytest.mark.parametrize("function", FUNCTIONS)
 def test_gradients_match_finite_differences_of_numpy(function: str) -> None:
@@ -139,6 +141,7 @@ def test_gradients_match_finite_differences_of_numpy(function: str) -> None:
         np.testing.assert_allclose(gradient, expected, atol=1e-4, err_msg=f"argument {index}")
 
 
+@pytest.mark.integration
 @pytest.mark.reference
 @pytest.mark.parametrize("kind", ["none", "causal", "packed_causal", "packed", "padding"])
 def test_linear_forms_equal_the_quadratic_form(kind: str) -> None:
@@ -173,6 +176,7 @@ def test_linear_forms_equal_the_quadratic_form(kind: str) -> None:
             *(np.asarray(a, np.float64) for a in (query, key, value)), np.asarray(dense)), atol=2e-5)
 
 
+@pytest.mark.integration
 def test_linear_decode_steps_equal_the_causal_form() -> None:
     query, key, value = _inputs(LEN_K, LEN_K, seed=6)
     causal = attention_functions.linear_attention(query, key, value,
@@ -224,6 +228,7 @@ def test_multi_head_attention_matches_numpy(function: str) -> None:
         np.testing.assert_allclose(output, expected, atol=3e-5)
 
 
+@pytest.mark.integration
 def test_dot_product_takes_every_implementation_and_window() -> None:
     inputs = _random((BATCH, 9, 8), 14)
     valid = jnp.arange(9)[None] < jnp.array([[9], [6]])
@@ -284,6 +289,7 @@ def test_configs_default_to_the_paper_and_older_runs_load() -> None:
 
 # --- The models: packing, cached decoding, search, generation, attention maps -------------------------
 
+@pytest.mark.integration
 @pytest.mark.parametrize("function", FUNCTIONS)
 def test_packed_pairs_equal_each_pair_alone(function: str) -> None:
     cfg = packing_tests.SMALL.replace(attention_function=function)
@@ -311,6 +317,7 @@ DECODE_VARIANTS = {  # Without a window, dot-product and additive decoding are a
 }
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("variant", list(DECODE_VARIANTS))
 def test_cached_decoding_equals_the_full_forward_pass(variant: str) -> None:
     model_config = TINY.replace(**DECODE_VARIANTS[variant])
@@ -330,6 +337,7 @@ def test_linear_decoding_keeps_a_running_state_instead_of_a_cache() -> None:
     assert jax.tree.map(jnp.shape, short) == jax.tree.map(jnp.shape, long)  # O(1) in the length.
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("function", FUNCTIONS)
 def test_cached_and_uncached_beam_and_greedy_searches_agree(function: str) -> None:
     model_config = TINY.replace(attention_function=function)
@@ -344,6 +352,7 @@ def test_cached_and_uncached_beam_and_greedy_searches_agree(function: str) -> No
         np.testing.assert_allclose(results[0].scores, results[1].scores, atol=1e-4)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("function", FUNCTIONS)
 def test_language_model_decodes_generates_and_keeps_documents_apart(function: str) -> None:
     cfg = TransformerConfig(vocab_size=30, num_layers=2, d_model=16, d_ff=24, num_heads=2, key_dim=4,
@@ -379,6 +388,7 @@ def test_language_model_decodes_generates_and_keeps_documents_apart(function: st
     assert output == sequence[len(prompt):]
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("function", FUNCTIONS)
 def test_attention_maps_of_softmax_functions_and_a_clear_refusal_for_linear(function: str) -> None:
     model_config = TINY.replace(attention_function=function, max_len=24)

@@ -39,6 +39,7 @@ def _embed(params: dict, ids: list[int]) -> np.ndarray:
     return (table[ids] * np.sqrt(TINY.d_model) + reference.sinusoidal_encoding(len(ids), TINY.d_model))[None]
 
 
+@pytest.mark.integration
 @pytest.mark.reference
 def test_maps_equal_the_numpy_reference(params, maps):
     tokenizer = WordTokenizer()
@@ -79,6 +80,7 @@ def test_maps_shapes_and_token_labels(maps):
     assert not np.triu(maps["decoder"], k=1).any()  # Masked (causal) decoder self-attention.
 
 
+@pytest.mark.integration
 def test_maps_of_the_models_own_translation(params):
     maps = attention_maps.attention_maps(TINY, params, WordTokenizer(), SOURCE, settings=SHORT)
     from attention_jax.decoding import decode

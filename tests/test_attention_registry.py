@@ -138,6 +138,7 @@ def _query_scaled(params: dict, factor: float) -> dict:
     return jax.tree_util.tree_map_with_path(scale, params)
 
 
+@pytest.mark.integration
 def test_a_registered_attention_function_trains_decodes_and_is_counted() -> None:
     inputs, targets, _ = random_batch(0, batch=2, source_len=6, target_len=5)
     paper = TINY.replace(dropout_rate=0.0)
@@ -192,6 +193,7 @@ SCALED_SINUSOIDAL = PositionalEncodingScheme(
     encoding=_scaled_sinusoidal, has_parameters=True)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("model_kind", ["encoder_decoder", "decoder_only"])
 def test_a_registered_positional_encoding_is_added_and_trained(model_kind: str) -> None:
     inputs, targets, _ = random_batch(1, batch=2, source_len=6, target_len=5)
@@ -218,6 +220,7 @@ def test_a_registered_positional_encoding_is_added_and_trained(model_kind: str) 
         paper.replace(positional_encoding="scaled_sinusoidal")
 
 
+@pytest.mark.integration
 def test_a_registered_score_bias_is_applied_in_self_attention_and_refused_where_undefined() -> None:
     """An entry acting on the scores (tests/test_positional_encodings.py tests the built-in ones)."""
     def constant_bias(module, settings, query, query_positions, key_positions) -> jax.Array:

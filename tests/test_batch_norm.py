@@ -134,6 +134,7 @@ def test_running_averages_over_several_steps_and_evaluation_with_them() -> None:
                                             deterministic=True), np.asarray(evaluated)[:1, :1], atol=1e-6)
 
 
+@pytest.mark.integration
 def test_the_train_step_writes_the_running_averages_into_the_parameters() -> None:
     transformer = model.Transformer(SMALL)
     inputs, targets, _ = random_batch(0, batch=2, source_len=6, target_len=5)

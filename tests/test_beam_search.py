@@ -209,6 +209,7 @@ def test_length_penalty_changes_the_winner():
     assert winners == {0.0: (EOS,), 0.6: (TOKEN_A, EOS)}
 
 
+@pytest.mark.integration
 @pytest.mark.reference
 @pytest.mark.parametrize("seed", range(4))
 def test_matches_reference_algorithm_on_random_models(seed):
@@ -356,6 +357,7 @@ class HistoryModel(PrefixModel):
         return jnp.zeros((rows, capacity), jnp.int32), jnp.array(0, jnp.int32)
 
 
+@pytest.mark.integration
 def test_staged_search_equals_one_loop_and_grows_the_state_between_stages():
     grown = []  # (capacity before, capacity asked for), recorded while tracing.
 
@@ -410,6 +412,7 @@ def test_staged_search_rejects_bad_stages(stage_ends, grow, message):
                                 grow_state=(lambda state, steps: state) if grow else None)
 
 
+@pytest.mark.integration
 def test_several_steps_per_iteration_change_no_result():
     # Stage lengths 2, 2 and 1 (MAX_LEN = 5): with 2 or 3 steps per iteration some stages end with single
     # steps, and early termination can finish every sentence in the middle of an iteration.
@@ -433,6 +436,7 @@ def test_several_steps_per_iteration_change_no_result():
                 np.testing.assert_array_equal(getattr(result, field), expected, err_msg=field)
 
 
+@pytest.mark.integration
 def test_early_termination_in_the_middle_of_an_iteration_counts_only_the_steps_needed():
     # The search is over after one step; the second step of the iteration still runs but counts nothing.
     model = PrefixModel.from_probabilities({(): {EOS: 0.9, TOKEN_A: 0.05, TOKEN_B: 0.04}})

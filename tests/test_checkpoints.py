@@ -147,6 +147,7 @@ def _real_shaped(step: int) -> train_state.TrainState:
     return _state(step, jax.tree.map(lambda leaf: jnp.full(leaf.shape, float(step), leaf.dtype), abstract))
 
 
+@pytest.mark.integration
 def test_load_for_inference_and_averaging(tmp_path: pathlib.Path) -> None:
     checkpoints.write_config(str(tmp_path), fake_data.tiny_experiment())
     _save_steps(tmp_path, [1, 2, 4], make=_real_shaped)

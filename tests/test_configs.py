@@ -78,6 +78,7 @@ def test_parameter_count_matches_closed_form(row: str) -> None:
     assert counted == _closed_form(config)
 
 
+@pytest.mark.integration
 def test_parameter_counts_within_seven_percent_of_the_paper() -> None:
     for row in PAPER_ROW_ORDER:
         summary = count_params.param_summary(table2.get_config(row))

@@ -49,6 +49,7 @@ def _gradient_jaxpr(config: TransformerConfig, model_kind: str) -> str:
     return str(jax.make_jaxpr(jax.grad(lambda p: jnp.sum(apply(p))))(params))
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("model_kind", ["encoder_decoder", "decoder_only"])
 def test_switch_off_builds_the_plain_flax_model(model_kind: str) -> None:
     """Off: no custom VJP from projection.py, and dropout masks from jax.random (Flax's own draw)."""

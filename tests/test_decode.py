@@ -78,6 +78,7 @@ def full_logits(params, inputs, targets, *, model_config):
     return Transformer(model_config).apply({"params": params}, inputs, targets)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("overrides,source_len,target_len", [
     ({}, 7, 9),
     ({"layer_norm_position": "pre", "share_embeddings": False, "key_dim": 6, "value_dim": 10}, 7, 9),
@@ -99,6 +100,7 @@ def test_cached_logits_equal_full_forward_pass(overrides, source_len, target_len
     np.testing.assert_allclose(cached, full, atol=2e-5, rtol=1e-5)
 
 
+@pytest.mark.integration
 def test_uncached_prefix_logits_equal_full_forward_pass():
     model_config = TINY.replace(attention_window=3)
     params = init_params(model_config, seed=2)
@@ -119,6 +121,7 @@ def _search(params, inputs, max_lengths, **settings):
     return jax.tree_util.tree_map(np.asarray, result)
 
 
+@pytest.mark.integration
 def test_cached_and_uncached_search_agree(tiny_params):
     inputs, _, lengths = random_batch(2, batch=4, source_len=8, target_len=1)
     max_lengths = np.minimum(lengths + 6, 14)
@@ -160,6 +163,7 @@ def _einsum_beam_search(function: str, dtype: str):
     return params, inputs, max_lengths, jax.tree_util.tree_map(np.asarray, result)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("function,implementation", _kernel_implementations())
 def test_cached_beam_search_is_the_same_on_every_implementation(function, implementation):
     """The cached beam search through the XLA / cuDNN kernels equals the einsum path's (issue 64).
@@ -205,6 +209,7 @@ def test_grow_cache_pads_keys_and_values_and_keeps_the_counters():
     assert int(grown["decoder_position"]["position"]) == 5
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("method", ["beam", "greedy"])
 def test_a_cache_grown_in_stages_gives_the_same_translations(method):
     # L = 64 in stages of 16 (the cache grows three times); the random model's outputs run long, so
@@ -222,6 +227,7 @@ def test_a_cache_grown_in_stages_gives_the_same_translations(method):
         np.testing.assert_allclose(staged.scores, reference.scores, atol=1e-4)
 
 
+@pytest.mark.integration
 def test_beam_scores_are_the_models_log_probabilities(tiny_params):
     inputs, _, lengths = random_batch(3, batch=4, source_len=8, target_len=1)
     alpha = 0.6
@@ -255,6 +261,7 @@ def test_cache_length_covers_the_longest_output_within_the_limit():
     assert decode.cache_length(1, limit=114, multiple=8) == 8
 
 
+@pytest.mark.integration
 def test_translator_keeps_order_and_handles_empty_lines(translator):
     sources = ["w5 w6 w7", "", "w9", "w10 w11 w12 w13 w14 w15", "   ", "w20 w21", "w30 w4 w31 w32"]
     outputs = translator.translate(sources)
@@ -273,6 +280,7 @@ def test_translator_output_length_is_bounded(translator):
         assert ids[-1] == EOS_ID and EOS_ID not in ids[:-1]
 
 
+@pytest.mark.integration
 def test_translator_truncates_overlong_input_with_a_warning(translator):
     assert translator.max_source_len == TINY.max_len - 6
     long_source = " ".join(f"w{4 + i % 30}" for i in range(40))
@@ -325,6 +333,7 @@ def test_decode_settings_read_cache_stages_from_the_config():
     assert schema.with_old_run_defaults({})["cache_stages"] == 2  # A run from before the field.
 
 
+@pytest.mark.integration
 def test_greedy_translator_matches_greedy_search(tiny_params):
     greedy = decode.Translator(TINY, tiny_params, WordTokenizer(), settings=dataclasses.replace(SHORT, beam_size=1),
                                batch_size=4)

@@ -75,6 +75,7 @@ class _Pair(nn.Module):
                                                                                  deterministic=False)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("rate, broadcast_dims, dtype", [
     (0.1, (), jnp.float32), (0.3, (), jnp.bfloat16), (0.1, (-2,), jnp.float32), (0.0, (), jnp.float32),
     (1.0, (), jnp.float32),
@@ -99,6 +100,7 @@ def test_dropout_module_equals_flax_dropout_values_and_gradients(rate, broadcast
     assert deterministic is x
 
 
+@pytest.mark.integration
 def test_transformer_training_loss_and_gradients_unchanged_by_the_dropout_class(monkeypatch) -> None:
     """The whole model with flax.linen.Dropout swapped in gives the same loss and gradient bits, op by op.
 

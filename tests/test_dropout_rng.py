@@ -28,6 +28,7 @@ def _one_step_loss(config, dropout_rng: str, step_fn_cache: dict) -> float:
     return float(sums["loss_sum"] / sums["tokens"])
 
 
+@pytest.mark.integration
 def test_rbg_dropout_draws_other_masks_deterministically() -> None:
     cache: dict = {}
     dropped = fake_data.tiny_experiment(dropout_rate=0.5)

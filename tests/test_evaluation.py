@@ -65,6 +65,7 @@ def tiny_params():
     return nn.meta.unbox(init_params(TINY, seed=5))
 
 
+@pytest.mark.integration
 def test_cross_entropy_equals_per_pair_forward_passes(tiny_params):
     tokenizer = WordTokenizer()
     pairs = [("w5 w6 w7", "w8 w9"), ("w10", "w11 w12 w13 w14"), ("w15 w16 w17", "w18 w19"),
@@ -85,6 +86,7 @@ def test_cross_entropy_equals_per_pair_forward_passes(tiny_params):
     assert result.perplexity == pytest.approx(math.exp(total / count), rel=1e-5)
 
 
+@pytest.mark.integration
 def test_cross_entropy_by_position_sums_each_positions_tokens(tiny_params):
     tokenizer = WordTokenizer()
     pairs = [("w5 w6 w7", "w8 w9"), ("w10", "w11 w12 w13 w14"), ("w15 w16 w17", "w18 w19"),
@@ -109,6 +111,7 @@ def test_cross_entropy_by_position_sums_each_positions_tokens(tiny_params):
     assert whole.num_tokens == counts.sum() and whole.mean == pytest.approx(sums.sum() / counts.sum(), rel=1e-6)
 
 
+@pytest.mark.integration
 def test_evaluate_reports_bleu_and_perplexity_of_the_translations(tiny_params):
     translator = decode.Translator(TINY, tiny_params, WordTokenizer(), settings=SHORT, batch_size=4)
     pairs = [("w5 w6 w7", "w8 w9"), ("w10", "w11 w12"), ("w13 w14", "w15"), ("", "w16")]

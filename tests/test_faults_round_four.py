@@ -160,6 +160,7 @@ def random_run(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
     return decoding_runs.make_random_run(tmp_path_factory.mktemp("round_four"), steps=(1,))
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("name", ["tokenizer.model", "config.json", "results.json", "checkpoints/1/x",
                                   "metrics.jsonl", "averaged/params"])
 def test_an_output_file_that_is_the_runs_own_is_refused(random_run: pathlib.Path, name: str) -> None:
@@ -472,8 +473,6 @@ def test_seeds_beyond_config_seeds_range_or_too_many_are_refused(tmp_path: pathl
     with pytest.raises(ValueError, match=r"1001 seeds per row; at most 1000"):
         sweep_spec.check_seeds(range(1001), "get_seeds()")
     assert sweep_spec.check_seeds([0, 2**32 - 1], "get_seeds()") == (0, 2**32 - 1)
-    from launch import sweep
-
     loaded = sweep_spec.load_sweep(_sweep_file(tmp_path, "{'a': {}}"))
     with pytest.raises(ValueError, match=r"--seeds=1000000000000: give the number of seeds per row \(1 to 1000\)"):
-        sweep.resolve_seeds(loaded, 10**12, [])  # Refused before a trillion seeds are listed.
+        sweep_spec.resolve_seeds(loaded, 10**12, [])  # Refused before a trillion seeds are listed.

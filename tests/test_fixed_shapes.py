@@ -27,6 +27,7 @@ def _translator(settings=SHORT) -> decode.Translator:
     return decode.Translator(TINY, nn.meta.unbox(init_params(TINY)), WordTokenizer(), settings=settings, batch_size=2)
 
 
+@pytest.mark.integration
 def test_warm_up_names_the_buckets_up_to_the_longest_source_the_model_takes():
     translator = _translator()
     assert translator.max_source_len == TINY.max_len - SHORT.max_decode_extra_len == 18
@@ -35,6 +36,7 @@ def test_warm_up_names_the_buckets_up_to_the_longest_source_the_model_takes():
     assert translator.warm_up(100) == [8, 16, 18]  # The last bucket is cut to the model's longest source.
 
 
+@pytest.mark.integration
 def test_fixed_shapes_give_the_same_hypotheses_one_sentence_at_a_time():
     default, fixed = _translator(), _translator()
     fixed.warm_up(16, num_best=2)
@@ -44,6 +46,7 @@ def test_fixed_shapes_give_the_same_hypotheses_one_sentence_at_a_time():
         np.testing.assert_allclose([h.score for h in found], [h.score for h in expected], rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.integration
 def test_after_warm_up_new_lengths_compile_nothing_and_without_it_they_do():
     translator = _translator(OWN_SETTINGS)
     translator.warm_up(16)

@@ -186,6 +186,7 @@ def _position_terms_xla_flops(settings: AttentionPositions, length: int, num_hea
                       scores, weights, heads)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("settings", [AttentionPositions("relative"),
                                       AttentionPositions("relative", relative_max_distance=4, relative_values=False),
                                       AttentionPositions("rotary"), AttentionPositions("alibi")],

@@ -60,6 +60,7 @@ def test_filtered_logits_keep_exactly_the_top_k_and_nucleus_sets(top_k: int, top
         assert set(np.flatnonzero(kept[row]).tolist()) == expected
 
 
+@pytest.mark.integration
 def test_samples_never_leave_the_top_k_or_nucleus_set() -> None:
     logits = jnp.asarray(np.random.default_rng(0).normal(size=(1, 20)), jnp.float32)
     samplable = logits.at[0, jnp.array([model.PAD_ID, model.UNK_ID, model.BOS_ID])].set(-jnp.inf)
@@ -73,6 +74,7 @@ def test_samples_never_leave_the_top_k_or_nucleus_set() -> None:
         assert drawn <= set(allowed.tolist()) and len(drawn) > 1
 
 
+@pytest.mark.integration
 def test_greedy_generation_equals_argmax_of_repeated_full_forward_passes() -> None:
     params = _params()
     generator = generation.Generator(SMALL, params, _IdTokenizer())
@@ -91,6 +93,7 @@ def test_greedy_generation_equals_argmax_of_repeated_full_forward_passes() -> No
         assert output == sequence[len(prompt):]
 
 
+@pytest.mark.integration
 def test_sampling_with_a_fixed_seed_is_reproducible() -> None:
     generator = generation.Generator(SMALL, _params(), _IdTokenizer())
     settings = generation.SamplingSettings(temperature=1.5, top_k=10, max_new_tokens=8, seed=7)

@@ -374,6 +374,7 @@ def messages_data(tmp_path_factory):
     return config, input_pipeline.get_datasets(config, rows_multiple=8)
 
 
+@pytest.mark.integration
 @pytest.mark.shared_data
 def test_messages_batches_budget_and_round_trip(messages_data):
     config, data = messages_data

@@ -24,6 +24,7 @@ def _init(cfg: TransformerConfig, targets: jnp.ndarray) -> dict:
     return nn.meta.unbox(language_model.LanguageModel(cfg).init(jax.random.key(0), targets)["params"])
 
 
+@pytest.mark.integration
 def test_layers_are_the_encoder_decoder_layers_with_the_same_outputs() -> None:
     """Give the LM's layer the encoder-decoder's layer parameters: its output equals that layer's."""
     targets = _ids((2, 6), 0)
@@ -45,6 +46,7 @@ def test_layers_are_the_encoder_decoder_layers_with_the_same_outputs() -> None:
                    for path, _ in jax.tree_util.tree_flatten_with_path(params)[0])
 
 
+@pytest.mark.integration
 @pytest.mark.reference
 def test_logits_are_scaled_shared_embedding_projection_of_last_layer() -> None:
     targets = _ids((2, 5), 1)
@@ -60,6 +62,7 @@ def test_logits_are_scaled_shared_embedding_projection_of_last_layer() -> None:
     np.testing.assert_allclose(embedded, expected, atol=1e-5)
 
 
+@pytest.mark.integration
 def test_logits_never_depend_on_later_tokens() -> None:
     targets = _ids((1, 8), 2)
     params = _init(SMALL, targets)
@@ -85,6 +88,7 @@ def test_packed_documents_never_attend_to_each_other(layer_norm_position: str) -
     np.testing.assert_allclose(together[:, 4:9], lm.apply({"params": params}, second), atol=1e-5)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("variant", [{}, {"layer_norm_position": "pre"}, {"positional_encoding": "learned"},
                                      {"share_embeddings": False}])
 def test_cached_decoding_equals_the_uncached_forward_pass(variant: dict) -> None:
@@ -103,6 +107,7 @@ def test_cached_decoding_equals_the_uncached_forward_pass(variant: dict) -> None
         np.testing.assert_allclose(step_logits[:, 0], full[:, position], atol=2e-5)
 
 
+@pytest.mark.integration
 def test_build_model_and_init_arguments_follow_the_model_kind() -> None:
     assert isinstance(language_model.build_model(SMALL, "decoder_only"), language_model.LanguageModel)
     assert isinstance(language_model.build_model(SMALL, "encoder_decoder"), model.Transformer)

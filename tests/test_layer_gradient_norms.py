@@ -7,6 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+import pytest
 
 from attention_jax.models import metrics, model
 from attention_jax.models.transformer_config import TransformerConfig
@@ -17,6 +18,7 @@ SMALL = TransformerConfig(vocab_size=40, num_layers=2, d_model=16, d_ff=24, num_
                           dropout_rate=0.0, max_len=40, layer_norm_position="pre")
 
 
+@pytest.mark.integration
 def test_the_train_step_reports_each_modules_gradient_norm() -> None:
     transformer = model.Transformer(SMALL)
     inputs, targets, _ = random_batch(1, batch=2, source_len=6, target_len=5)

@@ -125,6 +125,7 @@ def test_packed_windows_hold_each_documents_inputs_and_never_mix_documents() -> 
     assert not rows.inputs[rows.segmentation == 0].any()
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("stride", [0, 1, 3, 8])
 def test_strided_evaluation_equals_a_token_by_token_reference(params: dict, stride: int) -> None:
     documents = _documents([3, 8, 9, 21, 2, 30, 1], seed=1)  # Shorter than, equal to and longer than the window.
@@ -142,6 +143,7 @@ def test_strided_evaluation_equals_a_token_by_token_reference(params: dict, stri
     assert result["documents"] == 7 and result["documents_longer_than_window"] == 3
 
 
+@pytest.mark.integration
 def test_short_documents_score_as_each_document_whole(params: dict) -> None:
     documents = _documents([3, 8, 5, 1, 7, 6, 2], seed=2)  # All fit a window; several share each row.
     result = lm_evaluation.evaluate_split(SMALL, params, _SplitData(documents, rows_per_batch=2), "validation")

@@ -106,6 +106,7 @@ def _attention_layer(implementation: str, decode: bool = False) -> attention.Mul
                                         implementation=implementation, decode=decode)
 
 
+@pytest.mark.integration
 def test_multi_head_attention_local_mask_paths_agree():
     length, window = 13, 3
     inputs = jax.random.normal(jax.random.key(0), (BATCH, length, 8))
@@ -162,6 +163,7 @@ def windowed() -> WindowedModel:
     return WindowedModel()
 
 
+@pytest.mark.integration
 def test_windowed_transformer_blocked_equals_dense(windowed):
     blocked = jax.jit(windowed.transformer.apply)(windowed.params, windowed.inputs, windowed.targets)
     dense_model = model.Transformer(windowed.config.replace(attention_implementation="xla"))

@@ -27,6 +27,7 @@ def _numpy_sums(logits: np.ndarray, targets: np.ndarray, eps: float) -> dict[str
             "correct": (log_probs.argmax(-1) == targets)[mask].sum(), "tokens": mask.sum()}
 
 
+@pytest.mark.integration
 @pytest.mark.reference
 @pytest.mark.parametrize("eps", [0.0, 0.1, 0.3])
 def test_token_loss_sums_match_numpy(eps: float) -> None:
@@ -61,6 +62,7 @@ def test_summarize_gives_per_token_means_and_perplexity() -> None:
                                          "tokens": 0})["loss"])
 
 
+@pytest.mark.integration
 def test_add_sums_is_exact_over_splits() -> None:
     """Sums over two halves of a batch add up to the sums over the whole batch."""
     rng = np.random.default_rng(1)

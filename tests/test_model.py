@@ -34,6 +34,7 @@ def test_sinusoidal_encoding_equals_paper_formula() -> None:
         np.testing.assert_allclose(ours, reference.sinusoidal_encoding(50, d_model), atol=2e-5)
 
 
+@pytest.mark.integration
 def test_learned_positional_encoding_is_trainable() -> None:
     cfg = SMALL.replace(positional_encoding="learned")
     inputs, targets = _ids((2, 5), 0), _ids((2, 4), 1)
@@ -108,6 +109,7 @@ def test_pre_norm_adds_a_final_norm_per_stack() -> None:
     assert "encoder_norm" not in _init(SMALL, _ids((2, 5), 0), _ids((2, 4), 1))
 
 
+@pytest.mark.integration
 def test_encoder_is_permutation_equivariant_only_without_positions() -> None:
     inputs = _ids((1, 6), 5)
     permutation = np.array([3, 0, 5, 1, 4, 2])
@@ -121,6 +123,7 @@ def test_encoder_is_permutation_equivariant_only_without_positions() -> None:
         assert np.allclose(permuted, encoded[:, permutation], atol=1e-5) == equivariant
 
 
+@pytest.mark.integration
 def test_decoder_is_causal_and_ignores_source_padding() -> None:
     inputs, targets = _ids((2, 6), 7, pad_from=4), _ids((2, 5), 8)
     params = _init(SMALL, inputs, targets)
@@ -134,6 +137,7 @@ def test_decoder_is_causal_and_ignores_source_padding() -> None:
     np.testing.assert_allclose(logits[-1:], unpadded, atol=1e-5)
 
 
+@pytest.mark.integration
 def test_dropout_is_active_only_in_training() -> None:
     cfg = SMALL.replace(dropout_rate=0.3)
     inputs, targets = _ids((2, 5), 9), _ids((2, 4), 10)
@@ -146,6 +150,7 @@ def test_dropout_is_active_only_in_training() -> None:
     assert not np.allclose(training[0], training[1])
 
 
+@pytest.mark.integration
 def test_bfloat16_compute_keeps_float32_params() -> None:
     cfg = SMALL.replace(dtype="bfloat16")
     inputs, targets = _ids((2, 5), 13), _ids((2, 4), 14)

@@ -47,6 +47,7 @@ def _variant(norm: str, position: str, residual: bool) -> TransformerConfig:
 
 # --- Each norm against the oracle ------------------------------------------------------------------
 
+@pytest.mark.integration
 @pytest.mark.reference
 @pytest.mark.parametrize("name", PER_TOKEN_NORMS)
 def test_each_norm_equals_the_oracle_in_outputs_and_gradients(name: str) -> None:

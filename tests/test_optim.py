@@ -90,6 +90,7 @@ def _numpy_adam(weights: dict[str, np.ndarray], grads: list[dict[str, np.ndarray
     return weights
 
 
+@pytest.mark.integration
 @pytest.mark.reference
 @pytest.mark.parametrize("clip_norm,weight_decay", [(0.25, 0.0), (0.0, 0.1), (0.25, 0.1), (100.0, 0.0)])
 def test_clipping_and_decoupled_decay_match_numpy(clip_norm: float, weight_decay: float) -> None:

@@ -182,6 +182,7 @@ def _logits(cfg: TransformerConfig, params: dict, batch: dict) -> np.ndarray:
 ROWS = np.array([[0, 1, 2], [3, 4, -1]])
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("changes", [{}, {"positional_encoding": "learned"},
                                      {"layer_norm_position": "pre", "share_embeddings": False},
                                      {"attention_implementation": "xla"}])
@@ -199,6 +200,7 @@ def test_packed_logits_and_loss_equal_each_pair_alone(changes: dict) -> None:
             np.testing.assert_allclose(packed_logits[row, positions], reference, atol=2e-5, rtol=2e-5)
 
 
+@pytest.mark.integration
 def test_packed_loss_sums_equal_unpacked_batch_of_the_same_pairs() -> None:
     params = _init(SMALL)
     pairs = _random_pairs(5, seed=1, max_words=4)

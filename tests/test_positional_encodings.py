@@ -96,6 +96,7 @@ ORACLE_CASES = [("relative", "scaled_dot_product", True), ("relative", "scaled_d
                 ("rotary", "dot_product", True), ("alibi", "scaled_dot_product", True), ("alibi", "additive", True)]
 
 
+@pytest.mark.integration
 @pytest.mark.reference
 @pytest.mark.parametrize("encoding,function,values", ORACLE_CASES)
 @pytest.mark.parametrize("causal", [False, True], ids=["encoder", "causal"])
@@ -146,6 +147,7 @@ def test_self_attention_outputs_weights_and_gradients_match_the_oracle(encoding:
         assert float(jnp.abs(gradients[0]["relative_key_embedding"]).sum()) > 0
 
 
+@pytest.mark.integration
 def test_rotary_runs_on_the_kernels_and_the_blockwise_window_with_the_einsum_result() -> None:
     x = jnp.asarray(_random((BATCH, LENGTH, D_MODEL), 3))
     positions = jnp.array([[5, 6, 7, 8, 9, 10], [0, 1, 2, 3, 4, 5]])

@@ -40,6 +40,7 @@ def _update_calls(trace_path: str) -> int:
     return calls
 
 
+@pytest.mark.integration
 def test_profiler_traces_the_configured_steps_into_the_tensorboard_dir(tmp_path):
     config = fake_data.tiny_experiment(profile_steps=2, profile_start_step=3).run
     profiler = profiling.StepProfiler.from_config(config, str(tmp_path))

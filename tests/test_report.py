@@ -327,6 +327,7 @@ def test_seeded_csv_columns_and_values(seeded_root: pathlib.Path) -> None:
     assert records["base"]["verdict"] == "" and records["base"]["paired_seeds"] == ""
 
 
+@pytest.mark.integration
 def test_seeded_markdown_shows_mean_std_and_pending_seeds(seeded_root: pathlib.Path) -> None:
     sweep_report.write_report(str(seeded_root))
     markdown = (seeded_root / "table2.md").read_text()

@@ -276,6 +276,7 @@ def test_progress_logger_is_quiet_for_quick_work_unless_asked(caplog: pytest.Log
     assert [message.split(" (")[0] for message in messages] == ["final test BLEU: 2/2 sentences"]
 
 
+@pytest.mark.integration
 def test_each_new_batch_shape_says_it_compiles_and_how_long_it_took(tmp_path: pathlib.Path,
                                                                     caplog: pytest.LogCaptureFixture) -> None:
     """The first step of each batch shape is minutes of compilation on a big model: it is announced and timed."""

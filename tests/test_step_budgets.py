@@ -72,6 +72,7 @@ def test_summary_gives_counts_ratio_improvement_and_minutes(sweep_root: pathlib.
     assert summary["3,000"][7] == "10; 15 (A1)"
 
 
+@pytest.mark.slow
 def test_command_writes_report_and_plot_and_names_a_bad_root(sweep_root: pathlib.Path,
                                                              tmp_path: pathlib.Path) -> None:
     out = tmp_path / "out"

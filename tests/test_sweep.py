@@ -509,6 +509,7 @@ def test_slurm_seeds_are_separate_jobs_waited_for_one_by_one(tmp_path: pathlib.P
         ("base/seed_0", "skipped", "results.json exists"), ("base/seed_1", "done", "job 1")]
 
 
+@pytest.mark.integration
 def test_config_seed_sets_initialisation_dropout_keys_and_data_order(tmp_path: pathlib.Path) -> None:
     """What --seeds varies: train._setup hands config.seed to the state (parameters, and the key that
     dropout keys are folded from) and to the training batches' order."""

@@ -245,6 +245,7 @@ def full_splits() -> dict[str, list[tuple[str, str]]]:
     return synthetic.generate_splits(synthetic.default_split_sizes())
 
 
+@pytest.mark.integration
 def test_default_sizes_and_disjoint_splits(full_splits: dict[str, list[tuple[str, str]]]) -> None:
     assert {split: len(pairs) for split, pairs in full_splits.items()} == {
         "train": synthetic.TRAIN_SIZE, "validation": 2_000, "test": 2_000}
@@ -279,6 +280,7 @@ def test_constructs_occur_in_the_data(full_splits: dict[str, list[tuple[str, str
         assert marker in german, marker
 
 
+@pytest.mark.integration
 def test_each_english_sentence_has_one_german_translation() -> None:
     translations: dict[str, str] = {}
     repeats = 0
@@ -312,6 +314,7 @@ def _digest_in_subprocess(hash_seed: str) -> str:
     return result.stdout.strip()
 
 
+@pytest.mark.slow
 def test_generation_does_not_depend_on_string_hashing() -> None:
     expected = hashlib.sha256(repr(synthetic.generate_split("train", 200)).encode()).hexdigest()
     assert _digest_in_subprocess("1") == _digest_in_subprocess("2") == expected
@@ -329,6 +332,7 @@ def test_bad_split_requests_raise() -> None:
 # ---------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.integration
 def test_tfds_builder_round_trip(tmp_path) -> None:
     import tensorflow_datasets as tfds
 

@@ -34,6 +34,7 @@ def _numpy_log_softmax(logits: np.ndarray) -> np.ndarray:
     return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
 
 
+@pytest.mark.integration
 @pytest.mark.reference
 def test_token_log_probs_equal_each_pairs_own_forward_pass_and_sum_to_beam_search_scores():
     params = nn.meta.unbox(init_params(TINY))

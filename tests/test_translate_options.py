@@ -59,6 +59,7 @@ def _teacher_forced_log_probs(translator: decode.Translator, sources: list[str],
     return np.sum(np.where(padded_targets != 0, log_probs, 0.0), axis=-1)
 
 
+@pytest.mark.integration
 def test_nbest_lists_start_with_the_1best_sorted_by_normalized_score(tiny_translator, tiny_nbest):
     assert [found[0].text if found else "" for found in tiny_nbest] == tiny_translator.translate(SOURCES)
     assert tiny_nbest[1] == []  # An empty line has no hypothesis.
@@ -81,6 +82,7 @@ def test_nbest_lists_start_with_the_1best_sorted_by_normalized_score(tiny_transl
         tiny_translator.translate_nbest(SOURCES, nbest=4)
 
 
+@pytest.mark.integration
 def test_alignments_are_the_argmax_of_the_attention_maps_head_average(tiny_translator, tiny_nbest):
     tokenizer = WordTokenizer()
     pairs = [(SOURCES[0], tiny_nbest[0][0]), (SOURCES[0], tiny_nbest[0][1]), (SOURCES[2], tiny_nbest[2][0])]

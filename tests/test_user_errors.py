@@ -31,6 +31,7 @@ def _exit_status_definitions_and_error_lines(path: pathlib.Path) -> list[str]:
     return found
 
 
+@pytest.mark.integration
 def test_the_exit_status_and_the_error_line_are_defined_once() -> None:
     elsewhere = [finding for path in sorted(PACKAGE.rglob("*.py")) if path != HOME
                  for finding in _exit_status_definitions_and_error_lines(path)]
@@ -66,6 +67,7 @@ entry_points.run_command(command)
 """
 
 
+@pytest.mark.slow
 def test_a_command_ends_with_its_status_even_when_a_library_thread_blocks_shutdown() -> None:
     completed = subprocess.run([sys.executable, "-c", STUCK_COMMAND], capture_output=True, text=True, timeout=120)
     assert completed.returncode == user_errors.USAGE_ERROR, completed.stderr[-3000:]

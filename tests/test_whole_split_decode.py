@@ -42,6 +42,7 @@ def test_decoding_batches_sort_longest_first_or_keep_the_input_order() -> None:
     assert translation_quality.decoding_batches([[], []], 2) == []
 
 
+@pytest.mark.integration
 def test_unsorted_batches_translate_as_the_default_in_input_order(translator: decode.Translator) -> None:
     encoded = translator.encode_sources(SOURCES)
     assert (translation_quality.decoding_batches(encoded, 3)
@@ -69,6 +70,7 @@ def test_unsorted_translation_stops_between_batches(translator: decode.Translato
                                                 sort_by_length=False)
 
 
+@pytest.mark.integration
 def test_padded_shapes_are_the_programs_compiled() -> None:
     # One layer and alpha 0.55: static arguments no other test compiles with, so the jit cache grows by
     # exactly this split's shapes (and one layer compiles faster).
@@ -130,6 +132,7 @@ def test_smoke_run_reports_both_modes_of_both_splits(tmp_path: pathlib.Path) -> 
     assert "length-sorted batches" in completed.stderr and "translations identical" in completed.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("arguments", "message"), [
     ([], "--workdir is required"),
     (["--workdir=/no/such/run"], "--workdir=/no/such/run is not a directory"),

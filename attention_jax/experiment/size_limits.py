@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from attention_jax.experiment import schema
+from attention_jax.models.variants import ModelKind
 
 MAX_INT32 = 2**31 - 1
 """The largest integer field: JAX's default integer is int32 (the train state's step is one)."""
@@ -64,7 +65,7 @@ def estimated_parameters(fields: Mapping[str, Any]) -> int:
     feed_forward = 2 * d_model * fields["d_ff"]
     embedding = fields["vocab_size"] * d_model
     positions = (fields["max_len"] + fields["max_decode_extra_len"]) * d_model
-    if fields["model_kind"] == "decoder_only":
+    if fields["model_kind"] == ModelKind.DECODER_ONLY:
         layers = fields["num_layers"] * (attention + feed_forward)
         embeddings = embedding if fields["share_embeddings"] else 2 * embedding
     else:

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from attention_jax.models.registry import Registration, Registry
+from attention_jax.models.variants import LayerNormPosition, ModelKind
 
 if TYPE_CHECKING:
     from attention_jax.models.transformer_config import TransformerConfig
@@ -186,8 +187,8 @@ def norm_params(name: str, *, d_model: int, num_layers: int, model_kind: str = "
         The norms' parameters (batch_norm's running averages included: they are leaves of the parameters).
     """
     per_norm = normalization(name).params_per_norm(d_model)
-    sublayers, stacks = (2 * num_layers, 1) if model_kind == "decoder_only" else (5 * num_layers, 2)
-    return per_norm * (sublayers + (stacks if position == "pre" else 0))
+    sublayers, stacks = (2 * num_layers, 1) if model_kind == ModelKind.DECODER_ONLY else (5 * num_layers, 2)
+    return per_norm * (sublayers + (stacks if position == LayerNormPosition.PRE else 0))
 
 
 def register_normalization(entry: Normalization) -> Registration:

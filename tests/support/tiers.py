@@ -6,7 +6,8 @@ Every collected test gets exactly one tier marker:
     The files that run the project as a user does on a whole machine: the quickstart, the notebooks,
     a real SLURM cluster, several processes, the benchmarks' quick modes (:data:`END_TO_END_FILES`).
 ``integration``
-    A test marked ``slow`` or ``end_to_end``: it starts a process or trains beyond a few steps.
+    A test marked ``slow`` or ``end_to_end`` (it starts a process or trains beyond a few steps), or
+    ``integration`` (in-process, but it compiles whole models for more than about 3 s on 2 cores).
 ``fast``
     Everything else: each module's logic, the NumPy-oracle checks, config and error paths in-process.
 
@@ -38,8 +39,10 @@ import pytest
 TIERS = ("fast", "integration", "e2e")
 """The tier markers, from the quickest to the whole-machine runs."""
 
-INTEGRATION_MARKERS = ("slow", "end_to_end")
-"""A test carrying one of these is in the integration tier (unless its file is end-to-end)."""
+INTEGRATION_MARKERS = ("slow", "end_to_end", "integration")
+"""A test carrying one of these is in the integration tier (unless its file is end-to-end). ``integration``
+by hand marks an in-process test that takes more than about 3 s on 2 cores (it compiles whole models):
+the fast tier's time budget, drawn from a measured run (docs/testing.md)."""
 
 END_TO_END_FILES = frozenset({
     "tests/test_quickstart.py",  # The README's job, trained once and then translated and scored.
