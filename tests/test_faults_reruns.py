@@ -26,6 +26,7 @@ import pytest
 
 from attention_jax import run_files
 from attention_jax.checkpointing import checkpoints, params_checkpoints, resume_checks
+from attention_jax.data import tokenizer as tokenizer_module
 from attention_jax.training import early_stopping, run_evaluation, setup_checks, train, train_state
 from attention_jax.user_errors import UserInputError
 from tests.support import fake_data, train_support
@@ -168,12 +169,17 @@ def test_resuming_on_another_corpus_is_refused_naming_the_field(tmp_path: pathli
 
 
 def test_a_different_tokenizer_never_replaces_the_runs_own(tmp_path: pathlib.Path) -> None:
-    (tmp_path / run_files.TOKENIZER_FILE).write_bytes(b"the run's own model")
-    tokenizer = types.SimpleNamespace(model_proto=b"another corpus's model")
+    # Two real SentencePiece models: the check reads a differing file as a model first, so that a damaged
+    # one is named as damaged (test_faults_round_four), and only a readable other model as another corpus's.
+    runs_own = tokenizer_module.train_tokenizer(["the cat sat on the mat", "a dog ran"] * 20, vocab_size=40)
+    another = tokenizer_module.train_tokenizer(["der Hund lief schnell", "eine Katze"] * 20, vocab_size=40)
+    assert runs_own.model_proto != another.model_proto
+    (tmp_path / run_files.TOKENIZER_FILE).write_bytes(runs_own.model_proto)
+    tokenizer = types.SimpleNamespace(model_proto=another.model_proto)
     data, experiment = types.SimpleNamespace(tokenizer=tokenizer), fake_data.tiny_experiment(dataset="tsv:/data/b")
     with pytest.raises(UserInputError, match="tokenizer.model differs from the tokenizer of"):
         setup_checks.check_tokenizer(experiment, str(tmp_path), data, step=40)
-    tokenizer.model_proto = b"the run's own model"
+    tokenizer.model_proto = runs_own.model_proto
     setup_checks.check_tokenizer(experiment, str(tmp_path), data, step=40)
     # A trained run whose tokenizer.model was deleted is refused, not retokenized by a new one.
     (tmp_path / run_files.TOKENIZER_FILE).unlink()
