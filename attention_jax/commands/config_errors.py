@@ -151,10 +151,11 @@ def unknown_override(argv: Sequence[str], flag_name: str = "config") -> str | No
     if not specs:
         return None
     load_config_file(specs[-1])
-    names = list(schema.FIELDS_BY_NAME) + [f"paper.{figure}" for figure in schema.PAPER_FIGURES]
+    names = schema.flag_keys()  # The fields, paper.<figure> and <registry>_settings.<entry>.<setting>.
     for field in overrides:
         if field not in names:
-            hint = schema.did_you_mean(field, names) or " (see attention_jax/experiment/schema.py for the fields)"
+            hint = (schema.moved_hint(field) or schema.did_you_mean(field, names)
+                    or " (see attention_jax/experiment/schema.py for the fields)")
             return f"--{flag_name}.{field}: {specs[-1]} has no field {field}{hint}"
     return None
 
