@@ -396,8 +396,8 @@ def test_the_experiment_refuses_before_anything_is_written() -> None:
     experiment = sections.build_experiment(config, "--config=x.py")
     assert experiment.model.positional_encoding_settings == RelativeSettings(max_distance=8, add_to_values=False)
     old_run = {key: value for key, value in config.items() if key != "positional_encoding_settings"}
-    settings = sections.build_experiment(schema.with_old_run_defaults(old_run), "run").model.positional_encoding_settings
-    assert settings.max_distance == 16
+    old_experiment = sections.build_experiment(schema.with_old_run_defaults(old_run), "run")
+    assert old_experiment.model.positional_encoding_settings.max_distance == 16
 
 
 def test_a_learned_table_gives_zeros_beyond_its_size_and_says_so_once(caplog: pytest.LogCaptureFixture) -> None:
