@@ -7,7 +7,9 @@ the default, the meaning, the allowed values or range, what a changed value mean
 what a ``config.json`` written before the field existed meant by it. From that one declaration follow the
 schema's checks (:mod:`attention_jax.experiment.schema`), the section object itself (checked again when it
 is built, :func:`check_declared`), the resume checks (:mod:`attention_jax.checkpointing.resume_checks`) and
-the table of fields in ``docs/config_fields.md``.
+the table of fields in ``docs/config_fields.md``. A registry entry's own settings are declared the same
+way, on its settings dataclass (:mod:`attention_jax.entry_settings`); the registry's settings field is
+``kind="entry_settings"``.
 
 This module imports nothing of the library, so that every section can use it.
 """

@@ -197,3 +197,15 @@ def test_an_attention_function_and_a_normalization_declare_settings_too() -> Non
             "row r: normalization_settings.offset_none.mode must be one of fixed, learned; got 'learnt' (did you "
             "mean learned?).")
     assert fields_table.fields_page() == fields_table.PAGE.read_text()  # Gone after the block.
+
+
+def test_the_positions_sweep_builds_the_models_its_committed_runs_were() -> None:
+    sweep = sweep_spec.load_sweep("configs/sweeps/positions.py")
+    for row in ("relative", "rotary", "sinusoidal"):
+        now = sections.build_experiment(sweep.row_config(row), row).model
+        saved = json.loads((REPO_ROOT / "docs" / "positions" / row / "seed_0" / "config.json").read_text())
+        assert now == sections.build_experiment(schema.with_old_run_defaults(saved), row).model, row
+    sweep_spec.check_overrides(sweep, ["relative"], ["positional_encoding_settings.relative.max_distance=4"])
+    with pytest.raises(schema.ConfigError, match=r"^configs/sweeps/positions.py row relative: "
+                                                 r"positional_encoding_settings.relative.max_distance must be >= 1"):
+        sweep_spec.check_overrides(sweep, ["relative"], ["positional_encoding_settings.relative.max_distance=0"])
