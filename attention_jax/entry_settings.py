@@ -42,7 +42,10 @@ class EntrySettings:
     -----
     Building one checks every declared setting (``ValueError``, one line), so
     ``RelativeSettings(max_distance=0)`` is refused wherever it is built. Subclasses are frozen
-    dataclasses (hashable: a Flax module may hold one as an attribute).
+    dataclasses (hashable: a Flax module may hold one as an attribute). What a changed setting means for
+    a resumed run, and what an old run lacking it meant, are its registry's settings field's (``resume``,
+    ``old_run_value`` of e.g. ``positional_encoding_settings``: another model; the defaults); a setting's
+    own ``resume=``/``old_run_value=`` are not read.
     """
 
     def __post_init__(self) -> None:

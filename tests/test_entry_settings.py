@@ -209,3 +209,13 @@ def test_the_positions_sweep_builds_the_models_its_committed_runs_were() -> None
     with pytest.raises(schema.ConfigError, match=r"^configs/sweeps/positions.py row relative: "
                                                  r"positional_encoding_settings.relative.max_distance must be >= 1"):
         sweep_spec.check_overrides(sweep, ["relative"], ["positional_encoding_settings.relative.max_distance=0"])
+
+
+def test_a_flagged_user_module_is_imported_before_the_config_file_runs() -> None:
+    from attention_jax.commands import config_errors
+
+    with pytest.raises(schema.ConfigError, match=r"^--config.user_modules: user_modules: cannot import "
+                                                 r"'no_such_module_of_entries'"):
+        config_errors.import_flagged_user_modules(["main", "--config=configs/tiny.py",
+                                                   "--config.user_modules=('no_such_module_of_entries',)"])
+    config_errors.import_flagged_user_modules(["main", "--config=configs/tiny.py"])  # None named: nothing to do.
