@@ -7,7 +7,9 @@ the default, the meaning, the allowed values or range, what a changed value mean
 what a ``config.json`` written before the field existed meant by it. From that one declaration follow the
 schema's checks (:mod:`attention_jax.experiment.schema`), the section object itself (checked again when it
 is built, :func:`check_declared`), the resume checks (:mod:`attention_jax.checkpointing.resume_checks`) and
-the table of fields in ``docs/config_fields.md``.
+the table of fields in ``docs/config_fields.md``. A registry entry's own settings are declared the same
+way, on its settings dataclass (:mod:`attention_jax.entry_settings`); the registry's settings field is
+``kind="entry_settings"``.
 
 This module imports nothing of the library, so that every section can use it.
 """
@@ -21,7 +23,7 @@ import functools
 import math
 import numbers
 import typing
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
 _METADATA_KEY = "attention_jax.setting"
 
@@ -80,8 +82,9 @@ class Field:
         The section that holds it (``schema.SECTIONS``).
     kind : str
         From the annotation: ``"int"``, ``"float"`` (an int is taken too), ``"bool"``, ``"str"``,
-        ``"int_tuple"``, ``"str_tuple"`` (a list is taken for a tuple: ``config.json`` stores lists) or
-        ``"paper"`` (the paper's figures).
+        ``"int_tuple"``, ``"str_tuple"`` (a list is taken for a tuple: ``config.json`` stores lists),
+        ``"paper"`` (the paper's figures) or ``"entry_settings"`` (a registry entry's own settings, by
+        entry: :mod:`attention_jax.entry_settings`).
     default : Any
         The paper's base-model value (``configs/base.py`` is the defaults).
     doc : str
@@ -98,6 +101,10 @@ class Field:
     old_run_value : Any
         What a ``config.json`` written before the field existed meant by it (the behaviour that run had);
         :data:`NO_OLD_RUN_VALUE` for a field every run records.
+    entry_field : str, optional
+        ``"entry_settings"`` fields: the field that names the chosen entry (``"positional_encoding"``).
+    settings_of : callable, optional
+        ``"entry_settings"`` fields: ``() -> {entry name: settings dataclass}`` of the registry.
     """
 
     name: str
@@ -112,6 +119,8 @@ class Field:
     exclusive_maximum: bool = False
     resume: ResumeRule = ResumeRule.FREE
     old_run_value: Any = NO_OLD_RUN_VALUE
+    entry_field: str | None = None
+    settings_of: Callable[[], Mapping[str, type]] | None = None
 
     def allowed(self) -> tuple[str, ...] | None:
         """The allowed string values, or None when any string is allowed."""
@@ -151,7 +160,8 @@ PROBABILITY: dict[str, Any] = dict(minimum=0, maximum=1, exclusive_maximum=True)
 def setting(default: Any, doc: str, *, choices: tuple[str, ...] | Callable[[], Iterable[str]] | None = None,
             minimum: float | None = None, maximum: float | None = None, exclusive_minimum: bool = False,
             exclusive_maximum: bool = False, resume: ResumeRule = ResumeRule.FREE,
-            old_run_value: Any = NO_OLD_RUN_VALUE, kind: str | None = None) -> Any:
+            old_run_value: Any = NO_OLD_RUN_VALUE, kind: str | None = None, entry_field: str | None = None,
+            settings_of: Callable[[], Mapping[str, type]] | None = None) -> Any:
     """Declare a config field: a dataclass field whose metadata holds everything the schema needs.
 
     Parameters
@@ -172,6 +182,9 @@ def setting(default: Any, doc: str, *, choices: tuple[str, ...] | Callable[[], I
         For a field added after runs were written: what their ``config.json``, which lacks it, meant.
     kind : str, optional
         Overrides the kind the annotation gives (``"paper"`` for the paper's figures).
+    entry_field, settings_of : optional
+        A registry's settings field (``kind="entry_settings"``): the field naming the chosen entry, and
+        ``() -> {entry name: settings dataclass}`` (:mod:`attention_jax.entry_settings`).
 
     Returns
     -------
@@ -181,7 +194,9 @@ def setting(default: Any, doc: str, *, choices: tuple[str, ...] | Callable[[], I
     """
     spec = dict(default=default, doc=doc, choices=choices, minimum=minimum, maximum=maximum,
                 exclusive_minimum=exclusive_minimum, exclusive_maximum=exclusive_maximum, resume=resume,
-                old_run_value=old_run_value, kind=kind)
+                old_run_value=old_run_value, kind=kind, entry_field=entry_field, settings_of=settings_of)
+    if (kind == "entry_settings") != (entry_field is not None and settings_of is not None):
+        raise TypeError(f"setting {doc!r}: kind='entry_settings' goes with entry_field and settings_of.")
     return dataclasses.field(default=default, metadata={_METADATA_KEY: spec})
 
 
@@ -278,6 +293,10 @@ def check_value(field: Field, value: Any) -> str | None:
     """
     if field.kind == "paper":
         return _check_paper(value)
+    if field.kind == "entry_settings":
+        from attention_jax import entry_settings  # It imports this module.
+
+        return entry_settings.check_by_entry(field, value)
     if field.kind in ("int_tuple", "str_tuple"):
         if not isinstance(value, (tuple, list)):
             return f"{field.name} must be a tuple; got {value!r} ({type(value).__name__})"

@@ -410,12 +410,13 @@ def check_overrides(sweep: Sweep, rows: Sequence[str], overrides: Sequence[str])
         row_config = sweep.row_config(row)
         sweep_file_checks.refuse_flags_over_none(row_config, [key for key, _ in parsed], where)
         fields = sections.plain_fields(row_config)
-        for key, value in parsed:
-            top, _, figure = key.partition(".")
-            if figure:
-                fields[top] = {**(fields.get(top) or {}), figure: value}
-            else:
-                fields[key] = value
+        for key, value in parsed:  # Dotted: paper.<figure>, <registry>_settings.<entry>.<setting>.
+            *parents, leaf = key.split(".")
+            target = fields
+            for part in parents:
+                target[part] = dict(target.get(part) or {})
+                target = target[part]
+            target[leaf] = value
         sections.build_experiment(fields, where)
 
 

@@ -10,12 +10,16 @@ at the end of a ``with`` block, which keeps these tests from leaking entries int
 
 from __future__ import annotations
 
+import dataclasses
+
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from attention_jax.entry_settings import EntrySettings
+from attention_jax.field_declarations import POSITIVE, setting
 from attention_jax.models import attention, attention_registry, flops, language_model, model, positional_encodings
 from attention_jax.models.attention_registry import AttentionFunction
 from attention_jax.models.positional_encodings import PositionalEncodingScheme, PositionTarget
@@ -114,20 +118,29 @@ def test_inconsistent_entries_and_duplicate_names_are_refused() -> None:
 
 # --- Worked example: an attention function with a temperature ---------------------------------------
 
-TEMPERATURE = 2.0
+@dataclasses.dataclass(frozen=True)
+class TemperatureSettings(EntrySettings):
+    """The entry's own setting: ``attention_function_settings.temperature_dot_product.temperature``."""
+
+    temperature: float = setting(2.0, "tau: the scores are divided by tau sqrt(d_k).", **POSITIVE)
+
+
+TEMPERATURE = 3.0  # The value the worked example sets (not the default), so the setting is seen to reach the model.
 
 
 def temperature_scores(module: nn.Module, query: jax.Array, key: jax.Array) -> jax.Array:
     """``q k^T / (tau sqrt(d_k))``, float32 ``[B, H, T, S]``: scaled dot products at temperature ``tau``."""
+    tau = module.attention_settings.temperature  # The entry's setting, as the config chose it.
     scores = jnp.einsum("bthk,bshk->bhts", query, key, preferred_element_type=jnp.float32)
-    return scores / (TEMPERATURE * jnp.sqrt(jnp.float32(query.shape[-1])))
+    return scores / (tau * jnp.sqrt(jnp.float32(query.shape[-1])))
 
 
 TEMPERATURE_ATTENTION = AttentionFunction(
     name="temperature_dot_product",
-    summary="softmax(q k^T / (tau sqrt(d_k))) v, scaled dot products at temperature tau = 2",
+    summary="softmax(q k^T / (tau sqrt(d_k))) v, scaled dot products at temperature tau",
     flops=attention_registry.dot_product_flops,  # The same products as Equation (1).
     score=temperature_scores,  # The softmax, masks, dropout, weights and key/value cache come with it.
+    settings=TemperatureSettings,
 )
 
 
@@ -143,7 +156,8 @@ def test_a_registered_attention_function_trains_decodes_and_is_counted() -> None
     inputs, targets, _ = random_batch(0, batch=2, source_len=6, target_len=5)
     paper = TINY.replace(dropout_rate=0.0)
     with attention_registry.register_attention_function(TEMPERATURE_ATTENTION):
-        config = paper.replace(attention_function="temperature_dot_product")
+        config = paper.replace(attention_function="temperature_dot_product",
+                               attention_function_settings=TemperatureSettings(temperature=TEMPERATURE))
         params = nn.meta.unbox(init_params(config, seed=3))
         assert jax.tree_util.tree_structure(params) == jax.tree_util.tree_structure(
             nn.meta.unbox(init_params(paper, seed=3)))  # No parameters of its own.

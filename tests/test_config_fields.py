@@ -119,8 +119,9 @@ def test_old_runs_read_the_values_their_fields_declare() -> None:
         "attention_function": "scaled_dot_product", "cpu_kernels": True, "cache_stages": 2, "fine_tune_from": "",
         "fine_tune_checkpoint": "latest", "num_sample_translations": 3, "peak_tflops_per_device": 0.0,
         "early_stopping_min_steps": 0, "text_feature": "text", "tokens_per_batch_unit": "slots", "user_modules": (),
-        "relative_max_distance": 16, "relative_values": True, "grad_clip_norm": 0.0, "weight_decay": 0.0,
-        "normalization": "layer_norm", "residual_connections": True}
+        "positional_encoding_settings": {}, "grad_clip_norm": 0.0, "weight_decay": 0.0,
+        "normalization": "layer_norm", "normalization_settings": {}, "residual_connections": True,
+        "attention_function_settings": {}}
 
 
 def test_the_docs_table_is_the_declarations() -> None:

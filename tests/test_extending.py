@@ -92,11 +92,12 @@ def test_a_sweep_of_your_own_dry_runs_and_writes_nothing(tmp_path: pathlib.Path)
 
 @pytest.mark.end_to_end
 @pytest.mark.slow
-@pytest.mark.parametrize("module, field, value", [
-    ("my_attention", "attention_function", "temperature_dot_product"),
-    ("my_positions", "positional_encoding", "scaled_sinusoidal"),
+@pytest.mark.parametrize("module, field, value, settings", [
+    ("my_attention", "attention_function", "temperature_dot_product",
+     {"temperature_dot_product": {"temperature": 3.0}}),
+    ("my_positions", "positional_encoding", "scaled_sinusoidal", {}),
 ])
-def test_a_registered_variant_trains_from_the_command_line(module: str, field: str, value: str,
+def test_a_registered_variant_trains_from_the_command_line(module: str, field: str, value: str, settings: dict,
                                                            tmp_path: pathlib.Path, tiny_data_dir: pathlib.Path) -> None:
     _write_files(tmp_path)
     workdir = tmp_path / "run"
@@ -107,13 +108,16 @@ def test_a_registered_variant_trains_from_the_command_line(module: str, field: s
     assert result.returncode == 0, result.stderr[-3000:]
     saved = json.loads((workdir / "config.json").read_text())
     assert saved[field] == value and saved["user_modules"] == [module]
+    assert saved[f"{field}_settings"] == settings  # The entry's own settings, as the page's flag set them.
     assert json.loads((workdir / "results.json").read_text())["step"] == 2
     # A reader of the run imports the module itself (config.user_modules) before checking the config.
     code = ("from attention_jax.checkpointing import checkpoints; "
-            f"print(checkpoints.read_config({str(workdir)!r}).fields[{field!r}])")
+            f"experiment = checkpoints.read_config({str(workdir)!r}); print(experiment.fields[{field!r}]); "
+            f"print(experiment.model.{field}_settings)")
     reread = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300,
                             env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO_ROOT)])})
-    assert reread.stdout.strip() == value, reread.stderr[-2000:]
+    expected_settings = "TemperatureSettings(temperature=3.0)" if settings else "None"
+    assert reread.stdout.split() == [value, expected_settings], reread.stderr[-2000:]
 
 
 def test_a_corpus_is_a_directory_of_tsv_files(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:

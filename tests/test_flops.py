@@ -25,7 +25,7 @@ from attention_jax.models import (
     language_model,
     positional_encodings,
 )
-from attention_jax.models.positional_encodings import AttentionPositions
+from attention_jax.models.positional_encodings import AttentionPositions, RelativeSettings
 from attention_jax.reports import table3_report
 from tests.support.fake_data import tiny_experiment
 
@@ -188,7 +188,8 @@ def _position_terms_xla_flops(settings: AttentionPositions, length: int, num_hea
 
 @pytest.mark.integration
 @pytest.mark.parametrize("settings", [AttentionPositions("relative"),
-                                      AttentionPositions("relative", relative_max_distance=4, relative_values=False),
+                                      AttentionPositions("relative", RelativeSettings(max_distance=4,
+                                                                                      add_to_values=False)),
                                       AttentionPositions("rotary"), AttentionPositions("alibi")],
                          ids=["relative", "relative_keys_k4", "rotary", "alibi"])
 @pytest.mark.parametrize("length,key_dim", [(64, 64), (48, 32)])
@@ -204,8 +205,7 @@ def test_positional_encoding_flops_per_head_agree_with_xla_cost_analysis(setting
                     - _position_terms_xla_flops(settings, length, 2, key_dim)) / 2
     counted = flops.positional_encoding_flops(settings.encoding, query_len=length, key_len=length, num_heads=1,
                                               key_dim=key_dim, value_dim=key_dim,
-                                              relative_max_distance=settings.relative_max_distance,
-                                              relative_values=settings.relative_values)
+                                              encoding_settings=settings.entry_settings)
     left_out = 3 * length * length if settings.encoding == "relative" else 0
     assert counted <= xla_per_head <= 1.01 * counted + left_out
 
@@ -216,9 +216,10 @@ def test_positional_encoding_flops_by_hand_on_a_tiny_shape() -> None:
         assert flops.positional_encoding_flops(embedding_encoding, **shape) == 0
     # k = 1, R = 3. Keys: q . w^K_r for 3 queries and 3 distances, 3 * 3 * 2 * 2 = 36, plus the 9 adds.
     # Values: the weights times the [3, 3, 3] one-hot, 2 * 27 = 54; times w^V, 2 * 3 * 3 * 1 = 18; 3 adds.
-    assert flops.positional_encoding_flops("relative", **shape, relative_max_distance=1,
-                                           relative_values=False) == 36 + 9
-    assert flops.positional_encoding_flops("relative", **shape, relative_max_distance=1) == 36 + 9 + 54 + 18 + 3
+    assert flops.positional_encoding_flops("relative", **shape, encoding_settings=RelativeSettings(
+        max_distance=1, add_to_values=False)) == 36 + 9
+    assert flops.positional_encoding_flops("relative", **shape, encoding_settings=RelativeSettings(
+        max_distance=1)) == 36 + 9 + 54 + 18 + 3
     # Rotary: 6 FLOPs a pair of components, for 3 queries and 3 keys of 1 pair each.
     assert flops.positional_encoding_flops("rotary", **shape) == 6 * 6
     # ALiBi: a multiply and an add per score; per head, so 3 heads are 3 times it.
@@ -236,8 +237,7 @@ def test_training_flops_count_the_encoding_in_every_self_attention_only(model_ki
     length = 96
     per_self_attention = flops.positional_encoding_flops(
         encoding, query_len=length, key_len=length, num_heads=other.num_heads, key_dim=other.key_dim,
-        value_dim=other.value_dim, relative_max_distance=other.relative_max_distance,
-        relative_values=other.relative_values)
+        value_dim=other.value_dim, encoding_settings=other.positional_encoding_settings)
     self_attentions = paper.num_layers * (1 if model_kind == "decoder_only" else 2)  # Not the cross-attention.
 
     def training_flops(model_config: object) -> float:

@@ -14,8 +14,8 @@ PACKAGE = REPO_ROOT / "attention_jax"
 # Lowest first. The top-level entry points (attention_jax/<command>.py) sit with commands.
 LAYERS = ("foundation", "data", "cpu_kernels", "models", "experiment", "checkpointing", "decoding", "evaluation", "training",
           "reports", "commands")
-FOUNDATION_MODULES = ("run_files", "user_errors", "field_declarations")  # Below everything: file names, error
-# types, how a config field is declared.
+FOUNDATION_MODULES = ("run_files", "user_errors", "field_declarations", "entry_settings")  # Below everything:
+# file names, error types, how a config field and a registry entry's own settings are declared.
 MAX_MODULE_LINES = 600
 
 

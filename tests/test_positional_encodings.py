@@ -26,7 +26,7 @@ from attention_jax.models import (
     positional_encodings,
 )
 from attention_jax.models.attention_positions import AttentionPositions
-from attention_jax.models.positional_encodings import PositionTarget
+from attention_jax.models.positional_encodings import PositionTarget, RelativeSettings
 from attention_jax.models.transformer_config import TransformerConfig
 from tests import test_packing
 from tests.support import reference
@@ -34,8 +34,17 @@ from tests.test_decode import full_logits, incremental_logits, random_batch
 
 IN_ATTENTION = ("relative", "rotary", "alibi")
 SMALL = TransformerConfig(vocab_size=40, num_layers=1, d_model=16, d_ff=24, num_heads=2, key_dim=4, value_dim=6,
-                          dropout_rate=0.0, max_len=32, relative_max_distance=3)
+                          dropout_rate=0.0, max_len=32)
+RELATIVE_K = 3  # The relative encoding's k in the models below (positional_encoding_settings.relative).
 BATCH, LENGTH, HEADS, KEY_DIM, VALUE_DIM, D_MODEL = 2, 6, 3, 4, 6, 12  # 3 heads: ALiBi's non-power-of-two rule.
+
+
+def _with_encoding(config: TransformerConfig, positional_encoding: str, *, max_distance: int = RELATIVE_K,
+                   add_to_values: bool = True, **changes: object) -> TransformerConfig:
+    """``config`` with ``positional_encoding``; the relative encoding with k = ``max_distance`` (its settings)."""
+    settings = (RelativeSettings(max_distance=max_distance, add_to_values=add_to_values)
+                if positional_encoding == "relative" else None)
+    return config.replace(positional_encoding=positional_encoding, positional_encoding_settings=settings, **changes)
 
 
 def _random(shape: tuple[int, ...], seed: int) -> np.ndarray:
@@ -44,7 +53,8 @@ def _random(shape: tuple[int, ...], seed: int) -> np.ndarray:
 
 def _attention_layer(encoding: str, function: str = "scaled_dot_product", *, values: bool = True,
                      implementation: str = "einsum") -> attention.MultiHeadAttention:
-    settings = AttentionPositions(encoding=encoding, relative_max_distance=2, relative_values=values)
+    settings = AttentionPositions(encoding, RelativeSettings(max_distance=2, add_to_values=values)
+                                  if encoding == "relative" else None)
     return attention.MultiHeadAttention(num_heads=HEADS, key_dim=KEY_DIM, value_dim=VALUE_DIM, out_dim=D_MODEL,
                                         attention_function=function, implementation=implementation,
                                         positional_encoding=settings)
@@ -68,8 +78,8 @@ def test_every_encoding_is_registered_with_where_it_acts() -> None:
         "alibi": PositionTarget.ATTENTION_SCORES}
     assert [name for name, scheme in registry.items() if scheme.has_parameters] == ["learned", "relative"]
     assert positional_encodings.self_attention_positions(SMALL) is None  # Sinusoidal: added to the embeddings.
-    assert positional_encodings.self_attention_positions(SMALL.replace(positional_encoding="relative")) == (
-        AttentionPositions("relative", relative_max_distance=3, relative_values=True))
+    assert positional_encodings.self_attention_positions(_with_encoding(SMALL, "relative")) == (
+        AttentionPositions("relative", RelativeSettings(max_distance=3, add_to_values=True)))
 
 
 def test_an_entry_without_its_hook_is_refused_in_one_line() -> None:
@@ -188,7 +198,8 @@ class _Scores(nn.Module):
 def test_scores_depend_only_on_the_offset(encoding: str) -> None:
     query, key = jnp.asarray(_random((1, 5, HEADS, KEY_DIM), 4)), jnp.asarray(_random((1, 7, HEADS, KEY_DIM), 5))
     query_positions, key_positions = jnp.array([[0, 1, 2, 3, 4]]), jnp.array([[0, 2, 3, 5, 6, 8, 9]])
-    scores_module = _Scores(AttentionPositions(encoding, relative_max_distance=3))
+    scores_module = _Scores(AttentionPositions(encoding, RelativeSettings(max_distance=3)
+                                               if encoding == "relative" else None))
     variables = scores_module.init(jax.random.key(0), query, key, query_positions, key_positions)
     variables = jax.tree.map(lambda leaf: jnp.asarray(_random(leaf.shape, 6)), nn.meta.unbox(variables))
 
@@ -203,7 +214,7 @@ def test_scores_depend_only_on_the_offset(encoding: str) -> None:
 
 # --- The models --------------------------------------------------------------------------------------
 
-DECODE_VARIANTS = [{"positional_encoding": "relative"}, {"positional_encoding": "relative", "relative_values": False},
+DECODE_VARIANTS = [{"positional_encoding": "relative"}, {"positional_encoding": "relative", "add_to_values": False},
                    {"positional_encoding": "rotary"}, {"positional_encoding": "alibi"},
                    {"positional_encoding": "none"},
                    {"positional_encoding": "alibi", "attention_window": 2, "layer_norm_position": "pre"},
@@ -214,7 +225,7 @@ DECODE_VARIANTS = [{"positional_encoding": "relative"}, {"positional_encoding": 
 @pytest.mark.parametrize("variant", DECODE_VARIANTS, ids=lambda v: "-".join(f"{k}={v[k]}" for k in v))
 def test_cached_decoding_equals_the_teacher_forced_pass(variant: dict) -> None:
     """The decode step loop over the key/value cache (query at the cache index, keys at their slots)."""
-    config = SMALL.replace(**variant)
+    config = _with_encoding(SMALL, **variant)
     params = nn.meta.unbox(model.Transformer(config).init(jax.random.key(1), jnp.ones((1, 4), jnp.int32),
                                                           jnp.ones((1, 4), jnp.int32))["params"])
     inputs, targets, _ = random_batch(0, batch=2, source_len=6, target_len=8)
@@ -226,7 +237,7 @@ def test_cached_decoding_equals_the_teacher_forced_pass(variant: dict) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("encoding", IN_ATTENTION)
 def test_decoder_only_cached_decoding_and_packed_documents(encoding: str) -> None:
-    config = SMALL.replace(positional_encoding=encoding, num_layers=2)
+    config = _with_encoding(SMALL, encoding, num_layers=2)
     first, second = (jnp.asarray(np.random.default_rng(seed).integers(4, 40, (1, n)), jnp.int32)
                      for seed, n in ((0, 4), (1, 6)))
     lm = language_model.LanguageModel(config)
@@ -250,7 +261,7 @@ def test_decoder_only_cached_decoding_and_packed_documents(encoding: str) -> Non
 @pytest.mark.parametrize("encoding", IN_ATTENTION)
 def test_cached_beam_search_with_a_growing_cache_equals_the_uncached_search(encoding: str) -> None:
     """Beam search reorders the cache and grows it at step 16 (``cache_stages``); positions follow the step."""
-    config = SMALL.replace(positional_encoding=encoding)
+    config = _with_encoding(SMALL, encoding)
     params = nn.meta.unbox(model.Transformer(config).init(jax.random.key(3), jnp.ones((1, 4), jnp.int32),
                                                           jnp.ones((1, 4), jnp.int32))["params"])
     inputs, _, _ = random_batch(2, batch=2, source_len=5, target_len=1)
@@ -267,7 +278,7 @@ def test_cached_beam_search_with_a_growing_cache_equals_the_uncached_search(enco
 @pytest.mark.slow
 @pytest.mark.parametrize("encoding", IN_ATTENTION)
 def test_greedy_generation_follows_the_teacher_forced_argmax(encoding: str) -> None:
-    config = SMALL.replace(positional_encoding=encoding)
+    config = _with_encoding(SMALL, encoding)
     lm = language_model.LanguageModel(config)
     params = nn.meta.unbox(lm.init(jax.random.key(4), jnp.ones((1, 4), jnp.int32))["params"])
     prompt = [5, 9, 12]
@@ -282,7 +293,7 @@ def test_greedy_generation_follows_the_teacher_forced_argmax(encoding: str) -> N
 @pytest.mark.parametrize("encoding", IN_ATTENTION)
 def test_packed_pairs_equal_each_pair_alone(encoding: str) -> None:
     """Positions restart per pair (``inputs_position``/``targets_position``), so each pair's scores are its own."""
-    config = test_packing.SMALL.replace(positional_encoding=encoding, relative_max_distance=2)
+    config = _with_encoding(test_packing.SMALL, encoding, max_distance=2)
     params = test_packing._init(config)
     packed, alone = test_packing._packed_and_alone(test_packing._random_pairs(5, seed=0, max_words=4),
                                                    test_packing.ROWS)
@@ -316,10 +327,10 @@ def test_attention_weights_for_maps_have_the_positions_applied() -> None:
 @pytest.mark.parametrize("encoding", ["sinusoidal", "learned", "none", "relative", "rotary", "alibi"])
 @pytest.mark.parametrize("values", [True, False])
 def test_parameter_counts(encoding: str, values: bool) -> None:
-    config = SMALL.replace(positional_encoding=encoding, relative_values=values, num_layers=2)
+    config = _with_encoding(SMALL, encoding, add_to_values=values, num_layers=2)
     paper = reference.transformer_param_count(40, 2, 16, 24, 2, 4, 6,
                                               learned_positions=config.max_len if encoding == "learned" else 0)
-    table_rows = 2 * config.relative_max_distance + 1  # (2k + 1) x d_k (and x d_v) per self-attention layer.
+    table_rows = 2 * RELATIVE_K + 1  # (2k + 1) x d_k (and x d_v) per self-attention layer.
     relative = table_rows * (4 + (6 if values else 0)) if encoding == "relative" else 0
     assert model.count_params(model.abstract_params(config)) == paper + 2 * 2 * relative  # Encoder + decoder.
     lm_params = language_model.abstract_params(config, "decoder_only")
@@ -348,8 +359,13 @@ def test_parameter_counts(encoding: str, values: bool) -> None:
     ({"positional_encoding": "rotary", "key_dim": 5},
      "positional_encoding='rotary' needs key_dim to be a multiple of 2 (it turns pairs of components); got "
      "key_dim=5: set an even key_dim."),
-    ({"relative_max_distance": 0}, "relative_max_distance must be >= 1; got 0."),
-    ({"relative_values": "yes"}, "relative_values must be True or False; got 'yes' (str)."),
+    ({"positional_encoding": "relative", "positional_encoding_settings": {"relative": {"max_distance": 0}}},
+     "positional_encoding_settings.relative.max_distance must be >= 1; got 0."),
+    ({"positional_encoding": "relative", "positional_encoding_settings": {"relative": {"add_to_values": "yes"}}},
+     "positional_encoding_settings.relative.add_to_values must be True or False; got 'yes' (str)."),
+    ({"positional_encoding": "rotary", "positional_encoding_settings": RelativeSettings()},
+     "'rotary' takes no settings; got positional_encoding_settings=RelativeSettings(max_distance=16, "
+     "add_to_values=True): leave it None."),
 ])
 def test_undefined_combinations_are_refused_in_one_line(changes: dict, message: str) -> None:
     with pytest.raises(ValueError) as raised:
@@ -371,14 +387,17 @@ def test_the_experiment_refuses_before_anything_is_written() -> None:
     with pytest.raises(schema.ConfigError, match=r"^--config=x.py: positional_encoding='alibi' adds") as raised:
         sections.build_experiment(config, "--config=x.py")
     assert "\n" not in str(raised.value)
-    config.update(attention_function="scaled_dot_product", relative_max_distance=0)
-    with pytest.raises(schema.ConfigError, match="relative_max_distance"):
+    config.update(attention_function="scaled_dot_product",
+                  positional_encoding_settings={"relative": {"max_distance": 0}})
+    with pytest.raises(schema.ConfigError, match="positional_encoding_settings.relative.max_distance"):
         sections.build_experiment(config, "--config=x.py")
-    config.update(positional_encoding="relative", relative_max_distance=8, relative_values=False)
+    config.update(positional_encoding="relative",
+                  positional_encoding_settings={"relative": {"max_distance": 8, "add_to_values": False}})
     experiment = sections.build_experiment(config, "--config=x.py")
-    assert (experiment.model.relative_max_distance, experiment.model.relative_values) == (8, False)
-    old_run = {key: value for key, value in config.items() if not key.startswith("relative_")}
-    assert sections.build_experiment(schema.with_old_run_defaults(old_run), "run").model.relative_max_distance == 16
+    assert experiment.model.positional_encoding_settings == RelativeSettings(max_distance=8, add_to_values=False)
+    old_run = {key: value for key, value in config.items() if key != "positional_encoding_settings"}
+    old_experiment = sections.build_experiment(schema.with_old_run_defaults(old_run), "run")
+    assert old_experiment.model.positional_encoding_settings.max_distance == 16
 
 
 def test_a_learned_table_gives_zeros_beyond_its_size_and_says_so_once(caplog: pytest.LogCaptureFixture) -> None:

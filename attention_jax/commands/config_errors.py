@@ -151,10 +151,11 @@ def unknown_override(argv: Sequence[str], flag_name: str = "config") -> str | No
     if not specs:
         return None
     load_config_file(specs[-1])
-    names = list(schema.FIELDS_BY_NAME) + [f"paper.{figure}" for figure in schema.PAPER_FIGURES]
+    names = schema.flag_keys()  # The fields, paper.<figure> and <registry>_settings.<entry>.<setting>.
     for field in overrides:
         if field not in names:
-            hint = schema.did_you_mean(field, names) or " (see attention_jax/experiment/schema.py for the fields)"
+            hint = (schema.moved_hint(field) or schema.did_you_mean(field, names)
+                    or " (see attention_jax/experiment/schema.py for the fields)")
             return f"--{flag_name}.{field}: {specs[-1]} has no field {field}{hint}"
     return None
 
@@ -182,6 +183,7 @@ def parse_flags_or_exit(argv: list[str]) -> list[str]:
     argv = shipped_configs.resolve_argv(argv)  # --config=tiny: configs/tiny.py, from any directory.
     entry_points.add_config_import_paths(argv)
     try:
+        import_flagged_user_modules(argv)
         message = unknown_override(argv)
     except schema.ConfigError as error:
         message = str(error)
@@ -194,6 +196,30 @@ def parse_flags_or_exit(argv: list[str]) -> list[str]:
             message = _none_field_message(str(error), argv) or (_one_line(str(error)) if str(error) else
                                                                  type(error).__name__)
     _exit(program, message)
+
+
+def import_flagged_user_modules(argv: Sequence[str], flag_name: str = "config") -> None:
+    """Import the modules a ``--config.user_modules=...`` flag names, before the config file is run.
+
+    Parameters
+    ----------
+    argv : Sequence[str]
+        The command line.
+    flag_name : str
+        The config flag's name.
+
+    Notes
+    -----
+    Their registry entries then exist when the config file's ``get_config()`` starts from
+    :func:`schema.default_config`, so the entries' own settings are in the config and a flag can set them
+    (``--config.attention_function_settings.<entry>.<setting>=...``). Raises :class:`schema.ConfigError`
+    for a value that is not a tuple of module names or a module that cannot be imported.
+    """
+    prefix = f"--{flag_name}.user_modules="
+    given = [arg[len(prefix):] for arg in argv if arg.startswith(prefix)]
+    if given:
+        modules = schema.parse_flag_value("user_modules", given[-1], prefix.rstrip("="))
+        schema.import_user_modules({"user_modules": modules}, prefix.rstrip("="))
 
 
 _NONE_FIELD = re.compile(r"Type <class 'NoneType'> of field config\.(\S+) is not supported for overriding")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pathlib
 
+from attention_jax import entry_settings
 from attention_jax.experiment import schema
 from attention_jax.field_declarations import NO_OLD_RUN_VALUE, Field, ResumeRule
 
@@ -30,6 +31,10 @@ resumed, and its meaning. Each row is one declaration in the section's dataclass
 (`setting(...)` in [`attention_jax/field_declarations.py`](../attention_jax/field_declarations.py));
 this page is written from them by `attention_jax/experiment/fields_table.py` (a test compares them), so
 it is never edited by hand. "Old runs" is what a `config.json` written before the field existed meant.
+A registry entry's own settings (an attention function's, a positional encoding's, a normalisation's) are
+declared on its entry and listed after its section's table, keyed by entry as a config sets them:
+`--config.positional_encoding_settings.relative.max_distance=8`. Keys an old run's `config.json` may
+hold that have moved are read where they live now; they are listed at the end.
 """
 
 
@@ -47,9 +52,38 @@ def _allowed(field: Field) -> str:
 def _row(field: Field) -> str:
     old = "" if field.old_run_value is NO_OLD_RUN_VALUE else f"`{field.old_run_value!r}`"
     kind = f"tuple of {field.kind.removesuffix('_tuple')}" if field.kind.endswith("_tuple") else field.kind
-    cells = (f"`{field.name}`", kind, f"`{field.default!r}`", _allowed(field),
-             _RESUME_WORDS[field.resume], old, field.doc)
+    default, allowed = f"`{field.default!r}`", _allowed(field)
+    if field.kind == "entry_settings":
+        assert field.settings_of is not None
+        kind, default = f"settings of `{field.entry_field}` entries", "each entry's"
+        allowed = ", ".join(f"`{entry}`" for entry in field.settings_of()) or "(no entry has settings)"
+    cells = (f"`{field.name}`", kind, default, allowed, _RESUME_WORDS[field.resume], old, field.doc)
     return "| " + " | ".join(_cell(cell) for cell in cells) + " |"
+
+
+def _settings_rows(section: str) -> str:
+    """The entries' own settings of a section's registries: one row per setting, ``""`` when none has any."""
+    rows = []
+    for field in schema.entry_settings_fields():
+        if field.section != section or field.settings_of is None:
+            continue
+        for entry, settings_class in field.settings_of().items():
+            for setting in entry_settings.settings_fields(settings_class):
+                cells = (f"`{field.name}.{entry}.{setting.name}`", setting.kind, f"`{setting.default!r}`",
+                         _allowed(setting), setting.doc)
+                rows.append("| " + " | ".join(_cell(cell) for cell in cells) + " |\n")
+    if not rows:
+        return ""
+    return ("\nThe entries' own settings (what a changed one means for a resumed run, and for old runs, is "
+            "their settings field's):\n\n| setting | type | default | values | meaning |\n|---|---|---|---|---|\n"
+            + "".join(rows))
+
+
+def _renamed_rows() -> str:
+    rows = "".join(f"| `{old}` | `{'.'.join(path)}` |\n" for old, path in schema.RENAMED_FIELDS.items())
+    return ("\n## Moved keys\n\nAn old run's `config.json` holding one of these is read with its value where "
+            "it lives now (the same model); a config file, row or flag that sets one is refused with the new "
+            "key.\n\n| old key | now |\n|---|---|\n" + rows)
 
 
 def fields_page() -> str:
@@ -67,6 +101,8 @@ def fields_page() -> str:
                      "| field | type | default | values | on resume | old runs | meaning |\n"
                      "|---|---|---|---|---|---|---|\n")
         parts.append("".join(_row(field) + "\n" for field in schema.FIELDS if field.section == section))
+        parts.append(_settings_rows(section))
+    parts.append(_renamed_rows())
     return "".join(parts)
 
 

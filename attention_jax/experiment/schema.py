@@ -18,9 +18,11 @@ per section.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import importlib
 from typing import Any, Iterable, Mapping
 
+from attention_jax import entry_settings
 from attention_jax.data.data_config import DataConfig
 from attention_jax.experiment.settings import ExperimentSettings, OptimizerConfig, RunConfig
 from attention_jax.field_declarations import (
@@ -37,7 +39,8 @@ from attention_jax.models.transformer_config import TransformerConfig
 from attention_jax.user_errors import UserInputError
 
 __all__ = ["PAPER_FIGURES", "SECTIONS", "SECTION_CLASSES", "FIELDS", "FIELDS_BY_NAME", "OLD_RUN_DEFAULTS",
-           "ConfigError", "Field", "ResumeRule", "check_value", "did_you_mean", "default_config", "section_fields",
+           "RENAMED_FIELDS", "ConfigError", "entry_settings_fields", "dotted_field", "flag_keys", "moved_hint",
+           "Field", "ResumeRule", "check_value", "did_you_mean", "default_config", "section_fields",
            "fields_with_rule", "check_config", "check_keys", "parse_flag_value", "import_user_modules",
            "with_old_run_defaults"]
 
@@ -64,6 +67,90 @@ section dataclass's order (the order ``docs/config_fields.md`` lists them)."""
 
 FIELDS_BY_NAME: Mapping[str, Field] = {field.name: field for field in FIELDS}
 
+RENAMED_FIELDS: Mapping[str, tuple[str, ...]] = {
+    "relative_max_distance": ("positional_encoding_settings", "relative", "max_distance"),
+    "relative_values": ("positional_encoding_settings", "relative", "add_to_values"),
+}
+"""Keys an old run's ``config.json`` may hold that have moved, and where to (a path of keys): the relative
+encoding's two fields became its registry entry's settings (issue 75). :func:`with_old_run_defaults` moves
+them; a config file, row or flag that sets an old key is refused with the new one's name."""
+
+
+def entry_settings_fields() -> tuple[Field, ...]:
+    """The registries' settings fields (kind ``"entry_settings"``), in the schema's order.
+
+    Returns
+    -------
+    tuple[Field, ...]
+        ``positional_encoding_settings``, ``normalization_settings``, ``attention_function_settings``.
+    """
+    return tuple(field for field in FIELDS if field.kind == "entry_settings")
+
+
+def dotted_field(key: str) -> Field | None:
+    """The declaration a dotted key names: ``paper.<figure>`` or ``<registry>_settings.<entry>.<setting>``.
+
+    Parameters
+    ----------
+    key : str
+        A key as a flag or a row's override writes it.
+
+    Returns
+    -------
+    Field or None
+        A field (the setting's declaration, named by the whole key, for an entry's setting; the ``paper``
+        field for a figure), or None when the key names none.
+    """
+    top, _, rest = key.partition(".")
+    field = FIELDS_BY_NAME.get(top)
+    if field is None or not rest:
+        return field
+    if field.kind == "paper":
+        return field if rest in PAPER_FIGURES else None
+    if field.kind == "entry_settings" and field.settings_of is not None:
+        entry, _, name = rest.partition(".")
+        settings_class = field.settings_of().get(entry)
+        declared = entry_settings.settings_fields(settings_class) if settings_class else ()
+        for item in declared:
+            if item.name == name:
+                return dataclasses.replace(item, name=key, section=field.section)
+    return None
+
+
+def flag_keys() -> list[str]:
+    """Every key a ``--config.<key>`` flag may name: the fields, ``paper.<figure>`` and each entry's settings.
+
+    Returns
+    -------
+    list[str]
+        In the schema's order (the did-you-mean candidates of an unknown flag).
+    """
+    keys = list(FIELDS_BY_NAME) + [f"paper.{figure}" for figure in PAPER_FIGURES]
+    for field in entry_settings_fields():
+        assert field.settings_of is not None
+        for entry, settings_class in field.settings_of().items():
+            keys += [f"{field.name}.{entry}.{item.name}" for item in entry_settings.settings_fields(settings_class)]
+    return keys
+
+
+def moved_hint(key: str) -> str:
+    """The fix for a key of :data:`RENAMED_FIELDS`, e.g. ``" (it moved: set ... instead)"``; ``""`` for others.
+
+    Parameters
+    ----------
+    key : str
+        A key a config, row or flag sets.
+
+    Returns
+    -------
+    str
+        The hint, with a leading space, or an empty string.
+    """
+    path = RENAMED_FIELDS.get(key)
+    if path is None:
+        return ""
+    return f" (it moved: set {'.'.join(path)} instead)"
+
 
 def fields_with_rule(rule: ResumeRule) -> tuple[str, ...]:
     """The names of the fields whose declaration gives ``rule`` for a resumed run, in the schema's order.
@@ -87,10 +174,15 @@ def default_config() -> dict[str, Any]:
     Returns
     -------
     dict[str, Any]
-        ``{name: default}`` for every field of :data:`FIELDS` (``paper`` with every figure ``None``).
+        ``{name: default}`` for every field of :data:`FIELDS` (``paper`` with every figure ``None``; each
+        registry's settings field with every entry's settings at their defaults, by entry).
     """
     config = {field.name: field.default for field in FIELDS}
     config["paper"] = dict.fromkeys(PAPER_FIGURES)
+    for field in entry_settings_fields():  # Every entry's settings at their defaults, so flags can set them.
+        assert field.settings_of is not None
+        config[field.name] = {entry: entry_settings.defaults(settings_class)
+                              for entry, settings_class in field.settings_of().items()}
     return config
 
 
@@ -146,7 +238,8 @@ def check_config(config: Any, where: str, *, complete: bool = True) -> None:
     for key, value in items:
         field = FIELDS_BY_NAME.get(key)
         if field is None:
-            raise ConfigError(f"{where}: unknown config field {key!r}{did_you_mean(key, FIELDS_BY_NAME)}; "
+            hint = moved_hint(key) or did_you_mean(key, FIELDS_BY_NAME)
+            raise ConfigError(f"{where}: unknown config field {key!r}{hint}; "
                               f"the fields are listed in attention_jax/experiment/schema.py.")
         problem = check_value(field, value.to_dict() if hasattr(value, "to_dict") else value)
         if problem:
@@ -164,16 +257,14 @@ def check_keys(keys: Iterable[str], where: str) -> None:
     Parameters
     ----------
     keys : Iterable[str]
-        Field names, possibly dotted (``paper.dev_ppl``).
+        Field names, possibly dotted (``paper.dev_ppl``, ``positional_encoding_settings.relative.max_distance``).
     where : str
         Named first in the message.
     """
     for key in keys:
-        top, _, rest = str(key).partition(".")
-        field = FIELDS_BY_NAME.get(top)
-        if field is None or (rest and field.kind != "paper") or (rest and rest not in PAPER_FIGURES):
-            known = list(FIELDS_BY_NAME) + [f"paper.{figure}" for figure in PAPER_FIGURES]
-            raise ConfigError(f"{where}: unknown config field {key!r}{did_you_mean(str(key), known)}; "
+        if dotted_field(str(key)) is None:
+            hint = moved_hint(str(key)) or did_you_mean(str(key), flag_keys())
+            raise ConfigError(f"{where}: unknown config field {key!r}{hint}; "
                               f"the fields are listed in attention_jax/experiment/schema.py.")
 
 
@@ -183,7 +274,8 @@ def parse_flag_value(key: str, text: str, where: str) -> Any:
     Parameters
     ----------
     key : str
-        A field (``paper.<figure>`` for one of the paper's figures).
+        A field (``paper.<figure>`` for one of the paper's figures, ``<registry>_settings.<entry>.<setting>``
+        for an entry's setting).
     text : str
         The value as written on the command line.
     where : str
@@ -200,7 +292,10 @@ def parse_flag_value(key: str, text: str, where: str) -> Any:
     Raises :class:`ConfigError` for text that is no literal of the field's kind; the value's range is
     checked with the rest of the config.
     """
-    kind = "paper" if key.startswith("paper.") else FIELDS_BY_NAME[key].kind
+    field = dotted_field(key)
+    if field is None:
+        raise ConfigError(f"{where}: unknown config field {key!r}{did_you_mean(key, flag_keys())}.")
+    kind = "paper" if key.startswith("paper.") else field.kind
     if kind == "str":
         return text
     if kind == "bool":
@@ -270,13 +365,30 @@ def with_old_run_defaults(saved: Mapping[str, Any]) -> dict[str, Any]:
     Notes
     -----
     The one place that knows the history of the schema: every reader of a run directory
-    (``evaluate``, ``translate``, ``report``, resuming) goes through it. A field it does not know is
-    left in place, for :func:`check_config` to name.
+    (``evaluate``, ``translate``, ``report``, resuming) goes through it. The keys of
+    :data:`RENAMED_FIELDS` are moved to where they live now (``relative_max_distance: 8`` becomes
+    ``positional_encoding_settings: {"relative": {"max_distance": 8}}``), the same setting for the same
+    model. A field it does not know is left in place, for :func:`check_config` to name.
     """
     config: dict[str, Any] = {key: (tuple(value) if isinstance(value, list) else value) for key, value in saved.items()}
+    for old_key, path in RENAMED_FIELDS.items():
+        if old_key in config:
+            _set_path(config, path, config.pop(old_key))
     for name, value in OLD_RUN_DEFAULTS.items():
-        config.setdefault(name, value)
+        config.setdefault(name, dict(value) if isinstance(value, dict) else value)
     paper = config.get("paper")
     given = dict(paper) if paper is not None and hasattr(paper, "items") else {}
     config["paper"] = {**dict.fromkeys(PAPER_FIGURES), **given}
     return config
+
+
+def _set_path(config: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
+    """Set ``config[path[0]][path[1]]... = value``, copying the nested dicts on the way (a value there wins)."""
+    head, *rest = path
+    if not rest:
+        config.setdefault(head, value)
+        return
+    given = config.get(head)
+    inner: dict[str, Any] = dict(given) if isinstance(given, Mapping) else {}
+    config[head] = inner
+    _set_path(inner, tuple(rest), value)

@@ -13,7 +13,7 @@ import dataclasses
 import types
 from typing import Any, Mapping
 
-from attention_jax import run_files
+from attention_jax import entry_settings, run_files
 from attention_jax.data import batching, packing
 from attention_jax.data.data_config import DataConfig
 from attention_jax.experiment import schema, size_limits
@@ -21,7 +21,7 @@ from attention_jax.experiment.schema import ConfigError
 from attention_jax.experiment.settings import OptimizerConfig, RunConfig
 from attention_jax.models import flops
 from attention_jax.models.decode_settings import DecodeSettings
-from attention_jax.models.transformer_config import TransformerConfig
+from attention_jax.models.transformer_config import ENTRY_SETTINGS_FIELDS, TransformerConfig
 from attention_jax.models.variants import ModelKind
 
 __all__ = ["PaperFigures", "Experiment", "OptimizerConfig", "RunConfig", "plain_fields", "build_experiment"]
@@ -78,7 +78,9 @@ class Experiment:
     run : RunConfig
         Steps, parallelism, checkpoints, evaluation and logging.
     fields : Mapping[str, Any]
-        The checked flat config, every field of the schema (read-only): what ``config.json`` records.
+        The checked flat config, every field of the schema (read-only): what ``config.json`` records. Each
+        registry's settings field holds the chosen entry's settings only, every one written out
+        (``{"relative": {"max_distance": 16, "add_to_values": True}}``; ``{}`` for an entry without any).
     """
 
     name: str
@@ -177,6 +179,9 @@ def build_experiment(config: Any, where: str) -> Experiment:
     try:
         _check_relations(fields)
         model = _model_config(fields)
+        for entry_field, settings_field in ENTRY_SETTINGS_FIELDS.items():  # config.json: the chosen entry's.
+            fields[settings_field] = entry_settings.recorded(getattr(model, entry_field),
+                                                             getattr(model, settings_field))
         data = _of_section("data", fields, vocab_size=fields["vocab_size"], fine_tune_from=fields["fine_tune_from"])
         optimizer = _of_section("optimizer", fields, d_model=fields["d_model"])
         decoding = _of_section("decoding", fields)

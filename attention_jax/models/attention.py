@@ -346,6 +346,9 @@ class MultiHeadAttention(nn.Module):
     attention_function : str
         A name in :data:`attention_jax.models.attention_registry.ATTENTION_FUNCTIONS` (Section 3.2.1); its
         entry picks the path (:meth:`__call__`).
+    attention_settings : Any
+        The entry's own settings dataclass (``config.attention_function_settings``), read by its hooks;
+        None for an entry without settings.
     decode : bool
         Autoregressive mode: keys and values of earlier steps are kept in the ``cache`` collection
         and each call processes one new query position.
@@ -377,6 +380,7 @@ class MultiHeadAttention(nn.Module):
     attention_dropout_rate: float = 0.0
     implementation: str = "einsum"
     attention_function: str = "scaled_dot_product"
+    attention_settings: Any = None
     decode: bool = False
     decode_window: int = 0
     dtype: DType = jnp.float32

@@ -9,11 +9,11 @@ Equations, position ``i`` of a query and ``j`` of a key, one head ``h`` of ``H``
 
 * **relative** (Shaw et al., 2018, Eqs. 3-5): ``e_ij = q_i (k_j + a^K_ij)^T / sqrt(d_k)`` and
   ``z_i = sum_j alpha_ij (v_j + a^V_ij)`` with ``a^K_ij = w^K[clip(j - i, -k, k)]``,
-  ``a^V_ij = w^V[clip(j - i, -k, k)]``, ``k = relative_max_distance`` (16 here, Shaw et al.'s MT
+  ``a^V_ij = w^V[clip(j - i, -k, k)]``, ``k = max_distance`` (16 here, Shaw et al.'s MT
   setting; offsets beyond it share the edge embedding). The tables ``w^K`` ``[2k + 1, d_k]`` and ``w^V``
   ``[2k + 1, d_v]`` are learned **per layer** (each self-attention has its own, ``relative_key_embedding``
   and ``relative_value_embedding``) and **shared by the heads**, as in Shaw et al. (Section 3.1);
-  ``relative_values=False`` drops ``a^V`` (their Table 3 ablation). Under ``dot_product`` the query is
+  ``add_to_values=False`` drops ``a^V`` (their Table 3 ablation). Under ``dot_product`` the query is
   the function's ``q' = sqrt(d_k) q``, so ``a^K`` is scaled as the keys are.
 * **rotary** (Su et al., 2021, Eq. 34): ``q_i <- R_i q_i``, ``k_j <- R_j k_j``, where ``R_m`` rotates each
   pair of components ``(x_{2p}, x_{2p+1})`` by the angle ``m theta_p``, ``theta_p = 10000^(-2p / d_k)``,
@@ -161,7 +161,7 @@ def relative_indices(query_positions: Array, key_positions: Array, max_distance:
 def _relative_table(module: nn.Module, name: str, settings: AttentionPositions, width: int) -> Array:
     """A learned ``[2k + 1, width]`` table of this layer, shared by its heads (Shaw et al., Section 3.1)."""
     table = module.param(name, nn.with_logical_partitioning(nn.initializers.normal(stddev=0.02), (None, "kv")),
-                         (2 * settings.relative_max_distance + 1, width))
+                         (2 * settings.entry_settings.max_distance + 1, width))
     return cast(Array, table)  # param unboxes the LogicallyPartitioned its init returns.
 
 
@@ -174,7 +174,8 @@ def relative_key_bias(module: nn.Module, settings: AttentionPositions, query: Ar
     table = _relative_table(module, "relative_key_embedding", settings, query.shape[-1])  # [R,K]
     per_distance = jnp.einsum("bthk,rk->bhtr", query, table.astype(query.dtype),
                               preferred_element_type=jnp.float32)  # [B,H,T,R]
-    index = relative_indices(query_positions, key_positions, settings.relative_max_distance)[:, None]  # [B|1,1,T,S]
+    max_distance = settings.entry_settings.max_distance
+    index = relative_indices(query_positions, key_positions, max_distance)[:, None]  # [B|1,1,T,S]
     index = jnp.broadcast_to(index, (per_distance.shape[0], 1, *index.shape[2:]))
     return jnp.take_along_axis(per_distance, index, axis=-1) / jnp.sqrt(jnp.float32(query.shape[-1]))
 
@@ -185,10 +186,10 @@ def relative_value_term(module: nn.Module, settings: AttentionPositions, weights
 
     The weights are summed per relative distance first (``[B, H, T, R]``), then times ``w^V``.
     """
-    if not settings.relative_values:
+    if not settings.entry_settings.add_to_values:
         return None
     table = _relative_table(module, "relative_value_embedding", settings, module.value_dim)  # [R,V]
-    index = relative_indices(query_positions, key_positions, settings.relative_max_distance)  # [B|1,T,S]
+    index = relative_indices(query_positions, key_positions, settings.entry_settings.max_distance)  # [B|1,T,S]
     one_hot = jax.nn.one_hot(index, table.shape[0], dtype=weights.dtype)  # [B|1,T,S,R]
     if one_hot.shape[0] == 1:
         per_distance = jnp.einsum("bhts,tsr->bhtr", weights, one_hot[0])

@@ -109,6 +109,10 @@ class AttentionFunction:
         ``attend(module, query, key, value, mask, *, decode) -> heads`` ``[B, T, H, V]``, keys and values
         ``[B', S, H, K|V]`` with ``B = B' R`` (a search's hypotheses sharing a row), ``mask`` as the model
         passes it; ``decode`` asks for one incremental step (state in the ``cache`` collection).
+    settings : type, optional
+        The entry's own settings: a frozen :class:`attention_jax.entry_settings.EntrySettings` dataclass,
+        set in a config as ``attention_function_settings.<name>.<setting>``; the hooks read the chosen
+        values as ``module.attention_settings`` (None: it has none).
 
     Notes
     -----
@@ -129,6 +133,7 @@ class AttentionFunction:
     query_transform: Callable[[Any], Any] | None = None
     score: Callable[..., Any] | None = None
     attend: Callable[..., Any] | None = None
+    settings: type | None = None
 
     def __post_init__(self) -> None:
         if self.score is not None and self.attend is not None:

@@ -66,8 +66,7 @@ def attention_function_flops(attention_function: str, *, query_len: int, key_len
 
 
 def positional_encoding_flops(positional_encoding: str, *, query_len: int, key_len: int, num_heads: int,
-                              key_dim: int, value_dim: int, relative_max_distance: int = 16,
-                              relative_values: bool = True) -> float:
+                              key_dim: int, value_dim: int, encoding_settings: Any = None) -> float:
     """Forward FLOPs a positional encoding adds to one self-attention over one sequence (0 for most).
 
     Parameters
@@ -78,8 +77,8 @@ def positional_encoding_flops(positional_encoding: str, *, query_len: int, key_l
         ``T`` queries and ``S`` keys.
     num_heads, key_dim, value_dim : int
         ``H`` heads of ``K`` (d_k) and ``V`` (d_v) components.
-    relative_max_distance, relative_values
-        ``config.relative_max_distance`` and ``config.relative_values`` (the relative encoding's).
+    encoding_settings : Any
+        ``config.positional_encoding_settings``: the entry's own settings dataclass (None: its defaults).
 
     Returns
     -------
@@ -91,7 +90,7 @@ def positional_encoding_flops(positional_encoding: str, *, query_len: int, key_l
     entry = positional_encodings.positional_encoding(positional_encoding)
     if entry.flops is None:
         return 0.0
-    settings = positional_encodings.AttentionPositions(positional_encoding, relative_max_distance, relative_values)
+    settings = positional_encodings.AttentionPositions(positional_encoding, encoding_settings)
     return float(num_heads * entry.flops(settings, query_len=query_len, key_len=key_len, key_dim=key_dim,
                                          value_dim=value_dim))
 
@@ -110,7 +109,7 @@ def _multi_head_attention_flops(attention_function: str, query_len: int, key_len
 def transformer_train_flops(*, rows: int, source_len: int, target_len: int, num_layers: int, d_model: int,
                             d_ff: int, num_heads: int, key_dim: int, value_dim: int, vocab_size: int,
                             attention_function: str = "scaled_dot_product", positional_encoding: str = "sinusoidal",
-                            relative_max_distance: int = 16, relative_values: bool = True) -> float:
+                            encoding_settings: Any = None) -> float:
     """FLOPs of the matrix products of one encoder-decoder training step (forward + backward = 3 x forward).
 
     Parameters
@@ -122,8 +121,9 @@ def transformer_train_flops(*, rows: int, source_len: int, target_len: int, num_
     attention_function : str
         ``config.attention_function``, counted by :func:`attention_function_flops` (the decoder's
         self-attention causal, the encoder's and the cross-attention not).
-    positional_encoding, relative_max_distance, relative_values
-        ``config``'s, counted by :func:`positional_encoding_flops` in both stacks' self-attentions.
+    positional_encoding, encoding_settings
+        ``config.positional_encoding`` and its ``positional_encoding_settings``, counted by
+        :func:`positional_encoding_flops` in both stacks' self-attentions.
 
     Returns
     -------
@@ -141,7 +141,7 @@ def transformer_train_flops(*, rows: int, source_len: int, target_len: int, num_
     def positions(length: int) -> float:  # A self-attention's; cross-attention sees no positions.
         return positional_encoding_flops(positional_encoding, query_len=length, key_len=length, num_heads=num_heads,
                                          key_dim=key_dim, value_dim=value_dim,
-                                         relative_max_distance=relative_max_distance, relative_values=relative_values)
+                                         encoding_settings=encoding_settings)
 
     def feed_forward(length: int) -> float:
         return 2 * 2 * length * d_model * d_ff
@@ -156,7 +156,7 @@ def transformer_train_flops(*, rows: int, source_len: int, target_len: int, num_
 def decoder_only_train_flops(*, rows: int, length: int, num_layers: int, d_model: int, d_ff: int,
                              num_heads: int, key_dim: int, value_dim: int, vocab_size: int,
                              attention_function: str = "scaled_dot_product", positional_encoding: str = "sinusoidal",
-                             relative_max_distance: int = 16, relative_values: bool = True) -> float:
+                             encoding_settings: Any = None) -> float:
     """FLOPs of one training step of the decoder-only language model (same accounting as above).
 
     Parameters
@@ -167,8 +167,9 @@ def decoder_only_train_flops(*, rows: int, length: int, num_layers: int, d_model
         Model shape.
     attention_function : str
         ``config.attention_function`` (:func:`attention_function_flops`, causal).
-    positional_encoding, relative_max_distance, relative_values
-        ``config``'s (:func:`positional_encoding_flops`, in every layer's self-attention).
+    positional_encoding, encoding_settings
+        ``config.positional_encoding`` and its ``positional_encoding_settings``
+        (:func:`positional_encoding_flops`, in every layer's self-attention).
 
     Returns
     -------
@@ -180,7 +181,7 @@ def decoder_only_train_flops(*, rows: int, length: int, num_layers: int, d_model
                                          value_dim, True)
              + positional_encoding_flops(positional_encoding, query_len=length, key_len=length, num_heads=num_heads,
                                          key_dim=key_dim, value_dim=value_dim,
-                                         relative_max_distance=relative_max_distance, relative_values=relative_values)
+                                         encoding_settings=encoding_settings)
              + 2 * 2 * length * d_model * d_ff)
     return 3.0 * rows * (num_layers * layer + 2 * length * d_model * vocab_size)
 
@@ -193,7 +194,7 @@ def training_flops(model_config: TransformerConfig, model_kind: str, target_toke
     ----------
     model_config : TransformerConfig
         The model (widths, ``vocab_size``, ``attention_function``, ``positional_encoding`` and the
-        relative encoding's settings).
+        encoding's own settings).
     model_kind : str
         ``"encoder_decoder"`` or ``"decoder_only"``.
     target_tokens : float
@@ -216,7 +217,7 @@ def training_flops(model_config: TransformerConfig, model_kind: str, target_toke
         num_heads=model_config.num_heads, key_dim=model_config.key_dim, value_dim=model_config.value_dim,
         vocab_size=model_config.vocab_size, attention_function=model_config.attention_function,
         positional_encoding=model_config.positional_encoding,
-        relative_max_distance=model_config.relative_max_distance, relative_values=model_config.relative_values)
+        encoding_settings=model_config.positional_encoding_settings)
     if model_kind == ModelKind.DECODER_ONLY:
         per_row = decoder_only_train_flops(rows=1, length=length, **shape)
     else:

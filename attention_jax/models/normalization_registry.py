@@ -71,6 +71,10 @@ class Normalization:
         Each token is normalised from its own features alone: a packed row's pairs then equal each pair
         alone, and a cached decode step equals the full pass. False (batch_norm): training normalises
         with statistics over the batch's real tokens, evaluation and decoding with running averages.
+    settings : type, optional
+        The entry's own settings: a frozen :class:`attention_jax.entry_settings.EntrySettings` dataclass,
+        set in a config as ``normalization_settings.<name>.<setting>``; ``build`` reads the chosen values
+        as ``config.normalization_settings`` (None: it has none).
 
     Notes
     -----
@@ -83,6 +87,7 @@ class Normalization:
     params_per_norm: Callable[[int], int]
     positions: tuple[str, ...] = NORM_POSITIONS
     per_token: bool = True
+    settings: type | None = None
 
     def __post_init__(self) -> None:
         unknown = set(self.positions) - set(NORM_POSITIONS)

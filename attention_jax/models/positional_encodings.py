@@ -31,6 +31,9 @@ import importlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from attention_jax import entry_settings
+from attention_jax.entry_settings import EntrySettings
+from attention_jax.field_declarations import setting
 from attention_jax.models import attention_registry
 from attention_jax.models.registry import Registration, Registry
 
@@ -52,6 +55,29 @@ class PositionTarget(enum.Enum):
 
 
 @dataclasses.dataclass(frozen=True)
+class RelativeSettings(EntrySettings):
+    """The relative encoding's own settings (Shaw et al., 2018): ``positional_encoding_settings.relative``.
+
+    Attributes
+    ----------
+    max_distance : int
+        ``k``: offsets ``j - i`` are clipped to ``[-k, k]`` (``2k + 1`` learned embeddings per table).
+    add_to_values : bool
+        Also add the relative embeddings ``a^V`` to the values (their Eq. 3); False is their Table 3
+        ablation, keys only.
+
+    Notes
+    -----
+    Until issue 75 these were the top-level config fields ``relative_max_distance`` and
+    ``relative_values``; an old run's ``config.json`` is read with them moved here
+    (:data:`attention_jax.experiment.schema.RENAMED_FIELDS`).
+    """
+
+    max_distance: int = setting(16, "Offsets j - i clipped to [-k, k] (Shaw et al., 2018: k = 16).", minimum=1)
+    add_to_values: bool = setting(True, "Also add the relative embeddings to the values (Shaw et al., Eq. 3).")
+
+
+@dataclasses.dataclass(frozen=True)
 class AttentionPositions:
     """What a self-attention needs of an encoding that acts inside attention (a module attribute).
 
@@ -59,15 +85,18 @@ class AttentionPositions:
     ----------
     encoding : str
         ``config.positional_encoding``, a name in :data:`POSITIONAL_ENCODINGS`.
-    relative_max_distance : int
-        ``k`` of the relative encoding: offsets are clipped to ``[-k, k]``.
-    relative_values : bool
-        The relative encoding also adds ``a^V`` to the values.
+    entry_settings : Any
+        The entry's own settings dataclass (:class:`RelativeSettings` for ``relative``), or None for an
+        entry without settings; None given for an entry with settings means its defaults.
     """
 
     encoding: str
-    relative_max_distance: int = 16
-    relative_values: bool = True
+    entry_settings: Any = None
+
+    def __post_init__(self) -> None:
+        resolved = entry_settings.resolve("positional_encoding_settings", self.encoding,
+                                          positional_encoding(self.encoding).settings, self.entry_settings)
+        object.__setattr__(self, "entry_settings", resolved)
 
 
 Encoding = Callable[["nn.Module", "Array", "TransformerConfig"], "Array"]
@@ -124,6 +153,11 @@ class PositionalEncodingScheme:
         What it adds to each self-attention head's forward FLOPs (:data:`PositionFlopCount`); ``None``
         counts nothing (the embedding encodings: an add per embedding component, once per sequence, is
         left out as the other elementwise terms are).
+    settings : type, optional
+        The entry's own settings: a frozen :class:`attention_jax.entry_settings.EntrySettings` dataclass
+        (``relative``: :class:`RelativeSettings`), set in a config as
+        ``positional_encoding_settings.<name>.<setting>`` and given to the hooks as
+        ``AttentionPositions.entry_settings``; None: it has none.
     """
 
     name: str
@@ -138,6 +172,7 @@ class PositionalEncodingScheme:
     needs_dot_product: bool = False
     key_dim_multiple: int = 1
     flops: PositionFlopCount | None = None
+    settings: type | None = None
 
     def __post_init__(self) -> None:
         hooks = {PositionTarget.EMBEDDINGS: ("encoding", self.encoding),
@@ -162,7 +197,8 @@ def relative_flops(settings: AttentionPositions, *, query_len: int, key_len: int
     Parameters
     ----------
     settings : AttentionPositions
-        ``relative_max_distance`` (``k``, ``R = 2k + 1``) and ``relative_values``.
+        ``entry_settings.max_distance`` (``k``, ``R = 2k + 1``) and ``entry_settings.add_to_values``
+        (:class:`RelativeSettings`).
     query_len, key_len, key_dim, value_dim : int
         ``T``, ``S``, ``K``, ``V``.
 
@@ -175,14 +211,14 @@ def relative_flops(settings: AttentionPositions, *, query_len: int, key_len: int
     -----
     Keys: ``q . w^K_r`` for every query and distance (``2 T R K``), then each pair's read added to its
     score (``T S``; the gather and the ``1/sqrt(d_k)`` scale are not counted). Values
-    (``relative_values``): the weights summed per distance as a product with the ``[T, S, R]`` one-hot
+    (``add_to_values``): the weights summed per distance as a product with the ``[T, S, R]`` one-hot
     matrix (``2 T S R``: it is computed, zeros included), times ``w^V`` (``2 T R V``), added to the heads
     (``T V``).
     """
-    distances = 2 * settings.relative_max_distance + 1
+    distances = 2 * settings.entry_settings.max_distance + 1
     keys = 2 * query_len * distances * key_dim + query_len * key_len
     values = 0
-    if settings.relative_values:
+    if settings.entry_settings.add_to_values:
         values = 2 * query_len * key_len * distances + 2 * query_len * distances * value_dim + query_len * value_dim
     return float(keys + values)
 
@@ -280,7 +316,7 @@ POSITIONAL_ENCODINGS: Registry[PositionalEncodingScheme] = Registry("positional_
                              target=PositionTarget.ATTENTION_SCORES, has_parameters=True,
                              score_bias=_jax_hook("attention_positions", "relative_key_bias"),
                              value_term=_jax_hook("attention_positions", "relative_value_term"),
-                             needs_dot_product=True, flops=relative_flops),
+                             needs_dot_product=True, flops=relative_flops, settings=RelativeSettings),
     PositionalEncodingScheme(name="rotary", summary="queries and keys rotated by their positions (Su et al., 2021)",
                              target=PositionTarget.QUERIES_AND_KEYS,
                              rotate=_jax_hook("attention_positions", "rotary_embedding"),
@@ -365,7 +401,7 @@ def self_attention_positions(config: TransformerConfig) -> AttentionPositions | 
     Parameters
     ----------
     config : TransformerConfig
-        ``positional_encoding``, ``relative_max_distance`` and ``relative_values`` are read.
+        ``positional_encoding`` and ``positional_encoding_settings`` (the entry's settings) are read.
 
     Returns
     -------
@@ -375,8 +411,7 @@ def self_attention_positions(config: TransformerConfig) -> AttentionPositions | 
     if positional_encoding(config.positional_encoding).adds_to_embeddings:
         return None
     return AttentionPositions(encoding=config.positional_encoding,
-                              relative_max_distance=config.relative_max_distance,
-                              relative_values=config.relative_values)
+                              entry_settings=config.positional_encoding_settings)
 
 
 def attention_scheme(settings: AttentionPositions | None) -> PositionalEncodingScheme | None:

@@ -4,7 +4,8 @@
 ``config.positional_encoding``) to an entry that says what the variant computes and supports; code asks
 the entry, never compares names. :meth:`Registry.lookup` refuses an unknown name in one line with a
 did-you-mean; :meth:`Registry.register` adds an entry and returns a :class:`Registration` that removes it
-again (directly or as a context manager). Imports no framework.
+again (directly or as a context manager); :meth:`Registry.settings_classes` lists the entries' own settings
+(:mod:`attention_jax.entry_settings`). Imports no framework.
 """
 
 from __future__ import annotations
@@ -71,6 +72,18 @@ class Registry(Mapping[str, Entry], Generic[Entry]):
             hint = f" Did you mean {close[0]!r}?" if close else ""
             raise ValueError(f"{self.field} must be one of {names}; got {name!r}.{hint}")
         return entry
+
+    def settings_classes(self) -> dict[str, type]:
+        """``{name: settings dataclass}`` of the entries that declare settings (``entry.settings``).
+
+        Returns
+        -------
+        dict[str, type]
+            In registration order; entries whose ``settings`` is None are left out
+            (:mod:`attention_jax.entry_settings`).
+        """
+        return {name: entry.settings for name, entry in self._entries.items()  # type: ignore[attr-defined]
+                if getattr(entry, "settings", None) is not None}
 
     def register(self, entry: Entry) -> "Registration":
         """Add ``entry`` under ``entry.name`` (which must be new).

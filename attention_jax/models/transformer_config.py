@@ -10,6 +10,7 @@ import dataclasses
 import numbers
 from typing import Any
 
+from attention_jax import entry_settings
 from attention_jax.field_declarations import NON_NEGATIVE, POSITIVE, PROBABILITY, ResumeRule, check_declared, setting
 from attention_jax.models import attention_registry, normalization_registry, positional_encodings, variants
 from attention_jax.models.attention_registry import AttentionImplementation
@@ -33,6 +34,11 @@ def _normalization_names() -> tuple[str, ...]:
     return tuple(NORMALIZATIONS)
 
 
+ENTRY_SETTINGS_FIELDS = {"positional_encoding": "positional_encoding_settings",
+                         "normalization": "normalization_settings",
+                         "attention_function": "attention_function_settings"}
+"""Each field naming a registry entry, and the field of that entry's own settings."""
+
 _MODEL = ResumeRule.MODEL  # A changed value is another model: a run never resumes with it.
 _COMPUTE = ResumeRule.COMPUTE  # The same function computed another way: a run may resume with it.
 
@@ -44,12 +50,16 @@ class TransformerConfig:
     Attributes
     ----------
     num_layers, d_model, d_ff, num_heads, key_dim, value_dim, dropout_rate, attention_dropout_rate, \
-positional_encoding, relative_max_distance, relative_values, layer_norm_position, normalization, \
-residual_connections, share_embeddings, attention_implementation, attention_window, attention_function, \
-dtype, cpu_kernels, vocab_size
+positional_encoding, layer_norm_position, normalization, residual_connections, share_embeddings, \
+attention_implementation, attention_window, attention_function, dtype, cpu_kernels, vocab_size
         The model section's config fields, declared below, each with its meaning, allowed values and
         range (``docs/config_fields.md`` lists them). ``key_dim``/``value_dim`` are per head (``d_k``,
         ``d_v``; the config's 0 is resolved to ``d_model / num_heads`` before this is built).
+    positional_encoding_settings, normalization_settings, attention_function_settings : Any
+        The chosen entry's own settings, as its registry entry's ``settings`` dataclass (e.g.
+        ``positional_encodings.RelativeSettings``), or None for an entry without settings. Given as None
+        (every setting at its default), that dataclass, or a config's mapping by entry
+        (``{"relative": {"max_distance": 8}}``); kept as the dataclass (:mod:`attention_jax.entry_settings`).
     max_len : int
         Positions the learned encoding holds (inputs and decoded outputs must fit): the config's
         ``max_len`` plus ``max_decode_extra_len``.
@@ -80,15 +90,19 @@ dtype, cpu_kernels, vocab_size
     positional_encoding: str = setting("sinusoidal", "How positions enter the model (3.5; Table 2 row E: "
                                        "learned; relative, rotary and alibi act in self-attention).",
                                        choices=_positional_encoding_names, resume=_MODEL)
-    relative_max_distance: int = setting(16, "positional_encoding=relative: offsets clipped to [-k, k] (Shaw "
-                                         "et al., 2018: k = 16).", minimum=1, resume=_MODEL, old_run_value=16)
-    relative_values: bool = setting(True, "positional_encoding=relative: also add the relative embeddings to "
-                                    "the values (Shaw et al., Eq. 3).", resume=_MODEL, old_run_value=True)
+    positional_encoding_settings: Any = setting(
+        None, "The encodings' own settings, by entry: {entry: {setting: value}} (the entries' settings are listed "
+        "below); the chosen entry's are used.", kind="entry_settings", entry_field="positional_encoding",
+        settings_of=POSITIONAL_ENCODINGS.settings_classes, resume=_MODEL, old_run_value={})
     layer_norm_position: str = setting("post", "post: LayerNorm(x + Dropout(Sublayer(x))) as in the paper; pre: "
                                        "before the sublayer.", choices=LAYER_NORM_POSITIONS, resume=_MODEL)
     normalization: str = setting("layer_norm", "The sublayers' normalisation: layer_norm (the paper's), rms_norm, "
                                  "batch_norm or none (docs/normalization.md).", choices=_normalization_names,
                                  resume=_MODEL, old_run_value="layer_norm")
+    normalization_settings: Any = setting(
+        None, "The normalisations' own settings, by entry (none of the built-in ones has any).",
+        kind="entry_settings", entry_field="normalization", settings_of=NORMALIZATIONS.settings_classes,
+        resume=_MODEL, old_run_value={})
     residual_connections: bool = setting(True, "x + Sublayer(x) around every sublayer (3.1); False drops the x "
                                          "(docs/normalization.md).", resume=_MODEL, old_run_value=True)
     share_embeddings: bool = setting(True, "One matrix for encoder input, decoder input and pre-softmax "
@@ -101,6 +115,10 @@ dtype, cpu_kernels, vocab_size
     attention_function: str = setting("scaled_dot_product", "How each head scores keys (3.2.1).",
                                       choices=_attention_function_names, resume=_MODEL,
                                       old_run_value="scaled_dot_product")
+    attention_function_settings: Any = setting(
+        None, "The attention functions' own settings, by entry (none of the built-in ones has any).",
+        kind="entry_settings", entry_field="attention_function",
+        settings_of=attention_registry.ATTENTION_FUNCTIONS.settings_classes, resume=_MODEL, old_run_value={})
     dtype: str = setting("float32", "Compute dtype (parameters stay float32).", choices=DTYPES, resume=_COMPUTE)
     cpu_kernels: bool = setting(True, "CPU-only speed-ups of the hot paths (attention_jax/cpu_kernels).",
                                 resume=_COMPUTE, old_run_value=True)
@@ -113,7 +131,22 @@ dtype, cpu_kernels, vocab_size
         _validate(self)
 
     def replace(self, **changes: Any) -> "TransformerConfig":
-        """Return a copy with ``changes`` applied (validated again)."""
+        """Return a copy with ``changes`` applied (validated again).
+
+        Parameters
+        ----------
+        **changes
+            Fields and their new values. A change of entry (``positional_encoding="rotary"``) without its
+            settings field takes the new entry's default settings; the old entry's do not carry over.
+
+        Returns
+        -------
+        TransformerConfig
+            The copy.
+        """
+        for entry_field, settings_field in ENTRY_SETTINGS_FIELDS.items():
+            if changes.get(entry_field, getattr(self, entry_field)) != getattr(self, entry_field):
+                changes.setdefault(settings_field, None)
         return dataclasses.replace(self, **changes)
 
     @property
@@ -129,6 +162,13 @@ def _validate(config: TransformerConfig) -> None:
     positional_encodings.check_positional_encoding(config.positional_encoding)  # The registries name their own
     attention_registry.attention_function(config.attention_function)  # entries (with a did-you-mean).
     normalization_registry.check_normalization(config.normalization, position=config.layer_norm_position)
+    registries: dict[str, Any] = {"positional_encoding": POSITIONAL_ENCODINGS, "normalization": NORMALIZATIONS,
+                                  "attention_function": attention_registry.ATTENTION_FUNCTIONS}
+    for entry_field, settings_field in ENTRY_SETTINGS_FIELDS.items():
+        name = getattr(config, entry_field)
+        resolved = entry_settings.resolve(settings_field, name, registries[entry_field][name].settings,
+                                          getattr(config, settings_field))
+        object.__setattr__(config, settings_field, resolved)  # Frozen: set once, while it is built.
     check_declared(config, "model")
     if isinstance(config.max_len, bool) or not isinstance(config.max_len, numbers.Integral) or config.max_len <= 0:
         raise ValueError(f"max_len must be a positive integer; got {config.max_len!r}.")
