@@ -6,11 +6,12 @@ largest budget therefore answers the pilot's question for every smaller one: how
 directions does a fixed budget of S steps reproduce, and what does it cost? For each budget the report
 gives, per row:
 
-- the dev perplexity per seed at step S and the change against base paired by seed, judged against the
+- the dev perplexity per seed at step S and the change against the reference row (``sweep.json``'s
+  ``reference``, else its first row: ``base`` in Table 2) paired by seed, judged against the
   paper's direction with :func:`attention_jax.reports.sweep_seeds.verdict` (the same rule as the table);
-- for base: the dev / training perplexity ratio at S (training perplexity is the unsmoothed loss on the
+- for the reference: the dev / training perplexity ratio at S (training perplexity is the unsmoothed loss on the
   training batches, with dropout, averaged over the logged steps in the last ``eval_every_steps``), and
-  how much dev perplexity still fell over the last 1,000 steps (a base still improving fast means the
+  how much dev perplexity still fell over the last 1,000 steps (a reference still improving fast means the
   budget is early in training);
 - minutes of one core per run to reach S: a finished run's ``wall_s`` (training and evaluations) scaled
   by S over its last step; runs two at a time, each pinned to one core.
@@ -34,6 +35,7 @@ from collections.abc import Sequence
 from absl import flags
 
 from attention_jax.experiment import schema
+from attention_jax.reports.comparison import paired_changes
 from attention_jax.reports.sweep_seeds import verdict
 from attention_jax.user_errors import exit_with_error, run_in_one_line
 
@@ -114,6 +116,13 @@ def read_run(run_dir: str, row: str, seed: int) -> RunCurve | None:
     return RunCurve(row, seed, dev_ppl, train_ppl, seconds_per_step, (config.get("paper") or {}).get("dev_ppl"))
 
 
+def sweep_reference(root: str) -> str:
+    """The sweep's reference row: ``sweep.json``'s ``reference`` (``get_reference()``), else its first row."""
+    with open(os.path.join(root, "sweep.json")) as sweep_file:
+        record = json.load(sweep_file)
+    return str(record.get("reference") or record["all_rows"][0])
+
+
 def read_sweep(root: str) -> dict[str, dict[int, RunCurve]]:
     """Every run under ``root/<row>/seed_<k>`` with metrics: row -> seed -> curve."""
     with open(os.path.join(root, "sweep.json")) as sweep_file:
@@ -147,8 +156,8 @@ class RowAtBudget:
     basis: str
 
 
-def judge_budget(runs: dict[str, dict[int, RunCurve]], step: int) -> list[RowAtBudget]:
-    """Judge every row at ``step`` against base, paired by seed.
+def judge_budget(runs: dict[str, dict[int, RunCurve]], step: int, reference: str | None = None) -> list[RowAtBudget]:
+    """Judge every row at ``step`` against the reference row, paired by seed.
 
     Parameters
     ----------
@@ -156,27 +165,31 @@ def judge_budget(runs: dict[str, dict[int, RunCurve]], step: int) -> list[RowAtB
         :func:`read_sweep`'s result.
     step : int
         The budget.
+    reference : str, optional
+        The reference row (:func:`sweep_reference`; ``base`` in Table 2); None: the first row of ``runs``.
 
     Returns
     -------
     list[RowAtBudget]
-        One per row with base evaluated at ``step`` for at least one shared seed (base first).
+        One per row evaluated at ``step``, in the order of ``runs`` (the reference first in Table 2).
     """
-    base = runs.get("base", {})
-    base_at = {seed: dev for seed, curve in base.items() if (dev := curve.dev_at(step))}
+    reference = reference or next(iter(runs), "")
+    base = runs.get(reference, {})
+    base_at: dict[int | None, float] = {seed: dev for seed, curve in base.items() if (dev := curve.dev_at(step))}
     paper_base = next((curve.paper_dev_ppl for curve in base.values()), None)
     judged = []
     for row, seeds in runs.items():
         at_step = {seed: dev for seed, curve in seeds.items() if (dev := curve.dev_at(step))}
-        changes = tuple(at_step[seed] / base_at[seed] - 1 for seed in sorted(at_step) if seed in base_at)
+        in_seed_order: dict[int | None, float] = dict(sorted(at_step.items()))
+        changes = tuple(paired_changes(in_seed_order, base_at, relative=True).values())
         paper_row = next((curve.paper_dev_ppl for curve in seeds.values()), None)
-        paper_change = (paper_row / paper_base - 1) if row != "base" and paper_row and paper_base else None
-        if row == "base":
+        paper_change = (paper_row / paper_base - 1) if row != reference and paper_row and paper_base else None
+        if row == reference:
             label, basis = "", "reference row"
         elif paper_change is None:
             label, basis = "", "no paper figures"
         else:
-            label, basis = verdict(list(changes), _sign(paper_change))
+            label, basis = verdict(list(changes), _sign(paper_change), reference)
         if at_step:
             judged.append(RowAtBudget(row, tuple(at_step[seed] for seed in sorted(at_step)), changes,
                                       paper_change, label, basis))
@@ -189,7 +202,8 @@ def _format(value: float | None, digits: int, sign: bool = False) -> str:
     return f"{value:+.{digits}f}" if sign else f"{value:.{digits}f}"
 
 
-def budget_markdown(runs: dict[str, dict[int, RunCurve]], budgets: Sequence[int], window: int) -> str:
+def budget_markdown(runs: dict[str, dict[int, RunCurve]], budgets: Sequence[int], window: int,
+                    reference: str | None = None) -> str:
     """The report: one table per budget, then a summary line per budget.
 
     Parameters
@@ -200,21 +214,24 @@ def budget_markdown(runs: dict[str, dict[int, RunCurve]], budgets: Sequence[int]
         Steps at which to judge (each must be an evaluated step).
     window : int
         Steps over which training perplexity is averaged (the evaluation interval).
+    reference : str, optional
+        The reference row (see :func:`judge_budget`).
 
     Returns
     -------
     str
         Markdown.
     """
+    reference = reference or next(iter(runs), "")
     lines = ["# The sweep read at several step budgets", "",
              "Made by `python -m attention_jax.reports.step_budgets` (module docstring: what each column "
-             "means). Changes are of dev perplexity against base, paired by seed; a verdict needs the mean "
+             f"means). Changes are of dev perplexity against {reference}, paired by seed; a verdict needs the mean "
              "change beyond the seeds' spread (the table's rule).", ""]
-    summary = ["| budget | directions reproduced | opposite | within noise | base dev PPL | base dev/train "
-               f"PPL | base dev PPL change over the last {IMPROVEMENT_WINDOW:,} steps | core-minutes per run "
-               "(base; slowest row) |", "|---:|---|---|---|---:|---:|---:|---|"]
+    summary = [f"| budget | directions reproduced | opposite | within noise | {reference} dev PPL | {reference} "
+               f"dev/train PPL | {reference} dev PPL change over the last {IMPROVEMENT_WINDOW:,} steps | core-minutes "
+               f"per run ({reference}; slowest row) |", "|---:|---|---|---|---:|---:|---:|---|"]
     for step in budgets:
-        judged = judge_budget(runs, step)
+        judged = judge_budget(runs, step, reference)
         lines += [f"## {step:,} steps", "",
                   "| row | dev PPL per seed | paired change (mean) | per seed | paper's change | verdict |",
                   "|---|---|---:|---|---:|---|"]
@@ -229,7 +246,7 @@ def budget_markdown(runs: dict[str, dict[int, RunCurve]], budgets: Sequence[int]
         directional = [item for item in judged if item.paper_change not in (None, 0.0)]
         count = {label: sum(item.verdict == label for item in directional)
                  for label in ("reproduced", "opposite", "within noise")}
-        base_runs = list(runs.get("base", {}).values())
+        base_runs = list(runs.get(reference, {}).values())
         base_dev = [dev for curve in base_runs if (dev := curve.dev_at(step))]
         ratios = [dev / train for curve in base_runs
                   if (dev := curve.dev_at(step)) and (train := curve.train_near(step, window))]
@@ -237,7 +254,7 @@ def budget_markdown(runs: dict[str, dict[int, RunCurve]], budgets: Sequence[int]
                    if (dev := curve.dev_at(step)) and (before := curve.dev_at(step - IMPROVEMENT_WINDOW))]
         minutes = {row: [curve.seconds_per_step * step / 60 for curve in seeds.values() if curve.seconds_per_step]
                    for row, seeds in runs.items()}
-        base_minutes = statistics.fmean(minutes["base"]) if minutes.get("base") else None
+        base_minutes = statistics.fmean(minutes[reference]) if minutes.get(reference) else None
         slowest = max(((statistics.fmean(values), row) for row, values in minutes.items() if values), default=None)
         summary.append(
             f"| {step:,} | {count['reproduced']} of {len(directional)} | {count['opposite']} | "
@@ -249,21 +266,32 @@ def budget_markdown(runs: dict[str, dict[int, RunCurve]], budgets: Sequence[int]
     return "\n".join(lines[:4] + ["## Summary", ""] + summary + [""] + lines[4:])
 
 
-def plot_changes(runs: dict[str, dict[int, RunCurve]], path: str) -> None:
-    """Plot each row's mean paired change of dev perplexity against step, with the paper's change."""
+def plot_changes(runs: dict[str, dict[int, RunCurve]], path: str, reference: str | None = None) -> None:
+    """Plot each row's mean paired change of dev perplexity against step, with the paper's change.
+
+    Parameters
+    ----------
+    runs : dict
+        :func:`read_sweep`'s result.
+    path : str
+        PNG file to write.
+    reference : str, optional
+        The reference row (see :func:`judge_budget`).
+    """
+    reference = reference or next(iter(runs), "")
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    steps = sorted({step for curve in runs.get("base", {}).values() for step in curve.dev_ppl})
-    rows = [row for row in runs if row != "base"]
+    steps = sorted({step for curve in runs.get(reference, {}).values() for step in curve.dev_ppl})
+    rows = [row for row in runs if row != reference]
     figure, axes = plt.subplots(1, max(1, len(rows)), figsize=(3.0 * max(1, len(rows)), 3.2), sharey=True,
                                 squeeze=False)
     for axis, row in zip(axes[0], rows):
         means, shown = [], []
         for step in steps:
-            item = next((item for item in judge_budget({"base": runs["base"], row: runs[row]}, step)
+            item = next((item for item in judge_budget({reference: runs[reference], row: runs[row]}, step, reference)
                          if item.row == row), None)
             if item is not None and item.changes:
                 means.append(100 * statistics.fmean(item.changes))
@@ -272,13 +300,13 @@ def plot_changes(runs: dict[str, dict[int, RunCurve]], path: str) -> None:
                     axis.plot(step, 100 * change, ".", color="0.6", markersize=3)
         axis.plot(shown, means, "-", color="C0", label="ours (mean of seeds)")
         paper = next((curve.paper_dev_ppl for curve in runs[row].values()), None)
-        paper_base = next((curve.paper_dev_ppl for curve in runs["base"].values()), None)
+        paper_base = next((curve.paper_dev_ppl for curve in runs[reference].values()), None)
         if paper and paper_base:
             axis.axhline(100 * (paper / paper_base - 1), color="C3", linestyle="--", label="paper")
         axis.axhline(0, color="black", linewidth=0.5)
         axis.set_title(row)
         axis.set_xlabel("step")
-    axes[0][0].set_ylabel("dev PPL change against base (%)")
+    axes[0][0].set_ylabel(f"dev PPL change against {reference} (%)")
     axes[0][0].legend(fontsize=7)
     figure.tight_layout()
     figure.savefig(path, dpi=120)
@@ -316,13 +344,14 @@ def main(argv: list[str]) -> None:
         runs = read_sweep(_FLAGS['root'].value)
     except schema.ConfigError as error:
         _fail(str(error))
-    if "base" not in runs:
-        _fail("the sweep has no base run with metrics yet.")
+    reference = sweep_reference(_FLAGS['root'].value)
+    if reference not in runs:
+        _fail(f"the sweep has no {reference} run with metrics yet.")
     out = _FLAGS['out'].value or _FLAGS['root'].value
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "step_budgets.md"), "w") as report_file:
-        report_file.write(budget_markdown(runs, budgets, _FLAGS['window'].value))
-    plot_changes(runs, os.path.join(out, "step_budgets.png"))
+        report_file.write(budget_markdown(runs, budgets, _FLAGS['window'].value, reference))
+    plot_changes(runs, os.path.join(out, "step_budgets.png"), reference)
     print(f"Wrote {os.path.join(out, 'step_budgets.md')} and step_budgets.png")
 
 
