@@ -81,8 +81,8 @@ class RowReport:
         Every run of the row, in seed order (one, with seed None, in a sweep without seeds).
     paper_figures : dict or None
         The row's entry of the sweep file's ``get_paper_figures()`` as ``sweep.json`` records it (``{}`` for
-        a row it leaves out); None for a root whose record has none (launched before the hook, or without
-        ``sweep.json``), whose rows' ``config.paper`` is read instead.
+        a row it leaves out, or a file without the hook); None for a root whose record predates the hook
+        (no ``paper_figures`` key) or that has no ``sweep.json``: its rows' ``config.paper`` is read instead.
     """
 
     row: str
@@ -254,8 +254,9 @@ def _row_report(root: str, name: str, record: dict) -> RowReport:
     config = configs[0] if configs else record.get("row_configs", {}).get(name, {})
     finished = [run.results for run in runs if run.status == "done"]
     status = _combined_status(runs) if runs else "not run"
-    recorded_figures = record.get("paper_figures")
-    paper_figures = None if recorded_figures is None else dict(recorded_figures.get(name) or {})
+    paper_figures = None  # A root recorded before get_paper_figures(): the rows' config.paper.
+    if "paper_figures" in record:
+        paper_figures = dict((record["paper_figures"] or {}).get(name) or {})
     return RowReport(name, group_of(name), status, config, finished[0] if finished else {}, runs, paper_figures)
 
 
