@@ -38,8 +38,8 @@ import math
 import os
 from typing import Sequence
 
-from attention_jax.reports import comparison
-from attention_jax.reports.comparison import directional_reading, mean_and_se, mean_and_std, paired_changes
+from attention_jax.reports import comparison, comparison_plot
+from attention_jax.reports.comparison import directional_reading, mean_and_se, mean_std_se, paired_changes
 from attention_jax.reports.comparison_report import format_figure
 from attention_jax.reports.figure_titles import fit_title
 from attention_jax.reports.sweep_rows import RowReport, read_sweep_rows
@@ -278,8 +278,8 @@ def markdown_report(root: str, compared: Sequence[FunctionRow], trends: Sequence
 def _csv_records(compared: Sequence[FunctionRow]) -> list[dict]:
     records = []
     for row in compared:
-        ppl_mean, ppl_std = mean_and_std(list(row.dev_ppl.values()))
-        bleu_mean, bleu_std = mean_and_std(list(row.dev_bleu.values()))
+        ppl_mean, ppl_std, _ = mean_std_se(list(row.dev_ppl.values()))
+        bleu_mean, bleu_std, _ = mean_std_se(list(row.dev_bleu.values()))
         change_mean, change_se = mean_and_se(list(row.ppl_changes.values()))
         bleu_difference, bleu_se = mean_and_se(list(row.bleu_differences.values()))
         records.append(dict(row=row.row, attention_function=row.function, key_dim=row.key_dim,
@@ -309,16 +309,13 @@ def plot_functions(compared: Sequence[FunctionRow], path: str, title: str) -> No
     deviation over seeds. Right: the paired change against scaled dot product at the same ``d_k``, mean ±
     one standard error, with the zero line (scaled dot product itself).
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = comparison_plot.pyplot()
 
     figure, (left, right) = plt.subplots(1, 2, figsize=(10, 4), layout="constrained")
     for function in dict.fromkeys(row.function for row in compared):
         members = sorted((row for row in compared if row.function == function), key=lambda row: row.key_dim)
         key_dims = [row.key_dim for row in members]
-        ppl = [mean_and_std(list(row.dev_ppl.values())) for row in members]
+        ppl = [mean_std_se(list(row.dev_ppl.values()))[:2] for row in members]
         line = left.errorbar(key_dims, [math.nan if m is None else m for m, _ in ppl],
                              yerr=[0.0 if s is None else s for _, s in ppl], fmt="o-", capsize=3, label=function)
         changes = [mean_and_se(list(row.ppl_changes.values())) for row in members]

@@ -273,23 +273,6 @@ def mean_and_se(values: Sequence[float]) -> tuple[float | None, float | None]:
     return mean, se
 
 
-def mean_and_std(values: Sequence[float]) -> tuple[float | None, float | None]:
-    """Mean and sample standard deviation (:func:`mean_std_se` without the standard error).
-
-    Parameters
-    ----------
-    values : Sequence[float]
-        One value per seed.
-
-    Returns
-    -------
-    tuple
-        ``(mean, std)``: ``(None, None)`` without values, ``(mean, None)`` with one.
-    """
-    mean, std, _ = mean_std_se(values)
-    return mean, std
-
-
 def beyond_spread(changes: Sequence[float]) -> tuple[bool, str]:
     """Whether paired changes are beyond their seeds' spread: ``|mean| > SPREAD_FACTOR x standard error``.
 

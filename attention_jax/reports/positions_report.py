@@ -39,7 +39,7 @@ import os
 from collections.abc import Sequence
 
 from attention_jax import run_files
-from attention_jax.reports import comparison, run_evaluations
+from attention_jax.reports import comparison, comparison_plot, run_evaluations
 from attention_jax.reports.comparison import directional_reading, mean_and_se, paired_changes, run_directory
 from attention_jax.reports.comparison_report import format_figure
 from attention_jax.reports.figure_titles import fit_title
@@ -366,11 +366,9 @@ def plot_buckets(compared: Sequence[BucketRow], path: str, title: str) -> None:
     question drawn: each encoding's perplexity change against sinusoidal, paired by seed
     (:func:`change_series`); a line that falls from left to right extrapolates better than the sinusoids.
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     import matplotlib.ticker
+
+    plt = comparison_plot.pyplot()
 
     buckets = list(dict.fromkeys(row.bucket for row in compared))
     labels = {row.bucket: f"{row.bucket}\n{row.min_words}-{row.max_words} words" for row in compared}

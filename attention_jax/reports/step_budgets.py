@@ -6,8 +6,8 @@ largest budget therefore answers the pilot's question for every smaller one: how
 directions does a fixed budget of S steps reproduce, and what does it cost? For each budget the report
 gives, per row:
 
-- the dev perplexity per seed at step S and the change against the reference row (``sweep.json``'s
-  ``reference``, else its first row: ``base`` in Table 2) paired by seed, judged against the
+- the dev perplexity per seed at step S and the change against the reference row (the report's:
+  ``get_reference()``, else the sweep's first row, ``base`` in Table 2) paired by seed, judged against the
   paper's direction with :func:`attention_jax.reports.sweep_seeds.verdict` (the same rule as the table);
 - for the reference: the dev / training perplexity ratio at S (training perplexity is the unsmoothed loss on the
   training batches, with dropout, averaged over the logged steps in the last ``eval_every_steps``), and
@@ -26,7 +26,6 @@ step, the paper's direction marked)::
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import os
 import statistics
@@ -34,10 +33,13 @@ from collections.abc import Sequence
 
 from absl import flags
 
-from attention_jax.experiment import schema
-from attention_jax.reports.comparison import paired_changes
-from attention_jax.reports.sweep_seeds import verdict
-from attention_jax.user_errors import exit_with_error, run_in_one_line
+from attention_jax import run_files
+from attention_jax.reports import comparison_plot
+from attention_jax.reports.comparison import paired_changes, run_directory
+from attention_jax.reports.comparison_report import resolve_reference
+from attention_jax.reports.sweep_rows import read_metric_curve, read_sweep_rows
+from attention_jax.reports.sweep_seeds import sign, verdict
+from attention_jax.user_errors import UserInputError, exit_with_error, run_in_one_line
 
 IMPROVEMENT_WINDOW = 1000  # Steps over which "still improving" is measured.
 
@@ -77,71 +79,31 @@ class RunCurve:
         return statistics.fmean(values) if values else None
 
 
-def read_run(run_dir: str, row: str, seed: int) -> RunCurve | None:
-    """Read one run directory (``config.json``, ``metrics.jsonl``, ``results.json`` when finished).
+def read_sweep(root: str) -> dict[str, dict[int, RunCurve]]:
+    """Every run under ``root/<row>/seed_<k>`` with metrics: row -> seed -> curve.
 
     Parameters
     ----------
-    run_dir : str
-        The run's work directory.
-    row, seed : str, int
-        Its place in the sweep.
+    root : str
+        The sweep root (:func:`attention_jax.reports.sweep_rows.read_sweep_rows`, every row of the sweep).
 
     Returns
     -------
-    RunCurve or None
-        None when the run has no metrics yet.
+    dict
+        Row -> seed -> :class:`RunCurve`, rows in the sweep's order; runs without ``metrics.jsonl`` left out.
     """
-    metrics_path = os.path.join(run_dir, "metrics.jsonl")
-    if not os.path.exists(metrics_path):
-        return None
-    dev_ppl, train_ppl = {}, {}
-    with open(metrics_path) as metrics_file:
-        for line in metrics_file:
-            record = json.loads(line)
-            if "eval/perplexity" in record:
-                dev_ppl[int(record["step"])] = float(record["eval/perplexity"])
-            if "train/perplexity" in record:
-                train_ppl[int(record["step"])] = float(record["train/perplexity"])
-    with open(os.path.join(run_dir, "config.json")) as config_file:
-        config = schema.with_old_run_defaults(json.load(config_file))
-    schema.check_config(config, os.path.join(run_dir, "config.json"), complete=False)
-    seconds_per_step = None
-    results_path = os.path.join(run_dir, "results.json")
-    if os.path.exists(results_path):
-        with open(results_path) as results_file:
-            results = json.load(results_file)
-        if results.get("wall_s") and results.get("step"):
-            seconds_per_step = float(results["wall_s"]) / int(results["step"])
-    return RunCurve(row, seed, dev_ppl, train_ppl, seconds_per_step, (config.get("paper") or {}).get("dev_ppl"))
-
-
-def sweep_reference(root: str) -> str:
-    """The sweep's reference row: ``sweep.json``'s ``reference`` (``get_reference()``), else its first row."""
-    with open(os.path.join(root, "sweep.json")) as sweep_file:
-        record = json.load(sweep_file)
-    return str(record.get("reference") or record["all_rows"][0])
-
-
-def read_sweep(root: str) -> dict[str, dict[int, RunCurve]]:
-    """Every run under ``root/<row>/seed_<k>`` with metrics: row -> seed -> curve."""
-    with open(os.path.join(root, "sweep.json")) as sweep_file:
-        rows = json.load(sweep_file)["all_rows"]
     runs: dict[str, dict[int, RunCurve]] = {}
-    for row in rows:
-        row_dir = os.path.join(root, row)
-        if not os.path.isdir(row_dir):
-            continue
-        for name in sorted(os.listdir(row_dir)):
-            if name.startswith("seed_"):
-                curve = read_run(os.path.join(row_dir, name), row, int(name[len("seed_"):]))
-                if curve is not None:
-                    runs.setdefault(row, {})[curve.seed] = curve
+    for row in read_sweep_rows(root, all_rows=True)[1]:
+        for run in row.runs:
+            run_dir = run_directory(root, row, run)
+            if run.seed is None or not os.path.exists(os.path.join(run_dir, run_files.METRICS_FILE)):
+                continue
+            wall_s, step = run.results.get("wall_s"), run.results.get("step")
+            runs.setdefault(row.row, {})[run.seed] = RunCurve(
+                row.row, run.seed, dict(zip(*read_metric_curve(run_dir, "eval/perplexity"))),
+                dict(zip(*read_metric_curve(run_dir, "train/perplexity"))),
+                float(wall_s) / int(step) if wall_s and step else None, row.paper.get("dev_ppl"))
     return runs
-
-
-def _sign(value: float) -> int:
-    return (value > 0) - (value < 0)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -166,7 +128,8 @@ def judge_budget(runs: dict[str, dict[int, RunCurve]], step: int, reference: str
     step : int
         The budget.
     reference : str, optional
-        The reference row (:func:`sweep_reference`; ``base`` in Table 2); None: the first row of ``runs``.
+        The reference row (the report's, :func:`attention_jax.reports.comparison_report.resolve_reference`;
+        ``base`` in Table 2); None: the first row of ``runs``.
 
     Returns
     -------
@@ -189,7 +152,7 @@ def judge_budget(runs: dict[str, dict[int, RunCurve]], step: int, reference: str
         elif paper_change is None:
             label, basis = "", "no paper figures"
         else:
-            label, basis = verdict(list(changes), _sign(paper_change), reference)
+            label, basis = verdict(list(changes), sign(paper_change), reference)
         if at_step:
             judged.append(RowAtBudget(row, tuple(at_step[seed] for seed in sorted(at_step)), changes,
                                       paper_change, label, basis))
@@ -279,10 +242,7 @@ def plot_changes(runs: dict[str, dict[int, RunCurve]], path: str, reference: str
         The reference row (see :func:`judge_budget`).
     """
     reference = reference or next(iter(runs), "")
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = comparison_plot.pyplot()
 
     steps = sorted({step for curve in runs.get(reference, {}).values() for step in curve.dev_ppl})
     rows = [row for row in runs if row != reference]
@@ -342,9 +302,9 @@ def main(argv: list[str]) -> None:
         _fail(f"--budgets={','.join(_FLAGS['budgets'].value)} must be integers, e.g. 3000,6000.")
     try:
         runs = read_sweep(_FLAGS['root'].value)
-    except schema.ConfigError as error:
+    except UserInputError as error:  # A damaged JSON file or a config the schema refuses (ConfigError).
         _fail(str(error))
-    reference = sweep_reference(_FLAGS['root'].value)
+    reference = resolve_reference(*read_sweep_rows(_FLAGS['root'].value, all_rows=True))[0]
     if reference not in runs:
         _fail(f"the sweep has no {reference} run with metrics yet.")
     out = _FLAGS['out'].value or _FLAGS['root'].value

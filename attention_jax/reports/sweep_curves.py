@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from attention_jax.reports import comparison_plot
 from attention_jax.reports.comparison import run_directory
 from attention_jax.reports.figure_titles import fit_title
 from attention_jax.reports.sweep_rows import RowReport, plot_panels, read_metric_curve
@@ -78,10 +79,7 @@ def plot_learning_curves(root: str, rows: Sequence[RowReport], reference: str, p
     curves = {(row.row, run.name): read_dev_curve(run_directory(root, row, run)) for row in rows for run in row.runs}
     if not any(steps for steps, _ in curves.values()):
         return False
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = comparison_plot.pyplot()
 
     panels = plot_panels(rows, reference)
     columns = min(PANEL_COLUMNS, len(panels))

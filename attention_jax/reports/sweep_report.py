@@ -27,7 +27,6 @@ columns come from the sweep file's ``get_paper_figures()`` (:attr:`attention_jax
 from __future__ import annotations
 
 import csv
-import math
 import os
 import statistics
 from typing import Any, Sequence
@@ -43,12 +42,6 @@ HPARAM_COLUMNS = (("N", "num_layers"), ("d_model", "d_model"), ("d_ff", "d_ff"),
                   ("d_k", "key_dim"), ("d_v", "value_dim"), ("P_drop", "dropout_rate"),
                   ("eps_ls", "label_smoothing"), ("PE", "positional_encoding"))
 PE_ABBREVIATIONS = {"sinusoidal": "sinusoid", "learned": "learned"}
-
-
-def _number(value: Any, digits: int) -> str:
-    if value is None or (isinstance(value, float) and not math.isfinite(value)):
-        return ""
-    return f"{value:.{digits}f}"
 
 
 def _duration(seconds: Any) -> str:
@@ -119,7 +112,7 @@ def other_changes(row: RowReport, record: dict) -> str:
 
 def _params_millions(row: RowReport) -> str:
     ours = row.results.get("params")
-    ours_text = _number(None if ours is None else ours / 1e6, 1)
+    ours_text = format_figure(None if ours is None else ours / 1e6, None, 1)
     paper = row.paper.get("params_millions")
     return f"{ours_text or '—'} / {paper if paper is not None else '—'}"
 
@@ -282,11 +275,11 @@ def markdown_table(record: dict, rows: Sequence[RowReport], reference: str) -> s
         cells = [group_cell, row.row, *hparam_cells(row, shown), other_changes(row, record),
                  seeds_cell(row, row_stats), _steps_cell(row), _params_millions(row),
                  format_figure(row_stats.dev_ppl_mean, row_stats.dev_ppl_std, 2),
-                 _number(row.paper.get("dev_ppl"), 2),
+                 format_figure(row.paper.get("dev_ppl"), None, 2),
                  format_figure(row_stats.change_mean, row_stats.change_std, 1, percent=True, sign=True),
                  format_figure(row_stats.paper_change, None, 1, percent=True, sign=True),
                  format_figure(row_stats.dev_bleu_mean, row_stats.dev_bleu_std, 1),
-                 _number(row.paper.get("dev_bleu"), 1), verdict_cell(row_stats), _duration(wall),
+                 format_figure(row.paper.get("dev_bleu"), None, 1), verdict_cell(row_stats), _duration(wall),
                  status_cell(row)]
         lines.append("| " + " | ".join(cells) + " |")
     title = f"# {record.get('report_name', 'sweep')}: {record.get('config_file', '(no sweep.json)')}"

@@ -41,12 +41,13 @@ from attention_jax.reports.comparison import SPREAD_FACTOR, beyond_spread
 if TYPE_CHECKING:  # Only for annotations.
     from attention_jax.reports.sweep_rows import RowReport
 
-__all__ = ["SPREAD_FACTOR", "RowStats", "aggregate", "diverged_label", "paper_direction", "unstable_verdict",
+__all__ = ["SPREAD_FACTOR", "RowStats", "aggregate", "diverged_label", "paper_direction", "sign", "unstable_verdict",
            "verdict"]
 PAPER_METRICS = tuple(metric for metric in comparison.METRICS if metric.name in ("dev_ppl", "dev_bleu"))
 
 
-def _sign(value: float) -> int:
+def sign(value: float) -> int:
+    """-1, 0 or 1: the direction of a change (the paper's, for :func:`verdict`)."""
     return (value > 0) - (value < 0)
 
 
@@ -129,13 +130,13 @@ def verdict(changes: Sequence[float], paper_direction: int, reference: str = "ba
     if count == 1:
         if paper_direction == 0:
             return "undecided", "1 seed: no spread to compare with"
-        return ("reproduced" if _sign(mean) == paper_direction else "opposite"), "sign only, 1 seed"
+        return ("reproduced" if sign(mean) == paper_direction else "opposite"), "sign only, 1 seed"
     beyond, basis = beyond_spread(changes)
     if paper_direction == 0:
         return ("differs" if beyond else "reproduced"), basis
     if not beyond:
         return "within noise", basis
-    return ("reproduced" if _sign(mean) == paper_direction else "opposite"), basis
+    return ("reproduced" if sign(mean) == paper_direction else "opposite"), basis
 
 
 def diverged_label(diverged_seeds: Sequence[int | None]) -> str:
@@ -240,9 +241,9 @@ def aggregate(rows: Sequence[RowReport], reference: str | None = None) -> dict[s
             judged = ("", "no paper figures")
         elif diverged_seeds:
             healthy = [change for seed, change in changes.items() if seed not in diverged_seeds]
-            judged = unstable_verdict(diverged_seeds, healthy, _sign(paper_change), reference_row.row)
+            judged = unstable_verdict(diverged_seeds, healthy, sign(paper_change), reference_row.row)
         else:
-            judged = verdict(list(changes.values()), _sign(paper_change), reference_row.row)
+            judged = verdict(list(changes.values()), sign(paper_change), reference_row.row)
         paired = reference_row is not None and row is not reference_row
         stats[row.row] = RowStats(
             row=row.row, seeds=len(row.finished), pending=len(row.pending), dev_ppl=tuple(ppl.values.values()),

@@ -20,7 +20,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from attention_jax.reports import comparison
+from attention_jax.reports import comparison, comparison_plot
 from attention_jax.reports.comparison import MetricStats
 from attention_jax.reports.figure_titles import fit_title
 from attention_jax.reports.sweep_rows import RowReport, plot_panels
@@ -83,10 +83,7 @@ def draw_report(rows: Sequence[RowReport], reference: str) -> Any:
         dev-perplexity changes and, when any row has a BLEU (ours or the paper's), a row of BLEU changes;
         3.6 x 3.2 inches a panel.
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = comparison_plot.pyplot()
 
     panels = plot_panels(rows, reference)
     reference_row = next((row for row in rows if row.row == reference), None)
@@ -134,8 +131,7 @@ def plot_report(rows: Sequence[RowReport], reference: str, path: str, title: str
     See the module docstring for what is drawn. A scaled-down run cannot match the paper's values, but
     its changes should point the paper's way; the report's verdict column says whether they do.
     """
-    import matplotlib.pyplot as plt
-
+    plt = comparison_plot.pyplot()
     figure = draw_report(rows, reference)
     fit_title(figure, title)
     figure.savefig(path, dpi=110)
