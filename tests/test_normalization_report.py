@@ -81,3 +81,21 @@ def test_the_report_command_writes_it_only_for_a_normalisation_sweep(tmp_path: p
     assert str(tmp_path / "out" / "normalization.md") in paths
     _, rows = sweep_rows.read_sweep_rows(str(root))
     assert not normalization_report.applies([row for row in rows if row.row == "base"])
+
+
+def test_a_partial_sweep_reports_what_has_finished(tmp_path: pathlib.Path) -> None:
+    # The sweep still running: base seed 1 has not finished and no_residual has not started.
+    root = tmp_path / "normalization"
+    _write_sweep(root)
+    (root / "base" / "seed_1" / "results.json").unlink()
+    for path in sorted((root / "no_residual").rglob("*"), reverse=True):
+        path.unlink() if path.is_file() else path.rmdir()
+    paths = all_reports.write_reports(str(root), str(tmp_path / "out"))
+    text = (tmp_path / "out" / "normalization.md").read_text(encoding="utf-8")
+    assert str(tmp_path / "out" / "normalization.md") in paths
+    assert "Target dev perplexity: 50.00 (1.25 x base's mean best)" in text  # Base seed 0 alone: 1.25 x 40.
+    steps_table = text.split("## Gradient norm per module")[0]
+    lines = {line.split(" | ")[0].lstrip("| "): line for line in steps_table.splitlines() if line.startswith("| ")}
+    # Seed 0 reaches 50 at step 300 against base's 200; seed 1 (51 at best) does not, and has no base seed.
+    assert lines["post_batch_norm"] == "| post_batch_norm | 2 | 0 | 1 | 300 | +100 | 1 seed |"
+    assert "no_residual" not in lines

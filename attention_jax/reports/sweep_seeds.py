@@ -41,7 +41,7 @@ from attention_jax.reports.comparison import SPREAD_FACTOR, beyond_spread
 if TYPE_CHECKING:  # Only for annotations.
     from attention_jax.reports.sweep_rows import RowReport
 
-__all__ = ["SPREAD_FACTOR", "RowStats", "aggregate", "diverged_label", "paper_direction", "sign", "unstable_verdict",
+__all__ = ["SPREAD_FACTOR", "RowStats", "aggregate", "diverged_label", "paper_change", "sign", "unstable_verdict",
            "verdict"]
 PAPER_METRICS = tuple(metric for metric in comparison.METRICS if metric.name in ("dev_ppl", "dev_bleu"))
 
@@ -186,8 +186,9 @@ def unstable_verdict(diverged_seeds: Sequence[int | None], healthy_changes: Sequ
                         f"{comparison.DIVERGED_FACTOR:g}x its best); the other seeds: {others[0]} ({others[1]})")
 
 
-def paper_direction(row: RowReport, reference: RowReport | None) -> float | None:
-    """The paper's relative change of dev perplexity from the reference row to ``row`` (None without figures).
+def paper_change(row: RowReport, reference: RowReport | None, key: str = "dev_ppl",
+                 relative: bool = True) -> float | None:
+    """The paper's change of one figure from the reference row to ``row`` (None without both figures).
 
     Parameters
     ----------
@@ -195,16 +196,22 @@ def paper_direction(row: RowReport, reference: RowReport | None) -> float | None
         The row.
     reference : RowReport or None
         The reference row (None: no reference reported).
+    key : str
+        The figure (``dev_ppl``, ``dev_bleu``).
+    relative : bool
+        ``paper(row) / paper(reference) - 1`` rather than ``paper(row) - paper(reference)``.
 
     Returns
     -------
     float or None
-        ``paper ppl(row) / paper ppl(reference) - 1``; None for the reference itself or without both figures.
+        The change; None for the reference itself, without both figures, or a relative change from zero.
     """
     if reference is None or row is reference:
         return None
-    paper_row, paper_reference = row.paper.get("dev_ppl"), reference.paper.get("dev_ppl")
-    return None if paper_row is None or not paper_reference else paper_row / paper_reference - 1
+    value, reference_value = row.paper.get(key), reference.paper.get(key)
+    if value is None or reference_value is None or (relative and not reference_value):
+        return None
+    return value / reference_value - 1 if relative else value - reference_value
 
 
 def aggregate(rows: Sequence[RowReport], reference: str | None = None) -> dict[str, RowStats]:
@@ -234,21 +241,21 @@ def aggregate(rows: Sequence[RowReport], reference: str | None = None) -> dict[s
         ppl, bleu = compared[row.row]["dev_ppl"], compared[row.row]["dev_bleu"]
         changes = ppl.changes if reference_row is not None else {}
         diverged_seeds = tuple(run.seed for run in row.finished if comparison.diverged(run))
-        paper_change = paper_direction(row, reference_row)
+        paper_figure_change = paper_change(row, reference_row)
         if row is reference_row or reference_row is None:
             judged = ("", "reference row" if row is reference_row else "no reference row")
-        elif paper_change is None:
+        elif paper_figure_change is None:
             judged = ("", "no paper figures")
         elif diverged_seeds:
             healthy = [change for seed, change in changes.items() if seed not in diverged_seeds]
-            judged = unstable_verdict(diverged_seeds, healthy, sign(paper_change), reference_row.row)
+            judged = unstable_verdict(diverged_seeds, healthy, sign(paper_figure_change), reference_row.row)
         else:
-            judged = verdict(list(changes.values()), sign(paper_change), reference_row.row)
+            judged = verdict(list(changes.values()), sign(paper_figure_change), reference_row.row)
         paired = reference_row is not None and row is not reference_row
         stats[row.row] = RowStats(
             row=row.row, seeds=len(row.finished), pending=len(row.pending), dev_ppl=tuple(ppl.values.values()),
             dev_ppl_mean=ppl.mean, dev_ppl_std=ppl.std, dev_bleu_mean=bleu.mean, dev_bleu_std=bleu.std,
             changes=tuple(changes.values()), change_mean=ppl.change_mean if paired else None,
             change_std=ppl.change_std if paired else None, change_se=ppl.change_se if paired else None,
-            paper_change=paper_change, verdict=judged[0], verdict_basis=judged[1], diverged_seeds=diverged_seeds)
+            paper_change=paper_figure_change, verdict=judged[0], verdict_basis=judged[1], diverged_seeds=diverged_seeds)
     return stats

@@ -20,7 +20,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from attention_jax.reports import comparison, comparison_plot
+from attention_jax.reports import comparison, comparison_plot, sweep_seeds
 from attention_jax.reports.comparison import MetricStats
 from attention_jax.reports.figure_titles import fit_title
 from attention_jax.reports.sweep_rows import RowReport, plot_panels
@@ -29,14 +29,6 @@ OURS_COLOR, PAPER_COLOR = "tab:blue", "tab:orange"
 _OFFSET = 0.15  # Ours left of the row's tick, the paper's right of it.
 PLOTTED = {"dev_ppl": "Δ dev PPL vs {reference} (%)", "dev_bleu": "Δ dev BLEU vs {reference} (points)"}
 """The metrics drawn (:data:`attention_jax.reports.comparison.METRICS`, also the paper's figures' keys)."""
-
-
-def paper_change(row: RowReport, reference: RowReport, key: str, relative: bool) -> float | None:
-    """The paper's change of ``key`` (``"dev_ppl"``, ``"dev_bleu"``) from its reference to the row, or None."""
-    value, reference_value = row.paper.get(key), reference.paper.get(key)
-    if value is None or reference_value is None or (relative and not reference_value):
-        return None
-    return value / reference_value - 1.0 if relative else value - reference_value
 
 
 def _draw_changes(axis: Any, members: Sequence[RowReport], reference: RowReport,
@@ -48,7 +40,7 @@ def _draw_changes(axis: Any, members: Sequence[RowReport], reference: RowReport,
     axis.errorbar([x - _OFFSET for x in positions], [math.nan if mean is None else scale * mean for mean in means],
                   yerr=[0.0 if se is None else scale * se for se in errors], fmt="o", color=OURS_COLOR,
                   capsize=3, label="ours (mean ± SE, paired seeds)")
-    paper = [paper_change(row, reference, metric.name, metric.relative) for row in members]
+    paper = [sweep_seeds.paper_change(row, reference, metric.name, metric.relative) for row in members]
     if any(value is not None for value in paper):
         axis.plot([x + _OFFSET for x in positions], [math.nan if value is None else scale * value for value in paper],
                   "s", color=PAPER_COLOR, linestyle="none", label="paper")
