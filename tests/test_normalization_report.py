@@ -54,9 +54,9 @@ def test_steps_to_the_target_and_gradient_norms_match_hand_figures(tmp_path: pat
     _write_sweep(root)
     _, rows = sweep_rows.read_sweep_rows(str(root))
     assert normalization_report.applies(rows)
-    target = normalization_report.target_perplexity(str(root), rows)
+    target = normalization_report.target_perplexity(str(root), rows, "base")
     assert target == 1.25 * (40.0 + 42.0) / 2  # 51.25
-    compared = {row.row: row for row in normalization_report.compare_rows(str(root), rows, target)}
+    compared = {row.row: row for row in normalization_report.compare_rows(str(root), rows, target, "base")}
     base, batch_norm, no_residual = compared["base"], compared["post_batch_norm"], compared["no_residual"]
     assert base.steps == {0: 200, 1: 200} and base.reading == "reference"
     assert batch_norm.steps == {0: 300, 1: 400} and batch_norm.step_changes == {0: 100.0, 1: 200.0}
@@ -65,7 +65,7 @@ def test_steps_to_the_target_and_gradient_norms_match_hand_figures(tmp_path: pat
     assert no_residual.reading == "pending"
     assert base.init_norms == {"encoder_0": 7.0, "decoder_0": 2.0}
     assert base.early_norms == {"encoder_0": 3.0, "decoder_0": 1.0} and base.early_step == 50
-    text = normalization_report.markdown_report(str(root), list(compared.values()), target)
+    text = normalization_report.markdown_report(str(root), list(compared.values()), target, "base")
     steps_table, init_table, _ = text.split("## Gradient norm per module")
     lines = {line.split(" | ")[0].lstrip("| "): line for line in steps_table.splitlines() if line.startswith("| ")}
     assert lines["post_batch_norm"] == "| post_batch_norm | 2 | 0 | 0 | 350 ± 50 | +150 ± 50 | slower |"

@@ -128,7 +128,7 @@ def _first_step_under(run_dir: str, target: float) -> int | None:
     return next((step for step, ppl in zip(steps, perplexities) if ppl is not None and ppl <= target), None)
 
 
-def target_perplexity(root: str, rows: Sequence[RowReport], reference: str = "base") -> float | None:
+def target_perplexity(root: str, rows: Sequence[RowReport], reference: str) -> float | None:
     """``TARGET_FACTOR`` times the reference's mean best dev perplexity over its healthy seeds.
 
     Parameters
@@ -157,7 +157,7 @@ def target_perplexity(root: str, rows: Sequence[RowReport], reference: str = "ba
 
 
 def compare_rows(root: str, rows: Sequence[RowReport], target: float | None,
-                 reference: str = "base") -> list[NormalizationRow]:
+                 reference: str) -> list[NormalizationRow]:
     """Every row's figures (module docstring), paired by seed against the reference row.
 
     Parameters
@@ -207,7 +207,7 @@ def _norm_table(compared: Sequence[NormalizationRow], early: bool) -> list[str]:
 
 
 def markdown_report(root: str, compared: Sequence[NormalizationRow], target: float | None,
-                    reference: str = "base") -> str:
+                    reference: str) -> str:
     """The report's Markdown (module docstring).
 
     Parameters
