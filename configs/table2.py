@@ -63,6 +63,25 @@ def get_sweep() -> dict[str, dict]:
     return {name: dict(overrides) for name, overrides, _ in ROWS}
 
 
+def get_paper_figures() -> dict[str, dict[str, float | None]]:
+    """Return the paper's dev figures of every row: the report's paper columns and paper-direction verdict.
+
+    Returns
+    -------
+    dict[str, dict[str, float | None]]
+        Row -> ``dev_ppl`` (newstest2013, per wordpiece), ``dev_bleu`` and ``params_millions`` (None where
+        the paper gives none), from ``ROWS``.
+
+    Notes
+    -----
+    ``launch.sweep`` records them in ``sweep.json`` (``paper_figures``); only a sweep file that defines this
+    hook gets the Table 2 layout of ``python -m attention_jax.report`` (the sweep files built on this one
+    return the same figures). The reference row of the paper's changes is the first row, ``base``.
+    """
+    return {name: dict(dev_ppl=ppl, dev_bleu=bleu, params_millions=params)
+            for name, _, (ppl, bleu, params) in ROWS}
+
+
 def get_config(row: str = "base") -> ml_collections.ConfigDict:
     """Return the base config with Table 2 row ``row`` applied.
 

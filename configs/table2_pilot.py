@@ -20,6 +20,17 @@ WIDTH_DIVISOR = 8
 NUM_TRAIN_STEPS = 6000
 
 
+def get_paper_figures() -> dict[str, dict[str, float | None]]:
+    """Return the paper's figures of every row (:func:`configs.table2.get_paper_figures`).
+
+    Returns
+    -------
+    dict[str, dict[str, float | None]]
+        Row -> the paper's dev PPL, BLEU and parameters (millions): the report's paper columns and verdict.
+    """
+    return table2_small.get_paper_figures()
+
+
 def get_sweep() -> dict[str, dict]:
     """Return the 20 rows of Table 2 at 1/8 width: row name -> overrides of the 1/8-width base.
 

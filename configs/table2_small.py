@@ -85,6 +85,17 @@ def _scaled(overrides: dict, width_divisor: int) -> dict:
             for key, value in overrides.items() if key not in _UNSCALED_FIELDS}
 
 
+def get_paper_figures() -> dict[str, dict[str, float | None]]:
+    """Return the paper's figures of every row (:func:`configs.table2.get_paper_figures`).
+
+    Returns
+    -------
+    dict[str, dict[str, float | None]]
+        Row -> the paper's dev PPL, BLEU and parameters (millions): the report's paper columns and verdict.
+    """
+    return table2.get_paper_figures()
+
+
 def get_sweep(width_divisor: int = WIDTH_DIVISOR) -> dict[str, dict]:
     """Return the 20 rows of Table 2, scaled: row name -> overrides of the small base.
 

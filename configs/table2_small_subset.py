@@ -59,6 +59,17 @@ def _small_base() -> ml_collections.ConfigDict:
     return config
 
 
+def get_paper_figures() -> dict[str, dict[str, float | None]]:
+    """Return the paper's figures of every row (:func:`configs.table2.get_paper_figures`).
+
+    Returns
+    -------
+    dict[str, dict[str, float | None]]
+        Row -> the paper's dev PPL, BLEU and parameters (millions): the report's paper columns and verdict.
+    """
+    return table2_small.get_paper_figures()
+
+
 def get_sweep() -> dict[str, dict]:
     """Return the 20 rows of Table 2, scaled: row name -> overrides of the small base.
 

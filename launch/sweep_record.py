@@ -11,6 +11,7 @@
      "row_configs": {"A1": {...}, ...},       # each row's config with the common overrides
      "seeds": [0, 1, 2],                      # seeds launched so far (null: no seed directories)
      "reference": "base",                     # get_reference() of the sweep file (absent: none)
+     "paper_figures": {"base": {...}, ...},   # get_paper_figures() of the sweep file (null: none)
      "launches": [{"time": ..., "executor": "local", "rows": [...], "seeds": [0, 1, 2]}]}
 
 A root belongs to one sweep: the same file, overrides and rows data, and the same layout (seed
@@ -102,7 +103,8 @@ def sweep_description(sweep: sweep_spec.Sweep, overrides: Sequence[str],
         ``config_file``, ``report_name``, ``overrides``, ``all_rows``, ``row_overrides``,
         ``row_configs`` (each row's config with the overrides applied, as the entry point builds it,
         before ``--config.seed``), ``seeds`` (a list, or None) and, when the sweep file defines
-        ``get_reference()``, ``reference`` (the report's reference row).
+        ``get_reference()``, ``reference`` (the report's reference row), and ``paper_figures``: the
+        file's ``get_paper_figures()`` (the paper's figures per row), None when it defines none.
 
     Notes
     -----
@@ -123,6 +125,7 @@ def sweep_description(sweep: sweep_spec.Sweep, overrides: Sequence[str],
     }
     if sweep.reference is not None:
         description["reference"] = sweep.reference
+    description["paper_figures"] = sweep.paper_figures  # None: no paper columns (recorded, unlike older roots).
     return description
 
 

@@ -112,6 +112,10 @@ class Sweep:
     reference : str or None
         The file's optional ``get_reference()``: the row the report compares every other row with (None:
         the first row).
+    paper_figures : dict or None
+        The file's optional ``get_paper_figures()``: row -> the paper's figures for it (``dev_ppl``,
+        ``dev_bleu``, ``params_millions``; e.g. ``configs/table2.py``). Only then does the report show the
+        paper's columns and judge each row against the paper's direction. None: the file defines none.
     """
 
     config_file: str
@@ -120,6 +124,7 @@ class Sweep:
     module: ModuleType = dataclasses.field(repr=False, compare=False)
     seeds: tuple[int, ...] | None = None
     reference: str | None = None
+    paper_figures: dict[str, dict[str, float | None]] | None = None
 
     @property
     def row_names(self) -> tuple[str, ...]:
@@ -248,6 +253,51 @@ def _import_config_file(path: str) -> ModuleType:
     return module
 
 
+PAPER_FIGURE_KEYS = ("dev_ppl", "dev_bleu", "params_millions")
+"""What ``get_paper_figures()`` may give for a row: the figures the Table 2 layout shows beside ours."""
+
+
+def checked_paper_figures(config_file: str, figures: Any, rows: Sequence[str]) -> dict[str, dict[str, float | None]]:
+    """Check a sweep file's ``get_paper_figures()``: rows of the sweep, each a mapping of known figures.
+
+    Parameters
+    ----------
+    config_file : str
+        The sweep file (named in the errors).
+    figures : Any
+        What ``get_paper_figures()`` returned.
+    rows : Sequence[str]
+        The sweep's rows.
+
+    Returns
+    -------
+    dict[str, dict[str, float or None]]
+        Row -> figure -> value (a number, or None where the paper gives none), in the sweep's row order.
+
+    Notes
+    -----
+    Raises ``ValueError`` for a row that is not in the sweep, a key outside :data:`PAPER_FIGURE_KEYS` or a
+    value that is not a number or None.
+    """
+    where = f"{config_file}: get_paper_figures()"
+    if not isinstance(figures, dict):
+        raise ValueError(f"{where} returned a {type(figures).__name__}, not {{row: {{figure: value}}}}.")
+    unknown = [row for row in figures if row not in rows]
+    if unknown:
+        raise ValueError(f"{where}: {', '.join(map(str, unknown))} not a row of get_sweep() ({', '.join(rows)}).")
+    checked: dict[str, dict[str, float | None]] = {}
+    for row in (row for row in rows if row in figures):
+        values = figures[row]
+        if not isinstance(values, dict) or any(key not in PAPER_FIGURE_KEYS for key in values):
+            raise ValueError(f"{where}: row {row} must map some of {', '.join(PAPER_FIGURE_KEYS)} to numbers, got "
+                             f"{values!r}.")
+        for key, value in values.items():
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+                raise ValueError(f"{where}: row {row} {key}={value!r} is not a number or None.")
+        checked[row] = {key: values[key] for key in PAPER_FIGURE_KEYS if key in values}
+    return checked
+
+
 def _takes_argument(get_config: Any) -> bool:
     parameters = inspect.signature(get_config).parameters.values()
     return any(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL) for p in parameters)
@@ -271,7 +321,8 @@ def load_sweep(config_file: str) -> Sweep:
     Raises ``FileNotFoundError`` for a missing file and ``ValueError`` for a file that is not a sweep
     (no ``get_sweep``), an empty sweep, row names that cannot be directory names, a bad
     ``get_seeds()`` (optional: the seeds every row runs with) or a ``get_reference()`` (optional: the
-    report's reference row) that is not a row.
+    report's reference row) that is not a row, or a ``get_paper_figures()`` (optional: the paper's figures
+    per row, :func:`checked_paper_figures`) that is malformed.
     """
     module = _import_config_file(config_file)
     if not callable(getattr(module, "get_sweep", None)):
@@ -292,11 +343,15 @@ def load_sweep(config_file: str) -> Sweep:
         if reference not in row_overrides:
             raise ValueError(f"{config_file}: get_reference() returned {reference!r}, not a row of get_sweep() "
                              f"({', '.join(row_overrides)}).")
+    paper_figures = None
+    if callable(getattr(module, "get_paper_figures", None)):
+        paper_figures = checked_paper_figures(config_file, module.get_paper_figures(), list(row_overrides))
     takes_row_argument = _takes_argument(module.get_config)
     if not takes_row_argument:  # The rows reach the trainer as flags: they must read back as checked.
         sweep_file_checks.check_flags_read_back(config_file, row_overrides)
     return Sweep(config_file=config_file, row_overrides=row_overrides,
-                 takes_row_argument=takes_row_argument, seeds=seeds, module=module, reference=reference)
+                 takes_row_argument=takes_row_argument, seeds=seeds, module=module, reference=reference,
+                 paper_figures=paper_figures)
 
 
 def select_rows(sweep: Sweep, rows: str) -> list[str]:

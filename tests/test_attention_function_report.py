@@ -10,7 +10,7 @@ import matplotlib.image
 import numpy as np
 import pytest
 
-from attention_jax.reports import attention_function_report, sweep_rows, sweep_seeds
+from attention_jax.reports import attention_function_report, comparison, sweep_rows
 from configs.sweeps import attention_function
 from launch import sweep_record, sweep_spec
 from tests.support.sweep_cli import REPO_ROOT, run_module
@@ -140,6 +140,6 @@ def test_a_table2_sweep_gets_no_attention_function_report() -> None:
 
 
 def test_beyond_spread_needs_two_changes() -> None:
-    assert sweep_seeds.beyond_spread([0.1, 0.1]) == (True, "|mean| > 2 x SE, 2 paired seeds")
+    assert comparison.beyond_spread([0.1, 0.1]) == (True, "|mean| > 2 x SE, 2 paired seeds")
     with pytest.raises(ValueError, match="two or more"):
-        sweep_seeds.beyond_spread([0.1])
+        comparison.beyond_spread([0.1])

@@ -54,9 +54,9 @@ def test_steps_to_the_target_and_gradient_norms_match_hand_figures(tmp_path: pat
     _write_sweep(root)
     _, rows = sweep_rows.read_sweep_rows(str(root))
     assert normalization_report.applies(rows)
-    target = normalization_report.target_perplexity(str(root), rows)
+    target = normalization_report.target_perplexity(str(root), rows, "base")
     assert target == 1.25 * (40.0 + 42.0) / 2  # 51.25
-    compared = {row.row: row for row in normalization_report.compare_rows(str(root), rows, target)}
+    compared = {row.row: row for row in normalization_report.compare_rows(str(root), rows, target, "base")}
     base, batch_norm, no_residual = compared["base"], compared["post_batch_norm"], compared["no_residual"]
     assert base.steps == {0: 200, 1: 200} and base.reading == "reference"
     assert batch_norm.steps == {0: 300, 1: 400} and batch_norm.step_changes == {0: 100.0, 1: 200.0}
@@ -65,7 +65,7 @@ def test_steps_to_the_target_and_gradient_norms_match_hand_figures(tmp_path: pat
     assert no_residual.reading == "pending"
     assert base.init_norms == {"encoder_0": 7.0, "decoder_0": 2.0}
     assert base.early_norms == {"encoder_0": 3.0, "decoder_0": 1.0} and base.early_step == 50
-    text = normalization_report.markdown_report(str(root), list(compared.values()), target)
+    text = normalization_report.markdown_report(str(root), list(compared.values()), target, "base")
     steps_table, init_table, _ = text.split("## Gradient norm per module")
     lines = {line.split(" | ")[0].lstrip("| "): line for line in steps_table.splitlines() if line.startswith("| ")}
     assert lines["post_batch_norm"] == "| post_batch_norm | 2 | 0 | 0 | 350 ± 50 | +150 ± 50 | slower |"
@@ -81,3 +81,21 @@ def test_the_report_command_writes_it_only_for_a_normalisation_sweep(tmp_path: p
     assert str(tmp_path / "out" / "normalization.md") in paths
     _, rows = sweep_rows.read_sweep_rows(str(root))
     assert not normalization_report.applies([row for row in rows if row.row == "base"])
+
+
+def test_a_partial_sweep_reports_what_has_finished(tmp_path: pathlib.Path) -> None:
+    # The sweep still running: base seed 1 has not finished and no_residual has not started.
+    root = tmp_path / "normalization"
+    _write_sweep(root)
+    (root / "base" / "seed_1" / "results.json").unlink()
+    for path in sorted((root / "no_residual").rglob("*"), reverse=True):
+        path.unlink() if path.is_file() else path.rmdir()
+    paths = all_reports.write_reports(str(root), str(tmp_path / "out"))
+    text = (tmp_path / "out" / "normalization.md").read_text(encoding="utf-8")
+    assert str(tmp_path / "out" / "normalization.md") in paths
+    assert "Target dev perplexity: 50.00 (1.25 x base's mean best)" in text  # Base seed 0 alone: 1.25 x 40.
+    steps_table = text.split("## Gradient norm per module")[0]
+    lines = {line.split(" | ")[0].lstrip("| "): line for line in steps_table.splitlines() if line.startswith("| ")}
+    # Seed 0 reaches 50 at step 300 against base's 200; seed 1 (51 at best) does not, and has no base seed.
+    assert lines["post_batch_norm"] == "| post_batch_norm | 2 | 0 | 1 | 300 | +100 | 1 seed |"
+    assert "no_residual" not in lines

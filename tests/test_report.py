@@ -11,7 +11,7 @@ import sys
 import matplotlib.image
 import pytest
 
-from attention_jax.reports import sweep_report, sweep_rows, sweep_seeds, table2_plot
+from attention_jax.reports import comparison, sweep_report, sweep_rows, sweep_seeds, table2_plot
 from configs import table2
 from launch import sweep_record, sweep_spec
 from tests.support.sweep_cli import REPO_ROOT
@@ -112,7 +112,7 @@ def test_png_has_one_panel_column_per_group(sweep_root: pathlib.Path) -> None:
     height, width = image.shape[:2]
     # Four group columns (A, B, C, E) of 3.6 in, two metric rows (PPL, BLEU) of 3.2 in.
     assert width / height == pytest.approx((4 * 3.6) / (2 * 3.2), rel=0.02)
-    panels = sweep_rows.plot_panels(sweep_rows.read_sweep_rows(str(sweep_root))[1])
+    panels = sweep_rows.plot_panels(sweep_rows.read_sweep_rows(str(sweep_root))[1], "base")
     assert [(name, [row.row for row in members]) for name, members in panels] == [
         ("A", ["base", "A1"]), ("B", ["base", "B1"]), ("C", ["base", "C1", "C4"]), ("E", ["base", "E"])]
 
@@ -179,9 +179,9 @@ def test_other_changes_name_settings_outside_the_table2_columns(sweep_root: path
 
 
 def test_report_prefers_the_whole_dev_split_bleu() -> None:
-    assert sweep_seeds.reported_bleu({"bleu": 3.0, "dev_bleu": 5.5}) == 5.5  # Whole dev split.
-    assert sweep_seeds.reported_bleu({"bleu": 3.0, "dev_bleu": None}) == 3.0  # Sampled, older runs.
-    assert sweep_seeds.reported_bleu({}) is None
+    assert comparison.reported_bleu({"bleu": 3.0, "dev_bleu": 5.5}) == 5.5  # Whole dev split.
+    assert comparison.reported_bleu({"bleu": 3.0, "dev_bleu": None}) == 3.0  # Sampled, older runs.
+    assert comparison.reported_bleu({}) is None
 
 
 # --- Seeds: aggregation, paired changes, verdicts, pending seeds -------------------------------------
@@ -362,8 +362,8 @@ def test_seeded_plot_draws_paired_changes_with_standard_errors_beside_the_papers
     import matplotlib.pyplot as plt
 
     _, rows = sweep_rows.read_sweep_rows(str(seeded_root))
-    panels = sweep_rows.plot_panels(rows)
-    figure = table2_plot.draw_report(rows)
+    panels = sweep_rows.plot_panels(rows, "base")
+    figure = table2_plot.draw_report(rows, "base")
     assert len(figure.axes) == 2 * len(panels)  # PPL and BLEU rows of panels; no twin axes.
     group, members = panels[0]
     assert group == "A" and [row.row for row in members] == ["base", "A1", "A4"]
@@ -390,7 +390,7 @@ def test_a_long_title_is_wrapped_to_fit_the_figure(seeded_root: pathlib.Path) ->
 
     _, rows = sweep_rows.read_sweep_rows(str(seeded_root))
     for members in (rows, [row for row in rows if row.row in ("base", "A1")]):  # Wide and narrow figures.
-        figure = table2_plot.draw_report(members)
+        figure = table2_plot.draw_report(members, "base")
         title = "table2: paired changes against base, ours vs the paper (" + "/very_long_directory" * 12 + ")"
         table2_plot.fit_title(figure, title)
         figure.canvas.draw()
@@ -407,16 +407,16 @@ def test_seeded_root_without_sweep_record(tmp_path: pathlib.Path) -> None:
     record, rows = sweep_rows.read_sweep_rows(str(tmp_path))
     assert record == {} and [row.row for row in rows] == ["A1", "base"]
     assert [[run.seed for run in row.runs] for row in rows] == [[1], [0, 1]]
-    stats = sweep_seeds.aggregate(rows)
+    stats = sweep_seeds.aggregate(rows, "base")
     assert stats["A1"].changes == pytest.approx([12.1 / 11.0 - 1])  # Paired with base seed 1 only.
 
 
 def test_reported_ppl_prefers_the_kept_parameters() -> None:
-    assert sweep_seeds.reported_ppl({"dev_ppl": 5.0, "best_eval_ppl": 6.0, "eval_ppl": 7.0}) == 5.0
+    assert comparison.reported_ppl({"dev_ppl": 5.0, "best_eval_ppl": 6.0, "eval_ppl": 7.0}) == 5.0
     stopped = {"best_eval_ppl": 6.0, "eval_ppl": 7.0, "stop_reason": "early_stopping"}
-    assert sweep_seeds.reported_ppl(stopped) == 6.0  # The best checkpoint is the model kept.
-    assert sweep_seeds.reported_ppl(dict(stopped, stop_reason="num_train_steps")) == 7.0
-    assert sweep_seeds.reported_ppl({}) is None
+    assert comparison.reported_ppl(stopped) == 6.0  # The best checkpoint is the model kept.
+    assert comparison.reported_ppl(dict(stopped, stop_reason="num_train_steps")) == 7.0
+    assert comparison.reported_ppl({}) is None
 
 
 def test_diverged_tells_a_blow_up_from_overfitting() -> None:
@@ -426,11 +426,11 @@ def test_diverged_tells_a_blow_up_from_overfitting() -> None:
         results = dict(best_eval_ppl=best_ppl, eval_ppl=last_ppl, eval_accuracy=last_accuracy)
         return sweep_rows.SeedRun(0, "done", {}, results, accuracy_at_best)
 
-    assert sweep_seeds.diverged(run(200.0, 1584.4, 0.101, 0.020))
-    assert not sweep_seeds.diverged(run(55.3, 120.0, 0.275, 0.276))  # Overfit: accuracy held.
-    assert not sweep_seeds.diverged(run(200.0, 399.0, 0.101, 0.020))  # Within 2x.
-    assert sweep_seeds.diverged(run(200.0, 1584.4, None, 0.020))  # No metrics: perplexity alone.
-    assert not sweep_seeds.diverged(sweep_rows.SeedRun(0, "done", {}, dict(eval_ppl=1584.4)))  # No best.
+    assert comparison.diverged(run(200.0, 1584.4, 0.101, 0.020))
+    assert not comparison.diverged(run(55.3, 120.0, 0.275, 0.276))  # Overfit: accuracy held.
+    assert not comparison.diverged(run(200.0, 399.0, 0.101, 0.020))  # Within 2x.
+    assert comparison.diverged(run(200.0, 1584.4, None, 0.020))  # No metrics: perplexity alone.
+    assert not comparison.diverged(sweep_rows.SeedRun(0, "done", {}, dict(eval_ppl=1584.4)))  # No best.
 
 
 def _write_dev_accuracy(run_dir: pathlib.Path, accuracy_by_step: dict[int, float]) -> None:

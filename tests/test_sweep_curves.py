@@ -7,7 +7,7 @@ import pathlib
 
 import matplotlib.image
 
-from attention_jax.reports import sweep_curves, sweep_report, sweep_rows
+from attention_jax.reports import comparison, sweep_curves, sweep_report, sweep_rows
 from configs import table2
 from launch import sweep_record, sweep_spec
 from tests.support.sweep_cli import REPO_ROOT
@@ -51,10 +51,10 @@ def test_report_writes_one_curve_panel_per_group_only_when_runs_have_metrics(tmp
     # Panels A, C and E, each with base (base has no panel of its own): one line of three.
     assert (height, width) == (round(3.4 * 110), round(4.2 * 3 * 110))
     _, rows = sweep_rows.read_sweep_rows(str(root))
-    assert not sweep_curves.plot_learning_curves(str(tmp_path / "empty"), [], str(tmp_path / "x.png"), "t")
+    assert not sweep_curves.plot_learning_curves(str(tmp_path / "empty"), [], "base", str(tmp_path / "x.png"), "t")
     for row in rows:  # Every run's curve is read back from its own directory.
         for run, expected in zip(row.runs, curves[row.row]):
-            assert sweep_curves.read_dev_curve(sweep_curves.run_directory(str(root), row, run))[1] == expected
+            assert sweep_curves.read_dev_curve(comparison.run_directory(str(root), row, run))[1] == expected
     for path in root.rglob("metrics.jsonl"):
         path.unlink()
     assert not any(path.endswith("_curves.png") for path in sweep_report.write_report(str(root)))

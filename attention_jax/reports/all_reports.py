@@ -18,11 +18,10 @@ from attention_jax.reports import (
     sweep_rows,
     table3_report,
 )
-from attention_jax.user_errors import UserInputError
 
 
 def has_paper_figures(rows: Sequence[sweep_rows.RowReport]) -> bool:
-    """Whether any row carries a figure of the paper's (``config.paper``): only then the Table 2 layout.
+    """Whether the sweep file gave the paper's figures (``get_paper_figures()``): only then the Table 2 layout.
 
     Parameters
     ----------
@@ -32,7 +31,9 @@ def has_paper_figures(rows: Sequence[sweep_rows.RowReport]) -> bool:
     Returns
     -------
     bool
-        True when some row's ``paper`` holds a value that is not None (``configs/table2.py``'s rows).
+        True when some row's :attr:`~attention_jax.reports.sweep_rows.RowReport.paper` holds a value that is
+        not None (``configs/table2.py`` and the sweep files built on it; in a root launched before the hook,
+        the rows' ``config.paper``).
     """
     return any(value is not None for row in rows for value in row.paper.values())
 
@@ -63,20 +64,19 @@ def write_reports(root: str, out_dir: str, *, all_rows: bool = False,
     Notes
     -----
     Every row is read (and checked) before the first file is written, so a damaged ``results.json`` or a
-    config the schema refuses leaves nothing behind: :class:`UserInputError` (``schema.ConfigError``
-    among them) or ``FileNotFoundError`` for a root that is not a sweep. A sweep whose rows carry the
-    paper's figures (:func:`has_paper_figures`) gets the Table 2 layout
-    (:mod:`attention_jax.reports.sweep_report`); every other sweep the comparison of every row against its
-    reference row (:mod:`attention_jax.reports.comparison_report`) and the diagnostics.
+    config the schema refuses leaves nothing behind: :class:`attention_jax.user_errors.UserInputError`
+    (``schema.ConfigError`` among them) or ``FileNotFoundError`` for a root that is not a sweep. A sweep
+    whose rows carry the paper's figures (:func:`has_paper_figures`) gets the Table 2 layout
+    (:mod:`attention_jax.reports.sweep_report`: the paper's columns and the paper-direction verdict beside
+    the same paired changes); every other sweep the comparison of every row against its reference row
+    (:mod:`attention_jax.reports.comparison_report`) and the diagnostics. Either way the reference row is
+    :func:`attention_jax.reports.comparison_report.resolve_reference`'s.
     """
     record, rows = sweep_rows.read_sweep_rows(root, all_rows=all_rows)
+    reference_row, _ = comparison_report.resolve_reference(record, rows, reference)
     if has_paper_figures(rows):
-        if reference not in (None, "base"):
-            raise UserInputError(f"--reference={reference}: this sweep's rows carry the paper's figures, and its "
-                                 "Table 2 report compares every row with base, as the paper does; drop --reference.")
-        paths = sweep_report.write_report(root, all_rows=all_rows, out_dir=out_dir)
+        paths = sweep_report.write_report(root, all_rows=all_rows, out_dir=out_dir, reference=reference_row)
     else:
-        reference_row, _ = comparison_report.resolve_reference(record, rows, reference)
         paths = comparison_report.write_comparison(root, record, rows, out_dir, reference=reference)
         diagnostics = sweep_diagnostics.write_diagnostics(root, record.get("report_name", "report"), rows,
                                                           out_dir=out_dir, reference=reference_row)
@@ -88,5 +88,6 @@ def write_reports(root: str, out_dir: str, *, all_rows: bool = False,
     if positions_report.applies(root, rows):  # Runs scored on length buckets: configs/sweeps/positions.py
         paths += positions_report.write_positions_report(root, rows, out_dir=out_dir)
     if normalization_report.applies(rows):  # configs/sweeps/normalization.py
-        paths += normalization_report.write_normalization_report(root, rows, out_dir=out_dir)
+        paths += normalization_report.write_normalization_report(root, rows, out_dir=out_dir,
+                                                                 reference=reference_row)
     return paths

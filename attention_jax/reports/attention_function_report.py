@@ -8,9 +8,10 @@ paper's scaled dot product (its reference row; at the sweep's default ``d_k`` th
 
 - **the change at equal d_k**: for every seed k finished in both, ``c_k = ppl(row, k) / ppl(ref, k) - 1``
   (dev perplexity per wordpiece) and the BLEU difference ``bleu(row, k) - bleu(ref, k)``; their means
-  and standard errors over the paired seeds. The reading is ``higher perplexity`` or ``lower
+  and standard errors over the paired seeds: :func:`attention_jax.reports.comparison.compare` of the
+  rows at that ``d_k`` against their reference. The reading is ``higher perplexity`` or ``lower
   perplexity`` when the mean change is beyond the seeds' spread
-  (:func:`attention_jax.reports.sweep_seeds.beyond_spread`: ``|mean| > 2 x SE``, the Table 2 report's
+  (:func:`attention_jax.reports.comparison.directional_reading`: ``|mean| > 2 x SE``, every report's
   rule), else ``within noise``; with one paired seed there is no spread and the reading is ``1 seed``;
 - **the trend with d_k**: for a function run at two or more ``d_k``, the per-seed difference between its
   change at the largest and at the smallest ``d_k``, ``c_k(d_large) - c_k(d_small)``. Beyond the spread
@@ -35,12 +36,13 @@ import csv
 import dataclasses
 import math
 import os
-import statistics
-from typing import Any, Sequence
+from typing import Sequence
 
+from attention_jax.reports import comparison, comparison_plot
+from attention_jax.reports.comparison import directional_reading, mean_and_se, mean_std_se, paired_changes
+from attention_jax.reports.comparison_report import format_figure
 from attention_jax.reports.figure_titles import fit_title
 from attention_jax.reports.sweep_rows import RowReport, read_sweep_rows
-from attention_jax.reports.sweep_seeds import beyond_spread, mean_or_none, reported_bleu, reported_ppl
 
 REFERENCE_FUNCTION = "scaled_dot_product"
 """The paper's attention function: every other function is compared with it at the same ``d_k``."""
@@ -119,70 +121,13 @@ class KeyDimTrend:
     reading_basis: str
 
 
-def mean_and_se(values: Sequence[float]) -> tuple[float | None, float | None]:
-    """Mean and standard error (sample standard deviation over sqrt(n)); None where undefined.
-
-    Parameters
-    ----------
-    values : Sequence[float]
-        One value per seed.
-
-    Returns
-    -------
-    tuple[float or None, float or None]
-        ``(None, None)`` without values; the standard error is None with fewer than two.
-    """
-    if not values:
-        return None, None
-    se = statistics.stdev(values) / math.sqrt(len(values)) if len(values) >= 2 else None
-    return statistics.fmean(values), se
-
-
-def _mean_and_std(values: Sequence[float]) -> tuple[float | None, float | None]:
-    return mean_or_none(values), (statistics.stdev(values) if len(values) >= 2 else None)
+PAIRED_METRICS = tuple(metric for metric in comparison.METRICS if metric.name in ("dev_ppl", "dev_bleu"))
 
 
 def _function_and_key_dim(row: RowReport) -> tuple[str, int]:
     config = row.config
     key_dim = config.get("key_dim") or config["d_model"] // config["num_heads"]
     return config.get("attention_function") or DEFAULT_FUNCTION, int(key_dim)
-
-
-def _by_seed(row: RowReport, read: Any) -> dict[int | None, float]:
-    values = {run.seed: read(run.results) for run in row.finished}
-    return {seed: value for seed, value in values.items() if value is not None}
-
-
-def paired_reading(changes: Sequence[float], above: str, below: str,
-                   pending: str = "no seed finished in both rows") -> tuple[str, str]:
-    """The verdict on paired changes and its basis: beyond the seeds' spread (2 x SE) or within noise.
-
-    Parameters
-    ----------
-    changes : Sequence[float]
-        One paired change per seed.
-    above, below : str
-        The verdict when the mean change is beyond the spread and positive, or negative.
-    pending : str
-        The basis given when there is no paired seed yet.
-
-    Returns
-    -------
-    tuple[str, str]
-        The verdict (``above``, ``below``, ``"within noise"``, ``"1 seed"`` or ``"pending"``) and its basis.
-
-    Notes
-    -----
-    The rule is :func:`attention_jax.reports.sweep_seeds.beyond_spread`'s, shared with the Table 2 verdicts.
-    """
-    if not changes:
-        return "pending", pending
-    if len(changes) == 1:
-        return "1 seed", "no spread to compare with"
-    beyond, basis = beyond_spread(changes)
-    if not beyond:
-        return "within noise", basis
-    return (above if statistics.fmean(changes) > 0 else below), basis
 
 
 def applies(rows: Sequence[RowReport]) -> bool:
@@ -225,24 +170,28 @@ def compare_functions(rows: Sequence[RowReport]) -> list[FunctionRow]:
     for row, function, key_dim in described:
         if function == REFERENCE_FUNCTION:
             references.setdefault(key_dim, row)
+    stats: dict[str, dict[str, comparison.MetricStats]] = {}
+    for key_dim in dict.fromkeys(key_dim for _, _, key_dim in described):  # One comparison per d_k.
+        members = [row for row, _, row_key_dim in described if row_key_dim == key_dim]
+        if key_dim in references:
+            stats.update(comparison.compare("", members, references[key_dim].row, PAIRED_METRICS))
+        else:  # No reference at this d_k: each row's own figures only.
+            for row in members:
+                stats.update(comparison.compare("", [row], row.row, PAIRED_METRICS))
     order = [REFERENCE_FUNCTION] + [f for f in dict.fromkeys(f for _, f, _ in described) if f != REFERENCE_FUNCTION]
     compared = []
     for row, function, key_dim in sorted(described, key=lambda item: (order.index(item[1]), item[2])):
-        ppl, bleu = _by_seed(row, reported_ppl), _by_seed(row, reported_bleu)
+        ppl, bleu = stats[row.row]["dev_ppl"], stats[row.row]["dev_bleu"]
         reference = references.get(key_dim)
         if reference is row or reference is None:
-            compared.append(FunctionRow(row.row, function, key_dim, None, ppl, bleu, {}, {},
+            compared.append(FunctionRow(row.row, function, key_dim, None, ppl.values, bleu.values, {}, {},
                                         "reference" if reference is row else "no reference",
                                         "scaled dot product at this d_k" if reference is row
                                         else f"no {REFERENCE_FUNCTION} row at d_k = {key_dim}"))
             continue
-        reference_ppl, reference_bleu = _by_seed(reference, reported_ppl), _by_seed(reference, reported_bleu)
-        changes = {seed: value / reference_ppl[seed] - 1 for seed, value in ppl.items()
-                   if reference_ppl.get(seed)}
-        differences = {seed: value - reference_bleu[seed] for seed, value in bleu.items() if seed in reference_bleu}
-        reading, basis = paired_reading(list(changes.values()), "higher perplexity", "lower perplexity")
-        compared.append(FunctionRow(row.row, function, key_dim, reference.row, ppl, bleu, changes, differences,
-                                    reading, basis))
+        reading, basis = directional_reading(list(ppl.changes.values()), "higher perplexity", "lower perplexity")
+        compared.append(FunctionRow(row.row, function, key_dim, reference.row, ppl.values, bleu.values, ppl.changes,
+                                    bleu.changes, reading, basis))
     return compared
 
 
@@ -269,40 +218,10 @@ def key_dim_trends(compared: Sequence[FunctionRow]) -> list[KeyDimTrend]:
             continue
         small = min(members, key=lambda row: row.key_dim)
         large = max(members, key=lambda row: row.key_dim)
-        differences = {seed: large.ppl_changes[seed] - small.ppl_changes[seed]
-                       for seed in large.ppl_changes if seed in small.ppl_changes}
-        reading, basis = paired_reading(list(differences.values()), "grows with d_k", "shrinks with d_k")
+        differences = paired_changes(large.ppl_changes, small.ppl_changes, relative=False)
+        reading, basis = directional_reading(list(differences.values()), "grows with d_k", "shrinks with d_k")
         trends.append(KeyDimTrend(function, small.key_dim, large.key_dim, differences, reading, basis))
     return trends
-
-
-def format_figure(value: float | None, spread: float | None, digits: int, *, percent: bool = False,
-                  sign: bool = False) -> str:
-    """A figure for a report's table: ``"+8.9 ± 0.9%"``, ``"7.24 ± 0.11"``, or ``""`` for none.
-
-    Parameters
-    ----------
-    value : float or None
-        The figure (a fraction when ``percent``).
-    spread : float or None
-        Its standard error or deviation, shown after ``±`` when given.
-    digits : int
-        Digits after the point.
-    percent : bool
-        Show ``value`` and ``spread`` times 100 with a ``%``.
-    sign : bool
-        Always show the sign.
-
-    Returns
-    -------
-    str
-        The formatted figure.
-    """
-    if value is None:
-        return ""
-    scale, suffix = (100.0, "%") if percent else (1.0, "")
-    text = f"{value * scale:{'+' if sign else ''}.{digits}f}"
-    return text + (f" ± {spread * scale:.{digits}f}" if spread is not None else "") + suffix
 
 
 def markdown_report(root: str, compared: Sequence[FunctionRow], trends: Sequence[KeyDimTrend]) -> str:
@@ -359,8 +278,8 @@ def markdown_report(root: str, compared: Sequence[FunctionRow], trends: Sequence
 def _csv_records(compared: Sequence[FunctionRow]) -> list[dict]:
     records = []
     for row in compared:
-        ppl_mean, ppl_std = _mean_and_std(list(row.dev_ppl.values()))
-        bleu_mean, bleu_std = _mean_and_std(list(row.dev_bleu.values()))
+        ppl_mean, ppl_std, _ = mean_std_se(list(row.dev_ppl.values()))
+        bleu_mean, bleu_std, _ = mean_std_se(list(row.dev_bleu.values()))
         change_mean, change_se = mean_and_se(list(row.ppl_changes.values()))
         bleu_difference, bleu_se = mean_and_se(list(row.bleu_differences.values()))
         records.append(dict(row=row.row, attention_function=row.function, key_dim=row.key_dim,
@@ -390,16 +309,13 @@ def plot_functions(compared: Sequence[FunctionRow], path: str, title: str) -> No
     deviation over seeds. Right: the paired change against scaled dot product at the same ``d_k``, mean ±
     one standard error, with the zero line (scaled dot product itself).
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = comparison_plot.pyplot()
 
     figure, (left, right) = plt.subplots(1, 2, figsize=(10, 4), layout="constrained")
     for function in dict.fromkeys(row.function for row in compared):
         members = sorted((row for row in compared if row.function == function), key=lambda row: row.key_dim)
         key_dims = [row.key_dim for row in members]
-        ppl = [_mean_and_std(list(row.dev_ppl.values())) for row in members]
+        ppl = [mean_std_se(list(row.dev_ppl.values()))[:2] for row in members]
         line = left.errorbar(key_dims, [math.nan if m is None else m for m, _ in ppl],
                              yerr=[0.0 if s is None else s for _, s in ppl], fmt="o-", capsize=3, label=function)
         changes = [mean_and_se(list(row.ppl_changes.values())) for row in members]

@@ -11,13 +11,19 @@ steps) :func:`compare` gives, per row,
   parameters) or ``c_k = x(row, k) - x(ref, k)`` for one compared as a difference (BLEU, chrF, steps);
   its mean and standard error over the ``n`` paired seeds;
 - a verdict (:func:`verdict`): ``beyond 2 SE`` when ``n >= 2`` and ``|mean| > 2 se``
-  (:data:`attention_jax.reports.sweep_seeds.SPREAD_FACTOR`), ``within noise`` otherwise, ``one seed`` with a
+  (:data:`SPREAD_FACTOR`, :func:`beyond_spread`), ``within noise`` otherwise, ``one seed`` with a
   single paired seed (no standard error), ``pending`` with none, ``unstable`` when a finished seed of the
-  row or of the reference diverged (:func:`attention_jax.reports.sweep_seeds.diverged`), and ``reference``
-  for the reference row itself.
+  row or of the reference diverged (:func:`diverged`), and ``reference`` for the reference row itself.
 
 Rows of a root without seed directories are one run each, paired with the reference's one run.
 :mod:`attention_jax.reports.comparison_report` writes the comparison as Markdown, CSV and plots.
+
+This module is the one home of the statistics every report uses: the mean, sample standard deviation and
+standard error (:func:`mean_std_se`), the pairing by seed (:func:`paired_changes`), the spread rule
+(:func:`beyond_spread`) and the readings built on it (:func:`verdict`, :func:`directional_reading`), and
+what counts as a diverged run. An experiment's own report (Table 2's paper-direction verdict in
+:mod:`attention_jax.reports.sweep_seeds`, the trend with ``d_k`` or with length) only names its
+reference and what it compares, and calls these.
 """
 
 from __future__ import annotations
@@ -29,16 +35,94 @@ import os
 import statistics
 from typing import Callable, Mapping, Sequence
 
-from attention_jax.reports import sweep_seeds
 from attention_jax.reports.sweep_rows import RowReport, SeedRun
+from attention_jax.training.early_stopping import STOPPED_EARLY
+
+SPREAD_FACTOR = 2.0
+"""A paired change is beyond the seeds' spread when ``|mean| > SPREAD_FACTOR x standard error``."""
+
+DIVERGED_FACTOR = 2.0
+"""A run diverged when its last dev perplexity is more than ``DIVERGED_FACTOR`` times its best ..."""
+
+ACCURACY_COLLAPSE = 0.5
+"""... and its last dev accuracy is below ``ACCURACY_COLLAPSE`` times the accuracy at its best.
+
+Together the two tell a run that blew up (perplexity up, accuracy collapsed) from one that overfits
+(perplexity up, accuracy held: a model still predicting as well, only more confidently wrong). The
+subset sweep's examples of each: ``docs/table2.md``, "The subset sweep"."""
 
 REFERENCE_VERDICT = "reference"
-BEYOND_VERDICT = f"beyond {sweep_seeds.SPREAD_FACTOR:g} SE"
+BEYOND_VERDICT = f"beyond {SPREAD_FACTOR:g} SE"
 WITHIN_VERDICT = "within noise"
 ONE_SEED_VERDICT = "one seed"
 PENDING_VERDICT = "pending"
 UNSTABLE_VERDICT = "unstable"
 VALIDATION_REPORT = "eval_validation.json"  # What the final evaluation of the dev split writes (its chrF).
+ONE_SEED_READING = "1 seed"  # directional_reading's word for a single paired seed (no spread to compare with).
+
+
+def reported_bleu(results: dict) -> float | None:
+    """A run's dev BLEU for the reports: of the whole dev split when training ended, else the sampled one.
+
+    Parameters
+    ----------
+    results : dict
+        The run's ``results.json``.
+
+    Returns
+    -------
+    float or None
+        ``dev_bleu`` (beam search on the whole dev split, ``config.final_bleu``) when the run has it,
+        else ``bleu`` (the ``num_bleu_examples`` dev sentences decoded at the last evaluation), else None.
+    """
+    full = results.get("dev_bleu")
+    return full if full is not None else results.get("bleu")
+
+
+def reported_ppl(results: dict) -> float | None:
+    """A run's dev perplexity for the reports: of the parameters whose BLEU is reported.
+
+    Parameters
+    ----------
+    results : dict
+        The run's ``results.json``.
+
+    Returns
+    -------
+    float or None
+        ``dev_ppl`` (the whole dev split, with the parameters of ``dev_bleu``) when the run has it; else
+        ``best_eval_ppl`` when the run stopped early (its best checkpoint is the model kept); else
+        ``eval_ppl`` (the last evaluation); None when none is known.
+    """
+    for key in ("dev_ppl",) + (("best_eval_ppl",) if results.get("stop_reason") == STOPPED_EARLY else ()):
+        if results.get(key) is not None:
+            return results[key]
+    return results.get("eval_ppl")
+
+
+def diverged(run: SeedRun) -> bool:
+    """Whether a finished run blew up after its best evaluation.
+
+    Parameters
+    ----------
+    run : SeedRun
+        The run (its ``results.json`` and its dev accuracy at the best evaluation).
+
+    Returns
+    -------
+    bool
+        True when ``eval_ppl`` (the last evaluation) is more than :data:`DIVERGED_FACTOR` times
+        ``best_eval_ppl`` and ``eval_accuracy`` is below :data:`ACCURACY_COLLAPSE` times the accuracy at
+        the best evaluation (the perplexity test alone when that accuracy is unknown: a run without
+        ``metrics.jsonl``); False when either perplexity is missing.
+    """
+    best, last = run.results.get("best_eval_ppl"), run.results.get("eval_ppl")
+    if best is None or last is None or best <= 0 or last <= DIVERGED_FACTOR * best:
+        return False
+    last_accuracy = run.results.get("eval_accuracy")
+    if run.dev_accuracy_at_best is None or last_accuracy is None:
+        return True
+    return last_accuracy < ACCURACY_COLLAPSE * run.dev_accuracy_at_best
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,17 +177,17 @@ def _dev_chrf(run_dir: str, run: SeedRun) -> float | None:
 
 
 METRICS: tuple[Metric, ...] = (
-    Metric("dev_ppl", "dev PPL", 2, True, lambda run_dir, run: sweep_seeds.reported_ppl(run.results)),
+    Metric("dev_ppl", "dev PPL", 2, True, lambda run_dir, run: reported_ppl(run.results)),
     Metric("test_ppl", "test PPL", 2, True, _results_key("test_ppl")),
-    Metric("dev_bleu", "dev BLEU", 1, False, lambda run_dir, run: sweep_seeds.reported_bleu(run.results)),
+    Metric("dev_bleu", "dev BLEU", 1, False, lambda run_dir, run: reported_bleu(run.results)),
     Metric("test_bleu", "test BLEU", 1, False, _results_key("test_bleu")),
     Metric("dev_chrf", "dev chrF", 1, False, _dev_chrf),
     Metric("wall_s", "wall s", 0, True, _results_key("wall_s")),
     Metric("params", "params", 0, True, _results_key("params")),
     Metric("step", "steps", 0, False, _results_key("step")),
 )
-"""Every scalar the comparison reads, in report order (``dev_ppl`` and ``dev_bleu`` as the Table 2 report
-reads them: :func:`attention_jax.reports.sweep_seeds.reported_ppl` and ``reported_bleu``)."""
+"""Every scalar the comparison reads, in report order (``dev_ppl`` and ``dev_bleu``: :func:`reported_ppl` and
+:func:`reported_bleu`)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,6 +208,8 @@ class MetricStats:
         Mean of ``changes`` and its standard error (None with fewer than two paired seeds).
     verdict : str
         One of the module's verdicts.
+    std, change_std : float or None
+        The sample standard deviations (ddof=1) of ``values`` and ``changes`` (None with fewer than two).
     """
 
     metric: Metric
@@ -134,6 +220,8 @@ class MetricStats:
     change_mean: float | None
     change_se: float | None
     verdict: str
+    std: float | None = None
+    change_std: float | None = None
 
     @property
     def seeds(self) -> int:
@@ -146,8 +234,30 @@ class MetricStats:
         return len(self.changes)
 
 
+def mean_std_se(values: Sequence[float]) -> tuple[float | None, float | None, float | None]:
+    """Mean, sample standard deviation (ddof=1) and standard error of the mean (``std / sqrt(n)``).
+
+    Parameters
+    ----------
+    values : Sequence[float]
+        One value per seed.
+
+    Returns
+    -------
+    tuple
+        ``(mean, std, se)``: all None without values; ``std`` and ``se`` None with one value.
+    """
+    if not values:
+        return None, None, None
+    mean = statistics.fmean(values)
+    if len(values) < 2:
+        return mean, None, None
+    std = statistics.stdev(values)
+    return mean, std, std / math.sqrt(len(values))
+
+
 def mean_and_se(values: Sequence[float]) -> tuple[float | None, float | None]:
-    """Mean and standard error of the mean (sample standard deviation, ddof=1, over ``sqrt(n)``).
+    """Mean and standard error of the mean (:func:`mean_std_se` without the standard deviation).
 
     Parameters
     ----------
@@ -159,10 +269,64 @@ def mean_and_se(values: Sequence[float]) -> tuple[float | None, float | None]:
     tuple
         ``(mean, se)``: ``(None, None)`` without values, ``(mean, None)`` with one.
     """
-    if not values:
-        return None, None
-    mean = statistics.fmean(values)
-    return mean, (statistics.stdev(values) / math.sqrt(len(values)) if len(values) >= 2 else None)
+    mean, _, se = mean_std_se(values)
+    return mean, se
+
+
+def beyond_spread(changes: Sequence[float]) -> tuple[bool, str]:
+    """Whether paired changes are beyond their seeds' spread: ``|mean| > SPREAD_FACTOR x standard error``.
+
+    Parameters
+    ----------
+    changes : Sequence[float]
+        Paired changes, one per seed; at least two.
+
+    Returns
+    -------
+    tuple[bool, str]
+        The test and its basis, e.g. ``(True, "|mean| > 2 x SE, 3 paired seeds")``.
+
+    Notes
+    -----
+    A nonzero mean with zero spread counts as beyond it. Every verdict of every report rests on it
+    (:func:`verdict`, :func:`directional_reading`, Table 2's paper-direction verdict). Raises
+    ``ValueError`` for fewer than two changes (no spread to compare with).
+    """
+    count = len(changes)
+    if count < 2:
+        raise ValueError(f"a spread needs two or more paired changes, got {count}.")
+    mean, se = statistics.fmean(changes), statistics.stdev(changes) / math.sqrt(count)
+    beyond = abs(mean) > SPREAD_FACTOR * se if se > 0 else mean != 0
+    return beyond, f"|mean| {'>' if beyond else '<='} {SPREAD_FACTOR:g} x SE, {count} paired seeds"
+
+
+def directional_reading(changes: Sequence[float], above: str, below: str,
+                        pending: str = "no seed finished in both rows") -> tuple[str, str]:
+    """The reading of paired changes in an experiment's own words, and its basis (:func:`beyond_spread`).
+
+    Parameters
+    ----------
+    changes : Sequence[float]
+        One paired change per seed.
+    above, below : str
+        The reading when the mean change is beyond the spread and positive, or negative (e.g. ``"slower"``,
+        ``"faster"``).
+    pending : str
+        The basis given when there is no paired seed yet.
+
+    Returns
+    -------
+    tuple[str, str]
+        ``above``, ``below``, ``"within noise"``, ``"1 seed"`` or ``"pending"``, and how it was reached.
+    """
+    if not changes:
+        return PENDING_VERDICT, pending
+    if len(changes) == 1:
+        return ONE_SEED_READING, "no spread to compare with"
+    beyond, basis = beyond_spread(changes)
+    if not beyond:
+        return WITHIN_VERDICT, basis
+    return (above if statistics.fmean(changes) > 0 else below), basis
 
 
 def paired_changes(values: Mapping[int | None, float], reference_values: Mapping[int | None, float],
@@ -215,7 +379,7 @@ def verdict(changes: Sequence[float], *, unstable: bool = False) -> str:
         return PENDING_VERDICT
     if len(changes) == 1:
         return ONE_SEED_VERDICT
-    beyond, _ = sweep_seeds.beyond_spread(changes)
+    beyond, _ = beyond_spread(changes)
     return BEYOND_VERDICT if beyond else WITHIN_VERDICT
 
 
@@ -224,9 +388,9 @@ def run_directory(root: str, row: RowReport, run: SeedRun) -> str:
     return os.path.join(root, row.row, run.name) if run.name else os.path.join(root, row.row)
 
 
-def _finished_values(root: str, row: RowReport, metric: Metric) -> dict[int | None, float]:
+def _finished_values(root: str, row: RowReport, metric: Metric, every_run: bool = False) -> dict[int | None, float]:
     values = {}
-    for run in row.finished:
+    for run in (row.runs if every_run else row.finished):
         value = metric.read(run_directory(root, row, run), run)
         if value is not None:
             values[run.seed] = value
@@ -234,11 +398,11 @@ def _finished_values(root: str, row: RowReport, metric: Metric) -> dict[int | No
 
 
 def _diverged(row: RowReport) -> bool:
-    return any(sweep_seeds.diverged(run) for run in row.finished)
+    return any(diverged(run) for run in row.finished)
 
 
-def compare(root: str, rows: Sequence[RowReport], reference: str,
-            metrics: Sequence[Metric] = METRICS) -> dict[str, dict[str, MetricStats]]:
+def compare(root: str, rows: Sequence[RowReport], reference: str, metrics: Sequence[Metric] = METRICS, *,
+            every_run: bool = False) -> dict[str, dict[str, MetricStats]]:
     """Every row against the reference row, paired by seed, for every metric.
 
     Parameters
@@ -251,6 +415,9 @@ def compare(root: str, rows: Sequence[RowReport], reference: str,
         The reference row's name (one of ``rows``).
     metrics : Sequence[Metric]
         What to compare.
+    every_run : bool
+        Read every run of a row, not only the finished ones (a per-run evaluation scored apart from
+        training, such as the length buckets, holds for a run without ``results.json``).
 
     Returns
     -------
@@ -266,18 +433,19 @@ def compare(root: str, rows: Sequence[RowReport], reference: str,
     reference_unstable = _diverged(reference_row)
     comparison: dict[str, dict[str, MetricStats]] = {}
     for metric in metrics:
-        reference_values = _finished_values(root, reference_row, metric)
+        reference_values = _finished_values(root, reference_row, metric, every_run)
         for row in rows:
-            values = _finished_values(root, row, metric)
-            mean, se = mean_and_se(list(values.values()))
+            values = _finished_values(root, row, metric, every_run)
+            mean, std, se = mean_std_se(list(values.values()))
             if row.row == reference:
-                stats = MetricStats(metric, values, mean, se, {}, None, None, REFERENCE_VERDICT)
+                stats = MetricStats(metric, values, mean, se, {}, None, None, REFERENCE_VERDICT, std)
             else:
                 changes = paired_changes(values, reference_values, metric.relative)
-                change_mean, change_se = mean_and_se(list(changes.values()))
+                change_mean, change_std, change_se = mean_std_se(list(changes.values()))
                 row_verdict = verdict(list(changes.values()),
                                       unstable=bool(changes) and (reference_unstable or _diverged(row)))
-                stats = MetricStats(metric, values, mean, se, changes, change_mean, change_se, row_verdict)
+                stats = MetricStats(metric, values, mean, se, changes, change_mean, change_se, row_verdict, std,
+                                    change_std)
             comparison.setdefault(row.row, {})[metric.name] = stats
     return comparison
 

@@ -21,7 +21,8 @@ MIN_EVALUATIONS = 3
 """Fewer dev evaluations than this in any run with metrics: the curves show the training loss instead."""
 
 
-def _pyplot() -> Any:
+def pyplot() -> Any:
+    """``matplotlib.pyplot`` on the file-only Agg backend (imported on first use: reading a sweep needs no plots)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -54,7 +55,7 @@ def plot_paired_changes(rows: Sequence[RowReport], compared: Mapping[str, Mappin
     Error bars are one standard error of the paired change. A relative change is in percent. A row without
     a paired seed is named on its axis with no point.
     """
-    plt = _pyplot()
+    plt = pyplot()
     others = [row.row for row in rows if row.row != reference]
     panels = max(1, len(metrics))
     figure, axes = plt.subplots(1, panels, squeeze=False, figsize=(4.5 * panels, 1.2 + 0.45 * max(2, len(others))),
@@ -130,7 +131,7 @@ def plot_learning_curves(root: str, rows: Sequence[RowReport], reference: str, p
     key, curves = learning_curves(root, rows)
     if not any(steps for steps, _ in curves.values()):
         return False
-    plt = _pyplot()
+    plt = pyplot()
     figure, axis = plt.subplots(figsize=(6.4, 4.2), layout="constrained")
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for index, row in enumerate(rows):

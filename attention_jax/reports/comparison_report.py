@@ -69,6 +69,35 @@ def resolve_reference(record: Mapping, rows: Sequence[RowReport], requested: str
     return names[0], "the first row reported"
 
 
+def format_figure(value: float | None, spread: float | None, digits: int, *, percent: bool = False,
+                  sign: bool = False) -> str:
+    """A figure for a report's table: ``"+8.9 ± 0.9%"``, ``"7.24 ± 0.11"``, or ``""`` for none.
+
+    Parameters
+    ----------
+    value : float or None
+        The figure (a fraction when ``percent``).
+    spread : float or None
+        Its standard error or deviation, shown after ``±`` when given.
+    digits : int
+        Digits after the point.
+    percent : bool
+        Show ``value`` and ``spread`` times 100 with a ``%``.
+    sign : bool
+        Always show the sign.
+
+    Returns
+    -------
+    str
+        The formatted figure; every report of an experiment formats its figures with it.
+    """
+    if value is None:
+        return ""
+    scale, suffix = (100.0, "%") if percent else (1.0, "")
+    text = f"{value * scale:{'+' if sign else ''}.{digits}f}"
+    return text + (f" ± {spread * scale:.{digits}f}" if spread is not None else "") + suffix
+
+
 def _number(value: float | None, digits: int, *, sign: bool = False) -> str:
     if value is None:
         return ""

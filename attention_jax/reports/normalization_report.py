@@ -1,16 +1,18 @@
 """The normalisation sweep's own figures: speed of training to a fixed dev perplexity, gradient norms per layer.
 
 ``configs/sweeps/normalization.py`` (``docs/normalization.md``) compares normalisations, norm positions,
-residual connections and warm-up. The sweep report (:mod:`attention_jax.reports.sweep_report`) gives the
-final dev perplexity and BLEU paired by seed against ``base``, and its diagnostics the dev / train
-perplexity; this report adds what the claims about normalisation need beyond them:
+residual connections and warm-up. The comparison report (:mod:`attention_jax.reports.comparison_report`)
+gives the final dev perplexity and BLEU paired by seed against the reference row (``base``), and the
+diagnostics the dev / train perplexity; this report adds what the claims about normalisation need beyond
+them:
 
 - **steps to a fixed dev perplexity** (the speed-of-training claim): the target is ``TARGET_FACTOR`` times
-  ``base``'s mean best dev perplexity, one level for every row; per seed, the first evaluated step whose
-  dev perplexity is at or under it (``not reached`` otherwise); the paired difference against ``base``'s
-  seed, mean ± standard error, read by the sweeps' rule (``beyond_spread``: ``slower``/``faster`` or
-  ``within noise``). A diverged seed (:func:`attention_jax.reports.sweep_seeds.diverged`) is counted as such
-  and left out;
+  the reference's mean best dev perplexity, one level for every row; per seed, the first evaluated step
+  whose dev perplexity is at or under it (``not reached`` otherwise); the paired difference against the
+  reference's seed, mean ± standard error, read by the one rule
+  (:func:`attention_jax.reports.comparison.directional_reading`: ``slower``/``faster`` or ``within
+  noise``). A diverged seed (:func:`attention_jax.reports.comparison.diverged`) is counted as such and
+  left out;
 - **gradient norms per module** (Xiong et al., 2020): each module's share of the per-token gradient at
   step 1 (the initial parameters, ``train/init/grad_norm/<module>``) and at the first later logged step
   (``train/grad_norm/<module>``), mean over the row's seeds.
@@ -29,16 +31,15 @@ import os
 import statistics
 from collections.abc import Sequence
 
-from attention_jax.reports.attention_function_report import format_figure, mean_and_se, paired_reading
-from attention_jax.reports.sweep_curves import read_dev_curve, run_directory
+from attention_jax.reports.comparison import directional_reading, diverged, mean_and_se, run_directory
+from attention_jax.reports.comparison_report import format_figure, resolve_reference
+from attention_jax.reports.sweep_curves import read_dev_curve
 from attention_jax.reports.sweep_rows import RowReport, read_sweep_rows
-from attention_jax.reports.sweep_seeds import diverged
 
 REPORT_STEM = "normalization"
-REFERENCE_ROW = "base"
 TARGET_FACTOR = 1.25
-"""The fixed dev perplexity is this many times base's mean best: a level a healthy row reaches well before
-its end, so that the step measures speed and not the final level."""
+"""The fixed dev perplexity is this many times the reference's mean best: a level a healthy row reaches well
+before its end, so that the step measures speed and not the final level."""
 INIT_PREFIX, LOGGED_PREFIX = "train/init/grad_norm/", "train/grad_norm/"
 
 
@@ -55,9 +56,10 @@ class NormalizationRow:
     diverged_seeds : tuple[int | None, ...]
         Seeds left out as diverged.
     step_changes : dict[int | None, float]
-        Per seed reached in both rows, its step minus ``base``'s.
+        Per seed reached in both rows, its step minus the reference's.
     reading, basis : str
-        The verdict on ``step_changes`` and its basis (:func:`paired_reading`).
+        The verdict on ``step_changes`` and its basis
+        (:func:`attention_jax.reports.comparison.directional_reading`).
     init_norms, early_norms : dict[str, float]
         Module -> mean gradient norm over the seeds, at step 1 and at the first later logged step.
     early_step : int | None
@@ -126,9 +128,24 @@ def _first_step_under(run_dir: str, target: float) -> int | None:
     return next((step for step, ppl in zip(steps, perplexities) if ppl is not None and ppl <= target), None)
 
 
-def target_perplexity(root: str, rows: Sequence[RowReport]) -> float | None:
-    """``TARGET_FACTOR`` times base's mean best dev perplexity over its healthy seeds (None without one)."""
-    base = next((row for row in rows if row.row == REFERENCE_ROW), None)
+def target_perplexity(root: str, rows: Sequence[RowReport], reference: str) -> float | None:
+    """``TARGET_FACTOR`` times the reference's mean best dev perplexity over its healthy seeds.
+
+    Parameters
+    ----------
+    root : str
+        Sweep root.
+    rows : Sequence[RowReport]
+        The sweep's rows.
+    reference : str
+        The reference row (the sweep's: ``base`` in ``configs/sweeps/normalization.py``).
+
+    Returns
+    -------
+    float or None
+        None without a finished healthy run of the reference.
+    """
+    base = next((row for row in rows if row.row == reference), None)
     if base is None:
         return None
     bests = []
@@ -139,8 +156,9 @@ def target_perplexity(root: str, rows: Sequence[RowReport]) -> float | None:
     return TARGET_FACTOR * statistics.fmean(bests) if bests else None
 
 
-def compare_rows(root: str, rows: Sequence[RowReport], target: float | None) -> list[NormalizationRow]:
-    """Every row's figures (module docstring), paired by seed against ``base``.
+def compare_rows(root: str, rows: Sequence[RowReport], target: float | None,
+                 reference: str) -> list[NormalizationRow]:
+    """Every row's figures (module docstring), paired by seed against the reference row.
 
     Parameters
     ----------
@@ -150,6 +168,8 @@ def compare_rows(root: str, rows: Sequence[RowReport], target: float | None) -> 
         The sweep's rows (rows without a finished run are left out).
     target : float or None
         The fixed dev perplexity (:func:`target_perplexity`); None leaves the steps empty.
+    reference : str
+        The reference row.
 
     Returns
     -------
@@ -161,14 +181,14 @@ def compare_rows(root: str, rows: Sequence[RowReport], target: float | None) -> 
     directories = {row.row: [run_directory(root, row, run) for run in healthy[row.row]] for row in finished}
     steps_by_row = {row.row: {run.seed: _first_step_under(path, target) if target else None
                               for run, path in zip(healthy[row.row], directories[row.row])} for row in finished}
-    base_reached = {seed: step for seed, step in steps_by_row.get(REFERENCE_ROW, {}).items() if step is not None}
+    base_reached = {seed: step for seed, step in steps_by_row.get(reference, {}).items() if step is not None}
     compared = []
     for row in finished:
         steps = steps_by_row[row.row]
         changes = {seed: float(step - base_reached[seed]) for seed, step in steps.items()
-                   if row.row != REFERENCE_ROW and step is not None and seed in base_reached}
-        reading, basis = (("reference", "the paper's post-LN LayerNorm") if row.row == REFERENCE_ROW
-                          else paired_reading(list(changes.values()), "slower", "faster"))
+                   if row.row != reference and step is not None and seed in base_reached}
+        reading, basis = (("reference", "the reference row") if row.row == reference
+                          else directional_reading(list(changes.values()), "slower", "faster"))
         norms = [_gradient_norms(path) for path in directories[row.row]]
         compared.append(NormalizationRow(
             row.row, steps, tuple(run.seed for run in row.finished if diverged(run)), changes, reading, basis,
@@ -186,15 +206,33 @@ def _norm_table(compared: Sequence[NormalizationRow], early: bool) -> list[str]:
     return lines
 
 
-def markdown_report(root: str, compared: Sequence[NormalizationRow], target: float | None) -> str:
-    """The report's Markdown (module docstring)."""
-    target_text = f"{target:.2f}" if target else "pending (no finished base run)"
+def markdown_report(root: str, compared: Sequence[NormalizationRow], target: float | None,
+                    reference: str) -> str:
+    """The report's Markdown (module docstring).
+
+    Parameters
+    ----------
+    root : str
+        Sweep root (named in the title).
+    compared : Sequence[NormalizationRow]
+        :func:`compare_rows`'s rows.
+    target : float or None
+        :func:`target_perplexity`.
+    reference : str
+        The reference row.
+
+    Returns
+    -------
+    str
+        The Markdown text.
+    """
+    target_text = f"{target:.2f}" if target else f"pending (no finished {reference} run)"
     lines = [f"# Normalisation: speed of training and gradient norms ({root})", "",
-             f"Target dev perplexity: {target_text} ({TARGET_FACTOR:g} x base's mean best). Steps: the first "
-             "evaluated step at or under it, mean ± SE over the row's healthy seeds (`not reached` counted "
-             "apart); vs base: the paired difference in steps; a change is beyond the seeds' spread when "
-             "|mean| > 2 x SE (`attention_jax/reports/normalization_report.py`).", "",
-             "| row | seeds | diverged | not reached | steps to target | vs base (steps) | reading |",
+             f"Target dev perplexity: {target_text} ({TARGET_FACTOR:g} x {reference}'s mean best). Steps: the "
+             "first evaluated step at or under it, mean ± SE over the row's healthy seeds (`not reached` counted "
+             f"apart); vs {reference}: the paired difference in steps; a change is beyond the seeds' spread when "
+             "|mean| > 2 x SE (`attention_jax/reports/comparison.py`).", "",
+             f"| row | seeds | diverged | not reached | steps to target | vs {reference} (steps) | reading |",
              "|---|---|---|---|---|---|---|"]
     for row in compared:
         reached = [step for step in row.steps.values() if step is not None]
@@ -213,7 +251,7 @@ def markdown_report(root: str, compared: Sequence[NormalizationRow], target: flo
 
 
 def write_normalization_report(root: str, rows: Sequence[RowReport] | None = None, *,
-                               out_dir: str | None = None) -> list[str]:
+                               out_dir: str | None = None, reference: str | None = None) -> list[str]:
     """Write ``ROOT/normalization.md`` for a sweep over normalisations.
 
     Parameters
@@ -224,16 +262,21 @@ def write_normalization_report(root: str, rows: Sequence[RowReport] | None = Non
         The rows, when the caller has read them (else read from ``root``).
     out_dir : str, optional
         The directory written instead of ``root``.
+    reference : str, optional
+        The reference row; else the sweep's (:func:`attention_jax.reports.comparison_report.resolve_reference`).
 
     Returns
     -------
     list[str]
         The path written.
     """
-    if rows is None:
-        rows = read_sweep_rows(root)[1]
-    target = target_perplexity(root, rows)
+    if rows is None or reference is None:
+        record, read_rows = read_sweep_rows(root)
+        rows = read_rows if rows is None else rows
+        reference = resolve_reference(record, rows, reference)[0]
+    reference_row = reference
+    target = target_perplexity(root, rows, reference_row)
     path = os.path.join(out_dir or root, REPORT_STEM + ".md")
     with open(path, "w", encoding="utf-8") as file:
-        file.write(markdown_report(root, compare_rows(root, rows, target), target))
+        file.write(markdown_report(root, compare_rows(root, rows, target, reference_row), target, reference_row))
     return [path]

@@ -10,10 +10,12 @@ per bucket, how each encoding stands against the paper's sinusoidal one:
   row's scored seeds;
 - **the paired change against sinusoidal**: for every seed k scored in both rows,
   ``c_k = ppl(row, k) / ppl(sinusoidal, k) - 1`` and the BLEU difference ``bleu(row, k) -
-  bleu(sinusoidal, k)``; their means and standard errors over the paired seeds. A change is beyond the
-  seeds' spread when ``|mean| > 2 x SE`` (:func:`attention_jax.reports.sweep_seeds.beyond_spread`, the
-  Table 2 report's rule), read ``higher``/``lower``; else ``within noise``; ``1 seed`` without a
-  spread, ``pending`` without a paired seed;
+  bleu(sinusoidal, k)``; their means and standard errors over the paired seeds. These are the comparison's
+  (:func:`attention_jax.reports.comparison.compare` of the length-bucket metrics that
+  :mod:`attention_jax.reports.run_evaluations` registers, against the sinusoidal row). A change is beyond
+  the seeds' spread when ``|mean| > 2 x SE`` (:func:`attention_jax.reports.comparison.directional_reading`,
+  every report's rule), read ``higher``/``lower``; else ``within noise``; ``1 seed`` without a spread,
+  ``pending`` without a paired seed;
 - **the trend with length**: per seed, the change in the longest bucket minus the change within the
   cap. Beyond the spread and positive, the encoding falls further behind sinusoidal as the targets
   grow past the training lengths (``worse with length``); negative, ``better with length``. This is
@@ -37,13 +39,16 @@ import os
 from collections.abc import Sequence
 
 from attention_jax import run_files
-from attention_jax.reports.attention_function_report import format_figure, mean_and_se, paired_reading
+from attention_jax.reports import comparison, comparison_plot, run_evaluations
+from attention_jax.reports.comparison import directional_reading, mean_and_se, paired_changes, run_directory
+from attention_jax.reports.comparison_report import format_figure
 from attention_jax.reports.figure_titles import fit_title
-from attention_jax.reports.sweep_rows import RowReport, SeedRun
+from attention_jax.reports.sweep_rows import RowReport
 
 REFERENCE_ENCODING = "sinusoidal"
 """The paper's encoding (Section 3.5): every other is compared with it."""
 
+EVALUATION = "length_buckets"  # The per-run evaluation compared (attention_jax.reports.run_evaluations).
 REPORT_STEM = "positions_by_length"  # Not the sweep's own report name (configs/sweeps/positions.py: "positions").
 CSV_FIELDS = ("row", "positional_encoding", "bucket", "min_words", "max_words", "num_pairs", "seeds", "ppl_mean",
               "ppl_se", "bleu_mean", "bleu_se", "paired_seeds", "ppl_change_mean", "ppl_change_se", "ppl_reading",
@@ -114,10 +119,6 @@ class LengthTrend:
     reading_basis: str
 
 
-def _run_dir(root: str, row: RowReport, run: SeedRun) -> str:
-    return os.path.join(root, row.row, run.name) if run.name else os.path.join(root, row.row)
-
-
 def _encoding(row: RowReport) -> str:
     return row.config.get("positional_encoding") or REFERENCE_ENCODING
 
@@ -140,7 +141,7 @@ def read_bucket_results(root: str, rows: Sequence[RowReport]) -> dict[str, dict[
     found: dict[str, dict[int | None, dict]] = {}
     for row in rows:
         for run in row.runs:
-            record = run_files.read_length_buckets(_run_dir(root, row, run))
+            record = run_files.read_length_buckets(run_directory(root, row, run))
             if record.get("buckets"):
                 found.setdefault(row.row, {})[run.seed] = record
     return found
@@ -165,11 +166,6 @@ def applies(root: str, rows: Sequence[RowReport]) -> bool:
 
 
 _PENDING = "no seed scored in both rows"  # A run is paired once both are scored on the buckets.
-
-
-def _figure(results: dict[int | None, dict], bucket: str, key: str) -> dict[int | None, float]:
-    values = {seed: record["buckets"].get(bucket, {}).get(key) for seed, record in results.items()}
-    return {seed: value for seed, value in values.items() if value is not None and math.isfinite(value)}
 
 
 def compare_encodings(root: str, rows: Sequence[RowReport]) -> list[BucketRow]:
@@ -198,24 +194,26 @@ def compare_encodings(root: str, rows: Sequence[RowReport]) -> list[BucketRow]:
         return []
     reference = next((row for row in scored if _encoding(row) == REFERENCE_ENCODING), None)
     ordered = ([reference] if reference else []) + [row for row in scored if row is not reference]
+    metrics = [metric for metric in run_evaluations.evaluation_metrics(root, scored, every_run=True)
+               if metric.name.startswith(EVALUATION + "/")]
+    stats: dict[str, dict[str, comparison.MetricStats]] = {}
+    for row in ([reference] if reference else ordered):  # Without a sinusoidal row: each row's own figures.
+        stats.update(comparison.compare(root, scored if reference else [row], row.row, metrics, every_run=True))
     first = next(iter(results[ordered[0].row].values()))
     compared = []
     for bucket, described in first["buckets"].items():
-        reference_ppl = _figure(results[reference.row], bucket, "perplexity") if reference else {}
-        reference_bleu = _figure(results[reference.row], bucket, "bleu") if reference else {}
+        size = (described["min_words"], described["max_words"], described["num_pairs"])
         for row in ordered:
-            ppl, bleu = _figure(results[row.row], bucket, "perplexity"), _figure(results[row.row], bucket, "bleu")
-            size = (described["min_words"], described["max_words"], described["num_pairs"])
+            ppl = stats[row.row][f"{EVALUATION}/{bucket}/perplexity"]
+            bleu = stats[row.row][f"{EVALUATION}/{bucket}/bleu"]
             if row is reference:
-                compared.append(BucketRow(row.row, _encoding(row), bucket, *size, ppl, bleu, {}, {}, "reference",
-                                          "reference", "the paper's encoding"))
+                compared.append(BucketRow(row.row, _encoding(row), bucket, *size, ppl.values, bleu.values, {}, {},
+                                          "reference", "reference", "the paper's encoding"))
                 continue
-            changes = {seed: value / reference_ppl[seed] - 1 for seed, value in ppl.items() if reference_ppl.get(seed)}
-            differences = {seed: value - reference_bleu[seed] for seed, value in bleu.items() if seed in reference_bleu}
-            ppl_reading, basis = paired_reading(list(changes.values()), "higher", "lower", _PENDING)
-            bleu_reading, _ = paired_reading(list(differences.values()), "higher", "lower", _PENDING)
-            compared.append(BucketRow(row.row, _encoding(row), bucket, *size, ppl, bleu, changes, differences,
-                                      ppl_reading, bleu_reading,
+            ppl_reading, basis = directional_reading(list(ppl.changes.values()), "higher", "lower", _PENDING)
+            bleu_reading, _ = directional_reading(list(bleu.changes.values()), "higher", "lower", _PENDING)
+            compared.append(BucketRow(row.row, _encoding(row), bucket, *size, ppl.values, bleu.values, ppl.changes,
+                                      bleu.changes, ppl_reading, bleu_reading,
                                       basis if reference else f"no {REFERENCE_ENCODING} row"))
     return compared
 
@@ -242,10 +240,9 @@ def length_trends(compared: Sequence[BucketRow]) -> list[LengthTrend]:
         first, last = by_key.get((row, buckets[0])), by_key.get((row, buckets[-1]))
         if first is None or last is None:
             continue
-        differences = {seed: last.ppl_changes[seed] - first.ppl_changes[seed]
-                       for seed in last.ppl_changes if seed in first.ppl_changes}
-        reading, basis = paired_reading(list(differences.values()), "worse with length", "better with length",
-                                        _PENDING)
+        differences = paired_changes(last.ppl_changes, first.ppl_changes, relative=False)
+        reading, basis = directional_reading(list(differences.values()), "worse with length", "better with length",
+                                             _PENDING)
         trends.append(LengthTrend(row, first.encoding, buckets[0], buckets[-1], differences, reading, basis))
     return trends
 
@@ -369,11 +366,9 @@ def plot_buckets(compared: Sequence[BucketRow], path: str, title: str) -> None:
     question drawn: each encoding's perplexity change against sinusoidal, paired by seed
     (:func:`change_series`); a line that falls from left to right extrapolates better than the sinusoids.
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     import matplotlib.ticker
+
+    plt = comparison_plot.pyplot()
 
     buckets = list(dict.fromkeys(row.bucket for row in compared))
     labels = {row.bucket: f"{row.bucket}\n{row.min_words}-{row.max_words} words" for row in compared}

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 from typing import Any, Callable, Sequence
 
@@ -98,12 +99,14 @@ def _read_file(path: str) -> dict:
 def _reader(evaluation: RunEvaluation, key: str, metric: str) -> Callable[[str, SeedRun], float | None]:
     def read(run_dir: str, run: SeedRun) -> float | None:
         value = evaluation.keys(_read_file(os.path.join(run_dir, evaluation.file_name))).get(key, {}).get(metric)
-        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+            return None
+        return float(value)
 
     return read
 
 
-def evaluation_metrics(root: str, rows: Sequence[RowReport]) -> list[Metric]:
+def evaluation_metrics(root: str, rows: Sequence[RowReport], *, every_run: bool = False) -> list[Metric]:
     """The metrics of every registered evaluation that some finished run of the sweep has, key by key.
 
     Parameters
@@ -112,6 +115,9 @@ def evaluation_metrics(root: str, rows: Sequence[RowReport]) -> list[Metric]:
         The sweep root.
     rows : Sequence[RowReport]
         Its rows.
+    every_run : bool
+        Look in every run of a row, not only the finished ones
+        (:func:`attention_jax.reports.comparison.compare`'s ``every_run``).
 
     Returns
     -------
@@ -123,7 +129,7 @@ def evaluation_metrics(root: str, rows: Sequence[RowReport]) -> list[Metric]:
     for evaluation in RUN_EVALUATIONS.values():
         keys: list[str] = []
         for row in rows:
-            for run in row.finished:
+            for run in (row.runs if every_run else row.finished):
                 path = os.path.join(run_directory(root, row, run), evaluation.file_name)
                 keys += [key for key in evaluation.keys(_read_file(path)) if key not in keys]
         for key in keys:

@@ -6,11 +6,12 @@ largest budget therefore answers the pilot's question for every smaller one: how
 directions does a fixed budget of S steps reproduce, and what does it cost? For each budget the report
 gives, per row:
 
-- the dev perplexity per seed at step S and the change against base paired by seed, judged against the
+- the dev perplexity per seed at step S and the change against the reference row (the report's:
+  ``get_reference()``, else the sweep's first row, ``base`` in Table 2) paired by seed, judged against the
   paper's direction with :func:`attention_jax.reports.sweep_seeds.verdict` (the same rule as the table);
-- for base: the dev / training perplexity ratio at S (training perplexity is the unsmoothed loss on the
+- for the reference: the dev / training perplexity ratio at S (training perplexity is the unsmoothed loss on the
   training batches, with dropout, averaged over the logged steps in the last ``eval_every_steps``), and
-  how much dev perplexity still fell over the last 1,000 steps (a base still improving fast means the
+  how much dev perplexity still fell over the last 1,000 steps (a reference still improving fast means the
   budget is early in training);
 - minutes of one core per run to reach S: a finished run's ``wall_s`` (training and evaluations) scaled
   by S over its last step; runs two at a time, each pinned to one core.
@@ -25,7 +26,6 @@ step, the paper's direction marked)::
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import os
 import statistics
@@ -33,9 +33,13 @@ from collections.abc import Sequence
 
 from absl import flags
 
-from attention_jax.experiment import schema
-from attention_jax.reports.sweep_seeds import verdict
-from attention_jax.user_errors import exit_with_error, run_in_one_line
+from attention_jax import run_files
+from attention_jax.reports import comparison_plot
+from attention_jax.reports.comparison import paired_changes, run_directory
+from attention_jax.reports.comparison_report import resolve_reference
+from attention_jax.reports.sweep_rows import read_metric_curve, read_sweep_rows
+from attention_jax.reports.sweep_seeds import sign, verdict
+from attention_jax.user_errors import UserInputError, exit_with_error, run_in_one_line
 
 IMPROVEMENT_WINDOW = 1000  # Steps over which "still improving" is measured.
 
@@ -75,64 +79,31 @@ class RunCurve:
         return statistics.fmean(values) if values else None
 
 
-def read_run(run_dir: str, row: str, seed: int) -> RunCurve | None:
-    """Read one run directory (``config.json``, ``metrics.jsonl``, ``results.json`` when finished).
+def read_sweep(root: str) -> dict[str, dict[int, RunCurve]]:
+    """Every run under ``root/<row>/seed_<k>`` with metrics: row -> seed -> curve.
 
     Parameters
     ----------
-    run_dir : str
-        The run's work directory.
-    row, seed : str, int
-        Its place in the sweep.
+    root : str
+        The sweep root (:func:`attention_jax.reports.sweep_rows.read_sweep_rows`, every row of the sweep).
 
     Returns
     -------
-    RunCurve or None
-        None when the run has no metrics yet.
+    dict
+        Row -> seed -> :class:`RunCurve`, rows in the sweep's order; runs without ``metrics.jsonl`` left out.
     """
-    metrics_path = os.path.join(run_dir, "metrics.jsonl")
-    if not os.path.exists(metrics_path):
-        return None
-    dev_ppl, train_ppl = {}, {}
-    with open(metrics_path) as metrics_file:
-        for line in metrics_file:
-            record = json.loads(line)
-            if "eval/perplexity" in record:
-                dev_ppl[int(record["step"])] = float(record["eval/perplexity"])
-            if "train/perplexity" in record:
-                train_ppl[int(record["step"])] = float(record["train/perplexity"])
-    with open(os.path.join(run_dir, "config.json")) as config_file:
-        config = schema.with_old_run_defaults(json.load(config_file))
-    schema.check_config(config, os.path.join(run_dir, "config.json"), complete=False)
-    seconds_per_step = None
-    results_path = os.path.join(run_dir, "results.json")
-    if os.path.exists(results_path):
-        with open(results_path) as results_file:
-            results = json.load(results_file)
-        if results.get("wall_s") and results.get("step"):
-            seconds_per_step = float(results["wall_s"]) / int(results["step"])
-    return RunCurve(row, seed, dev_ppl, train_ppl, seconds_per_step, (config.get("paper") or {}).get("dev_ppl"))
-
-
-def read_sweep(root: str) -> dict[str, dict[int, RunCurve]]:
-    """Every run under ``root/<row>/seed_<k>`` with metrics: row -> seed -> curve."""
-    with open(os.path.join(root, "sweep.json")) as sweep_file:
-        rows = json.load(sweep_file)["all_rows"]
     runs: dict[str, dict[int, RunCurve]] = {}
-    for row in rows:
-        row_dir = os.path.join(root, row)
-        if not os.path.isdir(row_dir):
-            continue
-        for name in sorted(os.listdir(row_dir)):
-            if name.startswith("seed_"):
-                curve = read_run(os.path.join(row_dir, name), row, int(name[len("seed_"):]))
-                if curve is not None:
-                    runs.setdefault(row, {})[curve.seed] = curve
+    for row in read_sweep_rows(root, all_rows=True)[1]:
+        for run in row.runs:
+            run_dir = run_directory(root, row, run)
+            if run.seed is None or not os.path.exists(os.path.join(run_dir, run_files.METRICS_FILE)):
+                continue
+            wall_s, step = run.results.get("wall_s"), run.results.get("step")
+            runs.setdefault(row.row, {})[run.seed] = RunCurve(
+                row.row, run.seed, dict(zip(*read_metric_curve(run_dir, "eval/perplexity"))),
+                dict(zip(*read_metric_curve(run_dir, "train/perplexity"))),
+                float(wall_s) / int(step) if wall_s and step else None, row.paper.get("dev_ppl"))
     return runs
-
-
-def _sign(value: float) -> int:
-    return (value > 0) - (value < 0)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -147,8 +118,8 @@ class RowAtBudget:
     basis: str
 
 
-def judge_budget(runs: dict[str, dict[int, RunCurve]], step: int) -> list[RowAtBudget]:
-    """Judge every row at ``step`` against base, paired by seed.
+def judge_budget(runs: dict[str, dict[int, RunCurve]], step: int, reference: str | None = None) -> list[RowAtBudget]:
+    """Judge every row at ``step`` against the reference row, paired by seed.
 
     Parameters
     ----------
@@ -156,27 +127,32 @@ def judge_budget(runs: dict[str, dict[int, RunCurve]], step: int) -> list[RowAtB
         :func:`read_sweep`'s result.
     step : int
         The budget.
+    reference : str, optional
+        The reference row (the report's, :func:`attention_jax.reports.comparison_report.resolve_reference`;
+        ``base`` in Table 2); None: the first row of ``runs``.
 
     Returns
     -------
     list[RowAtBudget]
-        One per row with base evaluated at ``step`` for at least one shared seed (base first).
+        One per row evaluated at ``step``, in the order of ``runs`` (the reference first in Table 2).
     """
-    base = runs.get("base", {})
-    base_at = {seed: dev for seed, curve in base.items() if (dev := curve.dev_at(step))}
+    reference = reference or next(iter(runs), "")
+    base = runs.get(reference, {})
+    base_at: dict[int | None, float] = {seed: dev for seed, curve in base.items() if (dev := curve.dev_at(step))}
     paper_base = next((curve.paper_dev_ppl for curve in base.values()), None)
     judged = []
     for row, seeds in runs.items():
         at_step = {seed: dev for seed, curve in seeds.items() if (dev := curve.dev_at(step))}
-        changes = tuple(at_step[seed] / base_at[seed] - 1 for seed in sorted(at_step) if seed in base_at)
+        in_seed_order: dict[int | None, float] = dict(sorted(at_step.items()))
+        changes = tuple(paired_changes(in_seed_order, base_at, relative=True).values())
         paper_row = next((curve.paper_dev_ppl for curve in seeds.values()), None)
-        paper_change = (paper_row / paper_base - 1) if row != "base" and paper_row and paper_base else None
-        if row == "base":
+        paper_change = (paper_row / paper_base - 1) if row != reference and paper_row and paper_base else None
+        if row == reference:
             label, basis = "", "reference row"
         elif paper_change is None:
             label, basis = "", "no paper figures"
         else:
-            label, basis = verdict(list(changes), _sign(paper_change))
+            label, basis = verdict(list(changes), sign(paper_change), reference)
         if at_step:
             judged.append(RowAtBudget(row, tuple(at_step[seed] for seed in sorted(at_step)), changes,
                                       paper_change, label, basis))
@@ -189,7 +165,8 @@ def _format(value: float | None, digits: int, sign: bool = False) -> str:
     return f"{value:+.{digits}f}" if sign else f"{value:.{digits}f}"
 
 
-def budget_markdown(runs: dict[str, dict[int, RunCurve]], budgets: Sequence[int], window: int) -> str:
+def budget_markdown(runs: dict[str, dict[int, RunCurve]], budgets: Sequence[int], window: int,
+                    reference: str | None = None) -> str:
     """The report: one table per budget, then a summary line per budget.
 
     Parameters
@@ -200,21 +177,24 @@ def budget_markdown(runs: dict[str, dict[int, RunCurve]], budgets: Sequence[int]
         Steps at which to judge (each must be an evaluated step).
     window : int
         Steps over which training perplexity is averaged (the evaluation interval).
+    reference : str, optional
+        The reference row (see :func:`judge_budget`).
 
     Returns
     -------
     str
         Markdown.
     """
+    reference = reference or next(iter(runs), "")
     lines = ["# The sweep read at several step budgets", "",
              "Made by `python -m attention_jax.reports.step_budgets` (module docstring: what each column "
-             "means). Changes are of dev perplexity against base, paired by seed; a verdict needs the mean "
+             f"means). Changes are of dev perplexity against {reference}, paired by seed; a verdict needs the mean "
              "change beyond the seeds' spread (the table's rule).", ""]
-    summary = ["| budget | directions reproduced | opposite | within noise | base dev PPL | base dev/train "
-               f"PPL | base dev PPL change over the last {IMPROVEMENT_WINDOW:,} steps | core-minutes per run "
-               "(base; slowest row) |", "|---:|---|---|---|---:|---:|---:|---|"]
+    summary = [f"| budget | directions reproduced | opposite | within noise | {reference} dev PPL | {reference} "
+               f"dev/train PPL | {reference} dev PPL change over the last {IMPROVEMENT_WINDOW:,} steps | core-minutes "
+               f"per run ({reference}; slowest row) |", "|---:|---|---|---|---:|---:|---:|---|"]
     for step in budgets:
-        judged = judge_budget(runs, step)
+        judged = judge_budget(runs, step, reference)
         lines += [f"## {step:,} steps", "",
                   "| row | dev PPL per seed | paired change (mean) | per seed | paper's change | verdict |",
                   "|---|---|---:|---|---:|---|"]
@@ -229,7 +209,7 @@ def budget_markdown(runs: dict[str, dict[int, RunCurve]], budgets: Sequence[int]
         directional = [item for item in judged if item.paper_change not in (None, 0.0)]
         count = {label: sum(item.verdict == label for item in directional)
                  for label in ("reproduced", "opposite", "within noise")}
-        base_runs = list(runs.get("base", {}).values())
+        base_runs = list(runs.get(reference, {}).values())
         base_dev = [dev for curve in base_runs if (dev := curve.dev_at(step))]
         ratios = [dev / train for curve in base_runs
                   if (dev := curve.dev_at(step)) and (train := curve.train_near(step, window))]
@@ -237,7 +217,7 @@ def budget_markdown(runs: dict[str, dict[int, RunCurve]], budgets: Sequence[int]
                    if (dev := curve.dev_at(step)) and (before := curve.dev_at(step - IMPROVEMENT_WINDOW))]
         minutes = {row: [curve.seconds_per_step * step / 60 for curve in seeds.values() if curve.seconds_per_step]
                    for row, seeds in runs.items()}
-        base_minutes = statistics.fmean(minutes["base"]) if minutes.get("base") else None
+        base_minutes = statistics.fmean(minutes[reference]) if minutes.get(reference) else None
         slowest = max(((statistics.fmean(values), row) for row, values in minutes.items() if values), default=None)
         summary.append(
             f"| {step:,} | {count['reproduced']} of {len(directional)} | {count['opposite']} | "
@@ -249,21 +229,29 @@ def budget_markdown(runs: dict[str, dict[int, RunCurve]], budgets: Sequence[int]
     return "\n".join(lines[:4] + ["## Summary", ""] + summary + [""] + lines[4:])
 
 
-def plot_changes(runs: dict[str, dict[int, RunCurve]], path: str) -> None:
-    """Plot each row's mean paired change of dev perplexity against step, with the paper's change."""
-    import matplotlib
+def plot_changes(runs: dict[str, dict[int, RunCurve]], path: str, reference: str | None = None) -> None:
+    """Plot each row's mean paired change of dev perplexity against step, with the paper's change.
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    Parameters
+    ----------
+    runs : dict
+        :func:`read_sweep`'s result.
+    path : str
+        PNG file to write.
+    reference : str, optional
+        The reference row (see :func:`judge_budget`).
+    """
+    reference = reference or next(iter(runs), "")
+    plt = comparison_plot.pyplot()
 
-    steps = sorted({step for curve in runs.get("base", {}).values() for step in curve.dev_ppl})
-    rows = [row for row in runs if row != "base"]
+    steps = sorted({step for curve in runs.get(reference, {}).values() for step in curve.dev_ppl})
+    rows = [row for row in runs if row != reference]
     figure, axes = plt.subplots(1, max(1, len(rows)), figsize=(3.0 * max(1, len(rows)), 3.2), sharey=True,
                                 squeeze=False)
     for axis, row in zip(axes[0], rows):
         means, shown = [], []
         for step in steps:
-            item = next((item for item in judge_budget({"base": runs["base"], row: runs[row]}, step)
+            item = next((item for item in judge_budget({reference: runs[reference], row: runs[row]}, step, reference)
                          if item.row == row), None)
             if item is not None and item.changes:
                 means.append(100 * statistics.fmean(item.changes))
@@ -272,13 +260,13 @@ def plot_changes(runs: dict[str, dict[int, RunCurve]], path: str) -> None:
                     axis.plot(step, 100 * change, ".", color="0.6", markersize=3)
         axis.plot(shown, means, "-", color="C0", label="ours (mean of seeds)")
         paper = next((curve.paper_dev_ppl for curve in runs[row].values()), None)
-        paper_base = next((curve.paper_dev_ppl for curve in runs["base"].values()), None)
+        paper_base = next((curve.paper_dev_ppl for curve in runs[reference].values()), None)
         if paper and paper_base:
             axis.axhline(100 * (paper / paper_base - 1), color="C3", linestyle="--", label="paper")
         axis.axhline(0, color="black", linewidth=0.5)
         axis.set_title(row)
         axis.set_xlabel("step")
-    axes[0][0].set_ylabel("dev PPL change against base (%)")
+    axes[0][0].set_ylabel(f"dev PPL change against {reference} (%)")
     axes[0][0].legend(fontsize=7)
     figure.tight_layout()
     figure.savefig(path, dpi=120)
@@ -314,15 +302,16 @@ def main(argv: list[str]) -> None:
         _fail(f"--budgets={','.join(_FLAGS['budgets'].value)} must be integers, e.g. 3000,6000.")
     try:
         runs = read_sweep(_FLAGS['root'].value)
-    except schema.ConfigError as error:
+    except UserInputError as error:  # A damaged JSON file or a config the schema refuses (ConfigError).
         _fail(str(error))
-    if "base" not in runs:
-        _fail("the sweep has no base run with metrics yet.")
+    reference = resolve_reference(*read_sweep_rows(_FLAGS['root'].value, all_rows=True))[0]
+    if reference not in runs:
+        _fail(f"the sweep has no {reference} run with metrics yet.")
     out = _FLAGS['out'].value or _FLAGS['root'].value
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "step_budgets.md"), "w") as report_file:
-        report_file.write(budget_markdown(runs, budgets, _FLAGS['window'].value))
-    plot_changes(runs, os.path.join(out, "step_budgets.png"))
+        report_file.write(budget_markdown(runs, budgets, _FLAGS['window'].value, reference))
+    plot_changes(runs, os.path.join(out, "step_budgets.png"), reference)
     print(f"Wrote {os.path.join(out, 'step_budgets.md')} and step_budgets.png")
 
 

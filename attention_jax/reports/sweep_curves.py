@@ -1,20 +1,22 @@
-"""Learning curves of a sweep: dev perplexity against step for every row and seed, each group beside base.
+"""Learning curves of a sweep: dev perplexity against step for every row and seed, each group beside the reference.
 
 A row's place in the table is one number per seed, the dev perplexity of its best checkpoint. The curve
-says how it got there: whether a row that beats base learns faster or ends lower, and where early
-stopping ended each run. :func:`plot_learning_curves` reads the ``eval/perplexity`` records of every
-run's ``metrics.jsonl`` and draws one panel per Table 2 group, base (black) in each, a line per seed
-and a dot at each run's best evaluation; the report (:func:`attention_jax.reports.sweep_report.write_report`)
-writes it as ``ROOT/<name>_curves.png`` when any run has metrics.
+says how it got there: whether a row that beats the reference learns faster or ends lower, and where
+early stopping ended each run. :func:`plot_learning_curves` reads the ``eval/perplexity`` records of every
+run's ``metrics.jsonl`` and draws one panel per Table 2 group, the reference row (``base``, black) in each,
+a line per seed and a dot at each run's best evaluation; the report
+(:func:`attention_jax.reports.sweep_report.write_report`) writes it as ``ROOT/<name>_curves.png`` when any run
+has metrics.
 """
 
 from __future__ import annotations
 
-import os
 from typing import Sequence
 
+from attention_jax.reports import comparison_plot
+from attention_jax.reports.comparison import run_directory
 from attention_jax.reports.figure_titles import fit_title
-from attention_jax.reports.sweep_rows import RowReport, SeedRun, plot_panels, read_metric_curve
+from attention_jax.reports.sweep_rows import RowReport, plot_panels, read_metric_curve
 
 EVAL_PPL_KEY = "eval/perplexity"
 PANEL_COLUMNS = 3
@@ -22,11 +24,6 @@ ZOOM = 2.5
 """The y axis runs from just below the lowest dev perplexity of the sweep to ``ZOOM`` times it, or higher
 where a run's best is above that (every run's best stays in view): the end of training, where the rows
 separate (the first evaluations, at hundreds, would flatten it)."""
-
-
-def run_directory(root: str, row: RowReport, run: SeedRun) -> str:
-    """The work directory of one run: ``ROOT/<row>/seed_<k>``, or ``ROOT/<row>`` without seeds."""
-    return os.path.join(root, row.row, run.name) if run.name else os.path.join(root, row.row)
 
 
 def curve_y_limits(perplexity_curves: list[list[float]]) -> tuple[float, float]:
@@ -52,8 +49,8 @@ def read_dev_curve(run_dir: str) -> tuple[list[int], list[float]]:
     return read_metric_curve(run_dir, EVAL_PPL_KEY)
 
 
-def plot_learning_curves(root: str, rows: Sequence[RowReport], path: str, title: str) -> bool:
-    """Plot dev perplexity against step for every run of ``rows``, one panel per group with base in each.
+def plot_learning_curves(root: str, rows: Sequence[RowReport], reference: str, path: str, title: str) -> bool:
+    """Plot dev perplexity against step for every run of ``rows``, one panel per group with the reference in each.
 
     Parameters
     ----------
@@ -61,6 +58,8 @@ def plot_learning_curves(root: str, rows: Sequence[RowReport], path: str, title:
         Sweep root (the runs are ``ROOT/<row>[/seed_<k>]``).
     rows : Sequence[RowReport]
         Rows in order (:func:`attention_jax.reports.sweep_rows.read_sweep_rows`).
+    reference : str
+        The reference row (``base`` in Table 2).
     path : str
         PNG file to write.
     title : str
@@ -75,17 +74,14 @@ def plot_learning_curves(root: str, rows: Sequence[RowReport], path: str, title:
     -----
     Perplexity on a log scale, zoomed on the end of training (:data:`ZOOM`); panels in rows of
     :data:`PANEL_COLUMNS`. One colour per row, a line per seed (finished or still running), a dot at the
-    run's lowest dev perplexity (the checkpoint early stopping keeps). Base is black in every panel.
+    run's lowest dev perplexity (the checkpoint early stopping keeps). The reference is black in every panel.
     """
     curves = {(row.row, run.name): read_dev_curve(run_directory(root, row, run)) for row in rows for run in row.runs}
     if not any(steps for steps, _ in curves.values()):
         return False
-    import matplotlib
+    plt = comparison_plot.pyplot()
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    panels = plot_panels(rows)
+    panels = plot_panels(rows, reference)
     columns = min(PANEL_COLUMNS, len(panels))
     lines = -(-len(panels) // columns)
     figure, axes = plt.subplots(lines, columns, squeeze=False, sharey=True, figsize=(4.2 * columns, 3.4 * lines),
@@ -95,8 +91,8 @@ def plot_learning_curves(root: str, rows: Sequence[RowReport], path: str, title:
     for axis in axes.flat[len(panels):]:
         axis.set_visible(False)
     for axis, (name, members) in zip(axes.flat, panels):
-        for index, row in enumerate(members):  # Base first.
-            colour = "black" if row.row == "base" else colours[index % len(colours)]
+        for index, row in enumerate(members):  # The reference first.
+            colour = "black" if row.row == reference else colours[index % len(colours)]
             for seed_index, run in enumerate(row.runs):
                 steps, perplexities = curves[(row.row, run.name)]
                 if not steps:

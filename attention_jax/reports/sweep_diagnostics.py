@@ -1,4 +1,4 @@
-"""Why a row's dev perplexity differs from base: how fast it learned, how well it fits, how it ended.
+"""Why a row's dev perplexity differs from the reference row: how fast it learned, how well it fits, how it ended.
 
 A row that moves against the paper's direction in a small sweep usually does so for one of three
 measurable reasons, and each has its column in ``ROOT/<name>_diagnostics.md`` (written by
@@ -6,7 +6,7 @@ measurable reasons, and each has its column in ``ROOT/<name>_diagnostics.md`` (w
 
 - **It learns more slowly per step** (a deeper or narrower stack, say), so early stopping or the step
   cap catches it further from where it would end: *dev PPL at step S*, the same step for every row, with
-  its change against base. ``S`` is half of base's mean best step, rounded down to an evaluated step.
+  its change against the reference. ``S`` is half of the reference's mean best step, rounded down to an evaluated step.
 - **It overfits sooner** (more capacity, less dropout): *dev / train PPL at best*, the ratio of dev to
   training perplexity at the best checkpoint (training perplexity is the unsmoothed loss on the training
   batches, with dropout, at the logged step nearest below it; so the ratio compares rows of the same
@@ -16,7 +16,7 @@ measurable reasons, and each has its column in ``ROOT/<name>_diagnostics.md`` (w
   reached its own best.
 
 Every figure is a mean over the row's finished seeds, leaving out a seed that diverged
-(:func:`attention_jax.reports.sweep_seeds.diverged`): its figures describe a run that fell apart, not the row,
+(:func:`attention_jax.reports.comparison.diverged`): its figures describe a run that fell apart, not the row,
 and *ended by* counts it as ``diverged``. The module only reads; it trains nothing.
 """
 
@@ -28,8 +28,8 @@ import os
 from typing import Sequence
 
 from attention_jax.reports import sweep_curves
+from attention_jax.reports.comparison import ACCURACY_COLLAPSE, DIVERGED_FACTOR, diverged, mean_and_se, run_directory
 from attention_jax.reports.sweep_rows import RowReport
-from attention_jax.reports.sweep_seeds import ACCURACY_COLLAPSE, DIVERGED_FACTOR, diverged, mean_or_none
 
 TRAIN_PPL_KEY = "train/perplexity"
 
@@ -51,7 +51,7 @@ class RunDiagnostics:
     dev_steps, dev_ppls : tuple
         The run's dev curve, for :meth:`dev_ppl_at`.
     diverged : bool
-        Whether the run diverged (:func:`attention_jax.reports.sweep_seeds.diverged`).
+        Whether the run diverged (:func:`attention_jax.reports.comparison.diverged`).
     """
 
     best_step: int
@@ -97,16 +97,16 @@ def run_diagnostics(run_dir: str, results: dict, *, run_diverged: bool = False) 
 
 
 def _mean(values: Sequence[float | None]) -> float | None:
-    return mean_or_none([value for value in values if value is not None])  # A run may lack a figure.
+    return mean_and_se([value for value in values if value is not None])[0]  # A run may lack a figure.
 
 
 def reference_step(base_runs: Sequence[RunDiagnostics]) -> int | None:
-    """``S``: half of base's mean best step, rounded down to a step base evaluated (None without base).
+    """``S``: half of the reference's mean best step, rounded down to a step it evaluated (None without it).
 
     Parameters
     ----------
     base_runs : sequence of RunDiagnostics
-        Base's finished runs.
+        The reference row's finished runs.
 
     Returns
     -------
@@ -145,7 +145,7 @@ def collect(root: str, rows: Sequence[RowReport]) -> dict[str, list[RunDiagnosti
     """
     collected: dict[str, list[RunDiagnostics]] = {}
     for row in rows:
-        runs = [run_diagnostics(sweep_curves.run_directory(root, row, run), run.results,
+        runs = [run_diagnostics(run_directory(root, row, run), run.results,
                                 run_diverged=diverged(run)) for run in row.finished]
         collected[row.row] = [run for run in runs if run is not None]
     return collected
@@ -165,7 +165,7 @@ def _row_cells(row: str, all_runs: list[RunDiagnostics], step: int | None, refer
     return "| " + " | ".join(cells) + " |"
 
 
-def diagnostics_markdown(root: str, name: str, rows: Sequence[RowReport], reference: str = "base") -> str | None:
+def diagnostics_markdown(root: str, name: str, rows: Sequence[RowReport], reference: str) -> str | None:
     """The diagnostics table of a sweep (module docstring), or None when no run has dev curves.
 
     Parameters
@@ -177,8 +177,8 @@ def diagnostics_markdown(root: str, name: str, rows: Sequence[RowReport], refere
     rows : sequence of RowReport
         The sweep's rows, the reference among them for the change column.
     reference : str
-        The row the others are compared with: ``base`` in Table 2, the comparison report's reference row
-        (:func:`attention_jax.reports.comparison_report.resolve_reference`) in any other sweep.
+        The row the others are compared with: the sweep's reference row
+        (:func:`attention_jax.reports.comparison_report.resolve_reference`; ``base`` in Table 2).
 
     Returns
     -------
@@ -211,7 +211,7 @@ def diagnostics_markdown(root: str, name: str, rows: Sequence[RowReport], refere
 
 
 def write_diagnostics(root: str, name: str, rows: Sequence[RowReport], *, out_dir: str | None = None,
-                      reference: str = "base") -> str | None:
+                      reference: str) -> str | None:
     """Write ``ROOT/<name>_diagnostics.md`` (:func:`diagnostics_markdown`).
 
     Parameters

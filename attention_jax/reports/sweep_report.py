@@ -7,7 +7,8 @@
 writes ``ROOT/<name>.md``, ``ROOT/<name>.csv`` and ``ROOT/<name>.png``, where ``<name>`` is the sweep
 file's stem (``table2`` for ``configs/table2.py``), and, when the runs have ``metrics.jsonl``,
 ``ROOT/<name>_curves.png``: their dev perplexity against step (:mod:`attention_jax.reports.sweep_curves`), and
-``ROOT/<name>_diagnostics.md``: why rows differ from base (:mod:`attention_jax.reports.sweep_diagnostics`).
+``ROOT/<name>_diagnostics.md``: why rows differ from the reference row
+(:mod:`attention_jax.reports.sweep_diagnostics`).
 Rows that have not finished are listed with their status (``failed``, ``incomplete``, ``submitted``,
 ``not run``) and no figures.
 
@@ -16,39 +17,31 @@ Without ``sweep.json`` (work directories made by hand), every subdirectory holdi
 vocabulary on its own dev split: comparable with the paper's only for runs on WMT14 EN-DE with the
 paper's 37k-token vocabulary.
 
-Seeds are aggregated by :mod:`attention_jax.reports.sweep_seeds` (mean, spread, paired change, verdict).
+Seeds are aggregated by :mod:`attention_jax.reports.sweep_seeds` on the one comparison
+(:mod:`attention_jax.reports.comparison`: mean, spread, paired change), which adds the verdict against the
+paper's direction. The reference row is :func:`attention_jax.reports.comparison_report.resolve_reference`'s
+(``get_reference()`` of the sweep file, ``base`` in Table 2, or ``report --reference=ROW``), and the paper's
+columns come from the sweep file's ``get_paper_figures()`` (:attr:`attention_jax.reports.sweep_rows.RowReport.paper`).
 """
 
 from __future__ import annotations
 
 import csv
-import math
 import os
 import statistics
 from typing import Any, Sequence
 
-from attention_jax.reports import sweep_curves, sweep_diagnostics, sweep_seeds, table2_plot
+from attention_jax.reports import comparison_report, sweep_curves, sweep_diagnostics, sweep_seeds, table2_plot
+from attention_jax.reports.comparison import ACCURACY_COLLAPSE, DIVERGED_FACTOR, SPREAD_FACTOR, mean_and_se
+from attention_jax.reports.comparison_report import format_figure
 from attention_jax.reports.sweep_rows import RowReport, read_sweep_rows
-from attention_jax.reports.sweep_seeds import (
-    ACCURACY_COLLAPSE,
-    DIVERGED_FACTOR,
-    SPREAD_FACTOR,
-    RowStats,
-    aggregate,
-    mean_or_none,
-)
+from attention_jax.reports.sweep_seeds import RowStats, aggregate
 
 # (column header as in the paper, config field), Table 2's order.
 HPARAM_COLUMNS = (("N", "num_layers"), ("d_model", "d_model"), ("d_ff", "d_ff"), ("h", "num_heads"),
                   ("d_k", "key_dim"), ("d_v", "value_dim"), ("P_drop", "dropout_rate"),
                   ("eps_ls", "label_smoothing"), ("PE", "positional_encoding"))
 PE_ABBREVIATIONS = {"sinusoidal": "sinusoid", "learned": "learned"}
-
-
-def _number(value: Any, digits: int) -> str:
-    if value is None or (isinstance(value, float) and not math.isfinite(value)):
-        return ""
-    return f"{value:.{digits}f}"
 
 
 def _duration(seconds: Any) -> str:
@@ -67,10 +60,9 @@ def _hparam_text(field: str, value: Any) -> str:
     return str(value)
 
 
-def _reference(rows: Sequence[RowReport]) -> RowReport | None:
+def _shown_in_full(rows: Sequence[RowReport], reference: str) -> RowReport | None:
     with_config = [row for row in rows if row.config]
-    base = [row for row in with_config if row.row == "base"]
-    candidates = base or with_config
+    candidates = [row for row in with_config if row.row == reference] or with_config
     return candidates[0] if candidates else None
 
 
@@ -82,7 +74,7 @@ def hparam_cells(row: RowReport, reference: RowReport | None) -> list[str]:
     row : RowReport
         The row.
     reference : RowReport or None
-        The row shown in full (``base`` when present).
+        The row shown in full (the reference row when it has a config).
 
     Returns
     -------
@@ -120,7 +112,7 @@ def other_changes(row: RowReport, record: dict) -> str:
 
 def _params_millions(row: RowReport) -> str:
     ours = row.results.get("params")
-    ours_text = _number(None if ours is None else ours / 1e6, 1)
+    ours_text = format_figure(None if ours is None else ours / 1e6, None, 1)
     paper = row.paper.get("params_millions")
     return f"{ours_text or '—'} / {paper if paper is not None else '—'}"
 
@@ -145,16 +137,6 @@ def overridden_row_settings(record: dict) -> list[str]:
             if key in common and str(value) != common[key]:
                 shadowed.append(f"{row} {key}={value} -> {common[key]}")
     return shadowed
-
-
-def _mean_std(mean: float | None, std: float | None, digits: int, scale: float = 1.0, sign: bool = False,
-              suffix: str = "") -> str:
-    if mean is None:
-        return ""
-    text = f"{mean * scale:{'+' if sign else ''}.{digits}f}"
-    if std is not None:
-        text += f" ± {std * scale:.{digits}f}"
-    return text + suffix
 
 
 def _shared_or_mean(values: Sequence[Any]) -> Any:
@@ -218,7 +200,7 @@ def verdict_cell(stats: RowStats) -> str:
     return stats.verdict + (" (sign only)" if stats.verdict_basis.startswith("sign only") else "")
 
 
-def verdict_notes(rows: Sequence[RowReport], stats: dict[str, RowStats]) -> list[str]:
+def verdict_notes(rows: Sequence[RowReport], stats: dict[str, RowStats], reference: str) -> list[str]:
     """The report's notes on seeds and verdicts: the rule, and how many rows got each verdict.
 
     Parameters
@@ -227,6 +209,8 @@ def verdict_notes(rows: Sequence[RowReport], stats: dict[str, RowStats]) -> list
         Rows in order.
     stats : dict[str, RowStats]
         :func:`aggregate`'s result.
+    reference : str
+        The reference row.
 
     Returns
     -------
@@ -241,15 +225,15 @@ def verdict_notes(rows: Sequence[RowReport], stats: dict[str, RowStats]) -> list
     notes = [
         ("Seeds: dev PPL and BLEU are the mean ± sample standard deviation (ddof=1) over each row's finished "
          "seeds (no ± with one seed). " if seeded else "One run per row (no seeds): no spread to show. ")
-        + "ΔPPL vs base: the relative change of dev PPL against base paired by seed (row seed k against "
-        "base seed k), mean ± standard deviation over the paired seeds.",
+        + f"ΔPPL vs {reference}: the relative change of dev PPL against {reference} paired by seed (row seed k "
+        f"against {reference} seed k), mean ± standard deviation over the paired seeds.",
         f"Verdict, on dev PPL against the paper's direction: with two or more paired seeds the change is "
         f"beyond the seeds' spread when |mean| > {SPREAD_FACTOR:g} x its standard error (std / √n; with 3 "
         "seeds a t above 2 on 2 degrees of freedom, two-sided p ≈ 0.18: a loose bar); then `reproduced` "
         "(the paper's sign) or `opposite`, else `within noise`. Where the paper shows no difference (E: "
         "4.92 against 4.92) `reproduced` means within noise and `differs` beyond it. With one seed the "
         "verdict is the sign alone, marked (sign only), and E is `undecided`; `pending`: no seed "
-        "finished in both the row and base. `unstable`: a seed diverged (its last dev PPL more than "
+        f"finished in both the row and {reference}. `unstable`: a seed diverged (its last dev PPL more than "
         f"{DIVERGED_FACTOR:g}x its best and its dev accuracy under {ACCURACY_COLLAPSE:g}x that at its "
         "best); it stays in the means, and the CSV's verdict_basis gives the other seeds' verdict.",
     ]
@@ -258,7 +242,7 @@ def verdict_notes(rows: Sequence[RowReport], stats: dict[str, RowStats]) -> list
     return notes
 
 
-def markdown_table(record: dict, rows: Sequence[RowReport]) -> str:
+def markdown_table(record: dict, rows: Sequence[RowReport], reference: str) -> str:
     """The report as Markdown: Table 2's columns, ours (mean ± std over seeds) beside the paper's.
 
     Parameters
@@ -267,16 +251,18 @@ def markdown_table(record: dict, rows: Sequence[RowReport]) -> str:
         The sweep record (may be empty).
     rows : Sequence[RowReport]
         Rows in order.
+    reference : str
+        The reference row (:func:`attention_jax.reports.comparison_report.resolve_reference`).
 
     Returns
     -------
     str
         A title, notes, and the table.
     """
-    reference = _reference(rows)
-    stats = aggregate(rows)
+    shown = _shown_in_full(rows, reference)
+    stats = aggregate(rows, reference)
     header = ["", "row", *[name for name, _ in HPARAM_COLUMNS], "other changes", "seeds", "steps",
-              "params ×10⁶ (ours / paper)", "dev PPL", "paper PPL", "ΔPPL vs base", "paper ΔPPL",
+              "params ×10⁶ (ours / paper)", "dev PPL", "paper PPL", f"ΔPPL vs {reference}", "paper ΔPPL",
               "BLEU", "paper BLEU", "verdict", "wall", "status"]
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] * len(header)) + "|"]
     previous_group = None
@@ -285,23 +271,23 @@ def markdown_table(record: dict, rows: Sequence[RowReport]) -> str:
         group_cell = f"({row.group})" if starts_group else ""
         previous_group = row.group
         row_stats = stats[row.row]
-        wall = mean_or_none([run.results["wall_s"] for run in row.finished if run.results.get("wall_s") is not None])
-        cells = [group_cell, row.row, *hparam_cells(row, reference), other_changes(row, record),
+        wall, _ = mean_and_se([run.results["wall_s"] for run in row.finished if run.results.get("wall_s") is not None])
+        cells = [group_cell, row.row, *hparam_cells(row, shown), other_changes(row, record),
                  seeds_cell(row, row_stats), _steps_cell(row), _params_millions(row),
-                 _mean_std(row_stats.dev_ppl_mean, row_stats.dev_ppl_std, 2),
-                 _number(row.paper.get("dev_ppl"), 2),
-                 _mean_std(row_stats.change_mean, row_stats.change_std, 1, 100, sign=True, suffix="%"),
-                 _mean_std(row_stats.paper_change, None, 1, 100, sign=True, suffix="%"),
-                 _mean_std(row_stats.dev_bleu_mean, row_stats.dev_bleu_std, 1),
-                 _number(row.paper.get("dev_bleu"), 1), verdict_cell(row_stats), _duration(wall),
+                 format_figure(row_stats.dev_ppl_mean, row_stats.dev_ppl_std, 2),
+                 format_figure(row.paper.get("dev_ppl"), None, 2),
+                 format_figure(row_stats.change_mean, row_stats.change_std, 1, percent=True, sign=True),
+                 format_figure(row_stats.paper_change, None, 1, percent=True, sign=True),
+                 format_figure(row_stats.dev_bleu_mean, row_stats.dev_bleu_std, 1),
+                 format_figure(row.paper.get("dev_bleu"), None, 1), verdict_cell(row_stats), _duration(wall),
                  status_cell(row)]
         lines.append("| " + " | ".join(cells) + " |")
     title = f"# {record.get('report_name', 'sweep')}: {record.get('config_file', '(no sweep.json)')}"
-    dataset = (reference.config.get("dataset") if reference else None) or "?"
+    dataset = (shown.config.get("dataset") if shown else None) or "?"
     notes = [
         title,
         f"Common overrides: {' '.join('--config.' + o for o in record.get('overrides', [])) or 'none'}. "
-        f"Dataset: {dataset}. Hyperparameters are shown in full for {reference.row if reference else '—'} "
+        f"Dataset: {dataset}. Hyperparameters are shown in full for {shown.row if shown else '—'} "
         "and where they differ for the other rows (as in the paper).",
         "dev PPL: perplexity per target token of our vocabulary on the run's dev split (the whole split with "
         "the parameters BLEU used when the run has it, else the best evaluation of a run that stopped early, "
@@ -309,11 +295,11 @@ def markdown_table(record: dict, rows: Sequence[RowReport]) -> str:
         "wordpiece on newstest2013 (comparable only on WMT14 with a 37k vocabulary). BLEU: sacrebleu, beam "
         "search on the whole dev split when training ended (config.final_bleu), else on the dev sentences "
         "sampled at the last evaluation. wall: per seed (the mean over finished seeds).",
-        *verdict_notes(rows, stats),
+        *verdict_notes(rows, stats, reference),
     ]
     shadowed = overridden_row_settings(record)
     if shadowed:
-        notes.append("Common overrides replace these rows' own settings (the rows then differ from base "
+        notes.append(f"Common overrides replace these rows' own settings (the rows then differ from {reference} "
                      "less than in the paper): " + "; ".join(shadowed) + ".")
     done = sum(row.status == "done" for row in rows)
     footer = f"\n\n{done} of {len(rows)} rows finished."
@@ -339,7 +325,7 @@ def _percent(fraction: float | None) -> float | None:
     return None if fraction is None else 100 * fraction
 
 
-def csv_records(record: dict, rows: Sequence[RowReport]) -> list[dict]:
+def csv_records(record: dict, rows: Sequence[RowReport], reference: str) -> list[dict]:
     """The report as flat records (every hyperparameter in full), one per row.
 
     Parameters
@@ -348,6 +334,8 @@ def csv_records(record: dict, rows: Sequence[RowReport]) -> list[dict]:
         The sweep record (may be empty).
     rows : Sequence[RowReport]
         Rows in order.
+    reference : str
+        The reference row.
 
     Returns
     -------
@@ -356,7 +344,7 @@ def csv_records(record: dict, rows: Sequence[RowReport]) -> list[dict]:
         (:class:`RowStats`; changes in percent); then the results' own fields (``step`` ..
         ``train_tokens_per_s``), each the value every finished seed shares, else their mean.
     """
-    stats = aggregate(rows)
+    stats = aggregate(rows, reference)
     records = []
     for row in rows:
         row_stats = stats[row.row]
@@ -366,7 +354,7 @@ def csv_records(record: dict, rows: Sequence[RowReport]) -> list[dict]:
                 "dev_bleu_mean": row_stats.dev_bleu_mean, "dev_bleu_std": row_stats.dev_bleu_std,
                 "dev_ppl_change_pct_mean": _percent(row_stats.change_mean),
                 "dev_ppl_change_pct_std": _percent(row_stats.change_std),
-                "paired_seeds": len(row_stats.changes) if row.row != "base" else None,
+                "paired_seeds": len(row_stats.changes) if row.row != reference else None,
                 "paper_dev_ppl_change_pct": _percent(row_stats.paper_change),
                 "verdict": row_stats.verdict, "verdict_basis": row_stats.verdict_basis}
         flat.update({field: row.config.get(field) for _, field in HPARAM_COLUMNS})
@@ -379,7 +367,8 @@ def csv_records(record: dict, rows: Sequence[RowReport]) -> list[dict]:
     return records
 
 
-def write_report(root: str, *, all_rows: bool = False, out_dir: str | None = None) -> list[str]:
+def write_report(root: str, *, all_rows: bool = False, out_dir: str | None = None,
+                 reference: str | None = None) -> list[str]:
     """Write ``ROOT/<name>.md``, ``.csv`` and ``.png`` for the sweep in ``root``.
 
     Parameters
@@ -390,6 +379,9 @@ def write_report(root: str, *, all_rows: bool = False, out_dir: str | None = Non
         Include rows of the sweep that were never launched.
     out_dir : str, optional
         Where the files go instead of ``root`` (created if missing), e.g. for a read-only root.
+    reference : str, optional
+        ``report --reference=ROW``; else the sweep's own reference row
+        (:func:`attention_jax.reports.comparison_report.resolve_reference`).
 
     Returns
     -------
@@ -400,20 +392,22 @@ def write_report(root: str, *, all_rows: bool = False, out_dir: str | None = Non
         :mod:`attention_jax.reports.sweep_diagnostics`).
     """
     record, rows = read_sweep_rows(root, all_rows=all_rows)
+    reference_row, _ = comparison_report.resolve_reference(record, rows, reference)
     name = record.get("report_name", "report")
     out_dir = out_dir or root
     os.makedirs(out_dir, exist_ok=True)
     stem = os.path.join(out_dir, name)
     with open(stem + ".md", "w", encoding="utf-8") as file:
-        file.write(markdown_table(record, rows))
+        file.write(markdown_table(record, rows, reference_row))
     with open(stem + ".csv", "w", encoding="utf-8", newline="") as file:
         writer = csv.DictWriter(file, fieldnames=CSV_FIELDS)
         writer.writeheader()
-        writer.writerows(csv_records(record, rows))
-    table2_plot.plot_report(rows, stem + ".png", f"{name}: paired changes against base, ours vs the paper ({root})")
+        writer.writerows(csv_records(record, rows, reference_row))
+    table2_plot.plot_report(rows, reference_row, stem + ".png",
+                            f"{name}: paired changes against {reference_row}, ours vs the paper ({root})")
     paths = [stem + ".md", stem + ".csv", stem + ".png"]
-    if sweep_curves.plot_learning_curves(root, rows, stem + "_curves.png", f"{name}: dev perplexity ({root})"):
+    if sweep_curves.plot_learning_curves(root, rows, reference_row, stem + "_curves.png",
+                                         f"{name}: dev perplexity ({root})"):
         paths.append(stem + "_curves.png")
-    diagnostics = sweep_diagnostics.write_diagnostics(root, name, rows, out_dir=out_dir)
+    diagnostics = sweep_diagnostics.write_diagnostics(root, name, rows, out_dir=out_dir, reference=reference_row)
     return paths + ([diagnostics] if diagnostics else [])
-

@@ -79,6 +79,10 @@ class RowReport:
         and :func:`aggregate` for the figures that vary with the seed.
     runs : tuple[SeedRun, ...]
         Every run of the row, in seed order (one, with seed None, in a sweep without seeds).
+    paper_figures : dict or None
+        The row's entry of the sweep file's ``get_paper_figures()`` as ``sweep.json`` records it (``{}`` for
+        a row it leaves out, or a file without the hook); None for a root whose record predates the hook
+        (no ``paper_figures`` key) or that has no ``sweep.json``: its rows' ``config.paper`` is read instead.
     """
 
     row: str
@@ -87,6 +91,7 @@ class RowReport:
     config: dict
     results: dict
     runs: tuple[SeedRun, ...] = ()
+    paper_figures: dict | None = None
 
     @property
     def finished(self) -> list[SeedRun]:
@@ -105,7 +110,16 @@ class RowReport:
 
     @property
     def paper(self) -> dict:
-        """The paper's figures for the row (``dev_ppl``, ``dev_bleu``, ``params_millions``)."""
+        """The paper's figures for the row (``dev_ppl``, ``dev_bleu``, ``params_millions``); ``{}`` without them.
+
+        Notes
+        -----
+        From the sweep file's ``get_paper_figures()`` (recorded in ``sweep.json`` as ``paper_figures``);
+        for a root recorded without it, the row config's ``paper`` (how roots launched before the hook
+        carry them, e.g. ``docs/table2_small/``).
+        """
+        if self.paper_figures is not None:
+            return self.paper_figures
         return self.config.get("paper") or {}
 
 
@@ -240,7 +254,10 @@ def _row_report(root: str, name: str, record: dict) -> RowReport:
     config = configs[0] if configs else record.get("row_configs", {}).get(name, {})
     finished = [run.results for run in runs if run.status == "done"]
     status = _combined_status(runs) if runs else "not run"
-    return RowReport(name, group_of(name), status, config, finished[0] if finished else {}, runs)
+    paper_figures = None  # A root recorded before get_paper_figures(): the rows' config.paper.
+    if "paper_figures" in record:
+        paper_figures = dict((record["paper_figures"] or {}).get(name) or {})
+    return RowReport(name, group_of(name), status, config, finished[0] if finished else {}, runs, paper_figures)
 
 
 def read_sweep_rows(root: str, *, all_rows: bool = False) -> tuple[dict, list[RowReport]]:
@@ -290,25 +307,28 @@ def read_sweep_rows(root: str, *, all_rows: bool = False) -> tuple[dict, list[Ro
     return record, [_row_report(root, name, record) for name in names]
 
 
-def plot_panels(rows: Sequence[RowReport]) -> list[tuple[str, list[RowReport]]]:
-    """Group rows for plotting: one panel per Table 2 group, each led by the base row (the paper's reference).
+def plot_panels(rows: Sequence[RowReport], reference: str) -> list[tuple[str, list[RowReport]]]:
+    """Group rows for plotting: one panel per Table 2 group, each led by the reference row.
 
     Parameters
     ----------
     rows : Sequence[RowReport]
         Rows in order.
+    reference : str
+        The reference row (``base`` in Table 2, the paper's reference).
 
     Returns
     -------
     list[tuple[str, list[RowReport]]]
-        ``(group, [base, *members])`` in the order groups first appear (rows outside Table 2 form one
-        group, ``"rows"``); ``[("base", [base])]`` when base is the only row, ``[]`` without rows.
+        ``(group, [reference, *members])`` in the order groups first appear (rows outside Table 2's groups
+        form one group, ``"rows"``); ``[(reference, [reference])]`` when the reference is the only row,
+        ``[]`` without rows.
     """
-    base = [row for row in rows if row.row == "base"]
+    leading = [row for row in rows if row.row == reference]
     groups: dict[str, list[RowReport]] = {}
     for row in rows:
-        if row.row != "base":
+        if row.row != reference:
             groups.setdefault(row.group or "rows", []).append(row)
     if not groups:
-        return [("base", base)] if base else []
-    return [(name, base + members) for name, members in groups.items()]
+        return [(reference, leading)] if leading else []
+    return [(name, leading + members) for name, members in groups.items()]
