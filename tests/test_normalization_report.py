@@ -78,7 +78,11 @@ def test_the_report_command_writes_it_only_for_a_normalisation_sweep(tmp_path: p
     root = tmp_path / "normalization"
     _write_sweep(root)
     paths = all_reports.write_reports(str(root), str(tmp_path / "out"))
-    assert str(tmp_path / "out" / "normalization.md") in paths
+    assert str(tmp_path / "out" / "normalization_training.md") in paths
+    # The sweep's own comparison report keeps its name (the sweep file's): neither overwrites the other.
+    assert len(paths) == len(set(paths))
+    assert "## Gradient norm per module" in (tmp_path / "out" / "normalization_training.md").read_text()
+    assert "## Gradient norm per module" not in (tmp_path / "out" / "normalization.md").read_text()
     _, rows = sweep_rows.read_sweep_rows(str(root))
     assert not normalization_report.applies([row for row in rows if row.row == "base"])
 
@@ -91,8 +95,8 @@ def test_a_partial_sweep_reports_what_has_finished(tmp_path: pathlib.Path) -> No
     for path in sorted((root / "no_residual").rglob("*"), reverse=True):
         path.unlink() if path.is_file() else path.rmdir()
     paths = all_reports.write_reports(str(root), str(tmp_path / "out"))
-    text = (tmp_path / "out" / "normalization.md").read_text(encoding="utf-8")
-    assert str(tmp_path / "out" / "normalization.md") in paths
+    text = (tmp_path / "out" / "normalization_training.md").read_text(encoding="utf-8")
+    assert str(tmp_path / "out" / "normalization_training.md") in paths
     assert "Target dev perplexity: 50.00 (1.25 x base's mean best)" in text  # Base seed 0 alone: 1.25 x 40.
     steps_table = text.split("## Gradient norm per module")[0]
     lines = {line.split(" | ")[0].lstrip("| "): line for line in steps_table.splitlines() if line.startswith("| ")}

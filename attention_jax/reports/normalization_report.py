@@ -20,7 +20,7 @@ them:
 Files (``python -m attention_jax.report ROOT`` writes them when a row changes the normalisation or the
 residual connections; :func:`write_normalization_report`)::
 
-    ROOT/normalization.md    the tables above and the rule
+    ROOT/normalization_training.md    the tables above and the rule
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from attention_jax.reports.comparison_report import format_figure, resolve_refer
 from attention_jax.reports.sweep_curves import read_dev_curve
 from attention_jax.reports.sweep_rows import RowReport, read_sweep_rows
 
-REPORT_STEM = "normalization"
+REPORT_STEM = "normalization_training"  # Not the sweep's own report name (configs/sweeps/normalization.py).
 TARGET_FACTOR = 1.25
 """The fixed dev perplexity is this many times the reference's mean best: a level a healthy row reaches well
 before its end, so that the step measures speed and not the final level."""
@@ -252,7 +252,7 @@ def markdown_report(root: str, compared: Sequence[NormalizationRow], target: flo
 
 def write_normalization_report(root: str, rows: Sequence[RowReport] | None = None, *,
                                out_dir: str | None = None, reference: str | None = None) -> list[str]:
-    """Write ``ROOT/normalization.md`` for a sweep over normalisations.
+    """Write ``ROOT/normalization_training.md`` for a sweep over normalisations.
 
     Parameters
     ----------
