@@ -163,12 +163,63 @@ def needs_entry_point() -> None:
         pytest.skip("needs the training entry point attention_jax.main (branch train)")
 
 
-def tiny_flags(data_dir: pathlib.Path, steps: int, **extra: object) -> list[str]:
-    """``--config.key=value`` flags for a tiny run of ``steps`` steps reading data from ``data_dir``."""
+def tiny_overrides(data_dir: pathlib.Path, steps: int, **extra: object) -> dict[str, object]:
+    """The config fields of a tiny run of ``steps`` steps reading data from ``data_dir``.
+
+    Parameters
+    ----------
+    data_dir
+        The prepared data directory (the ``tiny_data_dir`` fixture).
+    steps
+        ``num_train_steps``, and the evaluation and checkpoint interval.
+    **extra
+        More fields, which may replace the ones above.
+
+    Returns
+    -------
+    dict[str, object]
+        Field name to value, on top of ``configs/tiny.py``.
+    """
     values = dict(TINY_TRAINING, data_dir=str(data_dir), num_train_steps=steps, eval_every_steps=steps,
                   checkpoint_every_steps=steps)
-    values.update(extra)  # May replace the defaults above.
-    return [f"--config.{key}={value}" for key, value in values.items()]
+    values.update(extra)
+    return values
+
+
+def tiny_flags(data_dir: pathlib.Path, steps: int, **extra: object) -> list[str]:
+    """``--config.key=value`` flags of :func:`tiny_overrides`, for ``attention_jax.main`` or a sweep."""
+    return [f"--config.{key}={value}" for key, value in tiny_overrides(data_dir, steps, **extra).items()]
+
+
+def train_tiny_in_process(workdir: pathlib.Path, data_dir: pathlib.Path, steps: int, **extra: object) -> dict:
+    """Train ``configs/tiny.py`` with :func:`tiny_overrides` in this process, as ``attention_jax.main`` does.
+
+    Parameters
+    ----------
+    workdir
+        The run's work directory (created, or resumed when it holds a checkpoint).
+    data_dir, steps, **extra
+        As for :func:`tiny_overrides`.
+
+    Returns
+    -------
+    dict
+        :func:`attention_jax.training.train.train_and_evaluate`'s results.
+
+    Notes
+    -----
+    The same config, checked against the schema the same way, and the same training function as
+    ``python -m attention_jax.main --config=configs/tiny.py --workdir=WORKDIR`` with :func:`tiny_flags`,
+    without the interpreter's start and the imports (seconds each on 2 cores): for the tests whose
+    check is the run's files, not the command line.
+    """
+    from attention_jax.experiment import sections
+    from attention_jax.training import train
+    from configs import tiny
+
+    config = tiny.get_config()
+    config.update(tiny_overrides(data_dir, steps, **extra))
+    return train.train_and_evaluate(sections.build_experiment(config, "configs/tiny.py"), str(workdir))
 
 
 @pytest.fixture(scope="session")
