@@ -10,6 +10,8 @@ at the end of a ``with`` block, which keeps these tests from leaking entries int
 
 from __future__ import annotations
 
+import functools
+
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -153,19 +155,19 @@ def test_a_registered_attention_function_trains_decodes_and_is_counted() -> None
             log_probs = jax.nn.log_softmax(logits)
             return -jnp.mean(jnp.take_along_axis(log_probs, targets[..., None], axis=-1))
 
-        value, gradients = jax.value_and_grad(loss)(params)
-        logits = model.Transformer(config).apply({"params": params}, inputs, targets)
+        # Compiled (jax.jit) where run op by op each operation would compile on its own: seconds each.
+        value, gradients = jax.jit(jax.value_and_grad(loss))(params)
+        logits = jax.jit(functools.partial(full_logits, model_config=config))(params, inputs, targets)
         # Independent check: temperature tau is the paper's attention on queries divided by tau.
-        paper_logits = model.Transformer(paper).apply({"params": _query_scaled(params, 1 / TEMPERATURE)},
-                                                      inputs, targets)
+        paper_logits = jax.jit(functools.partial(full_logits, model_config=paper))(
+            _query_scaled(params, 1 / TEMPERATURE), inputs, targets)
         np.testing.assert_allclose(logits, paper_logits, atol=2e-5)
         assert np.isfinite(float(value))
         gradient_norms = [float(jnp.abs(leaf).sum()) for leaf in jax.tree_util.tree_leaves(gradients)]
         assert all(np.isfinite(gradient_norms)) and sum(gradient_norms) > 0
         # The score path brings the key/value cache: incremental decoding equals the forward pass.
-        cached = incremental_logits(params, inputs, targets, model_config=config)
-        np.testing.assert_allclose(cached, full_logits(params, inputs, targets, model_config=config),
-                                   atol=2e-5, rtol=1e-5)
+        cached = jax.jit(functools.partial(incremental_logits, model_config=config))(params, inputs, targets)
+        np.testing.assert_allclose(cached, logits, atol=2e-5, rtol=1e-5)
         # Weights for attention maps, and the same FLOPs as the paper's function.
         _, state = model.Transformer(config).apply({"params": params}, inputs, targets, sow_weights=True,
                                                    mutable=["intermediates"])
@@ -214,7 +216,7 @@ def test_a_registered_positional_encoding_is_added_and_trained(model_kind: str) 
         sinusoidal = {name: layer for name, layer in params.items() if name not in position_layers}
         expected = language_model.apply_to_batch(language_model.build_model(paper, model_kind), sinusoidal, batch)
         np.testing.assert_allclose(language_model.apply_to_batch(module, params, batch), expected, atol=1e-5)
-        gradients = jax.grad(loss)(params)
+        gradients = jax.jit(jax.grad(loss))(params)
         assert all(abs(float(gradients[name]["position_scale"])) > 0 for name in position_layers)
     with pytest.raises(ValueError, match="got 'scaled_sinusoidal'"):
         paper.replace(positional_encoding="scaled_sinusoidal")
