@@ -10,8 +10,6 @@ at the end of a ``with`` block, which keeps these tests from leaking entries int
 
 from __future__ import annotations
 
-import functools
-
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -155,18 +153,17 @@ def test_a_registered_attention_function_trains_decodes_and_is_counted() -> None
             log_probs = jax.nn.log_softmax(logits)
             return -jnp.mean(jnp.take_along_axis(log_probs, targets[..., None], axis=-1))
 
-        # Compiled (jax.jit) where run op by op each operation would compile on its own: seconds each.
+        # Compiled (jax.jit): run op by op, each operation of the gradient compiled on its own.
         value, gradients = jax.jit(jax.value_and_grad(loss))(params)
-        logits = jax.jit(functools.partial(full_logits, model_config=config))(params, inputs, targets)
+        logits = full_logits(params, inputs, targets, model_config=config)  # Compiled (tests/test_decode.py).
         # Independent check: temperature tau is the paper's attention on queries divided by tau.
-        paper_logits = jax.jit(functools.partial(full_logits, model_config=paper))(
-            _query_scaled(params, 1 / TEMPERATURE), inputs, targets)
+        paper_logits = full_logits(_query_scaled(params, 1 / TEMPERATURE), inputs, targets, model_config=paper)
         np.testing.assert_allclose(logits, paper_logits, atol=2e-5)
         assert np.isfinite(float(value))
         gradient_norms = [float(jnp.abs(leaf).sum()) for leaf in jax.tree_util.tree_leaves(gradients)]
         assert all(np.isfinite(gradient_norms)) and sum(gradient_norms) > 0
         # The score path brings the key/value cache: incremental decoding equals the forward pass.
-        cached = jax.jit(functools.partial(incremental_logits, model_config=config))(params, inputs, targets)
+        cached = incremental_logits(params, inputs, targets, model_config=config)
         np.testing.assert_allclose(cached, logits, atol=2e-5, rtol=1e-5)
         # Weights for attention maps, and the same FLOPs as the paper's function.
         _, state = model.Transformer(config).apply({"params": params}, inputs, targets, sow_weights=True,

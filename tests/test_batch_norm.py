@@ -239,11 +239,12 @@ def _with_random_statistics(params: dict, seed: int) -> dict:
 def test_cached_decoding_and_beam_search_use_the_running_averages(position: str) -> None:
     config = SMALL.replace(layer_norm_position=position)
     ids = jnp.ones((1, 4), jnp.int32)
-    params = _with_random_statistics(_compiled_init(model.Transformer(config), ids, ids, seed=1), 2)
+    params = _with_random_statistics(nn.meta.unbox(model.Transformer(config).init(jax.random.key(1), ids,
+                                                                                  ids)["params"]), 2)
     inputs, targets, _ = random_batch(0, batch=2, source_len=6, target_len=8)
-    full = jax.jit(functools.partial(full_logits, model_config=config))(params, inputs, targets)
-    incremental = jax.jit(functools.partial(incremental_logits, model_config=config))(params, inputs, targets)
-    np.testing.assert_allclose(incremental, full, atol=2e-5, rtol=1e-5)
+    full = full_logits(params, inputs, targets, model_config=config)
+    np.testing.assert_allclose(incremental_logits(params, inputs, targets, model_config=config), full,
+                               atol=2e-5, rtol=1e-5)
     results = [jax.tree.map(np.asarray, decode.decode_batch(params, inputs[:, :5], jnp.array([10, 14], jnp.int32),
                                                             model_config=config, beam_size=2, max_decode_len=16,
                                                             use_cache=use_cache))
