@@ -359,10 +359,12 @@ def test_language_model_decodes_generates_and_keeps_documents_apart(function: st
                             value_dim=6, dropout_rate=0.0, max_len=24, attention_function=function)
     lm = language_model.LanguageModel(cfg)
     targets = jnp.asarray(np.random.default_rng(4).integers(4, 30, (2, 7)), jnp.int32)
-    params = nn.meta.unbox(lm.init(jax.random.key(0), targets)["params"])
-    full = lm.apply({"params": params}, targets)
+    # Compiled (jax.jit), init and forward passes alike: op by op, each operation compiled on its own.
+    params = nn.meta.unbox(jax.jit(lm.init)(jax.random.key(0), targets)["params"])
+    apply = jax.jit(lm.apply)
+    full = apply({"params": params}, targets)
     decoder = language_model.LanguageModel(cfg.replace(decode=True))
-    cache = jax.tree.map(jnp.zeros_like, decoder.init(jax.random.key(0), targets)["cache"])
+    cache = jax.tree.map(jnp.zeros_like, jax.jit(decoder.init)(jax.random.key(0), targets)["cache"])
     decode_step = jax.jit(lambda cache, ids: decoder.apply({"params": params, "cache": cache}, ids,
                                                            method=language_model.LanguageModel.logits,
                                                            mutable=["cache"]))
@@ -372,9 +374,9 @@ def test_language_model_decodes_generates_and_keeps_documents_apart(function: st
         cache = updated["cache"]
         np.testing.assert_allclose(step[:, 0], full[:, position], atol=3e-5)
     packed = jnp.concatenate([targets[:1, :4], targets[1:, :5], jnp.zeros((1, 2), jnp.int32)], axis=1)
-    together = lm.apply({"params": params}, packed, targets_segmentation=jnp.array([[1] * 4 + [2] * 5 + [0] * 2]),
-                        targets_position=jnp.array([[0, 1, 2, 3, 0, 1, 2, 3, 4, 0, 0]]))
-    np.testing.assert_allclose(together[:, 4:9], lm.apply({"params": params}, targets[1:, :5]), atol=3e-5)
+    together = apply({"params": params}, packed, targets_segmentation=jnp.array([[1] * 4 + [2] * 5 + [0] * 2]),
+                     targets_position=jnp.array([[0, 1, 2, 3, 0, 1, 2, 3, 4, 0, 0]]))
+    np.testing.assert_allclose(together[:, 4:9], apply({"params": params}, targets[1:, :5]), atol=3e-5)
     generator = generation.Generator(cfg, params, WordTokenizer())
     prompt = [5, 9, 7]
     output = generator.generate_ids([prompt], generation.SamplingSettings(temperature=0.0, max_new_tokens=5))[0]

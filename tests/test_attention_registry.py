@@ -167,19 +167,18 @@ def test_a_registered_attention_function_trains_decodes_and_is_counted() -> None
             log_probs = jax.nn.log_softmax(logits)
             return -jnp.mean(jnp.take_along_axis(log_probs, targets[..., None], axis=-1))
 
-        value, gradients = jax.value_and_grad(loss)(params)
-        logits = model.Transformer(config).apply({"params": params}, inputs, targets)
+        # Compiled (jax.jit): run op by op, each operation of the gradient compiled on its own.
+        value, gradients = jax.jit(jax.value_and_grad(loss))(params)
+        logits = full_logits(params, inputs, targets, model_config=config)  # Compiled (tests/test_decode.py).
         # Independent check: temperature tau is the paper's attention on queries divided by tau.
-        paper_logits = model.Transformer(paper).apply({"params": _query_scaled(params, 1 / TEMPERATURE)},
-                                                      inputs, targets)
+        paper_logits = full_logits(_query_scaled(params, 1 / TEMPERATURE), inputs, targets, model_config=paper)
         np.testing.assert_allclose(logits, paper_logits, atol=2e-5)
         assert np.isfinite(float(value))
         gradient_norms = [float(jnp.abs(leaf).sum()) for leaf in jax.tree_util.tree_leaves(gradients)]
         assert all(np.isfinite(gradient_norms)) and sum(gradient_norms) > 0
         # The score path brings the key/value cache: incremental decoding equals the forward pass.
         cached = incremental_logits(params, inputs, targets, model_config=config)
-        np.testing.assert_allclose(cached, full_logits(params, inputs, targets, model_config=config),
-                                   atol=2e-5, rtol=1e-5)
+        np.testing.assert_allclose(cached, logits, atol=2e-5, rtol=1e-5)
         # Weights for attention maps, and the same FLOPs as the paper's function.
         _, state = model.Transformer(config).apply({"params": params}, inputs, targets, sow_weights=True,
                                                    mutable=["intermediates"])
@@ -228,7 +227,7 @@ def test_a_registered_positional_encoding_is_added_and_trained(model_kind: str) 
         sinusoidal = {name: layer for name, layer in params.items() if name not in position_layers}
         expected = language_model.apply_to_batch(language_model.build_model(paper, model_kind), sinusoidal, batch)
         np.testing.assert_allclose(language_model.apply_to_batch(module, params, batch), expected, atol=1e-5)
-        gradients = jax.grad(loss)(params)
+        gradients = jax.jit(jax.grad(loss))(params)
         assert all(abs(float(gradients[name]["position_scale"])) > 0 for name in position_layers)
     with pytest.raises(ValueError, match="got 'scaled_sinusoidal'"):
         paper.replace(positional_encoding="scaled_sinusoidal")

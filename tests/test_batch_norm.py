@@ -10,6 +10,7 @@ two-step training run, its checkpoints, their average and its evaluation's beam 
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -58,6 +59,15 @@ def _module_and_params(seed: int = 0) -> tuple[normalization.SequenceBatchNorm, 
     assert set(params) == {"scale", "bias", "running_mean", "running_var"}
     params.update(scale=_random((5,), seed + 1), bias=_random((5,), seed + 2))
     return module, {key: np.asarray(value, np.float64) for key, value in params.items()}
+
+
+def _compiled_init(module: nn.Module, *args: jax.Array, seed: int) -> dict:
+    """``module``'s unboxed parameters from ``module.init``, compiled as one program.
+
+    Run op by op, a whole model's init (and apply, and a train step's gradient) compiles each of its
+    operations on its own, which takes tens of seconds on 2 cores; the values are the same.
+    """
+    return nn.meta.unbox(jax.jit(module.init)(jax.random.key(seed), *args)["params"])
 
 
 def _f32(tree: dict) -> dict:
@@ -138,14 +148,18 @@ def test_running_averages_over_several_steps_and_evaluation_with_them() -> None:
 def test_the_train_step_writes_the_running_averages_into_the_parameters() -> None:
     transformer = model.Transformer(SMALL)
     inputs, targets, _ = random_batch(0, batch=2, source_len=6, target_len=5)
-    params = nn.meta.unbox(transformer.init(jax.random.key(0), inputs, targets)["params"])
+    params = _compiled_init(transformer, inputs, targets, seed=0)
     optimizer = optax.adam(1e-3)
     state = train_state.TrainState(step=jnp.zeros((), jnp.int32), params=params, opt_state=optimizer.init(params),
                                    rng=jax.random.key_data(jax.random.key(1)))
     batch = {"inputs": inputs, "targets": targets}
-    new_state, _ = train_state.train_step(state, batch, transformer=transformer, optimizer=optimizer,
-                                          label_smoothing=0.1)
-    _, written = transformer.apply({"params": params}, inputs, targets, deterministic=False, mutable=[STATISTICS])
+    # Compiled, as training runs it (train.py jits the step): op by op its gradient took a minute.
+    step = jax.jit(functools.partial(train_state.train_step, transformer=transformer, optimizer=optimizer,
+                                     label_smoothing=0.1))
+    new_state, _ = step(state, batch)
+    forward = jax.jit(lambda params: transformer.apply({"params": params}, inputs, targets, deterministic=False,
+                                                       mutable=[STATISTICS]))
+    _, written = forward(params)
     statistics = written[STATISTICS]
     block = new_state.params["encoder_0"]["attention_block"]["layer_norm"]
     np.testing.assert_allclose(block["running_mean"],
@@ -242,13 +256,12 @@ def test_cached_decoding_and_beam_search_use_the_running_averages(position: str)
 @pytest.mark.slow
 def test_language_model_generates_with_the_running_averages() -> None:
     lm = language_model.LanguageModel(SMALL.replace(layer_norm_position="pre"))
-    params = _with_random_statistics(nn.meta.unbox(lm.init(jax.random.key(0), jnp.ones((1, 4), jnp.int32))["params"]),
-                                     3)
+    params = _with_random_statistics(_compiled_init(lm, jnp.ones((1, 4), jnp.int32), seed=0), 3)
     prompt = [5, 9, 12]
     settings = generation.SamplingSettings(temperature=0.0, max_new_tokens=8)
     generated = generation.Generator(lm.config, params, tokenizer=None).generate_ids([prompt], settings)[0]
     sequence = [model.BOS_ID, *prompt, *generated]
-    logits = np.array(lm.apply({"params": params}, jnp.asarray([sequence[1:]])))  # Reads sequence[:-1].
+    logits = np.array(jax.jit(lm.apply)({"params": params}, jnp.asarray([sequence[1:]])))  # Reads sequence[:-1].
     logits[..., [model.PAD_ID, model.UNK_ID, model.BOS_ID]] = -np.inf  # Never generated.
     np.testing.assert_array_equal(logits[0, len(prompt):].argmax(-1), generated)
 

@@ -81,11 +81,12 @@ def test_greedy_generation_equals_argmax_of_repeated_full_forward_passes() -> No
     prompts = [[5, 9, 7], [12]]
     settings = generation.SamplingSettings(temperature=0.0, max_new_tokens=6)
     outputs = generator.generate_ids(prompts, settings)
-    lm = language_model.LanguageModel(SMALL)
+    # Compiled once per length (jax.jit): op by op, every operation compiled on its own for each length.
+    forward = jax.jit(language_model.LanguageModel(SMALL).apply)
     for prompt, output in zip(prompts, outputs):
         sequence = list(prompt)
         for _ in range(6):  # Uncached: the whole sequence again (plus a causally unseen last target).
-            logits = np.array(lm.apply({"params": params}, jnp.asarray([sequence + [4]]))[0, len(sequence)])
+            logits = np.array(forward({"params": params}, jnp.asarray([sequence + [4]]))[0, len(sequence)])
             logits[[model.PAD_ID, model.UNK_ID, model.BOS_ID]] = -np.inf
             sequence.append(int(np.argmax(logits)))
             if sequence[-1] == model.EOS_ID:

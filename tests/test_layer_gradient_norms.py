@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -22,12 +24,15 @@ SMALL = TransformerConfig(vocab_size=40, num_layers=2, d_model=16, d_ff=24, num_
 def test_the_train_step_reports_each_modules_gradient_norm() -> None:
     transformer = model.Transformer(SMALL)
     inputs, targets, _ = random_batch(1, batch=2, source_len=6, target_len=5)
-    params = nn.meta.unbox(transformer.init(jax.random.key(0), inputs, targets)["params"])
+    # Compiled as training runs them (train.py jits the step): op by op, each operation of the init, the
+    # step's gradient and the loss's gradient below compiled on its own, which took half a minute.
+    params = nn.meta.unbox(jax.jit(transformer.init)(jax.random.key(0), inputs, targets)["params"])
     optimizer = optax.adam(1e-3)
     state = train_state.TrainState(step=jnp.zeros((), jnp.int32), params=params, opt_state=optimizer.init(params),
                                    rng=jax.random.key_data(jax.random.key(1)))
-    _, sums = train_state.train_step(state, {"inputs": inputs, "targets": targets}, transformer=transformer,
-                                     optimizer=optimizer, label_smoothing=0.1)
+    step = jax.jit(functools.partial(train_state.train_step, transformer=transformer, optimizer=optimizer,
+                                     label_smoothing=0.1))
+    _, sums = step(state, {"inputs": inputs, "targets": targets})
     layers = {key[len(train_state.LAYER_GRAD_NORM_PREFIX):]: float(value) for key, value in sums.items()
               if key.startswith(train_state.LAYER_GRAD_NORM_PREFIX)}
     assert set(layers) == set(params)  # shared_embedding, encoder_0, encoder_1, decoder_0, ..., the final norms.
@@ -39,7 +44,7 @@ def test_the_train_step_reports_each_modules_gradient_norm() -> None:
         loss_sums = metrics.token_loss_sums(logits, targets, 0.1)
         return loss_sums["loss_sum"] / loss_sums["tokens"]
 
-    gradient = jax.grad(loss)(params)["encoder_1"]
+    gradient = jax.jit(jax.grad(loss))(params)["encoder_1"]
     flat = np.concatenate([np.ravel(leaf) for leaf in jax.tree_util.tree_leaves(gradient)])
     np.testing.assert_allclose(layers["encoder_1"], np.linalg.norm(flat), rtol=1e-4)
 

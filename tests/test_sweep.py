@@ -1,7 +1,11 @@
 """launch.sweep: dry runs of the three executors, local runs (resume, skip, failures), bad input.
 
 Local runs use ``tests/support/fake_main.py`` (``--main=fake_main``): same flags as the entry point, instant
-fake training, and a failure switch; the real entry point runs in ``test_sweep_tiny_real``.
+fake training, and a failure switch; the real entry point runs in
+``test_tiny_table2_rows_train_to_the_report_and_rerun_does_no_work``, the one test that starts
+``python -m launch.sweep`` as a user does. The others run the sweep's flag parser and ``main`` in this
+process (``sweep_in_process``): what they check is the sweep's logic, not the interpreter's start; the
+rows they run are still processes, started by the local, SLURM or TPU executor as in a real sweep.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import pytest
 
 from configs import table2
 from tests.support.sweep_cli import (REPO_ROOT, fake_main_env, needs_entry_point, run_module, run_sweep,  # noqa: F401
-                       tiny_data_dir, tiny_flags)
+                                     sweep_in_process, tiny_data_dir, tiny_flags)
 
 ROWS = list(table2.ROW_NAMES)
 
@@ -31,7 +35,7 @@ def _commands(stdout: str) -> list[list[str]]:
 @pytest.mark.slow
 def test_local_dry_run_lists_every_row_command(tmp_path: pathlib.Path) -> None:
     root = tmp_path / "t2"
-    result = run_sweep("--config=configs/table2.py", "--rows=all", "--executor=local", f"--root={root}",
+    result = sweep_in_process("--config=configs/table2.py", "--rows=all", "--executor=local", f"--root={root}",
                        "--dry_run", "--config.num_train_steps=20", "--config.dataset=synthetic_en_de")
     assert result.returncode == 0, result.stderr
     commands = _commands(result.stdout)
@@ -49,7 +53,7 @@ def test_local_dry_run_lists_every_row_command(tmp_path: pathlib.Path) -> None:
 
 @pytest.mark.slow
 def test_overrides_that_replace_row_settings_are_named(tmp_path: pathlib.Path) -> None:
-    result = run_sweep("--config=configs/table2.py", "--rows=base,C1,C4", f"--root={tmp_path}", "--dry_run",
+    result = sweep_in_process("--config=configs/table2.py", "--rows=base,C1,C4", f"--root={tmp_path}", "--dry_run",
                        "--config.num_layers=1", "--config.d_model=256")
     assert result.returncode == 0, result.stderr
     notes = [line for line in result.stderr.splitlines() if line.startswith("note:")]
@@ -64,7 +68,7 @@ def _scripts(stdout: str) -> dict[str, str]:
 @pytest.mark.slow
 def test_slurm_dry_run_writes_one_script_per_row(tmp_path: pathlib.Path) -> None:
     root = tmp_path / "t2"
-    result = run_sweep("--config=configs/table2.py", "--executor=slurm", f"--root={root}", "--dry_run",
+    result = sweep_in_process("--config=configs/table2.py", "--executor=slurm", f"--root={root}", "--dry_run",
                        "--nodes=2", "--gpus_per_node=8", "--time=24:00:00", "--partition=gpu",
                        "--account=nlp", "--cpus_per_task=16", "--mem=200G", "--sbatch_option=--qos=high",
                        "--setup=source ~/venv/bin/activate", "--config.num_train_steps=1000")
@@ -94,7 +98,7 @@ def test_slurm_dry_run_writes_one_script_per_row(tmp_path: pathlib.Path) -> None
 
 @pytest.mark.slow
 def test_tpu_dry_run_starts_each_row_on_every_host(tmp_path: pathlib.Path) -> None:
-    result = run_sweep("--config=configs/table2.py", "--executor=tpu", f"--root={tmp_path / 't2'}",
+    result = sweep_in_process("--config=configs/table2.py", "--executor=tpu", f"--root={tmp_path / 't2'}",
                        "--dry_run", "--tpu_name=v4-32", "--zone=us-central2-b", "--project=proj",
                        "--remote_root=gs://bucket/t2", "--repo_dir=~/attention_jax",
                        "--setup=source ~/venv/bin/activate", "--config.dtype=bfloat16")
@@ -121,7 +125,7 @@ def test_sweep_file_without_row_argument_passes_row_overrides_as_flags(tmp_path:
         "def get_config():\n"
         "    return tiny.get_config()\n")
     root = tmp_path / "runs"
-    result = run_sweep(f"--config={sweep_file}", f"--root={root}", "--main=fake_main",
+    result = sweep_in_process(f"--config={sweep_file}", f"--root={root}", "--main=fake_main",
                        "--config.num_train_steps=7", env=fake_main_env())
     assert result.returncode == 0, result.stdout + result.stderr
     wide = json.loads((root / "wide" / "config.json").read_text())
@@ -141,7 +145,7 @@ def test_local_sweep_reports_failures_and_rerun_skips_finished_rows(tmp_path: pa
     root = tmp_path / "t2"
     args = ("--config=configs/table2.py", "--rows=base,A1,C1", f"--root={root}", "--main=fake_main",
             "--config.num_train_steps=20")
-    first = run_sweep(*args, env=fake_main_env(FAKE_MAIN_FAIL_ROWS="A1"))
+    first = sweep_in_process(*args, env=fake_main_env(FAKE_MAIN_FAIL_ROWS="A1"))
     assert first.returncode == 1
     assert re.search(r"\[2/3\] A1 +failed +exit 3", first.stdout)
     assert f"log: {root}/A1/log.txt" in first.stdout
@@ -150,7 +154,7 @@ def test_local_sweep_reports_failures_and_rerun_skips_finished_rows(tmp_path: pa
     assert re.search(r"\[3/3\] C1 +done", first.stdout), "a failing row must not stop the others"
     assert (root / "table2.md").exists()
 
-    second = run_sweep(*args, env=fake_main_env())
+    second = sweep_in_process(*args, env=fake_main_env())
     assert second.returncode == 0, second.stdout + second.stderr
     assert re.search(r"\[1/3\] base +skipped", second.stdout)
     assert "Summary: 2 skipped, 1 done" in second.stdout
@@ -164,7 +168,7 @@ def test_local_sweep_reports_failures_and_rerun_skips_finished_rows(tmp_path: pa
 @pytest.mark.slow
 def test_parallel_local_sweep_runs_every_row(tmp_path: pathlib.Path) -> None:
     root = tmp_path / "impl"
-    result = run_sweep("--config=configs/sweeps/attention_impl.py", f"--root={root}", "--main=fake_main",
+    result = sweep_in_process("--config=configs/sweeps/attention_impl.py", f"--root={root}", "--main=fake_main",
                        "--parallel=2", "--report=false", env=fake_main_env())
     assert result.returncode == 0, result.stdout + result.stderr
     rows = ["einsum_seed0", "einsum_seed1", "fused_seed0", "fused_seed1"]
@@ -183,21 +187,21 @@ def test_root_holding_a_different_sweep_is_refused_unless_forced(tmp_path: pathl
     env = fake_main_env()
     common = ("--config=configs/table2.py", "--rows=base", f"--root={root}", "--main=fake_main",
               "--report=false")
-    assert run_sweep(*common, "--config.num_train_steps=20", env=env).returncode == 0
-    refused = run_sweep(*common, "--config.num_train_steps=40", env=env)
+    assert sweep_in_process(*common, "--config.num_train_steps=20", env=env).returncode == 0
+    refused = sweep_in_process(*common, "--config.num_train_steps=40", env=env)
     assert refused.returncode == 2
     assert ("override --config.num_train_steps=20 -> --config.num_train_steps=40" in refused.stderr
             and "--force" in refused.stderr and "new --root" in refused.stderr)
-    other_file = run_sweep("--config=configs/sweeps/attention_impl.py", f"--root={root}", "--main=fake_main",
+    other_file = sweep_in_process("--config=configs/sweeps/attention_impl.py", f"--root={root}", "--main=fake_main",
                            "--config.num_train_steps=20", env=env)
     assert other_file.returncode == 2
     assert "config file configs/table2.py -> configs/sweeps/attention_impl.py" in other_file.stderr
-    forced = run_sweep(*common, "--config.num_train_steps=40", "--force", env=env)
+    forced = sweep_in_process(*common, "--config.num_train_steps=40", "--force", env=env)
     assert forced.returncode == 0, forced.stdout + forced.stderr
     assert _invocations(root, "base") == 2  # --force reruns finished rows.
     assert json.loads((root / "sweep.json").read_text())["overrides"] == ["num_train_steps=40"]
     # More rows of the same sweep into the same root are fine.
-    more = run_sweep(*common[:1], "--rows=A1", *common[2:], "--config.num_train_steps=40", env=env)
+    more = sweep_in_process(*common[:1], "--rows=A1", *common[2:], "--config.num_train_steps=40", env=env)
     assert more.returncode == 0, more.stderr
     assert json.loads((root / "sweep.json").read_text())["rows"] == ["base", "A1"]
 
@@ -213,7 +217,7 @@ def test_root_holding_a_different_sweep_is_refused_unless_forced(tmp_path: pathl
     (("--parallel=0",), "--parallel=0: 0 is not a positive integer"),
 ])
 def test_bad_input_is_named(tmp_path: pathlib.Path, args: tuple[str, ...], message: str) -> None:
-    result = run_sweep("--config=configs/table2.py", f"--root={tmp_path / 'r'}", "--main=fake_main", *args,
+    result = sweep_in_process("--config=configs/table2.py", f"--root={tmp_path / 'r'}", "--main=fake_main", *args,
                        env=fake_main_env())
     assert result.returncode == 2
     assert message in result.stderr
@@ -221,9 +225,9 @@ def test_bad_input_is_named(tmp_path: pathlib.Path, args: tuple[str, ...], messa
 
 @pytest.mark.slow
 def test_missing_sweep_file_and_non_sweep_file(tmp_path: pathlib.Path) -> None:
-    missing = run_sweep("--config=configs/nope.py", f"--root={tmp_path}")
+    missing = sweep_in_process("--config=configs/nope.py", f"--root={tmp_path}")
     assert missing.returncode == 2 and "sweep config file configs/nope.py not found" in missing.stderr
-    not_sweep = run_sweep("--config=configs/tiny.py", f"--root={tmp_path}")
+    not_sweep = sweep_in_process("--config=configs/tiny.py", f"--root={tmp_path}")
     assert not_sweep.returncode == 2 and "configs/tiny.py defines no get_sweep()" in not_sweep.stderr
 
 
@@ -236,7 +240,7 @@ def test_missing_cluster_tool_says_what_to_install(tmp_path: pathlib.Path, execu
                                                    hint: str) -> None:
     empty_bin = tmp_path / "bin"
     empty_bin.mkdir()
-    result = run_sweep("--config=configs/table2.py", "--rows=base", f"--executor={executor}",
+    result = sweep_in_process("--config=configs/table2.py", "--rows=base", f"--executor={executor}",
                        f"--root={tmp_path / 'r'}", "--tpu_name=v4", "--zone=z",
                        env=dict(os.environ, PATH=str(empty_bin)))
     assert result.returncode == 2
@@ -247,7 +251,7 @@ def test_missing_cluster_tool_says_what_to_install(tmp_path: pathlib.Path, execu
 @pytest.mark.slow
 def test_report_cli_reads_the_local_sweep(tmp_path: pathlib.Path) -> None:
     root = tmp_path / "t2"
-    assert run_sweep("--config=configs/table2.py", "--rows=base,B1", f"--root={root}", "--main=fake_main",
+    assert sweep_in_process("--config=configs/table2.py", "--rows=base,B1", f"--root={root}", "--main=fake_main",
                      "--report=false", env=fake_main_env()).returncode == 0
     result = run_module("attention_jax.report", str(root))
     assert result.returncode == 0, result.stderr
@@ -276,7 +280,7 @@ def test_tpu_executor_runs_rows_through_gcloud(tmp_path: pathlib.Path) -> None:
     args = ("--config=configs/table2.py", "--rows=base,B1", "--executor=tpu", f"--root={root}",
             f"--remote_root={remote_root}", "--tpu_name=v4-8", "--zone=z", f"--repo_dir={REPO_ROOT}",
             f"--python={sys.executable}", "--main=fake_main", "--report=false")
-    first = run_sweep(*args, env=env)
+    first = sweep_in_process(*args, env=env)
     assert first.returncode == 1
     assert (remote_root / "base" / "results.json").exists() and not (root / "base" / "results.json").exists()
     assert "fake training of base" in (root / "base" / "log.txt").read_text()  # gcloud's output, local.
@@ -286,7 +290,7 @@ def test_tpu_executor_runs_rows_through_gcloud(tmp_path: pathlib.Path) -> None:
     assert len(calls) == 2
     assert calls[0].startswith("compute tpus tpu-vm ssh v4-8 --zone=z --worker=all --command=")
 
-    second = run_sweep(*args, env=dict(env, FAKE_MAIN_FAIL_ROWS=""))
+    second = sweep_in_process(*args, env=dict(env, FAKE_MAIN_FAIL_ROWS=""))
     assert second.returncode == 0, second.stdout + second.stderr
     assert "Summary: 1 skipped, 1 done" in second.stdout  # base is recorded as finished.
     assert len((tmp_path / "gcloud.log").read_text().splitlines()) == 3
@@ -331,7 +335,7 @@ def _seed_runs(rows: list[str], seeds: range) -> list[tuple[str, int]]:
 @pytest.mark.slow
 def test_seeds_dry_run_lists_every_row_for_every_seed(tmp_path: pathlib.Path) -> None:
     root = tmp_path / "t2"
-    result = run_sweep("--config=configs/table2.py", "--rows=base,A1", f"--root={root}", "--seeds=3",
+    result = sweep_in_process("--config=configs/table2.py", "--rows=base,A1", f"--root={root}", "--seeds=3",
                        "--dry_run", "--config.num_train_steps=20")
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines()[0].startswith("# configs/table2.py: 2 row(s) base, A1 x seeds 0, 1, 2")
@@ -347,7 +351,7 @@ def test_seeds_dry_run_lists_every_row_for_every_seed(tmp_path: pathlib.Path) ->
 @pytest.mark.slow
 def test_seeds_slurm_dry_run_writes_one_script_per_seed(tmp_path: pathlib.Path) -> None:
     root = tmp_path / "t2"
-    result = run_sweep("--config=configs/table2.py", "--rows=base,A1", "--executor=slurm", f"--root={root}",
+    result = sweep_in_process("--config=configs/table2.py", "--rows=base,A1", "--executor=slurm", f"--root={root}",
                        "--seeds=2", "--dry_run", "--time=1:00:00")
     assert result.returncode == 0, result.stderr
     parts = re.split(r"^# ---- (.*)$", result.stdout, flags=re.M)
@@ -364,7 +368,7 @@ def test_seeds_slurm_dry_run_writes_one_script_per_seed(tmp_path: pathlib.Path) 
 
 @pytest.mark.slow
 def test_seeds_tpu_dry_run_puts_each_seed_in_its_remote_directory(tmp_path: pathlib.Path) -> None:
-    result = run_sweep("--config=configs/table2.py", "--rows=base,A1", "--executor=tpu",
+    result = sweep_in_process("--config=configs/table2.py", "--rows=base,A1", "--executor=tpu",
                        f"--root={tmp_path / 't2'}", "--seeds=2", "--dry_run", "--tpu_name=v4-32", "--zone=z",
                        "--remote_root=gs://bucket/t2", "--config.dtype=bfloat16")
     assert result.returncode == 0, result.stderr
@@ -387,7 +391,7 @@ def test_local_seeds_run_skip_and_resume_per_seed(tmp_path: pathlib.Path) -> Non
     root = tmp_path / "t2"
     args = ("--config=configs/table2.py", "--rows=base,A1", f"--root={root}", "--main=fake_main",
             "--config.num_train_steps=20")
-    first = run_sweep(*args, "--seeds=2", env=fake_main_env(FAKE_MAIN_FAIL_ROWS="A1/seed_1"))
+    first = sweep_in_process(*args, "--seeds=2", env=fake_main_env(FAKE_MAIN_FAIL_ROWS="A1/seed_1"))
     assert first.returncode == 1
     assert re.search(r"\[4/4\] A1/seed_1 +failed +exit 3", first.stdout)
     assert "Summary: 3 done, 1 failed\n  failed A1/seed_1: exit 3" in first.stdout
@@ -401,14 +405,14 @@ def test_local_seeds_run_skip_and_resume_per_seed(tmp_path: pathlib.Path) -> Non
     markdown = (root / "table2.md").read_text()
     assert "partial (seed_1 failed)" in markdown and "1 of 4 seed runs pending." in markdown
 
-    second = run_sweep(*args, "--seeds=2", env=fake_main_env())  # Skips finished seeds, reruns A1/seed_1.
+    second = sweep_in_process(*args, "--seeds=2", env=fake_main_env())  # Skips finished seeds, reruns A1/seed_1.
     assert second.returncode == 0, second.stdout + second.stderr
     assert "Summary: 3 skipped, 1 done" in second.stdout
     assert re.search(r"\[1/4\] base/seed_0 +skipped", second.stdout)
     assert [_seed_invocations(root, row, seed) for row, seed in _seed_runs(SEED_ROWS, range(2))] == [1, 1, 1, 2]
     assert (root / "A1" / "seed_1" / "log.txt").read_text().count("=== ") == 2
 
-    third = run_sweep(*args, "--seeds=3", env=fake_main_env())  # More seeds into the same root.
+    third = sweep_in_process(*args, "--seeds=3", env=fake_main_env())  # More seeds into the same root.
     assert third.returncode == 0, third.stdout + third.stderr
     assert "Summary: 4 skipped, 2 done" in third.stdout
     assert [_seed_invocations(root, row, 2) for row in SEED_ROWS] == [1, 1]
@@ -424,8 +428,8 @@ def test_local_seeds_run_skip_and_resume_per_seed(tmp_path: pathlib.Path) -> Non
 def test_seeds_and_no_seeds_do_not_share_a_root(tmp_path: pathlib.Path) -> None:
     root = tmp_path / "t2"
     common = ("--config=configs/table2.py", "--rows=base", f"--root={root}", "--main=fake_main", "--report=false")
-    assert run_sweep(*common, env=fake_main_env()).returncode == 0
-    refused = run_sweep(*common, "--seeds=2", env=fake_main_env())
+    assert sweep_in_process(*common, env=fake_main_env()).returncode == 0
+    refused = sweep_in_process(*common, "--seeds=2", env=fake_main_env())
     assert refused.returncode == 2
     assert "no seeds (ROOT/<row>) -> seeds [0, 1] (ROOT/<row>/seed_<k>)" in refused.stderr
 
@@ -442,14 +446,14 @@ def test_sweep_file_get_seeds_and_row_seed_settings(tmp_path: pathlib.Path) -> N
         "def get_config():\n"
         "    return tiny.get_config()\n")
     root = tmp_path / "runs"
-    result = run_sweep(f"--config={sweep_file}", f"--root={root}", "--dry_run")
+    result = sweep_in_process(f"--config={sweep_file}", f"--root={root}", "--dry_run")
     assert result.returncode == 0, result.stderr
     assert [command[-1] for command in _commands(result.stdout)] == ["2>&1"] * 4
     workdirs = [next(arg for arg in command if arg.startswith("--workdir="))
                 for command in _commands(result.stdout)]
     assert workdirs == [f"--workdir={root}/{row}/seed_{seed}" for seed in (3, 5) for row in ("narrow", "wide")]
     assert "note: the seeds replace row setting narrow seed=7" in result.stderr
-    counted = run_sweep(f"--config={sweep_file}", f"--root={root}", "--dry_run", "--seeds=1")  # --seeds wins.
+    counted = sweep_in_process(f"--config={sweep_file}", f"--root={root}", "--dry_run", "--seeds=1")  # --seeds wins.
     assert [line.split("--workdir=")[1].split()[0] for line in counted.stdout.splitlines()[1:]] == [
         f"{root}/narrow/seed_0", f"{root}/wide/seed_0"]
 
@@ -460,7 +464,7 @@ def test_sweep_file_get_seeds_and_row_seed_settings(tmp_path: pathlib.Path) -> N
     (("--seeds=-1",), "--seeds=-1: -1 is not a non-negative integer"),
 ])
 def test_bad_seed_flags_are_named(tmp_path: pathlib.Path, args: tuple[str, ...], message: str) -> None:
-    result = run_sweep("--config=configs/table2.py", f"--root={tmp_path / 'r'}", "--dry_run", *args)
+    result = sweep_in_process("--config=configs/table2.py", f"--root={tmp_path / 'r'}", "--dry_run", *args)
     assert result.returncode == 2
     assert message in result.stderr
 
@@ -546,7 +550,7 @@ def test_a_root_that_is_a_file_too_long_or_read_only_is_one_line_and_nothing_run
     for name, root, extra in (("file", a_file, ()), ("file_dry_run", a_file, ("--dry_run",)),
                               ("overlong", overlong, ()), ("read_only", read_only_root, ())):
         with read_only(read_only_root) if name == "read_only" else contextlib.nullcontext():
-            results[name] = run_sweep("--config=configs/table2.py", "--rows=base", f"--root={root}",
+            results[name] = sweep_in_process("--config=configs/table2.py", "--rows=base", f"--root={root}",
                                       "--main=fake_main", *extra, env=fake_main_env())
     for name, expected in (("file", "is a file, not a directory"), ("file_dry_run", "is a file, not a directory"),
                            ("overlong", "is 300 bytes long"), ("read_only", "read-only file system")):

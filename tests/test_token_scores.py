@@ -13,6 +13,7 @@ import subprocess
 import sys
 
 import flax.linen as nn
+import jax
 import numpy as np
 import pytest
 
@@ -46,9 +47,12 @@ def test_token_log_probs_equal_each_pairs_own_forward_pass_and_sum_to_beam_searc
     values = token_scores.token_log_probs(TINY, params, [p[0] for p in pairs], [p[1] for p in pairs], batch_size=3)
     hypotheses = [hypothesis for found in nbest for hypothesis in found]
     assert len(values) == len(pairs) == 2 * len(SOURCES)
+    # Each pair's own unpadded forward pass, compiled once per shape: op by op, every operation of every
+    # pair's shape compiled on its own (most of a minute on 2 cores).
+    forward = jax.jit(Transformer(TINY).apply)
     for (source, target), scores, hypothesis in zip(pairs, values, hypotheses):
-        logits = np.asarray(Transformer(TINY).apply({"params": params}, np.asarray([source], np.int32),
-                                                    np.asarray([target], np.int32)), np.float64)[0]  # [T, N]
+        logits = np.asarray(forward({"params": params}, np.asarray([source], np.int32),
+                                    np.asarray([target], np.int32)), np.float64)[0]  # [T, N]
         expected = _numpy_log_softmax(logits)[np.arange(len(target)), target]
         np.testing.assert_allclose(scores, expected, rtol=1e-5, atol=1e-5)
         assert scores.shape == (len(target),) and np.all(scores <= 0.0)
