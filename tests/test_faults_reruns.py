@@ -192,7 +192,8 @@ def test_a_different_tokenizer_never_replaces_the_runs_own(tmp_path: pathlib.Pat
 
 def test_best_directory_keeps_the_k_lowest_perplexities(tmp_path: pathlib.Path,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    run = types.SimpleNamespace(workdir=str(tmp_path), early_stopping=early_stopping.EarlyStopping(patience=5),
+    run = types.SimpleNamespace(workdir=str(tmp_path),
+                                loop=types.SimpleNamespace(early_stopping=early_stopping.EarlyStopping(patience=5)),
                                 experiment=fake_data.tiny_experiment(average_last_checkpoints=3))
     saved_params: dict[int, float] = {}
     for step, perplexity in ((100, 10.0), (200, 8.0), (300, 8.5), (400, 7.0)):

@@ -31,6 +31,11 @@ pytestmark = [pytest.mark.end_to_end]
 
 tiny_data_dir = sweep_cli.tiny_data_dir  # The session's prepared synthetic corpus (a fixture).
 SOURCE = dict(num_train_steps=4, eval_every_steps=2, checkpoint_every_steps=2)
+SOURCE_TOKENIZER = b"the source run's SentencePiece model"  # FakeData's tokenizer.model in these runs.
+
+
+def _data() -> fake_data.FakeData:
+    return fake_data.FakeData(tokenizer_model=SOURCE_TOKENIZER)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -43,10 +48,10 @@ def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 @pytest.fixture(scope="module")
 def source_run(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
-    """A finished 4-step run on FakeData, with a tokenizer.model (FakeData's tokenizer writes none)."""
+    """A finished 4-step run on FakeData; its tokenizer.model holds ``SOURCE_TOKENIZER``."""
     workdir = tmp_path_factory.mktemp("source") / "run"
-    train.train_and_evaluate(fake_data.tiny_experiment(**SOURCE), str(workdir), data=fake_data.FakeData())
-    (workdir / run_files.TOKENIZER_FILE).write_bytes(b"the source run's SentencePiece model")
+    train.train_and_evaluate(fake_data.tiny_experiment(**SOURCE), str(workdir), data=_data())
+    assert (workdir / run_files.TOKENIZER_FILE).read_bytes() == SOURCE_TOKENIZER  # Written by the run.
     return workdir
 
 
@@ -70,7 +75,7 @@ def test_fine_tuning_starts_from_the_sources_parameters_with_a_fresh_optimizer(
     source = fine_tuning.resolve_source(config, str(workdir))
     assert not workdir.exists()  # Checking writes nothing.
     assert (source.step, source.checkpoint) == (4, "latest")
-    data = fine_tuning.start_from_source(config, str(workdir), source, data=fake_data.FakeData())
+    data = fine_tuning.start_from_source(config, str(workdir), source, data=_data())
 
     started = _params(workdir / run_files.CHECKPOINT_DIR, 0)  # The new run's step 0: the source's last step.
     expected = _params(source_run / run_files.CHECKPOINT_DIR, 4)
@@ -83,7 +88,7 @@ def test_fine_tuning_starts_from_the_sources_parameters_with_a_fresh_optimizer(
     record = run_files.read_fine_tuned_from(str(workdir))
     assert record == json.loads((workdir / run_files.FINE_TUNED_FROM_FILE).read_text())
     assert record["workdir"] == str(source_run) and record["step"] == 4 and record["checkpoint"] == "latest"
-    assert record["tokenizer_sha256"] == hashlib.sha256(b"the source run's SentencePiece model").hexdigest()
+    assert record["tokenizer_sha256"] == hashlib.sha256(SOURCE_TOKENIZER).hexdigest()
     assert results["fine_tuned_from"] == record  # results.json names the source too.
     assert json.loads((workdir / run_files.RESULTS_FILE).read_text())["fine_tuned_from"] == record
     assert checkpoints.read_config(str(workdir)).run.fine_tune_from == str(source_run)
@@ -122,7 +127,7 @@ def test_another_model_or_source_is_one_line_before_anything_is_written(source_r
     # Without the step-0 checkpoint, training refuses rather than start from random parameters.
     with pytest.raises(UserInputError, match="holds no checkpoint to fine-tune"):
         train.train_and_evaluate(fake_data.tiny_experiment(fine_tune_from=str(source_run)), str(workdir),
-                                 data=fake_data.FakeData())
+                                 data=_data())
 
 
 def test_the_refusal_of_other_data_names_the_fine_tuning_flag(tmp_path: pathlib.Path) -> None:

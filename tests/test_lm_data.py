@@ -107,6 +107,13 @@ def test_txt_corpus_batches_resume_and_cover_every_row(tmp_path: pathlib.Path) -
     assert [document.tolist() for document in whole] == data.tokenizer.encode_batch(texts["validation"], add_eos=True)
 
 
+def test_language_model_data_has_no_sentence_pairs(tmp_path: pathlib.Path) -> None:
+    _write_txt_corpus(tmp_path)
+    data = lm_data.get_datasets(_config(f"txt:{tmp_path}", tmp_path / "cache"), rows_multiple=2)
+    assert data.text_pairs("validation") == [] and data.text_pairs("test", max_pairs=3) == []
+    with pytest.raises(ValueError, match="Unknown split 'dev'"):
+        data.text_pairs("dev")
+
 def test_txt_corpus_errors_name_the_fix(tmp_path: pathlib.Path) -> None:
     with pytest.raises(FileNotFoundError, match="missing: train.txt, dev.txt, test.txt"):
         lm_data.get_datasets(_config(f"txt:{tmp_path}", tmp_path / "cache"))

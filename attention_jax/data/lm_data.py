@@ -254,6 +254,25 @@ class LanguageModelData:
         """
         return self._rows[self.role_of(split)].documents()
 
+    def text_pairs(self, split: str, max_pairs: int = 0) -> list[tuple[str, str]]:
+        """Return no sentence pairs: a language model's documents have no source side to translate.
+
+        Parameters
+        ----------
+        split : str
+            As for :meth:`eval_batches` (checked).
+        max_pairs : int
+            Ignored.
+
+        Returns
+        -------
+        list[tuple[str, str]]
+            Always empty. Part of the :class:`~attention_jax.data.training_data.TrainingData` interface; a
+            ``model_kind='decoder_only'`` config asks for no BLEU (``build_experiment`` refuses one that does).
+        """
+        self.role_of(split)
+        return []
+
     def split_fingerprints(self) -> dict[str, dict[str, str | int]]:
         """Return what identifies the dev and test splits: their names, document counts and text's SHA-256.
 

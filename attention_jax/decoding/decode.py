@@ -42,7 +42,9 @@ MIN_SOURCE_BUCKET = 8
 class TextCodec(Protocol):
     """What decoding needs from a tokenizer: text to ids and back (``data.tokenizer.Tokenizer`` has it)."""
 
-    vocab_size: int
+    @property
+    def vocab_size(self) -> int:
+        """Pieces in the vocabulary."""
 
     def encode(self, text: str) -> list[int]:
         """Ids of ``text`` ending in EOS."""

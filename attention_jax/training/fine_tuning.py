@@ -35,9 +35,10 @@ from absl import logging
 
 from attention_jax import run_files
 from attention_jax.checkpointing import checkpoints, params_checkpoints, resume_checks
+from attention_jax.data.training_data import TrainingData
 from attention_jax.experiment.sections import Experiment
 from attention_jax.models import language_model
-from attention_jax.training import optim, setup_checks, sharding, train, workdir_lock
+from attention_jax.training import optim, run_context, setup_checks, sharding, workdir_lock
 from attention_jax.training.train_state import (
     abstract_boxed_state,
     abstract_train_state,
@@ -135,7 +136,7 @@ def resolve_source(experiment: Experiment, workdir: str) -> FineTuneSource | Non
 
 
 def start_from_source(experiment: Experiment, workdir: str, source: FineTuneSource,
-                      data: Any = None) -> Any:
+                      data: TrainingData | None = None) -> TrainingData | None:
     """Write the new run's step-0 checkpoint: the source's parameters, a fresh optimizer state.
 
     Parameters
@@ -146,12 +147,12 @@ def start_from_source(experiment: Experiment, workdir: str, source: FineTuneSour
         The new run's work directory.
     source : FineTuneSource
         From :func:`resolve_source`.
-    data : object, optional
+    data : TrainingData, optional
         The new run's data (default: loaded from the config, with the source's tokenizer).
 
     Returns
     -------
-    object
+    TrainingData or None
         The data, to pass on to :func:`attention_jax.training.train.train_and_evaluate` (loaded here
         for the data iterator's starting state, so it is not loaded twice); ``data`` unchanged when the
         work directory already holds a checkpoint (a rerun resumes its own, nothing is written).
@@ -166,7 +167,7 @@ def start_from_source(experiment: Experiment, workdir: str, source: FineTuneSour
         return data
     config = experiment.run
     mesh = sharding.create_mesh(config.mesh_shape, config.mesh_axes)
-    data = data if data is not None else train.load_data(experiment, mesh)  # The loader training uses.
+    data = data if data is not None else run_context.load_data(experiment, mesh)  # The loader training uses.
     setup_checks.check_data(experiment, data)  # Before the step-0 checkpoint.
     lock = workdir_lock.acquire_for_job(workdir)  # Only now: a corpus mistake above leaves no work directory.
     try:
@@ -182,7 +183,7 @@ def start_from_source(experiment: Experiment, workdir: str, source: FineTuneSour
         iterator = data.train_iterator(experiment.seed)
         manager = checkpoints.TrainingCheckpoints(workdir, keep=config.keep_checkpoints)
         try:
-            manager.save(state, data_state=iterator.get_state() if hasattr(iterator, "get_state") else None,
+            manager.save(state, data_state=iterator.get_state(),
                          progress={"fine_tuned_from": source.record()})
         finally:
             manager.close()

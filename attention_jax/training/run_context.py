@@ -1,54 +1,287 @@
-"""The state of one training run, shared by the loop (:mod:`~attention_jax.training.train`) and its
-evaluations (:mod:`~attention_jax.training.run_evaluation`)."""
+"""One training run's state, built once by :func:`build_run`: what stays fixed for the session
+(:class:`TrainingRun`) and what the loop advances (:class:`LoopState`).
+
+The loop is :mod:`~attention_jax.training.train`; its evaluations are
+:mod:`~attention_jax.training.run_evaluation`. A run starts fresh or from its latest checkpoint, whose
+bookkeeping (wall time, tokens, early stopping, the last logged figures) :func:`build_run` carries over.
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
-from typing import Any, Iterator
+from typing import Any
 
+import jax
+import optax
+from absl import logging
 from jax.sharding import Mesh
 
 from attention_jax.checkpointing import checkpoints
+from attention_jax.data.training_data import TrainingData, TrainIterator
 from attention_jax.experiment.sections import Experiment
-from attention_jax.models.transformer_config import TransformerConfig
-from attention_jax.training import early_stopping, metric_writer, workdir_lock
+from attention_jax.models import language_model, model, variants
+from attention_jax.training import early_stopping, metric_writer, optim, reruns, setup_checks, sharding, workdir_lock
 from attention_jax.training.throughput import Throughput
-from attention_jax.training.train_state import CompiledSteps, TrainState
+from attention_jax.training.train_state import (
+    Batch,
+    CompiledSteps,
+    TrainState,
+    abstract_boxed_state,
+    abstract_train_state,
+    compile_steps,
+    create_train_state,
+    train_state_shardings,
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class EarlierSessions:
+    """What the sessions before this one did, from the restored checkpoint's bookkeeping (0 for a new run).
+
+    Attributes
+    ----------
+    wall_s : float
+        Their training wall time.
+    train_target_tokens : float
+        The target tokens they trained on.
+    """
+
+    wall_s: float = 0.0
+    train_target_tokens: float = 0.0
 
 
 @dataclasses.dataclass
+class LoopState:
+    """What the training loop advances: the only mutable part of a run.
+
+    Attributes
+    ----------
+    state : TrainState
+        The parameters, optimizer state and step.
+    train_iterator : TrainIterator
+        The training batches (its position is saved with each checkpoint).
+    early_stopping : early_stopping.EarlyStopping
+        The best dev perplexity so far and the evaluations since.
+    throughput : Throughput
+        Timed training tokens and seconds (carried over from earlier sessions) and the peak MFU divides by.
+    last_save_time : float
+        ``time.time()`` of the last checkpoint (``checkpoint_every_minutes`` counts from it).
+    stop_reason : str or None
+        Set when training ends: ``early_stopping.STOPPED_EARLY`` or ``REACHED_NUM_STEPS``.
+    evaluation_pending : bool
+        Restored from a checkpoint written before its step's evaluation, which did not finish.
+    last_train, last_eval : dict
+        The last logged train figures and dev evaluation (``results.json`` reports them).
+    session_tokens : float
+        Target tokens trained on in this session.
+    token_counts : dict
+        Real tokens and slots since the last log line (its padding fractions).
+    compiled_shapes : set
+        The batch shapes the train step was compiled for.
+    """
+
+    state: TrainState
+    train_iterator: TrainIterator
+    early_stopping: early_stopping.EarlyStopping
+    throughput: Throughput
+    last_save_time: float
+    stop_reason: str | None = None
+    evaluation_pending: bool = False
+    last_train: dict[str, Any] = dataclasses.field(default_factory=dict)
+    last_eval: dict[str, Any] = dataclasses.field(default_factory=dict)
+    session_tokens: float = 0.0
+    token_counts: dict[str, int] = dataclasses.field(default_factory=dict)
+    compiled_shapes: set[tuple] = dataclasses.field(default_factory=set)
+
+
+@dataclasses.dataclass(frozen=True)
 class TrainingRun:
     """Everything one call of :func:`~attention_jax.training.train.train_and_evaluate` works with.
 
-    Mutable: the state advances as training goes.
+    Attributes
+    ----------
+    experiment : Experiment
+        The checked experiment (``experiment.model`` is the model's config).
+    workdir : str
+        The run directory.
+    data : TrainingData
+        The training and dev data.
+    mesh : Mesh
+        The device mesh.
+    steps : CompiledSteps
+        The jitted train and evaluation steps and the batch sharding.
+    schedule : optax.Schedule
+        The optimizer's learning rate of the update count (logged).
+    checkpoints : checkpoints.TrainingCheckpoints
+        The train-state checkpoints of ``workdir``.
+    writer : metric_writer.MetricWriter
+        ``metrics.jsonl`` and TensorBoard.
+    lock : workdir_lock.WorkdirLock or None
+        The work directory's lock (process 0), refreshed at each save.
+    num_params : int
+        The model's parameter count.
+    earlier : EarlierSessions
+        What earlier sessions of the run did.
+    session_start : float
+        ``time.time()`` when this session's run was built.
+    loop : LoopState
+        What the loop advances.
+
+    Notes
+    -----
+    Frozen: only ``loop`` changes as training goes (and the dev batches are padded once, on first use).
     """
 
     experiment: Experiment
     workdir: str
+    data: TrainingData
     mesh: Mesh
-    data: Any
-    model_config: TransformerConfig
     steps: CompiledSteps
-    state: TrainState
-    train_iterator: Iterator
+    schedule: optax.Schedule
     checkpoints: checkpoints.TrainingCheckpoints
-    schedule: Any  # The optimizer's learning-rate schedule (optax: update count -> rate).
     writer: metric_writer.MetricWriter
+    lock: workdir_lock.WorkdirLock | None
     num_params: int
-    wall_s_before: float = 0.0  # Training wall time of earlier sessions (from the checkpoint).
-    tokens_before: float = 0.0
-    session_start: float = dataclasses.field(default_factory=time.time)
-    last_save_time: float = dataclasses.field(default_factory=time.time)
-    eval_batches: list | None = None
-    last_train: dict = dataclasses.field(default_factory=dict)
-    last_eval: dict = dataclasses.field(default_factory=dict)
-    session_tokens: float = 0.0  # Target tokens trained on in this session.
-    compiled_shapes: set = dataclasses.field(default_factory=set)
-    throughput: Throughput = dataclasses.field(default_factory=Throughput)
-    early_stopping: early_stopping.EarlyStopping = dataclasses.field(
-        default_factory=lambda: early_stopping.EarlyStopping(patience=0))
-    stop_reason: str | None = None  # Set when training ends: early_stopping.STOPPED_EARLY or REACHED_NUM_STEPS.
-    evaluation_pending: bool = False  # Restored from a checkpoint written before its step's unfinished evaluation.
-    token_counts: dict = dataclasses.field(default_factory=dict)  # Real tokens and slots since the last log.
-    lock: workdir_lock.WorkdirLock | None = None  # The work directory's lock (process 0).
+    earlier: EarlierSessions
+    session_start: float
+    loop: LoopState
+
+    @functools.cached_property
+    def eval_batches(self) -> list[Batch]:
+        """This process's dev batches (``num_eval_batches`` of ``eval_split``), padded to the mesh's shards."""
+        multiple = sharding.local_data_shards(self.mesh)
+        local = self.data.eval_batches(self.experiment.data.eval_split,
+                                       max_batches=self.experiment.run.num_eval_batches)
+        return [sharding.pad_rows(batch, multiple) for batch in local]
+
+
+def load_data(experiment: Experiment, mesh: Mesh) -> TrainingData:
+    """The training data ``experiment`` names: translation pairs or a language model's documents.
+
+    Parameters
+    ----------
+    experiment : Experiment
+        The run's experiment (its data section and model kind).
+    mesh : Mesh
+        The device mesh; rows per batch are made a multiple of its data-parallel size.
+
+    Returns
+    -------
+    TrainingData
+        ``input_pipeline.get_datasets``'s (or ``lm_data.get_datasets``'s) result for this process.
+    """
+    if experiment.model_kind == variants.ModelKind.DECODER_ONLY:
+        from attention_jax.data import lm_data  # Documents packed into rows.
+
+        return lm_data.get_datasets(experiment.data, process_index=jax.process_index(),
+                                    process_count=jax.process_count(), rows_multiple=sharding.data_parallel_size(mesh))
+    from attention_jax.data import input_pipeline  # The data pipeline (TFDS, grain) is heavy to import.
+
+    return input_pipeline.get_datasets(experiment.data, process_index=jax.process_index(),
+                                       process_count=jax.process_count(),
+                                       rows_multiple=sharding.data_parallel_size(mesh))
+
+
+def build_run(experiment: Experiment, workdir: str, data: TrainingData | None,
+              lock: workdir_lock.WorkdirLock | None = None) -> TrainingRun:
+    """Mesh, model, compiled steps, and the initial or restored state, data iterator and bookkeeping.
+
+    Parameters
+    ----------
+    experiment : Experiment
+        The checked experiment.
+    workdir : str
+        The run directory; its latest checkpoint, if any, is restored.
+    data : TrainingData or None
+        The data (``None``: :func:`load_data`).
+    lock : workdir_lock.WorkdirLock or None
+        The work directory's lock, held by the caller.
+
+    Returns
+    -------
+    TrainingRun
+        The run, ready for the loop.
+
+    Notes
+    -----
+    A restored run is checked against its data before anything is written (:func:`setup_checks.check_tokenizer`,
+    :func:`setup_checks.check_data_splits`), and carries its figures over (:func:`_restored_loop`).
+    """
+    run_config, optimizer_config = experiment.run, experiment.optimizer
+    mesh = sharding.create_mesh(run_config.mesh_shape, run_config.mesh_axes)
+    data = data if data is not None else load_data(experiment, mesh)
+    setup_checks.check_data(experiment, data)
+    transformer = language_model.build_model(experiment.model, experiment.model_kind)
+    schedule = optim.make_schedule(optimizer_config)
+    optimizer = optim.make_optimizer(optimizer_config, schedule)
+    rules = sharding.logical_axis_rules(run_config.param_sharding, mesh)
+    boxed_state = abstract_boxed_state(transformer, optimizer)
+    shardings = train_state_shardings(boxed_state, mesh, rules)
+    steps = compile_steps(transformer, optimizer, mesh, shardings, label_smoothing=optimizer_config.label_smoothing,
+                          grad_accum_steps=optimizer_config.grad_accum_steps, dropout_rng=optimizer_config.dropout_rng)
+    manager = checkpoints.TrainingCheckpoints(workdir, keep=run_config.keep_checkpoints)
+    restored = manager.restore_latest(abstract_train_state(boxed_state, shardings))
+    if restored is None:
+        state = create_train_state(experiment.seed, transformer, optimizer, shardings)
+        train_iterator = data.train_iterator(experiment.seed)
+        writer = metric_writer.MetricWriter(workdir, resumed_step=int(state.step))
+        session_start = time.time()
+        loop = LoopState(state=state, train_iterator=train_iterator,
+                         early_stopping=early_stopping.EarlyStopping.from_config(run_config, {}),
+                         throughput=Throughput(), last_save_time=session_start)
+        earlier = EarlierSessions()
+    else:
+        setup_checks.check_tokenizer(experiment, workdir, data, restored.step)
+        setup_checks.check_data_splits(workdir, data)
+        train_iterator = _resumed_iterator(data, experiment.seed, restored)
+        logging.info("Resumed from the checkpoint of step %d in %s.", restored.step, workdir)
+        writer = metric_writer.MetricWriter(workdir, resumed_step=int(restored.state.step))  # Drops later records.
+        session_start = time.time()
+        loop = _restored_loop(experiment, workdir, restored, train_iterator, last_save_time=session_start)
+        earlier = EarlierSessions(wall_s=float(restored.progress.get("wall_s", 0.0)),
+                                  train_target_tokens=float(restored.progress.get("train_target_tokens", 0.0)))
+    return TrainingRun(experiment=experiment, workdir=workdir, data=data, mesh=mesh, steps=steps, schedule=schedule,
+                       checkpoints=manager, writer=writer, lock=lock, num_params=model.count_params(loop.state.params),
+                       earlier=earlier, session_start=session_start, loop=loop)
+
+
+def _restored_loop(experiment: Experiment, workdir: str, restored: checkpoints.Restored,
+                   train_iterator: TrainIterator, *, last_save_time: float) -> LoopState:
+    """The loop state of a restored run: timed throughput, the last logged train and dev figures, early stopping.
+
+    A checkpoint written before its step's evaluation (:data:`reruns.EVALUATION_PENDING`) gets that
+    evaluation from ``metrics.jsonl`` when it finished (:func:`reruns.with_logged_evaluation`: the best
+    step and early stopping then count it), or has it redone first by the loop when it did not.
+    Early stopping that ended the run no longer holds it when the new config's patience allows more
+    evaluations (:mod:`attention_jax.training.reruns`). Reads ``metrics.jsonl`` after the metric writer
+    dropped its records after the restored step.
+    """
+    step = int(restored.state.step)
+    throughput = Throughput()
+    throughput.total_tokens = float(restored.progress.get("timed_train_tokens", 0.0))
+    throughput.total_seconds = float(restored.progress.get("timed_train_seconds", 0.0))
+    last_train, last_eval = reruns.logged_figures(workdir, step)
+    progress = reruns.with_logged_evaluation(restored.progress, last_eval, experiment.run)
+    stopping = early_stopping.EarlyStopping.from_config(experiment.run, progress)
+    stop_reason = progress.get("stop_reason")
+    if stop_reason == early_stopping.STOPPED_EARLY and not stopping.should_stop:
+        logging.info("Early stopping had ended this run at step %d; with early_stopping_patience=%d it trains on.",
+                     step, stopping.patience)
+        stop_reason = None
+    return LoopState(state=restored.state, train_iterator=train_iterator,
+                     early_stopping=stopping, throughput=throughput, last_save_time=last_save_time,
+                     stop_reason=stop_reason, evaluation_pending=bool(progress.get(reruns.EVALUATION_PENDING)),
+                     last_train=last_train, last_eval=last_eval)
+
+
+def _resumed_iterator(data: TrainingData, seed: int, restored: checkpoints.Restored) -> TrainIterator:
+    """The training batches from where the checkpoint left them (a fresh order, seeded with seed + step, without)."""
+    if restored.data_state is None:
+        logging.warning("No usable data iterator state at step %d: continuing with a fresh data "
+                        "order seeded with seed + step.", restored.step)
+        return data.train_iterator(seed + restored.step)
+    iterator = data.train_iterator(seed)
+    iterator.set_state(restored.data_state)
+    return iterator

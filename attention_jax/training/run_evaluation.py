@@ -25,16 +25,6 @@ from attention_jax.models import metrics
 from attention_jax.models.variants import ModelKind
 from attention_jax.training import distributed, sharding
 from attention_jax.training.run_context import TrainingRun
-from attention_jax.training.train_state import Batch
-
-
-def eval_batches(run: TrainingRun) -> list[Batch]:
-    if run.eval_batches is None:
-        multiple = sharding.local_data_shards(run.mesh)
-        local = run.data.eval_batches(run.experiment.data.eval_split,
-                                      max_batches=run.experiment.run.num_eval_batches)
-        run.eval_batches = [sharding.pad_rows(batch, multiple) for batch in local]
-    return run.eval_batches
 
 
 def evaluate(run: TrainingRun, step: int, *,
@@ -76,10 +66,10 @@ def evaluate(run: TrainingRun, step: int, *,
     summary.update(bleu)
     write_sample_translations(run, step, samples)
     summary["seconds"] = time.time() - started
-    summary["run_wall_s"] = run.wall_s_before + started - run.session_start  # When it began; earlier evals included.
+    summary["run_wall_s"] = run.earlier.wall_s + started - run.session_start  # When it began; earlier evals included.
     if "perplexity" in summary:
         track_best(run, step, summary["perplexity"])
-    run.last_eval = dict(summary, step=step)
+    run.loop.last_eval = dict(summary, step=step)
     run.writer.write(step, "eval", summary)
     logging.info("eval at step %d | loss %.4f | nll %.4f | ppl %.3f | acc %.3f%s", step,
                  summary.get("loss", math.nan), summary.get("nll_loss", math.nan),
@@ -95,12 +85,12 @@ def _dev_sums(run: TrainingRun, step: int) -> Any:
     One batch is kept in flight: the host waits for batch ``i - 1`` after queueing batch ``i``, so the
     progress lines count batches the device has finished.
     """
-    batches = eval_batches(run)
+    batches = run.eval_batches
     report = progress.progress_logger(f"dev evaluation at step {step}", len(batches), unit="batches",
                                       always_final=False)
     totals, previous = None, None
     for done, batch in enumerate(batches):
-        sums = run.steps.evaluate(run.state.params, sharding.global_batch(batch, run.steps.batch_sharding))
+        sums = run.steps.evaluate(run.loop.state.params, sharding.global_batch(batch, run.steps.batch_sharding))
         totals = sums if totals is None else metrics.add_sums(totals, sums)
         if previous is not None:
             jax.block_until_ready(previous)
@@ -114,7 +104,7 @@ def _dev_sums(run: TrainingRun, step: int) -> Any:
 
 def replicated_params(run: TrainingRun) -> Any:
     """The current parameters, replicated on every device (for decoding and parameter checkpoints)."""
-    return jax.jit(lambda tree: tree, out_shardings=sharding.replicated(run.mesh))(run.state.params)
+    return jax.jit(lambda tree: tree, out_shardings=sharding.replicated(run.mesh))(run.loop.state.params)
 
 
 def track_best(run: TrainingRun, step: int, perplexity: float) -> None:
@@ -123,8 +113,8 @@ def track_best(run: TrainingRun, step: int, perplexity: float) -> None:
     ``k = config.average_last_checkpoints``: ``WORKDIR/best/`` holds the parameters of the k lowest dev
     perplexities so far (not the k newest improvements), which is what averaging "the best k" needs.
     """
-    run.early_stopping.update(step, perplexity)
-    if run.early_stopping.patience > 0:
+    run.loop.early_stopping.update(step, perplexity)
+    if run.loop.early_stopping.patience > 0:
         params_checkpoints.keep_if_among_best(os.path.join(run.workdir, run_files.BEST_DIR), step, perplexity,
                                               lambda: replicated_params(run),
                                               keep=max(1, run.experiment.run.average_last_checkpoints))
@@ -176,7 +166,7 @@ def _bleu(run: TrainingRun, step: int, should_stop: Callable[[], bool] | None = 
     pairs = run.data.text_pairs(run.experiment.data.eval_split, max_pairs=count)
     if not pairs:
         return {}, []
-    translator = decode.Translator(run.model_config, replicated_params(run), run.data.tokenizer,
+    translator = decode.Translator(run.experiment.model, replicated_params(run), run.data.tokenizer,
                                    settings=run.experiment.decoding)
     try:
         hypotheses = translation_quality.translate_stoppably(  # The same translations as translator.translate.
@@ -221,12 +211,12 @@ def write_sample_translations(run: TrainingRun, step: int, sampled: list[SampleT
             from attention_jax.decoding import decode  # The decoding side; optional here.
         except ImportError:
             return
-        text_pairs = getattr(run.data, "text_pairs", None)  # Data without sentences (a test double): none.
-        pairs = text_pairs(run.experiment.data.eval_split, max_pairs=count) if text_pairs is not None else []
+        pairs = run.data.text_pairs(run.experiment.data.eval_split, max_pairs=count)
         if not pairs:
             return
         greedy = dataclasses.replace(run.experiment.decoding, beam_size=1)
-        translator = decode.Translator(run.model_config, replicated_params(run), run.data.tokenizer, settings=greedy)
+        translator = decode.Translator(run.experiment.model, replicated_params(run), run.data.tokenizer,
+                                       settings=greedy)
         hypotheses = translator.translate([source for source, _ in pairs])
         samples = [(source, target, hypothesis) for (source, target), hypothesis in zip(pairs, hypotheses)]
     run.writer.write_table(step, "eval/sample_translations", ("source", "reference", "translation"), samples)
@@ -235,7 +225,7 @@ def write_sample_translations(run: TrainingRun, step: int, sampled: list[SampleT
 def final_params(run: TrainingRun) -> tuple[Any, str]:
     """The parameters whose BLEU counts, and which they are (Section 6.1's averaging, or the best)."""
     count = run.experiment.run.average_last_checkpoints
-    if run.early_stopping.patience > 0:
+    if run.loop.early_stopping.patience > 0:
         best = checkpoints.finished_steps(os.path.join(run.workdir, run_files.BEST_DIR))
         if best:
             params, steps = params_checkpoints.average_last_params(
@@ -248,7 +238,7 @@ def final_params(run: TrainingRun) -> tuple[Any, str]:
             return params, f"average of steps {steps}"
         logging.warning("Final BLEU from the last parameters: %d checkpoints to average, %d kept "
                         "(config.keep_checkpoints).", count, len(saved))
-    return replicated_params(run), f"step {int(run.state.step)}"
+    return replicated_params(run), f"step {int(run.loop.state.step)}"
 
 
 def final_bleu(run: TrainingRun, stop: distributed.StopRequest) -> dict[str, Any] | None:
@@ -268,11 +258,11 @@ def final_bleu(run: TrainingRun, stop: distributed.StopRequest) -> dict[str, Any
     run.checkpoints.wait()  # Averaging reads the checkpoints from disk.
     params, described = final_params(run)
     settings = run.experiment.decoding
-    translator = decode.Translator(run.model_config, params, run.data.tokenizer, settings=settings)
+    translator = decode.Translator(run.experiment.model, params, run.data.tokenizer, settings=settings)
     names = run_files.final_bleu_splits(run.experiment.run.final_bleu_splits)
     results: dict[str, Any] = {"final_checkpoint": described, "final_bleu_splits": list(names)}
     split_of = {"dev": run.experiment.data.eval_split, "test": run.experiment.data.test_split}
-    should_stop = stop_check(stop, int(run.state.step))
+    should_stop = stop_check(stop, int(run.loop.state.step))
     for name, split in ((name, split_of[name]) for name in names):
         pairs = run.data.text_pairs(split)
         if not pairs:

@@ -16,6 +16,7 @@ import jax
 from attention_jax import run_files
 from attention_jax.checkpointing import resume_checks
 from attention_jax.data.tokenizer import Tokenizer
+from attention_jax.data.training_data import TrainingData
 from attention_jax.experiment.sections import Experiment
 from attention_jax.models import attention_registry
 from attention_jax.training import early_stopping, sharding
@@ -45,15 +46,16 @@ def check_devices(experiment: Experiment) -> None:
             f"elsewhere), xla or einsum.")
 
 
-def check_data(experiment: Experiment, data: Any) -> None:
+def check_data(experiment: Experiment, data: TrainingData) -> None:
     """Refuse data that the experiment cannot train on: a vocabulary over ``vocab_size``, too small a dev split.
 
     Parameters
     ----------
     experiment : Experiment
         The run's experiment.
-    data : Any
-        Its data (:func:`load_data`); test doubles without ``stats`` skip the dev split's check.
+    data : TrainingData
+        Its data (:func:`~attention_jax.training.run_context.load_data`): its tokenizer's ``vocab_size`` and its
+        ``stats`` (the dev split's size and, for translation pairs, those left out) are checked.
 
     Notes
     -----
@@ -63,15 +65,16 @@ def check_data(experiment: Experiment, data: Any) -> None:
     if data.tokenizer.vocab_size > experiment.model.vocab_size:
         raise UserInputError(f"the tokenizer has {data.tokenizer.vocab_size} tokens but the model's "
                              f"vocab_size is {experiment.model.vocab_size}: raise config.vocab_size.")
-    stats = getattr(data, "stats", None) or {}
-    dev_pairs = stats.get("examples", {}).get("validation")
-    if dev_pairs is not None:  # Real corpora count their dev pairs; test doubles may not.
-        early_stopping.EarlyStopping.from_config(experiment.run).check_dev_split(int(dev_pairs))
-        _check_dev_pairs_fit(experiment, int(dev_pairs), stats)
+    dev_pairs = int(data.stats["examples"]["validation"])
+    early_stopping.EarlyStopping.from_config(experiment.run).check_dev_split(dev_pairs)
+    _check_dev_pairs_fit(experiment, dev_pairs, data.stats)
 
 
 def _check_dev_pairs_fit(experiment: Experiment, dev_pairs: int, stats: dict[str, Any]) -> None:
-    """Refuse a dev split none of whose pairs fits ``max_len``: every evaluation would score nothing (ppl NaN)."""
+    """Refuse a dev split none of whose pairs fits ``max_len``: every evaluation would score nothing (ppl NaN).
+
+    A language model's rows leave no document out: its ``stats`` have no ``dropped_*`` counts (none, 0).
+    """
     left_out = sum(int(stats.get(reason, {}).get("validation", 0)) for reason in ("dropped_too_long", "dropped_empty"))
     if dev_pairs > 0 and left_out >= dev_pairs:
         raise UserInputError(
@@ -81,7 +84,7 @@ def _check_dev_pairs_fit(experiment: Experiment, dev_pairs: int, stats: dict[str
             f"final one included, would score no pair. Raise --config.max_len.")
 
 
-def check_tokenizer(experiment: Experiment, workdir: str, data: Any, step: int) -> None:
+def check_tokenizer(experiment: Experiment, workdir: str, data: TrainingData, step: int) -> None:
     """Refuse to put a different tokenizer under a run's trained weights (its ids would mean other pieces).
 
     Parameters
@@ -90,7 +93,7 @@ def check_tokenizer(experiment: Experiment, workdir: str, data: Any, step: int) 
         The run's experiment (its ``dataset`` is named in the message).
     workdir : str
         The work directory.
-    data : Any
+    data : TrainingData
         The loaded data; its ``tokenizer.model_proto`` is compared with ``WORKDIR/tokenizer.model``.
     step : int
         The restored step: a new run (0) writes its own tokenizer and is not checked.
@@ -100,9 +103,9 @@ def check_tokenizer(experiment: Experiment, workdir: str, data: Any, step: int) 
     Raises :class:`UserInputError`, one line, when the file differs from the data's tokenizer or is
     missing under trained checkpoints (a tokenizer built from the corpus now may give other ids).
     """
-    model_proto = getattr(data.tokenizer, "model_proto", None)
+    model_proto = data.tokenizer.model_proto
     path = os.path.join(workdir, run_files.TOKENIZER_FILE)
-    if model_proto is None or int(step) == 0:
+    if int(step) == 0:
         return
     if not os.path.exists(path):
         raise UserInputError(
@@ -118,21 +121,19 @@ def check_tokenizer(experiment: Experiment, workdir: str, data: Any, step: int) 
         f"trained on its own token ids. Train on new data in a new --workdir.")
 
 
-def check_data_splits(workdir: str, data: Any) -> None:
+def check_data_splits(workdir: str, data: TrainingData) -> None:
     """Refuse to resume a run on other dev or test splits than it recorded.
 
     Parameters
     ----------
     workdir : str
         The work directory (its ``data_splits.json``, when there is one, is compared).
-    data : Any
-        The loaded data (translation or language-model); test doubles without ``split_fingerprints`` are not
-        checked.
+    data : TrainingData
+        The loaded data (translation or language-model); its ``split_fingerprints()`` are compared.
 
     Notes
     -----
     Raises :class:`UserInputError` through :func:`resume_checks.check_data_splits`.
     """
-    split_fingerprints = getattr(data, "split_fingerprints", None)  # Some test doubles have none.
-    if split_fingerprints is not None and resume_checks.read_data_splits(workdir) is not None:
-        resume_checks.check_data_splits(workdir, split_fingerprints())
+    if resume_checks.read_data_splits(workdir) is not None:  # A run from before the file existed has none.
+        resume_checks.check_data_splits(workdir, data.split_fingerprints())

@@ -1,7 +1,9 @@
 """The training loop: resume, train, log, evaluate, checkpoint, write results (:func:`train_and_evaluate`).
 
-The state and the compiled step functions it drives are in :mod:`attention_jax.training.train_state`
-(benchmarks and tests call them directly).
+The run it works on is built once by :func:`attention_jax.training.run_context.build_run` (fixed for the
+session, with the :class:`~attention_jax.training.run_context.LoopState` the loop advances); the compiled
+step functions it drives are in :mod:`attention_jax.training.train_state` (benchmarks and tests call them
+directly).
 """
 
 from __future__ import annotations
@@ -9,26 +11,26 @@ from __future__ import annotations
 import math
 import os
 import time
-from typing import Any, Iterator
+from typing import Any
 
 import jax
 import numpy as np
 from absl import logging
-from jax.sharding import Mesh
 
 from attention_jax import run_files
 from attention_jax.checkpointing import checkpoints, resume_checks
 from attention_jax.data import batching
+from attention_jax.data.training_data import TrainingData
 from attention_jax.experiment.sections import Experiment
-from attention_jax.models import language_model, metrics, model, variants
+from attention_jax.models import metrics
 from attention_jax.training import (
     device_peaks,
     distributed,
     early_stopping,
     metric_writer,
-    optim,
     profiling,
     reruns,
+    run_context,
     run_evaluation,
     setup_checks,
     sharding,
@@ -36,17 +38,7 @@ from attention_jax.training import (
 )
 from attention_jax.training.run_context import TrainingRun
 from attention_jax.training.throughput import IntervalRates
-from attention_jax.training.train_state import (
-    Batch,
-    MetricSums,
-    abstract_boxed_state,
-    abstract_train_state,
-    compile_steps,
-    create_train_state,
-    logged_gradient_norms,
-    run_update,
-    train_state_shardings,
-)
+from attention_jax.training.train_state import Batch, MetricSums, logged_gradient_norms, run_update
 from attention_jax.user_errors import UserInputError
 
 
@@ -62,123 +54,21 @@ class NonFiniteLossError(UserInputError, FloatingPointError):
 
 # --- The training loop ------------------------------------------------------------------------------
 
-def load_data(experiment: Experiment, mesh: Mesh) -> Any:
-    """The training data ``experiment`` names: translation pairs or a language model's documents.
-
-    Parameters
-    ----------
-    experiment : Experiment
-        The run's experiment (its data section and model kind).
-    mesh : Mesh
-        The device mesh; rows per batch are made a multiple of its data-parallel size.
-
-    Returns
-    -------
-    Any
-        ``input_pipeline.get_datasets``'s (or ``lm_data.get_datasets``'s) result for this process.
-    """
-    if experiment.model_kind == variants.ModelKind.DECODER_ONLY:
-        from attention_jax.data import lm_data  # Documents packed into rows.
-
-        return lm_data.get_datasets(experiment.data, process_index=jax.process_index(),
-                                    process_count=jax.process_count(), rows_multiple=sharding.data_parallel_size(mesh))
-    from attention_jax.data import input_pipeline  # The data pipeline (TFDS, grain) is heavy to import.
-
-    return input_pipeline.get_datasets(experiment.data, process_index=jax.process_index(),
-                                       process_count=jax.process_count(),
-                                       rows_multiple=sharding.data_parallel_size(mesh))
-
-
-def _setup(experiment: Experiment, workdir: str, data: Any) -> TrainingRun:
-    """Mesh, model, compiled steps, and the initial or restored state and data iterator.
-
-    A restored run is checked against its data before anything is written (:func:`setup_checks.check_tokenizer`,
-    :func:`setup_checks.check_data_splits`).
-    """
-    run_config, model_config, optimizer_config = experiment.run, experiment.model, experiment.optimizer
-    mesh = sharding.create_mesh(run_config.mesh_shape, run_config.mesh_axes)
-    data = data if data is not None else load_data(experiment, mesh)
-    setup_checks.check_data(experiment, data)
-    transformer = language_model.build_model(model_config, experiment.model_kind)
-    schedule = optim.make_schedule(optimizer_config)
-    optimizer = optim.make_optimizer(optimizer_config, schedule)
-    rules = sharding.logical_axis_rules(run_config.param_sharding, mesh)
-    boxed_state = abstract_boxed_state(transformer, optimizer)
-    shardings = train_state_shardings(boxed_state, mesh, rules)
-    steps = compile_steps(transformer, optimizer, mesh, shardings, label_smoothing=optimizer_config.label_smoothing,
-                          grad_accum_steps=optimizer_config.grad_accum_steps, dropout_rng=optimizer_config.dropout_rng)
-    manager = checkpoints.TrainingCheckpoints(workdir, keep=run_config.keep_checkpoints)
-    restored = manager.restore_latest(abstract_train_state(boxed_state, shardings))
-    if restored is None:
-        state = create_train_state(experiment.seed, transformer, optimizer, shardings)
-        train_iterator, progress = data.train_iterator(experiment.seed), {}
-    else:
-        setup_checks.check_tokenizer(experiment, workdir, data, restored.step)
-        setup_checks.check_data_splits(workdir, data)
-        state, progress = restored.state, restored.progress
-        train_iterator = _resumed_iterator(data, experiment.seed, restored)
-        logging.info("Resumed from the checkpoint of step %d in %s.", restored.step, workdir)
-    run = TrainingRun(experiment=experiment, workdir=workdir, mesh=mesh, data=data, model_config=model_config,
-               steps=steps, state=state, train_iterator=train_iterator, checkpoints=manager, schedule=schedule,
-               writer=metric_writer.MetricWriter(workdir, resumed_step=int(state.step)),
-               num_params=model.count_params(state.params),
-               wall_s_before=float(progress.get("wall_s", 0.0)),
-               tokens_before=float(progress.get("train_target_tokens", 0.0)),
-               early_stopping=early_stopping.EarlyStopping.from_config(run_config, progress),
-               stop_reason=progress.get("stop_reason"))
-    if restored is not None:
-        _resume_bookkeeping(run, progress)
-    return run
-
-
-def _resume_bookkeeping(run: TrainingRun, progress: dict[str, Any]) -> None:
-    """Carry a restored run's figures over: timed throughput, the last logged train and dev figures.
-
-    A checkpoint written before its step's evaluation (:data:`reruns.EVALUATION_PENDING`) gets that
-    evaluation from ``metrics.jsonl`` when it finished (:func:`reruns.with_logged_evaluation`: the best
-    step and early stopping then count it), or has it redone first by :func:`_train` when it did not.
-    Early stopping that ended the run no longer holds it when the new config's patience allows more
-    evaluations (:mod:`attention_jax.training.reruns`).
-    """
-    step = int(run.state.step)
-    run.throughput.total_tokens = float(progress.get("timed_train_tokens", 0.0))
-    run.throughput.total_seconds = float(progress.get("timed_train_seconds", 0.0))
-    run.last_train, run.last_eval = reruns.logged_figures(run.workdir, step)
-    progress = reruns.with_logged_evaluation(progress, run.last_eval, run.experiment.run)
-    run.early_stopping = early_stopping.EarlyStopping.from_config(run.experiment.run, progress)
-    run.stop_reason = progress.get("stop_reason")
-    run.evaluation_pending = bool(progress.get(reruns.EVALUATION_PENDING))
-    if run.stop_reason == early_stopping.STOPPED_EARLY and not run.early_stopping.should_stop:
-        logging.info("Early stopping had ended this run at step %d; with early_stopping_patience=%d it trains on.",
-                     step, run.early_stopping.patience)
-        run.stop_reason = None
-
-
-def _resumed_iterator(data: Any, seed: int, restored: checkpoints.Restored) -> Iterator:
-    if restored.data_state is None:
-        logging.warning("No usable data iterator state at step %d: continuing with a fresh data "
-                        "order seeded with seed + step.", restored.step)
-        return data.train_iterator(seed + restored.step)
-    iterator = data.train_iterator(seed)
-    iterator.set_state(restored.data_state)
-    return iterator
-
-
 def _next_micro_batches(run: TrainingRun) -> tuple[list[Batch], float]:
     """The step's global micro-batches and the seconds the host waited for them from the input pipeline.
 
-    Counts their real tokens and slots into ``run.token_counts``.
+    Counts their real tokens and slots into ``run.loop.token_counts``.
     """
     multiple = sharding.local_data_shards(run.mesh)
     local, data_wait_s = [], 0.0
     for _ in range(run.experiment.optimizer.grad_accum_steps):
         waited_from = time.perf_counter()
-        batch = next(run.train_iterator)
+        batch = next(run.loop.train_iterator)
         data_wait_s += time.perf_counter() - waited_from
         local.append(sharding.pad_rows(batch, multiple))
     for batch in local:
         for key, count in batching.count_tokens(batch).items():
-            run.token_counts[key] = run.token_counts.get(key, 0) + count
+            run.loop.token_counts[key] = run.loop.token_counts.get(key, 0) + count
     return [sharding.global_batch(batch, run.steps.batch_sharding) for batch in local], data_wait_s
 
 
@@ -208,22 +98,22 @@ def _report_train(run: TrainingRun, pending: list[tuple[int, dict]], rates: Inte
     """Log the aggregate of the pending steps' host metrics and the interval's speed (console, jsonl, TensorBoard)."""
     config = run.experiment.run
     tokens_per_s = rates.tokens_per_s
-    mfu = rates.mfu(run.experiment.training_flops(1.0), run.throughput.peak, jax.device_count())
+    mfu = rates.mfu(run.experiment.training_flops(1.0), run.loop.throughput.peak, jax.device_count())
     step = pending[-1][0]
     summary = metrics.summarize({key: sum(float(sums[key]) for _, sums in pending)
                                  for key in metrics.SUM_KEYS})
     remaining_tokens = (config.num_train_steps - step) * summary["tokens"] / len(pending)
     remaining_s = remaining_tokens / tokens_per_s if tokens_per_s > 0 else math.nan
-    eval_s = run.last_eval.get("seconds")  # The last evaluation's time stands for each one to come.
+    eval_s = run.loop.last_eval.get("seconds")  # The last evaluation's time stands for each one to come.
     if eval_s is not None:
         remaining_s += eval_s * remaining_evaluations(step, config.num_train_steps, config.eval_every_steps)
     learning_rate = float(run.schedule(step - 1))  # The rate of this step's update (optax counts from 0).
-    padding = metrics.padding_fractions(run.token_counts)
-    run.token_counts = {}
-    run.last_train = dict(summary, learning_rate=learning_rate, tokens_per_s=tokens_per_s,
+    padding = metrics.padding_fractions(run.loop.token_counts)
+    run.loop.token_counts = {}
+    run.loop.last_train = dict(summary, learning_rate=learning_rate, tokens_per_s=tokens_per_s,
                           step_time_ms=1e3 * rates.step_time_s, data_wait_ms=1e3 * rates.data_wait_s, mfu=mfu,
                           **logged_gradient_norms(pending), **padding)
-    run.writer.write(step, "train", run.last_train)
+    run.writer.write(step, "train", run.loop.last_train)
     logging.info("step %d/%d | loss %.4f | nll %.4f | acc %.3f | lr %.3g | %.0f tok/s | %.1f ms/step "
                  "(data wait %.1f ms) | MFU %.3g%% | pad %.0f%% | ETA %s",
                  step, config.num_train_steps, summary["loss"], summary["nll_loss"],
@@ -256,30 +146,26 @@ def remaining_evaluations(step: int, num_train_steps: int, eval_every_steps: int
 
 
 def _progress(run: TrainingRun, *, evaluation_pending: bool = False) -> dict[str, Any]:
-    return {"wall_s": run.wall_s_before + time.time() - run.session_start,
-            "train_target_tokens": run.tokens_before + run.session_tokens,
-            "timed_train_tokens": run.throughput.total_tokens, "timed_train_seconds": run.throughput.total_seconds,
-            "stop_reason": run.stop_reason, reruns.EVALUATION_PENDING: evaluation_pending,
-            **run.early_stopping.to_progress()}
-
-
-def _iterator_state(iterator: Iterator) -> Any:
-    get_state = getattr(iterator, "get_state", None)
-    return get_state() if get_state is not None else None
+    return {"wall_s": run.earlier.wall_s + time.time() - run.session_start,
+            "train_target_tokens": run.earlier.train_target_tokens + run.loop.session_tokens,
+            "timed_train_tokens": run.loop.throughput.total_tokens,
+            "timed_train_seconds": run.loop.throughput.total_seconds,
+            "stop_reason": run.loop.stop_reason, reruns.EVALUATION_PENDING: evaluation_pending,
+            **run.loop.early_stopping.to_progress()}
 
 
 def _save(run: TrainingRun, *, evaluation_pending: bool = False) -> None:
     """Checkpoint the current step; ``evaluation_pending``: its dev evaluation comes after (not in its bookkeeping)."""
-    run.checkpoints.save(run.state, data_state=_iterator_state(run.train_iterator),
+    run.checkpoints.save(run.loop.state, data_state=run.loop.train_iterator.get_state(),
                          progress=_progress(run, evaluation_pending=evaluation_pending))
-    run.last_save_time = time.time()
+    run.loop.last_save_time = time.time()
     if run.lock is not None:
         run.lock.refresh()
 
 
 def _time_to_save(run: TrainingRun) -> bool:
     minutes = run.experiment.run.checkpoint_every_minutes
-    due = minutes > 0 and time.time() - run.last_save_time >= 60.0 * minutes
+    due = minutes > 0 and time.time() - run.loop.last_save_time >= 60.0 * minutes
     return distributed.all_processes_agree(due)  # Processes' clocks differ: process 0 decides.
 
 
@@ -289,8 +175,8 @@ def _new_shapes(run: TrainingRun, micro_batches: list[Batch]) -> bool:
     keys = {(min(index, 1) if index < last else 2,
              tuple((batch["inputs"] if "inputs" in batch else batch["targets"]).shape),
              tuple(batch["targets"].shape)) for index, batch in enumerate(micro_batches)}
-    new = not keys <= run.compiled_shapes
-    run.compiled_shapes |= keys
+    new = not keys <= run.loop.compiled_shapes
+    run.loop.compiled_shapes |= keys
     return new
 
 
@@ -304,37 +190,37 @@ def _train(run: TrainingRun, stop: distributed.StopRequest) -> bool:
     reported every ``log_every_steps``.
 
     An evaluation step is checkpointed before its evaluation, so an evaluation that fails or is
-    stopped loses no training step; the rerun evaluates that step first (:func:`_resume_bookkeeping`).
+    stopped loses no training step; the rerun evaluates that step first (:func:`run_context.build_run`).
     A stop request is honoured between the sampled BLEU's decoding batches too, and an evaluation
     step that a stop request ends is checkpointed without being evaluated.
     """
     config = run.experiment.run
-    step = int(run.state.step)
+    step = int(run.loop.state.step)
     untimed: set[int] = set()  # Steps that compiled a new batch shape.
     unchecked: list[tuple[int, MetricSums]] = []  # Device metrics not yet fetched.
     unreported: list[tuple[int, dict]] = []  # Host metrics checked but not yet logged.
     previous: MetricSums | None = None  # The metrics of the step before, while it may still run.
     profiler = profiling.StepProfiler.from_config(config, run.workdir)  # config.profile_steps > 0: a trace.
-    if step < config.num_train_steps and run.stop_reason is None and run.throughput.peak is None:
+    if step < config.num_train_steps and run.loop.stop_reason is None and run.loop.throughput.peak is None:
         _choose_peak(run)
-    if run.evaluation_pending and step < config.num_train_steps and run.stop_reason is None:
+    if run.loop.evaluation_pending and step < config.num_train_steps and run.loop.stop_reason is None:
         logging.info("Evaluating step %d first: its checkpoint was written before an evaluation that did not "
                      "finish.", step)
         if not _evaluate(run, step, stop):
             profiler.close()
             return False
-        run.evaluation_pending = False
-    while step < config.num_train_steps and run.stop_reason is None:
+        run.loop.evaluation_pending = False
+    while step < config.num_train_steps and run.loop.stop_reason is None:
         micro_batches, data_wait_s = _next_micro_batches(run)
         compiles = _new_shapes(run, micro_batches)
         if compiles:  # Keep compilation out of the throughput: time this step apart.
-            jax.block_until_ready(run.state.step)
-            run.throughput.pause()
+            jax.block_until_ready(run.loop.state.step)
+            run.loop.throughput.pause()
             shapes = sorted({"x".join(map(str, b["targets"].shape)) for b in micro_batches})
             logging.info("Compiling the train step for target batches of %s (rows x length) ...", ", ".join(shapes))
             compile_started = time.perf_counter()
         profiler.before_step(step)
-        run.state, sums = run_update(run.steps, run.state, micro_batches)
+        run.loop.state, sums = run_update(run.steps, run.loop.state, micro_batches)
         step += 1
         if previous is not None:  # Bound the run-ahead: wait for the previous step (its metrics are outputs).
             jax.block_until_ready(previous)
@@ -346,9 +232,9 @@ def _train(run: TrainingRun, stop: distributed.StopRequest) -> bool:
             jax.block_until_ready(sums)
             logging.info("Compiled and ran step %d in %.1f s.", step, time.perf_counter() - compile_started)
             untimed.add(step)
-            run.throughput.resume()
+            run.loop.throughput.resume()
         else:
-            run.throughput.add_step(data_wait_s)
+            run.loop.throughput.add_step(data_wait_s)
         stopping = stop.should_stop(step)
         last = step == config.num_train_steps
         log_now = step % config.log_every_steps == 0 or last or stopping
@@ -361,18 +247,18 @@ def _train(run: TrainingRun, stop: distributed.StopRequest) -> bool:
         unchecked, previous = [], None
         stop.note_completed(step)
         _check_finite(run, fetched)
-        run.throughput.add_tokens(sum(float(m["tokens"]) for s, m in fetched if s not in untimed))
-        run.session_tokens += sum(float(m["tokens"]) for _, m in fetched)
+        run.loop.throughput.add_tokens(sum(float(m["tokens"]) for s, m in fetched if s not in untimed))
+        run.loop.session_tokens += sum(float(m["tokens"]) for _, m in fetched)
         unreported += fetched
         if log_now:
-            _report_train(run, unreported, run.throughput.close_interval())
+            _report_train(run, unreported, run.loop.throughput.close_interval())
             unreported = []
-        run.throughput.pause()
+        run.loop.throughput.pause()
         if eval_now or save_now or (log_now and _time_to_save(run)):
             _save(run, evaluation_pending=eval_now or last)  # Before the evaluation: one that fails loses no step.
         if eval_now and not stopping:  # A stop request skips it: the rerun evaluates this step first.
             stopping = not _evaluate(run, step, stop)
-        run.throughput.resume()
+        run.loop.throughput.resume()
         if stopping:
             profiler.close()
             logging.warning("Stopped at step %d on request (%s step(s) after the last one finished when it "
@@ -391,17 +277,17 @@ def _evaluate(run: TrainingRun, step: int, stop: distributed.StopRequest) -> boo
     """
     if run_evaluation.evaluate(run, step, should_stop=run_evaluation.stop_check(stop, step)) is None:
         return False
-    if run.early_stopping.should_stop and run.stop_reason is None:
-        run.stop_reason = early_stopping.STOPPED_EARLY
-        logging.info("Early stopping at step %d: %s.", step, run.early_stopping.stop_description())
+    if run.loop.early_stopping.should_stop and run.loop.stop_reason is None:
+        run.loop.stop_reason = early_stopping.STOPPED_EARLY
+        logging.info("Early stopping at step %d: %s.", step, run.loop.early_stopping.stop_description())
     return True
 
 
 def _choose_peak(run: TrainingRun) -> None:
     """Set the peak that MFU divides by (:mod:`~attention_jax.training.device_peaks`) and log which it is."""
     device_kind, dtype = jax.devices()[0].device_kind, run.experiment.model.dtype
-    run.throughput.peak = device_peaks.device_peak(device_kind, dtype, run.experiment.run.peak_tflops_per_device)
-    logging.info("MFU against %s.", run.throughput.peak.describe(device_kind, dtype, jax.device_count()))
+    run.loop.throughput.peak = device_peaks.device_peak(device_kind, dtype, run.experiment.run.peak_tflops_per_device)
+    logging.info("MFU against %s.", run.loop.throughput.peak.describe(device_kind, dtype, jax.device_count()))
 
 
 # --- Entry point ------------------------------------------------------------------------------------
@@ -411,22 +297,22 @@ def _results(run: TrainingRun) -> dict[str, Any]:
     return {
         "name": experiment.name,
         "paper": experiment.to_json_dict()["paper"],
-        "step": int(run.state.step),
-        "train_loss": run.last_train.get("loss"),
-        "train_nll_loss": run.last_train.get("nll_loss"),
-        "eval_loss": run.last_eval.get("loss"),
-        "eval_nll_loss": run.last_eval.get("nll_loss"),
-        "eval_ppl": run.last_eval.get("perplexity"),
-        "eval_accuracy": run.last_eval.get("accuracy"),
-        "bleu": run.last_eval.get("bleu"),  # Sampled: the first num_bleu_examples dev sentences.
-        "bleu_signature": run.last_eval.get("bleu_signature"),
-        "bleu_num_examples": (run.last_eval.get("bleu_sentences", experiment.run.num_bleu_examples)  # As decoded.
-                              if run.last_eval.get("bleu") is not None else None),
-        "stop_reason": run.stop_reason,
-        **run.early_stopping.to_progress(),
+        "step": int(run.loop.state.step),
+        "train_loss": run.loop.last_train.get("loss"),
+        "train_nll_loss": run.loop.last_train.get("nll_loss"),
+        "eval_loss": run.loop.last_eval.get("loss"),
+        "eval_nll_loss": run.loop.last_eval.get("nll_loss"),
+        "eval_ppl": run.loop.last_eval.get("perplexity"),
+        "eval_accuracy": run.loop.last_eval.get("accuracy"),
+        "bleu": run.loop.last_eval.get("bleu"),  # Sampled: the first num_bleu_examples dev sentences.
+        "bleu_signature": run.loop.last_eval.get("bleu_signature"),
+        "bleu_num_examples": (run.loop.last_eval.get("bleu_sentences", experiment.run.num_bleu_examples)  # As decoded.
+                              if run.loop.last_eval.get("bleu") is not None else None),
+        "stop_reason": run.loop.stop_reason,
+        **run.loop.early_stopping.to_progress(),
         "params": run.num_params,
         "wall_s": _progress(run)["wall_s"],
-        "train_tokens_per_s": run.throughput.tokens_per_s,
+        "train_tokens_per_s": run.loop.throughput.tokens_per_s,
         "train_target_tokens": _progress(run)["train_target_tokens"],
         "train_flops": experiment.training_flops(_progress(run)["train_target_tokens"]),
         "devices": jax.device_count(),
@@ -443,7 +329,7 @@ def _write_results(workdir: str, results: dict[str, Any]) -> None:
     run_files.write_json_atomically(os.path.join(workdir, run_files.RESULTS_FILE), clean)
 
 
-def train_and_evaluate(experiment: Experiment, workdir: str, *, data: Any = None) -> dict[str, Any]:
+def train_and_evaluate(experiment: Experiment, workdir: str, *, data: TrainingData | None = None) -> dict[str, Any]:
     """Train ``experiment``'s model in ``workdir``, resuming from its latest checkpoint if there is one.
 
     Parameters
@@ -454,8 +340,8 @@ def train_and_evaluate(experiment: Experiment, workdir: str, *, data: Any = None
     workdir : str
         Output directory (layout in :mod:`attention_jax.checkpointing.checkpoints`); rerunning the same command
         resumes.
-    data : object, optional
-        A data object with the ``input_pipeline.get_datasets`` interface (default: built from the
+    data : TrainingData, optional
+        The data (:class:`~attention_jax.data.training_data.TrainingData`; default: built from the
         experiment's data section with local rows divisible by the data-parallel devices).
 
     Returns
@@ -516,7 +402,7 @@ def _remove_if_only_lock(workdir: str) -> None:
         pass
 
 
-def _train_locked(experiment: Experiment, workdir: str, data: Any,
+def _train_locked(experiment: Experiment, workdir: str, data: TrainingData | None,
                   lock: workdir_lock.WorkdirLock | None) -> dict[str, Any]:
     """:func:`train_and_evaluate` once the work directory's lock is held.
 
@@ -525,20 +411,16 @@ def _train_locked(experiment: Experiment, workdir: str, data: Any,
     evaluation changes neither. The results of a finished run keep their training figures; the final
     evaluation's figures are added to them.
     """
-    run = _setup(experiment, workdir, data)
-    run.lock = lock
-    held_by = reruns.why_nothing_to_train(int(run.state.step), run.stop_reason, run.early_stopping,
+    run = run_context.build_run(experiment, workdir, data, lock)
+    held_by = reruns.why_nothing_to_train(int(run.loop.state.step), run.loop.stop_reason, run.loop.early_stopping,
                                           experiment.run.num_train_steps)
     if held_by is None or not os.path.exists(os.path.join(workdir, run_files.CONFIG_FILE)):
         checkpoints.write_config(workdir, experiment)
         run.writer.write_hparams(metric_writer.flat_hparams(experiment.to_json_dict()))
-    model_proto = getattr(run.data.tokenizer, "model_proto", None)
-    if model_proto is not None and (held_by is None or not os.path.exists(
-            os.path.join(workdir, run_files.TOKENIZER_FILE))):  # Test doubles without SentencePiece have none.
-        checkpoints.write_tokenizer(workdir, model_proto)
-    split_fingerprints = getattr(run.data, "split_fingerprints", None)  # Some test doubles have none.
-    if split_fingerprints is not None and (held_by is None or resume_checks.read_data_splits(workdir) is None):
-        resume_checks.write_data_splits(workdir, split_fingerprints())
+    if held_by is None or not os.path.exists(os.path.join(workdir, run_files.TOKENIZER_FILE)):
+        checkpoints.write_tokenizer(workdir, run.data.tokenizer.model_proto)
+    if held_by is None or resume_checks.read_data_splits(workdir) is None:
+        resume_checks.write_data_splits(workdir, run.data.split_fingerprints())
     logging.info("%s: %d parameters, mesh %s, param_sharding=%s, dtype=%s.", experiment.name,
                  run.num_params, dict(run.mesh.shape), experiment.run.param_sharding, experiment.model.dtype)
     previous = reruns.read_finished_results(workdir) if held_by is not None else None
@@ -547,26 +429,26 @@ def _train_locked(experiment: Experiment, workdir: str, data: Any,
         with distributed.StopRequest() as stop:
             finished = _train(run, stop)
             if finished:
-                run.stop_reason = run.stop_reason or early_stopping.REACHED_NUM_STEPS
-                if run.last_eval.get("step") != int(run.state.step):  # Its checkpoint is written: see _train.
-                    finished = _evaluate(run, int(run.state.step), stop)
+                run.loop.stop_reason = run.loop.stop_reason or early_stopping.REACHED_NUM_STEPS
+                if run.loop.last_eval.get("step") != int(run.loop.state.step):  # Its checkpoint is written: see _train.
+                    finished = _evaluate(run, int(run.loop.state.step), stop)
             if finished and held_by is not None:
                 logging.info("Nothing to train: %s. Finishing the run's final evaluation only.", held_by)
             results = dict(previous or _results(run), finished=finished)
             if not finished and stop.completed_at_request is not None:
-                results["steps_after_stop_request"] = int(run.state.step) - stop.completed_at_request
+                results["steps_after_stop_request"] = int(run.loop.state.step) - stop.completed_at_request
             if finished and reruns.pending_final_splits(results, experiment.run):
                 evaluated = run_evaluation.final_bleu(run, stop)
                 finished = results["finished"] = evaluated is not None
                 results.update(evaluated or {})
         if finished:
             _write_results(workdir, results)
-            run.writer.write_final(int(run.state.step), results)  # TensorBoard's final/dev_bleu, ...
+            run.writer.write_final(int(run.loop.state.step), results)  # TensorBoard's final/dev_bleu, ...
             logging.info("%s", summary_line(results, workdir))
         ended = metric_writer.FINISHED if finished else metric_writer.STOPPED
     finally:
         run.checkpoints.close()
-        run.writer.close(session_status=ended, step=int(run.state.step))
+        run.writer.close(session_status=ended, step=int(run.loop.state.step))
     return results
 
 

@@ -3,11 +3,14 @@
 The task is learnable (the target is the source reversed, token ids shifted by one), so a tiny model
 can overfit it. Batches come in a few shapes, like the real pipeline's length buckets; each batch is
 a pure function of (seed, batch index), so an iterator restored from ``get_state()`` continues with
-exactly the batches an uninterrupted one would have produced.
+exactly the batches an uninterrupted one would have produced. :class:`FakeData` has the whole
+:class:`~attention_jax.data.training_data.TrainingData` interface (its tokenizer a ``model_proto``, its
+stats a dev split's size, ``split_fingerprints``): the trainer reads them as it reads a real corpus's.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import signal
 from typing import Any, Iterator
@@ -19,6 +22,10 @@ FIRST_WORD = 4
 
 # (global rows, source length, target length) of the batch shapes, cycled through.
 DEFAULT_SHAPES = ((8, 12, 12), (16, 6, 6), (8, 20, 20))
+# The bytes FakeTokenizer writes as WORKDIR/tokenizer.model (not a SentencePiece model: nothing loads it).
+FAKE_TOKENIZER_MODEL = b"FakeTokenizer: words w<id>, ids below 4 pad/unk/bos/eos"
+# The dev split size FakeData's stats report: early stopping's minimum (early_stopping.MIN_DEV_PAIRS).
+DEFAULT_DEV_PAIRS = 100
 
 
 def make_batch(seed: int, index: int, shape: tuple[int, int, int], vocab_size: int) -> dict[str, np.ndarray]:
@@ -36,12 +43,17 @@ def make_batch(seed: int, index: int, shape: tuple[int, int, int], vocab_size: i
 
 
 class FakeTokenizer:
-    """Words ``w<id>`` separated by spaces; ids below 4 are pad/unk/bos/eos."""
+    """Words ``w<id>`` separated by spaces; ids below 4 are pad/unk/bos/eos.
+
+    ``model_proto`` stands for the SentencePiece model a real tokenizer serializes (training writes it to
+    ``tokenizer.model`` and compares it when a run resumes).
+    """
 
     pad_id, unk_id, bos_id, eos_id = 0, 1, 2, 3
 
-    def __init__(self, vocab_size: int) -> None:
+    def __init__(self, vocab_size: int, model_proto: bytes = FAKE_TOKENIZER_MODEL) -> None:
         self.vocab_size = vocab_size
+        self.model_proto = bytes(model_proto)
 
     def encode(self, text: str) -> list[int]:
         return [int(word[1:]) for word in text.split()] + [EOS]
@@ -106,12 +118,20 @@ class FakeData:
         Batch index at which the iterator SIGKILLs its own process (no handler, no cleanup).
     bad_token_at : int, optional
         Batch index that gets an out-of-vocabulary id (NaN loss).
+    num_eval_batches : int
+        Batches of the dev and test splits.
+    dev_pairs : int
+        The dev split's size ``stats["examples"]["validation"]`` reports (checked against early stopping's
+        minimum, as a corpus's pair count is).
+    tokenizer_model : bytes
+        The tokenizer's ``model_proto`` (a run writes it as ``tokenizer.model``).
     """
 
     def __init__(self, vocab_size: int = 64, shapes: tuple = DEFAULT_SHAPES, *, process_index: int = 0,
                  process_count: int = 1, repeat_batches: int = 0, sigterm_at: int | None = None,
                  bad_token_at: int | None = None, num_eval_batches: int = 3,
-                 sigkill_at: int | None = None) -> None:
+                 sigkill_at: int | None = None, dev_pairs: int = DEFAULT_DEV_PAIRS,
+                 tokenizer_model: bytes = FAKE_TOKENIZER_MODEL) -> None:
         self.vocab_size = vocab_size
         self.shapes = tuple(shapes)
         self.process_index, self.process_count = process_index, process_count
@@ -120,8 +140,8 @@ class FakeData:
         self.sigkill_at = sigkill_at
         self.bad_token_at = bad_token_at
         self.num_eval_batches = num_eval_batches
-        self.tokenizer = FakeTokenizer(vocab_size)
-        self.stats = {"fake": True}
+        self.tokenizer = FakeTokenizer(vocab_size, tokenizer_model)
+        self.stats = {"fake": True, "examples": {"train": 0, "validation": dev_pairs, "test": dev_pairs}}
 
     def local_rows(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         rows = batch["inputs"].shape[0] // self.process_count
@@ -132,16 +152,37 @@ class FakeData:
         return FakeIterator(self, seed)
 
     def eval_batches(self, split: str, max_batches: int = 0) -> list[dict[str, np.ndarray]]:
+        return [self.local_rows(batch) for batch in self._global_eval_batches(split, max_batches)]
+
+    def _global_eval_batches(self, split: str, max_batches: int = 0) -> list[dict[str, np.ndarray]]:
         count = self.num_eval_batches if max_batches <= 0 else min(max_batches, self.num_eval_batches)
         seed = 10_000 + (split == "test")
-        return [self.local_rows(make_batch(seed, i, self.shapes[i % len(self.shapes)], self.vocab_size))
-                for i in range(count)]
+        return [make_batch(seed, i, self.shapes[i % len(self.shapes)], self.vocab_size) for i in range(count)]
 
     def text_pairs(self, split: str, max_pairs: int = 0) -> list[tuple[str, str]]:
-        batch = make_batch(20_000 + (split == "test"), 0, self.shapes[0], self.vocab_size)
-        pairs = [(self.tokenizer.decode(source), self.tokenizer.decode(target))
-                 for source, target in zip(batch["inputs"], batch["targets"])]
+        pairs = self._text_pairs(split)
         return pairs[:max_pairs] if max_pairs > 0 else pairs
+
+    def _text_pairs(self, split: str) -> list[tuple[str, str]]:
+        batch = make_batch(20_000 + (split == "test"), 0, self.shapes[0], self.vocab_size)
+        return [(self.tokenizer.decode(source), self.tokenizer.decode(target))
+                for source, target in zip(batch["inputs"], batch["targets"])]
+
+    def split_fingerprints(self) -> dict[str, dict[str, Any]]:
+        """The dev and test splits' names, sizes and the SHA-256 of their batches and pairs (as a corpus's).
+
+        Of the global batches (every process of a job computes the same), and without calling the methods
+        that tests' subclasses override to act when an evaluation asks for its data.
+        """
+        fingerprints = {}
+        for role in ("validation", "test"):
+            digest = hashlib.sha256()
+            for batch in self._global_eval_batches(role):
+                for key in sorted(batch):
+                    digest.update(batch[key].tobytes())
+            digest.update(repr(self._text_pairs(role)).encode())
+            fingerprints[role] = {"split": role, "pairs": self.stats["examples"][role], "sha256": digest.hexdigest()}
+        return fingerprints
 
 
 def tiny_config(**overrides: Any) -> Any:
