@@ -67,7 +67,8 @@ def test_the_perplexity_pass_after_a_decode_is_announced_and_timed(monkeypatch: 
     logging.getLogger("absl").addHandler(handler)
     try:
         with caplog.at_level(logging.INFO, logger="absl"):
-            result = translation_quality.evaluate(translator, pairs, progress_name="final test")  # type: ignore[arg-type]
+            result = translation_quality.evaluate(translator, pairs,  # type: ignore[arg-type]
+                                                  progress_name="final test")
     finally:
         logging.getLogger("absl").removeHandler(handler)
     assert result.perplexity == pytest.approx(2.718281828) and result.num_examples == 3
