@@ -24,7 +24,7 @@ def run() -> None:
     try:
         shipped_configs.use_checkout("attention-jax-sweep")
     except UserInputError as error:
-        exit_with_error("attention-jax-sweep", str(error))
+        exit_with_error("attention_jax.sweep", str(error))
     importlib.import_module("launch.sweep").run()
 
 

@@ -22,13 +22,60 @@ SHUTDOWN_GRACE_S = 60.0
 """Seconds a failing or stopped command's interpreter shutdown may take before it leaves anyway."""
 
 
+_OUR_MODULE_PREFIXES = ("attention_jax.", "launch.")
+"""Modules whose ``python -m`` name an error line repeats (ours; never ``pytest`` or another host)."""
+
+_OUR_SCRIPT_PREFIX = "attention-jax-"
+"""How our console scripts' names begin (``pyproject.toml``'s ``[project.scripts]``)."""
+
+
+def program_name(fallback: str) -> str:
+    """The command's name as the user typed it: the one rule for the prefix of every error line.
+
+    Parameters
+    ----------
+    fallback : str
+        The name when the process was not started as one of our commands (a command's ``main`` called
+        in-process, a notebook, a test): the ``python -m`` name, e.g. ``"attention_jax.translate"``.
+
+    Returns
+    -------
+    str
+        ``"attention_jax.translate"`` for ``python -m attention_jax.translate`` (``launch.sweep`` for
+        ``python -m launch.sweep``), ``"attention-jax-translate"`` for the console script, else
+        ``fallback``.
+
+    Notes
+    -----
+    The module comes from ``sys.orig_argv`` (the interpreter's own command line, whose ``-m MODULE``
+    ``sys.argv[0]`` replaces with a file path); the console script's name from ``sys.argv[0]``. Before
+    this rule the prefixes varied with the code path: ``main.py:`` for a config mistake and
+    ``attention_jax.main:`` for a full disk in the same command, ``translate:`` beside
+    ``attention_jax.export:``.
+    """
+    interpreter = list(getattr(sys, "orig_argv", []))
+    own_flags = len(sys.argv) - 1
+    if interpreter and own_flags and interpreter[len(interpreter) - own_flags:] == sys.argv[1:]:
+        interpreter = interpreter[:len(interpreter) - own_flags]  # Up to the module: the command's own flags off.
+    module = None
+    if len(interpreter) >= 3 and interpreter[-2] == "-m":
+        module = interpreter[-1]
+    elif len(interpreter) >= 2 and interpreter[-1].startswith("-m") and len(interpreter[-1]) > 2:
+        module = interpreter[-1][2:]  # python -mattention_jax.main
+    if module is not None and module.startswith(_OUR_MODULE_PREFIXES):
+        return module
+    script = os.path.basename(sys.argv[0]) if sys.argv else ""
+    return script if script.startswith(_OUR_SCRIPT_PREFIX) else fallback
+
+
 def exit_with_error(program: str, message: str, status: int = USAGE_ERROR) -> NoReturn:
     """Print ``<program>: error: <message>`` as one line on stderr and exit with ``status``.
 
     Parameters
     ----------
     program : str
-        The command's name as the user typed it, e.g. ``"attention_jax.main"``.
+        The command's ``python -m`` name, e.g. ``"attention_jax.main"``: the prefix when the process was
+        not started as one of our commands (:func:`program_name`).
     message : str
         What was wrong and what to change.
     status : int
@@ -36,11 +83,12 @@ def exit_with_error(program: str, message: str, status: int = USAGE_ERROR) -> No
 
     Notes
     -----
-    The one place that formats a command's error line, so every command's mistakes read alike. A
-    message of several lines is joined into one.
+    The one place that formats a command's error line, so every command's mistakes read alike: the
+    prefix is the command as the user typed it (:func:`program_name`: ``attention_jax.translate`` or
+    ``attention-jax-translate``). A message of several lines is joined into one.
     """
     line = " ".join(part.strip() for part in str(message).splitlines() if part.strip())
-    print(f"{program}: error: {line}", file=sys.stderr)
+    print(f"{program_name(program)}: error: {line}", file=sys.stderr)
     sys.exit(status)
 
 
@@ -50,7 +98,7 @@ def flag_errors_in_one_line(program: str) -> Callable[[list[str]], list[str]]:
     Parameters
     ----------
     program : str
-        The command's name for the error line, e.g. ``"translate"``.
+        The command's ``python -m`` name for the error line, e.g. ``"attention_jax.translate"``.
 
     Returns
     -------
@@ -159,7 +207,7 @@ def arm_exit_deadline(program: str, status: int, grace_s: float | None = None) -
         time.sleep(grace_s)
         alive = sorted(thread.name for thread in threading.enumerate()
                        if thread.is_alive() and thread is not threading.current_thread())
-        print(f"{program}: warning: shutdown still waiting after {grace_s:g} s on threads "
+        print(f"{program_name(program)}: warning: shutdown still waiting after {grace_s:g} s on threads "
               f"{', '.join(alive) or '(none)'}; leaving with status {status}.", file=sys.stderr, flush=True)
         os._exit(status)
 

@@ -107,11 +107,11 @@ def main(argv: Sequence[str]) -> None:
     try:
         written = export_results(_ROOT.value, _TO.value)
     except (FileNotFoundError, UserInputError) as error:
-        user_errors.exit_with_error("export_results", str(error))
+        user_errors.exit_with_error("launch.export_results", str(error))
     for relative in written:
         print(os.path.join(_TO.value, relative))
     print(f"{len(written)} file(s) written to {_TO.value}", file=sys.stderr)
 
 
 if __name__ == "__main__":
-    user_errors.run_in_one_line("export_results", main)
+    user_errors.run_in_one_line("launch.export_results", main)

@@ -262,7 +262,7 @@ def test_unknown_config_field_is_one_line_naming_the_closest(tmp_path: pathlib.P
                                capture_output=True, text=True, timeout=120)
     assert completed.returncode == 2
     assert completed.stderr.strip().splitlines() == [
-        "main.py: error: --config.num_layerz: configs/tiny.py has no field num_layerz (did you mean num_layers?)"]
+        "attention_jax.main: error: --config.num_layerz: configs/tiny.py has no field num_layerz (did you mean num_layers?)"]
     assert not (tmp_path / "run").exists()
 
 

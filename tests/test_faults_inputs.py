@@ -206,7 +206,7 @@ def test_a_decoding_commands_mistake_is_one_line_with_exit_2(case: str, tmp_path
     completed = subprocess.run(args, cwd=REPO_ROOT, input="Hallo\n", capture_output=True, text=True, timeout=300,
                                env=train_support.subprocess_env(str(tmp_path / "cache")))
     lines = completed.stderr.strip().splitlines()
-    program = command[0].rpartition(".")[2]
+    program = command[0]  # As typed after python -m (user_errors.program_name).
     assert completed.returncode == 2 and len(lines) == 1, completed.stderr[-3000:]
     assert lines[0].startswith(f"{program}: error: ") and text in lines[0], lines
     assert not (tmp_path / "no_run").exists() and not pathlib.Path(f"{out}.png").exists()  # Nothing written.
@@ -215,15 +215,15 @@ def test_a_decoding_commands_mistake_is_one_line_with_exit_2(case: str, tmp_path
 # A command line's usage mistake (a required flag left out, an argument no command takes): absl's
 # app.run printed the module's whole docstring before the message and exited 1, the status of a crash.
 USAGE_MISTAKES = {
-    "main-no_workdir": (["attention_jax.main", "--config=configs/tiny.py"], "main",
+    "main-no_workdir": (["attention_jax.main", "--config=configs/tiny.py"], "attention_jax.main",
                         "--config and --workdir are required"),
-    "translate-extra_argument": (["attention_jax.translate", "--workdir=no_run", "hello"], "translate",
+    "translate-extra_argument": (["attention_jax.translate", "--workdir=no_run", "hello"], "attention_jax.translate",
                                  "Unexpected arguments: ['hello']"),
-    "report-no_root": (["attention_jax.report"], "report", "usage: python -m attention_jax.report ROOT"),
-    "count_params-no_config": (["attention_jax.count_params"], "count_params", "--config is required"),
-    "export_results-no_root": (["launch.export_results"], "export_results", "pass --root=SWEEP_ROOT"),
+    "report-no_root": (["attention_jax.report"], "attention_jax.report", "usage: python -m attention_jax.report ROOT"),
+    "count_params-no_config": (["attention_jax.count_params"], "attention_jax.count_params", "--config is required"),
+    "export_results-no_root": (["launch.export_results"], "launch.export_results", "pass --root=SWEEP_ROOT"),
     # The modules run with python -m outside attention_jax.commands: absl's parser printed two lines, exit 1.
-    **{f"{module.rpartition('.')[2]}-mistyped_flag": ([module, "--wrokdir=no_run"], module.rpartition(".")[2],
+    **{f"{module.rpartition('.')[2]}-mistyped_flag": ([module, "--wrokdir=no_run"], module,
                                                       "Unknown command line flag 'wrokdir'")
        for module in ("attention_jax.evaluation.length_bucket_evaluation", "attention_jax.data.length_buckets",
                       "attention_jax.reports.step_budgets", "launch.export_results",

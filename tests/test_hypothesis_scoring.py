@@ -127,7 +127,7 @@ def test_evaluate_command_scores_a_file_with_no_workdir(tmp_path):
     refused = subprocess.run(command + ["--workdir=runs/base"], cwd=tmp_path, env=environment,
                              capture_output=True, timeout=300)
     assert refused.returncode == 2
-    assert refused.stderr.decode().strip().startswith("evaluate: error: --hypotheses scores translations")
+    assert refused.stderr.decode().strip().startswith("attention_jax.evaluate: error: --hypotheses scores translations")
 
 
 @pytest.mark.slow

@@ -116,7 +116,7 @@ def test_split_refuses_bad_input_in_one_line(tmp_path: pathlib.Path) -> None:
                                 "--cap=30", f"--out={tmp_path / 'out'}"], cwd=REPO_ROOT, capture_output=True,
                                text=True, timeout=300, env=dict(os.environ, JAX_PLATFORMS="cpu"))
     assert completed.returncode == 2
-    assert completed.stderr.strip().splitlines()[-1].startswith("length_buckets: error: --cap=30 leaves fewer than 200")
+    assert completed.stderr.strip().splitlines()[-1].startswith("attention_jax.data.length_buckets: error: --cap=30 leaves fewer than 200")
 
 
 # The report on hand-made files. Perplexities per seed (0, 1, 2) and bucket:

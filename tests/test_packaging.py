@@ -158,7 +158,7 @@ def test_a_missing_config_file_is_one_line(command: str, tmp_path: pathlib.Path)
                                env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)))
     assert completed.returncode == 2, completed.stderr[-3000:]
     errors = [line for line in completed.stderr.splitlines() if "error:" in line]
-    assert errors == [f"{command}.py: error: FileNotFoundError: --config=configs/tiny.py: config file "
+    assert errors == [f"attention_jax.{command}: error: FileNotFoundError: --config=configs/tiny.py: config file "
                       f"configs/tiny.py not found in {tmp_path}; the shipped config is --config=tiny from any "
                       f"directory."], completed.stderr
     assert "Traceback" not in completed.stderr

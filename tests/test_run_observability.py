@@ -105,7 +105,9 @@ def test_close_interval_gives_step_time_and_data_wait_per_timed_step(monkeypatch
     assert math.isnan(rates.mfu(flops_per_token=1e6, peak=None, device_count=1))
 
 
-def test_peak_is_declared_else_datasheet_else_measured_once(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_peak_is_declared_else_datasheet_else_measured_once(monkeypatch: pytest.MonkeyPatch,
+                                                             tmp_path: pathlib.Path) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # Not the user's own cache of measured peaks.
     h100 = device_peaks.device_peak("NVIDIA H100 80GB HBM3", "bfloat16")
     assert h100.flops_per_s == 989.5e12 and "H100 SXM" in h100.source
     assert device_peaks.device_peak("NVIDIA H100 PCIe", "float32").flops_per_s == 378.0e12
@@ -119,6 +121,9 @@ def test_peak_is_declared_else_datasheet_else_measured_once(monkeypatch: pytest.
     first, second = (device_peaks.device_peak("cpu", "float32") for _ in range(2))
     assert first.flops_per_s == second.flops_per_s == 5e10 and timed == ["float32"]
     assert first.source.startswith("measured here once: best of 5 ")
+    monkeypatch.setattr(device_peaks, "_MEASURED", {})  # A later process on the same machine: the cached figure.
+    third = device_peaks.device_peak("cpu", "float32")
+    assert third.flops_per_s == 5e10 and timed == ["float32"] and "cached in" in third.source
 
 
 def test_a_peak_measured_while_other_processes_load_the_cpus_is_named_so(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -256,6 +261,9 @@ def test_sampled_bleu_logs_progress_and_its_translations_are_the_samples(tmp_pat
     messages = _train_and_log(tmp_path, num_train_steps=2, log_every_steps=2, eval_every_steps=0,
                               checkpoint_every_steps=0, num_bleu_examples=3, num_sample_translations=2)
     assert any(re.fullmatch(r"sampled dev BLEU at step 2: 3/3 sentences \([\d.]+ sentences/s, 0 s left\)", message)
+               for message in messages), messages
+    assert "sampled dev BLEU at step 2: 3 sentences ..." in messages  # The start line, then the end line.
+    assert any(re.fullmatch(r"sampled dev BLEU at step 2: done in \d+\.\d s \([\d.]+ sentences/s\)", message)
                for message in messages), messages
     logged = [message.split("\n  hyp: ")[1] for message in messages if "\n  hyp: " in message]
     [(step, table)] = _summary_values(tmp_path, TRANSLATIONS_TAG)

@@ -85,4 +85,4 @@ def test_command_writes_report_and_plot_and_names_a_bad_root(sweep_root: pathlib
     bad = subprocess.run([sys.executable, "-m", "attention_jax.reports.step_budgets", f"--root={tmp_path}"],
                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and bad.stderr.strip().splitlines() == [
-        f"step_budgets: error: --root={str(tmp_path)!r} holds no sweep.json; point it at a sweep root."]
+        f"attention_jax.reports.step_budgets: error: --root={str(tmp_path)!r} holds no sweep.json; point it at a sweep root."]

@@ -129,6 +129,6 @@ def test_translate_prints_p_lines_for_an_input_file(workdir, tmp_path):
     missing = subprocess.run(command[:-1] + [f"--input={tmp_path / 'none.en'}"], cwd=tmp_path, env=environment,
                              capture_output=True, timeout=600, stdin=subprocess.DEVNULL)
     assert missing.returncode == 2
-    assert missing.stderr.decode().strip() == (f"translate: error: --input={tmp_path / 'none.en'} does not exist: "
+    assert missing.stderr.decode().strip() == (f"attention_jax.translate: error: --input={tmp_path / 'none.en'} does not exist: "
                                                f"name a text file with one sentence per line (or leave --input out "
                                                f"to read stdin).")

@@ -269,4 +269,4 @@ def test_options_the_run_cannot_serve_are_refused_in_one_line(workdir, flags, me
     assert completed.returncode == 2 and completed.stdout == b"", completed.stderr.decode()[-3000:]
     errors = [line for line in completed.stderr.decode().splitlines()
               if line.strip() and not (line[:1] in "IWE" and line[1:5].isdigit())]
-    assert len(errors) == 1 and errors[0].startswith("translate: error: ") and message in errors[0], errors
+    assert len(errors) == 1 and errors[0].startswith("attention_jax.translate: error: ") and message in errors[0], errors

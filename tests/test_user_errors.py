@@ -75,3 +75,27 @@ def test_a_command_ends_with_its_status_even_when_a_library_thread_blocks_shutdo
     assert lines[0] == "attention_jax.stuck: error: No space left on device writing runs/x.", lines
     assert "shutdown still waiting after 1 s on threads" in lines[1] and "stuck_writer" in lines[1], lines
     assert "leaving with status 2" in lines[1] and len(lines) == 2, lines
+
+
+@pytest.mark.parametrize(("orig_argv", "argv", "expected"), [
+    (["python", "-m", "attention_jax.main", "--config=tiny"], ["/repo/attention_jax/main.py", "--config=tiny"],
+     "attention_jax.main"),
+    (["python", "-X", "dev", "-m", "attention_jax.translate"], ["/repo/attention_jax/translate.py"],
+     "attention_jax.translate"),
+    (["python", "-mattention_jax.evaluate", "--split=test"], ["/repo/attention_jax/evaluate.py", "--split=test"],
+     "attention_jax.evaluate"),
+    (["python", "-m", "launch.sweep", "-m", "x"], ["/repo/launch/sweep.py", "-m", "x"], "launch.sweep"),
+    (["/venv/bin/python", "/venv/bin/attention-jax-train", "--workdir=r"], ["/venv/bin/attention-jax-train",
+                                                                           "--workdir=r"], "attention-jax-train"),
+    (["python", "-m", "pytest", "-q"], ["/venv/lib/pytest/__main__.py", "-q"], "attention_jax.report"),  # In-process.
+    (["python", "-c", "..."], ["-c"], "attention_jax.report"),
+])
+def test_an_error_line_names_the_command_as_the_user_typed_it(
+        orig_argv: list[str], argv: list[str], expected: str, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture) -> None:
+    monkeypatch.setattr(sys, "orig_argv", orig_argv, raising=False)
+    monkeypatch.setattr(sys, "argv", argv)
+    assert user_errors.program_name("attention_jax.report") == expected
+    with pytest.raises(SystemExit):
+        user_errors.exit_with_error("attention_jax.report", "no sweep.json under runs/")
+    assert capsys.readouterr().err == f"{expected}: error: no sweep.json under runs/\n"

@@ -126,7 +126,7 @@ def checkpoint_count(workdir: str, last: int) -> tuple[int, str]:
 
 
 def _fail(message: str) -> None:
-    exit_with_error("average_checkpoints", message)
+    exit_with_error("attention_jax.average_checkpoints", message)
 
 
 if __name__ == "__main__":

@@ -179,7 +179,7 @@ def parse_flags_or_exit(argv: list[str]) -> list[str]:
     path first (:func:`shipped_configs.resolve_argv`), and the folder above ``configs/`` put on
     ``sys.path`` for the configs' imports of each other.
     """
-    program = os.path.basename(argv[0]) if argv else "attention_jax"
+    program = os.path.basename(argv[0]) if argv else "attention_jax"  # In-process; a command: user_errors.program_name.
     argv = shipped_configs.resolve_argv(argv)  # --config=tiny: configs/tiny.py, from any directory.
     entry_points.add_config_import_paths(argv)
     try:

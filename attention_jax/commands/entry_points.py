@@ -102,12 +102,12 @@ def run_command(command: types.ModuleType,
         flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)  # What --help lists.
     add_config_import_paths(sys.argv)
     quiet_libraries.install()  # Other libraries' INFO lines only at --verbosity=1.
-    name = command.__name__.rpartition('.')[2]
+    name = f"attention_jax.{command.__name__.rpartition('.')[2]}"  # Its `python -m` name (user_errors.program_name).
     try:
         with quiet_exits.quiet_pipe_and_interrupt():  # `translate | head`, Ctrl-C: status 141 / 130, no traceback.
             app.run(user_errors.usage_errors_in_one_line(name, command.main),
                     flags_parser=flags_parser or user_errors.flag_errors_in_one_line(name))
     except SystemExit as leaving:
         status = leaving.code if isinstance(leaving.code, int) else 0 if leaving.code is None else 1
-        user_errors.arm_exit_deadline(f"attention_jax.{name}", status)
+        user_errors.arm_exit_deadline(name, status)
         raise

@@ -82,7 +82,7 @@ _OUTPUT = flags.DEFINE_string("output", None, "JSON file to write (default: "
 _REAVERAGE = flags.DEFINE_bool("reaverage", False, "With --checkpoint=averaged: redo the average over "
                                "the newest checkpoints first (an average older than them is an error).")
 
-_PROGRAM = "evaluate"
+_PROGRAM = "attention_jax.evaluate"
 
 
 def main(argv: list[str]) -> None:

@@ -96,9 +96,9 @@ def main(argv: list[str]) -> None:
             logging.warning("%s", warning)
         continuations = generator.generate(prompts, settings)
     except UserInputError as error:  # A bad flag, an empty split, a run without its tokenizer: exit 2.
-        exit_with_error("generate", str(error))
+        exit_with_error("attention_jax.generate", str(error))
     except (FileNotFoundError, ValueError) as error:
-        exit_with_error("generate", str(error))
+        exit_with_error("attention_jax.generate", str(error))
     for continuation in continuations:
         sys.stdout.write(continuation.replace("\n", " ") + "\n")
     sys.stdout.flush()

@@ -45,14 +45,14 @@ def main(argv: list[str]) -> None:
         heads = attention_plots.select_heads(maps[_KIND.value].shape[1], _HEAD.value)
         attention_plots.draw_attention(maps, _KIND.value, _LAYER.value, heads, _OUT.value)
     except UserInputError as error:  # E.g. a run without its tokenizer.model: one line, exit 2.
-        exit_with_error("plot_attention", str(error))
+        exit_with_error("attention_jax.plot_attention", str(error))
     except (FileNotFoundError, ValueError) as error:
-        exit_with_error("plot_attention", str(error))
+        exit_with_error("attention_jax.plot_attention", str(error))
     except OSError as error:  # A full disk while drawing.
         message = output_files.write_error_message(error, _OUT.value, "--out")
         if message is None:
             raise
-        exit_with_error("plot_attention", message)
+        exit_with_error("attention_jax.plot_attention", message)
     print(f"{maps['source']} -> {maps['target']}")
     print(f"wrote {_OUT.value}")
 

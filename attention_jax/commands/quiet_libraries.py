@@ -2,7 +2,10 @@
 
 A command logs its own progress (our modules' INFO lines) and everyone's warnings and errors. The INFO
 lines of the libraries underneath (orbax's checkpoint chatter, TFDS's "Load dataset info", JAX's) are
-hidden unless ``--verbosity=1`` (absl's flag: DEBUG and up) asks for everything.
+hidden unless ``--verbosity=1`` (absl's flag: DEBUG and up) asks for everything, and so are two TFDS
+warnings that every TSV run repeated ("Using custom data configuration", "Variant folder ... has no
+dataset_info.json"). TFDS's progress bars are off when stderr is not a terminal
+(:func:`attention_jax.data.first_use.prepare_local_builder`).
 
 A checkpoint save that fails in orbax's writer threads (a full disk, say) is reported three ways before
 the command can say anything: each writer thread logs the error, orbax logs that the save failed, and
@@ -36,6 +39,13 @@ _OUR_DIRECTORIES = tuple(os.path.join(os.path.dirname(_PACKAGE_DIRECTORY), name)
 # orbax's log lines that announce a failure it then re-raises in the main thread.
 _RERAISED_BY_ORBAX = ("raised an exception", "Handler Commit operations", "Save Finalize thread")
 
+# TFDS warnings that every run on a local corpus repeats and that ask nothing of the user: each TSV run
+# builds its dataset from a custom BuilderConfig ("Using custom data configuration ..."), and TFDS probes
+# the version folder three times before the corpus is first prepared ("Variant folder ... has no
+# dataset_info.json"). They are lowered to DEBUG here, the one place that sorts library chatter, so
+# they show at --verbosity=1 and nowhere else.
+_ROUTINE_TFDS_WARNINGS = ("Using custom data configuration", "has no dataset_info.json")
+
 
 def _mentions_orbax(error: BaseException | None) -> bool:
     """Whether ``error``'s traceback runs through orbax."""
@@ -60,12 +70,32 @@ def is_ours(record: python_logging.LogRecord) -> bool:
     return os.path.abspath(record.pathname).startswith(_OUR_DIRECTORIES)
 
 
+def is_routine_tfds_warning(record: python_logging.LogRecord) -> bool:
+    """Whether ``record`` is one of TFDS's warnings that every run repeats (:data:`_ROUTINE_TFDS_WARNINGS`).
+
+    Parameters
+    ----------
+    record : logging.LogRecord
+        A log record.
+
+    Returns
+    -------
+    bool
+        True for a WARNING logged from ``tensorflow_datasets`` whose message holds one of the phrases.
+    """
+    if record.levelno != python_logging.WARNING or "/tensorflow_datasets/" not in record.pathname:
+        return False
+    message = record.getMessage()
+    return any(phrase in message for phrase in _ROUTINE_TFDS_WARNINGS)
+
+
 class QuietLibraries(python_logging.Filter):
     """Drop other libraries' INFO records and orbax's echoes of a failed save; shorten library errors to one line.
 
     Notes
     -----
-    Below WARNING, only our own records pass, unless absl's verbosity is 1 (DEBUG) or more, when every
+    TFDS's routine warnings (:func:`is_routine_tfds_warning`) are lowered to DEBUG first. Below WARNING,
+    only our own records pass, unless absl's verbosity is 1 (DEBUG) or more, when every
     library's do too. Errors of orbax's writer threads and of the asyncio tasks they run keep their
     first line and lose their tracebacks; those that announce a save failure orbax re-raises in the
     main thread, or a full disk, are dropped: the command's own error line says what failed and what to
@@ -74,6 +104,8 @@ class QuietLibraries(python_logging.Filter):
 
     def filter(self, record: python_logging.LogRecord) -> bool:
         """Whether to print ``record`` (shortened to one line when it is a library error)."""
+        if is_routine_tfds_warning(record):
+            record.levelno, record.levelname = python_logging.DEBUG, "DEBUG"
         if record.levelno < python_logging.WARNING and not is_ours(record) and logging.get_verbosity() < 1:
             return False
         noisy = "/orbax/" in record.pathname

@@ -222,7 +222,7 @@ def main(argv: list[str]) -> None:
         _check_flags()  # Before JAX is imported: a mistyped flag is told at once.
         input_stream = _open_input()
     except UserInputError as error:
-        exit_with_error("translate", str(error))
+        exit_with_error("attention_jax.translate", str(error))
     from attention_jax.checkpointing import params_checkpoints
     from attention_jax.decoding import inference  # Imported here so --help is fast.
 
@@ -234,9 +234,9 @@ def main(argv: list[str]) -> None:
                                                batch_size=_BATCH_SIZE.value)
         _check_run_flags(translator)
     except UserInputError as error:  # E.g. a run without its tokenizer.model: one line, exit 2.
-        exit_with_error("translate", str(error))
+        exit_with_error("attention_jax.translate", str(error))
     except (FileNotFoundError, ValueError) as error:
-        exit_with_error("translate", str(error))
+        exit_with_error("attention_jax.translate", str(error))
     logging.info("Translating with %s of %s (beam %d, alpha %.2f).", run.checkpoint, run.workdir,
                  translator.beam_size, translator.alpha)
     interactive = input_stream is sys.stdin.buffer and sys.stdin.isatty()

@@ -32,9 +32,10 @@ import json
 import os
 import shutil
 import socket
+import sys
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import IO, Any
 
 from absl import logging
 
@@ -186,8 +187,37 @@ def prepare_local_builder(builder: Any) -> None:
     TFDS prints "Downloading and preparing dataset ..." and "Dataset ... downloaded and prepared to
     ..." on stdout whatever the log level; for a corpus read from local files that banner misleads, and
     on stdout it mixes with a command's output. The caller logs its own line instead. TFDS's progress
-    bars (stderr) and log records are unchanged.
+    bars (on stderr) are turned off when stderr is not a terminal (:func:`progress_bars_for`).
     """
+    progress_bars_for(sys.stderr)
     with contextlib.redirect_stdout(io.StringIO()):
         builder.download_and_prepare()
+
+
+def progress_bars_for(stream: IO[str]) -> bool:
+    """Turn TFDS's progress bars off, for the rest of the process, unless ``stream`` is a terminal.
+
+    Parameters
+    ----------
+    stream : file object
+        Where the bars would be drawn (``sys.stderr``).
+
+    Returns
+    -------
+    bool
+        Whether the bars stay on: True on a terminal.
+
+    Notes
+    -----
+    A bar redraws itself with carriage returns and cursor-up escapes (``ESC[A``), which a terminal
+    interprets and a log file keeps as raw bytes, one redraw after another. Redirected to a file or a
+    pipe (a cluster job, ``launch.sweep``, ``2> train.log``) a run therefore draws none; its own log
+    lines say what is being prepared. Bars that are already off stay off.
+    """
+    is_terminal = bool(getattr(stream, "isatty", lambda: False)())
+    if not is_terminal:
+        import tensorflow_datasets as tfds  # Here only: the callers have imported it already.
+
+        tfds.disable_progress_bar()
+    return is_terminal
 

@@ -169,10 +169,10 @@ def main(argv: Sequence[str]) -> None:
     try:
         corpus = build_corpus(_LANGUAGE.value, _LOCALE_DIR.value)
     except (FileNotFoundError, ValueError) as error:
-        exit_with_error("gettext_corpus", str(error))
+        exit_with_error("attention_jax.data.gettext_corpus", str(error))
     write_corpus(corpus, _OUT.value, _LANGUAGE.value)
     print({name: len(pairs) for name, pairs in corpus.pairs.items()}, f"from {len(corpus.packages)} packages")
 
 
 if __name__ == "__main__":
-    run_in_one_line("gettext_corpus", main)
+    run_in_one_line("attention_jax.data.gettext_corpus", main)

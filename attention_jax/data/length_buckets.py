@@ -404,16 +404,19 @@ _MIN_PAIRS: Any = None  # Set by _define_flags.
 _MAX_PAIRS: Any = None  # Set by _define_flags.
 _SEED: Any = None  # Set by _define_flags.
 
+_PROGRAM = "attention_jax.data.length_buckets"  # Its error lines' prefix in-process.
+
+
 def main(argv: Sequence[str]) -> None:
     """Write the split; print each bucket's size and word range."""
     if len(argv) > 1 or not _CORPUS.value or _CAP.value is None or not _OUT.value:
-        exit_with_error("length_buckets", "usage: python -m attention_jax.data.length_buckets --corpus=DIR "
+        exit_with_error(_PROGRAM, "usage: python -m attention_jax.data.length_buckets --corpus=DIR "
                         "--cap=N --out=DIR")
     try:
         record = write_length_split(_CORPUS.value, _CAP.value, _OUT.value, min_pairs=_MIN_PAIRS.value,
                                     max_pairs=_MAX_PAIRS.value, seed=_SEED.value)
     except UserInputError as error:
-        exit_with_error("length_buckets", str(error))
+        exit_with_error(_PROGRAM, str(error))
     print(f"cap {record['cap']} words: {record['corpus_pairs']}", file=sys.stdout)
     for name, bucket in record["buckets"].items():
         print(f"{name}: {bucket['num_pairs']} pairs ({bucket['num_available']} available), target words "
@@ -434,4 +437,4 @@ def _define_flags() -> None:
 
 if __name__ == "__main__":
     _define_flags()
-    run_in_one_line("length_buckets", main)
+    run_in_one_line(_PROGRAM, main)

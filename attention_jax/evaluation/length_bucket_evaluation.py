@@ -242,10 +242,13 @@ _WAIT: Any = None  # Set by _define_flags.
 _POLL_S: Any = None  # Set by _define_flags.
 _BATCH_SIZE: Any = None  # Set by _define_flags.
 
+_PROGRAM = "attention_jax.evaluation.length_bucket_evaluation"  # Its error lines' prefix in-process.
+
+
 def main(argv: Sequence[str]) -> None:
     """Score ``--workdir`` (or every finished run under ``--root``) on the buckets of ``--buckets``."""
     if len(argv) > 1 or not _BUCKETS.value or bool(_WORKDIR.value) == bool(_ROOT.value):
-        exit_with_error("length_bucket_evaluation",
+        exit_with_error(_PROGRAM,
                         "usage: python -m attention_jax.evaluation.length_bucket_evaluation "
                         "(--workdir=RUN | --root=SWEEP_ROOT [--wait]) --buckets=SPLIT_DIR")
     try:
@@ -258,7 +261,7 @@ def main(argv: Sequence[str]) -> None:
             evaluate_run(_WORKDIR.value, _BUCKETS.value, checkpoint=_CHECKPOINT.value, batch_size=_BATCH_SIZE.value)
             print(f"wrote {os.path.join(_WORKDIR.value, run_files.LENGTH_BUCKETS_FILE)}")
     except (UserInputError, FileNotFoundError, ValueError) as error:
-        exit_with_error("length_bucket_evaluation", str(error))
+        exit_with_error(_PROGRAM, str(error))
 
 
 def _define_flags() -> None:
@@ -275,4 +278,4 @@ def _define_flags() -> None:
 
 if __name__ == "__main__":
     _define_flags()
-    run_in_one_line("length_bucket_evaluation", main)
+    run_in_one_line(_PROGRAM, main)

@@ -204,13 +204,16 @@ _BIN: Any = None
 _BATCH_SIZE: Any = None
 
 
+_PROGRAM = "attention_jax.evaluation.position_losses"  # Its error lines' prefix in-process.
+
+
 def main(argv: Sequence[str]) -> None:
     """Score every ``--workdir`` and draw them in ``--out``."""
     if len(argv) > 1 or not _WORKDIRS.value or not _BUCKETS.value or not _OUT.value:
-        exit_with_error("position_losses", "usage: python -m attention_jax.evaluation.position_losses "
+        exit_with_error(_PROGRAM, "usage: python -m attention_jax.evaluation.position_losses "
                         "--buckets=SPLIT_DIR --workdir=RUN [--workdir=RUN ...] --out=PLOT.png")
     if _BIN.value < 1:
-        exit_with_error("position_losses", f"--bin must be a positive number of positions; got {_BIN.value}.")
+        exit_with_error(_PROGRAM, f"--bin must be a positive number of positions; got {_BIN.value}.")
     try:
         length_buckets.read_split(_BUCKETS.value)
         for workdir in _WORKDIRS.value:
@@ -222,7 +225,7 @@ def main(argv: Sequence[str]) -> None:
             records.append(score_run(workdir, _BUCKETS.value, batch_size=_BATCH_SIZE.value))
             logging.info("%s: %d target tokens scored by position.", workdir, sum(records[-1]["counts"]))
     except (UserInputError, FileNotFoundError) as error:
-        exit_with_error("position_losses", str(error))
+        exit_with_error(_PROGRAM, str(error))
     plot_runs(records, _OUT.value, bin_size=_BIN.value)
     print(f"wrote {_OUT.value}")
 
@@ -238,4 +241,4 @@ def _define_flags() -> None:
 
 if __name__ == "__main__":
     _define_flags()
-    run_in_one_line("position_losses", main)
+    run_in_one_line(_PROGRAM, main)

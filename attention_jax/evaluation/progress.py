@@ -2,14 +2,18 @@
 
 A whole-split BLEU or a dev evaluation of a large split can take minutes; :func:`progress_logger`
 gives its loop a callback that logs at most one line every :data:`PROGRESS_EVERY_S` seconds, e.g.
-``final test BLEU: 640/3003 sentences (21.3 sentences/s, 111 s left)``.
+``final test BLEU: 640/3003 sentences (21.3 sentences/s, 111 s left)``. A phase that would otherwise be
+silent for seconds (the sampled BLEU inside training, the perplexity pass after a final decode) is
+wrapped in :func:`timed_phase`: one line as it starts, with how much it has to do, and one as it ends,
+with the time it took.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from absl import logging
 
@@ -57,3 +61,36 @@ def progress_logger(what: str, total: int, *, unit: str = "sentences", every_s: 
                      f"{left:.0f} s" if math.isfinite(left) else "?")
 
     return report
+
+
+@contextlib.contextmanager
+def timed_phase(what: str, total: int | None = None, *, unit: str = "sentences") -> Iterator[None]:
+    """Log a line as a phase starts and one as it ends, with its elapsed time.
+
+    Parameters
+    ----------
+    what : str
+        The phase, e.g. ``"sampled dev BLEU at step 400"``.
+    total : int, optional
+        Items the phase works through, when its loop knows them: the start line gives the count and the
+        end line the rate.
+    unit : str
+        What an item is, plural.
+
+    Yields
+    ------
+    None
+        The phase runs inside the ``with`` block.
+
+    Notes
+    -----
+    Lines read ``sampled dev BLEU at step 400: 200 sentences ...`` and ``sampled dev BLEU at step 400:
+    done in 23.4 s (8.5 sentences/s)``. A phase that raises (a stop request, an error) logs no end line:
+    what stopped it is reported by its caller.
+    """
+    logging.info("%s: %s ...", what, f"{total} {unit}" if total is not None else "started")
+    started = time.monotonic()
+    yield
+    elapsed = time.monotonic() - started
+    rate = f" ({total / elapsed:.1f} {unit}/s)" if total and elapsed > 0 else ""
+    logging.info("%s: done in %.1f s%s", what, elapsed, rate)

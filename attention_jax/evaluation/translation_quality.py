@@ -27,6 +27,7 @@ from sacrebleu.metrics import BLEU
 
 from attention_jax import run_files
 from attention_jax.decoding import decode
+from attention_jax.evaluation import progress
 from attention_jax.evaluation.sacrebleu_scores import (  # noqa: F401 (CorpusScores: re-exported)
     DEFAULT_BLEU_TOKENIZER,
     CorpusScores,
@@ -337,7 +338,7 @@ def translate_stoppably(translator: decode.Translator, sources: Sequence[str], *
 def evaluate(translator: decode.Translator, pairs: Sequence[tuple[str, str]], *,
              should_stop: Callable[[], bool] | None = None,
              report_progress: Callable[[int], None] | None = None,
-             bleu_tokenizer: str = DEFAULT_BLEU_TOKENIZER) -> EvaluationResult:
+             bleu_tokenizer: str = DEFAULT_BLEU_TOKENIZER, progress_name: str = "evaluation") -> EvaluationResult:
     """Translate every source of ``pairs`` and score it; also the perplexity of the references.
 
     Parameters
@@ -353,6 +354,9 @@ def evaluate(translator: decode.Translator, pairs: Sequence[tuple[str, str]], *,
         Called with the sentences translated so far (e.g. :func:`attention_jax.evaluation.progress.progress_logger`).
     bleu_tokenizer : str
         sacrebleu's BLEU tokenizer (:data:`~attention_jax.evaluation.sacrebleu_scores.BLEU_TOKENIZERS`).
+    progress_name : str
+        What the perplexity pass's start and end lines call this evaluation (``"final test"``:
+        ``final test perplexity: 3003 reference pairs ...``, :func:`progress.timed_phase`).
 
     Returns
     -------
@@ -369,8 +373,9 @@ def evaluate(translator: decode.Translator, pairs: Sequence[tuple[str, str]], *,
     if should_stop is not None and should_stop():
         raise EvaluationStopped(f"all {len(sources)} sentences translated, perplexity not computed")
     scores = corpus_scores(hypotheses, references, bleu_tokenizer=bleu_tokenizer)
-    entropy = cross_entropy(translator.model_config, translator.params, translator.tokenizer, pairs,
-                            max_len=translator.max_source_len, batch_size=translator.batch_size)
+    with progress.timed_phase(f"{progress_name} perplexity", len(pairs), unit="reference pairs"):
+        entropy = cross_entropy(translator.model_config, translator.params, translator.tokenizer, pairs,
+                                max_len=translator.max_source_len, batch_size=translator.batch_size)
     return EvaluationResult(
         **dataclasses.asdict(scores),
         perplexity=entropy.perplexity,

@@ -287,7 +287,7 @@ _FLAGS: dict[str, flags.FlagHolder] = {}
 
 
 def _fail(message: str) -> None:
-    exit_with_error("step_budgets", message)
+    exit_with_error("attention_jax.reports.step_budgets", message)
 
 
 def main(argv: list[str]) -> None:
@@ -317,4 +317,4 @@ def main(argv: list[str]) -> None:
 
 if __name__ == "__main__":
     _FLAGS.update(_define_flags())
-    run_in_one_line("step_budgets", main)
+    run_in_one_line("attention_jax.reports.step_budgets", main)

@@ -7,21 +7,35 @@ first that applies:
 1. declared: ``config.peak_tflops_per_device > 0`` (e.g. a sustained figure measured elsewhere);
 2. a datasheet's dense (no sparsity) rate for the device kind and ``config.dtype``
    (:data:`DATASHEET_PEAKS`: NVIDIA data-centre GPUs and Google TPUs);
-3. measured here once per process: the best rate of a few square matmuls in the dtype (a CPU, an
-   unknown GPU). A measured peak is what this device reaches on a plain product, so MFU against it is
-   higher than against a datasheet rate, and is comparable only between runs on the same machine. On a
-   CPU that other processes keep busy the products run slower, the peak reads low and MFU high; such a
-   peak is measured with more products and named as taken under load (:func:`machine_load`).
+3. measured once per machine: the best rate of a few square matmuls in the dtype (a CPU, an unknown
+   GPU), kept in :func:`peak_cache_path` (``~/.cache/attention_jax/device_peaks.json``, under
+   ``$XDG_CACHE_HOME`` when set) keyed by the processor model, the device kind and the dtype, and
+   reused by every later run there (:func:`cached_measured_peak`). A measured peak is what this device
+   reaches on a plain product, so MFU against it is higher than against a datasheet rate, and is
+   comparable only between runs on the same machine. On a CPU that other processes keep busy the
+   products run slower, the peak reads low and MFU high; such a peak is measured with more products,
+   named as taken under load (:func:`machine_load`), and measured again by the next run that finds the
+   machine quiet. Before the cache, every run measured its own peak, and on one loaded machine the
+   figure went from 0.20 to 0.41 TFLOP/s between runs (MFU 44% in one, 6% in the next).
 
-The run's log names the peak it used and where it comes from (:attr:`DevicePeak.source`).
+The run's log names the peak it used and where it comes from (:attr:`DevicePeak.source`); delete the
+cache file to measure again, or declare the figure.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import datetime
+import json
 import os
+import platform
 import re
 import time
+from typing import Any, Callable
+
+from absl import logging
+
+from attention_jax import run_files
 
 # Dense (no sparsity) peaks in TFLOP/s per JAX device. GPUs: float32 is the TF32 tensor-core rate (JAX's
 # default precision for float32 products there), bfloat16 the BF16 rate; datasheets state most figures
@@ -62,10 +76,13 @@ class DevicePeak:
         Peak FLOP/s of one device.
     source : str
         ``"declared (config.peak_tflops_per_device)"``, a datasheet, or how it was measured.
+    under_load : bool
+        Measured while other processes kept the CPUs busy (the figure reads low).
     """
 
     flops_per_s: float
     source: str
+    under_load: bool = False
 
     def describe(self, device_kind: str, dtype: str, device_count: int) -> str:
         """The log line's words: ``"989.5 TFLOP/s per device x 8 (H100, bfloat16: NVIDIA H100 datasheet ...)"``.
@@ -193,7 +210,7 @@ def measured_peak(device_kind: str, dtype: str) -> DevicePeak:
     if busy:
         return DevicePeak(rate, f"measured here under load: {products} while other processes kept the CPUs "
                                 f"busy (load {other_load:.1f} on {cpus} CPUs), so the peak reads low and MFU "
-                                f"high; {declare}")
+                                f"high; {declare}", under_load=True)
     return DevicePeak(rate, f"measured here once: {products} (device not in the datasheet table; {declare})")
 
 
@@ -216,8 +233,8 @@ def device_peak(device_kind: str, dtype: str, declared_tflops: float = 0.0) -> D
 
     Notes
     -----
-    A measured peak (:func:`measured_peak`) is kept per ``(device_kind, dtype)`` for the life of the
-    process.
+    A measured peak comes from the machine's cache (:func:`cached_measured_peak`) and is kept per
+    ``(device_kind, dtype)`` for the life of the process.
     """
     if declared_tflops > 0:
         return DevicePeak(float(declared_tflops) * 1e12, "declared (config.peak_tflops_per_device)")
@@ -226,5 +243,105 @@ def device_peak(device_kind: str, dtype: str, declared_tflops: float = 0.0) -> D
         return known
     key = (device_kind, dtype)
     if key not in _MEASURED:
-        _MEASURED[key] = measured_peak(device_kind, dtype)
+        _MEASURED[key] = cached_measured_peak(device_kind, dtype)
     return _MEASURED[key]
+
+
+def peak_cache_path() -> str:
+    """The file that keeps this machine's measured peaks: ``$XDG_CACHE_HOME/attention_jax/device_peaks.json``.
+
+    Returns
+    -------
+    str
+        An absolute path; ``~/.cache`` stands in for an unset ``XDG_CACHE_HOME``.
+    """
+    cache_home = os.environ.get("XDG_CACHE_HOME") or os.path.join("~", ".cache")
+    return os.path.abspath(os.path.expanduser(os.path.join(cache_home, "attention_jax", "device_peaks.json")))
+
+
+def processor_model() -> str:
+    """The host's processor model, e.g. ``"AMD EPYC 7B13"``: part of a cached peak's key.
+
+    Returns
+    -------
+    str
+        Linux's ``model name`` from ``/proc/cpuinfo``; elsewhere ``platform.processor()`` or, failing
+        that, the machine type (``"x86_64"``).
+    """
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as cpuinfo:
+            for line in cpuinfo:
+                name, _, value = line.partition(":")
+                if name.strip() in ("model name", "Model") and value.strip():
+                    return value.strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown processor"
+
+
+def _read_peak_cache(path: str) -> dict[str, Any]:
+    """The cache file's entries; a missing or damaged file reads as empty (it is measured again)."""
+    try:
+        with open(path, encoding="utf-8") as cache_file:
+            entries = json.load(cache_file)
+    except (OSError, ValueError):
+        return {}
+    return entries if isinstance(entries, dict) else {}
+
+
+def cached_measured_peak(device_kind: str, dtype: str, *, path: str | None = None,
+                         measure: Callable[[str, str], DevicePeak] | None = None) -> DevicePeak:
+    """This machine's measured peak for ``device_kind`` and ``dtype``: from its cache, else measured and cached.
+
+    Parameters
+    ----------
+    device_kind : str
+        ``jax.devices()[0].device_kind``.
+    dtype : str
+        ``"float32"`` or ``"bfloat16"``.
+    path : str, optional
+        The cache file (default :func:`peak_cache_path`).
+    measure : Callable[[str, str], DevicePeak], optional
+        Takes the measurement (default :func:`measured_peak`); a test passes a fake.
+
+    Returns
+    -------
+    DevicePeak
+        The cached figure, its source naming the file and when it was measured; or a new measurement.
+
+    Notes
+    -----
+    The key is ``"<processor model> | <device kind> | <dtype>"`` (:func:`processor_model`), so a home
+    directory shared by different machines keeps one figure for each. A cached figure measured under
+    load is reused only while the machine is still busy: the first run that finds it quiet measures
+    again and replaces it. A cache that cannot be written (a read-only home) costs one measurement per
+    run, nothing else.
+    """
+    path = peak_cache_path() if path is None else path
+    measure = measured_peak if measure is None else measure
+    key = f"{processor_model()} | {device_kind} | {dtype}"
+    entry = _read_peak_cache(path).get(key)
+    if isinstance(entry, dict) and isinstance(entry.get("flops_per_s"), (int, float)):
+        still_busy = bool(entry.get("under_load")) and _machine_is_busy(device_kind)
+        if not entry.get("under_load") or still_busy:
+            return DevicePeak(float(entry["flops_per_s"]),
+                              f"measured on this machine on {entry.get('measured_on', '?')}, cached in {path} "
+                              f"(delete it to measure again): {entry.get('source', '?')}",
+                              under_load=bool(entry.get("under_load")))
+    peak = measure(device_kind, dtype)
+    entries = _read_peak_cache(path)  # Afresh: another run may have added its own device meanwhile.
+    entries[key] = {"flops_per_s": peak.flops_per_s, "under_load": peak.under_load, "source": peak.source,
+                    "measured_on": datetime.date.today().isoformat()}
+    try:
+        run_files.write_json_atomically(path, entries, sort_keys=True)
+    except OSError as error:
+        logging.info("Measured peak not cached (%s): the next run measures it again.", error)
+    return peak
+
+
+def _machine_is_busy(device_kind: str) -> bool:
+    """Whether other processes keep this machine's CPUs busy now (:data:`BUSY_LOAD_PER_CPU`); never for a GPU."""
+    if device_kind.lower() != "cpu":
+        return False
+    other_load, cpus = machine_load()
+    return other_load >= BUSY_LOAD_PER_CPU * cpus

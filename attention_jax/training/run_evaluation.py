@@ -168,11 +168,12 @@ def _bleu(run: TrainingRun, step: int, should_stop: Callable[[], bool] | None = 
         return {}, []
     translator = decode.Translator(run.experiment.model, replicated_params(run), run.data.tokenizer,
                                    settings=run.experiment.decoding)
+    what = f"sampled dev BLEU at step {step}"
     try:
-        hypotheses = translation_quality.translate_stoppably(  # The same translations as translator.translate.
-            translator, [source for source, _ in pairs], should_stop=should_stop,
-            report_progress=progress.progress_logger(f"sampled dev BLEU at step {step}", len(pairs),
-                                                     always_final=False))
+        with progress.timed_phase(what, len(pairs)):  # A start and an end line; ETA lines between when long.
+            hypotheses = translation_quality.translate_stoppably(  # The same translations as translator.translate.
+                translator, [source for source, _ in pairs], should_stop=should_stop,
+                report_progress=progress.progress_logger(what, len(pairs), always_final=False))
     except translation_quality.EvaluationStopped as stopped:
         logging.warning("Stopped the evaluation of step %d on request during its sampled dev BLEU (%s); its "
                         "checkpoint is saved: rerun the same command to evaluate it and go on.", step, stopped)
@@ -271,7 +272,8 @@ def final_bleu(run: TrainingRun, stop: distributed.StopRequest) -> dict[str, Any
         try:
             evaluated = translation_quality.evaluate(
                 translator, pairs, should_stop=should_stop,
-                report_progress=progress.progress_logger(f"final {name} BLEU", len(pairs)))
+                report_progress=progress.progress_logger(f"final {name} BLEU", len(pairs)),
+                progress_name=f"final {name}")
         except translation_quality.EvaluationStopped as stopped:
             logging.warning("Stopped the final %s evaluation on request (%s); training is complete: rerun the "
                             "same command to finish the evaluation only.", name, stopped)
