@@ -21,15 +21,7 @@ WIDTH_DIVISOR = 4
 NUM_TRAIN_STEPS = 6000
 
 
-def get_paper_figures() -> dict[str, dict[str, float | None]]:
-    """Return the paper's figures of every row (:func:`configs.table2.get_paper_figures`).
-
-    Returns
-    -------
-    dict[str, dict[str, float | None]]
-        Row -> the paper's dev PPL, BLEU and parameters (millions): the report's paper columns and verdict.
-    """
-    return table2_small.get_paper_figures()
+get_paper_figures = table2_small.get_paper_figures  # The paper's figures of every row (configs/table2.py).
 
 
 def get_sweep() -> dict[str, dict]:

@@ -2,7 +2,7 @@
 
 A whole-split BLEU or a dev evaluation of a large split can take minutes; :func:`progress_logger`
 gives its loop a callback that logs at most one line every :data:`PROGRESS_EVERY_S` seconds, e.g.
-``final test BLEU: 640/3003 sentences (21.3 sentences/s, 111 s left)``. A phase that would otherwise be
+``final test BLEU: DONE/TOTAL sentences (RATE sentences/s, SECONDS s left)``. A phase that would otherwise be
 silent for seconds (the sampled BLEU inside training, the perplexity pass after a final decode) is
 wrapped in :func:`timed_phase`: one line as it starts, with how much it has to do, and one as it ends,
 with the time it took.

@@ -356,7 +356,7 @@ def evaluate(translator: decode.Translator, pairs: Sequence[tuple[str, str]], *,
         sacrebleu's BLEU tokenizer (:data:`~attention_jax.evaluation.sacrebleu_scores.BLEU_TOKENIZERS`).
     progress_name : str
         What the perplexity pass's start and end lines call this evaluation (``"final test"``:
-        ``final test perplexity: 3003 reference pairs ...``, :func:`progress.timed_phase`).
+        ``final test perplexity: N reference pairs ...``, :func:`progress.timed_phase`).
 
     Returns
     -------
