@@ -135,11 +135,19 @@ def run_in_one_line(program: str, main: Callable[[Any], Any]) -> None:
     -----
     For the modules run as ``python -m`` outside :mod:`attention_jax.commands` (the length split and its
     evaluation, the step budgets, the sweep export, the gettext corpus); the commands get the same through
-    :func:`attention_jax.commands.entry_points.run_command`. Does not return.
+    :func:`attention_jax.commands.entry_points.run_command`: other libraries' INFO lines (orbax's
+    "Closing ..." as a checkpoint is read) only at ``--verbosity=1``
+    (:func:`attention_jax.quiet_libraries.install`), and a closed stdout pipe or Ctrl-C ending the
+    module quietly with status 141 or 130 (:func:`attention_jax.quiet_exits.quiet_pipe_and_interrupt`).
+    Does not return.
     """
     from absl import app
 
-    app.run(usage_errors_in_one_line(program, main), flags_parser=flag_errors_in_one_line(program))
+    from attention_jax import quiet_exits, quiet_libraries
+
+    quiet_libraries.install()
+    with quiet_exits.quiet_pipe_and_interrupt():
+        app.run(usage_errors_in_one_line(program, main), flags_parser=flag_errors_in_one_line(program))
 
 
 def usage_errors_in_one_line(program: str, main: Callable[[Any], Any]) -> Callable[[Any], Any]:

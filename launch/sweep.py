@@ -46,8 +46,7 @@ from typing import Callable, Sequence
 
 from absl import app, flags
 
-from attention_jax import run_files
-from attention_jax.commands import quiet_exits
+from attention_jax import quiet_exits, run_files
 from attention_jax.reports import all_reports, sweep_report
 from launch import local_executor, row_processes, slurm_executor, sweep_record, sweep_spec, tpu_executor
 from launch.sweep_spec import RowJob, RowOutcome

@@ -20,8 +20,8 @@ import types
 
 import pytest
 
-from attention_jax.checkpointing import full_disk
-from attention_jax.commands import quiet_libraries
+from attention_jax import full_disk
+from attention_jax import quiet_libraries
 from tests.support import sweep_cli, train_support
 from tests.support.sweep_cli import REPO_ROOT, tiny_flags
 

@@ -286,7 +286,7 @@ def test_the_commands_refuse_a_runs_own_file_and_a_damaged_tokenizer_in_one_line
 
 
 def test_a_closed_pipe_ends_the_block_with_status_141_and_a_silenced_stdout(tmp_path: pathlib.Path) -> None:
-    from attention_jax.commands import quiet_exits
+    from attention_jax import quiet_exits
 
     with open(tmp_path / "stdout", "w") as stdout:
         with pytest.raises(SystemExit) as leaving, quiet_exits.quiet_pipe_and_interrupt(stdout):
@@ -297,7 +297,7 @@ def test_a_closed_pipe_ends_the_block_with_status_141_and_a_silenced_stdout(tmp_
 
 
 def test_ctrl_c_ends_the_block_with_status_130_and_other_errors_pass() -> None:
-    from attention_jax.commands import quiet_exits
+    from attention_jax import quiet_exits
 
     with pytest.raises(SystemExit) as leaving, quiet_exits.quiet_pipe_and_interrupt():
         raise KeyboardInterrupt

@@ -29,6 +29,8 @@ from configs.sweeps import positions
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 WORDS_EN = ["the", "house", "is", "small", "a", "dog", "runs", "big", "green", "my", "cat", "sleeps"]
 WORDS_DE = ["das", "Haus", "ist", "klein", "ein", "Hund", "läuft", "groß", "grün", "mein", "Katze", "schläft"]
+OUR_MODULE_FILES = {path.name for folder in ("attention_jax", "launch", "configs")
+                    for path in (REPO_ROOT / folder).rglob("*.py")}
 CAP = 4  # Buckets: 1-4, 5-6, 7-8 and 9 or more target words.
 
 
@@ -241,6 +243,11 @@ def test_bucket_evaluation_of_a_tiny_trained_run(tmp_path: pathlib.Path, monkeyp
                                cwd=REPO_ROOT, capture_output=True, text=True, timeout=300,
                                env=dict(os.environ, JAX_PLATFORMS="cpu"))
     assert completed.returncode == 0, completed.stderr[-2000:]
+    # Only our INFO lines (absl's "I<date> <time> <thread> <file>:<line>] ..."): no orbax "Closing ..." chatter.
+    info_files = {line.split("]")[0].split()[-1].split(":")[0] for line in completed.stderr.splitlines()
+                  if re.match(r"I\d{4} ", line)}
+    assert info_files <= OUR_MODULE_FILES, info_files - OUR_MODULE_FILES
+    assert "Closing" not in completed.stderr
     assert plot.stat().st_size > 10_000
     losses = json.loads((workdir / run_files.POSITION_LOSSES_FILE).read_text())
     tokens = sum(figures["num_target_tokens"] for figures in record["buckets"].values())

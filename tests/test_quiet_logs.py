@@ -10,10 +10,10 @@ import pathlib
 import pytest
 from absl import logging
 
-from attention_jax.commands import quiet_libraries
+from attention_jax import quiet_libraries
 from attention_jax.data import first_use, tsv_dataset
 
-PACKAGE = pathlib.Path(quiet_libraries.__file__).resolve().parents[1]
+PACKAGE = pathlib.Path(quiet_libraries.__file__).resolve().parent
 LIBRARY = "/venv/lib/python3.11/site-packages"
 
 

@@ -35,8 +35,8 @@ from absl import logging
 from etils import epath
 from jax.experimental import multihost_utils
 
-from attention_jax import run_files
-from attention_jax.checkpointing import error_lines, full_disk
+from attention_jax import full_disk, run_files
+from attention_jax.checkpointing import error_lines
 from attention_jax.experiment import schema, sections
 from attention_jax.experiment.sections import Experiment
 
@@ -383,7 +383,7 @@ class TrainingCheckpoints:
         Notes
         -----
         Saving a step that already exists is a no-op. A full disk, met here or by the previous
-        asynchronous save, raises ``OSError`` (:mod:`~attention_jax.checkpointing.full_disk`).
+        asynchronous save, raises ``OSError`` (:mod:`~attention_jax.full_disk`).
         """
         step = int(state.step)
         if step in self._manager.all_steps():

@@ -18,8 +18,8 @@ import orbax.checkpoint as ocp
 from absl import logging
 from etils import epath
 
-from attention_jax import run_files
-from attention_jax.checkpointing import error_lines, full_disk
+from attention_jax import full_disk, run_files
+from attention_jax.checkpointing import error_lines
 from attention_jax.checkpointing.checkpoints import PARAMS_ITEM, absolute_path, finished_steps, read_config
 from attention_jax.experiment.sections import Experiment
 from attention_jax.models import language_model
@@ -46,7 +46,7 @@ def save_params(directory: str, step: int, params: Any, info: Mapping[str, Any],
     -----
     Written synchronously; orbax writes into a temporary directory and renames it when complete, so a
     crash never leaves a half-written step behind. A full disk raises ``OSError``
-    (:mod:`~attention_jax.checkpointing.full_disk`).
+    (:mod:`~attention_jax.full_disk`).
     """
     options = ocp.CheckpointManagerOptions(max_to_keep=keep, enable_async_checkpointing=False)
     with full_disk.as_os_error(), ocp.CheckpointManager(absolute_path(directory), options=options) as manager:

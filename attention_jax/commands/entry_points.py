@@ -25,8 +25,8 @@ from typing import Callable, Sequence
 
 from absl import app, flags
 
-from attention_jax import user_errors
-from attention_jax.commands import quiet_exits, quiet_libraries, shipped_configs
+from attention_jax import quiet_exits, quiet_libraries, user_errors
+from attention_jax.commands import shipped_configs
 
 
 def add_config_import_paths(argv: Sequence[str], flag_name: str = "config") -> list[str]:
@@ -93,7 +93,7 @@ def run_command(command: types.ModuleType,
     :func:`~attention_jax.user_errors.arm_exit_deadline` makes sure the process does end with it
     (a library thread that blocks the interpreter's shutdown is cut short after
     :data:`~attention_jax.user_errors.SHUTDOWN_GRACE_S` seconds). A closed stdout pipe and Ctrl-C end
-    the command quietly with status 141 and 130 (:mod:`attention_jax.commands.quiet_exits`).
+    the command quietly with status 141 and 130 (:mod:`attention_jax.quiet_exits`).
     """
     program = sys.modules["__main__"]
     if not program.__doc__:  # A console script's wrapper; `python -m` runs the shim, whose doc is the command's.

@@ -22,8 +22,8 @@ import sys
 from absl import app, flags
 from ml_collections import config_flags
 
-from attention_jax import run_files
-from attention_jax.commands import config_errors, quiet_libraries
+from attention_jax import quiet_libraries, run_files
+from attention_jax.commands import config_errors
 from attention_jax.experiment import sections
 from attention_jax.user_errors import USAGE_ERROR, UserInputError, exit_with_error
 

@@ -29,10 +29,10 @@ from typing import Any
 
 from absl import logging
 
-from attention_jax.checkpointing import full_disk
+from attention_jax import full_disk
 
 # Where our own log lines come from: the library, and the repository's launchers, configs and benchmarks.
-_PACKAGE_DIRECTORY = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_PACKAGE_DIRECTORY = os.path.dirname(os.path.abspath(__file__))  # attention_jax/
 _OUR_DIRECTORIES = tuple(os.path.join(os.path.dirname(_PACKAGE_DIRECTORY), name) + os.sep
                          for name in ("launch", "configs", "benchmarks")) + (_PACKAGE_DIRECTORY + os.sep,)
 
@@ -152,8 +152,9 @@ def install() -> None:
 
     Notes
     -----
-    Every command calls it as it starts (:func:`attention_jax.commands.entry_points.run_command`); a
-    second call does nothing. Wraps ``sys.unraisablehook`` (dropped echoes are logged at DEBUG level,
+    Every command calls it as it starts (:func:`attention_jax.commands.entry_points.run_command`, and
+    :func:`attention_jax.user_errors.run_in_one_line` for the ``python -m`` modules below ``commands/``);
+    a second call does nothing. Wraps ``sys.unraisablehook`` (dropped echoes are logged at DEBUG level,
     one line each) and ``threading.excepthook`` (a thread's full-disk ``OSError`` becomes one warning
     line; any other error keeps its traceback).
     """
