@@ -147,6 +147,43 @@ def test_a_reference_that_is_not_a_row_is_one_line(own_root: pathlib.Path, tmp_p
         sweep_spec.load_sweep(str(bad / "my_sweep.py"))
 
 
+def _stats(metric: comparison.Metric, change_mean: float | None, change_se: float | None) -> comparison.MetricStats:
+    return comparison.MetricStats(metric=metric, values={}, mean=None, se=None, changes={}, change_mean=change_mean,
+                                  change_se=change_se, verdict="")
+
+
+def test_a_relative_panel_switches_to_a_log_ratio_axis_only_beyond_doubling_or_halving(
+        tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import matplotlib.pyplot as plt
+
+    from attention_jax.reports import comparison_plot
+
+    assert not comparison_plot.uses_ratio_axis([0.05, -0.3, None, 1.0])  # Within doubling and halving.
+    assert comparison_plot.uses_ratio_axis([0.05, 45.2]) and comparison_plot.uses_ratio_axis([-0.5])
+    ppl = comparison.Metric("dev_ppl", "dev PPL", 2, True, lambda directory, run: None)
+    bleu = comparison.Metric("dev_bleu", "dev BLEU", 1, False, lambda directory, run: None)
+    rows = [sweep_rows.RowReport(row=name, group="", status="done", config={}, results={})
+            for name in ("base", "small", "huge", "lost")]
+    compared = {"small": {"dev_ppl": _stats(ppl, -0.08, 0.02), "dev_bleu": _stats(bleu, 2.5, 0.3)},
+                "huge": {"dev_ppl": _stats(ppl, 45.0, 46.5), "dev_bleu": _stats(bleu, -30.0, 0.5)},
+                "lost": {"dev_ppl": _stats(ppl, None, None), "dev_bleu": _stats(bleu, None, None)}}
+    monkeypatch.setattr(plt, "close", lambda figure: None)  # Keep the figure to look at its axes.
+    comparison_plot.plot_paired_changes(rows, compared, "base", [ppl, bleu], str(tmp_path / "p.png"), "t")
+    ppl_axis, bleu_axis = plt.gcf().axes
+    assert (ppl_axis.get_xscale(), bleu_axis.get_xscale()) == ("log", "linear")
+    ratio_points = [line.get_xdata()[0] for line in ppl_axis.lines if len(line.get_xdata()) == 1
+                    and line.get_marker() == "o"]
+    np.testing.assert_allclose(sorted(ratio_points), [0.92, 46.0])  # 1 + the mean change; "lost" has no point.
+    assert ppl_axis.get_xlim()[0] > 0  # The lower error bar of 46 +- 46.5 stops above zero.
+    assert "log scale" in ppl_axis.get_xlabel() and "(%)" not in ppl_axis.get_xlabel()
+    assert [label.get_text() for label in ppl_axis.get_xticklabels()] == [
+        f"{tick:g}x" for tick in comparison_plot.ratio_ticks(*ppl_axis.get_xlim())]
+    np.testing.assert_allclose(comparison_plot.ratio_ticks(0.8, 6.0), [1, 2, 5])
+    np.testing.assert_allclose(comparison_plot.ratio_ticks(0.8, 300.0), [1, 3, 10, 30, 100, 300])
+    np.testing.assert_allclose(comparison_plot.ratio_ticks(0.05, 5000.0), [0.1, 1, 10, 100, 1000])
+    plt.close("all")
+
+
 def test_curves_fall_back_to_training_loss_for_short_runs(own_root: pathlib.Path) -> None:
     from attention_jax.reports import comparison_plot
 

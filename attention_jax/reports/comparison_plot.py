@@ -9,6 +9,7 @@ run's logged training loss instead; the reference row is black.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Mapping, Sequence
 
 from attention_jax.reports.comparison import Metric, MetricStats, run_directory
@@ -19,6 +20,57 @@ EVAL_PPL_KEY = "eval/perplexity"
 TRAIN_LOSS_KEY = "train/loss"
 MIN_EVALUATIONS = 3
 """Fewer dev evaluations than this in any run with metrics: the curves show the training loss instead."""
+
+
+RATIO_AXIS_BEYOND = 1.0
+"""A relative metric's panel plots ``x / x_ref`` on a log axis once a row's mean change is beyond +-100%."""
+RATIO_FLOOR = 1e-3
+"""The lower end of a ratio's error bar when the mean change minus one SE is at or below -100%."""
+
+
+def uses_ratio_axis(changes: Sequence[float | None]) -> bool:
+    """Whether a relative metric's paired changes span too much for a linear percent axis.
+
+    Parameters
+    ----------
+    changes : Sequence[float or None]
+        Each row's mean paired change, a fraction (``x / x_ref - 1``); None for a row without one.
+
+    Returns
+    -------
+    bool
+        True when a change is over :data:`RATIO_AXIS_BEYOND` (+100%, twice the reference) or at or under
+        -50% (half of it): on a linear axis the other rows' changes of a few percent would sit on the zero
+        line. The panel then plots the ratio ``x / x_ref`` on a log axis, where twice and half the
+        reference are the same distance from it.
+
+    Notes
+    -----
+    Chosen per panel, from the plotted changes alone, so one panel's scale never depends on another's.
+    """
+    present = [change for change in changes if change is not None]
+    return any(change > RATIO_AXIS_BEYOND or change <= -0.5 for change in present)
+
+
+def ratio_ticks(low: float, high: float) -> list[float]:
+    """Where a ratio axis from ``low`` to ``high`` is labelled: 1, 2 and 5 in each decade, fewer on wide axes.
+
+    Parameters
+    ----------
+    low, high : float
+        The axis's limits (positive).
+
+    Returns
+    -------
+    list[float]
+        The ticks within the limits: 1, 2 and 5 times each power of ten over at most 1.5 decades, 1 and 3
+        times over at most 3, the powers of ten alone beyond, so that the labels never overlap.
+    """
+    decades = math.log10(high / low)
+    mantissas = (1, 2, 5) if decades <= 1.5 else (1, 3) if decades <= 3 else (1,)
+    exponents = range(math.floor(math.log10(low)), math.ceil(math.log10(high)) + 1)
+    return [mantissa * 10.0 ** exponent for exponent in exponents for mantissa in mantissas
+            if low <= mantissa * 10.0 ** exponent <= high]
 
 
 def pyplot() -> Any:
@@ -52,8 +104,10 @@ def plot_paired_changes(rows: Sequence[RowReport], compared: Mapping[str, Mappin
 
     Notes
     -----
-    Error bars are one standard error of the paired change. A relative change is in percent. A row without
-    a paired seed is named on its axis with no point.
+    Error bars are one standard error of the paired change. A relative change is in percent, or, when
+    a row's change is beyond doubling or halving (:func:`uses_ratio_axis`), the ratio to the reference on
+    a log axis (a lower error bar that would reach zero stops at :data:`RATIO_FLOOR`). A row without a
+    paired seed is named on its axis with no point.
     """
     plt = pyplot()
     others = [row.row for row in rows if row.row != reference]
@@ -64,18 +118,34 @@ def plot_paired_changes(rows: Sequence[RowReport], compared: Mapping[str, Mappin
         axes[0, 0].text(0.5, 0.5, "no metric recorded yet", ha="center", va="center", transform=axes[0, 0].transAxes)
         axes[0, 0].set_axis_off()
     for axis, metric in zip(axes.flat, metrics):
-        scale = 100.0 if metric.relative else 1.0
-        for position, row in enumerate(others):
-            stats = compared[row][metric.name]
-            if stats.change_mean is None:
-                continue
-            error = None if stats.change_se is None else stats.change_se * scale
-            axis.errorbar(stats.change_mean * scale, position, xerr=error, fmt="o", color="C0", capsize=3)
-        axis.axvline(0.0, color="black", linewidth=0.8)
+        panel = [(position, compared[row][metric.name]) for position, row in enumerate(others)
+                 if compared[row][metric.name].change_mean is not None]
+        as_ratio = metric.relative and uses_ratio_axis([stats.change_mean for _, stats in panel])
+        for position, stats in panel:
+            assert stats.change_mean is not None  # Only rows with a paired seed are in the panel.
+            if as_ratio:
+                ratio = 1.0 + stats.change_mean
+                bounds = None if stats.change_se is None else [[ratio - max(ratio - stats.change_se, RATIO_FLOOR)],
+                                                               [stats.change_se]]
+                axis.errorbar(ratio, position, xerr=bounds, fmt="o", color="C0", capsize=3)
+            else:
+                scale = 100.0 if metric.relative else 1.0
+                error = None if stats.change_se is None else stats.change_se * scale
+                axis.errorbar(stats.change_mean * scale, position, xerr=error, fmt="o", color="C0", capsize=3)
+        axis.axvline(1.0 if as_ratio else 0.0, color="black", linewidth=0.8)
         axis.set_yticks(range(len(others)), others)
         axis.set_ylim(len(others) - 0.5, -0.5)
-        unit = " (%)" if metric.relative else ""
-        axis.set_xlabel(f"change of {metric.label} vs {reference}{unit}, ± 1 SE")
+        if as_ratio:
+            axis.set_xscale("log")
+            low, high = axis.get_xlim()
+            ticks = ratio_ticks(low, high)
+            axis.set_xticks(ticks, [f"{tick:g}x" for tick in ticks])
+            axis.set_xticks([], minor=True)
+            axis.set_xlabel(f"{metric.label} / {reference}'s, paired by seed (log scale), ± 1 SE")
+            axis.grid(True, axis="x", alpha=0.3)
+        else:
+            unit = " (%)" if metric.relative else ""
+            axis.set_xlabel(f"change of {metric.label} vs {reference}{unit}, ± 1 SE")
         axis.set_title(metric.label)
         axis.grid(True, axis="x", alpha=0.3)
     fit_title(figure, title, fontsize=11)
