@@ -46,7 +46,7 @@ from typing import Callable, Sequence
 
 from absl import app, flags
 
-from attention_jax import quiet_exits, run_files
+from attention_jax import quiet_exits, run_files, user_errors
 from attention_jax.reports import all_reports, sweep_report
 from launch import local_executor, row_processes, slurm_executor, sweep_record, sweep_spec, tpu_executor
 from launch.sweep_spec import RowJob, RowOutcome
@@ -333,6 +333,12 @@ def summarize(outcomes: Sequence[RowOutcome]) -> str:
     return "\n".join(lines)
 
 
+def _print_error(message: str) -> None:
+    """One error line on stderr, prefixed as every command's (``launch.sweep: error: ...``)."""
+    line = " ".join(part.strip() for part in message.splitlines() if part.strip())
+    print(f"{user_errors.program_name('launch.sweep')}: error: {line}", file=sys.stderr)
+
+
 def _write_report(plan: Plan, outcomes: Sequence[RowOutcome]) -> None:
     finished_here = _EXECUTOR.value == "local" or (_EXECUTOR.value == "slurm" and _WAIT.value)
     if not (_REPORT.value and finished_here and any(o.status in ("done", "skipped") for o in outcomes)):
@@ -341,7 +347,7 @@ def _write_report(plan: Plan, outcomes: Sequence[RowOutcome]) -> None:
     try:
         paths = all_reports.write_reports(plan.root, plan.root)  # What `attention_jax.report ROOT` writes.
     except (ValueError, OSError) as error:  # A damaged results.json (UserInputError), a full disk: the summary stands.
-        print(f"error: no report: {error}", file=sys.stderr)
+        _print_error(f"no report: {error}")
         return
     print("Report: " + ", ".join(paths))
 
@@ -351,7 +357,7 @@ def _parse_flags(argv: list[str]) -> tuple[list[str], list[str]]:
         remaining, overrides = sweep_spec.split_override_flags(argv[1:])
         positional = flags.FLAGS([argv[0], *remaining])
     except (ValueError, flags.Error) as error:
-        print(f"error: {error} (see python -m launch.sweep --help)", file=sys.stderr)
+        _print_error(f"{error} (see python -m launch.sweep --help)")
         sys.exit(2)
     return positional, overrides
 
@@ -371,7 +377,7 @@ def main(parsed: tuple[list[str], list[str]]) -> int:
     """
     positional, overrides = parsed
     if len(positional) > 1:
-        print(f"error: unexpected arguments {positional[1:]}", file=sys.stderr)
+        _print_error(f"unexpected arguments {positional[1:]}")
         return 2
     try:
         plan = build_plan(overrides)
@@ -392,7 +398,7 @@ def main(parsed: tuple[list[str], list[str]]) -> int:
         row_processes.forward_stop_signals()
         outcomes = execute(plan)
     except (ValueError, FileNotFoundError, RuntimeError) as error:
-        print(f"error: {error}", file=sys.stderr)
+        _print_error(str(error))
         return 2
     print(summarize(outcomes))
     _write_report(plan, outcomes)

@@ -227,6 +227,7 @@ def test_bad_input_is_named(tmp_path: pathlib.Path, args: tuple[str, ...], messa
 def test_missing_sweep_file_and_non_sweep_file(tmp_path: pathlib.Path) -> None:
     missing = sweep_in_process("--config=configs/nope.py", f"--root={tmp_path}")
     assert missing.returncode == 2 and "sweep config file configs/nope.py not found" in missing.stderr
+    assert missing.stderr.startswith("launch.sweep: error: ") and missing.stderr.count("\n") == 1
     not_sweep = sweep_in_process("--config=configs/tiny.py", f"--root={tmp_path}")
     assert not_sweep.returncode == 2 and "configs/tiny.py defines no get_sweep()" in not_sweep.stderr
 
