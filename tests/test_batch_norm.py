@@ -35,7 +35,7 @@ from attention_jax.training import train, train_state
 from tests.support import normalization_reference as oracle
 from tests.support import train_support
 from tests.support.sweep_cli import REPO_ROOT, TINY_TRAINING, tiny_data_dir  # noqa: F401 (a fixture)
-from tests.test_decode import full_logits, incremental_logits, random_batch
+from tests.test_decode import assert_logits_match, full_logits, incremental_logits, random_batch
 
 SMALL = TransformerConfig(vocab_size=40, num_layers=2, d_model=16, d_ff=24, num_heads=2, key_dim=4, value_dim=6,
                           dropout_rate=0.0, max_len=40, normalization="batch_norm")
@@ -243,8 +243,7 @@ def test_cached_decoding_and_beam_search_use_the_running_averages(position: str)
                                                                                   ids)["params"]), 2)
     inputs, targets, _ = random_batch(0, batch=2, source_len=6, target_len=8)
     full = full_logits(params, inputs, targets, model_config=config)
-    np.testing.assert_allclose(incremental_logits(params, inputs, targets, model_config=config), full,
-                               atol=2e-5, rtol=1e-5)
+    assert_logits_match(incremental_logits(params, inputs, targets, model_config=config), full)
     results = [jax.tree.map(np.asarray, decode.decode_batch(params, inputs[:, :5], jnp.array([10, 14], jnp.int32),
                                                             model_config=config, beam_size=2, max_decode_len=16,
                                                             use_cache=use_cache))

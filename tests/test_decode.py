@@ -43,6 +43,18 @@ def incremental_logits(params, inputs, targets, *, model_config):
     return jnp.swapaxes(logits, 0, 1)
 
 
+def assert_logits_match(actual: jax.Array, expected: jax.Array) -> None:
+    """Assert two float32 passes over the same logits agree to float32 rounding at their scale.
+
+    The cached and the teacher-forced pass sum the same terms in a different order, so their
+    difference is a few float32 ulps of the largest logit, not of each element: models whose
+    logits reach tens (random BatchNorm averages, no normalisation) need the wider absolute bound.
+    A real mismatch (a wrong cache entry, batch statistics at decode time) is of order one.
+    """
+    scale = max(1.0, float(np.max(np.abs(np.asarray(expected)))))
+    np.testing.assert_allclose(actual, expected, atol=2e-5 * scale, rtol=1e-5)
+
+
 @functools.partial(jax.jit, static_argnames=("model_config",))
 def prefix_logits(params, inputs, targets, *, model_config):
     """The same, recomputing the whole prefix at every step (the uncached step function)."""
@@ -97,7 +109,7 @@ def test_cached_logits_equal_full_forward_pass(overrides, source_len, target_len
     inputs, targets, _ = random_batch(0, batch=3, source_len=source_len, target_len=target_len)
     full = full_logits(params, inputs, targets, model_config=model_config)  # [B,T,V]
     cached = incremental_logits(params, inputs, targets, model_config=model_config)
-    np.testing.assert_allclose(cached, full, atol=2e-5, rtol=1e-5)
+    assert_logits_match(cached, full)
 
 
 @pytest.mark.integration

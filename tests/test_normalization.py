@@ -21,7 +21,7 @@ from attention_jax.models import attention, flops, language_model, model, normal
 from attention_jax.models.transformer_config import TransformerConfig
 from tests import test_packing
 from tests.support import normalization_reference as oracle
-from tests.test_decode import full_logits, incremental_logits, random_batch
+from tests.test_decode import assert_logits_match, full_logits, incremental_logits, random_batch
 
 SMALL = TransformerConfig(vocab_size=40, num_layers=2, d_model=16, d_ff=24, num_heads=2, key_dim=4, value_dim=6,
                           dropout_rate=0.0, max_len=40)
@@ -194,8 +194,7 @@ def test_cached_decoding_equals_the_teacher_forced_pass(combination: tuple[str, 
     params = _transformer_params(config, 1)
     inputs, targets, _ = random_batch(0, batch=2, source_len=6, target_len=8)
     full = full_logits(params, inputs, targets, model_config=config)
-    np.testing.assert_allclose(incremental_logits(params, inputs, targets, model_config=config), full,
-                               atol=2e-5, rtol=1e-5)
+    assert_logits_match(incremental_logits(params, inputs, targets, model_config=config), full)
 
 
 @pytest.mark.slow
