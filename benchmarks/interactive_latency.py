@@ -18,13 +18,16 @@ line was written. Scenarios, in order:
 
 ``first_answer_s`` counts from the process's start (imports, loading the run, warming, the first
 search); ``new_length_s`` lists the answers after it. The host's load average before and after is
-recorded: on a shared machine the figures scale with it. No test depends on these times.
+recorded: on a shared machine the figures scale with it. ``--repeats=N`` runs N rounds, each with fresh
+cache directories, and ``summary`` gives each scenario's first answers (median, min, max) and its slowest
+new length over the rounds. No test depends on these times.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -47,6 +50,8 @@ def define_flags() -> None:
     flags.DEFINE_string("workdir", None, "Training work directory or export directory to translate with.")
     flags.DEFINE_list("lengths", ["4", "9", "13", "18", "24"], "Words of the first sentence, then of each "
                       "new-length sentence, in order.")
+    flags.DEFINE_integer("repeats", 1, "Rounds of the three scenarios, each with fresh caches; the summary gives "
+                         "each scenario's median, min and max first answer.")
     flags.DEFINE_integer("timeout_s", 600, "Give up on a scenario after this many seconds.")
     flags.DEFINE_string("out", None, "Also write the JSON here.")
 
@@ -107,26 +112,79 @@ def time_process(workdir: str, cache_dir: str, lengths: list[int], extra_flags: 
             "new_length_s": [round(value, 2) for value in times[1:]], "answers": answers}
 
 
+def run_scenarios(workdir: str, lengths: list[int], timeout_s: float) -> dict[str, dict[str, Any]]:
+    """One round of the three scenarios, each with its own fresh cache directory (``warm`` shares ``cold``'s).
+
+    Parameters
+    ----------
+    workdir : str
+        The run.
+    lengths : list[int]
+        Words per sentence, first sentence first.
+    timeout_s : float
+        A deadline for each process.
+
+    Returns
+    -------
+    dict
+        ``before``, ``cold`` and ``warm``, each as :func:`time_process` returns it.
+    """
+    with tempfile.TemporaryDirectory() as before_cache, tempfile.TemporaryDirectory() as shared_cache:
+        return {
+            "before": time_process(workdir, before_cache, lengths, ["--warm_up_tokens=0"], timeout_s),
+            "cold": time_process(workdir, shared_cache, lengths, [], timeout_s),
+            "warm": time_process(workdir, shared_cache, lengths, [], timeout_s),
+        }
+
+
+def summarize(rounds: list[dict[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+    """Each scenario's first answers over the rounds (median, min, max) and its slowest new length.
+
+    Parameters
+    ----------
+    rounds : list[dict]
+        :func:`run_scenarios`' results, one per round.
+
+    Returns
+    -------
+    dict
+        Per scenario: ``first_answer_s`` (every round's), ``first_answer_median_s``, ``_min_s``, ``_max_s``
+        and ``new_length_max_s`` (the slowest new-length answer of any round).
+    """
+    summary = {}
+    for name in rounds[0]:
+        firsts = sorted(one_round[name]["first_answer_s"] for one_round in rounds)
+        summary[name] = {"first_answer_s": [one_round[name]["first_answer_s"] for one_round in rounds],
+                         "first_answer_median_s": round(statistics.median(firsts), 2),
+                         "first_answer_min_s": firsts[0], "first_answer_max_s": firsts[-1],
+                         "new_length_max_s": max(max(one_round[name]["new_length_s"], default=0.0)
+                                                 for one_round in rounds)}
+    return summary
+
+
 def main(argv: list[str]) -> None:
-    """Run the three scenarios and print (and with ``--out`` write) the JSON report."""
+    """Run ``--repeats`` rounds of the three scenarios and print (and with ``--out`` write) the JSON report."""
     del argv
     options = flags.FLAGS
     if not options.workdir:
         command_line.fail("--workdir is required: a run to translate with.")
+    if options.repeats < 1:
+        command_line.fail(f"--repeats={options.repeats}: give at least 1 round.")
     lengths = [int(value) for value in options.lengths]
     load_before = os.getloadavg()
-    with tempfile.TemporaryDirectory() as before_cache, tempfile.TemporaryDirectory() as shared_cache:
-        scenarios = {
-            "before": time_process(options.workdir, before_cache, lengths, ["--warm_up_tokens=0"], options.timeout_s),
-            "cold": time_process(options.workdir, shared_cache, lengths, [], options.timeout_s),
-            "warm": time_process(options.workdir, shared_cache, lengths, [], options.timeout_s),
-        }
-    if len({tuple(scenario["answers"]) for scenario in scenarios.values()}) != 1:
+    rounds = []
+    for number in range(options.repeats):
+        rounds.append(run_scenarios(options.workdir, lengths, options.timeout_s))
+        print(f"round {number + 1}/{options.repeats}: first answers "
+              + ", ".join(f"{name} {scenario['first_answer_s']} s" for name, scenario in rounds[-1].items()),
+              file=sys.stderr, flush=True)
+    if len({tuple(scenario["answers"]) for one_round in rounds for scenario in one_round.values()}) != 1:
         raise RuntimeError("the scenarios translated differently: fixed shapes must not change a translation.")
     report = {"workdir": options.workdir, "lengths_words": lengths, "cpu_count": os.cpu_count(),
               "load_average_before": [round(value, 2) for value in load_before],
               "load_average_after": [round(value, 2) for value in os.getloadavg()],
-              "identical_translations": True, **scenarios}
+              "identical_translations": True, "repeats": options.repeats, "summary": summarize(rounds),
+              "rounds": rounds}
     text = json.dumps(report, indent=2, ensure_ascii=False)
     print(text)
     if options.out:
