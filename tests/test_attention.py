@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from attention_jax.models import attention
+from attention_jax.models import attention, masks
 from tests.support import reference
 
 BATCH, LEN_Q, LEN_K, HEADS, KEY_DIM, VALUE_DIM, D_MODEL = 2, 5, 7, 3, 4, 6, 12
@@ -28,16 +28,16 @@ def _padding_valid(lengths: list[int], total: int) -> np.ndarray:
 def test_mask_helpers_match_definitions() -> None:
     query_valid = _padding_valid([2, 3], 3)
     key_valid = _padding_valid([4, 1], 4)
-    padding = np.asarray(attention.make_padding_mask(jnp.asarray(query_valid), jnp.asarray(key_valid)))
+    padding = np.asarray(masks.make_padding_mask(jnp.asarray(query_valid), jnp.asarray(key_valid)))
     expected = query_valid[:, None, :, None] & key_valid[:, None, None, :]
     np.testing.assert_array_equal(padding, expected)
-    causal = np.asarray(attention.make_causal_mask(4))[0, 0]
+    causal = np.asarray(masks.make_causal_mask(4))[0, 0]
     np.testing.assert_array_equal(causal, np.tril(np.ones((4, 4), bool)))
-    merged = np.asarray(attention.combine_masks(jnp.asarray(expected[:, :, :3, :3]),
-                                                attention.make_causal_mask(3), None))
+    merged = np.asarray(masks.combine_masks(jnp.asarray(expected[:, :, :3, :3]),
+                                                masks.make_causal_mask(3), None))
     np.testing.assert_array_equal(merged, expected[:, :, :3, :3] & np.tril(np.ones((3, 3), bool)))
-    assert attention.combine_masks(None, None) is None
-    local = np.asarray(attention.make_local_mask(jnp.arange(5), jnp.arange(5), 1))[0, 0]
+    assert masks.combine_masks(None, None) is None
+    local = np.asarray(masks.make_local_mask(jnp.arange(5), jnp.arange(5), 1))[0, 0]
     np.testing.assert_array_equal(local, np.abs(np.subtract.outer(np.arange(5), np.arange(5))) <= 1)
 
 
@@ -50,10 +50,10 @@ def test_scaled_dot_product_attention_matches_numpy(masked: str) -> None:
     value = _random((BATCH, length_k, HEADS, VALUE_DIM), 2)
     mask = None
     if masked == "padding":
-        mask = np.asarray(attention.make_padding_mask(jnp.ones((BATCH, LEN_Q), bool),
+        mask = np.asarray(masks.make_padding_mask(jnp.ones((BATCH, LEN_Q), bool),
                                                       jnp.asarray(_padding_valid([7, 3], LEN_K))))
     elif masked == "causal":
-        mask = np.asarray(attention.make_causal_mask(LEN_Q))
+        mask = np.asarray(masks.make_causal_mask(LEN_Q))
     output, weights = attention.scaled_dot_product_attention(query, key, value, mask, return_weights=True)
     expected_output, expected_weights = reference.attention(query.astype(np.float64), key, value, mask)
     np.testing.assert_allclose(output, expected_output, atol=1e-5)
@@ -95,12 +95,12 @@ def test_multi_head_attention_matches_numpy(kind: str) -> None:
     if kind.startswith("self"):
         inputs_kv = inputs_q
         valid = _padding_valid([LEN_Q, 3], LEN_Q)
-        mask = np.asarray(attention.make_padding_mask(jnp.asarray(valid), jnp.asarray(valid)))
+        mask = np.asarray(masks.make_padding_mask(jnp.asarray(valid), jnp.asarray(valid)))
         if kind == "self_causal":
-            mask = mask & np.asarray(attention.make_causal_mask(LEN_Q))
+            mask = mask & np.asarray(masks.make_causal_mask(LEN_Q))
     else:
         inputs_kv = _random((BATCH, LEN_K, D_MODEL), 5)
-        mask = np.asarray(attention.make_padding_mask(jnp.asarray(_padding_valid([LEN_Q, 4], LEN_Q)),
+        mask = np.asarray(masks.make_padding_mask(jnp.asarray(_padding_valid([LEN_Q, 4], LEN_Q)),
                                                       jnp.asarray(_padding_valid([LEN_K, 2], LEN_K))))
     output = module.apply({"params": params}, inputs_q, inputs_kv, mask)
     numpy_params = jax.tree_util.tree_map(lambda a: np.asarray(a, np.float64), params)
@@ -126,7 +126,7 @@ def test_fused_implementation_equals_einsum(key_dim: int, value_dim: int) -> Non
     inputs_q = jnp.asarray(_random((BATCH, LEN_Q, D_MODEL), 6))
     inputs_kv = jnp.asarray(_random((BATCH, LEN_K, D_MODEL), 7))
     query_valid = jnp.asarray(_padding_valid([LEN_Q, 2], LEN_Q))
-    mask = attention.make_padding_mask(query_valid, jnp.asarray(_padding_valid([LEN_K, 3], LEN_K)))
+    mask = masks.make_padding_mask(query_valid, jnp.asarray(_padding_valid([LEN_K, 3], LEN_K)))
     reference_output = module.apply({"params": params}, inputs_q, inputs_kv, mask)
     fused_output = fused.apply({"params": params}, inputs_q, inputs_kv, mask)
     np.testing.assert_allclose(fused_output, reference_output, atol=1e-5)
@@ -137,7 +137,7 @@ def test_masked_keys_do_not_influence_outputs() -> None:
     inputs_q = _random((BATCH, LEN_Q, D_MODEL), 8)
     inputs_kv = _random((BATCH, LEN_K, D_MODEL), 9)
     key_valid = _padding_valid([4, 4], LEN_K)
-    mask = attention.make_padding_mask(jnp.ones((BATCH, LEN_Q), bool), jnp.asarray(key_valid))
+    mask = masks.make_padding_mask(jnp.ones((BATCH, LEN_Q), bool), jnp.asarray(key_valid))
     changed_kv = inputs_kv.copy()
     changed_kv[:, 4:] = _random((BATCH, LEN_K - 4, D_MODEL), 10) * 100.0
     before = module.apply({"params": params}, inputs_q, inputs_kv, mask)
@@ -151,7 +151,7 @@ def test_masked_keys_do_not_influence_outputs() -> None:
 def test_causal_self_attention_ignores_future_tokens() -> None:
     module, params = _init_mha()
     inputs = _random((BATCH, LEN_Q, D_MODEL), 11)
-    mask = attention.make_causal_mask(LEN_Q)
+    mask = masks.make_causal_mask(LEN_Q)
     before = np.asarray(module.apply({"params": params}, inputs, inputs, mask))
     changed = inputs.copy()
     changed[:, 3] += 5.0

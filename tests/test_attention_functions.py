@@ -25,7 +25,7 @@ import pytest
 from attention_jax.decoding import decode, decode_steps, generation, inference
 from attention_jax.evaluation import attention_maps
 from attention_jax.experiment import schema, sections
-from attention_jax.models import attention, attention_functions, language_model, model
+from attention_jax.models import attention, attention_functions, language_model, masks, model
 from attention_jax.models.transformer_config import TransformerConfig
 from attention_jax.training import train, train_state
 from tests import test_decode as decode_tests
@@ -232,7 +232,7 @@ def test_multi_head_attention_matches_numpy(function: str) -> None:
 def test_dot_product_takes_every_implementation_and_window() -> None:
     inputs = _random((BATCH, 9, 8), 14)
     valid = jnp.arange(9)[None] < jnp.array([[9], [6]])
-    local = attention.LocalMask(window=2, valid=valid, causal=True)
+    local = masks.LocalMask(window=2, valid=valid, causal=True)
     layer = _multi_head("dot_product")
     params = layer.init(jax.random.key(1), inputs, inputs, local)["params"]
     blockwise = layer.apply({"params": params}, inputs, inputs, local)

@@ -15,8 +15,7 @@ import numpy as np
 import optax
 import pytest
 
-from attention_jax.models import attention, model
-from attention_jax.models import metrics
+from attention_jax.models import attention, masks, metrics, model
 from attention_jax.models.transformer_config import TransformerConfig
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(jax.default_backend() != "gpu",
@@ -39,9 +38,9 @@ def _padding_valid(lengths: list[int], total: int) -> jnp.ndarray:
 def _masks() -> dict[str, jnp.ndarray]:
     query_valid = _padding_valid([LEN_Q, 17], LEN_Q)
     return {
-        "cross_padding": attention.make_padding_mask(query_valid, _padding_valid([LEN_K, 21], LEN_K)),
-        "causal_padding": attention.make_padding_mask(query_valid, query_valid)
-        & attention.make_causal_mask(LEN_Q),
+        "cross_padding": masks.make_padding_mask(query_valid, _padding_valid([LEN_K, 21], LEN_K)),
+        "causal_padding": masks.make_padding_mask(query_valid, query_valid)
+        & masks.make_causal_mask(LEN_Q),
     }
 
 

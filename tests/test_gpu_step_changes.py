@@ -13,7 +13,7 @@ import numpy as np
 import optax
 import pytest
 
-from attention_jax.models import attention, metrics
+from attention_jax.models import attention, masks, metrics
 from attention_jax.training import train_state
 from tests.support import train_support
 
@@ -47,7 +47,7 @@ def test_select_and_sum_has_the_gathers_gradient():
 def test_input_dtype_scores_equal_the_code_in_float32_and_round_in_bfloat16():
     keys = jax.random.split(jax.random.PRNGKey(3), 3)
     query, key, value = (jax.random.normal(k, (2, 6, 2, 8), jnp.float32) for k in keys)
-    mask = attention.make_causal_mask(6)
+    mask = masks.make_causal_mask(6)
     reference = attention.scaled_dot_product_attention(query, key, value, mask)
     np.testing.assert_array_equal(
         gpu_step_changes.input_dtype_scores_attention(query, key, value, mask), reference)

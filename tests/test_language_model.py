@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from attention_jax.models import attention, language_model, model
+from attention_jax.models import language_model, masks, model
 from attention_jax.models.transformer_config import TransformerConfig
 from tests.support import reference
 
@@ -37,8 +37,8 @@ def test_layers_are_the_encoder_decoder_layers_with_the_same_outputs() -> None:
     lm_layer_output = state["intermediates"]["layer_0"]["__call__"][0]
     embedded = lm.apply({"params": params}, model.shift_right(targets), method=lambda m, ids: model.embed_tokens(
         SMALL, m.embedding, m.position, m.embedding_dropout, ids, deterministic=True))
-    causal = attention.combine_masks(attention.make_padding_mask(targets != 0, targets != 0),
-                                     attention.make_causal_mask(targets.shape[1]))
+    causal = masks.combine_masks(masks.make_padding_mask(targets != 0, targets != 0),
+                                     masks.make_causal_mask(targets.shape[1]))
     expected = model.EncoderLayer(SMALL).apply({"params": seq2seq["encoder_0"]}, embedded, causal,
                                                deterministic=True)
     np.testing.assert_allclose(lm_layer_output, expected, atol=1e-6)

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from attention_jax.models import attention, model
+from attention_jax.models import attention, masks, model
 from attention_jax.models.transformer_config import TransformerConfig
 
 BATCH, HEADS, KEY_DIM, VALUE_DIM = 2, 3, 5, 7
@@ -56,7 +56,7 @@ def test_local_attention_equals_dense_masked_attention(length, window, causal):
     query, key, value = _random_qkv(length, seed=length * 10 + window)
     valid = _valid(length)
     local = local_attention(query, key, value, window, valid=valid, causal=causal)
-    dense_mask = attention.LocalMask(window=window, valid=valid, causal=causal).to_dense(length)
+    dense_mask = masks.LocalMask(window=window, valid=valid, causal=causal).to_dense(length)
     dense = dense_attention(query, key, value, dense_mask)
     assert local.shape == (BATCH, length, HEADS, VALUE_DIM)
     np.testing.assert_allclose(local, dense, atol=1e-5)
@@ -77,7 +77,7 @@ def test_local_attention_without_padding_equals_window_mask():
     length, window = 21, 4
     query, key, value = _random_qkv(length, seed=3)
     positions = jnp.arange(length)
-    mask = attention.make_local_mask(positions, positions, window)
+    mask = masks.make_local_mask(positions, positions, window)
     dense = dense_attention(query, key, value, mask)
     local = local_attention(query, key, value, window)
     np.testing.assert_allclose(local, dense, atol=1e-5)
@@ -85,7 +85,7 @@ def test_local_attention_without_padding_equals_window_mask():
 
 def test_local_mask_to_dense_is_band_of_valid_pairs():
     valid = jnp.array([[True, True, True, True, False]])
-    dense = np.asarray(attention.LocalMask(window=1, valid=valid, causal=True).to_dense(5))[0, 0]
+    dense = np.asarray(masks.LocalMask(window=1, valid=valid, causal=True).to_dense(5))[0, 0]
     expected = np.zeros((5, 5), bool)
     for i in range(4):
         for j in range(max(0, i - 1), i + 1):
@@ -111,7 +111,7 @@ def test_multi_head_attention_local_mask_paths_agree():
     length, window = 13, 3
     inputs = jax.random.normal(jax.random.key(0), (BATCH, length, 8))
     valid = _valid(length)
-    local_mask = attention.LocalMask(window=window, valid=valid, causal=True)
+    local_mask = masks.LocalMask(window=window, valid=valid, causal=True)
     layer = _attention_layer("einsum")
     params = layer.init(jax.random.key(1), inputs, inputs)
 
@@ -136,7 +136,7 @@ def test_multi_head_attention_rejects_local_mask_in_decode_mode():
     inputs = jnp.ones((1, 4, 8))
     layer = _attention_layer("einsum", decode=True)
     with pytest.raises(ValueError, match="LocalMask"):
-        layer.init(jax.random.key(0), inputs, inputs, attention.LocalMask(window=2))
+        layer.init(jax.random.key(0), inputs, inputs, masks.LocalMask(window=2))
 
 
 class WindowedModel:

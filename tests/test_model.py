@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from attention_jax.models import attention, model
+from attention_jax.models import masks, model
 from attention_jax.models.transformer_config import TransformerConfig
 from tests.support import reference
 
@@ -91,7 +91,7 @@ def test_encoder_layer_matches_numpy(position: str) -> None:
     layer = model.EncoderLayer(cfg)
     x = np.random.default_rng(4).normal(size=(2, 5, cfg.d_model)).astype(np.float32)
     valid = np.arange(5)[None, :] < np.array([[5], [3]])
-    mask = np.asarray(attention.make_padding_mask(jnp.asarray(valid), jnp.asarray(valid)))
+    mask = np.asarray(masks.make_padding_mask(jnp.asarray(valid), jnp.asarray(valid)))
     params = nn.meta.unbox(layer.init(jax.random.key(1), x, mask, deterministic=True)["params"])
     ours = layer.apply({"params": params}, x, mask, deterministic=True)
     numpy_params = jax.tree_util.tree_map(lambda a: np.asarray(a, np.float64), params)

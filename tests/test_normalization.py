@@ -17,7 +17,7 @@ import pytest
 
 from attention_jax.decoding import decode, generation
 from attention_jax.experiment import schema, sections
-from attention_jax.models import attention, flops, language_model, model, normalization_registry
+from attention_jax.models import flops, language_model, masks, model, normalization_registry
 from attention_jax.models.transformer_config import TransformerConfig
 from tests import test_packing
 from tests.support import normalization_reference as oracle
@@ -86,7 +86,7 @@ def test_encoder_layer_of_every_combination_equals_the_oracle(combination: tuple
     layer = model.EncoderLayer(config)
     x = _random((2, 5, config.d_model), 4).astype(np.float32)
     valid = np.arange(5)[None, :] < np.array([[5], [3]])
-    mask = np.asarray(attention.make_padding_mask(jnp.asarray(valid), jnp.asarray(valid)))
+    mask = np.asarray(masks.make_padding_mask(jnp.asarray(valid), jnp.asarray(valid)))
     params = nn.meta.unbox(layer.init(jax.random.key(1), x, mask, deterministic=True)["params"])
     numpy_params = jax.tree_util.tree_map(lambda a: np.asarray(a, np.float64), params)
     for block in ("attention_block", "ffn_block"):  # Norm parameters away from their initial ones and zeros.

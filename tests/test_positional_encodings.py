@@ -22,6 +22,7 @@ from attention_jax.models import (
     attention_positions,
     attention_registry,
     language_model,
+    masks,
     model,
     positional_encodings,
 )
@@ -115,7 +116,7 @@ def test_self_attention_outputs_weights_and_gradients_match_the_oracle(encoding:
     x = _random((BATCH, LENGTH, D_MODEL), 0)
     positions = np.array([[3, 4, 5, 6, 7, 8], [0, 1, 2, 3, 4, 5]])  # Not from 0: only offsets should count.
     valid = np.arange(LENGTH)[None] < np.array([[LENGTH], [4]])
-    mask = np.asarray(attention.make_padding_mask(jnp.asarray(valid), jnp.asarray(valid)))
+    mask = np.asarray(masks.make_padding_mask(jnp.asarray(valid), jnp.asarray(valid)))
     if causal:
         mask = mask & np.tril(np.ones((LENGTH, LENGTH), bool))
     layer = _attention_layer(encoding, function, values=values)
@@ -167,7 +168,7 @@ def test_rotary_runs_on_the_kernels_and_the_blockwise_window_with_the_einsum_res
     kernel = _attention_layer("rotary", implementation="xla").apply({"params": params}, x, x, None,
                                                                     positions=positions)
     np.testing.assert_allclose(kernel, expected, atol=1e-5)
-    window = attention.LocalMask(window=2)
+    window = masks.LocalMask(window=2)
     blockwise = einsum.apply({"params": params}, x, x, window, positions=positions)
     dense = einsum.apply({"params": params}, x, x, window.to_dense(LENGTH), positions=positions)
     np.testing.assert_allclose(blockwise, dense, atol=1e-5)

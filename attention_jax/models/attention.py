@@ -6,16 +6,15 @@ B batch, T query length, S key/value length, H heads, K key/query size per head 
 V value size per head (d_v), D model width (d_model).
 
 Masks are boolean and broadcastable to ``[B, H, T, S]``; ``True`` means "this query may attend to
-this key". A query row with no allowed key gets zero output (and zero weights), never NaN.
+this key". A query row with no allowed key gets zero output (and zero weights), never NaN. They are built
+in :mod:`attention_jax.models.masks` (padding, causal, restricted windows, packed segments).
 """
 
 from __future__ import annotations
 
-import functools
-from typing import Any, Callable, cast, overload
+from typing import Any, Callable, cast
 
 import flax.linen as nn
-import flax.struct
 import jax
 import jax.numpy as jnp
 
@@ -31,6 +30,7 @@ from attention_jax.models import (
 )
 from attention_jax.models.attention_registry import AttentionFunction, AttentionImplementation
 from attention_jax.models.fused_attention import fused_dot_product_attention
+from attention_jax.models.masks import LocalMask, check_window
 
 Array = jax.Array
 DType = Any
@@ -43,159 +43,6 @@ attention dropout. ``xla`` / ``cudnn``: ``jax.nn.dot_product_attention`` with th
 ``fused``: ``jax.nn.dot_product_attention`` choosing cuDNN flash attention on a GPU for half-precision
 inputs, XLA otherwise.
 """
-
-
-def make_padding_mask(query_valid: Array, key_valid: Array) -> Array:
-    """Mask that lets valid queries attend to valid keys.
-
-    Parameters
-    ----------
-    query_valid : Array
-        Boolean ``[B, T]``: which query positions are real tokens.
-    key_valid : Array
-        Boolean ``[B, S]``: which key positions are real tokens.
-
-    Returns
-    -------
-    Array
-        Boolean ``[B, 1, T, S]``, ``True`` where both the query and the key are valid.
-
-    Notes
-    -----
-    Padded queries get a fully masked row, hence zero output; the loss ignores them anyway.
-    """
-    return jnp.logical_and(query_valid[:, None, :, None], key_valid[:, None, None, :])
-
-
-def make_causal_mask(length: int) -> Array:
-    """Mask that lets position ``i`` attend to positions ``j <= i`` (decoder self-attention, 3.2.3).
-
-    Parameters
-    ----------
-    length : int
-        Sequence length ``T``.
-
-    Returns
-    -------
-    Array
-        Boolean ``[1, 1, T, T]``, lower triangular including the diagonal.
-
-    Notes
-    -----
-    This is the paper's "masking out (setting to -inf) all values ... which correspond to illegal
-    connections", expressed as a boolean mask.
-    """
-    positions = jnp.arange(length)
-    return (positions[None, :] <= positions[:, None])[None, None]
-
-
-def make_local_mask(query_positions: Array, key_positions: Array, window: int) -> Array:
-    """Mask of restricted self-attention: a query attends to keys at most ``window`` positions away.
-
-    Parameters
-    ----------
-    query_positions : Array
-        Integer ``[T]`` positions of the queries.
-    key_positions : Array
-        Integer ``[S]`` positions of the keys.
-    window : int
-        The neighbourhood size ``r`` of Table 1's "self-attention (restricted)" row; must be > 0.
-
-    Returns
-    -------
-    Array
-        Boolean ``[1, 1, T, S]``, ``True`` where ``|query - key| <= window``.
-
-    Notes
-    -----
-    Combined with :func:`make_causal_mask` it gives a causal window of ``window + 1`` keys.
-    """
-    distance = jnp.abs(query_positions[:, None] - key_positions[None, :])
-    return (distance <= window)[None, None]
-
-
-@overload
-def combine_masks(first: Array, /, *masks: Array | None) -> Array: ...
-@overload
-def combine_masks(*masks: Array | None) -> Array | None: ...
-def combine_masks(*masks: Array | None) -> Array | None:
-    """Merge boolean masks with a logical AND, ignoring ``None``.
-
-    Parameters
-    ----------
-    *masks : Array or None
-        Boolean masks broadcastable to a common shape.
-
-    Returns
-    -------
-    Array or None
-        Their conjunction, or ``None`` when every mask is ``None``.
-
-    Notes
-    -----
-    Broadcasting follows NumPy rules, so a ``[1, 1, T, T]`` causal mask merges with a
-    ``[B, 1, T, T]`` padding mask into ``[B, 1, T, T]``.
-    """
-    present = [mask for mask in masks if mask is not None]
-    if not present:
-        return None
-    return functools.reduce(jnp.logical_and, present)
-
-
-def _check_window(window: int) -> None:
-    if isinstance(window, bool) or not isinstance(window, int) or window <= 0:
-        raise ValueError(
-            f"window must be a positive integer r (keys at most r positions away); got {window!r}. "
-            "Use full attention (no window) for r = 0."
-        )
-
-
-@flax.struct.dataclass
-class LocalMask:
-    """Mask of restricted self-attention (Table 1), kept in O(L) memory instead of a dense ``[L, L]``.
-
-    Position ``i`` may attend to position ``j`` when ``|i - j| <= window``, both are valid tokens,
-    and (if ``causal``) ``j <= i``.
-
-    Attributes
-    ----------
-    window : int
-        The neighbourhood size ``r`` (> 0); static (not traced).
-    valid : Array, optional
-        Boolean ``[B, L]``: which positions are real tokens (padding mask of both queries and keys).
-        ``None`` means all.
-    causal : bool
-        Also forbid attending to later positions (decoder self-attention); static.
-
-    Notes
-    -----
-    A pytree (``flax.struct``), so it can pass through ``jax.jit`` and Flax transforms. Passed as
-    ``mask`` to :class:`MultiHeadAttention`, it selects :func:`local_dot_product_attention` on the einsum
-    path; other paths use :meth:`to_dense`.
-    """
-
-    window: int = flax.struct.field(pytree_node=False)
-    valid: Array | None = None
-    causal: bool = flax.struct.field(pytree_node=False, default=False)
-
-    def to_dense(self, length: int) -> Array:
-        """The equivalent boolean mask ``[B or 1, 1, L, L]`` for a sequence of ``length`` positions.
-
-        Parameters
-        ----------
-        length : int
-            Sequence length ``L`` (must match ``valid``'s second axis when given).
-
-        Returns
-        -------
-        Array
-            The conjunction of the window, padding and causal masks.
-        """
-        _check_window(self.window)
-        positions = jnp.arange(length)
-        padding = make_padding_mask(self.valid, self.valid) if self.valid is not None else None
-        causal = make_causal_mask(length) if self.causal else None
-        return combine_masks(make_local_mask(positions, positions, self.window), padding, causal)
 
 
 def scaled_dot_product_attention(
@@ -289,7 +136,7 @@ def local_dot_product_attention(
     Scores and softmax are in float32, and masking follows :func:`scaled_dot_product_attention`
     exactly. When ``window >= L - 1`` every pair is in the window and the dense computation is used.
     """
-    _check_window(window)
+    check_window(window)
     batch, length, _, key_dim = query.shape
     local_blocks.check_one_length(length, key, value)
     if window >= length - 1:  # The window covers the whole sequence: nothing to save.

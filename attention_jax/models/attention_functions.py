@@ -20,7 +20,7 @@ B batch, T query length, S key/value length, L length of a self-attention sequen
 K key/query size per head (d_k), V value size per head (d_v), G segment ids of a row (S + 1).
 
 Masks: a dense boolean mask broadcastable to ``[B, H, T, S]`` (``True`` = may attend), an
-``attention.LocalMask`` (restricted self-attention), or a :class:`StructuredMask`, which keeps the
+``masks.LocalMask`` (restricted self-attention), or a :class:`StructuredMask`, which keeps the
 padding, causal and packed-segment masks as their parts so that linear attention can apply them
 without forming a ``[T, S]`` matrix. A query with no allowed key gets zero output.
 
@@ -483,7 +483,7 @@ def as_dense_mask(mask: Any, query_length: int, key_length: int) -> Array | None
 
     Parameters
     ----------
-    mask : StructuredMask, attention.LocalMask, Array or None
+    mask : StructuredMask, masks.LocalMask, Array or None
         As the model passes it.
     query_length, key_length : int
         ``T`` and ``S``.
@@ -495,7 +495,7 @@ def as_dense_mask(mask: Any, query_length: int, key_length: int) -> Array | None
     """
     if isinstance(mask, StructuredMask):
         return mask.to_dense(query_length, key_length)
-    if hasattr(mask, "to_dense"):  # attention.LocalMask (restricted self-attention).
+    if hasattr(mask, "to_dense"):  # masks.LocalMask (restricted self-attention).
         return mask.to_dense(key_length)
     return mask
 

@@ -1,9 +1,10 @@
 """The model's attention masks: padding, causal, packed segments, restricted windows, per attention function.
 
-:class:`attention_jax.models.model.Transformer` and :class:`attention_jax.models.language_model.LanguageModel`
-build their masks here from token validity and the segment ids of packed rows; the mask helpers
-themselves (:func:`attention.make_padding_mask`, :func:`attention.make_causal_mask`,
-:class:`attention.LocalMask`) live in :mod:`attention_jax.models.attention`. For an attention function
+The mask helpers (:func:`make_padding_mask`, :func:`make_causal_mask`, :func:`make_local_mask`,
+:func:`combine_masks` and :class:`LocalMask`, restricted self-attention's mask in O(L) memory) come
+first; :class:`attention_jax.models.model.Transformer` and
+:class:`attention_jax.models.language_model.LanguageModel` then build their masks from token validity and
+the segment ids of packed rows (:func:`self_attention_mask`, :func:`cross_attention_mask`). For an attention function
 whose registry entry asks for ``structured_masks`` (linear attention) the same masks are returned as an
 :class:`attention_functions.StructuredMask` (their parts), which it applies without a ``[T, S]`` matrix.
 
@@ -15,13 +16,171 @@ S source length, T target length, L length of a self-attention sequence.
 
 from __future__ import annotations
 
+import functools
+from typing import overload
+
+import flax.struct
 import jax
 import jax.numpy as jnp
 
-from attention_jax.models import attention, attention_functions, attention_registry
+from attention_jax.models import attention_functions, attention_registry
 from attention_jax.models.transformer_config import TransformerConfig
 
 Array = jax.Array
+
+
+def make_padding_mask(query_valid: Array, key_valid: Array) -> Array:
+    """Mask that lets valid queries attend to valid keys.
+
+    Parameters
+    ----------
+    query_valid : Array
+        Boolean ``[B, T]``: which query positions are real tokens.
+    key_valid : Array
+        Boolean ``[B, S]``: which key positions are real tokens.
+
+    Returns
+    -------
+    Array
+        Boolean ``[B, 1, T, S]``, ``True`` where both the query and the key are valid.
+
+    Notes
+    -----
+    Padded queries get a fully masked row, hence zero output; the loss ignores them anyway.
+    """
+    return jnp.logical_and(query_valid[:, None, :, None], key_valid[:, None, None, :])
+
+
+def make_causal_mask(length: int) -> Array:
+    """Mask that lets position ``i`` attend to positions ``j <= i`` (decoder self-attention, 3.2.3).
+
+    Parameters
+    ----------
+    length : int
+        Sequence length ``T``.
+
+    Returns
+    -------
+    Array
+        Boolean ``[1, 1, T, T]``, lower triangular including the diagonal.
+
+    Notes
+    -----
+    This is the paper's "masking out (setting to -inf) all values ... which correspond to illegal
+    connections", expressed as a boolean mask.
+    """
+    positions = jnp.arange(length)
+    return (positions[None, :] <= positions[:, None])[None, None]
+
+
+def make_local_mask(query_positions: Array, key_positions: Array, window: int) -> Array:
+    """Mask of restricted self-attention: a query attends to keys at most ``window`` positions away.
+
+    Parameters
+    ----------
+    query_positions : Array
+        Integer ``[T]`` positions of the queries.
+    key_positions : Array
+        Integer ``[S]`` positions of the keys.
+    window : int
+        The neighbourhood size ``r`` of Table 1's "self-attention (restricted)" row; must be > 0.
+
+    Returns
+    -------
+    Array
+        Boolean ``[1, 1, T, S]``, ``True`` where ``|query - key| <= window``.
+
+    Notes
+    -----
+    Combined with :func:`make_causal_mask` it gives a causal window of ``window + 1`` keys.
+    """
+    distance = jnp.abs(query_positions[:, None] - key_positions[None, :])
+    return (distance <= window)[None, None]
+
+
+@overload
+def combine_masks(first: Array, /, *masks: Array | None) -> Array: ...
+@overload
+def combine_masks(*masks: Array | None) -> Array | None: ...
+def combine_masks(*masks: Array | None) -> Array | None:
+    """Merge boolean masks with a logical AND, ignoring ``None``.
+
+    Parameters
+    ----------
+    *masks : Array or None
+        Boolean masks broadcastable to a common shape.
+
+    Returns
+    -------
+    Array or None
+        Their conjunction, or ``None`` when every mask is ``None``.
+
+    Notes
+    -----
+    Broadcasting follows NumPy rules, so a ``[1, 1, T, T]`` causal mask merges with a
+    ``[B, 1, T, T]`` padding mask into ``[B, 1, T, T]``.
+    """
+    present = [mask for mask in masks if mask is not None]
+    if not present:
+        return None
+    return functools.reduce(jnp.logical_and, present)
+
+
+def check_window(window: int) -> None:
+    """Refuse a restricted-attention window that is not a positive integer (``ValueError``, one line)."""
+    if isinstance(window, bool) or not isinstance(window, int) or window <= 0:
+        raise ValueError(
+            f"window must be a positive integer r (keys at most r positions away); got {window!r}. "
+            "Use full attention (no window) for r = 0."
+        )
+
+
+@flax.struct.dataclass
+class LocalMask:
+    """Mask of restricted self-attention (Table 1), kept in O(L) memory instead of a dense ``[L, L]``.
+
+    Position ``i`` may attend to position ``j`` when ``|i - j| <= window``, both are valid tokens,
+    and (if ``causal``) ``j <= i``.
+
+    Attributes
+    ----------
+    window : int
+        The neighbourhood size ``r`` (> 0); static (not traced).
+    valid : Array, optional
+        Boolean ``[B, L]``: which positions are real tokens (padding mask of both queries and keys).
+        ``None`` means all.
+    causal : bool
+        Also forbid attending to later positions (decoder self-attention); static.
+
+    Notes
+    -----
+    A pytree (``flax.struct``), so it can pass through ``jax.jit`` and Flax transforms. Passed as
+    ``mask`` to :class:`attention.MultiHeadAttention`, it selects
+    :func:`attention.local_dot_product_attention` on the einsum path; other paths use :meth:`to_dense`.
+    """
+
+    window: int = flax.struct.field(pytree_node=False)
+    valid: Array | None = None
+    causal: bool = flax.struct.field(pytree_node=False, default=False)
+
+    def to_dense(self, length: int) -> Array:
+        """The equivalent boolean mask ``[B or 1, 1, L, L]`` for a sequence of ``length`` positions.
+
+        Parameters
+        ----------
+        length : int
+            Sequence length ``L`` (must match ``valid``'s second axis when given).
+
+        Returns
+        -------
+        Array
+            The conjunction of the window, padding and causal masks.
+        """
+        check_window(self.window)
+        positions = jnp.arange(length)
+        padding = make_padding_mask(self.valid, self.valid) if self.valid is not None else None
+        causal = make_causal_mask(length) if self.causal else None
+        return combine_masks(make_local_mask(positions, positions, self.window), padding, causal)
 
 
 def make_segment_mask(query_segmentation: Array, key_segmentation: Array) -> Array:
@@ -51,7 +210,7 @@ def make_segment_mask(query_segmentation: Array, key_segmentation: Array) -> Arr
 
 def self_attention_mask(config: TransformerConfig, valid: Array, *, causal: bool,
                         segmentation: Array | None = None
-                        ) -> Array | attention.LocalMask | attention_functions.StructuredMask:
+                        ) -> Array | LocalMask | attention_functions.StructuredMask:
     """Self-attention mask from the ``[B, L]`` token validity: padding, causal if asked, segments.
 
     Parameters
@@ -64,8 +223,8 @@ def self_attention_mask(config: TransformerConfig, valid: Array, *, causal: bool
 
     Returns
     -------
-    Array, attention.LocalMask or attention_functions.StructuredMask
-        Boolean ``[B, 1, L, L]``; with ``attention_window = r > 0`` a :class:`attention.LocalMask`
+    Array, LocalMask or attention_functions.StructuredMask
+        Boolean ``[B, 1, L, L]``; with ``attention_window = r > 0`` a :class:`LocalMask`
         (``|i - j| <= r``), computed blockwise in O(r n d) by the einsum attention (Table 1); with
         an attention function with ``structured_masks`` (linear) the same mask as an
         ``attention_functions.StructuredMask``.
@@ -79,13 +238,13 @@ def self_attention_mask(config: TransformerConfig, valid: Array, *, causal: bool
         if segmentation is not None:
             raise ValueError(f"Packed batches (segment ids) need full attention; attention_window="
                              f"{window} has no segment mask. Set attention_window=0 or packing=False.")
-        return attention.LocalMask(window=window, valid=valid, causal=causal)
+        return LocalMask(window=window, valid=valid, causal=causal)
     if entry.structured_masks:  # Kept as parts: linear attention applies them in O(L).
         return attention_functions.StructuredMask(query_valid=valid, key_valid=valid, query_segments=segmentation,
                                                   key_segments=segmentation, causal=causal)
-    causal_mask = attention.make_causal_mask(valid.shape[1]) if causal else None
+    causal_mask = make_causal_mask(valid.shape[1]) if causal else None
     segment_mask = None if segmentation is None else make_segment_mask(segmentation, segmentation)
-    return attention.combine_masks(attention.make_padding_mask(valid, valid), causal_mask, segment_mask)
+    return combine_masks(make_padding_mask(valid, valid), causal_mask, segment_mask)
 
 
 def cross_attention_mask(config: TransformerConfig, targets_valid: Array, inputs_valid: Array, *,
@@ -118,10 +277,10 @@ def cross_attention_mask(config: TransformerConfig, targets_valid: Array, inputs
             query_valid=targets_valid, key_valid=inputs_valid, query_segments=targets_segmentation,
             key_segments=inputs_segmentation)
     if targets_valid.shape[0] == inputs_valid.shape[0]:
-        mask = attention.make_padding_mask(targets_valid, inputs_valid)  # [B,1,T,S]
+        mask = make_padding_mask(targets_valid, inputs_valid)  # [B,1,T,S]
     else:  # A search's hypotheses share their sentence's row of encoded (decode mode only).
         mask = inputs_valid[:, None, None, :]  # [B',1,1,S]
     if targets_segmentation is None:
         return mask
     assert inputs_segmentation is not None  # Both or neither (checked above).
-    return attention.combine_masks(mask, make_segment_mask(targets_segmentation, inputs_segmentation))
+    return combine_masks(mask, make_segment_mask(targets_segmentation, inputs_segmentation))

@@ -279,7 +279,7 @@ class EncoderLayer(nn.Module):
 
     @nn.compact
     def __call__(self, x: Array,
-                 mask: Array | attention.LocalMask | attention_functions.StructuredMask | None, *,
+                 mask: Array | masks.LocalMask | attention_functions.StructuredMask | None, *,
                  deterministic: bool, sow_weights: bool = False, positions: Array | None = None,
                  valid: Array | None = None) -> Array:
         """Map ``[B, S, D]`` to ``[B, S, D]``; ``mask`` is ``[B, 1, S, S]`` or a ``LocalMask``.
@@ -305,7 +305,7 @@ class DecoderLayer(nn.Module):
 
     @nn.compact
     def __call__(self, y: Array, encoded: Array,
-                 self_mask: Array | attention.LocalMask | attention_functions.StructuredMask | None,
+                 self_mask: Array | masks.LocalMask | attention_functions.StructuredMask | None,
                  cross_mask: Array | attention_functions.StructuredMask | None, *, deterministic: bool,
                  sow_weights: bool = False, positions: Array | None = None,
                  valid: Array | None = None) -> Array:
