@@ -128,6 +128,11 @@ def run_scenarios(workdir: str, lengths: list[int], timeout_s: float) -> dict[st
     -------
     dict
         ``before``, ``cold`` and ``warm``, each as :func:`time_process` returns it.
+
+    Notes
+    -----
+    The scenarios run one after another, never side by side, so that they do not share the cores; the
+    cache directories are removed when the round ends, so each round starts cold.
     """
     with tempfile.TemporaryDirectory() as before_cache, tempfile.TemporaryDirectory() as shared_cache:
         return {
@@ -150,6 +155,11 @@ def summarize(rounds: list[dict[str, dict[str, Any]]]) -> dict[str, dict[str, An
     dict
         Per scenario: ``first_answer_s`` (every round's), ``first_answer_median_s``, ``_min_s``, ``_max_s``
         and ``new_length_max_s`` (the slowest new-length answer of any round).
+
+    Notes
+    -----
+    The median is :func:`statistics.median` (the mean of the middle two for an even number of rounds);
+    no spread beyond min and max is given, since a handful of rounds is what the benchmark runs.
     """
     summary = {}
     for name in rounds[0]:

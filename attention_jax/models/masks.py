@@ -127,7 +127,23 @@ def combine_masks(*masks: Array | None) -> Array | None:
 
 
 def check_window(window: int) -> None:
-    """Refuse a restricted-attention window that is not a positive integer (``ValueError``, one line)."""
+    """Refuse a restricted-attention window that is not a positive integer.
+
+    Parameters
+    ----------
+    window : int
+        The neighbourhood size ``r`` of restricted self-attention.
+
+    Raises
+    ------
+    ValueError
+        One line naming the value, when ``window`` is not an ``int`` (``bool`` included) or is ``<= 0``.
+
+    Notes
+    -----
+    Called by :meth:`LocalMask.to_dense` and :func:`attention.local_dot_product_attention`; ``r = 0`` is
+    full attention, asked for by giving no window at all.
+    """
     if isinstance(window, bool) or not isinstance(window, int) or window <= 0:
         raise ValueError(
             f"window must be a positive integer r (keys at most r positions away); got {window!r}. "
