@@ -258,7 +258,7 @@ def beam_base(cache_stages: int) -> tuple[Callable[[], Any], str]:
 def train_base() -> tuple[Callable[[], Any], str]:
     """One train step of ``peer_flax.py``'s ``train_base`` task, compiled; returns (run, HLO text)."""
     from attention_jax.models import model
-    from attention_jax.training import optim, sharding, train_state
+    from attention_jax.training import initial_state, sharding, train_state
     from attention_jax.experiment import sections
     from benchmarks.train_step import random_batch
     from configs import base as base_config
@@ -268,11 +268,11 @@ def train_base() -> tuple[Callable[[], Any], str]:
     experiment = sections.build_experiment(config, "configs/base.py")
     mesh = sharding.create_mesh((-1,), ("data",))
     transformer = model.Transformer(experiment.model)
-    optimizer = optim.make_optimizer(experiment.optimizer)
-    boxed = train_state.abstract_boxed_state(transformer, optimizer)
-    shardings = train_state.train_state_shardings(boxed, mesh,
+    optimizer = train_state.make_optimizer(experiment.optimizer)
+    boxed = initial_state.abstract_boxed_state(transformer, optimizer)
+    shardings = initial_state.train_state_shardings(boxed, mesh,
                                                   sharding.logical_axis_rules(experiment.run.param_sharding, mesh))
-    state = train_state.create_train_state(experiment.seed, transformer, optimizer, shardings)
+    state = initial_state.create_train_state(experiment.seed, transformer, optimizer, shardings)
     steps_fn = train_state.compile_steps(transformer, optimizer, mesh, shardings,
                                          label_smoothing=experiment.optimizer.label_smoothing)
     batch = sharding.global_batch(random_batch(16, 64, experiment.model.vocab_size), steps_fn.batch_sharding)

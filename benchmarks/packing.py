@@ -58,7 +58,7 @@ from benchmarks import command_line  # noqa: E402
 
 from attention_jax.models import model  # noqa: E402
 from attention_jax.data import batching, input_pipeline  # noqa: E402
-from attention_jax.training import optim, sharding, train_state  # noqa: E402
+from attention_jax.training import initial_state, sharding, train_state  # noqa: E402
 from attention_jax.experiment import sections  # noqa: E402
 from configs import tiny  # noqa: E402
 
@@ -92,11 +92,11 @@ class Mode:
         experiment = sections.build_experiment(config, "benchmarks/packing.py")
         self.data = input_pipeline.get_datasets(experiment.data, rows_multiple=sharding.data_parallel_size(mesh))
         transformer = model.Transformer(experiment.model)
-        optimizer = optim.make_optimizer(experiment.optimizer)
-        boxed = train_state.abstract_boxed_state(transformer, optimizer)
-        shardings = train_state.train_state_shardings(
+        optimizer = train_state.make_optimizer(experiment.optimizer)
+        boxed = initial_state.abstract_boxed_state(transformer, optimizer)
+        shardings = initial_state.train_state_shardings(
             boxed, mesh, sharding.logical_axis_rules(experiment.run.param_sharding, mesh))
-        self.state = train_state.create_train_state(experiment.seed, transformer, optimizer, shardings)
+        self.state = initial_state.create_train_state(experiment.seed, transformer, optimizer, shardings)
         self.steps = train_state.compile_steps(transformer, optimizer, mesh, shardings,
                                                label_smoothing=experiment.optimizer.label_smoothing)
         self.iterator = self.data.train_iterator(config.seed)

@@ -44,7 +44,7 @@ sys.path.insert(0, REPO_ROOT)
 sys.path.insert(0, os.path.join(REPO_ROOT, "benchmarks"))
 
 from attention_jax.models import model  # noqa: E402
-from attention_jax.training import optim, sharding, train_state  # noqa: E402
+from attention_jax.training import initial_state, sharding, train_state  # noqa: E402
 from attention_jax.experiment import sections  # noqa: E402
 from benchmarks import command_line  # noqa: E402
 from flops import transformer_train_flops  # noqa: E402
@@ -111,11 +111,11 @@ def build_step(config: Any, rows: int, length: int) -> tuple[Any, Any, dict[str,
     experiment = sections.build_experiment(config, "benchmarks/train_step.py")
     mesh = sharding.create_mesh((-1,), ("data",))
     transformer = model.Transformer(experiment.model)
-    optimizer = optim.make_optimizer(experiment.optimizer)
-    boxed = train_state.abstract_boxed_state(transformer, optimizer)
-    shardings = train_state.train_state_shardings(boxed, mesh,
+    optimizer = train_state.make_optimizer(experiment.optimizer)
+    boxed = initial_state.abstract_boxed_state(transformer, optimizer)
+    shardings = initial_state.train_state_shardings(boxed, mesh,
                                             sharding.logical_axis_rules(experiment.run.param_sharding, mesh))
-    state = train_state.create_train_state(experiment.seed, transformer, optimizer, shardings)
+    state = initial_state.create_train_state(experiment.seed, transformer, optimizer, shardings)
     steps_fn = train_state.compile_steps(transformer, optimizer, mesh, shardings,
                                    label_smoothing=experiment.optimizer.label_smoothing,
                                    dropout_rng=experiment.optimizer.dropout_rng)

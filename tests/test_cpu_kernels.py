@@ -16,7 +16,7 @@ from attention_jax.cpu_kernels import dropout, projection
 from attention_jax.experiment import schema, sections
 from attention_jax.models import language_model, metrics, model
 from attention_jax.models.transformer_config import TransformerConfig
-from attention_jax.training import optim, sharding, train_state
+from attention_jax.training import initial_state, sharding, train_state
 from tests.support import fake_data
 
 ON_CPU = jax.default_backend() == "cpu"
@@ -134,10 +134,10 @@ def test_the_train_step_honours_the_switch() -> None:
         config = fake_data.tiny_experiment(cpu_kernels=switch)
         transformer = model.Transformer(config.model)
         mesh = sharding.create_mesh((1,), ("data",), devices=jax.devices()[:1])
-        optimizer = optim.make_optimizer(config.optimizer)
-        boxed = train_state.abstract_boxed_state(transformer, optimizer)
-        shardings = train_state.train_state_shardings(boxed, mesh, sharding.logical_axis_rules("replicated", mesh))
-        state = train_state.create_train_state(config.seed, transformer, optimizer, shardings)
+        optimizer = train_state.make_optimizer(config.optimizer)
+        boxed = initial_state.abstract_boxed_state(transformer, optimizer)
+        shardings = initial_state.train_state_shardings(boxed, mesh, sharding.logical_axis_rules("replicated", mesh))
+        state = initial_state.create_train_state(config.seed, transformer, optimizer, shardings)
         steps = train_state.compile_steps(transformer, optimizer, mesh, shardings,
                                           label_smoothing=config.optimizer.label_smoothing)
         batch = sharding.global_batch(fake_data.make_batch(0, 0, (8, 10, 10), config.model.vocab_size),

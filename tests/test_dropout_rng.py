@@ -7,17 +7,17 @@ import pytest
 
 from attention_jax.experiment import sections
 from attention_jax.models import model
-from attention_jax.training import optim, sharding, train_state
+from attention_jax.training import initial_state, sharding, train_state
 from tests.support import fake_data
 
 
 def _one_step_loss(config, dropout_rng: str, step_fn_cache: dict) -> float:
     mesh = sharding.create_mesh((-1,), ("data",))
     transformer = model.Transformer(config.model)
-    optimizer = optim.make_optimizer(config.optimizer)
-    boxed = train_state.abstract_boxed_state(transformer, optimizer)
-    shardings = train_state.train_state_shardings(boxed, mesh, sharding.logical_axis_rules("replicated", mesh))
-    state = train_state.create_train_state(config.seed, transformer, optimizer, shardings)
+    optimizer = train_state.make_optimizer(config.optimizer)
+    boxed = initial_state.abstract_boxed_state(transformer, optimizer)
+    shardings = initial_state.train_state_shardings(boxed, mesh, sharding.logical_axis_rules("replicated", mesh))
+    state = initial_state.create_train_state(config.seed, transformer, optimizer, shardings)
     if dropout_rng not in step_fn_cache:
         step_fn_cache[dropout_rng] = train_state.compile_steps(transformer, optimizer, mesh, shardings,
                                                          label_smoothing=0.0, dropout_rng=dropout_rng)

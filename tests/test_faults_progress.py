@@ -10,21 +10,21 @@ import pathlib
 import pytest
 
 from attention_jax import run_files
-from attention_jax.training import optim, train
+from attention_jax.training import progress, train, train_state
 from tests.support import fake_data
 
 
 def test_remaining_evaluations_count_the_periodic_ones_and_the_final_one() -> None:
-    assert train.remaining_evaluations(10, 100, 25) == 4  # Steps 25, 50, 75 and the final one at 100.
-    assert train.remaining_evaluations(50, 100, 25) == 2  # 75 and 100.
-    assert train.remaining_evaluations(99, 100, 0) == 1  # Only the final one.
-    assert train.remaining_evaluations(100, 100, 25) == 0
+    assert progress.remaining_evaluations(10, 100, 25) == 4  # Steps 25, 50, 75 and the final one at 100.
+    assert progress.remaining_evaluations(50, 100, 25) == 2  # 75 and 100.
+    assert progress.remaining_evaluations(99, 100, 0) == 1  # Only the final one.
+    assert progress.remaining_evaluations(100, 100, 25) == 0
 
 
 def test_summary_line_names_steps_time_best_dev_bleu_and_results() -> None:
     results = {"step": 40, "stop_reason": "early_stopping", "wall_s": 192.5, "best_eval_ppl": 8.1, "best_step": 30,
                "dev_bleu": 21.349, "test_bleu": 22.1}
-    assert train.summary_line(results, "runs/tiny") == (
+    assert progress.summary_line(results, "runs/tiny") == (
         "Done: step 40 (early_stopping), 3m12s; best dev perplexity 8.100 at step 30; dev BLEU 21.35, "
         "test BLEU 22.10; results in runs/tiny/results.json")
 
@@ -32,7 +32,7 @@ def test_summary_line_names_steps_time_best_dev_bleu_and_results() -> None:
 @pytest.mark.end_to_end
 def test_logged_learning_rate_is_the_optimizers_schedule(tmp_path: pathlib.Path,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(optim, "make_schedule", lambda config: (lambda count: 1e-3 * (count + 1)))
+    monkeypatch.setattr(train_state, "make_schedule", lambda config: (lambda count: 1e-3 * (count + 1)))
     train.train_and_evaluate(fake_data.tiny_experiment(num_train_steps=2, log_every_steps=1, eval_every_steps=0,
                                                    checkpoint_every_steps=0), str(tmp_path),
                              data=fake_data.FakeData(shapes=((8, 12, 12),)))

@@ -13,7 +13,7 @@ import pytest
 
 from attention_jax.checkpointing import resume_checks
 from attention_jax.experiment.sections import OptimizerConfig
-from attention_jax.training import optim, train
+from attention_jax.training import train, train_state
 from attention_jax.user_errors import UserInputError
 from tests.support import fake_data
 
@@ -30,15 +30,15 @@ def _config(**overrides: float) -> OptimizerConfig:
 @pytest.mark.parametrize("step", [1, 2, 100, 3999, 4000, 4001, 10_000, 100_000])
 def test_schedule_matches_equation_3(step: int) -> None:
     expected = 512**-0.5 * min(step**-0.5, step * 4000**-1.5)
-    schedule = optim.make_schedule(_config())
+    schedule = train_state.make_schedule(_config())
     # optax counts updates from 0; the paper's step is count + 1.
     np.testing.assert_allclose(float(schedule(step - 1)), expected, rtol=1e-6)
     np.testing.assert_allclose(
-        float(optim.paper_learning_rate(step, d_model=512, warmup_steps=4000)), expected, rtol=1e-6)
+        float(train_state.paper_learning_rate(step, d_model=512, warmup_steps=4000)), expected, rtol=1e-6)
 
 
 def test_schedule_peaks_at_warmup_end_with_scale() -> None:
-    schedule = optim.make_schedule(_config(d_model=128, warmup_steps=400, learning_rate_scale=2.0))
+    schedule = train_state.make_schedule(_config(d_model=128, warmup_steps=400, learning_rate_scale=2.0))
     rates = np.array([float(schedule(count)) for count in range(1000)])
     assert int(np.argmax(rates)) + 1 == 400  # Peak at the paper's step == warmup_steps.
     np.testing.assert_allclose(rates.max(), 2.0 * (128 * 400) ** -0.5, rtol=1e-6)
@@ -47,13 +47,13 @@ def test_schedule_peaks_at_warmup_end_with_scale() -> None:
 
 def test_schedule_rejects_zero_warmup() -> None:
     with pytest.raises(ValueError, match="warmup_steps"):
-        optim.make_schedule(_config(warmup_steps=0))
+        train_state.make_schedule(_config(warmup_steps=0))
 
 
 def test_optimizer_is_adam_with_paper_betas() -> None:
     """Two updates of the optimizer equal a NumPy Adam with b1=0.9, b2=0.98, eps=1e-9."""
     config = _config(d_model=16, warmup_steps=10, learning_rate_scale=3.0)
-    optimizer = optim.make_optimizer(config)
+    optimizer = train_state.make_optimizer(config)
     params = {"w": jnp.array([0.5, -1.0, 2.0])}
     grads = [np.array([0.1, -0.2, 0.3]), np.array([-0.4, 0.05, 0.3])]
     state = optimizer.init(params)
@@ -96,7 +96,7 @@ def _numpy_adam(weights: dict[str, np.ndarray], grads: list[dict[str, np.ndarray
 def test_clipping_and_decoupled_decay_match_numpy(clip_norm: float, weight_decay: float) -> None:
     """Clipping rescales the whole gradient to the norm; decay shrinks matrices only, scaled by the rate."""
     config = _config(d_model=16, warmup_steps=10, grad_clip_norm=clip_norm, weight_decay=weight_decay)
-    optimizer = optim.make_optimizer(config, schedule=lambda count: 0.01)
+    optimizer = train_state.make_optimizer(config, schedule=lambda count: 0.01)
     start = {"kernel": np.array([[0.5, -1.0], [2.0, 0.25]]), "bias": np.array([0.3, -0.6])}
     rng = np.random.default_rng(0)
     grads = [{name: rng.normal(size=value.shape) for name, value in start.items()} for _ in range(3)]
@@ -114,9 +114,9 @@ def test_defaults_keep_the_papers_plain_adam_state() -> None:
     """With both knobs off the optimizer state is Adam's alone, so runs from before the knobs resume."""
     params = {"w": jnp.ones((2, 2))}
     plain = optax.adam(lambda count: 1e-3, b1=0.9, b2=0.98, eps=1e-9).init(params)
-    ours = optim.make_optimizer(_config(), schedule=lambda count: 1e-3).init(params)
+    ours = train_state.make_optimizer(_config(), schedule=lambda count: 1e-3).init(params)
     assert jax.tree.structure(ours) == jax.tree.structure(plain)
-    clipped = optim.make_optimizer(_config(grad_clip_norm=1.0), schedule=lambda count: 1e-3).init(params)
+    clipped = train_state.make_optimizer(_config(grad_clip_norm=1.0), schedule=lambda count: 1e-3).init(params)
     assert jax.tree.structure(clipped) != jax.tree.structure(plain)
 
 

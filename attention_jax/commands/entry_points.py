@@ -2,7 +2,8 @@
 
 ``pyproject.toml``'s ``[project.scripts]`` maps ``attention-jax-train`` to ``attention_jax.main:run``,
 ``attention-jax-translate`` to ``attention_jax.translate:run`` and so on; each module's ``__main__`` block
-calls the same ``run``, which calls :func:`run_command`. Two things differ between the two ways in and
+calls the same ``run``, which calls :func:`run_command`. ``attention_jax/main.py`` is the training command
+itself; the other top-level modules hand :func:`run_command` their command in :mod:`attention_jax.commands`. Two things differ between the two ways in and
 are evened out here:
 
 - absl's ``--help`` prints the docstring of the ``__main__`` module and the key flags of ``sys.argv[0]``;
@@ -81,7 +82,8 @@ def run_command(command: types.ModuleType,
     Parameters
     ----------
     command : types.ModuleType
-        A module of :mod:`attention_jax.commands` (its ``main(argv)`` and its absl flags).
+        A module of :mod:`attention_jax.commands` (its ``main(argv)`` and its absl flags), or
+        :mod:`attention_jax.main`, the training command, itself (under ``python -m`` it is ``__main__``).
     flags_parser : callable
         ``absl.app.run``'s ``flags_parser``: :func:`~attention_jax.user_errors.flag_errors_in_one_line` by default, or
         ``config_errors.parse_flags_or_exit`` for the commands that take a ``--config``.
@@ -102,7 +104,8 @@ def run_command(command: types.ModuleType,
         flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)  # What --help lists.
     add_config_import_paths(sys.argv)
     quiet_libraries.install()  # Other libraries' INFO lines only at --verbosity=1.
-    name = f"attention_jax.{command.__name__.rpartition('.')[2]}"  # Its `python -m` name (user_errors.program_name).
+    module_name = command.__spec__.name if command.__spec__ is not None else command.__name__  # Not "__main__".
+    name = f"attention_jax.{module_name.rpartition('.')[2]}"  # Its `python -m` name (user_errors.program_name).
     try:
         with quiet_exits.quiet_pipe_and_interrupt():  # `translate | head`, Ctrl-C: status 141 / 130, no traceback.
             app.run(user_errors.usage_errors_in_one_line(name, command.main),

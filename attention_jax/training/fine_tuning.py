@@ -38,8 +38,8 @@ from attention_jax.checkpointing import checkpoints, params_checkpoints, resume_
 from attention_jax.data.training_data import TrainingData
 from attention_jax.experiment.sections import Experiment
 from attention_jax.models import language_model
-from attention_jax.training import optim, run_context, setup_checks, sharding, workdir_lock
-from attention_jax.training.train_state import (
+from attention_jax.training import run_context, setup_checks, sharding, train_state, workdir_lock
+from attention_jax.training.initial_state import (
     abstract_boxed_state,
     abstract_train_state,
     create_train_state,
@@ -172,7 +172,7 @@ def start_from_source(experiment: Experiment, workdir: str, source: FineTuneSour
     lock = workdir_lock.acquire_for_job(workdir)  # Only now: a corpus mistake above leaves no work directory.
     try:
         transformer = language_model.build_model(experiment.model, experiment.model_kind)
-        optimizer = optim.make_optimizer(experiment.optimizer, optim.make_schedule(experiment.optimizer))
+        optimizer = train_state.make_optimizer(experiment.optimizer, train_state.make_schedule(experiment.optimizer))
         boxed_state = abstract_boxed_state(transformer, optimizer)
         shardings = train_state_shardings(boxed_state, mesh, sharding.logical_axis_rules(config.param_sharding, mesh))
         params = params_checkpoints.restore_params(source.directory, source.step,

@@ -1,16 +1,16 @@
-"""One training run's state, built once by :func:`build_run`: what stays fixed for the session
-(:class:`TrainingRun`) and what the loop advances (:class:`LoopState`).
+"""One training run's state: what stays fixed for the session (:class:`TrainingRun`) and what the loop
+advances (:class:`LoopState`), and how a restored checkpoint's bookkeeping becomes them.
 
-The loop is :mod:`~attention_jax.training.train`; its evaluations are
-:mod:`~attention_jax.training.run_evaluation`. A run starts fresh or from its latest checkpoint, whose
-bookkeeping (wall time, tokens, early stopping, the last logged figures) :func:`build_run` carries over.
+Both are built once, before the loop, by :func:`attention_jax.training.train.build_run`; its evaluations
+are :mod:`~attention_jax.training.run_evaluation`. A run starts fresh or from its latest checkpoint, whose
+bookkeeping (wall time, tokens, early stopping, the last logged figures) :func:`restored_loop` carries
+over and whose data position :func:`resumed_iterator` restores.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-import time
 from typing import Any
 
 import jax
@@ -21,18 +21,13 @@ from jax.sharding import Mesh
 from attention_jax.checkpointing import checkpoints
 from attention_jax.data.training_data import TrainingData, TrainIterator
 from attention_jax.experiment.sections import Experiment
-from attention_jax.models import language_model, model, variants
-from attention_jax.training import early_stopping, metric_writer, optim, reruns, setup_checks, sharding, workdir_lock
+from attention_jax.models import variants
+from attention_jax.training import early_stopping, metric_writer, reruns, sharding, workdir_lock
 from attention_jax.training.throughput import Throughput
 from attention_jax.training.train_state import (
     Batch,
     CompiledSteps,
     TrainState,
-    abstract_boxed_state,
-    abstract_train_state,
-    compile_steps,
-    create_train_state,
-    train_state_shardings,
 )
 
 
@@ -184,70 +179,7 @@ def load_data(experiment: Experiment, mesh: Mesh) -> TrainingData:
                                        rows_multiple=sharding.data_parallel_size(mesh))
 
 
-def build_run(experiment: Experiment, workdir: str, data: TrainingData | None,
-              lock: workdir_lock.WorkdirLock | None = None) -> TrainingRun:
-    """Mesh, model, compiled steps, and the initial or restored state, data iterator and bookkeeping.
-
-    Parameters
-    ----------
-    experiment : Experiment
-        The checked experiment.
-    workdir : str
-        The run directory; its latest checkpoint, if any, is restored.
-    data : TrainingData or None
-        The data (``None``: :func:`load_data`).
-    lock : workdir_lock.WorkdirLock or None
-        The work directory's lock, held by the caller.
-
-    Returns
-    -------
-    TrainingRun
-        The run, ready for the loop.
-
-    Notes
-    -----
-    A restored run is checked against its data before anything is written (:func:`setup_checks.check_tokenizer`,
-    :func:`setup_checks.check_data_splits`), and carries its figures over (:func:`_restored_loop`).
-    """
-    run_config, optimizer_config = experiment.run, experiment.optimizer
-    mesh = sharding.create_mesh(run_config.mesh_shape, run_config.mesh_axes)
-    data = data if data is not None else load_data(experiment, mesh)
-    setup_checks.check_data(experiment, data)
-    transformer = language_model.build_model(experiment.model, experiment.model_kind)
-    schedule = optim.make_schedule(optimizer_config)
-    optimizer = optim.make_optimizer(optimizer_config, schedule)
-    rules = sharding.logical_axis_rules(run_config.param_sharding, mesh)
-    boxed_state = abstract_boxed_state(transformer, optimizer)
-    shardings = train_state_shardings(boxed_state, mesh, rules)
-    steps = compile_steps(transformer, optimizer, mesh, shardings, label_smoothing=optimizer_config.label_smoothing,
-                          grad_accum_steps=optimizer_config.grad_accum_steps, dropout_rng=optimizer_config.dropout_rng)
-    manager = checkpoints.TrainingCheckpoints(workdir, keep=run_config.keep_checkpoints)
-    restored = manager.restore_latest(abstract_train_state(boxed_state, shardings))
-    if restored is None:
-        state = create_train_state(experiment.seed, transformer, optimizer, shardings)
-        train_iterator = data.train_iterator(experiment.seed)
-        writer = metric_writer.MetricWriter(workdir, resumed_step=int(state.step))
-        session_start = time.time()
-        loop = LoopState(state=state, train_iterator=train_iterator,
-                         early_stopping=early_stopping.EarlyStopping.from_config(run_config, {}),
-                         throughput=Throughput(), last_save_time=session_start)
-        earlier = EarlierSessions()
-    else:
-        setup_checks.check_tokenizer(experiment, workdir, data, restored.step)
-        setup_checks.check_data_splits(workdir, data)
-        train_iterator = _resumed_iterator(data, experiment.seed, restored)
-        logging.info("Resumed from the checkpoint of step %d in %s.", restored.step, workdir)
-        writer = metric_writer.MetricWriter(workdir, resumed_step=int(restored.state.step))  # Drops later records.
-        session_start = time.time()
-        loop = _restored_loop(experiment, workdir, restored, train_iterator, last_save_time=session_start)
-        earlier = EarlierSessions(wall_s=float(restored.progress.get("wall_s", 0.0)),
-                                  train_target_tokens=float(restored.progress.get("train_target_tokens", 0.0)))
-    return TrainingRun(experiment=experiment, workdir=workdir, data=data, mesh=mesh, steps=steps, schedule=schedule,
-                       checkpoints=manager, writer=writer, lock=lock, num_params=model.count_params(loop.state.params),
-                       earlier=earlier, session_start=session_start, loop=loop)
-
-
-def _restored_loop(experiment: Experiment, workdir: str, restored: checkpoints.Restored,
+def restored_loop(experiment: Experiment, workdir: str, restored: checkpoints.Restored,
                    train_iterator: TrainIterator, *, last_save_time: float) -> LoopState:
     """The loop state of a restored run: timed throughput, the last logged train and dev figures, early stopping.
 
@@ -276,7 +208,7 @@ def _restored_loop(experiment: Experiment, workdir: str, restored: checkpoints.R
                      last_train=last_train, last_eval=last_eval)
 
 
-def _resumed_iterator(data: TrainingData, seed: int, restored: checkpoints.Restored) -> TrainIterator:
+def resumed_iterator(data: TrainingData, seed: int, restored: checkpoints.Restored) -> TrainIterator:
     """The training batches from where the checkpoint left them (a fresh order, seeded with seed + step, without)."""
     if restored.data_state is None:
         logging.warning("No usable data iterator state at step %d: continuing with a fresh data "

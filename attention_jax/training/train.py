@@ -1,14 +1,15 @@
-"""The training loop: resume, train, log, evaluate, checkpoint, write results (:func:`train_and_evaluate`).
+"""The training loop: build the run, train, log, evaluate, checkpoint, write results (:func:`train_and_evaluate`).
 
-The run it works on is built once by :func:`attention_jax.training.run_context.build_run` (fixed for the
-session, with the :class:`~attention_jax.training.run_context.LoopState` the loop advances); the compiled
-step functions it drives are in :mod:`attention_jax.training.train_state` (benchmarks and tests call them
-directly).
+:func:`build_run` makes, once before the loop, everything the session keeps fixed (mesh, model,
+optimizer, compiled steps, checkpoints, writer; :class:`~attention_jax.training.run_context.TrainingRun`)
+and the :class:`~attention_jax.training.run_context.LoopState` the loop advances, fresh or restored.
+:func:`_train` is the loop; each update is :func:`attention_jax.training.train_state.run_update` (the
+step, the loss, Adam). What the loop reports (log lines, checkpoint bookkeeping, ``results.json``) is
+:mod:`attention_jax.training.progress`; its evaluations are :mod:`attention_jax.training.run_evaluation`.
 """
 
 from __future__ import annotations
 
-import math
 import os
 import time
 from typing import Any
@@ -22,23 +23,25 @@ from attention_jax.checkpointing import checkpoints, resume_checks
 from attention_jax.data import batching
 from attention_jax.data.training_data import TrainingData
 from attention_jax.experiment.sections import Experiment
-from attention_jax.models import metrics
+from attention_jax.models import language_model, model
 from attention_jax.training import (
-    device_peaks,
     distributed,
     early_stopping,
+    initial_state,
     metric_writer,
     profiling,
+    progress,
     reruns,
     run_context,
     run_evaluation,
     setup_checks,
     sharding,
+    train_state,
     workdir_lock,
 )
-from attention_jax.training.run_context import TrainingRun
-from attention_jax.training.throughput import IntervalRates
-from attention_jax.training.train_state import Batch, MetricSums, logged_gradient_norms, run_update
+from attention_jax.training.run_context import EarlierSessions, LoopState, TrainingRun
+from attention_jax.training.throughput import Throughput
+from attention_jax.training.train_state import Batch, MetricSums, run_update
 from attention_jax.user_errors import UserInputError
 
 
@@ -50,6 +53,73 @@ class NonFiniteLossError(UserInputError, FloatingPointError):
     A :class:`UserInputError`: the cause is a setting (too high a ``learning_rate_scale``, too short a
     warmup), so the commands print the message as one line with exit status 2, without a traceback.
     """
+
+
+# --- The run, built once --------------------------------------------------------------------------
+
+def build_run(experiment: Experiment, workdir: str, data: TrainingData | None,
+              lock: workdir_lock.WorkdirLock | None = None) -> TrainingRun:
+    """Mesh, model, compiled steps, and the initial or restored state, data iterator and bookkeeping.
+
+    Parameters
+    ----------
+    experiment : Experiment
+        The checked experiment.
+    workdir : str
+        The run directory; its latest checkpoint, if any, is restored.
+    data : TrainingData or None
+        The data (``None``: :func:`run_context.load_data`).
+    lock : workdir_lock.WorkdirLock or None
+        The work directory's lock, held by the caller.
+
+    Returns
+    -------
+    TrainingRun
+        The run, ready for the loop.
+
+    Notes
+    -----
+    A restored run is checked against its data before anything is written (:func:`setup_checks.check_tokenizer`,
+    :func:`setup_checks.check_data_splits`), and carries its figures over (:func:`run_context.restored_loop`).
+    """
+    run_config, optimizer_config = experiment.run, experiment.optimizer
+    mesh = sharding.create_mesh(run_config.mesh_shape, run_config.mesh_axes)
+    data = data if data is not None else run_context.load_data(experiment, mesh)
+    setup_checks.check_data(experiment, data)
+    transformer = language_model.build_model(experiment.model, experiment.model_kind)
+    schedule = train_state.make_schedule(optimizer_config)
+    optimizer = train_state.make_optimizer(optimizer_config, schedule)
+    rules = sharding.logical_axis_rules(run_config.param_sharding, mesh)
+    boxed_state = initial_state.abstract_boxed_state(transformer, optimizer)
+    shardings = initial_state.train_state_shardings(boxed_state, mesh, rules)
+    steps = train_state.compile_steps(transformer, optimizer, mesh, shardings,
+                                      label_smoothing=optimizer_config.label_smoothing,
+                                      grad_accum_steps=optimizer_config.grad_accum_steps,
+                                      dropout_rng=optimizer_config.dropout_rng)
+    manager = checkpoints.TrainingCheckpoints(workdir, keep=run_config.keep_checkpoints)
+    restored = manager.restore_latest(initial_state.abstract_train_state(boxed_state, shardings))
+    if restored is None:
+        state = initial_state.create_train_state(experiment.seed, transformer, optimizer, shardings)
+        train_iterator = data.train_iterator(experiment.seed)
+        writer = metric_writer.MetricWriter(workdir, resumed_step=int(state.step))
+        session_start = time.time()
+        loop = LoopState(state=state, train_iterator=train_iterator,
+                         early_stopping=early_stopping.EarlyStopping.from_config(run_config, {}),
+                         throughput=Throughput(), last_save_time=session_start)
+        earlier = EarlierSessions()
+    else:
+        setup_checks.check_tokenizer(experiment, workdir, data, restored.step)
+        setup_checks.check_data_splits(workdir, data)
+        train_iterator = run_context.resumed_iterator(data, experiment.seed, restored)
+        logging.info("Resumed from the checkpoint of step %d in %s.", restored.step, workdir)
+        writer = metric_writer.MetricWriter(workdir, resumed_step=int(restored.state.step))  # Drops later records.
+        session_start = time.time()
+        loop = run_context.restored_loop(experiment, workdir, restored, train_iterator, last_save_time=session_start)
+        earlier = EarlierSessions(wall_s=float(restored.progress.get("wall_s", 0.0)),
+                                  train_target_tokens=float(restored.progress.get("train_target_tokens", 0.0)))
+    return TrainingRun(experiment=experiment, workdir=workdir, data=data, mesh=mesh, steps=steps, schedule=schedule,
+                       checkpoints=manager, writer=writer, lock=lock, num_params=model.count_params(loop.state.params),
+                       earlier=earlier, session_start=session_start, loop=loop)
 
 
 # --- The training loop ------------------------------------------------------------------------------
@@ -72,13 +142,6 @@ def _next_micro_batches(run: TrainingRun) -> tuple[list[Batch], float]:
     return [sharding.global_batch(batch, run.steps.batch_sharding) for batch in local], data_wait_s
 
 
-def _format_duration(seconds: float) -> str:
-    if not math.isfinite(seconds):
-        return "?"
-    hours, minutes, secs = int(seconds) // 3600, int(seconds) // 60 % 60, int(seconds) % 60
-    return f"{hours}h{minutes:02d}m{secs:02d}s" if hours else f"{minutes}m{secs:02d}s"
-
-
 def _check_finite(run: TrainingRun, pending: list[tuple[int, dict]]) -> None:
     for step, sums in pending:
         if not (np.isfinite(sums["loss_sum"]) and np.isfinite(sums["grad_norm"])):
@@ -94,70 +157,10 @@ def _check_finite(run: TrainingRun, pending: list[tuple[int, dict]]) -> None:
                 f"grad_norm={float(sums['grad_norm'])}); stopping. {then}")
 
 
-def _report_train(run: TrainingRun, pending: list[tuple[int, dict]], rates: IntervalRates) -> None:
-    """Log the aggregate of the pending steps' host metrics and the interval's speed (console, jsonl, TensorBoard)."""
-    config = run.experiment.run
-    tokens_per_s = rates.tokens_per_s
-    mfu = rates.mfu(run.experiment.training_flops(1.0), run.loop.throughput.peak, jax.device_count())
-    step = pending[-1][0]
-    summary = metrics.summarize({key: sum(float(sums[key]) for _, sums in pending)
-                                 for key in metrics.SUM_KEYS})
-    remaining_tokens = (config.num_train_steps - step) * summary["tokens"] / len(pending)
-    remaining_s = remaining_tokens / tokens_per_s if tokens_per_s > 0 else math.nan
-    eval_s = run.loop.last_eval.get("seconds")  # The last evaluation's time stands for each one to come.
-    if eval_s is not None:
-        remaining_s += eval_s * remaining_evaluations(step, config.num_train_steps, config.eval_every_steps)
-    learning_rate = float(run.schedule(step - 1))  # The rate of this step's update (optax counts from 0).
-    padding = metrics.padding_fractions(run.loop.token_counts)
-    run.loop.token_counts = {}
-    run.loop.last_train = dict(summary, learning_rate=learning_rate, tokens_per_s=tokens_per_s,
-                          step_time_ms=1e3 * rates.step_time_s, data_wait_ms=1e3 * rates.data_wait_s, mfu=mfu,
-                          **logged_gradient_norms(pending), **padding)
-    run.writer.write(step, "train", run.loop.last_train)
-    logging.info("step %d/%d | loss %.4f | nll %.4f | acc %.3f | lr %.3g | %.0f tok/s | %.1f ms/step "
-                 "(data wait %.1f ms) | MFU %.3g%% | pad %.0f%% | ETA %s",
-                 step, config.num_train_steps, summary["loss"], summary["nll_loss"],
-                 summary["accuracy"], learning_rate, tokens_per_s, 1e3 * rates.step_time_s,
-                 1e3 * rates.data_wait_s, 100 * mfu,
-                 100 * padding.get("targets_padding_fraction", math.nan), _format_duration(remaining_s))
-
-
-def remaining_evaluations(step: int, num_train_steps: int, eval_every_steps: int) -> int:
-    """Dev evaluations a run still does after ``step``: every ``eval_every_steps`` and one at the end.
-
-    Parameters
-    ----------
-    step : int
-        The step just trained.
-    num_train_steps : int
-        The last step.
-    eval_every_steps : int
-        0: only the final evaluation.
-
-    Returns
-    -------
-    int
-        The count the progress line's ETA multiplies by the last evaluation's time.
-    """
-    if step >= num_train_steps:
-        return 0
-    periodic = (num_train_steps - 1) // eval_every_steps - step // eval_every_steps if eval_every_steps > 0 else 0
-    return periodic + 1
-
-
-def _progress(run: TrainingRun, *, evaluation_pending: bool = False) -> dict[str, Any]:
-    return {"wall_s": run.earlier.wall_s + time.time() - run.session_start,
-            "train_target_tokens": run.earlier.train_target_tokens + run.loop.session_tokens,
-            "timed_train_tokens": run.loop.throughput.total_tokens,
-            "timed_train_seconds": run.loop.throughput.total_seconds,
-            "stop_reason": run.loop.stop_reason, reruns.EVALUATION_PENDING: evaluation_pending,
-            **run.loop.early_stopping.to_progress()}
-
-
 def _save(run: TrainingRun, *, evaluation_pending: bool = False) -> None:
     """Checkpoint the current step; ``evaluation_pending``: its dev evaluation comes after (not in its bookkeeping)."""
     run.checkpoints.save(run.loop.state, data_state=run.loop.train_iterator.get_state(),
-                         progress=_progress(run, evaluation_pending=evaluation_pending))
+                         progress=progress.bookkeeping(run, evaluation_pending=evaluation_pending))
     run.loop.last_save_time = time.time()
     if run.lock is not None:
         run.lock.refresh()
@@ -190,7 +193,7 @@ def _train(run: TrainingRun, stop: distributed.StopRequest) -> bool:
     reported every ``log_every_steps``.
 
     An evaluation step is checkpointed before its evaluation, so an evaluation that fails or is
-    stopped loses no training step; the rerun evaluates that step first (:func:`run_context.build_run`).
+    stopped loses no training step; the rerun evaluates that step first (:func:`build_run`).
     A stop request is honoured between the sampled BLEU's decoding batches too, and an evaluation
     step that a stop request ends is checkpointed without being evaluated.
     """
@@ -202,7 +205,7 @@ def _train(run: TrainingRun, stop: distributed.StopRequest) -> bool:
     previous: MetricSums | None = None  # The metrics of the step before, while it may still run.
     profiler = profiling.StepProfiler.from_config(config, run.workdir)  # config.profile_steps > 0: a trace.
     if step < config.num_train_steps and run.loop.stop_reason is None and run.loop.throughput.peak is None:
-        _choose_peak(run)
+        progress.choose_peak(run)
     if run.loop.evaluation_pending and step < config.num_train_steps and run.loop.stop_reason is None:
         logging.info("Evaluating step %d first: its checkpoint was written before an evaluation that did not "
                      "finish.", step)
@@ -251,7 +254,7 @@ def _train(run: TrainingRun, stop: distributed.StopRequest) -> bool:
         run.loop.session_tokens += sum(float(m["tokens"]) for _, m in fetched)
         unreported += fetched
         if log_now:
-            _report_train(run, unreported, run.loop.throughput.close_interval())
+            progress.log_train(run, unreported, run.loop.throughput.close_interval())
             unreported = []
         run.loop.throughput.pause()
         if eval_now or save_now or (log_now and _time_to_save(run)):
@@ -283,51 +286,7 @@ def _evaluate(run: TrainingRun, step: int, stop: distributed.StopRequest) -> boo
     return True
 
 
-def _choose_peak(run: TrainingRun) -> None:
-    """Set the peak that MFU divides by (:mod:`~attention_jax.training.device_peaks`) and log which it is."""
-    device_kind, dtype = jax.devices()[0].device_kind, run.experiment.model.dtype
-    run.loop.throughput.peak = device_peaks.device_peak(device_kind, dtype, run.experiment.run.peak_tflops_per_device)
-    logging.info("MFU against %s.", run.loop.throughput.peak.describe(device_kind, dtype, jax.device_count()))
-
-
 # --- Entry point ------------------------------------------------------------------------------------
-
-def _results(run: TrainingRun) -> dict[str, Any]:
-    experiment = run.experiment
-    return {
-        "name": experiment.name,
-        "paper": experiment.to_json_dict()["paper"],
-        "step": int(run.loop.state.step),
-        "train_loss": run.loop.last_train.get("loss"),
-        "train_nll_loss": run.loop.last_train.get("nll_loss"),
-        "eval_loss": run.loop.last_eval.get("loss"),
-        "eval_nll_loss": run.loop.last_eval.get("nll_loss"),
-        "eval_ppl": run.loop.last_eval.get("perplexity"),
-        "eval_accuracy": run.loop.last_eval.get("accuracy"),
-        "bleu": run.loop.last_eval.get("bleu"),  # Sampled: the first num_bleu_examples dev sentences.
-        "bleu_signature": run.loop.last_eval.get("bleu_signature"),
-        "bleu_num_examples": (run.loop.last_eval.get("bleu_sentences", experiment.run.num_bleu_examples)  # As decoded.
-                              if run.loop.last_eval.get("bleu") is not None else None),
-        "stop_reason": run.loop.stop_reason,
-        **run.loop.early_stopping.to_progress(),
-        "params": run.num_params,
-        "wall_s": _progress(run)["wall_s"],
-        "train_tokens_per_s": run.loop.throughput.tokens_per_s,
-        "train_target_tokens": _progress(run)["train_target_tokens"],
-        "train_flops": experiment.training_flops(_progress(run)["train_target_tokens"]),
-        "devices": jax.device_count(),
-        "mesh": dict(run.mesh.shape),
-        "fine_tuned_from": run_files.read_fine_tuned_from(run.workdir),
-    }
-
-
-def _write_results(workdir: str, results: dict[str, Any]) -> None:
-    if jax.process_index() != 0:
-        return
-    clean = {key: (None if isinstance(value, float) and not math.isfinite(value) else value)
-             for key, value in results.items()}
-    run_files.write_json_atomically(os.path.join(workdir, run_files.RESULTS_FILE), clean)
-
 
 def train_and_evaluate(experiment: Experiment, workdir: str, *, data: TrainingData | None = None) -> dict[str, Any]:
     """Train ``experiment``'s model in ``workdir``, resuming from its latest checkpoint if there is one.
@@ -411,7 +370,7 @@ def _train_locked(experiment: Experiment, workdir: str, data: TrainingData | Non
     evaluation changes neither. The results of a finished run keep their training figures; the final
     evaluation's figures are added to them.
     """
-    run = run_context.build_run(experiment, workdir, data, lock)
+    run = build_run(experiment, workdir, data, lock)
     held_by = reruns.why_nothing_to_train(int(run.loop.state.step), run.loop.stop_reason, run.loop.early_stopping,
                                           experiment.run.num_train_steps)
     if held_by is None or not os.path.exists(os.path.join(workdir, run_files.CONFIG_FILE)):
@@ -434,7 +393,7 @@ def _train_locked(experiment: Experiment, workdir: str, data: TrainingData | Non
                     finished = _evaluate(run, int(run.loop.state.step), stop)
             if finished and held_by is not None:
                 logging.info("Nothing to train: %s. Finishing the run's final evaluation only.", held_by)
-            results = dict(previous or _results(run), finished=finished)
+            results = dict(previous or progress.run_results(run), finished=finished)
             if not finished and stop.completed_at_request is not None:
                 results["steps_after_stop_request"] = int(run.loop.state.step) - stop.completed_at_request
             if finished and reruns.pending_final_splits(results, experiment.run):
@@ -442,41 +401,11 @@ def _train_locked(experiment: Experiment, workdir: str, data: TrainingData | Non
                 finished = results["finished"] = evaluated is not None
                 results.update(evaluated or {})
         if finished:
-            _write_results(workdir, results)
+            progress.write_results(workdir, results)
             run.writer.write_final(int(run.loop.state.step), results)  # TensorBoard's final/dev_bleu, ...
-            logging.info("%s", summary_line(results, workdir))
+            logging.info("%s", progress.summary_line(results, workdir))
         ended = metric_writer.FINISHED if finished else metric_writer.STOPPED
     finally:
         run.checkpoints.close()
         run.writer.close(session_status=ended, step=int(run.loop.state.step))
     return results
-
-
-def summary_line(results: dict[str, Any], workdir: str) -> str:
-    """One line to end a run's log: steps, time, best dev figures, final BLEU, where the results are.
-
-    Parameters
-    ----------
-    results : dict
-        The run's results (``results.json``).
-    workdir : str
-        The run directory.
-
-    Returns
-    -------
-    str
-        E.g. ``"Done: step 40 (early_stopping), 3m12s; best dev perplexity 8.100 at step 30; dev BLEU
-        21.35, test BLEU 22.10; results in runs/tiny/results.json"``.
-    """
-    parts = [f"Done: step {results.get('step')} ({results.get('stop_reason')}), "
-             f"{_format_duration(float(results.get('wall_s') or math.nan))}"]
-    if results.get("best_eval_ppl") is not None:
-        parts.append(f"best dev perplexity {results['best_eval_ppl']:.3f} at step {results.get('best_step')}")
-    elif results.get("eval_ppl") is not None:
-        parts.append(f"dev perplexity {results['eval_ppl']:.3f}")
-    bleu = [f"{name} BLEU {results[f'{name}_bleu']:.2f}" for name in run_files.FINAL_BLEU_SPLITS
-            if results.get(f"{name}_bleu") is not None]
-    if bleu:
-        parts.append(", ".join(bleu))
-    parts.append(f"results in {os.path.join(workdir, run_files.RESULTS_FILE)}")
-    return "; ".join(parts)

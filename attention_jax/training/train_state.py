@@ -1,11 +1,21 @@
-"""The train state and the pure functions that update it (Sections 5.1-5.4), compiled for a device mesh.
+"""The train state and the update that advances it (Sections 5.1-5.4), compiled for a device mesh.
 
 - :class:`TrainState`: step, params, opt_state, rng: everything a checkpoint must hold besides the
-  data iterator's position;
-- :func:`create_train_state`: parameters initialized directly into their shardings;
-- :func:`train_step` / :func:`accumulate_gradients` / :func:`eval_step`: pure functions, compiled by
-  :func:`compile_steps` with explicit ``in_shardings``/``out_shardings`` and donated buffers;
-  :func:`run_update` applies one step of (possibly accumulated) micro-batches.
+  data iterator's position (created into its shardings by :mod:`attention_jax.training.initial_state`);
+- :func:`make_optimizer` / :func:`make_schedule`: the paper's Adam and its warm-up schedule,
+
+      lrate = d_model^-0.5 * min(step^-0.5, step * warmup_steps^-1.5)       (paper, Equation 3)
+
+  with ``step`` counted from 1 (the first update) and an extra multiplier ``learning_rate_scale``
+  (1.0 reproduces the paper; tensor2tensor calls it ``learning_rate``): the rate rises linearly for
+  ``warmup_steps`` updates, peaks at ``scale * (d_model * warmup_steps)^-0.5`` and then decays as
+  ``step^-0.5``. Two knobs researchers expect are off by default so the paper's Adam stays exact:
+  global-norm gradient clipping (``grad_clip_norm``) and decoupled weight decay (``weight_decay``, AdamW);
+- :func:`train_step` / :func:`accumulate_gradients` / :func:`eval_step`: pure functions (the forward
+  pass, the label-smoothed loss of :func:`attention_jax.models.metrics.token_loss_sums`, the gradient
+  and the optimizer's update), compiled by :func:`compile_steps` with explicit
+  ``in_shardings``/``out_shardings`` and donated buffers; :func:`run_update` applies one step of
+  (possibly accumulated) micro-batches.
 
 Loss normalization: a step's gradient is the gradient of the label-smoothed loss summed over all
 non-pad target tokens of the step (every device, every micro-batch) divided by their number, so
@@ -25,7 +35,9 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 from jax.sharding import Mesh, NamedSharding
+from jax.typing import ArrayLike
 
+from attention_jax.experiment.sections import OptimizerConfig
 from attention_jax.models import language_model, metrics, normalization, normalization_registry
 from attention_jax.training import sharding
 
@@ -54,100 +66,125 @@ class TrainState(flax.struct.PyTreeNode):
     rng: jax.Array
 
 
-# --- State creation and sharding --------------------------------------------------------------------
+# --- The update: Adam and the paper's schedule (Section 5.3) --------------------------------------
 
-def _boxed_initial_state(key: jax.Array, transformer: nn.Module,
-                         optimizer: optax.GradientTransformation) -> TrainState:
-    init_key, train_key = jax.random.split(key)
-    ids = language_model.init_arguments(transformer)  # Parameter shapes do not depend on the lengths.
-    params = transformer.init({"params": init_key}, *ids)["params"]  # Boxed with logical axes.
-    return TrainState(step=jnp.zeros((), jnp.int32), params=params,
-                      opt_state=optimizer.init(params), rng=jax.random.key_data(train_key))
-
-
-def abstract_boxed_state(transformer: nn.Module,
-                         optimizer: optax.GradientTransformation) -> TrainState:
-    """Shapes of the initial train state, parameters still boxed with their logical axis names.
+def paper_learning_rate(step: ArrayLike, *, d_model: int, warmup_steps: int, scale: float = 1.0) -> ArrayLike:
+    """The learning rate of update number ``step`` (1-based), the paper's Equation (3).
 
     Parameters
     ----------
-    transformer : model.Transformer or language_model.LanguageModel
-        The model.
-    optimizer : optax.GradientTransformation
-        The optimizer (its moments inherit the parameters' logical axes).
+    step : int or Array
+        Update number, 1 for the first update. Values below 1 are treated as 1.
+    d_model : int
+        Model width.
+    warmup_steps : int
+        Updates of linear warmup (4000 in the paper).
+    scale : float
+        Multiplier of the whole schedule (``config.learning_rate_scale``).
 
     Returns
     -------
-    TrainState
-        ``jax.ShapeDtypeStruct`` leaves (``jax.eval_shape``: nothing is allocated).
+    Array
+        float32 learning rate, same shape as ``step``.
+
+    Notes
+    -----
+    At ``step == warmup_steps`` both branches of the ``min`` are equal: the peak.
     """
-    return jax.eval_shape(functools.partial(_boxed_initial_state, transformer=transformer,
-                                            optimizer=optimizer), jax.random.key(0))
+    step = jnp.maximum(jnp.asarray(step, jnp.float32), 1.0)
+    warmup = jnp.float32(warmup_steps)
+    return scale * d_model**-0.5 * jnp.minimum(step**-0.5, step * warmup**-1.5)
 
 
-def train_state_shardings(boxed_state: TrainState, mesh: Mesh, rules: tuple) -> TrainState:
-    """Where every leaf of the train state lives.
+def make_schedule(config: OptimizerConfig) -> optax.Schedule:
+    """The paper's schedule as an optax schedule of the update count.
 
     Parameters
     ----------
-    boxed_state : TrainState
-        From :func:`abstract_boxed_state`.
-    mesh : Mesh
-        Device mesh.
-    rules : tuple
-        Logical axis rules (:func:`sharding.logical_axis_rules`).
+    config : OptimizerConfig
+        The optimizer section (``d_model``, ``warmup_steps`` and ``learning_rate_scale`` are read).
 
     Returns
     -------
-    TrainState
-        ``NamedSharding`` leaves; step and rng replicated.
+    optax.Schedule
+        ``count -> lr``; optax passes ``count = 0`` for the first update, which is the paper's step 1.
+
+    Notes
+    -----
+    Raises ``ValueError`` for a non-positive ``warmup_steps``.
     """
-    return sharding.tree_shardings(boxed_state, mesh, rules)
+    if config.warmup_steps <= 0:
+        raise ValueError(f"warmup_steps must be positive; got {config.warmup_steps}.")
+    d_model, warmup, scale = config.d_model, config.warmup_steps, config.learning_rate_scale
+
+    def schedule(count: ArrayLike) -> ArrayLike:
+        return paper_learning_rate(count + 1, d_model=d_model, warmup_steps=warmup, scale=scale)
+
+    return schedule
 
 
-def abstract_train_state(boxed_state: TrainState, shardings: TrainState) -> TrainState:
-    """Shapes, dtypes and shardings of the train state (the target of a checkpoint restore).
+def decayed_parameters(params: Any) -> Any:
+    """Which parameters decoupled weight decay applies to: those of two or more dimensions.
 
     Parameters
     ----------
-    boxed_state : TrainState
-        From :func:`abstract_boxed_state`.
-    shardings : TrainState
-        From :func:`train_state_shardings`.
+    params : pytree
+        The model's parameters (or any tree of arrays of the same structure).
 
     Returns
     -------
-    TrainState
-        Unboxed ``jax.ShapeDtypeStruct`` leaves with ``sharding`` set.
+    pytree
+        The same structure with ``True`` for the weight matrices and the shared embedding, ``False`` for
+        biases and layer-norm scales and offsets (one dimension).
+
+    Notes
+    -----
+    The usual AdamW convention (BERT, GPT-2, fairseq's default): decaying a layer norm's scale or a bias
+    pulls it towards 0, which is not a simpler function, so they are left alone.
     """
-    return jax.tree.map(lambda leaf, where: jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=where),
-                        nn.meta.unbox(boxed_state), shardings)
+    return jax.tree.map(lambda leaf: jnp.ndim(leaf) >= 2, params)
 
 
-def create_train_state(seed: int, transformer: nn.Module,
-                       optimizer: optax.GradientTransformation, shardings: TrainState) -> TrainState:
-    """Initialize parameters and optimizer state directly in their shardings.
+def make_optimizer(config: OptimizerConfig, schedule: optax.Schedule | None = None) -> optax.GradientTransformation:
+    """Adam(beta1, beta2, eps) driven by :func:`make_schedule` (Section 5.3), with optional clipping and decay.
 
     Parameters
     ----------
-    seed : int
-        Seeds parameter initialization and, through a split, the dropout keys.
-    transformer : model.Transformer or language_model.LanguageModel
-        The model.
-    optimizer : optax.GradientTransformation
-        The optimizer.
-    shardings : TrainState
-        From :func:`train_state_shardings`.
+    config : OptimizerConfig
+        The optimizer section (``adam_b1``, ``adam_b2``, ``adam_eps``, paper: 0.9, 0.98, 1e-9, the
+        schedule's fields, ``grad_clip_norm`` and ``weight_decay`` are read).
+    schedule : optax.Schedule, optional
+        The learning-rate schedule to drive (default: ``make_schedule(config)``); the training loop
+        passes the one it logs, so the logged rate is the optimizer's own.
 
     Returns
     -------
-    TrainState
-        Step 0, unboxed parameters (FSDP never materializes them whole on one device).
-    """
-    def initialize(key: jax.Array) -> TrainState:
-        return nn.meta.unbox(_boxed_initial_state(key, transformer, optimizer))
+    optax.GradientTransformation
+        With ``grad_clip_norm == weight_decay == 0`` (the default): plain Adam, as in the paper, whose
+        state is Adam's alone. Otherwise a chain of ``clip_by_global_norm(grad_clip_norm)`` (when
+        positive) and AdamW with ``weight_decay`` on :func:`decayed_parameters` (Adam when 0).
 
-    return jax.jit(initialize, out_shardings=shardings)(jax.random.key(seed))
+    Notes
+    -----
+    Gradient accumulation (``config.grad_accum_steps``) is done by the training loop, which sums
+    token-weighted gradients over micro-batches before one call of this optimizer; the optimizer's
+    update count therefore equals the paper's step, and clipping applies to the whole step's gradient.
+
+    Weight decay is decoupled (Loshchilov and Hutter, 2019) and, as in optax and PyTorch's AdamW, scaled
+    by the learning rate: each step subtracts ``lr_t * weight_decay * w`` besides Adam's update.
+
+    Turning either knob on or off changes the optimizer state's structure, so a run cannot be resumed
+    with a different setting (the resume check refuses it).
+    """
+    learning_rate = schedule if schedule is not None else make_schedule(config)
+    if config.weight_decay > 0:
+        adam = optax.adamw(learning_rate=learning_rate, b1=config.adam_b1, b2=config.adam_b2, eps=config.adam_eps,
+                           weight_decay=config.weight_decay, mask=decayed_parameters)
+    else:
+        adam = optax.adam(learning_rate=learning_rate, b1=config.adam_b1, b2=config.adam_b2, eps=config.adam_eps)
+    if config.grad_clip_norm > 0:
+        return optax.chain(optax.clip_by_global_norm(config.grad_clip_norm), adam)
+    return adam
 
 
 # --- Steps ------------------------------------------------------------------------------------------
@@ -318,7 +355,7 @@ def train_step(state: TrainState, batch: Batch, carry: tuple[Any, MetricSums] | 
     transformer : model.Transformer or language_model.LanguageModel
         The model (``dtype`` selects the compute precision; parameters stay float32).
     optimizer : optax.GradientTransformation
-        From :func:`optim.make_optimizer`.
+        From :func:`make_optimizer`.
     label_smoothing : float
         ``eps_ls``.
     micro_index : int
@@ -414,7 +451,7 @@ def compile_steps(transformer: nn.Module, optimizer: optax.GradientTransformatio
     mesh : Mesh
         Device mesh.
     state_shardings : TrainState
-        From :func:`train_state_shardings`.
+        From :func:`attention_jax.training.initial_state.train_state_shardings`.
     label_smoothing : float
         ``eps_ls``.
     grad_accum_steps : int

@@ -23,7 +23,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from attention_jax.models import model  # noqa: E402
-from attention_jax.training import optim, sharding, train_state  # noqa: E402
+from attention_jax.training import initial_state, sharding, train_state  # noqa: E402
 from tests.support import fake_data  # noqa: E402
 
 NUM_STEPS = 3
@@ -40,10 +40,10 @@ def run_setup(experiment, mesh_shape, mesh_axes, param_sharding, num_devices):
     """Train NUM_STEPS steps from the same initial parameters; return losses and the final state."""
     mesh = sharding.create_mesh(mesh_shape, mesh_axes, devices=jax.devices()[:num_devices])
     transformer = model.Transformer(experiment.model)
-    optimizer = optim.make_optimizer(experiment.optimizer)
-    boxed = train_state.abstract_boxed_state(transformer, optimizer)
-    shardings = train_state.train_state_shardings(boxed, mesh, sharding.logical_axis_rules(param_sharding, mesh))
-    state = train_state.create_train_state(experiment.seed, transformer, optimizer, shardings)
+    optimizer = train_state.make_optimizer(experiment.optimizer)
+    boxed = initial_state.abstract_boxed_state(transformer, optimizer)
+    shardings = initial_state.train_state_shardings(boxed, mesh, sharding.logical_axis_rules(param_sharding, mesh))
+    state = initial_state.create_train_state(experiment.seed, transformer, optimizer, shardings)
     steps = train_state.compile_steps(transformer, optimizer, mesh, shardings,
                                 label_smoothing=experiment.optimizer.label_smoothing,
                                 grad_accum_steps=experiment.optimizer.grad_accum_steps)

@@ -1,0 +1,184 @@
+"""What a training run reports: its log lines with an ETA, its checkpoints' bookkeeping, ``results.json``.
+
+The loop (:mod:`attention_jax.training.train`) calls these at its log, checkpoint and final steps:
+:func:`log_train` writes a train log line (console, ``metrics.jsonl``, TensorBoard), :func:`bookkeeping`
+is what a checkpoint saves besides the state, :func:`run_results` and :func:`summary_line` end a run.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from typing import Any
+
+import jax
+from absl import logging
+
+from attention_jax import run_files
+from attention_jax.models import metrics
+from attention_jax.training import device_peaks, reruns
+from attention_jax.training.run_context import TrainingRun
+from attention_jax.training.throughput import IntervalRates
+from attention_jax.training.train_state import logged_gradient_norms
+
+
+def format_duration(seconds: float) -> str:
+    """``seconds`` as ``1h02m03s`` (``2m03s`` under an hour; ``?`` when not finite), for the ETA and the summary."""
+    if not math.isfinite(seconds):
+        return "?"
+    hours, minutes, secs = int(seconds) // 3600, int(seconds) // 60 % 60, int(seconds) % 60
+    return f"{hours}h{minutes:02d}m{secs:02d}s" if hours else f"{minutes}m{secs:02d}s"
+
+
+def log_train(run: TrainingRun, pending: list[tuple[int, dict]], rates: IntervalRates) -> None:
+    """Log the aggregate of the pending steps' host metrics and the interval's speed (console, jsonl, TensorBoard).
+
+    Parameters
+    ----------
+    run : TrainingRun
+        The run (its writer, schedule, throughput and last evaluation are read; ``run.loop.last_train``
+        and ``token_counts`` are set).
+    pending : list of (step, sums)
+        The steps since the last log line and their metric sums, fetched to the host.
+    rates : IntervalRates
+        The interval's timed tokens per second, step time and data wait.
+
+    Notes
+    -----
+    The ETA is the remaining steps at the interval's rate plus, for each evaluation still to come, the
+    last one's time (:func:`remaining_evaluations`).
+    """
+    config = run.experiment.run
+    tokens_per_s = rates.tokens_per_s
+    mfu = rates.mfu(run.experiment.training_flops(1.0), run.loop.throughput.peak, jax.device_count())
+    step = pending[-1][0]
+    summary = metrics.summarize({key: sum(float(sums[key]) for _, sums in pending)
+                                 for key in metrics.SUM_KEYS})
+    remaining_tokens = (config.num_train_steps - step) * summary["tokens"] / len(pending)
+    remaining_s = remaining_tokens / tokens_per_s if tokens_per_s > 0 else math.nan
+    eval_s = run.loop.last_eval.get("seconds")  # The last evaluation's time stands for each one to come.
+    if eval_s is not None:
+        remaining_s += eval_s * remaining_evaluations(step, config.num_train_steps, config.eval_every_steps)
+    learning_rate = float(run.schedule(step - 1))  # The rate of this step's update (optax counts from 0).
+    padding = metrics.padding_fractions(run.loop.token_counts)
+    run.loop.token_counts = {}
+    run.loop.last_train = dict(summary, learning_rate=learning_rate, tokens_per_s=tokens_per_s,
+                               step_time_ms=1e3 * rates.step_time_s, data_wait_ms=1e3 * rates.data_wait_s, mfu=mfu,
+                               **logged_gradient_norms(pending), **padding)
+    run.writer.write(step, "train", run.loop.last_train)
+    logging.info("step %d/%d | loss %.4f | nll %.4f | acc %.3f | lr %.3g | %.0f tok/s | %.1f ms/step "
+                 "(data wait %.1f ms) | MFU %.3g%% | pad %.0f%% | ETA %s",
+                 step, config.num_train_steps, summary["loss"], summary["nll_loss"],
+                 summary["accuracy"], learning_rate, tokens_per_s, 1e3 * rates.step_time_s,
+                 1e3 * rates.data_wait_s, 100 * mfu,
+                 100 * padding.get("targets_padding_fraction", math.nan), format_duration(remaining_s))
+
+
+def remaining_evaluations(step: int, num_train_steps: int, eval_every_steps: int) -> int:
+    """Dev evaluations a run still does after ``step``: every ``eval_every_steps`` and one at the end.
+
+    Parameters
+    ----------
+    step : int
+        The step just trained.
+    num_train_steps : int
+        The last step.
+    eval_every_steps : int
+        0: only the final evaluation.
+
+    Returns
+    -------
+    int
+        The count the progress line's ETA multiplies by the last evaluation's time.
+    """
+    if step >= num_train_steps:
+        return 0
+    periodic = (num_train_steps - 1) // eval_every_steps - step // eval_every_steps if eval_every_steps > 0 else 0
+    return periodic + 1
+
+
+def bookkeeping(run: TrainingRun, *, evaluation_pending: bool = False) -> dict[str, Any]:
+    """What a checkpoint records besides the state: wall time and tokens of all sessions, the timed throughput,
+    the stop reason, whether the step's evaluation is still to do, and early stopping's figures."""
+    return {"wall_s": run.earlier.wall_s + time.time() - run.session_start,
+            "train_target_tokens": run.earlier.train_target_tokens + run.loop.session_tokens,
+            "timed_train_tokens": run.loop.throughput.total_tokens,
+            "timed_train_seconds": run.loop.throughput.total_seconds,
+            "stop_reason": run.loop.stop_reason, reruns.EVALUATION_PENDING: evaluation_pending,
+            **run.loop.early_stopping.to_progress()}
+
+
+def choose_peak(run: TrainingRun) -> None:
+    """Set the peak that MFU divides by (:mod:`~attention_jax.training.device_peaks`) and log which it is."""
+    device_kind, dtype = jax.devices()[0].device_kind, run.experiment.model.dtype
+    run.loop.throughput.peak = device_peaks.device_peak(device_kind, dtype, run.experiment.run.peak_tflops_per_device)
+    logging.info("MFU against %s.", run.loop.throughput.peak.describe(device_kind, dtype, jax.device_count()))
+
+
+def run_results(run: TrainingRun) -> dict[str, Any]:
+    """The run's figures as ``results.json`` holds them (the last train and dev figures, size, time, mesh)."""
+    experiment = run.experiment
+    return {
+        "name": experiment.name,
+        "paper": experiment.to_json_dict()["paper"],
+        "step": int(run.loop.state.step),
+        "train_loss": run.loop.last_train.get("loss"),
+        "train_nll_loss": run.loop.last_train.get("nll_loss"),
+        "eval_loss": run.loop.last_eval.get("loss"),
+        "eval_nll_loss": run.loop.last_eval.get("nll_loss"),
+        "eval_ppl": run.loop.last_eval.get("perplexity"),
+        "eval_accuracy": run.loop.last_eval.get("accuracy"),
+        "bleu": run.loop.last_eval.get("bleu"),  # Sampled: the first num_bleu_examples dev sentences.
+        "bleu_signature": run.loop.last_eval.get("bleu_signature"),
+        "bleu_num_examples": (run.loop.last_eval.get("bleu_sentences", experiment.run.num_bleu_examples)  # As decoded.
+                              if run.loop.last_eval.get("bleu") is not None else None),
+        "stop_reason": run.loop.stop_reason,
+        **run.loop.early_stopping.to_progress(),
+        "params": run.num_params,
+        "wall_s": bookkeeping(run)["wall_s"],
+        "train_tokens_per_s": run.loop.throughput.tokens_per_s,
+        "train_target_tokens": bookkeeping(run)["train_target_tokens"],
+        "train_flops": experiment.training_flops(bookkeeping(run)["train_target_tokens"]),
+        "devices": jax.device_count(),
+        "mesh": dict(run.mesh.shape),
+        "fine_tuned_from": run_files.read_fine_tuned_from(run.workdir),
+    }
+
+
+def write_results(workdir: str, results: dict[str, Any]) -> None:
+    if jax.process_index() != 0:
+        return
+    clean = {key: (None if isinstance(value, float) and not math.isfinite(value) else value)
+             for key, value in results.items()}
+    run_files.write_json_atomically(os.path.join(workdir, run_files.RESULTS_FILE), clean)
+
+
+def summary_line(results: dict[str, Any], workdir: str) -> str:
+    """One line to end a run's log: steps, time, best dev figures, final BLEU, where the results are.
+
+    Parameters
+    ----------
+    results : dict
+        The run's results (``results.json``).
+    workdir : str
+        The run directory.
+
+    Returns
+    -------
+    str
+        E.g. ``"Done: step 40 (early_stopping), 3m12s; best dev perplexity 8.100 at step 30; dev BLEU
+        21.35, test BLEU 22.10; results in runs/tiny/results.json"``.
+    """
+    parts = [f"Done: step {results.get('step')} ({results.get('stop_reason')}), "
+             f"{format_duration(float(results.get('wall_s') or math.nan))}"]
+    if results.get("best_eval_ppl") is not None:
+        parts.append(f"best dev perplexity {results['best_eval_ppl']:.3f} at step {results.get('best_step')}")
+    elif results.get("eval_ppl") is not None:
+        parts.append(f"dev perplexity {results['eval_ppl']:.3f}")
+    bleu = [f"{name} BLEU {results[f'{name}_bleu']:.2f}" for name in run_files.FINAL_BLEU_SPLITS
+            if results.get(f"{name}_bleu") is not None]
+    if bleu:
+        parts.append(", ".join(bleu))
+    parts.append(f"results in {os.path.join(workdir, run_files.RESULTS_FILE)}")
+    return "; ".join(parts)
