@@ -3,8 +3,8 @@
 ``pyproject.toml``'s ``[project.scripts]`` maps ``attention-jax-train`` to ``attention_jax.main:run``,
 ``attention-jax-translate`` to ``attention_jax.translate:run`` and so on; each module's ``__main__`` block
 calls the same ``run``, which calls :func:`run_command`. ``attention_jax/main.py`` is the training command
-itself; the other top-level modules hand :func:`run_command` their command in :mod:`attention_jax.commands`. Two things differ between the two ways in and
-are evened out here:
+itself; the other top-level modules hand :func:`run_command` their command in :mod:`attention_jax.commands`.
+Two things differ between the two ways in and are evened out here:
 
 - absl's ``--help`` prints the docstring of the ``__main__`` module and the key flags of ``sys.argv[0]``;
   under a console script both belong to pip's wrapper script, so the command's docstring and flags are
