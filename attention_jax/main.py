@@ -36,7 +36,20 @@ EXIT_LOCKED = 3  # Another trainer holds the work directory.
 
 
 def main(argv: list[str]) -> None:
-    """Join a multi-process job if there is one, then :func:`train.train_and_evaluate`."""
+    """Check the command line and config, join a multi-process job if there is one, then train.
+
+    Parameters
+    ----------
+    argv : list of str
+        What absl left of the command line after its flags: the program name only.
+
+    Notes
+    -----
+    Every user's mistake (config, workdir, fine-tuning source, a locked, full or read-only work
+    directory) ends in one line and exit status 2 (3 for a locked one) before anything is written;
+    a stopped run exits with :data:`attention_jax.run_files.STOPPED_EXIT_STATUS` so a rerun resumes it.
+    Training is :func:`attention_jax.training.train.train_and_evaluate`.
+    """
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
     if _CONFIG.value is None or not _WORKDIR.value:
@@ -88,7 +101,13 @@ def _fail(message: str, status: int) -> None:
 
 
 def run() -> None:
-    """``attention-jax-train``: the same as ``python -m attention_jax.main``."""
+    """``attention-jax-train``: the same as ``python -m attention_jax.main``.
+
+    Notes
+    -----
+    :func:`attention_jax.commands.entry_points.run_command` runs :func:`main` with this module's flags,
+    parsing ``--config`` with ``config_errors.parse_flags_or_exit`` (a bad config key in one line).
+    """
     entry_points.run_command(sys.modules[__name__], flags_parser=config_errors.parse_flags_or_exit)
 
 

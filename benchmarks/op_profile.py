@@ -269,10 +269,8 @@ def train_base() -> tuple[Callable[[], Any], str]:
     mesh = sharding.create_mesh((-1,), ("data",))
     transformer = model.Transformer(experiment.model)
     optimizer = train_state.make_optimizer(experiment.optimizer)
-    boxed = initial_state.abstract_boxed_state(transformer, optimizer)
-    shardings = initial_state.train_state_shardings(boxed, mesh,
-                                                  sharding.logical_axis_rules(experiment.run.param_sharding, mesh))
-    state = initial_state.create_train_state(experiment.seed, transformer, optimizer, shardings)
+    rules = sharding.logical_axis_rules(experiment.run.param_sharding, mesh)
+    state, shardings = initial_state.sharded_initial_state(experiment.seed, transformer, optimizer, mesh, rules)
     steps_fn = train_state.compile_steps(transformer, optimizer, mesh, shardings,
                                          label_smoothing=experiment.optimizer.label_smoothing)
     batch = sharding.global_batch(random_batch(16, 64, experiment.model.vocab_size), steps_fn.batch_sharding)

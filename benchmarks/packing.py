@@ -93,10 +93,9 @@ class Mode:
         self.data = input_pipeline.get_datasets(experiment.data, rows_multiple=sharding.data_parallel_size(mesh))
         transformer = model.Transformer(experiment.model)
         optimizer = train_state.make_optimizer(experiment.optimizer)
-        boxed = initial_state.abstract_boxed_state(transformer, optimizer)
-        shardings = initial_state.train_state_shardings(
-            boxed, mesh, sharding.logical_axis_rules(experiment.run.param_sharding, mesh))
-        self.state = initial_state.create_train_state(experiment.seed, transformer, optimizer, shardings)
+        rules = sharding.logical_axis_rules(experiment.run.param_sharding, mesh)
+        self.state, shardings = initial_state.sharded_initial_state(experiment.seed, transformer, optimizer, mesh,
+                                                                    rules)
         self.steps = train_state.compile_steps(transformer, optimizer, mesh, shardings,
                                                label_smoothing=experiment.optimizer.label_smoothing)
         self.iterator = self.data.train_iterator(config.seed)

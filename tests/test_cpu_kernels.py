@@ -135,9 +135,8 @@ def test_the_train_step_honours_the_switch() -> None:
         transformer = model.Transformer(config.model)
         mesh = sharding.create_mesh((1,), ("data",), devices=jax.devices()[:1])
         optimizer = train_state.make_optimizer(config.optimizer)
-        boxed = initial_state.abstract_boxed_state(transformer, optimizer)
-        shardings = initial_state.train_state_shardings(boxed, mesh, sharding.logical_axis_rules("replicated", mesh))
-        state = initial_state.create_train_state(config.seed, transformer, optimizer, shardings)
+        state, shardings = initial_state.sharded_initial_state(config.seed, transformer, optimizer, mesh,
+                                                               sharding.logical_axis_rules("replicated", mesh))
         steps = train_state.compile_steps(transformer, optimizer, mesh, shardings,
                                           label_smoothing=config.optimizer.label_smoothing)
         batch = sharding.global_batch(fake_data.make_batch(0, 0, (8, 10, 10), config.model.vocab_size),

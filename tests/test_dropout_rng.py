@@ -15,9 +15,8 @@ def _one_step_loss(config, dropout_rng: str, step_fn_cache: dict) -> float:
     mesh = sharding.create_mesh((-1,), ("data",))
     transformer = model.Transformer(config.model)
     optimizer = train_state.make_optimizer(config.optimizer)
-    boxed = initial_state.abstract_boxed_state(transformer, optimizer)
-    shardings = initial_state.train_state_shardings(boxed, mesh, sharding.logical_axis_rules("replicated", mesh))
-    state = initial_state.create_train_state(config.seed, transformer, optimizer, shardings)
+    state, shardings = initial_state.sharded_initial_state(config.seed, transformer, optimizer, mesh,
+                                                           sharding.logical_axis_rules("replicated", mesh))
     if dropout_rng not in step_fn_cache:
         step_fn_cache[dropout_rng] = train_state.compile_steps(transformer, optimizer, mesh, shardings,
                                                          label_smoothing=0.0, dropout_rng=dropout_rng)

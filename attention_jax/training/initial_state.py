@@ -5,7 +5,9 @@
 - :func:`train_state_shardings`: where each leaf lives (:mod:`attention_jax.training.sharding`'s rules);
 - :func:`abstract_train_state`: shapes, dtypes and shardings, the target of a checkpoint restore;
 - :func:`create_train_state`: step 0, parameters and Adam's moments initialized in place (FSDP never
-  materializes them whole on one device).
+  materializes them whole on one device);
+- :func:`sharded_initial_state`: the last two in one call, for code that starts from step 0 and
+  restores nothing (benchmarks, tests).
 
 The state itself and the update that advances it are :mod:`attention_jax.training.train_state`.
 """
@@ -117,3 +119,37 @@ def create_train_state(seed: int, transformer: nn.Module,
         return nn.meta.unbox(_boxed_initial_state(key, transformer, optimizer))
 
     return jax.jit(initialize, out_shardings=shardings)(jax.random.key(seed))
+
+
+def sharded_initial_state(seed: int, transformer: nn.Module, optimizer: optax.GradientTransformation,
+                          mesh: Mesh, rules: tuple) -> tuple[TrainState, TrainState]:
+    """A fresh train state in its shardings, and the shardings (which
+    :func:`attention_jax.training.train_state.compile_steps` takes).
+
+    Parameters
+    ----------
+    seed : int
+        Seeds parameter initialization and the dropout keys (:func:`create_train_state`).
+    transformer : model.Transformer or language_model.LanguageModel
+        The model.
+    optimizer : optax.GradientTransformation
+        The optimizer.
+    mesh : Mesh
+        Device mesh.
+    rules : tuple
+        Logical axis rules (:func:`sharding.logical_axis_rules`).
+
+    Returns
+    -------
+    state : TrainState
+        Step 0.
+    shardings : TrainState
+        Where each leaf lives (:func:`train_state_shardings`).
+
+    Notes
+    -----
+    :func:`attention_jax.training.train.build_run` keeps the steps apart, because it restores a
+    checkpoint into :func:`abstract_train_state` before it creates anything.
+    """
+    shardings = train_state_shardings(abstract_boxed_state(transformer, optimizer), mesh, rules)
+    return create_train_state(seed, transformer, optimizer, shardings), shardings

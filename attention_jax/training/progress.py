@@ -24,7 +24,18 @@ from attention_jax.training.train_state import logged_gradient_norms
 
 
 def format_duration(seconds: float) -> str:
-    """``seconds`` as ``1h02m03s`` (``2m03s`` under an hour; ``?`` when not finite), for the ETA and the summary."""
+    """A duration as the ETA and the summary line show it.
+
+    Parameters
+    ----------
+    seconds : float
+        The duration (``nan`` or ``inf``: not known yet).
+
+    Returns
+    -------
+    str
+        ``1h02m03s``; ``2m03s`` under an hour; ``?`` when not finite.
+    """
     if not math.isfinite(seconds):
         return "?"
     hours, minutes, secs = int(seconds) // 3600, int(seconds) // 60 % 60, int(seconds) % 60
@@ -99,8 +110,22 @@ def remaining_evaluations(step: int, num_train_steps: int, eval_every_steps: int
 
 
 def bookkeeping(run: TrainingRun, *, evaluation_pending: bool = False) -> dict[str, Any]:
-    """What a checkpoint records besides the state: wall time and tokens of all sessions, the timed throughput,
-    the stop reason, whether the step's evaluation is still to do, and early stopping's figures."""
+    """What a checkpoint records besides the state (its ``progress``), over all the run's sessions.
+
+    Parameters
+    ----------
+    run : TrainingRun
+        The run, at the step being saved.
+    evaluation_pending : bool
+        Whether this step's dev evaluation comes after the save (:data:`reruns.EVALUATION_PENDING`).
+
+    Returns
+    -------
+    dict
+        ``wall_s`` and ``train_target_tokens`` of all sessions so far, the timed throughput's tokens and
+        seconds, ``stop_reason``, the pending flag and early stopping's figures; a restored run reads
+        them back (:func:`attention_jax.training.run_context.restored_loop`).
+    """
     return {"wall_s": run.earlier.wall_s + time.time() - run.session_start,
             "train_target_tokens": run.earlier.train_target_tokens + run.loop.session_tokens,
             "timed_train_tokens": run.loop.throughput.total_tokens,
@@ -110,15 +135,42 @@ def bookkeeping(run: TrainingRun, *, evaluation_pending: bool = False) -> dict[s
 
 
 def choose_peak(run: TrainingRun) -> None:
-    """Set the peak that MFU divides by (:mod:`~attention_jax.training.device_peaks`) and log which it is."""
+    """Set the peak that MFU divides by and log which it is.
+
+    Parameters
+    ----------
+    run : TrainingRun
+        The run; ``run.loop.throughput.peak`` is set.
+
+    Notes
+    -----
+    The first that applies (:func:`~attention_jax.training.device_peaks.device_peak`): the config's
+    ``peak_tflops_per_device``, a datasheet's rate for the device and the model's dtype, or a rate
+    measured once on this machine and cached.
+    """
     device_kind, dtype = jax.devices()[0].device_kind, run.experiment.model.dtype
     run.loop.throughput.peak = device_peaks.device_peak(device_kind, dtype, run.experiment.run.peak_tflops_per_device)
     logging.info("MFU against %s.", run.loop.throughput.peak.describe(device_kind, dtype, jax.device_count()))
 
 
 def run_results(run: TrainingRun) -> dict[str, Any]:
-    """The run's figures as ``results.json`` holds them (the last train and dev figures, size, time, mesh)."""
+    """The run's figures as ``results.json`` holds them.
+
+    Parameters
+    ----------
+    run : TrainingRun
+        The run, after its last step.
+
+    Returns
+    -------
+    dict
+        The last train and dev figures, the sampled BLEU, early stopping's figures, the parameter count,
+        wall time, tokens and training FLOPs over all sessions, the devices and mesh, and the run it was
+        fine-tuned from; the final evaluation adds its BLEU to these
+        (:func:`attention_jax.training.run_evaluation.final_bleu`).
+    """
     experiment = run.experiment
+    sessions = bookkeeping(run)  # Read once: wall time and tokens of the same moment.
     return {
         "name": experiment.name,
         "paper": experiment.to_json_dict()["paper"],
@@ -136,10 +188,10 @@ def run_results(run: TrainingRun) -> dict[str, Any]:
         "stop_reason": run.loop.stop_reason,
         **run.loop.early_stopping.to_progress(),
         "params": run.num_params,
-        "wall_s": bookkeeping(run)["wall_s"],
+        "wall_s": sessions["wall_s"],
         "train_tokens_per_s": run.loop.throughput.tokens_per_s,
-        "train_target_tokens": bookkeeping(run)["train_target_tokens"],
-        "train_flops": experiment.training_flops(bookkeeping(run)["train_target_tokens"]),
+        "train_target_tokens": sessions["train_target_tokens"],
+        "train_flops": experiment.training_flops(sessions["train_target_tokens"]),
         "devices": jax.device_count(),
         "mesh": dict(run.mesh.shape),
         "fine_tuned_from": run_files.read_fine_tuned_from(run.workdir),
@@ -147,6 +199,19 @@ def run_results(run: TrainingRun) -> dict[str, Any]:
 
 
 def write_results(workdir: str, results: dict[str, Any]) -> None:
+    """Write ``results.json`` atomically, on the first process only.
+
+    Parameters
+    ----------
+    workdir : str
+        The run directory.
+    results : dict
+        The run's results (:func:`run_results` and the final evaluation's figures).
+
+    Notes
+    -----
+    A non-finite float (a perplexity that overflowed) is written as ``null``: JSON has no ``NaN``.
+    """
     if jax.process_index() != 0:
         return
     clean = {key: (None if isinstance(value, float) and not math.isfinite(value) else value)

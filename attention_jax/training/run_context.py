@@ -180,9 +180,29 @@ def load_data(experiment: Experiment, mesh: Mesh) -> TrainingData:
 
 
 def restored_loop(experiment: Experiment, workdir: str, restored: checkpoints.Restored,
-                   train_iterator: TrainIterator, *, last_save_time: float) -> LoopState:
+                  train_iterator: TrainIterator, *, last_save_time: float) -> LoopState:
     """The loop state of a restored run: timed throughput, the last logged train and dev figures, early stopping.
 
+    Parameters
+    ----------
+    experiment : Experiment
+        This session's experiment (its early-stopping settings may differ from the checkpoint's).
+    workdir : str
+        The run directory, whose ``metrics.jsonl`` holds the last logged figures.
+    restored : checkpoints.Restored
+        The latest checkpoint: its state and bookkeeping (``progress``).
+    train_iterator : TrainIterator
+        The data iterator, at the checkpoint's position (:func:`resumed_iterator`).
+    last_save_time : float
+        ``time.time()`` of this session's start, from which the next timed save counts.
+
+    Returns
+    -------
+    LoopState
+        The state the loop advances, carrying the earlier sessions' figures.
+
+    Notes
+    -----
     A checkpoint written before its step's evaluation (:data:`reruns.EVALUATION_PENDING`) gets that
     evaluation from ``metrics.jsonl`` when it finished (:func:`reruns.with_logged_evaluation`: the best
     step and early stopping then count it), or has it redone first by the loop when it did not.
@@ -209,7 +229,23 @@ def restored_loop(experiment: Experiment, workdir: str, restored: checkpoints.Re
 
 
 def resumed_iterator(data: TrainingData, seed: int, restored: checkpoints.Restored) -> TrainIterator:
-    """The training batches from where the checkpoint left them (a fresh order, seeded with seed + step, without)."""
+    """The training batches from where the checkpoint left them.
+
+    Parameters
+    ----------
+    data : TrainingData
+        The run's data.
+    seed : int
+        The experiment's seed.
+    restored : checkpoints.Restored
+        The latest checkpoint; its ``data_state`` is the iterator's position, when it has one.
+
+    Returns
+    -------
+    TrainIterator
+        At the checkpoint's position; without a usable position, a fresh order seeded with
+        ``seed + step`` (logged as a warning), so a resumed run does not repeat its first batches.
+    """
     if restored.data_state is None:
         logging.warning("No usable data iterator state at step %d: continuing with a fresh data "
                         "order seeded with seed + step.", restored.step)

@@ -111,10 +111,9 @@ def make_schedule(config: OptimizerConfig) -> optax.Schedule:
 
     Notes
     -----
-    Raises ``ValueError`` for a non-positive ``warmup_steps``.
+    ``warmup_steps`` is positive: its declaration's range, checked whenever an ``OptimizerConfig`` is
+    built (:mod:`attention_jax.experiment.settings`), so the schedule never divides by zero.
     """
-    if config.warmup_steps <= 0:
-        raise ValueError(f"warmup_steps must be positive; got {config.warmup_steps}.")
     d_model, warmup, scale = config.d_model, config.warmup_steps, config.learning_rate_scale
 
     def schedule(count: ArrayLike) -> ArrayLike:

@@ -41,9 +41,8 @@ def run_setup(experiment, mesh_shape, mesh_axes, param_sharding, num_devices):
     mesh = sharding.create_mesh(mesh_shape, mesh_axes, devices=jax.devices()[:num_devices])
     transformer = model.Transformer(experiment.model)
     optimizer = train_state.make_optimizer(experiment.optimizer)
-    boxed = initial_state.abstract_boxed_state(transformer, optimizer)
-    shardings = initial_state.train_state_shardings(boxed, mesh, sharding.logical_axis_rules(param_sharding, mesh))
-    state = initial_state.create_train_state(experiment.seed, transformer, optimizer, shardings)
+    state, shardings = initial_state.sharded_initial_state(experiment.seed, transformer, optimizer, mesh,
+                                                           sharding.logical_axis_rules(param_sharding, mesh))
     steps = train_state.compile_steps(transformer, optimizer, mesh, shardings,
                                 label_smoothing=experiment.optimizer.label_smoothing,
                                 grad_accum_steps=experiment.optimizer.grad_accum_steps)
