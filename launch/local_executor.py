@@ -102,7 +102,7 @@ class SweepClock:
 
     Notes
     -----
-    A run's cost is its row's: the mean ``wall_s`` in the ``results.json`` of the row's finished runs
+    A run's cost is its row's (on its corpus, in a sweep over corpora): the mean ``wall_s`` in the ``results.json`` of the row's finished runs
     (the training run's own clock, summed over its resumes), from this launch or an earlier one. Seeds of
     a row cost about the same; rows differ several-fold (a Table 2 sweep's N = 2 row against its big
     row), so one mean over all runs misleads, and a resumed run's short wall misleads
@@ -126,7 +126,7 @@ class SweepClock:
     def _record_cost(self, job: RowJob) -> None:
         wall_s = _recorded_wall(job.record_dir)
         if wall_s is not None:
-            self.row_walls.setdefault(job.row, []).append(wall_s)
+            self.row_walls.setdefault(job.row_key, []).append(wall_s)
 
     def started(self, job: RowJob, now: float) -> None:
         """Record that ``job`` began at ``now`` (``time.monotonic()``).
@@ -191,7 +191,7 @@ class SweepClock:
         """
         remaining = []
         for name, job in self.to_run.items():
-            cost = self._row_cost(job.row)
+            cost = self._row_cost(job.row_key)
             if cost is None:
                 return None
             left = cost * self.fraction_left[name]

@@ -28,6 +28,12 @@ row at seed 0 first), so an interrupted sweep holds whole tables of its first se
 aggregates the seeds (mean, standard deviation, change against base paired by seed, a verdict per
 row). A larger K later adds seeds to the same root.
 
+With ``--corpora=messages_en_de,gnome_help_en_de`` (or a sweep file defining ``get_corpora()``) every row
+(and seed) runs on each corpus, in ``ROOT/<corpus>/<row>[/seed_<k>]``, with ``--config.corpus=<corpus>``
+and the corpus recipe's fields (``attention_jax/experiment/corpora.py``) between the row's config and
+the common overrides; ``ROOT/<corpus>`` is a sweep root of its own (its ``sweep.json``, its report). The
+runs go seed by seed, then corpus by corpus. An unknown corpus is refused before anything is written.
+
 Rerunning the same command skips finished rows (``ROOT/<row>/results.json``, or
 ``ROOT/<row>/seed_<k>/results.json`` per seed) and resumes the others.
 ``ROOT/sweep.json`` records the sweep; then ``python -m attention_jax.report ROOT`` writes the table.
@@ -47,6 +53,7 @@ from typing import Callable, Sequence
 from absl import app, flags
 
 from attention_jax import quiet_exits, run_files, user_errors
+from attention_jax.experiment import corpora
 from attention_jax.reports import all_reports, sweep_report
 from launch import local_executor, row_processes, slurm_executor, sweep_record, sweep_spec, tpu_executor
 from launch.sweep_spec import RowJob, RowOutcome
@@ -58,6 +65,8 @@ _ROOT = flags.DEFINE_string("root", None, "Sweep root: ROOT/<row> is each row's 
 _SEEDS = flags.DEFINE_integer("seeds", 0, "Run every row with config.seed = 0..K-1, each seed in "
                                "ROOT/<row>/seed_<k> (0: the sweep file's get_seeds() if it has one, else "
                                "one run per row in ROOT/<row> at the row's own seed).", lower_bound=0)
+_CORPORA = flags.DEFINE_string("corpora", "", "Comma-separated corpus recipes to run every row on, each in "
+                                "ROOT/<corpus>/ (empty: the sweep file's get_corpora() if it has one, else none).")
 _DRY_RUN = flags.DEFINE_bool("dry_run", False, "Print the commands / scripts; run and write nothing.")
 _FORCE = flags.DEFINE_bool("force", False,
                            "Replace a different sweep's record in ROOT and rerun finished rows.")
@@ -117,6 +126,11 @@ class Plan:
         The sweep's record for ``ROOT/sweep.json`` (``sweep_record.sweep_description``).
     seeds : tuple[int, ...] or None
         The seeds every row runs with (None: one run per row in ``ROOT/<row>``).
+    corpora : tuple[str, ...] or None
+        The corpora every row runs on (None: none, ``ROOT/<row>``).
+    records : dict[str, dict]
+        Each sweep record's root -> its ``sweep.json`` description: ``{root: description}``, or one per
+        corpus, ``{ROOT/<corpus>: ...}``.
     """
 
     sweep: sweep_spec.Sweep
@@ -127,6 +141,19 @@ class Plan:
     jobs: list[RowJob]
     description: dict
     seeds: tuple[int, ...] | None = None
+    corpora: tuple[str, ...] | None = None
+    records: dict[str, dict] = dataclasses.field(default_factory=dict)
+
+
+def _check_layout(root: str, corpus_names: Sequence[str] | None) -> None:
+    """Refuse to mix a sweep without corpora (``ROOT/sweep.json``) and one over corpora in one root."""
+    if corpus_names is not None and os.path.isfile(os.path.join(root, run_files.SWEEP_FILE)):
+        raise ValueError(f"--root={root} holds a sweep without corpora (ROOT/<row>); use a new --root for "
+                         "a sweep over corpora.")
+    mixed = [name for name in corpora.CORPORA if os.path.isfile(os.path.join(root, name, run_files.SWEEP_FILE))]
+    if corpus_names is None and mixed:
+        raise ValueError(f"--root={root} holds a sweep over corpora ({', '.join(mixed)}); use a new --root, "
+                         "or give --corpora.")
 
 
 def _relative_to_cwd(path: str) -> str:
@@ -159,18 +186,25 @@ def build_plan(overrides: Sequence[str]) -> Plan:
         raise ValueError(f"unknown --executor={_EXECUTOR.value}; choose one of {', '.join(EXECUTORS)}.")
     sweep = sweep_spec.load_sweep(_relative_to_cwd(_CONFIG.value))
     rows = sweep_spec.select_rows(sweep, _ROWS.value)
-    sweep_spec.check_overrides(sweep, rows, overrides)
+    recipes = sweep_spec.resolve_corpora(sweep, _CORPORA.value)
     seeds = sweep_spec.resolve_seeds(sweep, _SEEDS.value, overrides)
-    description = sweep_record.sweep_description(sweep, overrides, seeds)
-    remote = EXECUTORS[_EXECUTOR.value].remote
     root = os.path.abspath(_ROOT.value)
     run_files.check_directory(root, "--root")  # A file or an overlong name, dry run or not.
+    _check_layout(root, None if recipes is None else [recipe.name for recipe in recipes])
+    records = {}
+    for recipe in recipes or [None]:
+        sweep_spec.check_overrides(sweep, rows, overrides, recipe)
+        record_root = root if recipe is None else os.path.join(root, recipe.name)
+        records[record_root] = sweep_record.sweep_description(sweep, overrides, seeds, recipe)
+    remote = EXECUTORS[_EXECUTOR.value].remote
     repo_dir = _REPO_DIR.value or ("attention_jax" if remote else os.getcwd())
     python = _PYTHON.value or ("python3" if remote else sys.executable)
     run_root = (_REMOTE_ROOT.value or root) if remote else root
     jobs = sweep_spec.row_jobs(sweep, rows, overrides, root=root, run_root=run_root, python=python,
-                               main_module=_MAIN.value, seeds=seeds)
-    return Plan(sweep, rows, list(overrides), root, repo_dir, jobs, description, seeds)
+                               main_module=_MAIN.value, seeds=seeds, corpora_to_run=recipes)
+    corpus_names = None if recipes is None else tuple(recipe.name for recipe in recipes)
+    return Plan(sweep, rows, list(overrides), root, repo_dir, jobs, next(iter(records.values())), seeds,
+                corpus_names, records)
 
 
 def _slurm_resources() -> slurm_executor.SlurmResources:
@@ -275,6 +309,7 @@ def describe(plan: Plan) -> str:
         Text to print.
     """
     seeds = "" if plan.seeds is None else f" x seeds {', '.join(map(str, plan.seeds))}"
+    seeds += "" if plan.corpora is None else f" x corpora {', '.join(plan.corpora)}"
     header = (f"# {plan.sweep.config_file}: {len(plan.rows)} row(s) {', '.join(plan.rows)}{seeds} -> {plan.root} "
               f"(executor {_EXECUTOR.value}; overrides: {' '.join(plan.overrides) or 'none'})")
     return header + "\n" + EXECUTORS[_EXECUTOR.value].describe(plan)
@@ -342,14 +377,16 @@ def _print_error(message: str) -> None:
 def _write_report(plan: Plan, outcomes: Sequence[RowOutcome]) -> None:
     finished_here = _EXECUTOR.value == "local" or (_EXECUTOR.value == "slurm" and _WAIT.value)
     if not (_REPORT.value and finished_here and any(o.status in ("done", "skipped") for o in outcomes)):
-        print(f"Report: python -m attention_jax.report {plan.root}")
+        for record_root in plan.records:
+            print(f"Report: python -m attention_jax.report {record_root}")
         return
-    try:
-        paths = all_reports.write_reports(plan.root, plan.root)  # What `attention_jax.report ROOT` writes.
-    except (ValueError, OSError) as error:  # A damaged results.json (UserInputError), a full disk: the summary stands.
-        _print_error(f"no report: {error}")
-        return
-    print("Report: " + ", ".join(paths))
+    for record_root in plan.records:  # ROOT, or ROOT/<corpus> per corpus.
+        try:
+            paths = all_reports.write_reports(record_root, record_root)  # What `attention_jax.report ROOT` writes.
+        except (ValueError, OSError) as error:  # A damaged results.json (UserInputError), a full disk: the summary stands.
+            _print_error(f"no report: {error}")
+            continue
+        print("Report: " + ", ".join(paths))
 
 
 def _parse_flags(argv: list[str]) -> tuple[list[str], list[str]]:
@@ -393,8 +430,8 @@ def main(parsed: tuple[list[str], list[str]]) -> int:
             return 0
         check_tools(plan)
         run_files.check_directory(plan.root, "--root", writable=True)  # A read-only root: before anything runs.
-        sweep_record.record_launch(plan.root, plan.description, plan.rows, _EXECUTOR.value,
-                                   force=_FORCE.value)
+        for record_root, description in plan.records.items():
+            sweep_record.record_launch(record_root, description, plan.rows, _EXECUTOR.value, force=_FORCE.value)
         row_processes.forward_stop_signals()
         outcomes = execute(plan)
     except (ValueError, FileNotFoundError, RuntimeError) as error:

@@ -12,10 +12,13 @@
      "seeds": [0, 1, 2],                      # seeds launched so far (null: no seed directories)
      "reference": "base",                     # get_reference() of the sweep file (absent: none)
      "paper_figures": {"base": {...}, ...},   # get_paper_figures() of the sweep file (null: none)
+     "corpus": "gnome_help_en_de",            # sweeps over corpora only: the corpus of this record's root
+     "corpus_overrides": ["corpus=...", ...], # and its recipe's overrides (before a row's own settings)
      "launches": [{"time": ..., "executor": "local", "rows": [...], "seeds": [0, 1, 2]}]}
 
 A root belongs to one sweep: the same file, overrides and rows data, and the same layout (seed
-directories ``ROOT/<row>/seed_<k>/`` or not). Launching a different sweep into it is refused unless
+directories ``ROOT/<row>/seed_<k>/`` or not). A sweep over corpora writes one such record per corpus, in
+``ROOT/<corpus>/sweep.json`` (each a root the report reads as it reads any), and none in ``ROOT``. Launching a different sweep into it is refused unless
 ``--force`` replaces the record. More rows, or more seeds, of the same sweep are added to the record.
 
 ``ROOT/<row>/launch.json`` (``ROOT/<row>/seed_<k>/launch.json`` with seeds): the launcher's last action
@@ -38,6 +41,7 @@ from typing import Any, Callable, Mapping, Sequence
 import ml_collections
 
 from attention_jax import run_files
+from attention_jax.experiment import corpora
 from launch import row_processes, sweep_spec
 
 
@@ -84,7 +88,7 @@ def _jsonable(value: Any) -> Any:
 
 
 def sweep_description(sweep: sweep_spec.Sweep, overrides: Sequence[str],
-                      seeds: Sequence[int] | None = None) -> dict[str, Any]:
+                      seeds: Sequence[int] | None = None, corpus: corpora.Corpus | None = None) -> dict[str, Any]:
     """The sweep's identity and data as recorded in ``sweep.json`` (without rows and launches).
 
     Parameters
@@ -96,6 +100,8 @@ def sweep_description(sweep: sweep_spec.Sweep, overrides: Sequence[str],
     seeds : Sequence[int], optional
         The seeds launched (each row runs once per seed in ``ROOT/<row>/seed_<k>``); None: one run
         per row in ``ROOT/<row>``.
+    corpus : corpora.Corpus, optional
+        The corpus of this record (a sweep over corpora): its overrides apply before ``overrides``.
 
     Returns
     -------
@@ -112,7 +118,8 @@ def sweep_description(sweep: sweep_spec.Sweep, overrides: Sequence[str],
     """
     row_configs = {}
     for row in sweep.row_names:
-        config = _with_overrides(sweep.row_config(row), overrides, f"{sweep.config_file}:{row}")
+        own = [] if corpus is None else sweep.corpus_overrides(row, corpus)
+        config = _with_overrides(sweep.row_config(row), [*own, *overrides], f"{sweep.config_file}:{row}")
         row_configs[row] = json.loads(config.to_json_best_effort())
     description: dict[str, Any] = {
         "config_file": sweep.config_file,
@@ -123,6 +130,9 @@ def sweep_description(sweep: sweep_spec.Sweep, overrides: Sequence[str],
         "row_configs": row_configs,
         "seeds": None if seeds is None else list(seeds),
     }
+    if corpus is not None:
+        description["corpus"] = corpus.name
+        description["corpus_overrides"] = sweep.corpus_overrides(None, corpus)
     if sweep.reference is not None:
         description["reference"] = sweep.reference
     description["paper_figures"] = sweep.paper_figures  # None: no paper columns (recorded, unlike older roots).
@@ -146,8 +156,8 @@ def sweep_differences(recorded: dict[str, Any], current: dict[str, Any]) -> list
     Returns
     -------
     list[str]
-        One sentence per difference (config file, common overrides, rows' data, seed directories or
-        not); empty if the same. Other seeds of a sweep with seeds are not a difference.
+        One sentence per difference (config file, common overrides, the corpus recipe's, rows' data, seed
+        directories or not); empty if the same. Other seeds of a sweep with seeds are not a difference.
     """
     differences = []
     old_seeds, new_seeds = recorded.get("seeds"), current.get("seeds")
@@ -163,6 +173,9 @@ def sweep_differences(recorded: dict[str, Any], current: dict[str, Any]) -> list
             before = f"{key}={old[key]}" if key in old else "(none)"
             after = f"{key}={new[key]}" if key in new else "(none)"
             differences.append(f"override --config.{before} -> --config.{after}")
+    old_corpus, new_corpus = recorded.get("corpus_overrides", []), current.get("corpus_overrides", [])
+    if old_corpus != new_corpus:
+        differences.append(f"corpus overrides {old_corpus} -> {new_corpus}")
     old_rows, new_rows = recorded.get("row_overrides", {}), current["row_overrides"]
     for row in sorted(set(old_rows) | set(new_rows)):
         if old_rows.get(row) != new_rows.get(row):

@@ -18,6 +18,13 @@ Seeds: with ``seeds`` (``launch.sweep --seeds=K`` gives 0..K-1, or the sweep fil
 order of the training batches, so the seeds of a row differ in all three. Jobs are ordered seed by
 seed (every row at seed 0, then every row at seed 1, ...), so an interrupted sweep has whole tables of
 the first seeds. Without seeds each row runs once, at its config's own seed, in ``<root>/<row>``.
+
+Corpora: with ``corpora`` (``launch.sweep --corpora=a,b``, or the sweep file's optional ``get_corpora()``)
+every run goes to ``<root>/<corpus>/<row>[/seed_<k>]`` with ``--config.corpus=<corpus>`` and its recipe's
+fields (:mod:`attention_jax.experiment.corpora`) after the row's config and before the common overrides;
+a field the row itself sets in ``get_sweep()`` stays the row's. The file's optional
+``get_corpus_overrides(corpus) -> dict`` adapts a recipe (its keys replace the recipe's). Jobs go seed by
+seed, then corpus by corpus, then row by row.
 """
 
 from __future__ import annotations
@@ -34,7 +41,7 @@ from typing import Any, Sequence
 import ml_collections
 
 from attention_jax.commands import shipped_configs
-from attention_jax.experiment import schema, sections
+from attention_jax.experiment import corpora, schema, sections
 from launch import sweep_file_checks
 
 ROW_NAME_PATTERN = sweep_file_checks.ROW_NAME_PATTERN
@@ -116,6 +123,8 @@ class Sweep:
         The file's optional ``get_paper_figures()``: row -> the paper's figures for it (``dev_ppl``,
         ``dev_bleu``, ``params_millions``; e.g. ``configs/table2.py``). Only then does the report show the
         paper's columns and judge each row against the paper's direction. None: the file defines none.
+    corpora : tuple[str, ...] or None
+        The file's optional ``get_corpora()``: the corpora it runs on by default (None: none).
     """
 
     config_file: str
@@ -125,6 +134,7 @@ class Sweep:
     seeds: tuple[int, ...] | None = None
     reference: str | None = None
     paper_figures: dict[str, dict[str, float | None]] | None = None
+    corpora: tuple[str, ...] | None = None
 
     @property
     def row_names(self) -> tuple[str, ...]:
@@ -167,6 +177,37 @@ class Sweep:
                                      "ml_collections.ConfigDict.")
         return config
 
+    def corpus_overrides(self, row: str | None, corpus: corpora.Corpus) -> list[str]:
+        """The ``"key=value"`` overrides that put ``row`` on ``corpus``, ``corpus=<name>`` first.
+
+        Parameters
+        ----------
+        row : str or None
+            One of :attr:`row_names` (None: the recipe's fields, none left to a row).
+        corpus : corpora.Corpus
+            The recipe.
+
+        Returns
+        -------
+        list[str]
+            The recipe's fields, adapted by the file's ``get_corpus_overrides``, less those the row sets.
+
+        Raises
+        ------
+        ValueError
+            When ``get_corpus_overrides`` returns no dict or changes ``corpus``.
+        """
+        fields = corpus.overrides()
+        hook = getattr(self.module, "get_corpus_overrides", None)
+        if callable(hook):
+            adapted = hook(corpus.name)
+            if not isinstance(adapted, dict) or "corpus" in adapted:
+                raise ValueError(f"{self.config_file}: get_corpus_overrides({corpus.name!r}) must return a dict "
+                                 f"of config fields other than corpus, got {adapted!r}.")
+            fields.update(adapted)
+        return [f"{key}={sweep_file_checks.flag_text(value)}" for key, value in fields.items()
+                if row is None or key not in self.row_overrides[row]]
+
 
 @dataclasses.dataclass(frozen=True)
 class RowJob:
@@ -188,6 +229,8 @@ class RowJob:
         The command that trains the row, run from the repository root.
     seed : int or None
         The run's ``config.seed`` in a sweep with seeds; None without.
+    corpus : str or None
+        The run's corpus in a sweep over corpora; None without.
     """
 
     row: str
@@ -197,11 +240,17 @@ class RowJob:
     record_dir: str
     argv: tuple[str, ...]
     seed: int | None = None
+    corpus: str | None = None
+
+    @property
+    def row_key(self) -> str:
+        """The row, as ``<corpus>/<row>`` in a sweep over corpora (runs of one key cost about the same)."""
+        return self.row if self.corpus is None else f"{self.corpus}/{self.row}"
 
     @property
     def name(self) -> str:
-        """The run's name in progress lines, outcomes and job names: ``row`` or ``row/seed_<k>``."""
-        return self.row if self.seed is None else f"{self.row}/{seed_dir_name(self.seed)}"
+        """The run's name in progress lines, outcomes and job names: ``[<corpus>/]<row>[/seed_<k>]``."""
+        return self.row_key if self.seed is None else f"{self.row_key}/{seed_dir_name(self.seed)}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -321,8 +370,9 @@ def load_sweep(config_file: str) -> Sweep:
     Raises ``FileNotFoundError`` for a missing file and ``ValueError`` for a file that is not a sweep
     (no ``get_sweep``), an empty sweep, row names that cannot be directory names, a bad
     ``get_seeds()`` (optional: the seeds every row runs with) or a ``get_reference()`` (optional: the
-    report's reference row) that is not a row, or a ``get_paper_figures()`` (optional: the paper's figures
-    per row, :func:`checked_paper_figures`) that is malformed.
+    report's reference row) that is not a row, a ``get_paper_figures()`` (optional: the paper's figures
+    per row, :func:`checked_paper_figures`) that is malformed, or a ``get_corpora()`` (optional) naming an
+    unregistered corpus.
     """
     module = _import_config_file(config_file)
     if not callable(getattr(module, "get_sweep", None)):
@@ -343,6 +393,11 @@ def load_sweep(config_file: str) -> Sweep:
         if reference not in row_overrides:
             raise ValueError(f"{config_file}: get_reference() returned {reference!r}, not a row of get_sweep() "
                              f"({', '.join(row_overrides)}).")
+    sweep_corpora = None
+    if callable(getattr(module, "get_corpora", None)):
+        returned = module.get_corpora()
+        names = [returned] if isinstance(returned, str) else list(returned)
+        sweep_corpora = tuple(corpus.name for corpus in corpora.lookup_corpora(names, f"{config_file}: get_corpora()"))
     paper_figures = None
     if callable(getattr(module, "get_paper_figures", None)):
         paper_figures = checked_paper_figures(config_file, module.get_paper_figures(), list(row_overrides))
@@ -351,7 +406,7 @@ def load_sweep(config_file: str) -> Sweep:
         sweep_file_checks.check_flags_read_back(config_file, row_overrides)
     return Sweep(config_file=config_file, row_overrides=row_overrides,
                  takes_row_argument=takes_row_argument, seeds=seeds, module=module, reference=reference,
-                 paper_figures=paper_figures)
+                 paper_figures=paper_figures, corpora=sweep_corpora)
 
 
 def select_rows(sweep: Sweep, rows: str) -> list[str]:
@@ -441,7 +496,8 @@ def parse_override(override: str, where: str) -> tuple[str, Any]:
     return key, schema.parse_flag_value(key, text, where)
 
 
-def check_overrides(sweep: Sweep, rows: Sequence[str], overrides: Sequence[str]) -> None:
+def check_overrides(sweep: Sweep, rows: Sequence[str], overrides: Sequence[str],
+                    corpus: corpora.Corpus | None = None) -> None:
     """Check every chosen row's whole config, the common overrides applied, against the schema.
 
     Parameters
@@ -452,6 +508,8 @@ def check_overrides(sweep: Sweep, rows: Sequence[str], overrides: Sequence[str])
         The chosen rows.
     overrides : Sequence[str]
         ``"key=value"`` strings.
+    corpus : corpora.Corpus, optional
+        The corpus whose overrides (:meth:`Sweep.corpus_overrides`) apply before ``overrides``.
 
     Notes
     -----
@@ -459,9 +517,10 @@ def check_overrides(sweep: Sweep, rows: Sequence[str], overrides: Sequence[str])
     key (set by the file, the row or an override), a value of the wrong type or out of range, or fields
     that do not go together: before the sweep writes anything or starts a run.
     """
-    parsed = [parse_override(override, f"--config.{override}") for override in overrides]
     for row in rows:
-        where = f"{sweep.config_file} row {row}"
+        where = f"{sweep.config_file} row {row}" + ("" if corpus is None else f" on corpus {corpus.name}")
+        own = [] if corpus is None else sweep.corpus_overrides(row, corpus)
+        parsed = [parse_override(override, f"--config.{override}") for override in [*own, *overrides]]
         row_config = sweep.row_config(row)
         sweep_file_checks.refuse_flags_over_none(row_config, [key for key, _ in parsed], where)
         fields = sections.plain_fields(row_config)
@@ -476,7 +535,8 @@ def check_overrides(sweep: Sweep, rows: Sequence[str], overrides: Sequence[str])
 
 
 def row_argv(sweep: Sweep, row: str, workdir: str, overrides: Sequence[str], *, python: str,
-             main_module: str, config_path: str | None = None, seed: int | None = None) -> tuple[str, ...]:
+             main_module: str, config_path: str | None = None, seed: int | None = None,
+             corpus: corpora.Corpus | None = None) -> tuple[str, ...]:
     """The command line that trains one row.
 
     Parameters
@@ -497,6 +557,8 @@ def row_argv(sweep: Sweep, row: str, workdir: str, overrides: Sequence[str], *, 
         How the config file is named on that machine (default ``sweep.config_file``).
     seed : int, optional
         Appends ``--config.seed=<seed>`` (after the common overrides).
+    corpus : corpora.Corpus, optional
+        Its overrides (:meth:`Sweep.corpus_overrides`) go after the row's, before the common ones.
 
     Returns
     -------
@@ -512,6 +574,8 @@ def row_argv(sweep: Sweep, row: str, workdir: str, overrides: Sequence[str], *, 
         argv += [f"{OVERRIDE_PREFIX}{key}={sweep_file_checks.flag_text(value)}"
                  for key, value in sweep.row_overrides[row].items()]
         argv.append(f"{OVERRIDE_PREFIX}name={row}")
+    if corpus is not None:
+        argv += [OVERRIDE_PREFIX + override for override in sweep.corpus_overrides(row, corpus)]
     argv += [OVERRIDE_PREFIX + override for override in overrides]
     if seed is not None:
         argv.append(f"{OVERRIDE_PREFIX}seed={seed}")
@@ -519,7 +583,8 @@ def row_argv(sweep: Sweep, row: str, workdir: str, overrides: Sequence[str], *, 
 
 
 def row_jobs(sweep: Sweep, rows: Sequence[str], overrides: Sequence[str], *, root: str, run_root: str,
-             python: str, main_module: str, seeds: Sequence[int] | None = None) -> list[RowJob]:
+             python: str, main_module: str, seeds: Sequence[int] | None = None,
+             corpora_to_run: Sequence[corpora.Corpus] | None = None) -> list[RowJob]:
     """Build the jobs of the chosen rows.
 
     Parameters
@@ -542,21 +607,51 @@ def row_jobs(sweep: Sweep, rows: Sequence[str], overrides: Sequence[str], *, roo
     seeds : Sequence[int], optional
         Run every row once per seed, in ``<root>/<row>/seed_<k>`` with ``--config.seed=<k>``; the jobs
         go seed by seed (all rows at the first seed, then all rows at the next).
+    corpora_to_run : Sequence[corpora.Corpus], optional
+        Run every row (and seed) on each, in ``<root>/<corpus>/<row>[/seed_<k>]``; within a seed the jobs go
+        corpus by corpus.
 
     Returns
     -------
     list[RowJob]
-        One job per row (and seed).
+        One job per row (and seed, and corpus).
     """
-    runs = [(row, None) for row in rows] if seeds is None else [(row, seed) for seed in seeds for row in rows]
+    runs = [(seed, corpus, row) for seed in (seeds if seeds is not None else [None])
+            for corpus in (corpora_to_run if corpora_to_run is not None else [None]) for row in rows]
     jobs = []
-    for index, (row, seed) in enumerate(runs, start=1):
-        parts = [row] if seed is None else [row, seed_dir_name(seed)]
+    for index, (seed, corpus, row) in enumerate(runs, start=1):
+        parts = [part for part in (corpus and corpus.name, row, None if seed is None else seed_dir_name(seed)) if part]
         workdir = "/".join([run_root.rstrip("/"), *parts])
-        argv = row_argv(sweep, row, workdir, overrides, python=python, main_module=main_module, seed=seed)
-        jobs.append(RowJob(row=row, index=index, total=len(runs), workdir=workdir,
-                           record_dir=os.path.join(root, *parts), argv=argv, seed=seed))
+        argv = row_argv(sweep, row, workdir, overrides, python=python, main_module=main_module, seed=seed,
+                        corpus=corpus)
+        jobs.append(RowJob(row=row, index=index, total=len(runs), workdir=workdir, record_dir=os.path.join(root, *parts),
+                           argv=argv, seed=seed, corpus=None if corpus is None else corpus.name))
     return jobs
+
+
+def resolve_corpora(sweep: Sweep, names: str) -> tuple[corpora.Corpus, ...] | None:
+    """The corpora of a sweep: ``--corpora=a,b``, or (empty) the sweep file's ``get_corpora()``.
+
+    Parameters
+    ----------
+    sweep : Sweep
+        The loaded sweep (its file may have registered corpora of its own).
+    names : str
+        ``--corpora``: comma-separated names, or ``""``.
+
+    Returns
+    -------
+    tuple[corpora.Corpus, ...] or None
+        The recipes, or None for a sweep without corpora (``<root>/<row>``).
+
+    Raises
+    ------
+    ValueError
+        For an unknown or repeated name (:func:`attention_jax.experiment.corpora.lookup_corpora`).
+    """
+    if not names.strip():
+        return None if sweep.corpora is None else corpora.lookup_corpora(sweep.corpora, sweep.config_file)
+    return corpora.lookup_corpora([name.strip() for name in names.split(",") if name.strip()], f"--corpora={names}")
 
 
 def resolve_seeds(sweep: Sweep, count: int, overrides: Sequence[str]) -> tuple[int, ...] | None:

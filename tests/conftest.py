@@ -155,6 +155,15 @@ def messages_en_de() -> pathlib.Path:
 
 
 @pytest.fixture(scope="session")
+def gnome_help_en_de() -> pathlib.Path:
+    """Directory of the second real EN-DE corpus (GNOME help pages); skips the test when it is absent."""
+    path = shared_dir() / "data" / "gnome_help_en_de"
+    if not (path / "train.tsv").is_file():
+        pytest.skip(f"real corpus not found at {path} (needs ../shared beside the repository)")
+    return path
+
+
+@pytest.fixture(scope="session")
 def repo_root() -> pathlib.Path:
     """The repository root (configs/ and the package live there)."""
     return REPO_ROOT

@@ -18,7 +18,7 @@ class DataConfig:
 
     Attributes
     ----------
-    dataset, source_lang, target_lang, train_split, eval_split, test_split, data_dir, text_feature, \
+    corpus, dataset, source_lang, target_lang, train_split, eval_split, test_split, data_dir, text_feature, \
 max_len, tokens_per_batch, tokens_per_batch_unit, packing, packing_row_lengths, tokenizer_max_sentences, \
 data_threads
         Declared below, each with its meaning and range (``docs/config_fields.md`` lists them).
@@ -30,6 +30,8 @@ data_threads
         section's field, copied or replaced).
     """
 
+    corpus: str = setting("", "The corpus recipe this run follows ('' for none; attention_jax.experiment.corpora).",
+                          old_run_value="")
     dataset: str = setting("wmt14_translate/de-en", "TFDS name, 'synthetic_en_de', 'tsv:DIR' or 'txt:DIR' (a "
                            "language model's corpus).", resume=ResumeRule.DATA)
     source_lang: str = setting("en", "Source language code.", resume=ResumeRule.DATA)

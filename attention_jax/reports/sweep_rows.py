@@ -3,7 +3,8 @@
 ``ROOT/sweep.json`` gives the row order (``launch.sweep``); each row is ``ROOT/<row>/`` or, with seeds,
 ``ROOT/<row>/seed_<k>/``, holding ``config.json`` (the row's hyperparameters and ``config.paper``) and,
 once finished, ``results.json``. Without ``sweep.json`` every subdirectory holding a ``config.json`` (or
-``seed_<k>/config.json``) is a row, in name order. :mod:`attention_jax.reports.sweep_seeds` aggregates the
+``seed_<k>/config.json``) is a row, in name order. A sweep over corpora holds one such root per corpus,
+``ROOT/<corpus>/`` (:func:`corpus_roots`). :mod:`attention_jax.reports.sweep_seeds` aggregates the
 seeds and :mod:`attention_jax.reports.sweep_report` tabulates them.
 """
 
@@ -260,6 +261,25 @@ def _row_report(root: str, name: str, record: dict) -> RowReport:
     return RowReport(name, group_of(name), status, config, finished[0] if finished else {}, runs, paper_figures)
 
 
+def corpus_roots(root: str) -> dict[str, str]:
+    """The sweep roots of a sweep over corpora (``launch.sweep --corpora``): ``ROOT/<corpus>/sweep.json``.
+
+    Parameters
+    ----------
+    root : str
+        A directory (a corpus is named by its directory here; a run's ``config.json`` names it as ``corpus``).
+
+    Returns
+    -------
+    dict[str, str]
+        Corpus -> its root, in name order; empty for a root without corpora.
+    """
+    if not os.path.isdir(root):
+        return {}
+    names = sorted(name for name in os.listdir(root) if os.path.isfile(os.path.join(root, name, run_files.SWEEP_FILE)))
+    return {name: os.path.join(root, name) for name in names}
+
+
 def read_sweep_rows(root: str, *, all_rows: bool = False) -> tuple[dict, list[RowReport]]:
     """Read the sweep record and every row's config and results.
 
@@ -299,6 +319,9 @@ def read_sweep_rows(root: str, *, all_rows: bool = False) -> tuple[dict, list[Ro
                 for seed in _seeds_on_disk(row_dir))
 
         names = sorted(name for name in os.listdir(root) if is_row(name))
+        if not names and corpus_roots(root):
+            raise FileNotFoundError(f"{root} is a sweep over corpora: read each corpus's root, "
+                                    f"{', '.join(corpus_roots(root).values())}.")
         if not names:
             raise FileNotFoundError(
                 f"{root} holds no {run_files.SWEEP_FILE} and no <row>/config.json: not a sweep root "

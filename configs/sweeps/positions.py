@@ -35,6 +35,19 @@ first; the split and the scores are deterministic, so a stopped sweep resumes wi
         --buckets=runs/positions_corpus            # after the sweep; or beside it with --wait (a third process)
     python -m attention_jax.report runs/positions  # also from a partial sweep: writes positions.md/.csv/.png
 
+On the second corpus (``--corpora``, ``attention_jax/experiment/corpora.py``): its recipe's cap (26 words),
+its own split in ``runs/positions_corpora/<corpus>`` (:func:`get_corpus_overrides`), its own root; the
+messages runs above stay where they are (``docs/positions/<row>/seed_<k>``)::
+
+    python -m attention_jax.data.length_buckets --corpus=../shared/data/gnome_help_en_de --cap=26 \
+        --out=runs/positions_corpora/gnome_help_en_de
+    python -m launch.sweep --config=configs/sweeps/positions.py --corpora=gnome_help_en_de --executor=local \
+        --parallel=2 --root=runs/positions_gnome
+    python -m attention_jax.evaluation.length_bucket_evaluation --root=runs/positions_gnome/gnome_help_en_de \
+        --buckets=runs/positions_corpora/gnome_help_en_de
+    python -m attention_jax.report runs/positions_gnome/gnome_help_en_de
+    python -m launch.export_results --root=runs/positions_gnome --to=docs/positions  # docs/positions/gnome_help_en_de/
+
 or one row::
 
     python -m attention_jax.main --config=configs/sweeps/positions.py:learned --workdir=runs/learned \\
@@ -49,14 +62,33 @@ from __future__ import annotations
 
 import ml_collections
 
+from attention_jax.experiment import corpora
 from configs import small_corpus
 
 ENCODINGS = ("sinusoidal", "learned", "none", "relative", "rotary", "alibi")
 SEEDS = (0, 1, 2)
-CAP = 12  # Target words; chosen from the corpus's length distribution in docs/positions.md.
-CORPUS = "../shared/data/messages_en_de"  # What the split is made from.
+CAP = corpora.MESSAGES_EN_DE.positions_cap  # Target words; chosen in docs/positions.md.
+CORPUS = corpora.MESSAGES_EN_DE.directory  # What the split is made from.
 SPLIT_DIR = "runs/positions_corpus"  # python -m attention_jax.data.length_buckets --cap=CAP --out=SPLIT_DIR
-MAX_LEN = 256  # Pieces: above the longest bucket pair (211), so no scored pair is cut.
+CORPUS_SPLITS_DIR = "runs/positions_corpora"  # With --corpora: <dir>/<corpus>, each at its recipe's cap.
+MAX_LEN_FACTOR = 4  # max_len over the recipe's (messages: 4 x 64 = 256).
+MAX_LEN = MAX_LEN_FACTOR * corpora.MESSAGES_EN_DE.max_len  # Above the longest bucket pair (211), none cut.
+
+
+def get_corpus_overrides(corpus: str) -> dict[str, object]:
+    """Return what replaces a corpus recipe's fields here: its capped split, and a longer ``max_len``.
+
+    Parameters
+    ----------
+    corpus : str
+        A registered corpus (``launch.sweep --corpora``).
+
+    Returns
+    -------
+    dict[str, object]
+        ``dataset`` (``tsv:runs/positions_corpora/<corpus>``) and ``max_len`` (``MAX_LEN_FACTOR`` x the recipe's).
+    """
+    return dict(dataset=f"tsv:{CORPUS_SPLITS_DIR}/{corpus}", max_len=MAX_LEN_FACTOR * corpora.CORPORA[corpus].max_len)
 
 
 def get_seeds() -> tuple[int, ...]:
