@@ -10,7 +10,8 @@ A sweep root holds gigabytes of checkpoints; the report needs only ``sweep.json`
 curves), its ``data_splits.json`` (which dev and test text it was scored on), its ``length_buckets.json``
 and ``position_losses.json`` (the positions experiment's scores per length bucket and its loss by target
 position) and its ``eval_*.json`` reports, into ``--to`` in the same layout (``<row>/`` or
-``<row>/seed_<k>/``; a sweep over corpora keeps its corpus level, ``<corpus>/<row>/seed_<k>/``), so the report and ``notebooks/03_ablations.ipynb`` read the copy as they read the
+``<row>/seed_<k>/``; a sweep over corpora keeps its corpus level, ``<corpus>/<row>/seed_<k>/``), so the
+report and ``notebooks/03_ablations.ipynb`` read the copy as they read the
 sweep: finished rows with their seeds, the others pending. Runs still going
 are not copied. Rerun it as rows finish; it copies runs it has not copied yet (and updates any whose
 files changed) and leaves the rest alone, so a long sweep can be committed row by row.
@@ -39,7 +40,10 @@ RUN_FILES = (run_files.CONFIG_FILE, run_files.RESULTS_FILE, run_files.METRICS_FI
 
 
 def _run_dirs(root: str) -> list[str]:
-    """Every finished run directory of the sweep (of each corpus's), relative to ``root``: ``[<corpus>/]<row>[/seed_<k>]``."""
+    """Every finished run directory of the sweep (or of each corpus's), relative to ``root``.
+
+    ``<row>``, ``<row>/seed_<k>``, and ``<corpus>/...`` for each sweep over corpora's root ``root/<corpus>``.
+    """
     corpus_roots = sweep_rows.corpus_roots(root)
     sweeps = {name: os.path.join(root, name) for name in corpus_roots}
     if os.path.isfile(os.path.join(root, run_files.SWEEP_FILE)) or not corpus_roots:
@@ -84,7 +88,8 @@ def export_results(root: str, destination: str) -> list[str]:
     if not os.path.isdir(root):
         raise FileNotFoundError(f"{root} does not exist: pass the --root of a launch.sweep run.")
     run_files.check_directory(destination, "--to", writable=True)
-    records = [run_files.SWEEP_FILE, *(os.path.join(name, run_files.SWEEP_FILE) for name in sweep_rows.corpus_roots(root))]
+    corpus_records = [os.path.join(name, run_files.SWEEP_FILE) for name in sweep_rows.corpus_roots(root)]
+    records = [run_files.SWEEP_FILE, *corpus_records]
     relative_files = [record for record in records if os.path.isfile(os.path.join(root, record))]
     for run_dir in _run_dirs(root):
         relative_files += [os.path.join(run_dir, name) for name in _files_of_run(os.path.join(root, run_dir))]

@@ -102,15 +102,15 @@ class SweepClock:
 
     Notes
     -----
-    A run's cost is its row's (on its corpus, in a sweep over corpora): the mean ``wall_s`` in the ``results.json`` of the row's finished runs
-    (the training run's own clock, summed over its resumes), from this launch or an earlier one. Seeds of
-    a row cost about the same; rows differ several-fold (a Table 2 sweep's N = 2 row against its big
-    row), so one mean over all runs misleads, and a resumed run's short wall misleads
-    more. A row with no finished run yet costs the mean of the rows that have one (or, before any has,
-    the mean wall of the runs ended in this launch). A run stopped part-way costs the fraction of its
-    steps still to train (the last step in its ``metrics.jsonl`` against the config's
-    ``num_train_steps``), and a running one what is left after the time it has run. The ETA is the work
-    left shared over ``parallel`` slots, and at least the longest run left.
+    A run's cost is its row's (on its corpus, in a sweep over corpora): the mean ``wall_s`` in the
+    ``results.json`` of the row's finished runs (the training run's own clock, summed over its resumes), from
+    this launch or an earlier one. Seeds of a row cost about the same; rows differ several-fold (a Table 2
+    sweep's N = 2 row against its big row), so one mean over all runs misleads, and a resumed run's short wall
+    misleads more. A row with no finished run yet costs the mean of the rows that have one (or, before any
+    has, the mean wall of the runs ended in this launch). A run stopped part-way costs the fraction of its
+    steps still to train (the last step in its ``metrics.jsonl`` against the config's ``num_train_steps``),
+    and a running one what is left after the time it has run. The ETA is the work left shared over
+    ``parallel`` slots, and at least the longest run left.
     """
 
     def __init__(self, jobs: Sequence[RowJob], parallel: int, force: bool = False) -> None:

@@ -383,7 +383,7 @@ def _write_report(plan: Plan, outcomes: Sequence[RowOutcome]) -> None:
     for record_root in plan.records:  # ROOT, or ROOT/<corpus> per corpus.
         try:
             paths = all_reports.write_reports(record_root, record_root)  # What `attention_jax.report ROOT` writes.
-        except (ValueError, OSError) as error:  # A damaged results.json (UserInputError), a full disk: the summary stands.
+        except (ValueError, OSError) as error:  # A damaged results.json (UserInputError), a full disk: summary stands.
             _print_error(f"no report: {error}")
             continue
         print("Report: " + ", ".join(paths))

@@ -18,8 +18,9 @@
 
 A root belongs to one sweep: the same file, overrides and rows data, and the same layout (seed
 directories ``ROOT/<row>/seed_<k>/`` or not). A sweep over corpora writes one such record per corpus, in
-``ROOT/<corpus>/sweep.json`` (each a root the report reads as it reads any), and none in ``ROOT``. Launching a different sweep into it is refused unless
-``--force`` replaces the record. More rows, or more seeds, of the same sweep are added to the record.
+``ROOT/<corpus>/sweep.json`` (each a root the report reads as it reads any), and none in ``ROOT``.
+Launching a different sweep into a root is refused unless ``--force`` replaces the record. More rows, or
+more seeds, of the same sweep are added to the record.
 
 ``ROOT/<row>/launch.json`` (``ROOT/<row>/seed_<k>/launch.json`` with seeds): the launcher's last action
 on the run (executor, command, job id, exit status, wall time). The run's own outputs

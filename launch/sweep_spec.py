@@ -42,6 +42,7 @@ import ml_collections
 
 from attention_jax.commands import shipped_configs
 from attention_jax.experiment import corpora, schema, sections
+from attention_jax.experiment.corpora import Corpus
 from launch import sweep_file_checks
 
 ROW_NAME_PATTERN = sweep_file_checks.ROW_NAME_PATTERN
@@ -177,14 +178,14 @@ class Sweep:
                                      "ml_collections.ConfigDict.")
         return config
 
-    def corpus_overrides(self, row: str | None, corpus: corpora.Corpus) -> list[str]:
+    def corpus_overrides(self, row: str | None, corpus: Corpus) -> list[str]:
         """The ``"key=value"`` overrides that put ``row`` on ``corpus``, ``corpus=<name>`` first.
 
         Parameters
         ----------
         row : str or None
             One of :attr:`row_names` (None: the recipe's fields, none left to a row).
-        corpus : corpora.Corpus
+        corpus : Corpus
             The recipe.
 
         Returns
@@ -497,7 +498,7 @@ def parse_override(override: str, where: str) -> tuple[str, Any]:
 
 
 def check_overrides(sweep: Sweep, rows: Sequence[str], overrides: Sequence[str],
-                    corpus: corpora.Corpus | None = None) -> None:
+                    corpus: Corpus | None = None) -> None:
     """Check every chosen row's whole config, the common overrides applied, against the schema.
 
     Parameters
@@ -508,7 +509,7 @@ def check_overrides(sweep: Sweep, rows: Sequence[str], overrides: Sequence[str],
         The chosen rows.
     overrides : Sequence[str]
         ``"key=value"`` strings.
-    corpus : corpora.Corpus, optional
+    corpus : Corpus, optional
         The corpus whose overrides (:meth:`Sweep.corpus_overrides`) apply before ``overrides``.
 
     Notes
@@ -536,7 +537,7 @@ def check_overrides(sweep: Sweep, rows: Sequence[str], overrides: Sequence[str],
 
 def row_argv(sweep: Sweep, row: str, workdir: str, overrides: Sequence[str], *, python: str,
              main_module: str, config_path: str | None = None, seed: int | None = None,
-             corpus: corpora.Corpus | None = None) -> tuple[str, ...]:
+             corpus: Corpus | None = None) -> tuple[str, ...]:
     """The command line that trains one row.
 
     Parameters
@@ -557,7 +558,7 @@ def row_argv(sweep: Sweep, row: str, workdir: str, overrides: Sequence[str], *, 
         How the config file is named on that machine (default ``sweep.config_file``).
     seed : int, optional
         Appends ``--config.seed=<seed>`` (after the common overrides).
-    corpus : corpora.Corpus, optional
+    corpus : Corpus, optional
         Its overrides (:meth:`Sweep.corpus_overrides`) go after the row's, before the common ones.
 
     Returns
@@ -584,7 +585,7 @@ def row_argv(sweep: Sweep, row: str, workdir: str, overrides: Sequence[str], *, 
 
 def row_jobs(sweep: Sweep, rows: Sequence[str], overrides: Sequence[str], *, root: str, run_root: str,
              python: str, main_module: str, seeds: Sequence[int] | None = None,
-             corpora_to_run: Sequence[corpora.Corpus] | None = None) -> list[RowJob]:
+             corpora_to_run: Sequence[Corpus] | None = None) -> list[RowJob]:
     """Build the jobs of the chosen rows.
 
     Parameters
@@ -607,7 +608,7 @@ def row_jobs(sweep: Sweep, rows: Sequence[str], overrides: Sequence[str], *, roo
     seeds : Sequence[int], optional
         Run every row once per seed, in ``<root>/<row>/seed_<k>`` with ``--config.seed=<k>``; the jobs
         go seed by seed (all rows at the first seed, then all rows at the next).
-    corpora_to_run : Sequence[corpora.Corpus], optional
+    corpora_to_run : Sequence[Corpus], optional
         Run every row (and seed) on each, in ``<root>/<corpus>/<row>[/seed_<k>]``; within a seed the jobs go
         corpus by corpus.
 
@@ -624,12 +625,13 @@ def row_jobs(sweep: Sweep, rows: Sequence[str], overrides: Sequence[str], *, roo
         workdir = "/".join([run_root.rstrip("/"), *parts])
         argv = row_argv(sweep, row, workdir, overrides, python=python, main_module=main_module, seed=seed,
                         corpus=corpus)
-        jobs.append(RowJob(row=row, index=index, total=len(runs), workdir=workdir, record_dir=os.path.join(root, *parts),
-                           argv=argv, seed=seed, corpus=None if corpus is None else corpus.name))
+        jobs.append(RowJob(row=row, index=index, total=len(runs), workdir=workdir,
+                           record_dir=os.path.join(root, *parts), argv=argv, seed=seed,
+                           corpus=None if corpus is None else corpus.name))
     return jobs
 
 
-def resolve_corpora(sweep: Sweep, names: str) -> tuple[corpora.Corpus, ...] | None:
+def resolve_corpora(sweep: Sweep, names: str) -> tuple[Corpus, ...] | None:
     """The corpora of a sweep: ``--corpora=a,b``, or (empty) the sweep file's ``get_corpora()``.
 
     Parameters
@@ -641,7 +643,7 @@ def resolve_corpora(sweep: Sweep, names: str) -> tuple[corpora.Corpus, ...] | No
 
     Returns
     -------
-    tuple[corpora.Corpus, ...] or None
+    tuple[Corpus, ...] or None
         The recipes, or None for a sweep without corpora (``<root>/<row>``).
 
     Raises

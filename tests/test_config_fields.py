@@ -117,6 +117,7 @@ def test_the_resume_rules_are_the_declared_ones() -> None:
 def test_old_runs_read_the_values_their_fields_declare() -> None:
     assert dict(schema.OLD_RUN_DEFAULTS) == {
         "attention_function": "scaled_dot_product", "cpu_kernels": True, "cache_stages": 2, "fine_tune_from": "",
+        "corpus": "",
         "fine_tune_checkpoint": "latest", "num_sample_translations": 3, "peak_tflops_per_device": 0.0,
         "early_stopping_min_steps": 0, "text_feature": "text", "tokens_per_batch_unit": "slots", "user_modules": (),
         "positional_encoding_settings": {}, "grad_clip_norm": 0.0, "weight_decay": 0.0,

@@ -122,7 +122,8 @@ def test_dry_run_over_corpora_on_every_executor(tmp_path: pathlib.Path) -> None:
     assert workdirs == [f"--workdir={root}/{corpus}/{row}/seed_0" for corpus in BOTH for row in ("base", "no_residual")]
     slurm = sweep_in_process(*common, "--executor=slurm")
     assert slurm.returncode == 0, slurm.stderr
-    assert re.findall(r"^# ---- (.*)$", slurm.stdout, flags=re.M)[1] == f"{root}/messages_en_de/no_residual/seed_0/job.sbatch"
+    scripts = re.findall(r"^# ---- (.*)$", slurm.stdout, flags=re.M)
+    assert scripts[1] == f"{root}/messages_en_de/no_residual/seed_0/job.sbatch"
     assert "#SBATCH --job-name=normalization-gnome_help_en_de-base-seed_0" in slurm.stdout
     tpu = sweep_in_process(*common, "--executor=tpu", "--tpu_name=v4", "--zone=z", "--remote_root=gs://b/n")
     assert tpu.returncode == 0, tpu.stderr

@@ -35,7 +35,8 @@ at a time, each pinned to one core; every row at seed 0 first)::
 
 On the second corpus, ``gnome_help_en_de`` (its recipe: ``attention_jax/experiment/corpora.py``), in a
 root of its own; the file declares no ``get_corpora()``, so the commands above keep the committed layout
-(``docs/attention_functions/<row>/seed_<k>``) and this export lands beside it in ``docs/attention_functions/gnome_help_en_de/``::
+(``docs/attention_functions/<row>/seed_<k>``) and this export lands beside it, in
+``docs/attention_functions/gnome_help_en_de/``::
 
     python -m launch.sweep --config=configs/sweeps/attention_function.py --corpora=gnome_help_en_de --executor=local \\
         --parallel=2 --root=runs/attention_function_gnome
