@@ -98,23 +98,6 @@ def register_corpus(corpus: Corpus) -> Registration | None:
     return None if CORPORA.get(corpus.name) == corpus else CORPORA.register(corpus)
 
 
-def unknown_corpus_message(name: str) -> str:
-    """One line: the unknown name, the known ones, and how to register one.
-
-    Parameters
-    ----------
-    name : str
-        The name that is not registered.
-
-    Returns
-    -------
-    str
-        The message.
-    """
-    return (f"unknown corpus {name!r}; known: {', '.join(CORPORA)} (register one with "
-            "attention_jax.experiment.corpora.register_corpus(Corpus(...)) in your sweep file).")
-
-
 def lookup_corpora(names: Sequence[str], where: str) -> tuple[Corpus, ...]:
     """The recipes of ``names``, in order.
 
@@ -133,7 +116,7 @@ def lookup_corpora(names: Sequence[str], where: str) -> tuple[Corpus, ...]:
     Raises
     ------
     ValueError
-        For no names, a repeated name or an unknown one (:func:`unknown_corpus_message`).
+        For no names, a repeated name or an unknown one (naming the known ones and how to register one).
     """
     names = tuple(names)
     if not names:
@@ -142,5 +125,6 @@ def lookup_corpora(names: Sequence[str], where: str) -> tuple[Corpus, ...]:
         raise ValueError(f"{where}: repeated corpora in {list(names)}.")
     unknown = [name for name in names if name not in CORPORA]
     if unknown:
-        raise ValueError(f"{where}: {unknown_corpus_message(unknown[0])}")
+        raise ValueError(f"{where}: unknown corpus {unknown[0]!r}; known: {', '.join(CORPORA)} (register one with "
+                         "attention_jax.experiment.corpora.register_corpus(Corpus(...)) in your sweep file).")
     return tuple(CORPORA[name] for name in names)
