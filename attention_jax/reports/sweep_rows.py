@@ -260,6 +260,12 @@ def _row_report(root: str, name: str, record: dict) -> RowReport:
     return RowReport(name, group_of(name), status, config, finished[0] if finished else {}, runs, paper_figures)
 
 
+def is_row_directory(path: str) -> bool:
+    """Whether ``path`` is a row of a sweep root: it holds ``config.json`` or ``seed_<k>/config.json``."""
+    return os.path.isfile(os.path.join(path, run_files.CONFIG_FILE)) or any(
+        os.path.isfile(os.path.join(path, f"seed_{seed}", run_files.CONFIG_FILE)) for seed in _seeds_on_disk(path))
+
+
 def read_sweep_rows(root: str, *, all_rows: bool = False) -> tuple[dict, list[RowReport]]:
     """Read the sweep record and every row's config and results.
 
@@ -292,13 +298,7 @@ def read_sweep_rows(root: str, *, all_rows: bool = False) -> tuple[dict, list[Ro
     if record:
         names = record["all_rows"] if all_rows else record["rows"]
     else:
-        def is_row(name: str) -> bool:
-            row_dir = os.path.join(root, name)
-            return os.path.isfile(os.path.join(row_dir, run_files.CONFIG_FILE)) or any(
-                os.path.isfile(os.path.join(row_dir, f"seed_{seed}", run_files.CONFIG_FILE))
-                for seed in _seeds_on_disk(row_dir))
-
-        names = sorted(name for name in os.listdir(root) if is_row(name))
+        names = sorted(name for name in os.listdir(root) if is_row_directory(os.path.join(root, name)))
         if not names:
             raise FileNotFoundError(
                 f"{root} holds no {run_files.SWEEP_FILE} and no <row>/config.json: not a sweep root "
