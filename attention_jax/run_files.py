@@ -35,6 +35,8 @@ A sweep root (``ROOT``, written by ``python -m launch.sweep``)::
     <row>/log.txt                    the row's output
     <report_name>.md, .csv, .png     ``python -m attention_jax.report ROOT``
     attention_functions.md, ...      the same, when the rows use more than one attention function
+    <corpus>/<row>/                  a sweep over corpora: one sweep root per corpus, plus
+    transfer.md, .csv, .png          each row's change on every corpus (``reports.transfer_report``)
 
 Every file that a crash must not leave half-written goes through :func:`write_atomically`; a command
 checks the directory it will write into with :func:`check_directory` before it does any work.

@@ -23,16 +23,22 @@ attention function (``configs/sweeps/attention_function.py``) also gets ``ROOT/a
 (``configs/sweeps/positions.py``) also gets ``ROOT/positions_by_length.md``, ``.csv`` and ``.png``: each positional
 encoding against sinusoidal, bucket by bucket (:mod:`attention_jax.reports.positions_report`).
 
+A sweep over corpora (``ROOT/<corpus>/<row>/seed_<k>/``) gets each corpus's reports in ``ROOT/<corpus>/`` and,
+for two corpora or more, ``ROOT/transfer.md``, ``.csv`` and ``.png``: each row's change on every corpus and whether
+it holds across them (:mod:`attention_jax.reports.transfer_report`); the command prints ``transfer.md`` too.
+
 A root that is missing or a file, a damaged JSON file in it (a half-written ``results.json``) or an output
 directory that cannot be written is one line on stderr with exit status 2, before anything is written.
 """
 
 from __future__ import annotations
 
+import os
+
 from absl import app, flags
 
 from attention_jax import run_files
-from attention_jax.reports import all_reports, sweep_rows
+from attention_jax.reports import all_reports, sweep_rows, transfer_report
 from attention_jax.user_errors import UserInputError, exit_with_error
 
 _ALL_ROWS = flags.DEFINE_bool("all_rows", False, "Report every row of the sweep, also those never launched.")
@@ -52,7 +58,8 @@ def main(argv: list[str]) -> None:
     root = argv[1]
     out_dir = _OUT.value or root
     try:
-        sweep_rows.read_sweep_rows(root, all_rows=_ALL_ROWS.value)  # The root is a sweep, every file readable.
+        if not transfer_report.read_corpora(root, all_rows=_ALL_ROWS.value, reference=_REFERENCE.value):
+            sweep_rows.read_sweep_rows(root, all_rows=_ALL_ROWS.value)  # The root is a sweep, every file readable.
         run_files.check_directory(out_dir, "--out" if _OUT.value else "ROOT", writable=True,
                                   instead="" if _OUT.value else "Pass --out=DIR to write the report elsewhere.")
         paths = all_reports.write_reports(root, out_dir, all_rows=_ALL_ROWS.value,
@@ -63,6 +70,10 @@ def main(argv: list[str]) -> None:
         exit_with_error("attention_jax.report", f"cannot write {error.filename or out_dir}: {error.strerror}.")
     for path in paths:
         print(path)
+    transfer = os.path.join(out_dir, transfer_report.STEM + ".md")
+    if transfer in paths:
+        with open(transfer, encoding="utf-8") as file:
+            print("\n" + file.read(), end="")
 
 
 if __name__ == "__main__":

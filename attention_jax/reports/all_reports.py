@@ -6,6 +6,7 @@ defining the command's flags (two modules defining ``--out`` in one process is a
 
 from __future__ import annotations
 
+import os
 from typing import Sequence
 
 from attention_jax.reports import (
@@ -17,6 +18,7 @@ from attention_jax.reports import (
     sweep_report,
     sweep_rows,
     table3_report,
+    transfer_report,
 )
 
 
@@ -70,8 +72,19 @@ def write_reports(root: str, out_dir: str, *, all_rows: bool = False,
     (:mod:`attention_jax.reports.sweep_report`: the paper's columns and the paper-direction verdict beside
     the same paired changes); every other sweep the comparison of every row against its reference row
     (:mod:`attention_jax.reports.comparison_report`) and the diagnostics. Either way the reference row is
-    :func:`attention_jax.reports.comparison_report.resolve_reference`'s.
+    :func:`attention_jax.reports.comparison_report.resolve_reference`'s. A sweep over corpora
+    (:func:`attention_jax.reports.transfer_report.read_corpora`) gets each corpus's reports in
+    ``OUT/<corpus>/`` and, for two corpora or more, ``OUT/transfer.md``, ``.csv`` and ``.png``.
     """
+    corpora = transfer_report.read_corpora(root, all_rows=all_rows, reference=reference)
+    if corpora:
+        files = {corpus.name: write_reports(corpus.directory, os.path.join(out_dir, os.path.basename(corpus.directory)),
+                                            all_rows=all_rows, sustained_tflops=sustained_tflops,
+                                            reference=corpus.requested) for corpus in corpora}
+        paths = [path for corpus_paths in files.values() for path in corpus_paths]
+        if len(corpora) > 1:
+            paths += transfer_report.write_transfer_report(root, corpora, out_dir, files)
+        return paths
     record, rows = sweep_rows.read_sweep_rows(root, all_rows=all_rows)
     reference_row, _ = comparison_report.resolve_reference(record, rows, reference)
     if has_paper_figures(rows):

@@ -1,0 +1,390 @@
+"""Transfer across corpora: does a row's change against the reference on one corpus hold on the others?
+
+A sweep over corpora holds ``ROOT/<corpus>/<row>/seed_<k>/``; each corpus directory is a sweep root of its
+own, reported as any other (:func:`attention_jax.reports.all_reports.write_reports`). A run's corpus is its
+``config.json``'s ``corpus`` field, else (older runs) the name of its directory below ``ROOT``. For each row
+other than the reference and each headline metric (dev BLEU, dev perplexity and the metrics of the per-run
+evaluations, :mod:`attention_jax.reports.run_evaluations`), the change on each corpus is
+:func:`attention_jax.reports.comparison.compare`'s: the mean over the n paired seeds of row minus reference
+at the same seed (a perplexity as ``x / x_ref - 1``, in percent) ± its standard error SD/√n. With
+*beyond* meaning ``|change| > 2 SE`` (:func:`attention_jax.reports.comparison.beyond_spread`), the verdict
+(:func:`transfer_verdict`) is, in order:
+
+- ``unstable``: a finished seed of the row or the reference diverged on some corpus;
+- ``pending``: some corpus has fewer than two paired seeds (with one there is no SE);
+- ``holds``: beyond on every corpus, all with one sign;
+- ``reverses``: beyond on two or more corpora with opposite signs;
+- ``one corpus``: beyond on exactly one corpus;
+- ``noise``: beyond on none;
+- ``some corpora`` (three corpora or more): beyond with one sign on several corpora, not all.
+
+:func:`write_transfer_report` writes ``OUT/transfer.md``, ``transfer.csv`` and ``transfer.png`` (the change
+on one corpus against another, a panel per metric and pair of corpora).
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import itertools
+import json
+import os
+from typing import Mapping, Sequence
+
+from attention_jax import run_files
+from attention_jax.reports import comparison, comparison_plot, comparison_report, run_evaluations, sweep_rows
+from attention_jax.reports.comparison import Metric, MetricStats
+from attention_jax.reports.figure_titles import fit_title
+from attention_jax.reports.sweep_rows import RowReport
+from attention_jax.user_errors import UserInputError
+
+CORPUS_KEY = "corpus"  # The field of a run's config.json naming its corpus.
+HEADLINE_METRICS = ("dev_bleu", "dev_ppl")  # comparison.METRICS compared across corpora (with the evaluations').
+STEM = "transfer"
+HOLDS, REVERSES, ONE_CORPUS, NOISE, SOME_CORPORA = "holds", "reverses", "one corpus", "noise", "some corpora"
+RULE = ("Change: mean over the n paired seeds of row − reference at the same seed (perplexities as x / x_ref − 1, "
+        "in %); ± is one standard error, SD/√n (ddof=1); *beyond*: |change| > 2 SE. Verdict: `unstable` a seed "
+        "diverged on some corpus; `pending` a corpus with n < 2 paired seeds (one seed has no SE); `holds` beyond "
+        "on every corpus with one sign; `reverses` beyond on two corpora with opposite signs; `one corpus` beyond "
+        "on exactly one; `noise` beyond on none; `some corpora` (3+ corpora) beyond with one sign on several, "
+        "not all.")
+
+
+@dataclasses.dataclass(frozen=True)
+class Corpus:
+    """One corpus of the sweep: its directory below the root, read as a sweep root of its own.
+
+    Attributes
+    ----------
+    name : str
+        Its runs' ``config.json`` ``corpus`` field, else the directory's name.
+    directory : str
+        ``ROOT/<corpus>``.
+    record : dict
+        Its ``sweep.json`` (``{}`` without one).
+    rows : list[RowReport]
+        Its rows.
+    reference : str
+        Its reference row.
+    requested : str or None
+        The reference asked for (``--reference``, else the root's ``sweep.json`` where the corpus has none).
+    """
+
+    name: str
+    directory: str
+    record: dict
+    rows: list[RowReport]
+    reference: str
+    requested: str | None
+
+
+@dataclasses.dataclass(frozen=True)
+class Transfer:
+    """One row's change on every corpus for one metric, and the verdict.
+
+    Attributes
+    ----------
+    row : str
+        The row.
+    metric : Metric
+        The metric.
+    stats : tuple[MetricStats or None, ...]
+        Per corpus, in corpus order: the comparison's figures (None where the corpus lacks the row).
+    verdict : str
+        :func:`transfer_verdict`'s.
+    """
+
+    row: str
+    metric: Metric
+    stats: tuple[MetricStats | None, ...]
+    verdict: str
+
+
+def _is_corpus_directory(path: str) -> bool:
+    if not os.path.isdir(path) or sweep_rows.is_row_directory(path):
+        return False
+    return os.path.isfile(os.path.join(path, run_files.SWEEP_FILE)) or any(
+        sweep_rows.is_row_directory(os.path.join(path, name)) for name in os.listdir(path)
+        if not sweep_rows.SEED_DIR_PATTERN.match(name))
+
+
+def _corpus_name(directory: str, rows: Sequence[RowReport]) -> str:
+    names = set()
+    for row in rows:
+        for run in row.runs:
+            path = os.path.join(comparison.run_directory(directory, row, run), run_files.CONFIG_FILE)
+            if os.path.isfile(path):  # Valid JSON: read_sweep_rows read it.
+                with open(path, encoding="utf-8") as file:
+                    value = json.load(file).get(CORPUS_KEY)
+                names.add(value if isinstance(value, str) else "")
+    named = sorted(names - {""})
+    if len(named) > 1:
+        raise UserInputError(f"{directory} holds runs of corpora {', '.join(named)}: a sweep over corpora keeps "
+                             f"one directory per corpus (ROOT/<corpus>/<row>/seed_<k>); move the runs apart.")
+    return named[0] if named else os.path.basename(os.path.normpath(directory))
+
+
+def read_corpora(root: str, *, all_rows: bool = False, reference: str | None = None) -> list[Corpus]:
+    """The corpora of a sweep over corpora, read and checked; ``[]`` for any other root.
+
+    Parameters
+    ----------
+    root : str
+        The sweep root.
+    all_rows : bool
+        Report rows never launched too.
+    reference : str, optional
+        ``report --reference=ROW``, for every corpus.
+
+    Returns
+    -------
+    list[Corpus]
+        One per corpus directory (``ROOT/<corpus>/`` holding ``sweep.json`` or row directories), in name
+        order; ``[]`` when ``root`` holds a row itself or is not a directory.
+
+    Raises
+    ------
+    UserInputError
+        A damaged file, a reference that is not a row of some corpus, a directory holding runs of two
+        corpora, or two directories of one corpus.
+    """
+    if not os.path.isdir(root) or sweep_rows.is_row_directory(root):
+        return []
+    names = sorted(os.listdir(root))
+    if any(sweep_rows.is_row_directory(os.path.join(root, name)) for name in names):
+        return []
+    root_record = sweep_rows.read_sweep_rows(root)[0] if os.path.isfile(os.path.join(root, run_files.SWEEP_FILE)) \
+        else {}
+    corpora: list[Corpus] = []
+    for directory in (os.path.join(root, name) for name in names if _is_corpus_directory(os.path.join(root, name))):
+        record, rows = sweep_rows.read_sweep_rows(directory, all_rows=all_rows)
+        requested = reference or (None if record else root_record.get("reference"))
+        reference_row, _ = comparison_report.resolve_reference(record, rows, requested)
+        corpora.append(Corpus(_corpus_name(directory, rows), directory, record, rows, reference_row, requested))
+    seen = [corpus.name for corpus in corpora]
+    twice = sorted({name for name in seen if seen.count(name) > 1})
+    if twice:
+        raise UserInputError(f"corpus {twice[0]} is in more than one directory of {root}: keep one directory per "
+                             f"corpus (ROOT/<corpus>/<row>/seed_<k>).")
+    return corpora
+
+
+def transfer_verdict(per_corpus: Sequence[MetricStats | None]) -> str:
+    """The verdict on a row's changes on every corpus (the rule of the module docstring).
+
+    Parameters
+    ----------
+    per_corpus : Sequence[MetricStats or None]
+        The comparison's figures on each corpus (None: the corpus lacks the row).
+
+    Returns
+    -------
+    str
+        ``unstable``, ``pending``, ``holds``, ``reverses``, ``one corpus``, ``noise`` or ``some corpora``.
+    """
+    present = [stats for stats in per_corpus if stats is not None]
+    if any(stats.verdict == comparison.UNSTABLE_VERDICT for stats in present):
+        return comparison.UNSTABLE_VERDICT
+    if len(present) < len(per_corpus) or any(stats.paired_seeds < 2 for stats in present):
+        return comparison.PENDING_VERDICT
+    signs = [sum(stats.changes.values()) > 0 for stats in present
+             if comparison.beyond_spread(list(stats.changes.values()))[0]]
+    if not signs:
+        return NOISE
+    if len(set(signs)) > 1:
+        return REVERSES
+    if len(signs) == len(present):
+        return HOLDS
+    return ONE_CORPUS if len(signs) == 1 else SOME_CORPORA
+
+
+def headline_metrics(corpora: Sequence[Corpus]) -> list[Metric]:
+    """:data:`HEADLINE_METRICS` and every registered per-run evaluation's metrics some corpus's runs hold."""
+    metrics = [metric for metric in comparison.METRICS if metric.name in HEADLINE_METRICS]
+    for corpus in corpora:
+        metrics += [metric for metric in run_evaluations.evaluation_metrics(corpus.directory, corpus.rows)
+                    if metric.name not in {known.name for known in metrics}]
+    return metrics
+
+
+def compare_corpora(corpora: Sequence[Corpus], metrics: Sequence[Metric] | None = None) -> list[Transfer]:
+    """Every row other than the reference, metric by metric, on every corpus.
+
+    Parameters
+    ----------
+    corpora : Sequence[Corpus]
+        :func:`read_corpora`'s.
+    metrics : Sequence[Metric], optional
+        What to compare (default :func:`headline_metrics`); those no finished run records are left out.
+        Any :class:`~attention_jax.reports.comparison.Metric` takes part, an experiment's own included.
+
+    Returns
+    -------
+    list[Transfer]
+        Rows in the order they first appear in the corpora, each with its metrics in order.
+    """
+    metrics = headline_metrics(corpora) if metrics is None else metrics
+    compared = [comparison.compare(corpus.directory, corpus.rows, corpus.reference, metrics) for corpus in corpora]
+    recorded = {metric.name for figures in compared for metric in comparison.recorded_metrics(figures)}
+    rows = dict.fromkeys(row.row for corpus in corpora for row in corpus.rows if row.row != corpus.reference)
+    transfers = []
+    for row, metric in itertools.product(rows, [metric for metric in metrics if metric.name in recorded]):
+        per_corpus = tuple(None if row == corpus.reference else figures.get(row, {}).get(metric.name)
+                           for figures, corpus in zip(compared, corpora))
+        transfers.append(Transfer(row, metric, per_corpus, transfer_verdict(per_corpus)))
+    return transfers
+
+
+def change_text(stats: MetricStats | None) -> str:
+    """``"+1.2% ± 0.4% (n=3)"``: the paired change ± its standard error, with n; ``"no SE"`` with one seed."""
+    if stats is None or stats.change_mean is None:
+        return "— (n=0)"
+    return comparison_report.change_cell(stats) + (" (n=1, no SE)" if stats.paired_seeds == 1
+                                                   else f" (n={stats.paired_seeds})")
+
+
+def markdown_report(root: str, corpora: Sequence[Corpus], transfers: Sequence[Transfer],
+                    corpus_files: Mapping[str, Sequence[str]], out_dir: str) -> str:
+    """The transfer report as Markdown: each corpus's reference and report files, then the Transfer table.
+
+    Parameters
+    ----------
+    root : str
+        The sweep root (named in the title).
+    corpora : Sequence[Corpus]
+        The corpora.
+    transfers : Sequence[Transfer]
+        :func:`compare_corpora`'s.
+    corpus_files : Mapping[str, Sequence[str]]
+        Corpus name -> the paths of its own report's files.
+    out_dir : str
+        Where the Markdown goes (the links are relative to it).
+
+    Returns
+    -------
+    str
+        The report.
+    """
+    sections = [f"# Transfer across corpora: {root}"]
+    for corpus in corpora:
+        links = ", ".join(f"[{os.path.relpath(path, out_dir)}]({os.path.relpath(path, out_dir)})"
+                          for path in corpus_files.get(corpus.name, []))
+        sections.append(f"## {corpus.name}\n\n`{corpus.directory}`: {len(corpus.rows)} rows, reference "
+                        f"**{corpus.reference}**; paired-by-seed tables: {links or 'none written'}.")
+    header = "| row | metric | " + " | ".join(f"{corpus.name}: change ± SE (n)" for corpus in corpora) + " | verdict |"
+    table = [header, "|---" * (len(corpora) + 3) + "|"]
+    for transfer in transfers:
+        cells = " | ".join(change_text(stats) for stats in transfer.stats)
+        table.append(f"| {transfer.row} | {transfer.metric.label} | {cells} | {transfer.verdict} |")
+    sections.append("## Transfer\n\n" + RULE + "\n\n" + ("\n".join(table) if transfers else "No row to compare yet."))
+    return "\n\n".join(sections) + "\n"
+
+
+CSV_FIELDS = ("row", "metric", "corpus", "reference", "change_mean", "change_se", "change_unit", "paired_seeds",
+              "corpus_verdict", "verdict")
+
+
+def csv_records(corpora: Sequence[Corpus], transfers: Sequence[Transfer]) -> list[dict]:
+    """One record per (row, metric, corpus), keys :data:`CSV_FIELDS`; a relative change and its SE in percent."""
+    records = []
+    for transfer in transfers:
+        scale = 100.0 if transfer.metric.relative else 1.0
+        for corpus, stats in zip(corpora, transfer.stats):
+            mean, se = (None, None) if stats is None else (stats.change_mean, stats.change_se)
+            records.append({
+                "row": transfer.row, "metric": transfer.metric.name, "corpus": corpus.name,
+                "reference": corpus.reference, "change_mean": None if mean is None else mean * scale,
+                "change_se": None if se is None else se * scale,
+                "change_unit": transfer.metric.change_unit or "absolute",
+                "paired_seeds": 0 if stats is None else stats.paired_seeds,
+                "corpus_verdict": comparison.PENDING_VERDICT if stats is None else stats.verdict,
+                "verdict": transfer.verdict})
+    return records
+
+
+def plot_transfer(corpora: Sequence[Corpus], transfers: Sequence[Transfer], path: str, title: str) -> None:
+    """Plot each row's change on one corpus against another: a panel per metric (columns) and pair (rows).
+
+    Parameters
+    ----------
+    corpora : Sequence[Corpus]
+        The corpora.
+    transfers : Sequence[Transfer]
+        :func:`compare_corpora`'s.
+    path : str
+        PNG file to write.
+    title : str
+        Figure title.
+
+    Notes
+    -----
+    Error bars are one standard error (none with one paired seed); each point is labelled with its row,
+    verdict and paired seeds; a row without a paired seed on either corpus has no point.
+    """
+    plt = comparison_plot.pyplot()
+    metrics = list({transfer.metric.name: transfer.metric for transfer in transfers}.values())
+    pairs = list(itertools.combinations(range(len(corpora)), 2))
+    figure, axes = plt.subplots(len(pairs), max(1, len(metrics)), squeeze=False, layout="constrained",
+                                figsize=(4.6 * max(1, len(metrics)), 1.0 + 4.2 * len(pairs)))
+    for (first, second), panels in zip(pairs, axes):
+        for axis, metric in zip(panels, metrics):
+            scale, unit = (100.0, " (%)") if metric.relative else (1.0, "")
+            limit = 0.0
+            for transfer in (transfer for transfer in transfers if transfer.metric.name == metric.name):
+                x_stats, y_stats = transfer.stats[first], transfer.stats[second]
+                if x_stats is None or y_stats is None or x_stats.change_mean is None or y_stats.change_mean is None:
+                    continue
+                x, y = x_stats.change_mean * scale, y_stats.change_mean * scale
+                x_err, y_err = (None if stats.change_se is None else stats.change_se * scale
+                                for stats in (x_stats, y_stats))
+                axis.errorbar(x, y, xerr=x_err, yerr=y_err, fmt="o", color="C0", capsize=3)
+                label = f"{transfer.row}: {transfer.verdict}, n={x_stats.paired_seeds}/{y_stats.paired_seeds}"
+                axis.annotate(label, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8)
+                limit = max(limit, abs(x) + (x_err or 0.0), abs(y) + (y_err or 0.0))
+            limit = 1.1 * limit or 1.0
+            axis.plot([-limit, limit], [-limit, limit], color="grey", linestyle="--", linewidth=0.8)
+            axis.axhline(0.0, color="black", linewidth=0.8)
+            axis.axvline(0.0, color="black", linewidth=0.8)
+            axis.set_xlim(-limit, limit)
+            axis.set_ylim(-limit, limit)
+            axis.set_xlabel(f"change on {corpora[first].name}{unit}, ± 1 SE")
+            axis.set_ylabel(f"change on {corpora[second].name}{unit}, ± 1 SE")
+            axis.set_title(metric.label)
+            axis.grid(True, alpha=0.3)
+    fit_title(figure, title, fontsize=11)
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def write_transfer_report(root: str, corpora: Sequence[Corpus], out_dir: str,
+                          corpus_files: Mapping[str, Sequence[str]]) -> list[str]:
+    """Write ``OUT/transfer.md``, ``.csv`` and ``.png`` for two or more corpora.
+
+    Parameters
+    ----------
+    root : str
+        The sweep root (only read).
+    corpora : Sequence[Corpus]
+        :func:`read_corpora`'s, at least two.
+    out_dir : str
+        Where the files go (created if missing).
+    corpus_files : Mapping[str, Sequence[str]]
+        Corpus name -> the files of its own report (linked from the Markdown).
+
+    Returns
+    -------
+    list[str]
+        The three paths.
+    """
+    transfers = compare_corpora(corpora)
+    os.makedirs(out_dir, exist_ok=True)
+    stem = os.path.join(out_dir, STEM)
+    with open(stem + ".md", "w", encoding="utf-8") as file:
+        file.write(markdown_report(root, corpora, transfers, corpus_files, out_dir))
+    with open(stem + ".csv", "w", encoding="utf-8", newline="") as file:
+        writer = csv.DictWriter(file, fieldnames=CSV_FIELDS)
+        writer.writeheader()
+        writer.writerows(csv_records(corpora, transfers))
+    plot_transfer(corpora, transfers, stem + ".png",
+                  f"transfer: change on {' vs '.join(corpus.name for corpus in corpora)}, paired by seed ({root})")
+    return [stem + ".md", stem + ".csv", stem + ".png"]
