@@ -1,21 +1,8 @@
-"""The position-wise feed-forward sublayer's variants (Section 3.3; Shazeer, 2020), one registry: name -> entry.
+"""The feed-forward sublayer's variants (Section 3.3, Eq. 2; Shazeer, 2020), one registry: name -> entry.
 
-``config.feed_forward`` names an entry of :data:`FEED_FORWARDS`; ``feed_forward.FeedForward``, the parameter
-count (:func:`feed_forward_params`), the FLOP count (``models/flops.py``) and the size estimate
-(``experiment/size_limits.py``) ask the entry. Adding a variant is one entry (:func:`register_feed_forward`)
-plus its tests.
-
-An entry is an activation and whether it gates: ``act(x W1 + b1) W2 + b2`` (Eq. 2 with ``act = relu``), or
-Shazeer's gated form ``(act(x W + b) * (x V + c)) W2 + b2``. A gated variant has three matrices; with
-``config.feed_forward_match_params`` (the default) its hidden width is ``2/3 d_ff`` rounded to a multiple of
-:data:`GATED_WIDTH_MULTIPLE` (:func:`hidden_width`), so its parameters stay within about 1% of Eq. 2's.
-
-This module imports no framework: the built-in activations are JAX functions of
-:mod:`attention_jax.models.feed_forward`, imported when first called.
-
-Shape glossary
---------------
-D d_model, F the hidden width.
+An entry is an activation and whether it gates: ``act(x W1 + b1) W2 + b2``, or ``(act(x W + b) * (x V + c))
+W2 + b2``. ``feed_forward.FeedForward``, the parameter and FLOP counts and the size estimate ask the entry.
+Imports no framework (the built-in activations import :mod:`attention_jax.models.feed_forward` when called).
 """
 
 from __future__ import annotations
@@ -26,28 +13,14 @@ from typing import Any
 
 from attention_jax.models.registry import Registration, Registry
 
-GATED_WIDTH_MULTIPLE = 8
-"""A matched gated variant's hidden width is a multiple of this (d_ff 2048 -> 1368, 512 -> 344)."""
-
-Activation = Callable[[Any], Any]
-"""``activation(h) -> h``: an elementwise JAX function of the ``[..., F]`` pre-activations."""
+GATED_WIDTH_MULTIPLE = 8  # A matched gated variant's hidden width is a multiple of this.
+Activation = Callable[[Any], Any]  # Elementwise JAX function of the [..., F] pre-activations.
 
 
 @dataclasses.dataclass(frozen=True)
 class FeedForwardVariant:
-    """One feed-forward sublayer: its name, its activation and whether it gates.
-
-    Attributes
-    ----------
-    name : str
-        The value of ``config.feed_forward``.
-    summary : str
-        What it computes, one line (error messages and docs quote it).
-    activation : Activation or None
-        Applied to ``x W1 + b1`` (ungated) or to the gate ``x W + b`` (gated); None: the identity.
-    gated : bool
-        Shazeer's form: a third matrix whose output multiplies the activated one.
-    """
+    """One feed-forward sublayer: ``name`` (``config.feed_forward``), ``summary`` (one line, for docs), the
+    ``activation`` of ``x W1 + b1`` or of the gate ``x W + b`` (None: identity) and whether it is ``gated``."""
 
     name: str
     summary: str
@@ -60,7 +33,6 @@ class FeedForwardVariant:
 
 
 def _jax_activation(function: str) -> Activation:
-    """An activation that imports :mod:`attention_jax.models.feed_forward` (JAX) when first called."""
     def activation(hidden: Any) -> Any:
         from attention_jax.models import feed_forward  # JAX; this module imports no framework.
 
@@ -84,43 +56,45 @@ FEED_FORWARDS: Registry[FeedForwardVariant] = Registry("feed_forward", (
     FeedForwardVariant("swiglu", "(swish(x W + b) * (x V + c)) W2 + b2 (Shazeer, 2020; LLaMA)", _SWISH,
                        gated=True),
 ))
-"""Every feed-forward variant by name (a ``Mapping``; :func:`register_feed_forward` adds to it)."""
 
 
 def feed_forward(name: str) -> FeedForwardVariant:
-    """The registry entry of ``name``; ``ValueError`` in one line, with a did-you-mean, for an unknown name.
+    """The registry entry of ``name`` (``config.feed_forward``).
 
     Parameters
     ----------
     name : str
-        ``config.feed_forward``.
+        A variant's name.
 
     Returns
     -------
     FeedForwardVariant
-        Its entry in :data:`FEED_FORWARDS`.
+        Its entry.
+
+    Raises
+    ------
+    ValueError
+        One line, with a did-you-mean, for an unknown name.
     """
     return FEED_FORWARDS.lookup(name)
 
 
 def hidden_width(name: str, d_ff: int, *, match_params: bool = True) -> int:
-    """``F``, the hidden width of the sublayer ``name`` builds for ``d_ff``.
+    """``F``, the hidden width of the sublayer ``name`` builds.
 
     Parameters
     ----------
     name : str
         ``config.feed_forward``.
-    d_ff : int
-        ``config.d_ff``.
-    match_params : bool
-        ``config.feed_forward_match_params``.
+    d_ff, match_params
+        ``config.d_ff`` and ``config.feed_forward_match_params``.
 
     Returns
     -------
     int
-        ``d_ff``, or for a gated entry with ``match_params`` ``2/3 d_ff`` rounded to the nearest multiple of
-        :data:`GATED_WIDTH_MULTIPLE` (at least one multiple): three ``D x F`` matrices then hold about
-        what Eq. 2's two ``D x d_ff`` do.
+        ``d_ff``, or for a gated entry with ``match_params`` ``2/3 d_ff`` to the nearest multiple of
+        :data:`GATED_WIDTH_MULTIPLE` (at least one): three ``D x F`` matrices then hold about what Eq. 2's
+        two ``D x d_ff`` do.
     """
     if not (feed_forward(name).gated and match_params):
         return d_ff
@@ -135,16 +109,13 @@ def feed_forward_params(name: str, *, d_model: int, d_ff: int, match_params: boo
     ----------
     name : str
         ``config.feed_forward``.
-    d_model, d_ff : int
-        ``D`` and ``config.d_ff``.
-    match_params, bias : bool
-        ``config.feed_forward_match_params`` and ``config.feed_forward_bias``.
+    d_model, d_ff, match_params, bias
+        ``D``, ``config.d_ff``, ``config.feed_forward_match_params`` and ``config.feed_forward_bias``.
 
     Returns
     -------
     int
-        Two (three gated) matrices of ``D x F`` and, with ``bias``, one bias of ``F`` per matrix into the
-        hidden layer and one of ``D``.
+        Two (gated three) ``D x F`` matrices and, with ``bias``, their biases.
     """
     width = hidden_width(name, d_ff, match_params=match_params)
     inputs = 2 if feed_forward(name).gated else 1  # Matrices into the hidden layer.
@@ -152,20 +123,16 @@ def feed_forward_params(name: str, *, d_model: int, d_ff: int, match_params: boo
 
 
 def register_feed_forward(entry: FeedForwardVariant) -> Registration:
-    """Add ``entry`` to :data:`FEED_FORWARDS`, so that ``config.feed_forward=entry.name`` runs it.
+    """Add ``entry`` to :data:`FEED_FORWARDS` (before a config names it).
 
     Parameters
     ----------
     entry : FeedForwardVariant
-        The new variant; its name must not be registered already.
+        A variant whose name is not registered yet.
 
     Returns
     -------
     Registration
         ``.undo()`` removes it; ``with register_feed_forward(entry): ...`` keeps it for the block.
-
-    Notes
-    -----
-    Register before building a ``TransformerConfig`` that names it (validation reads the registry).
     """
     return FEED_FORWARDS.register(entry)
