@@ -169,7 +169,9 @@ def benchmark(config: Any, rows: int, length: int, steps: int, warmup_steps: int
     flops = transformer_train_flops(rows=rows, source_len=length, target_len=length,
                                     **{k: shape[k] for k in ("num_layers", "d_model", "d_ff", "num_heads",
                                                              "key_dim", "value_dim", "vocab_size")},
-                                    attention_function=model_config.attention_function)
+                                    attention_function=model_config.attention_function,
+                                    feed_forward=model_config.feed_forward,
+                                    feed_forward_match_params=model_config.feed_forward_match_params)
     peak = measure_matmul_peak(peak_size) * jax.device_count()
     return {
         "framework": f"jax {jax.__version__}",

@@ -122,7 +122,8 @@ def test_old_runs_read_the_values_their_fields_declare() -> None:
         "early_stopping_min_steps": 0, "text_feature": "text", "tokens_per_batch_unit": "slots", "user_modules": (),
         "positional_encoding_settings": {}, "grad_clip_norm": 0.0, "weight_decay": 0.0,
         "normalization": "layer_norm", "normalization_settings": {}, "residual_connections": True,
-        "attention_function_settings": {}}
+        "attention_function_settings": {}, "feed_forward": "relu", "feed_forward_bias": True,
+        "feed_forward_match_params": True}
 
 
 def test_the_docs_table_is_the_declarations() -> None:

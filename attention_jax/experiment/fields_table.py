@@ -13,6 +13,7 @@ import pathlib
 from attention_jax import entry_settings
 from attention_jax.experiment import schema
 from attention_jax.field_declarations import NO_OLD_RUN_VALUE, Field, ResumeRule
+from attention_jax.models import feed_forward_registry
 
 PAGE = pathlib.Path(__file__).resolve().parents[2] / "docs" / "config_fields.md"
 
@@ -79,6 +80,29 @@ def _settings_rows(section: str) -> str:
             + "".join(rows))
 
 
+def _feed_forward_section() -> str:
+    """The feed-forward variants: what each computes, its hidden width and parameters at two sizes."""
+    sizes = ((512, 2048), (128, 512))  # The paper's base model; the small-corpus recipe.
+
+    def cells(entry: feed_forward_registry.FeedForwardVariant) -> str:
+        widths = []
+        for d_model, d_ff in sizes:
+            params = feed_forward_registry.feed_forward_params(entry.name, d_model=d_model, d_ff=d_ff)
+            paper = feed_forward_registry.feed_forward_params("relu", d_model=d_model, d_ff=d_ff)
+            width = feed_forward_registry.hidden_width(entry.name, d_ff)
+            widths.append(f"{width} ({params / paper - 1:+.2%})")
+        gated = "yes" if entry.gated else "no"
+        return f"| `{entry.name}` | {gated} | {' | '.join(widths)} | {_cell(entry.summary)} |\n"
+
+    return ("\n## Feed-forward variants (`feed_forward`)\n\nThe entries of "
+            "`attention_jax/models/feed_forward_registry.py`. "
+            "A gated one has a third matrix (`gate`, W; `inner` is V); with `feed_forward_match_params` its hidden "
+            f"width is 2/3 d_ff rounded to a multiple of {feed_forward_registry.GATED_WIDTH_MULTIPLE}. Hidden width "
+            "(parameters against `relu`, biases included) per layer:\n\n"
+            "| entry | gated | d_model 512, d_ff 2048 | d_model 128, d_ff 512 | computes |\n|---|---|---|---|---|\n"
+            + "".join(cells(entry) for entry in feed_forward_registry.FEED_FORWARDS.values()))
+
+
 def _renamed_rows() -> str:
     rows = "".join(f"| `{old}` | `{'.'.join(path)}` |\n" for old, path in schema.RENAMED_FIELDS.items())
     return ("\n## Moved keys\n\nAn old run's `config.json` holding one of these is read with its value where "
@@ -102,6 +126,7 @@ def fields_page() -> str:
                      "|---|---|---|---|---|---|---|\n")
         parts.append("".join(_row(field) + "\n" for field in schema.FIELDS if field.section == section))
         parts.append(_settings_rows(section))
+    parts.append(_feed_forward_section())
     parts.append(_renamed_rows())
     return "".join(parts)
 

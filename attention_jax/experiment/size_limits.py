@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from attention_jax.experiment import schema
+from attention_jax.models import feed_forward_registry
 from attention_jax.models.variants import ModelKind
 
 MAX_INT32 = 2**31 - 1
@@ -48,9 +49,10 @@ def estimated_parameters(fields: Mapping[str, Any]) -> int:
     Returns
     -------
     int
-        Embedding and output matrices, every attention's projections, the feed-forward layers and a
-        learned position table; layer normalisations, biases and relative-position tables are left
-        out, so the figure is a little under the model's (within a few percent for the paper's models).
+        Embedding and output matrices, every attention's projections, the feed-forward layers (two or,
+        gated, three matrices) and a learned position table; layer normalisations, biases and
+        relative-position tables are left out, so the figure is a little under the model's (within a few
+        percent for the paper's models).
 
     Notes
     -----
@@ -62,7 +64,9 @@ def estimated_parameters(fields: Mapping[str, Any]) -> int:
     key_dim = fields["key_dim"] or d_model // num_heads
     value_dim = fields["value_dim"] or d_model // num_heads
     attention = d_model * num_heads * (2 * key_dim + value_dim) + num_heads * value_dim * d_model  # Q, K, V, O.
-    feed_forward = 2 * d_model * fields["d_ff"]
+    feed_forward = feed_forward_registry.feed_forward_params(
+        fields["feed_forward"], d_model=d_model, d_ff=fields["d_ff"], match_params=fields["feed_forward_match_params"],
+        bias=False)
     embedding = fields["vocab_size"] * d_model
     positions = (fields["max_len"] + fields["max_decode_extra_len"]) * d_model
     if fields["model_kind"] == ModelKind.DECODER_ONLY:
@@ -91,15 +95,17 @@ def largest_array_elements(fields: Mapping[str, Any]) -> tuple[int, str]:
     Notes
     -----
     The candidates: the output logits (``tokens_per_batch x vocab_size``), the feed-forward activations
-    (``tokens_per_batch x d_ff``), one layer's attention weights (``tokens_per_batch x num_heads x
-    max_len``: rows of ``max_len`` tokens, each attending to ``max_len`` keys) and one sentence's key/value
+    (``tokens_per_batch x F``, F its hidden width), one layer's attention weights (``tokens_per_batch x
+    num_heads x max_len``: rows of ``max_len`` tokens, each attending to ``max_len`` keys) and one sentence's key/value
     cache in beam search (``beam_size x (max_len + max_decode_extra_len) x d_model x num_layers x 2``).
     """
     tokens, max_len = fields["tokens_per_batch"], fields["max_len"]
+    hidden = feed_forward_registry.hidden_width(fields["feed_forward"], fields["d_ff"],
+                                                match_params=fields["feed_forward_match_params"])
     decode_len = max_len + fields["max_decode_extra_len"]
     candidates = [
         (tokens * fields["vocab_size"], "the output logits, tokens_per_batch x vocab_size"),
-        (tokens * fields["d_ff"], "the feed-forward activations, tokens_per_batch x d_ff"),
+        (tokens * hidden, "the feed-forward activations, tokens_per_batch x its hidden width (d_ff; 2/3 gated)"),
         (tokens * fields["num_heads"] * max_len, "the attention weights, tokens_per_batch x num_heads x max_len"),
         (fields["beam_size"] * decode_len * fields["d_model"] * fields["num_layers"] * 2,
          "beam search's key/value cache, beam_size x (max_len + max_decode_extra_len) x d_model x num_layers x 2"),

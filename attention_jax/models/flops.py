@@ -8,9 +8,11 @@ Convention: a multiply-add is 2 FLOPs and a lone add or multiply 1, counted as
 ``attention_jax/models/attention_functions.py`` does the arithmetic (chunk padding and the
 ``[T, S]`` pairs a mask discards included: they are computed). Left out, as softmax always is in model
 FLOPs: elementwise functions of one tensor (softmax, the ``1/sqrt(d_k)`` scale, additive attention's
-tanh, linear attention's ``elu + 1`` and its division by the denominator), masks, layer norms,
-embedding lookups and the optimizer. :func:`attention_function_flops` gives each attention function's
-count, read from its entry in :data:`attention_jax.models.attention_registry.ATTENTION_FUNCTIONS`, and
+tanh, linear attention's ``elu + 1`` and its division by the denominator, the feed-forward's
+activation), masks, layer norms, embedding lookups and the optimizer; a gated feed-forward's product of
+two hidden layers counts 1 per element (:func:`feed_forward_flops`). :func:`attention_function_flops`
+gives each attention function's count, read from its entry in
+:data:`attention_jax.models.attention_registry.ATTENTION_FUNCTIONS`, and
 :func:`positional_encoding_flops` what an encoding that acts inside self-attention adds (relative, rotary,
 ALiBi), read from its entry in :data:`attention_jax.models.positional_encodings.POSITIONAL_ENCODINGS`
 (neither registry imports a framework).
@@ -23,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # The dataclass only: this module imports no framework.
     from attention_jax.models.transformer_config import TransformerConfig
 
-from attention_jax.models import attention_registry, positional_encodings
+from attention_jax.models import attention_registry, feed_forward_registry, positional_encodings
 from attention_jax.models.variants import ModelKind
 
 
@@ -95,6 +97,30 @@ def positional_encoding_flops(positional_encoding: str, *, query_len: int, key_l
                                          value_dim=value_dim))
 
 
+def feed_forward_flops(feed_forward: str, *, length: int, d_model: int, d_ff: int, match_params: bool = True) -> float:
+    """Forward FLOPs of one feed-forward sublayer over ``length`` positions.
+
+    Parameters
+    ----------
+    feed_forward : str
+        A name in :data:`feed_forward_registry.FEED_FORWARDS` (``config.feed_forward``).
+    length : int
+        Positions.
+    d_model, d_ff : int
+        ``D`` and ``config.d_ff`` (the hidden width ``F`` is :func:`feed_forward_registry.hidden_width`'s).
+    match_params : bool
+        ``config.feed_forward_match_params``.
+
+    Returns
+    -------
+    float
+        ``2 L D F`` per matrix (two, or three gated), plus ``L F`` for a gated entry's product.
+    """
+    gated = feed_forward_registry.feed_forward(feed_forward).gated
+    width = feed_forward_registry.hidden_width(feed_forward, d_ff, match_params=match_params)
+    return float((3 if gated else 2) * 2 * length * d_model * width + (length * width if gated else 0))
+
+
 def _multi_head_attention_flops(attention_function: str, query_len: int, key_len: int, d_model: int,
                                 num_heads: int, key_dim: int, value_dim: int, causal: bool) -> float:
     """Forward FLOPs of one multi-head attention over one sequence: projections, the function, output."""
@@ -109,7 +135,8 @@ def _multi_head_attention_flops(attention_function: str, query_len: int, key_len
 def transformer_train_flops(*, rows: int, source_len: int, target_len: int, num_layers: int, d_model: int,
                             d_ff: int, num_heads: int, key_dim: int, value_dim: int, vocab_size: int,
                             attention_function: str = "scaled_dot_product", positional_encoding: str = "sinusoidal",
-                            encoding_settings: Any = None) -> float:
+                            encoding_settings: Any = None, feed_forward: str = "relu",
+                            feed_forward_match_params: bool = True) -> float:
     """FLOPs of the matrix products of one encoder-decoder training step (forward + backward = 3 x forward).
 
     Parameters
@@ -124,6 +151,8 @@ def transformer_train_flops(*, rows: int, source_len: int, target_len: int, num_
     positional_encoding, encoding_settings
         ``config.positional_encoding`` and its ``positional_encoding_settings``, counted by
         :func:`positional_encoding_flops` in both stacks' self-attentions.
+    feed_forward, feed_forward_match_params
+        ``config.feed_forward`` and ``config.feed_forward_match_params`` (:func:`feed_forward_flops`).
 
     Returns
     -------
@@ -143,12 +172,13 @@ def transformer_train_flops(*, rows: int, source_len: int, target_len: int, num_
                                          key_dim=key_dim, value_dim=value_dim,
                                          encoding_settings=encoding_settings)
 
-    def feed_forward(length: int) -> float:
-        return 2 * 2 * length * d_model * d_ff
+    def ffn(length: int) -> float:
+        return feed_forward_flops(feed_forward, length=length, d_model=d_model, d_ff=d_ff,
+                                  match_params=feed_forward_match_params)
 
-    encoder = num_layers * (attention(source_len, source_len, False) + positions(source_len) + feed_forward(source_len))
+    encoder = num_layers * (attention(source_len, source_len, False) + positions(source_len) + ffn(source_len))
     decoder = num_layers * (attention(target_len, target_len, True) + positions(target_len)
-                            + attention(target_len, source_len, False) + feed_forward(target_len))
+                            + attention(target_len, source_len, False) + ffn(target_len))
     logits = 2 * target_len * d_model * vocab_size
     return 3.0 * rows * (encoder + decoder + logits)
 
@@ -156,7 +186,8 @@ def transformer_train_flops(*, rows: int, source_len: int, target_len: int, num_
 def decoder_only_train_flops(*, rows: int, length: int, num_layers: int, d_model: int, d_ff: int,
                              num_heads: int, key_dim: int, value_dim: int, vocab_size: int,
                              attention_function: str = "scaled_dot_product", positional_encoding: str = "sinusoidal",
-                             encoding_settings: Any = None) -> float:
+                             encoding_settings: Any = None, feed_forward: str = "relu",
+                             feed_forward_match_params: bool = True) -> float:
     """FLOPs of one training step of the decoder-only language model (same accounting as above).
 
     Parameters
@@ -170,6 +201,8 @@ def decoder_only_train_flops(*, rows: int, length: int, num_layers: int, d_model
     positional_encoding, encoding_settings
         ``config.positional_encoding`` and its ``positional_encoding_settings``
         (:func:`positional_encoding_flops`, in every layer's self-attention).
+    feed_forward, feed_forward_match_params
+        ``config.feed_forward`` and ``config.feed_forward_match_params`` (:func:`feed_forward_flops`).
 
     Returns
     -------
@@ -182,7 +215,8 @@ def decoder_only_train_flops(*, rows: int, length: int, num_layers: int, d_model
              + positional_encoding_flops(positional_encoding, query_len=length, key_len=length, num_heads=num_heads,
                                          key_dim=key_dim, value_dim=value_dim,
                                          encoding_settings=encoding_settings)
-             + 2 * 2 * length * d_model * d_ff)
+             + feed_forward_flops(feed_forward, length=length, d_model=d_model, d_ff=d_ff,
+                                  match_params=feed_forward_match_params))
     return 3.0 * rows * (num_layers * layer + 2 * length * d_model * vocab_size)
 
 
@@ -194,7 +228,7 @@ def training_flops(model_config: TransformerConfig, model_kind: str, target_toke
     ----------
     model_config : TransformerConfig
         The model (widths, ``vocab_size``, ``attention_function``, ``positional_encoding`` and the
-        encoding's own settings).
+        encoding's own settings, ``feed_forward``).
     model_kind : str
         ``"encoder_decoder"`` or ``"decoder_only"``.
     target_tokens : float
@@ -217,7 +251,8 @@ def training_flops(model_config: TransformerConfig, model_kind: str, target_toke
         num_heads=model_config.num_heads, key_dim=model_config.key_dim, value_dim=model_config.value_dim,
         vocab_size=model_config.vocab_size, attention_function=model_config.attention_function,
         positional_encoding=model_config.positional_encoding,
-        encoding_settings=model_config.positional_encoding_settings)
+        encoding_settings=model_config.positional_encoding_settings, feed_forward=model_config.feed_forward,
+        feed_forward_match_params=model_config.feed_forward_match_params)
     if model_kind == ModelKind.DECODER_ONLY:
         per_row = decoder_only_train_flops(rows=1, length=length, **shape)
     else:

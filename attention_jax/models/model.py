@@ -26,6 +26,7 @@ import jax.numpy as jnp
 from attention_jax.cpu_kernels import dense_dot_general, dropout_class
 from attention_jax.models import attention, attention_functions, masks, normalization_registry, positional_encodings
 from attention_jax.models.embedding_positions import sinusoidal_positional_encoding  # noqa: F401 (re-exported)
+from attention_jax.models.feed_forward import FeedForward
 from attention_jax.models.masks import make_segment_mask, self_attention_mask  # noqa: F401 (re-exported)
 from attention_jax.models.transformer_config import TransformerConfig
 from attention_jax.models.variants import LayerNormPosition
@@ -136,27 +137,6 @@ class PositionalEncoding(nn.Module):
     def _encoding(self, positions: Array) -> Array:
         """PE ``[..., D]`` of integer ``positions`` ``[...]``, as the registry entry computes it."""
         return positional_encodings.encode_positions(self, positions, self.config)
-
-
-def _dense(config: TransformerConfig, features: int, axes: tuple[str, str], name: str) -> nn.Dense:
-    """A feed-forward layer: Xavier-uniform kernel with logical ``axes`` (in, out), zero bias."""
-    return nn.Dense(features, dtype=config.compute_dtype, name=name,
-                    dot_general=dense_dot_general(config.cpu_kernels),
-                    kernel_init=nn.with_logical_partitioning(nn.initializers.xavier_uniform(), axes),
-                    bias_init=nn.with_logical_partitioning(nn.initializers.zeros_init(), axes[1:]))
-
-
-class FeedForward(nn.Module):
-    """FFN(x) = max(0, x W1 + b1) W2 + b2 (Section 3.3), inner width ``d_ff``."""
-
-    config: TransformerConfig
-
-    @nn.compact
-    def __call__(self, x: Array) -> Array:
-        """Map ``[B, L, D]`` to ``[B, L, D]`` through a ReLU layer of width ``d_ff``."""
-        cfg = self.config
-        hidden = nn.relu(_dense(cfg, cfg.d_ff, ("embed", "mlp"), "inner")(x))  # [B,L,F]
-        return _dense(cfg, cfg.d_model, ("mlp", "embed"), "outer")(hidden)  # [B,L,D]
 
 
 def embed_tokens(config: TransformerConfig, embedding: nn.Embed, position: PositionalEncoding,

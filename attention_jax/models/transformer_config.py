@@ -12,7 +12,13 @@ from typing import Any
 
 from attention_jax import entry_settings
 from attention_jax.field_declarations import NON_NEGATIVE, POSITIVE, PROBABILITY, ResumeRule, check_declared, setting
-from attention_jax.models import attention_registry, normalization_registry, positional_encodings, variants
+from attention_jax.models import (
+    attention_registry,
+    feed_forward_registry,
+    normalization_registry,
+    positional_encodings,
+    variants,
+)
 from attention_jax.models.attention_registry import AttentionImplementation
 from attention_jax.models.variants import LayerNormPosition
 
@@ -34,6 +40,10 @@ def _normalization_names() -> tuple[str, ...]:
     return tuple(NORMALIZATIONS)
 
 
+def _feed_forward_names() -> tuple[str, ...]:
+    return tuple(feed_forward_registry.FEED_FORWARDS)
+
+
 ENTRY_SETTINGS_FIELDS = {"positional_encoding": "positional_encoding_settings",
                          "normalization": "normalization_settings",
                          "attention_function": "attention_function_settings"}
@@ -50,8 +60,9 @@ class TransformerConfig:
     Attributes
     ----------
     num_layers, d_model, d_ff, num_heads, key_dim, value_dim, dropout_rate, attention_dropout_rate, \
-positional_encoding, layer_norm_position, normalization, residual_connections, share_embeddings, \
-attention_implementation, attention_window, attention_function, dtype, cpu_kernels, vocab_size
+feed_forward, feed_forward_bias, feed_forward_match_params, positional_encoding, layer_norm_position, \
+normalization, residual_connections, share_embeddings, attention_implementation, attention_window, \
+attention_function, dtype, cpu_kernels, vocab_size
         The model section's config fields, declared below, each with its meaning, allowed values and
         range (``docs/config_fields.md`` lists them). ``key_dim``/``value_dim`` are per head (``d_k``,
         ``d_v``; the config's 0 is resolved to ``d_model / num_heads`` before this is built).
@@ -80,6 +91,14 @@ attention_implementation, attention_window, attention_function, dtype, cpu_kerne
     num_layers: int = setting(6, "N: layers of the encoder and of the decoder.", **POSITIVE, resume=_MODEL)
     d_model: int = setting(512, "Width of embeddings and sublayer outputs.", **POSITIVE, resume=_MODEL)
     d_ff: int = setting(2048, "Inner width of the position-wise feed-forward network.", **POSITIVE, resume=_MODEL)
+    feed_forward: str = setting("relu", "The feed-forward sublayer (3.3): relu (Eq. 2, the paper's), gelu, swish, or "
+                                "gated (Shazeer, 2020) glu, bilinear, reglu, geglu, swiglu.",
+                                choices=_feed_forward_names, resume=_MODEL, old_run_value="relu")
+    feed_forward_bias: bool = setting(True, "Biases in the feed-forward layers, as Eq. 2 has them (False: none, as "
+                                      "T5 and LLaMA).", resume=_MODEL, old_run_value=True)
+    feed_forward_match_params: bool = setting(
+        True, "A gated feed-forward's hidden width is 2/3 d_ff rounded to a multiple of 8, its parameters within "
+        "1% of Eq. 2's (False: d_ff, 3/2 the parameters).", resume=_MODEL, old_run_value=True)
     num_heads: int = setting(8, "h: attention heads.", **POSITIVE, resume=_MODEL)
     key_dim: int = setting(64, "d_k per head (0: d_model / num_heads).", **NON_NEGATIVE, resume=_MODEL)
     value_dim: int = setting(64, "d_v per head (0: d_model / num_heads).", **NON_NEGATIVE, resume=_MODEL)
@@ -162,6 +181,7 @@ def _validate(config: TransformerConfig) -> None:
     positional_encodings.check_positional_encoding(config.positional_encoding)  # The registries name their own
     attention_registry.attention_function(config.attention_function)  # entries (with a did-you-mean).
     normalization_registry.check_normalization(config.normalization, position=config.layer_norm_position)
+    feed_forward_registry.feed_forward(config.feed_forward)
     registries: dict[str, Any] = {"positional_encoding": POSITIONAL_ENCODINGS, "normalization": NORMALIZATIONS,
                                   "attention_function": attention_registry.ATTENTION_FUNCTIONS}
     for entry_field, settings_field in ENTRY_SETTINGS_FIELDS.items():

@@ -2,12 +2,15 @@
 
 Written from the paper's text only (Sections 3.1-3.5; the other attention functions from Bahdanau et al.,
 2015 and Katharopoulos et al., 2020; the positional encodings that act in attention from Shaw et al., 2018,
-Su et al., 2021 and Press et al., 2022), with none of the library's code, in float64.
+Su et al., 2021 and Press et al., 2022; the feed-forward variants from Shazeer, 2020), with none of the
+library's code, in float64.
 Parameter dictionaries follow the Flax layout of ``attention_jax.models.model`` so the same weights can be fed
 to both implementations.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -254,10 +257,45 @@ def layer_norm(params: dict, x: np.ndarray, epsilon: float = 1e-6) -> np.ndarray
     return (x - mean) / np.sqrt(variance + epsilon) * params["scale"] + params["bias"]
 
 
-def feed_forward(params: dict, x: np.ndarray) -> np.ndarray:
-    """max(0, x W1 + b1) W2 + b2."""
-    hidden = np.maximum(0.0, x @ params["inner"]["kernel"] + params["inner"]["bias"])
-    return hidden @ params["outer"]["kernel"] + params["outer"]["bias"]
+def gelu_exact(h: np.ndarray) -> np.ndarray:
+    """GELU (Hendrycks and Gimpel, 2016), exact: h Phi(h) = h (1 + erf(h / sqrt 2)) / 2."""
+    return 0.5 * h * (1.0 + np.vectorize(math.erf)(h / math.sqrt(2.0)))
+
+
+FEED_FORWARD_ACTIVATIONS = {
+    "relu": lambda h: np.maximum(0.0, h), "gelu": gelu_exact, "swish": lambda h: h / (1.0 + np.exp(-h)),
+    "glu": lambda h: 1.0 / (1.0 + np.exp(-h)), "bilinear": lambda h: h, "reglu": lambda h: np.maximum(0.0, h),
+    "geglu": gelu_exact, "swiglu": lambda h: h / (1.0 + np.exp(-h)),
+}
+"""Each feed-forward variant's activation (Shazeer, 2020, Eqs. 5-6 and Section 2: swish with beta 1)."""
+GATED_FEED_FORWARDS = ("glu", "bilinear", "reglu", "geglu", "swiglu")
+
+
+def feed_forward(params: dict, x: np.ndarray, variant: str = "relu") -> np.ndarray:
+    """act(x W1 + b1) W2 + b2 (Eq. 2: act = relu), or gated (Shazeer, 2020) (act(x W + b) * (x V + c)) W2 + b2.
+
+    ``params`` in the Flax layout of one ``ffn``: ``inner`` (W1, or V when gated), ``gate`` (W) and
+    ``outer`` (W2), each ``{"kernel", "bias"}``; a missing ``bias`` is no bias.
+    """
+    def linear(h: np.ndarray, name: str) -> np.ndarray:
+        bias = params[name].get("bias")
+        return h @ np.asarray(params[name]["kernel"], np.float64) + (0.0 if bias is None else np.asarray(bias))
+
+    activation = FEED_FORWARD_ACTIVATIONS[variant]
+    if variant in GATED_FEED_FORWARDS:
+        hidden = activation(linear(x, "gate")) * linear(x, "inner")
+    else:
+        hidden = activation(linear(x, "inner"))
+    return linear(hidden, "outer")
+
+
+def feed_forward_param_count(variant: str, d_model: int, d_ff: int, match_params: bool = True,
+                             bias: bool = True) -> int:
+    """Parameters of one feed-forward sublayer: a gated one's width is 2/3 d_ff to the nearest multiple of 8."""
+    gated = variant in GATED_FEED_FORWARDS
+    width = max(8, 8 * math.floor(2 * d_ff / 3 / 8 + 0.5)) if gated and match_params else d_ff
+    matrices = 3 if gated else 2
+    return matrices * d_model * width + ((matrices - 1) * width + d_model if bias else 0)
 
 
 def encoder_layer(params: dict, x: np.ndarray, mask: np.ndarray | None, post_norm: bool) -> np.ndarray:
@@ -285,12 +323,12 @@ def sinusoidal_encoding(length: int, d_model: int) -> np.ndarray:
 
 def transformer_param_count(vocab_size: int, num_layers: int, d_model: int, d_ff: int, num_heads: int,
                             key_dim: int, value_dim: int, share_embeddings: bool = True,
-                            learned_positions: int = 0, pre_norm: bool = False) -> int:
+                            learned_positions: int = 0, pre_norm: bool = False, feed_forward: str = "relu") -> int:
     """Closed-form parameter count of the encoder-decoder (projections with biases, LayerNorm gains)."""
     attention_params = (2 * (d_model * num_heads * key_dim + num_heads * key_dim)  # W^Q, W^K
                         + d_model * num_heads * value_dim + num_heads * value_dim  # W^V
                         + num_heads * value_dim * d_model + d_model)  # W^O
-    ffn_params = d_model * d_ff + d_ff + d_ff * d_model + d_model
+    ffn_params = feed_forward_param_count(feed_forward, d_model, d_ff)
     norm_params = 2 * d_model
     encoder = attention_params + ffn_params + 2 * norm_params
     decoder = 2 * attention_params + ffn_params + 3 * norm_params

@@ -1,0 +1,76 @@
+"""The feed-forward sublayer (Section 3.3) and the activations of :mod:`attention_jax.models.feed_forward_registry`.
+
+Parameter layout: ``inner`` ``[D, F]`` and ``outer`` ``[F, D]`` are the paper's W1 and W2, named and shaped
+as in every run before the feed-forward axis; a gated variant adds ``gate`` ``[D, F]``, Shazeer's W, whose
+activated output multiplies ``inner``'s (his V). Each has a bias unless ``config.feed_forward_bias`` is False.
+
+Shape glossary
+--------------
+B batch, L length, D d_model, F the hidden width (:func:`feed_forward_registry.hidden_width`).
+"""
+
+from __future__ import annotations
+
+import flax.linen as nn
+import jax
+
+from attention_jax.cpu_kernels import dense_dot_general
+from attention_jax.models import feed_forward_registry
+from attention_jax.models.transformer_config import TransformerConfig
+
+Array = jax.Array
+
+
+def relu(hidden: Array) -> Array:
+    """``max(0, h)`` (Eq. 2)."""
+    return jax.nn.relu(hidden)
+
+
+def gelu(hidden: Array) -> Array:
+    """GELU exact: ``h Phi(h) = h (1 + erf(h / sqrt 2)) / 2``, not the tanh approximation."""
+    return jax.nn.gelu(hidden, approximate=False)
+
+
+def swish(hidden: Array) -> Array:
+    """Swish with beta 1 (SiLU): ``h sigmoid(h)``."""
+    return jax.nn.silu(hidden)
+
+
+def sigmoid(hidden: Array) -> Array:
+    """``1 / (1 + exp(-h))``, GLU's gate."""
+    return jax.nn.sigmoid(hidden)
+
+
+def dense(config: TransformerConfig, features: int, axes: tuple[str, str], name: str) -> nn.Dense:
+    """A feed-forward layer: Xavier-uniform kernel with logical ``axes`` (in, out), zero bias if any."""
+    return nn.Dense(features, use_bias=config.feed_forward_bias, dtype=config.compute_dtype, name=name,
+                    dot_general=dense_dot_general(config.cpu_kernels),
+                    kernel_init=nn.with_logical_partitioning(nn.initializers.xavier_uniform(), axes),
+                    bias_init=nn.with_logical_partitioning(nn.initializers.zeros_init(), axes[1:]))
+
+
+class FeedForward(nn.Module):
+    """The sublayer ``config.feed_forward`` names, ``[B, L, D]`` to ``[B, L, D]``.
+
+    Attributes
+    ----------
+    config : TransformerConfig
+        ``feed_forward``, ``feed_forward_bias``, ``feed_forward_match_params``, ``d_ff``, ``d_model``,
+        the compute dtype and ``cpu_kernels`` are read.
+    """
+
+    config: TransformerConfig
+
+    @nn.compact
+    def __call__(self, x: Array) -> Array:
+        """``act(x W1 + b1) W2 + b2`` (Eq. 2: relu), or ``(act(x W + b) * (x V + c)) W2 + b2`` gated."""
+        cfg = self.config
+        entry = feed_forward_registry.feed_forward(cfg.feed_forward)
+        width = feed_forward_registry.hidden_width(cfg.feed_forward, cfg.d_ff,
+                                                   match_params=cfg.feed_forward_match_params)
+        hidden = dense(cfg, width, ("embed", "mlp"), "inner")(x)  # [B,L,F]
+        if entry.gated:
+            hidden = entry.activate(dense(cfg, width, ("embed", "mlp"), "gate")(x)) * hidden  # [B,L,F]
+        else:
+            hidden = entry.activate(hidden)
+        return dense(cfg, cfg.d_model, ("mlp", "embed"), "outer")(hidden)  # [B,L,D]

@@ -1,0 +1,138 @@
+"""The feed-forward sublayer's variants (Section 3.3, Eq. 2; Shazeer, 2020), one registry: name -> entry.
+
+An entry is an activation and whether it gates: ``act(x W1 + b1) W2 + b2``, or ``(act(x W + b) * (x V + c))
+W2 + b2``. ``feed_forward.FeedForward``, the parameter and FLOP counts and the size estimate ask the entry.
+Imports no framework (the built-in activations import :mod:`attention_jax.models.feed_forward` when called).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+from attention_jax.models.registry import Registration, Registry
+
+GATED_WIDTH_MULTIPLE = 8  # A matched gated variant's hidden width is a multiple of this.
+Activation = Callable[[Any], Any]  # Elementwise JAX function of the [..., F] pre-activations.
+
+
+@dataclasses.dataclass(frozen=True)
+class FeedForwardVariant:
+    """One feed-forward sublayer: ``name`` (``config.feed_forward``), ``summary`` (one line, for docs), the
+    ``activation`` of ``x W1 + b1`` or of the gate ``x W + b`` (None: identity) and whether it is ``gated``."""
+
+    name: str
+    summary: str
+    activation: Activation | None
+    gated: bool = False
+
+    def activate(self, hidden: Any) -> Any:
+        """``activation(hidden)``, or ``hidden`` itself for an entry without one."""
+        return hidden if self.activation is None else self.activation(hidden)
+
+
+def _jax_activation(function: str) -> Activation:
+    def activation(hidden: Any) -> Any:
+        from attention_jax.models import feed_forward  # JAX; this module imports no framework.
+
+        return getattr(feed_forward, function)(hidden)
+
+    return activation
+
+
+_RELU, _GELU, _SWISH, _SIGMOID = (_jax_activation(name) for name in ("relu", "gelu", "swish", "sigmoid"))
+
+FEED_FORWARDS: Registry[FeedForwardVariant] = Registry("feed_forward", (
+    FeedForwardVariant("relu", "max(0, x W1 + b1) W2 + b2, the paper's (Eq. 2)", _RELU),
+    FeedForwardVariant("gelu", "gelu(x W1 + b1) W2 + b2, GELU exact (erf; Hendrycks and Gimpel, 2016)", _GELU),
+    FeedForwardVariant("swish", "swish(x W1 + b1) W2 + b2, swish(h) = h sigmoid(h) (SiLU)", _SWISH),
+    FeedForwardVariant("glu", "(sigmoid(x W + b) * (x V + c)) W2 + b2 (Dauphin et al., 2017; Shazeer, 2020)",
+                       _SIGMOID, gated=True),
+    FeedForwardVariant("bilinear", "((x W + b) * (x V + c)) W2 + b2 (Shazeer, 2020)", None, gated=True),
+    FeedForwardVariant("reglu", "(relu(x W + b) * (x V + c)) W2 + b2 (Shazeer, 2020)", _RELU, gated=True),
+    FeedForwardVariant("geglu", "(gelu(x W + b) * (x V + c)) W2 + b2, GELU exact (Shazeer, 2020)", _GELU,
+                       gated=True),
+    FeedForwardVariant("swiglu", "(swish(x W + b) * (x V + c)) W2 + b2 (Shazeer, 2020; LLaMA)", _SWISH,
+                       gated=True),
+))
+
+
+def feed_forward(name: str) -> FeedForwardVariant:
+    """The registry entry of ``name`` (``config.feed_forward``).
+
+    Parameters
+    ----------
+    name : str
+        A variant's name.
+
+    Returns
+    -------
+    FeedForwardVariant
+        Its entry.
+
+    Raises
+    ------
+    ValueError
+        One line, with a did-you-mean, for an unknown name.
+    """
+    return FEED_FORWARDS.lookup(name)
+
+
+def hidden_width(name: str, d_ff: int, *, match_params: bool = True) -> int:
+    """``F``, the hidden width of the sublayer ``name`` builds.
+
+    Parameters
+    ----------
+    name : str
+        ``config.feed_forward``.
+    d_ff, match_params
+        ``config.d_ff`` and ``config.feed_forward_match_params``.
+
+    Returns
+    -------
+    int
+        ``d_ff``, or for a gated entry with ``match_params`` ``2/3 d_ff`` to the nearest multiple of
+        :data:`GATED_WIDTH_MULTIPLE` (at least one): three ``D x F`` matrices then hold about what Eq. 2's
+        two ``D x d_ff`` do.
+    """
+    if not (feed_forward(name).gated and match_params):
+        return d_ff
+    unit = 3 * GATED_WIDTH_MULTIPLE
+    return max(1, (2 * d_ff + unit // 2) // unit) * GATED_WIDTH_MULTIPLE
+
+
+def feed_forward_params(name: str, *, d_model: int, d_ff: int, match_params: bool = True, bias: bool = True) -> int:
+    """Trained parameters of one feed-forward sublayer.
+
+    Parameters
+    ----------
+    name : str
+        ``config.feed_forward``.
+    d_model, d_ff, match_params, bias
+        ``D``, ``config.d_ff``, ``config.feed_forward_match_params`` and ``config.feed_forward_bias``.
+
+    Returns
+    -------
+    int
+        Two (gated three) ``D x F`` matrices and, with ``bias``, their biases.
+    """
+    width = hidden_width(name, d_ff, match_params=match_params)
+    inputs = 2 if feed_forward(name).gated else 1  # Matrices into the hidden layer.
+    return (inputs + 1) * d_model * width + (inputs * width + d_model if bias else 0)
+
+
+def register_feed_forward(entry: FeedForwardVariant) -> Registration:
+    """Add ``entry`` to :data:`FEED_FORWARDS` (before a config names it).
+
+    Parameters
+    ----------
+    entry : FeedForwardVariant
+        A variant whose name is not registered yet.
+
+    Returns
+    -------
+    Registration
+        ``.undo()`` removes it; ``with register_feed_forward(entry): ...`` keeps it for the block.
+    """
+    return FEED_FORWARDS.register(entry)
