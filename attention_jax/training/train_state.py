@@ -9,7 +9,9 @@
   with ``step`` counted from 1 (the first update) and an extra multiplier ``learning_rate_scale``
   (1.0 reproduces the paper; tensor2tensor calls it ``learning_rate``): the rate rises linearly for
   ``warmup_steps`` updates, peaks at ``scale * (d_model * warmup_steps)^-0.5`` and then decays as
-  ``step^-0.5``. Two knobs researchers expect are off by default so the paper's Adam stays exact:
+  ``step^-0.5``. ``lr_schedule="constant_then_inverse_sqrt"`` holds that peak from step 1 until
+  ``warmup_steps`` and decays the same way after: ``peak * min(1, sqrt(warmup_steps / step))``, the paper's
+  curve without its ramp. Two knobs researchers expect are off by default so the paper's Adam stays exact:
   global-norm gradient clipping (``grad_clip_norm``) and decoupled weight decay (``weight_decay``, AdamW);
 - :func:`train_step` / :func:`accumulate_gradients` / :func:`eval_step`: pure functions (the forward
   pass, the label-smoothed loss of :func:`attention_jax.models.metrics.token_loss_sums`, the gradient
@@ -39,6 +41,7 @@ from jax.sharding import Mesh, NamedSharding
 from jax.typing import ArrayLike
 
 from attention_jax.experiment.sections import OptimizerConfig
+from attention_jax.experiment.settings import LearningRateSchedule
 from attention_jax.models import language_model, metrics, normalization, normalization_registry
 from attention_jax.training import sharding
 
@@ -100,12 +103,13 @@ def paper_learning_rate(step: ArrayLike, *, d_model: int, warmup_steps: int, sca
 
 
 def make_schedule(config: OptimizerConfig) -> optax.Schedule:
-    """The paper's schedule as an optax schedule of the update count.
+    """``config.lr_schedule`` as an optax schedule of the update count.
 
     Parameters
     ----------
     config : OptimizerConfig
-        The optimizer section (``d_model``, ``warmup_steps`` and ``learning_rate_scale`` are read).
+        The optimizer section (``d_model``, ``warmup_steps``, ``lr_schedule`` and ``learning_rate_scale``
+        are read).
 
     Returns
     -------
@@ -114,13 +118,17 @@ def make_schedule(config: OptimizerConfig) -> optax.Schedule:
 
     Notes
     -----
-    ``warmup_steps`` is positive: its declaration's range, checked whenever an ``OptimizerConfig`` is
-    built (:mod:`attention_jax.experiment.settings`), so the schedule never divides by zero.
+    ``paper``: :func:`paper_learning_rate`. ``constant_then_inverse_sqrt``: the paper's rate at
+    ``max(step, warmup_steps)``, its peak until ``warmup_steps`` and equal to it after. ``warmup_steps`` is
+    positive: its declaration's range, checked whenever an ``OptimizerConfig`` is built
+    (:mod:`attention_jax.experiment.settings`), so the schedule never divides by zero.
     """
     d_model, warmup, scale = config.d_model, config.warmup_steps, config.learning_rate_scale
+    constant_start = config.lr_schedule == LearningRateSchedule.CONSTANT_THEN_INVERSE_SQRT
 
     def schedule(count: ArrayLike) -> ArrayLike:
-        return paper_learning_rate(count + 1, d_model=d_model, warmup_steps=warmup, scale=scale)
+        step = jnp.maximum(count + 1, warmup) if constant_start else count + 1
+        return paper_learning_rate(step, d_model=d_model, warmup_steps=warmup, scale=scale)
 
     return schedule
 
