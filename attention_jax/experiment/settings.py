@@ -44,15 +44,14 @@ class ExperimentSettings:
 
 
 class LearningRateSchedule(enum.StrEnum):
-    """The learning-rate schedules (``config.lr_schedule``), both peaking at ``scale (d_model warmup)^-0.5``.
+    """``config.lr_schedule``: both peak at ``scale (d_model warmup)^-0.5`` and decay as ``step^-0.5`` after.
 
     Attributes
     ----------
     PAPER
-        Equation 3: linear warm-up to the peak at ``warmup_steps``, then ``step^-0.5``.
+        Equation 3: a linear ramp to the peak at ``warmup_steps``.
     CONSTANT_THEN_INVERSE_SQRT
-        The peak from step 1 until ``warmup_steps``, then the same ``step^-0.5``: the paper's without its
-        ramp (Xiong et al., 2020, compare warm-up or not at the same peak).
+        The peak from step 1: no warm-up at the same peak (Xiong et al., 2020).
     """
 
     PAPER = "paper"

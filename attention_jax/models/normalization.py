@@ -6,17 +6,11 @@ Every norm module here maps ``x`` ``[B, L, D]`` to ``[B, L, D]`` in float32 and 
 ``layer_norm`` is Flax's ``LayerNorm`` (``scale`` and ``bias``, each ``[D]``) under the norm's name, as
 every run before the normalisation axis has it; ``rms_norm`` holds ``scale`` only.
 
-``batch_norm`` (:class:`SequenceBatchNorm`) keeps its running averages among the parameters
-(``running_mean``, ``running_var``, each ``[D]``, and ``running_weight``, a scalar; no gradient reaches them,
-and Adam moves a parameter whose gradient is always zero by nothing), so that checkpoints,
-``average_checkpoints``, the export and every evaluation and decoding path that reads ``{"params": params}``
-carry them unchanged. A training forward pass writes each norm's batch statistics (real tokens, mean, biased
-variance) to the mutable collection :data:`normalization_registry.STATISTICS_COLLECTION`; the train step
-combines a step's micro-batches (:func:`combined_statistics`: the statistics of all their real tokens) and
-moves the averages once (:func:`with_running_statistics`). The averages are bias-corrected as Adam's moments:
-each starts at 0 and ``running_weight`` accumulates ``1 - m^t`` over the ``t`` steps that had a real token,
-and evaluation divides by it, so after one step it normalises with that step's statistics (before any, with
-mean 0 and variance 1).
+``batch_norm`` (:class:`SequenceBatchNorm`) keeps its running averages among the parameters, which no
+gradient reaches, so every path that reads the parameters carries them. A training pass writes the batch's
+statistics to :data:`normalization_registry.STATISTICS_COLLECTION`; the train step combines its micro-batches'
+(:func:`combined_statistics`) and moves the averages once (:func:`with_running_statistics`), bias-corrected
+as Adam's moments: from 0, divided at evaluation by ``running_weight`` = ``1 - m^t``.
 
 Shape glossary
 --------------
@@ -97,11 +91,10 @@ class SequenceBatchNorm(nn.Module):
     mu_B)^2 / sum v`` per feature, ``v`` the ``valid`` mask (padding, and so the padding between a packed
     row's pairs, counts for nothing; ``None``: every token), and ``y = (x - mu_B) / sqrt(sigma_B^2 + eps) g +
     b``. The sums run over the whole ``[B, L]`` batch: under a data-parallel ``jit`` whose batch is sharded
-    over devices they are the global batch's (XLA adds the all-reduce). ``tokens``, ``mu_B`` and
-    ``sigma_B^2`` are written to the mutable collection when it is mutable. Evaluation and decoding
-    (``deterministic=True``) normalise with the bias-corrected running averages alone
-    (:func:`evaluation_statistics`), each token on its own, so a cached decode step equals the full pass.
-    The variance is the biased one in both.
+    over devices they are the global batch's (XLA adds the all-reduce); the real tokens, ``mu_B`` and
+    ``sigma_B^2`` go to the mutable collection when it is mutable. Evaluation and decoding normalise with
+    :func:`evaluation_statistics` alone, each token on its own, so a cached decode step equals the full
+    pass. The variance is the biased one in both.
     """
 
     epsilon: float = NORM_EPSILON
@@ -139,8 +132,7 @@ def masked_statistics(x: Array, valid: Array | None) -> tuple[Array, Array, Arra
     Returns
     -------
     (Array, Array, Array)
-        The float32 count of real tokens, the ``[D]`` mean and variance (mean 0 and variance 0 without a
-        real token).
+        Real tokens (float32), ``[D]`` mean and variance (0 and 0 without a real token).
     """
     weights = (jnp.ones(x.shape[:-1], jnp.float32) if valid is None else valid.astype(jnp.float32))[..., None]
     tokens = jnp.sum(weights)
@@ -150,19 +142,17 @@ def masked_statistics(x: Array, valid: Array | None) -> tuple[Array, Array, Arra
 
 
 def evaluation_statistics(running_mean: Array, running_var: Array, running_weight: Array) -> tuple[Array, Array]:
-    """The mean and variance evaluation normalises with: the running averages divided by their weight.
+    """Evaluation's mean and variance: the running averages divided by their weight ``1 - m^t``.
 
     Parameters
     ----------
-    running_mean, running_var : Array
-        ``[D]`` exponential averages from 0 (not bias-corrected).
-    running_weight : Array
-        Scalar, ``1 - m^t`` after ``t`` steps with a real token.
+    running_mean, running_var, running_weight : Array
+        ``[D]``, ``[D]`` and a scalar, as :class:`SequenceBatchNorm` keeps them.
 
     Returns
     -------
     (Array, Array)
-        ``[D]`` mean and variance; mean 0 and variance 1 before the first such step (weight 0).
+        ``[D]`` mean and variance; 0 and 1 before any step (weight 0).
     """
     trained = running_weight > 0
     divisor = jnp.where(trained, running_weight, 1.0)
@@ -178,19 +168,17 @@ def _by_norm(statistics: Any) -> dict[tuple[str, ...], dict[str, Array]]:
 
 
 def combined_statistics(first: Any, second: Any) -> Any:
-    """Two batches' statistics combined per norm: those of all their real tokens together.
+    """Two forward passes' statistics collections combined per norm: those of all their real tokens.
 
     Parameters
     ----------
     first, second : pytree
-        :data:`normalization_registry.STATISTICS_COLLECTION` collections of two forward passes (the same
-        module paths; empty without batch_norm).
+        :data:`normalization_registry.STATISTICS_COLLECTION` collections (empty without batch_norm).
 
     Returns
     -------
     pytree
-        The same structure: the summed real tokens, their mean and their biased variance (Chan et al.,
-        1979: each batch's variance plus the spread of the two means, weighted by real tokens).
+        Real tokens, mean and biased variance of the union (Chan et al., 1979).
     """
     left, right = _by_norm(first), _by_norm(second)
     combined = {}
@@ -206,27 +194,26 @@ def combined_statistics(first: Any, second: Any) -> Any:
 
 
 def with_running_statistics(params: Any, statistics: Any, momentum: float = BATCH_NORM_MOMENTUM) -> Any:
-    """``params`` with batch_norm's running averages moved by one step's batch statistics.
+    """``params`` with batch_norm's running averages moved by one step's statistics.
 
     Parameters
     ----------
     params : pytree
         Parameters (after the optimizer's update).
     statistics : pytree
-        The step's :data:`normalization_registry.STATISTICS_COLLECTION` collection (the same module paths
-        as ``params``; :func:`combined_statistics` over its micro-batches); empty without batch_norm.
+        The step's :data:`normalization_registry.STATISTICS_COLLECTION` collection (empty without batch_norm).
     momentum : float
-        ``m``: ``running = m running + (1 - m) batch``, and ``running_weight`` likewise with ``batch = 1``.
+        ``running = m running + (1 - m) batch``; ``running_weight`` likewise with ``batch = 1``.
 
     Returns
     -------
     pytree
-        ``params``, the same structure; a norm whose batch had no real token keeps its averages.
+        ``params``; a norm whose batch had no real token keeps its averages.
 
     Raises
     ------
     ValueError
-        Statistics of a norm ``params`` has no running averages for.
+        Statistics of a norm without running averages in ``params``.
     """
     grouped = _by_norm(statistics)
     if not grouped:

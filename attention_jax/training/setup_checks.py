@@ -140,30 +140,28 @@ def check_data_splits(workdir: str, data: TrainingData) -> None:
 
 
 def check_checkpoint_parameters(workdir: str, step: int | None, abstract_params: Any) -> None:
-    """Refuse to resume from a checkpoint whose parameters this version's model does not have.
+    """Refuse to resume from a checkpoint whose parameters are not this version's model's.
 
     Parameters
     ----------
     workdir : str
         The work directory.
     step : int or None
-        Its newest training checkpoint (``None``: a fresh run, not checked).
+        Its newest training checkpoint (``None``: nothing to check).
     abstract_params : pytree
         The model's parameter shapes.
 
     Raises
     ------
     UserInputError
-        One line naming the first differing leaves, when the config is the run's but the parameters differ
-        (a checkpoint written by another version of attention_jax, such as batch_norm's before
-        ``running_weight``). Unreadable metadata is left to the restore, which skips damaged checkpoints.
+        One line naming the differing leaves (a batch_norm checkpoint from before ``running_weight``).
     """
     if step is None:
         return
     directory = os.path.join(workdir, run_files.CHECKPOINT_DIR)
     try:
         mismatch = params_checkpoints.params_mismatch(directory, step, abstract_params)
-    except Exception:  # Damaged metadata: the restore falls back to an older checkpoint.
+    except Exception:  # Damaged: the restore falls back to an older checkpoint.
         return
     if mismatch:
         raise UserInputError(

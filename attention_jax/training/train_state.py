@@ -9,10 +9,10 @@
   with ``step`` counted from 1 (the first update) and an extra multiplier ``learning_rate_scale``
   (1.0 reproduces the paper; tensor2tensor calls it ``learning_rate``): the rate rises linearly for
   ``warmup_steps`` updates, peaks at ``scale * (d_model * warmup_steps)^-0.5`` and then decays as
-  ``step^-0.5``. ``lr_schedule="constant_then_inverse_sqrt"`` holds that peak from step 1 until
-  ``warmup_steps`` and decays the same way after: ``peak * min(1, sqrt(warmup_steps / step))``, the paper's
-  curve without its ramp. Two knobs researchers expect are off by default so the paper's Adam stays exact:
-  global-norm gradient clipping (``grad_clip_norm``) and decoupled weight decay (``weight_decay``, AdamW);
+  ``step^-0.5``; ``lr_schedule="constant_then_inverse_sqrt"`` is that curve without its ramp,
+  ``peak * min(1, sqrt(warmup_steps / step))``. Two knobs researchers expect are off by default so the
+  paper's Adam stays exact: global-norm gradient clipping (``grad_clip_norm``) and decoupled weight decay
+  (``weight_decay``, AdamW);
 - :func:`train_step` / :func:`accumulate_gradients` / :func:`eval_step`: pure functions (the forward
   pass, the label-smoothed loss of :func:`attention_jax.models.metrics.token_loss_sums`, the gradient
   and the optimizer's update), compiled by :func:`compile_steps` with explicit
@@ -118,10 +118,8 @@ def make_schedule(config: OptimizerConfig) -> optax.Schedule:
 
     Notes
     -----
-    ``paper``: :func:`paper_learning_rate`. ``constant_then_inverse_sqrt``: the paper's rate at
-    ``max(step, warmup_steps)``, its peak until ``warmup_steps`` and equal to it after. ``warmup_steps`` is
-    positive: its declaration's range, checked whenever an ``OptimizerConfig`` is built
-    (:mod:`attention_jax.experiment.settings`), so the schedule never divides by zero.
+    ``constant_then_inverse_sqrt`` is :func:`paper_learning_rate` at ``max(step, warmup_steps)``.
+    ``warmup_steps`` is positive (its declared range), so neither divides by zero.
     """
     d_model, warmup, scale = config.d_model, config.warmup_steps, config.learning_rate_scale
     constant_start = config.lr_schedule == LearningRateSchedule.CONSTANT_THEN_INVERSE_SQRT
