@@ -46,6 +46,8 @@ class ResumeRule(enum.Enum):
     OPTIMIZER_STATE
         Switching it on or off changes the optimizer state's structure: refused; another non-zero value
         is allowed.
+    SCHEDULE
+        Another learning-rate schedule: refused (the run's steps so far followed its own).
     POSITIONS
         Sets the model's positions (their sum is ``TransformerConfig.max_len``): named when the
         positions differ.
@@ -57,6 +59,7 @@ class ResumeRule(enum.Enum):
     DATA = "data"
     SEED = "seed"
     OPTIMIZER_STATE = "optimizer_state"
+    SCHEDULE = "schedule"
     POSITIONS = "positions"
 
 

@@ -133,9 +133,9 @@ def step_without_bookkeeping(state: Any, batch: Any, carry: Any = None, *, trans
     -----
     Not a valid training step: Adam sees summed gradients. It measures what the bookkeeping costs.
     """
-    grads, sums = train_state.accumulate_gradients(state, carry, batch, jnp.int32(micro_index),
-                                                   transformer=transformer, label_smoothing=label_smoothing,
-                                                   dropout_rng=dropout_rng)
+    grads, sums, _ = train_state.accumulate_gradients(state, carry, batch, jnp.int32(micro_index),
+                                                      transformer=transformer, label_smoothing=label_smoothing,
+                                                      dropout_rng=dropout_rng)
     updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
     new_state = state.replace(step=state.step + 1, params=optax.apply_updates(state.params, updates),
                               opt_state=opt_state)

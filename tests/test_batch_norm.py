@@ -2,8 +2,10 @@
 
 Against the NumPy oracle (``tests/support/normalization_reference.py``): the masked per-feature statistics
 (padding and the padding between a packed row's pairs excluded), outputs and gradients in training, the
-running averages over several steps, evaluation with the running averages alone; the train step writing
-them into the parameters; the statistics of a batch sharded over 8 devices equal to the whole batch's
+bias-corrected running averages over several steps (an all-padding batch moves nothing; after one step
+evaluation normalises with that step's statistics), evaluation with the running averages alone; micro-batches'
+statistics combined into their union's; the train step moving them, accumulation equal to one big batch; the
+statistics of a batch sharded over 8 devices equal to the whole batch's
 (slow: a subprocess); cached decoding, beam search and generation of a model with batch_norm (slow); a
 two-step training run, its checkpoints, their average and its evaluation's beam search (slow).
 """
@@ -19,6 +21,7 @@ import subprocess
 import sys
 import textwrap
 
+import flax
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -26,12 +29,14 @@ import numpy as np
 import optax
 import pytest
 
+from attention_jax import run_files
 from attention_jax.checkpointing import params_checkpoints
 from attention_jax.decoding import decode, generation
 from attention_jax.experiment import sections
 from attention_jax.models import language_model, model, normalization, normalization_registry
 from attention_jax.models.transformer_config import TransformerConfig
-from attention_jax.training import train, train_state
+from attention_jax.training import setup_checks, train, train_state
+from attention_jax.user_errors import UserInputError
 from tests.support import normalization_reference as oracle
 from tests.support import train_support
 from tests.support.sweep_cli import REPO_ROOT, TINY_TRAINING, tiny_data_dir  # noqa: F401 (a fixture)
@@ -56,7 +61,7 @@ def _packed_valid() -> np.ndarray:
 def _module_and_params(seed: int = 0) -> tuple[normalization.SequenceBatchNorm, dict]:
     module = normalization.batch_norm(SMALL, "norm")
     params = nn.meta.unbox(module.init(jax.random.key(0), jnp.zeros((1, 1, 5)))["params"])
-    assert set(params) == {"scale", "bias", "running_mean", "running_var"}
+    assert set(params) == {"scale", "bias", "running_mean", "running_var", "running_weight"}
     params.update(scale=_random((5,), seed + 1), bias=_random((5,), seed + 2))
     return module, {key: np.asarray(value, np.float64) for key, value in params.items()}
 
@@ -91,8 +96,9 @@ def test_training_statistics_are_over_the_real_tokens_only() -> None:
     unmasked = module.apply({"params": _f32(params)}, jnp.asarray(garbage, jnp.float32), None, deterministic=False)
     assert not np.allclose(np.asarray(unmasked)[valid], np.asarray(output)[valid], atol=1e-2)  # The mask counts.
     new = written[STATISTICS]
-    np.testing.assert_allclose(new["running_mean"], (1 - MOMENTUM) * mean, atol=1e-6)
-    np.testing.assert_allclose(new["running_var"], MOMENTUM + (1 - MOMENTUM) * variance, atol=1e-6)
+    assert float(new["tokens"]) == valid.sum()
+    np.testing.assert_allclose(new["mean"], mean, atol=1e-5)
+    np.testing.assert_allclose(new["variance"], variance, atol=1e-5)
 
 
 @pytest.mark.reference
@@ -119,8 +125,20 @@ def test_training_gradients_equal_the_oracle() -> None:
 
         np.testing.assert_allclose(params_gradient[key], oracle.numerical_gradient(of_param, params[key]),
                                    atol=3e-4, rtol=3e-4)
-    for key in ("running_mean", "running_var"):  # Statistics, not trained: no gradient reaches them.
+    for key in ("running_mean", "running_var", "running_weight"):  # Statistics, not trained: no gradient.
         assert not np.any(np.asarray(params_gradient[key]))
+
+
+def _step(module: nn.Module, params: dict, x: np.ndarray, valid: np.ndarray) -> dict:
+    """``params`` after one training forward pass on ``(x, valid)`` moved the running averages."""
+    _, written = module.apply({"params": params}, jnp.asarray(x, jnp.float32), jnp.asarray(valid),
+                              deterministic=False, mutable=[STATISTICS])
+    return normalization.with_running_statistics(params, written[STATISTICS])
+
+
+def _evaluation_statistics(params: dict) -> tuple[np.ndarray, np.ndarray]:
+    return tuple(np.asarray(value) for value in normalization.evaluation_statistics(
+        params["running_mean"], params["running_var"], params["running_weight"]))
 
 
 @pytest.mark.reference
@@ -128,14 +146,13 @@ def test_running_averages_over_several_steps_and_evaluation_with_them() -> None:
     module, params = _module_and_params(2)
     batches = [(_random((2, 7, 5), 10 + step) * (1 + step) + step, _packed_valid()[:, ::-1] if step % 2
                 else _packed_valid()) for step in range(4)]
+    batches.insert(2, (_random((2, 7, 5), 30), np.zeros((2, 7), bool)))  # No real token: skipped.
     current = _f32(params)
     for x, valid in batches:
-        _, written = module.apply({"params": current}, jnp.asarray(x, jnp.float32), jnp.asarray(valid),
-                                  deterministic=False, mutable=[STATISTICS])
-        current = normalization.with_running_statistics(current, written[STATISTICS])
+        current = _step(module, current, x, valid)
     mean, variance = oracle.running_averages(batches, MOMENTUM)
-    np.testing.assert_allclose(current["running_mean"], mean, atol=1e-5)
-    np.testing.assert_allclose(current["running_var"], variance, atol=1e-5)
+    np.testing.assert_allclose(_evaluation_statistics(current)[0], mean, atol=1e-5)
+    np.testing.assert_allclose(_evaluation_statistics(current)[1], variance, rtol=1e-5)
     x = _random((3, 4, 5), 20)  # Evaluation: the running averages, each token on its own, no mask read.
     evaluated = module.apply({"params": current}, jnp.asarray(x, jnp.float32), None, deterministic=True)
     numpy_current = {key: np.asarray(value, np.float64) for key, value in current.items()}
@@ -144,30 +161,120 @@ def test_running_averages_over_several_steps_and_evaluation_with_them() -> None:
                                             deterministic=True), np.asarray(evaluated)[:1, :1], atol=1e-6)
 
 
+@pytest.mark.reference
+def test_evaluation_after_one_step_normalises_with_the_first_batchs_statistics() -> None:
+    """Bias correction: no stale start (mean 0, variance 1 before any step; the first batch's after one)."""
+    module, params = _module_and_params(3)
+    x, valid = _random((2, 7, 5), 40) * 3 + 2, _packed_valid()
+    numpy_params = dict(params)
+    before = module.apply({"params": _f32(params)}, jnp.asarray(x, jnp.float32), None, deterministic=True)
+    np.testing.assert_allclose(before, oracle.batch_norm(numpy_params, x, np.zeros(5), np.ones(5)), atol=2e-5)
+    current = _step(module, _f32(params), x, valid)
+    mean, variance = oracle.masked_batch_statistics(x, valid)
+    np.testing.assert_allclose(_evaluation_statistics(current)[0], mean, atol=1e-5)
+    np.testing.assert_allclose(_evaluation_statistics(current)[1], variance, rtol=1e-5)
+    training = module.apply({"params": current}, jnp.asarray(x, jnp.float32), jnp.asarray(valid), deterministic=False)
+    evaluation = module.apply({"params": current}, jnp.asarray(x, jnp.float32), None, deterministic=True)
+    np.testing.assert_allclose(np.asarray(evaluation)[valid], np.asarray(training)[valid], atol=1e-4)
+
+
+def test_a_batch_without_a_real_token_leaves_the_running_averages_unchanged() -> None:
+    module, params = _module_and_params(4)
+    current = _step(module, _f32(params), _random((2, 7, 5), 50), _packed_valid())
+    unchanged = _step(module, current, _random((2, 7, 5), 51) + 5, np.zeros((2, 7), bool))
+    for key in ("running_mean", "running_var", "running_weight"):
+        np.testing.assert_array_equal(unchanged[key], current[key])
+    assert float(current["running_weight"]) == pytest.approx(1 - MOMENTUM)
+
+
+@pytest.mark.reference
+def test_micro_batches_statistics_combine_into_those_of_all_their_real_tokens() -> None:
+    """Weighted by real tokens, with the spread of the micro-batches' means: one big batch's mean and variance."""
+    module, params = _module_and_params(5)
+    micro = [(_random((2, 7, 5), 60) * 2 + 3, _packed_valid()),
+             (_random((1, 4, 5), 61) - 1, np.array([[True, True, False, False]])),
+             (_random((1, 4, 5), 62), np.zeros((1, 4), bool)),  # No real token: counts for nothing.
+             (_random((3, 5, 5), 63) * 0.5, np.ones((3, 5), bool))]
+    combined = None
+    for x, valid in micro:
+        _, written = module.apply({"params": _f32(params)}, jnp.asarray(x, jnp.float32), jnp.asarray(valid),
+                                  deterministic=False, mutable=[STATISTICS])
+        combined = written[STATISTICS] if combined is None else normalization.combined_statistics(combined,
+                                                                                                  written[STATISTICS])
+    tokens = np.concatenate([x[valid] for x, valid in micro])[None]  # [1, all real tokens, D]
+    mean, variance = oracle.masked_batch_statistics(tokens, np.ones(tokens.shape[:2], bool))
+    assert float(combined["tokens"]) == tokens.shape[1]
+    np.testing.assert_allclose(combined["mean"], mean, atol=1e-5)
+    np.testing.assert_allclose(combined["variance"], variance, rtol=1e-5)
+    moved = normalization.with_running_statistics(_f32(params), combined)
+    np.testing.assert_allclose(moved["running_var"], (1 - MOMENTUM) * variance, rtol=1e-5)
+
+
 @pytest.mark.integration
-def test_the_train_step_writes_the_running_averages_into_the_parameters() -> None:
-    transformer = model.Transformer(SMALL)
-    inputs, targets, _ = random_batch(0, batch=2, source_len=6, target_len=5)
-    params = _compiled_init(transformer, inputs, targets, seed=0)
-    optimizer = optax.adam(1e-3)
+@pytest.mark.parametrize("normalization_name", ["batch_norm", "layer_norm"])
+def test_accumulated_micro_batches_equal_one_big_batch(normalization_name: str) -> None:
+    """Two micro-batches of unequal real tokens against one step on their rows: the running averages of the
+    first norm of each stack (whose input no norm precedes) and, with layer_norm, the gradient.
+
+    With batch_norm each micro-batch is normalised by its own statistics, so only the norms no other
+    norm precedes see the same inputs either way; their running averages must be the union's.
+    """
+    config = SMALL.replace(normalization=normalization_name)
+    transformer = model.Transformer(config)
+    inputs, targets, _ = random_batch(3, batch=4, source_len=6, target_len=5)
+    inputs, targets = np.array(inputs), np.array(targets)
+    inputs[0, 2:], targets[0, 1:], targets[3, 3:] = 0, 0, 0  # Unequal real tokens in the micro-batches.
+    params = _compiled_init(transformer, jnp.asarray(inputs), jnp.asarray(targets), seed=4)
+    optimizer = optax.sgd(1.0)  # params - gradient: the step's per-token gradient, read off the parameters.
     state = train_state.TrainState(step=jnp.zeros((), jnp.int32), params=params, opt_state=optimizer.init(params),
                                    rng=jax.random.key_data(jax.random.key(1)))
-    batch = {"inputs": inputs, "targets": targets}
-    # Compiled, as training runs it (train.py jits the step): op by op its gradient took a minute.
-    step = jax.jit(functools.partial(train_state.train_step, transformer=transformer, optimizer=optimizer,
-                                     label_smoothing=0.1))
-    new_state, _ = step(state, batch)
-    forward = jax.jit(lambda params: transformer.apply({"params": params}, inputs, targets, deterministic=False,
-                                                       mutable=[STATISTICS]))
-    _, written = forward(params)
-    statistics = written[STATISTICS]
-    block = new_state.params["encoder_0"]["attention_block"]["layer_norm"]
-    np.testing.assert_allclose(block["running_mean"],
-                               statistics["encoder_0"]["attention_block"]["layer_norm"]["running_mean"], atol=1e-6)
-    assert np.abs(np.asarray(block["running_mean"])).max() > 1e-4  # Moved from its initial zeros.
-    assert np.abs(np.asarray(block["scale"]) - 1).max() > 1e-5  # Trained by Adam.
-    counted = model.count_params(new_state.params)
-    assert counted == model.count_params(params)  # The statistics are leaves of the parameters, nothing more.
+    common = dict(transformer=transformer, optimizer=optimizer, label_smoothing=0.1)
+    one_batch, _ = jax.jit(functools.partial(train_state.train_step, **common))(
+        state, {"inputs": inputs, "targets": targets})
+    micro = [{"inputs": inputs[rows], "targets": targets[rows]} for rows in (slice(0, 1), slice(1, 4))]
+    carry = jax.jit(functools.partial(train_state.accumulate_gradients, transformer=transformer,
+                                      label_smoothing=0.1))(state, None, micro[0], jnp.int32(0))
+    accumulated, _ = jax.jit(functools.partial(train_state.train_step, micro_index=1, **common))(
+        state, micro[1], carry)
+    if normalization_name == "layer_norm":
+        jax.tree.map(functools.partial(np.testing.assert_allclose, atol=2e-5), accumulated.params, one_batch.params)
+        return
+    for stack, block in (("encoder_0", "attention_block"), ("decoder_0", "self_attention_block")):
+        first, whole = (state.params[stack][block]["layer_norm"] for state in (accumulated, one_batch))
+        assert float(first["running_weight"]) == pytest.approx(1 - MOMENTUM)
+        for key in ("running_mean", "running_var"):
+            np.testing.assert_allclose(first[key], whole[key], atol=1e-6)
+    # After the first step every norm's evaluation statistics are the batch's, in the parameters.
+    _, written = jax.jit(lambda p: transformer.apply({"params": p}, inputs, targets, deterministic=False,
+                                                     mutable=[STATISTICS]))(params)
+    batch_statistics = flax.traverse_util.flatten_dict(written[STATISTICS])
+    trained = flax.traverse_util.flatten_dict(one_batch.params)
+    norms = {path[:-1] for path in batch_statistics}
+    assert len(norms) == 5 * SMALL.num_layers
+    for path in norms:
+        mean, variance = _evaluation_statistics({key: trained[(*path, key)] for key in
+                                                 ("running_mean", "running_var", "running_weight")})
+        np.testing.assert_allclose(mean, batch_statistics[(*path, "mean")], atol=1e-5)
+        np.testing.assert_allclose(variance, batch_statistics[(*path, "variance")], rtol=1e-4, atol=1e-6)
+        assert np.abs(np.asarray(trained[(*path, "scale")]) - 1).max() > 1e-5  # Trained.
+    assert model.count_params(one_batch.params) == model.count_params(params)  # Statistics are leaves, no more.
+
+
+def test_resuming_a_checkpoint_from_before_running_weight_is_refused_in_one_line(tmp_path: pathlib.Path) -> None:
+    """A batch_norm checkpoint of an older version (no ``running_weight``) is named, not a traceback."""
+    params = jax.eval_shape(model.Transformer(SMALL).init, jax.random.key(0), jnp.ones((1, 4), jnp.int32),
+                            jnp.ones((1, 4), jnp.int32))["params"]
+    current = jax.tree.map(lambda leaf: np.zeros(leaf.shape, leaf.dtype), nn.meta.unbox(params))
+    flat = flax.traverse_util.flatten_dict(current)
+    old = flax.traverse_util.unflatten_dict({path: leaf for path, leaf in flat.items() if path[-1] != "running_weight"})
+    directory = str(tmp_path / run_files.CHECKPOINT_DIR)
+    params_checkpoints.save_params(directory, 3, old, {})
+    refusal = r"checkpoints/3 holds other parameters.*running_weight'\]: missing"
+    with pytest.raises(UserInputError, match=refusal) as error:
+        setup_checks.check_checkpoint_parameters(str(tmp_path), 3, current)
+    assert "\n" not in str(error.value)
+    params_checkpoints.save_params(directory, 4, current, {})
+    setup_checks.check_checkpoint_parameters(str(tmp_path), 4, current)  # This version's: no complaint.
 
 
 # --- The global batch under data parallelism (a subprocess with 8 CPU devices) -----------------------
@@ -195,9 +302,9 @@ SHARDED_SCRIPT = textwrap.dedent("""
     out, written = jax.jit(forward)(sharded_x, jax.device_put(jnp.asarray(valid), rows))
     mean, variance = oracle.masked_batch_statistics(x, valid)
     stats = written[normalization_registry.STATISTICS_COLLECTION]
-    m = normalization_registry.BATCH_NORM_MOMENTUM
-    np.testing.assert_allclose(stats["running_mean"], (1 - m) * mean, atol=1e-6)
-    np.testing.assert_allclose(stats["running_var"], m + (1 - m) * variance, atol=1e-6)
+    assert float(stats["tokens"]) == valid.sum()
+    np.testing.assert_allclose(stats["mean"], mean, atol=1e-5)
+    np.testing.assert_allclose(stats["variance"], variance, rtol=1e-5)
     expected = oracle.batch_norm(jax.tree.map(np.asarray, params), x, mean, variance)
     np.testing.assert_allclose(np.asarray(out)[valid], expected[valid], atol=2e-5, rtol=2e-5)
     one_device, _ = jax.jit(forward)(jnp.asarray(x[:1], jnp.float32), jnp.asarray(valid[:1]))
@@ -218,7 +325,8 @@ def test_statistics_of_a_batch_sharded_over_eight_devices_are_the_global_batchs(
 # --- Decoding with the running averages (slow: jitted loops) ----------------------------------------
 
 def _with_random_statistics(params: dict, seed: int) -> dict:
-    """Running averages away from 0 and 1, as after training, so that evaluation's norm does something."""
+    """Running averages away from 0 and 1 and a weight, as after training, so that evaluation's norm does
+    something."""
     flat = jax.tree_util.tree_flatten_with_path(params)[0]
     rng = np.random.default_rng(seed)
 
@@ -228,6 +336,8 @@ def _with_random_statistics(params: dict, seed: int) -> dict:
             return jnp.asarray(rng.normal(size=leaf.shape) * 0.5, jnp.float32)
         if "running_var" in name:
             return jnp.asarray(rng.uniform(0.5, 2.0, size=leaf.shape), jnp.float32)
+        if "running_weight" in name:  # Not 1: evaluation divides the averages by it.
+            return jnp.asarray(rng.uniform(0.3, 0.9), jnp.float32)
         return leaf
 
     assert any("running_mean" in jax.tree_util.keystr(path) for path, _ in flat)

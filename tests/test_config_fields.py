@@ -108,6 +108,7 @@ def test_the_resume_rules_are_the_declared_ones() -> None:
                                                   "tokenizer_max_sentences", "fine_tune_from")
     assert resume_checks.RUN_IDENTITY_FIELDS == ("seed",)
     assert resume_checks.OPTIMIZER_STATE_FIELDS == ("grad_clip_norm", "weight_decay")
+    assert resume_checks.SCHEDULE_FIELDS == ("lr_schedule",)
     assert resume_checks.POSITION_FIELDS == ("max_len", "max_decode_extra_len")
     assert set(resume_checks.COMPUTE_ONLY_FIELDS) == {"dtype", "attention_implementation", "cpu_kernels", "decode"}
     model_fields = set(schema.section_fields("model")) - {"dtype", "attention_implementation", "cpu_kernels"}
@@ -123,7 +124,7 @@ def test_old_runs_read_the_values_their_fields_declare() -> None:
         "positional_encoding_settings": {}, "grad_clip_norm": 0.0, "weight_decay": 0.0,
         "normalization": "layer_norm", "normalization_settings": {}, "residual_connections": True,
         "attention_function_settings": {}, "feed_forward": "relu", "feed_forward_bias": True,
-        "feed_forward_match_params": True}
+        "feed_forward_match_params": True, "lr_schedule": "paper"}
 
 
 def test_the_docs_table_is_the_declarations() -> None:

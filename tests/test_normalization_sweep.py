@@ -1,4 +1,4 @@
-"""configs/sweeps/normalization.py (issue 76): eight rows on the small-corpus recipe, each checked by the schema."""
+"""configs/sweeps/normalization.py (issues 76, 87): ten rows on the small-corpus recipe, each checked by the schema."""
 
 from __future__ import annotations
 
@@ -13,10 +13,11 @@ def _experiment(row: str) -> sections.Experiment:
     return sections.build_experiment(sweep.get_config(row), f"configs/sweeps/normalization.py:{row}")
 
 
-def test_the_rows_are_the_issues_eight_with_three_seeds_and_base_first() -> None:
+def test_the_rows_are_the_issues_ten_with_three_seeds_and_base_first() -> None:
     rows = sweep.get_sweep()
     assert list(rows) == ["base", "pre_layer_norm", "pre_rms_norm", "post_batch_norm", "no_normalization",
-                          "no_residual", "post_no_warmup", "pre_no_warmup"]
+                          "no_residual", "post_no_warmup", "pre_no_warmup", "post_warmup_1_17x_peak",
+                          "pre_warmup_1_17x_peak"]
     assert sweep.get_seeds() == (0, 1, 2)
 
 
@@ -35,8 +36,14 @@ def test_each_row_changes_only_what_it_names_from_the_recipe() -> None:
         for field, value in changes.items():
             assert config[field] == value
         _experiment(row)  # The schema and the model's checks accept it.
-    assert _experiment("post_no_warmup").optimizer.warmup_steps == 1
-    assert _experiment("pre_no_warmup").model.layer_norm_position == "pre"
+    for position in ("post", "pre"):  # Without warm-up: the recipe's peak and decay, no ramp.
+        no_warmup = _experiment(f"{position}_no_warmup")
+        assert (no_warmup.optimizer.warmup_steps, no_warmup.optimizer.lr_schedule) == (
+            recipe.warmup_steps, "constant_then_inverse_sqrt")
+        too_high = _experiment(f"{position}_warmup_1_17x_peak")  # The paper's schedule at warmup 1.
+        assert (too_high.optimizer.warmup_steps, too_high.optimizer.lr_schedule) == (1, "paper")
+        assert no_warmup.model.layer_norm_position == too_high.model.layer_norm_position == position
+    assert base.optimizer.lr_schedule == "paper"
     assert _experiment("post_batch_norm").model.normalization == "batch_norm"
     assert _experiment("no_residual").model.residual_connections is False
 

@@ -11,14 +11,15 @@ import numpy as np
 import optax
 import pytest
 
-from attention_jax.checkpointing import resume_checks
+from attention_jax import run_files
+from attention_jax.checkpointing import checkpoints, params_checkpoints, resume_checks
 from attention_jax.experiment.sections import OptimizerConfig
 from attention_jax.training import train, train_state
 from attention_jax.user_errors import UserInputError
-from tests.support import fake_data
+from tests.support import fake_data, reference
 
 
-def _config(**overrides: float) -> OptimizerConfig:
+def _config(**overrides: float | str) -> OptimizerConfig:
     fields = dict(d_model=512, warmup_steps=4000, learning_rate_scale=1.0, adam_b1=0.9, adam_b2=0.98,
                   adam_eps=1e-9, grad_accum_steps=1, label_smoothing=0.1, dropout_rng="threefry",
                   grad_clip_norm=0.0, weight_decay=0.0)
@@ -43,6 +44,40 @@ def test_schedule_peaks_at_warmup_end_with_scale() -> None:
     assert int(np.argmax(rates)) + 1 == 400  # Peak at the paper's step == warmup_steps.
     np.testing.assert_allclose(rates.max(), 2.0 * (128 * 400) ** -0.5, rtol=1e-6)
     assert np.all(np.diff(rates[:399]) > 0) and np.all(np.diff(rates[400:]) < 0)
+
+
+@pytest.mark.reference
+@pytest.mark.parametrize("schedule", ["paper", "constant_then_inverse_sqrt"])
+def test_both_schedules_match_the_numpy_oracle(schedule: str) -> None:
+    config = _config(d_model=128, warmup_steps=300, learning_rate_scale=2.0, lr_schedule=schedule)
+    rates = train_state.make_schedule(config)(jnp.arange(2000))  # optax's count: the paper's step - 1.
+    expected = [reference.learning_rate(step, d_model=128, warmup_steps=300, scale=2.0, schedule=schedule)
+                for step in range(1, 2001)]
+    np.testing.assert_allclose(rates, expected, rtol=1e-6)
+
+
+def test_the_constant_start_is_the_papers_peak_then_the_papers_decay() -> None:
+    """No warm-up at the same peak (Xiong et al., 2020): never above the paper's peak, equal to it after."""
+    fields = dict(d_model=128, warmup_steps=300, learning_rate_scale=2.0)
+    counts = jnp.arange(1500)
+    paper, constant = (np.asarray(train_state.make_schedule(_config(**fields, lr_schedule=schedule))(counts))
+                       for schedule in ("paper", "constant_then_inverse_sqrt"))
+    assert constant.max() <= paper.max() * (1 + 1e-6)
+    np.testing.assert_allclose(constant[:300], paper[299], rtol=1e-6)  # Steps 1..300: the peak.
+    np.testing.assert_array_equal(constant[299:], paper[299:])  # From the peak on: the paper's rates.
+    assert constant[0] > 100 * paper[0]  # No ramp.
+
+
+def test_a_run_resumes_only_with_its_own_schedule(tmp_path: pathlib.Path) -> None:
+    workdir = str(tmp_path)
+    constant = dict(lr_schedule="constant_then_inverse_sqrt")
+    checkpoints.write_config(workdir, fake_data.tiny_experiment(**constant))
+    params_checkpoints.save_params(str(tmp_path / run_files.CHECKPOINT_DIR), 2, {"w": np.zeros(2)}, {})
+    with pytest.raises(UserInputError, match=r"another learning-rate schedule \(lr_schedule: "
+                                             r"'constant_then_inverse_sqrt' in the workdir, 'paper' now\).*"
+                                             r"--config.lr_schedule='constant_then_inverse_sqrt'"):
+        resume_checks.check_resume_compatible(workdir, fake_data.tiny_experiment())
+    resume_checks.check_resume_compatible(workdir, fake_data.tiny_experiment(**constant, warmup_steps=8))
 
 
 def test_no_schedule_with_zero_warmup() -> None:

@@ -393,7 +393,8 @@ def load_for_inference(workdir: str, which: str = "latest", *,
     Notes
     -----
     Raises ``FileNotFoundError`` for a missing workdir, config or checkpoint (listing the steps
-    there are), ``ValueError`` for an unknown ``which`` or parameters that do not fit the config.
+    there are), ``ValueError`` for an unknown ``which``, :class:`UserInputError` (a ``ValueError``) for
+    parameters that do not fit the config.
     """
     config = read_config(workdir)
     directory, candidates = checkpoint_candidates(workdir, which, directory_name=directory_name)
@@ -406,8 +407,9 @@ def load_for_inference(workdir: str, which: str = "latest", *,
             mismatch, last_error = [], error
         if mismatch:
             listed = "; ".join(mismatch[:5]) + (f"; and {len(mismatch) - 5} more" if len(mismatch) > 5 else "")
-            raise ValueError(f"checkpoint {directory}/{step} does not fit the model of "
-                             f"{workdir}/config.json: {listed}.")
+            raise UserInputError(f"checkpoint {directory}/{step} does not fit the model of "
+                                 f"{workdir}/config.json (written by another version of attention_jax, or "
+                                 f"another config.json): {listed}.")
         try:
             return restore_params(str(directory), step, abstract), config
         except Exception as error:  # Damaged files: try an older one for "latest".

@@ -48,6 +48,9 @@ RUN_IDENTITY_FIELDS = schema.fields_with_rule(ResumeRule.SEED)
 # state, AdamW's mask): a run resumes with other non-zero values, never with one switched on or off.
 OPTIMIZER_STATE_FIELDS = schema.fields_with_rule(ResumeRule.OPTIMIZER_STATE)
 
+# The learning-rate schedule: a run's steps so far followed its own, so a run never resumes with another.
+SCHEDULE_FIELDS = schema.fields_with_rule(ResumeRule.SCHEDULE)
+
 # The config fields that set the model's positions (``TransformerConfig.max_len`` is their sum).
 POSITION_FIELDS = schema.fields_with_rule(ResumeRule.POSITIONS)
 
@@ -182,8 +185,8 @@ def check_resume_compatible(workdir: str, experiment: Experiment) -> None:
     Raises :class:`UserInputError` (a ``ValueError``) naming every differing model field when the
     workdir holds a checkpoint, and likewise for the fields that choose the corpus and its tokenizer
     (:data:`DATA_IDENTITY_FIELDS`), for the seed (:data:`RUN_IDENTITY_FIELDS`) and for an optimizer knob
-    switched on or off (:data:`OPTIMIZER_STATE_FIELDS`). Differences elsewhere
-    (steps, logging, batching) are allowed and logged. Without any finished checkpoint (a run that
+    switched on or off (:data:`OPTIMIZER_STATE_FIELDS`) or another schedule (:data:`SCHEDULE_FIELDS`).
+    Differences elsewhere (steps, logging, batching) are allowed and logged. Without any finished checkpoint (a run that
     stopped before its first save) the new config simply replaces the old. A config with
     ``fine_tune_from`` needs the workdir's step-0 checkpoint that
     :func:`attention_jax.training.fine_tuning.start_from_source` writes (else training would start from
@@ -236,6 +239,14 @@ def check_resume_compatible(workdir: str, experiment: Experiment) -> None:
             f"{workdir} cannot resume with {listed}: switching it on or off changes the optimizer state the "
             f"checkpoints hold. Resume with the recorded value (another non-zero value is allowed), or train "
             f"the new setting in a new --workdir."
+        )
+    schedules = [(name, old[name], new[name]) for name in SCHEDULE_FIELDS if old[name] != new[name]]
+    if schedules:
+        listed = "; ".join(f"{name}: {old!r} in the workdir, {new!r} now" for name, old, new in schedules)
+        restore = " ".join(f"--config.{name}={old!r}" for name, old, _ in schedules)
+        raise UserInputError(
+            f"{workdir} holds a run trained with another learning-rate schedule ({listed}): its steps so far "
+            f"followed its own. Resume it with {restore}, or train the new schedule in a new --workdir."
         )
     flat_old, flat_new = flatten_config(old), flatten_config(new)
     other = sorted(key for key in set(flat_old) | set(flat_new) if flat_old.get(key) != flat_new.get(key))

@@ -21,7 +21,7 @@ _RESUME_WORDS = {
     ResumeRule.FREE: "may change", ResumeRule.MODEL: "refused (another model)",
     ResumeRule.COMPUTE: "may change (same model)", ResumeRule.DATA: "refused (another corpus)",
     ResumeRule.SEED: "refused (another start)", ResumeRule.OPTIMIZER_STATE: "not switched on or off",
-    ResumeRule.POSITIONS: "refused if the positions change",
+    ResumeRule.POSITIONS: "refused if the positions change", ResumeRule.SCHEDULE: "refused (another schedule)",
 }
 
 _HEADER = """# Config fields

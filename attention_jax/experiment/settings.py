@@ -9,6 +9,7 @@ declarations into the schema (:func:`attention_jax.field_declarations.setting`).
 from __future__ import annotations
 
 import dataclasses
+import enum
 from typing import Any
 
 from attention_jax.field_declarations import NON_NEGATIVE, POSITIVE, PROBABILITY, ResumeRule, check_declared, setting
@@ -42,6 +43,21 @@ class ExperimentSettings:
         check_declared(self, "experiment")
 
 
+class LearningRateSchedule(enum.StrEnum):
+    """``config.lr_schedule``: both peak at ``scale (d_model warmup)^-0.5`` and decay as ``step^-0.5`` after.
+
+    Attributes
+    ----------
+    PAPER
+        Equation 3: a linear ramp to the peak at ``warmup_steps``.
+    CONSTANT_THEN_INVERSE_SQRT
+        The peak from step 1: no warm-up at the same peak (Xiong et al., 2020).
+    """
+
+    PAPER = "paper"
+    CONSTANT_THEN_INVERSE_SQRT = "constant_then_inverse_sqrt"
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class OptimizerConfig:
     """Adam, the learning-rate schedule and the loss (Sections 5.3-5.4).
@@ -50,13 +66,17 @@ class OptimizerConfig:
     ----------
     d_model : int
         The model width the schedule scales by (``d_model ** -0.5``): the model section's, copied.
-    warmup_steps, learning_rate_scale, adam_b1, adam_b2, adam_eps, grad_accum_steps, label_smoothing, \
+    warmup_steps, lr_schedule, learning_rate_scale, adam_b1, adam_b2, adam_eps, grad_accum_steps, label_smoothing, \
 grad_clip_norm, weight_decay, dropout_rng
         Declared below, each with its meaning and range (``docs/config_fields.md`` lists them).
     """
 
     d_model: int
     warmup_steps: int = setting(4000, "Warm-up of the learning-rate schedule (5.3).", **POSITIVE)
+    lr_schedule: str = setting("paper", "paper: Equation 3, a linear ramp to the peak at warmup_steps; "
+                               "constant_then_inverse_sqrt: that peak from step 1, the same decay after warmup_steps.",
+                               choices=variants.values(LearningRateSchedule), resume=ResumeRule.SCHEDULE,
+                               old_run_value="paper")
     learning_rate_scale: float = setting(1.0, "Multiplies d_model^-0.5 * min(step^-0.5, step * warmup^-1.5) "
                                          "(0: parameters never move).", **NON_NEGATIVE)
     adam_b1: float = setting(0.9, "Adam beta_1.", **PROBABILITY)

@@ -6,13 +6,11 @@ Every norm module here maps ``x`` ``[B, L, D]`` to ``[B, L, D]`` in float32 and 
 ``layer_norm`` is Flax's ``LayerNorm`` (``scale`` and ``bias``, each ``[D]``) under the norm's name, as
 every run before the normalisation axis has it; ``rms_norm`` holds ``scale`` only.
 
-``batch_norm`` (:class:`SequenceBatchNorm`) keeps its running mean and variance among the parameters
-(``running_mean``, ``running_var``, each ``[D]``; no gradient reaches them, and Adam moves a parameter
-whose gradient is always zero by nothing), so that checkpoints, ``average_checkpoints``, the export and
-every evaluation and decoding path that reads ``{"params": params}`` carry them unchanged. A training
-forward pass (``deterministic=False``) writes the updated averages to the mutable collection
-:data:`normalization_registry.STATISTICS_COLLECTION`; the train step copies them into the new parameters
-(:func:`with_running_statistics`).
+``batch_norm`` (:class:`SequenceBatchNorm`) keeps its running averages among the parameters, which no
+gradient reaches, so every path that reads the parameters carries them. A training pass writes the batch's
+statistics to :data:`normalization_registry.STATISTICS_COLLECTION`; the train step combines its micro-batches'
+(:func:`combined_statistics`) and moves the averages once (:func:`with_running_statistics`), bias-corrected
+as Adam's moments: from 0, divided at evaluation by ``running_weight`` = ``1 - m^t``.
 
 Shape glossary
 --------------
@@ -86,8 +84,6 @@ class SequenceBatchNorm(nn.Module):
     ----------
     epsilon : float
         Added to the variance inside the square root.
-    momentum : float
-        ``m`` of the running averages (:data:`normalization_registry.BATCH_NORM_MOMENTUM`).
 
     Notes
     -----
@@ -95,14 +91,13 @@ class SequenceBatchNorm(nn.Module):
     mu_B)^2 / sum v`` per feature, ``v`` the ``valid`` mask (padding, and so the padding between a packed
     row's pairs, counts for nothing; ``None``: every token), and ``y = (x - mu_B) / sqrt(sigma_B^2 + eps) g +
     b``. The sums run over the whole ``[B, L]`` batch: under a data-parallel ``jit`` whose batch is sharded
-    over devices they are the global batch's (XLA adds the all-reduce). The running averages
-    ``running = m running + (1 - m) stat`` are written to the mutable collection when it is mutable.
-    Evaluation and decoding (``deterministic=True``) normalise with the running averages alone, each token
-    on its own, so a cached decode step equals the full pass. The variance is the biased one in both.
+    over devices they are the global batch's (XLA adds the all-reduce); the real tokens, ``mu_B`` and
+    ``sigma_B^2`` go to the mutable collection when it is mutable. Evaluation and decoding normalise with
+    :func:`evaluation_statistics` alone, each token on its own, so a cached decode step equals the full
+    pass. The variance is the biased one in both.
     """
 
     epsilon: float = NORM_EPSILON
-    momentum: float = BATCH_NORM_MOMENTUM
 
     @nn.compact
     def __call__(self, x: Array, valid: Array | None = None, *, deterministic: bool = True) -> Array:
@@ -111,67 +106,127 @@ class SequenceBatchNorm(nn.Module):
         scale = self.param("scale", _feature_init(nn.initializers.ones_init()), features, jnp.float32)
         bias = self.param("bias", _feature_init(nn.initializers.zeros_init()), features, jnp.float32)
         running_mean = self.param("running_mean", _feature_init(nn.initializers.zeros_init()), features, jnp.float32)
-        running_var = self.param("running_var", _feature_init(nn.initializers.ones_init()), features, jnp.float32)
+        running_var = self.param("running_var", _feature_init(nn.initializers.zeros_init()), features, jnp.float32)
+        running_weight = self.param("running_weight", nn.initializers.zeros_init(), (), jnp.float32)
         x = x.astype(jnp.float32)
         if deterministic:
-            mean, variance = running_mean, running_var
+            mean, variance = evaluation_statistics(running_mean, running_var, running_weight)
         else:
-            mean, variance = masked_statistics(x, valid)
+            tokens, mean, variance = masked_statistics(x, valid)
             if self.is_mutable_collection(STATISTICS_COLLECTION):
-                def average(running: Array, batch: Array) -> Array:
-                    return self.momentum * running + (1.0 - self.momentum) * jax.lax.stop_gradient(batch)
-
-                self.put_variable(STATISTICS_COLLECTION, "running_mean", average(running_mean, mean))
-                self.put_variable(STATISTICS_COLLECTION, "running_var", average(running_var, variance))
+                for name, value in (("tokens", tokens), ("mean", mean), ("variance", variance)):
+                    self.put_variable(STATISTICS_COLLECTION, name, jax.lax.stop_gradient(value))
         return (x - mean) * jax.lax.rsqrt(variance + self.epsilon) * scale + bias  # [B,L,D]
 
 
-def masked_statistics(x: Array, valid: Array | None) -> tuple[Array, Array]:
-    """Per-feature mean and (biased) variance of ``x`` ``[B, L, D]`` over the tokens ``valid`` ``[B, L]`` marks.
+def masked_statistics(x: Array, valid: Array | None) -> tuple[Array, Array, Array]:
+    """Real tokens, per-feature mean and (biased) variance of ``x`` ``[B, L, D]`` over those ``valid`` marks.
 
     Parameters
     ----------
     x : Array
         float32 activations.
     valid : Array or None
-        Boolean real-token mask; ``None`` counts every token.
+        Boolean ``[B, L]`` real-token mask; ``None`` counts every token.
+
+    Returns
+    -------
+    (Array, Array, Array)
+        Real tokens (float32), ``[D]`` mean and variance (0 and 0 without a real token).
+    """
+    weights = (jnp.ones(x.shape[:-1], jnp.float32) if valid is None else valid.astype(jnp.float32))[..., None]
+    tokens = jnp.sum(weights)
+    mean = jnp.sum(x * weights, axis=(0, 1)) / jnp.maximum(tokens, 1.0)  # [D]
+    variance = jnp.sum(jnp.square(x - mean) * weights, axis=(0, 1)) / jnp.maximum(tokens, 1.0)  # [D]
+    return tokens, mean, variance
+
+
+def evaluation_statistics(running_mean: Array, running_var: Array, running_weight: Array) -> tuple[Array, Array]:
+    """Evaluation's mean and variance: the running averages divided by their weight ``1 - m^t``.
+
+    Parameters
+    ----------
+    running_mean, running_var, running_weight : Array
+        ``[D]``, ``[D]`` and a scalar, as :class:`SequenceBatchNorm` keeps them.
 
     Returns
     -------
     (Array, Array)
-        ``[D]`` mean and variance (a batch without a real token gives mean 0 and variance 0).
+        ``[D]`` mean and variance; 0 and 1 before any step (weight 0).
     """
-    weights = (jnp.ones(x.shape[:-1], jnp.float32) if valid is None else valid.astype(jnp.float32))[..., None]
-    count = jnp.maximum(jnp.sum(weights), 1.0)
-    mean = jnp.sum(x * weights, axis=(0, 1)) / count  # [D]
-    variance = jnp.sum(jnp.square(x - mean) * weights, axis=(0, 1)) / count  # [D]
-    return mean, variance
+    trained = running_weight > 0
+    divisor = jnp.where(trained, running_weight, 1.0)
+    return running_mean / divisor, jnp.where(trained, running_var / divisor, 1.0)
 
 
-def with_running_statistics(params: Any, statistics: Any) -> Any:
-    """``params`` with batch_norm's running averages replaced by those a training forward pass wrote.
+def _by_norm(statistics: Any) -> dict[tuple[str, ...], dict[str, Array]]:
+    """The collection's leaves grouped by norm: module path -> ``{"tokens", "mean", "variance"}``."""
+    grouped: dict[tuple[str, ...], dict[str, Array]] = {}
+    for path, value in flax.traverse_util.flatten_dict(flax.core.unfreeze(statistics)).items():
+        grouped.setdefault(path[:-1], {})[path[-1]] = value
+    return grouped
+
+
+def combined_statistics(first: Any, second: Any) -> Any:
+    """Two forward passes' statistics collections combined per norm: those of all their real tokens.
+
+    Parameters
+    ----------
+    first, second : pytree
+        :data:`normalization_registry.STATISTICS_COLLECTION` collections (empty without batch_norm).
+
+    Returns
+    -------
+    pytree
+        Real tokens, mean and biased variance of the union (Chan et al., 1979).
+    """
+    left, right = _by_norm(first), _by_norm(second)
+    combined = {}
+    for path, a in left.items():
+        b = right[path]
+        tokens = a["tokens"] + b["tokens"]
+        share = b["tokens"] / jnp.maximum(tokens, 1.0)  # 0 when neither has a real token.
+        delta = b["mean"] - a["mean"]
+        combined.update({(*path, "tokens"): tokens, (*path, "mean"): a["mean"] + share * delta,
+                         (*path, "variance"): (1 - share) * a["variance"] + share * b["variance"]
+                         + share * (1 - share) * jnp.square(delta)})
+    return flax.traverse_util.unflatten_dict(combined) if combined else second
+
+
+def with_running_statistics(params: Any, statistics: Any, momentum: float = BATCH_NORM_MOMENTUM) -> Any:
+    """``params`` with batch_norm's running averages moved by one step's statistics.
 
     Parameters
     ----------
     params : pytree
         Parameters (after the optimizer's update).
     statistics : pytree
-        The :data:`normalization_registry.STATISTICS_COLLECTION` collection ``apply`` returned (the same
-        module paths as ``params``); empty when the model has no batch_norm.
+        The step's :data:`normalization_registry.STATISTICS_COLLECTION` collection (empty without batch_norm).
+    momentum : float
+        ``running = m running + (1 - m) batch``; ``running_weight`` likewise with ``batch = 1``.
 
     Returns
     -------
     pytree
-        ``params``, the same structure, the running averages new.
+        ``params``; a norm whose batch had no real token keeps its averages.
+
+    Raises
+    ------
+    ValueError
+        Statistics of a norm without running averages in ``params``.
     """
-    updates = flax.traverse_util.flatten_dict(flax.core.unfreeze(statistics))
-    if not updates:
+    grouped = _by_norm(statistics)
+    if not grouped:
         return params
     flat = flax.traverse_util.flatten_dict(flax.core.unfreeze(params))
-    unknown = set(updates) - set(flat)
+    unknown = [path for path in grouped if (*path, "running_weight") not in flat]
     if unknown:
         raise ValueError(f"running statistics without a parameter to hold them: {sorted(unknown)[:3]}.")
-    flat.update(updates)
+    for path, batch in grouped.items():
+        for name, value in (("running_mean", batch["mean"]), ("running_var", batch["variance"]),
+                            ("running_weight", 1.0)):
+            old = flat[(*path, name)]
+            flat[(*path, name)] = jnp.where(batch["tokens"] > 0, momentum * old + (1 - momentum) * value, old)
     return flax.traverse_util.unflatten_dict(flat)
 
 
@@ -214,7 +269,7 @@ def rms_norm(config: TransformerConfig, name: str) -> TokenRMSNorm:
 
 
 def batch_norm(config: TransformerConfig, name: str) -> SequenceBatchNorm:
-    """The ``batch_norm`` entry's module (epsilon 1e-6, momentum 0.99, float32).
+    """The ``batch_norm`` entry's module (epsilon 1e-6, float32; momentum: :func:`with_running_statistics`).
 
     Parameters
     ----------
@@ -228,4 +283,4 @@ def batch_norm(config: TransformerConfig, name: str) -> SequenceBatchNorm:
     SequenceBatchNorm
         The module.
     """
-    return SequenceBatchNorm(epsilon=NORM_EPSILON, momentum=BATCH_NORM_MOMENTUM, name=name)
+    return SequenceBatchNorm(epsilon=NORM_EPSILON, name=name)

@@ -40,12 +40,13 @@ NORM_EPSILON = 1e-6
 """The ``epsilon`` of every built-in norm (inside the square root)."""
 
 BATCH_NORM_MOMENTUM = 0.99
-"""``m`` of batch_norm's running averages: ``running = m running + (1 - m) batch`` each training step (Flax's
-and Keras's default; PyTorch's ``momentum=0.01``)."""
+"""``m`` of batch_norm's running averages: ``running = m running + (1 - m) batch`` each training step with a real
+token, bias-corrected by ``1 - m^t`` (Flax's and Keras's default; PyTorch's ``momentum=0.01``)."""
 
 STATISTICS_COLLECTION = "batch_stats"
-"""The mutable collection a training forward pass writes batch_norm's new running averages to; the train
-step copies them into the parameters (:func:`attention_jax.models.normalization.with_running_statistics`)."""
+"""The mutable collection a training forward pass writes batch_norm's batch statistics to; the train step
+moves the running averages among the parameters by them
+(:func:`attention_jax.models.normalization.with_running_statistics`)."""
 
 Build = Callable[["TransformerConfig", str], Any]
 """``build(config, name) -> module``: the Flax module of one norm named ``name`` (``None``: no norm)."""
@@ -124,7 +125,7 @@ NORMALIZATIONS: Registry[Normalization] = Registry("normalization", (
         name="batch_norm", summary="(x - mu_B) / sqrt(sigma_B^2 + eps) g + b per feature, mu_B and sigma_B^2 over "
                                    "the batch's real tokens (Ioffe and Szegedy, 2015); running averages at "
                                    "evaluation",
-        build=_jax_build("batch_norm"), params_per_norm=lambda d_model: 4 * d_model, per_token=False),
+        build=_jax_build("batch_norm"), params_per_norm=lambda d_model: 4 * d_model + 1, per_token=False),
     Normalization(
         name="none", summary="no normalisation: the residual sum (or the sublayer's output) as it is",
         build=_no_norm, params_per_norm=lambda d_model: 0, positions=("post",)),
@@ -132,8 +133,8 @@ NORMALIZATIONS: Registry[Normalization] = Registry("normalization", (
 """Every normalisation by name (a ``Mapping``; :func:`register_normalization` adds to it).
 
 ``layer_norm`` (the paper's), ``rms_norm`` (no centring, no bias), ``batch_norm`` (statistics over the batch;
-its ``params_per_norm`` counts the running mean and variance it keeps among the parameters beside its
-gain and bias) and ``none`` (defined at ``post`` only: without a norm, pre and post are the same model).
+its ``params_per_norm`` counts the running mean, variance and weight it keeps among the parameters
+beside its gain and bias) and ``none`` (defined at ``post`` only: without a norm, pre and post are the same model).
 """
 
 

@@ -2,8 +2,8 @@
 
 Each refuses in one line (:class:`~attention_jax.user_errors.UserInputError`, exit status 2) naming the
 problem and the fix: a mesh or attention implementation this job's devices cannot run, a vocabulary over
-``vocab_size`` or a dev split too small for early stopping, and a resumed run whose ``tokenizer.model`` or
-dev and test splits are not the ones it was trained and evaluated with.
+``vocab_size`` or a dev split too small for early stopping, and a resumed run whose ``tokenizer.model``,
+dev and test splits or checkpointed parameters are not the ones it was trained and evaluated with.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 import jax
 
 from attention_jax import run_files
-from attention_jax.checkpointing import resume_checks
+from attention_jax.checkpointing import params_checkpoints, resume_checks
 from attention_jax.data.tokenizer import Tokenizer
 from attention_jax.data.training_data import TrainingData
 from attention_jax.experiment.sections import Experiment
@@ -137,3 +137,34 @@ def check_data_splits(workdir: str, data: TrainingData) -> None:
     """
     if resume_checks.read_data_splits(workdir) is not None:  # A run from before the file existed has none.
         resume_checks.check_data_splits(workdir, data.split_fingerprints())
+
+
+def check_checkpoint_parameters(workdir: str, step: int | None, abstract_params: Any) -> None:
+    """Refuse to resume from a checkpoint whose parameters are not this version's model's.
+
+    Parameters
+    ----------
+    workdir : str
+        The work directory.
+    step : int or None
+        Its newest training checkpoint (``None``: nothing to check).
+    abstract_params : pytree
+        The model's parameter shapes.
+
+    Raises
+    ------
+    UserInputError
+        One line naming the differing leaves (a batch_norm checkpoint from before ``running_weight``).
+    """
+    if step is None:
+        return
+    directory = os.path.join(workdir, run_files.CHECKPOINT_DIR)
+    try:
+        mismatch = params_checkpoints.params_mismatch(directory, step, abstract_params)
+    except Exception:  # Damaged: the restore falls back to an older checkpoint.
+        return
+    if mismatch:
+        raise UserInputError(
+            f"{directory}/{step} holds other parameters than this version of attention_jax builds for its config "
+            f"({'; '.join(mismatch[:2])}{'; ...' if len(mismatch) > 2 else ''}): it was written by another version. "
+            f"Resume it with that version, or train again in a new --workdir.")

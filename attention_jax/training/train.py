@@ -97,7 +97,9 @@ def build_run(experiment: Experiment, workdir: str, data: TrainingData | None,
                                       grad_accum_steps=optimizer_config.grad_accum_steps,
                                       dropout_rng=optimizer_config.dropout_rng)
     manager = checkpoints.TrainingCheckpoints(workdir, keep=run_config.keep_checkpoints)
-    restored = manager.restore_latest(initial_state.abstract_train_state(boxed_state, shardings))
+    abstract_state = initial_state.abstract_train_state(boxed_state, shardings)
+    setup_checks.check_checkpoint_parameters(workdir, manager.latest_step(), abstract_state.params)
+    restored = manager.restore_latest(abstract_state)
     if restored is None:
         state = initial_state.create_train_state(experiment.seed, transformer, optimizer, shardings)
         train_iterator = data.train_iterator(experiment.seed)

@@ -9,8 +9,10 @@
   with ``step`` counted from 1 (the first update) and an extra multiplier ``learning_rate_scale``
   (1.0 reproduces the paper; tensor2tensor calls it ``learning_rate``): the rate rises linearly for
   ``warmup_steps`` updates, peaks at ``scale * (d_model * warmup_steps)^-0.5`` and then decays as
-  ``step^-0.5``. Two knobs researchers expect are off by default so the paper's Adam stays exact:
-  global-norm gradient clipping (``grad_clip_norm``) and decoupled weight decay (``weight_decay``, AdamW);
+  ``step^-0.5``; ``lr_schedule="constant_then_inverse_sqrt"`` is that curve without its ramp,
+  ``peak * min(1, sqrt(warmup_steps / step))``. Two knobs researchers expect are off by default so the
+  paper's Adam stays exact: global-norm gradient clipping (``grad_clip_norm``) and decoupled weight decay
+  (``weight_decay``, AdamW);
 - :func:`train_step` / :func:`accumulate_gradients` / :func:`eval_step`: pure functions (the forward
   pass, the label-smoothed loss of :func:`attention_jax.models.metrics.token_loss_sums`, the gradient
   and the optimizer's update), compiled by :func:`compile_steps` with explicit
@@ -19,7 +21,8 @@
 
 Loss normalization: a step's gradient is the gradient of the label-smoothed loss summed over all
 non-pad target tokens of the step (every device, every micro-batch) divided by their number, so
-``grad_accum_steps=k`` with k batches equals one step on their union (up to float rounding).
+``grad_accum_steps=k`` with k batches equals one step on their union (up to float rounding); with batch_norm
+only its running averages do, each micro-batch being normalised by its own statistics.
 """
 
 from __future__ import annotations
@@ -38,11 +41,14 @@ from jax.sharding import Mesh, NamedSharding
 from jax.typing import ArrayLike
 
 from attention_jax.experiment.sections import OptimizerConfig
+from attention_jax.experiment.settings import LearningRateSchedule
 from attention_jax.models import language_model, metrics, normalization, normalization_registry
 from attention_jax.training import sharding
 
 Batch = dict[str, Any]
 MetricSums = dict[str, jax.Array]
+Carry = tuple[Any, MetricSums, Any]
+"""A step's micro-batches so far: summed gradients, metric sums, batch_norm's combined batch statistics."""
 
 
 class TrainState(flax.struct.PyTreeNode):
@@ -97,12 +103,13 @@ def paper_learning_rate(step: ArrayLike, *, d_model: int, warmup_steps: int, sca
 
 
 def make_schedule(config: OptimizerConfig) -> optax.Schedule:
-    """The paper's schedule as an optax schedule of the update count.
+    """``config.lr_schedule`` as an optax schedule of the update count.
 
     Parameters
     ----------
     config : OptimizerConfig
-        The optimizer section (``d_model``, ``warmup_steps`` and ``learning_rate_scale`` are read).
+        The optimizer section (``d_model``, ``warmup_steps``, ``lr_schedule`` and ``learning_rate_scale``
+        are read).
 
     Returns
     -------
@@ -111,13 +118,15 @@ def make_schedule(config: OptimizerConfig) -> optax.Schedule:
 
     Notes
     -----
-    ``warmup_steps`` is positive: its declaration's range, checked whenever an ``OptimizerConfig`` is
-    built (:mod:`attention_jax.experiment.settings`), so the schedule never divides by zero.
+    ``constant_then_inverse_sqrt`` is :func:`paper_learning_rate` at ``max(step, warmup_steps)``.
+    ``warmup_steps`` is positive (its declared range), so neither divides by zero.
     """
     d_model, warmup, scale = config.d_model, config.warmup_steps, config.learning_rate_scale
+    constant_start = config.lr_schedule == LearningRateSchedule.CONSTANT_THEN_INVERSE_SQRT
 
     def schedule(count: ArrayLike) -> ArrayLike:
-        return paper_learning_rate(count + 1, d_model=d_model, warmup_steps=warmup, scale=scale)
+        step = jnp.maximum(count + 1, warmup) if constant_start else count + 1
+        return paper_learning_rate(step, d_model=d_model, warmup_steps=warmup, scale=scale)
 
     return schedule
 
@@ -278,7 +287,7 @@ def _summed_loss_gradients(params: Any, batch: Batch, dropout_key: jax.Array,
                            transformer: nn.Module,
                            label_smoothing: float) -> tuple[Any, MetricSums, Any]:
     """Gradient of the label-smoothed loss summed (not averaged) over non-pad targets, the sums, and the
-    running statistics the forward pass wrote (batch_norm's; empty without it)."""
+    batch statistics the forward pass wrote (batch_norm's; empty without it)."""
     collection = normalization_registry.STATISTICS_COLLECTION
 
     def summed_loss(candidate: Any) -> tuple[jax.Array, tuple[MetricSums, Any]]:
@@ -292,16 +301,15 @@ def _summed_loss_gradients(params: Any, batch: Batch, dropout_key: jax.Array,
     return grads, sums, statistics
 
 
-def accumulate_gradients(state: TrainState, carry: tuple[Any, MetricSums] | None, batch: Batch,
-                         micro_index: jax.Array, *, transformer: nn.Module,
-                         label_smoothing: float, dropout_rng: str = "threefry") -> tuple[Any, MetricSums]:
-    """Add one micro-batch's summed-loss gradient and metric sums to ``carry``.
+def accumulate_gradients(state: TrainState, carry: Carry | None, batch: Batch, micro_index: jax.Array, *,
+                         transformer: nn.Module, label_smoothing: float, dropout_rng: str = "threefry") -> Carry:
+    """Add one micro-batch's summed-loss gradient, metric sums and batch statistics to ``carry``.
 
     Parameters
     ----------
     state : TrainState
         Current state (parameters, step and rng are read).
-    carry : (grads, sums) or None
+    carry : Carry or None
         What earlier micro-batches of this step accumulated; ``None`` for the first.
     batch : Batch
         ``{"inputs": [B, S], "targets": [B, T]}`` global arrays, plus the :data:`model.PACKED_KEYS` arrays
@@ -318,26 +326,18 @@ def accumulate_gradients(state: TrainState, carry: tuple[Any, MetricSums] | None
 
     Returns
     -------
-    (grads, sums)
+    Carry
         Running sums; pass them to the next micro-batch or to :func:`train_step`.
     """
-    grads, sums, _ = _accumulated(state, carry, batch, micro_index, transformer=transformer,
-                                  label_smoothing=label_smoothing, dropout_rng=dropout_rng)
-    return grads, sums
-
-
-def _accumulated(state: TrainState, carry: tuple[Any, MetricSums] | None, batch: Batch, micro_index: jax.Array, *,
-                 transformer: nn.Module, label_smoothing: float,
-                 dropout_rng: str) -> tuple[Any, MetricSums, Any]:
-    """:func:`accumulate_gradients`, plus the running statistics this micro-batch's forward pass wrote."""
     dropout_key = _dropout_key(state, micro_index, dropout_rng)
     grads, sums, statistics = _summed_loss_gradients(state.params, batch, dropout_key, transformer, label_smoothing)
     if carry is None:
         return grads, sums, statistics
-    return jax.tree.map(jnp.add, carry[0], grads), metrics.add_sums(carry[1], sums), statistics
+    return (jax.tree.map(jnp.add, carry[0], grads), metrics.add_sums(carry[1], sums),
+            normalization.combined_statistics(carry[2], statistics))
 
 
-def train_step(state: TrainState, batch: Batch, carry: tuple[Any, MetricSums] | None = None, *,
+def train_step(state: TrainState, batch: Batch, carry: Carry | None = None, *,
                transformer: nn.Module, optimizer: optax.GradientTransformation,
                label_smoothing: float, micro_index: int = 0,
                dropout_rng: str = "threefry") -> tuple[TrainState, MetricSums]:
@@ -349,7 +349,7 @@ def train_step(state: TrainState, batch: Batch, carry: tuple[Any, MetricSums] | 
         Current state.
     batch : Batch
         The last micro-batch of the step.
-    carry : (grads, sums) or None
+    carry : Carry or None
         Accumulated over the step's earlier micro-batches (:func:`accumulate_gradients`).
     transformer : model.Transformer or language_model.LanguageModel
         The model (``dtype`` selects the compute precision; parameters stay float32).
@@ -371,12 +371,13 @@ def train_step(state: TrainState, batch: Batch, carry: tuple[Any, MetricSums] | 
 
     Notes
     -----
-    batch_norm's running averages (parameters no gradient reaches) are then replaced by those the last
-    micro-batch's forward pass wrote (``models/normalization.py``): with ``grad_accum_steps = k`` they move
-    once a step, from its last micro-batch, while each micro-batch is normalised by its own statistics.
+    batch_norm's running averages (parameters no gradient reaches) then move once, by the statistics of
+    all the step's real tokens (``models/normalization.py``). With ``grad_accum_steps = k`` each micro-batch
+    is still normalised by its own statistics, so a batch_norm model's gradient is not one big batch's.
     """
-    grads, sums, statistics = _accumulated(state, carry, batch, jnp.int32(micro_index), transformer=transformer,
-                                           label_smoothing=label_smoothing, dropout_rng=dropout_rng)
+    grads, sums, statistics = accumulate_gradients(state, carry, batch, jnp.int32(micro_index),
+                                                   transformer=transformer, label_smoothing=label_smoothing,
+                                                   dropout_rng=dropout_rng)
     grads = jax.tree.map(lambda g: g / jnp.maximum(sums["tokens"], 1.0), grads)  # Per-token mean.
     updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
@@ -465,7 +466,7 @@ def compile_steps(transformer: nn.Module, optimizer: optax.GradientTransformatio
     """
     batch_sharding = sharding.batch_sharding(mesh)
     replicated = sharding.replicated(mesh)
-    carry_sharding = (state_shardings.params, replicated)
+    carry_sharding = (state_shardings.params, replicated, replicated)
     if dropout_rng not in DROPOUT_RNGS:
         raise ValueError(f"dropout_rng must be one of {DROPOUT_RNGS}; got {dropout_rng!r}.")
     last = functools.partial(train_step, optimizer=optimizer, micro_index=grad_accum_steps - 1,

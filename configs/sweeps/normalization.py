@@ -7,7 +7,7 @@ a much higher variance"), that LayerNorm "enables faster training and provides s
 and that "the residual connections are crucial for enabling a smooth gradient flow"; Xiong et al. (2020)
 add that post-LN needs the learning-rate warm-up and pre-LN trains without it. This sweep tests each.
 
-Rows (8), each with seeds 0, 1, 2 (``get_seeds``), the same steps for every row:
+Rows (10), each with seeds 0, 1, 2 (``get_seeds``), the same steps for every row:
 
 - ``base``: post-LN LayerNorm, the paper's (the reference row of the report's changes and verdicts);
 - ``pre_layer_norm``: ``x + Sublayer(LayerNorm(x))`` and a final LayerNorm per stack (Xiong et al.);
@@ -16,15 +16,16 @@ Rows (8), each with seeds 0, 1, 2 (``get_seeds``), the same steps for every row:
   evaluation; ``attention_jax/models/normalization.py``);
 - ``no_normalization``: ``x + Sublayer(x)`` with no norm at all;
 - ``no_residual``: post-LN LayerNorm without the residual connections, ``LayerNorm(Sublayer(x))``;
-- ``post_no_warmup``, ``pre_no_warmup``: ``base`` and ``pre_layer_norm`` with ``warmup_steps = 1``.
+- ``post_no_warmup``, ``pre_no_warmup``: ``base`` and ``pre_layer_norm`` without warm-up at the same peak;
+- ``post_warmup_1_17x_peak``, ``pre_warmup_1_17x_peak``: ``base`` and ``pre_layer_norm`` with ``warmup_steps = 1``.
 
-**Without warm-up, the same decay.** The schedule is the paper's Equation 3, ``scale d_model^-0.5
-min(step^-0.5, step warmup^-1.5)``. With ``warmup_steps = 1`` and the recipe's ``scale`` the rate is
-``scale d_model^-0.5 step^-0.5`` from the first step: the recipe's curve from its peak at step 300 on,
-and before it the inverse square root continued backwards (step 1: ``sqrt(300)`` = 17x the recipe's
-peak, step 75: 2x). The two rows differ from theirs in the first 300 steps only; that is the
-comparison Xiong et al. make (their pre-LN without warm-up, at the rate the post-LN with warm-up peaks at,
-is the closer one; the schedule here has no constant start, said in ``docs/normalization.md``).
+**Without warm-up, the same peak and decay.** The schedule is the paper's Equation 3, ``scale d_model^-0.5
+min(step^-0.5, step warmup^-1.5)``, peaking at step ``warmup`` = 300. The ``*_no_warmup`` rows use
+``lr_schedule = "constant_then_inverse_sqrt"``: that peak from step 1 to 300, the same curve after; they
+differ from theirs in the first 300 steps only, the comparison Xiong et al. (2020) make. The
+``*_warmup_1_17x_peak`` rows keep the paper's schedule at ``warmup_steps = 1``: ``scale d_model^-0.5
+step^-0.5`` from step 1, the inverse square root continued backwards before step 300 (step 1: ``sqrt(300)``
+= 17x the peak, step 75: 2x); they test a too-high rate, not the absence of warm-up.
 
 Everything else is ``configs/small_corpus.py`` (N=3, d_model=128, d_ff=512, h=4, 4,000 BPE pieces,
 1,700 steps of 4,096 padded target tokens, warmup 300, last checkpoint, beam 4) on the real
@@ -65,7 +66,8 @@ from configs import small_corpus
 SEEDS = (0, 1, 2)
 DATASET = "tsv:../shared/data/messages_en_de"
 EVAL_EVERY_STEPS = 100
-NO_WARMUP_STEPS = 1  # The paper's schedule at warmup 1: scale d_model^-0.5 step^-0.5 from the first step.
+WARMUP_1 = dict(warmup_steps=1)  # The paper's schedule at warmup 1: scale d_model^-0.5 step^-0.5 from step 1.
+NO_WARMUP = dict(lr_schedule="constant_then_inverse_sqrt")  # The recipe's peak from step 1, its decay after.
 ROWS: dict[str, dict] = {
     "base": {},
     "pre_layer_norm": dict(layer_norm_position="pre"),
@@ -73,8 +75,10 @@ ROWS: dict[str, dict] = {
     "post_batch_norm": dict(normalization="batch_norm"),
     "no_normalization": dict(normalization="none"),
     "no_residual": dict(residual_connections=False),
-    "post_no_warmup": dict(warmup_steps=NO_WARMUP_STEPS),
-    "pre_no_warmup": dict(layer_norm_position="pre", warmup_steps=NO_WARMUP_STEPS),
+    "post_no_warmup": dict(NO_WARMUP),
+    "pre_no_warmup": dict(layer_norm_position="pre", **NO_WARMUP),
+    "post_warmup_1_17x_peak": dict(WARMUP_1),
+    "pre_warmup_1_17x_peak": dict(layer_norm_position="pre", **WARMUP_1),
 }
 """Row name -> the fields it changes from the recipe (``base`` changes none)."""
 

@@ -72,13 +72,13 @@ def numerical_gradient(function: Callable[[np.ndarray], float], x: np.ndarray, s
 
 
 def norm_param_count(normalization: str, *, d_model: int, num_layers: int, decoder_only: bool, pre: bool) -> int:
-    """Parameters of every norm of a model: 2 D (g, b) a LayerNorm, D (g) an RMSNorm, 0 without norms, 4 D a
-    BatchNorm (g, b and the running mean and variance it keeps among the parameters).
+    """Parameters of every norm of a model: 2 D (g, b) a LayerNorm, D (g) an RMSNorm, 0 without norms, 4 D + 1
+    a BatchNorm (g, b and the running mean, variance and their scalar weight it keeps among the parameters).
 
     The encoder-decoder has 2 sublayers per encoder layer and 3 per decoder layer; the decoder-only
     model 2 per layer; pre-LN adds one final norm per stack.
     """
-    per_norm = {"layer_norm": 2 * d_model, "rms_norm": d_model, "batch_norm": 4 * d_model, "none": 0}[normalization]
+    per_norm = {"layer_norm": 2 * d_model, "rms_norm": d_model, "batch_norm": 4 * d_model + 1, "none": 0}[normalization]
     sublayers = 2 * num_layers if decoder_only else 5 * num_layers
     final_norms = (1 if decoder_only else 2) if pre else 0
     return per_norm * (sublayers + final_norms)
@@ -98,11 +98,18 @@ def batch_norm(params: dict, x: np.ndarray, mean: np.ndarray, variance: np.ndarr
 
 
 def running_averages(batches: list[tuple[np.ndarray, np.ndarray]], momentum: float) -> tuple[np.ndarray, np.ndarray]:
-    """The running mean and variance after one training step per ``(x, valid)`` batch, from 0 and 1."""
+    """The bias-corrected running mean and variance after one training step per ``(x, valid)`` batch.
+
+    As Adam's moments (Kingma and Ba, 2015): ``avg_t = m avg_{t-1} + (1 - m) stat_t`` from 0, divided by
+    ``1 - m^t``, ``t`` counting the batches with a real token (the others are skipped).
+    """
     features = batches[0][0].shape[-1]
-    mean, variance = np.zeros(features), np.ones(features)
+    mean, variance, steps = np.zeros(features), np.zeros(features), 0
     for x, valid in batches:
+        if not valid.any():
+            continue
         batch_mean, batch_variance = masked_batch_statistics(x, valid)
         mean = momentum * mean + (1 - momentum) * batch_mean
         variance = momentum * variance + (1 - momentum) * batch_variance
-    return mean, variance
+        steps += 1
+    return mean / (1 - momentum ** steps), variance / (1 - momentum ** steps)

@@ -336,3 +336,16 @@ def transformer_param_count(vocab_size: int, num_layers: int, d_model: int, d_ff
     final_norms = 2 * norm_params if pre_norm else 0
     position_tables = 2 * learned_positions * d_model  # One learned table per stack.
     return embeddings + num_layers * (encoder + decoder) + final_norms + position_tables
+
+
+def learning_rate(step: int, *, d_model: int, warmup_steps: int, scale: float = 1.0, schedule: str = "paper") -> float:
+    """The rate of update ``step`` (1-based) of Section 5.3's schedule or of its constant-start variant.
+
+    ``paper`` (Equation 3): a straight line from 0 to the peak ``scale (d_model warmup)^-0.5`` at
+    ``warmup_steps``, then ``scale (d_model step)^-0.5``. ``constant_then_inverse_sqrt``: the peak until
+    ``warmup_steps``, then the same decay.
+    """
+    peak = scale / np.sqrt(d_model * warmup_steps)
+    if step > warmup_steps:
+        return float(scale / np.sqrt(d_model * step))
+    return float(peak * step / warmup_steps if schedule == "paper" else peak)
