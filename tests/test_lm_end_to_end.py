@@ -69,6 +69,12 @@ def test_generate_continues_prompts_and_reports_perplexity(lm_workdir: pathlib.P
     assert len(one.stdout.splitlines()) == 1 and one.stdout.strip()
     again = _generate(f"--workdir={lm_workdir}", "--prompt=Der Hund", "--seed=1", "--max_new_tokens=8")
     assert again.stdout == one.stdout
+    three = _generate(f"--workdir={lm_workdir}", "--prompt=Der Hund", "--seed=1", "--max_new_tokens=8",
+                      "--num_samples=3", "--echo_prompt")
+    assert three.returncode == 0, three.stderr[-2000:]
+    lines = three.stdout.splitlines()  # Sample 0 is --seed=1's continuation, after the prompt.
+    assert len(lines) == 3 and all(line.startswith("Der Hund") for line in lines)
+    assert lines[0].replace(" ", "") == ("Der Hund" + one.stdout).replace(" ", "").strip()
     greedy = _generate(f"--workdir={lm_workdir}", "--temperature=0", "--top_k=5", stdin="Heute\nDie Katze\n")
     assert greedy.returncode == 0 and len(greedy.stdout.splitlines()) == 2
     evaluated = _generate(f"--workdir={lm_workdir}", "--eval_split=validation")
