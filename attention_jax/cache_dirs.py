@@ -2,9 +2,9 @@
 
 Set to a directory, it moves the prepared corpora with their tokenizers and token ids (TFDS's data
 directory: ``<dir>/tensorflow_datasets``), the XLA compilation cache (``<dir>/jax_compilation_cache``) and
-the measured device peaks (``<dir>/device_peaks.json``) together. A setting for one cache still wins for that cache: ``--config.data_dir`` or ``TFDS_DATA_DIR``
-for the data, ``--config.compilation_cache_dir`` (a path, or '' for none) or ``JAX_COMPILATION_CACHE_DIR``
-for compiled programs.
+the measured device peaks (``<dir>/device_peaks.json``) together. A setting for one cache still wins for
+that cache: ``--config.data_dir`` or ``TFDS_DATA_DIR`` for the data, ``--config.compilation_cache_dir``
+(a path, or '' for none) or ``JAX_COMPILATION_CACHE_DIR`` for compiled programs.
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ import sys
 
 import pytest
 
+from attention_jax import log_format
 from attention_jax.checkpointing import checkpoints, resume_checks
 from attention_jax.experiment import sections
 from attention_jax.models import flops
@@ -126,4 +127,5 @@ def test_more_new_tokens_than_fit_is_said(lm_workdir: pathlib.Path) -> None:
     assert completed.returncode == 0, completed.stderr[-2000:]
     warnings = [line for line in completed.stderr.splitlines() if "--max_new_tokens=100000 is more than fits" in line]
     assert len(warnings) == 1 and "rows hold 32 positions" in warnings[0]
-    assert not [line for line in completed.stderr.splitlines() if line[:1] == "I" and line[1:5].isdigit()]  # No INFO.
+    assert not [line for line in completed.stderr.splitlines()  # No INFO line.
+                if (match := log_format.SHORT_PREFIX.match(line)) and match.group(1) == "I"]

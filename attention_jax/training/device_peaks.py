@@ -9,9 +9,9 @@ first that applies:
    (:data:`DATASHEET_PEAKS`: NVIDIA data-centre GPUs and Google TPUs);
 3. measured once per machine: the best rate of a few square matmuls in the dtype (a CPU, an unknown
    GPU), kept in :func:`peak_cache_path` (``~/.cache/attention_jax/device_peaks.json``, under
-   ``$XDG_CACHE_HOME`` or ``$ATTENTION_JAX_CACHE_DIR`` when set) keyed by the processor model, the device kind and the dtype, and
-   reused by every later run there (:func:`cached_measured_peak`). A measured peak is what this device
-   reaches on a plain product, so MFU against it is higher than against a datasheet rate, and is
+   ``$XDG_CACHE_HOME`` or ``$ATTENTION_JAX_CACHE_DIR`` when set) keyed by the processor model, the device
+   kind and the dtype, and reused by every later run there (:func:`cached_measured_peak`). A measured peak
+   is what this device reaches on a plain product, so MFU against it is higher than against a datasheet rate, and is
    comparable only between runs on the same machine. On a CPU that other processes keep busy the
    products run slower, the peak reads low and MFU high; such a peak is measured with more products,
    named as taken under load (:func:`machine_load`), and measured again by the next run that finds the
