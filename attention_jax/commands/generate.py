@@ -106,7 +106,7 @@ def main(argv: list[str]) -> None:
         if warning:
             logging.warning("%s", warning)
         lines = generation_output.sample_lines(generator, prompts, settings, num_samples=_NUM_SAMPLES.value,
-                             echo_prompt=_ECHO_PROMPT.value, output_format=_FORMAT.value)
+                                               echo_prompt=_ECHO_PROMPT.value, output_format=_FORMAT.value)
     except UserInputError as error:  # A bad flag, an empty split, a run without its tokenizer: exit 2.
         exit_with_error("attention_jax.generate", str(error))
     except (FileNotFoundError, ValueError) as error:
