@@ -17,34 +17,15 @@ COMPILATION_SUBDIR = "jax_compilation_cache"
 
 
 def under_cache_root(subdir: str) -> str | None:
-    """``$ATTENTION_JAX_CACHE_DIR/<subdir>`` as an absolute path, or ``None`` when the variable is unset.
-
-    Parameters
-    ----------
-    subdir : str
-        :data:`DATA_SUBDIR` or :data:`COMPILATION_SUBDIR`.
-
-    Returns
-    -------
-    str or None
-    """
+    """``$ATTENTION_JAX_CACHE_DIR/<subdir>`` as an absolute path; ``None`` when the variable is unset."""
     root = os.environ.get(CACHE_DIR_VARIABLE)
     return os.path.abspath(os.path.join(os.path.expanduser(root), subdir)) if root else None
 
 
 def data_dir(configured: str) -> str | None:
-    """The data directory to hand TFDS: ``config.data_dir``, else the cache root's, else ``None``.
+    """The data directory to hand TFDS for ``config.data_dir`` (''): it, else the cache root's, else ``None``.
 
-    Parameters
-    ----------
-    configured : str
-        ``config.data_dir`` ('' when unset).
-
-    Returns
-    -------
-    str or None
-        ``None``: TFDS's own default (``$TFDS_DATA_DIR``, else ``~/tensorflow_datasets``), also when
-        ``TFDS_DATA_DIR`` is set beside ``ATTENTION_JAX_CACHE_DIR``.
+    ``None`` is TFDS's own default, ``$TFDS_DATA_DIR`` (which wins over the cache root) or ``~/tensorflow_datasets``.
     """
     if configured:
         return os.path.expanduser(configured)
@@ -52,19 +33,7 @@ def data_dir(configured: str) -> str | None:
 
 
 def describe(configured_data_dir: str, compilation_dir: str | None) -> str:
-    """The log line naming where this run's data and compiled programs are cached.
-
-    Parameters
-    ----------
-    configured_data_dir : str
-        ``config.data_dir``.
-    compilation_dir : str or None
-        The compilation cache in use (``None``: off).
-
-    Returns
-    -------
-    str
-    """
+    """The log line naming where the data (``config.data_dir``) and compiled programs (``None``: off) are cached."""
     data = data_dir(configured_data_dir) or os.environ.get("TFDS_DATA_DIR") or os.path.expanduser(
         os.path.join("~", DATA_SUBDIR))  # TFDS's own default.
     root = os.environ.get(CACHE_DIR_VARIABLE)

@@ -20,13 +20,7 @@ _LOG_FORMAT = flags.DEFINE_enum("log_format", "short", list(LOG_FORMATS),
 
 
 class ShortFormatter(python_logging.Formatter):
-    """``HH:MM:SS``, the level's letter (D, I, W, E, C), the message; absl's formatter under ``--log_format=absl``.
-
-    Parameters
-    ----------
-    long_formatter : logging.Formatter
-        absl's formatter, used when ``--log_format=absl`` was given.
-    """
+    """``HH:MM:SS``, the level's letter (D, I, W, E, C), the message; ``long_formatter`` with --log_format=absl."""
 
     def __init__(self, long_formatter: python_logging.Formatter) -> None:
         super().__init__("%(asctime)s %(levelname).1s %(message)s", datefmt="%H:%M:%S")

@@ -11,27 +11,9 @@ from attention_jax.user_errors import UserInputError
 
 def sample_lines(generator: Generator, prompts: list[str], settings: SamplingSettings, *, num_samples: int = 1,
                  echo_prompt: bool = False, output_format: str = "text") -> list[str]:
-    """The output lines: ``num_samples`` per prompt, in prompt order, sample k drawn with ``settings.seed + k``.
+    """The output lines (no newlines): ``num_samples`` per prompt, sample k drawn with ``settings.seed + k``.
 
-    Parameters
-    ----------
-    generator : Generator
-        The loaded model.
-    prompts : list[str]
-        Texts to continue.
-    settings : SamplingSettings
-        How to choose tokens; its seed is sample 0's.
-    num_samples : int
-        Samples per prompt.
-    echo_prompt : bool
-        Text lines start with their prompt.
-    output_format : str
-        'text' or 'jsonl'.
-
-    Returns
-    -------
-    list[str]
-        Lines without their newline.
+    ``echo_prompt`` starts each 'text' line with its prompt; a 'jsonl' line carries it anyway.
 
     Raises
     ------
@@ -41,7 +23,7 @@ def sample_lines(generator: Generator, prompts: list[str], settings: SamplingSet
     if settings.seed + num_samples - 1 >= 2**32:
         raise UserInputError(f"--seed={settings.seed} --num_samples={num_samples}: sample k's seed is seed + k, "
                              f"which must stay below 2**32; lower --seed.")
-    echo = echo_prompt and output_format == "text"  # A JSON line carries the prompt anyway.
+    echo = echo_prompt and output_format == "text"
     by_sample = [generator.generate(prompts, dataclasses.replace(settings, seed=settings.seed + k), echo_prompt=echo)
                  for k in range(num_samples)]
     if output_format == "text":

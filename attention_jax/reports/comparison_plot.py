@@ -159,34 +159,13 @@ SEED_LINE_STYLES: tuple[Any, ...] = ("-", "--", ":", "-.", (0, (5, 1, 1, 1, 1, 1
 
 
 def seed_styles(rows: Sequence[RowReport]) -> dict[str, Any]:
-    """Each run name's line style, by seed order over all rows, so a seed looks the same in every row.
-
-    Parameters
-    ----------
-    rows : Sequence[RowReport]
-        Rows in order.
-
-    Returns
-    -------
-    dict
-        ``run.name`` (``seed_<k>``, or ``""`` without seeds) -> a matplotlib line style.
-    """
+    """``run.name`` (``seed_<k>``, ``""`` without seeds) -> its line style, the same in every row."""
     names = sorted({run.name for row in rows for run in row.runs}, key=lambda name: (len(name), name))
     return {name: SEED_LINE_STYLES[index % len(SEED_LINE_STYLES)] for index, name in enumerate(names)}
 
 
 def row_and_seed_legend(axis: Any, row_colours: Mapping[str, str], styles: Mapping[str, Any]) -> None:
-    """A legend naming each row by its colour and, with more than one seed, each seed by its line style.
-
-    Parameters
-    ----------
-    axis : matplotlib Axes
-        Where the legend goes.
-    row_colours : Mapping[str, str]
-        Row name -> colour of the rows drawn on ``axis``.
-    styles : Mapping[str, Any]
-        :func:`seed_styles`.
-    """
+    """A legend naming each row drawn on ``axis`` by its colour and, with several seeds, each seed by its style."""
     from matplotlib.lines import Line2D
 
     handles = [Line2D([], [], color=colour, label=row) for row, colour in row_colours.items()]
