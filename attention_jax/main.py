@@ -19,10 +19,10 @@ import errno
 import os
 import sys
 
-from absl import app, flags
+from absl import app, flags, logging
 from ml_collections import config_flags
 
-from attention_jax import quiet_libraries, run_files
+from attention_jax import cache_dirs, quiet_libraries, run_files
 from attention_jax.commands import config_errors, entry_points
 from attention_jax.experiment import sections
 from attention_jax.user_errors import USAGE_ERROR, UserInputError, exit_with_error
@@ -73,7 +73,8 @@ def main(argv: list[str]) -> None:
         source = fine_tuning.resolve_source(experiment, _WORKDIR.value)  # Before anything is written.
     except UserInputError as error:
         _fail(str(error), USAGE_ERROR)
-    compilation_cache.enable(experiment.run.compilation_cache_dir)
+    compiled_in = compilation_cache.enable(experiment.run.compilation_cache_dir)
+    logging.info("%s", cache_dirs.describe(experiment.data.data_dir, compiled_in))
     try:
         data = fine_tuning.start_from_source(experiment, _WORKDIR.value, source) if source else None
         results = train.train_and_evaluate(experiment, _WORKDIR.value, data=data)

@@ -29,7 +29,7 @@ from typing import Any
 
 from absl import logging
 
-from attention_jax import full_disk
+from attention_jax import full_disk, log_format
 
 # Where our own log lines come from: the library, and the repository's launchers, configs and benchmarks.
 _PACKAGE_DIRECTORY = os.path.dirname(os.path.abspath(__file__))  # attention_jax/
@@ -148,7 +148,8 @@ _INSTALLED = False
 
 
 def install() -> None:
-    """Add :class:`QuietLibraries` to absl's log handler; drop failed-save echoes; a full disk in a thread is one line.
+    """Add :class:`QuietLibraries` and the short log format to absl's handler; drop failed-save echoes; a full disk in a
+    thread is one line.
 
     Notes
     -----
@@ -163,6 +164,7 @@ def install() -> None:
         return
     _INSTALLED = True
     logging.get_absl_handler().addFilter(QuietLibraries())
+    log_format.install()  # HH:MM:SS I message; absl's long prefix with --log_format=absl.
     previous_hook = sys.unraisablehook
 
     def hook(unraisable: Any) -> None:

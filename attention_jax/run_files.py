@@ -27,7 +27,7 @@ A run directory (``WORKDIR``, written by ``python -m attention_jax.main``)::
                                      for the first N pairs only, ``eval_file_<stem>...`` for ``--source``
                                      (``eval_file_<stem>_<hash>...`` when another file took that stem)
 
-A sweep root (``ROOT``, written by ``python -m launch.sweep``)::
+A sweep root (``ROOT``, written by ``python -m attention_jax.sweep``)::
 
     sweep.json                       the sweep: config file, rows, overrides and launches
     <row>/                           one run directory per row, plus

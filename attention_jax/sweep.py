@@ -1,7 +1,7 @@
 """``attention-jax-sweep`` and ``python -m attention_jax.sweep``: the sweep launcher from any directory.
 
-The launcher lives in the repository's ``launch/`` folder (``python -m launch.sweep`` from the repository
-root), which is not installed (``pyproject.toml`` installs ``attention_jax`` alone, so that no top-level
+The launcher lives in the repository's ``launch/`` folder (``python -m launch.sweep``, its alias inside
+the checkout), which is not installed (``pyproject.toml`` installs ``attention_jax`` alone, so that no top-level
 ``launch`` package lands in site-packages). This thin entry point puts the checkout that ``attention_jax``
 was installed from (``pip install -e .``) on ``sys.path`` and runs ``launch.sweep`` with the same flags,
 so a sweep file in any directory runs from there::

@@ -50,6 +50,7 @@ def _stop_once(shape: str, data_dir: str, warm_steps: int) -> dict:
     with tempfile.TemporaryDirectory() as workdir:
         log_path = pathlib.Path(workdir) / "log.txt"
         command = [sys.executable, "-m", "attention_jax.main", f"--config={config}", f"--workdir={workdir}/run",
+                   "--log_format=absl",  # Microsecond times, read by _seconds.
                    *[f"--config.{key}={value}" for key, value in settings.items()]]
         with open(log_path, "w") as log:
             trainer = subprocess.Popen(command, cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT,
@@ -66,7 +67,7 @@ def _stop_once(shape: str, data_dir: str, warm_steps: int) -> dict:
     stopped = re.search(r"Stopped at step (\d+) on request \((\d+) step\(s\)", text)
     if status != 75 or stopped is None:
         raise RuntimeError(f"{shape}: exit {status}, no stop line:\n{text[-3000:]}")
-    stamps = [_seconds(line) for line in text.splitlines() if re.search(r"train\.py:\d+\] step \d+/", line)]
+    stamps = [_seconds(line) for line in text.splitlines() if re.search(r"progress\.py:\d+\] step \d+/", line)]
     step_s = statistics.median(b - a for a, b in zip(stamps[1:], stamps[2:])) if len(stamps) > 3 else None
     return {"shape": shape, "signal_to_exit_s": round(exit_s, 3), "stopped_at_step": int(stopped.group(1)),
             "steps_after_signal": int(stopped.group(2)), "median_step_s": step_s and round(step_s, 4)}

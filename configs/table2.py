@@ -11,7 +11,7 @@ Run one row::
 
 or the whole table as a sweep::
 
-    python -m launch.sweep --config=configs/table2.py --rows=all --executor=local --root=runs/table2
+    python -m attention_jax.sweep --config=configs/table2.py --rows=all --executor=local --root=runs/table2
 
 Expected: the paper's figures in ``ROWS`` below (full WMT14 EN-DE, 100k steps; big 300k).
 """

@@ -4,7 +4,7 @@ d_model 64, d_ff 256, h 8, d_k = d_v = 8, every row 6,000 steps on the whole ``m
 split, the final checkpoint scored; ``configs/table2_small_quarter.py`` is the pilot's second width.
 Rerun it with::
 
-    python -m launch.sweep --config=configs/table2_pilot.py --rows=base,A1,C1,C5,C7 --seeds=1 \
+    python -m attention_jax.sweep --config=configs/table2_pilot.py --rows=base,A1,C1,C5,C7 --seeds=1 \
         --executor=local --parallel=2 --root=runs/table2_pilot
 
 Results, and how they chose ``configs/table2_small.py``'s regime: ``docs/table2_pilot/README.md``.

@@ -7,7 +7,7 @@ d_ff by the paper's factors, and rows D, E and big change what the paper changes
 travel with each row for the report. Run it with seeds (from the repository root; two runs at a time,
 each pinned to one core; all rows of seed 0 first, so a stopped sweep already holds whole tables)::
 
-    python -m launch.sweep --config=configs/table2_small.py --rows=all --seeds=3 --executor=local \
+    python -m attention_jax.sweep --config=configs/table2_small.py --rows=all --seeds=3 --executor=local \
         --parallel=2 --root=runs/table2_small
     python -m attention_jax.report runs/table2_small        # also from a partial sweep
     python -m launch.export_results --root=runs/table2_small --to=docs/table2_small   # what we commit

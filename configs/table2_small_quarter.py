@@ -5,7 +5,7 @@ At 1/4 width (d_model 128, d_ff 512, d_k = d_v = 16) every head is twice as wide
 ``configs/table2_small.py`` runs this width for 3,000 steps; this file keeps the probe's 6,000 so that its
 runs can be repeated::
 
-    python -m launch.sweep --config=configs/table2_small_quarter.py --rows=base,A1,C1 --seeds=1 \
+    python -m attention_jax.sweep --config=configs/table2_small_quarter.py --rows=base,A1,C1 --seeds=1 \
         --executor=local --parallel=2 --root=runs/table2_pilot_quarter
 
 Results: ``docs/table2_pilot/README.md`` (runs in ``docs/table2_pilot_quarter/``).

@@ -6,7 +6,7 @@ so row A still holds h * d_k constant, row B still shrinks d_k alone, row C stil
 d_ff by the paper's factors, and rows D, E and big change what the paper changes. The paper's figures
 travel with each row for the report. Run it with seeds (from the repository root; two runs at a time)::
 
-    python -m launch.sweep --config=configs/table2_small_subset.py --rows=all --seeds=3 --executor=local \
+    python -m attention_jax.sweep --config=configs/table2_small_subset.py --rows=all --seeds=3 --executor=local \
         --parallel=2 --root=runs/table2_small_subset
     python -m attention_jax.report runs/table2_small_subset        # also from a partial sweep
     python -m launch.export_results --root=runs/table2_small_subset --to=docs/table2_small_subset   # what we commit

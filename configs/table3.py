@@ -14,7 +14,7 @@ Run one row::
 
 or the table as a sweep, then its report (``ROOT/table3.md``, ``.csv``)::
 
-    python -m launch.sweep --config=configs/table3.py --rows=all --executor=local --root=runs/table3
+    python -m attention_jax.sweep --config=configs/table3.py --rows=all --executor=local --root=runs/table3
     python -m attention_jax.report runs/table3
 
 (WMT14 EN-FR must be prepared by TFDS first, as for EN-DE:

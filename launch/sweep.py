@@ -2,7 +2,7 @@
 
 Usage, from the repository root::
 
-    python -m launch.sweep --config=configs/table2.py --rows=all|A1,B2,... \\
+    python -m attention_jax.sweep --config=configs/table2.py --rows=all|A1,B2,... \\
         --executor=local|slurm|tpu --root=ROOT [--seeds=K] [--dry_run] [--parallel=N] [--nopin_cpus] \\
         [--force] [--config.key=value ...]
 
@@ -11,14 +11,14 @@ the common ``--config.key=value`` overrides (they apply on top of every row: a t
 trial, a dataset, a step count). Examples::
 
     # A two-row local trial of Table 2 at toy size, then the report (written automatically):
-    python -m launch.sweep --config=configs/table2.py --rows=base,A1 --executor=local \\
+    python -m attention_jax.sweep --config=configs/table2.py --rows=base,A1 --executor=local \\
         --root=runs/table2_toy --config.dataset=synthetic_en_de --config.vocab_size=1000 \\
         --config.num_layers=1 --config.d_model=64 --config.d_ff=256 --config.num_train_steps=200
     # The whole table on a SLURM cluster, 2 nodes x 8 GPUs per row (print the scripts first):
-    python -m launch.sweep --config=configs/table2.py --executor=slurm --root=/shared/runs/table2 \\
+    python -m attention_jax.sweep --config=configs/table2.py --executor=slurm --root=/shared/runs/table2 \\
         --nodes=2 --gpus_per_node=8 --time=24:00:00 --partition=gpu --dry_run
     # On a TPU VM slice, rows one after another, outputs on GCS:
-    python -m launch.sweep --config=configs/table2.py --executor=tpu --root=runs/table2 \\
+    python -m attention_jax.sweep --config=configs/table2.py --executor=tpu --root=runs/table2 \\
         --tpu_name=my-v4-32 --zone=us-central2-b --remote_root=gs://my-bucket/table2
 
 With ``--seeds=K`` (or a sweep file defining ``get_seeds()``) every row runs K times, with
@@ -394,7 +394,7 @@ def _parse_flags(argv: list[str]) -> tuple[list[str], list[str]]:
         remaining, overrides = sweep_spec.split_override_flags(argv[1:])
         positional = flags.FLAGS([argv[0], *remaining])
     except (ValueError, flags.Error) as error:
-        _print_error(f"{error} (see python -m launch.sweep --help)")
+        _print_error(f"{error} (see python -m attention_jax.sweep --help)")
         sys.exit(2)
     return positional, overrides
 
@@ -443,7 +443,7 @@ def main(parsed: tuple[list[str], list[str]]) -> int:
 
 
 def run() -> None:
-    """``python -m launch.sweep`` and ``attention-jax-sweep`` (:mod:`attention_jax.sweep`): parse flags, run."""
+    """``attention-jax-sweep`` and ``python -m attention_jax.sweep`` (:mod:`attention_jax.sweep`): parse flags, run."""
     with quiet_exits.quiet_pipe_and_interrupt():  # `--dry_run | head`, Ctrl-C before rows run: 141 / 130.
         app.run(main, flags_parser=_parse_flags)
 

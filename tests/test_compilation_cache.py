@@ -51,6 +51,7 @@ def test_second_process_loads_what_the_first_compiled(tmp_path: pathlib.Path) ->
 def test_directory_from_environment_config_or_default(monkeypatch: pytest.MonkeyPatch,
                                                       tmp_path: pathlib.Path) -> None:
     monkeypatch.delenv("JAX_COMPILATION_CACHE_DIR", raising=False)
+    monkeypatch.delenv("ATTENTION_JAX_CACHE_DIR", raising=False)
     default = os.path.abspath(os.path.expanduser(compilation_cache.DEFAULT_DIRECTORY))
     assert compilation_cache.resolve_directory("default") == default
     assert compilation_cache.resolve_directory(None) == default  # An older run's config has no field.

@@ -86,6 +86,7 @@ def test_a_damaged_or_unwritable_cache_only_costs_a_measurement(tmp_path: pathli
 
 
 def test_the_cache_follows_xdg_cache_home(monkeypatch: pytest.MonkeyPatch, tmp_path: pathlib.Path) -> None:
+    monkeypatch.delenv("ATTENTION_JAX_CACHE_DIR", raising=False)  # It would win over XDG_CACHE_HOME.
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     assert device_peaks.peak_cache_path() == str(tmp_path / "attention_jax" / "device_peaks.json")
     monkeypatch.delenv("XDG_CACHE_HOME")

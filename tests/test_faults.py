@@ -21,7 +21,7 @@ import jax
 import numpy as np
 import pytest
 
-from attention_jax import run_files
+from attention_jax import log_format, run_files
 from attention_jax.training import train_state, workdir_lock
 from attention_jax.checkpointing import checkpoints, params_checkpoints, resume_checks
 from tests.support import fake_data, train_support
@@ -228,7 +228,7 @@ def test_killed_sweep_leaves_no_trainer_and_a_rerun_resumes_once(
         def training_again() -> bool:
             log = log_text()
             newest = log.rpartition("=== ")[2]
-            return log.count("=== ") > starts_before and len(re.findall(rf"\] step \d+/{steps}", newest)) >= 2
+            return log.count("=== ") > starts_before and len(re.findall(rf"\d I step \d+/{steps}", newest)) >= 2
 
         wait_until(training_again, 240, "the row to train", poll_s=0.2)
         return sweep
@@ -284,7 +284,7 @@ def test_an_overlong_workdir_name_is_one_line_and_creates_nothing(tmp_path: path
     completed = subprocess.run([sys.executable, "-m", "attention_jax.main", "--config=configs/tiny.py",
                                 f"--workdir={workdir}"], cwd=REPO_ROOT, capture_output=True, text=True,
                                timeout=300, env=train_support.subprocess_env(str(tmp_path / "cache")))
-    errors = [line for line in completed.stderr.splitlines() if not re.match(r"[IWE]\d{4} ", line)]
+    errors = [line for line in completed.stderr.splitlines() if not log_format.SHORT_PREFIX.match(line)]
     assert completed.returncode == 2 and len(errors) == 1, completed.stderr[-3000:]
     assert "is 300 bytes long" in errors[0] and "choose shorter names" in errors[0]
     assert not (tmp_path / "new").exists()

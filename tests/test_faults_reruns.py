@@ -24,7 +24,7 @@ import jax
 import numpy as np
 import pytest
 
-from attention_jax import run_files
+from attention_jax import log_format, run_files
 from attention_jax.checkpointing import checkpoints, params_checkpoints, resume_checks
 from attention_jax.data import tokenizer as tokenizer_module
 from attention_jax.training import early_stopping, run_evaluation, setup_checks, train, train_state
@@ -253,5 +253,6 @@ def test_evaluate_records_the_steps_it_averaged_and_translate_is_quiet(tmp_path:
                                 input="the house is small\n", cwd=REPO_ROOT, env=environment, capture_output=True,
                                 text=True, timeout=600)
     assert translated.returncode == 0 and len(translated.stdout.splitlines()) == 1, translated.stderr[-3000:]
-    info_lines = [line for line in translated.stderr.splitlines() if line[:1] == "I" and line[1:5].isdigit()]
+    info_lines = [line for line in translated.stderr.splitlines()
+                  if (match := log_format.SHORT_PREFIX.match(line)) and match.group(1) == "I"]
     assert info_lines == []  # Orbax's and JAX's INFO lines only with --verbosity=0.

@@ -188,7 +188,7 @@ def test_an_unwritable_data_directory_is_named_with_its_fix(tmp_path: pathlib.Pa
     message = str(raised.value)
     assert message.startswith("cannot write the corpus /data/en_de to /home/me/tensorflow_datasets (Read-only file "
                               "system)")
-    assert "--config.data_dir=DIR (or TFDS_DATA_DIR=DIR)" in message and "--workdir" not in message
+    assert "--config.data_dir=DIR, TFDS_DATA_DIR=DIR or ATTENTION_JAX_CACHE_DIR=DIR" in message and "--workdir" not in message
 
 
 SMALL_MODEL = ["--config.num_layers=1", "--config.d_model=32", "--config.d_ff=64", "--config.num_heads=2",

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
+
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from attention_jax.commands import generation_output
 from attention_jax.decoding import generation
 from attention_jax.models import language_model, model
 from attention_jax.models.transformer_config import TransformerConfig
+from attention_jax.user_errors import UserInputError
 
 SMALL = TransformerConfig(vocab_size=30, num_layers=2, d_model=16, d_ff=24, num_heads=2, key_dim=4,
                           value_dim=4, dropout_rate=0.0, max_len=24)
@@ -117,3 +122,30 @@ def test_bad_prompts_and_settings_are_clear_errors() -> None:
         generation.SamplingSettings(temperature=-1.0)
     continuation = generator.generate_ids([[5] * 8], generation.SamplingSettings(max_new_tokens=50))[0]
     assert 1 <= len(continuation) <= 1  # BOS + 8 prompt tokens leave one position of the 10.
+
+
+def test_echoed_prompts_keep_their_text_before_the_continuation() -> None:
+    generator = generation.Generator(SMALL, _params(), _IdTokenizer())
+    settings = generation.SamplingSettings(temperature=1.0, max_new_tokens=5, seed=2)
+    prompts = ["5  9", "12"]  # Typed with two spaces: echoed as typed, not as the tokenizer would write it.
+    continuations = generator.generate(prompts, settings)
+    echoed = generator.generate(prompts, settings, echo_prompt=True)
+    assert echoed == [prompt + (" " + text if text else "") for prompt, text in zip(prompts, continuations)]
+
+
+def test_each_sample_is_the_run_with_its_own_seed_in_text_and_json_lines() -> None:
+    generator = generation.Generator(SMALL, _params(), _IdTokenizer())
+    settings = generation.SamplingSettings(temperature=2.0, max_new_tokens=6, seed=40)
+    prompts = ["5 6", "9"]
+    alone = [generator.generate(prompts, dataclasses.replace(settings, seed=40 + k)) for k in range(3)]
+    text = generation_output.sample_lines(generator, prompts, settings, num_samples=3)
+    assert text == [alone[k][i] for i in range(2) for k in range(3)]  # Prompt by prompt, samples in order.
+    assert len(set(text[:3])) > 1  # Three seeds, not one sample printed three times.
+    records = [json.loads(line) for line in generation_output.sample_lines(
+        generator, prompts, settings, num_samples=3, echo_prompt=True, output_format="jsonl")]
+    assert [(r["prompt"], r["sample"], r["seed"]) for r in records] == [
+        (prompt, k, 40 + k) for prompt in prompts for k in range(3)]
+    assert [r["continuation"] for r in records] == text  # JSON keeps prompt and continuation apart.
+    with pytest.raises(UserInputError, match="lower --seed"):
+        generation_output.sample_lines(generator, prompts, dataclasses.replace(settings, seed=2**32 - 2),
+                                       num_samples=3)

@@ -10,6 +10,7 @@ import sys
 
 import pytest
 
+from attention_jax import log_format
 from attention_jax.checkpointing import checkpoints, resume_checks
 from attention_jax.experiment import sections
 from attention_jax.models import flops
@@ -69,6 +70,12 @@ def test_generate_continues_prompts_and_reports_perplexity(lm_workdir: pathlib.P
     assert len(one.stdout.splitlines()) == 1 and one.stdout.strip()
     again = _generate(f"--workdir={lm_workdir}", "--prompt=Der Hund", "--seed=1", "--max_new_tokens=8")
     assert again.stdout == one.stdout
+    three = _generate(f"--workdir={lm_workdir}", "--prompt=Der Hund", "--seed=1", "--max_new_tokens=8",
+                      "--num_samples=3", "--echo_prompt")
+    assert three.returncode == 0, three.stderr[-2000:]
+    lines = three.stdout.splitlines()  # Sample 0 is --seed=1's continuation, after the prompt.
+    assert len(lines) == 3 and all(line.startswith("Der Hund") for line in lines)
+    assert lines[0].replace(" ", "") == ("Der Hund" + one.stdout).replace(" ", "").strip()
     greedy = _generate(f"--workdir={lm_workdir}", "--temperature=0", "--top_k=5", stdin="Heute\nDie Katze\n")
     assert greedy.returncode == 0 and len(greedy.stdout.splitlines()) == 2
     evaluated = _generate(f"--workdir={lm_workdir}", "--eval_split=validation")
@@ -120,4 +127,5 @@ def test_more_new_tokens_than_fit_is_said(lm_workdir: pathlib.Path) -> None:
     assert completed.returncode == 0, completed.stderr[-2000:]
     warnings = [line for line in completed.stderr.splitlines() if "--max_new_tokens=100000 is more than fits" in line]
     assert len(warnings) == 1 and "rows hold 32 positions" in warnings[0]
-    assert not [line for line in completed.stderr.splitlines() if line[:1] == "I" and line[1:5].isdigit()]  # No INFO.
+    assert not [line for line in completed.stderr.splitlines()  # No INFO line.
+                if (match := log_format.SHORT_PREFIX.match(line)) and match.group(1) == "I"]

@@ -17,7 +17,7 @@ ABLATIONS_NOTEBOOK = REPO_ROOT / "notebooks" / "03_ablations.ipynb"
 COMMITTED_REPORT = REPO_ROOT / "docs" / "table2_small_subset" / "table2_small.csv"  # 20 rows x 3 seeds.
 SEED_COLUMNS = ("seeds", "seeds_pending", "dev_ppl_mean", "dev_ppl_std", "dev_bleu_mean", "dev_bleu_std",
                 "paired_seeds", "dev_ppl_change_pct_mean", "dev_ppl_change_pct_std", "paper_dev_ppl_change_pct",
-                "verdict", "verdict_basis")
+                "verdict", "verdict_basis", "dev_ppl_se", "dev_bleu_se", "dev_ppl_change_pct_se")
 
 # Notebooks committed without outputs, and why; their outputs test is a strict xfail, so that committing
 # them with outputs fails it until the entry here goes.
@@ -59,7 +59,8 @@ def test_notebook_executes(notebook_path: pathlib.Path, monkeypatch: pytest.Monk
 
 def _one_seed(line: dict[str, str]) -> dict[str, str]:
     # The line as a one-seed report writes it: no spreads, and the verdict of the sign alone.
-    line = dict(line, seeds="1", dev_ppl_std="", dev_bleu_std="", dev_ppl_change_pct_std="")
+    line = dict(line, seeds="1", dev_ppl_std="", dev_bleu_std="", dev_ppl_change_pct_std="", dev_ppl_se="",
+                dev_bleu_se="", dev_ppl_change_pct_se="")
     if line["row"] != "base":
         change, paper = float(line["dev_ppl_change_pct_mean"]) / 100, float(line["paper_dev_ppl_change_pct"])
         line["paired_seeds"] = "1"

@@ -14,7 +14,7 @@ PACKAGE = REPO_ROOT / "attention_jax"
 # Lowest first. The top-level entry points (attention_jax/<command>.py) sit with commands.
 LAYERS = ("foundation", "data", "cpu_kernels", "models", "experiment", "checkpointing", "decoding", "evaluation", "training",
           "reports", "commands")
-FOUNDATION_MODULES = ("run_files", "user_errors", "field_declarations", "entry_settings", "full_disk",
+FOUNDATION_MODULES = ("run_files", "user_errors", "field_declarations", "entry_settings", "full_disk", "cache_dirs", "log_format",
                       "quiet_libraries", "quiet_exits")  # Below everything: file names, error types, how a config field and a registry
 # entry's own settings are declared, and how every command's process reports (a full disk, libraries' chatter, pipes).
 MAX_MODULE_LINES = 600

@@ -247,7 +247,7 @@ def test_the_pages_export_commands_write_what_it_says(page: tuple[dict[str, Any]
     assert record["format"] == "safetensors" and record["tensors"] == len(namespace["names"])
     params, metadata = attention_jax.load_safetensors(str(work / "tiny.safetensors"))
     jax.tree.map(np.testing.assert_array_equal, params, run.params)
-    assert metadata["workdir"] == "runs/tiny"
+    assert metadata["workdir"] == str(work / "runs" / "tiny")  # Absolute: the command ran in work.
     assert json.loads(metadata["config"]) == json.loads(json.dumps(run.config.to_json_dict()))
     completed = _export(jax_export_command, work, cache_dir)
     assert completed.returncode == 0, completed.stderr[-3000:]

@@ -254,6 +254,7 @@ def test_seed_aggregation_matches_an_independent_computation(seeded_root: pathli
         assert stats[row].dev_ppl_mean == pytest.approx(np.mean(finished))
         if len(finished) > 1:
             assert stats[row].dev_ppl_std == pytest.approx(np.std(finished, ddof=1))  # Sample std.
+            assert stats[row].dev_ppl_se == pytest.approx(np.std(finished, ddof=1) / math.sqrt(len(finished)))
         else:
             assert stats[row].dev_ppl_std is None
         if row != "base":
@@ -316,6 +317,11 @@ def test_seeded_csv_columns_and_values(seeded_root: pathlib.Path) -> None:
     assert float(a1["dev_ppl_mean"]) == pytest.approx(np.mean(SEED_PPL["A1"]))
     assert float(a1["dev_ppl_std"]) == pytest.approx(np.std(SEED_PPL["A1"], ddof=1))
     assert float(a1["dev_ppl_change_pct_mean"]) == pytest.approx(100 * np.mean(_expected_changes("A1")))
+    assert float(a1["dev_ppl_se"]) == pytest.approx(np.std(SEED_PPL["A1"], ddof=1) / math.sqrt(3))
+    assert float(a1["dev_ppl_change_pct_se"]) == pytest.approx(100 * np.std(_expected_changes("A1"), ddof=1) / math.sqrt(3))
+    table = (seeded_root / "table2.md").read_text(encoding="utf-8")  # The table's ± is the standard error.
+    se = np.std(SEED_PPL["A1"], ddof=1) / math.sqrt(3)
+    assert f"| {np.mean(SEED_PPL['A1']):.2f} ± {se:.2f} |" in table and "standard error of the mean" in table
     assert float(a1["eval_ppl"]) == pytest.approx(np.mean(SEED_PPL["A1"]) + 1)  # Mean of the raw field.
     assert (a1["params"], a1["step"]) == ("1000", "101.0")  # Shared by the seeds, else their mean.
     d1 = records["D1"]
@@ -328,7 +334,7 @@ def test_seeded_csv_columns_and_values(seeded_root: pathlib.Path) -> None:
 
 
 @pytest.mark.integration
-def test_seeded_markdown_shows_mean_std_and_pending_seeds(seeded_root: pathlib.Path) -> None:
+def test_seeded_markdown_shows_mean_se_and_pending_seeds(seeded_root: pathlib.Path) -> None:
     sweep_report.write_report(str(seeded_root))
     markdown = (seeded_root / "table2.md").read_text()
     rows = _table_lines(markdown)
@@ -336,11 +342,12 @@ def test_seeded_markdown_shows_mean_std_and_pending_seeds(seeded_root: pathlib.P
                                              if line.startswith("|  | row")).strip("|").split("|")]
     cell = {row: dict(zip(header, cells)) for row, cells in rows.items()}
     assert cell["A1"]["seeds"] == "3" and cell["A1"]["status"] == "done"
-    assert cell["A1"]["dev PPL"] == f"{np.mean(SEED_PPL['A1']):.2f} ± {np.std(SEED_PPL['A1'], ddof=1):.2f}"
+    se = np.std(SEED_PPL["A1"], ddof=1) / math.sqrt(3)  # Every ± is the standard error of the mean.
+    assert cell["A1"]["dev PPL"] == f"{np.mean(SEED_PPL['A1']):.2f} ± {se:.2f}"
     changes = 100 * np.array(_expected_changes("A1"))
-    assert cell["A1"]["ΔPPL vs base"] == f"{changes.mean():+.1f} ± {changes.std(ddof=1):.1f}%"
+    assert cell["A1"]["ΔPPL vs base"] == f"{changes.mean():+.1f} ± {changes.std(ddof=1) / math.sqrt(3):.1f}%"
     assert cell["A1"]["paper ΔPPL"] == "+7.5%" and cell["A1"]["verdict"] == "reproduced"
-    assert cell["A1"]["BLEU"] == "18.0 ± 1.0" and cell["A1"]["steps"] == "100–102"
+    assert cell["A1"]["BLEU"] == "18.0 ± 0.6" and cell["A1"]["steps"] == "100–102"
     assert cell["A1"]["wall"] == "2m00s"  # Per seed: the mean of 1, 2 and 3 minutes.
     assert cell["D1"]["seeds"] == "2 (+1 pending)" and cell["D1"]["status"] == "partial (seed_2 not run)"
     assert cell["C1"]["seeds"] == "1 (+2 pending)"

@@ -6,8 +6,10 @@ import json
 import pathlib
 
 import matplotlib.image
+import matplotlib.pyplot
+import pytest
 
-from attention_jax.reports import comparison, sweep_curves, sweep_report, sweep_rows
+from attention_jax.reports import comparison, comparison_plot, sweep_curves, sweep_report, sweep_rows
 from configs import table2
 from launch import sweep_record, sweep_spec
 from tests.support.sweep_cli import REPO_ROOT
@@ -69,3 +71,23 @@ def test_y_limits_zoom_on_the_end_but_keep_every_runs_best_in_view() -> None:
     bottom, top = sweep_curves.curve_y_limits(curves)
     assert bottom < 19.0 and all(bottom < min(curve) < top for curve in curves)
     assert top < 900.0
+
+
+def test_every_learning_curve_plot_tells_seeds_apart_by_line_style(tmp_path: pathlib.Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    root = tmp_path / "t2"
+    _sweep(root, {"base": [[50.0, 30.0, 31.0], [52.0, 29.0, 30.0]], "A1": [[55.0, 33.0, 32.0], [54.0, 32.0, 31.0]]})
+    _, rows = sweep_rows.read_sweep_rows(str(root))
+    figures: list = []
+    monkeypatch.setattr(matplotlib.pyplot, "close", figures.append)  # Keep each figure to look at.
+    for plot in (sweep_curves.plot_learning_curves, comparison_plot.plot_learning_curves):
+        assert plot(str(root), rows, "base", str(tmp_path / "curves.png"), "t")
+    for figure in figures:
+        axis = figure.axes[0]
+        curves = [line for line in axis.get_lines() if len(line.get_xdata()) > 1]  # Not the best-point dots.
+        assert len(curves) == 4
+        styles = {(line.get_color(), line.get_linestyle()) for line in curves}
+        assert len(styles) == 4  # Two rows by colour, two seeds by style.
+        assert len({line.get_linestyle() for line in curves}) == 2
+        legend = [text.get_text() for text in axis.get_legend().get_texts()]
+        assert legend == ["base", "A1", "seed 0", "seed 1"]

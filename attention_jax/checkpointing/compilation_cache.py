@@ -6,8 +6,9 @@ run, a second seed of a sweep row or a rerun of ``evaluate`` compiles exactly wh
 so with the cache they start training or decoding after a load of milliseconds per program.
 
 The directory comes from, in order: JAX's own ``JAX_COMPILATION_CACHE_DIR`` environment variable, then
-the config field ``compilation_cache_dir``: ``"default"`` (the base config's value) for
-:data:`DEFAULT_DIRECTORY`, ``""`` for no cache, or a path.
+the config field ``compilation_cache_dir``: ``""`` for no cache, a path, or ``"default"`` (the base
+config's value) for ``$ATTENTION_JAX_CACHE_DIR/jax_compilation_cache`` (:mod:`attention_jax.cache_dirs`),
+else :data:`DEFAULT_DIRECTORY`.
 The cache is trusted code: do not point it at a directory that others can write.
 """
 
@@ -18,8 +19,10 @@ import os
 import jax
 from absl import logging
 
+from attention_jax import cache_dirs
+
 DEFAULT_DIRECTORY = "~/.cache/attention_jax/jax_compilation_cache"
-"""Where compiled programs go unless ``JAX_COMPILATION_CACHE_DIR`` or the config names another place."""
+"""Where compiled programs go unless an environment variable or the config names another place."""
 
 MIN_COMPILE_SECONDS = 0.5
 """Programs that compile faster than this are not written (JAX's default is 1 s, which would skip some
@@ -33,7 +36,8 @@ def resolve_directory(configured: str | None) -> str | None:
     ----------
     configured : str or None
         ``config.compilation_cache_dir``: a path (``~`` is expanded), ``""`` for no cache, or
-        ``"default"`` or ``None`` (field absent, e.g. an older run's config) for :data:`DEFAULT_DIRECTORY`.
+        ``"default"`` or ``None`` (field absent, e.g. an older run's config) for the cache root's
+        (``ATTENTION_JAX_CACHE_DIR``), else :data:`DEFAULT_DIRECTORY`.
 
     Returns
     -------
@@ -51,7 +55,7 @@ def resolve_directory(configured: str | None) -> str | None:
     if configured == "":
         return None
     if configured is None or configured == "default":
-        configured = DEFAULT_DIRECTORY
+        configured = cache_dirs.under_cache_root(cache_dirs.COMPILATION_SUBDIR) or DEFAULT_DIRECTORY
     return os.path.abspath(os.path.expanduser(configured))
 
 

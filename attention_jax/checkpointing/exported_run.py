@@ -6,7 +6,7 @@
         params.safetensors   the parameters, one tensor per leaf (safetensors_params' name map), config in metadata
         config.json          the run's config, as the run's own config.json
         tokenizer.model      the run's SentencePiece model, the token ids the weights were trained on
-        export.json          where it came from: workdir, checkpoint, step, tensors
+        export.json          where it came from: workdir (absolute), checkpoint, step, tensors
 
 so ``load_run("tiny_export")`` (and ``translate --workdir=tiny_export``) decodes with it, and plain
 ``safetensors``, ``json`` and ``sentencepiece`` read it with no attention_jax at all (``docs/python_api.md``).
@@ -109,7 +109,7 @@ def write_export_directory(out: str, params: Any, experiment: Experiment, tokeni
     metadata = safetensors_params.run_metadata(experiment, workdir=workdir, checkpoint=checkpoint)
     safetensors_params.save_safetensors(os.path.join(out, PARAMS_FILE), params,
                                         {**metadata, **({"step": str(step)} if step is not None else {})})
-    record = {"workdir": workdir, "checkpoint": checkpoint, "step": step,
+    record = {"workdir": os.path.abspath(workdir), "checkpoint": checkpoint, "step": step,
               "tensors": len(safetensors_params.tensor_names(params)),
               "files": [PARAMS_FILE, run_files.CONFIG_FILE, run_files.TOKENIZER_FILE, RECORD_FILE]}
     run_files.write_json_atomically(os.path.join(out, RECORD_FILE), record)

@@ -22,6 +22,7 @@ rebuilds the model), and ``workdir`` and ``checkpoint`` when written from a run.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -118,7 +119,7 @@ def run_metadata(experiment: Experiment, *, workdir: str = "", checkpoint: str =
     experiment : Experiment
         The run's (``run.config``); its ``config.json`` fields are stored.
     workdir : str
-        The run's directory, when written from one.
+        The run's directory, when written from one (stored as an absolute path).
     checkpoint : str
         Which parameters (``run.checkpoint``: ``"latest"``, ``"averaged"``, a step).
 
@@ -128,7 +129,8 @@ def run_metadata(experiment: Experiment, *, workdir: str = "", checkpoint: str =
         ``format``, ``config`` and, when given, ``workdir`` and ``checkpoint``.
     """
     metadata = {"format": FORMAT, "config": json.dumps(experiment.to_json_dict(), sort_keys=True)}
-    metadata.update({name: value for name, value in (("workdir", workdir), ("checkpoint", checkpoint)) if value})
+    origin = (("workdir", workdir and os.path.abspath(workdir)), ("checkpoint", checkpoint))
+    metadata.update({name: value for name, value in origin if value})
     return metadata
 
 

@@ -5,11 +5,15 @@ Usage::
     python -m attention_jax.generate --workdir=runs/lm_tiny --prompt="Der Hund"
     python -m attention_jax.generate --workdir=runs/lm_tiny --prompt="Der Hund" --temperature=0  # greedy
     python -m attention_jax.generate --workdir=runs/lm_tiny --temperature=0.8 --top_p=0.9 < prompts.txt
+    python -m attention_jax.generate --workdir=runs/lm_tiny --num_samples=3 --echo_prompt --format=jsonl < prompts.txt
     python -m attention_jax.generate --workdir=runs/lm_tiny --eval_split=validation
 
-Without ``--prompt`` the prompts are the lines of stdin (UTF-8), one continuation line out per prompt line.
+Without ``--prompt`` the prompts are the lines of stdin (UTF-8). Each prompt gets ``--num_samples`` lines
+out, in input order: the continuation, or with ``--echo_prompt`` the prompt followed by it; ``--format=jsonl``
+prints one JSON object a line instead: ``prompt``, ``sample`` (0 to K-1), ``seed``, ``continuation``.
 Sampling draws from ``softmax(logits / temperature)`` restricted to the ``--top_k`` most likely tokens
-and/or the nucleus of probability ``--top_p``; ``--temperature=0`` is greedy. ``--seed`` fixes the draws.
+and/or the nucleus of probability ``--top_p``; ``--temperature=0`` is greedy. Sample k is drawn with seed
+``--seed`` + k: what ``--seed=SEED+k --num_samples=1`` prints for the same prompts.
 ``--eval_split`` instead prints the per-token perplexity and bits per byte of that split and writes them
 to ``WORKDIR/lm_eval_<split>.json``: each document scored with its own context, a document longer than
 the model's rows in strided windows of ``--eval_stride`` tokens (default half a row;
@@ -33,7 +37,13 @@ _TEMPERATURE = flags.DEFINE_float("temperature", 1.0, "Sampling temperature; 0 i
 _TOP_K = flags.DEFINE_integer("top_k", 0, "Sample among the k most likely tokens (0: all).")
 _TOP_P = flags.DEFINE_float("top_p", 1.0, "Sample within the nucleus of this probability (1: all).")
 _MAX_NEW_TOKENS = flags.DEFINE_integer("max_new_tokens", 50, "Tokens generated after the prompt at most.")
-_SEED = flags.DEFINE_integer("seed", 0, "Sampling seed (32 bits).", lower_bound=0, upper_bound=2**32 - 1)
+_SEED = flags.DEFINE_integer("seed", 0, "Sampling seed (32 bits) of the first sample; sample k uses seed + k.",
+                             lower_bound=0, upper_bound=2**32 - 1)
+_NUM_SAMPLES = flags.DEFINE_integer("num_samples", 1, "Continuations per prompt; sample k is drawn with --seed + k.",
+                                    lower_bound=1)
+_ECHO_PROMPT = flags.DEFINE_bool("echo_prompt", False, "Print each prompt before its continuation (text format).")
+_FORMAT = flags.DEFINE_enum("format", "text", ["text", "jsonl"], "'text' (one sample a line) or 'jsonl' (one JSON "
+                            "object a line: prompt, sample, seed, continuation).")
 _EVAL_SPLIT = flags.DEFINE_string("eval_split", None,
                                   "Measure perplexity and bits per byte on this split instead of generating.")
 _EVAL_STRIDE = flags.DEFINE_integer(
@@ -72,6 +82,7 @@ def main(argv: list[str]) -> None:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
     if not flags.FLAGS["verbosity"].present:  # Orbax's and JAX's INFO lines around the output: off.
         logging.set_verbosity(logging.WARNING)
+    from attention_jax.commands import generation_output
     from attention_jax.commands.text_io import read_lines
     from attention_jax.decoding import generation, inference  # Imported here so --help is fast.
 
@@ -94,13 +105,14 @@ def main(argv: list[str]) -> None:
         warning = generation.length_warning(generator.max_length, lengths, settings.max_new_tokens)
         if warning:
             logging.warning("%s", warning)
-        continuations = generator.generate(prompts, settings)
+        lines = generation_output.sample_lines(generator, prompts, settings, num_samples=_NUM_SAMPLES.value,
+                                               echo_prompt=_ECHO_PROMPT.value, output_format=_FORMAT.value)
     except UserInputError as error:  # A bad flag, an empty split, a run without its tokenizer: exit 2.
         exit_with_error("attention_jax.generate", str(error))
     except (FileNotFoundError, ValueError) as error:
         exit_with_error("attention_jax.generate", str(error))
-    for continuation in continuations:
-        sys.stdout.write(continuation.replace("\n", " ") + "\n")
+    for line in lines:
+        sys.stdout.write(line + "\n")
     sys.stdout.flush()
 
 

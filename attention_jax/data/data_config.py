@@ -40,7 +40,8 @@ data_threads
                                resume=ResumeRule.DATA)
     eval_split: str = setting("validation", "Dev split (newstest2013 in TFDS wmt14_translate).")
     test_split: str = setting("test", "Test split (newstest2014).")
-    data_dir: str = setting("", "TFDS data directory ('' : TFDS's default).")
+    data_dir: str = setting("", "TFDS data directory ('': $ATTENTION_JAX_CACHE_DIR/tensorflow_datasets, else "
+                                "TFDS's default).")
     text_feature: str = setting("text", "A language model's TFDS text feature.", old_run_value="text")
     max_len: int = setting(256, "Longest example kept for training, in tokens with EOS.", **POSITIVE,
                            resume=ResumeRule.POSITIONS)

@@ -4,7 +4,7 @@
 
 ``"synthetic_en_de"`` or ``"synthetic_en_de/<builder config>"`` (e.g. ``"synthetic_en_de/small"``)
     The synthetic EN-DE corpus built into the package (``attention_jax.data.synthetic_en_de``), prepared
-    into ``config.data_dir`` (or TFDS's default directory) on first use.
+    into ``config.data_dir`` (or :func:`attention_jax.cache_dirs.data_dir`'s default) on first use.
 ``"tsv:/path/to/dir"``
     A directory with ``train.tsv``, ``dev.tsv``, ``test.tsv`` (``source<TAB>target``), prepared once
     as a TFDS dataset (:mod:`attention_jax.data.tsv_dataset`). The first column is the source.
@@ -31,6 +31,7 @@ from tensorflow_datasets.core import constants as tfds_constants
 from tensorflow_datasets.core import decode as tfds_decode
 from tensorflow_datasets.proto import tf_example_pb2
 
+from attention_jax import cache_dirs
 from attention_jax.data import first_use
 from attention_jax.data.data_config import DataConfig
 from attention_jax.user_errors import MissingInputError, UserInputError
@@ -167,7 +168,7 @@ def open_translation_source(config: DataConfig) -> TranslationSource:
     lacks; FileNotFoundError for data that is missing or not prepared, with the command to prepare it.
     """
     dataset = str(config.dataset).strip()
-    data_dir = str(config.data_dir) or None
+    data_dir = cache_dirs.data_dir(str(config.data_dir))  # None: TFDS's default.
     if not dataset:
         raise UserInputError("No corpus given: config.dataset is empty. Name one on the command line, e.g. "
                          "--config.dataset=tsv:/path/to/dir (a directory with train.tsv, dev.tsv, test.tsv "

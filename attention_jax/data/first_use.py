@@ -143,7 +143,8 @@ def prepare_once(lock_path: str, what: str, is_prepared: Callable[[], bool], pre
         raise UserInputError(
             f"cannot write {what} to {path} ({error.strerror}): prepared corpora and their tokenizer and token-id "
             f"caches go into config.data_dir, by default TFDS's data directory ($TFDS_DATA_DIR, else "
-            f"~/tensorflow_datasets). Set --config.data_dir=DIR (or TFDS_DATA_DIR=DIR) to a writable directory, or "
+            f"$ATTENTION_JAX_CACHE_DIR/tensorflow_datasets, else ~/tensorflow_datasets). Set --config.data_dir=DIR, "
+            f"TFDS_DATA_DIR=DIR or ATTENTION_JAX_CACHE_DIR=DIR (every cache) to a writable directory, or "
             f"make {path} writable.") from None
 
 

@@ -22,6 +22,7 @@ from typing import Any
 import tensorflow_datasets as tfds
 from tensorflow_datasets.core import constants as tfds_constants
 
+from attention_jax import cache_dirs
 from attention_jax.data import data_sources
 from attention_jax.data.data_config import DataConfig
 from attention_jax.user_errors import MissingInputError, UserInputError
@@ -98,7 +99,7 @@ def open_text_source(config: DataConfig) -> TextSource:
     dataset (with the command that prepares it), ``ValueError`` for an unknown name or feature.
     """
     dataset = str(config.dataset).strip()
-    data_dir = str(config.data_dir) or None
+    data_dir = cache_dirs.data_dir(str(config.data_dir))  # None: TFDS's default.
     cache_root = os.path.join(data_dir or tfds_constants.DATA_DIR, data_sources.CACHE_DIR_NAME)
     if dataset.startswith(TXT_PREFIX):
         directory = dataset[len(TXT_PREFIX):]

@@ -231,8 +231,9 @@ class Generator:
             outputs.append(new[:new.index(EOS_ID) + 1] if EOS_ID in new else [t for t in new if t != PAD_ID])
         return outputs
 
-    def generate(self, prompts: Sequence[str], settings: SamplingSettings = SamplingSettings()) -> list[str]:
-        """Continue each prompt; returns the generated text only (EOS removed).
+    def generate(self, prompts: Sequence[str], settings: SamplingSettings = SamplingSettings(), *,
+                 echo_prompt: bool = False) -> list[str]:
+        """Continue each prompt; returns the generated text (EOS removed), after its prompt if ``echo_prompt``.
 
         Parameters
         ----------
@@ -240,17 +241,27 @@ class Generator:
             Texts to continue (each non-empty and shorter than the model's length).
         settings : SamplingSettings
             How to choose tokens.
+        echo_prompt : bool
+            Return the prompt, as given, followed by its continuation.
 
         Returns
         -------
         list[str]
-            The continuations, in prompt order.
+            One text per prompt, in prompt order.
         """
         if not prompts:
             return []
         encoded = [self.encode_prompt(prompt) for prompt in prompts]
-        return [self.tokenizer.decode([t for t in ids if t != EOS_ID])
-                for ids in self.generate_ids(encoded, settings)]
+        texts = []
+        for prompt, prompt_ids, ids in zip(prompts, encoded, self.generate_ids(encoded, settings)):
+            new_ids = [t for t in ids if t != EOS_ID]
+            if not echo_prompt:
+                texts.append(self.tokenizer.decode(new_ids))
+                continue
+            # Decoded together, so the tokenizer decides the space between them; the prompt is kept as typed.
+            whole, prefix = self.tokenizer.decode(prompt_ids + new_ids), self.tokenizer.decode(prompt_ids)
+            texts.append(prompt + whole[len(prefix):] if whole.startswith(prefix) else whole)
+        return texts
 
     def _empty_cache(self, batch: int, length: int) -> Any:
         ids = jnp.ones((batch, length), jnp.int32)

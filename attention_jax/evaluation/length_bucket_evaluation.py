@@ -159,7 +159,7 @@ def expected_runs(root: str) -> list[str]:
     Parameters
     ----------
     root : str
-        A sweep root (``python -m launch.sweep --root=ROOT``).
+        A sweep root (``python -m attention_jax.sweep --root=ROOT``).
 
     Returns
     -------

@@ -26,8 +26,8 @@ use more than one attention function; :func:`write_attention_function_report`)::
 
     ROOT/attention_functions.md    the two tables above and the rule
     ROOT/attention_functions.csv   one line per row, full precision
-    ROOT/attention_functions.png   dev perplexity against d_k per function (mean ± std over seeds), and
-                                   the paired change against scaled dot product (mean ± SE)
+    ROOT/attention_functions.png   dev perplexity against d_k per function, and the paired change against
+                                   scaled dot product (both mean ± SE over seeds)
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ import os
 from typing import Sequence
 
 from attention_jax.reports import comparison, comparison_plot
-from attention_jax.reports.comparison import directional_reading, mean_and_se, mean_std_se, paired_changes
+from attention_jax.reports.comparison import directional_reading, mean_and_se, paired_changes
 from attention_jax.reports.comparison_report import format_figure
 from attention_jax.reports.figure_titles import fit_title
 from attention_jax.reports.sweep_rows import RowReport, read_sweep_rows
@@ -49,8 +49,8 @@ REFERENCE_FUNCTION = "scaled_dot_product"
 
 DEFAULT_FUNCTION = REFERENCE_FUNCTION  # A config without the field is the paper's (configs/base.py).
 REPORT_STEM = "attention_functions"
-CSV_FIELDS = ("row", "attention_function", "key_dim", "reference_row", "seeds", "dev_ppl_mean", "dev_ppl_std",
-              "dev_bleu_mean", "dev_bleu_std", "paired_seeds", "ppl_change_mean", "ppl_change_se",
+CSV_FIELDS = ("row", "attention_function", "key_dim", "reference_row", "seeds", "dev_ppl_mean", "dev_ppl_se",
+              "dev_bleu_mean", "dev_bleu_se", "paired_seeds", "ppl_change_mean", "ppl_change_se",
               "bleu_difference_mean", "bleu_difference_se", "reading", "reading_basis")
 
 
@@ -242,17 +242,19 @@ def markdown_report(root: str, compared: Sequence[FunctionRow], trends: Sequence
         The Markdown text.
     """
     lines = [f"# Attention functions at equal d_k: {root}", "",
+             "Every ± is one standard error of the mean (sample standard deviation over √n) over the row's n "
+             "seeds (the seeds column).", "",
              "| row | attention function | d_k | seeds | dev PPL | dev BLEU | ΔPPL vs scaled dot product, same d_k "
              "| ΔBLEU | reading |", "|---|---|---|---|---|---|---|---|---|"]
     for record in _csv_records(compared):  # The same figures as the CSV, formatted.
         lines.append(f"| {record['row']} | {record['attention_function']} | {record['key_dim']} | {record['seeds']} | "
-                     f"{format_figure(record['dev_ppl_mean'], record['dev_ppl_std'], 2)} | "
-                     f"{format_figure(record['dev_bleu_mean'], record['dev_bleu_std'], 1)} | "
+                     f"{format_figure(record['dev_ppl_mean'], record['dev_ppl_se'], 2)} | "
+                     f"{format_figure(record['dev_bleu_mean'], record['dev_bleu_se'], 1)} | "
                      f"{format_figure(record['ppl_change_mean'], record['ppl_change_se'], 1, percent=True, sign=True)}"
                      " | "
                      f"{format_figure(record['bleu_difference_mean'], record['bleu_difference_se'], 1, sign=True)} | "
                      f"{record['reading']} |")
-    lines += ["", "Dev PPL and BLEU: mean ± sample standard deviation over the row's finished seeds. ΔPPL: "
+    lines += ["", "Dev PPL and BLEU: mean ± standard error. ΔPPL: "
               "the dev perplexity's change against the scaled-dot-product row of the same d_k, paired by "
               "seed, mean ± standard error; ΔBLEU the same for the BLEU difference. Reading: the change "
               "is beyond the seeds' spread when |mean| > 2 x SE (the Table 2 report's rule; with 3 seeds a "
@@ -278,14 +280,14 @@ def markdown_report(root: str, compared: Sequence[FunctionRow], trends: Sequence
 def _csv_records(compared: Sequence[FunctionRow]) -> list[dict]:
     records = []
     for row in compared:
-        ppl_mean, ppl_std, _ = mean_std_se(list(row.dev_ppl.values()))
-        bleu_mean, bleu_std, _ = mean_std_se(list(row.dev_bleu.values()))
+        ppl_mean, ppl_se = mean_and_se(list(row.dev_ppl.values()))
+        bleu_mean, bleu_se_of_mean = mean_and_se(list(row.dev_bleu.values()))
         change_mean, change_se = mean_and_se(list(row.ppl_changes.values()))
         bleu_difference, bleu_se = mean_and_se(list(row.bleu_differences.values()))
         records.append(dict(row=row.row, attention_function=row.function, key_dim=row.key_dim,
                             reference_row=row.reference_row or "", seeds=len(row.dev_ppl),
-                            dev_ppl_mean=ppl_mean, dev_ppl_std=ppl_std, dev_bleu_mean=bleu_mean,
-                            dev_bleu_std=bleu_std, paired_seeds=len(row.ppl_changes), ppl_change_mean=change_mean,
+                            dev_ppl_mean=ppl_mean, dev_ppl_se=ppl_se, dev_bleu_mean=bleu_mean,
+                            dev_bleu_se=bleu_se_of_mean, paired_seeds=len(row.ppl_changes), ppl_change_mean=change_mean,
                             ppl_change_se=change_se, bleu_difference_mean=bleu_difference,
                             bleu_difference_se=bleu_se, reading=row.reading, reading_basis=row.reading_basis))
     return records
@@ -305,9 +307,9 @@ def plot_functions(compared: Sequence[FunctionRow], path: str, title: str) -> No
 
     Notes
     -----
-    One line per function, ``d_k`` on a base-2 log axis. Left: dev perplexity, mean ± one sample standard
-    deviation over seeds. Right: the paired change against scaled dot product at the same ``d_k``, mean ±
-    one standard error, with the zero line (scaled dot product itself).
+    One line per function, ``d_k`` on a base-2 log axis. Left: dev perplexity, mean ± one standard error
+    over seeds. Right: the paired change against scaled dot product at the same ``d_k``, mean ± one
+    standard error, with the zero line (scaled dot product itself).
     """
     plt = comparison_plot.pyplot()
 
@@ -315,7 +317,7 @@ def plot_functions(compared: Sequence[FunctionRow], path: str, title: str) -> No
     for function in dict.fromkeys(row.function for row in compared):
         members = sorted((row for row in compared if row.function == function), key=lambda row: row.key_dim)
         key_dims = [row.key_dim for row in members]
-        ppl = [mean_std_se(list(row.dev_ppl.values()))[:2] for row in members]
+        ppl = [mean_and_se(list(row.dev_ppl.values())) for row in members]
         line = left.errorbar(key_dims, [math.nan if m is None else m for m, _ in ppl],
                              yerr=[0.0 if s is None else s for _, s in ppl], fmt="o-", capsize=3, label=function)
         changes = [mean_and_se(list(row.ppl_changes.values())) for row in members]
@@ -332,7 +334,7 @@ def plot_functions(compared: Sequence[FunctionRow], path: str, title: str) -> No
         axis.minorticks_off()
         axis.set_xlabel("d_k (query/key width per head)")
         axis.legend(fontsize=8)
-    left.set_ylabel("dev perplexity (mean ± std over seeds)")
+    left.set_ylabel("dev perplexity (mean ± SE over seeds)")
     right.set_ylabel("ΔPPL vs scaled, same d_k (%, mean ± SE)")
     fit_title(figure, title)
     figure.savefig(path, dpi=110)

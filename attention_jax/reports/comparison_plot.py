@@ -4,7 +4,8 @@
 change against the reference paired by seed, with an error bar of one standard error either side (none
 with one paired seed) and a line at zero. :func:`plot_learning_curves` draws every run's dev perplexity
 against step, or, when a run has fewer than :data:`MIN_EVALUATIONS` dev evaluations (a short run), every
-run's logged training loss instead; the reference row is black.
+run's logged training loss instead: a colour per row (the reference black), a line style per seed, both in
+the legend.
 """
 
 from __future__ import annotations
@@ -153,6 +154,27 @@ def plot_paired_changes(rows: Sequence[RowReport], compared: Mapping[str, Mappin
     plt.close(figure)
 
 
+SEED_LINE_STYLES: tuple[Any, ...] = ("-", "--", ":", "-.", (0, (5, 1, 1, 1, 1, 1)), (0, (1, 3)))
+"""A seed's line style in every learning-curve plot (the 7th seed repeats the 1st's)."""
+
+
+def seed_styles(rows: Sequence[RowReport]) -> dict[str, Any]:
+    """``run.name`` (``seed_<k>``, ``""`` without seeds) -> its line style, the same in every row."""
+    names = sorted({run.name for row in rows for run in row.runs}, key=lambda name: (len(name), name))
+    return {name: SEED_LINE_STYLES[index % len(SEED_LINE_STYLES)] for index, name in enumerate(names)}
+
+
+def row_and_seed_legend(axis: Any, row_colours: Mapping[str, str], styles: Mapping[str, Any]) -> None:
+    """A legend naming each row drawn on ``axis`` by its colour and, with several seeds, each seed by its style."""
+    from matplotlib.lines import Line2D
+
+    handles = [Line2D([], [], color=colour, label=row) for row, colour in row_colours.items()]
+    if len(styles) > 1:
+        handles += [Line2D([], [], color="grey", linestyle=style, label=name.replace("_", " "))
+                    for name, style in styles.items()]
+    axis.legend(handles=handles, fontsize=7)
+
+
 def learning_curves(root: str, rows: Sequence[RowReport]) -> tuple[str, dict[tuple[str, str], tuple[list, list]]]:
     """The curves the learning-curve figure draws: dev perplexity, or the training loss for short runs.
 
@@ -178,7 +200,7 @@ def learning_curves(root: str, rows: Sequence[RowReport]) -> tuple[str, dict[tup
 
 
 def plot_learning_curves(root: str, rows: Sequence[RowReport], reference: str, path: str, title: str) -> bool:
-    """Plot every run's learning curve, a colour per row (the reference black), a line per seed.
+    """Plot every run's learning curve, a colour per row (the reference black), a line style per seed.
 
     Parameters
     ----------
@@ -204,20 +226,19 @@ def plot_learning_curves(root: str, rows: Sequence[RowReport], reference: str, p
     plt = pyplot()
     figure, axis = plt.subplots(figsize=(6.4, 4.2), layout="constrained")
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    styles, row_colours = seed_styles(rows), {}
     for index, row in enumerate(rows):
         colour = "black" if row.row == reference else colours[index % len(colours)]
-        labelled = False
         for run in row.runs:
             steps, values = curves[(row.row, run.name)]
             if steps:
-                axis.plot(steps, values, color=colour, linewidth=1.0, alpha=0.8,
-                          label=None if labelled else row.row)
-                labelled = True
+                axis.plot(steps, values, color=colour, linestyle=styles[run.name], linewidth=1.0, alpha=0.8)
+                row_colours[row.row] = colour
     axis.set_yscale("log")
     axis.set_xlabel("step")
     axis.set_ylabel("dev perplexity" if key == EVAL_PPL_KEY else "training loss (too few dev evaluations)")
     axis.grid(True, which="both", alpha=0.25)
-    axis.legend(fontsize=7)
+    row_and_seed_legend(axis, row_colours, styles)
     fit_title(figure, title, fontsize=11)
     figure.savefig(path, dpi=110)
     plt.close(figure)

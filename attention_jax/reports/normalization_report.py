@@ -229,7 +229,8 @@ def markdown_report(root: str, compared: Sequence[NormalizationRow], target: flo
     target_text = f"{target:.2f}" if target else f"pending (no finished {reference} run)"
     lines = [f"# Normalisation: speed of training and gradient norms ({root})", "",
              f"Target dev perplexity: {target_text} ({TARGET_FACTOR:g} x {reference}'s mean best). Steps: the "
-             "first evaluated step at or under it, mean ± SE over the row's healthy seeds (`not reached` counted "
+             "first evaluated step at or under it, mean ± standard error (SE) over the row's n healthy seeds (every ± "
+             "here is one; `not reached` counted "
              f"apart); vs {reference}: the paired difference in steps; a change is beyond the seeds' spread when "
              "|mean| > 2 x SE (`attention_jax/reports/comparison.py`).", "",
              f"| row | seeds | diverged | not reached | steps to target | vs {reference} (steps) | reading |",

@@ -293,6 +293,8 @@ def markdown_report(root: str, compared: Sequence[BucketRow], trends: Sequence[L
         The Markdown text.
     """
     lines = [f"# Positional encodings on length buckets: {root}", "",
+             "Every ± is one standard error of the mean (sample standard deviation over √n) over the n seeds "
+             "of the seeds column.", "",
              "| bucket (target words, pairs) | encoding | seeds | PPL | ΔPPL vs sinusoidal | reading | BLEU | "
              "ΔBLEU | reading |", "|---|---|---|---|---|---|---|---|---|"]
     for record in csv_records(compared):

@@ -4,7 +4,7 @@ A row's place in the table is one number per seed, the dev perplexity of its bes
 says how it got there: whether a row that beats the reference learns faster or ends lower, and where
 early stopping ended each run. :func:`plot_learning_curves` reads the ``eval/perplexity`` records of every
 run's ``metrics.jsonl`` and draws one panel per Table 2 group, the reference row (``base``, black) in each,
-a line per seed and a dot at each run's best evaluation; the report
+a line style per seed and a dot at each run's best evaluation; the report
 (:func:`attention_jax.reports.sweep_report.write_report`) writes it as ``ROOT/<name>_curves.png`` when any run
 has metrics.
 """
@@ -73,8 +73,9 @@ def plot_learning_curves(root: str, rows: Sequence[RowReport], reference: str, p
     Notes
     -----
     Perplexity on a log scale, zoomed on the end of training (:data:`ZOOM`); panels in rows of
-    :data:`PANEL_COLUMNS`. One colour per row, a line per seed (finished or still running), a dot at the
-    run's lowest dev perplexity (the checkpoint early stopping keeps). The reference is black in every panel.
+    :data:`PANEL_COLUMNS`. One colour per row, a line style per seed (finished or still running; both in each
+    panel's legend), a dot at the run's lowest dev perplexity (the checkpoint early stopping keeps). The
+    reference is black in every panel.
     """
     curves = {(row.row, run.name): read_dev_curve(run_directory(root, row, run)) for row in rows for run in row.runs}
     if not any(steps for steps, _ in curves.values()):
@@ -88,17 +89,19 @@ def plot_learning_curves(root: str, rows: Sequence[RowReport], reference: str, p
                                  layout="constrained")
     bottom, top = curve_y_limits([perplexities for _, perplexities in curves.values()])
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    styles = comparison_plot.seed_styles(rows)
     for axis in axes.flat[len(panels):]:
         axis.set_visible(False)
     for axis, (name, members) in zip(axes.flat, panels):
+        row_colours = {}
         for index, row in enumerate(members):  # The reference first.
             colour = "black" if row.row == reference else colours[index % len(colours)]
-            for seed_index, run in enumerate(row.runs):
+            for run in row.runs:
                 steps, perplexities = curves[(row.row, run.name)]
                 if not steps:
                     continue
-                label = row.row if seed_index == 0 else None
-                axis.plot(steps, perplexities, color=colour, linewidth=1.0, alpha=0.8, label=label)
+                row_colours[row.row] = colour
+                axis.plot(steps, perplexities, color=colour, linestyle=styles[run.name], linewidth=1.0, alpha=0.8)
                 best = min(range(len(steps)), key=perplexities.__getitem__)
                 axis.plot(steps[best], perplexities[best], "o", color=colour, markersize=3.5)
         axis.set_yscale("log")
@@ -106,9 +109,9 @@ def plot_learning_curves(root: str, rows: Sequence[RowReport], reference: str, p
         axis.set_xlabel("step")
         axis.set_title(f"({name})" if len(name) == 1 else name)
         axis.grid(True, which="both", alpha=0.25)
-        axis.legend(fontsize=7)
+        comparison_plot.row_and_seed_legend(axis, row_colours, styles)
     for axis in axes[:, 0]:
-        axis.set_ylabel("dev perplexity (a line per seed, dot: best)", fontsize=8)
+        axis.set_ylabel("dev perplexity (dot: a run's best)", fontsize=8)
     fit_title(figure, title, fontsize=12)
     figure.savefig(path, dpi=110)
     plt.close(figure)

@@ -223,10 +223,11 @@ def verdict_notes(rows: Sequence[RowReport], stats: dict[str, RowStats], referen
         if stats[row.row].verdict:
             counts[stats[row.row].verdict] = counts.get(stats[row.row].verdict, 0) + 1
     notes = [
-        ("Seeds: dev PPL and BLEU are the mean ± sample standard deviation (ddof=1) over each row's finished "
-         "seeds (no ± with one seed). " if seeded else "One run per row (no seeds): no spread to show. ")
+        ("Seeds: every ± is one standard error of the mean (sample standard deviation, ddof=1, over √n) over "
+         "the row's n finished seeds, n being the seeds column (no ± with one seed). " if seeded else
+         "One run per row (no seeds): no spread to show. ")
         + f"ΔPPL vs {reference}: the relative change of dev PPL against {reference} paired by seed (row seed k "
-        f"against {reference} seed k), mean ± standard deviation over the paired seeds.",
+        f"against {reference} seed k), mean ± standard error over the paired seeds.",
         f"Verdict, on dev PPL against the paper's direction: with two or more paired seeds the change is "
         f"beyond the seeds' spread when |mean| > {SPREAD_FACTOR:g} x its standard error (std / √n; with 3 "
         "seeds a t above 2 on 2 degrees of freedom, two-sided p ≈ 0.18: a loose bar); then `reproduced` "
@@ -243,7 +244,7 @@ def verdict_notes(rows: Sequence[RowReport], stats: dict[str, RowStats], referen
 
 
 def markdown_table(record: dict, rows: Sequence[RowReport], reference: str) -> str:
-    """The report as Markdown: Table 2's columns, ours (mean ± std over seeds) beside the paper's.
+    """The report as Markdown: Table 2's columns, ours (mean ± standard error over seeds) beside the paper's.
 
     Parameters
     ----------
@@ -274,11 +275,11 @@ def markdown_table(record: dict, rows: Sequence[RowReport], reference: str) -> s
         wall, _ = mean_and_se([run.results["wall_s"] for run in row.finished if run.results.get("wall_s") is not None])
         cells = [group_cell, row.row, *hparam_cells(row, shown), other_changes(row, record),
                  seeds_cell(row, row_stats), _steps_cell(row), _params_millions(row),
-                 format_figure(row_stats.dev_ppl_mean, row_stats.dev_ppl_std, 2),
+                 format_figure(row_stats.dev_ppl_mean, row_stats.dev_ppl_se, 2),
                  format_figure(row.paper.get("dev_ppl"), None, 2),
-                 format_figure(row_stats.change_mean, row_stats.change_std, 1, percent=True, sign=True),
+                 format_figure(row_stats.change_mean, row_stats.change_se, 1, percent=True, sign=True),
                  format_figure(row_stats.paper_change, None, 1, percent=True, sign=True),
-                 format_figure(row_stats.dev_bleu_mean, row_stats.dev_bleu_std, 1),
+                 format_figure(row_stats.dev_bleu_mean, row_stats.dev_bleu_se, 1),
                  format_figure(row.paper.get("dev_bleu"), None, 1), verdict_cell(row_stats), _duration(wall),
                  status_cell(row)]
         lines.append("| " + " | ".join(cells) + " |")
@@ -312,7 +313,8 @@ def markdown_table(record: dict, rows: Sequence[RowReport], reference: str) -> s
 
 SUMMARY_FIELDS = ("row", "seeds", "dev_ppl_mean", "dev_ppl_std", "dev_bleu_mean", "dev_bleu_std", "verdict",
                   "group", "status", "seeds_pending", "dev_ppl_change_pct_mean", "dev_ppl_change_pct_std",
-                  "paired_seeds", "paper_dev_ppl_change_pct", "verdict_basis")
+                  "paired_seeds", "paper_dev_ppl_change_pct", "verdict_basis", "dev_ppl_se", "dev_bleu_se",
+                  "dev_ppl_change_pct_se")
 RESULT_FIELDS = ("step", "params", "eval_ppl", "bleu", "dev_bleu", "eval_loss", "train_loss", "wall_s",
                  "train_tokens_per_s")
 CSV_FIELDS = (*SUMMARY_FIELDS, *[field for _, field in HPARAM_COLUMNS], "other_changes", *RESULT_FIELDS[:2],
@@ -354,6 +356,8 @@ def csv_records(record: dict, rows: Sequence[RowReport], reference: str) -> list
                 "dev_bleu_mean": row_stats.dev_bleu_mean, "dev_bleu_std": row_stats.dev_bleu_std,
                 "dev_ppl_change_pct_mean": _percent(row_stats.change_mean),
                 "dev_ppl_change_pct_std": _percent(row_stats.change_std),
+                "dev_ppl_se": row_stats.dev_ppl_se, "dev_bleu_se": row_stats.dev_bleu_se,
+                "dev_ppl_change_pct_se": _percent(row_stats.change_se),
                 "paired_seeds": len(row_stats.changes) if row.row != reference else None,
                 "paper_dev_ppl_change_pct": _percent(row_stats.paper_change),
                 "verdict": row_stats.verdict, "verdict_basis": row_stats.verdict_basis}

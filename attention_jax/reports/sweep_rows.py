@@ -325,7 +325,7 @@ def read_sweep_rows(root: str, *, all_rows: bool = False) -> tuple[dict, list[Ro
         if not names:
             raise FileNotFoundError(
                 f"{root} holds no {run_files.SWEEP_FILE} and no <row>/config.json: not a sweep root "
-                f"(launch one with python -m launch.sweep --root={root} ...)."
+                f"(launch one with attention-jax-sweep --root={root} ...)."
             )
     return record, [_row_report(root, name, record) for name in names]
 

@@ -65,9 +65,10 @@ class RowStats:
         Runs not finished (failed, running, queued or never started).
     dev_ppl : tuple[float, ...]
         :func:`reported_ppl` of each finished seed that has one, in seed order.
-    dev_ppl_mean, dev_ppl_std : float or None
-        Their mean and sample standard deviation (ddof=1; None with fewer than two).
-    dev_bleu_mean, dev_bleu_std : float or None
+    dev_ppl_mean, dev_ppl_std, dev_ppl_se : float or None
+        Their mean, sample standard deviation (ddof=1) and standard error ``std / sqrt(n)`` (None with fewer
+        than two).
+    dev_bleu_mean, dev_bleu_std, dev_bleu_se : float or None
         The same for :func:`reported_bleu`.
     changes : tuple[float, ...]
         Relative change of dev perplexity against the reference, paired by seed: ``ppl(row, k) / ppl(ref, k) - 1``
@@ -101,6 +102,8 @@ class RowStats:
     verdict: str
     verdict_basis: str
     diverged_seeds: tuple[int | None, ...] = ()
+    dev_ppl_se: float | None = None
+    dev_bleu_se: float | None = None
 
 
 def verdict(changes: Sequence[float], paper_direction: int, reference: str = "base") -> tuple[str, str]:
@@ -257,5 +260,6 @@ def aggregate(rows: Sequence[RowReport], reference: str | None = None) -> dict[s
             dev_ppl_mean=ppl.mean, dev_ppl_std=ppl.std, dev_bleu_mean=bleu.mean, dev_bleu_std=bleu.std,
             changes=tuple(changes.values()), change_mean=ppl.change_mean if paired else None,
             change_std=ppl.change_std if paired else None, change_se=ppl.change_se if paired else None,
-            paper_change=paper_figure_change, verdict=judged[0], verdict_basis=judged[1], diverged_seeds=diverged_seeds)
+            paper_change=paper_figure_change, verdict=judged[0], verdict_basis=judged[1], diverged_seeds=diverged_seeds,
+            dev_ppl_se=ppl.se, dev_bleu_se=bleu.se)
     return stats

@@ -9,9 +9,9 @@ first that applies:
    (:data:`DATASHEET_PEAKS`: NVIDIA data-centre GPUs and Google TPUs);
 3. measured once per machine: the best rate of a few square matmuls in the dtype (a CPU, an unknown
    GPU), kept in :func:`peak_cache_path` (``~/.cache/attention_jax/device_peaks.json``, under
-   ``$XDG_CACHE_HOME`` when set) keyed by the processor model, the device kind and the dtype, and
-   reused by every later run there (:func:`cached_measured_peak`). A measured peak is what this device
-   reaches on a plain product, so MFU against it is higher than against a datasheet rate, and is
+   ``$XDG_CACHE_HOME`` or ``$ATTENTION_JAX_CACHE_DIR`` when set) keyed by the processor model, the device
+   kind and the dtype, and reused by every later run there (:func:`cached_measured_peak`). A measured peak
+   is what this device reaches on a plain product, so MFU against it is higher than against a datasheet rate, and is
    comparable only between runs on the same machine. On a CPU that other processes keep busy the
    products run slower, the peak reads low and MFU high; such a peak is measured with more products,
    named as taken under load (:func:`machine_load`), and measured again by the next run that finds the
@@ -35,7 +35,7 @@ from typing import Any, Callable
 
 from absl import logging
 
-from attention_jax import run_files
+from attention_jax import cache_dirs, run_files
 
 # Dense (no sparsity) peaks in TFLOP/s per JAX device. GPUs: float32 is the TF32 tensor-core rate (JAX's
 # default precision for float32 products there), bfloat16 the BF16 rate; datasheets state most figures
@@ -248,13 +248,17 @@ def device_peak(device_kind: str, dtype: str, declared_tflops: float = 0.0) -> D
 
 
 def peak_cache_path() -> str:
-    """The file that keeps this machine's measured peaks: ``$XDG_CACHE_HOME/attention_jax/device_peaks.json``.
+    """The file of this machine's measured peaks: ``$ATTENTION_JAX_CACHE_DIR/device_peaks.json``, else
+    ``$XDG_CACHE_HOME/attention_jax/device_peaks.json``.
 
     Returns
     -------
     str
         An absolute path; ``~/.cache`` stands in for an unset ``XDG_CACHE_HOME``.
     """
+    moved = cache_dirs.under_cache_root("device_peaks.json")
+    if moved:
+        return moved
     cache_home = os.environ.get("XDG_CACHE_HOME") or os.path.join("~", ".cache")
     return os.path.abspath(os.path.expanduser(os.path.join(cache_home, "attention_jax", "device_peaks.json")))
 

@@ -28,7 +28,7 @@ English-German corpus ``../shared/data/messages_en_de``, with the final BLEU on 
 (the report's table is a dev-set table, like Table 2's). Run it (from the repository root; two runs
 at a time, each pinned to one core; every row at seed 0 first)::
 
-    python -m launch.sweep --config=configs/sweeps/attention_function.py --executor=local --parallel=2 \\
+    python -m attention_jax.sweep --config=configs/sweeps/attention_function.py --executor=local --parallel=2 \\
         --root=runs/attention_function
     python -m attention_jax.report runs/attention_function          # also from a partial sweep
     python -m launch.export_results --root=runs/attention_function --to=docs/attention_functions

@@ -7,7 +7,7 @@ difference beyond seed noise is a bug.
 
 Run the whole sweep locally (about 4 x the tiny run), then the report::
 
-    python -m launch.sweep --config=configs/sweeps/attention_impl.py --executor=local \\
+    python -m attention_jax.sweep --config=configs/sweeps/attention_impl.py --executor=local \\
         --root=runs/attention_impl
     python -m attention_jax.report runs/attention_impl
 

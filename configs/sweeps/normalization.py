@@ -35,7 +35,7 @@ curve; the step at which a row first reaches a fixed dev perplexity, the speed-o
 more). Run it (from a fixed commit, the root outside the work tree; two runs at a time, each pinned to
 one core; every row at seed 0 first)::
 
-    python -m launch.sweep --config=configs/sweeps/normalization.py --executor=local --parallel=2 \\
+    python -m attention_jax.sweep --config=configs/sweeps/normalization.py --executor=local --parallel=2 \\
         --root=../runs/normalization
     python -m attention_jax.report ../runs/normalization          # also from a partial sweep (normalization.md too)
     python -m launch.export_results --root=../runs/normalization --to=docs/normalization

@@ -29,7 +29,7 @@ first; the split and the scores are deterministic, so a stopped sweep resumes wi
 
     python -m attention_jax.data.length_buckets --corpus=../shared/data/messages_en_de --cap=12 \\
         --out=runs/positions_corpus
-    python -m launch.sweep --config=configs/sweeps/positions.py --executor=local --parallel=2 \\
+    python -m attention_jax.sweep --config=configs/sweeps/positions.py --executor=local --parallel=2 \\
         --root=runs/positions
     python -m attention_jax.evaluation.length_bucket_evaluation --root=runs/positions \\
         --buckets=runs/positions_corpus            # after the sweep; or beside it with --wait (a third process)

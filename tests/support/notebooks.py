@@ -30,9 +30,9 @@ NOTEBOOKS = sorted((REPO_ROOT / "notebooks").glob("*.ipynb"))
 # Reads the quickstart's trained run, so tests/test_quickstart.py runs it (one pytest-xdist work unit).
 QUICKSTART_NOTEBOOK = REPO_ROOT / "notebooks" / "02_inside_a_trained_model.ipynb"
 CELL_TIMEOUT_S = 300  # Per cell; the notebooks are meant to run in about a minute in total on a CPU.
-# absl's log lines (I0101 12:00:00.000 ... from C++, INFO:absl:... from Python), dropped from stderr when
-# outputs are committed: noise there.
-ABSL_LOG_LINE = re.compile(r"^([IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ |(INFO|WARNING):absl:)")
+# Log lines (12:00:00 I ... from our commands, I0101 12:00:00.000 ... from C++, INFO:absl:... from Python),
+# dropped from stderr when outputs are committed: noise there.
+ABSL_LOG_LINE = re.compile(r"^(\d\d:\d\d:\d\d [DIWEC] |[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ |(INFO|WARNING):absl:)")
 
 
 def kernel_environment(environment: dict[str, str] | None = None) -> dict[str, str]:
