@@ -88,10 +88,10 @@ def test_gnome_cap_is_the_largest_that_leaves_500_pairs_in_every_bucket(gnome_he
 def test_jobs_go_seed_corpus_row_with_the_recipe_between_row_and_common_overrides() -> None:
     sweep = sweep_spec.load_sweep("configs/sweeps/normalization.py")
     recipes = corpora.lookup_corpora(BOTH, "--corpora")
-    jobs = sweep_spec.row_jobs(sweep, ["base", "post_no_warmup"], ["num_train_steps=7"], root="/r", run_root="/r",
+    jobs = sweep_spec.row_jobs(sweep, ["base", "post_warmup_1_17x_peak"], ["num_train_steps=7"], root="/r", run_root="/r",
                                python="py", main_module="attention_jax.main", seeds=(0, 1), corpora_to_run=recipes)
     assert [job.name for job in jobs] == [f"{corpus}/{row}/seed_{seed}" for seed in (0, 1) for corpus in BOTH
-                                          for row in ("base", "post_no_warmup")]
+                                          for row in ("base", "post_warmup_1_17x_peak")]
     assert [job.index for job in jobs] == list(range(1, 9)) and {job.total for job in jobs} == {8}
     gnome_base = jobs[2]
     assert (gnome_base.workdir, gnome_base.record_dir) == ("/r/gnome_help_en_de/base/seed_0",) * 2
