@@ -131,7 +131,11 @@ def decoder_layer(config: Any, params: dict, y: np.ndarray, encoded: np.ndarray,
 
 def _final_norm(config: Any, params: dict, name: str, x: np.ndarray, epsilon: float) -> np.ndarray:
     """A pre-LN stack ends in a norm (Xiong et al., 2020); a post-LN stack's last sublayer already normalised."""
-    return normalize(config, params.get(name), x, epsilon) if config.layer_norm_position == "pre" else x
+    if config.layer_norm_position != "pre" or config.normalization == "none":
+        return x
+    if name not in params:
+        raise ValueError(f"the parameters hold no {name!r}: a pre-LN stack ends in a norm.")
+    return normalize(config, params[name], x, epsilon)
 
 
 def _project(config: Any, params: dict, table: np.ndarray, x: np.ndarray) -> np.ndarray:
