@@ -1,0 +1,56 @@
+"""Issue 89, the fifth fault review: each numbered case refused in one line, or given the right result.
+
+Cases are called in process where the command line itself is not under test; those that need a process
+of their own (a kill, a flag's parsing) start one and are marked slow.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+import pytest
+
+from attention_jax import run_files
+from attention_jax.checkpointing import checkpoints
+from attention_jax.training import train
+from tests.support import fake_data, train_support
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A compilation cache shared by this module's runs."""
+    directory = str(tmp_path_factory.mktemp("jax_cache"))
+    with train_support.shared_compilation_cache(directory):
+        yield directory
+
+
+def _train(workdir: pathlib.Path, data: fake_data.FakeData | None = None, **overrides: object) -> dict:
+    settings = dict(num_train_steps=2, eval_every_steps=100, checkpoint_every_steps=1, log_every_steps=1)
+    return train.train_and_evaluate(fake_data.tiny_experiment(**dict(settings, **overrides)), str(workdir),
+                                    data=data or fake_data.FakeData())
+
+
+# --- Case 1: an extended run resumes ----------------------------------------------------------------------
+
+
+@pytest.mark.slow  # Trains 7 steps in three sessions.
+def test_an_extension_stopped_after_it_rewrote_the_config_resumes_to_its_new_step_count(
+        tmp_path: pathlib.Path, cache_dir: str) -> None:
+    assert _train(tmp_path)["step"] == 2
+    stopped = _train(tmp_path, data=fake_data.FakeData(sigterm_at=3), num_train_steps=5)  # SIGTERM (SLURM requeue).
+    assert stopped["finished"] is False and checkpoints.latest_progress(str(tmp_path))[0] in (3, 4)
+    assert not (tmp_path / run_files.RESULTS_FILE).exists()  # No finished record beside the longer config.
+    resumed = _train(tmp_path, num_train_steps=5)
+    assert not resumed.get("already_finished") and resumed["step"] == 5
+    assert json.loads((tmp_path / run_files.RESULTS_FILE).read_text())["step"] == 5
+
+
+@pytest.mark.slow
+def test_a_finished_record_older_than_the_config_or_the_newest_checkpoint_does_not_stop_a_rerun(
+        tmp_path: pathlib.Path, cache_dir: str) -> None:
+    _train(tmp_path)
+    # kill -9 right after an extension (a trainer from before this record was discarded) rewrote config.json.
+    checkpoints.write_config(str(tmp_path), fake_data.tiny_experiment(num_train_steps=3))
+    resumed = _train(tmp_path, num_train_steps=3)
+    assert not resumed.get("already_finished") and resumed["step"] == 3
