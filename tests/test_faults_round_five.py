@@ -7,6 +7,7 @@ of their own (a kill, a flag's parsing) start one and are marked slow.
 from __future__ import annotations
 
 import json
+import shutil
 import pathlib
 
 import pytest
@@ -54,3 +55,33 @@ def test_a_finished_record_older_than_the_config_or_the_newest_checkpoint_does_n
     checkpoints.write_config(str(tmp_path), fake_data.tiny_experiment(num_train_steps=3))
     resumed = _train(tmp_path, num_train_steps=3)
     assert not resumed.get("already_finished") and resumed["step"] == 3
+
+
+# --- Case 2: a command never writes over another run's files ------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def random_run(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
+    from tests.support import decoding_runs
+
+    return decoding_runs.make_random_run(tmp_path_factory.mktemp("round_five"), steps=(1,))
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("name", ["tokenizer.model", "config.json", "results.json", "checkpoints/1/x"])
+def test_an_output_file_that_is_another_runs_own_is_refused(random_run: pathlib.Path, tmp_path: pathlib.Path,
+                                                              name: str) -> None:
+    from attention_jax.commands import output_files
+    from attention_jax.user_errors import UserInputError
+
+    other = tmp_path / "runs" / "other"
+    shutil.copytree(random_run, other, ignore=shutil.ignore_patterns("checkpoints"))
+    (other / "checkpoints" / "1").mkdir(parents=True)
+    for flag, check in (("--out", output_files.check_output_file), ("--output", output_files.refuse_run_files)):
+        with pytest.raises(UserInputError, match=rf"{flag}=.*{name} is another run's own {name} in .*other"):
+            check(str(other / name), flag, (str(random_run),))
+    output_files.check_output_file(str(other / "new.safetensors"), "--out", (str(random_run),))
+    user_dir = tmp_path / "mine"  # A user's own config.json alone does not make a run.
+    user_dir.mkdir()
+    (user_dir / "config.json").write_text("{}")
+    output_files.check_output_file(str(user_dir / "config.json"), "--out", (str(random_run),))
