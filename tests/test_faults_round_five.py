@@ -6,6 +6,7 @@ of their own (a kill, a flag's parsing) start one and are marked slow.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import pathlib
@@ -85,3 +86,28 @@ def test_an_output_file_that_is_another_runs_own_is_refused(random_run: pathlib.
     user_dir.mkdir()
     (user_dir / "config.json").write_text("{}")
     output_files.check_output_file(str(user_dir / "config.json"), "--out", (str(random_run),))
+
+
+# --- Case 6: a damaged or incomplete export is refused --------------------------------------------------------
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("name", ["params.safetensors", "tokenizer.model", "config.json"])
+def test_a_damaged_export_file_is_named_by_its_hash(random_run: pathlib.Path, tmp_path: pathlib.Path,
+                                                    name: str) -> None:
+    from attention_jax.checkpointing import exported_run
+    from attention_jax.decoding import inference
+    from attention_jax.user_errors import UserInputError
+
+    out = tmp_path / "export"
+    record = inference.export_run(inference.load_run(str(random_run)), str(out))
+    assert record["sha256"][name] == hashlib.sha256((out / name).read_bytes()).hexdigest()
+    damaged = bytearray((out / name).read_bytes())
+    damaged[-200:] = bytes(255 - byte for byte in damaged[-200:])  # Inverted bytes, as the issue's.
+    (out / name).write_bytes(bytes(damaged))
+    with pytest.raises(UserInputError, match=rf"{name} does not match the SHA-256 that export.json records"):
+        inference.load_run(str(out))
+    (out / name).unlink()
+    expected = "is an export without its params.safetensors" if name == exported_run.PARAMS_FILE else "is missing"
+    with pytest.raises(UserInputError, match=expected):
+        inference.load_run(str(out))

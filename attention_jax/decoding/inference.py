@@ -150,6 +150,8 @@ def load_run(workdir: str, checkpoint: str = "latest", *, average_last: int = 0,
     """
     if not os.path.isdir(workdir):
         raise FileNotFoundError(f"No work directory {workdir!r}: pass the --workdir of a training run.")
+    if exported_run.is_export_directory(workdir):  # Damaged or incomplete: one line naming the file.
+        exported_run.check_export_files(workdir)
     check_model_kind(workdir, checkpoints.read_config(workdir), model_kind)
     tokenizer_path = os.path.join(workdir, run_files.TOKENIZER_FILE)
     if not os.path.isfile(tokenizer_path):  # Before any checkpoint is read.
