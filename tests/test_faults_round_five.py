@@ -11,6 +11,7 @@ import json
 import shutil
 import pathlib
 
+import numpy as np
 import pytest
 
 from attention_jax import run_files
@@ -111,3 +112,64 @@ def test_a_damaged_export_file_is_named_by_its_hash(random_run: pathlib.Path, tm
     expected = "is an export without its params.safetensors" if name == exported_run.PARAMS_FILE else "is missing"
     with pytest.raises(UserInputError, match=expected):
         inference.load_run(str(out))
+
+
+# --- Case 8: the Python API checks its arguments ------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def translator(random_run: pathlib.Path) -> object:
+    from attention_jax.decoding import inference
+
+    return inference.make_translator(inference.load_run(str(random_run)), beam_size=1, batch_size=4)
+
+
+@pytest.mark.integration
+def test_a_str_is_one_sentence_and_wrong_sentences_are_one_line(translator: object) -> None:
+    one = translator.translate("the house is small")
+    assert isinstance(one, str) and [one] == translator.translate(["the house is small"])
+    for sources, message in (([None], r"sources\[0\] is NoneType None, not a str sentence"),
+                             (["a", b"the house"], r"sources\[1\] is bytes b'the house', not a str sentence: "
+                                                   r"decode it first"),
+                             (5, "sources must be a list of str sentences; got int")):
+        with pytest.raises(TypeError, match=message) as refused:
+            translator.translate(sources)
+        assert "\n" not in str(refused.value)
+    with pytest.raises(TypeError, match=r"sources is one str; pass a list of sentences"):
+        translator.translate_nbest("the house")
+
+
+@pytest.mark.integration
+def test_ids_outside_the_vocabulary_or_not_integers_are_refused(translator: object) -> None:
+    vocab_size = translator.tokenizer.vocab_size
+    for ids, message in (([[3, vocab_size + 5, 2]], rf"source_ids\[0\]\[1\]={vocab_size + 5} is outside the "
+                                                    rf"vocabulary \(ids 0 to {vocab_size - 1}\)"),
+                         ([[4, 2], [-5, 3]], r"source_ids\[1\]\[0\]=-5 is outside the vocabulary")):
+        with pytest.raises(ValueError, match=message):
+            translator.translate_ids(ids)
+    for ids, message in (("3 4", "source_ids must be a list of token id lists; got str"),
+                         ([[1.5, 2]], r"source_ids\[0\] is list \[1.5, 2\], not a list of integer token ids"),
+                         ([None], r"source_ids\[0\] is NoneType None")):
+        with pytest.raises(TypeError, match=message):
+            translator.translate_ids(ids)
+    assert translator.translate_ids([[3, 2], []])[1] == []  # In range, and an empty source, still decode.
+
+
+@pytest.mark.integration
+def test_load_run_make_translator_and_save_safetensors_name_a_wrong_argument(random_run: pathlib.Path,
+                                                                             tmp_path: pathlib.Path) -> None:
+    from attention_jax.checkpointing import safetensors_params
+    from attention_jax.decoding import inference
+
+    with pytest.raises(TypeError, match=r"load_run's workdir must be a path \(str\); got NoneType None"):
+        inference.load_run(None)
+    with pytest.raises(TypeError, match=r"not a str: make_translator\(load_run\('runs/ref'\)\)"):
+        inference.make_translator("runs/ref")
+    params = {"dense": {"kernel": np.ones((2, 2), np.float32)}}
+    with pytest.raises(TypeError, match=r"save_safetensors's path must be a path \(str\); got dict"):
+        safetensors_params.save_safetensors(params, str(tmp_path / "x.safetensors"))
+    with pytest.raises(TypeError, match=r"save_safetensors's params must be a parameter tree \(a dict\); got str"):
+        safetensors_params.save_safetensors(tmp_path / "x.safetensors", "params")
+    safetensors_params.save_safetensors(tmp_path / "x.safetensors", params)  # A pathlib.Path is a path.
+    loaded, _ = safetensors_params.load_safetensors(tmp_path / "x.safetensors")
+    np.testing.assert_array_equal(loaded["dense"]["kernel"], params["dense"]["kernel"])

@@ -24,7 +24,7 @@ from attention_jax.decoding import decode
 from attention_jax.experiment.sections import Experiment
 from attention_jax.models.transformer_config import TransformerConfig
 from attention_jax.models.variants import ModelKind
-from attention_jax.user_errors import MissingInputError
+from attention_jax.user_errors import MissingInputError, path_argument
 
 
 @dataclasses.dataclass
@@ -138,7 +138,8 @@ def load_run(workdir: str, checkpoint: str = "latest", *, average_last: int = 0,
 
     Notes
     -----
-    Raises ``FileNotFoundError`` for a missing workdir, config or checkpoint and ``ValueError`` for
+    Raises ``TypeError`` for a ``workdir`` that is no path, ``FileNotFoundError`` for a missing workdir,
+    config or checkpoint and ``ValueError`` for
     parameters that do not fit the config, with messages that say what to do. The tokenizer is the
     run's own ``tokenizer.model`` (written by training), so no corpus is opened; a run without one is
     refused (:class:`attention_jax.user_errors.MissingInputError`), and so is a damaged one
@@ -148,6 +149,7 @@ def load_run(workdir: str, checkpoint: str = "latest", *, average_last: int = 0,
     meanwhile (``config.keep_checkpoints``): when the chosen one disappears while it is read, the newest
     is loaded instead, once (:func:`_load_params`).
     """
+    workdir = path_argument(workdir, "workdir", "load_run")
     if not os.path.isdir(workdir):
         raise FileNotFoundError(f"No work directory {workdir!r}: pass the --workdir of a training run.")
     if exported_run.is_export_directory(workdir):  # Damaged or incomplete: one line naming the file.
@@ -223,6 +225,9 @@ def make_translator(run: TrainedRun, *, beam_size: int | None = None, alpha: flo
         With the run's decoding section, ``run.config.decoding`` (output length limit
         ``input + max_decode_extra_len``).
     """
+    if not isinstance(run, TrainedRun):
+        hint = f": make_translator(load_run({run!r}))" if isinstance(run, str) else ""
+        raise TypeError(f"make_translator takes the TrainedRun that load_run returns, not a {type(run).__name__}{hint}.")
     options = (("beam_size", beam_size), ("length_penalty_alpha", alpha))
     changes: dict[str, Any] = {name: value for name, value in options if value is not None}
     return decode.Translator(
