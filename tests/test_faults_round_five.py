@@ -173,3 +173,52 @@ def test_load_run_make_translator_and_save_safetensors_name_a_wrong_argument(ran
     safetensors_params.save_safetensors(tmp_path / "x.safetensors", params)  # A pathlib.Path is a path.
     loaded, _ = safetensors_params.load_safetensors(tmp_path / "x.safetensors")
     np.testing.assert_array_equal(loaded["dense"]["kernel"], params["dense"]["kernel"])
+
+
+# --- Case 5: refused before the machine dies ----------------------------------------------------------------
+
+
+def test_a_batch_or_decoding_cache_no_device_holds_is_refused_before_compiling() -> None:
+    from attention_jax.experiment import size_limits
+    from attention_jax.training import setup_checks
+    from attention_jax.user_errors import UserInputError
+
+    with pytest.raises(UserInputError, match=r"one step needs at least [\d,.]+ GiB per device, more than the .* of "
+                                             r"this cpu device; most of it is the activations of 2,147,483,647 "
+                                             r"tokens .*lower --config.tokens_per_batch"):
+        setup_checks.check_devices(fake_data.tiny_experiment(tokens_per_batch=2**31 - 1))
+    long_decoding = fake_data.tiny_experiment(max_decode_extra_len=2**31 - 100)
+    with pytest.raises(UserInputError, match=r"most of it is beam search's key/value cache .*lower "
+                                             r"--config.max_decode_extra_len"):
+        size_limits.check_memory(long_decoding.fields, 1, 2**40, "gpu device")
+    with pytest.raises(UserInputError, match=r"max_len \+ max_decode_extra_len = 2,147,483,679 positions is beyond "
+                                             r"2,147,483,647 .*lower max_decode_extra_len"):
+        fake_data.tiny_experiment(max_decode_extra_len=2**31 - 1)  # Was an OverflowError at the first evaluation.
+    setup_checks.check_devices(fake_data.tiny_experiment())  # The tests' own config fits.
+
+
+def test_the_step_memory_estimate_counts_each_part_as_written() -> None:
+    from attention_jax.experiment import size_limits
+
+    fields = dict(fake_data.tiny_experiment().fields)
+    tokens, width = fields["tokens_per_batch"], 4
+    activations = tokens * (2 * fields["vocab_size"] * width + fields["num_layers"] * width * (
+        3 * (4 * fields["d_model"] + fields["num_heads"] * fields["max_len"]) + 2 * fields["d_ff"]))
+    cache = fields["beam_size"] * (fields["max_len"] + fields["max_decode_extra_len"]) * fields["d_model"] * 2 * width
+    expected = 16 * size_limits.estimated_parameters(fields) + activations + cache * fields["num_layers"]
+    assert size_limits.estimated_step_bytes(fields, 1)[0] == expected
+    halved = size_limits.estimated_step_bytes(fields, 2)[0]  # Tokens split over two devices.
+    assert halved == expected - activations + activations // 2
+    assert size_limits.estimated_step_bytes(dict(fields, dtype="bfloat16"), 1)[0] < expected
+
+
+def test_warmup_beyond_the_run_is_warned_with_the_fraction_of_the_peak_reached(
+        caplog: pytest.LogCaptureFixture) -> None:
+    from attention_jax.training import setup_checks
+
+    with caplog.at_level("WARNING"):
+        setup_checks.warn_unreached_peak(fake_data.tiny_experiment(num_train_steps=3, warmup_steps=1_000_000))
+        setup_checks.warn_unreached_peak(fake_data.tiny_experiment(num_train_steps=8, warmup_steps=4))
+    warned = [record.getMessage() for record in caplog.records if "warmup_steps" in record.getMessage()]
+    assert warned == ["warmup_steps=1000000 is beyond num_train_steps=3: the learning rate rises for the whole run "
+                      "and ends at 0.0003% of its peak; lower --config.warmup_steps to reach it."]

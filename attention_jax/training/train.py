@@ -337,6 +337,7 @@ def train_and_evaluate(experiment: Experiment, workdir: str, *, data: TrainingDa
                      finished_before["step"], finished_before.get("stop_reason"), finished_before["reason"])
         return dict(finished_before, finished=True, already_finished=True)
     setup_checks.check_devices(experiment)
+    setup_checks.warn_unreached_peak(experiment)
     created = not os.path.exists(workdir)
     lock = workdir_lock.acquire_for_job(workdir)
     try:
