@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 import pathlib
+import shutil
 
 import numpy as np
 import pytest
@@ -222,3 +222,57 @@ def test_warmup_beyond_the_run_is_warned_with_the_fraction_of_the_peak_reached(
     warned = [record.getMessage() for record in caplog.records if "warmup_steps" in record.getMessage()]
     assert warned == ["warmup_steps=1000000 is beyond num_train_steps=3: the learning rate rises for the whole run "
                       "and ends at 0.0003% of its peak; lower --config.warmup_steps to reach it."]
+
+
+# --- Case 9: tracebacks and unclear messages become one line ----------------------------------------------
+
+
+def test_a_checkpoint_directory_that_is_a_file_and_an_uncreatable_workdir_are_one_line(tmp_path: pathlib.Path) -> None:
+    from attention_jax.training import workdir_lock
+    from attention_jax.user_errors import UserInputError
+
+    (tmp_path / "checkpoints").write_text("not a directory")
+    with pytest.raises(UserInputError, match=r"checkpoints is a file, not the run's checkpoint directory: move it"):
+        checkpoints.finished_steps(str(tmp_path / "checkpoints"))
+    with pytest.raises(UserInputError, match=r"--workdir=/proc/x: cannot create a run there \(.*\): choose a "
+                                             r"directory on a writable file system"):
+        workdir_lock.WorkdirLock("/proc/x").acquire()
+
+
+def test_a_dangling_symlink_workdir_is_called_a_link_not_a_file(tmp_path: pathlib.Path) -> None:
+    from attention_jax.user_errors import UserInputError
+
+    link = tmp_path / "run"
+    link.symlink_to(tmp_path / "gone")
+    with pytest.raises(UserInputError, match=r"run is a symbolic link to .*gone, which does not exist: create"):
+        run_files.check_directory(str(link), "--workdir")
+
+
+@pytest.mark.parametrize("source, message", [
+    ("def broken(:\n", r"importing 'user_mod_\w+' failed at .*user_mod_\w+.py:1 with SyntaxError"),
+    ("raise ValueError('attention function x is registered twice')\n",
+     r"importing 'user_mod_\w+' failed with ValueError: attention function x is registered twice; fix the module"),
+])
+def test_a_user_module_that_fails_to_import_is_named_with_the_field(tmp_path: pathlib.Path,
+                                                                    monkeypatch: pytest.MonkeyPatch,
+                                                                    source: str, message: str) -> None:
+    from attention_jax.experiment import schema
+
+    name = f"user_mod_{abs(hash(source))}"
+    (tmp_path / f"{name}.py").write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(schema.ConfigError, match=rf"^configs/x.py: user_modules: {message}") as refused:
+        schema.import_user_modules({"user_modules": [name]}, "configs/x.py")
+    assert "\n" not in str(refused.value)
+
+
+def test_a_directory_with_the_users_own_config_json_is_not_a_run_directory(tmp_path: pathlib.Path) -> None:
+    from attention_jax.experiment import schema
+
+    (tmp_path / "config.json").write_text(json.dumps({"learning_rate": 0.1, "layers": 6}))
+    with pytest.raises(schema.ConfigError, match=r"is not a run directory: it holds a config.json that no training "
+                                                 r"run wrote, and none of checkpoints, tokenizer.model"):
+        checkpoints.read_config(str(tmp_path))
+    (tmp_path / "tokenizer.model").write_bytes(b"x")  # A run's own config.json, hand-edited: the field is named.
+    with pytest.raises(schema.ConfigError, match=r"learning_rate"):
+        checkpoints.read_config(str(tmp_path))

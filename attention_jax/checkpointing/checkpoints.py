@@ -36,9 +36,10 @@ from etils import epath
 from jax.experimental import multihost_utils
 
 from attention_jax import full_disk, run_files
-from attention_jax.checkpointing import error_lines
+from attention_jax.checkpointing import error_lines, exported_run
 from attention_jax.experiment import schema, sections
 from attention_jax.experiment.sections import Experiment
+from attention_jax.user_errors import UserInputError
 
 PARAMS_ITEM = "params"  # The parameters' item inside each step directory (orbax Composite layout).
 
@@ -170,7 +171,19 @@ def read_config(workdir: str) -> Experiment:
         raise schema.ConfigError(f"{path} is not valid JSON ({error}): restore it from a copy of the run.") from None
     if not isinstance(saved, dict):
         raise schema.ConfigError(f"{path} holds no config (a JSON object of fields): restore it from a copy.")
-    return sections.build_experiment(schema.with_old_run_defaults(saved), str(path))  # ConfigError naming the file.
+    try:
+        return sections.build_experiment(schema.with_old_run_defaults(saved), str(path))  # ConfigError naming the file.
+    except schema.ConfigError:
+        if any((root / name).exists() for name in _RUN_MARKERS):
+            raise
+        raise schema.ConfigError(f"{workdir} is not a run directory: it holds a config.json that no training run "
+                                 f"wrote, and none of {', '.join(_RUN_MARKERS)}. Pass the --workdir of a training "
+                                 f"run or of an export.") from None
+
+
+_RUN_MARKERS = (run_files.CHECKPOINT_DIR, run_files.TOKENIZER_FILE, run_files.RESULTS_FILE, run_files.METRICS_FILE,
+                exported_run.PARAMS_FILE)
+"""Files beside ``config.json`` that only a training run or an export writes."""
 
 
 def write_config(workdir: str, experiment: Experiment) -> None:
@@ -252,10 +265,33 @@ def flatten_config(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any
     return flat
 
 
+class UnreadableCheckpointsError(UserInputError, RuntimeError):
+    """No checkpoint of a run restores: a ``RuntimeError`` as before, shown in one line as the user's to mend."""
+
+
 def finished_steps(directory: str) -> list[int]:
-    """Steps of the finished checkpoints under an orbax manager root (empty if none)."""
+    """Steps of the finished checkpoints under an orbax manager root (empty if none).
+
+    Parameters
+    ----------
+    directory : str
+        A run's ``checkpoints/`` (or ``best/``).
+
+    Returns
+    -------
+    list[int]
+        Sorted steps.
+
+    Raises
+    ------
+    UserInputError
+        When ``directory`` is a file (orbax's ``NotADirectoryError`` was a traceback).
+    """
     if not epath.Path(directory).exists():
         return []
+    if "://" not in directory and not os.path.isdir(directory):
+        raise UserInputError(f"{directory} is a file, not the run's checkpoint directory: move it away and restore "
+                             f"the directory from a copy of the run (or train in a new --workdir).")
     return sorted(ocp.utils.checkpoint_steps(absolute_path(directory)))  # Finalized ones only.
 
 
@@ -442,7 +478,7 @@ class TrainingCheckpoints:
         A checkpoint that fails to restore (truncated or missing files) is skipped with a warning and
         the previous one is tried. Once one restores, the unreadable newer ones are moved to
         ``WORKDIR/checkpoints_corrupt/`` so that their steps can be saved again. Raises
-        ``RuntimeError`` if no checkpoint restores.
+        :class:`UnreadableCheckpointsError` (one line, exit 2) if no checkpoint restores.
         """
         failed: list[int] = []
         for step in reversed(self.all_steps()):
@@ -456,9 +492,10 @@ class TrainingCheckpoints:
             self._move_aside(failed)
             return restored
         if failed:
-            raise RuntimeError(
+            raise UnreadableCheckpointsError(
                 f"none of the checkpoints in {self.directory} (steps {sorted(failed)}) could be "
-                f"restored; see the warnings above. Move them away to start from scratch."
+                f"restored; see the warnings above. Restore them from a copy of the run, or move them away to start "
+                f"from scratch."
             )
         return None
 

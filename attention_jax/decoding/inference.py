@@ -227,7 +227,8 @@ def make_translator(run: TrainedRun, *, beam_size: int | None = None, alpha: flo
     """
     if not isinstance(run, TrainedRun):
         hint = f": make_translator(load_run({run!r}))" if isinstance(run, str) else ""
-        raise TypeError(f"make_translator takes the TrainedRun that load_run returns, not a {type(run).__name__}{hint}.")
+        raise TypeError(f"make_translator takes the TrainedRun that load_run returns, not a "
+                        f"{type(run).__name__}{hint}.")
     options = (("beam_size", beam_size), ("length_penalty_alpha", alpha))
     changes: dict[str, Any] = {name: value for name, value in options if value is not None}
     return decode.Translator(

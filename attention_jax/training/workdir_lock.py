@@ -38,6 +38,10 @@ from attention_jax.user_errors import UserInputError
 REMOTE_STALE_AFTER_S = 30 * 60  # An object-store lock not refreshed for this long is taken over.
 
 
+_CANNOT_CREATE = (errno.ENOENT, errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOTDIR, errno.EEXIST)
+"""What creating a work directory answers where no run can be (``/proc/x``: ENOENT), read as the user's mistake."""
+
+
 class WorkdirLockedError(RuntimeError):
     """Another live trainer holds the work directory; the message names it."""
 
@@ -125,10 +129,14 @@ class WorkdirLock:
             os.makedirs(self.workdir, exist_ok=True)
             descriptor = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as error:
-            if error.errno != errno.ENAMETOOLONG:  # E.g. a whole path over PATH_MAX.
+            if error.errno == errno.ENAMETOOLONG:  # E.g. a whole path over PATH_MAX.
+                raise UserInputError(f"--workdir={self.workdir[:60]}...: {error.strerror}; choose a shorter "
+                                     f"path.") from None
+            if error.errno not in _CANNOT_CREATE:
                 raise
-            raise UserInputError(f"--workdir={self.workdir[:60]}...: {error.strerror}; choose a shorter "
-                                 f"path.") from None
+            raise UserInputError(f"--workdir={self.workdir}: cannot create a run there ({error.strerror}, "
+                                 f"{errno.errorcode.get(error.errno or 0, 'error')}): choose a directory on a "
+                                 f"writable file system.") from None
         try:
             fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as error:
