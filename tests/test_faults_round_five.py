@@ -276,3 +276,39 @@ def test_a_directory_with_the_users_own_config_json_is_not_a_run_directory(tmp_p
     (tmp_path / "tokenizer.model").write_bytes(b"x")  # A run's own config.json, hand-edited: the field is named.
     with pytest.raises(schema.ConfigError, match=r"learning_rate"):
         checkpoints.read_config(str(tmp_path))
+
+
+# --- Case 4: damaged bookkeeping is named, never silently replaced -------------------------------------------
+
+
+@pytest.mark.parametrize("damage", ['{"validation": {"split": "valid', "[1, 2]", '{"validation": 3}'])
+def test_a_damaged_data_splits_record_refuses_the_resume_and_a_fresh_run_replaces_it(tmp_path: pathlib.Path,
+                                                                                     damage: str) -> None:
+    from attention_jax.checkpointing import resume_checks
+    from attention_jax.training import setup_checks
+    from attention_jax.user_errors import UserInputError
+
+    data = fake_data.FakeData()
+    resume_checks.write_data_splits(str(tmp_path), data.split_fingerprints())
+    setup_checks.check_data_splits(str(tmp_path), data)
+    (tmp_path / run_files.DATA_SPLITS_FILE).write_text(damage)
+    with pytest.raises(UserInputError, match=r"data_splits.json is damaged \(.*\): it records the dev and test "
+                                             r"splits .* Restore it from a copy of the run"):
+        setup_checks.check_data_splits(str(tmp_path), data)  # Was: no check, and the new split recorded.
+    resume_checks.write_data_splits(str(tmp_path), data.split_fingerprints())  # Called for a fresh run only.
+    assert resume_checks.read_data_splits(str(tmp_path)) == data.split_fingerprints()
+
+
+def test_a_resume_keeps_a_garbage_metrics_line_and_says_so(tmp_path: pathlib.Path,
+                                                          caplog: pytest.LogCaptureFixture) -> None:
+    from attention_jax.training import metric_writer
+
+    lines = ['{"step": 1, "train/loss": 3.0}\n', "garbage \u00e9 from an editor\n", '{"step": 2, "train/loss": 2.0}\n',
+             '{"step": 3, "train/loss": 1.0}\n', '{"step": 4, "train/lo']
+    (tmp_path / run_files.METRICS_FILE).write_text("".join(lines))
+    with caplog.at_level("WARNING"):
+        metric_writer.MetricWriter(str(tmp_path), resumed_step=2, enabled=True).close()
+    assert (tmp_path / run_files.METRICS_FILE).read_text() == "".join(lines[:3])
+    warned = " ".join(record.getMessage() for record in caplog.records)
+    assert "line 2 is not a metrics record" in warned and "kept as it is" in warned
+    assert "its last line (5) is not a whole record" in warned
