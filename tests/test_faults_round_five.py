@@ -312,3 +312,74 @@ def test_a_resume_keeps_a_garbage_metrics_line_and_says_so(tmp_path: pathlib.Pat
     warned = " ".join(record.getMessage() for record in caplog.records)
     assert "line 2 is not a metrics record" in warned and "kept as it is" in warned
     assert "its last line (5) is not a whole record" in warned
+
+
+# --- Case 7: readers beside a fast-rotating trainer -----------------------------------------------------------
+
+
+def _rotating_trainer(run_dir: pathlib.Path, monkeypatch: pytest.MonkeyPatch, rotations: int) -> list[int]:
+    """Make each of the first ``rotations`` restores land a newer checkpoint and delete the one being read."""
+    from attention_jax.checkpointing import params_checkpoints
+
+    restore, steps_dir, calls = params_checkpoints.restore_params, run_dir / run_files.CHECKPOINT_DIR, []
+
+    def trainer_saves_and_rotates(directory: str, step: int, abstract: object) -> object:
+        calls.append(step)
+        if len(calls) <= rotations:  # keep_checkpoints=1, a checkpoint every 2 steps.
+            shutil.copytree(steps_dir / str(step), steps_dir / str(step + 2))
+            shutil.rmtree(steps_dir / str(step))
+        return restore(directory, step, abstract)
+
+    monkeypatch.setattr(params_checkpoints, "restore_params", trainer_saves_and_rotates)
+    monkeypatch.setattr(checkpoints.time, "sleep", lambda seconds: None)
+    return calls
+
+
+@pytest.mark.integration
+def test_translate_and_average_retry_until_a_whole_checkpoint_is_read(random_run: pathlib.Path, tmp_path: pathlib.Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from attention_jax.checkpointing import params_checkpoints
+    from attention_jax.decoding import inference
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(random_run, run_dir)
+    calls = _rotating_trainer(run_dir, monkeypatch, rotations=3)  # One retry was not enough (3 of 4 failed).
+    run = inference.load_run(str(run_dir))
+    assert calls == [1, 3, 5, 7] and run.checkpoint == "latest"
+    calls.clear()
+    steps = params_checkpoints.write_average(str(run_dir), 1)  # Was a FileNotFoundError.
+    assert calls == [7, 9, 11, 13] and steps == [13]
+
+
+@pytest.mark.integration
+def test_a_reader_that_never_gets_a_whole_checkpoint_says_why(random_run: pathlib.Path, tmp_path: pathlib.Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    from attention_jax.decoding import inference
+    from attention_jax.user_errors import UserInputError
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(random_run, run_dir)
+    monkeypatch.setattr(checkpoints, "ROTATION_ATTEMPTS", 3)
+    _rotating_trainer(run_dir, monkeypatch, rotations=100)
+    with pytest.raises(UserInputError, match=r"the latest checkpoint of .*checkpoints was rotated away during each "
+                                             r"of 3 reads: .*larger config.keep_checkpoints"):
+        inference.load_run(str(run_dir))
+
+
+def test_two_writers_of_an_average_take_turns(tmp_path: pathlib.Path) -> None:
+    import threading
+
+    from attention_jax.checkpointing import params_checkpoints
+
+    entered = threading.Event()
+
+    def second_writer() -> None:
+        with params_checkpoints._writing_alone(str(tmp_path / "averaged")):
+            entered.set()
+
+    with params_checkpoints._writing_alone(str(tmp_path / "averaged")):
+        thread = threading.Thread(target=second_writer)
+        thread.start()
+        assert not entered.wait(0.5)  # It waits for the first writer ...
+    assert entered.wait(10)  # ... and writes once it is done.
+    thread.join()

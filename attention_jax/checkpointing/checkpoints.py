@@ -27,7 +27,7 @@ import json
 import os
 import shutil
 import time
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping, TypeVar
 
 import jax
 import orbax.checkpoint as ocp
@@ -40,6 +40,8 @@ from attention_jax.checkpointing import error_lines, exported_run
 from attention_jax.experiment import schema, sections
 from attention_jax.experiment.sections import Experiment
 from attention_jax.user_errors import UserInputError
+
+_Read = TypeVar("_Read")
 
 PARAMS_ITEM = "params"  # The parameters' item inside each step directory (orbax Composite layout).
 
@@ -293,6 +295,49 @@ def finished_steps(directory: str) -> list[int]:
         raise UserInputError(f"{directory} is a file, not the run's checkpoint directory: move it away and restore "
                              f"the directory from a copy of the run (or train in a new --workdir).")
     return sorted(ocp.utils.checkpoint_steps(absolute_path(directory)))  # Finalized ones only.
+
+
+ROTATION_ATTEMPTS = 20
+"""Reads a reader tries while a trainer beside it rotates checkpoints away (``keep_checkpoints``)."""
+
+
+def read_while_rotating(directory: str, read: Callable[[], _Read], what: str) -> _Read:
+    """``read()``, retried while the checkpoints of ``directory`` change under it, until a whole one is read.
+
+    Parameters
+    ----------
+    directory : str
+        The checkpoints' directory (``WORKDIR/checkpoints`` or ``WORKDIR/best``).
+    read : callable
+        Chooses its checkpoints afresh on each call (the newest, the last few) and reads them.
+    what : str
+        What is read, named in the messages (``"the latest checkpoint"``).
+
+    Returns
+    -------
+    Any
+        What ``read`` returned.
+
+    Raises
+    ------
+    UserInputError
+        When the checkpoints changed during every one of :data:`ROTATION_ATTEMPTS` reads, naming the fix.
+        A failure while the steps stayed the same is no rotation and is raised as it is.
+    """
+    for attempt in range(ROTATION_ATTEMPTS):
+        steps_before = finished_steps(directory)
+        try:
+            return read()
+        except (FileNotFoundError, UserInputError):
+            steps_after = finished_steps(directory)
+            if steps_after == steps_before:
+                raise
+            logging.warning("A checkpoint of %s was rotated away while %s was read (a trainer is running there): "
+                            "reading again from steps %s.", directory, what, steps_after)
+        time.sleep(0.05 * attempt)
+    raise UserInputError(f"{what} of {directory} was rotated away during each of {ROTATION_ATTEMPTS} reads: the "
+                         f"trainer there saves faster than it can be read. Read it once the trainer stops, or train "
+                         f"with a larger config.keep_checkpoints or checkpoint_every_steps.")
 
 
 def latest_progress(workdir: str) -> tuple[int, dict[str, Any]] | None:

@@ -13,8 +13,6 @@ import dataclasses
 import os
 from typing import Any
 
-from absl import logging
-
 from attention_jax import run_files
 from attention_jax.checkpointing import checkpoints, exported_run, params_checkpoints
 from attention_jax.data import input_pipeline
@@ -147,7 +145,7 @@ def load_run(workdir: str, checkpoint: str = "latest", *, average_last: int = 0,
     need not be the one the weights were trained with (the corpus may have changed since), and its
     token ids would decode to garbage. ``"latest"`` tolerates a trainer that rotates checkpoints away
     meanwhile (``config.keep_checkpoints``): when the chosen one disappears while it is read, the newest
-    is loaded instead, once (:func:`_load_params`).
+    is loaded instead, until one read is whole (:func:`_load_params`).
     """
     workdir = path_argument(workdir, "workdir", "load_run")
     if not os.path.isdir(workdir):
@@ -178,7 +176,8 @@ def _load_params(workdir: str, checkpoint: str, average_last: int) -> tuple[Any,
 
     A trainer running beside the command may delete the checkpoint being read (``keep_checkpoints``
     rotation: with 1, the only one): when ``"latest"`` or an average of the last checkpoints fails to
-    load and the run's steps changed meanwhile, it is loaded again from the newest steps, once.
+    load and the run's steps changed meanwhile, it is loaded again from the newest steps, until one
+    read is whole (:func:`checkpoints.read_while_rotating`).
     """
     if exported_run.is_export_directory(workdir):  # One set of parameters, no checkpoints/ to rotate.
         params = exported_run.load_export_params(workdir, checkpoint, average_last)
@@ -191,17 +190,10 @@ def _load_params(workdir: str, checkpoint: str, average_last: int) -> tuple[Any,
         params, config = params_checkpoints.load_for_inference(workdir, checkpoint)
         return params, config, checkpoint
 
-    steps_dir = os.path.join(workdir, run_files.CHECKPOINT_DIR)
-    steps_before = checkpoints.finished_steps(steps_dir)
-    try:
+    if not (checkpoint == "latest" or average_last > 0):  # A named step or average: it is there or it is not.
         return load()
-    except FileNotFoundError:
-        rotated = checkpoints.finished_steps(steps_dir) != steps_before
-        if not (rotated and (checkpoint == "latest" or average_last > 0)):
-            raise
-    logging.warning("A checkpoint of %s was rotated away while it was read (a trainer is running there): "
-                    "loading the newest, steps %s.", workdir, checkpoints.finished_steps(steps_dir))
-    return load()
+    what = f"the average of the last {average_last} checkpoints" if average_last > 0 else "the latest checkpoint"
+    return checkpoints.read_while_rotating(os.path.join(workdir, run_files.CHECKPOINT_DIR), load, what)
 
 
 def make_translator(run: TrainedRun, *, beam_size: int | None = None, alpha: float | None = None,
