@@ -383,3 +383,76 @@ def test_two_writers_of_an_average_take_turns(tmp_path: pathlib.Path) -> None:
         assert not entered.wait(0.5)  # It waits for the first writer ...
     assert entered.wait(10)  # ... and writes once it is done.
     thread.join()
+
+
+# --- Case 3: a sweep report shows what the runs on disk are ---------------------------------------------------
+
+SWEEP_FILE = '''
+from configs import tiny
+
+
+def get_config():
+    return tiny.get_config()
+
+
+def get_sweep():
+    return {"a": dict(dropout_rate=DROPOUT), "b": dict(dropout_rate=0.0), "c": dict(dropout_rate=0.2)}
+'''
+
+
+def _sweep_root(tmp_path: pathlib.Path) -> pathlib.Path:
+    """Rows a (dropout 0.1), b (0.0) and c (0.2) with two seeds; c's seeds stopped on a non-finite loss."""
+    from launch import sweep_record, sweep_spec
+
+    sweep_path = tmp_path / "my_sweep.py"
+    sweep_path.write_text(SWEEP_FILE.replace("DROPOUT", "0.1"))
+    sweep = sweep_spec.load_sweep(str(sweep_path))
+    root = tmp_path / "runs"
+    sweep_record.record_launch(str(root), sweep_record.sweep_description(sweep, [], seeds=[0, 1]),
+                               list(sweep.row_names), "local", force=False)
+    for row, ppl in (("a", 10.0), ("b", 11.0), ("c", None)):
+        for seed in (0, 1):
+            run_dir = root / row / f"seed_{seed}"
+            run_dir.mkdir(parents=True)
+            config = sweep.row_config(row)
+            config.seed = seed
+            (run_dir / "config.json").write_text(config.to_json_best_effort())
+            if ppl is None:
+                (run_dir / "launch.json").write_text(json.dumps({"returncode": 2}))
+                (run_dir / "log.txt").write_text("attention_jax.main: error: non-finite training loss at step 3 "
+                                                 "(loss_sum=nan, ...): lower --config.learning_rate_scale\n")
+            else:
+                (run_dir / "results.json").write_text(json.dumps(dict(step=2, dev_ppl=ppl + seed, wall_s=1.0)))
+    sweep_path.write_text(SWEEP_FILE.replace("DROPOUT", "0.3"))  # Row a changed; its runs stay 0.1.
+    changed = sweep_spec.load_sweep(str(sweep_path))
+    sweep_record.record_launch(str(root), sweep_record.sweep_description(changed, [], seeds=[0, 1]),
+                               list(changed.row_names), "local", force=True)
+    return root
+
+
+def test_a_sweep_report_labels_rows_by_their_runs_and_a_diverged_row_is_unstable(tmp_path: pathlib.Path) -> None:
+    from attention_jax.reports import comparison, comparison_report, sweep_rows, sweep_seeds
+
+    root = _sweep_root(tmp_path)
+    record, rows = sweep_rows.read_sweep_rows(str(root))
+    by_name = {row.row: row for row in rows}
+    assert sweep_rows.changed_since_run(by_name["a"], record) == {"dropout_rate": (0.1, 0.3)}
+    assert sweep_rows.changed_since_run(by_name["b"], record) == {}
+    compared = comparison.compare(str(root), rows, "b")
+    report = comparison_report.markdown_report(record, rows, compared, "b", "test")
+    assert ("| a | done | 2 of 2 | dropout_rate=0.1 (its runs; the sweep file now says dropout_rate=0.3: rerun the "
+            "row in a new --root) |") in report  # Was: dropout_rate=0.3 beside the 0.1 runs' figures.
+    assert "| c | diverged | 0 of 2 | dropout_rate=0.2 |" in report
+    assert compared["c"]["dev_ppl"].verdict == comparison.UNSTABLE_VERDICT  # Was: pending.
+    assert compared["a"]["dev_ppl"].verdict != comparison.UNSTABLE_VERDICT
+    assert sweep_seeds.aggregate(rows, "b")["c"].diverged_seeds == (0, 1)
+
+
+def test_a_second_launcher_on_a_root_is_refused_naming_the_first(tmp_path: pathlib.Path) -> None:
+    from attention_jax.training import workdir_lock
+
+    with workdir_lock.WorkdirLock(str(tmp_path), holder="launch.sweep", flag="--root"):
+        with pytest.raises(workdir_lock.WorkdirLockedError, match=r"is in use by another launch.sweep \(host .*, "
+                                                                  r"pid \d+, .*\); only one may work in a --root "
+                                                                  r"directory.* or use another --root"):
+            workdir_lock.WorkdirLock(str(tmp_path), holder="launch.sweep", flag="--root").acquire()

@@ -90,6 +90,9 @@ class WorkdirLock:
     ----------
     workdir : str
         The work directory (created if missing); local path or URL-like (``gs://``).
+    holder, flag : str
+        What holds it and the flag that names it, for the refusal: ``"trainer"`` and ``"--workdir"``, or
+        ``"launch.sweep"`` and ``"--root"`` for a sweep root.
 
     Notes
     -----
@@ -101,7 +104,8 @@ class WorkdirLock:
     the file stays.
     """
 
-    def __init__(self, workdir: str) -> None:
+    def __init__(self, workdir: str, holder: str = "trainer", flag: str = "--workdir") -> None:
+        self.holder, self.flag = holder, flag
         self.workdir = os.fspath(workdir)
         self.path = os.path.join(self.workdir, run_files.LOCK_FILE)
         self.remote = "://" in self.workdir
@@ -145,9 +149,9 @@ class WorkdirLock:
                 raise
             holder = _parse(_read_text(self.path)) or {}
             raise WorkdirLockedError(
-                f"{self.workdir} is in use by another trainer ({describe_holder(holder)}); only one may "
-                f"train in a work directory. Wait for it to finish, stop it (kill -TERM {holder.get('pid', '?')} "
-                f"on {holder.get('host', 'its host')}: it checkpoints and exits), or use another --workdir."
+                f"{self.workdir} is in use by another {self.holder} ({describe_holder(holder)}); only one may "
+                f"work in a {self.flag} directory. Wait for it to finish, stop it (kill -TERM {holder.get('pid', '?')} "
+                f"on {holder.get('host', 'its host')}: it checkpoints and exits), or use another {self.flag}."
             ) from None
         previous = _parse(_read_text(self.path))
         if previous is not None:
