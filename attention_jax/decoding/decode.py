@@ -441,7 +441,7 @@ class Translator:
         self.fixed_shapes = False  # True: one decode length per source bucket (see warm_up).
 
     @overload
-    def translate(self, sources: str) -> str: ...
+    def translate(self, sources: str) -> str: ...  # type: ignore[overload-overlap]  # A str is one sentence.
 
     @overload
     def translate(self, sources: Sequence[str]) -> list[str]: ...
