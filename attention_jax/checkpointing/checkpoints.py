@@ -176,8 +176,9 @@ def read_config(workdir: str) -> Experiment:
     try:
         return sections.build_experiment(schema.with_old_run_defaults(saved), str(path))  # ConfigError naming the file.
     except schema.ConfigError:
-        if any((root / name).exists() for name in _RUN_MARKERS):
-            raise
+        known = sum(key in schema.FIELDS_BY_NAME for key in saved)
+        if any((root / name).exists() for name in _RUN_MARKERS) or 2 * known >= len(saved) > 0:
+            raise  # A run's own config.json, hand-edited: the field is named.
         raise schema.ConfigError(f"{workdir} is not a run directory: it holds a config.json that no training run "
                                  f"wrote, and none of {', '.join(_RUN_MARKERS)}. Pass the --workdir of a training "
                                  f"run or of an export.") from None

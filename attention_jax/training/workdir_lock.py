@@ -38,8 +38,9 @@ from attention_jax.user_errors import UserInputError
 REMOTE_STALE_AFTER_S = 30 * 60  # An object-store lock not refreshed for this long is taken over.
 
 
-_CANNOT_CREATE = (errno.ENOENT, errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOTDIR, errno.EEXIST)
-"""What creating a work directory answers where no run can be (``/proc/x``: ENOENT), read as the user's mistake."""
+_CANNOT_CREATE = (errno.ENOENT, errno.ENOTDIR, errno.EEXIST)
+"""What creating a work directory answers where no run can be (``/proc/x``: ENOENT), read as the user's mistake
+(no permission is the trainer's own one line, "cannot write to the work directory")."""
 
 
 class WorkdirLockedError(RuntimeError):
