@@ -297,7 +297,7 @@ def check_directory(directory: str, flag: str, *, writable: bool = False, instea
     Notes
     -----
     Raises :class:`attention_jax.user_errors.UserInputError`, one line naming the path and the fix, when
-    ``directory`` or one of its ancestors is a file, when a name in it is longer than its file system
+    ``directory`` or one of its ancestors is a file or a dangling link, when a name in it is longer than its file system
     allows (``ENAMETOOLONG``, typically 255 bytes), or with ``writable`` when the directory is read-only
     (permissions, or a read-only file system). Nothing is written: write access is asked of the kernel
     (``access(2)``, which also answers ``EROFS`` for read-only mounts), so the check never leaves a
@@ -307,6 +307,9 @@ def check_directory(directory: str, flag: str, *, writable: bool = False, instea
         return
     path = os.path.abspath(directory)
     existing = _nearest_existing(path)
+    if os.path.islink(existing) and not os.path.exists(existing):
+        raise UserInputError(f"{flag}={directory}: {existing} is a symbolic link to {os.readlink(existing)}, which "
+                             f"does not exist: create the link's target, or name another directory.")
     if not os.path.isdir(existing):
         what = "is a file" if existing == path else f"lies under {existing}, which is a file"
         raise UserInputError(f"{flag}={directory} {what}, not a directory: name a new or existing directory.")

@@ -238,3 +238,34 @@ class MissingInputError(UserInputError, FileNotFoundError):
     -----
     Also a ``FileNotFoundError``, for callers that catch that; give it the message alone.
     """
+
+
+def path_argument(value: Any, argument: str, function: str) -> str:
+    """``value`` as a path string, or a one-line ``TypeError`` naming the argument of a Python API function.
+
+    Parameters
+    ----------
+    value : Any
+        What the caller passed, a ``str`` or ``os.PathLike`` to be accepted.
+    argument, function : str
+        Named in the error, e.g. ``"workdir"`` and ``"load_run"``.
+
+    Returns
+    -------
+    str
+        ``os.fspath(value)``.
+
+    Raises
+    ------
+    TypeError
+        For anything else (``None``, bytes, a parameter tree passed in its place).
+    """
+    if isinstance(value, str | os.PathLike) and isinstance(os.fspath(value), str):
+        return os.fspath(value)
+    raise TypeError(f"{function}'s {argument} must be a path (str); got {type(value).__name__} "
+                    f"{_short_repr(value)}.")
+
+
+def _short_repr(value: Any, limit: int = 40) -> str:
+    text = repr(value).replace("\n", " ")
+    return text if len(text) <= limit else text[: limit - 3] + "..."

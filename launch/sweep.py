@@ -55,6 +55,7 @@ from absl import app, flags
 from attention_jax import quiet_exits, run_files, user_errors
 from attention_jax.experiment import corpora
 from attention_jax.reports import all_reports, sweep_report
+from attention_jax.training import workdir_lock
 from launch import local_executor, row_processes, slurm_executor, sweep_record, sweep_spec, tpu_executor
 from launch.sweep_spec import RowJob, RowOutcome
 
@@ -430,10 +431,12 @@ def main(parsed: tuple[list[str], list[str]]) -> int:
             return 0
         check_tools(plan)
         run_files.check_directory(plan.root, "--root", writable=True)  # A read-only root: before anything runs.
-        for record_root, description in plan.records.items():
-            sweep_record.record_launch(record_root, description, plan.rows, _EXECUTOR.value, force=_FORCE.value)
-        row_processes.forward_stop_signals()
-        outcomes = execute(plan)
+        # A second launcher on the root is refused: each called "failed" the rows the other was training.
+        with workdir_lock.WorkdirLock(plan.root, holder="launch.sweep", flag="--root"):
+            for record_root, description in plan.records.items():
+                sweep_record.record_launch(record_root, description, plan.rows, _EXECUTOR.value, force=_FORCE.value)
+            row_processes.forward_stop_signals()
+            outcomes = execute(plan)
     except (ValueError, FileNotFoundError, RuntimeError) as error:
         _print_error(str(error))
         return 2

@@ -15,6 +15,7 @@ import pytest
 from attention_jax.checkpointing import checkpoints, params_checkpoints, resume_checks
 from attention_jax.commands import average_checkpoints
 from attention_jax.training import train, train_state
+from attention_jax.user_errors import UserInputError
 from tests.support import fake_data, train_support
 
 
@@ -95,8 +96,9 @@ def test_corrupt_latest_falls_back_to_previous(tmp_path: pathlib.Path, caplog: p
 def test_no_readable_checkpoint_raises(tmp_path: pathlib.Path) -> None:
     _save_steps(tmp_path, [1])
     shutil.rmtree(tmp_path / "checkpoints" / "1" / "params")
-    with pytest.raises(RuntimeError, match="none of the checkpoints"):
+    with pytest.raises(RuntimeError, match="none of the checkpoints") as raised:
         checkpoints.TrainingCheckpoints(str(tmp_path), keep=5).restore_latest(_abstract(_small(0)))
+    assert isinstance(raised.value, UserInputError)  # One line with exit 2 from the commands (issue 89, case 9).
 
 
 @pytest.mark.slow

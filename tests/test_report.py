@@ -466,7 +466,7 @@ def test_a_diverged_seed_makes_the_row_unstable(seeded_root: pathlib.Path) -> No
     expected_others = sweep_seeds.verdict(others, 1)
     assert expected_others[0] == "reproduced"
     assert a1.verdict == "unstable" and a1.diverged_seeds == (1,)
-    assert a1.verdict_basis == ("seed 1 diverged (last dev PPL > 2x its best); the other seeds: "
+    assert a1.verdict_basis == ("seed 1 diverged (a non-finite loss, or last dev PPL > 2x its best); the other seeds: "
                                 f"{expected_others[0]} ({expected_others[1]})")
     assert a1.dev_ppl_mean == pytest.approx(np.mean([SEED_PPL["A1"][0], 200.0, SEED_PPL["A1"][2]]))  # Kept in.
     assert stats["B1"].diverged_seeds == () and stats["B1"].verdict != "unstable"

@@ -27,7 +27,7 @@ import json
 import os
 import shutil
 import time
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping, TypeVar
 
 import jax
 import orbax.checkpoint as ocp
@@ -36,9 +36,12 @@ from etils import epath
 from jax.experimental import multihost_utils
 
 from attention_jax import full_disk, run_files
-from attention_jax.checkpointing import error_lines
+from attention_jax.checkpointing import error_lines, exported_run
 from attention_jax.experiment import schema, sections
 from attention_jax.experiment.sections import Experiment
+from attention_jax.user_errors import UserInputError
+
+_Read = TypeVar("_Read")
 
 PARAMS_ITEM = "params"  # The parameters' item inside each step directory (orbax Composite layout).
 
@@ -170,7 +173,20 @@ def read_config(workdir: str) -> Experiment:
         raise schema.ConfigError(f"{path} is not valid JSON ({error}): restore it from a copy of the run.") from None
     if not isinstance(saved, dict):
         raise schema.ConfigError(f"{path} holds no config (a JSON object of fields): restore it from a copy.")
-    return sections.build_experiment(schema.with_old_run_defaults(saved), str(path))  # ConfigError naming the file.
+    try:
+        return sections.build_experiment(schema.with_old_run_defaults(saved), str(path))  # ConfigError naming the file.
+    except schema.ConfigError:
+        known = sum(key in schema.FIELDS_BY_NAME for key in saved)
+        if any((root / name).exists() for name in _RUN_MARKERS) or 2 * known >= len(saved) > 0:
+            raise  # A run's own config.json, hand-edited: the field is named.
+        raise schema.ConfigError(f"{workdir} is not a run directory: it holds a config.json that no training run "
+                                 f"wrote, and none of {', '.join(_RUN_MARKERS)}. Pass the --workdir of a training "
+                                 f"run or of an export.") from None
+
+
+_RUN_MARKERS = (run_files.CHECKPOINT_DIR, run_files.TOKENIZER_FILE, run_files.RESULTS_FILE, run_files.METRICS_FILE,
+                exported_run.PARAMS_FILE)
+"""Files beside ``config.json`` that only a training run or an export writes."""
 
 
 def write_config(workdir: str, experiment: Experiment) -> None:
@@ -252,11 +268,77 @@ def flatten_config(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any
     return flat
 
 
+class UnreadableCheckpointsError(UserInputError, RuntimeError):
+    """No checkpoint of a run restores: a ``RuntimeError`` as before, shown in one line as the user's to mend."""
+
+
 def finished_steps(directory: str) -> list[int]:
-    """Steps of the finished checkpoints under an orbax manager root (empty if none)."""
+    """Steps of the finished checkpoints under an orbax manager root (empty if none).
+
+    Parameters
+    ----------
+    directory : str
+        A run's ``checkpoints/`` (or ``best/``).
+
+    Returns
+    -------
+    list[int]
+        Sorted steps.
+
+    Raises
+    ------
+    UserInputError
+        When ``directory`` is a file (orbax's ``NotADirectoryError`` was a traceback).
+    """
     if not epath.Path(directory).exists():
         return []
+    if "://" not in directory and not os.path.isdir(directory):
+        raise UserInputError(f"{directory} is a file, not the run's checkpoint directory: move it away and restore "
+                             f"the directory from a copy of the run (or train in a new --workdir).")
     return sorted(ocp.utils.checkpoint_steps(absolute_path(directory)))  # Finalized ones only.
+
+
+ROTATION_ATTEMPTS = 20
+"""Reads a reader tries while a trainer beside it rotates checkpoints away (``keep_checkpoints``)."""
+
+
+def read_while_rotating(directory: str, read: Callable[[], _Read], what: str) -> _Read:
+    """``read()``, retried while the checkpoints of ``directory`` change under it, until a whole one is read.
+
+    Parameters
+    ----------
+    directory : str
+        The checkpoints' directory (``WORKDIR/checkpoints`` or ``WORKDIR/best``).
+    read : callable
+        Chooses its checkpoints afresh on each call (the newest, the last few) and reads them.
+    what : str
+        What is read, named in the messages (``"the latest checkpoint"``).
+
+    Returns
+    -------
+    Any
+        What ``read`` returned.
+
+    Raises
+    ------
+    UserInputError
+        When the checkpoints changed during every one of :data:`ROTATION_ATTEMPTS` reads, naming the fix.
+        A failure while the steps stayed the same is no rotation and is raised as it is.
+    """
+    for attempt in range(ROTATION_ATTEMPTS):
+        steps_before = finished_steps(directory)
+        try:
+            return read()
+        except (FileNotFoundError, UserInputError):
+            steps_after = finished_steps(directory)
+            if steps_after == steps_before:
+                raise
+            logging.warning("A checkpoint of %s was rotated away while %s was read (a trainer is running there): "
+                            "reading again from steps %s.", directory, what, steps_after)
+        time.sleep(0.05 * attempt)
+    raise UserInputError(f"{what} of {directory} was rotated away during each of {ROTATION_ATTEMPTS} reads: the "
+                         f"trainer there saves faster than it can be read. Read it once the trainer stops, or train "
+                         f"with a larger config.keep_checkpoints or checkpoint_every_steps.")
 
 
 def latest_progress(workdir: str) -> tuple[int, dict[str, Any]] | None:
@@ -442,7 +524,7 @@ class TrainingCheckpoints:
         A checkpoint that fails to restore (truncated or missing files) is skipped with a warning and
         the previous one is tried. Once one restores, the unreadable newer ones are moved to
         ``WORKDIR/checkpoints_corrupt/`` so that their steps can be saved again. Raises
-        ``RuntimeError`` if no checkpoint restores.
+        :class:`UnreadableCheckpointsError` (one line, exit 2) if no checkpoint restores.
         """
         failed: list[int] = []
         for step in reversed(self.all_steps()):
@@ -456,9 +538,10 @@ class TrainingCheckpoints:
             self._move_aside(failed)
             return restored
         if failed:
-            raise RuntimeError(
+            raise UnreadableCheckpointsError(
                 f"none of the checkpoints in {self.directory} (steps {sorted(failed)}) could be "
-                f"restored; see the warnings above. Move them away to start from scratch."
+                f"restored; see the warnings above. Restore them from a copy of the run, or move them away to start "
+                f"from scratch."
             )
         return None
 

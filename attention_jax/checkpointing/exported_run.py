@@ -6,7 +6,7 @@
         params.safetensors   the parameters, one tensor per leaf (safetensors_params' name map), config in metadata
         config.json          the run's config, as the run's own config.json
         tokenizer.model      the run's SentencePiece model, the token ids the weights were trained on
-        export.json          where it came from: workdir (absolute), checkpoint, step, tensors
+        export.json          where it came from: workdir (absolute), checkpoint, step, tensors; the other files' SHA-256
 
 so ``load_run("tiny_export")`` (and ``translate --workdir=tiny_export``) decodes with it, and plain
 ``safetensors``, ``json`` and ``sentencepiece`` read it with no attention_jax at all (``docs/python_api.md``).
@@ -16,6 +16,7 @@ corpus, so training, ``--checkpoint`` and ``--average_last`` do not apply to it.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from typing import Any
@@ -46,8 +47,49 @@ def is_export_directory(path: str) -> bool:
     bool
         True for an export, False for a training run or anything else.
     """
-    return (os.path.isfile(os.path.join(path, PARAMS_FILE))
+    return ((os.path.isfile(os.path.join(path, PARAMS_FILE)) or os.path.isfile(os.path.join(path, RECORD_FILE)))
             and not os.path.isdir(os.path.join(path, run_files.CHECKPOINT_DIR)))
+
+
+def file_sha256(path: str) -> str:
+    """The SHA-256 of a file's bytes, as hex, read in 1 MiB blocks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as file:
+        for block in iter(lambda: file.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def check_export_files(directory: str) -> None:
+    """Refuse an export whose files are missing or differ from the SHA-256 hashes its ``export.json`` holds.
+
+    Parameters
+    ----------
+    directory : str
+        An export directory (:func:`is_export_directory`).
+
+    Notes
+    -----
+    Raises :class:`~attention_jax.user_errors.UserInputError` in one line naming the file and the fix.
+    An export written before the hashes were recorded is checked for its parameters file only.
+    """
+    fix = "export the run again (python -m attention_jax.export --format=directory)"
+    if not os.path.isfile(os.path.join(directory, PARAMS_FILE)):
+        raise UserInputError(f"{directory} is an export without its {PARAMS_FILE} (the parameters): copy the "
+                             f"whole export directory again, or {fix}.")
+    try:
+        with open(os.path.join(directory, RECORD_FILE), encoding="utf-8") as record_file:
+            hashes = json.load(record_file).get("sha256") or {}
+    except (OSError, ValueError, AttributeError):
+        hashes = {}
+    for name, expected in sorted(hashes.items()):
+        path = os.path.join(directory, name)
+        if not os.path.isfile(path):
+            raise UserInputError(f"{path} is missing from the export: copy the whole export directory again, "
+                                 f"or {fix}.")
+        if file_sha256(path) != expected:
+            raise UserInputError(f"{path} does not match the SHA-256 that {RECORD_FILE} records for it: the file "
+                                 f"is damaged or was replaced; copy the export again, or {fix}.")
 
 
 def check_export_target(out: str) -> None:
@@ -94,8 +136,8 @@ def write_export_directory(out: str, params: Any, experiment: Experiment, tokeni
     Returns
     -------
     dict
-        The record written to ``export.json``: ``workdir``, ``checkpoint``, ``step``, ``tensors`` and the
-        ``files`` written.
+        The record written to ``export.json``: ``workdir``, ``checkpoint``, ``step``, ``tensors``, the
+        ``files`` written and the ``sha256`` of each but the record (checked on load: :func:`check_export_files`).
 
     Notes
     -----
@@ -109,9 +151,10 @@ def write_export_directory(out: str, params: Any, experiment: Experiment, tokeni
     metadata = safetensors_params.run_metadata(experiment, workdir=workdir, checkpoint=checkpoint)
     safetensors_params.save_safetensors(os.path.join(out, PARAMS_FILE), params,
                                         {**metadata, **({"step": str(step)} if step is not None else {})})
+    hashed = (PARAMS_FILE, run_files.CONFIG_FILE, run_files.TOKENIZER_FILE)
     record = {"workdir": os.path.abspath(workdir), "checkpoint": checkpoint, "step": step,
-              "tensors": len(safetensors_params.tensor_names(params)),
-              "files": [PARAMS_FILE, run_files.CONFIG_FILE, run_files.TOKENIZER_FILE, RECORD_FILE]}
+              "tensors": len(safetensors_params.tensor_names(params)), "files": [*hashed, RECORD_FILE],
+              "sha256": {name: file_sha256(os.path.join(out, name)) for name in hashed}}
     run_files.write_json_atomically(os.path.join(out, RECORD_FILE), record)
     return record
 

@@ -8,7 +8,10 @@ config; :func:`average_last_params` averages the last ``count`` of them.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
+from collections.abc import Iterator
 from typing import Any, Callable, Mapping
 
 import flax.linen as nn
@@ -20,7 +23,13 @@ from etils import epath
 
 from attention_jax import full_disk, run_files
 from attention_jax.checkpointing import error_lines
-from attention_jax.checkpointing.checkpoints import PARAMS_ITEM, absolute_path, finished_steps, read_config
+from attention_jax.checkpointing.checkpoints import (
+    PARAMS_ITEM,
+    absolute_path,
+    finished_steps,
+    read_config,
+    read_while_rotating,
+)
 from attention_jax.experiment.sections import Experiment
 from attention_jax.models import language_model
 from attention_jax.user_errors import UserInputError
@@ -49,12 +58,32 @@ def save_params(directory: str, step: int, params: Any, info: Mapping[str, Any],
     (:mod:`~attention_jax.full_disk`).
     """
     options = ocp.CheckpointManagerOptions(max_to_keep=keep, enable_async_checkpointing=False)
-    with full_disk.as_os_error(), ocp.CheckpointManager(absolute_path(directory), options=options) as manager:
+    with (_writing_alone(directory), full_disk.as_os_error(),
+          ocp.CheckpointManager(absolute_path(directory), options=options) as manager):
         if step in manager.all_steps():
             manager.delete(step)
         manager.save(step, args=ocp.args.Composite(params=ocp.args.StandardSave(params),
                                                    info=ocp.args.JsonSave(dict(info))), force=True)
         manager.wait_until_finished()
+
+
+@contextlib.contextmanager
+def _writing_alone(directory: str) -> Iterator[None]:
+    """Hold an exclusive lock on ``directory`` (created) while inside: two averaging commands write in turn.
+
+    Orbax's temporary directories of two writers of one step collided (the second's errno was printed);
+    the second writer now waits and then replaces the first one's checkpoint. A remote path is not locked.
+    """
+    if "://" in directory:
+        yield
+        return
+    os.makedirs(directory, exist_ok=True)
+    descriptor = os.open(directory, os.O_RDONLY)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(descriptor)  # Releases the lock.
 
 
 def ranked_by_perplexity(directory: str) -> list[int]:
@@ -208,7 +237,9 @@ def write_average(workdir: str, last: int, *, source: str = run_files.CHECKPOINT
         The averaged steps, recorded in the checkpoint's ``info`` (the checkpoint is filed under the
         newest of them and replaces an earlier average).
     """
-    params, steps = average_last_params(workdir, last, directory_name=source)
+    params, steps = read_while_rotating(os.path.join(workdir, source),
+                                        lambda: average_last_params(workdir, last, directory_name=source),
+                                        f"the last {last} checkpoints")
     directory = os.path.join(workdir, run_files.AVERAGED_DIR)
     save_params(directory, steps[-1], params, {"averaged_steps": steps, "source": source})
     logging.info("Wrote the average of steps %s to %s.", steps, directory)

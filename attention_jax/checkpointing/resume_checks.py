@@ -76,8 +76,13 @@ def write_data_splits(workdir: str, splits: Mapping[str, Mapping[str, Any]]) -> 
     An unchanged record is not written again. :func:`check_data_splits` compares a resumed run's splits
     with it, as ``tokenizer.model`` stands for the training split.
     """
-    if jax.process_index() != 0 or read_data_splits(workdir) == splits:
+    if jax.process_index() != 0:
         return
+    try:
+        if read_data_splits(workdir) == splits:
+            return
+    except UserInputError:  # A fresh run's leftover: replaced (a resumed run was refused before it got here).
+        pass
     run_files.write_json_atomically(os.path.join(workdir, run_files.DATA_SPLITS_FILE), dict(splits), sort_keys=True)
 
 
@@ -92,15 +97,27 @@ def read_data_splits(workdir: str) -> dict[str, Any] | None:
     Returns
     -------
     dict or None
-        ``None`` when the run has no readable record (a run from before it was kept, or a damaged file:
-        it is written again).
+        ``None`` when the run has no record (a run from before it was kept).
+
+    Raises
+    ------
+    UserInputError
+        For a damaged record (truncated, not a JSON object): the changed-split check cannot be made, and
+        writing the record again would take whatever splits the corpus holds now as the run's.
     """
     path = epath.Path(workdir) / run_files.DATA_SPLITS_FILE
+    if not path.exists():
+        return None
     try:
         recorded = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return recorded if isinstance(recorded, dict) else None
+    except (OSError, ValueError) as error:
+        recorded = error
+    if isinstance(recorded, dict) and all(isinstance(split, dict) for split in recorded.values()):
+        return recorded
+    raise UserInputError(
+        f"{path} is damaged ({' '.join(str(recorded).split())[:80]}): it records the dev and test splits the run "
+        f"was evaluated on, which a resume must match. Restore it from a copy of the run; or, only if the corpus's "
+        f"dev and test files are unchanged since the run started, delete it to record them again.")
 
 
 def check_data_splits(workdir: str, splits: Mapping[str, Mapping[str, Any]]) -> None:

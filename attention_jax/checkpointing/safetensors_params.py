@@ -35,7 +35,7 @@ from safetensors.numpy import save
 from attention_jax import run_files
 from attention_jax.experiment import schema, sections
 from attention_jax.experiment.sections import Experiment
-from attention_jax.user_errors import UserInputError
+from attention_jax.user_errors import UserInputError, path_argument
 
 SEPARATOR = "/"
 """Joins a leaf's keys into its tensor name."""
@@ -150,7 +150,15 @@ def save_safetensors(path: str, params: Any, metadata: Mapping[str, str] | None 
     -------
     dict[str, str]
         The metadata written.
+
+    Raises
+    ------
+    TypeError
+        For a ``path`` that is no path or ``params`` that are no dict (the two swapped, say).
     """
+    path = path_argument(path, "path", "save_safetensors")  # save_safetensors(params, path): one line.
+    if not isinstance(params, Mapping):
+        raise TypeError(f"save_safetensors's params must be a parameter tree (a dict); got {type(params).__name__}.")
     written = {**dict(metadata or {}), "format": FORMAT}
     run_files.write_atomically(path, save(flatten_params(params), metadata=written))
     return written
@@ -173,6 +181,7 @@ def load_safetensors(path: str) -> tuple[dict[str, Any], dict[str, str]]:
     -----
     Raises :class:`UserInputError` for a missing file or one that is not safetensors.
     """
+    path = path_argument(path, "path", "load_safetensors")
     try:
         with safe_open(path, framework="numpy") as opened:
             metadata = dict(opened.metadata() or {})

@@ -1,6 +1,6 @@
 """The file a command writes at the user's request (``export --out``, ``plot_attention --out``): checked first.
 
-A command that writes a file the user named can be pointed at a run's own file (``export
+A command that writes a file the user named can be pointed at a run's own file, its own run's or another's (``export
 --out=RUN/tokenizer.model`` would break the run: ``translate`` then fails to decode), at a directory it
 cannot write, or at a full disk. :func:`check_output_file` refuses the first two before any work, in one
 line; :func:`write_error_message` turns the ``OSError`` of a write that still fails (a full disk, a
@@ -76,15 +76,42 @@ def refuse_run_files(path: str, flag: str, run_directories: tuple[str, ...]) -> 
 
     Notes
     -----
-    Raises :class:`UserInputError` naming the run's file and the fix.
+    Raises :class:`UserInputError` naming the run's file and the fix. Any other run the path lies in
+    (:func:`runs_holding`) is guarded as the command's own runs are.
     """
-    for run_directory in run_directories:
+    for run_directory in (*filter(None, run_directories), *runs_holding(path)):
         if not _is_inside(path, run_directory):
             continue
         relative = os.path.relpath(os.path.realpath(path), os.path.realpath(run_directory))
         if relative.split(os.sep)[0] in RUN_OWN_NAMES:
-            raise UserInputError(f"{flag}={path} is the run's own {relative} in {run_directory}; writing over "
+            whose = "the run's" if run_directory in run_directories else "another run's"
+            raise UserInputError(f"{flag}={path} is {whose} own {relative} in {run_directory}; writing over "
                                  f"it would break the run: name a new file (outside the run, or a new name).")
+
+
+def runs_holding(path: str) -> list[str]:
+    """The training runs whose directory holds ``path``: ancestors with a ``config.json`` beside a run's files.
+
+    Parameters
+    ----------
+    path : str
+        A file a command is asked to write.
+
+    Returns
+    -------
+    list[str]
+        Directories, innermost first; a directory with only a user's ``config.json`` is not a run.
+    """
+    runs, directory = [], os.path.dirname(os.path.realpath(path))
+    while True:
+        if os.path.isfile(os.path.join(directory, run_files.CONFIG_FILE)) and any(
+                os.path.exists(os.path.join(directory, name))
+                for name in (run_files.CHECKPOINT_DIR, run_files.TOKENIZER_FILE, run_files.RESULTS_FILE)):
+            runs.append(directory)
+        parent = os.path.dirname(directory)
+        if parent == directory:
+            return runs
+        directory = parent
 
 
 def replacement_note(path: str, flag: str) -> str | None:

@@ -22,8 +22,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import warnings
-from collections.abc import Sequence
-from typing import Any, Protocol
+from collections.abc import Iterable, Sequence
+from typing import Any, Protocol, overload
 
 import flax.linen as nn
 import jax
@@ -307,6 +307,79 @@ class _Batch:
     max_lengths: np.ndarray  # [B]
 
 
+def checked_sentences(sources: Any, argument: str = "sources") -> list[str]:
+    """``sources`` as a list of ``str``, or a one-line ``TypeError`` naming the argument and the item.
+
+    Parameters
+    ----------
+    sources : Any
+        What a caller passed as sentences.
+    argument : str
+        Its name in the error.
+
+    Returns
+    -------
+    list[str]
+        The sentences.
+
+    Raises
+    ------
+    TypeError
+        For one ``str`` (pass ``[sentence]``), a non-iterable, or an item that is not a ``str``.
+    """
+    if isinstance(sources, str):
+        raise TypeError(f"{argument} is one str; pass a list of sentences: [{sources!r:.40}].")
+    if isinstance(sources, bytes | bytearray) or not isinstance(sources, Iterable):
+        raise TypeError(f"{argument} must be a list of str sentences; got {type(sources).__name__}.")
+    sources = list(sources)
+    for index, text in enumerate(sources):
+        if not isinstance(text, str):
+            fix = ": decode it first, text.decode('utf-8')" if isinstance(text, bytes | bytearray) else ""
+            raise TypeError(f"{argument}[{index}] is {type(text).__name__} {text!r:.40}, not a str sentence{fix}.")
+    return sources
+
+
+def checked_ids(source_ids: Any, vocab_size: int, argument: str = "source_ids") -> list[list[int]]:
+    """``source_ids`` as lists of ints within the vocabulary, or a one-line error naming the offending id.
+
+    Parameters
+    ----------
+    source_ids : Any
+        What a caller passed as tokenized sentences.
+    vocab_size : int
+        Ids are refused from this value on (and below 0).
+    argument : str
+        Its name in the error.
+
+    Returns
+    -------
+    list[list[int]]
+        The sentences' ids.
+
+    Raises
+    ------
+    TypeError
+        For a ``str``, a non-iterable or an item that is no sequence of integers.
+    ValueError
+        For an id outside ``0 .. vocab_size - 1``; embedding it would read another row or none.
+    """
+    if isinstance(source_ids, str | bytes) or not isinstance(source_ids, Iterable):
+        raise TypeError(f"{argument} must be a list of token id lists; got {type(source_ids).__name__}.")
+    checked = []
+    for index, ids in enumerate(source_ids):
+        array = np.asarray(ids) if isinstance(ids, Iterable) and not isinstance(ids, str | bytes) else None
+        if array is None or array.ndim != 1 or (array.size and not np.issubdtype(array.dtype, np.integer)):
+            raise TypeError(f"{argument}[{index}] is {type(ids).__name__} {ids!r:.40}, not a list of integer "
+                            f"token ids.")
+        outside = np.flatnonzero((array < 0) | (array >= vocab_size))
+        if outside.size:
+            at = int(outside[0])
+            raise ValueError(f"{argument}[{index}][{at}]={int(array[at])} is outside the vocabulary (ids 0 to "
+                             f"{vocab_size - 1}): encode sentences with the run's tokenizer (encode_sources).")
+        checked.append([int(token) for token in array])
+    return checked
+
+
 class Translator:
     """Translate sentences with beam search (or greedy decoding) in length-sorted, bucketed batches.
 
@@ -367,19 +440,32 @@ class Translator:
         self.params = self._place(nn.meta.unbox(params), replicated=True)
         self.fixed_shapes = False  # True: one decode length per source bucket (see warm_up).
 
-    def translate(self, sources: Sequence[str]) -> list[str]:
+    @overload
+    def translate(self, sources: str) -> str: ...  # type: ignore[overload-overlap]  # A str is one sentence.
+
+    @overload
+    def translate(self, sources: Sequence[str]) -> list[str]: ...
+
+    def translate(self, sources: str | Sequence[str]) -> str | list[str]:
         """Translate sentences; the result is in input order, one string per source.
 
         Parameters
         ----------
-        sources : Sequence[str]
-            Untokenized source sentences. Empty (or whitespace-only) sentences give ``""``.
+        sources : str or Sequence[str]
+            Untokenized source sentences, or one sentence. Empty (or whitespace-only) sentences give ``""``.
 
         Returns
         -------
-        list[str]
-            Detokenized translations.
+        str or list[str]
+            Detokenized translations; one ``str`` for one sentence given as a ``str``.
+
+        Raises
+        ------
+        TypeError
+            For a source that is not a ``str`` (``None``, bytes), in one line naming it.
         """
+        if isinstance(sources, str):  # One sentence, not an iterable of characters.
+            return self.translate([sources])[0]
         return [best[0].text if best else "" for best in self.translate_nbest(sources)]
 
     def encode_sources(self, sources: Sequence[str]) -> list[list[int]]:
@@ -394,7 +480,13 @@ class Translator:
         -------
         list[list[int]]
             Ids ending in EOS; ``[]`` for empty sentences.
+
+        Raises
+        ------
+        TypeError
+            For one ``str`` or an item that is no ``str`` (:func:`checked_sentences`).
         """
+        sources = checked_sentences(sources)
         cleaned = [replace_invalid_characters(text) for text in sources]
         invalid = sum(clean != text for clean, text in zip(cleaned, sources))
         if invalid:
@@ -465,6 +557,11 @@ class Translator:
         list[list[Hypothesis]]
             One list per sentence, in input order, sorted by ``normalized_score`` (best first).
 
+        Raises
+        ------
+        TypeError, ValueError
+            For ids that are not integer sequences or lie outside the tokenizer's vocabulary (:func:`checked_ids`).
+
         Notes
         -----
         The hypotheses are beam search's finished set, which keeps the ``beam_size`` best by
@@ -475,6 +572,7 @@ class Translator:
         """
         if not 1 <= nbest <= self.beam_size:
             raise ValueError(f"nbest must be between 1 and the beam size {self.beam_size}; got {nbest}.")
+        source_ids = checked_ids(source_ids, self.tokenizer.vocab_size)
         outputs: list[list[Hypothesis]] = [[] for _ in source_ids]
         for batch in self._batches(source_ids):
             result = jax.device_get(self._decode(batch, nbest))

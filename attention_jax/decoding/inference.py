@@ -13,8 +13,6 @@ import dataclasses
 import os
 from typing import Any
 
-from absl import logging
-
 from attention_jax import run_files
 from attention_jax.checkpointing import checkpoints, exported_run, params_checkpoints
 from attention_jax.data import input_pipeline
@@ -24,7 +22,7 @@ from attention_jax.decoding import decode
 from attention_jax.experiment.sections import Experiment
 from attention_jax.models.transformer_config import TransformerConfig
 from attention_jax.models.variants import ModelKind
-from attention_jax.user_errors import MissingInputError
+from attention_jax.user_errors import MissingInputError, path_argument
 
 
 @dataclasses.dataclass
@@ -138,7 +136,8 @@ def load_run(workdir: str, checkpoint: str = "latest", *, average_last: int = 0,
 
     Notes
     -----
-    Raises ``FileNotFoundError`` for a missing workdir, config or checkpoint and ``ValueError`` for
+    Raises ``TypeError`` for a ``workdir`` that is no path, ``FileNotFoundError`` for a missing workdir,
+    config or checkpoint and ``ValueError`` for
     parameters that do not fit the config, with messages that say what to do. The tokenizer is the
     run's own ``tokenizer.model`` (written by training), so no corpus is opened; a run without one is
     refused (:class:`attention_jax.user_errors.MissingInputError`), and so is a damaged one
@@ -146,10 +145,13 @@ def load_run(workdir: str, checkpoint: str = "latest", *, average_last: int = 0,
     need not be the one the weights were trained with (the corpus may have changed since), and its
     token ids would decode to garbage. ``"latest"`` tolerates a trainer that rotates checkpoints away
     meanwhile (``config.keep_checkpoints``): when the chosen one disappears while it is read, the newest
-    is loaded instead, once (:func:`_load_params`).
+    is loaded instead, until one read is whole (:func:`_load_params`).
     """
+    workdir = path_argument(workdir, "workdir", "load_run")
     if not os.path.isdir(workdir):
         raise FileNotFoundError(f"No work directory {workdir!r}: pass the --workdir of a training run.")
+    if exported_run.is_export_directory(workdir):  # Damaged or incomplete: one line naming the file.
+        exported_run.check_export_files(workdir)
     check_model_kind(workdir, checkpoints.read_config(workdir), model_kind)
     tokenizer_path = os.path.join(workdir, run_files.TOKENIZER_FILE)
     if not os.path.isfile(tokenizer_path):  # Before any checkpoint is read.
@@ -174,7 +176,8 @@ def _load_params(workdir: str, checkpoint: str, average_last: int) -> tuple[Any,
 
     A trainer running beside the command may delete the checkpoint being read (``keep_checkpoints``
     rotation: with 1, the only one): when ``"latest"`` or an average of the last checkpoints fails to
-    load and the run's steps changed meanwhile, it is loaded again from the newest steps, once.
+    load and the run's steps changed meanwhile, it is loaded again from the newest steps, until one
+    read is whole (:func:`checkpoints.read_while_rotating`).
     """
     if exported_run.is_export_directory(workdir):  # One set of parameters, no checkpoints/ to rotate.
         params = exported_run.load_export_params(workdir, checkpoint, average_last)
@@ -187,17 +190,10 @@ def _load_params(workdir: str, checkpoint: str, average_last: int) -> tuple[Any,
         params, config = params_checkpoints.load_for_inference(workdir, checkpoint)
         return params, config, checkpoint
 
-    steps_dir = os.path.join(workdir, run_files.CHECKPOINT_DIR)
-    steps_before = checkpoints.finished_steps(steps_dir)
-    try:
+    if not (checkpoint == "latest" or average_last > 0):  # A named step or average: it is there or it is not.
         return load()
-    except FileNotFoundError:
-        rotated = checkpoints.finished_steps(steps_dir) != steps_before
-        if not (rotated and (checkpoint == "latest" or average_last > 0)):
-            raise
-    logging.warning("A checkpoint of %s was rotated away while it was read (a trainer is running there): "
-                    "loading the newest, steps %s.", workdir, checkpoints.finished_steps(steps_dir))
-    return load()
+    what = f"the average of the last {average_last} checkpoints" if average_last > 0 else "the latest checkpoint"
+    return checkpoints.read_while_rotating(os.path.join(workdir, run_files.CHECKPOINT_DIR), load, what)
 
 
 def make_translator(run: TrainedRun, *, beam_size: int | None = None, alpha: float | None = None,
@@ -221,6 +217,10 @@ def make_translator(run: TrainedRun, *, beam_size: int | None = None, alpha: flo
         With the run's decoding section, ``run.config.decoding`` (output length limit
         ``input + max_decode_extra_len``).
     """
+    if not isinstance(run, TrainedRun):
+        hint = f": make_translator(load_run({run!r}))" if isinstance(run, str) else ""
+        raise TypeError(f"make_translator takes the TrainedRun that load_run returns, not a "
+                        f"{type(run).__name__}{hint}.")
     options = (("beam_size", beam_size), ("length_penalty_alpha", alpha))
     changes: dict[str, Any] = {name: value for name, value in options if value is not None}
     return decode.Translator(

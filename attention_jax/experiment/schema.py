@@ -326,7 +326,7 @@ def import_user_modules(config: Any, where: str) -> None:
     (``docs/extending.md``); naming it in the config makes every command that reads the config (training,
     a sweep's launcher, ``evaluate`` and ``translate`` on the run) import it before the config's choices
     are checked, as fairseq's ``--user-dir`` does. Raises :class:`ConfigError` for a module that cannot be
-    imported.
+    imported or whose import raises (a syntax error, a registration its registry refuses), naming it.
     """
     modules = config.get("user_modules") if hasattr(config, "get") else None
     if not isinstance(modules, (tuple, list)):
@@ -339,6 +339,11 @@ def import_user_modules(config: Any, where: str) -> None:
         except ImportError as error:
             raise ConfigError(f"{where}: user_modules: cannot import {name!r} ({error}); put it on PYTHONPATH "
                               "or in the directory you run from.") from None
+        except Exception as error:  # The module's own mistake (a SyntaxError, a registration refused): named.
+            at = f" at {error.filename}:{error.lineno}" if isinstance(error, SyntaxError) else ""
+            reason = " ".join(str(error).split())[:300]
+            raise ConfigError(f"{where}: user_modules: importing {name!r} failed{at} with {type(error).__name__}: "
+                              f"{reason}; fix the module, or remove it from user_modules.") from None
 
 
 OLD_RUN_DEFAULTS: Mapping[str, Any] = {field.name: field.old_run_value for field in FIELDS

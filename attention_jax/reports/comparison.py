@@ -35,7 +35,7 @@ import os
 import statistics
 from typing import Callable, Mapping, Sequence
 
-from attention_jax.reports.sweep_rows import RowReport, SeedRun
+from attention_jax.reports.sweep_rows import DIVERGED_STATUS, RowReport, SeedRun
 from attention_jax.training.early_stopping import STOPPED_EARLY
 
 SPREAD_FACTOR = 2.0
@@ -111,11 +111,14 @@ def diverged(run: SeedRun) -> bool:
     Returns
     -------
     bool
-        True when ``eval_ppl`` (the last evaluation) is more than :data:`DIVERGED_FACTOR` times
+        True for a run stopped on a non-finite loss (:data:`DIVERGED_STATUS`), and when ``eval_ppl`` (the
+        last evaluation) is more than :data:`DIVERGED_FACTOR` times
         ``best_eval_ppl`` and ``eval_accuracy`` is below :data:`ACCURACY_COLLAPSE` times the accuracy at
         the best evaluation (the perplexity test alone when that accuracy is unknown: a run without
         ``metrics.jsonl``); False when either perplexity is missing.
     """
+    if run.status == DIVERGED_STATUS:  # Stopped on a non-finite loss, with no results.
+        return True
     best, last = run.results.get("best_eval_ppl"), run.results.get("eval_ppl")
     if best is None or last is None or best <= 0 or last <= DIVERGED_FACTOR * best:
         return False
@@ -398,7 +401,7 @@ def _finished_values(root: str, row: RowReport, metric: Metric, every_run: bool 
 
 
 def _diverged(row: RowReport) -> bool:
-    return any(diverged(run) for run in row.finished)
+    return any(diverged(run) for run in row.runs)
 
 
 def compare(root: str, rows: Sequence[RowReport], reference: str, metrics: Sequence[Metric] = METRICS, *,
@@ -442,8 +445,9 @@ def compare(root: str, rows: Sequence[RowReport], reference: str, metrics: Seque
             else:
                 changes = paired_changes(values, reference_values, metric.relative)
                 change_mean, change_std, change_se = mean_std_se(list(changes.values()))
+                stopped = any(run.status == DIVERGED_STATUS for run in row.runs)  # No results, so no changes.
                 row_verdict = verdict(list(changes.values()),
-                                      unstable=bool(changes) and (reference_unstable or _diverged(row)))
+                                      unstable=stopped or bool(changes) and (reference_unstable or _diverged(row)))
                 stats = MetricStats(metric, values, mean, se, changes, change_mean, change_se, row_verdict, std,
                                     change_std)
             comparison.setdefault(row.row, {})[metric.name] = stats

@@ -16,7 +16,7 @@ import csv
 import os
 from typing import Mapping, Sequence
 
-from attention_jax.reports import comparison, comparison_plot, run_evaluations
+from attention_jax.reports import comparison, comparison_plot, run_evaluations, sweep_rows
 from attention_jax.reports.comparison import Metric, MetricStats
 from attention_jax.reports.sweep_rows import RowReport
 from attention_jax.user_errors import UserInputError
@@ -123,9 +123,15 @@ def change_cell(stats: MetricStats) -> str:
     return text
 
 
-def _overrides_text(record: Mapping, row: str) -> str:
-    own = record.get("row_overrides", {}).get(row, {})
-    return ", ".join(f"{key}={value}" for key, value in own.items()) or "—"
+def _overrides_text(record: Mapping, row: RowReport) -> str:
+    """The row's own overrides as its runs on disk have them, and what the sweep file says now where that differs."""
+    own = record.get("row_overrides", {}).get(row.row, {})
+    text = ", ".join(f"{key}={row.config.get(key, value)}" for key, value in own.items()) or "—"
+    changed = sweep_rows.changed_since_run(row, dict(record))
+    if changed:
+        now = ", ".join(f"{key}={value}" for key, (_, value) in changed.items())
+        text += f" (its runs; the sweep file now says {now}: rerun the row in a new --root)"
+    return text
 
 
 def markdown_report(record: Mapping, rows: Sequence[RowReport], compared: Mapping[str, Mapping[str, MetricStats]],
@@ -167,7 +173,7 @@ def markdown_report(record: Mapping, rows: Sequence[RowReport], compared: Mappin
     lines = ["| row | status | seeds finished | overrides |", "|---|---|---|---|"]
     for row in rows:
         lines.append(f"| {row.row} | {row.status} | {len(row.finished)} of {len(row.runs)} | "
-                     f"{_overrides_text(record, row.row)} |")
+                     f"{_overrides_text(record, row)} |")
     sections = ["\n".join(lines)]
     for metric in comparison.recorded_metrics(compared):
         table = [f"## {metric.label}", "",

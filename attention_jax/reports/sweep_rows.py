@@ -15,7 +15,7 @@ import json
 import math
 import os
 import re
-from typing import Sequence
+from typing import Any, Sequence
 
 from attention_jax import run_files
 from attention_jax.experiment import schema
@@ -34,7 +34,8 @@ class SeedRun:
     seed : int or None
         ``config.seed`` of the run (``ROOT/<row>/seed_<k>``); None for ``ROOT/<row>`` itself.
     status : str
-        ``done``, ``failed``, ``incomplete``, ``submitted`` or ``not run``.
+        ``done``, ``failed``, ``diverged`` (:data:`DIVERGED_STATUS`), ``incomplete``, ``submitted`` or
+        ``not run``.
     config : dict
         The run's ``config.json`` (``{}`` before it started).
     results : dict
@@ -124,6 +125,34 @@ class RowReport:
         return self.config.get("paper") or {}
 
 
+def changed_since_run(row: RowReport, record: dict) -> dict[str, tuple[Any, Any]]:
+    """The row's own overrides whose value in its runs' ``config.json`` differs from the sweep record's now.
+
+    Parameters
+    ----------
+    row : RowReport
+        The row, its config read from its runs.
+    record : dict
+        The sweep record (its ``row_overrides``, as the last launch recorded them).
+
+    Returns
+    -------
+    dict[str, tuple]
+        ``{field: (value on disk, value in the sweep now)}``; empty when the runs are the row's, or have
+        not started. A report labels a row by what its runs are, and says when that is not the sweep's row.
+    """
+    changed = {}
+    for key, value in record.get("row_overrides", {}).get(row.row, {}).items():
+        if key in row.config and json.dumps(row.config[key]) != json.dumps(_plain(value)):
+            changed[key] = (row.config[key], value)
+    return changed
+
+
+def _plain(value: Any) -> Any:
+    """A value as ``config.json`` holds it (tuples as lists)."""
+    return [_plain(item) for item in value] if isinstance(value, tuple | list) else value
+
+
 def group_of(row: str) -> str:
     """Table 2 group of a row name.
 
@@ -162,17 +191,32 @@ def _read_json(path: str) -> dict:
     return value
 
 
+DIVERGED_STATUS = "diverged"
+"""A run the trainer stopped on a non-finite loss: it failed, and its row's verdict is ``unstable``."""
+_DIVERGED_LOG_LINE = "non-finite training loss at step"  # The trainer's NonFiniteLossError, in ROOT/<row>/log.txt.
+
+
 def _row_status(row_dir: str, results: dict) -> str:
     if results:
         return "done"
     launch = _read_json(os.path.join(row_dir, run_files.LAUNCH_FILE))
     if launch.get("returncode") not in (None, 0, run_files.STOPPED_EXIT_STATUS):  # Stopped on a signal: incomplete.
-        return "failed"
+        return DIVERGED_STATUS if _log_says_diverged(os.path.join(row_dir, run_files.LOG_FILE)) else "failed"
     if os.path.isfile(os.path.join(row_dir, run_files.CONFIG_FILE)):
         return "incomplete"
     if launch.get("job_id"):
         return "submitted"
     return "not run"
+
+
+def _log_says_diverged(path: str) -> bool:
+    """Whether the last 64 KiB of a run's ``log.txt`` hold the trainer's non-finite-loss line."""
+    try:
+        with open(path, "rb") as file:
+            file.seek(max(0, os.path.getsize(path) - 65536))
+            return _DIVERGED_LOG_LINE.encode() in file.read()
+    except OSError:
+        return False
 
 
 def read_metric_curve(run_dir: str, key: str) -> tuple[list[int], list[float]]:

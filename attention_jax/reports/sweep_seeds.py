@@ -185,7 +185,7 @@ def unstable_verdict(diverged_seeds: Sequence[int | None], healthy_changes: Sequ
         (sign only, 1 seed)")``.
     """
     others = verdict(healthy_changes, paper_direction, reference)
-    return "unstable", (f"{diverged_label(diverged_seeds)} diverged (last dev PPL > "
+    return "unstable", (f"{diverged_label(diverged_seeds)} diverged (a non-finite loss, or last dev PPL > "
                         f"{comparison.DIVERGED_FACTOR:g}x its best); the other seeds: {others[0]} ({others[1]})")
 
 
@@ -243,7 +243,7 @@ def aggregate(rows: Sequence[RowReport], reference: str | None = None) -> dict[s
     for row in rows:
         ppl, bleu = compared[row.row]["dev_ppl"], compared[row.row]["dev_bleu"]
         changes = ppl.changes if reference_row is not None else {}
-        diverged_seeds = tuple(run.seed for run in row.finished if comparison.diverged(run))
+        diverged_seeds = tuple(run.seed for run in row.runs if comparison.diverged(run))  # A NaN stop too.
         paper_figure_change = paper_change(row, reference_row)
         if row is reference_row or reference_row is None:
             judged = ("", "reference row" if row is reference_row else "no reference row")

@@ -34,17 +34,29 @@ _WRITER_NUMBERS = itertools.count()  # Tells apart the event files of one proces
 
 
 def _drop_records_after(path: str, step: int) -> None:
-    """Rewrite the JSON-lines file at ``path`` without records whose step exceeds ``step``."""
-    with open(path, encoding="utf-8") as file:
+    """Rewrite the JSON-lines file at ``path`` without records whose step exceeds ``step``.
+
+    An unreadable last line (cut by a crash) is dropped, and any other unreadable line kept as it is,
+    each with a warning naming the line: a resume never deletes what it cannot read without a word.
+    """
+    with open(path, encoding="utf-8", errors="replace") as file:
         lines = file.readlines()
     kept = []
-    for line in lines:
+    for number, line in enumerate(lines, start=1):
         try:
             if json.loads(line)["step"] <= step:
                 kept.append(line if line.endswith("\n") else line + "\n")
-        except (ValueError, KeyError, TypeError):  # A line cut by a crash.
             continue
-    if len(kept) != len(lines):
+        except (ValueError, KeyError, TypeError):
+            pass
+        if number == len(lines):
+            logging.warning("%s: its last line (%d) is not a whole record, as a crash leaves it; dropped: %.80r",
+                            path, number, line)
+            continue
+        logging.warning("%s: line %d is not a metrics record (%.80r); kept as it is, and skipped by readers.",
+                        path, number, line)
+        kept.append(line if line.endswith("\n") else line + "\n")
+    if kept != lines:
         run_files.write_atomically(path, "".join(kept))
 
 

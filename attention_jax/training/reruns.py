@@ -113,7 +113,53 @@ def read_finished_results(workdir: str) -> dict[str, Any] | None:
             results = json.load(file)
     except (OSError, ValueError):
         return None
-    return results if isinstance(results, dict) and results.get("finished") else None
+    if not isinstance(results, dict) or not results.get("finished"):
+        return None
+    return results if describes_newest_checkpoint(workdir, results) else None
+
+
+def describes_newest_checkpoint(workdir: str, results: dict[str, Any]) -> bool:
+    """Whether finished ``results`` are those of the run's newest checkpoint, not of a run extended since.
+
+    Parameters
+    ----------
+    workdir : str
+        A training work directory.
+    results : dict
+        Its ``results.json``.
+
+    Returns
+    -------
+    bool
+        False when a newer checkpoint exists (an extension stopped or killed after it trained on), or when
+        the results say the run reached ``num_train_steps`` below the ``config.json`` an extension wrote
+        before its first new checkpoint; True when there is no checkpoint to compare with.
+    """
+    latest = checkpoints.latest_progress(workdir)
+    step = results.get("step")
+    if latest is not None and step != latest[0]:
+        return False
+    if results.get("stop_reason") != early_stopping.REACHED_NUM_STEPS or not isinstance(step, int):
+        return True
+    try:
+        with open(os.path.join(workdir, run_files.CONFIG_FILE), encoding="utf-8") as file:
+            return step >= int(json.load(file)["num_train_steps"])
+    except (OSError, ValueError, KeyError, TypeError):  # An unreadable config.json is resume_checks' to name.
+        return True
+
+
+def discard_results(workdir: str) -> None:
+    """Remove ``WORKDIR/results.json`` before a run trains on: a finished record would contradict the extension.
+
+    Parameters
+    ----------
+    workdir : str
+        A training work directory (process 0 writes it).
+    """
+    try:
+        os.remove(os.path.join(workdir, run_files.RESULTS_FILE))
+    except FileNotFoundError:
+        pass
 
 
 def nothing_to_do(workdir: str, config: RunConfig) -> dict[str, Any] | None:

@@ -12,11 +12,13 @@ import os
 from typing import Any
 
 import jax
+from absl import logging
 
 from attention_jax import run_files
 from attention_jax.checkpointing import params_checkpoints, resume_checks
 from attention_jax.data.tokenizer import Tokenizer
 from attention_jax.data.training_data import TrainingData
+from attention_jax.experiment import size_limits
 from attention_jax.experiment.sections import Experiment
 from attention_jax.models import attention_registry
 from attention_jax.training import early_stopping, sharding
@@ -34,16 +36,58 @@ def check_devices(experiment: Experiment) -> None:
     Notes
     -----
     Raises :class:`UserInputError`, one line: a ``mesh_shape`` that does not fit ``jax.device_count()``
-    (:func:`sharding.fit_mesh_shape`), or an attention implementation that needs a GPU
+    (:func:`sharding.fit_mesh_shape`), a step that cannot fit a device's memory
+    (:func:`size_limits.check_memory`), or an attention implementation that needs a GPU
     (:data:`attention_registry.GPU_ONLY_IMPLEMENTATIONS`) on another backend.
     """
     sharding.fit_mesh_shape(experiment.run.mesh_shape, experiment.run.mesh_axes, jax.device_count())
+    device_bytes = device_memory()
+    if device_bytes is not None:  # Before compiling: tokens_per_batch=2**31-1 was killed by the kernel after minutes.
+        size_limits.check_memory(experiment.fields, jax.device_count(), device_bytes, f"{jax.default_backend()} device")
     implementation, backend = experiment.model.attention_implementation, jax.default_backend()
     if implementation in attention_registry.GPU_ONLY_IMPLEMENTATIONS and backend != "gpu":
         raise UserInputError(
             f"attention_implementation={implementation!r} runs only on an NVIDIA GPU (cuDNN's fused attention), but "
             f"this run's devices are {backend}: set --config.attention_implementation=fused (cuDNN on a GPU, XLA "
             f"elsewhere), xla or einsum.")
+
+
+def device_memory() -> int | None:
+    """The memory of one local device in bytes: an accelerator's limit, or the host's RAM shared by CPU devices.
+
+    Returns
+    -------
+    int or None
+        ``None`` when the backend does not say.
+    """
+    device = jax.local_devices()[0]
+    if device.platform != "cpu":
+        limit = (device.memory_stats() or {}).get("bytes_limit")
+        return int(limit) if limit else None
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // jax.local_device_count()
+    except (ValueError, OSError):
+        return None
+
+
+def warn_unreached_peak(experiment: Experiment) -> None:
+    """Warn when ``warmup_steps`` is beyond ``num_train_steps``: the learning rate then never reaches its peak.
+
+    Parameters
+    ----------
+    experiment : Experiment
+        The run's experiment.
+
+    Notes
+    -----
+    A warning, not a refusal: a paper config shortened for a smoke test (``--config.num_train_steps=20``
+    under ``warmup_steps=4000``) is a common and deliberate run, and the schedule is defined for it.
+    """
+    warmup, steps = experiment.optimizer.warmup_steps, experiment.run.num_train_steps
+    if warmup > steps:
+        logging.warning("warmup_steps=%d is beyond num_train_steps=%d: the learning rate rises for the whole run and "
+                        "ends at %.2g%% of its peak; lower --config.warmup_steps to reach it.", warmup, steps,
+                        100 * steps / warmup)
 
 
 def check_data(experiment: Experiment, data: TrainingData) -> None:

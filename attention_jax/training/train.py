@@ -328,6 +328,8 @@ def train_and_evaluate(experiment: Experiment, workdir: str, *, data: TrainingDa
     """
     resume_checks.check_resume_compatible(workdir, experiment)
     finished_before = checkpoints.finished_results(workdir, experiment)
+    if finished_before is not None and not reruns.describes_newest_checkpoint(workdir, finished_before):
+        finished_before = None  # An extension stopped after it rewrote config.json: it trains on.
     if finished_before is not None:
         finished_before["reason"] = "the same command ran it to the end"
     else:
@@ -337,6 +339,7 @@ def train_and_evaluate(experiment: Experiment, workdir: str, *, data: TrainingDa
                      finished_before["step"], finished_before.get("stop_reason"), finished_before["reason"])
         return dict(finished_before, finished=True, already_finished=True)
     setup_checks.check_devices(experiment)
+    setup_checks.warn_unreached_peak(experiment)
     created = not os.path.exists(workdir)
     lock = workdir_lock.acquire_for_job(workdir)
     try:
@@ -375,6 +378,8 @@ def _train_locked(experiment: Experiment, workdir: str, data: TrainingData | Non
     run = build_run(experiment, workdir, data, lock)
     held_by = reruns.why_nothing_to_train(int(run.loop.state.step), run.loop.stop_reason, run.loop.early_stopping,
                                           experiment.run.num_train_steps)
+    if held_by is None and jax.process_index() == 0:
+        reruns.discard_results(workdir)  # Before config.json changes: the two never disagree on disk.
     if held_by is None or not os.path.exists(os.path.join(workdir, run_files.CONFIG_FILE)):
         checkpoints.write_config(workdir, experiment)
         run.writer.write_hparams(metric_writer.flat_hparams(experiment.to_json_dict()))

@@ -38,6 +38,11 @@ from attention_jax.user_errors import UserInputError
 REMOTE_STALE_AFTER_S = 30 * 60  # An object-store lock not refreshed for this long is taken over.
 
 
+_CANNOT_CREATE = (errno.ENOENT, errno.ENOTDIR, errno.EEXIST)
+"""What creating a work directory answers where no run can be (``/proc/x``: ENOENT), read as the user's mistake
+(no permission is the trainer's own one line, "cannot write to the work directory")."""
+
+
 class WorkdirLockedError(RuntimeError):
     """Another live trainer holds the work directory; the message names it."""
 
@@ -86,6 +91,9 @@ class WorkdirLock:
     ----------
     workdir : str
         The work directory (created if missing); local path or URL-like (``gs://``).
+    holder, flag : str
+        What holds it and the flag that names it, for the refusal: ``"trainer"`` and ``"--workdir"``, or
+        ``"launch.sweep"`` and ``"--root"`` for a sweep root.
 
     Notes
     -----
@@ -97,7 +105,8 @@ class WorkdirLock:
     the file stays.
     """
 
-    def __init__(self, workdir: str) -> None:
+    def __init__(self, workdir: str, holder: str = "trainer", flag: str = "--workdir") -> None:
+        self.holder, self.flag = holder, flag
         self.workdir = os.fspath(workdir)
         self.path = os.path.join(self.workdir, run_files.LOCK_FILE)
         self.remote = "://" in self.workdir
@@ -125,10 +134,14 @@ class WorkdirLock:
             os.makedirs(self.workdir, exist_ok=True)
             descriptor = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as error:
-            if error.errno != errno.ENAMETOOLONG:  # E.g. a whole path over PATH_MAX.
+            if error.errno == errno.ENAMETOOLONG:  # E.g. a whole path over PATH_MAX.
+                raise UserInputError(f"--workdir={self.workdir[:60]}...: {error.strerror}; choose a shorter "
+                                     f"path.") from None
+            if error.errno not in _CANNOT_CREATE:
                 raise
-            raise UserInputError(f"--workdir={self.workdir[:60]}...: {error.strerror}; choose a shorter "
-                                 f"path.") from None
+            raise UserInputError(f"--workdir={self.workdir}: cannot create a run there ({error.strerror}, "
+                                 f"{errno.errorcode.get(error.errno or 0, 'error')}): choose a directory on a "
+                                 f"writable file system.") from None
         try:
             fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as error:
@@ -137,9 +150,9 @@ class WorkdirLock:
                 raise
             holder = _parse(_read_text(self.path)) or {}
             raise WorkdirLockedError(
-                f"{self.workdir} is in use by another trainer ({describe_holder(holder)}); only one may "
-                f"train in a work directory. Wait for it to finish, stop it (kill -TERM {holder.get('pid', '?')} "
-                f"on {holder.get('host', 'its host')}: it checkpoints and exits), or use another --workdir."
+                f"{self.workdir} is in use by another {self.holder} ({describe_holder(holder)}); only one may "
+                f"work in a {self.flag} directory. Wait for it to finish, stop it (kill -TERM {holder.get('pid', '?')} "
+                f"on {holder.get('host', 'its host')}: it checkpoints and exits), or use another {self.flag}."
             ) from None
         previous = _parse(_read_text(self.path))
         if previous is not None:
