@@ -142,3 +142,14 @@ def test_the_oracle_covers_every_registered_norm_and_encoding() -> None:
     defined = {(norm, position) for norm, entry in normalization_registry.NORMALIZATIONS.items()
                for position in entry.positions}
     assert {(norm, position) for norm, position, _ in NORM_COMBINATIONS} == defined
+
+
+@pytest.mark.reference
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("changes", [dict(feed_forward="swiglu"), dict(feed_forward="geglu", feed_forward_bias=False),
+                                     dict(feed_forward="swiglu", feed_forward_bias=False, layer_norm_position="pre",
+                                          normalization="rms_norm", positional_encoding="rotary")],
+                         ids=["swiglu", "geglu-no_bias", "modern_block"])
+def test_gated_feed_forwards_equal_the_oracle_in_the_whole_model(changes: dict, kind: str) -> None:
+    ours, theirs = _logits(SMALL.replace(**changes), kind)
+    _assert_matches(ours, theirs(oracle.EPSILON))

@@ -67,9 +67,9 @@ def residual_sublayer(config: Any, block: dict, x: np.ndarray, sublayer: Callabl
 def _feed_forward(x: np.ndarray, params: dict, config: Any) -> np.ndarray:
     """The position-wise network ``config.feed_forward`` names (Eq. 2: relu), ``[B,L,D]`` -> ``[B,L,D]``."""
     kind = getattr(config, "feed_forward", "relu")
-    if kind == "relu":
-        return reference.feed_forward(params, x)
-    raise NotImplementedError(f"the model oracle has no feed_forward={kind!r}: add it to _feed_forward.")
+    if kind not in reference.FEED_FORWARD_ACTIVATIONS:
+        raise NotImplementedError(f"the model oracle has no feed_forward={kind!r}: add it to reference.py.")
+    return reference.feed_forward(params, x, kind)
 
 
 def padding_mask(query_valid: np.ndarray, key_valid: np.ndarray) -> np.ndarray:
