@@ -48,7 +48,8 @@ def _draw(path: tuple[str, ...], shape: tuple[int, ...], scale: float, rng: np.r
     normal = rng.normal(size=shape)
     if owner in NORM_NAMES:  # Gains of order scale, so that the next norm's input is of order scale.
         return {"scale": scale * (1 + 0.3 * normal), "bias": 0.3 * scale * normal, "running_mean": scale * normal,
-                "running_var": scale ** 2 * rng.uniform(0.5, 2.0, size=shape)}[name]
+                "running_var": scale ** 2 * rng.uniform(0.5, 2.0, size=shape),
+                "running_weight": rng.uniform(0.3, 0.9, size=shape)}[name]
     attention_scores = 1 / scale if owner in ("query", "key") else 1.0  # q k^T of order 1.
     if name == "kernel":
         fan_in = np.prod(shape[:-1]) if owner == "out" else shape[0]

@@ -37,8 +37,15 @@ def rms_norm(params: dict, x: np.ndarray, epsilon: float) -> np.ndarray:
 
 
 def batch_norm(params: dict, x: np.ndarray, epsilon: float) -> np.ndarray:
-    """Ioffe and Szegedy (2015), Alg. 2 (inference): the running mean and variance ``[D]`` per feature."""
-    return (x - params["running_mean"]) / np.sqrt(params["running_var"] + epsilon) * params["scale"] + params["bias"]
+    """Ioffe and Szegedy (2015), Alg. 2 (inference) with the running mean and variance ``[D]`` per feature.
+
+    The running averages start at 0 and are debiased as Adam's moments: divided by ``running_weight`` = 1 - m^t
+    (before any step, t = 0: mean 0, variance 1).
+    """
+    weight = float(params["running_weight"])
+    mean, variance = ((params["running_mean"] / weight, params["running_var"] / weight) if weight > 0
+                      else (np.zeros_like(params["running_mean"]), np.ones_like(params["running_var"])))
+    return (x - mean) / np.sqrt(variance + epsilon) * params["scale"] + params["bias"]
 
 
 NORMS: dict[str, Callable[[dict, np.ndarray, float], np.ndarray]] = {

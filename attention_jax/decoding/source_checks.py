@@ -1,0 +1,86 @@
+"""What a caller of the Python API passes as sentences or token ids, checked before anything is encoded.
+
+A ``str`` is iterable, so ``translate("The dog runs.")`` would otherwise decode one sentence per character;
+ids outside the vocabulary would read another embedding row (or, at the top, none). Each refusal is one line
+naming the argument and the item, as the commands' errors are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+
+def checked_sentences(sources: Any, argument: str = "sources") -> list[str]:
+    """``sources`` as a list of ``str``, or a one-line ``TypeError`` naming the argument and the item.
+
+    Parameters
+    ----------
+    sources : Any
+        What a caller passed as sentences.
+    argument : str
+        Its name in the error.
+
+    Returns
+    -------
+    list[str]
+        The sentences.
+
+    Raises
+    ------
+    TypeError
+        For one ``str`` (pass ``[sentence]``), a non-iterable, or an item that is not a ``str``.
+    """
+    if isinstance(sources, str):
+        raise TypeError(f"{argument} is one str; pass a list of sentences: [{sources!r:.40}].")
+    if isinstance(sources, bytes | bytearray) or not isinstance(sources, Iterable):
+        raise TypeError(f"{argument} must be a list of str sentences; got {type(sources).__name__}.")
+    sources = list(sources)
+    for index, text in enumerate(sources):
+        if not isinstance(text, str):
+            fix = ": decode it first, text.decode('utf-8')" if isinstance(text, bytes | bytearray) else ""
+            raise TypeError(f"{argument}[{index}] is {type(text).__name__} {text!r:.40}, not a str sentence{fix}.")
+    return sources
+
+
+def checked_ids(source_ids: Any, vocab_size: int, argument: str = "source_ids") -> list[list[int]]:
+    """``source_ids`` as lists of ints within the vocabulary, or a one-line error naming the offending id.
+
+    Parameters
+    ----------
+    source_ids : Any
+        What a caller passed as tokenized sentences.
+    vocab_size : int
+        Ids are refused from this value on (and below 0).
+    argument : str
+        Its name in the error.
+
+    Returns
+    -------
+    list[list[int]]
+        The sentences' ids.
+
+    Raises
+    ------
+    TypeError
+        For a ``str``, a non-iterable or an item that is no sequence of integers.
+    ValueError
+        For an id outside ``0 .. vocab_size - 1``; embedding it would read another row or none.
+    """
+    if isinstance(source_ids, str | bytes) or not isinstance(source_ids, Iterable):
+        raise TypeError(f"{argument} must be a list of token id lists; got {type(source_ids).__name__}.")
+    checked = []
+    for index, ids in enumerate(source_ids):
+        array = np.asarray(ids) if isinstance(ids, Iterable) and not isinstance(ids, str | bytes) else None
+        if array is None or array.ndim != 1 or (array.size and not np.issubdtype(array.dtype, np.integer)):
+            raise TypeError(f"{argument}[{index}] is {type(ids).__name__} {ids!r:.40}, not a list of integer "
+                            f"token ids.")
+        outside = np.flatnonzero((array < 0) | (array >= vocab_size))
+        if outside.size:
+            at = int(outside[0])
+            raise ValueError(f"{argument}[{index}][{at}]={int(array[at])} is outside the vocabulary (ids 0 to "
+                             f"{vocab_size - 1}): encode sentences with the run's tokenizer (encode_sources).")
+        checked.append([int(token) for token in array])
+    return checked
