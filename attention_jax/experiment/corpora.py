@@ -19,7 +19,7 @@ from typing import Any, Sequence
 
 from attention_jax.models.registry import Registration, Registry
 
-GNOME_HELP_TRAIN_STEPS = 1700  # For now: the lead's pilot sets the final budget.
+GNOME_HELP_TRAIN_STEPS = 1700  # messages' update budget; the pilot and why: docs/real_language.md.
 
 
 @dataclasses.dataclass(frozen=True)
