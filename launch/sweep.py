@@ -187,7 +187,7 @@ def build_plan(overrides: Sequence[str]) -> Plan:
         raise ValueError(f"unknown --executor={_EXECUTOR.value}; choose one of {', '.join(EXECUTORS)}.")
     sweep = sweep_spec.load_sweep(_relative_to_cwd(_CONFIG.value))
     rows = sweep_spec.select_rows(sweep, _ROWS.value)
-    recipes = sweep_spec.resolve_corpora(sweep, _CORPORA.value)
+    recipes = sweep_spec.resolve_corpora(sweep, _CORPORA.value, overrides)
     seeds = sweep_spec.resolve_seeds(sweep, _SEEDS.value, overrides)
     root = os.path.abspath(_ROOT.value)
     run_files.check_directory(root, "--root")  # A file or an overlong name, dry run or not.

@@ -48,6 +48,7 @@ from launch import sweep_file_checks
 ROW_NAME_PATTERN = sweep_file_checks.ROW_NAME_PATTERN
 MAX_SEEDS = sweep_file_checks.MAX_SEEDS  # Seeds per row, --seeds or get_seeds().
 OVERRIDE_PREFIX = "--config."
+CORPUS_DATA_FIELDS = ("dataset", "corpus")  # What each corpus's recipe sets and a common override must not.
 
 
 def seed_dir_name(seed: int) -> str:
@@ -631,7 +632,7 @@ def row_jobs(sweep: Sweep, rows: Sequence[str], overrides: Sequence[str], *, roo
     return jobs
 
 
-def resolve_corpora(sweep: Sweep, names: str) -> tuple[Corpus, ...] | None:
+def resolve_corpora(sweep: Sweep, names: str, overrides: Sequence[str] = ()) -> tuple[Corpus, ...] | None:
     """The corpora of a sweep: ``--corpora=a,b``, or (empty) the sweep file's ``get_corpora()``.
 
     Parameters
@@ -640,6 +641,9 @@ def resolve_corpora(sweep: Sweep, names: str) -> tuple[Corpus, ...] | None:
         The loaded sweep (its file may have registered corpora of its own).
     names : str
         ``--corpora``: comma-separated names, or ``""``.
+    overrides : Sequence[str]
+        Common ``"key=value"`` overrides: with corpora, none may set a recipe's ``dataset`` or ``corpus``
+        (applied after the recipe, it would put every corpus's runs on the same data).
 
     Returns
     -------
@@ -649,11 +653,20 @@ def resolve_corpora(sweep: Sweep, names: str) -> tuple[Corpus, ...] | None:
     Raises
     ------
     ValueError
-        For an unknown or repeated name (:func:`attention_jax.experiment.corpora.lookup_corpora`).
+        For an unknown or repeated name (:func:`attention_jax.experiment.corpora.lookup_corpora`), or an
+        override of the corpus's data.
     """
     if not names.strip():
-        return None if sweep.corpora is None else corpora.lookup_corpora(sweep.corpora, sweep.config_file)
-    return corpora.lookup_corpora([name.strip() for name in names.split(",") if name.strip()], f"--corpora={names}")
+        recipes = None if sweep.corpora is None else corpora.lookup_corpora(sweep.corpora, sweep.config_file)
+    else:
+        recipes = corpora.lookup_corpora([name.strip() for name in names.split(",") if name.strip()],
+                                         f"--corpora={names}")
+    given = [key for key in (override.split("=", 1)[0] for override in overrides) if key in CORPUS_DATA_FIELDS]
+    if recipes is not None and given:
+        raise ValueError(f"--config.{given[0]} cannot be combined with corpora (--corpora or the sweep file's "
+                         f"get_corpora()): it would train every corpus on the same data; drop it, or register a "
+                         f"corpus recipe (attention_jax.experiment.corpora.register_corpus) for that data.")
+    return recipes
 
 
 def resolve_seeds(sweep: Sweep, count: int, overrides: Sequence[str]) -> tuple[int, ...] | None:

@@ -146,6 +146,24 @@ def test_unknown_corpus_and_mixed_layouts_are_refused_before_anything_is_written
     assert over.returncode == 2 and "holds a sweep without corpora" in over.stderr
 
 
+def test_a_common_dataset_or_corpus_override_is_refused_with_corpora(tmp_path: pathlib.Path,
+                                                                     user_sweep: pathlib.Path) -> None:
+    root = tmp_path / "norm"
+    for flags in (("--corpora=messages_en_de,gnome_help_en_de", "--config.dataset=tsv:../shared/data/x"),
+                  ("--corpora=gnome_help_en_de", "--config.corpus=messages_en_de")):
+        result = sweep_in_process("--config=configs/sweeps/normalization.py", f"--root={root}", *flags, "--dry_run")
+        key = flags[1].split("=")[0]
+        assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+        assert f"{key} cannot be combined with corpora" in result.stderr and "same data" in result.stderr
+    own = sweep_in_process(f"--config={user_sweep}", f"--root={root}", "--config.dataset=synthetic_en_de", "--dry_run")
+    assert own.returncode == 2 and "get_corpora()" in own.stderr  # The file's own corpora count too.
+    alone = sweep_in_process("--config=configs/sweeps/normalization.py", f"--root={root}", "--rows=base",
+                             "--config.dataset=tsv:../shared/data/gnome_help_en_de", "--dry_run")
+    assert alone.returncode == 0, alone.stderr  # Without corpora the override is the user's corpus.
+    assert "--config.dataset=tsv:../shared/data/gnome_help_en_de" in alone.stdout
+    assert not root.exists()
+
+
 USER_SWEEP = '''
 from attention_jax.experiment import corpora
 from configs import tiny
