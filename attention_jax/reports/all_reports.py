@@ -74,17 +74,25 @@ def write_reports(root: str, out_dir: str, *, all_rows: bool = False,
     (:mod:`attention_jax.reports.comparison_report`) and the diagnostics. Either way the reference row is
     :func:`attention_jax.reports.comparison_report.resolve_reference`'s. A sweep over corpora
     (:func:`attention_jax.reports.transfer_report.read_corpora`) gets each corpus's reports in
-    ``OUT/<corpus>/`` and, for two corpora or more, ``OUT/transfer.md``, ``.csv`` and ``.png``.
+    ``OUT/<corpus>/`` (those of runs lying flat in the root, in ``OUT`` itself) and, for two corpora or more,
+    ``OUT/transfer.md``, ``.csv`` and ``.png``.
     """
     corpora = transfer_report.read_corpora(root, all_rows=all_rows, reference=reference)
-    if corpora:
-        files = {corpus.name: write_reports(corpus.directory, os.path.join(out_dir, os.path.basename(corpus.directory)),
-                                            all_rows=all_rows, sustained_tflops=sustained_tflops,
-                                            reference=corpus.requested) for corpus in corpora}
-        paths = [path for corpus_paths in files.values() for path in corpus_paths]
-        if len(corpora) > 1:
-            paths += transfer_report.write_transfer_report(root, corpora, out_dir, files)
-        return paths
+    if not corpora:
+        return _write_sweep_reports(root, out_dir, all_rows=all_rows, sustained_tflops=sustained_tflops,
+                                    reference=reference)
+    files = {corpus.name: _write_sweep_reports(
+        corpus.directory, out_dir if corpus.flat else os.path.join(out_dir, os.path.basename(corpus.directory)),
+        all_rows=all_rows, sustained_tflops=sustained_tflops, reference=corpus.requested) for corpus in corpora}
+    paths = [path for corpus_paths in files.values() for path in corpus_paths]
+    if len(corpora) > 1:
+        paths += transfer_report.write_transfer_report(root, corpora, out_dir, files)
+    return paths
+
+
+def _write_sweep_reports(root: str, out_dir: str, *, all_rows: bool, sustained_tflops: float | None,
+                         reference: str | None) -> list[str]:
+    """The reports of one sweep root (of one corpus): :func:`write_reports` without the corpora."""
     record, rows = sweep_rows.read_sweep_rows(root, all_rows=all_rows)
     reference_row, _ = comparison_report.resolve_reference(record, rows, reference)
     if has_paper_figures(rows):

@@ -16,6 +16,8 @@ steps) :func:`compare` gives, per row,
   row or of the reference diverged (:func:`diverged`), and ``reference`` for the reference row itself.
 
 Rows of a root without seed directories are one run each, paired with the reference's one run.
+A derived measure (:func:`derived_metric`, e.g. the positions experiment's trend with length) is a change
+already: its value for a row's run against the reference run at the same seed.
 :mod:`attention_jax.reports.comparison_report` writes the comparison as Markdown, CSV and plots.
 
 This module is the one home of the statistics every report uses: the mean, sample standard deviation and
@@ -145,6 +147,11 @@ class Metric:
         difference.
     read : Callable[[str, SeedRun], float | None]
         The value of one run (from its directory and its :class:`SeedRun`); None where the run has none.
+    unit : str
+        A difference's unit where it is not the metric's own (``"pp"``).
+    derive : Callable[[str, str], float | None] or None
+        For a derived measure (:func:`derived_metric`): the change itself, of a row's run directory against
+        the reference run's at the same seed; None where either lacks it.
     """
 
     name: str
@@ -152,11 +159,37 @@ class Metric:
     digits: int
     relative: bool
     read: Callable[[str, SeedRun], float | None] = dataclasses.field(repr=False, compare=False)
+    unit: str = ""
+    derive: Callable[[str, str], float | None] | None = dataclasses.field(default=None, repr=False, compare=False)
 
     @property
     def change_unit(self) -> str:
-        """``"%"`` for a relative change, ``""`` for a difference in the metric's own unit."""
-        return "%" if self.relative else ""
+        """``"%"`` for a relative change, else :attr:`unit` (``""``: the metric's own unit)."""
+        return "%" if self.relative else self.unit
+
+
+def derived_metric(name: str, label: str, digits: int, derive: Callable[[str, str], float | None], *,
+                   unit: str = "") -> Metric:
+    """A measure of a row's run against the reference run at its seed, such as a paired trend.
+
+    Parameters
+    ----------
+    name, label : str
+        As :class:`Metric`'s.
+    digits : int
+        Decimals shown.
+    derive : Callable[[str, str], float or None]
+        ``(run directory, reference run directory) -> value``: that value is the run's change, so
+        :func:`compare` takes its mean and SE over the paired seeds as it does a paired difference.
+    unit : str
+        The value's unit (``"pp"``).
+
+    Returns
+    -------
+    Metric
+        With no per-run value (``read`` gives None) and :attr:`Metric.derive` set.
+    """
+    return Metric(name, label, digits, False, lambda run_dir, run: None, unit, derive)
 
 
 def _results_key(key: str) -> Callable[[str, SeedRun], float | None]:
@@ -400,6 +433,20 @@ def _finished_values(root: str, row: RowReport, metric: Metric, every_run: bool 
     return values
 
 
+def _derived_changes(root: str, row: RowReport, reference: RowReport, metric: Metric,
+                     every_run: bool) -> dict[int | None, float]:
+    assert metric.derive is not None
+    reference_runs = {run.seed: run for run in (reference.runs if every_run else reference.finished)}
+    changes = {}
+    for run in (row.runs if every_run else row.finished):
+        if run.seed not in reference_runs:
+            continue
+        value = metric.derive(run_directory(root, row, run), run_directory(root, reference, reference_runs[run.seed]))
+        if value is not None and math.isfinite(value):
+            changes[run.seed] = float(value)
+    return changes
+
+
 def _diverged(row: RowReport) -> bool:
     return any(diverged(run) for run in row.runs)
 
@@ -438,12 +485,14 @@ def compare(root: str, rows: Sequence[RowReport], reference: str, metrics: Seque
     for metric in metrics:
         reference_values = _finished_values(root, reference_row, metric, every_run)
         for row in rows:
-            values = _finished_values(root, row, metric, every_run)
+            derived = metric.derive is not None and row.row != reference
+            values = (_derived_changes(root, row, reference_row, metric, every_run) if derived
+                      else _finished_values(root, row, metric, every_run))  # A derived value is the change.
             mean, std, se = mean_std_se(list(values.values()))
             if row.row == reference:
                 stats = MetricStats(metric, values, mean, se, {}, None, None, REFERENCE_VERDICT, std)
             else:
-                changes = paired_changes(values, reference_values, metric.relative)
+                changes = dict(values) if derived else paired_changes(values, reference_values, metric.relative)
                 change_mean, change_std, change_se = mean_std_se(list(changes.values()))
                 stopped = any(run.status == DIVERGED_STATUS for run in row.runs)  # No results, so no changes.
                 row_verdict = verdict(list(changes.values()),

@@ -20,7 +20,8 @@ per bucket, how each encoding stands against the paper's sinusoidal one:
   cap. Beyond the spread and positive, the encoding falls further behind sinusoidal as the targets
   grow past the training lengths (``worse with length``); negative, ``better with length``. This is
   the extrapolation question itself: an encoding may trail sinusoidal everywhere by the same margin
-  and still extrapolate as well.
+  and still extrapolate as well. The same per-seed trend (:func:`length_trend`, against a sweep's reference
+  row) is a headline measure of the transfer report across corpora (:data:`LENGTH_TREND`).
 
 Files (``python -m attention_jax.report ROOT`` writes them whenever a run of the sweep holds
 ``length_buckets.json``; :func:`write_positions_report`)::
@@ -245,6 +246,41 @@ def length_trends(compared: Sequence[BucketRow]) -> list[LengthTrend]:
                                              _PENDING)
         trends.append(LengthTrend(row, first.encoding, buckets[0], buckets[-1], differences, reading, basis))
     return trends
+
+
+def length_trend(run_dir: str, reference_dir: str) -> float | None:
+    """One seed's trend with length against the reference run at that seed, in percentage points.
+
+    The run's perplexity change against the reference in the last bucket minus that in the first
+    (:func:`length_trends`' per-seed difference).
+
+    Parameters
+    ----------
+    run_dir, reference_dir : str
+        A row's run and the reference row's run at the same seed.
+
+    Returns
+    -------
+    float or None
+        None unless both runs are scored on the same two or more buckets, with positive perplexities.
+    """
+    run, reference = (run_evaluations.read_file(os.path.join(directory, run_files.LENGTH_BUCKETS_FILE)).get("buckets")
+                      or {} for directory in (run_dir, reference_dir))
+    buckets = list(run)
+    if len(buckets) < 2 or list(reference) != buckets:
+        return None
+    changes = []
+    for bucket in (buckets[0], buckets[-1]):
+        ppl, reference_ppl = run[bucket].get("perplexity"), reference[bucket].get("perplexity")
+        if not all(isinstance(value, (int, float)) and value > 0 for value in (ppl, reference_ppl)):
+            return None
+        changes.append(ppl / reference_ppl - 1)
+    return 100.0 * (changes[1] - changes[0])
+
+
+LENGTH_TREND = comparison.derived_metric(f"{EVALUATION}/trend", "length trend (ΔPPL last − first bucket)", 1,
+                                         length_trend, unit="pp")
+run_evaluations.register_headline_measure(LENGTH_TREND)
 
 
 def csv_records(compared: Sequence[BucketRow]) -> list[dict]:

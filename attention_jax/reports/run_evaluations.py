@@ -7,6 +7,11 @@ turns every key and metric found into a :class:`attention_jax.reports.comparison
 gives each the same paired treatment as the run's own scalars (mean ± SE, paired change ± SE, verdict),
 with no report module of its own. An evaluation of one's own registers with
 :func:`register_run_evaluation` (from a module named in the config's ``user_modules``, say).
+
+An experiment's own headline measures join the transfer table (:mod:`attention_jax.reports.transfer_report`)
+through :func:`register_headline_measure`: a :class:`~attention_jax.reports.comparison.Metric` of one run
+(its ``read``, from the run's directory), or derived from a row's run and the reference run at its seed
+(:func:`attention_jax.reports.comparison.derived_metric`; the positions experiment's trend with length).
 """
 
 from __future__ import annotations
@@ -87,7 +92,33 @@ register_run_evaluation(RunEvaluation(
 ))
 
 
-def _read_file(path: str) -> dict:
+HEADLINE_MEASURES: dict[str, Metric] = {}
+
+
+def register_headline_measure(metric: Metric) -> None:
+    """Add a measure to the transfer table beside dev BLEU and perplexity (a name registered twice is replaced).
+
+    Parameters
+    ----------
+    metric : Metric
+        Compared as every metric is; a run or row without it is left out (``None``).
+    """
+    HEADLINE_MEASURES[metric.name] = metric
+
+
+def read_file(path: str) -> dict:
+    """The JSON object an evaluation wrote at ``path``; ``{}`` when absent or half-written.
+
+    Parameters
+    ----------
+    path : str
+        The file.
+
+    Returns
+    -------
+    dict
+        Its object, else ``{}``.
+    """
     try:
         with open(path, encoding="utf-8") as file:
             value = json.load(file)
@@ -98,7 +129,7 @@ def _read_file(path: str) -> dict:
 
 def _reader(evaluation: RunEvaluation, key: str, metric: str) -> Callable[[str, SeedRun], float | None]:
     def read(run_dir: str, run: SeedRun) -> float | None:
-        value = evaluation.keys(_read_file(os.path.join(run_dir, evaluation.file_name))).get(key, {}).get(metric)
+        value = evaluation.keys(read_file(os.path.join(run_dir, evaluation.file_name))).get(key, {}).get(metric)
         if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
             return None
         return float(value)
@@ -131,7 +162,7 @@ def evaluation_metrics(root: str, rows: Sequence[RowReport], *, every_run: bool 
         for row in rows:
             for run in (row.runs if every_run else row.finished):
                 path = os.path.join(run_directory(root, row, run), evaluation.file_name)
-                keys += [key for key in evaluation.keys(_read_file(path)) if key not in keys]
+                keys += [key for key in evaluation.keys(read_file(path)) if key not in keys]
         for key in keys:
             for metric in evaluation.metrics:
                 found.append(Metric(f"{evaluation.name}/{key}/{metric.name}", f"{key} {metric.label}", metric.digits,

@@ -1,12 +1,18 @@
 """Transfer across corpora: does a row's change against the reference on one corpus hold on the others?
 
-A sweep over corpora holds ``ROOT/<corpus>/<row>/seed_<k>/``; each corpus directory is a sweep root of its
-own, reported as any other (:func:`attention_jax.reports.all_reports.write_reports`). A run's corpus is its
-``config.json``'s ``corpus`` field, else (older runs) the name of its directory below ``ROOT``. For each row
-other than the reference and each headline metric (dev BLEU, dev perplexity and the metrics of the per-run
-evaluations, :mod:`attention_jax.reports.run_evaluations`), the change on each corpus is
-:func:`attention_jax.reports.comparison.compare`'s: the mean over the n paired seeds of row minus reference
-at the same seed (a perplexity as ``x / x_ref - 1``, in percent) ± its standard error SD/√n. With
+A sweep over corpora holds ``ROOT/<corpus>/<row>/seed_<k>/`` (``launch.sweep --corpora``); each corpus
+directory is a sweep root of its own, reported as any other (:func:`attention_jax.reports.all_reports.write_reports`).
+A root assembled from two launches may also hold one corpus's runs flat, ``ROOT/<row>/seed_<k>/`` beside
+``ROOT/<corpus>/`` (``docs/positions/``: the messages runs exported before corpora existed, the
+``gnome_help_en_de`` runs below them). A run's corpus is its ``config.json``'s ``corpus`` field; else, for
+runs in a directory below ``ROOT``, the directory's name; for flat runs, the corpus recipe whose ``dataset``
+they trained on (:mod:`attention_jax.experiment.corpora`), else for runs recorded before the ``corpus``
+field :data:`PRE_CORPORA_CORPUS`, else their ``dataset``. For each row
+other than the reference and each headline metric (dev BLEU, dev perplexity, the metrics of the per-run
+evaluations and the registered headline measures, :mod:`attention_jax.reports.run_evaluations`), the change
+on each corpus is :func:`attention_jax.reports.comparison.compare`'s: the mean over the n paired seeds of row
+minus reference at the same seed (a perplexity as ``x / x_ref - 1``, in percent; a derived measure such as
+the positions experiment's trend with length is that change already) ± its standard error SD/√n. With
 *beyond* meaning ``|change| > 2 SE`` (:func:`attention_jax.reports.comparison.beyond_spread`), the verdict
 (:func:`transfer_verdict`) is, in order:
 
@@ -32,6 +38,7 @@ import os
 from typing import Mapping, Sequence
 
 from attention_jax import run_files
+from attention_jax.experiment import corpora
 from attention_jax.reports import comparison, comparison_plot, comparison_report, run_evaluations, sweep_rows
 from attention_jax.reports.comparison import Metric, MetricStats
 from attention_jax.reports.figure_titles import fit_title
@@ -39,11 +46,15 @@ from attention_jax.reports.sweep_rows import RowReport
 from attention_jax.user_errors import UserInputError
 
 CORPUS_KEY = "corpus"  # The field of a run's config.json naming its corpus.
+PRE_CORPORA_CORPUS = corpora.MESSAGES_EN_DE.name
+"""The corpus of flat runs recorded before the ``corpus`` field whose dataset is no recipe's: every sweep of
+this project then ran on ``messages_en_de`` or a split of it (``docs/positions/``: ``tsv:runs/positions_corpus``)."""
 HEADLINE_METRICS = ("dev_bleu", "dev_ppl")  # comparison.METRICS compared across corpora (with the evaluations').
 STEM = "transfer"
 HOLDS, REVERSES, ONE_CORPUS, NOISE, SOME_CORPORA = "holds", "reverses", "one corpus", "noise", "some corpora"
 RULE = ("Change: mean over the n paired seeds of row − reference at the same seed (perplexities as x / x_ref − 1, "
-        "in %); ± is one standard error, SD/√n (ddof=1); *beyond*: |change| > 2 SE. Verdict: `unstable` a seed "
+        "in %; a derived measure, such as the length trend in pp, is its seed's change itself); ± is one "
+        "standard error, SD/√n (ddof=1); *beyond*: |change| > 2 SE. Verdict: `unstable` a seed "
         "diverged on some corpus; `pending` a corpus with n < 2 paired seeds (one seed has no SE); `holds` beyond "
         "on every corpus with one sign; `reverses` beyond on two corpora with opposite signs; `one corpus` beyond "
         "on exactly one; `noise` beyond on none; `some corpora` (3+ corpora) beyond with one sign on several, "
@@ -68,6 +79,8 @@ class Corpus:
         Its reference row.
     requested : str or None
         The reference asked for (``--reference``, else the root's ``sweep.json`` where the corpus has none).
+    flat : bool
+        Its runs lie in the root itself (``directory`` is ``ROOT``) beside the other corpora's directories.
     """
 
     name: str
@@ -76,6 +89,7 @@ class Corpus:
     rows: list[RowReport]
     reference: str
     requested: str | None
+    flat: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,20 +122,33 @@ def _is_corpus_directory(path: str) -> bool:
         if not sweep_rows.SEED_DIR_PATTERN.match(name))
 
 
-def _corpus_name(directory: str, rows: Sequence[RowReport]) -> str:
-    names = set()
+def _run_configs(directory: str, rows: Sequence[RowReport]) -> list[dict]:
+    configs = []
     for row in rows:
         for run in row.runs:
             path = os.path.join(comparison.run_directory(directory, row, run), run_files.CONFIG_FILE)
             if os.path.isfile(path):  # Valid JSON: read_sweep_rows read it.
                 with open(path, encoding="utf-8") as file:
-                    value = json.load(file).get(CORPUS_KEY)
-                names.add(value if isinstance(value, str) else "")
-    named = sorted(names - {""})
+                    configs.append(json.load(file))
+    return configs
+
+
+def _corpus_name(directory: str, rows: Sequence[RowReport], flat: bool) -> str:
+    configs = _run_configs(directory, rows)
+    named = sorted({value for value in (config.get(CORPUS_KEY) for config in configs)
+                    if value and isinstance(value, str)})
     if len(named) > 1:
         raise UserInputError(f"{directory} holds runs of corpora {', '.join(named)}: a sweep over corpora keeps "
                              f"one directory per corpus (ROOT/<corpus>/<row>/seed_<k>); move the runs apart.")
-    return named[0] if named else os.path.basename(os.path.normpath(directory))
+    if named or not flat:
+        return named[0] if named else os.path.basename(os.path.normpath(directory))
+    datasets = sorted({str(config.get("dataset")) for config in configs})
+    recipes = [name for name in corpora.CORPORA if corpora.CORPORA[name].dataset in datasets]
+    if len(recipes) == 1:
+        return recipes[0]
+    if configs and all(CORPUS_KEY not in config for config in configs):
+        return PRE_CORPORA_CORPUS
+    return ", ".join(datasets) or os.path.basename(os.path.normpath(directory))
 
 
 def read_corpora(root: str, *, all_rows: bool = False, reference: str | None = None) -> list[Corpus]:
@@ -139,8 +166,9 @@ def read_corpora(root: str, *, all_rows: bool = False, reference: str | None = N
     Returns
     -------
     list[Corpus]
-        One per corpus directory (``ROOT/<corpus>/`` holding ``sweep.json`` or row directories), in name
-        order; ``[]`` when ``root`` holds a row itself or is not a directory.
+        The root's own runs' corpus first where it holds row directories (flat), then one per corpus
+        directory (``ROOT/<corpus>/`` holding ``sweep.json`` or row directories), in name order; ``[]`` when
+        ``root`` has no corpus directory, holds a row itself or is not a directory.
 
     Raises
     ------
@@ -151,22 +179,25 @@ def read_corpora(root: str, *, all_rows: bool = False, reference: str | None = N
     if not os.path.isdir(root) or sweep_rows.is_row_directory(root):
         return []
     names = sorted(os.listdir(root))
-    if any(sweep_rows.is_row_directory(os.path.join(root, name)) for name in names):
+    directories = [os.path.join(root, name) for name in names if _is_corpus_directory(os.path.join(root, name))]
+    if not directories:
         return []
+    flat = any(sweep_rows.is_row_directory(os.path.join(root, name)) for name in names)
     root_record = sweep_rows.read_sweep_rows(root)[0] if os.path.isfile(os.path.join(root, run_files.SWEEP_FILE)) \
         else {}
-    corpora: list[Corpus] = []
-    for directory in (os.path.join(root, name) for name in names if _is_corpus_directory(os.path.join(root, name))):
+    corpora_found: list[Corpus] = []
+    for directory in [root] * flat + directories:
         record, rows = sweep_rows.read_sweep_rows(directory, all_rows=all_rows)
-        requested = reference or (None if record else root_record.get("reference"))
+        requested = reference or (None if record or flat else root_record.get("reference"))
         reference_row, _ = comparison_report.resolve_reference(record, rows, requested)
-        corpora.append(Corpus(_corpus_name(directory, rows), directory, record, rows, reference_row, requested))
-    seen = [corpus.name for corpus in corpora]
+        corpora_found.append(Corpus(_corpus_name(directory, rows, directory == root), directory, record, rows,
+                                    reference_row, requested, directory == root))
+    seen = [corpus.name for corpus in corpora_found]
     twice = sorted({name for name in seen if seen.count(name) > 1})
     if twice:
         raise UserInputError(f"corpus {twice[0]} is in more than one directory of {root}: keep one directory per "
                              f"corpus (ROOT/<corpus>/<row>/seed_<k>).")
-    return corpora
+    return corpora_found
 
 
 def transfer_verdict(per_corpus: Sequence[MetricStats | None]) -> str:
@@ -199,8 +230,9 @@ def transfer_verdict(per_corpus: Sequence[MetricStats | None]) -> str:
 
 
 def headline_metrics(corpora: Sequence[Corpus]) -> list[Metric]:
-    """:data:`HEADLINE_METRICS` and every registered per-run evaluation's metrics some corpus's runs hold."""
+    """:data:`HEADLINE_METRICS`, the registered headline measures, and the per-run evaluations' metrics."""
     metrics = [metric for metric in comparison.METRICS if metric.name in HEADLINE_METRICS]
+    metrics += list(run_evaluations.HEADLINE_MEASURES.values())
     for corpus in corpora:
         metrics += [metric for metric in run_evaluations.evaluation_metrics(corpus.directory, corpus.rows)
                     if metric.name not in {known.name for known in metrics}]
@@ -328,7 +360,8 @@ def plot_transfer(corpora: Sequence[Corpus], transfers: Sequence[Transfer], path
                                 figsize=(4.6 * max(1, len(metrics)), 1.0 + 4.2 * len(pairs)))
     for (first, second), panels in zip(pairs, axes):
         for axis, metric in zip(panels, metrics):
-            scale, unit = (100.0, " (%)") if metric.relative else (1.0, "")
+            scale = 100.0 if metric.relative else 1.0
+            unit = f" ({metric.change_unit})" if metric.change_unit else ""
             limit = 0.0
             for transfer in (transfer for transfer in transfers if transfer.metric.name == metric.name):
                 x_stats, y_stats = transfer.stats[first], transfer.stats[second]
