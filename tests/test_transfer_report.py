@@ -18,8 +18,8 @@ import matplotlib.image
 import numpy as np
 import pytest
 
-from attention_jax.experiment import schema
-from attention_jax.reports import all_reports, comparison, transfer_report
+from attention_jax.experiment import corpora, schema
+from attention_jax.reports import all_reports, comparison, positions_report, sweep_rows, transfer_report
 from attention_jax.user_errors import UserInputError
 from launch import sweep_record, sweep_spec
 from tests.support.sweep_cli import REPO_ROOT
@@ -205,6 +205,120 @@ def test_extra_metrics_take_part(corpora_root: pathlib.Path) -> None:
     verdicts = {transfer.verdict for transfer in transfer_report.compare_corpora(corpora, [own])
                 if transfer.row in ("alpha", "beta")}
     assert verdicts == {"noise"}  # Every run took 60 s.
+
+
+BUCKETS = ("within_cap", "up_to_2x", "beyond_2x")
+# Directory -> row -> per seed, perplexity per bucket. The trend (last minus first bucket's change against base)
+# is about -10 pp on messages and +10 pp on gnome for alpha: it reverses; beta's is about 0 on both.
+BUCKET_PPL = {
+    "messages": {"base": [(5.0, 8.0, 12.0), (5.2, 8.1, 12.5), (4.9, 7.8, 11.6)],
+                 "alpha": [(5.0, 7.5, 10.8), (5.3, 7.8, 11.1), (4.8, 7.2, 10.4)],
+                 "beta": [(5.1, 8.3, 12.2), (5.1, 8.0, 12.3), (5.0, 7.9, 11.9)]},
+    "gnome_help_en_de": {"base": [(9.0, 14.0, 20.0), (9.4, 14.2, 21.0), (8.8, 13.5, 19.5)],
+                         "alpha": [(9.1, 15.5, 22.3), (9.2, 15.4, 22.6), (8.9, 14.9, 21.7)],
+                         "beta": [(9.2, 14.1, 20.5), (9.3, 14.3, 20.6), (8.9, 13.4, 19.8)]},
+}
+
+
+def _write_buckets(root: pathlib.Path) -> None:
+    for directory, rows in BUCKET_PPL.items():
+        for row, seeds in rows.items():
+            for seed, perplexities in enumerate(seeds):
+                buckets = {bucket: {"perplexity": ppl, "bleu": 10.0, "min_words": 1, "max_words": 2, "num_pairs": 3}
+                           for bucket, ppl in zip(BUCKETS, perplexities)}
+                (root / directory / row / f"seed_{seed}" / "length_buckets.json").write_text(
+                    json.dumps({"buckets": buckets}))
+
+
+def _expected_trend(directory: str, row: str) -> np.ndarray:
+    """Per seed, in pp: (ppl / ppl_base - 1) in the last bucket minus the same in the first (NumPy)."""
+    ppl, base = np.array(BUCKET_PPL[directory][row]), np.array(BUCKET_PPL[directory]["base"])
+    change = ppl / base - 1
+    return 100 * (change[:, -1] - change[:, 0])
+
+
+def test_a_derived_measure_takes_part_as_the_change_itself(corpora_root: pathlib.Path) -> None:
+    _write_buckets(corpora_root)
+    corpora_read = transfer_report.read_corpora(str(corpora_root))
+    trends = {transfer.row: transfer for transfer in transfer_report.compare_corpora(corpora_read)
+              if transfer.metric.name == positions_report.LENGTH_TREND.name}
+    assert set(trends) == set(RUNS["messages"]) - {"base"}
+    verdicts = {}
+    for row in ("alpha", "beta"):
+        beyond = []
+        for corpus, stats in zip(corpora_read, trends[row].stats):
+            expected = _expected_trend(os.path.basename(corpus.directory), row)
+            assert stats is not None and stats.paired_seeds == 3
+            assert stats.change_mean == pytest.approx(expected.mean())
+            assert stats.change_se == pytest.approx(np.std(expected, ddof=1) / np.sqrt(3))
+            if abs(expected.mean()) > 2 * np.std(expected, ddof=1) / np.sqrt(3):
+                beyond.append(expected.mean() > 0)
+        verdicts[row] = trends[row].verdict
+        assert trends[row].verdict == {0: "noise", 1: "one corpus"}.get(
+            len(beyond), "holds" if len(set(beyond)) == 1 else "reverses")
+    assert verdicts == {"alpha": "reverses", "beta": "noise"}
+    assert trends["gamma"].verdict == "pending" and trends["gamma"].stats[0].paired_seeds == 0  # Not scored.
+    _, rows = sweep_rows.read_sweep_rows(str(corpora_root / "messages"))  # The positions report's own trend.
+    own = {trend.row: trend for trend in positions_report.length_trends(
+        positions_report.compare_encodings(str(corpora_root / "messages"), rows))}
+    messages = trends["alpha"].stats[[corpus.name for corpus in corpora_read].index("messages_en_de")]
+    assert {seed: 100 * value for seed, value in own["alpha"].differences.items()} == pytest.approx(messages.changes)
+
+
+def test_a_registered_per_run_measure_takes_part(corpora_root: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    measure = comparison.Metric("half_bleu", "half dev BLEU", 1, False,
+                                lambda run_dir, run: run.results["dev_bleu"] / 2 if run.results else None)
+    monkeypatch.setitem(transfer_report.run_evaluations.HEADLINE_MEASURES, measure.name, measure)
+    transfers = {(transfer.row, transfer.metric.name): transfer
+                 for transfer in transfer_report.compare_corpora(transfer_report.read_corpora(str(corpora_root)))}
+    for row in ("alpha", "beta"):
+        half, full = transfers[(row, "half_bleu")], transfers[(row, "dev_bleu")]
+        assert [stats.change_mean for stats in half.stats] == pytest.approx(
+            [stats.change_mean / 2 for stats in full.stats])
+        assert half.verdict == full.verdict == EXPECTED[(row, "dev_bleu")]
+
+
+@pytest.mark.parametrize("flat_config, name", [
+    ({"corpus": "", "dataset": corpora.MESSAGES_EN_DE.dataset}, "messages_en_de"),  # The recipe's dataset.
+    ({"dataset": "tsv:runs/positions_corpus"}, "messages_en_de"),  # Recorded before the corpus field.
+    ({"corpus": "", "dataset": "tsv:runs/mine"}, "tsv:runs/mine"),  # Neither: named by its data.
+])
+def test_a_root_of_flat_runs_beside_a_corpus_directory(tmp_path: pathlib.Path, flat_config: dict,
+                                                       name: str) -> None:
+    """``docs/<experiment>/<row>/seed_<k>`` exported before corpora, ``docs/<experiment>/gnome_help_en_de/`` since."""
+    launched = tmp_path / "launched"  # launch.sweep --corpora's layout: ROOT/<corpus>/sweep.json, no ROOT/sweep.json.
+    for directory in ("messages_en_de", "gnome_help_en_de"):
+        _write_corpus(tmp_path, launched / directory, RUNS["messages" if directory == "messages_en_de" else directory],
+                      directory)
+    assert not (launched / "sweep.json").exists()
+    mixed = tmp_path / "mixed"
+    _write_corpus(tmp_path, mixed, RUNS["messages"], None)
+    _write_corpus(tmp_path, mixed / "gnome_help_en_de", RUNS["gnome_help_en_de"], "gnome_help_en_de")
+    for path in mixed.glob("*/seed_*/config.json"):
+        config = {key: value for key, value in json.loads(path.read_text()).items() if key != "corpus"}
+        path.write_text(json.dumps({**config, **flat_config}))
+    corpora_read = transfer_report.read_corpora(str(mixed))
+    assert [(corpus.name, corpus.flat) for corpus in corpora_read] == [(name, True), ("gnome_help_en_de", False)]
+    assert corpora_read[0].directory == str(mixed) and len(corpora_read[0].rows) == len(RUNS["messages"])
+    out = {root.name: tmp_path / f"out_{root.name}" for root in (launched, mixed)}
+    paths = {root: all_reports.write_reports(str(tmp_path / root), str(out[root])) for root in out}
+    assert {"my_sweep.md", "gnome_help_en_de/my_sweep.md", "transfer.md"} <= {
+        str(pathlib.Path(path).relative_to(out["mixed"])) for path in paths["mixed"]}
+    flat_csv = (out["mixed"] / "my_sweep.csv").read_text()
+    assert flat_csv == (out["launched"] / "messages_en_de" / "my_sweep.csv").read_text()
+    tables = {}
+    for root in out:
+        with open(out[root] / "transfer.csv", encoding="utf-8") as file:
+            tables[root] = {(record["row"], record["metric"], record["corpus"].replace(name, "messages_en_de")):
+                            (record["change_mean"], record["change_se"], record["verdict"])
+                            for record in csv.DictReader(file)}
+    assert tables["mixed"] == tables["launched"] and len(tables["mixed"]) == len(EXPECTED) * 2
+    markdown = (out["mixed"] / "transfer.md").read_text(encoding="utf-8")
+    assert f"| row | metric | {name}: change ± SE (n) | gnome_help_en_de: change ± SE (n) | verdict |" in markdown
+    assert "[gnome_help_en_de/my_sweep.md](gnome_help_en_de/my_sweep.md)" in markdown
+    assert "[my_sweep.md](my_sweep.md)" in markdown
+    os.rename(mixed / "gnome_help_en_de", tmp_path / "gnome_help_en_de")  # Flat runs alone: reported as before.
+    assert transfer_report.read_corpora(str(mixed)) == []
 
 
 def test_mistakes_are_one_line(corpora_root: pathlib.Path) -> None:
