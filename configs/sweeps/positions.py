@@ -47,6 +47,7 @@ messages runs above stay where they are (``docs/positions/<row>/seed_<k>``)::
         --buckets=runs/positions_corpora/gnome_help_en_de
     python -m attention_jax.report runs/positions_gnome/gnome_help_en_de
     python -m launch.export_results --root=runs/positions_gnome --to=docs/positions  # docs/positions/gnome_help_en_de/
+    python -m attention_jax.report docs/positions  # Both corpora's reports, and transfer.md (the trend among them)
 
 or one row::
 
