@@ -4,6 +4,7 @@ Run from the repository root::
 
     python benchmarks/decode.py                                   # tiny and base shapes
     python benchmarks/decode.py --models=base --batch_size=8 --output_len=64 --repeats=3
+    python benchmarks/decode.py --quick                           # one-layer stand-in, 8 tokens
 
 Models have the shapes of ``configs/tiny.py`` and ``configs/base.py`` with random parameters (speed does
 not depend on the values). Every output is forced to exactly ``--output_len`` tokens: EOS gets a
@@ -12,12 +13,8 @@ tokens gives that limit), so cached and uncached runs do the same number of step
 ``decode.cache_length(output_len, ...)`` positions, as the Translator sizes it. Each configuration is
 compiled and run once untimed, then timed ``--repeats`` times; the best time counts (the mean is
 reported too). ``benchmarks/peer_flax.py`` runs the beam search side by side with the Flax WMT
-example's and holds the profile of where a decode step's time goes.
-
-Reported per run: sentences/s and output tokens/s (``batch_size * output_len`` tokens per batch),
-and per model and search the cache's speedup over recomputing the whole prefix every step.
-``benchmarks/results/decode_cpu.json`` holds the output of ``python benchmarks/decode.py`` on the
-development machine (2 CPU cores shared with other jobs, so timings vary by tens of percent).
+example's. Reported per run: sentences/s and output tokens/s, and per model and search the cache's
+speedup over recomputing the whole prefix every step.
 """
 
 from __future__ import annotations
@@ -27,6 +24,7 @@ import json
 import os
 import sys
 import time
+import types
 from typing import Any
 
 from absl import flags
@@ -44,16 +42,16 @@ from attention_jax.experiment import sections  # noqa: E402
 from attention_jax.models.decode_settings import DecodeSettings  # noqa: E402
 from attention_jax.models.model import EOS_ID, Transformer  # noqa: E402
 from attention_jax.models.transformer_config import TransformerConfig  # noqa: E402
+from benchmarks import harness  # noqa: E402
 from configs import base as base_config  # noqa: E402
 from configs import tiny as tiny_config  # noqa: E402
-from benchmarks import command_line  # noqa: E402
 
 
 def define_flags() -> None:
-    """The benchmark's flags (defined only when it runs: :mod:`benchmarks.command_line`)."""
+    """The benchmark's flags (defined only when it runs: :mod:`benchmarks.harness`)."""
     flags.DEFINE_list("models", ["tiny", "base"], "Model shapes: tiny, base.")
     flags.DEFINE_integer("batch_size", 0, "Sentences per batch (0: 32 for tiny, 4 for base).")
-    flags.DEFINE_integer("output_len", 64, "Output tokens per sentence (EOS included), > 50.")
+    flags.DEFINE_integer("output_len", 64, "Output tokens per sentence (EOS included); > 50 without --source_len.")
     flags.DEFINE_integer("source_len", 0, "Source tokens (EOS included); 0: output_len - 50, so that output_len "
                          "is the paper's limit. Longer sources cost more per step.")
     flags.DEFINE_integer("repeats", 2, "Timed runs per configuration (the best is reported).")
@@ -61,16 +59,17 @@ def define_flags() -> None:
     flags.DEFINE_bool("uncached", True, "Also time uncached decoding (slow for base on a CPU).")
     flags.DEFINE_integer("cache_stages", DecodeSettings.cache_stages,
                          "Stages in which the cache grows (config.cache_stages); 1: sized for the whole output.")
-    flags.DEFINE_bool("json_line", False, "Print the JSON on one line (for benchmarks/peer_flax.py).")
 
 
 MAX_EXTRA_LEN = 50
 DEFAULT_BATCH = {"tiny": 32, "base": 4}
+QUICK = dict(models=["tiny"], batch_size=2, output_len=8, source_len=8, repeats=1)
 
 
-def model_config_for(name: str) -> TransformerConfig:
-    """The model shapes of ``configs/<name>.py`` (dropout off; it is unused when decoding)."""
+def model_config_for(name: str, quick: bool = False) -> TransformerConfig:
+    """The model shapes of ``configs/<name>.py``, or :data:`harness.QUICK_MODEL` (dropout off: unused)."""
     config = {"tiny": tiny_config, "base": base_config}[name].get_config()
+    config.update(harness.QUICK_MODEL if quick else {})
     return sections.build_experiment(config, f"configs/{name}.py").model.replace(dropout_rate=0.0)
 
 
@@ -156,12 +155,8 @@ def time_search(params: Any, model_config: TransformerConfig, batch_size: int, m
     first_s = time.perf_counter() - start
     lengths = np.asarray(result.lengths[:, 0])
     assert np.all(lengths == output_len), lengths
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        jax.block_until_ready(run())
-        times.append(time.perf_counter() - start)
-    best = min(times)
+    times = harness.timing(harness.time_calls(lambda: jax.block_until_ready(run()), repeats))
+    best = times["min_s"]
     return {
         "search": "beam4" if method == "beam" else "greedy",
         "cache": use_cache,
@@ -171,29 +166,29 @@ def time_search(params: Any, model_config: TransformerConfig, batch_size: int, m
         "source_len": source_len,
         "steps": int(result.num_steps),
         "seconds_per_batch": round(best, 4),
-        "mean_seconds_per_batch": round(float(np.mean(times)), 4),
+        "mean_seconds_per_batch": round(times["mean_s"], 4),
         "compile_and_first_run_s": round(first_s, 2),
         "sentences_per_s": round(batch_size / best, 2),
         "tokens_per_s": round(batch_size * output_len / best, 1),
     }
 
 
-def benchmark_model(name: str, options: flags.FlagValues) -> dict[str, Any]:
+def benchmark_model(name: str, options: Any) -> dict[str, Any]:
     """All searches, cached and uncached, for one model shape.
 
     Parameters
     ----------
     name : str
         ``"tiny"`` or ``"base"``.
-    options : absl.flags.FlagValues
-        The flags of :func:`define_flags`.
+    options : Any
+        The flags of :func:`define_flags` (attributes), ``--quick``'s applied.
 
     Returns
     -------
     dict[str, Any]
         The model's runs and the cache's speedup per search.
     """
-    model_config = model_config_for(name)
+    model_config = model_config_for(name, options.quick)
     batch_size = options.batch_size or DEFAULT_BATCH[name]
     params = random_params(model_config)
     runs, speedups = [], {}
@@ -215,23 +210,26 @@ def benchmark_model(name: str, options: flags.FlagValues) -> dict[str, Any]:
 def main(argv: list[str]) -> None:
     """Benchmark each requested model and print one JSON object."""
     del argv
-    options = flags.FLAGS
-    if options.output_len <= MAX_EXTRA_LEN:
-        command_line.fail(f"--output_len must exceed {MAX_EXTRA_LEN} (the source is output_len - 50 tokens).")
+    values = flags.FLAGS
+    options = types.SimpleNamespace(**{name: getattr(values, name) for name in (
+        "models", "batch_size", "output_len", "source_len", "repeats", "searches", "uncached", "cache_stages",
+        "quick")})
+    for name, value in QUICK.items():  # --quick's sizes, unless given.
+        if values.quick and not values[name].present:
+            setattr(options, name, value)
+    if not options.source_len and options.output_len <= MAX_EXTRA_LEN:
+        harness.fail(f"--output_len must exceed {MAX_EXTRA_LEN} without --source_len (the source is output_len - 50 "
+                     "tokens).")
     if options.source_len and options.source_len + MAX_EXTRA_LEN < options.output_len:
-        command_line.fail("--source_len + 50 must be at least --output_len (the output length limit).")
+        harness.fail("--source_len + 50 must be at least --output_len (the output length limit).")
     unknown = sorted(set(options.models) - set(DEFAULT_BATCH)) + sorted(set(options.searches) - {"beam", "greedy"})
     if unknown:
-        command_line.fail(f"unknown --models or --searches {unknown}; models: {sorted(DEFAULT_BATCH)}, searches: "
-                          "beam, greedy.")
-    report = {
-        "device": str(jax.devices()[0].device_kind),
-        "backend": jax.default_backend(),
-        "jax": jax.__version__,
-        "models": [benchmark_model(name, options) for name in options.models],
-    }
-    print(json.dumps(report, indent=None if options.json_line else 2))
+        harness.fail(f"unknown --models or --searches {unknown}; models: {sorted(DEFAULT_BATCH)}, searches: "
+                     "beam, greedy.")
+    harness.emit({"quick": options.quick, "device": str(jax.devices()[0].device_kind),
+                  "backend": jax.default_backend(), "jax": jax.__version__,
+                  "models": [benchmark_model(name, options) for name in options.models]}, values.out)
 
 
 if __name__ == "__main__":
-    command_line.run(main, define_flags)
+    harness.run(main, define_flags)

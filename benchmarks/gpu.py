@@ -10,10 +10,10 @@ measured::
     python benchmarks/gpu.py --note="one H100 SXM, nothing else running" --out=benchmarks/results/gpu_h100.json
     python benchmarks/gpu.py --models=base --dtypes=bfloat16 --out=/tmp/gpu_base_bf16.json
 
-On a CPU the full mode refuses with one line (exit 2); ``--smoke`` runs every measurement at tiny shapes
+On a CPU the full mode refuses with one line (exit 2); ``--quick`` runs every measurement at tiny shapes
 (one layer, width 32-64, 4 x 8 tokens, 2 steps), numbers meaningless, fields all there::
 
-    python benchmarks/gpu.py --smoke --out=/tmp/gpu_smoke.json
+    python benchmarks/gpu.py --quick --out=/tmp/gpu_quick.json
 
 Measured, for each model (``configs/base.py``, ``configs/big.py``; vocabulary 37,000) and dtype
 (``config.dtype``: ``float32``, whose matrix products JAX runs as TF32 on Ampere and later GPUs by
@@ -57,15 +57,11 @@ from absl import flags
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
-sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
 
 from attention_jax import run_files  # noqa: E402 (after the path set-up; no JAX)
 from attention_jax.training import device_peaks  # noqa: E402
-
-from benchmarks import command_line  # noqa: E402  (absl and the error line; no JAX)
-from child_process import repository_environment, run_captured  # noqa: E402
-from peer_compare import _run_json, emit_json  # noqa: E402  (no JAX imported yet: the peers run first)
-from peer_flax import DEFAULT_PEER_DIR, _peer_shape_flags  # noqa: E402
+from benchmarks import harness  # noqa: E402  (no JAX imported yet: the peers run first)
+from benchmarks.peer_flax import _peer_shape_flags  # noqa: E402
 
 MODELS = ("base", "big")
 DTYPES = ("float32", "bfloat16")
@@ -85,9 +81,9 @@ DEVICE_PROBE = ("import json, jax, flax; devices = jax.devices(); print(json.dum
 FULL = dict(rows=128, length=128, steps=10, warmup_steps=2, beam_sentences=64, beam_len=64, beam_repeats=3,
             peak_size=8192)
 SMOKE = dict(rows=4, length=8, steps=2, warmup_steps=1, beam_sentences=2, beam_len=8, beam_repeats=1, peak_size=64)
-SMOKE_MODEL_OVERRIDES = {  # Tiny stand-ins with the two models' head counts.
-    "base": dict(num_layers=1, d_model=32, d_ff=64, num_heads=2, key_dim=16, value_dim=16, vocab_size=256),
-    "big": dict(num_layers=1, d_model=64, d_ff=128, num_heads=4, key_dim=16, value_dim=16, vocab_size=256),
+SMOKE_MODEL_OVERRIDES = {  # --quick's stand-ins, one layer each.
+    "base": harness.QUICK_MODEL,
+    "big": dict(harness.QUICK_MODEL, d_model=64, d_ff=128, num_heads=4),
 }
 
 
@@ -165,7 +161,7 @@ def probe_device(env: dict[str, str]) -> dict[str, Any]:
         ``backend``, ``device_kind``, ``device_count``, ``jax``, ``flax`` and ``matmul_precision``
         (``jax_default_matmul_precision``; ``None`` is JAX's default, TF32 products on recent GPUs).
     """
-    completed = run_captured([sys.executable, "-c", DEVICE_PROBE], env)
+    completed = harness.run_captured([sys.executable, "-c", DEVICE_PROBE], env)
     if completed.returncode != 0:
         raise SystemExit(f"gpu.py: could not start JAX: {completed.stderr.strip().splitlines()[-1:]}")
     return json.loads(completed.stdout.strip().splitlines()[-1])
@@ -201,7 +197,7 @@ def run_peer(name: str, dtype: str, shapes: dict[str, int], smoke: bool, peer_di
     command = [sys.executable, script, *flags] if dtype == "float32" else [
         sys.executable, "-c", PEER_BFLOAT16, script, *flags]
     try:
-        result = _run_json(command)
+        result = harness.run_json(command)
     except RuntimeError as error:
         return _error(error)
     return {"target_tokens_per_s": result["train_tgt_tokens_per_s"], "step_s": result["step_s"],
@@ -228,7 +224,7 @@ def our_train_step(config: Any, shapes: dict[str, int], peak: float, device_coun
         Step times, target tokens/s (median and mean step), compile time, model FLOPs, ``mfu``,
         parameter count and loss; ``{"error": ...}`` when the path cannot run here.
     """
-    import train_step
+    from benchmarks import train_step
 
     try:
         result = train_step.benchmark(config, shapes["rows"], shapes["length"], shapes["steps"],
@@ -262,9 +258,8 @@ def our_beam_search(config: Any, shapes: dict[str, int]) -> dict[str, Any]:
         ``sentences_per_s`` (mean search), ``best_sentences_per_s``, seconds per batch and compile
         time; ``{"error": ...}`` if it fails.
     """
-    import decode as decode_benchmark
-
     from attention_jax.experiment import sections
+    from benchmarks import decode as decode_benchmark
 
     try:
         transformer_config = sections.build_experiment(config, "benchmarks/gpu.py").model.replace(dropout_rate=0.0)
@@ -305,7 +300,8 @@ def peaks_for(device: dict[str, Any], dtypes: list[str], size: int) -> dict[str,
             peaks[dtype] = {"flops_per_s": known[0], "source": known[1]}
         else:
             peaks[dtype] = {"flops_per_s": device_peaks.measure_matmul_peak(dtype, size, repeats=10),
-                            "source": f"measured here: best of 10 {size}^3 {dtype} matmuls (device not in the datasheet table)"}
+                            "source": f"measured here: best of 10 {size}^3 {dtype} matmuls (device not in the "
+                                      "datasheet table)"}
     return peaks
 
 
@@ -406,22 +402,19 @@ def _subset(chosen: list[str], allowed: tuple[str, ...], flag: str) -> list[str]
     chosen = [item for item in chosen if item]
     unknown = sorted(set(chosen) - set(allowed))
     if unknown or not chosen:
-        command_line.fail(f"--{flag}: unknown {unknown or 'empty list'}; choose from {allowed}.")
+        harness.fail(f"--{flag}: unknown {unknown or 'empty list'}; choose from {allowed}.")
     return chosen
 
 
 def define_flags() -> None:
-    """The benchmark's flags (defined only when it runs: :mod:`benchmarks.command_line`)."""
-    flags.DEFINE_bool("smoke", False, "Tiny shapes, any backend: every field, in seconds.")
+    """The benchmark's flags (defined only when it runs: :mod:`benchmarks.harness`)."""
     flags.DEFINE_list("models", list(MODELS), f"Comma-separated subset of {MODELS}.")
     flags.DEFINE_list("dtypes", list(DTYPES), f"Comma-separated subset of {DTYPES}.")
     flags.DEFINE_list("implementations", list(IMPLEMENTATIONS),
                       f"Attention implementations of the train step, a subset of {IMPLEMENTATIONS}.")
     for key, value in FULL.items():
-        flags.DEFINE_integer(key, None, f"Default {value} ({SMOKE[key]} with --smoke).")
-    flags.DEFINE_string("peer_dir", DEFAULT_PEER_DIR, "Folder holding peer_flax_wmt.py and flax_wmt/.")
-    flags.DEFINE_string("note", "", "Recorded in the JSON: the machine, anything else running.")
-    flags.DEFINE_string("out", "", "Also write the JSON here.")
+        flags.DEFINE_integer(key, None, f"Default {value} ({SMOKE[key]} with --quick).")
+    flags.DEFINE_string("peer_dir", str(harness.DEFAULT_PEER_DIR), "Folder holding peer_flax_wmt.py and flax_wmt/.")
 
 
 def main(argv: list[str]) -> None:
@@ -437,37 +430,37 @@ def main(argv: list[str]) -> None:
     models = _subset(args.models, MODELS, "models")
     dtypes = _subset(args.dtypes, DTYPES, "dtypes")
     implementations = _subset(args.implementations, IMPLEMENTATIONS, "implementations")
-    shapes = {key: args[key].value or (SMOKE if args.smoke else FULL)[key] for key in FULL}
+    shapes = {key: args[key].value or (SMOKE if args.quick else FULL)[key] for key in FULL}
     if shapes["beam_sentences"] > shapes["rows"] or shapes["beam_len"] > shapes["length"]:
-        command_line.fail("the peer searches its first --beam_sentences training rows cut to --beam_len tokens: "
+        harness.fail("the peer searches its first --beam_sentences training rows cut to --beam_len tokens: "
                           "--beam_sentences must be <= --rows and --beam_len <= --length.")
 
-    env = repository_environment()
+    env = harness.repository_environment()
     device = probe_device(env)
-    if not args.smoke and device["backend"] != "gpu":
-        command_line.fail(f"no GPU here (JAX backend {device['backend']!r}, {device['device_kind']}): the full mode "
-                          f"measures a GPU; run with --smoke for the tiny-shape check.")
+    if not args.quick and device["backend"] != "gpu":
+        harness.fail(f"no GPU here (JAX backend {device['backend']!r}, {device['device_kind']}): the full mode "
+                          f"measures a GPU; run with --quick for the tiny-shape check.")
 
     # The peers first, each in its own process, while this one holds no device memory.
     os.environ["PEER"] = os.path.join(args.peer_dir, "flax_wmt")
-    peer = {name: {dtype: run_peer(name, dtype, shapes, args.smoke, args.peer_dir) for dtype in dtypes}
+    peer = {name: {dtype: run_peer(name, dtype, shapes, args.quick, args.peer_dir) for dtype in dtypes}
             for name in models}
 
     peaks = peaks_for(device, dtypes, shapes["peak_size"])
     train: dict[str, dict[str, dict[str, Any]]] = {}
     beam: dict[str, dict[str, Any]] = {}
-    context = {"mode": "smoke" if args.smoke else "full", "note": args.note, "device": device,
-               "shapes": shapes | {"vocab_size": VOCAB_SIZE if not args.smoke
+    context = {"mode": "quick" if args.quick else "full", "note": args.note, "device": device,
+               "shapes": shapes | {"vocab_size": VOCAB_SIZE if not args.quick
                                    else SMOKE_MODEL_OVERRIDES["base"]["vocab_size"],
                                    "beam_size": 4, "alpha": 0.6},
                "peaks": peaks}
     pending = [(name, dtype) for name in models for dtype in dtypes]
     for name, dtype in list(pending):
         train.setdefault(name, {})[dtype] = {
-            implementation: our_train_step(model_config(name, dtype, implementation, args.smoke), shapes,
+            implementation: our_train_step(model_config(name, dtype, implementation, args.quick), shapes,
                                            peaks[dtype]["flops_per_s"], device["device_count"])
             for implementation in implementations}
-        beam.setdefault(name, {})[dtype] = our_beam_search(model_config(name, dtype, "einsum", args.smoke), shapes)
+        beam.setdefault(name, {})[dtype] = our_beam_search(model_config(name, dtype, "einsum", args.quick), shapes)
         pending.remove((name, dtype))
         print(f"{name} {dtype} done", file=sys.stderr, flush=True)
         if pending and args.out:  # A run cut short (a lease's time limit) keeps what it measured.
@@ -475,8 +468,8 @@ def main(argv: list[str]) -> None:
                                             indent=1)
     report = build_report(context, train, beam, peer, pending)
     print(table(report), file=sys.stderr)
-    emit_json(report, args.out)
+    harness.emit(report, args.out)
 
 
 if __name__ == "__main__":
-    command_line.run(main, define_flags)
+    harness.run(main, define_flags)

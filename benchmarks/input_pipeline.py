@@ -5,6 +5,7 @@ Run from the repository root::
     python benchmarks/input_pipeline.py                                  # base config's batching
     python benchmarks/input_pipeline.py --config=configs/base.py --config.tokens_per_batch=4096 --steps=300 \
         --messages_dir=../shared/data/messages_en_de --data_dir=/tmp/tfds --synthetic=synthetic_en_de/small
+    python benchmarks/input_pipeline.py --quick     # synthetic_en_de/small only, the --quick run's batching
 
 For each corpus found (messages_en_de from ``--messages_dir``, default ``$ATTENTION_JAX_SHARED`` or
 ``../shared``; the embedded ``synthetic_en_de`` when its module exists) it reports the first
@@ -17,7 +18,6 @@ padding fraction.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import sys
 import tempfile
@@ -32,11 +32,11 @@ sys.path.insert(0, REPO_ROOT)
 
 from attention_jax.data import input_pipeline  # noqa: E402
 from attention_jax.experiment import sections  # noqa: E402
-from benchmarks import command_line  # noqa: E402
+from benchmarks import harness  # noqa: E402
 
 
 def define_flags() -> None:
-    """The benchmark's flags (defined only when it runs: :mod:`benchmarks.command_line`)."""
+    """The benchmark's flags (defined only when it runs: :mod:`benchmarks.harness`)."""
     config_flags.DEFINE_config_file("config", os.path.join(REPO_ROOT, "configs", "base.py"),
                                     "Config file; --config.FIELD=VALUE overrides a field.")
     flags.DEFINE_string("messages_dir", "", "messages_en_de directory; '' finds ../shared.")
@@ -125,12 +125,19 @@ def main(argv: list[str]) -> None:
     del argv
     options = flags.FLAGS
     config = options.config
+    steps, warmup_steps = options.steps, options.warmup_steps
     datasets = {}
-    if (messages_dir := _messages_dir(options.messages_dir)) is not None:
-        datasets["messages_en_de"] = f"tsv:{os.path.abspath(messages_dir)}"
-    if options.synthetic and _has_synthetic():
-        datasets[options.synthetic] = options.synthetic
-    results = {
+    if options.quick:  # One small corpus, the --quick training run's batching.
+        config.update({key: value for key, value in harness.QUICK_TRAINING.items() if key in config})
+        datasets[harness.QUICK_TRAINING["dataset"]] = harness.QUICK_TRAINING["dataset"]
+        steps = steps if options["steps"].present else 5
+        warmup_steps = warmup_steps if options["warmup_steps"].present else 1
+    else:
+        if (messages_dir := _messages_dir(options.messages_dir)) is not None:
+            datasets["messages_en_de"] = f"tsv:{os.path.abspath(messages_dir)}"
+        if options.synthetic and _has_synthetic():
+            datasets[options.synthetic] = options.synthetic
+    results = {"quick": options.quick,
         "settings": {
             "vocab_size": config.vocab_size,
             "max_len": config.max_len,
@@ -145,9 +152,9 @@ def main(argv: list[str]) -> None:
             config.dataset = dataset
             data_dir = options.data_dir or os.path.join(temporary_dir, name.replace("/", "_"))
             with contextlib.redirect_stdout(sys.stderr):  # TFDS prints progress to stdout; keep it JSON.
-                results[name] = measure(config, data_dir, options.steps, options.warmup_steps, options.rows_multiple)
-    print(json.dumps(results, indent=2))
+                results[name] = measure(config, data_dir, steps, warmup_steps, options.rows_multiple)
+    harness.emit(results, options.out)
 
 
 if __name__ == "__main__":
-    command_line.run(main, define_flags)
+    harness.run(main, define_flags)

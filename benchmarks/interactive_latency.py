@@ -3,6 +3,7 @@ r"""How long ``translate`` takes to answer line by line: the first answer cold a
 Run from the repository root on any translation run::
 
     python benchmarks/interactive_latency.py --workdir=runs/tiny --out=benchmarks/results/interactive_latency.json
+    python benchmarks/interactive_latency.py --quick      # trains a one-layer run first; short sentences
 
 Each scenario starts ``python -m attention_jax.translate --workdir=RUN --buffer_size=1`` as a user would
 through a pipe, writes one sentence, waits for its line, then one sentence of each further length
@@ -25,7 +26,6 @@ new length over the rounds. No test depends on these times.
 
 from __future__ import annotations
 
-import json
 import os
 import statistics
 import subprocess
@@ -39,21 +39,21 @@ from absl import flags
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_ROOT)
 
-from benchmarks import command_line  # noqa: E402
+from benchmarks import harness  # noqa: E402
 
 WORDS = ("the small child sleeps because the woman reads a book and the old man walks to the green house "
          "near the river while a dog runs after the red ball in the garden of my friend today").split()
 
 
 def define_flags() -> None:
-    """The benchmark's flags (defined only when it runs: :mod:`benchmarks.command_line`)."""
-    flags.DEFINE_string("workdir", None, "Training work directory or export directory to translate with.")
+    """The benchmark's flags (defined only when it runs: :mod:`benchmarks.harness`)."""
+    flags.DEFINE_string("workdir", None, "Training work directory or export directory to translate with "
+                        "(with --quick and none given: a one-layer run trained first).")
     flags.DEFINE_list("lengths", ["4", "9", "13", "18", "24"], "Words of the first sentence, then of each "
                       "new-length sentence, in order.")
     flags.DEFINE_integer("repeats", 1, "Rounds of the three scenarios, each with fresh caches; the summary gives "
                          "each scenario's median, min and max first answer.")
     flags.DEFINE_integer("timeout_s", 600, "Give up on a scenario after this many seconds.")
-    flags.DEFINE_string("out", None, "Also write the JSON here.")
 
 
 def sentence(num_words: int) -> str:
@@ -172,35 +172,42 @@ def summarize(rounds: list[dict[str, dict[str, Any]]]) -> dict[str, dict[str, An
     return summary
 
 
+def train_quick_run(workdir: str) -> None:
+    """Train :data:`harness.QUICK_TRAINING`'s one-layer run into ``workdir`` (seconds)."""
+    command = [sys.executable, "-m", "attention_jax.main", f"--config={harness.QUICK_CONFIG}", f"--workdir={workdir}",
+               *[f"--config.{key}={value}" for key, value in harness.QUICK_TRAINING.items()]]
+    completed = harness.run_captured(command)
+    if completed.returncode != 0:
+        raise RuntimeError(f"training the --quick run failed:\n{completed.stderr[-3000:]}")
+
+
 def main(argv: list[str]) -> None:
     """Run ``--repeats`` rounds of the three scenarios and print (and with ``--out`` write) the JSON report."""
     del argv
     options = flags.FLAGS
-    if not options.workdir:
-        command_line.fail("--workdir is required: a run to translate with.")
+    if not options.workdir and not options.quick:
+        harness.fail("--workdir is required: a run to translate with (or --quick, which trains one).")
     if options.repeats < 1:
-        command_line.fail(f"--repeats={options.repeats}: give at least 1 round.")
+        harness.fail(f"--repeats={options.repeats}: give at least 1 round.")
     lengths = [int(value) for value in options.lengths]
-    load_before = os.getloadavg()
-    rounds = []
-    for number in range(options.repeats):
-        rounds.append(run_scenarios(options.workdir, lengths, options.timeout_s))
-        print(f"round {number + 1}/{options.repeats}: first answers "
-              + ", ".join(f"{name} {scenario['first_answer_s']} s" for name, scenario in rounds[-1].items()),
-              file=sys.stderr, flush=True)
+    if options.quick and not options["lengths"].present:
+        lengths = [2, 4]  # Within the --quick run's max_len of 8 tokens.
+    with tempfile.TemporaryDirectory() as scratch:
+        workdir = options.workdir or os.path.join(scratch, "run")
+        if not options.workdir:
+            train_quick_run(workdir)
+        rounds = []
+        for number in range(options.repeats):
+            rounds.append(run_scenarios(workdir, lengths, options.timeout_s))
+            print(f"round {number + 1}/{options.repeats}: first answers "
+                  + ", ".join(f"{name} {scenario['first_answer_s']} s" for name, scenario in rounds[-1].items()),
+                  file=sys.stderr, flush=True)
     if len({tuple(scenario["answers"]) for one_round in rounds for scenario in one_round.values()}) != 1:
         raise RuntimeError("the scenarios translated differently: fixed shapes must not change a translation.")
-    report = {"workdir": options.workdir, "lengths_words": lengths, "cpu_count": os.cpu_count(),
-              "load_average_before": [round(value, 2) for value in load_before],
-              "load_average_after": [round(value, 2) for value in os.getloadavg()],
-              "identical_translations": True, "repeats": options.repeats, "summary": summarize(rounds),
-              "rounds": rounds}
-    text = json.dumps(report, indent=2, ensure_ascii=False)
-    print(text)
-    if options.out:
-        with open(options.out, "w", encoding="utf-8") as handle:
-            handle.write(text + "\n")
+    harness.emit({"quick": options.quick, "workdir": options.workdir, "lengths_words": lengths,
+                  "identical_translations": True, "repeats": options.repeats, "summary": summarize(rounds),
+                  "rounds": rounds}, options.out)
 
 
 if __name__ == "__main__":
-    command_line.run(main, define_flags)
+    harness.run(main, define_flags)

@@ -6,7 +6,7 @@ Run from the repository root (2 quiet cores: nothing else running, or the minute
     python benchmarks/time_to_bleu.py --config=configs/small_corpus.py --corpus=../shared/data/messages_en_de \
         --eval_every_steps=100 --dev_bleu_target=26 --test_bleu_target=25 --override=num_train_steps=2400 \
         --note="2 quiet cores of ..." --out=benchmarks/results/time_to_bleu_small_corpus.json
-    python benchmarks/time_to_bleu.py --smoke --out=/tmp/time_to_bleu_smoke.json     # < 1 minute
+    python benchmarks/time_to_bleu.py --quick --out=/tmp/time_to_bleu_quick.json     # < 1 minute
 
 What it does: runs ``python -m attention_jax.main`` (the real training command, the train loop unchanged)
 on ``--config`` with ``--config.dataset=tsv:CORPUS``, evaluating every ``--eval_every_steps`` on the
@@ -35,19 +35,17 @@ Output: ``--out`` (JSON) and the same path with ``.png``: dev BLEU against train
 target line and the target checkpoint's test BLEU. The training run (checkpoints, ``metrics.jsonl``,
 ``train_log.txt``, the test report) stays in ``--workdir``, which must be new or empty.
 
-``--smoke``: ``configs/tiny.py`` shrunk to one layer of width 32 on ``synthetic_en_de/small`` (100 dev
-and 100 test pairs), 12 steps, an evaluation every 6, dev target 0 (reached at the first evaluation),
-training on to the end unless ``--stop_at_target`` is given: every code path in well under a minute
-on quiet cores, numbers meaningless.
+``--quick`` (formerly ``--smoke``): :data:`harness.QUICK_TRAINING` (one layer of width 32 on
+``synthetic_en_de/small``: 100 dev and 100 test pairs, 12 steps), an evaluation every 6, dev target 0
+(reached at the first evaluation), training on to the end unless ``--stop_at_target`` is given: every
+code path in well under a minute on quiet cores, numbers meaningless.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import pathlib
-import platform
 import signal
 import subprocess
 import sys
@@ -59,11 +57,9 @@ from absl import flags
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
-sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
 
 from attention_jax import run_files  # noqa: E402  (no JAX: this process only drives and reads)
-from benchmarks import command_line  # noqa: E402
-from child_process import repository_environment, run_captured  # noqa: E402
+from benchmarks import harness  # noqa: E402
 
 DEFAULT_CONFIG = "configs/small_corpus.py"
 DEFAULT_CORPUS = REPO_ROOT.parent / "shared" / "data" / "messages_en_de"
@@ -76,11 +72,6 @@ TEST_REPORT = "time_to_bleu_test.json"
 PROTOCOL = dict(num_bleu_examples=WHOLE_SPLIT, num_eval_batches=0, beam_size=4, length_penalty_alpha=0.6,
                 final_bleu=False, checkpoint_every_minutes=0.0, early_stopping_patience=0)
 
-# --smoke: the tiny config shrunk so that training, three whole-split decodes and the test run take seconds.
-SMOKE_CONFIG = "configs/tiny.py"
-SMOKE_OVERRIDES = dict(dataset="synthetic_en_de/small", vocab_size=1000, num_layers=1, d_model=32, d_ff=64,
-                       num_heads=2, key_dim=16, value_dim=16, max_len=8, tokens_per_batch=512,
-                       num_train_steps=12, warmup_steps=4, log_every_steps=3, max_decode_extra_len=4)
 SMOKE_EVAL_EVERY_STEPS = 6
 
 
@@ -260,8 +251,8 @@ def read_records(path: pathlib.Path) -> list[dict[str, Any]]:
 def _overrides(args: Settings) -> dict[str, str]:
     """``--config.KEY=VALUE`` pairs for the training command: corpus, protocol, checkpoints, then --override."""
     settings: dict[str, Any] = {}
-    if args.smoke:
-        settings |= SMOKE_OVERRIDES
+    if args.quick:
+        settings |= harness.QUICK_TRAINING
     else:
         settings["dataset"] = f"tsv:{pathlib.Path(args.corpus).resolve()}"
     settings |= PROTOCOL | {"eval_every_steps": args.eval_every_steps,
@@ -272,33 +263,14 @@ def _overrides(args: Settings) -> dict[str, str]:
     for item in args.override:
         key, separator, value = item.partition("=")
         if not separator or not key:
-            command_line.fail(f"--override takes KEY=VALUE; got {item!r}.")
+            harness.fail(f"--override takes KEY=VALUE; got {item!r}.")
         settings[key] = value
     return settings
 
 
-def machine_description() -> dict[str, Any]:
-    """The machine a benchmark ran on: CPU model, core count and platform (``whole_split_decode.py`` too).
-
-    Returns
-    -------
-    dict[str, Any]
-        ``cpu`` (the model name from ``/proc/cpuinfo``, else :func:`platform.processor`), ``cpu_count``,
-        ``platform`` and ``jax_platforms`` (``$JAX_PLATFORMS``, empty when unset).
-    """
-    model = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as file:
-            model = next((line.split(":", 1)[1].strip() for line in file if line.startswith("model name")), model)
-    except OSError:
-        pass
-    return {"cpu": model, "cpu_count": os.cpu_count(), "platform": platform.platform(),
-            "jax_platforms": os.environ.get("JAX_PLATFORMS", "")}
-
-
 def _device(env: dict[str, str]) -> str:
     """The JAX device the run used (asked once training is over, in a child: no GPU memory held meanwhile)."""
-    completed = run_captured([sys.executable, "-c", "import jax; d = jax.devices(); "
+    completed = harness.run_captured([sys.executable, "-c", "import jax; d = jax.devices(); "
                               "print(f'{len(d)} x {d[0].device_kind} ({jax.default_backend()})')"], env)
     return completed.stdout.strip() or f"unknown (exit {completed.returncode})"
 
@@ -396,7 +368,7 @@ def score_on_test(run_dir: pathlib.Path, step: int, env: dict[str, str]) -> tupl
     command = [sys.executable, "-m", "attention_jax.evaluate", f"--workdir={run_dir}", "--split=test",
                f"--checkpoint={step}", f"--output={report_path}"]
     started = time.perf_counter()
-    completed = run_captured(command, env)
+    completed = harness.run_captured(command, env)
     if completed.returncode != 0:
         raise SystemExit(f"time_to_bleu: scoring step {step} on test failed (exit {completed.returncode}):\n"
                          f"{completed.stderr[-3000:]}")
@@ -446,7 +418,7 @@ def plot(report: dict[str, Any], path: pathlib.Path) -> None:
 
 @dataclasses.dataclass(frozen=True)
 class Settings:
-    """One measurement's settings, checked (:func:`settings_from_flags`); ``--smoke`` already applied."""
+    """One measurement's settings, checked (:func:`settings_from_flags`); ``--quick`` already applied."""
 
     config: str
     corpus: str
@@ -458,11 +430,11 @@ class Settings:
     workdir: str
     note: str
     out: pathlib.Path
-    smoke: bool
+    quick: bool
 
 
 def define_flags() -> None:
-    """The benchmark's flags (defined only when it runs: :mod:`benchmarks.command_line`)."""
+    """The benchmark's flags (defined only when it runs: :mod:`benchmarks.harness`)."""
     flags.DEFINE_string("config", DEFAULT_CONFIG, "Config file for attention_jax.main.")
     flags.DEFINE_string("corpus", str(DEFAULT_CORPUS), "Directory of train.tsv, dev.tsv, test.tsv "
                         "(config.dataset=tsv:DIR).")
@@ -472,19 +444,14 @@ def define_flags() -> None:
                        "recipe's measured run had dev 29.75 against test 28.86, so ~1 above the test target).")
     flags.DEFINE_float("test_bleu_target", 25.0, "Test BLEU the target checkpoint is checked against.")
     flags.DEFINE_bool("stop_at_target", None, "Stop training once the dev target is reached (else train the whole "
-                      "budget); default: on, off with --smoke.")
+                      "budget); default: on, off with --quick.")
     flags.DEFINE_multi_string("override", [], "Extra --config.KEY=VALUE for the training command, as KEY=VALUE "
                               "(repeatable; applied last).")
     flags.DEFINE_string("workdir", "", "New or empty directory for the run (default: a temporary one).")
-    flags.DEFINE_string("note", "", "Recorded in the JSON: machine load, anything that affects timings.")
-    flags.DEFINE_string("out", None, "JSON output (.json); the plot goes beside it with .png. Required.")
-    flags.DEFINE_bool("smoke", False, "Tiny model on synthetic_en_de/small, 12 steps, dev target 0: every path, "
-                      "seconds.")
-    flags.mark_flag_as_required("out")
 
 
 def settings_from_flags(values: flags.FlagValues) -> Settings:
-    """The checked settings of the parsed flags, ``--smoke``'s applied; one line and exit 2 for a mistake.
+    """The checked settings of the parsed flags, ``--quick``'s applied; one line and exit 2 for a mistake.
 
     Parameters
     ----------
@@ -498,21 +465,21 @@ def settings_from_flags(values: flags.FlagValues) -> Settings:
     """
     out = pathlib.Path(values.out)
     if out.suffix != ".json":
-        command_line.fail(f"--out must name a .json file; got {out}.")
+        harness.fail(f"--out must name a .json file (the plot goes beside it); got {values.out or 'none'}.")
     config, eval_every_steps, dev_bleu_target = values.config, values.eval_every_steps, values.dev_bleu_target
-    if values.smoke:
-        config, eval_every_steps, dev_bleu_target = SMOKE_CONFIG, SMOKE_EVAL_EVERY_STEPS, 0.0
+    if values.quick:
+        config, eval_every_steps, dev_bleu_target = harness.QUICK_CONFIG, SMOKE_EVAL_EVERY_STEPS, 0.0
     elif not (pathlib.Path(values.corpus) / "dev.tsv").is_file():
-        command_line.fail(f"--corpus={values.corpus} holds no dev.tsv (train.tsv, dev.tsv, test.tsv expected).")
+        harness.fail(f"--corpus={values.corpus} holds no dev.tsv (train.tsv, dev.tsv, test.tsv expected).")
     if eval_every_steps <= 0:
-        command_line.fail(f"--eval_every_steps must be positive; got {eval_every_steps}.")
+        harness.fail(f"--eval_every_steps must be positive; got {eval_every_steps}.")
     if values.workdir and pathlib.Path(values.workdir).exists() and any(pathlib.Path(values.workdir).iterdir()):
-        command_line.fail(f"--workdir={values.workdir} is not empty: the timings need a fresh run.")
-    stop_at_target = not values.smoke if values.stop_at_target is None else values.stop_at_target
+        harness.fail(f"--workdir={values.workdir} is not empty: the timings need a fresh run.")
+    stop_at_target = not values.quick if values.stop_at_target is None else values.stop_at_target
     return Settings(config=config, corpus=values.corpus, eval_every_steps=eval_every_steps,
                     dev_bleu_target=dev_bleu_target, test_bleu_target=values.test_bleu_target,
                     stop_at_target=stop_at_target, override=tuple(values.override), workdir=values.workdir,
-                    note=values.note, out=out, smoke=values.smoke)
+                    note=values.note, out=out, quick=values.quick)
 
 
 def main(argv: list[str]) -> None:
@@ -530,8 +497,7 @@ def main(argv: list[str]) -> None:
     workdir.mkdir(parents=True, exist_ok=True)
     run_dir = workdir / "run"
     settings = _overrides(args)
-    env = repository_environment()
-    load_before = os.getloadavg()
+    env = harness.repository_environment()
     records, training = train(args, args.config, settings, run_dir, env)
     evaluations = evaluations_from_records(records)
     reached = first_reaching(evaluations, args.dev_bleu_target)
@@ -542,7 +508,7 @@ def main(argv: list[str]) -> None:
         "what": "time to a BLEU target: training minutes (evaluation excluded) until the whole dev split's "
                 "beam-search BLEU first reaches the dev target; that checkpoint scored on test",
         "note": args.note,
-        "smoke": args.smoke,
+        "quick": args.quick,
         "config": args.config,
         "config_name": config_written.get("name"),
         "dataset": settings["dataset"],
@@ -551,8 +517,7 @@ def main(argv: list[str]) -> None:
                      "length_penalty_alpha": float(settings["length_penalty_alpha"]),
                      "dev_bleu": "every dev sentence", "dev_sentences": _dev_sentences(settings["dataset"]),
                      "stop_at_target": args.stop_at_target},
-        "machine": machine_description() | {"device": _device(env), "load_average_before": load_before,
-                                 "load_average_after": os.getloadavg()},
+        "machine": harness.machine() | {"device": _device(env)},
         "evaluations": [evaluation.to_json() for evaluation in evaluations],
         "target": target,
         "timings": {"command_wall_s": training["command_wall_s"], "test_scoring_s": test_scoring_s,
@@ -571,4 +536,4 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    command_line.run(main, define_flags)
+    harness.run(main, define_flags)

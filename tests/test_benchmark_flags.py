@@ -1,5 +1,5 @@
-"""Every benchmark reads absl flags, each with help text, and ``--help`` lists them (issue 36: one flag style;
-``benchmarks.flops --help`` printed nothing, ``benchmarks.peer_torch --help`` ended in a torch traceback).
+"""Every benchmark reads absl flags, each with help text, and ``--help`` lists them with the harness's shared
+ones (issue 36: one flag style).
 
 Each flag a README, docs page or benchmark docstring passes to a benchmark is one the benchmark defines, so
 the documented commands keep working.
@@ -8,7 +8,6 @@ the documented commands keep working.
 from __future__ import annotations
 
 import ast
-import importlib.util
 import pathlib
 import re
 import subprocess
@@ -18,8 +17,9 @@ import pytest
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 BENCHMARKS = REPO_ROOT / "benchmarks"
-HELPERS = {"command_line", "child_process"}
-ABSL_HELP_FLAGS = {"help", "helpshort", "helpfull"}  # Modules the benchmarks share; no command line of their own.
+HELPERS = {"harness"}  # Modules the benchmarks share; no command line of their own.
+ABSL_HELP_FLAGS = {"help", "helpshort", "helpfull"}
+SHARED_FLAGS = {"quick", "smoke", "note", "out"}  # benchmarks/harness.py defines them for every benchmark.
 # `python benchmarks/NAME.py ...` or `python -m benchmarks.NAME ...` up to the end of the command.
 _COMMAND = re.compile(r"(?:python[0-9.]*|/bin/python)\s+(?:-m\s+benchmarks\.(\w+)|benchmarks/(\w+)\.py)"
                       r"((?:\s+[^\s|;&>`#]+)*)")
@@ -61,7 +61,6 @@ def _documented_flags() -> dict[str, set[str]]:
 def test_every_module_is_a_benchmark_or_a_shared_helper() -> None:
     modules = {path.stem for path in BENCHMARKS.glob("*.py")}
     assert modules - set(BENCHMARK_NAMES) == HELPERS
-    assert "flops" in BENCHMARK_NAMES and "peer_torch" in BENCHMARK_NAMES
     for name in BENCHMARK_NAMES:
         assert "argparse" not in (BENCHMARKS / f"{name}.py").read_text(), f"{name}.py still uses argparse"
 
@@ -74,21 +73,11 @@ def test_help_lists_every_flag_with_its_text(name: str) -> None:
     assert completed.returncode == 0, output[-3000:]
     assert "Traceback" not in output
     assert f"benchmarks/{name}.py:" in completed.stdout  # The module's own flags, listed under its path.
-    expected = _defined_flags(BENCHMARKS / f"{name}.py") | _documented_flags().get(name, set())
+    expected = _defined_flags(BENCHMARKS / f"{name}.py") | _documented_flags().get(name, set()) | SHARED_FLAGS
     assert expected, f"{name}.py defines no flags"
     for flag in sorted(expected):
         described = re.search(rf"^  --(?:\[no\])?{flag}: (\S.*)$", completed.stdout, re.MULTILINE)
         assert described, f"benchmarks.{name} --help does not list --{flag}:\n{completed.stdout[-3000:]}"
-
-
-def test_peer_torch_without_torch_is_one_line_naming_the_install() -> None:
-    if importlib.util.find_spec("torch") is not None:
-        pytest.skip("PyTorch is installed here")
-    completed = subprocess.run([sys.executable, "benchmarks/peer_torch.py", "--rows=4"], cwd=REPO_ROOT,
-                               capture_output=True, text=True, timeout=120)
-    assert completed.returncode == 2 and completed.stdout == ""
-    [line] = completed.stderr.strip().splitlines()
-    assert line.startswith("peer_torch.py: error: PyTorch is not installed") and "pip install torch" in line
 
 
 def test_a_mistake_on_a_benchmark_command_line_is_one_line() -> None:

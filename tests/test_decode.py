@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -405,3 +406,36 @@ def test_beam_search_on_a_batch_sharded_over_eight_devices():
     completed = subprocess.run([sys.executable, "-c", SHARDED_SCRIPT], cwd=REPO_ROOT, env=environment,
                                capture_output=True, text=True, timeout=600)
     assert "SHARDED_OK" in completed.stdout, completed.stderr[-3000:]
+
+
+# Operations that only move data (the removed benchmarks/op_profile.py's "transpose/copy" kind).
+_DATA_MOVEMENT = {"transpose", "copy", "bitcast", "parameter", "reshape", "broadcast", "slice", "concatenate",
+                  "dynamic-slice", "dynamic-update-slice", "tuple", "get-tuple-element", "constant", "pad", "reverse"}
+
+
+def test_a_cached_decode_step_moves_no_cross_attention_keys_or_values() -> None:
+    # One query position per row: both attentions contract the keys/values as stored. Before, XLA
+    # transposed every layer's cross-attention keys and values at every step of the search loop (12% of
+    # a base-shape beam search's thread time: docs/benchmarks.md, "History: where a beam search's time went").
+    params = nn.meta.unbox(init_params(TINY, seed=0))
+    search = functools.partial(decode.decode_batch, model_config=TINY, beam_size=2, alpha=0.6, max_decode_len=16,
+                               cache_stages=1)
+    hlo = jax.jit(search).lower(params, jnp.full((4, 12), 5, jnp.int32), jnp.full((4,), 10, jnp.int32)).compile()
+    computations: dict[str, set[str]] = {}
+    instructions, current = [], ""
+    for line in hlo.as_text().splitlines():
+        if line[:1].strip() and line.rstrip().endswith("{"):  # A computation's header, at column 0.
+            current = line.removeprefix("ENTRY ").lstrip("%").split()[0]
+        elif match := re.match(r"^\s*(?:ROOT\s+)?%?[\w.\-]+\s*=\s*.*?\s([a-z][\w\-]*)\((.*)$", line):
+            opcode, rest = match.groups()
+            computations.setdefault(current, set()).add(opcode)
+            calls, op_name = re.search(r"calls=%?([\w.\-]+)", rest), re.search(r'op_name="([^"]*)"', rest)
+            instructions.append((current, opcode, calls.group(1) if calls else "", op_name.group(1) if op_name else ""))
+    fused = {calls for _, opcode, calls, _ in instructions if opcode == "fusion"}
+    cross = [(opcode, calls, op_name) for computation, opcode, calls, op_name in instructions
+             if computation not in fused and "while/body" in op_name and "cross_attention" in op_name]
+    assert cross  # The loop body attends to the source.
+    moved = [op_name for opcode, calls, op_name in cross
+             if (computations.get(calls, set()) if opcode == "fusion" else {opcode}) <= _DATA_MOVEMENT
+             and opcode not in ("parameter", "bitcast", "get-tuple-element", "tuple", "constant")]
+    assert moved == []

@@ -223,21 +223,6 @@ def test_a_workdir_with_its_tokenizer_opens_no_corpus(workdir, tmp_path, monkeyp
         run.data  # Opened only on first use (evaluate needs it; translation does not).
 
 
-def test_translate_benchmark_compares_stagings_on_a_run(workdir, tmp_path):
-    out = tmp_path / "translate.json"
-    completed = _run(["benchmarks.translate", f"--workdir={workdir}", "--checkpoint=latest",
-                      f"--sources={workdir.parent / 'corpus' / 'dev.tsv'}", "--cache_stages=1,2",
-                      "--batch_size=4", f"--out={out}"])
-    assert completed.returncode == 0, completed.stderr.decode()[-3000:]
-    report = json.loads(out.read_text())
-    assert report["num_sentences"] == 6 and report["identical_translations"]
-    assert [run["cache_stages"] for run in report["runs"]] == [1, 2]
-    for run in report["runs"]:
-        assert run["compile_s"] == pytest.approx(run["cold_s"] - run["warm_s"], abs=0.011)
-    missing = _run(["benchmarks.translate", f"--workdir={workdir}", "--sources=/nonexistent.tsv"])
-    assert missing.returncode != 0 and b"No sources file" in missing.stderr
-
-
 @pytest.mark.slow
 def test_a_whole_split_evaluation_adds_its_figures_to_the_runs_tensorboard(workdir, tmp_path):
     run_dir = tmp_path / "run"

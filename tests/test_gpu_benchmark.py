@@ -1,4 +1,4 @@
-"""benchmarks/gpu.py: the peak table, the ratios, the smoke mode's fields on any backend, and the full
+"""benchmarks/gpu.py: the peak table, the ratios, the quick mode's fields on any backend, and the full
 mode's one-line refusal without a GPU (no timing thresholds here)."""
 
 from __future__ import annotations
@@ -90,13 +90,13 @@ def test_full_mode_without_a_gpu_exits_2_with_one_line(tmp_path: pathlib.Path) -
     completed = train_support.run_python(["benchmarks/gpu.py", f"--out={tmp_path / 'gpu.json'}"], env, timeout=300)
     assert completed.returncode == 2, completed.stderr[-3000:]
     assert len(completed.stderr.strip().splitlines()) == 1
-    assert "no GPU here" in completed.stderr and "--smoke" in completed.stderr
+    assert "no GPU here" in completed.stderr and "--quick" in completed.stderr
     assert completed.stdout == "" and not (tmp_path / "gpu.json").exists()
 
 
 def test_unknown_subset_is_rejected_in_one_line(tmp_path: pathlib.Path) -> None:
     env = train_support.subprocess_env(str(tmp_path / "cache"))
-    completed = train_support.run_python(["benchmarks/gpu.py", "--smoke", "--dtypes=float16"], env, timeout=120)
+    completed = train_support.run_python(["benchmarks/gpu.py", "--quick", "--dtypes=float16"], env, timeout=120)
     assert completed.returncode == 2 and completed.stdout == ""
     assert completed.stderr.strip().splitlines() == [
         "gpu.py: error: --dtypes: unknown ['float16']; choose from ('float32', 'bfloat16')."]
@@ -104,17 +104,18 @@ def test_unknown_subset_is_rejected_in_one_line(tmp_path: pathlib.Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.end_to_end
-def test_smoke_mode_writes_every_field(tmp_path: pathlib.Path) -> None:
+def test_quick_mode_writes_every_field(tmp_path: pathlib.Path) -> None:
     out = tmp_path / "gpu.json"
     env = train_support.subprocess_env(str(tmp_path / "cache"))
     # One model and one dtype keep the test short; the others are the same loop body with other arguments.
     # bfloat16: the dtype of the device figures.
+    # --smoke: the old name of --quick, still accepted.
     completed = train_support.run_python(["benchmarks/gpu.py", "--smoke", "--models=base", "--dtypes=bfloat16",
                                           f"--out={out}"], env)
     assert completed.returncode == 0, completed.stderr[-5000:]
     report = json.loads(out.read_text())
     assert json.loads(completed.stdout) == report
-    assert report["mode"] == "smoke" and report["device"]["backend"] == "cpu" and report["device"]["device_count"] >= 1
+    assert report["mode"] == "quick" and report["device"]["backend"] == "cpu" and report["device"]["device_count"] >= 1
     assert report["complete"] is True and report["pending"] == []
     assert set(report["shapes"]) == set(gpu.FULL) | {"vocab_size", "beam_size", "alpha"}
     assert set(report["peaks"]) == {"bfloat16"}
@@ -140,3 +141,4 @@ def test_smoke_mode_writes_every_field(tmp_path: pathlib.Path) -> None:
             assert peer["target_tokens_per_s"] > 0 and peer["sentences_per_s"] > 0
             assert records["xla"]["ours_over_peer"] > 0 and report["beam"]["base"][dtype]["ours_over_peer"] > 0
     assert "beam 4 base" in completed.stderr
+    assert report["machine"]["cpu_count"] > 0 and report["note"] == ""

@@ -1,5 +1,5 @@
 """benchmarks/time_to_bleu.py: training time without evaluation, the first evaluation at the target, the
-JSON and plot of a smoke run (no timing thresholds here)."""
+JSON and plot of a quick run (no timing thresholds here)."""
 
 from __future__ import annotations
 
@@ -83,7 +83,7 @@ def _run_smoke(tmp_path: pathlib.Path, *extra: str) -> tuple[dict, pathlib.Path]
     out = tmp_path / "out" / "time_to_bleu.json"
     env = train_support.subprocess_env(str(tmp_path.parent / "compilation_cache"))
     completed = train_support.run_python(
-        ["benchmarks/time_to_bleu.py", "--smoke", f"--workdir={tmp_path / 'work'}", f"--out={out}", *extra], env)
+        ["benchmarks/time_to_bleu.py", "--quick", f"--workdir={tmp_path / 'work'}", f"--out={out}", *extra], env)
     assert completed.returncode == 0, completed.stderr[-5000:]
     assert "first reached at step 6" in completed.stdout
     return json.loads(out.read_text()), out
@@ -91,7 +91,7 @@ def _run_smoke(tmp_path: pathlib.Path, *extra: str) -> tuple[dict, pathlib.Path]
 
 def _check_report(report: dict, out: pathlib.Path) -> None:
     assert out.with_suffix(".png").stat().st_size > 0
-    assert report["smoke"] and report["protocol"]["beam_size"] == 4
+    assert report["quick"] and report["protocol"]["beam_size"] == 4
     assert report["protocol"]["length_penalty_alpha"] == 0.6
     assert report["overrides"]["num_bleu_examples"] == str(time_to_bleu.WHOLE_SPLIT)  # The whole dev split.
     evaluations = report["evaluations"]

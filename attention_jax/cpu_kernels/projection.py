@@ -59,7 +59,7 @@ def transpose_in_row_blocks(matrix: Array) -> Array:
     input: ``M`` cache lines, ``4 C`` bytes apart. Once the input outgrows the L2 cache those lines are
     evicted before the next columns would reuse them. Blocks of 128 rows, each transposed on its own
     behind an ``optimization_barrier`` (which keeps XLA from fusing them back into one transpose) and
-    then concatenated, stay in cache (``python benchmarks/transpose.py`` times both; figures in
+    then concatenated, stay in cache (figures in
     ``docs/benchmarks.md``, "CPU kernels"; smaller blocks compile more slowly for the same step time).
     A matrix of one block is transposed whole. For one device: on a mesh whose devices each hold some of
     the rows, GSPMD moves blocks between them (:func:`contract_trailing` transposes whole there).

@@ -61,7 +61,7 @@ def default_row_lengths(max_len: int) -> tuple[int, ...]:
     Notes
     -----
     More, shorter rows are cheaper to attend over but leave more gaps; these three lengths were
-    chosen by ``benchmarks/packing.py --one_length`` on ``messages_en_de`` (figures:
+    chosen by the removed ``benchmarks/packing.py --one_length`` on ``messages_en_de`` (figures:
     ``docs/real_language.md``, "Fewer wasted tokens (packing)").
     """
     shorter = (3 * max_len // 8, 3 * max_len // 4)
@@ -351,7 +351,7 @@ class PackedPlan:
         Notes
         -----
         Attention costs about this many keys per query position. For bucketed batches the
-        counterpart is the bucket length averaged the same way (``benchmarks/packing.py`` reports both).
+        counterpart is the bucket length averaged the same way (the removed ``benchmarks/packing.py`` reported both).
         """
         slots = [batches * rows * length for batches, rows, length in
                  zip(self._batches_per_length(), self.shapes.global_rows, self.shapes.lengths)]

@@ -311,7 +311,7 @@ def translate_stoppably(translator: decode.Translator, sources: Sequence[str], *
     sort_by_length : bool
         Cut the sources into batches after sorting them longest first (the default, and what
         ``translator.translate`` does). False cuts them in input order: each batch is then padded to its
-        longest sentence, the unsorted baseline that ``benchmarks/whole_split_decode.py`` compares against.
+        longest sentence, the unsorted baseline of docs/benchmarks.md's whole-split timing.
 
     Returns
     -------

@@ -15,7 +15,7 @@ run"). Two ways round it are here:
 
 Cross-attention of a decode step has one query position too, and its keys and values (the encoder
 output, projected) do not change during a search; XLA hoisted their projection out of the search
-loop but still transposed them at every step (``benchmarks/op_profile.py``; docs/benchmarks.md,
+loop but still transposed them at every step (docs/benchmarks.md,
 "History: where a beam search's time went"). It therefore takes :func:`single_query_attention`, as does every
 attention with one query position outside decode mode (without dropout or stored weights). In a
 beam search the hypotheses of one sentence share its cross-attention keys and values (one row per
@@ -34,7 +34,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from attention_jax.models.softmax import attend, masked_softmax  # noqa: F401 (attend: benchmarks/gpu_step_changes.py)
+from attention_jax.models.softmax import masked_softmax
 
 Array = jax.Array
 

@@ -30,8 +30,8 @@ class DecodeSettings:
     (:func:`attention_jax.decoding.decode_steps.cache_stage_ends`); 1 sizes it for the longest allowed
     output from the first step. Translations are the same either way; more stages decode faster but
     compile a loop body per stage. Staging pays where most outputs end long before the input + 50 tokens
-    the cache is sized for, at the cost of one loop compilation per stage: ``benchmarks/translate.py``
-    measures both on a trained run (figures in its docstring). Two stages (the default) pay for their
+    the cache is sized for, at the cost of one loop compilation per stage: ``docs/benchmarks.md``
+    measures both on a trained run ("History: growing the cache in stages"). Two stages (the default) pay for their
     compile time from about a thousand sentences on there.
     """
 

@@ -1,8 +1,8 @@
 """Matmul FLOPs of Transformer training, counted from the shapes (no framework imports).
 
-The one FLOP count of the project: ``benchmarks/flops.py`` re-exports it for the step benchmarks (JAX
-and, in another virtual environment, PyTorch), and every run's ``results.json`` records
-:func:`training_flops`. Table 3's other cost estimate, the paper's, is :func:`paper_training_flops`.
+The one FLOP count of the project: ``benchmarks/train_step.py`` reports MFU with it, and every run's
+``results.json`` records :func:`training_flops`. Table 3's other cost estimate, the paper's, is
+:func:`paper_training_flops`.
 
 Convention: a multiply-add is 2 FLOPs and a lone add or multiply 1, counted as
 ``attention_jax/models/attention_functions.py`` does the arithmetic (chunk padding and the

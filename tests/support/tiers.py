@@ -51,15 +51,10 @@ END_TO_END_FILES = frozenset({
     "tests/test_multihost.py",
     "tests/test_distributed.py",
     "tests/test_benchmark_flags.py",
-    "tests/test_complexity_benchmark.py",
+    "tests/test_benchmark_quick_modes.py",
     "tests/test_gpu_benchmark.py",
-    "tests/test_gpu_profile.py",
-    "tests/test_gpu_step_changes.py",
-    "tests/test_op_profile.py",
-    "tests/test_packing_benchmark.py",
     "tests/test_peer_flax_benchmark.py",
     "tests/test_time_to_bleu_benchmark.py",
-    "tests/test_transpose_benchmark.py",
 })
 """Test files of the end-to-end tier, relative to the repository root."""
 
