@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 from absl import app, flags
 
-from attention_jax.user_errors import exit_with_error
+from attention_jax.foundation.user_errors import exit_with_error
 
 CONFIG_OVERRIDE_PREFIX = "--config."
 HELP_ARGUMENTS = ("--help", "-help", "--helpshort", "-h", "-?")

@@ -59,7 +59,7 @@ REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
 
-from attention_jax import run_files  # noqa: E402 (after the path set-up; no JAX)
+from attention_jax.foundation import run_files  # noqa: E402 (after the path set-up; no JAX)
 from attention_jax.training import device_peaks  # noqa: E402
 
 from benchmarks import command_line  # noqa: E402  (absl and the error line; no JAX)

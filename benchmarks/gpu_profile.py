@@ -79,7 +79,7 @@ BENCHMARKS_DIR = REPO_ROOT / "benchmarks"
 sys.path.insert(0, str(REPO_ROOT))
 sys.path.insert(0, str(BENCHMARKS_DIR))
 
-from attention_jax import run_files  # noqa: E402  (no JAX: the peer's process runs before ours imports it)
+from attention_jax.foundation import run_files  # noqa: E402  (no JAX: the peer's process runs before ours imports it)
 
 from benchmarks import command_line  # noqa: E402
 from child_process import repository_environment, run_captured  # noqa: E402

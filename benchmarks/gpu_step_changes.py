@@ -53,7 +53,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 import optax  # noqa: E402
 
-from attention_jax import run_files  # noqa: E402
+from attention_jax.foundation import run_files  # noqa: E402
 from attention_jax.models import attention, decode_attention, metrics  # noqa: E402
 from attention_jax.training import device_peaks, train_state  # noqa: E402
 from benchmarks import command_line  # noqa: E402

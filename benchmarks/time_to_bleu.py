@@ -61,7 +61,7 @@ REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
 
-from attention_jax import run_files  # noqa: E402  (no JAX: this process only drives and reads)
+from attention_jax.foundation import run_files  # noqa: E402  (no JAX: this process only drives and reads)
 from benchmarks import command_line  # noqa: E402
 from child_process import repository_environment, run_captured  # noqa: E402
 

@@ -67,7 +67,7 @@ sys.path.insert(0, str(REPO_ROOT))
 
 import jax  # noqa: E402
 
-from attention_jax import run_files  # noqa: E402
+from attention_jax.foundation import run_files  # noqa: E402
 from attention_jax.decoding import decode, inference  # noqa: E402
 from attention_jax.evaluation import translation_quality  # noqa: E402
 from benchmarks import child_process, command_line, time_to_bleu  # noqa: E402

@@ -10,8 +10,8 @@ import pathlib
 import pytest
 from absl import logging
 
-from attention_jax import quiet_libraries
 from attention_jax.data import first_use, tsv_dataset
+from attention_jax.foundation import quiet_libraries
 
 PACKAGE = pathlib.Path(quiet_libraries.__file__).resolve().parent
 LIBRARY = "/venv/lib/python3.11/site-packages"

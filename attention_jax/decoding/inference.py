@@ -13,16 +13,16 @@ import dataclasses
 import os
 from typing import Any
 
-from attention_jax import run_files
 from attention_jax.checkpointing import checkpoints, exported_run, params_checkpoints
 from attention_jax.data import input_pipeline
 from attention_jax.data.data_config import DataConfig
 from attention_jax.data.tokenizer import Tokenizer
 from attention_jax.decoding import decode
 from attention_jax.experiment.sections import Experiment
+from attention_jax.foundation import run_files
+from attention_jax.foundation.user_errors import MissingInputError, path_argument
 from attention_jax.models.transformer_config import TransformerConfig
 from attention_jax.models.variants import ModelKind
-from attention_jax.user_errors import MissingInputError, path_argument
 
 
 @dataclasses.dataclass
