@@ -13,7 +13,7 @@ import pytest
 from attention_jax.foundation import user_errors
 
 PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "attention_jax"
-HOME = PACKAGE / "user_errors.py"
+HOME = PACKAGE / "foundation" / "user_errors.py"
 
 
 def _exit_status_definitions_and_error_lines(path: pathlib.Path) -> list[str]:

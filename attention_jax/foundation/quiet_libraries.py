@@ -33,7 +33,7 @@ from absl import logging
 from attention_jax.foundation import full_disk, log_format
 
 # Where our own log lines come from: the library, and the repository's launchers, configs and benchmarks.
-_PACKAGE_DIRECTORY = os.path.dirname(os.path.abspath(__file__))  # attention_jax/
+_PACKAGE_DIRECTORY = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # attention_jax/
 _OUR_DIRECTORIES = tuple(os.path.join(os.path.dirname(_PACKAGE_DIRECTORY), name) + os.sep
                          for name in ("launch", "configs", "benchmarks")) + (_PACKAGE_DIRECTORY + os.sep,)
 
