@@ -79,7 +79,7 @@ def __getattr__(name: str) -> Any:
 
     Notes
     -----
-    Any other name raises ``AttributeError``, so ``from attention_jax import run_files`` still imports
+    Any other name raises ``AttributeError``, so ``from attention_jax import foundation`` still imports
     the submodule.
     """
     if name not in _EXPORTS:

@@ -42,7 +42,7 @@ def __getattr__(name: str) -> types.ModuleType:
     Notes
     -----
     Raises ``AttributeError`` (``ImportError`` under ``from ... import``) naming the shipped configs for an
-    unknown name, and :class:`attention_jax.user_errors.UserInputError` without a checkout.
+    unknown name, and :class:`attention_jax.foundation.user_errors.UserInputError` without a checkout.
     """
     if name.startswith("__"):  # Module machinery (__path__, __file__, ...): not a config.
         raise AttributeError(name)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import importlib
 
 from attention_jax.commands import shipped_configs
-from attention_jax.user_errors import UserInputError, exit_with_error
+from attention_jax.foundation.user_errors import UserInputError, exit_with_error
 
 
 def run() -> None:

@@ -58,7 +58,7 @@ from absl import flags
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
-from attention_jax import run_files  # noqa: E402 (after the path set-up; no JAX)
+from attention_jax.foundation import run_files  # noqa: E402 (after the path set-up; no JAX)
 from attention_jax.training import device_peaks  # noqa: E402
 from benchmarks import harness  # noqa: E402  (no JAX imported yet: the peers run first)
 from benchmarks.peer_flax import _peer_shape_flags  # noqa: E402

@@ -21,8 +21,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 from absl import app, flags
 
-from attention_jax import run_files
-from attention_jax.user_errors import exit_with_error
+from attention_jax.foundation import run_files
+from attention_jax.foundation.user_errors import exit_with_error
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 DEFAULT_PEER_DIR = REPO_ROOT.parent / "shared" / "peers"

@@ -58,7 +58,7 @@ from absl import flags
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
-from attention_jax import run_files  # noqa: E402  (no JAX: this process only drives and reads)
+from attention_jax.foundation import run_files  # noqa: E402  (no JAX: this process only drives and reads)
 from benchmarks import harness  # noqa: E402
 
 DEFAULT_CONFIG = "configs/small_corpus.py"

@@ -27,9 +27,10 @@ from typing import Sequence
 
 from absl import app, flags
 
-from attention_jax import run_files, user_errors
+from attention_jax.commands import entry_points
+from attention_jax.foundation import run_files, user_errors
+from attention_jax.foundation.user_errors import UserInputError
 from attention_jax.reports import sweep_rows
-from attention_jax.user_errors import UserInputError
 
 _ROOT = flags.DEFINE_string("root", None, "Sweep root written by launch.sweep.")
 _TO = flags.DEFINE_string("to", None, "Directory to copy the finished runs into (created if needed).")
@@ -79,7 +80,7 @@ def export_results(root: str, destination: str) -> list[str]:
     Notes
     -----
     Raises ``FileNotFoundError`` when ``root`` holds no sweep (no ``sweep.json`` and no run
-    directories), naming the root, and :class:`attention_jax.user_errors.UserInputError` when ``root`` is
+    directories), naming the root, and :class:`attention_jax.foundation.user_errors.UserInputError` when ``root`` is
     a file, a file of the sweep is damaged, or ``destination`` is a file or cannot be written, before
     anything is copied.
     """
@@ -122,4 +123,4 @@ def main(argv: Sequence[str]) -> None:
 
 
 if __name__ == "__main__":
-    user_errors.run_in_one_line("launch.export_results", main)
+    entry_points.run_in_one_line("launch.export_results", main)

@@ -25,7 +25,7 @@ import threading
 import time
 from typing import Callable, Sequence
 
-from attention_jax import run_files
+from attention_jax.foundation import run_files
 from attention_jax.reports import sweep_rows
 from launch import row_processes, sweep_record
 from launch.sweep_spec import RowJob, RowOutcome

@@ -24,7 +24,7 @@ import threading
 from types import FrameType
 from typing import Any, Callable, Sequence
 
-from attention_jax import run_files
+from attention_jax.foundation import run_files
 
 STOPPED_EXIT = run_files.STOPPED_EXIT_STATUS  # attention_jax.main checkpointed on SIGTERM/SIGINT.
 _PR_SET_PDEATHSIG = 1

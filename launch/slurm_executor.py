@@ -23,7 +23,7 @@ import subprocess
 import time
 from typing import Callable, Sequence
 
-from attention_jax import run_files
+from attention_jax.foundation import run_files
 from launch import sweep_record
 from launch.sweep_spec import RowJob, RowOutcome
 

@@ -52,8 +52,8 @@ from typing import Callable, Sequence
 
 from absl import app, flags
 
-from attention_jax import quiet_exits, run_files, user_errors
 from attention_jax.experiment import corpora
+from attention_jax.foundation import quiet_exits, run_files, user_errors
 from attention_jax.reports import all_reports, sweep_report
 from attention_jax.training import workdir_lock
 from launch import local_executor, row_processes, slurm_executor, sweep_record, sweep_spec, tpu_executor

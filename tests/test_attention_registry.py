@@ -18,8 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from attention_jax.entry_settings import EntrySettings
-from attention_jax.field_declarations import POSITIVE, setting
+from attention_jax.foundation.field_declarations import POSITIVE, EntrySettings, setting
 from attention_jax.models import attention, attention_registry, flops, language_model, model, positional_encodings
 from attention_jax.models.attention_registry import AttentionFunction
 from attention_jax.models.positional_encodings import PositionalEncodingScheme, PositionTarget

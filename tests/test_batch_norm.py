@@ -29,14 +29,14 @@ import numpy as np
 import optax
 import pytest
 
-from attention_jax import run_files
 from attention_jax.checkpointing import params_checkpoints
 from attention_jax.decoding import decode, generation
 from attention_jax.experiment import sections
+from attention_jax.foundation import run_files
+from attention_jax.foundation.user_errors import UserInputError
 from attention_jax.models import language_model, model, normalization, normalization_registry
 from attention_jax.models.transformer_config import TransformerConfig
 from attention_jax.training import setup_checks, train, train_state
-from attention_jax.user_errors import UserInputError
 from tests.support import normalization_reference as oracle
 from tests.support import train_support
 from tests.support.sweep_cli import REPO_ROOT, TINY_TRAINING, tiny_data_dir  # noqa: F401 (a fixture)

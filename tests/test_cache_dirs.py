@@ -6,9 +6,9 @@ import pathlib
 
 import pytest
 
-from attention_jax import cache_dirs
 from attention_jax.checkpointing import compilation_cache
 from attention_jax.data import data_sources
+from attention_jax.foundation import cache_dirs
 from attention_jax.training import device_peaks
 from tests.support.fake_data import data_config
 

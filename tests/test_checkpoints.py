@@ -14,8 +14,8 @@ import pytest
 
 from attention_jax.checkpointing import checkpoints, params_checkpoints, resume_checks
 from attention_jax.commands import average_checkpoints
+from attention_jax.foundation.user_errors import UserInputError
 from attention_jax.training import train, train_state
-from attention_jax.user_errors import UserInputError
 from tests.support import fake_data, train_support
 
 

@@ -15,8 +15,8 @@ import matplotlib.image
 import numpy as np
 import pytest
 
+from attention_jax.foundation.user_errors import UserInputError
 from attention_jax.reports import all_reports, comparison, comparison_report, sweep_rows
-from attention_jax.user_errors import UserInputError
 from launch import sweep_record, sweep_spec
 
 SWEEP_FILE = '''

@@ -1,6 +1,6 @@
 """One declaration per config field: the schema, the sections, the resume checks and the docs table follow.
 
-Each field is a ``setting(...)`` field of its section's dataclass (attention_jax/field_declarations.py);
+Each field is a ``setting(...)`` field of its section's dataclass (attention_jax/foundation/field_declarations.py);
 these tests check that everything else is derived from it: a section refuses what the schema refuses,
 with the same words; no section holds a field the schema does not know; the resume rules and the old
 runs' values are those the fields declare; docs/config_fields.md is the page the declarations render.
@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from attention_jax import field_declarations
 from attention_jax.checkpointing import resume_checks
 from attention_jax.experiment import fields_table, schema, sections
-from attention_jax.field_declarations import POSITIVE, ResumeRule, setting
+from attention_jax.foundation import field_declarations
+from attention_jax.foundation.field_declarations import POSITIVE, ResumeRule, setting
 from configs import tiny
 
 # Fields a section holds that are not config fields of its own: copied from another section or derived.

@@ -21,11 +21,11 @@ import numpy as np
 import pytest
 import sacrebleu
 
-from attention_jax import run_files
 from attention_jax.checkpointing import checkpoints, params_checkpoints
 from attention_jax.commands import evaluation_scalars
 from attention_jax.data import input_pipeline
 from attention_jax.decoding import inference
+from attention_jax.foundation import run_files
 from tests.support import decoding_runs, event_files, train_support
 from tests.support.decoding_runs import STEPS
 

@@ -10,10 +10,10 @@ import jax
 import numpy as np
 import pytest
 
-from attention_jax import run_files
 from attention_jax.checkpointing import checkpoints, params_checkpoints
 from attention_jax.commands import average_checkpoints
 from attention_jax.experiment import sections
+from attention_jax.foundation import run_files
 from attention_jax.training import early_stopping, train
 from tests.support import fake_data
 

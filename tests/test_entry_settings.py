@@ -17,9 +17,8 @@ import ml_collections
 import pytest
 
 from attention_jax.checkpointing import resume_checks
-from attention_jax.entry_settings import EntrySettings
 from attention_jax.experiment import fields_table, schema, sections
-from attention_jax.field_declarations import POSITIVE, setting
+from attention_jax.foundation.field_declarations import POSITIVE, EntrySettings, setting
 from attention_jax.models import attention_registry, normalization_registry, positional_encodings
 from attention_jax.models.positional_encodings import AttentionPositions, RelativeSettings
 from attention_jax.models.transformer_config import TransformerConfig

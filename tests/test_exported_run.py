@@ -19,10 +19,10 @@ import pytest
 import sentencepiece as spm
 from safetensors.numpy import load_file
 
-from attention_jax import run_files
 from attention_jax.checkpointing import exported_run
 from attention_jax.decoding import inference
-from attention_jax.user_errors import UserInputError
+from attention_jax.foundation import run_files
+from attention_jax.foundation.user_errors import UserInputError
 from tests.support import decoding_runs, train_support
 
 pytestmark = pytest.mark.end_to_end

@@ -21,9 +21,9 @@ import jax
 import numpy as np
 import pytest
 
-from attention_jax import log_format, run_files
-from attention_jax.training import train_state, workdir_lock
 from attention_jax.checkpointing import checkpoints, params_checkpoints, resume_checks
+from attention_jax.foundation import log_format, run_files
+from attention_jax.training import train_state, workdir_lock
 from tests.support import fake_data, train_support
 from tests.support.sweep_cli import (REPO_ROOT, sweep_in_process, tiny_data_dir, tiny_flags,  # noqa: F401
                                      train_tiny_in_process)

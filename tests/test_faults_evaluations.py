@@ -18,10 +18,10 @@ import signal
 
 import pytest
 
-from attention_jax import run_files
 from attention_jax.checkpointing import checkpoints
+from attention_jax.foundation import run_files
+from attention_jax.foundation.user_errors import UserInputError
 from attention_jax.training import train
-from attention_jax.user_errors import UserInputError
 from tests.support import fake_data, train_support
 
 pytestmark = [pytest.mark.end_to_end]

@@ -20,8 +20,7 @@ import types
 
 import pytest
 
-from attention_jax import full_disk
-from attention_jax import quiet_libraries
+from attention_jax.foundation import full_disk, quiet_libraries
 from tests.support import sweep_cli, train_support
 from tests.support.sweep_cli import REPO_ROOT, tiny_flags
 

@@ -13,11 +13,11 @@ import sys
 
 import pytest
 
-from attention_jax import run_files
 from attention_jax.commands import text_io
 from attention_jax.decoding import generation
 from attention_jax.experiment import sections
-from attention_jax.user_errors import MissingInputError, UserInputError
+from attention_jax.foundation import run_files
+from attention_jax.foundation.user_errors import MissingInputError, UserInputError
 from tests.support import fake_data, train_support
 from tests.support.sweep_cli import REPO_ROOT
 

@@ -9,7 +9,7 @@ import pathlib
 
 import pytest
 
-from attention_jax import run_files
+from attention_jax.foundation import run_files
 from attention_jax.training import progress, train, train_state
 from tests.support import fake_data
 

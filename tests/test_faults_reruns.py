@@ -24,11 +24,11 @@ import jax
 import numpy as np
 import pytest
 
-from attention_jax import log_format, run_files
 from attention_jax.checkpointing import checkpoints, params_checkpoints, resume_checks
 from attention_jax.data import tokenizer as tokenizer_module
+from attention_jax.foundation import log_format, run_files
+from attention_jax.foundation.user_errors import UserInputError
 from attention_jax.training import early_stopping, run_evaluation, setup_checks, train, train_state
-from attention_jax.user_errors import UserInputError
 from tests.support import fake_data, train_support
 
 pytestmark = [pytest.mark.end_to_end]

@@ -14,8 +14,8 @@ import shutil
 import numpy as np
 import pytest
 
-from attention_jax import run_files
 from attention_jax.checkpointing import checkpoints
+from attention_jax.foundation import run_files
 from attention_jax.training import train
 from tests.support import fake_data, train_support
 
@@ -74,7 +74,7 @@ def random_run(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
 def test_an_output_file_that_is_another_runs_own_is_refused(random_run: pathlib.Path, tmp_path: pathlib.Path,
                                                               name: str) -> None:
     from attention_jax.commands import output_files
-    from attention_jax.user_errors import UserInputError
+    from attention_jax.foundation.user_errors import UserInputError
 
     other = tmp_path / "runs" / "other"
     shutil.copytree(random_run, other, ignore=shutil.ignore_patterns("checkpoints"))
@@ -98,7 +98,7 @@ def test_a_damaged_export_file_is_named_by_its_hash(random_run: pathlib.Path, tm
                                                     name: str) -> None:
     from attention_jax.checkpointing import exported_run
     from attention_jax.decoding import inference
-    from attention_jax.user_errors import UserInputError
+    from attention_jax.foundation.user_errors import UserInputError
 
     out = tmp_path / "export"
     record = inference.export_run(inference.load_run(str(random_run)), str(out))
@@ -180,8 +180,8 @@ def test_load_run_make_translator_and_save_safetensors_name_a_wrong_argument(ran
 
 def test_a_batch_or_decoding_cache_no_device_holds_is_refused_before_compiling() -> None:
     from attention_jax.experiment import size_limits
+    from attention_jax.foundation.user_errors import UserInputError
     from attention_jax.training import setup_checks
-    from attention_jax.user_errors import UserInputError
 
     with pytest.raises(UserInputError, match=r"one step needs at least [\d,.]+ GiB per device, more than the .* of "
                                              r"this cpu device; most of it is the activations of 2,147,483,647 "
@@ -228,8 +228,8 @@ def test_warmup_beyond_the_run_is_warned_with_the_fraction_of_the_peak_reached(
 
 
 def test_a_checkpoint_directory_that_is_a_file_and_an_uncreatable_workdir_are_one_line(tmp_path: pathlib.Path) -> None:
+    from attention_jax.foundation.user_errors import UserInputError
     from attention_jax.training import workdir_lock
-    from attention_jax.user_errors import UserInputError
 
     (tmp_path / "checkpoints").write_text("not a directory")
     with pytest.raises(UserInputError, match=r"checkpoints is a file, not the run's checkpoint directory: move it"):
@@ -240,7 +240,7 @@ def test_a_checkpoint_directory_that_is_a_file_and_an_uncreatable_workdir_are_on
 
 
 def test_a_dangling_symlink_workdir_is_called_a_link_not_a_file(tmp_path: pathlib.Path) -> None:
-    from attention_jax.user_errors import UserInputError
+    from attention_jax.foundation.user_errors import UserInputError
 
     link = tmp_path / "run"
     link.symlink_to(tmp_path / "gone")
@@ -285,8 +285,8 @@ def test_a_directory_with_the_users_own_config_json_is_not_a_run_directory(tmp_p
 def test_a_damaged_data_splits_record_refuses_the_resume_and_a_fresh_run_replaces_it(tmp_path: pathlib.Path,
                                                                                      damage: str) -> None:
     from attention_jax.checkpointing import resume_checks
+    from attention_jax.foundation.user_errors import UserInputError
     from attention_jax.training import setup_checks
-    from attention_jax.user_errors import UserInputError
 
     data = fake_data.FakeData()
     resume_checks.write_data_splits(str(tmp_path), data.split_fingerprints())
@@ -355,7 +355,7 @@ def test_translate_and_average_retry_until_a_whole_checkpoint_is_read(random_run
 def test_a_reader_that_never_gets_a_whole_checkpoint_says_why(random_run: pathlib.Path, tmp_path: pathlib.Path,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     from attention_jax.decoding import inference
-    from attention_jax.user_errors import UserInputError
+    from attention_jax.foundation.user_errors import UserInputError
 
     run_dir = tmp_path / "run"
     shutil.copytree(random_run, run_dir)

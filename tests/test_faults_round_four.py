@@ -165,7 +165,7 @@ def random_run(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
                                   "metrics.jsonl", "averaged/params"])
 def test_an_output_file_that_is_the_runs_own_is_refused(random_run: pathlib.Path, name: str) -> None:
     from attention_jax.commands import output_files
-    from attention_jax.user_errors import UserInputError
+    from attention_jax.foundation.user_errors import UserInputError
 
     with pytest.raises(UserInputError, match=rf"--out=.*{name} is the run's own {name} in .*writing over it "
                                              r"would break the run"):
@@ -192,7 +192,7 @@ def test_a_new_output_file_beside_the_run_or_elsewhere_is_fine(random_run: pathl
 @pytest.mark.slow
 def test_an_output_file_in_a_read_only_directory_is_refused_before_any_work(tmp_path: pathlib.Path) -> None:
     from attention_jax.commands import output_files
-    from attention_jax.user_errors import UserInputError
+    from attention_jax.foundation.user_errors import UserInputError
     from tests.support.read_only import read_only
 
     locked = tmp_path / "locked"
@@ -240,8 +240,8 @@ def test_the_trainer_names_a_truncated_tokenizer_as_damaged(random_run: pathlib.
     import types
 
     from attention_jax.checkpointing import checkpoints
+    from attention_jax.foundation.user_errors import UserInputError
     from attention_jax.training import setup_checks
-    from attention_jax.user_errors import UserInputError
 
     damaged = _damaged_copy(random_run, tmp_path)
     data = types.SimpleNamespace(tokenizer=types.SimpleNamespace(
@@ -286,7 +286,7 @@ def test_the_commands_refuse_a_runs_own_file_and_a_damaged_tokenizer_in_one_line
 
 
 def test_a_closed_pipe_ends_the_block_with_status_141_and_a_silenced_stdout(tmp_path: pathlib.Path) -> None:
-    from attention_jax import quiet_exits
+    from attention_jax.foundation import quiet_exits
 
     with open(tmp_path / "stdout", "w") as stdout:
         with pytest.raises(SystemExit) as leaving, quiet_exits.quiet_pipe_and_interrupt(stdout):
@@ -297,7 +297,7 @@ def test_a_closed_pipe_ends_the_block_with_status_141_and_a_silenced_stdout(tmp_
 
 
 def test_ctrl_c_ends_the_block_with_status_130_and_other_errors_pass() -> None:
-    from attention_jax import quiet_exits
+    from attention_jax.foundation import quiet_exits
 
     with pytest.raises(SystemExit) as leaving, quiet_exits.quiet_pipe_and_interrupt():
         raise KeyboardInterrupt
@@ -362,8 +362,8 @@ def _data_with_dev(pairs: int, too_long: int, empty: int = 0) -> object:
 
 
 def test_a_dev_split_with_no_pair_within_max_len_is_refused_before_training() -> None:
+    from attention_jax.foundation.user_errors import UserInputError
     from attention_jax.training import setup_checks
-    from attention_jax.user_errors import UserInputError
     from tests.support import fake_data
 
     experiment = fake_data.tiny_experiment(max_len=3, tokens_per_batch=300)

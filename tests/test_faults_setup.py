@@ -20,12 +20,12 @@ import jax
 import numpy as np
 import pytest
 
-from attention_jax import run_files
 from attention_jax.checkpointing import checkpoints, resume_checks
 from attention_jax.data import first_use, input_pipeline
 from attention_jax.experiment import schema, sections
+from attention_jax.foundation import run_files
+from attention_jax.foundation.user_errors import UserInputError
 from attention_jax.training import setup_checks, sharding, train, train_state
-from attention_jax.user_errors import UserInputError
 from tests.support import fake_data, train_support
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]

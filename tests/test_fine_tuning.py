@@ -20,10 +20,10 @@ import jax
 import numpy as np
 import pytest
 
-from attention_jax import run_files
 from attention_jax.checkpointing import checkpoints, params_checkpoints, resume_checks
+from attention_jax.foundation import run_files
+from attention_jax.foundation.user_errors import UserInputError
 from attention_jax.training import fine_tuning, train
-from attention_jax.user_errors import UserInputError
 from tests.support import fake_data, sweep_cli, train_support
 from tests.support.sweep_cli import REPO_ROOT, tiny_flags
 

@@ -15,7 +15,7 @@ import pytest
 
 import attention_jax.configs
 from attention_jax.commands import shipped_configs
-from attention_jax.user_errors import UserInputError
+from attention_jax.foundation.user_errors import UserInputError
 from tests.support.sweep_cli import REPO_ROOT, tiny_data_dir, tiny_flags  # noqa: F401 (a fixture)
 
 PAGE_SWEEP_FILE = (REPO_ROOT / "docs" / "extending.md").read_text().split("# my_sweep.py\n", 1)[1].split("```")[0]

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from attention_jax import run_files
+from attention_jax.foundation import run_files
 from tests.support import train_support
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]

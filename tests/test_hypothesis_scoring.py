@@ -17,7 +17,7 @@ import sacrebleu
 
 from attention_jax.commands import hypothesis_scoring
 from attention_jax.evaluation import sacrebleu_scores, translation_quality
-from attention_jax.user_errors import UserInputError
+from attention_jax.foundation.user_errors import UserInputError
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 

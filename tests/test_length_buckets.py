@@ -20,10 +20,10 @@ import sys
 import numpy as np
 import pytest
 
-from attention_jax import run_files
 from attention_jax.data import length_buckets
+from attention_jax.foundation import run_files
+from attention_jax.foundation.user_errors import MissingInputError, UserInputError
 from attention_jax.reports import positions_report, sweep_rows
-from attention_jax.user_errors import MissingInputError, UserInputError
 from configs.sweeps import positions
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]

@@ -12,8 +12,8 @@ import tensorflow_datasets as tfds
 from attention_jax.checkpointing import resume_checks
 from attention_jax.data import lm_data, synthetic_en_de
 from attention_jax.data.data_config import DataConfig
+from attention_jax.foundation.user_errors import UserInputError
 from attention_jax.models import model
-from attention_jax.user_errors import UserInputError
 from tests.support import fake_data
 
 

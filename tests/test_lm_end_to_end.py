@@ -10,9 +10,9 @@ import sys
 
 import pytest
 
-from attention_jax import log_format
 from attention_jax.checkpointing import checkpoints, resume_checks
 from attention_jax.experiment import sections
+from attention_jax.foundation import log_format
 from attention_jax.models import flops
 from attention_jax.training import train
 from tests.test_lm_data import _write_txt_corpus

@@ -9,7 +9,8 @@ import time
 from absl import logging
 from absl.testing import flagsaver
 
-from attention_jax import log_format
+from attention_jax.commands import entry_points
+from attention_jax.foundation import log_format
 
 
 def _record(level: int, message: str, *args: object) -> python_logging.LogRecord:
@@ -17,7 +18,7 @@ def _record(level: int, message: str, *args: object) -> python_logging.LogRecord
 
 
 def test_short_lines_are_time_level_letter_and_message_and_absl_is_a_flag_away() -> None:
-    formatter = log_format.ShortFormatter(logging.PythonFormatter())
+    formatter = log_format.ShortFormatter(logging.PythonFormatter(), entry_points.long_log_format)
     record = _record(python_logging.INFO, "step %d/%d | loss %.4f", 150, 2400, 3.25)
     assert formatter.format(record) == time.strftime("%H:%M:%S", time.localtime(record.created)) + \
         " I step 150/2400 | loss 3.2500"

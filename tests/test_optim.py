@@ -11,11 +11,11 @@ import numpy as np
 import optax
 import pytest
 
-from attention_jax import run_files
 from attention_jax.checkpointing import checkpoints, params_checkpoints, resume_checks
 from attention_jax.experiment.sections import OptimizerConfig
+from attention_jax.foundation import run_files
+from attention_jax.foundation.user_errors import UserInputError
 from attention_jax.training import train, train_state
-from attention_jax.user_errors import UserInputError
 from tests.support import fake_data, reference
 
 

@@ -30,8 +30,8 @@ import attention_jax
 from attention_jax.checkpointing import safetensors_params
 from attention_jax.decoding import decode, exported_functions, inference
 from attention_jax.experiment import sections
+from attention_jax.foundation.user_errors import UserInputError
 from attention_jax.training import train
-from attention_jax.user_errors import UserInputError
 from tests.support import fake_data, train_support
 
 pytestmark = pytest.mark.end_to_end  # The tests that need the trained run are also marked slow.

@@ -10,10 +10,10 @@ import pathlib
 import pytest
 from absl import logging
 
-from attention_jax import quiet_libraries
 from attention_jax.data import first_use, tsv_dataset
+from attention_jax.foundation import quiet_libraries
 
-PACKAGE = pathlib.Path(quiet_libraries.__file__).resolve().parent
+PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "attention_jax"  # Not quiet_libraries.py's own folder.
 LIBRARY = "/venv/lib/python3.11/site-packages"
 
 

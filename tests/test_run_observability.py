@@ -19,8 +19,8 @@ from typing import Any, Iterator
 
 import pytest
 
-from attention_jax import run_files
 from attention_jax.evaluation import progress
+from attention_jax.foundation import run_files
 from attention_jax.training import device_peaks, metric_writer, throughput, train
 from tests.support import event_files, fake_data
 

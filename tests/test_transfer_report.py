@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 
 from attention_jax.experiment import corpora, schema
+from attention_jax.foundation.user_errors import UserInputError
 from attention_jax.reports import all_reports, comparison, positions_report, sweep_rows, transfer_report
-from attention_jax.user_errors import UserInputError
 from launch import sweep_record, sweep_spec
 from tests.support.sweep_cli import REPO_ROOT
 

@@ -1,5 +1,5 @@
 """A user's mistake ends a command with one line and exit status 2, and both facts have one home:
-``attention_jax.user_errors`` (issue 36, the duplicated exit status of ``commands/config_errors.py``)."""
+``attention_jax.foundation.user_errors`` (issue 36, the duplicated exit status of ``commands/config_errors.py``)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import sys
 
 import pytest
 
-from attention_jax import user_errors
+from attention_jax.foundation import user_errors
 
 PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "attention_jax"
-HOME = PACKAGE / "user_errors.py"
+HOME = PACKAGE / "foundation" / "user_errors.py"
 
 
 def _exit_status_definitions_and_error_lines(path: pathlib.Path) -> list[str]:
@@ -35,7 +35,7 @@ def _exit_status_definitions_and_error_lines(path: pathlib.Path) -> list[str]:
 def test_the_exit_status_and_the_error_line_are_defined_once() -> None:
     elsewhere = [finding for path in sorted(PACKAGE.rglob("*.py")) if path != HOME
                  for finding in _exit_status_definitions_and_error_lines(path)]
-    assert not elsewhere, "use attention_jax.user_errors (USAGE_ERROR, exit_with_error):\n" + "\n".join(elsewhere)
+    assert not elsewhere, "use attention_jax.foundation.user_errors (USAGE_ERROR, exit_with_error):\n" + "\n".join(elsewhere)
 
 
 def test_exit_with_error_prints_one_line_and_exits_with_the_status(capsys: pytest.CaptureFixture) -> None:
@@ -52,7 +52,7 @@ def test_exit_with_error_prints_one_line_and_exits_with_the_status(capsys: pytes
 # the disk fills): the error line, then the process must still end with its status.
 STUCK_COMMAND = """
 import threading, types
-from attention_jax import user_errors
+from attention_jax.foundation import user_errors
 from attention_jax.commands import entry_points
 
 user_errors.SHUTDOWN_GRACE_S = 1.0

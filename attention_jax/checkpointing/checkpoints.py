@@ -35,11 +35,11 @@ from absl import logging
 from etils import epath
 from jax.experimental import multihost_utils
 
-from attention_jax import full_disk, run_files
 from attention_jax.checkpointing import error_lines, exported_run
 from attention_jax.experiment import schema, sections
 from attention_jax.experiment.sections import Experiment
-from attention_jax.user_errors import UserInputError
+from attention_jax.foundation import full_disk, run_files
+from attention_jax.foundation.user_errors import UserInputError
 
 _Read = TypeVar("_Read")
 
@@ -465,7 +465,7 @@ class TrainingCheckpoints:
         Notes
         -----
         Saving a step that already exists is a no-op. A full disk, met here or by the previous
-        asynchronous save, raises ``OSError`` (:mod:`~attention_jax.full_disk`).
+        asynchronous save, raises ``OSError`` (:mod:`~attention_jax.foundation.full_disk`).
         """
         step = int(state.step)
         if step in self._manager.all_steps():

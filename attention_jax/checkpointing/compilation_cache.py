@@ -7,7 +7,7 @@ so with the cache they start training or decoding after a load of milliseconds p
 
 The directory comes from, in order: JAX's own ``JAX_COMPILATION_CACHE_DIR`` environment variable, then
 the config field ``compilation_cache_dir``: ``""`` for no cache, a path, or ``"default"`` (the base
-config's value) for ``$ATTENTION_JAX_CACHE_DIR/jax_compilation_cache`` (:mod:`attention_jax.cache_dirs`),
+config's value) for ``$ATTENTION_JAX_CACHE_DIR/jax_compilation_cache`` (:mod:`attention_jax.foundation.cache_dirs`),
 else :data:`DEFAULT_DIRECTORY`.
 The cache is trusted code: do not point it at a directory that others can write.
 """
@@ -19,7 +19,7 @@ import os
 import jax
 from absl import logging
 
-from attention_jax import cache_dirs
+from attention_jax.foundation import cache_dirs
 
 DEFAULT_DIRECTORY = "~/.cache/attention_jax/jax_compilation_cache"
 """Where compiled programs go unless an environment variable or the config names another place."""

@@ -21,10 +21,10 @@ import json
 import os
 from typing import Any
 
-from attention_jax import run_files
 from attention_jax.checkpointing import safetensors_params
 from attention_jax.experiment.sections import Experiment
-from attention_jax.user_errors import UserInputError
+from attention_jax.foundation import run_files
+from attention_jax.foundation.user_errors import UserInputError
 
 PARAMS_FILE = "params.safetensors"
 """The parameters' file in an export directory."""
@@ -70,7 +70,7 @@ def check_export_files(directory: str) -> None:
 
     Notes
     -----
-    Raises :class:`~attention_jax.user_errors.UserInputError` in one line naming the file and the fix.
+    Raises :class:`~attention_jax.foundation.user_errors.UserInputError` in one line naming the file and the fix.
     An export written before the hashes were recorded is checked for its parameters file only.
     """
     fix = "export the run again (python -m attention_jax.export --format=directory)"
@@ -102,7 +102,7 @@ def check_export_target(out: str) -> None:
 
     Notes
     -----
-    Raises :class:`~attention_jax.user_errors.UserInputError` for a file, or for a directory holding
+    Raises :class:`~attention_jax.foundation.user_errors.UserInputError` for a file, or for a directory holding
     anything but an earlier export (a training run's ``config.json`` and ``tokenizer.model`` would be
     overwritten), before anything is read or written.
     """
@@ -200,7 +200,7 @@ def load_export_params(directory: str, checkpoint: str = "latest", average_last:
 
     Notes
     -----
-    Raises :class:`~attention_jax.user_errors.UserInputError` in one line for another checkpoint, an
+    Raises :class:`~attention_jax.foundation.user_errors.UserInputError` in one line for another checkpoint, an
     average, or a parameters file that is not safetensors.
     """
     import jax.numpy as jnp  # Here: reading the record needs no JAX.

@@ -21,7 +21,6 @@ import orbax.checkpoint as ocp
 from absl import logging
 from etils import epath
 
-from attention_jax import full_disk, run_files
 from attention_jax.checkpointing import error_lines
 from attention_jax.checkpointing.checkpoints import (
     PARAMS_ITEM,
@@ -31,8 +30,9 @@ from attention_jax.checkpointing.checkpoints import (
     read_while_rotating,
 )
 from attention_jax.experiment.sections import Experiment
+from attention_jax.foundation import full_disk, run_files
+from attention_jax.foundation.user_errors import UserInputError
 from attention_jax.models import language_model
-from attention_jax.user_errors import UserInputError
 
 
 def save_params(directory: str, step: int, params: Any, info: Mapping[str, Any], *, keep: int | None = 1) -> None:
@@ -55,7 +55,7 @@ def save_params(directory: str, step: int, params: Any, info: Mapping[str, Any],
     -----
     Written synchronously; orbax writes into a temporary directory and renames it when complete, so a
     crash never leaves a half-written step behind. A full disk raises ``OSError``
-    (:mod:`~attention_jax.full_disk`).
+    (:mod:`~attention_jax.foundation.full_disk`).
     """
     options = ocp.CheckpointManagerOptions(max_to_keep=keep, enable_async_checkpointing=False)
     with (_writing_alone(directory), full_disk.as_os_error(),

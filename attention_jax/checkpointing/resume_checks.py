@@ -18,12 +18,12 @@ import jax
 from absl import logging
 from etils import epath
 
-from attention_jax import run_files
 from attention_jax.checkpointing.checkpoints import finished_steps, flatten_config, read_config
 from attention_jax.experiment import schema
 from attention_jax.experiment.sections import Experiment
-from attention_jax.field_declarations import ResumeRule
-from attention_jax.user_errors import UserInputError
+from attention_jax.foundation import run_files
+from attention_jax.foundation.field_declarations import ResumeRule
+from attention_jax.foundation.user_errors import UserInputError
 
 # Each field's declaration says what a changed value means for a resumed run (field_declarations.ResumeRule); these
 # lists follow from the declarations.

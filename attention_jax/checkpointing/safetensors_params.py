@@ -32,10 +32,10 @@ import numpy as np
 from safetensors import SafetensorError, safe_open
 from safetensors.numpy import save
 
-from attention_jax import run_files
 from attention_jax.experiment import schema, sections
 from attention_jax.experiment.sections import Experiment
-from attention_jax.user_errors import UserInputError, path_argument
+from attention_jax.foundation import run_files
+from attention_jax.foundation.user_errors import UserInputError, path_argument
 
 SEPARATOR = "/"
 """Joins a leaf's keys into its tensor name."""

@@ -30,8 +30,8 @@ import os
 
 from absl import app, flags
 
-from attention_jax import run_files
-from attention_jax.user_errors import UserInputError, exit_with_error
+from attention_jax.foundation import run_files
+from attention_jax.foundation.user_errors import UserInputError, exit_with_error
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "Training workdir whose checkpoints are averaged.")
 _LAST = flags.DEFINE_integer("last", 0, "How many of the newest checkpoints to average "
@@ -108,7 +108,7 @@ def checkpoint_count(workdir: str, last: int) -> tuple[int, str]:
 
     Notes
     -----
-    Raises :class:`~attention_jax.user_errors.UserInputError` when ``last`` is 0 and the run's config asks
+    Raises :class:`~attention_jax.foundation.user_errors.UserInputError` when ``last`` is 0 and the run's config asks
     for one checkpoint (its final BLEU scores the last checkpoint alone): averaging it would copy one
     checkpoint and call it an average, so the user is told to pass ``--last=N``.
     """

@@ -22,7 +22,7 @@ from absl import flags
 
 from attention_jax.commands import entry_points, shipped_configs
 from attention_jax.experiment import schema
-from attention_jax.user_errors import exit_with_error
+from attention_jax.foundation.user_errors import exit_with_error
 
 
 def _config_file(spec: str) -> tuple[str, str]:

@@ -2,8 +2,9 @@
 
 ``pyproject.toml``'s ``[project.scripts]`` maps ``attention-jax-train`` to ``attention_jax.main:run``,
 ``attention-jax-translate`` to ``attention_jax.translate:run`` and so on; each module's ``__main__`` block
-calls the same ``run``, which calls :func:`run_command`. ``attention_jax/main.py`` is the training command
-itself; the other top-level modules hand :func:`run_command` their command in :mod:`attention_jax.commands`.
+calls the same ``run``, which hands :func:`run_command` its command in :mod:`attention_jax.commands`
+(``attention_jax.main``'s is :mod:`~attention_jax.commands.train`). The flags every command takes are
+defined here (``--log_format``).
 Two things differ between the two ways in and are evened out here:
 
 - absl's ``--help`` prints the docstring of the ``__main__`` module and the key flags of ``sys.argv[0]``;
@@ -22,12 +23,21 @@ from __future__ import annotations
 import os
 import sys
 import types
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from absl import app, flags
 
-from attention_jax import quiet_exits, quiet_libraries, user_errors
 from attention_jax.commands import shipped_configs
+from attention_jax.foundation import log_format, quiet_exits, quiet_libraries, user_errors
+
+_LOG_FORMAT = flags.DEFINE_enum("log_format", "short", list(log_format.LOG_FORMATS),
+                                "'short': 'HH:MM:SS I message' log lines; 'absl': absl's long prefix "
+                                "(date, microseconds, thread, file:line).")
+
+
+def long_log_format() -> bool:
+    """Whether ``--log_format=absl`` asks for absl's long log prefix (before flags are parsed: no)."""
+    return flags.FLAGS[_LOG_FORMAT.name].value == "absl"  # The Flag's value: the default before parsing.
 
 
 def add_config_import_paths(argv: Sequence[str], flag_name: str = "config") -> list[str]:
@@ -75,27 +85,29 @@ def add_config_import_paths(argv: Sequence[str], flag_name: str = "config") -> l
     return added
 
 
-def run_command(command: types.ModuleType,
-                flags_parser: Callable[[list[str]], list[str]] | None = None) -> None:
+def run_command(command: types.ModuleType, flags_parser: Callable[[list[str]], list[str]] | None = None,
+                name: str | None = None) -> None:
     """Run ``command.main`` under ``absl.app.run`` with the command's docstring and flags for ``--help``.
 
     Parameters
     ----------
     command : types.ModuleType
-        A module of :mod:`attention_jax.commands` (its ``main(argv)`` and its absl flags), or
-        :mod:`attention_jax.main`, the training command, itself (under ``python -m`` it is ``__main__``).
+        A module of :mod:`attention_jax.commands` (its ``main(argv)`` and its absl flags).
     flags_parser : callable
-        ``absl.app.run``'s ``flags_parser``: :func:`~attention_jax.user_errors.flag_errors_in_one_line` by default, or
+        ``absl.app.run``'s ``flags_parser``:
+        :func:`~attention_jax.foundation.user_errors.flag_errors_in_one_line` by default, or
         ``config_errors.parse_flags_or_exit`` for the commands that take a ``--config``.
+    name : str, optional
+        Its ``python -m`` name when that is not ``attention_jax.<module>`` (``attention_jax.main`` runs ``train``).
 
     Notes
     -----
     Does not return: ``absl.app.run`` exits with the command's status (a ``UsageError`` of ``main``'s is
-    one line with status 2: :func:`~attention_jax.user_errors.usage_errors_in_one_line`), and
-    :func:`~attention_jax.user_errors.arm_exit_deadline` makes sure the process does end with it
+    one line with status 2: :func:`~attention_jax.foundation.user_errors.usage_errors_in_one_line`), and
+    :func:`~attention_jax.foundation.user_errors.arm_exit_deadline` makes sure the process does end with it
     (a library thread that blocks the interpreter's shutdown is cut short after
-    :data:`~attention_jax.user_errors.SHUTDOWN_GRACE_S` seconds). A closed stdout pipe and Ctrl-C end
-    the command quietly with status 141 and 130 (:mod:`attention_jax.quiet_exits`).
+    :data:`~attention_jax.foundation.user_errors.SHUTDOWN_GRACE_S` seconds). A closed stdout pipe and Ctrl-C end
+    the command quietly with status 141 and 130 (:mod:`attention_jax.foundation.quiet_exits`).
     """
     program = sys.modules["__main__"]
     if not program.__doc__:  # A console script's wrapper; `python -m` runs the shim, whose doc is the command's.
@@ -103,9 +115,9 @@ def run_command(command: types.ModuleType,
     for flag in flags.FLAGS.get_key_flags_for_module(command.__name__):
         flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)  # What --help lists.
     add_config_import_paths(sys.argv)
-    quiet_libraries.install()  # Other libraries' INFO lines only at --verbosity=1.
+    quiet_libraries.install(long_log_format)  # Other libraries' INFO lines only at --verbosity=1.
     module_name = command.__spec__.name if command.__spec__ is not None else command.__name__  # Not "__main__".
-    name = f"attention_jax.{module_name.rpartition('.')[2]}"  # Its `python -m` name (user_errors.program_name).
+    name = name or f"attention_jax.{module_name.rpartition('.')[2]}"  # Its `python -m` name (program_name).
     try:
         with quiet_exits.quiet_pipe_and_interrupt():  # `translate | head`, Ctrl-C: status 141 / 130, no traceback.
             app.run(user_errors.usage_errors_in_one_line(name, command.main),
@@ -114,3 +126,27 @@ def run_command(command: types.ModuleType,
         status = leaving.code if isinstance(leaving.code, int) else 0 if leaving.code is None else 1
         user_errors.arm_exit_deadline(name, status)
         raise
+
+
+def run_in_one_line(program: str, main: Callable[[Any], Any]) -> None:
+    """``absl.app.run(main)`` with a flag or usage mistake reported in one line, exit status 2.
+
+    Parameters
+    ----------
+    program : str
+        The command's name for the error line.
+    main : callable
+        The command's ``main(argv)``.
+
+    Notes
+    -----
+    For the commands run as ``python -m`` under their library module's name (the length split and its
+    evaluation, the step budgets, the gettext corpus) and ``launch.export_results``: the same quiet
+    libraries and quiet exits as :func:`run_command`. Does not return.
+    """
+    for flag in flags.FLAGS.get_key_flags_for_module(main.__module__):
+        flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)  # What --helpshort lists.
+    quiet_libraries.install(long_log_format)
+    with quiet_exits.quiet_pipe_and_interrupt():
+        app.run(user_errors.usage_errors_in_one_line(program, main),
+                flags_parser=user_errors.flag_errors_in_one_line(program))

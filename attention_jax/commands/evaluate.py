@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING
 
 from absl import app, flags, logging
 
-from attention_jax.user_errors import UserInputError, exit_with_error
+from attention_jax.foundation.user_errors import UserInputError, exit_with_error
 
 if TYPE_CHECKING:
     from attention_jax.decoding.decode import Translator
@@ -99,8 +99,8 @@ def main(argv: list[str]) -> None:
     if not _WORKDIR.value:
         raise app.UsageError("--workdir is required: the run whose model translates (or give --hypotheses=FILE "
                              "--reference=FILE to score translations that exist).")
-    from attention_jax import run_files  # Here: fast --help, and fast refusals before JAX loads.
     from attention_jax.evaluation import sacrebleu_scores
+    from attention_jax.foundation import run_files  # Here: fast --help, and fast refusals before JAX loads.
 
     try:
         sacrebleu_scores.check_bleu_tokenizer(_TOKENIZE.value)
@@ -220,8 +220,8 @@ def _load_translator() -> tuple[TrainedRun, Translator, list[int] | None]:
 
 def _check_flags(split: str | None, label: str) -> None:
     """Refuse, in one line, flags that do not go together; nothing has been read or written yet."""
-    from attention_jax import run_files
     from attention_jax.commands import output_files
+    from attention_jax.foundation import run_files
 
     if _NUM_EXAMPLES.value < 0:
         raise UserInputError(f"--num_examples must be >= 0 (0: all); got {_NUM_EXAMPLES.value}.")

@@ -16,8 +16,8 @@ import os
 
 from absl import logging
 
-from attention_jax import run_files
 from attention_jax.checkpointing import checkpoints, params_checkpoints
+from attention_jax.foundation import run_files
 from attention_jax.training import metric_writer
 
 

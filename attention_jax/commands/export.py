@@ -31,7 +31,7 @@ from typing import Any
 from absl import app, flags, logging
 
 from attention_jax.commands import output_files
-from attention_jax.user_errors import UserInputError, exit_with_error
+from attention_jax.foundation.user_errors import UserInputError, exit_with_error
 
 FORMATS = ("safetensors", "jax_export", "directory")
 

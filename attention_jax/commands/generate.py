@@ -27,8 +27,8 @@ from typing import Any
 
 from absl import app, flags, logging
 
+from attention_jax.foundation.user_errors import UserInputError, exit_with_error
 from attention_jax.models.variants import ModelKind
-from attention_jax.user_errors import UserInputError, exit_with_error
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "Training work directory of a language model.", required=True)
 _CHECKPOINT = flags.DEFINE_string("checkpoint", "latest", "'latest', 'best' or a step number.")
@@ -54,9 +54,9 @@ _EVAL_STRIDE = flags.DEFINE_integer(
 
 def _evaluate(run: Any, split: str) -> None:
     """Print and write the perplexity and bits per byte of ``run`` (an ``inference.TrainedRun``) on ``split``."""
-    from attention_jax import run_files
     from attention_jax.data import lm_data
     from attention_jax.evaluation import lm_evaluation
+    from attention_jax.foundation import run_files
 
     lm_evaluation.resolve_stride(_EVAL_STRIDE.value, run.config.data.max_len)  # A bad stride before any data.
     result = lm_evaluation.evaluate_split(run.model_config, run.params, lm_data.get_datasets(run.data_config), split,
@@ -92,7 +92,7 @@ def main(argv: list[str]) -> None:
                                                seed=_SEED.value)
         run = inference.load_run(_WORKDIR.value, _CHECKPOINT.value, model_kind=ModelKind.DECODER_ONLY)
         if _EVAL_SPLIT.value:
-            from attention_jax import run_files
+            from attention_jax.foundation import run_files
 
             _evaluate(run, run_files.data_split(_EVAL_SPLIT.value))  # --eval_split=dev is validation.
             return

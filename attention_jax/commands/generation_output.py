@@ -6,7 +6,7 @@ import dataclasses
 import json
 
 from attention_jax.decoding.generation import Generator, SamplingSettings
-from attention_jax.user_errors import UserInputError
+from attention_jax.foundation.user_errors import UserInputError
 
 
 def sample_lines(generator: Generator, prompts: list[str], settings: SamplingSettings, *, num_samples: int = 1,

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from attention_jax.user_errors import UserInputError, exit_with_error
+from attention_jax.foundation.user_errors import UserInputError, exit_with_error
 
 MODEL_FLAGS = ("workdir", "split", "source", "checkpoint", "average_last", "num_examples", "beam_size", "alpha",
                "batch_size", "reaverage")
@@ -29,7 +29,7 @@ def check_no_model_flags(present: Sequence[str]) -> None:
 
     Notes
     -----
-    Raises :class:`~attention_jax.user_errors.UserInputError` naming them.
+    Raises :class:`~attention_jax.foundation.user_errors.UserInputError` naming them.
     """
     if present:
         given = ", ".join(f"--{name}" for name in present)
@@ -57,7 +57,7 @@ def score_file(hypotheses_file: str, reference_file: str, bleu_tokenizer: str) -
 
     Notes
     -----
-    Raises :class:`~attention_jax.user_errors.UserInputError` (one line) for an unknown or uninstalled
+    Raises :class:`~attention_jax.foundation.user_errors.UserInputError` (one line) for an unknown or uninstalled
     tokenizer, a missing, empty or directory file, or files of different line counts.
     """
     from attention_jax.commands import text_io
@@ -94,7 +94,7 @@ def run(program: str, hypotheses_file: str, reference_file: str, bleu_tokenizer:
     A mistake of the user's (:func:`check_no_model_flags`, :func:`score_file`, a ``--output`` that cannot be
     written) is one line on stderr with exit status 2; nothing is written before the figures are printed.
     """
-    from attention_jax import run_files
+    from attention_jax.foundation import run_files
 
     try:
         if not reference_file:

@@ -13,8 +13,8 @@ from __future__ import annotations
 import errno
 import os
 
-from attention_jax import run_files
-from attention_jax.user_errors import UserInputError
+from attention_jax.foundation import run_files
+from attention_jax.foundation.user_errors import UserInputError
 
 _WRITE_ERRNOS = (errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT, errno.ENOENT,
                  errno.ENAMETOOLONG, errno.ENOTDIR, errno.EISDIR)

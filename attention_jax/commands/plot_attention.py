@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from absl import app, flags
 
-from attention_jax.user_errors import UserInputError, exit_with_error
+from attention_jax.foundation.user_errors import UserInputError, exit_with_error
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "Training work directory.", required=True)
 _CHECKPOINT = flags.DEFINE_string("checkpoint", "latest",

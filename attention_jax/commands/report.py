@@ -37,9 +37,9 @@ import os
 
 from absl import app, flags
 
-from attention_jax import run_files
+from attention_jax.foundation import run_files
+from attention_jax.foundation.user_errors import UserInputError, exit_with_error
 from attention_jax.reports import all_reports, sweep_rows, transfer_report
-from attention_jax.user_errors import UserInputError, exit_with_error
 
 _ALL_ROWS = flags.DEFINE_bool("all_rows", False, "Report every row of the sweep, also those never launched.")
 _SUSTAINED_TFLOPS = flags.DEFINE_float("sustained_tflops", None,

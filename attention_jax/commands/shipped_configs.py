@@ -23,7 +23,7 @@ import sys
 from typing import Sequence
 
 import attention_jax
-from attention_jax.user_errors import UserInputError
+from attention_jax.foundation.user_errors import UserInputError
 
 _NAME = re.compile(r"[A-Za-z_]\w*(\.py)?")  # A module's file name: no folder, no other suffix.
 
@@ -73,7 +73,7 @@ def use_checkout(what: str) -> str:
 
     Notes
     -----
-    Raises :class:`attention_jax.user_errors.UserInputError` when ``attention_jax`` was not installed from a
+    Raises :class:`attention_jax.foundation.user_errors.UserInputError` when ``attention_jax`` was not installed from a
     checkout (``pip install -e .``, as the README says): ``configs/`` and ``launch/`` are folders of the
     repository, not installed packages.
     """

@@ -8,7 +8,7 @@ from typing import BinaryIO
 
 from absl import logging
 
-from attention_jax.user_errors import MissingInputError, UserInputError
+from attention_jax.foundation.user_errors import MissingInputError, UserInputError
 
 LINES_PER_BLOCK_PER_BATCH = 16  # Lines read before translating: 16 batches, sorted by length together.
 
@@ -96,8 +96,8 @@ def read_parallel_text(source_file: str, reference_file: str, *, source_flag: st
 
     Notes
     -----
-    Raises :class:`~attention_jax.user_errors.UserInputError`, one line naming the file and the fix, when
-    a file does not exist (:class:`~attention_jax.user_errors.MissingInputError`), is a directory, holds
+    Raises :class:`~attention_jax.foundation.user_errors.UserInputError`, one line naming the file and the fix, when
+    a file does not exist (:class:`~attention_jax.foundation.user_errors.MissingInputError`), is a directory, holds
     no sentence (empty or blank lines only), or when the two files differ in line count. Lines are read
     as :func:`read_lines` reads stdin: only ``\\n`` ends one, and undecodable bytes become U+FFFD with a warning.
     """

@@ -49,7 +49,7 @@ from typing import Any, BinaryIO
 from absl import app, flags, logging
 
 from attention_jax.commands.text_io import blocks, buffer_size, read_lines
-from attention_jax.user_errors import UserInputError, exit_with_error
+from attention_jax.foundation.user_errors import UserInputError, exit_with_error
 
 FORMATS = ("text", "jsonl")
 DEFAULT_WARM_UP_TOKENS = 32

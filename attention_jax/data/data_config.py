@@ -1,6 +1,6 @@
 """The data section of an experiment: corpus, splits, tokenizer and batches (Section 5.1), frozen.
 
-Each config field is declared here once (:func:`attention_jax.field_declarations.setting`): its type,
+Each config field is declared here once (:func:`attention_jax.foundation.field_declarations.setting`): its type,
 default, allowed values, meaning and what a change means for a resumed run. Built once from a checked
 config by :func:`attention_jax.experiment.sections.build_experiment`.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from attention_jax.field_declarations import POSITIVE, ResumeRule, check_declared, setting
+from attention_jax.foundation.field_declarations import POSITIVE, ResumeRule, check_declared, setting
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -59,5 +59,5 @@ data_threads
     fine_tune_from: str
 
     def __post_init__(self) -> None:
-        """Check every declared field (:func:`attention_jax.field_declarations.check_declared`)."""
+        """Check every declared field (:func:`attention_jax.foundation.field_declarations.check_declared`)."""
         check_declared(self, "data")

@@ -4,7 +4,7 @@
 
 ``"synthetic_en_de"`` or ``"synthetic_en_de/<builder config>"`` (e.g. ``"synthetic_en_de/small"``)
     The synthetic EN-DE corpus built into the package (``attention_jax.data.synthetic_en_de``), prepared
-    into ``config.data_dir`` (or :func:`attention_jax.cache_dirs.data_dir`'s default) on first use.
+    into ``config.data_dir`` (or :func:`attention_jax.foundation.cache_dirs.data_dir`'s default) on first use.
 ``"tsv:/path/to/dir"``
     A directory with ``train.tsv``, ``dev.tsv``, ``test.tsv`` (``source<TAB>target``), prepared once
     as a TFDS dataset (:mod:`attention_jax.data.tsv_dataset`). The first column is the source.
@@ -31,10 +31,10 @@ from tensorflow_datasets.core import constants as tfds_constants
 from tensorflow_datasets.core import decode as tfds_decode
 from tensorflow_datasets.proto import tf_example_pb2
 
-from attention_jax import cache_dirs
 from attention_jax.data import first_use
 from attention_jax.data.data_config import DataConfig
-from attention_jax.user_errors import MissingInputError, UserInputError
+from attention_jax.foundation import cache_dirs
+from attention_jax.foundation.user_errors import MissingInputError, UserInputError
 
 SYNTHETIC_DATASET = "synthetic_en_de"
 TSV_PREFIX = "tsv:"

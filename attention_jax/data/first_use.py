@@ -39,7 +39,7 @@ from typing import IO, Any
 
 from absl import logging
 
-from attention_jax.user_errors import UserInputError
+from attention_jax.foundation.user_errors import UserInputError
 
 LOCK_SUFFIX = ".lock"
 

@@ -23,12 +23,9 @@ import glob
 import os
 import random
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
-from absl import app, flags
-
-from attention_jax import run_files
-from attention_jax.user_errors import exit_with_error, run_in_one_line
+from attention_jax.foundation import run_files
 
 DEFAULT_LOCALE_DIR = "/usr/share/locale"
 SPLIT_SIZES = {"dev": 2000, "test": 2000}
@@ -157,22 +154,7 @@ def write_corpus(corpus: Corpus, directory: str, language: str) -> None:
     run_files.write_atomically(os.path.join(directory, "README.md"), readme)
 
 
-_LANGUAGE = flags.DEFINE_string("language", None, "Locale of the translations, e.g. fr, es, pt_BR.")
-_OUT = flags.DEFINE_string("out", None, "Directory to write train/dev/test.tsv into.")
-_LOCALE_DIR = flags.DEFINE_string("locale_dir", DEFAULT_LOCALE_DIR, "Where the locales are.")
+if __name__ == "__main__":  # The command (its flags) is in attention_jax/commands/.
+    from attention_jax.commands import gettext_corpus as command
 
-
-def main(argv: Sequence[str]) -> None:
-    """Build and write the corpus; print its sizes."""
-    if len(argv) > 1 or not _LANGUAGE.value or not _OUT.value:
-        raise app.UsageError("usage: python -m attention_jax.data.gettext_corpus --language=fr --out=DIR")
-    try:
-        corpus = build_corpus(_LANGUAGE.value, _LOCALE_DIR.value)
-    except (FileNotFoundError, ValueError) as error:
-        exit_with_error("attention_jax.data.gettext_corpus", str(error))
-    write_corpus(corpus, _OUT.value, _LANGUAGE.value)
-    print({name: len(pairs) for name, pairs in corpus.pairs.items()}, f"from {len(corpus.packages)} packages")
-
-
-if __name__ == "__main__":
-    run_in_one_line("attention_jax.data.gettext_corpus", main)
+    command.run()

@@ -42,7 +42,7 @@ from absl import logging
 from attention_jax.data import batching, data_sources, packing, token_cache
 from attention_jax.data import tokenizer as tokenizer_lib
 from attention_jax.data.data_config import DataConfig
-from attention_jax.user_errors import UserInputError
+from attention_jax.foundation.user_errors import UserInputError
 
 SPLITS = ("train", "validation", "test")
 MIN_VOCABULARY_FILL = 0.5

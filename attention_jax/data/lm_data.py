@@ -34,7 +34,7 @@ from absl import logging
 from attention_jax.data import lm_sources
 from attention_jax.data import tokenizer as tokenizer_lib
 from attention_jax.data.data_config import DataConfig
-from attention_jax.user_errors import UserInputError
+from attention_jax.foundation.user_errors import UserInputError
 
 ROLES = ("train", "validation", "test")
 _PREFETCH_BATCHES = 8

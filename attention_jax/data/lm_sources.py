@@ -22,10 +22,10 @@ from typing import Any
 import tensorflow_datasets as tfds
 from tensorflow_datasets.core import constants as tfds_constants
 
-from attention_jax import cache_dirs
 from attention_jax.data import data_sources
 from attention_jax.data.data_config import DataConfig
-from attention_jax.user_errors import MissingInputError, UserInputError
+from attention_jax.foundation import cache_dirs
+from attention_jax.foundation.user_errors import MissingInputError, UserInputError
 
 TXT_PREFIX = "txt:"
 TXT_FILES = {"train": "train.txt", "validation": "dev.txt", "test": "test.txt"}

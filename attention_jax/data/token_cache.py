@@ -19,9 +19,9 @@ import re
 import numpy as np
 from absl import logging
 
-from attention_jax import run_files
 from attention_jax.data import data_sources, first_use
 from attention_jax.data import tokenizer as tokenizer_lib
+from attention_jax.foundation import run_files
 
 _TOKENIZE_CHUNK = 8192
 

@@ -26,9 +26,9 @@ import numpy as np
 import sentencepiece as spm
 from absl import logging
 
-from attention_jax import run_files
 from attention_jax.data import first_use
-from attention_jax.user_errors import MissingInputError, UserInputError
+from attention_jax.foundation import run_files
+from attention_jax.foundation.user_errors import MissingInputError, UserInputError
 
 PAD_ID = 0
 UNK_ID = 1
@@ -94,7 +94,7 @@ class Tokenizer:
         Notes
         -----
         Raises FileNotFoundError when the file does not exist, and
-        :class:`attention_jax.user_errors.UserInputError` (a ``ValueError``), one line naming the file, when
+        :class:`attention_jax.foundation.user_errors.UserInputError` (a ``ValueError``), one line naming the file, when
         it is not a SentencePiece model this project wrote (truncated, damaged or another file copied over it:
         SentencePiece's own ``RuntimeError`` names no file).
         """
@@ -324,7 +324,7 @@ def tokenizer_for(fine_tune_from: str) -> Tokenizer | None:
 
     Notes
     -----
-    Raises :class:`attention_jax.user_errors.MissingInputError` when that run has no ``tokenizer.model``.
+    Raises :class:`attention_jax.foundation.user_errors.MissingInputError` when that run has no ``tokenizer.model``.
     """
     source_workdir = fine_tune_from
     if not source_workdir:

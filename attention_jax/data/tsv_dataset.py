@@ -29,7 +29,7 @@ from absl import logging
 from etils import epath
 
 from attention_jax.data import first_use
-from attention_jax.user_errors import MissingInputError, UserInputError
+from attention_jax.foundation.user_errors import MissingInputError, UserInputError
 
 TSV_FILE_OF_SPLIT = {"train": "train.tsv", "validation": "dev.tsv", "test": "test.tsv"}
 SOURCE_KEY = "source"

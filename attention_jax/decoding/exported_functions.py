@@ -29,12 +29,12 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from attention_jax import run_files
 from attention_jax.decoding import decode
+from attention_jax.foundation import run_files
+from attention_jax.foundation.user_errors import MissingInputError, UserInputError
 from attention_jax.models.decode_settings import DecodeSettings
 from attention_jax.models.model import PAD_ID, Transformer
 from attention_jax.models.transformer_config import TransformerConfig
-from attention_jax.user_errors import MissingInputError, UserInputError
 
 Array = jax.Array
 FUNCTIONS = ("logits", "translate")

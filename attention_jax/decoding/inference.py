@@ -13,16 +13,16 @@ import dataclasses
 import os
 from typing import Any
 
-from attention_jax import run_files
 from attention_jax.checkpointing import checkpoints, exported_run, params_checkpoints
 from attention_jax.data import input_pipeline
 from attention_jax.data.data_config import DataConfig
 from attention_jax.data.tokenizer import Tokenizer
 from attention_jax.decoding import decode
 from attention_jax.experiment.sections import Experiment
+from attention_jax.foundation import run_files
+from attention_jax.foundation.user_errors import MissingInputError, path_argument
 from attention_jax.models.transformer_config import TransformerConfig
 from attention_jax.models.variants import ModelKind
-from attention_jax.user_errors import MissingInputError, path_argument
 
 
 @dataclasses.dataclass
@@ -140,8 +140,8 @@ def load_run(workdir: str, checkpoint: str = "latest", *, average_last: int = 0,
     config or checkpoint and ``ValueError`` for
     parameters that do not fit the config, with messages that say what to do. The tokenizer is the
     run's own ``tokenizer.model`` (written by training), so no corpus is opened; a run without one is
-    refused (:class:`attention_jax.user_errors.MissingInputError`), and so is a damaged one
-    (:class:`attention_jax.user_errors.UserInputError`, a ``ValueError``): a tokenizer rebuilt from the corpus
+    refused (:class:`attention_jax.foundation.user_errors.MissingInputError`), and so is a damaged one
+    (:class:`attention_jax.foundation.user_errors.UserInputError`, a ``ValueError``): a tokenizer rebuilt from the corpus
     need not be the one the weights were trained with (the corpus may have changed since), and its
     token ids would decode to garbage. ``"latest"`` tolerates a trainer that rotates checkpoints away
     meanwhile (``config.keep_checkpoints``): when the chosen one disappears while it is read, the newest
@@ -252,7 +252,7 @@ def export_run(run: TrainedRun, out: str, *, step: int | None = None) -> dict[st
     ``out`` holds ``params.safetensors``, ``config.json``, ``tokenizer.model`` and ``export.json``
     (:mod:`attention_jax.checkpointing.exported_run`); what ``export --format=directory`` writes. A file
     or a directory of other files (a training run's) is refused with
-    :class:`~attention_jax.user_errors.UserInputError` before anything is written.
+    :class:`~attention_jax.foundation.user_errors.UserInputError` before anything is written.
     """
     exported_run.check_export_target(out)
     return exported_run.write_export_directory(out, run.params, run.config,

@@ -20,10 +20,10 @@ import jax
 import numpy as np
 
 from attention_jax.evaluation import lm_windows
+from attention_jax.foundation.user_errors import UserInputError
 from attention_jax.models import metrics
 from attention_jax.models.language_model import LanguageModel
 from attention_jax.models.transformer_config import TransformerConfig
-from attention_jax.user_errors import UserInputError
 
 
 def resolve_stride(stride: int, window: int) -> int:
@@ -43,7 +43,7 @@ def resolve_stride(stride: int, window: int) -> int:
 
     Notes
     -----
-    Raises :class:`attention_jax.user_errors.UserInputError` for a stride outside ``[0, L]``.
+    Raises :class:`attention_jax.foundation.user_errors.UserInputError` for a stride outside ``[0, L]``.
     """
     if stride == 0:
         return max(1, window // 2)
@@ -82,7 +82,7 @@ def evaluate_split(model_config: TransformerConfig, params: Any, data: Any, spli
     -----
     Single-process: every row is scored here. Raises ``ValueError`` if the windows do not score every
     token of the split exactly once (a defect, never a user error), and
-    :class:`attention_jax.user_errors.UserInputError` for a split without any document (e.g. an empty
+    :class:`attention_jax.foundation.user_errors.UserInputError` for a split without any document (e.g. an empty
     ``dev.txt``): no tokens have no perplexity, and reporting 1.0 would be a perfect score from no data.
     """
     window = data.row_length

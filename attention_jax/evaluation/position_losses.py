@@ -28,11 +28,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from absl import flags, logging
 
-from attention_jax import run_files
 from attention_jax.data import length_buckets
-from attention_jax.user_errors import UserInputError, exit_with_error, run_in_one_line
+from attention_jax.foundation import run_files
+from attention_jax.foundation.user_errors import UserInputError
 
 _MIN_TOKENS = 50  # A bin with fewer scored tokens is not drawn: its mean would be one sentence's noise.
 
@@ -197,48 +196,7 @@ def plot_runs(records: Sequence[dict[str, Any]], path: str, *, bin_size: int) ->
     plt.close(figure)
 
 
-_WORKDIRS: Any = None  # Set by _define_flags.
-_BUCKETS: Any = None
-_OUT: Any = None
-_BIN: Any = None
-_BATCH_SIZE: Any = None
+if __name__ == "__main__":  # The command (its flags) is in attention_jax/commands/.
+    from attention_jax.commands import position_losses as command
 
-
-_PROGRAM = "attention_jax.evaluation.position_losses"  # Its error lines' prefix in-process.
-
-
-def main(argv: Sequence[str]) -> None:
-    """Score every ``--workdir`` and draw them in ``--out``."""
-    if len(argv) > 1 or not _WORKDIRS.value or not _BUCKETS.value or not _OUT.value:
-        exit_with_error(_PROGRAM, "usage: python -m attention_jax.evaluation.position_losses "
-                        "--buckets=SPLIT_DIR --workdir=RUN [--workdir=RUN ...] --out=PLOT.png")
-    if _BIN.value < 1:
-        exit_with_error(_PROGRAM, f"--bin must be a positive number of positions; got {_BIN.value}.")
-    try:
-        length_buckets.read_split(_BUCKETS.value)
-        for workdir in _WORKDIRS.value:
-            if not os.path.isfile(os.path.join(workdir, run_files.RESULTS_FILE)):
-                raise UserInputError(f"--workdir={workdir} holds no finished run ({run_files.RESULTS_FILE}).")
-        run_files.check_directory(os.path.dirname(os.path.abspath(_OUT.value)), "--out", writable=True)
-        records = []
-        for workdir in _WORKDIRS.value:
-            records.append(score_run(workdir, _BUCKETS.value, batch_size=_BATCH_SIZE.value))
-            logging.info("%s: %d target tokens scored by position.", workdir, sum(records[-1]["counts"]))
-    except (UserInputError, FileNotFoundError) as error:
-        exit_with_error(_PROGRAM, str(error))
-    plot_runs(records, _OUT.value, bin_size=_BIN.value)
-    print(f"wrote {_OUT.value}")
-
-
-def _define_flags() -> None:
-    global _WORKDIRS, _BUCKETS, _OUT, _BIN, _BATCH_SIZE
-    _WORKDIRS = flags.DEFINE_multi_string("workdir", [], "A finished run to score (repeat for several).")
-    _BUCKETS = flags.DEFINE_string("buckets", None, "The length split (python -m attention_jax.data.length_buckets).")
-    _OUT = flags.DEFINE_string("out", None, "The plot to write (PNG).")
-    _BIN = flags.DEFINE_integer("bin", 8, "Target positions per point of the plot.")
-    _BATCH_SIZE = flags.DEFINE_integer("batch_size", 64, "Pairs per forward pass.")
-
-
-if __name__ == "__main__":
-    _define_flags()
-    run_in_one_line(_PROGRAM, main)
+    command.run()

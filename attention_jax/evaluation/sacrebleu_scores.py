@@ -17,7 +17,7 @@ from typing import Any
 
 from sacrebleu.metrics import BLEU, CHRF, TER
 
-from attention_jax.user_errors import UserInputError
+from attention_jax.foundation.user_errors import UserInputError
 
 DEFAULT_BLEU_TOKENIZER = "13a"
 """sacrebleu's default BLEU tokenizer, the one the WMT figures use."""

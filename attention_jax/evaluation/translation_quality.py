@@ -25,7 +25,6 @@ import jax.numpy as jnp
 import numpy as np
 from sacrebleu.metrics import BLEU
 
-from attention_jax import run_files
 from attention_jax.decoding import decode
 from attention_jax.evaluation import progress
 from attention_jax.evaluation.sacrebleu_scores import (  # noqa: F401 (CorpusScores: re-exported)
@@ -34,6 +33,7 @@ from attention_jax.evaluation.sacrebleu_scores import (  # noqa: F401 (CorpusSco
     check_one_reference_each,
     corpus_scores,
 )
+from attention_jax.foundation import run_files
 from attention_jax.models.model import PAD_ID, Transformer
 from attention_jax.models.transformer_config import TransformerConfig
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pathlib
 
-from attention_jax import entry_settings
 from attention_jax.experiment import schema
-from attention_jax.field_declarations import NO_OLD_RUN_VALUE, Field, ResumeRule
+from attention_jax.foundation import field_declarations
+from attention_jax.foundation.field_declarations import NO_OLD_RUN_VALUE, Field, ResumeRule
 from attention_jax.models import feed_forward_registry
 
 PAGE = pathlib.Path(__file__).resolve().parents[2] / "docs" / "config_fields.md"
@@ -29,7 +29,8 @@ _HEADER = """# Config fields
 Every field a config file, a sweep row or a `--config.FIELD=VALUE` flag may set, section by section:
 its type, the paper's default, the values it takes, what a changed value means when a run directory is
 resumed, and its meaning. Each row is one declaration in the section's dataclass
-(`setting(...)` in [`attention_jax/field_declarations.py`](../attention_jax/field_declarations.py));
+(`setting(...)` in
+[`attention_jax/foundation/field_declarations.py`](../attention_jax/foundation/field_declarations.py));
 this page is written from them by `attention_jax/experiment/fields_table.py` (a test compares them), so
 it is never edited by hand. "Old runs" is what a `config.json` written before the field existed meant.
 A registry entry's own settings (an attention function's, a positional encoding's, a normalisation's) are
@@ -69,7 +70,7 @@ def _settings_rows(section: str) -> str:
         if field.section != section or field.settings_of is None:
             continue
         for entry, settings_class in field.settings_of().items():
-            for setting in entry_settings.settings_fields(settings_class):
+            for setting in field_declarations.settings_fields(settings_class):
                 cells = (f"`{field.name}.{entry}.{setting.name}`", setting.kind, f"`{setting.default!r}`",
                          _allowed(setting), setting.doc)
                 rows.append("| " + " | ".join(_cell(cell) for cell in cells) + " |\n")

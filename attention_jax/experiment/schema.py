@@ -3,7 +3,7 @@
 A config file's ``get_config()``, each row of a sweep and each ``--config.FIELD=VALUE`` flag set fields of
 one flat config (``configs/base.py`` is :func:`default_config`, the paper's base model). Before anything
 runs, :func:`check_config` compares all of it with :data:`FIELDS`, which each section's dataclass
-declares (:data:`SECTION_CLASSES`, :func:`attention_jax.field_declarations.setting`: one declaration per
+declares (:data:`SECTION_CLASSES`, :func:`attention_jax.foundation.field_declarations.setting`: one declaration per
 field gives its type, default, range, meaning and resume rule): a key the table does not hold (with the
 closest field's name), a value of the wrong type or one outside its range is one
 :class:`ConfigError` line naming where it was set. A run's ``config.json`` keeps the same flat form;
@@ -22,10 +22,10 @@ import dataclasses
 import importlib
 from typing import Any, Iterable, Mapping
 
-from attention_jax import entry_settings
 from attention_jax.data.data_config import DataConfig
 from attention_jax.experiment.settings import ExperimentSettings, OptimizerConfig, RunConfig
-from attention_jax.field_declarations import (
+from attention_jax.foundation import field_declarations
+from attention_jax.foundation.field_declarations import (
     NO_OLD_RUN_VALUE,
     PAPER_FIGURES,
     Field,
@@ -34,9 +34,9 @@ from attention_jax.field_declarations import (
     declared_fields,
     did_you_mean,
 )
+from attention_jax.foundation.user_errors import UserInputError
 from attention_jax.models.decode_settings import DecodeSettings
 from attention_jax.models.transformer_config import TransformerConfig
-from attention_jax.user_errors import UserInputError
 
 __all__ = ["PAPER_FIGURES", "SECTIONS", "SECTION_CLASSES", "FIELDS", "FIELDS_BY_NAME", "OLD_RUN_DEFAULTS",
            "RENAMED_FIELDS", "ConfigError", "entry_settings_fields", "dotted_field", "flag_keys", "moved_hint",
@@ -53,7 +53,8 @@ SECTION_CLASSES: Mapping[str, type] = {
     "experiment": ExperimentSettings, "model": TransformerConfig, "data": DataConfig, "optimizer": OptimizerConfig,
     "decoding": DecodeSettings, "run": RunConfig,
 }
-"""Each section's dataclass, whose :func:`attention_jax.field_declarations.setting` fields are its config fields."""
+"""Each section's dataclass, whose :func:`~attention_jax.foundation.field_declarations.setting` fields are its
+config fields."""
 
 
 class ConfigError(UserInputError):
@@ -110,7 +111,7 @@ def dotted_field(key: str) -> Field | None:
     if field.kind == "entry_settings" and field.settings_of is not None:
         entry, _, name = rest.partition(".")
         settings_class = field.settings_of().get(entry)
-        declared = entry_settings.settings_fields(settings_class) if settings_class else ()
+        declared = field_declarations.settings_fields(settings_class) if settings_class else ()
         for item in declared:
             if item.name == name:
                 return dataclasses.replace(item, name=key, section=field.section)
@@ -129,7 +130,7 @@ def flag_keys() -> list[str]:
     for field in entry_settings_fields():
         assert field.settings_of is not None
         for entry, settings_class in field.settings_of().items():
-            keys += [f"{field.name}.{entry}.{item.name}" for item in entry_settings.settings_fields(settings_class)]
+            keys += [f"{field.name}.{entry}.{item.name}" for item in field_declarations.settings_fields(settings_class)]
     return keys
 
 
@@ -181,7 +182,7 @@ def default_config() -> dict[str, Any]:
     config["paper"] = dict.fromkeys(PAPER_FIGURES)
     for field in entry_settings_fields():  # Every entry's settings at their defaults, so flags can set them.
         assert field.settings_of is not None
-        config[field.name] = {entry: entry_settings.defaults(settings_class)
+        config[field.name] = {entry: field_declarations.defaults(settings_class)
                               for entry, settings_class in field.settings_of().items()}
     return config
 

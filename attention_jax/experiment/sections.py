@@ -13,12 +13,12 @@ import dataclasses
 import types
 from typing import Any, Mapping
 
-from attention_jax import entry_settings, run_files
 from attention_jax.data import batching, packing
 from attention_jax.data.data_config import DataConfig
 from attention_jax.experiment import schema, size_limits
 from attention_jax.experiment.schema import ConfigError
 from attention_jax.experiment.settings import OptimizerConfig, RunConfig
+from attention_jax.foundation import field_declarations, run_files
 from attention_jax.models import flops
 from attention_jax.models.decode_settings import DecodeSettings
 from attention_jax.models.transformer_config import ENTRY_SETTINGS_FIELDS, TransformerConfig
@@ -180,7 +180,7 @@ def build_experiment(config: Any, where: str) -> Experiment:
         _check_relations(fields)
         model = _model_config(fields)
         for entry_field, settings_field in ENTRY_SETTINGS_FIELDS.items():  # config.json: the chosen entry's.
-            fields[settings_field] = entry_settings.recorded(getattr(model, entry_field),
+            fields[settings_field] = field_declarations.recorded(getattr(model, entry_field),
                                                              getattr(model, settings_field))
         data = _of_section("data", fields, vocab_size=fields["vocab_size"], fine_tune_from=fields["fine_tune_from"])
         optimizer = _of_section("optimizer", fields, d_model=fields["d_model"])

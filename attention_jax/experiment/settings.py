@@ -3,7 +3,7 @@
 The model (:mod:`attention_jax.models.transformer_config`), data (:mod:`attention_jax.data.data_config`) and
 decoding (:mod:`attention_jax.models.decode_settings`) sections are declared beside the code that uses them;
 these three have no other home. :mod:`attention_jax.experiment.schema` collects every section's
-declarations into the schema (:func:`attention_jax.field_declarations.setting`).
+declarations into the schema (:func:`attention_jax.foundation.field_declarations.setting`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,14 @@ import dataclasses
 import enum
 from typing import Any
 
-from attention_jax.field_declarations import NON_NEGATIVE, POSITIVE, PROBABILITY, ResumeRule, check_declared, setting
+from attention_jax.foundation.field_declarations import (
+    NON_NEGATIVE,
+    POSITIVE,
+    PROBABILITY,
+    ResumeRule,
+    check_declared,
+    setting,
+)
 from attention_jax.models import variants
 from attention_jax.models.variants import ModelKind
 
@@ -39,7 +46,7 @@ class ExperimentSettings:
                               choices=variants.values(ModelKind), resume=ResumeRule.MODEL)
 
     def __post_init__(self) -> None:
-        """Check every declared field (:func:`attention_jax.field_declarations.check_declared`)."""
+        """Check every declared field (:func:`attention_jax.foundation.field_declarations.check_declared`)."""
         check_declared(self, "experiment")
 
 
@@ -94,7 +101,7 @@ grad_clip_norm, weight_decay, dropout_rng
                                choices=("threefry", "rbg"))
 
     def __post_init__(self) -> None:
-        """Check every declared field (:func:`attention_jax.field_declarations.check_declared`)."""
+        """Check every declared field (:func:`attention_jax.foundation.field_declarations.check_declared`)."""
         check_declared(self, "optimizer")
 
 
@@ -149,5 +156,5 @@ final_bleu_splits, early_stopping_patience, early_stopping_min_improvement, earl
                                             **NON_NEGATIVE, old_run_value=0)
 
     def __post_init__(self) -> None:
-        """Check every declared field (:func:`attention_jax.field_declarations.check_declared`)."""
+        """Check every declared field (:func:`attention_jax.foundation.field_declarations.check_declared`)."""
         check_declared(self, "run")

@@ -36,7 +36,7 @@ import enum
 from collections.abc import Callable
 from typing import Any
 
-from attention_jax.models.registry import Registration, Registry
+from attention_jax.models.registry import Registration, Registry, jax_hook
 
 
 class AttentionImplementation(enum.StrEnum):
@@ -110,7 +110,7 @@ class AttentionFunction:
         ``[B', S, H, K|V]`` with ``B = B' R`` (a search's hypotheses sharing a row), ``mask`` as the model
         passes it; ``decode`` asks for one incremental step (state in the ``cache`` collection).
     settings : type, optional
-        The entry's own settings: a frozen :class:`attention_jax.entry_settings.EntrySettings` dataclass,
+        The entry's own settings: a frozen :class:`attention_jax.foundation.field_declarations.EntrySettings` dataclass,
         set in a config as ``attention_function_settings.<name>.<setting>``; the hooks read the chosen
         values as ``module.attention_settings`` (None: it has none).
 
@@ -248,41 +248,22 @@ def linear_flops(*, query_len: int, key_len: int, key_dim: int, value_dim: int, 
     return float(within_chunks + chunk_sums + carried + read)
 
 
-# --- Hooks of the built-in functions: JAX code, imported on first use ---------------------------------
-
-def _unscaled_query(query: Any) -> Any:
-    from attention_jax.models import attention_functions  # JAX; this module imports no framework.
-
-    return attention_functions.unscaled_query(query)
-
-
-def _additive_score(module: Any, query: Any, key: Any) -> Any:
-    from attention_jax.models import attention_functions
-
-    return attention_functions.additive_module_scores(module, query, key)
-
-
-def _linear_attend(module: Any, query: Any, key: Any, value: Any, mask: Any, *, decode: bool) -> Any:
-    from attention_jax.models import attention_functions
-
-    return attention_functions.linear_module_attention(module, query, key, value, mask, decode=decode)
-
-
 ATTENTION_FUNCTIONS: Registry[AttentionFunction] = Registry("attention_function", (
     AttentionFunction(
         name="scaled_dot_product", summary="softmax(q k^T / sqrt(d_k)) v, the paper's Equation (1)",
         flops=dot_product_flops, implementations=ATTENTION_IMPLEMENTATIONS),
     AttentionFunction(
         name="dot_product", summary="softmax(q k^T) v, footnote 4's unscaled dot products",
-        flops=dot_product_flops, implementations=ATTENTION_IMPLEMENTATIONS, query_transform=_unscaled_query),
+        flops=dot_product_flops, implementations=ATTENTION_IMPLEMENTATIONS,
+        query_transform=jax_hook("attention_functions", "unscaled_query")),
     AttentionFunction(
         name="additive", summary="softmax(w_h^T tanh(q + k)) v (Bahdanau et al., 2015)",
-        flops=additive_flops, score=_additive_score),
+        flops=additive_flops, score=jax_hook("attention_functions", "additive_module_scores")),
     AttentionFunction(
         name="linear", summary="phi(q) (sum_s phi(k_s) v_s^T) / (phi(q) sum_s phi(k_s)), phi = elu + 1 "
                                "(Katharopoulos et al., 2020), without scoring query-key pairs",
         flops=linear_flops, supports_weights=False, supports_window=False, supports_attention_dropout=False,
-        structured_masks=True, attend=_linear_attend),
+        structured_masks=True, attend=jax_hook("attention_functions", "linear_module_attention")),
 ))
 """Every attention function by name (a ``Mapping``; :func:`register_attention_function` adds to it).
 

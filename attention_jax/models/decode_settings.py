@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from attention_jax.field_declarations import NON_NEGATIVE, POSITIVE, ResumeRule, check_declared, setting
+from attention_jax.foundation.field_declarations import NON_NEGATIVE, POSITIVE, ResumeRule, check_declared, setting
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,7 +42,7 @@ class DecodeSettings:
     cache_stages: int = setting(2, "Stages in which the key/value cache grows.", **POSITIVE, old_run_value=2)
 
     def __post_init__(self) -> None:
-        """Check every declared field (:func:`attention_jax.field_declarations.check_declared`)."""
+        """Check every declared field (:func:`attention_jax.foundation.field_declarations.check_declared`)."""
         check_declared(self, "decoding")
 
     @property

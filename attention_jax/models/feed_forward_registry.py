@@ -2,7 +2,7 @@
 
 An entry is an activation and whether it gates: ``act(x W1 + b1) W2 + b2``, or ``(act(x W + b) * (x V + c))
 W2 + b2``. ``feed_forward.FeedForward``, the parameter and FLOP counts and the size estimate ask the entry.
-Imports no framework (the built-in activations import :mod:`attention_jax.models.feed_forward` when called).
+Imports no framework (the built-in activations are :mod:`attention_jax.models.feed_forward`'s, named).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from attention_jax.models.registry import Registration, Registry
+from attention_jax.models.registry import Registration, Registry, jax_hook
 
 GATED_WIDTH_MULTIPLE = 8  # A matched gated variant's hidden width is a multiple of this.
 Activation = Callable[[Any], Any]  # Elementwise JAX function of the [..., F] pre-activations.
@@ -32,16 +32,7 @@ class FeedForwardVariant:
         return hidden if self.activation is None else self.activation(hidden)
 
 
-def _jax_activation(function: str) -> Activation:
-    def activation(hidden: Any) -> Any:
-        from attention_jax.models import feed_forward  # JAX; this module imports no framework.
-
-        return getattr(feed_forward, function)(hidden)
-
-    return activation
-
-
-_RELU, _GELU, _SWISH, _SIGMOID = (_jax_activation(name) for name in ("relu", "gelu", "swish", "sigmoid"))
+_RELU, _GELU, _SWISH, _SIGMOID = (jax_hook("feed_forward", name) for name in ("relu", "gelu", "swish", "sigmoid"))
 
 FEED_FORWARDS: Registry[FeedForwardVariant] = Registry("feed_forward", (
     FeedForwardVariant("relu", "max(0, x W1 + b1) W2 + b2, the paper's (Eq. 2)", _RELU),

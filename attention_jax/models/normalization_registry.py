@@ -26,7 +26,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from attention_jax.models.registry import Registration, Registry
+from attention_jax.models.registry import Registration, Registry, jax_hook
 from attention_jax.models.variants import LayerNormPosition, ModelKind
 
 if TYPE_CHECKING:
@@ -73,7 +73,7 @@ class Normalization:
         alone, and a cached decode step equals the full pass. False (batch_norm): training normalises
         with statistics over the batch's real tokens, evaluation and decoding with running averages.
     settings : type, optional
-        The entry's own settings: a frozen :class:`attention_jax.entry_settings.EntrySettings` dataclass,
+        The entry's own settings: a frozen :class:`attention_jax.foundation.field_declarations.EntrySettings` dataclass,
         set in a config as ``normalization_settings.<name>.<setting>``; ``build`` reads the chosen values
         as ``config.normalization_settings`` (None: it has none).
 
@@ -97,16 +97,6 @@ class Normalization:
                              f"{NORM_POSITIONS}; got {self.positions}.")
 
 
-def _jax_build(function: str) -> Build:
-    """A hook that imports :mod:`attention_jax.models.normalization` (JAX) when first called."""
-    def build(config: TransformerConfig, name: str) -> Any:
-        from attention_jax.models import normalization  # JAX; this module imports no framework.
-
-        return getattr(normalization, function)(config, name)
-
-    return build
-
-
 def _no_norm(config: TransformerConfig, name: str) -> None:
     """No module: the sublayer passes its input through."""
     return None
@@ -116,16 +106,17 @@ NORMALIZATIONS: Registry[Normalization] = Registry("normalization", (
     Normalization(
         name="layer_norm", summary="(x - mean(x)) / sqrt(var(x) + eps) g + b over each token's features "
                                    "(Ba et al., 2016), the paper's",
-        build=_jax_build("layer_norm"), params_per_norm=lambda d_model: 2 * d_model),
+        build=jax_hook("normalization", "layer_norm"), params_per_norm=lambda d_model: 2 * d_model),
     Normalization(
         name="rms_norm", summary="x / sqrt(mean(x^2) + eps) g over each token's features (Zhang and Sennrich, "
                                  "2019)",
-        build=_jax_build("rms_norm"), params_per_norm=lambda d_model: d_model),
+        build=jax_hook("normalization", "rms_norm"), params_per_norm=lambda d_model: d_model),
     Normalization(
         name="batch_norm", summary="(x - mu_B) / sqrt(sigma_B^2 + eps) g + b per feature, mu_B and sigma_B^2 over "
                                    "the batch's real tokens (Ioffe and Szegedy, 2015); running averages at "
                                    "evaluation",
-        build=_jax_build("batch_norm"), params_per_norm=lambda d_model: 4 * d_model + 1, per_token=False),
+        build=jax_hook("normalization", "batch_norm"), params_per_norm=lambda d_model: 4 * d_model + 1,
+        per_token=False),
     Normalization(
         name="none", summary="no normalisation: the residual sum (or the sublayer's output) as it is",
         build=_no_norm, params_per_norm=lambda d_model: 0, positions=("post",)),

@@ -27,15 +27,13 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import importlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from attention_jax import entry_settings
-from attention_jax.entry_settings import EntrySettings
-from attention_jax.field_declarations import setting
+from attention_jax.foundation import field_declarations
+from attention_jax.foundation.field_declarations import EntrySettings, setting
 from attention_jax.models import attention_registry
-from attention_jax.models.registry import Registration, Registry
+from attention_jax.models.registry import Registration, Registry, jax_hook
 
 if TYPE_CHECKING:
     import flax.linen as nn
@@ -94,7 +92,7 @@ class AttentionPositions:
     entry_settings: Any = None
 
     def __post_init__(self) -> None:
-        resolved = entry_settings.resolve("positional_encoding_settings", self.encoding,
+        resolved = field_declarations.resolve("positional_encoding_settings", self.encoding,
                                           positional_encoding(self.encoding).settings, self.entry_settings)
         object.__setattr__(self, "entry_settings", resolved)
 
@@ -154,7 +152,7 @@ class PositionalEncodingScheme:
         counts nothing (the embedding encodings: an add per embedding component, once per sequence, is
         left out as the other elementwise terms are).
     settings : type, optional
-        The entry's own settings: a frozen :class:`attention_jax.entry_settings.EntrySettings` dataclass
+        The entry's own settings: a frozen :class:`attention_jax.foundation.field_declarations.EntrySettings` dataclass
         (``relative``: :class:`RelativeSettings`), set in a config as
         ``positional_encoding_settings.<name>.<setting>`` and given to the hooks as
         ``AttentionPositions.entry_settings``; None: it has none.
@@ -288,42 +286,33 @@ def sinusoidal_positional_encoding(positions: Array, d_model: int) -> Array:
         :func:`attention_jax.models.embedding_positions.sinusoidal_positional_encoding` (its docstring has
         the equations), imported on the first call.
     """
-    from attention_jax.models import embedding_positions  # JAX; this module imports no framework.
-
-    return embedding_positions.sinusoidal_positional_encoding(positions, d_model)
+    return _SINUSOIDAL(positions, d_model)
 
 
-def _jax_hook(module: str, function: str) -> Callable[..., Any]:
-    """A registry hook that calls ``attention_jax.models.<module>.<function>``, importing it on the first call."""
-    def hook(*arguments: Any, **keywords: Any) -> Any:
-        return getattr(importlib.import_module(f"attention_jax.models.{module}"), function)(*arguments, **keywords)
-
-    hook.__name__ = hook.__qualname__ = function
-    return hook
-
+_SINUSOIDAL = jax_hook("embedding_positions", "sinusoidal_positional_encoding")
 
 POSITIONAL_ENCODINGS: Registry[PositionalEncodingScheme] = Registry("positional_encoding", (
     PositionalEncodingScheme(name="sinusoidal", summary="fixed sines and cosines of the position (Section 3.5)",
-                             encoding=_jax_hook("embedding_positions", "sinusoidal")),
+                             encoding=jax_hook("embedding_positions", "sinusoidal")),
     PositionalEncodingScheme(name="learned", summary="a learned vector per position (Table 2 row E)",
-                             encoding=_jax_hook("embedding_positions", "learned"), has_parameters=True,
+                             encoding=jax_hook("embedding_positions", "learned"), has_parameters=True,
                              limited_to_max_len=True),
     PositionalEncodingScheme(name="none", summary="no position information (the encoder is then "
                                                   "permutation-equivariant)",
-                             encoding=_jax_hook("embedding_positions", "no_positions")),
+                             encoding=jax_hook("embedding_positions", "no_positions")),
     PositionalEncodingScheme(name="relative", summary="learned embeddings of the clipped offset j - i added to "
                                                       "the keys and values (Shaw et al., 2018)",
                              target=PositionTarget.ATTENTION_SCORES, has_parameters=True,
-                             score_bias=_jax_hook("attention_positions", "relative_key_bias"),
-                             value_term=_jax_hook("attention_positions", "relative_value_term"),
+                             score_bias=jax_hook("attention_positions", "relative_key_bias"),
+                             value_term=jax_hook("attention_positions", "relative_value_term"),
                              needs_dot_product=True, flops=relative_flops, settings=RelativeSettings),
     PositionalEncodingScheme(name="rotary", summary="queries and keys rotated by their positions (Su et al., 2021)",
                              target=PositionTarget.QUERIES_AND_KEYS,
-                             rotate=_jax_hook("attention_positions", "rotary_embedding"),
+                             rotate=jax_hook("attention_positions", "rotary_embedding"),
                              needs_dot_product=True, key_dim_multiple=2, flops=rotary_flops),
     PositionalEncodingScheme(name="alibi", summary="per-head linear biases -m_h |i - j| on the scores (Press et "
                                                    "al., 2022)", target=PositionTarget.ATTENTION_SCORES,
-                             score_bias=_jax_hook("attention_positions", "alibi_bias"), flops=alibi_flops),
+                             score_bias=jax_hook("attention_positions", "alibi_bias"), flops=alibi_flops),
 ))
 """Every positional encoding by name (a ``Mapping``; :func:`register_positional_encoding` adds to it)."""
 

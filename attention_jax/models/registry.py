@@ -5,14 +5,15 @@
 the entry, never compares names. :meth:`Registry.lookup` refuses an unknown name in one line with a
 did-you-mean; :meth:`Registry.register` adds an entry and returns a :class:`Registration` that removes it
 again (directly or as a context manager); :meth:`Registry.settings_classes` lists the entries' own settings
-(:mod:`attention_jax.entry_settings`). Imports no framework.
+(:mod:`attention_jax.foundation.field_declarations`). Imports no framework.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import difflib
-from collections.abc import Iterable, Iterator, Mapping
+import importlib
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Generic, TypeVar
 
 Entry = TypeVar("Entry")
@@ -80,7 +81,7 @@ class Registry(Mapping[str, Entry], Generic[Entry]):
         -------
         dict[str, type]
             In registration order; entries whose ``settings`` is None are left out
-            (:mod:`attention_jax.entry_settings`).
+            (:mod:`attention_jax.foundation.field_declarations`).
         """
         return {name: entry.settings for name, entry in self._entries.items()  # type: ignore[attr-defined]
                 if getattr(entry, "settings", None) is not None}
@@ -134,3 +135,28 @@ class Registration:
 
     def __exit__(self, *exc_info: object) -> None:
         self.undo()
+
+
+def jax_hook(module: str, function: str) -> Callable[..., Any]:
+    """A built-in entry's JAX code, named: calls ``attention_jax.models.<module>.<function>``, imported on first call.
+
+    Parameters
+    ----------
+    module, function : str
+        The JAX module under ``attention_jax/models/`` and the function in it.
+
+    Returns
+    -------
+    callable
+        The hook, named ``function``.
+
+    Notes
+    -----
+    A registry names its built-ins' JAX code instead of importing it: a config check imports no framework,
+    and the JAX modules, which import their registry, are not imported back (no cycle; ``lint-imports``).
+    """
+    def hook(*arguments: Any, **keywords: Any) -> Any:
+        return getattr(importlib.import_module(f"attention_jax.models.{module}"), function)(*arguments, **keywords)
+
+    hook.__name__ = hook.__qualname__ = function
+    return hook

@@ -10,8 +10,15 @@ import dataclasses
 import numbers
 from typing import Any
 
-from attention_jax import entry_settings
-from attention_jax.field_declarations import NON_NEGATIVE, POSITIVE, PROBABILITY, ResumeRule, check_declared, setting
+from attention_jax.foundation import field_declarations
+from attention_jax.foundation.field_declarations import (
+    NON_NEGATIVE,
+    POSITIVE,
+    PROBABILITY,
+    ResumeRule,
+    check_declared,
+    setting,
+)
 from attention_jax.models import (
     attention_registry,
     feed_forward_registry,
@@ -70,7 +77,8 @@ attention_function, dtype, cpu_kernels, vocab_size
         The chosen entry's own settings, as its registry entry's ``settings`` dataclass (e.g.
         ``positional_encodings.RelativeSettings``), or None for an entry without settings. Given as None
         (every setting at its default), that dataclass, or a config's mapping by entry
-        (``{"relative": {"max_distance": 8}}``); kept as the dataclass (:mod:`attention_jax.entry_settings`).
+        (``{"relative": {"max_distance": 8}}``); kept as the dataclass
+        (:mod:`attention_jax.foundation.field_declarations`).
     max_len : int
         Positions the learned encoding holds (inputs and decoded outputs must fit): the config's
         ``max_len`` plus ``max_decode_extra_len``.
@@ -186,7 +194,7 @@ def _validate(config: TransformerConfig) -> None:
                                   "attention_function": attention_registry.ATTENTION_FUNCTIONS}
     for entry_field, settings_field in ENTRY_SETTINGS_FIELDS.items():
         name = getattr(config, entry_field)
-        resolved = entry_settings.resolve(settings_field, name, registries[entry_field][name].settings,
+        resolved = field_declarations.resolve(settings_field, name, registries[entry_field][name].settings,
                                           getattr(config, settings_field))
         object.__setattr__(config, settings_field, resolved)  # Frozen: set once, while it is built.
     check_declared(config, "model")

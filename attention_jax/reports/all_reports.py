@@ -66,7 +66,7 @@ def write_reports(root: str, out_dir: str, *, all_rows: bool = False,
     Notes
     -----
     Every row is read (and checked) before the first file is written, so a damaged ``results.json`` or a
-    config the schema refuses leaves nothing behind: :class:`attention_jax.user_errors.UserInputError`
+    config the schema refuses leaves nothing behind: :class:`attention_jax.foundation.user_errors.UserInputError`
     (``schema.ConfigError`` among them) or ``FileNotFoundError`` for a root that is not a sweep. A sweep
     whose rows carry the paper's figures (:func:`has_paper_figures`) gets the Table 2 layout
     (:mod:`attention_jax.reports.sweep_report`: the paper's columns and the paper-direction verdict beside

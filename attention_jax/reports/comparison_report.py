@@ -16,10 +16,10 @@ import csv
 import os
 from typing import Mapping, Sequence
 
+from attention_jax.foundation.user_errors import UserInputError
 from attention_jax.reports import comparison, comparison_plot, run_evaluations, sweep_rows
 from attention_jax.reports.comparison import Metric, MetricStats
 from attention_jax.reports.sweep_rows import RowReport
-from attention_jax.user_errors import UserInputError
 
 CSV_FIELDS = ("row", "metric", "reference", "status", "seeds", "mean", "se", "change_mean", "change_se",
               "change_unit", "paired_seeds", "verdict")

@@ -39,7 +39,7 @@ import math
 import os
 from collections.abc import Sequence
 
-from attention_jax import run_files
+from attention_jax.foundation import run_files
 from attention_jax.reports import comparison, comparison_plot, run_evaluations
 from attention_jax.reports.comparison import directional_reading, mean_and_se, paired_changes, run_directory
 from attention_jax.reports.comparison_report import format_figure

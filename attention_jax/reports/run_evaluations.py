@@ -22,7 +22,7 @@ import math
 import os
 from typing import Any, Callable, Sequence
 
-from attention_jax import run_files
+from attention_jax.foundation import run_files
 from attention_jax.reports.comparison import Metric, run_directory
 from attention_jax.reports.sweep_rows import RowReport, SeedRun
 

@@ -31,15 +31,11 @@ import os
 import statistics
 from collections.abc import Sequence
 
-from absl import flags
-
-from attention_jax import run_files
+from attention_jax.foundation import run_files
 from attention_jax.reports import comparison_plot
 from attention_jax.reports.comparison import paired_changes, run_directory
-from attention_jax.reports.comparison_report import resolve_reference
 from attention_jax.reports.sweep_rows import read_metric_curve, read_sweep_rows
 from attention_jax.reports.sweep_seeds import sign, verdict
-from attention_jax.user_errors import UserInputError, exit_with_error, run_in_one_line
 
 IMPROVEMENT_WINDOW = 1000  # Steps over which "still improving" is measured.
 
@@ -273,48 +269,7 @@ def plot_changes(runs: dict[str, dict[int, RunCurve]], path: str, reference: str
     plt.close(figure)
 
 
-def _define_flags() -> dict[str, flags.FlagHolder]:
-    """The command's flags, defined only when it runs as a command (importing it defines none)."""
-    return {
-        "root": flags.DEFINE_string("root", None, "Sweep root (ROOT/<row>/seed_<k>), e.g. runs/table2_pilot."),
-        "budgets": flags.DEFINE_list("budgets", ["3000", "4500", "6000"], "Steps at which to judge the rows."),
-        "out": flags.DEFINE_string("out", None, "Directory for step_budgets.md and step_budgets.png (default: ROOT)."),
-        "window": flags.DEFINE_integer("window", 500, "Steps over which training perplexity is averaged."),
-    }
+if __name__ == "__main__":  # The command (its flags) is in attention_jax/commands/.
+    from attention_jax.commands import step_budgets as command
 
-
-_FLAGS: dict[str, flags.FlagHolder] = {}
-
-
-def _fail(message: str) -> None:
-    exit_with_error("attention_jax.reports.step_budgets", message)
-
-
-def main(argv: list[str]) -> None:
-    """Write the step-budget report of ``--root``."""
-    del argv
-    if not _FLAGS['root'].value or not os.path.exists(os.path.join(_FLAGS['root'].value, "sweep.json")):
-        _fail(f"--root={_FLAGS['root'].value!r} holds no sweep.json; point it at a sweep root.")
-    try:
-        budgets = [int(value) for value in _FLAGS['budgets'].value]
-    except ValueError:
-        budgets = []
-        _fail(f"--budgets={','.join(_FLAGS['budgets'].value)} must be integers, e.g. 3000,6000.")
-    try:
-        runs = read_sweep(_FLAGS['root'].value)
-    except UserInputError as error:  # A damaged JSON file or a config the schema refuses (ConfigError).
-        _fail(str(error))
-    reference = resolve_reference(*read_sweep_rows(_FLAGS['root'].value, all_rows=True))[0]
-    if reference not in runs:
-        _fail(f"the sweep has no {reference} run with metrics yet.")
-    out = _FLAGS['out'].value or _FLAGS['root'].value
-    os.makedirs(out, exist_ok=True)
-    with open(os.path.join(out, "step_budgets.md"), "w") as report_file:
-        report_file.write(budget_markdown(runs, budgets, _FLAGS['window'].value, reference))
-    plot_changes(runs, os.path.join(out, "step_budgets.png"), reference)
-    print(f"Wrote {os.path.join(out, 'step_budgets.md')} and step_budgets.png")
-
-
-if __name__ == "__main__":
-    _FLAGS.update(_define_flags())
-    run_in_one_line("attention_jax.reports.step_budgets", main)
+    command.run()

@@ -17,9 +17,9 @@ import os
 import re
 from typing import Any, Sequence
 
-from attention_jax import run_files
 from attention_jax.experiment import schema
-from attention_jax.user_errors import UserInputError
+from attention_jax.foundation import run_files
+from attention_jax.foundation.user_errors import UserInputError
 
 SEED_DIR_PATTERN = re.compile(r"^seed_(\d+)$")  # ROOT/<row>/seed_<k>, as launch.sweep names them.
 EVAL_ACCURACY_KEY = "eval/accuracy"
@@ -350,7 +350,7 @@ def read_sweep_rows(root: str, *, all_rows: bool = False) -> tuple[dict, list[Ro
     A row's runs are ``ROOT/<row>/seed_<k>`` for the seeds in ``sweep.json`` (and any other seed
     directory found), else ``ROOT/<row>`` itself. Raises ``FileNotFoundError`` when ``root`` does not
     exist or holds neither ``sweep.json`` nor row directories with a ``config.json``, and
-    :class:`attention_jax.user_errors.UserInputError` when ``root`` is a file or one of the JSON files
+    :class:`attention_jax.foundation.user_errors.UserInputError` when ``root`` is a file or one of the JSON files
     read is damaged (a half-written ``results.json``).
     """
     if os.path.exists(root) and not os.path.isdir(root):

@@ -19,8 +19,8 @@ import csv
 import os
 from typing import Any
 
-from attention_jax import run_files
 from attention_jax.experiment import schema, sections
+from attention_jax.foundation import run_files
 from attention_jax.models import flops
 from attention_jax.reports.sweep_rows import read_sweep_rows
 

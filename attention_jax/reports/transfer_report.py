@@ -37,13 +37,13 @@ import json
 import os
 from typing import Mapping, Sequence
 
-from attention_jax import run_files
 from attention_jax.experiment import corpora
+from attention_jax.foundation import run_files
+from attention_jax.foundation.user_errors import UserInputError
 from attention_jax.reports import comparison, comparison_plot, comparison_report, run_evaluations, sweep_rows
 from attention_jax.reports.comparison import Metric, MetricStats
 from attention_jax.reports.figure_titles import fit_title
 from attention_jax.reports.sweep_rows import RowReport
-from attention_jax.user_errors import UserInputError
 
 CORPUS_KEY = "corpus"  # The field of a run's config.json naming its corpus.
 PRE_CORPORA_CORPUS = corpora.MESSAGES_EN_DE.name

@@ -35,7 +35,7 @@ from typing import Any, Callable
 
 from absl import logging
 
-from attention_jax import cache_dirs, run_files
+from attention_jax.foundation import cache_dirs, run_files
 
 # Dense (no sparsity) peaks in TFLOP/s per JAX device. GPUs: float32 is the TF32 tensor-core rate (JAX's
 # default precision for float32 products there), bfloat16 the BF16 rate; datasheets state most figures

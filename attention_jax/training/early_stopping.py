@@ -24,7 +24,7 @@ import math
 from typing import Any, Mapping
 
 from attention_jax.experiment.sections import RunConfig
-from attention_jax.user_errors import UserInputError
+from attention_jax.foundation.user_errors import UserInputError
 
 MIN_DEV_PAIRS = 100
 """Fewer dev pairs than this make early stopping an error: the perplexity of a handful of sentences

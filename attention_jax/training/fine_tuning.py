@@ -33,10 +33,11 @@ from typing import Any
 import jax
 from absl import logging
 
-from attention_jax import run_files
 from attention_jax.checkpointing import checkpoints, params_checkpoints, resume_checks
 from attention_jax.data.training_data import TrainingData
 from attention_jax.experiment.sections import Experiment
+from attention_jax.foundation import run_files
+from attention_jax.foundation.user_errors import UserInputError
 from attention_jax.models import language_model
 from attention_jax.training import run_context, setup_checks, sharding, train_state, workdir_lock
 from attention_jax.training.initial_state import (
@@ -45,7 +46,6 @@ from attention_jax.training.initial_state import (
     create_train_state,
     train_state_shardings,
 )
-from attention_jax.user_errors import UserInputError
 
 # Model fields a fine-tuning run may set apart from its source: they change no parameter.
 ADJUSTABLE_FIELDS = ("dropout_rate", "attention_dropout_rate", "max_len", "max_decode_extra_len")

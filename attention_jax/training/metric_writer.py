@@ -28,7 +28,7 @@ from typing import IO, Any, Mapping, Sequence
 import jax
 from absl import logging
 
-from attention_jax import run_files
+from attention_jax.foundation import run_files
 
 _WRITER_NUMBERS = itertools.count()  # Tells apart the event files of one process's writers.
 

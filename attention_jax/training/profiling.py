@@ -20,8 +20,8 @@ from typing import Any
 
 import jax
 
-from attention_jax import run_files
 from attention_jax.experiment.sections import RunConfig
+from attention_jax.foundation import run_files
 
 
 class StepProfiler:

@@ -15,7 +15,7 @@ from typing import Any
 import jax
 from absl import logging
 
-from attention_jax import run_files
+from attention_jax.foundation import run_files
 from attention_jax.models import metrics
 from attention_jax.training import device_peaks, reruns
 from attention_jax.training.run_context import TrainingRun

@@ -28,9 +28,9 @@ import json
 import os
 from typing import Any
 
-from attention_jax import run_files
 from attention_jax.checkpointing import checkpoints
 from attention_jax.experiment.sections import RunConfig
+from attention_jax.foundation import run_files
 from attention_jax.training import early_stopping
 
 EVALUATION_PENDING = "evaluation_pending"

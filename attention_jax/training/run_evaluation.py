@@ -18,9 +18,9 @@ from typing import Any, Callable
 import jax
 from absl import logging
 
-from attention_jax import run_files
 from attention_jax.checkpointing import checkpoints, params_checkpoints
 from attention_jax.evaluation import progress
+from attention_jax.foundation import run_files
 from attention_jax.models import metrics
 from attention_jax.models.variants import ModelKind
 from attention_jax.training import distributed, sharding

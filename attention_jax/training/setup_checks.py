@@ -1,6 +1,6 @@
 """Checks a training run makes before it writes anything: its devices, its data and, resuming, its files.
 
-Each refuses in one line (:class:`~attention_jax.user_errors.UserInputError`, exit status 2) naming the
+Each refuses in one line (:class:`~attention_jax.foundation.user_errors.UserInputError`, exit status 2) naming the
 problem and the fix: a mesh or attention implementation this job's devices cannot run, a vocabulary over
 ``vocab_size`` or a dev split too small for early stopping, and a resumed run whose ``tokenizer.model``,
 dev and test splits or checkpointed parameters are not the ones it was trained and evaluated with.
@@ -14,15 +14,15 @@ from typing import Any
 import jax
 from absl import logging
 
-from attention_jax import run_files
 from attention_jax.checkpointing import params_checkpoints, resume_checks
 from attention_jax.data.tokenizer import Tokenizer
 from attention_jax.data.training_data import TrainingData
 from attention_jax.experiment import size_limits
 from attention_jax.experiment.sections import Experiment
+from attention_jax.foundation import run_files
+from attention_jax.foundation.user_errors import UserInputError
 from attention_jax.models import attention_registry
 from attention_jax.training import early_stopping, sharding
-from attention_jax.user_errors import UserInputError
 
 
 def check_devices(experiment: Experiment) -> None:

@@ -18,11 +18,12 @@ import jax
 import numpy as np
 from absl import logging
 
-from attention_jax import run_files
 from attention_jax.checkpointing import checkpoints, resume_checks
 from attention_jax.data import batching
 from attention_jax.data.training_data import TrainingData
 from attention_jax.experiment.sections import Experiment
+from attention_jax.foundation import run_files
+from attention_jax.foundation.user_errors import UserInputError
 from attention_jax.models import language_model, model
 from attention_jax.training import (
     distributed,
@@ -42,7 +43,6 @@ from attention_jax.training import (
 from attention_jax.training.run_context import EarlierSessions, LoopState, TrainingRun
 from attention_jax.training.throughput import Throughput
 from attention_jax.training.train_state import Batch, MetricSums, run_update
-from attention_jax.user_errors import UserInputError
 
 
 class NonFiniteLossError(UserInputError, FloatingPointError):

@@ -32,8 +32,8 @@ from typing import Any
 from absl import logging
 from etils import epath
 
-from attention_jax import run_files
-from attention_jax.user_errors import UserInputError
+from attention_jax.foundation import run_files
+from attention_jax.foundation.user_errors import UserInputError
 
 REMOTE_STALE_AFTER_S = 30 * 60  # An object-store lock not refreshed for this long is taken over.
 
@@ -100,8 +100,8 @@ class WorkdirLock:
     Use as a context manager, or call :meth:`acquire` and :meth:`release`. :meth:`acquire` raises
     :class:`WorkdirLockedError` naming the live holder, and ``PermissionError`` (with the path) when
     the directory cannot be written. A local ``workdir`` that is (or lies under) a file, or holds a name
-    longer than its file system allows, raises :class:`attention_jax.user_errors.UserInputError` before
-    anything is created (:func:`attention_jax.run_files.check_directory`). Releasing empties the record;
+    longer than its file system allows, raises :class:`attention_jax.foundation.user_errors.UserInputError` before
+    anything is created (:func:`attention_jax.foundation.run_files.check_directory`). Releasing empties the record;
     the file stays.
     """
 

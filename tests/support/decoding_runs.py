@@ -15,11 +15,11 @@ import flax.linen as nn
 import jax
 import numpy as np
 
-from attention_jax import run_files
 from attention_jax.checkpointing import checkpoints, params_checkpoints
 from attention_jax.data import input_pipeline
 from attention_jax.experiment import sections
 from attention_jax.experiment.sections import Experiment
+from attention_jax.foundation import run_files
 from attention_jax.models.model import Transformer
 from configs import tiny
 

@@ -25,14 +25,15 @@ import os
 import sys
 import threading
 import traceback
+from collections.abc import Callable
 from typing import Any
 
 from absl import logging
 
-from attention_jax import full_disk, log_format
+from attention_jax.foundation import full_disk, log_format
 
 # Where our own log lines come from: the library, and the repository's launchers, configs and benchmarks.
-_PACKAGE_DIRECTORY = os.path.dirname(os.path.abspath(__file__))  # attention_jax/
+_PACKAGE_DIRECTORY = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # attention_jax/
 _OUR_DIRECTORIES = tuple(os.path.join(os.path.dirname(_PACKAGE_DIRECTORY), name) + os.sep
                          for name in ("launch", "configs", "benchmarks")) + (_PACKAGE_DIRECTORY + os.sep,)
 
@@ -147,24 +148,30 @@ def is_failed_save_echo(unraisable: Any) -> bool:
 _INSTALLED = False
 
 
-def install() -> None:
+def install(long_log_format: Callable[[], bool] = lambda: False) -> None:
     """Add :class:`QuietLibraries` and the short log format to absl's handler; drop failed-save echoes; a full disk in a
     thread is one line.
 
+    Parameters
+    ----------
+    long_log_format : callable
+        Whether absl's long log prefix is wanted, asked at every line (``--log_format=absl``;
+        :func:`attention_jax.foundation.log_format.install`).
+
     Notes
     -----
-    Every command calls it as it starts (:func:`attention_jax.commands.entry_points.run_command`, and
-    :func:`attention_jax.user_errors.run_in_one_line` for the ``python -m`` modules below ``commands/``);
-    a second call does nothing. Wraps ``sys.unraisablehook`` (dropped echoes are logged at DEBUG level,
-    one line each) and ``threading.excepthook`` (a thread's full-disk ``OSError`` becomes one warning
-    line; any other error keeps its traceback).
+    Every command calls it as it starts (:func:`attention_jax.commands.entry_points.run_command` and
+    :func:`~attention_jax.commands.entry_points.run_in_one_line`); a second call does nothing.
+    Wraps ``sys.unraisablehook`` (dropped echoes are logged at DEBUG level, one line each) and
+    ``threading.excepthook`` (a thread's full-disk ``OSError`` becomes one warning line; any other error
+    keeps its traceback).
     """
     global _INSTALLED
     if _INSTALLED:
         return
     _INSTALLED = True
     logging.get_absl_handler().addFilter(QuietLibraries())
-    log_format.install()  # HH:MM:SS I message; absl's long prefix with --log_format=absl.
+    log_format.install(long_log_format)  # HH:MM:SS I message; absl's long prefix with --log_format=absl.
     previous_hook = sys.unraisablehook
 
     def hook(unraisable: Any) -> None:

@@ -52,7 +52,7 @@ import re
 import uuid
 from typing import Any, Sequence
 
-from attention_jax.user_errors import UserInputError
+from attention_jax.foundation.user_errors import UserInputError
 
 FINAL_BLEU_SPLITS = ("dev", "test")  # The splits config.final_bleu decodes, by default all of them.
 
@@ -296,7 +296,7 @@ def check_directory(directory: str, flag: str, *, writable: bool = False, instea
 
     Notes
     -----
-    Raises :class:`attention_jax.user_errors.UserInputError`, one line naming the path and the fix, when
+    Raises :class:`attention_jax.foundation.user_errors.UserInputError`, one line naming the path and the fix, when
     ``directory`` or one of its ancestors is a file or a dangling link, when a name in it is longer than its file system
     allows (``ENAMETOOLONG``, typically 255 bytes), or with ``writable`` when the directory is read-only
     (permissions, or a read-only file system). Nothing is written: write access is asked of the kernel

@@ -121,35 +121,6 @@ def flag_errors_in_one_line(program: str) -> Callable[[list[str]], list[str]]:
     return parse
 
 
-def run_in_one_line(program: str, main: Callable[[Any], Any]) -> None:
-    """``absl.app.run(main)`` with a flag or usage mistake reported in one line, exit status 2.
-
-    Parameters
-    ----------
-    program : str
-        The command's name for the error line.
-    main : callable
-        The command's ``main(argv)``.
-
-    Notes
-    -----
-    For the modules run as ``python -m`` outside :mod:`attention_jax.commands` (the length split and its
-    evaluation, the step budgets, the sweep export, the gettext corpus); the commands get the same through
-    :func:`attention_jax.commands.entry_points.run_command`: other libraries' INFO lines (orbax's
-    "Closing ..." as a checkpoint is read) only at ``--verbosity=1``
-    (:func:`attention_jax.quiet_libraries.install`), and a closed stdout pipe or Ctrl-C ending the
-    module quietly with status 141 or 130 (:func:`attention_jax.quiet_exits.quiet_pipe_and_interrupt`).
-    Does not return.
-    """
-    from absl import app
-
-    from attention_jax import quiet_exits, quiet_libraries
-
-    quiet_libraries.install()
-    with quiet_exits.quiet_pipe_and_interrupt():
-        app.run(usage_errors_in_one_line(program, main), flags_parser=flag_errors_in_one_line(program))
-
-
 def usage_errors_in_one_line(program: str, main: Callable[[Any], Any]) -> Callable[[Any], Any]:
     """``main`` with its ``absl.app.UsageError`` reported by :func:`exit_with_error`: one line, exit 2.
 
