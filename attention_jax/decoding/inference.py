@@ -141,7 +141,8 @@ def load_run(workdir: str, checkpoint: str = "latest", *, average_last: int = 0,
     parameters that do not fit the config, with messages that say what to do. The tokenizer is the
     run's own ``tokenizer.model`` (written by training), so no corpus is opened; a run without one is
     refused (:class:`attention_jax.foundation.user_errors.MissingInputError`), and so is a damaged one
-    (:class:`attention_jax.foundation.user_errors.UserInputError`, a ``ValueError``): a tokenizer rebuilt from the corpus
+    (:class:`attention_jax.foundation.user_errors.UserInputError`, a ``ValueError``): a tokenizer rebuilt
+    from the corpus
     need not be the one the weights were trained with (the corpus may have changed since), and its
     token ids would decode to garbage. ``"latest"`` tolerates a trainer that rotates checkpoints away
     meanwhile (``config.keep_checkpoints``): when the chosen one disappears while it is read, the newest
