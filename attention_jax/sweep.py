@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import importlib
 
-from attention_jax.commands import shipped_configs
+from attention_jax.commands import entry_points, shipped_configs
 from attention_jax.foundation.user_errors import UserInputError, exit_with_error
 
 
@@ -25,7 +25,9 @@ def run() -> None:
         shipped_configs.use_checkout("attention-jax-sweep")
     except UserInputError as error:
         exit_with_error("attention_jax.sweep", str(error))
-    importlib.import_module("launch.sweep").run()
+    launcher = importlib.import_module("launch.sweep")
+    entry_points.show_in_help(launcher, replace_doc=True)  # --help: the launcher's usage and flags, not this shim's.
+    launcher.run()
 
 
 if __name__ == "__main__":

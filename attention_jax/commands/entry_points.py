@@ -85,6 +85,23 @@ def add_config_import_paths(argv: Sequence[str], flag_name: str = "config") -> l
     return added
 
 
+def show_in_help(command: types.ModuleType, *, replace_doc: bool = False) -> None:
+    """Make absl's ``--help`` print ``command``'s docstring and flags, whatever module ``__main__`` is.
+
+    Parameters
+    ----------
+    command : types.ModuleType
+        The module that defines the flags.
+    replace_doc : bool
+        Print its docstring even where ``__main__`` has one of its own.
+    """
+    program = sys.modules["__main__"]
+    if replace_doc or not program.__doc__:  # A console script's wrapper; `python -m` runs the shim.
+        program.__doc__ = command.__doc__
+    for flag in flags.FLAGS.get_key_flags_for_module(command.__name__):
+        flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)  # What --help lists.
+
+
 def run_command(command: types.ModuleType, flags_parser: Callable[[list[str]], list[str]] | None = None,
                 name: str | None = None) -> None:
     """Run ``command.main`` under ``absl.app.run`` with the command's docstring and flags for ``--help``.
@@ -109,11 +126,7 @@ def run_command(command: types.ModuleType, flags_parser: Callable[[list[str]], l
     :data:`~attention_jax.foundation.user_errors.SHUTDOWN_GRACE_S` seconds). A closed stdout pipe and Ctrl-C end
     the command quietly with status 141 and 130 (:mod:`attention_jax.foundation.quiet_exits`).
     """
-    program = sys.modules["__main__"]
-    if not program.__doc__:  # A console script's wrapper; `python -m` runs the shim, whose doc is the command's.
-        program.__doc__ = command.__doc__
-    for flag in flags.FLAGS.get_key_flags_for_module(command.__name__):
-        flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)  # What --help lists.
+    show_in_help(command)
     add_config_import_paths(sys.argv)
     quiet_libraries.install(long_log_format)  # Other libraries' INFO lines only at --verbosity=1.
     module_name = command.__spec__.name if command.__spec__ is not None else command.__name__  # Not "__main__".

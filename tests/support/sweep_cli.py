@@ -150,6 +150,14 @@ def sweep_in_process(*args: str, env: dict[str, str] | None = None) -> subproces
     return subprocess.CompletedProcess([SWEEP_MODULE, *args], returncode, stdout.getvalue(), stderr.getvalue())
 
 
+def sweep_help() -> str:
+    """The flags part of the launcher's ``--help`` (what ``attention-jax-sweep --help`` lists), read in this process."""
+    from absl import flags
+
+    with _sweep_in_its_own_flag_registry():
+        return flags.FLAGS.module_help(SWEEP_MODULE)
+
+
 # A seconds-long training run on the small synthetic corpus: one bucket shape (max_len=8), so one
 # compilation of the train step. Model widths are left to the rows (Table 2 varies them).
 TINY_TRAINING = dict(dataset="synthetic_en_de/small", vocab_size=1000, max_len=8, tokens_per_batch=512,
