@@ -12,13 +12,14 @@ line was written. Scenarios, in order:
 
 - ``before``: ``--warm_up_tokens=0`` (each batch's decode length fitted to it, as before fixed shapes) and
   an empty compilation cache directory, so every shape it meets compiles;
-- ``cold``: the defaults (fixed shapes, source buckets up to 32 tokens warmed before the first line is
-  read) with another empty cache directory;
+- ``cold``: the defaults (fixed shapes; the first line's source bucket compiled when it arrives, the
+  other buckets up to 32 tokens in the background after its answer) with another empty cache directory;
 - ``warm``: the defaults again, in a second process sharing ``cold``'s cache directory, which loads the
   programs ``cold`` compiled instead of compiling them.
 
-``first_answer_s`` counts from the process's start (imports, loading the run, warming, the first
-search); ``new_length_s`` lists the answers after it. The host's load average before and after is
+``first_answer_s`` counts from the process's start (imports, loading the run, the first line's search
+with its compilation or cache load); ``new_length_s`` lists the answers after it, each written as soon as
+the previous answer came, so one may wait for the background warm-up's bucket in progress. The host's load average before and after is
 recorded: on a shared machine the figures scale with it. ``--repeats=N`` runs N rounds, each with fresh
 cache directories, and ``summary`` gives each scenario's first answers (median, min, max) and its slowest
 new length over the rounds. No test depends on these times.

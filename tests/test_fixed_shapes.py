@@ -8,13 +8,15 @@ programs must not grow for sentences whose buckets were warmed.
 from __future__ import annotations
 
 import dataclasses
+import threading
+import time
 
 import flax.linen as nn
 import numpy as np
 import pytest
 
 from attention_jax.checkpointing import compilation_cache
-from attention_jax.decoding import decode
+from attention_jax.decoding import background_warm_up, decode
 from tests.support.decoding_helpers import SHORT, TINY, WordTokenizer, init_params
 
 # Source lengths from 1 to 15 words (2 to 16 tokens with EOS): buckets 8 and 16, several decode lengths each.
@@ -59,6 +61,56 @@ def test_after_warm_up_new_lengths_compile_nothing_and_without_it_they_do():
     for source in SOURCES:
         default.translate([source])
     assert decode.decode_batch._cache_size() > before  # The default sizes each batch's decode length to it.
+
+
+# Another alpha of this file's own: the background warm-up's programs are compiled by the test below only.
+BACKGROUND_SETTINGS = dataclasses.replace(SHORT, length_penalty_alpha=0.6375)
+
+
+@pytest.mark.integration
+def test_background_warm_up_answers_the_first_line_first_then_warms_the_rest_with_the_same_hypotheses():
+    default, translator = _translator(BACKGROUND_SETTINGS), _translator(BACKGROUND_SETTINGS)
+    assert translator.source_buckets(3) == [8] and translator.source_buckets(100) == [8, 16, 18]
+    warm_up = background_warm_up.BackgroundWarmUp(translator, translator.source_buckets(16), num_best=2)
+    assert translator.fixed_shapes  # The first line already decodes to its bucket's length.
+    before = decode.decode_batch._cache_size()
+    with warm_up.holding() as held:
+        first = held.translate_nbest([SOURCES[-1]], 2)[0]  # 16 tokens: bucket 16 compiled for it alone.
+    assert decode.decode_batch._cache_size() == before + 1 and warm_up.warmed == []
+    warm_up.start()
+    warm_up.stop()  # Waits for the thread, which warms bucket 8 (16 is a call of the compiled program).
+    assert warm_up.warmed == [8, 16] and decode.decode_batch._cache_size() == before + 2
+    found = [first] + [translator.translate_nbest([source], 2)[0] for source in SOURCES[:-1]]
+    assert decode.decode_batch._cache_size() == before + 2  # Every later length: no compilation.
+    for source, hypotheses in zip(SOURCES[-1:] + SOURCES[:-1], found):
+        expected = default.translate_nbest([source], 2)[0]
+        assert [hypothesis.ids for hypothesis in hypotheses] == [hypothesis.ids for hypothesis in expected], source
+        np.testing.assert_allclose([h.score for h in hypotheses], [h.score for h in expected], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.integration
+def test_a_line_waits_for_the_bucket_being_warmed_and_never_runs_beside_it():
+    translator = _translator(BACKGROUND_SETTINGS)
+    warm_up = background_warm_up.BackgroundWarmUp(translator, [8, 16])
+    running, overlaps = threading.Lock(), []
+    original = translator.warm_bucket
+
+    def warm_bucket(length: int, num_best: int = 1) -> None:
+        overlaps.append(not running.acquire(blocking=False))
+        time.sleep(0.2)  # Long enough for the line below to come while the bucket is warming.
+        original(length, num_best)
+        running.release()
+
+    translator.warm_bucket = warm_bucket
+    warm_up.start()
+    while not overlaps:
+        time.sleep(0.01)
+    with warm_up.holding():
+        overlaps.append(not running.acquire(blocking=False))
+        running.release()
+    warm_up.stop()
+    assert overlaps == [False, False, False]  # Bucket 8, the line, bucket 16 (the last two in either order).
+    assert warm_up.warmed == [8, 16]
 
 
 CACHE_SETTINGS = ("jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs",

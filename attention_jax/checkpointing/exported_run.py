@@ -21,7 +21,6 @@ import json
 import os
 from typing import Any
 
-from attention_jax.checkpointing import safetensors_params
 from attention_jax.experiment.sections import Experiment
 from attention_jax.foundation import run_files
 from attention_jax.foundation.user_errors import UserInputError
@@ -148,6 +147,8 @@ def write_export_directory(out: str, params: Any, experiment: Experiment, tokeni
     with open(tokenizer_file, "rb") as tokenizer:
         run_files.write_atomically(os.path.join(out, run_files.TOKENIZER_FILE), tokenizer.read())
     run_files.write_json_atomically(os.path.join(out, run_files.CONFIG_FILE), experiment.to_json_dict())
+    from attention_jax.checkpointing import safetensors_params  # Only to write or read one.
+
     metadata = safetensors_params.run_metadata(experiment, workdir=workdir, checkpoint=checkpoint)
     safetensors_params.save_safetensors(os.path.join(out, PARAMS_FILE), params,
                                         {**metadata, **({"step": str(step)} if step is not None else {})})
@@ -210,5 +211,7 @@ def load_export_params(directory: str, checkpoint: str = "latest", average_last:
         asked = f"--average_last={average_last}" if average_last > 0 else f"checkpoint {checkpoint!r}"
         raise UserInputError(f"{directory} is an export of one checkpoint ({describe(directory)}), so "
                              f"{asked} is not in it: leave it out, or load the training run itself.")
+    from attention_jax.checkpointing import safetensors_params  # Only to write or read one.
+
     params, _ = safetensors_params.load_safetensors(os.path.join(directory, PARAMS_FILE))
     return tree.map(jnp.asarray, params)

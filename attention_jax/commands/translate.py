@@ -30,17 +30,19 @@ pass over it (:mod:`attention_jax.decoding.token_scores`); it too switches to ta
 ``token_log_probs`` to ``--format=jsonl``'s objects. ``--input=FILE`` reads the lines from a file
 instead of stdin (a missing file is refused in one line, exit 2, before the model loads).
 
-Line by line (``--buffer_size=1``, or a terminal), the searches for sources of up to
-``--warm_up_tokens`` tokens (32) are compiled before the first line is read, one per source bucket
-(8, 16, 32 tokens), and each batch decodes to its bucket's length (``Translator.warm_up``), so a sentence
-of a new length compiles nothing; with the persistent compilation cache that ``load_run`` turns on, a
-second process loads them instead of compiling them.
+Line by line (``--buffer_size=1``, or a terminal), each batch decodes to its source bucket's length
+(8, 16, 32 tokens, ...), so one search per bucket serves every sentence length: the first line's bucket is
+compiled when that line arrives, and once its answer is printed the other buckets of up to
+``--warm_up_tokens`` tokens (32) are compiled in the background
+(:mod:`attention_jax.decoding.background_warm_up`), so a later sentence of a new length compiles nothing;
+with the persistent compilation cache that ``load_run`` turns on, a second process loads them instead.
 Only warnings are logged unless ``--verbosity`` asks for more (``--verbosity=0``: INFO, as the
 training command logs).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import warnings
@@ -77,9 +79,9 @@ _PRINT_SCORES = flags.DEFINE_bool("print_scores", False, "Print each hypothesis'
                                   "(P-<line> lines after its H- line, as fairseq; natural logs).")
 _INPUT = flags.DEFINE_string("input", None, "Read the sentences from this file (one per line) instead of stdin.")
 _WARM_UP_TOKENS = flags.DEFINE_integer(
-    "warm_up_tokens", None, "Before reading the first line, compile the search for sources up to this many "
-    f"tokens, and keep one decode length per source bucket (default: {DEFAULT_WARM_UP_TOKENS} when translating "
-    "line by line, i.e. --buffer_size=1 or a terminal; else 0: off).")
+    "warm_up_tokens", None, "Keep one decode length per source bucket and, after the first answer, compile the "
+    f"search for sources up to this many tokens in the background (default: {DEFAULT_WARM_UP_TOKENS} when "
+    "translating line by line, i.e. --buffer_size=1 or a terminal; else 0: off).")
 _FORMAT = flags.DEFINE_string("format", "text", "'text' (one translation a line; H-/A- lines with --nbest or "
                               "--alignment) or 'jsonl' (one JSON object a line).")
 
@@ -162,23 +164,20 @@ def _open_input() -> BinaryIO:
         raise UserInputError(f"--input={_INPUT.value} cannot be read: {error.strerror}.") from None
 
 
-def _warm_up(translator: Any, lines_per_block: int) -> None:
-    """Compile the searches of ``--warm_up_tokens`` (``Translator.warm_up``) before the first line is read.
+def _warm_up(translator: Any, lines_per_block: int) -> Any:
+    """The ``BackgroundWarmUp`` of ``--warm_up_tokens``'s buckets (fixed shapes on), or ``None`` when off.
 
     Line by line, each sentence is its own batch, and without fixed shapes each new length could need a
-    new program; with them, only a source bucket not yet warm does (a persistent-cache load after the
-    first process).
+    new program; with them, only a source bucket not yet warm does.
     """
-    import time
+    from attention_jax.decoding.background_warm_up import BackgroundWarmUp
 
     tokens = _WARM_UP_TOKENS.value
     if tokens is None:
         tokens = DEFAULT_WARM_UP_TOKENS if lines_per_block == 1 else 0
     if tokens <= 0:
-        return
-    started = time.perf_counter()
-    buckets = translator.warm_up(tokens, num_best=_NBEST.value or 1)
-    logging.info("Warmed the search for source buckets %s in %.1f s.", buckets, time.perf_counter() - started)
+        return None
+    return BackgroundWarmUp(translator, translator.source_buckets(tokens), num_best=_NBEST.value or 1)
 
 
 def _with_token_log_probs(translator: Any, results: list[Any]) -> list[Any]:
@@ -241,18 +240,25 @@ def main(argv: list[str]) -> None:
                  translator.beam_size, translator.alpha)
     interactive = input_stream is sys.stdin.buffer and sys.stdin.isatty()
     lines_per_block = buffer_size(_BUFFER_SIZE.value, _BATCH_SIZE.value, interactive)
-    _warm_up(translator, lines_per_block)
+    warm_up = _warm_up(translator, lines_per_block)
     first_index = 0
-    for block in blocks(read_lines(input_stream), lines_per_block):
-        with warnings.catch_warnings(record=True) as caught:  # One log line each, not warning + source line.
-            warnings.simplefilter("always")
-            results = translate_block(translator, block, first_index)
-            if _PRINT_SCORES.value:
-                results = _with_token_log_probs(translator, results)
-        for message in dict.fromkeys(str(warning.message) for warning in caught):
-            logging.warning("%s", message)
-        _write(results, sys.stdout.buffer)
-        first_index += len(block)
+    try:
+        for block in blocks(read_lines(input_stream), lines_per_block):
+            with warnings.catch_warnings(record=True) as caught:  # One log line each, not warning + source line.
+                warnings.simplefilter("always")
+                with warm_up.holding() if warm_up else contextlib.nullcontext():  # Not while a bucket warms.
+                    results = translate_block(translator, block, first_index)
+                    if _PRINT_SCORES.value:
+                        results = _with_token_log_probs(translator, results)
+            for message in dict.fromkeys(str(warning.message) for warning in caught):
+                logging.warning("%s", message)
+            _write(results, sys.stdout.buffer)
+            first_index += len(block)
+            if warm_up:
+                warm_up.start()  # After the first answer: the other buckets, while the next line is awaited.
+    finally:
+        if warm_up:
+            warm_up.stop()
 
 
 if __name__ == "__main__":

@@ -526,33 +526,38 @@ class Translator:
         Returns
         -------
         list[int]
-            The source buckets warmed (powers of two from ``MIN_SOURCE_BUCKET``), shortest first.
+            The source buckets warmed (:meth:`source_buckets`).
 
         Notes
         -----
         Turns on :attr:`fixed_shapes`: each batch's decode length is then its source bucket plus the output
-        margin (within ``max_len``) instead of its longest possible output rounded up, so one program per
-        source bucket (and batch bucket) serves every sentence length, and a sentence of a new length needs
-        no compilation once its bucket is warm. Outputs are the same: the decode length only bounds them,
-        and each sentence keeps its own limit. Warming runs one single-row search per bucket whose output
-        limit is one token, so its cost is the compilation (a cache load when a process compiled it before).
+        margin (within ``max_len``), not its longest possible output rounded up, so one program per source
+        bucket (and batch bucket) serves every sentence length. Outputs are the same: the decode length only
+        bounds them, and each sentence keeps its own limit.
         """
+        buckets = self.source_buckets(max_tokens)
+        for length in buckets:
+            self.warm_bucket(length, num_best)
+        return buckets
+
+    def source_buckets(self, max_tokens: int) -> list[int]:
+        """The source buckets (powers of two from ``MIN_SOURCE_BUCKET``, the last cut to :attr:`max_source_len`)
+        that hold sources of up to ``max_tokens`` tokens, shortest first."""
+        longest, buckets = bucket_length(min(max_tokens, self.max_source_len), self.max_source_len), []
+        while not buckets or buckets[-1] < longest:
+            buckets.append(min(MIN_SOURCE_BUCKET * 2 ** len(buckets), self.max_source_len))
+        return buckets
+
+    def warm_bucket(self, length: int, num_best: int = 1) -> None:
+        """Turn on :attr:`fixed_shapes`; compile the one-sentence search of source bucket ``length`` (or load it
+        from the persistent cache) by running one row whose output limit is one token."""
         self.fixed_shapes = True
-        longest = bucket_length(min(max_tokens, self.max_source_len), self.max_source_len)
-        multiple = self.mesh.shape["data"] if self.mesh is not None else 1
-        rows = bucket_rows(1, self.batch_size, multiple)
-        warmed, length = [], MIN_SOURCE_BUCKET
-        while True:
-            length = min(length, self.max_source_len)
-            inputs = np.full((rows, length), PAD_ID, np.int32)
-            inputs[0] = EOS_ID
-            max_lengths = np.zeros((rows,), np.int32)
-            max_lengths[0] = 1
-            jax.block_until_ready(self._decode(_Batch([0], inputs, max_lengths), num_best))
-            warmed.append(length)
-            if length >= longest:
-                return warmed
-            length *= 2
+        rows = bucket_rows(1, self.batch_size, self.mesh.shape["data"] if self.mesh is not None else 1)
+        inputs = np.full((rows, length), PAD_ID, np.int32)
+        inputs[0] = EOS_ID
+        max_lengths = np.zeros((rows,), np.int32)
+        max_lengths[0] = 1
+        jax.block_until_ready(self._decode(_Batch([0], inputs, max_lengths), num_best))
 
     def _batches(self, source_ids: Sequence[Sequence[int]]) -> list[_Batch]:
         """Group non-empty sources by length (longest first) into padded, bucketed batches."""

@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from attention_jax.checkpointing import checkpoints, exported_run, params_checkpoints
-from attention_jax.data import input_pipeline
 from attention_jax.data.data_config import DataConfig
 from attention_jax.data.tokenizer import Tokenizer
 from attention_jax.decoding import decode
@@ -23,6 +22,9 @@ from attention_jax.foundation import run_files
 from attention_jax.foundation.user_errors import MissingInputError, path_argument
 from attention_jax.models.transformer_config import TransformerConfig
 from attention_jax.models.variants import ModelKind
+
+if TYPE_CHECKING:  # Imported when the data is first asked for: translate's start skips TFDS (issue 90).
+    from attention_jax.data import input_pipeline
 
 
 @dataclasses.dataclass
@@ -64,6 +66,8 @@ class TrainedRun:
             is missing; translation and attention plots never need it.
         """
         if self._data is None:
+            from attention_jax.data import input_pipeline
+
             self._data = input_pipeline.get_datasets(self.data_config)
         return self._data
 
