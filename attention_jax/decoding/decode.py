@@ -543,7 +543,7 @@ class Translator:
     def source_buckets(self, max_tokens: int) -> list[int]:
         """The source buckets (powers of two from ``MIN_SOURCE_BUCKET``, the last cut to :attr:`max_source_len`)
         that hold sources of up to ``max_tokens`` tokens, shortest first."""
-        longest, buckets = bucket_length(min(max_tokens, self.max_source_len), self.max_source_len), []
+        longest, buckets = bucket_length(min(max_tokens, self.max_source_len), self.max_source_len), list[int]()
         while not buckets or buckets[-1] < longest:
             buckets.append(min(MIN_SOURCE_BUCKET * 2 ** len(buckets), self.max_source_len))
         return buckets

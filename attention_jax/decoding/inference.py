@@ -23,7 +23,7 @@ from attention_jax.foundation.user_errors import MissingInputError, path_argumen
 from attention_jax.models.transformer_config import TransformerConfig
 from attention_jax.models.variants import ModelKind
 
-if TYPE_CHECKING:  # Imported when the data is first asked for: translate's start skips TFDS (issue 90).
+if TYPE_CHECKING:  # Imported when the data is first asked for: translate starts without TFDS.
     from attention_jax.data import input_pipeline
 
 
