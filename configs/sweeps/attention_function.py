@@ -38,7 +38,7 @@ root of its own; the file declares no ``get_corpora()``, so the commands above k
 (``docs/attention_functions/<row>/seed_<k>``) and this export lands beside it, in
 ``docs/attention_functions/gnome_help_en_de/``::
 
-    python -m launch.sweep --config=configs/sweeps/attention_function.py --corpora=gnome_help_en_de --executor=local \\
+    attention-jax-sweep --config=configs/sweeps/attention_function.py --corpora=gnome_help_en_de --executor=local \\
         --parallel=2 --root=runs/attention_function_gnome
     python -m attention_jax.report runs/attention_function_gnome/gnome_help_en_de
     python -m launch.export_results --root=runs/attention_function_gnome --to=docs/attention_functions

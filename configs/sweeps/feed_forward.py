@@ -20,7 +20,7 @@ steps of 4,096 padded target tokens, warmup 300, last checkpoint, beam 4) on the
 ``../shared/data/messages_en_de``, final BLEU on the dev split only, with a dev evaluation every
 ``EVAL_EVERY_STEPS`` = 100 steps. Run it (from a fixed commit; two runs at a time)::
 
-    python -m launch.sweep --config=configs/sweeps/feed_forward.py --executor=local --parallel=2 \\
+    attention-jax-sweep --config=configs/sweeps/feed_forward.py --executor=local --parallel=2 \\
         --root=../runs/feed_forward
     python -m attention_jax.report ../runs/feed_forward
 

@@ -44,7 +44,7 @@ On the second corpus, ``gnome_help_en_de`` (its recipe: ``attention_jax/experime
 root of its own; the file declares no ``get_corpora()``, so the commands above keep the committed layout
 (``docs/normalization/<row>/seed_<k>``) and this export lands beside it in ``docs/normalization/gnome_help_en_de/``::
 
-    python -m launch.sweep --config=configs/sweeps/normalization.py --corpora=gnome_help_en_de --executor=local \\
+    attention-jax-sweep --config=configs/sweeps/normalization.py --corpora=gnome_help_en_de --executor=local \\
         --parallel=2 --root=../runs/normalization_gnome
     python -m attention_jax.report ../runs/normalization_gnome/gnome_help_en_de
     python -m launch.export_results --root=../runs/normalization_gnome --to=docs/normalization

@@ -41,7 +41,7 @@ messages runs above stay where they are (``docs/positions/<row>/seed_<k>``)::
 
     python -m attention_jax.data.length_buckets --corpus=../shared/data/gnome_help_en_de --cap=26 \
         --out=runs/positions_corpora/gnome_help_en_de
-    python -m launch.sweep --config=configs/sweeps/positions.py --corpora=gnome_help_en_de --executor=local \
+    attention-jax-sweep --config=configs/sweeps/positions.py --corpora=gnome_help_en_de --executor=local \
         --parallel=2 --root=runs/positions_gnome
     python -m attention_jax.evaluation.length_bucket_evaluation --root=runs/positions_gnome/gnome_help_en_de \
         --buckets=runs/positions_corpora/gnome_help_en_de
