@@ -55,7 +55,8 @@ HOLDS, REVERSES, ONE_CORPUS, NOISE, SOME_CORPORA = "holds", "reverses", "one cor
 RULE = ("Change: mean over the n paired seeds of row − reference at the same seed (perplexities as x / x_ref − 1, "
         "in %; a derived measure, such as the length trend in pp, is its seed's change itself); ± is one "
         "standard error of the mean over the n seeds (their spread over √n, ddof=1); *beyond*: |change| > 2 SE. "
-        "Verdict: `unstable` a seed diverged on some corpus; `pending` a corpus with n < 2 paired seeds (one seed has no SE); `holds` beyond "
+        "Verdict: `unstable` a seed diverged on some corpus; `pending` a corpus with n < 2 paired seeds (one seed "
+        "has no SE); `holds` beyond "
         "on every corpus with one sign; `reverses` beyond on two corpora with opposite signs; `one corpus` beyond "
         "on exactly one; `noise` beyond on none; `some corpora` (3+ corpora) beyond with one sign on several, "
         "not all.")
