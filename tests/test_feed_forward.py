@@ -165,6 +165,7 @@ def _transformer_params(config: TransformerConfig, seed: int) -> dict:
     return nn.meta.unbox(model.Transformer(config).init(jax.random.key(seed), ids, ids)["params"])
 
 
+@pytest.mark.integration  # Compiles a whole model's decoding for over 3 s: not the fast tier.
 def test_cached_decoding_and_beam_search_of_a_gated_encoder_decoder() -> None:
     config = SMALL.replace(feed_forward=GATED, num_layers=1)
     params = _transformer_params(config, 1)
@@ -179,6 +180,7 @@ def test_cached_decoding_and_beam_search_of_a_gated_encoder_decoder() -> None:
     np.testing.assert_allclose(results[0].scores, results[1].scores, atol=1e-4)
 
 
+@pytest.mark.integration  # Compiles a whole model's decoding for over 3 s: not the fast tier.
 def test_a_gated_language_model_decodes_and_generates() -> None:
     config = SMALL.replace(feed_forward=GATED, feed_forward_bias=False, num_layers=1)
     sequence = jnp.asarray(np.random.default_rng(0).integers(4, 40, (1, 6)), jnp.int32)
@@ -201,6 +203,7 @@ def test_a_gated_language_model_decodes_and_generates() -> None:
     np.testing.assert_array_equal(logits[0, len(prompt):].argmax(-1), generated)  # Position t predicts token t.
 
 
+@pytest.mark.integration  # Compiles a whole model's decoding for over 3 s: not the fast tier.
 def test_a_gated_model_exports_to_safetensors_and_jax_export(tmp_path: pathlib.Path) -> None:
     experiment = sections.build_experiment(tiny_config(feed_forward="geglu", feed_forward_bias=False), "test")
     params = _transformer_params(experiment.model, 2)
