@@ -1,25 +1,8 @@
-"""The peak FLOP/s that MFU (model FLOPs utilization) is measured against, per device.
+"""The peak FLOP/s per device that MFU (model FLOPs utilization) divides by.
 
-A training run's progress line reports MFU: the model's matmul FLOPs per second
-(:func:`attention_jax.models.flops.training_flops`) over ``peak x devices``. The peak of one device is,
-first that applies:
-
-1. declared: ``config.peak_tflops_per_device > 0`` (e.g. a sustained figure measured elsewhere);
-2. a datasheet's dense (no sparsity) rate for the device kind and ``config.dtype``
-   (:data:`DATASHEET_PEAKS`: NVIDIA data-centre GPUs and Google TPUs);
-3. measured once per machine: the best rate of a few square matmuls in the dtype (a CPU, an unknown
-   GPU), kept in :func:`peak_cache_path` (``~/.cache/attention_jax/device_peaks.json``, under
-   ``$XDG_CACHE_HOME`` or ``$ATTENTION_JAX_CACHE_DIR`` when set) keyed by the processor model, the device
-   kind and the dtype, and reused by every later run there (:func:`cached_measured_peak`). A measured peak
-   is what this device reaches on a plain product, so MFU against it is higher than against a datasheet rate, and is
-   comparable only between runs on the same machine. On a CPU that other processes keep busy the
-   products run slower, the peak reads low and MFU high; such a peak is measured with more products,
-   named as taken under load (:func:`machine_load`), and measured again by the next run that finds the
-   machine quiet. Before the cache, every run measured its own peak, and on one loaded machine the
-   figure went from 0.20 to 0.41 TFLOP/s between runs (MFU 44% in one, 6% in the next).
-
-The run's log names the peak it used and where it comes from (:attr:`DevicePeak.source`); delete the
-cache file to measure again, or declare the figure.
+The first that applies: a declared ``config.peak_tflops_per_device``; a datasheet's dense rate for the device
+and dtype (:data:`DATASHEET_PEAKS`); else the best rate of a few matmuls, measured once per machine and
+cached. ``docs/quickstart.md`` ("MFU's peak") says where the cache lives and how load skews a measured peak.
 """
 
 from __future__ import annotations
@@ -68,7 +51,7 @@ _MEASURED: dict[tuple[str, str], DevicePeak] = {}  # (device kind, dtype) -> the
 
 @dataclasses.dataclass(frozen=True)
 class DevicePeak:
-    """The peak FLOP/s of one device that MFU divides by, and where the figure comes from.
+    """The peak FLOP/s of one device and where the figure comes from.
 
     Attributes
     ----------
@@ -85,40 +68,40 @@ class DevicePeak:
     under_load: bool = False
 
     def describe(self, device_kind: str, dtype: str, device_count: int) -> str:
-        """The log line's words: ``"989.5 TFLOP/s per device x 8 (H100, bfloat16: NVIDIA H100 datasheet ...)"``.
+        """Return the log line's phrase, e.g. ``"989.5 TFLOP/s per device x 8 (H100, bfloat16: ...)"``.
 
         Parameters
         ----------
         device_kind : str
             ``jax.devices()[0].device_kind``.
         dtype : str
-            The compute dtype the peak is for.
+            The compute dtype.
         device_count : int
             Devices the run trains on.
 
         Returns
         -------
         str
-            One phrase for the run's log.
+            The phrase.
         """
         return (f"{self.flops_per_s / 1e12:.4g} TFLOP/s per device x {device_count} "
                 f"({device_kind}, {dtype}: {self.source})")
 
 
 def datasheet_peak(device_kind: str, dtype: str) -> DevicePeak | None:
-    """The dense datasheet peak of a known device for ``dtype``; ``None`` for an unknown device.
+    """Return the dense datasheet peak of a known device for ``dtype``.
 
     Parameters
     ----------
     device_kind : str
         ``jax.devices()[0].device_kind``, e.g. ``"NVIDIA H100 80GB HBM3"`` or ``"TPU v4"``.
     dtype : str
-        ``"float32"`` or ``"bfloat16"`` (any other dtype: ``None``).
+        ``"float32"`` or ``"bfloat16"``.
 
     Returns
     -------
     DevicePeak or None
-        From :data:`DATASHEET_PEAKS`, the first pattern that matches.
+        The first :data:`DATASHEET_PEAKS` pattern's; ``None`` for an unknown device or dtype.
     """
     for pattern, peaks, source in DATASHEET_PEAKS:
         if re.search(pattern, device_kind, flags=re.IGNORECASE):
@@ -127,7 +110,7 @@ def datasheet_peak(device_kind: str, dtype: str) -> DevicePeak | None:
 
 
 def measure_matmul_peak(dtype: str, size: int = MEASURED_MATMUL_SIZE, repeats: int = 5) -> float:
-    """The best rate of ``size`` x ``size`` products on the default device in ``dtype``, in FLOP/s.
+    """Return the best rate of ``size`` x ``size`` products on the default device, in FLOP/s.
 
     Parameters
     ----------
@@ -159,17 +142,13 @@ def measure_matmul_peak(dtype: str, size: int = MEASURED_MATMUL_SIZE, repeats: i
 
 
 def machine_load() -> tuple[float, int]:
-    """The load that other processes put on this machine's CPUs, and how many CPUs this process may use.
+    """Return the load other processes put on the CPUs and the CPUs this process may use.
 
     Returns
     -------
     tuple[float, int]
-        The 1-minute load average less one (this process, busy preparing its run), floored at 0, and
-        the CPUs in this process's affinity mask.
-
-    Notes
-    -----
-    Where the operating system gives no load average (not Unix), the load is 0.
+        The 1-minute load average less one (this process), floored at 0 (0 without a load average), and
+        the CPUs in the affinity mask.
     """
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     try:
@@ -180,26 +159,19 @@ def machine_load() -> tuple[float, int]:
 
 
 def measured_peak(device_kind: str, dtype: str) -> DevicePeak:
-    """A peak measured on this machine, named as taken under load when other processes keep the CPUs busy.
+    """Return a peak measured here; on a busy CPU, 25 products instead of 5, named as taken under load.
 
     Parameters
     ----------
     device_kind : str
-        ``jax.devices()[0].device_kind``.
+        ``jax.devices()[0].device_kind`` (a GPU's peak ignores the host's load).
     dtype : str
         ``"float32"`` or ``"bfloat16"``.
 
     Returns
     -------
     DevicePeak
-        The best rate of :data:`MEASURED_MATMUL_SIZE`-sided products and how it was taken.
-
-    Notes
-    -----
-    A GPU's peak does not depend on the host's load, so only a CPU device is checked. Under load
-    (:data:`BUSY_LOAD_PER_CPU` per usable CPU or more from other processes) 25 products are timed
-    instead of 5, so that the best of them more likely falls in a quiet moment, and the source says so:
-    MFU against that peak reads high.
+        The best rate and how it was taken.
     """
     other_load, cpus = machine_load() if device_kind.lower() == "cpu" else (0.0, 1)
     busy = other_load >= BUSY_LOAD_PER_CPU * cpus
@@ -215,26 +187,21 @@ def measured_peak(device_kind: str, dtype: str) -> DevicePeak:
 
 
 def device_peak(device_kind: str, dtype: str, declared_tflops: float = 0.0) -> DevicePeak:
-    """The peak of one device: declared, else from a datasheet, else measured here once.
+    """Return the peak of one device: declared, else from a datasheet, else measured once per machine.
 
     Parameters
     ----------
     device_kind : str
         ``jax.devices()[0].device_kind``.
     dtype : str
-        The run's compute dtype (``config.dtype``).
+        The run's compute dtype.
     declared_tflops : float
         ``config.peak_tflops_per_device``; 0 looks the device up.
 
     Returns
     -------
     DevicePeak
-        The figure and its source.
-
-    Notes
-    -----
-    A measured peak comes from the machine's cache (:func:`cached_measured_peak`) and is kept per
-    ``(device_kind, dtype)`` for the life of the process.
+        The figure and its source; a measured one is kept per (device_kind, dtype) for the process.
     """
     if declared_tflops > 0:
         return DevicePeak(float(declared_tflops) * 1e12, "declared (config.peak_tflops_per_device)")
@@ -248,13 +215,12 @@ def device_peak(device_kind: str, dtype: str, declared_tflops: float = 0.0) -> D
 
 
 def peak_cache_path() -> str:
-    """The file of this machine's measured peaks: ``$ATTENTION_JAX_CACHE_DIR/device_peaks.json``, else
-    ``$XDG_CACHE_HOME/attention_jax/device_peaks.json``.
+    """Return the file of measured peaks: ``$ATTENTION_JAX_CACHE_DIR`` or ``$XDG_CACHE_HOME/attention_jax`` (``~/.cache``).
 
     Returns
     -------
     str
-        An absolute path; ``~/.cache`` stands in for an unset ``XDG_CACHE_HOME``.
+        ``.../device_peaks.json``, absolute.
     """
     moved = cache_dirs.under_cache_root("device_peaks.json")
     if moved:
@@ -264,13 +230,12 @@ def peak_cache_path() -> str:
 
 
 def processor_model() -> str:
-    """The host's processor model, e.g. ``"AMD EPYC 7B13"``: part of a cached peak's key.
+    """Return the host's processor model (``/proc/cpuinfo``, else ``platform``): part of a cached peak's key.
 
     Returns
     -------
     str
-        Linux's ``model name`` from ``/proc/cpuinfo``; elsewhere ``platform.processor()`` or, failing
-        that, the machine type (``"x86_64"``).
+        E.g. ``"AMD EPYC 7B13"``, or the machine type (``"x86_64"``).
     """
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as cpuinfo:
@@ -295,7 +260,11 @@ def _read_peak_cache(path: str) -> dict[str, Any]:
 
 def cached_measured_peak(device_kind: str, dtype: str, *, path: str | None = None,
                          measure: Callable[[str, str], DevicePeak] | None = None) -> DevicePeak:
-    """This machine's measured peak for ``device_kind`` and ``dtype``: from its cache, else measured and cached.
+    """Return this machine's measured peak for ``device_kind`` and ``dtype``, from its cache or measured and cached.
+
+    Keyed by processor model, device kind and dtype, so a shared home keeps one figure per machine. A figure
+    taken under load is reused only while the machine is still busy; an unwritable cache costs one
+    measurement per run.
 
     Parameters
     ----------
@@ -306,20 +275,12 @@ def cached_measured_peak(device_kind: str, dtype: str, *, path: str | None = Non
     path : str, optional
         The cache file (default :func:`peak_cache_path`).
     measure : Callable[[str, str], DevicePeak], optional
-        Takes the measurement (default :func:`measured_peak`); a test passes a fake.
+        Takes the measurement (default :func:`measured_peak`; tests pass a fake).
 
     Returns
     -------
     DevicePeak
-        The cached figure, its source naming the file and when it was measured; or a new measurement.
-
-    Notes
-    -----
-    The key is ``"<processor model> | <device kind> | <dtype>"`` (:func:`processor_model`), so a home
-    directory shared by different machines keeps one figure for each. A cached figure measured under
-    load is reused only while the machine is still busy: the first run that finds it quiet measures
-    again and replaces it. A cache that cannot be written (a read-only home) costs one measurement per
-    run, nothing else.
+        The figure; a cached one's source names the file and when it was measured.
     """
     path = peak_cache_path() if path is None else path
     measure = measured_peak if measure is None else measure
@@ -344,7 +305,7 @@ def cached_measured_peak(device_kind: str, dtype: str, *, path: str | None = Non
 
 
 def _machine_is_busy(device_kind: str) -> bool:
-    """Whether other processes keep this machine's CPUs busy now (:data:`BUSY_LOAD_PER_CPU`); never for a GPU."""
+    """Return whether other processes keep this machine's CPUs busy now; never for a GPU."""
     if device_kind.lower() != "cpu":
         return False
     other_load, cpus = machine_load()

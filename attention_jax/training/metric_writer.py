@@ -1,19 +1,7 @@
-"""Where training metrics go: ``WORKDIR/metrics.jsonl`` and TensorBoard event files.
+"""Training metrics to ``WORKDIR/metrics.jsonl`` and TensorBoard (tensorboardX): scalars, hparams, text tables.
 
-Each call of :meth:`MetricWriter.write` appends one JSON object ``{"step": ..., "<kind>/<name>": ...}``
-to ``metrics.jsonl`` (``kind`` is ``train`` or ``eval``) and adds the same scalars to TensorBoard
-(tensorboardX, no TensorFlow). TensorBoard also gets the run's config as hyperparameters
-(:meth:`MetricWriter.write_hparams`: the HParams tab compares the runs of a sweep) and text tables
-(:meth:`MetricWriter.write_table`: sample translations). When a run finishes, its whole-split figures
-(what ``results.json`` holds) are added as ``final/<name>`` scalars at the last step
-(:meth:`MetricWriter.write_final`). Each session of training records how it ended: the scalar
-``run/end_status`` and, once the run finished, the HParams session-end record
-(:meth:`MetricWriter.end_session`). Only process 0 writes; other processes' writers do nothing.
-``pip install -e ".[tensorboard]"`` installs ``tensorboard --logdir`` to read them.
-
-A resumed run appends to the same files. Records of steps after the restored checkpoint (written before
-a crash, then trained again) are dropped from ``metrics.jsonl``, and TensorBoard is told to purge its
-events from those steps on, so every step appears once.
+Only process 0 writes. A resumed run appends; records after the restored step are dropped and TensorBoard
+purges them, so every step appears once. ``docs/quickstart.md`` describes what TensorBoard shows.
 """
 
 from __future__ import annotations
@@ -34,10 +22,9 @@ _WRITER_NUMBERS = itertools.count()  # Tells apart the event files of one proces
 
 
 def _drop_records_after(path: str, step: int) -> None:
-    """Rewrite the JSON-lines file at ``path`` without records whose step exceeds ``step``.
+    """Rewrite the JSON-lines file without records after ``step``.
 
-    An unreadable last line (cut by a crash) is dropped, and any other unreadable line kept as it is,
-    each with a warning naming the line: a resume never deletes what it cannot read without a word.
+    An unreadable line is dropped (the last, cut by a crash) or kept (any other), with a warning either way.
     """
     with open(path, encoding="utf-8", errors="replace") as file:
         lines = file.readlines()
@@ -76,41 +63,26 @@ END_STATUS_VALUES = {
 }
 
 
-def final_figures(results: Mapping[str, Any]) -> dict[str, float]:
-    """The whole-split figures of a finished run's results, as :meth:`MetricWriter.write_final` records them.
-
-    Parameters
-    ----------
-    results : Mapping[str, Any]
-        The run's results (``results.json``).
-
-    Returns
-    -------
-    dict[str, float]
-        The :data:`FINAL_FIGURES` that are numbers there, under their ``results.json`` names: the final
-        beam-search ``dev_bleu`` and ``test_bleu`` with their perplexities ``dev_ppl`` and ``test_ppl``,
-        and the last and best dev perplexities ``eval_ppl`` and ``best_eval_ppl`` (a language model has
-        these two only). Missing and ``None`` figures are left out.
-    """
+def _final_figures(results: Mapping[str, Any]) -> dict[str, float]:
+    """Return the numeric :data:`FINAL_FIGURES` of a run's results (missing and ``None`` ones left out)."""
     return {name: float(results[name]) for name in FINAL_FIGURES
             if isinstance(results.get(name), (int, float)) and not isinstance(results.get(name), bool)}
 
 
 def flat_hparams(config: Mapping[str, Any], prefix: str = "") -> dict[str, HParamValue]:
-    """A config as TensorBoard hyperparameters: one entry per leaf, nested names joined with dots.
+    """Return a config as TensorBoard hyperparameters: one entry per leaf, nested names joined with dots.
 
     Parameters
     ----------
     config : Mapping[str, Any]
-        Plain values (e.g. ``json.loads(config.to_json_best_effort())``); nested mappings are flattened.
+        Plain values; nested mappings are flattened.
     prefix : str
-        Prepended to every name (used for the nested ones).
+        Prepended to every name.
 
     Returns
     -------
     dict[str, HParamValue]
-        Booleans, numbers and strings as they are; lists and tuples as their JSON text (``"[-1]"``),
-        ``None`` as ``"None"`` (TensorBoard's hyperparameters are numbers, strings or booleans).
+        Booleans, numbers and strings as they are; lists and tuples as JSON text, ``None`` as ``"None"``.
     """
     flat: dict[str, HParamValue] = {}
     for name, value in config.items():
@@ -127,28 +99,23 @@ def flat_hparams(config: Mapping[str, Any], prefix: str = "") -> dict[str, HPara
 
 
 def _table_cell(text: str) -> str:
-    """``text`` as one cell of a Markdown table: pipes escaped, line breaks as spaces."""
+    """Return ``text`` as one Markdown table cell: pipes escaped, line breaks as spaces."""
     return " ".join(str(text).split()).replace("|", "\\|") or " "
 
 
 class MetricWriter:
-    """Append scalar metrics to ``metrics.jsonl`` and TensorBoard.
+    """Append scalar metrics to ``metrics.jsonl`` and TensorBoard; non-finite values as JSON ``null``.
 
     Parameters
     ----------
     workdir : str
         The run's work directory.
     resumed_step : int, optional
-        The step training resumes from; later records of earlier sessions are discarded.
+        The step training resumes from; earlier sessions' later records are discarded.
     enabled : bool, optional
         Write at all (default: only on process 0).
     metrics_file : bool, optional
-        Append to ``metrics.jsonl`` too (the default); False writes TensorBoard events only, as
-        ``python -m attention_jax.evaluate`` does beside a run.
-
-    Notes
-    -----
-    Non-finite values are written as JSON ``null`` (valid JSON, unlike ``NaN``).
+        Append to ``metrics.jsonl`` too; False writes TensorBoard only (``attention_jax.evaluate``).
     """
 
     def __init__(self, workdir: str, resumed_step: int | None = None, enabled: bool | None = None, *,
@@ -181,7 +148,7 @@ class MetricWriter:
         kind : str
             ``"train"`` or ``"eval"`` (any prefix works).
         values : Mapping[str, Any]
-            Scalars (numbers); strings are written to the JSON line only.
+            Numbers; strings go to the JSON line only.
         """
         if not self.enabled:
             return
@@ -201,44 +168,30 @@ class MetricWriter:
             self._jsonl.flush()
 
     def write_final(self, step: int, results: Mapping[str, Any]) -> None:
-        """Record a finished run's whole-split figures as TensorBoard scalars ``final/<name>`` at ``step``.
+        """Record a finished run's whole-split figures as TensorBoard scalars ``final/<name>`` (HParams columns).
 
         Parameters
         ----------
         step : int
-            The run's last step (``results["step"]``).
+            The run's last step.
         results : Mapping[str, Any]
-            The run's results (``results.json``); :func:`final_figures` picks what is written.
-
-        Notes
-        -----
-        TensorBoard only: ``results.json`` is their home, and ``metrics.jsonl`` keeps the curves. Being
-        scalars of the run that holds the session-start record, they are also metric columns of the
-        HParams tab (``final/dev_bleu``, ``final/test_bleu``, ...), beside the hyperparameters.
+            The run's ``results.json``.
         """
         tensorboard = self._live_tensorboard() if self.enabled else None
         if tensorboard is not None:
-            for name, value in final_figures(results).items():
+            for name, value in _final_figures(results).items():
                 tensorboard.add_scalar(f"final/{name}", value, int(step))
 
     def write_hparams(self, hparams: Mapping[str, HParamValue]) -> None:
-        """Record the run's hyperparameters for TensorBoard's HParams tab.
+        """Record the run's hyperparameters and the HParams session-start record in its own event files.
+
+        TensorBoard keeps the first record of each kind, so a resumed run shows its first session's config; no
+        experiment record is written, which would fix the tab's columns to the first run's.
 
         Parameters
         ----------
         hparams : Mapping[str, HParamValue]
-            Names and values (:func:`flat_hparams` of the resolved config).
-
-        Notes
-        -----
-        The session-start record is written here, in the run's own event files, and a finished run's
-        session-end record by :meth:`end_session`: TensorBoard then builds the table of a sweep from
-        every run's records (each value seen becomes a filter choice; Success for a finished run), with
-        the run's scalars (``eval/perplexity``, ``final/test_bleu``, ``run/end_status``, ...) as its
-        metric columns, each the scalar's last value. TensorBoard keeps the first record of each kind
-        in a run's event files, so a resumed run's row shows its first session's config. An experiment
-        record, as ``tensorboardX.SummaryWriter.add_hparams`` also writes (into a new subdirectory),
-        would fix the columns to the first run's.
+            :func:`flat_hparams` of the resolved config.
         """
         if not self.enabled:
             return
@@ -261,7 +214,7 @@ class MetricWriter:
         columns : Sequence[str]
             Column headings.
         rows : Sequence[Sequence[str]]
-            One sequence of cells per row (pipes and line breaks in a cell are escaped).
+            One sequence of cells per row.
         """
         if not self.enabled or not rows:
             return
@@ -272,14 +225,10 @@ class MetricWriter:
             tensorboard.add_text(tag, "\n".join(lines), int(step))
 
     def _live_tensorboard(self) -> Any:
-        """The TensorBoard writer, or ``None`` once its writer thread has stopped (a full disk, say).
+        """Return the TensorBoard writer, or ``None`` once its writer thread has died.
 
-        Notes
-        -----
-        tensorboardX queues events for one writer thread in a bounded queue; when that thread dies (an
-        ``OSError`` writing the event file), the eleventh event, a flush or ``close`` would wait for it
-        forever, and a run stopping on a full disk would hang instead of exiting. The writer is dropped
-        then, with one warning: the scalars stay in ``metrics.jsonl``.
+        A dead thread (an ``OSError``, a full disk) would make the next flush wait forever; the writer is dropped
+        with one warning and the scalars stay in ``metrics.jsonl``.
         """
         if self._tensorboard is None:
             return None
@@ -298,24 +247,17 @@ class MetricWriter:
             tensorboard.flush()
 
     def end_session(self, step: int, status: str) -> None:
-        """Record how this session of training ended: the scalar ``run/end_status``, and a finished run's end.
+        """Record how this session ended: the scalar ``run/end_status`` and, once finished, the session-end record.
+
+        Only a finished run writes the end record (TensorBoard keeps the first, so a resumed run could not
+        replace it); ``run/end_status`` tells stopped (0) from failed (-1).
 
         Parameters
         ----------
         step : int
             The session's last step.
         status : str
-            :data:`FINISHED`, :data:`STOPPED` or :data:`FAILED`; ``run/end_status`` is its value in
-            :data:`END_STATUS_VALUES` (1, 0, -1).
-
-        Notes
-        -----
-        A finished run also gets the HParams session-end record, status ``STATUS_SUCCESS`` with the end
-        time: ``Success`` in the tab's status filter. A stopped or failed session writes none, because
-        TensorBoard keeps the first record of each kind in a run's event files (the rerun that resumes
-        the run could not replace it): the tab shows ``Unknown`` for it, as for a run still training,
-        and ``run/end_status``, one of its metric columns (the last value counts), tells stopped (0)
-        from failed (-1). A session killed outright (SIGKILL, a lost node) writes neither.
+            :data:`FINISHED`, :data:`STOPPED` or :data:`FAILED`.
         """
         if status not in END_STATUS_VALUES:
             raise ValueError(f"session status {status!r} is none of {sorted(END_STATUS_VALUES)}")
@@ -336,15 +278,14 @@ class MetricWriter:
         tensorboard.file_writer.add_summary(session_end)
 
     def close(self, session_status: str | None = None, step: int = 0) -> None:
-        """Flush and close the files.
+        """Flush and close the files, recording the session's end first.
 
         Parameters
         ----------
         session_status : str, optional
-            How the session of training ended; :meth:`end_session` records it first. None (the
-            default) records nothing of the kind.
+            How the session ended (:meth:`end_session`); None records nothing.
         step : int
-            The session's last step (with ``session_status``).
+            The session's last step.
         """
         if self.enabled:
             if session_status is not None:

@@ -1,25 +1,8 @@
 """What rerunning the training command on an existing work directory does: train on, finish, or nothing.
 
-A work directory records how far its run got: the newest checkpoint's step and bookkeeping (its
-``stop_reason`` and early-stopping counts), ``metrics.jsonl`` and, once the run finished,
-``results.json``. A rerun, with the same config or a changed one, does exactly one of three things:
-
-- **train on** when the new config leaves steps to train: ``num_train_steps`` above the checkpoint's
-  step, and early stopping (if it had ended the run) no longer stops it, e.g. after raising
-  ``early_stopping_patience``;
-- **finish** when training is complete but its final evaluation is not: a run stopped during the final
-  whole-split BLEU, or a finished run rerun with ``final_bleu=True``. Only the evaluation runs; the
-  training figures of ``results.json`` are kept (or recovered from ``metrics.jsonl``) and the new
-  figures are added to them;
-- **nothing**, changing no file and saying why (:func:`nothing_to_do`): the run reached its
-  ``num_train_steps``, went past a lowered one (a run is never cut back), or early stopping still
-  ends it.
-
-An evaluation step is checkpointed before it is evaluated (an evaluation that fails then loses no
-training step), so the checkpoint's bookkeeping says the evaluation is still to come
-(:data:`EVALUATION_PENDING`); whoever reads it adds the evaluation that ``metrics.jsonl`` logged at that
-step (:func:`with_logged_evaluation`), so that the best step, early stopping and the final figures
-all count it.
+``docs/faults.md`` ("Reruns") states the rules. An evaluation step is checkpointed before it is evaluated
+(:data:`EVALUATION_PENDING`), so a reader of that checkpoint adds the evaluation ``metrics.jsonl`` logged
+(:func:`with_logged_evaluation`).
 """
 
 from __future__ import annotations
@@ -40,18 +23,18 @@ evaluation: its early-stopping figures do not count that evaluation yet. Older c
 
 def why_nothing_to_train(step: int, stop_reason: str | None, tracker: early_stopping.EarlyStopping,
                          num_train_steps: int) -> str | None:
-    """Why a run at ``step`` has no step left to train up to ``num_train_steps``, or ``None`` when it trains on.
+    """Return why a run at ``step`` has no step left to train, or ``None`` when it trains on.
 
     Parameters
     ----------
     step : int
-        The step of the newest checkpoint.
+        The newest checkpoint's step.
     stop_reason : str or None
-        The checkpoint's ``stop_reason`` (``early_stopping.STOPPED_EARLY`` when patience ran out).
+        The checkpoint's ``stop_reason``.
     tracker : early_stopping.EarlyStopping
-        The early-stopping state restored with the new config's patience.
+        Early stopping restored with the new config's patience.
     num_train_steps : int
-        The new command's ``config.num_train_steps``.
+        The new config's ``num_train_steps`` (a run is never cut back).
 
     Returns
     -------
@@ -73,19 +56,19 @@ def why_nothing_to_train(step: int, stop_reason: str | None, tracker: early_stop
 
 
 def pending_final_splits(results: dict[str, Any], config: RunConfig) -> list[str]:
-    """The splits ``config.final_bleu`` asks to decode that ``results`` has no figures for.
+    """Return the splits ``config.final_bleu`` asks to decode that ``results`` has no figures for.
 
     Parameters
     ----------
     results : dict
         A finished run's ``results.json``.
     config : RunConfig
-        The new command's run section (``final_bleu``, ``final_bleu_splits``).
+        The new command's run section.
 
     Returns
     -------
     list[str]
-        Names from ``run_files.FINAL_BLEU_SPLITS`` (empty without ``final_bleu``).
+        Names from ``run_files.FINAL_BLEU_SPLITS``; empty without ``final_bleu``.
     """
     if not config.final_bleu:
         return []
@@ -95,7 +78,7 @@ def pending_final_splits(results: dict[str, Any], config: RunConfig) -> list[str
 
 
 def read_finished_results(workdir: str) -> dict[str, Any] | None:
-    """``WORKDIR/results.json`` when it records a finished run, else ``None``.
+    """Return ``WORKDIR/results.json`` when it records a finished run, else ``None``.
 
     Parameters
     ----------
@@ -119,7 +102,7 @@ def read_finished_results(workdir: str) -> dict[str, Any] | None:
 
 
 def describes_newest_checkpoint(workdir: str, results: dict[str, Any]) -> bool:
-    """Whether finished ``results`` are those of the run's newest checkpoint, not of a run extended since.
+    """Return whether finished ``results`` are those of the newest checkpoint, not of a run extended since.
 
     Parameters
     ----------
@@ -131,9 +114,8 @@ def describes_newest_checkpoint(workdir: str, results: dict[str, Any]) -> bool:
     Returns
     -------
     bool
-        False when a newer checkpoint exists (an extension stopped or killed after it trained on), or when
-        the results say the run reached ``num_train_steps`` below the ``config.json`` an extension wrote
-        before its first new checkpoint; True when there is no checkpoint to compare with.
+        False when a newer checkpoint exists or ``config.json`` raised ``num_train_steps`` past the results';
+        True without a checkpoint.
     """
     latest = checkpoints.latest_progress(workdir)
     step = results.get("step")
@@ -149,12 +131,12 @@ def describes_newest_checkpoint(workdir: str, results: dict[str, Any]) -> bool:
 
 
 def discard_results(workdir: str) -> None:
-    """Remove ``WORKDIR/results.json`` before a run trains on: a finished record would contradict the extension.
+    """Remove ``WORKDIR/results.json`` before a run trains on: a finished record would contradict it.
 
     Parameters
     ----------
     workdir : str
-        A training work directory (process 0 writes it).
+        A training work directory.
     """
     try:
         os.remove(os.path.join(workdir, run_files.RESULTS_FILE))
@@ -163,26 +145,22 @@ def discard_results(workdir: str) -> None:
 
 
 def nothing_to_do(workdir: str, config: RunConfig) -> dict[str, Any] | None:
-    """A finished run's results with the ``reason`` a rerun under ``config`` does nothing, else ``None``.
+    """Return a finished run's results with the ``reason`` a rerun under ``config`` does nothing, else ``None``.
+
+    Reads files only, so the caller can return before taking the lock.
 
     Parameters
     ----------
     workdir : str
         The work directory.
     config : RunConfig
-        The new command's run section, the run's own or a changed one (:func:`checkpoints.finished_results`
-        answers for the run's own config alone, and ``train`` asks it first).
+        The new command's run section, the run's own or a changed one.
 
     Returns
     -------
     dict or None
-        ``results.json`` plus ``reason`` when the run finished, has no step left to train under
-        ``config`` (:func:`why_nothing_to_train`) and no final evaluation it asks for is missing;
-        ``None`` when the rerun trains on or finishes an evaluation (or there is no finished run).
-
-    Notes
-    -----
-    Reads files only, so the caller can return before taking the work directory's lock.
+        ``results.json`` plus ``reason`` when no step is left to train and no asked-for final evaluation is
+        missing; ``None`` when the rerun trains on or finishes an evaluation.
     """
     results = read_finished_results(workdir)
     latest = checkpoints.latest_progress(workdir)
@@ -198,31 +176,22 @@ def nothing_to_do(workdir: str, config: RunConfig) -> dict[str, Any] | None:
 
 
 def with_logged_evaluation(progress: dict[str, Any], logged_eval: dict[str, Any], config: RunConfig) -> dict[str, Any]:
-    """A checkpoint's bookkeeping with the dev evaluation of its step added, when the checkpoint came first.
+    """Return a checkpoint's bookkeeping with its step's logged dev evaluation added, when the checkpoint came first.
 
     Parameters
     ----------
     progress : dict
-        The checkpoint's bookkeeping (``TrainingCheckpoints.restore_latest``'s ``progress``).
+        The checkpoint's bookkeeping.
     logged_eval : dict
-        The evaluation ``metrics.jsonl`` logged at the checkpoint's step (:func:`logged_figures`), ``{}``
-        when none finished.
+        The evaluation ``metrics.jsonl`` logged at that step (:func:`logged_figures`); ``{}`` when none.
     config : RunConfig
-        The command's run section (early stopping's patience and thresholds).
+        The run section (early stopping's patience and thresholds).
 
     Returns
     -------
     dict
-        ``progress`` itself when it counts the evaluation already or none was logged (then
-        :data:`EVALUATION_PENDING` stays true: the evaluation is still to do). Otherwise a copy whose
-        early-stopping figures count the logged perplexity, whose ``stop_reason`` is
-        ``early_stopping.STOPPED_EARLY`` when that evaluation ran out ``config``'s patience, and whose
-        :data:`EVALUATION_PENDING` is false.
-
-    Notes
-    -----
-    The parameters of a best evaluation were kept in ``WORKDIR/best/`` before its figures were logged,
-    so they need no replay.
+        ``progress`` itself when there is nothing to add (:data:`EVALUATION_PENDING` stays as it was);
+        else a copy whose early stopping counts the logged perplexity, with ``EVALUATION_PENDING`` false.
     """
     if not progress.get(EVALUATION_PENDING) or not logged_eval:
         return progress
@@ -237,21 +206,19 @@ def with_logged_evaluation(progress: dict[str, Any], logged_eval: dict[str, Any]
 
 
 def logged_figures(workdir: str, step: int) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The last train figures logged at or before ``step`` and the dev evaluation logged at ``step``.
+    """Return the last train figures logged at or before ``step`` and the dev evaluation logged at ``step``.
 
     Parameters
     ----------
     workdir : str
-        A training work directory (``metrics.jsonl``).
+        A training work directory.
     step : int
         The step a run resumes from.
 
     Returns
     -------
-    (dict, dict)
-        ``train`` and ``eval`` values without their prefixes, each empty when none was logged; the
-        evaluation carries ``step``. A resumed run reports these in ``results.json`` instead of
-        ``null`` when it trains no step itself.
+    tuple of (dict, dict)
+        ``train`` and ``eval`` values without prefixes, each ``{}`` when none; the evaluation carries ``step``.
     """
     path = os.path.join(workdir, run_files.METRICS_FILE)
     last_train: dict[str, Any] = {}

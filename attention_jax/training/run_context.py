@@ -1,10 +1,5 @@
-"""One training run's state: what stays fixed for the session (:class:`TrainingRun`) and what the loop
-advances (:class:`LoopState`), and how a restored checkpoint's bookkeeping becomes them.
-
-Both are built once, before the loop, by :func:`attention_jax.training.train.build_run`; its evaluations
-are :mod:`~attention_jax.training.run_evaluation`. A run starts fresh or from its latest checkpoint, whose
-bookkeeping (wall time, tokens, early stopping, the last logged figures) :func:`restored_loop` carries
-over and whose data position :func:`resumed_iterator` restores.
+"""One training run: what stays fixed for the session (:class:`TrainingRun`) and what the loop advances
+(:class:`LoopState`), and how a restored checkpoint's bookkeeping becomes them.
 """
 
 from __future__ import annotations
@@ -33,7 +28,7 @@ from attention_jax.training.train_state import (
 
 @dataclasses.dataclass(frozen=True)
 class EarlierSessions:
-    """What the sessions before this one did, from the restored checkpoint's bookkeeping (0 for a new run).
+    """What the sessions before this one did (0 for a new run).
 
     Attributes
     ----------
@@ -54,25 +49,25 @@ class LoopState:
     Attributes
     ----------
     state : TrainState
-        The parameters, optimizer state and step.
+        The train state.
     train_iterator : TrainIterator
-        The training batches (its position is saved with each checkpoint).
+        The training batches (their position is checkpointed).
     early_stopping : early_stopping.EarlyStopping
         The best dev perplexity so far and the evaluations since.
     throughput : Throughput
-        Timed training tokens and seconds (carried over from earlier sessions) and the peak MFU divides by.
+        Timed tokens and seconds (earlier sessions' included) and the device peak.
     last_save_time : float
         ``time.time()`` of the last checkpoint (``checkpoint_every_minutes`` counts from it).
     stop_reason : str or None
-        Set when training ends: ``early_stopping.STOPPED_EARLY`` or ``REACHED_NUM_STEPS``.
+        Why training ended, once it has.
     evaluation_pending : bool
-        Restored from a checkpoint written before its step's evaluation, which did not finish.
+        Restored from a checkpoint whose step's evaluation did not finish.
     last_train, last_eval : dict
-        The last logged train figures and dev evaluation (``results.json`` reports them).
+        The last logged train figures and dev evaluation.
     session_tokens : float
         Target tokens trained on in this session.
     token_counts : dict
-        Real tokens and slots since the last log line (its padding fractions).
+        Real tokens and slots since the last log line.
     compiled_shapes : set
         The batch shapes the train step was compiled for.
     """
@@ -93,12 +88,12 @@ class LoopState:
 
 @dataclasses.dataclass(frozen=True)
 class TrainingRun:
-    """Everything one call of :func:`~attention_jax.training.train.train_and_evaluate` works with.
+    """Everything one call of :func:`~attention_jax.training.train.train_and_evaluate` works with; only ``loop`` changes.
 
     Attributes
     ----------
     experiment : Experiment
-        The checked experiment (``experiment.model`` is the model's config).
+        The checked experiment.
     workdir : str
         The run directory.
     data : TrainingData
@@ -106,11 +101,11 @@ class TrainingRun:
     mesh : Mesh
         The device mesh.
     steps : CompiledSteps
-        The jitted train and evaluation steps and the batch sharding.
+        The jitted steps and the batch sharding.
     schedule : optax.Schedule
-        The optimizer's learning rate of the update count (logged).
+        The learning rate of the update count (logged).
     checkpoints : checkpoints.TrainingCheckpoints
-        The train-state checkpoints of ``workdir``.
+        The train-state checkpoints.
     writer : metric_writer.MetricWriter
         ``metrics.jsonl`` and TensorBoard.
     lock : workdir_lock.WorkdirLock or None
@@ -118,15 +113,11 @@ class TrainingRun:
     num_params : int
         The model's parameter count.
     earlier : EarlierSessions
-        What earlier sessions of the run did.
+        What earlier sessions did.
     session_start : float
         ``time.time()`` when this session's run was built.
     loop : LoopState
         What the loop advances.
-
-    Notes
-    -----
-    Frozen: only ``loop`` changes as training goes (and the dev batches are padded once, on first use).
     """
 
     experiment: Experiment
@@ -145,7 +136,13 @@ class TrainingRun:
 
     @functools.cached_property
     def eval_batches(self) -> list[Batch]:
-        """This process's dev batches (``num_eval_batches`` of ``eval_split``), padded to the mesh's shards."""
+        """Pad this process's dev batches to the mesh's shards, once.
+
+        Returns
+        -------
+        list[Batch]
+            ``num_eval_batches`` of ``eval_split``.
+        """
         multiple = sharding.local_data_shards(self.mesh)
         local = self.data.eval_batches(self.experiment.data.eval_split,
                                        max_batches=self.experiment.run.num_eval_batches)
@@ -153,19 +150,19 @@ class TrainingRun:
 
 
 def load_data(experiment: Experiment, mesh: Mesh) -> TrainingData:
-    """The training data ``experiment`` names: translation pairs or a language model's documents.
+    """Return the training data ``experiment`` names: translation pairs or a language model's documents.
 
     Parameters
     ----------
     experiment : Experiment
-        The run's experiment (its data section and model kind).
+        The run's experiment.
     mesh : Mesh
-        The device mesh; rows per batch are made a multiple of its data-parallel size.
+        The device mesh; batch rows are a multiple of its data-parallel size.
 
     Returns
     -------
     TrainingData
-        ``input_pipeline.get_datasets``'s (or ``lm_data.get_datasets``'s) result for this process.
+        This process's share.
     """
     if experiment.model_kind == variants.ModelKind.DECODER_ONLY:
         from attention_jax.data import lm_data  # Documents packed into rows.
@@ -181,34 +178,28 @@ def load_data(experiment: Experiment, mesh: Mesh) -> TrainingData:
 
 def restored_loop(experiment: Experiment, workdir: str, restored: checkpoints.Restored,
                   train_iterator: TrainIterator, *, last_save_time: float) -> LoopState:
-    """The loop state of a restored run: timed throughput, the last logged train and dev figures, early stopping.
+    """Return the loop state of a restored run, carrying the earlier sessions' figures.
+
+    A checkpoint written before its step's evaluation gets that evaluation from ``metrics.jsonl`` when it
+    finished (:func:`reruns.with_logged_evaluation`), else the loop redoes it first.
 
     Parameters
     ----------
     experiment : Experiment
-        This session's experiment (its early-stopping settings may differ from the checkpoint's).
+        This session's experiment (its early stopping may differ from the checkpoint's).
     workdir : str
-        The run directory, whose ``metrics.jsonl`` holds the last logged figures.
+        The run directory.
     restored : checkpoints.Restored
-        The latest checkpoint: its state and bookkeeping (``progress``).
+        The latest checkpoint: its state and bookkeeping.
     train_iterator : TrainIterator
-        The data iterator, at the checkpoint's position (:func:`resumed_iterator`).
+        The data iterator at the checkpoint's position.
     last_save_time : float
-        ``time.time()`` of this session's start, from which the next timed save counts.
+        This session's start, from which the next timed save counts.
 
     Returns
     -------
     LoopState
-        The state the loop advances, carrying the earlier sessions' figures.
-
-    Notes
-    -----
-    A checkpoint written before its step's evaluation (:data:`reruns.EVALUATION_PENDING`) gets that
-    evaluation from ``metrics.jsonl`` when it finished (:func:`reruns.with_logged_evaluation`: the best
-    step and early stopping then count it), or has it redone first by the loop when it did not.
-    Early stopping that ended the run no longer holds it when the new config's patience allows more
-    evaluations (:mod:`attention_jax.training.reruns`). Reads ``metrics.jsonl`` after the metric writer
-    dropped its records after the restored step.
+        The state the loop advances.
     """
     step = int(restored.state.step)
     throughput = Throughput()
@@ -229,7 +220,7 @@ def restored_loop(experiment: Experiment, workdir: str, restored: checkpoints.Re
 
 
 def resumed_iterator(data: TrainingData, seed: int, restored: checkpoints.Restored) -> TrainIterator:
-    """The training batches from where the checkpoint left them.
+    """Return the training batches from where the checkpoint left them.
 
     Parameters
     ----------
@@ -238,13 +229,13 @@ def resumed_iterator(data: TrainingData, seed: int, restored: checkpoints.Restor
     seed : int
         The experiment's seed.
     restored : checkpoints.Restored
-        The latest checkpoint; its ``data_state`` is the iterator's position, when it has one.
+        The latest checkpoint; its ``data_state`` is the position.
 
     Returns
     -------
     TrainIterator
-        At the checkpoint's position; without a usable position, a fresh order seeded with
-        ``seed + step`` (logged as a warning), so a resumed run does not repeat its first batches.
+        At that position; without one, a fresh order seeded ``seed + step`` (with a warning), so a resumed
+        run does not repeat its first batches.
     """
     if restored.data_state is None:
         logging.warning("No usable data iterator state at step %d: continuing with a fresh data "

@@ -1,28 +1,8 @@
-"""The train state and the update that advances it (Sections 5.1-5.4), compiled for a device mesh.
+"""The train state, the paper's optimizer and schedule (Section 5.3), and the jitted steps that advance them.
 
-- :class:`TrainState`: step, params, opt_state, rng: everything a checkpoint must hold besides the
-  data iterator's position (created into its shardings by :mod:`attention_jax.training.initial_state`);
-- :func:`make_optimizer` / :func:`make_schedule`: the paper's Adam and its warm-up schedule,
-
-      lrate = d_model^-0.5 * min(step^-0.5, step * warmup_steps^-1.5)       (paper, Equation 3)
-
-  with ``step`` counted from 1 (the first update) and an extra multiplier ``learning_rate_scale``
-  (1.0 reproduces the paper; tensor2tensor calls it ``learning_rate``): the rate rises linearly for
-  ``warmup_steps`` updates, peaks at ``scale * (d_model * warmup_steps)^-0.5`` and then decays as
-  ``step^-0.5``; ``lr_schedule="constant_then_inverse_sqrt"`` is that curve without its ramp,
-  ``peak * min(1, sqrt(warmup_steps / step))``. Two knobs researchers expect are off by default so the
-  paper's Adam stays exact: global-norm gradient clipping (``grad_clip_norm``) and decoupled weight decay
-  (``weight_decay``, AdamW);
-- :func:`train_step` / :func:`accumulate_gradients` / :func:`eval_step`: pure functions (the forward
-  pass, the label-smoothed loss of :func:`attention_jax.models.metrics.token_loss_sums`, the gradient
-  and the optimizer's update), compiled by :func:`compile_steps` with explicit
-  ``in_shardings``/``out_shardings`` and donated buffers; :func:`run_update` applies one step of
-  (possibly accumulated) micro-batches.
-
-Loss normalization: a step's gradient is the gradient of the label-smoothed loss summed over all
-non-pad target tokens of the step (every device, every micro-batch) divided by their number, so
-``grad_accum_steps=k`` with k batches equals one step on their union (up to float rounding); with batch_norm
-only its running averages do, each micro-batch being normalised by its own statistics.
+A step's gradient is that of the label-smoothed loss summed over the step's non-pad target tokens (every
+device, every micro-batch) divided by their number, so ``grad_accum_steps=k`` equals one step on the k
+batches' union (``docs/design.md``, "A training step, end to end").
 """
 
 from __future__ import annotations
@@ -52,18 +32,18 @@ Carry = tuple[Any, MetricSums, Any]
 
 
 class TrainState(flax.struct.PyTreeNode):
-    """Everything that evolves during training.
+    """Everything a checkpoint holds besides the data iterator's position.
 
     Attributes
     ----------
     step : jax.Array
-        int32 scalar, optimizer updates done (the paper's step of the last update).
+        int32 scalar, optimizer updates done.
     params : pytree
         Unboxed float32 parameters.
     opt_state : pytree
-        Adam state (moments and update count).
+        The optimizer's state.
     rng : jax.Array
-        uint32 key data (``jax.random.key_data``); dropout keys are folded from it per step.
+        uint32 key data; each step's dropout keys are folded from it.
     """
 
     step: jax.Array
@@ -75,27 +55,23 @@ class TrainState(flax.struct.PyTreeNode):
 # --- The update: Adam and the paper's schedule (Section 5.3) --------------------------------------
 
 def paper_learning_rate(step: ArrayLike, *, d_model: int, warmup_steps: int, scale: float = 1.0) -> ArrayLike:
-    """The learning rate of update number ``step`` (1-based), the paper's Equation (3).
+    """Return the learning rate of update ``step``, Equation (3): ``d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)``.
 
     Parameters
     ----------
     step : int or Array
-        Update number, 1 for the first update. Values below 1 are treated as 1.
+        Update number, 1 for the first; values below 1 count as 1.
     d_model : int
         Model width.
     warmup_steps : int
-        Updates of linear warmup (4000 in the paper).
+        Updates of linear warm-up (4000 in the paper); the peak is at ``step == warmup_steps``.
     scale : float
-        Multiplier of the whole schedule (``config.learning_rate_scale``).
+        Multiplier of the whole schedule (``learning_rate_scale``; 1.0 is the paper's).
 
     Returns
     -------
     Array
-        float32 learning rate, same shape as ``step``.
-
-    Notes
-    -----
-    At ``step == warmup_steps`` both branches of the ``min`` are equal: the peak.
+        float32 learning rate, the shape of ``step``.
     """
     step = jnp.maximum(jnp.asarray(step, jnp.float32), 1.0)
     warmup = jnp.float32(warmup_steps)
@@ -103,91 +79,58 @@ def paper_learning_rate(step: ArrayLike, *, d_model: int, warmup_steps: int, sca
 
 
 def make_schedule(config: OptimizerConfig) -> optax.Schedule:
-    """``config.lr_schedule`` as an optax schedule of the update count.
+    """Return ``config.lr_schedule`` as an optax schedule of the update count.
+
+    ``constant_then_inverse_sqrt`` is :func:`paper_learning_rate` at ``max(step, warmup_steps)`` (no ramp).
 
     Parameters
     ----------
     config : OptimizerConfig
-        The optimizer section (``d_model``, ``warmup_steps``, ``lr_schedule`` and ``learning_rate_scale``
-        are read).
+        The optimizer section.
 
     Returns
     -------
     optax.Schedule
-        ``count -> lr``; optax passes ``count = 0`` for the first update, which is the paper's step 1.
-
-    Notes
-    -----
-    ``constant_then_inverse_sqrt`` is :func:`paper_learning_rate` at ``max(step, warmup_steps)``.
-    ``warmup_steps`` is positive (its declared range), so neither divides by zero.
+        ``count -> lr``; optax's ``count = 0`` is the paper's step 1.
     """
     d_model, warmup, scale = config.d_model, config.warmup_steps, config.learning_rate_scale
     constant_start = config.lr_schedule == LearningRateSchedule.CONSTANT_THEN_INVERSE_SQRT
 
-    def schedule(count: ArrayLike) -> ArrayLike:
+    def _schedule(count: ArrayLike) -> ArrayLike:
         step = jnp.maximum(count + 1, warmup) if constant_start else count + 1
         return paper_learning_rate(step, d_model=d_model, warmup_steps=warmup, scale=scale)
 
-    return schedule
+    return _schedule
 
 
-def decayed_parameters(params: Any) -> Any:
-    """Which parameters decoupled weight decay applies to: those of two or more dimensions.
-
-    Parameters
-    ----------
-    params : pytree
-        The model's parameters (or any tree of arrays of the same structure).
-
-    Returns
-    -------
-    pytree
-        The same structure with ``True`` for the weight matrices and the shared embedding, ``False`` for
-        biases and layer-norm scales and offsets (one dimension).
-
-    Notes
-    -----
-    The usual AdamW convention (BERT, GPT-2, fairseq's default): decaying a layer norm's scale or a bias
-    pulls it towards 0, which is not a simpler function, so they are left alone.
-    """
+def _decayed_parameters(params: Any) -> Any:
+    """Return ``True`` for the leaves of two or more dimensions: weight decay spares biases and norm scales."""
     return jax.tree.map(lambda leaf: jnp.ndim(leaf) >= 2, params)
 
 
 def make_optimizer(config: OptimizerConfig, schedule: optax.Schedule | None = None) -> optax.GradientTransformation:
-    """Adam(beta1, beta2, eps) driven by :func:`make_schedule` (Section 5.3), with optional clipping and decay.
+    """Return Adam(beta1, beta2, eps) on the schedule (Section 5.3), with optional clipping and weight decay.
+
+    Both knobs are off by default so the paper's Adam stays exact; either changes the optimizer state's
+    structure, so a run cannot resume with another setting. Weight decay is decoupled and scaled by the
+    learning rate, as in optax and PyTorch's AdamW.
 
     Parameters
     ----------
     config : OptimizerConfig
-        The optimizer section (``adam_b1``, ``adam_b2``, ``adam_eps``, paper: 0.9, 0.98, 1e-9, the
-        schedule's fields, ``grad_clip_norm`` and ``weight_decay`` are read).
+        The optimizer section (paper: 0.9, 0.98, 1e-9).
     schedule : optax.Schedule, optional
-        The learning-rate schedule to drive (default: ``make_schedule(config)``); the training loop
-        passes the one it logs, so the logged rate is the optimizer's own.
+        The schedule to drive (default ``make_schedule(config)``); the loop passes the one it logs.
 
     Returns
     -------
     optax.GradientTransformation
-        With ``grad_clip_norm == weight_decay == 0`` (the default): plain Adam, as in the paper, whose
-        state is Adam's alone. Otherwise a chain of ``clip_by_global_norm(grad_clip_norm)`` (when
-        positive) and AdamW with ``weight_decay`` on :func:`decayed_parameters` (Adam when 0).
-
-    Notes
-    -----
-    Gradient accumulation (``config.grad_accum_steps``) is done by the training loop, which sums
-    token-weighted gradients over micro-batches before one call of this optimizer; the optimizer's
-    update count therefore equals the paper's step, and clipping applies to the whole step's gradient.
-
-    Weight decay is decoupled (Loshchilov and Hutter, 2019) and, as in optax and PyTorch's AdamW, scaled
-    by the learning rate: each step subtracts ``lr_t * weight_decay * w`` besides Adam's update.
-
-    Turning either knob on or off changes the optimizer state's structure, so a run cannot be resumed
-    with a different setting (the resume check refuses it).
+        Plain Adam, or ``clip_by_global_norm`` chained with Adam/AdamW.
     """
     learning_rate = schedule if schedule is not None else make_schedule(config)
     if config.weight_decay > 0:
         adam = optax.adamw(learning_rate=learning_rate, b1=config.adam_b1, b2=config.adam_b2, eps=config.adam_eps,
-                           weight_decay=config.weight_decay, mask=decayed_parameters)
+                           weight_decay=config.weight_decay, mask=_decayed_parameters)
     else:
         adam = optax.adam(learning_rate=learning_rate, b1=config.adam_b1, b2=config.adam_b2, eps=config.adam_eps)
     if config.grad_clip_norm > 0:
@@ -203,55 +146,50 @@ LAYER_GRAD_NORM_PREFIX = "grad_norm/"
 
 
 def layer_gradient_norms(grads: Any) -> dict[str, jax.Array]:
-    """The L2 norm of each top-level module's gradient: the embedding, every layer, the final norms.
+    """Return the L2 norm of each top-level module's gradient (embedding, every layer, final norms).
+
+    Xiong et al. (2020) read these norms at initialisation to explain post-LN's need for warm-up
+    (``docs/normalization.md``).
 
     Parameters
     ----------
     grads : pytree
-        Per-token gradient, the parameters' structure (``{"encoder_0": ..., "decoder_0": ..., ...}``).
+        Per-token gradient with the parameters' structure.
 
     Returns
     -------
     dict[str, jax.Array]
-        ``grad_norm/<module name>`` -> float32 scalar (Xiong et al., 2020, read the norms of each layer's
-        gradient at initialisation to explain why post-LN needs the warm-up; ``docs/normalization.md``).
+        ``grad_norm/<module>`` -> float32 scalar.
     """
     return {f"{LAYER_GRAD_NORM_PREFIX}{name}": optax.tree.norm(subtree) for name, subtree in grads.items()}
 
 
 def logged_gradient_norms(fetched: list[tuple[int, dict]]) -> dict[str, float]:
-    """What a training log line records of the gradient norms of its interval's fetched steps.
+    """Return the gradient norms a training log line records for its interval's fetched steps.
 
     Parameters
     ----------
     fetched : list of (step, sums)
-        The interval's steps and their metric sums from :func:`train_step`, on the host.
+        The interval's steps and their metric sums, on the host.
 
     Returns
     -------
     dict[str, float]
-        ``grad_norm`` and ``grad_norm/<module>`` of the interval's last step; when the interval starts at
-        step 1, also ``init/grad_norm`` and ``init/grad_norm/<module>`` of step 1, whose gradient is the
-        one at the initial parameters.
+        ``grad_norm`` and ``grad_norm/<module>`` of the last step; from an interval starting at step 1 also
+        ``init/...``, the norms at the initial parameters.
     """
-    def norms(sums: dict, prefix: str = "") -> dict[str, float]:
+    def _norms(sums: dict, prefix: str = "") -> dict[str, float]:
         return {f"{prefix}{key}": float(value) for key, value in sums.items()
                 if key == "grad_norm" or key.startswith(LAYER_GRAD_NORM_PREFIX)}
 
-    logged = norms(fetched[-1][1])
+    logged = _norms(fetched[-1][1])
     if fetched[0][0] == 1:
-        logged.update(norms(fetched[0][1], "init/"))
+        logged.update(_norms(fetched[0][1], "init/"))
     return logged
 
 
 def _dropout_key(state: TrainState, micro_index: jax.Array | int, dropout_rng: str = "threefry") -> jax.Array:
-    """Fresh dropout key per step and micro-batch, a pure function of (rng, step, micro_index).
-
-    ``dropout_rng="rbg"`` turns that threefry key into an ``rbg`` key (XLA's RngBitGenerator draws the
-    masks). Threefry masks are drawn loop-free (:mod:`attention_jax.cpu_kernels.dropout`), so on a CPU the
-    step is faster with them than with ``rbg`` (``docs/benchmarks.md``). The state and checkpoints are the same
-    either way.
-    """
+    """Return the dropout key of (rng, step, micro_index); ``"rbg"`` turns it into an RngBitGenerator key."""
     key = jax.random.fold_in(jax.random.wrap_key_data(state.rng), state.step)
     key = jax.random.fold_in(key, micro_index)
     if dropout_rng == "rbg":
@@ -260,25 +198,23 @@ def _dropout_key(state: TrainState, micro_index: jax.Array | int, dropout_rng: s
 
 
 def model_logits(transformer: nn.Module, params: Any, batch: Batch, **kwargs: Any) -> jax.Array:
-    """Teacher-forced logits ``[B, T, N]`` of a bucketed or packed batch.
+    """Return teacher-forced float32 logits ``[B, T, V]`` of a bucketed or packed batch.
 
     Parameters
     ----------
-    transformer : model.Transformer or language_model.LanguageModel
-        The model.
+    transformer : nn.Module
+        A ``Transformer`` or a decoder-only ``LanguageModel`` (whose batches have no ``inputs``).
     params : pytree
         Parameters.
     batch : Batch
-        ``inputs`` ``[B, S]``, ``targets`` ``[B, T]`` and, for packed batches (``config.packing``),
-        the segment ids and positions named in :data:`model.PACKED_KEYS`. A decoder-only language
-        model's batches have no ``inputs`` (:mod:`attention_jax.models.language_model`).
+        ``inputs`` ``[B, S]``, ``targets`` ``[B, T]``, and a packed batch's :data:`model.PACKED_KEYS`.
     **kwargs
         Passed to ``transformer.apply`` (``deterministic``, ``rngs``).
 
     Returns
     -------
     jax.Array
-        float32 logits.
+        The logits.
     """
     return language_model.apply_to_batch(transformer, params, batch, **kwargs)
 
@@ -286,18 +222,17 @@ def model_logits(transformer: nn.Module, params: Any, batch: Batch, **kwargs: An
 def _summed_loss_gradients(params: Any, batch: Batch, dropout_key: jax.Array,
                            transformer: nn.Module,
                            label_smoothing: float) -> tuple[Any, MetricSums, Any]:
-    """Gradient of the label-smoothed loss summed (not averaged) over non-pad targets, the sums, and the
-    batch statistics the forward pass wrote (batch_norm's; empty without it)."""
+    """Return the gradient of the loss summed over non-pad targets, the sums and batch_norm's batch statistics."""
     collection = normalization_registry.STATISTICS_COLLECTION
 
-    def summed_loss(candidate: Any) -> tuple[jax.Array, tuple[MetricSums, Any]]:
+    def _summed_loss(candidate: Any) -> tuple[jax.Array, tuple[MetricSums, Any]]:
         logits, written = model_logits(transformer, candidate, batch, deterministic=False,
                                        rngs={"dropout": dropout_key}, mutable=[collection])
         sums = metrics.token_loss_sums(logits, batch["targets"], label_smoothing,
                                        cpu_kernels=transformer.config.cpu_kernels)
         return sums["loss_sum"], (sums, written.get(collection, {}))
 
-    grads, (sums, statistics) = jax.grad(summed_loss, has_aux=True)(params)
+    grads, (sums, statistics) = jax.grad(_summed_loss, has_aux=True)(params)
     return grads, sums, statistics
 
 
@@ -308,26 +243,24 @@ def accumulate_gradients(state: TrainState, carry: Carry | None, batch: Batch, m
     Parameters
     ----------
     state : TrainState
-        Current state (parameters, step and rng are read).
+        Current state.
     carry : Carry or None
-        What earlier micro-batches of this step accumulated; ``None`` for the first.
+        The step's earlier micro-batches' sums; ``None`` for the first.
     batch : Batch
-        ``{"inputs": [B, S], "targets": [B, T]}`` global arrays, plus the :data:`model.PACKED_KEYS` arrays
-        of a packed batch.
+        Global arrays, as in :func:`model_logits`.
     micro_index : jax.Array
-        int32 index of this micro-batch within the step (selects its dropout key).
-    transformer : model.Transformer or language_model.LanguageModel
+        int32 index of the micro-batch within the step (selects its dropout key).
+    transformer : nn.Module
         The model.
     label_smoothing : float
-        ``eps_ls``.
+        ``eps_ls`` (Section 5.4).
     dropout_rng : str
-        ``"threefry"`` (JAX's default: the same masks on any mesh) or ``"rbg"`` (XLA's RngBitGenerator; the
-        masks depend on how the batch is sharded). See ``config.dropout_rng``.
+        ``"threefry"`` (the same masks on any mesh) or ``"rbg"`` (masks depend on the batch's sharding).
 
     Returns
     -------
     Carry
-        Running sums; pass them to the next micro-batch or to :func:`train_step`.
+        The running sums.
     """
     dropout_key = _dropout_key(state, micro_index, dropout_rng)
     grads, sums, statistics = _summed_loss_gradients(state.params, batch, dropout_key, transformer, label_smoothing)
@@ -341,39 +274,34 @@ def train_step(state: TrainState, batch: Batch, carry: Carry | None = None, *,
                transformer: nn.Module, optimizer: optax.GradientTransformation,
                label_smoothing: float, micro_index: int = 0,
                dropout_rng: str = "threefry") -> tuple[TrainState, MetricSums]:
-    """One optimizer update: the last (or only) micro-batch's gradient, normalization, Adam.
+    """Apply one optimizer update: the last micro-batch's gradient, the division by tokens, the optimizer.
+
+    batch_norm's running averages move once, by the statistics of all the step's tokens; each micro-batch is
+    still normalised by its own statistics.
 
     Parameters
     ----------
     state : TrainState
         Current state.
     batch : Batch
-        The last micro-batch of the step.
+        The step's last (or only) micro-batch.
     carry : Carry or None
-        Accumulated over the step's earlier micro-batches (:func:`accumulate_gradients`).
-    transformer : model.Transformer or language_model.LanguageModel
-        The model (``dtype`` selects the compute precision; parameters stay float32).
+        The earlier micro-batches' sums (:func:`accumulate_gradients`).
+    transformer : nn.Module
+        The model (its ``dtype`` is the compute precision; parameters stay float32).
     optimizer : optax.GradientTransformation
         From :func:`make_optimizer`.
     label_smoothing : float
         ``eps_ls``.
     micro_index : int
-        This micro-batch's index (``grad_accum_steps - 1``).
+        This micro-batch's index, ``grad_accum_steps - 1``.
     dropout_rng : str
         As in :func:`accumulate_gradients`.
 
     Returns
     -------
-    (TrainState, dict)
-        The updated state and the step's metric sums (``loss_sum``, ``nll_sum``, ``correct``,
-        ``tokens``) plus ``grad_norm`` of the per-token gradient and each module's share of it
-        (:func:`layer_gradient_norms`).
-
-    Notes
-    -----
-    batch_norm's running averages (parameters no gradient reaches) then move once, by the statistics of
-    all the step's real tokens (``models/normalization.py``). With ``grad_accum_steps = k`` each micro-batch
-    is still normalised by its own statistics, so a batch_norm model's gradient is not one big batch's.
+    tuple of (TrainState, dict)
+        The new state and the step's metric sums, with ``grad_norm`` and :func:`layer_gradient_norms`.
     """
     grads, sums, statistics = accumulate_gradients(state, carry, batch, jnp.int32(micro_index),
                                                    transformer=transformer, label_smoothing=label_smoothing,
@@ -389,7 +317,7 @@ def train_step(state: TrainState, batch: Batch, carry: Carry | None = None, *,
 
 def eval_step(params: Any, batch: Batch, *, transformer: nn.Module,
               label_smoothing: float) -> MetricSums:
-    """Metric sums of one evaluation batch (no dropout).
+    """Return the metric sums of one evaluation batch, without dropout.
 
     Parameters
     ----------
@@ -397,10 +325,10 @@ def eval_step(params: Any, batch: Batch, *, transformer: nn.Module,
         Parameters.
     batch : Batch
         Global batch; all-pad rows count for nothing.
-    transformer : model.Transformer or language_model.LanguageModel
+    transformer : nn.Module
         The model.
     label_smoothing : float
-        ``eps_ls`` (the smoothed loss is reported beside the unsmoothed one).
+        ``eps_ls`` (the smoothed loss is reported beside the NLL).
 
     Returns
     -------
@@ -419,10 +347,9 @@ class CompiledSteps:
     Attributes
     ----------
     train : callable
-        ``(state, batch) -> (state, sums)`` without accumulation, ``(state, batch, carry)`` with.
+        ``(state, batch[, carry]) -> (state, sums)``.
     first_micro_batch, next_micro_batch : callable or None
-        ``(state, batch, index) -> carry`` and ``(state, carry, batch, index) -> carry``
-        (``grad_accum_steps > 1`` only).
+        ``(state, batch, index) -> carry`` and ``(state, carry, batch, index) -> carry``; accumulation only.
     evaluate : callable
         ``(params, batch) -> sums``.
     state_shardings : TrainState
@@ -442,27 +369,32 @@ class CompiledSteps:
 def compile_steps(transformer: nn.Module, optimizer: optax.GradientTransformation,
                   mesh: Mesh, state_shardings: TrainState, *, label_smoothing: float,
                   grad_accum_steps: int = 1, dropout_rng: str = "threefry") -> CompiledSteps:
-    """Jit the step functions with explicit shardings and donated state/accumulator buffers.
+    """Jit the step functions with explicit shardings and donated state and accumulator buffers.
 
     Parameters
     ----------
-    transformer, optimizer
-        Model and optimizer.
+    transformer, optimizer : nn.Module, optax.GradientTransformation
+        The model and its optimizer.
     mesh : Mesh
         Device mesh.
     state_shardings : TrainState
-        From :func:`attention_jax.training.initial_state.train_state_shardings`.
+        The state's shardings.
     label_smoothing : float
         ``eps_ls``.
     grad_accum_steps : int
         Micro-batches per update.
     dropout_rng : str
-        ``"threefry"`` or ``"rbg"`` (:func:`accumulate_gradients`).
+        ``"threefry"`` or ``"rbg"``.
 
     Returns
     -------
     CompiledSteps
-        Compilation happens on first call, once per batch shape.
+        Compiled on first call, once per batch shape.
+
+    Raises
+    ------
+    ValueError
+        For a ``dropout_rng`` not in ``DROPOUT_RNGS``.
     """
     batch_sharding = sharding.batch_sharding(mesh)
     replicated = sharding.replicated(mesh)
@@ -501,15 +433,15 @@ def run_update(steps: CompiledSteps, state: TrainState,
     Parameters
     ----------
     steps : CompiledSteps
-        From :func:`compile_steps` with ``grad_accum_steps == len(micro_batches)``.
+        Compiled with ``grad_accum_steps == len(micro_batches)``.
     state : TrainState
-        Current state (donated: do not use it afterwards).
+        Current state, donated: not usable afterwards.
     micro_batches : list[Batch]
-        Global batches (shapes may differ between micro-batches).
+        Global batches (their shapes may differ).
 
     Returns
     -------
-    (TrainState, dict)
+    tuple of (TrainState, dict)
         As :func:`train_step`.
     """
     if len(micro_batches) == 1:
