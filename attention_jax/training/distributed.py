@@ -1,14 +1,7 @@
-"""Multi-process start-up and process-agreed stop requests (SIGTERM / preemption).
+"""Multi-process start-up and process-agreed stop requests (SIGTERM, preemption).
 
-A job is multi-process when the environment says so:
-
-- ``JAX_COORDINATOR_ADDRESS`` (with ``JAX_NUM_PROCESSES`` and ``JAX_PROCESS_ID``), set by hand or a
-  launcher;
-- SLURM with ``SLURM_NTASKS > 1`` (JAX reads the rest from SLURM's variables);
-- a Cloud TPU pod slice (``TPU_WORKER_HOSTNAMES`` lists more than one host);
-- Open MPI's ``OMPI_COMM_WORLD_SIZE > 1``.
-
-Otherwise training runs as one process over its local devices.
+A job is multi-process under ``JAX_COORDINATOR_ADDRESS``, SLURM with ``SLURM_NTASKS > 1``, a Cloud TPU pod
+slice or Open MPI; otherwise training is one process over its local devices.
 """
 
 from __future__ import annotations
@@ -33,17 +26,17 @@ _SignalHandler: TypeAlias = Callable[[int, FrameType | None], Any] | int | signa
 
 
 def describe_cluster(environ: Mapping[str, str]) -> str | None:
-    """Name the multi-process launcher described by ``environ``, or ``None`` for a single process.
+    """Return the multi-process launcher ``environ`` describes.
 
     Parameters
     ----------
     environ : Mapping[str, str]
-        Environment variables (usually ``os.environ``).
+        Environment variables.
 
     Returns
     -------
     str or None
-        ``"env"``, ``"slurm"``, ``"tpu_pod"`` or ``"mpi"``; ``None`` when the job is one process.
+        ``"env"``, ``"slurm"``, ``"tpu_pod"`` or ``"mpi"``; ``None`` for one process.
     """
     if environ.get("JAX_COORDINATOR_ADDRESS"):
         return "env"
@@ -60,6 +53,8 @@ def maybe_initialize(environ: Mapping[str, str] | None = None, *,
                      timeout_s: int = DEFAULT_TIMEOUT_S) -> bool:
     """Call ``jax.distributed.initialize`` when the environment describes a multi-process job.
 
+    Must run before any other JAX call; CPU collectives use gloo.
+
     Parameters
     ----------
     environ : Mapping[str, str], optional
@@ -72,12 +67,10 @@ def maybe_initialize(environ: Mapping[str, str] | None = None, *,
     bool
         Whether JAX was initialized for several processes.
 
-    Notes
-    -----
-    Must run before any other JAX call. CPU collectives use gloo (needed for multi-process CPU jobs;
-    no effect on accelerators). With ``JAX_COORDINATOR_ADDRESS``, ``JAX_NUM_PROCESSES`` and
-    ``JAX_PROCESS_ID`` are required. Raises ``RuntimeError`` naming the coordinator when it cannot be
-    reached within ``timeout_s``.
+    Raises
+    ------
+    RuntimeError
+        Naming the coordinator when it is not reached within ``timeout_s``.
     """
     environ = os.environ if environ is None else environ
     cluster = describe_cluster(environ)
@@ -95,7 +88,7 @@ def maybe_initialize(environ: Mapping[str, str] | None = None, *,
                       num_processes=int(environ["JAX_NUM_PROCESSES"]),
                       process_id=int(environ["JAX_PROCESS_ID"]))
         if kwargs["process_id"] != 0:  # Process 0 hosts the coordinator; the others connect to it.
-            wait_for_coordinator(kwargs["coordinator_address"], timeout_s)
+            _wait_for_coordinator(kwargs["coordinator_address"], timeout_s)
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
     where = kwargs.get("coordinator_address", f"the coordinator found by {cluster} detection")
     logging.info("Multi-process job (%s): connecting to %s.", cluster, where)
@@ -112,21 +105,8 @@ def maybe_initialize(environ: Mapping[str, str] | None = None, *,
     return True
 
 
-def wait_for_coordinator(address: str, timeout_s: float) -> None:
-    """Wait until a TCP connection to the coordinator ``host:port`` succeeds.
-
-    Parameters
-    ----------
-    address : str
-        ``host:port`` of process 0's coordinator service.
-    timeout_s : float
-        Seconds to keep retrying (process 0 may start later than this one).
-
-    Notes
-    -----
-    JAX's runtime aborts the whole process when the coordinator stays unreachable, so this check
-    runs first and raises ``RuntimeError`` naming the address instead.
-    """
+def _wait_for_coordinator(address: str, timeout_s: float) -> None:
+    """Wait for a TCP connection to ``host:port``; JAX would abort the process instead of raising."""
     host, _, port = address.rpartition(":")
     if not host or not port.isdigit():
         raise ValueError(f"JAX_COORDINATOR_ADDRESS must be host:port; got {address!r}.")
@@ -146,17 +126,17 @@ def wait_for_coordinator(address: str, timeout_s: float) -> None:
 
 
 def all_processes_agree(flag: bool) -> bool:
-    """Process 0's value of ``flag``, on every process (a collective in multi-process jobs).
+    """Return process 0's value of ``flag`` on every process, so that all take the same branch.
 
     Parameters
     ----------
     flag : bool
-        This process's decision (e.g. "the checkpoint interval has passed").
+        This process's decision.
 
     Returns
     -------
     bool
-        Process 0's decision, so that every process takes the same branch.
+        Process 0's decision.
     """
     if jax.process_count() == 1:
         return bool(flag)
@@ -164,22 +144,12 @@ def all_processes_agree(flag: bool) -> bool:
 
 
 class StopRequest:
-    """Notices SIGTERM / Ctrl-C (or a preemption notice) and stops every process at the same step.
+    """Notice SIGTERM, Ctrl-C or a preemption and stop every process at the same step; a context manager.
 
-    Single process: the first SIGTERM or SIGINT sets a flag, read at step boundaries; the previous
-    handlers are then reinstated, so a second signal acts as usual (Ctrl-C twice interrupts at once).
-    SIGHUP (a closed terminal, or the sweep that started the trainer gone: see
-    :mod:`launch.row_processes`) sets the same flag and never escalates, since Linux may deliver a
-    parent-death signal once per thread of the dead parent; it is left alone when ignored at entry
-    (``nohup``).
-    Multi-process: JAX's preemption service (started by ``jax.distributed.initialize``) catches SIGTERM
-    and :func:`jax.experimental.multihost_utils.reached_preemption_sync_point` picks a step at which
-    all processes stop together.
-
-    Notes
-    -----
-    Use as a context manager; the previous handlers are restored on exit. Signal handlers can only be
-    installed from the main thread; elsewhere the request can still be made with :meth:`request`.
+    One process: the first SIGTERM or SIGINT sets a flag read at step boundaries and reinstates the previous
+    handlers, so a second signal acts as usual. SIGHUP sets the flag and never escalates (Linux may deliver a
+    parent-death signal once per thread); it is left alone under ``nohup``. Several processes: JAX's
+    preemption service picks a step at which all stop. Handlers install from the main thread only.
     """
 
     SIGNALS = (signal.SIGTERM, signal.SIGINT)  # The first requests a stop; the next acts as before.
@@ -232,26 +202,26 @@ class StopRequest:
         self._requested.set()
 
     def request(self) -> None:
-        """Ask for a stop (as SIGTERM would)."""
+        """Ask for a stop, as SIGTERM would."""
         self._mark_requested()
 
     def note_completed(self, step: int) -> None:
-        """Record that the device has finished ``step`` (measures how late a stop is honoured).
+        """Record that the device finished ``step`` (measures how late a stop is honoured).
 
         Parameters
         ----------
         step : int
-            A step whose update is known to be complete.
+            A step whose update is complete.
         """
         self._completed_step = step
 
     def should_stop(self, step: int) -> bool:
-        """Whether training must checkpoint and stop after ``step``; call at every step.
+        """Return whether training must checkpoint and stop after ``step``; call at every step.
 
         Parameters
         ----------
         step : int
-            The step just completed (all processes must call with the same sequence of steps).
+            The step just completed, the same sequence on all processes.
 
         Returns
         -------

@@ -1,20 +1,8 @@
 """Early stopping on dev perplexity: the best evaluation so far, and when to give up.
 
-Training evaluates every ``eval_every_steps``. An evaluation improves when its dev perplexity is below
-every earlier one; after ``early_stopping_patience`` evaluations in a row without an improvement the
-run stops, with the reason in ``results.json``. With ``early_stopping_min_improvement = delta > 0`` an
-evaluation resets the count only when it lowers the best perplexity by at least the fraction ``delta``;
-a smaller improvement is still kept as the best, but counts toward patience like no improvement, so a
-run creeping down a plateau stops instead of running to its step cap. Evaluations before
-``early_stopping_min_steps`` never count toward patience (they can still be the best): a model that
-sits on the plateau of its first steps, as deep post-LN stacks do until the learning rate peaks, is
-not stopped before it starts to learn. The parameters of the ``k = average_last_checkpoints`` lowest
-dev perplexities so far are kept in ``WORKDIR/best/`` (an evaluation that is not the best can still be
-the second best: with perplexities 10.0, 8.0, 8.5, 7.0 the best 3 are 7.0, 8.0, 8.5), which is what
-averaging "the best k" needs (``params_checkpoints.keep_if_among_best``).
-
-The tracker's state travels in every training checkpoint, so a resumed run keeps counting where the
-stopped one left off, and a run that stopped early stays stopped when its command is run again.
+The rules are in ``docs/checkpoints.md``. Evaluations before ``early_stopping_min_steps`` never count toward
+patience (deep post-LN stacks sit on a plateau until the learning rate peaks); the state travels in every
+checkpoint, so a resumed run counts on and a stopped one stays stopped.
 """
 
 from __future__ import annotations
@@ -43,19 +31,17 @@ class EarlyStopping:
     Attributes
     ----------
     patience : int
-        Evaluations without improvement before stopping; 0 never stops (the best is still tracked).
+        Evaluations without improvement before stopping; 0 never stops.
     min_improvement : float
-        Relative decrease of the best perplexity that counts as an improvement for patience, in
-        ``[0, 1)``; 0 counts any decrease.
+        Relative decrease of the best perplexity that resets the count, in ``[0, 1)``; 0: any decrease.
     best_perplexity : float
         Lowest dev perplexity seen (``inf`` before the first evaluation).
     best_step : int or None
-        The step of that evaluation.
+        Its step.
     evaluations_since_best : int
-        Evaluations since the last one that improved by at least ``min_improvement`` (with
-        ``min_improvement = 0``: since the best one), counting only those at or after ``min_steps``.
+        Evaluations at or after ``min_steps`` since the last that improved by ``min_improvement``.
     min_steps : int
-        Evaluations of earlier steps do not count toward patience; 0 counts all.
+        Evaluations of earlier steps do not count toward patience.
     """
 
     patience: int
@@ -77,15 +63,14 @@ class EarlyStopping:
 
     @classmethod
     def from_config(cls, config: RunConfig, progress: Mapping[str, Any] | None = None) -> "EarlyStopping":
-        """The tracker ``config`` asks for, restored from a checkpoint's bookkeeping when given.
+        """Return the tracker ``config`` asks for, restored from a checkpoint's bookkeeping when given.
 
         Parameters
         ----------
         config : RunConfig
-            The run section (``early_stopping_patience``, ``early_stopping_min_improvement`` and
-            ``early_stopping_min_steps`` are read).
+            The run section.
         progress : Mapping[str, Any], optional
-            What :meth:`to_progress` wrote into a checkpoint; None or ``{}`` for a fresh run.
+            What :meth:`to_progress` wrote; None or ``{}`` for a fresh run.
 
         Returns
         -------
@@ -97,20 +82,19 @@ class EarlyStopping:
                                  min_steps=config.early_stopping_min_steps)
 
     def update(self, step: int, perplexity: float) -> bool:
-        """Record an evaluation; return whether it is the best so far.
+        """Record an evaluation and return whether it is the best so far.
 
         Parameters
         ----------
         step : int
             The evaluated step.
         perplexity : float
-            Its dev perplexity (a NaN never improves).
+            Its dev perplexity (NaN never improves).
 
         Returns
         -------
         bool
-            True when ``perplexity`` is below every earlier one (its parameters are the best so far),
-            whether or not the decrease is large enough to reset the patience count.
+            Whether ``perplexity`` is below every earlier one, even by less than ``min_improvement``.
         """
         counts = int(step >= self.min_steps)  # Earlier evaluations never count toward patience.
         if perplexity < self.best_perplexity:
@@ -122,7 +106,7 @@ class EarlyStopping:
         return False
 
     def stop_description(self) -> str:
-        """Why patience ran out, for the log: the count, the threshold and the best evaluation.
+        """Return why patience ran out, for the log.
 
         Returns
         -------
@@ -134,12 +118,17 @@ class EarlyStopping:
                 f"(best {self.best_perplexity:.3f} at step {self.best_step})")
 
     def check_dev_split(self, dev_pairs: int) -> None:
-        """Raise :class:`UserInputError` (a ``ValueError``) when early stopping is on and the dev split is too small.
+        """Refuse a dev split too small for early stopping when it is on.
 
         Parameters
         ----------
         dev_pairs : int
-            Sentence pairs in the dev split that training evaluates on.
+            Sentence pairs in the dev split.
+
+        Raises
+        ------
+        UserInputError
+            One line, when ``dev_pairs`` is under :data:`MIN_DEV_PAIRS`.
         """
         if self.patience > 0 and dev_pairs < MIN_DEV_PAIRS:
             raise UserInputError(
@@ -149,11 +138,17 @@ class EarlyStopping:
 
     @property
     def should_stop(self) -> bool:
-        """Whether patience has run out (never when ``patience`` is 0)."""
+        """Whether patience has run out.
+
+        Returns
+        -------
+        bool
+            Never True when ``patience`` is 0.
+        """
         return self.patience > 0 and self.evaluations_since_best >= self.patience
 
     def to_progress(self) -> dict[str, Any]:
-        """The state as JSON-able checkpoint bookkeeping (``inf`` becomes ``None``).
+        """Return the state as JSON-able checkpoint bookkeeping (``inf`` as ``None``).
 
         Returns
         -------

@@ -1,26 +1,7 @@
 """Fine-tuning on new data: a new work directory that starts from another run's parameters and tokenizer.
 
-A run's weights belong to the token ids of its own ``tokenizer.model``, so a run never resumes on another
-corpus (:func:`attention_jax.checkpointing.resume_checks.check_resume_compatible` refuses it). To train a
-finished (or stopped) run further on new data, start a **new** run that names it::
-
-    python -m attention_jax.main --config=configs/base.py --workdir=runs/base_ft \
-        --config.dataset=tsv:data/new_corpus --config.fine_tune_from=runs/base \
-        --config.fine_tune_checkpoint=averaged --config.num_train_steps=2000
-
-The source run is only read. The new run:
-
-- tokenizes the new corpus with the source's ``tokenizer.model`` (the data pipeline trains none,
-  :func:`attention_jax.data.tokenizer.tokenizer_for`), which also becomes the new run's own;
-- starts from the source's parameters (``fine_tune_checkpoint``: ``latest``, ``best``, ``averaged`` or a
-  step number) with a fresh optimizer state and the learning-rate schedule from step 0, written as the new
-  run's step-0 checkpoint (:func:`start_from_source`), so it resumes, is killed and rerun like any run;
-- records where it came from: ``config.json`` keeps ``fine_tune_from`` and ``fine_tune_checkpoint``,
-  ``fine_tuned_from.json`` the source's resolved checkpoint directory and step.
-
-The model must be the source's: every model field except :data:`ADJUSTABLE_FIELDS` (dropout, the length
-limits that set the sinusoidal positions, and compute-only settings) must match, and the parameter shapes are checked
-against the source's checkpoint. A mismatch is one line naming the fields, before anything is written.
+``docs/faults.md`` ("Fine-tuning on new data") has the command and what the new run records. The model must
+be the source's, except :data:`ADJUSTABLE_FIELDS`; a mismatch is one line, before anything is written.
 """
 
 from __future__ import annotations
@@ -60,13 +41,13 @@ class FineTuneSource:
     workdir : str
         The source run's work directory, absolute.
     checkpoint : str
-        ``config.fine_tune_checkpoint``: ``"latest"``, ``"best"``, ``"averaged"`` or a step number.
+        ``"latest"``, ``"best"``, ``"averaged"`` or a step number.
     directory : str
-        The orbax manager root holding those parameters (``checkpoints/``, ``best/`` or ``averaged/``).
+        The orbax manager root holding those parameters.
     step : int
-        The step of those parameters there.
+        Their step.
     tokenizer_sha256 : str
-        SHA-256 of the source's ``tokenizer.model``, the vocabulary the new run trains with.
+        SHA-256 of the source's ``tokenizer.model``.
     """
 
     workdir: str
@@ -76,32 +57,36 @@ class FineTuneSource:
     tokenizer_sha256: str
 
     def record(self) -> dict[str, Any]:
-        """What ``fine_tuned_from.json`` and the step-0 checkpoint's bookkeeping keep."""
+        """Return what ``fine_tuned_from.json`` and the step-0 checkpoint's bookkeeping keep.
+
+        Returns
+        -------
+        dict[str, Any]
+            The fields, JSON-able.
+        """
         return dataclasses.asdict(self)
 
 
 def resolve_source(experiment: Experiment, workdir: str) -> FineTuneSource | None:
-    """Check ``config.fine_tune_from`` and find its parameters, reading only (nothing is written).
+    """Check ``config.fine_tune_from`` and find its parameters, writing nothing.
 
     Parameters
     ----------
     experiment : Experiment
-        The new run's; ``run.fine_tune_from`` of ``""`` means no fine-tuning.
+        The new run's.
     workdir : str
         The new run's work directory.
 
     Returns
     -------
     FineTuneSource or None
-        The source's parameters; ``None`` when the config fine-tunes nothing, or when ``workdir`` already
-        holds a checkpoint (a rerun resumes its own: the source is not read again).
+        ``None`` when nothing is fine-tuned or ``workdir`` already holds a checkpoint (a rerun resumes it).
 
-    Notes
-    -----
-    Raises :class:`UserInputError`, one line, when the source is not a training run (no ``config.json``,
-    ``tokenizer.model`` or such checkpoint), is the new run itself, or holds another model: every
-    differing model field is named (apart from :data:`ADJUSTABLE_FIELDS`), and any parameter whose shape
-    differs.
+    Raises
+    ------
+    UserInputError
+        One line, when the source is not a training run, is the new run itself, or holds another model
+        (every differing field and parameter shape named).
     """
     source_workdir = experiment.run.fine_tune_from
     if not source_workdir:
@@ -137,31 +122,24 @@ def resolve_source(experiment: Experiment, workdir: str) -> FineTuneSource | Non
 
 def start_from_source(experiment: Experiment, workdir: str, source: FineTuneSource,
                       data: TrainingData | None = None) -> TrainingData | None:
-    """Write the new run's step-0 checkpoint: the source's parameters, a fresh optimizer state.
+    """Write the new run's step-0 checkpoint, the source's parameters with a fresh optimizer, under the lock.
 
     Parameters
     ----------
     experiment : Experiment
-        The new run's (``run.fine_tune_from`` set).
+        The new run's.
     workdir : str
         The new run's work directory.
     source : FineTuneSource
         From :func:`resolve_source`.
     data : TrainingData, optional
-        The new run's data (default: loaded from the config, with the source's tokenizer).
+        The new run's data (default: loaded here with the source's tokenizer).
 
     Returns
     -------
     TrainingData or None
-        The data, to pass on to :func:`attention_jax.training.train.train_and_evaluate` (loaded here
-        for the data iterator's starting state, so it is not loaded twice); ``data`` unchanged when the
-        work directory already holds a checkpoint (a rerun resumes its own, nothing is written).
-
-    Notes
-    -----
-    Holds the work directory's lock while writing. Besides the checkpoint (whose bookkeeping records
-    the source), writes ``WORKDIR/fine_tuned_from.json``; ``config.json`` and ``tokenizer.model`` are
-    written by the training run itself.
+        The data, for :func:`~attention_jax.training.train.train_and_evaluate`; ``data`` unchanged when the
+        work directory already holds a checkpoint.
     """
     if checkpoints.finished_steps(os.path.join(workdir, run_files.CHECKPOINT_DIR)):
         return data

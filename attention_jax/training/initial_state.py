@@ -1,15 +1,5 @@
-"""The initial train state, created directly into its shardings on the device mesh.
-
-- :func:`abstract_boxed_state`: the state's shapes, parameters boxed with their logical axis names
-  (nothing allocated);
-- :func:`train_state_shardings`: where each leaf lives (:mod:`attention_jax.training.sharding`'s rules);
-- :func:`abstract_train_state`: shapes, dtypes and shardings, the target of a checkpoint restore;
-- :func:`create_train_state`: step 0, parameters and Adam's moments initialized in place (FSDP never
-  materializes them whole on one device);
-- :func:`sharded_initial_state`: the last two in one call, for code that starts from step 0 and
-  restores nothing (benchmarks, tests).
-
-The state itself and the update that advances it are :mod:`attention_jax.training.train_state`.
+"""The initial train state, created directly into its shardings on the device mesh (FSDP never
+materializes it whole on one device).
 """
 
 from __future__ import annotations
@@ -38,26 +28,24 @@ def _boxed_initial_state(key: jax.Array, transformer: nn.Module,
 
 def abstract_boxed_state(transformer: nn.Module,
                          optimizer: optax.GradientTransformation) -> TrainState:
-    """Shapes of the initial train state, parameters still boxed with their logical axis names.
+    """Return the initial state's shapes, parameters boxed with their logical axis names; nothing is allocated.
 
     Parameters
     ----------
-    transformer : model.Transformer or language_model.LanguageModel
-        The model.
-    optimizer : optax.GradientTransformation
-        The optimizer (its moments inherit the parameters' logical axes).
+    transformer, optimizer : nn.Module, optax.GradientTransformation
+        The model and its optimizer (whose moments inherit the parameters' axes).
 
     Returns
     -------
     TrainState
-        ``jax.ShapeDtypeStruct`` leaves (``jax.eval_shape``: nothing is allocated).
+        ``jax.ShapeDtypeStruct`` leaves.
     """
     return jax.eval_shape(functools.partial(_boxed_initial_state, transformer=transformer,
                                             optimizer=optimizer), jax.random.key(0))
 
 
 def train_state_shardings(boxed_state: TrainState, mesh: Mesh, rules: tuple) -> TrainState:
-    """Where every leaf of the train state lives.
+    """Return where every leaf of the train state lives.
 
     Parameters
     ----------
@@ -77,14 +65,12 @@ def train_state_shardings(boxed_state: TrainState, mesh: Mesh, rules: tuple) -> 
 
 
 def abstract_train_state(boxed_state: TrainState, shardings: TrainState) -> TrainState:
-    """Shapes, dtypes and shardings of the train state (the target of a checkpoint restore).
+    """Return the state's shapes, dtypes and shardings: the target of a checkpoint restore.
 
     Parameters
     ----------
-    boxed_state : TrainState
-        From :func:`abstract_boxed_state`.
-    shardings : TrainState
-        From :func:`train_state_shardings`.
+    boxed_state, shardings : TrainState
+        From :func:`abstract_boxed_state` and :func:`train_state_shardings`.
 
     Returns
     -------
@@ -97,59 +83,49 @@ def abstract_train_state(boxed_state: TrainState, shardings: TrainState) -> Trai
 
 def create_train_state(seed: int, transformer: nn.Module,
                        optimizer: optax.GradientTransformation, shardings: TrainState) -> TrainState:
-    """Initialize parameters and optimizer state directly in their shardings.
+    """Initialize step 0's parameters and optimizer state directly in their shardings.
 
     Parameters
     ----------
     seed : int
-        Seeds parameter initialization and, through a split, the dropout keys.
-    transformer : model.Transformer or language_model.LanguageModel
-        The model.
-    optimizer : optax.GradientTransformation
-        The optimizer.
+        Seeds the parameters and, through a split, the dropout keys.
+    transformer, optimizer : nn.Module, optax.GradientTransformation
+        The model and its optimizer.
     shardings : TrainState
         From :func:`train_state_shardings`.
 
     Returns
     -------
     TrainState
-        Step 0, unboxed parameters (FSDP never materializes them whole on one device).
+        Step 0, unboxed parameters.
     """
-    def initialize(key: jax.Array) -> TrainState:
+    def _initialize(key: jax.Array) -> TrainState:
         return nn.meta.unbox(_boxed_initial_state(key, transformer, optimizer))
 
-    return jax.jit(initialize, out_shardings=shardings)(jax.random.key(seed))
+    return jax.jit(_initialize, out_shardings=shardings)(jax.random.key(seed))
 
 
 def sharded_initial_state(seed: int, transformer: nn.Module, optimizer: optax.GradientTransformation,
                           mesh: Mesh, rules: tuple) -> tuple[TrainState, TrainState]:
-    """A fresh train state in its shardings, and the shardings (which
-    :func:`attention_jax.training.train_state.compile_steps` takes).
+    """Return a fresh state in its shardings and the shardings, for code that restores nothing (benchmarks, tests).
 
     Parameters
     ----------
     seed : int
-        Seeds parameter initialization and the dropout keys (:func:`create_train_state`).
-    transformer : model.Transformer or language_model.LanguageModel
-        The model.
-    optimizer : optax.GradientTransformation
-        The optimizer.
+        Seeds the parameters and the dropout keys.
+    transformer, optimizer : nn.Module, optax.GradientTransformation
+        The model and its optimizer.
     mesh : Mesh
         Device mesh.
     rules : tuple
-        Logical axis rules (:func:`sharding.logical_axis_rules`).
+        Logical axis rules.
 
     Returns
     -------
     state : TrainState
         Step 0.
     shardings : TrainState
-        Where each leaf lives (:func:`train_state_shardings`).
-
-    Notes
-    -----
-    :func:`attention_jax.training.train.build_run` keeps the steps apart, because it restores a
-    checkpoint into :func:`abstract_train_state` before it creates anything.
+        Where each leaf lives (:func:`compile_steps` takes them).
     """
     shardings = train_state_shardings(abstract_boxed_state(transformer, optimizer), mesh, rules)
     return create_train_state(seed, transformer, optimizer, shardings), shardings

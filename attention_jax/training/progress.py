@@ -1,9 +1,4 @@
-"""What a training run reports: its log lines with an ETA, its checkpoints' bookkeeping, ``results.json``.
-
-The loop (:mod:`attention_jax.training.train`) calls these at its log, checkpoint and final steps:
-:func:`log_train` writes a train log line (console, ``metrics.jsonl``, TensorBoard), :func:`bookkeeping`
-is what a checkpoint saves besides the state, :func:`run_results` and :func:`summary_line` end a run.
-"""
+"""What a training run reports: log lines with an ETA, a checkpoint's bookkeeping, ``results.json``."""
 
 from __future__ import annotations
 
@@ -23,19 +18,8 @@ from attention_jax.training.throughput import IntervalRates
 from attention_jax.training.train_state import logged_gradient_norms
 
 
-def format_duration(seconds: float) -> str:
-    """A duration as the ETA and the summary line show it.
-
-    Parameters
-    ----------
-    seconds : float
-        The duration (``nan`` or ``inf``: not known yet).
-
-    Returns
-    -------
-    str
-        ``1h02m03s``; ``2m03s`` under an hour; ``?`` when not finite.
-    """
+def _format_duration(seconds: float) -> str:
+    """Return a duration as ``1h02m03s``, ``2m03s`` under an hour, ``?`` when not finite."""
     if not math.isfinite(seconds):
         return "?"
     hours, minutes, secs = int(seconds) // 3600, int(seconds) // 60 % 60, int(seconds) % 60
@@ -43,22 +27,18 @@ def format_duration(seconds: float) -> str:
 
 
 def log_train(run: TrainingRun, pending: list[tuple[int, dict]], rates: IntervalRates) -> None:
-    """Log the aggregate of the pending steps' host metrics and the interval's speed (console, jsonl, TensorBoard).
+    """Log the pending steps' aggregated metrics and the interval's speed (console, jsonl, TensorBoard).
+
+    The ETA is the remaining steps at the interval's rate plus the last evaluation's time for each one to come.
 
     Parameters
     ----------
     run : TrainingRun
-        The run (its writer, schedule, throughput and last evaluation are read; ``run.loop.last_train``
-        and ``token_counts`` are set).
+        The run; ``run.loop.last_train`` and ``token_counts`` are set.
     pending : list of (step, sums)
-        The steps since the last log line and their metric sums, fetched to the host.
+        The steps since the last log line and their metric sums, on the host.
     rates : IntervalRates
-        The interval's timed tokens per second, step time and data wait.
-
-    Notes
-    -----
-    The ETA is the remaining steps at the interval's rate plus, for each evaluation still to come, the
-    last one's time (:func:`remaining_evaluations`).
+        The interval's tokens per second, step time and data wait.
     """
     config = run.experiment.run
     tokens_per_s = rates.tokens_per_s
@@ -83,11 +63,11 @@ def log_train(run: TrainingRun, pending: list[tuple[int, dict]], rates: Interval
                  step, config.num_train_steps, summary["loss"], summary["nll_loss"],
                  summary["accuracy"], learning_rate, tokens_per_s, 1e3 * rates.step_time_s,
                  1e3 * rates.data_wait_s, 100 * mfu,
-                 100 * padding.get("targets_padding_fraction", math.nan), format_duration(remaining_s))
+                 100 * padding.get("targets_padding_fraction", math.nan), _format_duration(remaining_s))
 
 
 def remaining_evaluations(step: int, num_train_steps: int, eval_every_steps: int) -> int:
-    """Dev evaluations a run still does after ``step``: every ``eval_every_steps`` and one at the end.
+    """Return the dev evaluations a run still does after ``step``: every ``eval_every_steps`` and one at the end.
 
     Parameters
     ----------
@@ -101,7 +81,7 @@ def remaining_evaluations(step: int, num_train_steps: int, eval_every_steps: int
     Returns
     -------
     int
-        The count the progress line's ETA multiplies by the last evaluation's time.
+        The count.
     """
     if step >= num_train_steps:
         return 0
@@ -110,21 +90,19 @@ def remaining_evaluations(step: int, num_train_steps: int, eval_every_steps: int
 
 
 def bookkeeping(run: TrainingRun, *, evaluation_pending: bool = False) -> dict[str, Any]:
-    """What a checkpoint records besides the state (its ``progress``), over all the run's sessions.
+    """Return what a checkpoint records besides the state (its ``progress``), over all the run's sessions.
 
     Parameters
     ----------
     run : TrainingRun
         The run, at the step being saved.
     evaluation_pending : bool
-        Whether this step's dev evaluation comes after the save (:data:`reruns.EVALUATION_PENDING`).
+        Whether this step's dev evaluation comes after the save.
 
     Returns
     -------
     dict
-        ``wall_s`` and ``train_target_tokens`` of all sessions so far, the timed throughput's tokens and
-        seconds, ``stop_reason``, the pending flag and early stopping's figures; a restored run reads
-        them back (:func:`attention_jax.training.run_context.restored_loop`).
+        Wall time, tokens, timed throughput, ``stop_reason``, the pending flag and early stopping's figures.
     """
     return {"wall_s": run.earlier.wall_s + time.time() - run.session_start,
             "train_target_tokens": run.earlier.train_target_tokens + run.loop.session_tokens,
@@ -135,18 +113,12 @@ def bookkeeping(run: TrainingRun, *, evaluation_pending: bool = False) -> dict[s
 
 
 def choose_peak(run: TrainingRun) -> None:
-    """Set the peak that MFU divides by and log which it is.
+    """Set the peak MFU divides by (:func:`~attention_jax.training.device_peaks.device_peak`) and log it.
 
     Parameters
     ----------
     run : TrainingRun
         The run; ``run.loop.throughput.peak`` is set.
-
-    Notes
-    -----
-    The first that applies (:func:`~attention_jax.training.device_peaks.device_peak`): the config's
-    ``peak_tflops_per_device``, a datasheet's rate for the device and the model's dtype, or a rate
-    measured once on this machine and cached.
     """
     device_kind, dtype = jax.devices()[0].device_kind, run.experiment.model.dtype
     run.loop.throughput.peak = device_peaks.device_peak(device_kind, dtype, run.experiment.run.peak_tflops_per_device)
@@ -154,7 +126,7 @@ def choose_peak(run: TrainingRun) -> None:
 
 
 def run_results(run: TrainingRun) -> dict[str, Any]:
-    """The run's figures as ``results.json`` holds them.
+    """Return the run's figures as ``results.json`` holds them, before the final evaluation adds its BLEU.
 
     Parameters
     ----------
@@ -164,10 +136,8 @@ def run_results(run: TrainingRun) -> dict[str, Any]:
     Returns
     -------
     dict
-        The last train and dev figures, the sampled BLEU, early stopping's figures, the parameter count,
-        wall time, tokens and training FLOPs over all sessions, the devices and mesh, and the run it was
-        fine-tuned from; the final evaluation adds its BLEU to these
-        (:func:`attention_jax.training.run_evaluation.final_bleu`).
+        The last train and dev figures, early stopping's, the parameter count, wall time, tokens and FLOPs
+        over all sessions, the devices and mesh, and the run it was fine-tuned from.
     """
     experiment = run.experiment
     sessions = bookkeeping(run)  # Read once: wall time and tokens of the same moment.
@@ -199,18 +169,14 @@ def run_results(run: TrainingRun) -> dict[str, Any]:
 
 
 def write_results(workdir: str, results: dict[str, Any]) -> None:
-    """Write ``results.json`` atomically, on the first process only.
+    """Write ``results.json`` atomically on process 0, non-finite floats as ``null``.
 
     Parameters
     ----------
     workdir : str
         The run directory.
     results : dict
-        The run's results (:func:`run_results` and the final evaluation's figures).
-
-    Notes
-    -----
-    A non-finite float (a perplexity that overflowed) is written as ``null``: JSON has no ``NaN``.
+        The run's results.
     """
     if jax.process_index() != 0:
         return
@@ -220,23 +186,22 @@ def write_results(workdir: str, results: dict[str, Any]) -> None:
 
 
 def summary_line(results: dict[str, Any], workdir: str) -> str:
-    """One line to end a run's log: steps, time, best dev figures, final BLEU, where the results are.
+    """Return the line that ends a run's log: steps, time, best dev figures, final BLEU, where the results are.
 
     Parameters
     ----------
     results : dict
-        The run's results (``results.json``).
+        The run's ``results.json``.
     workdir : str
         The run directory.
 
     Returns
     -------
     str
-        E.g. ``"Done: step 40 (early_stopping), 3m12s; best dev perplexity 8.100 at step 30; dev BLEU
-        21.35, test BLEU 22.10; results in runs/tiny/results.json"``.
+        E.g. ``"Done: step 40 (early_stopping), 3m12s; best dev perplexity 8.100 at step 30; ..."``.
     """
     parts = [f"Done: step {results.get('step')} ({results.get('stop_reason')}), "
-             f"{format_duration(float(results.get('wall_s') or math.nan))}"]
+             f"{_format_duration(float(results.get('wall_s') or math.nan))}"]
     if results.get("best_eval_ppl") is not None:
         parts.append(f"best dev perplexity {results['best_eval_ppl']:.3f} at step {results.get('best_step')}")
     elif results.get("eval_ppl") is not None:

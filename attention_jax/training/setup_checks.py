@@ -1,9 +1,7 @@
 """Checks a training run makes before it writes anything: its devices, its data and, resuming, its files.
 
-Each refuses in one line (:class:`~attention_jax.foundation.user_errors.UserInputError`, exit status 2) naming the
-problem and the fix: a mesh or attention implementation this job's devices cannot run, a vocabulary over
-``vocab_size`` or a dev split too small for early stopping, and a resumed run whose ``tokenizer.model``,
-dev and test splits or checkpointed parameters are not the ones it was trained and evaluated with.
+Each refuses in one line (:class:`~attention_jax.foundation.user_errors.UserInputError`, exit status 2)
+naming the problem and the fix.
 """
 
 from __future__ import annotations
@@ -26,22 +24,21 @@ from attention_jax.training import early_stopping, sharding
 
 
 def check_devices(experiment: Experiment) -> None:
-    """Refuse, before anything is written, a config that cannot run on this job's devices.
+    """Refuse a config that cannot run on this job's devices.
 
     Parameters
     ----------
     experiment : Experiment
-        The run's experiment (``mesh_shape``, ``mesh_axes`` and ``attention_implementation`` are read).
+        The run's experiment.
 
-    Notes
-    -----
-    Raises :class:`UserInputError`, one line: a ``mesh_shape`` that does not fit ``jax.device_count()``
-    (:func:`sharding.fit_mesh_shape`), a step that cannot fit a device's memory
-    (:func:`size_limits.check_memory`), or an attention implementation that needs a GPU
-    (:data:`attention_registry.GPU_ONLY_IMPLEMENTATIONS`) on another backend.
+    Raises
+    ------
+    UserInputError
+        A ``mesh_shape`` that does not fit ``jax.device_count()``, a step too big for a device's memory, or a
+        GPU-only attention implementation on another backend.
     """
     sharding.fit_mesh_shape(experiment.run.mesh_shape, experiment.run.mesh_axes, jax.device_count())
-    device_bytes = device_memory()
+    device_bytes = _device_memory()
     if device_bytes is not None:  # Before compiling: tokens_per_batch=2**31-1 was killed by the kernel after minutes.
         size_limits.check_memory(experiment.fields, jax.device_count(), device_bytes, f"{jax.default_backend()} device")
     implementation, backend = experiment.model.attention_implementation, jax.default_backend()
@@ -52,14 +49,8 @@ def check_devices(experiment: Experiment) -> None:
             f"elsewhere), xla or einsum.")
 
 
-def device_memory() -> int | None:
-    """The memory of one local device in bytes: an accelerator's limit, or the host's RAM shared by CPU devices.
-
-    Returns
-    -------
-    int or None
-        ``None`` when the backend does not say.
-    """
+def _device_memory() -> int | None:
+    """Return one local device's memory in bytes (an accelerator's limit, else host RAM), or ``None``."""
     device = jax.local_devices()[0]
     if device.platform != "cpu":
         limit = (device.memory_stats() or {}).get("bytes_limit")
@@ -71,17 +62,14 @@ def device_memory() -> int | None:
 
 
 def warn_unreached_peak(experiment: Experiment) -> None:
-    """Warn when ``warmup_steps`` is beyond ``num_train_steps``: the learning rate then never reaches its peak.
+    """Warn, not refuse, when ``warmup_steps`` exceeds ``num_train_steps``: the rate never reaches its peak.
+
+    A shortened paper config (a smoke test) is a common, deliberate run.
 
     Parameters
     ----------
     experiment : Experiment
         The run's experiment.
-
-    Notes
-    -----
-    A warning, not a refusal: a paper config shortened for a smoke test (``--config.num_train_steps=20``
-    under ``warmup_steps=4000``) is a common and deliberate run, and the schedule is defined for it.
     """
     warmup, steps = experiment.optimizer.warmup_steps, experiment.run.num_train_steps
     if warmup > steps:
@@ -91,20 +79,19 @@ def warn_unreached_peak(experiment: Experiment) -> None:
 
 
 def check_data(experiment: Experiment, data: TrainingData) -> None:
-    """Refuse data that the experiment cannot train on: a vocabulary over ``vocab_size``, too small a dev split.
+    """Refuse data the experiment cannot train on: a vocabulary over ``vocab_size``, too small a dev split.
 
     Parameters
     ----------
     experiment : Experiment
         The run's experiment.
     data : TrainingData
-        Its data (:func:`~attention_jax.training.run_context.load_data`): its tokenizer's ``vocab_size`` and its
-        ``stats`` (the dev split's size and, for translation pairs, those left out) are checked.
+        Its data: the tokenizer's ``vocab_size`` and the ``stats`` are checked.
 
-    Notes
-    -----
-    Raises :class:`UserInputError`, one line. Called before anything is written: by the trainer and by
-    :func:`attention_jax.training.fine_tuning.start_from_source` before it writes the step-0 checkpoint.
+    Raises
+    ------
+    UserInputError
+        One line, before anything is written.
     """
     if data.tokenizer.vocab_size > experiment.model.vocab_size:
         raise UserInputError(f"the tokenizer has {data.tokenizer.vocab_size} tokens but the model's "
@@ -115,9 +102,9 @@ def check_data(experiment: Experiment, data: TrainingData) -> None:
 
 
 def _check_dev_pairs_fit(experiment: Experiment, dev_pairs: int, stats: dict[str, Any]) -> None:
-    """Refuse a dev split none of whose pairs fits ``max_len``: every evaluation would score nothing (ppl NaN).
+    """Refuse a dev split none of whose pairs fits ``max_len`` (every evaluation would score NaN).
 
-    A language model's rows leave no document out: its ``stats`` have no ``dropped_*`` counts (none, 0).
+    A language model's ``stats`` have no ``dropped_*`` counts.
     """
     left_out = sum(int(stats.get(reason, {}).get("validation", 0)) for reason in ("dropped_too_long", "dropped_empty"))
     if dev_pairs > 0 and left_out >= dev_pairs:
@@ -129,23 +116,23 @@ def _check_dev_pairs_fit(experiment: Experiment, dev_pairs: int, stats: dict[str
 
 
 def check_tokenizer(experiment: Experiment, workdir: str, data: TrainingData, step: int) -> None:
-    """Refuse to put a different tokenizer under a run's trained weights (its ids would mean other pieces).
+    """Refuse to put another tokenizer under a run's trained weights (its ids would mean other pieces).
 
     Parameters
     ----------
     experiment : Experiment
-        The run's experiment (its ``dataset`` is named in the message).
+        The run's experiment.
     workdir : str
         The work directory.
     data : TrainingData
-        The loaded data; its ``tokenizer.model_proto`` is compared with ``WORKDIR/tokenizer.model``.
+        The loaded data; its tokenizer is compared with ``WORKDIR/tokenizer.model``.
     step : int
-        The restored step: a new run (0) writes its own tokenizer and is not checked.
+        The restored step; a new run (0) is not checked.
 
-    Notes
-    -----
-    Raises :class:`UserInputError`, one line, when the file differs from the data's tokenizer or is
-    missing under trained checkpoints (a tokenizer built from the corpus now may give other ids).
+    Raises
+    ------
+    UserInputError
+        One line, when the file differs or is missing under trained checkpoints.
     """
     model_proto = data.tokenizer.model_proto
     path = os.path.join(workdir, run_files.TOKENIZER_FILE)
@@ -166,18 +153,19 @@ def check_tokenizer(experiment: Experiment, workdir: str, data: TrainingData, st
 
 
 def check_data_splits(workdir: str, data: TrainingData) -> None:
-    """Refuse to resume a run on other dev or test splits than it recorded.
+    """Refuse to resume a run on other dev or test splits than ``data_splits.json`` recorded.
 
     Parameters
     ----------
     workdir : str
-        The work directory (its ``data_splits.json``, when there is one, is compared).
+        The work directory.
     data : TrainingData
-        The loaded data (translation or language-model); its ``split_fingerprints()`` are compared.
+        The loaded data (its ``split_fingerprints()``).
 
-    Notes
-    -----
-    Raises :class:`UserInputError` through :func:`resume_checks.check_data_splits`.
+    Raises
+    ------
+    UserInputError
+        Through :func:`resume_checks.check_data_splits`.
     """
     if resume_checks.read_data_splits(workdir) is not None:  # A run from before the file existed has none.
         resume_checks.check_data_splits(workdir, data.split_fingerprints())
@@ -198,7 +186,7 @@ def check_checkpoint_parameters(workdir: str, step: int | None, abstract_params:
     Raises
     ------
     UserInputError
-        One line naming the differing leaves (a batch_norm checkpoint from before ``running_weight``).
+        One line naming the differing leaves.
     """
     if step is None:
         return

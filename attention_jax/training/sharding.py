@@ -1,18 +1,8 @@
-"""Device mesh, logical-axis rules and placement of parameters and batches.
+"""Device mesh, logical-axis rules and the placement of parameters and batches.
 
-Sharding is config data (``config.mesh_shape``, ``config.mesh_axes``, ``config.param_sharding``):
-
-- batches are split by rows over the ``"data"`` mesh axis (data parallelism);
-- ``param_sharding="replicated"``: every device holds all parameters and optimizer state;
-- ``param_sharding="fsdp"``: parameters and optimizer state are split over ``"data"`` along their
-  ``"embed"`` dimension (every weight matrix has one), gathered on use by the compiler;
-- a mesh axis named ``"model"`` adds tensor parallelism: the ``"mlp"``, ``"heads"`` and ``"vocab"``
-  dimensions are split over it (Megatron-style feed-forward / head / vocabulary splits).
-
-The mesh uses ``AxisType.Auto`` on every axis: shardings are given at the jit boundary
-(``in_shardings``/``out_shardings``) and the compiler (GSPMD) propagates them through the model, which
-needs no sharding annotations. (``jax.make_mesh`` defaults to ``Explicit`` axes in this JAX, which would
-make shardings part of every array's type inside the model.)
+Batches split by rows over ``"data"``; ``param_sharding="fsdp"`` splits parameters and optimizer state over
+``"data"`` along ``"embed"``; a ``"model"`` axis splits ``"mlp"``, ``"heads"`` and ``"vocab"`` (Megatron-style).
+Mesh axes are ``AxisType.Auto``: shardings are given at the jit boundary and GSPMD propagates them.
 """
 
 from __future__ import annotations
@@ -36,25 +26,26 @@ LOGICAL_AXES = ("vocab", "embed", "heads", "kv", "mlp")
 
 def create_mesh(mesh_shape: Sequence[int], mesh_axes: Sequence[str],
                 devices: Sequence[jax.Device] | None = None) -> Mesh:
-    """Build the device mesh described by the config.
+    """Build the device mesh the config describes, with ``AxisType.Auto`` axes.
 
     Parameters
     ----------
     mesh_shape : Sequence[int]
-        Size of each axis; one entry may be -1 for "the remaining devices".
+        Size of each axis; one may be -1, "the remaining devices".
     mesh_axes : Sequence[str]
-        Axis names; must include ``"data"``.
+        Axis names, ``"data"`` among them.
     devices : Sequence[jax.Device], optional
-        Devices to use (default: all of ``jax.devices()``).
+        Devices to use (default ``jax.devices()``).
 
     Returns
     -------
     jax.sharding.Mesh
-        Mesh with ``AxisType.Auto`` axes.
+        The mesh.
 
-    Notes
-    -----
-    Raises the :class:`UserInputError` of :func:`fit_mesh_shape` when the shape does not fit the devices.
+    Raises
+    ------
+    UserInputError
+        When the shape does not fit the devices (:func:`fit_mesh_shape`).
     """
     devices = list(jax.devices() if devices is None else devices)
     shape, axes = fit_mesh_shape(mesh_shape, mesh_axes, len(devices)), tuple(mesh_axes)
@@ -62,28 +53,27 @@ def create_mesh(mesh_shape: Sequence[int], mesh_axes: Sequence[str],
 
 
 def fit_mesh_shape(mesh_shape: Sequence[int], mesh_axes: Sequence[str], device_count: int) -> tuple[int, ...]:
-    """The mesh's axis sizes on ``device_count`` devices, its -1 entry resolved; a shape that does not fit is refused.
+    """Return the mesh's axis sizes on ``device_count`` devices, its -1 entry resolved.
 
     Parameters
     ----------
     mesh_shape : Sequence[int]
-        ``config.mesh_shape``: one size per axis, at most one of them -1 ("the remaining devices").
+        ``config.mesh_shape``.
     mesh_axes : Sequence[str]
-        ``config.mesh_axes``; must include ``"data"``.
+        ``config.mesh_axes``.
     device_count : int
-        The devices the mesh spans (``jax.device_count()``: every process's).
+        The devices the mesh spans, every process's.
 
     Returns
     -------
     tuple[int, ...]
         Sizes whose product is ``device_count``.
 
-    Notes
-    -----
-    Raises :class:`UserInputError`, one line naming ``config.mesh_shape``, the device count and what to
-    set, for sizes that do not multiply to the device count (``(4,)`` on one CPU) or do not divide it
-    (``(2, -1)`` on one), and for shapes the schema also refuses (lengths that differ from the axes',
-    no ``"data"`` axis, two -1 entries). Training checks this before anything is written.
+    Raises
+    ------
+    UserInputError
+        One line naming ``config.mesh_shape``, the device count and what to set, for sizes that do not
+        multiply to or divide the device count, and for shapes the schema refuses.
     """
     shape, axes = [int(size) for size in mesh_shape], tuple(mesh_axes)
     if len(shape) != len(axes) or DATA_AXIS not in axes or shape.count(-1) > 1:
@@ -104,7 +94,7 @@ def fit_mesh_shape(mesh_shape: Sequence[int], mesh_axes: Sequence[str], device_c
 
 
 def logical_axis_rules(param_sharding: str, mesh: Mesh) -> tuple[tuple[str, str | None], ...]:
-    """Map the model's logical parameter axes to mesh axes.
+    """Return the rules mapping the model's logical parameter axes to mesh axes.
 
     Parameters
     ----------
@@ -116,7 +106,7 @@ def logical_axis_rules(param_sharding: str, mesh: Mesh) -> tuple[tuple[str, str 
     Returns
     -------
     tuple of (logical axis, mesh axis or None)
-        Rules for :func:`flax.linen.logical_to_mesh_sharding`; unmentioned axes are replicated.
+        For :func:`flax.linen.logical_to_mesh_sharding`; unmentioned axes are replicated.
     """
     if param_sharding not in PARAM_SHARDINGS:
         raise ValueError(f"param_sharding must be one of {PARAM_SHARDINGS}; got {param_sharding!r}.")
@@ -131,7 +121,7 @@ def logical_axis_rules(param_sharding: str, mesh: Mesh) -> tuple[tuple[str, str 
 
 
 def _divisible_spec(spec: PartitionSpec, shape: Sequence[int], mesh: Mesh, name: str) -> PartitionSpec:
-    """Drop the mesh axes of ``spec`` that do not divide their dimension (replicate that dim)."""
+    """Drop the mesh axes of ``spec`` that do not divide their dimension (replicate it)."""
     kept: list[Any] = []  # PartitionSpec entries: an axis name, a tuple of names or None.
     for dim, axes in zip(shape, tuple(spec) + (None,) * (len(shape) - len(spec))):
         names = (axes,) if isinstance(axes, str) else tuple(axes or ())
@@ -146,13 +136,14 @@ def _divisible_spec(spec: PartitionSpec, shape: Sequence[int], mesh: Mesh, name:
 
 
 def tree_shardings(boxed_tree: Any, mesh: Mesh, rules: Sequence[tuple[str, str | None]]) -> Any:
-    """NamedShardings for a (possibly abstract) pytree whose leaves carry logical axis names.
+    """Return NamedShardings for a (possibly abstract) pytree whose leaves carry logical axis names.
+
+    A dimension a mesh axis does not divide is replicated (with a warning), so any model fits any mesh.
 
     Parameters
     ----------
     boxed_tree : pytree
-        Arrays or ``jax.ShapeDtypeStruct``; leaves boxed by ``nn.with_logical_partitioning``
-        (``nn.Partitioned``) are sharded by ``rules``, all others replicated.
+        Arrays or ``jax.ShapeDtypeStruct``; ``nn.Partitioned`` leaves follow ``rules``, others are replicated.
     mesh : jax.sharding.Mesh
         The device mesh.
     rules : sequence of (logical axis, mesh axis or None)
@@ -161,12 +152,7 @@ def tree_shardings(boxed_tree: Any, mesh: Mesh, rules: Sequence[tuple[str, str |
     Returns
     -------
     pytree
-        Same structure as ``nn.meta.unbox(boxed_tree)`` with ``NamedSharding`` leaves.
-
-    Notes
-    -----
-    A dimension that a mesh axis does not divide is replicated instead (with a warning), so any
-    model fits any mesh.
+        ``nn.meta.unbox(boxed_tree)``'s structure with ``NamedSharding`` leaves.
     """
     logical_specs = nn.get_partition_spec(boxed_tree)
     mesh_specs = nn.logical_to_mesh(logical_specs, rules)
@@ -182,22 +168,66 @@ def tree_shardings(boxed_tree: Any, mesh: Mesh, rules: Sequence[tuple[str, str |
 
 
 def replicated(mesh: Mesh) -> NamedSharding:
-    """Sharding that keeps a full copy on every device of ``mesh``."""
+    """Return the sharding that keeps a full copy on every device of ``mesh``.
+
+    Parameters
+    ----------
+    mesh : Mesh
+        The device mesh.
+
+    Returns
+    -------
+    NamedSharding
+        Fully replicated.
+    """
     return NamedSharding(mesh, PartitionSpec())
 
 
 def batch_sharding(mesh: Mesh) -> NamedSharding:
-    """Sharding of ``[rows, length]`` batches: rows split over ``"data"``, replicated elsewhere."""
+    """Return the sharding of ``[rows, length]`` batches: rows over ``"data"``, replicated elsewhere.
+
+    Parameters
+    ----------
+    mesh : Mesh
+        The device mesh.
+
+    Returns
+    -------
+    NamedSharding
+        The batch sharding.
+    """
     return NamedSharding(mesh, PartitionSpec(DATA_AXIS))
 
 
 def data_parallel_size(mesh: Mesh) -> int:
-    """Number of devices along the ``"data"`` axis (global batch rows must be a multiple of it)."""
+    """Return the number of devices along ``"data"``; global batch rows are a multiple of it.
+
+    Parameters
+    ----------
+    mesh : Mesh
+        The device mesh.
+
+    Returns
+    -------
+    int
+        The data-parallel size.
+    """
     return int(mesh.shape[DATA_AXIS])
 
 
 def local_data_shards(mesh: Mesh) -> int:
-    """Number of distinct ``"data"`` positions among this process's devices (its share of the rows)."""
+    """Return the number of distinct ``"data"`` positions among this process's devices (its share of rows).
+
+    Parameters
+    ----------
+    mesh : Mesh
+        The device mesh.
+
+    Returns
+    -------
+    int
+        The local data shards.
+    """
     data_dim = mesh.axis_names.index(DATA_AXIS)
     process = jax.process_index()
     positions = {index[data_dim] for index, device in np.ndenumerate(mesh.devices)
@@ -218,12 +248,12 @@ def global_batch(local_batch: Mapping[str, np.ndarray], sharding: NamedSharding)
     Returns
     -------
     dict[str, jax.Array]
-        Global arrays of ``rows * process_count`` rows (processes contribute rows in process order).
+        Arrays of ``rows * process_count`` rows, in process order.
 
-    Notes
-    -----
-    Raises ``ValueError`` when the local rows do not split evenly over the local devices of the
-    ``"data"`` axis (pass ``rows_multiple`` to the input pipeline, or pad with all-pad rows).
+    Raises
+    ------
+    ValueError
+        When the local rows do not split evenly over the local ``"data"`` devices.
     """
     local_shards = local_data_shards(cast(Mesh, sharding.mesh))  # batch_sharding's mesh is concrete.
     arrays = {}
@@ -239,7 +269,7 @@ def global_batch(local_batch: Mapping[str, np.ndarray], sharding: NamedSharding)
 
 
 def pad_rows(batch: Mapping[str, np.ndarray], multiple: int) -> dict[str, np.ndarray]:
-    """Append all-padding rows so that the row count is a multiple of ``multiple``.
+    """Append all-pad rows (id 0, ignored by every metric) up to a multiple of ``multiple`` rows.
 
     Parameters
     ----------
@@ -251,7 +281,7 @@ def pad_rows(batch: Mapping[str, np.ndarray], multiple: int) -> dict[str, np.nda
     Returns
     -------
     dict[str, np.ndarray]
-        The batch, padded with rows of id 0 (which every metric ignores).
+        The padded batch.
     """
     padded = {}
     for key, value in batch.items():
