@@ -1,2 +1,1 @@
-"""Training: the train loop and step, optimizer, loss and metrics, checkpoints, metric logs, sharding and
-multi-process setup."""
+"""Training: the loop and the step, the optimizer and schedule, metric logs, sharding and multi-process setup."""

@@ -1,10 +1,5 @@
-"""Evaluation inside a training run: dev loss and perplexity at each evaluation (with sampled BLEU and a few
-sample translations for TensorBoard), the best checkpoints kept for early stopping, and the final
-beam-search BLEU of whole splits. An evaluation that runs longer than half a minute logs its progress
-(:mod:`attention_jax.evaluation.progress`).
-
-Called by :mod:`attention_jax.training.train`; the loop's state is :class:`TrainingRun`
-(:mod:`attention_jax.training.run_context`).
+"""Evaluation inside a training run: dev loss and perplexity (with sampled BLEU and sample translations), the
+best checkpoints kept for early stopping, and the final beam-search BLEU of whole splits.
 """
 
 from __future__ import annotations
@@ -29,32 +24,23 @@ from attention_jax.training.run_context import TrainingRun
 
 def evaluate(run: TrainingRun, step: int, *,
              should_stop: Callable[[], bool] | None = None) -> dict[str, Any] | None:
-    """Dev loss, per-token perplexity and accuracy, and BLEU when decoding is available.
+    """Return the dev loss, per-token perplexity and accuracy, and BLEU when decoding is available.
 
     Parameters
     ----------
     run : TrainingRun
-        The run (its current parameters are evaluated).
+        The run; its current parameters are evaluated.
     step : int
         Step to file the metrics under.
     should_stop : Callable[[], bool], optional
-        Asked between the sampled BLEU's decoding batches (:func:`stop_check`); True ends the evaluation.
+        Asked between the sampled BLEU's decoding batches (:func:`stop_check`).
 
     Returns
     -------
     dict or None
-        ``None`` when ``should_stop`` ended it: nothing of it is recorded (no metrics, no best
-        parameters, no early-stopping count). Otherwise ``loss`` (label-smoothed), ``nll_loss``,
-        ``perplexity``, ``accuracy``, ``tokens`` and, with ``config.num_bleu_examples > 0`` and the
-        decoding modules present, ``bleu``, ``bleu_signature`` and ``bleu_sentences`` (how many dev
-        pairs were decoded: the split's size when ``num_bleu_examples`` exceeds it); ``seconds`` (this
-        evaluation's wall time) and ``run_wall_s`` (the run's wall time when it began:
-        ``benchmarks/time_to_bleu.py`` subtracts the earlier evaluations').
-
-    Notes
-    -----
-    ``config.num_sample_translations`` dev sentences, their references and translations are written to
-    TensorBoard as a text table (:func:`write_sample_translations`).
+        ``None`` when ``should_stop`` ended it (nothing recorded). Else ``loss``, ``nll_loss``,
+        ``perplexity``, ``accuracy``, ``tokens``, with sampled BLEU ``bleu``, ``bleu_signature`` and
+        ``bleu_sentences``, and ``seconds`` and ``run_wall_s`` (``benchmarks/time_to_bleu.py`` reads it).
     """
     started = time.time()
     totals = _dev_sums(run, step)
@@ -64,7 +50,7 @@ def evaluate(run: TrainingRun, step: int, *,
         return None
     bleu, samples = sampled
     summary.update(bleu)
-    write_sample_translations(run, step, samples)
+    _write_sample_translations(run, step, samples)
     summary["seconds"] = time.time() - started
     summary["run_wall_s"] = run.earlier.wall_s + started - run.session_start  # When it began; earlier evals included.
     if "perplexity" in summary:
@@ -80,11 +66,7 @@ def evaluate(run: TrainingRun, step: int, *,
 
 
 def _dev_sums(run: TrainingRun, step: int) -> Any:
-    """The summed dev metrics of ``eval_batches`` (on device), logging progress when it takes long.
-
-    One batch is kept in flight: the host waits for batch ``i - 1`` after queueing batch ``i``, so the
-    progress lines count batches the device has finished.
-    """
+    """Return the summed dev metrics of ``eval_batches``, one batch in flight, logging progress."""
     batches = run.eval_batches
     report = progress.progress_logger(f"dev evaluation at step {step}", len(batches), unit="batches",
                                       always_final=False)
@@ -103,15 +85,35 @@ def _dev_sums(run: TrainingRun, step: int) -> Any:
 
 
 def replicated_params(run: TrainingRun) -> Any:
-    """The current parameters, replicated on every device (for decoding and parameter checkpoints)."""
+    """Return the current parameters replicated on every device (for decoding and parameter checkpoints).
+
+    Parameters
+    ----------
+    run : TrainingRun
+        The run.
+
+    Returns
+    -------
+    pytree
+        The parameters.
+    """
     return jax.jit(lambda tree: tree, out_shardings=sharding.replicated(run.mesh))(run.loop.state.params)
 
 
 def track_best(run: TrainingRun, step: int, perplexity: float) -> None:
     """Update the best dev perplexity; with early stopping, keep the parameters of the k best evaluations.
 
-    ``k = config.average_last_checkpoints``: ``WORKDIR/best/`` holds the parameters of the k lowest dev
-    perplexities so far (not the k newest improvements), which is what averaging "the best k" needs.
+    ``WORKDIR/best/`` holds the k = ``average_last_checkpoints`` lowest perplexities so far (not the k newest
+    improvements), which averaging "the best k" needs.
+
+    Parameters
+    ----------
+    run : TrainingRun
+        The run.
+    step : int
+        The evaluated step.
+    perplexity : float
+        Its dev perplexity.
     """
     run.loop.early_stopping.update(step, perplexity)
     if run.loop.early_stopping.patience > 0:
@@ -127,30 +129,28 @@ SampleTranslation = tuple[str, str, str]  # (source, reference, translation)
 
 
 def stop_check(stop: distributed.StopRequest, step: int) -> Callable[[], bool] | None:
-    """What an evaluation after training step ``step`` asks between decoding batches: was a stop requested?
+    """Return the check an evaluation after ``step`` makes between decoding batches, whether a stop was requested.
 
     Parameters
     ----------
     stop : distributed.StopRequest
-        The training loop's stop request.
+        The loop's stop request.
     step : int
-        The last training step (the one being evaluated).
+        The step being evaluated.
 
     Returns
     -------
     Callable[[], bool] or None
-        ``None`` in a multi-process job: its processes agree on a stop at training steps only, so one
-        process cannot stop an evaluation alone.
+        ``None`` in a multi-process job, whose processes agree on a stop at training steps only.
     """
     return (lambda: stop.should_stop(step)) if jax.process_count() == 1 else None
 
 
 def _bleu(run: TrainingRun, step: int, should_stop: Callable[[], bool] | None = None
           ) -> tuple[dict[str, Any], list[SampleTranslation]] | None:
-    """BLEU of beam-search translations of the first ``num_bleu_examples`` dev pairs, and the translations.
+    """Return the BLEU of beam-search translations of ``num_bleu_examples`` dev pairs and the translations.
 
-    Returns ``({}, [])`` without sampled BLEU; the translations are ``(source, reference, hypothesis)``.
-    ``should_stop`` is asked between decoding batches; ``None`` is returned when it said stop.
+    ``({}, [])`` without sampled BLEU; ``None`` when ``should_stop`` said stop.
     """
     count = run.experiment.run.num_bleu_examples
     if count <= 0:
@@ -185,23 +185,10 @@ def _bleu(run: TrainingRun, step: int, should_stop: Callable[[], bool] | None = 
     return {"bleu": float(score), "bleu_signature": signature, "bleu_sentences": len(pairs)}, samples
 
 
-def write_sample_translations(run: TrainingRun, step: int, sampled: list[SampleTranslation]) -> None:
-    """Write ``config.num_sample_translations`` dev translations to TensorBoard as text (a table).
+def _write_sample_translations(run: TrainingRun, step: int, sampled: list[SampleTranslation]) -> None:
+    """Write ``num_sample_translations`` dev translations to TensorBoard as a table (process 0; none for an LM).
 
-    Parameters
-    ----------
-    run : TrainingRun
-        The run (its current parameters translate).
-    step : int
-        Step to file the table under (tag ``eval/sample_translations``).
-    sampled : list of (source, reference, translation)
-        The sampled-BLEU translations of this evaluation, if any: the first few are shown at no extra
-        cost. Without them the first dev sentences are translated greedily here.
-
-    Notes
-    -----
-    Nothing is written for a language model (no source sentences), with ``num_sample_translations = 0``,
-    or on processes other than 0 (which translate all the same: gathering the parameters takes them all).
+    Reuses the sampled-BLEU translations; without them the first dev sentences are translated greedily.
     """
     count = run.experiment.run.num_sample_translations
     if count <= 0 or run.experiment.model_kind == ModelKind.DECODER_ONLY:
@@ -224,7 +211,18 @@ def write_sample_translations(run: TrainingRun, step: int, sampled: list[SampleT
 
 
 def final_params(run: TrainingRun) -> tuple[Any, str]:
-    """The parameters whose BLEU counts, and which they are (Section 6.1's averaging, or the best)."""
+    """Return the parameters whose BLEU counts and which they are (Section 6.1's averaging, or the best).
+
+    Parameters
+    ----------
+    run : TrainingRun
+        The run, after its last step.
+
+    Returns
+    -------
+    tuple of (pytree, str)
+        The parameters and their name.
+    """
     count = run.experiment.run.average_last_checkpoints
     if run.loop.early_stopping.patience > 0:
         best = checkpoints.finished_steps(os.path.join(run.workdir, run_files.BEST_DIR))
@@ -243,15 +241,22 @@ def final_params(run: TrainingRun) -> tuple[Any, str]:
 
 
 def final_bleu(run: TrainingRun, stop: distributed.StopRequest) -> dict[str, Any] | None:
-    """Beam-search BLEU and perplexity of the whole dev and test splits (``config.final_bleu[_splits]``).
+    """Return the beam-search BLEU and perplexity of whole dev and test splits (``config.final_bleu[_splits]``).
 
-    Decodes with the paper's search (the experiment's ``decoding`` section) from :func:`final_params`, writes
-    ``eval_<split>.json`` (BLEU, chrF, TER, perplexity) and the translations beside it like
-    ``python -m attention_jax.evaluate``, and returns ``dev_bleu``, ``test_bleu`` (with signatures,
-    perplexities and sentence counts; chrF and TER stay in the report), ``final_bleu_splits`` (the splits decoded)
-    and ``final_checkpoint``, which names the parameters used. Progress is logged while decoding; a stop
-    request (SIGTERM, Ctrl-C) is honoured between batches, and then ``None`` is returned: rerunning the
-    command finishes the evaluation only.
+    Writes ``eval_<split>.json`` and the translations as ``python -m attention_jax.evaluate`` does.
+
+    Parameters
+    ----------
+    run : TrainingRun
+        The run, after its last step.
+    stop : distributed.StopRequest
+        Honoured between decoding batches.
+
+    Returns
+    -------
+    dict or None
+        ``dev_bleu``, ``test_bleu`` with signatures, perplexities and counts, ``final_bleu_splits`` and
+        ``final_checkpoint``; ``None`` when stopped (a rerun finishes the evaluation only).
     """
     from attention_jax.decoding import decode  # The decoding side.
     from attention_jax.evaluation import translation_quality

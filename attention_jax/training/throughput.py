@@ -1,7 +1,5 @@
-"""Training throughput: target tokens per second, step time, data wait and MFU over training time.
-
-Evaluation, checkpoints and compilation are kept out of the clock (:meth:`Throughput.pause`), so the
-figures are those of the train steps alone.
+"""Training throughput: target tokens per second, step time, data wait and MFU over training time
+(evaluation, checkpoints and compilation kept off the clock).
 """
 
 from __future__ import annotations
@@ -22,11 +20,11 @@ class IntervalRates:
     tokens_per_s : float
         Target tokens per second of training time.
     step_time_s : float
-        Mean seconds of training time per step (host and device: the time between two steps).
+        Mean seconds between two steps.
     data_wait_s : float
-        Mean seconds per step the host waited for the input pipeline's next batch (part of the step time).
+        Mean seconds per step the host waited for its batch (part of the step time).
     steps : int
-        Timed steps in the interval (steps that compiled a new shape are not timed).
+        Timed steps (those compiling a new shape are not timed).
     """
 
     tokens_per_s: float
@@ -35,22 +33,21 @@ class IntervalRates:
     steps: int
 
     def mfu(self, flops_per_token: float, peak: DevicePeak | None, device_count: int) -> float:
-        """Model FLOPs utilization: ``flops_per_token x tokens/s`` over ``peak x devices``.
+        """Return model FLOPs utilization: ``flops_per_token x tokens/s`` over ``peak x devices``.
 
         Parameters
         ----------
         flops_per_token : float
-            Model FLOPs (forward + backward) per target token
-            (:func:`attention_jax.models.flops.training_flops` of one token).
+            Forward and backward FLOPs per target token.
         peak : DevicePeak or None
-            The peak of one device (``None``: NaN).
+            One device's peak.
         device_count : int
             Devices the step runs on.
 
         Returns
         -------
         float
-            A fraction (0.25 is 25%); NaN without a peak or a rate.
+            A fraction; NaN without a peak or a rate.
         """
         if peak is None or peak.flops_per_s <= 0 or not math.isfinite(self.tokens_per_s):
             return float("nan")
@@ -63,14 +60,9 @@ class Throughput:
     Attributes
     ----------
     total_seconds, total_tokens : float
-        The closed intervals' training time and tokens (a resumed run restores them).
+        The closed intervals' training time and tokens (restored on resume).
     peak : DevicePeak or None
-        The peak that MFU is computed against (set by the training loop).
-
-    Notes
-    -----
-    :meth:`resume` and :meth:`pause` bracket the timed work; :meth:`add_tokens`, :meth:`add_step` count
-    it, and :meth:`close_interval` gives the rates since its last call.
+        The peak MFU is computed against.
     """
 
     def __init__(self) -> None:
@@ -95,21 +87,33 @@ class Throughput:
             self._running_since = None
 
     def add_tokens(self, tokens: float) -> None:
-        """Count tokens trained on while the clock was running."""
+        """Count tokens trained on while the clock ran.
+
+        Parameters
+        ----------
+        tokens : float
+            Target tokens.
+        """
         self._tokens += tokens
 
     def add_step(self, data_wait_s: float) -> None:
-        """Count one timed step and the seconds the host waited for its batch."""
+        """Count one timed step.
+
+        Parameters
+        ----------
+        data_wait_s : float
+            Seconds the host waited for its batch.
+        """
         self._steps += 1
         self._data_wait_s += data_wait_s
 
     def close_interval(self) -> IntervalRates:
-        """The rates since the last call (NaN if nothing was timed); the clock keeps running if it ran.
+        """Return the rates since the last call; the clock keeps running if it ran.
 
         Returns
         -------
         IntervalRates
-            Tokens/s, seconds per step, data-wait seconds per step, and the steps timed.
+            The interval's figures.
         """
         running = self._running_since is not None
         self.pause()
@@ -128,5 +132,11 @@ class Throughput:
 
     @property
     def tokens_per_s(self) -> float:
-        """Tokens per second over all closed intervals of the session."""
+        """Return the tokens per second over the session's closed intervals.
+
+        Returns
+        -------
+        float
+            The rate.
+        """
         return self.total_tokens / self.total_seconds if self.total_seconds > 0 else float("nan")

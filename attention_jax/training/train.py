@@ -1,11 +1,6 @@
 """The training loop: build the run, train, log, evaluate, checkpoint, write results (:func:`train_and_evaluate`).
 
-:func:`build_run` makes, once before the loop, everything the session keeps fixed (mesh, model,
-optimizer, compiled steps, checkpoints, writer; :class:`~attention_jax.training.run_context.TrainingRun`)
-and the :class:`~attention_jax.training.run_context.LoopState` the loop advances, fresh or restored.
-:func:`_train` is the loop; each update is :func:`attention_jax.training.train_state.run_update` (the
-step, the loss, Adam). What the loop reports (log lines, checkpoint bookkeeping, ``results.json``) is
-:mod:`attention_jax.training.progress`; its evaluations are :mod:`attention_jax.training.run_evaluation`.
+``docs/design.md`` ("A training step, end to end") walks through it.
 """
 
 from __future__ import annotations
@@ -48,10 +43,8 @@ from attention_jax.training.train_state import Batch, MetricSums, run_update
 class NonFiniteLossError(UserInputError, FloatingPointError):
     """Training produced a NaN or infinite loss; the message names the step and the last good checkpoint.
 
-    Notes
-    -----
-    A :class:`UserInputError`: the cause is a setting (too high a ``learning_rate_scale``, too short a
-    warmup), so the commands print the message as one line with exit status 2, without a traceback.
+    A :class:`UserInputError`: the cause is a setting (too high a ``learning_rate_scale``, too short a warm-up),
+    so the commands print one line, exit status 2.
     """
 
 
@@ -59,7 +52,9 @@ class NonFiniteLossError(UserInputError, FloatingPointError):
 
 def build_run(experiment: Experiment, workdir: str, data: TrainingData | None,
               lock: workdir_lock.WorkdirLock | None = None) -> TrainingRun:
-    """Mesh, model, compiled steps, and the initial or restored state, data iterator and bookkeeping.
+    """Build the mesh, model, compiled steps and the initial or restored state, iterator and bookkeeping.
+
+    A restored run is checked against its data before anything is written.
 
     Parameters
     ----------
@@ -76,11 +71,6 @@ def build_run(experiment: Experiment, workdir: str, data: TrainingData | None,
     -------
     TrainingRun
         The run, ready for the loop.
-
-    Notes
-    -----
-    A restored run is checked against its data before anything is written (:func:`setup_checks.check_tokenizer`,
-    :func:`setup_checks.check_data_splits`), and carries its figures over (:func:`run_context.restored_loop`).
     """
     run_config, optimizer_config = experiment.run, experiment.optimizer
     mesh = sharding.create_mesh(run_config.mesh_shape, run_config.mesh_axes)
@@ -127,10 +117,7 @@ def build_run(experiment: Experiment, workdir: str, data: TrainingData | None,
 # --- The training loop ------------------------------------------------------------------------------
 
 def _next_micro_batches(run: TrainingRun) -> tuple[list[Batch], float]:
-    """The step's global micro-batches and the seconds the host waited for them from the input pipeline.
-
-    Counts their real tokens and slots into ``run.loop.token_counts``.
-    """
+    """Return the step's global micro-batches and the host's wait for them; count their tokens."""
     multiple = sharding.local_data_shards(run.mesh)
     local, data_wait_s = [], 0.0
     for _ in range(run.experiment.optimizer.grad_accum_steps):
@@ -160,7 +147,7 @@ def _check_finite(run: TrainingRun, pending: list[tuple[int, dict]]) -> None:
 
 
 def _save(run: TrainingRun, *, evaluation_pending: bool = False) -> None:
-    """Checkpoint the current step; ``evaluation_pending``: its dev evaluation comes after (not in its bookkeeping)."""
+    """Checkpoint the current step; ``evaluation_pending``: its dev evaluation comes after."""
     run.checkpoints.save(run.loop.state, data_state=run.loop.train_iterator.get_state(),
                          progress=progress.bookkeeping(run, evaluation_pending=evaluation_pending))
     run.loop.last_save_time = time.time()
@@ -175,7 +162,7 @@ def _time_to_save(run: TrainingRun) -> bool:
 
 
 def _new_shapes(run: TrainingRun, micro_batches: list[Batch]) -> bool:
-    """Whether this step's batch shapes (per micro-batch role) were not compiled yet; records them."""
+    """Return whether this step's batch shapes were not compiled yet; record them."""
     last = len(micro_batches) - 1
     keys = {(min(index, 1) if index < last else 2,
              tuple((batch["inputs"] if "inputs" in batch else batch["targets"]).shape),
@@ -186,18 +173,11 @@ def _new_shapes(run: TrainingRun, micro_batches: list[Batch]) -> bool:
 
 
 def _train(run: TrainingRun, stop: distributed.StopRequest) -> bool:
-    """Run updates until ``num_train_steps`` or a stop request; returns whether training finished.
+    """Run updates until ``num_train_steps`` or a stop request; return whether training finished.
 
-    At most one step is queued behind the one the device runs: after dispatching step n the host
-    waits for step n - 1, so a stop request (SIGTERM) is honoured within a step instead of after
-    every step the host had run ahead. The losses are fetched and checked only at log, evaluation
-    and checkpoint steps (a non-finite one raises before anything is saved). Train metrics are
-    reported every ``log_every_steps``.
-
-    An evaluation step is checkpointed before its evaluation, so an evaluation that fails or is
-    stopped loses no training step; the rerun evaluates that step first (:func:`build_run`).
-    A stop request is honoured between the sampled BLEU's decoding batches too, and an evaluation
-    step that a stop request ends is checkpointed without being evaluated.
+    The host waits for step n - 1 after dispatching step n, so a stop request is honoured within a step.
+    Losses are fetched and checked only at log, evaluation and checkpoint steps. An evaluation step is
+    checkpointed before its evaluation, so a failed or stopped evaluation loses no training step.
     """
     config = run.experiment.run
     step = int(run.loop.state.step)
@@ -275,11 +255,7 @@ def _train(run: TrainingRun, stop: distributed.StopRequest) -> bool:
 
 
 def _evaluate(run: TrainingRun, step: int, stop: distributed.StopRequest) -> bool:
-    """The dev evaluation of ``step``, then early stopping's verdict; False when a stop request ended it.
-
-    A stop request is honoured between the sampled BLEU's decoding batches; nothing of the stopped
-    evaluation is recorded, and its step's checkpoint (written before) says it is still to do.
-    """
+    """Run the dev evaluation of ``step`` and early stopping's verdict; False when a stop request ended it."""
     if run_evaluation.evaluate(run, step, should_stop=run_evaluation.stop_check(stop, step)) is None:
         return False
     if run.loop.early_stopping.should_stop and run.loop.stop_reason is None:
@@ -293,38 +269,33 @@ def _evaluate(run: TrainingRun, step: int, stop: distributed.StopRequest) -> boo
 def train_and_evaluate(experiment: Experiment, workdir: str, *, data: TrainingData | None = None) -> dict[str, Any]:
     """Train ``experiment``'s model in ``workdir``, resuming from its latest checkpoint if there is one.
 
+    Checkpoints are written every ``checkpoint_every_steps``, after ``checkpoint_every_minutes``, before each
+    evaluation, at the last step and on SIGTERM or Ctrl-C (then within a step, ``finished=False``). A run
+    that finished with the same config is not touched (``already_finished=True``). One trainer per work
+    directory (:mod:`~attention_jax.training.workdir_lock`).
+
     Parameters
     ----------
     experiment : Experiment
-        The checked experiment, built once by the entry point
-        (:func:`attention_jax.experiment.sections.build_experiment`).
+        The checked experiment.
     workdir : str
-        Output directory (layout in :mod:`attention_jax.checkpointing.checkpoints`); rerunning the same command
-        resumes.
+        Output directory; rerunning the same command resumes.
     data : TrainingData, optional
-        The data (:class:`~attention_jax.data.training_data.TrainingData`; default: built from the
-        experiment's data section with local rows divisible by the data-parallel devices).
+        The data (default: built from the experiment's data section).
 
     Returns
     -------
     dict
-        The results (also written to ``WORKDIR/results.json`` when training finished); ``"finished"``
-        is False when a stop request (SIGTERM) ended the run early.
+        The results (also ``WORKDIR/results.json`` when training finished).
 
-    Notes
-    -----
-    Checkpoints are written every ``checkpoint_every_steps``, at the first log step after
-    ``checkpoint_every_minutes`` (process 0's clock decides for all), at every evaluation step before
-    its evaluation (a failed or stopped evaluation then loses no step; the rerun evaluates it first),
-    at the last step, and when SIGTERM or Ctrl-C asks training to stop (it then returns with
-    ``finished=False`` within a step of the request, or between two decoding batches of an evaluation's
-    BLEU, and ``steps_after_stop_request``). A run whose ``results.json`` shows it finished
-    with the same config is not touched: its results are returned with ``already_finished=True``.
-    Only one trainer may work in ``workdir`` at a time (:mod:`attention_jax.training.workdir_lock`;
-    a second raises :class:`workdir_lock.WorkdirLockedError` naming the first). Raises
-    ``ValueError`` if ``workdir`` holds a run of a different model, and :class:`NonFiniteLossError` (a
-    :class:`UserInputError` naming the step and the last good checkpoint) when the loss becomes NaN/inf;
-    checkpoints written before are kept.
+    Raises
+    ------
+    workdir_lock.WorkdirLockedError
+        When another trainer holds ``workdir``.
+    ValueError
+        When ``workdir`` holds a run of a different model.
+    NonFiniteLossError
+        When the loss becomes NaN or inf; earlier checkpoints are kept.
     """
     resume_checks.check_resume_compatible(workdir, experiment)
     finished_before = checkpoints.finished_results(workdir, experiment)
@@ -357,7 +328,7 @@ def train_and_evaluate(experiment: Experiment, workdir: str, *, data: TrainingDa
 
 
 def _remove_if_only_lock(workdir: str) -> None:
-    """Remove a work directory this command created when a failure (e.g. a bad corpus) left only its lock."""
+    """Remove a work directory this command created when a failure left only its lock."""
     try:
         if jax.process_index() == 0 and os.listdir(workdir) == [run_files.LOCK_FILE]:
             os.remove(os.path.join(workdir, run_files.LOCK_FILE))
@@ -368,12 +339,10 @@ def _remove_if_only_lock(workdir: str) -> None:
 
 def _train_locked(experiment: Experiment, workdir: str, data: TrainingData | None,
                   lock: workdir_lock.WorkdirLock | None) -> dict[str, Any]:
-    """:func:`train_and_evaluate` once the work directory's lock is held.
+    """Run :func:`train_and_evaluate` once the lock is held.
 
-    The config and tokenizer are written once the data loaded and the checkpoint restored, and only
-    when this session trains (or the run has none yet): a rerun that only finishes a run's final
-    evaluation changes neither. The results of a finished run keep their training figures; the final
-    evaluation's figures are added to them.
+    The config and tokenizer are written only when this session trains (or the run has none yet); a rerun
+    that only finishes the final evaluation adds its figures to the kept results.
     """
     run = build_run(experiment, workdir, data, lock)
     held_by = reruns.why_nothing_to_train(int(run.loop.state.step), run.loop.stop_reason, run.loop.early_stopping,

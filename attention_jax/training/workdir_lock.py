@@ -1,21 +1,8 @@
 """One trainer per work directory: ``WORKDIR/lock.json``, held for the run's lifetime.
 
-The lock names its holder (host, pid, start time, SLURM job id when there is one). What it guarantees
-depends on where the work directory lives:
-
-- **Local disk**: the file is locked with ``flock`` for as long as the holder's process lives; the
-  kernel releases it when the process exits or is killed (``kill -9`` included), so a second trainer
-  is refused while the first lives and takes over at once after it died. Exact.
-- **NFS-style shared filesystems**: Linux maps ``flock`` onto NFS byte-range locks (NFSv4, or NFSv3
-  with ``lockd``), which the server enforces across hosts; a holder whose host crashed keeps its lock
-  until the server's lease runs out (NFSv4: about 90 s). Mounts with ``nolock`` or ``local_lock``
-  make the lock local to each host: then two hosts can both train.
-- **Object stores** (``gs://``, ``s3://``): there is no lock primitive. The holder's record is written
-  and refreshed at every checkpoint; a trainer finding a record refreshed within
-  :data:`REMOTE_STALE_AFTER_S` refuses to start, an older one is taken over with a warning. Two
-  trainers starting within the same second can both pass the check: best effort only.
-
-In multi-process jobs only process 0 takes the lock; every process learns whether it got it.
+An ``flock`` on local disk and NFS; on object stores a record refreshed at each checkpoint, stale after
+:data:`REMOTE_STALE_AFTER_S` (best effort). ``docs/clusters.md`` ("One trainer per work directory") states
+the guarantees. In multi-process jobs process 0 takes the lock.
 """
 
 from __future__ import annotations
@@ -57,19 +44,8 @@ def _holder_record() -> dict[str, Any]:
     return record
 
 
-def describe_holder(record: dict[str, Any]) -> str:
-    """A lock record in words: ``host H, pid P, started T`` (and the SLURM job).
-
-    Parameters
-    ----------
-    record : dict
-        The JSON of ``lock.json``.
-
-    Returns
-    -------
-    str
-        E.g. ``"host node7, pid 4121, started 2026-11-24T09:12:03+00:00 (SLURM job 812)"``.
-    """
+def _describe_holder(record: dict[str, Any]) -> str:
+    """Return a lock record in words: ``host H, pid P, started T`` (and the SLURM job)."""
     text = f"host {record.get('host', '?')}, pid {record.get('pid', '?')}, started {record.get('started', '?')}"
     if record.get("slurm_job_id"):
         text += f" (SLURM job {record['slurm_job_id']})"
@@ -85,24 +61,14 @@ def _parse(text: str) -> dict[str, Any] | None:
 
 
 class WorkdirLock:
-    """The exclusive right to train in a work directory (see the module notes for its guarantees).
+    """The exclusive right to train in a work directory; a context manager.
 
     Parameters
     ----------
     workdir : str
-        The work directory (created if missing); local path or URL-like (``gs://``).
+        The work directory (created if missing); a local path or a URL (``gs://``).
     holder, flag : str
-        What holds it and the flag that names it, for the refusal: ``"trainer"`` and ``"--workdir"``, or
-        ``"launch.sweep"`` and ``"--root"`` for a sweep root.
-
-    Notes
-    -----
-    Use as a context manager, or call :meth:`acquire` and :meth:`release`. :meth:`acquire` raises
-    :class:`WorkdirLockedError` naming the live holder, and ``PermissionError`` (with the path) when
-    the directory cannot be written. A local ``workdir`` that is (or lies under) a file, or holds a name
-    longer than its file system allows, raises :class:`attention_jax.foundation.user_errors.UserInputError` before
-    anything is created (:func:`attention_jax.foundation.run_files.check_directory`). Releasing empties the record;
-    the file stays.
+        What holds it and the flag naming it, for the refusal (``"trainer"``, ``"--workdir"``).
     """
 
     def __init__(self, workdir: str, holder: str = "trainer", flag: str = "--workdir") -> None:
@@ -114,12 +80,21 @@ class WorkdirLock:
         self.held = False
 
     def acquire(self) -> "WorkdirLock":
-        """Take the lock, or raise :class:`WorkdirLockedError` naming the live holder.
+        """Take the lock.
 
         Returns
         -------
         WorkdirLock
             ``self``.
+
+        Raises
+        ------
+        WorkdirLockedError
+            Naming the live holder.
+        PermissionError
+            With the path, when the directory cannot be written.
+        UserInputError
+            For a local ``workdir`` under a file or with too long a name, before anything is created.
         """
         if self.remote:
             self._acquire_remote()
@@ -150,14 +125,14 @@ class WorkdirLock:
                 raise
             holder = _parse(_read_text(self.path)) or {}
             raise WorkdirLockedError(
-                f"{self.workdir} is in use by another {self.holder} ({describe_holder(holder)}); only one may "
+                f"{self.workdir} is in use by another {self.holder} ({_describe_holder(holder)}); only one may "
                 f"work in a {self.flag} directory. Wait for it to finish, stop it (kill -TERM {holder.get('pid', '?')} "
                 f"on {holder.get('host', 'its host')}: it checkpoints and exits), or use another {self.flag}."
             ) from None
         previous = _parse(_read_text(self.path))
         if previous is not None:
             logging.warning("Taking over the lock of %s: that trainer is gone (its lock was released "
-                            "without a clean exit).", describe_holder(previous))
+                            "without a clean exit).", _describe_holder(previous))
         self._descriptor = descriptor
         self._write_local(_holder_record())
 
@@ -176,12 +151,12 @@ class WorkdirLock:
             age_s = time.time() - float(previous.get("refreshed_at", 0.0))
             if age_s < REMOTE_STALE_AFTER_S:
                 raise WorkdirLockedError(
-                    f"{self.workdir} is in use by another trainer ({describe_holder(previous)}, last "
+                    f"{self.workdir} is in use by another trainer ({_describe_holder(previous)}, last "
                     f"checkpoint {age_s:.0f} s ago); only one may train in a work directory. Wait for it, "
                     f"stop it, or use another --workdir. A record older than {REMOTE_STALE_AFTER_S} s "
                     f"is taken over; delete {self.path} to take it over now if that trainer is gone.")
             logging.warning("Taking over the lock of %s: not refreshed for %.0f s.",
-                            describe_holder(previous), age_s)
+                            _describe_holder(previous), age_s)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(_holder_record(), indent=2) + "\n")
 
@@ -194,7 +169,7 @@ class WorkdirLock:
             path.write_text(json.dumps(record, indent=2) + "\n")
 
     def release(self) -> None:
-        """Empty the record and let go of the lock (idempotent)."""
+        """Empty the record and let go of the lock (idempotent); the file stays."""
         if not self.held:
             return
         self.held = False
@@ -228,7 +203,7 @@ def _read_text(path: str) -> str:
 
 
 def acquire_for_job(workdir: str) -> WorkdirLock | None:
-    """Take the work directory's lock for a (possibly multi-process) job: process 0 holds it.
+    """Take the lock for a (possibly multi-process) job on process 0; every process learns the verdict.
 
     Parameters
     ----------
@@ -238,12 +213,12 @@ def acquire_for_job(workdir: str) -> WorkdirLock | None:
     Returns
     -------
     WorkdirLock or None
-        The held lock on process 0, ``None`` on the other processes.
+        The held lock on process 0, ``None`` on the others.
 
-    Notes
-    -----
-    Every process learns process 0's verdict, so that all of them raise
-    :class:`WorkdirLockedError` together instead of the others waiting at the first collective.
+    Raises
+    ------
+    WorkdirLockedError
+        On every process together, when another trainer holds it.
     """
     import jax  # Here: the lock itself is plain Python.
 
