@@ -86,7 +86,13 @@ _PROGRAM = "attention_jax.evaluate"
 
 
 def main(argv: list[str]) -> None:
-    """Evaluate the run in ``--workdir`` on ``--split`` or on ``--source``/``--reference``."""
+    """Evaluate the run in ``--workdir`` on ``--split`` or on ``--source``/``--reference``.
+
+    Parameters
+    ----------
+    argv : list[str]
+        What absl leaves of the command line.
+    """
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
     if _HYPOTHESES.value is not None:  # Translations given: scored without a model (or JAX).
@@ -163,7 +169,7 @@ def main(argv: list[str]) -> None:
 
 
 def _checkpoint_step(run: TrainedRun) -> int | None:
-    """The training step of the evaluated parameters (``latest``: the newest), or ``None`` where none is known."""
+    """Return the evaluated parameters' training step, or ``None`` where none is known."""
     from attention_jax.commands import evaluation_scalars
 
     try:
@@ -173,7 +179,7 @@ def _checkpoint_step(run: TrainedRun) -> int | None:
 
 
 def _other_bleu_tokenizer() -> bool:
-    """Whether ``--tokenize`` is not ``13a``: such a BLEU is not added to the TensorBoard's ``13a`` series."""
+    """Return whether ``--tokenize`` is not ``13a`` (TensorBoard's series are ``13a``)."""
     from attention_jax.evaluation import sacrebleu_scores
 
     if _TOKENIZE.value == sacrebleu_scores.DEFAULT_BLEU_TOKENIZER:
@@ -184,10 +190,7 @@ def _other_bleu_tokenizer() -> bool:
 
 
 def _read_user_input(split: str | None, label: str) -> list[tuple[str, str]]:
-    """Check the flags and read ``--source``/``--reference`` (``[]`` with ``--split``), or exit 2 in one line.
-
-    Runs before anything is written (``--reaverage`` writes ``averaged/``) and before JAX is imported.
-    """
+    """Check the flags and read ``--source``/``--reference`` (``[]`` with ``--split``) before anything is written."""
     from attention_jax.commands import text_io
 
     try:
@@ -198,11 +201,7 @@ def _read_user_input(split: str | None, label: str) -> list[tuple[str, str]]:
 
 
 def _load_translator() -> tuple[TrainedRun, Translator, list[int] | None]:
-    """Load ``--checkpoint`` (redoing the average with ``--reaverage``) and its translator.
-
-    Returns the run, the translator with the decoding flags applied, and the averaged steps of
-    ``--checkpoint=averaged`` (``None`` otherwise); a stale average raises, naming the steps.
-    """
+    """Return the ``--checkpoint`` run (re-averaged with ``--reaverage``), its translator and the averaged steps."""
     from attention_jax.checkpointing import compilation_cache, params_checkpoints
     from attention_jax.decoding import inference
 

@@ -1,13 +1,5 @@
-"""The figures of ``python -m attention_jax.evaluate`` as TensorBoard scalars of the run it evaluates.
-
-A whole-split evaluation adds ``evaluate/<split>/bleu`` and ``evaluate/<split>/perplexity`` to the run's
-own event files (``WORKDIR/tensorboard``), at the step of the evaluated checkpoint, so evaluating several
-steps draws a curve beside training's and the HParams tab gets them as metric columns. Parameters that
-are not one training checkpoint, and decoding settings other than the run's, get series of their own:
-``evaluate/test/averaged/bleu`` (``--checkpoint=averaged``), ``evaluate/test/best/bleu``,
-``evaluate/test/average_last5/bleu``, ``evaluate/test/beam1/bleu`` (``--beam_size=1``),
-``evaluate/test/averaged/beam8_alpha1/bleu``. The split is named as in the report's file name
-(``validation`` for ``--split=dev``).
+"""The figures of ``python -m attention_jax.evaluate`` as TensorBoard scalars in the evaluated run's event files,
+at the checkpoint's step; ``docs/quickstart.md`` lists the series (``evaluate/test/bleu``, ...).
 """
 
 from __future__ import annotations
@@ -22,7 +14,7 @@ from attention_jax.training import metric_writer
 
 
 def checkpoint_step(workdir: str, checkpoint: str, average_last: int = 0) -> int:
-    """The training step the evaluated parameters stand for.
+    """Return the training step the evaluated parameters stand for.
 
     Parameters
     ----------
@@ -36,9 +28,8 @@ def checkpoint_step(workdir: str, checkpoint: str, average_last: int = 0) -> int
     Returns
     -------
     int
-        The step number itself, the newest checkpoint for ``latest`` and for an average of the last
-        checkpoints, the newest averaged step for ``averaged``, and the step of the lowest dev
-        perplexity kept for ``best``.
+        The step itself, the newest checkpoint (``latest``, an average of the last), the newest averaged
+        step, or the step of the best dev perplexity kept.
     """
     if average_last > 0:
         return checkpoints.finished_steps(os.path.join(workdir, run_files.CHECKPOINT_DIR))[-1]
@@ -50,7 +41,7 @@ def checkpoint_step(workdir: str, checkpoint: str, average_last: int = 0) -> int
 
 def series(split: str, checkpoint: str, average_last: int = 0,
            decoding_changes: dict[str, float] | None = None) -> str:
-    """The tag prefix of one kind of evaluation, e.g. ``evaluate/test`` or ``evaluate/test/averaged/beam1``.
+    """Return the tag prefix of one kind of evaluation, e.g. ``evaluate/test`` or ``evaluate/test/averaged/beam1``.
 
     Parameters
     ----------
@@ -61,13 +52,13 @@ def series(split: str, checkpoint: str, average_last: int = 0,
     average_last : int
         ``--average_last``.
     decoding_changes : dict[str, float], optional
-        Decoding settings that differ from the run's config: ``{"beam": 1, "alpha": 1.0}``.
+        Decoding settings that differ from the run's: ``{"beam": 1, "alpha": 1.0}``.
 
     Returns
     -------
     str
-        ``evaluate/<split>``, then the checkpoint's label unless it is one training checkpoint
-        (``latest`` or a step), then the changed settings as ``<name><value>`` joined by ``_``.
+        ``evaluate/<split>``, the checkpoint's label unless it is one training checkpoint, then the changed
+        settings as ``<name><value>`` joined by ``_``.
     """
     parts = ["evaluate", split]
     if average_last > 0 or not (checkpoint == "latest" or checkpoint.isdigit()):
@@ -78,14 +69,14 @@ def series(split: str, checkpoint: str, average_last: int = 0,
 
 
 def write(workdir: str, step: int, prefix: str, bleu: float, perplexity: float) -> str | None:
-    """Add one evaluation's BLEU and perplexity to the run's TensorBoard event files.
+    """Add one evaluation's BLEU and perplexity to the run's TensorBoard event files (not ``metrics.jsonl``).
 
     Parameters
     ----------
     workdir : str
-        The run's directory (its ``tensorboard/`` folder gets a new event file).
+        The run's directory.
     step : int
-        The evaluated checkpoint's step (:func:`checkpoint_step`).
+        The evaluated checkpoint's step.
     prefix : str
         The tags' prefix (:func:`series`).
     bleu, perplexity : float
@@ -94,13 +85,7 @@ def write(workdir: str, step: int, prefix: str, bleu: float, perplexity: float) 
     Returns
     -------
     str or None
-        The folder written to, or ``None`` when it could not be written (a warning says why: the
-        figures are in the report already).
-
-    Notes
-    -----
-    TensorBoard only; the run's ``metrics.jsonl`` (training's record) is not touched. A trainer that
-    still runs in ``workdir`` writes its own event file beside this one.
+        The folder written to; ``None``, with a warning, when it could not be written.
     """
     try:
         writer = metric_writer.MetricWriter(workdir, enabled=True, metrics_file=False)

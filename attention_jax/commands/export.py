@@ -78,6 +78,8 @@ def export(workdir: str, out: str, file_format: str, *, checkpoint: str = "lates
            platforms: list[str] | None = None) -> dict[str, Any]:
     """Write a run's parameters (``safetensors``) or one of its functions (``jax_export``) to ``out``.
 
+    Everything is checked before ``out`` is written.
+
     Parameters
     ----------
     workdir : str
@@ -86,27 +88,31 @@ def export(workdir: str, out: str, file_format: str, *, checkpoint: str = "lates
         The file to write.
     file_format : str
         ``"safetensors"`` or ``"jax_export"``.
-    checkpoint, average_last
+    checkpoint : str
         Which parameters, as :func:`attention_jax.decoding.inference.load_run` takes them.
+    average_last : int
+        Average the last N checkpoints instead.
     function : str
         ``jax_export``: ``"logits"`` or ``"translate"``.
     batch_size, source_len, target_len : int
         ``jax_export``: the fixed shape; a length of 0 is the longest the model takes.
-    beam_size, alpha
-        ``jax_export``, ``translate``: replace the run's decoding settings.
+    beam_size : int, optional
+        ``translate``: replaces the run's beam size.
+    alpha : float, optional
+        ``translate``: replaces the run's length penalty.
     platforms : list[str], optional
         ``jax_export``: lower for these (default: JAX's default backend).
 
     Returns
     -------
     dict
-        What was written: ``out``, ``format``, ``bytes``, ``checkpoint`` and, per format, ``tensors``
-        or ``function``, ``input_shapes`` and ``platforms``.
+        ``out``, ``format``, ``bytes``, ``checkpoint`` and, per format, ``tensors`` or ``function``,
+        ``input_shapes`` and ``platforms``.
 
-    Notes
-    -----
-    Everything is checked (run, checkpoint, shapes, platforms) before ``out`` is written; errors are
-    :class:`UserInputError`, ``FileNotFoundError`` or ``ValueError`` with one-line messages.
+    Raises
+    ------
+    UserInputError, FileNotFoundError, ValueError
+        With one-line messages.
     """
     from attention_jax.checkpointing import exported_run, safetensors_params
     from attention_jax.decoding import exported_functions, inference  # Imported here so --help is fast.
@@ -142,11 +148,7 @@ def export(workdir: str, out: str, file_format: str, *, checkpoint: str = "lates
 
 
 def _export_directory(run: Any, out: str, checkpoint: str, average_last: int) -> dict[str, Any]:
-    """Write ``run``'s weights, config and tokenizer into the directory ``out`` (:func:`inference.export_run`).
-
-    The step is the checkpoint's (:func:`attention_jax.commands.evaluation_scalars.checkpoint_step`), or
-    absent when it cannot be told.
-    """
+    """Write ``run``'s weights, config and tokenizer into the directory ``out``; the step when known."""
     from attention_jax.commands import evaluation_scalars
     from attention_jax.decoding import inference
 
@@ -158,7 +160,13 @@ def _export_directory(run: Any, out: str, checkpoint: str, average_last: int) ->
 
 
 def main(argv: list[str]) -> None:
-    """Entry point: export ``--workdir`` to ``--out`` and print what was written as JSON."""
+    """Export ``--workdir`` to ``--out`` and print what was written as JSON.
+
+    Parameters
+    ----------
+    argv : list[str]
+        What absl leaves of the command line.
+    """
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
     if not flags.FLAGS["verbosity"].present:  # Orbax's INFO lines while restoring: off.

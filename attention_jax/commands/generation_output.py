@@ -11,9 +11,27 @@ from attention_jax.foundation.user_errors import UserInputError
 
 def sample_lines(generator: Generator, prompts: list[str], settings: SamplingSettings, *, num_samples: int = 1,
                  echo_prompt: bool = False, output_format: str = "text") -> list[str]:
-    """The output lines (no newlines): ``num_samples`` per prompt, sample k drawn with ``settings.seed + k``.
+    """Return the output lines (no newlines): ``num_samples`` per prompt, sample k drawn with ``settings.seed + k``.
 
-    ``echo_prompt`` starts each 'text' line with its prompt; a 'jsonl' line carries it anyway.
+    Parameters
+    ----------
+    generator : Generator
+        The loaded language model.
+    prompts : list[str]
+        The prompts.
+    settings : SamplingSettings
+        Sampling settings.
+    num_samples : int
+        Samples per prompt.
+    echo_prompt : bool
+        Start each text line with its prompt (a jsonl line carries it anyway).
+    output_format : str
+        ``"text"`` or ``"jsonl"``.
+
+    Returns
+    -------
+    list[str]
+        The lines.
 
     Raises
     ------

@@ -20,16 +20,17 @@ MODEL_FLAGS = ("workdir", "split", "source", "checkpoint", "average_last", "num_
 
 
 def check_no_model_flags(present: Sequence[str]) -> None:
-    """Refuse, in one line, model or decoding flags given with ``--hypotheses`` (which scores a file as it is).
+    """Refuse model or decoding flags given with ``--hypotheses``, which scores a file as it is.
 
     Parameters
     ----------
     present : Sequence[str]
-        The names of the :data:`MODEL_FLAGS` the user gave.
+        The :data:`MODEL_FLAGS` the user gave.
 
-    Notes
-    -----
-    Raises :class:`~attention_jax.foundation.user_errors.UserInputError` naming them.
+    Raises
+    ------
+    UserInputError
+        One line naming them.
     """
     if present:
         given = ", ".join(f"--{name}" for name in present)
@@ -45,20 +46,19 @@ def score_file(hypotheses_file: str, reference_file: str, bleu_tokenizer: str) -
     hypotheses_file : str
         Detokenized translations, one per line.
     reference_file : str
-        Their references, one per line, as many lines.
+        Their references, as many lines.
     bleu_tokenizer : str
-        sacrebleu's BLEU tokenizer (checked: :func:`~attention_jax.evaluation.sacrebleu_scores.check_bleu_tokenizer`).
+        sacrebleu's BLEU tokenizer.
 
     Returns
     -------
     dict
-        JSON-serializable: the two files' absolute paths, ``num_sentences``, ``bleu_tokenizer`` and the
-        :class:`~attention_jax.evaluation.sacrebleu_scores.CorpusScores` fields.
+        The files' absolute paths, ``num_sentences``, ``bleu_tokenizer`` and the ``CorpusScores`` fields.
 
-    Notes
-    -----
-    Raises :class:`~attention_jax.foundation.user_errors.UserInputError` (one line) for an unknown or uninstalled
-    tokenizer, a missing, empty or directory file, or files of different line counts.
+    Raises
+    ------
+    UserInputError
+        One line: an unknown or uninstalled tokenizer, a missing, empty or directory file, unequal lengths.
     """
     from attention_jax.commands import text_io
     from attention_jax.evaluation import sacrebleu_scores
@@ -74,25 +74,22 @@ def score_file(hypotheses_file: str, reference_file: str, bleu_tokenizer: str) -
 
 def run(program: str, hypotheses_file: str, reference_file: str, bleu_tokenizer: str, output: str | None,
         model_flags_given: Sequence[str]) -> None:
-    """Score ``hypotheses_file`` against ``reference_file``, print the figures and write ``output``.
+    """Score ``hypotheses_file`` against ``reference_file``, print the figures, then write ``output``.
+
+    A user's mistake is one line on stderr, exit status 2.
 
     Parameters
     ----------
     program : str
-        The command's name for error lines (``evaluate``).
+        The command's name for error lines.
     hypotheses_file, reference_file : str
         ``--hypotheses`` and ``--reference``.
     bleu_tokenizer : str
         ``--tokenize``.
     output : str, optional
-        ``--output``: a JSON file for the figures; ``None`` prints them only.
+        ``--output``, a JSON file; ``None`` prints only.
     model_flags_given : Sequence[str]
         The :data:`MODEL_FLAGS` on the command line (refused).
-
-    Notes
-    -----
-    A mistake of the user's (:func:`check_no_model_flags`, :func:`score_file`, a ``--output`` that cannot be
-    written) is one line on stderr with exit status 2; nothing is written before the figures are printed.
     """
     from attention_jax.foundation import run_files
 

@@ -1,11 +1,7 @@
-"""The file a command writes at the user's request (``export --out``, ``plot_attention --out``): checked first.
+"""The file a command writes at the user's request (``export --out``, ``plot_attention --out``), checked first.
 
-A command that writes a file the user named can be pointed at a run's own file, its own run's or another's (``export
---out=RUN/tokenizer.model`` would break the run: ``translate`` then fails to decode), at a directory it
-cannot write, or at a full disk. :func:`check_output_file` refuses the first two before any work, in one
-line; :func:`write_error_message` turns the ``OSError`` of a write that still fails (a full disk, a
-directory made read-only meanwhile) into the line the command prints with exit status 2. Replacing any
-other existing file is allowed and said on stderr (:func:`replacement_note`).
+A run's own files (``export --out=RUN/tokenizer.model`` would break the run) and unwritable places are
+refused in one line before any work; a write that still fails is one line, exit status 2.
 """
 
 from __future__ import annotations
@@ -40,20 +36,17 @@ def check_output_file(path: str, flag: str, run_directories: tuple[str, ...] = (
     Parameters
     ----------
     path : str
-        The file the command is asked to write.
+        The file to write.
     flag : str
-        The flag that named it, e.g. ``"--out"``, named first in the error.
+        The flag that named it, e.g. ``"--out"``.
     run_directories : tuple[str, ...]
-        The run directories the command reads (``--workdir``): none of their own files
-        (:data:`RUN_OWN_NAMES`: ``config.json``, ``tokenizer.model``, ``results.json``, the checkpoint
-        directories, ...) is written over, nor anything inside those directories; a new file of another
-        name beside them is fine.
+        The run directories the command reads; their own files (:data:`RUN_OWN_NAMES`) and anything inside
+        their checkpoints are protected.
 
-    Notes
-    -----
-    Raises :class:`UserInputError` in one line naming the path and the fix: one of a run's own files
-    or a path inside its checkpoint directories, a directory, or a directory to write it in that is a file or read-only
-    (:func:`run_files.check_directory`; a missing directory is created by the write).
+    Raises
+    ------
+    UserInputError
+        One line naming the path and the fix: a run's file, a directory, or an unwritable parent.
     """
     refuse_run_files(path, flag, run_directories)
     if os.path.isdir(path):
@@ -63,23 +56,23 @@ def check_output_file(path: str, flag: str, run_directories: tuple[str, ...] = (
 
 
 def refuse_run_files(path: str, flag: str, run_directories: tuple[str, ...]) -> None:
-    """Refuse an output file that is one of a run's own files (the first check of :func:`check_output_file`).
+    """Refuse an output file that is one of a run's own files, of ``run_directories`` or any run holding it.
 
     Parameters
     ----------
     path : str
-        The file the command is asked to write.
+        The file to write.
     flag : str
         The flag that named it.
     run_directories : tuple[str, ...]
         The run directories the command reads.
 
-    Notes
-    -----
-    Raises :class:`UserInputError` naming the run's file and the fix. Any other run the path lies in
-    (:func:`runs_holding`) is guarded as the command's own runs are.
+    Raises
+    ------
+    UserInputError
+        Naming the run's file and the fix.
     """
-    for run_directory in (*filter(None, run_directories), *runs_holding(path)):
+    for run_directory in (*filter(None, run_directories), *_runs_holding(path)):
         if not _is_inside(path, run_directory):
             continue
         relative = os.path.relpath(os.path.realpath(path), os.path.realpath(run_directory))
@@ -89,19 +82,8 @@ def refuse_run_files(path: str, flag: str, run_directories: tuple[str, ...]) -> 
                                  f"it would break the run: name a new file (outside the run, or a new name).")
 
 
-def runs_holding(path: str) -> list[str]:
-    """The training runs whose directory holds ``path``: ancestors with a ``config.json`` beside a run's files.
-
-    Parameters
-    ----------
-    path : str
-        A file a command is asked to write.
-
-    Returns
-    -------
-    list[str]
-        Directories, innermost first; a directory with only a user's ``config.json`` is not a run.
-    """
+def _runs_holding(path: str) -> list[str]:
+    """Return the run directories (a ``config.json`` beside a run's files) above ``path``, innermost first."""
     runs, directory = [], os.path.dirname(os.path.realpath(path))
     while True:
         if os.path.isfile(os.path.join(directory, run_files.CONFIG_FILE)) and any(
@@ -115,25 +97,25 @@ def runs_holding(path: str) -> list[str]:
 
 
 def replacement_note(path: str, flag: str) -> str | None:
-    """The note a command prints on stderr before it replaces an existing file; None for a new file.
+    """Return the stderr note before an existing file is replaced.
 
     Parameters
     ----------
     path : str
-        The file to be written.
+        The file to write.
     flag : str
         The flag that named it.
 
     Returns
     -------
     str or None
-        ``"note: --out=PATH exists and is replaced."`` when the file exists.
+        ``"note: --out=PATH exists and is replaced."``; ``None`` for a new file.
     """
     return f"note: {flag}={path} exists and is replaced." if os.path.lexists(path) else None
 
 
 def write_error_message(error: OSError, path: str, flag: str) -> str | None:
-    """The one-line message for an ``OSError`` raised while writing ``path``; None for another error.
+    """Return the one-line message, naming the fix, for an ``OSError`` raised writing ``path``.
 
     Parameters
     ----------
@@ -147,14 +129,8 @@ def write_error_message(error: OSError, path: str, flag: str) -> str | None:
     Returns
     -------
     str or None
-        ``"cannot write --out=PATH: No space left on device (ENOSPC). ..."`` naming the fix, for a full
-        disk, a read-only or missing directory, or no permission; None for other errors (a programming
-        error keeps its traceback).
-
-    Notes
-    -----
-    The writers here (:func:`run_files.write_atomically` and those built on it) remove their
-    temporary file, so nothing half-written is left.
+        For a full disk, a read-only or missing directory, or no permission; ``None`` for other errors
+        (a programming error keeps its traceback).
     """
     if error.errno not in _WRITE_ERRNOS:
         return None

@@ -1,18 +1,8 @@
 """The repository's configs by name, from any directory: ``--config=tiny``, ``--config=table2:B1``.
 
-``--config`` takes a file's path, ``configs/tiny.py`` from the repository root. A bare name, a config's
-file name without its folder (``tiny``, ``tiny.py``, ``table2:B1``), names the file of that name in the
-repository's ``configs/`` folder, which is found beside the ``attention_jax`` package: in a checkout and
-after ``pip install -e .`` (the package is then imported from the checkout), whatever the working
-directory. A path that names an existing file is always taken as it is, so
-``--config=configs/tiny.py`` from the root, and a file of one's own, work as before; a folder of the same
-name in the working directory (``./tiny/``, a run's work directory, say) does not hide the shipped config.
-
-``configs/`` is not installed as a package (``pyproject.toml``: no top-level ``configs`` beside other
-projects' in site-packages), so a wheel install has no shipped configs: pass a config file's path there.
-The configs import each other (``from configs import base``);
-:func:`attention_jax.commands.entry_points.add_config_import_paths` puts the folder above ``configs/``
-on ``sys.path`` for a resolved name as for a path.
+A bare name is the file of that name in the ``configs/`` folder beside the imported ``attention_jax`` (a
+checkout, or ``pip install -e .``); a path naming an existing file is taken as it is. ``configs/`` is not
+installed, so a wheel install has no shipped configs (``docs/quickstart.md``).
 """
 
 from __future__ import annotations
@@ -29,13 +19,12 @@ _NAME = re.compile(r"[A-Za-z_]\w*(\.py)?")  # A module's file name: no folder, n
 
 
 def configs_dir() -> str | None:
-    """The repository's ``configs/`` folder beside the imported ``attention_jax`` package, if there is one.
+    """Return the repository's ``configs/`` folder beside the imported package, if there is one.
 
     Returns
     -------
     str or None
-        ``<checkout>/configs`` (symbolic links resolved) when it holds a ``configs`` package (its
-        ``__init__.py``), else ``None`` (a wheel install).
+        ``<checkout>/configs`` (links resolved) when it is a package; ``None`` for a wheel install.
     """
     package = os.path.dirname(os.path.realpath(attention_jax.__file__))
     directory = os.path.join(os.path.dirname(package), "configs")
@@ -43,13 +32,12 @@ def configs_dir() -> str | None:
 
 
 def checkout_root() -> str | None:
-    """The repository checkout that holds the imported ``attention_jax`` package, if there is one.
+    """Return the checkout holding the imported package: the folder above ``configs/`` that also holds ``launch/``.
 
     Returns
     -------
     str or None
-        The folder above ``configs/`` (:func:`configs_dir`) when it also holds ``launch/``; None for a
-        wheel install.
+        The root; ``None`` for a wheel install.
     """
     directory = configs_dir()
     if directory is None:
@@ -64,18 +52,17 @@ def use_checkout(what: str) -> str:
     Parameters
     ----------
     what : str
-        What needs the checkout, for the message (e.g. ``"the sweep launcher"``).
+        What needs the checkout, for the message.
 
     Returns
     -------
     str
         The checkout's root.
 
-    Notes
-    -----
-    Raises :class:`attention_jax.foundation.user_errors.UserInputError` when ``attention_jax`` was not installed from a
-    checkout (``pip install -e .``, as the README says): ``configs/`` and ``launch/`` are folders of the
-    repository, not installed packages.
+    Raises
+    ------
+    UserInputError
+        When ``attention_jax`` was not installed from a checkout.
     """
     root = checkout_root()
     if root is None:
@@ -88,7 +75,7 @@ def use_checkout(what: str) -> str:
 
 
 def import_hint(error: BaseException) -> str:
-    """What to do when a config or sweep file outside the checkout failed to import ``configs`` or ``launch``.
+    """Return what to do when a config or sweep file outside the checkout failed to import ``configs`` or ``launch``.
 
     Parameters
     ----------
@@ -98,9 +85,8 @@ def import_hint(error: BaseException) -> str:
     Returns
     -------
     str
-        For ``No module named 'configs'`` (or ``'configs.<name>'``: a wheel install, or a command that does
-        not add the checkout to ``sys.path``): install from a checkout and write ``from attention_jax.configs
-        import <name>``; for ``'launch'``: run the launcher as ``attention-jax-sweep``; ``""`` otherwise.
+        For ``configs``: install from a checkout and import ``attention_jax.configs``; for ``launch``: run
+        ``attention-jax-sweep``; ``""`` otherwise.
     """
     if not isinstance(error, ModuleNotFoundError) or not error.name:
         return ""
@@ -116,12 +102,12 @@ def import_hint(error: BaseException) -> str:
 
 
 def names() -> list[str]:
-    """The shipped configs' names (``base``, ``big``, ``tiny``, ...), sorted; empty without a ``configs/`` folder.
+    """Return the shipped configs' names, sorted.
 
     Returns
     -------
     list[str]
-        The module names of ``configs/*.py`` (``__init__`` left out).
+        The module names of ``configs/*.py`` (not ``__init__``); empty without ``configs/``.
     """
     directory = configs_dir()
     if directory is None:
@@ -130,7 +116,7 @@ def names() -> list[str]:
 
 
 def is_bare_name(path: str) -> bool:
-    """Whether ``path`` is a config's name rather than a path: a module name, ``.py`` or not, without a folder.
+    """Return whether ``path`` is a config's name rather than a path: a module name, ``.py`` or not, no folder.
 
     Parameters
     ----------
@@ -146,19 +132,18 @@ def is_bare_name(path: str) -> bool:
 
 
 def resolve(spec: str) -> str:
-    """A ``--config`` value with a shipped config's name replaced by its file's path.
+    """Return a ``--config`` value with a shipped config's name replaced by its file's path.
 
     Parameters
     ----------
     spec : str
-        ``PATH`` or ``PATH:ARG`` as given on the command line.
+        ``PATH`` or ``PATH:ARG``.
 
     Returns
     -------
     str
-        ``spec`` itself when ``PATH`` is a file (relative to the working directory) or is not a bare name
-        (:func:`is_bare_name`), or when no shipped config has that name (the flags parser then reports
-        the missing file); otherwise ``<checkout>/configs/<name>.py`` followed by ``:ARG`` if given.
+        ``<checkout>/configs/<name>.py[:ARG]``; ``spec`` itself for an existing file, a path, or an unknown
+        name (the flags parser then reports the missing file).
     """
     path, colon, argument = spec.partition(":")
     directory = configs_dir()
@@ -169,19 +154,19 @@ def resolve(spec: str) -> str:
 
 
 def resolve_argv(argv: Sequence[str], flag_name: str = "config") -> list[str]:
-    """A command line with each ``--<flag_name>=NAME[:ARG]`` of a shipped config resolved (:func:`resolve`).
+    """Return a command line with each ``--<flag_name>=NAME[:ARG]`` resolved (:func:`resolve`).
 
     Parameters
     ----------
     argv : Sequence[str]
-        The command line (program name first).
+        The command line, program name first.
     flag_name : str
         The config flag's name.
 
     Returns
     -------
     list[str]
-        A new list; other arguments are unchanged.
+        A new list; other arguments unchanged.
     """
     prefix = f"--{flag_name}="
     return [prefix + resolve(argument[len(prefix):]) if argument.startswith(prefix) else argument

@@ -14,7 +14,20 @@ LINES_PER_BLOCK_PER_BATCH = 16  # Lines read before translating: 16 batches, sor
 
 
 def blocks(lines: Iterable[str], size: int) -> Iterator[list[str]]:
-    """Group ``lines`` into lists of at most ``size``."""
+    """Yield ``lines`` in lists of at most ``size``.
+
+    Parameters
+    ----------
+    lines : Iterable[str]
+        The lines.
+    size : int
+        The largest block.
+
+    Yields
+    ------
+    list[str]
+        The next block.
+    """
     block: list[str] = []
     for line in lines:
         block.append(line)
@@ -26,7 +39,7 @@ def blocks(lines: Iterable[str], size: int) -> Iterator[list[str]]:
 
 
 def buffer_size(flag_value: int | None, batch_size: int, interactive: bool) -> int:
-    """Lines translated together: the flag's, else 1 for a terminal and ``16 * batch_size`` otherwise.
+    """Return the lines translated together: the flag's, else 1 for a terminal and ``16 * batch_size`` otherwise.
 
     Parameters
     ----------
@@ -50,6 +63,9 @@ def buffer_size(flag_value: int | None, batch_size: int, interactive: bool) -> i
 def read_lines(stream: BinaryIO) -> Iterator[str]:
     """Yield the lines of a byte stream as text, without line endings.
 
+    Only ``\n`` (and a ``\r`` before it) ends a line, so output lines match input lines one for one
+    (``str.splitlines`` would also split on form feeds and Unicode separators).
+
     Parameters
     ----------
     stream : BinaryIO
@@ -58,13 +74,7 @@ def read_lines(stream: BinaryIO) -> Iterator[str]:
     Yields
     ------
     str
-        Each line, decoded as UTF-8; bytes that are not valid UTF-8 are replaced by U+FFFD and a
-        warning naming the line goes to the log (stderr).
-
-    Notes
-    -----
-    Only ``\n`` (and a ``\r`` before it) ends a line, so the count of output lines always equals the
-    count of input lines (``str.splitlines`` would also split on form feeds and Unicode separators).
+        Each line as UTF-8; invalid bytes become U+FFFD, with a warning naming the line.
     """
     for number, raw in enumerate(stream, start=1):
         raw = raw.rstrip(b"\n").rstrip(b"\r")
@@ -78,14 +88,16 @@ def read_lines(stream: BinaryIO) -> Iterator[str]:
 
 def read_parallel_text(source_file: str, reference_file: str, *, source_flag: str = "--source",
                        reference_flag: str = "--reference") -> list[tuple[str, str]]:
-    """Read a parallel text given as two files, one sentence per line, line ``i`` of one translating line ``i``.
+    """Read a parallel text given as two files, line ``i`` of one translating line ``i`` of the other.
+
+    Lines are read as :func:`read_lines` reads them.
 
     Parameters
     ----------
     source_file : str
         The source sentences, UTF-8.
     reference_file : str
-        Their reference translations, UTF-8, as many lines as ``source_file``.
+        Their references, as many lines.
     source_flag, reference_flag : str
         How the user named the files, for the messages.
 
@@ -94,12 +106,11 @@ def read_parallel_text(source_file: str, reference_file: str, *, source_flag: st
     list[tuple[str, str]]
         ``(source, reference)`` per line, in file order.
 
-    Notes
-    -----
-    Raises :class:`~attention_jax.foundation.user_errors.UserInputError`, one line naming the file and the fix, when
-    a file does not exist (:class:`~attention_jax.foundation.user_errors.MissingInputError`), is a directory, holds
-    no sentence (empty or blank lines only), or when the two files differ in line count. Lines are read
-    as :func:`read_lines` reads stdin: only ``\\n`` ends one, and undecodable bytes become U+FFFD with a warning.
+    Raises
+    ------
+    UserInputError
+        One line naming the file and the fix: a missing file, a directory, no sentence, or line counts
+        that differ.
     """
     sides = []
     for flag, path in ((source_flag, source_file), (reference_flag, reference_file)):

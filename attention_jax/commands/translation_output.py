@@ -1,19 +1,7 @@
 """What ``translate`` prints for one input line: a plain translation, fairseq-like tagged lines, or JSON.
 
-Three layouts (``docs/quickstart.md``, "Translating"):
-
-- plain (``--format=text`` without ``--nbest`` or ``--alignment``): the best translation, one line per
-  input line;
-- tagged (``--format=text`` with ``--nbest`` or ``--alignment``), for input line ``i`` counted from 0 as
-  fairseq numbers its sentences: one ``H-i<TAB>normalized_score<TAB>score<TAB>translation`` line per
-  hypothesis, best first, each followed with ``--print_scores`` by ``P-i<TAB>lp lp ...`` (each token's
-  log-probability, EOS's last) and with ``--alignment`` by ``A-i<TAB>j-t j-t ...``; an empty input line
-  has no hypothesis and prints nothing;
-- ``--format=jsonl``: one JSON object per input line.
-
-Scores are natural logs: ``score`` is ``log P(Y | X)`` (the sum of the token log-probabilities),
-``normalized_score`` is ``score / lp(|Y|)`` with the run's length penalty, what beam search ranks by.
-(fairseq prints its ``P-`` values in base 2; these are natural logs, as the ``H-`` scores.)
+``docs/quickstart.md`` ("Translating") describes the layouts. Scores are natural logs: ``score`` is
+``log P(Y | X)``, ``normalized_score`` is ``score / lp(|Y|)``, what beam search ranks by.
 """
 
 from __future__ import annotations
@@ -41,11 +29,11 @@ class LineResult:
     alignments : list[Alignment], optional
         With ``--alignment``: one per hypothesis.
     source_pieces : list[str], optional
-        With ``--alignment``: the source's pieces (no EOS), which the alignment's source indices count.
+        With ``--alignment``: the source's pieces (no EOS) the alignment counts.
     hypothesis_pieces : list[list[str]], optional
-        With ``--alignment``: each hypothesis's pieces (no EOS), which the target indices count.
+        With ``--alignment``: each hypothesis's pieces (no EOS).
     token_log_probs : list[list[float]], optional
-        With ``--print_scores``: each hypothesis's token log-probabilities (natural logs, EOS's last).
+        With ``--print_scores``: each hypothesis's token log-probabilities, EOS's last.
     """
 
     index: int
@@ -58,12 +46,12 @@ class LineResult:
 
 
 def _one_line(text: str) -> str:
-    """``text`` without line breaks or tabs, so that it stays one field of one line."""
+    """Return ``text`` without line breaks or tabs, one field of one line."""
     return text.replace("\r", " ").replace("\n", " ").replace("\t", " ")
 
 
 def plain_line(result: LineResult) -> str:
-    """The best translation of the line (``""`` for an empty line), without its newline.
+    """Return the best translation of the line (``""`` for an empty line), without its newline.
 
     Parameters
     ----------
@@ -79,19 +67,18 @@ def plain_line(result: LineResult) -> str:
 
 
 def tagged_lines(result: LineResult) -> list[str]:
-    """The line's ``H-`` (and ``A-``) lines, best hypothesis first, without newlines.
+    """Return the line's ``H-``, ``P-`` and ``A-`` lines, best hypothesis first, without newlines.
 
     Parameters
     ----------
     result : LineResult
-        The line's hypotheses and, with ``--alignment``, their alignments.
+        The line's hypotheses, with their alignments and log-probabilities when given.
 
     Returns
     -------
     list[str]
-        ``H-<index>\\t<normalized_score>\\t<score>\\t<translation>`` per hypothesis (scores with four
-        decimals), each followed by ``P-<index>\\t<token log-probabilities>`` when they are given and by
-        ``A-<index>\\t<source-target pairs>`` when alignments are given.
+        ``H-<index>\t<normalized_score>\t<score>\t<translation>`` per hypothesis (four decimals), each
+        followed by its ``P-`` and ``A-`` lines when given.
     """
     lines = []
     for number, hypothesis in enumerate(result.hypotheses):
@@ -106,24 +93,20 @@ def tagged_lines(result: LineResult) -> list[str]:
 
 
 def json_line(result: LineResult, *, nbest: bool) -> str:
-    """The line as one JSON object (UTF-8 text, not ASCII-escaped), without its newline.
+    """Return the line as one JSON object (UTF-8, not ASCII-escaped), without its newline.
 
     Parameters
     ----------
     result : LineResult
-        The line's hypotheses and, with ``--alignment``, their alignments and pieces.
+        The line's hypotheses, with alignments, pieces and log-probabilities when given.
     nbest : bool
-        Add the ``nbest`` list (``--nbest`` given).
+        Add the ``nbest`` list.
 
     Returns
     -------
     str
-        ``{"source", "translation", "score", "normalized_score"}`` of the best hypothesis (scores
-        ``null`` for an empty line); with ``nbest`` a list ``"nbest"`` of ``{"translation", "score",
-        "normalized_score"}`` per hypothesis; with alignments ``"alignment"`` (``[source, target]``
-        pairs of the best hypothesis), ``"source_pieces"`` and ``"translation_pieces"``, and in each
-        ``nbest`` entry its own ``"alignment"`` and ``"translation_pieces"``; with token log-probabilities
-        ``"token_log_probs"`` of the best hypothesis, and of each ``nbest`` entry in it.
+        ``source``, ``translation``, ``score`` and ``normalized_score`` of the best hypothesis (``null``
+        scores for an empty line), plus ``nbest``, ``alignment``, pieces and ``token_log_probs`` when given.
     """
     best = result.hypotheses[0] if result.hypotheses else None
     record: dict[str, Any] = {
