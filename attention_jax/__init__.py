@@ -8,23 +8,9 @@
     translator = attention_jax.make_translator(run)          # beam search with the run's settings
     translator.translate(["The house is small."])
 
-The names below are looked up on first use (``import attention_jax`` itself imports neither JAX nor
-Flax), each from the module that defines it; ``docs/python_api.md`` shows them at work.
-
-- :func:`load_run`, :class:`TrainedRun`, :func:`make_translator`, :func:`export_run` (a run as a directory
-  that ``load_run`` opens: weights, config, tokenizer) (:mod:`attention_jax.decoding.inference`);
-  :class:`Translator` (:mod:`attention_jax.decoding.decode`).
-- :class:`Transformer` (:mod:`attention_jax.models.model`), :class:`TransformerConfig`
-  (:mod:`attention_jax.models.transformer_config`), :func:`encode_batch` (text as a batch of ids,
-  :mod:`attention_jax.decoding.text_batches`), :func:`attention_maps` (a run's attention weights for one
-  sentence, :mod:`attention_jax.evaluation.run_attention`).
-- :func:`save_safetensors`, :func:`load_safetensors`, :func:`tensor_names` (the parameters as a
-  safetensors file, :mod:`attention_jax.checkpointing.safetensors_params`); :func:`export_function`,
-  :func:`save_exported`, :func:`load_exported` (``jax.export`` artifacts,
-  :mod:`attention_jax.decoding.exported_functions`).
-
-The commands (``python -m attention_jax.main``, ``.translate``, ``.export``, ...) are modules of the
-package, not attributes here.
+The names of ``__all__`` are imported from their modules on first use (``import attention_jax`` imports
+neither JAX nor Flax); ``docs/python_api.md`` shows them at work. The commands (``python -m
+attention_jax.main``, ``.translate``, ...) are modules of the package, not attributes here.
 """
 
 from __future__ import annotations
@@ -65,23 +51,7 @@ if TYPE_CHECKING:  # What the names are, for type checkers and editors; at run t
 
 
 def __getattr__(name: str) -> Any:
-    """Import a name of the API from its module on first access (PEP 562), then keep it here.
-
-    Parameters
-    ----------
-    name : str
-        One of ``__all__``.
-
-    Returns
-    -------
-    Any
-        The function or class.
-
-    Notes
-    -----
-    Any other name raises ``AttributeError``, so ``from attention_jax import foundation`` still imports
-    the submodule.
-    """
+    """Import a name of the API from its module on first access (PEP 562); others raise ``AttributeError``."""
     if name not in _EXPORTS:
         raise AttributeError(f"module 'attention_jax' has no attribute {name!r}")
     value = getattr(importlib.import_module(_EXPORTS[name]), name)
@@ -90,5 +60,5 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    """The module's names and the API's (``dir(attention_jax)``, tab completion)."""
+    """Return the module's names and the API's (``dir(attention_jax)``, tab completion)."""
     return sorted(set(globals()) | set(__all__))

@@ -1,5 +1,7 @@
-# `python -m attention_jax.average_checkpoints` (a README command) and `attention-jax-average-checkpoints` run
-# attention_jax/commands/average_checkpoints.py.
+"""``python -m attention_jax.average_checkpoints`` and ``attention-jax-average-checkpoints``.
+
+Both run :mod:`attention_jax.commands.average_checkpoints`.
+"""
 from attention_jax.commands import average_checkpoints, entry_points
 
 __doc__ = average_checkpoints.__doc__  # What --help prints, above the command's flags.

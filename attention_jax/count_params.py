@@ -1,5 +1,7 @@
-# `python -m attention_jax.count_params` (a README command) and `attention-jax-count-params` run
-# attention_jax/commands/count_params.py.
+"""``python -m attention_jax.count_params`` and ``attention-jax-count-params``.
+
+Both run :mod:`attention_jax.commands.count_params`.
+"""
 from attention_jax.commands import config_errors, count_params, entry_points
 
 __doc__ = count_params.__doc__  # What --help prints, above the command's flags.

@@ -1,5 +1,4 @@
-# `python -m attention_jax.evaluate` (a README command) and `attention-jax-evaluate` run
-# attention_jax/commands/evaluate.py.
+"""``python -m attention_jax.evaluate`` and ``attention-jax-evaluate`` run :mod:`attention_jax.commands.evaluate`."""
 from attention_jax.commands import entry_points, evaluate
 
 __doc__ = evaluate.__doc__  # What --help prints, above the command's flags.

@@ -1,4 +1,4 @@
-# `python -m attention_jax.export` and `attention-jax-export` run attention_jax/commands/export.py.
+"""``python -m attention_jax.export`` and ``attention-jax-export`` run :mod:`attention_jax.commands.export`."""
 from attention_jax.commands import entry_points, export
 
 __doc__ = export.__doc__  # What --help prints, above the command's flags.

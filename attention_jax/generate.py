@@ -1,5 +1,4 @@
-# `python -m attention_jax.generate` (a README command) and `attention-jax-generate` run
-# attention_jax/commands/generate.py.
+"""``python -m attention_jax.generate`` and ``attention-jax-generate`` run :mod:`attention_jax.commands.generate`."""
 from attention_jax.commands import entry_points, generate
 
 __doc__ = generate.__doc__  # What --help prints, above the command's flags.

@@ -1,4 +1,4 @@
-# `python -m attention_jax.main` (a README command) and `attention-jax-train` run attention_jax/commands/train.py.
+"""``python -m attention_jax.main`` and ``attention-jax-train`` run :mod:`attention_jax.commands.train`."""
 from attention_jax.commands import config_errors, entry_points, train
 
 __doc__ = train.__doc__  # What --help prints, above the command's flags.

@@ -1,5 +1,7 @@
-# `python -m attention_jax.plot_attention` (a README command) and `attention-jax-plot-attention` run
-# attention_jax/commands/plot_attention.py.
+"""``python -m attention_jax.plot_attention`` and ``attention-jax-plot-attention``.
+
+Both run :mod:`attention_jax.commands.plot_attention`.
+"""
 from attention_jax.commands import entry_points, plot_attention
 
 __doc__ = plot_attention.__doc__  # What --help prints, above the command's flags.

@@ -1,14 +1,8 @@
 """``attention-jax-sweep`` and ``python -m attention_jax.sweep``: the sweep launcher from any directory.
 
-The launcher lives in the repository's ``launch/`` folder (``python -m launch.sweep``, its alias inside
-the checkout), which is not installed (``pyproject.toml`` installs ``attention_jax`` alone, so that no top-level
-``launch`` package lands in site-packages). This thin entry point puts the checkout that ``attention_jax``
-was installed from (``pip install -e .``) on ``sys.path`` and runs ``launch.sweep`` with the same flags,
-so a sweep file in any directory runs from there::
-
-    attention-jax-sweep --config=my_sweep.py --executor=local --root=runs/my_sweep --seeds=2
-
-Without a checkout (a wheel install) it fails in one line that says what to do, exit status 2.
+``launch/`` is not installed, so this puts the checkout ``attention_jax`` was installed from
+(``pip install -e .``) on ``sys.path`` and runs ``launch.sweep``; without a checkout it fails in one line,
+exit status 2.
 """
 
 from __future__ import annotations
@@ -20,7 +14,7 @@ from attention_jax.foundation.user_errors import UserInputError, exit_with_error
 
 
 def run() -> None:
-    """``attention-jax-sweep``: ``launch.sweep`` (its flags, exit status) from the checkout of this attention_jax."""
+    """Run ``attention-jax-sweep``: ``launch.sweep`` (its flags, its exit status) from this attention_jax's checkout."""
     try:
         shipped_configs.use_checkout("attention-jax-sweep")
     except UserInputError as error:

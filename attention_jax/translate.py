@@ -1,5 +1,4 @@
-# `python -m attention_jax.translate` (a README command) and `attention-jax-translate` run
-# attention_jax/commands/translate.py.
+"""``python -m attention_jax.translate`` and ``attention-jax-translate`` run :mod:`attention_jax.commands.translate`."""
 from attention_jax.commands import entry_points, translate
 
 __doc__ = translate.__doc__  # What --help prints, above the command's flags.

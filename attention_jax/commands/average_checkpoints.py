@@ -41,22 +41,21 @@ _BEST = flags.DEFINE_bool("best", False, "Average the best dev evaluations (WORK
 
 
 def write_averaged(workdir: str, last: int, *, best: bool = False) -> tuple[str, list[int]]:
-    """Average the newest ``last`` checkpoints (or the ``last`` best ones) into ``WORKDIR/averaged``.
+    """Average the newest ``last`` checkpoints (or the ``last`` best) into ``WORKDIR/averaged`` (Section 6.1).
 
     Parameters
     ----------
     workdir : str
-        A training workdir.
+        A training work directory.
     last : int
-        Number of checkpoints to average.
+        Checkpoints to average.
     best : bool
-        Average the run's best dev evaluations (``WORKDIR/best/``) instead of its newest checkpoints.
+        Average the best dev evaluations (``WORKDIR/best/``) instead of the newest checkpoints.
 
     Returns
     -------
-    (str, list[int])
-        The directory written (``WORKDIR/averaged``) and the averaged steps; the checkpoint is filed
-        under the newest averaged step and replaces an earlier average.
+    tuple of (str, list[int])
+        The directory written and the averaged steps; filed under the newest, replacing an earlier average.
     """
     from attention_jax.checkpointing import params_checkpoints  # Here: a mistake is refused before Orbax loads.
 
@@ -66,7 +65,13 @@ def write_averaged(workdir: str, last: int, *, best: bool = False) -> tuple[str,
 
 
 def main(argv: list[str]) -> None:
-    """Entry point: average, say which steps, and print ``{"averaged": directory, "steps": [...], "last": N}``."""
+    """Average, say which steps, and print ``{"averaged": directory, "steps": [...], "last": N}``.
+
+    Parameters
+    ----------
+    argv : list[str]
+        What absl leaves of the command line.
+    """
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
     if not _WORKDIR.value:
@@ -75,7 +80,7 @@ def main(argv: list[str]) -> None:
         _fail(f"--last must be a positive number of checkpoints (or 0: the run's config.average_last_checkpoints); "
               f"got {_LAST.value}.")
     try:
-        last, origin = checkpoint_count(_WORKDIR.value, _LAST.value)
+        last, origin = _checkpoint_count(_WORKDIR.value, _LAST.value)
         averaged_dir = os.path.join(_WORKDIR.value, run_files.AVERAGED_DIR)
         for directory in [_WORKDIR.value] + ([averaged_dir] if os.path.isdir(averaged_dir) else []):
             run_files.check_directory(directory, "--workdir", writable=True)  # Before any checkpoint is read.
@@ -90,27 +95,10 @@ def main(argv: list[str]) -> None:
     print(json.dumps({"averaged": directory, "steps": steps, "last": last}))
 
 
-def checkpoint_count(workdir: str, last: int) -> tuple[int, str]:
-    """How many checkpoints to average: ``--last``, else the run's ``config.average_last_checkpoints``.
+def _checkpoint_count(workdir: str, last: int) -> tuple[int, str]:
+    """Return how many checkpoints to average (``--last``, else the run's config) and where that came from.
 
-    Parameters
-    ----------
-    workdir : str
-        The training work directory (its ``config.json`` is read only when ``last`` is 0).
-    last : int
-        ``--last``; 0 when not given.
-
-    Returns
-    -------
-    (int, str)
-        The count, and where it came from (``"--last=3"`` or ``"config.average_last_checkpoints=5 of the
-        run"``) for the command's report.
-
-    Notes
-    -----
-    Raises :class:`~attention_jax.foundation.user_errors.UserInputError` when ``last`` is 0 and the run's config asks
-    for one checkpoint (its final BLEU scores the last checkpoint alone): averaging it would copy one
-    checkpoint and call it an average, so the user is told to pass ``--last=N``.
+    A config asking for one checkpoint is refused without ``--last``: averaging it would copy one checkpoint.
     """
     if last > 0:
         return last, f"--last={last}"

@@ -24,22 +24,17 @@ _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file, e.g. con
 
 
 def param_summary(config: Any) -> dict[str, Any]:
-    """Count the parameters a config builds and put the paper's figure beside it.
+    """Count the parameters a config builds, from shapes only, and put the paper's figure beside it.
 
     Parameters
     ----------
     config : ml_collections.ConfigDict
-        An experiment config (``configs/*.py``), checked and built here
-        (:func:`attention_jax.experiment.sections.build_experiment`).
+        An experiment config, checked and built here.
 
     Returns
     -------
     dict
         ``{"row": name, "params": int, "paper_params": int or None}``.
-
-    Notes
-    -----
-    Shapes only (``jax.eval_shape``): the big model is counted without allocating it.
     """
     from attention_jax.models import language_model, model  # Here: a config mistake is refused before JAX loads.
 
@@ -54,7 +49,13 @@ def param_summary(config: Any) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> None:
-    """Entry point: print :func:`param_summary` of ``--config`` as JSON."""
+    """Print :func:`param_summary` of ``--config`` as JSON.
+
+    Parameters
+    ----------
+    argv : list[str]
+        What absl leaves of the command line.
+    """
     del argv
     if _CONFIG.value is None:
         raise app.UsageError("--config is required, e.g. --config=configs/table2.py:base")

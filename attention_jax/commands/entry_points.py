@@ -1,21 +1,9 @@
-"""How every command starts, as ``python -m attention_jax.<command>`` or as its installed console script.
+"""How every command starts, as ``python -m attention_jax.<command>`` or as its console script.
 
-``pyproject.toml``'s ``[project.scripts]`` maps ``attention-jax-train`` to ``attention_jax.main:run``,
-``attention-jax-translate`` to ``attention_jax.translate:run`` and so on; each module's ``__main__`` block
-calls the same ``run``, which hands :func:`run_command` its command in :mod:`attention_jax.commands`
-(``attention_jax.main``'s is :mod:`~attention_jax.commands.train`). The flags every command takes are
-defined here (``--log_format``).
-Two things differ between the two ways in and are evened out here:
-
-- absl's ``--help`` prints the docstring of the ``__main__`` module and the key flags of ``sys.argv[0]``;
-  under a console script both belong to pip's wrapper script, so the command's docstring and flags are
-  registered for it.
-- ``python -m`` puts the current directory on ``sys.path``, so config files run from the repository root
-  can import their siblings (``from configs import base``); a console script's wrapper does not, and
-  ``configs/`` is not installed (nothing in the library imports it). :func:`add_config_import_paths`
-  adds the current directory and, for ``--config=/path/to/repo/configs/tiny.py``, the directory that holds
-  the config's package, so such a path works from any directory, as does a shipped config's bare name
-  (``--config=tiny``, :mod:`attention_jax.commands.shipped_configs`).
+The two ways in are evened out here: absl's ``--help`` prints the ``__main__`` module's docstring and
+``sys.argv[0]``'s key flags, which under a console script are pip's wrapper's, and ``python -m`` puts the
+working directory on ``sys.path`` (``from configs import base``) where a wrapper does not. The flags every
+command takes are defined here (``--log_format``).
 """
 
 from __future__ import annotations
@@ -36,35 +24,33 @@ _LOG_FORMAT = flags.DEFINE_enum("log_format", "short", list(log_format.LOG_FORMA
 
 
 def long_log_format() -> bool:
-    """Whether ``--log_format=absl`` asks for absl's long log prefix (before flags are parsed: no)."""
+    """Return whether ``--log_format=absl`` asks for absl's long log prefix (before flags are parsed: no).
+
+    Returns
+    -------
+    bool
+        Whether the long prefix is asked for.
+    """
     return flags.FLAGS[_LOG_FORMAT.name].value == "absl"  # The Flag's value: the default before parsing.
 
 
 def add_config_import_paths(argv: Sequence[str], flag_name: str = "config") -> list[str]:
     """Put on ``sys.path`` the directories from which ``--config`` files import their siblings.
 
+    A missing config file adds nothing here; the flags parser reports it in one line.
+
     Parameters
     ----------
     argv : Sequence[str]
-        The command line (program name first).
+        The command line, program name first.
     flag_name : str
         The config flag's name.
 
     Returns
     -------
     list[str]
-        The directories added (already present ones are not repeated): the current directory, and for
-        each ``--<flag_name>=PATH[:ARG]`` whose file sits in a package (a directory with ``__init__.py``)
-        the directory above that package; a shipped config's bare name counts as its file's path
-        (:func:`shipped_configs.resolve`). Last, at the end of ``sys.path``, the checkout this
-        ``attention_jax`` was installed from (``pip install -e .``), so that a config file in any directory
-        can import the shipped configs (``from configs import tiny``) in every command, as the sweep
-        launcher does (:mod:`attention_jax.sweep`).
-
-    Notes
-    -----
-    A missing config file adds nothing here; the flags parser then reports it in one line
-    (:func:`attention_jax.commands.config_errors.parse_flags_or_exit`).
+        The directories added: the working directory, the one above each config's package (a shipped
+        name counts as its file), and last the checkout this ``attention_jax`` was installed from.
     """
     directories = [os.getcwd()]
     for argument in argv[1:]:
@@ -104,27 +90,19 @@ def show_in_help(command: types.ModuleType, *, replace_doc: bool = False) -> Non
 
 def run_command(command: types.ModuleType, flags_parser: Callable[[list[str]], list[str]] | None = None,
                 name: str | None = None) -> None:
-    """Run ``command.main`` under ``absl.app.run`` with the command's docstring and flags for ``--help``.
+    """Run ``command.main`` under ``absl.app.run`` with the command's docstring and flags for ``--help``; never return.
+
+    A ``UsageError`` is one line, status 2; a closed stdout pipe and Ctrl-C end quietly with 141 and 130; a
+    library thread blocking shutdown is cut short after ``SHUTDOWN_GRACE_S``.
 
     Parameters
     ----------
     command : types.ModuleType
-        A module of :mod:`attention_jax.commands` (its ``main(argv)`` and its absl flags).
-    flags_parser : callable
-        ``absl.app.run``'s ``flags_parser``:
-        :func:`~attention_jax.foundation.user_errors.flag_errors_in_one_line` by default, or
-        ``config_errors.parse_flags_or_exit`` for the commands that take a ``--config``.
+        A module of :mod:`attention_jax.commands` (its ``main(argv)`` and its flags).
+    flags_parser : callable, optional
+        ``absl.app.run``'s ``flags_parser`` (default: flag errors in one line).
     name : str, optional
-        Its ``python -m`` name when that is not ``attention_jax.<module>`` (``attention_jax.main`` runs ``train``).
-
-    Notes
-    -----
-    Does not return: ``absl.app.run`` exits with the command's status (a ``UsageError`` of ``main``'s is
-    one line with status 2: :func:`~attention_jax.foundation.user_errors.usage_errors_in_one_line`), and
-    :func:`~attention_jax.foundation.user_errors.arm_exit_deadline` makes sure the process does end with it
-    (a library thread that blocks the interpreter's shutdown is cut short after
-    :data:`~attention_jax.foundation.user_errors.SHUTDOWN_GRACE_S` seconds). A closed stdout pipe and Ctrl-C end
-    the command quietly with status 141 and 130 (:mod:`attention_jax.foundation.quiet_exits`).
+        Its ``python -m`` name when not ``attention_jax.<module>`` (``attention_jax.main`` runs ``train``).
     """
     show_in_help(command)
     add_config_import_paths(sys.argv)
@@ -142,7 +120,9 @@ def run_command(command: types.ModuleType, flags_parser: Callable[[list[str]], l
 
 
 def run_in_one_line(program: str, main: Callable[[Any], Any]) -> None:
-    """``absl.app.run(main)`` with a flag or usage mistake reported in one line, exit status 2.
+    """Run ``absl.app.run(main)`` with a flag or usage mistake in one line, status 2; never return.
+
+    For the commands run under their library module's name and ``launch.export_results``.
 
     Parameters
     ----------
@@ -150,12 +130,6 @@ def run_in_one_line(program: str, main: Callable[[Any], Any]) -> None:
         The command's name for the error line.
     main : callable
         The command's ``main(argv)``.
-
-    Notes
-    -----
-    For the commands run as ``python -m`` under their library module's name (the length split and its
-    evaluation, the step budgets, the gettext corpus) and ``launch.export_results``: the same quiet
-    libraries and quiet exits as :func:`run_command`. Does not return.
     """
     for flag in flags.FLAGS.get_key_flags_for_module(main.__module__):
         flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)  # What --helpshort lists.

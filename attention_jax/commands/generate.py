@@ -77,7 +77,13 @@ def _evaluate(run: Any, split: str) -> None:
 
 
 def main(argv: list[str]) -> None:
-    """Generate from (or evaluate) the language model in ``--workdir``."""
+    """Generate from (or evaluate) the language model in ``--workdir``.
+
+    Parameters
+    ----------
+    argv : list[str]
+        What absl leaves of the command line.
+    """
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
     if not flags.FLAGS["verbosity"].present:  # Orbax's and JAX's INFO lines around the output: off.

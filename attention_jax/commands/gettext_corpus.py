@@ -22,7 +22,13 @@ _PROGRAM = "attention_jax.data.gettext_corpus"  # Its error lines' prefix in-pro
 
 
 def main(argv: Sequence[str]) -> None:
-    """Build and write the corpus; print its sizes."""
+    """Build and write the corpus; print its sizes.
+
+    Parameters
+    ----------
+    argv : Sequence[str]
+        What absl leaves of the command line.
+    """
     if len(argv) > 1 or not _LANGUAGE.value or not _OUT.value:
         raise app.UsageError("usage: python -m attention_jax.data.gettext_corpus --language=fr --out=DIR")
     try:
@@ -44,8 +50,6 @@ def _define_flags() -> None:
 def run() -> None:
     """Define the flags, then run :func:`main`, a mistake in one line.
 
-    Notes
-    -----
     What ``python -m attention_jax.data.gettext_corpus`` runs.
     """
     _define_flags()

@@ -29,7 +29,13 @@ _PROGRAM = "attention_jax.evaluation.length_bucket_evaluation"  # Its error line
 
 
 def main(argv: Sequence[str]) -> None:
-    """Score ``--workdir`` (or every finished run under ``--root``) on the buckets of ``--buckets``."""
+    """Score ``--workdir`` (or every finished run under ``--root``) on the buckets of ``--buckets``.
+
+    Parameters
+    ----------
+    argv : Sequence[str]
+        What absl leaves of the command line.
+    """
     if len(argv) > 1 or not _BUCKETS.value or bool(_WORKDIR.value) == bool(_ROOT.value):
         exit_with_error(_PROGRAM,
                         "usage: python -m attention_jax.evaluation.length_bucket_evaluation "
@@ -62,8 +68,6 @@ def _define_flags() -> None:
 def run() -> None:
     """Define the flags, then run :func:`main`, a mistake in one line.
 
-    Notes
-    -----
     What ``python -m attention_jax.evaluation.length_bucket_evaluation`` runs.
     """
     _define_flags()

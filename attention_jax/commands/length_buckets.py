@@ -34,7 +34,13 @@ _PROGRAM = "attention_jax.data.length_buckets"  # Its error lines' prefix in-pro
 
 
 def main(argv: Sequence[str]) -> None:
-    """Write the split; print each bucket's size and word range."""
+    """Write the split; print each bucket's size and word range.
+
+    Parameters
+    ----------
+    argv : Sequence[str]
+        What absl leaves of the command line.
+    """
     if len(argv) > 1 or not _CORPUS.value or _CAP.value is None or not _OUT.value:
         exit_with_error(_PROGRAM, "usage: python -m attention_jax.data.length_buckets --corpus=DIR "
                         "--cap=N --out=DIR")
@@ -64,8 +70,6 @@ def _define_flags() -> None:
 def run() -> None:
     """Define the flags, then run :func:`main`, a mistake in one line.
 
-    Notes
-    -----
     What ``python -m attention_jax.data.length_buckets`` runs.
     """
     _define_flags()

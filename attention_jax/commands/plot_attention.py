@@ -29,7 +29,13 @@ _KIND = flags.DEFINE_enum("kind", "cross", ["cross", "encoder", "decoder"], "Whi
 
 
 def main(argv: list[str]) -> None:
-    """Compute and draw the attention maps for ``--text``."""
+    """Compute and draw the attention maps for ``--text``.
+
+    Parameters
+    ----------
+    argv : list[str]
+        What absl leaves of the command line.
+    """
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
     from attention_jax.commands import output_files

@@ -29,7 +29,13 @@ _PROGRAM = "attention_jax.evaluation.position_losses"  # Its error lines' prefix
 
 
 def main(argv: Sequence[str]) -> None:
-    """Score every ``--workdir`` and draw them in ``--out``."""
+    """Score every ``--workdir`` and draw them in ``--out``.
+
+    Parameters
+    ----------
+    argv : Sequence[str]
+        What absl leaves of the command line.
+    """
     if len(argv) > 1 or not _WORKDIRS.value or not _BUCKETS.value or not _OUT.value:
         exit_with_error(_PROGRAM, "usage: python -m attention_jax.evaluation.position_losses "
                         "--buckets=SPLIT_DIR --workdir=RUN [--workdir=RUN ...] --out=PLOT.png")
@@ -63,8 +69,6 @@ def _define_flags() -> None:
 def run() -> None:
     """Define the flags, then run :func:`main`, a mistake in one line.
 
-    Notes
-    -----
     What ``python -m attention_jax.evaluation.position_losses`` runs.
     """
     _define_flags()

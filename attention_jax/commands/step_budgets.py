@@ -38,7 +38,13 @@ def _fail(message: str) -> None:
 
 
 def main(argv: list[str]) -> None:
-    """Write the step-budget report of ``--root``."""
+    """Write the step-budget report of ``--root``.
+
+    Parameters
+    ----------
+    argv : list[str]
+        What absl leaves of the command line.
+    """
     del argv
     if not _FLAGS['root'].value or not os.path.exists(os.path.join(_FLAGS['root'].value, "sweep.json")):
         _fail(f"--root={_FLAGS['root'].value!r} holds no sweep.json; point it at a sweep root.")
@@ -65,8 +71,6 @@ def main(argv: list[str]) -> None:
 def run() -> None:
     """Define the flags, then run :func:`main`, a mistake in one line.
 
-    Notes
-    -----
     What ``python -m attention_jax.reports.step_budgets`` runs.
     """
     _FLAGS.update(_define_flags())

@@ -38,17 +38,13 @@ EXIT_LOCKED = 3  # Another trainer holds the work directory.
 def main(argv: list[str]) -> None:
     """Check the command line and config, join a multi-process job if there is one, then train.
 
+    A user's mistake ends in one line, exit status 2 (3 for a locked work directory), before anything is
+    written; a stopped run exits with :data:`~attention_jax.foundation.run_files.STOPPED_EXIT_STATUS`.
+
     Parameters
     ----------
-    argv : list of str
-        What absl left of the command line after its flags: the program name only.
-
-    Notes
-    -----
-    Every user's mistake (config, workdir, fine-tuning source, a locked, full or read-only work
-    directory) ends in one line and exit status 2 (3 for a locked one) before anything is written;
-    a stopped run exits with :data:`attention_jax.foundation.run_files.STOPPED_EXIT_STATUS` so a rerun resumes it.
-    Training is :func:`attention_jax.training.train.train_and_evaluate`.
+    argv : list[str]
+        What absl leaves of the command line.
     """
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")

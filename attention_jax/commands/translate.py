@@ -113,12 +113,12 @@ def _check_run_flags(translator: Any) -> None:
 
 
 def translate_block(translator: Any, block: list[str], first_index: int) -> list[Any]:
-    """The ``LineResult`` of each line of ``block`` (line numbers from ``first_index``), as the flags ask.
+    """Return the ``LineResult`` of each line of ``block`` (numbered from ``first_index``), as the flags ask.
 
     Parameters
     ----------
     translator : decode.Translator
-        The run's.
+        The run's translator.
     block : list[str]
         Input lines.
     first_index : int
@@ -151,7 +151,7 @@ def translate_block(translator: Any, block: list[str], first_index: int) -> list
 
 
 def _open_input() -> BinaryIO:
-    """``--input`` opened for reading bytes, or stdin's bytes; a file that cannot be read is a one-line error."""
+    """Return ``--input`` (or stdin) opened for bytes; an unreadable file is a one-line error."""
     if _INPUT.value is None:
         return sys.stdin.buffer
     if not os.path.isfile(_INPUT.value):
@@ -165,10 +165,9 @@ def _open_input() -> BinaryIO:
 
 
 def _warm_up(translator: Any, lines_per_block: int) -> Any:
-    """The ``BackgroundWarmUp`` of ``--warm_up_tokens``'s buckets (fixed shapes on), or ``None`` when off.
+    """Return the ``BackgroundWarmUp`` of ``--warm_up_tokens``'s buckets (fixed shapes on), or ``None`` when off.
 
-    Line by line, each sentence is its own batch, and without fixed shapes each new length could need a
-    new program; with them, only a source bucket not yet warm does.
+    With fixed shapes only a source bucket not yet warm needs a new program.
     """
     from attention_jax.decoding.background_warm_up import BackgroundWarmUp
 
@@ -181,7 +180,7 @@ def _warm_up(translator: Any, lines_per_block: int) -> Any:
 
 
 def _with_token_log_probs(translator: Any, results: list[Any]) -> list[Any]:
-    """``results`` with each hypothesis's per-token log-probabilities (:mod:`attention_jax.decoding.token_scores`)."""
+    """Return ``results`` with each hypothesis's per-token log-probabilities."""
     import dataclasses
 
     from attention_jax.decoding import token_scores
@@ -212,7 +211,13 @@ def _write(results: list[Any], output: Any) -> None:
 
 
 def main(argv: list[str]) -> None:
-    """Translate stdin to stdout with the run in ``--workdir``."""
+    """Translate stdin to stdout with the run in ``--workdir``.
+
+    Parameters
+    ----------
+    argv : list[str]
+        What absl leaves of the command line.
+    """
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
     if not flags.FLAGS["verbosity"].present:  # Orbax's and JAX's INFO lines around each translation: off.
