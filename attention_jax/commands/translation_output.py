@@ -16,33 +16,15 @@ from attention_jax.decoding.decode import Hypothesis
 
 @dataclasses.dataclass(frozen=True)
 class LineResult:
-    """Everything printed for one input line.
+    """Everything printed for one input line."""
 
-    Attributes
-    ----------
-    index : int
-        The input line's number, from 0.
-    source : str
-        The line as read.
-    hypotheses : list[Hypothesis]
-        Best first; empty for an empty line.
-    alignments : list[Alignment], optional
-        With ``--alignment``: one per hypothesis.
-    source_pieces : list[str], optional
-        With ``--alignment``: the source's pieces (no EOS) the alignment counts.
-    hypothesis_pieces : list[list[str]], optional
-        With ``--alignment``: each hypothesis's pieces (no EOS).
-    token_log_probs : list[list[float]], optional
-        With ``--print_scores``: each hypothesis's token log-probabilities, EOS's last.
-    """
-
-    index: int
+    index: int  # From 0.
     source: str
-    hypotheses: list[Hypothesis]
-    alignments: list[Alignment] | None = None
-    source_pieces: list[str] | None = None
-    hypothesis_pieces: list[list[str]] | None = None
-    token_log_probs: list[list[float]] | None = None
+    hypotheses: list[Hypothesis]  # Best first; empty for an empty line.
+    alignments: list[Alignment] | None = None  # --alignment: one per hypothesis.
+    source_pieces: list[str] | None = None  # --alignment: the pieces (no EOS) the alignment counts.
+    hypothesis_pieces: list[list[str]] | None = None  # --alignment: each hypothesis's pieces (no EOS).
+    token_log_probs: list[list[float]] | None = None  # --print_scores: per hypothesis, EOS's last.
 
 
 def _one_line(text: str) -> str:

@@ -51,21 +51,11 @@ _MEASURED: dict[tuple[str, str], DevicePeak] = {}  # (device kind, dtype) -> the
 
 @dataclasses.dataclass(frozen=True)
 class DevicePeak:
-    """The peak FLOP/s of one device and where the figure comes from.
+    """The peak FLOP/s of one device and where the figure comes from."""
 
-    Attributes
-    ----------
-    flops_per_s : float
-        Peak FLOP/s of one device.
-    source : str
-        ``"declared (config.peak_tflops_per_device)"``, a datasheet, or how it was measured.
-    under_load : bool
-        Measured while other processes kept the CPUs busy (the figure reads low).
-    """
-
-    flops_per_s: float
-    source: str
-    under_load: bool = False
+    flops_per_s: float  # One device's.
+    source: str  # "declared (config.peak_tflops_per_device)", a datasheet, or how it was measured.
+    under_load: bool = False  # Measured while other processes kept the CPUs busy: the figure reads low.
 
     def describe(self, device_kind: str, dtype: str, device_count: int) -> str:
         """Return the log line's phrase, e.g. ``"989.5 TFLOP/s per device x 8 (H100, bfloat16: ...)"``.
@@ -215,12 +205,12 @@ def device_peak(device_kind: str, dtype: str, declared_tflops: float = 0.0) -> D
 
 
 def peak_cache_path() -> str:
-    """Return the file of measured peaks: ``$ATTENTION_JAX_CACHE_DIR`` or ``$XDG_CACHE_HOME/attention_jax`` (``~/.cache``).
+    """Return the file of measured peaks, under ``$ATTENTION_JAX_CACHE_DIR`` or ``$XDG_CACHE_HOME/attention_jax``.
 
     Returns
     -------
     str
-        ``.../device_peaks.json``, absolute.
+        ``.../device_peaks.json``, absolute; ``~/.cache`` stands in for an unset ``XDG_CACHE_HOME``.
     """
     moved = cache_dirs.under_cache_root("device_peaks.json")
     if moved:

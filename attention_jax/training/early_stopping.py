@@ -26,30 +26,14 @@ REACHED_NUM_STEPS = "num_train_steps"
 
 @dataclasses.dataclass
 class EarlyStopping:
-    """The best dev perplexity so far and the evaluations since it.
+    """The best dev perplexity so far and the evaluations since it."""
 
-    Attributes
-    ----------
-    patience : int
-        Evaluations without improvement before stopping; 0 never stops.
-    min_improvement : float
-        Relative decrease of the best perplexity that resets the count, in ``[0, 1)``; 0: any decrease.
-    best_perplexity : float
-        Lowest dev perplexity seen (``inf`` before the first evaluation).
-    best_step : int or None
-        Its step.
-    evaluations_since_best : int
-        Evaluations at or after ``min_steps`` since the last that improved by ``min_improvement``.
-    min_steps : int
-        Evaluations of earlier steps do not count toward patience.
-    """
-
-    patience: int
-    min_improvement: float = 0.0
-    best_perplexity: float = math.inf
+    patience: int  # Evaluations without improvement before stopping; 0 never stops.
+    min_improvement: float = 0.0  # Relative decrease that resets the count, in [0, 1).
+    best_perplexity: float = math.inf  # Lowest dev perplexity seen.
     best_step: int | None = None
-    evaluations_since_best: int = 0
-    min_steps: int = 0
+    evaluations_since_best: int = 0  # Counted from min_steps on.
+    min_steps: int = 0  # Evaluations of earlier steps do not count toward patience.
 
     def __post_init__(self) -> None:
         if self.patience < 0:

@@ -34,27 +34,13 @@ ADJUSTABLE_FIELDS = ("dropout_rate", "attention_dropout_rate", "max_len", "max_d
 
 @dataclasses.dataclass(frozen=True)
 class FineTuneSource:
-    """The run a fine-tuning run starts from, resolved and checked (:func:`resolve_source`).
+    """The run a fine-tuning run starts from, resolved and checked (:func:`resolve_source`)."""
 
-    Attributes
-    ----------
-    workdir : str
-        The source run's work directory, absolute.
-    checkpoint : str
-        ``"latest"``, ``"best"``, ``"averaged"`` or a step number.
-    directory : str
-        The orbax manager root holding those parameters.
-    step : int
-        Their step.
-    tokenizer_sha256 : str
-        SHA-256 of the source's ``tokenizer.model``.
-    """
-
-    workdir: str
-    checkpoint: str
-    directory: str
+    workdir: str  # The source run's, absolute.
+    checkpoint: str  # "latest", "best", "averaged" or a step number.
+    directory: str  # The orbax manager root holding those parameters.
     step: int
-    tokenizer_sha256: str
+    tokenizer_sha256: str  # Of the source's tokenizer.model.
 
     def record(self) -> dict[str, Any]:
         """Return what ``fine_tuned_from.json`` and the step-0 checkpoint's bookkeeping keep.

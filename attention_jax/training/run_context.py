@@ -28,110 +28,46 @@ from attention_jax.training.train_state import (
 
 @dataclasses.dataclass(frozen=True)
 class EarlierSessions:
-    """What the sessions before this one did (0 for a new run).
+    """What the sessions before this one did (0 for a new run)."""
 
-    Attributes
-    ----------
-    wall_s : float
-        Their training wall time.
-    train_target_tokens : float
-        The target tokens they trained on.
-    """
-
-    wall_s: float = 0.0
-    train_target_tokens: float = 0.0
+    wall_s: float = 0.0  # Their training wall time.
+    train_target_tokens: float = 0.0  # The target tokens they trained on.
 
 
 @dataclasses.dataclass
 class LoopState:
-    """What the training loop advances: the only mutable part of a run.
-
-    Attributes
-    ----------
-    state : TrainState
-        The train state.
-    train_iterator : TrainIterator
-        The training batches (their position is checkpointed).
-    early_stopping : early_stopping.EarlyStopping
-        The best dev perplexity so far and the evaluations since.
-    throughput : Throughput
-        Timed tokens and seconds (earlier sessions' included) and the device peak.
-    last_save_time : float
-        ``time.time()`` of the last checkpoint (``checkpoint_every_minutes`` counts from it).
-    stop_reason : str or None
-        Why training ended, once it has.
-    evaluation_pending : bool
-        Restored from a checkpoint whose step's evaluation did not finish.
-    last_train, last_eval : dict
-        The last logged train figures and dev evaluation.
-    session_tokens : float
-        Target tokens trained on in this session.
-    token_counts : dict
-        Real tokens and slots since the last log line.
-    compiled_shapes : set
-        The batch shapes the train step was compiled for.
-    """
+    """What the training loop advances: the only mutable part of a run."""
 
     state: TrainState
-    train_iterator: TrainIterator
+    train_iterator: TrainIterator  # Its position is checkpointed.
     early_stopping: early_stopping.EarlyStopping
-    throughput: Throughput
-    last_save_time: float
-    stop_reason: str | None = None
-    evaluation_pending: bool = False
-    last_train: dict[str, Any] = dataclasses.field(default_factory=dict)
-    last_eval: dict[str, Any] = dataclasses.field(default_factory=dict)
-    session_tokens: float = 0.0
-    token_counts: dict[str, int] = dataclasses.field(default_factory=dict)
-    compiled_shapes: set[tuple] = dataclasses.field(default_factory=set)
+    throughput: Throughput  # Timed tokens and seconds, earlier sessions' included, and the device peak.
+    last_save_time: float  # time.time() of the last checkpoint; checkpoint_every_minutes counts from it.
+    stop_reason: str | None = None  # Why training ended, once it has.
+    evaluation_pending: bool = False  # Restored from a checkpoint whose step's evaluation did not finish.
+    last_train: dict[str, Any] = dataclasses.field(default_factory=dict)  # Last logged train figures.
+    last_eval: dict[str, Any] = dataclasses.field(default_factory=dict)  # Last logged dev evaluation.
+    session_tokens: float = 0.0  # Target tokens trained on in this session.
+    token_counts: dict[str, int] = dataclasses.field(default_factory=dict)  # Real tokens and slots since the last log.
+    compiled_shapes: set[tuple] = dataclasses.field(default_factory=set)  # Compiled batch shapes.
 
 
 @dataclasses.dataclass(frozen=True)
 class TrainingRun:
-    """Everything one call of :func:`~attention_jax.training.train.train_and_evaluate` works with; only ``loop`` changes.
-
-    Attributes
-    ----------
-    experiment : Experiment
-        The checked experiment.
-    workdir : str
-        The run directory.
-    data : TrainingData
-        The training and dev data.
-    mesh : Mesh
-        The device mesh.
-    steps : CompiledSteps
-        The jitted steps and the batch sharding.
-    schedule : optax.Schedule
-        The learning rate of the update count (logged).
-    checkpoints : checkpoints.TrainingCheckpoints
-        The train-state checkpoints.
-    writer : metric_writer.MetricWriter
-        ``metrics.jsonl`` and TensorBoard.
-    lock : workdir_lock.WorkdirLock or None
-        The work directory's lock (process 0), refreshed at each save.
-    num_params : int
-        The model's parameter count.
-    earlier : EarlierSessions
-        What earlier sessions did.
-    session_start : float
-        ``time.time()`` when this session's run was built.
-    loop : LoopState
-        What the loop advances.
-    """
+    """Everything one call of ``train_and_evaluate`` works with; only ``loop`` changes."""
 
     experiment: Experiment
     workdir: str
     data: TrainingData
     mesh: Mesh
     steps: CompiledSteps
-    schedule: optax.Schedule
+    schedule: optax.Schedule  # The learning rate of the update count (logged).
     checkpoints: checkpoints.TrainingCheckpoints
     writer: metric_writer.MetricWriter
-    lock: workdir_lock.WorkdirLock | None
+    lock: workdir_lock.WorkdirLock | None  # Process 0's; refreshed at each save.
     num_params: int
     earlier: EarlierSessions
-    session_start: float
+    session_start: float  # time.time() when this session's run was built.
     loop: LoopState
 
     @functools.cached_property

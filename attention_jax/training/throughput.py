@@ -13,24 +13,12 @@ from attention_jax.training.device_peaks import DevicePeak
 
 @dataclasses.dataclass(frozen=True)
 class IntervalRates:
-    """The figures of one logging interval (NaN where nothing was timed).
+    """The figures of one logging interval (NaN where nothing was timed)."""
 
-    Attributes
-    ----------
-    tokens_per_s : float
-        Target tokens per second of training time.
-    step_time_s : float
-        Mean seconds between two steps.
-    data_wait_s : float
-        Mean seconds per step the host waited for its batch (part of the step time).
-    steps : int
-        Timed steps (those compiling a new shape are not timed).
-    """
-
-    tokens_per_s: float
-    step_time_s: float
-    data_wait_s: float
-    steps: int
+    tokens_per_s: float  # Target tokens per second of training time.
+    step_time_s: float  # Mean seconds between two steps.
+    data_wait_s: float  # Mean seconds per step waiting for the batch (part of the step time).
+    steps: int  # Timed steps (those compiling a new shape are not).
 
     def mfu(self, flops_per_token: float, peak: DevicePeak | None, device_count: int) -> float:
         """Return model FLOPs utilization: ``flops_per_token x tokens/s`` over ``peak x devices``.

@@ -32,30 +32,20 @@ Carry = tuple[Any, MetricSums, Any]
 
 
 class TrainState(flax.struct.PyTreeNode):
-    """Everything a checkpoint holds besides the data iterator's position.
+    """Everything a checkpoint holds besides the data iterator's position."""
 
-    Attributes
-    ----------
-    step : jax.Array
-        int32 scalar, optimizer updates done.
-    params : pytree
-        Unboxed float32 parameters.
-    opt_state : pytree
-        The optimizer's state.
-    rng : jax.Array
-        uint32 key data; each step's dropout keys are folded from it.
-    """
-
-    step: jax.Array
-    params: Any
+    step: jax.Array  # int32 scalar: optimizer updates done.
+    params: Any  # Unboxed float32 parameters.
     opt_state: Any
-    rng: jax.Array
+    rng: jax.Array  # uint32 key data; each step's dropout keys are folded from it.
 
 
 # --- The update: Adam and the paper's schedule (Section 5.3) --------------------------------------
 
 def paper_learning_rate(step: ArrayLike, *, d_model: int, warmup_steps: int, scale: float = 1.0) -> ArrayLike:
-    """Return the learning rate of update ``step``, Equation (3): ``d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)``.
+    """Return the learning rate of update ``step``, Equation (3).
+
+    ``d_model^-0.5 * min(step^-0.5, step * warmup_steps^-1.5)``.
 
     Parameters
     ----------
@@ -342,28 +332,14 @@ def eval_step(params: Any, batch: Batch, *, transformer: nn.Module,
 
 @dataclasses.dataclass(frozen=True)
 class CompiledSteps:
-    """The jitted step functions of one run and the shardings they use.
+    """The jitted step functions of one run and the shardings they use."""
 
-    Attributes
-    ----------
-    train : callable
-        ``(state, batch[, carry]) -> (state, sums)``.
-    first_micro_batch, next_micro_batch : callable or None
-        ``(state, batch, index) -> carry`` and ``(state, carry, batch, index) -> carry``; accumulation only.
-    evaluate : callable
-        ``(params, batch) -> sums``.
-    state_shardings : TrainState
-        Shardings of the train state.
-    batch_sharding : NamedSharding
-        Rows over ``"data"``.
-    """
-
-    train: Callable
-    first_micro_batch: Callable | None
-    next_micro_batch: Callable | None
-    evaluate: Callable
+    train: Callable  # (state, batch[, carry]) -> (state, sums)
+    first_micro_batch: Callable | None  # (state, batch, index) -> carry; accumulation only.
+    next_micro_batch: Callable | None  # (state, carry, batch, index) -> carry; accumulation only.
+    evaluate: Callable  # (params, batch) -> sums
     state_shardings: TrainState
-    batch_sharding: NamedSharding
+    batch_sharding: NamedSharding  # Rows over "data".
 
 
 def compile_steps(transformer: nn.Module, optimizer: optax.GradientTransformation,
