@@ -63,8 +63,8 @@ def buffer_size(flag_value: int | None, batch_size: int, interactive: bool) -> i
 def read_lines(stream: BinaryIO) -> Iterator[str]:
     """Yield the lines of a byte stream as text, without line endings.
 
-    Only ``\n`` (and a ``\r`` before it) ends a line, so output lines match input lines one for one
-    (``str.splitlines`` would also split on form feeds and Unicode separators).
+    Only a line feed (and a carriage return before it) ends a line, so output lines match input lines
+    one for one (``str.splitlines`` would also split on form feeds and Unicode separators).
 
     Parameters
     ----------

@@ -59,7 +59,7 @@ def tagged_lines(result: LineResult) -> list[str]:
     Returns
     -------
     list[str]
-        ``H-<index>\t<normalized_score>\t<score>\t<translation>`` per hypothesis (four decimals), each
+        ``H-<index>\\t<normalized_score>\\t<score>\\t<translation>`` per hypothesis (four decimals), each
         followed by its ``P-`` and ``A-`` lines when given.
     """
     lines = []

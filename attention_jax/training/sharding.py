@@ -2,7 +2,8 @@
 
 Batches split by rows over ``"data"``; ``param_sharding="fsdp"`` splits parameters and optimizer state over
 ``"data"`` along ``"embed"``; a ``"model"`` axis splits ``"mlp"``, ``"heads"`` and ``"vocab"`` (Megatron-style).
-Mesh axes are ``AxisType.Auto``: shardings are given at the jit boundary and GSPMD propagates them.
+Mesh axes are ``AxisType.Auto``, not ``jax.make_mesh``'s default ``Explicit``: shardings are given at the jit
+boundary and GSPMD propagates them, so the model carries no sharding annotations.
 """
 
 from __future__ import annotations
