@@ -1,4 +1,4 @@
-"""Length-bucketed batches under a token budget (Section 5.1: "approximately 25000 source tokens and 25000 target tokens").
+"""Length-bucketed batches under a token budget (Section 5.1: about 25000 source and 25000 target tokens).
 
 A pair goes into the smallest bucket whose padded length ``L`` holds both sides (EOS included); each
 bucket has ``R`` rows, ``R * L <= tokens_per_batch``, so a jitted step sees one shape per bucket. The
@@ -189,9 +189,7 @@ def mean_longer_side_per_bucket(source_lengths: np.ndarray, target_lengths: np.n
 
     Parameters
     ----------
-    source_lengths : np.ndarray
-        ``[num_pairs]``, EOS included.
-    target_lengths : np.ndarray
+    source_lengths, target_lengths : np.ndarray
         ``[num_pairs]``, EOS included.
     lengths : Sequence[int]
         The buckets' padded lengths, increasing.
@@ -230,10 +228,8 @@ class PlannedBatch:
 
         Parameters
         ----------
-        process_index : int
-            This process.
-        process_count : int
-            Processes sharing the batch.
+        process_index, process_count : int
+            This process and the processes sharing the batch.
 
         Returns
         -------
@@ -252,9 +248,7 @@ class BatchPlan:
 
     Parameters
     ----------
-    source_lengths : np.ndarray
-        ``[num_pairs]``, EOS included.
-    target_lengths : np.ndarray
+    source_lengths, target_lengths : np.ndarray
         ``[num_pairs]``, EOS included.
     shapes : BucketShapes
         Bucket lengths and rows.

@@ -42,10 +42,8 @@ class TranslationSource:
         What ``config.dataset`` named, for logs and stats.
     builder : tfds.core.DatasetBuilder
         The prepared (array_record) builder.
-    source_key : str
-        Feature name of the source sentence.
-    target_key : str
-        Feature name of the target sentence.
+    source_key, target_key : str
+        Feature names of the source and target sentences.
     cache_dir : str
         Directory for files derived from this corpus (tokenizer, token ids).
     """

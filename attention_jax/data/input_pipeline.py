@@ -46,10 +46,8 @@ class _SplitData:
         ----------
         planned : batching.PlannedBatch
             The global batch.
-        process_index : int
-            This process.
-        process_count : int
-            Processes sharing the batch.
+        process_index, process_count : int
+            This process and the processes sharing the batch.
 
         Returns
         -------
@@ -126,10 +124,8 @@ class TranslationData:
         The shared vocabulary.
     splits : dict[str, _SplitData]
         ``train``, ``validation`` and ``test``.
-    process_index : int
-        This process.
-    process_count : int
-        Processes in the run.
+    process_index, process_count : int
+        This process and the processes in the run.
     num_threads : int
         Grain reader threads.
 
@@ -303,10 +299,8 @@ def get_datasets(
     ----------
     config : DataConfig
         The experiment's data section (``packing`` applies to training batches only).
-    process_index : int
-        This process.
-    process_count : int
-        Processes in the run; each reads ``1/process_count`` of every batch.
+    process_index, process_count : int
+        This process and the processes in the run; each reads ``1/process_count`` of every batch.
     rows_multiple : int
         Global rows of every batch are a multiple of this (data-parallel devices) and of ``process_count``.
 

@@ -119,10 +119,8 @@ def local_rows(global_rows: int, process_index: int, process_count: int) -> slic
     ----------
     global_rows : int
         Rows of the global batch, a multiple of ``process_count``.
-    process_index : int
-        This process.
-    process_count : int
-        Processes in the run.
+    process_index, process_count : int
+        This process and the processes in the run.
 
     Returns
     -------
@@ -171,10 +169,8 @@ class LanguageModelData:
         UTF-8 bytes per role, newlines included (for bits per byte).
     global_rows : int
         Rows of every global batch.
-    process_index : int
-        This process.
-    process_count : int
-        Processes in the run.
+    process_index, process_count : int
+        This process and the processes in the run.
     num_threads : int
         Grain reader threads.
     split_sha256 : dict[str, str], optional
@@ -381,10 +377,8 @@ def get_datasets(config: DataConfig, *, process_index: int = 0, process_count: i
     ----------
     config : DataConfig
         The experiment's data section (``max_len`` is the row length).
-    process_index : int
-        This process.
-    process_count : int
-        Processes in the run; each reads its share of every batch's rows.
+    process_index, process_count : int
+        This process and the processes in the run; each reads its share of every batch's rows.
     rows_multiple : int
         Global rows of a batch are a multiple of this (data-parallel devices).
 

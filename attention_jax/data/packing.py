@@ -113,10 +113,8 @@ def first_fit_decreasing(source_lengths: np.ndarray, target_lengths: np.ndarray,
 
     Parameters
     ----------
-    source_lengths : np.ndarray
+    source_lengths, target_lengths : np.ndarray
         ``[n]``, EOS included; none over the longest row.
-    target_lengths : np.ndarray
-        ``[n]``, EOS included.
     row_lengths : int or Sequence[int]
         Tokens per side of a row, increasing; a pair that fits no open row opens the shortest that holds it.
 
@@ -155,10 +153,8 @@ class PackedPlan:
 
     Parameters
     ----------
-    source_lengths : np.ndarray
+    source_lengths, target_lengths : np.ndarray
         ``[num_pairs]``, EOS included; pairs over the longest row are dropped.
-    target_lengths : np.ndarray
-        ``[num_pairs]``, EOS included.
     shapes : batching.BucketShapes
         From :func:`make_packed_shapes`.
     window : int

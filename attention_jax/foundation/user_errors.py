@@ -172,10 +172,8 @@ def path_argument(value: Any, argument: str, function: str) -> str:
     ----------
     value : Any
         What the caller passed; a ``str`` or ``os.PathLike`` is accepted.
-    argument : str
-        The argument's name, for the error.
-    function : str
-        The function's name, for the error.
+    argument, function : str
+        Named in the error.
 
     Returns
     -------
