@@ -1,32 +1,9 @@
-"""Length-bucketed batches under a token budget (Section 5.1).
+"""Length-bucketed batches under a token budget (Section 5.1: about 25000 source and 25000 target tokens).
 
-"Sentence pairs were batched together by approximate sequence length. Each training batch contained a
-set of sentence pairs containing approximately 25000 source tokens and 25000 target tokens."
-
-A pair goes into the smallest bucket whose padded length ``L`` holds both its sides (EOS included);
-both sides of a batch are padded to that ``L``. Each bucket has a fixed number of rows ``R`` with
-``R * L <= tokens_per_batch`` and ``R`` a multiple of ``row_multiple``, so a jitted train step sees only
-``len(bucket_lengths)`` shapes. Pairs longer than the largest bucket (``max_len``) are dropped.
-
-What ``tokens_per_batch`` counts is ``config.tokens_per_batch_unit``:
-
-- ``"slots"``: token *slots* per side (rows x padded length, padding included), the convention of
-  fairseq's ``--max-tokens``, tensor2tensor and the Flax WMT example; the real tokens of a batch are
-  then ``(1 - padding fraction)`` of the budget.
-- ``"real"``: real tokens per side, as the paper counts them. :func:`real_token_shapes` gives each
-  bucket ``R = tokens_per_batch / m`` rows, ``m`` the mean real length of the longer side over that
-  bucket's pairs, so an average batch holds about ``tokens_per_batch`` real tokens on its longer
-  side whatever its bucket; a batch then spans more slots than the budget (at most ``L / m`` times it).
-
-:meth:`BatchPlan.padding_fraction` gives the padding of an epoch and training logs it for the batches it
-trained on (``inputs_padding_fraction``, ``targets_padding_fraction``). ``config.packing``
-(:mod:`attention_jax.data.packing`) fills the slots with several pairs per row instead.
-
-A :class:`BatchPlan` lists the *global* batches of an epoch as sentence indices; every process computes
-the same plan from the same lengths and seed and then reads only its own slice of rows, so all
-processes agree on every batch's shape and a resumed run replays the same batches.
-
-Glossary: ``L`` padded length of a bucket, ``R`` global rows of a bucket's batches.
+A pair goes into the smallest bucket whose padded length ``L`` holds both sides (EOS included); each
+bucket has ``R`` rows, ``R * L <= tokens_per_batch``, so a jitted step sees one shape per bucket. The
+budget counts ``"slots"`` (rows x ``L``, fairseq's ``--max-tokens``) or ``"real"`` tokens, as the paper
+(:func:`real_token_shapes`). Every process plans the same global batches and reads its own rows.
 """
 
 from __future__ import annotations
@@ -47,21 +24,35 @@ class TokenRows(Protocol):
     """One side's token ids, copied into padded rows (``token_cache.TokenizedSide`` is one)."""
 
     def fill_rows(self, rows: np.ndarray, sentence_indices: np.ndarray) -> None:
-        """Write each sentence's ids, EOS included, at the start of its row of ``rows``."""
+        """Write each sentence's ids, EOS included, at the start of its row.
+
+        Parameters
+        ----------
+        rows : np.ndarray
+            ``[rows, L]`` zeros, written in place.
+        sentence_indices : np.ndarray
+            One sentence index per row; ``PADDING_ROW`` leaves it pad.
+        """
 
 
 class TokenPairs(Protocol):
     """Source and target token ids of one split (``token_cache.TokenizedSplit`` is one)."""
 
     @property
-    def source(self) -> TokenRows: ...
+    def source(self) -> TokenRows:
+        """The source side."""
+        ...
 
     @property
-    def target(self) -> TokenRows: ...
+    def target(self) -> TokenRows:
+        """The target side."""
+        ...
 
 
 def bucket_lengths(max_len: int, min_len: int = MIN_BUCKET_LEN) -> tuple[int, ...]:
-    """Return the buckets' padded lengths: powers of two and 1.5 times powers of two, up to ``max_len``.
+    """Return the buckets' padded lengths: powers of two and 1.5 times them, up to ``max_len``.
+
+    Neighbours differ by at most 1.5x, so bucketing alone leaves at most a third padding.
 
     Parameters
     ----------
@@ -73,12 +64,12 @@ def bucket_lengths(max_len: int, min_len: int = MIN_BUCKET_LEN) -> tuple[int, ..
     Returns
     -------
     tuple[int, ...]
-        Increasing lengths, e.g. ``(8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)`` for ``max_len=256``.
+        Increasing lengths, e.g. ``(8, 12, 16, 24, ..., 192, 256)``.
 
-    Notes
-    -----
-    Neighbouring buckets differ by a factor of at most 1.5, so a batch is at most a third padding
-    from bucketing alone, with 11 shapes for the paper's lengths.
+    Raises
+    ------
+    ValueError
+        For ``max_len < 1``.
     """
     if max_len < 1:
         raise ValueError(f"config.max_len must be positive, got {max_len}.")
@@ -88,15 +79,7 @@ def bucket_lengths(max_len: int, min_len: int = MIN_BUCKET_LEN) -> tuple[int, ..
 
 @dataclasses.dataclass(frozen=True)
 class BucketShapes:
-    """Padded length and global row count of each bucket.
-
-    Attributes
-    ----------
-    lengths : tuple[int, ...]
-        Padded length ``L`` per bucket, increasing.
-    global_rows : tuple[int, ...]
-        Rows ``R`` per batch of that bucket, summed over all processes.
-    """
+    """Padded length ``L`` and global rows ``R`` (summed over processes) of each bucket."""
 
     lengths: tuple[int, ...]
     global_rows: tuple[int, ...]
@@ -110,19 +93,19 @@ def make_bucket_shapes(max_len: int, tokens_per_batch: int, row_multiple: int) -
     max_len : int
         Longest padded length.
     tokens_per_batch : int
-        Token budget per side of one global batch (the paper's 25000).
+        Token slots per side of one global batch.
     row_multiple : int
-        Every row count is a multiple of this (data-parallel devices; and process count).
+        Every row count is a multiple of this (devices x processes).
 
     Returns
     -------
     BucketShapes
         The shapes.
 
-    Notes
-    -----
-    Raises :class:`UserInputError` (a ``ValueError``) when even the longest bucket cannot hold
-    ``row_multiple`` rows within the budget.
+    Raises
+    ------
+    UserInputError
+        When the longest bucket cannot hold ``row_multiple`` rows within the budget.
     """
     if row_multiple < 1:
         raise ValueError(f"rows_multiple must be at least 1, got {row_multiple}.")
@@ -141,7 +124,7 @@ TOKENS_PER_BATCH_UNITS = ("slots", "real")
 
 
 def check_tokens_per_batch_unit(unit: str) -> str:
-    """Return ``unit`` if it is a known ``config.tokens_per_batch_unit``, else raise a ValueError naming the choices.
+    """Return ``unit`` if it is a known ``config.tokens_per_batch_unit``.
 
     Parameters
     ----------
@@ -151,11 +134,12 @@ def check_tokens_per_batch_unit(unit: str) -> str:
     Returns
     -------
     str
-        ``unit`` itself.
+        ``unit``.
 
-    Notes
-    -----
-    The message names both choices and the flag that sets them.
+    Raises
+    ------
+    ValueError
+        Naming both choices and the flag.
     """
     if unit not in TOKENS_PER_BATCH_UNITS:
         raise ValueError(
@@ -170,13 +154,15 @@ def real_token_shapes(shapes: BucketShapes, mean_tokens_per_row: Sequence[float]
                       row_multiple: int) -> BucketShapes:
     """Resize each bucket's rows so that its average batch holds ``tokens_per_batch`` real tokens per side.
 
+    ``R = tokens_per_batch / mean``, rounded down to ``row_multiple``; never below the slot-counted rows, as
+    a row holds at most ``L`` real tokens. A batch may then span up to ``L / mean`` times the budget in slots.
+
     Parameters
     ----------
     shapes : BucketShapes
-        Slot-counted shapes (:func:`make_bucket_shapes`); their lengths are kept.
+        Slot-counted shapes; their lengths are kept.
     mean_tokens_per_row : Sequence[float]
-        Per bucket, the mean real tokens of a row's longer side (0 for a bucket no pair falls in: it
-        keeps its slot-counted rows).
+        Per bucket, :func:`mean_longer_side_per_bucket` (0: keep the slot-counted rows).
     tokens_per_batch : int
         Real tokens per side of one global batch.
     row_multiple : int
@@ -185,13 +171,7 @@ def real_token_shapes(shapes: BucketShapes, mean_tokens_per_row: Sequence[float]
     Returns
     -------
     BucketShapes
-        The same lengths with ``R = floor(tokens_per_batch / mean / row_multiple) * row_multiple`` rows,
-        never fewer than the slot-counted rows.
-
-    Notes
-    -----
-    ``R >= tokens_per_batch // L`` because a row holds at most ``L`` real tokens, so the budget can only
-    grow the rows; a bucket whose pairs fill only half their length gets about twice the rows.
+        The resized shapes.
     """
     global_rows = []
     for slot_rows, mean in zip(shapes.global_rows, mean_tokens_per_row):
@@ -202,24 +182,22 @@ def real_token_shapes(shapes: BucketShapes, mean_tokens_per_row: Sequence[float]
 
 def mean_longer_side_per_bucket(source_lengths: np.ndarray, target_lengths: np.ndarray,
                                 lengths: Sequence[int]) -> tuple[float, ...]:
-    """Mean real tokens of the longer side of a bucket's rows, per bucket (0 for an empty bucket).
+    """Return per bucket the larger of its pairs' mean source and mean target lengths.
+
+    The larger mean (not the mean of the larger sides) keeps each side's average batch within the budget.
+    Pairs longer than the last bucket are left out, as the plan drops them.
 
     Parameters
     ----------
     source_lengths, target_lengths : np.ndarray
-        Length of each pair's sides (EOS included), shape ``[num_pairs]``.
+        ``[num_pairs]``, EOS included.
     lengths : Sequence[int]
         The buckets' padded lengths, increasing.
 
     Returns
     -------
     tuple[float, ...]
-        ``max(mean source length, mean target length)`` over the pairs of each bucket.
-
-    Notes
-    -----
-    The larger of the two means (not the mean of the larger sides) is what keeps *each* side's average
-    batch within the budget. Pairs longer than the last bucket are left out, as the plan drops them.
+        One mean per bucket; 0 for an empty bucket.
     """
     bucket_of_pair = np.searchsorted(np.asarray(lengths), np.maximum(source_lengths, target_lengths), side="left")
     means = []
@@ -237,30 +215,26 @@ class PlannedBatch:
     Attributes
     ----------
     bucket : int
-        Index into :attr:`BucketShapes.lengths`.
+        Index into ``BucketShapes.lengths``.
     sentence_indices : np.ndarray
-        ``int64``, shape ``[R]``; ``PADDING_ROW`` marks an all-pad row. A packed plan
-        (:mod:`attention_jax.data.packing`) gives ``[R, P]``: the pairs of each row.
+        ``int64 [R]``, ``PADDING_ROW`` for an all-pad row; a packed plan gives ``[R, P]``.
     """
 
     bucket: int
     sentence_indices: np.ndarray
 
     def local_indices(self, process_index: int, process_count: int) -> np.ndarray:
-        """Return the rows this process reads: the ``process_index``-th of ``process_count`` equal slices.
+        """Return this process's rows: the ``process_index``-th of ``process_count`` equal slices.
 
         Parameters
         ----------
-        process_index : int
-            This process, ``0 <= process_index < process_count``.
-        process_count : int
-            Processes sharing the batch.
+        process_index, process_count : int
+            This process and the processes sharing the batch.
 
         Returns
         -------
         np.ndarray
-            Sentence indices of the local rows, shape ``[R // process_count]`` (packed plans:
-            ``[R // process_count, P]``).
+            ``[R // process_count]`` (packed: ``[R // process_count, P]``).
         """
         indices = self.sentence_indices
         return indices.reshape(process_count, -1, *indices.shape[1:])[process_index]
@@ -269,18 +243,15 @@ class PlannedBatch:
 class BatchPlan:
     """Global batches of one split, reshuffled every epoch.
 
+    An epoch is ``ceil(pairs_in_bucket / R)`` batches per bucket whatever the shuffle, the last one filled
+    with all-pad rows.
+
     Parameters
     ----------
     source_lengths, target_lengths : np.ndarray
-        Length of each sentence pair's sides in a batch row (EOS included), shape ``[num_pairs]``.
+        ``[num_pairs]``, EOS included.
     shapes : BucketShapes
         Bucket lengths and rows.
-
-    Notes
-    -----
-    The number of batches of each bucket, and hence of an epoch and its padding, does not depend on
-    the shuffle: an epoch is ``ceil(pairs_in_bucket / R)`` batches per bucket, the last one filled
-    with all-pad rows.
     """
 
     def __init__(self, source_lengths: np.ndarray, target_lengths: np.ndarray, shapes: BucketShapes) -> None:
@@ -299,20 +270,38 @@ class BatchPlan:
 
     @property
     def num_batches(self) -> int:
-        """Global batches in one epoch."""
+        """Count the global batches in one epoch.
+
+        Returns
+        -------
+        int
+            The count.
+        """
         return sum(self._batches_per_bucket)
 
     @property
     def num_kept(self) -> int:
-        """Pairs that fit ``max_len`` and appear once per epoch."""
+        """Count the pairs that fit ``max_len``; each appears once per epoch.
+
+        Returns
+        -------
+        int
+            The count.
+        """
         return self.num_pairs - self.num_dropped
 
     def used_buckets(self) -> list[int]:
-        """Return the indices of buckets with at least one batch (the shapes a run will see)."""
+        """Return the indices of buckets with at least one batch (the shapes a run will see).
+
+        Returns
+        -------
+        list[int]
+            Bucket indices.
+        """
         return [bucket for bucket, count in enumerate(self._batches_per_bucket) if count]
 
     def shuffled_batches(self, seed: int, epoch: int) -> list[PlannedBatch]:
-        """Return epoch ``epoch``'s batches: pairs shuffled within buckets, batches in shuffled order.
+        """Return an epoch's batches: pairs shuffled within buckets, batches in shuffled order.
 
         Parameters
         ----------
@@ -324,35 +313,32 @@ class BatchPlan:
         Returns
         -------
         list[PlannedBatch]
-            ``num_batches`` batches covering every kept pair once.
+            Every kept pair once.
         """
         rng = np.random.default_rng([seed, epoch])
         batches = self._chunk([members[rng.permutation(len(members))] for members in self._members])
         return [batches[i] for i in rng.permutation(len(batches))]
 
     def ordered_batches(self) -> list[PlannedBatch]:
-        """Return the batches for evaluation: pairs in index order within buckets, a fixed batch order.
+        """Return the evaluation batches: index order within buckets, a fixed batch order.
+
+        The order is a fixed permutation, not by bucket, so a limited evaluation's first batches mix lengths.
 
         Returns
         -------
         list[PlannedBatch]
-            ``num_batches`` batches covering every kept pair once; the same on every call.
-
-        Notes
-        -----
-        The batch order is a fixed permutation rather than by bucket, so the first ``k`` batches (a
-        limited evaluation) mix short and long sentences.
+            Every kept pair once; the same on every call.
         """
         batches = self._chunk(self._members)
         return [batches[i] for i in np.random.default_rng(0).permutation(len(batches))]
 
     def padding_fraction(self) -> dict[str, float]:
-        """Return the fraction of batch positions that are padding in one epoch.
+        """Return the fraction of an epoch's batch positions that are padding.
 
         Returns
         -------
         dict[str, float]
-            ``{"inputs": ..., "targets": ..., "total": ...}``; 0 when the plan has no batches.
+            ``inputs``, ``targets`` and ``total``; 0 when the plan has no batches.
         """
         slots = sum(
             count * rows * length
@@ -376,12 +362,12 @@ class BatchPlan:
 
 
 def count_tokens(batch: dict) -> dict[str, int]:
-    """Real (non-pad) tokens and token slots of each side of a batch.
+    """Return the real (non-pad) tokens and token slots of each side of a batch.
 
     Parameters
     ----------
     batch : dict
-        ``{"inputs": [rows, S], "targets": [rows, T], ...}`` integer ids, pad 0 (bucketed or packed).
+        ``inputs`` ``[rows, S]`` (absent for a language model) and ``targets`` ``[rows, T]`` ids, pad 0.
 
     Returns
     -------
@@ -404,7 +390,7 @@ def make_batch(tokenized: TokenPairs, padded_len: int, sentence_indices: np.ndar
     Parameters
     ----------
     tokenized : TokenPairs
-        Token ids of the split (a ``token_cache.TokenizedSplit``).
+        Token ids of the split.
     padded_len : int
         ``L``, the bucket's padded length.
     sentence_indices : np.ndarray
@@ -413,7 +399,7 @@ def make_batch(tokenized: TokenPairs, padded_len: int, sentence_indices: np.ndar
     Returns
     -------
     dict
-        ``{"inputs": int32 [rows, L], "targets": int32 [rows, L]}``, pad id 0.
+        ``inputs`` and ``targets``, ``int32 [rows, L]``, pad 0.
     """
     batch = {}
     for name, side in (("inputs", tokenized.source), ("targets", tokenized.target)):

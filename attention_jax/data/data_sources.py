@@ -1,20 +1,8 @@
-"""Which corpus ``config.dataset`` names, opened as random-access TFDS data sources (no TensorFlow).
+"""The corpus ``config.dataset`` names, opened as random-access TFDS data sources (no TensorFlow).
 
-``config.dataset`` takes three forms:
-
-``"synthetic_en_de"`` or ``"synthetic_en_de/<builder config>"`` (e.g. ``"synthetic_en_de/small"``)
-    The synthetic EN-DE corpus built into the package (``attention_jax.data.synthetic_en_de``), prepared
-    into ``config.data_dir`` (or :func:`attention_jax.foundation.cache_dirs.data_dir`'s default) on first use.
-``"tsv:/path/to/dir"``
-    A directory with ``train.tsv``, ``dev.tsv``, ``test.tsv`` (``source<TAB>target``), prepared once
-    as a TFDS dataset (:mod:`attention_jax.data.tsv_dataset`). The first column is the source.
-any other string
-    A TFDS translation dataset, e.g. ``"wmt14_translate/de-en"`` (the paper's). It must already be
-    prepared in array_record format; the language direction comes from ``config.source_lang`` and
-    ``config.target_lang``.
-
-Derived files (the tokenizer, token-id caches) go into :attr:`TranslationSource.cache_dir`, beside the
-prepared data under ``<data_dir>/attention_jax_cache/``.
+``synthetic_en_de[/<config>]``: the built-in corpus, prepared on first use; ``tsv:DIR``: ``train.tsv``,
+``dev.tsv``, ``test.tsv`` of ``source<TAB>target``, prepared once; any other name: a TFDS translation
+dataset already prepared in array_record format (``wmt14_translate/de-en``, the paper's).
 """
 
 from __future__ import annotations
@@ -45,6 +33,9 @@ _READ_CHUNK = 4096
 class TranslationSource:
     """One translation corpus: a prepared TFDS builder and which features hold source and target.
 
+    Records that are plain ``tf.train.Example`` protos are parsed directly, faster than TFDS's decoding,
+    once the first record parses as TFDS decodes it.
+
     Parameters
     ----------
     description : str
@@ -52,16 +43,9 @@ class TranslationSource:
     builder : tfds.core.DatasetBuilder
         The prepared (array_record) builder.
     source_key, target_key : str
-        Feature names of the source and target sentences in a record.
+        Feature names of the source and target sentences.
     cache_dir : str
         Directory for files derived from this corpus (tokenizer, token ids).
-
-    Notes
-    -----
-    Text is read through TFDS's array_record data sources. When a split's records are plain
-    ``tf.train.Example`` protos (TFDS's format for ``Text`` features), they are parsed directly,
-    faster than TFDS's generic decoding; the first record is checked against TFDS's
-    own decoding, and any difference or error falls back to it.
     """
 
     def __init__(
@@ -80,17 +64,17 @@ class TranslationSource:
         Parameters
         ----------
         split : str
-            A TFDS split name or slice, e.g. ``"validation"`` or ``"train[:1000]"``.
+            A TFDS split name or slice (``"train[:1000]"``).
 
         Returns
         -------
         int
             Pairs in the split.
 
-        Notes
-        -----
-        Raises FileNotFoundError, naming the split and how to prepare the data, when the split
-        cannot be read.
+        Raises
+        ------
+        MissingInputError
+            When the split cannot be read, naming how to prepare the data.
         """
         return len(self._open(split)[0])
 
@@ -104,10 +88,10 @@ class TranslationSource:
         indices : Sequence[int] or np.ndarray
             Pair indices, in the order wanted.
 
-        Returns
-        -------
-        Iterator[tuple[str, str]]
-            Decoded text pairs (invalid UTF-8 replaced by U+FFFD).
+        Yields
+        ------
+        tuple[str, str]
+            Decoded text, invalid UTF-8 replaced by U+FFFD.
         """
         records, is_raw = self._open(split)
         for start in range(0, len(indices), _READ_CHUNK):
@@ -149,23 +133,23 @@ class TranslationSource:
 
 
 def open_translation_source(config: DataConfig) -> TranslationSource:
-    """Open the corpus ``config.dataset`` names (see the module docstring for the forms).
+    """Open the corpus ``config.dataset`` names.
 
     Parameters
     ----------
     config : DataConfig
-        The experiment's data section (``dataset``, ``data_dir``, ``source_lang``, ``target_lang``,
-        ``train_split`` are read).
+        The experiment's data section.
 
     Returns
     -------
     TranslationSource
         The opened corpus.
 
-    Notes
-    -----
-    Raises ValueError for a name that is neither form nor a TFDS dataset, or languages the dataset
-    lacks; FileNotFoundError for data that is missing or not prepared, with the command to prepare it.
+    Raises
+    ------
+    UserInputError
+        For an empty or unknown name, or languages the dataset lacks; a ``MissingInputError`` for data
+        missing or not prepared, with the command to prepare it.
     """
     dataset = str(config.dataset).strip()
     data_dir = cache_dirs.data_dir(str(config.data_dir))  # None: TFDS's default.
@@ -213,20 +197,20 @@ def _prepared_synthetic_builder(builder_config: str, data_dir: str | None) -> tf
 
     config_kwargs = {"config": builder_config} if builder_config else {}
 
-    def make_builder() -> tfds.core.DatasetBuilder:
+    def _make_builder() -> tfds.core.DatasetBuilder:
         return synthetic_en_de.SyntheticEnDe(data_dir=data_dir, file_format="array_record", **config_kwargs)
 
-    builder = make_builder()
+    builder = _make_builder()
 
-    def prepare() -> None:
+    def _prepare() -> None:
         first_use.remove_incomplete_tfds_dirs(str(builder.data_dir))
         logging.info("Generating the synthetic corpus %s into %s (once)", builder.info.full_name, builder.data_dir)
         first_use.prepare_local_builder(builder)
 
     waited = not builder.is_prepared()
     prepared_here = first_use.prepare_once(str(builder.data_dir) + first_use.LOCK_SUFFIX,
-                                           f"the corpus {builder.info.full_name}", builder.is_prepared, prepare)
-    return make_builder() if waited and not prepared_here else builder  # Another process's dataset_info.
+                                           f"the corpus {builder.info.full_name}", builder.is_prepared, _prepare)
+    return _make_builder() if waited and not prepared_here else builder  # Another process's dataset_info.
 
 
 def _tfds_translation_builder(name: str, data_dir: str | None) -> tfds.core.DatasetBuilder:
@@ -289,20 +273,19 @@ def _split_fingerprint(source: TranslationSource, split: str) -> str:
 
 
 def split_contents_fingerprint(source: TranslationSource, split: str) -> dict[str, str | int]:
-    """Identify a split by its name, its size and a SHA-256 of the text of every pair, in order.
+    """Identify a split by its name, size and the SHA-256 of every pair's text, in order.
 
     Parameters
     ----------
     source : TranslationSource
         The corpus.
     split : str
-        A TFDS split name or slice (a dev or test split: every pair is read).
+        A TFDS split name or slice; every pair is read.
 
     Returns
     -------
     dict
-        ``{"split": split, "pairs": count, "sha256": hex digest}``; any change to a pair, or to their
-        order or number, changes it.
+        ``split``, ``pairs`` and ``sha256``.
     """
     num_pairs = source.num_examples(split)
     digest = hashlib.sha256()
@@ -320,7 +303,22 @@ def _read_records(records: Sequence[Any], indices: list[int]) -> list[Any]:
 
 
 def not_prepared_message(builder: tfds.core.DatasetBuilder, split: str, error: Exception) -> str:
-    """What to run to prepare ``builder``'s data when ``split`` cannot be read (also for text corpora)."""
+    """Return what to run to prepare ``builder``'s data when ``split`` cannot be read.
+
+    Parameters
+    ----------
+    builder : tfds.core.DatasetBuilder
+        The builder.
+    split : str
+        The split that failed.
+    error : Exception
+        Why.
+
+    Returns
+    -------
+    str
+        The message (also for text corpora).
+    """
     name = builder.info.full_name.rsplit("/", 1)[0]  # "wmt14_translate/de-en/1.0.0" without the version.
     data_root = str(builder.data_dir_root)
     return (

@@ -1,25 +1,9 @@
-"""First use of a shared cache, done once: one process prepares, every other process waits and reuses it.
+"""First use of a shared cache, done once: one process prepares, every other waits and reuses it.
 
-A corpus, its tokenizer and its token ids are prepared on first use into directories that every run on
-the machine (and every host on a shared disk) reads afterwards. Two processes that find the same cache
-missing at the same moment, as ``launch.sweep --parallel=2`` on a fresh machine or the processes of a
-multi-host job do, must not both write it: TFDS, for one, renames its ``incomplete.*`` directory onto the
-final one and raises ``FileExistsError`` in the second process. :func:`prepare_once` serialises them:
-
-1. a process that finds the cache ready uses it without locking;
-2. otherwise it takes an exclusive ``flock`` on ``<cache>.lock``, waiting with one log line that names
-   the holder ("Waiting for pid 4121 on host node7 to finish preparing ...") while another process holds
-   it;
-3. holding the lock, it looks again: a cache that the holder before it finished is reused, otherwise it
-   prepares it.
-
-The kernel releases a ``flock`` when its process exits or is killed (``kill -9`` included), so a process
-killed halfway never blocks the next one; what it left half-written must not look finished (TFDS's
-``incomplete.*`` directory: see :func:`remove_incomplete_tfds_dirs`; the token cache and the tokenizer
-are renamed into place only when complete). On NFS, Linux maps ``flock`` onto the server's byte-range
-locks, so the hosts of a multi-host job on one shared disk prepare once: process 0 or whichever comes
-first, the others wait. Object stores (``gs://``, ``s3://``) have no lock: there every process that finds
-the cache missing prepares it (each preparation here is deterministic, and writes end in a rename).
+Two processes finding a corpus, tokenizer or token cache missing together (``launch.sweep --parallel``,
+a multi-host job) must not both write it. An ``flock`` serialises them; the kernel drops it when its
+holder dies, and NFS holds it across hosts (docs/clusters.md). Object stores (``gs://``) have no lock:
+each process prepares, deterministically, ending in a rename.
 """
 
 from __future__ import annotations
@@ -59,25 +43,10 @@ def _describe_holder(lock_fd: int) -> str:
 
 
 @contextlib.contextmanager
-def exclusive_lock(lock_path: str, what: str) -> Iterator[None]:
-    """Hold an exclusive ``flock`` on ``lock_path`` for the ``with`` block, waiting for another holder.
+def _exclusive_lock(lock_path: str, what: str) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``lock_path``, logging once whom it waits for.
 
-    Parameters
-    ----------
-    lock_path : str
-        The lock file (created, with its directory, when missing; left in place afterwards).
-    what : str
-        What the holder prepares, for the waiting line, e.g. ``"the corpus /data/en_de"``.
-
-    Returns
-    -------
-    Iterator[None]
-        A context manager.
-
-    Notes
-    -----
-    The holder writes its pid and host into the file so that a waiting process can name it. A path on
-    an object store (``://``) is not locked.
+    The holder writes its pid and host into the file; a path on an object store is not locked.
     """
     import fcntl  # POSIX only; imported here so that the module imports everywhere.
 
@@ -108,29 +77,28 @@ def prepare_once(lock_path: str, what: str, is_prepared: Callable[[], bool], pre
     Parameters
     ----------
     lock_path : str
-        Lock file beside the cache it guards (see :func:`exclusive_lock`).
+        Lock file beside the cache it guards (created; left in place).
     what : str
         The cache in words, for log lines.
     is_prepared : Callable[[], bool]
         Whether the cache is complete on disk; asked before and again after taking the lock.
     prepare : Callable[[], None]
-        Writes the cache; called with the lock held, only when ``is_prepared`` is still false.
+        Writes the cache, with the lock held.
 
     Returns
     -------
     bool
         True when this process prepared the cache, False when it was ready (before or after waiting).
 
-    Notes
-    -----
-    A cache directory this process may not write (a read-only ``$HOME`` holding TFDS's default data
-    directory, a shared read-only disk) raises :class:`UserInputError`, one line naming the path and
-    how to choose another data directory.
+    Raises
+    ------
+    UserInputError
+        One line naming the path and the data-directory settings when the cache is not writable.
     """
     if is_prepared():
         return False
     try:
-        with exclusive_lock(lock_path, what):
+        with _exclusive_lock(lock_path, what):
             if is_prepared():
                 logging.info("Reusing %s, prepared by another process.", what)
                 return False
@@ -151,6 +119,9 @@ def prepare_once(lock_path: str, what: str, is_prepared: Callable[[], bool], pre
 def remove_incomplete_tfds_dirs(dataset_version_dir: str) -> list[str]:
     """Delete what an interrupted TFDS preparation left beside ``dataset_version_dir``.
 
+    TFDS writes into ``incomplete.<6 characters>_<version>`` and renames it at the end. Call only while
+    holding the preparation lock, when no live process writes there.
+
     Parameters
     ----------
     dataset_version_dir : str
@@ -160,12 +131,6 @@ def remove_incomplete_tfds_dirs(dataset_version_dir: str) -> list[str]:
     -------
     list[str]
         The directories removed.
-
-    Notes
-    -----
-    TFDS writes into ``incomplete.<6 characters>_<version>`` beside the final directory and renames it
-    at the end; a process killed before the rename leaves it behind. Call this only while holding the
-    preparation lock: then no live process is writing there.
     """
     parent, version = os.path.split(os.path.normpath(dataset_version_dir))
     removed = sorted(glob.glob(os.path.join(glob.escape(parent), f"incomplete.*_{glob.escape(version)}")))
@@ -176,19 +141,15 @@ def remove_incomplete_tfds_dirs(dataset_version_dir: str) -> list[str]:
 
 
 def prepare_local_builder(builder: Any) -> None:
-    """``builder.download_and_prepare()`` for a corpus made on this machine, without TFDS's stdout banner.
+    """Run ``builder.download_and_prepare()`` for a corpus made here, without TFDS's stdout banner.
+
+    The banner ("Downloading and preparing ...") misleads for local files and mixes with a command's output;
+    progress bars go off unless stderr is a terminal.
 
     Parameters
     ----------
     builder : tfds.core.DatasetBuilder
         A builder that downloads nothing (a TSV directory, the synthetic grammar).
-
-    Notes
-    -----
-    TFDS prints "Downloading and preparing dataset ..." and "Dataset ... downloaded and prepared to
-    ..." on stdout whatever the log level; for a corpus read from local files that banner misleads, and
-    on stdout it mixes with a command's output. The caller logs its own line instead. TFDS's progress
-    bars (on stderr) are turned off when stderr is not a terminal (:func:`progress_bars_for`).
     """
     progress_bars_for(sys.stderr)
     with contextlib.redirect_stdout(io.StringIO()):
@@ -196,24 +157,19 @@ def prepare_local_builder(builder: Any) -> None:
 
 
 def progress_bars_for(stream: IO[str]) -> bool:
-    """Turn TFDS's progress bars off, for the rest of the process, unless ``stream`` is a terminal.
+    """Turn TFDS's progress bars off for the process unless ``stream`` is a terminal.
+
+    Their carriage returns and ``ESC[A`` redraws pile up as raw bytes in a log file or pipe.
 
     Parameters
     ----------
-    stream : file object
+    stream : IO[str]
         Where the bars would be drawn (``sys.stderr``).
 
     Returns
     -------
     bool
-        Whether the bars stay on: True on a terminal.
-
-    Notes
-    -----
-    A bar redraws itself with carriage returns and cursor-up escapes (``ESC[A``), which a terminal
-    interprets and a log file keeps as raw bytes, one redraw after another. Redirected to a file or a
-    pipe (a cluster job, ``launch.sweep``, ``2> train.log``) a run therefore draws none; its own log
-    lines say what is being prepared. Bars that are already off stay off.
+        Whether the bars stay on.
     """
     is_terminal = bool(getattr(stream, "isatty", lambda: False)())
     if not is_terminal:

@@ -1,18 +1,8 @@
-"""Build a small parallel corpus from the gettext catalogs installed on this machine.
+"""A small parallel corpus from this machine's gettext catalogs (``/usr/share/locale/<lang>/LC_MESSAGES/*.mo``).
 
-Every translated program ships ``/usr/share/locale/<language>/LC_MESSAGES/<package>.mo``: compiled
-pairs of an English message (``msgid``) and its translation (``msgstr``). Collected across packages
-they make a real parallel corpus of short software messages, the kind of data of the GNOME, KDE and
-Ubuntu corpora of MT research, and the way ``../shared/data/messages_en_de`` was made. This builds one
-for any language the machine has catalogs for, so a recipe tuned on one corpus can be checked on another.
-
-Run (writes ``train.tsv``, ``dev.tsv``, ``test.tsv`` and ``README.md`` into ``--out``)::
-
-    python -m attention_jax.data.gettext_corpus --language=fr --out=data/messages_en_fr
-    python -m attention_jax.main --config=configs/small_corpus.py --workdir=runs/messages_en_fr \
-        --config.dataset=tsv:data/messages_en_fr
-
-The corpus depends on the packages installed: the README it writes lists them and the pair counts.
+English messages and their translations, across packages: the kind of data of the GNOME and KDE
+corpora, and how ``../shared/data/messages_en_de`` was made. Command:
+``python -m attention_jax.data.gettext_corpus --language=fr --out=DIR``.
 """
 
 from __future__ import annotations
@@ -28,21 +18,12 @@ from collections.abc import Iterable
 from attention_jax.foundation import run_files
 
 DEFAULT_LOCALE_DIR = "/usr/share/locale"
-SPLIT_SIZES = {"dev": 2000, "test": 2000}
-"""Pairs held out for dev and test (each at most a tenth of the corpus)."""
+SPLIT_SIZES = {"dev": 2000, "test": 2000}  # Pairs held out, each at most a tenth of the corpus.
 
 
 @dataclasses.dataclass(frozen=True)
 class Corpus:
-    """Parallel sentence pairs and where they came from.
-
-    Attributes
-    ----------
-    pairs : dict[str, list[tuple[str, str]]]
-        ``train``, ``dev`` and ``test`` pairs, ``(english, translation)``.
-    packages : tuple[str, ...]
-        The catalogs (package names) that contributed pairs.
-    """
+    """Parallel pairs, ``train``/``dev``/``test`` of ``(english, translation)``, and the packages they came from."""
 
     pairs: dict[str, list[tuple[str, str]]]
     packages: tuple[str, ...]
@@ -53,7 +34,7 @@ def _clean(text: str) -> str:
 
 
 def catalog_pairs(path: str) -> list[tuple[str, str]]:
-    """The translated singular messages of one ``.mo`` catalog, whitespace collapsed.
+    """Return the translated singular messages of one ``.mo`` catalog, whitespace collapsed.
 
     Parameters
     ----------
@@ -63,8 +44,7 @@ def catalog_pairs(path: str) -> list[tuple[str, str]]:
     Returns
     -------
     list[tuple[str, str]]
-        ``(english, translation)`` pairs; the header, untranslated and identical messages and plural
-        forms are left out, a message context (``context\\x04message``) is dropped from the English.
+        ``(english, translation)``; no header, untranslated, identical or plural messages, no message context.
     """
     with open(path, "rb") as catalog_file:
         catalog = gettext.GNUTranslations(catalog_file)._catalog  # type: ignore[attr-defined]  # No public reader.
@@ -81,10 +61,12 @@ def catalog_pairs(path: str) -> list[tuple[str, str]]:
 def build_corpus(language: str, locale_dir: str = DEFAULT_LOCALE_DIR, seed: int = 918) -> Corpus:
     """Collect every catalog of ``language``, deduplicate by English message, split at random.
 
+    Catalogs are read in sorted order and the first translation wins: deterministic for a set of packages.
+
     Parameters
     ----------
     language : str
-        Locale directory name, e.g. ``"fr"``, ``"es"``, ``"pt_BR"``.
+        Locale directory name, e.g. ``"fr"``, ``"pt_BR"``.
     locale_dir : str
         Where the locales are.
     seed : int
@@ -93,13 +75,14 @@ def build_corpus(language: str, locale_dir: str = DEFAULT_LOCALE_DIR, seed: int 
     Returns
     -------
     Corpus
-        Pairs split into ``train``, ``dev`` and ``test``.
+        The split pairs.
 
-    Notes
-    -----
-    Catalogs are read in sorted order and the first translation of an English message wins, so the
-    corpus is deterministic for a given set of installed packages. Raises ``FileNotFoundError`` when
-    the machine has no catalogs for ``language`` and ``ValueError`` when they hold too few pairs.
+    Raises
+    ------
+    FileNotFoundError
+        When there are no catalogs for ``language``.
+    ValueError
+        When they hold too few pairs.
     """
     paths = sorted(glob.glob(os.path.join(locale_dir, language, "LC_MESSAGES", "*.mo")))
     if not paths:
@@ -133,7 +116,7 @@ def _write_tsv(path: str, pairs: Iterable[tuple[str, str]]) -> None:
 
 
 def write_corpus(corpus: Corpus, directory: str, language: str) -> None:
-    """Write ``train.tsv``, ``dev.tsv``, ``test.tsv`` (``english<TAB>translation``) and a README.
+    """Write ``train.tsv``, ``dev.tsv``, ``test.tsv`` and a README listing the packages.
 
     Parameters
     ----------

@@ -1,27 +1,8 @@
-"""The input pipeline: corpus -> shared BPE vocabulary -> token ids -> length-bucketed batches.
+"""The input pipeline: corpus -> shared BPE vocabulary -> token ids -> length-bucketed global batches.
 
-Usage::
-
-    data = input_pipeline.get_datasets(config, process_index=jax.process_index(),
-                                       process_count=jax.process_count(), rows_multiple=num_devices)
-    train_iter = data.train_iterator(seed=config.seed)
-    batch = next(train_iter)          # {"inputs": int32 [rows, L], "targets": int32 [rows, L]}
-    state = train_iter.get_state()    # a small JSON-serializable dict; train_iter.set_state(state)
-    for batch in data.eval_batches("validation"): ...
-    data.text_pairs("test")           # [(source, target), ...] raw text, for BLEU
-
-What happens on first use, and is cached under ``<data_dir>/attention_jax_cache/`` afterwards:
-
-1. :mod:`attention_jax.data.data_sources` opens ``config.dataset`` (TFDS, the synthetic set, or a TSV dir).
-2. :mod:`attention_jax.data.tokenizer` trains one SentencePiece BPE vocabulary on a deterministic sample of
-   at most ``config.tokenizer_max_sentences`` training sentences (both sides; default 2,000,000).
-3. :mod:`attention_jax.data.token_cache` tokenizes each split once.
-4. :mod:`attention_jax.data.batching` plans global batches; each process reads only its rows. Batches reach
-   the training loop through a Grain dataset with background threads, whose iterator state makes
-   resumption exact.
-
-Batch rows hold ids ending in EOS (no BOS), padded with 0 (see :mod:`attention_jax.data.tokenizer`). Rows
-that are all padding fill a bucket's last batch; the loss ignores them like any other padding.
+Vocabulary and token ids are cached under ``<data_dir>/attention_jax_cache/``; everything is
+deterministic, so processes without a shared file system build the same caches and plans. Rows hold ids
+ending in EOS (no BOS), pad 0; all-pad rows fill a bucket's last batch.
 """
 
 from __future__ import annotations
@@ -45,9 +26,7 @@ from attention_jax.data.data_config import DataConfig
 from attention_jax.foundation.user_errors import UserInputError
 
 SPLITS = ("train", "validation", "test")
-MIN_VOCABULARY_FILL = 0.5
-"""A corpus whose BPE vocabulary stops below this fraction of ``config.vocab_size`` is an error (a
-smaller shortfall, common on toy corpora, is a warning)."""
+MIN_VOCABULARY_FILL = 0.5  # A BPE vocabulary below this fraction of vocab_size is an error; above, a warning.
 _PREFETCH_BATCHES = 8
 
 
@@ -61,7 +40,20 @@ class _SplitData:
     num_empty: int = 0  # Pairs left out for an empty source or target (counted in plan.num_dropped).
 
     def local_batch(self, planned: batching.PlannedBatch, process_index: int, process_count: int) -> dict:
-        """Build this process's rows of a planned global batch (packed when the plan packs)."""
+        """Build this process's rows of a planned global batch (packed when the plan packs).
+
+        Parameters
+        ----------
+        planned : batching.PlannedBatch
+            The global batch.
+        process_index, process_count : int
+            This process and the processes sharing the batch.
+
+        Returns
+        -------
+        dict
+            The local batch.
+        """
         length = self.plan.shapes.lengths[planned.bucket]
         local = planned.local_indices(process_index, process_count)
         if local.ndim == 2:  # [rows, P]: several pairs per row.
@@ -70,10 +62,10 @@ class _SplitData:
 
 
 class _TrainBatchSequence(Sequence):
-    """Step ``i`` of an endless training run -> this process's local batch (lazily, for Grain).
+    """Step ``i`` of an endless training run -> this process's local batch, lazily, for Grain.
 
-    Epoch ``e`` is ``plan.shuffled_batches(seed, e)``; step ``i`` is batch ``i % num_batches`` of epoch
-    ``i // num_batches``. The last two epochs' plans are kept, so Grain's reader threads share them.
+    Step ``i`` is batch ``i % num_batches`` of epoch ``i // num_batches``; the last two epochs' plans are
+    kept for Grain's reader threads to share.
     """
 
     def __init__(self, split: _SplitData, seed: int, process_index: int, process_count: int) -> None:
@@ -102,18 +94,8 @@ class _TrainBatchSequence(Sequence):
             return self._epoch_plans[epoch]
 
 
-class EvalBatches:
-    """A split's evaluation batches, built when iterated (re-iterable, always the same batches).
-
-    Parameters
-    ----------
-    split : _SplitData
-        The split.
-    planned_batches : list[batching.PlannedBatch]
-        Global batches, in order.
-    process_index, process_count : int
-        Which rows of each global batch this process builds.
-    """
+class _EvalBatches:
+    """A split's evaluation batches, built when iterated (re-iterable, always the same)."""
 
     def __init__(
         self, split: _SplitData, planned_batches: list[batching.PlannedBatch], process_index: int, process_count: int
@@ -132,16 +114,27 @@ class EvalBatches:
 
 
 class TranslationData:
-    """Everything the training and decoding code reads about the data.
+    """Everything the training and decoding code reads about the data; made by :func:`get_datasets`.
 
-    Create it with :func:`get_datasets`.
+    Parameters
+    ----------
+    source : data_sources.TranslationSource
+        The opened corpus.
+    tokenizer : tokenizer_lib.Tokenizer
+        The shared vocabulary.
+    splits : dict[str, _SplitData]
+        ``train``, ``validation`` and ``test``.
+    process_index, process_count : int
+        This process and the processes in the run.
+    num_threads : int
+        Grain reader threads.
 
     Attributes
     ----------
     tokenizer : tokenizer_lib.Tokenizer
         The shared source/target vocabulary.
     stats : dict
-        Example counts per split, pairs dropped as too long, padding fractions, batch shapes.
+        Pairs per split, pairs left out, padding fractions, batch shapes.
     """
 
     def __init__(
@@ -165,7 +158,13 @@ class TranslationData:
 
     @property
     def batch_shapes(self) -> list[tuple[int, int]]:
-        """Return the local ``(rows, L)`` shapes training batches can have (both sides share them)."""
+        """Return the local ``(rows, L)`` shapes training batches can have (both sides share them).
+
+        Returns
+        -------
+        list[tuple[int, int]]
+            One per used bucket.
+        """
         plan = self._splits["train"].plan
         return [
             (plan.shapes.global_rows[bucket] // self._process_count, plan.shapes.lengths[bucket])
@@ -178,46 +177,38 @@ class TranslationData:
         Parameters
         ----------
         seed : int
-            Data seed (the same on every process): epoch ``e`` is shuffled with ``(seed, e)``.
+            Data seed, the same on every process: epoch ``e`` is shuffled with ``(seed, e)``.
 
         Returns
         -------
         grain.DatasetIterator
-            Yields ``{"inputs": int32 [rows, L], "targets": int32 [rows, L]}`` (with
-            ``config.packing`` also the four arrays of ``attention_jax.models.model.PACKED_KEYS``). ``get_state()``
-            returns a JSON-serializable dict (the next step); ``set_state(state)`` on a fresh
-            iterator resumes with exactly the batches an uninterrupted run would have seen.
-
-        Notes
-        -----
-        Batches are built ahead by Grain reader threads (``config.data_threads``, default 2).
+            Batches of ``inputs`` and ``targets`` ``int32 [rows, L]`` (packed: also ``models.model.PACKED_KEYS``).
+            Its JSON-serializable ``get_state()`` is the next step; ``set_state`` resumes exactly.
         """
         steps = _TrainBatchSequence(self._splits["train"], seed, self._process_index, self._process_count)
         read_options = grain.ReadOptions(num_threads=self._num_threads, prefetch_buffer_size=_PREFETCH_BATCHES)
         return iter(grain.MapDataset.source(steps).to_iter_dataset(read_options))
 
-    def eval_batches(self, split: str, max_batches: int = 0) -> EvalBatches:
-        """Return the batches that cover a split once, for evaluation.
+    def eval_batches(self, split: str, max_batches: int = 0) -> _EvalBatches:
+        """Return the batches that cover a split once, with the training shapes.
 
         Parameters
         ----------
         split : str
-            ``"train"``, ``"validation"`` or ``"test"`` (or the TFDS split name the config gives it).
+            ``"train"``, ``"validation"``, ``"test"`` or the TFDS split name the config gives one.
         max_batches : int
             Keep only the first this many batches (a fixed, length-mixed subset); 0 keeps all.
 
         Returns
         -------
-        EvalBatches
-            Re-iterable local batches, the same on every call and with the training shapes; a
-            bucket's last batch is filled with all-pad rows. Pairs over ``max_len`` are left out
-            (counted in ``stats["dropped_too_long"]``).
+        _EvalBatches
+            Re-iterable local batches; pairs over ``max_len`` are left out (``stats["dropped_too_long"]``).
         """
         split_data = self._splits[self._split_role(split)]
         planned = split_data.plan.ordered_batches()
         if max_batches > 0:
             planned = planned[:max_batches]
-        return EvalBatches(split_data, planned, self._process_index, self._process_count)
+        return _EvalBatches(split_data, planned, self._process_index, self._process_count)
 
     def text_pairs(self, split: str, max_pairs: int = 0) -> list[tuple[str, str]]:
         """Return the raw ``(source, target)`` text of a split's pairs, in dataset order.
@@ -227,12 +218,12 @@ class TranslationData:
         split : str
             As for :meth:`eval_batches`.
         max_pairs : int
-            Return only the first this many pairs (e.g. ``config.num_bleu_examples``); 0 returns all.
+            Only the first this many; 0 returns all.
 
         Returns
         -------
         list[tuple[str, str]]
-            The pairs, including those too long for batches (BLEU is computed on all of them).
+            The pairs, those too long for batches included (BLEU scores all of them).
         """
         tfds_split = self._splits[self._split_role(split)].tfds_split
         num_pairs = self.num_pairs(split)
@@ -240,7 +231,7 @@ class TranslationData:
         return list(self._source.text_pairs(tfds_split, range(count)))
 
     def num_pairs(self, split: str) -> int:
-        """Return how many pairs a split holds, all of them (what :meth:`text_pairs` returns without a limit).
+        """Return how many pairs a split holds, empty and over-long ones included.
 
         Parameters
         ----------
@@ -250,24 +241,19 @@ class TranslationData:
         Returns
         -------
         int
-            The split's pair count, empty and over-long pairs included.
+            The count.
         """
         return self._source.num_examples(self._splits[self._split_role(split)].tfds_split)
 
     def split_fingerprints(self) -> dict[str, dict[str, Any]]:
-        """Return what identifies the dev and test splits: their names, sizes and the SHA-256 of their text.
+        """Return the dev and test splits' names, sizes and text SHA-256, computed once.
+
+        A run records them (``data_splits.json``) and refuses to resume on other splits.
 
         Returns
         -------
         dict[str, dict]
-            ``{"validation": {"split", "pairs", "sha256"}, "test": {...}}``
-            (:func:`data_sources.split_contents_fingerprint`); computed once.
-
-        Notes
-        -----
-        A run records them (``data_splits.json``) and refuses to resume on other ones
-        (:func:`attention_jax.checkpointing.resume_checks.check_data_splits`), as its ``tokenizer.model``
-        stands for the training split.
+            ``validation`` and ``test`` -> :func:`data_sources.split_contents_fingerprint`.
         """
         if self._fingerprints is None:
             self._fingerprints = {role: data_sources.split_contents_fingerprint(self._source, split.tfds_split)
@@ -307,32 +293,26 @@ def get_datasets(
 ) -> TranslationData:
     """Open the corpus ``config.dataset`` names and prepare its vocabulary, token ids and batch plans.
 
+    The first call per corpus trains the tokenizer and tokenizes the splits; later calls reuse the caches.
+
     Parameters
     ----------
     config : DataConfig
-        The experiment's data section: the corpus and its splits, ``vocab_size``, ``max_len``,
-        ``tokens_per_batch`` and its unit, ``tokenizer_max_sentences``, ``fine_tune_from`` (a run whose
-        ``tokenizer.model`` is used instead of training one), ``data_threads`` and ``packing`` (training
-        batches then hold several pairs per row, see :mod:`attention_jax.data.packing`; evaluation
-        batches stay bucketed).
-    process_index : int
-        This process (``jax.process_index()``).
-    process_count : int
-        Processes in the run (``jax.process_count()``); each reads ``1/process_count`` of every batch.
+        The experiment's data section (``packing`` applies to training batches only).
+    process_index, process_count : int
+        This process and the processes in the run; each reads ``1/process_count`` of every batch.
     rows_multiple : int
-        Global rows of every batch are a multiple of this (the data-parallel device count) and of
-        ``process_count``.
+        Global rows of every batch are a multiple of this (data-parallel devices) and of ``process_count``.
 
     Returns
     -------
     TranslationData
         Tokenizer, iterators and statistics.
 
-    Notes
-    -----
-    The first call per corpus trains the tokenizer and tokenizes all three splits (cached; later calls
-    reuse the files). Everything is deterministic, so processes without a shared file system build
-    identical caches and plans.
+    Raises
+    ------
+    UserInputError
+        When no training pair fits ``max_len`` or the corpus is far too small for ``vocab_size``.
     """
     if not 0 <= process_index < process_count:
         raise ValueError(f"process_index={process_index} must lie in [0, process_count={process_count}).")
@@ -374,11 +354,7 @@ def get_datasets(
 
 
 def _warn_of_overlap(splits: dict[str, _SplitData]) -> None:
-    """Warn, in one line, when dev or test pairs also occur in the training split (their scores are not held out).
-
-    Pairs are compared by 64-bit hashes of their source and target ids
-    (:meth:`token_cache.TokenizedSplit.pair_hashes`): cheap next to tokenizing, even for WMT's training split.
-    """
+    """Warn in one line when dev or test pairs also occur in the training split (by 64-bit pair hashes)."""
     train = splits["train"]
     train_hashes = train.tokenized.pair_hashes()
     counts = {role: int(np.isin(splits[role].tokenized.pair_hashes(), train_hashes).sum())
@@ -395,10 +371,9 @@ def _warn_of_overlap(splits: dict[str, _SplitData]) -> None:
 
 def _leave_out_empty_pairs(source_lengths: np.ndarray,
                            target_lengths: np.ndarray) -> tuple[tuple[np.ndarray, np.ndarray], int]:
-    """Lengths in which pairs with an empty source or target (EOS only) exceed every bucket.
+    """Return lengths in which pairs with an empty side exceed every bucket, and their count.
 
-    A batch plan leaves out pairs longer than its largest bucket, so these pairs are never trained on
-    (an empty target would teach the model to stop at once). Returns the lengths and their count.
+    The plan then never trains on them (an empty target would teach the model to stop at once).
     """
     empty = (source_lengths <= 1) | (target_lengths <= 1)
     if not empty.any():
@@ -409,7 +384,7 @@ def _leave_out_empty_pairs(source_lengths: np.ndarray,
 
 
 def _log_left_out(num_pairs: int, num_empty: int, num_too_long: int, max_len: int) -> None:
-    """Say how many training pairs are left out, and why (empty side, longer than ``max_len``)."""
+    """Say how many training pairs are left out, and why."""
     if num_empty:
         logging.warning("%d of %d training pairs (%.2f%%) have an empty source or target: left out.",
                         num_empty, num_pairs, 100.0 * num_empty / num_pairs)
@@ -421,10 +396,9 @@ def _log_left_out(num_pairs: int, num_empty: int, num_too_long: int, max_len: in
 
 def _bucket_shapes(config: DataConfig, lengths: tuple[np.ndarray, np.ndarray],
                    row_multiple: int) -> batching.BucketShapes:
-    """Bucket shapes under ``config.tokens_per_batch``, in the unit ``config.tokens_per_batch_unit`` names.
+    """Return bucket shapes under ``config.tokens_per_batch`` in its unit, sized on the training lengths.
 
-    ``lengths`` are the training split's (source, target) lengths: with ``"real"`` they set each
-    bucket's rows, and evaluation reuses the shapes so the evaluation step compiles no new ones.
+    Evaluation reuses them, so its step compiles no new shapes.
     """
     shapes = batching.make_bucket_shapes(config.max_len, config.tokens_per_batch, row_multiple)
     if config.tokens_per_batch_unit == "slots":
@@ -434,7 +408,7 @@ def _bucket_shapes(config: DataConfig, lengths: tuple[np.ndarray, np.ndarray],
 
 
 def _packed_plan(config: DataConfig, lengths: tuple[np.ndarray, np.ndarray], row_multiple: int) -> packing.PackedPlan:
-    """The packed training plan: rows of ``config.packing_row_lengths``, ``R`` per batch in the budget's unit."""
+    """Return the packed training plan, ``R`` per row length in the budget's unit."""
     shapes = packing.make_packed_shapes(config.max_len, config.tokens_per_batch, row_multiple,
                                         config.packing_row_lengths)
     plan = packing.PackedPlan(*lengths, shapes)

@@ -1,21 +1,9 @@
-"""Language-model data: documents -> BPE ids -> fixed-length packed rows -> batches.
+"""Language-model data: documents -> BPE ids -> packed rows of ``L = config.max_len`` -> batches.
 
-Usage (the interface of :mod:`attention_jax.data.input_pipeline`, so the training loop takes either)::
-
-    data = lm_data.get_datasets(config, rows_multiple=num_devices)
-    batch = next(data.train_iterator(seed=0))
-    # {"targets": int32 [rows, L], "targets_segmentation": int32 [rows, L], "targets_position": int32 [rows, L]}
-
-Each split's documents are tokenized (each ending in EOS) and concatenated in corpus order, then cut into
-rows of ``L = config.max_len`` tokens. A row holds several documents, numbered 1, 2, ... in
-``targets_segmentation`` (0 = padding after the split's last token) with ``targets_position`` restarting
-at 0 for each: the model's attention never crosses documents (the segment mask of
-:func:`attention_jax.models.model.make_segment_mask`) and every document starts with BOS. A document that runs
-past a row's end continues in the next row as a new segment (positions restart there too); evaluation
-(``generate --eval_split``) instead takes each document whole (:meth:`LanguageModelData.documents`) and
-scores it in its own context (:mod:`attention_jax.evaluation.lm_evaluation`). The tokenizer
-is the translation pipeline's SentencePiece BPE (:mod:`attention_jax.data.tokenizer`), trained on the
-training documents and cached beside the corpus.
+The interface of :mod:`attention_jax.data.input_pipeline`, so the training loop takes either. Documents,
+each ending in EOS, are concatenated in corpus order and cut into rows; segment ids and positions restart
+at each document and each row, so attention never crosses documents. Evaluation takes each document whole
+(:meth:`LanguageModelData.documents`).
 """
 
 from __future__ import annotations
@@ -45,7 +33,7 @@ class PackedRows:
 
     Parameters
     ----------
-    documents : list[list[int]]
+    documents : Sequence[Sequence[int]]
         Token ids of each document, EOS included.
     length : int
         ``L``, tokens per row.
@@ -53,11 +41,11 @@ class PackedRows:
     Attributes
     ----------
     targets, segmentation, positions : np.ndarray
-        int32 ``[num_rows, L]``.
+        int32 ``[num_rows, L]``; segment 0 is the padding after the split's last token.
     num_tokens : int
-        Real tokens (EOS included).
+        Real tokens, EOS included.
     document_lengths : np.ndarray
-        int64 ``[num_documents]``: tokens of each document (EOS included), in corpus order.
+        int64 ``[num_documents]``, EOS included.
     """
 
     def __init__(self, documents: Sequence[Sequence[int]], length: int) -> None:
@@ -84,27 +72,33 @@ class PackedRows:
 
     @property
     def num_rows(self) -> int:
-        """Rows of the split."""
+        """Count the rows of the split.
+
+        Returns
+        -------
+        int
+            The count.
+        """
         return self.targets.shape[0]
 
     def documents(self) -> list[np.ndarray]:
-        """Each document's token ids (EOS included) as one whole, undoing the cut into rows.
+        """Return each document's token ids (EOS included) whole, undoing the cut into rows.
 
         Returns
         -------
         list[np.ndarray]
-            int32 ``[tokens of the document]`` views of :attr:`targets`, in corpus order.
+            int32 views of :attr:`targets`, in corpus order.
         """
         stream = self.targets.reshape(-1)[:self.num_tokens]
         return np.split(stream, np.cumsum(self.document_lengths)[:-1]) if len(self.document_lengths) else []
 
     def batch(self, rows: np.ndarray) -> dict[str, np.ndarray]:
-        """The batch of row indices ``rows`` (``-1`` gives an all-padding row).
+        """Return the batch of the given rows.
 
         Parameters
         ----------
         rows : np.ndarray
-            Integer ``[B]`` row indices.
+            Integer ``[B]`` row indices; ``-1`` gives an all-padding row.
 
         Returns
         -------
@@ -119,14 +113,14 @@ class PackedRows:
 
 
 def local_rows(global_rows: int, process_index: int, process_count: int) -> slice:
-    """This process's rows of a global batch: the ``process_index``-th of ``process_count`` equal parts.
+    """Return this process's rows of a global batch: the ``process_index``-th of equal parts.
 
     Parameters
     ----------
     global_rows : int
-        Rows of the global batch (a multiple of ``process_count``).
+        Rows of the global batch, a multiple of ``process_count``.
     process_index, process_count : int
-        This process and the number of processes.
+        This process and the processes in the run.
 
     Returns
     -------
@@ -159,9 +153,28 @@ class _TrainSteps(Sequence):
 
 
 class LanguageModelData:
-    """Tokenizer, training iterator and evaluation batches of a language-model corpus.
+    """Tokenizer, training iterator and evaluation batches of a language-model corpus; see :func:`get_datasets`.
 
-    Create it with :func:`get_datasets`.
+    Parameters
+    ----------
+    tokenizer : tokenizer_lib.Tokenizer
+        The BPE vocabulary.
+    rows : dict[str, PackedRows]
+        Per role (``train``, ``validation``, ``test``).
+    documents : dict[str, int]
+        Documents per role.
+    split_names : dict[str, str]
+        Role -> the split's configured name.
+    split_bytes : dict[str, int]
+        UTF-8 bytes per role, newlines included (for bits per byte).
+    global_rows : int
+        Rows of every global batch.
+    process_index, process_count : int
+        This process and the processes in the run.
+    num_threads : int
+        Grain reader threads.
+    split_sha256 : dict[str, str], optional
+        :func:`documents_sha256` of the dev and test splits.
 
     Attributes
     ----------
@@ -197,7 +210,7 @@ class LanguageModelData:
         }
 
     def train_iterator(self, seed: int) -> grain.DatasetIterator:
-        """An endless iterator over this process's training batches (``get_state``/``set_state`` resume).
+        """Return an endless iterator over this process's training batches.
 
         Parameters
         ----------
@@ -207,7 +220,7 @@ class LanguageModelData:
         Returns
         -------
         grain.DatasetIterator
-            Yields the batches of :meth:`PackedRows.batch`.
+            Batches of :meth:`PackedRows.batch`; ``get_state``/``set_state`` resume exactly.
         """
         steps = _TrainSteps(self._rows["train"], self._global_rows, seed, self._process_index,
                             self._process_count)
@@ -215,12 +228,12 @@ class LanguageModelData:
         return iter(grain.MapDataset.source(steps).to_iter_dataset(options))
 
     def eval_batches(self, split: str, max_batches: int = 0) -> list[dict[str, np.ndarray]]:
-        """The batches that cover a split's rows once, in order (the last one padded with empty rows).
+        """Return the batches that cover a split's rows once, in order, the last padded with empty rows.
 
         Parameters
         ----------
         split : str
-            ``"train"``, ``"validation"``, ``"test"`` or the split name the config gives one of them.
+            A role or the split name the config gives one.
         max_batches : int
             Keep only the first this many (0 keeps all).
 
@@ -240,54 +253,47 @@ class LanguageModelData:
         return batches
 
     def documents(self, split: str) -> list[np.ndarray]:
-        """Each document of a split as its whole token sequence (EOS included), for evaluation with context.
+        """Return each document of a split whole, for evaluation with its own context.
 
         Parameters
         ----------
         split : str
-            ``"train"``, ``"validation"``, ``"test"`` or the split name the config gives one of them.
+            A role or the split name the config gives one.
 
         Returns
         -------
         list[np.ndarray]
-            int32 token ids of each document, in corpus order (:meth:`PackedRows.documents`).
+            int32 token ids, EOS included, in corpus order.
         """
         return self._rows[self.role_of(split)].documents()
 
     def text_pairs(self, split: str, max_pairs: int = 0) -> list[tuple[str, str]]:
-        """Return no sentence pairs: a language model's documents have no source side to translate.
+        """Return no sentence pairs: documents have no source side (``TrainingData``'s interface).
 
         Parameters
         ----------
         split : str
-            As for :meth:`eval_batches` (checked).
+            As for :meth:`eval_batches`; checked.
         max_pairs : int
             Ignored.
 
         Returns
         -------
         list[tuple[str, str]]
-            Always empty. Part of the :class:`~attention_jax.data.training_data.TrainingData` interface; a
-            ``model_kind='decoder_only'`` config asks for no BLEU (``build_experiment`` refuses one that does).
+            Always empty.
         """
         self.role_of(split)
         return []
 
     def split_fingerprints(self) -> dict[str, dict[str, str | int]]:
-        """Return what identifies the dev and test splits: their names, document counts and text's SHA-256.
+        """Return the dev and test splits' names, document counts and :func:`documents_sha256`.
+
+        A run records them (``data_splits.json``) and refuses to resume on other splits.
 
         Returns
         -------
         dict[str, dict]
-            ``{"validation": {"split", "documents", "sha256"}, "test": {...}}``: the split's name as the
-            config gives it, its non-empty documents, and :func:`documents_sha256` of them.
-
-        Notes
-        -----
-        A run records them (``data_splits.json``) and refuses to resume on other ones
-        (:func:`attention_jax.checkpointing.resume_checks.check_data_splits`), as the translation
-        pipeline's :meth:`~attention_jax.data.input_pipeline.TranslationData.split_fingerprints` do: a
-        ``dev.txt`` replaced in place would otherwise change what ``metrics.jsonl`` compares mid-run.
+            ``validation`` and ``test`` -> ``split``, ``documents``, ``sha256``.
         """
         return {role: {"split": self._split_names[role], "documents": self._documents[role],
                        "sha256": self._split_sha256[role]}
@@ -295,16 +301,44 @@ class LanguageModelData:
 
     @property
     def row_length(self) -> int:
-        """``L = config.max_len``: tokens per row, the longest context the model was trained on."""
+        """Return ``L``, tokens per row: the longest context the model was trained on.
+
+        Returns
+        -------
+        int
+            ``config.max_len``.
+        """
         return int(self._rows["train"].targets.shape[1])
 
     @property
     def rows_per_batch(self) -> int:
-        """Global rows of every batch (:func:`rows_per_batch`)."""
+        """Return the global rows of every batch (:func:`rows_per_batch`).
+
+        Returns
+        -------
+        int
+            The rows.
+        """
         return self._global_rows
 
     def role_of(self, split: str) -> str:
-        """``"train"``, ``"validation"`` or ``"test"`` for a role or a configured split name."""
+        """Return ``"train"``, ``"validation"`` or ``"test"`` for a role or a configured split name.
+
+        Parameters
+        ----------
+        split : str
+            A role or split name.
+
+        Returns
+        -------
+        str
+            The role.
+
+        Raises
+        ------
+        ValueError
+            For an unknown split.
+        """
         if split in self._rows:
             return split
         for role, name in self._split_names.items():
@@ -317,19 +351,19 @@ class LanguageModelData:
 
 
 def rows_per_batch(config: DataConfig, row_multiple: int) -> int:
-    """Global rows per batch: ``tokens_per_batch // max_len``, rounded down to ``row_multiple`` (>= 1 multiple).
+    """Return global rows per batch: ``tokens_per_batch // max_len``, rounded down to ``row_multiple``.
 
     Parameters
     ----------
     config : DataConfig
-        The experiment's data section (``tokens_per_batch`` and ``max_len`` are read).
+        The experiment's data section.
     row_multiple : int
         Data-parallel devices times processes.
 
     Returns
     -------
     int
-        Rows of ``max_len`` tokens.
+        Rows of ``max_len`` tokens; at least ``row_multiple``.
     """
     rows = int(config.tokens_per_batch) // int(config.max_len)
     return max(row_multiple, rows // row_multiple * row_multiple)
@@ -342,22 +376,21 @@ def get_datasets(config: DataConfig, *, process_index: int = 0, process_count: i
     Parameters
     ----------
     config : DataConfig
-        The experiment's data section: the corpus and its splits, ``vocab_size``, ``max_len`` (the row
-        length), ``tokens_per_batch``, ``tokenizer_max_sentences``, ``data_threads``, ``text_feature``
-        and ``fine_tune_from``.
+        The experiment's data section (``max_len`` is the row length).
     process_index, process_count : int
-        This process and the number of processes; each reads its share of every batch's rows.
+        This process and the processes in the run; each reads its share of every batch's rows.
     rows_multiple : int
-        Global rows of a batch are a multiple of this (the data-parallel device count).
+        Global rows of a batch are a multiple of this (data-parallel devices).
 
     Returns
     -------
     LanguageModelData
         Everything the training loop reads.
 
-    Notes
-    -----
-    Raises ``ValueError`` when the training split fills fewer rows than one batch.
+    Raises
+    ------
+    UserInputError
+        When the training split fills fewer rows than one batch, or is far too small for ``vocab_size``.
     """
     source = lm_sources.open_text_source(config)
     tokenizer = _load_or_train_tokenizer(source, config)
@@ -385,17 +418,17 @@ def get_datasets(config: DataConfig, *, process_index: int = 0, process_count: i
 
 
 def documents_sha256(documents: Sequence[str]) -> str:
-    """The SHA-256 of a split's documents, each followed by a newline, in corpus order.
+    """Return the SHA-256 of a split's documents, each followed by a newline, in corpus order.
 
     Parameters
     ----------
     documents : Sequence[str]
-        The split's non-empty documents (:meth:`lm_sources.TextSource.documents`).
+        The split's non-empty documents.
 
     Returns
     -------
     str
-        Hex digest; any change to a document, or to their order or number, changes it.
+        Hex digest; changes with any document, their order or number.
     """
     digest = hashlib.sha256()
     for text in documents:
@@ -404,7 +437,7 @@ def documents_sha256(documents: Sequence[str]) -> str:
 
 
 def _warn_of_overlap(documents: dict[str, list[str]], names: dict[str, str]) -> None:
-    """Warn, in one line, when dev or test documents also occur in the training split (not held out)."""
+    """Warn in one line when dev or test documents also occur in the training split."""
     train_documents = set(documents["train"])
     counts = {role: sum(text in train_documents for text in documents[role]) for role in ("validation", "test")}
     if not any(counts.values()):
@@ -425,14 +458,14 @@ def _load_or_train_tokenizer(source: lm_sources.TextSource, config: DataConfig) 
     model_path = os.path.join(source.cache_dir(config.train_split),
                               f"spm-bpe-{config.vocab_size}-{split_name}-{max_sentences}.model")
 
-    def training_documents() -> list[str]:
+    def _training_documents() -> list[str]:
         documents = source.documents(config.train_split)
         if len(documents) <= max_sentences:
             return documents
         chosen = np.sort(np.random.default_rng(0).choice(len(documents), size=max_sentences, replace=False))
         return [documents[index] for index in chosen]
 
-    tokenizer = tokenizer_lib.load_or_train_tokenizer(model_path, training_documents, config.vocab_size)
+    tokenizer = tokenizer_lib.load_or_train_tokenizer(model_path, _training_documents, config.vocab_size)
     if tokenizer.vocab_size < config.vocab_size // 2:
         raise UserInputError(f"The training split of {config.dataset} is too small for config.vocab_size="
                          f"{config.vocab_size}: its BPE vocabulary stops at {tokenizer.vocab_size} pieces. "

@@ -1,16 +1,8 @@
-"""Which text corpus a language model's ``config.dataset`` names, read as lists of documents.
+"""The text corpus a language model's ``config.dataset`` names, read as lists of documents.
 
-``config.dataset`` takes three forms for ``config.model_kind == "decoder_only"``:
-
-``"synthetic_en_de"`` (or ``"synthetic_en_de/small"``)
-    The embedded default (no download): the ``config.target_lang`` side (German by default) of the
-    synthetic translation corpus (:mod:`attention_jax.data.synthetic_en_de`), one sentence per document.
-``"txt:/path/to/dir"``
-    A directory with ``train.txt``, ``dev.txt`` and ``test.txt``, one document per line (empty lines
-    are skipped).
-any other string
-    A TFDS text dataset prepared in array_record format, e.g. ``"lm1b"``; the document text is the
-    feature ``config.text_feature`` (default ``"text"``).
+``synthetic_en_de``: the ``target_lang`` side of the built-in corpus, one sentence a document;
+``txt:DIR``: ``train.txt``, ``dev.txt``, ``test.txt``, one document a line; any other name: a prepared
+TFDS text dataset (``lm1b``), its ``config.text_feature``.
 """
 
 from __future__ import annotations
@@ -39,9 +31,9 @@ class TextSource:
     description : str
         The ``config.dataset`` string.
     read_split : callable
-        ``read_split(split) -> list[str]`` documents of a split name.
+        ``read_split(split) -> list[str]``.
     cache_root : str
-        Directory under which derived files (the tokenizer) are cached, per corpus fingerprint.
+        Derived files (the tokenizer) are cached under it, per corpus fingerprint.
     """
 
     def __init__(self, description: str, read_split: Any, cache_root: str) -> None:
@@ -51,24 +43,40 @@ class TextSource:
         self._cache_root = cache_root
 
     def documents(self, split: str) -> list[str]:
-        """Return the documents of ``split`` (a split name of the corpus, e.g. ``"validation"``).
+        """Return the documents of a split, in corpus order, empty ones removed.
 
         Parameters
         ----------
         split : str
-            Split name (TFDS name or slice; for ``txt:`` one of ``train``, ``validation``, ``test``).
+            TFDS split name or slice; for ``txt:`` one of ``train``, ``validation``, ``test``.
 
         Returns
         -------
         list[str]
-            Documents in corpus order, empty ones removed.
+            The documents.
         """
         if split not in self._documents:
             self._documents[split] = [text for text in self._read_split(split) if text.strip()]
         return self._documents[split]
 
     def cache_dir(self, train_split: str) -> str:
-        """Where derived files of this corpus go: a fingerprint of its training split's documents."""
+        """Return where derived files of this corpus go, by a fingerprint of its training documents.
+
+        Parameters
+        ----------
+        train_split : str
+            The training split.
+
+        Returns
+        -------
+        str
+            The directory.
+
+        Raises
+        ------
+        UserInputError
+            When the training split holds no text.
+        """
         documents = self.documents(train_split)
         if not documents:
             raise UserInputError(f"The training split {train_split!r} of {self.description} holds no text (no "
@@ -80,23 +88,24 @@ class TextSource:
 
 
 def open_text_source(config: DataConfig) -> TextSource:
-    """Open the language-model corpus ``config.dataset`` names (forms in the module docstring).
+    """Open the language-model corpus ``config.dataset`` names.
 
     Parameters
     ----------
     config : DataConfig
-        The experiment's data section (``dataset``, ``data_dir``, ``target_lang`` for the synthetic
-        corpus and ``text_feature`` for TFDS are read).
+        The experiment's data section.
 
     Returns
     -------
     TextSource
         The opened corpus.
 
-    Notes
-    -----
-    Raises ``FileNotFoundError`` for a missing ``txt:`` directory or file and for an unprepared TFDS
-    dataset (with the command that prepares it), ``ValueError`` for an unknown name or feature.
+    Raises
+    ------
+    UserInputError
+        For an unknown name or split, a ``MissingInputError`` for missing or unprepared data.
+    ValueError
+        For a TFDS dataset without ``config.text_feature``.
     """
     dataset = str(config.dataset).strip()
     data_dir = cache_dirs.data_dir(str(config.data_dir))  # None: TFDS's default.

@@ -1,10 +1,7 @@
-"""Token ids of a whole split, computed once and kept on disk as flat NumPy arrays.
+"""Token ids of a whole split, computed once and kept on disk as flat, memory-mapped NumPy arrays.
 
-One side (source or target) of a split is stored as two ``.npy`` files: ``ids`` holds every sentence's
-subword ids back to back (no EOS; ``uint16`` when the vocabulary fits, else ``int32``) and ``offsets``
-(``int64``, one more entry than sentences) says where each sentence starts, so sentence ``i`` is
-``ids[offsets[i]:offsets[i + 1]]``. The files are memory-mapped on load, so a process touches only the
-rows it batches.
+A side is ``ids`` (every sentence back to back, no EOS; ``uint16`` when the vocabulary fits) and
+``offsets`` (``int64``, sentence ``i`` is ``ids[offsets[i]:offsets[i + 1]]``).
 """
 
 from __future__ import annotations
@@ -28,15 +25,7 @@ _TOKENIZE_CHUNK = 8192
 
 @dataclasses.dataclass(frozen=True)
 class TokenizedSide:
-    """Token ids of one side of a split, flat.
-
-    Attributes
-    ----------
-    ids : np.ndarray
-        All subword ids back to back, shape ``[total_tokens]`` (EOS not stored).
-    offsets : np.ndarray
-        ``int64``, shape ``[num_sentences + 1]``; sentence ``i`` is ``ids[offsets[i]:offsets[i + 1]]``.
-    """
+    """Token ids of one side of a split: ``ids [total_tokens]`` and ``offsets [num_sentences + 1]``."""
 
     ids: np.ndarray
     offsets: np.ndarray
@@ -45,7 +34,13 @@ class TokenizedSide:
         return len(self.offsets) - 1
 
     def lengths_with_eos(self) -> np.ndarray:
-        """Return each sentence's length in a batch row (subwords + EOS), shape ``[num_sentences]``."""
+        """Return each sentence's length in a batch row, subwords + EOS.
+
+        Returns
+        -------
+        np.ndarray
+            int64 ``[num_sentences]``.
+        """
         return (np.diff(self.offsets) + 1).astype(np.int64)
 
     def fill_rows(self, rows: np.ndarray, sentence_indices: np.ndarray) -> None:
@@ -54,13 +49,9 @@ class TokenizedSide:
         Parameters
         ----------
         rows : np.ndarray
-            ``int32`` array of shape ``[len(sentence_indices), padded_len]``, all zeros, written in place.
+            int32 ``[len(sentence_indices), padded_len]`` zeros, written in place.
         sentence_indices : np.ndarray
             One sentence index per row; a negative index leaves its row all padding.
-
-        Returns
-        -------
-        None
         """
         for row, sentence in enumerate(sentence_indices.tolist()):
             if sentence < 0:
@@ -70,17 +61,14 @@ class TokenizedSide:
             rows[row, end - start] = tokenizer_lib.EOS_ID
 
     def sentence_hashes(self) -> np.ndarray:
-        """Return a 64-bit hash of each sentence's ids (equal sentences, equal hashes), shape ``[num_sentences]``.
+        """Return a 64-bit hash of each sentence's ids in order, computed in chunks.
+
+        Each id is mixed with its position (SplitMix64), summed per sentence, and the sum mixed with the length.
 
         Returns
         -------
         np.ndarray
-            ``uint64``; computed in chunks of sentences, so a large split needs little extra memory.
-
-        Notes
-        -----
-        Each id is mixed with its position (:func:`_mix64`), the mixed values are summed per sentence
-        and the sum is mixed with the length: a sentence's hash depends on its ids in order.
+            uint64 ``[num_sentences]``; equal sentences, equal hashes.
         """
         hashes = np.empty(len(self), np.uint64)
         for first in range(0, len(self), _HASH_CHUNK_SENTENCES):
@@ -100,7 +88,7 @@ _HASH_CHUNK_SENTENCES = 1 << 20
 
 
 def _mix64(values: np.ndarray) -> np.ndarray:
-    """SplitMix64's finalizer, elementwise on ``uint64`` (arithmetic modulo 2**64)."""
+    """Return SplitMix64's finalizer, elementwise on ``uint64`` (modulo 2**64)."""
     with np.errstate(over="ignore"):
         values = (values ^ (values >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
         values = (values ^ (values >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
@@ -109,13 +97,7 @@ def _mix64(values: np.ndarray) -> np.ndarray:
 
 @dataclasses.dataclass(frozen=True)
 class TokenizedSplit:
-    """Source and target token ids of one split (sentence ``i`` of each side form pair ``i``).
-
-    Attributes
-    ----------
-    source, target : TokenizedSide
-        The two sides, of equal length.
-    """
+    """Source and target token ids of one split; sentence ``i`` of each side form pair ``i``."""
 
     source: TokenizedSide
     target: TokenizedSide
@@ -124,13 +106,12 @@ class TokenizedSplit:
         return len(self.source)
 
     def pair_hashes(self) -> np.ndarray:
-        """Return a 64-bit hash of each pair's source and target ids, shape ``[num_pairs]`` (``uint64``).
+        """Return a 64-bit hash of each pair's source and target ids (to find dev/test pairs in train).
 
         Returns
         -------
         np.ndarray
-            Equal pairs have equal hashes; :func:`attention_jax.data.input_pipeline.get_datasets` counts the
-            dev and test pairs that also occur in the training split with them.
+            uint64 ``[num_pairs]``; equal pairs, equal hashes.
         """
         with np.errstate(over="ignore"):
             return _mix64(self.source.sentence_hashes() * np.uint64(0x9E3779B97F4A7C15) ^ self.target.sentence_hashes())
@@ -139,7 +120,9 @@ class TokenizedSplit:
 def load_or_tokenize_split(
     source: data_sources.TranslationSource, split: str, tokenizer: tokenizer_lib.Tokenizer
 ) -> TokenizedSplit:
-    """Return the token ids of both sides of ``split``, tokenizing and caching them on first use.
+    """Return the token ids of both sides of ``split``, tokenized and cached on first use.
+
+    Processes that find the split uncached together tokenize it once (:func:`first_use.prepare_once`).
 
     Parameters
     ----------
@@ -148,18 +131,12 @@ def load_or_tokenize_split(
     split : str
         TFDS split name or slice.
     tokenizer : tokenizer_lib.Tokenizer
-        The tokenizer; its model's hash is part of the cache path, so a new vocabulary never reads
-        stale ids.
+        The tokenizer; its model's hash is in the cache path, so a new vocabulary never reads stale ids.
 
     Returns
     -------
     TokenizedSplit
         Memory-mapped token ids.
-
-    Notes
-    -----
-    Processes that find the split uncached at the same time tokenize it once
-    (:func:`attention_jax.data.first_use.prepare_once`); the others wait, then read the files.
     """
     cache_dir = os.path.join(source.cache_dir, f"tokens-{hashlib.sha256(tokenizer.model_proto).hexdigest()[:12]}")
     split_name = re.sub(r"[^A-Za-z0-9_.\-]+", "_", split)
@@ -169,18 +146,18 @@ def load_or_tokenize_split(
     }
     sides: dict[str, TokenizedSide | None] = {}
 
-    def is_cached() -> bool:
+    def _is_cached() -> bool:
         sides.update({side: _load_side(prefix) for side, prefix in prefixes.items()})
         return all(side is not None for side in sides.values())
 
-    def tokenize_and_write() -> None:
+    def _tokenize_and_write() -> None:
         logging.info("Tokenizing %s split %r into %s", source.description, split, cache_dir)
         for side, tokenized in _tokenize_split(source, split, tokenizer).items():
             _write_side(prefixes[side], tokenized)
 
     if first_use.prepare_once(os.path.join(cache_dir, split_name + first_use.LOCK_SUFFIX),
-                              f"the token ids of split {split!r} in {cache_dir}", is_cached, tokenize_and_write):
-        is_cached()
+                              f"the token ids of split {split!r} in {cache_dir}", _is_cached, _tokenize_and_write):
+        _is_cached()
     source_side, target_side = sides["source"], sides["target"]
     assert source_side is not None and target_side is not None  # Written here, or by the process waited for.
     return TokenizedSplit(source=source_side, target=target_side)

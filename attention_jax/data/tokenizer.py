@@ -1,19 +1,8 @@
 """Shared source/target subword vocabulary: SentencePiece BPE (Section 5.1).
 
-The paper encodes EN-DE with byte-pair encoding into "a shared source-target vocabulary of about 37000
-tokens". We train one SentencePiece BPE model on both sides of the training split and use it for the
-encoder input, the decoder input and the decoder output alike.
-
-Token ids are fixed for every vocabulary this module trains:
-
-=====  ===  =====================================================================
-name   id   use
-=====  ===  =====================================================================
-pad    0    padding in batches; the loss ignores it
-unk    1    characters the vocabulary does not cover
-bos    2    first decoder input (the model prepends it; batches never contain it)
-eos    3    ends every source and target sequence in a batch
-=====  ===  =====================================================================
+"a shared source-target vocabulary of about 37000 tokens": one model, trained on both sides of the
+training split, serves encoder input, decoder input and output. Fixed ids: pad 0 (ignored by the loss),
+unk 1, bos 2 (the model prepends it; batches never hold it), eos 3 (ends every sequence in a batch).
 """
 
 from __future__ import annotations
@@ -45,16 +34,13 @@ _MAX_TRAINING_SENTENCE_BYTES = 4192
 class Tokenizer:
     """SentencePiece BPE tokenizer with the project's fixed special ids.
 
+    ``encode`` returns ids as a batch row holds them (subwords, then EOS; no BOS); ``decode`` is its
+    inverse for model outputs.
+
     Parameters
     ----------
     model_proto : bytes
-        A serialized SentencePiece model whose pad/unk/bos/eos ids are 0/1/2/3
-        (what :func:`train_tokenizer` writes).
-
-    Notes
-    -----
-    ``encode`` returns ids exactly as a batch row holds them: subword ids followed by EOS (no BOS).
-    ``decode`` is its inverse for model outputs: it stops at the first EOS and skips pad and bos.
+        A serialized SentencePiece model with pad/unk/bos/eos ids 0/1/2/3 (:func:`train_tokenizer`'s).
     """
 
     pad_id: int = PAD_ID
@@ -91,12 +77,12 @@ class Tokenizer:
         Tokenizer
             The tokenizer.
 
-        Notes
-        -----
-        Raises FileNotFoundError when the file does not exist, and
-        :class:`attention_jax.foundation.user_errors.UserInputError` (a ``ValueError``), one line naming the file, when
-        it is not a SentencePiece model this project wrote (truncated, damaged or another file copied over it:
-        SentencePiece's own ``RuntimeError`` names no file).
+        Raises
+        ------
+        FileNotFoundError
+            When the file does not exist.
+        UserInputError
+            One line naming the file when it is damaged or not ours (SentencePiece's own error names no file).
         """
         if not os.path.exists(model_path):
             raise FileNotFoundError(f"No SentencePiece model at {model_path}.")
@@ -113,12 +99,24 @@ class Tokenizer:
 
     @property
     def vocab_size(self) -> int:
-        """Number of ids the tokenizer can produce (ids are ``0 .. vocab_size - 1``)."""
+        """Return the number of ids the tokenizer can produce.
+
+        Returns
+        -------
+        int
+            Ids are ``0 .. vocab_size - 1``.
+        """
         return self._processor.vocab_size()
 
     @property
     def model_proto(self) -> bytes:
-        """The serialized SentencePiece model (for hashing or saving)."""
+        """Return the serialized SentencePiece model (for hashing or saving).
+
+        Returns
+        -------
+        bytes
+            The model.
+        """
         return self._model_proto
 
     def encode(self, text: str, add_eos: bool = True) -> list[int]:
@@ -129,7 +127,7 @@ class Tokenizer:
         text : str
             The sentence.
         add_eos : bool
-            Append EOS (default), which is how every sequence in a batch ends.
+            Append EOS, as every sequence in a batch ends.
 
         Returns
         -------
@@ -148,12 +146,12 @@ class Tokenizer:
         add_eos : bool
             Append EOS to each.
         num_threads : int
-            SentencePiece worker threads; -1 (default) uses every core.
+            SentencePiece worker threads; -1 uses every core.
 
         Returns
         -------
         list[list[int]]
-            One id list per sentence, as :meth:`encode` returns it.
+            One id list per sentence.
         """
         if not texts:
             return []
@@ -165,17 +163,12 @@ class Tokenizer:
         Parameters
         ----------
         ids : Iterable[int]
-            Token ids, e.g. one row of a batch or a decoder output (a list or a NumPy/JAX array).
+            A batch row or decoder output. Ids outside the vocabulary (the model may embed more rows) are dropped.
 
         Returns
         -------
         str
-            The text of the ids before the first EOS, with pad and bos removed.
-
-        Notes
-        -----
-        Ids at or above :attr:`vocab_size` (the model embeds ``config.vocab_size`` rows, which may be
-        more than the tokenizer uses) are dropped, as are negative ids.
+            The text of the ids before the first EOS, pad and bos removed.
         """
         pieces = []
         for token_id in np.asarray(ids).reshape(-1).tolist():
@@ -187,7 +180,7 @@ class Tokenizer:
         return self._processor.decode(pieces)
 
     def id_to_piece(self, token_id: int) -> str:
-        """Return the subword string of one id (for inspection and debugging).
+        """Return the subword string of one id, e.g. ``"▁the"``.
 
         Parameters
         ----------
@@ -197,33 +190,33 @@ class Tokenizer:
         Returns
         -------
         str
-            The SentencePiece piece, e.g. ``"▁the"`` or ``"</s>"``.
+            The SentencePiece piece.
         """
         return self._processor.id_to_piece(token_id)
 
 
 def train_tokenizer(sentences: Iterable[str], vocab_size: int) -> Tokenizer:
-    """Train a SentencePiece BPE model on sentences held in memory.
+    """Train a SentencePiece BPE model on sentences held in memory; deterministic for a sentence list.
+
+    ``hard_vocab_limit=False`` lets a small corpus end with fewer pieces instead of failing. Character
+    coverage is 1.0 (exact round trips for en/de), else 0.9995 when the characters do not fit.
 
     Parameters
     ----------
     sentences : Iterable[str]
-        Training sentences, both languages mixed (consumed once per training attempt; pass a list
-        or another re-iterable collection).
+        Both languages mixed; re-iterable (consumed once per attempt).
     vocab_size : int
         Upper bound on the vocabulary size, special ids included.
 
     Returns
     -------
     Tokenizer
-        A tokenizer with ``tokenizer.vocab_size <= vocab_size`` and ids pad=0, unk=1, bos=2, eos=3.
+        The tokenizer.
 
-    Notes
-    -----
-    ``hard_vocab_limit=False`` lets a small corpus end with fewer pieces than asked for instead of
-    failing. Character coverage is 1.0 (every character gets a piece) unless the corpus has more
-    distinct characters than ``vocab_size`` allows, then 0.9995. SentencePiece's own log output is
-    silenced. Training is deterministic for a given sentence list.
+    Raises
+    ------
+    UserInputError
+        For no text, or a ``vocab_size`` below the corpus's distinct characters.
     """
     sentences = [sentence for sentence in sentences if sentence]
     if not sentences:
@@ -268,38 +261,34 @@ def train_tokenizer(sentences: Iterable[str], vocab_size: int) -> Tokenizer:
 def load_or_train_tokenizer(
     model_path: str, training_sentences: Callable[[], Iterable[str]], vocab_size: int
 ) -> Tokenizer:
-    """Load the cached tokenizer at ``model_path``, or train one and cache it there.
+    """Load the cached tokenizer at ``model_path``, or train one and write it there atomically.
+
+    Processes that find it missing together train it once (:func:`first_use.prepare_once`); without a lock
+    each trains, and training is deterministic.
 
     Parameters
     ----------
     model_path : str
-        Where the ``.model`` file lives (created with its directory when missing).
+        The ``.model`` file; its directory is created when missing.
     training_sentences : Callable[[], Iterable[str]]
-        Called only when training is needed; returns the training sentences.
+        Called only when training is needed.
     vocab_size : int
-        Upper bound on the vocabulary size (see :func:`train_tokenizer`).
+        Upper bound on the vocabulary size.
 
     Returns
     -------
     Tokenizer
         The cached or freshly trained tokenizer.
-
-    Notes
-    -----
-    Processes that find the model missing at the same time train it once
-    (:func:`attention_jax.data.first_use.prepare_once`): the first trains and writes it (atomically:
-    temporary file, then rename), the others wait and load it. Without a lock (an object store), each
-    trains; training is deterministic, so every process gets the same vocabulary either way.
     """
     trained: list[Tokenizer] = []
 
-    def train_and_write() -> None:
+    def _train_and_write() -> None:
         logging.info("Training a %d-piece BPE tokenizer for %s", vocab_size, model_path)
         trained.append(train_tokenizer(training_sentences(), vocab_size))
         run_files.write_atomically(model_path, trained[0].model_proto)
 
     first_use.prepare_once(model_path + first_use.LOCK_SUFFIX, f"the tokenizer {model_path}",
-                           lambda: os.path.exists(model_path), train_and_write)
+                           lambda: os.path.exists(model_path), _train_and_write)
     if trained:
         return trained[0]
     logging.info("Reusing tokenizer %s", model_path)
@@ -307,24 +296,24 @@ def load_or_train_tokenizer(
 
 
 def tokenizer_for(fine_tune_from: str) -> Tokenizer | None:
-    """The tokenizer of the run ``fine_tune_from`` names (its ``tokenizer.model``), or ``None``.
+    """Return the tokenizer of the run ``fine_tune_from`` names (its ``tokenizer.model``).
+
+    Fine-tuned weights keep their token ids, whatever the new corpus.
 
     Parameters
     ----------
     fine_tune_from : str
-        ``config.fine_tune_from``: a run's work directory (``""``: no run, the pipeline trains its own
-        tokenizer).
+        ``config.fine_tune_from``, a run's work directory; ``""`` for none.
 
     Returns
     -------
     Tokenizer or None
-        The source run's tokenizer, whatever the new corpus: fine-tuned weights keep their token ids
-        (:mod:`attention_jax.training.fine_tuning`), and a trained run's splits are scored with the ids
-        its weights were trained on (``TrainedRun.data_config`` names the run itself).
+        The run's tokenizer; ``None`` when no run is named.
 
-    Notes
-    -----
-    Raises :class:`attention_jax.foundation.user_errors.MissingInputError` when that run has no ``tokenizer.model``.
+    Raises
+    ------
+    MissingInputError
+        When that run has no ``tokenizer.model``.
     """
     source_workdir = fine_tune_from
     if not source_workdir:

@@ -1,9 +1,7 @@
-"""What training reads from its data: the interface that translation pairs and a language model's rows share.
+"""What training reads from its data: the interface translation pairs and a language model's rows share.
 
-:class:`~attention_jax.data.input_pipeline.TranslationData` and
-:class:`~attention_jax.data.lm_data.LanguageModelData` have it, and so does any data passed to
-``train_and_evaluate(..., data=...)``: the trainer reads each attribute below directly, with no fallback
-for data that lacks one.
+``TranslationData``, ``LanguageModelData`` and any ``train_and_evaluate(..., data=...)`` have it; the
+trainer reads each attribute directly, with no fallback.
 """
 
 from __future__ import annotations
@@ -16,46 +14,55 @@ Batch = dict[str, np.ndarray]  # One process's rows of a global batch: "inputs"/
 
 
 class TrainingTokenizer(Protocol):
-    """What training reads from the data's tokenizer (``data.tokenizer.Tokenizer`` has it).
-
-    Attributes
-    ----------
-    vocab_size : int
-        Pieces in the vocabulary; the model's ``vocab_size`` must hold them.
-    model_proto : bytes
-        The serialized SentencePiece model, written to ``WORKDIR/tokenizer.model`` and compared with it when
-        a run resumes.
-    """
+    """What training reads from the data's tokenizer (``data.tokenizer.Tokenizer`` has it)."""
 
     @property
     def vocab_size(self) -> int:
-        """Pieces in the vocabulary."""
+        """Count the pieces in the vocabulary; the model's ``vocab_size`` must hold them."""
 
     @property
     def model_proto(self) -> bytes:
-        """The serialized model (``tokenizer.model``'s bytes)."""
+        """Return the serialized model, written to ``tokenizer.model`` and compared on resume."""
 
     def encode(self, text: str) -> list[int]:
-        """Ids of ``text`` ending in EOS."""
+        """Return the ids of ``text``, ending in EOS.
+
+        Parameters
+        ----------
+        text : str
+            A sentence.
+        """
 
     def decode(self, ids: Sequence[int]) -> str:
-        """Text of ``ids`` up to the first EOS."""
+        """Return the text of ``ids`` up to the first EOS.
+
+        Parameters
+        ----------
+        ids : Sequence[int]
+            Token ids.
+        """
 
 
 class TrainIterator(Protocol):
     """An endless iterator over this process's training batches whose position can be saved and restored."""
 
     def __iter__(self) -> Iterator[Batch]:
-        """The iterator itself."""
+        """Return the iterator itself."""
 
     def __next__(self) -> Batch:
-        """The next batch."""
+        """Return the next batch."""
 
     def get_state(self) -> Any:
-        """A JSON-serializable position (kept in every checkpoint)."""
+        """Return a JSON-serializable position, kept in every checkpoint."""
 
     def set_state(self, state: Any) -> None:
-        """Continue from a position :meth:`get_state` returned."""
+        """Continue from a position :meth:`get_state` returned.
+
+        Parameters
+        ----------
+        state : Any
+            The position.
+        """
 
 
 class TrainingData(Protocol):
@@ -66,31 +73,47 @@ class TrainingData(Protocol):
     tokenizer : TrainingTokenizer
         The vocabulary of the token ids.
     stats : dict
-        Counts per split; ``stats["examples"]["validation"]`` is the dev split's size (pairs or documents),
-        which early stopping's minimum is checked against. Translation data also counts the dev pairs left out
-        (``"dropped_too_long"``, ``"dropped_empty"``); a language model's rows leave none out.
+        Counts per split; ``stats["examples"]["validation"]``, the dev split's size, bounds early stopping.
     """
 
     @property
     def tokenizer(self) -> TrainingTokenizer:
-        """The vocabulary of the token ids."""
+        """Return the vocabulary of the token ids."""
 
     @property
     def stats(self) -> dict[str, Any]:
-        """Counts per split (see the class's attributes)."""
+        """Return counts per split."""
 
     def train_iterator(self, seed: int) -> TrainIterator:
-        """An endless iterator over the training batches, shuffled with ``seed``."""
+        """Return an endless iterator over the training batches.
+
+        Parameters
+        ----------
+        seed : int
+            Shuffles every epoch.
+        """
 
     def eval_batches(self, split: str, max_batches: int = 0) -> Iterable[Batch]:
-        """The batches that cover ``split`` once (the first ``max_batches``; 0: all)."""
+        """Return the batches that cover ``split`` once.
+
+        Parameters
+        ----------
+        split : str
+            A split or role name.
+        max_batches : int
+            Only the first this many; 0: all.
+        """
 
     def text_pairs(self, split: str, max_pairs: int = 0) -> list[tuple[str, str]]:
-        """The ``(source, target)`` sentences of ``split`` for BLEU (the first ``max_pairs``; 0: all).
+        """Return the ``(source, target)`` sentences of ``split`` for BLEU; none for a language model.
 
-        A language model's data has none (an empty list): its config asks for no BLEU
-        (:func:`attention_jax.experiment.sections.build_experiment` refuses one that does).
+        Parameters
+        ----------
+        split : str
+            A split or role name.
+        max_pairs : int
+            Only the first this many; 0: all.
         """
 
     def split_fingerprints(self) -> dict[str, dict[str, Any]]:
-        """What identifies the dev and test splits, recorded in ``data_splits.json`` and checked on resume."""
+        """Return what identifies the dev and test splits (``data_splits.json``, checked on resume)."""

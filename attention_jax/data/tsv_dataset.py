@@ -1,19 +1,7 @@
 """A directory of tab-separated sentence pairs as a TFDS dataset (``config.dataset = "tsv:/path/to/dir"``).
 
-The directory holds ``train.tsv``, ``dev.tsv`` and ``test.tsv``; each line is ``source<TAB>target`` in
-UTF-8. :func:`prepare_tsv_dataset` checks the files, then writes them once as an array_record TFDS dataset
-(builder :class:`TsvTranslation`) under the TFDS data directory and reuses it afterwards. The TFDS split
-names are those of the WMT datasets, so the rest of the pipeline treats both alike:
-
-==========  ============
-file        TFDS split
-==========  ============
-train.tsv   train
-dev.tsv     validation
-test.tsv    test
-==========  ============
-
-Records are ``{"source": bytes, "target": bytes}`` in file order.
+``train.tsv``, ``dev.tsv`` and ``test.tsv`` (UTF-8 ``source<TAB>target`` lines) become the TFDS splits
+``train``, ``validation`` and ``test``, as WMT's, with records ``{"source", "target"}`` in file order.
 """
 
 from __future__ import annotations
@@ -37,20 +25,8 @@ TARGET_KEY = "target"
 
 
 @dataclasses.dataclass(frozen=True)
-class TsvFileSummary:
-    """What a check of one TSV file found.
-
-    Attributes
-    ----------
-    path : str
-        The file.
-    num_pairs : int
-        Sentence pairs (lines) in it.
-    num_invalid_utf8_lines : int
-        Lines with bytes that are not UTF-8; those bytes became U+FFFD.
-    longest_line_chars : int
-        Characters in the longest line (the pipeline later drops pairs over ``config.max_len`` tokens).
-    """
+class _TsvFileSummary:
+    """What a check of one TSV file found: pairs, lines with invalid UTF-8, longest line."""
 
     path: str
     num_pairs: int
@@ -64,17 +40,17 @@ def read_tsv_pairs(path: str) -> Iterator[tuple[int, str, str, bool]]:
     Parameters
     ----------
     path : str
-        A UTF-8 file with one ``source<TAB>target`` pair per line (LF or CRLF line ends).
+        One ``source<TAB>target`` pair per line, LF or CRLF.
 
-    Returns
-    -------
-    Iterator[tuple[int, str, str, bool]]
-        ``(line_number, source, target, had_invalid_utf8)`` per line, line numbers from 1.
+    Yields
+    ------
+    tuple[int, str, str, bool]
+        ``(line_number, source, target, had_invalid_utf8)``, line numbers from 1; invalid bytes become U+FFFD.
 
-    Notes
-    -----
-    Raises ValueError naming ``path:line`` for a line without exactly one TAB (empty lines included).
-    Bytes that are not UTF-8 are replaced by U+FFFD rather than raising.
+    Raises
+    ------
+    UserInputError
+        Naming ``path:line`` for a line without exactly one TAB.
     """
     with open(path, "rb") as tsv_file:
         for line_number, raw_line in enumerate(tsv_file, start=1):
@@ -95,16 +71,17 @@ def read_tsv_pairs(path: str) -> Iterator[tuple[int, str, str, bool]]:
 
 
 def require_tsv_files(tsv_dir: str) -> None:
-    """Raise FileNotFoundError unless ``tsv_dir`` holds ``train.tsv``, ``dev.tsv`` and ``test.tsv``.
+    """Refuse a directory that lacks ``train.tsv``, ``dev.tsv`` or ``test.tsv``.
 
     Parameters
     ----------
     tsv_dir : str
-        Directory expected to hold the three files.
+        The directory.
 
-    Returns
-    -------
-    None
+    Raises
+    ------
+    MissingInputError
+        Naming the missing directory or files.
     """
     if not os.path.isdir(tsv_dir):
         raise MissingInputError(
@@ -119,24 +96,8 @@ def require_tsv_files(tsv_dir: str) -> None:
         )
 
 
-def check_tsv_dir(tsv_dir: str) -> dict[str, TsvFileSummary]:
-    """Check that a TSV directory is complete and every line is well formed.
-
-    Parameters
-    ----------
-    tsv_dir : str
-        Directory expected to hold ``train.tsv``, ``dev.tsv`` and ``test.tsv``.
-
-    Returns
-    -------
-    dict[str, TsvFileSummary]
-        One summary per TFDS split name (``train``, ``validation``, ``test``).
-
-    Notes
-    -----
-    Raises FileNotFoundError naming the missing directory or files, ValueError for a malformed line
-    (``file:line``) or a file without any sentence pair. Invalid UTF-8 only logs a warning.
-    """
+def _check_tsv_dir(tsv_dir: str) -> dict[str, _TsvFileSummary]:
+    """Check that a TSV directory is complete and every line well formed; warn of invalid UTF-8."""
     require_tsv_files(tsv_dir)
     summaries = {split: _summarize_tsv_file(os.path.join(tsv_dir, name)) for split, name in TSV_FILE_OF_SPLIT.items()}
     for summary in summaries.values():
@@ -149,7 +110,7 @@ def check_tsv_dir(tsv_dir: str) -> dict[str, TsvFileSummary]:
     return summaries
 
 
-def _summarize_tsv_file(path: str) -> TsvFileSummary:
+def _summarize_tsv_file(path: str) -> _TsvFileSummary:
     num_pairs = num_invalid_utf8_lines = longest_line_chars = 0
     for _, source, target, had_invalid_utf8 in read_tsv_pairs(path):
         num_pairs += 1
@@ -158,22 +119,11 @@ def _summarize_tsv_file(path: str) -> TsvFileSummary:
     if num_pairs == 0:
         raise UserInputError(f"{path} holds no sentence pairs; every split needs at least one "
                              "'source<TAB>target' line.")
-    return TsvFileSummary(path, num_pairs, num_invalid_utf8_lines, longest_line_chars)
+    return _TsvFileSummary(path, num_pairs, num_invalid_utf8_lines, longest_line_chars)
 
 
-def tsv_dir_fingerprint(tsv_dir: str) -> str:
-    """Hash the contents of a TSV directory's three files.
-
-    Parameters
-    ----------
-    tsv_dir : str
-        The TSV directory.
-
-    Returns
-    -------
-    str
-        12 hex digits that change whenever any of the files changes.
-    """
+def _tsv_dir_fingerprint(tsv_dir: str) -> str:
+    """Return 12 hex digits of a hash of the directory's three files."""
     digest = hashlib.sha256()
     for name in TSV_FILE_OF_SPLIT.values():
         digest.update(name.encode())
@@ -186,18 +136,15 @@ def tsv_dir_fingerprint(tsv_dir: str) -> str:
 class TsvTranslation(tfds.core.GeneratorBasedBuilder):
     """TFDS builder for a directory of ``train.tsv``/``dev.tsv``/``test.tsv`` sentence pairs.
 
+    Its config is named after the directory and a hash of its contents, so a changed file is prepared anew.
+    Use :func:`prepare_tsv_dataset`, which checks the files first.
+
     Parameters
     ----------
     tsv_dir : str
         The TSV directory.
-    **builder_kwargs
+    **builder_kwargs : object
         Passed to ``tfds.core.GeneratorBasedBuilder`` (``data_dir``, ``file_format``).
-
-    Notes
-    -----
-    The builder config is named after the directory and a hash of its contents, so a changed file is
-    prepared anew and an unchanged one is reused. Use :func:`prepare_tsv_dataset`, which checks the
-    files before TFDS writes anything.
     """
 
     VERSION = tfds.core.Version("1.0.0")
@@ -206,14 +153,20 @@ class TsvTranslation(tfds.core.GeneratorBasedBuilder):
     @tfds.core.utils.classproperty
     @classmethod
     def code_path(cls) -> epath.Path:
-        """Return this file's path (TFDS's own lookup needs the ``importlib_resources`` backport, not installed)."""
+        """Return this file's path (TFDS's own lookup needs an uninstalled backport).
+
+        Returns
+        -------
+        epath.Path
+            The path.
+        """
         return epath.Path(__file__)
 
     def __init__(self, *, tsv_dir: str, **builder_kwargs: object) -> None:
         self._tsv_dir = os.path.abspath(tsv_dir)
         directory_name = re.sub(r"[^a-z0-9_]+", "_", os.path.basename(self._tsv_dir).lower()).strip("_") or "tsv"
         config = tfds.core.BuilderConfig(
-            name=f"{directory_name}-{tsv_dir_fingerprint(self._tsv_dir)}",
+            name=f"{directory_name}-{_tsv_dir_fingerprint(self._tsv_dir)}",
             description=f"Sentence pairs from {self._tsv_dir}",
         )
         super().__init__(config=config, **builder_kwargs)
@@ -240,39 +193,40 @@ class TsvTranslation(tfds.core.GeneratorBasedBuilder):
 
 
 def prepare_tsv_dataset(tsv_dir: str, data_dir: str | None) -> TsvTranslation:
-    """Check a TSV directory and prepare it as an array_record TFDS dataset (once, in one process).
+    """Check a TSV directory and prepare it as an array_record TFDS dataset, once.
+
+    A dataset already prepared from the same contents is reused. Processes that find it unprepared together
+    prepare it once (:func:`first_use.prepare_once`); what a killed preparation left is removed first.
 
     Parameters
     ----------
     tsv_dir : str
         Directory with ``train.tsv``, ``dev.tsv`` and ``test.tsv``.
     data_dir : str or None
-        TFDS data directory to write into; None for TFDS's default.
+        TFDS data directory; ``None`` for TFDS's default.
 
     Returns
     -------
     TsvTranslation
-        A prepared builder; read a split with ``builder.as_data_source("train")``.
+        A prepared builder.
 
-    Notes
-    -----
-    Raises the errors of :func:`check_tsv_dir`. An already prepared dataset with the same contents
-    is reused without reading the files again beyond hashing them. Processes that find it unprepared
-    at the same time prepare it once (:func:`attention_jax.data.first_use.prepare_once`): the others
-    wait, then read it; what a killed preparation left behind is removed first.
+    Raises
+    ------
+    UserInputError
+        For missing files, a malformed line or a file without pairs.
     """
     require_tsv_files(tsv_dir)
     builder = TsvTranslation(tsv_dir=tsv_dir, data_dir=data_dir, file_format="array_record")
 
-    def prepare() -> None:
-        check_tsv_dir(tsv_dir)
+    def _prepare() -> None:
+        _check_tsv_dir(tsv_dir)
         first_use.remove_incomplete_tfds_dirs(str(builder.data_dir))
         logging.info("Preparing %s into %s", tsv_dir, builder.data_dir)
         first_use.prepare_local_builder(builder)
 
     waited = not builder.is_prepared()
     prepared_here = first_use.prepare_once(
-        str(builder.data_dir) + first_use.LOCK_SUFFIX, f"the corpus {tsv_dir}", builder.is_prepared, prepare)
+        str(builder.data_dir) + first_use.LOCK_SUFFIX, f"the corpus {tsv_dir}", builder.is_prepared, _prepare)
     if waited and not prepared_here:  # Another process wrote it: read its dataset_info afresh.
         builder = TsvTranslation(tsv_dir=tsv_dir, data_dir=data_dir, file_format="array_record")
     return builder

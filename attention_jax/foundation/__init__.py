@@ -1,2 +1,1 @@
-"""Below every layer: run directories' file names, the user's-mistake error, how a config field is declared,
-and how a command's process reports (log lines, library chatter, a full disk, a closed pipe)."""
+"""Below every layer: run-directory files, the user's-mistake error, field declarations and process reporting."""

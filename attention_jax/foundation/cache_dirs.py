@@ -1,10 +1,7 @@
-"""One setting for the caches outside a run: ``ATTENTION_JAX_CACHE_DIR``.
+"""``ATTENTION_JAX_CACHE_DIR``: one root for the data, compilation and device-peak caches.
 
-Set to a directory, it moves the prepared corpora with their tokenizers and token ids (TFDS's data
-directory: ``<dir>/tensorflow_datasets``), the XLA compilation cache (``<dir>/jax_compilation_cache``) and
-the measured device peaks (``<dir>/device_peaks.json``) together. A setting for one cache still wins for
-that cache: ``--config.data_dir`` or ``TFDS_DATA_DIR`` for the data, ``--config.compilation_cache_dir``
-(a path, or '' for none) or ``JAX_COMPILATION_CACHE_DIR`` for compiled programs.
+A setting for one cache still wins for that cache (``--config.data_dir``, ``TFDS_DATA_DIR``,
+``--config.compilation_cache_dir``, ``JAX_COMPILATION_CACHE_DIR``).
 """
 
 from __future__ import annotations
@@ -17,15 +14,34 @@ COMPILATION_SUBDIR = "jax_compilation_cache"
 
 
 def under_cache_root(subdir: str) -> str | None:
-    """``$ATTENTION_JAX_CACHE_DIR/<subdir>`` as an absolute path; ``None`` when the variable is unset."""
+    """Return ``$ATTENTION_JAX_CACHE_DIR/<subdir>`` as an absolute path.
+
+    Parameters
+    ----------
+    subdir : str
+        The cache's directory under the root.
+
+    Returns
+    -------
+    str or None
+        The path; ``None`` when the variable is unset.
+    """
     root = os.environ.get(CACHE_DIR_VARIABLE)
     return os.path.abspath(os.path.join(os.path.expanduser(root), subdir)) if root else None
 
 
 def data_dir(configured: str) -> str | None:
-    """The data directory to hand TFDS for ``config.data_dir`` (''): it, else the cache root's, else ``None``.
+    """Return the data directory to hand TFDS.
 
-    ``None`` is TFDS's own default, ``$TFDS_DATA_DIR`` (which wins over the cache root) or ``~/tensorflow_datasets``.
+    Parameters
+    ----------
+    configured : str
+        ``config.data_dir``; '' for unset.
+
+    Returns
+    -------
+    str or None
+        It, else the cache root's; ``None`` (TFDS's default) when ``TFDS_DATA_DIR`` is set or no root is.
     """
     if configured:
         return os.path.expanduser(configured)
@@ -33,7 +49,20 @@ def data_dir(configured: str) -> str | None:
 
 
 def describe(configured_data_dir: str, compilation_dir: str | None) -> str:
-    """The log line naming where the data (``config.data_dir``) and compiled programs (``None``: off) are cached."""
+    """Return the log line naming where data and compiled programs are cached.
+
+    Parameters
+    ----------
+    configured_data_dir : str
+        ``config.data_dir``.
+    compilation_dir : str or None
+        The compilation cache; ``None`` when off.
+
+    Returns
+    -------
+    str
+        One line.
+    """
     data = data_dir(configured_data_dir) or os.environ.get("TFDS_DATA_DIR") or os.path.expanduser(
         os.path.join("~", DATA_SUBDIR))  # TFDS's own default.
     root = os.environ.get(CACHE_DIR_VARIABLE)

@@ -1,10 +1,7 @@
 """A full disk met while writing a checkpoint, as the ``OSError`` it is.
 
-Orbax writes arrays through TensorStore, which reports a full disk as ``ValueError("RESOURCE_EXHAUSTED:
-... Failed writing: "<path>": ... No space left on device [os_error_code='28']")`` rather than as an
-``OSError``. :func:`as_os_error` gives such errors their ``errno`` and path back, so a command can tell
-the user which path could not be written and where the last good checkpoint is, in one line, as it
-does for any other full-disk ``OSError``.
+TensorStore (under orbax) reports one as ``ValueError("RESOURCE_EXHAUSTED: ... Failed writing: "<path>":
+... [os_error_code='28']")``; :func:`as_os_error` gives it its ``errno`` and path back for a one-line error.
 """
 
 from __future__ import annotations
@@ -39,8 +36,7 @@ def no_space_errno(error: BaseException) -> int | None:
 
 
 def _full_disk_in_chain(error: BaseException) -> tuple[int, BaseException] | None:
-    """The errno and the exception that reports a full disk, following ``__cause__`` and ``__context__``
-    (orbax re-raises a writer thread's error from its own)."""
+    """Return the errno and the exception reporting a full disk, along ``__cause__`` and ``__context__``."""
     seen: set[int] = set()
     current: BaseException | None = error
     while current is not None and id(current) not in seen:
@@ -59,7 +55,7 @@ def _full_disk_in_chain(error: BaseException) -> tuple[int, BaseException] | Non
 
 
 def _failed_path(error: BaseException) -> str | None:
-    """The file an ``OSError`` or a TensorStore write error names, if any."""
+    """Return the file an ``OSError`` or a TensorStore write error names, if any."""
     if isinstance(error, OSError) and error.filename:
         return str(error.filename)
     match = _FAILED_PATH.search(str(error))
@@ -75,10 +71,10 @@ def as_os_error() -> Iterator[None]:
     None
         Run the checkpoint writes inside the block.
 
-    Notes
-    -----
-    Any other exception passes unchanged (a programming error keeps its traceback). The ``OSError`` is
-    raised from the original error, which stays available as its ``__cause__``.
+    Raises
+    ------
+    OSError
+        From the original error; any other exception passes unchanged.
     """
     try:
         yield

@@ -1,21 +1,8 @@
-"""Library chatter kept out of a command's output: other libraries' INFO lines, and the echoes of a failed save.
+"""Library chatter kept out of a command's output: other libraries' INFO lines and the echoes of a failed save.
 
-A command logs its own progress (our modules' INFO lines) and everyone's warnings and errors. The INFO
-lines of the libraries underneath (orbax's checkpoint chatter, TFDS's "Load dataset info", JAX's) are
-hidden unless ``--verbosity=1`` (absl's flag: DEBUG and up) asks for everything, and so are two TFDS
-warnings that every TSV run repeated ("Using custom data configuration", "Variant folder ... has no
-dataset_info.json"). TFDS's progress bars are off when stderr is not a terminal
-(:func:`attention_jax.data.first_use.prepare_local_builder`).
-
-A checkpoint save that fails in orbax's writer threads (a full disk, say) is reported three ways before
-the command can say anything: each writer thread logs the error, orbax logs that the save failed, and
-TensorStore's callbacks into the event loops orbax already closed raise "Event loop is closed" (printed
-through ``sys.unraisablehook``, one traceback each, a dozen or more); at exit, the coroutines left
-unfinished are collected with more tracebacks. The error itself always reaches the main thread, where the
-command reports it: one line for a user's mistake (a full disk), the traceback for anything else. So
-:func:`install` drops these echoes (they stay visible at ``--verbosity=1``) and keeps every other warning
-and error. A background thread stopped by a full disk (TensorBoard's event writer) is one warning line,
-not a traceback.
+All shows again at ``--verbosity=1``. A save that fails in orbax's writer threads (a full disk) is echoed
+by each thread, by orbax, and by TensorStore's callbacks into closed event loops (``sys.unraisablehook``);
+the error itself reaches the main thread, whose command reports it once.
 """
 
 from __future__ import annotations
@@ -40,50 +27,25 @@ _OUR_DIRECTORIES = tuple(os.path.join(os.path.dirname(_PACKAGE_DIRECTORY), name)
 # orbax's log lines that announce a failure it then re-raises in the main thread.
 _RERAISED_BY_ORBAX = ("raised an exception", "Handler Commit operations", "Save Finalize thread")
 
-# TFDS warnings that every run on a local corpus repeats and that ask nothing of the user: each TSV run
-# builds its dataset from a custom BuilderConfig ("Using custom data configuration ..."), and TFDS probes
-# the version folder three times before the corpus is first prepared ("Variant folder ... has no
-# dataset_info.json"). They are lowered to DEBUG here, the one place that sorts library chatter, so
-# they show at --verbosity=1 and nowhere else.
+# TFDS warnings every TSV run repeats (a custom BuilderConfig; probes of the version folder before the
+# first preparation): lowered to DEBUG, so shown at --verbosity=1 only.
 _ROUTINE_TFDS_WARNINGS = ("Using custom data configuration", "has no dataset_info.json")
 
 
 def _mentions_orbax(error: BaseException | None) -> bool:
-    """Whether ``error``'s traceback runs through orbax."""
+    """Return whether ``error``'s traceback runs through orbax."""
     if error is None or error.__traceback__ is None:
         return False
     return any("/orbax/" in frame.filename for frame in traceback.extract_tb(error.__traceback__))
 
 
-def is_ours(record: python_logging.LogRecord) -> bool:
-    """Whether ``record`` was logged by attention_jax (the library, ``launch/``, ``configs/``, ``benchmarks/``).
-
-    Parameters
-    ----------
-    record : logging.LogRecord
-        A log record; its ``pathname`` is the file that logged it.
-
-    Returns
-    -------
-    bool
-        True for our modules' records, False for any library's.
-    """
+def _is_ours(record: python_logging.LogRecord) -> bool:
+    """Return whether ``record`` was logged by attention_jax, ``launch/``, ``configs/`` or ``benchmarks/``."""
     return os.path.abspath(record.pathname).startswith(_OUR_DIRECTORIES)
 
 
-def is_routine_tfds_warning(record: python_logging.LogRecord) -> bool:
-    """Whether ``record`` is one of TFDS's warnings that every run repeats (:data:`_ROUTINE_TFDS_WARNINGS`).
-
-    Parameters
-    ----------
-    record : logging.LogRecord
-        A log record.
-
-    Returns
-    -------
-    bool
-        True for a WARNING logged from ``tensorflow_datasets`` whose message holds one of the phrases.
-    """
+def _is_routine_tfds_warning(record: python_logging.LogRecord) -> bool:
+    """Return whether ``record`` is a TFDS warning every run repeats."""
     if record.levelno != python_logging.WARNING or "/tensorflow_datasets/" not in record.pathname:
         return False
     message = record.getMessage()
@@ -91,23 +53,29 @@ def is_routine_tfds_warning(record: python_logging.LogRecord) -> bool:
 
 
 class QuietLibraries(python_logging.Filter):
-    """Drop other libraries' INFO records and orbax's echoes of a failed save; shorten library errors to one line.
+    """Drop other libraries' INFO records and orbax's echoes of a failed save; shorten library errors.
 
-    Notes
-    -----
-    TFDS's routine warnings (:func:`is_routine_tfds_warning`) are lowered to DEBUG first. Below WARNING,
-    only our own records pass, unless absl's verbosity is 1 (DEBUG) or more, when every
-    library's do too. Errors of orbax's writer threads and of the asyncio tasks they run keep their
-    first line and lose their tracebacks; those that announce a save failure orbax re-raises in the
-    main thread, or a full disk, are dropped: the command's own error line says what failed and what to
-    do.
+    Below WARNING only our own records pass, unless absl's verbosity is 1 or more. Errors of orbax's writer
+    threads and their asyncio tasks keep their first line; those announcing a failure re-raised in the main
+    thread, or a full disk, are dropped: the command's own error line says what failed.
     """
 
     def filter(self, record: python_logging.LogRecord) -> bool:
-        """Whether to print ``record`` (shortened to one line when it is a library error)."""
-        if is_routine_tfds_warning(record):
+        """Return whether to print ``record``, shortened to one line when a library error.
+
+        Parameters
+        ----------
+        record : logging.LogRecord
+            The record; routine TFDS warnings are lowered to DEBUG in place.
+
+        Returns
+        -------
+        bool
+            Whether it passes.
+        """
+        if _is_routine_tfds_warning(record):
             record.levelno, record.levelname = python_logging.DEBUG, "DEBUG"
-        if record.levelno < python_logging.WARNING and not is_ours(record) and logging.get_verbosity() < 1:
+        if record.levelno < python_logging.WARNING and not _is_ours(record) and logging.get_verbosity() < 1:
             return False
         noisy = "/orbax/" in record.pathname
         if not (noisy or record.name == "asyncio"):
@@ -125,7 +93,7 @@ class QuietLibraries(python_logging.Filter):
 
 
 def is_failed_save_echo(unraisable: Any) -> bool:
-    """Whether an unraisable exception is an echo of a failed orbax save (see the module docstring).
+    """Return whether an unraisable exception echoes a failed orbax save.
 
     Parameters
     ----------
@@ -135,8 +103,7 @@ def is_failed_save_echo(unraisable: Any) -> bool:
     Returns
     -------
     bool
-        True for TensorStore's callbacks into a closed event loop and for orbax coroutines collected
-        unfinished; False for anything else (printed as Python prints it).
+        True for TensorStore's callbacks into a closed event loop and orbax coroutines collected unfinished.
     """
     error = unraisable.exc_value
     if isinstance(error, RuntimeError) and str(error) == "Event loop is closed" and unraisable.object is None:
@@ -149,22 +116,15 @@ _INSTALLED = False
 
 
 def install(long_log_format: Callable[[], bool] = lambda: False) -> None:
-    """Add :class:`QuietLibraries` and the short log format to absl's handler; drop failed-save echoes; a full disk in a
-    thread is one line.
+    """Quiet the libraries for a command, once: the filter, the short log format and the hooks.
+
+    ``sys.unraisablehook`` drops failed-save echoes (logged at DEBUG); ``threading.excepthook`` makes a
+    thread's full-disk ``OSError`` one warning line.
 
     Parameters
     ----------
     long_log_format : callable
-        Whether absl's long log prefix is wanted, asked at every line (``--log_format=absl``;
-        :func:`attention_jax.foundation.log_format.install`).
-
-    Notes
-    -----
-    Every command calls it as it starts (:func:`attention_jax.commands.entry_points.run_command` and
-    :func:`~attention_jax.commands.entry_points.run_in_one_line`); a second call does nothing.
-    Wraps ``sys.unraisablehook`` (dropped echoes are logged at DEBUG level, one line each) and
-    ``threading.excepthook`` (a thread's full-disk ``OSError`` becomes one warning line; any other error
-    keeps its traceback).
+        Whether absl's long log prefix is wanted, asked at every line (``--log_format=absl``).
     """
     global _INSTALLED
     if _INSTALLED:
@@ -174,7 +134,7 @@ def install(long_log_format: Callable[[], bool] = lambda: False) -> None:
     log_format.install(long_log_format)  # HH:MM:SS I message; absl's long prefix with --log_format=absl.
     previous_hook = sys.unraisablehook
 
-    def hook(unraisable: Any) -> None:
+    def _hook(unraisable: Any) -> None:
         if not is_failed_save_echo(unraisable):
             previous_hook(unraisable)
             return
@@ -184,14 +144,14 @@ def install(long_log_format: Callable[[], bool] = lambda: False) -> None:
         except Exception:  # At interpreter exit logging may be gone; the echo is dropped either way.
             pass
 
-    sys.unraisablehook = hook
+    sys.unraisablehook = _hook
     previous_thread_hook = threading.excepthook
 
-    def thread_hook(arguments: Any) -> None:
+    def _thread_hook(arguments: Any) -> None:
         if arguments.exc_value is None or not full_disk.no_space_errno(arguments.exc_value):
             previous_thread_hook(arguments)
             return
         name = arguments.thread.name if arguments.thread is not None else "a thread"
         logging.warning("%s stopped: %s", name, arguments.exc_value)
 
-    threading.excepthook = thread_hook
+    threading.excepthook = _thread_hook

@@ -1,45 +1,6 @@
-"""The files of a run directory and of a sweep root, by name, and the one way they are written atomically.
+"""The files of a run directory and of a sweep root, by name, and the one atomic way to write them.
 
-A run directory (``WORKDIR``, written by ``python -m attention_jax.main``)::
-
-    config.json                      the run's config (checked when the run resumes)
-    tokenizer.model                  the run's SentencePiece model, so decoding needs no corpus
-    data_splits.json                 the dev and test splits the run evaluates on (checked when it resumes)
-    fine_tuned_from.json             a fine-tuned run's source: its work directory, checkpoint and step
-    checkpoints/<step>/              orbax checkpoints (see :mod:`attention_jax.checkpointing.checkpoints`)
-    checkpoints_corrupt/<step>/      checkpoints that failed to restore, moved aside
-    averaged/<step>/                 the average of the last checkpoints (``average_checkpoints``)
-    best/<step>/                     with early stopping: the parameters of the best dev evaluations
-    metrics.jsonl                    one JSON line per logged train or eval step
-    tensorboard/                     the same scalars as TensorBoard event files
-    results.json                     final metrics of the run
-    lock.json                        the trainer holding the directory (empty when none; see workdir_lock)
-    eval_<split>.json                the run's final evaluation (``config.final_bleu``), translations in
-    eval_<split>.hypotheses.txt      one per line, in split order, and with source and reference in
-    eval_<split>.translations.jsonl  one JSON object per line
-    lm_eval_<split>.json             a language model's perplexity and bits per byte (``generate --eval_split``)
-    length_buckets.json              perplexity and BLEU per target-length bucket, with the translations in
-    length_buckets.<bucket>.hypotheses.txt   (``attention_jax.evaluation.length_bucket_evaluation``)
-    position_losses.json             the loss by target position on those buckets (``evaluation.position_losses``)
-    eval_<split>.<checkpoint>.json   ``evaluate``'s report per checkpoint (``latest``, ``averaged``,
-                                     ``step1200``, ``average_last5``), with its ``.hypotheses.txt`` and
-                                     ``.translations.jsonl``; ``eval_<split>_first<N>.<checkpoint>.json``
-                                     for the first N pairs only, ``eval_file_<stem>...`` for ``--source``
-                                     (``eval_file_<stem>_<hash>...`` when another file took that stem)
-
-A sweep root (``ROOT``, written by ``python -m attention_jax.sweep``)::
-
-    sweep.json                       the sweep: config file, rows, overrides and launches
-    <row>/                           one run directory per row, plus
-    <row>/launch.json                the launcher's last action on the row
-    <row>/log.txt                    the row's output
-    <report_name>.md, .csv, .png     ``python -m attention_jax.report ROOT``
-    attention_functions.md, ...      the same, when the rows use more than one attention function
-    <corpus>/<row>/                  a sweep over corpora: one sweep root per corpus, plus
-    transfer.md, .csv, .png          each row's change on every corpus (``reports.transfer_report``)
-
-Every file that a crash must not leave half-written goes through :func:`write_atomically`; a command
-checks the directory it will write into with :func:`check_directory` before it does any work.
+The layout of both: docs/checkpoints.md, "The files of a run directory".
 """
 
 from __future__ import annotations
@@ -58,23 +19,22 @@ FINAL_BLEU_SPLITS = ("dev", "test")  # The splits config.final_bleu decodes, by 
 
 
 def final_bleu_splits(names: Sequence[str]) -> tuple[str, ...]:
-    """The splits that ``config.final_bleu`` decodes when training ends, checked.
+    """Return the splits ``config.final_bleu`` decodes when training ends, checked.
 
     Parameters
     ----------
     names : Sequence[str]
-        ``config.final_bleu_splits`` (``RunConfig.final_bleu_splits``).
+        ``config.final_bleu_splits``; ``"validation"`` is taken for ``"dev"``.
 
     Returns
     -------
     tuple[str, ...]
-        A subset of ``("dev", "test")``: ``config.eval_split`` and ``config.test_split`` decoded whole.
+        A subset of ``("dev", "test")``.
 
-    Notes
-    -----
-    Raises a ValueError naming the valid choices for anything else; ``"validation"`` is taken for
-    ``"dev"``. Ablation sweeps judge rows on dev (the paper's Table 2 reports newstest2013 only) and can
-    leave the test split undecoded.
+    Raises
+    ------
+    ValueError
+        For anything else, naming the valid choices.
     """
     splits = tuple("dev" if split == "validation" else split for split in names)  # Both names of dev.
     if not splits or not set(splits) <= set(FINAL_BLEU_SPLITS) or len(set(splits)) != len(splits):
@@ -84,12 +44,12 @@ def final_bleu_splits(names: Sequence[str]) -> tuple[str, ...]:
 
 
 def data_split(name: str) -> str:
-    """The data pipeline's name of a split given on a command line: ``"dev"`` is ``"validation"``.
+    """Return the data pipeline's name of a command line's split (``"dev"`` is ``"validation"``).
 
     Parameters
     ----------
     name : str
-        ``"dev"``, ``"validation"``, ``"test"``, ``"train"`` or a split name of the corpus.
+        The split as given.
 
     Returns
     -------
@@ -124,7 +84,7 @@ LOG_FILE = "log.txt"
 
 
 def lm_eval_report_path(workdir: str, split: str) -> str:
-    """``WORKDIR/lm_eval_<split>.json``: a language model's perplexity and bits per byte on a split.
+    """Return ``WORKDIR/lm_eval_<split>.json``, a language model's perplexity and bits per byte.
 
     Parameters
     ----------
@@ -142,28 +102,25 @@ def lm_eval_report_path(workdir: str, split: str) -> str:
 
 
 def eval_report_path(workdir: str, split: str, checkpoint: str | None = None, first: int = 0) -> str:
-    """Where an evaluation report goes: ``WORKDIR/eval_<split>[_first<N>][.<checkpoint>].json``.
+    """Return ``WORKDIR/eval_<split>[_first<N>][.<checkpoint>].json``, an evaluation report's path.
+
+    Reports of different checkpoints never overwrite each other, nor a partial evaluation the whole split's.
 
     Parameters
     ----------
     workdir : str
         The run directory.
     split : str
-        The evaluated split (``"validation"``, ``"test"``, ``"train"``), or what :func:`parallel_text_name`
-        makes of a parallel text's source file.
+        The evaluated split, or a :func:`parallel_text_name`.
     checkpoint : str, optional
-        Which parameters were evaluated, as :func:`checkpoint_label` names them (``evaluate``);
-        ``None`` for the training run's own final evaluation (``config.final_bleu``).
+        A :func:`checkpoint_label`; ``None`` for the training run's own final evaluation.
     first : int
-        With a positive ``first``, the report covers only the split's first this many pairs (``evaluate
-        --num_examples``, fewer than the split holds), and its name says so: ``eval_validation_first100.latest.json``.
-        0: the whole split.
+        Positive: the report covers only the split's first this many pairs; 0: the whole split.
 
     Returns
     -------
     str
-        The report's path; reports of different checkpoints never overwrite each other, and a partial
-        evaluation never takes the name of the whole split's.
+        The report's path.
     """
     partial = f"_first{first}" if first > 0 else ""
     suffix = f".{checkpoint}" if checkpoint else ""
@@ -171,28 +128,23 @@ def eval_report_path(workdir: str, split: str, checkpoint: str | None = None, fi
 
 
 def parallel_text_name(source_file: str, workdir: str | None = None) -> str:
-    """The name an evaluation of a parallel text is filed under: ``file_<source file's stem>``.
+    """Return the name an evaluation of a parallel text is filed under: ``file_<stem>``.
+
+    The prefix keeps ``test.en`` from taking the name of the run's test split. When ``workdir`` already holds
+    a report under that name for another source file (each report records its absolute ``source_file``), the
+    name gets the path's hash: ``file_test_<8 hex digits>``.
 
     Parameters
     ----------
     source_file : str
-        ``evaluate --source``, e.g. ``newstest2014.en``.
+        ``evaluate --source``.
     workdir : str, optional
-        The run directory the report goes to. When it already holds a report of that name for another
-        source file (``wmt14/test.en`` and then ``wmt16/test.en``), the name gets a suffix of the source
-        file's path hash, ``file_test_<8 hex digits>``, so neither report overwrites the other.
+        The run directory the report goes to.
 
     Returns
     -------
     str
-        E.g. ``file_newstest2014`` (characters other than letters, digits, ``-`` and ``_`` become ``_``),
-        for :func:`eval_report_path`; the prefix keeps a file named ``test.en`` from taking the name of
-        the run's test split.
-
-    Notes
-    -----
-    The first source file evaluated under a stem keeps the plain name, and evaluating it again reuses it;
-    each report records its ``source_file`` (an absolute path), which is what is compared.
+        The name, characters other than letters, digits, ``-`` and ``_`` made ``_``.
     """
     stem = os.path.splitext(os.path.basename(source_file.rstrip(os.sep)))[0]
     name = "file_" + (re.sub(r"[^A-Za-z0-9_-]", "_", stem) or "text")
@@ -213,15 +165,14 @@ def parallel_text_name(source_file: str, workdir: str | None = None) -> str:
 
 
 def checkpoint_label(checkpoint: str, average_last: int = 0) -> str:
-    """A file-name label for evaluated parameters: ``latest``, ``averaged``, ``best``, ``step1200``,
-    ``average_last5``.
+    """Return a file-name label for evaluated parameters (``latest``, ``step1200``, ``average_last5``).
 
     Parameters
     ----------
     checkpoint : str
         ``--checkpoint``: ``latest``, ``averaged``, ``best`` or a step number.
     average_last : int
-        ``--average_last`` (when positive, it overrides ``checkpoint``).
+        ``--average_last``; when positive, it overrides ``checkpoint``.
 
     Returns
     -------
@@ -234,7 +185,7 @@ def checkpoint_label(checkpoint: str, average_last: int = 0) -> str:
 
 
 def hypotheses_path(report_path: str) -> str:
-    """The translations file beside an evaluation report: ``<report without .json>.hypotheses.txt``.
+    """Return the translations file beside an evaluation report (``.hypotheses.txt``).
 
     Parameters
     ----------
@@ -244,13 +195,13 @@ def hypotheses_path(report_path: str) -> str:
     Returns
     -------
     str
-        The hypotheses file's path.
+        The path.
     """
     return os.path.splitext(report_path)[0] + ".hypotheses.txt"
 
 
 def translations_path(report_path: str) -> str:
-    """The source, reference and translation of each pair beside a report: ``<report>.translations.jsonl``.
+    """Return the source, reference and translation file beside a report (``.translations.jsonl``).
 
     Parameters
     ----------
@@ -260,7 +211,7 @@ def translations_path(report_path: str) -> str:
     Returns
     -------
     str
-        The translations file's path (one JSON object per line, in the evaluated order).
+        The path.
     """
     return os.path.splitext(report_path)[0] + ".translations.jsonl"
 
@@ -269,39 +220,34 @@ DEFAULT_NAME_MAX = 255  # Bytes per file or directory name where the file system
 
 
 def _nearest_existing(path: str) -> str:
-    """``path`` or its closest ancestor that exists (``/`` at worst)."""
+    """Return ``path`` or its closest existing ancestor."""
     while not os.path.lexists(path) and os.path.dirname(path) != path:
         path = os.path.dirname(path)
     return path
 
 
 def check_directory(directory: str, flag: str, *, writable: bool = False, instead: str = "") -> None:
-    """Refuse, before any work, a directory a command cannot use: a file, an overlong name, no write access.
+    """Refuse, before any work, a directory a command cannot use.
+
+    Nothing is written: write access is asked of the kernel (``access(2)``), so no probe file lands in a run
+    another process may be using. URL-like paths (``gs://``) are not checked.
 
     Parameters
     ----------
     directory : str
-        The directory the user named (it may not exist yet: the command would create it).
+        The directory the user named; it may not exist yet.
     flag : str
-        How the user named it, for the message: ``"--workdir"``, ``"--root"``, ``"--to"``, ``"--out"``.
+        How the user named it, for the message (``"--workdir"``).
     writable : bool
-        Also require that the command can create files there: in ``directory`` when it exists, else in
-        its closest existing ancestor (where the command would create it).
+        Also require write access there, or in the closest existing ancestor.
     instead : str
-        What else the user can do when it is not writable, ending the message (e.g. ``"pass --out=DIR"``).
+        What else the user can do when it is not writable, ending the message.
 
-    Returns
-    -------
-    None
-
-    Notes
-    -----
-    Raises :class:`attention_jax.foundation.user_errors.UserInputError`, one line naming the path and the fix, when
-    ``directory`` or one of its ancestors is a file or a dangling link, when a name in it is longer than its file system
-    allows (``ENAMETOOLONG``, typically 255 bytes), or with ``writable`` when the directory is read-only
-    (permissions, or a read-only file system). Nothing is written: write access is asked of the kernel
-    (``access(2)``, which also answers ``EROFS`` for read-only mounts), so the check never leaves a
-    probe file in a run another process may be using. URL-like paths (``gs://``) are not checked.
+    Raises
+    ------
+    UserInputError
+        When it or an ancestor is a file or a dangling link, a name is over the file system's limit
+        (``ENAMETOOLONG``), or, with ``writable``, it is read-only.
     """
     if "://" in directory:
         return
@@ -332,7 +278,10 @@ def check_directory(directory: str, flag: str, *, writable: bool = False, instea
 
 
 def write_atomically(path: str, payload: bytes | str) -> None:
-    """Write ``payload`` to ``path`` so that readers see the old file or the whole new one, never a part.
+    """Write ``payload`` to ``path`` so that readers see the old file or the whole new one.
+
+    A temporary file in the same directory, ``fsync``, then ``os.replace``. The file gets the process's usual
+    permissions (``0666`` less the umask), not ``mkstemp``'s ``0600``: others on a shared disk read run files.
 
     Parameters
     ----------
@@ -340,18 +289,6 @@ def write_atomically(path: str, payload: bytes | str) -> None:
         Destination file; its directory is created when missing.
     payload : bytes or str
         File contents; text is written as UTF-8.
-
-    Returns
-    -------
-    None
-
-    Notes
-    -----
-    The payload goes to a temporary file in the same directory (so the rename stays on one file
-    system), is flushed to disk with ``fsync``, then replaces ``path`` with ``os.replace``. A failed
-    write removes its temporary file. The file gets the permissions of any new file of the process
-    (``0666`` less the umask, e.g. ``0644``), not ``tempfile.mkstemp``'s private ``0600``: teammates
-    and report scripts on a shared disk read run files like the checkpoints beside them.
     """
     data = payload.encode("utf-8") if isinstance(payload, str) else bytes(payload)
     directory = os.path.dirname(os.path.abspath(path))
@@ -371,7 +308,7 @@ def write_atomically(path: str, payload: bytes | str) -> None:
 
 
 def write_json_atomically(path: str, value: Any, **dump_options: Any) -> None:
-    """Write ``value`` as indented JSON (and a final newline) with :func:`write_atomically`.
+    """Write ``value`` as indented JSON and a newline with :func:`write_atomically`.
 
     Parameters
     ----------
@@ -380,29 +317,24 @@ def write_json_atomically(path: str, value: Any, **dump_options: Any) -> None:
     value : Any
         A JSON-serializable value.
     **dump_options : Any
-        Further ``json.dumps`` options (e.g. ``sort_keys=True``); ``indent`` defaults to 2.
-
-    Returns
-    -------
-    None
+        Further ``json.dumps`` options; ``indent`` defaults to 2.
     """
     dump_options.setdefault("indent", 2)
     write_atomically(path, json.dumps(value, **dump_options) + "\n")
 
 
 def read_fine_tuned_from(workdir: str) -> dict[str, Any] | None:
-    """A fine-tuned run's ``fine_tuned_from.json``, else ``None``.
+    """Return a fine-tuned run's ``fine_tuned_from.json`` (written by ``training.fine_tuning``).
 
     Parameters
     ----------
     workdir : str
-        A training work directory.
+        The run directory.
 
     Returns
     -------
     dict or None
-        The source's work directory, checkpoint name, directory and step, and its tokenizer's SHA-256
-        (written by ``training.fine_tuning``).
+        The record; ``None`` for a run not fine-tuned.
     """
     path = os.path.join(workdir, FINE_TUNED_FROM_FILE)
     if not os.path.exists(path):
@@ -412,7 +344,7 @@ def read_fine_tuned_from(workdir: str) -> dict[str, Any] | None:
 
 
 def read_length_buckets(workdir: str) -> dict[str, Any]:
-    """A run's ``length_buckets.json`` (the positions experiment's scores per length bucket), or ``{}``.
+    """Return a run's ``length_buckets.json``, the scores per length bucket.
 
     Parameters
     ----------
@@ -422,8 +354,7 @@ def read_length_buckets(workdir: str) -> dict[str, Any]:
     Returns
     -------
     dict
-        As :func:`attention_jax.evaluation.length_bucket_evaluation.evaluate_run` writes it; ``{}`` when
-        the run has not been scored.
+        As ``length_bucket_evaluation.evaluate_run`` writes it; ``{}`` when the run has not been scored.
     """
     path = os.path.join(workdir, LENGTH_BUCKETS_FILE)
     if not os.path.isfile(path):
@@ -433,7 +364,7 @@ def read_length_buckets(workdir: str) -> dict[str, Any]:
 
 
 def read_trained_step(workdir: str) -> int | None:
-    """The step a finished run's ``results.json`` records, or ``None`` when it has none.
+    """Return the ``step`` of a finished run's ``results.json``, what a score of it is keyed on.
 
     Parameters
     ----------
@@ -443,7 +374,7 @@ def read_trained_step(workdir: str) -> int | None:
     Returns
     -------
     int or None
-        ``results.json``'s ``step``: what a score computed from the run's last checkpoint is keyed on.
+        The step; ``None`` when there is none.
     """
     path = os.path.join(workdir, RESULTS_FILE)
     if not os.path.isfile(path):
