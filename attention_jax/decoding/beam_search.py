@@ -1,9 +1,7 @@
-"""Beam search and greedy search over an abstract next-token function (Section 6.1).
+"""Beam search and greedy search over an abstract next-token function (Section 6.1; docs/design.md).
 
-The search sees the model only through ``step_fn(state, token_ids) -> (logits, state)``, so it is tested
-against brute force on hand-built distributions and shared by cached and uncached decoding. Scoring follows
-GNMT (Wu et al., 2016, Eq. 14): ``score(Y) = log P(Y | X) / lp(Y)``, ``lp(Y) = ((5 + |Y|) / 6) ** alpha``,
-``|Y|`` counting the final EOS. Design notes: docs/design.md, "A beam search, end to end".
+The search sees the model only through ``step_fn``, so it is tested against brute force and shared by
+cached and uncached decoding. Scores follow GNMT (Wu et al., 2016, Eq. 14): ``log P(Y | X) / lp(Y)``.
 """
 
 from __future__ import annotations
@@ -55,10 +53,7 @@ def length_penalty(length: Array | float, alpha: float) -> Array:
 
 
 def best_possible_score(log_prob: Array, length: Array, max_length: Array, alpha: float) -> Array:
-    """Return an upper bound on the score of any finished extension of a live hypothesis.
-
-    An extension of length ``l`` in ``[t + 1, M]`` has ``log P' <= log_prob``, and ``log_prob / lp(l)`` is
-    monotone in ``l``, so the bound is the larger of its values at the two ends (either sign of alpha).
+    """Return an upper bound on the score of any finished extension of a live hypothesis (docs/design.md).
 
     Parameters
     ----------
@@ -94,9 +89,7 @@ def _restrict_next_tokens(log_probs: Array, step: Array, max_lengths: Array, ban
 
 
 def gather_beams(state: Any, beam_indices: Array) -> Any:
-    """Reorder every per-hypothesis leaf of ``state`` by beam index within each sentence.
-
-    A sentence reads only its own rows, so no row crosses a device when sentences are sharded.
+    """Reorder every per-hypothesis leaf of ``state`` by beam index within each sentence (no row crosses devices).
 
     Parameters
     ----------
@@ -151,11 +144,10 @@ def _validate_stages(stage_ends: tuple[int, ...], max_decode_len: int, grow_stat
 
 def _run_in_stages(search_step: Callable[[Any], Any], state: Any, *, stage_ends: tuple[int, ...],
                    max_decode_len: int, grow_state: GrowState | None, steps_per_iteration: int = 1) -> Any:
-    """Run ``search_step`` until every sentence is done or ``max_decode_len`` steps, one while loop per stage.
+    """Run ``search_step`` until all sentences are done or ``max_decode_len`` steps, one while loop per stage.
 
-    Each stage may have its own state shapes (``grow_state`` resizes between stages); the steps run and
-    their order are those of one loop. With several steps per iteration, steps after the one that finishes
-    every sentence still run, so ``search_step`` must leave a finished search (and its ``step``) unchanged.
+    Steps after the one that finishes every sentence may run, so ``search_step`` must leave a finished search
+    unchanged.
     """
     if steps_per_iteration < 1:
         raise ValueError(f"steps_per_iteration must be at least 1; got {steps_per_iteration}.")
@@ -293,10 +285,9 @@ def beam_search(step_fn: StepFn, initial_state: Any, max_lengths: Array, *, beam
                 grow_state: GrowState | None = None, steps_per_iteration: int = 2) -> SearchResult:
     """Beam search with the GNMT length penalty and early termination (traceable; call under jit).
 
-    Of the ``2 K`` most probable extensions, EOS candidates among the best ``K`` join the finished set (as in
-    fairseq, so beam 1 with alpha 0 is greedy) and the best ``K`` others stay live. A sentence is done at its
-    maximum length or, with ``early_stop``, when its ``num_best``-th finished score reaches
-    :func:`best_possible_score` of its best live hypothesis.
+    Of the ``2 K`` most probable extensions, EOS candidates among the best ``K`` are finished and the best
+    ``K`` others stay live. A sentence is done at its maximum length or, with ``early_stop``, once its
+    ``num_best``-th finished score reaches :func:`best_possible_score` of its best live hypothesis.
 
     Parameters
     ----------

@@ -1,8 +1,7 @@
-"""Translate with a Transformer: batched, bucketed incremental decoding with the key/value cache (Section 6.1).
+"""Translate with a Transformer: batched, bucketed, cached incremental decoding (Section 6.1).
 
-The search (beam or greedy, :mod:`~attention_jax.decoding.beam_search`) sees the model only through a step
-function (:mod:`~attention_jax.decoding.decode_steps`). Batch size and source length are padded up to powers
-of two so that a few compilations serve any input; padding rows get a maximum output length of 0.
+Batch size and source length are padded up to powers of two so that a few compilations serve any input;
+padding rows get a maximum output length of 0.
 """
 
 from __future__ import annotations
@@ -23,6 +22,7 @@ from attention_jax.models.decode_settings import DecodeSettings
 from attention_jax.models.model import EOS_ID, PAD_ID, abstract_params
 from attention_jax.models.transformer_config import TransformerConfig
 
+# Shapes: B sentences, K beam size, S source length (bucketed), L maximum output length (static), V vocabulary.
 Array = jax.Array
 SEARCH_METHODS = ("beam", "greedy")
 MIN_SOURCE_BUCKET = 8
@@ -74,9 +74,7 @@ def decode_batch(params: Any, inputs: Array, max_lengths: Array, *, model_config
                  cache_stages: int = DecodeSettings.cache_stages, num_best: int = 1) -> beam_search.SearchResult:
     """Translate a padded batch of source ids (jitted; one compilation per shape and setting).
 
-    Hypothesis ``k`` of sentence ``b`` is row ``b * K + k``. With a mesh the search runs under ``shard_map``:
-    sentences never interact, so no device exchanges data inside the loop (the automatic partitioner would
-    all-gather the beam's ``top_k`` over ``[B, K * V]`` at every step).
+    With a mesh each device searches its own sentences under ``shard_map`` (docs/design.md).
 
     Parameters
     ----------
@@ -179,10 +177,9 @@ def bucket_length(length: int, maximum: int, minimum: int = MIN_SOURCE_BUCKET) -
 
 
 def cache_length(longest_output: int, limit: int, multiple: int = decode_steps.POSITION_MULTIPLE) -> int:
-    """Return the decode length ``L`` (cache size, output length) for a batch.
+    """Return the decode length ``L`` (cache size, output length): the batch's longest possible output, rounded.
 
-    Every step attends over, and beam search reorders, the whole cache, so ``L`` follows the longest output
-    the batch may produce rather than the source bucket plus the margin; no output can be longer.
+    Every step's cost grows with ``L``, so it is not the source bucket plus the margin; no output is longer.
 
     Parameters
     ----------
@@ -191,7 +188,7 @@ def cache_length(longest_output: int, limit: int, multiple: int = decode_steps.P
     limit : int
         Largest allowed ``L``.
     multiple : int
-        Round up to a multiple of this, so that few lengths (compilations) occur.
+        Round up to a multiple of this (few compilations).
 
     Returns
     -------
@@ -277,24 +274,12 @@ def _shapes_by_path(params: Any) -> dict[str, tuple[int, ...]]:
 
 @dataclasses.dataclass(frozen=True)
 class Hypothesis:
-    """One finished beam-search hypothesis.
+    """One finished beam-search hypothesis."""
 
-    Attributes
-    ----------
-    ids : tuple[int, ...]
-        Output ids ending in EOS.
-    text : str
-        ``ids`` detokenized.
-    score : float
-        ``log P(Y | X)``, natural log, EOS included.
-    normalized_score : float
-        ``score / lp(|Y|)`` (Section 6.1), what beam search ranks by.
-    """
-
-    ids: tuple[int, ...]
+    ids: tuple[int, ...]  # Ending in EOS.
     text: str
-    score: float
-    normalized_score: float
+    score: float  # log P(Y | X), natural log, EOS included.
+    normalized_score: float  # score / lp(|Y|) (Section 6.1): what beam search ranks by.
 
 
 @dataclasses.dataclass
@@ -307,15 +292,14 @@ class _Batch:
 class Translator:
     """Translate sentences with beam search (or greedy decoding) in length-sorted, bucketed batches.
 
-    Inputs longer than ``model_config.max_len - settings.max_decode_extra_len`` tokens (EOS included) are
-    truncated with a warning, so that input plus output margin fit the model's positions.
+    Inputs over ``model_config.max_len - settings.max_decode_extra_len`` tokens are truncated with a warning.
 
     Parameters
     ----------
     model_config : TransformerConfig
         The model (dropout is off when decoding).
     params : pytree
-        Its parameters, boxed or plain; checked against ``model_config``.
+        Its parameters, boxed or plain.
     tokenizer : TextCodec
         Text to ids and back.
     settings : DecodeSettings
@@ -330,8 +314,7 @@ class Translator:
     Raises
     ------
     ValueError
-        For a bad batch size, a tokenizer larger than the model's vocabulary, a margin that leaves no
-        input, or a mesh without a ``"data"`` axis; parameters that do not fit ``model_config``.
+        For settings, tokenizer, mesh or parameters that do not fit the model.
     """
 
     def __init__(self, model_config: TransformerConfig, params: Any, tokenizer: TextCodec, *,
@@ -463,11 +446,7 @@ class Translator:
         return self.translate_ids_nbest(self.encode_sources(sources), nbest)
 
     def translate_ids_nbest(self, source_ids: Sequence[Sequence[int]], nbest: int = 1) -> list[list[Hypothesis]]:
-        """Return the ``nbest`` best hypotheses of tokenized sentences, best first, with their scores.
-
-        Early termination waits until the first ``nbest`` finished hypotheses are final, so the first is the
-        1-best of :meth:`translate_ids` whatever ``nbest`` is. A list is shorter than ``nbest`` only when the
-        length limit leaves fewer outputs.
+        """Return the ``nbest`` best hypotheses of tokenized sentences, best first (the first: :meth:`translate_ids`).
 
         Parameters
         ----------
@@ -479,7 +458,7 @@ class Translator:
         Returns
         -------
         list[list[Hypothesis]]
-            One list per sentence, in input order, by ``normalized_score``.
+            One list per sentence, in input order; shorter only when the length limit leaves fewer outputs.
 
         Raises
         ------
@@ -504,10 +483,7 @@ class Translator:
         return outputs
 
     def warm_up(self, max_tokens: int, num_best: int = 1) -> list[int]:
-        """Compile (or load from the persistent cache) the search of every source bucket up to ``max_tokens``.
-
-        Turns on :attr:`fixed_shapes`: a batch's decode length is then its source bucket plus the margin, so one
-        program per bucket serves every sentence length; outputs are the same.
+        """Compile the search of every source bucket up to ``max_tokens``, one program per bucket from then on.
 
         Parameters
         ----------

@@ -1,7 +1,4 @@
-"""Step functions for the search: one position per call through the key/value cache, or the whole prefix again.
-
-The uncached step is the cost the cache avoids, kept for the benchmark and as a cross-check.
-"""
+"""Step functions for the search: one position per call through the key/value cache, or the whole prefix again."""
 
 from __future__ import annotations
 
@@ -46,9 +43,6 @@ def init_cache(model_config: TransformerConfig, num_rows: int, max_decode_len: i
 def cache_stage_ends(max_decode_len: int, num_stages: int, multiple: int = POSITION_MULTIPLE) -> tuple[int, ...]:
     """Return where a staged cached search grows its cache: the ends of all stages but the last.
 
-    A stage ending at ``e`` attends over ``e`` positions, so ``s`` stages see on average ``(s + 1) / (2 s)``
-    of ``L``, for one compiled loop body per stage.
-
     Parameters
     ----------
     max_decode_len : int
@@ -75,9 +69,7 @@ def cache_stage_ends(max_decode_len: int, num_stages: int, multiple: int = POSIT
 
 
 def grow_cache(cache: Any, num_positions: int) -> Any:
-    """Zero-pad the cached keys and values to ``num_positions`` (a staged search's ``grow_state``).
-
-    The attention masks positions past the cache's counter, so the padding is never attended to.
+    """Zero-pad the cached keys and values to ``num_positions``; the padding lies past the counter, never attended.
 
     Parameters
     ----------
@@ -152,7 +144,7 @@ def init_prefix_state(num_rows: int, max_decode_len: int) -> tuple[Array, Array]
 
 def make_uncached_step_fn(model_config: TransformerConfig, params: Any, encoded: Array,
                           inputs: Array) -> beam_search.StepFn:
-    """Return a step function that reruns the decoder over the whole prefix, all ``L`` positions (no cache).
+    """Return a step function that reruns the decoder over all ``L`` prefix positions: the cost the cache avoids.
 
     Parameters
     ----------
@@ -185,9 +177,6 @@ def search_setup(model_config: TransformerConfig, params: Any, inputs: Array, *,
                  max_decode_len: int, use_cache: bool,
                  cache_stages: int) -> tuple[beam_search.StepFn, Any, dict[str, Any]]:
     """Encode the sources once; return the step function, initial state and staging of a search over them.
-
-    The cached steps share one encoder row per sentence among its hypotheses (cross-attention keys and values
-    projected once per sentence); the uncached steps repeat it per hypothesis.
 
     Parameters
     ----------

@@ -1,9 +1,6 @@
 """Load a trained run for decoding: parameters (one checkpoint or an average), config and tokenizer.
 
-Shared by the ``translate``, ``evaluate`` and ``plot_attention`` commands and usable from notebooks::
-
-    translator = inference.make_translator(inference.load_run("runs/tiny"))
-    translator.translate(["The house is small."])
+``make_translator(load_run("runs/tiny")).translate(["The house is small."])``; shared by the commands.
 """
 
 from __future__ import annotations
@@ -28,16 +25,10 @@ if TYPE_CHECKING:  # Imported when the data is first asked for: translate starts
 
 @dataclasses.dataclass
 class TrainedRun:
-    """A training run's model, ready for decoding.
-
-    Attributes
-    ----------
-    checkpoint : str
-        Which parameters were loaded: ``"latest"``, ``"averaged"``, a step, or ``"average of steps ..."``.
-    """
+    """A training run's model, ready for decoding."""
 
     workdir: str
-    checkpoint: str
+    checkpoint: str  # "latest", "averaged", a step, or "average of steps ...".
     config: Experiment  # Built once from the run's config.json.
     model_config: TransformerConfig  # config.model
     params: Any  # Plain parameters.
@@ -46,12 +37,12 @@ class TrainedRun:
 
     @property
     def data(self) -> input_pipeline.TranslationData:
-        """The run's data (splits as text and ids), opened on first use; translating never needs it.
+        """The run's data (splits as text and ids), opened on first use: translating never needs it.
 
         Returns
         -------
         input_pipeline.TranslationData
-            The datasets, the corpus prepared if its cache is missing.
+            The datasets.
         """
         if self._data is None:
             from attention_jax.data import input_pipeline
@@ -61,13 +52,12 @@ class TrainedRun:
 
     @property
     def data_config(self) -> DataConfig:
-        """The run's data section, tokenized with the run's own ``tokenizer.model``.
+        """The run's data section, read with the run's own vocabulary (not one trained on the corpus as it is now).
 
         Returns
         -------
         DataConfig
-            ``config.data`` with ``fine_tune_from`` set to the run, so the pipeline reads the ids the weights were
-            trained on rather than training a vocabulary on the corpus as it is now.
+            ``config.data`` with ``fine_tune_from`` set to the run.
         """
         return dataclasses.replace(self.config.data, fine_tune_from=self.workdir)
 
@@ -105,24 +95,21 @@ def load_run(workdir: str, checkpoint: str = "latest", *, average_last: int = 0,
              model_kind: str = ModelKind.ENCODER_DECODER, compilation_cache: bool = True) -> TrainedRun:
     """Load the parameters, config and tokenizer of a training run or an export.
 
-    The tokenizer is the run's own ``tokenizer.model``: one rebuilt from a corpus that may have changed need
-    not give the ids the weights were trained on, so a run without it is refused. ``"latest"`` tolerates a
-    trainer rotating checkpoints away meanwhile (``config.keep_checkpoints``): the newest is read again.
+    The tokenizer must be the run's own ``tokenizer.model``: one rebuilt from a changed corpus would give
+    other ids. ``"latest"`` is read again when a trainer rotates it away meanwhile.
 
     Parameters
     ----------
     workdir : str
         A training work directory, or a directory that ``export --format=directory`` wrote.
     checkpoint : str
-        ``"latest"``, ``"averaged"``, ``"best"`` or a step; ignored when ``average_last > 0``. An export
-        holds one, ``"latest"`` (or ``"exported"``).
+        ``"latest"``, ``"averaged"``, ``"best"`` or a step; an export's one is ``"latest"`` (or ``"exported"``).
     average_last : int
         Average the last this many training checkpoints instead (Section 6.1).
     model_kind : str
         The model kind the caller decodes with.
     compilation_cache : bool
-        Turn on JAX's persistent compilation cache with the run's setting unless this process chose one, so a
-        second process loads the programs the first compiled; ``False`` leaves JAX alone.
+        Turn on the run's persistent compilation cache unless this process chose one.
 
     Returns
     -------
@@ -134,7 +121,7 @@ def load_run(workdir: str, checkpoint: str = "latest", *, average_last: int = 0,
     TypeError
         For a ``workdir`` that is no path.
     FileNotFoundError
-        For a missing workdir, config, tokenizer (``MissingInputError``) or checkpoint.
+        For a missing workdir, config, tokenizer or checkpoint.
     ValueError
         For a damaged tokenizer, another model kind, or parameters that do not fit the config.
     """
@@ -163,11 +150,7 @@ def load_run(workdir: str, checkpoint: str = "latest", *, average_last: int = 0,
 
 
 def _load_params(workdir: str, checkpoint: str, average_last: int) -> tuple[Any, Experiment, str]:
-    """Return the parameters :func:`load_run` names, its experiment and the checkpoint's description.
-
-    ``"latest"`` and averages are read again from the newest steps when a rotating trainer deletes them
-    mid-read (:func:`~attention_jax.checkpointing.checkpoints.read_while_rotating`).
-    """
+    """Return the parameters :func:`load_run` names, its experiment and the checkpoint's description."""
     if exported_run.is_export_directory(workdir):  # One set of parameters, no checkpoints/ to rotate.
         params = exported_run.load_export_params(workdir, checkpoint, average_last)
         return params, checkpoints.read_config(workdir), exported_run.describe(workdir)
