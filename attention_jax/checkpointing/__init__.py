@@ -1,2 +1,1 @@
-"""A run's checkpoints on disk: the Orbax train-state checkpoints written during training (resume, keep the
-newest and the best) and reading their parameters back for inference, averaged over the last k."""
+"""A run's checkpoints on disk: Orbax train states, parameters for inference and their averages."""

@@ -1,22 +1,8 @@
-"""Orbax checkpoints of training runs and the run files beside them (config, tokenizer); the resume
-checks are in :mod:`attention_jax.checkpointing.resume_checks`.
+"""Orbax checkpoints of training runs and the run files beside them (config, tokenizer).
 
-Layout (see the workdir contract)::
-
-    WORKDIR/config.json                 resolved experiment config
-    WORKDIR/data_splits.json            the dev and test splits evaluated on: name, pairs, SHA-256
-    WORKDIR/checkpoints/<step>/         one orbax checkpoint per saved step, items:
-        params/                         model parameters (unboxed pytree)
-        opt_state/                      Adam moments and the update count
-        counters/                       {"step", "rng"} of the train state
-        progress/                       JSON: wall time and target tokens seen so far
-        data/                           JSON per process: the data iterator's state
-    WORKDIR/checkpoints_corrupt/<step>/ unreadable checkpoints moved aside when resuming
-    WORKDIR/averaged/<step>/            averaged parameters (``average_checkpoints``), items params, info
-
-Orbax writes each checkpoint into ``<step>.orbax-checkpoint-tmp-*`` and renames it when every item is
-complete, so a killed save never shows up as a step. Saves are asynchronous: arrays are copied to host
-memory before :meth:`TrainingCheckpoints.save` returns and written in a background thread.
+Layout: docs/python_api.md, "The checkpoint layout". Orbax renames a step's temporary directory once every
+item is complete, so a killed save never shows up as a step; saves copy arrays to host, then write in a
+background thread. The resume checks are in :mod:`~attention_jax.checkpointing.resume_checks`.
 """
 
 from __future__ import annotations
@@ -49,33 +35,37 @@ PARAMS_ITEM = "params"  # The parameters' item inside each step directory (orbax
 
 
 def absolute_path(path: str | os.PathLike) -> epath.Path:
-    """``path`` made absolute when it is local (orbax refuses relative checkpoint paths).
+    """Return ``path`` made absolute when it is local (orbax refuses relative paths); a URL unchanged.
 
     Parameters
     ----------
     path : str or PathLike
-        A local path (relative or absolute) or a URL-like path such as ``gs://bucket/dir``.
+        A local path or a URL-like one such as ``gs://bucket/dir``.
 
     Returns
     -------
     epath.Path
-        The absolute local path, or the URL-like path unchanged.
+        The path orbax takes.
     """
     text = os.fspath(path)
     return epath.Path(text if "://" in text else os.path.abspath(text))
 
 class IteratorStateHandler(ocp.CheckpointHandler):
-    """Orbax handler that writes this process's data iterator state as ``process_<i>-of-<n>.json``.
+    """Orbax handler of this process's data iterator state, one ``process_<i>-of-<n>.json`` per process.
 
-    Notes
-    -----
-    Every process writes its own file (input pipelines are per process). ``bytes`` states (grain's
-    ``DataLoaderIterator``) are stored base64-encoded; JSON-able states (grain's ``DatasetIterator``)
-    as they are.
+    ``bytes`` states (grain's ``DataLoaderIterator``) are stored base64-encoded, JSON-able ones as they are.
     """
 
     def save(self, directory: epath.Path, args: "IteratorStateSave") -> None:
-        """Write this process's state into ``directory``."""
+        """Write this process's state into ``directory``.
+
+        Parameters
+        ----------
+        directory : epath.Path
+            The item's directory.
+        args : IteratorStateSave
+            The state.
+        """
         state = args.state
         if isinstance(state, bytes):
             payload = {"bytes_base64": base64.b64encode(state).decode("ascii")}
@@ -85,12 +75,20 @@ class IteratorStateHandler(ocp.CheckpointHandler):
         (epath.Path(directory) / name).write_text(json.dumps(payload))
 
     def restore(self, directory: epath.Path, args: "IteratorStateRestore | None" = None) -> Any:
-        """Return this process's saved state, or ``None`` (with a warning) if it has none.
+        """Return this process's saved state.
 
-        Notes
-        -----
-        A checkpoint written by a job with another process count has no file for this layout:
-        training then continues with a fresh data order.
+        Parameters
+        ----------
+        directory : epath.Path
+            The item's directory.
+        args : IteratorStateRestore, optional
+            Unused.
+
+        Returns
+        -------
+        Any
+            The state, or ``None`` (with a warning: the data order restarts) when a job with another process
+            count wrote the checkpoint.
         """
         del args
         path = epath.Path(directory) / _iterator_file(jax.process_index(), jax.process_count())
@@ -105,16 +103,28 @@ class IteratorStateHandler(ocp.CheckpointHandler):
         return payload["json"]
 
     def metadata(self, directory: epath.Path) -> None:
-        """No metadata is kept."""
+        """Keep no metadata.
+
+        Parameters
+        ----------
+        directory : epath.Path
+            The item's directory.
+        """
         del directory
         return None
 
     def finalize(self, directory: epath.Path) -> None:
-        """Nothing to finalize (files are complete when written)."""
+        """Finalize nothing: files are complete when written.
+
+        Parameters
+        ----------
+        directory : epath.Path
+            The item's directory.
+        """
         del directory
 
     def close(self) -> None:
-        """Nothing to release."""
+        """Release nothing."""
 
 
 def _iterator_file(process_index: int, process_count: int) -> str:
@@ -138,7 +148,7 @@ class IteratorStateRestore(ocp.args.CheckpointArgs):
 # --- Config checks -----------------------------------------------------------------------------------
 
 def read_config(workdir: str) -> Experiment:
-    """Read ``WORKDIR/config.json`` as the run's :class:`Experiment`.
+    """Read ``WORKDIR/config.json`` as the run's :class:`Experiment`, with fields added since as that run behaved.
 
     Parameters
     ----------
@@ -148,15 +158,14 @@ def read_config(workdir: str) -> Experiment:
     Returns
     -------
     Experiment
-        The config the run was started with, with the fields added since it was written as that run
-        behaved (:func:`attention_jax.experiment.schema.with_old_run_defaults`), checked and built
-        (:func:`attention_jax.experiment.sections.build_experiment`, errors naming the file).
+        The config the run was started with, checked and built.
 
-    Notes
-    -----
-    Raises ``FileNotFoundError`` when the workdir or its config is missing, and
-    :class:`attention_jax.experiment.schema.ConfigError` (one line naming the file) for a config the
-    schema refuses (a hand-edited key or value).
+    Raises
+    ------
+    FileNotFoundError
+        When the workdir or its config is missing.
+    ConfigError
+        For a config that is no JSON object or that the schema refuses, naming the file.
     """
     root = epath.Path(workdir)
     if not root.exists():
@@ -184,20 +193,20 @@ def read_config(workdir: str) -> Experiment:
                                  f"run or of an export.") from None
 
 
+# Files beside config.json that only a training run or an export writes.
 _RUN_MARKERS = (run_files.CHECKPOINT_DIR, run_files.TOKENIZER_FILE, run_files.RESULTS_FILE, run_files.METRICS_FILE,
                 exported_run.PARAMS_FILE)
-"""Files beside ``config.json`` that only a training run or an export writes."""
 
 
 def write_config(workdir: str, experiment: Experiment) -> None:
-    """Write the experiment's flat config to ``WORKDIR/config.json`` (process 0 only).
+    """Write the experiment's flat config to ``WORKDIR/config.json``, keys sorted (process 0 only).
 
     Parameters
     ----------
     workdir : str
         The work directory (created if missing).
     experiment : Experiment
-        The run's experiment; its :meth:`Experiment.to_json_dict` is written, keys sorted.
+        The run's experiment.
     """
     if jax.process_index() != 0:
         return
@@ -208,17 +217,14 @@ def write_config(workdir: str, experiment: Experiment) -> None:
 def write_tokenizer(workdir: str, model_proto: bytes) -> None:
     """Keep the run's tokenizer in ``WORKDIR/tokenizer.model`` (process 0 only; atomic).
 
+    With it a run translates and plots attention without preparing the corpus.
+
     Parameters
     ----------
     workdir : str
         The work directory.
     model_proto : bytes
-        The serialized SentencePiece model (``Tokenizer.model_proto``).
-
-    Notes
-    -----
-    With it a workdir is self-contained for translation and attention plots: they load the
-    vocabulary from here instead of preparing the corpus (only ``evaluate`` needs the data itself).
+        The serialized SentencePiece model.
     """
     if jax.process_index() != 0:
         return
@@ -226,7 +232,7 @@ def write_tokenizer(workdir: str, model_proto: bytes) -> None:
 
 
 def finished_results(workdir: str, experiment: Experiment) -> dict[str, Any] | None:
-    """The results of a run that already finished with exactly ``experiment``, else ``None``.
+    """Return the results of a run that already finished with exactly ``experiment`` (rerunning has nothing to do).
 
     Parameters
     ----------
@@ -238,9 +244,7 @@ def finished_results(workdir: str, experiment: Experiment) -> dict[str, Any] | N
     Returns
     -------
     dict or None
-        ``WORKDIR/results.json`` when it records a finished run and ``WORKDIR/config.json`` equals
-        ``experiment.to_json_dict()`` (so rerunning the command has nothing to do); ``None`` otherwise (a fresh,
-        interrupted or changed run, e.g. with a larger ``num_train_steps``).
+        ``WORKDIR/results.json``; ``None`` for a fresh, interrupted or changed run.
     """
     root = epath.Path(workdir)
     results_path, config_path = root / run_files.RESULTS_FILE, root / run_files.CONFIG_FILE
@@ -258,7 +262,20 @@ def finished_results(workdir: str, experiment: Experiment) -> dict[str, Any] | N
 
 
 def flatten_config(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """A config's fields as one flat mapping, nested keys joined by dots and tuples as lists (JSON's view)."""
+    """Return a config's fields as one flat mapping: nested keys joined by dots, tuples as lists (JSON's view).
+
+    Parameters
+    ----------
+    config : Mapping[str, Any]
+        A nested config.
+    prefix : str
+        Put before every key.
+
+    Returns
+    -------
+    dict[str, Any]
+        The flat fields.
+    """
     flat = {}
     for key, value in config.items():
         if isinstance(value, Mapping):
@@ -269,11 +286,11 @@ def flatten_config(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any
 
 
 class UnreadableCheckpointsError(UserInputError, RuntimeError):
-    """No checkpoint of a run restores: a ``RuntimeError`` as before, shown in one line as the user's to mend."""
+    """No checkpoint of a run restores: a ``RuntimeError``, shown in one line as the user's to mend."""
 
 
 def finished_steps(directory: str) -> list[int]:
-    """Steps of the finished checkpoints under an orbax manager root (empty if none).
+    """Return the steps of the finished checkpoints under an orbax manager root, sorted (empty if none).
 
     Parameters
     ----------
@@ -288,7 +305,7 @@ def finished_steps(directory: str) -> list[int]:
     Raises
     ------
     UserInputError
-        When ``directory`` is a file (orbax's ``NotADirectoryError`` was a traceback).
+        When ``directory`` is a file.
     """
     if not epath.Path(directory).exists():
         return []
@@ -298,21 +315,20 @@ def finished_steps(directory: str) -> list[int]:
     return sorted(ocp.utils.checkpoint_steps(absolute_path(directory)))  # Finalized ones only.
 
 
-ROTATION_ATTEMPTS = 20
-"""Reads a reader tries while a trainer beside it rotates checkpoints away (``keep_checkpoints``)."""
+ROTATION_ATTEMPTS = 20  # Reads tried while a trainer beside the reader rotates checkpoints away.
 
 
 def read_while_rotating(directory: str, read: Callable[[], _Read], what: str) -> _Read:
-    """``read()``, retried while the checkpoints of ``directory`` change under it, until a whole one is read.
+    """Return ``read()``, retried while a trainer rotates the checkpoints of ``directory`` away under it.
 
     Parameters
     ----------
     directory : str
-        The checkpoints' directory (``WORKDIR/checkpoints`` or ``WORKDIR/best``).
+        The checkpoints' directory.
     read : callable
-        Chooses its checkpoints afresh on each call (the newest, the last few) and reads them.
+        Chooses its checkpoints afresh on each call and reads them.
     what : str
-        What is read, named in the messages (``"the latest checkpoint"``).
+        What is read, for the messages.
 
     Returns
     -------
@@ -322,8 +338,8 @@ def read_while_rotating(directory: str, read: Callable[[], _Read], what: str) ->
     Raises
     ------
     UserInputError
-        When the checkpoints changed during every one of :data:`ROTATION_ATTEMPTS` reads, naming the fix.
-        A failure while the steps stayed the same is no rotation and is raised as it is.
+        When the checkpoints changed during every one of :data:`ROTATION_ATTEMPTS` reads; a failure while the
+        steps stayed the same is raised as it is.
     """
     for attempt in range(ROTATION_ATTEMPTS):
         steps_before = finished_steps(directory)
@@ -342,7 +358,7 @@ def read_while_rotating(directory: str, read: Callable[[], _Read], what: str) ->
 
 
 def latest_progress(workdir: str) -> tuple[int, dict[str, Any]] | None:
-    """The newest training checkpoint's step and the bookkeeping saved with it, read without restoring it.
+    """Return the newest checkpoint's step and the bookkeeping saved with it, without restoring it.
 
     Parameters
     ----------
@@ -352,8 +368,7 @@ def latest_progress(workdir: str) -> tuple[int, dict[str, Any]] | None:
     Returns
     -------
     (int, dict) or None
-        The step and its ``progress`` item (wall time, tokens, ``stop_reason`` and the early-stopping
-        counts); ``None`` when there is no finished checkpoint or its progress cannot be read.
+        The step and its ``progress`` item; ``None`` when there is none or it cannot be read.
     """
     steps = finished_steps(str(epath.Path(workdir) / run_files.CHECKPOINT_DIR))
     if not steps:
@@ -366,7 +381,7 @@ def latest_progress(workdir: str) -> tuple[int, dict[str, Any]] | None:
 
 
 def last_good_checkpoint_sentence(workdir: str) -> str:
-    """A sentence naming the newest finished checkpoint and how to go on from it (for error messages).
+    """Return a sentence naming the newest finished checkpoint and how to resume from it, for error messages.
 
     Parameters
     ----------
@@ -376,8 +391,7 @@ def last_good_checkpoint_sentence(workdir: str) -> str:
     Returns
     -------
     str
-        E.g. ``"The last good checkpoint is step 400 in runs/base/checkpoints: free space, then rerun
-        the same command to resume from it."``.
+        The sentence.
     """
     directory = os.path.join(workdir, run_files.CHECKPOINT_DIR)
     try:
@@ -394,42 +408,27 @@ def last_good_checkpoint_sentence(workdir: str) -> str:
 
 @dataclasses.dataclass
 class Restored:
-    """A restored training checkpoint.
-
-    Attributes
-    ----------
-    step : int
-        The checkpoint's step.
-    state : Any
-        The train state (same type as the abstract state given to restore).
-    data_state : Any
-        This process's data iterator state (``None`` if unusable).
-    progress : dict
-        Bookkeeping saved with it (``wall_s``, ``train_target_tokens``).
-    """
+    """A restored training checkpoint."""
 
     step: int
-    state: Any
-    data_state: Any
-    progress: dict
+    state: Any  # Of the abstract state's type.
+    data_state: Any  # This process's data iterator state (None if unusable).
+    progress: dict  # Bookkeeping saved with it (wall_s, train_target_tokens).
 
 
 class TrainingCheckpoints:
-    """Saves and restores train states with the data iterator state (orbax ``CheckpointManager``).
+    """Save and restore train states with the data iterator state (orbax ``CheckpointManager``).
+
+    The train state is any dataclass with ``step``, ``params``, ``opt_state``, ``rng`` and ``replace``.
 
     Parameters
     ----------
     workdir : str
         The work directory; checkpoints go to ``WORKDIR/checkpoints``.
     keep : int
-        Number of most recent checkpoints kept (older ones are deleted).
+        Most recent checkpoints kept.
     asynchronous : bool
-        Write in a background thread (arrays are copied to host first).
-
-    Notes
-    -----
-    The train state is any dataclass with ``step``, ``params``, ``opt_state``, ``rng`` fields and a
-    ``replace`` method (``train_state.TrainState``).
+        Write in a background thread (arrays copied to host first).
     """
 
     def __init__(self, workdir: str, *, keep: int, asynchronous: bool = True) -> None:
@@ -443,15 +442,27 @@ class TrainingCheckpoints:
         self._manager = ocp.CheckpointManager(self.directory, options=options)
 
     def all_steps(self) -> list[int]:
-        """Steps of the finished checkpoints, ascending."""
+        """Return the steps of the finished checkpoints.
+
+        Returns
+        -------
+        list[int]
+            Ascending.
+        """
         return sorted(self._manager.all_steps())
 
     def latest_step(self) -> int | None:
-        """The newest finished checkpoint's step, or ``None``."""
+        """Return the newest finished checkpoint's step.
+
+        Returns
+        -------
+        int or None
+            ``None`` without one.
+        """
         return self._manager.latest_step()
 
     def save(self, state: Any, *, data_state: Any, progress: Mapping[str, Any]) -> None:
-        """Save ``state`` under its step (asynchronously).
+        """Save ``state`` under its step, asynchronously; a step already saved is left alone.
 
         Parameters
         ----------
@@ -460,12 +471,12 @@ class TrainingCheckpoints:
         data_state : Any
             The data iterator's ``get_state()`` after the batches of ``state.step``.
         progress : Mapping[str, Any]
-            JSON-able bookkeeping (wall time, tokens seen).
+            JSON-able bookkeeping.
 
-        Notes
-        -----
-        Saving a step that already exists is a no-op. A full disk, met here or by the previous
-        asynchronous save, raises ``OSError`` (:mod:`~attention_jax.foundation.full_disk`).
+        Raises
+        ------
+        OSError
+            For a full disk, met here or by the previous asynchronous save.
         """
         step = int(state.step)
         if step in self._manager.all_steps():
@@ -507,7 +518,7 @@ class TrainingCheckpoints:
         return Restored(step=step, state=state, data_state=items["data"], progress=dict(items["progress"]))
 
     def restore_latest(self, abstract_state: Any) -> Restored | None:
-        """Restore the newest readable checkpoint; unreadable newer ones are moved aside.
+        """Restore the newest readable checkpoint, moving unreadable newer ones to ``WORKDIR/checkpoints_corrupt/``.
 
         Parameters
         ----------
@@ -519,12 +530,10 @@ class TrainingCheckpoints:
         Restored or None
             ``None`` when there is no checkpoint (a fresh run).
 
-        Notes
-        -----
-        A checkpoint that fails to restore (truncated or missing files) is skipped with a warning and
-        the previous one is tried. Once one restores, the unreadable newer ones are moved to
-        ``WORKDIR/checkpoints_corrupt/`` so that their steps can be saved again. Raises
-        :class:`UnreadableCheckpointsError` (one line, exit 2) if no checkpoint restores.
+        Raises
+        ------
+        UnreadableCheckpointsError
+            When no checkpoint restores.
         """
         failed: list[int] = []
         for step in reversed(self.all_steps()):
@@ -560,12 +569,24 @@ class TrainingCheckpoints:
         self._manager.reload()
 
     def wait(self) -> None:
-        """Block until pending asynchronous saves are on disk (``OSError`` for a full disk)."""
+        """Block until pending asynchronous saves are on disk.
+
+        Raises
+        ------
+        OSError
+            For a full disk.
+        """
         with full_disk.as_os_error():
             self._manager.wait_until_finished()
 
     def close(self) -> None:
-        """Finish pending saves and release the manager (``OSError`` for a full disk)."""
+        """Finish pending saves and release the manager.
+
+        Raises
+        ------
+        OSError
+            For a full disk.
+        """
         with full_disk.as_os_error():
             self._manager.wait_until_finished()
             self._manager.close()

@@ -1,14 +1,5 @@
 """A persistent XLA compilation cache, so that resumed runs, sweep rows and repeated seeds skip compiling.
 
-JAX can keep every compiled program on disk, keyed by the program, the compiler options and the
-backend; a later process that needs the same program loads it instead of compiling it again. A resumed
-run, a second seed of a sweep row or a rerun of ``evaluate`` compiles exactly what the first process did,
-so with the cache they start training or decoding after a load of milliseconds per program.
-
-The directory comes from, in order: JAX's own ``JAX_COMPILATION_CACHE_DIR`` environment variable, then
-the config field ``compilation_cache_dir``: ``""`` for no cache, a path, or ``"default"`` (the base
-config's value) for ``$ATTENTION_JAX_CACHE_DIR/jax_compilation_cache`` (:mod:`attention_jax.foundation.cache_dirs`),
-else :data:`DEFAULT_DIRECTORY`.
 The cache is trusted code: do not point it at a directory that others can write.
 """
 
@@ -22,32 +13,26 @@ from absl import logging
 from attention_jax.foundation import cache_dirs
 
 DEFAULT_DIRECTORY = "~/.cache/attention_jax/jax_compilation_cache"
-"""Where compiled programs go unless an environment variable or the config names another place."""
-
+# Faster compilations are not written; JAX's default, 1 s, would skip some CPU train steps and decoding loops.
 MIN_COMPILE_SECONDS = 0.5
-"""Programs that compile faster than this are not written (JAX's default is 1 s, which would skip some
-CPU train steps and decoding loops)."""
 
 
 def resolve_directory(configured: str | None) -> str | None:
-    """The cache directory to use, or ``None`` when the cache is off.
+    """Return the cache directory to use, or ``None`` when the cache is off.
+
+    ``JAX_COMPILATION_CACHE_DIR``, when set, wins over the config: a cluster job points every process at a
+    shared cache without editing configs.
 
     Parameters
     ----------
     configured : str or None
-        ``config.compilation_cache_dir``: a path (``~`` is expanded), ``""`` for no cache, or
-        ``"default"`` or ``None`` (field absent, e.g. an older run's config) for the cache root's
-        (``ATTENTION_JAX_CACHE_DIR``), else :data:`DEFAULT_DIRECTORY`.
+        ``config.compilation_cache_dir``: a path, ``""`` for none, or ``"default"`` (or ``None``, an older run)
+        for ``$ATTENTION_JAX_CACHE_DIR``'s, else :data:`DEFAULT_DIRECTORY`.
 
     Returns
     -------
     str or None
         An absolute path, or ``None``.
-
-    Notes
-    -----
-    ``JAX_COMPILATION_CACHE_DIR``, when set, wins over the config: it is how a cluster job points
-    every process at a shared cache without editing configs.
     """
     from_environment = os.environ.get("JAX_COMPILATION_CACHE_DIR")
     if from_environment:
@@ -60,22 +45,19 @@ def resolve_directory(configured: str | None) -> str | None:
 
 
 def enable(configured: str | None) -> str | None:
-    """Turn the persistent compilation cache on (call before the first compilation).
+    """Turn the persistent compilation cache on, before the first compilation.
+
+    A directory that cannot be written is warned about and the run goes on without a cache.
 
     Parameters
     ----------
     configured : str or None
-        ``config.compilation_cache_dir`` (see :func:`resolve_directory`).
+        ``config.compilation_cache_dir``.
 
     Returns
     -------
     str or None
         The directory in use, or ``None`` when the cache is off.
-
-    Notes
-    -----
-    A directory that cannot be created or written is reported with a warning and the run goes on
-    without a cache: the cache saves time, it is never needed for a correct result.
     """
     directory = resolve_directory(configured)
     if directory is None:
@@ -96,24 +78,17 @@ def enable(configured: str | None) -> str | None:
 
 
 def enable_unless_set(configured: str | None) -> str | None:
-    """:func:`enable` the cache, unless this process has already chosen a cache directory for JAX.
+    """Call :func:`enable` unless this process chose a cache directory already (a notebook's or a test's stays).
 
     Parameters
     ----------
     configured : str or None
-        ``config.compilation_cache_dir`` (see :func:`resolve_directory`).
+        ``config.compilation_cache_dir``.
 
     Returns
     -------
     str or None
-        The directory in use: the one set before (by the caller, a test, or an earlier run's
-        :func:`enable`), else :func:`enable`'s.
-
-    Notes
-    -----
-    For library entry points such as ``load_run``, which a notebook or a test may call after choosing a
-    cache of its own: that choice is left as it is. ``JAX_COMPILATION_CACHE_DIR`` still wins as in
-    :func:`resolve_directory`.
+        The directory in use.
     """
     current = getattr(jax.config, "jax_compilation_cache_dir", None)  # Set by enable() or the caller.
     if current:

@@ -1,9 +1,7 @@
-"""Why a checkpoint could not be read, in one short line for a warning or an error.
+"""Why a checkpoint could not be read, in one short line.
 
-TensorStore's errors, which orbax passes on for a damaged checkpoint, carry the whole JSON spec of the
-array being opened (``[tensorstore_spec='{...}']``) and the C++ source locations: about 60 lines on a
-terminal for one unreadable file. :func:`reason_line` keeps what a user acts on: the error's type, its
-status and message, and the file named.
+TensorStore's errors carry the array's whole JSON spec and C++ source locations (about 60 lines for one
+unreadable file); the line keeps the type, status, message and file.
 """
 
 from __future__ import annotations
@@ -12,26 +10,23 @@ import re
 
 _TENSORSTORE_ANNOTATION = re.compile(r"\s*\[(?:tensorstore_spec|source locations)=.*", re.S)
 
-REASON_LIMIT = 300
-"""Characters of the message kept; a longer one ends in ``...``."""
+REASON_LIMIT = 300  # Characters of the message kept.
 
 
 def reason_line(error: BaseException, limit: int = REASON_LIMIT) -> str:
-    """``error`` as ``"<type>: <message>"`` on one line, without TensorStore's spec and source locations.
+    """Return ``error`` as ``"<type>: <message>"`` on one line, without TensorStore's spec and source locations.
 
     Parameters
     ----------
     error : BaseException
         What restoring a checkpoint raised.
     limit : int
-        The most characters of the message kept.
+        The most characters of the message kept; a longer one ends in ``...``.
 
     Returns
     -------
     str
-        E.g. ``"ValueError: NOT_FOUND: Error opening "zarr3" driver: Error reading local file
-        "/run/checkpoints/4/state/d/0": No such file or directory"``; the message's whitespace (newlines
-        included) is collapsed to single spaces.
+        E.g. ``"ValueError: NOT_FOUND: Error opening "zarr3" driver: ..."``, whitespace collapsed.
     """
     message = " ".join(_TENSORSTORE_ANNOTATION.sub("", str(error)).split())
     if len(message) > limit:

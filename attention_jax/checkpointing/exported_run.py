@@ -1,17 +1,8 @@
 """A run exported for translation: one directory of weights, config and tokenizer that ``load_run`` opens.
 
-``python -m attention_jax.export --workdir=runs/tiny --format=directory --out=tiny_export`` writes::
-
-    tiny_export/
-        params.safetensors   the parameters, one tensor per leaf (safetensors_params' name map), config in metadata
-        config.json          the run's config, as the run's own config.json
-        tokenizer.model      the run's SentencePiece model, the token ids the weights were trained on
-        export.json          where it came from: workdir (absolute), checkpoint, step, tensors; the other files' SHA-256
-
-so ``load_run("tiny_export")`` (and ``translate --workdir=tiny_export``) decodes with it, and plain
-``safetensors``, ``json`` and ``sentencepiece`` read it with no attention_jax at all (``docs/python_api.md``).
-An export holds one set of parameters: it has no ``checkpoints/`` to choose from, no optimizer state and no
-corpus, so training, ``--checkpoint`` and ``--average_last`` do not apply to it.
+``params.safetensors``, ``config.json``, ``tokenizer.model`` and ``export.json`` (origin and SHA-256s;
+docs/python_api.md), readable without attention_jax. It holds one set of parameters: no checkpoints, no
+optimizer state, no corpus.
 """
 
 from __future__ import annotations
@@ -26,15 +17,12 @@ from attention_jax.foundation import run_files
 from attention_jax.foundation.user_errors import UserInputError
 
 PARAMS_FILE = "params.safetensors"
-"""The parameters' file in an export directory."""
-RECORD_FILE = "export.json"
-"""What the export came from, in an export directory."""
-EXPORTED_CHECKPOINT = "exported"
-"""``load_run``'s ``checkpoint`` naming an export's one set of parameters (``"latest"`` names it too)."""
+RECORD_FILE = "export.json"  # What the export came from.
+EXPORTED_CHECKPOINT = "exported"  # load_run's checkpoint naming an export's parameters ("latest" does too).
 
 
 def is_export_directory(path: str) -> bool:
-    """Whether ``path`` is a directory :func:`write_export_directory` wrote (its parameters file, no ``checkpoints/``).
+    """Return whether ``path`` is a directory :func:`write_export_directory` wrote (parameters, no ``checkpoints/``).
 
     Parameters
     ----------
@@ -44,14 +32,14 @@ def is_export_directory(path: str) -> bool:
     Returns
     -------
     bool
-        True for an export, False for a training run or anything else.
+        True for an export.
     """
     return ((os.path.isfile(os.path.join(path, PARAMS_FILE)) or os.path.isfile(os.path.join(path, RECORD_FILE)))
             and not os.path.isdir(os.path.join(path, run_files.CHECKPOINT_DIR)))
 
 
-def file_sha256(path: str) -> str:
-    """The SHA-256 of a file's bytes, as hex, read in 1 MiB blocks."""
+def _file_sha256(path: str) -> str:
+    """Return the hex SHA-256 of a file's bytes, read in 1 MiB blocks."""
     digest = hashlib.sha256()
     with open(path, "rb") as file:
         for block in iter(lambda: file.read(1 << 20), b""):
@@ -60,17 +48,17 @@ def file_sha256(path: str) -> str:
 
 
 def check_export_files(directory: str) -> None:
-    """Refuse an export whose files are missing or differ from the SHA-256 hashes its ``export.json`` holds.
+    """Refuse an export whose files are missing or differ from the SHA-256s its ``export.json`` holds.
 
     Parameters
     ----------
     directory : str
-        An export directory (:func:`is_export_directory`).
+        An export directory; one from before the hashes were recorded is checked for its parameters only.
 
-    Notes
-    -----
-    Raises :class:`~attention_jax.foundation.user_errors.UserInputError` in one line naming the file and the fix.
-    An export written before the hashes were recorded is checked for its parameters file only.
+    Raises
+    ------
+    UserInputError
+        Naming the file and the fix.
     """
     fix = "export the run again (python -m attention_jax.export --format=directory)"
     if not os.path.isfile(os.path.join(directory, PARAMS_FILE)):
@@ -86,24 +74,23 @@ def check_export_files(directory: str) -> None:
         if not os.path.isfile(path):
             raise UserInputError(f"{path} is missing from the export: copy the whole export directory again, "
                                  f"or {fix}.")
-        if file_sha256(path) != expected:
+        if _file_sha256(path) != expected:
             raise UserInputError(f"{path} does not match the SHA-256 that {RECORD_FILE} records for it: the file "
                                  f"is damaged or was replaced; copy the export again, or {fix}.")
 
 
 def check_export_target(out: str) -> None:
-    """Refuse an ``--out`` an export directory cannot be written to without harm, in one line.
+    """Refuse, before anything is written, an ``--out`` that an export would harm.
 
     Parameters
     ----------
     out : str
         The directory to write: new, empty, or an earlier export (replaced).
 
-    Notes
-    -----
-    Raises :class:`~attention_jax.foundation.user_errors.UserInputError` for a file, or for a directory holding
-    anything but an earlier export (a training run's ``config.json`` and ``tokenizer.model`` would be
-    overwritten), before anything is read or written.
+    Raises
+    ------
+    UserInputError
+        For a file, or a directory holding anything but an earlier export (a run's files would be overwritten).
     """
     if os.path.exists(out) and not os.path.isdir(out):
         raise UserInputError(f"--out={out} is a file; --format=directory writes a directory: name a new one.")
@@ -117,31 +104,27 @@ def write_export_directory(out: str, params: Any, experiment: Experiment, tokeni
                            workdir: str, checkpoint: str, step: int | None) -> dict[str, Any]:
     """Write the parameters, config and tokenizer of one checkpoint of a run into the directory ``out``.
 
+    Each file is written atomically, the record last, so a directory that has its record is whole.
+
     Parameters
     ----------
     out : str
-        The directory (created; an earlier export there is replaced file by file).
+        The directory (created; an earlier export is replaced file by file).
     params : pytree
-        The parameters (``run.params``).
+        The parameters.
     experiment : Experiment
-        The run's config (``run.config``).
+        The run's config.
     tokenizer_file : str
         The run's ``tokenizer.model``, copied as it is.
     workdir, checkpoint : str
-        Where the parameters came from (``run.workdir``, ``run.checkpoint``), for the record.
+        Where the parameters came from, for the record.
     step : int, optional
         The training step they stand for.
 
     Returns
     -------
     dict
-        The record written to ``export.json``: ``workdir``, ``checkpoint``, ``step``, ``tensors``, the
-        ``files`` written and the ``sha256`` of each but the record (checked on load: :func:`check_export_files`).
-
-    Notes
-    -----
-    Each file is written atomically (:func:`run_files.write_atomically`), the parameters last but one and
-    the record last, so a directory that has its record is whole.
+        The record written to ``export.json``.
     """
     os.makedirs(out, exist_ok=True)
     with open(tokenizer_file, "rb") as tokenizer:
@@ -155,13 +138,13 @@ def write_export_directory(out: str, params: Any, experiment: Experiment, tokeni
     hashed = (PARAMS_FILE, run_files.CONFIG_FILE, run_files.TOKENIZER_FILE)
     record = {"workdir": os.path.abspath(workdir), "checkpoint": checkpoint, "step": step,
               "tensors": len(safetensors_params.tensor_names(params)), "files": [*hashed, RECORD_FILE],
-              "sha256": {name: file_sha256(os.path.join(out, name)) for name in hashed}}
+              "sha256": {name: _file_sha256(os.path.join(out, name)) for name in hashed}}
     run_files.write_json_atomically(os.path.join(out, RECORD_FILE), record)
     return record
 
 
 def describe(directory: str) -> str:
-    """What ``load_run`` reports as an export's ``checkpoint``: ``"exported (latest, step 20)"``.
+    """Return what ``load_run`` reports as an export's ``checkpoint``, e.g. ``"exported (latest, step 20)"``.
 
     Parameters
     ----------
@@ -171,7 +154,7 @@ def describe(directory: str) -> str:
     Returns
     -------
     str
-        ``exported`` with the checkpoint and step of its record, where it has one.
+        ``exported`` with the checkpoint and step its record holds.
     """
     try:
         with open(os.path.join(directory, RECORD_FILE), encoding="utf-8") as record_file:
@@ -183,26 +166,26 @@ def describe(directory: str) -> str:
 
 
 def load_export_params(directory: str, checkpoint: str = "latest", average_last: int = 0) -> Any:
-    """The parameters of an export directory as JAX arrays; a ``checkpoint`` other than its one is refused.
+    """Return the parameters of an export directory as JAX arrays.
 
     Parameters
     ----------
     directory : str
-        An export directory (:func:`is_export_directory`).
+        An export directory.
     checkpoint : str
-        ``"latest"`` or ``"exported"``: the export's parameters (it holds no others).
+        ``"latest"`` or ``"exported"``: the export's one set.
     average_last : int
-        Must be 0: an export holds one checkpoint.
+        Must be 0.
 
     Returns
     -------
     pytree
-        The nested parameter dicts, as ``jax.Array`` leaves.
+        The nested parameter dicts.
 
-    Notes
-    -----
-    Raises :class:`~attention_jax.foundation.user_errors.UserInputError` in one line for another checkpoint, an
-    average, or a parameters file that is not safetensors.
+    Raises
+    ------
+    UserInputError
+        For another checkpoint, an average, or a parameters file that is not safetensors.
     """
     import jax.numpy as jnp  # Here: reading the record needs no JAX.
     from jax import tree

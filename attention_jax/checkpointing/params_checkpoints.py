@@ -1,9 +1,7 @@
-"""Parameters-only checkpoints: the averaged checkpoint, and a trained run's parameters for inference.
+"""Parameters-only checkpoints (the average, the best of early stopping) and a run's parameters for inference.
 
-``WORKDIR/averaged/<step>/`` holds items ``params`` and ``info`` (:func:`save_params`);
-:func:`load_for_inference` reads ``"latest"``, a step number or ``"averaged"`` (from the checkpoints
-that :mod:`attention_jax.checkpointing.checkpoints` writes) and checks the parameters against the run's
-config; :func:`average_last_params` averages the last ``count`` of them.
+``WORKDIR/averaged/<step>/`` and ``WORKDIR/best/<step>/`` hold items ``params`` and ``info``; every read is
+checked against the run's config.
 """
 
 from __future__ import annotations
@@ -36,7 +34,7 @@ from attention_jax.models import language_model
 
 
 def save_params(directory: str, step: int, params: Any, info: Mapping[str, Any], *, keep: int | None = 1) -> None:
-    """Write a parameters-only checkpoint (averaged parameters, the best ones of early stopping).
+    """Write a parameters-only checkpoint, synchronously (orbax renames it into place when complete).
 
     Parameters
     ----------
@@ -47,15 +45,14 @@ def save_params(directory: str, step: int, params: Any, info: Mapping[str, Any],
     params : pytree
         Unboxed parameters.
     info : Mapping[str, Any]
-        JSON-able description (e.g. the averaged steps, the dev perplexity).
+        JSON-able description (the averaged steps, the dev perplexity).
     keep : int or None
-        How many steps the directory keeps, the newest (older ones are deleted); ``None`` keeps all.
+        Newest steps the directory keeps; ``None`` keeps all.
 
-    Notes
-    -----
-    Written synchronously; orbax writes into a temporary directory and renames it when complete, so a
-    crash never leaves a half-written step behind. A full disk raises ``OSError``
-    (:mod:`~attention_jax.foundation.full_disk`).
+    Raises
+    ------
+    OSError
+        For a full disk.
     """
     options = ocp.CheckpointManagerOptions(max_to_keep=keep, enable_async_checkpointing=False)
     with (_writing_alone(directory), full_disk.as_os_error(),
@@ -69,10 +66,9 @@ def save_params(directory: str, step: int, params: Any, info: Mapping[str, Any],
 
 @contextlib.contextmanager
 def _writing_alone(directory: str) -> Iterator[None]:
-    """Hold an exclusive lock on ``directory`` (created) while inside: two averaging commands write in turn.
+    """Hold an exclusive lock on ``directory`` while inside, so two writers of one step take turns.
 
-    Orbax's temporary directories of two writers of one step collided (the second's errno was printed);
-    the second writer now waits and then replaces the first one's checkpoint. A remote path is not locked.
+    Orbax's temporary directories of two writers collided; a remote path is not locked.
     """
     if "://" in directory:
         yield
@@ -87,53 +83,52 @@ def _writing_alone(directory: str) -> Iterator[None]:
 
 
 def ranked_by_perplexity(directory: str) -> list[int]:
-    """The steps of a ``best/`` directory, lowest recorded dev perplexity first.
+    """Return the steps of a ``best/`` directory, lowest recorded dev perplexity first (ties: earlier first).
 
     Parameters
     ----------
     directory : str
-        ``WORKDIR/best`` (each step's ``info`` holds its ``eval_ppl``).
+        ``WORKDIR/best``.
 
     Returns
     -------
     list[int]
-        Steps by ascending ``eval_ppl`` (ties: the earlier step first); steps without a recorded
-        perplexity come last, newest first.
+        The steps; those without a recorded perplexity last, newest first.
     """
-    def rank(step: int) -> tuple[float, int]:
-        perplexity = read_params_info(directory, step).get("eval_ppl")
+    def _rank(step: int) -> tuple[float, int]:
+        perplexity = _read_params_info(directory, step).get("eval_ppl")
         return (float(perplexity), step) if perplexity is not None else (float("inf"), -step)
 
-    return sorted(finished_steps(directory), key=rank)
+    return sorted(finished_steps(directory), key=_rank)
 
 
 def keep_if_among_best(directory: str, step: int, perplexity: float, params: Callable[[], Any], *,
                        keep: int) -> bool:
-    """Save the parameters of an evaluation when its dev perplexity is among the ``keep`` best so far.
+    """Save an evaluation's parameters when its dev perplexity is among the ``keep`` best so far.
 
     Parameters
     ----------
     directory : str
         ``WORKDIR/best``.
     step : int
-        The evaluated step (an earlier save of the same step is replaced).
+        The evaluated step (an earlier save of it is replaced).
     perplexity : float
-        Its dev perplexity; a NaN is never kept.
+        Its dev perplexity; NaN is never kept.
     params : Callable[[], Any]
         Returns the parameters; called only when they are saved.
     keep : int
-        How many evaluations the directory keeps: the lowest perplexities, whatever their order.
+        Evaluations kept: the lowest perplexities, whatever their order.
 
     Returns
     -------
     bool
-        Whether the parameters were saved; the evaluations beyond the ``keep`` best are deleted.
+        Whether they were saved (those beyond the ``keep`` best are then deleted).
     """
     ranked = [kept for kept in ranked_by_perplexity(directory) if kept != step]
     if not perplexity == perplexity:  # NaN.
         return False
     if len(ranked) >= keep:
-        worst = read_params_info(directory, ranked[keep - 1]).get("eval_ppl")
+        worst = _read_params_info(directory, ranked[keep - 1]).get("eval_ppl")
         if worst is not None and perplexity >= float(worst):
             return False
     save_params(directory, step, params(), {"step": step, "eval_ppl": float(perplexity)}, keep=None)
@@ -145,24 +140,11 @@ def keep_if_among_best(directory: str, step: int, perplexity: float, params: Cal
 
 
 class StaleAverageError(ValueError):
-    """The averaged checkpoint is older than the run's newest training checkpoint; the message names both."""
+    """The averaged checkpoint is older than the run's newest training checkpoint."""
 
 
-def read_params_info(directory: str, step: int) -> dict[str, Any]:
-    """The ``info`` item of a parameters-only checkpoint (``{}`` when it has none).
-
-    Parameters
-    ----------
-    directory : str
-        Orbax manager root (``WORKDIR/averaged`` or ``WORKDIR/best``).
-    step : int
-        The checkpoint's step.
-
-    Returns
-    -------
-    dict
-        E.g. ``{"averaged_steps": [20, 40, 60], "source": "checkpoints"}``.
-    """
+def _read_params_info(directory: str, step: int) -> dict[str, Any]:
+    """Return the ``info`` item of a parameters-only checkpoint (``{}`` when it has none)."""
     path = absolute_path(directory) / str(step) / "info"
     if not path.exists():
         return {}
@@ -174,31 +156,31 @@ def read_params_info(directory: str, step: int) -> dict[str, Any]:
 
 
 def _newest_average(workdir: str) -> tuple[str, int | None, dict[str, Any]]:
-    """``WORKDIR/averaged``, the step of its average (``None`` if there is none) and that average's info."""
+    """Return ``WORKDIR/averaged``, its newest step (``None`` if none) and that average's info."""
     averaged_dir = os.path.join(workdir, run_files.AVERAGED_DIR)
     saved = finished_steps(averaged_dir)
     if not saved:
         return averaged_dir, None, {}
-    return averaged_dir, saved[-1], read_params_info(averaged_dir, saved[-1])
+    return averaged_dir, saved[-1], _read_params_info(averaged_dir, saved[-1])
 
 
 def check_average_is_current(workdir: str) -> list[int]:
-    """The steps the averaged checkpoint averages; raise when newer training checkpoints exist.
+    """Return the steps the averaged checkpoint averages, refusing one older than the run's latest model.
 
     Parameters
     ----------
     workdir : str
-        A training work directory with ``averaged/``.
+        A training work directory.
 
     Returns
     -------
     list[int]
-        The averaged steps (empty for an average written before the steps were recorded).
+        The averaged steps (empty for an average that does not record them).
 
-    Notes
-    -----
-    Raises :class:`StaleAverageError` naming the averaged steps and the newer checkpoints: the
-    average would silently describe an earlier model than the run's latest.
+    Raises
+    ------
+    StaleAverageError
+        When newer training checkpoints exist, naming both.
     """
     averaged_dir, saved, info = _newest_average(workdir)
     if saved is None:
@@ -227,15 +209,14 @@ def write_average(workdir: str, last: int, *, source: str = run_files.CHECKPOINT
     workdir : str
         A training work directory.
     last : int
-        Number of checkpoints to average.
+        Checkpoints to average.
     source : str
         ``run_files.CHECKPOINT_DIR`` or ``run_files.BEST_DIR``.
 
     Returns
     -------
     list[int]
-        The averaged steps, recorded in the checkpoint's ``info`` (the checkpoint is filed under the
-        newest of them and replaces an earlier average).
+        The averaged steps; the average is filed under the newest and replaces an earlier one.
     """
     params, steps = read_while_rotating(os.path.join(workdir, source),
                                         lambda: average_last_params(workdir, last, directory_name=source),
@@ -247,7 +228,7 @@ def write_average(workdir: str, last: int, *, source: str = run_files.CHECKPOINT
 
 
 def reaverage(workdir: str) -> list[int]:
-    """Redo the workdir's average over the newest checkpoints, with as many steps as before.
+    """Redo the run's average over the newest checkpoints, with as many steps as before.
 
     Parameters
     ----------
@@ -258,6 +239,11 @@ def reaverage(workdir: str) -> list[int]:
     -------
     list[int]
         The newly averaged steps.
+
+    Raises
+    ------
+    FileNotFoundError
+        When there is no average to redo.
     """
     averaged_dir, saved, info = _newest_average(workdir)
     if saved is None:
@@ -269,7 +255,7 @@ def reaverage(workdir: str) -> list[int]:
 
 def abstract_inference_params(experiment: Experiment,
                               sharding: jax.sharding.Sharding | None = None) -> Any:
-    """Shapes of the unboxed parameters of ``experiment``'s model, placed on one device.
+    """Return the shapes of the unboxed parameters of ``experiment``'s model, placed on one device.
 
     Parameters
     ----------
@@ -295,7 +281,7 @@ def restore_params(directory: str, step: int, abstract_params: Any) -> Any:
     Parameters
     ----------
     directory : str
-        Orbax manager root (``WORKDIR/checkpoints`` or ``WORKDIR/averaged``).
+        Orbax manager root.
     step : int
         The checkpoint's step.
     abstract_params : pytree
@@ -318,7 +304,7 @@ def _leaf_shapes(tree: Any) -> dict[str, tuple[int, ...]]:
 
 
 def params_mismatch(directory: str, step: int, abstract_params: Any) -> list[str]:
-    """Differences between a checkpoint's parameter shapes and the expected ones (read from metadata).
+    """Return the differences between a checkpoint's parameter shapes (from its metadata) and the expected ones.
 
     Parameters
     ----------
@@ -349,7 +335,7 @@ def params_mismatch(directory: str, step: int, abstract_params: Any) -> list[str
 
 def checkpoint_candidates(workdir: str, which: str = "latest", *,
                           directory_name: str = run_files.CHECKPOINT_DIR) -> tuple[epath.Path, list[int]]:
-    """Where the parameters ``which`` names lie in a run, and the steps to try there, in order.
+    """Return where the parameters ``which`` names lie in a run, and the steps to try there, in order.
 
     Parameters
     ----------
@@ -363,14 +349,16 @@ def checkpoint_candidates(workdir: str, which: str = "latest", *,
     Returns
     -------
     (directory, steps)
-        The orbax manager root and its candidate steps: the newest first for ``"latest"`` (older ones
-        are fallbacks), the one step otherwise.
+        The orbax manager root and its steps: newest first for ``"latest"`` (older ones are fallbacks), else one.
 
-    Notes
-    -----
-    Raises ``FileNotFoundError`` when there is no such checkpoint (saying how to make one),
-    :class:`StaleAverageError` for an average older than the newest checkpoint, ``ValueError`` for an
-    unknown ``which``.
+    Raises
+    ------
+    FileNotFoundError
+        When there is no such checkpoint, saying how to make one.
+    StaleAverageError
+        For an average older than the newest checkpoint.
+    ValueError
+        For an unknown ``which``.
     """
     root = epath.Path(workdir)
     if which in ("averaged", "best"):
@@ -402,30 +390,29 @@ def checkpoint_candidates(workdir: str, which: str = "latest", *,
 
 def load_for_inference(workdir: str, which: str = "latest", *,
                        directory_name: str = run_files.CHECKPOINT_DIR) -> tuple[Any, Experiment]:
-    """Parameters and experiment of a training run, for decoding, evaluation and notebooks.
+    """Return the parameters and experiment of a training run, for decoding, evaluation and notebooks.
 
     Parameters
     ----------
     workdir : str
         A training work directory.
     which : str
-        ``"latest"`` (newest readable training checkpoint), ``"averaged"`` (written by
-        ``python -m attention_jax.average_checkpoints``), ``"best"`` (the best dev perplexity of a run
-        with early stopping) or a step number such as ``"12000"``.
+        ``"latest"`` (newest readable), ``"averaged"``, ``"best"`` (best dev perplexity, with early stopping)
+        or a step such as ``"12000"``.
     directory_name : str
-        Where a step number is looked up: ``run_files.CHECKPOINT_DIR`` (training checkpoints) or
-        ``run_files.BEST_DIR``.
+        Where a step is looked up: ``run_files.CHECKPOINT_DIR`` or ``run_files.BEST_DIR``.
 
     Returns
     -------
     (params, experiment)
         Unboxed float32 parameters on the first local device, and the run's :class:`Experiment`.
 
-    Notes
-    -----
-    Raises ``FileNotFoundError`` for a missing workdir, config or checkpoint (listing the steps
-    there are), ``ValueError`` for an unknown ``which``, :class:`UserInputError` (a ``ValueError``) for
-    parameters that do not fit the config.
+    Raises
+    ------
+    FileNotFoundError
+        For a missing workdir, config or checkpoint, listing the steps there are.
+    ValueError
+        For an unknown ``which``; ``UserInputError`` for parameters that do not fit the config.
     """
     config = read_config(workdir)
     directory, candidates = checkpoint_candidates(workdir, which, directory_name=directory_name)
@@ -453,30 +440,28 @@ def load_for_inference(workdir: str, which: str = "latest", *,
 
 def average_last_params(workdir: str, count: int, *,
                         directory_name: str = run_files.CHECKPOINT_DIR) -> tuple[Any, list[int]]:
-    """Element-wise mean of the parameters of a run's newest ``count`` training checkpoints (Section 6.1).
+    """Return the element-wise mean of the parameters of a run's newest ``count`` checkpoints (Section 6.1).
+
+    Sums in float64 on the host, one checkpoint in memory at a time besides the sum.
 
     Parameters
     ----------
     workdir : str
         A training work directory.
     count : int
-        Checkpoints to average (the paper: 5 for base, 20 for big models); positive.
+        Checkpoints to average (the paper: 5 for base, 20 for big).
     directory_name : str
-        ``run_files.CHECKPOINT_DIR`` (the last training checkpoints) or ``run_files.BEST_DIR`` (the
-        ``count`` best dev evaluations of a run with early stopping).
+        ``run_files.CHECKPOINT_DIR`` (the last ones) or ``run_files.BEST_DIR`` (the ``count`` best).
 
     Returns
     -------
     (params, steps)
         float32 averaged parameters (host NumPy arrays) and the averaged steps, ascending.
 
-    Notes
-    -----
-    Sums in float64 on the host, one checkpoint in memory at a time besides the sum; every checkpoint
-    is checked against the run's config first (:func:`load_for_inference`). Shared by
-    ``python -m attention_jax.average_checkpoints`` (which writes the average to disk) and
-    :func:`attention_jax.decoding.inference.load_run` (which averages on the fly). Raises ``ValueError`` for
-    a non-positive ``count`` or when the run holds fewer than ``count`` checkpoints.
+    Raises
+    ------
+    UserInputError
+        For a non-positive ``count`` or fewer checkpoints than ``count``.
     """
     if count <= 0:
         raise UserInputError(f"the number of checkpoints to average must be positive; got {count}.")

@@ -1,10 +1,8 @@
 """Whether a work directory may be resumed with a config: the fields that make a run the run it is.
 
-A run's weights belong to its model, its corpus and tokenizer, its seed and its evaluation splits; a
-resume that changes any of them would continue another experiment under the same name. The checks here
-compare the resuming config with the run's ``config.json`` (and its ``data_splits.json``) and refuse in
-one line, naming the fields and the fix, before anything is written; other changes (steps, logging,
-batching) are allowed and logged.
+A run's weights belong to its model, corpus and tokenizer, seed and evaluation splits; a resume that
+changes one would continue another experiment under the same name, so it is refused in one line before
+anything is written. Other changes (steps, logging, batching) are allowed and logged.
 """
 
 from __future__ import annotations
@@ -25,56 +23,33 @@ from attention_jax.foundation import run_files
 from attention_jax.foundation.field_declarations import ResumeRule
 from attention_jax.foundation.user_errors import UserInputError
 
-# Each field's declaration says what a changed value means for a resumed run (field_declarations.ResumeRule); these
-# lists follow from the declarations.
-
-# Fields that choose the model (the model section's, and model_kind): a run never resumes with other values.
+# What a changed value means for a resumed run is declared with each field (field_declarations.ResumeRule).
+# Never resumed with other values: the model's fields (and model_kind); the corpus and so the tokenizer (or,
+# fine-tuning, the source run; absent and "" alike); the seed (initial parameters, dropout keys, batch order);
+# the learning-rate schedule. Optimizer knobs: other non-zero values, but never switched on or off (the
+# optimizer state's structure changes). Compute-only model fields may change.
 MODEL_FIELDS = schema.fields_with_rule(ResumeRule.MODEL)
-
-# Model fields that change only how the same function is computed; a run may resume with new values.
-# ``decode`` is a mode of TransformerConfig, not a config field.
-COMPUTE_ONLY_FIELDS = (*schema.fields_with_rule(ResumeRule.COMPUTE), "decode")
-
-# Config fields that choose the training corpus and so the tokenizer trained on it (or, fine-tuning, the
-# run whose tokenizer is used): a run's weights belong to its token ids, so a run never resumes with other
-# values. An absent field and "" are the same (runs from before fine_tune_from existed).
+COMPUTE_ONLY_FIELDS = (*schema.fields_with_rule(ResumeRule.COMPUTE), "decode")  # decode: a mode, not a field.
 DATA_IDENTITY_FIELDS = schema.fields_with_rule(ResumeRule.DATA)
-
-# Config fields that chose what a run did from its first step (its initial parameters, dropout keys and
-# batch order): a run never resumes with other values.
 RUN_IDENTITY_FIELDS = schema.fields_with_rule(ResumeRule.SEED)
-
-# Optimizer knobs whose switching on or off changes the optimizer state's structure (an extra clipping
-# state, AdamW's mask): a run resumes with other non-zero values, never with one switched on or off.
 OPTIMIZER_STATE_FIELDS = schema.fields_with_rule(ResumeRule.OPTIMIZER_STATE)
-
-# The learning-rate schedule: a run's steps so far followed its own, so a run never resumes with another.
 SCHEDULE_FIELDS = schema.fields_with_rule(ResumeRule.SCHEDULE)
+POSITION_FIELDS = schema.fields_with_rule(ResumeRule.POSITIONS)  # TransformerConfig.max_len is their sum.
 
-# The config fields that set the model's positions (``TransformerConfig.max_len`` is their sum).
-POSITION_FIELDS = schema.fields_with_rule(ResumeRule.POSITIONS)
-
-# The evaluation splits a run records (``data_splits.json``): the data pipeline's name -> how a user names
-# the split, the config field that chooses it, and the file that holds it in a ``tsv:`` corpus.
+# The evaluation splits data_splits.json records: pipeline name -> the user's name, the config field that
+# chooses it, its file in a tsv: corpus.
 EVAL_SPLITS = {"validation": ("dev", "eval_split", "dev.tsv"), "test": ("test", "test_split", "test.tsv")}
 
 
 def write_data_splits(workdir: str, splits: Mapping[str, Mapping[str, Any]]) -> None:
-    """Record the run's evaluation splits in ``WORKDIR/data_splits.json`` (process 0 only; atomic).
+    """Record the run's evaluation splits in ``WORKDIR/data_splits.json`` (process 0 only; atomic; unchanged: kept).
 
     Parameters
     ----------
     workdir : str
         The work directory.
     splits : Mapping[str, Mapping[str, Any]]
-        ``{"validation": {...}, "test": {...}}``: each split's name, pair (or document) count and SHA-256 of
-        its text (:meth:`attention_jax.data.input_pipeline.TranslationData.split_fingerprints`,
-        :meth:`attention_jax.data.lm_data.LanguageModelData.split_fingerprints`).
-
-    Notes
-    -----
-    An unchanged record is not written again. :func:`check_data_splits` compares a resumed run's splits
-    with it, as ``tokenizer.model`` stands for the training split.
+        ``{"validation": {...}, "test": {...}}``: each split's name, pair (or document) count and SHA-256.
     """
     if jax.process_index() != 0:
         return
@@ -87,7 +62,7 @@ def write_data_splits(workdir: str, splits: Mapping[str, Mapping[str, Any]]) -> 
 
 
 def read_data_splits(workdir: str) -> dict[str, Any] | None:
-    """The evaluation splits a run recorded (:func:`write_data_splits`), or ``None``.
+    """Return the evaluation splits a run recorded.
 
     Parameters
     ----------
@@ -97,13 +72,12 @@ def read_data_splits(workdir: str) -> dict[str, Any] | None:
     Returns
     -------
     dict or None
-        ``None`` when the run has no record (a run from before it was kept).
+        ``None`` for a run from before the record was kept.
 
     Raises
     ------
     UserInputError
-        For a damaged record (truncated, not a JSON object): the changed-split check cannot be made, and
-        writing the record again would take whatever splits the corpus holds now as the run's.
+        For a damaged record: rewriting it would take the corpus's splits as they are now as the run's.
     """
     path = epath.Path(workdir) / run_files.DATA_SPLITS_FILE
     if not path.exists():
@@ -121,21 +95,22 @@ def read_data_splits(workdir: str) -> dict[str, Any] | None:
 
 
 def check_data_splits(workdir: str, splits: Mapping[str, Mapping[str, Any]]) -> None:
-    """Refuse to resume a run whose dev or test split is not the one it recorded.
+    """Refuse to resume a run whose dev or test split (name, size or text) is not the one it recorded.
+
+    Otherwise ``metrics.jsonl``, the best checkpoint and early stopping would compare two evaluation sets. A
+    run without a record is not checked.
 
     Parameters
     ----------
     workdir : str
         The work directory of a run that holds a checkpoint.
     splits : Mapping[str, Mapping[str, Any]]
-        The splits the data pipeline has now, as :func:`write_data_splits` takes them.
+        The splits the data pipeline has now.
 
-    Notes
-    -----
-    Raises :class:`UserInputError`, one line naming the split, the config field that chooses it and the
-    fix, when a recorded split's name, size or text changed (a ``dev.tsv`` or ``dev.txt`` replaced in
-    place, another ``config.eval_split``): ``metrics.jsonl``, the best checkpoint and early stopping would
-    otherwise compare evaluations on two different sets. A run without a record is not checked.
+    Raises
+    ------
+    UserInputError
+        Naming the split, the config field that chooses it and the fix.
     """
     recorded = read_data_splits(workdir) or {}
     for role, (name, field, tsv_file) in EVAL_SPLITS.items():
@@ -154,29 +129,26 @@ def check_data_splits(workdir: str, splits: Mapping[str, Mapping[str, Any]]) -> 
 
 
 def _size(split: Mapping[str, Any]) -> str:
-    """``"N pairs"`` (a translation split) or ``"N documents"`` (a language model's)."""
+    """Return ``"N pairs"`` (a translation split) or ``"N documents"`` (a language model's)."""
     unit = "documents" if "documents" in split else "pairs"
     return f"{split.get(unit)} {unit}"
 
 
 def model_config_differences(saved: Experiment, experiment: Experiment) -> dict[str, tuple[Any, Any]]:
-    """Model hyperparameters that differ between a saved experiment and a new one.
+    """Return the model hyperparameters that differ between a saved experiment and a new one.
 
     Parameters
     ----------
     saved : Experiment
-        The workdir's (:func:`read_config`).
+        The workdir's.
     experiment : Experiment
         The new run's.
 
     Returns
     -------
     dict[str, tuple]
-        ``{field: (saved value, new value)}`` over :data:`MODEL_FIELDS` (the model section's fields and
-        ``model_kind``, as the built :class:`TransformerConfig` resolves them), not :data:`COMPUTE_ONLY_FIELDS`.
-        The model's positions (``TransformerConfig.max_len``) are named by the config fields that set
-        them, :data:`POSITION_FIELDS`, as a user wrote them: ``max_len`` 64 -> 128 is
-        ``{"max_len": (64, 128)}``, not the positions with the decoding margin added.
+        ``{field: (saved, new)}`` over :data:`MODEL_FIELDS` as resolved; positions are named by the
+        :data:`POSITION_FIELDS` a user wrote (``max_len``), not with the decoding margin added.
     """
     before = {**dataclasses.asdict(saved.model), "model_kind": saved.model_kind}  # key_dim etc. resolved.
     after = {**dataclasses.asdict(experiment.model), "model_kind": experiment.model_kind}
@@ -188,7 +160,10 @@ def model_config_differences(saved: Experiment, experiment: Experiment) -> dict[
 
 
 def check_resume_compatible(workdir: str, experiment: Experiment) -> None:
-    """Refuse to reuse a workdir whose saved config describes another model.
+    """Refuse to reuse a workdir whose checkpoints belong to another model, corpus, seed, optimizer state or schedule.
+
+    Without a finished checkpoint the new config simply replaces the old; a ``fine_tune_from`` config needs the
+    step-0 checkpoint that ``fine_tuning.start_from_source`` writes.
 
     Parameters
     ----------
@@ -197,17 +172,10 @@ def check_resume_compatible(workdir: str, experiment: Experiment) -> None:
     experiment : Experiment
         The new run's.
 
-    Notes
-    -----
-    Raises :class:`UserInputError` (a ``ValueError``) naming every differing model field when the
-    workdir holds a checkpoint, and likewise for the fields that choose the corpus and its tokenizer
-    (:data:`DATA_IDENTITY_FIELDS`), for the seed (:data:`RUN_IDENTITY_FIELDS`) and for an optimizer knob
-    switched on or off (:data:`OPTIMIZER_STATE_FIELDS`) or another schedule (:data:`SCHEDULE_FIELDS`).
-    Differences elsewhere (steps, logging, batching) are allowed and logged. Without any finished checkpoint (a run that
-    stopped before its first save) the new config simply replaces the old. A config with
-    ``fine_tune_from`` needs the workdir's step-0 checkpoint that
-    :func:`attention_jax.training.fine_tuning.start_from_source` writes (else training would start from
-    random parameters with another run's tokenizer): without one it is refused too.
+    Raises
+    ------
+    UserInputError
+        Naming every differing field and the fix.
     """
     checkpoint_steps = finished_steps(str(epath.Path(workdir) / run_files.CHECKPOINT_DIR))
     fine_tune_from = experiment.run.fine_tune_from

@@ -1,22 +1,7 @@
 """A run's parameters as one safetensors file: a tensor per leaf of the parameter tree, named by its path.
 
-The name map
-------------
-A leaf's tensor name is its path in the parameter tree (the nested dicts ``run.params`` holds, as the
-orbax ``params`` item stores them) with the keys joined by ``/``::
-
-    params["encoder_0"]["self_attention"]["query"]["kernel"]  ->  "encoder_0/self_attention/query/kernel"
-    params["shared_embedding"]["embedding"]                   ->  "shared_embedding/embedding"
-
-So the file holds exactly the tree's leaves, each once, with their shapes and float32 dtype: the
-shared embedding (Section 3.4: encoder input, decoder input and pre-softmax projection) is one tensor,
-``shared_embedding/embedding`` ``[N, D]``; a model without shared embeddings has ``source_embedding``,
-``target_embedding`` and ``output_projection/kernel`` ``[D, N]`` instead. :func:`tensor_names` lists a
-tree's names and shapes; ``docs/python_api.md`` has the tree of the base model.
-
-The file's metadata (safetensors' string-to-string header) says what the tensors belong to:
-``format`` (:data:`FORMAT`), ``config`` (the run's ``config.json``, from which :func:`experiment_of`
-rebuilds the model), and ``workdir`` and ``checkpoint`` when written from a run.
+Names join the tree's keys with ``/`` (``encoder_0/self_attention/query/kernel``); the metadata holds
+``format``, the run's ``config`` and where it came from. The name map: docs/python_api.md.
 """
 
 from __future__ import annotations
@@ -37,10 +22,8 @@ from attention_jax.experiment.sections import Experiment
 from attention_jax.foundation import run_files
 from attention_jax.foundation.user_errors import UserInputError, path_argument
 
-SEPARATOR = "/"
-"""Joins a leaf's keys into its tensor name."""
-FORMAT = "attention_jax.params"
-"""The ``format`` entry of the metadata of the files :func:`save_safetensors` writes."""
+SEPARATOR = "/"  # Joins a leaf's keys into its tensor name.
+FORMAT = "attention_jax.params"  # The metadata's format entry in the files save_safetensors writes.
 
 
 def _key_name(key: Any) -> str:
@@ -51,39 +34,29 @@ def _key_name(key: Any) -> str:
 
 
 def flatten_params(params: Any) -> dict[str, np.ndarray]:
-    """The leaves of a parameter tree as host arrays, keyed by their tensor names.
+    """Return the leaves of a parameter tree as host arrays, keyed by their tensor names, in the tree's order.
 
     Parameters
     ----------
     params : pytree
-        Parameters, boxed (``nn.Partitioned``) or plain, e.g. ``run.params``.
+        Parameters, boxed or plain.
 
     Returns
     -------
     dict[str, np.ndarray]
-        ``{"encoder_0/self_attention/query/kernel": array, ...}``, in the tree's (sorted) order.
+        ``{"encoder_0/self_attention/query/kernel": array, ...}``.
 
-    Notes
-    -----
-    Raises ``ValueError`` for a key holding the separator, which would make two paths one name.
+    Raises
+    ------
+    ValueError
+        For a key holding the separator, which would make two paths one name.
     """
     leaves = jax.tree_util.tree_flatten_with_path(nn.meta.unbox(params))[0]
     return {SEPARATOR.join(_key_name(key) for key in path): np.asarray(jax.device_get(leaf)) for path, leaf in leaves}
 
 
-def unflatten_params(tensors: Mapping[str, Any]) -> dict[str, Any]:
-    """The nested parameter dicts of a mapping from tensor names to arrays (the inverse of :func:`flatten_params`).
-
-    Parameters
-    ----------
-    tensors : Mapping[str, array]
-        Tensor names, as :func:`flatten_params` makes them, to arrays.
-
-    Returns
-    -------
-    dict
-        The parameter tree: ``Transformer(config).apply({"params": tree}, ...)`` takes it.
-    """
+def _unflatten_params(tensors: Mapping[str, Any]) -> dict[str, Any]:
+    """Return the nested parameter dicts of a mapping from tensor names to arrays."""
     tree: dict[str, Any] = {}
     for name, value in tensors.items():
         *parents, leaf = name.split(SEPARATOR)
@@ -95,12 +68,12 @@ def unflatten_params(tensors: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def tensor_names(params: Any) -> dict[str, tuple[int, ...]]:
-    """Each tensor name of a parameter tree with its shape: the name map of the safetensors file.
+    """Return each tensor name of a parameter tree with its shape: the file's name map.
 
     Parameters
     ----------
     params : pytree
-        Parameters or their shapes (``jax.ShapeDtypeStruct`` leaves, e.g. ``model.abstract_params(config)``).
+        Parameters or their shapes (``jax.ShapeDtypeStruct`` leaves).
 
     Returns
     -------
@@ -112,16 +85,16 @@ def tensor_names(params: Any) -> dict[str, tuple[int, ...]]:
 
 
 def run_metadata(experiment: Experiment, *, workdir: str = "", checkpoint: str = "") -> dict[str, str]:
-    """The metadata a run's safetensors file carries: the format, the config and where it came from.
+    """Return the metadata a run's safetensors file carries: the format, the config and where it came from.
 
     Parameters
     ----------
     experiment : Experiment
-        The run's (``run.config``); its ``config.json`` fields are stored.
+        The run's; its ``config.json`` fields are stored.
     workdir : str
-        The run's directory, when written from one (stored as an absolute path).
+        The run's directory, stored absolute, when written from one.
     checkpoint : str
-        Which parameters (``run.checkpoint``: ``"latest"``, ``"averaged"``, a step).
+        Which parameters (``"latest"``, ``"averaged"``, a step).
 
     Returns
     -------
@@ -135,16 +108,16 @@ def run_metadata(experiment: Experiment, *, workdir: str = "", checkpoint: str =
 
 
 def save_safetensors(path: str, params: Any, metadata: Mapping[str, str] | None = None) -> dict[str, str]:
-    """Write a parameter tree to ``path`` as safetensors, one tensor per leaf (:func:`flatten_params`).
+    """Write a parameter tree to ``path`` as safetensors, one tensor per leaf, atomically.
 
     Parameters
     ----------
     path : str
-        The file to write (replaced whole, never left half-written: :func:`run_files.write_atomically`).
+        The file to write.
     params : pytree
         Parameters, boxed or plain.
     metadata : Mapping[str, str], optional
-        The file's string metadata, e.g. :func:`run_metadata`; ``format`` is set to :data:`FORMAT`.
+        The file's string metadata; ``format`` is set to :data:`FORMAT`.
 
     Returns
     -------
@@ -177,9 +150,10 @@ def load_safetensors(path: str) -> tuple[dict[str, Any], dict[str, str]]:
     (params, metadata)
         The nested parameter dicts (NumPy arrays) and the file's metadata.
 
-    Notes
-    -----
-    Raises :class:`UserInputError` for a missing file or one that is not safetensors.
+    Raises
+    ------
+    UserInputError
+        For a missing file or one that is not safetensors.
     """
     path = path_argument(path, "path", "load_safetensors")
     try:
@@ -190,11 +164,11 @@ def load_safetensors(path: str) -> tuple[dict[str, Any], dict[str, str]]:
         raise UserInputError(f"no safetensors file {path!r}.") from None
     except SafetensorError as error:
         raise UserInputError(f"{path} is not a safetensors file ({error}).") from None
-    return unflatten_params(tensors), metadata
+    return _unflatten_params(tensors), metadata
 
 
 def experiment_of(metadata: Mapping[str, str], source: str = "the safetensors metadata") -> Experiment:
-    """The experiment (and so the model config) a safetensors file's metadata records.
+    """Return the experiment (and so the model config) a safetensors file's metadata records.
 
     Parameters
     ----------
@@ -206,12 +180,12 @@ def experiment_of(metadata: Mapping[str, str], source: str = "the safetensors me
     Returns
     -------
     Experiment
-        Built from the stored ``config.json`` fields as :func:`checkpoints.read_config` builds a run's;
-        ``experiment.model`` is the ``TransformerConfig`` the parameters fit.
+        Built as a run's ``config.json`` is; ``experiment.model`` fits the parameters.
 
-    Notes
-    -----
-    Raises :class:`UserInputError` when the metadata holds no ``config``.
+    Raises
+    ------
+    UserInputError
+        When the metadata holds no ``config``.
     """
     if "config" not in metadata:
         raise UserInputError(f"{source} holds no 'config' entry: the file was not written by attention_jax.export.")

@@ -1,22 +1,8 @@
 """Hard source-target alignments of translations, read from the decoder's cross-attention.
 
-Beam search decodes with the key/value cache and no attention weights; the alignment of a chosen
-hypothesis comes from one more, teacher-forced pass over it (the source as encoder input, the
-hypothesis as decoder target), which leaves the search itself untouched. Each target piece is
-aligned to the source piece its decoder position attends to most, the weights averaged over all
-heads of one decoder layer, the last by default.
-
-Shape glossary
---------------
-B pairs, S source length (bucketed), T target length (bucketed), H heads.
-
-Why one layer's head average: single heads specialise (the paper's Figures 3-5 show heads doing
-distinct jobs), so one head alone is a noisy alignment, and averaging the heads of one layer is what
-fairseq's Transformer decoder does for its alignments, for the last layer unless an alignment layer is
-chosen. The last layer is the default here too: it is the cross-attention nearest the prediction of
-the token being aligned, and it matches fairseq's default, so alignments compare. Garg et al. (2019,
-"Jointly Learning to Align and Translate with Transformer Models") report that the penultimate layer
-of a six-layer model aligns better; ``layer=-2`` reads that one.
+One more teacher-forced pass over a chosen hypothesis (the search is untouched) aligns each target piece to
+the source piece its position attends to most, heads of one decoder layer averaged (fairseq's way; the last
+layer by default, ``-2`` as Garg et al., 2019 prefer; docs/quickstart.md, ``--alignment``).
 """
 
 from __future__ import annotations
@@ -35,30 +21,30 @@ from attention_jax.models import attention_registry
 from attention_jax.models.model import PAD_ID, Transformer
 from attention_jax.models.transformer_config import TransformerConfig
 
+# Shapes: B pairs, S source length, T target length (both bucketed), H heads.
 Array = jax.Array
-Alignment = list[tuple[int, int]]
-"""``(source_index, target_index)`` pairs, 0-based piece positions without EOS, by target position."""
+Alignment = list[tuple[int, int]]  # (source, target) piece positions from 0, EOS excluded, by target.
 
 
 def check_layer(model_config: TransformerConfig, layer: int) -> int:
-    """The decoder layer ``layer`` names, as an index from 0; ``ValueError`` for one the model lacks.
+    """Return the decoder layer ``layer`` names, as an index from 0.
 
     Parameters
     ----------
     model_config : TransformerConfig
-        The model (its ``num_layers`` and attention function).
+        The model.
     layer : int
-        ``0 .. num_layers - 1``, or negative from the last (``-1``: the last layer).
+        ``0 .. num_layers - 1``, or negative from the last.
 
     Returns
     -------
     int
         The layer's index from 0.
 
-    Notes
-    -----
-    Also raises ``ValueError`` (one line) for an attention function that forms no attention weights
-    (``attention_registry.require_weights``).
+    Raises
+    ------
+    ValueError
+        For a layer the model lacks, or an attention function that forms no weights.
     """
     attention_registry.require_weights(model_config.attention_function)
     num_layers = model_config.num_layers
@@ -70,7 +56,7 @@ def check_layer(model_config: TransformerConfig, layer: int) -> int:
 
 @functools.partial(jax.jit, static_argnames=("model_config",))
 def cross_attention(params: Any, inputs: Array, targets: Array, *, model_config: TransformerConfig) -> Array:
-    """Teacher-forced cross-attention weights of every decoder layer, each averaged over its heads (jitted).
+    """Return teacher-forced cross-attention weights of every decoder layer, averaged over heads (jitted).
 
     Parameters
     ----------
@@ -79,20 +65,15 @@ def cross_attention(params: Any, inputs: Array, targets: Array, *, model_config:
     inputs : Array
         int32 ``[B, S]`` source ids ending in EOS, 0-padded.
     targets : Array
-        int32 ``[B, T]`` target ids ending in EOS, 0-padded (the decoder reads ``[BOS] + targets[:-1]``).
+        int32 ``[B, T]`` target ids ending in EOS, 0-padded.
     model_config : TransformerConfig
-        The model, computed with the ``einsum`` attention (the one that can record weights).
+        The model, with the ``einsum`` attention (the one that records weights).
 
     Returns
     -------
     Array
-        float32 ``[N, B, T, S]`` for the ``N`` decoder layers: row ``t`` of layer ``n`` is the
-        attention of the position predicting ``targets[:, t]`` over the source, summing to 1 over real
-        source positions.
-
-    Notes
-    -----
-    One compilation serves every layer: the pass computes them all anyway.
+        float32 ``[N, B, T, S]`` for ``N`` layers: row ``t`` is the attention of the position predicting
+        ``targets[:, t]``.
     """
     _, state = Transformer(model_config).apply({"params": params}, inputs, targets, sow_weights=True,
                                                mutable=["intermediates"])
@@ -102,24 +83,8 @@ def cross_attention(params: Any, inputs: Array, targets: Array, *, model_config:
     return jnp.mean(jnp.stack(layers).astype(jnp.float32), axis=2)  # [N,B,T,S]
 
 
-def hard_alignment(weights: np.ndarray, source_length: int, target_length: int) -> Alignment:
-    """The argmax source piece of each target piece, EOS excluded on both sides.
-
-    Parameters
-    ----------
-    weights : np.ndarray
-        ``[T', S']`` attention (target positions by source positions), ``T' >= target_length`` and
-        ``S' >= source_length``.
-    source_length, target_length : int
-        Ids of the source and of the target, each counting its final EOS.
-
-    Returns
-    -------
-    Alignment
-        ``(j, t)`` for every target piece ``t < target_length - 1``, with ``j`` the source piece
-        ``< source_length - 1`` of largest weight (the lowest index on ties); empty when either side
-        holds EOS alone.
-    """
+def _hard_alignment(weights: np.ndarray, source_length: int, target_length: int) -> Alignment:
+    """Return the argmax source piece of each target piece, EOS excluded on both sides (lowest on ties)."""
     source_pieces, target_pieces = source_length - 1, target_length - 1
     if source_pieces < 1 or target_pieces < 1:
         return []
@@ -130,7 +95,7 @@ def hard_alignment(weights: np.ndarray, source_length: int, target_length: int) 
 def hard_alignments(model_config: TransformerConfig, params: Any, source_ids: Sequence[Sequence[int]],
                     target_ids: Sequence[Sequence[int]], *, layer: int = -1,
                     batch_size: int = 64) -> list[Alignment]:
-    """Hard alignments of translation pairs from a teacher-forced pass (see the module's notes).
+    """Return the hard alignments of translation pairs from a teacher-forced pass.
 
     Parameters
     ----------
@@ -139,11 +104,9 @@ def hard_alignments(model_config: TransformerConfig, params: Any, source_ids: Se
     params : pytree
         Its parameters (plain arrays).
     source_ids, target_ids : Sequence[Sequence[int]]
-        As many sources and targets, each ending in EOS (a hypothesis's ``ids``); a pair with an empty
-        side gives ``[]``. The same source may appear once per hypothesis of it.
+        As many sources and targets, each ending in EOS; a pair with an empty side gives ``[]``.
     layer : int
-        Decoder layer whose head-averaged cross-attention is read: ``-1`` (default) the last,
-        ``-2`` the penultimate, or an index from 0 (:func:`check_layer`).
+        Decoder layer read: ``-1`` the last, ``-2`` the penultimate, or an index from 0.
     batch_size : int
         Pairs per forced pass.
 
@@ -152,11 +115,11 @@ def hard_alignments(model_config: TransformerConfig, params: Any, source_ids: Se
     list[Alignment]
         One alignment per pair, in input order.
 
-    Notes
-    -----
-    Sources and targets are padded to powers of two (at least 8) and batches to a power of two
-    rows, so few compilations serve any input. Raises ``ValueError`` for a pair longer than the
-    model's positions, for a layer the model lacks and for an attention function without weights.
+    Raises
+    ------
+    ValueError
+        For unequal lists, a pair longer than the model's positions, a layer the model lacks, or an attention
+        function without weights.
     """
     if len(source_ids) != len(target_ids):
         raise ValueError(f"{len(source_ids)} sources but {len(target_ids)} targets: give one target per source.")
@@ -171,12 +134,12 @@ def hard_alignments(model_config: TransformerConfig, params: Any, source_ids: Se
                            for sequences in (source_ids, target_ids))
         weights = np.asarray(cross_attention(params, inputs, targets, model_config=einsum_config)[layer])  # [B,T,S]
         for row, index in enumerate(indices):
-            alignments[index] = hard_alignment(weights[row], len(source_ids[index]), len(target_ids[index]))
+            alignments[index] = _hard_alignment(weights[row], len(source_ids[index]), len(target_ids[index]))
     return alignments
 
 
 def _padded(sequences: list[Sequence[int]], rows: int, max_len: int) -> np.ndarray:
-    """int32 ``[rows, bucket]`` with ``sequences`` in the first rows, 0-padded; ``ValueError`` past ``max_len``."""
+    """Return int32 ``[rows, bucket]`` with ``sequences`` in the first rows, 0-padded."""
     longest = max(len(ids) for ids in sequences)
     if longest > max_len:
         raise ValueError(f"A sequence has {longest} ids, more than the model's {max_len} positions.")
@@ -187,7 +150,7 @@ def _padded(sequences: list[Sequence[int]], rows: int, max_len: int) -> np.ndarr
 
 
 def format_pairs(alignment: Alignment) -> str:
-    """``"0-0 1-2 ..."``: each pair as ``source-target``, as fast_align and fairseq print them.
+    """Format an alignment as ``"0-0 1-2 ..."`` (``source-target``), as fast_align and fairseq print it.
 
     Parameters
     ----------

@@ -1,20 +1,7 @@
-"""Translating with a Transformer: incremental decoding with the key/value cache, batching, buckets (6.1).
+"""Translate with a Transformer: batched, bucketed, cached incremental decoding (Section 6.1).
 
-The encoder runs once per batch; the decoder then advances one position per step, reading earlier
-positions' keys and values from the cache. The search itself (beam or greedy) lives in
-:mod:`attention_jax.decoding.beam_search` and sees the model only through a step function
-(:mod:`attention_jax.decoding.decode_steps`: cached, with a cache that grows in stages, or uncached, which
-recomputes the decoder over the whole prefix at every step, kept for the benchmark and as a
-cross-check).
-
-Shape glossary
---------------
-B sentences, K beam size, N = B * K hypotheses, S source length (bucketed), L maximum output
-length (static), D d_model, V vocabulary.
-
-Static shapes: the batch size and the source length are padded up to buckets (powers of two) so that
-a handful of compilations serve any input; padding rows get a maximum output length of 0 and are
-skipped by the search.
+Batch size and source length are padded up to powers of two so that a few compilations serve any input;
+padding rows get a maximum output length of 0.
 """
 
 from __future__ import annotations
@@ -35,23 +22,46 @@ from attention_jax.models.decode_settings import DecodeSettings
 from attention_jax.models.model import EOS_ID, PAD_ID, abstract_params
 from attention_jax.models.transformer_config import TransformerConfig
 
+# Shapes: B sentences, K beam size, S source length (bucketed), L maximum output length (static), V vocabulary.
 Array = jax.Array
 SEARCH_METHODS = ("beam", "greedy")
 MIN_SOURCE_BUCKET = 8
 
 
 class TextCodec(Protocol):
-    """What decoding needs from a tokenizer: text to ids and back (``data.tokenizer.Tokenizer`` has it)."""
+    """What decoding needs from a tokenizer (``data.tokenizer.Tokenizer`` has it)."""
 
     @property
     def vocab_size(self) -> int:
-        """Pieces in the vocabulary."""
+        """The number of pieces in the vocabulary."""
 
     def encode(self, text: str) -> list[int]:
-        """Ids of ``text`` ending in EOS."""
+        """Return the ids of ``text``, ending in EOS.
+
+        Parameters
+        ----------
+        text : str
+            The sentence.
+
+        Returns
+        -------
+        list[int]
+            Its ids.
+        """
 
     def decode(self, ids: Sequence[int]) -> str:
-        """Text of ``ids`` up to the first EOS."""
+        """Return the text of ``ids`` up to the first EOS.
+
+        Parameters
+        ----------
+        ids : Sequence[int]
+            Token ids.
+
+        Returns
+        -------
+        str
+            The detokenized text.
+        """
 
 
 @functools.partial(jax.jit, static_argnames=("model_config", "method", "beam_size", "alpha",
@@ -64,52 +74,47 @@ def decode_batch(params: Any, inputs: Array, max_lengths: Array, *, model_config
                  cache_stages: int = DecodeSettings.cache_stages, num_best: int = 1) -> beam_search.SearchResult:
     """Translate a padded batch of source ids (jitted; one compilation per shape and setting).
 
+    With a mesh each device searches its own sentences under ``shard_map`` (docs/design.md).
+
     Parameters
     ----------
     params : pytree
         Model parameters (plain arrays).
     inputs : Array
-        int32 ``[B, S]`` source ids, each row ending in EOS, 0-padded; all-pad rows are skipped.
+        int32 ``[B, S]`` source ids ending in EOS, 0-padded; all-pad rows are skipped.
     max_lengths : Array
-        int32 ``[B]`` maximum output lengths (EOS included), at most ``max_decode_len``; 0 for
-        padding rows.
+        int32 ``[B]`` maximum output lengths (EOS included), at most ``max_decode_len``; 0 for padding rows.
     model_config : TransformerConfig
         The model.
     method : str
-        ``"beam"`` or ``"greedy"`` (one hypothesis, the most probable token each step).
+        ``"beam"`` or ``"greedy"``.
     beam_size : int
-        ``K`` for beam search.
+        ``K``.
     alpha : float
         Length-penalty strength.
     max_decode_len : int
         ``L``: cache size and output length; at most ``model_config.max_len``.
     use_cache : bool
-        Decode incrementally with the key/value cache (default) or recompute the prefix each step.
+        Decode with the key/value cache, or recompute the prefix each step.
     early_stop : bool
-        See :func:`attention_jax.decoding.beam_search.beam_search`.
+        See :func:`~attention_jax.decoding.beam_search.beam_search`.
     mesh : jax.sharding.Mesh, optional
-        Split the batch over the mesh's ``"data"`` axis (``B`` must divide by its size); parameters
-        are replicated. Each device then searches its own sentences independently.
+        Split the batch over the mesh's ``"data"`` axis (``B`` divisible by its size).
     cache_stages : int
-        Grow the key/value cache in this many stages (:func:`decode_steps.cache_stage_ends`), so early steps
-        attend over and reorder a short cache; 1 sizes it for ``L`` from the start. Outputs are the
-        same either way.
+        Grow the cache in this many stages (:func:`~attention_jax.decoding.decode_steps.cache_stage_ends`);
+        outputs are the same for any value.
     num_best : int
-        Beam search only: early termination waits until this many hypotheses are final
-        (:func:`attention_jax.decoding.beam_search.beam_search`); 1 for the best alone.
+        Beam search: early termination waits until this many hypotheses are final.
 
     Returns
     -------
     beam_search.SearchResult
-        ``[B, K', ...]`` hypotheses, best first (``K' = 1`` for greedy); ``num_steps`` is the most
-        steps any device ran.
+        ``[B, K', ...]`` hypotheses, best first (``K' = 1`` for greedy); ``num_steps`` is the most any device ran.
 
-    Notes
-    -----
-    The encoder runs once; hypothesis ``k`` of sentence ``b`` is row ``b * K + k``. With a mesh the
-    search runs under ``shard_map``: sentences never interact, so no device waits for another or
-    exchanges data inside the loop (left to the automatic partitioner, the beam selection's
-    ``top_k`` over ``[B, K * V]`` would be all-gathered at every step).
+    Raises
+    ------
+    ValueError
+        For an unknown ``method`` or a ``max_decode_len`` beyond the model's ``max_len``.
     """
     if method not in SEARCH_METHODS:
         raise ValueError(f"method must be one of {SEARCH_METHODS}; got {method!r}.")
@@ -125,19 +130,18 @@ def decode_batch(params: Any, inputs: Array, max_lengths: Array, *, model_config
     replicated: Any = jax.sharding.PartitionSpec()
     out_specs = beam_search.SearchResult(by_sentence, by_sentence, by_sentence, by_sentence, replicated)
 
-    def local_search(params: Any, inputs: Array, max_lengths: Array) -> beam_search.SearchResult:
+    def _local_search(params: Any, inputs: Array, max_lengths: Array) -> beam_search.SearchResult:
         result = search(params, inputs, max_lengths)
         return result._replace(num_steps=jax.lax.pmax(result.num_steps, "data"))
 
     # check_vma=False: the loop starts from constants (replicated) and carries per-device values.
-    return jax.shard_map(local_search, mesh=mesh, in_specs=(jax.sharding.PartitionSpec(), by_sentence, by_sentence),
+    return jax.shard_map(_local_search, mesh=mesh, in_specs=(jax.sharding.PartitionSpec(), by_sentence, by_sentence),
                          out_specs=out_specs, check_vma=False)(params, inputs, max_lengths)
 
 
 def _search(params: Any, inputs: Array, max_lengths: Array, *, model_config: TransformerConfig, method: str,
             beam_size: int, alpha: float, max_decode_len: int, use_cache: bool,
             early_stop: bool, cache_stages: int, num_best: int) -> beam_search.SearchResult:
-    """Encode once, then beam or greedy search with the cached or uncached step function."""
     step_fn, state, stages = decode_steps.search_setup(
         model_config, params, inputs, rows_per_sentence=beam_size if method == "beam" else 1,
         max_decode_len=max_decode_len, use_cache=use_cache, cache_stages=cache_stages)
@@ -150,21 +154,21 @@ def _search(params: Any, inputs: Array, max_lengths: Array, *, model_config: Tra
 
 
 def bucket_length(length: int, maximum: int, minimum: int = MIN_SOURCE_BUCKET) -> int:
-    """The padded source length for ``length`` tokens: the next power of two, within [minimum, maximum].
+    """Return the padded source length: the next power of two, within ``[minimum, maximum]``.
 
     Parameters
     ----------
     length : int
         Longest source in the batch (EOS included).
     maximum : int
-        Largest allowed length (the model's maximum input length).
+        Largest bucket (the model's maximum input length).
     minimum : int
         Smallest bucket.
 
     Returns
     -------
     int
-        ``min(maximum, max(minimum, 2 ** ceil(log2(length))))``.
+        The bucket.
     """
     bucket = minimum
     while bucket < length:
@@ -173,34 +177,29 @@ def bucket_length(length: int, maximum: int, minimum: int = MIN_SOURCE_BUCKET) -
 
 
 def cache_length(longest_output: int, limit: int, multiple: int = decode_steps.POSITION_MULTIPLE) -> int:
-    """The decode length ``L`` (key/value cache size, output length) for a batch.
+    """Return the decode length ``L`` (cache size, output length): the batch's longest possible output, rounded.
+
+    Every step's cost grows with ``L``, so it is not the source bucket plus the margin; no output is longer.
 
     Parameters
     ----------
     longest_output : int
         The batch's largest maximum output length (EOS included).
     limit : int
-        Largest allowed ``L``: source bucket plus the output margin, within the model's ``max_len``.
+        Largest allowed ``L``.
     multiple : int
-        ``L`` is rounded up to a multiple of this, so that few lengths (compilations) occur.
+        Round up to a multiple of this (few compilations).
 
     Returns
     -------
     int
-        ``min(limit, longest_output rounded up to multiple)``.
-
-    Notes
-    -----
-    Every decode step attends over, and beam search reorders, the whole cache, so its cost grows with
-    ``L``, so it is sized to the longest output the batch may produce rather than to the source bucket
-    plus the margin (timing: ``docs/benchmarks.md``). No output is affected: none may be longer. Within the
-    search the cache then grows in stages up to ``L`` (``decode_batch``'s ``cache_stages``).
+        ``L``.
     """
     return min(-(-longest_output // multiple) * multiple, limit)
 
 
 def bucket_rows(num_rows: int, maximum: int, multiple: int = 1) -> int:
-    """The padded batch size for ``num_rows`` sentences: the next power of two, at most ``maximum``.
+    """Return the padded batch size: the next power of two, at most ``maximum``.
 
     Parameters
     ----------
@@ -209,7 +208,7 @@ def bucket_rows(num_rows: int, maximum: int, multiple: int = 1) -> int:
     maximum : int
         The translator's batch size.
     multiple : int
-        The result is rounded up to a multiple of this (devices on the data axis).
+        Round up to a multiple of this (devices on the data axis).
 
     Returns
     -------
@@ -224,17 +223,17 @@ def bucket_rows(num_rows: int, maximum: int, multiple: int = 1) -> int:
 
 
 def replace_invalid_characters(text: str) -> str:
-    """Replace lone surrogate code points, which cannot be encoded as UTF-8, by U+FFFD.
+    """Replace lone surrogates (undecodable bytes of ``sys.argv``), which UTF-8 cannot encode, by U+FFFD.
 
     Parameters
     ----------
     text : str
-        Any Python string; undecodable bytes in ``sys.argv`` arrive as surrogates ``U+DC80..U+DCFF``.
+        Any string.
 
     Returns
     -------
     str
-        ``text`` with every code point in ``U+D800..U+DFFF`` replaced, safe for the tokenizer.
+        ``text`` safe for the tokenizer.
     """
     if not any("\ud800" <= character <= "\udfff" for character in text):
         return text
@@ -242,7 +241,7 @@ def replace_invalid_characters(text: str) -> str:
 
 
 def check_params_match(model_config: TransformerConfig, params: Any) -> None:
-    """Raise ``ValueError`` when ``params`` do not have the shapes ``model_config`` implies.
+    """Refuse parameters whose shapes ``model_config`` does not imply, before any compilation.
 
     Parameters
     ----------
@@ -251,14 +250,10 @@ def check_params_match(model_config: TransformerConfig, params: Any) -> None:
     params : pytree
         Parameters, boxed or plain.
 
-    Returns
-    -------
-    None
-
-    Notes
-    -----
-    Catches a checkpoint paired with the wrong config before any compilation; the message lists the
-    first differences.
+    Raises
+    ------
+    ValueError
+        Listing the first differences.
     """
     expected = _shapes_by_path(abstract_params(model_config))
     found = _shapes_by_path(params)
@@ -279,26 +274,12 @@ def _shapes_by_path(params: Any) -> dict[str, tuple[int, ...]]:
 
 @dataclasses.dataclass(frozen=True)
 class Hypothesis:
-    """One finished hypothesis of beam search for a sentence.
+    """One finished beam-search hypothesis."""
 
-    Attributes
-    ----------
-    ids : tuple[int, ...]
-        Output ids ending in EOS.
-    text : str
-        ``ids`` detokenized.
-    score : float
-        The model score ``log P(Y | X)``: the sum of the output tokens' log-probabilities (natural
-        log, EOS included).
-    normalized_score : float
-        ``score / lp(|Y|)`` with the translator's length-penalty alpha (Section 6.1): what beam search
-        ranks hypotheses by (:func:`attention_jax.decoding.beam_search.length_penalty`).
-    """
-
-    ids: tuple[int, ...]
+    ids: tuple[int, ...]  # Ending in EOS.
     text: str
-    score: float
-    normalized_score: float
+    score: float  # log P(Y | X), natural log, EOS included.
+    normalized_score: float  # score / lp(|Y|) (Section 6.1): what beam search ranks by.
 
 
 @dataclasses.dataclass
@@ -311,31 +292,29 @@ class _Batch:
 class Translator:
     """Translate sentences with beam search (or greedy decoding) in length-sorted, bucketed batches.
 
+    Inputs over ``model_config.max_len - settings.max_decode_extra_len`` tokens are truncated with a warning.
+
     Parameters
     ----------
     model_config : TransformerConfig
-        The model (``decode`` is ignored; dropout is off when decoding).
+        The model (dropout is off when decoding).
     params : pytree
-        Its parameters, boxed or plain; checked against ``model_config``.
+        Its parameters, boxed or plain.
     tokenizer : TextCodec
-        ``encode(str) -> ids ending in EOS``, ``decode(ids) -> str``, ``vocab_size``.
+        Text to ids and back.
     settings : DecodeSettings
-        Beam size (``1``: greedy decoding; alpha then only affects scores), length-penalty alpha and
-        the output margin: outputs hold at most ``input length + max_decode_extra_len`` tokens, EOS
-        included. Defaults to the paper's (4, 0.6, 50).
+        Beam size (1: greedy), length-penalty alpha, output margin; the paper's (4, 0.6, 50) by default.
     batch_size : int
         Sentences decoded together.
     use_cache : bool
-        Incremental decoding with the key/value cache; ``False`` recomputes the prefix each step.
+        Decode with the key/value cache; ``False`` recomputes the prefix each step.
     mesh : jax.sharding.Mesh, optional
-        Shard each batch over the mesh's ``"data"`` axis (parameters replicated).
+        Shard each batch over the mesh's ``"data"`` axis.
 
-    Notes
-    -----
-    The longest accepted input is ``model_config.max_len - settings.max_decode_extra_len`` tokens (EOS
-    included), so that input plus margin fit the model's positions (``build_experiment``
-    sets the model's ``max_len`` to the training length plus ``max_decode_extra_len``). Longer inputs are
-    truncated (keeping the final EOS) with a warning.
+    Raises
+    ------
+    ValueError
+        For settings, tokenizer, mesh or parameters that do not fit the model.
     """
 
     def __init__(self, model_config: TransformerConfig, params: Any, tokenizer: TextCodec, *,
@@ -369,28 +348,28 @@ class Translator:
         self.fixed_shapes = False  # True: one decode length per source bucket (see warm_up).
 
     @overload
-    def translate(self, sources: str) -> str: ...  # type: ignore[overload-overlap]  # A str is one sentence.
+    def translate(self, sources: str) -> str: ...  # type: ignore[overload-overlap]  # numpydoc ignore=GL08
 
     @overload
-    def translate(self, sources: Sequence[str]) -> list[str]: ...
+    def translate(self, sources: Sequence[str]) -> list[str]: ...  # numpydoc ignore=GL08
 
     def translate(self, sources: str | Sequence[str]) -> str | list[str]:
-        """Translate sentences; the result is in input order, one string per source.
+        """Translate sentences, in input order.
 
         Parameters
         ----------
         sources : str or Sequence[str]
-            Untokenized source sentences, or one sentence. Empty (or whitespace-only) sentences give ``""``.
+            Untokenized sentences, or one; blank ones give ``""``.
 
         Returns
         -------
         str or list[str]
-            Detokenized translations; one ``str`` for one sentence given as a ``str``.
+            Translations; one ``str`` for a ``str``.
 
         Raises
         ------
         TypeError
-            For a source that is not a ``str`` (``None``, bytes), in one line naming it.
+            For a source that is not a ``str``.
         """
         if isinstance(sources, str):  # One sentence, not an iterable of characters.
             return self.translate([sources])[0]
@@ -407,12 +386,12 @@ class Translator:
         Returns
         -------
         list[list[int]]
-            Ids ending in EOS; ``[]`` for empty sentences.
+            Ids ending in EOS; ``[]`` for blank sentences.
 
         Raises
         ------
         TypeError
-            For one ``str`` or an item that is no ``str`` (:func:`checked_sentences`).
+            For one ``str`` or an item that is no ``str``.
         """
         sources = checked_sentences(sources)
         cleaned = [replace_invalid_characters(text) for text in sources]
@@ -435,68 +414,58 @@ class Translator:
         return encoded
 
     def translate_ids(self, source_ids: Sequence[Sequence[int]]) -> list[list[int]]:
-        """Translate tokenized sentences; the result is in input order.
+        """Translate tokenized sentences, in input order.
 
         Parameters
         ----------
         source_ids : Sequence[Sequence[int]]
-            Ids ending in EOS, at most :attr:`max_source_len` each; empty sequences give ``[]``.
+            Ids ending in EOS, at most :attr:`max_source_len` each; empty ones give ``[]``.
 
         Returns
         -------
         list[list[int]]
-            The best hypothesis of each sentence, ending in EOS.
+            The best hypothesis of each, ending in EOS.
         """
         return [list(best[0].ids) if best else [] for best in self.translate_ids_nbest(source_ids)]
 
     def translate_nbest(self, sources: Sequence[str], nbest: int = 1) -> list[list[Hypothesis]]:
-        """The ``nbest`` best hypotheses of each sentence, best first, with their scores.
+        """Return the ``nbest`` best hypotheses of each sentence with their scores (see :meth:`translate_ids_nbest`).
 
         Parameters
         ----------
         sources : Sequence[str]
-            Untokenized source sentences (truncated as :meth:`encode_sources` does).
+            Untokenized sentences (truncated as :meth:`encode_sources` does).
         nbest : int
             Hypotheses per sentence, 1 to :attr:`beam_size`.
 
         Returns
         -------
         list[list[Hypothesis]]
-            One list per source, in input order; ``[]`` for an empty source.
-
-        Notes
-        -----
-        See :meth:`translate_ids_nbest`.
+            One list per source, in input order; ``[]`` for a blank source.
         """
         return self.translate_ids_nbest(self.encode_sources(sources), nbest)
 
     def translate_ids_nbest(self, source_ids: Sequence[Sequence[int]], nbest: int = 1) -> list[list[Hypothesis]]:
-        """The ``nbest`` best hypotheses of tokenized sentences, best first, with their scores.
+        """Return the ``nbest`` best hypotheses of tokenized sentences, best first (the first: :meth:`translate_ids`).
 
         Parameters
         ----------
         source_ids : Sequence[Sequence[int]]
-            Ids ending in EOS, at most :attr:`max_source_len` each; empty sequences give ``[]``.
+            Ids ending in EOS, at most :attr:`max_source_len` each; empty ones give ``[]``.
         nbest : int
             Hypotheses per sentence, 1 to :attr:`beam_size`.
 
         Returns
         -------
         list[list[Hypothesis]]
-            One list per sentence, in input order, sorted by ``normalized_score`` (best first).
+            One list per sentence, in input order; shorter only when the length limit leaves fewer outputs.
 
         Raises
         ------
-        TypeError, ValueError
-            For ids that are not integer sequences or lie outside the tokenizer's vocabulary (:func:`checked_ids`).
-
-        Notes
-        -----
-        The hypotheses are beam search's finished set, which keeps the ``beam_size`` best by
-        normalized score; early termination waits until the first ``nbest`` of them are final
-        (``num_best`` of :func:`attention_jax.decoding.beam_search.beam_search`), so the first is the
-        1-best of :meth:`translate_ids` whatever ``nbest`` is. A list is shorter than ``nbest`` only
-        when the output length limit leaves fewer possible outputs.
+        TypeError
+            For ids that are not integer sequences.
+        ValueError
+            For ids outside the vocabulary, or ``nbest`` out of range.
         """
         if not 1 <= nbest <= self.beam_size:
             raise ValueError(f"nbest must be between 1 and the beam size {self.beam_size}; got {nbest}.")
@@ -514,26 +483,19 @@ class Translator:
         return outputs
 
     def warm_up(self, max_tokens: int, num_best: int = 1) -> list[int]:
-        """Compile (or load from the persistent cache) the search for every source bucket up to ``max_tokens``.
+        """Compile the search of every source bucket up to ``max_tokens``, one program per bucket from then on.
 
         Parameters
         ----------
         max_tokens : int
-            The longest source, in tokens with its EOS, whose bucket is warmed; at most :attr:`max_source_len`.
+            The longest source (EOS included) whose bucket is warmed.
         num_best : int
             The ``nbest`` the caller will ask for (a compiled setting).
 
         Returns
         -------
         list[int]
-            The source buckets warmed (:meth:`source_buckets`).
-
-        Notes
-        -----
-        Turns on :attr:`fixed_shapes`: each batch's decode length is then its source bucket plus the output
-        margin (within ``max_len``), not its longest possible output rounded up, so one program per source
-        bucket (and batch bucket) serves every sentence length. Outputs are the same: the decode length only
-        bounds them, and each sentence keeps its own limit.
+            The source buckets warmed.
         """
         buckets = self.source_buckets(max_tokens)
         for length in buckets:
@@ -541,16 +503,33 @@ class Translator:
         return buckets
 
     def source_buckets(self, max_tokens: int) -> list[int]:
-        """The source buckets (powers of two from ``MIN_SOURCE_BUCKET``, the last cut to :attr:`max_source_len`)
-        that hold sources of up to ``max_tokens`` tokens, shortest first."""
+        """Return the source buckets, shortest first, that hold sources of up to ``max_tokens`` tokens.
+
+        Parameters
+        ----------
+        max_tokens : int
+            The longest source, EOS included.
+
+        Returns
+        -------
+        list[int]
+            Powers of two from ``MIN_SOURCE_BUCKET``, the last cut to :attr:`max_source_len`.
+        """
         longest, buckets = bucket_length(min(max_tokens, self.max_source_len), self.max_source_len), list[int]()
         while not buckets or buckets[-1] < longest:
             buckets.append(min(MIN_SOURCE_BUCKET * 2 ** len(buckets), self.max_source_len))
         return buckets
 
     def warm_bucket(self, length: int, num_best: int = 1) -> None:
-        """Turn on :attr:`fixed_shapes`; compile the one-sentence search of source bucket ``length`` (or load it
-        from the persistent cache) by running one row whose output limit is one token."""
+        """Turn on :attr:`fixed_shapes` and compile the search of source bucket ``length`` on a one-token output.
+
+        Parameters
+        ----------
+        length : int
+            The source bucket.
+        num_best : int
+            The ``nbest`` the caller will ask for.
+        """
         self.fixed_shapes = True
         rows = bucket_rows(1, self.batch_size, self.mesh.shape["data"] if self.mesh is not None else 1)
         inputs = np.full((rows, length), PAD_ID, np.int32)
@@ -560,7 +539,7 @@ class Translator:
         jax.block_until_ready(self._decode(_Batch([0], inputs, max_lengths), num_best))
 
     def _batches(self, source_ids: Sequence[Sequence[int]]) -> list[_Batch]:
-        """Group non-empty sources by length (longest first) into padded, bucketed batches."""
+        """Group non-empty sources, longest first, into padded, bucketed batches."""
         for ids in source_ids:
             if len(ids) > self.max_source_len:
                 raise ValueError(f"A source has {len(ids)} ids, more than max_source_len={self.max_source_len}; "

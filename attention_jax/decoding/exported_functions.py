@@ -1,23 +1,10 @@
 """A trained model's forward pass and translate function as serialized ``jax.export`` artifacts.
 
-``jax.export`` lowers a jitted function at fixed argument shapes to StableHLO, which
-``jax.export.deserialize`` reloads in another process, without this package or the model's code, and
-``Exported.call`` runs (compiling it for the machine at hand). Two functions are exported, each with the
-run's parameters inside the artifact (a file is the whole model):
-
-- ``logits``: ``(inputs [B, S], targets [B, T]) -> logits [B, T, N]``, the teacher-forced forward pass
-  (``Transformer.apply``; dropout off).
-- ``translate``: ``inputs [B, S] -> {"tokens" [B, K, L], "lengths" [B, K], "scores" [B, K],
-  "log_probs" [B, K]}``, beam search (greedy for a beam of one) with the run's decoding settings, best
-  hypothesis first, ``L = min(S + max_decode_extra_len, max_len)``; a row's output length limit is its
-  own length plus ``max_decode_extra_len``, as :class:`~attention_jax.decoding.decode.Translator` sets it,
-  and an all-padding row gives no tokens.
-
-Shape glossary: B sentences, S source length, T target length, N vocabulary, K beam size, L output length.
-Ids follow ``model.py``: 0-padded rows ending in EOS, int32.
-
-The model is built with ``cpu_kernels=False`` (the plain Flax path, the same function; see
-:mod:`attention_jax.cpu_kernels`), so an artifact lowered for several platforms holds no CPU-only code.
+Each artifact holds the run's parameters (a file is the whole model) and runs in another process without
+this package: ``logits(inputs [B, S], targets [B, T]) -> [B, T, N]`` (teacher forced, dropout off), and
+``translate(inputs [B, S]) -> {"tokens" [B, K, L], "lengths", "scores", "log_probs" [B, K]}``, beam search
+with the run's settings as :class:`~attention_jax.decoding.decode.Translator` runs it. The model is built
+with ``cpu_kernels=False`` so that an artifact for several platforms holds no CPU-only code.
 """
 
 from __future__ import annotations
@@ -37,42 +24,28 @@ from attention_jax.models.model import PAD_ID, Transformer
 from attention_jax.models.transformer_config import TransformerConfig
 
 Array = jax.Array
-FUNCTIONS = ("logits", "translate")
-"""The functions :func:`export_function` exports, by name."""
-PLATFORMS = ("cpu", "cuda", "rocm", "tpu")
-"""What ``jax.export.export`` can lower for."""
+# Shapes: B sentences, S source length, T target length, N vocabulary, K beam size, L output length.
+FUNCTIONS = ("logits", "translate")  # What export_function exports, by name.
+PLATFORMS = ("cpu", "cuda", "rocm", "tpu")  # What jax.export.export can lower for.
 
 
 def _export_config(model_config: TransformerConfig) -> TransformerConfig:
     return model_config.replace(decode=False, cpu_kernels=False)
 
 
-def logits_function(model_config: TransformerConfig, params: Any) -> Callable[[Array, Array], Array]:
-    """The teacher-forced forward pass with ``params`` fixed: ``(inputs, targets) -> logits``.
-
-    Parameters
-    ----------
-    model_config : TransformerConfig
-        The run's model (``run.model_config``).
-    params : pytree
-        Its parameters, boxed or plain.
-
-    Returns
-    -------
-    callable
-        ``logits(inputs [B, S], targets [B, T]) -> float32 [B, T, N]``, as ``Transformer.apply``.
-    """
+def _logits_function(model_config: TransformerConfig, params: Any) -> Callable[[Array, Array], Array]:
+    """Return ``logits(inputs [B, S], targets [B, T]) -> float32 [B, T, N]`` with ``params`` inside."""
     model = Transformer(_export_config(model_config))
     variables = {"params": nn.meta.unbox(params)}
 
-    def logits(inputs: Array, targets: Array) -> Array:
+    def _logits(inputs: Array, targets: Array) -> Array:
         return cast(Array, model.apply(variables, inputs, targets))  # [B, T, N]
 
-    return logits
+    return _logits
 
 
 def output_length(model_config: TransformerConfig, settings: DecodeSettings, source_len: int) -> int:
-    """``L``, the output length of a translate function for sources of length ``source_len``.
+    """Return ``L``, a translate function's output length for sources of ``source_len`` ids.
 
     Parameters
     ----------
@@ -91,32 +64,14 @@ def output_length(model_config: TransformerConfig, settings: DecodeSettings, sou
     return min(source_len + settings.max_decode_extra_len, model_config.max_len)
 
 
-def translate_function(model_config: TransformerConfig, params: Any, settings: DecodeSettings,
+def _translate_function(model_config: TransformerConfig, params: Any, settings: DecodeSettings,
                        source_len: int) -> Callable[[Array], dict[str, Array]]:
-    """Beam search (greedy for a beam of one) over ``[B, source_len]`` sources with ``params`` fixed.
-
-    Parameters
-    ----------
-    model_config : TransformerConfig
-        The run's model.
-    params : pytree
-        Its parameters, boxed or plain.
-    settings : DecodeSettings
-        Beam size, length penalty and output margin (``run.config.decoding``).
-    source_len : int
-        ``S``: the output length ``L`` follows from it (:func:`output_length`).
-
-    Returns
-    -------
-    callable
-        ``translate(inputs [B, S]) -> {"tokens", "lengths", "scores", "log_probs"}`` (the fields of
-        :class:`~attention_jax.decoding.beam_search.SearchResult`, best hypothesis first).
-    """
+    """Return ``translate(inputs [B, S])``, the search's result as a dict, with ``params`` inside."""
     config = _export_config(model_config)
     plain = nn.meta.unbox(params)
     max_decode_len = output_length(model_config, settings, source_len)
 
-    def translate(inputs: Array) -> dict[str, Array]:
+    def _translate(inputs: Array) -> dict[str, Array]:
         lengths = jnp.sum(inputs != PAD_ID, axis=1, dtype=jnp.int32)
         max_lengths = jnp.where(lengths > 0, jnp.minimum(lengths + settings.max_decode_extra_len, max_decode_len), 0)
         result = decode.decode_batch(
@@ -125,24 +80,12 @@ def translate_function(model_config: TransformerConfig, params: Any, settings: D
         return {"tokens": result.tokens, "lengths": result.lengths, "scores": result.scores,
                 "log_probs": result.log_probs}
 
-    return translate
+    return _translate
 
 
-def check_shape(model_config: TransformerConfig, settings: DecodeSettings, function: str, *, batch_size: int,
+def _check_shape(model_config: TransformerConfig, settings: DecodeSettings, function: str, *, batch_size: int,
                 source_len: int, target_len: int) -> None:
-    """Raise :class:`UserInputError` for a function name or shape the model cannot take.
-
-    Parameters
-    ----------
-    model_config : TransformerConfig
-        The model (``max_len`` positions).
-    settings : DecodeSettings
-        Its margin: a translated source holds at most ``max_len - max_decode_extra_len`` ids.
-    function : str
-        One of :data:`FUNCTIONS`.
-    batch_size, source_len, target_len : int
-        ``B``, ``S`` and ``T`` (``T`` only for ``logits``).
-    """
+    """Raise ``UserInputError`` for a function name or shape the model cannot take."""
     if function not in FUNCTIONS:
         raise UserInputError(f"--function must be one of {', '.join(FUNCTIONS)}; got {function!r}.")
     longest = model_config.max_len - settings.max_decode_extra_len if function == "translate" else model_config.max_len
@@ -167,7 +110,7 @@ def export_function(model_config: TransformerConfig, params: Any, function: str,
     params : pytree
         Its parameters.
     function : str
-        ``"logits"`` (:func:`logits_function`) or ``"translate"`` (:func:`translate_function`).
+        ``"logits"`` or ``"translate"``.
     batch_size, source_len : int
         ``B`` and ``S`` of ``inputs``.
     target_len : int
@@ -175,19 +118,19 @@ def export_function(model_config: TransformerConfig, params: Any, function: str,
     settings : DecodeSettings
         The decoding settings (``translate`` only).
     platforms : Sequence[str], optional
-        Lower for these (:data:`PLATFORMS`, e.g. ``("cpu", "cuda")``); default: JAX's default backend.
+        Lower for these (``"cpu"``, ``"cuda"``, ``"rocm"``, ``"tpu"``); default: JAX's default backend.
 
     Returns
     -------
     jax.export.Exported
-        ``exported.call(inputs)`` / ``exported.call(inputs, targets)``; ``serialize()`` gives its bytes.
+        ``exported.call(inputs)`` or ``exported.call(inputs, targets)``; ``serialize()`` gives its bytes.
 
-    Notes
-    -----
-    Raises :class:`UserInputError` for a shape the model cannot take (:func:`check_shape`) or an
-    unknown platform.
+    Raises
+    ------
+    UserInputError
+        For a function, shape or platform the model cannot take.
     """
-    check_shape(model_config, settings, function, batch_size=batch_size, source_len=source_len,
+    _check_shape(model_config, settings, function, batch_size=batch_size, source_len=source_len,
                 target_len=target_len)
     unknown = [platform for platform in platforms or () if platform not in PLATFORMS]
     if unknown:
@@ -196,14 +139,14 @@ def export_function(model_config: TransformerConfig, params: Any, function: str,
     exporter = jax.export.export
     if function == "logits":
         targets = jax.ShapeDtypeStruct((batch_size, target_len), jnp.int32)
-        jitted = jax.jit(logits_function(model_config, params))
+        jitted = jax.jit(_logits_function(model_config, params))
         return exporter(jitted, platforms=platforms)(inputs, targets)
-    jitted = jax.jit(translate_function(model_config, params, settings, source_len))
+    jitted = jax.jit(_translate_function(model_config, params, settings, source_len))
     return exporter(jitted, platforms=platforms)(inputs)
 
 
 def save_exported(path: str, exported: jax.export.Exported) -> int:
-    """Write ``exported.serialize()`` to ``path`` (whole or not at all: :func:`run_files.write_atomically`).
+    """Write ``exported.serialize()`` to ``path`` atomically.
 
     Parameters
     ----------
@@ -223,7 +166,7 @@ def save_exported(path: str, exported: jax.export.Exported) -> int:
 
 
 def load_exported(path: str) -> jax.export.Exported:
-    """Read an artifact :func:`save_exported` wrote (``jax.export.deserialize`` of the file's bytes).
+    """Read an artifact :func:`save_exported` wrote.
 
     Parameters
     ----------
@@ -235,9 +178,10 @@ def load_exported(path: str) -> jax.export.Exported:
     jax.export.Exported
         Call it with arrays of its ``in_avals`` shapes.
 
-    Notes
-    -----
-    Raises :class:`MissingInputError` for a missing file.
+    Raises
+    ------
+    MissingInputError
+        For a missing file.
     """
     try:
         with open(path, "rb") as file:

@@ -1,16 +1,7 @@
-"""Text generation with the decoder-only language model: key/value-cached sampling.
+"""Text generation with the decoder-only language model: key/value-cached greedy, top-k or nucleus sampling.
 
-Usage::
-
-    generator = generation.Generator(model_config, params, tokenizer)
-    generator.generate(["Der Hund"], settings=generation.SamplingSettings(temperature=0.8, top_k=40))
-
-Each step feeds one token through :class:`attention_jax.models.language_model.LanguageModel` in decode mode
-(its layers keep the keys and values of earlier positions in the ``cache`` collection) and picks the
-next token greedily (``temperature == 0``) or by sampling from ``softmax(logits / temperature)``
-restricted to the ``top_k`` most likely tokens and/or the smallest set whose probability reaches
-``top_p`` (nucleus sampling). Prompt tokens are fed the same way but not sampled, so prompts of
-different lengths share one batch.
+Prompt tokens are fed through the same cached steps but not sampled, so prompts of different lengths share
+one batch.
 """
 
 from __future__ import annotations
@@ -34,26 +25,17 @@ Array = jax.Array
 class SamplingSettings:
     """How the next token is chosen.
 
-    Attributes
-    ----------
-    temperature : float
-        0 for greedy decoding; otherwise logits are divided by it before sampling.
-    top_k : int
-        Sample only among the ``top_k`` most likely tokens (0: no limit).
-    top_p : float
-        Sample only among the smallest set of most likely tokens whose probability reaches ``top_p``
-        (1.0: no limit).
-    max_new_tokens : int
-        Tokens generated after the prompt (fewer when EOS comes first or the model's length runs out).
-    seed : int
-        Seeds the sampling; the same seed, prompts and model give the same text.
+    Raises
+    ------
+    ValueError
+        For a setting out of range.
     """
 
-    temperature: float = 1.0
-    top_k: int = 0
-    top_p: float = 1.0
-    max_new_tokens: int = 50
-    seed: int = 0
+    temperature: float = 1.0  # 0: greedy; otherwise the logits are divided by it.
+    top_k: int = 0  # Sample among the top_k most likely tokens (0: no limit).
+    top_p: float = 1.0  # Sample among the fewest most likely tokens whose probability reaches top_p (1: no limit).
+    max_new_tokens: int = 50  # Fewer when EOS comes first or the model's length runs out.
+    seed: int = 0  # Same seed, prompts and model: same text.
 
     def __post_init__(self) -> None:
         if not self.temperature >= 0.0:
@@ -74,10 +56,10 @@ def filter_logits(logits: Array, top_k: int = 0, top_p: float = 1.0) -> Array:
     logits : Array
         float ``[B, N]``.
     top_k : int
-        Keep the ``top_k`` largest logits of each row (0 keeps all). Ties at the k-th value are kept.
+        Keep the ``top_k`` largest of each row, ties at the k-th included (0: all).
     top_p : float
-        Keep the smallest set of largest logits whose softmax probability sums to at least ``top_p``
-        (the most likely token is always kept); 1.0 keeps all.
+        Keep the smallest set of largest logits whose probability reaches ``top_p``, the most likely token
+        always (1.0: all).
 
     Returns
     -------
@@ -98,7 +80,7 @@ def filter_logits(logits: Array, top_k: int = 0, top_p: float = 1.0) -> Array:
 
 
 def choose_next_token(rng: Array, logits: Array, settings: SamplingSettings) -> Array:
-    """The next token of each row: greedy, or sampled from the filtered, tempered distribution.
+    """Return the next token of each row: greedy, or sampled from the filtered, tempered distribution.
 
     Parameters
     ----------
@@ -124,10 +106,10 @@ def choose_next_token(rng: Array, logits: Array, settings: SamplingSettings) -> 
 
 def _sample_loop(params: Any, cache: Any, tokens: Array, prompt_lengths: Array, rng: Array, *,
                  lm: LanguageModel, settings: SamplingSettings) -> Array:
-    """Fill ``tokens`` ``[B, L]`` (BOS, prompt, zeros) step by step until EOS or ``L``; returns it."""
+    """Fill ``tokens`` ``[B, L]`` (BOS, prompt, zeros) step by step until EOS or ``L``; return it."""
     batch, length = tokens.shape
 
-    def step(carry: tuple) -> tuple:
+    def _step(carry: tuple) -> tuple:
         index, tokens, cache, finished, rng = carry
         rng, step_rng = jax.random.split(rng)
         logits, updated = lm.apply({"params": params, "cache": cache}, tokens[:, index, None],
@@ -139,28 +121,27 @@ def _sample_loop(params: Any, cache: Any, tokens: Array, prompt_lengths: Array, 
         tokens = tokens.at[:, index + 1].set(next_token)
         return index + 1, tokens, updated["cache"], finished, rng
 
-    def not_done(carry: tuple) -> Array:
+    def _not_done(carry: tuple) -> Array:
         index, _, _, finished, _ = carry
         return jnp.logical_and(index < length - 1, ~jnp.all(finished))
 
     start = (jnp.array(0, jnp.int32), tokens, cache, jnp.zeros((batch,), bool), rng)
-    return jax.lax.while_loop(not_done, step, start)[1]
+    return jax.lax.while_loop(_not_done, _step, start)[1]
 
 
 class Generator:
-    """Continues prompts with a trained decoder-only language model.
+    """Continue prompts with a trained decoder-only language model.
 
     Parameters
     ----------
     model_config : TransformerConfig
         The model's hyperparameters.
     params : pytree
-        Plain parameters of a :class:`attention_jax.models.language_model.LanguageModel`.
+        Plain parameters of a :class:`~attention_jax.models.language_model.LanguageModel`.
     tokenizer : object
-        ``encode(text, add_eos)`` and ``decode(ids)`` (``attention_jax.data.tokenizer.Tokenizer``).
+        ``encode(text, add_eos)`` and ``decode(ids)``.
     max_length : int, optional
-        Most positions (BOS + prompt + generated tokens): the training rows' length
-        (``config.max_len``); default ``model_config.max_len``.
+        Most positions, BOS + prompt + new tokens (the training rows' length); default ``model_config.max_len``.
     """
 
     def __init__(self, model_config: TransformerConfig, params: Any, tokenizer: Any,
@@ -174,11 +155,17 @@ class Generator:
 
     @property
     def max_length(self) -> int:
-        """Longest sequence (BOS + prompt + generated tokens) the model takes."""
+        """The longest sequence the model takes.
+
+        Returns
+        -------
+        int
+            Positions for BOS, prompt and generated tokens.
+        """
         return self._max_length
 
     def encode_prompt(self, prompt: str) -> list[int]:
-        """Token ids of a prompt (no EOS); ``ValueError`` for an empty or too long one.
+        """Return the token ids of a prompt, without EOS.
 
         Parameters
         ----------
@@ -189,6 +176,11 @@ class Generator:
         -------
         list[int]
             Its ids.
+
+        Raises
+        ------
+        ValueError
+            For an empty prompt, or one too long to leave room for a new token.
         """
         if not prompt.strip():
             raise ValueError("The prompt is empty: give some text to continue (--prompt=TEXT or one "
@@ -201,7 +193,7 @@ class Generator:
         return ids
 
     def generate_ids(self, prompts: Sequence[Sequence[int]], settings: SamplingSettings) -> list[list[int]]:
-        """Generated ids (after each prompt, up to and including EOS) for prompt ids.
+        """Return the generated ids after each prompt, up to and including EOS.
 
         Parameters
         ----------
@@ -233,21 +225,26 @@ class Generator:
 
     def generate(self, prompts: Sequence[str], settings: SamplingSettings = SamplingSettings(), *,
                  echo_prompt: bool = False) -> list[str]:
-        """Continue each prompt; returns the generated text (EOS removed), after its prompt if ``echo_prompt``.
+        """Continue each prompt; return the generated text without EOS.
 
         Parameters
         ----------
         prompts : sequence of str
-            Texts to continue (each non-empty and shorter than the model's length).
+            Texts to continue.
         settings : SamplingSettings
             How to choose tokens.
         echo_prompt : bool
-            Return the prompt, as given, followed by its continuation.
+            Put the prompt, as given, before its continuation.
 
         Returns
         -------
         list[str]
             One text per prompt, in prompt order.
+
+        Raises
+        ------
+        ValueError
+            For an empty or too long prompt.
         """
         if not prompts:
             return []
@@ -276,7 +273,7 @@ class Generator:
 
 
 def length_warning(max_length: int, prompt_lengths: list[int], max_new_tokens: int) -> str | None:
-    """The warning to give when ``--max_new_tokens`` asks for more tokens than the model's rows hold.
+    """Return the warning for a ``--max_new_tokens`` that the model's rows cannot hold (no sliding window).
 
     Parameters
     ----------
@@ -290,11 +287,7 @@ def length_warning(max_length: int, prompt_lengths: list[int], max_new_tokens: i
     Returns
     -------
     str or None
-        One line saying where continuations stop; ``None`` when every prompt has room for all of them.
-
-    Notes
-    -----
-    Generation does not slide its window: a continuation ends where the row ends.
+        One line saying where continuations stop; ``None`` when all fit.
     """
     if not prompt_lengths:
         return None

@@ -1,10 +1,6 @@
-"""Load a trained run for decoding: parameters (one checkpoint or an average), config, tokenizer.
+"""Load a trained run for decoding: parameters (one checkpoint or an average), config and tokenizer.
 
-Shared by the ``translate``, ``evaluate`` and ``plot_attention`` commands and usable from notebooks::
-
-    run = inference.load_run("runs/tiny", checkpoint="latest")
-    translator = inference.make_translator(run)
-    translator.translate(["The house is small."])
+``make_translator(load_run("runs/tiny")).translate(["The house is small."])``; shared by the commands.
 """
 
 from __future__ import annotations
@@ -29,41 +25,24 @@ if TYPE_CHECKING:  # Imported when the data is first asked for: translate starts
 
 @dataclasses.dataclass
 class TrainedRun:
-    """A training run's model, ready for decoding.
-
-    Attributes
-    ----------
-    workdir : str
-        The run's directory.
-    checkpoint : str
-        Which parameters were loaded (``"latest"``, ``"averaged"``, a step, or ``"average of steps ..."``).
-    config : Experiment
-        The run's experiment (its ``config.json``, built once).
-    model_config : TransformerConfig
-        Its model (``config.model``).
-    params : pytree
-        Plain parameters.
-    tokenizer : Tokenizer
-        The run's shared source/target tokenizer.
-    """
+    """A training run's model, ready for decoding."""
 
     workdir: str
-    checkpoint: str
-    config: Experiment
-    model_config: TransformerConfig
-    params: Any
-    tokenizer: Any
+    checkpoint: str  # "latest", "averaged", a step, or "average of steps ...".
+    config: Experiment  # Built once from the run's config.json.
+    model_config: TransformerConfig  # config.model
+    params: Any  # Plain parameters.
+    tokenizer: Any  # The run's shared source/target tokenizer.
     _data: input_pipeline.TranslationData | None = dataclasses.field(default=None, repr=False)
 
     @property
     def data(self) -> input_pipeline.TranslationData:
-        """The run's data (splits as text and token ids), opened on first use.
+        """The run's data (splits as text and ids), opened on first use: translating never needs it.
 
         Returns
         -------
         input_pipeline.TranslationData
-            From ``input_pipeline.get_datasets(run.data_config)``, which prepares the corpus if its cache
-            is missing; translation and attention plots never need it.
+            The datasets.
         """
         if self._data is None:
             from attention_jax.data import input_pipeline
@@ -73,14 +52,12 @@ class TrainedRun:
 
     @property
     def data_config(self) -> DataConfig:
-        """The run's data section, tokenized with the run's own ``tokenizer.model``.
+        """The run's data section, read with the run's own vocabulary (not one trained on the corpus as it is now).
 
         Returns
         -------
         DataConfig
-            ``config.data`` with ``fine_tune_from`` set to the run itself, so that the data pipeline
-            reads the run's vocabulary instead of training one from the corpus as it is now (which may
-            have changed since training): the token ids the weights were trained on.
+            ``config.data`` with ``fine_tune_from`` set to the run.
         """
         return dataclasses.replace(self.config.data, fine_tune_from=self.workdir)
 
@@ -90,16 +67,21 @@ _COMMAND_FOR_KIND = {ModelKind.ENCODER_DECODER: "python -m attention_jax.transla
 
 
 def check_model_kind(workdir: str, experiment: Experiment, expected: str) -> None:
-    """Raise ``ValueError`` when the run in ``workdir`` is not of the ``expected`` model kind.
+    """Refuse a run that is not of the ``expected`` model kind, naming the command that decodes it.
 
     Parameters
     ----------
     workdir : str
-        The run's directory (named in the message).
+        The run's directory.
     experiment : Experiment
-        The run's.
+        The run's experiment.
     expected : str
         ``"encoder_decoder"`` (translation commands) or ``"decoder_only"`` (generation).
+
+    Raises
+    ------
+    ValueError
+        For another kind.
     """
     found = experiment.model_kind
     if found != expected:
@@ -111,46 +93,37 @@ def check_model_kind(workdir: str, experiment: Experiment, expected: str) -> Non
 
 def load_run(workdir: str, checkpoint: str = "latest", *, average_last: int = 0,
              model_kind: str = ModelKind.ENCODER_DECODER, compilation_cache: bool = True) -> TrainedRun:
-    """Load the parameters, config and tokenizer of a training run.
+    """Load the parameters, config and tokenizer of a training run or an export.
+
+    The tokenizer must be the run's own ``tokenizer.model``: one rebuilt from a changed corpus would give
+    other ids. ``"latest"`` is read again when a trainer rotates it away meanwhile.
 
     Parameters
     ----------
     workdir : str
-        Training work directory (``config.json``, ``checkpoints/``, ``averaged/``), or a directory written by
-        ``export --format=directory`` (``params.safetensors``, ``config.json``, ``tokenizer.model``:
-        :mod:`attention_jax.checkpointing.exported_run`).
+        A training work directory, or a directory that ``export --format=directory`` wrote.
     checkpoint : str
-        ``"latest"``, ``"averaged"``, ``"best"`` or a step number; ignored when ``average_last > 0``. An
-        export holds one checkpoint, which ``"latest"`` (or ``"exported"``) names.
+        ``"latest"``, ``"averaged"``, ``"best"`` or a step; an export's one is ``"latest"`` (or ``"exported"``).
     average_last : int
-        Average the parameters of the last this many training checkpoints (Section 6.1) instead.
+        Average the last this many training checkpoints instead (Section 6.1).
     model_kind : str
-        The model kind the caller decodes with (:func:`check_model_kind`).
+        The model kind the caller decodes with.
     compilation_cache : bool
-        Turn on JAX's persistent compilation cache with the run's setting, as training does
-        (``config.compilation_cache_dir``; ``JAX_COMPILATION_CACHE_DIR`` wins), unless this process chose a
-        cache directory already (:func:`attention_jax.checkpointing.compilation_cache.enable_unless_set`): a
-        second process then loads the decoding programs the first one compiled instead of compiling them.
-        ``False`` leaves JAX's settings alone.
+        Turn on the run's persistent compilation cache unless this process chose one.
 
     Returns
     -------
     TrainedRun
         Everything decoding needs.
 
-    Notes
-    -----
-    Raises ``TypeError`` for a ``workdir`` that is no path, ``FileNotFoundError`` for a missing workdir,
-    config or checkpoint and ``ValueError`` for
-    parameters that do not fit the config, with messages that say what to do. The tokenizer is the
-    run's own ``tokenizer.model`` (written by training), so no corpus is opened; a run without one is
-    refused (:class:`attention_jax.foundation.user_errors.MissingInputError`), and so is a damaged one
-    (:class:`attention_jax.foundation.user_errors.UserInputError`, a ``ValueError``): a tokenizer rebuilt
-    from the corpus
-    need not be the one the weights were trained with (the corpus may have changed since), and its
-    token ids would decode to garbage. ``"latest"`` tolerates a trainer that rotates checkpoints away
-    meanwhile (``config.keep_checkpoints``): when the chosen one disappears while it is read, the newest
-    is loaded instead, until one read is whole (:func:`_load_params`).
+    Raises
+    ------
+    TypeError
+        For a ``workdir`` that is no path.
+    FileNotFoundError
+        For a missing workdir, config, tokenizer or checkpoint.
+    ValueError
+        For a damaged tokenizer, another model kind, or parameters that do not fit the config.
     """
     workdir = path_argument(workdir, "workdir", "load_run")
     if not os.path.isdir(workdir):
@@ -177,18 +150,12 @@ def load_run(workdir: str, checkpoint: str = "latest", *, average_last: int = 0,
 
 
 def _load_params(workdir: str, checkpoint: str, average_last: int) -> tuple[Any, Experiment, str]:
-    """The parameters :func:`load_run` names, its experiment and the checkpoint's description.
-
-    A trainer running beside the command may delete the checkpoint being read (``keep_checkpoints``
-    rotation: with 1, the only one): when ``"latest"`` or an average of the last checkpoints fails to
-    load and the run's steps changed meanwhile, it is loaded again from the newest steps, until one
-    read is whole (:func:`checkpoints.read_while_rotating`).
-    """
+    """Return the parameters :func:`load_run` names, its experiment and the checkpoint's description."""
     if exported_run.is_export_directory(workdir):  # One set of parameters, no checkpoints/ to rotate.
         params = exported_run.load_export_params(workdir, checkpoint, average_last)
         return params, checkpoints.read_config(workdir), exported_run.describe(workdir)
 
-    def load() -> tuple[Any, Experiment, str]:
+    def _load() -> tuple[Any, Experiment, str]:
         if average_last > 0:
             params, steps = params_checkpoints.average_last_params(workdir, average_last)
             return params, checkpoints.read_config(workdir), f"average of steps {steps}"
@@ -196,14 +163,14 @@ def _load_params(workdir: str, checkpoint: str, average_last: int) -> tuple[Any,
         return params, config, checkpoint
 
     if not (checkpoint == "latest" or average_last > 0):  # A named step or average: it is there or it is not.
-        return load()
+        return _load()
     what = f"the average of the last {average_last} checkpoints" if average_last > 0 else "the latest checkpoint"
-    return checkpoints.read_while_rotating(os.path.join(workdir, run_files.CHECKPOINT_DIR), load, what)
+    return checkpoints.read_while_rotating(os.path.join(workdir, run_files.CHECKPOINT_DIR), _load, what)
 
 
 def make_translator(run: TrainedRun, *, beam_size: int | None = None, alpha: float | None = None,
                     batch_size: int = 64) -> decode.Translator:
-    """A :class:`attention_jax.decoding.decode.Translator` with the run's decoding settings.
+    """Return a :class:`~attention_jax.decoding.decode.Translator` with the run's decoding settings.
 
     Parameters
     ----------
@@ -219,8 +186,12 @@ def make_translator(run: TrainedRun, *, beam_size: int | None = None, alpha: flo
     Returns
     -------
     decode.Translator
-        With the run's decoding section, ``run.config.decoding`` (output length limit
-        ``input + max_decode_extra_len``).
+        Set up from ``run.config.decoding``.
+
+    Raises
+    ------
+    TypeError
+        For a ``run`` that is no :class:`TrainedRun`.
     """
     if not isinstance(run, TrainedRun):
         hint = f": make_translator(load_run({run!r}))" if isinstance(run, str) else ""
@@ -245,19 +216,17 @@ def export_run(run: TrainedRun, out: str, *, step: int | None = None) -> dict[st
     out : str
         A new or empty directory, or an earlier export (replaced).
     step : int, optional
-        The training step the parameters stand for, kept in the export's record.
+        The training step the parameters stand for, kept in the record.
 
     Returns
     -------
     dict
         The record of ``out/export.json``: ``workdir``, ``checkpoint``, ``step``, ``tensors``, ``files``.
 
-    Notes
-    -----
-    ``out`` holds ``params.safetensors``, ``config.json``, ``tokenizer.model`` and ``export.json``
-    (:mod:`attention_jax.checkpointing.exported_run`); what ``export --format=directory`` writes. A file
-    or a directory of other files (a training run's) is refused with
-    :class:`~attention_jax.foundation.user_errors.UserInputError` before anything is written.
+    Raises
+    ------
+    UserInputError
+        For a file or a directory of other files, before anything is written.
     """
     exported_run.check_export_target(out)
     return exported_run.write_export_directory(out, run.params, run.config,

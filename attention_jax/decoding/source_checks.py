@@ -1,8 +1,7 @@
-"""What a caller of the Python API passes as sentences or token ids, checked before anything is encoded.
+"""The Python API's sentences and token ids, checked before anything is encoded, one line per refusal.
 
 A ``str`` is iterable, so ``translate("The dog runs.")`` would otherwise decode one sentence per character;
-ids outside the vocabulary would read another embedding row (or, at the top, none). Each refusal is one line
-naming the argument and the item, as the commands' errors are.
+an id outside the vocabulary would read another embedding row, or none.
 """
 
 from __future__ import annotations
@@ -14,7 +13,7 @@ import numpy as np
 
 
 def checked_sentences(sources: Any, argument: str = "sources") -> list[str]:
-    """``sources`` as a list of ``str``, or a one-line ``TypeError`` naming the argument and the item.
+    """Return ``sources`` as a list of ``str``.
 
     Parameters
     ----------
@@ -31,7 +30,7 @@ def checked_sentences(sources: Any, argument: str = "sources") -> list[str]:
     Raises
     ------
     TypeError
-        For one ``str`` (pass ``[sentence]``), a non-iterable, or an item that is not a ``str``.
+        For one ``str``, a non-iterable, or an item that is not a ``str``.
     """
     if isinstance(sources, str):
         raise TypeError(f"{argument} is one str; pass a list of sentences: [{sources!r:.40}].")
@@ -46,14 +45,14 @@ def checked_sentences(sources: Any, argument: str = "sources") -> list[str]:
 
 
 def checked_ids(source_ids: Any, vocab_size: int, argument: str = "source_ids") -> list[list[int]]:
-    """``source_ids`` as lists of ints within the vocabulary, or a one-line error naming the offending id.
+    """Return ``source_ids`` as lists of ints within the vocabulary.
 
     Parameters
     ----------
     source_ids : Any
         What a caller passed as tokenized sentences.
     vocab_size : int
-        Ids are refused from this value on (and below 0).
+        The first id refused.
     argument : str
         Its name in the error.
 
@@ -65,9 +64,9 @@ def checked_ids(source_ids: Any, vocab_size: int, argument: str = "source_ids") 
     Raises
     ------
     TypeError
-        For a ``str``, a non-iterable or an item that is no sequence of integers.
+        For a ``str``, a non-iterable, or an item that is no sequence of integers.
     ValueError
-        For an id outside ``0 .. vocab_size - 1``; embedding it would read another row or none.
+        For an id outside ``0 .. vocab_size - 1``.
     """
     if isinstance(source_ids, str | bytes) or not isinstance(source_ids, Iterable):
         raise TypeError(f"{argument} must be a list of token id lists; got {type(source_ids).__name__}.")

@@ -1,9 +1,7 @@
 """Sentences as a batch of token ids, as the model takes them: ``{"inputs": [B, S], "targets": [B, T]}``.
 
-Each row holds a sentence's subword ids followed by EOS (no BOS: the model prepends it to the decoder
-input), padded with 0 on the right (``model.py``'s conventions). The batches of training come from the
-data pipeline (:mod:`attention_jax.data.batching`); this builds one from text, for a notebook, a test or
-an exported function's fixed shape (``docs/python_api.md``).
+Rows end in EOS (no BOS: the model prepends it) and are 0-padded on the right; for a notebook, a test or an
+exported function's fixed shape (training batches come from :mod:`attention_jax.data.batching`).
 """
 
 from __future__ import annotations
@@ -31,9 +29,10 @@ def pad_ids(rows: Sequence[Sequence[int]], length: int = 0) -> np.ndarray:
     np.ndarray
         int32 ``[len(rows), length]``.
 
-    Notes
-    -----
-    Raises ``ValueError`` when a row is longer than ``length``, naming it.
+    Raises
+    ------
+    ValueError
+        For a row longer than ``length``.
     """
     width = length or max((len(row) for row in rows), default=1)
     batch = np.full((len(rows), width), PAD_ID, np.int32)
@@ -51,24 +50,23 @@ def encode_batch(tokenizer: TextCodec, sources: Sequence[str], targets: Sequence
     Parameters
     ----------
     tokenizer : TextCodec
-        ``run.tokenizer``: ``encode(text)`` gives ids ending in EOS.
+        ``run.tokenizer``.
     sources : Sequence[str]
         Source sentences, one row each.
     targets : Sequence[str], optional
-        Their translations (as many); without them the batch holds ``inputs`` alone.
+        Their translations; without them the batch holds ``inputs`` alone.
     source_len, target_len : int
         Padded lengths ``S`` and ``T``; 0: the longest row's.
 
     Returns
     -------
     dict[str, np.ndarray]
-        ``inputs`` int32 ``[B, S]`` and, with targets, ``targets`` int32 ``[B, T]``: what
-        ``Transformer(config).apply({"params": params}, batch["inputs"], batch["targets"])`` takes.
+        ``inputs`` int32 ``[B, S]`` and, with targets, ``targets`` int32 ``[B, T]``.
 
-    Notes
-    -----
-    Raises ``ValueError`` for a sentence longer than the length asked for, and for as many targets as
-    sources not given.
+    Raises
+    ------
+    ValueError
+        For a sentence longer than the length asked for, or as many targets as sources not given.
     """
     batch = {"inputs": pad_ids([tokenizer.encode(text) for text in sources], source_len)}
     if targets is not None:

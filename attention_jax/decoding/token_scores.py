@@ -1,13 +1,7 @@
 """Per-token log-probabilities of given translations (``translate --print_scores``, fairseq's ``P-`` lines).
 
-Beam search keeps only each hypothesis's total; the log-probability of each of its tokens comes from
-one more, teacher-forced pass over the hypothesis (the source as encoder input, the hypothesis as
-decoder target), as :mod:`attention_jax.decoding.alignment` gets its cross-attention. The values sum to
-the hypothesis's ``score`` (``log P(Y | X)``) up to float rounding.
-
-Shape glossary
---------------
-B pairs, S source length (bucketed), T target length (bucketed), N vocabulary.
+Beam search keeps only a hypothesis's total; one more teacher-forced pass gives each token's, which sum to
+its ``score`` up to rounding.
 """
 
 from __future__ import annotations
@@ -24,29 +18,13 @@ from attention_jax.decoding import decode
 from attention_jax.models.model import PAD_ID, Transformer
 from attention_jax.models.transformer_config import TransformerConfig
 
+# Shapes: B pairs, S source length, T target length (both bucketed), N vocabulary.
 Array = jax.Array
 
 
 @functools.partial(jax.jit, static_argnames=("model_config",))
-def forced_log_probs(params: Any, inputs: Array, targets: Array, *, model_config: TransformerConfig) -> Array:
-    """``log p(targets[b, t] | inputs[b], targets[b, :t])`` of every target position (jitted).
-
-    Parameters
-    ----------
-    params : pytree
-        Model parameters (plain arrays).
-    inputs : Array
-        int32 ``[B, S]`` source ids ending in EOS, 0-padded.
-    targets : Array
-        int32 ``[B, T]`` target ids ending in EOS, 0-padded (the decoder reads ``[BOS] + targets[:-1]``).
-    model_config : TransformerConfig
-        The model (not in decode mode).
-
-    Returns
-    -------
-    Array
-        float32 ``[B, T]``, natural logs; padded positions hold 0.
-    """
+def _forced_log_probs(params: Any, inputs: Array, targets: Array, *, model_config: TransformerConfig) -> Array:
+    """Return ``log p(targets[b, t] | inputs[b], targets[b, :t])`` ``[B, T]``, 0 at padding (jitted)."""
     logits = cast(Array, Transformer(model_config).apply({"params": params}, inputs, targets))  # [B,T,N]
     log_probs = jax.nn.log_softmax(logits.astype(jnp.float32))
     chosen = jnp.take_along_axis(log_probs, targets[..., None], axis=-1)[..., 0]  # [B,T]
@@ -55,7 +33,7 @@ def forced_log_probs(params: Any, inputs: Array, targets: Array, *, model_config
 
 def token_log_probs(model_config: TransformerConfig, params: Any, source_ids: Sequence[Sequence[int]],
                     target_ids: Sequence[Sequence[int]], *, batch_size: int = 64) -> list[np.ndarray]:
-    """Each target token's log-probability given its source and the tokens before it.
+    """Return each target token's log-probability given its source and the tokens before it.
 
     Parameters
     ----------
@@ -64,21 +42,19 @@ def token_log_probs(model_config: TransformerConfig, params: Any, source_ids: Se
     params : pytree
         Its parameters (plain arrays).
     source_ids, target_ids : Sequence[Sequence[int]]
-        As many sources and targets, each ending in EOS (a hypothesis's ``ids``); the same source may
-        appear once per hypothesis of it. A pair with an empty side gives an empty array.
+        As many sources and targets, each ending in EOS; a pair with an empty side gives an empty array.
     batch_size : int
         Pairs per forced pass.
 
     Returns
     -------
     list[np.ndarray]
-        float64 ``[len(target)]`` per pair, natural logs, EOS's last, in input order.
+        float64 ``[len(target)]`` per pair, natural logs, in input order.
 
-    Notes
-    -----
-    Sources and targets are padded to power-of-two lengths and batches to power-of-two rows
-    (:func:`attention_jax.decoding.decode.bucket_length`, ``bucket_rows``), so few shapes compile. Raises
-    ``ValueError`` when the lists differ in length or a side is longer than the model's positions.
+    Raises
+    ------
+    ValueError
+        For unequal lists, or a side longer than the model's positions.
     """
     if len(source_ids) != len(target_ids):
         raise ValueError(f"{len(source_ids)} sources but {len(target_ids)} targets: give one target per source.")
@@ -90,14 +66,14 @@ def token_log_probs(model_config: TransformerConfig, params: Any, source_ids: Se
         rows = decode.bucket_rows(len(indices), batch_size)
         inputs, targets = (_padded([sequences[index] for index in indices], rows, model_config.max_len)
                            for sequences in (source_ids, target_ids))
-        values = np.asarray(forced_log_probs(params, inputs, targets, model_config=forced_config), np.float64)
+        values = np.asarray(_forced_log_probs(params, inputs, targets, model_config=forced_config), np.float64)
         for row, index in enumerate(indices):
             scores[index] = values[row, : len(target_ids[index])]
     return scores
 
 
 def _padded(sequences: list[Sequence[int]], rows: int, max_len: int) -> np.ndarray:
-    """int32 ``[rows, bucket]`` with ``sequences`` in the first rows, 0-padded; ``ValueError`` past ``max_len``."""
+    """Return int32 ``[rows, bucket]`` with ``sequences`` in the first rows, 0-padded."""
     longest = max(len(ids) for ids in sequences)
     if longest > max_len:
         raise ValueError(f"A sequence has {longest} ids, more than the model's {max_len} positions.")

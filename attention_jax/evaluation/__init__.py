@@ -1,2 +1,1 @@
-"""Measuring and looking inside a model: BLEU and perplexity of translations, language-model perplexity and
-bits per byte, attention maps and their plots."""
+"""Measuring and looking inside a model: BLEU, perplexity, bits per byte, attention maps and plots."""

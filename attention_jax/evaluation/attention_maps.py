@@ -1,12 +1,7 @@
 """Every attention weight of the model for one sentence pair, with token strings for the axes.
 
-What the paper's Figures 3-5 visualize: encoder self-attention, decoder self-attention and
-encoder-decoder (cross) attention, per layer and head. Weights are read from the ``intermediates``
-collection the model fills when called with ``sow_weights=True`` (teacher forcing on the target).
-
-Shape glossary
---------------
-N layers, H heads, S source tokens, T target tokens (both with their EOS).
+The encoder self-, decoder self- and cross-attention of the paper's Figures 3-5, per layer and head, read
+from a teacher-forced pass with ``sow_weights=True``.
 """
 
 from __future__ import annotations
@@ -24,13 +19,12 @@ from attention_jax.models.decode_settings import DecodeSettings
 from attention_jax.models.model import BOS_ID, EOS_ID, Transformer
 from attention_jax.models.transformer_config import TransformerConfig
 
-ATTENTION_KINDS = ("encoder", "decoder", "cross")
-"""``encoder``: encoder self-attention ``[N, H, S, S]``; ``decoder``: masked decoder self-attention
-``[N, H, T, T]``; ``cross``: encoder-decoder attention ``[N, H, T, S]`` (queries are target positions)."""
+# Shapes: N layers, H heads, S source tokens, T target tokens (both with their EOS).
+ATTENTION_KINDS = ("encoder", "decoder", "cross")  # [N, H, S, S], [N, H, T, T] (masked), [N, H, T, S].
 
 
 def token_strings(tokenizer: decode.TextCodec, ids: list[int]) -> list[str]:
-    """Subword strings of ``ids`` (SentencePiece pieces such as ``"▁Haus"``; ``"</s>"`` for EOS).
+    """Return the subword strings of ``ids`` (pieces such as ``"▁Haus"``; ``"</s>"`` for EOS).
 
     Parameters
     ----------
@@ -53,40 +47,39 @@ def token_strings(tokenizer: decode.TextCodec, ids: list[int]) -> list[str]:
 
 def attention_maps(model_config: TransformerConfig, params: Any, tokenizer: decode.TextCodec, source: str,
                    target: str | None = None, *, settings: DecodeSettings = DecodeSettings()) -> dict[str, Any]:
-    """All attention weights for ``source`` and ``target`` (or the model's own translation).
+    """Return all attention weights for ``source`` and ``target`` (or the model's own translation).
+
+    Row ``t`` of ``cross`` and ``decoder`` belongs to the decoder position that reads
+    ``decoder_input_tokens[t]`` and predicts ``target_tokens[t]``: output words label the rows, as in the
+    paper's figures.
 
     Parameters
     ----------
     model_config : TransformerConfig
-        The model (computed with the ``einsum`` attention, which can return weights).
+        The model (run with the ``einsum`` attention, which returns weights).
     params : pytree
         Its parameters.
     tokenizer : decode.TextCodec
         Shared source/target tokenizer.
     source : str
-        Source sentence (truncated with a warning if longer than the model accepts).
+        Source sentence (truncated with a warning if too long).
     target : str, optional
-        Target sentence; ``None`` translates ``source`` with beam search (a beam of 1: greedy)
-        and uses the output ids as they were decoded.
+        Target sentence; ``None`` uses the ids beam search decodes.
     settings : DecodeSettings
-        Decoding settings for ``target=None`` (the paper's by default).
+        Decoding settings for ``target=None``.
 
     Returns
     -------
     dict
-        ``encoder`` ``[N, H, S, S]``, ``decoder`` ``[N, H, T, T]``, ``cross`` ``[N, H, T, S]``
-        (float32 NumPy arrays, rows sum to 1); ``source_tokens`` (S strings), ``target_tokens``
-        (T strings, what each decoder position predicts), ``decoder_input_tokens`` (T strings,
-        ``<s>`` then the target shifted right: the keys of decoder self-attention); ``source`` and
-        ``target`` text.
+        ``encoder`` ``[N, H, S, S]``, ``decoder`` ``[N, H, T, T]``, ``cross`` ``[N, H, T, S]`` (float32,
+        rows sum to 1); ``source_tokens``, ``target_tokens``, ``decoder_input_tokens`` (``<s>`` then the
+        target shifted right); ``source`` and ``target`` text.
 
-    Notes
-    -----
-    Row ``t`` of ``cross`` and ``decoder`` belongs to the decoder position that reads
-    ``decoder_input_tokens[t]`` and predicts ``target_tokens[t]``, as in the paper's figures where
-    output words label the rows. Every softmax attention function has weights (``dot_product``,
-    ``additive``); a function whose registry entry has no ``supports_weights`` (``linear``) raises
-    ``ValueError`` in one line.
+    Raises
+    ------
+    ValueError
+        For an empty source, a target longer than the model's positions, or an attention function without
+        weights (``linear``).
     """
     attention_registry.require_weights(model_config.attention_function)  # No weights to show: refuse.
     if not source.strip():
@@ -117,7 +110,7 @@ def attention_maps(model_config: TransformerConfig, params: Any, tokenizer: deco
 
 def _attention_weights(model_config: TransformerConfig, params: Any, inputs: jax.Array,
                        targets: jax.Array) -> dict[str, np.ndarray]:
-    """Teacher-forced pass with ``sow_weights``; weights stacked over layers, batch row 0."""
+    """Return the weights of a teacher-forced pass, stacked over layers, batch row 0."""
     _, state = Transformer(model_config).apply({"params": params}, inputs, targets, sow_weights=True,
                                                mutable=["intermediates"])
     intermediates = nn.meta.unbox(state["intermediates"])

@@ -1,7 +1,6 @@
-"""Heat maps of attention weights with token labels, like the paper's Figures 3-5 (matplotlib figures, without pyplot).
+"""Heat maps of attention weights with token labels, like the paper's Figures 3-5 (matplotlib, without pyplot).
 
-Draws the output of :func:`attention_jax.attention_maps.attention_maps`; the command-line front end is
-``python -m attention_jax.plot_attention``.
+Draws :func:`attention_jax.evaluation.attention_maps.attention_maps`; the command is ``plot_attention``.
 """
 
 from __future__ import annotations
@@ -20,7 +19,7 @@ AXIS_LABELS = {  # (rows, columns) token lists and axis titles of each kind.
 
 
 def select_heads(num_heads: int, head: str) -> list[int]:
-    """Head indices for ``head``: ``"all"`` or one index (negative counts from the end).
+    """Return the head indices ``head`` names: ``"all"`` or one index (negative from the end).
 
     Parameters
     ----------
@@ -33,6 +32,11 @@ def select_heads(num_heads: int, head: str) -> list[int]:
     -------
     list[int]
         Indices into ``range(num_heads)``.
+
+    Raises
+    ------
+    ValueError
+        For another string or an index out of range.
     """
     if head == "all":
         return list(range(num_heads))
@@ -46,28 +50,28 @@ def select_heads(num_heads: int, head: str) -> list[int]:
 
 
 def attention_figure(maps: dict[str, Any], kind: str, layer: int, heads: list[int]) -> "Figure":
-    """Heat maps of ``maps[kind][layer, head]`` for each head, one panel per head, on one figure.
+    """Draw ``maps[kind][layer, head]`` for each head, one panel each, on one color scale.
 
     Parameters
     ----------
     maps : dict
-        From :func:`attention_jax.attention_maps.attention_maps`.
+        From :func:`~attention_jax.evaluation.attention_maps.attention_maps`.
     kind : str
         ``"cross"``, ``"encoder"`` or ``"decoder"``.
     layer : int
         Layer index (negative from the end).
     heads : list[int]
-        Heads to draw, one panel each.
+        Heads to draw.
 
     Returns
     -------
     matplotlib.figure.Figure
-        Not attached to pyplot: it leaves the process's backend alone (a notebook keeps its inline
-        one) and is freed with its last reference. A notebook shows it as a cell's value.
+        Not attached to pyplot, so the process's backend is left alone (a notebook shows it as a value).
 
-    Notes
-    -----
-    All panels share one color scale (0 to the brightest weight drawn), so heads compare directly.
+    Raises
+    ------
+    ValueError
+        For a layer out of range.
     """
     from matplotlib.figure import Figure
 
@@ -106,18 +110,14 @@ def draw_attention(maps: dict[str, Any], kind: str, layer: int, heads: list[int]
     Parameters
     ----------
     maps : dict
-        From :func:`attention_jax.attention_maps.attention_maps`.
+        From :func:`~attention_jax.evaluation.attention_maps.attention_maps`.
     kind : str
         ``"cross"``, ``"encoder"`` or ``"decoder"``.
     layer : int
         Layer index (negative from the end).
     heads : list[int]
-        Heads to draw, one panel each.
+        Heads to draw.
     out_path : str
         Where to write the PNG.
-
-    Returns
-    -------
-    None
     """
     attention_figure(maps, kind, layer, heads).savefig(out_path, dpi=120)

@@ -1,31 +1,8 @@
 """A trained run scored on each target-length bucket: perplexity per piece and beam-search BLEU.
 
-The extrapolation experiment (``docs/positions.md``) trains on targets of at most ``cap`` words and
-scores four buckets of held-apart pairs (:mod:`attention_jax.data.length_buckets`): within the cap, up
-to 1.5x, up to 2x and beyond. For each bucket this module computes, with the run's own tokenizer and
-parameters (``--checkpoint``, the last by default):
-
-- the **perplexity per target piece**, teacher-forced, unsmoothed, EOS included
-  (:func:`attention_jax.evaluation.translation_quality.cross_entropy`, as ``evaluate`` reports it);
-- the **BLEU** of beam-search translations (sacrebleu, 13a) with the run's decoding settings (the
-  small-corpus recipe's: beam 4, alpha 0.6, at most input + 50 output pieces).
-
-**Lengths the model can hold.** A run's position table has ``config.max_len + max_decode_extra_len``
-rows (``TransformerConfig.max_len``); the translator accepts inputs of at most ``config.max_len``
-pieces, and the perplexity leaves out pairs with a side longer than that. Both are counted per bucket
-(``num_over_max_len``): a long bucket scored without its longest pairs would flatter the model, so
-the sweep (``configs/sweeps/positions.py``) sets ``max_len`` above the longest bucket pair.
-
-Run::
-
-    python -m attention_jax.evaluation.length_bucket_evaluation --workdir=RUN --buckets=SPLIT_DIR
-    python -m attention_jax.evaluation.length_bucket_evaluation --root=SWEEP_ROOT --buckets=SPLIT_DIR [--wait]
-
-It writes ``RUN/length_buckets.json`` (atomically, after each bucket, so a stopped evaluation resumes at
-the next bucket) and ``RUN/length_buckets.<bucket>.hypotheses.txt``; a bucket already scored from the
-same bucket file (its SHA-256), checkpoint, training step and decoding settings is skipped. ``--root`` scores every
-finished run of a sweep root (``ROOT/<row>/seed_<k>``); ``--wait`` keeps polling until every run that
-``ROOT/sweep.json`` lists is scored, so it can run beside the sweep.
+The extrapolation experiment of docs/positions.md (how to run it, what it writes, when a bucket is reused).
+Pairs with a side over the run's ``max_len`` are counted per bucket (``num_over_max_len``): a long bucket
+scored without its longest pairs would flatter the model.
 """
 
 from __future__ import annotations
@@ -45,8 +22,8 @@ from attention_jax.foundation.user_errors import UserInputError
 if TYPE_CHECKING:  # JAX loads when a run is scored, so a flag mistake is refused at once.
     from attention_jax.decoding import decode, inference
 
+# What must match, with the bucket file's SHA-256, for a bucket's stored figures to be reused.
 SETTINGS_KEYS = ("checkpoint", "trained_steps", "beam_size", "alpha", "max_extra_len", "max_source_len")
-"""What must match for a bucket's stored figures to be reused (besides the bucket file's SHA-256)."""
 
 
 def _settings(run: inference.TrainedRun, translator: decode.Translator) -> dict[str, Any]:
@@ -62,12 +39,12 @@ def _piece_lengths(translator: decode.Translator, pairs: Sequence[tuple[str, str
 
 def score_bucket(translator: decode.Translator, pairs: Sequence[tuple[str, str]], name: str
                  ) -> tuple[dict[str, Any], list[str]]:
-    """Perplexity per target piece and beam-search BLEU of one bucket.
+    """Return the perplexity per target piece and beam-search BLEU of one bucket, and its translations.
 
     Parameters
     ----------
     translator : decode.Translator
-        The run's translator (:func:`inference.make_translator`).
+        The run's translator.
     pairs : Sequence[tuple[str, str]]
         The bucket's ``(source, reference)`` pairs.
     name : str
@@ -76,9 +53,8 @@ def score_bucket(translator: decode.Translator, pairs: Sequence[tuple[str, str]]
     Returns
     -------
     tuple[dict, list[str]]
-        The figures (``bleu``, ``chrf``, ``ter`` and their signatures, ``perplexity``, ``cross_entropy``,
-        ``num_pairs``, ``num_target_tokens``, ``num_skipped_for_perplexity``, ``num_over_max_len``,
-        ``longest_pieces``, ``wall_s``) and the translations in bucket order.
+        The figures (:meth:`~attention_jax.evaluation.translation_quality.EvaluationResult.summary`'s, with
+        ``num_pairs``, ``num_over_max_len``, ``longest_pieces``, ``wall_s``) and the translations.
     """
     start = time.monotonic()
     lengths = _piece_lengths(translator, pairs)
@@ -98,30 +74,30 @@ def score_bucket(translator: decode.Translator, pairs: Sequence[tuple[str, str]]
 
 
 def evaluate_run(workdir: str, split_dir: str, *, checkpoint: str = "latest", batch_size: int = 64) -> dict[str, Any]:
-    """Score a run on every bucket of a length split; skip buckets already scored alike.
+    """Score a run on every bucket of a length split, rewriting ``RUN/length_buckets.json`` after each.
+
+    Buckets already scored from the same file, checkpoint, step and decoding settings are reused.
 
     Parameters
     ----------
     workdir : str
-        A finished training run (``config.json``, checkpoints, ``tokenizer.model``).
+        A finished training run.
     split_dir : str
         A directory written by ``python -m attention_jax.data.length_buckets``.
     checkpoint : str
-        ``latest``, ``averaged``, ``best`` or a step (:func:`inference.load_run`).
+        ``latest``, ``averaged``, ``best`` or a step.
     batch_size : int
         Sentences per decoding and perplexity batch.
 
     Returns
     -------
     dict
-        What ``RUN/length_buckets.json`` holds: ``buckets_dir``, ``cap``, the settings of
-        :data:`SETTINGS_KEYS`, ``positional_encoding``, ``seed`` and ``buckets`` (name -> the bucket's word
-        range, ``sha256`` and :func:`score_bucket`'s figures), in the split's bucket order.
+        What ``RUN/length_buckets.json`` holds, buckets in the split's order.
 
-    Notes
-    -----
-    Raises :class:`UserInputError` (or ``FileNotFoundError``/``ValueError`` from :func:`inference.load_run`)
-    for a bad split or run. The file is rewritten after each bucket.
+    Raises
+    ------
+    UserInputError
+        For a bad split; ``load_run``'s errors for a bad run.
     """
     from attention_jax.decoding import inference
 
@@ -154,21 +130,22 @@ def evaluate_run(workdir: str, split_dir: str, *, checkpoint: str = "latest", ba
 
 
 def expected_runs(root: str) -> list[str]:
-    """The run directories of a sweep root: ``ROOT/<row>/seed_<k>`` for the rows and seeds of ``sweep.json``.
+    """Return the run directories of a sweep root, ``ROOT/<row>/seed_<k>``, as ``sweep.json`` lists them.
 
     Parameters
     ----------
     root : str
-        A sweep root (``python -m attention_jax.sweep --root=ROOT``).
+        A sweep root.
 
     Returns
     -------
     list[str]
         Seed by seed, as the sweep runs them; ``ROOT/<row>`` for a sweep without seeds.
 
-    Notes
-    -----
-    Raises :class:`UserInputError` when ``root`` holds no ``sweep.json``.
+    Raises
+    ------
+    UserInputError
+        When ``root`` holds no ``sweep.json``.
     """
     path = os.path.join(root, run_files.SWEEP_FILE)
     if not os.path.isfile(path):
@@ -206,7 +183,7 @@ def evaluate_root(root: str, split_dir: str, *, wait: bool = False, poll_s: floa
     split_dir : str
         The length split.
     wait : bool
-        Keep polling every ``poll_s`` seconds until every run of ``sweep.json`` is finished and scored.
+        Keep polling until every run of ``sweep.json`` is finished and scored.
     poll_s : float
         Seconds between polls.
     batch_size : int
@@ -215,7 +192,7 @@ def evaluate_root(root: str, split_dir: str, *, wait: bool = False, poll_s: floa
     Returns
     -------
     list[str]
-        The runs scored by this call (runs already scored are skipped and not listed).
+        The runs this call scored.
     """
     split = length_buckets.read_split(split_dir)
     scored = []

@@ -1,14 +1,8 @@
 """Per-token perplexity and bits per byte of a trained language model on a split, each document in context.
 
-Every token of every document is scored once, with as much of its own document before it as the model's
-row length ``L`` allows: a document of at most ``L`` tokens in one window (exactly as training rows score
-it), a longer one in strided windows of ``L`` inputs (:mod:`attention_jax.evaluation.lm_windows`; stride
-``L // 2`` by default, so every token sees at least ``L // 2 + 1`` tokens before it). Documents never
-share context; several documents' windows share a row for throughput.
-
-Bits per byte divides the total negative log-likelihood (EOS tokens included) by ``ln 2`` and by the
-UTF-8 bytes of the split's documents (one newline byte counted per document, standing for its EOS),
-so models with different vocabularies compare on the same scale.
+Every token is scored once with as much of its own document before it as the row length allows (strided
+windows, :mod:`~attention_jax.evaluation.lm_windows`); bits per byte divides the total NLL by ``ln 2`` and
+the split's UTF-8 bytes, so vocabularies compare (docs/language_models.md, "Perplexity and bits per byte").
 """
 
 from __future__ import annotations
@@ -27,7 +21,7 @@ from attention_jax.models.transformer_config import TransformerConfig
 
 
 def resolve_stride(stride: int, window: int) -> int:
-    """The stride to use: ``stride``, or half the window (at least 1) when it is 0.
+    """Return the stride to use: ``stride``, or half the window (at least 1) when it is 0.
 
     Parameters
     ----------
@@ -41,9 +35,10 @@ def resolve_stride(stride: int, window: int) -> int:
     int
         ``S`` in ``[1, L]``.
 
-    Notes
-    -----
-    Raises :class:`attention_jax.foundation.user_errors.UserInputError` for a stride outside ``[0, L]``.
+    Raises
+    ------
+    UserInputError
+        For a stride outside ``[0, L]``.
     """
     if stride == 0:
         return max(1, window // 2)
@@ -55,7 +50,7 @@ def resolve_stride(stride: int, window: int) -> int:
 
 def evaluate_split(model_config: TransformerConfig, params: Any, data: Any, split: str,
                    stride: int = 0) -> dict[str, Any]:
-    """Per-token perplexity and bits per byte of ``split``, every token scored once in its document's context.
+    """Return the per-token perplexity and bits per byte of ``split``, every token scored once in context.
 
     Parameters
     ----------
@@ -64,26 +59,25 @@ def evaluate_split(model_config: TransformerConfig, params: Any, data: Any, spli
     params : pytree
         Plain :class:`LanguageModel` parameters.
     data : attention_jax.data.lm_data.LanguageModelData
-        The run's data (``documents``, ``row_length``, ``rows_per_batch``, ``split_bytes``, ``role_of``).
+        The run's data.
     split : str
         ``"validation"``, ``"test"`` or ``"train"`` (or the config's name for one).
     stride : int
-        ``S``: how far each later window of a long document moves on; 0 is half the row length.
+        ``S``, how far each later window of a long document moves on; 0: half the row length.
 
     Returns
     -------
     dict
-        ``split``, ``tokens``, ``nll_per_token`` (nats), ``perplexity``, ``utf8_bytes``, ``bits_per_byte``,
-        and how they were measured: ``method`` (``"strided_window"``), ``window`` (``L``), ``stride``,
-        ``min_context`` (tokens of its document every token beyond the first window sees at least),
-        ``documents``, ``documents_longer_than_window``, ``windows``, ``rows``.
+        ``split``, ``tokens``, ``nll_per_token`` (nats), ``perplexity``, ``utf8_bytes``, ``bits_per_byte`` and
+        how they were measured (``method``, ``window``, ``stride``, ``min_context``, document, window and row
+        counts).
 
-    Notes
-    -----
-    Single-process: every row is scored here. Raises ``ValueError`` if the windows do not score every
-    token of the split exactly once (a defect, never a user error), and
-    :class:`attention_jax.foundation.user_errors.UserInputError` for a split without any document (e.g. an empty
-    ``dev.txt``): no tokens have no perplexity, and reporting 1.0 would be a perfect score from no data.
+    Raises
+    ------
+    UserInputError
+        For a split without text: no tokens have no perplexity (1.0 would be a perfect score from no data).
+    ValueError
+        If the windows do not score every token exactly once (a defect).
     """
     window = data.row_length
     stride = resolve_stride(stride, window)
@@ -95,7 +89,7 @@ def evaluate_split(model_config: TransformerConfig, params: Any, data: Any, spli
     lm = LanguageModel(model_config.replace(decode=False))
 
     @jax.jit
-    def sums(params: Any, batch: dict) -> dict:  # Parameters an argument, not constants baked into the program.
+    def _sums(params: Any, batch: dict) -> dict:  # Parameters an argument, not constants baked into the program.
         logits = cast(jax.Array, lm.apply({"params": params}, batch["inputs"], valid=batch["segmentation"] > 0,
                                           segmentation=batch["segmentation"], positions=batch["positions"],
                                           method=LanguageModel.logits))  # [B,L,N]
@@ -103,7 +97,7 @@ def evaluate_split(model_config: TransformerConfig, params: Any, data: Any, spli
 
     nll_sum, tokens = 0.0, 0.0
     for batch in rows.batches(data.rows_per_batch):
-        result = jax.device_get(sums(params, batch))
+        result = jax.device_get(_sums(params, batch))
         nll_sum += float(result["nll_sum"])
         tokens += float(result["tokens"])
     expected_tokens = sum(len(document) for document in documents)

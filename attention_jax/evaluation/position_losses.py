@@ -1,22 +1,8 @@
 """Teacher-forced loss by target position: where, past the training lengths, a model's predictions fail.
 
-The length buckets (:mod:`attention_jax.evaluation.length_bucket_evaluation`) say how much worse each
-positional encoding does on longer pairs; this says where in the target it goes wrong. For each run it
-scores every pair of every bucket of a length split (:mod:`attention_jax.data.length_buckets`) with the
-run's last checkpoint, teacher-forced (unsmoothed, EOS included), and sums the cross-entropy of the target
-token at each position (:func:`~attention_jax.evaluation.translation_quality.cross_entropy_by_position`).
-``RUN/position_losses.json`` keeps the sums and counts, with the training split's target lengths in the
-run's own pieces; one plot puts the runs side by side: mean nats per target piece against the position,
-in bins of ``--bin`` positions, with the training targets' 99th percentile and longest marked.
-
-Usage::
-
-    python -m attention_jax.evaluation.position_losses --buckets=runs/positions_corpus \\
-        --workdir=runs/positions/sinusoidal/seed_0 --workdir=runs/positions/learned/seed_0 \\
-        --out=runs/positions/position_losses.png
-
-A run already scored from the same bucket files (their SHA-256) and training step is read, not scored
-again. Sums and counts stay separate so that runs, bins and buckets can be pooled exactly.
+Each run's summed cross-entropy per target position over every bucket of a length split, kept as sums and
+counts (so runs, bins and buckets pool exactly) in ``RUN/position_losses.json``, and plotted side by side
+(docs/positions.md).
 """
 
 from __future__ import annotations
@@ -37,20 +23,24 @@ _MIN_TOKENS = 50  # A bin with fewer scored tokens is not drawn: its mean would 
 
 
 def training_target_pieces(split_dir: str, tokenizer: Any) -> dict[str, int]:
-    """How long the training split's targets are in a run's pieces (EOS included, as the model scores them).
+    """Return how long the training split's targets are in a run's pieces (EOS included).
 
     Parameters
     ----------
     split_dir : str
         A length split (``train.tsv``: source TAB target per line).
     tokenizer : Any
-        The run's tokenizer (``encode(text) -> ids`` ending in EOS).
+        The run's tokenizer.
 
     Returns
     -------
     dict[str, int]
-        ``{"p50", "p90", "p99", "max"}``: the median, 90th and 99th percentile (nearest rank) and longest
-        target, in tokens.
+        ``p50``, ``p90``, ``p99`` (nearest rank) and ``max`` target length, in tokens.
+
+    Raises
+    ------
+    UserInputError
+        For a split without training pairs.
     """
     lengths = []
     with open(os.path.join(split_dir, "train.tsv"), encoding="utf-8") as train_file:
@@ -66,23 +56,22 @@ def training_target_pieces(split_dir: str, tokenizer: Any) -> dict[str, int]:
 
 
 def score_run(workdir: str, split_dir: str, *, batch_size: int = 64) -> dict[str, Any]:
-    """Score one run's loss by target position on every bucket of a length split (or read it, if done).
+    """Score one run's loss by target position on every bucket of a length split, or read it if done.
 
     Parameters
     ----------
     workdir : str
-        A finished training run (``config.json``, checkpoints, ``tokenizer.model``).
+        A finished training run.
     split_dir : str
-        The length split its buckets come from.
+        The length split.
     batch_size : int
         Pairs per forward pass.
 
     Returns
     -------
     dict
-        What ``RUN/position_losses.json`` holds: ``positional_encoding``, ``seed``, ``trained_steps``,
-        ``buckets`` (name -> SHA-256 of its file), ``max_len``, ``sums`` and ``counts`` (per target
-        position, pooled over the buckets) and ``training_target_pieces``.
+        What ``RUN/position_losses.json`` holds: ``sums`` and ``counts`` per target position, pooled over the
+        buckets, with what identifies them.
     """
     from attention_jax.decoding import inference  # JAX loads only when a run is scored.
     from attention_jax.evaluation import translation_quality
@@ -118,7 +107,7 @@ def score_run(workdir: str, split_dir: str, *, batch_size: int = 64) -> dict[str
 
 
 def binned_means(record: dict[str, Any], bin_size: int) -> tuple[np.ndarray, np.ndarray]:
-    """Mean nats per target piece in bins of ``bin_size`` positions; bins under 50 tokens are NaN.
+    """Return the mean nats per target piece in bins of ``bin_size`` positions; NaN in bins under 50 tokens.
 
     Parameters
     ----------
@@ -130,7 +119,7 @@ def binned_means(record: dict[str, Any], bin_size: int) -> tuple[np.ndarray, np.
     Returns
     -------
     (np.ndarray, np.ndarray)
-        The first position of each bin, and its mean (the bin's summed nats over its token count).
+        The first position of each bin, and its mean.
     """
     sums, counts = np.asarray(record["sums"], np.float64), np.asarray(record["counts"], np.int64)
     bins = math.ceil(len(sums) / bin_size)
@@ -144,20 +133,17 @@ def binned_means(record: dict[str, Any], bin_size: int) -> tuple[np.ndarray, np.
 def plot_runs(records: Sequence[dict[str, Any]], path: str, *, bin_size: int) -> None:
     """Draw each run's mean loss against the target position, with the training targets' lengths marked.
 
+    With a ``sinusoidal`` run among them, a second panel draws each other run minus it on the same tokens, so
+    the sentences' own difficulty cancels.
+
     Parameters
     ----------
     records : Sequence[dict]
-        :func:`score_run`'s records, one line each (labelled by encoding and seed).
+        :func:`score_run`'s records, one line each.
     path : str
         PNG file to write.
     bin_size : int
         Positions per point.
-
-    Notes
-    -----
-    With a ``sinusoidal`` run among them, a second panel draws each other run's mean loss minus its, bin
-    by bin: the same target tokens in both (the buckets are the same pairs), so the sentences' own
-    difficulty, which grows with their length, cancels.
     """
     import matplotlib
 

@@ -1,11 +1,7 @@
 """Progress lines for long evaluations: how much is done, how fast, and how long is left.
 
-A whole-split BLEU or a dev evaluation of a large split can take minutes; :func:`progress_logger`
-gives its loop a callback that logs at most one line every :data:`PROGRESS_EVERY_S` seconds, e.g.
-``final test BLEU: DONE/TOTAL sentences (RATE sentences/s, SECONDS s left)``. A phase that would otherwise be
-silent for seconds (the sampled BLEU inside training, the perplexity pass after a final decode) is
-wrapped in :func:`timed_phase`: one line as it starts, with how much it has to do, and one as it ends,
-with the time it took.
+A loop logs through :func:`progress_logger` at most every :data:`PROGRESS_EVERY_S` seconds; a phase that
+would be silent for seconds is wrapped in :func:`timed_phase` (a start line and an end line).
 """
 
 from __future__ import annotations
@@ -17,27 +13,25 @@ from collections.abc import Callable, Iterator
 
 from absl import logging
 
-PROGRESS_EVERY_S = 30.0
-"""Seconds between the progress lines of :func:`progress_logger`."""
+PROGRESS_EVERY_S = 30.0  # Seconds between the progress lines of progress_logger.
 
 
 def progress_logger(what: str, total: int, *, unit: str = "sentences", every_s: float | None = None,
                     always_final: bool = True) -> Callable[[int], None]:
-    """A callback that logs items done, items per second and the time left, now and then.
+    """Return a callback that logs items done, items per second and the time left, now and then.
 
     Parameters
     ----------
     what : str
-        What is being done, e.g. ``"final test BLEU"`` or ``"dev evaluation at step 1000"``.
+        What is being done, e.g. ``"final test BLEU"``.
     total : int
         Items to do.
     unit : str
-        What an item is, plural (``"sentences"``, ``"batches"``).
+        What an item is, plural.
     every_s : float, optional
         At most one line per this many seconds (default :data:`PROGRESS_EVERY_S`, read at the call).
     always_final : bool
-        Log a line when ``total`` is reached even if no line came before (False: a job that ends within
-        ``every_s`` logs nothing).
+        Log when ``total`` is reached even if no line came before.
 
     Returns
     -------
@@ -49,7 +43,7 @@ def progress_logger(what: str, total: int, *, unit: str = "sentences", every_s: 
     last = [started]
     printed = [False]
 
-    def report(done: int) -> None:
+    def _report(done: int) -> None:
         now = time.monotonic()
         finished = done >= total
         if now - last[0] < every_s and not (finished and (always_final or printed[0])):
@@ -60,20 +54,19 @@ def progress_logger(what: str, total: int, *, unit: str = "sentences", every_s: 
         logging.info("%s: %d/%d %s (%.1f %s/s, %s left)", what, done, total, unit, rate, unit,
                      f"{left:.0f} s" if math.isfinite(left) else "?")
 
-    return report
+    return _report
 
 
 @contextlib.contextmanager
 def timed_phase(what: str, total: int | None = None, *, unit: str = "sentences") -> Iterator[None]:
-    """Log a line as a phase starts and one as it ends, with its elapsed time.
+    """Log a line as a phase starts and one, with its elapsed time, as it ends (none if it raises).
 
     Parameters
     ----------
     what : str
         The phase, e.g. ``"sampled dev BLEU at step 400"``.
     total : int, optional
-        Items the phase works through, when its loop knows them: the start line gives the count and the
-        end line the rate.
+        Items the phase works through: the start line gives the count, the end line the rate.
     unit : str
         What an item is, plural.
 
@@ -81,12 +74,6 @@ def timed_phase(what: str, total: int | None = None, *, unit: str = "sentences")
     ------
     None
         The phase runs inside the ``with`` block.
-
-    Notes
-    -----
-    Lines read ``sampled dev BLEU at step 400: 200 sentences ...`` and ``sampled dev BLEU at step 400:
-    done in 23.4 s (8.5 sentences/s)``. A phase that raises (a stop request, an error) logs no end line:
-    what stopped it is reported by its caller.
     """
     logging.info("%s: %s ...", what, f"{total} {unit}" if total is not None else "started")
     started = time.monotonic()

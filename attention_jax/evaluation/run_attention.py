@@ -1,9 +1,4 @@
-"""A loaded run's attention maps for one sentence: ``attention_jax.attention_maps(run, text)``.
-
-The top-level API's short form of :func:`attention_jax.evaluation.attention_maps.attention_maps`, which
-takes the model config, parameters, tokenizer and decoding settings one by one; here they all come from
-the :class:`~attention_jax.decoding.inference.TrainedRun`, as ``plot_attention`` takes them.
-"""
+"""A loaded run's attention maps for one sentence: ``attention_jax.attention_maps(run, text)``."""
 
 from __future__ import annotations
 
@@ -18,7 +13,7 @@ if TYPE_CHECKING:
 
 def attention_maps(run: TrainedRun, source: str, target: str | None = None, *,
                    beam_size: int | None = None) -> dict[str, Any]:
-    """Every attention weight of ``run``'s model for ``source`` and ``target`` (or the run's own translation).
+    """Return every attention weight of ``run``'s model for ``source`` and ``target`` (or the run's translation).
 
     Parameters
     ----------
@@ -27,22 +22,20 @@ def attention_maps(run: TrainedRun, source: str, target: str | None = None, *,
     source : str
         The source sentence.
     target : str, optional
-        A target sentence to read the decoder's attention on (teacher forcing); ``None`` translates
-        ``source`` with the run's decoding settings first.
+        A target to read the decoder's attention on (teacher forcing); ``None`` translates ``source`` first.
     beam_size : int, optional
-        With ``target=None``: the beam for the translation instead of the run's (1: greedy).
+        With ``target=None``: the beam instead of the run's (1: greedy).
 
     Returns
     -------
     dict
-        As :func:`attention_jax.evaluation.attention_maps.attention_maps`: ``encoder`` ``[N, H, S, S]``,
-        ``decoder`` ``[N, H, T, T]`` and ``cross`` ``[N, H, T, S]`` float32 NumPy arrays (rows sum to 1),
-        ``source_tokens``, ``target_tokens``, ``decoder_input_tokens``, ``source`` and ``target``.
+        As :func:`attention_jax.evaluation.attention_maps.attention_maps`.
 
-    Notes
-    -----
-    Raises ``ValueError`` (one line) for an empty source, a target longer than the model's positions, or
-    an attention function that forms no weights.
+    Raises
+    ------
+    ValueError
+        For an empty source, a target longer than the model's positions, or an attention function that forms
+        no weights.
     """
     settings = run.config.decoding
     if beam_size is not None:

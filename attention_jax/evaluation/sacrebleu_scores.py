@@ -1,12 +1,7 @@
-"""Corpus BLEU, chrF and TER of detokenized text (sacrebleu), with BLEU's tokenizer a choice: no model, no JAX.
+"""Corpus BLEU, chrF and TER of detokenized text (sacrebleu), BLEU's tokenizer a choice: no model, no JAX.
 
-:func:`corpus_scores` is what ``evaluate`` prints for a run's translations and for an existing file of
-them (``evaluate --hypotheses=FILE --reference=FILE``), the same figures and signatures as
-``sacrebleu REFERENCE -i HYPOTHESES -m bleu chrf ter --tokenize TOKENIZER``. BLEU's tokenizer is sacrebleu's
-``13a`` by default (the WMT convention); :data:`BLEU_TOKENIZERS` lists the others it accepts: ``intl``
-(Unicode punctuation and symbols split off, for scripts other than Latin), ``zh`` (Chinese characters one
-token each), ``char`` (every character), ``none`` (already tokenized text) and ``ja-mecab``/``ko-mecab``
-(where sacrebleu's ``[ja]``/``[ko]`` extras are installed). chrF and TER have no tokenizer choice.
+The figures and signatures of ``sacrebleu REF -i HYP -m bleu chrf ter --tokenize TOKENIZER``, for a run's
+translations or a file of them (``evaluate --hypotheses=FILE --reference=FILE``).
 """
 
 from __future__ import annotations
@@ -19,48 +14,29 @@ from sacrebleu.metrics import BLEU, CHRF, TER
 
 from attention_jax.foundation.user_errors import UserInputError
 
-DEFAULT_BLEU_TOKENIZER = "13a"
-"""sacrebleu's default BLEU tokenizer, the one the WMT figures use."""
-
+DEFAULT_BLEU_TOKENIZER = "13a"  # sacrebleu's default, the WMT convention.
+# What --tokenize accepts for BLEU: intl splits Unicode punctuation off (non-Latin scripts), zh each Chinese
+# character, char every character, none takes tokenized text; *-mecab need sacrebleu's [ja]/[ko] extras.
+# spm/flores* are left out: they download a model on first use.
 BLEU_TOKENIZERS = ("13a", "intl", "zh", "char", "none", "ja-mecab", "ko-mecab")
-"""The sacrebleu tokenizers ``--tokenize`` accepts for BLEU (the ``*-mecab`` ones need sacrebleu's extras).
-
-sacrebleu's ``spm``/``flores*`` tokenizers are left out: they download a model on first use.
-"""
 
 _EXTRAS = {"ja-mecab": "sacrebleu[ja]", "ko-mecab": "sacrebleu[ko]"}
 
 
 @dataclasses.dataclass(frozen=True)
 class CorpusScores:
-    """sacrebleu's corpus BLEU, chrF and TER of a set of translations, each with its signature.
+    """sacrebleu's corpus BLEU, chrF and TER of a set of translations, each with its signature."""
 
-    Attributes
-    ----------
-    bleu : float
-        Corpus BLEU in ``[0, 100]`` (``13a`` tokenization unless asked otherwise); higher is better.
-    bleu_signature : str
-        How it was computed, e.g. ``nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0``.
-    chrf : float
-        Corpus chrF2 in ``[0, 100]`` (character 6-grams, beta 2); higher is better.
-    chrf_signature : str
-        E.g. ``nrefs:1|case:mixed|eff:yes|nc:6|nw:0|space:no|version:2.6.0``.
-    ter : float
-        Corpus TER, edits per 100 reference words (can exceed 100); lower is better.
-    ter_signature : str
-        E.g. ``nrefs:1|case:lc|tok:tercom|norm:no|punct:yes|asian:no|version:2.6.0``.
-    """
-
-    bleu: float
-    bleu_signature: str
-    chrf: float
+    bleu: float  # [0, 100], higher is better.
+    bleu_signature: str  # E.g. nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0.
+    chrf: float  # chrF2 (character 6-grams, beta 2), [0, 100], higher is better.
     chrf_signature: str
-    ter: float
+    ter: float  # Edits per 100 reference words (may pass 100); lower is better.
     ter_signature: str
 
 
 def check_bleu_tokenizer(name: str, flag: str = "--tokenize") -> str:
-    """Return ``name`` if sacrebleu's BLEU can use it here, else raise a one-line :class:`UserInputError`.
+    """Return ``name`` if sacrebleu's BLEU can use it here.
 
     Parameters
     ----------
@@ -74,10 +50,10 @@ def check_bleu_tokenizer(name: str, flag: str = "--tokenize") -> str:
     str
         ``name``.
 
-    Notes
-    -----
-    An unknown name is refused with the list of known ones; ``ja-mecab``/``ko-mecab`` without their
-    packages are refused with the ``pip install`` that adds them.
+    Raises
+    ------
+    UserInputError
+        For an unknown name (listing the known ones), or a ``*-mecab`` one without its packages.
     """
     if name not in BLEU_TOKENIZERS:
         raise UserInputError(f"{flag}={name} is not a BLEU tokenizer: use one of {', '.join(BLEU_TOKENIZERS)} "
@@ -91,7 +67,7 @@ def check_bleu_tokenizer(name: str, flag: str = "--tokenize") -> str:
 
 
 def check_one_reference_each(hypotheses: Sequence[str], references: Sequence[str]) -> tuple[list[str], list[str]]:
-    """Both lists as lists, or ``ValueError`` when they differ in length (scoring needs one reference each).
+    """Return both lists as lists, checked to hold one reference per hypothesis.
 
     Parameters
     ----------
@@ -102,6 +78,11 @@ def check_one_reference_each(hypotheses: Sequence[str], references: Sequence[str
     -------
     (list[str], list[str])
         The two, unchanged.
+
+    Raises
+    ------
+    ValueError
+        When they differ in length.
     """
     hypotheses, references = list(hypotheses), list(references)
     if len(hypotheses) != len(references):
@@ -112,7 +93,7 @@ def check_one_reference_each(hypotheses: Sequence[str], references: Sequence[str
 
 def corpus_scores(hypotheses: Sequence[str], references: Sequence[str], *,
                   bleu_tokenizer: str = DEFAULT_BLEU_TOKENIZER) -> CorpusScores:
-    """sacrebleu corpus BLEU, chrF and TER of detokenized hypotheses against one reference each.
+    """Return sacrebleu's corpus BLEU, chrF and TER of detokenized hypotheses against one reference each.
 
     Parameters
     ----------
@@ -121,17 +102,17 @@ def corpus_scores(hypotheses: Sequence[str], references: Sequence[str], *,
     references : Sequence[str]
         One reference per hypothesis, detokenized.
     bleu_tokenizer : str
-        BLEU's tokenizer, one of :data:`BLEU_TOKENIZERS` (``13a``: sacrebleu's default).
+        BLEU's tokenizer, one of :data:`BLEU_TOKENIZERS`.
 
     Returns
     -------
     CorpusScores
-        The three scores with the signatures of the ``sacrebleu.metrics`` objects that computed them
-        (their defaults but BLEU's tokenizer, as ``sacrebleu -m bleu chrf ter --tokenize`` on the command line).
+        The scores and signatures of sacrebleu's metrics at their defaults but BLEU's tokenizer.
 
-    Notes
-    -----
-    Raises ``ValueError`` when the lists differ in length.
+    Raises
+    ------
+    ValueError
+        When the lists differ in length.
     """
     hypotheses, references = check_one_reference_each(hypotheses, references)
     scored: dict[str, Any] = {}

@@ -1,14 +1,9 @@
 """Translation quality: corpus BLEU, chrF and TER (sacrebleu) and per-token perplexity (Section 6).
 
-BLEU is computed by sacrebleu on detokenized text with its default ``13a`` tokenizer (or another of
-:data:`~attention_jax.evaluation.sacrebleu_scores.BLEU_TOKENIZERS`), so figures are
-comparable to other systems' sacrebleu scores and come with a signature saying how they were made.
-(The paper's 27.3/28.4 were tokenized ``multi-bleu`` scores; sacrebleu's are typically somewhat lower.)
-chrF (sacrebleu's default chrF2: character 6-grams, beta 2) and TER (sacrebleu's tercom-like defaults;
-lower is better) are reported beside it by :func:`evaluate`, each with its own signature; the BLEU
-sampled during training stays BLEU alone (:func:`corpus_bleu`).
-Perplexity is ``exp`` of the mean unsmoothed cross-entropy over all non-pad target tokens, EOS
-included, under teacher forcing: the number the paper's Table 2 reports per wordpiece.
+sacrebleu scores detokenized text (``13a`` by default), so figures compare with other systems' and carry a
+signature; the paper's 27.3/28.4 were tokenized ``multi-bleu`` scores, typically somewhat higher. Perplexity
+is ``exp`` of the mean unsmoothed cross-entropy over non-pad target tokens, EOS included, under teacher
+forcing: Table 2's per-wordpiece figure.
 """
 
 from __future__ import annotations
@@ -41,7 +36,7 @@ Array = jax.Array
 
 
 def corpus_bleu(hypotheses: Sequence[str], references: Sequence[str]) -> tuple[float, str]:
-    """Corpus BLEU of detokenized hypotheses against one reference each.
+    """Return the corpus BLEU of detokenized hypotheses against one reference each.
 
     Parameters
     ----------
@@ -53,12 +48,12 @@ def corpus_bleu(hypotheses: Sequence[str], references: Sequence[str]) -> tuple[f
     Returns
     -------
     (float, str)
-        BLEU in ``[0, 100]`` and the sacrebleu signature (e.g.
-        ``nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0``).
+        BLEU in ``[0, 100]`` and the sacrebleu signature.
 
-    Notes
-    -----
-    Raises ``ValueError`` when the lists differ in length.
+    Raises
+    ------
+    ValueError
+        When the lists differ in length.
     """
     hypotheses, references = check_one_reference_each(hypotheses, references)
     metric = BLEU()
@@ -69,7 +64,7 @@ def corpus_bleu(hypotheses: Sequence[str], references: Sequence[str]) -> tuple[f
 @functools.partial(jax.jit, static_argnames=("model_config",))
 def _cross_entropy_sum(params: Any, inputs: Array, targets: Array, *,
                        model_config: TransformerConfig) -> tuple[Array, Array]:
-    """Summed cross-entropy ``-log p(target)`` over non-pad target tokens, and their count."""
+    """Return the summed ``-log p(target)`` over non-pad target tokens, and their count."""
     logits = cast(Array, Transformer(model_config).apply({"params": params}, inputs, targets))  # [B,T,V]
     log_probs = jax.nn.log_softmax(logits)
     target_log_probs = jnp.take_along_axis(log_probs, targets[..., None], axis=-1)[..., 0]  # [B,T]
@@ -79,34 +74,28 @@ def _cross_entropy_sum(params: Any, inputs: Array, targets: Array, *,
 
 @dataclasses.dataclass(frozen=True)
 class CrossEntropy:
-    """Teacher-forced cross-entropy of a set of pairs.
+    """Teacher-forced cross-entropy of a set of pairs."""
 
-    Attributes
-    ----------
-    mean : float
-        Mean nats per target token (EOS included).
-    num_tokens : int
-        Target tokens counted.
-    num_pairs : int
-        Pairs counted.
-    num_skipped : int
-        Pairs left out because a side is longer than the length limit.
-    """
-
-    mean: float
+    mean: float  # Nats per target token, EOS included.
     num_tokens: int
     num_pairs: int
-    num_skipped: int
+    num_skipped: int  # Pairs with a side over the length limit.
 
     @property
     def perplexity(self) -> float:
-        """``exp(mean)``: per-token perplexity."""
+        """Per-token perplexity.
+
+        Returns
+        -------
+        float
+            ``exp(mean)``; NaN without tokens.
+        """
         return math.exp(self.mean) if self.num_tokens else float("nan")
 
 
 def cross_entropy(model_config: TransformerConfig, params: Any, tokenizer: decode.TextCodec,
                   pairs: Sequence[tuple[str, str]], *, max_len: int, batch_size: int = 64) -> CrossEntropy:
-    """Mean unsmoothed cross-entropy per target token of ``pairs``, teacher-forced.
+    """Return the mean unsmoothed cross-entropy per target token of ``pairs``, teacher-forced.
 
     Parameters
     ----------
@@ -119,8 +108,7 @@ def cross_entropy(model_config: TransformerConfig, params: Any, tokenizer: decod
     pairs : Sequence[tuple[str, str]]
         ``(source, target)`` text.
     max_len : int
-        Pairs with either side longer than this many tokens (EOS included) are skipped and counted,
-        as the training pipeline leaves them out of its evaluation batches.
+        Pairs with a side longer than this (EOS included) are skipped, as the training pipeline skips them.
     batch_size : int
         Pairs per forward pass.
 
@@ -128,10 +116,6 @@ def cross_entropy(model_config: TransformerConfig, params: Any, tokenizer: decod
     -------
     CrossEntropy
         Mean, token and pair counts.
-
-    Notes
-    -----
-    Pairs are sorted by length and padded to power-of-two buckets, so only a few shapes compile.
     """
     encoded, kept = _encode_within(tokenizer, pairs, max_len)
     total, count = 0.0, 0
@@ -146,7 +130,7 @@ def cross_entropy(model_config: TransformerConfig, params: Any, tokenizer: decod
 @functools.partial(jax.jit, static_argnames=("model_config",))
 def _cross_entropy_by_position(params: Any, inputs: Array, targets: Array, *,
                                model_config: TransformerConfig) -> tuple[Array, Array]:
-    """Per target position: summed ``-log p(target)`` over the batch's non-pad tokens and their count, ``[T]``."""
+    """Return per target position ``[T]`` the summed ``-log p(target)`` and the token count."""
     logits = cast(Array, Transformer(model_config).apply({"params": params}, inputs, targets))  # [B,T,V]
     log_probs = jax.nn.log_softmax(logits)
     target_log_probs = jnp.take_along_axis(log_probs, targets[..., None], axis=-1)[..., 0]  # [B,T]
@@ -157,19 +141,28 @@ def _cross_entropy_by_position(params: Any, inputs: Array, targets: Array, *,
 def cross_entropy_by_position(model_config: TransformerConfig, params: Any, tokenizer: decode.TextCodec,
                               pairs: Sequence[tuple[str, str]], *, max_len: int,
                               batch_size: int = 64) -> tuple[np.ndarray, np.ndarray]:
-    """Teacher-forced cross-entropy of ``pairs`` by target position: where a model's predictions fail.
+    """Return the teacher-forced cross-entropy of ``pairs`` by target position: where predictions fail.
 
     Parameters
     ----------
-    model_config, params, tokenizer, pairs, max_len, batch_size
-        As :func:`cross_entropy` (pairs with a side over ``max_len`` tokens are left out).
+    model_config : TransformerConfig
+        The model.
+    params : pytree
+        Plain parameters.
+    tokenizer : decode.TextCodec
+        Encodes both sides.
+    pairs : Sequence[tuple[str, str]]
+        ``(source, target)`` text.
+    max_len : int
+        Pairs with a side longer than this are left out.
+    batch_size : int
+        Pairs per forward pass.
 
     Returns
     -------
     (np.ndarray, np.ndarray)
-        float64 ``[max_len]`` summed nats of the target tokens at each position (0: the first target
-        token, EOS included as the last), and int64 ``[max_len]`` how many tokens each sum holds; their
-        totals are :func:`cross_entropy`'s.
+        float64 ``[max_len]`` summed nats of the tokens at each position and int64 ``[max_len]`` their
+        counts; their totals are :func:`cross_entropy`'s.
     """
     _, kept = _encode_within(tokenizer, pairs, max_len)
     sums, counts = np.zeros(max_len, np.float64), np.zeros(max_len, np.int64)
@@ -182,7 +175,7 @@ def cross_entropy_by_position(model_config: TransformerConfig, params: Any, toke
 
 def _encode_within(tokenizer: decode.TextCodec, pairs: Sequence[tuple[str, str]], max_len: int
                    ) -> tuple[list[tuple[list[int], list[int]]], list[tuple[list[int], list[int]]]]:
-    """Every pair's ids, and those whose sides fit ``max_len`` sorted by length (few shapes compile)."""
+    """Return every pair's ids, and those whose sides fit ``max_len`` sorted by length."""
     encoded = [(tokenizer.encode(source), tokenizer.encode(target)) for source, target in pairs]
     kept = [pair for pair in encoded if len(pair[0]) <= max_len and len(pair[1]) <= max_len]
     kept.sort(key=lambda pair: max(len(pair[0]), len(pair[1])))
@@ -191,7 +184,7 @@ def _encode_within(tokenizer: decode.TextCodec, pairs: Sequence[tuple[str, str]]
 
 def _padded_batches(kept: Sequence[tuple[Sequence[int], Sequence[int]]], max_len: int,
                     batch_size: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """``(inputs, targets)`` int32 batches of ``kept``, padded to power-of-two rows and lengths."""
+    """Yield ``(inputs, targets)`` int32 batches of ``kept``, padded to power-of-two rows and lengths."""
     for start in range(0, len(kept), batch_size):
         chunk = kept[start: start + batch_size]
         rows = decode.bucket_rows(len(chunk), batch_size)
@@ -209,51 +202,29 @@ def _pad(sequences: Sequence[Sequence[int]], rows: int, max_len: int) -> np.ndar
 
 @dataclasses.dataclass(frozen=True)
 class EvaluationResult:
-    """BLEU, chrF, TER and perplexity of a model on a split or a parallel text.
+    """BLEU, chrF, TER and perplexity of a model on a split or a parallel text."""
 
-    Attributes
-    ----------
-    bleu : float
-        sacrebleu corpus BLEU (detokenized, 13a unless the signature says otherwise).
-    bleu_signature : str
-        sacrebleu's signature.
-    chrf : float
-        sacrebleu corpus chrF2.
-    chrf_signature : str
-        Its signature.
-    ter : float
-        sacrebleu corpus TER (lower is better).
-    ter_signature : str
-        Its signature.
-    perplexity : float
-        Per-token perplexity (teacher forcing, no label smoothing).
-    cross_entropy : float
-        Its logarithm, nats per token.
-    num_examples : int
-        Pairs translated for BLEU (all of them).
-    num_target_tokens : int
-        Tokens in the perplexity.
-    num_skipped_for_perplexity : int
-        Pairs too long for the perplexity batches.
-    hypotheses : list[str]
-        The translations, in split order.
-    """
-
-    bleu: float
+    bleu: float  # sacrebleu corpus BLEU, detokenized; the signature says how.
     bleu_signature: str
-    chrf: float
+    chrf: float  # chrF2.
     chrf_signature: str
-    ter: float
+    ter: float  # Lower is better.
     ter_signature: str
-    perplexity: float
-    cross_entropy: float
-    num_examples: int
-    num_target_tokens: int
-    num_skipped_for_perplexity: int
-    hypotheses: list[str]
+    perplexity: float  # Teacher forced, no label smoothing.
+    cross_entropy: float  # Nats per token.
+    num_examples: int  # Pairs translated.
+    num_target_tokens: int  # Tokens in the perplexity.
+    num_skipped_for_perplexity: int  # Pairs too long for the perplexity batches.
+    hypotheses: list[str]  # In split order.
 
     def summary(self) -> dict[str, Any]:
-        """Every field but the hypotheses, JSON-serializable."""
+        """Return every field but the hypotheses.
+
+        Returns
+        -------
+        dict[str, Any]
+            JSON-serializable figures.
+        """
         fields = dataclasses.asdict(self)
         del fields["hypotheses"]
         return fields
@@ -270,21 +241,16 @@ def decoding_batches(encoded_sources: Sequence[Sequence[int]], batch_size: int, 
     Parameters
     ----------
     encoded_sources : Sequence[Sequence[int]]
-        Token ids of each source (``decode.Translator.encode_sources``); empty ones are left out.
+        Token ids of each source; empty ones are left out.
     batch_size : int
-        Sentences per batch (``translator.batch_size``); the last batch may hold fewer.
+        Sentences per batch; the last may hold fewer.
     sort_by_length : bool
-        Order the sources longest first before cutting (the default), so that each batch holds
-        sentences of similar length and pads little; False keeps the input order.
+        Longest first (stable, so equal lengths keep input order), so batches pad little; False: input order.
 
     Returns
     -------
     list[list[int]]
         Positions in ``encoded_sources``, one list per batch, in decoding order.
-
-    Notes
-    -----
-    Python's sort is stable, so sources of equal length keep their input order within the sorted batches.
     """
     order = [index for index, ids in enumerate(encoded_sources) if ids]
     if sort_by_length:
@@ -305,20 +271,22 @@ def translate_stoppably(translator: decode.Translator, sources: Sequence[str], *
     sources : Sequence[str]
         Source sentences.
     should_stop : Callable[[], bool], optional
-        Asked before each batch; when it returns True, :class:`EvaluationStopped` is raised.
+        Asked before each batch.
     report_progress : Callable[[int], None], optional
-        Called after each batch with the number of sentences translated so far.
+        Called after each batch with the sentences translated so far.
     sort_by_length : bool
-        Cut the sources into batches after sorting them longest first (the default, and what
-        ``translator.translate`` does). False cuts them in input order: each batch is then padded to its
-        longest sentence, the unsorted baseline of docs/benchmarks.md's whole-split timing.
+        Batch longest first, as ``translator.translate`` does (same translations); False: input order, the
+        unsorted baseline of docs/benchmarks.md.
 
     Returns
     -------
     list[str]
-        The translations in input order. With ``sort_by_length`` they are the same as
-        ``translator.translate(sources)``: the batches are the same, since the sources are sorted by
-        length once and cut into whole batches (:func:`decoding_batches`).
+        The translations in input order.
+
+    Raises
+    ------
+    EvaluationStopped
+        When ``should_stop`` returns True.
     """
     encoded = translator.encode_sources(sources)
     batches = decoding_batches(encoded, translator.batch_size, sort_by_length=sort_by_length)
@@ -344,25 +312,30 @@ def evaluate(translator: decode.Translator, pairs: Sequence[tuple[str, str]], *,
     Parameters
     ----------
     translator : decode.Translator
-        Holds the model, parameters, tokenizer and decoding settings (beam size, alpha, ...).
+        The model, parameters, tokenizer and decoding settings.
     pairs : Sequence[tuple[str, str]]
-        ``(source, reference)`` text, e.g. ``TranslationData.text_pairs("test")``.
+        ``(source, reference)`` text.
     should_stop : Callable[[], bool], optional
-        Asked between decoding batches (:func:`translate_stoppably`); True raises
-        :class:`EvaluationStopped`.
+        Asked between decoding batches.
     report_progress : Callable[[int], None], optional
-        Called with the sentences translated so far (e.g. :func:`attention_jax.evaluation.progress.progress_logger`).
+        Called with the sentences translated so far.
     bleu_tokenizer : str
-        sacrebleu's BLEU tokenizer (:data:`~attention_jax.evaluation.sacrebleu_scores.BLEU_TOKENIZERS`).
+        sacrebleu's BLEU tokenizer.
     progress_name : str
-        What the perplexity pass's start and end lines call this evaluation (``"final test"``:
-        ``final test perplexity: N reference pairs ...``, :func:`progress.timed_phase`).
+        What the perplexity pass's progress lines call this evaluation (``"final test"``).
 
     Returns
     -------
     EvaluationResult
-        BLEU, chrF and TER over all pairs (over-long sources are truncated by the translator, with a
-        warning) and perplexity over the pairs whose sides fit ``translator.max_source_len`` tokens.
+        BLEU, chrF and TER over all pairs (over-long sources truncated), perplexity over those that fit
+        ``translator.max_source_len``.
+
+    Raises
+    ------
+    ValueError
+        For no pairs.
+    EvaluationStopped
+        When ``should_stop`` returns True.
     """
     if not pairs:
         raise ValueError("evaluate needs at least one (source, reference) pair; the split is empty.")
@@ -391,30 +364,28 @@ def write_report(path: str, report: dict[str, Any], hypotheses: Sequence[str],
                  pairs: Sequence[tuple[str, str]] | None = None) -> list[str]:
     """Write an evaluation report as JSON, the hypotheses beside it, and with ``pairs`` all three sides.
 
+    Figures that are not finite are written as ``null``: JSON has no ``NaN``.
+
     Parameters
     ----------
     path : str
         JSON file, e.g. ``WORKDIR/eval_test.json``.
     report : dict
-        JSON-serializable figures (e.g. :meth:`EvaluationResult.summary` plus settings).
+        JSON-serializable figures.
     hypotheses : Sequence[str]
-        Translations, written one per line to ``<path without .json>.hypotheses.txt``.
+        Translations, one per line to ``<path without .json>.hypotheses.txt``.
     pairs : Sequence[tuple[str, str]], optional
-        The ``(source, reference)`` text the hypotheses translate, one pair per hypothesis: written with
-        them to ``<path without .json>.translations.jsonl``, one JSON object
-        ``{"source": ..., "reference": ..., "hypothesis": ...}`` per line, in the same order.
+        ``(source, reference)`` per hypothesis, written with it to ``<path without .json>.translations.jsonl``.
 
     Returns
     -------
     list[str]
-        The files written beside the report: the hypotheses file, then the translations file when
-        ``pairs`` is given.
+        The files written beside the report.
 
-    Notes
-    -----
-    Raises ``ValueError`` when ``pairs`` and ``hypotheses`` differ in length (before anything is written).
-    A figure that is not finite (the perplexity of no scored pair) is written as ``null``
-    (:func:`finite_or_none`): JSON has no ``NaN``, and parsers reject Python's.
+    Raises
+    ------
+    ValueError
+        When ``pairs`` and ``hypotheses`` differ in length, before anything is written.
     """
     if pairs is not None and len(pairs) != len(hypotheses):
         raise ValueError(f"write_report needs one (source, reference) pair per hypothesis; got {len(pairs)} "
@@ -435,7 +406,7 @@ def write_report(path: str, report: dict[str, Any], hypotheses: Sequence[str],
 
 
 def finite_or_none(value: Any) -> Any:
-    """``value`` with every float that is NaN or infinite replaced by None, in nested dicts and lists.
+    """Replace every NaN or infinite float by None, in nested dicts and lists.
 
     Parameters
     ----------
@@ -445,7 +416,7 @@ def finite_or_none(value: Any) -> Any:
     Returns
     -------
     Any
-        The same structure; ``float("nan")`` becomes None (``null`` in JSON).
+        The same structure.
     """
     if isinstance(value, float):
         return value if math.isfinite(value) else None
@@ -457,7 +428,7 @@ def finite_or_none(value: Any) -> Any:
 
 
 def perplexity_line(result: EvaluationResult) -> str:
-    """The perplexity line ``evaluate`` prints: the figure, its tokens, and the pairs it could not score.
+    """Return the perplexity line ``evaluate`` prints, with the pairs it could not score.
 
     Parameters
     ----------
@@ -467,9 +438,8 @@ def perplexity_line(result: EvaluationResult) -> str:
     Returns
     -------
     str
-        ``perplexity = 3.210  (cross-entropy 1.1663 nats/token, 812 tokens)``, with ``; 3 of 100 pairs
-        skipped: a side longer than the model takes`` when some were left out, or, when none could be
-        scored, a line that says so instead of ``nan`` (the report then holds ``null``).
+        ``perplexity = 3.210  (cross-entropy 1.1663 nats/token, 812 tokens)``, or a line saying none could be
+        scored.
     """
     skipped, total = result.num_skipped_for_perplexity, result.num_examples
     if result.num_target_tokens == 0:
