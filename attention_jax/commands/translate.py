@@ -167,16 +167,20 @@ def _open_input() -> BinaryIO:
 def _warm_up(translator: Any, lines_per_block: int) -> Any:
     """Return the ``BackgroundWarmUp`` of ``--warm_up_tokens``'s buckets (fixed shapes on), or ``None`` when off.
 
-    With fixed shapes only a source bucket not yet warm needs a new program.
+    With fixed shapes only a source bucket not yet warm needs a new program, traced once per cache directory.
     """
-    from attention_jax.decoding.background_warm_up import BackgroundWarmUp
+    import jax
+
+    from attention_jax.decoding import background_warm_up
 
     tokens = _WARM_UP_TOKENS.value
     if tokens is None:
         tokens = DEFAULT_WARM_UP_TOKENS if lines_per_block == 1 else 0
     if tokens <= 0:
         return None
-    return BackgroundWarmUp(translator, translator.source_buckets(tokens), num_best=_NBEST.value or 1)
+    background_warm_up.use_exported_searches(translator, jax.config.jax_compilation_cache_dir or None)
+    return background_warm_up.BackgroundWarmUp(translator, translator.source_buckets(tokens),
+                                               num_best=_NBEST.value or 1)
 
 
 def _with_token_log_probs(translator: Any, results: list[Any]) -> list[Any]:

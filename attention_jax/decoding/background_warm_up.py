@@ -1,27 +1,32 @@
-"""Warm a translator's source buckets in a background thread, after the first line's own.
+"""Warm a translator's source buckets in a background thread, after the first line's own; trace each once.
 
-Line by line, ``translate`` keeps one program per source bucket (``Translator.warm_up``). Warming all of them
-before reading the first line made that line wait for every bucket's tracing, which the persistent
-compilation cache does not skip (it keys on the traced program). Here the first line's search is compiled
-(or loaded) when it arrives, its answer printed, and the other buckets are warmed while the next line is
-awaited. Serialising the compiled searches with the run was the other way: it would skip the tracing too,
-but tie a run directory to one jaxlib and one machine, a read-only or shared run could not hold them, and
-``jax.experimental.serialize_executable`` refuses this search (JAX 0.10: "`LessThan` is not serializable").
+Line by line, ``translate`` keeps one program per source bucket (``Translator.warm_up``). The first line's
+search is compiled (or loaded) when it arrives, its answer printed, and the other buckets are warmed while
+the next line is awaited. The caller and the thread never run JAX on the translator at once: each bucket
+is warmed holding a lock, which the caller takes around each block (:meth:`BackgroundWarmUp.holding`).
 
-The caller and the thread never run JAX on the translator at once: each bucket is warmed holding a lock,
-which the caller takes around each block (:meth:`BackgroundWarmUp.holding`), so a line waits at most for
-the bucket in progress, and then finds its own warm if it was that one.
+The persistent compilation cache skips XLA's compilation, not the tracing that computes its key, which was
+most of a warm process's first answer. :func:`use_exported_searches` keeps each traced search as a
+``jax.export`` artifact beside that cache (trusted code, as the cache is), keyed by JAX, the machine, the
+package's source, the shapes and the settings; a later process loads it and compiles (from the cache)
+without tracing. Not in the run directory: a read-only or shared run could not hold them.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import hashlib
+import os
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from absl import logging
+
+SEARCHES_SUBDIR = "exported_searches"
+"""Where :func:`use_exported_searches` keeps its artifacts, under the compilation cache directory."""
 
 
 class BackgroundWarmUp:
@@ -81,3 +86,109 @@ class BackgroundWarmUp:
                 self.warmed.append(length)
         logging.info("Warmed the search for source buckets %s in %.1f s, in the background.", self.warmed,
                      time.perf_counter() - started)
+
+
+def use_exported_searches(translator: Any, cache_dir: str | None) -> bool:
+    """Route ``translator``'s fixed-shape searches through ``jax.export`` artifacts kept under ``cache_dir``.
+
+    A search met for the first time is traced, exported and written (atomically) before it runs; one written
+    before is read and called instead of being traced. Hypotheses are those of the plain search. Any failure
+    to export, write or read falls back to the plain search, with a warning.
+
+    Parameters
+    ----------
+    translator : decode.Translator
+        The translator; its searches go through the artifacts while :attr:`fixed_shapes` is on.
+    cache_dir : str or None
+        The persistent compilation cache's directory; ``None`` (no cache): nothing changes.
+
+    Returns
+    -------
+    bool
+        Whether the artifacts are in use (not with a mesh, nor without a cache).
+    """
+    if cache_dir is None or translator.mesh is not None:
+        return False
+    plain_decode = translator._decode
+    calls: dict[tuple[Any, ...], Callable[..., Any] | None] = {}
+
+    def _decode(batch: Any, num_best: int = 1) -> Any:
+        from attention_jax.decoding import beam_search
+
+        if not translator.fixed_shapes:
+            return plain_decode(batch, num_best)
+        key = (batch.inputs.shape, num_best)
+        if key not in calls:
+            calls[key] = _exported_search(translator, os.path.join(cache_dir, SEARCHES_SUBDIR),
+                                          batch.inputs.shape, num_best)
+        call = calls[key]
+        if call is None:
+            return plain_decode(batch, num_best)
+        return beam_search.SearchResult(*call(translator.params, batch.inputs, batch.max_lengths))
+
+    translator._decode = _decode
+    return True
+
+
+def _search_settings(translator: Any, source_len: int, num_best: int) -> dict[str, Any]:
+    """The static arguments of ``decode_batch`` as ``Translator._decode`` passes them with fixed shapes."""
+    return dict(model_config=translator.model_config, method=translator.settings.method,
+                beam_size=translator.beam_size, alpha=translator.alpha,
+                max_decode_len=min(source_len + translator.max_extra_len, translator.model_config.max_len),
+                use_cache=translator.use_cache, mesh=None, cache_stages=translator.settings.cache_stages,
+                num_best=num_best)
+
+
+@functools.cache
+def _source_digest() -> str:
+    """A digest of the package's Python source: an edited search is traced again, never read stale."""
+    import attention_jax
+
+    root, digest = os.path.dirname(os.path.abspath(attention_jax.__file__)), hashlib.sha256()
+    for folder, subfolders, files in os.walk(root):
+        subfolders.sort()
+        for name in sorted(name for name in files if name.endswith(".py")):
+            path = os.path.join(folder, name)
+            digest.update(os.path.relpath(path, root).encode() + b"\0")
+            with open(path, "rb") as file:
+                digest.update(file.read() + b"\0")
+    return digest.hexdigest()
+
+
+def _artifact_name(params: Any, shapes: Sequence[tuple[int, ...]], settings: dict[str, Any]) -> str:
+    """The artifact's file name: a digest of everything the traced search depends on."""
+    import jax
+    import jaxlib
+
+    parts = [jax.__version__, jaxlib.__version__, jax.default_backend(), jax.devices()[0].device_kind,
+             str(jax.config.jax_enable_x64), str(jax.config.jax_default_matmul_precision), _source_digest(),
+             repr(shapes), repr(sorted(settings.items()))]
+    parts += [f"{jax.tree_util.keystr(path)}:{leaf.shape}:{leaf.dtype}"
+              for path, leaf in jax.tree_util.tree_leaves_with_path(params)]
+    return "search-" + hashlib.sha256("\n".join(parts).encode()).hexdigest()[:40] + ".jax_export"
+
+
+def _exported_search(translator: Any, directory: str, inputs_shape: tuple[int, ...],
+                     num_best: int) -> Callable[..., Any] | None:
+    """Return the jitted call of the bucket's exported search, read or written now; ``None`` on a failure."""
+    import jax
+    import numpy as np
+
+    from attention_jax.decoding import decode, exported_functions
+
+    settings = _search_settings(translator, inputs_shape[1], num_best)
+    shapes = [inputs_shape, inputs_shape[:1]]
+    path = os.path.join(directory, _artifact_name(translator.params, shapes, settings))
+    try:
+        if os.path.isfile(path):
+            return jax.jit(exported_functions.load_exported(path).call)
+        params = jax.tree.map(lambda leaf: jax.ShapeDtypeStruct(leaf.shape, leaf.dtype), translator.params)
+        search = jax.jit(lambda *arrays: tuple(decode.decode_batch(*arrays, **settings)))
+        exported = jax.export.export(search)(params, *(jax.ShapeDtypeStruct(shape, np.int32) for shape in shapes))
+        os.makedirs(directory, exist_ok=True)
+        exported_functions.save_exported(path, exported)
+        return jax.jit(exported.call)
+    except Exception as error:  # The plain search serves the bucket instead.
+        logging.warning("Source bucket %d's search goes without an exported artifact (%s): %s", inputs_shape[1],
+                        path, error)
+        return None

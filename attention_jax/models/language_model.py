@@ -249,6 +249,8 @@ def abstract_params(model_config: TransformerConfig, model_kind: str) -> Any:
     pytree
         ``jax.ShapeDtypeStruct`` leaves, boxed with logical axis names.
     """
+    if model_kind == ModelKind.ENCODER_DECODER:  # The same trace, cached.
+        return model.abstract_params(model_config)
     module = build_model(model_config.replace(decode=False), model_kind)
     arguments = init_arguments(module, length=4)
     return jax.eval_shape(lambda: module.init(jax.random.key(0), *arguments))["params"]

@@ -16,6 +16,7 @@ read the position arrays, and the decoder input starts every pair with BOS.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -535,6 +536,12 @@ def abstract_params(model_config: TransformerConfig) -> Any:
     pytree
         ``jax.ShapeDtypeStruct`` leaves, boxed with logical axis names.
     """
+    return jax.tree.map(lambda leaf: leaf, _traced_abstract_params(model_config))  # A tree of the caller's own.
+
+
+@functools.lru_cache(maxsize=8)
+def _traced_abstract_params(model_config: TransformerConfig) -> Any:
+    """Trace ``init`` once per config: loading a run asks several times (about 0.5 s of tracing each)."""
     model = Transformer(model_config.replace(decode=False))
     ids = jnp.ones((1, 4), jnp.int32)
     variables = jax.eval_shape(lambda: model.init(jax.random.key(0), ids, ids))
