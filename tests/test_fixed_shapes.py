@@ -151,3 +151,22 @@ def test_enable_unless_set_with_the_cache_off_enables_nothing(monkeypatch, jax_c
     jax_cache_settings.update("jax_compilation_cache_dir", None)
     assert compilation_cache.enable_unless_set("") is None
     assert jax_cache_settings.jax_compilation_cache_dir is None
+
+
+# An alpha of its own again: the exported searches' programs are this test's.
+EXPORTED_SETTINGS = dataclasses.replace(SHORT, length_penalty_alpha=0.6625)
+
+
+@pytest.mark.integration
+def test_exported_searches_give_the_same_hypotheses_and_a_second_translator_reads_them(tmp_path):
+    default = _translator(EXPORTED_SETTINGS)
+    for number in range(2):  # The first exports bucket 16's search, the second reads it.
+        translator = _translator(EXPORTED_SETTINGS)
+        translator.fixed_shapes = True
+        assert background_warm_up.use_exported_searches(translator, str(tmp_path))
+        found = translator.translate_nbest([SOURCES[-1]], 2)[0]
+        expected = default.translate_nbest([SOURCES[-1]], 2)[0]
+        assert [hypothesis.ids for hypothesis in found] == [hypothesis.ids for hypothesis in expected], number
+        np.testing.assert_allclose([h.score for h in found], [h.score for h in expected], rtol=1e-5, atol=1e-5)
+        assert len(list((tmp_path / background_warm_up.SEARCHES_SUBDIR).iterdir())) == 1
+    assert not background_warm_up.use_exported_searches(_translator(EXPORTED_SETTINGS), None)
