@@ -178,7 +178,7 @@ def _warm_up(translator: Any, lines_per_block: int) -> Any:
         tokens = DEFAULT_WARM_UP_TOKENS if lines_per_block == 1 else 0
     if tokens <= 0:
         return None
-    background_warm_up.use_exported_searches(translator, jax.config.jax_compilation_cache_dir or None)
+    background_warm_up.use_exported_searches(translator, getattr(jax.config, "jax_compilation_cache_dir", None) or None)
     return background_warm_up.BackgroundWarmUp(translator, translator.source_buckets(tokens),
                                                num_best=_NBEST.value or 1)
 

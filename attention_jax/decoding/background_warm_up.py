@@ -161,7 +161,8 @@ def _artifact_name(params: Any, shapes: Sequence[tuple[int, ...]], settings: dic
     import jaxlib
 
     parts = [jax.__version__, jaxlib.__version__, jax.default_backend(), jax.devices()[0].device_kind,
-             str(jax.config.jax_enable_x64), str(jax.config.jax_default_matmul_precision), _source_digest(),
+             str(getattr(jax.config, "jax_enable_x64", None)),
+             str(getattr(jax.config, "jax_default_matmul_precision", None)), _source_digest(),
              repr(shapes), repr(sorted(settings.items()))]
     parts += [f"{jax.tree_util.keystr(path)}:{leaf.shape}:{leaf.dtype}"
               for path, leaf in jax.tree_util.tree_leaves_with_path(params)]
