@@ -93,7 +93,7 @@ if jax.default_backend() == "gpu":
     jax.config.update("jax_default_matmul_precision", "highest")
 
 
-QUICKSTART_TEST_FILE = "tests/test_quickstart.py"
+QUICKSTART_TEST_FILE = "tests/end_to_end/test_quickstart.py"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -29,11 +29,11 @@ class _Item:
 
 
 @pytest.mark.parametrize(("nodeid", "markers", "tier"), [
-    ("tests/test_attention.py::test_softmax", (), "fast"),
-    ("tests/test_sweep.py::test_resume", ("slow",), "integration"),
-    ("tests/test_train.py::test_kill", ("end_to_end",), "integration"),
-    ("tests/test_quickstart.py::test_bleu", ("slow", "end_to_end"), "e2e"),
-    ("tests/test_notebooks.py::test_notebook[01]", (), "e2e"),
+    ("tests/models/test_attention.py::test_softmax", (), "fast"),
+    ("tests/launch/test_sweep.py::test_resume", ("slow",), "integration"),
+    ("tests/training/test_train.py::test_kill", ("end_to_end",), "integration"),
+    ("tests/end_to_end/test_quickstart.py::test_bleu", ("slow", "end_to_end"), "e2e"),
+    ("tests/end_to_end/test_notebooks.py::test_notebook[01]", (), "e2e"),
 ])
 def test_a_test_is_in_the_tier_its_file_and_markers_say(nodeid: str, markers: tuple[str, ...], tier: str) -> None:
     assert tiers.tier_of(_Item(nodeid, *markers)) == tier  # type: ignore[arg-type]

@@ -45,16 +45,16 @@ by hand marks an in-process test that takes more than about 3 s on 2 cores (it c
 the fast tier's time budget, drawn from a measured run (docs/testing.md)."""
 
 END_TO_END_FILES = frozenset({
-    "tests/test_quickstart.py",  # The README's job, trained once and then translated and scored.
-    "tests/test_notebooks.py",
-    "tests/test_slurm.py",
-    "tests/test_multihost.py",
-    "tests/test_distributed.py",
-    "tests/test_benchmark_flags.py",
-    "tests/test_benchmark_quick_modes.py",
-    "tests/test_gpu_benchmark.py",
-    "tests/test_peer_flax_benchmark.py",
-    "tests/test_time_to_bleu_benchmark.py",
+    "tests/end_to_end/test_quickstart.py",  # The README's job, trained once and then translated and scored.
+    "tests/end_to_end/test_notebooks.py",
+    "tests/end_to_end/test_slurm.py",
+    "tests/end_to_end/test_multihost.py",
+    "tests/end_to_end/test_distributed.py",
+    "tests/end_to_end/test_benchmark_flags.py",
+    "tests/end_to_end/test_benchmark_quick_modes.py",
+    "tests/end_to_end/test_gpu_benchmark.py",
+    "tests/end_to_end/test_peer_flax_benchmark.py",
+    "tests/end_to_end/test_time_to_bleu_benchmark.py",
 })
 """Test files of the end-to-end tier, relative to the repository root."""
 
