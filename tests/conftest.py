@@ -6,8 +6,8 @@ Notes
 ``pyproject.toml`` runs the suite on two pytest-xdist workers (``-n 2 --dist=loadfile``): each test file
 is one work unit, so a module-scoped fixture (a trained model, a SLURM cluster) is built on one worker
 only. Every test that reads the quickstart's run (``tiny_workdir``, which trains ``configs/tiny.py``)
-lives in ``tests/test_quickstart.py``, so the run is trained once; that file is queued first because it
-is the longest unit. ``-n 0`` runs everything in one process.
+lives in ``tests/end_to_end/test_quickstart.py``, so the run is trained once; that file is queued first
+because it is the longest unit. ``-n 0`` runs everything in one process.
 
 The suite compiles with ``--xla_backend_optimization_level=0`` (added to ``XLA_FLAGS`` before JAX
 starts; child processes and notebook kernels inherit it): most of its time is XLA compiling small
@@ -34,8 +34,7 @@ from tests.support import tiers
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 # The caller's XLA_FLAGS, before the suite adds its own: the quickstart's run gets these back. Kept in
-# the environment because this file is imported twice (as pytest's ``conftest`` and as ``tests.conftest``
-# by the tests that name its helpers), the second time after XLA_FLAGS has changed.
+# the environment so that a later import of this file, after XLA_FLAGS has changed, still reads them.
 _CALLER_XLA_FLAGS_VARIABLE = "ATTENTION_JAX_CALLER_XLA_FLAGS"
 os.environ.setdefault(_CALLER_XLA_FLAGS_VARIABLE, os.environ.get("XLA_FLAGS", ""))
 CALLER_XLA_FLAGS = os.environ[_CALLER_XLA_FLAGS_VARIABLE] or None
