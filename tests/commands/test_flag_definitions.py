@@ -56,7 +56,7 @@ def modules_imported_by_tests() -> set[str]:
 def test_the_module_scan_sees_function_level_imports() -> None:
     """The scan finds imports inside test functions too (where command modules are usually imported)."""
     modules = modules_imported_by_tests()
-    assert "attention_jax.commands.text_io" in modules  # Imported inside a test in test_translate_options.py.
+    assert "attention_jax.commands.text_io" in modules  # Imported inside a test in commands/test_translate.py.
     assert "attention_jax.data.gettext_corpus" in modules and "attention_jax.reports.all_reports" in modules
     assert all(importlib.util.find_spec(name) is not None for name in modules)
 

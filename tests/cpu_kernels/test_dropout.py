@@ -105,7 +105,7 @@ def test_transformer_training_loss_and_gradients_unchanged_by_the_dropout_class(
     """The whole model with flax.linen.Dropout swapped in gives the same loss and gradient bits, op by op.
 
     Not jitted: a jitted step with either class is a different compiled program, whose losses agree to
-    float rounding only (``tests/test_cpu_kernels.py``).
+    float rounding only (``tests/cpu_kernels/test_switch.py``).
     """
     config = TransformerConfig(vocab_size=50, num_layers=2, d_model=32, d_ff=64, num_heads=4, key_dim=8,
                                value_dim=8, max_len=16, dropout_rate=0.2)

@@ -150,7 +150,7 @@ def test_the_train_step_honours_the_switch() -> None:
     assert float(on_sums["tokens"]) == float(off_sums["tokens"]) > 0
     np.testing.assert_allclose(float(on_sums["loss_sum"]), float(off_sums["loss_sum"]), rtol=1e-5)
     # Adam's first step is about lr * sign(gradient): a gradient that is zero in exact arithmetic (the key
-    # projection's bias, tests/test_train.py) moves by +-lr either way, so it is left out.
+    # projection's bias, tests/training/test_train.py) moves by +-lr either way, so it is left out.
     on_leaves = jax.tree_util.tree_flatten_with_path(on_params)[0]
     compared = 0
     for (path, leaf), plain_leaf in zip(on_leaves, jax.tree.leaves(off_params)):

@@ -40,7 +40,7 @@ builder = tsv_dataset.prepare_tsv_dataset(tsv_dir, data_dir)
 sizes = {split: builder.info.splits[split].num_examples for split in ("train", "validation", "test")}
 print("RESULT " + json.dumps(sizes))
 """
-_CORPUS_SIZES = {"train": 240, "validation": 24, "test": 24}  # tests.test_main._write_corpus
+_CORPUS_SIZES = {"train": 240, "validation": 24, "test": 24}  # tests.commands.test_train._write_corpus
 
 
 def _start_preparation(corpus: pathlib.Path, data_dir: pathlib.Path, marker: pathlib.Path,

@@ -62,7 +62,7 @@ def _config(dataset: str, data_dir, **overrides):
     """The data section (``DataConfig``) of ``configs/base.py`` on ``dataset``, with ``overrides``."""
     fields = dict(dataset=dataset, data_dir=str(data_dir), vocab_size=300, max_len=MAX_LEN,
                   tokens_per_batch=TOKENS_PER_BATCH,
-                  tokens_per_batch_unit="slots")  # The shapes these tests compute; tests/test_token_budget.py: "real".
+                  tokens_per_batch_unit="slots")  # The shapes these tests compute; tests/data/test_batching.py: "real".
     return fake_data.data_config(**{**fields, **overrides})
 
 

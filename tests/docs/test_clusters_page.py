@@ -1,7 +1,7 @@
 """docs/clusters.md against the launcher: its commands' flags exist, its cluster flags are all there, its
 generated examples are what ``--dry_run`` prints today.
 
-``python tests/test_clusters_page.py`` rewrites the generated examples in place (after a change to the
+``python tests/docs/test_clusters_page.py`` rewrites the generated examples in place (after a change to the
 launcher's scripts), from the commands above them.
 """
 
@@ -114,7 +114,7 @@ def test_the_generated_examples_are_what_dry_run_prints() -> None:
     examples = GENERATED.findall(text)
     assert [("--executor=tpu" in command, "--executor=slurm" in command) for command, _ in examples] == [
         (True, False), (False, True)]
-    assert regenerate(text) == text, "stale --dry_run examples: run python tests/test_clusters_page.py"
+    assert regenerate(text) == text, "stale --dry_run examples: run python tests/docs/test_clusters_page.py"
 
 
 def test_an_sbatch_example_holds_every_directive_its_flags_ask_for() -> None:

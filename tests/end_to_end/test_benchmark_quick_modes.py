@@ -1,7 +1,7 @@
 """The kept benchmarks' ``--quick`` modes run and write the harness's report (no timing thresholds here).
 
-``time_to_bleu.py`` and ``gpu.py`` have their own files (``tests/test_time_to_bleu_benchmark.py``,
-``tests/test_gpu_benchmark.py``).
+``time_to_bleu.py`` and ``gpu.py`` have their own files (``tests/end_to_end/test_time_to_bleu_benchmark.py``,
+``tests/end_to_end/test_gpu_benchmark.py``).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Every notebook under notebooks/ executes top to bottom without raising (tests/support/notebooks.py), and
 is committed with the outputs of one such run, so that it reads where the repository is browsed.
 
-Notebook 02 reads the quickstart's trained run, so ``tests/test_quickstart.py`` runs it: with
+Notebook 02 reads the quickstart's trained run, so ``tests/end_to_end/test_quickstart.py`` runs it: with
 ``--dist=loadfile`` that keeps every reader of the run in one pytest-xdist work unit, trained once.
 """
 

@@ -168,7 +168,7 @@ def test_a_registered_attention_function_trains_decodes_and_is_counted() -> None
 
         # Compiled (jax.jit): run op by op, each operation of the gradient compiled on its own.
         value, gradients = jax.jit(jax.value_and_grad(loss))(params)
-        logits = full_logits(params, inputs, targets, model_config=config)  # Compiled (tests/test_decode.py).
+        logits = full_logits(params, inputs, targets, model_config=config)  # Compiled (tests/decoding/test_decode.py).
         # Independent check: temperature tau is the paper's attention on queries divided by tau.
         paper_logits = full_logits(_query_scaled(params, 1 / TEMPERATURE), inputs, targets, model_config=paper)
         np.testing.assert_allclose(logits, paper_logits, atol=2e-5)
@@ -234,7 +234,7 @@ def test_a_registered_positional_encoding_is_added_and_trained(model_kind: str) 
 
 @pytest.mark.integration
 def test_a_registered_score_bias_is_applied_in_self_attention_and_refused_where_undefined() -> None:
-    """An entry acting on the scores (tests/test_positional_encodings.py tests the built-in ones)."""
+    """An entry acting on the scores (tests/models/test_positional_encodings.py tests the built-in ones)."""
     def constant_bias(module, settings, query, query_positions, key_positions) -> jax.Array:
         return jnp.zeros((1, 1, query.shape[1], key_positions.shape[1]))
 

@@ -1,6 +1,6 @@
 """GPU paths: cuDNN attention and bfloat16 compute against the float32 einsum path (skipped without a GPU).
 
-CI has no GPU, so these run where one exists (``pytest tests/test_gpu.py`` on a GPU machine) and are
+CI has no GPU, so these run where one exists (``pytest tests/models/test_gpu.py`` on a GPU machine) and are
 skipped cleanly elsewhere. cuDNN's fused attention needs half-precision inputs and head sizes that are
 multiples of 8, so the shapes here are those; the reference is the einsum path in float32 on the same
 (bfloat16-rounded) inputs and parameters.

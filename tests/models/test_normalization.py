@@ -1,4 +1,4 @@
-"""Normalisation and residual connections as an ablation axis (issue 76); batch_norm's own: test_batch_norm.py.
+"""Normalisation and residual connections as an ablation axis (issue 76); batch_norm's: test_normalization_batch_norm.py.
 
 Each norm against the NumPy oracle (``tests/support/normalization_reference.py``, from the papers'
 equations), outputs and gradients; an encoder layer of every defined combination of normalisation,

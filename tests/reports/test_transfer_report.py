@@ -1,7 +1,7 @@
 """The transfer report (issue 85): a sweep over corpora, each row's paired change on every corpus and a verdict.
 
 A root ``runs/<corpus>/<row>/seed_<k>/`` of two corpora is written by hand as ``launch.sweep`` and training
-leave it (as tests/test_comparison_report.py does for one corpus); the changes are checked against NumPy.
+leave it (as tests/reports/test_comparison_report.py does for one corpus); the changes are checked against NumPy.
 """
 
 from __future__ import annotations
