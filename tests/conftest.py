@@ -29,9 +29,8 @@ from typing import Iterator
 import jax
 import pytest
 
-from tests.support import tiers
+from tests.support import REPO_ROOT, tiers
 
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 # The caller's XLA_FLAGS, before the suite adds its own: the quickstart's run gets these back. Kept in
 # the environment so that a later import of this file, after XLA_FLAGS has changed, still reads them.
@@ -166,6 +165,40 @@ def gnome_help_en_de() -> pathlib.Path:
 def repo_root() -> pathlib.Path:
     """The repository root (configs/ and the package live there)."""
     return REPO_ROOT
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A JAX compilation cache shared by one test file's runs, in-process and in subprocesses."""
+    from tests.support import train_support  # Imported once the suite's XLA_FLAGS are set.
+
+    directory = str(tmp_path_factory.mktemp("jax_cache"))
+    with train_support.shared_compilation_cache(directory):
+        yield directory
+
+
+def _file_name(request: pytest.FixtureRequest) -> str:
+    return request.module.__name__.rsplit(".", 1)[-1].removeprefix("test_")
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> pathlib.Path:
+    """A run of random parameters with a checkpoint at each of ``decoding_runs.STEPS``, made once per file.
+
+    The run (tests/support/decoding_runs.py) follows the training contract, so the commands and
+    ``load_run`` read it as a trained one.
+    """
+    from tests.support import decoding_runs
+
+    return decoding_runs.make_random_run(tmp_path_factory.mktemp(_file_name(request)))
+
+
+@pytest.fixture(scope="module")
+def random_run(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> pathlib.Path:
+    """A run of random parameters with one checkpoint (step 1), made once per file (tests/support/decoding_runs.py)."""
+    from tests.support import decoding_runs
+
+    return decoding_runs.make_random_run(tmp_path_factory.mktemp(_file_name(request)), steps=(1,))
 
 
 QUICKSTART_TRAIN_ARGS = ("-m", "attention_jax.main", "--config=configs/tiny.py")

@@ -13,9 +13,7 @@ import pytest
 
 from attention_jax.training import train
 from tests.conftest import QUICKSTART_TEST_FILE
-from tests.support import tiers
-
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
+from tests.support import REPO_ROOT, tiers
 
 
 class _Item:

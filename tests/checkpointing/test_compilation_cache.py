@@ -11,7 +11,8 @@ import pytest
 
 from attention_jax.checkpointing import compilation_cache
 
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
+from tests.support import REPO_ROOT
+
 
 # Compiles one jitted function with the cache in argv[1] (every entry written: no minimum compile time)
 # and prints which cache events JAX reported: a miss writes the entry, a hit loads it.

@@ -23,17 +23,11 @@ from attention_jax.checkpointing import exported_run
 from attention_jax.decoding import inference
 from attention_jax.foundation import run_files
 from attention_jax.foundation.user_errors import UserInputError
-from tests.support import decoding_runs, train_support
+from tests.support import REPO_ROOT, decoding_runs, train_support
 
 pytestmark = pytest.mark.end_to_end
 
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 SENTENCES = ["the house is small", "my cat sleeps", "a big green dog runs"]
-
-
-@pytest.fixture(scope="module")
-def workdir(tmp_path_factory) -> pathlib.Path:
-    return decoding_runs.make_random_run(tmp_path_factory.mktemp("exported_run"))
 
 
 def _export(run: inference.TrainedRun, out: pathlib.Path) -> dict:

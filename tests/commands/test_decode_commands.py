@@ -26,17 +26,10 @@ from attention_jax.commands import evaluation_scalars
 from attention_jax.data import input_pipeline
 from attention_jax.decoding import inference
 from attention_jax.foundation import run_files
-from tests.support import decoding_runs, event_files, train_support
+from tests.support import REPO_ROOT, event_files, train_support
 from tests.support.decoding_runs import STEPS
 
 pytestmark = pytest.mark.end_to_end
-
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module")
-def workdir(tmp_path_factory) -> pathlib.Path:
-    return decoding_runs.make_random_run(tmp_path_factory.mktemp("decode_commands"))
 
 
 def _run(args: list[str], stdin: bytes = b"") -> subprocess.CompletedProcess:

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import ast
 import importlib.util
-import pathlib
 import subprocess
 import sys
 
 import pytest
 
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
+from tests.support import REPO_ROOT
+
 PROJECT_PACKAGES = ("attention_jax", "launch", "configs", "benchmarks")
 
 

@@ -19,7 +19,8 @@ from attention_jax.commands import hypothesis_scoring
 from attention_jax.evaluation import sacrebleu_scores, translation_quality
 from attention_jax.foundation.user_errors import UserInputError
 
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
+from tests.support import REPO_ROOT
+
 
 # Chinese without spaces: 13a leaves each sentence nearly one token, intl and zh split it.
 CJK_HYPOTHESES = ["我喜欢猫，也喜欢狗。", "今天天气很好！", "他在读一本书。"]

@@ -28,10 +28,9 @@ from attention_jax.commands import translation_output
 from attention_jax.decoding import alignment, beam_search, decode, inference, text_batches
 from attention_jax.evaluation import attention_maps
 from attention_jax.models.model import Transformer
-from tests.support import decoding_runs, train_support
+from tests.support import REPO_ROOT, train_support
 from tests.support.decoding_helpers import SHORT, TINY, WordTokenizer, init_params
 
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 SOURCES = ["w5 w6 w7", "", "w9 w10 w11 w12 w13", "w20 w21"]
 SETTINGS = dataclasses.replace(SHORT, beam_size=3)
 LINES = ["the house is small", "", "a big dog runs"]
@@ -141,11 +140,6 @@ def test_a_terminal_is_translated_line_by_line_and_a_pipe_in_blocks_unless_buffe
 
 
 # The command, as a user runs it.
-
-
-@pytest.fixture(scope="module")
-def workdir(tmp_path_factory) -> pathlib.Path:
-    return decoding_runs.make_random_run(tmp_path_factory.mktemp("translate_options"))
 
 
 @pytest.fixture(scope="module")

@@ -14,9 +14,8 @@ import numpy as np
 import pytest
 
 from attention_jax.cpu_kernels import projection
-from tests.support import train_support
+from tests.support import REPO_ROOT, train_support
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # (input shape, kernel shape, contracted axes): a Dense, a query projection, an output projection; the
 # last has M = 150 rows, transposed on CPUs in blocks of 128 and 22.

@@ -16,9 +16,8 @@ import tensorflow_datasets as tfds
 
 from attention_jax.data import batching, input_pipeline
 from attention_jax.data import tokenizer as tokenizer_lib
-from tests.support import fake_data
+from tests.support import REPO_ROOT, fake_data
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ENGLISH_WORDS = "the small house is near a green tree and an old car drives over the long road .".split()
 GERMAN_WORDS = "das kleine Haus ist über schöne Grüße Mädchen Straße Bäume fährt größer Tür Übung .".split()
 MAX_LEN = 32

@@ -26,7 +26,8 @@ from attention_jax.foundation.user_errors import MissingInputError, UserInputErr
 from attention_jax.reports import positions_report, sweep_rows
 from configs.sweeps import positions
 
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
+from tests.support import REPO_ROOT
+
 WORDS_EN = ["the", "house", "is", "small", "a", "dog", "runs", "big", "green", "my", "cat", "sleeps"]
 WORDS_DE = ["das", "Haus", "ist", "klein", "ein", "Hund", "läuft", "groß", "grün", "mein", "Katze", "schläft"]
 OUR_MODULE_FILES = {path.name for folder in ("attention_jax", "launch", "configs")

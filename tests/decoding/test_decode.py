@@ -21,10 +21,8 @@ from attention_jax.decoding import decode, decode_steps
 from attention_jax.models import attention_registry
 from attention_jax.models.decode_settings import DecodeSettings
 from attention_jax.models.model import BOS_ID, EOS_ID, PAD_ID, Transformer
-from tests.support import train_support
+from tests.support import REPO_ROOT, train_support
 from tests.support.decoding_helpers import SHORT, TINY, VOCAB_SIZE, WordTokenizer, init_params
-
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 @functools.partial(jax.jit, static_argnames=("model_config",))

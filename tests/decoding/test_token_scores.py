@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import pathlib
 import subprocess
 import sys
 
@@ -23,10 +22,9 @@ from attention_jax.decoding import decode, inference, token_scores
 from attention_jax.decoding.decode import Hypothesis
 from attention_jax.evaluation import attention_maps as maps_of_model
 from attention_jax.models.model import Transformer
-from tests.support import decoding_runs, train_support
+from tests.support import REPO_ROOT, train_support
 from tests.support.decoding_helpers import SHORT, TINY, WordTokenizer, init_params
 
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 SOURCES = ["w5 w6 w7", "w9", "w11 w12 w13 w14 w15 w16 w17", "w20 w21"]
 
 
@@ -78,11 +76,6 @@ def test_p_lines_follow_their_h_lines_and_jsonl_carries_the_values():
     assert [entry["token_log_probs"] for entry in record["nbest"]] == [[-1.0, -0.5], [-1.0, -0.75, -0.5]]
     plain = translation_output.LineResult(4, "w1", hypotheses)
     assert "token_log_probs" not in json.loads(translation_output.json_line(plain, nbest=False))
-
-
-@pytest.fixture(scope="module")
-def workdir(tmp_path_factory) -> pathlib.Path:
-    return decoding_runs.make_random_run(tmp_path_factory.mktemp("token_scores"))
 
 
 @pytest.mark.end_to_end

@@ -32,11 +32,10 @@ from attention_jax.decoding import decode, exported_functions, inference
 from attention_jax.experiment import sections
 from attention_jax.foundation.user_errors import UserInputError
 from attention_jax.training import train
-from tests.support import fake_data, train_support
+from tests.support import REPO_ROOT, fake_data, train_support
 
 pytestmark = pytest.mark.end_to_end  # The tests that need the trained run are also marked slow.
 
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 PAGE = REPO_ROOT / "docs" / "python_api.md"
 WORDS_EN = "The small child sleeps because the woman reads a book . dog runs big house".split()
 WORDS_DE = "Das kleine Kind schläft , weil die Frau ein Buch liest . Der Hund läuft großes Haus".split()
@@ -72,14 +71,6 @@ def _working_directory(directory: pathlib.Path) -> Iterator[None]:
         yield
     finally:
         os.chdir(previous)
-
-
-@pytest.fixture(scope="module")
-def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A compilation cache shared by this module's runs and its subprocesses."""
-    directory = str(tmp_path_factory.mktemp("jax_cache"))
-    with train_support.shared_compilation_cache(directory):
-        yield directory
 
 
 @pytest.fixture(scope="module")

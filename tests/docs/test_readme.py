@@ -22,7 +22,8 @@ from collections import Counter
 
 import pytest
 
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
+from tests.support import REPO_ROOT
+
 README = REPO_ROOT / "README.md"
 DOCS_PAGES = sorted((REPO_ROOT / "docs").glob("*.md"))
 PAGES = [README, *DOCS_PAGES]

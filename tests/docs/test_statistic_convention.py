@@ -9,7 +9,8 @@ import re
 
 import pytest
 
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
+from tests.support import REPO_ROOT
+
 PAGES = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").rglob("*.md")),
          *sorted((REPO_ROOT / "notebooks").glob("*.ipynb"))]
 NEAR = 700  # Characters either side of a page's first ±.

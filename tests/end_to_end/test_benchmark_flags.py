@@ -15,7 +15,8 @@ import sys
 
 import pytest
 
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
+from tests.support import REPO_ROOT
+
 BENCHMARKS = REPO_ROOT / "benchmarks"
 HELPERS = {"harness"}  # Modules the benchmarks share; no command line of their own.
 ABSL_HELP_FLAGS = {"help", "helpshort", "helpfull"}

@@ -10,9 +10,8 @@ import sys
 import pytest
 
 from attention_jax.foundation import run_files
-from tests.support import train_support
+from tests.support import REPO_ROOT, train_support
 
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
 
 import gpu  # noqa: E402

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import pathlib
 import subprocess
 import sys
 
 import pytest
 
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
+from tests.support import REPO_ROOT
+
 sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
 
 import peer_flax  # noqa: E402

@@ -9,9 +9,8 @@ import sys
 
 import pytest
 
-from tests.support import train_support
+from tests.support import REPO_ROOT, train_support
 
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
 
 import time_to_bleu  # noqa: E402

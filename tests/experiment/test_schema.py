@@ -23,7 +23,7 @@ from attention_jax.commands import config_errors
 from attention_jax.experiment import schema, sections
 from configs import base, tiny
 
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
+from tests.support import REPO_ROOT
 
 
 def _fields(**changes: object) -> dict:

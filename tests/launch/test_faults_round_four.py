@@ -153,13 +153,6 @@ def test_the_parameter_estimate_agrees_with_the_built_models_shapes(config_name:
 # --- Cases 5, 6 and 14: files a command writes or reads --------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def random_run(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
-    from tests.support import decoding_runs
-
-    return decoding_runs.make_random_run(tmp_path_factory.mktemp("round_four"), steps=(1,))
-
-
 @pytest.mark.integration
 @pytest.mark.parametrize("name", ["tokenizer.model", "config.json", "results.json", "checkpoints/1/x",
                                   "metrics.jsonl", "averaged/params"])

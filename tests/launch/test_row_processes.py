@@ -12,9 +12,9 @@ import sys
 import pytest
 
 from launch import row_processes
+from tests.support import REPO_ROOT
 from tests.support.waiting import read_if_exists, wait_until
 
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux only")
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import pathlib
 
 import ml_collections
 import pytest
@@ -24,8 +23,8 @@ from attention_jax.models.positional_encodings import AttentionPositions, Relati
 from attention_jax.models.transformer_config import TransformerConfig
 from launch import sweep_spec
 from tests.models.test_attention_registry import TEMPERATURE_ATTENTION, TemperatureSettings
+from tests.support import REPO_ROOT
 
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 POSITION_RUNS = sorted((REPO_ROOT / "docs" / "positions").glob("*/seed_*/config.json"))
 
 

@@ -24,12 +24,11 @@ from attention_jax.decoding import decode, exported_functions, generation
 from attention_jax.experiment import schema, sections, size_limits
 from attention_jax.models import feed_forward, feed_forward_registry, flops, language_model, model
 from attention_jax.models.transformer_config import TransformerConfig
-from tests.support import reference
+from tests.support import REPO_ROOT, reference
 from tests.support.fake_data import tiny_config
 from tests.decoding.test_decode import assert_logits_match, full_logits, incremental_logits, random_batch
 from tests.models.test_flops import _kernel_scalars, _xla_flops
 
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 VARIANTS = tuple(feed_forward_registry.FEED_FORWARDS)
 SMALL = TransformerConfig(vocab_size=40, num_layers=2, d_model=16, d_ff=24, num_heads=2, key_dim=4, value_dim=4,
                           dropout_rate=0.0, max_len=40)

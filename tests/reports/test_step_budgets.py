@@ -11,7 +11,8 @@ import pytest
 
 from attention_jax.reports import step_budgets
 
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
+from tests.support import REPO_ROOT
+
 PAPER = {"base": 4.92, "A1": 5.29, "C1": 6.11, "E": 4.92}
 
 

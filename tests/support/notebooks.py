@@ -25,7 +25,8 @@ from typing import Any
 
 import pytest
 
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
+from tests.support import REPO_ROOT
+
 NOTEBOOKS = sorted((REPO_ROOT / "notebooks").glob("*.ipynb"))
 # Reads the quickstart's trained run, so tests/end_to_end/test_quickstart.py runs it (one pytest-xdist work unit).
 QUICKSTART_NOTEBOOK = REPO_ROOT / "notebooks" / "02_inside_a_trained_model.ipynb"

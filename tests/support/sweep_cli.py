@@ -18,7 +18,8 @@ from typing import Iterator
 
 import pytest
 
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
+from tests.support import REPO_ROOT
+
 SUPPORT_DIR = pathlib.Path(__file__).resolve().parent
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import pathlib
 import subprocess
 import sys
 from typing import Any, Iterator
@@ -20,7 +19,7 @@ from typing import Any, Iterator
 import jax
 from jax.experimental.compilation_cache import compilation_cache
 
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
+from tests.support import REPO_ROOT
 
 
 @contextlib.contextmanager

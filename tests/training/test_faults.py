@@ -36,14 +36,6 @@ KILL_CONFIG = dict(num_train_steps=10, log_every_steps=2, eval_every_steps=5, ch
 KILL_DATA = dict(shapes=[[8, 12, 12], [16, 6, 6]])
 
 
-@pytest.fixture(scope="module")
-def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """A compilation cache shared by this module's runs."""
-    directory = str(tmp_path_factory.mktemp("jax_cache"))
-    with train_support.shared_compilation_cache(directory):
-        yield directory
-
-
 def _train_script(cache_dir: str, workdir: pathlib.Path, config: dict, data: dict) -> subprocess.CompletedProcess:
     return train_support.run_python(
         ["tests/support/train_script.py", str(workdir), json.dumps(config), json.dumps(data)],

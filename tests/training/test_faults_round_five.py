@@ -17,15 +17,7 @@ import pytest
 from attention_jax.checkpointing import checkpoints
 from attention_jax.foundation import run_files
 from attention_jax.training import train
-from tests.support import fake_data, train_support
-
-
-@pytest.fixture(scope="module")
-def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """A compilation cache shared by this module's runs."""
-    directory = str(tmp_path_factory.mktemp("jax_cache"))
-    with train_support.shared_compilation_cache(directory):
-        yield directory
+from tests.support import fake_data
 
 
 def _train(workdir: pathlib.Path, data: fake_data.FakeData | None = None, **overrides: object) -> dict:
@@ -60,13 +52,6 @@ def test_a_finished_record_older_than_the_config_or_the_newest_checkpoint_does_n
 
 
 # --- Case 2: a command never writes over another run's files ------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def random_run(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
-    from tests.support import decoding_runs
-
-    return decoding_runs.make_random_run(tmp_path_factory.mktemp("round_five"), steps=(1,))
 
 
 @pytest.mark.integration

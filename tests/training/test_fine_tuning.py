@@ -27,7 +27,7 @@ from attention_jax.training import fine_tuning, train
 from tests.support import fake_data, sweep_cli, train_support
 from tests.support.sweep_cli import REPO_ROOT, tiny_flags
 
-pytestmark = [pytest.mark.end_to_end]
+pytestmark = [pytest.mark.end_to_end, pytest.mark.usefixtures("cache_dir")]  # tests/conftest.py
 
 tiny_data_dir = sweep_cli.tiny_data_dir  # The session's prepared synthetic corpus (a fixture).
 SOURCE = dict(num_train_steps=4, eval_every_steps=2, checkpoint_every_steps=2)
@@ -36,14 +36,6 @@ SOURCE_TOKENIZER = b"the source run's SentencePiece model"  # FakeData's tokeniz
 
 def _data() -> fake_data.FakeData:
     return fake_data.FakeData(tokenizer_model=SOURCE_TOKENIZER)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """A compilation cache shared by this module's runs."""
-    directory = str(tmp_path_factory.mktemp("jax_cache"))
-    with train_support.shared_compilation_cache(directory):
-        yield directory
 
 
 @pytest.fixture(scope="module")

@@ -29,23 +29,14 @@ from attention_jax.data import tokenizer as tokenizer_module
 from attention_jax.foundation import log_format, run_files
 from attention_jax.foundation.user_errors import UserInputError
 from attention_jax.training import early_stopping, run_evaluation, setup_checks, train, train_state
-from tests.support import fake_data, train_support
+from tests.support import REPO_ROOT, fake_data, train_support
 
-pytestmark = [pytest.mark.end_to_end]
+pytestmark = [pytest.mark.end_to_end, pytest.mark.usefixtures("cache_dir")]  # tests/conftest.py
 
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 # Every evaluation after the first improves by less than 99%, so patience 1 stops at the second one.
 EARLY_STOPPED = dict(num_train_steps=40, eval_every_steps=2, checkpoint_every_steps=2, early_stopping_patience=1,
                      early_stopping_min_improvement=0.99, average_last_checkpoints=1)
 FINISHED = dict(num_train_steps=4, eval_every_steps=2, checkpoint_every_steps=2)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """A compilation cache shared by this module's runs."""
-    directory = str(tmp_path_factory.mktemp("jax_cache"))
-    with train_support.shared_compilation_cache(directory):
-        yield directory
 
 
 def _train(workdir: pathlib.Path, data: fake_data.FakeData | None = None, **overrides: object) -> dict:

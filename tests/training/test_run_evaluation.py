@@ -22,20 +22,12 @@ from attention_jax.checkpointing import checkpoints
 from attention_jax.foundation import run_files
 from attention_jax.foundation.user_errors import UserInputError
 from attention_jax.training import train
-from tests.support import fake_data, train_support
+from tests.support import fake_data
 
-pytestmark = [pytest.mark.end_to_end]
+pytestmark = [pytest.mark.end_to_end, pytest.mark.usefixtures("cache_dir")]  # tests/conftest.py
 
 # Sampled BLEU of 2 dev pairs at step 2, greedy; step 4 is the last. No checkpoint is due before step 4.
 SAMPLED = dict(num_train_steps=4, eval_every_steps=2, checkpoint_every_steps=0, num_bleu_examples=2, beam_size=1)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """A compilation cache shared by this module's runs."""
-    directory = str(tmp_path_factory.mktemp("jax_cache"))
-    with train_support.shared_compilation_cache(directory):
-        yield directory
 
 
 def _train(workdir: pathlib.Path, data: fake_data.FakeData | None = None, **overrides: object) -> dict:

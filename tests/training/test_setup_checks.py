@@ -26,18 +26,12 @@ from attention_jax.experiment import schema, sections
 from attention_jax.foundation import run_files
 from attention_jax.foundation.user_errors import UserInputError
 from attention_jax.training import setup_checks, sharding, train, train_state
-from tests.support import fake_data, train_support
+from tests.support import REPO_ROOT, fake_data, train_support
 
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.usefixtures("cache_dir")  # A compilation cache (tests/conftest.py).
+
+
 PAIRS = [f"the cat {i} sat on mat {i % 7}\tdie katze {i} sass auf matte {i % 7}" for i in range(200)]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """A compilation cache shared by this module's runs."""
-    directory = str(tmp_path_factory.mktemp("jax_cache"))
-    with train_support.shared_compilation_cache(directory):
-        yield directory
 
 
 def _write_corpus(directory: pathlib.Path, dev: list[str], test: list[str] | None = None) -> pathlib.Path:

@@ -30,14 +30,6 @@ PARAM_TOLERANCE = 2e-4
 
 
 @pytest.fixture(scope="module")
-def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """A compilation cache shared by this module's runs, in-process and in subprocesses."""
-    directory = str(tmp_path_factory.mktemp("jax_cache"))
-    with train_support.shared_compilation_cache(directory):
-        yield directory
-
-
-@pytest.fixture(scope="module")
 def sharded_report(cache_dir: str) -> dict:
     completed = train_support.run_python(
         ["tests/support/sharded_steps_script.py"],
