@@ -15,30 +15,17 @@ from attention_jax.experiment import sections
 from attention_jax.foundation import log_format
 from attention_jax.models import flops
 from attention_jax.training import train
-from tests.data.test_lm_data import _write_txt_corpus
+from tests.support.lm_corpus import lm_experiment, write_txt_corpus
 
 pytestmark = [pytest.mark.end_to_end]
-
-
-def _lm_config(corpus: pathlib.Path, data_dir: pathlib.Path, **overrides: object) -> object:
-    from configs import lm_tiny  # Tests may import configs; the library may not.
-
-    config = lm_tiny.get_config()
-    config.update(dict(dataset=f"txt:{corpus}", data_dir=str(data_dir), vocab_size=300, num_layers=1,
-                       d_model=32, d_ff=64, num_heads=2, key_dim=16, value_dim=16, max_len=32,
-                       tokens_per_batch=512, num_train_steps=30, warmup_steps=10, log_every_steps=10,
-                       eval_every_steps=10, checkpoint_every_steps=30, compilation_cache_dir="",
-                       data_threads=1))
-    config.update(overrides)
-    return sections.build_experiment(config, "configs/lm_tiny.py")
 
 
 @pytest.fixture(scope="module")
 def lm_workdir(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
     corpus = tmp_path_factory.mktemp("corpus")
-    _write_txt_corpus(corpus, train_docs=600)
+    write_txt_corpus(corpus, train_docs=600)
     workdir = tmp_path_factory.mktemp("lm_run")
-    train.train_and_evaluate(_lm_config(corpus, tmp_path_factory.mktemp("data")), str(workdir))
+    train.train_and_evaluate(lm_experiment(corpus, tmp_path_factory.mktemp("data")), str(workdir))
     return workdir
 
 

@@ -4,34 +4,17 @@ from __future__ import annotations
 
 import json
 import pathlib
-import random
 
 import pytest
 
 from tests.support import train_support
+from tests.support.tsv_corpus import write_word_corpus
 
 pytestmark = pytest.mark.end_to_end
 
-WORDS = {"cat": "Katze", "dog": "Hund", "house": "Haus", "tree": "Baum", "red": "rot", "big": "gross",
-         "small": "klein", "sees": "sieht", "has": "hat", "the": "die", "a": "eine", "one": "eins"}
-
-
-def _write_corpus(directory: pathlib.Path, seed: int = 0) -> None:
-    """Word-by-word "translations" of 3-6 word sentences: train 240, dev 24, test 24 pairs."""
-    rng = random.Random(seed)
-    english = sorted(WORDS)
-    directory.mkdir()
-    for name, count in (("train.tsv", 240), ("dev.tsv", 24), ("test.tsv", 24)):
-        lines = []
-        for _ in range(count):
-            words = [rng.choice(english) for _ in range(rng.randint(3, 6))]
-            lines.append(" ".join(words) + "\t" + " ".join(WORDS[word] for word in words))
-        (directory / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
-
-
 @pytest.mark.slow
 def test_main_trains_tiny_config_on_a_tsv_corpus(tmp_path: pathlib.Path) -> None:
-    _write_corpus(tmp_path / "corpus")
+    write_word_corpus(tmp_path / "corpus")
     workdir = tmp_path / "run"
     overrides = dict(
         dataset=f"tsv:{tmp_path / 'corpus'}", data_dir=str(tmp_path / "tfds"), vocab_size=96,

@@ -9,8 +9,8 @@ import pytest
 
 from attention_jax.data import batching, input_pipeline, packing
 from attention_jax.experiment import sections
-from tests.data import test_input_pipeline as pipeline_tests
-from tests.data.test_packing import _split
+from tests.support import tsv_corpus
+from tests.support.packed_pairs import tokenized_split
 
 BUDGET = 640
 MAX_LEN = 32
@@ -84,7 +84,7 @@ def test_packed_real_budget_counts_the_ids_of_built_batches():
     rng = np.random.default_rng(3)
     pairs = [(list(rng.integers(4, 50, size=rng.integers(1, 9))), list(rng.integers(4, 50, size=rng.integers(1, 9))))
              for _ in range(60)]
-    split = _split(pairs)
+    split = tokenized_split(pairs)
     lengths = (split.source.lengths_with_eos(), split.target.lengths_with_eos())
     plan = packing.PackedPlan(*lengths, packing.make_packed_shapes(16, 64, 1), window=64)
     resized = plan.with_shapes(batching.real_token_shapes(plan.shapes, plan.mean_tokens_per_row(), 64, 1))
@@ -101,10 +101,10 @@ def test_unknown_unit_is_a_clear_error():
 
 def test_pipeline_sizes_training_and_evaluation_batches_alike(tmp_path):
     directory = tmp_path / "tsv"
-    pipeline_tests._make_corpus(directory)
+    tsv_corpus.make_corpus(directory)
     shapes = {}
     for unit in ("slots", "real"):
-        config = pipeline_tests._config(f"tsv:{directory}", tmp_path / "tfds", tokens_per_batch_unit=unit)
+        config = tsv_corpus.pipeline_config(f"tsv:{directory}", tmp_path / "tfds", tokens_per_batch_unit=unit)
         data = input_pipeline.get_datasets(config, rows_multiple=ROW_MULTIPLE)
         shapes[unit] = set(data.batch_shapes)
         eval_shapes = {batch["inputs"].shape for batch in data.eval_batches("validation")}

@@ -19,7 +19,7 @@ from attention_jax.data import first_use, tokenizer as tokenizer_lib
 from tests.support import train_support
 from tests.support.sweep_cli import REPO_ROOT, TINY_TRAINING, run_sweep, tiny_flags
 from tests.support.waiting import wait_until
-from tests.commands.test_train import _write_corpus
+from tests.support.tsv_corpus import write_word_corpus
 
 # Prepares a TSV corpus, each generated example slowed by DELAY seconds after touching MARKER (so the
 # test knows the child is inside the preparation, holding the lock), then prints the split sizes.
@@ -40,7 +40,7 @@ builder = tsv_dataset.prepare_tsv_dataset(tsv_dir, data_dir)
 sizes = {split: builder.info.splits[split].num_examples for split in ("train", "validation", "test")}
 print("RESULT " + json.dumps(sizes))
 """
-_CORPUS_SIZES = {"train": 240, "validation": 24, "test": 24}  # tests.commands.test_train._write_corpus
+_CORPUS_SIZES = {"train": 240, "validation": 24, "test": 24}  # tests.support.tsv_corpus.write_word_corpus
 
 
 def _start_preparation(corpus: pathlib.Path, data_dir: pathlib.Path, marker: pathlib.Path,
@@ -104,7 +104,7 @@ def test_tokenizer_trained_once_by_two_threads(tmp_path: pathlib.Path) -> None:
 
 @pytest.mark.slow
 def test_second_process_waits_for_the_first_to_prepare_the_corpus_then_reuses_it(tmp_path: pathlib.Path) -> None:
-    _write_corpus(tmp_path / "corpus")
+    write_word_corpus(tmp_path / "corpus")
     data_dir, marker = tmp_path / "tfds", tmp_path / "first_is_preparing"
     first = _start_preparation(tmp_path / "corpus", data_dir, marker, delay_s=0.01)
     # The first holds the lock and is writing the dataset.
@@ -120,7 +120,7 @@ def test_second_process_waits_for_the_first_to_prepare_the_corpus_then_reuses_it
 
 @pytest.mark.slow
 def test_preparation_killed_halfway_is_redone_by_the_next_run(tmp_path: pathlib.Path) -> None:
-    _write_corpus(tmp_path / "corpus")
+    write_word_corpus(tmp_path / "corpus")
     data_dir, marker = tmp_path / "tfds", tmp_path / "preparing"
     killed = _start_preparation(tmp_path / "corpus", data_dir, marker, delay_s=0.2)
     wait_until(marker.exists, 120, f"{marker}", process=killed, poll_s=0.05)
@@ -156,7 +156,7 @@ def test_two_trainers_started_together_on_a_fresh_synthetic_corpus_both_train(tm
 
 @pytest.mark.slow
 def test_parallel_sweep_on_a_fresh_tsv_corpus_trains_both_rows(tmp_path: pathlib.Path) -> None:
-    _write_corpus(tmp_path / "corpus")
+    write_word_corpus(tmp_path / "corpus")
     root, data_dir = tmp_path / "sweep", tmp_path / "tfds"
     corpus = dict(dataset=f"tsv:{tmp_path / 'corpus'}", vocab_size=96, max_len=12, tokens_per_batch=192)
     assert set(corpus) <= set(TINY_TRAINING)

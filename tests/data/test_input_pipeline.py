@@ -16,63 +16,15 @@ import tensorflow_datasets as tfds
 
 from attention_jax.data import batching, input_pipeline
 from attention_jax.data import tokenizer as tokenizer_lib
-from tests.support import REPO_ROOT, fake_data
-
-ENGLISH_WORDS = "the small house is near a green tree and an old car drives over the long road .".split()
-GERMAN_WORDS = "das kleine Haus ist über schöne Grüße Mädchen Straße Bäume fährt größer Tür Übung .".split()
-MAX_LEN = 32
-TOKENS_PER_BATCH = 256
-ROWS_MULTIPLE = 2
-
+from tests.support import REPO_ROOT
+from tests.support.tsv_corpus import (MAX_LEN, ROWS_MULTIPLE, TOKENS_PER_BATCH, expected_rows, make_corpus,
+                                       pipeline_config, take_batches)
 
 def shared_data_dir() -> str | None:
     """Return the messages_en_de directory when ../shared (or $ATTENTION_JAX_SHARED) has it."""
     shared = os.environ.get("ATTENTION_JAX_SHARED") or os.path.join(REPO_ROOT, "..", "shared")
     path = os.path.join(shared, "data", "messages_en_de")
     return path if os.path.isfile(os.path.join(path, "train.tsv")) else None
-
-
-def _pairs(rng: np.random.Generator, count: int, max_words: int) -> list[tuple[str, str]]:
-    def sentence(words: list[str]) -> str:
-        return " ".join(rng.choice(words, size=rng.integers(1, max_words + 1)))
-
-    return [(sentence(ENGLISH_WORDS), sentence(GERMAN_WORDS)) for _ in range(count)]
-
-
-def _write_tsv(path, pairs: list[tuple[str, str]]) -> None:
-    with open(path, "w", encoding="utf-8") as tsv_file:
-        tsv_file.writelines(f"{source}\t{target}\n" for source, target in pairs)
-
-
-def _make_corpus(directory) -> dict[str, list[tuple[str, str]]]:
-    rng = np.random.default_rng(0)
-    corpus = {
-        "train": _pairs(rng, 300, 12) + _pairs(rng, 20, 40),  # The 20 long pairs exceed MAX_LEN tokens.
-        "dev": _pairs(rng, 37, 12) + _pairs(rng, 3, 40),
-        "test": _pairs(rng, 30, 12),
-    }
-    os.makedirs(directory, exist_ok=True)
-    for name, pairs in corpus.items():
-        _write_tsv(os.path.join(directory, f"{name}.tsv"), pairs)
-    return corpus
-
-
-def _config(dataset: str, data_dir, **overrides):
-    """The data section (``DataConfig``) of ``configs/base.py`` on ``dataset``, with ``overrides``."""
-    fields = dict(dataset=dataset, data_dir=str(data_dir), vocab_size=300, max_len=MAX_LEN,
-                  tokens_per_batch=TOKENS_PER_BATCH,
-                  tokens_per_batch_unit="slots")  # The shapes these tests compute; tests/data/test_batching.py: "real".
-    return fake_data.data_config(**{**fields, **overrides})
-
-
-def _expected_rows(tokenizer, pairs, max_len) -> collections.Counter:
-    """Independent reference: each pair tokenized directly, EOS appended, filtered by max_len."""
-    expected = collections.Counter()
-    for source, target in pairs:
-        source_ids, target_ids = tokenizer.encode(source), tokenizer.encode(target)
-        if max(len(source_ids), len(target_ids)) <= max_len:
-            expected[(tuple(source_ids), tuple(target_ids))] += 1
-    return expected
 
 
 def _batch_rows(batches) -> collections.Counter:
@@ -85,10 +37,6 @@ def _batch_rows(batches) -> collections.Counter:
     return rows
 
 
-def _take(iterator, count: int) -> list[dict]:
-    return [next(iterator) for _ in range(count)]
-
-
 def _assert_batches_equal(first: list[dict], second: list[dict]) -> None:
     assert len(first) == len(second)
     for a, b in zip(first, second):
@@ -99,8 +47,8 @@ def _assert_batches_equal(first: list[dict], second: list[dict]) -> None:
 @pytest.fixture(scope="module")
 def small_corpus(tmp_path_factory):
     directory = tmp_path_factory.mktemp("corpus")
-    pairs = _make_corpus(directory / "tsv")
-    config = _config(f"tsv:{directory / 'tsv'}", directory / "tfds")
+    pairs = make_corpus(directory / "tsv")
+    config = pipeline_config(f"tsv:{directory / 'tsv'}", directory / "tfds")
     data = input_pipeline.get_datasets(config, rows_multiple=ROWS_MULTIPLE)
     return config, pairs, data
 
@@ -119,13 +67,13 @@ def test_token_budget_too_small_for_row_multiple_is_a_clear_error():
 def test_train_epoch_delivers_every_kept_pair_once(small_corpus):
     config, pairs, data = small_corpus
     num_batches = data.stats["batches_per_epoch"]["train"]
-    epoch = _take(data.train_iterator(seed=0), num_batches)
-    assert _batch_rows(epoch) == _expected_rows(data.tokenizer, pairs["train"], MAX_LEN)
+    epoch = take_batches(data.train_iterator(seed=0), num_batches)
+    assert _batch_rows(epoch) == expected_rows(data.tokenizer, pairs["train"], MAX_LEN)
 
 
 def test_batches_respect_budget_shapes_and_format(small_corpus):
     config, _, data = small_corpus
-    batches = _take(data.train_iterator(seed=3), 2 * data.stats["batches_per_epoch"]["train"])
+    batches = take_batches(data.train_iterator(seed=3), 2 * data.stats["batches_per_epoch"]["train"])
     shapes = set()
     for batch in batches:
         inputs, targets = batch["inputs"], batch["targets"]
@@ -162,7 +110,7 @@ def test_too_long_pairs_are_dropped_and_counted(small_corpus):
 
 def test_padding_fraction_matches_delivered_batches(small_corpus):
     _, _, data = small_corpus
-    epoch = _take(data.train_iterator(seed=0), data.stats["batches_per_epoch"]["train"])
+    epoch = take_batches(data.train_iterator(seed=0), data.stats["batches_per_epoch"]["train"])
     for side, key in (("inputs", "inputs"), ("targets", "targets")):
         padding = sum(int((batch[side] == 0).sum()) for batch in epoch)
         total = sum(batch[side].size for batch in epoch)
@@ -180,9 +128,9 @@ def test_round_trip_on_corpus_text(small_corpus):
 def test_same_seed_same_batches_and_epochs_reshuffled(small_corpus):
     _, _, data = small_corpus
     num_batches = data.stats["batches_per_epoch"]["train"]
-    first = _take(data.train_iterator(seed=7), 2 * num_batches)
-    _assert_batches_equal(first, _take(data.train_iterator(seed=7), 2 * num_batches))
-    other_seed = _take(data.train_iterator(seed=8), num_batches)
+    first = take_batches(data.train_iterator(seed=7), 2 * num_batches)
+    _assert_batches_equal(first, take_batches(data.train_iterator(seed=7), 2 * num_batches))
+    other_seed = take_batches(data.train_iterator(seed=8), num_batches)
     assert any(a["inputs"].shape != b["inputs"].shape or np.any(a["inputs"] != b["inputs"])
                for a, b in zip(first, other_seed))
     epoch_0, epoch_1 = first[:num_batches], first[num_batches:]
@@ -197,12 +145,12 @@ def test_restored_iterator_continues_exactly(small_corpus, consumed):
     num_batches = data.stats["batches_per_epoch"]["train"]
     consumed = num_batches - 2 if consumed == "epoch_end" else consumed  # Resume across an epoch boundary.
     uninterrupted = data.train_iterator(seed=1)
-    _take(uninterrupted, consumed)
+    take_batches(uninterrupted, consumed)
     state = json.loads(json.dumps(uninterrupted.get_state()))  # As a checkpoint would store it.
-    expected = _take(uninterrupted, 6)
+    expected = take_batches(uninterrupted, 6)
     restored = data.train_iterator(seed=1)
     restored.set_state(state)
-    _assert_batches_equal(_take(restored, 6), expected)
+    _assert_batches_equal(take_batches(restored, 6), expected)
 
 
 def test_two_processes_split_each_global_batch(small_corpus):
@@ -214,8 +162,8 @@ def test_two_processes_split_each_global_batch(small_corpus):
     ]
     num_batches = single.stats["batches_per_epoch"]["train"]
     assert all(shard.stats["batches_per_epoch"]["train"] == num_batches for shard in shards)
-    whole = _take(single.train_iterator(seed=0), num_batches)
-    parts = [_take(shard.train_iterator(seed=0), num_batches) for shard in shards]
+    whole = take_batches(single.train_iterator(seed=0), num_batches)
+    parts = [take_batches(shard.train_iterator(seed=0), num_batches) for shard in shards]
     for step, batch in enumerate(whole):
         first, second = parts[0][step], parts[1][step]
         assert first["inputs"].shape == second["inputs"].shape  # Shapes agree step by step.
@@ -247,13 +195,13 @@ def test_plan_shards_are_disjoint_and_cover_every_kept_pair():
 def test_eval_batches_cover_split_once_deterministically(small_corpus):
     config, pairs, data = small_corpus
     batches = list(data.eval_batches("validation"))
-    assert _batch_rows(batches) == _expected_rows(data.tokenizer, pairs["dev"], MAX_LEN)
+    assert _batch_rows(batches) == expected_rows(data.tokenizer, pairs["dev"], MAX_LEN)
     _assert_batches_equal(batches, list(data.eval_batches(config.eval_split)))
     assert len(data.eval_batches("validation")) == data.stats["batches_per_epoch"]["validation"]
     _assert_batches_equal(list(data.eval_batches("validation", max_batches=2)), batches[:2])
     all_shapes = {(rows, length) for rows, length in zip(data.stats["global_rows"], data.stats["bucket_lengths"])}
     assert {batch["inputs"].shape for batch in batches} <= all_shapes
-    assert _batch_rows(data.eval_batches("test")) == _expected_rows(data.tokenizer, pairs["test"], MAX_LEN)
+    assert _batch_rows(data.eval_batches("test")) == expected_rows(data.tokenizer, pairs["test"], MAX_LEN)
 
 
 def test_text_pairs_are_the_raw_pairs_in_order(small_corpus):
@@ -288,76 +236,76 @@ def test_second_get_datasets_reuses_tokenizer_and_tokens(small_corpus, monkeypat
 
 def test_missing_directory_and_file_are_named(tmp_path):
     with pytest.raises(FileNotFoundError, match="does not exist"):
-        input_pipeline.get_datasets(_config(f"tsv:{tmp_path / 'nowhere'}", tmp_path / "tfds"))
-    _make_corpus(tmp_path / "tsv")
+        input_pipeline.get_datasets(pipeline_config(f"tsv:{tmp_path / 'nowhere'}", tmp_path / "tfds"))
+    make_corpus(tmp_path / "tsv")
     os.remove(tmp_path / "tsv" / "dev.tsv")
     with pytest.raises(FileNotFoundError, match="dev.tsv"):
-        input_pipeline.get_datasets(_config(f"tsv:{tmp_path / 'tsv'}", tmp_path / "tfds"))
+        input_pipeline.get_datasets(pipeline_config(f"tsv:{tmp_path / 'tsv'}", tmp_path / "tfds"))
 
 
 @pytest.mark.parametrize("bad_line", ["one\ttwo\tthree", "no tab here", ""])
 def test_malformed_line_names_file_and_line(tmp_path, bad_line):
-    _make_corpus(tmp_path / "tsv")
+    make_corpus(tmp_path / "tsv")
     path = tmp_path / "tsv" / "train.tsv"
     lines = path.read_text(encoding="utf-8").splitlines()
     lines.insert(4, bad_line)
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     with pytest.raises(ValueError, match=r"train\.tsv:5:"):
-        input_pipeline.get_datasets(_config(f"tsv:{tmp_path / 'tsv'}", tmp_path / "tfds"))
+        input_pipeline.get_datasets(pipeline_config(f"tsv:{tmp_path / 'tsv'}", tmp_path / "tfds"))
 
 
 def test_empty_split_is_an_error(tmp_path):
-    _make_corpus(tmp_path / "tsv")
+    make_corpus(tmp_path / "tsv")
     (tmp_path / "tsv" / "test.tsv").write_text("", encoding="utf-8")
     with pytest.raises(ValueError, match=r"test\.tsv holds no sentence pairs"):
-        input_pipeline.get_datasets(_config(f"tsv:{tmp_path / 'tsv'}", tmp_path / "tfds"))
+        input_pipeline.get_datasets(pipeline_config(f"tsv:{tmp_path / 'tsv'}", tmp_path / "tfds"))
 
 
 def test_invalid_utf8_and_huge_line_do_not_crash(tmp_path):
-    pairs = _make_corpus(tmp_path / "tsv")
+    pairs = make_corpus(tmp_path / "tsv")
     huge_source = " ".join(["house"] * 20_000)[:100_000]
     with open(tmp_path / "tsv" / "train.tsv", "ab") as train_file:
         train_file.write(b"bad \xff\xfe bytes\tkaputte \xc3\x28 Bytes\r\n")
         train_file.write(huge_source.encode() + b"\tHaus\n")
-    data = input_pipeline.get_datasets(_config(f"tsv:{tmp_path / 'tsv'}", tmp_path / "tfds"))
+    data = input_pipeline.get_datasets(pipeline_config(f"tsv:{tmp_path / 'tsv'}", tmp_path / "tfds"))
     text = data.text_pairs("train")
     assert text[-2] == ("bad \ufffd\ufffd bytes", "kaputte \ufffd( Bytes")
     assert text[-1] == (huge_source, "Haus")
-    expected = _expected_rows(data.tokenizer, text, MAX_LEN)
+    expected = expected_rows(data.tokenizer, text, MAX_LEN)
     too_long = len(text) - sum(expected.values())
     assert len(data.tokenizer.encode(huge_source)) > MAX_LEN
     assert data.stats["dropped_too_long"]["train"] == too_long >= 1
-    epoch = _take(data.train_iterator(seed=0), data.stats["batches_per_epoch"]["train"])
+    epoch = take_batches(data.train_iterator(seed=0), data.stats["batches_per_epoch"]["train"])
     assert _batch_rows(epoch) == expected
     assert len(text) == len(pairs["train"]) + 2
 
 
 def test_unknown_dataset_is_a_clear_error(tmp_path):
     with pytest.raises(ValueError, match="Unknown config.dataset 'no_such_corpus'"):
-        input_pipeline.get_datasets(_config("no_such_corpus", tmp_path))
+        input_pipeline.get_datasets(pipeline_config("no_such_corpus", tmp_path))
 
 
 def test_wmt_end_to_end_on_mock_data(tmp_path):
-    config = _config("wmt14_translate/de-en", tmp_path, max_len=64, tokens_per_batch=512)
+    config = pipeline_config("wmt14_translate/de-en", tmp_path, max_len=64, tokens_per_batch=512)
     with tfds.testing.mock_data(num_examples=48):
         data = input_pipeline.get_datasets(config, rows_multiple=ROWS_MULTIPLE)
         records = tfds.data_source("wmt14_translate/de-en", split="train")
         english_german = [(record["en"], record["de"]) for record in records]
         assert data.text_pairs("train") == english_german  # en -> de, as config.source_lang/target_lang say.
-        epoch = _take(data.train_iterator(seed=0), data.stats["batches_per_epoch"]["train"])
-        assert _batch_rows(epoch) == _expected_rows(data.tokenizer, english_german, 64)
+        epoch = take_batches(data.train_iterator(seed=0), data.stats["batches_per_epoch"]["train"])
+        assert _batch_rows(epoch) == expected_rows(data.tokenizer, english_german, 64)
         assert len(list(data.eval_batches("validation"))) == data.stats["batches_per_epoch"]["validation"] > 0
         assert len(data.text_pairs("test")) == data.stats["examples"]["test"] == 48
-        reversed_data = input_pipeline.get_datasets(_config("wmt14_translate/de-en", tmp_path, source_lang="de",
+        reversed_data = input_pipeline.get_datasets(pipeline_config("wmt14_translate/de-en", tmp_path, source_lang="de",
                                                              target_lang="en", max_len=64, tokens_per_batch=512))
         assert reversed_data.text_pairs("train") == [(german, english) for english, german in english_german]
         with pytest.raises(ValueError, match="config.source_lang='fr'"):
-            input_pipeline.get_datasets(_config("wmt14_translate/de-en", tmp_path, source_lang="fr"))
+            input_pipeline.get_datasets(pipeline_config("wmt14_translate/de-en", tmp_path, source_lang="fr"))
 
 
 def test_unprepared_wmt_names_what_is_missing_and_how_to_prepare(tmp_path):
     with pytest.raises(FileNotFoundError) as raised:
-        input_pipeline.get_datasets(_config("wmt14_translate/de-en", tmp_path))
+        input_pipeline.get_datasets(pipeline_config("wmt14_translate/de-en", tmp_path))
     message = str(raised.value)
     assert "wmt14_translate/de-en" in message and str(tmp_path) in message
     assert "download_and_prepare()" in message and "array_record" in message
@@ -368,7 +316,7 @@ def messages_data(tmp_path_factory):
     directory = shared_data_dir()
     if directory is None:
         pytest.skip("../shared/data/messages_en_de not present (set ATTENTION_JAX_SHARED)")
-    config = _config(f"tsv:{directory}", tmp_path_factory.mktemp("messages"), vocab_size=1000, max_len=64,
+    config = pipeline_config(f"tsv:{directory}", tmp_path_factory.mktemp("messages"), vocab_size=1000, max_len=64,
                      tokens_per_batch=4096)
     return config, input_pipeline.get_datasets(config, rows_multiple=8)
 
@@ -381,7 +329,7 @@ def test_messages_batches_budget_and_round_trip(messages_data):
     assert 0 < data.stats["dropped_too_long"]["train"] < 37759 // 10
     assert data.tokenizer.vocab_size <= 1000
     shapes = set()
-    for batch in _take(data.train_iterator(seed=0), 100):
+    for batch in take_batches(data.train_iterator(seed=0), 100):
         rows, padded_len = batch["inputs"].shape
         assert batch["targets"].shape == (rows, padded_len)
         assert rows * padded_len <= 4096 and rows % 8 == 0
@@ -412,11 +360,11 @@ def test_messages_tokenizer_reused(messages_data, monkeypatch):
 
 def test_synthetic_dataset_when_present(tmp_path):
     pytest.importorskip("attention_jax.data.synthetic_en_de")
-    config = _config("synthetic_en_de/small", tmp_path, max_len=64, tokens_per_batch=1024, vocab_size=1000)
+    config = pipeline_config("synthetic_en_de/small", tmp_path, max_len=64, tokens_per_batch=1024, vocab_size=1000)
     data = input_pipeline.get_datasets(config, rows_multiple=ROWS_MULTIPLE)
     assert data.stats["examples"] == {"train": 10_000, "validation": 100, "test": 100}
     english_german = data.text_pairs("validation")
-    assert _batch_rows(data.eval_batches("validation")) == _expected_rows(data.tokenizer, english_german, 64)
+    assert _batch_rows(data.eval_batches("validation")) == expected_rows(data.tokenizer, english_german, 64)
     for _, german in english_german[:20]:
         assert data.tokenizer.decode(data.tokenizer.encode(german)) == german
     batch = next(data.train_iterator(seed=0))
@@ -424,11 +372,11 @@ def test_synthetic_dataset_when_present(tmp_path):
 
 
 def test_vocabulary_larger_than_the_corpus_supports_names_the_setting(tmp_path):
-    _make_corpus(tmp_path / "tsv")
+    make_corpus(tmp_path / "tsv")
     with pytest.raises(ValueError, match=r"too small for config.vocab_size=20000.*--config.vocab_size=\d+ or less"):
-        input_pipeline.get_datasets(_config(f"tsv:{tmp_path / 'tsv'}", tmp_path / "tfds", vocab_size=20000))
+        input_pipeline.get_datasets(pipeline_config(f"tsv:{tmp_path / 'tsv'}", tmp_path / "tfds", vocab_size=20000))
 
 
 def test_empty_dataset_says_how_to_name_a_corpus(tmp_path):
     with pytest.raises(ValueError, match=r"No corpus given.*--config.dataset=tsv:"):
-        input_pipeline.get_datasets(_config("", tmp_path / "tfds"))
+        input_pipeline.get_datasets(pipeline_config("", tmp_path / "tfds"))

@@ -10,11 +10,12 @@ import pytest
 import tensorflow_datasets as tfds
 
 from attention_jax.checkpointing import resume_checks
-from attention_jax.data import lm_data, synthetic_en_de
+from attention_jax.data import lm_data
 from attention_jax.data.data_config import DataConfig
 from attention_jax.foundation.user_errors import UserInputError
 from attention_jax.models import model
 from tests.support import fake_data
+from tests.support.lm_corpus import write_txt_corpus
 
 
 def _documents(seed: int, count: int) -> list[list[int]]:
@@ -68,14 +69,6 @@ def test_packed_rows_give_back_each_document_whole() -> None:
     assert lm_data.PackedRows([], length).documents() == []
 
 
-def _write_txt_corpus(directory: pathlib.Path, train_docs: int = 400) -> dict[str, list[str]]:
-    pairs = synthetic_en_de.generate_splits({"train": train_docs, "validation": 40, "test": 40})
-    texts = {split: [german for _, german in pairs[split]] for split in ("train", "validation", "test")}
-    for split, name in (("train", "train.txt"), ("validation", "dev.txt"), ("test", "test.txt")):
-        (directory / name).write_text("\n".join(texts[split]) + "\n", encoding="utf-8")
-    return texts
-
-
 def _config(dataset: str, data_dir: pathlib.Path, **overrides: object) -> DataConfig:
     fields = dict(dataset=dataset, data_dir=str(data_dir), train_split="train", eval_split="validation",
                   test_split="test", vocab_size=300, max_len=32, tokens_per_batch=256, target_lang="de",
@@ -84,7 +77,7 @@ def _config(dataset: str, data_dir: pathlib.Path, **overrides: object) -> DataCo
 
 
 def test_txt_corpus_batches_resume_and_cover_every_row(tmp_path: pathlib.Path) -> None:
-    texts = _write_txt_corpus(tmp_path)
+    texts = write_txt_corpus(tmp_path)
     data = lm_data.get_datasets(_config(f"txt:{tmp_path}", tmp_path / "cache"), rows_multiple=2)
     assert data.stats["examples"] == {split: len(docs) for split, docs in texts.items()}
     assert data.split_bytes["validation"] == sum(len(text.encode()) + 1 for text in texts["validation"])
@@ -108,7 +101,7 @@ def test_txt_corpus_batches_resume_and_cover_every_row(tmp_path: pathlib.Path) -
 
 
 def test_language_model_data_has_no_sentence_pairs(tmp_path: pathlib.Path) -> None:
-    _write_txt_corpus(tmp_path)
+    write_txt_corpus(tmp_path)
     data = lm_data.get_datasets(_config(f"txt:{tmp_path}", tmp_path / "cache"), rows_multiple=2)
     assert data.text_pairs("validation") == [] and data.text_pairs("test", max_pairs=3) == []
     with pytest.raises(ValueError, match="Unknown split 'dev'"):
@@ -117,7 +110,7 @@ def test_language_model_data_has_no_sentence_pairs(tmp_path: pathlib.Path) -> No
 def test_txt_corpus_errors_name_the_fix(tmp_path: pathlib.Path) -> None:
     with pytest.raises(FileNotFoundError, match="missing: train.txt, dev.txt, test.txt"):
         lm_data.get_datasets(_config(f"txt:{tmp_path}", tmp_path / "cache"))
-    _write_txt_corpus(tmp_path, train_docs=60)
+    write_txt_corpus(tmp_path, train_docs=60)
     with pytest.raises(ValueError, match="lower config.tokens_per_batch"):
         lm_data.get_datasets(_config(f"txt:{tmp_path}", tmp_path / "cache", vocab_size=200,
                                      tokens_per_batch=32 * 4096))
@@ -136,7 +129,7 @@ def test_tfds_text_dataset_on_mock_data(tmp_path: pathlib.Path) -> None:
 
 
 def test_processes_read_disjoint_rows_that_make_up_the_global_batch(tmp_path: pathlib.Path) -> None:
-    _write_txt_corpus(tmp_path)
+    write_txt_corpus(tmp_path)
     config = _config(f"txt:{tmp_path}", tmp_path / "cache")
     whole = lm_data.get_datasets(config)
     parts = [lm_data.get_datasets(config, process_index=index, process_count=2) for index in range(2)]
@@ -152,7 +145,7 @@ def _rewrite(directory: pathlib.Path, name: str, documents: list[str]) -> None:
 
 
 def test_a_replaced_dev_txt_changes_its_fingerprint_and_a_resume_on_it_is_refused(tmp_path: pathlib.Path) -> None:
-    texts = _write_txt_corpus(tmp_path)
+    texts = write_txt_corpus(tmp_path)
     config = _config(f"txt:{tmp_path}", tmp_path / "cache")
     before = lm_data.get_datasets(config).split_fingerprints()
     assert before == {"validation": {"split": "validation", "documents": 40,
@@ -174,7 +167,7 @@ def test_dev_and_test_documents_that_occur_in_training_are_counted_in_one_warnin
         tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
     warnings: list[str] = []
     monkeypatch.setattr(lm_data.logging, "warning", lambda message, *args: warnings.append(message % args))
-    texts = _write_txt_corpus(tmp_path)
+    texts = write_txt_corpus(tmp_path)
     config = _config(f"txt:{tmp_path}", tmp_path / "cache")
     lm_data.get_datasets(config)
     assert not [warning for warning in warnings if "also occur" in warning]  # The generator's splits are disjoint.

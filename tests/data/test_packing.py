@@ -11,46 +11,27 @@ import collections
 import json
 import math
 
-import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from attention_jax.data import batching, input_pipeline, packing, token_cache
+from attention_jax.data import batching, input_pipeline, packing
 from attention_jax.experiment import sections
 from attention_jax.models import metrics, model
-from attention_jax.models.transformer_config import TransformerConfig
 from attention_jax.training import train, train_state
 from configs import base
-from tests.data import test_input_pipeline as pipeline_tests
+from tests.support import tsv_corpus
+from tests.support.packed_pairs import (ROWS, SMALL, init_transformer, logits_of, packed_and_alone,
+                                         random_pairs, tokenized_split)
 
-SMALL = TransformerConfig(vocab_size=40, num_layers=2, d_model=16, d_ff=24, num_heads=2, key_dim=4,
-                          value_dim=6, dropout_rate=0.0, max_len=32)
 EOS = model.EOS_ID
-
-
-def _split(pairs: list[tuple[list[int], list[int]]]) -> token_cache.TokenizedSplit:
-    """A TokenizedSplit holding ``pairs`` of (source ids, target ids), EOS not stored."""
-    sides = []
-    for side in (0, 1):
-        sentences = [pair[side] for pair in pairs]
-        offsets = np.concatenate([[0], np.cumsum([len(s) for s in sentences])]).astype(np.int64)
-        ids = np.asarray([token for s in sentences for token in s], np.int32)
-        sides.append(token_cache.TokenizedSide(ids=ids, offsets=offsets))
-    return token_cache.TokenizedSplit(source=sides[0], target=sides[1])
-
-
-def _random_pairs(count: int, seed: int, max_words: int = 6) -> list[tuple[list[int], list[int]]]:
-    rng = np.random.default_rng(seed)
-    return [tuple(rng.integers(4, SMALL.vocab_size, size=rng.integers(1, max_words + 1)).tolist()
-                  for _ in range(2)) for _ in range(count)]
 
 
 # --- The packer ------------------------------------------------------------------------------------
 
 def test_packed_batch_arrays_on_a_hand_made_example() -> None:
-    split = _split([([5, 6], [7]), ([8], [9, 10, 11]), ([12, 13, 14], [15, 16])])
+    split = tokenized_split([([5, 6], [7]), ([8], [9, 10, 11]), ([12, 13, 14], [15, 16])])
     batch = packing.make_packed_batch(split, 8, np.array([[0, 1, -1], [2, -1, -1], [-1, -1, -1]]))
     np.testing.assert_array_equal(batch["inputs"], [[5, 6, EOS, 8, EOS, 0, 0, 0],
                                                     [12, 13, 14, EOS, 0, 0, 0, 0], [0] * 8])
@@ -162,49 +143,29 @@ def test_packed_plan_covers_every_kept_pair_once_per_epoch_in_row_length_shapes(
 
 # --- The model -------------------------------------------------------------------------------------
 
-def _packed_and_alone(pairs, rows: np.ndarray, length: int = 16):
-    """A packed batch of ``pairs`` laid out as ``rows``, and one unpacked batch per pair."""
-    split = _split(pairs)
-    packed = {key: jnp.asarray(value) for key, value in packing.make_packed_batch(split, length, rows).items()}
-    alone = [batching.make_batch(split, length, np.array([index])) for index in range(len(pairs))]
-    return packed, alone
-
-
-def _init(cfg: TransformerConfig) -> dict:
-    ids = jnp.ones((1, 4), jnp.int32)
-    return nn.meta.unbox(model.Transformer(cfg).init(jax.random.key(0), ids, ids)["params"])
-
-
-def _logits(cfg: TransformerConfig, params: dict, batch: dict) -> np.ndarray:
-    return np.asarray(train_state.model_logits(model.Transformer(cfg), params, batch, deterministic=True))
-
-
-ROWS = np.array([[0, 1, 2], [3, 4, -1]])
-
-
 @pytest.mark.integration
 @pytest.mark.parametrize("changes", [{}, {"positional_encoding": "learned"},
                                      {"layer_norm_position": "pre", "share_embeddings": False},
                                      {"attention_implementation": "xla"}])
 def test_packed_logits_and_loss_equal_each_pair_alone(changes: dict) -> None:
     cfg = SMALL.replace(**changes)
-    params = _init(cfg)
-    pairs = _random_pairs(5, seed=0, max_words=4)
-    packed, alone = _packed_and_alone(pairs, ROWS)
-    packed_logits = _logits(cfg, params, packed)
+    params = init_transformer(cfg)
+    pairs = random_pairs(5, seed=0, max_words=4)
+    packed, alone = packed_and_alone(pairs, ROWS)
+    packed_logits = logits_of(cfg, params, packed)
     segments = np.asarray(packed["targets_segmentation"])
     for row, members in enumerate(ROWS.tolist()):
         for segment, pair in enumerate((p for p in members if p >= 0), start=1):
             positions = np.flatnonzero(segments[row] == segment)
-            reference = _logits(cfg, params, alone[pair])[0, :len(positions)]
+            reference = logits_of(cfg, params, alone[pair])[0, :len(positions)]
             np.testing.assert_allclose(packed_logits[row, positions], reference, atol=2e-5, rtol=2e-5)
 
 
 @pytest.mark.integration
 def test_packed_loss_sums_equal_unpacked_batch_of_the_same_pairs() -> None:
-    params = _init(SMALL)
-    pairs = _random_pairs(5, seed=1, max_words=4)
-    split = _split(pairs)
+    params = init_transformer(SMALL)
+    pairs = random_pairs(5, seed=1, max_words=4)
+    split = tokenized_split(pairs)
     packed = packing.make_packed_batch(split, 16, ROWS)
     unpacked = batching.make_batch(split, 16, np.arange(5))
     transformer = model.Transformer(SMALL)
@@ -217,26 +178,26 @@ def test_packed_loss_sums_equal_unpacked_batch_of_the_same_pairs() -> None:
 
 
 def test_attention_never_crosses_pairs() -> None:
-    params = _init(SMALL)
-    pairs = _random_pairs(3, seed=2, max_words=4)
-    packed, _ = _packed_and_alone(pairs, np.array([[0, 1, 2]]))
+    params = init_transformer(SMALL)
+    pairs = random_pairs(3, seed=2, max_words=4)
+    packed, _ = packed_and_alone(pairs, np.array([[0, 1, 2]]))
     changed = [list(pairs[0][0]), list(pairs[0][1])]
     changed[0] = [(token + 7) % 36 + 4 for token in changed[0]]  # Perturb pair 0's source and target.
     changed[1] = [(token + 3) % 36 + 4 for token in changed[1]]
-    perturbed, _ = _packed_and_alone([tuple(changed)] + pairs[1:], np.array([[0, 1, 2]]))
-    before, after = _logits(SMALL, params, packed), _logits(SMALL, params, perturbed)
+    perturbed, _ = packed_and_alone([tuple(changed)] + pairs[1:], np.array([[0, 1, 2]]))
+    before, after = logits_of(SMALL, params, packed), logits_of(SMALL, params, perturbed)
     others = np.asarray(packed["targets_segmentation"])[0] >= 2
     np.testing.assert_allclose(after[0, others], before[0, others], atol=1e-6)
     assert not np.allclose(after[0, ~others], before[0, ~others])  # The perturbation is visible.
 
 
 def test_decoder_is_causal_within_a_pair() -> None:
-    params = _init(SMALL)
+    params = init_transformer(SMALL)
     pairs = [([5, 6, 7], [8, 9, 10, 11]), ([12], [13, 14])]
-    packed, _ = _packed_and_alone(pairs, np.array([[0, 1]]))
+    packed, _ = packed_and_alone(pairs, np.array([[0, 1]]))
     later = {key: np.array(value) for key, value in packed.items()}
     later["targets"][0, 2] = 30  # Pair 1's third target token.
-    before, after = _logits(SMALL, params, packed), _logits(SMALL, params, later)
+    before, after = logits_of(SMALL, params, packed), logits_of(SMALL, params, later)
     np.testing.assert_allclose(after[0, :3], before[0, :3], atol=1e-6)  # Positions up to it see no change.
     np.testing.assert_allclose(after[0, 5:], before[0, 5:], atol=1e-6)  # Nor does the next pair.
     assert not np.allclose(after[0, 3], before[0, 3])  # The next position of the pair does.
@@ -262,10 +223,10 @@ def test_packing_with_an_attention_window_is_refused_when_the_config_is_validate
 
 def test_model_with_a_window_refuses_segment_ids() -> None:
     cfg = SMALL.replace(attention_window=2)
-    params = _init(cfg)
-    packed, _ = _packed_and_alone(_random_pairs(2, seed=3), np.array([[0, 1]]))
+    params = init_transformer(cfg)
+    packed, _ = packed_and_alone(random_pairs(2, seed=3), np.array([[0, 1]]))
     with pytest.raises(ValueError, match="attention_window=2"):
-        _logits(cfg, params, packed)
+        logits_of(cfg, params, packed)
 
 
 # --- The pipeline and the logged padding ---------------------------------------------------------
@@ -273,9 +234,9 @@ def test_model_with_a_window_refuses_segment_ids() -> None:
 @pytest.fixture(scope="module")
 def packed_corpus(tmp_path_factory):
     directory = tmp_path_factory.mktemp("corpus")
-    pairs = pipeline_tests._make_corpus(directory / "tsv")
-    config = pipeline_tests._config(f"tsv:{directory / 'tsv'}", directory / "tfds", packing=True)
-    data = input_pipeline.get_datasets(config, rows_multiple=pipeline_tests.ROWS_MULTIPLE)
+    pairs = tsv_corpus.make_corpus(directory / "tsv")
+    config = tsv_corpus.pipeline_config(f"tsv:{directory / 'tsv'}", directory / "tfds", packing=True)
+    data = input_pipeline.get_datasets(config, rows_multiple=tsv_corpus.ROWS_MULTIPLE)
     return config, pairs, data
 
 
@@ -294,17 +255,17 @@ def _unpacked_rows(batches) -> collections.Counter:
 def test_packed_epoch_delivers_every_kept_pair_once_in_its_row_length_shapes(packed_corpus) -> None:
     config, pairs, data = packed_corpus
     num_batches = data.stats["batches_per_epoch"]["train"]
-    batches = pipeline_tests._take(data.train_iterator(seed=0), num_batches)
-    expected = pipeline_tests._expected_rows(data.tokenizer, pairs["train"], config.max_len)
+    batches = tsv_corpus.take_batches(data.train_iterator(seed=0), num_batches)
+    expected = tsv_corpus.expected_rows(data.tokenizer, pairs["train"], config.max_len)
     assert _unpacked_rows(batches) == expected
-    multiple = pipeline_tests.ROWS_MULTIPLE
+    multiple = tsv_corpus.ROWS_MULTIPLE
     shapes = {(config.tokens_per_batch // length // multiple * multiple, length)
               for length in packing.default_row_lengths(config.max_len)}
     assert {batch[key].shape for batch in batches for key in batch} <= shapes
     assert data.stats["packing"] and set(data.batch_shapes) <= shapes
     unpacked_padding = input_pipeline.get_datasets(
-        pipeline_tests._config(config.dataset, config.data_dir),
-        rows_multiple=pipeline_tests.ROWS_MULTIPLE).stats["train_padding_fraction"]
+        tsv_corpus.pipeline_config(config.dataset, config.data_dir),
+        rows_multiple=tsv_corpus.ROWS_MULTIPLE).stats["train_padding_fraction"]
     assert data.stats["train_padding_fraction"]["targets"] < unpacked_padding["targets"]
 
 
@@ -312,12 +273,12 @@ def test_packed_iterator_restores_exactly(packed_corpus) -> None:
     _, _, data = packed_corpus
     consumed = data.stats["batches_per_epoch"]["train"] - 1  # Resume across the epoch boundary.
     uninterrupted = data.train_iterator(seed=1)
-    pipeline_tests._take(uninterrupted, consumed)
+    tsv_corpus.take_batches(uninterrupted, consumed)
     state = json.loads(json.dumps(uninterrupted.get_state()))
-    expected = pipeline_tests._take(uninterrupted, 4)
+    expected = tsv_corpus.take_batches(uninterrupted, 4)
     restored = data.train_iterator(seed=1)
     restored.set_state(state)
-    for got, want in zip(pipeline_tests._take(restored, 4), expected):
+    for got, want in zip(tsv_corpus.take_batches(restored, 4), expected):
         assert got.keys() == want.keys()
         for key in want:
             np.testing.assert_array_equal(got[key], want[key])
@@ -326,7 +287,7 @@ def test_packed_iterator_restores_exactly(packed_corpus) -> None:
 def test_packed_rows_split_over_two_processes(packed_corpus) -> None:
     config, _, data = packed_corpus
     shards = [input_pipeline.get_datasets(config, process_index=index, process_count=2,
-                                          rows_multiple=pipeline_tests.ROWS_MULTIPLE) for index in range(2)]
+                                          rows_multiple=tsv_corpus.ROWS_MULTIPLE) for index in range(2)]
     whole = next(data.train_iterator(seed=0))
     parts = [next(shard.train_iterator(seed=0)) for shard in shards]
     for key in whole:

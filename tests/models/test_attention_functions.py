@@ -28,10 +28,9 @@ from attention_jax.experiment import schema, sections
 from attention_jax.models import attention, attention_functions, language_model, masks, model
 from attention_jax.models.transformer_config import TransformerConfig
 from attention_jax.training import train, train_state
-from tests.decoding import test_decode as decode_tests
-from tests.data import test_packing as packing_tests
-from tests.support import reference
-from tests.support.decoding_helpers import SHORT, TINY, WordTokenizer, init_params
+from tests.support import packed_pairs, reference
+from tests.support.decoding_helpers import (SHORT, TINY, WordTokenizer, full_logits, incremental_logits, init_params,
+                                            random_batch)
 from tests.support.sweep_cli import REPO_ROOT, TINY_TRAINING, run_sweep, tiny_data_dir  # noqa: F401
 
 FUNCTIONS = ("dot_product", "additive", "linear")
@@ -292,15 +291,15 @@ def test_configs_default_to_the_paper_and_older_runs_load() -> None:
 @pytest.mark.integration
 @pytest.mark.parametrize("function", FUNCTIONS)
 def test_packed_pairs_equal_each_pair_alone(function: str) -> None:
-    cfg = packing_tests.SMALL.replace(attention_function=function)
-    params = packing_tests._init(cfg)
-    pairs = packing_tests._random_pairs(5, seed=0, max_words=4)
-    packed, alone = packing_tests._packed_and_alone(pairs, packing_tests.ROWS)
+    cfg = packed_pairs.SMALL.replace(attention_function=function)
+    params = packed_pairs.init_transformer(cfg)
+    pairs = packed_pairs.random_pairs(5, seed=0, max_words=4)
+    packed, alone = packed_pairs.packed_and_alone(pairs, packed_pairs.ROWS)
     logits = jax.jit(lambda params, batch: train_state.model_logits(model.Transformer(cfg), params, batch,
                                                                     deterministic=True))
     packed_logits = np.asarray(logits(params, packed))
     segments = np.asarray(packed["targets_segmentation"])
-    for row, members in enumerate(packing_tests.ROWS.tolist()):
+    for row, members in enumerate(packed_pairs.ROWS.tolist()):
         for segment, pair in enumerate((p for p in members if p >= 0), start=1):
             positions = np.flatnonzero(segments[row] == segment)
             expected = np.asarray(logits(params, alone[pair]))[0, :len(positions)]
@@ -322,9 +321,9 @@ DECODE_VARIANTS = {  # Without a window, dot-product and additive decoding are a
 def test_cached_decoding_equals_the_full_forward_pass(variant: str) -> None:
     model_config = TINY.replace(**DECODE_VARIANTS[variant])
     params = init_params(model_config, seed=1)
-    inputs, targets, _ = decode_tests.random_batch(0, batch=3, source_len=7, target_len=9)
-    full = decode_tests.full_logits(params, inputs, targets, model_config=model_config)
-    cached = decode_tests.incremental_logits(params, inputs, targets, model_config=model_config)
+    inputs, targets, _ = random_batch(0, batch=3, source_len=7, target_len=9)
+    full = full_logits(params, inputs, targets, model_config=model_config)
+    cached = incremental_logits(params, inputs, targets, model_config=model_config)
     np.testing.assert_allclose(cached, full, atol=3e-5, rtol=1e-5)
 
 
@@ -342,7 +341,7 @@ def test_linear_decoding_keeps_a_running_state_instead_of_a_cache() -> None:
 def test_cached_and_uncached_beam_and_greedy_searches_agree(function: str) -> None:
     model_config = TINY.replace(attention_function=function)
     params = nn.meta.unbox(init_params(model_config, seed=3))
-    inputs, _, lengths = decode_tests.random_batch(2, batch=3, source_len=8, target_len=1)
+    inputs, _, lengths = random_batch(2, batch=3, source_len=8, target_len=1)
     max_lengths = jnp.asarray(np.minimum(lengths + 6, 14), jnp.int32)
     for method in ("beam", "greedy") if function == "linear" else ("beam",):  # Beam: rows shared.
         results = [jax.tree.map(np.asarray, decode.decode_batch(
@@ -475,13 +474,12 @@ def test_packed_training_with_a_beam_search_evaluation(function: str, tiny_data_
 @pytest.mark.end_to_end
 def test_linear_language_model_trains_and_generates(tmp_path: pathlib.Path) -> None:
     """The decoder-only model with linear attention: training, then sampling over the running state."""
-    from tests.data.test_lm_data import _write_txt_corpus
-    from tests.commands.test_generate import _lm_config
+    from tests.support.lm_corpus import lm_experiment, write_txt_corpus
 
     corpus = tmp_path / "corpus"
     corpus.mkdir()
-    _write_txt_corpus(corpus, train_docs=200)
-    config = _lm_config(corpus, tmp_path / "data", attention_function="linear", num_train_steps=3,
+    write_txt_corpus(corpus, train_docs=200)
+    config = lm_experiment(corpus, tmp_path / "data", attention_function="linear", num_train_steps=3,
                         eval_every_steps=3, checkpoint_every_steps=3)
     workdir = tmp_path / "lm"
     train.train_and_evaluate(config, str(workdir))

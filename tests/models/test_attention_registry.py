@@ -24,7 +24,7 @@ from attention_jax.models.attention_registry import AttentionFunction
 from attention_jax.models.positional_encodings import PositionalEncodingScheme, PositionTarget
 from attention_jax.models.transformer_config import TransformerConfig
 from tests.support.decoding_helpers import TINY, init_params
-from tests.decoding.test_decode import full_logits, incremental_logits, random_batch
+from tests.support.decoding_helpers import full_logits, incremental_logits, random_batch
 
 # --- The registries ----------------------------------------------------------------------------------
 

@@ -26,8 +26,8 @@ from attention_jax.models import feed_forward, feed_forward_registry, flops, lan
 from attention_jax.models.transformer_config import TransformerConfig
 from tests.support import REPO_ROOT, reference
 from tests.support.fake_data import tiny_config
-from tests.decoding.test_decode import assert_logits_match, full_logits, incremental_logits, random_batch
-from tests.models.test_flops import _kernel_scalars, _xla_flops
+from tests.support.decoding_helpers import assert_logits_match, full_logits, incremental_logits, random_batch
+from tests.support.flop_counts import kernel_scalars, xla_flops
 
 VARIANTS = tuple(feed_forward_registry.FEED_FORWARDS)
 SMALL = TransformerConfig(vocab_size=40, num_layers=2, d_model=16, d_ff=24, num_heads=2, key_dim=4, value_dim=4,
@@ -137,9 +137,9 @@ def test_training_flops_count_three_matrices_and_the_gate_product(model_kind: st
     scores = 2 * length * config.num_heads * (config.key_dim + config.value_dim)
     logits = 2 * config.d_model * config.vocab_size
     if model_kind == "decoder_only":
-        per_token = 2 * _kernel_scalars(params, "layer_") + width + scores + logits
+        per_token = 2 * kernel_scalars(params, "layer_") + width + scores + logits
     else:  # One source token per target token: two feed-forwards' gate products, three attentions' scores.
-        per_token = (2 * (_kernel_scalars(params, "encoder_") + _kernel_scalars(params, "decoder_")) + 2 * width
+        per_token = (2 * (kernel_scalars(params, "encoder_") + kernel_scalars(params, "decoder_")) + 2 * width
                      + 3 * scores + logits)
     assert flops.training_flops(config, model_kind, 1000, length) == pytest.approx(3 * per_token * 1000, rel=1e-9)
 
@@ -150,7 +150,7 @@ def test_feed_forward_flops_agree_with_xla_cost_analysis(variant: str) -> None:
     module = feed_forward.FeedForward(config)
     x = jnp.ones((1, 64, config.d_model))
     params = nn.meta.unbox(module.init(jax.random.key(0), x))
-    measured = _xla_flops(lambda p, h: module.apply(p, h), params, x)
+    measured = xla_flops(lambda p, h: module.apply(p, h), params, x)
     counted = flops.feed_forward_flops(variant, length=64, d_model=128, d_ff=384)
     # XLA also counts the bias adds and the activation's arithmetic, a few per hidden element against
     # the >= 4 D = 512 counted per hidden element; a missing matrix or gate product is far beyond 4%.

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import csv
 import json
-import math
 import pathlib
 import subprocess
 import sys
@@ -28,16 +27,7 @@ from attention_jax.models import (
 from attention_jax.models.positional_encodings import AttentionPositions, RelativeSettings
 from attention_jax.reports import table3_report
 from tests.support.fake_data import tiny_experiment
-
-
-def _kernel_scalars(params: dict, prefix: str) -> int:
-    """Scalars of the matmul kernels (attention projections and FFN) of the layers named ``prefix*``."""
-    total = 0
-    for path, leaf in jax.tree_util.tree_flatten_with_path(nn.meta.unbox(params))[0]:
-        keys = jax.tree_util.keystr(path)
-        if keys.startswith(f"['{prefix}") and "kernel" in keys:
-            total += math.prod(leaf.shape)
-    return total
+from tests.support.flop_counts import kernel_scalars, xla_flops
 
 
 @pytest.mark.parametrize("model_kind", ["decoder_only", "encoder_decoder"])
@@ -50,18 +40,12 @@ def test_training_flops_equal_three_forward_passes_counted_from_the_parameters(m
     scores = 2 * length * heads_kv  # Per query token: q.k over L keys and the weighted sum of L values.
     logits = 2 * model_config.d_model * model_config.vocab_size
     if model_kind == "decoder_only":
-        per_token = 2 * _kernel_scalars(params, "layer_") + scores + logits
+        per_token = 2 * kernel_scalars(params, "layer_") + scores + logits
     else:  # One source token per target token: both stacks' kernels, three attentions' scores.
-        per_token = (2 * (_kernel_scalars(params, "encoder_") + _kernel_scalars(params, "decoder_"))
+        per_token = (2 * (kernel_scalars(params, "encoder_") + kernel_scalars(params, "decoder_"))
                      + 3 * scores + logits)
     assert flops.training_flops(model_config, model_kind, 1000, length) == pytest.approx(3 * per_token * 1000, rel=1e-9)
     assert experiment.training_flops(1000) == flops.training_flops(model_config, model_kind, 1000, length)
-
-
-def _xla_flops(function: Callable[..., jax.Array], *arguments: jax.Array) -> float:
-    """XLA's FLOP count of the compiled ``function`` (``Compiled.cost_analysis``; a list in older JAX)."""
-    cost = jax.jit(function).lower(*arguments).compile().cost_analysis()
-    return float((cost[0] if isinstance(cost, (list, tuple)) else cost)["flops"])
 
 
 def _attention_alone(function: str, causal: bool) -> Callable[..., jax.Array]:
@@ -92,7 +76,7 @@ def test_attention_function_flops_agree_with_xla_cost_analysis(function: str, qu
     key = jnp.ones((1, key_len, num_heads, key_dim))
     value = jnp.ones((1, key_len, num_heads, value_dim))
     score_vector = jnp.ones((num_heads, key_dim))
-    measured = _xla_flops(_attention_alone(function, causal), query, key, value, score_vector)
+    measured = xla_flops(_attention_alone(function, causal), query, key, value, score_vector)
     counted = flops.attention_function_flops(function, query_len=query_len, key_len=key_len, num_heads=num_heads,
                                              key_dim=key_dim, value_dim=value_dim, causal=causal)
     # XLA counts everything our convention leaves out, each O(1) per score or per head component: softmax
@@ -182,7 +166,7 @@ def _position_terms_xla_flops(settings: AttentionPositions, length: int, num_hea
     positions = jnp.arange(length)[None]
     module = _PositionTerms(settings, key_dim)
     variables = module.init(jax.random.key(1), query, key, scores, weights, heads, positions)
-    return _xla_flops(lambda variables, *inputs: module.apply(variables, *inputs, positions), variables, query, key,
+    return xla_flops(lambda variables, *inputs: module.apply(variables, *inputs, positions), variables, query, key,
                       scores, weights, heads)
 
 

@@ -1,4 +1,4 @@
-"""Normalisation and residual connections as an ablation axis (issue 76); batch_norm's: test_normalization_batch_norm.py.
+"""Normalisation and residual connections as an ablation axis (issue 76); BatchNorm: test_normalization_batch_norm.py.
 
 Each norm against the NumPy oracle (``tests/support/normalization_reference.py``, from the papers'
 equations), outputs and gradients; an encoder layer of every defined combination of normalisation,
@@ -19,9 +19,9 @@ from attention_jax.decoding import decode, generation
 from attention_jax.experiment import schema, sections
 from attention_jax.models import flops, language_model, masks, model, normalization_registry
 from attention_jax.models.transformer_config import TransformerConfig
-from tests.data import test_packing
+from tests.support import packed_pairs
 from tests.support import normalization_reference as oracle
-from tests.decoding.test_decode import assert_logits_match, full_logits, incremental_logits, random_batch
+from tests.support.decoding_helpers import assert_logits_match, full_logits, incremental_logits, random_batch
 
 SMALL = TransformerConfig(vocab_size=40, num_layers=2, d_model=16, d_ff=24, num_heads=2, key_dim=4, value_dim=6,
                           dropout_rate=0.0, max_len=40)
@@ -248,14 +248,14 @@ def test_language_model_decodes_generates_and_keeps_documents_apart(combination:
 @pytest.mark.parametrize("name", PER_TOKEN_NORMS)
 def test_packed_pairs_equal_each_pair_alone(name: str) -> None:
     """A per-token norm reads one token's features: a packed pair's logits are those of the pair alone."""
-    config = test_packing.SMALL.replace(normalization=name, layer_norm_position="pre")
-    params = test_packing._init(config)
-    packed, alone = test_packing._packed_and_alone(test_packing._random_pairs(5, seed=0, max_words=4),
-                                                   test_packing.ROWS)
-    packed_logits = test_packing._logits(config, params, packed)
+    config = packed_pairs.SMALL.replace(normalization=name, layer_norm_position="pre")
+    params = packed_pairs.init_transformer(config)
+    packed, alone = packed_pairs.packed_and_alone(packed_pairs.random_pairs(5, seed=0, max_words=4),
+                                                  packed_pairs.ROWS)
+    packed_logits = packed_pairs.logits_of(config, params, packed)
     segments = np.asarray(packed["targets_segmentation"])
-    for row, members in enumerate(test_packing.ROWS.tolist()):
+    for row, members in enumerate(packed_pairs.ROWS.tolist()):
         for segment, pair in enumerate((p for p in members if p >= 0), start=1):
             positions = np.flatnonzero(segments[row] == segment)
-            expected = test_packing._logits(config, params, alone[pair])[0, :len(positions)]
+            expected = packed_pairs.logits_of(config, params, alone[pair])[0, :len(positions)]
             np.testing.assert_allclose(packed_logits[row, positions], expected, atol=2e-5, rtol=2e-5)

@@ -40,7 +40,7 @@ from attention_jax.training import setup_checks, train, train_state
 from tests.support import normalization_reference as oracle
 from tests.support import train_support
 from tests.support.sweep_cli import REPO_ROOT, TINY_TRAINING, tiny_data_dir  # noqa: F401 (a fixture)
-from tests.decoding.test_decode import assert_logits_match, full_logits, incremental_logits, random_batch
+from tests.support.decoding_helpers import assert_logits_match, full_logits, incremental_logits, random_batch
 
 SMALL = TransformerConfig(vocab_size=40, num_layers=2, d_model=16, d_ff=24, num_heads=2, key_dim=4, value_dim=6,
                           dropout_rate=0.0, max_len=40, normalization="batch_norm")

@@ -29,9 +29,9 @@ from attention_jax.models import (
 from attention_jax.models.attention_positions import AttentionPositions
 from attention_jax.models.positional_encodings import PositionTarget, RelativeSettings
 from attention_jax.models.transformer_config import TransformerConfig
-from tests.data import test_packing
+from tests.support import packed_pairs
 from tests.support import reference
-from tests.decoding.test_decode import full_logits, incremental_logits, random_batch
+from tests.support.decoding_helpers import full_logits, incremental_logits, random_batch
 
 IN_ATTENTION = ("relative", "rotary", "alibi")
 SMALL = TransformerConfig(vocab_size=40, num_layers=1, d_model=16, d_ff=24, num_heads=2, key_dim=4, value_dim=6,
@@ -294,16 +294,16 @@ def test_greedy_generation_follows_the_teacher_forced_argmax(encoding: str) -> N
 @pytest.mark.parametrize("encoding", IN_ATTENTION)
 def test_packed_pairs_equal_each_pair_alone(encoding: str) -> None:
     """Positions restart per pair (``inputs_position``/``targets_position``), so each pair's scores are its own."""
-    config = _with_encoding(test_packing.SMALL, encoding, max_distance=2)
-    params = test_packing._init(config)
-    packed, alone = test_packing._packed_and_alone(test_packing._random_pairs(5, seed=0, max_words=4),
-                                                   test_packing.ROWS)
-    packed_logits = test_packing._logits(config, params, packed)
+    config = _with_encoding(packed_pairs.SMALL, encoding, max_distance=2)
+    params = packed_pairs.init_transformer(config)
+    packed, alone = packed_pairs.packed_and_alone(packed_pairs.random_pairs(5, seed=0, max_words=4),
+                                                  packed_pairs.ROWS)
+    packed_logits = packed_pairs.logits_of(config, params, packed)
     segments = np.asarray(packed["targets_segmentation"])
-    for row, members in enumerate(test_packing.ROWS.tolist()):
+    for row, members in enumerate(packed_pairs.ROWS.tolist()):
         for segment, pair in enumerate((p for p in members if p >= 0), start=1):
             positions = np.flatnonzero(segments[row] == segment)
-            expected = test_packing._logits(config, params, alone[pair])[0, :len(positions)]
+            expected = packed_pairs.logits_of(config, params, alone[pair])[0, :len(positions)]
             np.testing.assert_allclose(packed_logits[row, positions], expected, atol=2e-5, rtol=2e-5)
 
 

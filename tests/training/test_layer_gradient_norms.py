@@ -14,7 +14,7 @@ import pytest
 from attention_jax.models import metrics, model
 from attention_jax.models.transformer_config import TransformerConfig
 from attention_jax.training import train_state
-from tests.decoding.test_decode import random_batch
+from tests.support.decoding_helpers import random_batch
 
 SMALL = TransformerConfig(vocab_size=40, num_layers=2, d_model=16, d_ff=24, num_heads=2, key_dim=4, value_dim=6,
                           dropout_rate=0.0, max_len=40, layer_norm_position="pre")
