@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import pathlib
-import socket
 import subprocess
 import sys
 
@@ -36,12 +35,6 @@ def _env(device_count: int, **extra: str) -> dict[str, str]:
     device_flag = f"--xla_force_host_platform_device_count={device_count}"
     env.update(JAX_PLATFORMS="cpu", XLA_FLAGS=train_support.child_xla_flags(device_flag), **extra)
     return env
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def _start_main(workdir: pathlib.Path, data_dir: pathlib.Path, env: dict[str, str],
@@ -82,7 +75,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory,
     single, multi = base / "single", base / "multi"
     log = base / "single.log"
     _wait([_start_main(single, data_dir, _env(2), log)], [log])
-    address = f"127.0.0.1:{_free_port()}"
+    address = f"127.0.0.1:{train_support.free_port()}"
     logs = [base / f"process{index}.log" for index in range(2)]
     processes = [_start_main(multi, data_dir, _env(1, JAX_COORDINATOR_ADDRESS=address, JAX_NUM_PROCESSES="2",
                                                     JAX_PROCESS_ID=str(index)), logs[index])

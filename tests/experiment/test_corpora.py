@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import pathlib
 import re
-import shlex
 
 import numpy as np
 import pytest
@@ -19,7 +18,7 @@ from attention_jax.models.registry import Registration
 from configs import small_corpus
 from configs.sweeps import attention_function, normalization, positions
 from launch import export_results, local_executor, sweep_spec
-from tests.support.sweep_cli import (REPO_ROOT, fake_main_env, needs_entry_point, sweep_in_process,  # noqa: F401
+from tests.support.sweep_cli import (REPO_ROOT, dry_run_commands, fake_main_env, needs_entry_point, sweep_in_process,  # noqa: F401
                                      tiny_data_dir, tiny_overrides)
 
 BOTH = ("messages_en_de", "gnome_help_en_de")
@@ -107,10 +106,6 @@ def test_jobs_go_seed_corpus_row_with_the_recipe_between_row_and_common_override
     assert "--config.dataset=tsv:runs/positions_corpora/gnome_help_en_de" in argv and "--config.max_len=512" in argv
 
 
-def _commands(stdout: str) -> list[list[str]]:
-    return [shlex.split(line) for line in stdout.splitlines() if line and not line.startswith("#")]
-
-
 def test_dry_run_over_corpora_on_every_executor(tmp_path: pathlib.Path) -> None:
     root = tmp_path / "norm"
     common = ("--config=configs/sweeps/normalization.py", "--rows=base,no_residual", f"--root={root}",
@@ -118,7 +113,8 @@ def test_dry_run_over_corpora_on_every_executor(tmp_path: pathlib.Path) -> None:
     local = sweep_in_process(*common)
     assert local.returncode == 0, local.stderr
     assert "x seeds 0 x corpora messages_en_de, gnome_help_en_de" in local.stdout.splitlines()[0]
-    workdirs = [next(arg for arg in command if arg.startswith("--workdir=")) for command in _commands(local.stdout)]
+    workdirs = [next(arg for arg in command if arg.startswith("--workdir="))
+                for command in dry_run_commands(local.stdout)]
     assert workdirs == [f"--workdir={root}/{corpus}/{row}/seed_0" for corpus in BOTH for row in ("base", "no_residual")]
     slurm = sweep_in_process(*common, "--executor=slurm")
     assert slurm.returncode == 0, slurm.stderr
@@ -205,7 +201,7 @@ def test_a_users_sweep_file_elsewhere_gets_its_corpora(tmp_path: pathlib.Path, u
     root = tmp_path / "mine"
     result = sweep_in_process(f"--config={user_sweep}", f"--root={root}", "--dry_run", "--config.d_model=32")
     assert result.returncode == 0, result.stderr
-    commands = _commands(result.stdout)
+    commands = dry_run_commands(result.stdout)
     corpus_flags = [next(index for index, arg in enumerate(c) if arg.startswith("--config.corpus=")) for c in commands]
     assert [c[index - 1:index + 1] for c, index in zip(commands, corpus_flags)] == [
         [f"--config.name={row}", f"--config.corpus={corpus}"] for corpus in ("user_corpus", "messages_en_de")
@@ -215,7 +211,7 @@ def test_a_users_sweep_file_elsewhere_gets_its_corpora(tmp_path: pathlib.Path, u
     assert messages.index("--config.max_len=16") < messages.index("--config.d_model=32")
     assert "--config.max_len=64" not in messages
     only = sweep_in_process(f"--config={user_sweep}", f"--root={root}", "--dry_run", "--corpora=messages_en_de")
-    assert len(_commands(only.stdout)) == 2 and "user_corpus" not in only.stdout
+    assert len(dry_run_commands(only.stdout)) == 2 and "user_corpus" not in only.stdout
 
 
 def _job(corpus: str, row: str, seed: int, root: pathlib.Path) -> sweep_spec.RowJob:

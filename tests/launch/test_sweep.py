@@ -22,14 +22,10 @@ import sys
 import pytest
 
 from configs import table2
-from tests.support.sweep_cli import (REPO_ROOT, fake_main_env, needs_entry_point, run_module, run_sweep,  # noqa: F401
-                                     sweep_in_process, tiny_data_dir, tiny_flags)
+from tests.support.sweep_cli import (REPO_ROOT, dry_run_commands, fake_main_env, needs_entry_point,  # noqa: F401
+                                     run_module, run_sweep, sweep_in_process, tiny_data_dir, tiny_flags)
 
 ROWS = list(table2.ROW_NAMES)
-
-
-def _commands(stdout: str) -> list[list[str]]:
-    return [shlex.split(line) for line in stdout.splitlines() if line and not line.startswith("#")]
 
 
 @pytest.mark.slow
@@ -38,7 +34,7 @@ def test_local_dry_run_lists_every_row_command(tmp_path: pathlib.Path) -> None:
     result = sweep_in_process("--config=configs/table2.py", "--rows=all", "--executor=local", f"--root={root}",
                        "--dry_run", "--config.num_train_steps=20", "--config.dataset=synthetic_en_de")
     assert result.returncode == 0, result.stderr
-    commands = _commands(result.stdout)
+    commands = dry_run_commands(result.stdout)
     assert len(commands) == len(ROWS) == 20
     for row, command in zip(ROWS, commands):
         assert command[:3] == ["cd", str(REPO_ROOT), "&&"]
@@ -103,7 +99,7 @@ def test_tpu_dry_run_starts_each_row_on_every_host(tmp_path: pathlib.Path) -> No
                        "--remote_root=gs://bucket/t2", "--repo_dir=~/attention_jax",
                        "--setup=source ~/venv/bin/activate", "--config.dtype=bfloat16")
     assert result.returncode == 0, result.stderr
-    commands = _commands(result.stdout)
+    commands = dry_run_commands(result.stdout)
     assert len(commands) == 20
     for row, command in zip(ROWS, commands):
         assert command[:-1] == ["gcloud", "compute", "tpus", "tpu-vm", "ssh", "v4-32", "--zone=us-central2-b",
@@ -340,7 +336,7 @@ def test_seeds_dry_run_lists_every_row_for_every_seed(tmp_path: pathlib.Path) ->
                        "--dry_run", "--config.num_train_steps=20")
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines()[0].startswith("# configs/table2.py: 2 row(s) base, A1 x seeds 0, 1, 2")
-    commands = _commands(result.stdout)
+    commands = dry_run_commands(result.stdout)
     assert len(commands) == 6
     for (row, seed), command in zip(_seed_runs(SEED_ROWS, range(3)), commands):
         assert command[6:] == [f"--config=configs/table2.py:{row}", f"--workdir={root}/{row}/seed_{seed}",
@@ -373,7 +369,7 @@ def test_seeds_tpu_dry_run_puts_each_seed_in_its_remote_directory(tmp_path: path
                        f"--root={tmp_path / 't2'}", "--seeds=2", "--dry_run", "--tpu_name=v4-32", "--zone=z",
                        "--remote_root=gs://bucket/t2", "--config.dtype=bfloat16")
     assert result.returncode == 0, result.stderr
-    commands = _commands(result.stdout)
+    commands = dry_run_commands(result.stdout)
     assert len(commands) == 4
     for (row, seed), command in zip(_seed_runs(SEED_ROWS, range(2)), commands):
         remote = command[-1].removeprefix("--command=")
@@ -449,9 +445,9 @@ def test_sweep_file_get_seeds_and_row_seed_settings(tmp_path: pathlib.Path) -> N
     root = tmp_path / "runs"
     result = sweep_in_process(f"--config={sweep_file}", f"--root={root}", "--dry_run")
     assert result.returncode == 0, result.stderr
-    assert [command[-1] for command in _commands(result.stdout)] == ["2>&1"] * 4
+    assert [command[-1] for command in dry_run_commands(result.stdout)] == ["2>&1"] * 4
     workdirs = [next(arg for arg in command if arg.startswith("--workdir="))
-                for command in _commands(result.stdout)]
+                for command in dry_run_commands(result.stdout)]
     assert workdirs == [f"--workdir={root}/{row}/seed_{seed}" for seed in (3, 5) for row in ("narrow", "wide")]
     assert "note: the seeds replace row setting narrow seed=7" in result.stderr
     counted = sweep_in_process(f"--config={sweep_file}", f"--root={root}", "--dry_run", "--seeds=1")  # --seeds wins.

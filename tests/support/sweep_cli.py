@@ -9,6 +9,7 @@ import importlib.util
 import io
 import os
 import pathlib
+import shlex
 import signal
 import subprocess
 import sys
@@ -247,3 +248,8 @@ def tiny_data_dir(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
     config.data_dir = str(data_dir)
     input_pipeline.get_datasets(sections.build_experiment(config, "configs/tiny.py").data)
     return data_dir
+
+
+def dry_run_commands(stdout: str) -> list[list[str]]:
+    """The commands a ``--dry_run`` printed, split as a shell would (comment lines left out)."""
+    return [shlex.split(line) for line in stdout.splitlines() if line and not line.startswith("#")]

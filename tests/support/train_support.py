@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import socket
 import subprocess
 import sys
 from typing import Any, Iterator
@@ -94,3 +95,10 @@ def result_line(completed: subprocess.CompletedProcess) -> Any:
             return json.loads(line[len("RESULT "):])
     raise AssertionError(f"no RESULT line (exit {completed.returncode}).\nstdout:\n"
                          f"{completed.stdout[-3000:]}\nstderr:\n{completed.stderr[-5000:]}")
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now (for a coordinator)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]

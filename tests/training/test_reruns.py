@@ -14,7 +14,6 @@ import json
 import os
 import pathlib
 import shutil
-import signal
 import subprocess
 import sys
 import types
@@ -28,8 +27,9 @@ from attention_jax.checkpointing import checkpoints, params_checkpoints, resume_
 from attention_jax.data import tokenizer as tokenizer_module
 from attention_jax.foundation import log_format, run_files
 from attention_jax.foundation.user_errors import UserInputError
-from attention_jax.training import early_stopping, run_evaluation, setup_checks, train, train_state
+from attention_jax.training import early_stopping, run_evaluation, setup_checks, train_state
 from tests.support import REPO_ROOT, fake_data, train_support
+from tests.support.fake_data import SigtermDuringFinalBleu, train_tiny
 
 pytestmark = [pytest.mark.end_to_end, pytest.mark.usefixtures("cache_dir")]  # tests/conftest.py
 
@@ -37,11 +37,6 @@ pytestmark = [pytest.mark.end_to_end, pytest.mark.usefixtures("cache_dir")]  # t
 EARLY_STOPPED = dict(num_train_steps=40, eval_every_steps=2, checkpoint_every_steps=2, early_stopping_patience=1,
                      early_stopping_min_improvement=0.99, average_last_checkpoints=1)
 FINISHED = dict(num_train_steps=4, eval_every_steps=2, checkpoint_every_steps=2)
-
-
-def _train(workdir: pathlib.Path, data: fake_data.FakeData | None = None, **overrides: object) -> dict:
-    return train.train_and_evaluate(fake_data.tiny_experiment(**overrides), str(workdir),
-                                    data=data or fake_data.FakeData())
 
 
 def _snapshot(directory: pathlib.Path) -> dict[str, tuple[int, str]]:
@@ -62,14 +57,14 @@ def _results(workdir: pathlib.Path) -> dict:
 
 @pytest.mark.slow
 def test_early_stopped_rerun_changes_nothing_until_patience_is_raised(tmp_path: pathlib.Path) -> None:
-    first = _train(tmp_path, **EARLY_STOPPED)
+    first = train_tiny(tmp_path, **EARLY_STOPPED)
     assert first["stop_reason"] == early_stopping.STOPPED_EARLY and first["step"] == 4
     before = _snapshot(tmp_path)
-    longer = _train(tmp_path, **dict(EARLY_STOPPED, num_train_steps=200))
+    longer = train_tiny(tmp_path, **dict(EARLY_STOPPED, num_train_steps=200))
     assert longer["already_finished"] and "early stopping ended it at step 4" in longer["reason"]
     assert "raise --config.early_stopping_patience above 1" in longer["reason"]
     assert _snapshot(tmp_path) == before  # No eval record, no null train figures, config.json still 40 steps.
-    patient = _train(tmp_path, **dict(EARLY_STOPPED, early_stopping_patience=3))
+    patient = train_tiny(tmp_path, **dict(EARLY_STOPPED, early_stopping_patience=3))
     assert patient["step"] == 8 and patient["stop_reason"] == early_stopping.STOPPED_EARLY  # Trained on.
     assert _eval_steps(tmp_path) == [2, 4, 6, 8]
     assert checkpoints.read_config(str(tmp_path)).run.early_stopping_patience == 3
@@ -77,22 +72,22 @@ def test_early_stopped_rerun_changes_nothing_until_patience_is_raised(tmp_path: 
 
 @pytest.mark.slow
 def test_finished_rerun_with_fewer_steps_changes_nothing(tmp_path: pathlib.Path) -> None:
-    _train(tmp_path, **FINISHED)
+    train_tiny(tmp_path, **FINISHED)
     before = _snapshot(tmp_path)
-    shorter = _train(tmp_path, **dict(FINISHED, num_train_steps=2))
+    shorter = train_tiny(tmp_path, **dict(FINISHED, num_train_steps=2))
     assert shorter["already_finished"] and "beyond num_train_steps=2" in shorter["reason"]
     assert _snapshot(tmp_path) == before
-    other_logging = _train(tmp_path, **dict(FINISHED, log_every_steps=1))
+    other_logging = train_tiny(tmp_path, **dict(FINISHED, log_every_steps=1))
     assert other_logging["already_finished"] and "reached num_train_steps=4" in other_logging["reason"]
     assert _snapshot(tmp_path) == before
 
 
 @pytest.mark.slow
 def test_final_bleu_added_to_a_finished_run_keeps_its_training_figures(tmp_path: pathlib.Path) -> None:
-    _train(tmp_path, **FINISHED)
+    train_tiny(tmp_path, **FINISHED)
     trained = _results(tmp_path)
     config_before = (tmp_path / run_files.CONFIG_FILE).read_bytes()
-    evaluated = _train(tmp_path, **dict(FINISHED, final_bleu=True, final_bleu_splits=("dev",), beam_size=1))
+    evaluated = train_tiny(tmp_path, **dict(FINISHED, final_bleu=True, final_bleu_splits=("dev",), beam_size=1))
     assert evaluated["finished"] and not evaluated.get("already_finished")
     results = _results(tmp_path)
     for key in ("train_loss", "train_nll_loss", "train_tokens_per_s", "wall_s", "evaluations_since_best",
@@ -103,31 +98,21 @@ def test_final_bleu_added_to_a_finished_run_keeps_its_training_figures(tmp_path:
     assert _eval_steps(tmp_path) == [2, 4]  # No second evaluation of step 4.
     assert (tmp_path / run_files.CONFIG_FILE).read_bytes() == config_before
     before = _snapshot(tmp_path)
-    again = _train(tmp_path, **dict(FINISHED, final_bleu=True, final_bleu_splits=("dev",), beam_size=1))
+    again = train_tiny(tmp_path, **dict(FINISHED, final_bleu=True, final_bleu_splits=("dev",), beam_size=1))
     assert again["already_finished"]  # The evaluation it asks for is there.
     assert _snapshot(tmp_path) == before
 
 
 # --- Rule 3: SIGTERM during the final BLEU -----------------------------------------------------------
 
-class _SigtermDuringFinalBleu(fake_data.FakeData):
-    """Sends SIGTERM to its own process when the final BLEU asks for a whole split."""
-
-    def text_pairs(self, split: str, max_pairs: int = 0) -> list[tuple[str, str]]:
-        pairs = super().text_pairs(split, max_pairs)
-        if max_pairs == 0:
-            os.kill(os.getpid(), signal.SIGTERM)
-        return pairs
-
-
 @pytest.mark.slow
 def test_sigterm_during_final_bleu_stops_and_the_rerun_only_evaluates(tmp_path: pathlib.Path) -> None:
     settings = dict(FINISHED, final_bleu=True, final_bleu_splits=("dev",), beam_size=1)
-    stopped = _train(tmp_path, data=_SigtermDuringFinalBleu(), **settings)
+    stopped = train_tiny(tmp_path, data=SigtermDuringFinalBleu(), **settings)
     assert stopped["finished"] is False  # The command exits 75 (run_files.STOPPED_EXIT_STATUS).
     assert not (tmp_path / run_files.RESULTS_FILE).exists()  # A sweep does not count the row as done.
     config_before = (tmp_path / run_files.CONFIG_FILE).read_bytes()
-    finished = _train(tmp_path, **settings)
+    finished = train_tiny(tmp_path, **settings)
     assert finished["finished"] and finished["dev_bleu"] is not None
     results = _results(tmp_path)
     assert results["train_loss"] is not None and results["train_tokens_per_s"] is not None

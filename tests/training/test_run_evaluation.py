@@ -21,18 +21,13 @@ import pytest
 from attention_jax.checkpointing import checkpoints
 from attention_jax.foundation import run_files
 from attention_jax.foundation.user_errors import UserInputError
-from attention_jax.training import train
 from tests.support import fake_data
+from tests.support.fake_data import SigtermDuringFinalBleu, train_tiny
 
 pytestmark = [pytest.mark.end_to_end, pytest.mark.usefixtures("cache_dir")]  # tests/conftest.py
 
 # Sampled BLEU of 2 dev pairs at step 2, greedy; step 4 is the last. No checkpoint is due before step 4.
 SAMPLED = dict(num_train_steps=4, eval_every_steps=2, checkpoint_every_steps=0, num_bleu_examples=2, beam_size=1)
-
-
-def _train(workdir: pathlib.Path, data: fake_data.FakeData | None = None, **overrides: object) -> dict:
-    return train.train_and_evaluate(fake_data.tiny_experiment(**overrides), str(workdir),
-                                    data=data or fake_data.FakeData())
 
 
 def _evaluations(workdir: pathlib.Path) -> dict[int, dict]:
@@ -56,23 +51,13 @@ class _OnSampledBleu(fake_data.FakeData):
         return super().text_pairs(split, max_pairs)
 
 
-class _SigtermDuringFinalBleu(fake_data.FakeData):
-    """Sends SIGTERM to its own process when the final BLEU asks for a whole split."""
-
-    def text_pairs(self, split: str, max_pairs: int = 0) -> list[tuple[str, str]]:
-        pairs = super().text_pairs(split, max_pairs)
-        if max_pairs == 0:
-            os.kill(os.getpid(), signal.SIGTERM)
-        return pairs
-
-
 @pytest.mark.slow
 def test_a_crash_in_an_evaluation_loses_no_step_and_the_rerun_evaluates_it_first(tmp_path: pathlib.Path) -> None:
     with pytest.raises(RuntimeError, match="the decoder crashed"):
-        _train(tmp_path, data=_OnSampledBleu("raise"), **SAMPLED)
+        train_tiny(tmp_path, data=_OnSampledBleu("raise"), **SAMPLED)
     assert checkpoints.finished_steps(str(tmp_path / run_files.CHECKPOINT_DIR)) == [2]  # Written before it.
     assert _evaluations(tmp_path) == {}
-    results = _train(tmp_path, **SAMPLED)
+    results = train_tiny(tmp_path, **SAMPLED)
     assert results["finished"] and results["step"] == 4
     assert sorted(_evaluations(tmp_path)) == [2, 4]  # Step 2 evaluated on resuming, before training on.
     assert _evaluations(tmp_path)[2]["eval/bleu_sentences"] == 2
@@ -81,12 +66,12 @@ def test_a_crash_in_an_evaluation_loses_no_step_and_the_rerun_evaluates_it_first
 @pytest.mark.slow
 def test_sigterm_during_the_sampled_bleu_stops_before_decoding_and_the_rerun_evaluates_first(
         tmp_path: pathlib.Path) -> None:
-    stopped = _train(tmp_path, data=_OnSampledBleu("sigterm"), **SAMPLED)
+    stopped = train_tiny(tmp_path, data=_OnSampledBleu("sigterm"), **SAMPLED)
     assert stopped["finished"] is False and stopped["step"] == 2  # Not a step later, after a whole decode.
     assert stopped["steps_after_stop_request"] == 0
     assert checkpoints.finished_steps(str(tmp_path / run_files.CHECKPOINT_DIR)) == [2]
     assert _evaluations(tmp_path) == {}  # The stopped evaluation left no figures (nor an early-stopping count).
-    results = _train(tmp_path, **SAMPLED)
+    results = train_tiny(tmp_path, **SAMPLED)
     assert results["finished"] and results["step"] == 4
     assert sorted(_evaluations(tmp_path)) == [2, 4]
 
@@ -96,13 +81,13 @@ def test_finishing_the_final_bleu_or_a_lost_results_file_reports_the_best_of_eve
         tmp_path: pathlib.Path) -> None:
     settings = dict(num_train_steps=4, eval_every_steps=2, checkpoint_every_steps=2, early_stopping_patience=5,
                     average_last_checkpoints=1, final_bleu=True, final_bleu_splits=("dev",), beam_size=1)
-    stopped = _train(tmp_path, data=_SigtermDuringFinalBleu(), **settings)
+    stopped = train_tiny(tmp_path, data=SigtermDuringFinalBleu(), **settings)
     assert stopped["finished"] is False and not (tmp_path / run_files.RESULTS_FILE).exists()
     perplexities = {step: record["eval/perplexity"] for step, record in _evaluations(tmp_path).items()}
     best_step = min(perplexities, key=perplexities.__getitem__)
     assert sorted(perplexities) == [2, 4] and best_step == 4  # The final evaluation is the best one.
     for rerun in ("finish the final BLEU", "rewrite a corrupt results.json"):
-        _train(tmp_path, **settings)
+        train_tiny(tmp_path, **settings)
         results = json.loads((tmp_path / run_files.RESULTS_FILE).read_text())
         assert results["eval_ppl"] == pytest.approx(perplexities[4]), rerun
         assert results["best_step"] == best_step and results["evaluations_since_best"] == 0, rerun
@@ -115,4 +100,4 @@ def test_finishing_the_final_bleu_or_a_lost_results_file_reports_the_best_of_eve
 @pytest.mark.slow
 def test_a_diverging_loss_is_a_one_line_error_naming_the_checkpoint(tmp_path: pathlib.Path) -> None:
     with pytest.raises(UserInputError, match=r"non-finite training loss at step \d+ .*No checkpoint was saved"):
-        _train(tmp_path, num_train_steps=4, log_every_steps=1, learning_rate_scale=1e30, eval_every_steps=0)
+        train_tiny(tmp_path, num_train_steps=4, log_every_steps=1, learning_rate_scale=1e30, eval_every_steps=0)

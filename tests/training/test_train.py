@@ -6,7 +6,6 @@ import json
 import math
 import os
 import pathlib
-import socket
 import subprocess
 import sys
 
@@ -181,12 +180,6 @@ def test_nan_loss_stops_with_step_and_keeps_good_checkpoint(cache_dir: str, tmp_
     assert event_files.scalars(tmp_path / "tensorboard", "run/")["run/end_status"][-1][1] == -1.0  # Failed.
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @pytest.mark.slow
 def test_two_processes_train_like_one(cache_dir: str, uninterrupted_workdir: pathlib.Path,
                                       tmp_path: pathlib.Path) -> None:
@@ -196,7 +189,7 @@ def test_two_processes_train_like_one(cache_dir: str, uninterrupted_workdir: pat
     and one data-iterator state file per process.
     """
     overrides = dict(RESUME_CONFIG, num_train_steps=4, num_eval_batches=1)  # One eval shape to compile.
-    address = f"127.0.0.1:{_free_port()}"
+    address = f"127.0.0.1:{train_support.free_port()}"
     children = [
         subprocess.Popen(
             [sys.executable, "tests/support/train_script.py", str(tmp_path), json.dumps(overrides),
