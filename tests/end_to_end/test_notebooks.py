@@ -11,9 +11,8 @@ import pathlib
 import pytest
 
 from attention_jax.reports import sweep_seeds
-from tests.support.notebooks import NOTEBOOKS, QUICKSTART_NOTEBOOK, REPO_ROOT, execute_notebook
+from tests.support.notebooks import ABLATIONS_NOTEBOOK, NOTEBOOKS, QUICKSTART_NOTEBOOK, REPO_ROOT, execute_notebook
 
-ABLATIONS_NOTEBOOK = REPO_ROOT / "notebooks" / "03_ablations.ipynb"
 COMMITTED_REPORT = REPO_ROOT / "docs" / "table2_small_subset" / "table2_small.csv"  # 20 rows x 3 seeds.
 SEED_COLUMNS = ("seeds", "seeds_pending", "dev_ppl_mean", "dev_ppl_std", "dev_bleu_mean", "dev_bleu_std",
                 "paired_seeds", "dev_ppl_change_pct_mean", "dev_ppl_change_pct_std", "paper_dev_ppl_change_pct",

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.notebooks import REPO_ROOT, execute_notebook
+from tests.support.notebooks import ABLATIONS_NOTEBOOK, REPO_ROOT, execute_notebook
 
-ABLATIONS_NOTEBOOK = REPO_ROOT / "notebooks" / "03_ablations.ipynb"
 POSITIONS_ROOT = REPO_ROOT / "docs" / "positions"  # The committed positions sweep: no paper figures.
 
 

@@ -193,3 +193,6 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+ABLATIONS_NOTEBOOK = REPO_ROOT / "notebooks" / "03_ablations.ipynb"

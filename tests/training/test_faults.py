@@ -27,6 +27,7 @@ from attention_jax.training import train_state, workdir_lock
 from tests.support import fake_data, train_support
 from tests.support.sweep_cli import (REPO_ROOT, sweep_in_process, tiny_data_dir, tiny_flags,  # noqa: F401
                                      train_tiny_in_process)
+from tests.support.train_support import snapshot
 from tests.support.waiting import wait_for_pattern, wait_until
 
 pytestmark = [pytest.mark.end_to_end]
@@ -54,11 +55,6 @@ def _main_command(workdir: pathlib.Path, data_dir: pathlib.Path, steps: int, **e
 
 def _cli_env(cache_dir: str) -> dict[str, str]:
     return train_support.subprocess_env(cache_dir, PYTHONUNBUFFERED="1")
-
-
-def _snapshot(directory: pathlib.Path) -> dict[str, tuple[int, str]]:
-    return {str(path.relative_to(directory)): (path.stat().st_mtime_ns, hashlib.sha256(path.read_bytes()).hexdigest())
-            for path in sorted(directory.rglob("*")) if path.is_file()}
 
 
 # --- kill -9 at several steps -----------------------------------------------------------------------
@@ -134,12 +130,12 @@ def test_finished_rerun_changes_nothing_and_a_stale_average_is_refused(
     # The finished rerun is the command as a user runs it (its stdout line is under test); the two
     # trainings around it run in this process, where the shared cache compiles the step once.
     assert train_tiny_in_process(workdir, tiny_data_dir, 10, **extra)["finished"]
-    before = _snapshot(workdir)
+    before = snapshot(workdir)
     again = subprocess.run(_main_command(workdir, tiny_data_dir, 10, **extra), cwd=REPO_ROOT, env=_cli_env(cache_dir),
                            capture_output=True, text=True, timeout=300)
     assert again.returncode == 0, again.stderr[-3000:]
     assert "already finished at step 10: nothing to do, no file changed" in again.stdout
-    assert _snapshot(workdir) == before  # results.json keeps train_loss; no eval record added.
+    assert snapshot(workdir) == before  # results.json keeps train_loss; no eval record added.
     assert json.loads((workdir / run_files.RESULTS_FILE).read_text())["train_loss"] is not None
 
     assert params_checkpoints.write_average(str(workdir), 2) == [5, 10]

@@ -47,7 +47,7 @@ def source_run(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
     return workdir
 
 
-def _snapshot(directory: pathlib.Path) -> dict[str, str]:
+def _hashes(directory: pathlib.Path) -> dict[str, str]:
     return {str(path.relative_to(directory)): hashlib.sha256(path.read_bytes()).hexdigest()
             for path in sorted(directory.rglob("*")) if path.is_file()}
 
@@ -60,7 +60,7 @@ def _params(directory: pathlib.Path, step: int) -> dict:
 @pytest.mark.slow
 def test_fine_tuning_starts_from_the_sources_parameters_with_a_fresh_optimizer(
         source_run: pathlib.Path, tmp_path: pathlib.Path) -> None:
-    before = _snapshot(source_run)
+    before = _hashes(source_run)
     workdir = tmp_path / "fine_tuned"
     config = fake_data.tiny_experiment(num_train_steps=2, eval_every_steps=2, checkpoint_every_steps=2,
                                        dropout_rate=0.3, fine_tune_from=str(source_run))
@@ -84,7 +84,7 @@ def test_fine_tuning_starts_from_the_sources_parameters_with_a_fresh_optimizer(
     assert results["fine_tuned_from"] == record  # results.json names the source too.
     assert json.loads((workdir / run_files.RESULTS_FILE).read_text())["fine_tuned_from"] == record
     assert checkpoints.read_config(str(workdir)).run.fine_tune_from == str(source_run)
-    assert _snapshot(source_run) == before  # The source is only read.
+    assert _hashes(source_run) == before  # The source is only read.
     trained = _params(workdir / run_files.CHECKPOINT_DIR, 2)
     assert any(not np.array_equal(a, b) for a, b in zip(jax.tree.leaves(trained), jax.tree.leaves(expected)))
 

@@ -9,7 +9,6 @@ compilation cache.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import pathlib
@@ -27,9 +26,10 @@ from attention_jax.checkpointing import checkpoints, params_checkpoints, resume_
 from attention_jax.data import tokenizer as tokenizer_module
 from attention_jax.foundation import log_format, run_files
 from attention_jax.foundation.user_errors import UserInputError
-from attention_jax.training import early_stopping, run_evaluation, setup_checks, train_state
+from attention_jax.training import early_stopping, run_evaluation, setup_checks
 from tests.support import REPO_ROOT, fake_data, train_support
 from tests.support.fake_data import SigtermDuringFinalBleu, train_tiny
+from tests.support.train_support import save_checkpoint, snapshot
 
 pytestmark = [pytest.mark.end_to_end, pytest.mark.usefixtures("cache_dir")]  # tests/conftest.py
 
@@ -37,11 +37,6 @@ pytestmark = [pytest.mark.end_to_end, pytest.mark.usefixtures("cache_dir")]  # t
 EARLY_STOPPED = dict(num_train_steps=40, eval_every_steps=2, checkpoint_every_steps=2, early_stopping_patience=1,
                      early_stopping_min_improvement=0.99, average_last_checkpoints=1)
 FINISHED = dict(num_train_steps=4, eval_every_steps=2, checkpoint_every_steps=2)
-
-
-def _snapshot(directory: pathlib.Path) -> dict[str, tuple[int, str]]:
-    return {str(path.relative_to(directory)): (path.stat().st_mtime_ns, hashlib.sha256(path.read_bytes()).hexdigest())
-            for path in sorted(directory.rglob("*")) if path.is_file()}
 
 
 def _eval_steps(workdir: pathlib.Path) -> list[int]:
@@ -59,11 +54,11 @@ def _results(workdir: pathlib.Path) -> dict:
 def test_early_stopped_rerun_changes_nothing_until_patience_is_raised(tmp_path: pathlib.Path) -> None:
     first = train_tiny(tmp_path, **EARLY_STOPPED)
     assert first["stop_reason"] == early_stopping.STOPPED_EARLY and first["step"] == 4
-    before = _snapshot(tmp_path)
+    before = snapshot(tmp_path)
     longer = train_tiny(tmp_path, **dict(EARLY_STOPPED, num_train_steps=200))
     assert longer["already_finished"] and "early stopping ended it at step 4" in longer["reason"]
     assert "raise --config.early_stopping_patience above 1" in longer["reason"]
-    assert _snapshot(tmp_path) == before  # No eval record, no null train figures, config.json still 40 steps.
+    assert snapshot(tmp_path) == before  # No eval record, no null train figures, config.json still 40 steps.
     patient = train_tiny(tmp_path, **dict(EARLY_STOPPED, early_stopping_patience=3))
     assert patient["step"] == 8 and patient["stop_reason"] == early_stopping.STOPPED_EARLY  # Trained on.
     assert _eval_steps(tmp_path) == [2, 4, 6, 8]
@@ -73,13 +68,13 @@ def test_early_stopped_rerun_changes_nothing_until_patience_is_raised(tmp_path: 
 @pytest.mark.slow
 def test_finished_rerun_with_fewer_steps_changes_nothing(tmp_path: pathlib.Path) -> None:
     train_tiny(tmp_path, **FINISHED)
-    before = _snapshot(tmp_path)
+    before = snapshot(tmp_path)
     shorter = train_tiny(tmp_path, **dict(FINISHED, num_train_steps=2))
     assert shorter["already_finished"] and "beyond num_train_steps=2" in shorter["reason"]
-    assert _snapshot(tmp_path) == before
+    assert snapshot(tmp_path) == before
     other_logging = train_tiny(tmp_path, **dict(FINISHED, log_every_steps=1))
     assert other_logging["already_finished"] and "reached num_train_steps=4" in other_logging["reason"]
-    assert _snapshot(tmp_path) == before
+    assert snapshot(tmp_path) == before
 
 
 @pytest.mark.slow
@@ -97,10 +92,10 @@ def test_final_bleu_added_to_a_finished_run_keeps_its_training_figures(tmp_path:
     assert (tmp_path / "eval_validation.json").exists()
     assert _eval_steps(tmp_path) == [2, 4]  # No second evaluation of step 4.
     assert (tmp_path / run_files.CONFIG_FILE).read_bytes() == config_before
-    before = _snapshot(tmp_path)
+    before = snapshot(tmp_path)
     again = train_tiny(tmp_path, **dict(FINISHED, final_bleu=True, final_bleu_splits=("dev",), beam_size=1))
     assert again["already_finished"]  # The evaluation it asks for is there.
-    assert _snapshot(tmp_path) == before
+    assert snapshot(tmp_path) == before
 
 
 # --- Rule 3: SIGTERM during the final BLEU -----------------------------------------------------------
@@ -123,17 +118,9 @@ def test_sigterm_during_final_bleu_stops_and_the_rerun_only_evaluates(tmp_path: 
 
 # --- Rule 2: other data under trained weights -----------------------------------------------------------
 
-def _save_checkpoint(workdir: pathlib.Path, step: int = 1) -> None:
-    manager = checkpoints.TrainingCheckpoints(str(workdir), keep=1)
-    manager.save(train_state.TrainState(step=np.int32(step), params={"w": np.zeros(2, np.float32)},
-                                        opt_state=(np.zeros(3, np.float32),), rng=np.zeros(2, np.uint32)),
-                 data_state={}, progress={})
-    manager.close()
-
-
 def test_resuming_on_another_corpus_is_refused_naming_the_field(tmp_path: pathlib.Path) -> None:
     checkpoints.write_config(str(tmp_path), fake_data.tiny_experiment(dataset="tsv:/data/a"))
-    _save_checkpoint(tmp_path)
+    save_checkpoint(tmp_path)
     with pytest.raises(UserInputError, match=r"trained on other data \(dataset: 'tsv:/data/a' in the workdir, "
                                              r"'tsv:/data/b' now\)"):
         resume_checks.check_resume_compatible(str(tmp_path), fake_data.tiny_experiment(dataset="tsv:/data/b"))

@@ -17,7 +17,6 @@ import subprocess
 import sys
 
 import jax
-import numpy as np
 import pytest
 
 from attention_jax.checkpointing import checkpoints, resume_checks
@@ -25,8 +24,9 @@ from attention_jax.data import first_use, input_pipeline
 from attention_jax.experiment import schema, sections
 from attention_jax.foundation import run_files
 from attention_jax.foundation.user_errors import UserInputError
-from attention_jax.training import setup_checks, sharding, train, train_state
+from attention_jax.training import setup_checks, sharding, train
 from tests.support import REPO_ROOT, fake_data, train_support
+from tests.support.train_support import save_checkpoint
 
 pytestmark = pytest.mark.usefixtures("cache_dir")  # A compilation cache (tests/conftest.py).
 
@@ -47,15 +47,7 @@ def _data(corpus: pathlib.Path, data_dir: pathlib.Path) -> input_pipeline.Transl
         tokens_per_batch_unit="slots"))
 
 
-def _save_checkpoint(workdir: pathlib.Path) -> None:
-    manager = checkpoints.TrainingCheckpoints(str(workdir), keep=1)
-    manager.save(train_state.TrainState(step=np.int32(1), params={"w": np.zeros(2, np.float32)},
-                                        opt_state=(np.zeros(3, np.float32),), rng=np.zeros(2, np.uint32)),
-                 data_state={}, progress={})
-    manager.close()
-
-
-def _snapshot(directory: pathlib.Path) -> dict[str, tuple[int, str]]:
+def _snapshot_but_the_lock_time(directory: pathlib.Path) -> dict[str, tuple[int, str]]:
     """Every file's modification time and hash; the lock's emptied file only by its contents."""
     return {str(path.relative_to(directory)): (0 if path.name == run_files.LOCK_FILE else path.stat().st_mtime_ns,
                                                hashlib.sha256(path.read_bytes()).hexdigest())
@@ -84,12 +76,12 @@ def test_a_run_resumed_on_a_replaced_dev_split_is_refused_and_nothing_is_written
     train.train_and_evaluate(fake_data.tiny_experiment(**settings), str(tmp_path), data=_EvaluatedOn("dev one"))
     recorded = json.loads((tmp_path / run_files.DATA_SPLITS_FILE).read_text())
     assert recorded == _EvaluatedOn("dev one").split_fingerprints()
-    before = _snapshot(tmp_path)
+    before = _snapshot_but_the_lock_time(tmp_path)
     longer = fake_data.tiny_experiment(**dict(settings, num_train_steps=4))
     with pytest.raises(UserInputError, match=r"was evaluated on another dev split: config\.eval_split='validation' "
                                              r"now holds 3 pairs .* Put back the dev split"):
         train.train_and_evaluate(longer, str(tmp_path), data=_EvaluatedOn("dev two"))
-    assert _snapshot(tmp_path) == before  # No metrics, no TensorBoard events, no config.json.
+    assert _snapshot_but_the_lock_time(tmp_path) == before  # No metrics, no TensorBoard events, no config.json.
     resumed = train.train_and_evaluate(longer, str(tmp_path), data=_EvaluatedOn("dev one"))
     assert resumed["finished"] and resumed["step"] == 4  # The original dev split resumes.
 
@@ -110,7 +102,7 @@ def test_replacing_dev_tsv_in_place_changes_its_fingerprint_only(tmp_path: pathl
 
 def test_resuming_with_another_seed_is_refused(tmp_path: pathlib.Path) -> None:
     checkpoints.write_config(str(tmp_path), fake_data.tiny_experiment(seed=0))
-    _save_checkpoint(tmp_path)
+    save_checkpoint(tmp_path)
     with pytest.raises(UserInputError, match=r"started with another seed \(seed: 0 in the workdir, 1 now\).* "
                                              r"Resume it with --config\.seed=0"):
         resume_checks.check_resume_compatible(str(tmp_path), fake_data.tiny_experiment(seed=1))
@@ -168,7 +160,7 @@ def test_early_stopping_on_a_tiny_dev_split_is_a_user_error() -> None:
 
 def test_max_len_changed_on_resume_names_the_field_as_written(tmp_path: pathlib.Path) -> None:
     checkpoints.write_config(str(tmp_path), fake_data.tiny_experiment(max_len=32))
-    _save_checkpoint(tmp_path)
+    save_checkpoint(tmp_path)
     with pytest.raises(UserInputError, match=r"a different model \(max_len: 32 in the workdir, 64 now\)\."):
         resume_checks.check_resume_compatible(str(tmp_path), fake_data.tiny_experiment(max_len=64))
 
