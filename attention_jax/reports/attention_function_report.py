@@ -32,7 +32,6 @@ use more than one attention function; :func:`write_attention_function_report`)::
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import math
 import os
@@ -40,9 +39,8 @@ from typing import Sequence
 
 from attention_jax.reports import comparison, comparison_plot
 from attention_jax.reports.comparison import directional_reading, mean_and_se, paired_changes
-from attention_jax.reports.comparison_report import format_figure
-from attention_jax.reports.figure_titles import fit_title
 from attention_jax.reports.sweep_rows import RowReport, read_sweep_rows
+from attention_jax.reports.writers import fit_title, format_figure, markdown_table, write_report_files
 
 REFERENCE_FUNCTION = "scaled_dot_product"
 """The paper's attention function: every other function is compared with it at the same ``d_k``."""
@@ -244,33 +242,33 @@ def markdown_report(root: str, compared: Sequence[FunctionRow], trends: Sequence
     lines = [f"# Attention functions at equal d_k: {root}", "",
              "Every ± is one standard error of the mean (sample standard deviation over √n) over the row's n "
              "seeds (the seeds column).", "",
-             "| row | attention function | d_k | seeds | dev PPL | dev BLEU | ΔPPL vs scaled dot product, same d_k "
-             "| ΔBLEU | reading |", "|---|---|---|---|---|---|---|---|---|"]
-    for record in _csv_records(compared):  # The same figures as the CSV, formatted.
-        lines.append(f"| {record['row']} | {record['attention_function']} | {record['key_dim']} | {record['seeds']} | "
-                     f"{format_figure(record['dev_ppl_mean'], record['dev_ppl_se'], 2)} | "
-                     f"{format_figure(record['dev_bleu_mean'], record['dev_bleu_se'], 1)} | "
-                     f"{format_figure(record['ppl_change_mean'], record['ppl_change_se'], 1, percent=True, sign=True)}"
-                     " | "
-                     f"{format_figure(record['bleu_difference_mean'], record['bleu_difference_se'], 1, sign=True)} | "
-                     f"{record['reading']} |")
+             *markdown_table(["row", "attention function", "d_k", "seeds", "dev PPL", "dev BLEU",
+                              "ΔPPL vs scaled dot product, same d_k", "ΔBLEU", "reading"],
+                             ([record["row"], record["attention_function"], record["key_dim"], record["seeds"],
+                               format_figure(record["dev_ppl_mean"], record["dev_ppl_se"], 2),
+                               format_figure(record["dev_bleu_mean"], record["dev_bleu_se"], 1),
+                               format_figure(record["ppl_change_mean"], record["ppl_change_se"], 1, percent=True,
+                                             sign=True),
+                               format_figure(record["bleu_difference_mean"], record["bleu_difference_se"], 1,
+                                             sign=True), record["reading"]]
+                              for record in _csv_records(compared)))]
     lines += ["", "Dev PPL and BLEU: mean ± standard error. ΔPPL: "
               "the dev perplexity's change against the scaled-dot-product row of the same d_k, paired by "
               "seed, mean ± standard error; ΔBLEU the same for the BLEU difference. Reading: the change "
               "is beyond the seeds' spread when |mean| > 2 x SE (the Table 2 report's rule; with 3 seeds a "
               "loose bar), else `within noise`."]
     if trends:
-        lines += ["", "## Does the change grow with d_k?", "",
-                  "| attention function | d_k | ΔPPL at the smaller d_k | ΔPPL at the larger d_k | "
-                  "difference, paired | reading |", "|---|---|---|---|---|---|"]
         rows = {(row.function, row.key_dim): row for row in compared}
+        table = []
         for trend in trends:
             small = rows[(trend.function, trend.small_key_dim)].ppl_changes
             large = rows[(trend.function, trend.large_key_dim)].ppl_changes
             cells = [format_figure(*mean_and_se(list(values.values())), 1, percent=True, sign=True)
                      for values in (small, large, trend.differences)]
-            lines.append(f"| {trend.function} | {trend.small_key_dim} → {trend.large_key_dim} | "
-                         f"{' | '.join(cells)} | {trend.reading} |")
+            table.append([trend.function, f"{trend.small_key_dim} → {trend.large_key_dim}", *cells, trend.reading])
+        lines += ["", "## Does the change grow with d_k?", "",
+                  *markdown_table(["attention function", "d_k", "ΔPPL at the smaller d_k", "ΔPPL at the larger d_k",
+                                   "difference, paired", "reading"], table)]
         lines += ["", "Difference: per seed, the change at the larger d_k minus the change at the smaller "
                   "(percentage points), mean ± standard error. `grows with d_k`: the function falls further "
                   "behind scaled dot product as d_k grows, beyond the seeds' spread."]
@@ -363,11 +361,7 @@ def write_attention_function_report(root: str, rows: Sequence[RowReport] | None 
         rows = read_sweep_rows(root)[1]
     compared = compare_functions(rows)
     stem = os.path.join(out_dir or root, REPORT_STEM)
-    with open(stem + ".md", "w", encoding="utf-8") as file:
-        file.write(markdown_report(root, compared, key_dim_trends(compared)))
-    with open(stem + ".csv", "w", encoding="utf-8", newline="") as file:
-        writer = csv.DictWriter(file, fieldnames=CSV_FIELDS)
-        writer.writeheader()
-        writer.writerows(_csv_records(compared))
+    paths = write_report_files(stem, markdown_report(root, compared, key_dim_trends(compared)), CSV_FIELDS,
+                               _csv_records(compared))
     plot_functions(compared, stem + ".png", f"attention functions at equal d_k ({root})")
-    return [stem + ".md", stem + ".csv", stem + ".png"]
+    return paths + [stem + ".png"]

@@ -14,8 +14,8 @@ import math
 from typing import Any, Mapping, Sequence
 
 from attention_jax.reports.comparison import Metric, MetricStats, run_directory
-from attention_jax.reports.figure_titles import fit_title
 from attention_jax.reports.sweep_rows import RowReport, read_metric_curve
+from attention_jax.reports.writers import fit_title
 
 EVAL_PPL_KEY = "eval/perplexity"
 TRAIN_LOSS_KEY = "train/loss"

@@ -12,7 +12,6 @@ the positions experiment's length buckets, say). The numbers are
 
 from __future__ import annotations
 
-import csv
 import os
 from typing import Mapping, Sequence
 
@@ -20,6 +19,9 @@ from attention_jax.foundation.user_errors import UserInputError
 from attention_jax.reports import comparison, comparison_plot, run_evaluations, sweep_rows
 from attention_jax.reports.comparison import Metric, MetricStats
 from attention_jax.reports.sweep_rows import RowReport
+from attention_jax.reports.writers import format_figure, markdown_table, write_csv, write_text
+
+__all__ = ["format_figure"]  # Re-exported: every report's cells.
 
 CSV_FIELDS = ("row", "metric", "reference", "status", "seeds", "mean", "se", "change_mean", "change_se",
               "change_unit", "paired_seeds", "verdict")
@@ -67,35 +69,6 @@ def resolve_reference(record: Mapping, rows: Sequence[RowReport], requested: str
     if first in names:
         return first, "the first row of get_sweep()"
     return names[0], "the first row reported"
-
-
-def format_figure(value: float | None, spread: float | None, digits: int, *, percent: bool = False,
-                  sign: bool = False) -> str:
-    """A figure for a report's table: ``"+8.9 ± 0.9%"``, ``"7.24 ± 0.11"``, or ``""`` for none.
-
-    Parameters
-    ----------
-    value : float or None
-        The figure (a fraction when ``percent``).
-    spread : float or None
-        Its standard error or deviation, shown after ``±`` when given.
-    digits : int
-        Digits after the point.
-    percent : bool
-        Show ``value`` and ``spread`` times 100 with a ``%``.
-    sign : bool
-        Always show the sign.
-
-    Returns
-    -------
-    str
-        The formatted figure; every report of an experiment formats its figures with it.
-    """
-    if value is None:
-        return ""
-    scale, suffix = (100.0, "%") if percent else (1.0, "")
-    text = f"{value * scale:{'+' if sign else ''}.{digits}f}"
-    return text + (f" ± {spread * scale:.{digits}f}" if spread is not None else "") + suffix
 
 
 def _number(value: float | None, digits: int, *, sign: bool = False) -> str:
@@ -170,21 +143,19 @@ def markdown_report(record: Mapping, rows: Sequence[RowReport], compared: Mappin
         f"no standard error; `{comparison.PENDING_VERDICT}`: no seed finished in both rows; "
         f"`{comparison.UNSTABLE_VERDICT}`: a finished seed of the row or the reference diverged.",
     ]
-    lines = ["| row | status | seeds finished | overrides |", "|---|---|---|---|"]
-    for row in rows:
-        lines.append(f"| {row.row} | {row.status} | {len(row.finished)} of {len(row.runs)} | "
-                     f"{_overrides_text(record, row)} |")
+    lines = markdown_table(["row", "status", "seeds finished", "overrides"],
+                           ([row.row, row.status, f"{len(row.finished)} of {len(row.runs)}",
+                             _overrides_text(record, row)] for row in rows))
     sections = ["\n".join(lines)]
     for metric in comparison.recorded_metrics(compared):
-        table = [f"## {metric.label}", "",
-                 f"| row | seeds | {metric.label} ± SE | change vs {reference} ± SE | paired seeds | verdict |",
-                 "|---|---|---|---|---|---|"]
+        cells = []
         for row in rows:
             stats = compared[row.row][metric.name]
             paired = "" if row.row == reference else str(stats.paired_seeds)
-            table.append(f"| {row.row} | {stats.seeds} | {value_cell(stats)} | {change_cell(stats)} | {paired} | "
-                         f"{stats.verdict} |")
-        sections.append("\n".join(table))
+            cells.append([row.row, stats.seeds, value_cell(stats), change_cell(stats), paired, stats.verdict])
+        table = markdown_table(["row", "seeds", f"{metric.label} ± SE", f"change vs {reference} ± SE", "paired seeds",
+                                "verdict"], cells)
+        sections.append("\n".join([f"## {metric.label}", "", *table]))
     done = sum(row.status == "done" for row in rows)
     footer = f"{done} of {len(rows)} rows finished."
     return "\n\n".join(notes + sections + [footer]) + "\n"
@@ -262,12 +233,8 @@ def write_comparison(root: str, record: Mapping, rows: Sequence[RowReport], out_
     name = str(record.get("report_name", "report"))
     os.makedirs(out_dir, exist_ok=True)
     stem = os.path.join(out_dir, name)
-    with open(stem + ".md", "w", encoding="utf-8") as file:
-        file.write(markdown_report(record, rows, compared, reference_row, source))
-    with open(stem + ".csv", "w", encoding="utf-8", newline="") as file:
-        writer = csv.DictWriter(file, fieldnames=CSV_FIELDS)
-        writer.writeheader()
-        writer.writerows(csv_records(rows, compared, reference_row))
+    write_text(stem + ".md", markdown_report(record, rows, compared, reference_row, source))
+    write_csv(stem + ".csv", CSV_FIELDS, csv_records(rows, compared, reference_row))
     comparison_plot.plot_paired_changes(rows, compared, reference_row, plotted_metrics(compared), stem + ".png",
                                         f"{name}: paired change against {reference_row} ({root})")
     paths = [stem + ".md", stem + ".csv", stem + ".png"]

@@ -32,9 +32,10 @@ import statistics
 from collections.abc import Sequence
 
 from attention_jax.reports.comparison import directional_reading, diverged, mean_and_se, run_directory
-from attention_jax.reports.comparison_report import format_figure, resolve_reference
+from attention_jax.reports.comparison_report import resolve_reference
 from attention_jax.reports.sweep_curves import read_dev_curve
 from attention_jax.reports.sweep_rows import RowReport, read_sweep_rows
+from attention_jax.reports.writers import format_figure, markdown_table, write_text
 
 REPORT_STEM = "normalization_training"  # Not the sweep's own report name (configs/sweeps/normalization.py).
 TARGET_FACTOR = 1.25
@@ -199,11 +200,9 @@ def compare_rows(root: str, rows: Sequence[RowReport], target: float | None,
 
 def _norm_table(compared: Sequence[NormalizationRow], early: bool) -> list[str]:
     modules = list(dict.fromkeys(m for row in compared for m in (row.early_norms if early else row.init_norms)))
-    lines = ["| row | " + " | ".join(modules) + " |", "|---|" + "---|" * len(modules)]
-    for row in compared:
-        norms = row.early_norms if early else row.init_norms
-        lines.append(f"| {row.row} | " + " | ".join(f"{norms[m]:.3g}" if m in norms else "" for m in modules) + " |")
-    return lines
+    return markdown_table(["row", *modules], ([row.row, *(f"{norms[m]:.3g}" if m in norms else "" for m in modules)]
+                                              for row in compared
+                                              for norms in [row.early_norms if early else row.init_norms]))
 
 
 def markdown_report(root: str, compared: Sequence[NormalizationRow], target: float | None,
@@ -232,16 +231,16 @@ def markdown_report(root: str, compared: Sequence[NormalizationRow], target: flo
              "first evaluated step at or under it, mean ± standard error (SE) over the row's n healthy seeds (every ± "
              "here is one; `not reached` counted "
              f"apart); vs {reference}: the paired difference in steps; a change is beyond the seeds' spread when "
-             "|mean| > 2 x SE (`attention_jax/reports/comparison.py`).", "",
-             f"| row | seeds | diverged | not reached | steps to target | vs {reference} (steps) | reading |",
-             "|---|---|---|---|---|---|---|"]
+             "|mean| > 2 x SE (`attention_jax/reports/comparison.py`).", ""]
+    cells = []
     for row in compared:
         reached = [step for step in row.steps.values() if step is not None]
         change, change_se = mean_and_se(list(row.step_changes.values()))
-        lines.append(f"| {row.row} | {len(row.steps) + len(row.diverged_seeds)} | {len(row.diverged_seeds)} | "
-                     f"{len(row.steps) - len(reached)} | {format_figure(*mean_and_se(reached), 0)} | "
-                     f"{format_figure(change, change_se, 0, sign=True) if row.step_changes else ''} | "
-                     f"{row.reading} |")
+        cells.append([row.row, len(row.steps) + len(row.diverged_seeds), len(row.diverged_seeds),
+                      len(row.steps) - len(reached), format_figure(*mean_and_se(reached), 0),
+                      format_figure(change, change_se, 0, sign=True) if row.step_changes else "", row.reading])
+    lines += markdown_table(["row", "seeds", "diverged", "not reached", "steps to target",
+                             f"vs {reference} (steps)", "reading"], cells)
     early_step = next((row.early_step for row in compared if row.early_step is not None), None)
     lines += ["", "## Gradient norm per module at step 1 (the initial parameters), mean over seeds", ""]
     lines += _norm_table(compared, early=False)
@@ -277,7 +276,5 @@ def write_normalization_report(root: str, rows: Sequence[RowReport] | None = Non
         reference = resolve_reference(record, rows, reference)[0]
     reference_row = reference
     target = target_perplexity(root, rows, reference_row)
-    path = os.path.join(out_dir or root, REPORT_STEM + ".md")
-    with open(path, "w", encoding="utf-8") as file:
-        file.write(markdown_report(root, compare_rows(root, rows, target, reference_row), target, reference_row))
-    return [path]
+    return [write_text(os.path.join(out_dir or root, REPORT_STEM + ".md"),
+                       markdown_report(root, compare_rows(root, rows, target, reference_row), target, reference_row))]

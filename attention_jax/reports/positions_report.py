@@ -33,7 +33,6 @@ Files (``python -m attention_jax.report ROOT`` writes them whenever a run of the
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import math
 import os
@@ -42,9 +41,8 @@ from collections.abc import Sequence
 from attention_jax.foundation import run_files
 from attention_jax.reports import comparison, comparison_plot, run_evaluations
 from attention_jax.reports.comparison import directional_reading, mean_and_se, paired_changes, run_directory
-from attention_jax.reports.comparison_report import format_figure
-from attention_jax.reports.figure_titles import fit_title
 from attention_jax.reports.sweep_rows import RowReport
+from attention_jax.reports.writers import fit_title, format_figure, markdown_table, write_report_files
 
 REFERENCE_ENCODING = "sinusoidal"
 """The paper's encoding (Section 3.5): every other is compared with it."""
@@ -331,17 +329,17 @@ def markdown_report(root: str, compared: Sequence[BucketRow], trends: Sequence[L
     lines = [f"# Positional encodings on length buckets: {root}", "",
              "Every ± is one standard error of the mean (sample standard deviation over √n) over the n seeds "
              "of the seeds column.", "",
-             "| bucket (target words, pairs) | encoding | seeds | PPL | ΔPPL vs sinusoidal | reading | BLEU | "
-             "ΔBLEU | reading |", "|---|---|---|---|---|---|---|---|---|"]
-    for record in csv_records(compared):
-        lines.append(f"| {record['bucket']} ({record['min_words']}-{record['max_words']}, {record['num_pairs']}) | "
-                     f"{record['positional_encoding']} | {record['seeds']} | "
-                     f"{format_figure(record['ppl_mean'], record['ppl_se'], 2)} | "
-                     f"{format_figure(record['ppl_change_mean'], record['ppl_change_se'], 1, percent=True, sign=True)}"
-                     " | "
-                     f"{record['ppl_reading']} | {format_figure(record['bleu_mean'], record['bleu_se'], 1)} | "
-                     f"{format_figure(record['bleu_difference_mean'], record['bleu_difference_se'], 1, sign=True)} | "
-                     f"{record['bleu_reading']} |")
+             *markdown_table(["bucket (target words, pairs)", "encoding", "seeds", "PPL", "ΔPPL vs sinusoidal",
+                              "reading", "BLEU", "ΔBLEU", "reading"],
+                             ([f"{record['bucket']} ({record['min_words']}-{record['max_words']}, "
+                               f"{record['num_pairs']})", record["positional_encoding"], record["seeds"],
+                               format_figure(record["ppl_mean"], record["ppl_se"], 2),
+                               format_figure(record["ppl_change_mean"], record["ppl_change_se"], 1, percent=True,
+                                             sign=True), record["ppl_reading"],
+                               format_figure(record["bleu_mean"], record["bleu_se"], 1),
+                               format_figure(record["bleu_difference_mean"], record["bleu_difference_se"], 1,
+                                             sign=True), record["bleu_reading"]]
+                              for record in csv_records(compared)))]
     lines += ["", "PPL: perplexity per target piece (teacher-forced, unsmoothed); BLEU: sacrebleu of beam-search "
               "translations; both mean ± standard error over the row's scored seeds. ΔPPL: the change against "
               "the sinusoidal row, paired by seed, mean ± standard error; ΔBLEU the same for the BLEU "
@@ -349,12 +347,10 @@ def markdown_report(root: str, compared: Sequence[BucketRow], trends: Sequence[L
               "with 3 seeds a loose bar), else `within noise`."]
     if trends:
         lines += ["", "## Does the gap grow with length?", "",
-                  "| encoding | buckets | ΔPPL change, last minus first, paired | reading |", "|---|---|---|---|"]
-        for trend in trends:
-            lines.append(f"| {trend.encoding} | {trend.first_bucket} → {trend.last_bucket} | "
-                         f"{format_figure(*mean_and_se(list(trend.differences.values())), 1, percent=True, sign=True)}"
-                         " | "
-                         f"{trend.reading} |")
+                  *markdown_table(["encoding", "buckets", "ΔPPL change, last minus first, paired", "reading"],
+                                  ([trend.encoding, f"{trend.first_bucket} → {trend.last_bucket}",
+                                    format_figure(*mean_and_se(list(trend.differences.values())), 1, percent=True,
+                                                  sign=True), trend.reading] for trend in trends))]
         lines += ["", "Per seed, the change against sinusoidal in the longest bucket minus the change within the "
                   "cap (percentage points), mean ± standard error. `worse with length`: the encoding falls "
                   "further behind sinusoidal beyond the training lengths, beyond the seeds' spread."]
@@ -463,12 +459,8 @@ def write_positions_report(root: str, rows: Sequence[RowReport], *, out_dir: str
     """
     compared = compare_encodings(root, rows)
     stem = os.path.join(out_dir or root, REPORT_STEM)
-    with open(stem + ".md", "w", encoding="utf-8") as file:
-        file.write(markdown_report(root, compared, length_trends(compared)))
-    with open(stem + ".csv", "w", encoding="utf-8", newline="") as file:
-        writer = csv.DictWriter(file, fieldnames=CSV_FIELDS)
-        writer.writeheader()
-        writer.writerows(csv_records(compared))
+    write_report_files(stem, markdown_report(root, compared, length_trends(compared)), CSV_FIELDS,
+                       csv_records(compared))
     plot_buckets(compared, stem + ".png",
                  f"positional encodings by target length ({os.path.basename(root.rstrip('/'))})")
     return [stem + ".md", stem + ".csv", stem + ".png"]

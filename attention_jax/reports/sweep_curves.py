@@ -15,8 +15,8 @@ from typing import Sequence
 
 from attention_jax.reports import comparison_plot
 from attention_jax.reports.comparison import run_directory
-from attention_jax.reports.figure_titles import fit_title
 from attention_jax.reports.sweep_rows import RowReport, plot_panels, read_metric_curve
+from attention_jax.reports.writers import fit_title
 
 EVAL_PPL_KEY = "eval/perplexity"
 PANEL_COLUMNS = 3

@@ -30,6 +30,7 @@ from typing import Sequence
 from attention_jax.reports import sweep_curves
 from attention_jax.reports.comparison import ACCURACY_COLLAPSE, DIVERGED_FACTOR, diverged, mean_and_se, run_directory
 from attention_jax.reports.sweep_rows import RowReport
+from attention_jax.reports.writers import markdown_table, write_text
 
 TRAIN_PPL_KEY = "train/perplexity"
 
@@ -152,7 +153,7 @@ def collect(root: str, rows: Sequence[RowReport]) -> dict[str, list[RunDiagnosti
 
 
 def _row_cells(row: str, all_runs: list[RunDiagnostics], step: int | None, reference_at_step: float | None,
-               reference: str) -> str:
+               reference: str) -> list[str]:
     runs = [run for run in all_runs if not run.diverged]
     at_step = _mean([run.dev_ppl_at(step) for run in runs]) if step is not None else None
     change = (100 * (at_step / reference_at_step - 1) if at_step is not None and reference_at_step and row != reference
@@ -162,7 +163,7 @@ def _row_cells(row: str, all_runs: list[RunDiagnostics], step: int | None, refer
     cells = [row, str(len(all_runs)), _ended_by(all_runs), _format(_mean([run.best_step for run in runs]), 0),
              _format(_mean([run.best_dev_ppl for run in runs]), 2), _format(at_step, 2),
              "" if change is None else f"{change:+.1f}%", _format(train, 2), _format(gap, 2)]
-    return "| " + " | ".join(cells) + " |"
+    return cells
 
 
 def diagnostics_markdown(root: str, name: str, rows: Sequence[RowReport], reference: str) -> str | None:
@@ -201,12 +202,11 @@ def diagnostics_markdown(root: str, name: str, rows: Sequence[RowReport], refere
              "stopping "
              "(`early_stopping`) or the step cap (`num_train_steps`), per seed; a seed that `diverged` (last "
              f"dev PPL over {DIVERGED_FACTOR:g}x its best, dev accuracy under {ACCURACY_COLLAPSE:g}x that at "
-             "its best) is left out of the row's figures.", "",
-             f"| row | seeds | ended by | best step | dev PPL at best | dev PPL at {step_text} | vs {reference} "
-             "| train PPL at best | dev / train PPL at best |",
-             "|---|---|---|---|---|---|---|---|---|"]
-    lines += [_row_cells(row.row, collected[row.row], step, reference_at_step, reference)
-              for row in rows if collected.get(row.row)]
+             "its best) is left out of the row's figures.", ""]
+    lines += markdown_table(["row", "seeds", "ended by", "best step", "dev PPL at best", f"dev PPL at {step_text}",
+                             f"vs {reference}", "train PPL at best", "dev / train PPL at best"],
+                            [_row_cells(row.row, collected[row.row], step, reference_at_step, reference)
+                             for row in rows if collected.get(row.row)])
     return "\n".join(lines) + "\n"
 
 
@@ -229,8 +229,5 @@ def write_diagnostics(root: str, name: str, rows: Sequence[RowReport], *, out_di
     text = diagnostics_markdown(root, name, rows, reference)
     if text is None:
         return None
-    path = os.path.join(out_dir or root, f"{name}_diagnostics.md")
-    with open(path, "w", encoding="utf-8") as file:
-        file.write(text)
-    return path
+    return write_text(os.path.join(out_dir or root, f"{name}_diagnostics.md"), text)
 

@@ -26,16 +26,15 @@ columns come from the sweep file's ``get_paper_figures()`` (:attr:`attention_jax
 
 from __future__ import annotations
 
-import csv
 import os
 import statistics
 from typing import Any, Sequence
 
 from attention_jax.reports import comparison_report, sweep_curves, sweep_diagnostics, sweep_seeds, table2_plot
 from attention_jax.reports.comparison import ACCURACY_COLLAPSE, DIVERGED_FACTOR, SPREAD_FACTOR, mean_and_se
-from attention_jax.reports.comparison_report import format_figure
 from attention_jax.reports.sweep_rows import RowReport, read_sweep_rows
 from attention_jax.reports.sweep_seeds import RowStats, aggregate
+from attention_jax.reports.writers import format_figure, markdown_table, write_csv, write_text
 
 # (column header as in the paper, config field), Table 2's order.
 HPARAM_COLUMNS = (("N", "num_layers"), ("d_model", "d_model"), ("d_ff", "d_ff"), ("h", "num_heads"),
@@ -243,7 +242,7 @@ def verdict_notes(rows: Sequence[RowReport], stats: dict[str, RowStats], referen
     return notes
 
 
-def markdown_table(record: dict, rows: Sequence[RowReport], reference: str) -> str:
+def markdown_table_report(record: dict, rows: Sequence[RowReport], reference: str) -> str:
     """The report as Markdown: Table 2's columns, ours (mean ± standard error over seeds) beside the paper's.
 
     Parameters
@@ -265,7 +264,7 @@ def markdown_table(record: dict, rows: Sequence[RowReport], reference: str) -> s
     header = ["", "row", *[name for name, _ in HPARAM_COLUMNS], "other changes", "seeds", "steps",
               "params ×10⁶ (ours / paper)", "dev PPL", "paper PPL", f"ΔPPL vs {reference}", "paper ΔPPL",
               "BLEU", "paper BLEU", "verdict", "wall", "status"]
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] * len(header)) + "|"]
+    table = []
     previous_group = None
     for row in rows:
         starts_group = len(row.group) == 1 and row.group != previous_group  # A-E, as in the paper.
@@ -282,7 +281,8 @@ def markdown_table(record: dict, rows: Sequence[RowReport], reference: str) -> s
                  format_figure(row_stats.dev_bleu_mean, row_stats.dev_bleu_se, 1),
                  format_figure(row.paper.get("dev_bleu"), None, 1), verdict_cell(row_stats), _duration(wall),
                  status_cell(row)]
-        lines.append("| " + " | ".join(cells) + " |")
+        table.append(cells)
+    lines = markdown_table(header, table)
     title = f"# {record.get('report_name', 'sweep')}: {record.get('config_file', '(no sweep.json)')}"
     dataset = (shown.config.get("dataset") if shown else None) or "?"
     notes = [
@@ -401,12 +401,8 @@ def write_report(root: str, *, all_rows: bool = False, out_dir: str | None = Non
     out_dir = out_dir or root
     os.makedirs(out_dir, exist_ok=True)
     stem = os.path.join(out_dir, name)
-    with open(stem + ".md", "w", encoding="utf-8") as file:
-        file.write(markdown_table(record, rows, reference_row))
-    with open(stem + ".csv", "w", encoding="utf-8", newline="") as file:
-        writer = csv.DictWriter(file, fieldnames=CSV_FIELDS)
-        writer.writeheader()
-        writer.writerows(csv_records(record, rows, reference_row))
+    write_text(stem + ".md", markdown_table_report(record, rows, reference_row))
+    write_csv(stem + ".csv", CSV_FIELDS, csv_records(record, rows, reference_row))
     table2_plot.plot_report(rows, reference_row, stem + ".png",
                             f"{name}: paired changes against {reference_row}, ours vs the paper ({root})")
     paths = [stem + ".md", stem + ".csv", stem + ".png"]

@@ -11,7 +11,7 @@ points:
   joining categorical rows).
 
 The zero line is the reference. Titles are wrapped to the figure's width
-(:func:`~attention_jax.reports.figure_titles.fit_title`), so a long sweep root is never clipped.
+(:func:`~attention_jax.reports.writers.fit_title`), so a long sweep root is never clipped.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from typing import Any
 
 from attention_jax.reports import comparison, comparison_plot, sweep_seeds
 from attention_jax.reports.comparison import MetricStats
-from attention_jax.reports.figure_titles import fit_title
 from attention_jax.reports.sweep_rows import RowReport, plot_panels
+from attention_jax.reports.writers import fit_title
 
 OURS_COLOR, PAPER_COLOR = "tab:blue", "tab:orange"
 _OFFSET = 0.15  # Ours left of the row's tick, the paper's right of it.
@@ -116,7 +116,7 @@ def plot_report(rows: Sequence[RowReport], reference: str, path: str, title: str
     path : str
         PNG file to write.
     title : str
-        Figure title (wrapped to fit: :func:`~attention_jax.reports.figure_titles.fit_title`).
+        Figure title (wrapped to fit: :func:`~attention_jax.reports.writers.fit_title`).
 
     Notes
     -----

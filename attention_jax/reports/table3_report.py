@@ -15,7 +15,6 @@ The command is ``python -m attention_jax.report ROOT`` on a sweep made from ``co
 
 from __future__ import annotations
 
-import csv
 import os
 from typing import Any
 
@@ -23,6 +22,7 @@ from attention_jax.experiment import schema, sections
 from attention_jax.foundation import run_files
 from attention_jax.models import flops
 from attention_jax.reports.sweep_rows import read_sweep_rows
+from attention_jax.reports.writers import markdown_table, write_report_files
 
 CSV_FIELDS = ("row", "status", "dataset", "steps", "train_target_tokens", "dev_bleu", "test_bleu",
               "paper_test_bleu", "train_flops", "schedule_flops", "paper_train_flops",
@@ -98,18 +98,15 @@ def markdown_table3(root: str, records: list[dict[str, Any]]) -> str:
     str
         Markdown text.
     """
-    lines = [f"# Table 3: {root}", "",
-             "| Row | Status | Corpus | Steps | Test BLEU | Paper BLEU | Our training FLOPs | Model FLOPs of "
-             "the row's schedule | Paper's cost (printed) | Paper's estimate (h x GPUs x FLOP/s) | Our "
-             "estimate (h x devices x FLOP/s) |",
-             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for record in records:
-        lines.append(
-            f"| {record['row']} | {record['status']} | {record['dataset'] or ''} | {record['steps'] or ''} | "
-            f"{_number(record['test_bleu'])} | {_number(record['paper_test_bleu'])} | "
-            f"{_scientific(record['train_flops'])} | {_scientific(record['schedule_flops'])} | "
-            f"{_scientific(record['paper_train_flops'])} | {_scientific(record['paper_estimate_flops'])} | "
-            f"{_scientific(record['our_estimate_flops'])} |")
+    header = ["Row", "Status", "Corpus", "Steps", "Test BLEU", "Paper BLEU", "Our training FLOPs",
+              "Model FLOPs of the row's schedule", "Paper's cost (printed)",
+              "Paper's estimate (h x GPUs x FLOP/s)", "Our estimate (h x devices x FLOP/s)"]
+    cells = ([record["row"], record["status"], record["dataset"] or "", record["steps"] or "",
+              _number(record["test_bleu"]), _number(record["paper_test_bleu"]),
+              *(_scientific(record[key]) for key in ("train_flops", "schedule_flops", "paper_train_flops",
+                                                     "paper_estimate_flops", "our_estimate_flops"))]
+             for record in records)
+    lines = [f"# Table 3: {root}", "", *markdown_table(header, cells, ["---"] * 3 + ["---:"] * 8)]
     lines += ["", "Model FLOPs count forward + backward matmuls (3 x forward, `attention_jax.models.flops`) per "
               "token times tokens; attention terms at config.max_len, source tokens taken equal to target "
               "tokens. The paper's estimate is training time x GPUs x sustained single-precision FLOP/s "
@@ -135,11 +132,5 @@ def write_table3_report(root: str, *, sustained_tflops: float | None = None, out
         The two paths written.
     """
     records = table3_records(root, sustained_tflops=sustained_tflops)
-    stem = os.path.join(out_dir or root, "table3")
-    with open(stem + ".md", "w", encoding="utf-8") as file:
-        file.write(markdown_table3(root, records))
-    with open(stem + ".csv", "w", encoding="utf-8", newline="") as file:
-        writer = csv.DictWriter(file, fieldnames=CSV_FIELDS)
-        writer.writeheader()
-        writer.writerows(records)
-    return [stem + ".md", stem + ".csv"]
+    return write_report_files(os.path.join(out_dir or root, "table3"), markdown_table3(root, records), CSV_FIELDS,
+                              records)

@@ -30,7 +30,6 @@ on one corpus against another, a panel per metric and pair of corpora).
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import itertools
 import json
@@ -42,8 +41,8 @@ from attention_jax.foundation import run_files
 from attention_jax.foundation.user_errors import UserInputError
 from attention_jax.reports import comparison, comparison_plot, comparison_report, run_evaluations, sweep_rows
 from attention_jax.reports.comparison import Metric, MetricStats
-from attention_jax.reports.figure_titles import fit_title
 from attention_jax.reports.sweep_rows import RowReport
+from attention_jax.reports.writers import fit_title, markdown_table, write_report_files
 
 CORPUS_KEY = "corpus"  # The field of a run's config.json naming its corpus.
 PRE_CORPORA_CORPUS = corpora.MESSAGES_EN_DE.name
@@ -304,11 +303,9 @@ def markdown_report(root: str, corpora: Sequence[Corpus], transfers: Sequence[Tr
                           for path in corpus_files.get(corpus.name, []))
         sections.append(f"## {corpus.name}\n\n`{corpus.directory}`: {len(corpus.rows)} rows, reference "
                         f"**{corpus.reference}**; paired-by-seed tables: {links or 'none written'}.")
-    header = "| row | metric | " + " | ".join(f"{corpus.name}: change ± SE (n)" for corpus in corpora) + " | verdict |"
-    table = [header, "|---" * (len(corpora) + 3) + "|"]
-    for transfer in transfers:
-        cells = " | ".join(change_text(stats) for stats in transfer.stats)
-        table.append(f"| {transfer.row} | {transfer.metric.label} | {cells} | {transfer.verdict} |")
+    table = markdown_table(["row", "metric", *(f"{corpus.name}: change ± SE (n)" for corpus in corpora), "verdict"],
+                           ([transfer.row, transfer.metric.label, *map(change_text, transfer.stats), transfer.verdict]
+                            for transfer in transfers))
     sections.append("## Transfer\n\n" + RULE + "\n\n" + ("\n".join(table) if transfers else "No row to compare yet."))
     return "\n\n".join(sections) + "\n"
 
@@ -411,14 +408,9 @@ def write_transfer_report(root: str, corpora: Sequence[Corpus], out_dir: str,
         The three paths.
     """
     transfers = compare_corpora(corpora)
-    os.makedirs(out_dir, exist_ok=True)
     stem = os.path.join(out_dir, STEM)
-    with open(stem + ".md", "w", encoding="utf-8") as file:
-        file.write(markdown_report(root, corpora, transfers, corpus_files, out_dir))
-    with open(stem + ".csv", "w", encoding="utf-8", newline="") as file:
-        writer = csv.DictWriter(file, fieldnames=CSV_FIELDS)
-        writer.writeheader()
-        writer.writerows(csv_records(corpora, transfers))
+    write_report_files(stem, markdown_report(root, corpora, transfers, corpus_files, out_dir), CSV_FIELDS,
+                       csv_records(corpora, transfers))
     plot_transfer(corpora, transfers, stem + ".png",
                   f"transfer: change on {' vs '.join(corpus.name for corpus in corpora)}, paired by seed ({root})")
     return [stem + ".md", stem + ".csv", stem + ".png"]
