@@ -9,17 +9,7 @@ from __future__ import annotations
 import os
 from typing import Sequence
 
-from attention_jax.reports import (
-    attention_function_report,
-    comparison_report,
-    normalization_report,
-    positions_report,
-    sweep_diagnostics,
-    sweep_report,
-    sweep_rows,
-    table3_report,
-    transfer_report,
-)
+from attention_jax.reports import comparison_report, sweep_diagnostics, sweep_report, sweep_rows, transfer_report
 
 
 def has_paper_figures(rows: Sequence[sweep_rows.RowReport]) -> bool:
@@ -102,13 +92,7 @@ def _write_sweep_reports(root: str, out_dir: str, *, all_rows: bool, sustained_t
         diagnostics = sweep_diagnostics.write_diagnostics(root, record.get("report_name", "report"), rows,
                                                           out_dir=out_dir, reference=reference_row)
         paths += [diagnostics] if diagnostics else []
-    if record.get("report_name") == "table3":  # configs/table3.py
-        paths += table3_report.write_table3_report(root, sustained_tflops=sustained_tflops, out_dir=out_dir)
-    if attention_function_report.applies(rows):  # e.g. configs/sweeps/attention_function.py
-        paths += attention_function_report.write_attention_function_report(root, rows, out_dir=out_dir)
-    if positions_report.applies(root, rows):  # Runs scored on length buckets: configs/sweeps/positions.py
-        paths += positions_report.write_positions_report(root, rows, out_dir=out_dir)
-    if normalization_report.applies(rows):  # configs/sweeps/normalization.py
-        paths += normalization_report.write_normalization_report(root, rows, out_dir=out_dir,
-                                                                 reference=reference_row)
+    context = sweep_rows.ReportContext(root, record, rows, out_dir, reference_row, sustained_tflops)
+    for extra in sweep_rows.declared_report(record).get("extras", ()):  # What the sweep file's get_report() adds.
+        paths += extra(context)
     return paths

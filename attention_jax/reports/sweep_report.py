@@ -30,7 +30,7 @@ import os
 import statistics
 from typing import Any, Sequence
 
-from attention_jax.reports import comparison_report, sweep_curves, sweep_diagnostics, sweep_seeds, table2_plot
+from attention_jax.reports import comparison_report, paper_plot, sweep_curves, sweep_diagnostics, sweep_seeds
 from attention_jax.reports.comparison import ACCURACY_COLLAPSE, DIVERGED_FACTOR, SPREAD_FACTOR, mean_and_se
 from attention_jax.reports.sweep_rows import RowReport, read_sweep_rows
 from attention_jax.reports.sweep_seeds import RowStats, aggregate
@@ -403,7 +403,7 @@ def write_report(root: str, *, all_rows: bool = False, out_dir: str | None = Non
     stem = os.path.join(out_dir, name)
     write_text(stem + ".md", markdown_table_report(record, rows, reference_row))
     write_csv(stem + ".csv", CSV_FIELDS, csv_records(record, rows, reference_row))
-    table2_plot.plot_report(rows, reference_row, stem + ".png",
+    paper_plot.plot_report(rows, reference_row, stem + ".png",
                             f"{name}: paired changes against {reference_row}, ours vs the paper ({root})")
     paths = [stem + ".md", stem + ".csv", stem + ".png"]
     if sweep_curves.plot_learning_curves(root, rows, reference_row, stem + "_curves.png",

@@ -11,11 +11,14 @@ seeds and :mod:`attention_jax.reports.sweep_report` tabulates them.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import importlib.util
 import json
 import math
 import os
 import re
-from typing import Any, Sequence
+import sys
+from typing import Any, Callable, Mapping, Sequence
 
 from attention_jax.experiment import schema
 from attention_jax.foundation import run_files
@@ -399,3 +402,71 @@ def plot_panels(rows: Sequence[RowReport], reference: str) -> list[tuple[str, li
     if not groups:
         return [(reference, leading)] if leading else []
     return [(name, leading + members) for name, members in groups.items()]
+
+
+@dataclasses.dataclass(frozen=True)
+class ReportContext:
+    """What an extra report a sweep file declares is given (:func:`declared_report`).
+
+    Attributes
+    ----------
+    root : str
+        The sweep root (only read).
+    record : dict
+        Its ``sweep.json``.
+    rows : list[RowReport]
+        Its rows.
+    out_dir : str
+        Where the files go.
+    reference : str
+        The reference row.
+    sustained_tflops : float or None
+        ``report --sustained_tflops``: our sustained TFLOP/s per device.
+    """
+
+    root: str
+    record: dict
+    rows: list[RowReport]
+    out_dir: str
+    reference: str
+    sustained_tflops: float | None = None
+
+
+_REPOSITORY = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@functools.cache
+def _sweep_file_report(path: str) -> dict[str, Any]:
+    spec = importlib.util.spec_from_file_location("_report_of_" + re.sub(r"\W", "_", path), path)
+    assert spec is not None and spec.loader is not None  # A .py path always has a loader.
+    module = importlib.util.module_from_spec(spec)
+    if _REPOSITORY not in sys.path:  # Sweep files import `configs.base` from the repository root.
+        sys.path.append(_REPOSITORY)
+    spec.loader.exec_module(module)
+    hook: Callable[[], Mapping[str, Any]] | None = getattr(module, "get_report", None)
+    return dict(hook()) if hook else {}
+
+
+def declared_report(record: Mapping) -> dict[str, Any]:
+    """Return what the sweep file's ``get_report()`` adds to the generic report.
+
+    Parameters
+    ----------
+    record : Mapping
+        The sweep record; its ``config_file`` is read relative to the working directory, else to the
+        repository root.
+
+    Returns
+    -------
+    dict
+        ``extras``: callables ``(ReportContext) -> list[str]`` that write more files and return their paths;
+        ``headline_measures``: :class:`~attention_jax.reports.comparison.Metric` s the transfer table adds.
+        Empty without a sweep file or the hook.
+    """
+    config_file = record.get("config_file")
+    if not config_file:
+        return {}
+    for path in (config_file, os.path.join(_REPOSITORY, config_file)):
+        if os.path.isfile(path):
+            return _sweep_file_report(os.path.abspath(path))
+    return {}

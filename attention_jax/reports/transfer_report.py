@@ -233,6 +233,9 @@ def headline_metrics(corpora: Sequence[Corpus]) -> list[Metric]:
     """:data:`HEADLINE_METRICS`, the registered headline measures, and the per-run evaluations' metrics."""
     metrics = [metric for metric in comparison.METRICS if metric.name in HEADLINE_METRICS]
     metrics += list(run_evaluations.HEADLINE_MEASURES.values())
+    for corpus in corpora:  # Those the sweep file's get_report() declares.
+        metrics += [metric for metric in sweep_rows.declared_report(corpus.record).get("headline_measures", ())
+                    if metric.name not in {known.name for known in metrics}]
     for corpus in corpora:
         metrics += [metric for metric in run_evaluations.evaluation_metrics(corpus.directory, corpus.rows)
                     if metric.name not in {known.name for known in metrics}]

@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from attention_jax.reports.comparison import directional_reading, diverged, mean_and_se, run_directory
 from attention_jax.reports.comparison_report import resolve_reference
 from attention_jax.reports.sweep_curves import read_dev_curve
-from attention_jax.reports.sweep_rows import RowReport, read_sweep_rows
+from attention_jax.reports.sweep_rows import ReportContext, RowReport, read_sweep_rows
 from attention_jax.reports.writers import format_figure, markdown_table, write_text
 
 REPORT_STEM = "normalization_training"  # Not the sweep's own report name (configs/sweeps/normalization.py).
@@ -278,3 +278,22 @@ def write_normalization_report(root: str, rows: Sequence[RowReport] | None = Non
     target = target_perplexity(root, rows, reference_row)
     return [write_text(os.path.join(out_dir or root, REPORT_STEM + ".md"),
                        markdown_report(root, compare_rows(root, rows, target, reference_row), target, reference_row))]
+
+
+def write(context: ReportContext) -> list[str]:
+    """Write the report when a row changes the normalisation or the residuals (a ``get_report()`` extra).
+
+    Parameters
+    ----------
+    context : ReportContext
+        The sweep being reported.
+
+    Returns
+    -------
+    list[str]
+        The path written; none when no row changes them.
+    """
+    if not applies(context.rows):
+        return []
+    return write_normalization_report(context.root, context.rows, out_dir=context.out_dir,
+                                      reference=context.reference)

@@ -39,7 +39,7 @@ from typing import Sequence
 
 from attention_jax.reports import comparison, comparison_plot
 from attention_jax.reports.comparison import directional_reading, mean_and_se, paired_changes
-from attention_jax.reports.sweep_rows import RowReport, read_sweep_rows
+from attention_jax.reports.sweep_rows import ReportContext, RowReport, read_sweep_rows
 from attention_jax.reports.writers import fit_title, format_figure, markdown_table, write_report_files
 
 REFERENCE_FUNCTION = "scaled_dot_product"
@@ -365,3 +365,21 @@ def write_attention_function_report(root: str, rows: Sequence[RowReport] | None 
                                _csv_records(compared))
     plot_functions(compared, stem + ".png", f"attention functions at equal d_k ({root})")
     return paths + [stem + ".png"]
+
+
+def write(context: ReportContext) -> list[str]:
+    """Write the report when the rows use two attention functions or more (a ``get_report()`` extra).
+
+    Parameters
+    ----------
+    context : ReportContext
+        The sweep being reported.
+
+    Returns
+    -------
+    list[str]
+        The paths written; none when there is nothing to compare.
+    """
+    if not applies(context.rows):
+        return []
+    return write_attention_function_report(context.root, context.rows, out_dir=context.out_dir)

@@ -41,7 +41,7 @@ from collections.abc import Sequence
 from attention_jax.foundation import run_files
 from attention_jax.reports import comparison, comparison_plot, run_evaluations
 from attention_jax.reports.comparison import directional_reading, mean_and_se, paired_changes, run_directory
-from attention_jax.reports.sweep_rows import RowReport
+from attention_jax.reports.sweep_rows import ReportContext, RowReport
 from attention_jax.reports.writers import fit_title, format_figure, markdown_table, write_report_files
 
 REFERENCE_ENCODING = "sinusoidal"
@@ -278,7 +278,6 @@ def length_trend(run_dir: str, reference_dir: str) -> float | None:
 
 LENGTH_TREND = comparison.derived_metric(f"{EVALUATION}/trend", "length trend (ΔPPL last − first bucket)", 1,
                                          length_trend, unit="pp")
-run_evaluations.register_headline_measure(LENGTH_TREND)
 
 
 def csv_records(compared: Sequence[BucketRow]) -> list[dict]:
@@ -464,3 +463,21 @@ def write_positions_report(root: str, rows: Sequence[RowReport], *, out_dir: str
     plot_buckets(compared, stem + ".png",
                  f"positional encodings by target length ({os.path.basename(root.rstrip('/'))})")
     return [stem + ".md", stem + ".csv", stem + ".png"]
+
+
+def write(context: ReportContext) -> list[str]:
+    """Write the bucket report when some run holds ``length_buckets.json`` (a sweep file's ``get_report()`` extra).
+
+    Parameters
+    ----------
+    context : ReportContext
+        The sweep being reported.
+
+    Returns
+    -------
+    list[str]
+        The paths written; none when no run is scored.
+    """
+    if not applies(context.root, context.rows):
+        return []
+    return write_positions_report(context.root, context.rows, out_dir=context.out_dir)

@@ -21,7 +21,7 @@ from typing import Any
 from attention_jax.experiment import schema, sections
 from attention_jax.foundation import run_files
 from attention_jax.models import flops
-from attention_jax.reports.sweep_rows import read_sweep_rows
+from attention_jax.reports.sweep_rows import ReportContext, read_sweep_rows
 from attention_jax.reports.writers import markdown_table, write_report_files
 
 CSV_FIELDS = ("row", "status", "dataset", "steps", "train_target_tokens", "dev_bleu", "test_bleu",
@@ -134,3 +134,19 @@ def write_table3_report(root: str, *, sustained_tflops: float | None = None, out
     records = table3_records(root, sustained_tflops=sustained_tflops)
     return write_report_files(os.path.join(out_dir or root, "table3"), markdown_table3(root, records), CSV_FIELDS,
                               records)
+
+
+def write(context: ReportContext) -> list[str]:
+    """Write ``table3.md`` and ``.csv`` (a sweep file's ``get_report()`` extra).
+
+    Parameters
+    ----------
+    context : ReportContext
+        The sweep being reported (its ``sustained_tflops``).
+
+    Returns
+    -------
+    list[str]
+        The two paths.
+    """
+    return write_table3_report(context.root, sustained_tflops=context.sustained_tflops, out_dir=context.out_dir)
