@@ -1,34 +1,7 @@
-"""Positional encodings scored on length buckets: each against sinusoidal, bucket by bucket, paired by seed.
+"""A per-run evaluation's keys (length buckets) compared with the reference row, key by key, paired by seed.
 
-The extrapolation sweep (``configs/sweeps/positions.py``, ``docs/positions.md``) trains one row per
-``config.positional_encoding`` on targets of at most ``cap`` words, and
-:mod:`attention_jax.evaluation.length_bucket_evaluation` scores every run on four buckets of held-apart
-pairs (``RUN/length_buckets.json``): within the cap, up to 1.5x, up to 2x and beyond. This report asks,
-per bucket, how each encoding stands against the paper's sinusoidal one:
-
-- **per encoding and bucket**: perplexity per target piece and BLEU, mean ± standard error over the
-  row's scored seeds;
-- **the paired change against sinusoidal**: for every seed k scored in both rows,
-  ``c_k = ppl(row, k) / ppl(sinusoidal, k) - 1`` and the BLEU difference ``bleu(row, k) -
-  bleu(sinusoidal, k)``; their means and standard errors over the paired seeds. These are the comparison's
-  (:func:`attention_jax.reports.comparison.compare` of the length-bucket metrics that
-  :mod:`attention_jax.reports.run_evaluations` registers, against the sinusoidal row). A change is beyond
-  the seeds' spread when ``|mean| > 2 x SE`` (:func:`attention_jax.reports.comparison.directional_reading`,
-  every report's rule), read ``higher``/``lower``; else ``within noise``; ``1 seed`` without a spread,
-  ``pending`` without a paired seed;
-- **the trend with length**: per seed, the change in the longest bucket minus the change within the
-  cap. Beyond the spread and positive, the encoding falls further behind sinusoidal as the targets
-  grow past the training lengths (``worse with length``); negative, ``better with length``. This is
-  the extrapolation question itself: an encoding may trail sinusoidal everywhere by the same margin
-  and still extrapolate as well. The same per-seed trend (:func:`length_trend`, against a sweep's reference
-  row) is a headline measure of the transfer report across corpora (:data:`LENGTH_TREND`).
-
-Files (``python -m attention_jax.report ROOT`` writes them whenever a run of the sweep holds
-``length_buckets.json``; :func:`write_positions_report`)::
-
-    ROOT/positions_by_length.md    the tables above and the rule
-    ROOT/positions_by_length.csv   one line per (row, bucket), full precision
-    ROOT/positions_by_length.png   perplexity and BLEU against the length bucket, one line per encoding (mean ± SE)
+Declared by ``configs/sweeps/positions.py``'s ``get_report()``: each positional encoding against sinusoidal per
+bucket, and the per-seed trend (change in the last bucket minus the first), also a headline measure of transfer.
 """
 
 from __future__ import annotations
@@ -181,11 +154,6 @@ def compare_encodings(root: str, rows: Sequence[RowReport]) -> list[BucketRow]:
     -------
     list[BucketRow]
         Bucket by bucket (the split's order), the sinusoidal row first and then the sweep's order.
-
-    Notes
-    -----
-    Buckets are named by the first scored run; two sinusoidal rows would make the reference
-    ambiguous, and the first is used.
     """
     results = read_bucket_results(root, rows)
     scored = [row for row in rows if row.row in results]
@@ -218,7 +186,7 @@ def compare_encodings(root: str, rows: Sequence[RowReport]) -> list[BucketRow]:
 
 
 def length_trends(compared: Sequence[BucketRow]) -> list[LengthTrend]:
-    """For each compared row: does its change against sinusoidal grow from the first bucket to the last?
+    """Return, for each compared row, whether its change against sinusoidal grows from the first bucket to the last.
 
     Parameters
     ----------
@@ -248,9 +216,6 @@ def length_trends(compared: Sequence[BucketRow]) -> list[LengthTrend]:
 
 def length_trend(run_dir: str, reference_dir: str) -> float | None:
     """One seed's trend with length against the reference run at that seed, in percentage points.
-
-    The run's perplexity change against the reference in the last bucket minus that in the first
-    (:func:`length_trends`' per-seed difference).
 
     Parameters
     ----------
@@ -367,9 +332,9 @@ def change_series(compared: Sequence[BucketRow]) -> dict[str, list[tuple[float |
     Returns
     -------
     dict[str, list[tuple]]
-        Row name -> one ``(mean, standard error)`` per bucket of the split, in order, over the seeds paired
-        with the sinusoidal row (``100 * (ppl / ppl(sinusoidal) - 1)``); ``(None, None)`` where the row has no
-        paired seed there, and an SE of ``None`` with one seed. The reference row is left out.
+        Row name -> one ``(mean, standard error)`` per bucket of the split, in order, over the seeds paired with the
+        sinusoidal row (``100 * (ppl / ppl(sinusoidal) - 1)``); ``(None, None)`` where the row has no paired seed there,
+        and an SE of ``None`` with one seed.
     """
     buckets = list(dict.fromkeys(row.bucket for row in compared))
     series: dict[str, list[tuple[float | None, float | None]]] = {}
@@ -392,12 +357,6 @@ def plot_buckets(compared: Sequence[BucketRow], path: str, title: str) -> None:
         PNG file to write.
     title : str
         Figure title.
-
-    Notes
-    -----
-    One line per encoding in each panel, in the same colour throughout. The third panel is the experiment's
-    question drawn: each encoding's perplexity change against sinusoidal, paired by seed
-    (:func:`change_series`); a line that falls from left to right extrapolates better than the sinusoids.
     """
     import matplotlib.ticker
 

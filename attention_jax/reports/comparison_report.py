@@ -1,14 +1,4 @@
-"""The comparison report of any sweep: Markdown, CSV and plots of every row against its reference row.
-
-:func:`write_comparison` writes ``OUT/<name>.md``, ``OUT/<name>.csv``, ``OUT/<name>.png`` (the paired change
-per row, one panel per chosen metric) and, when the runs logged metrics, ``OUT/<name>_curves.png``
-(:mod:`attention_jax.reports.comparison_plot`), where ``<name>`` is the sweep file's stem. The metrics are
-the runs' own scalars and those of the per-run evaluations (:mod:`attention_jax.reports.run_evaluations`:
-the positions experiment's length buckets, say). The numbers are
-:func:`attention_jax.reports.comparison.compare`'s; the reference row is chosen by
-:func:`resolve_reference`: ``report --reference=ROW``, else the sweep file's optional
-``get_reference()`` (recorded in ``sweep.json`` as ``reference``), else the first row of ``get_sweep()``.
-"""
+"""The comparison report of any sweep: Markdown, CSV and plots of every row against its reference row."""
 
 from __future__ import annotations
 
@@ -45,12 +35,6 @@ def resolve_reference(record: Mapping, rows: Sequence[RowReport], requested: str
     -------
     tuple[str, str]
         The row's name and its source, e.g. ``("heads2", "the first row of get_sweep()")``.
-
-    Notes
-    -----
-    Raises :class:`UserInputError` when ``requested`` or the recorded ``get_reference()`` is not one of the
-    rows reported. Without either, the first row of ``get_sweep()`` is used when it is reported, else the
-    first row reported.
     """
     names = [row.row for row in rows]
     if not names:
@@ -78,14 +62,36 @@ def _number(value: float | None, digits: int, *, sign: bool = False) -> str:
 
 
 def value_cell(stats: MetricStats) -> str:
-    """``"mean ± se"`` of a row's metric (``"mean"`` with one seed, ``""`` with none)."""
+    """``"mean ± se"`` of a row's metric (``"mean"`` with one seed, ``""`` with none).
+
+    Parameters
+    ----------
+    stats : MetricStats
+        The row's figures of one metric.
+
+    Returns
+    -------
+    str
+        The cell.
+    """
     digits = stats.metric.digits
     text = _number(stats.mean, digits)
     return text + (f" ± {_number(stats.se, digits)}" if text and stats.se is not None else "")
 
 
 def change_cell(stats: MetricStats) -> str:
-    """``"+1.2% ± 0.4%"`` (relative) or ``"-0.3 ± 0.1"`` (difference): the paired change and its SE."""
+    """``"+1.2% ± 0.4%"`` (relative) or ``"-0.3 ± 0.1"`` (difference): the paired change and its SE.
+
+    Parameters
+    ----------
+    stats : MetricStats
+        The row's figures of one metric.
+
+    Returns
+    -------
+    str
+        The cell; ``""`` without a paired seed.
+    """
     if stats.change_mean is None:
         return ""
     scale, digits = (100.0, 1) if stats.metric.relative else (1.0, stats.metric.digits)
@@ -195,7 +201,18 @@ def csv_records(rows: Sequence[RowReport], compared: Mapping[str, Mapping[str, M
 
 
 def plotted_metrics(compared: Mapping[str, Mapping[str, MetricStats]]) -> list[Metric]:
-    """:data:`PLOTTED_METRICS` among the recorded metrics (else the first recorded one)."""
+    """:data:`PLOTTED_METRICS` among the recorded metrics (else the first recorded one).
+
+    Parameters
+    ----------
+    compared : Mapping
+        :func:`attention_jax.reports.comparison.compare`'s result.
+
+    Returns
+    -------
+    list[Metric]
+        The metrics plotted.
+    """
     recorded = comparison.recorded_metrics(compared)
     chosen = [metric for metric in recorded if metric.name in PLOTTED_METRICS]
     return chosen or recorded[:1]
@@ -222,10 +239,6 @@ def write_comparison(root: str, record: Mapping, rows: Sequence[RowReport], out_
     -------
     list[str]
         ``OUT/<name>.md``, ``.csv``, ``.png`` and, when runs logged metrics, ``OUT/<name>_curves.png``.
-
-    Notes
-    -----
-    The reference is resolved before anything is written (:class:`UserInputError` for a row not reported).
     """
     reference_row, source = resolve_reference(record, rows, reference)
     metrics = [*comparison.METRICS, *run_evaluations.evaluation_metrics(root, rows)]

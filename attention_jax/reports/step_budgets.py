@@ -66,11 +66,11 @@ class RunCurve:
     seconds_per_step: float | None
     paper_dev_ppl: float | None
 
-    def dev_at(self, step: int) -> float | None:
+    def _dev_at(self, step: int) -> float | None:
         """Dev perplexity at ``step`` exactly (None when it was not evaluated there)."""
         return self.dev_ppl.get(step)
 
-    def train_near(self, step: int, window: int) -> float | None:
+    def _train_near(self, step: int, window: int) -> float | None:
         """Mean logged training perplexity over ``(step - window, step]``."""
         values = [ppl for logged, ppl in self.train_ppl.items() if step - window < logged <= step]
         return statistics.fmean(values) if values else None
@@ -125,8 +125,8 @@ def judge_budget(runs: dict[str, dict[int, RunCurve]], step: int, reference: str
     step : int
         The budget.
     reference : str, optional
-        The reference row (the report's, :func:`attention_jax.reports.comparison_report.resolve_reference`;
-        ``base`` in Table 2); None: the first row of ``runs``.
+        The reference row (the report's, :func:`attention_jax.reports.comparison_report.resolve_reference`; ``base`` in
+        Table 2); None: the first row of ``runs``.
 
     Returns
     -------
@@ -135,11 +135,11 @@ def judge_budget(runs: dict[str, dict[int, RunCurve]], step: int, reference: str
     """
     reference = reference or next(iter(runs), "")
     base = runs.get(reference, {})
-    base_at: dict[int | None, float] = {seed: dev for seed, curve in base.items() if (dev := curve.dev_at(step))}
+    base_at: dict[int | None, float] = {seed: dev for seed, curve in base.items() if (dev := curve._dev_at(step))}
     paper_base = next((curve.paper_dev_ppl for curve in base.values()), None)
     judged = []
     for row, seeds in runs.items():
-        at_step = {seed: dev for seed, curve in seeds.items() if (dev := curve.dev_at(step))}
+        at_step = {seed: dev for seed, curve in seeds.items() if (dev := curve._dev_at(step))}
         in_seed_order: dict[int | None, float] = dict(sorted(at_step.items()))
         changes = tuple(paired_changes(in_seed_order, base_at, relative=True).values())
         paper_row = next((curve.paper_dev_ppl for curve in seeds.values()), None)
@@ -205,11 +205,11 @@ def budget_markdown(runs: dict[str, dict[int, RunCurve]], budgets: Sequence[int]
         count = {label: sum(item.verdict == label for item in directional)
                  for label in ("reproduced", "opposite", "within noise")}
         base_runs = list(runs.get(reference, {}).values())
-        base_dev = [dev for curve in base_runs if (dev := curve.dev_at(step))]
+        base_dev = [dev for curve in base_runs if (dev := curve._dev_at(step))]
         ratios = [dev / train for curve in base_runs
-                  if (dev := curve.dev_at(step)) and (train := curve.train_near(step, window))]
+                  if (dev := curve._dev_at(step)) and (train := curve._train_near(step, window))]
         earlier = [dev / before - 1 for curve in base_runs
-                   if (dev := curve.dev_at(step)) and (before := curve.dev_at(step - IMPROVEMENT_WINDOW))]
+                   if (dev := curve._dev_at(step)) and (before := curve._dev_at(step - IMPROVEMENT_WINDOW))]
         minutes = {row: [curve.seconds_per_step * step / 60 for curve in seeds.values() if curve.seconds_per_step]
                    for row, seeds in runs.items()}
         base_minutes = statistics.fmean(minutes[reference]) if minutes.get(reference) else None

@@ -1,24 +1,4 @@
-"""Why a row's dev perplexity differs from the reference row: how fast it learned, how well it fits, how it ended.
-
-A row that moves against the paper's direction in a small sweep usually does so for one of three
-measurable reasons, and each has its column in ``ROOT/<name>_diagnostics.md`` (written by
-:func:`attention_jax.reports.sweep_report.write_report` when the runs have ``metrics.jsonl``):
-
-- **It learns more slowly per step** (a deeper or narrower stack, say), so early stopping or the step
-  cap catches it further from where it would end: *dev PPL at step S*, the same step for every row, with
-  its change against the reference. ``S`` is half of the reference's mean best step, rounded down to an evaluated step.
-- **It overfits sooner** (more capacity, less dropout): *dev / train PPL at best*, the ratio of dev to
-  training perplexity at the best checkpoint (training perplexity is the unsmoothed loss on the training
-  batches, with dropout, at the logged step nearest below it; so the ratio compares rows of the same
-  dropout rate: a row with less dropout reads higher, one with more lower, at the same fit).
-- **It was cut off while still improving**: *ended by*, how many seeds stopped early
-  (``early_stopping``) and how many at the step cap (``num_train_steps``); a row at the cap has not
-  reached its own best.
-
-Every figure is a mean over the row's finished seeds, leaving out a seed that diverged
-(:func:`attention_jax.reports.comparison.diverged`): its figures describe a run that fell apart, not the row,
-and *ended by* counts it as ``diverged``. The module only reads; it trains nothing.
-"""
+"""Why a row's dev perplexity differs from the reference row: how fast it learned, how well it fits, how it ended."""
 
 from __future__ import annotations
 
@@ -64,7 +44,18 @@ class RunDiagnostics:
     diverged: bool = False
 
     def dev_ppl_at(self, step: int) -> float | None:
-        """Dev perplexity at the last evaluation at or before ``step`` (None if none was)."""
+        """Dev perplexity at the last evaluation at or before ``step`` (None if none was).
+
+        Parameters
+        ----------
+        step : int
+            The step.
+
+        Returns
+        -------
+        float or None
+            The perplexity.
+        """
         earlier = [ppl for evaluated, ppl in zip(self.dev_steps, self.dev_ppls) if evaluated <= step]
         return earlier[-1] if earlier else None
 
@@ -84,6 +75,7 @@ def run_diagnostics(run_dir: str, results: dict, *, run_diverged: bool = False) 
     Returns
     -------
     RunDiagnostics or None
+        Its figures; None without dev evaluations.
     """
     dev_steps, dev_ppls = sweep_curves.read_dev_curve(run_dir)
     if not dev_steps:
@@ -112,6 +104,7 @@ def reference_step(base_runs: Sequence[RunDiagnostics]) -> int | None:
     Returns
     -------
     int or None
+        The step; None without a reference run.
     """
     if not base_runs:
         return None
@@ -216,10 +209,16 @@ def write_diagnostics(root: str, name: str, rows: Sequence[RowReport], *, out_di
 
     Parameters
     ----------
-    root, name, rows, reference
-        As for :func:`diagnostics_markdown`.
+    root : str
+        Sweep root.
+    name : str
+        The report's name.
+    rows : Sequence[RowReport]
+        The sweep's rows.
     out_dir : str, optional
         The directory written instead of ``root``.
+    reference : str
+        The reference row.
 
     Returns
     -------

@@ -1,16 +1,6 @@
-"""Tabulate a Table 3 sweep (``configs/table3.py``): test BLEU and training cost beside the paper's.
+"""Test BLEU and training cost beside the paper's (Table 3), declared by ``configs/table3.py``'s ``get_report()``.
 
-For each row, ``ROOT/<row>/results.json`` gives our newstest BLEU (``test_bleu``, from ``config.final_bleu``)
-and training FLOPs (``train_flops``: :func:`attention_jax.models.flops.training_flops` of the tokens trained),
-and ``config.json`` the row's schedule and ``config.paper`` (the paper's BLEU, printed cost, hours, GPUs).
-Training cost is shown two ways, as the issue of comparing them asks:
-
-* model FLOPs: forward + backward matmul FLOPs per token times tokens, for the tokens we trained and for
-  the row's full schedule (``num_train_steps x tokens_per_batch``, the paper's 100k x 25k for base);
-* the paper's estimate: training time x devices x sustained FLOP/s (footnote 5), recomputed from its
-  hours and GPUs, and ours from our wall time when ``sustained_tflops`` (per device) is given.
-
-The command is ``python -m attention_jax.report ROOT`` on a sweep made from ``configs/table3.py``.
+Model FLOPs (3 x forward matmuls per token times tokens) and the paper's estimate (hours x GPUs x FLOP/s).
 """
 
 from __future__ import annotations

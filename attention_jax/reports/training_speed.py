@@ -1,26 +1,6 @@
-"""The normalisation sweep's own figures: speed of training to a fixed dev perplexity, gradient norms per layer.
+"""Speed of training: steps to a fixed dev perplexity, paired by seed, and gradient norms per module.
 
-``configs/sweeps/normalization.py`` (``docs/normalization.md``) compares normalisations, norm positions,
-residual connections and warm-up. The comparison report (:mod:`attention_jax.reports.comparison_report`)
-gives the final dev perplexity and BLEU paired by seed against the reference row (``base``), and the
-diagnostics the dev / train perplexity; this report adds what the claims about normalisation need beyond
-them:
-
-- **steps to a fixed dev perplexity** (the speed-of-training claim): the target is ``TARGET_FACTOR`` times
-  the reference's mean best dev perplexity, one level for every row; per seed, the first evaluated step
-  whose dev perplexity is at or under it (``not reached`` otherwise); the paired difference against the
-  reference's seed, mean ± standard error, read by the one rule
-  (:func:`attention_jax.reports.comparison.directional_reading`: ``slower``/``faster`` or ``within
-  noise``). A diverged seed (:func:`attention_jax.reports.comparison.diverged`) is counted as such and
-  left out;
-- **gradient norms per module** (Xiong et al., 2020): each module's share of the per-token gradient at
-  step 1 (the initial parameters, ``train/init/grad_norm/<module>``) and at the first later logged step
-  (``train/grad_norm/<module>``), mean over the row's seeds.
-
-Files (``python -m attention_jax.report ROOT`` writes them when a row changes the normalisation or the
-residual connections; :func:`write_normalization_report`)::
-
-    ROOT/normalization_training.md    the tables above and the rule
+Declared by the ``get_report()`` of ``configs/sweeps/normalization.py`` and ``configs/sweeps/feed_forward.py``.
 """
 
 from __future__ import annotations
@@ -39,8 +19,8 @@ from attention_jax.reports.writers import format_figure, markdown_table, write_t
 
 REPORT_STEM = "normalization_training"  # Not the sweep's own report name (configs/sweeps/normalization.py).
 TARGET_FACTOR = 1.25
-"""The fixed dev perplexity is this many times the reference's mean best: a level a healthy row reaches well
-before its end, so that the step measures speed and not the final level."""
+"""The fixed dev perplexity is this many times the reference's mean best: a level a healthy row reaches well before its
+end, so that the step measures speed and not the final level."""
 INIT_PREFIX, LOGGED_PREFIX = "train/init/grad_norm/", "train/grad_norm/"
 
 
@@ -59,8 +39,7 @@ class NormalizationRow:
     step_changes : dict[int | None, float]
         Per seed reached in both rows, its step minus the reference's.
     reading, basis : str
-        The verdict on ``step_changes`` and its basis
-        (:func:`attention_jax.reports.comparison.directional_reading`).
+        The verdict on ``step_changes`` and its basis (:func:`attention_jax.reports.comparison.directional_reading`).
     init_norms, early_norms : dict[str, float]
         Module -> mean gradient norm over the seeds, at step 1 and at the first later logged step.
     early_step : int | None

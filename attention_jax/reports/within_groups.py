@@ -1,33 +1,7 @@
-"""Attention functions compared at equal ``d_k``: each against scaled dot product, paired by seed.
+"""Each row against the reference row of its own group (equal ``d_k``), paired by seed, and the trend across groups.
 
-The Table 2 report judges every row against ``base``. A sweep over ``config.attention_function``
-(``configs/sweeps/attention_function.py``) asks other questions (the paper's Section 3.2.1 and footnote 4):
-does unscaled dot-product attention fall behind the scaled one as ``d_k`` grows, and where does
-additive attention stand? So each row is compared with the row of the *same* ``d_k`` that uses the
-paper's scaled dot product (its reference row; at the sweep's default ``d_k`` that is ``base``):
-
-- **the change at equal d_k**: for every seed k finished in both, ``c_k = ppl(row, k) / ppl(ref, k) - 1``
-  (dev perplexity per wordpiece) and the BLEU difference ``bleu(row, k) - bleu(ref, k)``; their means
-  and standard errors over the paired seeds: :func:`attention_jax.reports.comparison.compare` of the
-  rows at that ``d_k`` against their reference. The reading is ``higher perplexity`` or ``lower
-  perplexity`` when the mean change is beyond the seeds' spread
-  (:func:`attention_jax.reports.comparison.directional_reading`: ``|mean| > 2 x SE``, every report's
-  rule), else ``within noise``; with one paired seed there is no spread and the reading is ``1 seed``;
-- **the trend with d_k**: for a function run at two or more ``d_k``, the per-seed difference between its
-  change at the largest and at the smallest ``d_k``, ``c_k(d_large) - c_k(d_small)``. Beyond the spread
-  and positive, the function falls further behind scaled dot product as ``d_k`` grows (``grows with
-  d_k``), negative ``shrinks with d_k``, else ``within noise``. This is the paper's claim about unscaled
-  dot products, measured; seeds pair across ``d_k`` because every row of a seed sees the same batches.
-
-Linear attention has no softmax to saturate; it is compared at its ``d_k`` like the others.
-
-Files (``python -m attention_jax.report ROOT`` writes them beside the Table 2 report whenever the rows
-use more than one attention function; :func:`write_attention_function_report`)::
-
-    ROOT/attention_functions.md    the two tables above and the rule
-    ROOT/attention_functions.csv   one line per row, full precision
-    ROOT/attention_functions.png   dev perplexity against d_k per function, and the paired change against
-                                   scaled dot product (both mean ± SE over seeds)
+Declared by ``configs/sweeps/attention_function.py``'s ``get_report()``: each attention function against scaled
+dot product at the same ``d_k``.
 """
 
 from __future__ import annotations
@@ -65,18 +39,18 @@ class FunctionRow:
     key_dim : int
         ``config.key_dim`` (``d_model / h`` where the config leaves it unset).
     reference_row : str or None
-        The scaled-dot-product row of the same ``d_k`` (None for such a row itself, or when the sweep has
-        none at this ``d_k``).
+        The scaled-dot-product row of the same ``d_k`` (None for such a row itself, or when the sweep has none at this
+        ``d_k``).
     dev_ppl, dev_bleu : dict[int or None, float]
-        Seed -> the run's dev perplexity and BLEU (the Table 2 report's :func:`reported_ppl` and
-        :func:`reported_bleu`), for the finished seeds that have them.
+        Seed -> the run's dev perplexity and BLEU (the Table 2 report's :func:`reported_ppl` and :func:`reported_bleu`),
+        for the finished seeds that have them.
     ppl_changes : dict[int or None, float]
         Seed -> ``ppl(row) / ppl(reference) - 1`` for every seed finished in both.
     bleu_differences : dict[int or None, float]
         Seed -> ``bleu(row) - bleu(reference)`` for every seed with BLEU in both.
     reading : str
-        ``higher perplexity``, ``lower perplexity``, ``within noise``, ``1 seed``, ``pending`` (no paired
-        seed yet), ``reference`` or ``no reference``.
+        ``higher perplexity``, ``lower perplexity``, ``within noise``, ``1 seed``, ``pending`` (no paired seed yet),
+        ``reference`` or ``no reference``.
     reading_basis : str
         How the reading was reached, e.g. ``"|mean| > 2 x SE, 3 paired seeds"``.
     """
@@ -139,8 +113,7 @@ def applies(rows: Sequence[RowReport]) -> bool:
     Returns
     -------
     bool
-        True when at least two distinct ``config.attention_function`` values appear among rows with a
-        config.
+        True when at least two distinct ``config.attention_function`` values appear among rows with a config.
     """
     return len({_function_and_key_dim(row)[0] for row in rows if row.config}) > 1
 
@@ -157,11 +130,6 @@ def compare_functions(rows: Sequence[RowReport]) -> list[FunctionRow]:
     -------
     list[FunctionRow]
         One per row, ordered by function (scaled dot product first, then as they first appear) and ``d_k``.
-
-    Notes
-    -----
-    Two scaled-dot-product rows of the same ``d_k`` would make the reference ambiguous: the first in
-    the sweep's order is used.
     """
     described = [(row, *_function_and_key_dim(row)) for row in rows if row.config]
     references: dict[int, RowReport] = {}
@@ -194,7 +162,7 @@ def compare_functions(rows: Sequence[RowReport]) -> list[FunctionRow]:
 
 
 def key_dim_trends(compared: Sequence[FunctionRow]) -> list[KeyDimTrend]:
-    """For each function compared at two or more ``d_k``: does its change grow from the smallest to the largest?
+    """Return, for each function at two or more ``d_k``, whether its change grows from the smallest to the largest.
 
     Parameters
     ----------
@@ -302,12 +270,6 @@ def plot_functions(compared: Sequence[FunctionRow], path: str, title: str) -> No
         PNG file to write.
     title : str
         Figure title.
-
-    Notes
-    -----
-    One line per function, ``d_k`` on a base-2 log axis. Left: dev perplexity, mean ± one standard error
-    over seeds. Right: the paired change against scaled dot product at the same ``d_k``, mean ± one
-    standard error, with the zero line (scaled dot product itself).
     """
     plt = comparison_plot.pyplot()
 

@@ -59,7 +59,20 @@ def markdown_table(header: Sequence[str], rows: Iterable[Sequence[Any]], align: 
 
 
 def write_text(path: str, text: str) -> str:
-    """Write ``text`` to ``path`` (UTF-8) and return ``path``."""
+    """Write ``text`` to ``path`` (UTF-8) and return ``path``.
+
+    Parameters
+    ----------
+    path : str
+        The file written.
+    text : str
+        Its content.
+
+    Returns
+    -------
+    str
+        ``path``.
+    """
     with open(path, "w", encoding="utf-8") as file:
         file.write(text)
     return path
