@@ -23,7 +23,7 @@ import pytest
 from attention_jax.data import length_buckets
 from attention_jax.foundation import run_files
 from attention_jax.foundation.user_errors import MissingInputError, UserInputError
-from attention_jax.reports import positions_report, sweep_rows
+from attention_jax.reports import by_bucket, sweep_rows
 from configs.sweeps import positions
 
 from tests.support import REPO_ROOT
@@ -161,9 +161,9 @@ def scored_root(tmp_path: pathlib.Path) -> pathlib.Path:
 
 def test_report_pairs_by_seed_with_hand_computed_changes(scored_root: pathlib.Path) -> None:
     _, rows = sweep_rows.read_sweep_rows(str(scored_root))
-    assert positions_report.applies(str(scored_root), rows)
-    compared = {(row.row, row.bucket): row for row in positions_report.compare_encodings(str(scored_root), rows)}
-    records = {(record["row"], record["bucket"]): record for record in positions_report.csv_records(compared.values())}
+    assert by_bucket.applies(str(scored_root), rows)
+    compared = {(row.row, row.bucket): row for row in by_bucket.compare_encodings(str(scored_root), rows)}
+    records = {(record["row"], record["bucket"]): record for record in by_bucket.csv_records(compared.values())}
     beyond = records[("learned", "beyond_2x")]
     assert beyond["paired_seeds"] == 3
     assert beyond["ppl_change_mean"] == pytest.approx(0.183333, abs=1e-6)
@@ -180,10 +180,10 @@ def test_report_pairs_by_seed_with_hand_computed_changes(scored_root: pathlib.Pa
     assert records[("sinusoidal", "beyond_2x")]["ppl_reading"] == "reference"
     assert records[("none", "beyond_2x")]["ppl_reading"] == "1 seed"
     assert records[("none", "beyond_2x")]["ppl_change_mean"] == pytest.approx(2.0)  # 30 / 10 - 1, seed 0 only.
-    trends = {trend.row: trend for trend in positions_report.length_trends(list(compared.values()))}
+    trends = {trend.row: trend for trend in by_bucket.length_trends(list(compared.values()))}
     assert sorted(trends["learned"].differences.values()) == pytest.approx([0.08, 0.19, 0.27])
     # The plot's third panel: the same paired changes, in percent, bucket by bucket; no line for the reference.
-    series = positions_report.change_series(positions_report.compare_encodings(str(scored_root), rows))
+    series = by_bucket.change_series(by_bucket.compare_encodings(str(scored_root), rows))
     assert set(series) == {"learned", "none"}
     (within_mean, within_se), (beyond_mean, beyond_se) = series["learned"]
     assert (within_mean, within_se, beyond_mean, beyond_se) == pytest.approx((0.33333, 1.20185, 18.3333, 4.40959),
@@ -195,6 +195,9 @@ def test_report_pairs_by_seed_with_hand_computed_changes(scored_root: pathlib.Pa
 
 @pytest.mark.slow
 def test_report_command_writes_table_csv_and_plot(scored_root: pathlib.Path) -> None:
+    rows = ["sinusoidal", "learned", "none"]  # The sweep file's get_report() declares the bucket report.
+    (scored_root / run_files.SWEEP_FILE).write_text(json.dumps(dict(config_file="configs/sweeps/positions.py",
+                                                                    rows=rows, all_rows=rows)))
     completed = subprocess.run([sys.executable, "-m", "attention_jax.report", str(scored_root)], cwd=REPO_ROOT,
                                capture_output=True, text=True, timeout=300, env=dict(os.environ, JAX_PLATFORMS="cpu"))
     assert completed.returncode == 0, completed.stderr[-2000:]

@@ -1,4 +1,4 @@
-"""The attention-function report (attention_jax/reports/attention_function_report.py) on a sweep written by hand."""
+"""The attention-function report (attention_jax/reports/within_groups.py) on a sweep written by hand."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import matplotlib.image
 import numpy as np
 import pytest
 
-from attention_jax.reports import attention_function_report, comparison, sweep_rows
+from attention_jax.reports import within_groups, comparison, sweep_rows
 from configs.sweeps import attention_function
 from launch import sweep_record, sweep_spec
 from tests.support.sweep_cli import REPO_ROOT, run_module
@@ -55,9 +55,9 @@ def sweep_root(tmp_path: pathlib.Path) -> pathlib.Path:
     return root
 
 
-def _compared(root: pathlib.Path) -> dict[str, attention_function_report.FunctionRow]:
+def _compared(root: pathlib.Path) -> dict[str, within_groups.FunctionRow]:
     rows = sweep_rows.read_sweep_rows(str(root))[1]
-    return {row.row: row for row in attention_function_report.compare_functions(rows)}
+    return {row.row: row for row in within_groups.compare_functions(rows)}
 
 
 def _paired_changes(row: str, reference: str) -> np.ndarray:
@@ -96,7 +96,7 @@ def test_readings_follow_the_spread_rule(sweep_root: pathlib.Path) -> None:
 
 def test_the_trend_with_key_dim_pairs_seeds_across_rows(sweep_root: pathlib.Path) -> None:
     trends = {trend.function: trend for trend in
-              attention_function_report.key_dim_trends(list(_compared(sweep_root).values()))}
+              within_groups.key_dim_trends(list(_compared(sweep_root).values()))}
     assert set(trends) == {"dot_product", "additive"}
     expected = (_paired_changes("dot_product_dk128", "scaled_dot_product_dk128")
                 - _paired_changes("dot_product_dk8", "scaled_dot_product_dk8"))
@@ -136,7 +136,7 @@ def test_a_table2_sweep_gets_no_attention_function_report() -> None:
             sweep_rows.RowReport(row="A1", group="A", status="done",
                                  config={"d_model": 8, "num_heads": 1, "attention_function": "scaled_dot_product"},
                                  results={})]
-    assert not attention_function_report.applies(rows)
+    assert not within_groups.applies(rows)
 
 
 def test_beyond_spread_needs_two_changes() -> None:

@@ -20,7 +20,7 @@ import pytest
 
 from attention_jax.experiment import corpora, schema
 from attention_jax.foundation.user_errors import UserInputError
-from attention_jax.reports import all_reports, comparison, positions_report, sweep_rows, transfer_report
+from attention_jax.reports import all_reports, by_bucket, comparison, sweep_rows, transfer_report
 from launch import sweep_record, sweep_spec
 from tests.support.sweep_cli import REPO_ROOT
 
@@ -35,6 +35,12 @@ def get_config():
 def get_sweep():
     return {"base": {}, "alpha": dict(dropout_rate=0.0), "beta": dict(dropout_rate=0.2),
             "gamma": dict(dropout_rate=0.3), "delta": dict(dropout_rate=0.05)}
+
+
+def get_report():
+    from attention_jax.reports import by_bucket
+
+    return dict(headline_measures=[by_bucket.LENGTH_TREND])
 '''
 # Directory -> row -> per seed (dev PPL, dev BLEU); None: the seed has not finished. "gamma" seed 1 diverges on
 # gnome. The first directory's runs name their corpus in config.json; the second's do not (older runs).
@@ -241,7 +247,7 @@ def test_a_derived_measure_takes_part_as_the_change_itself(corpora_root: pathlib
     _write_buckets(corpora_root)
     corpora_read = transfer_report.read_corpora(str(corpora_root))
     trends = {transfer.row: transfer for transfer in transfer_report.compare_corpora(corpora_read)
-              if transfer.metric.name == positions_report.LENGTH_TREND.name}
+              if transfer.metric.name == by_bucket.LENGTH_TREND.name}
     assert set(trends) == set(RUNS["messages"]) - {"base"}
     verdicts = {}
     for row in ("alpha", "beta"):
@@ -259,8 +265,8 @@ def test_a_derived_measure_takes_part_as_the_change_itself(corpora_root: pathlib
     assert verdicts == {"alpha": "reverses", "beta": "noise"}
     assert trends["gamma"].verdict == "pending" and trends["gamma"].stats[0].paired_seeds == 0  # Not scored.
     _, rows = sweep_rows.read_sweep_rows(str(corpora_root / "messages"))  # The positions report's own trend.
-    own = {trend.row: trend for trend in positions_report.length_trends(
-        positions_report.compare_encodings(str(corpora_root / "messages"), rows))}
+    own = {trend.row: trend for trend in by_bucket.length_trends(
+        by_bucket.compare_encodings(str(corpora_root / "messages"), rows))}
     messages = trends["alpha"].stats[[corpus.name for corpus in corpora_read].index("messages_en_de")]
     assert {seed: 100 * value for seed, value in own["alpha"].differences.items()} == pytest.approx(messages.changes)
 

@@ -1,39 +1,11 @@
-"""Positional encodings scored on length buckets: each against sinusoidal, bucket by bucket, paired by seed.
+"""A per-run evaluation's keys (length buckets) compared with the reference row, key by key, paired by seed.
 
-The extrapolation sweep (``configs/sweeps/positions.py``, ``docs/positions.md``) trains one row per
-``config.positional_encoding`` on targets of at most ``cap`` words, and
-:mod:`attention_jax.evaluation.length_bucket_evaluation` scores every run on four buckets of held-apart
-pairs (``RUN/length_buckets.json``): within the cap, up to 1.5x, up to 2x and beyond. This report asks,
-per bucket, how each encoding stands against the paper's sinusoidal one:
-
-- **per encoding and bucket**: perplexity per target piece and BLEU, mean ± standard error over the
-  row's scored seeds;
-- **the paired change against sinusoidal**: for every seed k scored in both rows,
-  ``c_k = ppl(row, k) / ppl(sinusoidal, k) - 1`` and the BLEU difference ``bleu(row, k) -
-  bleu(sinusoidal, k)``; their means and standard errors over the paired seeds. These are the comparison's
-  (:func:`attention_jax.reports.comparison.compare` of the length-bucket metrics that
-  :mod:`attention_jax.reports.run_evaluations` registers, against the sinusoidal row). A change is beyond
-  the seeds' spread when ``|mean| > 2 x SE`` (:func:`attention_jax.reports.comparison.directional_reading`,
-  every report's rule), read ``higher``/``lower``; else ``within noise``; ``1 seed`` without a spread,
-  ``pending`` without a paired seed;
-- **the trend with length**: per seed, the change in the longest bucket minus the change within the
-  cap. Beyond the spread and positive, the encoding falls further behind sinusoidal as the targets
-  grow past the training lengths (``worse with length``); negative, ``better with length``. This is
-  the extrapolation question itself: an encoding may trail sinusoidal everywhere by the same margin
-  and still extrapolate as well. The same per-seed trend (:func:`length_trend`, against a sweep's reference
-  row) is a headline measure of the transfer report across corpora (:data:`LENGTH_TREND`).
-
-Files (``python -m attention_jax.report ROOT`` writes them whenever a run of the sweep holds
-``length_buckets.json``; :func:`write_positions_report`)::
-
-    ROOT/positions_by_length.md    the tables above and the rule
-    ROOT/positions_by_length.csv   one line per (row, bucket), full precision
-    ROOT/positions_by_length.png   perplexity and BLEU against the length bucket, one line per encoding (mean ± SE)
+Declared by ``configs/sweeps/positions.py``'s ``get_report()``: each positional encoding against sinusoidal per
+bucket, and the per-seed trend (change in the last bucket minus the first), also a headline measure of transfer.
 """
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import math
 import os
@@ -42,9 +14,8 @@ from collections.abc import Sequence
 from attention_jax.foundation import run_files
 from attention_jax.reports import comparison, comparison_plot, run_evaluations
 from attention_jax.reports.comparison import directional_reading, mean_and_se, paired_changes, run_directory
-from attention_jax.reports.comparison_report import format_figure
-from attention_jax.reports.figure_titles import fit_title
-from attention_jax.reports.sweep_rows import RowReport
+from attention_jax.reports.sweep_rows import ReportContext, RowReport
+from attention_jax.reports.writers import fit_title, format_figure, markdown_table, write_report_files
 
 REFERENCE_ENCODING = "sinusoidal"
 """The paper's encoding (Section 3.5): every other is compared with it."""
@@ -183,11 +154,6 @@ def compare_encodings(root: str, rows: Sequence[RowReport]) -> list[BucketRow]:
     -------
     list[BucketRow]
         Bucket by bucket (the split's order), the sinusoidal row first and then the sweep's order.
-
-    Notes
-    -----
-    Buckets are named by the first scored run; two sinusoidal rows would make the reference
-    ambiguous, and the first is used.
     """
     results = read_bucket_results(root, rows)
     scored = [row for row in rows if row.row in results]
@@ -220,7 +186,7 @@ def compare_encodings(root: str, rows: Sequence[RowReport]) -> list[BucketRow]:
 
 
 def length_trends(compared: Sequence[BucketRow]) -> list[LengthTrend]:
-    """For each compared row: does its change against sinusoidal grow from the first bucket to the last?
+    """Return, for each compared row, whether its change against sinusoidal grows from the first bucket to the last.
 
     Parameters
     ----------
@@ -251,9 +217,6 @@ def length_trends(compared: Sequence[BucketRow]) -> list[LengthTrend]:
 def length_trend(run_dir: str, reference_dir: str) -> float | None:
     """One seed's trend with length against the reference run at that seed, in percentage points.
 
-    The run's perplexity change against the reference in the last bucket minus that in the first
-    (:func:`length_trends`' per-seed difference).
-
     Parameters
     ----------
     run_dir, reference_dir : str
@@ -280,7 +243,6 @@ def length_trend(run_dir: str, reference_dir: str) -> float | None:
 
 LENGTH_TREND = comparison.derived_metric(f"{EVALUATION}/trend", "length trend (ΔPPL last − first bucket)", 1,
                                          length_trend, unit="pp")
-run_evaluations.register_headline_measure(LENGTH_TREND)
 
 
 def csv_records(compared: Sequence[BucketRow]) -> list[dict]:
@@ -331,17 +293,17 @@ def markdown_report(root: str, compared: Sequence[BucketRow], trends: Sequence[L
     lines = [f"# Positional encodings on length buckets: {root}", "",
              "Every ± is one standard error of the mean (sample standard deviation over √n) over the n seeds "
              "of the seeds column.", "",
-             "| bucket (target words, pairs) | encoding | seeds | PPL | ΔPPL vs sinusoidal | reading | BLEU | "
-             "ΔBLEU | reading |", "|---|---|---|---|---|---|---|---|---|"]
-    for record in csv_records(compared):
-        lines.append(f"| {record['bucket']} ({record['min_words']}-{record['max_words']}, {record['num_pairs']}) | "
-                     f"{record['positional_encoding']} | {record['seeds']} | "
-                     f"{format_figure(record['ppl_mean'], record['ppl_se'], 2)} | "
-                     f"{format_figure(record['ppl_change_mean'], record['ppl_change_se'], 1, percent=True, sign=True)}"
-                     " | "
-                     f"{record['ppl_reading']} | {format_figure(record['bleu_mean'], record['bleu_se'], 1)} | "
-                     f"{format_figure(record['bleu_difference_mean'], record['bleu_difference_se'], 1, sign=True)} | "
-                     f"{record['bleu_reading']} |")
+             *markdown_table(["bucket (target words, pairs)", "encoding", "seeds", "PPL", "ΔPPL vs sinusoidal",
+                              "reading", "BLEU", "ΔBLEU", "reading"],
+                             ([f"{record['bucket']} ({record['min_words']}-{record['max_words']}, "
+                               f"{record['num_pairs']})", record["positional_encoding"], record["seeds"],
+                               format_figure(record["ppl_mean"], record["ppl_se"], 2),
+                               format_figure(record["ppl_change_mean"], record["ppl_change_se"], 1, percent=True,
+                                             sign=True), record["ppl_reading"],
+                               format_figure(record["bleu_mean"], record["bleu_se"], 1),
+                               format_figure(record["bleu_difference_mean"], record["bleu_difference_se"], 1,
+                                             sign=True), record["bleu_reading"]]
+                              for record in csv_records(compared)))]
     lines += ["", "PPL: perplexity per target piece (teacher-forced, unsmoothed); BLEU: sacrebleu of beam-search "
               "translations; both mean ± standard error over the row's scored seeds. ΔPPL: the change against "
               "the sinusoidal row, paired by seed, mean ± standard error; ΔBLEU the same for the BLEU "
@@ -349,12 +311,10 @@ def markdown_report(root: str, compared: Sequence[BucketRow], trends: Sequence[L
               "with 3 seeds a loose bar), else `within noise`."]
     if trends:
         lines += ["", "## Does the gap grow with length?", "",
-                  "| encoding | buckets | ΔPPL change, last minus first, paired | reading |", "|---|---|---|---|"]
-        for trend in trends:
-            lines.append(f"| {trend.encoding} | {trend.first_bucket} → {trend.last_bucket} | "
-                         f"{format_figure(*mean_and_se(list(trend.differences.values())), 1, percent=True, sign=True)}"
-                         " | "
-                         f"{trend.reading} |")
+                  *markdown_table(["encoding", "buckets", "ΔPPL change, last minus first, paired", "reading"],
+                                  ([trend.encoding, f"{trend.first_bucket} → {trend.last_bucket}",
+                                    format_figure(*mean_and_se(list(trend.differences.values())), 1, percent=True,
+                                                  sign=True), trend.reading] for trend in trends))]
         lines += ["", "Per seed, the change against sinusoidal in the longest bucket minus the change within the "
                   "cap (percentage points), mean ± standard error. `worse with length`: the encoding falls "
                   "further behind sinusoidal beyond the training lengths, beyond the seeds' spread."]
@@ -372,9 +332,9 @@ def change_series(compared: Sequence[BucketRow]) -> dict[str, list[tuple[float |
     Returns
     -------
     dict[str, list[tuple]]
-        Row name -> one ``(mean, standard error)`` per bucket of the split, in order, over the seeds paired
-        with the sinusoidal row (``100 * (ppl / ppl(sinusoidal) - 1)``); ``(None, None)`` where the row has no
-        paired seed there, and an SE of ``None`` with one seed. The reference row is left out.
+        Row name -> one ``(mean, standard error)`` per bucket of the split, in order, over the seeds paired with the
+        sinusoidal row (``100 * (ppl / ppl(sinusoidal) - 1)``); ``(None, None)`` where the row has no paired seed there,
+        and an SE of ``None`` with one seed.
     """
     buckets = list(dict.fromkeys(row.bucket for row in compared))
     series: dict[str, list[tuple[float | None, float | None]]] = {}
@@ -397,12 +357,6 @@ def plot_buckets(compared: Sequence[BucketRow], path: str, title: str) -> None:
         PNG file to write.
     title : str
         Figure title.
-
-    Notes
-    -----
-    One line per encoding in each panel, in the same colour throughout. The third panel is the experiment's
-    question drawn: each encoding's perplexity change against sinusoidal, paired by seed
-    (:func:`change_series`); a line that falls from left to right extrapolates better than the sinusoids.
     """
     import matplotlib.ticker
 
@@ -463,12 +417,26 @@ def write_positions_report(root: str, rows: Sequence[RowReport], *, out_dir: str
     """
     compared = compare_encodings(root, rows)
     stem = os.path.join(out_dir or root, REPORT_STEM)
-    with open(stem + ".md", "w", encoding="utf-8") as file:
-        file.write(markdown_report(root, compared, length_trends(compared)))
-    with open(stem + ".csv", "w", encoding="utf-8", newline="") as file:
-        writer = csv.DictWriter(file, fieldnames=CSV_FIELDS)
-        writer.writeheader()
-        writer.writerows(csv_records(compared))
+    write_report_files(stem, markdown_report(root, compared, length_trends(compared)), CSV_FIELDS,
+                       csv_records(compared))
     plot_buckets(compared, stem + ".png",
                  f"positional encodings by target length ({os.path.basename(root.rstrip('/'))})")
     return [stem + ".md", stem + ".csv", stem + ".png"]
+
+
+def write(context: ReportContext) -> list[str]:
+    """Write the bucket report when some run holds ``length_buckets.json`` (a sweep file's ``get_report()`` extra).
+
+    Parameters
+    ----------
+    context : ReportContext
+        The sweep being reported.
+
+    Returns
+    -------
+    list[str]
+        The paths written; none when no run is scored.
+    """
+    if not applies(context.root, context.rows):
+        return []
+    return write_positions_report(context.root, context.rows, out_dir=context.out_dir)

@@ -1,28 +1,18 @@
-"""Tabulate a Table 3 sweep (``configs/table3.py``): test BLEU and training cost beside the paper's.
+"""Test BLEU and training cost beside the paper's (Table 3), declared by ``configs/table3.py``'s ``get_report()``.
 
-For each row, ``ROOT/<row>/results.json`` gives our newstest BLEU (``test_bleu``, from ``config.final_bleu``)
-and training FLOPs (``train_flops``: :func:`attention_jax.models.flops.training_flops` of the tokens trained),
-and ``config.json`` the row's schedule and ``config.paper`` (the paper's BLEU, printed cost, hours, GPUs).
-Training cost is shown two ways, as the issue of comparing them asks:
-
-* model FLOPs: forward + backward matmul FLOPs per token times tokens, for the tokens we trained and for
-  the row's full schedule (``num_train_steps x tokens_per_batch``, the paper's 100k x 25k for base);
-* the paper's estimate: training time x devices x sustained FLOP/s (footnote 5), recomputed from its
-  hours and GPUs, and ours from our wall time when ``sustained_tflops`` (per device) is given.
-
-The command is ``python -m attention_jax.report ROOT`` on a sweep made from ``configs/table3.py``.
+Model FLOPs (3 x forward matmuls per token times tokens) and the paper's estimate (hours x GPUs x FLOP/s).
 """
 
 from __future__ import annotations
 
-import csv
 import os
 from typing import Any
 
 from attention_jax.experiment import schema, sections
 from attention_jax.foundation import run_files
 from attention_jax.models import flops
-from attention_jax.reports.sweep_rows import read_sweep_rows
+from attention_jax.reports.sweep_rows import ReportContext, read_sweep_rows
+from attention_jax.reports.writers import markdown_table, write_report_files
 
 CSV_FIELDS = ("row", "status", "dataset", "steps", "train_target_tokens", "dev_bleu", "test_bleu",
               "paper_test_bleu", "train_flops", "schedule_flops", "paper_train_flops",
@@ -98,18 +88,15 @@ def markdown_table3(root: str, records: list[dict[str, Any]]) -> str:
     str
         Markdown text.
     """
-    lines = [f"# Table 3: {root}", "",
-             "| Row | Status | Corpus | Steps | Test BLEU | Paper BLEU | Our training FLOPs | Model FLOPs of "
-             "the row's schedule | Paper's cost (printed) | Paper's estimate (h x GPUs x FLOP/s) | Our "
-             "estimate (h x devices x FLOP/s) |",
-             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for record in records:
-        lines.append(
-            f"| {record['row']} | {record['status']} | {record['dataset'] or ''} | {record['steps'] or ''} | "
-            f"{_number(record['test_bleu'])} | {_number(record['paper_test_bleu'])} | "
-            f"{_scientific(record['train_flops'])} | {_scientific(record['schedule_flops'])} | "
-            f"{_scientific(record['paper_train_flops'])} | {_scientific(record['paper_estimate_flops'])} | "
-            f"{_scientific(record['our_estimate_flops'])} |")
+    header = ["Row", "Status", "Corpus", "Steps", "Test BLEU", "Paper BLEU", "Our training FLOPs",
+              "Model FLOPs of the row's schedule", "Paper's cost (printed)",
+              "Paper's estimate (h x GPUs x FLOP/s)", "Our estimate (h x devices x FLOP/s)"]
+    cells = ([record["row"], record["status"], record["dataset"] or "", record["steps"] or "",
+              _number(record["test_bleu"]), _number(record["paper_test_bleu"]),
+              *(_scientific(record[key]) for key in ("train_flops", "schedule_flops", "paper_train_flops",
+                                                     "paper_estimate_flops", "our_estimate_flops"))]
+             for record in records)
+    lines = [f"# Table 3: {root}", "", *markdown_table(header, cells, ["---"] * 3 + ["---:"] * 8)]
     lines += ["", "Model FLOPs count forward + backward matmuls (3 x forward, `attention_jax.models.flops`) per "
               "token times tokens; attention terms at config.max_len, source tokens taken equal to target "
               "tokens. The paper's estimate is training time x GPUs x sustained single-precision FLOP/s "
@@ -135,11 +122,21 @@ def write_table3_report(root: str, *, sustained_tflops: float | None = None, out
         The two paths written.
     """
     records = table3_records(root, sustained_tflops=sustained_tflops)
-    stem = os.path.join(out_dir or root, "table3")
-    with open(stem + ".md", "w", encoding="utf-8") as file:
-        file.write(markdown_table3(root, records))
-    with open(stem + ".csv", "w", encoding="utf-8", newline="") as file:
-        writer = csv.DictWriter(file, fieldnames=CSV_FIELDS)
-        writer.writeheader()
-        writer.writerows(records)
-    return [stem + ".md", stem + ".csv"]
+    return write_report_files(os.path.join(out_dir or root, "table3"), markdown_table3(root, records), CSV_FIELDS,
+                              records)
+
+
+def write(context: ReportContext) -> list[str]:
+    """Write ``table3.md`` and ``.csv`` (a sweep file's ``get_report()`` extra).
+
+    Parameters
+    ----------
+    context : ReportContext
+        The sweep being reported (its ``sustained_tflops``).
+
+    Returns
+    -------
+    list[str]
+        The two paths.
+    """
+    return write_table3_report(context.root, sustained_tflops=context.sustained_tflops, out_dir=context.out_dir)

@@ -1,26 +1,6 @@
-"""The normalisation sweep's own figures: speed of training to a fixed dev perplexity, gradient norms per layer.
+"""Speed of training: steps to a fixed dev perplexity, paired by seed, and gradient norms per module.
 
-``configs/sweeps/normalization.py`` (``docs/normalization.md``) compares normalisations, norm positions,
-residual connections and warm-up. The comparison report (:mod:`attention_jax.reports.comparison_report`)
-gives the final dev perplexity and BLEU paired by seed against the reference row (``base``), and the
-diagnostics the dev / train perplexity; this report adds what the claims about normalisation need beyond
-them:
-
-- **steps to a fixed dev perplexity** (the speed-of-training claim): the target is ``TARGET_FACTOR`` times
-  the reference's mean best dev perplexity, one level for every row; per seed, the first evaluated step
-  whose dev perplexity is at or under it (``not reached`` otherwise); the paired difference against the
-  reference's seed, mean ± standard error, read by the one rule
-  (:func:`attention_jax.reports.comparison.directional_reading`: ``slower``/``faster`` or ``within
-  noise``). A diverged seed (:func:`attention_jax.reports.comparison.diverged`) is counted as such and
-  left out;
-- **gradient norms per module** (Xiong et al., 2020): each module's share of the per-token gradient at
-  step 1 (the initial parameters, ``train/init/grad_norm/<module>``) and at the first later logged step
-  (``train/grad_norm/<module>``), mean over the row's seeds.
-
-Files (``python -m attention_jax.report ROOT`` writes them when a row changes the normalisation or the
-residual connections; :func:`write_normalization_report`)::
-
-    ROOT/normalization_training.md    the tables above and the rule
+Declared by the ``get_report()`` of ``configs/sweeps/normalization.py`` and ``configs/sweeps/feed_forward.py``.
 """
 
 from __future__ import annotations
@@ -32,14 +12,15 @@ import statistics
 from collections.abc import Sequence
 
 from attention_jax.reports.comparison import directional_reading, diverged, mean_and_se, run_directory
-from attention_jax.reports.comparison_report import format_figure, resolve_reference
+from attention_jax.reports.comparison_report import resolve_reference
 from attention_jax.reports.sweep_curves import read_dev_curve
-from attention_jax.reports.sweep_rows import RowReport, read_sweep_rows
+from attention_jax.reports.sweep_rows import ReportContext, RowReport, read_sweep_rows
+from attention_jax.reports.writers import format_figure, markdown_table, write_text
 
 REPORT_STEM = "normalization_training"  # Not the sweep's own report name (configs/sweeps/normalization.py).
 TARGET_FACTOR = 1.25
-"""The fixed dev perplexity is this many times the reference's mean best: a level a healthy row reaches well
-before its end, so that the step measures speed and not the final level."""
+"""The fixed dev perplexity is this many times the reference's mean best: a level a healthy row reaches well before its
+end, so that the step measures speed and not the final level."""
 INIT_PREFIX, LOGGED_PREFIX = "train/init/grad_norm/", "train/grad_norm/"
 
 
@@ -58,8 +39,7 @@ class NormalizationRow:
     step_changes : dict[int | None, float]
         Per seed reached in both rows, its step minus the reference's.
     reading, basis : str
-        The verdict on ``step_changes`` and its basis
-        (:func:`attention_jax.reports.comparison.directional_reading`).
+        The verdict on ``step_changes`` and its basis (:func:`attention_jax.reports.comparison.directional_reading`).
     init_norms, early_norms : dict[str, float]
         Module -> mean gradient norm over the seeds, at step 1 and at the first later logged step.
     early_step : int | None
@@ -199,11 +179,9 @@ def compare_rows(root: str, rows: Sequence[RowReport], target: float | None,
 
 def _norm_table(compared: Sequence[NormalizationRow], early: bool) -> list[str]:
     modules = list(dict.fromkeys(m for row in compared for m in (row.early_norms if early else row.init_norms)))
-    lines = ["| row | " + " | ".join(modules) + " |", "|---|" + "---|" * len(modules)]
-    for row in compared:
-        norms = row.early_norms if early else row.init_norms
-        lines.append(f"| {row.row} | " + " | ".join(f"{norms[m]:.3g}" if m in norms else "" for m in modules) + " |")
-    return lines
+    return markdown_table(["row", *modules], ([row.row, *(f"{norms[m]:.3g}" if m in norms else "" for m in modules)]
+                                              for row in compared
+                                              for norms in [row.early_norms if early else row.init_norms]))
 
 
 def markdown_report(root: str, compared: Sequence[NormalizationRow], target: float | None,
@@ -232,16 +210,16 @@ def markdown_report(root: str, compared: Sequence[NormalizationRow], target: flo
              "first evaluated step at or under it, mean ± standard error (SE) over the row's n healthy seeds (every ± "
              "here is one; `not reached` counted "
              f"apart); vs {reference}: the paired difference in steps; a change is beyond the seeds' spread when "
-             "|mean| > 2 x SE (`attention_jax/reports/comparison.py`).", "",
-             f"| row | seeds | diverged | not reached | steps to target | vs {reference} (steps) | reading |",
-             "|---|---|---|---|---|---|---|"]
+             "|mean| > 2 x SE (`attention_jax/reports/comparison.py`).", ""]
+    cells = []
     for row in compared:
         reached = [step for step in row.steps.values() if step is not None]
         change, change_se = mean_and_se(list(row.step_changes.values()))
-        lines.append(f"| {row.row} | {len(row.steps) + len(row.diverged_seeds)} | {len(row.diverged_seeds)} | "
-                     f"{len(row.steps) - len(reached)} | {format_figure(*mean_and_se(reached), 0)} | "
-                     f"{format_figure(change, change_se, 0, sign=True) if row.step_changes else ''} | "
-                     f"{row.reading} |")
+        cells.append([row.row, len(row.steps) + len(row.diverged_seeds), len(row.diverged_seeds),
+                      len(row.steps) - len(reached), format_figure(*mean_and_se(reached), 0),
+                      format_figure(change, change_se, 0, sign=True) if row.step_changes else "", row.reading])
+    lines += markdown_table(["row", "seeds", "diverged", "not reached", "steps to target",
+                             f"vs {reference} (steps)", "reading"], cells)
     early_step = next((row.early_step for row in compared if row.early_step is not None), None)
     lines += ["", "## Gradient norm per module at step 1 (the initial parameters), mean over seeds", ""]
     lines += _norm_table(compared, early=False)
@@ -277,7 +255,24 @@ def write_normalization_report(root: str, rows: Sequence[RowReport] | None = Non
         reference = resolve_reference(record, rows, reference)[0]
     reference_row = reference
     target = target_perplexity(root, rows, reference_row)
-    path = os.path.join(out_dir or root, REPORT_STEM + ".md")
-    with open(path, "w", encoding="utf-8") as file:
-        file.write(markdown_report(root, compare_rows(root, rows, target, reference_row), target, reference_row))
-    return [path]
+    return [write_text(os.path.join(out_dir or root, REPORT_STEM + ".md"),
+                       markdown_report(root, compare_rows(root, rows, target, reference_row), target, reference_row))]
+
+
+def write(context: ReportContext) -> list[str]:
+    """Write the report when a row changes the normalisation or the residuals (a ``get_report()`` extra).
+
+    Parameters
+    ----------
+    context : ReportContext
+        The sweep being reported.
+
+    Returns
+    -------
+    list[str]
+        The path written; none when no row changes them.
+    """
+    if not applies(context.rows):
+        return []
+    return write_normalization_report(context.root, context.rows, out_dir=context.out_dir,
+                                      reference=context.reference)

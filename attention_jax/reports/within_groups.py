@@ -1,38 +1,11 @@
-"""Attention functions compared at equal ``d_k``: each against scaled dot product, paired by seed.
+"""Each row against the reference row of its own group (equal ``d_k``), paired by seed, and the trend across groups.
 
-The Table 2 report judges every row against ``base``. A sweep over ``config.attention_function``
-(``configs/sweeps/attention_function.py``) asks other questions (the paper's Section 3.2.1 and footnote 4):
-does unscaled dot-product attention fall behind the scaled one as ``d_k`` grows, and where does
-additive attention stand? So each row is compared with the row of the *same* ``d_k`` that uses the
-paper's scaled dot product (its reference row; at the sweep's default ``d_k`` that is ``base``):
-
-- **the change at equal d_k**: for every seed k finished in both, ``c_k = ppl(row, k) / ppl(ref, k) - 1``
-  (dev perplexity per wordpiece) and the BLEU difference ``bleu(row, k) - bleu(ref, k)``; their means
-  and standard errors over the paired seeds: :func:`attention_jax.reports.comparison.compare` of the
-  rows at that ``d_k`` against their reference. The reading is ``higher perplexity`` or ``lower
-  perplexity`` when the mean change is beyond the seeds' spread
-  (:func:`attention_jax.reports.comparison.directional_reading`: ``|mean| > 2 x SE``, every report's
-  rule), else ``within noise``; with one paired seed there is no spread and the reading is ``1 seed``;
-- **the trend with d_k**: for a function run at two or more ``d_k``, the per-seed difference between its
-  change at the largest and at the smallest ``d_k``, ``c_k(d_large) - c_k(d_small)``. Beyond the spread
-  and positive, the function falls further behind scaled dot product as ``d_k`` grows (``grows with
-  d_k``), negative ``shrinks with d_k``, else ``within noise``. This is the paper's claim about unscaled
-  dot products, measured; seeds pair across ``d_k`` because every row of a seed sees the same batches.
-
-Linear attention has no softmax to saturate; it is compared at its ``d_k`` like the others.
-
-Files (``python -m attention_jax.report ROOT`` writes them beside the Table 2 report whenever the rows
-use more than one attention function; :func:`write_attention_function_report`)::
-
-    ROOT/attention_functions.md    the two tables above and the rule
-    ROOT/attention_functions.csv   one line per row, full precision
-    ROOT/attention_functions.png   dev perplexity against d_k per function, and the paired change against
-                                   scaled dot product (both mean ± SE over seeds)
+Declared by ``configs/sweeps/attention_function.py``'s ``get_report()``: each attention function against scaled
+dot product at the same ``d_k``.
 """
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import math
 import os
@@ -40,9 +13,8 @@ from typing import Sequence
 
 from attention_jax.reports import comparison, comparison_plot
 from attention_jax.reports.comparison import directional_reading, mean_and_se, paired_changes
-from attention_jax.reports.comparison_report import format_figure
-from attention_jax.reports.figure_titles import fit_title
-from attention_jax.reports.sweep_rows import RowReport, read_sweep_rows
+from attention_jax.reports.sweep_rows import ReportContext, RowReport, read_sweep_rows
+from attention_jax.reports.writers import fit_title, format_figure, markdown_table, write_report_files
 
 REFERENCE_FUNCTION = "scaled_dot_product"
 """The paper's attention function: every other function is compared with it at the same ``d_k``."""
@@ -67,18 +39,18 @@ class FunctionRow:
     key_dim : int
         ``config.key_dim`` (``d_model / h`` where the config leaves it unset).
     reference_row : str or None
-        The scaled-dot-product row of the same ``d_k`` (None for such a row itself, or when the sweep has
-        none at this ``d_k``).
+        The scaled-dot-product row of the same ``d_k`` (None for such a row itself, or when the sweep has none at this
+        ``d_k``).
     dev_ppl, dev_bleu : dict[int or None, float]
-        Seed -> the run's dev perplexity and BLEU (the Table 2 report's :func:`reported_ppl` and
-        :func:`reported_bleu`), for the finished seeds that have them.
+        Seed -> the run's dev perplexity and BLEU (the Table 2 report's :func:`reported_ppl` and :func:`reported_bleu`),
+        for the finished seeds that have them.
     ppl_changes : dict[int or None, float]
         Seed -> ``ppl(row) / ppl(reference) - 1`` for every seed finished in both.
     bleu_differences : dict[int or None, float]
         Seed -> ``bleu(row) - bleu(reference)`` for every seed with BLEU in both.
     reading : str
-        ``higher perplexity``, ``lower perplexity``, ``within noise``, ``1 seed``, ``pending`` (no paired
-        seed yet), ``reference`` or ``no reference``.
+        ``higher perplexity``, ``lower perplexity``, ``within noise``, ``1 seed``, ``pending`` (no paired seed yet),
+        ``reference`` or ``no reference``.
     reading_basis : str
         How the reading was reached, e.g. ``"|mean| > 2 x SE, 3 paired seeds"``.
     """
@@ -141,8 +113,7 @@ def applies(rows: Sequence[RowReport]) -> bool:
     Returns
     -------
     bool
-        True when at least two distinct ``config.attention_function`` values appear among rows with a
-        config.
+        True when at least two distinct ``config.attention_function`` values appear among rows with a config.
     """
     return len({_function_and_key_dim(row)[0] for row in rows if row.config}) > 1
 
@@ -159,11 +130,6 @@ def compare_functions(rows: Sequence[RowReport]) -> list[FunctionRow]:
     -------
     list[FunctionRow]
         One per row, ordered by function (scaled dot product first, then as they first appear) and ``d_k``.
-
-    Notes
-    -----
-    Two scaled-dot-product rows of the same ``d_k`` would make the reference ambiguous: the first in
-    the sweep's order is used.
     """
     described = [(row, *_function_and_key_dim(row)) for row in rows if row.config]
     references: dict[int, RowReport] = {}
@@ -196,7 +162,7 @@ def compare_functions(rows: Sequence[RowReport]) -> list[FunctionRow]:
 
 
 def key_dim_trends(compared: Sequence[FunctionRow]) -> list[KeyDimTrend]:
-    """For each function compared at two or more ``d_k``: does its change grow from the smallest to the largest?
+    """Return, for each function at two or more ``d_k``, whether its change grows from the smallest to the largest.
 
     Parameters
     ----------
@@ -244,33 +210,33 @@ def markdown_report(root: str, compared: Sequence[FunctionRow], trends: Sequence
     lines = [f"# Attention functions at equal d_k: {root}", "",
              "Every ± is one standard error of the mean (sample standard deviation over √n) over the row's n "
              "seeds (the seeds column).", "",
-             "| row | attention function | d_k | seeds | dev PPL | dev BLEU | ΔPPL vs scaled dot product, same d_k "
-             "| ΔBLEU | reading |", "|---|---|---|---|---|---|---|---|---|"]
-    for record in _csv_records(compared):  # The same figures as the CSV, formatted.
-        lines.append(f"| {record['row']} | {record['attention_function']} | {record['key_dim']} | {record['seeds']} | "
-                     f"{format_figure(record['dev_ppl_mean'], record['dev_ppl_se'], 2)} | "
-                     f"{format_figure(record['dev_bleu_mean'], record['dev_bleu_se'], 1)} | "
-                     f"{format_figure(record['ppl_change_mean'], record['ppl_change_se'], 1, percent=True, sign=True)}"
-                     " | "
-                     f"{format_figure(record['bleu_difference_mean'], record['bleu_difference_se'], 1, sign=True)} | "
-                     f"{record['reading']} |")
+             *markdown_table(["row", "attention function", "d_k", "seeds", "dev PPL", "dev BLEU",
+                              "ΔPPL vs scaled dot product, same d_k", "ΔBLEU", "reading"],
+                             ([record["row"], record["attention_function"], record["key_dim"], record["seeds"],
+                               format_figure(record["dev_ppl_mean"], record["dev_ppl_se"], 2),
+                               format_figure(record["dev_bleu_mean"], record["dev_bleu_se"], 1),
+                               format_figure(record["ppl_change_mean"], record["ppl_change_se"], 1, percent=True,
+                                             sign=True),
+                               format_figure(record["bleu_difference_mean"], record["bleu_difference_se"], 1,
+                                             sign=True), record["reading"]]
+                              for record in _csv_records(compared)))]
     lines += ["", "Dev PPL and BLEU: mean ± standard error. ΔPPL: "
               "the dev perplexity's change against the scaled-dot-product row of the same d_k, paired by "
               "seed, mean ± standard error; ΔBLEU the same for the BLEU difference. Reading: the change "
               "is beyond the seeds' spread when |mean| > 2 x SE (the Table 2 report's rule; with 3 seeds a "
               "loose bar), else `within noise`."]
     if trends:
-        lines += ["", "## Does the change grow with d_k?", "",
-                  "| attention function | d_k | ΔPPL at the smaller d_k | ΔPPL at the larger d_k | "
-                  "difference, paired | reading |", "|---|---|---|---|---|---|"]
         rows = {(row.function, row.key_dim): row for row in compared}
+        table = []
         for trend in trends:
             small = rows[(trend.function, trend.small_key_dim)].ppl_changes
             large = rows[(trend.function, trend.large_key_dim)].ppl_changes
             cells = [format_figure(*mean_and_se(list(values.values())), 1, percent=True, sign=True)
                      for values in (small, large, trend.differences)]
-            lines.append(f"| {trend.function} | {trend.small_key_dim} → {trend.large_key_dim} | "
-                         f"{' | '.join(cells)} | {trend.reading} |")
+            table.append([trend.function, f"{trend.small_key_dim} → {trend.large_key_dim}", *cells, trend.reading])
+        lines += ["", "## Does the change grow with d_k?", "",
+                  *markdown_table(["attention function", "d_k", "ΔPPL at the smaller d_k", "ΔPPL at the larger d_k",
+                                   "difference, paired", "reading"], table)]
         lines += ["", "Difference: per seed, the change at the larger d_k minus the change at the smaller "
                   "(percentage points), mean ± standard error. `grows with d_k`: the function falls further "
                   "behind scaled dot product as d_k grows, beyond the seeds' spread."]
@@ -304,12 +270,6 @@ def plot_functions(compared: Sequence[FunctionRow], path: str, title: str) -> No
         PNG file to write.
     title : str
         Figure title.
-
-    Notes
-    -----
-    One line per function, ``d_k`` on a base-2 log axis. Left: dev perplexity, mean ± one standard error
-    over seeds. Right: the paired change against scaled dot product at the same ``d_k``, mean ± one
-    standard error, with the zero line (scaled dot product itself).
     """
     plt = comparison_plot.pyplot()
 
@@ -363,11 +323,25 @@ def write_attention_function_report(root: str, rows: Sequence[RowReport] | None 
         rows = read_sweep_rows(root)[1]
     compared = compare_functions(rows)
     stem = os.path.join(out_dir or root, REPORT_STEM)
-    with open(stem + ".md", "w", encoding="utf-8") as file:
-        file.write(markdown_report(root, compared, key_dim_trends(compared)))
-    with open(stem + ".csv", "w", encoding="utf-8", newline="") as file:
-        writer = csv.DictWriter(file, fieldnames=CSV_FIELDS)
-        writer.writeheader()
-        writer.writerows(_csv_records(compared))
+    paths = write_report_files(stem, markdown_report(root, compared, key_dim_trends(compared)), CSV_FIELDS,
+                               _csv_records(compared))
     plot_functions(compared, stem + ".png", f"attention functions at equal d_k ({root})")
-    return [stem + ".md", stem + ".csv", stem + ".png"]
+    return paths + [stem + ".png"]
+
+
+def write(context: ReportContext) -> list[str]:
+    """Write the report when the rows use two attention functions or more (a ``get_report()`` extra).
+
+    Parameters
+    ----------
+    context : ReportContext
+        The sweep being reported.
+
+    Returns
+    -------
+    list[str]
+        The paths written; none when there is nothing to compare.
+    """
+    if not applies(context.rows):
+        return []
+    return write_attention_function_report(context.root, context.rows, out_dir=context.out_dir)

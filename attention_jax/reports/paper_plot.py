@@ -1,18 +1,4 @@
-"""The Table 2 report's figure: each row's paired change against the reference row, the paper's beside it.
-
-A Table 2 row changes one thing of the base model, and what the table is read for is the direction and
-size of that change. So each panel (one per Table 2 group) plots, for every row of the group, the
-change of dev perplexity against the reference row (``base``) in percent and the change of dev BLEU in
-points:
-
-- ours: the mean over the seeds finished in both the row and the reference, paired by seed, with error
-  bars of one standard error (:func:`attention_jax.reports.comparison.compare`; no bar with one seed);
-- the paper's: its row against its reference, drawn beside ours on the same axis (no twin axis, no lines
-  joining categorical rows).
-
-The zero line is the reference. Titles are wrapped to the figure's width
-(:func:`~attention_jax.reports.figure_titles.fit_title`), so a long sweep root is never clipped.
-"""
+"""The Table 2 report's figure: each row's paired change against the reference row, the paper's beside it."""
 
 from __future__ import annotations
 
@@ -22,8 +8,8 @@ from typing import Any
 
 from attention_jax.reports import comparison, comparison_plot, sweep_seeds
 from attention_jax.reports.comparison import MetricStats
-from attention_jax.reports.figure_titles import fit_title
 from attention_jax.reports.sweep_rows import RowReport, plot_panels
+from attention_jax.reports.writers import fit_title
 
 OURS_COLOR, PAPER_COLOR = "tab:blue", "tab:orange"
 _OFFSET = 0.15  # Ours left of the row's tick, the paper's right of it.
@@ -71,9 +57,8 @@ def draw_report(rows: Sequence[RowReport], reference: str) -> Any:
     Returns
     -------
     matplotlib.figure.Figure
-        One column per Table 2 group (:func:`~attention_jax.reports.sweep_rows.plot_panels`), a row of
-        dev-perplexity changes and, when any row has a BLEU (ours or the paper's), a row of BLEU changes;
-        3.6 x 3.2 inches a panel.
+        One column per Table 2 group (:func:`~attention_jax.reports.sweep_rows.plot_panels`), a row of dev-perplexity
+        changes and, when any row has a BLEU (ours or the paper's), a row of BLEU changes; 3.6 x 3.2 inches a panel.
     """
     plt = comparison_plot.pyplot()
 
@@ -116,12 +101,7 @@ def plot_report(rows: Sequence[RowReport], reference: str, path: str, title: str
     path : str
         PNG file to write.
     title : str
-        Figure title (wrapped to fit: :func:`~attention_jax.reports.figure_titles.fit_title`).
-
-    Notes
-    -----
-    See the module docstring for what is drawn. A scaled-down run cannot match the paper's values, but
-    its changes should point the paper's way; the report's verdict column says whether they do.
+        Figure title (wrapped to fit: :func:`~attention_jax.reports.writers.fit_title`).
     """
     plt = comparison_plot.pyplot()
     figure = draw_report(rows, reference)
