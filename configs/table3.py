@@ -84,3 +84,16 @@ def get_config(row: str = "base_en_de") -> ml_collections.ConfigDict:
     figures = dict(dict(dev_ppl=None, dev_bleu=None, params_millions=None), **paper, gpu_tflops=P100_TFLOPS)
     config.paper = ml_collections.ConfigDict(figures)
     return config
+
+
+def get_report() -> dict:
+    """Return what the report adds: test BLEU and training cost beside the paper's (table3.md).
+
+    Returns
+    -------
+    dict
+        See :func:`attention_jax.reports.sweep_rows.declared_report`.
+    """
+    from attention_jax.reports import training_cost  # Only when reporting.
+
+    return dict(extras=[training_cost.write])

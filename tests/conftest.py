@@ -6,8 +6,8 @@ Notes
 ``pyproject.toml`` runs the suite on two pytest-xdist workers (``-n 2 --dist=loadfile``): each test file
 is one work unit, so a module-scoped fixture (a trained model, a SLURM cluster) is built on one worker
 only. Every test that reads the quickstart's run (``tiny_workdir``, which trains ``configs/tiny.py``)
-lives in ``tests/test_quickstart.py``, so the run is trained once; that file is queued first because it
-is the longest unit. ``-n 0`` runs everything in one process.
+lives in ``tests/end_to_end/test_quickstart.py``, so the run is trained once; that file is queued first
+because it is the longest unit. ``-n 0`` runs everything in one process.
 
 The suite compiles with ``--xla_backend_optimization_level=0`` (added to ``XLA_FLAGS`` before JAX
 starts; child processes and notebook kernels inherit it): most of its time is XLA compiling small
@@ -29,13 +29,11 @@ from typing import Iterator
 import jax
 import pytest
 
-from tests.support import tiers
+from tests.support import REPO_ROOT, tiers
 
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 # The caller's XLA_FLAGS, before the suite adds its own: the quickstart's run gets these back. Kept in
-# the environment because this file is imported twice (as pytest's ``conftest`` and as ``tests.conftest``
-# by the tests that name its helpers), the second time after XLA_FLAGS has changed.
+# the environment so that a later import of this file, after XLA_FLAGS has changed, still reads them.
 _CALLER_XLA_FLAGS_VARIABLE = "ATTENTION_JAX_CALLER_XLA_FLAGS"
 os.environ.setdefault(_CALLER_XLA_FLAGS_VARIABLE, os.environ.get("XLA_FLAGS", ""))
 CALLER_XLA_FLAGS = os.environ[_CALLER_XLA_FLAGS_VARIABLE] or None
@@ -93,7 +91,7 @@ if jax.default_backend() == "gpu":
     jax.config.update("jax_default_matmul_precision", "highest")
 
 
-QUICKSTART_TEST_FILE = "tests/test_quickstart.py"
+QUICKSTART_TEST_FILE = "tests/end_to_end/test_quickstart.py"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -167,6 +165,40 @@ def gnome_help_en_de() -> pathlib.Path:
 def repo_root() -> pathlib.Path:
     """The repository root (configs/ and the package live there)."""
     return REPO_ROOT
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A JAX compilation cache shared by one test file's runs, in-process and in subprocesses."""
+    from tests.support import train_support  # Imported once the suite's XLA_FLAGS are set.
+
+    directory = str(tmp_path_factory.mktemp("jax_cache"))
+    with train_support.shared_compilation_cache(directory):
+        yield directory
+
+
+def _file_name(request: pytest.FixtureRequest) -> str:
+    return request.module.__name__.rsplit(".", 1)[-1].removeprefix("test_")
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> pathlib.Path:
+    """A run of random parameters with a checkpoint at each of ``decoding_runs.STEPS``, made once per file.
+
+    The run (tests/support/decoding_runs.py) follows the training contract, so the commands and
+    ``load_run`` read it as a trained one.
+    """
+    from tests.support import decoding_runs
+
+    return decoding_runs.make_random_run(tmp_path_factory.mktemp(_file_name(request)))
+
+
+@pytest.fixture(scope="module")
+def random_run(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> pathlib.Path:
+    """A run of random parameters with one checkpoint (step 1), made once per file (tests/support/decoding_runs.py)."""
+    from tests.support import decoding_runs
+
+    return decoding_runs.make_random_run(tmp_path_factory.mktemp(_file_name(request)), steps=(1,))
 
 
 QUICKSTART_TRAIN_ARGS = ("-m", "attention_jax.main", "--config=configs/tiny.py")

@@ -3,13 +3,13 @@ no module is too long, and configs, sweeps and reports load no framework."""
 
 from __future__ import annotations
 
-import pathlib
 import subprocess
 import sys
 
 import pytest
 
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
+from tests.support import REPO_ROOT
+
 PACKAGE = REPO_ROOT / "attention_jax"
 MAX_MODULE_LINES = 600
 

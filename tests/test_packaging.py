@@ -14,7 +14,8 @@ import tomllib
 import pytest
 import setuptools
 
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
+from tests.support import REPO_ROOT
+
 PYPROJECT = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
 SCRIPTS = PYPROJECT["project"]["scripts"]
 COMMANDS = ("main", "translate", "evaluate", "generate", "report", "average_checkpoints", "count_params",

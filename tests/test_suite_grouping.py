@@ -1,7 +1,7 @@
 """The suite's pytest-xdist work units (tests/conftest.py): one per file, the quickstart's file first.
 
 The quickstart's run (``tiny_workdir``) takes about ten minutes to train; it is trained once per worker
-that asks for it, so every test that reads it must live in ``tests/test_quickstart.py``.
+that asks for it, so every test that reads it must live in ``tests/end_to_end/test_quickstart.py``.
 """
 
 from __future__ import annotations

@@ -12,9 +12,8 @@ import types
 import pytest
 
 from attention_jax.training import train
-from tests.support import tiers
-
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
+from tests.conftest import QUICKSTART_TEST_FILE
+from tests.support import REPO_ROOT, tiers
 
 
 class _Item:
@@ -29,19 +28,19 @@ class _Item:
 
 
 @pytest.mark.parametrize(("nodeid", "markers", "tier"), [
-    ("tests/test_attention.py::test_softmax", (), "fast"),
-    ("tests/test_sweep.py::test_resume", ("slow",), "integration"),
-    ("tests/test_train.py::test_kill", ("end_to_end",), "integration"),
-    ("tests/test_quickstart.py::test_bleu", ("slow", "end_to_end"), "e2e"),
-    ("tests/test_notebooks.py::test_notebook[01]", (), "e2e"),
+    ("tests/models/test_attention.py::test_softmax", (), "fast"),
+    ("tests/launch/test_sweep.py::test_resume", ("slow",), "integration"),
+    ("tests/training/test_train.py::test_kill", ("end_to_end",), "integration"),
+    ("tests/end_to_end/test_quickstart.py::test_bleu", ("slow", "end_to_end"), "e2e"),
+    ("tests/end_to_end/test_notebooks.py::test_notebook[01]", (), "e2e"),
 ])
 def test_a_test_is_in_the_tier_its_file_and_markers_say(nodeid: str, markers: tuple[str, ...], tier: str) -> None:
     assert tiers.tier_of(_Item(nodeid, *markers)) == tier  # type: ignore[arg-type]
 
 
 def test_every_end_to_end_file_exists() -> None:
-    missing = [name for name in sorted(tiers.END_TO_END_FILES) if not (REPO_ROOT / name).is_file()]
-    assert not missing, missing
+    files = {path.relative_to(REPO_ROOT).as_posix() for path in (REPO_ROOT / tiers.END_TO_END_DIR).glob("test_*.py")}
+    assert QUICKSTART_TEST_FILE in files and "tests/end_to_end/test_notebooks.py" in files, sorted(files)
 
 
 def test_every_collected_test_has_exactly_one_tier(request: pytest.FixtureRequest) -> None:

@@ -16,12 +16,12 @@ seeds, the change of dev perplexity against the reference row (``base``) paired 
 against the paper's direction (``reproduced``, ``opposite``, ``within noise``); rows with seeds still to
 run say how many.
 A sweep of ``configs/table3.py`` also gets ``ROOT/table3.md`` and ``.csv``: test BLEU and training cost
-beside the paper's (:mod:`attention_jax.reports.table3_report`). A sweep whose rows use more than one
+beside the paper's (:mod:`attention_jax.reports.training_cost`). A sweep whose rows use more than one
 attention function (``configs/sweeps/attention_function.py``) also gets ``ROOT/attention_functions.md``,
 ``.csv`` and ``.png``: each function against scaled dot product at the same ``d_k``, paired by seed
-(:mod:`attention_jax.reports.attention_function_report`). A sweep whose runs were scored on length buckets
+(:mod:`attention_jax.reports.within_groups`). A sweep whose runs were scored on length buckets
 (``configs/sweeps/positions.py``) also gets ``ROOT/positions_by_length.md``, ``.csv`` and ``.png``: each positional
-encoding against sinusoidal, bucket by bucket (:mod:`attention_jax.reports.positions_report`).
+encoding against sinusoidal, bucket by bucket (:mod:`attention_jax.reports.by_bucket`).
 
 A sweep over corpora (``ROOT/<corpus>/<row>/seed_<k>/``) gets each corpus's reports in ``ROOT/<corpus>/`` and,
 for two corpora or more, ``ROOT/transfer.md``, ``.csv`` and ``.png``: each row's change on every corpus and whether

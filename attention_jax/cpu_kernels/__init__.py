@@ -11,11 +11,11 @@ The models ask this module which to use (:func:`dense_dot_general`, :func:`dropo
 The three speed-ups:
 
 - :mod:`.projection`: the Dense layers' backward pass as two 2-D products, with ``x^T`` built from
-  128-row blocks; outputs and gradients equal to float rounding (``tests/test_projection.py``).
+  128-row blocks; outputs and gradients equal to float rounding (``tests/cpu_kernels/test_projection.py``).
 - :mod:`.dropout`: Threefry dropout masks unrolled into one fusion; masks identical, losses equal to
-  float rounding (``tests/test_dropout.py``).
+  float rounding (``tests/cpu_kernels/test_dropout.py``).
 - :mod:`.argmax`: the accuracy metric's lowest-index argmax in two levels of block maxima; the same
-  index (``tests/test_metrics.py``).
+  index (``tests/models/test_metrics.py``).
 
 "Losses equal to float rounding": :mod:`.dropout` draws exactly the bits and masks of
 ``flax.linen.Dropout``, but a jitted training step that uses it is a different compiled program, whose

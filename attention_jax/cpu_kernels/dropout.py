@@ -9,7 +9,7 @@ of 20 rounds, the same hash is a single elementwise fusion that XLA vectorizes.
 :func:`threefry_random_bits` computes exactly the bits of ``jax.random.bits(key, shape)`` (the
 partitionable counter layout that JAX uses by default) and :func:`bernoulli_mask` exactly the mask of
 ``jax.random.bernoulli``; :class:`Dropout` is ``flax.linen.Dropout`` with that mask, drawn sooner
-(``tests/test_dropout.py`` checks all three against JAX and Flax). Masks identical, losses equal to float
+(``tests/cpu_kernels/test_dropout.py`` checks all three against JAX and Flax). Masks identical, losses equal to float
 rounding: the masks are Flax's bit for bit, but a jitted training step built with this class is a
 different compiled program from one built with Flax's, and its float rounding differs. Where the bits could
 differ (a non-threefry key such as ``config.dropout_rng = "rbg"``, ``jax_threefry_partitionable`` off,

@@ -8,7 +8,7 @@ those slowly inside a whole train step. :func:`dot_general` (passed to the layer
 ``dot_general``) computes the same product through :func:`contract_trailing`, whose backward pass is
 written as two 2-D products, ``dx = g K^T`` and ``dK = x^T g`` over ``M = B * L`` rows, with ``x^T``
 materialized on CPUs. The forward pass is unchanged; the gradients equal autodiff's up to float
-rounding (``tests/test_projection.py``).
+rounding (``tests/cpu_kernels/test_projection.py``).
 
 What it gains: ``docs/benchmarks.md``, "CPU kernels".
 

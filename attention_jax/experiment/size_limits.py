@@ -16,7 +16,8 @@ Three limits:
 - the largest array of a training or decoding step (:func:`largest_array_elements`) at most
   :data:`MAX_ARRAY_ELEMENTS` elements.
 
-The trainer also checks a step against its devices' memory (:func:`check_memory`), before compiling.
+The trainer also checks a step against its devices' memory before compiling
+(:func:`attention_jax.training.step_memory.check_memory`).
 """
 
 from __future__ import annotations
@@ -113,79 +114,6 @@ def largest_array_elements(fields: Mapping[str, Any]) -> tuple[int, str]:
          "beam search's key/value cache, beam_size x (max_len + max_decode_extra_len) x d_model x num_layers x 2"),
     ]
     return max(candidates, key=lambda candidate: candidate[0])
-
-
-def estimated_step_bytes(fields: Mapping[str, Any], devices: int) -> tuple[int, str]:
-    """A lower bound on one device's memory for a training step and a decoding cache, from the fields alone.
-
-    Parameters
-    ----------
-    fields : Mapping[str, Any]
-        A whole flat config whose fields passed :func:`check_sizes`.
-    devices : int
-        The job's devices, over which a batch's tokens are split at best.
-
-    Returns
-    -------
-    tuple[int, str]
-        Bytes, and what dominates them with the fields to lower (for the error line).
-
-    Notes
-    -----
-    Counted: the parameters, their gradients and Adam's two moments (float32, every device a copy); per
-    token of the device's share of ``tokens_per_batch``, the float32 logits and their gradient
-    (``2 x vocab_size``) and, per layer, the activations kept for the backward pass (the feed-forward
-    hidden layer, queries, keys, values and output, and one row of attention weights per head:
-    ``d_ff + 4 x d_model + num_heads x max_len`` in ``dtype``); and one sentence's key/value cache in
-    beam search. Everything else (temporaries, XLA's buffers, the runtime) comes on top, so a config
-    refused by it cannot fit.
-    """
-    width = 2 if fields["dtype"] in ("bfloat16", "float16") else 4
-    tokens = -(-fields["tokens_per_batch"] // max(1, devices))
-    attention = 4 * fields["d_model"] + fields["num_heads"] * fields["max_len"]
-    blocks = (1, 1) if fields["model_kind"] == ModelKind.DECODER_ONLY else (3, 2)  # Attentions, feed-forwards.
-    per_token = 2 * fields["vocab_size"] * width + fields["num_layers"] * width * (
-        blocks[0] * attention + blocks[1] * fields["d_ff"])
-    decode_cache = (fields["beam_size"] * (fields["max_len"] + fields["max_decode_extra_len"]) * fields["d_model"]
-                    * fields["num_layers"] * 2 * width)
-    parts = [(16 * estimated_parameters(fields), "the parameters, gradients and Adam's moments: lower num_layers, "
-                                                 "d_model, d_ff or vocab_size"),
-             (tokens * per_token, f"the activations of {_short(tokens)} tokens (tokens_per_batch / devices): lower "
-                                  f"--config.tokens_per_batch (raise grad_accum_steps to keep the batch)"),
-             (decode_cache, "beam search's key/value cache of max_len + max_decode_extra_len positions: lower "
-                            "--config.max_decode_extra_len")]
-    return sum(part for part, _ in parts), max(parts)[1]
-
-
-def check_memory(fields: Mapping[str, Any], devices: int, device_bytes: int, device: str) -> None:
-    """Refuse a config whose step cannot fit one device's memory, before anything is compiled.
-
-    Parameters
-    ----------
-    fields : Mapping[str, Any]
-        A whole flat config whose fields passed :func:`check_sizes`.
-    devices : int
-        The job's devices.
-    device_bytes : int
-        The memory of one device (a GPU's, or the host's share per CPU device).
-    device : str
-        The device's kind, named in the error.
-
-    Notes
-    -----
-    Raises :class:`schema.ConfigError` naming the estimate (:func:`estimated_step_bytes`), the memory and the
-    fields to lower. Without it a ``tokens_per_batch`` of ``2**31 - 1`` compiled for minutes and was killed
-    by the kernel.
-    """
-    needed, what = estimated_step_bytes(fields, devices)
-    if needed > device_bytes:
-        raise schema.ConfigError(
-            f"one step needs at least {_bytes(needed)} per device, more than the {_bytes(device_bytes)} of this "
-            f"{device}; most of it is {what}.")
-
-
-def _bytes(count: int) -> str:
-    return f"{count / 2**30:,.1f} GiB" if count < 2**60 else f"{float(count):.3g} bytes"
 
 
 def check_sizes(fields: Mapping[str, Any], where: str) -> None:

@@ -5,7 +5,7 @@ depends on the function asks its :class:`AttentionFunction` entry instead of com
 (:func:`check_attention_function`, called by ``TransformerConfig``), the model's masks
 (``models/masks.py``), ``MultiHeadAttention`` (``models/attention.py``), attention maps
 (``evaluation/attention_maps.py``) and the FLOP count (``models/flops.py``). Adding a function is one
-entry (:func:`register_attention_function`) plus its tests; ``tests/test_attention_registry.py`` adds
+entry (:func:`register_attention_function`) plus its tests; ``tests/models/test_attention_registry.py`` adds
 one, a dot product at a temperature, as the worked example.
 
 An entry takes one of three paths through ``MultiHeadAttention`` (each keeps the projections ``W^Q``,

@@ -1,3 +1,3 @@
-"""Reading sweeps: the Table 2 style table with seeds and verdicts, per-row diagnostics, learning curves, the
-Table 3 report, and attention functions compared at equal d_k. These modules only read run directories; they
-train nothing."""
+"""Reading sweeps: a generic core (rows, pairing by seed, statistics, verdicts, tables, plots, transfer)
+and what a sweep file's ``get_report()`` adds. These modules only read run directories; they train nothing.
+"""

@@ -1,25 +1,11 @@
-"""Every report a sweep calls for, written by one function (the ``report`` command's library half).
-
-:func:`write_reports` holds no command-line flags, so tests and notebooks import it in-process without
-defining the command's flags (two modules defining ``--out`` in one process is an absl error).
-"""
+"""Every report a sweep calls for, written by one function (the ``report`` command's library half)."""
 
 from __future__ import annotations
 
 import os
 from typing import Sequence
 
-from attention_jax.reports import (
-    attention_function_report,
-    comparison_report,
-    normalization_report,
-    positions_report,
-    sweep_diagnostics,
-    sweep_report,
-    sweep_rows,
-    table3_report,
-    transfer_report,
-)
+from attention_jax.reports import comparison_report, sweep_diagnostics, sweep_report, sweep_rows, transfer_report
 
 
 def has_paper_figures(rows: Sequence[sweep_rows.RowReport]) -> bool:
@@ -33,9 +19,9 @@ def has_paper_figures(rows: Sequence[sweep_rows.RowReport]) -> bool:
     Returns
     -------
     bool
-        True when some row's :attr:`~attention_jax.reports.sweep_rows.RowReport.paper` holds a value that is
-        not None (``configs/table2.py`` and the sweep files built on it; in a root launched before the hook,
-        the rows' ``config.paper``).
+        True when some row's :attr:`~attention_jax.reports.sweep_rows.RowReport.paper` holds a value that is not None
+        (``configs/table2.py`` and the sweep files built on it; in a root launched before the hook, the rows'
+        ``config.paper``).
     """
     return any(value is not None for row in rows for value in row.paper.values())
 
@@ -62,20 +48,6 @@ def write_reports(root: str, out_dir: str, *, all_rows: bool = False,
     -------
     list[str]
         The paths written.
-
-    Notes
-    -----
-    Every row is read (and checked) before the first file is written, so a damaged ``results.json`` or a
-    config the schema refuses leaves nothing behind: :class:`attention_jax.foundation.user_errors.UserInputError`
-    (``schema.ConfigError`` among them) or ``FileNotFoundError`` for a root that is not a sweep. A sweep
-    whose rows carry the paper's figures (:func:`has_paper_figures`) gets the Table 2 layout
-    (:mod:`attention_jax.reports.sweep_report`: the paper's columns and the paper-direction verdict beside
-    the same paired changes); every other sweep the comparison of every row against its reference row
-    (:mod:`attention_jax.reports.comparison_report`) and the diagnostics. Either way the reference row is
-    :func:`attention_jax.reports.comparison_report.resolve_reference`'s. A sweep over corpora
-    (:func:`attention_jax.reports.transfer_report.read_corpora`) gets each corpus's reports in
-    ``OUT/<corpus>/`` (those of runs lying flat in the root, in ``OUT`` itself) and, for two corpora or more,
-    ``OUT/transfer.md``, ``.csv`` and ``.png``.
     """
     corpora = transfer_report.read_corpora(root, all_rows=all_rows, reference=reference)
     if not corpora:
@@ -102,13 +74,7 @@ def _write_sweep_reports(root: str, out_dir: str, *, all_rows: bool, sustained_t
         diagnostics = sweep_diagnostics.write_diagnostics(root, record.get("report_name", "report"), rows,
                                                           out_dir=out_dir, reference=reference_row)
         paths += [diagnostics] if diagnostics else []
-    if record.get("report_name") == "table3":  # configs/table3.py
-        paths += table3_report.write_table3_report(root, sustained_tflops=sustained_tflops, out_dir=out_dir)
-    if attention_function_report.applies(rows):  # e.g. configs/sweeps/attention_function.py
-        paths += attention_function_report.write_attention_function_report(root, rows, out_dir=out_dir)
-    if positions_report.applies(root, rows):  # Runs scored on length buckets: configs/sweeps/positions.py
-        paths += positions_report.write_positions_report(root, rows, out_dir=out_dir)
-    if normalization_report.applies(rows):  # configs/sweeps/normalization.py
-        paths += normalization_report.write_normalization_report(root, rows, out_dir=out_dir,
-                                                                 reference=reference_row)
+    context = sweep_rows.ReportContext(root, record, rows, out_dir, reference_row, sustained_tflops)
+    for extra in sweep_rows.declared_report(record).get("extras", ()):  # What the sweep file's get_report() adds.
+        paths += extra(context)
     return paths

@@ -1,31 +1,9 @@
 """One comparison for every sweep: each row against a reference row, paired by seed, metric by metric.
 
-A sweep asks one question: how does each row differ from its reference row? For every scalar a run
-records (:data:`METRICS`: dev and test perplexity, BLEU, chrF where present, wall time, parameters,
-steps) :func:`compare` gives, per row,
-
-- the mean over the row's finished seeds and its standard error ``s / sqrt(n)`` (``s`` the sample
-  standard deviation, ddof=1; none with one seed);
-- the change against the reference *paired by seed*: for every seed k finished in both rows,
-  ``c_k = x(row, k) / x(ref, k) - 1`` for a metric compared relatively (perplexities, wall time,
-  parameters) or ``c_k = x(row, k) - x(ref, k)`` for one compared as a difference (BLEU, chrF, steps);
-  its mean and standard error over the ``n`` paired seeds;
-- a verdict (:func:`verdict`): ``beyond 2 SE`` when ``n >= 2`` and ``|mean| > 2 se``
-  (:data:`SPREAD_FACTOR`, :func:`beyond_spread`), ``within noise`` otherwise, ``one seed`` with a
-  single paired seed (no standard error), ``pending`` with none, ``unstable`` when a finished seed of the
-  row or of the reference diverged (:func:`diverged`), and ``reference`` for the reference row itself.
-
-Rows of a root without seed directories are one run each, paired with the reference's one run.
-A derived measure (:func:`derived_metric`, e.g. the positions experiment's trend with length) is a change
-already: its value for a row's run against the reference run at the same seed.
-:mod:`attention_jax.reports.comparison_report` writes the comparison as Markdown, CSV and plots.
-
-This module is the one home of the statistics every report uses: the mean, sample standard deviation and
-standard error (:func:`mean_std_se`), the pairing by seed (:func:`paired_changes`), the spread rule
-(:func:`beyond_spread`) and the readings built on it (:func:`verdict`, :func:`directional_reading`), and
-what counts as a diverged run. An experiment's own report (Table 2's paper-direction verdict in
-:mod:`attention_jax.reports.sweep_seeds`, the trend with ``d_k`` or with length) only names its
-reference and what it compares, and calls these.
+The one home of the statistics every report uses: mean ± standard error over seeds (ddof=1, over √n), the change
+``x(row, k) / x(ref, k) - 1`` (or the difference) for every seed k finished in both rows, and the verdict
+``beyond 2 SE`` when ``|mean change| > 2 se`` with two or more paired seeds. A diverged seed (non-finite loss, or
+last dev PPL over 2x its best with accuracy collapsed) makes a row ``unstable``; it stays in the means.
 """
 
 from __future__ import annotations
@@ -47,11 +25,7 @@ DIVERGED_FACTOR = 2.0
 """A run diverged when its last dev perplexity is more than ``DIVERGED_FACTOR`` times its best ..."""
 
 ACCURACY_COLLAPSE = 0.5
-"""... and its last dev accuracy is below ``ACCURACY_COLLAPSE`` times the accuracy at its best.
-
-Together the two tell a run that blew up (perplexity up, accuracy collapsed) from one that overfits
-(perplexity up, accuracy held: a model still predicting as well, only more confidently wrong). The
-subset sweep's examples of each: ``docs/table2.md``, "The subset sweep"."""
+"""... and its last dev accuracy is below ``ACCURACY_COLLAPSE`` times the accuracy at its best."""
 
 REFERENCE_VERDICT = "reference"
 BEYOND_VERDICT = f"beyond {SPREAD_FACTOR:g} SE"
@@ -74,8 +48,8 @@ def reported_bleu(results: dict) -> float | None:
     Returns
     -------
     float or None
-        ``dev_bleu`` (beam search on the whole dev split, ``config.final_bleu``) when the run has it,
-        else ``bleu`` (the ``num_bleu_examples`` dev sentences decoded at the last evaluation), else None.
+        ``dev_bleu`` (beam search on the whole dev split, ``config.final_bleu``) when the run has it, else ``bleu`` (the
+        ``num_bleu_examples`` dev sentences decoded at the last evaluation), else None.
     """
     full = results.get("dev_bleu")
     return full if full is not None else results.get("bleu")
@@ -93,8 +67,8 @@ def reported_ppl(results: dict) -> float | None:
     -------
     float or None
         ``dev_ppl`` (the whole dev split, with the parameters of ``dev_bleu``) when the run has it; else
-        ``best_eval_ppl`` when the run stopped early (its best checkpoint is the model kept); else
-        ``eval_ppl`` (the last evaluation); None when none is known.
+        ``best_eval_ppl`` when the run stopped early (its best checkpoint is the model kept); else ``eval_ppl`` (the
+        last evaluation); None when none is known.
     """
     for key in ("dev_ppl",) + (("best_eval_ppl",) if results.get("stop_reason") == STOPPED_EARLY else ()):
         if results.get(key) is not None:
@@ -113,11 +87,10 @@ def diverged(run: SeedRun) -> bool:
     Returns
     -------
     bool
-        True for a run stopped on a non-finite loss (:data:`DIVERGED_STATUS`), and when ``eval_ppl`` (the
-        last evaluation) is more than :data:`DIVERGED_FACTOR` times
-        ``best_eval_ppl`` and ``eval_accuracy`` is below :data:`ACCURACY_COLLAPSE` times the accuracy at
-        the best evaluation (the perplexity test alone when that accuracy is unknown: a run without
-        ``metrics.jsonl``); False when either perplexity is missing.
+        True for a run stopped on a non-finite loss (:data:`DIVERGED_STATUS`), and when ``eval_ppl`` (the last
+        evaluation) is more than :data:`DIVERGED_FACTOR` times ``best_eval_ppl`` and ``eval_accuracy`` is below
+        :data:`ACCURACY_COLLAPSE` times the accuracy at the best evaluation (the perplexity test alone when that
+        accuracy is unknown: a run without ``metrics.jsonl``); False when either perplexity is missing.
     """
     if run.status == DIVERGED_STATUS:  # Stopped on a non-finite loss, with no results.
         return True
@@ -143,15 +116,14 @@ class Metric:
     digits : int
         Decimals shown for its values (its changes: one decimal of a percent when relative).
     relative : bool
-        Whether a change is the ratio to the reference minus one (shown in percent) rather than the
-        difference.
+        Whether a change is the ratio to the reference minus one (shown in percent) rather than the difference.
     read : Callable[[str, SeedRun], float | None]
         The value of one run (from its directory and its :class:`SeedRun`); None where the run has none.
     unit : str
         A difference's unit where it is not the metric's own (``"pp"``).
     derive : Callable[[str, str], float | None] or None
-        For a derived measure (:func:`derived_metric`): the change itself, of a row's run directory against
-        the reference run's at the same seed; None where either lacks it.
+        For a derived measure (:func:`derived_metric`): the change itself, of a row's run directory against the
+        reference run's at the same seed; None where either lacks it.
     """
 
     name: str
@@ -164,7 +136,13 @@ class Metric:
 
     @property
     def change_unit(self) -> str:
-        """``"%"`` for a relative change, else :attr:`unit` (``""``: the metric's own unit)."""
+        """``"%"`` for a relative change, else :attr:`unit` (``""``: the metric's own unit).
+
+        Returns
+        -------
+        str
+            The unit of a change.
+        """
         return "%" if self.relative else self.unit
 
 
@@ -179,8 +157,8 @@ def derived_metric(name: str, label: str, digits: int, derive: Callable[[str, st
     digits : int
         Decimals shown.
     derive : Callable[[str, str], float or None]
-        ``(run directory, reference run directory) -> value``: that value is the run's change, so
-        :func:`compare` takes its mean and SE over the paired seeds as it does a paired difference.
+        ``(run directory, reference run directory) -> value``: that value is the run's change, so :func:`compare` takes
+        its mean and SE over the paired seeds as it does a paired difference.
     unit : str
         The value's unit (``"pp"``).
 
@@ -261,12 +239,24 @@ class MetricStats:
 
     @property
     def seeds(self) -> int:
-        """How many finished seeds have the metric."""
+        """How many finished seeds have the metric.
+
+        Returns
+        -------
+        int
+            The count.
+        """
         return len(self.values)
 
     @property
     def paired_seeds(self) -> int:
-        """How many seeds are paired with the reference."""
+        """How many seeds are paired with the reference.
+
+        Returns
+        -------
+        int
+            The count.
+        """
         return len(self.changes)
 
 
@@ -321,12 +311,6 @@ def beyond_spread(changes: Sequence[float]) -> tuple[bool, str]:
     -------
     tuple[bool, str]
         The test and its basis, e.g. ``(True, "|mean| > 2 x SE, 3 paired seeds")``.
-
-    Notes
-    -----
-    A nonzero mean with zero spread counts as beyond it. Every verdict of every report rests on it
-    (:func:`verdict`, :func:`directional_reading`, Table 2's paper-direction verdict). Raises
-    ``ValueError`` for fewer than two changes (no spread to compare with).
     """
     count = len(changes)
     if count < 2:
@@ -405,9 +389,8 @@ def verdict(changes: Sequence[float], *, unstable: bool = False) -> str:
     Returns
     -------
     str
-        ``unstable``; else ``pending`` (no paired seed), ``one seed`` (no standard error), else
-        ``beyond 2 SE`` when ``|mean| > 2 x se`` (a nonzero mean with zero spread is beyond), else
-        ``within noise``.
+        ``unstable``; else ``pending`` (no paired seed), ``one seed`` (no standard error), else ``beyond 2 SE`` when
+        ``|mean| > 2 x se`` (a nonzero mean with zero spread is beyond), else ``within noise``.
     """
     if unstable:
         return UNSTABLE_VERDICT
@@ -420,7 +403,22 @@ def verdict(changes: Sequence[float], *, unstable: bool = False) -> str:
 
 
 def run_directory(root: str, row: RowReport, run: SeedRun) -> str:
-    """The work directory of one run: ``ROOT/<row>/seed_<k>``, or ``ROOT/<row>`` without seeds."""
+    """The work directory of one run: ``ROOT/<row>/seed_<k>``, or ``ROOT/<row>`` without seeds.
+
+    Parameters
+    ----------
+    root : str
+        The sweep root.
+    row : RowReport
+        The row.
+    run : SeedRun
+        One of its runs.
+
+    Returns
+    -------
+    str
+        The directory.
+    """
     return os.path.join(root, row.row, run.name) if run.name else os.path.join(root, row.row)
 
 
@@ -466,17 +464,13 @@ def compare(root: str, rows: Sequence[RowReport], reference: str, metrics: Seque
     metrics : Sequence[Metric]
         What to compare.
     every_run : bool
-        Read every run of a row, not only the finished ones (a per-run evaluation scored apart from
-        training, such as the length buckets, holds for a run without ``results.json``).
+        Read every run of a row, not only the finished ones (a per-run evaluation scored apart from training, such as
+        the length buckets, holds for a run without ``results.json``).
 
     Returns
     -------
     dict
         Row name -> metric name -> :class:`MetricStats`.
-
-    Notes
-    -----
-    Raises ``KeyError`` when ``reference`` is not one of the rows.
     """
     by_name = {row.row: row for row in rows}
     reference_row = by_name[reference]
@@ -504,7 +498,18 @@ def compare(root: str, rows: Sequence[RowReport], reference: str, metrics: Seque
 
 
 def recorded_metrics(comparison: Mapping[str, Mapping[str, MetricStats]]) -> list[Metric]:
-    """The metrics compared that at least one finished run of the sweep recorded, in the order compared."""
+    """The metrics compared that at least one finished run of the sweep recorded, in the order compared.
+
+    Parameters
+    ----------
+    comparison : Mapping
+        :func:`compare`'s result.
+
+    Returns
+    -------
+    list[Metric]
+        The metrics.
+    """
     if not comparison:
         return []
     compared = [stats.metric for stats in next(iter(comparison.values())).values()]

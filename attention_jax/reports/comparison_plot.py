@@ -1,12 +1,4 @@
-"""The comparison report's figures: the paired change of every row with its standard error, and learning curves.
-
-:func:`plot_paired_changes` draws one panel per chosen metric: each row other than the reference, its mean
-change against the reference paired by seed, with an error bar of one standard error either side (none
-with one paired seed) and a line at zero. :func:`plot_learning_curves` draws every run's dev perplexity
-against step, or, when a run has fewer than :data:`MIN_EVALUATIONS` dev evaluations (a short run), every
-run's logged training loss instead: a colour per row (the reference black), a line style per seed, both in
-the legend.
-"""
+"""The comparison report's figures: the paired change of every row with its standard error, and learning curves."""
 
 from __future__ import annotations
 
@@ -14,8 +6,8 @@ import math
 from typing import Any, Mapping, Sequence
 
 from attention_jax.reports.comparison import Metric, MetricStats, run_directory
-from attention_jax.reports.figure_titles import fit_title
 from attention_jax.reports.sweep_rows import RowReport, read_metric_curve
+from attention_jax.reports.writers import fit_title
 
 EVAL_PPL_KEY = "eval/perplexity"
 TRAIN_LOSS_KEY = "train/loss"
@@ -40,14 +32,8 @@ def uses_ratio_axis(changes: Sequence[float | None]) -> bool:
     Returns
     -------
     bool
-        True when a change is over :data:`RATIO_AXIS_BEYOND` (+100%, twice the reference) or at or under
-        -50% (half of it): on a linear axis the other rows' changes of a few percent would sit on the zero
-        line. The panel then plots the ratio ``x / x_ref`` on a log axis, where twice and half the
-        reference are the same distance from it.
-
-    Notes
-    -----
-    Chosen per panel, from the plotted changes alone, so one panel's scale never depends on another's.
+        True when a change is over :data:`RATIO_AXIS_BEYOND` (+100%, twice the reference) or at or under -50% (half of
+        it): on a linear axis the other rows' changes of a few percent would sit on the zero line.
     """
     present = [change for change in changes if change is not None]
     return any(change > RATIO_AXIS_BEYOND or change <= -0.5 for change in present)
@@ -64,8 +50,8 @@ def ratio_ticks(low: float, high: float) -> list[float]:
     Returns
     -------
     list[float]
-        The ticks within the limits: 1, 2 and 5 times each power of ten over at most 1.5 decades, 1 and 3
-        times over at most 3, the powers of ten alone beyond, so that the labels never overlap.
+        The ticks within the limits: 1, 2 and 5 times each power of ten over at most 1.5 decades, 1 and 3 times over at
+        most 3, the powers of ten alone beyond, so that the labels never overlap.
     """
     decades = math.log10(high / low)
     mantissas = (1, 2, 5) if decades <= 1.5 else (1, 3) if decades <= 3 else (1,)
@@ -75,7 +61,13 @@ def ratio_ticks(low: float, high: float) -> list[float]:
 
 
 def pyplot() -> Any:
-    """``matplotlib.pyplot`` on the file-only Agg backend (imported on first use: reading a sweep needs no plots)."""
+    """``matplotlib.pyplot`` on the file-only Agg backend (imported on first use: reading a sweep needs no plots).
+
+    Returns
+    -------
+    module
+        ``matplotlib.pyplot``.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -102,13 +94,6 @@ def plot_paired_changes(rows: Sequence[RowReport], compared: Mapping[str, Mappin
         PNG file to write.
     title : str
         Figure title.
-
-    Notes
-    -----
-    Error bars are one standard error of the paired change. A relative change is in percent, or, when
-    a row's change is beyond doubling or halving (:func:`uses_ratio_axis`), the ratio to the reference on
-    a log axis (a lower error bar that would reach zero stops at :data:`RATIO_FLOOR`). A row without a
-    paired seed is named on its axis with no point.
     """
     plt = pyplot()
     others = [row.row for row in rows if row.row != reference]
@@ -159,13 +144,34 @@ SEED_LINE_STYLES: tuple[Any, ...] = ("-", "--", ":", "-.", (0, (5, 1, 1, 1, 1, 1
 
 
 def seed_styles(rows: Sequence[RowReport]) -> dict[str, Any]:
-    """``run.name`` (``seed_<k>``, ``""`` without seeds) -> its line style, the same in every row."""
+    """``run.name`` (``seed_<k>``, ``""`` without seeds) -> its line style, the same in every row.
+
+    Parameters
+    ----------
+    rows : Sequence[RowReport]
+        The rows plotted.
+
+    Returns
+    -------
+    dict[str, Any]
+        Run name -> line style.
+    """
     names = sorted({run.name for row in rows for run in row.runs}, key=lambda name: (len(name), name))
     return {name: SEED_LINE_STYLES[index % len(SEED_LINE_STYLES)] for index, name in enumerate(names)}
 
 
 def row_and_seed_legend(axis: Any, row_colours: Mapping[str, str], styles: Mapping[str, Any]) -> None:
-    """A legend naming each row drawn on ``axis`` by its colour and, with several seeds, each seed by its style."""
+    """A legend naming each row drawn on ``axis`` by its colour and, with several seeds, each seed by its style.
+
+    Parameters
+    ----------
+    axis : matplotlib.axes.Axes
+        The panel.
+    row_colours : Mapping[str, str]
+        Row -> colour.
+    styles : Mapping[str, Any]
+        Run name -> line style (:func:`seed_styles`).
+    """
     from matplotlib.lines import Line2D
 
     handles = [Line2D([], [], color=colour, label=row) for row, colour in row_colours.items()]

@@ -1,18 +1,7 @@
-"""The comparison report of any sweep: Markdown, CSV and plots of every row against its reference row.
-
-:func:`write_comparison` writes ``OUT/<name>.md``, ``OUT/<name>.csv``, ``OUT/<name>.png`` (the paired change
-per row, one panel per chosen metric) and, when the runs logged metrics, ``OUT/<name>_curves.png``
-(:mod:`attention_jax.reports.comparison_plot`), where ``<name>`` is the sweep file's stem. The metrics are
-the runs' own scalars and those of the per-run evaluations (:mod:`attention_jax.reports.run_evaluations`:
-the positions experiment's length buckets, say). The numbers are
-:func:`attention_jax.reports.comparison.compare`'s; the reference row is chosen by
-:func:`resolve_reference`: ``report --reference=ROW``, else the sweep file's optional
-``get_reference()`` (recorded in ``sweep.json`` as ``reference``), else the first row of ``get_sweep()``.
-"""
+"""The comparison report of any sweep: Markdown, CSV and plots of every row against its reference row."""
 
 from __future__ import annotations
 
-import csv
 import os
 from typing import Mapping, Sequence
 
@@ -20,6 +9,9 @@ from attention_jax.foundation.user_errors import UserInputError
 from attention_jax.reports import comparison, comparison_plot, run_evaluations, sweep_rows
 from attention_jax.reports.comparison import Metric, MetricStats
 from attention_jax.reports.sweep_rows import RowReport
+from attention_jax.reports.writers import format_figure, markdown_table, write_csv, write_text
+
+__all__ = ["format_figure"]  # Re-exported: every report's cells.
 
 CSV_FIELDS = ("row", "metric", "reference", "status", "seeds", "mean", "se", "change_mean", "change_se",
               "change_unit", "paired_seeds", "verdict")
@@ -43,12 +35,6 @@ def resolve_reference(record: Mapping, rows: Sequence[RowReport], requested: str
     -------
     tuple[str, str]
         The row's name and its source, e.g. ``("heads2", "the first row of get_sweep()")``.
-
-    Notes
-    -----
-    Raises :class:`UserInputError` when ``requested`` or the recorded ``get_reference()`` is not one of the
-    rows reported. Without either, the first row of ``get_sweep()`` is used when it is reported, else the
-    first row reported.
     """
     names = [row.row for row in rows]
     if not names:
@@ -69,35 +55,6 @@ def resolve_reference(record: Mapping, rows: Sequence[RowReport], requested: str
     return names[0], "the first row reported"
 
 
-def format_figure(value: float | None, spread: float | None, digits: int, *, percent: bool = False,
-                  sign: bool = False) -> str:
-    """A figure for a report's table: ``"+8.9 ± 0.9%"``, ``"7.24 ± 0.11"``, or ``""`` for none.
-
-    Parameters
-    ----------
-    value : float or None
-        The figure (a fraction when ``percent``).
-    spread : float or None
-        Its standard error or deviation, shown after ``±`` when given.
-    digits : int
-        Digits after the point.
-    percent : bool
-        Show ``value`` and ``spread`` times 100 with a ``%``.
-    sign : bool
-        Always show the sign.
-
-    Returns
-    -------
-    str
-        The formatted figure; every report of an experiment formats its figures with it.
-    """
-    if value is None:
-        return ""
-    scale, suffix = (100.0, "%") if percent else (1.0, "")
-    text = f"{value * scale:{'+' if sign else ''}.{digits}f}"
-    return text + (f" ± {spread * scale:.{digits}f}" if spread is not None else "") + suffix
-
-
 def _number(value: float | None, digits: int, *, sign: bool = False) -> str:
     if value is None:
         return ""
@@ -105,14 +62,36 @@ def _number(value: float | None, digits: int, *, sign: bool = False) -> str:
 
 
 def value_cell(stats: MetricStats) -> str:
-    """``"mean ± se"`` of a row's metric (``"mean"`` with one seed, ``""`` with none)."""
+    """``"mean ± se"`` of a row's metric (``"mean"`` with one seed, ``""`` with none).
+
+    Parameters
+    ----------
+    stats : MetricStats
+        The row's figures of one metric.
+
+    Returns
+    -------
+    str
+        The cell.
+    """
     digits = stats.metric.digits
     text = _number(stats.mean, digits)
     return text + (f" ± {_number(stats.se, digits)}" if text and stats.se is not None else "")
 
 
 def change_cell(stats: MetricStats) -> str:
-    """``"+1.2% ± 0.4%"`` (relative) or ``"-0.3 ± 0.1"`` (difference): the paired change and its SE."""
+    """``"+1.2% ± 0.4%"`` (relative) or ``"-0.3 ± 0.1"`` (difference): the paired change and its SE.
+
+    Parameters
+    ----------
+    stats : MetricStats
+        The row's figures of one metric.
+
+    Returns
+    -------
+    str
+        The cell; ``""`` without a paired seed.
+    """
     if stats.change_mean is None:
         return ""
     scale, digits = (100.0, 1) if stats.metric.relative else (1.0, stats.metric.digits)
@@ -170,21 +149,19 @@ def markdown_report(record: Mapping, rows: Sequence[RowReport], compared: Mappin
         f"no standard error; `{comparison.PENDING_VERDICT}`: no seed finished in both rows; "
         f"`{comparison.UNSTABLE_VERDICT}`: a finished seed of the row or the reference diverged.",
     ]
-    lines = ["| row | status | seeds finished | overrides |", "|---|---|---|---|"]
-    for row in rows:
-        lines.append(f"| {row.row} | {row.status} | {len(row.finished)} of {len(row.runs)} | "
-                     f"{_overrides_text(record, row)} |")
+    lines = markdown_table(["row", "status", "seeds finished", "overrides"],
+                           ([row.row, row.status, f"{len(row.finished)} of {len(row.runs)}",
+                             _overrides_text(record, row)] for row in rows))
     sections = ["\n".join(lines)]
     for metric in comparison.recorded_metrics(compared):
-        table = [f"## {metric.label}", "",
-                 f"| row | seeds | {metric.label} ± SE | change vs {reference} ± SE | paired seeds | verdict |",
-                 "|---|---|---|---|---|---|"]
+        cells = []
         for row in rows:
             stats = compared[row.row][metric.name]
             paired = "" if row.row == reference else str(stats.paired_seeds)
-            table.append(f"| {row.row} | {stats.seeds} | {value_cell(stats)} | {change_cell(stats)} | {paired} | "
-                         f"{stats.verdict} |")
-        sections.append("\n".join(table))
+            cells.append([row.row, stats.seeds, value_cell(stats), change_cell(stats), paired, stats.verdict])
+        table = markdown_table(["row", "seeds", f"{metric.label} ± SE", f"change vs {reference} ± SE", "paired seeds",
+                                "verdict"], cells)
+        sections.append("\n".join([f"## {metric.label}", "", *table]))
     done = sum(row.status == "done" for row in rows)
     footer = f"{done} of {len(rows)} rows finished."
     return "\n\n".join(notes + sections + [footer]) + "\n"
@@ -224,7 +201,18 @@ def csv_records(rows: Sequence[RowReport], compared: Mapping[str, Mapping[str, M
 
 
 def plotted_metrics(compared: Mapping[str, Mapping[str, MetricStats]]) -> list[Metric]:
-    """:data:`PLOTTED_METRICS` among the recorded metrics (else the first recorded one)."""
+    """:data:`PLOTTED_METRICS` among the recorded metrics (else the first recorded one).
+
+    Parameters
+    ----------
+    compared : Mapping
+        :func:`attention_jax.reports.comparison.compare`'s result.
+
+    Returns
+    -------
+    list[Metric]
+        The metrics plotted.
+    """
     recorded = comparison.recorded_metrics(compared)
     chosen = [metric for metric in recorded if metric.name in PLOTTED_METRICS]
     return chosen or recorded[:1]
@@ -251,10 +239,6 @@ def write_comparison(root: str, record: Mapping, rows: Sequence[RowReport], out_
     -------
     list[str]
         ``OUT/<name>.md``, ``.csv``, ``.png`` and, when runs logged metrics, ``OUT/<name>_curves.png``.
-
-    Notes
-    -----
-    The reference is resolved before anything is written (:class:`UserInputError` for a row not reported).
     """
     reference_row, source = resolve_reference(record, rows, reference)
     metrics = [*comparison.METRICS, *run_evaluations.evaluation_metrics(root, rows)]
@@ -262,12 +246,8 @@ def write_comparison(root: str, record: Mapping, rows: Sequence[RowReport], out_
     name = str(record.get("report_name", "report"))
     os.makedirs(out_dir, exist_ok=True)
     stem = os.path.join(out_dir, name)
-    with open(stem + ".md", "w", encoding="utf-8") as file:
-        file.write(markdown_report(record, rows, compared, reference_row, source))
-    with open(stem + ".csv", "w", encoding="utf-8", newline="") as file:
-        writer = csv.DictWriter(file, fieldnames=CSV_FIELDS)
-        writer.writeheader()
-        writer.writerows(csv_records(rows, compared, reference_row))
+    write_text(stem + ".md", markdown_report(record, rows, compared, reference_row, source))
+    write_csv(stem + ".csv", CSV_FIELDS, csv_records(rows, compared, reference_row))
     comparison_plot.plot_paired_changes(rows, compared, reference_row, plotted_metrics(compared), stem + ".png",
                                         f"{name}: paired change against {reference_row} ({root})")
     paths = [stem + ".md", stem + ".csv", stem + ".png"]

@@ -1,18 +1,4 @@
-"""Per-run evaluations in the comparison report: one small registry of what a run's extra files hold.
-
-An evaluation run after training writes a file into the run's directory (the positions experiment's
-``length_buckets.json``: BLEU and perplexity per length bucket). A :class:`RunEvaluation` names that
-file and how to read it into ``{key: {metric: value}}`` (a key per bucket); :func:`evaluation_metrics`
-turns every key and metric found into a :class:`attention_jax.reports.comparison.Metric`, so the report
-gives each the same paired treatment as the run's own scalars (mean ± SE, paired change ± SE, verdict),
-with no report module of its own. An evaluation of one's own registers with
-:func:`register_run_evaluation` (from a module named in the config's ``user_modules``, say).
-
-An experiment's own headline measures join the transfer table (:mod:`attention_jax.reports.transfer_report`)
-through :func:`register_headline_measure`: a :class:`~attention_jax.reports.comparison.Metric` of one run
-(its ``read``, from the run's directory), or derived from a row's run and the reference run at its seed
-(:func:`attention_jax.reports.comparison.derived_metric`; the positions experiment's trend with length).
-"""
+"""Per-run evaluations in the comparison report: one small registry of what a run's extra files hold."""
 
 from __future__ import annotations
 
@@ -147,14 +133,14 @@ def evaluation_metrics(root: str, rows: Sequence[RowReport], *, every_run: bool 
     rows : Sequence[RowReport]
         Its rows.
     every_run : bool
-        Look in every run of a row, not only the finished ones
-        (:func:`attention_jax.reports.comparison.compare`'s ``every_run``).
+        Look in every run of a row, not only the finished ones (:func:`attention_jax.reports.comparison.compare`'s
+        ``every_run``).
 
     Returns
     -------
     list[Metric]
-        Named ``<evaluation>/<key>/<metric>`` and labelled ``<key> <label>``, in registry order, keys in
-        the order the first run holding them lists them.
+        Named ``<evaluation>/<key>/<metric>`` and labelled ``<key> <label>``, in registry order, keys in the order the
+        first run holding them lists them.
     """
     found: list[Metric] = []
     for evaluation in RUN_EVALUATIONS.values():

@@ -36,6 +36,7 @@ from attention_jax.reports import comparison_plot
 from attention_jax.reports.comparison import paired_changes, run_directory
 from attention_jax.reports.sweep_rows import read_metric_curve, read_sweep_rows
 from attention_jax.reports.sweep_seeds import sign, verdict
+from attention_jax.reports.writers import markdown_table
 
 IMPROVEMENT_WINDOW = 1000  # Steps over which "still improving" is measured.
 
@@ -65,11 +66,11 @@ class RunCurve:
     seconds_per_step: float | None
     paper_dev_ppl: float | None
 
-    def dev_at(self, step: int) -> float | None:
+    def _dev_at(self, step: int) -> float | None:
         """Dev perplexity at ``step`` exactly (None when it was not evaluated there)."""
         return self.dev_ppl.get(step)
 
-    def train_near(self, step: int, window: int) -> float | None:
+    def _train_near(self, step: int, window: int) -> float | None:
         """Mean logged training perplexity over ``(step - window, step]``."""
         values = [ppl for logged, ppl in self.train_ppl.items() if step - window < logged <= step]
         return statistics.fmean(values) if values else None
@@ -124,8 +125,8 @@ def judge_budget(runs: dict[str, dict[int, RunCurve]], step: int, reference: str
     step : int
         The budget.
     reference : str, optional
-        The reference row (the report's, :func:`attention_jax.reports.comparison_report.resolve_reference`;
-        ``base`` in Table 2); None: the first row of ``runs``.
+        The reference row (the report's, :func:`attention_jax.reports.comparison_report.resolve_reference`; ``base`` in
+        Table 2); None: the first row of ``runs``.
 
     Returns
     -------
@@ -134,11 +135,11 @@ def judge_budget(runs: dict[str, dict[int, RunCurve]], step: int, reference: str
     """
     reference = reference or next(iter(runs), "")
     base = runs.get(reference, {})
-    base_at: dict[int | None, float] = {seed: dev for seed, curve in base.items() if (dev := curve.dev_at(step))}
+    base_at: dict[int | None, float] = {seed: dev for seed, curve in base.items() if (dev := curve._dev_at(step))}
     paper_base = next((curve.paper_dev_ppl for curve in base.values()), None)
     judged = []
     for row, seeds in runs.items():
-        at_step = {seed: dev for seed, curve in seeds.items() if (dev := curve.dev_at(step))}
+        at_step = {seed: dev for seed, curve in seeds.items() if (dev := curve._dev_at(step))}
         in_seed_order: dict[int | None, float] = dict(sorted(at_step.items()))
         changes = tuple(paired_changes(in_seed_order, base_at, relative=True).values())
         paper_row = next((curve.paper_dev_ppl for curve in seeds.values()), None)
@@ -186,43 +187,46 @@ def budget_markdown(runs: dict[str, dict[int, RunCurve]], budgets: Sequence[int]
              "Made by `python -m attention_jax.reports.step_budgets` (module docstring: what each column "
              f"means). Changes are of dev perplexity against {reference}, paired by seed; a verdict needs the mean "
              "change beyond the seeds' spread (the table's rule).", ""]
-    summary = [f"| budget | directions reproduced | opposite | within noise | {reference} dev PPL | {reference} "
-               f"dev/train PPL | {reference} dev PPL change over the last {IMPROVEMENT_WINDOW:,} steps | core-minutes "
-               f"per run ({reference}; slowest row) |", "|---:|---|---|---|---:|---:|---:|---|"]
+    summary = []
     for step in budgets:
         judged = judge_budget(runs, step, reference)
-        lines += [f"## {step:,} steps", "",
-                  "| row | dev PPL per seed | paired change (mean) | per seed | paper's change | verdict |",
-                  "|---|---|---:|---|---:|---|"]
+        cells = []
         for item in judged:
             mean = statistics.fmean(item.changes) if item.changes else None
-            lines.append(
-                f"| {item.row} | {', '.join(f'{ppl:.2f}' for ppl in item.dev_ppl)} | "
-                f"{_format(None if mean is None else 100 * mean, 1, sign=True)}% | "
-                f"{', '.join(f'{100 * change:+.1f}%' for change in item.changes) or '-'} | "
-                f"{_format(None if item.paper_change is None else 100 * item.paper_change, 1, sign=True)}% | "
-                f"{item.verdict or item.basis} |")
+            cells.append([item.row, ", ".join(f"{ppl:.2f}" for ppl in item.dev_ppl),
+                          f"{_format(None if mean is None else 100 * mean, 1, sign=True)}%",
+                          ", ".join(f"{100 * change:+.1f}%" for change in item.changes) or "-",
+                          f"{_format(None if item.paper_change is None else 100 * item.paper_change, 1, sign=True)}%",
+                          item.verdict or item.basis])
+        lines += [f"## {step:,} steps", "",
+                  *markdown_table(["row", "dev PPL per seed", "paired change (mean)", "per seed", "paper's change",
+                                   "verdict"], cells, ["---", "---", "---:", "---", "---:", "---"])]
         directional = [item for item in judged if item.paper_change not in (None, 0.0)]
         count = {label: sum(item.verdict == label for item in directional)
                  for label in ("reproduced", "opposite", "within noise")}
         base_runs = list(runs.get(reference, {}).values())
-        base_dev = [dev for curve in base_runs if (dev := curve.dev_at(step))]
+        base_dev = [dev for curve in base_runs if (dev := curve._dev_at(step))]
         ratios = [dev / train for curve in base_runs
-                  if (dev := curve.dev_at(step)) and (train := curve.train_near(step, window))]
+                  if (dev := curve._dev_at(step)) and (train := curve._train_near(step, window))]
         earlier = [dev / before - 1 for curve in base_runs
-                   if (dev := curve.dev_at(step)) and (before := curve.dev_at(step - IMPROVEMENT_WINDOW))]
+                   if (dev := curve._dev_at(step)) and (before := curve._dev_at(step - IMPROVEMENT_WINDOW))]
         minutes = {row: [curve.seconds_per_step * step / 60 for curve in seeds.values() if curve.seconds_per_step]
                    for row, seeds in runs.items()}
         base_minutes = statistics.fmean(minutes[reference]) if minutes.get(reference) else None
         slowest = max(((statistics.fmean(values), row) for row, values in minutes.items() if values), default=None)
-        summary.append(
-            f"| {step:,} | {count['reproduced']} of {len(directional)} | {count['opposite']} | "
-            f"{count['within noise']} | {_format(statistics.fmean(base_dev) if base_dev else None, 2)} | "
-            f"{_format(statistics.fmean(ratios) if ratios else None, 2)} | "
-            f"{_format(100 * statistics.fmean(earlier) if earlier else None, 1, sign=True)}% | "
-            f"{_format(base_minutes, 0)}; {'-' if slowest is None else f'{slowest[0]:.0f} ({slowest[1]})'} |")
+        summary.append([
+            f"{step:,}", f"{count['reproduced']} of {len(directional)}", count["opposite"], count["within noise"],
+            _format(statistics.fmean(base_dev) if base_dev else None, 2),
+            _format(statistics.fmean(ratios) if ratios else None, 2),
+            f"{_format(100 * statistics.fmean(earlier) if earlier else None, 1, sign=True)}%",
+            f"{_format(base_minutes, 0)}; {'-' if slowest is None else f'{slowest[0]:.0f} ({slowest[1]})'}"])
         lines.append("")
-    return "\n".join(lines[:4] + ["## Summary", ""] + summary + [""] + lines[4:])
+    table = markdown_table(["budget", "directions reproduced", "opposite", "within noise", f"{reference} dev PPL",
+                            f"{reference} dev/train PPL",
+                            f"{reference} dev PPL change over the last {IMPROVEMENT_WINDOW:,} steps",
+                            f"core-minutes per run ({reference}; slowest row)"], summary,
+                           ["---:", "---", "---", "---", "---:", "---:", "---:", "---"])
+    return "\n".join(lines[:4] + ["## Summary", ""] + table + [""] + lines[4:])
 
 
 def plot_changes(runs: dict[str, dict[int, RunCurve]], path: str, reference: str | None = None) -> None:

@@ -1,13 +1,4 @@
-"""Learning curves of a sweep: dev perplexity against step for every row and seed, each group beside the reference.
-
-A row's place in the table is one number per seed, the dev perplexity of its best checkpoint. The curve
-says how it got there: whether a row that beats the reference learns faster or ends lower, and where
-early stopping ended each run. :func:`plot_learning_curves` reads the ``eval/perplexity`` records of every
-run's ``metrics.jsonl`` and draws one panel per Table 2 group, the reference row (``base``, black) in each,
-a line style per seed and a dot at each run's best evaluation; the report
-(:func:`attention_jax.reports.sweep_report.write_report`) writes it as ``ROOT/<name>_curves.png`` when any run
-has metrics.
-"""
+"""Learning curves of a sweep: dev perplexity against step for every row and seed, each group beside the reference."""
 
 from __future__ import annotations
 
@@ -15,15 +6,15 @@ from typing import Sequence
 
 from attention_jax.reports import comparison_plot
 from attention_jax.reports.comparison import run_directory
-from attention_jax.reports.figure_titles import fit_title
 from attention_jax.reports.sweep_rows import RowReport, plot_panels, read_metric_curve
+from attention_jax.reports.writers import fit_title
 
 EVAL_PPL_KEY = "eval/perplexity"
 PANEL_COLUMNS = 3
 ZOOM = 2.5
-"""The y axis runs from just below the lowest dev perplexity of the sweep to ``ZOOM`` times it, or higher
-where a run's best is above that (every run's best stays in view): the end of training, where the rows
-separate (the first evaluations, at hundreds, would flatten it)."""
+"""The y axis runs from just below the lowest dev perplexity of the sweep to ``ZOOM`` times it, or higher where a run's
+best is above that (every run's best stays in view): the end of training, where the rows separate (the first
+evaluations, at hundreds, would flatten it)."""
 
 
 def curve_y_limits(perplexity_curves: list[list[float]]) -> tuple[float, float]:
@@ -37,15 +28,26 @@ def curve_y_limits(perplexity_curves: list[list[float]]) -> tuple[float, float]:
     Returns
     -------
     tuple of float
-        ``(bottom, top)``: 5% under the lowest perplexity of all runs, and ``ZOOM`` times it or 1.3 times
-        the highest of the runs' bests, whichever is higher.
+        ``(bottom, top)``: 5% under the lowest perplexity of all runs, and ``ZOOM`` times it or 1.3 times the highest of
+        the runs' bests, whichever is higher.
     """
     bests = [min(perplexities) for perplexities in perplexity_curves if perplexities]
     return min(bests) * 0.95, max(min(bests) * ZOOM, max(bests) * 1.3)
 
 
 def read_dev_curve(run_dir: str) -> tuple[list[int], list[float]]:
-    """Dev perplexity at each evaluated step of a run (:func:`read_metric_curve` of ``eval/perplexity``)."""
+    """Dev perplexity at each evaluated step of a run (:func:`read_metric_curve` of ``eval/perplexity``).
+
+    Parameters
+    ----------
+    run_dir : str
+        The run's directory.
+
+    Returns
+    -------
+    tuple[list[int], list[float]]
+        Steps and perplexities.
+    """
     return read_metric_curve(run_dir, EVAL_PPL_KEY)
 
 
@@ -69,13 +71,6 @@ def plot_learning_curves(root: str, rows: Sequence[RowReport], reference: str, p
     -------
     bool
         Whether a figure was written (False when no run has dev evaluations yet).
-
-    Notes
-    -----
-    Perplexity on a log scale, zoomed on the end of training (:data:`ZOOM`); panels in rows of
-    :data:`PANEL_COLUMNS`. One colour per row, a line style per seed (finished or still running; both in each
-    panel's legend), a dot at the run's lowest dev perplexity (the checkpoint early stopping keeps). The
-    reference is black in every panel.
     """
     curves = {(row.row, run.name): read_dev_curve(run_directory(root, row, run)) for row in rows for run in row.runs}
     if not any(steps for steps, _ in curves.values()):

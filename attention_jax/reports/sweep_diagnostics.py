@@ -1,24 +1,4 @@
-"""Why a row's dev perplexity differs from the reference row: how fast it learned, how well it fits, how it ended.
-
-A row that moves against the paper's direction in a small sweep usually does so for one of three
-measurable reasons, and each has its column in ``ROOT/<name>_diagnostics.md`` (written by
-:func:`attention_jax.reports.sweep_report.write_report` when the runs have ``metrics.jsonl``):
-
-- **It learns more slowly per step** (a deeper or narrower stack, say), so early stopping or the step
-  cap catches it further from where it would end: *dev PPL at step S*, the same step for every row, with
-  its change against the reference. ``S`` is half of the reference's mean best step, rounded down to an evaluated step.
-- **It overfits sooner** (more capacity, less dropout): *dev / train PPL at best*, the ratio of dev to
-  training perplexity at the best checkpoint (training perplexity is the unsmoothed loss on the training
-  batches, with dropout, at the logged step nearest below it; so the ratio compares rows of the same
-  dropout rate: a row with less dropout reads higher, one with more lower, at the same fit).
-- **It was cut off while still improving**: *ended by*, how many seeds stopped early
-  (``early_stopping``) and how many at the step cap (``num_train_steps``); a row at the cap has not
-  reached its own best.
-
-Every figure is a mean over the row's finished seeds, leaving out a seed that diverged
-(:func:`attention_jax.reports.comparison.diverged`): its figures describe a run that fell apart, not the row,
-and *ended by* counts it as ``diverged``. The module only reads; it trains nothing.
-"""
+"""Why a row's dev perplexity differs from the reference row: how fast it learned, how well it fits, how it ended."""
 
 from __future__ import annotations
 
@@ -30,6 +10,7 @@ from typing import Sequence
 from attention_jax.reports import sweep_curves
 from attention_jax.reports.comparison import ACCURACY_COLLAPSE, DIVERGED_FACTOR, diverged, mean_and_se, run_directory
 from attention_jax.reports.sweep_rows import RowReport
+from attention_jax.reports.writers import markdown_table, write_text
 
 TRAIN_PPL_KEY = "train/perplexity"
 
@@ -63,7 +44,18 @@ class RunDiagnostics:
     diverged: bool = False
 
     def dev_ppl_at(self, step: int) -> float | None:
-        """Dev perplexity at the last evaluation at or before ``step`` (None if none was)."""
+        """Dev perplexity at the last evaluation at or before ``step`` (None if none was).
+
+        Parameters
+        ----------
+        step : int
+            The step.
+
+        Returns
+        -------
+        float or None
+            The perplexity.
+        """
         earlier = [ppl for evaluated, ppl in zip(self.dev_steps, self.dev_ppls) if evaluated <= step]
         return earlier[-1] if earlier else None
 
@@ -83,6 +75,7 @@ def run_diagnostics(run_dir: str, results: dict, *, run_diverged: bool = False) 
     Returns
     -------
     RunDiagnostics or None
+        Its figures; None without dev evaluations.
     """
     dev_steps, dev_ppls = sweep_curves.read_dev_curve(run_dir)
     if not dev_steps:
@@ -111,6 +104,7 @@ def reference_step(base_runs: Sequence[RunDiagnostics]) -> int | None:
     Returns
     -------
     int or None
+        The step; None without a reference run.
     """
     if not base_runs:
         return None
@@ -152,7 +146,7 @@ def collect(root: str, rows: Sequence[RowReport]) -> dict[str, list[RunDiagnosti
 
 
 def _row_cells(row: str, all_runs: list[RunDiagnostics], step: int | None, reference_at_step: float | None,
-               reference: str) -> str:
+               reference: str) -> list[str]:
     runs = [run for run in all_runs if not run.diverged]
     at_step = _mean([run.dev_ppl_at(step) for run in runs]) if step is not None else None
     change = (100 * (at_step / reference_at_step - 1) if at_step is not None and reference_at_step and row != reference
@@ -162,7 +156,7 @@ def _row_cells(row: str, all_runs: list[RunDiagnostics], step: int | None, refer
     cells = [row, str(len(all_runs)), _ended_by(all_runs), _format(_mean([run.best_step for run in runs]), 0),
              _format(_mean([run.best_dev_ppl for run in runs]), 2), _format(at_step, 2),
              "" if change is None else f"{change:+.1f}%", _format(train, 2), _format(gap, 2)]
-    return "| " + " | ".join(cells) + " |"
+    return cells
 
 
 def diagnostics_markdown(root: str, name: str, rows: Sequence[RowReport], reference: str) -> str | None:
@@ -201,12 +195,11 @@ def diagnostics_markdown(root: str, name: str, rows: Sequence[RowReport], refere
              "stopping "
              "(`early_stopping`) or the step cap (`num_train_steps`), per seed; a seed that `diverged` (last "
              f"dev PPL over {DIVERGED_FACTOR:g}x its best, dev accuracy under {ACCURACY_COLLAPSE:g}x that at "
-             "its best) is left out of the row's figures.", "",
-             f"| row | seeds | ended by | best step | dev PPL at best | dev PPL at {step_text} | vs {reference} "
-             "| train PPL at best | dev / train PPL at best |",
-             "|---|---|---|---|---|---|---|---|---|"]
-    lines += [_row_cells(row.row, collected[row.row], step, reference_at_step, reference)
-              for row in rows if collected.get(row.row)]
+             "its best) is left out of the row's figures.", ""]
+    lines += markdown_table(["row", "seeds", "ended by", "best step", "dev PPL at best", f"dev PPL at {step_text}",
+                             f"vs {reference}", "train PPL at best", "dev / train PPL at best"],
+                            [_row_cells(row.row, collected[row.row], step, reference_at_step, reference)
+                             for row in rows if collected.get(row.row)])
     return "\n".join(lines) + "\n"
 
 
@@ -216,10 +209,16 @@ def write_diagnostics(root: str, name: str, rows: Sequence[RowReport], *, out_di
 
     Parameters
     ----------
-    root, name, rows, reference
-        As for :func:`diagnostics_markdown`.
+    root : str
+        Sweep root.
+    name : str
+        The report's name.
+    rows : Sequence[RowReport]
+        The sweep's rows.
     out_dir : str, optional
         The directory written instead of ``root``.
+    reference : str
+        The reference row.
 
     Returns
     -------
@@ -229,8 +228,5 @@ def write_diagnostics(root: str, name: str, rows: Sequence[RowReport], *, out_di
     text = diagnostics_markdown(root, name, rows, reference)
     if text is None:
         return None
-    path = os.path.join(out_dir or root, f"{name}_diagnostics.md")
-    with open(path, "w", encoding="utf-8") as file:
-        file.write(text)
-    return path
+    return write_text(os.path.join(out_dir or root, f"{name}_diagnostics.md"), text)
 

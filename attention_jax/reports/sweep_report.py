@@ -1,41 +1,16 @@
-"""Tabulate a sweep in the layout of the paper's Table 2, beside the paper's figures.
-
-:func:`write_report` (the command ``python -m attention_jax.report ROOT [--all_rows]``) reads
-``ROOT/sweep.json`` (the row order, written by ``launch.sweep``), and for each row
-``ROOT/<row>/results.json`` (our dev perplexity, BLEU, parameters, steps, wall time) and
-``ROOT/<row>/config.json`` (the row's hyperparameters and ``config.paper``, the paper's figures). It
-writes ``ROOT/<name>.md``, ``ROOT/<name>.csv`` and ``ROOT/<name>.png``, where ``<name>`` is the sweep
-file's stem (``table2`` for ``configs/table2.py``), and, when the runs have ``metrics.jsonl``,
-``ROOT/<name>_curves.png``: their dev perplexity against step (:mod:`attention_jax.reports.sweep_curves`), and
-``ROOT/<name>_diagnostics.md``: why rows differ from the reference row
-(:mod:`attention_jax.reports.sweep_diagnostics`).
-Rows that have not finished are listed with their status (``failed``, ``incomplete``, ``submitted``,
-``not run``) and no figures.
-
-Without ``sweep.json`` (work directories made by hand), every subdirectory holding a ``config.json``
-(or ``seed_<k>/config.json``) is a row, in name order. Perplexities are per token of each run's own
-vocabulary on its own dev split: comparable with the paper's only for runs on WMT14 EN-DE with the
-paper's 37k-token vocabulary.
-
-Seeds are aggregated by :mod:`attention_jax.reports.sweep_seeds` on the one comparison
-(:mod:`attention_jax.reports.comparison`: mean, spread, paired change), which adds the verdict against the
-paper's direction. The reference row is :func:`attention_jax.reports.comparison_report.resolve_reference`'s
-(``get_reference()`` of the sweep file, ``base`` in Table 2, or ``report --reference=ROW``), and the paper's
-columns come from the sweep file's ``get_paper_figures()`` (:attr:`attention_jax.reports.sweep_rows.RowReport.paper`).
-"""
+"""Tabulate a sweep in the layout of the paper's Table 2, beside the paper's figures."""
 
 from __future__ import annotations
 
-import csv
 import os
 import statistics
 from typing import Any, Sequence
 
-from attention_jax.reports import comparison_report, sweep_curves, sweep_diagnostics, sweep_seeds, table2_plot
+from attention_jax.reports import comparison_report, paper_plot, sweep_curves, sweep_diagnostics, sweep_seeds
 from attention_jax.reports.comparison import ACCURACY_COLLAPSE, DIVERGED_FACTOR, SPREAD_FACTOR, mean_and_se
-from attention_jax.reports.comparison_report import format_figure
 from attention_jax.reports.sweep_rows import RowReport, read_sweep_rows
 from attention_jax.reports.sweep_seeds import RowStats, aggregate
+from attention_jax.reports.writers import format_figure, markdown_table, write_csv, write_text
 
 # (column header as in the paper, config field), Table 2's order.
 HPARAM_COLUMNS = (("N", "num_layers"), ("d_model", "d_model"), ("d_ff", "d_ff"), ("h", "num_heads"),
@@ -186,14 +161,14 @@ def status_cell(row: RowReport) -> str:
     Returns
     -------
     str
-        E.g. ``"done"``, ``"failed"``, ``"partial (seed_2 failed)"``.
+        E.g.
     """
     if not row.seeded or not row.pending or row.status not in ("partial", "pending"):
         return row.status
     return f"{row.status} (" + ", ".join(f"{run.name} {run.status}" for run in row.pending) + ")"
 
 
-def verdict_cell(stats: RowStats) -> str:
+def _verdict_cell(stats: RowStats) -> str:
     """The verdict column: the verdict, marked when it rests on one seed's sign or a seed diverged."""
     if stats.verdict == "unstable":
         return f"unstable ({sweep_seeds.diverged_label(stats.diverged_seeds)} diverged)"
@@ -243,7 +218,7 @@ def verdict_notes(rows: Sequence[RowReport], stats: dict[str, RowStats], referen
     return notes
 
 
-def markdown_table(record: dict, rows: Sequence[RowReport], reference: str) -> str:
+def markdown_table_report(record: dict, rows: Sequence[RowReport], reference: str) -> str:
     """The report as Markdown: Table 2's columns, ours (mean ± standard error over seeds) beside the paper's.
 
     Parameters
@@ -265,7 +240,7 @@ def markdown_table(record: dict, rows: Sequence[RowReport], reference: str) -> s
     header = ["", "row", *[name for name, _ in HPARAM_COLUMNS], "other changes", "seeds", "steps",
               "params ×10⁶ (ours / paper)", "dev PPL", "paper PPL", f"ΔPPL vs {reference}", "paper ΔPPL",
               "BLEU", "paper BLEU", "verdict", "wall", "status"]
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] * len(header)) + "|"]
+    table = []
     previous_group = None
     for row in rows:
         starts_group = len(row.group) == 1 and row.group != previous_group  # A-E, as in the paper.
@@ -280,9 +255,10 @@ def markdown_table(record: dict, rows: Sequence[RowReport], reference: str) -> s
                  format_figure(row_stats.change_mean, row_stats.change_se, 1, percent=True, sign=True),
                  format_figure(row_stats.paper_change, None, 1, percent=True, sign=True),
                  format_figure(row_stats.dev_bleu_mean, row_stats.dev_bleu_se, 1),
-                 format_figure(row.paper.get("dev_bleu"), None, 1), verdict_cell(row_stats), _duration(wall),
+                 format_figure(row.paper.get("dev_bleu"), None, 1), _verdict_cell(row_stats), _duration(wall),
                  status_cell(row)]
-        lines.append("| " + " | ".join(cells) + " |")
+        table.append(cells)
+    lines = markdown_table(header, table)
     title = f"# {record.get('report_name', 'sweep')}: {record.get('config_file', '(no sweep.json)')}"
     dataset = (shown.config.get("dataset") if shown else None) or "?"
     notes = [
@@ -342,9 +318,7 @@ def csv_records(record: dict, rows: Sequence[RowReport], reference: str) -> list
     Returns
     -------
     list[dict]
-        Keys :data:`CSV_FIELDS`; ``None`` where a value is unknown. The seed summary comes first
-        (:class:`RowStats`; changes in percent); then the results' own fields (``step`` ..
-        ``train_tokens_per_s``), each the value every finished seed shares, else their mean.
+        Keys :data:`CSV_FIELDS`; ``None`` where a value is unknown.
     """
     stats = aggregate(rows, reference)
     records = []
@@ -390,10 +364,9 @@ def write_report(root: str, *, all_rows: bool = False, out_dir: str | None = Non
     Returns
     -------
     list[str]
-        The paths written: the three above, and when the runs have metrics ``ROOT/<name>_curves.png``
-        (dev perplexity against step per row and seed, :mod:`attention_jax.reports.sweep_curves`) and
-        ``ROOT/<name>_diagnostics.md`` (learning speed, overfitting and how runs ended, per row,
-        :mod:`attention_jax.reports.sweep_diagnostics`).
+        The paths written: the three above, and when the runs have metrics ``ROOT/<name>_curves.png`` (dev perplexity
+        against step per row and seed, :mod:`attention_jax.reports.sweep_curves`) and ``ROOT/<name>_diagnostics.md``
+        (learning speed, overfitting and how runs ended, per row, :mod:`attention_jax.reports.sweep_diagnostics`).
     """
     record, rows = read_sweep_rows(root, all_rows=all_rows)
     reference_row, _ = comparison_report.resolve_reference(record, rows, reference)
@@ -401,13 +374,9 @@ def write_report(root: str, *, all_rows: bool = False, out_dir: str | None = Non
     out_dir = out_dir or root
     os.makedirs(out_dir, exist_ok=True)
     stem = os.path.join(out_dir, name)
-    with open(stem + ".md", "w", encoding="utf-8") as file:
-        file.write(markdown_table(record, rows, reference_row))
-    with open(stem + ".csv", "w", encoding="utf-8", newline="") as file:
-        writer = csv.DictWriter(file, fieldnames=CSV_FIELDS)
-        writer.writeheader()
-        writer.writerows(csv_records(record, rows, reference_row))
-    table2_plot.plot_report(rows, reference_row, stem + ".png",
+    write_text(stem + ".md", markdown_table_report(record, rows, reference_row))
+    write_csv(stem + ".csv", CSV_FIELDS, csv_records(record, rows, reference_row))
+    paper_plot.plot_report(rows, reference_row, stem + ".png",
                             f"{name}: paired changes against {reference_row}, ours vs the paper ({root})")
     paths = [stem + ".md", stem + ".csv", stem + ".png"]
     if sweep_curves.plot_learning_curves(root, rows, reference_row, stem + "_curves.png",

@@ -1,21 +1,16 @@
-"""The rows of a sweep root as written by ``launch.sweep`` and training: configs, results, seeds, status.
-
-``ROOT/sweep.json`` gives the row order (``launch.sweep``); each row is ``ROOT/<row>/`` or, with seeds,
-``ROOT/<row>/seed_<k>/``, holding ``config.json`` (the row's hyperparameters and ``config.paper``) and,
-once finished, ``results.json``. Without ``sweep.json`` every subdirectory holding a ``config.json`` (or
-``seed_<k>/config.json``) is a row, in name order. A sweep over corpora holds one such root per corpus,
-``ROOT/<corpus>/`` (:func:`corpus_roots`). :mod:`attention_jax.reports.sweep_seeds` aggregates the
-seeds and :mod:`attention_jax.reports.sweep_report` tabulates them.
-"""
+"""The rows of a sweep root as written by ``launch.sweep`` and training: configs, results, seeds, status."""
 
 from __future__ import annotations
 
 import dataclasses
+import functools
+import importlib.util
 import json
 import math
 import os
 import re
-from typing import Any, Sequence
+import sys
+from typing import Any, Callable, Mapping, Sequence
 
 from attention_jax.experiment import schema
 from attention_jax.foundation import run_files
@@ -34,16 +29,14 @@ class SeedRun:
     seed : int or None
         ``config.seed`` of the run (``ROOT/<row>/seed_<k>``); None for ``ROOT/<row>`` itself.
     status : str
-        ``done``, ``failed``, ``diverged`` (:data:`DIVERGED_STATUS`), ``incomplete``, ``submitted`` or
-        ``not run``.
+        ``done``, ``failed``, ``diverged`` (:data:`DIVERGED_STATUS`), ``incomplete``, ``submitted`` or ``not run``.
     config : dict
         The run's ``config.json`` (``{}`` before it started).
     results : dict
         ``results.json`` (``{}`` until the run finished).
     dev_accuracy_at_best : float or None
-        Dev token accuracy at the run's best evaluation (``results.json``'s ``best_step``, read from
-        ``metrics.jsonl``); None without either. :func:`attention_jax.reports.sweep_seeds.diverged` compares the
-        last evaluation's with it.
+        Dev token accuracy at the run's best evaluation (``results.json``'s ``best_step``, read from ``metrics.jsonl``);
+        None without either.
     """
 
     seed: int | None
@@ -54,7 +47,13 @@ class SeedRun:
 
     @property
     def name(self) -> str:
-        """``seed_<k>``, or ``""`` for a run without a seed directory."""
+        """``seed_<k>``, or ``""`` for a run without a seed directory.
+
+        Returns
+        -------
+        str
+            The run's directory name.
+        """
         return "" if self.seed is None else f"seed_{self.seed}"
 
 
@@ -69,22 +68,20 @@ class RowReport:
     group : str
         Table 2 group (``A``-``E``), or the row name for ``base``/``big``, or ``""`` outside Table 2.
     status : str
-        ``done`` (every run finished), ``partial`` (some seeds finished, others pending), else the runs'
-        common status: ``failed``, ``incomplete``, ``submitted``, ``not run`` (``pending`` when the
-        unfinished seeds differ).
+        ``done`` (every run finished), ``partial`` (some seeds finished, others pending), else the runs' common status:
+        ``failed``, ``incomplete``, ``submitted``, ``not run`` (``pending`` when the unfinished seeds differ).
     config : dict
-        The row's config (``config.json`` of its first run that has one, else the sweep record's copy;
-        ``{}`` when neither).
+        The row's config (``config.json`` of its first run that has one, else the sweep record's copy; ``{}`` when
+        neither).
     results : dict
-        ``results.json`` of the row's single run (``{}`` until it finished); with seeds, that of its
-        first finished seed (the figures shared by all seeds, such as ``params``). Use :attr:`finished`
-        and :func:`aggregate` for the figures that vary with the seed.
+        ``results.json`` of the row's single run (``{}`` until it finished); with seeds, that of its first finished seed
+        (the figures shared by all seeds, such as ``params``).
     runs : tuple[SeedRun, ...]
         Every run of the row, in seed order (one, with seed None, in a sweep without seeds).
     paper_figures : dict or None
-        The row's entry of the sweep file's ``get_paper_figures()`` as ``sweep.json`` records it (``{}`` for
-        a row it leaves out, or a file without the hook); None for a root whose record predates the hook
-        (no ``paper_figures`` key) or that has no ``sweep.json``: its rows' ``config.paper`` is read instead.
+        The row's entry of the sweep file's ``get_paper_figures()`` as ``sweep.json`` records it (``{}`` for a row it
+        leaves out, or a file without the hook); None for a root whose record predates the hook (no ``paper_figures``
+        key) or that has no ``sweep.json``: its rows' ``config.paper`` is read instead.
     """
 
     row: str
@@ -97,28 +94,46 @@ class RowReport:
 
     @property
     def finished(self) -> list[SeedRun]:
-        """The runs that wrote ``results.json``."""
+        """The runs that wrote ``results.json``.
+
+        Returns
+        -------
+        list[SeedRun]
+            In seed order.
+        """
         return [run for run in self.runs if run.status == "done"]
 
     @property
     def pending(self) -> list[SeedRun]:
-        """The runs that have not finished (failed, running, queued or never started)."""
+        """The runs that have not finished (failed, running, queued or never started).
+
+        Returns
+        -------
+        list[SeedRun]
+            In seed order.
+        """
         return [run for run in self.runs if run.status != "done"]
 
     @property
     def seeded(self) -> bool:
-        """Whether the row's runs are seed directories (a sweep with seeds)."""
+        """Whether the row's runs are seed directories (a sweep with seeds).
+
+        Returns
+        -------
+        bool
+            True for ``ROOT/<row>/seed_<k>`` runs.
+        """
         return any(run.seed is not None for run in self.runs)
 
     @property
     def paper(self) -> dict:
         """The paper's figures for the row (``dev_ppl``, ``dev_bleu``, ``params_millions``); ``{}`` without them.
 
-        Notes
-        -----
-        From the sweep file's ``get_paper_figures()`` (recorded in ``sweep.json`` as ``paper_figures``);
-        for a root recorded without it, the row config's ``paper`` (how roots launched before the hook
-        carry them, e.g. ``docs/table2_small/``).
+        Returns
+        -------
+        dict
+            From ``get_paper_figures()`` as ``sweep.json`` records it, else (a root launched before the hook) the
+            row config's ``paper``.
         """
         if self.paper_figures is not None:
             return self.paper_figures
@@ -138,8 +153,7 @@ def changed_since_run(row: RowReport, record: dict) -> dict[str, tuple[Any, Any]
     Returns
     -------
     dict[str, tuple]
-        ``{field: (value on disk, value in the sweep now)}``; empty when the runs are the row's, or have
-        not started. A report labels a row by what its runs are, and says when that is not the sweep's row.
+        ``{field: (value on disk, value in the sweep now)}``; empty when the runs are the row's, or have not started.
     """
     changed = {}
     for key, value in record.get("row_overrides", {}).get(row.row, {}).items():
@@ -232,12 +246,7 @@ def read_metric_curve(run_dir: str, key: str) -> tuple[list[int], list[float]]:
     Returns
     -------
     tuple[list[int], list[float]]
-        Steps and values; empty without ``metrics.jsonl``. A step recorded twice (a run resumed from a
-        checkpoint before it) keeps its last record; non-finite values are left out.
-
-    Notes
-    -----
-    A malformed line (a run killed while writing it) is skipped rather than failing the whole report.
+        Steps and values; empty without ``metrics.jsonl``.
     """
     path = os.path.join(run_dir, run_files.METRICS_FILE)
     if not os.path.isfile(path):
@@ -325,7 +334,18 @@ def corpus_roots(root: str) -> dict[str, str]:
 
 
 def is_row_directory(path: str) -> bool:
-    """Whether ``path`` is a row of a sweep root: it holds ``config.json`` or ``seed_<k>/config.json``."""
+    """Whether ``path`` is a row of a sweep root: it holds ``config.json`` or ``seed_<k>/config.json``.
+
+    Parameters
+    ----------
+    path : str
+        A directory.
+
+    Returns
+    -------
+    bool
+        The answer.
+    """
     return os.path.isfile(os.path.join(path, run_files.CONFIG_FILE)) or any(
         os.path.isfile(os.path.join(path, f"seed_{seed}", run_files.CONFIG_FILE)) for seed in _seeds_on_disk(path))
 
@@ -344,14 +364,6 @@ def read_sweep_rows(root: str, *, all_rows: bool = False) -> tuple[dict, list[Ro
     -------
     tuple[dict, list[RowReport]]
         The sweep record (``{}`` without ``sweep.json``) and the rows in order.
-
-    Notes
-    -----
-    A row's runs are ``ROOT/<row>/seed_<k>`` for the seeds in ``sweep.json`` (and any other seed
-    directory found), else ``ROOT/<row>`` itself. Raises ``FileNotFoundError`` when ``root`` does not
-    exist or holds neither ``sweep.json`` nor row directories with a ``config.json``, and
-    :class:`attention_jax.foundation.user_errors.UserInputError` when ``root`` is a file or one of the JSON files
-    read is damaged (a half-written ``results.json``).
     """
     if os.path.exists(root) and not os.path.isdir(root):
         raise UserInputError(f"sweep root {root} is a file, not a directory: pass the --root directory of a "
@@ -387,9 +399,8 @@ def plot_panels(rows: Sequence[RowReport], reference: str) -> list[tuple[str, li
     Returns
     -------
     list[tuple[str, list[RowReport]]]
-        ``(group, [reference, *members])`` in the order groups first appear (rows outside Table 2's groups
-        form one group, ``"rows"``); ``[(reference, [reference])]`` when the reference is the only row,
-        ``[]`` without rows.
+        ``(group, [reference, *members])`` in the order groups first appear (rows outside Table 2's groups form one
+        group, ``"rows"``); ``[(reference, [reference])]`` when the reference is the only row, ``[]`` without rows.
     """
     leading = [row for row in rows if row.row == reference]
     groups: dict[str, list[RowReport]] = {}
@@ -399,3 +410,69 @@ def plot_panels(rows: Sequence[RowReport], reference: str) -> list[tuple[str, li
     if not groups:
         return [(reference, leading)] if leading else []
     return [(name, leading + members) for name, members in groups.items()]
+
+
+@dataclasses.dataclass(frozen=True)
+class ReportContext:
+    """What an extra report a sweep file declares is given (:func:`declared_report`).
+
+    Attributes
+    ----------
+    root : str
+        The sweep root (only read).
+    record : dict
+        Its ``sweep.json``.
+    rows : list[RowReport]
+        Its rows.
+    out_dir : str
+        Where the files go.
+    reference : str
+        The reference row.
+    sustained_tflops : float or None
+        ``report --sustained_tflops``: our sustained TFLOP/s per device.
+    """
+
+    root: str
+    record: dict
+    rows: list[RowReport]
+    out_dir: str
+    reference: str
+    sustained_tflops: float | None = None
+
+
+_REPOSITORY = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@functools.cache
+def _sweep_file_report(path: str) -> dict[str, Any]:
+    spec = importlib.util.spec_from_file_location("_report_of_" + re.sub(r"\W", "_", path), path)
+    assert spec is not None and spec.loader is not None  # A .py path always has a loader.
+    module = importlib.util.module_from_spec(spec)
+    if _REPOSITORY not in sys.path:  # Sweep files import `configs.base` from the repository root.
+        sys.path.append(_REPOSITORY)
+    spec.loader.exec_module(module)
+    hook: Callable[[], Mapping[str, Any]] | None = getattr(module, "get_report", None)
+    return dict(hook()) if hook else {}
+
+
+def declared_report(record: Mapping) -> dict[str, Any]:
+    """Return what the sweep file's ``get_report()`` adds to the generic report.
+
+    Parameters
+    ----------
+    record : Mapping
+        The sweep record; its ``config_file`` is read relative to the working directory, else to the repository root.
+
+    Returns
+    -------
+    dict
+        ``extras``: callables ``(ReportContext) -> list[str]`` that write more files and return their paths;
+        ``headline_measures``: :class:`~attention_jax.reports.comparison.Metric` s the transfer table adds.
+    """
+    config_file = record.get("config_file")
+    if not config_file:
+        return {}
+    for path in (config_file, os.path.join(_REPOSITORY, config_file)):
+        if os.path.isfile(path):
+            return _sweep_file_report(os.path.abspath(path))
+    return {}

@@ -1,32 +1,9 @@
-"""Table 2's verdict: each row's paired change of dev perplexity against the paper's direction.
+"""Paper-direction verdicts: each row's paired change of dev perplexity against the paper's direction.
 
-A sweep file that provides the paper's figures (``get_paper_figures()``, e.g. ``configs/table2.py``) asks
-more than the comparison of every row with the reference row (:mod:`attention_jax.reports.comparison`:
-the means, standard deviations and standard errors over seeds, the change paired by seed, the spread
-rule and what counts as a diverged run all come from there). It asks whether each row moves the way
-the paper's row moves from the paper's reference row: :func:`aggregate` reads the comparison of dev
-perplexity and BLEU and judges the paired change of dev perplexity against the paper's direction
-``d = sign(paper ppl(row) - paper ppl(reference))``:
-
-- ``reproduced``: beyond the seeds' spread (:func:`attention_jax.reports.comparison.beyond_spread`,
-  ``|mean| > 2 se``; with 3 seeds a t statistic above 2 on 2 degrees of freedom, a two-sided p of about
-  0.18, so a loose bar), with the paper's sign;
-- ``opposite``: beyond the spread, against the paper's sign;
-- ``within noise``: not beyond the spread.
-
-Where the paper shows no difference (row E: 4.92 against the reference's 4.92, ``d = 0``) ``reproduced`` means
-within noise, and a change beyond the spread is ``differs``. With one paired seed there is no spread:
-the verdict follows the sign of the change alone (``verdict_basis`` says so), and a row where the paper
-shows no difference is ``undecided``. A row without a paired seed yet is ``pending``; the reference row
-and rows without the paper's figures get no verdict.
-
-A row with a seed that *diverged* (:func:`attention_jax.reports.comparison.diverged`) is ``unstable``:
-a mean over a run that fell apart says nothing about the row's direction, and that one seed in K fails
-is itself the finding. ``verdict_basis`` names the seeds and gives the verdict of the others. The
-diverged seed stays in the means and spreads, so they show what the row costs to train.
-
-Roots without seeds (one run per row in ``ROOT/<row>/``, e.g. ``docs/table2_small_subset/``) are read as
-one seed per row, paired with the reference's one run.
+For a sweep file with ``get_paper_figures()``: ``reproduced`` / ``opposite`` when the change is beyond the seeds'
+spread (:func:`attention_jax.reports.comparison.beyond_spread`) with / against the paper's sign, else ``within
+noise``; where the paper shows no difference, ``reproduced`` means within noise and ``differs`` beyond it. One
+paired seed: the sign alone. A row with a diverged seed is ``unstable``, the other seeds' verdict in its basis.
 """
 
 from __future__ import annotations
@@ -47,7 +24,18 @@ PAPER_METRICS = tuple(metric for metric in comparison.METRICS if metric.name in 
 
 
 def sign(value: float) -> int:
-    """-1, 0 or 1: the direction of a change (the paper's, for :func:`verdict`)."""
+    """-1, 0 or 1: the direction of a change (the paper's, for :func:`verdict`).
+
+    Parameters
+    ----------
+    value : float
+        A change.
+
+    Returns
+    -------
+    int
+        Its sign.
+    """
     return (value > 0) - (value < 0)
 
 
@@ -66,20 +54,19 @@ class RowStats:
     dev_ppl : tuple[float, ...]
         :func:`reported_ppl` of each finished seed that has one, in seed order.
     dev_ppl_mean, dev_ppl_std, dev_ppl_se : float or None
-        Their mean, sample standard deviation (ddof=1) and standard error ``std / sqrt(n)`` (None with fewer
-        than two).
+        Their mean, sample standard deviation (ddof=1) and standard error ``std / sqrt(n)`` (None with fewer than two).
     dev_bleu_mean, dev_bleu_std, dev_bleu_se : float or None
         The same for :func:`reported_bleu`.
     changes : tuple[float, ...]
-        Relative change of dev perplexity against the reference, paired by seed: ``ppl(row, k) / ppl(ref, k) - 1``
-        for every seed k finished in both (a fraction; empty for the reference itself).
+        Relative change of dev perplexity against the reference, paired by seed: ``ppl(row, k) / ppl(ref, k) - 1`` for
+        every seed k finished in both (a fraction; empty for the reference itself).
     change_mean, change_std, change_se : float or None
         Mean, sample standard deviation (ddof=1) and standard error ``std / sqrt(n)`` of ``changes``.
     paper_change : float or None
         The paper's relative change of dev perplexity against the reference (None without its figures).
     verdict : str
-        ``reproduced``, ``opposite``, ``within noise``, ``differs``, ``undecided``, ``unstable``,
-        ``pending`` or ``""`` (the reference, or no paper figures); see the module docstring.
+        ``reproduced``, ``opposite``, ``within noise``, ``differs``, ``undecided``, ``unstable``, ``pending`` or ``""``
+        (the reference, or no paper figures); see the module docstring.
     verdict_basis : str
         How the verdict was reached, e.g. ``"|mean| > 2 x SE, 3 paired seeds"`` or ``"sign only, 1 seed"``.
     diverged_seeds : tuple
@@ -116,15 +103,14 @@ def verdict(changes: Sequence[float], paper_direction: int, reference: str = "ba
     paper_direction : int
         Sign of the paper's change: 1 (perplexity up), -1 (down), 0 (no difference, row E).
     reference : str
-        The reference row's name, for the basis of a pending verdict (the paper's reference row, ``base``,
-        by default).
+        The reference row's name, for the basis of a pending verdict (the paper's reference row, ``base``, by default).
 
     Returns
     -------
     tuple[str, str]
-        The verdict and its basis (module docstring): with two or more seeds the change is beyond the
-        spread when ``|mean| > SPREAD_FACTOR x standard error`` (a nonzero mean with zero spread counts
-        as beyond it); with one seed only its sign counts.
+        The verdict and its basis (module docstring): with two or more seeds the change is beyond the spread when
+        ``|mean| > SPREAD_FACTOR x standard error`` (a nonzero mean with zero spread counts as beyond it); with one seed
+        only its sign counts.
     """
     count = len(changes)
     if count == 0:
@@ -154,10 +140,6 @@ def diverged_label(diverged_seeds: Sequence[int | None]) -> str:
     -------
     str
         Who diverged, as the verdict cell and the verdict basis name them.
-
-    Notes
-    -----
-    A seed of ``None`` is a run without a seed directory; it is named only when no seed is.
     """
     seeds = [str(seed) for seed in diverged_seeds if seed is not None]
     return f"seed{'s' if len(seeds) > 1 else ''} {', '.join(seeds)}" if seeds else "the run"
@@ -181,8 +163,7 @@ def unstable_verdict(diverged_seeds: Sequence[int | None], healthy_changes: Sequ
     Returns
     -------
     tuple[str, str]
-        E.g. ``("unstable", "seed 1 diverged (last dev PPL > 2x its best); the other seeds: reproduced
-        (sign only, 1 seed)")``.
+        E.g.
     """
     others = verdict(healthy_changes, paper_direction, reference)
     return "unstable", (f"{diverged_label(diverged_seeds)} diverged (a non-finite loss, or last dev PPL > "
@@ -226,13 +207,13 @@ def aggregate(rows: Sequence[RowReport], reference: str | None = None) -> dict[s
         The rows.
     reference : str, optional
         The reference row (``base`` in Table 2; :func:`attention_jax.reports.comparison_report.resolve_reference`);
-        None: the first row. A name not among the rows leaves every change empty ("no reference row").
+        None: the first row.
 
     Returns
     -------
     dict[str, RowStats]
-        Row name -> its statistics (see the module docstring for the rules), the means, spreads and paired
-        changes being :func:`attention_jax.reports.comparison.compare`'s.
+        Row name -> its statistics (see the module docstring for the rules), the means, spreads and paired changes being
+        :func:`attention_jax.reports.comparison.compare`'s.
     """
     by_name = {row.row: row for row in rows}
     reference = reference if reference is not None else (rows[0].row if rows else None)

@@ -1,36 +1,7 @@
-"""Transfer across corpora: does a row's change against the reference on one corpus hold on the others?
-
-A sweep over corpora holds ``ROOT/<corpus>/<row>/seed_<k>/`` (``launch.sweep --corpora``); each corpus
-directory is a sweep root of its own, reported as any other (:func:`attention_jax.reports.all_reports.write_reports`).
-A root assembled from two launches may also hold one corpus's runs flat, ``ROOT/<row>/seed_<k>/`` beside
-``ROOT/<corpus>/`` (``docs/positions/``: the messages runs exported before corpora existed, the
-``gnome_help_en_de`` runs below them). A run's corpus is its ``config.json``'s ``corpus`` field; else, for
-runs in a directory below ``ROOT``, the directory's name; for flat runs, the corpus recipe whose ``dataset``
-they trained on (:mod:`attention_jax.experiment.corpora`), else for runs recorded before the ``corpus``
-field :data:`PRE_CORPORA_CORPUS`, else their ``dataset``. For each row
-other than the reference and each headline metric (dev BLEU, dev perplexity, the metrics of the per-run
-evaluations and the registered headline measures, :mod:`attention_jax.reports.run_evaluations`), the change
-on each corpus is :func:`attention_jax.reports.comparison.compare`'s: the mean over the n paired seeds of row
-minus reference at the same seed (a perplexity as ``x / x_ref - 1``, in percent; a derived measure such as
-the positions experiment's trend with length is that change already) ± its standard error SD/√n. With
-*beyond* meaning ``|change| > 2 SE`` (:func:`attention_jax.reports.comparison.beyond_spread`), the verdict
-(:func:`transfer_verdict`) is, in order:
-
-- ``unstable``: a finished seed of the row or the reference diverged on some corpus;
-- ``pending``: some corpus has fewer than two paired seeds (with one there is no SE);
-- ``holds``: beyond on every corpus, all with one sign;
-- ``reverses``: beyond on two or more corpora with opposite signs;
-- ``one corpus``: beyond on exactly one corpus;
-- ``noise``: beyond on none;
-- ``some corpora`` (three corpora or more): beyond with one sign on several corpora, not all.
-
-:func:`write_transfer_report` writes ``OUT/transfer.md``, ``transfer.csv`` and ``transfer.png`` (the change
-on one corpus against another, a panel per metric and pair of corpora).
-"""
+"""Transfer across corpora: whether a row's change against the reference on one corpus holds on the others."""
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import itertools
 import json
@@ -42,13 +13,12 @@ from attention_jax.foundation import run_files
 from attention_jax.foundation.user_errors import UserInputError
 from attention_jax.reports import comparison, comparison_plot, comparison_report, run_evaluations, sweep_rows
 from attention_jax.reports.comparison import Metric, MetricStats
-from attention_jax.reports.figure_titles import fit_title
 from attention_jax.reports.sweep_rows import RowReport
+from attention_jax.reports.writers import fit_title, markdown_table, write_report_files
 
 CORPUS_KEY = "corpus"  # The field of a run's config.json naming its corpus.
 PRE_CORPORA_CORPUS = corpora.MESSAGES_EN_DE.name
-"""The corpus of flat runs recorded before the ``corpus`` field whose dataset is no recipe's: every sweep of
-this project then ran on ``messages_en_de`` or a split of it (``docs/positions/``: ``tsv:runs/positions_corpus``)."""
+"""The corpus of flat runs recorded before the ``corpus`` field whose dataset is no recipe's (all ran on it)."""
 HEADLINE_METRICS = ("dev_bleu", "dev_ppl")  # comparison.METRICS compared across corpora (with the evaluations').
 STEM = "transfer"
 HOLDS, REVERSES, ONE_CORPUS, NOISE, SOME_CORPORA = "holds", "reverses", "one corpus", "noise", "some corpora"
@@ -167,15 +137,15 @@ def read_corpora(root: str, *, all_rows: bool = False, reference: str | None = N
     Returns
     -------
     list[Corpus]
-        The root's own runs' corpus first where it holds row directories (flat), then one per corpus
-        directory (``ROOT/<corpus>/`` holding ``sweep.json`` or row directories), in name order; ``[]`` when
-        ``root`` has no corpus directory, holds a row itself or is not a directory.
+        The root's own runs' corpus first where it holds row directories (flat), then one per corpus directory
+        (``ROOT/<corpus>/`` holding ``sweep.json`` or row directories), in name order; ``[]`` when ``root`` has no
+        corpus directory, holds a row itself or is not a directory.
 
     Raises
     ------
     UserInputError
-        A damaged file, a reference that is not a row of some corpus, a directory holding runs of two
-        corpora, or two directories of one corpus.
+        A damaged file, a reference that is not a row of some corpus, a directory holding runs of two corpora, or two
+        directories of one corpus.
     """
     if not os.path.isdir(root) or sweep_rows.is_row_directory(root):
         return []
@@ -230,10 +200,13 @@ def transfer_verdict(per_corpus: Sequence[MetricStats | None]) -> str:
     return ONE_CORPUS if len(signs) == 1 else SOME_CORPORA
 
 
-def headline_metrics(corpora: Sequence[Corpus]) -> list[Metric]:
+def _headline_metrics(corpora: Sequence[Corpus]) -> list[Metric]:
     """:data:`HEADLINE_METRICS`, the registered headline measures, and the per-run evaluations' metrics."""
     metrics = [metric for metric in comparison.METRICS if metric.name in HEADLINE_METRICS]
     metrics += list(run_evaluations.HEADLINE_MEASURES.values())
+    for corpus in corpora:  # Those the sweep file's get_report() declares.
+        metrics += [metric for metric in sweep_rows.declared_report(corpus.record).get("headline_measures", ())
+                    if metric.name not in {known.name for known in metrics}]
     for corpus in corpora:
         metrics += [metric for metric in run_evaluations.evaluation_metrics(corpus.directory, corpus.rows)
                     if metric.name not in {known.name for known in metrics}]
@@ -248,15 +221,14 @@ def compare_corpora(corpora: Sequence[Corpus], metrics: Sequence[Metric] | None 
     corpora : Sequence[Corpus]
         :func:`read_corpora`'s.
     metrics : Sequence[Metric], optional
-        What to compare (default :func:`headline_metrics`); those no finished run records are left out.
-        Any :class:`~attention_jax.reports.comparison.Metric` takes part, an experiment's own included.
+        What to compare (default :func:`_headline_metrics`); those no finished run records are left out.
 
     Returns
     -------
     list[Transfer]
         Rows in the order they first appear in the corpora, each with its metrics in order.
     """
-    metrics = headline_metrics(corpora) if metrics is None else metrics
+    metrics = _headline_metrics(corpora) if metrics is None else metrics
     compared = [comparison.compare(corpus.directory, corpus.rows, corpus.reference, metrics) for corpus in corpora]
     recorded = {metric.name for figures in compared for metric in comparison.recorded_metrics(figures)}
     rows = dict.fromkeys(row.row for corpus in corpora for row in corpus.rows if row.row != corpus.reference)
@@ -268,7 +240,7 @@ def compare_corpora(corpora: Sequence[Corpus], metrics: Sequence[Metric] | None 
     return transfers
 
 
-def change_text(stats: MetricStats | None) -> str:
+def _change_text(stats: MetricStats | None) -> str:
     """``"+1.2% ± 0.4% (n=3)"``: the paired change ± its standard error, with n; ``"no SE"`` with one seed."""
     if stats is None or stats.change_mean is None:
         return "— (n=0)"
@@ -304,11 +276,9 @@ def markdown_report(root: str, corpora: Sequence[Corpus], transfers: Sequence[Tr
                           for path in corpus_files.get(corpus.name, []))
         sections.append(f"## {corpus.name}\n\n`{corpus.directory}`: {len(corpus.rows)} rows, reference "
                         f"**{corpus.reference}**; paired-by-seed tables: {links or 'none written'}.")
-    header = "| row | metric | " + " | ".join(f"{corpus.name}: change ± SE (n)" for corpus in corpora) + " | verdict |"
-    table = [header, "|---" * (len(corpora) + 3) + "|"]
-    for transfer in transfers:
-        cells = " | ".join(change_text(stats) for stats in transfer.stats)
-        table.append(f"| {transfer.row} | {transfer.metric.label} | {cells} | {transfer.verdict} |")
+    table = markdown_table(["row", "metric", *(f"{corpus.name}: change ± SE (n)" for corpus in corpora), "verdict"],
+                           ([transfer.row, transfer.metric.label, *map(_change_text, transfer.stats), transfer.verdict]
+                            for transfer in transfers))
     sections.append("## Transfer\n\n" + RULE + "\n\n" + ("\n".join(table) if transfers else "No row to compare yet."))
     return "\n\n".join(sections) + "\n"
 
@@ -317,7 +287,7 @@ CSV_FIELDS = ("row", "metric", "corpus", "reference", "change_mean", "change_se"
               "corpus_verdict", "verdict")
 
 
-def csv_records(corpora: Sequence[Corpus], transfers: Sequence[Transfer]) -> list[dict]:
+def _csv_records(corpora: Sequence[Corpus], transfers: Sequence[Transfer]) -> list[dict]:
     """One record per (row, metric, corpus), keys :data:`CSV_FIELDS`; a relative change and its SE in percent."""
     records = []
     for transfer in transfers:
@@ -348,11 +318,6 @@ def plot_transfer(corpora: Sequence[Corpus], transfers: Sequence[Transfer], path
         PNG file to write.
     title : str
         Figure title.
-
-    Notes
-    -----
-    Error bars are one standard error (none with one paired seed); each point is labelled with its row,
-    verdict and paired seeds; a row without a paired seed on either corpus has no point.
     """
     plt = comparison_plot.pyplot()
     metrics = list({transfer.metric.name: transfer.metric for transfer in transfers}.values())
@@ -411,14 +376,9 @@ def write_transfer_report(root: str, corpora: Sequence[Corpus], out_dir: str,
         The three paths.
     """
     transfers = compare_corpora(corpora)
-    os.makedirs(out_dir, exist_ok=True)
     stem = os.path.join(out_dir, STEM)
-    with open(stem + ".md", "w", encoding="utf-8") as file:
-        file.write(markdown_report(root, corpora, transfers, corpus_files, out_dir))
-    with open(stem + ".csv", "w", encoding="utf-8", newline="") as file:
-        writer = csv.DictWriter(file, fieldnames=CSV_FIELDS)
-        writer.writeheader()
-        writer.writerows(csv_records(corpora, transfers))
+    write_report_files(stem, markdown_report(root, corpora, transfers, corpus_files, out_dir), CSV_FIELDS,
+                       _csv_records(corpora, transfers))
     plot_transfer(corpora, transfers, stem + ".png",
                   f"transfer: change on {' vs '.join(corpus.name for corpus in corpora)}, paired by seed ({root})")
     return [stem + ".md", stem + ".csv", stem + ".png"]

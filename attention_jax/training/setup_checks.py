@@ -15,12 +15,11 @@ from absl import logging
 from attention_jax.checkpointing import params_checkpoints, resume_checks
 from attention_jax.data.tokenizer import Tokenizer
 from attention_jax.data.training_data import TrainingData
-from attention_jax.experiment import size_limits
 from attention_jax.experiment.sections import Experiment
 from attention_jax.foundation import run_files
 from attention_jax.foundation.user_errors import UserInputError
 from attention_jax.models import attention_registry
-from attention_jax.training import early_stopping, sharding
+from attention_jax.training import early_stopping, sharding, step_memory
 
 
 def check_devices(experiment: Experiment) -> None:
@@ -40,7 +39,7 @@ def check_devices(experiment: Experiment) -> None:
     sharding.fit_mesh_shape(experiment.run.mesh_shape, experiment.run.mesh_axes, jax.device_count())
     device_bytes = _device_memory()
     if device_bytes is not None:  # Before compiling: tokens_per_batch=2**31-1 was killed by the kernel after minutes.
-        size_limits.check_memory(experiment.fields, jax.device_count(), device_bytes, f"{jax.default_backend()} device")
+        step_memory.check_memory(experiment.fields, jax.device_count(), device_bytes, f"{jax.default_backend()} device")
     implementation, backend = experiment.model.attention_implementation, jax.default_backend()
     if implementation in attention_registry.GPU_ONLY_IMPLEMENTATIONS and backend != "gpu":
         raise UserInputError(

@@ -127,3 +127,16 @@ def get_config(row: str = "base") -> ml_collections.ConfigDict:
     config.update(rows[row])
     config.name = row
     return config
+
+
+def get_report() -> dict:
+    """Return what the report adds: each attention function against scaled dot product at the same d_k.
+
+    Returns
+    -------
+    dict
+        See :func:`attention_jax.reports.sweep_rows.declared_report`.
+    """
+    from attention_jax.reports import within_groups  # Only when reporting.
+
+    return dict(extras=[within_groups.write])

@@ -132,3 +132,16 @@ def get_config(row: str = "base") -> ml_collections.ConfigDict:
     config.update(rows[row])
     config.name = row
     return config
+
+
+def get_report() -> dict:
+    """Return what the report adds: steps to a target perplexity and gradient norms per module.
+
+    Returns
+    -------
+    dict
+        See :func:`attention_jax.reports.sweep_rows.declared_report`.
+    """
+    from attention_jax.reports import training_speed  # Only when reporting.
+
+    return dict(extras=[training_speed.write])

@@ -141,3 +141,16 @@ def get_config(row: str = "sinusoidal") -> ml_collections.ConfigDict:
     config.update(rows[row])
     config.name = row
     return config
+
+
+def get_report() -> dict:
+    """Return what the report adds: each encoding against sinusoidal per length bucket, and the trend.
+
+    Returns
+    -------
+    dict
+        See :func:`attention_jax.reports.sweep_rows.declared_report`.
+    """
+    from attention_jax.reports import by_bucket  # Only when reporting.
+
+    return dict(extras=[by_bucket.write], headline_measures=[by_bucket.LENGTH_TREND])

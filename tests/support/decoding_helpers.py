@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
+import numpy as np
 
+from attention_jax.decoding import decode_steps
 from attention_jax.models.decode_settings import DecodeSettings
 from attention_jax.models.model import BOS_ID, EOS_ID, PAD_ID, Transformer
 from attention_jax.models.transformer_config import TransformerConfig
@@ -43,3 +47,51 @@ def init_params(model_config: TransformerConfig, seed: int = 0):
     """Random (boxed) parameters of ``model_config``."""
     ids = jnp.ones((1, 4), jnp.int32)
     return Transformer(model_config).init(jax.random.key(seed), ids, ids)["params"]
+
+
+@functools.partial(jax.jit, static_argnames=("model_config",))
+def incremental_logits(params, inputs, targets, *, model_config):
+    """Teacher-forced logits computed one position at a time through the cache (a lax.scan)."""
+    model = Transformer(model_config)
+    encoded = model.apply({"params": params}, inputs, method=Transformer.encode)
+    step = decode_steps.make_cached_step_fn(model_config, params, encoded, inputs)
+    cache = decode_steps.init_cache(model_config, inputs.shape[0], targets.shape[1])
+    decoder_inputs = jnp.concatenate([jnp.full_like(targets[:, :1], BOS_ID), targets[:, :-1]], axis=1)
+
+    def scan_step(cache, token_ids):
+        logits, cache = step(cache, token_ids)
+        return cache, logits
+
+    _, logits = jax.lax.scan(scan_step, cache, decoder_inputs.T)  # [T,B,V]
+    return jnp.swapaxes(logits, 0, 1)
+
+
+def assert_logits_match(actual: jax.Array, expected: jax.Array) -> None:
+    """Assert two float32 passes over the same logits agree to float32 rounding at their scale.
+
+    The cached and the teacher-forced pass sum the same terms in a different order, so their
+    difference is a few float32 ulps of the largest logit, not of each element: models whose
+    logits reach tens (random BatchNorm averages, no normalisation) need the wider absolute bound.
+    A real mismatch (a wrong cache entry, batch statistics at decode time) is of order one.
+    """
+    scale = max(1.0, float(np.max(np.abs(np.asarray(expected)))))
+    np.testing.assert_allclose(actual, expected, atol=2e-5 * scale, rtol=1e-5)
+
+
+def random_batch(seed: int, batch: int, source_len: int, target_len: int):
+    """Random source ids padded after an EOS (row 0 full length), random targets, and the source lengths."""
+    rng = np.random.default_rng(seed)
+    inputs = rng.integers(4, VOCAB_SIZE, (batch, source_len))
+    lengths = rng.integers(2, source_len + 1, batch)
+    lengths[0] = source_len
+    for row, length in enumerate(lengths):
+        inputs[row, length - 1] = EOS_ID
+        inputs[row, length:] = PAD_ID
+    targets = rng.integers(4, VOCAB_SIZE, (batch, target_len))
+    return jnp.asarray(inputs, jnp.int32), jnp.asarray(targets, jnp.int32), lengths
+
+
+@functools.partial(jax.jit, static_argnames=("model_config",))
+def full_logits(params, inputs, targets, *, model_config):
+    """The uncached reference: one teacher-forced forward pass."""
+    return Transformer(model_config).apply({"params": params}, inputs, targets)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import pathlib
 import signal
 from typing import Any, Iterator
 
@@ -217,3 +218,20 @@ def data_config(**fields: Any) -> Any:
     from configs import base
 
     return dataclasses.replace(sections.build_experiment(base.get_config(), "configs/base.py").data, **fields)
+
+
+def train_tiny(workdir: pathlib.Path, data: FakeData | None = None, **overrides: object) -> dict:
+    """Train :func:`tiny_experiment` (with ``overrides``) in-process on ``data`` (a fresh FakeData by default)."""
+    from attention_jax.training import train
+
+    return train.train_and_evaluate(tiny_experiment(**overrides), str(workdir), data=data or FakeData())
+
+
+class SigtermDuringFinalBleu(FakeData):
+    """Sends SIGTERM to its own process when the final BLEU asks for a whole split."""
+
+    def text_pairs(self, split: str, max_pairs: int = 0) -> list[tuple[str, str]]:
+        pairs = super().text_pairs(split, max_pairs)
+        if max_pairs == 0:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return pairs

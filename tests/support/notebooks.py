@@ -25,9 +25,10 @@ from typing import Any
 
 import pytest
 
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
+from tests.support import REPO_ROOT
+
 NOTEBOOKS = sorted((REPO_ROOT / "notebooks").glob("*.ipynb"))
-# Reads the quickstart's trained run, so tests/test_quickstart.py runs it (one pytest-xdist work unit).
+# Reads the quickstart's trained run, so tests/end_to_end/test_quickstart.py runs it (one pytest-xdist work unit).
 QUICKSTART_NOTEBOOK = REPO_ROOT / "notebooks" / "02_inside_a_trained_model.ipynb"
 CELL_TIMEOUT_S = 300  # Per cell; the notebooks are meant to run in about a minute in total on a CPU.
 # Log lines (12:00:00 I ... from our commands, I0101 12:00:00.000 ... from C++, INFO:absl:... from Python),
@@ -192,3 +193,6 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+ABLATIONS_NOTEBOOK = REPO_ROOT / "notebooks" / "03_ablations.ipynb"

@@ -1,6 +1,6 @@
 """Run a few train steps under several meshes and print how far they are from one device (JSON).
 
-Run by tests/test_train.py in a subprocess with
+Run by tests/training/test_train.py in a subprocess with
 ``XLA_FLAGS=--xla_force_host_platform_device_count=8`` (the flag must precede JAX's start-up)::
 
     python tests/support/sharded_steps_script.py

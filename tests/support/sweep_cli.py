@@ -9,6 +9,7 @@ import importlib.util
 import io
 import os
 import pathlib
+import shlex
 import signal
 import subprocess
 import sys
@@ -18,7 +19,8 @@ from typing import Iterator
 
 import pytest
 
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
+from tests.support import REPO_ROOT
+
 SUPPORT_DIR = pathlib.Path(__file__).resolve().parent
 
 
@@ -79,7 +81,7 @@ def _sweep_in_its_own_flag_registry() -> Iterator[types.ModuleType]:
     absl keeps one global registry, and ``launch.sweep`` defines its flags when imported: ``--config``,
     ``--root`` and others that command modules the suite imports in this process also define
     (``attention_jax.commands.count_params`` defines ``--config``), so importing it beside them raises
-    ``DuplicateFlagError`` (tests/test_flag_definitions.py). Here the registry's contents are set aside
+    ``DuplicateFlagError`` (tests/commands/test_flag_definitions.py). Here the registry's contents are set aside
     for the block and an empty one takes their place: the sweep's flags are defined, parsed and read
     there, then dropped with the module, and the suite's registry comes back untouched. The module is
     named by a string (``importlib``), not an import statement, so that test_flag_definitions.py's scan
@@ -132,7 +134,7 @@ def sweep_in_process(*args: str, env: dict[str, str] | None = None) -> subproces
     -----
     For the tests of the sweep's logic, where the interpreter's start adds no check; the command line
     itself keeps its subprocess tests (``test_tiny_table2_rows_train_to_the_report_and_rerun_does_no_work``
-    in tests/test_sweep.py, the killed sweep in tests/test_faults.py). The rows still run as processes:
+    in tests/launch/test_sweep.py, the killed sweep in tests/training/test_faults.py). The rows still run as processes:
     starting them is the local executor's job. The sweep's flags live in a registry of their own for the
     call (:func:`_sweep_in_its_own_flag_registry`), so no call's flags leak into the next or clash with
     the suite's.
@@ -246,3 +248,8 @@ def tiny_data_dir(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
     config.data_dir = str(data_dir)
     input_pipeline.get_datasets(sections.build_experiment(config, "configs/tiny.py").data)
     return data_dir
+
+
+def dry_run_commands(stdout: str) -> list[list[str]]:
+    """The commands a ``--dry_run`` printed, split as a shell would (comment lines left out)."""
+    return [shlex.split(line) for line in stdout.splitlines() if line and not line.startswith("#")]

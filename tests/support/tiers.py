@@ -3,8 +3,9 @@
 Every collected test gets exactly one tier marker:
 
 ``e2e``
-    The files that run the project as a user does on a whole machine: the quickstart, the notebooks,
-    a real SLURM cluster, several processes, the benchmarks' quick modes (:data:`END_TO_END_FILES`).
+    Every file under ``tests/end_to_end/`` (:data:`END_TO_END_DIR`): the project run as a user does on a
+    whole machine (the quickstart, the notebooks, a real SLURM cluster, several processes, the benchmarks'
+    quick modes).
 ``integration``
     A test marked ``slow`` or ``end_to_end`` (it starts a process or trains beyond a few steps), or
     ``integration`` (in-process, but it compiles whole models for more than about 3 s on 2 cores).
@@ -44,19 +45,8 @@ INTEGRATION_MARKERS = ("slow", "end_to_end", "integration")
 by hand marks an in-process test that takes more than about 3 s on 2 cores (it compiles whole models):
 the fast tier's time budget, drawn from a measured run (docs/testing.md)."""
 
-END_TO_END_FILES = frozenset({
-    "tests/test_quickstart.py",  # The README's job, trained once and then translated and scored.
-    "tests/test_notebooks.py",
-    "tests/test_slurm.py",
-    "tests/test_multihost.py",
-    "tests/test_distributed.py",
-    "tests/test_benchmark_flags.py",
-    "tests/test_benchmark_quick_modes.py",
-    "tests/test_gpu_benchmark.py",
-    "tests/test_peer_flax_benchmark.py",
-    "tests/test_time_to_bleu_benchmark.py",
-})
-"""Test files of the end-to-end tier, relative to the repository root."""
+END_TO_END_DIR = "tests/end_to_end/"
+"""The end-to-end tier's folder, relative to the repository root (node ids start with it)."""
 
 FAST_TIER_MAX_TRAIN_STEPS = 10
 """The most optimizer steps a fast test may train in-process."""
@@ -80,10 +70,10 @@ def tier_of(item: pytest.Item) -> str:
     Returns
     -------
     str
-        ``"e2e"`` for a file of :data:`END_TO_END_FILES`, ``"integration"`` for a test marked with one of
+        ``"e2e"`` for a file under :data:`END_TO_END_DIR`, ``"integration"`` for a test marked with one of
         :data:`INTEGRATION_MARKERS`, else ``"fast"``.
     """
-    if item.nodeid.split("::")[0] in END_TO_END_FILES:
+    if item.nodeid.startswith(END_TO_END_DIR):
         return "e2e"
     if any(item.get_closest_marker(name) is not None for name in INTEGRATION_MARKERS):
         return "integration"

@@ -10,17 +10,20 @@ adds ``--xla_backend_optimization_level=0``: faster to compile, same numerics co
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import pathlib
+import socket
 import subprocess
 import sys
 from typing import Any, Iterator
 
 import jax
+import numpy as np
 from jax.experimental.compilation_cache import compilation_cache
 
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
+from tests.support import REPO_ROOT
 
 
 @contextlib.contextmanager
@@ -95,3 +98,28 @@ def result_line(completed: subprocess.CompletedProcess) -> Any:
             return json.loads(line[len("RESULT "):])
     raise AssertionError(f"no RESULT line (exit {completed.returncode}).\nstdout:\n"
                          f"{completed.stdout[-3000:]}\nstderr:\n{completed.stderr[-5000:]}")
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now (for a coordinator)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def snapshot(directory: pathlib.Path) -> dict[str, tuple[int, str]]:
+    """Every file under ``directory``: its modification time and hash (what a rerun must leave alone)."""
+    return {str(path.relative_to(directory)): (path.stat().st_mtime_ns, hashlib.sha256(path.read_bytes()).hexdigest())
+            for path in sorted(directory.rglob("*")) if path.is_file()}
+
+
+def save_checkpoint(workdir: pathlib.Path, step: int = 1) -> None:
+    """Save a stand-in training checkpoint at ``step`` (a two-weight model) in ``workdir``."""
+    from attention_jax.checkpointing import checkpoints
+    from attention_jax.training import train_state
+
+    manager = checkpoints.TrainingCheckpoints(str(workdir), keep=1)
+    manager.save(train_state.TrainState(step=np.int32(step), params={"w": np.zeros(2, np.float32)},
+                                        opt_state=(np.zeros(3, np.float32),), rng=np.zeros(2, np.uint32)),
+                 data_state={}, progress={})
+    manager.close()

@@ -1,0 +1,442 @@
+"""A per-run evaluation's keys (length buckets) compared with the reference row, key by key, paired by seed.
+
+Declared by ``configs/sweeps/positions.py``'s ``get_report()``: each positional encoding against sinusoidal per
+bucket, and the per-seed trend (change in the last bucket minus the first), also a headline measure of transfer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from collections.abc import Sequence
+
+from attention_jax.foundation import run_files
+from attention_jax.reports import comparison, comparison_plot, run_evaluations
+from attention_jax.reports.comparison import directional_reading, mean_and_se, paired_changes, run_directory
+from attention_jax.reports.sweep_rows import ReportContext, RowReport
+from attention_jax.reports.writers import fit_title, format_figure, markdown_table, write_report_files
+
+REFERENCE_ENCODING = "sinusoidal"
+"""The paper's encoding (Section 3.5): every other is compared with it."""
+
+EVALUATION = "length_buckets"  # The per-run evaluation compared (attention_jax.reports.run_evaluations).
+REPORT_STEM = "positions_by_length"  # Not the sweep's own report name (configs/sweeps/positions.py: "positions").
+CSV_FIELDS = ("row", "positional_encoding", "bucket", "min_words", "max_words", "num_pairs", "seeds", "ppl_mean",
+              "ppl_se", "bleu_mean", "bleu_se", "paired_seeds", "ppl_change_mean", "ppl_change_se", "ppl_reading",
+              "bleu_difference_mean", "bleu_difference_se", "bleu_reading", "reading_basis")
+
+
+@dataclasses.dataclass(frozen=True)
+class BucketRow:
+    """One row's figures on one bucket, and its comparison with the sinusoidal row.
+
+    Attributes
+    ----------
+    row : str
+        Row name.
+    encoding : str
+        ``config.positional_encoding``.
+    bucket : str
+        Bucket name (``within_cap``, ``up_to_1.5x``, ``up_to_2x``, ``beyond_2x``).
+    min_words, max_words, num_pairs : int
+        The bucket's range of target words and its size.
+    ppl, bleu : dict[int or None, float]
+        Seed -> the run's perplexity per target piece and BLEU on the bucket.
+    ppl_changes, bleu_differences : dict[int or None, float]
+        Seed -> ``ppl / ppl(sinusoidal) - 1`` and ``bleu - bleu(sinusoidal)``, for the seeds in both.
+    ppl_reading, bleu_reading : str
+        ``higher``, ``lower``, ``within noise``, ``1 seed``, ``pending`` or ``reference``.
+    reading_basis : str
+        How the perplexity reading was reached, e.g. ``"|mean| > 2 x SE, 3 paired seeds"``.
+    """
+
+    row: str
+    encoding: str
+    bucket: str
+    min_words: int
+    max_words: int
+    num_pairs: int
+    ppl: dict[int | None, float]
+    bleu: dict[int | None, float]
+    ppl_changes: dict[int | None, float]
+    bleu_differences: dict[int | None, float]
+    ppl_reading: str
+    bleu_reading: str
+    reading_basis: str
+
+
+@dataclasses.dataclass(frozen=True)
+class LengthTrend:
+    """How one encoding's change against sinusoidal moves from within the cap to the longest bucket.
+
+    Attributes
+    ----------
+    row, encoding : str
+        The row and its encoding.
+    first_bucket, last_bucket : str
+        The buckets compared (the split's first and last).
+    differences : dict[int or None, float]
+        Seed -> ``change(last bucket) - change(first bucket)`` for the seeds paired in both.
+    reading, reading_basis : str
+        ``worse with length``, ``better with length``, ``within noise``, ``1 seed`` or ``pending``; and how.
+    """
+
+    row: str
+    encoding: str
+    first_bucket: str
+    last_bucket: str
+    differences: dict[int | None, float]
+    reading: str
+    reading_basis: str
+
+
+def _encoding(row: RowReport) -> str:
+    return row.config.get("positional_encoding") or REFERENCE_ENCODING
+
+
+def read_bucket_results(root: str, rows: Sequence[RowReport]) -> dict[str, dict[int | None, dict]]:
+    """Every scored run's ``length_buckets.json``, by row and seed.
+
+    Parameters
+    ----------
+    root : str
+        The sweep root.
+    rows : Sequence[RowReport]
+        Its rows (:func:`attention_jax.reports.sweep_rows.read_sweep_rows`).
+
+    Returns
+    -------
+    dict[str, dict[int or None, dict]]
+        Row -> seed -> the record; runs without one are left out.
+    """
+    found: dict[str, dict[int | None, dict]] = {}
+    for row in rows:
+        for run in row.runs:
+            record = run_files.read_length_buckets(run_directory(root, row, run))
+            if record.get("buckets"):
+                found.setdefault(row.row, {})[run.seed] = record
+    return found
+
+
+def applies(root: str, rows: Sequence[RowReport]) -> bool:
+    """Whether some run of the sweep has been scored on length buckets.
+
+    Parameters
+    ----------
+    root : str
+        The sweep root.
+    rows : Sequence[RowReport]
+        Its rows.
+
+    Returns
+    -------
+    bool
+        True when at least one run holds ``length_buckets.json``.
+    """
+    return bool(read_bucket_results(root, rows))
+
+
+_PENDING = "no seed scored in both rows"  # A run is paired once both are scored on the buckets.
+
+
+def compare_encodings(root: str, rows: Sequence[RowReport]) -> list[BucketRow]:
+    """Compare every row with the sinusoidal row on every bucket, paired by seed.
+
+    Parameters
+    ----------
+    root : str
+        The sweep root.
+    rows : Sequence[RowReport]
+        Its rows; rows without a scored run are left out.
+
+    Returns
+    -------
+    list[BucketRow]
+        Bucket by bucket (the split's order), the sinusoidal row first and then the sweep's order.
+    """
+    results = read_bucket_results(root, rows)
+    scored = [row for row in rows if row.row in results]
+    if not scored:
+        return []
+    reference = next((row for row in scored if _encoding(row) == REFERENCE_ENCODING), None)
+    ordered = ([reference] if reference else []) + [row for row in scored if row is not reference]
+    metrics = [metric for metric in run_evaluations.evaluation_metrics(root, scored, every_run=True)
+               if metric.name.startswith(EVALUATION + "/")]
+    stats: dict[str, dict[str, comparison.MetricStats]] = {}
+    for row in ([reference] if reference else ordered):  # Without a sinusoidal row: each row's own figures.
+        stats.update(comparison.compare(root, scored if reference else [row], row.row, metrics, every_run=True))
+    first = next(iter(results[ordered[0].row].values()))
+    compared = []
+    for bucket, described in first["buckets"].items():
+        size = (described["min_words"], described["max_words"], described["num_pairs"])
+        for row in ordered:
+            ppl = stats[row.row][f"{EVALUATION}/{bucket}/perplexity"]
+            bleu = stats[row.row][f"{EVALUATION}/{bucket}/bleu"]
+            if row is reference:
+                compared.append(BucketRow(row.row, _encoding(row), bucket, *size, ppl.values, bleu.values, {}, {},
+                                          "reference", "reference", "the paper's encoding"))
+                continue
+            ppl_reading, basis = directional_reading(list(ppl.changes.values()), "higher", "lower", _PENDING)
+            bleu_reading, _ = directional_reading(list(bleu.changes.values()), "higher", "lower", _PENDING)
+            compared.append(BucketRow(row.row, _encoding(row), bucket, *size, ppl.values, bleu.values, ppl.changes,
+                                      bleu.changes, ppl_reading, bleu_reading,
+                                      basis if reference else f"no {REFERENCE_ENCODING} row"))
+    return compared
+
+
+def length_trends(compared: Sequence[BucketRow]) -> list[LengthTrend]:
+    """Return, for each compared row, whether its change against sinusoidal grows from the first bucket to the last.
+
+    Parameters
+    ----------
+    compared : Sequence[BucketRow]
+        :func:`compare_encodings`'s rows.
+
+    Returns
+    -------
+    list[LengthTrend]
+        One per row other than the reference, in the order of ``compared``.
+    """
+    buckets = list(dict.fromkeys(row.bucket for row in compared))
+    if len(buckets) < 2:
+        return []
+    by_key = {(row.row, row.bucket): row for row in compared}
+    trends = []
+    for row in dict.fromkeys(row.row for row in compared if row.ppl_reading != "reference"):
+        first, last = by_key.get((row, buckets[0])), by_key.get((row, buckets[-1]))
+        if first is None or last is None:
+            continue
+        differences = paired_changes(last.ppl_changes, first.ppl_changes, relative=False)
+        reading, basis = directional_reading(list(differences.values()), "worse with length", "better with length",
+                                             _PENDING)
+        trends.append(LengthTrend(row, first.encoding, buckets[0], buckets[-1], differences, reading, basis))
+    return trends
+
+
+def length_trend(run_dir: str, reference_dir: str) -> float | None:
+    """One seed's trend with length against the reference run at that seed, in percentage points.
+
+    Parameters
+    ----------
+    run_dir, reference_dir : str
+        A row's run and the reference row's run at the same seed.
+
+    Returns
+    -------
+    float or None
+        None unless both runs are scored on the same two or more buckets, with positive perplexities.
+    """
+    run, reference = (run_evaluations.read_file(os.path.join(directory, run_files.LENGTH_BUCKETS_FILE)).get("buckets")
+                      or {} for directory in (run_dir, reference_dir))
+    buckets = list(run)
+    if len(buckets) < 2 or list(reference) != buckets:
+        return None
+    changes = []
+    for bucket in (buckets[0], buckets[-1]):
+        ppl, reference_ppl = run[bucket].get("perplexity"), reference[bucket].get("perplexity")
+        if not all(isinstance(value, (int, float)) and value > 0 for value in (ppl, reference_ppl)):
+            return None
+        changes.append(ppl / reference_ppl - 1)
+    return 100.0 * (changes[1] - changes[0])
+
+
+LENGTH_TREND = comparison.derived_metric(f"{EVALUATION}/trend", "length trend (ΔPPL last − first bucket)", 1,
+                                         length_trend, unit="pp")
+
+
+def csv_records(compared: Sequence[BucketRow]) -> list[dict]:
+    """One record per (row, bucket) with the means, standard errors and readings (the CSV's lines).
+
+    Parameters
+    ----------
+    compared : Sequence[BucketRow]
+        :func:`compare_encodings`'s rows.
+
+    Returns
+    -------
+    list[dict]
+        Keyed by :data:`CSV_FIELDS`.
+    """
+    records = []
+    for row in compared:
+        ppl_mean, ppl_se = mean_and_se(list(row.ppl.values()))
+        bleu_mean, bleu_se = mean_and_se(list(row.bleu.values()))
+        change_mean, change_se = mean_and_se(list(row.ppl_changes.values()))
+        difference_mean, difference_se = mean_and_se(list(row.bleu_differences.values()))
+        records.append(dict(row=row.row, positional_encoding=row.encoding, bucket=row.bucket, min_words=row.min_words,
+                            max_words=row.max_words, num_pairs=row.num_pairs, seeds=len(row.ppl), ppl_mean=ppl_mean,
+                            ppl_se=ppl_se, bleu_mean=bleu_mean, bleu_se=bleu_se, paired_seeds=len(row.ppl_changes),
+                            ppl_change_mean=change_mean, ppl_change_se=change_se, ppl_reading=row.ppl_reading,
+                            bleu_difference_mean=difference_mean, bleu_difference_se=difference_se,
+                            bleu_reading=row.bleu_reading, reading_basis=row.reading_basis))
+    return records
+
+
+def markdown_report(root: str, compared: Sequence[BucketRow], trends: Sequence[LengthTrend]) -> str:
+    """The report as Markdown: one table of every (bucket, encoding), the trend with length, the rule.
+
+    Parameters
+    ----------
+    root : str
+        The sweep root (named in the title).
+    compared : Sequence[BucketRow]
+        :func:`compare_encodings`'s rows.
+    trends : Sequence[LengthTrend]
+        :func:`length_trends`'s results.
+
+    Returns
+    -------
+    str
+        The Markdown text.
+    """
+    lines = [f"# Positional encodings on length buckets: {root}", "",
+             "Every ± is one standard error of the mean (sample standard deviation over √n) over the n seeds "
+             "of the seeds column.", "",
+             *markdown_table(["bucket (target words, pairs)", "encoding", "seeds", "PPL", "ΔPPL vs sinusoidal",
+                              "reading", "BLEU", "ΔBLEU", "reading"],
+                             ([f"{record['bucket']} ({record['min_words']}-{record['max_words']}, "
+                               f"{record['num_pairs']})", record["positional_encoding"], record["seeds"],
+                               format_figure(record["ppl_mean"], record["ppl_se"], 2),
+                               format_figure(record["ppl_change_mean"], record["ppl_change_se"], 1, percent=True,
+                                             sign=True), record["ppl_reading"],
+                               format_figure(record["bleu_mean"], record["bleu_se"], 1),
+                               format_figure(record["bleu_difference_mean"], record["bleu_difference_se"], 1,
+                                             sign=True), record["bleu_reading"]]
+                              for record in csv_records(compared)))]
+    lines += ["", "PPL: perplexity per target piece (teacher-forced, unsmoothed); BLEU: sacrebleu of beam-search "
+              "translations; both mean ± standard error over the row's scored seeds. ΔPPL: the change against "
+              "the sinusoidal row, paired by seed, mean ± standard error; ΔBLEU the same for the BLEU "
+              "difference. Reading: beyond the seeds' spread when |mean| > 2 x SE (the Table 2 report's rule; "
+              "with 3 seeds a loose bar), else `within noise`."]
+    if trends:
+        lines += ["", "## Does the gap grow with length?", "",
+                  *markdown_table(["encoding", "buckets", "ΔPPL change, last minus first, paired", "reading"],
+                                  ([trend.encoding, f"{trend.first_bucket} → {trend.last_bucket}",
+                                    format_figure(*mean_and_se(list(trend.differences.values())), 1, percent=True,
+                                                  sign=True), trend.reading] for trend in trends))]
+        lines += ["", "Per seed, the change against sinusoidal in the longest bucket minus the change within the "
+                  "cap (percentage points), mean ± standard error. `worse with length`: the encoding falls "
+                  "further behind sinusoidal beyond the training lengths, beyond the seeds' spread."]
+    return "\n".join(lines) + "\n"
+
+
+def change_series(compared: Sequence[BucketRow]) -> dict[str, list[tuple[float | None, float | None]]]:
+    """Each compared encoding's perplexity change against sinusoidal per bucket, in percent, mean and SE.
+
+    Parameters
+    ----------
+    compared : Sequence[BucketRow]
+        :func:`compare_encodings`'s rows.
+
+    Returns
+    -------
+    dict[str, list[tuple]]
+        Row name -> one ``(mean, standard error)`` per bucket of the split, in order, over the seeds paired with the
+        sinusoidal row (``100 * (ppl / ppl(sinusoidal) - 1)``); ``(None, None)`` where the row has no paired seed there,
+        and an SE of ``None`` with one seed.
+    """
+    buckets = list(dict.fromkeys(row.bucket for row in compared))
+    series: dict[str, list[tuple[float | None, float | None]]] = {}
+    for row in compared:
+        if row.ppl_reading == "reference":
+            continue
+        mean, se = mean_and_se([100.0 * change for change in row.ppl_changes.values()])
+        series.setdefault(row.row, [(None, None)] * len(buckets))[buckets.index(row.bucket)] = (mean, se)
+    return series
+
+
+def plot_buckets(compared: Sequence[BucketRow], path: str, title: str) -> None:
+    """Plot perplexity, BLEU and the paired perplexity change against the length bucket, mean ± SE over seeds.
+
+    Parameters
+    ----------
+    compared : Sequence[BucketRow]
+        :func:`compare_encodings`'s rows.
+    path : str
+        PNG file to write.
+    title : str
+        Figure title.
+    """
+    import matplotlib.ticker
+
+    plt = comparison_plot.pyplot()
+
+    buckets = list(dict.fromkeys(row.bucket for row in compared))
+    labels = {row.bucket: f"{row.bucket}\n{row.min_words}-{row.max_words} words" for row in compared}
+    figure, (left, middle, right) = plt.subplots(1, 3, figsize=(16, 4.4), layout="constrained")
+    changes = change_series(compared)
+    for index_of_row, row_name in enumerate(dict.fromkeys(row.row for row in compared)):
+        members = {row.bucket: row for row in compared if row.row == row_name}
+        positions = [index for index, bucket in enumerate(buckets) if bucket in members]
+        encoding = members[buckets[positions[0]]].encoding
+        color = f"C{index_of_row % 10}"
+        for axis, values in ((left, "ppl"), (middle, "bleu")):
+            stats = [mean_and_se(list(getattr(members[buckets[index]], values).values())) for index in positions]
+            axis.errorbar(positions, [math.nan if mean is None else mean for mean, _ in stats],
+                          yerr=[0.0 if se is None else se for _, se in stats], fmt="o-", capsize=3,
+                          label=encoding, color=color)
+        if row_name in changes:
+            stats = changes[row_name]
+            right.errorbar(range(len(buckets)), [math.nan if mean is None else mean for mean, _ in stats],
+                           yerr=[0.0 if se is None else se for _, se in stats], fmt="o-", capsize=3,
+                           label=encoding, color=color)
+        else:
+            right.axhline(0.0, color=color, linewidth=1, label=f"{encoding} (reference)")
+    for axis, label in ((left, "perplexity per target piece (mean ± SE over seeds)"),
+                        (middle, "BLEU (beam 4) (mean ± SE over seeds)"),
+                        (right, f"perplexity change vs {REFERENCE_ENCODING}, %\n(paired by seed, mean ± SE)")):
+        axis.set_xticks(range(len(buckets)), [labels[bucket] for bucket in buckets], fontsize=8)
+        axis.set_xlabel("target length bucket (training targets: the first)")
+        axis.set_ylabel(label)
+        axis.legend(fontsize=8)
+    left.set_yscale("log")
+    for ticks in (left.yaxis.set_major_formatter, left.yaxis.set_minor_formatter):
+        ticks(matplotlib.ticker.FormatStrFormatter("%g"))  # 6, 10, 20 rather than 6 x 10^0.
+    fit_title(figure, title)
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def write_positions_report(root: str, rows: Sequence[RowReport], *, out_dir: str | None = None) -> list[str]:
+    """Write ``ROOT/positions.{md,csv,png}`` for a sweep scored on length buckets.
+
+    Parameters
+    ----------
+    root : str
+        The sweep root.
+    rows : Sequence[RowReport]
+        Its rows (:func:`attention_jax.reports.sweep_rows.read_sweep_rows`).
+    out_dir : str, optional
+        The directory written instead of ``root``.
+
+    Returns
+    -------
+    list[str]
+        The three paths written.
+    """
+    compared = compare_encodings(root, rows)
+    stem = os.path.join(out_dir or root, REPORT_STEM)
+    write_report_files(stem, markdown_report(root, compared, length_trends(compared)), CSV_FIELDS,
+                       csv_records(compared))
+    plot_buckets(compared, stem + ".png",
+                 f"positional encodings by target length ({os.path.basename(root.rstrip('/'))})")
+    return [stem + ".md", stem + ".csv", stem + ".png"]
+
+
+def write(context: ReportContext) -> list[str]:
+    """Write the bucket report when some run holds ``length_buckets.json`` (a sweep file's ``get_report()`` extra).
+
+    Parameters
+    ----------
+    context : ReportContext
+        The sweep being reported.
+
+    Returns
+    -------
+    list[str]
+        The paths written; none when no run is scored.
+    """
+    if not applies(context.root, context.rows):
+        return []
+    return write_positions_report(context.root, context.rows, out_dir=context.out_dir)

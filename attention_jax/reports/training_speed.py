@@ -1,0 +1,278 @@
+"""Speed of training: steps to a fixed dev perplexity, paired by seed, and gradient norms per module.
+
+Declared by the ``get_report()`` of ``configs/sweeps/normalization.py`` and ``configs/sweeps/feed_forward.py``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import statistics
+from collections.abc import Sequence
+
+from attention_jax.reports.comparison import directional_reading, diverged, mean_and_se, run_directory
+from attention_jax.reports.comparison_report import resolve_reference
+from attention_jax.reports.sweep_curves import read_dev_curve
+from attention_jax.reports.sweep_rows import ReportContext, RowReport, read_sweep_rows
+from attention_jax.reports.writers import format_figure, markdown_table, write_text
+
+REPORT_STEM = "normalization_training"  # Not the sweep's own report name (configs/sweeps/normalization.py).
+TARGET_FACTOR = 1.25
+"""The fixed dev perplexity is this many times the reference's mean best: a level a healthy row reaches well before its
+end, so that the step measures speed and not the final level."""
+INIT_PREFIX, LOGGED_PREFIX = "train/init/grad_norm/", "train/grad_norm/"
+
+
+@dataclasses.dataclass(frozen=True)
+class NormalizationRow:
+    """One row's figures.
+
+    Attributes
+    ----------
+    row : str
+        Row name.
+    steps : dict[int | None, int | None]
+        Per healthy seed, the first evaluated step at or under the target (None: not reached).
+    diverged_seeds : tuple[int | None, ...]
+        Seeds left out as diverged.
+    step_changes : dict[int | None, float]
+        Per seed reached in both rows, its step minus the reference's.
+    reading, basis : str
+        The verdict on ``step_changes`` and its basis (:func:`attention_jax.reports.comparison.directional_reading`).
+    init_norms, early_norms : dict[str, float]
+        Module -> mean gradient norm over the seeds, at step 1 and at the first later logged step.
+    early_step : int | None
+        That step (the first seed's).
+    """
+
+    row: str
+    steps: dict[int | None, int | None]
+    diverged_seeds: tuple[int | None, ...]
+    step_changes: dict[int | None, float]
+    reading: str
+    basis: str
+    init_norms: dict[str, float]
+    early_norms: dict[str, float]
+    early_step: int | None
+
+
+def applies(rows: Sequence[RowReport]) -> bool:
+    """Whether some row changes the normalisation or drops the residual connections.
+
+    Parameters
+    ----------
+    rows : Sequence[RowReport]
+        The sweep's rows.
+
+    Returns
+    -------
+    bool
+        True for a sweep over normalisations (a config without the fields is the paper's).
+    """
+    return any(row.config.get("normalization", "layer_norm") != "layer_norm"
+               or row.config.get("residual_connections", True) is False for row in rows if row.config)
+
+
+def _gradient_norms(run_dir: str) -> tuple[dict[str, float], dict[str, float], int | None]:
+    """Module -> gradient norm at step 1 and at the first later logged step of one run's ``metrics.jsonl``."""
+    init: dict[str, float] = {}
+    early: dict[str, float] = {}
+    early_step = None
+    path = os.path.join(run_dir, "metrics.jsonl")
+    if not os.path.exists(path):
+        return init, early, None
+    with open(path, encoding="utf-8") as file:
+        for line in file:
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:  # A line cut off by a crash.
+                continue
+            if not init:
+                init = {key[len(INIT_PREFIX):]: value for key, value in record.items()
+                        if key.startswith(INIT_PREFIX) and value is not None}
+            logged = {key[len(LOGGED_PREFIX):]: value for key, value in record.items()
+                      if key.startswith(LOGGED_PREFIX) and value is not None}
+            if logged and early_step is None and record.get("step", 0) > 1:
+                early, early_step = logged, int(record["step"])
+    return init, early, early_step
+
+
+def _mean_norms(per_seed: list[dict[str, float]]) -> dict[str, float]:
+    modules = dict.fromkeys(module for norms in per_seed for module in norms)
+    return {module: statistics.fmean([norms[module] for norms in per_seed if module in norms]) for module in modules}
+
+
+def _first_step_under(run_dir: str, target: float) -> int | None:
+    steps, perplexities = read_dev_curve(run_dir)
+    return next((step for step, ppl in zip(steps, perplexities) if ppl is not None and ppl <= target), None)
+
+
+def target_perplexity(root: str, rows: Sequence[RowReport], reference: str) -> float | None:
+    """``TARGET_FACTOR`` times the reference's mean best dev perplexity over its healthy seeds.
+
+    Parameters
+    ----------
+    root : str
+        Sweep root.
+    rows : Sequence[RowReport]
+        The sweep's rows.
+    reference : str
+        The reference row (the sweep's: ``base`` in ``configs/sweeps/normalization.py``).
+
+    Returns
+    -------
+    float or None
+        None without a finished healthy run of the reference.
+    """
+    base = next((row for row in rows if row.row == reference), None)
+    if base is None:
+        return None
+    bests = []
+    for run in base.finished:
+        perplexities = [ppl for ppl in read_dev_curve(run_directory(root, base, run))[1] if ppl is not None]
+        if perplexities and not diverged(run):
+            bests.append(min(perplexities))
+    return TARGET_FACTOR * statistics.fmean(bests) if bests else None
+
+
+def compare_rows(root: str, rows: Sequence[RowReport], target: float | None,
+                 reference: str) -> list[NormalizationRow]:
+    """Every row's figures (module docstring), paired by seed against the reference row.
+
+    Parameters
+    ----------
+    root : str
+        Sweep root.
+    rows : Sequence[RowReport]
+        The sweep's rows (rows without a finished run are left out).
+    target : float or None
+        The fixed dev perplexity (:func:`target_perplexity`); None leaves the steps empty.
+    reference : str
+        The reference row.
+
+    Returns
+    -------
+    list[NormalizationRow]
+        In the sweep's order.
+    """
+    finished = [row for row in rows if row.finished]
+    healthy = {row.row: [run for run in row.finished if not diverged(run)] for row in finished}
+    directories = {row.row: [run_directory(root, row, run) for run in healthy[row.row]] for row in finished}
+    steps_by_row = {row.row: {run.seed: _first_step_under(path, target) if target else None
+                              for run, path in zip(healthy[row.row], directories[row.row])} for row in finished}
+    base_reached = {seed: step for seed, step in steps_by_row.get(reference, {}).items() if step is not None}
+    compared = []
+    for row in finished:
+        steps = steps_by_row[row.row]
+        changes = {seed: float(step - base_reached[seed]) for seed, step in steps.items()
+                   if row.row != reference and step is not None and seed in base_reached}
+        reading, basis = (("reference", "the reference row") if row.row == reference
+                          else directional_reading(list(changes.values()), "slower", "faster"))
+        norms = [_gradient_norms(path) for path in directories[row.row]]
+        compared.append(NormalizationRow(
+            row.row, steps, tuple(run.seed for run in row.finished if diverged(run)), changes, reading, basis,
+            _mean_norms([init for init, _, _ in norms]), _mean_norms([early for _, early, _ in norms]),
+            next((step for _, _, step in norms if step is not None), None)))
+    return compared
+
+
+def _norm_table(compared: Sequence[NormalizationRow], early: bool) -> list[str]:
+    modules = list(dict.fromkeys(m for row in compared for m in (row.early_norms if early else row.init_norms)))
+    return markdown_table(["row", *modules], ([row.row, *(f"{norms[m]:.3g}" if m in norms else "" for m in modules)]
+                                              for row in compared
+                                              for norms in [row.early_norms if early else row.init_norms]))
+
+
+def markdown_report(root: str, compared: Sequence[NormalizationRow], target: float | None,
+                    reference: str) -> str:
+    """The report's Markdown (module docstring).
+
+    Parameters
+    ----------
+    root : str
+        Sweep root (named in the title).
+    compared : Sequence[NormalizationRow]
+        :func:`compare_rows`'s rows.
+    target : float or None
+        :func:`target_perplexity`.
+    reference : str
+        The reference row.
+
+    Returns
+    -------
+    str
+        The Markdown text.
+    """
+    target_text = f"{target:.2f}" if target else f"pending (no finished {reference} run)"
+    lines = [f"# Normalisation: speed of training and gradient norms ({root})", "",
+             f"Target dev perplexity: {target_text} ({TARGET_FACTOR:g} x {reference}'s mean best). Steps: the "
+             "first evaluated step at or under it, mean ± standard error (SE) over the row's n healthy seeds (every ± "
+             "here is one; `not reached` counted "
+             f"apart); vs {reference}: the paired difference in steps; a change is beyond the seeds' spread when "
+             "|mean| > 2 x SE (`attention_jax/reports/comparison.py`).", ""]
+    cells = []
+    for row in compared:
+        reached = [step for step in row.steps.values() if step is not None]
+        change, change_se = mean_and_se(list(row.step_changes.values()))
+        cells.append([row.row, len(row.steps) + len(row.diverged_seeds), len(row.diverged_seeds),
+                      len(row.steps) - len(reached), format_figure(*mean_and_se(reached), 0),
+                      format_figure(change, change_se, 0, sign=True) if row.step_changes else "", row.reading])
+    lines += markdown_table(["row", "seeds", "diverged", "not reached", "steps to target",
+                             f"vs {reference} (steps)", "reading"], cells)
+    early_step = next((row.early_step for row in compared if row.early_step is not None), None)
+    lines += ["", "## Gradient norm per module at step 1 (the initial parameters), mean over seeds", ""]
+    lines += _norm_table(compared, early=False)
+    lines += ["", f"## Gradient norm per module at step {early_step or 'of the first later log'}, mean over seeds",
+              ""]
+    lines += _norm_table(compared, early=True)
+    return "\n".join(lines) + "\n"
+
+
+def write_normalization_report(root: str, rows: Sequence[RowReport] | None = None, *,
+                               out_dir: str | None = None, reference: str | None = None) -> list[str]:
+    """Write ``ROOT/normalization_training.md`` for a sweep over normalisations.
+
+    Parameters
+    ----------
+    root : str
+        Sweep root.
+    rows : Sequence[RowReport], optional
+        The rows, when the caller has read them (else read from ``root``).
+    out_dir : str, optional
+        The directory written instead of ``root``.
+    reference : str, optional
+        The reference row; else the sweep's (:func:`attention_jax.reports.comparison_report.resolve_reference`).
+
+    Returns
+    -------
+    list[str]
+        The path written.
+    """
+    if rows is None or reference is None:
+        record, read_rows = read_sweep_rows(root)
+        rows = read_rows if rows is None else rows
+        reference = resolve_reference(record, rows, reference)[0]
+    reference_row = reference
+    target = target_perplexity(root, rows, reference_row)
+    return [write_text(os.path.join(out_dir or root, REPORT_STEM + ".md"),
+                       markdown_report(root, compare_rows(root, rows, target, reference_row), target, reference_row))]
+
+
+def write(context: ReportContext) -> list[str]:
+    """Write the report when a row changes the normalisation or the residuals (a ``get_report()`` extra).
+
+    Parameters
+    ----------
+    context : ReportContext
+        The sweep being reported.
+
+    Returns
+    -------
+    list[str]
+        The path written; none when no row changes them.
+    """
+    if not applies(context.rows):
+        return []
+    return write_normalization_report(context.root, context.rows, out_dir=context.out_dir,
+                                      reference=context.reference)

@@ -1,0 +1,93 @@
+"""A lower bound on one device's memory for a training step, checked before anything is compiled.
+
+Not configuration: the estimate reads a checked config's fields and the job's devices
+(:func:`attention_jax.training.setup_checks.check_devices` calls :func:`check_memory`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from attention_jax.experiment import size_limits
+from attention_jax.experiment.schema import ConfigError
+from attention_jax.models.variants import ModelKind
+
+
+def estimated_step_bytes(fields: Mapping[str, Any], devices: int) -> tuple[int, str]:
+    """A lower bound on one device's memory for a training step and a decoding cache, from the fields alone.
+
+    Parameters
+    ----------
+    fields : Mapping[str, Any]
+        A whole flat config whose fields passed :func:`size_limits.check_sizes`.
+    devices : int
+        The job's devices, over which a batch's tokens are split at best.
+
+    Returns
+    -------
+    tuple[int, str]
+        Bytes, and what dominates them with the fields to lower (for the error line).
+
+    Notes
+    -----
+    Counted: the parameters, their gradients and Adam's two moments (float32, every device a copy); per
+    token of the device's share of ``tokens_per_batch``, the float32 logits and their gradient
+    (``2 x vocab_size``) and, per layer, the activations kept for the backward pass (the feed-forward
+    hidden layer, queries, keys, values and output, and one row of attention weights per head:
+    ``d_ff + 4 x d_model + num_heads x max_len`` in ``dtype``); and one sentence's key/value cache in
+    beam search. Everything else (temporaries, XLA's buffers, the runtime) comes on top, so a config
+    refused by it cannot fit.
+    """
+    width = 2 if fields["dtype"] in ("bfloat16", "float16") else 4
+    tokens = -(-fields["tokens_per_batch"] // max(1, devices))
+    attention = 4 * fields["d_model"] + fields["num_heads"] * fields["max_len"]
+    blocks = (1, 1) if fields["model_kind"] == ModelKind.DECODER_ONLY else (3, 2)  # Attentions, feed-forwards.
+    per_token = 2 * fields["vocab_size"] * width + fields["num_layers"] * width * (
+        blocks[0] * attention + blocks[1] * fields["d_ff"])
+    decode_cache = (fields["beam_size"] * (fields["max_len"] + fields["max_decode_extra_len"]) * fields["d_model"]
+                    * fields["num_layers"] * 2 * width)
+    parameters = size_limits.estimated_parameters(fields)
+    parts = [(16 * parameters, "the parameters, gradients and Adam's moments: lower num_layers, "
+                               "d_model, d_ff or vocab_size"),
+             (tokens * per_token, f"the activations of {_short(tokens)} tokens (tokens_per_batch / devices): lower "
+                                  f"--config.tokens_per_batch (raise grad_accum_steps to keep the batch)"),
+             (decode_cache, "beam search's key/value cache of max_len + max_decode_extra_len positions: lower "
+                            "--config.max_decode_extra_len")]
+    return sum(part for part, _ in parts), max(parts)[1]
+
+
+def check_memory(fields: Mapping[str, Any], devices: int, device_bytes: int, device: str) -> None:
+    """Refuse a config whose step cannot fit one device's memory, before anything is compiled.
+
+    Parameters
+    ----------
+    fields : Mapping[str, Any]
+        A whole flat config whose fields passed :func:`size_limits.check_sizes`.
+    devices : int
+        The job's devices.
+    device_bytes : int
+        The memory of one device (a GPU's, or the host's share per CPU device).
+    device : str
+        The device's kind, named in the error.
+
+    Notes
+    -----
+    Raises :class:`ConfigError` naming the estimate (:func:`estimated_step_bytes`), the memory and the
+    fields to lower. Without it a ``tokens_per_batch`` of ``2**31 - 1`` compiled for minutes and was killed
+    by the kernel.
+    """
+    needed, what = estimated_step_bytes(fields, devices)
+    if needed > device_bytes:
+        raise ConfigError(
+            f"one step needs at least {_bytes(needed)} per device, more than the {_bytes(device_bytes)} of this "
+            f"{device}; most of it is {what}.")
+
+
+def _bytes(count: int) -> str:
+    return f"{count / 2**30:,.1f} GiB" if count < 2**60 else f"{float(count):.3g} bytes"
+
+
+def _short(value: int) -> str:
+    """An integer as written, or in scientific notation past 12 digits."""
+    return f"{value:,}" if abs(value) < 10**12 else f"{float(value):.3g}"
