@@ -1,19 +1,9 @@
 """The products of Dense layers, with a backward pass of plain 2-D matrix products.
 
-Flax's ``Dense`` and ``DenseGeneral`` contract the trailing axes of their input with the leading axes of
-their kernel: ``[B, L, D] x [D, H, K]`` for a query projection, ``[B, L, H, V] x [H, V, D]`` for the
-output projection, ``[B, L, D] x [D, F]`` for the feed-forward layers. JAX differentiates that
-``dot_general`` into more ``dot_general`` s over the same multi-axis shapes, and XLA's CPU backend runs
-those slowly inside a whole train step. :func:`dot_general` (passed to the layers as their
-``dot_general``) computes the same product through :func:`contract_trailing`, whose backward pass is
-written as two 2-D products, ``dx = g K^T`` and ``dK = x^T g`` over ``M = B * L`` rows, with ``x^T``
-materialized on CPUs. The forward pass is unchanged; the gradients equal autodiff's up to float
-rounding (``tests/test_projection.py``).
-
-What it gains: ``docs/benchmarks.md``, "CPU kernels".
-
-The models pass :func:`dot_general` to their layers only where ``config.cpu_kernels`` is on and the
-backend is the CPU (:func:`attention_jax.cpu_kernels.dense_dot_general`); elsewhere ``dot_general=None``.
+JAX differentiates a Dense layer's multi-axis ``dot_general`` into more multi-axis ones, which XLA's CPU
+backend runs slowly. :func:`dot_general` computes the same product through :func:`contract_trailing`,
+whose backward pass is ``dx = g K^T`` and ``dK = x^T g`` over ``M = B * L`` rows; gradients equal
+autodiff's up to float rounding.
 """
 
 from __future__ import annotations

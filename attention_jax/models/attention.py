@@ -1,13 +1,8 @@
 """Scaled dot-product and multi-head attention (Vaswani et al., 2017, Section 3.2).
 
-Shape glossary
---------------
-B batch, T query length, S key/value length, H heads, K key/query size per head (d_k),
-V value size per head (d_v), D model width (d_model).
-
-Masks are boolean and broadcastable to ``[B, H, T, S]``; ``True`` means "this query may attend to
-this key". A query row with no allowed key gets zero output (and zero weights), never NaN. They are built
-in :mod:`attention_jax.models.masks` (padding, causal, restricted windows, packed segments).
+Shapes: B batch, T query length, S key/value length, H heads, K d_k, V d_v, D d_model. Masks are boolean,
+broadcastable to ``[B, H, T, S]``, ``True`` = may attend (built in :mod:`attention_jax.models.masks`); a
+query with no allowed key gets zero output, never NaN.
 """
 
 from __future__ import annotations

@@ -1,31 +1,10 @@
-"""Attention functions beside the paper's scaled dot product (Section 3.2.1): an ablation axis.
+"""The JAX code of the attention functions of ``attention_registry.ATTENTION_FUNCTIONS`` (Section 3.2.1).
 
-The paper compares "the two most commonly used attention functions", additive and dot-product
-attention, and scales the dot products by ``1/sqrt(d_k)`` because for large ``d_k`` they "grow large
-in magnitude, pushing the softmax function into regions where it has extremely small gradients"
-(footnote 4: for unit-variance components ``q . k`` has variance ``d_k``). ``config.attention_function``
-names an entry of :data:`attention_jax.models.attention_registry.ATTENTION_FUNCTIONS` (what each function
-supports, its FLOP count); this module holds the JAX code of the built-in entries. Every function keeps the
-multi-head projections of Section 3.2.2 (``W^Q``, ``W^K``, ``W^V`` per head, ``W^O`` after the
-concatenation) and changes only how a head turns its queries, keys and values into outputs:
-
-``dot_product``: ``softmax(q k^T) v``, through every scaled path on ``sqrt(d_k) q`` (:func:`unscaled_query`).
-``additive``: ``softmax(w_h^T tanh(q + k)) v`` (Bahdanau et al., 2015), :func:`additive_attention`.
-``linear``: ``phi(q) (sum_s phi(k_s) v_s^T) / (phi(q) sum_s phi(k_s))`` with ``phi = elu + 1``
-(Katharopoulos et al., 2020), :func:`linear_attention`; no softmax and no weight matrix.
-
-Shape glossary
---------------
-B batch, T query length, S key/value length, L length of a self-attention sequence (T = S), H heads,
-K key/query size per head (d_k), V value size per head (d_v), G segment ids of a row (S + 1).
-
-Masks: a dense boolean mask broadcastable to ``[B, H, T, S]`` (``True`` = may attend), an
-``masks.LocalMask`` (restricted self-attention), or a :class:`StructuredMask`, which keeps the
-padding, causal and packed-segment masks as their parts so that linear attention can apply them
-without forming a ``[T, S]`` matrix. A query with no allowed key gets zero output.
-
-Each registry entry counts its function's FLOPs as this module computes them (read by
-``flops.attention_function_flops``), so the training FLOPs recorded for a run are its own function's.
+Each keeps the projections of Section 3.2.2 and changes how a head turns q, k, v into outputs:
+``dot_product`` (via :func:`unscaled_query`), ``additive`` (Bahdanau et al., 2015) and ``linear``
+(Katharopoulos et al., 2020, ``phi = elu + 1``). Shapes: B batch, T queries, S keys, L self-attention
+length, H heads, K d_k, V d_v. Masks: dense boolean ``[B, H, T, S]``, ``masks.LocalMask`` or a
+:class:`StructuredMask`; a query with no allowed key gets zero output.
 """
 
 from __future__ import annotations

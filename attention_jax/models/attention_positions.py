@@ -1,47 +1,8 @@
 """Positional encodings inside self-attention: relative (Shaw et al.), rotary (Su et al.), ALiBi (Press et al.).
 
-The registry entries (:mod:`attention_jax.models.positional_encodings`) point at the functions here;
-:class:`attention_jax.models.attention.MultiHeadAttention` calls :func:`rotate_queries_and_keys` and
-:func:`position_score_attention` when it is given an :class:`AttentionPositions`. None of the three adds
-anything to the embeddings.
-
-Equations, position ``i`` of a query and ``j`` of a key, one head ``h`` of ``H``:
-
-* **relative** (Shaw et al., 2018, Eqs. 3-5): ``e_ij = q_i (k_j + a^K_ij)^T / sqrt(d_k)`` and
-  ``z_i = sum_j alpha_ij (v_j + a^V_ij)`` with ``a^K_ij = w^K[clip(j - i, -k, k)]``,
-  ``a^V_ij = w^V[clip(j - i, -k, k)]``, ``k = max_distance`` (16 here, Shaw et al.'s MT
-  setting; offsets beyond it share the edge embedding). The tables ``w^K`` ``[2k + 1, d_k]`` and ``w^V``
-  ``[2k + 1, d_v]`` are learned **per layer** (each self-attention has its own, ``relative_key_embedding``
-  and ``relative_value_embedding``) and **shared by the heads**, as in Shaw et al. (Section 3.1);
-  ``add_to_values=False`` drops ``a^V`` (their Table 3 ablation). Under ``dot_product`` the query is
-  the function's ``q' = sqrt(d_k) q``, so ``a^K`` is scaled as the keys are.
-* **rotary** (Su et al., 2021, Eq. 34): ``q_i <- R_i q_i``, ``k_j <- R_j k_j``, where ``R_m`` rotates each
-  pair of components ``(x_{2p}, x_{2p+1})`` by the angle ``m theta_p``, ``theta_p = 10000^(-2p / d_k)``,
-  over the whole head dimension (``d_k`` even). ``(R_i q)^T (R_j k) = q^T R_{j-i} k``: the score depends
-  on ``j - i`` only. It changes the queries and keys, not the scores' computation, so it runs on every
-  implementation (einsum, blockwise window, cached step, XLA and cuDNN kernels).
-* **ALiBi** (Press et al., 2022, Section 3): ``e_ij = q_i k_j^T / sqrt(d_k) - m_h |i - j|`` with the
-  paper's slopes ``m_h = 2^(-8 h / H)``, ``h = 1 .. H`` (for ``H`` not a power of two, the ``2^floor(log2 H)``
-  slopes, then every other slope of ``2 * 2^floor(log2 H)`` heads: :func:`alibi_slopes`). In the encoder the
-  bias is symmetric, ``-m_h |i - j|``; under a causal mask only ``j <= i`` is seen, where it is the paper's
-  ``-m_h (i - j)``. No parameters.
-
-Where they act: **self-attention only**. Cross-attention's queries count target positions and its keys
-source positions; there is no common frame in which ``j - i`` means anything, so cross-attention stays
-content-only (the positions reach it through the decoder's and the encoder's self-attention).
-
-Positions are the model's position ids: ``0 .. L-1``, or a packed row's ``inputs_position`` /
-``targets_position`` (restarting at 0 per pair, so a pair's scores are those it has alone). In cached
-decoding the query is at the cache index and the cached keys at their slots; rotary keys are stored
-rotated. Relative and ALiBi add to the ``[T, S]`` scores, so they need an attention function that forms
-them (not ``linear``) and the einsum path (not the XLA/cuDNN kernels); relative keys and rotary act on
-the dot product ``q k^T`` (not ``additive``). With a restricted window (``attention_window > 0``) their
-scores are computed densely (the same result, O(n^2)). ``positional_encodings.check_with_attention``
-refuses the rest in one line.
-
-Shape glossary
---------------
-B batch, T query length, S key length, H heads, K d_k, V d_v, R = 2k + 1 relative embeddings.
+Equations, where each acts (self-attention only) and what each needs of the attention function are in
+docs/positions.md. Shapes: B batch, T queries, S keys, H heads, K d_k, V d_v, R = 2k + 1 relative
+embeddings.
 """
 
 from __future__ import annotations

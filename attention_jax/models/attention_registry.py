@@ -1,32 +1,10 @@
 """The attention functions (Section 3.2.1), one registry: name -> how a head attends and what that supports.
 
-``config.attention_function`` names an entry of :data:`ATTENTION_FUNCTIONS`. Every piece of code that
-depends on the function asks its :class:`AttentionFunction` entry instead of comparing names: validation
-(:func:`check_attention_function`, called by ``TransformerConfig``), the model's masks
-(``models/masks.py``), ``MultiHeadAttention`` (``models/attention.py``), attention maps
-(``evaluation/attention_maps.py``) and the FLOP count (``models/flops.py``). Adding a function is one
-entry (:func:`register_attention_function`) plus its tests; ``tests/test_attention_registry.py`` adds
-one, a dot product at a temperature, as the worked example.
-
-An entry takes one of three paths through ``MultiHeadAttention`` (each keeps the projections ``W^Q``,
-``W^K``, ``W^V`` and ``W^O`` of Section 3.2.2, so the parameter tree is the same for every function but
-for the entry's own parameters):
-
-* the dot-product paths (neither ``score`` nor ``attend``): ``softmax(q' k^T / sqrt(d_k)) v`` with
-  ``q' = query_transform(q)``, through every implementation (einsum, blockwise window, cached decode
-  step, XLA and cuDNN kernels);
-* ``score``: the entry gives the ``[B, H, T, S]`` scores, the shared softmax path does the rest (masks,
-  attention dropout, weights for attention maps, the key/value cache of decoding), einsum only;
-* ``attend``: the entry computes the heads itself (masks, decoding state and all), einsum only.
-
-This module imports no framework (``models/flops.py``, which a PyTorch environment loads, reads the
-FLOP counts here); the JAX code of the built-in entries lives in :mod:`attention_jax.models.attention_functions`
-and is imported when an entry's hook is first called.
-
-Shape glossary
---------------
-B batch, T query length, S key/value length, H heads, K key/query size per head (d_k), V value size per
-head (d_v).
+Code asks an :class:`AttentionFunction` entry, never compares names. An entry takes one of three paths
+through ``MultiHeadAttention``: the dot-product paths (every implementation), ``score`` (the entry gives
+``[B, H, T, S]`` scores, the shared softmax path does the rest) or ``attend`` (the entry computes the
+heads). Imports no framework (``models/flops.py`` reads it); the JAX code is in
+:mod:`attention_jax.models.attention_functions`. Shapes: B batch, T queries, S keys, H heads, K d_k, V d_v.
 """
 
 from __future__ import annotations

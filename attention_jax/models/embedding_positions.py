@@ -1,16 +1,7 @@
 """The positional encodings added to the embeddings: sinusoidal (Section 3.5), learned (Table 2 row E), none.
 
-The JAX hooks of the ``EMBEDDINGS`` entries of
-:data:`attention_jax.models.positional_encodings.POSITIONAL_ENCODINGS` (that registry imports no
-framework and calls these on first use); ``model.PositionalEncoding`` reaches them through
-``positional_encodings.encode_positions``.
-
-A learned table has ``config.max_len`` rows. A position at or beyond it (decoding longer than the
-table) gets a zero vector, never a wrapped or clipped row, and the log says so once per table size.
-
-Shape glossary
---------------
-D d_model; ``[...]`` any shape of integer positions.
+The JAX hooks of ``positional_encodings.EMBEDDINGS``. A learned table's position at or beyond
+``config.max_len`` gets a zero vector (logged once per table size). Shapes: D d_model.
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
 """The feed-forward sublayer (Section 3.3) and the activations of :mod:`attention_jax.models.feed_forward_registry`.
 
-Parameter layout: ``inner`` ``[D, F]`` and ``outer`` ``[F, D]`` are the paper's W1 and W2, named and shaped
-as in every run before the feed-forward axis; a gated variant adds ``gate`` ``[D, F]``, Shazeer's W, whose
-activated output multiplies ``inner``'s (his V). Each has a bias unless ``config.feed_forward_bias`` is False.
-
-Shape glossary
---------------
-B batch, L length, D d_model, F the hidden width (:func:`feed_forward_registry.hidden_width`).
+Parameters: ``inner`` ``[D, F]`` and ``outer`` ``[F, D]`` are the paper's W1 and W2; a gated variant adds
+``gate`` ``[D, F]`` (Shazeer's W). Shapes: B batch, L length, D d_model, F hidden width.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """The feed-forward sublayer's variants (Section 3.3, Eq. 2; Shazeer, 2020), one registry: name -> entry.
 
-An entry is an activation and whether it gates: ``act(x W1 + b1) W2 + b2``, or ``(act(x W + b) * (x V + c))
-W2 + b2``. ``feed_forward.FeedForward``, the parameter and FLOP counts and the size estimate ask the entry.
-Imports no framework (the built-in activations are :mod:`attention_jax.models.feed_forward`'s, named).
+An entry is an activation and whether it gates: ``act(x W1 + b1) W2 + b2`` or
+``(act(x W + b) * (x V + c)) W2 + b2``. Imports no framework.
 """
 
 from __future__ import annotations

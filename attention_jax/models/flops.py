@@ -1,21 +1,8 @@
 """Matmul FLOPs of Transformer training, counted from the shapes (no framework imports).
 
-The one FLOP count of the project: ``benchmarks/train_step.py`` reports MFU with it, and every run's
-``results.json`` records :func:`training_flops`. Table 3's other cost estimate, the paper's, is
-:func:`paper_training_flops`.
-
-Convention: a multiply-add is 2 FLOPs and a lone add or multiply 1, counted as
-``attention_jax/models/attention_functions.py`` does the arithmetic (chunk padding and the
-``[T, S]`` pairs a mask discards included: they are computed). Left out, as softmax always is in model
-FLOPs: elementwise functions of one tensor (softmax, the ``1/sqrt(d_k)`` scale, additive attention's
-tanh, linear attention's ``elu + 1`` and its division by the denominator, the feed-forward's
-activation), masks, layer norms, embedding lookups and the optimizer; a gated feed-forward's product of
-two hidden layers counts 1 per element (:func:`feed_forward_flops`). :func:`attention_function_flops`
-gives each attention function's count, read from its entry in
-:data:`attention_jax.models.attention_registry.ATTENTION_FUNCTIONS`, and
-:func:`positional_encoding_flops` what an encoding that acts inside self-attention adds (relative, rotary,
-ALiBi), read from its entry in :data:`attention_jax.models.positional_encodings.POSITIONAL_ENCODINGS`
-(neither registry imports a framework).
+A multiply-add is 2 FLOPs, a lone add or multiply 1, counted as the code computes them (padding and
+masked pairs included). Elementwise functions of one tensor (softmax, scales, activations), masks,
+norms, embedding lookups and the optimizer are left out, as is usual for model FLOPs.
 """
 
 from __future__ import annotations

@@ -1,14 +1,7 @@
 """Attention through ``jax.nn.dot_product_attention``: the XLA and cuDNN (flash) kernels.
 
-The ``xla``, ``cudnn`` and ``fused`` values of
-:data:`attention_jax.models.attention.ATTENTION_IMPLEMENTATIONS` run here;
-:class:`attention_jax.models.attention.MultiHeadAttention` calls :func:`fused_dot_product_attention` for
-them, and ``attention`` re-exports it.
-
-Shape glossary
---------------
-B batch, T query length, S key/value length, H heads, K key/query size per head (d_k),
-V value size per head (d_v).
+Runs the ``xla``, ``cudnn`` and ``fused`` implementations. Shapes: B batch, T queries, S keys, H heads,
+K d_k, V d_v.
 """
 
 from __future__ import annotations

@@ -1,19 +1,8 @@
 """A decoder-only Transformer language model built from the encoder-decoder's own layers.
 
-Shape glossary
---------------
-B batch, L length, D d_model, N vocabulary.
-
-Each layer is :class:`attention_jax.models.model.EncoderLayer` (self-attention then feed-forward, each in a
-:class:`attention_jax.models.model.ResidualSublayer`) given a causal mask: the paper's decoder layer without its
-encoder-decoder attention. The paper generates autoregressively, "consuming the previously generated
-symbols as additional input when generating the next" (Section 3); a language model is that decoder
-on its own.
-
-Batches use the translation batches' target side: ``targets`` ``[B, L]`` hold documents that end in EOS
-(padding 0); the model reads ``[BOS] + targets[:-1]``. Packed rows (several documents per row) carry
-``targets_segmentation`` and ``targets_position``: attention never crosses documents, positions restart
-at 0 and every document's input starts with BOS.
+Each layer is ``model.EncoderLayer`` under a causal mask: the paper's decoder without encoder-decoder
+attention (Section 3). The model reads ``[BOS] + targets[:-1]``; packed rows restart positions and BOS
+per document and never attend across documents. Shapes: B batch, L length, D d_model, N vocabulary.
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
 """The block layout of restricted self-attention (Table 1): ``attention.local_dot_product_attention``'s helpers.
 
-A sequence of ``L`` positions is cut into ``nb = ceil(L / w)`` blocks of ``w = r`` positions; every key
-within ``r`` of a query in block ``i`` lies in blocks ``i - 1``, ``i``, ``i + 1`` (``i - 1``, ``i`` when
-causal), read as slices of one padded copy of the keys.
-
-Shape glossary
---------------
-B batch, L length, nb blocks, w positions per block (the window ``r``), C neighbour blocks per query
-block (3, or 2 when causal), H heads, K|V sizes per head.
+``L`` positions are cut into ``nb = ceil(L / r)`` blocks of ``w = r``; the keys within ``r`` of block ``i``
+lie in blocks ``i - 1 .. i + 1`` (``i - 1, i`` when causal). Shapes: B batch, L length, nb blocks, w block
+size, C neighbour blocks (3, or 2 when causal), H heads.
 """
 
 from __future__ import annotations

@@ -1,17 +1,8 @@
 """The model's attention masks: padding, causal, packed segments, restricted windows, per attention function.
 
-The mask helpers (:func:`make_padding_mask`, :func:`make_causal_mask`, :func:`make_local_mask`,
-:func:`combine_masks` and :class:`LocalMask`, restricted self-attention's mask in O(L) memory) come
-first; :class:`attention_jax.models.model.Transformer` and
-:class:`attention_jax.models.language_model.LanguageModel` then build their masks from token validity and
-the segment ids of packed rows (:func:`self_attention_mask`, :func:`cross_attention_mask`). For an attention function
-whose registry entry asks for ``structured_masks`` (linear attention) the same masks are returned as an
-:class:`attention_functions.StructuredMask` (their parts), which it applies without a ``[T, S]`` matrix.
-
-Shape glossary
---------------
-B batch (decoder rows), B' encoder rows (B = B' R when a search's R hypotheses share a sentence's row),
-S source length, T target length, L length of a self-attention sequence.
+For an entry with ``structured_masks`` (linear attention) the masks come as an
+``attention_functions.StructuredMask``. Shapes: B decoder rows, B' encoder rows (B = B' R when R
+hypotheses share a sentence), S source length, T target length, L self-attention length.
 """
 
 from __future__ import annotations

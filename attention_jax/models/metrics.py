@@ -1,20 +1,9 @@
 """Label-smoothed cross-entropy and the per-token metrics reported during training and evaluation.
 
-Label smoothing (Section 5.4, eps_ls) uses the convention of Szegedy et al. (2016) and
-``optax.smooth_labels``: the target distribution is
-
-    q(v) = (1 - eps) * [v == gold] + eps / N        for every v in the vocabulary of size N,
-
-so the gold token gets ``1 - eps + eps / N``. Its cross-entropy splits into two terms,
-
-    -sum_v q(v) log p(v) = (1 - eps) * NLL + eps * mean_v(-log p(v)),
-
-which is how it is computed here (no ``[B, T, N]`` one-hot). The value is the raw cross-entropy with
-the smoothed target (its minimum is the entropy of ``q``, not 0). Padding positions (id 0) are
-excluded everywhere; perplexity is ``exp`` of the *unsmoothed* loss per target token.
-
-Metrics travel as sums (``loss_sum``, ``nll_sum``, ``correct``, ``tokens``) so that micro-batches,
-evaluation batches and devices add up exactly; :func:`summarize` turns sums into means.
+Label smoothing (Section 5.4) as ``optax.smooth_labels``: ``q(v) = (1 - eps) [v == gold] + eps / N``,
+computed as ``(1 - eps) NLL + eps mean_v(-log p(v))`` without a one-hot. Padding (id 0) is excluded;
+perplexity is ``exp`` of the unsmoothed loss. Metrics travel as sums so that micro-batches and devices
+add up exactly.
 """
 
 from __future__ import annotations

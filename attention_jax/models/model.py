@@ -1,17 +1,8 @@
 """The Transformer encoder-decoder of Vaswani et al. (2017), Section 3, as Flax linen modules.
 
-Shape glossary
---------------
-B batch, S source length, T target length, D d_model, H heads, K d_k, V d_v, F d_ff, N vocabulary.
-
-Token ids: pad 0, unk 1, bos 2, eos 3. Batches hold sequences that end in EOS and carry no BOS;
-the decoder input is built here as ``[BOS] + targets[:-1]`` (teacher forcing).
-
-Packed batches (``config.packing``) hold several pairs per row: ``inputs_segmentation`` /
-``targets_segmentation`` (``[B, S]`` / ``[B, T]``) number the pairs of a row 1, 2, ... (0 = padding;
-a pair has one number on both sides) and ``inputs_position`` / ``targets_position`` restart at 0 for
-each pair. Attention then stays within a pair (:func:`masks.make_segment_mask`), positional encodings
-read the position arrays, and the decoder input starts every pair with BOS.
+Token ids: pad 0, unk 1, bos 2, eos 3; the decoder input is ``[BOS] + targets[:-1]``. Packed rows number
+their pairs 1, 2, ... in ``*_segmentation`` (0 = padding) and restart ``*_position`` per pair. Shapes: B
+batch, S source, T target, D d_model, H heads, K d_k, V d_v, F d_ff, N vocabulary.
 """
 
 from __future__ import annotations

@@ -1,20 +1,8 @@
 """The JAX code of the built-in normalisations of :mod:`attention_jax.models.normalization_registry`.
 
-Every norm module here maps ``x`` ``[B, L, D]`` to ``[B, L, D]`` in float32 and is called as
-``norm(x, valid, deterministic=...)``: ``valid`` (boolean ``[B, L]`` or ``None``) marks the real tokens and
-``deterministic`` is evaluation or decoding; a per-token norm reads neither. The parameter layout of
-``layer_norm`` is Flax's ``LayerNorm`` (``scale`` and ``bias``, each ``[D]``) under the norm's name, as
-every run before the normalisation axis has it; ``rms_norm`` holds ``scale`` only.
-
-``batch_norm`` (:class:`SequenceBatchNorm`) keeps its running averages among the parameters, which no
-gradient reaches, so every path that reads the parameters carries them. A training pass writes the batch's
-statistics to :data:`normalization_registry.STATISTICS_COLLECTION`; the train step combines its micro-batches'
-(:func:`combined_statistics`) and moves the averages once (:func:`with_running_statistics`), bias-corrected
-as Adam's moments: from 0, divided at evaluation by ``running_weight`` = ``1 - m^t``.
-
-Shape glossary
---------------
-B batch, L length, D d_model.
+Each norm maps ``x`` ``[B, L, D]`` to float32 ``[B, L, D]``, called as ``norm(x, valid, deterministic=...)``.
+``batch_norm`` keeps its running averages among the parameters (no gradient reaches them), bias-corrected
+as Adam's moments. Shapes: B batch, L length, D d_model.
 """
 
 from __future__ import annotations

@@ -1,23 +1,8 @@
 """The sublayers' normalisations (Section 3.1's LayerNorm and its alternatives), one registry: name -> entry.
 
-``config.normalization`` names an entry of :data:`NORMALIZATIONS`; validation
-(:func:`check_normalization`, called by ``TransformerConfig``), ``model.ResidualSublayer`` and the final
-norms of pre-LN stacks (``models/model.py``, ``models/language_model.py``), the parameter count and the
-FLOP count ask the entry instead of comparing names. Adding a normalisation is one entry
-(:func:`register_normalization`) plus its tests.
-
-An entry's ``build(config, name)`` returns the Flax module of one norm, or ``None`` for no norm; the
-module maps ``[B, L, D]`` to ``[B, L, D]`` (:mod:`attention_jax.models.normalization` holds the JAX code
-of the built-in entries, imported when a hook is first called). Where the norm sits (post- or pre-LN,
-``config.layer_norm_position``) and whether the residual connection is there
-(``config.residual_connections``) are the sublayer's, not the entry's: an entry lists the positions it
-is defined at (``positions``).
-
-This module imports no framework (``models/flops.py`` and the configs read it).
-
-Shape glossary
---------------
-B batch, L length, D d_model.
+An entry's ``build(config, name)`` returns a Flax module ``[B, L, D] -> [B, L, D]`` or ``None``; where the
+norm sits (post- or pre-LN) is the sublayer's choice. Imports no framework. Shapes: B batch, L length,
+D d_model.
 """
 
 from __future__ import annotations

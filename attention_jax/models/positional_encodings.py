@@ -1,26 +1,8 @@
 """The positional encodings (Section 3.5, Table 2 row E), one registry: name -> how the model applies it.
 
-``config.positional_encoding`` names an entry of :data:`POSITIONAL_ENCODINGS`; validation
-(``TransformerConfig``), ``model.PositionalEncoding`` (the encoder-decoder's and the language model's
-position layer), ``MultiHeadAttention`` and the FLOP count (``models/flops.py``) ask the entry instead of
-comparing names. Adding an encoding is one entry (:func:`register_positional_encoding`) plus its tests.
-
-Where an encoding acts (:class:`PositionTarget`): the paper's encodings are added to the embeddings
-(``EMBEDDINGS``: ``sinusoidal``, ``learned``, and ``none``; their JAX code is
-:mod:`attention_jax.models.embedding_positions`); ``rotary`` acts on each self-attention's queries and
-keys, ``relative`` and ``alibi`` on its scores (:mod:`attention_jax.models.attention_positions` holds their
-equations, references and decisions). What an entry needs of the attention function and its
-implementation is data on the entry (``needs_dot_product``, ``target``, ``key_dim_multiple``), checked by
-:func:`check_with_attention` in one line naming the fix.
-
-This module imports no framework, as :mod:`attention_jax.models.attention_registry` does not
-(``models/flops.py``, which a PyTorch environment loads, reads each entry's ``flops``): the built-in
-entries' hooks import their JAX code when first called.
-
-Shape glossary
---------------
-B batch, L length, D d_model; in attention T queries, S keys, H heads, K d_k, V d_v,
-R = 2k + 1 relative embeddings.
+An entry acts on the embeddings (``sinusoidal``, ``learned``, ``none``), on self-attention's queries and
+keys (``rotary``) or on its scores (``relative``, ``alibi``); see docs/positions.md. Imports no framework.
+Shapes: B batch, L length, D d_model, T queries, S keys, H heads, K d_k, V d_v, R = 2k + 1.
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
 """A registry of named variants of one mechanism: the attention functions, the positional encodings.
 
-:class:`Registry` is a read-only ``Mapping`` from a config value (``config.attention_function``,
-``config.positional_encoding``) to an entry that says what the variant computes and supports; code asks
-the entry, never compares names. :meth:`Registry.lookup` refuses an unknown name in one line with a
-did-you-mean; :meth:`Registry.register` adds an entry and returns a :class:`Registration` that removes it
-again (directly or as a context manager); :meth:`Registry.settings_classes` lists the entries' own settings
-(:mod:`attention_jax.foundation.field_declarations`). Imports no framework.
+Code asks an entry, never compares names. Imports no framework.
 """
 
 from __future__ import annotations

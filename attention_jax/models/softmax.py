@@ -1,12 +1,6 @@
 """The masked softmax every softmax attention path shares, and the weighted sum of values after it.
 
-:func:`masked_softmax` turns scores into weights under a boolean mask (fully masked rows: zeros, never
-NaN); :func:`attend` is the part every softmax attention function shares once it has its scores
-(Equation 1 for scaled dot products, additive scores, any registry entry's ``score``).
-
-Shape glossary
---------------
-B batch, T query length, S key/value length, H heads, V value size per head (d_v).
+Shapes: B batch, T queries, S keys, H heads, V d_v.
 """
 
 from __future__ import annotations

@@ -1,5 +1,4 @@
-"""Phrases, clauses and sentences of the synthetic EN->DE task, realized in English and in German
-(verb second in main clauses, verb final in subordinate ones)."""
+"""Phrases, clauses and sentences of the synthetic EN->DE task, in English and in German."""
 
 from __future__ import annotations
 

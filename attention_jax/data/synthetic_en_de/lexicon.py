@@ -1,5 +1,4 @@
-"""The lexicon of the synthetic EN->DE task: nouns, names, adjectives, determiners, pronouns, verbs,
-modals, adverbs, conjunctions and prepositions, each with its English and German forms."""
+"""The lexicon of the synthetic EN->DE task: every word class with its English and German forms."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""Deterministic, disjoint train/validation/test splits of the synthetic EN->DE stream (by a hash of
-the English text)."""
+"""Deterministic, disjoint train/validation/test splits of the synthetic EN->DE stream (by English hash)."""
 
 from __future__ import annotations
 
