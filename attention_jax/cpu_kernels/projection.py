@@ -125,25 +125,23 @@ def dot_general(lhs: Array, rhs: Array, dimension_numbers: Any, precision: Any =
                 preferred_element_type: Any = None) -> Array:
     """``jax.lax.dot_general`` for Flax's ``Dense`` / ``DenseGeneral``, through :func:`contract_trailing`.
 
+    Only the layers' own case (trailing axes of ``lhs`` against leading axes of ``rhs``, no batch axes, equal
+    dtypes, no ``preferred_element_type``) takes :func:`contract_trailing`; the rest goes to
+    ``jax.lax.dot_general`` unchanged.
+
     Parameters
     ----------
     lhs, rhs : Array
         Inputs and kernel, as Flax passes them.
     dimension_numbers : tuple
         ``((lhs_contracting, rhs_contracting), (lhs_batch, rhs_batch))``.
-    precision, preferred_element_type
+    precision, preferred_element_type : Any
         As for ``jax.lax.dot_general``.
 
     Returns
     -------
     Array
         ``jax.lax.dot_general(lhs, rhs, dimension_numbers, ...)``.
-
-    Notes
-    -----
-    Only the layers' own case goes through :func:`contract_trailing`: the trailing axes of ``lhs``
-    against the leading axes of ``rhs``, no batch axes, equal dtypes and no ``preferred_element_type``.
-    Anything else is handed to ``jax.lax.dot_general`` unchanged.
     """
     (lhs_contracting, rhs_contracting), (lhs_batch, rhs_batch) = dimension_numbers
     count = len(lhs_contracting)

@@ -194,7 +194,7 @@ def additive_attention(
     return softmax.attend(scores, value, mask, return_weights=return_weights, dropout_fn=dropout_fn)
 
 
-def elu_feature_map(x: Array) -> Array:
+def _elu_feature_map(x: Array) -> Array:
     """``phi(x) = elu(x) + 1`` in float32: positive, so every similarity ``phi(q) . phi(k)`` is > 0."""
     return jax.nn.elu(x.astype(jnp.float32)) + 1.0
 
@@ -224,7 +224,7 @@ def linear_attention_quadratic(query: Array, key: Array, value: Array, mask: Arr
     the definition :func:`linear_attention` computes in O(T + S). Used for dense masks, which have no
     cheaper form, and as the check of the linear form.
     """
-    similarity = jnp.einsum("bthk,bshk->bhts", elu_feature_map(query), elu_feature_map(key))  # [B,H,T,S]
+    similarity = jnp.einsum("bthk,bshk->bhts", _elu_feature_map(query), _elu_feature_map(key))  # [B,H,T,S]
     if mask is not None:
         similarity = jnp.where(mask, similarity, 0.0)
     normaliser = jnp.sum(similarity, axis=-1, keepdims=True)
@@ -268,7 +268,7 @@ def linear_attention(query: Array, key: Array, value: Array, mask: StructuredMas
     if mask is not None and not isinstance(mask, StructuredMask):
         return linear_attention_quadratic(query, key, value, mask)
     mask = StructuredMask() if mask is None else mask
-    phi_query, phi_key, value_f32 = elu_feature_map(query), elu_feature_map(key), value.astype(jnp.float32)
+    phi_query, phi_key, value_f32 = _elu_feature_map(query), _elu_feature_map(key), value.astype(jnp.float32)
     key_valid = mask.key_valid
     if mask.key_segments is not None:
         key_valid = _all_valid(key_valid, key.shape[1]) & (mask.key_segments != 0)
@@ -389,7 +389,7 @@ def linear_attention_step(query: Array, key: Array, value: Array, state: Array,
     The recurrent form of Katharopoulos et al. (2020), Section 3.4: ``O(d_k d_v)`` per head and step,
     whatever the number of positions decoded, and no key/value cache.
     """
-    phi_query, phi_key = elu_feature_map(query), elu_feature_map(key)
+    phi_query, phi_key = _elu_feature_map(query), _elu_feature_map(key)
     state = state + jnp.einsum("bhk,bhv->bhkv", phi_key, value.astype(jnp.float32))
     normaliser = normaliser + phi_key
     numerator = jnp.einsum("bhk,bhkv->bhv", phi_query, state)
@@ -500,18 +500,18 @@ def share_key_rows(query_rows: int, key: Array, value: Array, mask: Any) -> tupl
     if repeats == 1:
         return key, value, mask
 
-    def repeat(array: Array) -> Array:
+    def _repeat(array: Array) -> Array:
         return array if array.shape[0] == 1 else jnp.repeat(array, repeats, axis=0)
 
-    def repeat_optional(array: Array | None) -> Array | None:
-        return None if array is None else repeat(array)
+    def _repeat_optional(array: Array | None) -> Array | None:
+        return None if array is None else _repeat(array)
 
     if isinstance(mask, StructuredMask):  # dataclasses.replace: what flax.struct's replace does.
-        mask = dataclasses.replace(mask, key_valid=repeat_optional(mask.key_valid),
-                                   key_segments=repeat_optional(mask.key_segments))
+        mask = dataclasses.replace(mask, key_valid=_repeat_optional(mask.key_valid),
+                                   key_segments=_repeat_optional(mask.key_segments))
     elif mask is not None and mask.shape[0] == key.shape[0]:
-        mask = repeat(mask)
-    return repeat(key), repeat(value), mask
+        mask = _repeat(mask)
+    return _repeat(key), _repeat(value), mask
 
 
 def _linear_decode(module: nn.Module, query: Array, key: Array, value: Array, mask: Any) -> Array:

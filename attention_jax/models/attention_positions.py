@@ -96,16 +96,33 @@ def alibi_slopes(num_heads: int) -> tuple[float, ...]:
     ``n = 2^floor(log2 H)``, followed by every other slope of ``2n`` heads (the odd ones,
     ``2^(-8 (2i - 1) / 2n)``) until there are ``H``.
     """
-    def power_of_two(count: int) -> list[float]:
+    def _power_of_two(count: int) -> list[float]:
         return [2.0 ** (-8.0 * head / count) for head in range(1, count + 1)]
 
     closest = 2 ** int(math.floor(math.log2(num_heads)))
-    return tuple(power_of_two(closest) + power_of_two(2 * closest)[0::2][:num_heads - closest])
+    return tuple(_power_of_two(closest) + _power_of_two(2 * closest)[0::2][:num_heads - closest])
 
 
 def alibi_bias(module: nn.Module, settings: AttentionPositions, query: Array, query_positions: Array,
                key_positions: Array) -> Array:
-    """``-m_h |i - j|``: float32 ``[B|1, H, T, S]`` added to the scores (a ``ScoreBias`` hook)."""
+    """``-m_h |i - j|`` added to the scores (a ``ScoreBias`` hook; Press et al., 2022, Section 3).
+
+    Parameters
+    ----------
+    module : nn.Module
+        The bound ``MultiHeadAttention`` (parameters, ``positional_encoding`` settings).
+    settings : AttentionPositions
+        The call's positional settings.
+    query : Array
+        ``[B, T, H, K]`` queries.
+    query_positions, key_positions : Array
+        Integer ``[B|1, T]`` and ``[B|1, S]``.
+
+    Returns
+    -------
+    Array
+        float32 ``[B|1, H, T, S]``.
+    """
     slopes = jnp.asarray(alibi_slopes(query.shape[2]), jnp.float32)  # [H]
     distance = jnp.abs(query_positions[:, :, None] - key_positions[:, None, :]).astype(jnp.float32)  # [B|1,T,S]
     return -slopes[None, :, None, None] * distance[:, None]
@@ -113,7 +130,7 @@ def alibi_bias(module: nn.Module, settings: AttentionPositions, query: Array, qu
 
 # --- relative (Shaw et al., 2018) -----------------------------------------------------------------
 
-def relative_indices(query_positions: Array, key_positions: Array, max_distance: int) -> Array:
+def _relative_indices(query_positions: Array, key_positions: Array, max_distance: int) -> Array:
     """``clip(j - i, -k, k) + k``: integer ``[B|1, T, S]`` rows of the ``[2k + 1, .]`` tables."""
     offsets = key_positions[:, None, :] - query_positions[:, :, None]  # j - i
     return jnp.clip(offsets, -max_distance, max_distance) + max_distance
@@ -128,29 +145,61 @@ def _relative_table(module: nn.Module, name: str, settings: AttentionPositions, 
 
 def relative_key_bias(module: nn.Module, settings: AttentionPositions, query: Array, query_positions: Array,
                       key_positions: Array) -> Array:
-    """``q_i a^K_ij^T / sqrt(d_k)``: float32 ``[B, H, T, S]`` added to the scores (a ``ScoreBias`` hook).
+    """``q_i a^K_ij^T / sqrt(d_k)`` added to the scores (a ``ScoreBias`` hook; Shaw et al., 2018, Eq. 4).
 
     ``q . w^K_r`` is formed once per relative distance ``r`` (``[B, H, T, R]``), then each pair reads its own.
+
+    Parameters
+    ----------
+    module : nn.Module
+        The bound ``MultiHeadAttention`` (parameters, ``positional_encoding`` settings).
+    settings : AttentionPositions
+        The call's positional settings.
+    query : Array
+        ``[B, T, H, K]`` queries.
+    query_positions, key_positions : Array
+        Integer ``[B|1, T]`` and ``[B|1, S]``.
+
+    Returns
+    -------
+    Array
+        float32 ``[B, H, T, S]``.
     """
     table = _relative_table(module, "relative_key_embedding", settings, query.shape[-1])  # [R,K]
     per_distance = jnp.einsum("bthk,rk->bhtr", query, table.astype(query.dtype),
                               preferred_element_type=jnp.float32)  # [B,H,T,R]
     max_distance = settings.entry_settings.max_distance
-    index = relative_indices(query_positions, key_positions, max_distance)[:, None]  # [B|1,1,T,S]
+    index = _relative_indices(query_positions, key_positions, max_distance)[:, None]  # [B|1,1,T,S]
     index = jnp.broadcast_to(index, (per_distance.shape[0], 1, *index.shape[2:]))
     return jnp.take_along_axis(per_distance, index, axis=-1) / jnp.sqrt(jnp.float32(query.shape[-1]))
 
 
 def relative_value_term(module: nn.Module, settings: AttentionPositions, weights: Array, query_positions: Array,
                         key_positions: Array) -> Array | None:
-    """``sum_j alpha_ij a^V_ij``: ``[B, T, H, V]`` added to the heads (a ``ValueTerm`` hook), or ``None``.
+    """``sum_j alpha_ij a^V_ij`` added to the heads (a ``ValueTerm`` hook; Shaw et al., 2018, Eq. 3).
 
     The weights are summed per relative distance first (``[B, H, T, R]``), then times ``w^V``.
+
+    Parameters
+    ----------
+    module : nn.Module
+        The bound ``MultiHeadAttention``.
+    settings : AttentionPositions
+        The call's positional settings.
+    weights : Array
+        ``[B, H, T, S]`` attention weights.
+    query_positions, key_positions : Array
+        Integer ``[B|1, T]`` and ``[B|1, S]``.
+
+    Returns
+    -------
+    Array or None
+        ``[B, T, H, V]``, or ``None`` without ``add_to_values``.
     """
     if not settings.entry_settings.add_to_values:
         return None
     table = _relative_table(module, "relative_value_embedding", settings, module.value_dim)  # [R,V]
-    index = relative_indices(query_positions, key_positions, settings.entry_settings.max_distance)  # [B|1,T,S]
+    index = _relative_indices(query_positions, key_positions, settings.entry_settings.max_distance)  # [B|1,T,S]
     one_hot = jax.nn.one_hot(index, table.shape[0], dtype=weights.dtype)  # [B|1,T,S,R]
     if one_hot.shape[0] == 1:
         per_distance = jnp.einsum("bhts,tsr->bhtr", weights, one_hot[0])
@@ -185,7 +234,7 @@ def rotate_queries_and_keys(scheme: Any, query: Array, key: Array, positions: Ar
 
 def position_score_attention(module: nn.Module, entry: Any, scheme: Any, query: Array, key: Array, value: Array,
                              mask: Any, query_positions: Array, *, dropout_fn: Any, sow_weights: bool) -> Array:
-    """``softmax(scores + bias) (V + value term)``: the einsum path of relative and ALiBi self-attention.
+    """Compute ``softmax(scores + bias) (V + value term)``: the einsum path of relative and ALiBi attention.
 
     Parameters
     ----------
@@ -239,7 +288,7 @@ def position_scores(module: nn.Module, entry: Any, scheme: Any, query: Array, ke
     ----------
     module : nn.Module
         The bound ``MultiHeadAttention`` (its ``positional_encoding`` settings, the bias's parameters).
-    entry, scheme
+    entry, scheme : Any
         The attention function's and the encoding's registry entries.
     query, key : Array
         ``[B, T, H, K]`` and ``[B, S, H, K]``.

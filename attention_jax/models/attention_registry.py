@@ -131,7 +131,13 @@ class AttentionFunction:
 
     @property
     def uses_dot_product_paths(self) -> bool:
-        """Whether the function runs through the scaled dot-product paths (no ``score``, no ``attend``)."""
+        """Whether the function runs through the scaled dot-product paths (no ``score``, no ``attend``).
+
+        Returns
+        -------
+        bool
+            True for dot-product entries.
+        """
         return self.score is None and self.attend is None
 
 
@@ -145,8 +151,10 @@ def dot_product_flops(*, query_len: int, key_len: int, key_dim: int, value_dim: 
     ----------
     query_len, key_len, key_dim, value_dim : int
         ``T``, ``S``, ``K``, ``V``.
-    causal, chunk_size
+    causal : bool
         Not used: every pair is scored, then masked.
+    chunk_size : int
+        Not used.
 
     Returns
     -------
@@ -168,7 +176,9 @@ def additive_flops(*, query_len: int, key_len: int, key_dim: int, value_dim: int
     ----------
     query_len, key_len, key_dim, value_dim : int
         ``T``, ``S``, ``K``, ``V``.
-    causal, chunk_size
+    causal : bool
+        Not used.
+    chunk_size : int
         Not used.
 
     Returns

@@ -49,7 +49,22 @@ def sinusoidal_positional_encoding(positions: Array, d_model: int) -> Array:
 
 
 def sinusoidal(module: nn.Module, positions: Array, config: TransformerConfig) -> Array:
-    """The ``sinusoidal`` entry's encoding: :func:`sinusoidal_positional_encoding` at ``config.d_model``."""
+    """The ``sinusoidal`` entry's encoding (Section 3.5) at ``config.d_model``.
+
+    Parameters
+    ----------
+    module : nn.Module
+        The calling ``model.PositionalEncoding``.
+    positions : Array
+        Integer positions of any shape ``[...]``.
+    config : TransformerConfig
+        ``d_model`` (and ``max_len``) are read.
+
+    Returns
+    -------
+    Array
+        ``[..., D]``.
+    """
     return sinusoidal_positional_encoding(positions, config.d_model)
 
 
@@ -67,7 +82,22 @@ def _log_beyond_table(last_position: Any, table_rows: int) -> None:
 
 
 def learned(module: nn.Module, positions: Array, config: TransformerConfig) -> Array:
-    """The ``learned`` entry's encoding: row ``p`` of a learned ``[max_len, D]`` table, zeros beyond it."""
+    """The ``learned`` entry's encoding: row ``p`` of a learned ``[max_len, D]`` table, zeros beyond it.
+
+    Parameters
+    ----------
+    module : nn.Module
+        The calling ``model.PositionalEncoding``.
+    positions : Array
+        Integer positions of any shape ``[...]``.
+    config : TransformerConfig
+        ``d_model`` (and ``max_len``) are read.
+
+    Returns
+    -------
+    Array
+        ``[..., D]``.
+    """
     table = cast(Array, module.param(  # Table 2 row E: one learned vector per position (param unboxes).
         "position_embedding",
         nn.with_logical_partitioning(nn.initializers.normal(stddev=0.02), (None, "embed")),
@@ -80,5 +110,20 @@ def learned(module: nn.Module, positions: Array, config: TransformerConfig) -> A
 
 
 def no_positions(module: nn.Module, positions: Array, config: TransformerConfig) -> Array:
-    """The ``none`` entry's encoding: zeros ``[..., D]`` (the model sees no positions)."""
+    """The ``none`` entry's encoding: zeros (the model sees no positions).
+
+    Parameters
+    ----------
+    module : nn.Module
+        The calling ``model.PositionalEncoding``.
+    positions : Array
+        Integer positions of any shape ``[...]``.
+    config : TransformerConfig
+        ``d_model`` (and ``max_len``) are read.
+
+    Returns
+    -------
+    Array
+        ``[..., D]``.
+    """
     return jnp.zeros((*positions.shape, config.d_model), jnp.float32)

@@ -124,7 +124,7 @@ def transformer_train_flops(*, rows: int, source_len: int, target_len: int, num_
                             attention_function: str = "scaled_dot_product", positional_encoding: str = "sinusoidal",
                             encoding_settings: Any = None, feed_forward: str = "relu",
                             feed_forward_match_params: bool = True) -> float:
-    """FLOPs of the matrix products of one encoder-decoder training step (forward + backward = 3 x forward).
+    """Count the matmul FLOPs of one encoder-decoder training step (forward + backward = 3 x forward).
 
     Parameters
     ----------
@@ -135,42 +135,42 @@ def transformer_train_flops(*, rows: int, source_len: int, target_len: int, num_
     attention_function : str
         ``config.attention_function``, counted by :func:`attention_function_flops` (the decoder's
         self-attention causal, the encoder's and the cross-attention not).
-    positional_encoding, encoding_settings
-        ``config.positional_encoding`` and its ``positional_encoding_settings``, counted by
-        :func:`positional_encoding_flops` in both stacks' self-attentions.
-    feed_forward, feed_forward_match_params
-        ``config.feed_forward`` and ``config.feed_forward_match_params`` (:func:`feed_forward_flops`).
+    positional_encoding : str
+        ``config.positional_encoding``, counted in both stacks' self-attentions.
+    encoding_settings : Any
+        Its ``positional_encoding_settings``.
+    feed_forward : str
+        ``config.feed_forward`` (:func:`feed_forward_flops`).
+    feed_forward_match_params : bool
+        ``config.feed_forward_match_params``.
 
     Returns
     -------
     float
-        ``3 * forward``, a multiply-add counted as 2 FLOPs (the module's convention). The softmax
-        functions' scores and weighted sums are counted over all ``T x S`` pairs (as computed, the
-        causal mask included); embedding lookups, softmax, layer norms and the optimizer are left out
-        (standard MFU accounting), and so is the backward pass's recomputation of additive scores
-        (``jax.checkpoint``: hardware FLOPs, not model FLOPs).
+        ``3 * forward``; all ``T x S`` pairs counted (as computed), the backward pass's recomputation of
+        additive scores not (hardware FLOPs, not model FLOPs).
     """
-    def attention(query_len: int, key_len: int, causal: bool) -> float:
+    def _attention(query_len: int, key_len: int, causal: bool) -> float:
         return _multi_head_attention_flops(attention_function, query_len, key_len, d_model, num_heads, key_dim,
                                            value_dim, causal)
 
-    def positions(length: int) -> float:  # A self-attention's; cross-attention sees no positions.
+    def _positions(length: int) -> float:  # A self-attention's; cross-attention sees no positions.
         return positional_encoding_flops(positional_encoding, query_len=length, key_len=length, num_heads=num_heads,
                                          key_dim=key_dim, value_dim=value_dim,
                                          encoding_settings=encoding_settings)
 
-    def ffn(length: int) -> float:
+    def _ffn(length: int) -> float:
         return feed_forward_flops(feed_forward, length=length, d_model=d_model, d_ff=d_ff,
                                   match_params=feed_forward_match_params)
 
-    encoder = num_layers * (attention(source_len, source_len, False) + positions(source_len) + ffn(source_len))
-    decoder = num_layers * (attention(target_len, target_len, True) + positions(target_len)
-                            + attention(target_len, source_len, False) + ffn(target_len))
+    encoder = num_layers * (_attention(source_len, source_len, False) + _positions(source_len) + _ffn(source_len))
+    decoder = num_layers * (_attention(target_len, target_len, True) + _positions(target_len)
+                            + _attention(target_len, source_len, False) + _ffn(target_len))
     logits = 2 * target_len * d_model * vocab_size
     return 3.0 * rows * (encoder + decoder + logits)
 
 
-def decoder_only_train_flops(*, rows: int, length: int, num_layers: int, d_model: int, d_ff: int,
+def _decoder_only_train_flops(*, rows: int, length: int, num_layers: int, d_model: int, d_ff: int,
                              num_heads: int, key_dim: int, value_dim: int, vocab_size: int,
                              attention_function: str = "scaled_dot_product", positional_encoding: str = "sinusoidal",
                              encoding_settings: Any = None, feed_forward: str = "relu",
@@ -241,7 +241,7 @@ def training_flops(model_config: TransformerConfig, model_kind: str, target_toke
         encoding_settings=model_config.positional_encoding_settings, feed_forward=model_config.feed_forward,
         feed_forward_match_params=model_config.feed_forward_match_params)
     if model_kind == ModelKind.DECODER_ONLY:
-        per_row = decoder_only_train_flops(rows=1, length=length, **shape)
+        per_row = _decoder_only_train_flops(rows=1, length=length, **shape)
     else:
         per_row = transformer_train_flops(rows=1, source_len=length, target_len=length, **shape)
     return per_row / length * float(target_tokens)

@@ -50,7 +50,7 @@ def fused_dot_product_attention(
     key_dim, value_dim = query.shape[-1], value.shape[-1]
     width = max(key_dim, value_dim)
 
-    def pad_last(array: Array) -> Array:
+    def _pad_last(array: Array) -> Array:
         extra = width - array.shape[-1]
         return array if extra == 0 else jnp.pad(array, [(0, 0)] * (array.ndim - 1) + [(0, extra)])
 
@@ -60,9 +60,9 @@ def fused_dot_product_attention(
         on_gpu = jax.default_backend() == "gpu"
         backend = "cudnn" if on_gpu and query.dtype in (jnp.bfloat16, jnp.float16) else "xla"
     output = jax.nn.dot_product_attention(
-        pad_last(query),
-        pad_last(key),
-        pad_last(value),
+        _pad_last(query),
+        _pad_last(key),
+        _pad_last(value),
         mask=mask,
         scale=1.0 / float(key_dim) ** 0.5,
         implementation=backend,

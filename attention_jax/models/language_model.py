@@ -46,6 +46,7 @@ class LanguageModel(nn.Module):
     config: TransformerConfig
 
     def setup(self) -> None:
+        """Build the embedding, the layers and the final norm."""
         cfg = self.config
         embed_init = nn.with_logical_partitioning(
             nn.initializers.normal(stddev=cfg.d_model**-0.5), ("vocab", "embed"))
@@ -173,7 +174,7 @@ def build_model(model_config: TransformerConfig, model_kind: str) -> nn.Module:
     return model.Transformer(model_config)
 
 
-def is_language_model(module: nn.Module) -> bool:
+def _is_language_model(module: nn.Module) -> bool:
     """Whether ``module`` is the decoder-only :class:`LanguageModel` (its batches have no ``inputs``)."""
     return isinstance(module, LanguageModel)
 
@@ -194,7 +195,7 @@ def init_arguments(module: nn.Module, length: int = 1) -> tuple[Array, ...]:
         int32 ``[1, length]`` ids of ones.
     """
     ids = jnp.ones((1, length), jnp.int32)
-    return (ids,) if is_language_model(module) else (ids, ids)
+    return (ids,) if _is_language_model(module) else (ids, ids)
 
 
 def apply_to_batch(module: nn.Module, params: Any, batch: dict, **kwargs: Any) -> Array:
@@ -216,7 +217,7 @@ def apply_to_batch(module: nn.Module, params: Any, batch: dict, **kwargs: Any) -
     Array
         float32 logits ``[B, T, N]``.
     """
-    if is_language_model(module):
+    if _is_language_model(module):
         packed = {key: batch[key] for key in LM_PACKED_KEYS if key in batch}
         return cast(Array, module.apply({"params": params}, batch["targets"], **packed, **kwargs))
     packed = {key: batch[key] for key in model.PACKED_KEYS if key in batch}

@@ -90,9 +90,9 @@ def make_local_mask(query_positions: Array, key_positions: Array, window: int) -
 
 
 @overload
-def combine_masks(first: Array, /, *masks: Array | None) -> Array: ...
+def combine_masks(first: Array, /, *masks: Array | None) -> Array: ...  # numpydoc ignore=GL08
 @overload
-def combine_masks(*masks: Array | None) -> Array | None: ...
+def combine_masks(*masks: Array | None) -> Array | None: ...  # numpydoc ignore=GL08
 def combine_masks(*masks: Array | None) -> Array | None:
     """Merge boolean masks with a logical AND, ignoring ``None``.
 
@@ -225,8 +225,11 @@ def self_attention_mask(config: TransformerConfig, valid: Array, *, causal: bool
     config : TransformerConfig
         ``attention_window`` and ``attention_function`` are read.
     valid : Array
-        Boolean ``[B, L]``: real tokens. ``causal`` forbids later keys (decoder self-attention, 3.2.3);
-        ``segmentation`` (packed rows, ``[B, L]``) restricts keys to the query's own segment.
+        Boolean ``[B, L]``: real tokens.
+    causal : bool
+        Forbid later keys (decoder self-attention, 3.2.3).
+    segmentation : Array, optional
+        ``[B, L]`` segment ids of packed rows: keys restricted to the query's own segment.
 
     Returns
     -------

@@ -70,7 +70,7 @@ def gold_token_logit(logits: Array, targets: Array) -> Array:
 
 def token_loss_sums(logits: Array, targets: Array, label_smoothing: float, *,
                     cpu_kernels: bool = True) -> dict[str, Array]:
-    """Sums over non-pad target tokens of the smoothed and unsmoothed loss and of correct guesses.
+    """Sum the smoothed and unsmoothed loss and the correct guesses over non-pad target tokens.
 
     Parameters
     ----------

@@ -142,8 +142,11 @@ def embed_tokens(config: TransformerConfig, embedding: nn.Embed, position: Posit
     embedding, position, dropout : nn.Module
         The (shared) token embedding, the positional encoding and ``P_drop`` applied to their sum.
     ids : Array
-        Integer ``[B, L]`` token ids; ``positions`` (optional, ``[B, L]``) are those of packed rows;
-        ``deterministic`` disables dropout.
+        Integer ``[B, L]`` token ids.
+    deterministic : bool
+        Disable dropout.
+    positions : Array, optional
+        ``[B, L]`` positions of packed rows.
 
     Returns
     -------
@@ -175,7 +178,24 @@ def build_norm(config: TransformerConfig, name: str) -> nn.Module | None:
 
 
 def apply_norm(norm: nn.Module | None, x: Array, valid: Array | None, *, deterministic: bool) -> Array:
-    """``norm(x)`` in ``x``'s dtype (``x`` itself when there is no norm); ``valid`` ``[B, L]`` marks real tokens."""
+    """Apply ``norm`` in ``x``'s dtype (``x`` itself when there is no norm).
+
+    Parameters
+    ----------
+    norm : nn.Module or None
+        A norm of ``normalization_registry``.
+    x : Array
+        ``[B, L, D]``.
+    valid : Array or None
+        Boolean ``[B, L]``: real tokens.
+    deterministic : bool
+        Evaluation or decoding.
+
+    Returns
+    -------
+    Array
+        ``[B, L, D]``.
+    """
     if norm is None:
         return x
     return norm(x, valid, deterministic=deterministic).astype(x.dtype)
@@ -323,6 +343,7 @@ class Transformer(nn.Module):
     config: TransformerConfig
 
     def setup(self) -> None:
+        """Build the shared embedding, the encoder and decoder stacks and their final norms."""
         cfg = self.config
         # Embeddings ~ N(0, d_model^-0.5), so that after the sqrt(d_model) scaling (3.4) they have unit
         # variance, matching the sinusoidal encoding's range.
@@ -390,7 +411,7 @@ class Transformer(nn.Module):
                targets_valid: Array | None = None, inputs_segmentation: Array | None = None,
                targets_segmentation: Array | None = None, targets_position: Array | None = None,
                deterministic: bool = True, sow_weights: bool = False) -> Array:
-        """Logits ``[B, T, N]`` for decoder input ids ``[B, T]`` given the encoder output.
+        """Return the logits ``[B, T, N]`` for decoder input ids ``[B, T]`` given the encoder output.
 
         Parameters
         ----------

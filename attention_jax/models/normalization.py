@@ -130,7 +130,7 @@ def masked_statistics(x: Array, valid: Array | None) -> tuple[Array, Array, Arra
 
 
 def evaluation_statistics(running_mean: Array, running_var: Array, running_weight: Array) -> tuple[Array, Array]:
-    """Evaluation's mean and variance: the running averages divided by their weight ``1 - m^t``.
+    """Return evaluation's mean and variance: the running averages divided by their weight ``1 - m^t``.
 
     Parameters
     ----------

@@ -164,7 +164,13 @@ class PositionalEncodingScheme:
 
     @property
     def adds_to_embeddings(self) -> bool:
-        """Whether the model adds this encoding to the embeddings (rather than applying it in attention)."""
+        """Whether the model adds this encoding to the embeddings (rather than applying it in attention).
+
+        Returns
+        -------
+        bool
+            True for ``EMBEDDINGS`` entries.
+        """
         return self.target is PositionTarget.EMBEDDINGS
 
 

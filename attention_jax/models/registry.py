@@ -150,8 +150,8 @@ def jax_hook(module: str, function: str) -> Callable[..., Any]:
     A registry names its built-ins' JAX code instead of importing it: a config check imports no framework,
     and the JAX modules, which import their registry, are not imported back (no cycle; ``lint-imports``).
     """
-    def hook(*arguments: Any, **keywords: Any) -> Any:
+    def _hook(*arguments: Any, **keywords: Any) -> Any:
         return getattr(importlib.import_module(f"attention_jax.models.{module}"), function)(*arguments, **keywords)
 
-    hook.__name__ = hook.__qualname__ = function
-    return hook
+    _hook.__name__ = _hook.__qualname__ = function
+    return _hook

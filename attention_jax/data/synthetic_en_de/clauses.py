@@ -56,23 +56,41 @@ class NounPhrase(typing.NamedTuple):
 
     @property
     def person(self) -> str:
-        """Verb agreement: "1sg", "3sg" or "pl"."""
+        """Verb agreement.
+
+        Returns
+        -------
+        str
+            "1sg", "3sg" or "pl".
+        """
         if self.pronoun is not None:
             return self.pronoun.person
         return "pl" if self.plural else "3sg"
 
     @property
-    def takes_kein(self) -> bool:
+    def _takes_kein(self) -> bool:
         """Whether clause negation turns this (object) phrase into a kein-phrase."""
         return self.noun is not None and self.determiner in (A, BARE_PLURAL)
 
     @property
     def tags(self) -> frozenset[str]:
-        """Semantic classes of the head noun (names and pronouns are persons)."""
+        """Semantic classes of the head noun (names and pronouns are persons).
+
+        Returns
+        -------
+        frozenset[str]
+            The tags.
+        """
         return self.noun.tags if self.noun is not None else frozenset({"person"})
 
     def english(self) -> list[str]:
-        """English words: "a big red car", "three dogs", "Anna", "I"."""
+        """English words: "a big red car", "three dogs", "Anna", "I".
+
+        Returns
+        -------
+        list[str]
+            The words.
+        """
         if self.pronoun is not None:
             return [self.pronoun.english]
         if self.name:
@@ -86,7 +104,20 @@ class NounPhrase(typing.NamedTuple):
         return [word for word in (determiner, *modifiers, noun) if word]
 
     def german(self, case: str, negative: bool = False) -> list[str]:
-        """German words in `case`; `negative` uses kein- (only valid when `takes_kein`)."""
+        """German words of the phrase.
+
+        Parameters
+        ----------
+        case : str
+            "nom", "acc" or "dat".
+        negative : bool
+            Use kein- (only valid when ``_takes_kein``).
+
+        Returns
+        -------
+        list[str]
+            The words.
+        """
         if self.pronoun is not None:
             return [self.pronoun.german]
         if self.name:
@@ -122,11 +153,23 @@ class PrepositionalPhrase(typing.NamedTuple):
     noun_phrase: NounPhrase
 
     def english(self) -> list[str]:
-        """English words: "in front of the house"."""
+        """English words: "in front of the house".
+
+        Returns
+        -------
+        list[str]
+            The words.
+        """
         return [*self.english_preposition.split(), *self.noun_phrase.english()]
 
     def german(self) -> list[str]:
-        """German words with the standard contractions: "vor dem Haus", "im Garten", "zur Schule"."""
+        """German words with the standard contractions: "vor dem Haus", "im Garten", "zur Schule".
+
+        Returns
+        -------
+        list[str]
+            The words.
+        """
         words = self.noun_phrase.german(self.case)
         contraction = CONTRACTIONS.get((self.german_preposition, words[0]))
         if contraction and self.noun_phrase.determiner is THE and self.noun_phrase.noun is not None:
@@ -264,7 +307,7 @@ def _german_middle_field(clause: Clause) -> list[str]:
     """Objects, negation, prepositional object, predicate and adjuncts, in German order."""
     words, kein_used = [], False
     for index, (case, noun_phrase) in enumerate(clause.objects):
-        negative = clause.negated and index == len(clause.objects) - 1 and noun_phrase.takes_kein
+        negative = clause.negated and index == len(clause.objects) - 1 and noun_phrase._takes_kein
         kein_used = kein_used or negative
         words += noun_phrase.german(case, negative)
     if clause.negated and not kein_used:

@@ -41,7 +41,20 @@ class Noun:
     destination: bool = False
 
     def german_form(self, case: str, plural: bool) -> str:
-        """German form in `case` ("nom"/"acc"/"dat"): dative plural adds -n, weak nouns add -(e)n."""
+        """German form: dative plural adds -n, weak nouns add -(e)n.
+
+        Parameters
+        ----------
+        case : str
+            "nom", "acc" or "dat".
+        plural : bool
+            Plural form.
+
+        Returns
+        -------
+        str
+            The form.
+        """
         if plural:
             dative_n = case == "dat" and not self.german_plural.endswith(("n", "s"))
             return self.german_plural + ("n" if dative_n else "")
@@ -236,7 +249,13 @@ class Determiner:
 
     @functools.cached_property
     def numbers(self) -> tuple[bool, ...]:
-        """The values of `plural` this determiner allows."""
+        """The values of ``plural`` this determiner allows.
+
+        Returns
+        -------
+        tuple[bool, ...]
+            Allowed values.
+        """
         return tuple(plural for plural, word in ((False, self.english), (True, self.english_plural))
                      if word or self.kind == "bare" and plural)
 

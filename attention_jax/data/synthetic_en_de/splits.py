@@ -33,7 +33,13 @@ def split_of(english: str) -> str:
 
 
 def default_split_sizes() -> dict[str, int]:
-    """{"train": TRAIN_SIZE, "validation": VALIDATION_SIZE, "test": TEST_SIZE}, read at call time."""
+    """Return the module's split sizes, read at call time.
+
+    Returns
+    -------
+    dict[str, int]
+        ``{"train": TRAIN_SIZE, "validation": VALIDATION_SIZE, "test": TEST_SIZE}``.
+    """
     return {"train": TRAIN_SIZE, "validation": VALIDATION_SIZE, "test": TEST_SIZE}
 
 
