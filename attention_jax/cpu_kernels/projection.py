@@ -45,14 +45,9 @@ def transpose_in_row_blocks(matrix: Array) -> Array:
 
     Notes
     -----
-    XLA's CPU transpose walks the output row by row, so each output row reads one column of the
-    input: ``M`` cache lines, ``4 C`` bytes apart. Once the input outgrows the L2 cache those lines are
-    evicted before the next columns would reuse them. Blocks of 128 rows, each transposed on its own
-    behind an ``optimization_barrier`` (which keeps XLA from fusing them back into one transpose) and
-    then concatenated, stay in cache (figures in
-    ``docs/benchmarks.md``, "CPU kernels"; smaller blocks compile more slowly for the same step time).
-    A matrix of one block is transposed whole. For one device: on a mesh whose devices each hold some of
-    the rows, GSPMD moves blocks between them (:func:`contract_trailing` transposes whole there).
+    XLA's CPU transpose reads one input column per output row, evicting cache lines once the input
+    outgrows L2; 128-row blocks behind ``optimization_barrier`` stay in cache (docs/benchmarks.md, "CPU
+    kernels"). For one device only: on a mesh GSPMD would move the blocks between devices.
     """
     num_rows = matrix.shape[0]
     block_rows = max(TRANSPOSE_BLOCK_ROWS, -(-num_rows // MAX_TRANSPOSE_BLOCKS))
@@ -85,12 +80,8 @@ def contract_trailing(x: Array, kernel: Array, num_contracted: int, precision: A
 
     Notes
     -----
-    The backward pass computes ``dx = g K^T`` and ``dK = x^T g`` as 2-D products; on CPUs ``x^T`` is
-    copied out first, behind ``optimization_barrier`` s so that XLA does not fold the transpose back
-    into the product: in row blocks (:func:`transpose_in_row_blocks`) on a single CPU device, whole
-    on a mesh of several, where GSPMD would move the blocks of the row-sharded input between devices
-    (56 collective permutes and 9 all-to-alls for one product over 8 devices). Other backends multiply by the
-    transposed view directly.
+    On CPUs ``x^T`` is copied out first behind ``optimization_barrier`` s, in row blocks on one device,
+    whole on a mesh; other backends multiply by the transposed view.
     """
     inputs, weights = _as_matrices(x, kernel, num_contracted)
     product = jnp.matmul(inputs, weights, precision=precision)

@@ -73,10 +73,7 @@ def scaled_dot_product_attention(
 
     Notes
     -----
-    Scores and softmax are computed in float32 whatever the input dtype (``Q K^T`` in bfloat16, as
-    cuDNN's attention and the Flax WMT example have it, was timed and not kept: docs/benchmarks.md,
-    "On an H100"). Rows whose mask is all ``False`` get zero weights (and so zero output) instead of
-    the NaN a plain ``-inf`` fill gives.
+    Scores and softmax are float32 whatever the input dtype; fully masked rows get zero weights, not NaN.
     """
     key_dim = query.shape[-1]
     scores = jnp.einsum("bthk,bshk->bhts", query, key, preferred_element_type=jnp.float32)
@@ -123,13 +120,8 @@ def local_dot_product_attention(
 
     Notes
     -----
-    The sequence is cut into ``nb = ceil(L / r)`` blocks of ``w = r`` positions (zero-padded at the end).
-    Every key within ``r`` of a query in block ``i`` lies in blocks ``i - 1``, ``i``, ``i + 1`` (only
-    ``i - 1``, ``i`` when causal), so each block of queries is scored against those ``3w`` (``2w``)
-    keys and masked to ``|i - j| <= r``: ``nb * w * 3w = 3 L r`` scores instead of ``L^2``. The
-    neighbour blocks are slices of one padded copy of the keys (values), never concatenated.
-    Scores and softmax are in float32, and masking follows :func:`scaled_dot_product_attention`
-    exactly. When ``window >= L - 1`` every pair is in the window and the dense computation is used.
+    Each block of ``w = r`` queries is scored against its neighbour blocks' ``3w`` (``2w`` causal) keys:
+    ``3 L r`` scores instead of ``L^2``. When ``window >= L - 1`` the dense computation is used.
     """
     check_window(window)
     batch, length, _, key_dim = query.shape
@@ -207,12 +199,9 @@ class MultiHeadAttention(nn.Module):
 
     Notes
     -----
-    Self-attention: call with ``inputs_q is inputs_kv``. Cross-attention (encoder-decoder, 3.2.3): queries
-    from the decoder, keys/values from the encoder output. With ``sow_weights`` the einsum path stores the
-    weights in the ``intermediates`` collection as ``attention_weights`` (``[B, H, T, S]``).
-    Restricted self-attention: pass a :class:`LocalMask` as ``mask``; the einsum path then computes it
-    blockwise with :func:`local_dot_product_attention` (O(r n d)); with ``sow_weights`` or another
-    implementation the mask is made dense (same result, O(n^2 d)).
+    Restricted self-attention: pass a :class:`LocalMask` as ``mask`` (blockwise on the einsum path,
+    made dense elsewhere). With ``sow_weights`` the einsum path stores ``attention_weights``
+    ``[B, H, T, S]`` in ``intermediates``.
     """
 
     num_heads: int

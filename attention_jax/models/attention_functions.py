@@ -41,9 +41,7 @@ def unscaled_query(query: Array) -> Array:
     Notes
     -----
     ``softmax((sqrt(d_k) q) k^T / sqrt(d_k)) = softmax(q k^T)``, so the unscaled function reuses every
-    scaled path unchanged: the einsum, blockwise-window, single-query and cached paths and the fused
-    kernels. The two roundings (multiply, then divide) move the scores by about one float32 ulp (in
-    bfloat16, by up to two bfloat16 roundings of the query, 2^-8 relative).
+    scaled path; the extra roundings move the scores by about one ulp.
     """
     return query * jnp.sqrt(jnp.asarray(query.shape[-1], jnp.float32)).astype(query.dtype)
 
@@ -66,10 +64,8 @@ class StructuredMask:
 
     Notes
     -----
-    A pytree (``flax.struct``), so it passes through ``jax.jit``. The model builds one for linear
-    attention (``model.self_attention_mask`` and the cross-attention mask of ``Transformer.decode``);
-    :meth:`to_dense` gives the equivalent dense mask (the model's masks for the other functions).
-    Causal masking with segments assumes each segment is one contiguous run, as packing lays them out.
+    A pytree (``flax.struct``). Causal masking with segments assumes each segment is one contiguous run,
+    as packing lays them out.
     """
 
     query_valid: Array | None = None
@@ -133,11 +129,8 @@ def additive_scores(query: Array, key: Array, score_vector: Array) -> Array:
 
     Notes
     -----
-    The hidden layer has ``d_k`` units, so the tanh's argument ``[B, T, S, H, K]`` grows with ``d_k``:
-    ``T S H d_k`` tanh evaluations a layer, against ``T S H d_k`` multiply-adds for ``q k^T`` (the same
-    count, but transcendental). XLA fuses the add, tanh and reduction, so the forward pass keeps only the
-    ``[B, T, S, H]`` scores; the function is rematerialised (``jax.checkpoint``) so the backward pass
-    recomputes the tanh instead of storing ``[B, T, S, H, K]``.
+    Rematerialised (``jax.checkpoint``) so the backward pass recomputes the tanh instead of storing
+    ``[B, T, S, H, K]``.
     """
     return jax.checkpoint(_additive_scores)(query, key, score_vector)
 
@@ -184,11 +177,8 @@ def additive_attention(
 
     Notes
     -----
-    Parameterisation: Bahdanau's ``v^T tanh(W_q q + W_k k)`` with the head's query and key projections
-    as ``W_q`` and ``W_k`` (their biases are the bias inside the tanh) and a hidden size of ``d_k``; the
-    only new parameters are the ``h d_k`` entries of ``w``. Scores are bounded by ``|w_h|_1`` whatever
-    ``d_k``, so this function needs no scaling. Masking and fully masked rows follow
-    ``attention.scaled_dot_product_attention``. Memory and time: see :func:`additive_scores`.
+    Bahdanau's ``v^T tanh(W_q q + W_k k)`` with the head's projections as ``W_q``, ``W_k`` and hidden size
+    ``d_k``; scores are bounded by ``|w_h|_1``, so no scaling is needed.
     """
     scores = additive_scores(query, key, score_vector)  # [B,H,T,S]
     return softmax.attend(scores, value, mask, return_weights=return_weights, dropout_fn=dropout_fn)
@@ -217,12 +207,6 @@ def linear_attention_quadratic(query: Array, key: Array, value: Array, mask: Arr
     -------
     Array
         ``[B, T, H, V]``.
-
-    Notes
-    -----
-    ``out_t = sum_s m_ts phi(q_t).phi(k_s) v_s / sum_s m_ts phi(q_t).phi(k_s)``: O(T S) time and memory,
-    the definition :func:`linear_attention` computes in O(T + S). Used for dense masks, which have no
-    cheaper form, and as the check of the linear form.
     """
     similarity = jnp.einsum("bthk,bshk->bhts", _elu_feature_map(query), _elu_feature_map(key))  # [B,H,T,S]
     if mask is not None:
@@ -257,13 +241,8 @@ def linear_attention(query: Array, key: Array, value: Array, mask: StructuredMas
 
     Notes
     -----
-    Katharopoulos et al. (2020), Equation (6). Masked keys get ``phi(k) = 0``. Without ``causal`` the
-    sums ``sum_s phi(k_s) v_s^T`` ``[H, K, V]`` and ``sum_s phi(k_s)`` ``[H, K]`` are taken once per row
-    (per segment id of packed rows, by a segment sum). With ``causal`` (self-attention) the sequence is
-    cut into chunks of ``C`` positions: within a chunk the masked ``phi(q) phi(k)^T`` (``C x C``), across
-    chunks the running sums carried from chunk to chunk (restarted where a packed segment starts), so
-    time is O(L C d + L d_k d_v) and memory O(L C + (L / C) d_k d_v) per head: linear in the length
-    ``L``, where softmax attention's scores are O(L^2).
+    Katharopoulos et al. (2020), Eq. (6). Causal: within a chunk the masked ``phi(q) phi(k)^T``, across
+    chunks running sums (restarted at packed segment starts): O(L C d + L d_k d_v) time, linear in ``L``.
     """
     if mask is not None and not isinstance(mask, StructuredMask):
         return linear_attention_quadratic(query, key, value, mask)
@@ -445,11 +424,6 @@ def linear_module_attention(module: nn.Module, query: Array, key: Array, value: 
     -------
     Array
         ``[B, T, H, V]`` heads, before the output projection.
-
-    Notes
-    -----
-    Decode mode keeps ``linear_state`` ``[B, H, K, V]`` and ``linear_normaliser`` ``[B, H, K]`` in the
-    ``cache`` collection instead of a key/value cache (:func:`linear_attention_step`).
     """
     if decode:
         return _linear_decode(module, query, key, value, mask)

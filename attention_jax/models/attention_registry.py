@@ -91,11 +91,6 @@ class AttentionFunction:
         The entry's own settings: a frozen :class:`attention_jax.foundation.field_declarations.EntrySettings` dataclass,
         set in a config as ``attention_function_settings.<name>.<setting>``; the hooks read the chosen
         values as ``module.attention_settings`` (None: it has none).
-
-    Notes
-    -----
-    Frozen. ``__post_init__`` refuses inconsistent entries in one line (both ``score`` and ``attend``, a
-    ``query_transform`` off the dot-product paths, kernels for a function that is not a dot product).
     """
 
     name: str
@@ -160,10 +155,6 @@ def dot_product_flops(*, query_len: int, key_len: int, key_dim: int, value_dim: 
     -------
     float
         FLOPs of one head.
-
-    Notes
-    -----
-    The unscaled function's ``sqrt(d_k)`` multiplication of the query is elementwise, not counted.
     """
     return float(2 * query_len * key_len * (key_dim + value_dim))
 
@@ -185,10 +176,6 @@ def additive_flops(*, query_len: int, key_len: int, key_dim: int, value_dim: int
     -------
     float
         ``3 T S K + 2 T S V`` per head.
-
-    Notes
-    -----
-    The ``T S K`` tanh evaluations are not counted (XLA reports them as transcendentals).
     """
     pairs = query_len * key_len
     return float(3 * pairs * key_dim + 2 * pairs * value_dim)
@@ -290,11 +277,6 @@ def check_attention_function(function: str, *, implementation: str = "einsum", w
         ``config.attention_window``: > 0 needs ``supports_window``.
     attention_dropout_rate : float
         > 0 needs ``supports_attention_dropout``.
-
-    Notes
-    -----
-    ``dot_product`` takes every implementation and window: it is the scaled computation on a rescaled
-    query. ``additive`` takes a window as a dense mask (it scores every pair anyway).
     """
     entry = attention_function(function)
     if implementation not in entry.implementations:
@@ -342,8 +324,7 @@ def register_attention_function(entry: AttentionFunction) -> Registration:
 
     Notes
     -----
-    Register before building a ``TransformerConfig`` that names it (validation reads the registry). The
-    model looks the entry up when it is traced, so a jitted function traced with one definition of a name
-    keeps it: register each name once per process (or undo before redefining it).
+    Register before building a ``TransformerConfig`` that names it, once per process: a jitted function
+    keeps the definition it was traced with.
     """
     return ATTENTION_FUNCTIONS.register(entry)

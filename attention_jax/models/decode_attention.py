@@ -41,11 +41,8 @@ def single_query_attention(query: Array, key: Array, value: Array, mask: Array |
 
     Notes
     -----
-    Sharing one key/value row among ``R`` query rows lets a beam search keep one cross-attention
-    key/value set per sentence instead of one per hypothesis: their projection (hoisted out of the
-    search loop) and their reads at every step shrink ``R``-fold. ``R = 1`` keeps its own ungrouped
-    form, which is faster over the self-attention cache (both timed in docs/benchmarks.md, "History:
-    where a beam search's time went").
+    Sharing one key/value row among ``R`` query rows keeps one cross-attention key/value set per
+    sentence in a beam search instead of one per hypothesis.
     """
     num_rows, kv_rows = query.shape[0], key.shape[0]
     if num_rows % kv_rows:
@@ -96,12 +93,8 @@ def cached_single_query_attention(query: Array, key: Array, value: Array, mask: 
 
     Notes
     -----
-    With the heads before the positions, both contractions are batched matrix products over
-    ``(B, H)`` whose operands XLA takes as stored: ``q K^T`` contracts the last axis of each, and
-    ``weights V`` contracts the positions, the second-to-last axis of ``V``. In the layout of the
-    other paths (``[B, S, H, K]``) they needed either a transpose of the cache at every step or the
-    multiply-and-sum of :func:`single_query_attention`, which XLA's CPU backend runs more slowly
-    (``benchmarks/decode.py``; docs/benchmarks.md, "How beam search got there").
+    Heads before positions make both contractions batched matrix products over ``(B, H)`` on the cache
+    as stored (no per-step transpose).
     """
     key_dim = query.shape[-1]
     scores = jnp.einsum("bhk,bhsk->bhs", query[:, 0].astype(jnp.float32), key.astype(jnp.float32))

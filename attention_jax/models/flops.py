@@ -42,11 +42,7 @@ def attention_function_flops(attention_function: str, *, query_len: int, key_len
 
     Notes
     -----
-    The entry's ``flops`` counts one head (``attention_registry.dot_product_flops``, ``additive_flops``,
-    ``linear_flops`` for the built-in functions, each with its derivation); this is ``H`` times it.
-    The softmax functions score all ``T x S`` pairs whether causal or not. A decode step of linear
-    attention (one query, ``attention_functions.linear_attention_step``) costs ``4 K V + 3 K`` per head
-    whatever the position, where the softmax functions pay for every cached key.
+    The softmax functions score all ``T x S`` pairs whether causal or not.
     """
     entry = attention_registry.attention_function(attention_function)
     per_head = entry.flops(query_len=query_len, key_len=key_len, key_dim=key_dim, value_dim=value_dim,

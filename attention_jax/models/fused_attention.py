@@ -42,10 +42,8 @@ def fused_dot_product_attention(
 
     Notes
     -----
-    ``jax.nn.dot_product_attention`` needs keys and values of one width. When ``d_k != d_v`` the
-    narrower of (query, key) and value is zero-padded to the wider width: zero columns add nothing to
-    ``Q K^T`` and the padded output columns are sliced away. The scale stays ``1/sqrt(d_k)``.
-    Fully masked rows are zeroed afterwards (the fused kernels return a uniform average there).
+    When ``d_k != d_v`` the narrower operands are zero-padded and the extra output columns sliced away;
+    fully masked rows are zeroed afterwards (the kernels return a uniform average there).
     """
     key_dim, value_dim = query.shape[-1], value.shape[-1]
     width = max(key_dim, value_dim)

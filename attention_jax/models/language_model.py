@@ -36,11 +36,7 @@ class LanguageModel(nn.Module):
 
     Notes
     -----
-    The input embedding is scaled by sqrt(d_model) and, with ``share_embeddings``, is also the
-    pre-softmax projection (3.4). Post- or pre-LN, the normalisation, the residual connections and the
-    positional encoding follow the config as in
-    :class:`attention_jax.models.model.Transformer`; parameter names carry the same logical axes, so the
-    same sharding rules apply.
+    With ``share_embeddings`` the input embedding is also the pre-softmax projection (3.4).
     """
 
     config: TransformerConfig

@@ -58,12 +58,6 @@ def gold_token_logit(logits: Array, targets: Array) -> Array:
     -------
     Array
         ``[...]``: ``logits[..., targets]``.
-
-    Notes
-    -----
-    The gather's gradient is a scatter into a zero ``[..., N]`` tensor. A select-and-sum over the
-    vocabulary gives the same value exactly and an elementwise gradient, but timed on a GPU it was no
-    faster beyond the run-to-run spread (``docs/benchmarks.md``), so the gather stays.
     """
     return jnp.take_along_axis(logits, targets[..., None], axis=-1)[..., 0]
 
@@ -172,10 +166,6 @@ def padding_fractions(counts: Mapping[str, int]) -> dict[str, float]:
     dict[str, float]
         ``inputs_padding_fraction`` and ``targets_padding_fraction``, ``1 - tokens / slots``; a side
         without slots is left out.
-
-    Notes
-    -----
-    Training counts this process's rows only (every process has the same share of each batch).
     """
     return {f"{side}_padding_fraction": 1.0 - counts[f"{side}_tokens"] / counts[f"{side}_slots"]
             for side in ("inputs", "targets") if counts.get(f"{side}_slots")}

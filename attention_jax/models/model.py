@@ -84,11 +84,8 @@ class PositionalEncoding(nn.Module):
 
     Notes
     -----
-    The encoding is the registry entry's (:data:`positional_encodings.POSITIONAL_ENCODINGS`): sinusoidal,
-    learned (its ``position_embedding`` table is this layer's parameter) or none; an encoding that acts in
-    self-attention (relative, rotary, ALiBi) adds nothing here, ``x`` is returned as it is. In decode mode the
-    position is the number of tokens decoded so far, kept in the ``cache`` collection; ``x`` then holds
-    one position.
+    An encoding that acts in self-attention adds nothing here. In decode mode the position is the count
+    of tokens decoded so far, kept in ``cache``.
     """
 
     config: TransformerConfig
@@ -212,10 +209,8 @@ class ResidualSublayer(nn.Module):
 
     Notes
     -----
-    post: ``Norm(x + Dropout(Sublayer(x)))`` (the paper, Norm = LayerNorm). pre:
-    ``x + Dropout(Sublayer(Norm(x)))``. Without residual connections the ``x +`` goes:
-    ``Norm(Dropout(Sublayer(x)))`` and ``Dropout(Sublayer(Norm(x)))``. Norm is ``config.normalization``'s
-    (``models/normalization_registry.py``); ``none`` leaves it out.
+    post: ``Norm(x + Dropout(Sublayer(x)))`` (the paper); pre: ``x + Dropout(Sublayer(Norm(x)))``; without
+    residual connections the ``x +`` goes.
     """
 
     config: TransformerConfig
@@ -334,10 +329,7 @@ class Transformer(nn.Module):
 
     Notes
     -----
-    Parameters are created with logical axis names (``vocab``, ``embed``, ``heads``, ``kv``, ``mlp``)
-    so that training can shard them with logical-axis rules; :func:`flax.linen.meta.unbox` strips the
-    annotations. Attention weights are stored in the ``intermediates`` collection when
-    ``sow_weights=True`` (einsum attention only): make it mutable in ``apply`` to read them.
+    Parameters carry logical axis names (``vocab``, ``embed``, ``heads``, ``kv``, ``mlp``) for sharding.
     """
 
     config: TransformerConfig
@@ -442,10 +434,7 @@ class Transformer(nn.Module):
 
         Notes
         -----
-        In decode mode the causal structure (and the restricted window) come from the key/value cache,
-        so no causal mask is made. The logits of a decode step read the shared embedding as stored
-        (``[N, D]``, contracted over ``D``); a copy transposed once per search was timed and dropped
-        (docs/benchmarks.md, "How beam search got there").
+        In decode mode causality (and the window) come from the key/value cache, so no causal mask is made.
         """
         cfg = self.config
         if targets_valid is None:
@@ -497,12 +486,6 @@ class Transformer(nn.Module):
         -------
         Array
             float32 logits; position ``t`` predicts ``targets[:, t]``.
-
-        Notes
-        -----
-        A packed row's logits at a pair's positions equal those of the pair alone in a row (up to
-        float rounding): attention never crosses pairs, positions restart, and each pair's decoder
-        input starts with BOS (:func:`shift_right_packed`).
         """
         encoded = self.encode(inputs, inputs_segmentation=inputs_segmentation,
                               inputs_position=inputs_position, deterministic=deterministic,

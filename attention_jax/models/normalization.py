@@ -75,14 +75,9 @@ class SequenceBatchNorm(nn.Module):
 
     Notes
     -----
-    Training (``deterministic=False``): ``mu_B = sum_{b,l} v x / sum v`` and ``sigma_B^2 = sum v (x -
-    mu_B)^2 / sum v`` per feature, ``v`` the ``valid`` mask (padding, and so the padding between a packed
-    row's pairs, counts for nothing; ``None``: every token), and ``y = (x - mu_B) / sqrt(sigma_B^2 + eps) g +
-    b``. The sums run over the whole ``[B, L]`` batch: under a data-parallel ``jit`` whose batch is sharded
-    over devices they are the global batch's (XLA adds the all-reduce); the real tokens, ``mu_B`` and
-    ``sigma_B^2`` go to the mutable collection when it is mutable. Evaluation and decoding normalise with
-    :func:`evaluation_statistics` alone, each token on its own, so a cached decode step equals the full
-    pass. The variance is the biased one in both.
+    Training: mean and biased variance over the real tokens (``valid``) of the whole ``[B, L]`` batch (the
+    global batch under data-parallel ``jit``). Evaluation and decoding use :func:`evaluation_statistics`,
+    so a cached decode step equals the full pass.
     """
 
     epsilon: float = NORM_EPSILON

@@ -61,10 +61,6 @@ class Normalization:
         The entry's own settings: a frozen :class:`attention_jax.foundation.field_declarations.EntrySettings` dataclass,
         set in a config as ``normalization_settings.<name>.<setting>``; ``build`` reads the chosen values
         as ``config.normalization_settings`` (None: it has none).
-
-    Notes
-    -----
-    Frozen; ``__post_init__`` refuses positions outside :data:`NORM_POSITIONS` in one line.
     """
 
     name: str

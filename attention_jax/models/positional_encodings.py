@@ -48,8 +48,7 @@ class RelativeSettings(EntrySettings):
 
     Notes
     -----
-    Until issue 75 these were the top-level config fields ``relative_max_distance`` and
-    ``relative_values``; an old run's ``config.json`` is read with them moved here
+    Old runs' top-level ``relative_max_distance`` and ``relative_values`` are read as these
     (:data:`attention_jax.experiment.schema.RENAMED_FIELDS`).
     """
 
@@ -224,11 +223,6 @@ def rotary_flops(settings: AttentionPositions, *, query_len: int, key_len: int, 
     -------
     float
         FLOPs of one head.
-
-    Notes
-    -----
-    The angles and their sines and cosines depend on the positions only, not on the head or the
-    activations, and are not counted (XLA reports the sines and cosines as transcendentals).
     """
     return float(3 * (query_len + key_len) * key_dim)
 
@@ -248,10 +242,6 @@ def alibi_flops(settings: AttentionPositions, *, query_len: int, key_len: int, k
     -------
     float
         FLOPs of one head.
-
-    Notes
-    -----
-    The distances ``|i - j|`` are integer position arithmetic shared by the heads, not counted (like masks).
     """
     return float(2 * query_len * key_len)
 

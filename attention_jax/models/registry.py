@@ -147,8 +147,7 @@ def jax_hook(module: str, function: str) -> Callable[..., Any]:
 
     Notes
     -----
-    A registry names its built-ins' JAX code instead of importing it: a config check imports no framework,
-    and the JAX modules, which import their registry, are not imported back (no cycle; ``lint-imports``).
+    Naming the JAX code instead of importing it keeps config checks framework-free and avoids import cycles.
     """
     def _hook(*arguments: Any, **keywords: Any) -> Any:
         return getattr(importlib.import_module(f"attention_jax.models.{module}"), function)(*arguments, **keywords)

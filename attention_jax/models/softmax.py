@@ -30,9 +30,8 @@ def masked_softmax(scores: Array, mask: Array | None) -> Array:
 
     Notes
     -----
-    Shared by every attention path (training's einsum and blockwise paths, the decode steps of
-    :mod:`attention_jax.models.decode_attention`): masked scores are set to the float32 minimum rather
-    than ``-inf``, so a fully masked row gives no NaN, and its weights are then zeroed.
+    Masked scores are set to the float32 minimum rather than ``-inf``, so a fully masked row gives no NaN;
+    its weights are then zeroed.
     """
     if mask is not None:
         scores = jnp.where(mask, scores, jnp.finfo(jnp.float32).min)
@@ -61,11 +60,6 @@ def attend(scores: Array, value: Array, mask: Array | None, *, return_weights: b
     -------
     Array or (Array, Array)
         The output ``[B, T, H, V]``, and with ``return_weights`` the weights ``[B, H, T, S]``.
-
-    Notes
-    -----
-    Weights come from :func:`masked_softmax` (fully masked rows give zeros) in the values' dtype; the
-    returned weights are those before dropout.
     """
     weights = masked_softmax(scores, mask).astype(value.dtype)
     attended = dropout_fn(weights) if dropout_fn is not None else weights
