@@ -194,11 +194,7 @@ def relative_flops(settings: AttentionPositions, *, query_len: int, key_len: int
 
     Notes
     -----
-    Keys: ``q . w^K_r`` for every query and distance (``2 T R K``), then each pair's read added to its
-    score (``T S``; the gather and the ``1/sqrt(d_k)`` scale are not counted). Values
-    (``add_to_values``): the weights summed per distance as a product with the ``[T, S, R]`` one-hot
-    matrix (``2 T S R``: it is computed, zeros included), times ``w^V`` (``2 T R V``), added to the heads
-    (``T V``).
+    Values add ``2 T S R`` (the one-hot ``[T, S, R]`` product, zeros included) ``+ 2 T R V + T V``.
     """
     distances = 2 * settings.entry_settings.max_distance + 1
     keys = 2 * query_len * distances * key_dim + query_len * key_len
@@ -296,7 +292,7 @@ POSITIONAL_ENCODINGS: Registry[PositionalEncodingScheme] = Registry("positional_
 
 
 def positional_encoding(name: str) -> PositionalEncodingScheme:
-    """The registry entry of ``name``; ``ValueError`` in one line, with a did-you-mean, for an unknown name.
+    """Return the registry entry of ``name``.
 
     Parameters
     ----------
@@ -307,6 +303,11 @@ def positional_encoding(name: str) -> PositionalEncodingScheme:
     -------
     PositionalEncodingScheme
         Its entry in :data:`POSITIONAL_ENCODINGS`.
+
+    Raises
+    ------
+    ValueError
+        One line with a did-you-mean, for an unknown name.
     """
     return POSITIONAL_ENCODINGS.lookup(name)
 
@@ -416,10 +417,6 @@ def register_positional_encoding(scheme: PositionalEncodingScheme) -> Registrati
     Registration
         ``.undo()`` removes it; as a context manager, ``with register_positional_encoding(scheme): ...``
         keeps it for the block only.
-
-    Notes
-    -----
-    Register before building a ``TransformerConfig`` that names it (validation reads the registry).
     """
     return POSITIONAL_ENCODINGS.register(scheme)
 
