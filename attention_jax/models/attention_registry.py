@@ -248,7 +248,7 @@ ATTENTION_FUNCTIONS: Registry[AttentionFunction] = Registry("attention_function"
 
 
 def attention_function(name: str) -> AttentionFunction:
-    """The registry entry of ``name``; ``ValueError`` in one line, with a did-you-mean, for an unknown name.
+    """Return the registry entry of ``name``.
 
     Parameters
     ----------
@@ -259,13 +259,18 @@ def attention_function(name: str) -> AttentionFunction:
     -------
     AttentionFunction
         Its entry in :data:`ATTENTION_FUNCTIONS`.
+
+    Raises
+    ------
+    ValueError
+        One line with a did-you-mean, for an unknown name.
     """
     return ATTENTION_FUNCTIONS.lookup(name)
 
 
 def check_attention_function(function: str, *, implementation: str = "einsum", window: int = 0,
                              attention_dropout_rate: float = 0.0) -> None:
-    """Raise ``ValueError`` (one line) for an unknown function or a setting its entry does not support.
+    """Check that the function exists and its entry supports the given settings.
 
     Parameters
     ----------
@@ -277,6 +282,11 @@ def check_attention_function(function: str, *, implementation: str = "einsum", w
         ``config.attention_window``: > 0 needs ``supports_window``.
     attention_dropout_rate : float
         > 0 needs ``supports_attention_dropout``.
+
+    Raises
+    ------
+    ValueError
+        One line, for an unknown function or an unsupported setting.
     """
     entry = attention_function(function)
     if implementation not in entry.implementations:
@@ -294,12 +304,17 @@ def check_attention_function(function: str, *, implementation: str = "einsum", w
 
 
 def require_weights(function: str) -> None:
-    """Raise ``ValueError`` (one line) unless ``function`` forms attention weights (attention maps).
+    """Check that ``function`` forms attention weights (attention maps).
 
     Parameters
     ----------
     function : str
         ``config.attention_function``.
+
+    Raises
+    ------
+    ValueError
+        One line, for a function without weights.
     """
     entry = attention_function(function)
     if not entry.supports_weights:

@@ -138,12 +138,17 @@ class LanguageModel(nn.Module):
 
 
 def check_model_kind(model_kind: str) -> None:
-    """Raise ``ValueError`` unless ``model_kind`` is one of :data:`MODEL_KINDS`.
+    """Check that ``model_kind`` is one of :data:`MODEL_KINDS`.
 
     Parameters
     ----------
     model_kind : str
         ``config.model_kind``.
+
+    Raises
+    ------
+    ValueError
+        One line, for an unknown kind.
     """
     if model_kind not in MODEL_KINDS:
         raise ValueError(f"model_kind must be one of {MODEL_KINDS}; got {model_kind!r}.")

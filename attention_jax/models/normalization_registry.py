@@ -111,7 +111,7 @@ beside its gain and bias) and ``none`` (defined at ``post`` only: without a norm
 
 
 def normalization(name: str) -> Normalization:
-    """The registry entry of ``name``; ``ValueError`` in one line, with a did-you-mean, for an unknown name.
+    """Return the registry entry of ``name``.
 
     Parameters
     ----------
@@ -122,12 +122,17 @@ def normalization(name: str) -> Normalization:
     -------
     Normalization
         Its entry in :data:`NORMALIZATIONS`.
+
+    Raises
+    ------
+    ValueError
+        One line with a did-you-mean, for an unknown name.
     """
     return NORMALIZATIONS.lookup(name)
 
 
 def check_normalization(name: str, *, position: str = "post") -> None:
-    """Raise ``ValueError`` (one line) for an unknown normalisation or a position it is not defined at.
+    """Check that the normalisation exists and is defined at the given position.
 
     Parameters
     ----------
@@ -135,6 +140,11 @@ def check_normalization(name: str, *, position: str = "post") -> None:
         ``config.normalization``.
     position : str
         ``config.layer_norm_position``.
+
+    Raises
+    ------
+    ValueError
+        One line, for an unknown normalisation or position.
     """
     entry = normalization(name)
     if position not in entry.positions:

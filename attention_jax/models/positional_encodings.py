@@ -313,19 +313,24 @@ def positional_encoding(name: str) -> PositionalEncodingScheme:
 
 
 def check_positional_encoding(name: str) -> None:
-    """Raise ``ValueError`` (one line, with a did-you-mean) for an unknown encoding.
+    """Check that the encoding exists.
 
     Parameters
     ----------
     name : str
         ``config.positional_encoding``.
+
+    Raises
+    ------
+    ValueError
+        One line with a did-you-mean, for an unknown encoding.
     """
     positional_encoding(name)
 
 
 def check_with_attention(name: str, *, attention_function: str, implementation: str = "einsum",
                          key_dim: int = 2) -> None:
-    """Raise ``ValueError`` (one line naming the fix) for an encoding the attention settings cannot apply.
+    """Check that the attention settings can apply the encoding.
 
     Parameters
     ----------
@@ -338,6 +343,11 @@ def check_with_attention(name: str, *, attention_function: str, implementation: 
         ``config.attention_implementation``: ``ATTENTION_SCORES`` entries need ``einsum``.
     key_dim : int
         ``d_k``: a multiple of the entry's ``key_dim_multiple``.
+
+    Raises
+    ------
+    ValueError
+        One line naming the fix.
     """
     scheme = positional_encoding(name)
     if scheme.adds_to_embeddings:

@@ -49,7 +49,7 @@ class Registry(Mapping[str, Entry], Generic[Entry]):
         return f"Registry({self.field!r}, {tuple(self._entries)})"
 
     def lookup(self, name: Any) -> Entry:
-        """The entry of ``name``; ``ValueError`` in one line, with a did-you-mean, for an unknown name.
+        """Return the entry of ``name``.
 
         Parameters
         ----------
@@ -60,6 +60,11 @@ class Registry(Mapping[str, Entry], Generic[Entry]):
         -------
         Entry
             Its entry.
+
+        Raises
+        ------
+        ValueError
+            One line with a did-you-mean, for an unknown name.
         """
         entry = self._entries.get(name) if isinstance(name, str) else None
         if entry is None:
@@ -93,6 +98,11 @@ class Registry(Mapping[str, Entry], Generic[Entry]):
         -------
         Registration
             ``.undo()`` removes the entry; ``with registry.register(entry): ...`` keeps it for the block.
+
+        Raises
+        ------
+        ValueError
+            If the name is registered already.
         """
         name = entry.name  # type: ignore[attr-defined]
         if name in self._entries:
