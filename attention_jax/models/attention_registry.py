@@ -159,55 +159,21 @@ def dot_product_flops(*, query_len: int, key_len: int, key_dim: int, value_dim: 
     return float(2 * query_len * key_len * (key_dim + value_dim))
 
 
-def additive_flops(*, query_len: int, key_len: int, key_dim: int, value_dim: int, causal: bool = False,
+def _additive_flops(*, query_len: int, key_len: int, key_dim: int, value_dim: int, causal: bool = False,
                    chunk_size: int = LINEAR_CHUNK_SIZE) -> float:
-    """``w^T tanh(q_t + k_s)``, an add and a multiply-add per component and pair, then the weighted sum.
-
-    Parameters
-    ----------
-    query_len, key_len, key_dim, value_dim : int
-        ``T``, ``S``, ``K``, ``V``.
-    causal : bool
-        Not used.
-    chunk_size : int
-        Not used.
-
-    Returns
-    -------
-    float
-        ``3 T S K + 2 T S V`` per head.
-    """
+    """Return ``3 T S K + 2 T S V`` per head: ``w^T tanh(q_t + k_s)`` then the weighted sum (tanh not counted)."""
     pairs = query_len * key_len
     return float(3 * pairs * key_dim + 2 * pairs * value_dim)
 
 
-def linear_flops(*, query_len: int, key_len: int, key_dim: int, value_dim: int, causal: bool = False,
+def _linear_flops(*, query_len: int, key_len: int, key_dim: int, value_dim: int, causal: bool = False,
                  chunk_size: int = LINEAR_CHUNK_SIZE) -> float:
-    """Linear attention's running sums and their reads, per head (``attention_functions.linear_attention``).
+    """Return linear attention's FLOPs per head, as ``attention_functions.linear_attention`` computes them.
 
-    Parameters
-    ----------
-    query_len, key_len, key_dim, value_dim : int
-        ``T``, ``S``, ``K``, ``V``.
-    causal : bool
-        Causal self-attention (``T == S``), computed in chunks.
-    chunk_size : int
-        ``C``, positions per chunk of the causal form.
-
-    Returns
-    -------
-    float
-        FLOPs of one head.
-
-    Notes
-    -----
-    Not causal: the sums ``sum_s phi(k_s) v_s^T`` (``2 S K V``) and ``sum_s phi(k_s)`` (``S K``), read by
-    every query (``2 T K V`` and ``2 T K``). Causal, with ``C' = min(C, T)`` and the chunk-padded length
-    ``P = ceil(T / C') C'``: within each chunk the masked ``phi(q) phi(k)^T``, its row sums and its product
-    with the values, ``P C' (2 K + 2 V + 1)``; each chunk's sums (``2 P K V + P K`` and ``2 P K``), carried
-    across chunks (``(P / C') K (V + 1)`` adds), then read by the chunk's queries and added in
-    (``2 P K V + P V`` and ``2 P K + P``). With one chunk nothing is carried and the chunk's own sums go
-    unused (XLA drops them), so they are not counted.
+    Not causal: the sums (``2 S K V + S K``) read by every query (``2 T K V + 2 T K``). Causal, with
+    ``C' = min(C, T)`` and padded length ``P``: ``P C' (2 K + 2 V + 1)`` within chunks, ``2 P K V + 3 P K``
+    chunk sums, ``(P / C') K (V + 1)`` carries, ``2 P K V + P V + 2 P K + P`` reads; one chunk carries and
+    sums nothing (XLA drops them).
     """
     if not causal:
         return float(2 * key_dim * value_dim * (key_len + query_len) + key_dim * (key_len + 2 * query_len))
@@ -233,11 +199,11 @@ ATTENTION_FUNCTIONS: Registry[AttentionFunction] = Registry("attention_function"
         query_transform=jax_hook("attention_functions", "unscaled_query")),
     AttentionFunction(
         name="additive", summary="softmax(w_h^T tanh(q + k)) v (Bahdanau et al., 2015)",
-        flops=additive_flops, score=jax_hook("attention_functions", "additive_module_scores")),
+        flops=_additive_flops, score=jax_hook("attention_functions", "additive_module_scores")),
     AttentionFunction(
         name="linear", summary="phi(q) (sum_s phi(k_s) v_s^T) / (phi(q) sum_s phi(k_s)), phi = elu + 1 "
                                "(Katharopoulos et al., 2020), without scoring query-key pairs",
-        flops=linear_flops, supports_weights=False, supports_window=False, supports_attention_dropout=False,
+        flops=_linear_flops, supports_weights=False, supports_window=False, supports_attention_dropout=False,
         structured_masks=True, attend=jax_hook("attention_functions", "linear_module_attention")),
 ))
 """Every attention function by name (a ``Mapping``; :func:`register_attention_function` adds to it).

@@ -274,19 +274,8 @@ def _english_verb_group(clause: Clause) -> list[str]:
     return (verb.english_3sg if person == 1 else verb.english).split()
 
 
-def english_clause(clause: Clause) -> list[str]:
-    """English words of a clause (subject-verb-object order, no final punctuation).
-
-    Parameters
-    ----------
-    clause : Clause
-        The clause.
-
-    Returns
-    -------
-    list[str]
-        Words; the first is not capitalized (`render_sentence` does that).
-    """
+def _english_clause(clause: Clause) -> list[str]:
+    """English words of a clause, subject-verb-object, uncapitalized, no final punctuation."""
     words = [*clause.subject.english(), *_english_verb_group(clause)]
     for _, noun_phrase in clause.objects:
         words += noun_phrase.english()
@@ -299,7 +288,7 @@ def english_clause(clause: Clause) -> list[str]:
     for phrase in sorted(clause.adjuncts, key=lambda pp: ENGLISH_ADJUNCT_ORDER.index(pp.kind)):
         words += phrase.english()
     if clause.complement is not None:
-        words += ["that", *english_clause(clause.complement)]
+        words += ["that", *_english_clause(clause.complement)]
     return words
 
 
@@ -338,22 +327,8 @@ def _german_verb_parts(clause: Clause) -> tuple[str, list[str], list[str]]:
     return finite, [verb.particle] if verb.particle else [], [verb.particle + finite]
 
 
-def german_main_clause(clause: Clause, prefield: list[str] | None = None) -> list[str]:
-    """German main clause, verb second.
-
-    Parameters
-    ----------
-    clause : Clause
-        The clause.
-    prefield : list[str] | None
-        Words before the finite verb (a fronted adverb or subordinate clause with its comma); the
-        subject then follows the verb. None puts the subject first.
-
-    Returns
-    -------
-    list[str]
-        Words (the "dass" complement included), no final punctuation.
-    """
+def _german_main_clause(clause: Clause, prefield: list[str] | None = None) -> list[str]:
+    """German main clause, verb second; ``prefield`` (a fronted adverb or clause) puts the subject after the verb."""
     finite, right_bracket, _ = _german_verb_parts(clause)
     subject = clause.subject.german("nom")
     if prefield:
@@ -362,23 +337,12 @@ def german_main_clause(clause: Clause, prefield: list[str] | None = None) -> lis
         words = [*subject, finite]
     words += [*_german_middle_field(clause), *right_bracket]
     if clause.complement is not None:
-        words += [",", "dass", *german_subordinate_clause(clause.complement)]
+        words += [",", "dass", *_german_subordinate_clause(clause.complement)]
     return words
 
 
-def german_subordinate_clause(clause: Clause) -> list[str]:
-    """German subordinate clause body, verb last ("der Hund den Ball nicht sehen kann").
-
-    Parameters
-    ----------
-    clause : Clause
-        The clause (no "that" complement).
-
-    Returns
-    -------
-    list[str]
-        Words without the conjunction.
-    """
+def _german_subordinate_clause(clause: Clause) -> list[str]:
+    """German subordinate clause body, verb last, without the conjunction."""
     _, _, verb_cluster = _german_verb_parts(clause)
     return [*clause.subject.german("nom"), *_german_middle_field(clause), *verb_cluster]
 
@@ -422,20 +386,20 @@ def _sentence_words(sentence: Sentence) -> tuple[list[str], list[str]]:
     english_connective, german_connective = (words.split() for words in sentence.connective)
     main, other = sentence.main, sentence.other
     if sentence.template == "simple":
-        return english_clause(main), german_main_clause(main)
+        return _english_clause(main), _german_main_clause(main)
     if sentence.template == "adverb":
-        return [*english_connective, *english_clause(main)], german_main_clause(main, german_connective)
+        return [*english_connective, *_english_clause(main)], _german_main_clause(main, german_connective)
     assert other is not None  # The other templates join two clauses.
     if sentence.template == "coordinated":
-        return ([*english_clause(main), *english_connective, *english_clause(other)],
-                [*german_main_clause(main), *german_connective, *german_main_clause(other)])
-    german_subordinate = [*german_connective, *german_subordinate_clause(other)]
+        return ([*_english_clause(main), *english_connective, *_english_clause(other)],
+                [*_german_main_clause(main), *german_connective, *_german_main_clause(other)])
+    german_subordinate = [*german_connective, *_german_subordinate_clause(other)]
     if sentence.template == "main_subordinate":
-        return ([*english_clause(main), *english_connective, *english_clause(other)],
-                [*german_main_clause(main), ",", *german_subordinate])
+        return ([*_english_clause(main), *english_connective, *_english_clause(other)],
+                [*_german_main_clause(main), ",", *german_subordinate])
     if sentence.template == "subordinate_main":
-        return ([*english_connective, *english_clause(other), ",", *english_clause(main)],
-                german_main_clause(main, [*german_subordinate, ","]))
+        return ([*english_connective, *_english_clause(other), ",", *_english_clause(main)],
+                _german_main_clause(main, [*german_subordinate, ","]))
     raise ValueError(f"Unknown sentence template {sentence.template!r}; choose from {TEMPLATES}.")
 
 
