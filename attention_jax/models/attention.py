@@ -316,14 +316,10 @@ class MultiHeadAttention(nn.Module):
 
     def _dot_product_attention(self, entry: AttentionFunction, query: Array, key: Array, value: Array,
                                mask: Any, *, deterministic: bool, sow_weights: bool) -> Array:
-        """``softmax(q' k^T / sqrt(d_k)) v``, ``q' = entry.query_transform(q)``: cached step, einsum or kernels.
+        """``softmax(q' k^T / sqrt(d_k)) v`` heads ``[B, T, H, V]``, ``q' = entry.query_transform(q)``.
 
-        Returns ``[B, T, H, V]`` heads. The paths: a decode step over the heads-first cache
-        (:func:`decode_attention.cached_single_query_attention`); the einsum paths
-        (:meth:`_einsum_attention`); the XLA / cuDNN kernels (:meth:`_kernel_attention`). Keys and values
-        may have fewer rows than the queries (``[B', S, H, K|V]``, ``B = B' R``: a beam search's
-        hypotheses sharing their sentence's cross-attention row); every path but the one-query einsum
-        step repeats them to one row per query row first.
+        Keys and values may have ``B' = B / R`` rows (a beam's hypotheses sharing a sentence); every path but the
+        one-query einsum step repeats them to one row per query row.
         """
         if entry.query_transform is not None:
             query = entry.query_transform(query)  # dot_product: sqrt(d_k) q, undoing the scale (footnote 4).
@@ -369,10 +365,7 @@ class MultiHeadAttention(nn.Module):
 
     def _score_attention(self, entry: AttentionFunction, query: Array, key: Array, value: Array, mask: Any, *,
                          deterministic: bool, sow_weights: bool) -> Array:
-        """``softmax(entry.score(q, k)) v`` on dense masks, over the key/value cache in decode mode.
-
-        Returns ``[B, T, H, V]`` heads; the weights are sown like the einsum path's.
-        """
+        """``softmax(entry.score(q, k)) v`` heads ``[B, T, H, V]``, over the cache in decode mode."""
         key, value, mask = attention_functions.share_key_rows(query.shape[0], key, value, mask)
         mask = attention_functions.as_dense_mask(mask, query.shape[1], key.shape[1])
         if self.decode:

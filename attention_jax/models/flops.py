@@ -171,27 +171,9 @@ def _decoder_only_train_flops(*, rows: int, length: int, num_layers: int, d_mode
                              attention_function: str = "scaled_dot_product", positional_encoding: str = "sinusoidal",
                              encoding_settings: Any = None, feed_forward: str = "relu",
                              feed_forward_match_params: bool = True) -> float:
-    """FLOPs of one training step of the decoder-only language model (same accounting as above).
+    """Count the FLOPs of one decoder-only training step, as :func:`transformer_train_flops` does.
 
-    Parameters
-    ----------
-    rows, length : int
-        Batch shape ``[rows, length]`` (packed rows: every position is computed).
-    num_layers, d_model, d_ff, num_heads, key_dim, value_dim, vocab_size : int
-        Model shape.
-    attention_function : str
-        ``config.attention_function`` (:func:`attention_function_flops`, causal).
-    positional_encoding, encoding_settings
-        ``config.positional_encoding`` and its ``positional_encoding_settings``
-        (:func:`positional_encoding_flops`, in every layer's self-attention).
-    feed_forward, feed_forward_match_params
-        ``config.feed_forward`` and ``config.feed_forward_match_params`` (:func:`feed_forward_flops`).
-
-    Returns
-    -------
-    float
-        ``3 * forward``: per layer one causal self-attention (all ``L x L`` pairs for the softmax
-        functions, chunks for linear attention) and the feed-forward, then the output projection.
+    Per layer one causal self-attention and the feed-forward, then the output projection; ``3 * forward``.
     """
     layer = (_multi_head_attention_flops(attention_function, length, length, d_model, num_heads, key_dim,
                                          value_dim, True)
