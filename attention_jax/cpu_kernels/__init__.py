@@ -1,26 +1,10 @@
 """CPU-only speed-ups of the model's hot paths, behind one switch: ``config.cpu_kernels``.
 
-XLA's CPU code generation leaves time on the table in three places of a training step; each module
-here computes what the plain Flax/JAX path computes, only sooner on a CPU. They run only where
-``config.cpu_kernels`` is True (the default) *and* ``jax.default_backend() == "cpu"``; everywhere
-else, and on any backend with ``--config.cpu_kernels=False``, the model is built from plain Flax/JAX
-(``Dense`` / ``DenseGeneral`` with ``dot_general=None``, ``flax.linen.Dropout``, ``jnp.argmax``).
-The models ask this module which to use (:func:`dense_dot_general`, :func:`dropout_class`,
-:func:`cpu_kernels_enabled`), so the switch is honoured in one place.
-
-The three speed-ups:
-
-- :mod:`.projection`: the Dense layers' backward pass as two 2-D products, with ``x^T`` built from
-  128-row blocks; outputs and gradients equal to float rounding (``tests/cpu_kernels/test_projection.py``).
-- :mod:`.dropout`: Threefry dropout masks unrolled into one fusion; masks identical, losses equal to
-  float rounding (``tests/cpu_kernels/test_dropout.py``).
-- :mod:`.argmax`: the accuracy metric's lowest-index argmax in two levels of block maxima; the same
-  index (``tests/models/test_metrics.py``).
-
-"Losses equal to float rounding": :mod:`.dropout` draws exactly the bits and masks of
-``flax.linen.Dropout``, but a jitted training step that uses it is a different compiled program, whose
-float rounding differs. What each gains, and the command to time the step with and without them:
-``docs/benchmarks.md``, "CPU kernels".
+Each module computes what the plain Flax/JAX path computes, only sooner on a CPU: :mod:`.projection`
+(Dense backward passes as 2-D products), :mod:`.dropout` (Threefry masks in one fusion, bit-identical)
+and :mod:`.argmax` (the lowest-index argmax by block maxima). They run only where ``config.cpu_kernels``
+is True and the backend is the CPU; the models ask :func:`dense_dot_general`, :func:`dropout_class` and
+:func:`cpu_kernels_enabled`. Gains: docs/benchmarks.md, "CPU kernels".
 """
 
 from __future__ import annotations

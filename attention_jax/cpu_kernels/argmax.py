@@ -1,10 +1,7 @@
 """The lowest index of the largest score, found in two levels of plain maxima instead of XLA's CPU ``argmax``.
 
-XLA's CPU ``argmax`` is a reduction over (value, index) pairs that it does not vectorize, and ``top_k``
-with ``k = 1`` is also many times slower than a plain ``max`` (timings: ``docs/benchmarks.md``, "CPU
-kernels"). :func:`first_argmax` cuts the scores into blocks and finds the answer with plain maxima and one
-gather; it returns exactly ``jnp.argmax``'s index (``tests/models/test_metrics.py``). Training's accuracy
-metric calls it through :func:`attention_jax.models.metrics.first_argmax`.
+XLA's CPU ``argmax`` (a reduction over value/index pairs) is not vectorized; :func:`first_argmax` uses
+block maxima and one gather and returns exactly ``jnp.argmax``'s index.
 """
 
 from __future__ import annotations

@@ -1,21 +1,10 @@
 """Dropout with JAX's own threefry mask, drawn without the loop JAX's CPU lowering puts around it.
 
-``flax.linen.Dropout`` draws its mask with ``jax.random.bernoulli``. On CPUs JAX lowers the
-Threefry-2x32 hash (Salmon et al., 2011, "Parallel random numbers: as easy as 1, 2, 3") as a
-``while`` loop over its five blocks of four rounds, to keep compilation short; every pass of that loop
-reads and writes both counter words of the whole mask through memory. Written out as one expression
-of 20 rounds, the same hash is a single elementwise fusion that XLA vectorizes.
-
-:func:`threefry_random_bits` computes exactly the bits of ``jax.random.bits(key, shape)`` (the
-partitionable counter layout that JAX uses by default) and :func:`bernoulli_mask` exactly the mask of
-``jax.random.bernoulli``; :class:`Dropout` is ``flax.linen.Dropout`` with that mask, drawn sooner
-(``tests/cpu_kernels/test_dropout.py`` checks all three against JAX and Flax). Masks identical, losses equal to float
-rounding: the masks are Flax's bit for bit, but a jitted training step built with this class is a
-different compiled program from one built with Flax's, and its float rounding differs. Where the bits could
-differ (a non-threefry key such as ``config.dropout_rng = "rbg"``, ``jax_threefry_partitionable`` off,
-64-bit mode, or more than 2^32
-elements) the functions call JAX's own implementation instead. The models use this class only where
-``config.cpu_kernels`` is on and the backend is the CPU (:func:`attention_jax.cpu_kernels.dropout_class`).
+On CPUs JAX lowers Threefry-2x32 (Salmon et al., 2011) as a ``while`` loop over its five blocks of four
+rounds; written out as 20 rounds it is one vectorized fusion. The bits and masks equal
+``jax.random.bits`` / ``bernoulli`` exactly (a jitted step still rounds differently, being another
+program); where they could differ (non-threefry keys, ``jax_threefry_partitionable`` off, 64-bit mode,
+over 2^32 elements) JAX's own implementation is called.
 """
 
 from __future__ import annotations

@@ -1,19 +1,9 @@
 """The products of Dense layers, with a backward pass of plain 2-D matrix products.
 
-Flax's ``Dense`` and ``DenseGeneral`` contract the trailing axes of their input with the leading axes of
-their kernel: ``[B, L, D] x [D, H, K]`` for a query projection, ``[B, L, H, V] x [H, V, D]`` for the
-output projection, ``[B, L, D] x [D, F]`` for the feed-forward layers. JAX differentiates that
-``dot_general`` into more ``dot_general`` s over the same multi-axis shapes, and XLA's CPU backend runs
-those slowly inside a whole train step. :func:`dot_general` (passed to the layers as their
-``dot_general``) computes the same product through :func:`contract_trailing`, whose backward pass is
-written as two 2-D products, ``dx = g K^T`` and ``dK = x^T g`` over ``M = B * L`` rows, with ``x^T``
-materialized on CPUs. The forward pass is unchanged; the gradients equal autodiff's up to float
-rounding (``tests/cpu_kernels/test_projection.py``).
-
-What it gains: ``docs/benchmarks.md``, "CPU kernels".
-
-The models pass :func:`dot_general` to their layers only where ``config.cpu_kernels`` is on and the
-backend is the CPU (:func:`attention_jax.cpu_kernels.dense_dot_general`); elsewhere ``dot_general=None``.
+JAX differentiates a Dense layer's multi-axis ``dot_general`` into more multi-axis ones, which XLA's CPU
+backend runs slowly. :func:`dot_general` computes the same product through :func:`contract_trailing`,
+whose backward pass is ``dx = g K^T`` and ``dK = x^T g`` over ``M = B * L`` rows; gradients equal
+autodiff's up to float rounding.
 """
 
 from __future__ import annotations
@@ -55,14 +45,9 @@ def transpose_in_row_blocks(matrix: Array) -> Array:
 
     Notes
     -----
-    XLA's CPU transpose walks the output row by row, so each output row reads one column of the
-    input: ``M`` cache lines, ``4 C`` bytes apart. Once the input outgrows the L2 cache those lines are
-    evicted before the next columns would reuse them. Blocks of 128 rows, each transposed on its own
-    behind an ``optimization_barrier`` (which keeps XLA from fusing them back into one transpose) and
-    then concatenated, stay in cache (figures in
-    ``docs/benchmarks.md``, "CPU kernels"; smaller blocks compile more slowly for the same step time).
-    A matrix of one block is transposed whole. For one device: on a mesh whose devices each hold some of
-    the rows, GSPMD moves blocks between them (:func:`contract_trailing` transposes whole there).
+    XLA's CPU transpose reads one input column per output row, evicting cache lines once the input
+    outgrows L2; 128-row blocks behind ``optimization_barrier`` stay in cache (docs/benchmarks.md, "CPU
+    kernels"). For one device only: on a mesh GSPMD would move the blocks between devices.
     """
     num_rows = matrix.shape[0]
     block_rows = max(TRANSPOSE_BLOCK_ROWS, -(-num_rows // MAX_TRANSPOSE_BLOCKS))
@@ -95,12 +80,8 @@ def contract_trailing(x: Array, kernel: Array, num_contracted: int, precision: A
 
     Notes
     -----
-    The backward pass computes ``dx = g K^T`` and ``dK = x^T g`` as 2-D products; on CPUs ``x^T`` is
-    copied out first, behind ``optimization_barrier`` s so that XLA does not fold the transpose back
-    into the product: in row blocks (:func:`transpose_in_row_blocks`) on a single CPU device, whole
-    on a mesh of several, where GSPMD would move the blocks of the row-sharded input between devices
-    (56 collective permutes and 9 all-to-alls for one product over 8 devices). Other backends multiply by the
-    transposed view directly.
+    On CPUs ``x^T`` is copied out first behind ``optimization_barrier`` s, in row blocks on one device,
+    whole on a mesh; other backends multiply by the transposed view.
     """
     inputs, weights = _as_matrices(x, kernel, num_contracted)
     product = jnp.matmul(inputs, weights, precision=precision)
@@ -135,25 +116,23 @@ def dot_general(lhs: Array, rhs: Array, dimension_numbers: Any, precision: Any =
                 preferred_element_type: Any = None) -> Array:
     """``jax.lax.dot_general`` for Flax's ``Dense`` / ``DenseGeneral``, through :func:`contract_trailing`.
 
+    Only the layers' own case (trailing axes of ``lhs`` against leading axes of ``rhs``, no batch axes, equal
+    dtypes, no ``preferred_element_type``) takes :func:`contract_trailing`; the rest goes to
+    ``jax.lax.dot_general`` unchanged.
+
     Parameters
     ----------
     lhs, rhs : Array
         Inputs and kernel, as Flax passes them.
     dimension_numbers : tuple
         ``((lhs_contracting, rhs_contracting), (lhs_batch, rhs_batch))``.
-    precision, preferred_element_type
+    precision, preferred_element_type : Any
         As for ``jax.lax.dot_general``.
 
     Returns
     -------
     Array
         ``jax.lax.dot_general(lhs, rhs, dimension_numbers, ...)``.
-
-    Notes
-    -----
-    Only the layers' own case goes through :func:`contract_trailing`: the trailing axes of ``lhs``
-    against the leading axes of ``rhs``, no batch axes, equal dtypes and no ``preferred_element_type``.
-    Anything else is handed to ``jax.lax.dot_general`` unchanged.
     """
     (lhs_contracting, rhs_contracting), (lhs_batch, rhs_batch) = dimension_numbers
     count = len(lhs_contracting)

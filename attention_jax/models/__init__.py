@@ -1,2 +1,1 @@
-"""The networks: attention functions and layers, the encoder-decoder Transformer, the decoder-only language
-model, their configuration (``TransformerConfig``) and their FLOP counts."""
+"""The networks: attention, the encoder-decoder Transformer, the language model, their config and FLOP counts."""

@@ -1,13 +1,8 @@
 """Scaled dot-product and multi-head attention (Vaswani et al., 2017, Section 3.2).
 
-Shape glossary
---------------
-B batch, T query length, S key/value length, H heads, K key/query size per head (d_k),
-V value size per head (d_v), D model width (d_model).
-
-Masks are boolean and broadcastable to ``[B, H, T, S]``; ``True`` means "this query may attend to
-this key". A query row with no allowed key gets zero output (and zero weights), never NaN. They are built
-in :mod:`attention_jax.models.masks` (padding, causal, restricted windows, packed segments).
+Shapes: B batch, T query length, S key/value length, H heads, K d_k, V d_v, D d_model. Masks are boolean,
+broadcastable to ``[B, H, T, S]``, ``True`` = may attend (built in :mod:`attention_jax.models.masks`); a
+query with no allowed key gets zero output, never NaN.
 """
 
 from __future__ import annotations
@@ -78,10 +73,7 @@ def scaled_dot_product_attention(
 
     Notes
     -----
-    Scores and softmax are computed in float32 whatever the input dtype (``Q K^T`` in bfloat16, as
-    cuDNN's attention and the Flax WMT example have it, was timed and not kept: docs/benchmarks.md,
-    "On an H100"). Rows whose mask is all ``False`` get zero weights (and so zero output) instead of
-    the NaN a plain ``-inf`` fill gives.
+    Scores and softmax are float32 whatever the input dtype; fully masked rows get zero weights, not NaN.
     """
     key_dim = query.shape[-1]
     scores = jnp.einsum("bthk,bshk->bhts", query, key, preferred_element_type=jnp.float32)
@@ -128,13 +120,8 @@ def local_dot_product_attention(
 
     Notes
     -----
-    The sequence is cut into ``nb = ceil(L / r)`` blocks of ``w = r`` positions (zero-padded at the end).
-    Every key within ``r`` of a query in block ``i`` lies in blocks ``i - 1``, ``i``, ``i + 1`` (only
-    ``i - 1``, ``i`` when causal), so each block of queries is scored against those ``3w`` (``2w``)
-    keys and masked to ``|i - j| <= r``: ``nb * w * 3w = 3 L r`` scores instead of ``L^2``. The
-    neighbour blocks are slices of one padded copy of the keys (values), never concatenated.
-    Scores and softmax are in float32, and masking follows :func:`scaled_dot_product_attention`
-    exactly. When ``window >= L - 1`` every pair is in the window and the dense computation is used.
+    Each block of ``w = r`` queries is scored against its neighbour blocks' ``3w`` (``2w`` causal) keys:
+    ``3 L r`` scores instead of ``L^2``. When ``window >= L - 1`` the dense computation is used.
     """
     check_window(window)
     batch, length, _, key_dim = query.shape
@@ -212,12 +199,9 @@ class MultiHeadAttention(nn.Module):
 
     Notes
     -----
-    Self-attention: call with ``inputs_q is inputs_kv``. Cross-attention (encoder-decoder, 3.2.3): queries
-    from the decoder, keys/values from the encoder output. With ``sow_weights`` the einsum path stores the
-    weights in the ``intermediates`` collection as ``attention_weights`` (``[B, H, T, S]``).
-    Restricted self-attention: pass a :class:`LocalMask` as ``mask``; the einsum path then computes it
-    blockwise with :func:`local_dot_product_attention` (O(r n d)); with ``sow_weights`` or another
-    implementation the mask is made dense (same result, O(n^2 d)).
+    Restricted self-attention: pass a :class:`LocalMask` as ``mask`` (blockwise on the einsum path,
+    made dense elsewhere). With ``sow_weights`` the einsum path stores ``attention_weights``
+    ``[B, H, T, S]`` in ``intermediates``.
     """
 
     num_heads: int
@@ -332,14 +316,10 @@ class MultiHeadAttention(nn.Module):
 
     def _dot_product_attention(self, entry: AttentionFunction, query: Array, key: Array, value: Array,
                                mask: Any, *, deterministic: bool, sow_weights: bool) -> Array:
-        """``softmax(q' k^T / sqrt(d_k)) v``, ``q' = entry.query_transform(q)``: cached step, einsum or kernels.
+        """``softmax(q' k^T / sqrt(d_k)) v`` heads ``[B, T, H, V]``, ``q' = entry.query_transform(q)``.
 
-        Returns ``[B, T, H, V]`` heads. The paths: a decode step over the heads-first cache
-        (:func:`decode_attention.cached_single_query_attention`); the einsum paths
-        (:meth:`_einsum_attention`); the XLA / cuDNN kernels (:meth:`_kernel_attention`). Keys and values
-        may have fewer rows than the queries (``[B', S, H, K|V]``, ``B = B' R``: a beam search's
-        hypotheses sharing their sentence's cross-attention row); every path but the one-query einsum
-        step repeats them to one row per query row first.
+        Keys and values may have ``B' = B / R`` rows (a beam's hypotheses sharing a sentence); every path but the
+        one-query einsum step repeats them to one row per query row.
         """
         if entry.query_transform is not None:
             query = entry.query_transform(query)  # dot_product: sqrt(d_k) q, undoing the scale (footnote 4).
@@ -385,10 +365,7 @@ class MultiHeadAttention(nn.Module):
 
     def _score_attention(self, entry: AttentionFunction, query: Array, key: Array, value: Array, mask: Any, *,
                          deterministic: bool, sow_weights: bool) -> Array:
-        """``softmax(entry.score(q, k)) v`` on dense masks, over the key/value cache in decode mode.
-
-        Returns ``[B, T, H, V]`` heads; the weights are sown like the einsum path's.
-        """
+        """``softmax(entry.score(q, k)) v`` heads ``[B, T, H, V]``, over the cache in decode mode."""
         key, value, mask = attention_functions.share_key_rows(query.shape[0], key, value, mask)
         mask = attention_functions.as_dense_mask(mask, query.shape[1], key.shape[1])
         if self.decode:

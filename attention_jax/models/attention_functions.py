@@ -1,31 +1,10 @@
-"""Attention functions beside the paper's scaled dot product (Section 3.2.1): an ablation axis.
+"""The JAX code of the attention functions of ``attention_registry.ATTENTION_FUNCTIONS`` (Section 3.2.1).
 
-The paper compares "the two most commonly used attention functions", additive and dot-product
-attention, and scales the dot products by ``1/sqrt(d_k)`` because for large ``d_k`` they "grow large
-in magnitude, pushing the softmax function into regions where it has extremely small gradients"
-(footnote 4: for unit-variance components ``q . k`` has variance ``d_k``). ``config.attention_function``
-names an entry of :data:`attention_jax.models.attention_registry.ATTENTION_FUNCTIONS` (what each function
-supports, its FLOP count); this module holds the JAX code of the built-in entries. Every function keeps the
-multi-head projections of Section 3.2.2 (``W^Q``, ``W^K``, ``W^V`` per head, ``W^O`` after the
-concatenation) and changes only how a head turns its queries, keys and values into outputs:
-
-``dot_product``: ``softmax(q k^T) v``, through every scaled path on ``sqrt(d_k) q`` (:func:`unscaled_query`).
-``additive``: ``softmax(w_h^T tanh(q + k)) v`` (Bahdanau et al., 2015), :func:`additive_attention`.
-``linear``: ``phi(q) (sum_s phi(k_s) v_s^T) / (phi(q) sum_s phi(k_s))`` with ``phi = elu + 1``
-(Katharopoulos et al., 2020), :func:`linear_attention`; no softmax and no weight matrix.
-
-Shape glossary
---------------
-B batch, T query length, S key/value length, L length of a self-attention sequence (T = S), H heads,
-K key/query size per head (d_k), V value size per head (d_v), G segment ids of a row (S + 1).
-
-Masks: a dense boolean mask broadcastable to ``[B, H, T, S]`` (``True`` = may attend), an
-``masks.LocalMask`` (restricted self-attention), or a :class:`StructuredMask`, which keeps the
-padding, causal and packed-segment masks as their parts so that linear attention can apply them
-without forming a ``[T, S]`` matrix. A query with no allowed key gets zero output.
-
-Each registry entry counts its function's FLOPs as this module computes them (read by
-``flops.attention_function_flops``), so the training FLOPs recorded for a run are its own function's.
+Each keeps the projections of Section 3.2.2 and changes how a head turns q, k, v into outputs:
+``dot_product`` (via :func:`unscaled_query`), ``additive`` (Bahdanau et al., 2015) and ``linear``
+(Katharopoulos et al., 2020, ``phi = elu + 1``). Shapes: B batch, T queries, S keys, L self-attention
+length, H heads, K d_k, V d_v. Masks: dense boolean ``[B, H, T, S]``, ``masks.LocalMask`` or a
+:class:`StructuredMask`; a query with no allowed key gets zero output.
 """
 
 from __future__ import annotations
@@ -62,9 +41,7 @@ def unscaled_query(query: Array) -> Array:
     Notes
     -----
     ``softmax((sqrt(d_k) q) k^T / sqrt(d_k)) = softmax(q k^T)``, so the unscaled function reuses every
-    scaled path unchanged: the einsum, blockwise-window, single-query and cached paths and the fused
-    kernels. The two roundings (multiply, then divide) move the scores by about one float32 ulp (in
-    bfloat16, by up to two bfloat16 roundings of the query, 2^-8 relative).
+    scaled path; the extra roundings move the scores by about one ulp.
     """
     return query * jnp.sqrt(jnp.asarray(query.shape[-1], jnp.float32)).astype(query.dtype)
 
@@ -87,10 +64,8 @@ class StructuredMask:
 
     Notes
     -----
-    A pytree (``flax.struct``), so it passes through ``jax.jit``. The model builds one for linear
-    attention (``model.self_attention_mask`` and the cross-attention mask of ``Transformer.decode``);
-    :meth:`to_dense` gives the equivalent dense mask (the model's masks for the other functions).
-    Causal masking with segments assumes each segment is one contiguous run, as packing lays them out.
+    A pytree (``flax.struct``). Causal masking with segments assumes each segment is one contiguous run,
+    as packing lays them out.
     """
 
     query_valid: Array | None = None
@@ -154,11 +129,8 @@ def additive_scores(query: Array, key: Array, score_vector: Array) -> Array:
 
     Notes
     -----
-    The hidden layer has ``d_k`` units, so the tanh's argument ``[B, T, S, H, K]`` grows with ``d_k``:
-    ``T S H d_k`` tanh evaluations a layer, against ``T S H d_k`` multiply-adds for ``q k^T`` (the same
-    count, but transcendental). XLA fuses the add, tanh and reduction, so the forward pass keeps only the
-    ``[B, T, S, H]`` scores; the function is rematerialised (``jax.checkpoint``) so the backward pass
-    recomputes the tanh instead of storing ``[B, T, S, H, K]``.
+    Rematerialised (``jax.checkpoint``) so the backward pass recomputes the tanh instead of storing
+    ``[B, T, S, H, K]``.
     """
     return jax.checkpoint(_additive_scores)(query, key, score_vector)
 
@@ -205,17 +177,14 @@ def additive_attention(
 
     Notes
     -----
-    Parameterisation: Bahdanau's ``v^T tanh(W_q q + W_k k)`` with the head's query and key projections
-    as ``W_q`` and ``W_k`` (their biases are the bias inside the tanh) and a hidden size of ``d_k``; the
-    only new parameters are the ``h d_k`` entries of ``w``. Scores are bounded by ``|w_h|_1`` whatever
-    ``d_k``, so this function needs no scaling. Masking and fully masked rows follow
-    ``attention.scaled_dot_product_attention``. Memory and time: see :func:`additive_scores`.
+    Bahdanau's ``v^T tanh(W_q q + W_k k)`` with the head's projections as ``W_q``, ``W_k`` and hidden size
+    ``d_k``; scores are bounded by ``|w_h|_1``, so no scaling is needed.
     """
     scores = additive_scores(query, key, score_vector)  # [B,H,T,S]
     return softmax.attend(scores, value, mask, return_weights=return_weights, dropout_fn=dropout_fn)
 
 
-def elu_feature_map(x: Array) -> Array:
+def _elu_feature_map(x: Array) -> Array:
     """``phi(x) = elu(x) + 1`` in float32: positive, so every similarity ``phi(q) . phi(k)`` is > 0."""
     return jax.nn.elu(x.astype(jnp.float32)) + 1.0
 
@@ -238,14 +207,8 @@ def linear_attention_quadratic(query: Array, key: Array, value: Array, mask: Arr
     -------
     Array
         ``[B, T, H, V]``.
-
-    Notes
-    -----
-    ``out_t = sum_s m_ts phi(q_t).phi(k_s) v_s / sum_s m_ts phi(q_t).phi(k_s)``: O(T S) time and memory,
-    the definition :func:`linear_attention` computes in O(T + S). Used for dense masks, which have no
-    cheaper form, and as the check of the linear form.
     """
-    similarity = jnp.einsum("bthk,bshk->bhts", elu_feature_map(query), elu_feature_map(key))  # [B,H,T,S]
+    similarity = jnp.einsum("bthk,bshk->bhts", _elu_feature_map(query), _elu_feature_map(key))  # [B,H,T,S]
     if mask is not None:
         similarity = jnp.where(mask, similarity, 0.0)
     normaliser = jnp.sum(similarity, axis=-1, keepdims=True)
@@ -278,18 +241,13 @@ def linear_attention(query: Array, key: Array, value: Array, mask: StructuredMas
 
     Notes
     -----
-    Katharopoulos et al. (2020), Equation (6). Masked keys get ``phi(k) = 0``. Without ``causal`` the
-    sums ``sum_s phi(k_s) v_s^T`` ``[H, K, V]`` and ``sum_s phi(k_s)`` ``[H, K]`` are taken once per row
-    (per segment id of packed rows, by a segment sum). With ``causal`` (self-attention) the sequence is
-    cut into chunks of ``C`` positions: within a chunk the masked ``phi(q) phi(k)^T`` (``C x C``), across
-    chunks the running sums carried from chunk to chunk (restarted where a packed segment starts), so
-    time is O(L C d + L d_k d_v) and memory O(L C + (L / C) d_k d_v) per head: linear in the length
-    ``L``, where softmax attention's scores are O(L^2).
+    Katharopoulos et al. (2020), Eq. (6). Causal: within a chunk the masked ``phi(q) phi(k)^T``, across
+    chunks running sums (restarted at packed segment starts): O(L C d + L d_k d_v) time, linear in ``L``.
     """
     if mask is not None and not isinstance(mask, StructuredMask):
         return linear_attention_quadratic(query, key, value, mask)
     mask = StructuredMask() if mask is None else mask
-    phi_query, phi_key, value_f32 = elu_feature_map(query), elu_feature_map(key), value.astype(jnp.float32)
+    phi_query, phi_key, value_f32 = _elu_feature_map(query), _elu_feature_map(key), value.astype(jnp.float32)
     key_valid = mask.key_valid
     if mask.key_segments is not None:
         key_valid = _all_valid(key_valid, key.shape[1]) & (mask.key_segments != 0)
@@ -410,7 +368,7 @@ def linear_attention_step(query: Array, key: Array, value: Array, state: Array,
     The recurrent form of Katharopoulos et al. (2020), Section 3.4: ``O(d_k d_v)`` per head and step,
     whatever the number of positions decoded, and no key/value cache.
     """
-    phi_query, phi_key = elu_feature_map(query), elu_feature_map(key)
+    phi_query, phi_key = _elu_feature_map(query), _elu_feature_map(key)
     state = state + jnp.einsum("bhk,bhv->bhkv", phi_key, value.astype(jnp.float32))
     normaliser = normaliser + phi_key
     numerator = jnp.einsum("bhk,bhkv->bhv", phi_query, state)
@@ -466,11 +424,6 @@ def linear_module_attention(module: nn.Module, query: Array, key: Array, value: 
     -------
     Array
         ``[B, T, H, V]`` heads, before the output projection.
-
-    Notes
-    -----
-    Decode mode keeps ``linear_state`` ``[B, H, K, V]`` and ``linear_normaliser`` ``[B, H, K]`` in the
-    ``cache`` collection instead of a key/value cache (:func:`linear_attention_step`).
     """
     if decode:
         return _linear_decode(module, query, key, value, mask)
@@ -521,18 +474,18 @@ def share_key_rows(query_rows: int, key: Array, value: Array, mask: Any) -> tupl
     if repeats == 1:
         return key, value, mask
 
-    def repeat(array: Array) -> Array:
+    def _repeat(array: Array) -> Array:
         return array if array.shape[0] == 1 else jnp.repeat(array, repeats, axis=0)
 
-    def repeat_optional(array: Array | None) -> Array | None:
-        return None if array is None else repeat(array)
+    def _repeat_optional(array: Array | None) -> Array | None:
+        return None if array is None else _repeat(array)
 
     if isinstance(mask, StructuredMask):  # dataclasses.replace: what flax.struct's replace does.
-        mask = dataclasses.replace(mask, key_valid=repeat_optional(mask.key_valid),
-                                   key_segments=repeat_optional(mask.key_segments))
+        mask = dataclasses.replace(mask, key_valid=_repeat_optional(mask.key_valid),
+                                   key_segments=_repeat_optional(mask.key_segments))
     elif mask is not None and mask.shape[0] == key.shape[0]:
-        mask = repeat(mask)
-    return repeat(key), repeat(value), mask
+        mask = _repeat(mask)
+    return _repeat(key), _repeat(value), mask
 
 
 def _linear_decode(module: nn.Module, query: Array, key: Array, value: Array, mask: Any) -> Array:

@@ -1,47 +1,8 @@
 """Positional encodings inside self-attention: relative (Shaw et al.), rotary (Su et al.), ALiBi (Press et al.).
 
-The registry entries (:mod:`attention_jax.models.positional_encodings`) point at the functions here;
-:class:`attention_jax.models.attention.MultiHeadAttention` calls :func:`rotate_queries_and_keys` and
-:func:`position_score_attention` when it is given an :class:`AttentionPositions`. None of the three adds
-anything to the embeddings.
-
-Equations, position ``i`` of a query and ``j`` of a key, one head ``h`` of ``H``:
-
-* **relative** (Shaw et al., 2018, Eqs. 3-5): ``e_ij = q_i (k_j + a^K_ij)^T / sqrt(d_k)`` and
-  ``z_i = sum_j alpha_ij (v_j + a^V_ij)`` with ``a^K_ij = w^K[clip(j - i, -k, k)]``,
-  ``a^V_ij = w^V[clip(j - i, -k, k)]``, ``k = max_distance`` (16 here, Shaw et al.'s MT
-  setting; offsets beyond it share the edge embedding). The tables ``w^K`` ``[2k + 1, d_k]`` and ``w^V``
-  ``[2k + 1, d_v]`` are learned **per layer** (each self-attention has its own, ``relative_key_embedding``
-  and ``relative_value_embedding``) and **shared by the heads**, as in Shaw et al. (Section 3.1);
-  ``add_to_values=False`` drops ``a^V`` (their Table 3 ablation). Under ``dot_product`` the query is
-  the function's ``q' = sqrt(d_k) q``, so ``a^K`` is scaled as the keys are.
-* **rotary** (Su et al., 2021, Eq. 34): ``q_i <- R_i q_i``, ``k_j <- R_j k_j``, where ``R_m`` rotates each
-  pair of components ``(x_{2p}, x_{2p+1})`` by the angle ``m theta_p``, ``theta_p = 10000^(-2p / d_k)``,
-  over the whole head dimension (``d_k`` even). ``(R_i q)^T (R_j k) = q^T R_{j-i} k``: the score depends
-  on ``j - i`` only. It changes the queries and keys, not the scores' computation, so it runs on every
-  implementation (einsum, blockwise window, cached step, XLA and cuDNN kernels).
-* **ALiBi** (Press et al., 2022, Section 3): ``e_ij = q_i k_j^T / sqrt(d_k) - m_h |i - j|`` with the
-  paper's slopes ``m_h = 2^(-8 h / H)``, ``h = 1 .. H`` (for ``H`` not a power of two, the ``2^floor(log2 H)``
-  slopes, then every other slope of ``2 * 2^floor(log2 H)`` heads: :func:`alibi_slopes`). In the encoder the
-  bias is symmetric, ``-m_h |i - j|``; under a causal mask only ``j <= i`` is seen, where it is the paper's
-  ``-m_h (i - j)``. No parameters.
-
-Where they act: **self-attention only**. Cross-attention's queries count target positions and its keys
-source positions; there is no common frame in which ``j - i`` means anything, so cross-attention stays
-content-only (the positions reach it through the decoder's and the encoder's self-attention).
-
-Positions are the model's position ids: ``0 .. L-1``, or a packed row's ``inputs_position`` /
-``targets_position`` (restarting at 0 per pair, so a pair's scores are those it has alone). In cached
-decoding the query is at the cache index and the cached keys at their slots; rotary keys are stored
-rotated. Relative and ALiBi add to the ``[T, S]`` scores, so they need an attention function that forms
-them (not ``linear``) and the einsum path (not the XLA/cuDNN kernels); relative keys and rotary act on
-the dot product ``q k^T`` (not ``additive``). With a restricted window (``attention_window > 0``) their
-scores are computed densely (the same result, O(n^2)). ``positional_encodings.check_with_attention``
-refuses the rest in one line.
-
-Shape glossary
---------------
-B batch, T query length, S key length, H heads, K d_k, V d_v, R = 2k + 1 relative embeddings.
+Equations, where each acts (self-attention only) and what each needs of the attention function are in
+docs/positions.md. Shapes: B batch, T queries, S keys, H heads, K d_k, V d_v, R = 2k + 1 relative
+embeddings.
 """
 
 from __future__ import annotations
@@ -135,16 +96,33 @@ def alibi_slopes(num_heads: int) -> tuple[float, ...]:
     ``n = 2^floor(log2 H)``, followed by every other slope of ``2n`` heads (the odd ones,
     ``2^(-8 (2i - 1) / 2n)``) until there are ``H``.
     """
-    def power_of_two(count: int) -> list[float]:
+    def _power_of_two(count: int) -> list[float]:
         return [2.0 ** (-8.0 * head / count) for head in range(1, count + 1)]
 
     closest = 2 ** int(math.floor(math.log2(num_heads)))
-    return tuple(power_of_two(closest) + power_of_two(2 * closest)[0::2][:num_heads - closest])
+    return tuple(_power_of_two(closest) + _power_of_two(2 * closest)[0::2][:num_heads - closest])
 
 
 def alibi_bias(module: nn.Module, settings: AttentionPositions, query: Array, query_positions: Array,
                key_positions: Array) -> Array:
-    """``-m_h |i - j|``: float32 ``[B|1, H, T, S]`` added to the scores (a ``ScoreBias`` hook)."""
+    """``-m_h |i - j|`` added to the scores (a ``ScoreBias`` hook; Press et al., 2022, Section 3).
+
+    Parameters
+    ----------
+    module : nn.Module
+        The bound ``MultiHeadAttention`` (parameters, ``positional_encoding`` settings).
+    settings : AttentionPositions
+        The call's positional settings.
+    query : Array
+        ``[B, T, H, K]`` queries.
+    query_positions, key_positions : Array
+        Integer ``[B|1, T]`` and ``[B|1, S]``.
+
+    Returns
+    -------
+    Array
+        float32 ``[B|1, H, T, S]``.
+    """
     slopes = jnp.asarray(alibi_slopes(query.shape[2]), jnp.float32)  # [H]
     distance = jnp.abs(query_positions[:, :, None] - key_positions[:, None, :]).astype(jnp.float32)  # [B|1,T,S]
     return -slopes[None, :, None, None] * distance[:, None]
@@ -152,7 +130,7 @@ def alibi_bias(module: nn.Module, settings: AttentionPositions, query: Array, qu
 
 # --- relative (Shaw et al., 2018) -----------------------------------------------------------------
 
-def relative_indices(query_positions: Array, key_positions: Array, max_distance: int) -> Array:
+def _relative_indices(query_positions: Array, key_positions: Array, max_distance: int) -> Array:
     """``clip(j - i, -k, k) + k``: integer ``[B|1, T, S]`` rows of the ``[2k + 1, .]`` tables."""
     offsets = key_positions[:, None, :] - query_positions[:, :, None]  # j - i
     return jnp.clip(offsets, -max_distance, max_distance) + max_distance
@@ -167,29 +145,61 @@ def _relative_table(module: nn.Module, name: str, settings: AttentionPositions, 
 
 def relative_key_bias(module: nn.Module, settings: AttentionPositions, query: Array, query_positions: Array,
                       key_positions: Array) -> Array:
-    """``q_i a^K_ij^T / sqrt(d_k)``: float32 ``[B, H, T, S]`` added to the scores (a ``ScoreBias`` hook).
+    """``q_i a^K_ij^T / sqrt(d_k)`` added to the scores (a ``ScoreBias`` hook; Shaw et al., 2018, Eq. 4).
 
     ``q . w^K_r`` is formed once per relative distance ``r`` (``[B, H, T, R]``), then each pair reads its own.
+
+    Parameters
+    ----------
+    module : nn.Module
+        The bound ``MultiHeadAttention`` (parameters, ``positional_encoding`` settings).
+    settings : AttentionPositions
+        The call's positional settings.
+    query : Array
+        ``[B, T, H, K]`` queries.
+    query_positions, key_positions : Array
+        Integer ``[B|1, T]`` and ``[B|1, S]``.
+
+    Returns
+    -------
+    Array
+        float32 ``[B, H, T, S]``.
     """
     table = _relative_table(module, "relative_key_embedding", settings, query.shape[-1])  # [R,K]
     per_distance = jnp.einsum("bthk,rk->bhtr", query, table.astype(query.dtype),
                               preferred_element_type=jnp.float32)  # [B,H,T,R]
     max_distance = settings.entry_settings.max_distance
-    index = relative_indices(query_positions, key_positions, max_distance)[:, None]  # [B|1,1,T,S]
+    index = _relative_indices(query_positions, key_positions, max_distance)[:, None]  # [B|1,1,T,S]
     index = jnp.broadcast_to(index, (per_distance.shape[0], 1, *index.shape[2:]))
     return jnp.take_along_axis(per_distance, index, axis=-1) / jnp.sqrt(jnp.float32(query.shape[-1]))
 
 
 def relative_value_term(module: nn.Module, settings: AttentionPositions, weights: Array, query_positions: Array,
                         key_positions: Array) -> Array | None:
-    """``sum_j alpha_ij a^V_ij``: ``[B, T, H, V]`` added to the heads (a ``ValueTerm`` hook), or ``None``.
+    """``sum_j alpha_ij a^V_ij`` added to the heads (a ``ValueTerm`` hook; Shaw et al., 2018, Eq. 3).
 
     The weights are summed per relative distance first (``[B, H, T, R]``), then times ``w^V``.
+
+    Parameters
+    ----------
+    module : nn.Module
+        The bound ``MultiHeadAttention``.
+    settings : AttentionPositions
+        The call's positional settings.
+    weights : Array
+        ``[B, H, T, S]`` attention weights.
+    query_positions, key_positions : Array
+        Integer ``[B|1, T]`` and ``[B|1, S]``.
+
+    Returns
+    -------
+    Array or None
+        ``[B, T, H, V]``, or ``None`` without ``add_to_values``.
     """
     if not settings.entry_settings.add_to_values:
         return None
     table = _relative_table(module, "relative_value_embedding", settings, module.value_dim)  # [R,V]
-    index = relative_indices(query_positions, key_positions, settings.entry_settings.max_distance)  # [B|1,T,S]
+    index = _relative_indices(query_positions, key_positions, settings.entry_settings.max_distance)  # [B|1,T,S]
     one_hot = jax.nn.one_hot(index, table.shape[0], dtype=weights.dtype)  # [B|1,T,S,R]
     if one_hot.shape[0] == 1:
         per_distance = jnp.einsum("bhts,tsr->bhtr", weights, one_hot[0])
@@ -224,7 +234,7 @@ def rotate_queries_and_keys(scheme: Any, query: Array, key: Array, positions: Ar
 
 def position_score_attention(module: nn.Module, entry: Any, scheme: Any, query: Array, key: Array, value: Array,
                              mask: Any, query_positions: Array, *, dropout_fn: Any, sow_weights: bool) -> Array:
-    """``softmax(scores + bias) (V + value term)``: the einsum path of relative and ALiBi self-attention.
+    """Compute ``softmax(scores + bias) (V + value term)``: the einsum path of relative and ALiBi attention.
 
     Parameters
     ----------
@@ -278,7 +288,7 @@ def position_scores(module: nn.Module, entry: Any, scheme: Any, query: Array, ke
     ----------
     module : nn.Module
         The bound ``MultiHeadAttention`` (its ``positional_encoding`` settings, the bias's parameters).
-    entry, scheme
+    entry, scheme : Any
         The attention function's and the encoding's registry entries.
     query, key : Array
         ``[B, T, H, K]`` and ``[B, S, H, K]``.

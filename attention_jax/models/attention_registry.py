@@ -1,32 +1,10 @@
 """The attention functions (Section 3.2.1), one registry: name -> how a head attends and what that supports.
 
-``config.attention_function`` names an entry of :data:`ATTENTION_FUNCTIONS`. Every piece of code that
-depends on the function asks its :class:`AttentionFunction` entry instead of comparing names: validation
-(:func:`check_attention_function`, called by ``TransformerConfig``), the model's masks
-(``models/masks.py``), ``MultiHeadAttention`` (``models/attention.py``), attention maps
-(``evaluation/attention_maps.py``) and the FLOP count (``models/flops.py``). Adding a function is one
-entry (:func:`register_attention_function`) plus its tests; ``tests/models/test_attention_registry.py`` adds
-one, a dot product at a temperature, as the worked example.
-
-An entry takes one of three paths through ``MultiHeadAttention`` (each keeps the projections ``W^Q``,
-``W^K``, ``W^V`` and ``W^O`` of Section 3.2.2, so the parameter tree is the same for every function but
-for the entry's own parameters):
-
-* the dot-product paths (neither ``score`` nor ``attend``): ``softmax(q' k^T / sqrt(d_k)) v`` with
-  ``q' = query_transform(q)``, through every implementation (einsum, blockwise window, cached decode
-  step, XLA and cuDNN kernels);
-* ``score``: the entry gives the ``[B, H, T, S]`` scores, the shared softmax path does the rest (masks,
-  attention dropout, weights for attention maps, the key/value cache of decoding), einsum only;
-* ``attend``: the entry computes the heads itself (masks, decoding state and all), einsum only.
-
-This module imports no framework (``models/flops.py``, which a PyTorch environment loads, reads the
-FLOP counts here); the JAX code of the built-in entries lives in :mod:`attention_jax.models.attention_functions`
-and is imported when an entry's hook is first called.
-
-Shape glossary
---------------
-B batch, T query length, S key/value length, H heads, K key/query size per head (d_k), V value size per
-head (d_v).
+Code asks an :class:`AttentionFunction` entry, never compares names. An entry takes one of three paths
+through ``MultiHeadAttention``: the dot-product paths (every implementation), ``score`` (the entry gives
+``[B, H, T, S]`` scores, the shared softmax path does the rest) or ``attend`` (the entry computes the
+heads). Imports no framework (``models/flops.py`` reads it); the JAX code is in
+:mod:`attention_jax.models.attention_functions`. Shapes: B batch, T queries, S keys, H heads, K d_k, V d_v.
 """
 
 from __future__ import annotations
@@ -113,11 +91,6 @@ class AttentionFunction:
         The entry's own settings: a frozen :class:`attention_jax.foundation.field_declarations.EntrySettings` dataclass,
         set in a config as ``attention_function_settings.<name>.<setting>``; the hooks read the chosen
         values as ``module.attention_settings`` (None: it has none).
-
-    Notes
-    -----
-    Frozen. ``__post_init__`` refuses inconsistent entries in one line (both ``score`` and ``attend``, a
-    ``query_transform`` off the dot-product paths, kernels for a function that is not a dot product).
     """
 
     name: str
@@ -153,7 +126,13 @@ class AttentionFunction:
 
     @property
     def uses_dot_product_paths(self) -> bool:
-        """Whether the function runs through the scaled dot-product paths (no ``score``, no ``attend``)."""
+        """Whether the function runs through the scaled dot-product paths (no ``score``, no ``attend``).
+
+        Returns
+        -------
+        bool
+            True for dot-product entries.
+        """
         return self.score is None and self.attend is None
 
 
@@ -167,72 +146,34 @@ def dot_product_flops(*, query_len: int, key_len: int, key_dim: int, value_dim: 
     ----------
     query_len, key_len, key_dim, value_dim : int
         ``T``, ``S``, ``K``, ``V``.
-    causal, chunk_size
+    causal : bool
         Not used: every pair is scored, then masked.
-
-    Returns
-    -------
-    float
-        FLOPs of one head.
-
-    Notes
-    -----
-    The unscaled function's ``sqrt(d_k)`` multiplication of the query is elementwise, not counted.
-    """
-    return float(2 * query_len * key_len * (key_dim + value_dim))
-
-
-def additive_flops(*, query_len: int, key_len: int, key_dim: int, value_dim: int, causal: bool = False,
-                   chunk_size: int = LINEAR_CHUNK_SIZE) -> float:
-    """``w^T tanh(q_t + k_s)``, an add and a multiply-add per component and pair, then the weighted sum.
-
-    Parameters
-    ----------
-    query_len, key_len, key_dim, value_dim : int
-        ``T``, ``S``, ``K``, ``V``.
-    causal, chunk_size
+    chunk_size : int
         Not used.
 
     Returns
     -------
     float
-        ``3 T S K + 2 T S V`` per head.
-
-    Notes
-    -----
-    The ``T S K`` tanh evaluations are not counted (XLA reports them as transcendentals).
+        FLOPs of one head.
     """
+    return float(2 * query_len * key_len * (key_dim + value_dim))
+
+
+def _additive_flops(*, query_len: int, key_len: int, key_dim: int, value_dim: int, causal: bool = False,
+                   chunk_size: int = LINEAR_CHUNK_SIZE) -> float:
+    """Return ``3 T S K + 2 T S V`` per head: ``w^T tanh(q_t + k_s)`` then the weighted sum (tanh not counted)."""
     pairs = query_len * key_len
     return float(3 * pairs * key_dim + 2 * pairs * value_dim)
 
 
-def linear_flops(*, query_len: int, key_len: int, key_dim: int, value_dim: int, causal: bool = False,
+def _linear_flops(*, query_len: int, key_len: int, key_dim: int, value_dim: int, causal: bool = False,
                  chunk_size: int = LINEAR_CHUNK_SIZE) -> float:
-    """Linear attention's running sums and their reads, per head (``attention_functions.linear_attention``).
+    """Return linear attention's FLOPs per head, as ``attention_functions.linear_attention`` computes them.
 
-    Parameters
-    ----------
-    query_len, key_len, key_dim, value_dim : int
-        ``T``, ``S``, ``K``, ``V``.
-    causal : bool
-        Causal self-attention (``T == S``), computed in chunks.
-    chunk_size : int
-        ``C``, positions per chunk of the causal form.
-
-    Returns
-    -------
-    float
-        FLOPs of one head.
-
-    Notes
-    -----
-    Not causal: the sums ``sum_s phi(k_s) v_s^T`` (``2 S K V``) and ``sum_s phi(k_s)`` (``S K``), read by
-    every query (``2 T K V`` and ``2 T K``). Causal, with ``C' = min(C, T)`` and the chunk-padded length
-    ``P = ceil(T / C') C'``: within each chunk the masked ``phi(q) phi(k)^T``, its row sums and its product
-    with the values, ``P C' (2 K + 2 V + 1)``; each chunk's sums (``2 P K V + P K`` and ``2 P K``), carried
-    across chunks (``(P / C') K (V + 1)`` adds), then read by the chunk's queries and added in
-    (``2 P K V + P V`` and ``2 P K + P``). With one chunk nothing is carried and the chunk's own sums go
-    unused (XLA drops them), so they are not counted.
+    Not causal: the sums (``2 S K V + S K``) read by every query (``2 T K V + 2 T K``). Causal, with
+    ``C' = min(C, T)`` and padded length ``P``: ``P C' (2 K + 2 V + 1)`` within chunks, ``2 P K V + 3 P K``
+    chunk sums, ``(P / C') K (V + 1)`` carries, ``2 P K V + P V + 2 P K + P`` reads; one chunk carries and
+    sums nothing (XLA drops them).
     """
     if not causal:
         return float(2 * key_dim * value_dim * (key_len + query_len) + key_dim * (key_len + 2 * query_len))
@@ -258,11 +199,11 @@ ATTENTION_FUNCTIONS: Registry[AttentionFunction] = Registry("attention_function"
         query_transform=jax_hook("attention_functions", "unscaled_query")),
     AttentionFunction(
         name="additive", summary="softmax(w_h^T tanh(q + k)) v (Bahdanau et al., 2015)",
-        flops=additive_flops, score=jax_hook("attention_functions", "additive_module_scores")),
+        flops=_additive_flops, score=jax_hook("attention_functions", "additive_module_scores")),
     AttentionFunction(
         name="linear", summary="phi(q) (sum_s phi(k_s) v_s^T) / (phi(q) sum_s phi(k_s)), phi = elu + 1 "
                                "(Katharopoulos et al., 2020), without scoring query-key pairs",
-        flops=linear_flops, supports_weights=False, supports_window=False, supports_attention_dropout=False,
+        flops=_linear_flops, supports_weights=False, supports_window=False, supports_attention_dropout=False,
         structured_masks=True, attend=jax_hook("attention_functions", "linear_module_attention")),
 ))
 """Every attention function by name (a ``Mapping``; :func:`register_attention_function` adds to it).
@@ -273,7 +214,7 @@ ATTENTION_FUNCTIONS: Registry[AttentionFunction] = Registry("attention_function"
 
 
 def attention_function(name: str) -> AttentionFunction:
-    """The registry entry of ``name``; ``ValueError`` in one line, with a did-you-mean, for an unknown name.
+    """Return the registry entry of ``name``.
 
     Parameters
     ----------
@@ -284,13 +225,18 @@ def attention_function(name: str) -> AttentionFunction:
     -------
     AttentionFunction
         Its entry in :data:`ATTENTION_FUNCTIONS`.
+
+    Raises
+    ------
+    ValueError
+        One line with a did-you-mean, for an unknown name.
     """
     return ATTENTION_FUNCTIONS.lookup(name)
 
 
 def check_attention_function(function: str, *, implementation: str = "einsum", window: int = 0,
                              attention_dropout_rate: float = 0.0) -> None:
-    """Raise ``ValueError`` (one line) for an unknown function or a setting its entry does not support.
+    """Check that the function exists and its entry supports the given settings.
 
     Parameters
     ----------
@@ -303,10 +249,10 @@ def check_attention_function(function: str, *, implementation: str = "einsum", w
     attention_dropout_rate : float
         > 0 needs ``supports_attention_dropout``.
 
-    Notes
-    -----
-    ``dot_product`` takes every implementation and window: it is the scaled computation on a rescaled
-    query. ``additive`` takes a window as a dense mask (it scores every pair anyway).
+    Raises
+    ------
+    ValueError
+        One line, for an unknown function or an unsupported setting.
     """
     entry = attention_function(function)
     if implementation not in entry.implementations:
@@ -324,12 +270,17 @@ def check_attention_function(function: str, *, implementation: str = "einsum", w
 
 
 def require_weights(function: str) -> None:
-    """Raise ``ValueError`` (one line) unless ``function`` forms attention weights (attention maps).
+    """Check that ``function`` forms attention weights (attention maps).
 
     Parameters
     ----------
     function : str
         ``config.attention_function``.
+
+    Raises
+    ------
+    ValueError
+        One line, for a function without weights.
     """
     entry = attention_function(function)
     if not entry.supports_weights:
@@ -354,8 +305,7 @@ def register_attention_function(entry: AttentionFunction) -> Registration:
 
     Notes
     -----
-    Register before building a ``TransformerConfig`` that names it (validation reads the registry). The
-    model looks the entry up when it is traced, so a jitted function traced with one definition of a name
-    keeps it: register each name once per process (or undo before redefining it).
+    Register before building a ``TransformerConfig`` that names it, once per process: a jitted function
+    keeps the definition it was traced with.
     """
     return ATTENTION_FUNCTIONS.register(entry)

@@ -1,30 +1,8 @@
 """Attention of one query position per row, over a key/value cache or a decode step's encoder output.
 
-Incremental decoding attends from one new position (``T = 1``) to the whole cache. Written as the
-einsums of :func:`attention_jax.models.attention.scaled_dot_product_attention` over a cache stored like the
-other paths' keys, ``[B, S, H, K]``, XLA turns each into a batched matrix product over ``(B, H)`` and
-first copies the cache into the product's layout ``[B, H, K, S]``: on a CPU, that transpose of every
-layer's cache at every step was a large share of a beam search's time (docs/benchmarks.md, "Profiling a
-run"). Two ways round it are here:
-
-- :func:`cached_single_query_attention`, for the self-attention cache, which
-  :class:`attention_jax.models.attention.MultiHeadAttention` stores heads first, ``[B, H, S, K]``: both
-  products then read the cache as stored;
-- :func:`single_query_attention`, for keys and values in the ``[B, S, H, K]`` layout: the two
-  contractions as multiply-and-sum, which XLA fuses into one pass over the keys as stored.
-
-Cross-attention of a decode step has one query position too, and its keys and values (the encoder
-output, projected) do not change during a search; XLA hoisted their projection out of the search
-loop but still transposed them at every step (docs/benchmarks.md,
-"History: where a beam search's time went"). It therefore takes :func:`single_query_attention`, as does every
-attention with one query position outside decode mode (without dropout or stored weights). In a
-beam search the hypotheses of one sentence share its cross-attention keys and values (one row per
-sentence, not per hypothesis).
-
-Shape glossary
---------------
-B key/value rows, R query rows per key/value row, S cache positions, H heads, K key size per head,
-V value size per head.
+Both functions read the keys in their stored layout, so XLA does not transpose every layer's cache at
+every step (a large share of CPU beam-search time: docs/benchmarks.md, "Profiling a run"). Shapes: B
+key/value rows, R query rows per key/value row, S cache positions, H heads, K and V sizes per head.
 """
 
 from __future__ import annotations
@@ -63,11 +41,8 @@ def single_query_attention(query: Array, key: Array, value: Array, mask: Array |
 
     Notes
     -----
-    Sharing one key/value row among ``R`` query rows lets a beam search keep one cross-attention
-    key/value set per sentence instead of one per hypothesis: their projection (hoisted out of the
-    search loop) and their reads at every step shrink ``R``-fold. ``R = 1`` keeps its own ungrouped
-    form, which is faster over the self-attention cache (both timed in docs/benchmarks.md, "History:
-    where a beam search's time went").
+    Sharing one key/value row among ``R`` query rows keeps one cross-attention key/value set per
+    sentence in a beam search instead of one per hypothesis.
     """
     num_rows, kv_rows = query.shape[0], key.shape[0]
     if num_rows % kv_rows:
@@ -118,12 +93,8 @@ def cached_single_query_attention(query: Array, key: Array, value: Array, mask: 
 
     Notes
     -----
-    With the heads before the positions, both contractions are batched matrix products over
-    ``(B, H)`` whose operands XLA takes as stored: ``q K^T`` contracts the last axis of each, and
-    ``weights V`` contracts the positions, the second-to-last axis of ``V``. In the layout of the
-    other paths (``[B, S, H, K]``) they needed either a transpose of the cache at every step or the
-    multiply-and-sum of :func:`single_query_attention`, which XLA's CPU backend runs more slowly
-    (``benchmarks/decode.py``; docs/benchmarks.md, "How beam search got there").
+    Heads before positions make both contractions batched matrix products over ``(B, H)`` on the cache
+    as stored (no per-step transpose).
     """
     key_dim = query.shape[-1]
     scores = jnp.einsum("bhk,bhsk->bhs", query[:, 0].astype(jnp.float32), key.astype(jnp.float32))

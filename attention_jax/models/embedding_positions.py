@@ -1,16 +1,7 @@
 """The positional encodings added to the embeddings: sinusoidal (Section 3.5), learned (Table 2 row E), none.
 
-The JAX hooks of the ``EMBEDDINGS`` entries of
-:data:`attention_jax.models.positional_encodings.POSITIONAL_ENCODINGS` (that registry imports no
-framework and calls these on first use); ``model.PositionalEncoding`` reaches them through
-``positional_encodings.encode_positions``.
-
-A learned table has ``config.max_len`` rows. A position at or beyond it (decoding longer than the
-table) gets a zero vector, never a wrapped or clipped row, and the log says so once per table size.
-
-Shape glossary
---------------
-D d_model; ``[...]`` any shape of integer positions.
+The JAX hooks of ``positional_encodings.EMBEDDINGS``. A learned table's position at or beyond
+``config.max_len`` gets a zero vector (logged once per table size). Shapes: D d_model.
 """
 
 from __future__ import annotations
@@ -58,7 +49,22 @@ def sinusoidal_positional_encoding(positions: Array, d_model: int) -> Array:
 
 
 def sinusoidal(module: nn.Module, positions: Array, config: TransformerConfig) -> Array:
-    """The ``sinusoidal`` entry's encoding: :func:`sinusoidal_positional_encoding` at ``config.d_model``."""
+    """The ``sinusoidal`` entry's encoding (Section 3.5) at ``config.d_model``.
+
+    Parameters
+    ----------
+    module : nn.Module
+        The calling ``model.PositionalEncoding``.
+    positions : Array
+        Integer positions of any shape ``[...]``.
+    config : TransformerConfig
+        ``d_model`` (and ``max_len``) are read.
+
+    Returns
+    -------
+    Array
+        ``[..., D]``.
+    """
     return sinusoidal_positional_encoding(positions, config.d_model)
 
 
@@ -76,7 +82,22 @@ def _log_beyond_table(last_position: Any, table_rows: int) -> None:
 
 
 def learned(module: nn.Module, positions: Array, config: TransformerConfig) -> Array:
-    """The ``learned`` entry's encoding: row ``p`` of a learned ``[max_len, D]`` table, zeros beyond it."""
+    """The ``learned`` entry's encoding: row ``p`` of a learned ``[max_len, D]`` table, zeros beyond it.
+
+    Parameters
+    ----------
+    module : nn.Module
+        The calling ``model.PositionalEncoding``.
+    positions : Array
+        Integer positions of any shape ``[...]``.
+    config : TransformerConfig
+        ``d_model`` (and ``max_len``) are read.
+
+    Returns
+    -------
+    Array
+        ``[..., D]``.
+    """
     table = cast(Array, module.param(  # Table 2 row E: one learned vector per position (param unboxes).
         "position_embedding",
         nn.with_logical_partitioning(nn.initializers.normal(stddev=0.02), (None, "embed")),
@@ -89,5 +110,20 @@ def learned(module: nn.Module, positions: Array, config: TransformerConfig) -> A
 
 
 def no_positions(module: nn.Module, positions: Array, config: TransformerConfig) -> Array:
-    """The ``none`` entry's encoding: zeros ``[..., D]`` (the model sees no positions)."""
+    """The ``none`` entry's encoding: zeros (the model sees no positions).
+
+    Parameters
+    ----------
+    module : nn.Module
+        The calling ``model.PositionalEncoding``.
+    positions : Array
+        Integer positions of any shape ``[...]``.
+    config : TransformerConfig
+        ``d_model`` (and ``max_len``) are read.
+
+    Returns
+    -------
+    Array
+        ``[..., D]``.
+    """
     return jnp.zeros((*positions.shape, config.d_model), jnp.float32)

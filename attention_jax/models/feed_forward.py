@@ -1,12 +1,7 @@
 """The feed-forward sublayer (Section 3.3) and the activations of :mod:`attention_jax.models.feed_forward_registry`.
 
-Parameter layout: ``inner`` ``[D, F]`` and ``outer`` ``[F, D]`` are the paper's W1 and W2, named and shaped
-as in every run before the feed-forward axis; a gated variant adds ``gate`` ``[D, F]``, Shazeer's W, whose
-activated output multiplies ``inner``'s (his V). Each has a bias unless ``config.feed_forward_bias`` is False.
-
-Shape glossary
---------------
-B batch, L length, D d_model, F the hidden width (:func:`feed_forward_registry.hidden_width`).
+Parameters: ``inner`` ``[D, F]`` and ``outer`` ``[F, D]`` are the paper's W1 and W2; a gated variant adds
+``gate`` ``[D, F]`` (Shazeer's W). Shapes: B batch, L length, D d_model, F hidden width.
 """
 
 from __future__ import annotations
@@ -22,27 +17,88 @@ Array = jax.Array
 
 
 def relu(hidden: Array) -> Array:
-    """``max(0, h)`` (Eq. 2)."""
+    """Return ``max(0, h)`` (Eq. 2).
+
+    Parameters
+    ----------
+    hidden : Array
+        Pre-activations ``[B, L, F]``.
+
+    Returns
+    -------
+    Array
+        The activations, same shape.
+    """
     return jax.nn.relu(hidden)
 
 
 def gelu(hidden: Array) -> Array:
-    """GELU exact: ``h Phi(h) = h (1 + erf(h / sqrt 2)) / 2``, not the tanh approximation."""
+    """Return exact GELU ``h (1 + erf(h / sqrt 2)) / 2``, not the tanh approximation.
+
+    Parameters
+    ----------
+    hidden : Array
+        Pre-activations ``[B, L, F]``.
+
+    Returns
+    -------
+    Array
+        The activations, same shape.
+    """
     return jax.nn.gelu(hidden, approximate=False)
 
 
 def swish(hidden: Array) -> Array:
-    """Swish with beta 1 (SiLU): ``h sigmoid(h)``."""
+    """Return Swish with beta 1 (SiLU): ``h sigmoid(h)``.
+
+    Parameters
+    ----------
+    hidden : Array
+        Pre-activations ``[B, L, F]``.
+
+    Returns
+    -------
+    Array
+        The activations, same shape.
+    """
     return jax.nn.silu(hidden)
 
 
 def sigmoid(hidden: Array) -> Array:
-    """``1 / (1 + exp(-h))``, GLU's gate."""
+    """Return ``1 / (1 + exp(-h))``, GLU's gate.
+
+    Parameters
+    ----------
+    hidden : Array
+        Pre-activations ``[B, L, F]``.
+
+    Returns
+    -------
+    Array
+        The activations, same shape.
+    """
     return jax.nn.sigmoid(hidden)
 
 
 def dense(config: TransformerConfig, features: int, axes: tuple[str, str], name: str) -> nn.Dense:
-    """A feed-forward layer: Xavier-uniform kernel with logical ``axes`` (in, out), zero bias if any."""
+    """Build a feed-forward layer: Xavier-uniform kernel with logical ``axes``, zero bias if any.
+
+    Parameters
+    ----------
+    config : TransformerConfig
+        ``feed_forward_bias``, dtypes and ``cpu_kernels`` are read.
+    features : int
+        Output width.
+    axes : tuple[str, str]
+        Logical (in, out) axis names of the kernel.
+    name : str
+        Parameter name (``inner``, ``gate``, ``outer``).
+
+    Returns
+    -------
+    nn.Dense
+        The layer.
+    """
     return nn.Dense(features, use_bias=config.feed_forward_bias, dtype=config.compute_dtype, name=name,
                     dot_general=dense_dot_general(config.cpu_kernels),
                     kernel_init=nn.with_logical_partitioning(nn.initializers.xavier_uniform(), axes),

@@ -1,8 +1,7 @@
 """The feed-forward sublayer's variants (Section 3.3, Eq. 2; Shazeer, 2020), one registry: name -> entry.
 
-An entry is an activation and whether it gates: ``act(x W1 + b1) W2 + b2``, or ``(act(x W + b) * (x V + c))
-W2 + b2``. ``feed_forward.FeedForward``, the parameter and FLOP counts and the size estimate ask the entry.
-Imports no framework (the built-in activations are :mod:`attention_jax.models.feed_forward`'s, named).
+An entry is an activation and whether it gates: ``act(x W1 + b1) W2 + b2`` or
+``(act(x W + b) * (x V + c)) W2 + b2``. Imports no framework.
 """
 
 from __future__ import annotations
@@ -19,8 +18,10 @@ Activation = Callable[[Any], Any]  # Elementwise JAX function of the [..., F] pr
 
 @dataclasses.dataclass(frozen=True)
 class FeedForwardVariant:
-    """One feed-forward sublayer: ``name`` (``config.feed_forward``), ``summary`` (one line, for docs), the
-    ``activation`` of ``x W1 + b1`` or of the gate ``x W + b`` (None: identity) and whether it is ``gated``."""
+    """One feed-forward sublayer: its ``name`` (``config.feed_forward``), docs ``summary``, ``activation``, ``gated``.
+
+    The activation applies to ``x W1 + b1``, or to the gate ``x W + b`` when gated (None: identity).
+    """
 
     name: str
     summary: str
@@ -28,7 +29,18 @@ class FeedForwardVariant:
     gated: bool = False
 
     def activate(self, hidden: Any) -> Any:
-        """``activation(hidden)``, or ``hidden`` itself for an entry without one."""
+        """Apply the entry's activation (identity without one).
+
+        Parameters
+        ----------
+        hidden : Any
+            Pre-activations.
+
+        Returns
+        -------
+        Any
+            The activations.
+        """
         return hidden if self.activation is None else self.activation(hidden)
 
 
@@ -77,8 +89,10 @@ def hidden_width(name: str, d_ff: int, *, match_params: bool = True) -> int:
     ----------
     name : str
         ``config.feed_forward``.
-    d_ff, match_params
-        ``config.d_ff`` and ``config.feed_forward_match_params``.
+    d_ff : int
+        ``config.d_ff``.
+    match_params : bool
+        ``config.feed_forward_match_params``.
 
     Returns
     -------
@@ -100,8 +114,10 @@ def feed_forward_params(name: str, *, d_model: int, d_ff: int, match_params: boo
     ----------
     name : str
         ``config.feed_forward``.
-    d_model, d_ff, match_params, bias
-        ``D``, ``config.d_ff``, ``config.feed_forward_match_params`` and ``config.feed_forward_bias``.
+    d_model, d_ff : int
+        ``D`` and ``config.d_ff``.
+    match_params, bias : bool
+        ``config.feed_forward_match_params`` and ``config.feed_forward_bias``.
 
     Returns
     -------

@@ -1,21 +1,8 @@
 """Matmul FLOPs of Transformer training, counted from the shapes (no framework imports).
 
-The one FLOP count of the project: ``benchmarks/train_step.py`` reports MFU with it, and every run's
-``results.json`` records :func:`training_flops`. Table 3's other cost estimate, the paper's, is
-:func:`paper_training_flops`.
-
-Convention: a multiply-add is 2 FLOPs and a lone add or multiply 1, counted as
-``attention_jax/models/attention_functions.py`` does the arithmetic (chunk padding and the
-``[T, S]`` pairs a mask discards included: they are computed). Left out, as softmax always is in model
-FLOPs: elementwise functions of one tensor (softmax, the ``1/sqrt(d_k)`` scale, additive attention's
-tanh, linear attention's ``elu + 1`` and its division by the denominator, the feed-forward's
-activation), masks, layer norms, embedding lookups and the optimizer; a gated feed-forward's product of
-two hidden layers counts 1 per element (:func:`feed_forward_flops`). :func:`attention_function_flops`
-gives each attention function's count, read from its entry in
-:data:`attention_jax.models.attention_registry.ATTENTION_FUNCTIONS`, and
-:func:`positional_encoding_flops` what an encoding that acts inside self-attention adds (relative, rotary,
-ALiBi), read from its entry in :data:`attention_jax.models.positional_encodings.POSITIONAL_ENCODINGS`
-(neither registry imports a framework).
+A multiply-add is 2 FLOPs, a lone add or multiply 1, counted as the code computes them (padding and
+masked pairs included). Elementwise functions of one tensor (softmax, scales, activations), masks,
+norms, embedding lookups and the optimizer are left out, as is usual for model FLOPs.
 """
 
 from __future__ import annotations
@@ -55,11 +42,7 @@ def attention_function_flops(attention_function: str, *, query_len: int, key_len
 
     Notes
     -----
-    The entry's ``flops`` counts one head (``attention_registry.dot_product_flops``, ``additive_flops``,
-    ``linear_flops`` for the built-in functions, each with its derivation); this is ``H`` times it.
-    The softmax functions score all ``T x S`` pairs whether causal or not. A decode step of linear
-    attention (one query, ``attention_functions.linear_attention_step``) costs ``4 K V + 3 K`` per head
-    whatever the position, where the softmax functions pay for every cached key.
+    The softmax functions score all ``T x S`` pairs whether causal or not.
     """
     entry = attention_registry.attention_function(attention_function)
     per_head = entry.flops(query_len=query_len, key_len=key_len, key_dim=key_dim, value_dim=value_dim,
@@ -137,7 +120,7 @@ def transformer_train_flops(*, rows: int, source_len: int, target_len: int, num_
                             attention_function: str = "scaled_dot_product", positional_encoding: str = "sinusoidal",
                             encoding_settings: Any = None, feed_forward: str = "relu",
                             feed_forward_match_params: bool = True) -> float:
-    """FLOPs of the matrix products of one encoder-decoder training step (forward + backward = 3 x forward).
+    """Count the matmul FLOPs of one encoder-decoder training step (forward + backward = 3 x forward).
 
     Parameters
     ----------
@@ -148,67 +131,49 @@ def transformer_train_flops(*, rows: int, source_len: int, target_len: int, num_
     attention_function : str
         ``config.attention_function``, counted by :func:`attention_function_flops` (the decoder's
         self-attention causal, the encoder's and the cross-attention not).
-    positional_encoding, encoding_settings
-        ``config.positional_encoding`` and its ``positional_encoding_settings``, counted by
-        :func:`positional_encoding_flops` in both stacks' self-attentions.
-    feed_forward, feed_forward_match_params
-        ``config.feed_forward`` and ``config.feed_forward_match_params`` (:func:`feed_forward_flops`).
+    positional_encoding : str
+        ``config.positional_encoding``, counted in both stacks' self-attentions.
+    encoding_settings : Any
+        Its ``positional_encoding_settings``.
+    feed_forward : str
+        ``config.feed_forward`` (:func:`feed_forward_flops`).
+    feed_forward_match_params : bool
+        ``config.feed_forward_match_params``.
 
     Returns
     -------
     float
-        ``3 * forward``, a multiply-add counted as 2 FLOPs (the module's convention). The softmax
-        functions' scores and weighted sums are counted over all ``T x S`` pairs (as computed, the
-        causal mask included); embedding lookups, softmax, layer norms and the optimizer are left out
-        (standard MFU accounting), and so is the backward pass's recomputation of additive scores
-        (``jax.checkpoint``: hardware FLOPs, not model FLOPs).
+        ``3 * forward``; all ``T x S`` pairs counted (as computed), the backward pass's recomputation of
+        additive scores not (hardware FLOPs, not model FLOPs).
     """
-    def attention(query_len: int, key_len: int, causal: bool) -> float:
+    def _attention(query_len: int, key_len: int, causal: bool) -> float:
         return _multi_head_attention_flops(attention_function, query_len, key_len, d_model, num_heads, key_dim,
                                            value_dim, causal)
 
-    def positions(length: int) -> float:  # A self-attention's; cross-attention sees no positions.
+    def _positions(length: int) -> float:  # A self-attention's; cross-attention sees no positions.
         return positional_encoding_flops(positional_encoding, query_len=length, key_len=length, num_heads=num_heads,
                                          key_dim=key_dim, value_dim=value_dim,
                                          encoding_settings=encoding_settings)
 
-    def ffn(length: int) -> float:
+    def _ffn(length: int) -> float:
         return feed_forward_flops(feed_forward, length=length, d_model=d_model, d_ff=d_ff,
                                   match_params=feed_forward_match_params)
 
-    encoder = num_layers * (attention(source_len, source_len, False) + positions(source_len) + ffn(source_len))
-    decoder = num_layers * (attention(target_len, target_len, True) + positions(target_len)
-                            + attention(target_len, source_len, False) + ffn(target_len))
+    encoder = num_layers * (_attention(source_len, source_len, False) + _positions(source_len) + _ffn(source_len))
+    decoder = num_layers * (_attention(target_len, target_len, True) + _positions(target_len)
+                            + _attention(target_len, source_len, False) + _ffn(target_len))
     logits = 2 * target_len * d_model * vocab_size
     return 3.0 * rows * (encoder + decoder + logits)
 
 
-def decoder_only_train_flops(*, rows: int, length: int, num_layers: int, d_model: int, d_ff: int,
+def _decoder_only_train_flops(*, rows: int, length: int, num_layers: int, d_model: int, d_ff: int,
                              num_heads: int, key_dim: int, value_dim: int, vocab_size: int,
                              attention_function: str = "scaled_dot_product", positional_encoding: str = "sinusoidal",
                              encoding_settings: Any = None, feed_forward: str = "relu",
                              feed_forward_match_params: bool = True) -> float:
-    """FLOPs of one training step of the decoder-only language model (same accounting as above).
+    """Count the FLOPs of one decoder-only training step, as :func:`transformer_train_flops` does.
 
-    Parameters
-    ----------
-    rows, length : int
-        Batch shape ``[rows, length]`` (packed rows: every position is computed).
-    num_layers, d_model, d_ff, num_heads, key_dim, value_dim, vocab_size : int
-        Model shape.
-    attention_function : str
-        ``config.attention_function`` (:func:`attention_function_flops`, causal).
-    positional_encoding, encoding_settings
-        ``config.positional_encoding`` and its ``positional_encoding_settings``
-        (:func:`positional_encoding_flops`, in every layer's self-attention).
-    feed_forward, feed_forward_match_params
-        ``config.feed_forward`` and ``config.feed_forward_match_params`` (:func:`feed_forward_flops`).
-
-    Returns
-    -------
-    float
-        ``3 * forward``: per layer one causal self-attention (all ``L x L`` pairs for the softmax
-        functions, chunks for linear attention) and the feed-forward, then the output projection.
+    Per layer one causal self-attention and the feed-forward, then the output projection; ``3 * forward``.
     """
     layer = (_multi_head_attention_flops(attention_function, length, length, d_model, num_heads, key_dim,
                                          value_dim, True)
@@ -254,7 +219,7 @@ def training_flops(model_config: TransformerConfig, model_kind: str, target_toke
         encoding_settings=model_config.positional_encoding_settings, feed_forward=model_config.feed_forward,
         feed_forward_match_params=model_config.feed_forward_match_params)
     if model_kind == ModelKind.DECODER_ONLY:
-        per_row = decoder_only_train_flops(rows=1, length=length, **shape)
+        per_row = _decoder_only_train_flops(rows=1, length=length, **shape)
     else:
         per_row = transformer_train_flops(rows=1, source_len=length, target_len=length, **shape)
     return per_row / length * float(target_tokens)

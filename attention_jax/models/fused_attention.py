@@ -1,14 +1,7 @@
 """Attention through ``jax.nn.dot_product_attention``: the XLA and cuDNN (flash) kernels.
 
-The ``xla``, ``cudnn`` and ``fused`` values of
-:data:`attention_jax.models.attention.ATTENTION_IMPLEMENTATIONS` run here;
-:class:`attention_jax.models.attention.MultiHeadAttention` calls :func:`fused_dot_product_attention` for
-them, and ``attention`` re-exports it.
-
-Shape glossary
---------------
-B batch, T query length, S key/value length, H heads, K key/query size per head (d_k),
-V value size per head (d_v).
+Runs the ``xla``, ``cudnn`` and ``fused`` implementations. Shapes: B batch, T queries, S keys, H heads,
+K d_k, V d_v.
 """
 
 from __future__ import annotations
@@ -49,15 +42,13 @@ def fused_dot_product_attention(
 
     Notes
     -----
-    ``jax.nn.dot_product_attention`` needs keys and values of one width. When ``d_k != d_v`` the
-    narrower of (query, key) and value is zero-padded to the wider width: zero columns add nothing to
-    ``Q K^T`` and the padded output columns are sliced away. The scale stays ``1/sqrt(d_k)``.
-    Fully masked rows are zeroed afterwards (the fused kernels return a uniform average there).
+    When ``d_k != d_v`` the narrower operands are zero-padded and the extra output columns sliced away;
+    fully masked rows are zeroed afterwards (the kernels return a uniform average there).
     """
     key_dim, value_dim = query.shape[-1], value.shape[-1]
     width = max(key_dim, value_dim)
 
-    def pad_last(array: Array) -> Array:
+    def _pad_last(array: Array) -> Array:
         extra = width - array.shape[-1]
         return array if extra == 0 else jnp.pad(array, [(0, 0)] * (array.ndim - 1) + [(0, extra)])
 
@@ -67,9 +58,9 @@ def fused_dot_product_attention(
         on_gpu = jax.default_backend() == "gpu"
         backend = "cudnn" if on_gpu and query.dtype in (jnp.bfloat16, jnp.float16) else "xla"
     output = jax.nn.dot_product_attention(
-        pad_last(query),
-        pad_last(key),
-        pad_last(value),
+        _pad_last(query),
+        _pad_last(key),
+        _pad_last(value),
         mask=mask,
         scale=1.0 / float(key_dim) ** 0.5,
         implementation=backend,

@@ -1,19 +1,8 @@
 """A decoder-only Transformer language model built from the encoder-decoder's own layers.
 
-Shape glossary
---------------
-B batch, L length, D d_model, N vocabulary.
-
-Each layer is :class:`attention_jax.models.model.EncoderLayer` (self-attention then feed-forward, each in a
-:class:`attention_jax.models.model.ResidualSublayer`) given a causal mask: the paper's decoder layer without its
-encoder-decoder attention. The paper generates autoregressively, "consuming the previously generated
-symbols as additional input when generating the next" (Section 3); a language model is that decoder
-on its own.
-
-Batches use the translation batches' target side: ``targets`` ``[B, L]`` hold documents that end in EOS
-(padding 0); the model reads ``[BOS] + targets[:-1]``. Packed rows (several documents per row) carry
-``targets_segmentation`` and ``targets_position``: attention never crosses documents, positions restart
-at 0 and every document's input starts with BOS.
+Each layer is ``model.EncoderLayer`` under a causal mask: the paper's decoder without encoder-decoder
+attention (Section 3). The model reads ``[BOS] + targets[:-1]``; packed rows restart positions and BOS
+per document and never attend across documents. Shapes: B batch, L length, D d_model, N vocabulary.
 """
 
 from __future__ import annotations
@@ -47,16 +36,13 @@ class LanguageModel(nn.Module):
 
     Notes
     -----
-    The input embedding is scaled by sqrt(d_model) and, with ``share_embeddings``, is also the
-    pre-softmax projection (3.4). Post- or pre-LN, the normalisation, the residual connections and the
-    positional encoding follow the config as in
-    :class:`attention_jax.models.model.Transformer`; parameter names carry the same logical axes, so the
-    same sharding rules apply.
+    With ``share_embeddings`` the input embedding is also the pre-softmax projection (3.4).
     """
 
     config: TransformerConfig
 
     def setup(self) -> None:
+        """Build the embedding, the layers and the final norm."""
         cfg = self.config
         embed_init = nn.with_logical_partitioning(
             nn.initializers.normal(stddev=cfg.d_model**-0.5), ("vocab", "embed"))
@@ -152,12 +138,17 @@ class LanguageModel(nn.Module):
 
 
 def check_model_kind(model_kind: str) -> None:
-    """Raise ``ValueError`` unless ``model_kind`` is one of :data:`MODEL_KINDS`.
+    """Check that ``model_kind`` is one of :data:`MODEL_KINDS`.
 
     Parameters
     ----------
     model_kind : str
         ``config.model_kind``.
+
+    Raises
+    ------
+    ValueError
+        One line, for an unknown kind.
     """
     if model_kind not in MODEL_KINDS:
         raise ValueError(f"model_kind must be one of {MODEL_KINDS}; got {model_kind!r}.")
@@ -184,7 +175,7 @@ def build_model(model_config: TransformerConfig, model_kind: str) -> nn.Module:
     return model.Transformer(model_config)
 
 
-def is_language_model(module: nn.Module) -> bool:
+def _is_language_model(module: nn.Module) -> bool:
     """Whether ``module`` is the decoder-only :class:`LanguageModel` (its batches have no ``inputs``)."""
     return isinstance(module, LanguageModel)
 
@@ -205,7 +196,7 @@ def init_arguments(module: nn.Module, length: int = 1) -> tuple[Array, ...]:
         int32 ``[1, length]`` ids of ones.
     """
     ids = jnp.ones((1, length), jnp.int32)
-    return (ids,) if is_language_model(module) else (ids, ids)
+    return (ids,) if _is_language_model(module) else (ids, ids)
 
 
 def apply_to_batch(module: nn.Module, params: Any, batch: dict, **kwargs: Any) -> Array:
@@ -227,7 +218,7 @@ def apply_to_batch(module: nn.Module, params: Any, batch: dict, **kwargs: Any) -
     Array
         float32 logits ``[B, T, N]``.
     """
-    if is_language_model(module):
+    if _is_language_model(module):
         packed = {key: batch[key] for key in LM_PACKED_KEYS if key in batch}
         return cast(Array, module.apply({"params": params}, batch["targets"], **packed, **kwargs))
     packed = {key: batch[key] for key in model.PACKED_KEYS if key in batch}

@@ -1,13 +1,8 @@
 """The block layout of restricted self-attention (Table 1): ``attention.local_dot_product_attention``'s helpers.
 
-A sequence of ``L`` positions is cut into ``nb = ceil(L / w)`` blocks of ``w = r`` positions; every key
-within ``r`` of a query in block ``i`` lies in blocks ``i - 1``, ``i``, ``i + 1`` (``i - 1``, ``i`` when
-causal), read as slices of one padded copy of the keys.
-
-Shape glossary
---------------
-B batch, L length, nb blocks, w positions per block (the window ``r``), C neighbour blocks per query
-block (3, or 2 when causal), H heads, K|V sizes per head.
+``L`` positions are cut into ``nb = ceil(L / r)`` blocks of ``w = r``; the keys within ``r`` of block ``i``
+lie in blocks ``i - 1 .. i + 1`` (``i - 1, i`` when causal). Shapes: B batch, L length, nb blocks, w block
+size, C neighbour blocks (3, or 2 when causal), H heads.
 """
 
 from __future__ import annotations
@@ -19,10 +14,23 @@ Array = jax.Array
 
 
 def to_blocks(sequence: Array, block: int, num_blocks: int, margin: int) -> Array:
-    """Cut axis 1 into blocks: ``[B, L, ...]`` -> ``[B, margin + num_blocks + margin, block, ...]``.
+    """Cut axis 1 into blocks, zero-padded (``False`` for booleans).
 
-    The sequence is zero-padded (``False`` for booleans): ``margin`` empty blocks in front; the remainder
-    ``num_blocks * block - L`` and ``margin`` empty blocks at the end.
+    Parameters
+    ----------
+    sequence : Array
+        ``[B, L, ...]``.
+    block : int
+        Positions per block.
+    num_blocks : int
+        ``nb``, blocks covering ``L``.
+    margin : int
+        Empty blocks added at each end.
+
+    Returns
+    -------
+    Array
+        ``[B, margin + nb + margin, block, ...]``.
     """
     edge = [(0, 0)] * sequence.ndim
     edge[1] = (margin * block, (num_blocks + margin) * block - sequence.shape[1])
@@ -31,13 +39,49 @@ def to_blocks(sequence: Array, block: int, num_blocks: int, margin: int) -> Arra
 
 
 def neighbours(blocks: Array, offset: int, num_blocks: int) -> Array:
-    """Block ``i + offset`` for every block ``i`` of blocks padded with one block on each side."""
+    """Select block ``i + offset`` for every block ``i``.
+
+    Parameters
+    ----------
+    blocks : Array
+        ``[B, nb + 2, w, ...]``: blocks padded with one block on each side.
+    offset : int
+        -1, 0 or 1.
+    num_blocks : int
+        ``nb``.
+
+    Returns
+    -------
+    Array
+        ``[B, nb, w, ...]``.
+    """
     return blocks[:, 1 + offset:1 + offset + num_blocks]
 
 
 def local_block_mask(length: int, window: int, num_blocks: int, offsets: tuple[int, ...],
                      valid: Array | None, causal: bool) -> Array:
-    """Boolean ``[B or 1, 1, nb, w, C w]``: the neighbour blocks' keys each query may see (blocks of ``window``)."""
+    """Return the neighbour blocks' keys each query may see: ``|i - j| <= window``, in range, valid, causal.
+
+    Parameters
+    ----------
+    length : int
+        ``L``.
+    window : int
+        ``r``, also the block size ``w``.
+    num_blocks : int
+        ``nb``.
+    offsets : tuple[int, ...]
+        Neighbour offsets, ``C`` of them.
+    valid : Array or None
+        Boolean ``[B, L]``: real tokens.
+    causal : bool
+        Also forbid later keys.
+
+    Returns
+    -------
+    Array
+        Boolean ``[B or 1, 1, nb, w, C w]``.
+    """
     block = window
     # Positions: queries [nb, w, 1], keys [nb, 1, Cw] (C = len(offsets)); keys outside [0, L) are padding.
     query_positions = jnp.arange(num_blocks * block).reshape(num_blocks, block, 1)
@@ -58,7 +102,20 @@ def local_block_mask(length: int, window: int, num_blocks: int, offsets: tuple[i
 
 
 def check_one_length(length: int, key: Array, value: Array) -> None:
-    """Raise ``ValueError`` unless keys and values have the queries' length (self-attention)."""
+    """Check that keys and values have the queries' length (self-attention).
+
+    Parameters
+    ----------
+    length : int
+        Query length.
+    key, value : Array
+        ``[B, S, H, K|V]``.
+
+    Raises
+    ------
+    ValueError
+        If ``S != length``.
+    """
     if key.shape[1] != length or value.shape[1] != length:
         raise ValueError(f"local_dot_product_attention is self-attention: query, key and value need one length; "
                          f"got {length}, {key.shape[1]}, {value.shape[1]}. Use scaled_dot_product_attention "

@@ -1,17 +1,8 @@
 """The model's attention masks: padding, causal, packed segments, restricted windows, per attention function.
 
-The mask helpers (:func:`make_padding_mask`, :func:`make_causal_mask`, :func:`make_local_mask`,
-:func:`combine_masks` and :class:`LocalMask`, restricted self-attention's mask in O(L) memory) come
-first; :class:`attention_jax.models.model.Transformer` and
-:class:`attention_jax.models.language_model.LanguageModel` then build their masks from token validity and
-the segment ids of packed rows (:func:`self_attention_mask`, :func:`cross_attention_mask`). For an attention function
-whose registry entry asks for ``structured_masks`` (linear attention) the same masks are returned as an
-:class:`attention_functions.StructuredMask` (their parts), which it applies without a ``[T, S]`` matrix.
-
-Shape glossary
---------------
-B batch (decoder rows), B' encoder rows (B = B' R when a search's R hypotheses share a sentence's row),
-S source length, T target length, L length of a self-attention sequence.
+For an entry with ``structured_masks`` (linear attention) the masks come as an
+``attention_functions.StructuredMask``. Shapes: B decoder rows, B' encoder rows (B = B' R when R
+hypotheses share a sentence), S source length, T target length, L self-attention length.
 """
 
 from __future__ import annotations
@@ -43,10 +34,6 @@ def make_padding_mask(query_valid: Array, key_valid: Array) -> Array:
     -------
     Array
         Boolean ``[B, 1, T, S]``, ``True`` where both the query and the key are valid.
-
-    Notes
-    -----
-    Padded queries get a fully masked row, hence zero output; the loss ignores them anyway.
     """
     return jnp.logical_and(query_valid[:, None, :, None], key_valid[:, None, None, :])
 
@@ -63,11 +50,6 @@ def make_causal_mask(length: int) -> Array:
     -------
     Array
         Boolean ``[1, 1, T, T]``, lower triangular including the diagonal.
-
-    Notes
-    -----
-    This is the paper's "masking out (setting to -inf) all values ... which correspond to illegal
-    connections", expressed as a boolean mask.
     """
     positions = jnp.arange(length)
     return (positions[None, :] <= positions[:, None])[None, None]
@@ -99,9 +81,9 @@ def make_local_mask(query_positions: Array, key_positions: Array, window: int) -
 
 
 @overload
-def combine_masks(first: Array, /, *masks: Array | None) -> Array: ...
+def combine_masks(first: Array, /, *masks: Array | None) -> Array: ...  # numpydoc ignore=GL08
 @overload
-def combine_masks(*masks: Array | None) -> Array | None: ...
+def combine_masks(*masks: Array | None) -> Array | None: ...  # numpydoc ignore=GL08
 def combine_masks(*masks: Array | None) -> Array | None:
     """Merge boolean masks with a logical AND, ignoring ``None``.
 
@@ -114,11 +96,6 @@ def combine_masks(*masks: Array | None) -> Array | None:
     -------
     Array or None
         Their conjunction, or ``None`` when every mask is ``None``.
-
-    Notes
-    -----
-    Broadcasting follows NumPy rules, so a ``[1, 1, T, T]`` causal mask merges with a
-    ``[B, 1, T, T]`` padding mask into ``[B, 1, T, T]``.
     """
     present = [mask for mask in masks if mask is not None]
     if not present:
@@ -138,11 +115,6 @@ def check_window(window: int) -> None:
     ------
     ValueError
         One line naming the value, when ``window`` is not an ``int`` (``bool`` included) or is ``<= 0``.
-
-    Notes
-    -----
-    Called by :meth:`LocalMask.to_dense` and :func:`attention.local_dot_product_attention`; ``r = 0`` is
-    full attention, asked for by giving no window at all.
     """
     if isinstance(window, bool) or not isinstance(window, int) or window <= 0:
         raise ValueError(
@@ -170,9 +142,7 @@ class LocalMask:
 
     Notes
     -----
-    A pytree (``flax.struct``), so it can pass through ``jax.jit`` and Flax transforms. Passed as
-    ``mask`` to :class:`attention.MultiHeadAttention`, it selects
-    :func:`attention.local_dot_product_attention` on the einsum path; other paths use :meth:`to_dense`.
+    A pytree (``flax.struct``); the einsum path computes it blockwise, others use :meth:`to_dense`.
     """
 
     window: int = flax.struct.field(pytree_node=False)
@@ -216,9 +186,7 @@ def make_segment_mask(query_segmentation: Array, key_segmentation: Array) -> Arr
 
     Notes
     -----
-    Padding (id 0) attends nowhere and is attended by nothing, so this mask also contains the
-    padding mask. Cross-attention uses it with target queries and source keys: a target pair
-    attends only to the source sentence with its own segment id.
+    Padding (id 0) attends nowhere and is attended by nothing, so this mask contains the padding mask.
     """
     same = query_segmentation[:, None, :, None] == key_segmentation[:, None, None, :]  # [B,1,T,S]
     return jnp.logical_and(same, (query_segmentation != 0)[:, None, :, None])
@@ -234,8 +202,11 @@ def self_attention_mask(config: TransformerConfig, valid: Array, *, causal: bool
     config : TransformerConfig
         ``attention_window`` and ``attention_function`` are read.
     valid : Array
-        Boolean ``[B, L]``: real tokens. ``causal`` forbids later keys (decoder self-attention, 3.2.3);
-        ``segmentation`` (packed rows, ``[B, L]``) restricts keys to the query's own segment.
+        Boolean ``[B, L]``: real tokens.
+    causal : bool
+        Forbid later keys (decoder self-attention, 3.2.3).
+    segmentation : Array, optional
+        ``[B, L]`` segment ids of packed rows: keys restricted to the query's own segment.
 
     Returns
     -------

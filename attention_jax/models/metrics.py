@@ -1,20 +1,9 @@
 """Label-smoothed cross-entropy and the per-token metrics reported during training and evaluation.
 
-Label smoothing (Section 5.4, eps_ls) uses the convention of Szegedy et al. (2016) and
-``optax.smooth_labels``: the target distribution is
-
-    q(v) = (1 - eps) * [v == gold] + eps / N        for every v in the vocabulary of size N,
-
-so the gold token gets ``1 - eps + eps / N``. Its cross-entropy splits into two terms,
-
-    -sum_v q(v) log p(v) = (1 - eps) * NLL + eps * mean_v(-log p(v)),
-
-which is how it is computed here (no ``[B, T, N]`` one-hot). The value is the raw cross-entropy with
-the smoothed target (its minimum is the entropy of ``q``, not 0). Padding positions (id 0) are
-excluded everywhere; perplexity is ``exp`` of the *unsmoothed* loss per target token.
-
-Metrics travel as sums (``loss_sum``, ``nll_sum``, ``correct``, ``tokens``) so that micro-batches,
-evaluation batches and devices add up exactly; :func:`summarize` turns sums into means.
+Label smoothing (Section 5.4) as ``optax.smooth_labels``: ``q(v) = (1 - eps) [v == gold] + eps / N``,
+computed as ``(1 - eps) NLL + eps mean_v(-log p(v))`` without a one-hot. Padding (id 0) is excluded;
+perplexity is ``exp`` of the unsmoothed loss. Metrics travel as sums so that micro-batches and devices
+add up exactly.
 """
 
 from __future__ import annotations
@@ -55,33 +44,14 @@ def first_argmax(logits: Array, *, cpu_kernels: bool = True) -> Array:
     return jnp.argmax(logits, axis=-1).astype(jnp.int32)
 
 
-def gold_token_logit(logits: Array, targets: Array) -> Array:
-    """Each position's logit of its gold token (a gather).
-
-    Parameters
-    ----------
-    logits : Array
-        ``[..., N]`` scores.
-    targets : Array
-        ``[...]`` ids in ``[0, N)``.
-
-    Returns
-    -------
-    Array
-        ``[...]``: ``logits[..., targets]``.
-
-    Notes
-    -----
-    The gather's gradient is a scatter into a zero ``[..., N]`` tensor. A select-and-sum over the
-    vocabulary gives the same value exactly and an elementwise gradient, but timed on a GPU it was no
-    faster beyond the run-to-run spread (``docs/benchmarks.md``), so the gather stays.
-    """
+def _gold_token_logit(logits: Array, targets: Array) -> Array:
+    """Return ``logits[..., targets]`` by a gather (a select-and-sum was timed and was no faster)."""
     return jnp.take_along_axis(logits, targets[..., None], axis=-1)[..., 0]
 
 
 def token_loss_sums(logits: Array, targets: Array, label_smoothing: float, *,
                     cpu_kernels: bool = True) -> dict[str, Array]:
-    """Sums over non-pad target tokens of the smoothed and unsmoothed loss and of correct guesses.
+    """Sum the smoothed and unsmoothed loss and the correct guesses over non-pad target tokens.
 
     Parameters
     ----------
@@ -107,7 +77,7 @@ def token_loss_sums(logits: Array, targets: Array, label_smoothing: float, *,
     """
     logits = logits.astype(jnp.float32)
     log_normalizer = jax.nn.logsumexp(logits, axis=-1)  # [B,T]
-    gold_logit = gold_token_logit(logits, targets)  # [B,T]
+    gold_logit = _gold_token_logit(logits, targets)  # [B,T]
     nll = log_normalizer - gold_logit
     uniform_cross_entropy = log_normalizer - jnp.mean(logits, axis=-1)
     smoothed = (1.0 - label_smoothing) * nll + label_smoothing * uniform_cross_entropy
@@ -183,10 +153,6 @@ def padding_fractions(counts: Mapping[str, int]) -> dict[str, float]:
     dict[str, float]
         ``inputs_padding_fraction`` and ``targets_padding_fraction``, ``1 - tokens / slots``; a side
         without slots is left out.
-
-    Notes
-    -----
-    Training counts this process's rows only (every process has the same share of each batch).
     """
     return {f"{side}_padding_fraction": 1.0 - counts[f"{side}_tokens"] / counts[f"{side}_slots"]
             for side in ("inputs", "targets") if counts.get(f"{side}_slots")}

@@ -1,17 +1,8 @@
 """The Transformer encoder-decoder of Vaswani et al. (2017), Section 3, as Flax linen modules.
 
-Shape glossary
---------------
-B batch, S source length, T target length, D d_model, H heads, K d_k, V d_v, F d_ff, N vocabulary.
-
-Token ids: pad 0, unk 1, bos 2, eos 3. Batches hold sequences that end in EOS and carry no BOS;
-the decoder input is built here as ``[BOS] + targets[:-1]`` (teacher forcing).
-
-Packed batches (``config.packing``) hold several pairs per row: ``inputs_segmentation`` /
-``targets_segmentation`` (``[B, S]`` / ``[B, T]``) number the pairs of a row 1, 2, ... (0 = padding;
-a pair has one number on both sides) and ``inputs_position`` / ``targets_position`` restart at 0 for
-each pair. Attention then stays within a pair (:func:`masks.make_segment_mask`), positional encodings
-read the position arrays, and the decoder input starts every pair with BOS.
+Token ids: pad 0, unk 1, bos 2, eos 3; the decoder input is ``[BOS] + targets[:-1]``. Packed rows number
+their pairs 1, 2, ... in ``*_segmentation`` (0 = padding) and restart ``*_position`` per pair. Shapes: B
+batch, S source, T target, D d_model, H heads, K d_k, V d_v, F d_ff, N vocabulary.
 """
 
 from __future__ import annotations
@@ -94,11 +85,8 @@ class PositionalEncoding(nn.Module):
 
     Notes
     -----
-    The encoding is the registry entry's (:data:`positional_encodings.POSITIONAL_ENCODINGS`): sinusoidal,
-    learned (its ``position_embedding`` table is this layer's parameter) or none; an encoding that acts in
-    self-attention (relative, rotary, ALiBi) adds nothing here, ``x`` is returned as it is. In decode mode the
-    position is the number of tokens decoded so far, kept in the ``cache`` collection; ``x`` then holds
-    one position.
+    An encoding that acts in self-attention adds nothing here. In decode mode the position is the count
+    of tokens decoded so far, kept in ``cache``.
     """
 
     config: TransformerConfig
@@ -152,8 +140,11 @@ def embed_tokens(config: TransformerConfig, embedding: nn.Embed, position: Posit
     embedding, position, dropout : nn.Module
         The (shared) token embedding, the positional encoding and ``P_drop`` applied to their sum.
     ids : Array
-        Integer ``[B, L]`` token ids; ``positions`` (optional, ``[B, L]``) are those of packed rows;
-        ``deterministic`` disables dropout.
+        Integer ``[B, L]`` token ids.
+    deterministic : bool
+        Disable dropout.
+    positions : Array, optional
+        ``[B, L]`` positions of packed rows.
 
     Returns
     -------
@@ -185,7 +176,24 @@ def build_norm(config: TransformerConfig, name: str) -> nn.Module | None:
 
 
 def apply_norm(norm: nn.Module | None, x: Array, valid: Array | None, *, deterministic: bool) -> Array:
-    """``norm(x)`` in ``x``'s dtype (``x`` itself when there is no norm); ``valid`` ``[B, L]`` marks real tokens."""
+    """Apply ``norm`` in ``x``'s dtype (``x`` itself when there is no norm).
+
+    Parameters
+    ----------
+    norm : nn.Module or None
+        A norm of ``normalization_registry``.
+    x : Array
+        ``[B, L, D]``.
+    valid : Array or None
+        Boolean ``[B, L]``: real tokens.
+    deterministic : bool
+        Evaluation or decoding.
+
+    Returns
+    -------
+    Array
+        ``[B, L, D]``.
+    """
     if norm is None:
         return x
     return norm(x, valid, deterministic=deterministic).astype(x.dtype)
@@ -202,10 +210,8 @@ class ResidualSublayer(nn.Module):
 
     Notes
     -----
-    post: ``Norm(x + Dropout(Sublayer(x)))`` (the paper, Norm = LayerNorm). pre:
-    ``x + Dropout(Sublayer(Norm(x)))``. Without residual connections the ``x +`` goes:
-    ``Norm(Dropout(Sublayer(x)))`` and ``Dropout(Sublayer(Norm(x)))``. Norm is ``config.normalization``'s
-    (``models/normalization_registry.py``); ``none`` leaves it out.
+    post: ``Norm(x + Dropout(Sublayer(x)))`` (the paper); pre: ``x + Dropout(Sublayer(Norm(x)))``; without
+    residual connections the ``x +`` goes.
     """
 
     config: TransformerConfig
@@ -324,15 +330,13 @@ class Transformer(nn.Module):
 
     Notes
     -----
-    Parameters are created with logical axis names (``vocab``, ``embed``, ``heads``, ``kv``, ``mlp``)
-    so that training can shard them with logical-axis rules; :func:`flax.linen.meta.unbox` strips the
-    annotations. Attention weights are stored in the ``intermediates`` collection when
-    ``sow_weights=True`` (einsum attention only): make it mutable in ``apply`` to read them.
+    Parameters carry logical axis names (``vocab``, ``embed``, ``heads``, ``kv``, ``mlp``) for sharding.
     """
 
     config: TransformerConfig
 
     def setup(self) -> None:
+        """Build the shared embedding, the encoder and decoder stacks and their final norms."""
         cfg = self.config
         # Embeddings ~ N(0, d_model^-0.5), so that after the sqrt(d_model) scaling (3.4) they have unit
         # variance, matching the sinusoidal encoding's range.
@@ -400,7 +404,7 @@ class Transformer(nn.Module):
                targets_valid: Array | None = None, inputs_segmentation: Array | None = None,
                targets_segmentation: Array | None = None, targets_position: Array | None = None,
                deterministic: bool = True, sow_weights: bool = False) -> Array:
-        """Logits ``[B, T, N]`` for decoder input ids ``[B, T]`` given the encoder output.
+        """Return the logits ``[B, T, N]`` for decoder input ids ``[B, T]`` given the encoder output.
 
         Parameters
         ----------
@@ -431,10 +435,7 @@ class Transformer(nn.Module):
 
         Notes
         -----
-        In decode mode the causal structure (and the restricted window) come from the key/value cache,
-        so no causal mask is made. The logits of a decode step read the shared embedding as stored
-        (``[N, D]``, contracted over ``D``); a copy transposed once per search was timed and dropped
-        (docs/benchmarks.md, "How beam search got there").
+        In decode mode causality (and the window) come from the key/value cache, so no causal mask is made.
         """
         cfg = self.config
         if targets_valid is None:
@@ -486,12 +487,6 @@ class Transformer(nn.Module):
         -------
         Array
             float32 logits; position ``t`` predicts ``targets[:, t]``.
-
-        Notes
-        -----
-        A packed row's logits at a pair's positions equal those of the pair alone in a row (up to
-        float rounding): attention never crosses pairs, positions restart, and each pair's decoder
-        input starts with BOS (:func:`shift_right_packed`).
         """
         encoded = self.encode(inputs, inputs_segmentation=inputs_segmentation,
                               inputs_position=inputs_position, deterministic=deterministic,

@@ -1,20 +1,8 @@
 """The JAX code of the built-in normalisations of :mod:`attention_jax.models.normalization_registry`.
 
-Every norm module here maps ``x`` ``[B, L, D]`` to ``[B, L, D]`` in float32 and is called as
-``norm(x, valid, deterministic=...)``: ``valid`` (boolean ``[B, L]`` or ``None``) marks the real tokens and
-``deterministic`` is evaluation or decoding; a per-token norm reads neither. The parameter layout of
-``layer_norm`` is Flax's ``LayerNorm`` (``scale`` and ``bias``, each ``[D]``) under the norm's name, as
-every run before the normalisation axis has it; ``rms_norm`` holds ``scale`` only.
-
-``batch_norm`` (:class:`SequenceBatchNorm`) keeps its running averages among the parameters, which no
-gradient reaches, so every path that reads the parameters carries them. A training pass writes the batch's
-statistics to :data:`normalization_registry.STATISTICS_COLLECTION`; the train step combines its micro-batches'
-(:func:`combined_statistics`) and moves the averages once (:func:`with_running_statistics`), bias-corrected
-as Adam's moments: from 0, divided at evaluation by ``running_weight`` = ``1 - m^t``.
-
-Shape glossary
---------------
-B batch, L length, D d_model.
+Each norm maps ``x`` ``[B, L, D]`` to float32 ``[B, L, D]``, called as ``norm(x, valid, deterministic=...)``.
+``batch_norm`` keeps its running averages among the parameters (no gradient reaches them), bias-corrected
+as Adam's moments. Shapes: B batch, L length, D d_model.
 """
 
 from __future__ import annotations
@@ -87,14 +75,9 @@ class SequenceBatchNorm(nn.Module):
 
     Notes
     -----
-    Training (``deterministic=False``): ``mu_B = sum_{b,l} v x / sum v`` and ``sigma_B^2 = sum v (x -
-    mu_B)^2 / sum v`` per feature, ``v`` the ``valid`` mask (padding, and so the padding between a packed
-    row's pairs, counts for nothing; ``None``: every token), and ``y = (x - mu_B) / sqrt(sigma_B^2 + eps) g +
-    b``. The sums run over the whole ``[B, L]`` batch: under a data-parallel ``jit`` whose batch is sharded
-    over devices they are the global batch's (XLA adds the all-reduce); the real tokens, ``mu_B`` and
-    ``sigma_B^2`` go to the mutable collection when it is mutable. Evaluation and decoding normalise with
-    :func:`evaluation_statistics` alone, each token on its own, so a cached decode step equals the full
-    pass. The variance is the biased one in both.
+    Training: mean and biased variance over the real tokens (``valid``) of the whole ``[B, L]`` batch (the
+    global batch under data-parallel ``jit``). Evaluation and decoding use :func:`evaluation_statistics`,
+    so a cached decode step equals the full pass.
     """
 
     epsilon: float = NORM_EPSILON
@@ -142,7 +125,7 @@ def masked_statistics(x: Array, valid: Array | None) -> tuple[Array, Array, Arra
 
 
 def evaluation_statistics(running_mean: Array, running_var: Array, running_weight: Array) -> tuple[Array, Array]:
-    """Evaluation's mean and variance: the running averages divided by their weight ``1 - m^t``.
+    """Return evaluation's mean and variance: the running averages divided by their weight ``1 - m^t``.
 
     Parameters
     ----------

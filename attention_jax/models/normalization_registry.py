@@ -1,23 +1,8 @@
 """The sublayers' normalisations (Section 3.1's LayerNorm and its alternatives), one registry: name -> entry.
 
-``config.normalization`` names an entry of :data:`NORMALIZATIONS`; validation
-(:func:`check_normalization`, called by ``TransformerConfig``), ``model.ResidualSublayer`` and the final
-norms of pre-LN stacks (``models/model.py``, ``models/language_model.py``), the parameter count and the
-FLOP count ask the entry instead of comparing names. Adding a normalisation is one entry
-(:func:`register_normalization`) plus its tests.
-
-An entry's ``build(config, name)`` returns the Flax module of one norm, or ``None`` for no norm; the
-module maps ``[B, L, D]`` to ``[B, L, D]`` (:mod:`attention_jax.models.normalization` holds the JAX code
-of the built-in entries, imported when a hook is first called). Where the norm sits (post- or pre-LN,
-``config.layer_norm_position``) and whether the residual connection is there
-(``config.residual_connections``) are the sublayer's, not the entry's: an entry lists the positions it
-is defined at (``positions``).
-
-This module imports no framework (``models/flops.py`` and the configs read it).
-
-Shape glossary
---------------
-B batch, L length, D d_model.
+An entry's ``build(config, name)`` returns a Flax module ``[B, L, D] -> [B, L, D]`` or ``None``; where the
+norm sits (post- or pre-LN) is the sublayer's choice. Imports no framework. Shapes: B batch, L length,
+D d_model.
 """
 
 from __future__ import annotations
@@ -76,10 +61,6 @@ class Normalization:
         The entry's own settings: a frozen :class:`attention_jax.foundation.field_declarations.EntrySettings` dataclass,
         set in a config as ``normalization_settings.<name>.<setting>``; ``build`` reads the chosen values
         as ``config.normalization_settings`` (None: it has none).
-
-    Notes
-    -----
-    Frozen; ``__post_init__`` refuses positions outside :data:`NORM_POSITIONS` in one line.
     """
 
     name: str
@@ -130,7 +111,7 @@ beside its gain and bias) and ``none`` (defined at ``post`` only: without a norm
 
 
 def normalization(name: str) -> Normalization:
-    """The registry entry of ``name``; ``ValueError`` in one line, with a did-you-mean, for an unknown name.
+    """Return the registry entry of ``name``.
 
     Parameters
     ----------
@@ -141,12 +122,17 @@ def normalization(name: str) -> Normalization:
     -------
     Normalization
         Its entry in :data:`NORMALIZATIONS`.
+
+    Raises
+    ------
+    ValueError
+        One line with a did-you-mean, for an unknown name.
     """
     return NORMALIZATIONS.lookup(name)
 
 
 def check_normalization(name: str, *, position: str = "post") -> None:
-    """Raise ``ValueError`` (one line) for an unknown normalisation or a position it is not defined at.
+    """Check that the normalisation exists and is defined at the given position.
 
     Parameters
     ----------
@@ -154,6 +140,11 @@ def check_normalization(name: str, *, position: str = "post") -> None:
         ``config.normalization``.
     position : str
         ``config.layer_norm_position``.
+
+    Raises
+    ------
+    ValueError
+        One line, for an unknown normalisation or position.
     """
     entry = normalization(name)
     if position not in entry.positions:

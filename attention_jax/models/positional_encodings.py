@@ -1,26 +1,8 @@
 """The positional encodings (Section 3.5, Table 2 row E), one registry: name -> how the model applies it.
 
-``config.positional_encoding`` names an entry of :data:`POSITIONAL_ENCODINGS`; validation
-(``TransformerConfig``), ``model.PositionalEncoding`` (the encoder-decoder's and the language model's
-position layer), ``MultiHeadAttention`` and the FLOP count (``models/flops.py``) ask the entry instead of
-comparing names. Adding an encoding is one entry (:func:`register_positional_encoding`) plus its tests.
-
-Where an encoding acts (:class:`PositionTarget`): the paper's encodings are added to the embeddings
-(``EMBEDDINGS``: ``sinusoidal``, ``learned``, and ``none``; their JAX code is
-:mod:`attention_jax.models.embedding_positions`); ``rotary`` acts on each self-attention's queries and
-keys, ``relative`` and ``alibi`` on its scores (:mod:`attention_jax.models.attention_positions` holds their
-equations, references and decisions). What an entry needs of the attention function and its
-implementation is data on the entry (``needs_dot_product``, ``target``, ``key_dim_multiple``), checked by
-:func:`check_with_attention` in one line naming the fix.
-
-This module imports no framework, as :mod:`attention_jax.models.attention_registry` does not
-(``models/flops.py``, which a PyTorch environment loads, reads each entry's ``flops``): the built-in
-entries' hooks import their JAX code when first called.
-
-Shape glossary
---------------
-B batch, L length, D d_model; in attention T queries, S keys, H heads, K d_k, V d_v,
-R = 2k + 1 relative embeddings.
+An entry acts on the embeddings (``sinusoidal``, ``learned``, ``none``), on self-attention's queries and
+keys (``rotary``) or on its scores (``relative``, ``alibi``); see docs/positions.md. Imports no framework.
+Shapes: B batch, L length, D d_model, T queries, S keys, H heads, K d_k, V d_v, R = 2k + 1.
 """
 
 from __future__ import annotations
@@ -66,8 +48,7 @@ class RelativeSettings(EntrySettings):
 
     Notes
     -----
-    Until issue 75 these were the top-level config fields ``relative_max_distance`` and
-    ``relative_values``; an old run's ``config.json`` is read with them moved here
+    Old runs' top-level ``relative_max_distance`` and ``relative_values`` are read as these
     (:data:`attention_jax.experiment.schema.RENAMED_FIELDS`).
     """
 
@@ -182,7 +163,13 @@ class PositionalEncodingScheme:
 
     @property
     def adds_to_embeddings(self) -> bool:
-        """Whether the model adds this encoding to the embeddings (rather than applying it in attention)."""
+        """Whether the model adds this encoding to the embeddings (rather than applying it in attention).
+
+        Returns
+        -------
+        bool
+            True for ``EMBEDDINGS`` entries.
+        """
         return self.target is PositionTarget.EMBEDDINGS
 
 
@@ -207,11 +194,7 @@ def relative_flops(settings: AttentionPositions, *, query_len: int, key_len: int
 
     Notes
     -----
-    Keys: ``q . w^K_r`` for every query and distance (``2 T R K``), then each pair's read added to its
-    score (``T S``; the gather and the ``1/sqrt(d_k)`` scale are not counted). Values
-    (``add_to_values``): the weights summed per distance as a product with the ``[T, S, R]`` one-hot
-    matrix (``2 T S R``: it is computed, zeros included), times ``w^V`` (``2 T R V``), added to the heads
-    (``T V``).
+    Values add ``2 T S R`` (the one-hot ``[T, S, R]`` product, zeros included) ``+ 2 T R V + T V``.
     """
     distances = 2 * settings.entry_settings.max_distance + 1
     keys = 2 * query_len * distances * key_dim + query_len * key_len
@@ -236,11 +219,6 @@ def rotary_flops(settings: AttentionPositions, *, query_len: int, key_len: int, 
     -------
     float
         FLOPs of one head.
-
-    Notes
-    -----
-    The angles and their sines and cosines depend on the positions only, not on the head or the
-    activations, and are not counted (XLA reports the sines and cosines as transcendentals).
     """
     return float(3 * (query_len + key_len) * key_dim)
 
@@ -260,10 +238,6 @@ def alibi_flops(settings: AttentionPositions, *, query_len: int, key_len: int, k
     -------
     float
         FLOPs of one head.
-
-    Notes
-    -----
-    The distances ``|i - j|`` are integer position arithmetic shared by the heads, not counted (like masks).
     """
     return float(2 * query_len * key_len)
 
@@ -318,7 +292,7 @@ POSITIONAL_ENCODINGS: Registry[PositionalEncodingScheme] = Registry("positional_
 
 
 def positional_encoding(name: str) -> PositionalEncodingScheme:
-    """The registry entry of ``name``; ``ValueError`` in one line, with a did-you-mean, for an unknown name.
+    """Return the registry entry of ``name``.
 
     Parameters
     ----------
@@ -329,24 +303,34 @@ def positional_encoding(name: str) -> PositionalEncodingScheme:
     -------
     PositionalEncodingScheme
         Its entry in :data:`POSITIONAL_ENCODINGS`.
+
+    Raises
+    ------
+    ValueError
+        One line with a did-you-mean, for an unknown name.
     """
     return POSITIONAL_ENCODINGS.lookup(name)
 
 
 def check_positional_encoding(name: str) -> None:
-    """Raise ``ValueError`` (one line, with a did-you-mean) for an unknown encoding.
+    """Check that the encoding exists.
 
     Parameters
     ----------
     name : str
         ``config.positional_encoding``.
+
+    Raises
+    ------
+    ValueError
+        One line with a did-you-mean, for an unknown encoding.
     """
     positional_encoding(name)
 
 
 def check_with_attention(name: str, *, attention_function: str, implementation: str = "einsum",
                          key_dim: int = 2) -> None:
-    """Raise ``ValueError`` (one line naming the fix) for an encoding the attention settings cannot apply.
+    """Check that the attention settings can apply the encoding.
 
     Parameters
     ----------
@@ -359,6 +343,11 @@ def check_with_attention(name: str, *, attention_function: str, implementation: 
         ``config.attention_implementation``: ``ATTENTION_SCORES`` entries need ``einsum``.
     key_dim : int
         ``d_k``: a multiple of the entry's ``key_dim_multiple``.
+
+    Raises
+    ------
+    ValueError
+        One line naming the fix.
     """
     scheme = positional_encoding(name)
     if scheme.adds_to_embeddings:
@@ -438,10 +427,6 @@ def register_positional_encoding(scheme: PositionalEncodingScheme) -> Registrati
     Registration
         ``.undo()`` removes it; as a context manager, ``with register_positional_encoding(scheme): ...``
         keeps it for the block only.
-
-    Notes
-    -----
-    Register before building a ``TransformerConfig`` that names it (validation reads the registry).
     """
     return POSITIONAL_ENCODINGS.register(scheme)
 

@@ -1,11 +1,6 @@
 """A registry of named variants of one mechanism: the attention functions, the positional encodings.
 
-:class:`Registry` is a read-only ``Mapping`` from a config value (``config.attention_function``,
-``config.positional_encoding``) to an entry that says what the variant computes and supports; code asks
-the entry, never compares names. :meth:`Registry.lookup` refuses an unknown name in one line with a
-did-you-mean; :meth:`Registry.register` adds an entry and returns a :class:`Registration` that removes it
-again (directly or as a context manager); :meth:`Registry.settings_classes` lists the entries' own settings
-(:mod:`attention_jax.foundation.field_declarations`). Imports no framework.
+Code asks an entry, never compares names. Imports no framework.
 """
 
 from __future__ import annotations
@@ -54,7 +49,7 @@ class Registry(Mapping[str, Entry], Generic[Entry]):
         return f"Registry({self.field!r}, {tuple(self._entries)})"
 
     def lookup(self, name: Any) -> Entry:
-        """The entry of ``name``; ``ValueError`` in one line, with a did-you-mean, for an unknown name.
+        """Return the entry of ``name``.
 
         Parameters
         ----------
@@ -65,6 +60,11 @@ class Registry(Mapping[str, Entry], Generic[Entry]):
         -------
         Entry
             Its entry.
+
+        Raises
+        ------
+        ValueError
+            One line with a did-you-mean, for an unknown name.
         """
         entry = self._entries.get(name) if isinstance(name, str) else None
         if entry is None:
@@ -98,6 +98,11 @@ class Registry(Mapping[str, Entry], Generic[Entry]):
         -------
         Registration
             ``.undo()`` removes the entry; ``with registry.register(entry): ...`` keeps it for the block.
+
+        Raises
+        ------
+        ValueError
+            If the name is registered already.
         """
         name = entry.name  # type: ignore[attr-defined]
         if name in self._entries:
@@ -152,11 +157,10 @@ def jax_hook(module: str, function: str) -> Callable[..., Any]:
 
     Notes
     -----
-    A registry names its built-ins' JAX code instead of importing it: a config check imports no framework,
-    and the JAX modules, which import their registry, are not imported back (no cycle; ``lint-imports``).
+    Naming the JAX code instead of importing it keeps config checks framework-free and avoids import cycles.
     """
-    def hook(*arguments: Any, **keywords: Any) -> Any:
+    def _hook(*arguments: Any, **keywords: Any) -> Any:
         return getattr(importlib.import_module(f"attention_jax.models.{module}"), function)(*arguments, **keywords)
 
-    hook.__name__ = hook.__qualname__ = function
-    return hook
+    _hook.__name__ = _hook.__qualname__ = function
+    return _hook

@@ -1,12 +1,6 @@
 """The masked softmax every softmax attention path shares, and the weighted sum of values after it.
 
-:func:`masked_softmax` turns scores into weights under a boolean mask (fully masked rows: zeros, never
-NaN); :func:`attend` is the part every softmax attention function shares once it has its scores
-(Equation 1 for scaled dot products, additive scores, any registry entry's ``score``).
-
-Shape glossary
---------------
-B batch, T query length, S key/value length, H heads, V value size per head (d_v).
+Shapes: B batch, T queries, S keys, H heads, V d_v.
 """
 
 from __future__ import annotations
@@ -36,9 +30,8 @@ def masked_softmax(scores: Array, mask: Array | None) -> Array:
 
     Notes
     -----
-    Shared by every attention path (training's einsum and blockwise paths, the decode steps of
-    :mod:`attention_jax.models.decode_attention`): masked scores are set to the float32 minimum rather
-    than ``-inf``, so a fully masked row gives no NaN, and its weights are then zeroed.
+    Masked scores are set to the float32 minimum rather than ``-inf``, so a fully masked row gives no NaN;
+    its weights are then zeroed.
     """
     if mask is not None:
         scores = jnp.where(mask, scores, jnp.finfo(jnp.float32).min)
@@ -67,11 +60,6 @@ def attend(scores: Array, value: Array, mask: Array | None, *, return_weights: b
     -------
     Array or (Array, Array)
         The output ``[B, T, H, V]``, and with ``return_weights`` the weights ``[B, H, T, S]``.
-
-    Notes
-    -----
-    Weights come from :func:`masked_softmax` (fully masked rows give zeros) in the values' dtype; the
-    returned weights are those before dropout.
     """
     weights = masked_softmax(scores, mask).astype(value.dtype)
     attended = dropout_fn(weights) if dropout_fn is not None else weights

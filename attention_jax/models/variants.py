@@ -1,10 +1,6 @@
 """The named variants that are no registry of implementations: model kinds and layer-norm positions.
 
-Each is a ``StrEnum``: a config field holds its value (``config.json`` stores the plain string, and a
-member compares equal to it), and code asks for a member (``model_kind == ModelKind.DECODER_ONLY``),
-never for the name spelt as a string. The config fields' choices are the members' values. The attention
-implementations are :class:`attention_jax.models.attention_registry.AttentionImplementation`.
-This module imports no framework (configs load it).
+Each is a ``StrEnum`` whose members compare equal to the config's plain strings. Imports no framework.
 """
 
 from __future__ import annotations

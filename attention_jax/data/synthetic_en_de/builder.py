@@ -20,7 +20,13 @@ class SyntheticEnDeConfig(tfds.core.BuilderConfig):
     test_size: int | None = None
 
     def split_sizes(self) -> dict[str, int]:
-        """Pairs per split for this config."""
+        """Return the pairs per split for this config.
+
+        Returns
+        -------
+        dict[str, int]
+            ``{"train": ..., "validation": ..., "test": ...}``.
+        """
         sizes = default_split_sizes()
         given = {"train": self.train_size, "validation": self.validation_size, "test": self.test_size}
         return {split: sizes[split] if size is None else size for split, size in given.items()}
@@ -35,17 +41,15 @@ _DESCRIPTION = (
 class SyntheticEnDe(tfds.core.GeneratorBasedBuilder):
     """TFDS builder "synthetic_en_de": the synthetic task with the layout of wmt14_translate.
 
-    Examples are {"de": str, "en": str} (`tfds.features.Translation`); splits "train", "validation",
-    "test"; the stored order is `generate_split`'s order. Configs: "default" (`TRAIN_SIZE`,
-    `VALIDATION_SIZE`, `TEST_SIZE`) and "small" (10,000 / 100 / 100 pairs, for smoke tests).
+    Examples are ``{"de": str, "en": str}``; splits "train", "validation", "test" in ``generate_split``'s
+    order. Configs: "default" and "small" (10,000 / 100 / 100 pairs, for smoke tests).
 
-    Notes
-    -----
-    The file format defaults to "array_record" (readable with `as_data_source` and no TensorFlow)::
-
-        builder = SyntheticEnDe(data_dir=d, file_format="array_record")
-        builder.download_and_prepare()
-        train = builder.as_data_source("train")
+    Parameters
+    ----------
+    file_format : str
+        Defaults to "array_record" (readable with ``as_data_source``, no TensorFlow).
+    **kwargs
+        Passed to ``tfds.core.GeneratorBasedBuilder``.
     """
 
     VERSION = tfds.core.Version("1.0.0")

@@ -1,5 +1,4 @@
-"""Phrases, clauses and sentences of the synthetic EN->DE task, realized in English and in German
-(verb second in main clauses, verb final in subordinate ones)."""
+"""Phrases, clauses and sentences of the synthetic EN->DE task, in English and in German."""
 
 from __future__ import annotations
 
@@ -57,23 +56,41 @@ class NounPhrase(typing.NamedTuple):
 
     @property
     def person(self) -> str:
-        """Verb agreement: "1sg", "3sg" or "pl"."""
+        """Verb agreement.
+
+        Returns
+        -------
+        str
+            "1sg", "3sg" or "pl".
+        """
         if self.pronoun is not None:
             return self.pronoun.person
         return "pl" if self.plural else "3sg"
 
     @property
-    def takes_kein(self) -> bool:
+    def _takes_kein(self) -> bool:
         """Whether clause negation turns this (object) phrase into a kein-phrase."""
         return self.noun is not None and self.determiner in (A, BARE_PLURAL)
 
     @property
     def tags(self) -> frozenset[str]:
-        """Semantic classes of the head noun (names and pronouns are persons)."""
+        """Semantic classes of the head noun (names and pronouns are persons).
+
+        Returns
+        -------
+        frozenset[str]
+            The tags.
+        """
         return self.noun.tags if self.noun is not None else frozenset({"person"})
 
     def english(self) -> list[str]:
-        """English words: "a big red car", "three dogs", "Anna", "I"."""
+        """English words: "a big red car", "three dogs", "Anna", "I".
+
+        Returns
+        -------
+        list[str]
+            The words.
+        """
         if self.pronoun is not None:
             return [self.pronoun.english]
         if self.name:
@@ -87,7 +104,20 @@ class NounPhrase(typing.NamedTuple):
         return [word for word in (determiner, *modifiers, noun) if word]
 
     def german(self, case: str, negative: bool = False) -> list[str]:
-        """German words in `case`; `negative` uses kein- (only valid when `takes_kein`)."""
+        """German words of the phrase.
+
+        Parameters
+        ----------
+        case : str
+            "nom", "acc" or "dat".
+        negative : bool
+            Use kein- (only valid when ``_takes_kein``).
+
+        Returns
+        -------
+        list[str]
+            The words.
+        """
         if self.pronoun is not None:
             return [self.pronoun.german]
         if self.name:
@@ -123,11 +153,23 @@ class PrepositionalPhrase(typing.NamedTuple):
     noun_phrase: NounPhrase
 
     def english(self) -> list[str]:
-        """English words: "in front of the house"."""
+        """English words: "in front of the house".
+
+        Returns
+        -------
+        list[str]
+            The words.
+        """
         return [*self.english_preposition.split(), *self.noun_phrase.english()]
 
     def german(self) -> list[str]:
-        """German words with the standard contractions: "vor dem Haus", "im Garten", "zur Schule"."""
+        """German words with the standard contractions: "vor dem Haus", "im Garten", "zur Schule".
+
+        Returns
+        -------
+        list[str]
+            The words.
+        """
         words = self.noun_phrase.german(self.case)
         contraction = CONTRACTIONS.get((self.german_preposition, words[0]))
         if contraction and self.noun_phrase.determiner is THE and self.noun_phrase.noun is not None:
@@ -232,19 +274,8 @@ def _english_verb_group(clause: Clause) -> list[str]:
     return (verb.english_3sg if person == 1 else verb.english).split()
 
 
-def english_clause(clause: Clause) -> list[str]:
-    """English words of a clause (subject-verb-object order, no final punctuation).
-
-    Parameters
-    ----------
-    clause : Clause
-        The clause.
-
-    Returns
-    -------
-    list[str]
-        Words; the first is not capitalized (`render_sentence` does that).
-    """
+def _english_clause(clause: Clause) -> list[str]:
+    """English words of a clause, subject-verb-object, uncapitalized, no final punctuation."""
     words = [*clause.subject.english(), *_english_verb_group(clause)]
     for _, noun_phrase in clause.objects:
         words += noun_phrase.english()
@@ -257,7 +288,7 @@ def english_clause(clause: Clause) -> list[str]:
     for phrase in sorted(clause.adjuncts, key=lambda pp: ENGLISH_ADJUNCT_ORDER.index(pp.kind)):
         words += phrase.english()
     if clause.complement is not None:
-        words += ["that", *english_clause(clause.complement)]
+        words += ["that", *_english_clause(clause.complement)]
     return words
 
 
@@ -265,7 +296,7 @@ def _german_middle_field(clause: Clause) -> list[str]:
     """Objects, negation, prepositional object, predicate and adjuncts, in German order."""
     words, kein_used = [], False
     for index, (case, noun_phrase) in enumerate(clause.objects):
-        negative = clause.negated and index == len(clause.objects) - 1 and noun_phrase.takes_kein
+        negative = clause.negated and index == len(clause.objects) - 1 and noun_phrase._takes_kein
         kein_used = kein_used or negative
         words += noun_phrase.german(case, negative)
     if clause.negated and not kein_used:
@@ -296,22 +327,8 @@ def _german_verb_parts(clause: Clause) -> tuple[str, list[str], list[str]]:
     return finite, [verb.particle] if verb.particle else [], [verb.particle + finite]
 
 
-def german_main_clause(clause: Clause, prefield: list[str] | None = None) -> list[str]:
-    """German main clause, verb second.
-
-    Parameters
-    ----------
-    clause : Clause
-        The clause.
-    prefield : list[str] | None
-        Words before the finite verb (a fronted adverb or subordinate clause with its comma); the
-        subject then follows the verb. None puts the subject first.
-
-    Returns
-    -------
-    list[str]
-        Words (the "dass" complement included), no final punctuation.
-    """
+def _german_main_clause(clause: Clause, prefield: list[str] | None = None) -> list[str]:
+    """German main clause, verb second; ``prefield`` (a fronted adverb or clause) puts the subject after the verb."""
     finite, right_bracket, _ = _german_verb_parts(clause)
     subject = clause.subject.german("nom")
     if prefield:
@@ -320,23 +337,12 @@ def german_main_clause(clause: Clause, prefield: list[str] | None = None) -> lis
         words = [*subject, finite]
     words += [*_german_middle_field(clause), *right_bracket]
     if clause.complement is not None:
-        words += [",", "dass", *german_subordinate_clause(clause.complement)]
+        words += [",", "dass", *_german_subordinate_clause(clause.complement)]
     return words
 
 
-def german_subordinate_clause(clause: Clause) -> list[str]:
-    """German subordinate clause body, verb last ("der Hund den Ball nicht sehen kann").
-
-    Parameters
-    ----------
-    clause : Clause
-        The clause (no "that" complement).
-
-    Returns
-    -------
-    list[str]
-        Words without the conjunction.
-    """
+def _german_subordinate_clause(clause: Clause) -> list[str]:
+    """German subordinate clause body, verb last, without the conjunction."""
     _, _, verb_cluster = _german_verb_parts(clause)
     return [*clause.subject.german("nom"), *_german_middle_field(clause), *verb_cluster]
 
@@ -380,20 +386,20 @@ def _sentence_words(sentence: Sentence) -> tuple[list[str], list[str]]:
     english_connective, german_connective = (words.split() for words in sentence.connective)
     main, other = sentence.main, sentence.other
     if sentence.template == "simple":
-        return english_clause(main), german_main_clause(main)
+        return _english_clause(main), _german_main_clause(main)
     if sentence.template == "adverb":
-        return [*english_connective, *english_clause(main)], german_main_clause(main, german_connective)
+        return [*english_connective, *_english_clause(main)], _german_main_clause(main, german_connective)
     assert other is not None  # The other templates join two clauses.
     if sentence.template == "coordinated":
-        return ([*english_clause(main), *english_connective, *english_clause(other)],
-                [*german_main_clause(main), *german_connective, *german_main_clause(other)])
-    german_subordinate = [*german_connective, *german_subordinate_clause(other)]
+        return ([*_english_clause(main), *english_connective, *_english_clause(other)],
+                [*_german_main_clause(main), *german_connective, *_german_main_clause(other)])
+    german_subordinate = [*german_connective, *_german_subordinate_clause(other)]
     if sentence.template == "main_subordinate":
-        return ([*english_clause(main), *english_connective, *english_clause(other)],
-                [*german_main_clause(main), ",", *german_subordinate])
+        return ([*_english_clause(main), *english_connective, *_english_clause(other)],
+                [*_german_main_clause(main), ",", *german_subordinate])
     if sentence.template == "subordinate_main":
-        return ([*english_connective, *english_clause(other), ",", *english_clause(main)],
-                german_main_clause(main, [*german_subordinate, ","]))
+        return ([*english_connective, *_english_clause(other), ",", *_english_clause(main)],
+                _german_main_clause(main, [*german_subordinate, ","]))
     raise ValueError(f"Unknown sentence template {sentence.template!r}; choose from {TEMPLATES}.")
 
 

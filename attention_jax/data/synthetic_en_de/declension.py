@@ -1,5 +1,4 @@
-"""German declension for the synthetic EN->DE task: determiner and adjective endings by gender or
-plural (m, f, n, pl) and case (nom, acc, dat)."""
+"""German determiner and adjective endings by gender or plural (m, f, n, pl) and case (nom, acc, dat)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""The lexicon of the synthetic EN->DE task: nouns, names, adjectives, determiners, pronouns, verbs,
-modals, adverbs, conjunctions and prepositions, each with its English and German forms."""
+"""The lexicon of the synthetic EN->DE task: every word class with its English and German forms."""
 
 from __future__ import annotations
 
@@ -42,7 +41,20 @@ class Noun:
     destination: bool = False
 
     def german_form(self, case: str, plural: bool) -> str:
-        """German form in `case` ("nom"/"acc"/"dat"): dative plural adds -n, weak nouns add -(e)n."""
+        """German form: dative plural adds -n, weak nouns add -(e)n.
+
+        Parameters
+        ----------
+        case : str
+            "nom", "acc" or "dat".
+        plural : bool
+            Plural form.
+
+        Returns
+        -------
+        str
+            The form.
+        """
         if plural:
             dative_n = case == "dat" and not self.german_plural.endswith(("n", "s"))
             return self.german_plural + ("n" if dative_n else "")
@@ -237,7 +249,13 @@ class Determiner:
 
     @functools.cached_property
     def numbers(self) -> tuple[bool, ...]:
-        """The values of `plural` this determiner allows."""
+        """The values of ``plural`` this determiner allows.
+
+        Returns
+        -------
+        tuple[bool, ...]
+            Allowed values.
+        """
         return tuple(plural for plural, word in ((False, self.english), (True, self.english_plural))
                      if word or self.kind == "bare" and plural)
 

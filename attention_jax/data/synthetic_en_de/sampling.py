@@ -212,24 +212,9 @@ def _sample_copula_clause(rng: random.Random, negated: bool, max_adjectives: int
     return Clause(subject, None, predicate=_pick(rng, predicates), negated=negated)
 
 
-def sample_clause(rng: random.Random, *, subordinate: bool = False, max_adjuncts: int = 2,
+def _sample_clause(rng: random.Random, *, subordinate: bool = False, max_adjuncts: int = 2,
                   max_adjectives: int = 2) -> Clause:
-    """Draw one clause from the grammar.
-
-    Parameters
-    ----------
-    rng : random.Random
-        Source of randomness (the only one: the result is a function of its state).
-    subordinate : bool
-        Whether the clause will be subordinate; such clauses take no "that" complement.
-    max_adjuncts, max_adjectives : int
-        Caps on prepositional adjuncts per clause and adjectives per noun phrase.
-
-    Returns
-    -------
-    Clause
-        The clause.
-    """
+    """Draw one clause (a subordinate one takes no "that" complement); a function of the rng state."""
     if subordinate:
         frame = _draw(rng, _SUBORDINATE_FRAMES, _SUBORDINATE_FRAME_WEIGHTS)
     else:
@@ -246,7 +231,7 @@ def sample_clause(rng: random.Random, *, subordinate: bool = False, max_adjuncts
     adjuncts = _sample_adjuncts(rng, verb, negated, max_adjuncts, max_adjectives)
     complement = None
     if frame == "that":
-        complement = sample_clause(rng, subordinate=True, max_adjuncts=1, max_adjectives=1)
+        complement = _sample_clause(rng, subordinate=True, max_adjuncts=1, max_adjectives=1)
     return Clause(subject, verb, objects, prepositional_object, adjuncts, None, modal, negated,
                   complement)
 
@@ -269,11 +254,11 @@ def sample_sentence(rng: random.Random) -> Sentence:
     """
     template = _draw(rng, TEMPLATES, _TEMPLATE_WEIGHTS)
     if template == "simple":
-        return Sentence(template, sample_clause(rng))
+        return Sentence(template, _sample_clause(rng))
     if template == "adverb":
-        return Sentence(template, sample_clause(rng), None, _pick(rng, ADVERBS))
-    main = sample_clause(rng, subordinate=True, max_adjuncts=2, max_adjectives=1)
-    other = sample_clause(rng, subordinate=True, max_adjuncts=1, max_adjectives=2)
+        return Sentence(template, _sample_clause(rng), None, _pick(rng, ADVERBS))
+    main = _sample_clause(rng, subordinate=True, max_adjuncts=2, max_adjectives=1)
+    other = _sample_clause(rng, subordinate=True, max_adjuncts=1, max_adjectives=2)
     connective = _pick(rng, COORDINATORS if template == "coordinated" else CONJUNCTIONS)
     return Sentence(template, main, other, connective)
 

@@ -1,5 +1,4 @@
-"""Deterministic, disjoint train/validation/test splits of the synthetic EN->DE stream (by a hash of
-the English text)."""
+"""Deterministic, disjoint train/validation/test splits of the synthetic EN->DE stream (by English hash)."""
 
 from __future__ import annotations
 
@@ -34,7 +33,13 @@ def split_of(english: str) -> str:
 
 
 def default_split_sizes() -> dict[str, int]:
-    """{"train": TRAIN_SIZE, "validation": VALIDATION_SIZE, "test": TEST_SIZE}, read at call time."""
+    """Return the module's split sizes, read at call time.
+
+    Returns
+    -------
+    dict[str, int]
+        ``{"train": TRAIN_SIZE, "validation": VALIDATION_SIZE, "test": TEST_SIZE}``.
+    """
     return {"train": TRAIN_SIZE, "validation": VALIDATION_SIZE, "test": TEST_SIZE}
 
 
