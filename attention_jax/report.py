@@ -1,4 +1,4 @@
-# `python -m attention_jax.report` (a README command) and `attention-jax-report` run attention_jax/commands/report.py.
+"""``python -m attention_jax.report`` and ``attention-jax-report`` run :mod:`attention_jax.commands.report`."""
 from attention_jax.commands import entry_points, report
 
 __doc__ = report.__doc__  # What --help prints, above the command's flags.

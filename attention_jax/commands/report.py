@@ -52,7 +52,13 @@ _OUT = flags.DEFINE_string("out", None, "Directory for the report's files (defau
 
 
 def main(argv: list[str]) -> None:
-    """Entry point: ``python -m attention_jax.report ROOT``."""
+    """Write the report of the sweep root given on the command line (``python -m attention_jax.report ROOT``).
+
+    Parameters
+    ----------
+    argv : list[str]
+        What absl leaves of the command line: the program and ``ROOT``.
+    """
     if len(argv) != 2:
         raise app.UsageError("usage: python -m attention_jax.report ROOT [--reference=ROW] [--all_rows] [--out=DIR]")
     root = argv[1]

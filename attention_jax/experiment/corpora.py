@@ -49,7 +49,13 @@ class Corpus:
 
     @property
     def directory(self) -> str:
-        """The corpus's directory (``dataset`` without its ``tsv:`` prefix)."""
+        """The corpus's directory.
+
+        Returns
+        -------
+        str
+            ``dataset`` without its ``tsv:`` prefix.
+        """
         return self.dataset.removeprefix("tsv:")
 
     def overrides(self) -> dict[str, Any]:

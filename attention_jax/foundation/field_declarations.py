@@ -129,13 +129,25 @@ class Field:
     settings_of: Callable[[], Mapping[str, type]] | None = None
 
     def allowed(self) -> tuple[str, ...] | None:
-        """The allowed string values, or None when any string is allowed."""
+        """List the allowed string values.
+
+        Returns
+        -------
+        tuple[str, ...] or None
+            The allowed values; None when any string is allowed.
+        """
         if self.choices is None:
             return None
         return tuple(self.choices() if callable(self.choices) else self.choices)
 
     def range_text(self) -> str:
-        """The range in words, e.g. ``"positive"``, ``">= 0"`` or ``"in [0, 100]"``; ``""`` when unbounded."""
+        """Say the range in words.
+
+        Returns
+        -------
+        str
+            E.g. ``"positive"``, ``">= 0"`` or ``"in [0, 100]"``; ``""`` when unbounded.
+        """
         low, high = self.minimum, self.maximum
         if (low, high, self.exclusive_minimum, self.exclusive_maximum) == (0, 1, False, True):
             return "a probability in [0, 1)"

@@ -17,15 +17,24 @@ from attention_jax.foundation.field_declarations import NON_NEGATIVE, POSITIVE, 
 class DecodeSettings:
     """Decoding settings of Section 6.1: beam 4, length penalty alpha 0.6, at most input + 50 tokens.
 
-    Parameters
+    Attributes
     ----------
-    beam_size, length_penalty_alpha, max_decode_extra_len, cache_stages
-        Declared below, each with its meaning and range (``docs/config_fields.md`` lists them).
+    beam_size : int
+        Beams kept per sentence (1: greedy).
+    length_penalty_alpha : float
+        GNMT length penalty exponent.
+    max_decode_extra_len : int
+        Outputs hold at most input length + this.
+    cache_stages : int
+        Stages in which the key/value cache grows.
+
+    Raises
+    ------
+    ValueError
+        For a value its declaration refuses (a non-positive ``beam_size``, say).
 
     Notes
     -----
-    Raises ``ValueError`` for a value its declaration refuses (a non-positive ``beam_size``, say).
-
     ``cache_stages``: the key/value cache grows in this many stages
     (:func:`attention_jax.decoding.decode_steps.cache_stage_ends`); 1 sizes it for the longest allowed
     output from the first step. Translations are the same either way; more stages decode faster but
@@ -47,5 +56,11 @@ class DecodeSettings:
 
     @property
     def method(self) -> str:
-        """``"greedy"`` for a beam of one, else ``"beam"``."""
+        """Name the search.
+
+        Returns
+        -------
+        str
+            ``"greedy"`` for a beam of one, else ``"beam"``.
+        """
         return "greedy" if self.beam_size == 1 else "beam"

@@ -178,7 +178,13 @@ attention_function, dtype, cpu_kernels, vocab_size
 
     @property
     def compute_dtype(self) -> Any:
-        """The jnp dtype of activations (``jnp.float32`` or ``jnp.bfloat16``)."""
+        """Look up the dtype of activations.
+
+        Returns
+        -------
+        Any
+            ``jnp.float32`` or ``jnp.bfloat16``.
+        """
         import jax.numpy as jnp  # Here: configs, sweeps and reports build this class without loading JAX.
 
         return getattr(jnp, self.dtype)
