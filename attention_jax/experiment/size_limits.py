@@ -138,28 +138,39 @@ def check_sizes(fields: Mapping[str, Any], where: str) -> None:
             continue
         values = tuple(fields[field.name]) if field.kind == "int_tuple" else fields[field.name]
         if any(abs(value) > MAX_INT32 for value in (values if isinstance(values, tuple) else (values,))):
-            raise schema.ConfigError(f"{where}: {field.name}={_short(values)} is beyond "
+            raise schema.ConfigError(f"{where}: {field.name}={short_number(values)} is beyond "
                                      f"{MAX_INT32:,} (2**31 - 1), JAX's int32: lower it.")
     positions = fields["max_len"] + fields["max_decode_extra_len"]
     if positions > MAX_INT32:
-        raise schema.ConfigError(f"{where}: max_len + max_decode_extra_len = {_short(positions)} positions is beyond "
-                                 f"{MAX_INT32:,} (2**31 - 1), JAX's int32, which decoding counts them in: lower "
-                                 f"max_decode_extra_len={_short(fields['max_decode_extra_len'])}.")
+        raise schema.ConfigError(f"{where}: max_len + max_decode_extra_len = {short_number(positions)} positions is "
+                                 f"beyond {MAX_INT32:,} (2**31 - 1), JAX's int32, which decoding counts them in: lower "
+                                 f"max_decode_extra_len={short_number(fields['max_decode_extra_len'])}.")
     parameters = estimated_parameters(fields)
     if parameters > MAX_PARAMETERS:
         raise schema.ConfigError(
-            f"{where}: this model would have about {_short(parameters)} parameters, beyond the limit of "
-            f"{MAX_PARAMETERS:.0e}: lower num_layers={_short(fields['num_layers'])}, "
-            f"d_model={_short(fields['d_model'])}, d_ff={_short(fields['d_ff'])}, "
-            f"num_heads={_short(fields['num_heads'])} or vocab_size={_short(fields['vocab_size'])}.")
+            f"{where}: this model would have about {short_number(parameters)} parameters, beyond the limit of "
+            f"{MAX_PARAMETERS:.0e}: lower num_layers={short_number(fields['num_layers'])}, "
+            f"d_model={short_number(fields['d_model'])}, d_ff={short_number(fields['d_ff'])}, "
+            f"num_heads={short_number(fields['num_heads'])} or vocab_size={short_number(fields['vocab_size'])}.")
     elements, what = largest_array_elements(fields)
     if elements > MAX_ARRAY_ELEMENTS:
-        raise schema.ConfigError(f"{where}: a step would build {what}: about {_short(elements)} elements, "
+        raise schema.ConfigError(f"{where}: a step would build {what}: about {short_number(elements)} elements, "
                                  f"beyond the limit of 2**40 ({MAX_ARRAY_ELEMENTS:.2e}): lower those fields.")
 
 
-def _short(value: int | tuple[int, ...]) -> str:
-    """An integer as written, or in scientific notation past 12 digits (``10**40`` is ``1e+40``)."""
+def short_number(value: int | tuple[int, ...]) -> str:
+    """Write an integer (or a tuple of them) as typed, in scientific notation past 12 digits.
+
+    Parameters
+    ----------
+    value : int or tuple of int
+        The count, or the field's tuple, to quote in a refusal.
+
+    Returns
+    -------
+    str
+        E.g. ``"1,024"``; ``10**40`` is ``"1e+40"``.
+    """
     if isinstance(value, tuple):
-        return "(" + ", ".join(_short(item) for item in value) + ("," if len(value) == 1 else "") + ")"
+        return "(" + ", ".join(short_number(item) for item in value) + ("," if len(value) == 1 else "") + ")"
     return f"{value:,}" if abs(value) < 10**12 else f"{float(value):.3g}"

@@ -50,7 +50,8 @@ def estimated_step_bytes(fields: Mapping[str, Any], devices: int) -> tuple[int, 
     parameters = size_limits.estimated_parameters(fields)
     parts = [(16 * parameters, "the parameters, gradients and Adam's moments: lower num_layers, "
                                "d_model, d_ff or vocab_size"),
-             (tokens * per_token, f"the activations of {_short(tokens)} tokens (tokens_per_batch / devices): lower "
+             (tokens * per_token, f"the activations of {size_limits.short_number(tokens)} tokens "
+                                  f"(tokens_per_batch / devices): lower "
                                   f"--config.tokens_per_batch (raise grad_accum_steps to keep the batch)"),
              (decode_cache, "beam search's key/value cache of max_len + max_decode_extra_len positions: lower "
                             "--config.max_decode_extra_len")]
@@ -87,7 +88,3 @@ def check_memory(fields: Mapping[str, Any], devices: int, device_bytes: int, dev
 def _bytes(count: int) -> str:
     return f"{count / 2**30:,.1f} GiB" if count < 2**60 else f"{float(count):.3g} bytes"
 
-
-def _short(value: int) -> str:
-    """An integer as written, or in scientific notation past 12 digits."""
-    return f"{value:,}" if abs(value) < 10**12 else f"{float(value):.3g}"
