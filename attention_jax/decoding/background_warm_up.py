@@ -65,10 +65,14 @@ class BackgroundWarmUp:
             self._thread.start()
 
     def stop(self) -> None:
-        """Warm no further bucket and wait for the one in progress."""
+        """Warm no further bucket and wait for the one in progress.
+
+        A thread whose start was interrupted (Ctrl-C inside :meth:`start`) is not waited for: it finds no
+        bucket left and ends at once.
+        """
         with self._lock:
             self._pending.clear()
-        if self._thread is not None:
+        if self._thread is not None and self._thread.is_alive():
             self._thread.join()
 
     def _warm_all(self) -> None:

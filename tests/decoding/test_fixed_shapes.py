@@ -88,6 +88,27 @@ def test_background_warm_up_answers_the_first_line_first_then_warms_the_rest_wit
         np.testing.assert_allclose([h.score for h in hypotheses], [h.score for h in expected], rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.fast
+def test_stop_after_a_ctrl_c_inside_start_ends_quietly(monkeypatch: pytest.MonkeyPatch) -> None:
+    class UnusedTranslator:
+        fixed_shapes = False
+
+        def warm_bucket(self, length: int, num_best: int = 1) -> None:
+            raise AssertionError("no bucket is warmed after stop")
+
+    warm_up = background_warm_up.BackgroundWarmUp(UnusedTranslator(), [8, 16])
+
+    def interrupted_start(thread: threading.Thread) -> None:
+        raise KeyboardInterrupt  # SIGINT while Thread.start waits for the thread to run.
+
+    monkeypatch.setattr(threading.Thread, "start", interrupted_start)
+    with pytest.raises(KeyboardInterrupt):
+        warm_up.start()
+    monkeypatch.undo()
+    warm_up.stop()  # translate's `finally`: no "cannot join thread before it is started".
+    assert warm_up.warmed == []
+
+
 @pytest.mark.integration
 def test_a_line_waits_for_the_bucket_being_warmed_and_never_runs_beside_it():
     translator = _translator(BACKGROUND_SETTINGS)
