@@ -37,7 +37,7 @@ def test_mask_helpers_match_definitions() -> None:
                                                 masks.make_causal_mask(3), None))
     np.testing.assert_array_equal(merged, expected[:, :, :3, :3] & np.tril(np.ones((3, 3), bool)))
     assert masks.combine_masks(None, None) is None
-    local = np.asarray(masks.make_local_mask(jnp.arange(5), jnp.arange(5), 1))[0, 0]
+    local = np.asarray(masks._make_local_mask(jnp.arange(5), jnp.arange(5), 1))[0, 0]
     np.testing.assert_array_equal(local, np.abs(np.subtract.outer(np.arange(5), np.arange(5))) <= 1)
 
 

@@ -165,7 +165,7 @@ def test_linear_forms_equal_the_quadratic_form(kind: str) -> None:
             query_segments=segments if kind.startswith("packed") else None,
             key_segments=segments if kind.startswith("packed") else None)
         dense = mask.to_dense(length, length)
-    quadratic = attention_functions.linear_attention_quadratic(query, key, value, dense)
+    quadratic = attention_functions._linear_attention_quadratic(query, key, value, dense)
     linear_form = jax.jit(attention_functions.linear_attention, static_argnames="chunk_size")
     for chunk_size in (1, 4, 9, 64):
         linear = linear_form(query, key, value, mask, chunk_size=chunk_size)

@@ -112,7 +112,7 @@ def test_parameter_counts_change_by_the_norms_alone(combination: tuple[str, str,
     counted = model.count_params(language_model.abstract_params(config, model_kind))
     decoder_only = model_kind == "decoder_only"
     norms = oracle.norm_param_count(norm, d_model=16, num_layers=2, decoder_only=decoder_only, pre=position == "pre")
-    assert normalization_registry.norm_params(norm, d_model=16, num_layers=2, model_kind=model_kind,
+    assert normalization_registry._norm_params(norm, d_model=16, num_layers=2, model_kind=model_kind,
                                               position=position) == norms
     paper = language_model.abstract_params(SMALL, model_kind)  # Post-LN LayerNorm with residuals.
     paper_norms = oracle.norm_param_count("layer_norm", d_model=16, num_layers=2, decoder_only=decoder_only,

@@ -137,7 +137,7 @@ def _step(module: nn.Module, params: dict, x: np.ndarray, valid: np.ndarray) -> 
 
 
 def _evaluation_statistics(params: dict) -> tuple[np.ndarray, np.ndarray]:
-    return tuple(np.asarray(value) for value in normalization.evaluation_statistics(
+    return tuple(np.asarray(value) for value in normalization._evaluation_statistics(
         params["running_mean"], params["running_var"], params["running_weight"]))
 
 

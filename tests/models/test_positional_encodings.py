@@ -93,11 +93,11 @@ def test_an_entry_without_its_hook_is_refused_in_one_line() -> None:
 
 @pytest.mark.reference
 def test_alibi_slopes_are_the_papers() -> None:
-    assert attention_positions.alibi_slopes(8) == tuple(2.0 ** -h for h in range(1, 9))  # 1/2 ... 1/256.
+    assert attention_positions._alibi_slopes(8) == tuple(2.0 ** -h for h in range(1, 9))  # 1/2 ... 1/256.
     for num_heads in range(1, 13):
-        np.testing.assert_allclose(attention_positions.alibi_slopes(num_heads), reference.alibi_slopes(num_heads),
+        np.testing.assert_allclose(attention_positions._alibi_slopes(num_heads), reference.alibi_slopes(num_heads),
                                    rtol=1e-12)
-    assert attention_positions.alibi_slopes(6) == (2.0 ** -2, 2.0 ** -4, 2.0 ** -6, 2.0 ** -8, 2.0 ** -1, 2.0 ** -3)
+    assert attention_positions._alibi_slopes(6) == (2.0 ** -2, 2.0 ** -4, 2.0 ** -6, 2.0 ** -8, 2.0 ** -1, 2.0 ** -3)
 
 
 # --- One self-attention against the oracle ----------------------------------------------------------
@@ -192,7 +192,7 @@ class _Scores(nn.Module):
         if scheme.rotate is not None:
             query, key = scheme.rotate(query, query_positions), scheme.rotate(key, key_positions)
             return jnp.einsum("bthk,bshk->bhts", query, key) / np.sqrt(query.shape[-1])
-        return attention_positions.position_scores(self, entry, scheme, query, key, query_positions, key_positions)
+        return attention_positions._position_scores(self, entry, scheme, query, key, query_positions, key_positions)
 
 
 @pytest.mark.parametrize("encoding", IN_ATTENTION)
