@@ -1,7 +1,4 @@
-"""A persistent XLA compilation cache, so that resumed runs, sweep rows and repeated seeds skip compiling.
-
-The cache is trusted code: do not point it at a directory that others can write.
-"""
+"""A persistent XLA compilation cache (trusted code: never a directory others can write)."""
 
 from __future__ import annotations
 
@@ -18,16 +15,12 @@ MIN_COMPILE_SECONDS = 0.5
 
 
 def resolve_directory(configured: str | None) -> str | None:
-    """Return the cache directory to use, or ``None`` when the cache is off.
-
-    ``JAX_COMPILATION_CACHE_DIR``, when set, wins over the config: a cluster job points every process at a
-    shared cache without editing configs.
+    """Return the cache directory, or ``None`` when off; ``JAX_COMPILATION_CACHE_DIR`` wins over the config.
 
     Parameters
     ----------
     configured : str or None
-        ``config.compilation_cache_dir``: a path, ``""`` for none, or ``"default"`` (or ``None``, an older run)
-        for ``$ATTENTION_JAX_CACHE_DIR``'s, else :data:`DEFAULT_DIRECTORY`.
+        A path, ``""`` for none, ``"default"`` or ``None`` for ``$ATTENTION_JAX_CACHE_DIR``'s or the default.
 
     Returns
     -------
@@ -45,9 +38,7 @@ def resolve_directory(configured: str | None) -> str | None:
 
 
 def enable(configured: str | None) -> str | None:
-    """Turn the persistent compilation cache on, before the first compilation.
-
-    A directory that cannot be written is warned about and the run goes on without a cache.
+    """Turn the persistent compilation cache on, before the first compilation (unwritable: warn, go on without).
 
     Parameters
     ----------
@@ -78,7 +69,7 @@ def enable(configured: str | None) -> str | None:
 
 
 def enable_unless_set(configured: str | None) -> str | None:
-    """Call :func:`enable` unless this process chose a cache directory already (a notebook's or a test's stays).
+    """Call :func:`enable` unless this process chose a cache directory already.
 
     Parameters
     ----------
