@@ -132,13 +132,13 @@ def test_a_peak_measured_while_other_processes_load_the_cpus_is_named_so(monkeyp
     monkeypatch.setattr(device_peaks, "measure_matmul_peak",
                         lambda dtype, repeats: timed_products.append(repeats) or 4e10)
     monkeypatch.setattr(device_peaks, "machine_load", lambda: (2.4, 2))  # A sweep's two runs beside this one.
-    busy = device_peaks.measured_peak("cpu", "float32")
+    busy = device_peaks._measured_peak("cpu", "float32")
     assert busy.source.startswith("measured here under load: best of 25 ") and timed_products == [25]
     assert "load 2.4 on 2 CPUs" in busy.source and "MFU high" in busy.source
     monkeypatch.setattr(device_peaks, "machine_load", lambda: (0.3, 2))  # Below 0.25 per CPU: quiet.
-    assert device_peaks.measured_peak("cpu", "float32").source.startswith("measured here once: best of 5 ")
+    assert device_peaks._measured_peak("cpu", "float32").source.startswith("measured here once: best of 5 ")
     monkeypatch.setattr(device_peaks, "machine_load", lambda: (9.0, 2))
-    assert device_peaks.measured_peak("Tesla T4", "float32").source.startswith("measured here once")  # A GPU's own.
+    assert device_peaks._measured_peak("Tesla T4", "float32").source.startswith("measured here once")  # A GPU's own.
 
 
 def test_machine_load_leaves_out_this_process(monkeypatch: pytest.MonkeyPatch) -> None:
