@@ -1,7 +1,4 @@
-"""Orbax checkpoints of training runs and the run files beside them (layout: docs/python_api.md).
-
-A step's temporary directory is renamed only once every item is complete, so a killed save never shows up.
-"""
+"""Orbax checkpoints of training runs and the run files beside them (layout: docs/python_api.md)."""
 
 from __future__ import annotations
 

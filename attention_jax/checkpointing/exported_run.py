@@ -1,7 +1,4 @@
-"""A run exported for translation: weights, config, tokenizer and ``export.json`` (origin, SHA-256s) in one directory.
-
-``load_run`` opens it; the layout is in docs/python_api.md.
-"""
+"""A run exported for translation: weights, config, tokenizer and ``export.json`` in one directory."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""Parameters-only checkpoints (``averaged/``, ``best/``: items ``params`` and ``info``) and parameters for inference.
-"""
+"""Parameters-only checkpoints (``averaged/``, ``best/``) and a run's parameters for inference."""
 
 from __future__ import annotations
 

@@ -1,6 +1,4 @@
-"""Whether a work directory may be resumed with a config: a change to the model, corpus, seed, evaluation splits
-or optimizer state would continue another experiment under the same name, so it is refused; others are logged.
-"""
+"""Whether a work directory may resume with a config: what would make it another experiment is refused."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""A run's parameters as one safetensors file: a tensor per leaf, named by its tree path joined with ``/``.
-
-The metadata holds ``format``, the run's ``config`` and its origin; the name map: docs/python_api.md.
-"""
+"""A run's parameters as one safetensors file, a tensor per leaf named by its ``/``-joined tree path."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""The peak FLOP/s per device that MFU divides by: declared, else a datasheet's dense rate, else measured and cached.
-
-Where the cache lives and how load skews a measured peak: docs/quickstart.md ("MFU's peak").
-"""
+"""The peak FLOP/s per device that MFU divides by: declared, a datasheet's dense rate, or measured and cached."""
 
 from __future__ import annotations
 
@@ -226,10 +223,7 @@ def _read_peak_cache(path: str) -> dict[str, Any]:
 
 def _cached_measured_peak(device_kind: str, dtype: str, *, path: str | None = None,
                          measure: Callable[[str, str], DevicePeak] | None = None) -> DevicePeak:
-    """Return this machine's measured peak, cached per processor model, device kind and dtype.
-
-    A figure taken under load is reused only while the machine is still busy.
-    """
+    """Return this machine's measured peak, cached per processor, device and dtype (one under load: while busy)."""
     path = peak_cache_path() if path is None else path
     measure = _measured_peak if measure is None else measure
     key = f"{_processor_model()} | {device_kind} | {dtype}"

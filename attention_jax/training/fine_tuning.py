@@ -1,7 +1,4 @@
-"""Fine-tuning on new data: a new work directory starting from another run's parameters and tokenizer.
-
-The command: docs/faults.md. The model must be the source's except :data:`ADJUSTABLE_FIELDS`.
-"""
+"""Fine-tuning: a new work directory starting from another run's parameters and tokenizer (docs/faults.md)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""Training metrics to ``WORKDIR/metrics.jsonl`` and TensorBoard (tensorboardX), process 0 only.
-
-A resumed run drops (and TensorBoard purges) records after the restored step, so every step appears once.
-"""
+"""Training metrics to ``metrics.jsonl`` and TensorBoard (process 0); a resumed run drops records after its step."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""What rerunning the training command on an existing work directory does: train on, finish, or nothing.
-
-The rules: docs/faults.md ("Reruns").
-"""
+"""What rerunning the training command on a work directory does: train on, finish, or nothing (docs/faults.md)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,4 @@
-"""One training run: what stays fixed for the session (:class:`TrainingRun`), what the loop advances
-(:class:`LoopState`), and how a restored checkpoint becomes them.
-"""
+"""One training run: what stays fixed for the session (:class:`TrainingRun`) and what the loop advances."""
 
 from __future__ import annotations
 

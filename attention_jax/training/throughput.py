@@ -1,6 +1,4 @@
-"""Training throughput: tokens per second, step time, data wait and MFU over training time only
-(evaluation, checkpoints and compilation off the clock).
-"""
+"""Training throughput and MFU over training time only (evaluation, checkpoints and compilation off the clock)."""
 
 from __future__ import annotations
 

@@ -162,11 +162,7 @@ def _new_shapes(run: TrainingRun, micro_batches: list[Batch]) -> bool:
 
 
 def _train(run: TrainingRun, stop: distributed.StopRequest) -> bool:
-    """Run updates until ``num_train_steps`` or a stop request; return whether training finished.
-
-    The host waits for step n - 1 after dispatching step n, so a stop is honoured within a step; losses are
-    fetched only at log, evaluation and checkpoint steps; an evaluation step is checkpointed first.
-    """
+    """Run updates until ``num_train_steps`` or a stop request; return whether training finished."""
     config = run.experiment.run
     step = int(run.loop.state.step)
     untimed: set[int] = set()  # Steps that compiled a new batch shape.

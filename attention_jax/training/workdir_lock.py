@@ -1,7 +1,4 @@
-"""One trainer per work directory: ``WORKDIR/lock.json``, taken by process 0 (guarantees: docs/clusters.md).
-
-An ``flock`` on local disk and NFS; on object stores a record refreshed at each checkpoint (best effort).
-"""
+"""One trainer per work directory: an ``flock`` on ``lock.json``, a refreshed record on object stores."""
 
 from __future__ import annotations
 
