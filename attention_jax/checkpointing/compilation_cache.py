@@ -14,18 +14,10 @@ DEFAULT_DIRECTORY = "~/.cache/attention_jax/jax_compilation_cache"
 MIN_COMPILE_SECONDS = 0.5
 
 
-def resolve_directory(configured: str | None) -> str | None:
-    """Return the cache directory, or ``None`` when off; ``JAX_COMPILATION_CACHE_DIR`` wins over the config.
+def _resolve_directory(configured: str | None) -> str | None:
+    """Return the cache directory, ``None`` when off; ``JAX_COMPILATION_CACHE_DIR`` wins over the config.
 
-    Parameters
-    ----------
-    configured : str or None
-        A path, ``""`` for none, ``"default"`` or ``None`` for ``$ATTENTION_JAX_CACHE_DIR``'s or the default.
-
-    Returns
-    -------
-    str or None
-        An absolute path, or ``None``.
+    ``configured``: a path, ``""`` for none, ``"default"`` or ``None`` (an older run) for the default.
     """
     from_environment = os.environ.get("JAX_COMPILATION_CACHE_DIR")
     if from_environment:
@@ -50,7 +42,7 @@ def enable(configured: str | None) -> str | None:
     str or None
         The directory in use, or ``None`` when the cache is off.
     """
-    directory = resolve_directory(configured)
+    directory = _resolve_directory(configured)
     if directory is None:
         return None
     try:

@@ -75,18 +75,8 @@ def _writing_alone(directory: str) -> Iterator[None]:
         os.close(descriptor)  # Releases the lock.
 
 
-def ranked_by_perplexity(directory: str) -> list[int]:
-    """Return the steps of a ``best/`` directory, lowest dev perplexity first (ties: earlier first).
-
-    Parameters
-    ----------
-    directory : str
-        ``WORKDIR/best``.
-
-    Returns
-    -------
-    list[int]
-        The steps; those without a perplexity last, newest first.
+def _ranked_by_perplexity(directory: str) -> list[int]:
+    """Return a ``best/`` directory's steps, lowest dev perplexity first (ties: earlier; unrecorded last, newest first).
     """
     def _rank(step: int) -> tuple[float, int]:
         perplexity = _read_params_info(directory, step).get("eval_ppl")
@@ -117,7 +107,7 @@ def keep_if_among_best(directory: str, step: int, perplexity: float, params: Cal
     bool
         Whether they were saved (those beyond the ``keep`` best are deleted).
     """
-    ranked = [kept for kept in ranked_by_perplexity(directory) if kept != step]
+    ranked = [kept for kept in _ranked_by_perplexity(directory) if kept != step]
     if not perplexity == perplexity:  # NaN.
         return False
     if len(ranked) >= keep:
@@ -364,7 +354,7 @@ def checkpoint_candidates(workdir: str, which: str = "latest", *,
         if which == "averaged":
             check_average_is_current(workdir)
         # The newest average; the lowest dev perplexity among the best kept.
-        candidates = [steps[-1]] if which == "averaged" else ranked_by_perplexity(str(directory))[:1]
+        candidates = [steps[-1]] if which == "averaged" else _ranked_by_perplexity(str(directory))[:1]
     elif which == "latest" or which.isdigit():
         directory = root / directory_name
         steps = finished_steps(str(directory))
@@ -464,7 +454,8 @@ def average_last_params(workdir: str, count: int, *,
             f"asked to average the last {count} checkpoints but {directory} holds {len(steps)} "
             f"(steps {steps}); average fewer, or train with config.keep_checkpoints >= {count}."
         )
-    chosen = sorted(ranked_by_perplexity(directory)[:count]) if directory_name == run_files.BEST_DIR else steps[-count:]
+    chosen = (sorted(_ranked_by_perplexity(directory)[:count]) if directory_name == run_files.BEST_DIR
+              else steps[-count:])
     total = None
     for step in chosen:
         params, _ = load_for_inference(workdir, str(step), directory_name=directory_name)

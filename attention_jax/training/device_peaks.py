@@ -124,14 +124,8 @@ def measure_matmul_peak(dtype: str, size: int = MEASURED_MATMUL_SIZE, repeats: i
     return 2.0 * size ** 3 / best
 
 
-def machine_load() -> tuple[float, int]:
-    """Return the load other processes put on the CPUs and the CPUs this process may use.
-
-    Returns
-    -------
-    tuple[float, int]
-        The 1-minute load average less one, floored at 0; the CPUs in the affinity mask.
-    """
+def _machine_load() -> tuple[float, int]:
+    """Return the 1-minute load of other processes (floored at 0) and the CPUs in this process's affinity mask."""
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     try:
         load = os.getloadavg()[0]
@@ -142,7 +136,7 @@ def machine_load() -> tuple[float, int]:
 
 def _measured_peak(device_kind: str, dtype: str) -> DevicePeak:
     """Return a peak measured here; on a busy CPU 25 products instead of 5, marked as under load."""
-    other_load, cpus = machine_load() if device_kind.lower() == "cpu" else (0.0, 1)
+    other_load, cpus = _machine_load() if device_kind.lower() == "cpu" else (0.0, 1)
     busy = other_load >= BUSY_LOAD_PER_CPU * cpus
     repeats = 25 if busy else 5
     rate = measure_matmul_peak(dtype, repeats=repeats)
@@ -183,14 +177,8 @@ def device_peak(device_kind: str, dtype: str, declared_tflops: float = 0.0) -> D
     return _MEASURED[key]
 
 
-def peak_cache_path() -> str:
-    """Return the file of measured peaks, under ``$ATTENTION_JAX_CACHE_DIR`` or ``$XDG_CACHE_HOME/attention_jax``.
-
-    Returns
-    -------
-    str
-        ``.../device_peaks.json``, absolute.
-    """
+def _peak_cache_path() -> str:
+    """Return the measured peaks' file under ``$ATTENTION_JAX_CACHE_DIR`` or ``$XDG_CACHE_HOME/attention_jax``."""
     moved = cache_dirs.under_cache_root("device_peaks.json")
     if moved:
         return moved
@@ -224,7 +212,7 @@ def _read_peak_cache(path: str) -> dict[str, Any]:
 def _cached_measured_peak(device_kind: str, dtype: str, *, path: str | None = None,
                          measure: Callable[[str, str], DevicePeak] | None = None) -> DevicePeak:
     """Return this machine's measured peak, cached per processor, device and dtype (one under load: while busy)."""
-    path = peak_cache_path() if path is None else path
+    path = _peak_cache_path() if path is None else path
     measure = _measured_peak if measure is None else measure
     key = f"{_processor_model()} | {device_kind} | {dtype}"
     entry = _read_peak_cache(path).get(key)
@@ -250,5 +238,5 @@ def _machine_is_busy(device_kind: str) -> bool:
     """Return whether other processes keep this machine's CPUs busy now; never for a GPU."""
     if device_kind.lower() != "cpu":
         return False
-    other_load, cpus = machine_load()
+    other_load, cpus = _machine_load()
     return other_load >= BUSY_LOAD_PER_CPU * cpus

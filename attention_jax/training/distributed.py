@@ -21,18 +21,8 @@ DEFAULT_TIMEOUT_S = 300
 _SignalHandler: TypeAlias = Callable[[int, FrameType | None], Any] | int | signal.Handlers | None
 
 
-def describe_cluster(environ: Mapping[str, str]) -> str | None:
-    """Return the multi-process launcher ``environ`` describes.
-
-    Parameters
-    ----------
-    environ : Mapping[str, str]
-        Environment variables.
-
-    Returns
-    -------
-    str or None
-        ``"env"``, ``"slurm"``, ``"tpu_pod"`` or ``"mpi"``; ``None`` for one process.
+def _describe_cluster(environ: Mapping[str, str]) -> str | None:
+    """Return the multi-process launcher ``environ`` describes (``env``, ``slurm``, ``tpu_pod``, ``mpi``) or ``None``.
     """
     if environ.get("JAX_COORDINATOR_ADDRESS"):
         return "env"
@@ -67,7 +57,7 @@ def maybe_initialize(environ: Mapping[str, str] | None = None, *,
         When the coordinator is not reached within ``timeout_s``.
     """
     environ = os.environ if environ is None else environ
-    cluster = describe_cluster(environ)
+    cluster = _describe_cluster(environ)
     if cluster is None:
         return False
     kwargs: dict = {"initialization_timeout": int(timeout_s)}

@@ -10,24 +10,12 @@ from attention_jax.experiment.schema import ConfigError
 from attention_jax.models.variants import ModelKind
 
 
-def estimated_step_bytes(fields: Mapping[str, Any], devices: int) -> tuple[int, str]:
-    """Return a lower bound on one device's memory for a training step and a decoding cache, from the fields alone.
+def _estimated_step_bytes(fields: Mapping[str, Any], devices: int) -> tuple[int, str]:
+    """Return a lower bound on one device's step and decoding-cache memory, and what dominates it.
 
     Counted: parameters, gradients and Adam's moments (float32, a copy per device); per token of the device's
     share, the logits and their gradient and each layer's saved activations (``d_ff + 4 d_model + heads x
     max_len``); one sentence's beam-search cache. All else comes on top, so a refused config cannot fit.
-
-    Parameters
-    ----------
-    fields : Mapping[str, Any]
-        A whole flat config that passed :func:`size_limits.check_sizes`.
-    devices : int
-        The job's devices (a batch's tokens split over them at best).
-
-    Returns
-    -------
-    tuple[int, str]
-        Bytes, and what dominates them with the fields to lower.
     """
     width = 2 if fields["dtype"] in ("bfloat16", "float16") else 4
     tokens = -(-fields["tokens_per_batch"] // max(1, devices))
@@ -67,7 +55,7 @@ def check_memory(fields: Mapping[str, Any], devices: int, device_bytes: int, dev
     ConfigError
         Naming the estimate, the memory and the fields to lower.
     """
-    needed, what = estimated_step_bytes(fields, devices)
+    needed, what = _estimated_step_bytes(fields, devices)
     if needed > device_bytes:
         raise ConfigError(
             f"one step needs at least {_bytes(needed)} per device, more than the {_bytes(device_bytes)} of this "

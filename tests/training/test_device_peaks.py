@@ -27,7 +27,7 @@ class _FakeMeasurement:
 
 @pytest.fixture
 def quiet_machine(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(device_peaks, "machine_load", lambda: (0.0, 2))
+    monkeypatch.setattr(device_peaks, "_machine_load", lambda: (0.0, 2))
     monkeypatch.setattr(device_peaks, "_processor_model", lambda: "Test CPU 9000")
 
 
@@ -60,12 +60,12 @@ def test_a_peak_taken_under_load_is_measured_again_once_the_machine_is_quiet(
         tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
     cache = str(tmp_path / "device_peaks.json")
     monkeypatch.setattr(device_peaks, "_processor_model", lambda: "Test CPU 9000")
-    monkeypatch.setattr(device_peaks, "machine_load", lambda: (2.4, 2))  # Busy.
+    monkeypatch.setattr(device_peaks, "_machine_load", lambda: (2.4, 2))  # Busy.
     busy = _FakeMeasurement([2e11], under_load=True)
     assert device_peaks._cached_measured_peak("cpu", "float32", path=cache, measure=busy).under_load
     reused = device_peaks._cached_measured_peak("cpu", "float32", path=cache, measure=busy)
     assert busy.calls == 1 and reused.flops_per_s == 2e11 and reused.under_load  # Still busy: reused.
-    monkeypatch.setattr(device_peaks, "machine_load", lambda: (0.0, 2))  # Quiet now.
+    monkeypatch.setattr(device_peaks, "_machine_load", lambda: (0.0, 2))  # Quiet now.
     quiet = _FakeMeasurement([4e11])
     remeasured = device_peaks._cached_measured_peak("cpu", "float32", path=cache, measure=quiet)
     assert quiet.calls == 1 and remeasured.flops_per_s == 4e11 and not remeasured.under_load
@@ -88,7 +88,7 @@ def test_a_damaged_or_unwritable_cache_only_costs_a_measurement(tmp_path: pathli
 def test_the_cache_follows_xdg_cache_home(monkeypatch: pytest.MonkeyPatch, tmp_path: pathlib.Path) -> None:
     monkeypatch.delenv("ATTENTION_JAX_CACHE_DIR", raising=False)  # It would win over XDG_CACHE_HOME.
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    assert device_peaks.peak_cache_path() == str(tmp_path / "attention_jax" / "device_peaks.json")
+    assert device_peaks._peak_cache_path() == str(tmp_path / "attention_jax" / "device_peaks.json")
     monkeypatch.delenv("XDG_CACHE_HOME")
-    assert device_peaks.peak_cache_path() == str(pathlib.Path.home() / ".cache" / "attention_jax" / "device_peaks.json")
+    assert device_peaks._peak_cache_path() == str(pathlib.Path.home() / ".cache" / "attention_jax" / "device_peaks.json")
     assert device_peaks._processor_model()  # Some name on every machine.

@@ -165,7 +165,7 @@ def test_best_directory_keeps_the_k_lowest_perplexities(tmp_path: pathlib.Path,
         run_evaluation._track_best(run, step, perplexity)
     best_dir = str(tmp_path / run_files.BEST_DIR)
     assert checkpoints.finished_steps(best_dir) == [200, 300, 400]
-    assert params_checkpoints.ranked_by_perplexity(best_dir) == [400, 200, 300]
+    assert params_checkpoints._ranked_by_perplexity(best_dir) == [400, 200, 300]
     run_evaluation._track_best(run, 500, 9.0)  # Worse than the three kept: not saved.
     assert checkpoints.finished_steps(best_dir) == [200, 300, 400]
 
