@@ -324,9 +324,7 @@ def checkpoint_candidates(workdir: str, which: str = "latest", *,
     ----------
     workdir : str
         A training work directory.
-    which : str
-        As in :func:`load_for_inference`.
-    directory_name : str
+    which, directory_name : str
         As in :func:`load_for_inference`.
 
     Returns

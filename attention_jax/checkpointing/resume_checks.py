@@ -125,10 +125,8 @@ def model_config_differences(saved: Experiment, experiment: Experiment) -> dict[
 
     Parameters
     ----------
-    saved : Experiment
-        The workdir's.
-    experiment : Experiment
-        The new run's.
+    saved, experiment : Experiment
+        The workdir's and the new run's.
 
     Returns
     -------

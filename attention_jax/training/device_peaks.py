@@ -55,10 +55,8 @@ class DevicePeak:
 
         Parameters
         ----------
-        device_kind : str
-            ``jax.devices()[0].device_kind``.
-        dtype : str
-            The compute dtype.
+        device_kind, dtype : str
+            ``jax.devices()[0].device_kind`` and the compute dtype.
         device_count : int
             Devices the run trains on.
 
@@ -154,10 +152,8 @@ def device_peak(device_kind: str, dtype: str, declared_tflops: float = 0.0) -> D
 
     Parameters
     ----------
-    device_kind : str
-        ``jax.devices()[0].device_kind``.
-    dtype : str
-        The run's compute dtype.
+    device_kind, dtype : str
+        ``jax.devices()[0].device_kind`` and the run's compute dtype.
     declared_tflops : float
         ``config.peak_tflops_per_device``; 0 looks the device up.
 
