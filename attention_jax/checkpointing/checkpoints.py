@@ -45,8 +45,7 @@ def absolute_path(path: str | os.PathLike) -> epath.Path:
     return epath.Path(text if "://" in text else os.path.abspath(text))
 
 class IteratorStateHandler(ocp.CheckpointHandler):
-    """Orbax handler of this process's data iterator state: one ``process_<i>-of-<n>.json`` per process, bytes base64.
-    """
+    """Orbax handler of the data iterator state: one ``process_<i>-of-<n>.json`` each, bytes base64."""
 
     def save(self, directory: epath.Path, args: "IteratorStateSave") -> None:
         """Write this process's state into ``directory``.

@@ -76,8 +76,7 @@ def _writing_alone(directory: str) -> Iterator[None]:
 
 
 def _ranked_by_perplexity(directory: str) -> list[int]:
-    """Return a ``best/`` directory's steps, lowest dev perplexity first (ties: earlier; unrecorded last, newest first).
-    """
+    """Return a ``best/`` directory's steps, lowest dev perplexity first (ties: earlier; unrecorded: last)."""
     def _rank(step: int) -> tuple[float, int]:
         perplexity = _read_params_info(directory, step).get("eval_ppl")
         return (float(perplexity), step) if perplexity is not None else (float("inf"), -step)

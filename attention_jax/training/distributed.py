@@ -22,8 +22,7 @@ _SignalHandler: TypeAlias = Callable[[int, FrameType | None], Any] | int | signa
 
 
 def _describe_cluster(environ: Mapping[str, str]) -> str | None:
-    """Return the multi-process launcher ``environ`` describes (``env``, ``slurm``, ``tpu_pod``, ``mpi``) or ``None``.
-    """
+    """Return the launcher ``environ`` names: ``env``, ``slurm``, ``tpu_pod``, ``mpi``; ``None`` for one process."""
     if environ.get("JAX_COORDINATOR_ADDRESS"):
         return "env"
     if int(environ.get("SLURM_NTASKS", "1") or 1) > 1:
