@@ -1,26 +1,14 @@
-"""Average the parameters of a run's last checkpoints (Section 6.1).
-
-"For the base models, we used a single model obtained by averaging the last 5 checkpoints, which were
-written at 10-minute intervals. For the big models, we averaged the last 20 checkpoints."
+"""Average the parameters of a run's last checkpoints (Section 6.1: the last 5 for base, 20 for big models).
 
 Usage::
 
     python -m attention_jax.average_checkpoints --workdir=runs/base [--last=5]
     python -m attention_jax.average_checkpoints --workdir=runs/small --best --last=3  # early stopping
 
-writes ``WORKDIR/averaged/<last step>/`` (parameters and the list of averaged steps), which
-``params_checkpoints.load_for_inference(workdir, "averaged")`` loads; once newer checkpoints exist,
-loading it is an error naming the averaged steps (rerun this command, or pass ``--reaverage`` to
-``evaluate``/``translate``). ``--last`` defaults to the run's
-``config.average_last_checkpoints``; the run must have kept that many (``config.keep_checkpoints``), and
-fewer is refused in one line naming the steps it holds. A run configured to score its last checkpoint alone
-(``average_last_checkpoints = 1``, as ``configs/tiny.py`` and ``configs/small_corpus.py``) has nothing to
-average by default: without ``--last`` it is refused in one line (exit 2) that says to pass ``--last=N``.
-The command prints which checkpoints it averaged, their steps and where the count came from, then one JSON
-line ``{"averaged": directory, "steps": [...], "last": N}``.
-With ``--best``, the average is of the run's best dev evaluations instead (``WORKDIR/best/``, kept by
-runs with ``config.early_stopping_patience > 0``). A run directory that cannot be written (read-only) is
-refused in one line (exit 2) before any checkpoint is read.
+Writes ``WORKDIR/averaged/<last step>/``, which ``--checkpoint=averaged`` loads until newer checkpoints
+exist, and prints one JSON line ``{"averaged": directory, "steps": [...], "last": N}``. ``--last`` defaults
+to ``config.average_last_checkpoints``; ``--best`` averages the best dev evaluations (``WORKDIR/best/``).
+Mistakes are one line, exit 2 (docs/checkpoints.md).
 """
 
 from __future__ import annotations

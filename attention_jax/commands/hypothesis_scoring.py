@@ -1,8 +1,6 @@
 """``evaluate --hypotheses=FILE --reference=FILE``: score translations already made, no model and no JAX.
 
-The figures are sacrebleu's corpus BLEU, chrF and TER with their signatures, the same as
-``sacrebleu REFERENCE -i HYPOTHESES -m bleu chrf ter --tokenize TOKENIZER`` prints
-(:mod:`attention_jax.evaluation.sacrebleu_scores`); ``--output=FILE`` also writes them as JSON.
+The figures are what ``sacrebleu REFERENCE -i HYPOTHESES -m bleu chrf ter --tokenize TOKENIZER`` prints.
 """
 
 from __future__ import annotations
@@ -43,22 +41,20 @@ def score_file(hypotheses_file: str, reference_file: str, bleu_tokenizer: str) -
 
     Parameters
     ----------
-    hypotheses_file : str
-        Detokenized translations, one per line.
-    reference_file : str
-        Their references, as many lines.
+    hypotheses_file, reference_file : str
+        Detokenized translations, one per line, and as many references.
     bleu_tokenizer : str
         sacrebleu's BLEU tokenizer.
 
     Returns
     -------
     dict
-        The files' absolute paths, ``num_sentences``, ``bleu_tokenizer`` and the ``CorpusScores`` fields.
+        The files' paths, ``num_sentences``, ``bleu_tokenizer`` and the ``CorpusScores`` fields.
 
     Raises
     ------
     UserInputError
-        One line: an unknown or uninstalled tokenizer, a missing, empty or directory file, unequal lengths.
+        For an unknown tokenizer, a missing, empty or directory file, or unequal lengths.
     """
     from attention_jax.commands import text_io
     from attention_jax.evaluation import sacrebleu_scores
@@ -75,8 +71,6 @@ def score_file(hypotheses_file: str, reference_file: str, bleu_tokenizer: str) -
 def run(program: str, hypotheses_file: str, reference_file: str, bleu_tokenizer: str, output: str | None,
         model_flags_given: Sequence[str]) -> None:
     """Score ``hypotheses_file`` against ``reference_file``, print the figures, then write ``output``.
-
-    A user's mistake is one line on stderr, exit status 2.
 
     Parameters
     ----------

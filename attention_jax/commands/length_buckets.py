@@ -1,7 +1,6 @@
 """``python -m attention_jax.data.length_buckets``: the length split of a TSV corpus.
 
-Its flags and ``main``; what it computes is :mod:`attention_jax.data.length_buckets`
-(whose docstring ``--help`` prints).
+Flags and ``main``; the work (and ``--help``): :mod:`attention_jax.data.length_buckets`.
 """
 
 from __future__ import annotations
@@ -68,9 +67,6 @@ def _define_flags() -> None:
 
 
 def run() -> None:
-    """Define the flags, then run :func:`main`, a mistake in one line.
-
-    What ``python -m attention_jax.data.length_buckets`` runs.
-    """
+    """Define the flags, then run :func:`main`, a mistake in one line."""
     _define_flags()
     entry_points.run_in_one_line(_PROGRAM, main)

@@ -1,8 +1,6 @@
 """The repository's configs by name, from any directory: ``--config=tiny``, ``--config=table2:B1``.
 
-A bare name is the file of that name in the ``configs/`` folder beside the imported ``attention_jax`` (a
-checkout, or ``pip install -e .``); a path naming an existing file is taken as it is. ``configs/`` is not
-installed, so a wheel install has no shipped configs (``docs/quickstart.md``).
+A bare name is the file in the ``configs/`` folder beside the imported package; a wheel install has none.
 """
 
 from __future__ import annotations
@@ -24,7 +22,7 @@ def configs_dir() -> str | None:
     Returns
     -------
     str or None
-        ``<checkout>/configs`` (links resolved) when it is a package; ``None`` for a wheel install.
+        ``<checkout>/configs``, links resolved; ``None`` for a wheel install.
     """
     package = os.path.dirname(os.path.realpath(attention_jax.__file__))
     directory = os.path.join(os.path.dirname(package), "configs")
@@ -75,7 +73,7 @@ def use_checkout(what: str) -> str:
 
 
 def import_hint(error: BaseException) -> str:
-    """Return what to do when a config or sweep file outside the checkout failed to import ``configs`` or ``launch``.
+    """Return what to do when a file outside the checkout failed to import ``configs`` or ``launch``.
 
     Parameters
     ----------
@@ -85,8 +83,7 @@ def import_hint(error: BaseException) -> str:
     Returns
     -------
     str
-        For ``configs``: install from a checkout and import ``attention_jax.configs``; for ``launch``: run
-        ``attention-jax-sweep``; ``""`` otherwise.
+        The hint; ``""`` for other errors.
     """
     if not isinstance(error, ModuleNotFoundError) or not error.name:
         return ""
@@ -116,7 +113,7 @@ def names() -> list[str]:
 
 
 def is_bare_name(path: str) -> bool:
-    """Return whether ``path`` is a config's name rather than a path: a module name, ``.py`` or not, no folder.
+    """Return whether ``path`` is a config's name (``tiny``, ``tiny.py``) rather than a path.
 
     Parameters
     ----------
@@ -126,7 +123,7 @@ def is_bare_name(path: str) -> bool:
     Returns
     -------
     bool
-        True for ``tiny`` and ``tiny.py``; False for ``configs/tiny.py``, ``./tiny.py`` and ``tiny.json``.
+        False for ``configs/tiny.py``, ``./tiny.py`` and ``tiny.json``.
     """
     return _NAME.fullmatch(path) is not None
 
@@ -142,8 +139,7 @@ def resolve(spec: str) -> str:
     Returns
     -------
     str
-        ``<checkout>/configs/<name>.py[:ARG]``; ``spec`` itself for an existing file, a path, or an unknown
-        name (the flags parser then reports the missing file).
+        ``<checkout>/configs/<name>.py[:ARG]``; ``spec`` itself for a path or an unknown name.
     """
     path, colon, argument = spec.partition(":")
     directory = configs_dir()
@@ -166,7 +162,7 @@ def resolve_argv(argv: Sequence[str], flag_name: str = "config") -> list[str]:
     Returns
     -------
     list[str]
-        A new list; other arguments unchanged.
+        A new list.
     """
     prefix = f"--{flag_name}="
     return [prefix + resolve(argument[len(prefix):]) if argument.startswith(prefix) else argument

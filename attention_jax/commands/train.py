@@ -5,12 +5,9 @@ Usage::
     python -m attention_jax.main --config=configs/tiny.py --workdir=runs/tiny
     python -m attention_jax.main --config=configs/table2.py:B1 --workdir=runs/B1 --config.num_train_steps=1000
 
-Rerunning the same command resumes from the workdir's latest checkpoint; once the run finished, it does
-nothing. ``--config.fine_tune_from=RUN`` starts a new workdir from another run's parameters and tokenizer
-(:mod:`attention_jax.training.fine_tuning`). Exit status: 0 finished, 2 bad command line or config, 3 another
-trainer holds the workdir, 75 stopped on SIGTERM/Ctrl-C after checkpointing (rerun to resume). Multi-process
-jobs (SLURM, TPU pods, or ``JAX_COORDINATOR_ADDRESS`` + ``JAX_NUM_PROCESSES`` + ``JAX_PROCESS_ID``) are
-detected and joined before training starts (:func:`attention_jax.training.distributed.maybe_initialize`).
+Rerunning the same command resumes from the latest checkpoint. Exit status: 0 finished, 2 bad command
+line or config, 3 another trainer holds the workdir, 75 stopped on SIGTERM/Ctrl-C after checkpointing
+(rerun to resume). Multi-process jobs (SLURM, TPU pods, ``JAX_COORDINATOR_ADDRESS``) are joined first.
 """
 
 from __future__ import annotations

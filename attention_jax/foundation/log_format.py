@@ -24,7 +24,7 @@ class ShortFormatter(python_logging.Formatter):
     long_formatter : logging.Formatter
         absl's formatter.
     use_long : callable
-        Asked at every record: a command's flags are parsed after its handler is set up.
+        Asked at every record (flags are parsed after the handler is set up).
     """
 
     def __init__(self, long_formatter: python_logging.Formatter, use_long: Callable[[], bool] = _never) -> None:

@@ -1,8 +1,6 @@
 """Library chatter kept out of a command's output: other libraries' INFO lines and the echoes of a failed save.
 
-All shows again at ``--verbosity=1``. A save that fails in orbax's writer threads (a full disk) is echoed
-by each thread, by orbax, and by TensorStore's callbacks into closed event loops (``sys.unraisablehook``);
-the error itself reaches the main thread, whose command reports it once.
+All shows again at ``--verbosity=1``; the failed save's error reaches the main thread, which reports it once.
 """
 
 from __future__ import annotations
@@ -53,15 +51,10 @@ def _is_routine_tfds_warning(record: python_logging.LogRecord) -> bool:
 
 
 class QuietLibraries(python_logging.Filter):
-    """Drop other libraries' INFO records and orbax's echoes of a failed save; shorten library errors.
-
-    Below WARNING only our own records pass, unless absl's verbosity is 1 or more. Errors of orbax's writer
-    threads and their asyncio tasks keep their first line; those announcing a failure re-raised in the main
-    thread, or a full disk, are dropped: the command's own error line says what failed.
-    """
+    """Drop other libraries' INFO records and orbax's echoes of a failed save; shorten library errors to a line."""
 
     def filter(self, record: python_logging.LogRecord) -> bool:
-        """Return whether to print ``record``, shortened to one line when a library error.
+        """Return whether to print ``record``, shortening a library error to one line.
 
         Parameters
         ----------
@@ -103,7 +96,7 @@ def is_failed_save_echo(unraisable: Any) -> bool:
     Returns
     -------
     bool
-        True for TensorStore's callbacks into a closed event loop and orbax coroutines collected unfinished.
+        True for TensorStore callbacks into a closed loop and orbax coroutines collected unfinished.
     """
     error = unraisable.exc_value
     if isinstance(error, RuntimeError) and str(error) == "Event loop is closed" and unraisable.object is None:
@@ -116,15 +109,12 @@ _INSTALLED = False
 
 
 def install(long_log_format: Callable[[], bool] = lambda: False) -> None:
-    """Quiet the libraries for a command, once: the filter, the short log format and the hooks.
-
-    ``sys.unraisablehook`` drops failed-save echoes (logged at DEBUG); ``threading.excepthook`` makes a
-    thread's full-disk ``OSError`` one warning line.
+    """Quiet the libraries for a command, once: log filter and format, unraisable and thread hooks.
 
     Parameters
     ----------
     long_log_format : callable
-        Whether absl's long log prefix is wanted, asked at every line (``--log_format=absl``).
+        Whether absl's long log prefix is wanted (``--log_format=absl``).
     """
     global _INSTALLED
     if _INSTALLED:
