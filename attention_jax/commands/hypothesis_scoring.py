@@ -17,19 +17,8 @@ MODEL_FLAGS = ("workdir", "split", "source", "checkpoint", "average_last", "num_
 """``evaluate`` flags that choose a model or how it decodes: meaningless when the translations are given."""
 
 
-def check_no_model_flags(present: Sequence[str]) -> None:
-    """Refuse model or decoding flags given with ``--hypotheses``, which scores a file as it is.
-
-    Parameters
-    ----------
-    present : Sequence[str]
-        The :data:`MODEL_FLAGS` the user gave.
-
-    Raises
-    ------
-    UserInputError
-        One line naming them.
-    """
+def _check_no_model_flags(present: Sequence[str]) -> None:
+    """Refuse, in one line, model or decoding flags given with ``--hypotheses``, which scores a file as it is."""
     if present:
         given = ", ".join(f"--{name}" for name in present)
         raise UserInputError(f"--hypotheses scores translations that already exist, with no model: leave out "
@@ -90,7 +79,7 @@ def run(program: str, hypotheses_file: str, reference_file: str, bleu_tokenizer:
     try:
         if not reference_file:
             raise UserInputError("--hypotheses needs --reference: the reference translations, one per line.")
-        check_no_model_flags(model_flags_given)
+        _check_no_model_flags(model_flags_given)
         report = score_file(hypotheses_file, reference_file, bleu_tokenizer)
     except UserInputError as error:
         exit_with_error(program, str(error))

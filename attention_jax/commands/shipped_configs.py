@@ -16,14 +16,8 @@ from attention_jax.foundation.user_errors import UserInputError
 _NAME = re.compile(r"[A-Za-z_]\w*(\.py)?")  # A module's file name: no folder, no other suffix.
 
 
-def configs_dir() -> str | None:
-    """Return the repository's ``configs/`` folder beside the imported package, if there is one.
-
-    Returns
-    -------
-    str or None
-        ``<checkout>/configs``, links resolved; ``None`` for a wheel install.
-    """
+def _configs_dir() -> str | None:
+    """Return the ``configs/`` folder beside the imported package (links resolved); ``None`` for a wheel install."""
     package = os.path.dirname(os.path.realpath(attention_jax.__file__))
     directory = os.path.join(os.path.dirname(package), "configs")
     return directory if os.path.isfile(os.path.join(directory, "__init__.py")) else None
@@ -37,7 +31,7 @@ def checkout_root() -> str | None:
     str or None
         The root; ``None`` for a wheel install.
     """
-    directory = configs_dir()
+    directory = _configs_dir()
     if directory is None:
         return None
     root = os.path.dirname(directory)
@@ -106,7 +100,7 @@ def names() -> list[str]:
     list[str]
         The module names of ``configs/*.py`` (not ``__init__``); empty without ``configs/``.
     """
-    directory = configs_dir()
+    directory = _configs_dir()
     if directory is None:
         return []
     return sorted(name[:-3] for name in os.listdir(directory) if name.endswith(".py") and name != "__init__.py")
@@ -142,7 +136,7 @@ def resolve(spec: str) -> str:
         ``<checkout>/configs/<name>.py[:ARG]``; ``spec`` itself for a path or an unknown name.
     """
     path, colon, argument = spec.partition(":")
-    directory = configs_dir()
+    directory = _configs_dir()
     if os.path.isfile(path) or not is_bare_name(path) or directory is None:
         return spec
     shipped = os.path.join(directory, path if path.endswith(".py") else f"{path}.py")

@@ -50,22 +50,11 @@ def _is_routine_tfds_warning(record: python_logging.LogRecord) -> bool:
     return any(phrase in message for phrase in _ROUTINE_TFDS_WARNINGS)
 
 
-class QuietLibraries(python_logging.Filter):
+class _QuietLibraries(python_logging.Filter):
     """Drop other libraries' INFO records and orbax's echoes of a failed save; shorten library errors to a line."""
 
     def filter(self, record: python_logging.LogRecord) -> bool:
-        """Return whether to print ``record``, shortening a library error to one line.
-
-        Parameters
-        ----------
-        record : logging.LogRecord
-            The record; routine TFDS warnings are lowered to DEBUG in place.
-
-        Returns
-        -------
-        bool
-            Whether it passes.
-        """
+        """Return whether to print ``record``, lowering routine TFDS warnings and shortening library errors."""
         if _is_routine_tfds_warning(record):
             record.levelno, record.levelname = python_logging.DEBUG, "DEBUG"
         if record.levelno < python_logging.WARNING and not _is_ours(record) and logging.get_verbosity() < 1:
@@ -85,19 +74,8 @@ class QuietLibraries(python_logging.Filter):
         return not noisy or record.levelno >= python_logging.WARNING
 
 
-def is_failed_save_echo(unraisable: Any) -> bool:
-    """Return whether an unraisable exception echoes a failed orbax save.
-
-    Parameters
-    ----------
-    unraisable : sys.UnraisableHookArgs
-        What ``sys.unraisablehook`` receives.
-
-    Returns
-    -------
-    bool
-        True for TensorStore callbacks into a closed loop and orbax coroutines collected unfinished.
-    """
+def _is_failed_save_echo(unraisable: Any) -> bool:
+    """Return whether an unraisable exception echoes a failed orbax save (closed-loop callbacks, orbax coroutines)."""
     error = unraisable.exc_value
     if isinstance(error, RuntimeError) and str(error) == "Event loop is closed" and unraisable.object is None:
         return True
@@ -120,12 +98,12 @@ def install(long_log_format: Callable[[], bool] = lambda: False) -> None:
     if _INSTALLED:
         return
     _INSTALLED = True
-    logging.get_absl_handler().addFilter(QuietLibraries())
+    logging.get_absl_handler().addFilter(_QuietLibraries())
     log_format.install(long_log_format)  # HH:MM:SS I message; absl's long prefix with --log_format=absl.
     previous_hook = sys.unraisablehook
 
     def _hook(unraisable: Any) -> None:
-        if not is_failed_save_echo(unraisable):
+        if not _is_failed_save_echo(unraisable):
             previous_hook(unraisable)
             return
         try:
