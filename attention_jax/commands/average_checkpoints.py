@@ -5,10 +5,8 @@ Usage::
     python -m attention_jax.average_checkpoints --workdir=runs/base [--last=5]
     python -m attention_jax.average_checkpoints --workdir=runs/small --best --last=3  # early stopping
 
-Writes ``WORKDIR/averaged/<last step>/``, which ``--checkpoint=averaged`` loads until newer checkpoints
-exist, and prints one JSON line ``{"averaged": directory, "steps": [...], "last": N}``. ``--last`` defaults
-to ``config.average_last_checkpoints``; ``--best`` averages the best dev evaluations (``WORKDIR/best/``).
-Mistakes are one line, exit 2 (docs/checkpoints.md).
+Writes ``WORKDIR/averaged/<last step>/`` (``--checkpoint=averaged``) and prints one JSON line;
+``--last`` defaults to ``config.average_last_checkpoints``. Mistakes are one line, exit 2 (docs/checkpoints.md).
 """
 
 from __future__ import annotations
@@ -38,12 +36,12 @@ def write_averaged(workdir: str, last: int, *, best: bool = False) -> tuple[str,
     last : int
         Checkpoints to average.
     best : bool
-        Average the best dev evaluations (``WORKDIR/best/``) instead of the newest checkpoints.
+        Average the best dev evaluations (``WORKDIR/best/``) instead.
 
     Returns
     -------
     tuple of (str, list[int])
-        The directory written and the averaged steps; filed under the newest, replacing an earlier average.
+        The directory written (replacing an earlier average) and the averaged steps.
     """
     from attention_jax.checkpointing import params_checkpoints  # Here: a mistake is refused before Orbax loads.
 
@@ -84,10 +82,7 @@ def main(argv: list[str]) -> None:
 
 
 def _checkpoint_count(workdir: str, last: int) -> tuple[int, str]:
-    """Return how many checkpoints to average (``--last``, else the run's config) and where that came from.
-
-    A config asking for one checkpoint is refused without ``--last``: averaging it would copy one checkpoint.
-    """
+    """Return how many checkpoints to average and where that came from; a config's 1 needs ``--last``."""
     if last > 0:
         return last, f"--last={last}"
     from attention_jax.checkpointing import checkpoints

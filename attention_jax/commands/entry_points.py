@@ -1,7 +1,4 @@
-"""How every command starts, as ``python -m attention_jax.<command>`` or as its console script.
-
-Both ways get the same ``--help`` (docstring and key flags) and ``sys.path``; ``--log_format`` is defined here.
-"""
+"""How every command starts: ``python -m`` and console script alike (``--help``, ``sys.path``, ``--log_format``)."""
 
 from __future__ import annotations
 

@@ -6,11 +6,9 @@ Usage::
     python -m attention_jax.evaluate --workdir=runs/base --source=newstest2014.en --reference=newstest2014.de
     python -m attention_jax.evaluate --hypotheses=output.de --reference=newstest2014.de --tokenize=intl
 
-Prints the scores with their sacrebleu signatures and writes them to
-``WORKDIR/eval_<split>[_first<K>].<checkpoint>.json``, the translations beside it (``.hypotheses.txt``,
-``.translations.jsonl``); a whole-split evaluation also goes to the run's TensorBoard. ``--hypotheses``
-scores translations made already, with no model. Mistakes are one line, exit 2, before anything is
-written. Files, names and checks: docs/checkpoints.md and docs/quickstart.md.
+Writes ``WORKDIR/eval_<split>[_first<K>].<checkpoint>.json`` and the translations beside it; a whole split
+also goes to TensorBoard. ``--hypotheses`` needs no model. Mistakes are one line, exit 2, before anything
+is written (docs/checkpoints.md, docs/quickstart.md).
 """
 
 from __future__ import annotations

@@ -7,9 +7,8 @@ Usage::
         --batch_size=8 --source_len=32 --target_len=32 --out=tiny_logits.jax_export
     python -m attention_jax.export --workdir=runs/tiny --format=directory --out=tiny_export
 
-A directory export holds ``params.safetensors``, ``config.json`` and ``tokenizer.model``: ``load_run(OUT)``
-and ``translate --workdir=OUT`` open it. Prints one JSON line saying what was written; mistakes are one
-line, exit 2, before anything is written. Names, signatures and loading: docs/python_api.md.
+``load_run(OUT)`` and ``translate --workdir=OUT`` open a directory export. Prints one JSON line; mistakes
+are one line, exit 2, before anything is written (docs/python_api.md).
 """
 
 from __future__ import annotations
@@ -68,9 +67,7 @@ def export(workdir: str, out: str, file_format: str, *, checkpoint: str = "lates
            function: str = "logits", batch_size: int = 8, source_len: int = 0, target_len: int = 0,
            beam_size: int | None = None, alpha: float | None = None,
            platforms: list[str] | None = None) -> dict[str, Any]:
-    """Write a run's parameters (``safetensors``) or one of its functions (``jax_export``) to ``out``.
-
-    Everything is checked before ``out`` is written.
+    """Write a run's parameters (``safetensors``) or one of its functions (``jax_export``) to ``out``, checked first.
 
     Parameters
     ----------
@@ -98,8 +95,7 @@ def export(workdir: str, out: str, file_format: str, *, checkpoint: str = "lates
     Returns
     -------
     dict
-        ``out``, ``format``, ``bytes``, ``checkpoint`` and, per format, ``tensors`` or ``function``,
-        ``input_shapes`` and ``platforms``.
+        What was written: ``out``, ``format``, ``bytes``, ``checkpoint`` and the format's details.
 
     Raises
     ------

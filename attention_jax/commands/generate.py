@@ -3,13 +3,11 @@
 Usage::
 
     python -m attention_jax.generate --workdir=runs/lm_tiny --prompt="Der Hund"
-    python -m attention_jax.generate --workdir=runs/lm_tiny --temperature=0.8 --top_p=0.9 < prompts.txt
-    python -m attention_jax.generate --workdir=runs/lm_tiny --num_samples=3 --echo_prompt --format=jsonl < prompts.txt
+    python -m attention_jax.generate --workdir=runs/lm_tiny --num_samples=3 --top_p=0.9 --format=jsonl < prompts.txt
     python -m attention_jax.generate --workdir=runs/lm_tiny --eval_split=validation
 
-Without ``--prompt`` the prompts are the lines of stdin; each gets ``--num_samples`` lines out, sample k
-drawn with seed ``--seed`` + k; ``--temperature=0`` is greedy. ``--eval_split`` prints perplexity and bits
-per byte and writes ``WORKDIR/lm_eval_<split>.json`` (docs/language_models.md).
+Without ``--prompt`` the prompts are stdin's lines; sample k is drawn with seed ``--seed`` + k;
+``--temperature=0`` is greedy. ``--eval_split`` writes ``WORKDIR/lm_eval_<split>.json`` (docs/language_models.md).
 """
 
 from __future__ import annotations

@@ -1,7 +1,4 @@
-"""``python -m attention_jax.data.gettext_corpus``: a corpus from the machine's gettext catalogs.
-
-Flags and ``main``; the work (and ``--help``): :mod:`attention_jax.data.gettext_corpus`.
-"""
+"""``python -m attention_jax.data.gettext_corpus``: a corpus from the machine's gettext catalogs (flags, ``main``)."""
 
 from __future__ import annotations
 

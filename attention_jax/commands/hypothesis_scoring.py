@@ -1,7 +1,4 @@
-"""``evaluate --hypotheses=FILE --reference=FILE``: score translations already made, no model and no JAX.
-
-The figures are what ``sacrebleu REFERENCE -i HYPOTHESES -m bleu chrf ter --tokenize TOKENIZER`` prints.
-"""
+"""``evaluate --hypotheses=FILE --reference=FILE``: score translations made already as ``sacrebleu`` does, no model."""
 
 from __future__ import annotations
 

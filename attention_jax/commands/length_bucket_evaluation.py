@@ -1,7 +1,4 @@
-"""``python -m attention_jax.evaluation.length_bucket_evaluation``: a run or a sweep scored on the length buckets.
-
-Flags and ``main``; the work (and ``--help``): :mod:`attention_jax.evaluation.length_bucket_evaluation`.
-"""
+"""``python -m attention_jax.evaluation.length_bucket_evaluation``: runs scored on length buckets (flags, ``main``)."""
 
 from __future__ import annotations
 

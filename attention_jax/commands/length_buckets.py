@@ -1,7 +1,4 @@
-"""``python -m attention_jax.data.length_buckets``: the length split of a TSV corpus.
-
-Flags and ``main``; the work (and ``--help``): :mod:`attention_jax.data.length_buckets`.
-"""
+"""``python -m attention_jax.data.length_buckets``: the length split of a TSV corpus; flags and ``main`` here."""
 
 from __future__ import annotations
 

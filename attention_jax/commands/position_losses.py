@@ -1,7 +1,4 @@
-"""``python -m attention_jax.evaluation.position_losses``: runs' losses by target position, plotted.
-
-Flags and ``main``; the work (and ``--help``): :mod:`attention_jax.evaluation.position_losses`.
-"""
+"""``python -m attention_jax.evaluation.position_losses``: runs' losses by target position (flags, ``main``)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""The repository's configs by name, from any directory: ``--config=tiny``, ``--config=table2:B1``.
-
-A bare name is the file in the ``configs/`` folder beside the imported package; a wheel install has none.
-"""
+"""The repository's configs by name from any directory (``--config=table2:B1``): ``configs/`` beside the package."""
 
 from __future__ import annotations
 

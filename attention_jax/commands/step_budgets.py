@@ -1,7 +1,4 @@
-"""``python -m attention_jax.reports.step_budgets``: a sweep's rows judged at several step budgets.
-
-Flags and ``main``; the work (and ``--help``): :mod:`attention_jax.reports.step_budgets`.
-"""
+"""``python -m attention_jax.reports.step_budgets``: a sweep's rows judged at several step budgets (flags, ``main``)."""
 
 from __future__ import annotations
 
