@@ -81,7 +81,7 @@ def _grow_cache(cache: Any, num_positions: int) -> Any:
 
 
 def _make_cached_step_fn(model_config: TransformerConfig, params: Any, encoded: Array,
-                        inputs: Array) -> beam_search.StepFn:
+                         inputs: Array) -> beam_search.StepFn:
     """Return ``(cache, token_ids [N]) -> (logits [N, V], cache)``; ``encoded`` row ``b`` serves rows ``b R + k``."""
     model = Transformer(model_config.replace(decode=True))
 
@@ -100,7 +100,7 @@ def _init_prefix_state(num_rows: int, max_decode_len: int) -> tuple[Array, Array
 
 
 def _make_uncached_step_fn(model_config: TransformerConfig, params: Any, encoded: Array,
-                          inputs: Array) -> beam_search.StepFn:
+                           inputs: Array) -> beam_search.StepFn:
     """Return a step function that reruns the decoder over all ``L`` prefix positions: the cost the cache avoids."""
     model = Transformer(model_config.replace(decode=False))
 
