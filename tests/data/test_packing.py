@@ -92,9 +92,9 @@ def test_first_fit_decreasing_over_row_lengths_fills_rows_and_shortens_them() ->
 
 
 def test_row_lengths_default_and_bad_values_are_named() -> None:
-    assert packing.default_row_lengths(64) == (24, 48, 64)
-    assert packing.default_row_lengths(256) == (96, 192, 256)
-    assert packing.default_row_lengths(16) == (12, 16)  # Lengths below MIN_BUCKET_LEN are left out.
+    assert packing._default_row_lengths(64) == (24, 48, 64)
+    assert packing._default_row_lengths(256) == (96, 192, 256)
+    assert packing._default_row_lengths(16) == (12, 16)  # Lengths below MIN_BUCKET_LEN are left out.
     assert packing.check_row_lengths((), 64) == (24, 48, 64)
     assert packing.check_row_lengths([24, 64], 64) == (24, 64)
     for bad in ((32, 48), (64, 32), (0, 64), (32, 32, 64)):
@@ -260,7 +260,7 @@ def test_packed_epoch_delivers_every_kept_pair_once_in_its_row_length_shapes(pac
     assert _unpacked_rows(batches) == expected
     multiple = tsv_corpus.ROWS_MULTIPLE
     shapes = {(config.tokens_per_batch // length // multiple * multiple, length)
-              for length in packing.default_row_lengths(config.max_len)}
+              for length in packing._default_row_lengths(config.max_len)}
     assert {batch[key].shape for batch in batches for key in batch} <= shapes
     assert data.stats["packing"] and set(data.batch_shapes) <= shapes
     unpacked_padding = input_pipeline.get_datasets(
