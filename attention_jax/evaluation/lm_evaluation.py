@@ -1,6 +1,6 @@
 """Per-token perplexity and bits per byte of a trained language model, each document in context.
 
-Bits per byte (NLL over ``ln 2`` and the split's UTF-8 bytes) compares across vocabularies (docs/language_models.md).
+Bits per byte (NLL over ``ln 2`` and UTF-8 bytes) compares across vocabularies (docs/language_models.md).
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """Strided scoring windows: every token of a document scored once, with its own document before it as context.
 
-Each later window moves its end ``S`` on and scores the tokens not yet scored, each seeing at least
-``L - S + 1`` tokens (Hugging Face's strided perplexity); one segment per window (docs/language_models.md).
+Each token sees at least ``L - S + 1`` tokens (Hugging Face's strided perplexity; docs/language_models.md).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Translation quality: sacrebleu BLEU, chrF and TER (signed, detokenized) and teacher-forced perplexity (Section 6).
 
-Perplexity is ``exp`` of the unsmoothed cross-entropy over non-pad target tokens, EOS included (Table 2).
+Perplexity: ``exp`` of the unsmoothed cross-entropy over non-pad target tokens, EOS included (Table 2).
 """
 
 from __future__ import annotations
