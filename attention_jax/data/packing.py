@@ -173,14 +173,8 @@ class PackedPlan:
         """
         return len(self._rows)
 
-    def rows_per_length(self) -> tuple[int, ...]:
-        """Return the packed rows in batches of each row length.
-
-        Returns
-        -------
-        tuple[int, ...]
-            In the order of ``shapes.lengths``.
-        """
+    def _rows_per_length(self) -> tuple[int, ...]:
+        """The packed rows in batches of each row length, in the order of ``shapes.lengths``."""
         return tuple(int(count) for count in np.bincount(self._batch_bucket(), minlength=len(self.shapes.lengths)))
 
     def _batch_bucket(self) -> np.ndarray:
@@ -230,7 +224,7 @@ class PackedPlan:
 
     def _batches_per_length(self) -> list[int]:
         return [math.ceil(rows / batch_rows) if rows else 0
-                for rows, batch_rows in zip(self.rows_per_length(), self.shapes.global_rows)]
+                for rows, batch_rows in zip(self._rows_per_length(), self.shapes.global_rows)]
 
     @property
     def num_batches(self) -> int:
@@ -262,7 +256,7 @@ class PackedPlan:
         list[int]
             Row length indices.
         """
-        return [bucket for bucket, rows in enumerate(self.rows_per_length()) if rows]
+        return [bucket for bucket, rows in enumerate(self._rows_per_length()) if rows]
 
     def shuffled_batches(self, seed: int, epoch: int) -> list[batching.PlannedBatch]:
         """Return an epoch's batches: each length's rows shuffled and cut, then the batches shuffled.
@@ -315,14 +309,8 @@ class PackedPlan:
         return {"inputs": 1.0 - source / slots, "targets": 1.0 - target / slots,
                 "total": 1.0 - (source + target) / (2 * slots)}
 
-    def mean_attended_length(self) -> float:
-        """Return the row length averaged over an epoch's slots: the keys each query attends to.
-
-        Returns
-        -------
-        float
-            0 without batches.
-        """
+    def _mean_attended_length(self) -> float:
+        """The row length averaged over an epoch's slots (the keys each query attends to); 0 without batches."""
         slots = [batches * rows * length for batches, rows, length in
                  zip(self._batches_per_length(), self.shapes.global_rows, self.shapes.lengths)]
         return float(np.dot(slots, self.shapes.lengths) / sum(slots)) if sum(slots) else 0.0

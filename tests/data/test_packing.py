@@ -117,7 +117,7 @@ def test_packed_plan_covers_every_kept_pair_once_per_epoch_in_row_length_shapes(
     plan = packing.PackedPlan(source, target, shapes, window=64)
     kept = np.flatnonzero(np.maximum(source, target) <= 32)
     assert plan.num_dropped == 500 - len(kept)
-    assert sum(plan.rows_per_length()) == plan.num_rows and len(plan.used_buckets()) >= 2
+    assert sum(plan._rows_per_length()) == plan.num_rows and len(plan.used_buckets()) >= 2
     for epoch in (0, 1):
         batches = plan.shuffled_batches(seed=3, epoch=epoch)
         assert len(batches) == plan.num_batches
@@ -137,7 +137,7 @@ def test_packed_plan_covers_every_kept_pair_once_per_epoch_in_row_length_shapes(
     bucketed = batching.BatchPlan(source, target, batching.make_bucket_shapes(32, 320, 2)).padding_fraction()
     assert padding["targets"] < bucketed["targets"]
     one_length = packing.PackedPlan(source, target, packing.make_packed_shapes(32, 320, 2, (32,)), window=64)
-    assert one_length.mean_attended_length() == 32.0 > plan.mean_attended_length()
+    assert one_length._mean_attended_length() == 32.0 > plan._mean_attended_length()
     assert {b.sentence_indices.shape[0] for b in one_length.shuffled_batches(3, 0)} == {10}
 
 

@@ -19,14 +19,8 @@ class SyntheticEnDeConfig(tfds.core.BuilderConfig):
     validation_size: int | None = None
     test_size: int | None = None
 
-    def split_sizes(self) -> dict[str, int]:
-        """Return the pairs per split for this config.
-
-        Returns
-        -------
-        dict[str, int]
-            ``{"train": ..., "validation": ..., "test": ...}``.
-        """
+    def _split_sizes(self) -> dict[str, int]:
+        """The pairs per split for this config."""
         sizes = default_split_sizes()
         given = {"train": self.train_size, "validation": self.validation_size, "test": self.test_size}
         return {split: sizes[split] if size is None else size for split, size in given.items()}
@@ -80,7 +74,7 @@ class SyntheticEnDe(tfds.core.GeneratorBasedBuilder):
     def _split_generators(self, dl_manager: tfds.download.DownloadManager) -> dict:
         """All splits from one pass over the stream; nothing is downloaded."""
         del dl_manager
-        pairs = generate_splits(self.builder_config.split_sizes())
+        pairs = generate_splits(self.builder_config._split_sizes())
         return {split: self._generate_examples(pairs[split]) for split in SPLITS}
 
     def _generate_examples(self, pairs: list[tuple[str, str]]) -> Iterator[tuple[int, dict[str, str]]]:
