@@ -21,7 +21,7 @@ class _TokenRows(Protocol):
     """One side's token ids, copied into padded rows (``token_cache.TokenizedSide``)."""
 
     def fill_rows(self, rows: np.ndarray, sentence_indices: np.ndarray) -> None:
-        """Write each sentence's ids, EOS included, at the start of its row (``PADDING_ROW``: left pad)."""
+        """Write each sentence's ids, EOS included, at the start of its row; ``PADDING_ROW`` rows stay pad."""
 
 
 class _TokenPairs(Protocol):

@@ -1,6 +1,6 @@
 """Strided scoring windows: every token of a document scored once, with its own document before it as context.
 
-Each token sees at least ``L - S + 1`` tokens (Hugging Face's strided perplexity; docs/language_models.md).
+A later window's scored tokens see at least ``L - S + 1`` tokens (Hugging Face's; docs/language_models.md).
 """
 
 from __future__ import annotations
