@@ -131,14 +131,8 @@ class TranslationData:
         self.stats = self._compute_stats()
 
     @property
-    def batch_shapes(self) -> list[tuple[int, int]]:
-        """Return the local ``(rows, L)`` shapes of training batches, one per used bucket.
-
-        Returns
-        -------
-        list[tuple[int, int]]
-            The shapes.
-        """
+    def _batch_shapes(self) -> list[tuple[int, int]]:
+        """The local ``(rows, L)`` shapes of training batches, one per used bucket."""
         plan = self._splits["train"].plan
         return [
             (plan.shapes.global_rows[bucket] // self._process_count, plan.shapes.lengths[bucket])
@@ -252,7 +246,7 @@ class TranslationData:
             "batches_per_epoch": {role: split.plan.num_batches for role, split in self._splits.items()},
             "bucket_lengths": list(train_plan.shapes.lengths),
             "global_rows": list(train_plan.shapes.global_rows),
-            "local_batch_shapes": [list(shape) for shape in self.batch_shapes],
+            "local_batch_shapes": [list(shape) for shape in self._batch_shapes],
             "packing": isinstance(train_plan, packing.PackedPlan),
             "train_padding_fraction": train_plan.padding_fraction(),
             "eval_padding_fraction": self._splits["validation"].plan.padding_fraction(),

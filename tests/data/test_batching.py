@@ -106,7 +106,7 @@ def test_pipeline_sizes_training_and_evaluation_batches_alike(tmp_path):
     for unit in ("slots", "real"):
         config = tsv_corpus.pipeline_config(f"tsv:{directory}", tmp_path / "tfds", tokens_per_batch_unit=unit)
         data = input_pipeline.get_datasets(config, rows_multiple=ROW_MULTIPLE)
-        shapes[unit] = set(data.batch_shapes)
+        shapes[unit] = set(data._batch_shapes)
         eval_shapes = {batch["inputs"].shape for batch in data.eval_batches("validation")}
         assert eval_shapes <= shapes[unit]  # Evaluation compiles no shape training did not.
     slot_rows, real_rows = dict((length, rows) for rows, length in shapes["slots"]), dict(

@@ -262,7 +262,7 @@ def test_packed_epoch_delivers_every_kept_pair_once_in_its_row_length_shapes(pac
     shapes = {(config.tokens_per_batch // length // multiple * multiple, length)
               for length in packing._default_row_lengths(config.max_len)}
     assert {batch[key].shape for batch in batches for key in batch} <= shapes
-    assert data.stats["packing"] and set(data.batch_shapes) <= shapes
+    assert data.stats["packing"] and set(data._batch_shapes) <= shapes
     unpacked_padding = input_pipeline.get_datasets(
         tsv_corpus.pipeline_config(config.dataset, config.data_dir),
         rows_multiple=tsv_corpus.ROWS_MULTIPLE).stats["train_padding_fraction"]
