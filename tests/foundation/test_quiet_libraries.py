@@ -94,9 +94,9 @@ def test_tfds_progress_bars_are_off_when_stderr_is_not_a_terminal(monkeypatch: p
     from tensorflow_datasets.core.utils import tqdm_utils
 
     monkeypatch.setattr(tqdm_utils, "_active", True)  # Restored after the test.
-    assert first_use.progress_bars_for(_Stream(is_terminal=True)) and tqdm_utils._active
-    assert not first_use.progress_bars_for(_Stream(is_terminal=False)) and not tqdm_utils._active
-    assert not first_use.progress_bars_for(object())  # No isatty at all (a test double): no bars.
+    assert first_use._progress_bars_for(_Stream(is_terminal=True)) and tqdm_utils._active
+    assert not first_use._progress_bars_for(_Stream(is_terminal=False)) and not tqdm_utils._active
+    assert not first_use._progress_bars_for(object())  # No isatty at all (a test double): no bars.
 
 
 def test_a_tsv_corpus_prepared_into_a_file_has_no_progress_bar_escapes(
