@@ -64,8 +64,12 @@ def main(argv: list[str]) -> None:
     root = argv[1]
     out_dir = _OUT.value or root
     try:
-        if not transfer_report.read_corpora(root, all_rows=_ALL_ROWS.value, reference=_REFERENCE.value):
-            sweep_rows.read_sweep_rows(root, all_rows=_ALL_ROWS.value)  # The root is a sweep, every file readable.
+        corpora = transfer_report.read_corpora(root, all_rows=_ALL_ROWS.value, reference=_REFERENCE.value)
+        # Every file readable before anything is written: the runs' files, the sweep file's get_report().
+        records = ([corpus.record for corpus in corpora]
+                   or [sweep_rows.read_sweep_rows(root, all_rows=_ALL_ROWS.value)[0]])
+        for record in records:
+            sweep_rows.declared_report(record)
         run_files.check_directory(out_dir, "--out" if _OUT.value else "ROOT", writable=True,
                                   instead="" if _OUT.value else "Pass --out=DIR to write the report elsewhere.")
         paths = all_reports.write_reports(root, out_dir, all_rows=_ALL_ROWS.value,
