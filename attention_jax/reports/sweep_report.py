@@ -6,7 +6,14 @@ import os
 import statistics
 from typing import Any, Sequence
 
-from attention_jax.reports import comparison_report, paper_plot, sweep_curves, sweep_diagnostics, sweep_seeds
+from attention_jax.reports import (
+    comparison,
+    comparison_report,
+    paper_plot,
+    sweep_curves,
+    sweep_diagnostics,
+    sweep_seeds,
+)
 from attention_jax.reports.comparison import ACCURACY_COLLAPSE, DIVERGED_FACTOR, SPREAD_FACTOR, mean_and_se
 from attention_jax.reports.sweep_rows import RowReport, read_sweep_rows
 from attention_jax.reports.sweep_seeds import RowStats, aggregate
@@ -147,7 +154,8 @@ def seeds_cell(row: RowReport, stats: RowStats) -> str:
         The finished count, with the pending ones of a sweep with seeds.
     """
     pending = f" (+{stats.pending} pending)" if stats.pending and row.seeded else ""
-    return f"{stats.seeds}{pending}"
+    diverged = sum(run.status == "done" for run in row.runs if run.seed in stats.diverged_seeds)
+    return f"{comparison.seeds_cell(stats.seeds, diverged)}{pending}"
 
 
 def status_cell(row: RowReport) -> str:
@@ -211,7 +219,8 @@ def verdict_notes(rows: Sequence[RowReport], stats: dict[str, RowStats], referen
         "verdict is the sign alone, marked (sign only), and E is `undecided`; `pending`: no seed "
         f"finished in both the row and {reference}. `unstable`: a seed diverged (its last dev PPL more than "
         f"{DIVERGED_FACTOR:g}x its best and its dev accuracy under {ACCURACY_COLLAPSE:g}x that at its "
-        "best); it stays in the means, and the CSV's verdict_basis gives the other seeds' verdict.",
+        "best); it is left out of every mean and standard error (the seeds column says so), and the CSV's "
+        "verdict_basis gives the other seeds' verdict.",
     ]
     if counts:
         notes.append("Verdicts: " + ", ".join(f"{count} {name}" for name, count in counts.items()) + ".")
@@ -247,7 +256,8 @@ def markdown_table_report(record: dict, rows: Sequence[RowReport], reference: st
         group_cell = f"({row.group})" if starts_group else ""
         previous_group = row.group
         row_stats = stats[row.row]
-        wall, _ = mean_and_se([run.results["wall_s"] for run in row.finished if run.results.get("wall_s") is not None])
+        wall, _ = mean_and_se([run.results["wall_s"] for run in comparison.counted_runs(row)
+                               if run.results.get("wall_s") is not None])
         cells = [group_cell, row.row, *hparam_cells(row, shown), other_changes(row, record),
                  seeds_cell(row, row_stats), _steps_cell(row), _params_millions(row),
                  format_figure(row_stats.dev_ppl_mean, row_stats.dev_ppl_se, 2),
@@ -337,7 +347,7 @@ def csv_records(record: dict, rows: Sequence[RowReport], reference: str) -> list
                 "verdict": row_stats.verdict, "verdict_basis": row_stats.verdict_basis}
         flat.update({field: row.config.get(field) for _, field in HPARAM_COLUMNS})
         flat["other_changes"] = other_changes(row, record)
-        flat.update({key: _shared_or_mean([run.results.get(key) for run in row.finished])
+        flat.update({key: _shared_or_mean([run.results.get(key) for run in comparison.counted_runs(row)])
                      for key in RESULT_FIELDS})
         flat.update(paper_params_millions=row.paper.get("params_millions"),
                     paper_dev_ppl=row.paper.get("dev_ppl"), paper_dev_bleu=row.paper.get("dev_bleu"))

@@ -3,7 +3,8 @@
 For a sweep file with ``get_paper_figures()``: ``reproduced`` / ``opposite`` when the change is beyond the seeds'
 spread (:func:`attention_jax.reports.comparison.beyond_spread`) with / against the paper's sign, else ``within
 noise``; where the paper shows no difference, ``reproduced`` means within noise and ``differs`` beyond it. One
-paired seed: the sign alone. A row with a diverged seed is ``unstable``, the other seeds' verdict in its basis.
+paired seed: the sign alone. A row with a diverged seed is ``unstable``, the other seeds' verdict in its basis; the
+diverged seed is left out of its means (:func:`attention_jax.reports.comparison.counted_runs`).
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ class RowStats:
     row : str
         Row name.
     seeds : int
-        Finished runs (seeds) of the row.
+        Finished runs (seeds) of the row that did not diverge: those its means are over.
     pending : int
         Runs not finished (failed, running, queued or never started).
     dev_ppl : tuple[float, ...]
@@ -237,7 +238,8 @@ def aggregate(rows: Sequence[RowReport], reference: str | None = None) -> dict[s
             judged = verdict(list(changes.values()), sign(paper_figure_change), reference_row.row)
         paired = reference_row is not None and row is not reference_row
         stats[row.row] = RowStats(
-            row=row.row, seeds=len(row.finished), pending=len(row.pending), dev_ppl=tuple(ppl.values.values()),
+            row=row.row, seeds=len(comparison.counted_runs(row)), pending=len(row.pending),
+            dev_ppl=tuple(ppl.values.values()),
             dev_ppl_mean=ppl.mean, dev_ppl_std=ppl.std, dev_bleu_mean=bleu.mean, dev_bleu_std=bleu.std,
             changes=tuple(changes.values()), change_mean=ppl.change_mean if paired else None,
             change_std=ppl.change_std if paired else None, change_se=ppl.change_se if paired else None,

@@ -239,3 +239,22 @@ def test_a_sweep_file_that_fails_to_import_is_one_line(own_root: pathlib.Path, t
     assert done.stderr.strip().splitlines() == [
         f"attention_jax.report: error: importing {sweep_path} raised RuntimeError: broken on purpose"]
     assert not out.exists()  # Refused before anything was written.
+
+
+def test_a_diverged_seed_is_left_out_of_every_mean_and_the_tables_say_so(own_root: pathlib.Path,
+                                                                         tmp_path: pathlib.Path) -> None:
+    run_dir = own_root / "heads4" / "seed_1"  # Last dev PPL 8x its best: diverged (no metrics: perplexity alone).
+    results = json.loads((run_dir / "results.json").read_text())
+    results.update(best_eval_ppl=11.5, eval_ppl=92.0)
+    (run_dir / "results.json").write_text(json.dumps(results))
+    _, rows = sweep_rows.read_sweep_rows(str(own_root))
+    ppl = comparison.compare(str(own_root), rows, "heads2")["heads4"]["dev_ppl"]
+    healthy = [DEV_PPL["heads4"][0], DEV_PPL["heads4"][2]]
+    expected = np.array(healthy) / np.array([DEV_PPL["heads2"][0], DEV_PPL["heads2"][2]]) - 1
+    assert ppl.diverged == (1,) and ppl.seeds == 2 and ppl.paired_seeds == 2
+    assert ppl.mean == pytest.approx(np.mean(healthy)) and ppl.se == pytest.approx(_se(healthy))
+    assert ppl.change_mean == pytest.approx(expected.mean()) and ppl.change_se == pytest.approx(_se(list(expected)))
+    assert ppl.verdict == comparison.UNSTABLE_VERDICT
+    all_reports.write_reports(str(own_root), str(tmp_path / "out"))
+    markdown = (tmp_path / "out" / "my_sweep.md").read_text(encoding="utf-8")
+    assert f"| heads4 | 2 of 3; 1 diverged | {np.mean(healthy):.2f} ± {_se(healthy):.2f} |" in markdown
