@@ -95,21 +95,8 @@ def _encoding(row: RowReport) -> str:
     return row.config.get("positional_encoding") or REFERENCE_ENCODING
 
 
-def read_bucket_results(root: str, rows: Sequence[RowReport]) -> dict[str, dict[int | None, dict]]:
-    """Every scored run's ``length_buckets.json``, by row and seed.
-
-    Parameters
-    ----------
-    root : str
-        The sweep root.
-    rows : Sequence[RowReport]
-        Its rows (:func:`attention_jax.reports.sweep_rows.read_sweep_rows`).
-
-    Returns
-    -------
-    dict[str, dict[int or None, dict]]
-        Row -> seed -> the record; runs without one are left out.
-    """
+def _read_bucket_results(root: str, rows: Sequence[RowReport]) -> dict[str, dict[int | None, dict]]:
+    """Every scored run's ``length_buckets.json``, by row and seed."""
     found: dict[str, dict[int | None, dict]] = {}
     for row in rows:
         for run in row.runs:
@@ -134,7 +121,7 @@ def applies(root: str, rows: Sequence[RowReport]) -> bool:
     bool
         True when at least one run holds ``length_buckets.json``.
     """
-    return bool(read_bucket_results(root, rows))
+    return bool(_read_bucket_results(root, rows))
 
 
 _PENDING = "no seed scored in both rows"  # A run is paired once both are scored on the buckets.
@@ -155,7 +142,7 @@ def compare_encodings(root: str, rows: Sequence[RowReport]) -> list[BucketRow]:
     list[BucketRow]
         Bucket by bucket (the split's order), the sinusoidal row first and then the sweep's order.
     """
-    results = read_bucket_results(root, rows)
+    results = _read_bucket_results(root, rows)
     scored = [row for row in rows if row.row in results]
     if not scored:
         return []
@@ -214,19 +201,8 @@ def length_trends(compared: Sequence[BucketRow]) -> list[LengthTrend]:
     return trends
 
 
-def length_trend(run_dir: str, reference_dir: str) -> float | None:
-    """One seed's trend with length against the reference run at that seed, in percentage points.
-
-    Parameters
-    ----------
-    run_dir, reference_dir : str
-        A row's run and the reference row's run at the same seed.
-
-    Returns
-    -------
-    float or None
-        None unless both runs are scored on the same two or more buckets, with positive perplexities.
-    """
+def _length_trend(run_dir: str, reference_dir: str) -> float | None:
+    """One seed's trend with length against the reference run at that seed, in percentage points."""
     run, reference = (run_evaluations.read_file(os.path.join(directory, run_files.LENGTH_BUCKETS_FILE)).get("buckets")
                       or {} for directory in (run_dir, reference_dir))
     buckets = list(run)
@@ -242,7 +218,7 @@ def length_trend(run_dir: str, reference_dir: str) -> float | None:
 
 
 LENGTH_TREND = comparison.derived_metric(f"{EVALUATION}/trend", "length trend (ΔPPL last − first bucket)", 1,
-                                         length_trend, unit="pp")
+                                         _length_trend, unit="pp")
 
 
 def csv_records(compared: Sequence[BucketRow]) -> list[dict]:
@@ -346,18 +322,8 @@ def change_series(compared: Sequence[BucketRow]) -> dict[str, list[tuple[float |
     return series
 
 
-def plot_buckets(compared: Sequence[BucketRow], path: str, title: str) -> None:
-    """Plot perplexity, BLEU and the paired perplexity change against the length bucket, mean ± SE over seeds.
-
-    Parameters
-    ----------
-    compared : Sequence[BucketRow]
-        :func:`compare_encodings`'s rows.
-    path : str
-        PNG file to write.
-    title : str
-        Figure title.
-    """
+def _plot_buckets(compared: Sequence[BucketRow], path: str, title: str) -> None:
+    """Plot perplexity, BLEU and the paired perplexity change against the length bucket, mean ± SE over seeds."""
     import matplotlib.ticker
 
     plt = comparison_plot.pyplot()
@@ -398,28 +364,13 @@ def plot_buckets(compared: Sequence[BucketRow], path: str, title: str) -> None:
     plt.close(figure)
 
 
-def write_positions_report(root: str, rows: Sequence[RowReport], *, out_dir: str | None = None) -> list[str]:
-    """Write ``ROOT/positions.{md,csv,png}`` for a sweep scored on length buckets.
-
-    Parameters
-    ----------
-    root : str
-        The sweep root.
-    rows : Sequence[RowReport]
-        Its rows (:func:`attention_jax.reports.sweep_rows.read_sweep_rows`).
-    out_dir : str, optional
-        The directory written instead of ``root``.
-
-    Returns
-    -------
-    list[str]
-        The three paths written.
-    """
+def _write_positions_report(root: str, rows: Sequence[RowReport], *, out_dir: str | None = None) -> list[str]:
+    """Write ``ROOT/positions.{md,csv,png}`` for a sweep scored on length buckets."""
     compared = compare_encodings(root, rows)
     stem = os.path.join(out_dir or root, REPORT_STEM)
     write_report_files(stem, markdown_report(root, compared, length_trends(compared)), CSV_FIELDS,
                        csv_records(compared))
-    plot_buckets(compared, stem + ".png",
+    _plot_buckets(compared, stem + ".png",
                  f"positional encodings by target length ({os.path.basename(root.rstrip('/'))})")
     return [stem + ".md", stem + ".csv", stem + ".png"]
 
@@ -439,4 +390,4 @@ def write(context: ReportContext) -> list[str]:
     """
     if not applies(context.root, context.rows):
         return []
-    return write_positions_report(context.root, context.rows, out_dir=context.out_dir)
+    return _write_positions_report(context.root, context.rows, out_dir=context.out_dir)

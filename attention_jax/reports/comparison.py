@@ -264,19 +264,8 @@ class MetricStats:
         return len(self.changes)
 
 
-def mean_std_se(values: Sequence[float]) -> tuple[float | None, float | None, float | None]:
-    """Mean, sample standard deviation (ddof=1) and standard error of the mean (``std / sqrt(n)``).
-
-    Parameters
-    ----------
-    values : Sequence[float]
-        One value per seed.
-
-    Returns
-    -------
-    tuple
-        ``(mean, std, se)``: all None without values; ``std`` and ``se`` None with one value.
-    """
+def _mean_std_se(values: Sequence[float]) -> tuple[float | None, float | None, float | None]:
+    """Mean, sample standard deviation (ddof=1) and standard error of the mean (``std / sqrt(n)``)."""
     if not values:
         return None, None, None
     mean = statistics.fmean(values)
@@ -287,7 +276,7 @@ def mean_std_se(values: Sequence[float]) -> tuple[float | None, float | None, fl
 
 
 def mean_and_se(values: Sequence[float]) -> tuple[float | None, float | None]:
-    """Mean and standard error of the mean (:func:`mean_std_se` without the standard deviation).
+    """Mean and standard error of the mean (:func:`_mean_std_se` without the standard deviation).
 
     Parameters
     ----------
@@ -299,7 +288,7 @@ def mean_and_se(values: Sequence[float]) -> tuple[float | None, float | None]:
     tuple
         ``(mean, se)``: ``(None, None)`` without values, ``(mean, None)`` with one.
     """
-    mean, _, se = mean_std_se(values)
+    mean, _, se = _mean_std_se(values)
     return mean, se
 
 
@@ -543,13 +532,13 @@ def compare(root: str, rows: Sequence[RowReport], reference: str, metrics: Seque
             derived = metric.derive is not None and row.row != reference
             values = (_derived_changes(root, row, reference_row, metric, every_run) if derived
                       else _finished_values(root, row, metric, every_run))  # A derived value is the change.
-            mean, std, se = mean_std_se(list(values.values()))
+            mean, std, se = _mean_std_se(list(values.values()))
             left_out = diverged_seeds(row)
             if row.row == reference:
                 stats = MetricStats(metric, values, mean, se, {}, None, None, REFERENCE_VERDICT, std, None, left_out)
             else:
                 changes = dict(values) if derived else paired_changes(values, reference_values, metric.relative)
-                change_mean, change_std, change_se = mean_std_se(list(changes.values()))
+                change_mean, change_std, change_se = _mean_std_se(list(changes.values()))
                 stopped = any(run.status == DIVERGED_STATUS for run in row.runs)  # No results, so no changes.
                 row_verdict = verdict(list(changes.values()),
                                       unstable=stopped or bool(changes) and (reference_unstable or _diverged(row)))

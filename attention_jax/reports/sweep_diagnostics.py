@@ -60,23 +60,8 @@ class RunDiagnostics:
         return earlier[-1] if earlier else None
 
 
-def run_diagnostics(run_dir: str, results: dict, *, run_diverged: bool = False) -> RunDiagnostics | None:
-    """Read one finished run's curves into :class:`RunDiagnostics` (None without dev evaluations).
-
-    Parameters
-    ----------
-    run_dir : str
-        The run's work directory (``metrics.jsonl`` there).
-    results : dict
-        Its ``results.json``.
-    run_diverged : bool
-        Whether it diverged (recorded in :attr:`RunDiagnostics.diverged`).
-
-    Returns
-    -------
-    RunDiagnostics or None
-        Its figures; None without dev evaluations.
-    """
+def _run_diagnostics(run_dir: str, results: dict, *, run_diverged: bool = False) -> RunDiagnostics | None:
+    """Read one finished run's curves into :class:`RunDiagnostics` (None without dev evaluations)."""
     dev_steps, dev_ppls = sweep_curves.read_dev_curve(run_dir)
     if not dev_steps:
         return None
@@ -139,7 +124,7 @@ def collect(root: str, rows: Sequence[RowReport]) -> dict[str, list[RunDiagnosti
     """
     collected: dict[str, list[RunDiagnostics]] = {}
     for row in rows:
-        runs = [run_diagnostics(run_directory(root, row, run), run.results,
+        runs = [_run_diagnostics(run_directory(root, row, run), run.results,
                                 run_diverged=diverged(run)) for run in row.finished]
         collected[row.row] = [run for run in runs if run is not None]
     return collected

@@ -48,21 +48,8 @@ def _shown_in_full(rows: Sequence[RowReport], reference: str) -> RowReport | Non
     return candidates[0] if candidates else None
 
 
-def hparam_cells(row: RowReport, reference: RowReport | None) -> list[str]:
-    """The hyperparameter cells of a row, blank where equal to the reference row (as in the paper).
-
-    Parameters
-    ----------
-    row : RowReport
-        The row.
-    reference : RowReport or None
-        The row shown in full (the reference row when it has a config).
-
-    Returns
-    -------
-    list[str]
-        One cell per :data:`HPARAM_COLUMNS` entry.
-    """
+def _hparam_cells(row: RowReport, reference: RowReport | None) -> list[str]:
+    """The hyperparameter cells of a row, blank where equal to the reference row (as in the paper)."""
     cells = []
     for _, field in HPARAM_COLUMNS:
         value = row.config.get(field)
@@ -158,19 +145,8 @@ def seeds_cell(row: RowReport, stats: RowStats) -> str:
     return f"{comparison.seeds_cell(stats.seeds, diverged)}{pending}"
 
 
-def status_cell(row: RowReport) -> str:
-    """The status column: the row's status, and which seeds are pending and why.
-
-    Parameters
-    ----------
-    row : RowReport
-        The row.
-
-    Returns
-    -------
-    str
-        E.g.
-    """
+def _status_cell(row: RowReport) -> str:
+    """The status column: the row's status, and which seeds are pending and why."""
     if not row.seeded or not row.pending or row.status not in ("partial", "pending"):
         return row.status
     return f"{row.status} (" + ", ".join(f"{run.name} {run.status}" for run in row.pending) + ")"
@@ -183,23 +159,8 @@ def _verdict_cell(stats: RowStats) -> str:
     return stats.verdict + (" (sign only)" if stats.verdict_basis.startswith("sign only") else "")
 
 
-def verdict_notes(rows: Sequence[RowReport], stats: dict[str, RowStats], reference: str) -> list[str]:
-    """The report's notes on seeds and verdicts: the rule, and how many rows got each verdict.
-
-    Parameters
-    ----------
-    rows : Sequence[RowReport]
-        Rows in order.
-    stats : dict[str, RowStats]
-        :func:`aggregate`'s result.
-    reference : str
-        The reference row.
-
-    Returns
-    -------
-    list[str]
-        Paragraphs of Markdown.
-    """
+def _verdict_notes(rows: Sequence[RowReport], stats: dict[str, RowStats], reference: str) -> list[str]:
+    """The report's notes on seeds and verdicts: the rule, and how many rows got each verdict."""
     seeded = any(row.seeded for row in rows)
     counts: dict[str, int] = {}
     for row in rows:
@@ -227,23 +188,8 @@ def verdict_notes(rows: Sequence[RowReport], stats: dict[str, RowStats], referen
     return notes
 
 
-def markdown_table_report(record: dict, rows: Sequence[RowReport], reference: str) -> str:
-    """The report as Markdown: Table 2's columns, ours (mean ± standard error over seeds) beside the paper's.
-
-    Parameters
-    ----------
-    record : dict
-        The sweep record (may be empty).
-    rows : Sequence[RowReport]
-        Rows in order.
-    reference : str
-        The reference row (:func:`attention_jax.reports.comparison_report.resolve_reference`).
-
-    Returns
-    -------
-    str
-        A title, notes, and the table.
-    """
+def _markdown_table_report(record: dict, rows: Sequence[RowReport], reference: str) -> str:
+    """The report as Markdown: Table 2's columns, ours (mean ± standard error over seeds) beside the paper's."""
     shown = _shown_in_full(rows, reference)
     stats = aggregate(rows, reference)
     header = ["", "row", *[name for name, _ in HPARAM_COLUMNS], "other changes", "seeds", "steps",
@@ -258,7 +204,7 @@ def markdown_table_report(record: dict, rows: Sequence[RowReport], reference: st
         row_stats = stats[row.row]
         wall, _ = mean_and_se([run.results["wall_s"] for run in comparison.counted_runs(row)
                                if run.results.get("wall_s") is not None])
-        cells = [group_cell, row.row, *hparam_cells(row, shown), other_changes(row, record),
+        cells = [group_cell, row.row, *_hparam_cells(row, shown), other_changes(row, record),
                  seeds_cell(row, row_stats), _steps_cell(row), _params_millions(row),
                  format_figure(row_stats.dev_ppl_mean, row_stats.dev_ppl_se, 2),
                  format_figure(row.paper.get("dev_ppl"), None, 2),
@@ -266,7 +212,7 @@ def markdown_table_report(record: dict, rows: Sequence[RowReport], reference: st
                  format_figure(row_stats.paper_change, None, 1, percent=True, sign=True),
                  format_figure(row_stats.dev_bleu_mean, row_stats.dev_bleu_se, 1),
                  format_figure(row.paper.get("dev_bleu"), None, 1), _verdict_cell(row_stats), _duration(wall),
-                 status_cell(row)]
+                 _status_cell(row)]
         table.append(cells)
     lines = markdown_table(header, table)
     title = f"# {record.get('report_name', 'sweep')}: {record.get('config_file', '(no sweep.json)')}"
@@ -282,7 +228,7 @@ def markdown_table_report(record: dict, rows: Sequence[RowReport], reference: st
         "wordpiece on newstest2013 (comparable only on WMT14 with a 37k vocabulary). BLEU: sacrebleu, beam "
         "search on the whole dev split when training ended (config.final_bleu), else on the dev sentences "
         "sampled at the last evaluation. wall: per seed (the mean over finished seeds).",
-        *verdict_notes(rows, stats, reference),
+        *_verdict_notes(rows, stats, reference),
     ]
     shadowed = overridden_row_settings(record)
     if shadowed:
@@ -384,7 +330,7 @@ def write_report(root: str, *, all_rows: bool = False, out_dir: str | None = Non
     out_dir = out_dir or root
     os.makedirs(out_dir, exist_ok=True)
     stem = os.path.join(out_dir, name)
-    write_text(stem + ".md", markdown_table_report(record, rows, reference_row))
+    write_text(stem + ".md", _markdown_table_report(record, rows, reference_row))
     write_csv(stem + ".csv", CSV_FIELDS, csv_records(record, rows, reference_row))
     paper_plot.plot_report(rows, reference_row, stem + ".png",
                             f"{name}: paired changes against {reference_row}, ours vs the paper ({root})")

@@ -19,7 +19,7 @@ from attention_jax.reports.comparison import SPREAD_FACTOR, beyond_spread
 if TYPE_CHECKING:  # Only for annotations.
     from attention_jax.reports.sweep_rows import RowReport
 
-__all__ = ["SPREAD_FACTOR", "RowStats", "aggregate", "diverged_label", "paper_change", "sign", "unstable_verdict",
+__all__ = ["SPREAD_FACTOR", "RowStats", "aggregate", "diverged_label", "paper_change", "sign",
            "verdict"]
 PAPER_METRICS = tuple(metric for metric in comparison.METRICS if metric.name in ("dev_ppl", "dev_bleu"))
 
@@ -146,26 +146,9 @@ def diverged_label(diverged_seeds: Sequence[int | None]) -> str:
     return f"seed{'s' if len(seeds) > 1 else ''} {', '.join(seeds)}" if seeds else "the run"
 
 
-def unstable_verdict(diverged_seeds: Sequence[int | None], healthy_changes: Sequence[float],
+def _unstable_verdict(diverged_seeds: Sequence[int | None], healthy_changes: Sequence[float],
                      paper_direction: int, reference: str = "base") -> tuple[str, str]:
-    """The verdict of a row with diverged seeds: ``unstable``, with the other seeds' verdict as basis.
-
-    Parameters
-    ----------
-    diverged_seeds : Sequence[int or None]
-        Seeds that diverged (None for an unseeded run).
-    healthy_changes : Sequence[float]
-        Paired changes against the reference of the row's other seeds.
-    paper_direction : int
-        Sign of the paper's change (see :func:`verdict`).
-    reference : str
-        The reference row's name (see :func:`verdict`).
-
-    Returns
-    -------
-    tuple[str, str]
-        E.g.
-    """
+    """The verdict of a row with diverged seeds: ``unstable``, with the other seeds' verdict as basis."""
     others = verdict(healthy_changes, paper_direction, reference)
     return "unstable", (f"{diverged_label(diverged_seeds)} diverged (a non-finite loss, or last dev PPL > "
                         f"{comparison.DIVERGED_FACTOR:g}x its best); the other seeds: {others[0]} ({others[1]})")
@@ -233,7 +216,7 @@ def aggregate(rows: Sequence[RowReport], reference: str | None = None) -> dict[s
             judged = ("", "no paper figures")
         elif diverged_seeds:
             healthy = [change for seed, change in changes.items() if seed not in diverged_seeds]
-            judged = unstable_verdict(diverged_seeds, healthy, sign(paper_figure_change), reference_row.row)
+            judged = _unstable_verdict(diverged_seeds, healthy, sign(paper_figure_change), reference_row.row)
         else:
             judged = verdict(list(changes.values()), sign(paper_figure_change), reference_row.row)
         paired = reference_row is not None and row is not reference_row

@@ -27,21 +27,8 @@ def _number(value: Any, digits: int = 1) -> str:
     return "" if value is None else f"{float(value):.{digits}f}"
 
 
-def table3_records(root: str, *, sustained_tflops: float | None = None) -> list[dict[str, Any]]:
-    """One record per row: our BLEU and FLOPs, the paper's BLEU and cost (fields of :data:`CSV_FIELDS`).
-
-    Parameters
-    ----------
-    root : str
-        Sweep root (``ROOT/sweep.json`` and ``ROOT/<row>/``).
-    sustained_tflops : float, optional
-        Our devices' sustained TFLOP/s each, for the paper-style estimate of our runs.
-
-    Returns
-    -------
-    list[dict]
-        In the sweep's row order; figures of unfinished rows are ``None``.
-    """
+def _table3_records(root: str, *, sustained_tflops: float | None = None) -> list[dict[str, Any]]:
+    """One record per row: our BLEU and FLOPs, the paper's BLEU and cost (fields of :data:`CSV_FIELDS`)."""
     _, rows = read_sweep_rows(root)
     records = []
     for row in rows:
@@ -73,21 +60,8 @@ def table3_records(root: str, *, sustained_tflops: float | None = None) -> list[
     return records
 
 
-def markdown_table3(root: str, records: list[dict[str, Any]]) -> str:
-    """The report as Markdown: a table in Table 3's layout and what each column counts.
-
-    Parameters
-    ----------
-    root : str
-        Sweep root (named in the title).
-    records : list[dict]
-        From :func:`table3_records`.
-
-    Returns
-    -------
-    str
-        Markdown text.
-    """
+def _markdown_table3(root: str, records: list[dict[str, Any]]) -> str:
+    """The report as Markdown: a table in Table 3's layout and what each column counts."""
     header = ["Row", "Status", "Corpus", "Steps", "Test BLEU", "Paper BLEU", "Our training FLOPs",
               "Model FLOPs of the row's schedule", "Paper's cost (printed)",
               "Paper's estimate (h x GPUs x FLOP/s)", "Our estimate (h x devices x FLOP/s)"]
@@ -121,8 +95,8 @@ def write_table3_report(root: str, *, sustained_tflops: float | None = None, out
     list[str]
         The two paths written.
     """
-    records = table3_records(root, sustained_tflops=sustained_tflops)
-    return write_report_files(os.path.join(out_dir or root, "table3"), markdown_table3(root, records), CSV_FIELDS,
+    records = _table3_records(root, sustained_tflops=sustained_tflops)
+    return write_report_files(os.path.join(out_dir or root, "table3"), _markdown_table3(root, records), CSV_FIELDS,
                               records)
 
 

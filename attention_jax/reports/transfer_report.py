@@ -307,20 +307,8 @@ def _csv_records(corpora: Sequence[Corpus], transfers: Sequence[Transfer]) -> li
     return records
 
 
-def plot_transfer(corpora: Sequence[Corpus], transfers: Sequence[Transfer], path: str, title: str) -> None:
-    """Plot each row's change on one corpus against another: a panel per metric (columns) and pair (rows).
-
-    Parameters
-    ----------
-    corpora : Sequence[Corpus]
-        The corpora.
-    transfers : Sequence[Transfer]
-        :func:`compare_corpora`'s.
-    path : str
-        PNG file to write.
-    title : str
-        Figure title.
-    """
+def _plot_transfer(corpora: Sequence[Corpus], transfers: Sequence[Transfer], path: str, title: str) -> None:
+    """Plot each row's change on one corpus against another: a panel per metric (columns) and pair (rows)."""
     plt = comparison_plot.pyplot()
     metrics = list({transfer.metric.name: transfer.metric for transfer in transfers}.values())
     pairs = list(itertools.combinations(range(len(corpora)), 2))
@@ -381,6 +369,6 @@ def write_transfer_report(root: str, corpora: Sequence[Corpus], out_dir: str,
     stem = os.path.join(out_dir, STEM)
     write_report_files(stem, markdown_report(root, corpora, transfers, corpus_files, out_dir), CSV_FIELDS,
                        _csv_records(corpora, transfers))
-    plot_transfer(corpora, transfers, stem + ".png",
+    _plot_transfer(corpora, transfers, stem + ".png",
                   f"transfer: change on {' vs '.join(corpus.name for corpus in corpora)}, paired by seed ({root})")
     return [stem + ".md", stem + ".csv", stem + ".png"]

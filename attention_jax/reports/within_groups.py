@@ -259,18 +259,8 @@ def _csv_records(compared: Sequence[FunctionRow]) -> list[dict]:
     return records
 
 
-def plot_functions(compared: Sequence[FunctionRow], path: str, title: str) -> None:
-    """Plot dev perplexity and the paired change against scaled dot product, both against ``d_k``.
-
-    Parameters
-    ----------
-    compared : Sequence[FunctionRow]
-        :func:`compare_functions`'s rows.
-    path : str
-        PNG file to write.
-    title : str
-        Figure title.
-    """
+def _plot_functions(compared: Sequence[FunctionRow], path: str, title: str) -> None:
+    """Plot dev perplexity and the paired change against scaled dot product, both against ``d_k``."""
     plt = comparison_plot.pyplot()
 
     figure, (left, right) = plt.subplots(1, 2, figsize=(10, 4), layout="constrained")
@@ -301,31 +291,16 @@ def plot_functions(compared: Sequence[FunctionRow], path: str, title: str) -> No
     plt.close(figure)
 
 
-def write_attention_function_report(root: str, rows: Sequence[RowReport] | None = None, *,
+def _write_attention_function_report(root: str, rows: Sequence[RowReport] | None = None, *,
                                     out_dir: str | None = None) -> list[str]:
-    """Write ``ROOT/attention_functions.{md,csv,png}`` for a sweep over attention functions.
-
-    Parameters
-    ----------
-    root : str
-        Sweep root.
-    rows : Sequence[RowReport], optional
-        The rows, when the caller has read them (else read from ``root``).
-    out_dir : str, optional
-        The directory written instead of ``root``.
-
-    Returns
-    -------
-    list[str]
-        The three paths written.
-    """
+    """Write ``ROOT/attention_functions.{md,csv,png}`` for a sweep over attention functions."""
     if rows is None:
         rows = read_sweep_rows(root)[1]
     compared = compare_functions(rows)
     stem = os.path.join(out_dir or root, REPORT_STEM)
     paths = write_report_files(stem, markdown_report(root, compared, key_dim_trends(compared)), CSV_FIELDS,
                                _csv_records(compared))
-    plot_functions(compared, stem + ".png", f"attention functions at equal d_k ({root})")
+    _plot_functions(compared, stem + ".png", f"attention functions at equal d_k ({root})")
     return paths + [stem + ".png"]
 
 
@@ -344,4 +319,4 @@ def write(context: ReportContext) -> list[str]:
     """
     if not applies(context.rows):
         return []
-    return write_attention_function_report(context.root, context.rows, out_dir=context.out_dir)
+    return _write_attention_function_report(context.root, context.rows, out_dir=context.out_dir)
