@@ -8,9 +8,9 @@ from typing import Any, Sequence
 
 from attention_jax.reports import (
     comparison,
+    comparison_plot,
     comparison_report,
     paper_plot,
-    sweep_curves,
     sweep_diagnostics,
     sweep_seeds,
 )
@@ -321,7 +321,8 @@ def write_report(root: str, *, all_rows: bool = False, out_dir: str | None = Non
     -------
     list[str]
         The paths written: the three above, and when the runs have metrics ``ROOT/<name>_curves.png`` (dev perplexity
-        against step per row and seed, :mod:`attention_jax.reports.sweep_curves`) and ``ROOT/<name>_diagnostics.md``
+        against step per row and seed, :func:`~attention_jax.reports.comparison_plot.plot_learning_curves`) and
+        ``ROOT/<name>_diagnostics.md``
         (learning speed, overfitting and how runs ended, per row, :mod:`attention_jax.reports.sweep_diagnostics`).
     """
     record, rows = read_sweep_rows(root, all_rows=all_rows)
@@ -335,8 +336,8 @@ def write_report(root: str, *, all_rows: bool = False, out_dir: str | None = Non
     paper_plot.plot_report(rows, reference_row, stem + ".png",
                             f"{name}: paired changes against {reference_row}, ours vs the paper ({root})")
     paths = [stem + ".md", stem + ".csv", stem + ".png"]
-    if sweep_curves.plot_learning_curves(root, rows, reference_row, stem + "_curves.png",
-                                         f"{name}: dev perplexity ({root})"):
+    if comparison_plot.plot_learning_curves(root, rows, reference_row, stem + "_curves.png",
+                                            f"{name}: dev perplexity ({root})"):
         paths.append(stem + "_curves.png")
     diagnostics = sweep_diagnostics.write_diagnostics(root, name, rows, out_dir=out_dir, reference=reference_row)
     return paths + ([diagnostics] if diagnostics else [])

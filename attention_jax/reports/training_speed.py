@@ -12,8 +12,8 @@ import statistics
 from collections.abc import Sequence
 
 from attention_jax.reports.comparison import directional_reading, diverged, mean_and_se, run_directory
+from attention_jax.reports.comparison_plot import read_dev_curve
 from attention_jax.reports.comparison_report import resolve_reference
-from attention_jax.reports.sweep_curves import read_dev_curve
 from attention_jax.reports.sweep_rows import ReportContext, RowReport, read_sweep_rows
 from attention_jax.reports.writers import format_figure, markdown_table, write_text
 
