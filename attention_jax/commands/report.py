@@ -16,7 +16,7 @@ seeds, the change of dev perplexity against the reference row (``base``) paired 
 against the paper's direction (``reproduced``, ``opposite``, ``within noise``); rows with seeds still to
 run say how many.
 A sweep of ``configs/table3.py`` also gets ``ROOT/table3.md`` and ``.csv``: test BLEU and training cost
-beside the paper's (:mod:`attention_jax.reports.training_cost`). A sweep whose rows use more than one
+beside the paper's (``configs/table3.py``'s ``get_report()``). A sweep whose rows use more than one
 attention function (``configs/sweeps/attention_function.py``) also gets ``ROOT/attention_functions.md``,
 ``.csv`` and ``.png``: each function against scaled dot product at the same ``d_k``, paired by seed
 (:mod:`attention_jax.reports.within_groups`). A sweep whose runs were scored on length buckets
