@@ -49,6 +49,8 @@ class BucketRow:
         ``higher``, ``lower``, ``within noise``, ``1 seed``, ``pending`` or ``reference``.
     reading_basis : str
         How the perplexity reading was reached, e.g. ``"|mean| > 2 x SE, 3 paired seeds"``.
+    diverged : int
+        Diverged seeds, left out of the figures (the seeds column says so).
     """
 
     row: str
@@ -64,6 +66,7 @@ class BucketRow:
     ppl_reading: str
     bleu_reading: str
     reading_basis: str
+    diverged: int = 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -162,13 +165,13 @@ def compare_encodings(root: str, rows: Sequence[RowReport]) -> list[BucketRow]:
             bleu = stats[row.row][f"{EVALUATION}/{bucket}/bleu"]
             if row is reference:
                 compared.append(BucketRow(row.row, _encoding(row), bucket, *size, ppl.values, bleu.values, {}, {},
-                                          "reference", "reference", "the paper's encoding"))
+                                          "reference", "reference", "the paper's encoding", len(ppl.diverged)))
                 continue
             ppl_reading, basis = directional_reading(list(ppl.changes.values()), "higher", "lower", _PENDING)
             bleu_reading, _ = directional_reading(list(bleu.changes.values()), "higher", "lower", _PENDING)
             compared.append(BucketRow(row.row, _encoding(row), bucket, *size, ppl.values, bleu.values, ppl.changes,
                                       bleu.changes, ppl_reading, bleu_reading,
-                                      basis if reference else f"no {REFERENCE_ENCODING} row"))
+                                      basis if reference else f"no {REFERENCE_ENCODING} row", len(ppl.diverged)))
     return compared
 
 
@@ -272,14 +275,15 @@ def markdown_report(root: str, compared: Sequence[BucketRow], trends: Sequence[L
              *markdown_table(["bucket (target words, pairs)", "encoding", "seeds", "PPL", "ΔPPL vs sinusoidal",
                               "reading", "BLEU", "ΔBLEU", "reading"],
                              ([f"{record['bucket']} ({record['min_words']}-{record['max_words']}, "
-                               f"{record['num_pairs']})", record["positional_encoding"], record["seeds"],
+                               f"{record['num_pairs']})", record["positional_encoding"],
+                               comparison.seeds_cell(record["seeds"], row.diverged),
                                format_figure(record["ppl_mean"], record["ppl_se"], 2),
                                format_figure(record["ppl_change_mean"], record["ppl_change_se"], 1, percent=True,
                                              sign=True), record["ppl_reading"],
                                format_figure(record["bleu_mean"], record["bleu_se"], 1),
                                format_figure(record["bleu_difference_mean"], record["bleu_difference_se"], 1,
                                              sign=True), record["bleu_reading"]]
-                              for record in csv_records(compared)))]
+                              for row, record in zip(compared, csv_records(compared))))]
     lines += ["", "PPL: perplexity per target piece (teacher-forced, unsmoothed); BLEU: sacrebleu of beam-search "
               "translations; both mean ± standard error over the row's scored seeds. ΔPPL: the change against "
               "the sinusoidal row, paired by seed, mean ± standard error; ΔBLEU the same for the BLEU "
