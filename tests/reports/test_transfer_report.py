@@ -21,6 +21,7 @@ import pytest
 from attention_jax.experiment import corpora, schema
 from attention_jax.foundation.user_errors import UserInputError
 from attention_jax.reports import all_reports, by_bucket, comparison, sweep_rows, transfer_report
+from configs.sweeps import positions
 from launch import sweep_record, sweep_spec
 from tests.support.sweep_cli import REPO_ROOT
 
@@ -271,7 +272,7 @@ def test_a_derived_measure_takes_part_as_the_change_itself(corpora_root: pathlib
     assert trends["gamma"].verdict == "pending" and trends["gamma"].stats[0].paired_seeds == 0  # Not scored.
     _, rows = sweep_rows.read_sweep_rows(str(corpora_root / "messages"))  # The positions report's own trend.
     own = {trend.row: trend for trend in by_bucket.length_trends(
-        by_bucket.compare_encodings(str(corpora_root / "messages"), rows))}
+        by_bucket.compare_encodings(str(corpora_root / "messages"), rows, positions.bucket_comparison()))}
     messages = trends["alpha"].stats[[corpus.name for corpus in corpora_read].index("messages_en_de")]
     assert {seed: 100 * value for seed, value in own["alpha"].differences.items()} == pytest.approx(messages.changes)
 
