@@ -25,7 +25,6 @@ from attention_jax.models import (
     positional_encodings,
 )
 from attention_jax.models.positional_encodings import AttentionPositions, RelativeSettings
-from attention_jax.reports import training_cost
 from tests.support.fake_data import tiny_experiment
 from tests.support.flop_counts import kernel_scalars, xla_flops
 
@@ -276,7 +275,7 @@ def test_table3_report_puts_our_bleu_and_flops_beside_the_papers(tmp_path: pathl
                    train_flops=base_en_fr.training_flops(tokens), wall_s=7200.0,
                    devices=2)
     (tmp_path / "base_en_fr" / "results.json").write_text(json.dumps(results))
-    md_path, csv_path = training_cost.write_table3_report(str(tmp_path), sustained_tflops=100.0)
+    md_path, csv_path = table3.write_table3_report(str(tmp_path), sustained_tflops=100.0)
     records = {record["row"]: record for record in csv.DictReader(open(csv_path, encoding="utf-8"))}
     done, pending = records["base_en_fr"], records["big_en_fr"]
     assert float(done["test_bleu"]) == 12.5 and float(done["paper_test_bleu"]) == 38.1
