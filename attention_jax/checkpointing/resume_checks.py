@@ -18,12 +18,12 @@ from etils import epath
 
 from attention_jax.checkpointing.checkpoints import finished_steps, flatten_config, read_config
 from attention_jax.experiment import schema
+from attention_jax.experiment.fields import ResumeRule
 from attention_jax.experiment.sections import Experiment
 from attention_jax.foundation import run_files
-from attention_jax.foundation.field_declarations import ResumeRule
 from attention_jax.foundation.user_errors import UserInputError
 
-# What a changed value means for a resumed run is declared with each field (field_declarations.ResumeRule).
+# What a changed value means for a resumed run is declared with each field (experiment.fields.ResumeRule).
 # Never resumed with other values: the model's fields (and model_kind); the corpus and so the tokenizer (or,
 # fine-tuning, the source run; absent and "" alike); the seed (initial parameters, dropout keys, batch order);
 # the learning-rate schedule. Optimizer knobs: other non-zero values, but never switched on or off (the

@@ -88,7 +88,7 @@ class AttentionFunction:
         ``[B', S, H, K|V]`` with ``B = B' R`` (a search's hypotheses sharing a row), ``mask`` as the model
         passes it; ``decode`` asks for one incremental step (state in the ``cache`` collection).
     settings : type, optional
-        The entry's own settings: a frozen :class:`attention_jax.foundation.field_declarations.EntrySettings` dataclass,
+        The entry's own settings: a frozen pydantic dataclass,
         set in a config as ``attention_function_settings.<name>.<setting>``; the hooks read the chosen
         values as ``module.attention_settings`` (None: it has none).
     """

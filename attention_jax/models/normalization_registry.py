@@ -15,7 +15,7 @@ from attention_jax.models.registry import Registration, Registry, jax_hook
 from attention_jax.models.variants import LayerNormPosition, ModelKind
 
 if TYPE_CHECKING:
-    from attention_jax.models.transformer_config import TransformerConfig
+    from attention_jax.experiment.sections import TransformerConfig
 
 NORM_POSITIONS = ("post", "pre")
 """Where a sublayer's norm can sit (``config.layer_norm_position``): after the residual sum, or on the
@@ -58,7 +58,7 @@ class Normalization:
         alone, and a cached decode step equals the full pass. False (batch_norm): training normalises
         with statistics over the batch's real tokens, evaluation and decoding with running averages.
     settings : type, optional
-        The entry's own settings: a frozen :class:`attention_jax.foundation.field_declarations.EntrySettings` dataclass,
+        The entry's own settings: a frozen pydantic dataclass,
         set in a config as ``normalization_settings.<name>.<setting>``; ``build`` reads the chosen values
         as ``config.normalization_settings`` (None: it has none).
     """

@@ -12,8 +12,8 @@ import enum
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from attention_jax.foundation import field_declarations
-from attention_jax.foundation.field_declarations import EntrySettings, setting
+import pydantic
+
 from attention_jax.models import attention_registry
 from attention_jax.models.registry import Registration, Registry, jax_hook
 
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     import flax.linen as nn
     import jax
 
-    from attention_jax.models.transformer_config import TransformerConfig
+    from attention_jax.experiment.sections import TransformerConfig
 
     Array = jax.Array
 
@@ -34,8 +34,8 @@ class PositionTarget(enum.Enum):
     ATTENTION_SCORES = "added to each attention's scores (relative encodings, ALiBi)"
 
 
-@dataclasses.dataclass(frozen=True)
-class RelativeSettings(EntrySettings):
+@pydantic.dataclasses.dataclass(frozen=True, config=pydantic.ConfigDict(strict=True))
+class RelativeSettings:
     """The relative encoding's own settings (Shaw et al., 2018): ``positional_encoding_settings.relative``.
 
     Attributes
@@ -52,8 +52,10 @@ class RelativeSettings(EntrySettings):
     (:data:`attention_jax.experiment.schema.RENAMED_FIELDS`).
     """
 
-    max_distance: int = setting(16, "Offsets j - i clipped to [-k, k] (Shaw et al., 2018: k = 16).", minimum=1)
-    add_to_values: bool = setting(True, "Also add the relative embeddings to the values (Shaw et al., Eq. 3).")
+    max_distance: int = pydantic.Field(16, description="Offsets j - i clipped to [-k, k] (Shaw et al., 2018: k = 16).",
+                                       ge=1)
+    add_to_values: bool = pydantic.Field(True, description="Also add the relative embeddings to the values (Shaw et "
+                                         "al., Eq. 3).")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,9 +75,9 @@ class AttentionPositions:
     entry_settings: Any = None
 
     def __post_init__(self) -> None:
-        resolved = field_declarations.resolve("positional_encoding_settings", self.encoding,
-                                          positional_encoding(self.encoding).settings, self.entry_settings)
-        object.__setattr__(self, "entry_settings", resolved)
+        settings = positional_encoding(self.encoding).settings
+        if self.entry_settings is None and settings is not None:  # None: the entry's defaults.
+            object.__setattr__(self, "entry_settings", settings())
 
 
 Encoding = Callable[["nn.Module", "Array", "TransformerConfig"], "Array"]
@@ -133,7 +135,7 @@ class PositionalEncodingScheme:
         counts nothing (the embedding encodings: an add per embedding component, once per sequence, is
         left out as the other elementwise terms are).
     settings : type, optional
-        The entry's own settings: a frozen :class:`attention_jax.foundation.field_declarations.EntrySettings` dataclass
+        The entry's own settings: a frozen :func:`pydantic.dataclasses.dataclass`
         (``relative``: :class:`RelativeSettings`), set in a config as
         ``positional_encoding_settings.<name>.<setting>`` and given to the hooks as
         ``AttentionPositions.entry_settings``; None: it has none.

@@ -81,7 +81,7 @@ class Registry(Mapping[str, Entry], Generic[Entry]):
         -------
         dict[str, type]
             In registration order; entries whose ``settings`` is None are left out
-            (:mod:`attention_jax.foundation.field_declarations`).
+            (:mod:`attention_jax.experiment.fields`).
         """
         return {name: entry.settings for name, entry in self._entries.items()  # type: ignore[attr-defined]
                 if getattr(entry, "settings", None) is not None}

@@ -25,12 +25,19 @@ import pytest
 from attention_jax.decoding import decode, decode_steps, generation, inference
 from attention_jax.evaluation import attention_maps
 from attention_jax.experiment import schema, sections
+from attention_jax.experiment.sections import TransformerConfig
 from attention_jax.models import attention, attention_functions, language_model, masks, model
-from attention_jax.models.transformer_config import TransformerConfig
 from attention_jax.training import train, train_state
 from tests.support import packed_pairs, reference
-from tests.support.decoding_helpers import (SHORT, TINY, WordTokenizer, full_logits, incremental_logits, init_params,
-                                            random_batch)
+from tests.support.decoding_helpers import (
+    SHORT,
+    TINY,
+    WordTokenizer,
+    full_logits,
+    incremental_logits,
+    init_params,
+    random_batch,
+)
 from tests.support.sweep_cli import REPO_ROOT, TINY_TRAINING, run_sweep, tiny_data_dir  # noqa: F401
 
 FUNCTIONS = ("dot_product", "additive", "linear")

@@ -32,15 +32,15 @@ import pytest
 from attention_jax.checkpointing import params_checkpoints
 from attention_jax.decoding import decode, generation
 from attention_jax.experiment import sections
+from attention_jax.experiment.sections import TransformerConfig
 from attention_jax.foundation import run_files
 from attention_jax.foundation.user_errors import UserInputError
 from attention_jax.models import language_model, model, normalization, normalization_registry
-from attention_jax.models.transformer_config import TransformerConfig
 from attention_jax.training import setup_checks, train, train_state
 from tests.support import normalization_reference as oracle
 from tests.support import train_support
-from tests.support.sweep_cli import REPO_ROOT, TINY_TRAINING, tiny_data_dir  # noqa: F401 (a fixture)
 from tests.support.decoding_helpers import assert_logits_match, full_logits, incremental_logits, random_batch
+from tests.support.sweep_cli import REPO_ROOT, TINY_TRAINING, tiny_data_dir  # noqa: F401 (a fixture)
 
 SMALL = TransformerConfig(vocab_size=40, num_layers=2, d_model=16, d_ff=24, num_heads=2, key_dim=4, value_dim=6,
                           dropout_rate=0.0, max_len=40, normalization="batch_norm")
@@ -284,7 +284,7 @@ SHARDED_SCRIPT = textwrap.dedent("""
     import jax, jax.numpy as jnp, numpy as np
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
     from attention_jax.models import normalization, normalization_registry
-    from attention_jax.models.transformer_config import TransformerConfig
+    from attention_jax.experiment.sections import TransformerConfig
     from tests.support import normalization_reference as oracle
 
     assert jax.device_count() == 8
