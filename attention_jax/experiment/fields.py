@@ -382,7 +382,7 @@ def check_value(record: Record, value: Any) -> str | None:
         E.g. ``"num_heads must be an integer; got '8' (str)"``.
     """
     if record.by_entry is not None:
-        return check_by_entry(record, value)
+        return _check_by_entry(record, value)
     try:
         _adapter(record.owner, record.attribute).validate_python(value)
     except ValidationError as error:
@@ -391,21 +391,8 @@ def check_value(record: Record, value: Any) -> str | None:
     return None
 
 
-def check_by_entry(record: Record, value: Any) -> str | None:
-    """Return why a registry's settings field ``{entry: {setting: value}}`` does not fit, or None.
-
-    Parameters
-    ----------
-    record : Record
-        The settings field (its ``by_entry`` names the registry).
-    value : Any
-        A mapping by entry; None or a built settings dataclass passes.
-
-    Returns
-    -------
-    str or None
-        E.g. ``"positional_encoding_settings has no entry 'relativ' (did you mean relative?); ..."``.
-    """
+def _check_by_entry(record: Record, value: Any) -> str | None:
+    """Why a registry's settings field ``{entry: {setting: value}}`` does not fit, or None."""
     assert record.by_entry is not None
     if value is None or dataclasses.is_dataclass(value):
         return None
@@ -418,34 +405,14 @@ def check_by_entry(record: Record, value: Any) -> str | None:
             return (f"{record.name} has no entry {entry!r}{did_you_mean(str(entry), classes)}; the "
                     f"{record.by_entry.entry_field} entries with settings: {', '.join(classes) or 'none'}")
         try:
-            build_settings(f"{record.name}.{entry}", classes[entry], given)
+            _build_settings(f"{record.name}.{entry}", classes[entry], given)
         except ValueError as error:
             return str(error)[:-1]
     return None
 
 
-def build_settings(prefix: str, settings_class: Any, given: Any) -> Any:
-    """Build an entry's settings dataclass from ``{setting: value}``.
-
-    Parameters
-    ----------
-    prefix : str
-        How the message names the settings, e.g. ``"positional_encoding_settings.relative"``.
-    settings_class : type
-        The entry's pydantic dataclass.
-    given : Mapping
-        Settings it leaves out keep their defaults.
-
-    Returns
-    -------
-    object
-        The settings.
-
-    Raises
-    ------
-    ValueError
-        One line, for an unknown setting or a value its declaration refuses.
-    """
+def _build_settings(prefix: str, settings_class: Any, given: Any) -> Any:
+    """Build an entry's settings dataclass from ``{setting: value}``; one-line ``ValueError``."""
     if not hasattr(given, "items"):
         raise ValueError(f"{prefix} must be a dict of settings; got {given!r} ({type(given).__name__}).")
     declared = {record.attribute: record for record in records(settings_class, "")}
@@ -489,7 +456,7 @@ def resolve_settings(field: str, entry: str, settings_class: type | None, given:
     if hasattr(given, "items"):
         given = given.get(entry)
         if given is not None and settings_class is not None:
-            return build_settings(f"{field}.{entry}", settings_class, given)
+            return _build_settings(f"{field}.{entry}", settings_class, given)
     if settings_class is None:
         if given is not None:
             raise ValueError(f"{entry!r} takes no settings; got {field}={given!r}: leave it None.")
