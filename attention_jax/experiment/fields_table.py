@@ -1,6 +1,6 @@
 """The table of config fields in ``docs/config_fields.md``, rendered from the fields' declarations.
 
-``tests/foundation/test_field_declarations.py`` compares the committed page with :func:`fields_page`, so the page cannot
+``tests/experiment/test_fields.py`` compares the committed page with :func:`fields_page`, so the page cannot
 drift from the declarations; after adding or changing a field, write it again with::
 
     python -c "from attention_jax.experiment import fields_table; fields_table.write_page()"

@@ -267,11 +267,11 @@ def test_bucket_evaluation_of_a_tiny_trained_run(tmp_path: pathlib.Path, monkeyp
     def refuse(*args: object) -> None:
         raise AssertionError("a bucket was scored again")
 
-    monkeypatch.setattr(length_bucket_evaluation, "score_bucket", refuse)
+    monkeypatch.setattr(length_bucket_evaluation, "_score_bucket", refuse)
     assert length_bucket_evaluation.evaluate_run(str(workdir), str(split_dir), batch_size=8) == record
     (tmp_path / "root" / run_files.SWEEP_FILE).write_text(json.dumps(dict(rows=["sinusoidal"], seeds=[0])))
     assert length_bucket_evaluation.evaluate_root(str(tmp_path / "root"), str(split_dir)) == []
-    assert length_bucket_evaluation.expected_runs(str(tmp_path / "root")) == [str(workdir)]
+    assert length_bucket_evaluation._expected_runs(str(tmp_path / "root")) == [str(workdir)]
 
 
 def test_the_committed_positions_sweep_reports_without_one_report_overwriting_another(tmp_path: pathlib.Path) -> None:
@@ -294,7 +294,7 @@ def test_position_losses_bin_exactly_and_draw_the_difference_to_sinusoidal(tmp_p
     sinusoidal = dict(positional_encoding="sinusoidal", seed=0, num_pairs=60, training_target_pieces=pieces,
                       sums=[60.0, 120.0, 30.0, 40.0, 5.0], counts=[60, 60, 30, 20, 10])
     learned = dict(sinusoidal, positional_encoding="learned", sums=[30.0, 60.0, 30.0, 20.0, 1.0])
-    starts, means = position_losses.binned_means(sinusoidal, 2)
+    starts, means = position_losses._binned_means(sinusoidal, 2)
     assert starts.tolist() == [0, 2, 4]
     # Bins pool sums and counts: (60 + 120) / 120 = 1.5, (30 + 40) / 50 = 1.4; 10 tokens are too few to draw.
     assert means[:2].tolist() == pytest.approx([1.5, 1.4]) and np.isnan(means[2])
