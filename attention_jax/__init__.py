@@ -17,7 +17,7 @@ _EXPORTS = {
     "attention_maps": "attention_jax.evaluation.run_attention",
     "Translator": "attention_jax.decoding.decode",
     "Transformer": "attention_jax.models.model",
-    "TransformerConfig": "attention_jax.models.transformer_config",
+    "TransformerConfig": "attention_jax.experiment.sections",
     "encode_batch": "attention_jax.decoding.text_batches",
     "save_safetensors": "attention_jax.checkpointing.safetensors_params",
     "load_safetensors": "attention_jax.checkpointing.safetensors_params",
@@ -37,8 +37,8 @@ if TYPE_CHECKING:  # What the names are, for type checkers and editors; at run t
     from attention_jax.decoding.inference import TrainedRun, export_run, load_run, make_translator
     from attention_jax.decoding.text_batches import encode_batch
     from attention_jax.evaluation.run_attention import attention_maps
+    from attention_jax.experiment.sections import TransformerConfig
     from attention_jax.models.model import Transformer
-    from attention_jax.models.transformer_config import TransformerConfig
 
 
 def __getattr__(name: str) -> Any:

@@ -39,9 +39,11 @@ import numpy as np  # noqa: E402
 
 from attention_jax.decoding import beam_search, decode, decode_steps  # noqa: E402
 from attention_jax.experiment import sections  # noqa: E402
-from attention_jax.models.decode_settings import DecodeSettings  # noqa: E402
+from attention_jax.experiment.sections import (
+    DecodeSettings,  # noqa: E402
+    TransformerConfig,  # noqa: E402
+)
 from attention_jax.models.model import EOS_ID, Transformer  # noqa: E402
-from attention_jax.models.transformer_config import TransformerConfig  # noqa: E402
 from benchmarks import harness  # noqa: E402
 from configs import base as base_config  # noqa: E402
 from configs import tiny as tiny_config  # noqa: E402

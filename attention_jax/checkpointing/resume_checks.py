@@ -13,12 +13,12 @@ from etils import epath
 
 from attention_jax.checkpointing.checkpoints import finished_steps, flatten_config, read_config
 from attention_jax.experiment import schema
+from attention_jax.experiment.fields import ResumeRule
 from attention_jax.experiment.sections import Experiment
 from attention_jax.foundation import run_files
-from attention_jax.foundation.field_declarations import ResumeRule
 from attention_jax.foundation.user_errors import UserInputError
 
-# What a changed value means for a resumed run is declared with each field (field_declarations.ResumeRule).
+# What a changed value means for a resumed run is declared with each field (experiment.fields.ResumeRule).
 MODEL_FIELDS = schema.fields_with_rule(ResumeRule.MODEL)
 COMPUTE_ONLY_FIELDS = (*schema.fields_with_rule(ResumeRule.COMPUTE), "decode")  # decode: a mode, not a field.
 DATA_IDENTITY_FIELDS = schema.fields_with_rule(ResumeRule.DATA)

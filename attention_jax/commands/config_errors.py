@@ -77,7 +77,7 @@ def _takes_argument(function: Any) -> bool:
 
 
 def load_config_file(spec: str) -> ml_collections.ConfigDict:
-    """Run a ``--config=PATH[:ARG]`` file's ``get_config``; any mistake in the file as one ``ConfigError`` line.
+    """Run a ``--config=PATH[:ARG]`` file's ``get_config``; a mistake in the file is one ``ConfigError`` line.
 
     Parameters
     ----------
@@ -89,11 +89,13 @@ def load_config_file(spec: str) -> ml_collections.ConfigDict:
     ml_collections.ConfigDict
         What ``get_config`` returned.
 
-    Notes
-    -----
-    Raises ``FileNotFoundError`` for a missing file and :class:`schema.ConfigError` for a directory, a
-    file that does not run (a ``SyntaxError``, an exception inside ``get_config``), one with no
-    ``get_config``, a row given to a file that has none, or a ``get_config`` that returns no config.
+    Raises
+    ------
+    FileNotFoundError
+        For a missing file.
+    schema.ConfigError
+        For a directory, a file that does not run, no ``get_config``, a row given to a file without rows,
+        or a ``get_config`` that returns no ``ConfigDict``.
     """
     path, argument = _config_file(spec)
     module_spec = importlib.util.spec_from_file_location("_checked_config_" + re.sub(r"\W", "_", path), path)
@@ -126,7 +128,7 @@ def load_config_file(spec: str) -> ml_collections.ConfigDict:
 
 
 def unknown_override(argv: Sequence[str], flag_name: str = "config") -> str | None:
-    """A one-line message for the first ``--<flag_name>.<field>`` the schema does not define.
+    """Return a one-line message for the first ``--<flag_name>.<field>`` the schema does not define.
 
     Parameters
     ----------
@@ -138,13 +140,12 @@ def unknown_override(argv: Sequence[str], flag_name: str = "config") -> str | No
     Returns
     -------
     str or None
-        E.g. ``"--config.num_layerz: configs/tiny.py has no field num_layerz (did you mean
-        num_layers?)"``; ``None`` when every override names a field (or there is no ``--config``).
+        With a did-you-mean; ``None`` when every override names a field (or there is no ``--config``).
 
-    Notes
-    -----
-    Runs the ``--config`` file first (:func:`load_config_file`), so a missing file raises
-    ``FileNotFoundError`` and one that does not run :class:`schema.ConfigError`, overrides or not.
+    Raises
+    ------
+    FileNotFoundError, schema.ConfigError
+        From running the ``--config`` file first (:func:`load_config_file`), overrides or not.
     """
     specs = [arg.split("=", 1)[1] for arg in argv if arg.startswith(f"--{flag_name}=")]
     overrides = [arg[len(flag_name) + 3:].split("=", 1)[0] for arg in argv if arg.startswith(f"--{flag_name}.")]
@@ -161,23 +162,17 @@ def unknown_override(argv: Sequence[str], flag_name: str = "config") -> str | No
 
 
 def parse_flags_or_exit(argv: list[str]) -> list[str]:
-    """absl ``flags_parser`` for ``app.run``: parse, or print one line and exit with status 2.
+    """Parse absl flags for ``app.run``, or print one line and exit with status 2.
 
     Parameters
     ----------
     argv : list[str]
-        The command line.
+        The command line; a shipped config's bare name (``--config=tiny``) becomes its file's path.
 
     Returns
     -------
     list[str]
         The positional arguments (as absl's default parser returns them).
-
-    Notes
-    -----
-    A shipped config's bare name (``--config=tiny``, ``--config=table2:B1``) is replaced by its file's
-    path first (:func:`shipped_configs.resolve_argv`), and the folder above ``configs/`` put on
-    ``sys.path`` for the configs' imports of each other.
     """
     program = os.path.basename(argv[0]) if argv else "attention_jax"  # In-process; a command: user_errors.program_name.
     argv = shipped_configs.resolve_argv(argv)  # --config=tiny: configs/tiny.py, from any directory.
@@ -199,7 +194,7 @@ def parse_flags_or_exit(argv: list[str]) -> list[str]:
 
 
 def import_flagged_user_modules(argv: Sequence[str], flag_name: str = "config") -> None:
-    """Import the modules a ``--config.user_modules=...`` flag names, before the config file is run.
+    """Import the modules ``--config.user_modules=...`` names before the config file runs.
 
     Parameters
     ----------
@@ -208,12 +203,10 @@ def import_flagged_user_modules(argv: Sequence[str], flag_name: str = "config") 
     flag_name : str
         The config flag's name.
 
-    Notes
-    -----
-    Their registry entries then exist when the config file's ``get_config()`` starts from
-    :func:`schema.default_config`, so the entries' own settings are in the config and a flag can set them
-    (``--config.attention_function_settings.<entry>.<setting>=...``). Raises :class:`schema.ConfigError`
-    for a value that is not a tuple of module names or a module that cannot be imported.
+    Raises
+    ------
+    schema.ConfigError
+        For a value that is not a tuple of module names, or a module that cannot be imported.
     """
     prefix = f"--{flag_name}.user_modules="
     given = [arg[len(prefix):] for arg in argv if arg.startswith(prefix)]

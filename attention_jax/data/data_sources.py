@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import tensorflow_datasets as tfds
@@ -18,9 +18,11 @@ from tensorflow_datasets.core import decode as tfds_decode
 from tensorflow_datasets.proto import tf_example_pb2
 
 from attention_jax.data import first_use
-from attention_jax.data.data_config import DataConfig
 from attention_jax.foundation import cache_dirs
 from attention_jax.foundation.user_errors import MissingInputError, UserInputError
+
+if TYPE_CHECKING:
+    from attention_jax.experiment.sections import DataConfig
 
 SYNTHETIC_DATASET = "synthetic_en_de"
 TSV_PREFIX = "tsv:"

@@ -12,7 +12,7 @@ import re
 import sys
 import threading
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grain
 import numpy as np
@@ -20,8 +20,10 @@ from absl import logging
 
 from attention_jax.data import batching, data_sources, packing, token_cache
 from attention_jax.data import tokenizer as tokenizer_lib
-from attention_jax.data.data_config import DataConfig
 from attention_jax.foundation.user_errors import UserInputError
+
+if TYPE_CHECKING:
+    from attention_jax.experiment.sections import DataConfig
 
 SPLITS = ("train", "validation", "test")
 MIN_VOCABULARY_FILL = 0.5  # A BPE vocabulary below this fraction of vocab_size is an error; above, a warning.

@@ -11,6 +11,7 @@ import os
 import re
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import grain
 import numpy as np
@@ -18,8 +19,10 @@ from absl import logging
 
 from attention_jax.data import lm_sources
 from attention_jax.data import tokenizer as tokenizer_lib
-from attention_jax.data.data_config import DataConfig
 from attention_jax.foundation.user_errors import UserInputError
+
+if TYPE_CHECKING:
+    from attention_jax.experiment.sections import DataConfig
 
 ROLES = ("train", "validation", "test")
 _PREFETCH_BATCHES = 8

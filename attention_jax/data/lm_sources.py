@@ -7,15 +7,17 @@ from __future__ import annotations
 
 import hashlib
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import tensorflow_datasets as tfds
 from tensorflow_datasets.core import constants as tfds_constants
 
 from attention_jax.data import data_sources
-from attention_jax.data.data_config import DataConfig
 from attention_jax.foundation import cache_dirs
 from attention_jax.foundation.user_errors import MissingInputError, UserInputError
+
+if TYPE_CHECKING:
+    from attention_jax.experiment.sections import DataConfig
 
 TXT_PREFIX = "txt:"
 TXT_FILES = {"train": "train.txt", "validation": "dev.txt", "test": "test.txt"}

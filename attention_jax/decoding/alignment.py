@@ -16,9 +16,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from attention_jax.decoding import decode
+from attention_jax.experiment.sections import TransformerConfig
 from attention_jax.models import attention_registry
 from attention_jax.models.model import PAD_ID, Transformer
-from attention_jax.models.transformer_config import TransformerConfig
 
 # Shapes: B pairs, S source length, T target length (both bucketed), H heads.
 Array = jax.Array

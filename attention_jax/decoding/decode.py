@@ -17,9 +17,8 @@ import numpy as np
 
 from attention_jax.decoding import beam_search, decode_steps
 from attention_jax.decoding.source_checks import checked_ids, checked_sentences
-from attention_jax.models.decode_settings import DecodeSettings
+from attention_jax.experiment.sections import DecodeSettings, TransformerConfig
 from attention_jax.models.model import EOS_ID, PAD_ID, abstract_params
-from attention_jax.models.transformer_config import TransformerConfig
 
 # Shapes: B sentences, K beam size, S source length (bucketed), L maximum output length (static), V vocabulary.
 Array = jax.Array

@@ -8,8 +8,8 @@ import jax
 import jax.numpy as jnp
 
 from attention_jax.decoding import beam_search
+from attention_jax.experiment.sections import TransformerConfig
 from attention_jax.models.model import Transformer
-from attention_jax.models.transformer_config import TransformerConfig
 
 # Shapes: N decoder rows (sentences x beam), S source length, L cache positions, H heads, K|V key|value size
 # per head, D d_model, V vocabulary.

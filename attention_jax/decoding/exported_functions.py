@@ -13,11 +13,10 @@ import jax
 import jax.numpy as jnp
 
 from attention_jax.decoding import decode
+from attention_jax.experiment.sections import DecodeSettings, TransformerConfig
 from attention_jax.foundation import run_files
 from attention_jax.foundation.user_errors import MissingInputError, UserInputError
-from attention_jax.models.decode_settings import DecodeSettings
 from attention_jax.models.model import PAD_ID, Transformer
-from attention_jax.models.transformer_config import TransformerConfig
 
 Array = jax.Array
 # Shapes: B sentences, S source length, T target length, N vocabulary, K beam size, L output length.

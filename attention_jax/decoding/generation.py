@@ -13,9 +13,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from attention_jax.experiment.sections import TransformerConfig
 from attention_jax.models.language_model import LanguageModel
 from attention_jax.models.model import BOS_ID, EOS_ID, PAD_ID, UNK_ID
-from attention_jax.models.transformer_config import TransformerConfig
 
 Array = jax.Array
 

@@ -7,13 +7,11 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from attention_jax.checkpointing import checkpoints, exported_run, params_checkpoints
-from attention_jax.data.data_config import DataConfig
 from attention_jax.data.tokenizer import Tokenizer
 from attention_jax.decoding import decode
-from attention_jax.experiment.sections import Experiment
+from attention_jax.experiment.sections import DataConfig, Experiment, TransformerConfig
 from attention_jax.foundation import run_files
 from attention_jax.foundation.user_errors import MissingInputError, path_argument
-from attention_jax.models.transformer_config import TransformerConfig
 from attention_jax.models.variants import ModelKind
 
 if TYPE_CHECKING:  # Imported when the data is first asked for: translate starts without TFDS.

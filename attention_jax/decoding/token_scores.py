@@ -14,8 +14,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from attention_jax.decoding import decode
+from attention_jax.experiment.sections import TransformerConfig
 from attention_jax.models.model import PAD_ID, Transformer
-from attention_jax.models.transformer_config import TransformerConfig
 
 # Shapes: B pairs, S source length, T target length (both bucketed), N vocabulary.
 Array = jax.Array

@@ -10,10 +10,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from attention_jax.decoding import decode
+from attention_jax.experiment.sections import DecodeSettings, TransformerConfig
 from attention_jax.models import attention_registry
-from attention_jax.models.decode_settings import DecodeSettings
 from attention_jax.models.model import BOS_ID, EOS_ID, Transformer
-from attention_jax.models.transformer_config import TransformerConfig
 
 # Shapes: N layers, H heads, S source tokens, T target tokens (both with their EOS).
 ATTENTION_KINDS = ("encoder", "decoder", "cross")  # [N, H, S, S], [N, H, T, T] (masked), [N, H, T, S].

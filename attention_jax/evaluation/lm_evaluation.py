@@ -12,10 +12,10 @@ import jax
 import numpy as np
 
 from attention_jax.evaluation import lm_windows
+from attention_jax.experiment.sections import TransformerConfig
 from attention_jax.foundation.user_errors import UserInputError
 from attention_jax.models import metrics
 from attention_jax.models.language_model import LanguageModel
-from attention_jax.models.transformer_config import TransformerConfig
 
 
 def resolve_stride(stride: int, window: int) -> int:

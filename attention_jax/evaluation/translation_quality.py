@@ -25,9 +25,9 @@ from attention_jax.evaluation.sacrebleu_scores import (  # noqa: F401 (CorpusSco
     check_one_reference_each,
     corpus_scores,
 )
+from attention_jax.experiment.sections import TransformerConfig
 from attention_jax.foundation import run_files
 from attention_jax.models.model import PAD_ID, Transformer
-from attention_jax.models.transformer_config import TransformerConfig
 
 Array = jax.Array
 

@@ -1,6 +1,6 @@
 """The table of config fields in ``docs/config_fields.md``, rendered from the fields' declarations.
 
-``tests/foundation/test_field_declarations.py`` compares the committed page with :func:`fields_page`, so the page cannot
+``tests/experiment/test_fields.py`` compares the committed page with :func:`fields_page`, so the page cannot
 drift from the declarations; after adding or changing a field, write it again with::
 
     python -c "from attention_jax.experiment import fields_table; fields_table.write_page()"
@@ -11,8 +11,7 @@ from __future__ import annotations
 import pathlib
 
 from attention_jax.experiment import schema
-from attention_jax.foundation import field_declarations
-from attention_jax.foundation.field_declarations import NO_OLD_RUN_VALUE, Field, ResumeRule
+from attention_jax.experiment.fields import NO_OLD_RUN_VALUE, Record, ResumeRule, records
 from attention_jax.models import feed_forward_registry
 
 PAGE = pathlib.Path(__file__).resolve().parents[2] / "docs" / "config_fields.md"
@@ -28,9 +27,9 @@ _HEADER = """# Config fields
 
 Every field a config file, a sweep row or a `--config.FIELD=VALUE` flag may set, section by section:
 its type, the paper's default, the values it takes, what a changed value means when a run directory is
-resumed, and its meaning. Each row is one declaration in the section's dataclass
-(`setting(...)` in
-[`attention_jax/foundation/field_declarations.py`](../attention_jax/foundation/field_declarations.py));
+resumed, and its meaning. Each row is one declaration in the section's pydantic dataclass
+(`Field(...)` in
+[`attention_jax/experiment/declarations.py`](../attention_jax/experiment/declarations.py));
 this page is written from them by `attention_jax/experiment/fields_table.py` (a test compares them), so
 it is never edited by hand. "Old runs" is what a `config.json` written before the field existed meant.
 A registry entry's own settings (an attention function's, a positional encoding's, a normalisation's) are
@@ -44,21 +43,21 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
-def _allowed(field: Field) -> str:
+def _allowed(field: Record) -> str:
     allowed = field.allowed()
     if allowed is not None:
         return ", ".join(f"`{value}`" for value in allowed)
     return field.range_text()
 
 
-def _row(field: Field) -> str:
+def _row(field: Record) -> str:
     old = "" if field.old_run_value is NO_OLD_RUN_VALUE else f"`{field.old_run_value!r}`"
     kind = f"tuple of {field.kind.removesuffix('_tuple')}" if field.kind.endswith("_tuple") else field.kind
     default, allowed = f"`{field.default!r}`", _allowed(field)
     if field.kind == "entry_settings":
-        assert field.settings_of is not None
-        kind, default = f"settings of `{field.entry_field}` entries", "each entry's"
-        allowed = ", ".join(f"`{entry}`" for entry in field.settings_of()) or "(no entry has settings)"
+        assert field.by_entry is not None
+        kind, default = f"settings of `{field.by_entry.entry_field}` entries", "each entry's"
+        allowed = ", ".join(f"`{entry}`" for entry in field.by_entry.settings_of()) or "(no entry has settings)"
     cells = (f"`{field.name}`", kind, default, allowed, _RESUME_WORDS[field.resume], old, field.doc)
     return "| " + " | ".join(_cell(cell) for cell in cells) + " |"
 
@@ -67,10 +66,10 @@ def _settings_rows(section: str) -> str:
     """The entries' own settings of a section's registries: one row per setting, ``""`` when none has any."""
     rows = []
     for field in schema.entry_settings_fields():
-        if field.section != section or field.settings_of is None:
+        if field.section != section or field.by_entry is None:
             continue
-        for entry, settings_class in field.settings_of().items():
-            for setting in field_declarations.settings_fields(settings_class):
+        for entry, settings_class in field.by_entry.settings_of().items():
+            for setting in records(settings_class, ""):
                 cells = (f"`{field.name}.{entry}.{setting.name}`", setting.kind, f"`{setting.default!r}`",
                          _allowed(setting), setting.doc)
                 rows.append("| " + " | ".join(_cell(cell) for cell in cells) + " |\n")

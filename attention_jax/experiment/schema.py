@@ -1,18 +1,9 @@
-"""Every field of an experiment config: the schema collected from the sections' declarations.
+"""The flat config a config file, a sweep row and the ``--config.FIELD=VALUE`` flags set, checked field by field.
 
-A config file's ``get_config()``, each row of a sweep and each ``--config.FIELD=VALUE`` flag set fields of
-one flat config (``configs/base.py`` is :func:`default_config`, the paper's base model). Before anything
-runs, :func:`check_config` compares all of it with :data:`FIELDS`, which each section's dataclass
-declares (:data:`SECTION_CLASSES`, :func:`attention_jax.foundation.field_declarations.setting`: one declaration per
-field gives its type, default, range, meaning and resume rule): a key the table does not hold (with the
-closest field's name), a value of the wrong type or one outside its range is one
-:class:`ConfigError` line naming where it was set. A run's ``config.json`` keeps the same flat form;
-:func:`with_old_run_defaults` is the one place that says what the fields added since an old run was
-written meant for it.
-
-Sections group the fields by what consumes them (:data:`SECTIONS`);
-:func:`attention_jax.experiment.sections.build_experiment` turns a checked config into one frozen object
-per section.
+:data:`FIELDS` is read from the sections' declarations (:mod:`attention_jax.experiment.declarations`);
+:func:`check_config` refuses an unknown key, a wrong type or a value out of range in one
+:class:`ConfigError` line naming where it was set. :func:`with_old_run_defaults` is the one place that
+knows what the fields added since an old run's ``config.json`` meant for it.
 """
 
 from __future__ import annotations
@@ -22,74 +13,64 @@ import dataclasses
 import importlib
 from typing import Any, Iterable, Mapping
 
-from attention_jax.data.data_config import DataConfig
-from attention_jax.experiment.settings import ExperimentSettings, OptimizerConfig, RunConfig
-from attention_jax.foundation import field_declarations
-from attention_jax.foundation.field_declarations import (
+from attention_jax.experiment.declarations import (
+    DataConfig,
+    DecodeSettings,
+    ExperimentSettings,
+    OptimizerConfig,
+    RunConfig,
+    TransformerConfig,
+)
+from attention_jax.experiment.fields import (
     NO_OLD_RUN_VALUE,
     PAPER_FIGURES,
-    Field,
+    Record,
     ResumeRule,
     check_value,
-    declared_fields,
     did_you_mean,
+    records,
 )
 from attention_jax.foundation.user_errors import UserInputError
-from attention_jax.models.decode_settings import DecodeSettings
-from attention_jax.models.transformer_config import TransformerConfig
 
 __all__ = ["PAPER_FIGURES", "SECTIONS", "SECTION_CLASSES", "FIELDS", "FIELDS_BY_NAME", "OLD_RUN_DEFAULTS",
-           "RENAMED_FIELDS", "ConfigError", "entry_settings_fields", "dotted_field", "flag_keys", "moved_hint",
-           "Field", "ResumeRule", "check_value", "did_you_mean", "default_config", "section_fields",
-           "fields_with_rule", "check_config", "check_keys", "parse_flag_value", "import_user_modules",
-           "with_old_run_defaults"]
+           "RENAMED_FIELDS", "ConfigError", "Record", "ResumeRule", "check_value", "did_you_mean"]
 
 SECTIONS = ("experiment", "model", "data", "optimizer", "decoding", "run")
-"""``experiment``: name, seed, model kind, the paper's figures; ``model``: the Transformer (Table 3);
-``data``: corpus, tokenizer and batches (5.1); ``optimizer``: Adam, schedule and loss (5.3-5.4);
-``decoding``: beam search (6.1); ``run``: steps, parallelism, checkpoints, evaluation and logging."""
-
 SECTION_CLASSES: Mapping[str, type] = {
     "experiment": ExperimentSettings, "model": TransformerConfig, "data": DataConfig, "optimizer": OptimizerConfig,
     "decoding": DecodeSettings, "run": RunConfig,
 }
-"""Each section's dataclass, whose :func:`~attention_jax.foundation.field_declarations.setting` fields are its
-config fields."""
 
 
 class ConfigError(UserInputError):
     """A config key or value that the schema refuses; the message is one line naming where and the fix."""
 
 
-FIELDS: tuple[Field, ...] = tuple(field for section in SECTIONS
-                                  for field in declared_fields(SECTION_CLASSES[section], section))
-"""The schema: every field a config may set, section by section in :data:`SECTIONS` order, each in its
-section dataclass's order (the order ``docs/config_fields.md`` lists them)."""
-
-FIELDS_BY_NAME: Mapping[str, Field] = {field.name: field for field in FIELDS}
-
+FIELDS: tuple[Record, ...] = tuple(field for section in SECTIONS
+                                   for field in records(SECTION_CLASSES[section], section))
+FIELDS_BY_NAME: Mapping[str, Record] = {field.name: field for field in FIELDS}
+OLD_RUN_DEFAULTS: Mapping[str, Any] = {field.name: field.old_run_value for field in FIELDS
+                                       if field.old_run_value is not NO_OLD_RUN_VALUE}
 RENAMED_FIELDS: Mapping[str, tuple[str, ...]] = {
     "relative_max_distance": ("positional_encoding_settings", "relative", "max_distance"),
     "relative_values": ("positional_encoding_settings", "relative", "add_to_values"),
 }
-"""Keys an old run's ``config.json`` may hold that have moved, and where to (a path of keys): the relative
-encoding's two fields became its registry entry's settings (issue 75). :func:`with_old_run_defaults` moves
-them; a config file, row or flag that sets an old key is refused with the new one's name."""
+"""Keys an old run's ``config.json`` may hold that have moved (issue 75), and where to; set anew, refused."""
 
 
-def entry_settings_fields() -> tuple[Field, ...]:
-    """The registries' settings fields (kind ``"entry_settings"``), in the schema's order.
+def entry_settings_fields() -> tuple[Record, ...]:
+    """Return the registries' settings fields (``positional_encoding_settings``, ...).
 
     Returns
     -------
-    tuple[Field, ...]
-        ``positional_encoding_settings``, ``normalization_settings``, ``attention_function_settings``.
+    tuple[Record, ...]
+        In the schema's order.
     """
-    return tuple(field for field in FIELDS if field.kind == "entry_settings")
+    return tuple(field for field in FIELDS if field.by_entry is not None)
 
 
-def dotted_field(key: str) -> Field | None:
-    """The declaration a dotted key names: ``paper.<figure>`` or ``<registry>_settings.<entry>.<setting>``.
+def dotted_field(key: str) -> Record | None:
+    """Return the field a key names: a field, ``paper.<figure>`` or ``<registry>_settings.<entry>.<setting>``.
 
     Parameters
     ----------
@@ -98,9 +79,8 @@ def dotted_field(key: str) -> Field | None:
 
     Returns
     -------
-    Field or None
-        A field (the setting's declaration, named by the whole key, for an entry's setting; the ``paper``
-        field for a figure), or None when the key names none.
+    Record or None
+        An entry's setting is named by the whole key; None when the key names nothing.
     """
     top, _, rest = key.partition(".")
     field = FIELDS_BY_NAME.get(top)
@@ -108,34 +88,33 @@ def dotted_field(key: str) -> Field | None:
         return field
     if field.kind == "paper":
         return field if rest in PAPER_FIGURES else None
-    if field.kind == "entry_settings" and field.settings_of is not None:
+    if field.by_entry is not None:
         entry, _, name = rest.partition(".")
-        settings_class = field.settings_of().get(entry)
-        declared = field_declarations.settings_fields(settings_class) if settings_class else ()
-        for item in declared:
+        settings_class = field.by_entry.settings_of().get(entry)
+        for item in records(settings_class, "") if settings_class else ():
             if item.name == name:
                 return dataclasses.replace(item, name=key, section=field.section)
     return None
 
 
 def flag_keys() -> list[str]:
-    """Every key a ``--config.<key>`` flag may name: the fields, ``paper.<figure>`` and each entry's settings.
+    """Return every key a ``--config.<key>`` flag may name (an unknown flag's did-you-mean candidates).
 
     Returns
     -------
     list[str]
-        In the schema's order (the did-you-mean candidates of an unknown flag).
+        The fields, ``paper.<figure>`` and each entry's settings.
     """
     keys = list(FIELDS_BY_NAME) + [f"paper.{figure}" for figure in PAPER_FIGURES]
     for field in entry_settings_fields():
-        assert field.settings_of is not None
-        for entry, settings_class in field.settings_of().items():
-            keys += [f"{field.name}.{entry}.{item.name}" for item in field_declarations.settings_fields(settings_class)]
+        assert field.by_entry is not None
+        for entry, settings_class in field.by_entry.settings_of().items():
+            keys += [f"{field.name}.{entry}.{item.name}" for item in records(settings_class, "")]
     return keys
 
 
 def moved_hint(key: str) -> str:
-    """The fix for a key of :data:`RENAMED_FIELDS`, e.g. ``" (it moved: set ... instead)"``; ``""`` for others.
+    """Return ``" (it moved: set ... instead)"`` for a key of :data:`RENAMED_FIELDS`, else ``""``.
 
     Parameters
     ----------
@@ -145,16 +124,14 @@ def moved_hint(key: str) -> str:
     Returns
     -------
     str
-        The hint, with a leading space, or an empty string.
+        The hint.
     """
     path = RENAMED_FIELDS.get(key)
-    if path is None:
-        return ""
-    return f" (it moved: set {'.'.join(path)} instead)"
+    return f" (it moved: set {'.'.join(path)} instead)" if path else ""
 
 
 def fields_with_rule(rule: ResumeRule) -> tuple[str, ...]:
-    """The names of the fields whose declaration gives ``rule`` for a resumed run, in the schema's order.
+    """Return the names of the fields declared with ``rule``, in the schema's order.
 
     Parameters
     ----------
@@ -170,25 +147,24 @@ def fields_with_rule(rule: ResumeRule) -> tuple[str, ...]:
 
 
 def default_config() -> dict[str, Any]:
-    """The paper's base model as a flat dict: every field at its default.
+    """Return the paper's base model as a flat dict, every entry's settings at their defaults.
 
     Returns
     -------
     dict[str, Any]
-        ``{name: default}`` for every field of :data:`FIELDS` (``paper`` with every figure ``None``; each
-        registry's settings field with every entry's settings at their defaults, by entry).
+        ``{name: default}`` for every field.
     """
     config = {field.name: field.default for field in FIELDS}
     config["paper"] = dict.fromkeys(PAPER_FIGURES)
-    for field in entry_settings_fields():  # Every entry's settings at their defaults, so flags can set them.
-        assert field.settings_of is not None
-        config[field.name] = {entry: field_declarations.defaults(settings_class)
-                              for entry, settings_class in field.settings_of().items()}
+    for field in entry_settings_fields():  # Every entry's settings, so that flags can set them.
+        assert field.by_entry is not None
+        config[field.name] = {entry: dataclasses.asdict(settings_class())
+                              for entry, settings_class in field.by_entry.settings_of().items()}
     return config
 
 
 def section_fields(section: str) -> tuple[str, ...]:
-    """The names of the fields of one section, in the table's order.
+    """Return the names of one section's fields, in declaration order.
 
     Parameters
     ----------
@@ -199,42 +175,37 @@ def section_fields(section: str) -> tuple[str, ...]:
     -------
     tuple[str, ...]
         Field names.
+
+    Raises
+    ------
+    ValueError
+        For an unknown section.
     """
     if section not in SECTIONS:
         raise ValueError(f"unknown section {section!r}; the sections are {', '.join(SECTIONS)}.")
     return tuple(field.name for field in FIELDS if field.section == section)
 
 
-def _items(config: Any) -> list[tuple[str, Any]]:
-    """The top-level ``(key, value)`` pairs of a ConfigDict, a FieldReference-free dict or a Mapping."""
-    if hasattr(config, "items"):
-        return list(config.items())
-    raise ConfigError(f"a config must be a ConfigDict or a dict of fields; got {type(config).__name__}.")
-
-
 def check_config(config: Any, where: str, *, complete: bool = True) -> None:
-    """Check every key and value of a config against :data:`FIELDS`; raise one :class:`ConfigError` line.
+    """Check every key and value of a config against :data:`FIELDS`, in the config's order.
 
     Parameters
     ----------
     config : ml_collections.ConfigDict or Mapping
-        A whole config (a config file's ``get_config()`` with a row's overrides and the command-line
-        flags applied), or a run's ``config.json`` after :func:`with_old_run_defaults`.
+        A whole config, or a run's ``config.json`` after :func:`with_old_run_defaults`.
     where : str
-        Where the config came from, named first in the message: e.g. ``"configs/my_sweep.py row
-        heads2"`` or ``"--config=configs/tiny.py"``.
+        Named first in the message, e.g. ``"--config=configs/tiny.py"``.
     complete : bool
-        Whether every field must be there (False for a reader that needs only some of a run's fields,
-        such as a report).
+        Whether every field must be there (False for a reader of some of a run's fields).
 
-    Notes
-    -----
-    Raises :class:`ConfigError` for the first of: a key the schema does not know (with the closest
-    field's name), a field the config lacks, a value of the wrong type, or a value outside its choices or
-    range. Relations between fields (``packing`` needs full attention, say) are checked where the
-    sections are built (:func:`attention_jax.experiment.sections.build_experiment`).
+    Raises
+    ------
+    ConfigError
+        For the first unknown key (with the closest field's name), missing field or refused value.
     """
-    items = _items(config)
+    if not hasattr(config, "items"):
+        raise ConfigError(f"a config must be a ConfigDict or a dict of fields; got {type(config).__name__}.")
+    items = list(config.items())
     import_user_modules(dict(items), where)
     for key, value in items:
         field = FIELDS_BY_NAME.get(key)
@@ -253,14 +224,19 @@ def check_config(config: Any, where: str, *, complete: bool = True) -> None:
 
 
 def check_keys(keys: Iterable[str], where: str) -> None:
-    """Raise :class:`ConfigError` for the first key that is not a field (a row's or a flag's overrides).
+    """Refuse the first key that is not a field (a row's or a flag's overrides).
 
     Parameters
     ----------
     keys : Iterable[str]
-        Field names, possibly dotted (``paper.dev_ppl``, ``positional_encoding_settings.relative.max_distance``).
+        Field names, possibly dotted (:func:`dotted_field`).
     where : str
         Named first in the message.
+
+    Raises
+    ------
+    ConfigError
+        With the closest key's name.
     """
     for key in keys:
         if dotted_field(str(key)) is None:
@@ -270,13 +246,12 @@ def check_keys(keys: Iterable[str], where: str) -> None:
 
 
 def parse_flag_value(key: str, text: str, where: str) -> Any:
-    """A ``--config.<key>=<text>`` value as the field's type, the way the entry point's flags parse it.
+    """Return a ``--config.<key>=<text>`` value as the field's type, as the flags parse it.
 
     Parameters
     ----------
     key : str
-        A field (``paper.<figure>`` for one of the paper's figures, ``<registry>_settings.<entry>.<setting>``
-        for an entry's setting).
+        A field or a dotted key (:func:`dotted_field`).
     text : str
         The value as written on the command line.
     where : str
@@ -285,13 +260,12 @@ def parse_flag_value(key: str, text: str, where: str) -> Any:
     Returns
     -------
     Any
-        The value: the text itself for a string field, ``True``/``False`` for a boolean, else the Python
-        literal it spells (a number, a tuple, ``None``).
+        The text for a string field, a bool for a boolean, else the Python literal it spells.
 
-    Notes
-    -----
-    Raises :class:`ConfigError` for text that is no literal of the field's kind; the value's range is
-    checked with the rest of the config.
+    Raises
+    ------
+    ConfigError
+        For an unknown key, or text that is no literal of the field's kind (the range is checked later).
     """
     field = dotted_field(key)
     if field is None:
@@ -317,17 +291,14 @@ def import_user_modules(config: Any, where: str) -> None:
     Parameters
     ----------
     config : Mapping
-        A config (its ``user_modules``, if any, is read).
+        A config (its ``user_modules`` is read).
     where : str
         Named first in an error.
 
-    Notes
-    -----
-    A module registers its attention functions or positional encodings when imported
-    (``docs/extending.md``); naming it in the config makes every command that reads the config (training,
-    a sweep's launcher, ``evaluate`` and ``translate`` on the run) import it before the config's choices
-    are checked, as fairseq's ``--user-dir`` does. Raises :class:`ConfigError` for a module that cannot be
-    imported or whose import raises (a syntax error, a registration its registry refuses), naming it.
+    Raises
+    ------
+    ConfigError
+        For a module that cannot be imported or whose import raises, naming it.
     """
     modules = config.get("user_modules") if hasattr(config, "get") else None
     if not isinstance(modules, (tuple, list)):
@@ -347,15 +318,8 @@ def import_user_modules(config: Any, where: str) -> None:
                               f"{reason}; fix the module, or remove it from user_modules.") from None
 
 
-OLD_RUN_DEFAULTS: Mapping[str, Any] = {field.name: field.old_run_value for field in FIELDS
-                                       if field.old_run_value is not NO_OLD_RUN_VALUE}
-"""What each field added since the first runs were written means for a run whose ``config.json`` lacks it:
-the behaviour that run had (each field's declared ``old_run_value``). ``tokens_per_batch_unit`` differs from
-today's default (``real``): runs from before the field counted padded slots."""
-
-
 def with_old_run_defaults(saved: Mapping[str, Any]) -> dict[str, Any]:
-    """A run's saved config with the fields added since it was written, as that run behaved.
+    """Return a run's saved config with the fields added since, as that run behaved, and moved keys moved.
 
     Parameters
     ----------
@@ -365,16 +329,8 @@ def with_old_run_defaults(saved: Mapping[str, Any]) -> dict[str, Any]:
     Returns
     -------
     dict[str, Any]
-        The same fields, plus :data:`OLD_RUN_DEFAULTS` for those it lacks, lists turned into tuples and
-        ``paper`` completed with ``None`` for the figures it lacks.
-
-    Notes
-    -----
-    The one place that knows the history of the schema: every reader of a run directory
-    (``evaluate``, ``translate``, ``report``, resuming) goes through it. The keys of
-    :data:`RENAMED_FIELDS` are moved to where they live now (``relative_max_distance: 8`` becomes
-    ``positional_encoding_settings: {"relative": {"max_distance": 8}}``), the same setting for the same
-    model. A field it does not know is left in place, for :func:`check_config` to name.
+        Plus :data:`OLD_RUN_DEFAULTS` for the fields it lacks and ``paper`` completed; a key it does not
+        know is left for :func:`check_config` to name.
     """
     config: dict[str, Any] = {key: (tuple(value) if isinstance(value, list) else value) for key, value in saved.items()}
     for old_key, path in RENAMED_FIELDS.items():
@@ -389,7 +345,6 @@ def with_old_run_defaults(saved: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _set_path(config: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
-    """Set ``config[path[0]][path[1]]... = value``, copying the nested dicts on the way (a value there wins)."""
     head, *rest = path
     if not rest:
         config.setdefault(head, value)

@@ -1,11 +1,4 @@
-"""A checked config as typed, frozen sections: built once at a command's entry point.
-
-:func:`build_experiment` checks a whole config against :mod:`attention_jax.experiment.schema`, then the
-relations between fields, and returns an :class:`Experiment`: the model (:class:`TransformerConfig`),
-the data (:class:`DataConfig`), the optimizer and loss (:class:`OptimizerConfig`), the decoding
-(:class:`DecodeSettings`) and the run (:class:`RunConfig`) sections, plus :attr:`Experiment.fields`, the
-checked flat values that a run's ``config.json`` records.
-"""
+"""A checked config as typed, frozen sections, built once at a command's entry point (:func:`build_experiment`)."""
 
 from __future__ import annotations
 
@@ -14,34 +7,29 @@ import types
 from typing import Any, Mapping
 
 from attention_jax.data import batching, packing
-from attention_jax.data.data_config import DataConfig
-from attention_jax.experiment import schema, size_limits
+from attention_jax.experiment import schema
+from attention_jax.experiment.declarations import (
+    ENTRY_SETTINGS_FIELDS,
+    DataConfig,
+    DecodeSettings,
+    ExperimentSettings,
+    LearningRateSchedule,
+    OptimizerConfig,
+    RunConfig,
+    TransformerConfig,
+)
 from attention_jax.experiment.schema import ConfigError
-from attention_jax.experiment.settings import OptimizerConfig, RunConfig
-from attention_jax.foundation import field_declarations, run_files
-from attention_jax.models import flops
-from attention_jax.models.decode_settings import DecodeSettings
-from attention_jax.models.transformer_config import ENTRY_SETTINGS_FIELDS, TransformerConfig
+from attention_jax.foundation import run_files
+from attention_jax.models import flops, size_limits
 from attention_jax.models.variants import ModelKind
 
-__all__ = ["PaperFigures", "Experiment", "OptimizerConfig", "RunConfig", "plain_fields", "build_experiment"]
+__all__ = ["PaperFigures", "Experiment", "ExperimentSettings", "TransformerConfig", "DataConfig", "OptimizerConfig",
+           "LearningRateSchedule", "DecodeSettings", "RunConfig", "plain_fields", "build_experiment"]
 
 
 @dataclasses.dataclass(frozen=True)
 class PaperFigures:
-    """The paper's figures for a config's row (``None`` where the paper gives none).
-
-    Attributes
-    ----------
-    dev_ppl, dev_bleu : float or None
-        Table 2's dev perplexity and BLEU (newstest2013).
-    params_millions : float or None
-        Table 2's parameter count.
-    test_bleu : float or None
-        Table 3's BLEU (newstest2014).
-    train_flops, train_hours, num_gpus, gpu_tflops : float or None
-        Table 3's training cost and what it was computed from.
-    """
+    """The paper's figures for a config's row (``None`` where the paper gives none; keys ``PAPER_FIGURES``)."""
 
     dev_ppl: float | None = None
     dev_bleu: float | None = None
@@ -59,28 +47,13 @@ class Experiment:
 
     Attributes
     ----------
-    name : str
-        The run's name.
-    seed : int
-        Initialisation, dropout and batch order.
-    model_kind : str
-        ``"encoder_decoder"`` or ``"decoder_only"``.
-    paper : PaperFigures
-        The paper's figures for the row.
-    model : TransformerConfig
-        The Transformer; its ``max_len`` covers inputs plus the decoding margin.
-    data : DataConfig
-        Corpus, tokenizer and batches.
-    optimizer : OptimizerConfig
-        Adam, schedule and loss.
-    decoding : DecodeSettings
-        Beam search.
-    run : RunConfig
-        Steps, parallelism, checkpoints, evaluation and logging.
+    name, seed, model_kind, paper
+        The experiment section's fields (``paper`` as :class:`PaperFigures`).
+    model, data, optimizer, decoding, run
+        The sections; ``model.max_len`` covers inputs plus the decoding margin.
     fields : Mapping[str, Any]
-        The checked flat config, every field of the schema (read-only): what ``config.json`` records. Each
-        registry's settings field holds the chosen entry's settings only, every one written out
-        (``{"relative": {"max_distance": 16, "add_to_values": True}}``; ``{}`` for an entry without any).
+        The checked flat config (read-only), as ``config.json`` records it: each registry's settings
+        field holds the chosen entry's settings only (``{}`` for an entry without any).
     """
 
     name: str
@@ -95,19 +68,19 @@ class Experiment:
     fields: Mapping[str, Any] = dataclasses.field(repr=False, compare=False)
 
     def to_json_dict(self) -> dict[str, Any]:
-        """The flat config as ``config.json`` stores it (``paper`` a nested dict, tuples as lists).
+        """Return :attr:`fields` as ``config.json`` stores them (tuples as lists).
 
         Returns
         -------
         dict[str, Any]
-            A JSON-serialisable copy of :attr:`fields`.
+            A JSON-serialisable copy.
         """
         return {key: (list(value) if isinstance(value, tuple) else
                       dict(value) if isinstance(value, Mapping) else value)
                 for key, value in self.fields.items()}
 
     def training_flops(self, target_tokens: float) -> float:
-        """Model FLOPs of training on ``target_tokens`` target tokens (:func:`flops.training_flops`).
+        """Return the model FLOPs of training on ``target_tokens`` target tokens (:func:`flops.training_flops`).
 
         Parameters
         ----------
@@ -117,24 +90,32 @@ class Experiment:
         Returns
         -------
         float
-            Forward and backward FLOPs, the attention terms counted at the training ``max_len``
-            (:attr:`DataConfig.max_len`, without the decoding margin of :attr:`TransformerConfig.max_len`).
+            Forward and backward FLOPs, attention counted at the training ``max_len`` (no decoding margin).
         """
         return flops.training_flops(self.model, self.model_kind, target_tokens, self.data.max_len)
 
 
+_INTEGER_FIELDS = tuple(field.name for field in schema.FIELDS if field.kind in ("int", "int_tuple")
+                        and field.name != "seed")  # The seed's own range: 32 bits unsigned.
+
+
 def plain_fields(config: Any) -> dict[str, Any]:
-    """The top-level fields of a ConfigDict or Mapping as a plain dict (nested ConfigDicts as dicts).
+    """Return the top-level fields of a ConfigDict or Mapping as a plain dict (lists as tuples).
 
     Parameters
     ----------
     config : Mapping
-        A config: a config file's ``ConfigDict`` or a dict of fields.
+        A config file's ``ConfigDict`` or a dict of fields.
 
     Returns
     -------
     dict[str, Any]
-        ``{key: value}``, lists turned into tuples.
+        Nested ConfigDicts as dicts.
+
+    Raises
+    ------
+    ConfigError
+        For anything else.
     """
     if not hasattr(config, "items"):
         raise ConfigError(f"a config must be a ConfigDict or a dict of fields; got {type(config).__name__}.")
@@ -147,7 +128,6 @@ def plain_fields(config: Any) -> dict[str, Any]:
 
 
 def _of_section(section: str, fields: Mapping[str, Any], **derived: Any) -> Any:
-    """The section's object: every field it declares from ``fields``, plus the ``derived`` ones it copies."""
     section_class = schema.SECTION_CLASSES[section]
     return section_class(**{name: fields[name] for name in schema.section_fields(section)}, **derived)
 
@@ -158,30 +138,31 @@ def build_experiment(config: Any, where: str) -> Experiment:
     Parameters
     ----------
     config : Mapping
-        A whole config (a ``ConfigDict`` or a dict): a config file's ``get_config()`` with a row's overrides
-        and the flags applied, or a run's ``config.json`` after :func:`schema.with_old_run_defaults`.
+        A whole config (a config file's ``get_config()`` with a row's overrides and the flags applied),
+        or a run's ``config.json`` after :func:`schema.with_old_run_defaults`.
     where : str
-        Where the config came from, named first in an error (e.g. ``"--config=configs/tiny.py"``).
+        Named first in an error, e.g. ``"--config=configs/tiny.py"``.
 
     Returns
     -------
     Experiment
         The checked, typed experiment.
 
-    Notes
-    -----
-    Raises :class:`schema.ConfigError`, one line beginning with ``where``, for an unknown key, a value
-    of the wrong type or out of range, or fields that do not go together.
+    Raises
+    ------
+    ConfigError
+        One line beginning with ``where``, for an unknown key, a refused value or fields that do not go
+        together.
     """
     fields = plain_fields(config)
     schema.check_config(fields, where)
-    size_limits.check_sizes(fields, where)  # 10**40 layers: refused here, before any shape is built.
     try:
+        size_limits.check_sizes(fields, _INTEGER_FIELDS)  # 10**40 layers: refused before any shape is built.
         _check_relations(fields)
         model = _model_config(fields)
         for entry_field, settings_field in ENTRY_SETTINGS_FIELDS.items():  # config.json: the chosen entry's.
-            fields[settings_field] = field_declarations.recorded(getattr(model, entry_field),
-                                                             getattr(model, settings_field))
+            chosen = getattr(model, settings_field)
+            fields[settings_field] = {getattr(model, entry_field): dataclasses.asdict(chosen)} if chosen else {}
         data = _of_section("data", fields, vocab_size=fields["vocab_size"], fine_tune_from=fields["fine_tune_from"])
         optimizer = _of_section("optimizer", fields, d_model=fields["d_model"])
         decoding = _of_section("decoding", fields)
@@ -197,7 +178,6 @@ def build_experiment(config: Any, where: str) -> Experiment:
 
 
 def _model_config(fields: Mapping[str, Any]) -> TransformerConfig:
-    """The Transformer section: ``key_dim``/``value_dim`` of 0 resolved, positions for the decoding margin."""
     values = {name: fields[name] for name in schema.section_fields("model")}
     for name in ("key_dim", "value_dim"):
         if values[name] == 0:  # Paper default: d_k = d_v = d_model / h.
@@ -210,7 +190,6 @@ def _model_config(fields: Mapping[str, Any]) -> TransformerConfig:
 
 
 def _check_relations(fields: Mapping[str, Any]) -> None:
-    """Raise ``ValueError`` for fields that do not go together (each field alone is already checked)."""
     if fields["early_stopping_patience"] > 0 and fields["eval_every_steps"] <= 0:
         raise ValueError(f"early_stopping_patience={fields['early_stopping_patience']} needs dev evaluations "
                          "to count: set eval_every_steps > 0 (e.g. --config.eval_every_steps=500), or "

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 from absl import logging
 
 if TYPE_CHECKING:
-    from attention_jax.models.transformer_config import TransformerConfig
+    from attention_jax.experiment.sections import TransformerConfig
 
 Array = jax.Array
 

@@ -6,12 +6,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import flax.linen as nn
 import jax
 
 from attention_jax.cpu_kernels import dense_dot_general
 from attention_jax.models import feed_forward_registry
-from attention_jax.models.transformer_config import TransformerConfig
+
+if TYPE_CHECKING:
+    from attention_jax.experiment.sections import TransformerConfig
 
 Array = jax.Array
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # The dataclass only: this module imports no framework.
-    from attention_jax.models.transformer_config import TransformerConfig
+    from attention_jax.experiment.sections import TransformerConfig
 
 from attention_jax.models import attention_registry, feed_forward_registry, positional_encodings
 from attention_jax.models.variants import ModelKind

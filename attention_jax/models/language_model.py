@@ -6,7 +6,7 @@ Shapes: B batch, L length, D d_model, N vocabulary.
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import flax.linen as nn
 import jax
@@ -14,8 +14,10 @@ import jax.numpy as jnp
 
 from attention_jax.cpu_kernels import dense_dot_general, dropout_class
 from attention_jax.models import model, variants
-from attention_jax.models.transformer_config import TransformerConfig
 from attention_jax.models.variants import LayerNormPosition, ModelKind
+
+if TYPE_CHECKING:
+    from attention_jax.experiment.sections import TransformerConfig
 
 Array = jax.Array
 

@@ -7,14 +7,16 @@ L self-attention length.
 from __future__ import annotations
 
 import functools
-from typing import overload
+from typing import TYPE_CHECKING, overload
 
 import flax.struct
 import jax
 import jax.numpy as jnp
 
 from attention_jax.models import attention_functions, attention_registry
-from attention_jax.models.transformer_config import TransformerConfig
+
+if TYPE_CHECKING:
+    from attention_jax.experiment.sections import TransformerConfig
 
 Array = jax.Array
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import flax.linen as nn
 import jax
@@ -19,8 +19,10 @@ from attention_jax.models import attention, attention_functions, masks, normaliz
 from attention_jax.models.embedding_positions import sinusoidal_positional_encoding  # noqa: F401 (re-exported)
 from attention_jax.models.feed_forward import FeedForward
 from attention_jax.models.masks import make_segment_mask, self_attention_mask  # noqa: F401 (re-exported)
-from attention_jax.models.transformer_config import TransformerConfig
 from attention_jax.models.variants import LayerNormPosition
+
+if TYPE_CHECKING:
+    from attention_jax.experiment.sections import TransformerConfig
 
 Array = jax.Array
 

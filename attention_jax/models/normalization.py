@@ -16,7 +16,7 @@ import jax.numpy as jnp
 from attention_jax.models.normalization_registry import BATCH_NORM_MOMENTUM, NORM_EPSILON, STATISTICS_COLLECTION
 
 if TYPE_CHECKING:
-    from attention_jax.models.transformer_config import TransformerConfig
+    from attention_jax.experiment.sections import TransformerConfig
 
 Array = jax.Array
 

@@ -14,7 +14,7 @@ from attention_jax.models.registry import Registration, Registry, jax_hook
 from attention_jax.models.variants import LayerNormPosition, ModelKind
 
 if TYPE_CHECKING:
-    from attention_jax.models.transformer_config import TransformerConfig
+    from attention_jax.experiment.sections import TransformerConfig
 
 NORM_POSITIONS = ("post", "pre")
 """Where a sublayer's norm can sit: after the residual sum, or on the sublayer's input."""
@@ -39,7 +39,7 @@ class Normalization:
     ``params_per_norm(d_model)`` counts one norm's parameter leaves; ``positions`` are the allowed
     ``layer_norm_position`` values; ``per_token`` is False for batch statistics (batch_norm), whose packed
     rows and cached decode steps differ from the full pass in training; ``settings`` is its
-    :class:`EntrySettings` dataclass.
+    settings, a pydantic dataclass.
     """
 
     name: str

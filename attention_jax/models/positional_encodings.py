@@ -11,8 +11,8 @@ import enum
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from attention_jax.foundation import field_declarations
-from attention_jax.foundation.field_declarations import EntrySettings, setting
+import pydantic
+
 from attention_jax.models import attention_registry
 from attention_jax.models.registry import Registration, Registry, jax_hook
 
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     import flax.linen as nn
     import jax
 
-    from attention_jax.models.transformer_config import TransformerConfig
+    from attention_jax.experiment.sections import TransformerConfig
 
     Array = jax.Array
 
@@ -33,12 +33,14 @@ class PositionTarget(enum.Enum):
     ATTENTION_SCORES = "added to each attention's scores (relative encodings, ALiBi)"
 
 
-@dataclasses.dataclass(frozen=True)
-class RelativeSettings(EntrySettings):
+@pydantic.dataclasses.dataclass(frozen=True, config=pydantic.ConfigDict(strict=True))
+class RelativeSettings:
     """The relative encoding's own settings (Shaw et al., 2018): ``positional_encoding_settings.relative``."""
 
-    max_distance: int = setting(16, "Offsets j - i clipped to [-k, k] (Shaw et al., 2018: k = 16).", minimum=1)
-    add_to_values: bool = setting(True, "Also add the relative embeddings to the values (Shaw et al., Eq. 3).")
+    max_distance: int = pydantic.Field(16, description="Offsets j - i clipped to [-k, k] (Shaw et al., 2018: k = 16).",
+                                       ge=1)
+    add_to_values: bool = pydantic.Field(True, description="Also add the relative embeddings to the values (Shaw et "
+                                         "al., Eq. 3).")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,9 +51,9 @@ class AttentionPositions:
     entry_settings: Any = None
 
     def __post_init__(self) -> None:
-        resolved = field_declarations.resolve("positional_encoding_settings", self.encoding,
-                                          positional_encoding(self.encoding).settings, self.entry_settings)
-        object.__setattr__(self, "entry_settings", resolved)
+        settings = positional_encoding(self.encoding).settings
+        if self.entry_settings is None and settings is not None:  # None: the entry's defaults.
+            object.__setattr__(self, "entry_settings", settings())
 
 
 Encoding = Callable[["nn.Module", "Array", "TransformerConfig"], "Array"]
@@ -76,7 +78,7 @@ class PositionalEncodingScheme:
     ``target`` picks the hook: ``encoding`` (embeddings), ``rotate`` (queries and keys) or ``score_bias`` (plus
     an optional ``value_term``). ``needs_dot_product`` and ``key_dim_multiple`` restrict the attention
     settings; ``flops`` counts a self-attention head's added forward FLOPs (``None``: nothing); ``settings``
-    is the entry's :class:`EntrySettings` dataclass.
+    is the entry's settings, a pydantic dataclass.
     """
 
     name: str

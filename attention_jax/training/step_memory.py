@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from attention_jax.experiment import size_limits
 from attention_jax.experiment.schema import ConfigError
+from attention_jax.models import size_limits
 from attention_jax.models.variants import ModelKind
 
 

@@ -19,8 +19,7 @@ import optax
 from jax.sharding import Mesh, NamedSharding
 from jax.typing import ArrayLike
 
-from attention_jax.experiment.sections import OptimizerConfig
-from attention_jax.experiment.settings import LearningRateSchedule
+from attention_jax.experiment.sections import LearningRateSchedule, OptimizerConfig
 from attention_jax.models import language_model, metrics, normalization, normalization_registry
 from attention_jax.training import sharding
 

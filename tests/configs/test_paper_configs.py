@@ -12,10 +12,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from attention_jax.models import model
 from attention_jax.commands import count_params
 from attention_jax.experiment import sections
-from attention_jax.models.transformer_config import TransformerConfig
+from attention_jax.experiment.sections import TransformerConfig
+from attention_jax.models import model
 from configs import base, big, table2, tiny
 from tests.support import reference
 

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from attention_jax.cpu_kernels import dropout
+from attention_jax.experiment.sections import TransformerConfig
 from attention_jax.models import model
-from attention_jax.models.transformer_config import TransformerConfig
 
 SHAPES = [(), (1,), (5,), (3, 4), (2, 3, 7), (64, 33)]
 

@@ -14,8 +14,8 @@ from attention_jax import cpu_kernels
 from attention_jax.checkpointing import resume_checks
 from attention_jax.cpu_kernels import dropout, projection
 from attention_jax.experiment import schema, sections
+from attention_jax.experiment.sections import TransformerConfig
 from attention_jax.models import language_model, metrics, model
-from attention_jax.models.transformer_config import TransformerConfig
 from attention_jax.training import initial_state, sharding, train_state
 from tests.support import fake_data
 

@@ -11,7 +11,7 @@ import tensorflow_datasets as tfds
 
 from attention_jax.checkpointing import resume_checks
 from attention_jax.data import lm_data
-from attention_jax.data.data_config import DataConfig
+from attention_jax.experiment.sections import DataConfig
 from attention_jax.foundation.user_errors import UserInputError
 from attention_jax.models import model
 from tests.support import fake_data

@@ -18,12 +18,21 @@ import numpy as np
 import pytest
 
 from attention_jax.decoding import decode, decode_steps
+from attention_jax.experiment.sections import DecodeSettings
 from attention_jax.models import attention_registry
-from attention_jax.models.decode_settings import DecodeSettings
 from attention_jax.models.model import BOS_ID, EOS_ID, Transformer
 from tests.support import REPO_ROOT, train_support
-from tests.support.decoding_helpers import (SHORT, TINY, VOCAB_SIZE, WordTokenizer, assert_logits_match, full_logits,
-                                            incremental_logits, init_params, random_batch)
+from tests.support.decoding_helpers import (
+    SHORT,
+    TINY,
+    VOCAB_SIZE,
+    WordTokenizer,
+    assert_logits_match,
+    full_logits,
+    incremental_logits,
+    init_params,
+    random_batch,
+)
 
 
 @functools.partial(jax.jit, static_argnames=("model_config",))

@@ -13,9 +13,9 @@ import pytest
 
 from attention_jax.commands import generation_output
 from attention_jax.decoding import generation
+from attention_jax.experiment.sections import TransformerConfig
 from attention_jax.foundation.user_errors import UserInputError
 from attention_jax.models import language_model, model
-from attention_jax.models.transformer_config import TransformerConfig
 
 SMALL = TransformerConfig(vocab_size=30, num_layers=2, d_model=16, d_ff=24, num_heads=2, key_dim=4,
                           value_dim=4, dropout_rate=0.0, max_len=24)

@@ -16,9 +16,9 @@ import pytest
 
 from attention_jax.data import lm_data
 from attention_jax.evaluation import lm_evaluation, lm_windows
+from attention_jax.experiment.sections import TransformerConfig
 from attention_jax.foundation.user_errors import UserInputError
 from attention_jax.models import language_model, model
-from attention_jax.models.transformer_config import TransformerConfig
 
 WINDOW = 8
 SMALL = TransformerConfig(vocab_size=40, num_layers=2, d_model=16, d_ff=24, num_heads=2, key_dim=4,

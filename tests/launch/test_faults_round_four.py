@@ -139,8 +139,8 @@ def test_the_largest_sizes_that_fit_still_pass() -> None:
 def test_the_parameter_estimate_agrees_with_the_built_models_shapes(config_name: str, overrides: dict) -> None:
     import importlib
 
-    from attention_jax.experiment import sections, size_limits
-    from attention_jax.models import language_model, model
+    from attention_jax.experiment import sections
+    from attention_jax.models import language_model, model, size_limits
 
     config = importlib.import_module(f"configs.{config_name}").get_config()
     config.update(overrides)

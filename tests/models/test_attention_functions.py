@@ -25,8 +25,8 @@ import pytest
 from attention_jax.decoding import decode, decode_steps, generation, inference
 from attention_jax.evaluation import attention_maps
 from attention_jax.experiment import schema, sections
+from attention_jax.experiment.sections import TransformerConfig
 from attention_jax.models import attention, attention_functions, language_model, masks, model
-from attention_jax.models.transformer_config import TransformerConfig
 from attention_jax.training import train, train_state
 from tests.support import packed_pairs, reference
 from tests.support.decoding_helpers import (

@@ -10,21 +10,18 @@ at the end of a ``with`` block, which keeps these tests from leaking entries int
 
 from __future__ import annotations
 
-import dataclasses
-
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pydantic
 import pytest
 
-from attention_jax.foundation.field_declarations import POSITIVE, EntrySettings, setting
+from attention_jax.experiment.sections import TransformerConfig
 from attention_jax.models import attention, attention_registry, flops, language_model, model, positional_encodings
 from attention_jax.models.attention_registry import AttentionFunction
 from attention_jax.models.positional_encodings import PositionalEncodingScheme, PositionTarget
-from attention_jax.models.transformer_config import TransformerConfig
-from tests.support.decoding_helpers import TINY, init_params
-from tests.support.decoding_helpers import full_logits, incremental_logits, random_batch
+from tests.support.decoding_helpers import TINY, full_logits, incremental_logits, init_params, random_batch
 
 # --- The registries ----------------------------------------------------------------------------------
 
@@ -117,11 +114,11 @@ def test_inconsistent_entries_and_duplicate_names_are_refused() -> None:
 
 # --- Worked example: an attention function with a temperature ---------------------------------------
 
-@dataclasses.dataclass(frozen=True)
-class TemperatureSettings(EntrySettings):
+@pydantic.dataclasses.dataclass(frozen=True, config=pydantic.ConfigDict(strict=True))
+class TemperatureSettings:
     """The entry's own setting: ``attention_function_settings.temperature_dot_product.temperature``."""
 
-    temperature: float = setting(2.0, "tau: the scores are divided by tau sqrt(d_k).", **POSITIVE)
+    temperature: float = pydantic.Field(2.0, description="tau: the scores are divided by tau sqrt(d_k).", gt=0)
 
 
 TEMPERATURE = 3.0  # The value the worked example sets (not the default), so the setting is seen to reach the model.

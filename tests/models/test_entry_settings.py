@@ -9,18 +9,19 @@ the committed ``docs/positions`` runs among them.
 
 from __future__ import annotations
 
-import dataclasses
 import json
+from typing import Annotated
 
 import ml_collections
+import pydantic
 import pytest
 
 from attention_jax.checkpointing import resume_checks
 from attention_jax.experiment import fields_table, schema, sections
-from attention_jax.foundation.field_declarations import POSITIVE, EntrySettings, setting
+from attention_jax.experiment.fields import OneOf, section
+from attention_jax.experiment.sections import TransformerConfig
 from attention_jax.models import attention_registry, normalization_registry, positional_encodings
 from attention_jax.models.positional_encodings import AttentionPositions, RelativeSettings
-from attention_jax.models.transformer_config import TransformerConfig
 from launch import sweep_spec
 from tests.models.test_attention_registry import TEMPERATURE_ATTENTION, TemperatureSettings
 from tests.support import REPO_ROOT
@@ -58,7 +59,7 @@ def test_the_relative_encoding_owns_its_two_settings() -> None:
     k3 = relative.replace(positional_encoding_settings=RelativeSettings(max_distance=3))
     assert k3.replace(num_heads=4).positional_encoding_settings.max_distance == 3  # Kept while the entry is.
     assert AttentionPositions("relative") == AttentionPositions("relative", RelativeSettings())
-    with pytest.raises(ValueError, match="^max_distance must be >= 1; got 0.$"):
+    with pytest.raises(pydantic.ValidationError, match="max_distance"):  # A plain pydantic dataclass.
         RelativeSettings(max_distance=0)
 
 
@@ -160,10 +161,10 @@ def test_the_committed_position_runs_load_as_they_were_trained() -> None:
 
 # --- Any registry's entry --------------------------------------------------------------------------
 
-@dataclasses.dataclass(frozen=True)
-class _OffsetSettings(EntrySettings):
-    offset: float = setting(0.5, "A constant the test normalisation declares.", **POSITIVE)
-    mode: str = setting("fixed", "How it is applied.", choices=("fixed", "learned"))
+@section
+class _OffsetSettings:
+    offset: float = pydantic.Field(0.5, description="A constant the test normalisation declares.", gt=0)
+    mode: Annotated[str, OneOf(("fixed", "learned"))] = pydantic.Field("fixed", description="How it is applied.")
 
 
 _OFFSET_NORM = normalization_registry.Normalization(

@@ -21,12 +21,12 @@ import pytest
 
 from attention_jax.checkpointing import safetensors_params
 from attention_jax.decoding import decode, exported_functions, generation
-from attention_jax.experiment import schema, sections, size_limits
-from attention_jax.models import feed_forward, feed_forward_registry, flops, language_model, model
-from attention_jax.models.transformer_config import TransformerConfig
+from attention_jax.experiment import schema, sections
+from attention_jax.experiment.sections import TransformerConfig
+from attention_jax.models import feed_forward, feed_forward_registry, flops, language_model, model, size_limits
 from tests.support import REPO_ROOT, reference
-from tests.support.fake_data import tiny_config
 from tests.support.decoding_helpers import assert_logits_match, full_logits, incremental_logits, random_batch
+from tests.support.fake_data import tiny_config
 from tests.support.flop_counts import kernel_scalars, xla_flops
 
 VARIANTS = tuple(feed_forward_registry.FEED_FORWARDS)

@@ -15,8 +15,8 @@ import numpy as np
 import optax
 import pytest
 
+from attention_jax.experiment.sections import TransformerConfig
 from attention_jax.models import attention, masks, metrics, model
-from attention_jax.models.transformer_config import TransformerConfig
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(jax.default_backend() != "gpu",
                                                   reason=f"needs a GPU (JAX backend here: {jax.default_backend()})")]

@@ -8,8 +8,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from attention_jax.experiment.sections import TransformerConfig
 from attention_jax.models import language_model, masks, model
-from attention_jax.models.transformer_config import TransformerConfig
 from tests.support import reference
 
 SMALL = TransformerConfig(vocab_size=40, num_layers=2, d_model=16, d_ff=24, num_heads=2, key_dim=4,

@@ -7,8 +7,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from attention_jax.experiment.sections import TransformerConfig
 from attention_jax.models import attention, masks, model
-from attention_jax.models.transformer_config import TransformerConfig
 
 BATCH, HEADS, KEY_DIM, VALUE_DIM = 2, 3, 5, 7
 

@@ -17,8 +17,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from attention_jax.experiment.sections import TransformerConfig
 from attention_jax.models import language_model, normalization_registry, positional_encodings
-from attention_jax.models.transformer_config import TransformerConfig
 from tests.support import reference_model as oracle
 
 SMALL = TransformerConfig(vocab_size=50, num_layers=2, d_model=16, d_ff=32, num_heads=2, key_dim=8, value_dim=6,

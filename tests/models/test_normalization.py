@@ -17,8 +17,8 @@ import pytest
 
 from attention_jax.decoding import decode, generation
 from attention_jax.experiment import schema, sections
+from attention_jax.experiment.sections import TransformerConfig
 from attention_jax.models import flops, language_model, masks, model, normalization_registry
-from attention_jax.models.transformer_config import TransformerConfig
 from tests.support import normalization_reference as oracle
 from tests.support import packed_pairs
 from tests.support.decoding_helpers import assert_logits_match, full_logits, incremental_logits, random_batch

@@ -32,10 +32,10 @@ import pytest
 from attention_jax.checkpointing import params_checkpoints
 from attention_jax.decoding import decode, generation
 from attention_jax.experiment import sections
+from attention_jax.experiment.sections import TransformerConfig
 from attention_jax.foundation import run_files
 from attention_jax.foundation.user_errors import UserInputError
 from attention_jax.models import language_model, model, normalization, normalization_registry
-from attention_jax.models.transformer_config import TransformerConfig
 from attention_jax.training import setup_checks, train, train_state
 from tests.support import normalization_reference as oracle
 from tests.support import train_support
@@ -285,7 +285,7 @@ SHARDED_SCRIPT = textwrap.dedent("""
     import jax, jax.numpy as jnp, numpy as np
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
     from attention_jax.models import normalization, normalization_registry
-    from attention_jax.models.transformer_config import TransformerConfig
+    from attention_jax.experiment.sections import TransformerConfig
     from tests.support import normalization_reference as oracle
 
     assert jax.device_count() == 8

@@ -17,6 +17,7 @@ import pytest
 
 from attention_jax.decoding import decode, generation
 from attention_jax.experiment import schema, sections
+from attention_jax.experiment.sections import TransformerConfig
 from attention_jax.models import (
     attention,
     attention_positions,
@@ -28,7 +29,6 @@ from attention_jax.models import (
 )
 from attention_jax.models.attention_positions import AttentionPositions
 from attention_jax.models.positional_encodings import PositionTarget, RelativeSettings
-from attention_jax.models.transformer_config import TransformerConfig
 from tests.support import packed_pairs, reference
 from tests.support.decoding_helpers import full_logits, incremental_logits, random_batch
 from tests.support.reference import random_normal

@@ -9,9 +9,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from attention_jax.decoding import decode_steps
-from attention_jax.models.decode_settings import DecodeSettings
+from attention_jax.experiment.sections import DecodeSettings, TransformerConfig
 from attention_jax.models.model import BOS_ID, EOS_ID, PAD_ID, Transformer
-from attention_jax.models.transformer_config import TransformerConfig
 
 VOCAB_SIZE = 40
 TINY = TransformerConfig(vocab_size=VOCAB_SIZE, num_layers=2, d_model=32, d_ff=64, num_heads=4, key_dim=8,

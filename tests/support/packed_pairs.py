@@ -12,8 +12,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from attention_jax.data import batching, packing, token_cache
+from attention_jax.experiment.sections import TransformerConfig
 from attention_jax.models import model
-from attention_jax.models.transformer_config import TransformerConfig
 from attention_jax.training import train_state
 
 SMALL = TransformerConfig(vocab_size=40, num_layers=2, d_model=16, d_ff=24, num_heads=2, key_dim=4,

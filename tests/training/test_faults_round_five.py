@@ -182,7 +182,7 @@ def test_a_batch_or_decoding_cache_no_device_holds_is_refused_before_compiling()
 
 
 def test_the_step_memory_estimate_counts_each_part_as_written() -> None:
-    from attention_jax.experiment import size_limits
+    from attention_jax.models import size_limits
     from attention_jax.training import step_memory
 
     fields = dict(fake_data.tiny_experiment().fields)

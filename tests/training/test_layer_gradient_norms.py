@@ -11,8 +11,8 @@ import numpy as np
 import optax
 import pytest
 
+from attention_jax.experiment.sections import TransformerConfig
 from attention_jax.models import metrics, model
-from attention_jax.models.transformer_config import TransformerConfig
 from attention_jax.training import train_state
 from tests.support.decoding_helpers import random_batch
 

@@ -1,31 +1,17 @@
-"""Sizes no run can have, refused from the checked fields before anything is built or written.
+"""Sizes no run can have, refused from a checked config's fields before anything is built or written.
 
-Each field's own range (:mod:`attention_jax.experiment.schema`) says what a value may be; this module says
-how large the model and its arrays may grow together. Without it ``num_layers = 10**40`` passes every
-range, the trainer creates its work directory and then builds parameter shapes for ever; here it is one
-line naming the estimate, the limit and the fields that make it, in microseconds, from integer arithmetic
-on the fields alone (no shape is built).
-
-Three limits:
-
-- every integer field (a ``mesh_shape`` entry too) fits JAX's default integer, int32
-  (:data:`MAX_INT32`): the step counter, the learning-rate schedule and array dimensions are int32, so a
-  larger ``num_train_steps`` or ``warmup_steps`` would wrap around. ``seed`` has its own range in the
-  schema (32 bits);
-- the parameters (:func:`estimated_parameters`) at most :data:`MAX_PARAMETERS`;
-- the largest array of a training or decoding step (:func:`largest_array_elements`) at most
-  :data:`MAX_ARRAY_ELEMENTS` elements.
-
-The trainer also checks a step against its devices' memory before compiling
-(:func:`attention_jax.training.step_memory.check_memory`).
+Each field's range says what it may be; this says how large the model and its arrays may grow together
+(``num_layers = 10**40`` passes every range), from integer arithmetic on the fields alone: every integer
+within int32 (JAX's default integer), at most :data:`MAX_PARAMETERS` parameters and
+:data:`MAX_ARRAY_ELEMENTS` elements in a step's largest array. The trainer checks a step against its
+devices' memory too (:func:`attention_jax.training.step_memory.check_memory`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from attention_jax.experiment import schema
 from attention_jax.models import feed_forward_registry
 from attention_jax.models.variants import ModelKind
 
@@ -38,7 +24,6 @@ MAX_PARAMETERS = 10**11
 MAX_ARRAY_ELEMENTS = 2**40
 """Elements of the largest array one step builds (4 TiB in float32), the whole batch across devices."""
 
-_EXEMPT_FROM_INT32 = frozenset({"seed"})  # Its own range: a 32-bit unsigned seed (schema.FIELDS).
 
 
 def estimated_parameters(fields: Mapping[str, Any]) -> int:
@@ -47,7 +32,7 @@ def estimated_parameters(fields: Mapping[str, Any]) -> int:
     Parameters
     ----------
     fields : Mapping[str, Any]
-        A whole flat config whose fields passed :func:`schema.check_config`.
+        A whole flat config whose fields passed the schema.
 
     Returns
     -------
@@ -88,7 +73,7 @@ def largest_array_elements(fields: Mapping[str, Any]) -> tuple[int, str]:
     Parameters
     ----------
     fields : Mapping[str, Any]
-        A whole flat config whose fields passed :func:`schema.check_config`.
+        A whole flat config whose fields passed the schema.
 
     Returns
     -------
@@ -116,45 +101,42 @@ def largest_array_elements(fields: Mapping[str, Any]) -> tuple[int, str]:
     return max(candidates, key=lambda candidate: candidate[0])
 
 
-def check_sizes(fields: Mapping[str, Any], where: str) -> None:
+def check_sizes(fields: Mapping[str, Any], integer_fields: Iterable[str]) -> None:
     """Refuse a config whose integers, parameters or arrays no run can hold, in one line.
 
     Parameters
     ----------
     fields : Mapping[str, Any]
-        A whole flat config whose fields passed :func:`schema.check_config`.
-    where : str
-        Where the config came from, named first in the error.
+        A whole flat config whose fields passed the schema.
+    integer_fields : Iterable[str]
+        The fields (integers or tuples of them) that must fit int32 (``seed`` has its own range).
 
-    Notes
-    -----
-    Raises :class:`schema.ConfigError` naming the field (an integer beyond int32) or the estimate, the
-    limit and the fields to lower. Called by :func:`attention_jax.experiment.sections.build_experiment`
-    before the relations between fields are checked, so nothing downstream (the batch shapes, the
-    model) ever sees such a size.
+    Raises
+    ------
+    ValueError
+        Naming the field, or the estimate, the limit and the fields to lower.
     """
-    for field in schema.FIELDS:
-        if field.kind not in ("int", "int_tuple") or field.name in _EXEMPT_FROM_INT32:
-            continue
-        values = tuple(fields[field.name]) if field.kind == "int_tuple" else fields[field.name]
-        if any(abs(value) > MAX_INT32 for value in (values if isinstance(values, tuple) else (values,))):
-            raise schema.ConfigError(f"{where}: {field.name}={short_number(values)} is beyond "
-                                     f"{MAX_INT32:,} (2**31 - 1), JAX's int32: lower it.")
+    for name in integer_fields:
+        values = tuple(fields[name]) if isinstance(fields[name], (tuple, list)) else (fields[name],)
+        if any(abs(value) > MAX_INT32 for value in values):
+            shown = values if isinstance(fields[name], (tuple, list)) else values[0]
+            raise ValueError(f"{name}={short_number(shown)} is beyond {MAX_INT32:,} (2**31 - 1), JAX's int32: "
+                             "lower it.")
     positions = fields["max_len"] + fields["max_decode_extra_len"]
     if positions > MAX_INT32:
-        raise schema.ConfigError(f"{where}: max_len + max_decode_extra_len = {short_number(positions)} positions is "
+        raise ValueError(f"max_len + max_decode_extra_len = {short_number(positions)} positions is "
                                  f"beyond {MAX_INT32:,} (2**31 - 1), JAX's int32, which decoding counts them in: lower "
                                  f"max_decode_extra_len={short_number(fields['max_decode_extra_len'])}.")
     parameters = estimated_parameters(fields)
     if parameters > MAX_PARAMETERS:
-        raise schema.ConfigError(
-            f"{where}: this model would have about {short_number(parameters)} parameters, beyond the limit of "
+        raise ValueError(
+            f"this model would have about {short_number(parameters)} parameters, beyond the limit of "
             f"{MAX_PARAMETERS:.0e}: lower num_layers={short_number(fields['num_layers'])}, "
             f"d_model={short_number(fields['d_model'])}, d_ff={short_number(fields['d_ff'])}, "
             f"num_heads={short_number(fields['num_heads'])} or vocab_size={short_number(fields['vocab_size'])}.")
     elements, what = largest_array_elements(fields)
     if elements > MAX_ARRAY_ELEMENTS:
-        raise schema.ConfigError(f"{where}: a step would build {what}: about {short_number(elements)} elements, "
+        raise ValueError(f"a step would build {what}: about {short_number(elements)} elements, "
                                  f"beyond the limit of 2**40 ({MAX_ARRAY_ELEMENTS:.2e}): lower those fields.")
 
 

@@ -1,22 +1,23 @@
 """One declaration per config field: the schema, the sections, the resume checks and the docs table follow.
 
-Each field is a ``setting(...)`` field of its section's dataclass (attention_jax/foundation/field_declarations.py);
-these tests check that everything else is derived from it: a section refuses what the schema refuses,
-with the same words; no section holds a field the schema does not know; the resume rules and the old
-runs' values are those the fields declare; docs/config_fields.md is the page the declarations render.
+Each field is a pydantic ``Field(...)`` of its section's dataclass (attention_jax/experiment/declarations.py,
+read back by attention_jax/experiment/fields.py); these tests check that everything else is derived from it:
+a section refuses what the schema refuses, with the same words; no section holds a field the schema does
+not know; the resume rules and the old runs' values are those the fields declare; docs/config_fields.md is
+the page the declarations render.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
+from pydantic import Field
 
 from attention_jax.checkpointing import resume_checks
-from attention_jax.experiment import fields_table, schema, sections
-from attention_jax.foundation import field_declarations
-from attention_jax.foundation.field_declarations import POSITIVE, ResumeRule, setting
+from attention_jax.experiment import fields, fields_table, schema, sections
+from attention_jax.experiment.fields import AS_TUPLE, OneOf, ResumeRule, rule, section
 from configs import tiny
 
 # Fields a section holds that are not config fields of its own: copied from another section or derived.
@@ -24,48 +25,49 @@ DERIVED_FIELDS = {"model": {"max_len", "decode"}, "data": {"vocab_size", "fine_t
                   "optimizer": {"d_model"}, "decoding": set(), "run": set(), "experiment": set()}
 
 
-@dataclasses.dataclass(frozen=True)
+@section
 class _Knobs:
     """A section of one's own, declared as the library's are."""
 
-    width: int = setting(8, "A positive width.", **POSITIVE, resume=ResumeRule.MODEL)
-    scale: float = setting(0.5, "A probability.", **field_declarations.PROBABILITY, old_run_value=0.0)
-    splits: tuple[str, ...] = setting(("dev",), "Some splits.", choices=("dev", "test"))
-    copied: int = 3  # Not a config field: left out of the schema.
-
-    def __post_init__(self) -> None:
-        field_declarations.check_declared(self, "knobs")
+    width: int = Field(8, description="A positive width.", gt=0, json_schema_extra=rule(ResumeRule.MODEL))
+    scale: float = Field(0.5, description="A probability.", ge=0, lt=1, json_schema_extra=rule(old_run_value=0.0))
+    splits: Annotated[tuple[Annotated[str, OneOf(("dev", "test"))], ...], AS_TUPLE] = Field(
+        ("dev",), description="Some splits.")
+    copied: int = 3  # Not a config field (no description): left out of the schema.
 
 
 def test_a_declaration_gives_the_type_range_choices_and_rules() -> None:
-    width, scale, splits = field_declarations.declared_fields(_Knobs, "knobs")
+    width, scale, splits = fields.records(_Knobs, "knobs")
     assert [(field.name, field.kind) for field in (width, scale, splits)] == [
         ("width", "int"), ("scale", "float"), ("splits", "str_tuple")]
     assert (width.default, width.range_text(), width.resume) == (8, "positive", ResumeRule.MODEL)
     assert width.section == "knobs"
-    assert scale.old_run_value == 0.0 and width.old_run_value is field_declarations.NO_OLD_RUN_VALUE
+    assert scale.old_run_value == 0.0 and width.old_run_value is fields.NO_OLD_RUN_VALUE
     assert splits.allowed() == ("dev", "test")
     with pytest.raises(ValueError, match=r"^width must be positive; got 0\.$"):
         _Knobs(width=0)
     with pytest.raises(ValueError, match=r"^scale must be a probability in \[0, 1\); got 1\.0\.$"):
         _Knobs(scale=1.0)
-    with pytest.raises(ValueError, match="splits must be one of dev, test; got 'tset'"):
-        _Knobs(splits=("tset",))
-    assert _Knobs(width=2, copied=-5).copied == -5  # Undeclared: not checked.
+    with pytest.raises(ValueError, match=r"^splits must be one of dev, test; got 'xyz' \(an item of "):
+        _Knobs(splits=["xyz"])
+    with pytest.raises(ValueError, match=r"^width must be an integer; got '8' \(str\)\.$"):
+        _Knobs(width="8")
+    assert _Knobs(width=2, copied=-5).copied == -5  # Undeclared: its type only.
+    assert _Knobs(splits=["test"]).splits == ("test",)  # config.json's list, read as a tuple.
 
 
-def test_a_field_whose_type_the_schema_cannot_take_is_refused_when_declared() -> None:
-    @dataclasses.dataclass(frozen=True)
+def test_a_field_whose_type_the_schema_cannot_take_is_refused_when_read() -> None:
+    @section
     class Bad:
         """A section with a list field."""
 
-        items: list = setting((), "A list.")
+        items: list = Field((), description="A list.")
 
     with pytest.raises(TypeError, match="Bad.items: a config field is an int, float"):
-        field_declarations.declared_fields(Bad, "bad")
+        fields.records(Bad, "bad")
 
 
-def _outside(field: field_declarations.Field) -> Any:
+def _outside(field: fields.Record) -> Any:
     """A value just outside the field's range."""
     if field.maximum is not None:
         return field.maximum if field.exclusive_maximum else field.maximum + 1
@@ -140,6 +142,6 @@ def test_the_extending_pages_field_example_is_the_libraries_declaration() -> Non
     page = (fields_table.PAGE.parent / "extending.md").read_text()
     section = page.split("## A config field", 1)[1].split("\n## ", 1)[0]
     block = section.split("```python\n", 1)[1].split("```", 1)[0]
-    source = (fields_table.PAGE.parents[1] / "attention_jax" / "experiment" / "settings.py").read_text()
+    source = (fields_table.PAGE.parents[1] / "attention_jax" / "experiment" / "declarations.py").read_text()
     assert block.strip() and block in source  # The page shows weight_decay's declaration as it is written.
     assert "weight_decay" in schema.section_fields("optimizer")
