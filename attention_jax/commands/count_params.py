@@ -16,6 +16,7 @@ from absl import app
 from ml_collections import config_flags
 
 from attention_jax.experiment import sections
+from attention_jax.foundation import user_errors
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file, e.g. configs/table2.py:A1, or a "
                                           "shipped config by name from any directory: table2:A1.",
@@ -58,7 +59,11 @@ def main(argv: list[str]) -> None:
     del argv
     if _CONFIG.value is None:
         raise app.UsageError("--config is required, e.g. --config=configs/table2.py:base")
-    print(json.dumps(param_summary(_CONFIG.value)))
+    try:
+        summary = param_summary(_CONFIG.value)
+    except ValueError as error:  # A config the schema refuses: one line, exit 2, as train gives it.
+        user_errors.exit_with_error("attention_jax.count_params", f"bad config: {error}")
+    print(json.dumps(summary))
 
 
 if __name__ == "__main__":

@@ -221,6 +221,8 @@ USAGE_MISTAKES = {
                                  "Unexpected arguments: ['hello']"),
     "report-no_root": (["attention_jax.report"], "attention_jax.report", "usage: python -m attention_jax.report ROOT"),
     "count_params-no_config": (["attention_jax.count_params"], "attention_jax.count_params", "--config is required"),
+    "count_params-bad_value": (["attention_jax.count_params", "--config=configs/tiny.py", "--config.num_heads=0"],
+                               "attention_jax.count_params", "bad config: --config: num_heads must be positive; got 0"),
     "export_results-no_root": (["launch.export_results"], "launch.export_results", "pass --root=SWEEP_ROOT"),
     # The modules run with python -m outside attention_jax.commands: absl's parser printed two lines, exit 1.
     **{f"{module.rpartition('.')[2]}-mistyped_flag": ([module, "--wrokdir=no_run"], module,
