@@ -36,7 +36,8 @@ compiled when that line arrives, and once its answer is printed the other bucket
 ``--warm_up_tokens`` tokens (32) are compiled in the background
 (:mod:`attention_jax.decoding.background_warm_up`), so a later sentence of a new length compiles nothing;
 with the persistent compilation cache that ``load_run`` turns on, a second process loads them instead, and
-reads each search from a ``jax.export`` artifact under that cache's directory instead of tracing it.
+reads each search from a ``jax.export`` artifact under that cache's directory (the parameter shapes too)
+instead of tracing it.
 Only warnings are logged unless ``--verbosity`` asks for more (``--verbosity=0``: INFO, as the
 training command logs).
 """
