@@ -94,24 +94,17 @@ class BackgroundWarmUp:
                      time.perf_counter() - started)
 
 
-def start_lapack() -> threading.Thread:
-    """Import SciPy's LAPACK in a daemon thread, which the first exported search's call would wait for.
+def start_lapack() -> None:
+    """Import SciPy's LAPACK in a daemon thread, before the run loads: the first exported search needs it.
 
-    ``jax.export``'s call initialises jaxlib's CPU linear algebra, whatever the search holds; started before
-    the run loads, the import overlaps the checkpoint's restore (and a person typing the first line).
-
-    Returns
-    -------
-    threading.Thread
-        The thread, started.
+    ``jax.export``'s call initialises jaxlib's CPU linear algebra with it, whatever the search holds.
     """
+
     def _import() -> None:
         with contextlib.suppress(ImportError):  # jaxlib reports it where it is needed.
             importlib.import_module("scipy.linalg.cython_lapack")
 
-    thread = threading.Thread(target=_import, name="translate-lapack", daemon=True)
-    thread.start()
-    return thread
+    threading.Thread(target=_import, name="translate-lapack", daemon=True).start()
 
 
 class ExportedSearches:
