@@ -1,16 +1,7 @@
 """The Transformer of "Attention Is All You Need" in JAX/Flax: the Python API of a trained run.
 
-::
-
-    import attention_jax
-
-    run = attention_jax.load_run("runs/tiny")                 # parameters, config, tokenizer
-    translator = attention_jax.make_translator(run)          # beam search with the run's settings
-    translator.translate(["The house is small."])
-
-The names of ``__all__`` are imported from their modules on first use (``import attention_jax`` imports
-neither JAX nor Flax); ``docs/python_api.md`` shows them at work. The commands (``python -m
-attention_jax.main``, ``.translate``, ...) are modules of the package, not attributes here.
+``attention_jax.make_translator(attention_jax.load_run("runs/tiny")).translate(["The house is small."])``.
+The names import on first use (``import attention_jax`` imports no JAX); docs/python_api.md shows them.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
 """``attention-jax-sweep`` and ``python -m attention_jax.sweep``: the sweep launcher from any directory.
 
-``launch/`` is not installed, so this puts the checkout ``attention_jax`` was installed from
-(``pip install -e .``) on ``sys.path`` and runs ``launch.sweep``; without a checkout it fails in one line,
-exit status 2.
+Runs ``launch.sweep`` (not installed) from the checkout this package was installed from.
 """
 
 from __future__ import annotations

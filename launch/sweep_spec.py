@@ -30,11 +30,8 @@ seed, then corpus by corpus, then row by row.
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import inspect
 import os
-import re
-import sys
 from types import ModuleType
 from typing import Any, Sequence
 
@@ -43,6 +40,7 @@ import ml_collections
 from attention_jax.commands import shipped_configs
 from attention_jax.experiment import corpora, schema, sections
 from attention_jax.experiment.corpora import Corpus
+from attention_jax.foundation import python_files
 from launch import sweep_file_checks
 
 ROW_NAME_PATTERN = sweep_file_checks.ROW_NAME_PATTERN
@@ -288,20 +286,10 @@ def _import_config_file(path: str) -> ModuleType:
         )
     if not os.path.isfile(path):
         raise FileNotFoundError(f"sweep config file {path} not found (run from the repository root).")
-    module_name = "_sweep_config_" + re.sub(r"\W", "_", os.path.abspath(path))
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    assert spec is not None and spec.loader is not None  # A .py path always has a loader.
-    module = importlib.util.module_from_spec(spec)
-    if os.getcwd() not in sys.path:  # Config files import `configs.base` from the repository root.
-        sys.path.insert(0, os.getcwd())
     try:
-        spec.loader.exec_module(module)
-    except SyntaxError as error:
-        raise schema.ConfigError(f"{path} line {error.lineno}: SyntaxError: {error.msg}.") from None
-    except Exception as error:  # Whatever the file raised while it was imported.
-        raise schema.ConfigError(f"importing {path} raised {type(error).__name__}: {error}"
-                                 f"{shipped_configs.import_hint(error)}") from None
-    return module
+        return python_files.import_python_file(path, "_sweep_config_", os.getcwd())
+    except python_files.PythonFileError as error:
+        raise schema.ConfigError(f"{error}{shipped_configs.import_hint(error.error)}") from None
 
 
 PAPER_FIGURE_KEYS = ("dev_ppl", "dev_bleu", "params_millions")

@@ -1,9 +1,4 @@
-"""Orbax checkpoints of training runs and the run files beside them (config, tokenizer).
-
-Layout: docs/python_api.md, "The checkpoint layout". Orbax renames a step's temporary directory once every
-item is complete, so a killed save never shows up as a step; saves copy arrays to host, then write in a
-background thread. The resume checks are in :mod:`~attention_jax.checkpointing.resume_checks`.
-"""
+"""Orbax checkpoints of training runs and the run files beside them (layout: docs/python_api.md)."""
 
 from __future__ import annotations
 
@@ -31,16 +26,15 @@ _Read = TypeVar("_Read")
 
 PARAMS_ITEM = "params"  # The parameters' item inside each step directory (orbax Composite layout).
 
-# --- Data iterator state: one JSON file per process -------------------------------------------------
 
 
 def absolute_path(path: str | os.PathLike) -> epath.Path:
-    """Return ``path`` made absolute when it is local (orbax refuses relative paths); a URL unchanged.
+    """Return ``path`` made absolute when local (orbax refuses relative paths); a URL unchanged.
 
     Parameters
     ----------
     path : str or PathLike
-        A local path or a URL-like one such as ``gs://bucket/dir``.
+        A local path or a URL such as ``gs://bucket/dir``.
 
     Returns
     -------
@@ -51,10 +45,7 @@ def absolute_path(path: str | os.PathLike) -> epath.Path:
     return epath.Path(text if "://" in text else os.path.abspath(text))
 
 class IteratorStateHandler(ocp.CheckpointHandler):
-    """Orbax handler of this process's data iterator state, one ``process_<i>-of-<n>.json`` per process.
-
-    ``bytes`` states (grain's ``DataLoaderIterator``) are stored base64-encoded, JSON-able ones as they are.
-    """
+    """Orbax handler of the data iterator state: one ``process_<i>-of-<n>.json`` each, bytes base64."""
 
     def save(self, directory: epath.Path, args: "IteratorStateSave") -> None:
         """Write this process's state into ``directory``.
@@ -87,8 +78,7 @@ class IteratorStateHandler(ocp.CheckpointHandler):
         Returns
         -------
         Any
-            The state, or ``None`` (with a warning: the data order restarts) when a job with another process
-            count wrote the checkpoint.
+            The state; ``None`` (the data order restarts) if another process count wrote it.
         """
         del args
         path = epath.Path(directory) / _iterator_file(jax.process_index(), jax.process_count())
@@ -145,10 +135,9 @@ class IteratorStateRestore(ocp.args.CheckpointArgs):
     """Restore argument (no fields)."""
 
 
-# --- Config checks -----------------------------------------------------------------------------------
 
 def read_config(workdir: str) -> Experiment:
-    """Read ``WORKDIR/config.json`` as the run's :class:`Experiment`, with fields added since as that run behaved.
+    """Read ``WORKDIR/config.json`` as the run's :class:`Experiment`, fields added since as that run behaved.
 
     Parameters
     ----------
@@ -158,14 +147,14 @@ def read_config(workdir: str) -> Experiment:
     Returns
     -------
     Experiment
-        The config the run was started with, checked and built.
+        The run's config, checked and built.
 
     Raises
     ------
     FileNotFoundError
         When the workdir or its config is missing.
     ConfigError
-        For a config that is no JSON object or that the schema refuses, naming the file.
+        For a config that is no JSON object or that the schema refuses.
     """
     root = epath.Path(workdir)
     if not root.exists():
@@ -204,7 +193,7 @@ def write_config(workdir: str, experiment: Experiment) -> None:
     Parameters
     ----------
     workdir : str
-        The work directory (created if missing).
+        The work directory.
     experiment : Experiment
         The run's experiment.
     """
@@ -215,9 +204,7 @@ def write_config(workdir: str, experiment: Experiment) -> None:
 
 
 def write_tokenizer(workdir: str, model_proto: bytes) -> None:
-    """Keep the run's tokenizer in ``WORKDIR/tokenizer.model`` (process 0 only; atomic).
-
-    With it a run translates and plots attention without preparing the corpus.
+    """Keep the run's tokenizer in ``WORKDIR/tokenizer.model``, so it decodes without the corpus (process 0 only).
 
     Parameters
     ----------
@@ -232,7 +219,7 @@ def write_tokenizer(workdir: str, model_proto: bytes) -> None:
 
 
 def finished_results(workdir: str, experiment: Experiment) -> dict[str, Any] | None:
-    """Return the results of a run that already finished with exactly ``experiment`` (rerunning has nothing to do).
+    """Return the results of a run that already finished with exactly ``experiment`` (nothing left to do).
 
     Parameters
     ----------
@@ -244,7 +231,7 @@ def finished_results(workdir: str, experiment: Experiment) -> dict[str, Any] | N
     Returns
     -------
     dict or None
-        ``WORKDIR/results.json``; ``None`` for a fresh, interrupted or changed run.
+        ``results.json``; ``None`` for a fresh, interrupted or changed run.
     """
     root = epath.Path(workdir)
     results_path, config_path = root / run_files.RESULTS_FILE, root / run_files.CONFIG_FILE
@@ -262,7 +249,7 @@ def finished_results(workdir: str, experiment: Experiment) -> dict[str, Any] | N
 
 
 def flatten_config(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """Return a config's fields as one flat mapping: nested keys joined by dots, tuples as lists (JSON's view).
+    """Return a nested config flat: keys joined by dots, tuples as lists (JSON's view).
 
     Parameters
     ----------
@@ -290,7 +277,7 @@ class UnreadableCheckpointsError(UserInputError, RuntimeError):
 
 
 def finished_steps(directory: str) -> list[int]:
-    """Return the steps of the finished checkpoints under an orbax manager root, sorted (empty if none).
+    """Return the sorted steps of the finished checkpoints under an orbax manager root.
 
     Parameters
     ----------
@@ -300,7 +287,7 @@ def finished_steps(directory: str) -> list[int]:
     Returns
     -------
     list[int]
-        Sorted steps.
+        Sorted steps; empty if none.
 
     Raises
     ------
@@ -338,8 +325,7 @@ def read_while_rotating(directory: str, read: Callable[[], _Read], what: str) ->
     Raises
     ------
     UserInputError
-        When the checkpoints changed during every one of :data:`ROTATION_ATTEMPTS` reads; a failure while the
-        steps stayed the same is raised as it is.
+        When the steps changed during all :data:`ROTATION_ATTEMPTS` reads (other failures propagate).
     """
     for attempt in range(ROTATION_ATTEMPTS):
         steps_before = finished_steps(directory)
@@ -358,7 +344,7 @@ def read_while_rotating(directory: str, read: Callable[[], _Read], what: str) ->
 
 
 def latest_progress(workdir: str) -> tuple[int, dict[str, Any]] | None:
-    """Return the newest checkpoint's step and the bookkeeping saved with it, without restoring it.
+    """Return the newest checkpoint's step and its saved bookkeeping, without restoring it.
 
     Parameters
     ----------
@@ -368,7 +354,7 @@ def latest_progress(workdir: str) -> tuple[int, dict[str, Any]] | None:
     Returns
     -------
     (int, dict) or None
-        The step and its ``progress`` item; ``None`` when there is none or it cannot be read.
+        The step and its ``progress`` item; ``None`` if none is readable.
     """
     steps = finished_steps(str(epath.Path(workdir) / run_files.CHECKPOINT_DIR))
     if not steps:
@@ -381,7 +367,7 @@ def latest_progress(workdir: str) -> tuple[int, dict[str, Any]] | None:
 
 
 def last_good_checkpoint_sentence(workdir: str) -> str:
-    """Return a sentence naming the newest finished checkpoint and how to resume from it, for error messages.
+    """Return a sentence naming the newest finished checkpoint and how to resume, for error messages.
 
     Parameters
     ----------
@@ -404,7 +390,6 @@ def last_good_checkpoint_sentence(workdir: str) -> str:
             f"command to resume from it.")
 
 
-# --- Training checkpoints ----------------------------------------------------------------------------
 
 @dataclasses.dataclass
 class Restored:
@@ -418,8 +403,6 @@ class Restored:
 
 class TrainingCheckpoints:
     """Save and restore train states with the data iterator state (orbax ``CheckpointManager``).
-
-    The train state is any dataclass with ``step``, ``params``, ``opt_state``, ``rng`` and ``replace``.
 
     Parameters
     ----------
@@ -442,12 +425,12 @@ class TrainingCheckpoints:
         self._manager = ocp.CheckpointManager(self.directory, options=options)
 
     def all_steps(self) -> list[int]:
-        """Return the steps of the finished checkpoints.
+        """Return the finished checkpoints' steps, ascending.
 
         Returns
         -------
         list[int]
-            Ascending.
+            The steps.
         """
         return sorted(self._manager.all_steps())
 
@@ -467,7 +450,7 @@ class TrainingCheckpoints:
         Parameters
         ----------
         state : TrainState
-            Train state; its ``step`` names the checkpoint.
+            Its ``step`` names the checkpoint.
         data_state : Any
             The data iterator's ``get_state()`` after the batches of ``state.step``.
         progress : Mapping[str, Any]
@@ -476,7 +459,7 @@ class TrainingCheckpoints:
         Raises
         ------
         OSError
-            For a full disk, met here or by the previous asynchronous save.
+            For a full disk, met here or by the previous save.
         """
         step = int(state.step)
         if step in self._manager.all_steps():
@@ -499,7 +482,7 @@ class TrainingCheckpoints:
         step : int
             A step of :meth:`all_steps`.
         abstract_state : TrainState
-            ``jax.ShapeDtypeStruct`` leaves carrying the target shardings.
+            ``jax.ShapeDtypeStruct`` leaves with the target shardings.
 
         Returns
         -------
@@ -518,7 +501,7 @@ class TrainingCheckpoints:
         return Restored(step=step, state=state, data_state=items["data"], progress=dict(items["progress"]))
 
     def restore_latest(self, abstract_state: Any) -> Restored | None:
-        """Restore the newest readable checkpoint, moving unreadable newer ones to ``WORKDIR/checkpoints_corrupt/``.
+        """Restore the newest readable checkpoint, moving unreadable newer ones to ``checkpoints_corrupt/``.
 
         Parameters
         ----------
@@ -528,7 +511,7 @@ class TrainingCheckpoints:
         Returns
         -------
         Restored or None
-            ``None`` when there is no checkpoint (a fresh run).
+            ``None`` without a checkpoint (a fresh run).
 
         Raises
         ------
@@ -569,24 +552,12 @@ class TrainingCheckpoints:
         self._manager.reload()
 
     def wait(self) -> None:
-        """Block until pending asynchronous saves are on disk.
-
-        Raises
-        ------
-        OSError
-            For a full disk.
-        """
+        """Block until pending asynchronous saves are on disk (``OSError`` for a full disk)."""
         with full_disk.as_os_error():
             self._manager.wait_until_finished()
 
     def close(self) -> None:
-        """Finish pending saves and release the manager.
-
-        Raises
-        ------
-        OSError
-            For a full disk.
-        """
+        """Finish pending saves and release the manager (``OSError`` for a full disk)."""
         with full_disk.as_os_error():
             self._manager.wait_until_finished()
             self._manager.close()

@@ -1,7 +1,4 @@
-"""A persistent XLA compilation cache, so that resumed runs, sweep rows and repeated seeds skip compiling.
-
-The cache is trusted code: do not point it at a directory that others can write.
-"""
+"""A persistent XLA compilation cache (trusted code: never a directory others can write)."""
 
 from __future__ import annotations
 
@@ -17,22 +14,10 @@ DEFAULT_DIRECTORY = "~/.cache/attention_jax/jax_compilation_cache"
 MIN_COMPILE_SECONDS = 0.5
 
 
-def resolve_directory(configured: str | None) -> str | None:
-    """Return the cache directory to use, or ``None`` when the cache is off.
+def _resolve_directory(configured: str | None) -> str | None:
+    """Return the cache directory, ``None`` when off; ``JAX_COMPILATION_CACHE_DIR`` wins over the config.
 
-    ``JAX_COMPILATION_CACHE_DIR``, when set, wins over the config: a cluster job points every process at a
-    shared cache without editing configs.
-
-    Parameters
-    ----------
-    configured : str or None
-        ``config.compilation_cache_dir``: a path, ``""`` for none, or ``"default"`` (or ``None``, an older run)
-        for ``$ATTENTION_JAX_CACHE_DIR``'s, else :data:`DEFAULT_DIRECTORY`.
-
-    Returns
-    -------
-    str or None
-        An absolute path, or ``None``.
+    ``configured``: a path, ``""`` for none, ``"default"`` or ``None`` (an older run) for the default.
     """
     from_environment = os.environ.get("JAX_COMPILATION_CACHE_DIR")
     if from_environment:
@@ -45,9 +30,7 @@ def resolve_directory(configured: str | None) -> str | None:
 
 
 def enable(configured: str | None) -> str | None:
-    """Turn the persistent compilation cache on, before the first compilation.
-
-    A directory that cannot be written is warned about and the run goes on without a cache.
+    """Turn the persistent compilation cache on, before the first compilation (unwritable: warn, go on without).
 
     Parameters
     ----------
@@ -59,7 +42,7 @@ def enable(configured: str | None) -> str | None:
     str or None
         The directory in use, or ``None`` when the cache is off.
     """
-    directory = resolve_directory(configured)
+    directory = _resolve_directory(configured)
     if directory is None:
         return None
     try:
@@ -78,7 +61,7 @@ def enable(configured: str | None) -> str | None:
 
 
 def enable_unless_set(configured: str | None) -> str | None:
-    """Call :func:`enable` unless this process chose a cache directory already (a notebook's or a test's stays).
+    """Call :func:`enable` unless this process chose a cache directory already.
 
     Parameters
     ----------

@@ -1,8 +1,4 @@
-"""Why a checkpoint could not be read, in one short line.
-
-TensorStore's errors carry the array's whole JSON spec and C++ source locations (about 60 lines for one
-unreadable file); the line keeps the type, status, message and file.
-"""
+"""Why a checkpoint could not be read, in one line, without TensorStore's JSON spec and source locations."""
 
 from __future__ import annotations
 
@@ -21,12 +17,12 @@ def reason_line(error: BaseException, limit: int = REASON_LIMIT) -> str:
     error : BaseException
         What restoring a checkpoint raised.
     limit : int
-        The most characters of the message kept; a longer one ends in ``...``.
+        Characters of the message kept.
 
     Returns
     -------
     str
-        E.g. ``"ValueError: NOT_FOUND: Error opening "zarr3" driver: ..."``, whitespace collapsed.
+        E.g. ``"ValueError: NOT_FOUND: Error opening ..."``.
     """
     message = " ".join(_TENSORSTORE_ANNOTATION.sub("", str(error)).split())
     if len(message) > limit:

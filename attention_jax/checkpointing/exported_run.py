@@ -1,9 +1,4 @@
-"""A run exported for translation: one directory of weights, config and tokenizer that ``load_run`` opens.
-
-``params.safetensors``, ``config.json``, ``tokenizer.model`` and ``export.json`` (origin and SHA-256s;
-docs/python_api.md), readable without attention_jax. It holds one set of parameters: no checkpoints, no
-optimizer state, no corpus.
-"""
+"""A run exported for translation: weights, config, tokenizer and ``export.json`` in one directory."""
 
 from __future__ import annotations
 
@@ -39,7 +34,6 @@ def is_export_directory(path: str) -> bool:
 
 
 def _file_sha256(path: str) -> str:
-    """Return the hex SHA-256 of a file's bytes, read in 1 MiB blocks."""
     digest = hashlib.sha256()
     with open(path, "rb") as file:
         for block in iter(lambda: file.read(1 << 20), b""):
@@ -53,7 +47,7 @@ def check_export_files(directory: str) -> None:
     Parameters
     ----------
     directory : str
-        An export directory; one from before the hashes were recorded is checked for its parameters only.
+        An export directory (one without recorded hashes: its parameters only).
 
     Raises
     ------
@@ -90,7 +84,7 @@ def check_export_target(out: str) -> None:
     Raises
     ------
     UserInputError
-        For a file, or a directory holding anything but an earlier export (a run's files would be overwritten).
+        For a file, or a directory holding anything but an earlier export.
     """
     if os.path.exists(out) and not os.path.isdir(out):
         raise UserInputError(f"--out={out} is a file; --format=directory writes a directory: name a new one.")
@@ -102,14 +96,12 @@ def check_export_target(out: str) -> None:
 
 def write_export_directory(out: str, params: Any, experiment: Experiment, tokenizer_file: str, *,
                            workdir: str, checkpoint: str, step: int | None) -> dict[str, Any]:
-    """Write the parameters, config and tokenizer of one checkpoint of a run into the directory ``out``.
-
-    Each file is written atomically, the record last, so a directory that has its record is whole.
+    """Write one checkpoint's parameters, config and tokenizer into ``out``; the record last, so with it all is whole.
 
     Parameters
     ----------
     out : str
-        The directory (created; an earlier export is replaced file by file).
+        The directory (an earlier export is replaced).
     params : pytree
         The parameters.
     experiment : Experiment

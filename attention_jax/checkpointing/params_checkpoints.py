@@ -1,8 +1,4 @@
-"""Parameters-only checkpoints (the average, the best of early stopping) and a run's parameters for inference.
-
-``WORKDIR/averaged/<step>/`` and ``WORKDIR/best/<step>/`` hold items ``params`` and ``info``; every read is
-checked against the run's config.
-"""
+"""Parameters-only checkpoints (``averaged/``, ``best/``) and a run's parameters for inference."""
 
 from __future__ import annotations
 
@@ -39,15 +35,15 @@ def save_params(directory: str, step: int, params: Any, info: Mapping[str, Any],
     Parameters
     ----------
     directory : str
-        Orbax manager root, e.g. ``WORKDIR/averaged`` or ``WORKDIR/best``.
+        Orbax manager root, e.g. ``WORKDIR/averaged``.
     step : int
         Step to file it under (replaces an existing one).
     params : pytree
         Unboxed parameters.
     info : Mapping[str, Any]
-        JSON-able description (the averaged steps, the dev perplexity).
+        JSON-able description (averaged steps, dev perplexity).
     keep : int or None
-        Newest steps the directory keeps; ``None`` keeps all.
+        Newest steps kept; ``None`` keeps all.
 
     Raises
     ------
@@ -66,10 +62,7 @@ def save_params(directory: str, step: int, params: Any, info: Mapping[str, Any],
 
 @contextlib.contextmanager
 def _writing_alone(directory: str) -> Iterator[None]:
-    """Hold an exclusive lock on ``directory`` while inside, so two writers of one step take turns.
-
-    Orbax's temporary directories of two writers collided; a remote path is not locked.
-    """
+    """Hold an exclusive lock on a local ``directory``: two writers' orbax temporary directories collided."""
     if "://" in directory:
         yield
         return
@@ -82,19 +75,8 @@ def _writing_alone(directory: str) -> Iterator[None]:
         os.close(descriptor)  # Releases the lock.
 
 
-def ranked_by_perplexity(directory: str) -> list[int]:
-    """Return the steps of a ``best/`` directory, lowest recorded dev perplexity first (ties: earlier first).
-
-    Parameters
-    ----------
-    directory : str
-        ``WORKDIR/best``.
-
-    Returns
-    -------
-    list[int]
-        The steps; those without a recorded perplexity last, newest first.
-    """
+def _ranked_by_perplexity(directory: str) -> list[int]:
+    """Return a ``best/`` directory's steps, lowest dev perplexity first (ties: earlier; unrecorded: last)."""
     def _rank(step: int) -> tuple[float, int]:
         perplexity = _read_params_info(directory, step).get("eval_ppl")
         return (float(perplexity), step) if perplexity is not None else (float("inf"), -step)
@@ -115,16 +97,16 @@ def keep_if_among_best(directory: str, step: int, perplexity: float, params: Cal
     perplexity : float
         Its dev perplexity; NaN is never kept.
     params : Callable[[], Any]
-        Returns the parameters; called only when they are saved.
+        Returns the parameters; called only to save them.
     keep : int
-        Evaluations kept: the lowest perplexities, whatever their order.
+        Evaluations kept: the lowest perplexities.
 
     Returns
     -------
     bool
-        Whether they were saved (those beyond the ``keep`` best are then deleted).
+        Whether they were saved (those beyond the ``keep`` best are deleted).
     """
-    ranked = [kept for kept in ranked_by_perplexity(directory) if kept != step]
+    ranked = [kept for kept in _ranked_by_perplexity(directory) if kept != step]
     if not perplexity == perplexity:  # NaN.
         return False
     if len(ranked) >= keep:
@@ -144,7 +126,7 @@ class StaleAverageError(ValueError):
 
 
 def _read_params_info(directory: str, step: int) -> dict[str, Any]:
-    """Return the ``info`` item of a parameters-only checkpoint (``{}`` when it has none)."""
+    """Return the ``info`` item of a parameters-only checkpoint (``{}`` without one)."""
     path = absolute_path(directory) / str(step) / "info"
     if not path.exists():
         return {}
@@ -175,12 +157,12 @@ def check_average_is_current(workdir: str) -> list[int]:
     Returns
     -------
     list[int]
-        The averaged steps (empty for an average that does not record them).
+        The averaged steps (empty when unrecorded).
 
     Raises
     ------
     StaleAverageError
-        When newer training checkpoints exist, naming both.
+        When newer training checkpoints exist.
     """
     averaged_dir, saved, info = _newest_average(workdir)
     if saved is None:
@@ -216,7 +198,7 @@ def write_average(workdir: str, last: int, *, source: str = run_files.CHECKPOINT
     Returns
     -------
     list[int]
-        The averaged steps; the average is filed under the newest and replaces an earlier one.
+        The averaged steps; filed under the newest.
     """
     params, steps = read_while_rotating(os.path.join(workdir, source),
                                         lambda: average_last_params(workdir, last, directory_name=source),
@@ -255,19 +237,19 @@ def reaverage(workdir: str) -> list[int]:
 
 def abstract_inference_params(experiment: Experiment,
                               sharding: jax.sharding.Sharding | None = None) -> Any:
-    """Return the shapes of the unboxed parameters of ``experiment``'s model, placed on one device.
+    """Return the shapes of ``experiment``'s unboxed model parameters, placed on one device.
 
     Parameters
     ----------
     experiment : Experiment
-        Its model and model kind are read.
+        Gives the model and model kind.
     sharding : jax.sharding.Sharding, optional
         Where to restore (default: the first local device).
 
     Returns
     -------
     pytree
-        ``jax.ShapeDtypeStruct`` leaves with ``sharding`` set.
+        ``jax.ShapeDtypeStruct`` leaves.
     """
     sharding = sharding or jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
     shapes = language_model.abstract_params(experiment.model, experiment.model_kind)
@@ -304,7 +286,7 @@ def _leaf_shapes(tree: Any) -> dict[str, tuple[int, ...]]:
 
 
 def params_mismatch(directory: str, step: int, abstract_params: Any) -> list[str]:
-    """Return the differences between a checkpoint's parameter shapes (from its metadata) and the expected ones.
+    """Return how a checkpoint's parameter shapes (from its metadata) differ from the expected ones.
 
     Parameters
     ----------
@@ -318,7 +300,7 @@ def params_mismatch(directory: str, step: int, abstract_params: Any) -> list[str
     Returns
     -------
     list[str]
-        One line per differing, missing or unexpected leaf; empty when they fit.
+        One line per differing, missing or unexpected leaf.
     """
     handler = ocp.StandardCheckpointHandler()
     try:
@@ -341,20 +323,18 @@ def checkpoint_candidates(workdir: str, which: str = "latest", *,
     ----------
     workdir : str
         A training work directory.
-    which : str
-        As in :func:`load_for_inference`.
-    directory_name : str
+    which, directory_name : str
         As in :func:`load_for_inference`.
 
     Returns
     -------
     (directory, steps)
-        The orbax manager root and its steps: newest first for ``"latest"`` (older ones are fallbacks), else one.
+        Orbax manager root and steps: newest first for ``"latest"`` (older ones fall back), else one.
 
     Raises
     ------
     FileNotFoundError
-        When there is no such checkpoint, saying how to make one.
+        When there is no such checkpoint.
     StaleAverageError
         For an average older than the newest checkpoint.
     ValueError
@@ -371,7 +351,7 @@ def checkpoint_candidates(workdir: str, which: str = "latest", *,
         if which == "averaged":
             check_average_is_current(workdir)
         # The newest average; the lowest dev perplexity among the best kept.
-        candidates = [steps[-1]] if which == "averaged" else ranked_by_perplexity(str(directory))[:1]
+        candidates = [steps[-1]] if which == "averaged" else _ranked_by_perplexity(str(directory))[:1]
     elif which == "latest" or which.isdigit():
         directory = root / directory_name
         steps = finished_steps(str(directory))
@@ -397,8 +377,7 @@ def load_for_inference(workdir: str, which: str = "latest", *,
     workdir : str
         A training work directory.
     which : str
-        ``"latest"`` (newest readable), ``"averaged"``, ``"best"`` (best dev perplexity, with early stopping)
-        or a step such as ``"12000"``.
+        ``"latest"`` (newest readable), ``"averaged"``, ``"best"`` (dev perplexity) or a step like ``"12000"``.
     directory_name : str
         Where a step is looked up: ``run_files.CHECKPOINT_DIR`` or ``run_files.BEST_DIR``.
 
@@ -410,9 +389,9 @@ def load_for_inference(workdir: str, which: str = "latest", *,
     Raises
     ------
     FileNotFoundError
-        For a missing workdir, config or checkpoint, listing the steps there are.
+        For a missing workdir, config or checkpoint.
     ValueError
-        For an unknown ``which``; ``UserInputError`` for parameters that do not fit the config.
+        For an unknown ``which`` (``UserInputError``: parameters that do not fit the config).
     """
     config = read_config(workdir)
     directory, candidates = checkpoint_candidates(workdir, which, directory_name=directory_name)
@@ -440,7 +419,7 @@ def load_for_inference(workdir: str, which: str = "latest", *,
 
 def average_last_params(workdir: str, count: int, *,
                         directory_name: str = run_files.CHECKPOINT_DIR) -> tuple[Any, list[int]]:
-    """Return the element-wise mean of the parameters of a run's newest ``count`` checkpoints (Section 6.1).
+    """Return the element-wise mean of a run's newest ``count`` checkpoints' parameters (Section 6.1).
 
     Sums in float64 on the host, one checkpoint in memory at a time besides the sum.
 
@@ -449,19 +428,19 @@ def average_last_params(workdir: str, count: int, *,
     workdir : str
         A training work directory.
     count : int
-        Checkpoints to average (the paper: 5 for base, 20 for big).
+        Checkpoints to average (paper: 5 for base, 20 for big).
     directory_name : str
         ``run_files.CHECKPOINT_DIR`` (the last ones) or ``run_files.BEST_DIR`` (the ``count`` best).
 
     Returns
     -------
     (params, steps)
-        float32 averaged parameters (host NumPy arrays) and the averaged steps, ascending.
+        float32 averaged parameters (host NumPy) and the averaged steps, ascending.
 
     Raises
     ------
     UserInputError
-        For a non-positive ``count`` or fewer checkpoints than ``count``.
+        For a non-positive ``count`` or fewer checkpoints than it.
     """
     if count <= 0:
         raise UserInputError(f"the number of checkpoints to average must be positive; got {count}.")
@@ -472,7 +451,8 @@ def average_last_params(workdir: str, count: int, *,
             f"asked to average the last {count} checkpoints but {directory} holds {len(steps)} "
             f"(steps {steps}); average fewer, or train with config.keep_checkpoints >= {count}."
         )
-    chosen = sorted(ranked_by_perplexity(directory)[:count]) if directory_name == run_files.BEST_DIR else steps[-count:]
+    chosen = (sorted(_ranked_by_perplexity(directory)[:count]) if directory_name == run_files.BEST_DIR
+              else steps[-count:])
     total = None
     for step in chosen:
         params, _ = load_for_inference(workdir, str(step), directory_name=directory_name)

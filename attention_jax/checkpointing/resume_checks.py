@@ -1,9 +1,4 @@
-"""Whether a work directory may be resumed with a config: the fields that make a run the run it is.
-
-A run's weights belong to its model, corpus and tokenizer, seed and evaluation splits; a resume that
-changes one would continue another experiment under the same name, so it is refused in one line before
-anything is written. Other changes (steps, logging, batching) are allowed and logged.
-"""
+"""Whether a work directory may resume with a config: what would make it another experiment is refused."""
 
 from __future__ import annotations
 
@@ -24,10 +19,6 @@ from attention_jax.foundation.field_declarations import ResumeRule
 from attention_jax.foundation.user_errors import UserInputError
 
 # What a changed value means for a resumed run is declared with each field (field_declarations.ResumeRule).
-# Never resumed with other values: the model's fields (and model_kind); the corpus and so the tokenizer (or,
-# fine-tuning, the source run; absent and "" alike); the seed (initial parameters, dropout keys, batch order);
-# the learning-rate schedule. Optimizer knobs: other non-zero values, but never switched on or off (the
-# optimizer state's structure changes). Compute-only model fields may change.
 MODEL_FIELDS = schema.fields_with_rule(ResumeRule.MODEL)
 COMPUTE_ONLY_FIELDS = (*schema.fields_with_rule(ResumeRule.COMPUTE), "decode")  # decode: a mode, not a field.
 DATA_IDENTITY_FIELDS = schema.fields_with_rule(ResumeRule.DATA)
@@ -36,20 +27,19 @@ OPTIMIZER_STATE_FIELDS = schema.fields_with_rule(ResumeRule.OPTIMIZER_STATE)
 SCHEDULE_FIELDS = schema.fields_with_rule(ResumeRule.SCHEDULE)
 POSITION_FIELDS = schema.fields_with_rule(ResumeRule.POSITIONS)  # TransformerConfig.max_len is their sum.
 
-# The evaluation splits data_splits.json records: pipeline name -> the user's name, the config field that
-# chooses it, its file in a tsv: corpus.
+# Splits in data_splits.json: pipeline name -> (user's name, config field choosing it, file in a tsv: corpus).
 EVAL_SPLITS = {"validation": ("dev", "eval_split", "dev.tsv"), "test": ("test", "test_split", "test.tsv")}
 
 
 def write_data_splits(workdir: str, splits: Mapping[str, Mapping[str, Any]]) -> None:
-    """Record the run's evaluation splits in ``WORKDIR/data_splits.json`` (process 0 only; atomic; unchanged: kept).
+    """Record the run's evaluation splits in ``WORKDIR/data_splits.json`` (process 0 only; atomic).
 
     Parameters
     ----------
     workdir : str
         The work directory.
     splits : Mapping[str, Mapping[str, Any]]
-        ``{"validation": {...}, "test": {...}}``: each split's name, pair (or document) count and SHA-256.
+        ``{"validation": {...}, "test": {...}}``: each split's name, size and SHA-256.
     """
     if jax.process_index() != 0:
         return
@@ -77,7 +67,7 @@ def read_data_splits(workdir: str) -> dict[str, Any] | None:
     Raises
     ------
     UserInputError
-        For a damaged record: rewriting it would take the corpus's splits as they are now as the run's.
+        For a damaged record (rewriting it would trust today's corpus).
     """
     path = epath.Path(workdir) / run_files.DATA_SPLITS_FILE
     if not path.exists():
@@ -95,10 +85,7 @@ def read_data_splits(workdir: str) -> dict[str, Any] | None:
 
 
 def check_data_splits(workdir: str, splits: Mapping[str, Mapping[str, Any]]) -> None:
-    """Refuse to resume a run whose dev or test split (name, size or text) is not the one it recorded.
-
-    Otherwise ``metrics.jsonl``, the best checkpoint and early stopping would compare two evaluation sets. A
-    run without a record is not checked.
+    """Refuse to resume a run whose dev or test split differs from its record: evaluations would compare two sets.
 
     Parameters
     ----------
@@ -129,7 +116,6 @@ def check_data_splits(workdir: str, splits: Mapping[str, Mapping[str, Any]]) -> 
 
 
 def _size(split: Mapping[str, Any]) -> str:
-    """Return ``"N pairs"`` (a translation split) or ``"N documents"`` (a language model's)."""
     unit = "documents" if "documents" in split else "pairs"
     return f"{split.get(unit)} {unit}"
 
@@ -139,16 +125,13 @@ def model_config_differences(saved: Experiment, experiment: Experiment) -> dict[
 
     Parameters
     ----------
-    saved : Experiment
-        The workdir's.
-    experiment : Experiment
-        The new run's.
+    saved, experiment : Experiment
+        The workdir's and the new run's.
 
     Returns
     -------
     dict[str, tuple]
-        ``{field: (saved, new)}`` over :data:`MODEL_FIELDS` as resolved; positions are named by the
-        :data:`POSITION_FIELDS` a user wrote (``max_len``), not with the decoding margin added.
+        ``{field: (saved, new)}`` over :data:`MODEL_FIELDS`; positions by the :data:`POSITION_FIELDS` a user set.
     """
     before = {**dataclasses.asdict(saved.model), "model_kind": saved.model_kind}  # key_dim etc. resolved.
     after = {**dataclasses.asdict(experiment.model), "model_kind": experiment.model_kind}
@@ -160,15 +143,12 @@ def model_config_differences(saved: Experiment, experiment: Experiment) -> dict[
 
 
 def check_resume_compatible(workdir: str, experiment: Experiment) -> None:
-    """Refuse to reuse a workdir whose checkpoints belong to another model, corpus, seed, optimizer state or schedule.
-
-    Without a finished checkpoint the new config simply replaces the old; a ``fine_tune_from`` config needs the
-    step-0 checkpoint that ``fine_tuning.start_from_source`` writes.
+    """Refuse a workdir whose checkpoints belong to another model, corpus, seed, optimizer state or schedule.
 
     Parameters
     ----------
     workdir : str
-        The work directory; a missing ``config.json`` means a fresh run.
+        The work directory; without a checkpoint the new config replaces the old.
     experiment : Experiment
         The new run's.
 

@@ -1,8 +1,4 @@
-"""A run's parameters as one safetensors file: a tensor per leaf of the parameter tree, named by its path.
-
-Names join the tree's keys with ``/`` (``encoder_0/self_attention/query/kernel``); the metadata holds
-``format``, the run's ``config`` and where it came from. The name map: docs/python_api.md.
-"""
+"""A run's parameters as one safetensors file, a tensor per leaf named by its ``/``-joined tree path."""
 
 from __future__ import annotations
 
@@ -34,7 +30,7 @@ def _key_name(key: Any) -> str:
 
 
 def flatten_params(params: Any) -> dict[str, np.ndarray]:
-    """Return the leaves of a parameter tree as host arrays, keyed by their tensor names, in the tree's order.
+    """Return a parameter tree's leaves as host arrays keyed by tensor name, in the tree's order.
 
     Parameters
     ----------
@@ -49,14 +45,13 @@ def flatten_params(params: Any) -> dict[str, np.ndarray]:
     Raises
     ------
     ValueError
-        For a key holding the separator, which would make two paths one name.
+        For a key holding the separator (two paths would share a name).
     """
     leaves = jax.tree_util.tree_flatten_with_path(nn.meta.unbox(params))[0]
     return {SEPARATOR.join(_key_name(key) for key in path): np.asarray(jax.device_get(leaf)) for path, leaf in leaves}
 
 
 def _unflatten_params(tensors: Mapping[str, Any]) -> dict[str, Any]:
-    """Return the nested parameter dicts of a mapping from tensor names to arrays."""
     tree: dict[str, Any] = {}
     for name, value in tensors.items():
         *parents, leaf = name.split(SEPARATOR)
@@ -127,7 +122,7 @@ def save_safetensors(path: str, params: Any, metadata: Mapping[str, str] | None 
     Raises
     ------
     TypeError
-        For a ``path`` that is no path or ``params`` that are no dict (the two swapped, say).
+        For a ``path`` that is no path or ``params`` that are no dict.
     """
     path = path_argument(path, "path", "save_safetensors")  # save_safetensors(params, path): one line.
     if not isinstance(params, Mapping):

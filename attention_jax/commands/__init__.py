@@ -1,5 +1,4 @@
-"""The commands: every absl flag of the package, each command's ``main`` and its ``--help`` text.
+"""The commands: every absl flag of the package, each command's ``main`` and ``--help`` text.
 
-``python -m attention_jax.<command>`` and the ``attention-jax-<command>`` console scripts run them through
-short modules at the package's top level (:mod:`.entry_points`); ``docs/design.md`` lists them.
+They run through :mod:`.entry_points`.
 """

@@ -1,26 +1,12 @@
-"""Average the parameters of a run's last checkpoints (Section 6.1).
-
-"For the base models, we used a single model obtained by averaging the last 5 checkpoints, which were
-written at 10-minute intervals. For the big models, we averaged the last 20 checkpoints."
+"""Average the parameters of a run's last checkpoints (Section 6.1: the last 5 for base, 20 for big models).
 
 Usage::
 
     python -m attention_jax.average_checkpoints --workdir=runs/base [--last=5]
     python -m attention_jax.average_checkpoints --workdir=runs/small --best --last=3  # early stopping
 
-writes ``WORKDIR/averaged/<last step>/`` (parameters and the list of averaged steps), which
-``params_checkpoints.load_for_inference(workdir, "averaged")`` loads; once newer checkpoints exist,
-loading it is an error naming the averaged steps (rerun this command, or pass ``--reaverage`` to
-``evaluate``/``translate``). ``--last`` defaults to the run's
-``config.average_last_checkpoints``; the run must have kept that many (``config.keep_checkpoints``), and
-fewer is refused in one line naming the steps it holds. A run configured to score its last checkpoint alone
-(``average_last_checkpoints = 1``, as ``configs/tiny.py`` and ``configs/small_corpus.py``) has nothing to
-average by default: without ``--last`` it is refused in one line (exit 2) that says to pass ``--last=N``.
-The command prints which checkpoints it averaged, their steps and where the count came from, then one JSON
-line ``{"averaged": directory, "steps": [...], "last": N}``.
-With ``--best``, the average is of the run's best dev evaluations instead (``WORKDIR/best/``, kept by
-runs with ``config.early_stopping_patience > 0``). A run directory that cannot be written (read-only) is
-refused in one line (exit 2) before any checkpoint is read.
+Writes ``WORKDIR/averaged/<last step>/`` (``--checkpoint=averaged``) and prints one JSON line;
+``--last`` defaults to ``config.average_last_checkpoints``. Mistakes are one line, exit 2 (docs/checkpoints.md).
 """
 
 from __future__ import annotations
@@ -50,12 +36,12 @@ def write_averaged(workdir: str, last: int, *, best: bool = False) -> tuple[str,
     last : int
         Checkpoints to average.
     best : bool
-        Average the best dev evaluations (``WORKDIR/best/``) instead of the newest checkpoints.
+        Average the best dev evaluations (``WORKDIR/best/``) instead.
 
     Returns
     -------
     tuple of (str, list[int])
-        The directory written and the averaged steps; filed under the newest, replacing an earlier average.
+        The directory written (replacing an earlier average) and the averaged steps.
     """
     from attention_jax.checkpointing import params_checkpoints  # Here: a mistake is refused before Orbax loads.
 
@@ -96,10 +82,7 @@ def main(argv: list[str]) -> None:
 
 
 def _checkpoint_count(workdir: str, last: int) -> tuple[int, str]:
-    """Return how many checkpoints to average (``--last``, else the run's config) and where that came from.
-
-    A config asking for one checkpoint is refused without ``--last``: averaging it would copy one checkpoint.
-    """
+    """Return how many checkpoints to average and where that came from; a config's 1 needs ``--last``."""
     if last > 0:
         return last, f"--last={last}"
     from attention_jax.checkpointing import checkpoints

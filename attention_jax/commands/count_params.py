@@ -4,8 +4,7 @@ Usage::
 
     python -m attention_jax.count_params --config=configs/table2.py:B1 [--config.vocab_size=37000]
 
-prints ``{"row": "B1", "params": 56020992, "paper_params": 58000000}``; ``paper_params`` is ``null``
-where the paper gives no figure.
+prints ``{"row": "B1", "params": 56020992, "paper_params": 58000000}`` (``null`` where the paper has none).
 """
 
 from __future__ import annotations

@@ -1,10 +1,4 @@
-"""How every command starts, as ``python -m attention_jax.<command>`` or as its console script.
-
-The two ways in are evened out here: absl's ``--help`` prints the ``__main__`` module's docstring and
-``sys.argv[0]``'s key flags, which under a console script are pip's wrapper's, and ``python -m`` puts the
-working directory on ``sys.path`` (``from configs import base``) where a wrapper does not. The flags every
-command takes are defined here (``--log_format``).
-"""
+"""How every command starts: ``python -m`` and console script alike (``--help``, ``sys.path``, ``--log_format``)."""
 
 from __future__ import annotations
 
@@ -37,8 +31,6 @@ def long_log_format() -> bool:
 def add_config_import_paths(argv: Sequence[str], flag_name: str = "config") -> list[str]:
     """Put on ``sys.path`` the directories from which ``--config`` files import their siblings.
 
-    A missing config file adds nothing here; the flags parser reports it in one line.
-
     Parameters
     ----------
     argv : Sequence[str]
@@ -49,8 +41,7 @@ def add_config_import_paths(argv: Sequence[str], flag_name: str = "config") -> l
     Returns
     -------
     list[str]
-        The directories added: the working directory, the one above each config's package (a shipped
-        name counts as its file), and last the checkout this ``attention_jax`` was installed from.
+        The directories added: the working directory, the one above each config's package, the checkout last.
     """
     directories = [os.getcwd()]
     for argument in argv[1:]:
@@ -92,8 +83,7 @@ def run_command(command: types.ModuleType, flags_parser: Callable[[list[str]], l
                 name: str | None = None) -> None:
     """Run ``command.main`` under ``absl.app.run`` with the command's docstring and flags for ``--help``; never return.
 
-    A ``UsageError`` is one line, status 2; a closed stdout pipe and Ctrl-C end quietly with 141 and 130; a
-    library thread blocking shutdown is cut short after ``SHUTDOWN_GRACE_S``.
+    Mistakes are one line, status 2; a closed pipe and Ctrl-C exit quietly (141, 130); shutdown has a deadline.
 
     Parameters
     ----------
@@ -102,7 +92,7 @@ def run_command(command: types.ModuleType, flags_parser: Callable[[list[str]], l
     flags_parser : callable, optional
         ``absl.app.run``'s ``flags_parser`` (default: flag errors in one line).
     name : str, optional
-        Its ``python -m`` name when not ``attention_jax.<module>`` (``attention_jax.main`` runs ``train``).
+        Its ``python -m`` name when not ``attention_jax.<module>``.
     """
     show_in_help(command)
     add_config_import_paths(sys.argv)
@@ -121,8 +111,6 @@ def run_command(command: types.ModuleType, flags_parser: Callable[[list[str]], l
 
 def run_in_one_line(program: str, main: Callable[[Any], Any]) -> None:
     """Run ``absl.app.run(main)`` with a flag or usage mistake in one line, status 2; never return.
-
-    For the commands run under their library module's name and ``launch.export_results``.
 
     Parameters
     ----------

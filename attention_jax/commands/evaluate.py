@@ -4,42 +4,11 @@ Usage::
 
     python -m attention_jax.evaluate --workdir=runs/base --split=test --average_last=5
     python -m attention_jax.evaluate --workdir=runs/base --source=newstest2014.en --reference=newstest2014.de
-
-Prints the BLEU, chrF (chrF2) and TER of beam-search translations, each with its sacrebleu signature,
-and the per-token perplexity (teacher forcing, no label smoothing). Writes them as JSON to
-``WORKDIR/eval_<split>.<checkpoint>.json`` (e.g. ``eval_test.averaged.json``, ``eval_test.step1200.json``),
-with the translations beside it in ``.hypotheses.txt`` (one per line, in split order) and each pair's
-source, reference and translation in ``.translations.jsonl`` (one JSON object a line, the same order).
-
-``--num_examples=K``, fewer than the split holds, evaluates its first K pairs and says so in the report's
-name, ``eval_<split>_first<K>.<checkpoint>.json``: never the whole split's. ``--source=FILE
---reference=FILE`` evaluate any parallel text instead of a split of the run's corpus (one sentence per
-line, as many lines in both; filed as ``eval_file_<source stem>.<checkpoint>.json``, or
-``eval_file_<source stem>_<path hash>.<checkpoint>.json`` when the run already holds a report of another
-file with that stem); a missing or empty file, or two files of different lengths, are refused in one line
-(exit 2) before anything is written.
-
-An averaged checkpoint older than the run's newest checkpoint is refused (``--reaverage`` redoes it); the
-report of an averaged checkpoint lists the steps it averages (``averaged_steps``). ``--split=dev`` and
-``--split=validation`` name the same split (reports are filed under ``validation``). The figures are
-printed before the report is written, so a run directory that cannot be written (read-only, full) still
-shows them; the command then fails in one line (exit 2) naming the file, and ``--output`` writes elsewhere.
-
-A whole-split evaluation (no ``--num_examples``) written into the run directory (no ``--output``) also adds
-its BLEU and perplexity to the run's TensorBoard, as scalars ``evaluate/<split>/bleu`` and
-``evaluate/<split>/perplexity`` at the evaluated checkpoint's step (averaged or best parameters and other
-decoding settings get series of their own: :mod:`attention_jax.commands.evaluation_scalars`).
-
-Translations made already, by this model or any other system, are scored with no model and no
-``--workdir`` (:mod:`attention_jax.commands.hypothesis_scoring`)::
-
     python -m attention_jax.evaluate --hypotheses=output.de --reference=newstest2014.de --tokenize=intl
 
-prints their BLEU, chrF and TER with signatures, as ``sacrebleu newstest2014.de -i output.de -m bleu chrf ter
---tokenize intl`` does (``--output=FILE`` writes them as JSON too). ``--tokenize`` picks sacrebleu's BLEU
-tokenizer in both modes: ``13a`` (the default), ``intl``, ``zh``, ``char``, ``none``, and ``ja-mecab``/``ko-mecab``
-where sacrebleu's extras are installed; a run's BLEU with another tokenizer than ``13a`` is reported and
-filed but not added to its TensorBoard (whose series are ``13a``).
+Writes ``WORKDIR/eval_<split>[_first<K>].<checkpoint>.json`` and the translations beside it; a whole split
+also goes to TensorBoard. ``--hypotheses`` needs no model. Mistakes are one line, exit 2, before anything
+is written (docs/checkpoints.md, docs/quickstart.md).
 """
 
 from __future__ import annotations

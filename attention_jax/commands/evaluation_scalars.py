@@ -1,6 +1,4 @@
-"""The figures of ``python -m attention_jax.evaluate`` as TensorBoard scalars in the evaluated run's event files,
-at the checkpoint's step; ``docs/quickstart.md`` lists the series (``evaluate/test/bleu``, ...).
-"""
+"""``evaluate``'s figures as TensorBoard scalars at the checkpoint's step (series: docs/quickstart.md)."""
 
 from __future__ import annotations
 
@@ -21,15 +19,14 @@ def checkpoint_step(workdir: str, checkpoint: str, average_last: int = 0) -> int
     workdir : str
         The run's directory.
     checkpoint : str
-        ``--checkpoint``: ``latest``, ``averaged``, ``best`` or a step number.
+        ``--checkpoint``.
     average_last : int
         ``--average_last``; when positive it replaces ``checkpoint``.
 
     Returns
     -------
     int
-        The step itself, the newest checkpoint (``latest``, an average of the last), the newest averaged
-        step, or the step of the best dev perplexity kept.
+        The step, the newest (averaged) checkpoint's, or the best dev evaluation's.
     """
     if average_last > 0:
         return checkpoints.finished_steps(os.path.join(workdir, run_files.CHECKPOINT_DIR))[-1]
@@ -46,7 +43,7 @@ def series(split: str, checkpoint: str, average_last: int = 0,
     Parameters
     ----------
     split : str
-        The split's data name (``validation``, ``test``, ``train``).
+        The split's data name.
     checkpoint : str
         ``--checkpoint``.
     average_last : int
@@ -57,8 +54,7 @@ def series(split: str, checkpoint: str, average_last: int = 0,
     Returns
     -------
     str
-        ``evaluate/<split>``, the checkpoint's label unless it is one training checkpoint, then the changed
-        settings as ``<name><value>`` joined by ``_``.
+        The prefix.
     """
     parts = ["evaluate", split]
     if average_last > 0 or not (checkpoint == "latest" or checkpoint.isdigit()):
@@ -69,7 +65,7 @@ def series(split: str, checkpoint: str, average_last: int = 0,
 
 
 def write(workdir: str, step: int, prefix: str, bleu: float, perplexity: float) -> str | None:
-    """Add one evaluation's BLEU and perplexity to the run's TensorBoard event files (not ``metrics.jsonl``).
+    """Add one evaluation's BLEU and perplexity to the run's TensorBoard event files.
 
     Parameters
     ----------

@@ -1,23 +1,14 @@
-"""Export a trained run: its parameters as safetensors, or its forward pass or translate function as jax.export.
+r"""Export a trained run: its parameters as safetensors, or its forward pass or translate function as jax.export.
 
 Usage::
 
     python -m attention_jax.export --workdir=runs/tiny --format=safetensors --out=tiny.safetensors
     python -m attention_jax.export --workdir=runs/tiny --format=jax_export --function=logits \
         --batch_size=8 --source_len=32 --target_len=32 --out=tiny_logits.jax_export
-    python -m attention_jax.export --workdir=runs/tiny --format=jax_export --function=translate \
-        --batch_size=8 --source_len=32 --out=tiny_translate.jax_export
     python -m attention_jax.export --workdir=runs/tiny --format=directory --out=tiny_export
 
-A safetensors file holds one tensor per parameter, named by its path in the parameter tree
-(``encoder_0/self_attention/query/kernel``; the shared embedding once, ``shared_embedding/embedding``),
-and the run's config in its metadata. A jax.export artifact holds the function at the batch shape given,
-parameters included; ``jax.export.deserialize`` reloads it in any process. A directory export holds what
-translating needs, the safetensors file as ``params.safetensors``, ``config.json`` and ``tokenizer.model``
-(:mod:`attention_jax.checkpointing.exported_run`): ``load_run(OUT)`` and ``translate --workdir=OUT`` open
-it. Prints one JSON line saying what was written. Mistakes in the flags or the run are one line and exit
-status 2, before anything is written. The name map, the functions' signatures and how to load both:
-``docs/python_api.md``.
+``load_run(OUT)`` and ``translate --workdir=OUT`` open a directory export. Prints one JSON line; mistakes
+are one line, exit 2, before anything is written (docs/python_api.md).
 """
 
 from __future__ import annotations
@@ -76,9 +67,7 @@ def export(workdir: str, out: str, file_format: str, *, checkpoint: str = "lates
            function: str = "logits", batch_size: int = 8, source_len: int = 0, target_len: int = 0,
            beam_size: int | None = None, alpha: float | None = None,
            platforms: list[str] | None = None) -> dict[str, Any]:
-    """Write a run's parameters (``safetensors``) or one of its functions (``jax_export``) to ``out``.
-
-    Everything is checked before ``out`` is written.
+    """Write a run's parameters (``safetensors``) or one of its functions (``jax_export``) to ``out``, checked first.
 
     Parameters
     ----------
@@ -106,8 +95,7 @@ def export(workdir: str, out: str, file_format: str, *, checkpoint: str = "lates
     Returns
     -------
     dict
-        ``out``, ``format``, ``bytes``, ``checkpoint`` and, per format, ``tensors`` or ``function``,
-        ``input_shapes`` and ``platforms``.
+        What was written: ``out``, ``format``, ``bytes``, ``checkpoint`` and the format's details.
 
     Raises
     ------

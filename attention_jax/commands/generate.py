@@ -1,23 +1,13 @@
-r"""Continue text with a trained decoder-only language model, or measure its perplexity on a split.
+"""Continue text with a trained decoder-only language model, or measure its perplexity on a split.
 
 Usage::
 
     python -m attention_jax.generate --workdir=runs/lm_tiny --prompt="Der Hund"
-    python -m attention_jax.generate --workdir=runs/lm_tiny --prompt="Der Hund" --temperature=0  # greedy
-    python -m attention_jax.generate --workdir=runs/lm_tiny --temperature=0.8 --top_p=0.9 < prompts.txt
-    python -m attention_jax.generate --workdir=runs/lm_tiny --num_samples=3 --echo_prompt --format=jsonl < prompts.txt
+    python -m attention_jax.generate --workdir=runs/lm_tiny --num_samples=3 --top_p=0.9 --format=jsonl < prompts.txt
     python -m attention_jax.generate --workdir=runs/lm_tiny --eval_split=validation
 
-Without ``--prompt`` the prompts are the lines of stdin (UTF-8). Each prompt gets ``--num_samples`` lines
-out, in input order: the continuation, or with ``--echo_prompt`` the prompt followed by it; ``--format=jsonl``
-prints one JSON object a line instead: ``prompt``, ``sample`` (0 to K-1), ``seed``, ``continuation``.
-Sampling draws from ``softmax(logits / temperature)`` restricted to the ``--top_k`` most likely tokens
-and/or the nucleus of probability ``--top_p``; ``--temperature=0`` is greedy. Sample k is drawn with seed
-``--seed`` + k: what ``--seed=SEED+k --num_samples=1`` prints for the same prompts.
-``--eval_split`` instead prints the per-token perplexity and bits per byte of that split and writes them
-to ``WORKDIR/lm_eval_<split>.json``: each document scored with its own context, a document longer than
-the model's rows in strided windows of ``--eval_stride`` tokens (default half a row;
-:mod:`attention_jax.evaluation.lm_evaluation`).
+Without ``--prompt`` the prompts are stdin's lines; sample k is drawn with seed ``--seed`` + k;
+``--temperature=0`` is greedy. ``--eval_split`` writes ``WORKDIR/lm_eval_<split>.json`` (docs/language_models.md).
 """
 
 from __future__ import annotations

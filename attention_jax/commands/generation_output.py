@@ -24,7 +24,7 @@ def sample_lines(generator: Generator, prompts: list[str], settings: SamplingSet
     num_samples : int
         Samples per prompt.
     echo_prompt : bool
-        Start each text line with its prompt (a jsonl line carries it anyway).
+        Start each text line with its prompt.
     output_format : str
         ``"text"`` or ``"jsonl"``.
 

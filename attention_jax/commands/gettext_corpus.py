@@ -1,8 +1,4 @@
-"""``python -m attention_jax.data.gettext_corpus``: a corpus from the machine's gettext catalogs.
-
-Its flags and ``main``; what it computes is :mod:`attention_jax.data.gettext_corpus`
-(whose docstring ``--help`` prints).
-"""
+"""``python -m attention_jax.data.gettext_corpus``: a corpus from the machine's gettext catalogs (flags, ``main``)."""
 
 from __future__ import annotations
 
@@ -48,9 +44,6 @@ def _define_flags() -> None:
 
 
 def run() -> None:
-    """Define the flags, then run :func:`main`, a mistake in one line.
-
-    What ``python -m attention_jax.data.gettext_corpus`` runs.
-    """
+    """Define the flags, then run :func:`main`, a mistake in one line."""
     _define_flags()
     entry_points.run_in_one_line(_PROGRAM, main)

@@ -1,9 +1,4 @@
-"""``evaluate --hypotheses=FILE --reference=FILE``: score translations already made, no model and no JAX.
-
-The figures are sacrebleu's corpus BLEU, chrF and TER with their signatures, the same as
-``sacrebleu REFERENCE -i HYPOTHESES -m bleu chrf ter --tokenize TOKENIZER`` prints
-(:mod:`attention_jax.evaluation.sacrebleu_scores`); ``--output=FILE`` also writes them as JSON.
-"""
+"""``evaluate --hypotheses=FILE --reference=FILE``: score translations made already as ``sacrebleu`` does, no model."""
 
 from __future__ import annotations
 
@@ -19,19 +14,8 @@ MODEL_FLAGS = ("workdir", "split", "source", "checkpoint", "average_last", "num_
 """``evaluate`` flags that choose a model or how it decodes: meaningless when the translations are given."""
 
 
-def check_no_model_flags(present: Sequence[str]) -> None:
-    """Refuse model or decoding flags given with ``--hypotheses``, which scores a file as it is.
-
-    Parameters
-    ----------
-    present : Sequence[str]
-        The :data:`MODEL_FLAGS` the user gave.
-
-    Raises
-    ------
-    UserInputError
-        One line naming them.
-    """
+def _check_no_model_flags(present: Sequence[str]) -> None:
+    """Refuse, in one line, model or decoding flags given with ``--hypotheses``, which scores a file as it is."""
     if present:
         given = ", ".join(f"--{name}" for name in present)
         raise UserInputError(f"--hypotheses scores translations that already exist, with no model: leave out "
@@ -43,22 +27,20 @@ def score_file(hypotheses_file: str, reference_file: str, bleu_tokenizer: str) -
 
     Parameters
     ----------
-    hypotheses_file : str
-        Detokenized translations, one per line.
-    reference_file : str
-        Their references, as many lines.
+    hypotheses_file, reference_file : str
+        Detokenized translations, one per line, and as many references.
     bleu_tokenizer : str
         sacrebleu's BLEU tokenizer.
 
     Returns
     -------
     dict
-        The files' absolute paths, ``num_sentences``, ``bleu_tokenizer`` and the ``CorpusScores`` fields.
+        The files' paths, ``num_sentences``, ``bleu_tokenizer`` and the ``CorpusScores`` fields.
 
     Raises
     ------
     UserInputError
-        One line: an unknown or uninstalled tokenizer, a missing, empty or directory file, unequal lengths.
+        For an unknown tokenizer, a missing, empty or directory file, or unequal lengths.
     """
     from attention_jax.commands import text_io
     from attention_jax.evaluation import sacrebleu_scores
@@ -75,8 +57,6 @@ def score_file(hypotheses_file: str, reference_file: str, bleu_tokenizer: str) -
 def run(program: str, hypotheses_file: str, reference_file: str, bleu_tokenizer: str, output: str | None,
         model_flags_given: Sequence[str]) -> None:
     """Score ``hypotheses_file`` against ``reference_file``, print the figures, then write ``output``.
-
-    A user's mistake is one line on stderr, exit status 2.
 
     Parameters
     ----------
@@ -96,7 +76,7 @@ def run(program: str, hypotheses_file: str, reference_file: str, bleu_tokenizer:
     try:
         if not reference_file:
             raise UserInputError("--hypotheses needs --reference: the reference translations, one per line.")
-        check_no_model_flags(model_flags_given)
+        _check_no_model_flags(model_flags_given)
         report = score_file(hypotheses_file, reference_file, bleu_tokenizer)
     except UserInputError as error:
         exit_with_error(program, str(error))

@@ -1,8 +1,4 @@
-"""``python -m attention_jax.evaluation.length_bucket_evaluation``: a run or a sweep scored on the length buckets.
-
-Its flags and ``main``; what it computes is :mod:`attention_jax.evaluation.length_bucket_evaluation`
-(whose docstring ``--help`` prints).
-"""
+"""``python -m attention_jax.evaluation.length_bucket_evaluation``: runs scored on length buckets (flags, ``main``)."""
 
 from __future__ import annotations
 
@@ -66,9 +62,6 @@ def _define_flags() -> None:
 
 
 def run() -> None:
-    """Define the flags, then run :func:`main`, a mistake in one line.
-
-    What ``python -m attention_jax.evaluation.length_bucket_evaluation`` runs.
-    """
+    """Define the flags, then run :func:`main`, a mistake in one line."""
     _define_flags()
     entry_points.run_in_one_line(_PROGRAM, main)

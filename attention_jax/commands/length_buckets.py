@@ -1,8 +1,4 @@
-"""``python -m attention_jax.data.length_buckets``: the length split of a TSV corpus.
-
-Its flags and ``main``; what it computes is :mod:`attention_jax.data.length_buckets`
-(whose docstring ``--help`` prints).
-"""
+"""``python -m attention_jax.data.length_buckets``: the length split of a TSV corpus; flags and ``main`` here."""
 
 from __future__ import annotations
 
@@ -68,9 +64,6 @@ def _define_flags() -> None:
 
 
 def run() -> None:
-    """Define the flags, then run :func:`main`, a mistake in one line.
-
-    What ``python -m attention_jax.data.length_buckets`` runs.
-    """
+    """Define the flags, then run :func:`main`, a mistake in one line."""
     _define_flags()
     entry_points.run_in_one_line(_PROGRAM, main)

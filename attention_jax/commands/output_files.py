@@ -1,8 +1,4 @@
-"""The file a command writes at the user's request (``export --out``, ``plot_attention --out``), checked first.
-
-A run's own files (``export --out=RUN/tokenizer.model`` would break the run) and unwritable places are
-refused in one line before any work; a write that still fails is one line, exit status 2.
-"""
+"""The file a command writes at the user's request (``--out``): a run's own files and unwritable places refused."""
 
 from __future__ import annotations
 
@@ -40,13 +36,12 @@ def check_output_file(path: str, flag: str, run_directories: tuple[str, ...] = (
     flag : str
         The flag that named it, e.g. ``"--out"``.
     run_directories : tuple[str, ...]
-        The run directories the command reads; their own files (:data:`RUN_OWN_NAMES`) and anything inside
-        their checkpoints are protected.
+        The run directories the command reads.
 
     Raises
     ------
     UserInputError
-        One line naming the path and the fix: a run's file, a directory, or an unwritable parent.
+        One line naming the path and the fix.
     """
     refuse_run_files(path, flag, run_directories)
     if os.path.isdir(path):
@@ -56,7 +51,7 @@ def check_output_file(path: str, flag: str, run_directories: tuple[str, ...] = (
 
 
 def refuse_run_files(path: str, flag: str, run_directories: tuple[str, ...]) -> None:
-    """Refuse an output file that is one of a run's own files, of ``run_directories`` or any run holding it.
+    """Refuse an output file that is a run's own file, of ``run_directories`` or any run holding it.
 
     Parameters
     ----------
@@ -101,15 +96,13 @@ def replacement_note(path: str, flag: str) -> str | None:
 
     Parameters
     ----------
-    path : str
-        The file to write.
-    flag : str
-        The flag that named it.
+    path, flag : str
+        The file to write and the flag that named it.
 
     Returns
     -------
     str or None
-        ``"note: --out=PATH exists and is replaced."``; ``None`` for a new file.
+        The note; ``None`` for a new file.
     """
     return f"note: {flag}={path} exists and is replaced." if os.path.lexists(path) else None
 
@@ -121,16 +114,13 @@ def write_error_message(error: OSError, path: str, flag: str) -> str | None:
     ----------
     error : OSError
         What the write raised.
-    path : str
-        The file being written.
-    flag : str
-        The flag that named it.
+    path, flag : str
+        The file being written and the flag that named it.
 
     Returns
     -------
     str or None
-        For a full disk, a read-only or missing directory, or no permission; ``None`` for other errors
-        (a programming error keeps its traceback).
+        ``None`` for errors other than a full disk, a missing or read-only directory, or no permission.
     """
     if error.errno not in _WRITE_ERRNOS:
         return None

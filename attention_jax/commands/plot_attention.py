@@ -1,14 +1,11 @@
-"""Draw a trained model's attention weights for one sentence, like the paper's Figures 3-5.
+r"""Draw a trained model's attention weights for one sentence, like the paper's Figures 3-5.
 
 Usage::
 
-    python -m attention_jax.plot_attention --workdir=runs/tiny --text="The house is small." \\
+    python -m attention_jax.plot_attention --workdir=runs/tiny --text="The house is small." \
         --out=attention.png [--target="Das Haus ist klein."] [--layer=-1] [--head=all] [--kind=cross]
 
-Draws one heat map per head (a grid for ``--head=all``) of the chosen layer: rows are queries, columns
-keys, both labelled with subword tokens. ``cross``: target tokens (rows) attending to source tokens;
-``encoder``: source to source; ``decoder``: target positions to the decoder inputs (``<s>`` + target).
-Without ``--target`` the model's own beam-search translation is used.
+One heat map per head of the layer, queries as rows; without ``--target`` the model's own translation.
 """
 
 from __future__ import annotations

@@ -1,8 +1,4 @@
-"""``python -m attention_jax.evaluation.position_losses``: runs' losses by target position, plotted.
-
-Its flags and ``main``; what it computes is :mod:`attention_jax.evaluation.position_losses`
-(whose docstring ``--help`` prints).
-"""
+"""``python -m attention_jax.evaluation.position_losses``: runs' losses by target position (flags, ``main``)."""
 
 from __future__ import annotations
 
@@ -67,9 +63,6 @@ def _define_flags() -> None:
 
 
 def run() -> None:
-    """Define the flags, then run :func:`main`, a mistake in one line.
-
-    What ``python -m attention_jax.evaluation.position_losses`` runs.
-    """
+    """Define the flags, then run :func:`main`, a mistake in one line."""
     _define_flags()
     entry_points.run_in_one_line(_PROGRAM, main)

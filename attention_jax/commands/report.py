@@ -16,7 +16,7 @@ seeds, the change of dev perplexity against the reference row (``base``) paired 
 against the paper's direction (``reproduced``, ``opposite``, ``within noise``); rows with seeds still to
 run say how many.
 A sweep of ``configs/table3.py`` also gets ``ROOT/table3.md`` and ``.csv``: test BLEU and training cost
-beside the paper's (:mod:`attention_jax.reports.training_cost`). A sweep whose rows use more than one
+beside the paper's (``configs/table3.py``'s ``get_report()``). A sweep whose rows use more than one
 attention function (``configs/sweeps/attention_function.py``) also gets ``ROOT/attention_functions.md``,
 ``.csv`` and ``.png``: each function against scaled dot product at the same ``d_k``, paired by seed
 (:mod:`attention_jax.reports.within_groups`). A sweep whose runs were scored on length buckets
@@ -64,8 +64,12 @@ def main(argv: list[str]) -> None:
     root = argv[1]
     out_dir = _OUT.value or root
     try:
-        if not transfer_report.read_corpora(root, all_rows=_ALL_ROWS.value, reference=_REFERENCE.value):
-            sweep_rows.read_sweep_rows(root, all_rows=_ALL_ROWS.value)  # The root is a sweep, every file readable.
+        corpora = transfer_report.read_corpora(root, all_rows=_ALL_ROWS.value, reference=_REFERENCE.value)
+        # Every file readable before anything is written: the runs' files, the sweep file's get_report().
+        records = ([corpus.record for corpus in corpora]
+                   or [sweep_rows.read_sweep_rows(root, all_rows=_ALL_ROWS.value)[0]])
+        for record in records:
+            sweep_rows.declared_report(record)
         run_files.check_directory(out_dir, "--out" if _OUT.value else "ROOT", writable=True,
                                   instead="" if _OUT.value else "Pass --out=DIR to write the report elsewhere.")
         paths = all_reports.write_reports(root, out_dir, all_rows=_ALL_ROWS.value,

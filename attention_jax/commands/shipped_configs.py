@@ -1,9 +1,4 @@
-"""The repository's configs by name, from any directory: ``--config=tiny``, ``--config=table2:B1``.
-
-A bare name is the file of that name in the ``configs/`` folder beside the imported ``attention_jax`` (a
-checkout, or ``pip install -e .``); a path naming an existing file is taken as it is. ``configs/`` is not
-installed, so a wheel install has no shipped configs (``docs/quickstart.md``).
-"""
+"""The repository's configs by name from any directory (``--config=table2:B1``): ``configs/`` beside the package."""
 
 from __future__ import annotations
 
@@ -18,14 +13,8 @@ from attention_jax.foundation.user_errors import UserInputError
 _NAME = re.compile(r"[A-Za-z_]\w*(\.py)?")  # A module's file name: no folder, no other suffix.
 
 
-def configs_dir() -> str | None:
-    """Return the repository's ``configs/`` folder beside the imported package, if there is one.
-
-    Returns
-    -------
-    str or None
-        ``<checkout>/configs`` (links resolved) when it is a package; ``None`` for a wheel install.
-    """
+def _configs_dir() -> str | None:
+    """Return the ``configs/`` folder beside the imported package (links resolved); ``None`` for a wheel install."""
     package = os.path.dirname(os.path.realpath(attention_jax.__file__))
     directory = os.path.join(os.path.dirname(package), "configs")
     return directory if os.path.isfile(os.path.join(directory, "__init__.py")) else None
@@ -39,7 +28,7 @@ def checkout_root() -> str | None:
     str or None
         The root; ``None`` for a wheel install.
     """
-    directory = configs_dir()
+    directory = _configs_dir()
     if directory is None:
         return None
     root = os.path.dirname(directory)
@@ -75,7 +64,7 @@ def use_checkout(what: str) -> str:
 
 
 def import_hint(error: BaseException) -> str:
-    """Return what to do when a config or sweep file outside the checkout failed to import ``configs`` or ``launch``.
+    """Return what to do when a file outside the checkout failed to import ``configs`` or ``launch``.
 
     Parameters
     ----------
@@ -85,8 +74,7 @@ def import_hint(error: BaseException) -> str:
     Returns
     -------
     str
-        For ``configs``: install from a checkout and import ``attention_jax.configs``; for ``launch``: run
-        ``attention-jax-sweep``; ``""`` otherwise.
+        The hint; ``""`` for other errors.
     """
     if not isinstance(error, ModuleNotFoundError) or not error.name:
         return ""
@@ -109,14 +97,14 @@ def names() -> list[str]:
     list[str]
         The module names of ``configs/*.py`` (not ``__init__``); empty without ``configs/``.
     """
-    directory = configs_dir()
+    directory = _configs_dir()
     if directory is None:
         return []
     return sorted(name[:-3] for name in os.listdir(directory) if name.endswith(".py") and name != "__init__.py")
 
 
 def is_bare_name(path: str) -> bool:
-    """Return whether ``path`` is a config's name rather than a path: a module name, ``.py`` or not, no folder.
+    """Return whether ``path`` is a config's name (``tiny``, ``tiny.py``) rather than a path.
 
     Parameters
     ----------
@@ -126,7 +114,7 @@ def is_bare_name(path: str) -> bool:
     Returns
     -------
     bool
-        True for ``tiny`` and ``tiny.py``; False for ``configs/tiny.py``, ``./tiny.py`` and ``tiny.json``.
+        False for ``configs/tiny.py``, ``./tiny.py`` and ``tiny.json``.
     """
     return _NAME.fullmatch(path) is not None
 
@@ -142,11 +130,10 @@ def resolve(spec: str) -> str:
     Returns
     -------
     str
-        ``<checkout>/configs/<name>.py[:ARG]``; ``spec`` itself for an existing file, a path, or an unknown
-        name (the flags parser then reports the missing file).
+        ``<checkout>/configs/<name>.py[:ARG]``; ``spec`` itself for a path or an unknown name.
     """
     path, colon, argument = spec.partition(":")
-    directory = configs_dir()
+    directory = _configs_dir()
     if os.path.isfile(path) or not is_bare_name(path) or directory is None:
         return spec
     shipped = os.path.join(directory, path if path.endswith(".py") else f"{path}.py")
@@ -166,7 +153,7 @@ def resolve_argv(argv: Sequence[str], flag_name: str = "config") -> list[str]:
     Returns
     -------
     list[str]
-        A new list; other arguments unchanged.
+        A new list.
     """
     prefix = f"--{flag_name}="
     return [prefix + resolve(argument[len(prefix):]) if argument.startswith(prefix) else argument

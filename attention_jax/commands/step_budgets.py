@@ -1,8 +1,4 @@
-"""``python -m attention_jax.reports.step_budgets``: a sweep's rows judged at several step budgets.
-
-Its flags and ``main``; what it computes is :mod:`attention_jax.reports.step_budgets`
-(whose docstring ``--help`` prints).
-"""
+"""``python -m attention_jax.reports.step_budgets``: a sweep's rows judged at several step budgets (flags, ``main``)."""
 
 from __future__ import annotations
 
@@ -69,9 +65,6 @@ def main(argv: list[str]) -> None:
 
 
 def run() -> None:
-    """Define the flags, then run :func:`main`, a mistake in one line.
-
-    What ``python -m attention_jax.reports.step_budgets`` runs.
-    """
+    """Define the flags, then run :func:`main`, a mistake in one line."""
     _FLAGS.update(_define_flags())
     entry_points.run_in_one_line(_PROGRAM, main)

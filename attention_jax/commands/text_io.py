@@ -61,10 +61,7 @@ def buffer_size(flag_value: int | None, batch_size: int, interactive: bool) -> i
 
 
 def read_lines(stream: BinaryIO) -> Iterator[str]:
-    """Yield the lines of a byte stream as text, without line endings.
-
-    Only a line feed (and a carriage return before it) ends a line, so output lines match input lines
-    one for one (``str.splitlines`` would also split on form feeds and Unicode separators).
+    r"""Yield the lines of a byte stream as text; only ``\n`` (or ``\r\n``) ends one, so lines out match lines in.
 
     Parameters
     ----------
@@ -74,7 +71,7 @@ def read_lines(stream: BinaryIO) -> Iterator[str]:
     Yields
     ------
     str
-        Each line as UTF-8; invalid bytes become U+FFFD, with a warning naming the line.
+        Each line as UTF-8; invalid bytes become U+FFFD, with a warning.
     """
     for number, raw in enumerate(stream, start=1):
         raw = raw.rstrip(b"\n").rstrip(b"\r")
@@ -90,27 +87,22 @@ def read_parallel_text(source_file: str, reference_file: str, *, source_flag: st
                        reference_flag: str = "--reference") -> list[tuple[str, str]]:
     """Read a parallel text given as two files, line ``i`` of one translating line ``i`` of the other.
 
-    Lines are read as :func:`read_lines` reads them.
-
     Parameters
     ----------
-    source_file : str
-        The source sentences, UTF-8.
-    reference_file : str
-        Their references, as many lines.
+    source_file, reference_file : str
+        The sources and their references, UTF-8.
     source_flag, reference_flag : str
-        How the user named the files, for the messages.
+        How the user named the files.
 
     Returns
     -------
     list[tuple[str, str]]
-        ``(source, reference)`` per line, in file order.
+        ``(source, reference)`` per line.
 
     Raises
     ------
     UserInputError
-        One line naming the file and the fix: a missing file, a directory, no sentence, or line counts
-        that differ.
+        For a missing file, a directory, no sentence, or line counts that differ.
     """
     sides = []
     for flag, path in ((source_flag, source_file), (reference_flag, reference_file)):

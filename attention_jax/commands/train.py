@@ -5,12 +5,8 @@ Usage::
     python -m attention_jax.main --config=configs/tiny.py --workdir=runs/tiny
     python -m attention_jax.main --config=configs/table2.py:B1 --workdir=runs/B1 --config.num_train_steps=1000
 
-Rerunning the same command resumes from the workdir's latest checkpoint; once the run finished, it does
-nothing. ``--config.fine_tune_from=RUN`` starts a new workdir from another run's parameters and tokenizer
-(:mod:`attention_jax.training.fine_tuning`). Exit status: 0 finished, 2 bad command line or config, 3 another
-trainer holds the workdir, 75 stopped on SIGTERM/Ctrl-C after checkpointing (rerun to resume). Multi-process
-jobs (SLURM, TPU pods, or ``JAX_COORDINATOR_ADDRESS`` + ``JAX_NUM_PROCESSES`` + ``JAX_PROCESS_ID``) are
-detected and joined before training starts (:func:`attention_jax.training.distributed.maybe_initialize`).
+Rerunning resumes from the latest checkpoint. Exit status: 0 finished, 2 bad command line or config,
+3 workdir locked by another trainer, 75 stopped on SIGTERM/Ctrl-C after checkpointing (rerun to resume).
 """
 
 from __future__ import annotations
@@ -37,9 +33,6 @@ EXIT_LOCKED = 3  # Another trainer holds the work directory.
 
 def main(argv: list[str]) -> None:
     """Check the command line and config, join a multi-process job if there is one, then train.
-
-    A user's mistake ends in one line, exit status 2 (3 for a locked work directory), before anything is
-    written; a stopped run exits with :data:`~attention_jax.foundation.run_files.STOPPED_EXIT_STATUS`.
 
     Parameters
     ----------

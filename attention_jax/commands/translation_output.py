@@ -1,8 +1,4 @@
-"""What ``translate`` prints for one input line: a plain translation, fairseq-like tagged lines, or JSON.
-
-``docs/quickstart.md`` ("Translating") describes the layouts. Scores are natural logs: ``score`` is
-``log P(Y | X)``, ``normalized_score`` is ``score / lp(|Y|)``, what beam search ranks by.
-"""
+"""What ``translate`` prints for one input line: plain, fairseq-like tagged lines, or JSON (docs/quickstart.md)."""
 
 from __future__ import annotations
 
@@ -49,18 +45,17 @@ def plain_line(result: LineResult) -> str:
 
 
 def tagged_lines(result: LineResult) -> list[str]:
-    """Return the line's ``H-``, ``P-`` and ``A-`` lines, best hypothesis first, without newlines.
+    r"""Return the line's ``H-``, ``P-`` and ``A-`` lines, best hypothesis first, without newlines.
 
     Parameters
     ----------
     result : LineResult
-        The line's hypotheses, with their alignments and log-probabilities when given.
+        The line's hypotheses.
 
     Returns
     -------
     list[str]
-        ``H-<index>\\t<normalized_score>\\t<score>\\t<translation>`` per hypothesis (four decimals), each
-        followed by its ``P-`` and ``A-`` lines when given.
+        ``H-<index>\t<normalized_score>\t<score>\t<translation>`` per hypothesis, then its ``P-`` and ``A-`` lines.
     """
     lines = []
     for number, hypothesis in enumerate(result.hypotheses):
@@ -80,15 +75,14 @@ def json_line(result: LineResult, *, nbest: bool) -> str:
     Parameters
     ----------
     result : LineResult
-        The line's hypotheses, with alignments, pieces and log-probabilities when given.
+        The line's hypotheses.
     nbest : bool
         Add the ``nbest`` list.
 
     Returns
     -------
     str
-        ``source``, ``translation``, ``score`` and ``normalized_score`` of the best hypothesis (``null``
-        scores for an empty line), plus ``nbest``, ``alignment``, pieces and ``token_log_probs`` when given.
+        The best hypothesis's ``source``, ``translation`` and scores, and what else was asked for.
     """
     best = result.hypotheses[0] if result.hypotheses else None
     record: dict[str, Any] = {

@@ -1,10 +1,8 @@
-"""Dropout with JAX's own threefry mask, drawn without the loop JAX's CPU lowering puts around it.
+"""Dropout with JAX's own Threefry mask, without the loop JAX's CPU lowering puts around it.
 
-On CPUs JAX lowers Threefry-2x32 (Salmon et al., 2011) as a ``while`` loop over its five blocks of four
-rounds; written out as 20 rounds it is one vectorized fusion. The bits and masks equal
-``jax.random.bits`` / ``bernoulli`` exactly (a jitted step still rounds differently, being another
-program); where they could differ (non-threefry keys, ``jax_threefry_partitionable`` off, 64-bit mode,
-over 2^32 elements) JAX's own implementation is called.
+Written out as 20 rounds, Threefry-2x32 (Salmon et al., 2011) is one vectorized fusion; bits and masks
+equal ``jax.random.bits``/``bernoulli``, and whatever could differ (other keys, 64-bit mode, the legacy
+layout, over 2^32 elements) calls JAX's own.
 """
 
 from __future__ import annotations
@@ -20,9 +18,9 @@ import numpy as np
 Array = jax.Array
 
 THREEFRY_ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
-"""Rotation distances of Threefry-2x32's rounds; blocks of four alternate between the two rows."""
+"""Rotation distances of Threefry-2x32's rounds; blocks of four alternate rows."""
 THREEFRY_PARITY = 0x1BD11BDA
-"""Constant of the third key word (``k0 ^ k1 ^ parity``) in the Threefish key schedule."""
+"""Third key word's constant (``k0 ^ k1 ^ parity``) in the key schedule."""
 _FLOAT32_MANTISSA_BITS = 23
 
 
@@ -30,26 +28,8 @@ def _rotate_left(value: Array, distance: int) -> Array:
     return (value << np.uint32(distance)) | (value >> np.uint32(32 - distance))
 
 
-def threefry2x32(key_words: tuple[Array, Array], count_hi: Array, count_lo: Array) -> tuple[Array, Array]:
-    """Threefry-2x32 with 20 rounds of the counter words ``(count_hi, count_lo)`` under a 64-bit key.
-
-    Parameters
-    ----------
-    key_words : (Array, Array)
-        The key's two uint32 words (scalars).
-    count_hi, count_lo : Array
-        uint32 counter words, any shape (the same for both).
-
-    Returns
-    -------
-    (Array, Array)
-        The two uint32 output words, shaped like the counters.
-
-    Notes
-    -----
-    Five blocks of four rounds (add, rotate, xor); after block ``b`` the key schedule adds key words
-    ``b + 1`` and ``b + 2`` (mod 3) and the block number. Unrolled, so that XLA fuses it into one loop.
-    """
+def _threefry2x32(key_words: tuple[Array, Array], count_hi: Array, count_lo: Array) -> tuple[Array, Array]:
+    """Threefry-2x32, 20 rounds unrolled: five blocks of four, key schedule injected after each."""
     schedule = (key_words[0], key_words[1], key_words[0] ^ key_words[1] ^ np.uint32(THREEFRY_PARITY))
     left, right = count_hi + schedule[0], count_lo + schedule[1]
     for block in range(5):
@@ -62,7 +42,7 @@ def threefry2x32(key_words: tuple[Array, Array], count_hi: Array, count_lo: Arra
 
 
 def _threefry_key_words(key: Array) -> tuple[Array, Array] | None:
-    """The two uint32 words of a threefry key (typed or raw), or ``None`` if another draw is needed."""
+    """The two uint32 words of a threefry key, or ``None`` when JAX's own draw is needed."""
     # The ignores: jax's Config declares none of the options it defines at runtime.
     if jax.config.jax_enable_x64 or not jax.config.jax_threefry_partitionable:  # type: ignore[attr-defined]
         return None
@@ -78,95 +58,34 @@ def _threefry_key_words(key: Array) -> tuple[Array, Array] | None:
     return words[0], words[1]
 
 
-def threefry_random_bits(key: Array, shape: Sequence[int]) -> Array:
-    """``jax.random.bits(key, shape, jnp.uint32)``, computed in one loop-free expression.
-
-    Parameters
-    ----------
-    key : Array
-        A threefry key: typed (``jax.random.key``) or raw uint32 ``[2]`` (``jax.random.PRNGKey``).
-    shape : sequence of int
-        Shape of the result.
-
-    Returns
-    -------
-    Array
-        uint32 bits equal to JAX's for the same key and shape.
-
-    Notes
-    -----
-    JAX's partitionable layout gives element ``i`` (row-major) the counter ``(i >> 32, i & 0xFFFFFFFF)``
-    and returns the xor of the two output words. Keys of other generators, 64-bit mode, the legacy
-    layout and more than 2^32 elements go to ``jax.random.bits`` itself.
-    """
+def _threefry_random_bits(key: Array, shape: Sequence[int]) -> Array:
+    """``jax.random.bits(key, shape, jnp.uint32)``: counter ``i`` split in two words, outputs xored."""
     shape = tuple(int(size) for size in shape)
     key_words = _threefry_key_words(key)
     size = math.prod(shape)
     if key_words is None or size >= 2**32:
         return jax.random.bits(key, shape, jnp.uint32)
     count_lo = jax.lax.iota(jnp.uint32, size).reshape(shape)
-    left, right = threefry2x32(key_words, jnp.zeros(shape, jnp.uint32), count_lo)
+    left, right = _threefry2x32(key_words, jnp.zeros(shape, jnp.uint32), count_lo)
     return left ^ right
 
 
-def bernoulli_mask(key: Array, keep_prob: float, shape: Sequence[int]) -> Array:
-    """``jax.random.bernoulli(key, keep_prob, shape)``, with the bits of :func:`threefry_random_bits`.
-
-    Parameters
-    ----------
-    key : Array
-        A PRNG key.
-    keep_prob : float
-        Probability of ``True``, a Python number.
-    shape : sequence of int
-        Shape of the mask.
-
-    Returns
-    -------
-    Array
-        bool mask, equal to JAX's for the same arguments.
-
-    Notes
-    -----
-    JAX draws ``u = (bits >> 9) * 2^-23`` (a float32 in [0, 1)) and keeps where ``u < float32(p)``.
-    Both sides are exact, so the test is the integer comparison ``bits >> 9 < ceil(float32(p) * 2^23)``.
-    Keys that :func:`threefry_random_bits` would hand to JAX go to ``jax.random.bernoulli`` whole.
-    """
+def _bernoulli_mask(key: Array, keep_prob: float, shape: Sequence[int]) -> Array:
+    """``jax.random.bernoulli``, as the exact integer test ``bits >> 9 < ceil(float32(p) 2^23)``."""
     shape = tuple(int(size) for size in shape)
     if _threefry_key_words(key) is None or math.prod(shape) >= 2**32:
         return jax.random.bernoulli(key, keep_prob, shape)
     threshold = math.ceil(float(np.float32(keep_prob)) * 2**_FLOAT32_MANTISSA_BITS)
-    mantissa = threefry_random_bits(key, shape) >> np.uint32(32 - _FLOAT32_MANTISSA_BITS)
+    mantissa = _threefry_random_bits(key, shape) >> np.uint32(32 - _FLOAT32_MANTISSA_BITS)
     return mantissa < np.uint32(threshold)
 
 
 class Dropout(nn.Dropout):
-    """``flax.linen.Dropout`` (same fields, same masks) with the mask from :func:`bernoulli_mask`.
-
-    Notes
-    -----
-    The class keeps Flax's name, so modules are auto-named ``Dropout_0``, ... as before and
-    ``make_rng`` hands each the same key: swapping one for the other changes no mask.
-    """
+    """``flax.linen.Dropout`` (same fields, name and masks) with the mask from the unrolled Threefry."""
 
     @nn.compact
     def __call__(self, inputs: Array, deterministic: bool | None = None, rng: Array | None = None) -> Array:
-        """``inputs`` with each element zeroed with probability ``rate`` and the rest scaled by ``1 / (1 - rate)``.
-
-        Parameters
-        ----------
-        inputs : Array
-            Any shape and float dtype.
-        deterministic : bool, optional
-            True returns ``inputs`` unchanged (merged with the attribute, as in Flax).
-        rng : Array, optional
-            Key to use instead of ``make_rng(rng_collection)``.
-
-        Returns
-        -------
-        Array
-            Same shape and dtype as ``inputs``.
-        """
+        """Zero each element with probability ``rate``, scale the rest by ``1 / (1 - rate)``."""
         deterministic = nn.merge_param("deterministic", self.deterministic, deterministic)
         if self.rate == 0.0 or deterministic:
             return inputs
@@ -177,5 +96,5 @@ class Dropout(nn.Dropout):
             rng = self.make_rng(self.rng_collection)
         broadcast_axes = {axis % inputs.ndim for axis in self.broadcast_dims}
         mask_shape = [1 if axis in broadcast_axes else size for axis, size in enumerate(inputs.shape)]
-        mask = jnp.broadcast_to(bernoulli_mask(rng, keep_prob, mask_shape), inputs.shape)
+        mask = jnp.broadcast_to(_bernoulli_mask(rng, keep_prob, mask_shape), inputs.shape)
         return jax.lax.select(mask, inputs / keep_prob, jnp.zeros_like(inputs))

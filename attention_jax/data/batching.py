@@ -1,9 +1,6 @@
 """Length-bucketed batches under a token budget (Section 5.1: about 25000 source and 25000 target tokens).
 
-A pair goes into the smallest bucket whose padded length ``L`` holds both sides (EOS included); each
-bucket has ``R`` rows, ``R * L <= tokens_per_batch``, so a jitted step sees one shape per bucket. The
-budget counts ``"slots"`` (rows x ``L``, fairseq's ``--max-tokens``) or ``"real"`` tokens, as the paper
-(:func:`real_token_shapes`). Every process plans the same global batches and reads its own rows.
+A bucket of padded length ``L`` has ``R`` rows, ``R * L <= tokens_per_batch`` (slots) or sized on real tokens.
 """
 
 from __future__ import annotations
@@ -20,44 +17,36 @@ MIN_BUCKET_LEN = 8
 PADDING_ROW = -1  # Sentence index of an all-pad row (fills a bucket's last, partial batch).
 
 
-class TokenRows(Protocol):
-    """One side's token ids, copied into padded rows (``token_cache.TokenizedSide`` is one)."""
+class _TokenRows(Protocol):
+    """One side's token ids, copied into padded rows (``token_cache.TokenizedSide``)."""
 
     def fill_rows(self, rows: np.ndarray, sentence_indices: np.ndarray) -> None:
-        """Write each sentence's ids, EOS included, at the start of its row.
-
-        Parameters
-        ----------
-        rows : np.ndarray
-            ``[rows, L]`` zeros, written in place.
-        sentence_indices : np.ndarray
-            One sentence index per row; ``PADDING_ROW`` leaves it pad.
-        """
+        """Write each sentence's ids, EOS included, at the start of its row; ``PADDING_ROW`` rows stay pad."""
 
 
-class TokenPairs(Protocol):
-    """Source and target token ids of one split (``token_cache.TokenizedSplit`` is one)."""
+class _TokenPairs(Protocol):
+    """Source and target token ids of one split (``token_cache.TokenizedSplit``)."""
 
     @property
-    def source(self) -> TokenRows:
+    def source(self) -> _TokenRows:
         """The source side."""
         ...
 
     @property
-    def target(self) -> TokenRows:
+    def target(self) -> _TokenRows:
         """The target side."""
         ...
 
 
 def bucket_lengths(max_len: int, min_len: int = MIN_BUCKET_LEN) -> tuple[int, ...]:
-    """Return the buckets' padded lengths: powers of two and 1.5 times them, up to ``max_len``.
+    """Return the buckets' padded lengths: powers of two and 1.5 times them, up to ``max_len`` (the last).
 
     Neighbours differ by at most 1.5x, so bucketing alone leaves at most a third padding.
 
     Parameters
     ----------
     max_len : int
-        Longest padded length; always the last bucket.
+        Longest padded length, at least 1.
     min_len : int
         Shortest padded length (when ``max_len`` allows).
 
@@ -123,24 +112,8 @@ def make_bucket_shapes(max_len: int, tokens_per_batch: int, row_multiple: int) -
 TOKENS_PER_BATCH_UNITS = ("slots", "real")
 
 
-def check_tokens_per_batch_unit(unit: str) -> str:
-    """Return ``unit`` if it is a known ``config.tokens_per_batch_unit``.
-
-    Parameters
-    ----------
-    unit : str
-        The configured value.
-
-    Returns
-    -------
-    str
-        ``unit``.
-
-    Raises
-    ------
-    ValueError
-        Naming both choices and the flag.
-    """
+def _check_tokens_per_batch_unit(unit: str) -> str:
+    """Return ``unit`` if it is a known ``config.tokens_per_batch_unit``, else raise ValueError."""
     if unit not in TOKENS_PER_BATCH_UNITS:
         raise ValueError(
             f"config.tokens_per_batch_unit={unit!r} is not one of {TOKENS_PER_BATCH_UNITS}: 'slots' counts "
@@ -152,17 +125,17 @@ def check_tokens_per_batch_unit(unit: str) -> str:
 
 def real_token_shapes(shapes: BucketShapes, mean_tokens_per_row: Sequence[float], tokens_per_batch: int,
                       row_multiple: int) -> BucketShapes:
-    """Resize each bucket's rows so that its average batch holds ``tokens_per_batch`` real tokens per side.
+    """Resize each bucket's rows so its average batch holds ``tokens_per_batch`` real tokens per side.
 
-    ``R = tokens_per_batch / mean``, rounded down to ``row_multiple``; never below the slot-counted rows, as
-    a row holds at most ``L`` real tokens. A batch may then span up to ``L / mean`` times the budget in slots.
+    ``R = tokens_per_batch / mean``, rounded down to ``row_multiple``, never below the slot-counted rows; a batch
+    may then span up to ``L / mean`` times the budget in slots.
 
     Parameters
     ----------
     shapes : BucketShapes
-        Slot-counted shapes; their lengths are kept.
+        Slot-counted shapes.
     mean_tokens_per_row : Sequence[float]
-        Per bucket, :func:`mean_longer_side_per_bucket` (0: keep the slot-counted rows).
+        Per bucket, from :func:`mean_longer_side_per_bucket` (0: keep the rows).
     tokens_per_batch : int
         Real tokens per side of one global batch.
     row_multiple : int
@@ -182,22 +155,21 @@ def real_token_shapes(shapes: BucketShapes, mean_tokens_per_row: Sequence[float]
 
 def mean_longer_side_per_bucket(source_lengths: np.ndarray, target_lengths: np.ndarray,
                                 lengths: Sequence[int]) -> tuple[float, ...]:
-    """Return per bucket the larger of its pairs' mean source and mean target lengths.
+    """Return per bucket the larger of its pairs' mean source and mean target lengths (0 when empty).
 
-    The larger mean (not the mean of the larger sides) keeps each side's average batch within the budget.
-    Pairs longer than the last bucket are left out, as the plan drops them.
+    The larger mean, not the mean of the larger sides, keeps each side's average batch within the budget.
 
     Parameters
     ----------
     source_lengths, target_lengths : np.ndarray
         ``[num_pairs]``, EOS included.
     lengths : Sequence[int]
-        The buckets' padded lengths, increasing.
+        The buckets' padded lengths.
 
     Returns
     -------
     tuple[float, ...]
-        One mean per bucket; 0 for an empty bucket.
+        One mean per bucket.
     """
     bucket_of_pair = np.searchsorted(np.asarray(lengths), np.maximum(source_lengths, target_lengths), side="left")
     means = []
@@ -210,15 +182,7 @@ def mean_longer_side_per_bucket(source_lengths: np.ndarray, target_lengths: np.n
 
 @dataclasses.dataclass(frozen=True)
 class PlannedBatch:
-    """One global batch: its bucket and the sentence index of each row.
-
-    Attributes
-    ----------
-    bucket : int
-        Index into ``BucketShapes.lengths``.
-    sentence_indices : np.ndarray
-        ``int64 [R]``, ``PADDING_ROW`` for an all-pad row; a packed plan gives ``[R, P]``.
-    """
+    """One global batch: its bucket index and each row's sentence index (``[R]``, packed ``[R, P]``)."""
 
     bucket: int
     sentence_indices: np.ndarray
@@ -241,10 +205,7 @@ class PlannedBatch:
 
 
 class BatchPlan:
-    """Global batches of one split, reshuffled every epoch.
-
-    An epoch is ``ceil(pairs_in_bucket / R)`` batches per bucket whatever the shuffle, the last one filled
-    with all-pad rows.
+    """Global batches of one split: ``ceil(pairs_in_bucket / R)`` per bucket, reshuffled every epoch.
 
     Parameters
     ----------
@@ -270,7 +231,7 @@ class BatchPlan:
 
     @property
     def num_batches(self) -> int:
-        """Count the global batches in one epoch.
+        """Return the global batches in one epoch.
 
         Returns
         -------
@@ -281,7 +242,7 @@ class BatchPlan:
 
     @property
     def num_kept(self) -> int:
-        """Count the pairs that fit ``max_len``; each appears once per epoch.
+        """Return the pairs that fit ``max_len``; each appears once per epoch.
 
         Returns
         -------
@@ -291,7 +252,7 @@ class BatchPlan:
         return self.num_pairs - self.num_dropped
 
     def used_buckets(self) -> list[int]:
-        """Return the indices of buckets with at least one batch (the shapes a run will see).
+        """Return the buckets with at least one batch (the shapes a run will see).
 
         Returns
         -------
@@ -306,9 +267,9 @@ class BatchPlan:
         Parameters
         ----------
         seed : int
-            Data seed; the same seed and epoch give the same batches on every process.
+            Data seed; the same on every process.
         epoch : int
-            Epoch number, from 0.
+            From 0.
 
         Returns
         -------
@@ -320,14 +281,12 @@ class BatchPlan:
         return [batches[i] for i in rng.permutation(len(batches))]
 
     def ordered_batches(self) -> list[PlannedBatch]:
-        """Return the evaluation batches: index order within buckets, a fixed batch order.
-
-        The order is a fixed permutation, not by bucket, so a limited evaluation's first batches mix lengths.
+        """Return the evaluation batches in a fixed order that mixes lengths (a limited evaluation's first batches too).
 
         Returns
         -------
         list[PlannedBatch]
-            Every kept pair once; the same on every call.
+            Every kept pair once.
         """
         batches = self._chunk(self._members)
         return [batches[i] for i in np.random.default_rng(0).permutation(len(batches))]
@@ -338,7 +297,7 @@ class BatchPlan:
         Returns
         -------
         dict[str, float]
-            ``inputs``, ``targets`` and ``total``; 0 when the plan has no batches.
+            ``inputs``, ``targets`` and ``total``; 0 without batches.
         """
         slots = sum(
             count * rows * length
@@ -367,7 +326,7 @@ def count_tokens(batch: dict) -> dict[str, int]:
     Parameters
     ----------
     batch : dict
-        ``inputs`` ``[rows, S]`` (absent for a language model) and ``targets`` ``[rows, T]`` ids, pad 0.
+        ``targets`` and, but for a language model, ``inputs`` ids, pad 0.
 
     Returns
     -------
@@ -384,17 +343,17 @@ def count_tokens(batch: dict) -> dict[str, int]:
     return counts
 
 
-def make_batch(tokenized: TokenPairs, padded_len: int, sentence_indices: np.ndarray) -> dict:
+def make_batch(tokenized: _TokenPairs, padded_len: int, sentence_indices: np.ndarray) -> dict:
     """Build one batch of padded, EOS-terminated token ids.
 
     Parameters
     ----------
-    tokenized : TokenPairs
+    tokenized : _TokenPairs
         Token ids of the split.
     padded_len : int
         ``L``, the bucket's padded length.
     sentence_indices : np.ndarray
-        One sentence index per row; ``PADDING_ROW`` gives an all-pad row.
+        One sentence index per row; ``PADDING_ROW``: an all-pad row.
 
     Returns
     -------

@@ -1,8 +1,6 @@
 """The corpus ``config.dataset`` names, opened as random-access TFDS data sources (no TensorFlow).
 
-``synthetic_en_de[/<config>]``: the built-in corpus, prepared on first use; ``tsv:DIR``: ``train.tsv``,
-``dev.tsv``, ``test.tsv`` of ``source<TAB>target``, prepared once; any other name: a TFDS translation
-dataset already prepared in array_record format (``wmt14_translate/de-en``, the paper's).
+``synthetic_en_de[/<config>]``, ``tsv:DIR``, or a prepared array_record TFDS dataset (``wmt14_translate/de-en``).
 """
 
 from __future__ import annotations
@@ -31,21 +29,20 @@ _READ_CHUNK = 4096
 
 
 class TranslationSource:
-    """One translation corpus: a prepared TFDS builder and which features hold source and target.
+    """One translation corpus: a prepared TFDS builder and its source and target features.
 
-    Records that are plain ``tf.train.Example`` protos are parsed directly, faster than TFDS's decoding,
-    once the first record parses as TFDS decodes it.
+    Plain ``tf.train.Example`` records are parsed directly (faster) once the first parses as TFDS decodes it.
 
     Parameters
     ----------
     description : str
-        What ``config.dataset`` named, for logs and stats.
+        What ``config.dataset`` named.
     builder : tfds.core.DatasetBuilder
         The prepared (array_record) builder.
     source_key, target_key : str
-        Feature names of the source and target sentences.
+        Feature names of the two sides.
     cache_dir : str
-        Directory for files derived from this corpus (tokenizer, token ids).
+        For files derived from this corpus (tokenizer, token ids).
     """
 
     def __init__(
@@ -79,7 +76,7 @@ class TranslationSource:
         return len(self._open(split)[0])
 
     def text_pairs(self, split: str, indices: Sequence[int] | np.ndarray) -> Iterator[tuple[str, str]]:
-        """Yield ``(source, target)`` text of the pairs at ``indices``, read in chunks.
+        """Yield ``(source, target)`` text of the pairs at ``indices`` (invalid UTF-8 replaced), read in chunks.
 
         Parameters
         ----------
@@ -91,7 +88,7 @@ class TranslationSource:
         Yields
         ------
         tuple[str, str]
-            Decoded text, invalid UTF-8 replaced by U+FFFD.
+            The pair.
         """
         records, is_raw = self._open(split)
         for start in range(0, len(indices), _READ_CHUNK):
@@ -148,8 +145,8 @@ def open_translation_source(config: DataConfig) -> TranslationSource:
     Raises
     ------
     UserInputError
-        For an empty or unknown name, or languages the dataset lacks; a ``MissingInputError`` for data
-        missing or not prepared, with the command to prepare it.
+        For an unknown name or languages the dataset lacks; ``MissingInputError`` (with the command) for data
+        not prepared.
     """
     dataset = str(config.dataset).strip()
     data_dir = cache_dirs.data_dir(str(config.data_dir))  # None: TFDS's default.
@@ -173,17 +170,17 @@ def open_translation_source(config: DataConfig) -> TranslationSource:
 
 
 def as_text(value: Any) -> str:
-    """Return a TFDS text feature value as ``str`` (records hold bytes; mocked ones hold str).
+    """Return a TFDS text feature value (bytes, str, or a 0-d array of either) as ``str``, invalid UTF-8 replaced.
 
     Parameters
     ----------
     value : Any
-        ``bytes``, ``str`` or a 0-d NumPy array of either.
+        The value.
 
     Returns
     -------
     str
-        The text, invalid UTF-8 replaced by U+FFFD.
+        The text.
     """
     if isinstance(value, np.ndarray):
         value = value.item()
@@ -273,14 +270,14 @@ def _split_fingerprint(source: TranslationSource, split: str) -> str:
 
 
 def split_contents_fingerprint(source: TranslationSource, split: str) -> dict[str, str | int]:
-    """Identify a split by its name, size and the SHA-256 of every pair's text, in order.
+    """Return a split's name, size (``pairs``) and SHA-256 of every pair's text, in order.
 
     Parameters
     ----------
     source : TranslationSource
         The corpus.
     split : str
-        A TFDS split name or slice; every pair is read.
+        A TFDS split name or slice.
 
     Returns
     -------
@@ -303,7 +300,7 @@ def _read_records(records: Sequence[Any], indices: list[int]) -> list[Any]:
 
 
 def not_prepared_message(builder: tfds.core.DatasetBuilder, split: str, error: Exception) -> str:
-    """Return what to run to prepare ``builder``'s data when ``split`` cannot be read.
+    """Return what to run to prepare ``builder``'s data (a text corpus's too) when ``split`` cannot be read.
 
     Parameters
     ----------
@@ -317,7 +314,7 @@ def not_prepared_message(builder: tfds.core.DatasetBuilder, split: str, error: E
     Returns
     -------
     str
-        The message (also for text corpora).
+        The message.
     """
     name = builder.info.full_name.rsplit("/", 1)[0]  # "wmt14_translate/de-en/1.0.0" without the version.
     data_root = str(builder.data_dir_root)

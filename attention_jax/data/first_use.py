@@ -1,9 +1,6 @@
-"""First use of a shared cache, done once: one process prepares, every other waits and reuses it.
+"""First use of a shared cache, done once: one process prepares under an ``flock``, the others wait and reuse it.
 
-Two processes finding a corpus, tokenizer or token cache missing together (``launch.sweep --parallel``,
-a multi-host job) must not both write it. An ``flock`` serialises them; the kernel drops it when its
-holder dies, and NFS holds it across hosts (docs/clusters.md). Object stores (``gs://``) have no lock:
-each process prepares, deterministically, ending in a rename.
+NFS holds the lock across hosts (docs/clusters.md); on object stores each process prepares and renames.
 """
 
 from __future__ import annotations
@@ -44,10 +41,7 @@ def _describe_holder(lock_fd: int) -> str:
 
 @contextlib.contextmanager
 def _exclusive_lock(lock_path: str, what: str) -> Iterator[None]:
-    """Hold an exclusive ``flock`` on ``lock_path``, logging once whom it waits for.
-
-    The holder writes its pid and host into the file; a path on an object store is not locked.
-    """
+    """Hold an exclusive ``flock`` on ``lock_path`` (holder's pid and host inside), logging once whom it waits for."""
     import fcntl  # POSIX only; imported here so that the module imports everywhere.
 
     if not _can_lock(lock_path):
@@ -77,23 +71,23 @@ def prepare_once(lock_path: str, what: str, is_prepared: Callable[[], bool], pre
     Parameters
     ----------
     lock_path : str
-        Lock file beside the cache it guards (created; left in place).
+        Lock file beside the cache (left in place).
     what : str
         The cache in words, for log lines.
     is_prepared : Callable[[], bool]
-        Whether the cache is complete on disk; asked before and again after taking the lock.
+        Asked before and again after taking the lock.
     prepare : Callable[[], None]
         Writes the cache, with the lock held.
 
     Returns
     -------
     bool
-        True when this process prepared the cache, False when it was ready (before or after waiting).
+        True when this process prepared the cache.
 
     Raises
     ------
     UserInputError
-        One line naming the path and the data-directory settings when the cache is not writable.
+        Naming the path and the data-directory settings when the cache is not writable.
     """
     if is_prepared():
         return False
@@ -117,10 +111,7 @@ def prepare_once(lock_path: str, what: str, is_prepared: Callable[[], bool], pre
 
 
 def remove_incomplete_tfds_dirs(dataset_version_dir: str) -> list[str]:
-    """Delete what an interrupted TFDS preparation left beside ``dataset_version_dir``.
-
-    TFDS writes into ``incomplete.<6 characters>_<version>`` and renames it at the end. Call only while
-    holding the preparation lock, when no live process writes there.
+    """Delete the ``incomplete.*`` directories an interrupted TFDS preparation left; call holding the lock.
 
     Parameters
     ----------
@@ -141,36 +132,20 @@ def remove_incomplete_tfds_dirs(dataset_version_dir: str) -> list[str]:
 
 
 def prepare_local_builder(builder: Any) -> None:
-    """Run ``builder.download_and_prepare()`` for a corpus made here, without TFDS's stdout banner.
-
-    The banner ("Downloading and preparing ...") misleads for local files and mixes with a command's output;
-    progress bars go off unless stderr is a terminal.
+    """Run ``builder.download_and_prepare()`` without TFDS's misleading stdout banner; bars only on a terminal.
 
     Parameters
     ----------
     builder : tfds.core.DatasetBuilder
-        A builder that downloads nothing (a TSV directory, the synthetic grammar).
+        A builder that downloads nothing.
     """
-    progress_bars_for(sys.stderr)
+    _progress_bars_for(sys.stderr)
     with contextlib.redirect_stdout(io.StringIO()):
         builder.download_and_prepare()
 
 
-def progress_bars_for(stream: IO[str]) -> bool:
-    """Turn TFDS's progress bars off for the process unless ``stream`` is a terminal.
-
-    Their carriage returns and ``ESC[A`` redraws pile up as raw bytes in a log file or pipe.
-
-    Parameters
-    ----------
-    stream : IO[str]
-        Where the bars would be drawn (``sys.stderr``).
-
-    Returns
-    -------
-    bool
-        Whether the bars stay on.
-    """
+def _progress_bars_for(stream: IO[str]) -> bool:
+    """Turn TFDS's progress bars off unless ``stream`` is a terminal (redraws pile up in logs); return whether on."""
     is_terminal = bool(getattr(stream, "isatty", lambda: False)())
     if not is_terminal:
         import tensorflow_datasets as tfds  # Here only: the callers have imported it already.

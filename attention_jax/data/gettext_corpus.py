@@ -1,8 +1,6 @@
 """A small parallel corpus from this machine's gettext catalogs (``/usr/share/locale/<lang>/LC_MESSAGES/*.mo``).
 
-English messages and their translations, across packages: the kind of data of the GNOME and KDE
-corpora, and how ``../shared/data/messages_en_de`` was made. Command:
-``python -m attention_jax.data.gettext_corpus --language=fr --out=DIR``.
+Made ``../shared/data/messages_en_de``: ``python -m attention_jax.data.gettext_corpus --language=fr --out=DIR``.
 """
 
 from __future__ import annotations
@@ -23,7 +21,7 @@ SPLIT_SIZES = {"dev": 2000, "test": 2000}  # Pairs held out, each at most a tent
 
 @dataclasses.dataclass(frozen=True)
 class Corpus:
-    """Parallel pairs, ``train``/``dev``/``test`` of ``(english, translation)``, and the packages they came from."""
+    """``train``/``dev``/``test`` pairs of ``(english, translation)``, and the packages they came from."""
 
     pairs: dict[str, list[tuple[str, str]]]
     packages: tuple[str, ...]
@@ -33,19 +31,8 @@ def _clean(text: str) -> str:
     return " ".join(text.split())  # One line, single spaces: the TSV format has no escapes.
 
 
-def catalog_pairs(path: str) -> list[tuple[str, str]]:
-    """Return the translated singular messages of one ``.mo`` catalog, whitespace collapsed.
-
-    Parameters
-    ----------
-    path : str
-        A compiled gettext catalog.
-
-    Returns
-    -------
-    list[tuple[str, str]]
-        ``(english, translation)``; no header, untranslated, identical or plural messages, no message context.
-    """
+def _catalog_pairs(path: str) -> list[tuple[str, str]]:
+    """Return a ``.mo`` catalog's translated singular messages, whitespace collapsed (no header, plural or context)."""
     with open(path, "rb") as catalog_file:
         catalog = gettext.GNUTranslations(catalog_file)._catalog  # type: ignore[attr-defined]  # No public reader.
     pairs = []
@@ -59,9 +46,7 @@ def catalog_pairs(path: str) -> list[tuple[str, str]]:
 
 
 def build_corpus(language: str, locale_dir: str = DEFAULT_LOCALE_DIR, seed: int = 918) -> Corpus:
-    """Collect every catalog of ``language``, deduplicate by English message, split at random.
-
-    Catalogs are read in sorted order and the first translation wins: deterministic for a set of packages.
+    """Collect every catalog of ``language`` (sorted, first translation wins), deduplicate, split at random.
 
     Parameters
     ----------
@@ -92,7 +77,7 @@ def build_corpus(language: str, locale_dir: str = DEFAULT_LOCALE_DIR, seed: int 
     packages = []
     for path in paths:
         try:
-            found = catalog_pairs(path)
+            found = _catalog_pairs(path)
         except (OSError, UnicodeDecodeError) as error:  # A damaged or oddly encoded catalog: skip it.
             print(f"skipping {path}: {error}", file=sys.stderr)
             continue
@@ -121,7 +106,7 @@ def write_corpus(corpus: Corpus, directory: str, language: str) -> None:
     Parameters
     ----------
     corpus : Corpus
-        What :func:`build_corpus` returned.
+        From :func:`build_corpus`.
     directory : str
         Output directory (created).
     language : str

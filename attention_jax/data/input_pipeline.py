@@ -1,8 +1,6 @@
 """The input pipeline: corpus -> shared BPE vocabulary -> token ids -> length-bucketed global batches.
 
-Vocabulary and token ids are cached under ``<data_dir>/attention_jax_cache/``; everything is
-deterministic, so processes without a shared file system build the same caches and plans. Rows hold ids
-ending in EOS (no BOS), pad 0; all-pad rows fill a bucket's last batch.
+Caches under ``<data_dir>/attention_jax_cache/``, deterministic, so every process builds the same plans.
 """
 
 from __future__ import annotations
@@ -40,20 +38,7 @@ class _SplitData:
     num_empty: int = 0  # Pairs left out for an empty source or target (counted in plan.num_dropped).
 
     def local_batch(self, planned: batching.PlannedBatch, process_index: int, process_count: int) -> dict:
-        """Build this process's rows of a planned global batch (packed when the plan packs).
-
-        Parameters
-        ----------
-        planned : batching.PlannedBatch
-            The global batch.
-        process_index, process_count : int
-            This process and the processes sharing the batch.
-
-        Returns
-        -------
-        dict
-            The local batch.
-        """
+        """Build this process's rows of a planned global batch (packed when the plan packs)."""
         length = self.plan.shapes.lengths[planned.bucket]
         local = planned.local_indices(process_index, process_count)
         if local.ndim == 2:  # [rows, P]: several pairs per row.
@@ -62,11 +47,7 @@ class _SplitData:
 
 
 class _TrainBatchSequence(Sequence):
-    """Step ``i`` of an endless training run -> this process's local batch, lazily, for Grain.
-
-    Step ``i`` is batch ``i % num_batches`` of epoch ``i // num_batches``; the last two epochs' plans are
-    kept for Grain's reader threads to share.
-    """
+    """Step ``i`` -> batch ``i % num_batches`` of epoch ``i // num_batches``, this process's rows, lazily for Grain."""
 
     def __init__(self, split: _SplitData, seed: int, process_index: int, process_count: int) -> None:
         self._split = split
@@ -114,7 +95,7 @@ class _EvalBatches:
 
 
 class TranslationData:
-    """Everything the training and decoding code reads about the data; made by :func:`get_datasets`.
+    """What training and decoding read about the data; made by :func:`get_datasets`.
 
     Parameters
     ----------
@@ -128,13 +109,6 @@ class TranslationData:
         This process and the processes in the run.
     num_threads : int
         Grain reader threads.
-
-    Attributes
-    ----------
-    tokenizer : tokenizer_lib.Tokenizer
-        The shared source/target vocabulary.
-    stats : dict
-        Pairs per split, pairs left out, padding fractions, batch shapes.
     """
 
     def __init__(
@@ -157,14 +131,8 @@ class TranslationData:
         self.stats = self._compute_stats()
 
     @property
-    def batch_shapes(self) -> list[tuple[int, int]]:
-        """Return the local ``(rows, L)`` shapes training batches can have (both sides share them).
-
-        Returns
-        -------
-        list[tuple[int, int]]
-            One per used bucket.
-        """
+    def _batch_shapes(self) -> list[tuple[int, int]]:
+        """The local ``(rows, L)`` shapes of training batches, one per used bucket."""
         plan = self._splits["train"].plan
         return [
             (plan.shapes.global_rows[bucket] // self._process_count, plan.shapes.lengths[bucket])
@@ -177,32 +145,31 @@ class TranslationData:
         Parameters
         ----------
         seed : int
-            Data seed, the same on every process: epoch ``e`` is shuffled with ``(seed, e)``.
+            The same on every process: epoch ``e`` is shuffled with ``(seed, e)``.
 
         Returns
         -------
         grain.DatasetIterator
-            Batches of ``inputs`` and ``targets`` ``int32 [rows, L]`` (packed: also ``models.model.PACKED_KEYS``).
-            Its JSON-serializable ``get_state()`` is the next step; ``set_state`` resumes exactly.
+            ``inputs`` and ``targets`` ``int32 [rows, L]``; ``get_state``/``set_state`` resume exactly.
         """
         steps = _TrainBatchSequence(self._splits["train"], seed, self._process_index, self._process_count)
         read_options = grain.ReadOptions(num_threads=self._num_threads, prefetch_buffer_size=_PREFETCH_BATCHES)
         return iter(grain.MapDataset.source(steps).to_iter_dataset(read_options))
 
     def eval_batches(self, split: str, max_batches: int = 0) -> _EvalBatches:
-        """Return the batches that cover a split once, with the training shapes.
+        """Return the batches covering a split once, with the training shapes; pairs over ``max_len`` left out.
 
         Parameters
         ----------
         split : str
-            ``"train"``, ``"validation"``, ``"test"`` or the TFDS split name the config gives one.
+            A role or the TFDS split name the config gives one.
         max_batches : int
-            Keep only the first this many batches (a fixed, length-mixed subset); 0 keeps all.
+            Keep the first this many (a fixed, length-mixed subset); 0: all.
 
         Returns
         -------
         _EvalBatches
-            Re-iterable local batches; pairs over ``max_len`` are left out (``stats["dropped_too_long"]``).
+            Re-iterable local batches.
         """
         split_data = self._splits[self._split_role(split)]
         planned = split_data.plan.ordered_batches()
@@ -211,19 +178,19 @@ class TranslationData:
         return _EvalBatches(split_data, planned, self._process_index, self._process_count)
 
     def text_pairs(self, split: str, max_pairs: int = 0) -> list[tuple[str, str]]:
-        """Return the raw ``(source, target)`` text of a split's pairs, in dataset order.
+        """Return a split's ``(source, target)`` text in dataset order, over-long pairs included (BLEU scores them).
 
         Parameters
         ----------
         split : str
             As for :meth:`eval_batches`.
         max_pairs : int
-            Only the first this many; 0 returns all.
+            The first this many; 0: all.
 
         Returns
         -------
         list[tuple[str, str]]
-            The pairs, those too long for batches included (BLEU scores all of them).
+            The pairs.
         """
         tfds_split = self._splits[self._split_role(split)].tfds_split
         num_pairs = self.num_pairs(split)
@@ -246,9 +213,7 @@ class TranslationData:
         return self._source.num_examples(self._splits[self._split_role(split)].tfds_split)
 
     def split_fingerprints(self) -> dict[str, dict[str, Any]]:
-        """Return the dev and test splits' names, sizes and text SHA-256, computed once.
-
-        A run records them (``data_splits.json``) and refuses to resume on other splits.
+        """Return the dev and test splits' fingerprints, which a run refuses to resume without.
 
         Returns
         -------
@@ -281,7 +246,7 @@ class TranslationData:
             "batches_per_epoch": {role: split.plan.num_batches for role, split in self._splits.items()},
             "bucket_lengths": list(train_plan.shapes.lengths),
             "global_rows": list(train_plan.shapes.global_rows),
-            "local_batch_shapes": [list(shape) for shape in self.batch_shapes],
+            "local_batch_shapes": [list(shape) for shape in self._batch_shapes],
             "packing": isinstance(train_plan, packing.PackedPlan),
             "train_padding_fraction": train_plan.padding_fraction(),
             "eval_padding_fraction": self._splits["validation"].plan.padding_fraction(),
@@ -291,18 +256,16 @@ class TranslationData:
 def get_datasets(
     config: DataConfig, *, process_index: int = 0, process_count: int = 1, rows_multiple: int = 1
 ) -> TranslationData:
-    """Open the corpus ``config.dataset`` names and prepare its vocabulary, token ids and batch plans.
-
-    The first call per corpus trains the tokenizer and tokenizes the splits; later calls reuse the caches.
+    """Open the corpus ``config.dataset`` names and prepare (or reuse) its vocabulary, token ids and batch plans.
 
     Parameters
     ----------
     config : DataConfig
-        The experiment's data section (``packing`` applies to training batches only).
+        The experiment's data section.
     process_index, process_count : int
-        This process and the processes in the run; each reads ``1/process_count`` of every batch.
+        This process and the processes in the run.
     rows_multiple : int
-        Global rows of every batch are a multiple of this (data-parallel devices) and of ``process_count``.
+        Global rows of every batch are a multiple of this (data-parallel devices).
 
     Returns
     -------
@@ -371,10 +334,7 @@ def _warn_of_overlap(splits: dict[str, _SplitData]) -> None:
 
 def _leave_out_empty_pairs(source_lengths: np.ndarray,
                            target_lengths: np.ndarray) -> tuple[tuple[np.ndarray, np.ndarray], int]:
-    """Return lengths in which pairs with an empty side exceed every bucket, and their count.
-
-    The plan then never trains on them (an empty target would teach the model to stop at once).
-    """
+    """Return lengths in which pairs with an empty side exceed every bucket (never trained on), and their count."""
     empty = (source_lengths <= 1) | (target_lengths <= 1)
     if not empty.any():
         return (source_lengths, target_lengths), 0
@@ -396,10 +356,7 @@ def _log_left_out(num_pairs: int, num_empty: int, num_too_long: int, max_len: in
 
 def _bucket_shapes(config: DataConfig, lengths: tuple[np.ndarray, np.ndarray],
                    row_multiple: int) -> batching.BucketShapes:
-    """Return bucket shapes under ``config.tokens_per_batch`` in its unit, sized on the training lengths.
-
-    Evaluation reuses them, so its step compiles no new shapes.
-    """
+    """Return bucket shapes under ``config.tokens_per_batch``, sized on training lengths (evaluation reuses them)."""
     shapes = batching.make_bucket_shapes(config.max_len, config.tokens_per_batch, row_multiple)
     if config.tokens_per_batch_unit == "slots":
         return shapes

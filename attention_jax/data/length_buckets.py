@@ -1,8 +1,6 @@
-"""A corpus split by target length: train below a cap, score held-apart pairs in longer buckets.
+"""A corpus split by target length: train below a cap, score held-apart pairs in longer buckets (docs/positions.md).
 
-Buckets of target words (docs/positions.md): ``within_cap`` (test pairs, 1..cap), ``up_to_1.5x``,
-``up_to_2x`` and ``beyond_2x``, drawn from every pair over the cap. Files are written sorted, so the same
-corpus and arguments give the same bytes. Command: ``python -m attention_jax.data.length_buckets``.
+Buckets ``within_cap``, ``up_to_1.5x``, ``up_to_2x``, ``beyond_2x``; written sorted, so reruns give the same bytes.
 """
 
 from __future__ import annotations
@@ -30,7 +28,7 @@ SPLITS = ("train", "dev", "test")
 
 @dataclasses.dataclass(frozen=True)
 class _LengthBucket:
-    """One bucket of held-apart pairs: its target-word range (both ends included), sizes and file's SHA-256."""
+    """One bucket of held-apart pairs: its target-word range (ends included), sizes and file's SHA-256."""
 
     name: str
     min_words: int
@@ -41,18 +39,12 @@ class _LengthBucket:
 
     @property
     def file_name(self) -> str:
-        """Return the bucket's file inside the split directory, ``buckets/<name>.tsv``.
-
-        Returns
-        -------
-        str
-            The relative path.
-        """
+        """The bucket's file in the split directory, ``buckets/<name>.tsv``."""
         return os.path.join(BUCKETS_DIR, f"{self.name}.tsv")
 
 
 def target_words(pair: Pair) -> int:
-    """Return the whitespace-separated words of a pair's target, the length buckets and cap count.
+    """Return the whitespace-separated words of a pair's target, which buckets and cap count.
 
     Parameters
     ----------
@@ -145,29 +137,27 @@ def _check_cap(cap: int, available: dict[str, int], min_pairs: int) -> None:
 
 def write_length_split(corpus_dir: str, cap: int, out_dir: str, *, min_pairs: int = DEFAULT_MIN_PAIRS,
                        max_pairs: int = DEFAULT_MAX_PAIRS, seed: int = DEFAULT_SEED) -> dict:
-    """Write the capped training corpus and the four length buckets of ``corpus_dir`` into ``out_dir``.
-
-    Everything is checked before anything is written.
+    """Write the capped training corpus and the four length buckets of ``corpus_dir``, all checked first.
 
     Parameters
     ----------
     corpus_dir : str
         A TSV corpus directory.
     cap : int
-        The longest target (words) of the training corpus.
+        The longest training target, in words.
     out_dir : str
-        Where to write; not ``corpus_dir``.
+        Not ``corpus_dir``.
     min_pairs : int
-        Every bucket must have at least this many pairs available.
+        Pairs every bucket must have available.
     max_pairs : int
-        A bucket with more is sampled down to this many (0: keep all).
+        A bucket is sampled down to this many (0: all).
     seed : int
         Seed of the sampling.
 
     Returns
     -------
     dict
-        What ``length_buckets.json`` holds: the arguments, sizes, buckets and target-length quantiles.
+        ``length_buckets.json``'s record.
 
     Raises
     ------
@@ -208,7 +198,7 @@ def read_split(split_dir: str) -> dict:
     Parameters
     ----------
     split_dir : str
-        A directory :func:`write_length_split` wrote.
+        Written by :func:`write_length_split`.
 
     Returns
     -------
@@ -227,25 +217,14 @@ def read_split(split_dir: str) -> dict:
     with open(path, encoding="utf-8") as record_file:
         record = json.load(record_file)
     for bucket in record["buckets"].values():
-        if fingerprint(os.path.join(split_dir, bucket["file"])) != bucket["sha256"]:
+        if _fingerprint(os.path.join(split_dir, bucket["file"])) != bucket["sha256"]:
             raise UserInputError(f"{os.path.join(split_dir, bucket['file'])} is missing or changed since "
                                  f"{SPLIT_FILE} was written; write the split again.")
     return record
 
 
-def fingerprint(path: str) -> str | None:
-    """Return the SHA-256 of a file's bytes.
-
-    Parameters
-    ----------
-    path : str
-        The file.
-
-    Returns
-    -------
-    str or None
-        Hex digest; ``None`` when the file does not exist.
-    """
+def _fingerprint(path: str) -> str | None:
+    """Return the SHA-256 of a file's bytes, or None when there is no file."""
     if not os.path.isfile(path):
         return None
     with open(path, "rb") as bucket_file:
@@ -253,7 +232,7 @@ def fingerprint(path: str) -> str | None:
 
 
 def read_bucket(split_dir: str, bucket: dict) -> list[Pair]:
-    """Return the pairs of one bucket of a split directory, in file order.
+    """Return one bucket's ``(source, target)`` pairs, in file order.
 
     Parameters
     ----------
@@ -265,7 +244,7 @@ def read_bucket(split_dir: str, bucket: dict) -> list[Pair]:
     Returns
     -------
     list[tuple[str, str]]
-        ``(source, target)`` pairs.
+        The pairs.
     """
     path = os.path.join(split_dir, bucket["file"])
     return [(source, target) for _, source, target, _ in tsv_dataset.read_tsv_pairs(path)]

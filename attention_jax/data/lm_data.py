@@ -1,9 +1,6 @@
 """Language-model data: documents -> BPE ids -> packed rows of ``L = config.max_len`` -> batches.
 
-The interface of :mod:`attention_jax.data.input_pipeline`, so the training loop takes either. Documents,
-each ending in EOS, are concatenated in corpus order and cut into rows; segment ids and positions restart
-at each document and each row, so attention never crosses documents. Evaluation takes each document whole
-(:meth:`LanguageModelData.documents`).
+Segment ids and positions restart at each document and row, so attention never crosses documents.
 """
 
 from __future__ import annotations
@@ -41,11 +38,7 @@ class PackedRows:
     Attributes
     ----------
     targets, segmentation, positions : np.ndarray
-        int32 ``[num_rows, L]``; segment 0 is the padding after the split's last token.
-    num_tokens : int
-        Real tokens, EOS included.
-    document_lengths : np.ndarray
-        int64 ``[num_documents]``, EOS included.
+        int32 ``[num_rows, L]``; segment 0 is the padding after the last token.
     """
 
     def __init__(self, documents: Sequence[Sequence[int]], length: int) -> None:
@@ -72,7 +65,7 @@ class PackedRows:
 
     @property
     def num_rows(self) -> int:
-        """Count the rows of the split.
+        """Return the rows of the split.
 
         Returns
         -------
@@ -82,12 +75,12 @@ class PackedRows:
         return self.targets.shape[0]
 
     def documents(self) -> list[np.ndarray]:
-        """Return each document's token ids (EOS included) whole, undoing the cut into rows.
+        """Return each document's token ids (EOS included) whole, in corpus order.
 
         Returns
         -------
         list[np.ndarray]
-            int32 views of :attr:`targets`, in corpus order.
+            int32 views of :attr:`targets`.
         """
         stream = self.targets.reshape(-1)[:self.num_tokens]
         return np.split(stream, np.cumsum(self.document_lengths)[:-1]) if len(self.document_lengths) else []
@@ -98,7 +91,7 @@ class PackedRows:
         Parameters
         ----------
         rows : np.ndarray
-            Integer ``[B]`` row indices; ``-1`` gives an all-padding row.
+            ``[B]`` row indices; ``-1`` gives an all-padding row.
 
         Returns
         -------
@@ -112,33 +105,20 @@ class PackedRows:
                 "targets_position": np.where(keep, self.positions[safe], 0)}
 
 
-def local_rows(global_rows: int, process_index: int, process_count: int) -> slice:
-    """Return this process's rows of a global batch: the ``process_index``-th of equal parts.
-
-    Parameters
-    ----------
-    global_rows : int
-        Rows of the global batch, a multiple of ``process_count``.
-    process_index, process_count : int
-        This process and the processes in the run.
-
-    Returns
-    -------
-    slice
-        Into the global batch's rows.
-    """
+def _local_rows(global_rows: int, process_index: int, process_count: int) -> slice:
+    """Return this process's slice of a global batch's rows."""
     return slice(process_index * global_rows // process_count, (process_index + 1) * global_rows // process_count)
 
 
 class _TrainSteps(Sequence):
-    """Step ``i`` -> this process's rows of the global batch ``i``: endless, reshuffled every epoch."""
+    """Step ``i`` -> this process's rows of global batch ``i``: endless, reshuffled every epoch."""
 
     def __init__(self, rows: PackedRows, global_rows: int, seed: int, process_index: int,
                  process_count: int) -> None:
         self._rows = rows
         self._global_rows = global_rows
         self._seed = seed
-        self._local = local_rows(global_rows, process_index, process_count)
+        self._local = _local_rows(global_rows, process_index, process_count)
         self.batches_per_epoch = rows.num_rows // global_rows
 
     def __len__(self) -> int:
@@ -164,9 +144,9 @@ class LanguageModelData:
     documents : dict[str, int]
         Documents per role.
     split_names : dict[str, str]
-        Role -> the split's configured name.
+        Role -> configured split name.
     split_bytes : dict[str, int]
-        UTF-8 bytes per role, newlines included (for bits per byte).
+        UTF-8 bytes per role (for bits per byte).
     global_rows : int
         Rows of every global batch.
     process_index, process_count : int
@@ -174,14 +154,7 @@ class LanguageModelData:
     num_threads : int
         Grain reader threads.
     split_sha256 : dict[str, str], optional
-        :func:`documents_sha256` of the dev and test splits.
-
-    Attributes
-    ----------
-    tokenizer : tokenizer_lib.Tokenizer
-        The BPE vocabulary.
-    stats : dict
-        Documents, tokens, rows and UTF-8 bytes per split, and the batch shape.
+        Digests of the dev and test splits.
     """
 
     def __init__(self, *, tokenizer: tokenizer_lib.Tokenizer, rows: dict[str, PackedRows],
@@ -215,12 +188,12 @@ class LanguageModelData:
         Parameters
         ----------
         seed : int
-            Data seed: epoch ``e`` shuffles the rows with ``(seed, e)``.
+            Epoch ``e`` shuffles the rows with ``(seed, e)``.
 
         Returns
         -------
         grain.DatasetIterator
-            Batches of :meth:`PackedRows.batch`; ``get_state``/``set_state`` resume exactly.
+            Resumes exactly through ``get_state``/``set_state``.
         """
         steps = _TrainSteps(self._rows["train"], self._global_rows, seed, self._process_index,
                             self._process_count)
@@ -228,14 +201,14 @@ class LanguageModelData:
         return iter(grain.MapDataset.source(steps).to_iter_dataset(options))
 
     def eval_batches(self, split: str, max_batches: int = 0) -> list[dict[str, np.ndarray]]:
-        """Return the batches that cover a split's rows once, in order, the last padded with empty rows.
+        """Return the batches covering a split's rows once, in order, the last padded with empty rows.
 
         Parameters
         ----------
         split : str
-            A role or the split name the config gives one.
+            A role or its configured split name.
         max_batches : int
-            Keep only the first this many (0 keeps all).
+            Keep only the first this many (0: all).
 
         Returns
         -------
@@ -244,7 +217,7 @@ class LanguageModelData:
         """
         role = self.role_of(split)
         count = self._num_batches(role) if max_batches <= 0 else min(max_batches, self._num_batches(role))
-        local = local_rows(self._global_rows, self._process_index, self._process_count)
+        local = _local_rows(self._global_rows, self._process_index, self._process_count)
         batches = []
         for index in range(count):
             rows = np.arange(index * self._global_rows, (index + 1) * self._global_rows)
@@ -253,27 +226,27 @@ class LanguageModelData:
         return batches
 
     def documents(self, split: str) -> list[np.ndarray]:
-        """Return each document of a split whole, for evaluation with its own context.
+        """Return each document of a split whole (int32 ids, EOS included), in corpus order.
 
         Parameters
         ----------
         split : str
-            A role or the split name the config gives one.
+            A role or its configured split name.
 
         Returns
         -------
         list[np.ndarray]
-            int32 token ids, EOS included, in corpus order.
+            The documents.
         """
         return self._rows[self.role_of(split)].documents()
 
     def text_pairs(self, split: str, max_pairs: int = 0) -> list[tuple[str, str]]:
-        """Return no sentence pairs: documents have no source side (``TrainingData``'s interface).
+        """Return no sentence pairs: documents have no source side.
 
         Parameters
         ----------
         split : str
-            As for :meth:`eval_batches`; checked.
+            Checked as for :meth:`eval_batches`.
         max_pairs : int
             Ignored.
 
@@ -286,9 +259,7 @@ class LanguageModelData:
         return []
 
     def split_fingerprints(self) -> dict[str, dict[str, str | int]]:
-        """Return the dev and test splits' names, document counts and :func:`documents_sha256`.
-
-        A run records them (``data_splits.json``) and refuses to resume on other splits.
+        """Return the dev and test splits' names, document counts and digests, which a run refuses to resume without.
 
         Returns
         -------
@@ -301,18 +272,18 @@ class LanguageModelData:
 
     @property
     def row_length(self) -> int:
-        """Return ``L``, tokens per row: the longest context the model was trained on.
+        """Return ``L`` (``config.max_len``), the longest context the model was trained on.
 
         Returns
         -------
         int
-            ``config.max_len``.
+            Tokens per row.
         """
         return int(self._rows["train"].targets.shape[1])
 
     @property
     def rows_per_batch(self) -> int:
-        """Return the global rows of every batch (:func:`rows_per_batch`).
+        """Return the global rows of every batch.
 
         Returns
         -------
@@ -350,42 +321,29 @@ class LanguageModelData:
         return math.ceil(self._rows[role].num_rows / self._global_rows)
 
 
-def rows_per_batch(config: DataConfig, row_multiple: int) -> int:
-    """Return global rows per batch: ``tokens_per_batch // max_len``, rounded down to ``row_multiple``.
-
-    Parameters
-    ----------
-    config : DataConfig
-        The experiment's data section.
-    row_multiple : int
-        Data-parallel devices times processes.
-
-    Returns
-    -------
-    int
-        Rows of ``max_len`` tokens; at least ``row_multiple``.
-    """
+def _rows_per_batch(config: DataConfig, row_multiple: int) -> int:
+    """Return ``tokens_per_batch // max_len`` global rows, rounded down to ``row_multiple`` (at least one multiple)."""
     rows = int(config.tokens_per_batch) // int(config.max_len)
     return max(row_multiple, rows // row_multiple * row_multiple)
 
 
 def get_datasets(config: DataConfig, *, process_index: int = 0, process_count: int = 1,
                  rows_multiple: int = 1) -> LanguageModelData:
-    """Open ``config.dataset``, train or load its BPE vocabulary, and pack every split into rows.
+    """Open ``config.dataset``, train or load its BPE vocabulary, and pack every split into rows of ``max_len``.
 
     Parameters
     ----------
     config : DataConfig
-        The experiment's data section (``max_len`` is the row length).
+        The experiment's data section.
     process_index, process_count : int
-        This process and the processes in the run; each reads its share of every batch's rows.
+        This process and the processes in the run.
     rows_multiple : int
         Global rows of a batch are a multiple of this (data-parallel devices).
 
     Returns
     -------
     LanguageModelData
-        Everything the training loop reads.
+        What the training loop reads.
 
     Raises
     ------
@@ -396,7 +354,7 @@ def get_datasets(config: DataConfig, *, process_index: int = 0, process_count: i
     tokenizer = _load_or_train_tokenizer(source, config)
     names = {"train": config.train_split, "validation": config.eval_split, "test": config.test_split}
     row_multiple = int(np.lcm(rows_multiple, process_count))
-    global_rows = rows_per_batch(config, row_multiple)
+    global_rows = _rows_per_batch(config, row_multiple)
     rows, documents, split_bytes, split_sha256 = {}, {}, {}, {}
     for role, name in names.items():
         texts = source.documents(name)
@@ -404,7 +362,7 @@ def get_datasets(config: DataConfig, *, process_index: int = 0, process_count: i
         documents[role] = len(texts)
         split_bytes[role] = sum(len(text.encode("utf-8")) + 1 for text in texts)  # + the newline ending each.
         if role != "train":
-            split_sha256[role] = documents_sha256(texts)
+            split_sha256[role] = _documents_sha256(texts)
     _warn_of_overlap({role: source.documents(name) for role, name in names.items()}, names)
     if rows["train"].num_rows < global_rows:
         raise UserInputError(
@@ -417,19 +375,8 @@ def get_datasets(config: DataConfig, *, process_index: int = 0, process_count: i
                              split_sha256=split_sha256)
 
 
-def documents_sha256(documents: Sequence[str]) -> str:
-    """Return the SHA-256 of a split's documents, each followed by a newline, in corpus order.
-
-    Parameters
-    ----------
-    documents : Sequence[str]
-        The split's non-empty documents.
-
-    Returns
-    -------
-    str
-        Hex digest; changes with any document, their order or number.
-    """
+def _documents_sha256(documents: Sequence[str]) -> str:
+    """Return the SHA-256 of a split's documents, each followed by a newline, in corpus order."""
     digest = hashlib.sha256()
     for text in documents:
         digest.update(text.encode("utf-8", errors="replace") + b"\n")

@@ -1,8 +1,6 @@
 """The text corpus a language model's ``config.dataset`` names, read as lists of documents.
 
-``synthetic_en_de``: the ``target_lang`` side of the built-in corpus, one sentence a document;
-``txt:DIR``: ``train.txt``, ``dev.txt``, ``test.txt``, one document a line; any other name: a prepared
-TFDS text dataset (``lm1b``), its ``config.text_feature``.
+``synthetic_en_de`` (its ``target_lang`` side), ``txt:DIR`` (a document a line) or a TFDS text dataset (``lm1b``).
 """
 
 from __future__ import annotations
@@ -33,7 +31,7 @@ class TextSource:
     read_split : callable
         ``read_split(split) -> list[str]``.
     cache_root : str
-        Derived files (the tokenizer) are cached under it, per corpus fingerprint.
+        Derived files are cached under it, per corpus fingerprint.
     """
 
     def __init__(self, description: str, read_split: Any, cache_root: str) -> None:
@@ -43,12 +41,12 @@ class TextSource:
         self._cache_root = cache_root
 
     def documents(self, split: str) -> list[str]:
-        """Return the documents of a split, in corpus order, empty ones removed.
+        """Return a split's non-empty documents, in corpus order.
 
         Parameters
         ----------
         split : str
-            TFDS split name or slice; for ``txt:`` one of ``train``, ``validation``, ``test``.
+            TFDS split name or slice; for ``txt:`` ``train``, ``validation`` or ``test``.
 
         Returns
         -------
@@ -60,7 +58,7 @@ class TextSource:
         return self._documents[split]
 
     def cache_dir(self, train_split: str) -> str:
-        """Return where derived files of this corpus go, by a fingerprint of its training documents.
+        """Return the directory of this corpus's derived files, by a fingerprint of its training documents.
 
         Parameters
         ----------
@@ -103,7 +101,7 @@ def open_text_source(config: DataConfig) -> TextSource:
     Raises
     ------
     UserInputError
-        For an unknown name or split, a ``MissingInputError`` for missing or unprepared data.
+        For an unknown name or split; ``MissingInputError`` for data not prepared.
     ValueError
         For a TFDS dataset without ``config.text_feature``.
     """

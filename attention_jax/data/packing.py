@@ -1,9 +1,6 @@
 """Several sentence pairs per batch row, with segment ids (``config.packing``; docs/real_language.md).
 
-Pair ``k`` of a row sits at the next free position of both sides, ending in EOS, with segment id ``k``
-(0 on padding) and positions from 0; the model keeps attention within a pair, so a packed row's loss
-equals its pairs' batched alone. Rows come in a few lengths (attention costs ``L`` per token), filled by
-first-fit decreasing over windows of pairs in a fixed pseudo-random order, once per split.
+Attention stays within a pair, so a packed row's loss equals its pairs' batched alone (first-fit decreasing).
 """
 
 from __future__ import annotations
@@ -23,21 +20,8 @@ if TYPE_CHECKING:  # Annotations only: the config schema imports this module, an
 DEFAULT_WINDOW = 4096
 
 
-def default_row_lengths(max_len: int) -> tuple[int, ...]:
-    """Return the row lengths used when ``config.packing_row_lengths`` is empty.
-
-    Chosen on ``messages_en_de`` (docs/real_language.md, "Fewer wasted tokens (packing)").
-
-    Parameters
-    ----------
-    max_len : int
-        Longest pair, EOS included; always the last length.
-
-    Returns
-    -------
-    tuple[int, ...]
-        ``(3 * max_len // 8, 3 * max_len // 4, max_len)`` less those below ``batching.MIN_BUCKET_LEN``.
-    """
+def _default_row_lengths(max_len: int) -> tuple[int, ...]:
+    """Return ``(3 * max_len // 8, 3 * max_len // 4, max_len)`` less those under ``MIN_BUCKET_LEN``."""
     shorter = (3 * max_len // 8, 3 * max_len // 4)
     return tuple(length for length in shorter if length >= batching.MIN_BUCKET_LEN) + (max_len,)
 
@@ -48,7 +32,7 @@ def check_row_lengths(row_lengths: Sequence[int], max_len: int) -> tuple[int, ..
     Parameters
     ----------
     row_lengths : Sequence[int]
-        Configured lengths; empty means :func:`default_row_lengths`.
+        Configured lengths; empty: the default.
     max_len : int
         ``config.max_len``; the last length must equal it, so packing drops no pair bucketing keeps.
 
@@ -62,20 +46,20 @@ def check_row_lengths(row_lengths: Sequence[int], max_len: int) -> tuple[int, ..
     ValueError
         Naming the fix.
     """
-    lengths = tuple(int(length) for length in row_lengths) or default_row_lengths(max_len)
+    lengths = tuple(int(length) for length in row_lengths) or _default_row_lengths(max_len)
     increasing = all(0 < short < long for short, long in zip(lengths, lengths[1:]))
     if not (increasing and lengths[0] > 0 and lengths[-1] == max_len):
         raise ValueError(
             f"config.packing_row_lengths={tuple(row_lengths)} must be strictly increasing positive lengths "
             f"ending in config.max_len={max_len} (the longest pair must fit a row). Use e.g. "
-            f"--config.packing_row_lengths='{default_row_lengths(max_len)}', or leave it empty for that default."
+            f"--config.packing_row_lengths='{_default_row_lengths(max_len)}', or leave it empty for that default."
         )
     return lengths
 
 
 def make_packed_shapes(max_len: int, tokens_per_batch: int, row_multiple: int,
                        row_lengths: Sequence[int] = ()) -> batching.BucketShapes:
-    """Return the batch shapes of packed training: per row length ``L``, the most rows within the budget.
+    """Return packed training's batch shapes: per row length ``L``, the most rows within the budget.
 
     Parameters
     ----------
@@ -92,11 +76,6 @@ def make_packed_shapes(max_len: int, tokens_per_batch: int, row_multiple: int,
     -------
     batching.BucketShapes
         One "bucket" per row length.
-
-    Raises
-    ------
-    ValueError
-        As :func:`batching.make_bucket_shapes` and :func:`check_row_lengths`.
     """
     lengths = check_row_lengths(row_lengths, max_len)
     batching.make_bucket_shapes(max_len, tokens_per_batch, row_multiple)  # Raises for a budget too small.
@@ -108,20 +87,19 @@ def first_fit_decreasing(source_lengths: np.ndarray, target_lengths: np.ndarray,
                          row_lengths: int | Sequence[int]) -> tuple[list[list[int]], list[int]]:
     """Pack pairs into rows, longest first, each into the first open row with room on both sides.
 
-    Long rows are topped up with short pairs before a short row opens. Time is ``O(n * rows)``, so callers
-    pack bounded windows.
+    Long rows are topped up with short pairs before a short row opens; ``O(n * rows)``, so callers pack windows.
 
     Parameters
     ----------
     source_lengths, target_lengths : np.ndarray
         ``[n]``, EOS included; none over the longest row.
     row_lengths : int or Sequence[int]
-        Tokens per side of a row, increasing; a pair that fits no open row opens the shortest that holds it.
+        Increasing; a pair that fits no open row opens the shortest that holds it.
 
     Returns
     -------
     rows : list[list[int]]
-        Indices into the arrays, in the order the pairs sit in each row.
+        Pair indices in each row, in order.
     lengths : list[int]
         Each row's length.
     """
@@ -147,9 +125,7 @@ def first_fit_decreasing(source_lengths: np.ndarray, target_lengths: np.ndarray,
 
 
 class PackedPlan:
-    """Packed global batches of one split: a :class:`batching.BatchPlan` with several pairs per row.
-
-    Its batches' ``sentence_indices`` are ``[R, P]``, ``PADDING_ROW`` after a row's pairs.
+    """Packed global batches of one split: a :class:`batching.BatchPlan` with ``[R, P]`` pairs per batch.
 
     Parameters
     ----------
@@ -158,7 +134,7 @@ class PackedPlan:
     shapes : batching.BucketShapes
         From :func:`make_packed_shapes`.
     window : int
-        Pairs packed together by :func:`first_fit_decreasing`.
+        Pairs packed together.
     """
 
     def __init__(self, source_lengths: np.ndarray, target_lengths: np.ndarray,
@@ -188,7 +164,7 @@ class PackedPlan:
 
     @property
     def num_rows(self) -> int:
-        """Count the packed rows, holding every kept pair once.
+        """Return the packed rows, holding every kept pair once.
 
         Returns
         -------
@@ -197,22 +173,12 @@ class PackedPlan:
         """
         return len(self._rows)
 
-    def rows_per_length(self) -> tuple[int, ...]:
-        """Return the packed rows in batches of each row length.
-
-        Returns
-        -------
-        tuple[int, ...]
-            In the order of ``shapes.lengths``.
-        """
+    def _rows_per_length(self) -> tuple[int, ...]:
+        """The packed rows in batches of each row length, in the order of ``shapes.lengths``."""
         return tuple(int(count) for count in np.bincount(self._batch_bucket(), minlength=len(self.shapes.lengths)))
 
     def _batch_bucket(self) -> np.ndarray:
-        """Return the row length index of the batches each packed row goes into.
-
-        A shorter length's rows that do not fill its last batch move up to the next length, so only the
-        longest length has a partial batch.
-        """
+        """Return each row's batch length index; leftover rows move up, so only the longest has a partial batch."""
         bucket = self._row_bucket.copy()
         for shorter in range(len(self.shapes.lengths) - 1):
             members = np.flatnonzero(bucket == shorter)
@@ -221,12 +187,12 @@ class PackedPlan:
         return bucket
 
     def mean_tokens_per_row(self) -> tuple[float, ...]:
-        """Return per row length the mean real tokens of a row's longer side.
+        """Return per row length the mean real tokens of a row's longer side (0 without rows).
 
         Returns
         -------
         tuple[float, ...]
-            ``max(source, target tokens) / rows``; 0 for a length without rows.
+            The means.
         """
         rows_packed = np.bincount(self._row_bucket, minlength=len(self.shapes.lengths))
         return tuple(float(max(source, target) / rows) if rows else 0.0 for source, target, rows in
@@ -238,7 +204,7 @@ class PackedPlan:
         Parameters
         ----------
         shapes : batching.BucketShapes
-            This plan's row lengths with other row counts (:func:`batching.real_token_shapes`).
+            The same row lengths, other row counts.
 
         Returns
         -------
@@ -258,11 +224,11 @@ class PackedPlan:
 
     def _batches_per_length(self) -> list[int]:
         return [math.ceil(rows / batch_rows) if rows else 0
-                for rows, batch_rows in zip(self.rows_per_length(), self.shapes.global_rows)]
+                for rows, batch_rows in zip(self._rows_per_length(), self.shapes.global_rows)]
 
     @property
     def num_batches(self) -> int:
-        """Count the global batches in one epoch.
+        """Return the global batches in one epoch.
 
         Returns
         -------
@@ -273,7 +239,7 @@ class PackedPlan:
 
     @property
     def num_kept(self) -> int:
-        """Count the pairs that fit the longest row; each appears once per epoch.
+        """Return the pairs that fit the longest row; each appears once per epoch.
 
         Returns
         -------
@@ -290,7 +256,7 @@ class PackedPlan:
         list[int]
             Row length indices.
         """
-        return [bucket for bucket, rows in enumerate(self.rows_per_length()) if rows]
+        return [bucket for bucket, rows in enumerate(self._rows_per_length()) if rows]
 
     def shuffled_batches(self, seed: int, epoch: int) -> list[batching.PlannedBatch]:
         """Return an epoch's batches: each length's rows shuffled and cut, then the batches shuffled.
@@ -298,9 +264,9 @@ class PackedPlan:
         Parameters
         ----------
         seed : int
-            Data seed; the same seed and epoch give the same batches on every process.
+            Data seed; the same on every process.
         epoch : int
-            Epoch number, from 0.
+            From 0.
 
         Returns
         -------
@@ -333,7 +299,7 @@ class PackedPlan:
         Returns
         -------
         dict[str, float]
-            ``inputs``, ``targets`` and ``total``; 0 when the plan has no batches.
+            ``inputs``, ``targets`` and ``total``; 0 without batches.
         """
         slots = sum(batches * rows * length for batches, rows, length in
                     zip(self._batches_per_length(), self.shapes.global_rows, self.shapes.lengths))
@@ -343,14 +309,8 @@ class PackedPlan:
         return {"inputs": 1.0 - source / slots, "targets": 1.0 - target / slots,
                 "total": 1.0 - (source + target) / (2 * slots)}
 
-    def mean_attended_length(self) -> float:
-        """Return the row length averaged over an epoch's slots: the keys each query attends to.
-
-        Returns
-        -------
-        float
-            ``sum(slots_L * L) / sum(slots_L)``; 0 without batches.
-        """
+    def _mean_attended_length(self) -> float:
+        """The row length averaged over an epoch's slots (the keys each query attends to); 0 without batches."""
         slots = [batches * rows * length for batches, rows, length in
                  zip(self._batches_per_length(), self.shapes.global_rows, self.shapes.lengths)]
         return float(np.dot(slots, self.shapes.lengths) / sum(slots)) if sum(slots) else 0.0
@@ -397,8 +357,8 @@ def make_packed_batch(tokenized: token_cache.TokenizedSplit, length: int, rows: 
     Returns
     -------
     dict
-        int32 ``[rows, L]``: ``inputs``, ``targets`` (pad 0), ``*_segmentation`` (``k`` on pair ``k``, 0 on
-        padding) and ``*_position`` (0 at each pair's start).
+        int32 ``[rows, L]``: ``inputs``, ``targets`` (pad 0), ``*_segmentation`` (``k`` on pair ``k``) and
+        ``*_position``.
     """
     batch = {}
     for name, side in (("inputs", tokenized.source), ("targets", tokenized.target)):

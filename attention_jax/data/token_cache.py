@@ -1,7 +1,6 @@
 """Token ids of a whole split, computed once and kept on disk as flat, memory-mapped NumPy arrays.
 
-A side is ``ids`` (every sentence back to back, no EOS; ``uint16`` when the vocabulary fits) and
-``offsets`` (``int64``, sentence ``i`` is ``ids[offsets[i]:offsets[i + 1]]``).
+A side is ``ids`` (back to back, no EOS) and ``offsets``: sentence ``i`` is ``ids[offsets[i]:offsets[i + 1]]``.
 """
 
 from __future__ import annotations
@@ -51,7 +50,7 @@ class TokenizedSide:
         rows : np.ndarray
             int32 ``[len(sentence_indices), padded_len]`` zeros, written in place.
         sentence_indices : np.ndarray
-            One sentence index per row; a negative index leaves its row all padding.
+            One per row; negative leaves the row padding.
         """
         for row, sentence in enumerate(sentence_indices.tolist()):
             if sentence < 0:
@@ -61,14 +60,12 @@ class TokenizedSide:
             rows[row, end - start] = tokenizer_lib.EOS_ID
 
     def sentence_hashes(self) -> np.ndarray:
-        """Return a 64-bit hash of each sentence's ids in order, computed in chunks.
-
-        Each id is mixed with its position (SplitMix64), summed per sentence, and the sum mixed with the length.
+        """Return a 64-bit hash of each sentence: ids mixed with positions (SplitMix64), summed, mixed with the length.
 
         Returns
         -------
         np.ndarray
-            uint64 ``[num_sentences]``; equal sentences, equal hashes.
+            uint64 ``[num_sentences]``.
         """
         hashes = np.empty(len(self), np.uint64)
         for first in range(0, len(self), _HASH_CHUNK_SENTENCES):
@@ -106,12 +103,12 @@ class TokenizedSplit:
         return len(self.source)
 
     def pair_hashes(self) -> np.ndarray:
-        """Return a 64-bit hash of each pair's source and target ids (to find dev/test pairs in train).
+        """Return a 64-bit hash of each pair's ids (to find dev/test pairs in train).
 
         Returns
         -------
         np.ndarray
-            uint64 ``[num_pairs]``; equal pairs, equal hashes.
+            uint64 ``[num_pairs]``.
         """
         with np.errstate(over="ignore"):
             return _mix64(self.source.sentence_hashes() * np.uint64(0x9E3779B97F4A7C15) ^ self.target.sentence_hashes())
@@ -120,9 +117,7 @@ class TokenizedSplit:
 def load_or_tokenize_split(
     source: data_sources.TranslationSource, split: str, tokenizer: tokenizer_lib.Tokenizer
 ) -> TokenizedSplit:
-    """Return the token ids of both sides of ``split``, tokenized and cached on first use.
-
-    Processes that find the split uncached together tokenize it once (:func:`first_use.prepare_once`).
+    """Return the token ids of both sides of ``split``, tokenized and cached (once across processes) on first use.
 
     Parameters
     ----------
@@ -131,7 +126,7 @@ def load_or_tokenize_split(
     split : str
         TFDS split name or slice.
     tokenizer : tokenizer_lib.Tokenizer
-        The tokenizer; its model's hash is in the cache path, so a new vocabulary never reads stale ids.
+        Its model's hash is in the cache path, so a new vocabulary never reads stale ids.
 
     Returns
     -------

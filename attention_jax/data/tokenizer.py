@@ -1,8 +1,6 @@
-"""Shared source/target subword vocabulary: SentencePiece BPE (Section 5.1).
+"""Shared source/target subword vocabulary: SentencePiece BPE (Section 5.1, "about 37000 tokens").
 
-"a shared source-target vocabulary of about 37000 tokens": one model, trained on both sides of the
-training split, serves encoder input, decoder input and output. Fixed ids: pad 0 (ignored by the loss),
-unk 1, bos 2 (the model prepends it; batches never hold it), eos 3 (ends every sequence in a batch).
+Fixed ids: pad 0 (ignored by the loss), unk 1, bos 2 (the model prepends it; batches never hold it), eos 3.
 """
 
 from __future__ import annotations
@@ -32,15 +30,12 @@ _MAX_TRAINING_SENTENCE_BYTES = 4192
 
 
 class Tokenizer:
-    """SentencePiece BPE tokenizer with the project's fixed special ids.
-
-    ``encode`` returns ids as a batch row holds them (subwords, then EOS; no BOS); ``decode`` is its
-    inverse for model outputs.
+    """SentencePiece BPE tokenizer with fixed special ids; ``encode`` gives a batch row's ids (EOS, no BOS).
 
     Parameters
     ----------
     model_proto : bytes
-        A serialized SentencePiece model with pad/unk/bos/eos ids 0/1/2/3 (:func:`train_tokenizer`'s).
+        A serialized SentencePiece model with pad/unk/bos/eos ids 0/1/2/3.
     """
 
     pad_id: int = PAD_ID
@@ -70,7 +65,7 @@ class Tokenizer:
         Parameters
         ----------
         model_path : str
-            Path of a SentencePiece model file.
+            A SentencePiece model file.
 
         Returns
         -------
@@ -82,7 +77,7 @@ class Tokenizer:
         FileNotFoundError
             When the file does not exist.
         UserInputError
-            One line naming the file when it is damaged or not ours (SentencePiece's own error names no file).
+            Naming the file when it is damaged or not ours (SentencePiece's error names none).
         """
         if not os.path.exists(model_path):
             raise FileNotFoundError(f"No SentencePiece model at {model_path}.")
@@ -110,7 +105,7 @@ class Tokenizer:
 
     @property
     def model_proto(self) -> bytes:
-        """Return the serialized SentencePiece model (for hashing or saving).
+        """Return the serialized SentencePiece model.
 
         Returns
         -------
@@ -127,12 +122,12 @@ class Tokenizer:
         text : str
             The sentence.
         add_eos : bool
-            Append EOS, as every sequence in a batch ends.
+            Append EOS.
 
         Returns
         -------
         list[int]
-            Subword ids, then EOS when ``add_eos``.
+            Subword ids.
         """
         return self._processor.encode(text, add_eos=add_eos)
 
@@ -146,7 +141,7 @@ class Tokenizer:
         add_eos : bool
             Append EOS to each.
         num_threads : int
-            SentencePiece worker threads; -1 uses every core.
+            -1: every core.
 
         Returns
         -------
@@ -158,17 +153,17 @@ class Tokenizer:
         return self._processor.encode(list(texts), add_eos=add_eos, num_threads=num_threads)
 
     def decode(self, ids: Iterable[int]) -> str:
-        """Turn token ids back into text.
+        """Return the text of the ids before the first EOS; pad, bos and ids past the vocabulary are dropped.
 
         Parameters
         ----------
         ids : Iterable[int]
-            A batch row or decoder output. Ids outside the vocabulary (the model may embed more rows) are dropped.
+            A batch row or decoder output.
 
         Returns
         -------
         str
-            The text of the ids before the first EOS, pad and bos removed.
+            The text.
         """
         pieces = []
         for token_id in np.asarray(ids).reshape(-1).tolist():
@@ -185,7 +180,7 @@ class Tokenizer:
         Parameters
         ----------
         token_id : int
-            A token id below :attr:`vocab_size`.
+            Below :attr:`vocab_size`.
 
         Returns
         -------
@@ -196,17 +191,17 @@ class Tokenizer:
 
 
 def train_tokenizer(sentences: Iterable[str], vocab_size: int) -> Tokenizer:
-    """Train a SentencePiece BPE model on sentences held in memory; deterministic for a sentence list.
+    """Train a SentencePiece BPE model on sentences in memory; deterministic for a sentence list.
 
-    ``hard_vocab_limit=False`` lets a small corpus end with fewer pieces instead of failing. Character
-    coverage is 1.0 (exact round trips for en/de), else 0.9995 when the characters do not fit.
+    ``hard_vocab_limit=False`` lets a small corpus end with fewer pieces; character coverage is 1.0 (exact
+    round trips), else 0.9995 when the characters do not fit.
 
     Parameters
     ----------
     sentences : Iterable[str]
-        Both languages mixed; re-iterable (consumed once per attempt).
+        Both languages mixed; re-iterable.
     vocab_size : int
-        Upper bound on the vocabulary size, special ids included.
+        Upper bound, special ids included.
 
     Returns
     -------
@@ -261,15 +256,12 @@ def train_tokenizer(sentences: Iterable[str], vocab_size: int) -> Tokenizer:
 def load_or_train_tokenizer(
     model_path: str, training_sentences: Callable[[], Iterable[str]], vocab_size: int
 ) -> Tokenizer:
-    """Load the cached tokenizer at ``model_path``, or train one and write it there atomically.
-
-    Processes that find it missing together train it once (:func:`first_use.prepare_once`); without a lock
-    each trains, and training is deterministic.
+    """Load the cached tokenizer at ``model_path``, or train one (once across processes) and write it atomically.
 
     Parameters
     ----------
     model_path : str
-        The ``.model`` file; its directory is created when missing.
+        The ``.model`` file.
     training_sentences : Callable[[], Iterable[str]]
         Called only when training is needed.
     vocab_size : int
@@ -278,7 +270,7 @@ def load_or_train_tokenizer(
     Returns
     -------
     Tokenizer
-        The cached or freshly trained tokenizer.
+        The tokenizer.
     """
     trained: list[Tokenizer] = []
 
@@ -296,19 +288,17 @@ def load_or_train_tokenizer(
 
 
 def tokenizer_for(fine_tune_from: str) -> Tokenizer | None:
-    """Return the tokenizer of the run ``fine_tune_from`` names (its ``tokenizer.model``).
-
-    Fine-tuned weights keep their token ids, whatever the new corpus.
+    """Return the tokenizer of the run ``fine_tune_from`` names: fine-tuned weights keep their token ids.
 
     Parameters
     ----------
     fine_tune_from : str
-        ``config.fine_tune_from``, a run's work directory; ``""`` for none.
+        A run's work directory; ``""`` for none.
 
     Returns
     -------
     Tokenizer or None
-        The run's tokenizer; ``None`` when no run is named.
+        ``None`` when no run is named.
 
     Raises
     ------

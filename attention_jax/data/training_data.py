@@ -1,7 +1,6 @@
 """What training reads from its data: the interface translation pairs and a language model's rows share.
 
-``TranslationData``, ``LanguageModelData`` and any ``train_and_evaluate(..., data=...)`` have it; the
-trainer reads each attribute directly, with no fallback.
+The trainer reads each attribute directly, with no fallback.
 """
 
 from __future__ import annotations
@@ -13,34 +12,22 @@ import numpy as np
 Batch = dict[str, np.ndarray]  # One process's rows of a global batch: "inputs"/"targets" (and packing's arrays).
 
 
-class TrainingTokenizer(Protocol):
-    """What training reads from the data's tokenizer (``data.tokenizer.Tokenizer`` has it)."""
+class _TrainingTokenizer(Protocol):
+    """What training reads from the data's tokenizer."""
 
     @property
     def vocab_size(self) -> int:
-        """Count the pieces in the vocabulary; the model's ``vocab_size`` must hold them."""
+        """Pieces in the vocabulary; the model's ``vocab_size`` must hold them."""
 
     @property
     def model_proto(self) -> bytes:
-        """Return the serialized model, written to ``tokenizer.model`` and compared on resume."""
+        """The serialized model, written to ``tokenizer.model`` and compared on resume."""
 
     def encode(self, text: str) -> list[int]:
-        """Return the ids of ``text``, ending in EOS.
-
-        Parameters
-        ----------
-        text : str
-            A sentence.
-        """
+        """Return the ids of ``text``, ending in EOS."""
 
     def decode(self, ids: Sequence[int]) -> str:
-        """Return the text of ``ids`` up to the first EOS.
-
-        Parameters
-        ----------
-        ids : Sequence[int]
-            Token ids.
-        """
+        """Return the text of ``ids`` up to the first EOS."""
 
 
 class TrainIterator(Protocol):
@@ -66,18 +53,10 @@ class TrainIterator(Protocol):
 
 
 class TrainingData(Protocol):
-    """The data one training run works with.
-
-    Attributes
-    ----------
-    tokenizer : TrainingTokenizer
-        The vocabulary of the token ids.
-    stats : dict
-        Counts per split; ``stats["examples"]["validation"]``, the dev split's size, bounds early stopping.
-    """
+    """The data one training run works with; ``stats["examples"]["validation"]`` bounds early stopping."""
 
     @property
-    def tokenizer(self) -> TrainingTokenizer:
+    def tokenizer(self) -> _TrainingTokenizer:
         """Return the vocabulary of the token ids."""
 
     @property
@@ -101,7 +80,7 @@ class TrainingData(Protocol):
         split : str
             A split or role name.
         max_batches : int
-            Only the first this many; 0: all.
+            The first this many; 0: all.
         """
 
     def text_pairs(self, split: str, max_pairs: int = 0) -> list[tuple[str, str]]:
@@ -112,7 +91,7 @@ class TrainingData(Protocol):
         split : str
             A split or role name.
         max_pairs : int
-            Only the first this many; 0: all.
+            The first this many; 0: all.
         """
 
     def split_fingerprints(self) -> dict[str, dict[str, Any]]:

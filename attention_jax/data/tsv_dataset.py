@@ -1,7 +1,6 @@
 """A directory of tab-separated sentence pairs as a TFDS dataset (``config.dataset = "tsv:/path/to/dir"``).
 
-``train.tsv``, ``dev.tsv`` and ``test.tsv`` (UTF-8 ``source<TAB>target`` lines) become the TFDS splits
-``train``, ``validation`` and ``test``, as WMT's, with records ``{"source", "target"}`` in file order.
+``train.tsv``, ``dev.tsv``, ``test.tsv`` (``source<TAB>target``) become ``train``, ``validation``, ``test``.
 """
 
 from __future__ import annotations
@@ -35,17 +34,17 @@ class _TsvFileSummary:
 
 
 def read_tsv_pairs(path: str) -> Iterator[tuple[int, str, str, bool]]:
-    """Yield the sentence pairs of one TSV file.
+    """Yield ``(line_number, source, target, had_invalid_utf8)`` per line (LF or CRLF) of a TSV file, from 1.
 
     Parameters
     ----------
     path : str
-        One ``source<TAB>target`` pair per line, LF or CRLF.
+        The file; invalid bytes become U+FFFD.
 
     Yields
     ------
     tuple[int, str, str, bool]
-        ``(line_number, source, target, had_invalid_utf8)``, line numbers from 1; invalid bytes become U+FFFD.
+        The pair and where it came from.
 
     Raises
     ------
@@ -134,9 +133,8 @@ def _tsv_dir_fingerprint(tsv_dir: str) -> str:
 
 
 class TsvTranslation(tfds.core.GeneratorBasedBuilder):
-    """TFDS builder for a directory of ``train.tsv``/``dev.tsv``/``test.tsv`` sentence pairs.
+    """TFDS builder for a TSV directory, its config named by a hash of the contents (a changed file: prepared anew).
 
-    Its config is named after the directory and a hash of its contents, so a changed file is prepared anew.
     Use :func:`prepare_tsv_dataset`, which checks the files first.
 
     Parameters
@@ -144,7 +142,7 @@ class TsvTranslation(tfds.core.GeneratorBasedBuilder):
     tsv_dir : str
         The TSV directory.
     **builder_kwargs : object
-        Passed to ``tfds.core.GeneratorBasedBuilder`` (``data_dir``, ``file_format``).
+        Passed to ``tfds.core.GeneratorBasedBuilder``.
     """
 
     VERSION = tfds.core.Version("1.0.0")
@@ -193,17 +191,14 @@ class TsvTranslation(tfds.core.GeneratorBasedBuilder):
 
 
 def prepare_tsv_dataset(tsv_dir: str, data_dir: str | None) -> TsvTranslation:
-    """Check a TSV directory and prepare it as an array_record TFDS dataset, once.
-
-    A dataset already prepared from the same contents is reused. Processes that find it unprepared together
-    prepare it once (:func:`first_use.prepare_once`); what a killed preparation left is removed first.
+    """Check a TSV directory and prepare it as an array_record TFDS dataset, once across processes, or reuse it.
 
     Parameters
     ----------
     tsv_dir : str
         Directory with ``train.tsv``, ``dev.tsv`` and ``test.tsv``.
     data_dir : str or None
-        TFDS data directory; ``None`` for TFDS's default.
+        TFDS data directory; ``None``: TFDS's default.
 
     Returns
     -------

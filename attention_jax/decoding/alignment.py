@@ -1,8 +1,7 @@
 """Hard source-target alignments of translations, read from the decoder's cross-attention.
 
-One more teacher-forced pass over a chosen hypothesis (the search is untouched) aligns each target piece to
-the source piece its position attends to most, heads of one decoder layer averaged (fairseq's way; the last
-layer by default, ``-2`` as Garg et al., 2019 prefer; docs/quickstart.md, ``--alignment``).
+A teacher-forced pass aligns each target piece to the source piece it attends to most, heads averaged
+(fairseq's way; layer ``-2`` as Garg et al., 2019 prefer; docs/quickstart.md, ``--alignment``).
 """
 
 from __future__ import annotations
@@ -39,7 +38,7 @@ def check_layer(model_config: TransformerConfig, layer: int) -> int:
     Returns
     -------
     int
-        The layer's index from 0.
+        The index.
 
     Raises
     ------
@@ -61,7 +60,7 @@ def cross_attention(params: Any, inputs: Array, targets: Array, *, model_config:
     Parameters
     ----------
     params : pytree
-        Model parameters (plain arrays).
+        Plain model parameters.
     inputs : Array
         int32 ``[B, S]`` source ids ending in EOS, 0-padded.
     targets : Array
@@ -72,8 +71,7 @@ def cross_attention(params: Any, inputs: Array, targets: Array, *, model_config:
     Returns
     -------
     Array
-        float32 ``[N, B, T, S]`` for ``N`` layers: row ``t`` is the attention of the position predicting
-        ``targets[:, t]``.
+        float32 ``[N, B, T, S]`` for ``N`` layers; row ``t`` is the position predicting ``targets[:, t]``.
     """
     _, state = Transformer(model_config).apply({"params": params}, inputs, targets, sow_weights=True,
                                                mutable=["intermediates"])
@@ -102,24 +100,23 @@ def hard_alignments(model_config: TransformerConfig, params: Any, source_ids: Se
     model_config : TransformerConfig
         The model.
     params : pytree
-        Its parameters (plain arrays).
+        Plain parameters.
     source_ids, target_ids : Sequence[Sequence[int]]
-        As many sources and targets, each ending in EOS; a pair with an empty side gives ``[]``.
+        Pairs ending in EOS; a pair with an empty side gives ``[]``.
     layer : int
-        Decoder layer read: ``-1`` the last, ``-2`` the penultimate, or an index from 0.
+        Decoder layer read, ``-1`` the last.
     batch_size : int
         Pairs per forced pass.
 
     Returns
     -------
     list[Alignment]
-        One alignment per pair, in input order.
+        One per pair, in input order.
 
     Raises
     ------
     ValueError
-        For unequal lists, a pair longer than the model's positions, a layer the model lacks, or an attention
-        function without weights.
+        For unequal lists, a pair longer than the model's positions, or a layer :func:`check_layer` refuses.
     """
     if len(source_ids) != len(target_ids):
         raise ValueError(f"{len(source_ids)} sources but {len(target_ids)} targets: give one target per source.")
@@ -160,6 +157,6 @@ def format_pairs(alignment: Alignment) -> str:
     Returns
     -------
     str
-        The pairs separated by single spaces (``""`` for none).
+        The pairs; ``""`` for none.
     """
     return " ".join(f"{source}-{target}" for source, target in alignment)

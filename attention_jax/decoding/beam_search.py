@@ -40,9 +40,9 @@ def length_penalty(length: Array | float, alpha: float) -> Array:
     Parameters
     ----------
     length : Array or float
-        ``|Y|``, output tokens including EOS.
+        ``|Y|``, EOS included.
     alpha : float
-        Strength; 0 disables normalization, the paper uses 0.6.
+        Strength; 0 disables it, the paper uses 0.6.
 
     Returns
     -------
@@ -60,7 +60,7 @@ def best_possible_score(log_prob: Array, length: Array, max_length: Array, alpha
     log_prob : Array
         ``log P`` of the live hypothesis (``<= 0``).
     length : Array
-        Its length ``t`` so far (no EOS yet).
+        Its length ``t`` so far.
     max_length : Array
         The sentence's maximum output length ``M``.
     alpha : float
@@ -89,19 +89,19 @@ def _restrict_next_tokens(log_probs: Array, step: Array, max_lengths: Array, ban
 
 
 def gather_beams(state: Any, beam_indices: Array) -> Any:
-    """Reorder every per-hypothesis leaf of ``state`` by beam index within each sentence (no row crosses devices).
+    """Reorder every per-hypothesis leaf of ``state`` by beam within each sentence (no row crosses devices).
 
     Parameters
     ----------
     state : pytree
-        Leaves ``[B * K, ...]`` (hypothesis ``k`` of sentence ``b`` at row ``b * K + k``) or scalars.
+        Leaves ``[B * K, ...]`` (beam ``k`` of sentence ``b`` at row ``b * K + k``) or scalars.
     beam_indices : Array
         int32 ``[B, K]``: new beam ``k`` continues old beam ``beam_indices[b, k]``.
 
     Returns
     -------
     pytree
-        ``state`` with rows reordered; scalar leaves unchanged.
+        ``state`` reordered; scalars unchanged.
     """
     num_sentences, beam_size = beam_indices.shape
     rows = (jnp.arange(num_sentences)[:, None] * beam_size + beam_indices).reshape(-1)  # [B*K]
@@ -144,11 +144,7 @@ def _validate_stages(stage_ends: tuple[int, ...], max_decode_len: int, grow_stat
 
 def _run_in_stages(search_step: Callable[[Any], Any], state: Any, *, stage_ends: tuple[int, ...],
                    max_decode_len: int, grow_state: GrowState | None, steps_per_iteration: int = 1) -> Any:
-    """Run ``search_step`` until all sentences are done or ``max_decode_len`` steps, one while loop per stage.
-
-    Steps after the one that finishes every sentence may run, so ``search_step`` must leave a finished search
-    unchanged.
-    """
+    """Run ``search_step`` to ``max_decode_len`` or all done, a loop per stage; a done search must not change."""
     if steps_per_iteration < 1:
         raise ValueError(f"steps_per_iteration must be at least 1; got {steps_per_iteration}.")
 
@@ -285,43 +281,43 @@ def beam_search(step_fn: StepFn, initial_state: Any, max_lengths: Array, *, beam
                 grow_state: GrowState | None = None, steps_per_iteration: int = 2) -> SearchResult:
     """Beam search with the GNMT length penalty and early termination (traceable; call under jit).
 
-    Of the ``2 K`` most probable extensions, EOS candidates among the best ``K`` are finished and the best
-    ``K`` others stay live. A sentence is done at its maximum length or, with ``early_stop``, once its
-    ``num_best``-th finished score reaches :func:`best_possible_score` of its best live hypothesis.
+    Of the ``2 K`` most probable extensions, EOS ones among the best ``K`` finish and the best ``K`` others
+    stay live. A sentence is done at its maximum length or, with ``early_stop``, once its ``num_best``-th
+    finished score reaches :func:`best_possible_score` of its best live hypothesis.
 
     Parameters
     ----------
     step_fn : StepFn
         Next-token logits for the ``B * K`` hypotheses.
     initial_state : pytree
-        ``step_fn``'s state before the first step, leaves ``[B * K, ...]`` or scalars.
+        ``step_fn``'s state, leaves ``[B * K, ...]`` or scalars.
     max_lengths : Array
-        int ``[B]`` maximum output lengths (EOS included, forced there); 0 for an empty result (padding rows).
+        int ``[B]`` maximum output lengths, EOS included (forced there); 0 for padding rows.
     beam_size : int
         ``K`` (the paper: 4).
     alpha : float
         Length-penalty strength (the paper: 0.6); may be traced.
     max_decode_len : int
-        ``L``, the static length of the outputs.
+        ``L``, the static output length.
     early_stop : bool
-        Stop a sentence once no live hypothesis can win; the best hypothesis is the same either way.
+        Stop a sentence once no live hypothesis can win; the best is the same either way.
     num_best : int
-        Finished hypotheses early termination guarantees final (1 to ``K``); never changes the first.
+        Finished hypotheses early termination guarantees final (1 to ``K``).
     eos_id, bos_id : int
         End and start tokens.
     banned_ids : tuple of int
-        Ids never emitted; their mass is removed, not renormalized.
+        Ids never emitted (their mass removed, not renormalized).
     stage_ends : tuple of int
-        Steps after which the state grows (rising, inside ``(0, L)``); empty: one loop.
+        Steps after which the state grows, rising inside ``(0, L)``.
     grow_state : GrowState, optional
-        Resizes the state between stages; needed with ``stage_ends``.
+        Resizes the state between stages.
     steps_per_iteration : int
-        Steps per iteration of the compiled loop; 2 spares a copy of the cache per step, 1 compiles faster.
+        Steps per loop iteration; 2 spares a cache copy per step, 1 compiles faster.
 
     Returns
     -------
     SearchResult
-        ``[B, K, ...]``, best first; past ``num_best`` the best found before the search stopped.
+        ``[B, K, ...]``, best first.
 
     Raises
     ------
@@ -355,22 +351,20 @@ def greedy_search(step_fn: StepFn, initial_state: Any, max_lengths: Array, *, al
                   max_decode_len: int, eos_id: int = EOS_ID, bos_id: int = BOS_ID,
                   banned_ids: tuple[int, ...] = (PAD_ID, BOS_ID), stage_ends: tuple[int, ...] = (),
                   grow_state: GrowState | None = None) -> SearchResult:
-    """Greedy decoding: the most probable token at every step, until EOS (traceable; call under jit).
-
-    Equals :func:`beam_search` with ``beam_size=1`` and ``alpha=0``.
+    """Greedy decoding (traceable): :func:`beam_search` with ``K = 1`` and ``alpha = 0``.
 
     Parameters
     ----------
     step_fn : StepFn
         Next-token logits for ``B`` hypotheses.
     initial_state : pytree
-        ``step_fn``'s initial state, leaves ``[B, ...]`` or scalars.
+        ``step_fn``'s state, leaves ``[B, ...]`` or scalars.
     max_lengths : Array
-        int ``[B]`` maximum output lengths, EOS included; 0 for an empty output.
+        int ``[B]`` maximum output lengths, EOS included; 0 for none.
     alpha : float
-        Only used to report ``scores``.
+        Used only for ``scores``.
     max_decode_len : int
-        ``L``, the static output length.
+        ``L``.
     eos_id, bos_id : int
         End and start tokens.
     banned_ids : tuple of int

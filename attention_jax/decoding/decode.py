@@ -1,7 +1,6 @@
 """Translate with a Transformer: batched, bucketed, cached incremental decoding (Section 6.1).
 
-Batch size and source length are padded up to powers of two so that a few compilations serve any input;
-padding rows get a maximum output length of 0.
+Batch size and source length are padded to powers of two, so a few compilations serve any input.
 """
 
 from __future__ import annotations
@@ -79,11 +78,11 @@ def decode_batch(params: Any, inputs: Array, max_lengths: Array, *, model_config
     Parameters
     ----------
     params : pytree
-        Model parameters (plain arrays).
+        Plain model parameters.
     inputs : Array
-        int32 ``[B, S]`` source ids ending in EOS, 0-padded; all-pad rows are skipped.
+        int32 ``[B, S]`` source ids ending in EOS, 0-padded.
     max_lengths : Array
-        int32 ``[B]`` maximum output lengths (EOS included), at most ``max_decode_len``; 0 for padding rows.
+        int32 ``[B]`` maximum output lengths (EOS included); 0 skips a padding row.
     model_config : TransformerConfig
         The model.
     method : str
@@ -93,28 +92,27 @@ def decode_batch(params: Any, inputs: Array, max_lengths: Array, *, model_config
     alpha : float
         Length-penalty strength.
     max_decode_len : int
-        ``L``: cache size and output length; at most ``model_config.max_len``.
+        ``L``: cache size and output length, at most ``model_config.max_len``.
     use_cache : bool
-        Decode with the key/value cache, or recompute the prefix each step.
+        Use the key/value cache, or recompute the prefix each step.
     early_stop : bool
-        See :func:`~attention_jax.decoding.beam_search.beam_search`.
+        As for :func:`~attention_jax.decoding.beam_search.beam_search`.
     mesh : jax.sharding.Mesh, optional
-        Split the batch over the mesh's ``"data"`` axis (``B`` divisible by its size).
+        Split the batch over its ``"data"`` axis.
     cache_stages : int
-        Grow the cache in this many stages (:func:`~attention_jax.decoding.decode_steps.cache_stage_ends`);
-        outputs are the same for any value.
+        Grow the cache in this many stages; outputs are the same for any value.
     num_best : int
-        Beam search: early termination waits until this many hypotheses are final.
+        Hypotheses early termination waits for.
 
     Returns
     -------
     beam_search.SearchResult
-        ``[B, K', ...]`` hypotheses, best first (``K' = 1`` for greedy); ``num_steps`` is the most any device ran.
+        ``[B, K', ...]``, best first (``K' = 1`` for greedy).
 
     Raises
     ------
     ValueError
-        For an unknown ``method`` or a ``max_decode_len`` beyond the model's ``max_len``.
+        For an unknown ``method`` or ``max_decode_len`` beyond ``max_len``.
     """
     if method not in SEARCH_METHODS:
         raise ValueError(f"method must be one of {SEARCH_METHODS}; got {method!r}.")
@@ -154,14 +152,14 @@ def _search(params: Any, inputs: Array, max_lengths: Array, *, model_config: Tra
 
 
 def bucket_length(length: int, maximum: int, minimum: int = MIN_SOURCE_BUCKET) -> int:
-    """Return the padded source length: the next power of two, within ``[minimum, maximum]``.
+    """Return the padded source length: the next power of two within ``[minimum, maximum]``.
 
     Parameters
     ----------
     length : int
-        Longest source in the batch (EOS included).
+        Longest source in the batch, EOS included.
     maximum : int
-        Largest bucket (the model's maximum input length).
+        Largest bucket.
     minimum : int
         Smallest bucket.
 
@@ -177,18 +175,16 @@ def bucket_length(length: int, maximum: int, minimum: int = MIN_SOURCE_BUCKET) -
 
 
 def cache_length(longest_output: int, limit: int, multiple: int = decode_steps.POSITION_MULTIPLE) -> int:
-    """Return the decode length ``L`` (cache size, output length): the batch's longest possible output, rounded.
-
-    Every step's cost grows with ``L``, so it is not the source bucket plus the margin; no output is longer.
+    """Return ``L``: the batch's longest possible output, rounded up (each step costs in proportion to ``L``).
 
     Parameters
     ----------
     longest_output : int
-        The batch's largest maximum output length (EOS included).
+        The largest maximum output length, EOS included.
     limit : int
         Largest allowed ``L``.
     multiple : int
-        Round up to a multiple of this (few compilations).
+        Round up to a multiple of this.
 
     Returns
     -------
@@ -206,14 +202,14 @@ def bucket_rows(num_rows: int, maximum: int, multiple: int = 1) -> int:
     num_rows : int
         Sentences in the batch.
     maximum : int
-        The translator's batch size.
+        The batch size.
     multiple : int
         Round up to a multiple of this (devices on the data axis).
 
     Returns
     -------
     int
-        Rows to pad the batch to.
+        Rows to pad to.
     """
     bucket = 1
     while bucket < num_rows:
@@ -223,7 +219,7 @@ def bucket_rows(num_rows: int, maximum: int, multiple: int = 1) -> int:
 
 
 def replace_invalid_characters(text: str) -> str:
-    """Replace lone surrogates (undecodable bytes of ``sys.argv``), which UTF-8 cannot encode, by U+FFFD.
+    """Replace lone surrogates (undecodable ``sys.argv`` bytes), which UTF-8 cannot encode, by U+FFFD.
 
     Parameters
     ----------
@@ -246,7 +242,7 @@ def check_params_match(model_config: TransformerConfig, params: Any) -> None:
     Parameters
     ----------
     model_config : TransformerConfig
-        The model the parameters should belong to.
+        The model.
     params : pytree
         Parameters, boxed or plain.
 

@@ -23,16 +23,16 @@ def init_cache(model_config: TransformerConfig, num_rows: int, max_decode_len: i
     Parameters
     ----------
     model_config : TransformerConfig
-        The model (``decode`` is switched on here).
+        The model.
     num_rows : int
-        ``N``, decoder rows.
+        ``N``.
     max_decode_len : int
-        ``L``, positions the cache holds.
+        ``L``.
 
     Returns
     -------
     pytree
-        The ``cache`` collection, all zeros: keys/values ``[N, H, L, K|V]`` per layer and the counters.
+        The ``cache`` collection, zeros: keys/values ``[N, H, L, K|V]`` per layer, and the counters.
     """
     model = Transformer(model_config.replace(decode=True))
     shapes = jax.eval_shape(lambda: model.init(
@@ -48,7 +48,7 @@ def cache_stage_ends(max_decode_len: int, num_stages: int, multiple: int = POSIT
     max_decode_len : int
         ``L``.
     num_stages : int
-        Stages wanted (at least 1); fewer when ``L`` is short.
+        Stages wanted; fewer when ``L`` is short.
     multiple : int
         Every stage ends at a multiple of this.
 
@@ -68,21 +68,8 @@ def cache_stage_ends(max_decode_len: int, num_stages: int, multiple: int = POSIT
     return tuple(range(stage_length, max_decode_len, stage_length))
 
 
-def grow_cache(cache: Any, num_positions: int) -> Any:
-    """Zero-pad the cached keys and values to ``num_positions``; the padding lies past the counter, never attended.
-
-    Parameters
-    ----------
-    cache : pytree
-        The ``cache`` collection, keys/values ``[N, H, L', K|V]``.
-    num_positions : int
-        New length, at least ``L'``.
-
-    Returns
-    -------
-    pytree
-        The cache, keys/values ``[N, H, num_positions, K|V]``, counters unchanged.
-    """
+def _grow_cache(cache: Any, num_positions: int) -> Any:
+    """Zero-pad cached keys/values ``[N, H, L', K|V]`` to ``num_positions``; past the counter, never attended."""
     def _grow(path: tuple, leaf: Array) -> Array:
         if getattr(path[-1], "key", None) not in ("cached_key", "cached_value"):
             return leaf
@@ -93,26 +80,9 @@ def grow_cache(cache: Any, num_positions: int) -> Any:
     return jax.tree_util.tree_map_with_path(_grow, cache)
 
 
-def make_cached_step_fn(model_config: TransformerConfig, params: Any, encoded: Array,
-                        inputs: Array) -> beam_search.StepFn:
-    """Return a step function that decodes one position with the key/value cache.
-
-    Parameters
-    ----------
-    model_config : TransformerConfig
-        The model.
-    params : pytree
-        Its parameters.
-    encoded : Array
-        ``[B, S, D]`` encoder output; hypotheses ``b R .. b R + R - 1`` share row ``b`` (or ``B = N``).
-    inputs : Array
-        ``[B, S]`` source ids (the cross-attention padding mask).
-
-    Returns
-    -------
-    beam_search.StepFn
-        ``(cache, token_ids [N]) -> (logits [N, V], cache)``, from :func:`init_cache`.
-    """
+def _make_cached_step_fn(model_config: TransformerConfig, params: Any, encoded: Array,
+                         inputs: Array) -> beam_search.StepFn:
+    """Return ``(cache, token_ids [N]) -> (logits [N, V], cache)``; ``encoded`` row ``b`` serves rows ``b R + k``."""
     model = Transformer(model_config.replace(decode=True))
 
     def _step(cache: Any, token_ids: Array) -> tuple[Array, Any]:
@@ -124,44 +94,14 @@ def make_cached_step_fn(model_config: TransformerConfig, params: Any, encoded: A
     return _step
 
 
-def init_prefix_state(num_rows: int, max_decode_len: int) -> tuple[Array, Array]:
-    """Return the initial state of :func:`make_uncached_step_fn`.
-
-    Parameters
-    ----------
-    num_rows : int
-        ``N``.
-    max_decode_len : int
-        ``L``.
-
-    Returns
-    -------
-    tuple[Array, Array]
-        An empty prefix ``[N, L]`` and position 0.
-    """
+def _init_prefix_state(num_rows: int, max_decode_len: int) -> tuple[Array, Array]:
+    """Return the initial state of :func:`_make_uncached_step_fn`: an empty prefix ``[N, L]`` and position 0."""
     return jnp.zeros((num_rows, max_decode_len), jnp.int32), jnp.array(0, jnp.int32)
 
 
-def make_uncached_step_fn(model_config: TransformerConfig, params: Any, encoded: Array,
-                          inputs: Array) -> beam_search.StepFn:
-    """Return a step function that reruns the decoder over all ``L`` prefix positions: the cost the cache avoids.
-
-    Parameters
-    ----------
-    model_config : TransformerConfig
-        The model.
-    params : pytree
-        Its parameters.
-    encoded : Array
-        ``[N, S, D]`` encoder output, one row per hypothesis.
-    inputs : Array
-        ``[N, S]`` source ids.
-
-    Returns
-    -------
-    beam_search.StepFn
-        ``((prefix [N, L], position), token_ids [N]) -> (logits [N, V], state)``.
-    """
+def _make_uncached_step_fn(model_config: TransformerConfig, params: Any, encoded: Array,
+                           inputs: Array) -> beam_search.StepFn:
+    """Return a step function that reruns the decoder over all ``L`` prefix positions: the cost the cache avoids."""
     model = Transformer(model_config.replace(decode=False))
 
     def _step(state: tuple[Array, Array], token_ids: Array) -> tuple[Array, Any]:
@@ -187,20 +127,20 @@ def search_setup(model_config: TransformerConfig, params: Any, inputs: Array, *,
     inputs : Array
         ``[B, S]`` source ids.
     rows_per_sentence : int
-        Hypotheses per sentence (beam size; 1 for greedy): hypothesis ``k`` of ``b`` in row ``b R + k``.
+        ``R``, hypotheses per sentence (1 for greedy): hypothesis ``k`` of ``b`` in row ``b R + k``.
     max_decode_len : int
         ``L``.
     use_cache : bool
         Cached or uncached steps.
     cache_stages : int
-        Stages in which the cache grows; ignored without the cache.
+        Stages in which the cache grows.
 
     Returns
     -------
     step_fn : beam_search.StepFn
         The step function over the ``N`` hypotheses.
     initial_state : pytree
-        Its state before the first step (a cache sized for the first stage).
+        Its state before the first step.
     stages : dict
         ``stage_ends`` and ``grow_state`` for the search (empty without the cache).
     """
@@ -210,10 +150,10 @@ def search_setup(model_config: TransformerConfig, params: Any, inputs: Array, *,
     if not use_cache:
         encoded = jnp.repeat(encoded, rows_per_sentence, axis=0)  # [N,S,D]
         inputs = jnp.repeat(inputs, rows_per_sentence, axis=0)  # [N,S]
-        return (make_uncached_step_fn(model_config, params, encoded, inputs),
-                init_prefix_state(num_rows, max_decode_len), {})
+        return (_make_uncached_step_fn(model_config, params, encoded, inputs),
+                _init_prefix_state(num_rows, max_decode_len), {})
     stage_ends = cache_stage_ends(max_decode_len, cache_stages)
     first_length = stage_ends[0] if stage_ends else max_decode_len
     cache = init_cache(model_config, num_rows, first_length)
-    return (make_cached_step_fn(model_config, params, encoded, inputs), cache,
-            {"stage_ends": stage_ends, "grow_state": grow_cache})
+    return (_make_cached_step_fn(model_config, params, encoded, inputs), cache,
+            {"stage_ends": stage_ends, "grow_state": _grow_cache})

@@ -1,10 +1,6 @@
-"""A trained model's forward pass and translate function as serialized ``jax.export`` artifacts.
+"""A trained model's ``logits`` and ``translate`` functions as ``jax.export`` artifacts, parameters inside.
 
-Each artifact holds the run's parameters (a file is the whole model) and runs in another process without
-this package: ``logits(inputs [B, S], targets [B, T]) -> [B, T, N]`` (teacher forced, dropout off), and
-``translate(inputs [B, S]) -> {"tokens" [B, K, L], "lengths", "scores", "log_probs" [B, K]}``, beam search
-with the run's settings as :class:`~attention_jax.decoding.decode.Translator` runs it. The model is built
-with ``cpu_kernels=False`` so that an artifact for several platforms holds no CPU-only code.
+Built with ``cpu_kernels=False`` so a multi-platform artifact holds no CPU-only code (docs/python_api.md).
 """
 
 from __future__ import annotations
@@ -44,23 +40,8 @@ def _logits_function(model_config: TransformerConfig, params: Any) -> Callable[[
     return _logits
 
 
-def output_length(model_config: TransformerConfig, settings: DecodeSettings, source_len: int) -> int:
-    """Return ``L``, a translate function's output length for sources of ``source_len`` ids.
-
-    Parameters
-    ----------
-    model_config : TransformerConfig
-        Its ``max_len`` caps the output.
-    settings : DecodeSettings
-        Its ``max_decode_extra_len`` is the margin over the input.
-    source_len : int
-        ``S``.
-
-    Returns
-    -------
-    int
-        ``min(S + max_decode_extra_len, max_len)``.
-    """
+def _output_length(model_config: TransformerConfig, settings: DecodeSettings, source_len: int) -> int:
+    """Return ``L = min(S + max_decode_extra_len, max_len)``, a translate function's output length."""
     return min(source_len + settings.max_decode_extra_len, model_config.max_len)
 
 
@@ -69,7 +50,7 @@ def _translate_function(model_config: TransformerConfig, params: Any, settings: 
     """Return ``translate(inputs [B, S])``, the search's result as a dict, with ``params`` inside."""
     config = _export_config(model_config)
     plain = nn.meta.unbox(params)
-    max_decode_len = output_length(model_config, settings, source_len)
+    max_decode_len = _output_length(model_config, settings, source_len)
 
     def _translate(inputs: Array) -> dict[str, Array]:
         lengths = jnp.sum(inputs != PAD_ID, axis=1, dtype=jnp.int32)
@@ -118,12 +99,12 @@ def export_function(model_config: TransformerConfig, params: Any, function: str,
     settings : DecodeSettings
         The decoding settings (``translate`` only).
     platforms : Sequence[str], optional
-        Lower for these (``"cpu"``, ``"cuda"``, ``"rocm"``, ``"tpu"``); default: JAX's default backend.
+        Lower for these; default: JAX's default backend.
 
     Returns
     -------
     jax.export.Exported
-        ``exported.call(inputs)`` or ``exported.call(inputs, targets)``; ``serialize()`` gives its bytes.
+        ``exported.call(inputs[, targets])``; ``serialize()`` gives its bytes.
 
     Raises
     ------

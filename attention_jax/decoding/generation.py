@@ -1,7 +1,6 @@
-"""Text generation with the decoder-only language model: key/value-cached greedy, top-k or nucleus sampling.
+"""Text generation with the decoder-only language model: cached greedy, top-k or nucleus sampling.
 
-Prompt tokens are fed through the same cached steps but not sampled, so prompts of different lengths share
-one batch.
+Prompt tokens go through the same cached steps unsampled, so prompts of any length share a batch.
 """
 
 from __future__ import annotations
@@ -56,15 +55,14 @@ def filter_logits(logits: Array, top_k: int = 0, top_p: float = 1.0) -> Array:
     logits : Array
         float ``[B, N]``.
     top_k : int
-        Keep the ``top_k`` largest of each row, ties at the k-th included (0: all).
+        Keep each row's ``top_k`` largest, ties included (0: all).
     top_p : float
-        Keep the smallest set of largest logits whose probability reaches ``top_p``, the most likely token
-        always (1.0: all).
+        Keep the fewest largest whose probability reaches ``top_p``, the most likely always (1.0: all).
 
     Returns
     -------
     Array
-        ``[B, N]``, -inf outside the kept set.
+        ``[B, N]``.
     """
     if top_k > 0:
         kth_largest = jax.lax.top_k(logits, min(top_k, logits.shape[-1]))[0][:, -1:]  # [B,1]
@@ -79,23 +77,8 @@ def filter_logits(logits: Array, top_k: int = 0, top_p: float = 1.0) -> Array:
     return logits
 
 
-def choose_next_token(rng: Array, logits: Array, settings: SamplingSettings) -> Array:
-    """Return the next token of each row: greedy, or sampled from the filtered, tempered distribution.
-
-    Parameters
-    ----------
-    rng : Array
-        PRNG key.
-    logits : Array
-        float ``[B, N]`` next-token logits.
-    settings : SamplingSettings
-        Temperature, top-k, top-p.
-
-    Returns
-    -------
-    Array
-        int32 ``[B]``; never PAD, UNK or BOS.
-    """
+def _choose_next_token(rng: Array, logits: Array, settings: SamplingSettings) -> Array:
+    """Return int32 ``[B]`` next tokens, greedy or sampled from the filtered, tempered logits; never PAD/UNK/BOS."""
     never = jnp.zeros(logits.shape[-1], bool).at[jnp.array([PAD_ID, UNK_ID, BOS_ID])].set(True)
     logits = jnp.where(never, -jnp.inf, logits.astype(jnp.float32))
     if settings.temperature == 0.0:
@@ -114,7 +97,7 @@ def _sample_loop(params: Any, cache: Any, tokens: Array, prompt_lengths: Array, 
         rng, step_rng = jax.random.split(rng)
         logits, updated = lm.apply({"params": params, "cache": cache}, tokens[:, index, None],
                                    method=LanguageModel.logits, mutable=["cache"])  # [B,1,N]
-        chosen = choose_next_token(step_rng, logits[:, 0], settings)  # [B]
+        chosen = _choose_next_token(step_rng, logits[:, 0], settings)  # [B]
         in_prompt = index + 1 <= prompt_lengths  # Position index + 1 still holds a prompt token.
         next_token = jnp.where(in_prompt, tokens[:, index + 1], jnp.where(finished, PAD_ID, chosen))
         finished = jnp.logical_or(finished, jnp.logical_and(~in_prompt, next_token == EOS_ID))
@@ -141,7 +124,7 @@ class Generator:
     tokenizer : object
         ``encode(text, add_eos)`` and ``decode(ids)``.
     max_length : int, optional
-        Most positions, BOS + prompt + new tokens (the training rows' length); default ``model_config.max_len``.
+        Most positions, BOS + prompt + new tokens; default ``model_config.max_len``.
     """
 
     def __init__(self, model_config: TransformerConfig, params: Any, tokenizer: Any,
@@ -155,12 +138,12 @@ class Generator:
 
     @property
     def max_length(self) -> int:
-        """The longest sequence the model takes.
+        """The longest sequence the model takes, BOS, prompt and new tokens.
 
         Returns
         -------
         int
-            Positions for BOS, prompt and generated tokens.
+            Positions.
         """
         return self._max_length
 
@@ -180,7 +163,7 @@ class Generator:
         Raises
         ------
         ValueError
-            For an empty prompt, or one too long to leave room for a new token.
+            For an empty prompt, or one that leaves no room for a new token.
         """
         if not prompt.strip():
             raise ValueError("The prompt is empty: give some text to continue (--prompt=TEXT or one "
@@ -239,7 +222,7 @@ class Generator:
         Returns
         -------
         list[str]
-            One text per prompt, in prompt order.
+            One text per prompt.
 
         Raises
         ------
@@ -273,12 +256,12 @@ class Generator:
 
 
 def length_warning(max_length: int, prompt_lengths: list[int], max_new_tokens: int) -> str | None:
-    """Return the warning for a ``--max_new_tokens`` that the model's rows cannot hold (no sliding window).
+    """Return the warning for a ``--max_new_tokens`` the model's rows cannot hold (no sliding window).
 
     Parameters
     ----------
     max_length : int
-        Positions of a row (``config.max_len``): BOS, the prompt and the new tokens.
+        Positions of a row: BOS, the prompt and the new tokens.
     prompt_lengths : list[int]
         Tokens of each prompt.
     max_new_tokens : int
@@ -287,7 +270,7 @@ def length_warning(max_length: int, prompt_lengths: list[int], max_new_tokens: i
     Returns
     -------
     str or None
-        One line saying where continuations stop; ``None`` when all fit.
+        One line; ``None`` when all fit.
     """
     if not prompt_lengths:
         return None

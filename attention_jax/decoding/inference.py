@@ -1,7 +1,4 @@
-"""Load a trained run for decoding: parameters (one checkpoint or an average), config and tokenizer.
-
-``make_translator(load_run("runs/tiny")).translate(["The house is small."])``; shared by the commands.
-"""
+"""Load a trained run for decoding: parameters (one checkpoint or an average), config and tokenizer."""
 
 from __future__ import annotations
 
@@ -37,7 +34,7 @@ class TrainedRun:
 
     @property
     def data(self) -> input_pipeline.TranslationData:
-        """The run's data (splits as text and ids), opened on first use: translating never needs it.
+        """The run's data (splits as text and ids), opened on first use.
 
         Returns
         -------
@@ -52,12 +49,12 @@ class TrainedRun:
 
     @property
     def data_config(self) -> DataConfig:
-        """The run's data section, read with the run's own vocabulary (not one trained on the corpus as it is now).
+        """The run's data section with the run's own vocabulary (``fine_tune_from`` set to the run).
 
         Returns
         -------
         DataConfig
-            ``config.data`` with ``fine_tune_from`` set to the run.
+            ``config.data``, changed so.
         """
         return dataclasses.replace(self.config.data, fine_tune_from=self.workdir)
 
@@ -76,7 +73,7 @@ def check_model_kind(workdir: str, experiment: Experiment, expected: str) -> Non
     experiment : Experiment
         The run's experiment.
     expected : str
-        ``"encoder_decoder"`` (translation commands) or ``"decoder_only"`` (generation).
+        ``"encoder_decoder"`` or ``"decoder_only"``.
 
     Raises
     ------
@@ -95,17 +92,16 @@ def load_run(workdir: str, checkpoint: str = "latest", *, average_last: int = 0,
              model_kind: str = ModelKind.ENCODER_DECODER, compilation_cache: bool = True) -> TrainedRun:
     """Load the parameters, config and tokenizer of a training run or an export.
 
-    The tokenizer must be the run's own ``tokenizer.model``: one rebuilt from a changed corpus would give
-    other ids. ``"latest"`` is read again when a trainer rotates it away meanwhile.
+    The tokenizer must be the run's own: one rebuilt from a changed corpus would give other ids.
 
     Parameters
     ----------
     workdir : str
-        A training work directory, or a directory that ``export --format=directory`` wrote.
+        A training work directory or an ``export --format=directory``.
     checkpoint : str
-        ``"latest"``, ``"averaged"``, ``"best"`` or a step; an export's one is ``"latest"`` (or ``"exported"``).
+        ``"latest"``, ``"averaged"``, ``"best"`` or a step.
     average_last : int
-        Average the last this many training checkpoints instead (Section 6.1).
+        Average the last this many checkpoints instead (Section 6.1).
     model_kind : str
         The model kind the caller decodes with.
     compilation_cache : bool
@@ -189,7 +185,7 @@ def make_translator(run: TrainedRun, *, beam_size: int | None = None, alpha: flo
     Returns
     -------
     decode.Translator
-        Set up from ``run.config.decoding``.
+        The translator.
 
     Raises
     ------
@@ -219,12 +215,12 @@ def export_run(run: TrainedRun, out: str, *, step: int | None = None) -> dict[st
     out : str
         A new or empty directory, or an earlier export (replaced).
     step : int, optional
-        The training step the parameters stand for, kept in the record.
+        The training step the parameters stand for.
 
     Returns
     -------
     dict
-        The record of ``out/export.json``: ``workdir``, ``checkpoint``, ``step``, ``tensors``, ``files``.
+        The record of ``out/export.json``.
 
     Raises
     ------

@@ -1,7 +1,6 @@
-"""The Python API's sentences and token ids, checked before anything is encoded, one line per refusal.
+"""The Python API's sentences and ids, checked before encoding, one line per refusal.
 
-A ``str`` is iterable, so ``translate("The dog runs.")`` would otherwise decode one sentence per character;
-an id outside the vocabulary would read another embedding row, or none.
+A ``str`` would decode one sentence per character; an id outside the vocabulary would read another row.
 """
 
 from __future__ import annotations
@@ -59,14 +58,14 @@ def checked_ids(source_ids: Any, vocab_size: int, argument: str = "source_ids") 
     Returns
     -------
     list[list[int]]
-        The sentences' ids.
+        The ids.
 
     Raises
     ------
     TypeError
-        For a ``str``, a non-iterable, or an item that is no sequence of integers.
+        For a ``str``, a non-iterable, or an item that is no integer sequence.
     ValueError
-        For an id outside ``0 .. vocab_size - 1``.
+        For an id outside the vocabulary.
     """
     if isinstance(source_ids, str | bytes) or not isinstance(source_ids, Iterable):
         raise TypeError(f"{argument} must be a list of token id lists; got {type(source_ids).__name__}.")

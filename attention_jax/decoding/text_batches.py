@@ -1,7 +1,6 @@
-"""Sentences as a batch of token ids, as the model takes them: ``{"inputs": [B, S], "targets": [B, T]}``.
+"""Sentences as a padded batch of ids, ``{"inputs": [B, S], "targets": [B, T]}``, rows ending in EOS (no BOS).
 
-Rows end in EOS (no BOS: the model prepends it) and are 0-padded on the right; for a notebook, a test or an
-exported function's fixed shape (training batches come from :mod:`attention_jax.data.batching`).
+For a notebook, a test or an exported function's fixed shape; training batches: :mod:`attention_jax.data.batching`.
 """
 
 from __future__ import annotations
@@ -14,26 +13,8 @@ from attention_jax.decoding.decode import TextCodec
 from attention_jax.models.model import PAD_ID
 
 
-def pad_ids(rows: Sequence[Sequence[int]], length: int = 0) -> np.ndarray:
-    """Right-pad id sequences with 0 into one int32 array.
-
-    Parameters
-    ----------
-    rows : Sequence[Sequence[int]]
-        Token ids, one sequence per row.
-    length : int
-        The padded length; 0: the longest row's.
-
-    Returns
-    -------
-    np.ndarray
-        int32 ``[len(rows), length]``.
-
-    Raises
-    ------
-    ValueError
-        For a row longer than ``length``.
-    """
+def _pad_ids(rows: Sequence[Sequence[int]], length: int = 0) -> np.ndarray:
+    """Right-pad id rows with 0 into int32 ``[len(rows), length or longest]``; a longer row raises ``ValueError``."""
     width = length or max((len(row) for row in rows), default=1)
     batch = np.full((len(rows), width), PAD_ID, np.int32)
     for index, row in enumerate(rows):
@@ -52,9 +33,9 @@ def encode_batch(tokenizer: TextCodec, sources: Sequence[str], targets: Sequence
     tokenizer : TextCodec
         ``run.tokenizer``.
     sources : Sequence[str]
-        Source sentences, one row each.
+        Source sentences.
     targets : Sequence[str], optional
-        Their translations; without them the batch holds ``inputs`` alone.
+        Their translations.
     source_len, target_len : int
         Padded lengths ``S`` and ``T``; 0: the longest row's.
 
@@ -66,11 +47,11 @@ def encode_batch(tokenizer: TextCodec, sources: Sequence[str], targets: Sequence
     Raises
     ------
     ValueError
-        For a sentence longer than the length asked for, or as many targets as sources not given.
+        For a sentence longer than asked for, or not one target per source.
     """
-    batch = {"inputs": pad_ids([tokenizer.encode(text) for text in sources], source_len)}
+    batch = {"inputs": _pad_ids([tokenizer.encode(text) for text in sources], source_len)}
     if targets is not None:
         if len(targets) != len(sources):
             raise ValueError(f"{len(sources)} sources but {len(targets)} targets: give one translation per source.")
-        batch["targets"] = pad_ids([tokenizer.encode(text) for text in targets], target_len)
+        batch["targets"] = _pad_ids([tokenizer.encode(text) for text in targets], target_len)
     return batch

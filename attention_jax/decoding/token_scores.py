@@ -1,7 +1,6 @@
 """Per-token log-probabilities of given translations (``translate --print_scores``, fairseq's ``P-`` lines).
 
-Beam search keeps only a hypothesis's total; one more teacher-forced pass gives each token's, which sum to
-its ``score`` up to rounding.
+Beam search keeps only the total; a teacher-forced pass gives each token's, summing to ``score``.
 """
 
 from __future__ import annotations
@@ -40,16 +39,16 @@ def token_log_probs(model_config: TransformerConfig, params: Any, source_ids: Se
     model_config : TransformerConfig
         The model.
     params : pytree
-        Its parameters (plain arrays).
+        Plain parameters.
     source_ids, target_ids : Sequence[Sequence[int]]
-        As many sources and targets, each ending in EOS; a pair with an empty side gives an empty array.
+        Pairs ending in EOS; a pair with an empty side gives an empty array.
     batch_size : int
         Pairs per forced pass.
 
     Returns
     -------
     list[np.ndarray]
-        float64 ``[len(target)]`` per pair, natural logs, in input order.
+        float64 ``[len(target)]`` per pair, natural logs.
 
     Raises
     ------

@@ -1,8 +1,4 @@
-"""Every attention weight of the model for one sentence pair, with token strings for the axes.
-
-The encoder self-, decoder self- and cross-attention of the paper's Figures 3-5, per layer and head, read
-from a teacher-forced pass with ``sow_weights=True``.
-"""
+"""Every attention weight of the model for one sentence pair, with token strings for the axes (Figures 3-5)."""
 
 from __future__ import annotations
 
@@ -24,12 +20,12 @@ ATTENTION_KINDS = ("encoder", "decoder", "cross")  # [N, H, S, S], [N, H, T, T] 
 
 
 def token_strings(tokenizer: decode.TextCodec, ids: list[int]) -> list[str]:
-    """Return the subword strings of ``ids`` (pieces such as ``"▁Haus"``; ``"</s>"`` for EOS).
+    """Return the subword strings of ``ids`` (``"▁Haus"``; ``"</s>"`` for EOS).
 
     Parameters
     ----------
     tokenizer : decode.TextCodec
-        Uses ``id_to_piece`` when it has one, else decodes each id alone.
+        Its ``id_to_piece`` if any, else decodes each id.
     ids : list[int]
         Token ids.
 
@@ -49,37 +45,33 @@ def attention_maps(model_config: TransformerConfig, params: Any, tokenizer: deco
                    target: str | None = None, *, settings: DecodeSettings = DecodeSettings()) -> dict[str, Any]:
     """Return all attention weights for ``source`` and ``target`` (or the model's own translation).
 
-    Row ``t`` of ``cross`` and ``decoder`` belongs to the decoder position that reads
-    ``decoder_input_tokens[t]`` and predicts ``target_tokens[t]``: output words label the rows, as in the
-    paper's figures.
+    Row ``t`` of ``cross`` and ``decoder`` reads ``decoder_input_tokens[t]`` and predicts ``target_tokens[t]``.
 
     Parameters
     ----------
     model_config : TransformerConfig
-        The model (run with the ``einsum`` attention, which returns weights).
+        The model.
     params : pytree
         Its parameters.
     tokenizer : decode.TextCodec
-        Shared source/target tokenizer.
+        Shared tokenizer.
     source : str
-        Source sentence (truncated with a warning if too long).
+        Source sentence, not empty.
     target : str, optional
-        Target sentence; ``None`` uses the ids beam search decodes.
+        ``None``: beam search's translation.
     settings : DecodeSettings
         Decoding settings for ``target=None``.
 
     Returns
     -------
     dict
-        ``encoder`` ``[N, H, S, S]``, ``decoder`` ``[N, H, T, T]``, ``cross`` ``[N, H, T, S]`` (float32,
-        rows sum to 1); ``source_tokens``, ``target_tokens``, ``decoder_input_tokens`` (``<s>`` then the
-        target shifted right); ``source`` and ``target`` text.
+        float32 ``encoder`` ``[N, H, S, S]``, ``decoder`` ``[N, H, T, T]``, ``cross`` ``[N, H, T, S]``, the
+        token lists and the texts.
 
     Raises
     ------
     ValueError
-        For an empty source, a target longer than the model's positions, or an attention function without
-        weights (``linear``).
+        For an empty source, a target over ``max_len``, or an attention function without weights.
     """
     attention_registry.require_weights(model_config.attention_function)  # No weights to show: refuse.
     if not source.strip():

@@ -1,7 +1,4 @@
-"""Heat maps of attention weights with token labels, like the paper's Figures 3-5 (matplotlib, without pyplot).
-
-Draws :func:`attention_jax.evaluation.attention_maps.attention_maps`; the command is ``plot_attention``.
-"""
+"""Heat maps of attention weights with token labels, like the paper's Figures 3-5 (matplotlib, without pyplot)."""
 
 from __future__ import annotations
 
@@ -49,30 +46,8 @@ def select_heads(num_heads: int, head: str) -> list[int]:
     return [index % num_heads]
 
 
-def attention_figure(maps: dict[str, Any], kind: str, layer: int, heads: list[int]) -> "Figure":
-    """Draw ``maps[kind][layer, head]`` for each head, one panel each, on one color scale.
-
-    Parameters
-    ----------
-    maps : dict
-        From :func:`~attention_jax.evaluation.attention_maps.attention_maps`.
-    kind : str
-        ``"cross"``, ``"encoder"`` or ``"decoder"``.
-    layer : int
-        Layer index (negative from the end).
-    heads : list[int]
-        Heads to draw.
-
-    Returns
-    -------
-    matplotlib.figure.Figure
-        Not attached to pyplot, so the process's backend is left alone (a notebook shows it as a value).
-
-    Raises
-    ------
-    ValueError
-        For a layer out of range.
-    """
+def _attention_figure(maps: dict[str, Any], kind: str, layer: int, heads: list[int]) -> "Figure":
+    """Draw ``maps[kind][layer, head]`` for each head on one color scale, on a Figure not attached to pyplot."""
     from matplotlib.figure import Figure
 
     weights = maps[kind]  # [N, H, rows, columns]
@@ -105,12 +80,12 @@ def attention_figure(maps: dict[str, Any], kind: str, layer: int, heads: list[in
 
 
 def draw_attention(maps: dict[str, Any], kind: str, layer: int, heads: list[int], out_path: str) -> None:
-    """Save :func:`attention_figure` of ``maps[kind][layer, heads]`` to a PNG.
+    """Save each head's ``maps[kind][layer, head]`` on one color scale to a PNG.
 
     Parameters
     ----------
     maps : dict
-        From :func:`~attention_jax.evaluation.attention_maps.attention_maps`.
+        From ``attention_maps``.
     kind : str
         ``"cross"``, ``"encoder"`` or ``"decoder"``.
     layer : int
@@ -118,6 +93,11 @@ def draw_attention(maps: dict[str, Any], kind: str, layer: int, heads: list[int]
     heads : list[int]
         Heads to draw.
     out_path : str
-        Where to write the PNG.
+        The PNG.
+
+    Raises
+    ------
+    ValueError
+        For a layer out of range.
     """
-    attention_figure(maps, kind, layer, heads).savefig(out_path, dpi=120)
+    _attention_figure(maps, kind, layer, heads).savefig(out_path, dpi=120)

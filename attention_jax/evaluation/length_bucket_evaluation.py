@@ -1,8 +1,6 @@
-"""A trained run scored on each target-length bucket: perplexity per piece and beam-search BLEU.
+"""A trained run scored on each target-length bucket: perplexity per piece and beam-search BLEU (docs/positions.md).
 
-The extrapolation experiment of docs/positions.md (how to run it, what it writes, when a bucket is reused).
-Pairs with a side over the run's ``max_len`` are counted per bucket (``num_over_max_len``): a long bucket
-scored without its longest pairs would flatter the model.
+Pairs over the run's ``max_len`` are counted (``num_over_max_len``): leaving them out would flatter the model.
 """
 
 from __future__ import annotations
@@ -37,25 +35,9 @@ def _piece_lengths(translator: decode.Translator, pairs: Sequence[tuple[str, str
             for source, target in pairs]
 
 
-def score_bucket(translator: decode.Translator, pairs: Sequence[tuple[str, str]], name: str
+def _score_bucket(translator: decode.Translator, pairs: Sequence[tuple[str, str]], name: str
                  ) -> tuple[dict[str, Any], list[str]]:
-    """Return the perplexity per target piece and beam-search BLEU of one bucket, and its translations.
-
-    Parameters
-    ----------
-    translator : decode.Translator
-        The run's translator.
-    pairs : Sequence[tuple[str, str]]
-        The bucket's ``(source, reference)`` pairs.
-    name : str
-        The bucket's name, for the progress lines.
-
-    Returns
-    -------
-    tuple[dict, list[str]]
-        The figures (:meth:`~attention_jax.evaluation.translation_quality.EvaluationResult.summary`'s, with
-        ``num_pairs``, ``num_over_max_len``, ``longest_pieces``, ``wall_s``) and the translations.
-    """
+    """Return one bucket's figures (``EvaluationResult.summary``'s plus counts and ``wall_s``) and translations."""
     start = time.monotonic()
     lengths = _piece_lengths(translator, pairs)
     over = sum(length > translator.max_source_len for length in lengths)
@@ -74,30 +56,23 @@ def score_bucket(translator: decode.Translator, pairs: Sequence[tuple[str, str]]
 
 
 def evaluate_run(workdir: str, split_dir: str, *, checkpoint: str = "latest", batch_size: int = 64) -> dict[str, Any]:
-    """Score a run on every bucket of a length split, rewriting ``RUN/length_buckets.json`` after each.
-
-    Buckets already scored from the same file, checkpoint, step and decoding settings are reused.
+    """Score a run on every bucket of a length split into ``RUN/length_buckets.json``, reusing buckets already scored.
 
     Parameters
     ----------
     workdir : str
         A finished training run.
     split_dir : str
-        A directory written by ``python -m attention_jax.data.length_buckets``.
+        Written by ``python -m attention_jax.data.length_buckets``.
     checkpoint : str
         ``latest``, ``averaged``, ``best`` or a step.
     batch_size : int
-        Sentences per decoding and perplexity batch.
+        Sentences per batch.
 
     Returns
     -------
     dict
-        What ``RUN/length_buckets.json`` holds, buckets in the split's order.
-
-    Raises
-    ------
-    UserInputError
-        For a bad split; ``load_run``'s errors for a bad run.
+        The file's record.
     """
     from attention_jax.decoding import inference
 
@@ -117,7 +92,7 @@ def evaluate_run(workdir: str, split_dir: str, *, checkpoint: str = "latest", ba
             logging.info("%s %s: already scored (PPL %.3f, BLEU %.2f).", workdir, name, reusable[name]["perplexity"],
                          reusable[name]["bleu"])
             continue
-        figures, hypotheses = score_bucket(translator, length_buckets.read_bucket(split_dir, bucket), name)
+        figures, hypotheses = _score_bucket(translator, length_buckets.read_bucket(split_dir, bucket), name)
         record["buckets"][name] = described | figures
         run_files.write_atomically(run_files.hypotheses_path(os.path.join(workdir, f"length_buckets.{name}.json")),
                                    "".join(hypothesis.replace("\n", " ") + "\n" for hypothesis in hypotheses))
@@ -129,24 +104,8 @@ def evaluate_run(workdir: str, split_dir: str, *, checkpoint: str = "latest", ba
     return record
 
 
-def expected_runs(root: str) -> list[str]:
-    """Return the run directories of a sweep root, ``ROOT/<row>/seed_<k>``, as ``sweep.json`` lists them.
-
-    Parameters
-    ----------
-    root : str
-        A sweep root.
-
-    Returns
-    -------
-    list[str]
-        Seed by seed, as the sweep runs them; ``ROOT/<row>`` for a sweep without seeds.
-
-    Raises
-    ------
-    UserInputError
-        When ``root`` holds no ``sweep.json``.
-    """
+def _expected_runs(root: str) -> list[str]:
+    """Return a sweep root's run directories (``ROOT/<row>/seed_<k>``) as its ``sweep.json`` lists them."""
     path = os.path.join(root, run_files.SWEEP_FILE)
     if not os.path.isfile(path):
         raise UserInputError(f"{root!r} holds no {run_files.SWEEP_FILE}: pass the --root of a launch.sweep sweep.")
@@ -174,7 +133,7 @@ def _scored(workdir: str, split: dict) -> bool:
 
 def evaluate_root(root: str, split_dir: str, *, wait: bool = False, poll_s: float = 300.0,
                   batch_size: int = 64) -> list[str]:
-    """Score every finished run of a sweep root; with ``wait``, until every run of the sweep is scored.
+    """Score every finished run of a sweep root; with ``wait``, poll until every run of ``sweep.json`` is scored.
 
     Parameters
     ----------
@@ -183,11 +142,11 @@ def evaluate_root(root: str, split_dir: str, *, wait: bool = False, poll_s: floa
     split_dir : str
         The length split.
     wait : bool
-        Keep polling until every run of ``sweep.json`` is finished and scored.
+        Keep polling.
     poll_s : float
         Seconds between polls.
     batch_size : int
-        As :func:`evaluate_run`.
+        Sentences per batch.
 
     Returns
     -------
@@ -197,7 +156,7 @@ def evaluate_root(root: str, split_dir: str, *, wait: bool = False, poll_s: floa
     split = length_buckets.read_split(split_dir)
     scored = []
     while True:
-        runs = expected_runs(root)
+        runs = _expected_runs(root)
         for workdir in runs:
             if _finished(workdir) and not _scored(workdir, split):
                 evaluate_run(workdir, split_dir, batch_size=batch_size)

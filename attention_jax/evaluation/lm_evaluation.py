@@ -1,8 +1,6 @@
-"""Per-token perplexity and bits per byte of a trained language model on a split, each document in context.
+"""Per-token perplexity and bits per byte of a trained language model, each document in context.
 
-Every token is scored once with as much of its own document before it as the row length allows (strided
-windows, :mod:`~attention_jax.evaluation.lm_windows`); bits per byte divides the total NLL by ``ln 2`` and
-the split's UTF-8 bytes, so vocabularies compare (docs/language_models.md, "Perplexity and bits per byte").
+Bits per byte (NLL over ``ln 2`` and UTF-8 bytes) compares across vocabularies (docs/language_models.md).
 """
 
 from __future__ import annotations
@@ -21,12 +19,12 @@ from attention_jax.models.transformer_config import TransformerConfig
 
 
 def resolve_stride(stride: int, window: int) -> int:
-    """Return the stride to use: ``stride``, or half the window (at least 1) when it is 0.
+    """Return ``stride``, or half the window (at least 1) when it is 0.
 
     Parameters
     ----------
     stride : int
-        ``--eval_stride``: 0 for the default, else in ``[1, window]``.
+        ``--eval_stride``.
     window : int
         ``L``, the model's row length.
 
@@ -55,7 +53,7 @@ def evaluate_split(model_config: TransformerConfig, params: Any, data: Any, spli
     Parameters
     ----------
     model_config : TransformerConfig
-        The model's hyperparameters.
+        The model.
     params : pytree
         Plain :class:`LanguageModel` parameters.
     data : attention_jax.data.lm_data.LanguageModelData
@@ -63,21 +61,17 @@ def evaluate_split(model_config: TransformerConfig, params: Any, data: Any, spli
     split : str
         ``"validation"``, ``"test"`` or ``"train"`` (or the config's name for one).
     stride : int
-        ``S``, how far each later window of a long document moves on; 0: half the row length.
+        ``S``; 0: half the row length.
 
     Returns
     -------
     dict
-        ``split``, ``tokens``, ``nll_per_token`` (nats), ``perplexity``, ``utf8_bytes``, ``bits_per_byte`` and
-        how they were measured (``method``, ``window``, ``stride``, ``min_context``, document, window and row
-        counts).
+        ``tokens``, ``nll_per_token`` (nats), ``perplexity``, ``utf8_bytes``, ``bits_per_byte`` and the method.
 
     Raises
     ------
     UserInputError
-        For a split without text: no tokens have no perplexity (1.0 would be a perfect score from no data).
-    ValueError
-        If the windows do not score every token exactly once (a defect).
+        For a split without text (no tokens, no perplexity).
     """
     window = data.row_length
     stride = resolve_stride(stride, window)

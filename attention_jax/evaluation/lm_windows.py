@@ -1,10 +1,6 @@
 """Strided scoring windows: every token of a document scored once, with its own document before it as context.
 
-A document ``t_0 .. t_{n-1}`` (EOS last) is read as inputs ``[BOS, t_0, .., t_{n-2}]``. The first window
-scores ``t_0 .. t_{L-1}`` (a short document whole, as a training row scores it); each later one moves its
-end ``S`` on, starts ``L`` inputs before it (no BOS) and scores the tokens not yet scored, each seeing at
-least ``L - S + 1`` tokens of context (Hugging Face's strided perplexity). Windows are packed into rows in
-corpus order, one segment each, so attention never crosses documents (docs/language_models.md).
+A later window's scored tokens see at least ``L - S + 1`` tokens (Hugging Face's; docs/language_models.md).
 """
 
 from __future__ import annotations
@@ -22,7 +18,7 @@ METHOD = "strided_window"  # The evaluation's name in lm_eval_<split>.json.
 
 @dataclasses.dataclass(frozen=True)
 class ScoringWindow:
-    """One window of one document: the inputs it reads and which of its predictions count."""
+    """One window of one document: the inputs it reads and which predictions count."""
 
     document: int  # Index in its split.
     start: int  # First input's index in [BOS, t_0, ..]: predicts t_start .. t_{start + length - 1}.
@@ -30,25 +26,8 @@ class ScoringWindow:
     first_scored: int  # Offset of the first prediction that counts; those before are context.
 
 
-def document_windows(document: int, num_tokens: int, window: int, stride: int) -> list[ScoringWindow]:
-    """Return the windows that score each of a document's ``num_tokens`` tokens once.
-
-    Parameters
-    ----------
-    document : int
-        The document's index, copied into each window.
-    num_tokens : int
-        ``n``, tokens of the document (EOS included), at least 1.
-    window : int
-        ``L``, inputs a window holds.
-    stride : int
-        ``S`` in ``[1, L]``: how far each later window's end moves on.
-
-    Returns
-    -------
-    list[ScoringWindow]
-        In document order; their scored tokens are ``t_0 .. t_{n-1}``, each once.
-    """
+def _document_windows(document: int, num_tokens: int, window: int, stride: int) -> list[ScoringWindow]:
+    """Return the windows scoring each of a document's ``num_tokens`` tokens once, in document order."""
     if num_tokens <= window:
         return [ScoringWindow(document, 0, num_tokens, 0)]
     windows = [ScoringWindow(document, 0, window, 0)]
@@ -63,7 +42,7 @@ def document_windows(document: int, num_tokens: int, window: int, stride: int) -
 
 @dataclasses.dataclass(frozen=True)
 class WindowRows:
-    """Every window of a split packed into rows of ``L``: what the model reads and what is scored."""
+    """Every window of a split packed into rows of ``L``."""
 
     inputs: np.ndarray  # int32 [R, L], 0 in padding.
     scored_targets: np.ndarray  # int32 [R, L]: the id predicted where the prediction counts, else 0.
@@ -73,22 +52,22 @@ class WindowRows:
 
     @property
     def num_rows(self) -> int:
-        """The rows holding the windows.
+        """Return ``R``.
 
         Returns
         -------
         int
-            ``R``.
+            Rows.
         """
         return self.inputs.shape[0]
 
     def batches(self, rows_per_batch: int) -> list[dict[str, np.ndarray]]:
-        """Return the rows in batches, the last padded with empty rows (one shape for all).
+        """Return the rows in batches, the last padded with empty rows.
 
         Parameters
         ----------
         rows_per_batch : int
-            ``B``, rows of each batch.
+            ``B``.
 
         Returns
         -------
@@ -109,19 +88,19 @@ def pack_windows(documents: Sequence[np.ndarray], window: int, stride: int) -> W
     Parameters
     ----------
     documents : Sequence[np.ndarray]
-        Token ids of each document, EOS included (at least one token each).
+        Token ids of each document, EOS included.
     window : int
-        ``L``, the row length and the most inputs a window holds.
+        ``L``, the row length.
     stride : int
         ``S`` in ``[1, L]``.
 
     Returns
     -------
     WindowRows
-        At least one row (all padding when there are no documents).
+        At least one row.
     """
     windows = [piece for index, tokens in enumerate(documents)
-               for piece in document_windows(index, len(tokens), window, stride)]
+               for piece in _document_windows(index, len(tokens), window, stride)]
     row_of, column_of = [], []
     row, column = 0, 0
     for piece in windows:  # Next fit: a window that does not fit in this row starts the next.

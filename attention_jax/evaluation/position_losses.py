@@ -1,9 +1,4 @@
-"""Teacher-forced loss by target position: where, past the training lengths, a model's predictions fail.
-
-Each run's summed cross-entropy per target position over every bucket of a length split, kept as sums and
-counts (so runs, bins and buckets pool exactly) in ``RUN/position_losses.json``, and plotted side by side
-(docs/positions.md).
-"""
+"""Teacher-forced loss by target position, as sums and counts in ``RUN/position_losses.json`` (docs/positions.md)."""
 
 from __future__ import annotations
 
@@ -22,26 +17,8 @@ from attention_jax.foundation.user_errors import UserInputError
 _MIN_TOKENS = 50  # A bin with fewer scored tokens is not drawn: its mean would be one sentence's noise.
 
 
-def training_target_pieces(split_dir: str, tokenizer: Any) -> dict[str, int]:
-    """Return how long the training split's targets are in a run's pieces (EOS included).
-
-    Parameters
-    ----------
-    split_dir : str
-        A length split (``train.tsv``: source TAB target per line).
-    tokenizer : Any
-        The run's tokenizer.
-
-    Returns
-    -------
-    dict[str, int]
-        ``p50``, ``p90``, ``p99`` (nearest rank) and ``max`` target length, in tokens.
-
-    Raises
-    ------
-    UserInputError
-        For a split without training pairs.
-    """
+def _training_target_pieces(split_dir: str, tokenizer: Any) -> dict[str, int]:
+    """Return the training targets' ``p50``, ``p90``, ``p99`` (nearest rank) and ``max`` length in pieces."""
     lengths = []
     with open(os.path.join(split_dir, "train.tsv"), encoding="utf-8") as train_file:
         for line in train_file:
@@ -56,7 +33,7 @@ def training_target_pieces(split_dir: str, tokenizer: Any) -> dict[str, int]:
 
 
 def score_run(workdir: str, split_dir: str, *, batch_size: int = 64) -> dict[str, Any]:
-    """Score one run's loss by target position on every bucket of a length split, or read it if done.
+    """Score one run's loss by target position over a length split's buckets, or read it if done.
 
     Parameters
     ----------
@@ -70,8 +47,7 @@ def score_run(workdir: str, split_dir: str, *, batch_size: int = 64) -> dict[str
     Returns
     -------
     dict
-        What ``RUN/position_losses.json`` holds: ``sums`` and ``counts`` per target position, pooled over the
-        buckets, with what identifies them.
+        ``RUN/position_losses.json``'s record.
     """
     from attention_jax.decoding import inference  # JAX loads only when a run is scored.
     from attention_jax.evaluation import translation_quality
@@ -100,27 +76,14 @@ def score_run(workdir: str, split_dir: str, *, batch_size: int = 64) -> dict[str
         "max_len": max_len,
         "sums": [round(float(value), 6) for value in sums[:last]],
         "counts": [int(value) for value in counts[:last]],
-        "training_target_pieces": training_target_pieces(split_dir, run.tokenizer),
+        "training_target_pieces": _training_target_pieces(split_dir, run.tokenizer),
     }
     run_files.write_json_atomically(path, record)
     return record
 
 
-def binned_means(record: dict[str, Any], bin_size: int) -> tuple[np.ndarray, np.ndarray]:
-    """Return the mean nats per target piece in bins of ``bin_size`` positions; NaN in bins under 50 tokens.
-
-    Parameters
-    ----------
-    record : dict
-        :func:`score_run`'s record.
-    bin_size : int
-        Positions per bin.
-
-    Returns
-    -------
-    (np.ndarray, np.ndarray)
-        The first position of each bin, and its mean.
-    """
+def _binned_means(record: dict[str, Any], bin_size: int) -> tuple[np.ndarray, np.ndarray]:
+    """Return each bin's first position and mean nats per piece; NaN in bins of fewer than 50 tokens."""
     sums, counts = np.asarray(record["sums"], np.float64), np.asarray(record["counts"], np.int64)
     bins = math.ceil(len(sums) / bin_size)
     padded = bins * bin_size
@@ -131,17 +94,14 @@ def binned_means(record: dict[str, Any], bin_size: int) -> tuple[np.ndarray, np.
 
 
 def plot_runs(records: Sequence[dict[str, Any]], path: str, *, bin_size: int) -> None:
-    """Draw each run's mean loss against the target position, with the training targets' lengths marked.
-
-    With a ``sinusoidal`` run among them, a second panel draws each other run minus it on the same tokens, so
-    the sentences' own difficulty cancels.
+    """Draw each run's mean loss by target position to a PNG; beside it each run minus ``sinusoidal``, if any.
 
     Parameters
     ----------
     records : Sequence[dict]
-        :func:`score_run`'s records, one line each.
+        :func:`score_run`'s records.
     path : str
-        PNG file to write.
+        PNG file.
     bin_size : int
         Positions per point.
     """
@@ -155,11 +115,11 @@ def plot_runs(records: Sequence[dict[str, Any]], path: str, *, bin_size: int) ->
                                 layout="constrained", squeeze=False)
     losses = axes[0][0]
     for index, record in enumerate(records):
-        starts, means = binned_means(record, bin_size)
+        starts, means = _binned_means(record, bin_size)
         label, color = f"{record['positional_encoding']} (seed {record['seed']})", f"C{index % 10}"
         losses.plot(starts + (bin_size - 1) / 2, means, "o-", markersize=3, color=color, label=label)
         if reference is not None and record is not reference:
-            _, reference_means = binned_means(reference, bin_size)
+            _, reference_means = _binned_means(reference, bin_size)
             shared = min(len(means), len(reference_means))
             axes[0][1].plot(starts[:shared] + (bin_size - 1) / 2, means[:shared] - reference_means[:shared], "o-",
                             markersize=3, color=color, label=label)

@@ -1,8 +1,4 @@
-"""Progress lines for long evaluations: how much is done, how fast, and how long is left.
-
-A loop logs through :func:`progress_logger` at most every :data:`PROGRESS_EVERY_S` seconds; a phase that
-would be silent for seconds is wrapped in :func:`timed_phase` (a start line and an end line).
-"""
+"""Progress lines for long evaluations: how much is done, how fast, and how long is left."""
 
 from __future__ import annotations
 
@@ -18,25 +14,25 @@ PROGRESS_EVERY_S = 30.0  # Seconds between the progress lines of progress_logger
 
 def progress_logger(what: str, total: int, *, unit: str = "sentences", every_s: float | None = None,
                     always_final: bool = True) -> Callable[[int], None]:
-    """Return a callback that logs items done, items per second and the time left, now and then.
+    """Return a callback, given the items done, that logs them, the rate and the time left now and then.
 
     Parameters
     ----------
     what : str
-        What is being done, e.g. ``"final test BLEU"``.
+        E.g. ``"final test BLEU"``.
     total : int
         Items to do.
     unit : str
         What an item is, plural.
     every_s : float, optional
-        At most one line per this many seconds (default :data:`PROGRESS_EVERY_S`, read at the call).
+        Seconds between lines (:data:`PROGRESS_EVERY_S`).
     always_final : bool
-        Log when ``total`` is reached even if no line came before.
+        Log at ``total`` even if no line came before.
 
     Returns
     -------
     Callable[[int], None]
-        Called with the number of items done so far.
+        The callback.
     """
     every_s = PROGRESS_EVERY_S if every_s is None else every_s
     started = time.monotonic()
@@ -59,21 +55,21 @@ def progress_logger(what: str, total: int, *, unit: str = "sentences", every_s: 
 
 @contextlib.contextmanager
 def timed_phase(what: str, total: int | None = None, *, unit: str = "sentences") -> Iterator[None]:
-    """Log a line as a phase starts and one, with its elapsed time, as it ends (none if it raises).
+    """Log a line as a phase starts and one with its elapsed time as it ends (none if it raises).
 
     Parameters
     ----------
     what : str
-        The phase, e.g. ``"sampled dev BLEU at step 400"``.
+        The phase.
     total : int, optional
-        Items the phase works through: the start line gives the count, the end line the rate.
+        Items it works through, for the rate.
     unit : str
         What an item is, plural.
 
     Yields
     ------
     None
-        The phase runs inside the ``with`` block.
+        The phase runs in the ``with`` block.
     """
     logging.info("%s: %s ...", what, f"{total} {unit}" if total is not None else "started")
     started = time.monotonic()

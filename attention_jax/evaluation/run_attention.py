@@ -22,20 +22,14 @@ def attention_maps(run: TrainedRun, source: str, target: str | None = None, *,
     source : str
         The source sentence.
     target : str, optional
-        A target to read the decoder's attention on (teacher forcing); ``None`` translates ``source`` first.
+        Teacher-forced target; ``None`` translates ``source``.
     beam_size : int, optional
-        With ``target=None``: the beam instead of the run's (1: greedy).
+        With ``target=None``: instead of the run's (1: greedy).
 
     Returns
     -------
     dict
         As :func:`attention_jax.evaluation.attention_maps.attention_maps`.
-
-    Raises
-    ------
-    ValueError
-        For an empty source, a target longer than the model's positions, or an attention function that forms
-        no weights.
     """
     settings = run.config.decoding
     if beam_size is not None:

@@ -1,8 +1,4 @@
-"""Corpus BLEU, chrF and TER of detokenized text (sacrebleu), BLEU's tokenizer a choice: no model, no JAX.
-
-The figures and signatures of ``sacrebleu REF -i HYP -m bleu chrf ter --tokenize TOKENIZER``, for a run's
-translations or a file of them (``evaluate --hypotheses=FILE --reference=FILE``).
-"""
+"""Corpus BLEU, chrF and TER of detokenized text (sacrebleu), BLEU's tokenizer a choice: no model, no JAX."""
 
 from __future__ import annotations
 
@@ -25,7 +21,7 @@ _EXTRAS = {"ja-mecab": "sacrebleu[ja]", "ko-mecab": "sacrebleu[ko]"}
 
 @dataclasses.dataclass(frozen=True)
 class CorpusScores:
-    """sacrebleu's corpus BLEU, chrF and TER of a set of translations, each with its signature."""
+    """sacrebleu's corpus BLEU, chrF and TER, each with its signature."""
 
     bleu: float  # [0, 100], higher is better.
     bleu_signature: str  # E.g. nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0.
@@ -53,7 +49,7 @@ def check_bleu_tokenizer(name: str, flag: str = "--tokenize") -> str:
     Raises
     ------
     UserInputError
-        For an unknown name (listing the known ones), or a ``*-mecab`` one without its packages.
+        For an unknown name, or a ``*-mecab`` one without its packages.
     """
     if name not in BLEU_TOKENIZERS:
         raise UserInputError(f"{flag}={name} is not a BLEU tokenizer: use one of {', '.join(BLEU_TOKENIZERS)} "
@@ -67,7 +63,7 @@ def check_bleu_tokenizer(name: str, flag: str = "--tokenize") -> str:
 
 
 def check_one_reference_each(hypotheses: Sequence[str], references: Sequence[str]) -> tuple[list[str], list[str]]:
-    """Return both lists as lists, checked to hold one reference per hypothesis.
+    """Return both as lists, checked to be of one length.
 
     Parameters
     ----------
@@ -77,7 +73,7 @@ def check_one_reference_each(hypotheses: Sequence[str], references: Sequence[str
     Returns
     -------
     (list[str], list[str])
-        The two, unchanged.
+        The two.
 
     Raises
     ------
@@ -98,21 +94,16 @@ def corpus_scores(hypotheses: Sequence[str], references: Sequence[str], *,
     Parameters
     ----------
     hypotheses : Sequence[str]
-        System outputs, detokenized.
+        Detokenized system outputs.
     references : Sequence[str]
-        One reference per hypothesis, detokenized.
+        Detokenized references.
     bleu_tokenizer : str
-        BLEU's tokenizer, one of :data:`BLEU_TOKENIZERS`.
+        One of :data:`BLEU_TOKENIZERS`.
 
     Returns
     -------
     CorpusScores
-        The scores and signatures of sacrebleu's metrics at their defaults but BLEU's tokenizer.
-
-    Raises
-    ------
-    ValueError
-        When the lists differ in length.
+        Metrics at sacrebleu's defaults but BLEU's tokenizer.
     """
     hypotheses, references = check_one_reference_each(hypotheses, references)
     scored: dict[str, Any] = {}

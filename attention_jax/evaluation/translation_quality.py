@@ -1,9 +1,6 @@
-"""Translation quality: corpus BLEU, chrF and TER (sacrebleu) and per-token perplexity (Section 6).
+"""Translation quality: sacrebleu BLEU, chrF and TER (signed, detokenized) and teacher-forced perplexity (Section 6).
 
-sacrebleu scores detokenized text (``13a`` by default), so figures compare with other systems' and carry a
-signature; the paper's 27.3/28.4 were tokenized ``multi-bleu`` scores, typically somewhat higher. Perplexity
-is ``exp`` of the mean unsmoothed cross-entropy over non-pad target tokens, EOS included, under teacher
-forcing: Table 2's per-wordpiece figure.
+Perplexity: ``exp`` of the unsmoothed cross-entropy over non-pad target tokens, EOS included (Table 2).
 """
 
 from __future__ import annotations
@@ -36,24 +33,19 @@ Array = jax.Array
 
 
 def corpus_bleu(hypotheses: Sequence[str], references: Sequence[str]) -> tuple[float, str]:
-    """Return the corpus BLEU of detokenized hypotheses against one reference each.
+    """Return the corpus BLEU in ``[0, 100]`` and sacrebleu's signature, one reference per hypothesis.
 
     Parameters
     ----------
     hypotheses : Sequence[str]
-        System outputs, detokenized.
+        Detokenized system outputs.
     references : Sequence[str]
-        One reference per hypothesis, detokenized.
+        Detokenized references.
 
     Returns
     -------
     (float, str)
-        BLEU in ``[0, 100]`` and the sacrebleu signature.
-
-    Raises
-    ------
-    ValueError
-        When the lists differ in length.
+        BLEU and signature.
     """
     hypotheses, references = check_one_reference_each(hypotheses, references)
     metric = BLEU()
@@ -83,12 +75,12 @@ class CrossEntropy:
 
     @property
     def perplexity(self) -> float:
-        """Per-token perplexity.
+        """Return ``exp(mean)``; NaN without tokens.
 
         Returns
         -------
         float
-            ``exp(mean)``; NaN without tokens.
+            Per-token perplexity.
         """
         return math.exp(self.mean) if self.num_tokens else float("nan")
 
@@ -104,18 +96,18 @@ def cross_entropy(model_config: TransformerConfig, params: Any, tokenizer: decod
     params : pytree
         Plain (unboxed) parameters.
     tokenizer : decode.TextCodec
-        Encodes both sides (ids end in EOS).
+        Encodes both sides.
     pairs : Sequence[tuple[str, str]]
         ``(source, target)`` text.
     max_len : int
-        Pairs with a side longer than this (EOS included) are skipped, as the training pipeline skips them.
+        Longer pairs (EOS included) are skipped, as in training.
     batch_size : int
         Pairs per forward pass.
 
     Returns
     -------
     CrossEntropy
-        Mean, token and pair counts.
+        Mean and counts.
     """
     encoded, kept = _encode_within(tokenizer, pairs, max_len)
     total, count = 0.0, 0
@@ -141,7 +133,7 @@ def _cross_entropy_by_position(params: Any, inputs: Array, targets: Array, *,
 def cross_entropy_by_position(model_config: TransformerConfig, params: Any, tokenizer: decode.TextCodec,
                               pairs: Sequence[tuple[str, str]], *, max_len: int,
                               batch_size: int = 64) -> tuple[np.ndarray, np.ndarray]:
-    """Return the teacher-forced cross-entropy of ``pairs`` by target position: where predictions fail.
+    """Return :func:`cross_entropy`'s summed nats and token counts by target position, float64 and int64 ``[max_len]``.
 
     Parameters
     ----------
@@ -154,15 +146,14 @@ def cross_entropy_by_position(model_config: TransformerConfig, params: Any, toke
     pairs : Sequence[tuple[str, str]]
         ``(source, target)`` text.
     max_len : int
-        Pairs with a side longer than this are left out.
+        Longer pairs are left out.
     batch_size : int
         Pairs per forward pass.
 
     Returns
     -------
     (np.ndarray, np.ndarray)
-        float64 ``[max_len]`` summed nats of the tokens at each position and int64 ``[max_len]`` their
-        counts; their totals are :func:`cross_entropy`'s.
+        Sums and counts.
     """
     _, kept = _encode_within(tokenizer, pairs, max_len)
     sums, counts = np.zeros(max_len, np.float64), np.zeros(max_len, np.int64)
@@ -234,24 +225,9 @@ class EvaluationStopped(Exception):
     """A stop request (SIGTERM, Ctrl-C) came while a split was being translated; the message says how far."""
 
 
-def decoding_batches(encoded_sources: Sequence[Sequence[int]], batch_size: int, *,
+def _decoding_batches(encoded_sources: Sequence[Sequence[int]], batch_size: int, *,
                      sort_by_length: bool = True) -> list[list[int]]:
-    """Cut the non-empty sources into the batches :func:`translate_stoppably` decodes, as index lists.
-
-    Parameters
-    ----------
-    encoded_sources : Sequence[Sequence[int]]
-        Token ids of each source; empty ones are left out.
-    batch_size : int
-        Sentences per batch; the last may hold fewer.
-    sort_by_length : bool
-        Longest first (stable, so equal lengths keep input order), so batches pad little; False: input order.
-
-    Returns
-    -------
-    list[list[int]]
-        Positions in ``encoded_sources``, one list per batch, in decoding order.
-    """
+    """Return the non-empty sources' indices in decoding batches, longest first unless ``sort_by_length=False``."""
     order = [index for index, ids in enumerate(encoded_sources) if ids]
     if sort_by_length:
         order.sort(key=lambda index: -len(encoded_sources[index]))
@@ -273,10 +249,9 @@ def translate_stoppably(translator: decode.Translator, sources: Sequence[str], *
     should_stop : Callable[[], bool], optional
         Asked before each batch.
     report_progress : Callable[[int], None], optional
-        Called after each batch with the sentences translated so far.
+        Called with the sentences translated so far.
     sort_by_length : bool
-        Batch longest first, as ``translator.translate`` does (same translations); False: input order, the
-        unsorted baseline of docs/benchmarks.md.
+        False: input order (the unsorted baseline of docs/benchmarks.md).
 
     Returns
     -------
@@ -289,7 +264,7 @@ def translate_stoppably(translator: decode.Translator, sources: Sequence[str], *
         When ``should_stop`` returns True.
     """
     encoded = translator.encode_sources(sources)
-    batches = decoding_batches(encoded, translator.batch_size, sort_by_length=sort_by_length)
+    batches = _decoding_batches(encoded, translator.batch_size, sort_by_length=sort_by_length)
     outputs = [""] * len(sources)
     done = len(sources) - sum(len(indices) for indices in batches)  # Empty sources translate to "".
     for indices in batches:
@@ -312,23 +287,22 @@ def evaluate(translator: decode.Translator, pairs: Sequence[tuple[str, str]], *,
     Parameters
     ----------
     translator : decode.Translator
-        The model, parameters, tokenizer and decoding settings.
+        Model, parameters, tokenizer and decoding settings.
     pairs : Sequence[tuple[str, str]]
-        ``(source, reference)`` text.
+        ``(source, reference)`` text, at least one.
     should_stop : Callable[[], bool], optional
-        Asked between decoding batches.
+        Asked between batches.
     report_progress : Callable[[int], None], optional
         Called with the sentences translated so far.
     bleu_tokenizer : str
         sacrebleu's BLEU tokenizer.
     progress_name : str
-        What the perplexity pass's progress lines call this evaluation (``"final test"``).
+        The perplexity progress lines' name (``"final test"``).
 
     Returns
     -------
     EvaluationResult
-        BLEU, chrF and TER over all pairs (over-long sources truncated), perplexity over those that fit
-        ``translator.max_source_len``.
+        Scores over all pairs; perplexity over those that fit ``translator.max_source_len``.
 
     Raises
     ------
@@ -362,9 +336,7 @@ def evaluate(translator: decode.Translator, pairs: Sequence[tuple[str, str]], *,
 
 def write_report(path: str, report: dict[str, Any], hypotheses: Sequence[str],
                  pairs: Sequence[tuple[str, str]] | None = None) -> list[str]:
-    """Write an evaluation report as JSON, the hypotheses beside it, and with ``pairs`` all three sides.
-
-    Figures that are not finite are written as ``null``: JSON has no ``NaN``.
+    """Write a report as JSON (non-finite figures as ``null``), the hypotheses beside it, and with ``pairs`` all three.
 
     Parameters
     ----------
@@ -373,9 +345,9 @@ def write_report(path: str, report: dict[str, Any], hypotheses: Sequence[str],
     report : dict
         JSON-serializable figures.
     hypotheses : Sequence[str]
-        Translations, one per line to ``<path without .json>.hypotheses.txt``.
+        Written to ``<path stem>.hypotheses.txt``.
     pairs : Sequence[tuple[str, str]], optional
-        ``(source, reference)`` per hypothesis, written with it to ``<path without .json>.translations.jsonl``.
+        One ``(source, reference)`` per hypothesis, for ``<path stem>.translations.jsonl``.
 
     Returns
     -------
@@ -391,7 +363,7 @@ def write_report(path: str, report: dict[str, Any], hypotheses: Sequence[str],
         raise ValueError(f"write_report needs one (source, reference) pair per hypothesis; got {len(pairs)} "
                          f"pairs and {len(hypotheses)} hypotheses.")
     with open(path, "w", encoding="utf-8") as report_file:
-        json.dump(finite_or_none(report), report_file, indent=2, allow_nan=False)  # NaN: not JSON, so null.
+        json.dump(_finite_or_none(report), report_file, indent=2, allow_nan=False)  # NaN: not JSON, so null.
         report_file.write("\n")
     written = [run_files.hypotheses_path(path)]
     with open(written[0], "w", encoding="utf-8") as hypotheses_file:
@@ -405,25 +377,14 @@ def write_report(path: str, report: dict[str, Any], hypotheses: Sequence[str],
     return written
 
 
-def finite_or_none(value: Any) -> Any:
-    """Replace every NaN or infinite float by None, in nested dicts and lists.
-
-    Parameters
-    ----------
-    value : Any
-        JSON-able figures.
-
-    Returns
-    -------
-    Any
-        The same structure.
-    """
+def _finite_or_none(value: Any) -> Any:
+    """Replace every NaN or infinite float by None, in nested dicts and lists."""
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if isinstance(value, dict):
-        return {key: finite_or_none(item) for key, item in value.items()}
+        return {key: _finite_or_none(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
-        return [finite_or_none(item) for item in value]
+        return [_finite_or_none(item) for item in value]
     return value
 
 
@@ -438,8 +399,7 @@ def perplexity_line(result: EvaluationResult) -> str:
     Returns
     -------
     str
-        ``perplexity = 3.210  (cross-entropy 1.1663 nats/token, 812 tokens)``, or a line saying none could be
-        scored.
+        E.g. ``perplexity = 3.210  (cross-entropy 1.1663 nats/token, 812 tokens)``.
     """
     skipped, total = result.num_skipped_for_perplexity, result.num_examples
     if result.num_target_tokens == 0:

@@ -1,7 +1,6 @@
 """``ATTENTION_JAX_CACHE_DIR``: one root for the data, compilation and device-peak caches.
 
-A setting for one cache still wins for that cache (``--config.data_dir``, ``TFDS_DATA_DIR``,
-``--config.compilation_cache_dir``, ``JAX_COMPILATION_CACHE_DIR``).
+A setting for one cache still wins for that cache.
 """
 
 from __future__ import annotations
@@ -43,7 +42,7 @@ def data_dir(configured: str) -> str | None:
     Returns
     -------
     str or None
-        It, else the cache root's; ``None`` (TFDS's default) when ``TFDS_DATA_DIR`` is set or no root is.
+        It, else the cache root's; ``None`` (TFDS's default) under ``TFDS_DATA_DIR`` or without a root.
     """
     if configured:
         return os.path.expanduser(configured)

@@ -1,7 +1,6 @@
 """A full disk met while writing a checkpoint, as the ``OSError`` it is.
 
-TensorStore (under orbax) reports one as ``ValueError("RESOURCE_EXHAUSTED: ... Failed writing: "<path>":
-... [os_error_code='28']")``; :func:`as_os_error` gives it its ``errno`` and path back for a one-line error.
+TensorStore reports one as ``ValueError("RESOURCE_EXHAUSTED: ... [os_error_code='28']")``.
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ _FAILED_PATH = re.compile(r'(?:Failed writing|Error writing local file|local fil
 
 
 def no_space_errno(error: BaseException) -> int | None:
-    """``errno.ENOSPC`` or ``errno.EDQUOT`` when ``error`` (or an exception it was raised from) is a full disk.
+    """Return ``ENOSPC`` or ``EDQUOT`` when ``error`` or an exception in its chain is a full disk.
 
     Parameters
     ----------
@@ -29,7 +28,7 @@ def no_space_errno(error: BaseException) -> int | None:
     Returns
     -------
     int or None
-        The errno of the full disk or exhausted quota; ``None`` for any other error.
+        The errno; ``None`` for any other error.
     """
     found = _full_disk_in_chain(error)
     return found[0] if found else None
@@ -74,7 +73,7 @@ def as_os_error() -> Iterator[None]:
     Raises
     ------
     OSError
-        From the original error; any other exception passes unchanged.
+        From the original error; others pass unchanged.
     """
     try:
         yield

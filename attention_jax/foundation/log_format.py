@@ -16,16 +16,8 @@ def _never() -> bool:
     return False
 
 
-class ShortFormatter(python_logging.Formatter):
-    """Format ``HH:MM:SS L message``, or as ``long_formatter`` while ``use_long()``.
-
-    Parameters
-    ----------
-    long_formatter : logging.Formatter
-        absl's formatter.
-    use_long : callable
-        Asked at every record: a command's flags are parsed after its handler is set up.
-    """
+class _ShortFormatter(python_logging.Formatter):
+    """Format ``HH:MM:SS L message``, or as ``long_formatter`` while ``use_long()`` (asked per record)."""
 
     def __init__(self, long_formatter: python_logging.Formatter, use_long: Callable[[], bool] = _never) -> None:
         super().__init__("%(asctime)s %(levelname).1s %(message)s", datefmt="%H:%M:%S")
@@ -33,18 +25,7 @@ class ShortFormatter(python_logging.Formatter):
         self._use_long = use_long
 
     def format(self, record: python_logging.LogRecord) -> str:  # noqa: D102 (logging.Formatter's)
-        """Return the record's line.
-
-        Parameters
-        ----------
-        record : logging.LogRecord
-            The record.
-
-        Returns
-        -------
-        str
-            The formatted line.
-        """
+        """Return the record's line."""
         if self._use_long():
             return self._long.format(record)
         return super().format(record)
@@ -59,5 +40,5 @@ def install(use_long: Callable[[], bool] = _never) -> None:
         True while absl's long format is wanted (``--log_format=absl``).
     """
     handler = logging.get_absl_handler().python_handler
-    if not isinstance(handler.formatter, ShortFormatter):
-        handler.setFormatter(ShortFormatter(handler.formatter or logging.PythonFormatter(), use_long))
+    if not isinstance(handler.formatter, _ShortFormatter):
+        handler.setFormatter(_ShortFormatter(handler.formatter or logging.PythonFormatter(), use_long))

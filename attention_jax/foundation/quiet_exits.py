@@ -1,7 +1,4 @@
-"""A closed output pipe (``translate ... | head -2``) and Ctrl-C end a command quietly, as a Unix tool does.
-
-The trainer handles SIGINT itself (a checkpoint, status 75: :mod:`attention_jax.training.distributed`).
-"""
+"""A closed output pipe (``translate | head``) and Ctrl-C end a command quietly (the trainer handles SIGINT itself)."""
 
 from __future__ import annotations
 
@@ -33,8 +30,7 @@ def quiet_pipe_and_interrupt(stdout: TextIO | None = None) -> Iterator[None]:
     Raises
     ------
     SystemExit
-        :data:`CLOSED_PIPE_STATUS` on ``BrokenPipeError`` (the stream then points at ``/dev/null``, so the
-        last flush at exit cannot fail), :data:`INTERRUPTED_STATUS` on ``KeyboardInterrupt``.
+        141 on ``BrokenPipeError`` (the stream then points at ``/dev/null``), 130 on ``KeyboardInterrupt``.
     """
     try:
         yield

@@ -1,8 +1,6 @@
 """Library chatter kept out of a command's output: other libraries' INFO lines and the echoes of a failed save.
 
-All shows again at ``--verbosity=1``. A save that fails in orbax's writer threads (a full disk) is echoed
-by each thread, by orbax, and by TensorStore's callbacks into closed event loops (``sys.unraisablehook``);
-the error itself reaches the main thread, whose command reports it once.
+All shows again at ``--verbosity=1``; the failed save's error reaches the main thread, which reports it once.
 """
 
 from __future__ import annotations
@@ -52,27 +50,11 @@ def _is_routine_tfds_warning(record: python_logging.LogRecord) -> bool:
     return any(phrase in message for phrase in _ROUTINE_TFDS_WARNINGS)
 
 
-class QuietLibraries(python_logging.Filter):
-    """Drop other libraries' INFO records and orbax's echoes of a failed save; shorten library errors.
-
-    Below WARNING only our own records pass, unless absl's verbosity is 1 or more. Errors of orbax's writer
-    threads and their asyncio tasks keep their first line; those announcing a failure re-raised in the main
-    thread, or a full disk, are dropped: the command's own error line says what failed.
-    """
+class _QuietLibraries(python_logging.Filter):
+    """Drop other libraries' INFO records and orbax's echoes of a failed save; shorten library errors to a line."""
 
     def filter(self, record: python_logging.LogRecord) -> bool:
-        """Return whether to print ``record``, shortened to one line when a library error.
-
-        Parameters
-        ----------
-        record : logging.LogRecord
-            The record; routine TFDS warnings are lowered to DEBUG in place.
-
-        Returns
-        -------
-        bool
-            Whether it passes.
-        """
+        """Return whether to print ``record``, lowering routine TFDS warnings and shortening library errors."""
         if _is_routine_tfds_warning(record):
             record.levelno, record.levelname = python_logging.DEBUG, "DEBUG"
         if record.levelno < python_logging.WARNING and not _is_ours(record) and logging.get_verbosity() < 1:
@@ -92,19 +74,8 @@ class QuietLibraries(python_logging.Filter):
         return not noisy or record.levelno >= python_logging.WARNING
 
 
-def is_failed_save_echo(unraisable: Any) -> bool:
-    """Return whether an unraisable exception echoes a failed orbax save.
-
-    Parameters
-    ----------
-    unraisable : sys.UnraisableHookArgs
-        What ``sys.unraisablehook`` receives.
-
-    Returns
-    -------
-    bool
-        True for TensorStore's callbacks into a closed event loop and orbax coroutines collected unfinished.
-    """
+def _is_failed_save_echo(unraisable: Any) -> bool:
+    """Return whether an unraisable exception echoes a failed orbax save (closed-loop callbacks, orbax coroutines)."""
     error = unraisable.exc_value
     if isinstance(error, RuntimeError) and str(error) == "Event loop is closed" and unraisable.object is None:
         return True
@@ -116,26 +87,23 @@ _INSTALLED = False
 
 
 def install(long_log_format: Callable[[], bool] = lambda: False) -> None:
-    """Quiet the libraries for a command, once: the filter, the short log format and the hooks.
-
-    ``sys.unraisablehook`` drops failed-save echoes (logged at DEBUG); ``threading.excepthook`` makes a
-    thread's full-disk ``OSError`` one warning line.
+    """Quiet the libraries for a command, once: log filter and format, unraisable and thread hooks.
 
     Parameters
     ----------
     long_log_format : callable
-        Whether absl's long log prefix is wanted, asked at every line (``--log_format=absl``).
+        Whether absl's long log prefix is wanted (``--log_format=absl``).
     """
     global _INSTALLED
     if _INSTALLED:
         return
     _INSTALLED = True
-    logging.get_absl_handler().addFilter(QuietLibraries())
+    logging.get_absl_handler().addFilter(_QuietLibraries())
     log_format.install(long_log_format)  # HH:MM:SS I message; absl's long prefix with --log_format=absl.
     previous_hook = sys.unraisablehook
 
     def _hook(unraisable: Any) -> None:
-        if not is_failed_save_echo(unraisable):
+        if not _is_failed_save_echo(unraisable):
             previous_hook(unraisable)
             return
         try:

@@ -1,7 +1,4 @@
-"""The files of a run directory and of a sweep root, by name, and the one atomic way to write them.
-
-The layout of both: docs/checkpoints.md, "The files of a run directory".
-"""
+"""The files of a run directory and of a sweep root, by name (docs/checkpoints.md), and the atomic writer."""
 
 from __future__ import annotations
 
@@ -24,7 +21,7 @@ def final_bleu_splits(names: Sequence[str]) -> tuple[str, ...]:
     Parameters
     ----------
     names : Sequence[str]
-        ``config.final_bleu_splits``; ``"validation"`` is taken for ``"dev"``.
+        ``config.final_bleu_splits``; ``"validation"`` means ``"dev"``.
 
     Returns
     -------
@@ -34,7 +31,7 @@ def final_bleu_splits(names: Sequence[str]) -> tuple[str, ...]:
     Raises
     ------
     ValueError
-        For anything else, naming the valid choices.
+        For anything else.
     """
     splits = tuple("dev" if split == "validation" else split for split in names)  # Both names of dev.
     if not splits or not set(splits) <= set(FINAL_BLEU_SPLITS) or len(set(splits)) != len(splits):
@@ -54,7 +51,7 @@ def data_split(name: str) -> str:
     Returns
     -------
     str
-        ``"validation"`` for ``"dev"``; any other name unchanged.
+        The pipeline's name.
     """
     return "validation" if name == "dev" else name
 
@@ -88,10 +85,8 @@ def lm_eval_report_path(workdir: str, split: str) -> str:
 
     Parameters
     ----------
-    workdir : str
-        The run directory.
-    split : str
-        The evaluated split.
+    workdir, split : str
+        The run directory and the evaluated split.
 
     Returns
     -------
@@ -102,9 +97,7 @@ def lm_eval_report_path(workdir: str, split: str) -> str:
 
 
 def eval_report_path(workdir: str, split: str, checkpoint: str | None = None, first: int = 0) -> str:
-    """Return ``WORKDIR/eval_<split>[_first<N>][.<checkpoint>].json``, an evaluation report's path.
-
-    Reports of different checkpoints never overwrite each other, nor a partial evaluation the whole split's.
+    """Return ``WORKDIR/eval_<split>[_first<N>][.<checkpoint>].json``: no report overwrites another checkpoint's.
 
     Parameters
     ----------
@@ -113,14 +106,14 @@ def eval_report_path(workdir: str, split: str, checkpoint: str | None = None, fi
     split : str
         The evaluated split, or a :func:`parallel_text_name`.
     checkpoint : str, optional
-        A :func:`checkpoint_label`; ``None`` for the training run's own final evaluation.
+        A :func:`checkpoint_label`; ``None`` for the run's own final evaluation.
     first : int
-        Positive: the report covers only the split's first this many pairs; 0: the whole split.
+        The split's first this many pairs only; 0: all.
 
     Returns
     -------
     str
-        The report's path.
+        The path.
     """
     partial = f"_first{first}" if first > 0 else ""
     suffix = f".{checkpoint}" if checkpoint else ""
@@ -130,9 +123,8 @@ def eval_report_path(workdir: str, split: str, checkpoint: str | None = None, fi
 def parallel_text_name(source_file: str, workdir: str | None = None) -> str:
     """Return the name an evaluation of a parallel text is filed under: ``file_<stem>``.
 
-    The prefix keeps ``test.en`` from taking the name of the run's test split. When ``workdir`` already holds
-    a report under that name for another source file (each report records its absolute ``source_file``), the
-    name gets the path's hash: ``file_test_<8 hex digits>``.
+    The prefix keeps ``test.en`` from taking the test split's name; a name another source file's report
+    already holds in ``workdir`` gets the path's hash, ``file_test_<8 hex digits>``.
 
     Parameters
     ----------
@@ -144,7 +136,7 @@ def parallel_text_name(source_file: str, workdir: str | None = None) -> str:
     Returns
     -------
     str
-        The name, characters other than letters, digits, ``-`` and ``_`` made ``_``.
+        The name, made of letters, digits, ``-`` and ``_``.
     """
     stem = os.path.splitext(os.path.basename(source_file.rstrip(os.sep)))[0]
     name = "file_" + (re.sub(r"[^A-Za-z0-9_-]", "_", stem) or "text")
@@ -170,7 +162,7 @@ def checkpoint_label(checkpoint: str, average_last: int = 0) -> str:
     Parameters
     ----------
     checkpoint : str
-        ``--checkpoint``: ``latest``, ``averaged``, ``best`` or a step number.
+        ``--checkpoint``.
     average_last : int
         ``--average_last``; when positive, it overrides ``checkpoint``.
 
@@ -227,27 +219,25 @@ def _nearest_existing(path: str) -> str:
 
 
 def check_directory(directory: str, flag: str, *, writable: bool = False, instead: str = "") -> None:
-    """Refuse, before any work, a directory a command cannot use.
+    """Refuse, before any work, a directory a command cannot use; URLs (``gs://``) are not checked.
 
-    Nothing is written: write access is asked of the kernel (``access(2)``), so no probe file lands in a run
-    another process may be using. URL-like paths (``gs://``) are not checked.
+    Write access is asked of the kernel (``access(2)``): no probe file lands in a run another process uses.
 
     Parameters
     ----------
     directory : str
-        The directory the user named; it may not exist yet.
+        The directory named; it may not exist yet.
     flag : str
-        How the user named it, for the message (``"--workdir"``).
+        Its flag, for the message.
     writable : bool
-        Also require write access there, or in the closest existing ancestor.
+        Also require write access there or in the closest existing ancestor.
     instead : str
-        What else the user can do when it is not writable, ending the message.
+        What else the user can do, ending the message.
 
     Raises
     ------
     UserInputError
-        When it or an ancestor is a file or a dangling link, a name is over the file system's limit
-        (``ENAMETOOLONG``), or, with ``writable``, it is read-only.
+        For a file or dangling link on the path, a name over the file system's limit, or a read-only place.
     """
     if "://" in directory:
         return
@@ -280,15 +270,15 @@ def check_directory(directory: str, flag: str, *, writable: bool = False, instea
 def write_atomically(path: str, payload: bytes | str) -> None:
     """Write ``payload`` to ``path`` so that readers see the old file or the whole new one.
 
-    A temporary file in the same directory, ``fsync``, then ``os.replace``. The file gets the process's usual
-    permissions (``0666`` less the umask), not ``mkstemp``'s ``0600``: others on a shared disk read run files.
+    Temporary file, ``fsync``, ``os.replace``; mode ``0666`` less the umask (not ``mkstemp``'s ``0600``):
+    others on a shared disk read run files.
 
     Parameters
     ----------
     path : str
         Destination file; its directory is created when missing.
     payload : bytes or str
-        File contents; text is written as UTF-8.
+        Contents; text as UTF-8.
     """
     data = payload.encode("utf-8") if isinstance(payload, str) else bytes(payload)
     directory = os.path.dirname(os.path.abspath(path))
@@ -317,14 +307,14 @@ def write_json_atomically(path: str, value: Any, **dump_options: Any) -> None:
     value : Any
         A JSON-serializable value.
     **dump_options : Any
-        Further ``json.dumps`` options; ``indent`` defaults to 2.
+        Further ``json.dumps`` options.
     """
     dump_options.setdefault("indent", 2)
     write_atomically(path, json.dumps(value, **dump_options) + "\n")
 
 
 def read_fine_tuned_from(workdir: str) -> dict[str, Any] | None:
-    """Return a fine-tuned run's ``fine_tuned_from.json`` (written by ``training.fine_tuning``).
+    """Return a fine-tuned run's ``fine_tuned_from.json``.
 
     Parameters
     ----------
@@ -354,7 +344,7 @@ def read_length_buckets(workdir: str) -> dict[str, Any]:
     Returns
     -------
     dict
-        As ``length_bucket_evaluation.evaluate_run`` writes it; ``{}`` when the run has not been scored.
+        The scores; ``{}`` when the run has not been scored.
     """
     path = os.path.join(workdir, LENGTH_BUCKETS_FILE)
     if not os.path.isfile(path):

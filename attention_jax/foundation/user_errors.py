@@ -1,6 +1,6 @@
-"""Mistakes in what a user gave (a config value, a corpus file, a flag): shown as one line, exit status 2.
+"""Mistakes in what a user gave (config value, corpus file, flag): one line, exit status 2.
 
-Commands print a :class:`UserInputError`'s message alone; any other exception keeps its traceback.
+Other exceptions keep their traceback.
 """
 
 from __future__ import annotations
@@ -21,21 +21,17 @@ _OUR_SCRIPT_PREFIX = "attention-jax-"  # pyproject.toml's [project.scripts].
 
 
 def program_name(fallback: str) -> str:
-    """Return the command's name as the user typed it, the prefix of every error line.
-
-    The module comes from ``sys.orig_argv`` (``sys.argv[0]`` holds a path for ``-m MODULE``), a console
-    script's name from ``sys.argv[0]``.
+    """Return the command's name as typed (``attention_jax.translate``, ``attention-jax-translate``), the error prefix.
 
     Parameters
     ----------
     fallback : str
-        The name when the process was not started as one of our commands (a notebook, a test).
+        The name outside our commands (a notebook, a test).
 
     Returns
     -------
     str
-        ``attention_jax.translate`` for ``python -m attention_jax.translate``, ``attention-jax-translate``
-        for the console script, else ``fallback``.
+        The module from ``sys.orig_argv``, a console script's name, else ``fallback``.
     """
     interpreter = list(getattr(sys, "orig_argv", []))
     own_flags = len(sys.argv) - 1
@@ -55,14 +51,12 @@ def program_name(fallback: str) -> str:
 def exit_with_error(program: str, message: str, status: int = USAGE_ERROR) -> NoReturn:
     """Print ``<program>: error: <message>`` as one line on stderr and exit with ``status``.
 
-    The one place that formats a command's error line; a message of several lines is joined into one.
-
     Parameters
     ----------
     program : str
         The command's ``python -m`` name, the fallback of :func:`program_name`.
     message : str
-        What was wrong and what to change.
+        What was wrong and what to change; lines are joined.
     status : int
         The exit status.
     """
@@ -72,14 +66,12 @@ def exit_with_error(program: str, message: str, status: int = USAGE_ERROR) -> No
 
 
 def flag_errors_in_one_line(program: str) -> Callable[[list[str]], list[str]]:
-    """Return an absl ``flags_parser`` that reports a flag mistake in one line with exit status 2.
-
-    absl's own prints two lines and exits 1, the status of a crash.
+    """Return an absl ``flags_parser`` that reports a flag mistake in one line, status 2 (absl's: two lines, 1).
 
     Parameters
     ----------
     program : str
-        The command's ``python -m`` name for the error line.
+        The command's ``python -m`` name.
 
     Returns
     -------
@@ -97,9 +89,7 @@ def flag_errors_in_one_line(program: str) -> Callable[[list[str]], list[str]]:
 
 
 def usage_errors_in_one_line(program: str, main: Callable[[Any], Any]) -> Callable[[Any], Any]:
-    """Return ``main`` with an ``absl.app.UsageError`` reported in one line, exit status 2.
-
-    ``absl.app.run`` would print the module's whole docstring first and exit 1, the status of a crash.
+    """Return ``main`` with an ``absl.app.UsageError`` in one line, status 2 (absl prints the whole docstring, 1).
 
     Parameters
     ----------
@@ -128,18 +118,17 @@ def usage_errors_in_one_line(program: str, main: Callable[[Any], Any]) -> Callab
 def arm_exit_deadline(program: str, status: int, grace_s: float | None = None) -> None:
     """Make sure the process ends with ``status`` at most ``grace_s`` seconds from now.
 
-    Called as a command leaves (``entry_points.run_command``), never by library code. A library's writer
-    thread can block shutdown forever (tensorboardX's event thread after a full disk, orbax's save threads);
-    a daemon thread then prints the threads still alive and ends the process, so a cluster job leaves on time.
+    Called as a command leaves: a library's writer thread (tensorboardX after a full disk, orbax's saves)
+    can block shutdown forever, and a cluster job must leave on time.
 
     Parameters
     ----------
     program : str
         The command's name, for the line printed if shutdown is cut short.
     status : int
-        The exit status the command is leaving with.
+        The exit status.
     grace_s : float, optional
-        Seconds the interpreter's shutdown may take; :data:`SHUTDOWN_GRACE_S` by default.
+        Seconds shutdown may take; :data:`SHUTDOWN_GRACE_S` by default.
     """
     grace_s = SHUTDOWN_GRACE_S if grace_s is None else grace_s
 
@@ -155,10 +144,7 @@ def arm_exit_deadline(program: str, status: int, grace_s: float | None = None) -
 
 
 class UserInputError(ValueError):
-    """A config value, input file or flag the command cannot use; the message names it and the fix.
-
-    A ``ValueError``, so callers that catch ``ValueError`` for bad values keep working.
-    """
+    """A config value, input file or flag the command cannot use; a ``ValueError`` so existing handlers keep working."""
 
 
 class MissingInputError(UserInputError, FileNotFoundError):
@@ -171,7 +157,7 @@ def path_argument(value: Any, argument: str, function: str) -> str:
     Parameters
     ----------
     value : Any
-        What the caller passed; a ``str`` or ``os.PathLike`` is accepted.
+        What the caller passed.
     argument, function : str
         Named in the error.
 
@@ -183,7 +169,7 @@ def path_argument(value: Any, argument: str, function: str) -> str:
     Raises
     ------
     TypeError
-        For anything else (``None``, bytes, a parameter tree passed in its place).
+        For anything but a ``str`` or ``os.PathLike``.
     """
     if isinstance(value, str | os.PathLike) and isinstance(os.fspath(value), str):
         return os.fspath(value)

@@ -1,8 +1,7 @@
 """Scaled dot-product and multi-head attention (Vaswani et al., 2017, Section 3.2).
 
-Shapes: B batch, T query length, S key/value length, H heads, K d_k, V d_v, D d_model. Masks are boolean,
-broadcastable to ``[B, H, T, S]``, ``True`` = may attend (built in :mod:`attention_jax.models.masks`); a
-query with no allowed key gets zero output, never NaN.
+Shapes: B batch, T queries, S keys, H heads, K d_k, V d_v, D d_model. Masks are boolean, broadcastable to
+``[B, H, T, S]``, True = may attend; a query with no allowed key gets zero output, never NaN.
 """
 
 from __future__ import annotations
@@ -31,13 +30,7 @@ Array = jax.Array
 DType = Any
 
 ATTENTION_IMPLEMENTATIONS = attention_registry.ATTENTION_IMPLEMENTATIONS
-"""Allowed values of ``implementation`` (defined in the registry, which imports no framework).
-
-``einsum``: the reference path written out below; the only one that can return the weights and apply
-attention dropout. ``xla`` / ``cudnn``: ``jax.nn.dot_product_attention`` with that backend.
-``fused``: ``jax.nn.dot_product_attention`` choosing cuDNN flash attention on a GPU for half-precision
-inputs, XLA otherwise.
-"""
+"""Allowed ``implementation`` values; only ``einsum`` returns weights and applies attention dropout."""
 
 
 def scaled_dot_product_attention(
@@ -49,31 +42,23 @@ def scaled_dot_product_attention(
     return_weights: bool = False,
     dropout_fn: Callable[[Array], Array] | None = None,
 ) -> Array | tuple[Array, Array]:
-    """Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V, the paper's Equation (1).
+    """Return softmax(Q K^T / sqrt(d_k)) V, Equation (1); scores and softmax in float32.
 
     Parameters
     ----------
-    query : Array
-        ``[B, T, H, K]`` queries.
-    key : Array
-        ``[B, S, H, K]`` keys.
-    value : Array
-        ``[B, S, H, V]`` values; ``V`` may differ from ``K``.
+    query, key, value : Array
+        ``[B, T, H, K]``, ``[B, S, H, K]``, ``[B, S, H, V]``.
     mask : Array, optional
-        Boolean, broadcastable to ``[B, H, T, S]``; ``True`` = may attend.
+        Boolean, broadcastable to ``[B, H, T, S]``.
     return_weights : bool
-        Also return the attention weights.
+        Also return the weights ``[B, H, T, S]``.
     dropout_fn : callable, optional
-        Applied to the weights before they multiply the values (attention dropout).
+        Attention dropout on the weights.
 
     Returns
     -------
     Array or (Array, Array)
-        The output ``[B, T, H, V]``, and with ``return_weights`` the weights ``[B, H, T, S]``.
-
-    Notes
-    -----
-    Scores and softmax are float32 whatever the input dtype; fully masked rows get zero weights, not NaN.
+        ``[B, T, H, V]`` (and the weights).
     """
     key_dim = query.shape[-1]
     scores = jnp.einsum("bthk,bshk->bhts", query, key, preferred_element_type=jnp.float32)
@@ -91,37 +76,28 @@ def local_dot_product_attention(
     causal: bool = False,
     dropout_fn: Callable[[Array], Array] | None = None,
 ) -> Array:
-    """Restricted self-attention (Table 1, fourth row) in O(r n d) time and memory.
+    """Return restricted self-attention (Table 1), ``|i - j| <= window``, in O(r n d).
 
-    Equal to :func:`scaled_dot_product_attention` with the mask ``LocalMask(window, valid,
-    causal).to_dense(L)``, i.e. position ``i`` attends to positions ``j`` with ``|i - j| <= window``.
+    Each block of ``r`` queries is scored against its neighbour blocks' ``3r`` (causal ``2r``) keys; equal to
+    :func:`scaled_dot_product_attention` with ``LocalMask(window, valid, causal).to_dense(L)``.
 
     Parameters
     ----------
-    query : Array
-        ``[B, L, H, K]`` queries.
-    key : Array
-        ``[B, L, H, K]`` keys of the same sequence (self-attention: one length ``L``).
-    value : Array
-        ``[B, L, H, V]`` values; ``V`` may differ from ``K``.
+    query, key, value : Array
+        ``[B, L, H, K]``, ``[B, L, H, K]``, ``[B, L, H, V]``.
     window : int
-        The neighbourhood size ``r`` > 0.
+        ``r`` > 0.
     valid : Array, optional
-        Boolean ``[B, L]``: real tokens. Padded keys get no weight; padded queries get zero output.
+        Boolean ``[B, L]`` real tokens.
     causal : bool
-        Also forbid ``j > i`` (decoder self-attention).
+        Also forbid ``j > i``.
     dropout_fn : callable, optional
-        Applied to the (blocked) weights before they multiply the values.
+        Attention dropout on the weights.
 
     Returns
     -------
     Array
         ``[B, L, H, V]``.
-
-    Notes
-    -----
-    Each block of ``w = r`` queries is scored against its neighbour blocks' ``3w`` (``2w`` causal) keys:
-    ``3 L r`` scores instead of ``L^2``. When ``window >= L - 1`` the dense computation is used.
     """
     check_window(window)
     batch, length, _, key_dim = query.shape
@@ -157,51 +133,11 @@ def local_dot_product_attention(
 
 
 class MultiHeadAttention(nn.Module):
-    """Multi-head attention with separate per-head key and value sizes (Section 3.2.2).
+    """Multi-head attention, Section 3.2.2: Concat(head_1..head_h) W^O, head_i = Attention(Q W_i^Q, ...).
 
-    MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O with
-    head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V), W^Q, W^K in R^{D x K}, W^V in R^{D x V},
-    W^O in R^{hV x D}.
-
-    Attributes
-    ----------
-    num_heads : int
-        ``h``.
-    key_dim : int
-        ``d_k``, the query/key size of each head.
-    value_dim : int
-        ``d_v``, the value size of each head.
-    out_dim : int
-        Output width, ``d_model``.
-    attention_dropout_rate : float
-        Dropout on the attention weights (einsum implementation only).
-    implementation : str
-        One of :data:`ATTENTION_IMPLEMENTATIONS`.
-    attention_function : str
-        A name in :data:`attention_jax.models.attention_registry.ATTENTION_FUNCTIONS` (Section 3.2.1); its
-        entry picks the path (:meth:`__call__`).
-    attention_settings : Any
-        The entry's own settings dataclass (``config.attention_function_settings``), read by its hooks;
-        None for an entry without settings.
-    decode : bool
-        Autoregressive mode: keys and values of earlier steps are kept in the ``cache`` collection
-        and each call processes one new query position.
-    decode_window : int
-        In decode mode, attend only to cached keys at most this many positions back (0: all).
-    dtype : DType
-        Computation dtype; parameters stay float32.
-    cpu_kernels : bool
-        ``config.cpu_kernels``: on a CPU, the projections' products and the attention dropout come from
-        :mod:`attention_jax.cpu_kernels`; off (or on another backend), plain Flax.
-    positional_encoding : attention_positions.AttentionPositions, optional
-        Self-attention only: an encoding that acts inside attention (relative, rotary, ALiBi;
-        :mod:`attention_jax.models.attention_positions`). ``None``: this attention sees no positions.
-
-    Notes
-    -----
-    Restricted self-attention: pass a :class:`LocalMask` as ``mask`` (blockwise on the einsum path,
-    made dense elsewhere). With ``sow_weights`` the einsum path stores ``attention_weights``
-    ``[B, H, T, S]`` in ``intermediates``.
+    ``attention_function`` (a registry entry) picks the path; ``positional_encoding`` is an in-attention
+    encoding (self-attention only); ``decode`` keeps keys and values in ``cache``, ``decode_window`` > 0 limits
+    them; a :class:`LocalMask` selects restricted self-attention; ``dtype`` is the compute dtype.
     """
 
     num_heads: int
@@ -241,38 +177,10 @@ class MultiHeadAttention(nn.Module):
         sow_weights: bool = False,
         positions: Array | None = None,
     ) -> Array:
-        """Attend from ``inputs_q`` [B, T, D] to ``inputs_kv`` [B, S, D]; returns [B, T, out_dim].
+        """Attend from ``inputs_q`` ``[B, T, D]`` to ``inputs_kv`` ``[B, S, D]``; return ``[B, T, out_dim]``.
 
-        Parameters
-        ----------
-        inputs_q : Array
-            ``[B, T, D]`` query-side inputs.
-        inputs_kv : Array
-            ``[B, S, D]`` key/value-side inputs.
-        mask : Array, LocalMask or attention_functions.StructuredMask, optional
-            Boolean, broadcastable to ``[B, H, T, S]``. In decode mode the cache-position mask is
-            added here, so pass only the padding / window mask. A :class:`LocalMask` (self-attention,
-            ``T == S``, not in decode mode) selects restricted self-attention; a ``StructuredMask``
-            (the model's masks for linear attention) keeps the masks as parts.
-        deterministic : bool
-            Disable attention dropout.
-        sow_weights : bool
-            Store the attention weights in the ``intermediates`` collection (einsum path).
-        positions : Array, optional
-            With ``positional_encoding``: integer ``[B, T]`` positions of the queries and keys (packed rows
-            restart them per pair); default ``0 .. T-1``; in decode mode the cache index.
-
-        Returns
-        -------
-        Array
-            ``[B, T, out_dim]``.
-
-        Notes
-        -----
-        In decode mode ``T`` must be 1 and the first call (during ``init``) sizes the cache from
-        ``inputs_kv``'s length, the maximum decode length. The function's registry entry picks the path:
-        its own ``attend``, :meth:`_score_attention` or :meth:`_dot_product_attention`; an encoding that
-        biases the scores (relative, ALiBi) takes ``attention_positions.position_score_attention``.
+        In decode mode ``T`` is 1 and ``init`` sizes the cache from ``inputs_kv``'s length. ``positions``
+        (``[B, T]``) reach an in-attention encoding; ``sow_weights`` stores the weights in ``intermediates``.
         """
         entry = self._entry(decode=self.decode, sow_weights=sow_weights)
         query = self._projection((self.num_heads, self.key_dim), "query")(inputs_q)  # [B,T,H,K]
@@ -316,11 +224,7 @@ class MultiHeadAttention(nn.Module):
 
     def _dot_product_attention(self, entry: AttentionFunction, query: Array, key: Array, value: Array,
                                mask: Any, *, deterministic: bool, sow_weights: bool) -> Array:
-        """``softmax(q' k^T / sqrt(d_k)) v`` heads ``[B, T, H, V]``, ``q' = entry.query_transform(q)``.
-
-        Keys and values may have ``B' = B / R`` rows (a beam's hypotheses sharing a sentence); every path but the
-        one-query einsum step repeats them to one row per query row.
-        """
+        """``softmax(q' k^T / sqrt(d_k)) v`` heads; keys may have ``B / R`` rows (a beam's hypotheses)."""
         if entry.query_transform is not None:
             query = entry.query_transform(query)  # dot_product: sqrt(d_k) q, undoing the scale (footnote 4).
         if isinstance(mask, LocalMask):
@@ -342,7 +246,7 @@ class MultiHeadAttention(nn.Module):
 
     def _einsum_attention(self, query: Array, key: Array, value: Array, mask: Any, *, single_query: bool,
                           deterministic: bool, sow_weights: bool) -> Array:
-        """The einsum paths of Equation (1): one query per row, blockwise window, or the full ``[T, S]`` scores."""
+        """The einsum paths: one query per row, blockwise window, or full scores."""
         if single_query:  # One query position per row (cross-attention of a decode step): no transposes.
             return decode_attention.single_query_attention(query, key, value, mask)
         dropout_fn = self._weight_dropout(deterministic)
@@ -357,7 +261,7 @@ class MultiHeadAttention(nn.Module):
 
     def _kernel_attention(self, query: Array, key: Array, value: Array, mask: Array | None, *,
                           deterministic: bool) -> Array:
-        """Equation (1) through ``jax.nn.dot_product_attention`` (``xla``, ``cudnn``, ``fused``): no dropout."""
+        """Equation (1) through ``jax.nn.dot_product_attention``: no dropout."""
         if self._drops_weights(deterministic):
             raise ValueError(f"attention_dropout_rate={self.attention_dropout_rate} needs "
                              f"implementation='einsum'; got implementation={self.implementation!r}.")
@@ -365,7 +269,7 @@ class MultiHeadAttention(nn.Module):
 
     def _score_attention(self, entry: AttentionFunction, query: Array, key: Array, value: Array, mask: Any, *,
                          deterministic: bool, sow_weights: bool) -> Array:
-        """``softmax(entry.score(q, k)) v`` heads ``[B, T, H, V]``, over the cache in decode mode."""
+        """``softmax(entry.score(q, k)) v`` heads, over the cache in decode mode."""
         key, value, mask = attention_functions.share_key_rows(query.shape[0], key, value, mask)
         mask = attention_functions.as_dense_mask(mask, query.shape[1], key.shape[1])
         if self.decode:
@@ -381,11 +285,9 @@ class MultiHeadAttention(nn.Module):
         return attended
 
     def _drops_weights(self, deterministic: bool) -> bool:
-        """Whether attention dropout is on for this call."""
         return self.attention_dropout_rate > 0.0 and not deterministic
 
     def _weight_dropout(self, deterministic: bool) -> Callable[[Array], Array] | None:
-        """Dropout of the attention weights, or ``None`` when it is off."""
         if not self._drops_weights(deterministic):
             return None
         return dropout_class(self.cpu_kernels)(self.attention_dropout_rate, deterministic=False)
@@ -404,7 +306,7 @@ class MultiHeadAttention(nn.Module):
 
     def _local_or_dense(self, mask: LocalMask, query_length: int, key_length: int,
                         sow_weights: bool) -> Array | LocalMask:
-        """Keep ``mask`` for the blockwise einsum path, else return its dense equivalent."""
+        """Keep ``mask`` for the blockwise einsum path, else make it dense."""
         if self.decode or query_length != key_length:
             raise ValueError(
                 f"A LocalMask describes self-attention over one whole sequence (query length "

@@ -1,10 +1,6 @@
-"""The JAX code of the attention functions of ``attention_registry.ATTENTION_FUNCTIONS`` (Section 3.2.1).
+"""The attention functions of ``attention_registry.ATTENTION_FUNCTIONS`` (Section 3.2.1).
 
-Each keeps the projections of Section 3.2.2 and changes how a head turns q, k, v into outputs:
-``dot_product`` (via :func:`unscaled_query`), ``additive`` (Bahdanau et al., 2015) and ``linear``
-(Katharopoulos et al., 2020, ``phi = elu + 1``). Shapes: B batch, T queries, S keys, L self-attention
-length, H heads, K d_k, V d_v. Masks: dense boolean ``[B, H, T, S]``, ``masks.LocalMask`` or a
-:class:`StructuredMask`; a query with no allowed key gets zero output.
+Shapes: B batch, T queries, S keys, H heads, K d_k, V d_v. A query with no allowed key gets zero output.
 """
 
 from __future__ import annotations
@@ -26,7 +22,7 @@ LINEAR_CHUNK_SIZE = attention_registry.LINEAR_CHUNK_SIZE
 
 
 def unscaled_query(query: Array) -> Array:
-    """``sqrt(d_k) q``: dot-product attention through the scaled paths (footnote 4).
+    """Return ``sqrt(d_k) q``, so scaled paths compute unscaled dot-product attention (footnote 4).
 
     Parameters
     ----------
@@ -36,36 +32,17 @@ def unscaled_query(query: Array) -> Array:
     Returns
     -------
     Array
-        The queries times ``sqrt(K)``, in their dtype.
-
-    Notes
-    -----
-    ``softmax((sqrt(d_k) q) k^T / sqrt(d_k)) = softmax(q k^T)``, so the unscaled function reuses every
-    scaled path; the extra roundings move the scores by about one ulp.
+        ``sqrt(K) query`` in its dtype.
     """
     return query * jnp.sqrt(jnp.asarray(query.shape[-1], jnp.float32)).astype(query.dtype)
 
 
 @flax.struct.dataclass
 class StructuredMask:
-    """Padding, causal and packed-segment masks kept as their parts instead of a dense ``[B, 1, T, S]``.
+    """Padding, causal and packed-segment masks kept as parts instead of a dense ``[B, 1, T, S]``.
 
-    Attributes
-    ----------
-    query_valid : Array, optional
-        Boolean ``[B, T]``: real query tokens (others get zero output). ``None``: all.
-    key_valid : Array, optional
-        Boolean ``[B or B', S]``: real key tokens. ``None``: all.
-    query_segments, key_segments : Array, optional
-        Integer ``[B, T]`` / ``[B, S]`` pair ids of packed rows (1, 2, ...; 0 = padding): a query attends
-        only to keys of its own id. Give both or neither.
-    causal : bool
-        Also forbid keys after the query (self-attention, ``T == S``); static.
-
-    Notes
-    -----
-    A pytree (``flax.struct``). Causal masking with segments assumes each segment is one contiguous run,
-    as packing lays them out.
+    ``query_valid`` ``[B, T]`` and ``key_valid`` ``[B or B', S]`` mark real tokens (``None``: all);
+    ``query_segments``/``key_segments`` are pair ids (0 = pad; contiguous runs); ``causal`` is static.
     """
 
     query_valid: Array | None = None
@@ -75,7 +52,7 @@ class StructuredMask:
     causal: bool = flax.struct.field(pytree_node=False, default=False)
 
     def to_dense(self, query_length: int, key_length: int) -> Array | None:
-        """The equivalent boolean mask ``[B or 1, 1, T, S]`` (``None`` when nothing is masked).
+        """Return the equivalent boolean mask ``[B or 1, 1, T, S]`` (``None`` when nothing is masked).
 
         Parameters
         ----------
@@ -85,7 +62,7 @@ class StructuredMask:
         Returns
         -------
         Array or None
-            The conjunction of the padding, causal and segment masks.
+            The dense mask.
         """
         parts = []
         if self.query_valid is not None or self.key_valid is not None:
@@ -110,32 +87,12 @@ def _all_valid(valid: Array | None, length: int) -> Array:
     return jnp.ones((1, length), bool) if valid is None else valid
 
 
-def additive_scores(query: Array, key: Array, score_vector: Array) -> Array:
-    """Bahdanau scores ``w_h^T tanh(q_t + k_s)`` of every query/key pair, per head.
-
-    Parameters
-    ----------
-    query : Array
-        ``[B, T, H, K]`` projected queries (the head's ``W^Q`` is Bahdanau's ``W_q``).
-    key : Array
-        ``[B, S, H, K]`` projected keys (the head's ``W^K`` is Bahdanau's ``W_k``).
-    score_vector : Array
-        ``[H, K]``: ``w_h`` of each head.
-
-    Returns
-    -------
-    Array
-        float32 ``[B, H, T, S]``.
-
-    Notes
-    -----
-    Rematerialised (``jax.checkpoint``) so the backward pass recomputes the tanh instead of storing
-    ``[B, T, S, H, K]``.
-    """
-    return jax.checkpoint(_additive_scores)(query, key, score_vector)
-
-
 def _additive_scores(query: Array, key: Array, score_vector: Array) -> Array:
+    """Return Bahdanau scores ``w_h^T tanh(q + k)`` float32 ``[B, H, T, S]``, rematerialised."""
+    return jax.checkpoint(_additive_scores_body)(query, key, score_vector)
+
+
+def _additive_scores_body(query: Array, key: Array, score_vector: Array) -> Array:
     hidden = jnp.tanh(query.astype(jnp.float32)[:, :, None] + key.astype(jnp.float32)[:, None])  # [B,T,S,H,K]
     scores = jnp.sum(hidden * score_vector.astype(jnp.float32), axis=-1)  # [B,T,S,H]
     return jnp.transpose(scores, (0, 3, 1, 2))  # [B,H,T,S]
@@ -151,63 +108,39 @@ def additive_attention(
     return_weights: bool = False,
     dropout_fn: Callable[[Array], Array] | None = None,
 ) -> Array | tuple[Array, Array]:
-    """Additive attention ``softmax(w_h^T tanh(q + k)) v`` (Bahdanau et al., 2015), per head.
+    """Return additive attention ``softmax(w_h^T tanh(q + k)) v`` (Bahdanau et al., 2015), per head.
+
+    The head's ``W^Q``/``W^K`` play Bahdanau's ``W_q``/``W_k``; scores are bounded by ``|w_h|_1``, so unscaled.
 
     Parameters
     ----------
-    query : Array
-        ``[B, T, H, K]`` queries.
-    key : Array
-        ``[B, S, H, K]`` keys.
-    value : Array
-        ``[B, S, H, V]`` values.
+    query, key, value : Array
+        ``[B, T, H, K]``, ``[B, S, H, K]``, ``[B, S, H, V]``.
     score_vector : Array
-        ``[H, K]``: ``w_h``, a learned vector per head.
+        ``[H, K]``, ``w_h`` per head.
     mask : Array, optional
         Boolean, broadcastable to ``[B, H, T, S]``.
     return_weights : bool
-        Also return the attention weights.
+        Also return the weights ``[B, H, T, S]``.
     dropout_fn : callable, optional
-        Applied to the weights before they multiply the values.
+        Applied to the weights.
 
     Returns
     -------
     Array or (Array, Array)
-        ``[B, T, H, V]``, and with ``return_weights`` the weights ``[B, H, T, S]``.
-
-    Notes
-    -----
-    Bahdanau's ``v^T tanh(W_q q + W_k k)`` with the head's projections as ``W_q``, ``W_k`` and hidden size
-    ``d_k``; scores are bounded by ``|w_h|_1``, so no scaling is needed.
+        ``[B, T, H, V]`` (and the weights).
     """
-    scores = additive_scores(query, key, score_vector)  # [B,H,T,S]
+    scores = _additive_scores(query, key, score_vector)  # [B,H,T,S]
     return softmax.attend(scores, value, mask, return_weights=return_weights, dropout_fn=dropout_fn)
 
 
 def _elu_feature_map(x: Array) -> Array:
-    """``phi(x) = elu(x) + 1`` in float32: positive, so every similarity ``phi(q) . phi(k)`` is > 0."""
+    """``phi(x) = elu(x) + 1`` in float32 (positive, so similarities are > 0)."""
     return jax.nn.elu(x.astype(jnp.float32)) + 1.0
 
 
-def linear_attention_quadratic(query: Array, key: Array, value: Array, mask: Array | None = None) -> Array:
-    """Linear attention in its quadratic form: the masked matrix ``phi(Q) phi(K)^T``, normalised per row.
-
-    Parameters
-    ----------
-    query : Array
-        ``[B, T, H, K]`` queries.
-    key : Array
-        ``[B, S, H, K]`` keys.
-    value : Array
-        ``[B, S, H, V]`` values.
-    mask : Array, optional
-        Boolean, broadcastable to ``[B, H, T, S]``.
-
-    Returns
-    -------
-    Array
-        ``[B, T, H, V]``.
-    """
+def _linear_attention_quadratic(query: Array, key: Array, value: Array, mask: Array | None = None) -> Array:
+    """Linear attention in quadratic form: masked ``phi(Q) phi(K)^T``, row-normalised (dense masks)."""
     similarity = jnp.einsum("bthk,bshk->bhts", _elu_feature_map(query), _elu_feature_map(key))  # [B,H,T,S]
     if mask is not None:
         similarity = jnp.where(mask, similarity, 0.0)
@@ -218,34 +151,31 @@ def linear_attention_quadratic(query: Array, key: Array, value: Array, mask: Arr
 
 def linear_attention(query: Array, key: Array, value: Array, mask: StructuredMask | Array | None = None, *,
                      chunk_size: int = LINEAR_CHUNK_SIZE) -> Array:
-    """Linear attention ``phi(q) (sum_s phi(k_s) v_s^T) / (phi(q) sum_s phi(k_s))``, ``phi = elu + 1``.
+    """Return linear attention, Katharopoulos et al. (2020) Eq. (6), ``phi = elu + 1``.
+
+    Causal: masked ``phi(q) phi(k)^T`` within a chunk, running sums across chunks (restarted per segment).
 
     Parameters
     ----------
-    query : Array
-        ``[B, T, H, K]`` queries.
-    key : Array
-        ``[B', S, H, K]`` keys; ``B = B' R``, query rows ``b R .. b R + R - 1`` sharing key row ``b``.
-    value : Array
-        ``[B', S, H, V]`` values.
+    query, key, value : Array
+        ``[B, T, H, K]``, ``[B', S, H, K]``, ``[B', S, H, V]`` with ``B = B' R``.
     mask : StructuredMask or Array, optional
-        A :class:`StructuredMask` is applied in O(T + S); a dense mask takes
-        :func:`linear_attention_quadratic`.
+        Structured: O(T + S); dense: quadratic.
     chunk_size : int
-        ``C``, positions per chunk of the causal form.
+        Positions per chunk of the causal form.
 
     Returns
     -------
     Array
-        ``[B, T, H, V]``; zero for invalid queries and for queries with no allowed key.
+        ``[B, T, H, V]``.
 
-    Notes
-    -----
-    Katharopoulos et al. (2020), Eq. (6). Causal: within a chunk the masked ``phi(q) phi(k)^T``, across
-    chunks running sums (restarted at packed segment starts): O(L C d + L d_k d_v) time, linear in ``L``.
+    Raises
+    ------
+    ValueError
+        Causal with queries and keys of different batch or length.
     """
     if mask is not None and not isinstance(mask, StructuredMask):
-        return linear_attention_quadratic(query, key, value, mask)
+        return _linear_attention_quadratic(query, key, value, mask)
     mask = StructuredMask() if mask is None else mask
     phi_query, phi_key, value_f32 = _elu_feature_map(query), _elu_feature_map(key), value.astype(jnp.float32)
     key_valid = mask.key_valid
@@ -271,7 +201,7 @@ def linear_attention(query: Array, key: Array, value: Array, mask: StructuredMas
 
 
 def _noncausal_sums(phi_query: Array, phi_key: Array, value: Array, mask: StructuredMask) -> tuple[Array, Array]:
-    """Numerators ``[B, T, H, V]`` and denominators ``[B, T, H]`` over every key each query may see."""
+    """Numerators ``[B, T, H, V]`` and denominators ``[B, T, H]`` over each query's keys."""
     repeats = phi_query.shape[0] // phi_key.shape[0]  # Query rows sharing a key row (beam search).
     if mask.key_segments is None:
         state = jnp.repeat(jnp.einsum("bshk,bshv->bhkv", phi_key, value), repeats, axis=0)  # [B,H,K,V]
@@ -290,10 +220,7 @@ def _noncausal_sums(phi_query: Array, phi_key: Array, value: Array, mask: Struct
 
 def _causal_sums(phi_query: Array, phi_key: Array, value: Array, segments: Array | None,
                  chunk_size: int) -> tuple[Array, Array]:
-    """Causal numerators ``[B, L, H, V]`` and denominators ``[B, L, H]``, chunk by chunk (see ``linear_attention``).
-
-    Segments must be contiguous runs (packed rows); ``None`` is one segment per row.
-    """
+    """Causal numerators and denominators, chunk by chunk (segments are contiguous runs)."""
     batch, length = phi_query.shape[:2]
     chunk = min(chunk_size, length)
     num_chunks = -(-length // chunk)
@@ -331,7 +258,7 @@ def _causal_sums(phi_query: Array, phi_key: Array, value: Array, segments: Array
 
 
 def _segmented_cumsum(values: Any, restarts: Array) -> Any:
-    """Inclusive sums over axis 1 of each ``[B, n, ...]`` leaf, restarted where ``restarts`` ``[B, n]`` is True."""
+    """Inclusive sums over axis 1 of each leaf, restarted where ``restarts`` ``[B, n]`` holds."""
     def combine(left: tuple[Any, Array], right: tuple[Any, Array]) -> tuple[Any, Array]:
         # A right operand that restarts discards everything on its left.
         (left_sums, left_restart), (right_sums, right_restart) = left, right
@@ -345,28 +272,19 @@ def _segmented_cumsum(values: Any, restarts: Array) -> Any:
 
 def linear_attention_step(query: Array, key: Array, value: Array, state: Array,
                           normaliser: Array) -> tuple[Array, Array, Array]:
-    """One decode step of causal linear attention: add this position to the running sums, read them.
+    """Return one decode step of causal linear attention (Katharopoulos et al., 2020, Section 3.4).
 
     Parameters
     ----------
-    query, key : Array
-        ``[B, H, K]``: the new position's query and key.
-    value : Array
-        ``[B, H, V]``.
-    state : Array
-        float32 ``[B, H, K, V]``: ``sum_s phi(k_s) v_s^T`` over the earlier positions.
-    normaliser : Array
-        float32 ``[B, H, K]``: ``sum_s phi(k_s)`` over the earlier positions.
+    query, key, value : Array
+        ``[B, H, K]``, ``[B, H, K]``, ``[B, H, V]`` of the new position.
+    state, normaliser : Array
+        float32 ``sum phi(k) v^T`` ``[B, H, K, V]`` and ``sum phi(k)`` ``[B, H, K]`` so far.
 
     Returns
     -------
     (Array, Array, Array)
-        The output ``[B, H, V]`` and the updated ``state`` and ``normaliser``.
-
-    Notes
-    -----
-    The recurrent form of Katharopoulos et al. (2020), Section 3.4: ``O(d_k d_v)`` per head and step,
-    whatever the number of positions decoded, and no key/value cache.
+        Output ``[B, H, V]``, updated ``state`` and ``normaliser``.
     """
     phi_query, phi_key = _elu_feature_map(query), _elu_feature_map(key)
     state = state + jnp.einsum("bhk,bhv->bhkv", phi_key, value.astype(jnp.float32))
@@ -377,53 +295,46 @@ def linear_attention_step(query: Array, key: Array, value: Array, state: Array,
 
 
 def additive_module_scores(module: nn.Module, query: Array, key: Array) -> Array:
-    """The ``additive`` entry's scores inside ``MultiHeadAttention``: creates ``score_vector``, scores the pairs.
+    """Return the ``additive`` entry's scores, creating ``score_vector`` ``[H, K]`` in ``module``.
 
     Parameters
     ----------
     module : nn.Module
-        The calling ``attention.MultiHeadAttention`` (bound): ``score_vector`` ``[H, K]`` is its parameter.
-    query : Array
-        ``[B, T, H, K]`` projected queries.
-    key : Array
-        ``[B, S, H, K]`` projected keys (the cache's, in decode mode).
+        The bound ``MultiHeadAttention``.
+    query, key : Array
+        ``[B, T, H, K]`` and ``[B, S, H, K]``.
 
     Returns
     -------
     Array
-        float32 ``[B, H, T, S]`` scores (:func:`additive_scores`); the softmax path of
-        ``MultiHeadAttention`` masks them, forms the weights and reads the values.
+        float32 ``[B, H, T, S]``.
     """
     score_vector = cast(Array, module.param(  # param unboxes the LogicallyPartitioned its init returns.
         "score_vector",
         nn.with_logical_partitioning(nn.initializers.normal(stddev=query.shape[-1] ** -0.5), ("heads", "kv")),
         query.shape[2:]))  # w_h: [H,K]
-    return additive_scores(query, key, score_vector)
+    return _additive_scores(query, key, score_vector)
 
 
 def linear_module_attention(module: nn.Module, query: Array, key: Array, value: Array, mask: Any, *,
                             decode: bool) -> Array:
-    """The ``linear`` entry inside ``MultiHeadAttention``: structured masks, shared rows, the decoding state.
+    """Return the ``linear`` entry's heads inside ``MultiHeadAttention``.
 
     Parameters
     ----------
     module : nn.Module
-        The calling ``attention.MultiHeadAttention`` (bound): the decoding state is in its ``cache``.
-    query : Array
-        ``[B, T, H, K]``.
-    key : Array
-        ``[B', S, H, K]``, ``B = B' R`` (a search's hypotheses sharing their sentence's encoder row).
-    value : Array
-        ``[B', S, H, V]``.
+        The bound ``MultiHeadAttention`` (decode state in its ``cache``).
+    query, key, value : Array
+        ``[B, T, H, K]``, ``[B', S, H, K]``, ``[B', S, H, V]``.
     mask : StructuredMask, Array or None
-        As the model passes it (:func:`linear_attention`).
+        As for :func:`linear_attention`.
     decode : bool
-        One causal decode step over the running sums (self-attention in decode mode).
+        One causal step over the cached running sums.
 
     Returns
     -------
     Array
-        ``[B, T, H, V]`` heads, before the output projection.
+        ``[B, T, H, V]``.
     """
     if decode:
         return _linear_decode(module, query, key, value, mask)
@@ -432,7 +343,7 @@ def linear_module_attention(module: nn.Module, query: Array, key: Array, value: 
 
 
 def as_dense_mask(mask: Any, query_length: int, key_length: int) -> Array | None:
-    """A structured or window mask as a dense boolean mask (for functions that score every pair).
+    """Return a structured or window mask as a dense boolean mask.
 
     Parameters
     ----------
@@ -444,7 +355,7 @@ def as_dense_mask(mask: Any, query_length: int, key_length: int) -> Array | None
     Returns
     -------
     Array or None
-        Boolean, broadcastable to ``[B, H, T, S]``.
+        Broadcastable to ``[B, H, T, S]``.
     """
     if isinstance(mask, StructuredMask):
         return mask.to_dense(query_length, key_length)
@@ -454,21 +365,21 @@ def as_dense_mask(mask: Any, query_length: int, key_length: int) -> Array | None
 
 
 def share_key_rows(query_rows: int, key: Array, value: Array, mask: Any) -> tuple[Array, Array, Any]:
-    """Keys, values and key-side masks repeated to one row per query row (a search's shared rows).
+    """Return keys, values and key-side masks repeated to one row per query row.
 
     Parameters
     ----------
     query_rows : int
-        ``B``, query rows.
+        ``B``.
     key, value : Array
         ``[B', S, H, K|V]`` with ``B = B' R``.
     mask : StructuredMask, Array or None
-        Key-side parts (or a dense mask with ``B'`` rows) are repeated too.
+        Its key-side parts are repeated too.
 
     Returns
     -------
     (Array, Array, mask)
-        Keys and values ``[B, S, H, K|V]`` and the mask, one row per query row.
+        ``[B, S, H, K|V]`` keys, values and the mask.
     """
     repeats = query_rows // key.shape[0]
     if repeats == 1:
@@ -489,7 +400,7 @@ def share_key_rows(query_rows: int, key: Array, value: Array, mask: Any) -> tupl
 
 
 def _linear_decode(module: nn.Module, query: Array, key: Array, value: Array, mask: Any) -> Array:
-    """Causal linear self-attention of one new position over the running sums in the ``cache``."""
+    """Causal linear self-attention of one new position over the cached running sums."""
     batch, _, num_heads, key_dim = key.shape
     initializing = not module.has_variable("cache", "linear_state")
     state = module.variable("cache", "linear_state", jnp.zeros, (batch, num_heads, key_dim, value.shape[-1]),

@@ -1,8 +1,7 @@
 """Positional encodings inside self-attention: relative (Shaw et al.), rotary (Su et al.), ALiBi (Press et al.).
 
-Equations, where each acts (self-attention only) and what each needs of the attention function are in
-docs/positions.md. Shapes: B batch, T queries, S keys, H heads, K d_k, V d_v, R = 2k + 1 relative
-embeddings.
+Equations and constraints: docs/positions.md. Shapes: B batch, T queries, S keys, H heads, K d_k, V d_v,
+R = 2k + 1 relative embeddings.
 """
 
 from __future__ import annotations
@@ -24,21 +23,21 @@ ROTARY_BASE = 10000.0
 
 
 def call_positions(module: nn.Module, length: int, positions: Array | None) -> Array:
-    """Integer ``[B|1, T]`` positions of this call's queries (and, in self-attention, of its keys).
+    """Return integer ``[B|1, T]`` positions of this call's queries (in decode mode, from the cache index).
 
     Parameters
     ----------
     module : nn.Module
-        The bound ``MultiHeadAttention`` (its ``decode`` and ``cache`` are read).
+        The bound ``MultiHeadAttention``.
     length : int
-        ``T``, query positions in this call.
+        ``T``.
     positions : Array, optional
-        ``[B, T]`` position ids (packed rows); default ``0 .. T-1``.
+        ``[B, T]`` packed positions; default ``0 .. T-1``.
 
     Returns
     -------
     Array
-        In decode mode the cache index onward (the position being decoded), whatever ``positions`` says.
+        ``[B|1, T]`` positions.
     """
     if module.decode:
         start = module.get_variable("cache", "cache_index") if module.has_variable("cache", "cache_index") else 0
@@ -49,12 +48,12 @@ def call_positions(module: nn.Module, length: int, positions: Array | None) -> A
 # --- rotary (Su et al., 2021) ---------------------------------------------------------------------
 
 def rotary_embedding(x: Array, positions: Array, base: float = ROTARY_BASE) -> Array:
-    """``R_m x`` for every position: each pair ``(x_{2p}, x_{2p+1})`` rotated by ``m theta_p`` (Su et al., Eq. 34).
+    """Return ``R_m x``: each pair ``(x_2p, x_2p+1)`` rotated by ``m theta_p`` (Su et al., Eq. 34).
 
     Parameters
     ----------
     x : Array
-        ``[B, T, H, K]`` queries or keys, ``K`` even.
+        ``[B, T, H, K]``, ``K`` even.
     positions : Array
         Integer ``[B|1, T]`` positions ``m``.
     base : float
@@ -77,25 +76,8 @@ def rotary_embedding(x: Array, positions: Array, base: float = ROTARY_BASE) -> A
 
 # --- ALiBi (Press et al., 2022) -------------------------------------------------------------------
 
-def alibi_slopes(num_heads: int) -> tuple[float, ...]:
-    """The paper's head slopes: ``2^(-8 h / H)`` for ``h = 1 .. H`` when ``H`` is a power of two.
-
-    Parameters
-    ----------
-    num_heads : int
-        ``H``.
-
-    Returns
-    -------
-    tuple[float, ...]
-        ``H`` slopes, largest first.
-
-    Notes
-    -----
-    Otherwise (Press et al.'s rule, from their code): the slopes of the closest power of two below,
-    ``n = 2^floor(log2 H)``, followed by every other slope of ``2n`` heads (the odd ones,
-    ``2^(-8 (2i - 1) / 2n)``) until there are ``H``.
-    """
+def _alibi_slopes(num_heads: int) -> tuple[float, ...]:
+    """Head slopes ``2^(-8 h / H)``, largest first; for ``H`` no power of two, Press et al.'s interleaving."""
     def _power_of_two(count: int) -> list[float]:
         return [2.0 ** (-8.0 * head / count) for head in range(1, count + 1)]
 
@@ -105,16 +87,16 @@ def alibi_slopes(num_heads: int) -> tuple[float, ...]:
 
 def alibi_bias(module: nn.Module, settings: AttentionPositions, query: Array, query_positions: Array,
                key_positions: Array) -> Array:
-    """``-m_h |i - j|`` added to the scores (a ``ScoreBias`` hook; Press et al., 2022, Section 3).
+    """Return ``-m_h |i - j|``, the ALiBi score bias (Press et al., 2022, Section 3).
 
     Parameters
     ----------
     module : nn.Module
-        The bound ``MultiHeadAttention`` (parameters, ``positional_encoding`` settings).
+        The bound ``MultiHeadAttention``.
     settings : AttentionPositions
         The call's positional settings.
     query : Array
-        ``[B, T, H, K]`` queries.
+        ``[B, T, H, K]``.
     query_positions, key_positions : Array
         Integer ``[B|1, T]`` and ``[B|1, S]``.
 
@@ -123,7 +105,7 @@ def alibi_bias(module: nn.Module, settings: AttentionPositions, query: Array, qu
     Array
         float32 ``[B|1, H, T, S]``.
     """
-    slopes = jnp.asarray(alibi_slopes(query.shape[2]), jnp.float32)  # [H]
+    slopes = jnp.asarray(_alibi_slopes(query.shape[2]), jnp.float32)  # [H]
     distance = jnp.abs(query_positions[:, :, None] - key_positions[:, None, :]).astype(jnp.float32)  # [B|1,T,S]
     return -slopes[None, :, None, None] * distance[:, None]
 
@@ -131,13 +113,13 @@ def alibi_bias(module: nn.Module, settings: AttentionPositions, query: Array, qu
 # --- relative (Shaw et al., 2018) -----------------------------------------------------------------
 
 def _relative_indices(query_positions: Array, key_positions: Array, max_distance: int) -> Array:
-    """``clip(j - i, -k, k) + k``: integer ``[B|1, T, S]`` rows of the ``[2k + 1, .]`` tables."""
+    """``clip(j - i, -k, k) + k``: integer ``[B|1, T, S]`` table rows."""
     offsets = key_positions[:, None, :] - query_positions[:, :, None]  # j - i
     return jnp.clip(offsets, -max_distance, max_distance) + max_distance
 
 
 def _relative_table(module: nn.Module, name: str, settings: AttentionPositions, width: int) -> Array:
-    """A learned ``[2k + 1, width]`` table of this layer, shared by its heads (Shaw et al., Section 3.1)."""
+    """A learned ``[2k + 1, width]`` table shared by the layer's heads (Shaw et al., Section 3.1)."""
     table = module.param(name, nn.with_logical_partitioning(nn.initializers.normal(stddev=0.02), (None, "kv")),
                          (2 * settings.entry_settings.max_distance + 1, width))
     return cast(Array, table)  # param unboxes the LogicallyPartitioned its init returns.
@@ -145,18 +127,16 @@ def _relative_table(module: nn.Module, name: str, settings: AttentionPositions, 
 
 def relative_key_bias(module: nn.Module, settings: AttentionPositions, query: Array, query_positions: Array,
                       key_positions: Array) -> Array:
-    """``q_i a^K_ij^T / sqrt(d_k)`` added to the scores (a ``ScoreBias`` hook; Shaw et al., 2018, Eq. 4).
-
-    ``q . w^K_r`` is formed once per relative distance ``r`` (``[B, H, T, R]``), then each pair reads its own.
+    """Return ``q_i a^K_ij^T / sqrt(d_k)`` (Shaw et al., 2018, Eq. 4), formed once per distance.
 
     Parameters
     ----------
     module : nn.Module
-        The bound ``MultiHeadAttention`` (parameters, ``positional_encoding`` settings).
+        The bound ``MultiHeadAttention``.
     settings : AttentionPositions
         The call's positional settings.
     query : Array
-        ``[B, T, H, K]`` queries.
+        ``[B, T, H, K]``.
     query_positions, key_positions : Array
         Integer ``[B|1, T]`` and ``[B|1, S]``.
 
@@ -176,9 +156,7 @@ def relative_key_bias(module: nn.Module, settings: AttentionPositions, query: Ar
 
 def relative_value_term(module: nn.Module, settings: AttentionPositions, weights: Array, query_positions: Array,
                         key_positions: Array) -> Array | None:
-    """``sum_j alpha_ij a^V_ij`` added to the heads (a ``ValueTerm`` hook; Shaw et al., 2018, Eq. 3).
-
-    The weights are summed per relative distance first (``[B, H, T, R]``), then times ``w^V``.
+    """Return ``sum_j alpha_ij a^V_ij`` (Shaw et al., 2018, Eq. 3), weights summed per distance first.
 
     Parameters
     ----------
@@ -194,7 +172,7 @@ def relative_value_term(module: nn.Module, settings: AttentionPositions, weights
     Returns
     -------
     Array or None
-        ``[B, T, H, V]``, or ``None`` without ``add_to_values``.
+        ``[B, T, H, V]``; ``None`` without ``add_to_values``.
     """
     if not settings.entry_settings.add_to_values:
         return None
@@ -211,21 +189,21 @@ def relative_value_term(module: nn.Module, settings: AttentionPositions, weights
 # --- How MultiHeadAttention applies them --------------------------------------------------------------
 
 def rotate_queries_and_keys(scheme: Any, query: Array, key: Array, positions: Array) -> tuple[Array, Array]:
-    """The entry's ``rotate`` on self-attention's queries and keys (both at ``positions``); others unchanged.
+    """Return queries and keys after the entry's ``rotate`` (unchanged without one).
 
     Parameters
     ----------
     scheme : positional_encodings.PositionalEncodingScheme
         The encoding's entry.
     query, key : Array
-        ``[B, T, H, K]`` (self-attention: the same positions).
+        ``[B, T, H, K]``.
     positions : Array
-        Integer ``[B|1, T]`` from :func:`call_positions`.
+        Integer ``[B|1, T]``.
 
     Returns
     -------
     (Array, Array)
-        The queries and keys the attention paths then use (and the cache stores).
+        Queries and keys.
     """
     if scheme.rotate is None:
         return query, key
@@ -234,27 +212,26 @@ def rotate_queries_and_keys(scheme: Any, query: Array, key: Array, positions: Ar
 
 def position_score_attention(module: nn.Module, entry: Any, scheme: Any, query: Array, key: Array, value: Array,
                              mask: Any, query_positions: Array, *, dropout_fn: Any, sow_weights: bool) -> Array:
-    """Compute ``softmax(scores + bias) (V + value term)``: the einsum path of relative and ALiBi attention.
+    """Return ``softmax(scores + bias) (V + value term)``, relative and ALiBi attention's einsum path.
 
     Parameters
     ----------
     module : nn.Module
-        The bound ``MultiHeadAttention`` (parameters, ``cache``, ``positional_encoding`` settings).
+        The bound ``MultiHeadAttention``.
     entry : attention_registry.AttentionFunction
-        The attention function: its ``score``, or the scaled dot product of ``query_transform(q)``.
+        The attention function.
     scheme : positional_encodings.PositionalEncodingScheme
-        The encoding's entry: ``score_bias`` and ``value_term``.
+        The encoding's entry.
     query, key, value : Array
         ``[B, T, H, K]``, ``[B, T, H, K]``, ``[B, T, H, V]``.
     mask : Array, LocalMask or StructuredMask, optional
-        As the model passes it (made dense here).
+        As the model passes it.
     query_positions : Array
-        Integer ``[B|1, T]`` (:func:`call_positions`); the keys are at the same positions, or in decode
-        mode at their cache slots.
+        Integer ``[B|1, T]``; keys share them, or in decode mode sit at their cache slots.
     dropout_fn : callable, optional
-        Attention dropout (on the weights that multiply the values and their relative term).
+        Attention dropout.
     sow_weights : bool
-        Store the weights, positions applied, as ``attention_weights`` in ``intermediates``.
+        Store the weights in ``intermediates``.
 
     Returns
     -------
@@ -268,7 +245,7 @@ def position_score_attention(module: nn.Module, entry: Any, scheme: Any, query: 
             module, key, value, mask, window=module.decode_window)
         key, value = jnp.swapaxes(key, 1, 2), jnp.swapaxes(value, 1, 2)  # [B,L,H,K|V]
         key_positions = jnp.arange(key.shape[1])[None]  # Slot s holds position s.
-    scores = position_scores(module, entry, scheme, query, key, query_positions, key_positions)
+    scores = _position_scores(module, entry, scheme, query, key, query_positions, key_positions)
     weights = softmax.masked_softmax(scores, mask).astype(value.dtype)
     if sow_weights:
         module.sow("intermediates", "attention_weights", weights)
@@ -280,26 +257,9 @@ def position_score_attention(module: nn.Module, entry: Any, scheme: Any, query: 
     return heads
 
 
-def position_scores(module: nn.Module, entry: Any, scheme: Any, query: Array, key: Array, query_positions: Array,
+def _position_scores(module: nn.Module, entry: Any, scheme: Any, query: Array, key: Array, query_positions: Array,
                     key_positions: Array) -> Array:
-    """The attention function's scores plus the entry's ``score_bias``: float32 ``[B, H, T, S]``.
-
-    Parameters
-    ----------
-    module : nn.Module
-        The bound ``MultiHeadAttention`` (its ``positional_encoding`` settings, the bias's parameters).
-    entry, scheme : Any
-        The attention function's and the encoding's registry entries.
-    query, key : Array
-        ``[B, T, H, K]`` and ``[B, S, H, K]``.
-    query_positions, key_positions : Array
-        Integer ``[B|1, T]`` and ``[B|1, S]``.
-
-    Returns
-    -------
-    Array
-        ``entry.score(q, k)``, or ``q' k^T / sqrt(d_k)`` with ``q' = query_transform(q)``, plus the bias.
-    """
+    """The attention function's float32 scores ``[B, H, T, S]`` plus the entry's ``score_bias``."""
     if entry.score is not None:
         scores = entry.score(module, query, key)  # float32 [B,H,T,S]
     else:

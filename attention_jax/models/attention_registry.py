@@ -1,9 +1,6 @@
 """The attention functions (Section 3.2.1), one registry: name -> how a head attends and what that supports.
 
-Code asks an :class:`AttentionFunction` entry, never compares names. An entry takes one of three paths
-through ``MultiHeadAttention``: the dot-product paths (every implementation), ``score`` (the entry gives
-``[B, H, T, S]`` scores, the shared softmax path does the rest) or ``attend`` (the entry computes the
-heads). Imports no framework (``models/flops.py`` reads it); the JAX code is in
+Imports no framework (``models/flops.py`` reads it); the JAX code is in
 :mod:`attention_jax.models.attention_functions`. Shapes: B batch, T queries, S keys, H heads, K d_k, V d_v.
 """
 
@@ -18,16 +15,9 @@ from attention_jax.models.registry import Registration, Registry, jax_hook
 
 
 class AttentionImplementation(enum.StrEnum):
-    """How dot-product attention is computed (``config.attention_implementation``); code asks for a member.
+    """How dot-product attention is computed: ``einsum`` (ours, everything) or ``jax.nn.dot_product_attention``.
 
-    Attributes
-    ----------
-    EINSUM
-        Our own einsum path: every attention function, mask, weight dropout and attention map.
-    XLA, CUDNN
-        ``jax.nn.dot_product_attention``'s kernels (cuDNN's runs only on an NVIDIA GPU).
-    FUSED
-        cuDNN on a GPU in half precision, else XLA's.
+    ``cudnn`` runs only on an NVIDIA GPU; ``fused`` is cuDNN on a GPU in half precision, else XLA.
     """
 
     EINSUM = "einsum"
@@ -37,60 +27,25 @@ class AttentionImplementation(enum.StrEnum):
 
 
 ATTENTION_IMPLEMENTATIONS = tuple(member.value for member in AttentionImplementation)
-"""Allowed values of ``config.attention_implementation`` (see ``attention.ATTENTION_IMPLEMENTATIONS``)."""
+"""Allowed values of ``config.attention_implementation``."""
 
 GPU_ONLY_IMPLEMENTATIONS = (AttentionImplementation.CUDNN,)
-"""The implementations that run only on an NVIDIA GPU (cuDNN's fused attention); training refuses them elsewhere."""
+"""Implementations that run only on an NVIDIA GPU; training refuses them elsewhere."""
 
 LINEAR_CHUNK_SIZE = 64
 """Positions per chunk of causal linear attention (``attention_functions.linear_attention``)."""
 
 FlopCount = Callable[..., float]
-"""Forward FLOPs of one head: ``flops(*, query_len, key_len, key_dim, value_dim, causal, chunk_size)``
-(2 per multiply-add, ``models/flops.py``'s convention; ``chunk_size`` matters only to chunked forms)."""
+"""``flops(*, query_len, key_len, key_dim, value_dim, causal, chunk_size)``: a head's forward FLOPs."""
 
 
 @dataclasses.dataclass(frozen=True)
 class AttentionFunction:
-    """One attention function: its name, its computation and what it supports.
+    """One attention function: its name, its computation and what it supports (docs/extending.md).
 
-    Attributes
-    ----------
-    name : str
-        The value of ``config.attention_function``.
-    summary : str
-        What a head computes, one line (error messages quote it).
-    flops : FlopCount
-        Forward FLOPs of one head over projected queries, keys and values (:data:`FlopCount`).
-    supports_weights : bool
-        Forms a normalised ``[B, H, T, S]`` weight matrix: attention maps and ``sow_weights``.
-    supports_decode_cache : bool
-        Has an incremental decode step (a key/value cache or a running state).
-    supports_packing : bool
-        Takes the segment masks of packed rows.
-    supports_window : bool
-        Takes restricted self-attention (``attention_window > 0``, Table 1).
-    supports_attention_dropout : bool
-        Takes ``attention_dropout_rate > 0``.
-    implementations : tuple[str, ...]
-        The ``attention_implementation`` values it runs on (a subset of :data:`ATTENTION_IMPLEMENTATIONS`).
-    structured_masks : bool
-        Wants the model's masks as ``attention_functions.StructuredMask`` parts (padding, causal, segments)
-        instead of dense ``[B, 1, T, S]`` masks; only with ``attend``.
-    query_transform : callable, optional
-        Dot-product paths only: ``q -> q'`` ``[B, T, H, K]`` applied before the scaled products
-        (``dot_product``: times ``sqrt(d_k)``, undoing the scale).
-    score : callable, optional
-        ``score(module, query, key) -> scores``: float32 ``[B, H, T, S]`` from ``[B, T, H, K]`` queries and
-        ``[B, S, H, K]`` keys; ``module`` is the bound ``MultiHeadAttention`` (for the entry's parameters).
-    attend : callable, optional
-        ``attend(module, query, key, value, mask, *, decode) -> heads`` ``[B, T, H, V]``, keys and values
-        ``[B', S, H, K|V]`` with ``B = B' R`` (a search's hypotheses sharing a row), ``mask`` as the model
-        passes it; ``decode`` asks for one incremental step (state in the ``cache`` collection).
-    settings : type, optional
-        The entry's own settings: a frozen :class:`attention_jax.foundation.field_declarations.EntrySettings` dataclass,
-        set in a config as ``attention_function_settings.<name>.<setting>``; the hooks read the chosen
-        values as ``module.attention_settings`` (None: it has none).
+    It runs the dot-product paths (after ``query_transform(q)``), or gives ``score(module, q, k)`` (float32
+    ``[B, H, T, S]``; the shared softmax does the rest) or ``attend(module, q, k, v, mask, *, decode)`` (heads
+    ``[B, T, H, V]`` from keys with ``B / R`` rows). The ``supports_*`` flags say which settings it takes.
     """
 
     name: str
@@ -126,7 +81,7 @@ class AttentionFunction:
 
     @property
     def uses_dot_product_paths(self) -> bool:
-        """Whether the function runs through the scaled dot-product paths (no ``score``, no ``attend``).
+        """Whether the function runs the scaled dot-product paths (no ``score``, no ``attend``).
 
         Returns
         -------
@@ -140,7 +95,7 @@ class AttentionFunction:
 
 def dot_product_flops(*, query_len: int, key_len: int, key_dim: int, value_dim: int, causal: bool = False,
                       chunk_size: int = LINEAR_CHUNK_SIZE) -> float:
-    """``q k^T`` and the weighted sum of values over all ``T x S`` pairs: ``2 T S (K + V)`` per head.
+    """Return ``2 T S (K + V)``: ``q k^T`` and the weighted values over all pairs, per head.
 
     Parameters
     ----------
@@ -161,7 +116,7 @@ def dot_product_flops(*, query_len: int, key_len: int, key_dim: int, value_dim: 
 
 def _additive_flops(*, query_len: int, key_len: int, key_dim: int, value_dim: int, causal: bool = False,
                    chunk_size: int = LINEAR_CHUNK_SIZE) -> float:
-    """Return ``3 T S K + 2 T S V`` per head: ``w^T tanh(q_t + k_s)`` then the weighted sum (tanh not counted)."""
+    """Return ``3 T S K + 2 T S V`` per head (tanh not counted)."""
     pairs = query_len * key_len
     return float(3 * pairs * key_dim + 2 * pairs * value_dim)
 
@@ -170,10 +125,9 @@ def _linear_flops(*, query_len: int, key_len: int, key_dim: int, value_dim: int,
                  chunk_size: int = LINEAR_CHUNK_SIZE) -> float:
     """Return linear attention's FLOPs per head, as ``attention_functions.linear_attention`` computes them.
 
-    Not causal: the sums (``2 S K V + S K``) read by every query (``2 T K V + 2 T K``). Causal, with
-    ``C' = min(C, T)`` and padded length ``P``: ``P C' (2 K + 2 V + 1)`` within chunks, ``2 P K V + 3 P K``
-    chunk sums, ``(P / C') K (V + 1)`` carries, ``2 P K V + P V + 2 P K + P`` reads; one chunk carries and
-    sums nothing (XLA drops them).
+    Causal, with ``C' = min(C, T)`` and padded length ``P``: ``P C' (2K + 2V + 1)`` within chunks,
+    ``2PKV + 3PK`` chunk sums, ``(P / C') K (V + 1)`` carries, ``2PKV + PV + 2PK + P`` reads; a single chunk
+    carries and sums nothing (XLA drops them).
     """
     if not causal:
         return float(2 * key_dim * value_dim * (key_len + query_len) + key_dim * (key_len + 2 * query_len))
@@ -206,11 +160,7 @@ ATTENTION_FUNCTIONS: Registry[AttentionFunction] = Registry("attention_function"
         flops=_linear_flops, supports_weights=False, supports_window=False, supports_attention_dropout=False,
         structured_masks=True, attend=jax_hook("attention_functions", "linear_module_attention")),
 ))
-"""Every attention function by name (a ``Mapping``; :func:`register_attention_function` adds to it).
-
-``scaled_dot_product`` (the paper's), ``dot_product`` (unscaled, through the scaled paths on
-``sqrt(d_k) q``), ``additive`` (Bahdanau scores) and ``linear`` (no softmax, no weight matrix).
-"""
+"""Every attention function by name (:func:`register_attention_function` adds to it)."""
 
 
 def attention_function(name: str) -> AttentionFunction:
@@ -224,35 +174,33 @@ def attention_function(name: str) -> AttentionFunction:
     Returns
     -------
     AttentionFunction
-        Its entry in :data:`ATTENTION_FUNCTIONS`.
+        Its entry.
 
     Raises
     ------
     ValueError
-        One line with a did-you-mean, for an unknown name.
+        Unknown name (one line, with a did-you-mean).
     """
     return ATTENTION_FUNCTIONS.lookup(name)
 
 
 def check_attention_function(function: str, *, implementation: str = "einsum", window: int = 0,
                              attention_dropout_rate: float = 0.0) -> None:
-    """Check that the function exists and its entry supports the given settings.
+    """Check that the function exists and supports the given settings.
 
     Parameters
     ----------
-    function : str
-        ``config.attention_function``.
-    implementation : str
-        ``config.attention_implementation``: one of the entry's ``implementations``.
+    function, implementation : str
+        ``config.attention_function`` and ``config.attention_implementation``.
     window : int
-        ``config.attention_window``: > 0 needs ``supports_window``.
+        ``config.attention_window``.
     attention_dropout_rate : float
-        > 0 needs ``supports_attention_dropout``.
+        ``config.attention_dropout_rate``.
 
     Raises
     ------
     ValueError
-        One line, for an unknown function or an unsupported setting.
+        Unknown function or unsupported setting (one line).
     """
     entry = attention_function(function)
     if implementation not in entry.implementations:
@@ -270,7 +218,7 @@ def check_attention_function(function: str, *, implementation: str = "einsum", w
 
 
 def require_weights(function: str) -> None:
-    """Check that ``function`` forms attention weights (attention maps).
+    """Check that ``function`` forms attention weights (for attention maps).
 
     Parameters
     ----------
@@ -280,7 +228,7 @@ def require_weights(function: str) -> None:
     Raises
     ------
     ValueError
-        One line, for a function without weights.
+        A function without weights.
     """
     entry = attention_function(function)
     if not entry.supports_weights:
@@ -290,22 +238,16 @@ def require_weights(function: str) -> None:
 
 
 def register_attention_function(entry: AttentionFunction) -> Registration:
-    """Add ``entry`` to :data:`ATTENTION_FUNCTIONS`, so that ``config.attention_function=entry.name`` runs it.
+    """Add ``entry`` to :data:`ATTENTION_FUNCTIONS` (before tracing: jit keeps the old definition).
 
     Parameters
     ----------
     entry : AttentionFunction
-        The new function; its name must not be registered already.
+        A new, unregistered name.
 
     Returns
     -------
     Registration
-        ``.undo()`` removes it; as a context manager, ``with register_attention_function(entry): ...``
-        keeps it for the block only.
-
-    Notes
-    -----
-    Register before building a ``TransformerConfig`` that names it, once per process: a jitted function
-    keeps the definition it was traced with.
+        ``.undo()`` removes it; usable as a context manager.
     """
     return ATTENTION_FUNCTIONS.register(entry)

@@ -1,8 +1,7 @@
 """Attention of one query position per row, over a key/value cache or a decode step's encoder output.
 
-Both functions read the keys in their stored layout, so XLA does not transpose every layer's cache at
-every step (a large share of CPU beam-search time: docs/benchmarks.md, "Profiling a run"). Shapes: B
-key/value rows, R query rows per key/value row, S cache positions, H heads, K and V sizes per head.
+Both read keys in their stored layout, so XLA transposes no cache at each step. Shapes: B key/value rows,
+R query rows per key/value row, S cache positions, H heads, K and V sizes per head.
 """
 
 from __future__ import annotations
@@ -18,31 +17,26 @@ Array = jax.Array
 
 
 def single_query_attention(query: Array, key: Array, value: Array, mask: Array | None) -> Array:
-    """softmax(q K^T / sqrt(d_k)) V for one query per row (Equation 1), as fused multiply-and-sum.
+    """Return Equation (1) for one query per row; ``R`` query rows share a key/value row (a beam).
 
     Parameters
     ----------
     query : Array
-        ``[B * R, 1, H, K]``: ``R`` query rows per key/value row, row ``b * R + r`` attending to the
-        keys of row ``b`` (``R = 1`` for self-attention; the beam size for cross-attention over one
-        encoder output per sentence).
-    key : Array
-        ``[B, S, H, K]``.
-    value : Array
-        ``[B, S, H, V]``.
+        ``[B * R, 1, H, K]``; row ``b * R + r`` attends to row ``b``.
+    key, value : Array
+        ``[B, S, H, K]`` and ``[B, S, H, V]``.
     mask : Array, optional
-        Boolean, broadcastable to ``[B, H, 1, S]`` (the key/value rows' layout): ``True`` = may attend.
+        Boolean, broadcastable to ``[B, H, 1, S]``.
 
     Returns
     -------
     Array
-        ``[B * R, 1, H, V]``, equal to ``scaled_dot_product_attention`` of each query row with its
-        key/value row (the same float32 scores, masking and fully-masked-row zeros) up to float rounding.
+        ``[B * R, 1, H, V]``.
 
-    Notes
-    -----
-    Sharing one key/value row among ``R`` query rows keeps one cross-attention key/value set per
-    sentence in a beam search instead of one per hypothesis.
+    Raises
+    ------
+    ValueError
+        Query rows not a multiple of key/value rows.
     """
     num_rows, kv_rows = query.shape[0], key.shape[0]
     if num_rows % kv_rows:
@@ -62,7 +56,7 @@ def single_query_attention(query: Array, key: Array, value: Array, mask: Array |
 
 
 def _ungrouped_single_query_attention(query: Array, key: Array, value: Array, mask: Array | None) -> Array:
-    """:func:`single_query_attention` with one query row per key/value row (``R = 1``)."""
+    """:func:`single_query_attention` with ``R = 1``."""
     key_dim = query.shape[-1]
     scores = jnp.sum(query.astype(jnp.float32) * key.astype(jnp.float32), axis=-1)  # [B,S,H]
     scores = jnp.swapaxes(scores, 1, 2)[:, :, None, :] / jnp.sqrt(jnp.float32(key_dim))  # [B,H,1,S]
@@ -72,29 +66,21 @@ def _ungrouped_single_query_attention(query: Array, key: Array, value: Array, ma
 
 
 def cached_single_query_attention(query: Array, key: Array, value: Array, mask: Array | None) -> Array:
-    """softmax(q K^T / sqrt(d_k)) V for one query per row over a key/value cache stored heads first.
+    """Return Equation (1) for one query per row over a heads-first cache (batched over ``(B, H)``).
 
     Parameters
     ----------
     query : Array
-        ``[B, 1, H, K]``, one query position per cache row.
-    key : Array
-        ``[B, H, S, K]``, the cache as :class:`attention_jax.models.attention.MultiHeadAttention` stores it.
-    value : Array
-        ``[B, H, S, V]``.
+        ``[B, 1, H, K]``.
+    key, value : Array
+        ``[B, H, S, K]`` and ``[B, H, S, V]``, as stored.
     mask : Array, optional
-        Boolean, broadcastable to ``[B, H, 1, S]``: ``True`` = may attend.
+        Boolean, broadcastable to ``[B, H, 1, S]``.
 
     Returns
     -------
     Array
-        ``[B, 1, H, V]``, equal to ``scaled_dot_product_attention`` of the query with the cache (keys and
-        values moved back to ``[B, S, H, K|V]``) up to float rounding.
-
-    Notes
-    -----
-    Heads before positions make both contractions batched matrix products over ``(B, H)`` on the cache
-    as stored (no per-step transpose).
+        ``[B, 1, H, V]``.
     """
     key_dim = query.shape[-1]
     scores = jnp.einsum("bhk,bhsk->bhs", query[:, 0].astype(jnp.float32), key.astype(jnp.float32))
@@ -106,25 +92,28 @@ def cached_single_query_attention(query: Array, key: Array, value: Array, mask: 
 
 def update_key_value_cache(module: Any, key: Array, value: Array, mask: Array | None, *,
                            window: int = 0) -> tuple[Array, Array, Array | None]:
-    """Write a decode step's keys and values into the ``cache``; return the whole cache, heads first, and its mask.
+    """Write a decode step's keys and values into ``cache``; return the cache, heads first, and its mask.
 
     Parameters
     ----------
-    module : flax.linen.Module
-        The bound ``attention.MultiHeadAttention`` whose ``cache`` collection holds ``cached_key``
-        ``[B, H, L, K]``, ``cached_value`` ``[B, H, L, V]`` and ``cache_index`` (the next position).
+    module : Any
+        The bound ``MultiHeadAttention``.
     key, value : Array
-        ``[B, T, H, K|V]``: the new position (``T = 1``); during ``init``, ``L`` positions that size the cache.
+        ``[B, 1, H, K|V]``; during ``init``, ``[B, L, H, K|V]`` sizing the cache.
     mask : Array, optional
-        Boolean, broadcastable to ``[B, H, 1, L]`` (padding); the filled-positions mask is added to it.
+        Boolean, broadcastable to ``[B, H, 1, L]``.
     window : int
-        Restricted self-attention: only the last ``window`` positions and this one (0: all).
+        Keep only the last ``window`` positions (0: all).
 
     Returns
     -------
     (Array, Array, Array or None)
-        The cached keys ``[B, H, L, K]`` and values ``[B, H, L, V]`` (heads first, see
-        :func:`cached_single_query_attention`) and the mask of the positions decoded so far.
+        Keys ``[B, H, L, K]``, values ``[B, H, L, V]``, mask of the filled positions.
+
+    Raises
+    ------
+    ValueError
+        More than one position per call.
     """
     key, value = jnp.swapaxes(key, 1, 2), jnp.swapaxes(value, 1, 2)  # [B,H,T,K|V]
     initializing = not module.has_variable("cache", "cached_key")

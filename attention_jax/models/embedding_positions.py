@@ -1,7 +1,6 @@
 """The positional encodings added to the embeddings: sinusoidal (Section 3.5), learned (Table 2 row E), none.
 
-The JAX hooks of ``positional_encodings.EMBEDDINGS``. A learned table's position at or beyond
-``config.max_len`` gets a zero vector (logged once per table size). Shapes: D d_model.
+A learned table's position at or beyond ``config.max_len`` gets a zero vector (logged once per size).
 """
 
 from __future__ import annotations
@@ -21,25 +20,21 @@ Array = jax.Array
 
 
 def sinusoidal_positional_encoding(positions: Array, d_model: int) -> Array:
-    """The paper's fixed encoding (Section 3.5).
+    """Return the paper's fixed encoding (Section 3.5), computed on the fly for any position.
 
-    PE(pos, 2i) = sin(pos / 10000^(2i / d_model)), PE(pos, 2i + 1) = cos(pos / 10000^(2i / d_model)).
+    ``PE(pos, 2i) = sin(pos / 10000^(2i / d))``, ``PE(pos, 2i + 1) = cos(pos / 10000^(2i / d))``.
 
     Parameters
     ----------
     positions : Array
-        Integer positions of any shape ``[...]``.
+        Integer ``[...]``.
     d_model : int
         Encoding width (even or odd).
 
     Returns
     -------
     Array
-        float32 ``[..., d_model]``; even channels hold sines, odd channels cosines, interleaved.
-
-    Notes
-    -----
-    Computed on the fly, so any position works (decoding beyond the training lengths included).
+        float32 ``[..., d_model]``.
     """
     pair_index = jnp.arange(0, d_model, 2, dtype=jnp.float32)  # 2i
     inverse_timescale = jnp.power(10000.0, -pair_index / d_model)  # 10000^(-2i/d_model)
@@ -49,16 +44,16 @@ def sinusoidal_positional_encoding(positions: Array, d_model: int) -> Array:
 
 
 def sinusoidal(module: nn.Module, positions: Array, config: TransformerConfig) -> Array:
-    """The ``sinusoidal`` entry's encoding (Section 3.5) at ``config.d_model``.
+    """Return the ``sinusoidal`` entry's encoding.
 
     Parameters
     ----------
     module : nn.Module
-        The calling ``model.PositionalEncoding``.
+        The bound ``model.PositionalEncoding``.
     positions : Array
-        Integer positions of any shape ``[...]``.
+        Integer ``[...]``.
     config : TransformerConfig
-        ``d_model`` (and ``max_len``) are read.
+        The model config.
 
     Returns
     -------
@@ -82,16 +77,16 @@ def _log_beyond_table(last_position: Any, table_rows: int) -> None:
 
 
 def learned(module: nn.Module, positions: Array, config: TransformerConfig) -> Array:
-    """The ``learned`` entry's encoding: row ``p`` of a learned ``[max_len, D]`` table, zeros beyond it.
+    """Return the ``learned`` entry's encoding: row ``p`` of a learned ``[max_len, D]`` table, zeros beyond.
 
     Parameters
     ----------
     module : nn.Module
-        The calling ``model.PositionalEncoding``.
+        The bound ``model.PositionalEncoding``.
     positions : Array
-        Integer positions of any shape ``[...]``.
+        Integer ``[...]``.
     config : TransformerConfig
-        ``d_model`` (and ``max_len``) are read.
+        The model config.
 
     Returns
     -------
@@ -110,16 +105,16 @@ def learned(module: nn.Module, positions: Array, config: TransformerConfig) -> A
 
 
 def no_positions(module: nn.Module, positions: Array, config: TransformerConfig) -> Array:
-    """The ``none`` entry's encoding: zeros (the model sees no positions).
+    """Return the ``none`` entry's encoding: zeros.
 
     Parameters
     ----------
     module : nn.Module
-        The calling ``model.PositionalEncoding``.
+        The bound ``model.PositionalEncoding``.
     positions : Array
-        Integer positions of any shape ``[...]``.
+        Integer ``[...]``.
     config : TransformerConfig
-        ``d_model`` (and ``max_len``) are read.
+        The model config.
 
     Returns
     -------

@@ -1,7 +1,7 @@
 """The feed-forward sublayer (Section 3.3) and the activations of :mod:`attention_jax.models.feed_forward_registry`.
 
-Parameters: ``inner`` ``[D, F]`` and ``outer`` ``[F, D]`` are the paper's W1 and W2; a gated variant adds
-``gate`` ``[D, F]`` (Shazeer's W). Shapes: B batch, L length, D d_model, F hidden width.
+``inner`` ``[D, F]`` and ``outer`` ``[F, D]`` are the paper's W1 and W2; a gated variant adds ``gate``
+``[D, F]`` (Shazeer's W).
 """
 
 from __future__ import annotations
@@ -22,12 +22,12 @@ def relu(hidden: Array) -> Array:
     Parameters
     ----------
     hidden : Array
-        Pre-activations ``[B, L, F]``.
+        Pre-activations.
 
     Returns
     -------
     Array
-        The activations, same shape.
+        Same shape.
     """
     return jax.nn.relu(hidden)
 
@@ -38,12 +38,12 @@ def gelu(hidden: Array) -> Array:
     Parameters
     ----------
     hidden : Array
-        Pre-activations ``[B, L, F]``.
+        Pre-activations.
 
     Returns
     -------
     Array
-        The activations, same shape.
+        Same shape.
     """
     return jax.nn.gelu(hidden, approximate=False)
 
@@ -54,12 +54,12 @@ def swish(hidden: Array) -> Array:
     Parameters
     ----------
     hidden : Array
-        Pre-activations ``[B, L, F]``.
+        Pre-activations.
 
     Returns
     -------
     Array
-        The activations, same shape.
+        Same shape.
     """
     return jax.nn.silu(hidden)
 
@@ -70,35 +70,18 @@ def sigmoid(hidden: Array) -> Array:
     Parameters
     ----------
     hidden : Array
-        Pre-activations ``[B, L, F]``.
+        Pre-activations.
 
     Returns
     -------
     Array
-        The activations, same shape.
+        Same shape.
     """
     return jax.nn.sigmoid(hidden)
 
 
-def dense(config: TransformerConfig, features: int, axes: tuple[str, str], name: str) -> nn.Dense:
-    """Build a feed-forward layer: Xavier-uniform kernel with logical ``axes``, zero bias if any.
-
-    Parameters
-    ----------
-    config : TransformerConfig
-        ``feed_forward_bias``, dtypes and ``cpu_kernels`` are read.
-    features : int
-        Output width.
-    axes : tuple[str, str]
-        Logical (in, out) axis names of the kernel.
-    name : str
-        Parameter name (``inner``, ``gate``, ``outer``).
-
-    Returns
-    -------
-    nn.Dense
-        The layer.
-    """
+def _dense(config: TransformerConfig, features: int, axes: tuple[str, str], name: str) -> nn.Dense:
+    """A Xavier-uniform layer with logical kernel ``axes`` and a zero bias if any."""
     return nn.Dense(features, use_bias=config.feed_forward_bias, dtype=config.compute_dtype, name=name,
                     dot_general=dense_dot_general(config.cpu_kernels),
                     kernel_init=nn.with_logical_partitioning(nn.initializers.xavier_uniform(), axes),
@@ -106,14 +89,7 @@ def dense(config: TransformerConfig, features: int, axes: tuple[str, str], name:
 
 
 class FeedForward(nn.Module):
-    """The sublayer ``config.feed_forward`` names, ``[B, L, D]`` to ``[B, L, D]``.
-
-    Attributes
-    ----------
-    config : TransformerConfig
-        ``feed_forward``, ``feed_forward_bias``, ``feed_forward_match_params``, ``d_ff``, ``d_model``,
-        the compute dtype and ``cpu_kernels`` are read.
-    """
+    """The sublayer ``config.feed_forward`` names, ``[B, L, D]`` to ``[B, L, D]``."""
 
     config: TransformerConfig
 
@@ -124,9 +100,9 @@ class FeedForward(nn.Module):
         entry = feed_forward_registry.feed_forward(cfg.feed_forward)
         width = feed_forward_registry.hidden_width(cfg.feed_forward, cfg.d_ff,
                                                    match_params=cfg.feed_forward_match_params)
-        hidden = dense(cfg, width, ("embed", "mlp"), "inner")(x)  # [B,L,F]
+        hidden = _dense(cfg, width, ("embed", "mlp"), "inner")(x)  # [B,L,F]
         if entry.gated:
-            hidden = entry.activate(dense(cfg, width, ("embed", "mlp"), "gate")(x)) * hidden  # [B,L,F]
+            hidden = entry.activate(_dense(cfg, width, ("embed", "mlp"), "gate")(x)) * hidden  # [B,L,F]
         else:
             hidden = entry.activate(hidden)
-        return dense(cfg, cfg.d_model, ("mlp", "embed"), "outer")(hidden)  # [B,L,D]
+        return _dense(cfg, cfg.d_model, ("mlp", "embed"), "outer")(hidden)  # [B,L,D]

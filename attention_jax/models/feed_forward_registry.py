@@ -18,10 +18,7 @@ Activation = Callable[[Any], Any]  # Elementwise JAX function of the [..., F] pr
 
 @dataclasses.dataclass(frozen=True)
 class FeedForwardVariant:
-    """One feed-forward sublayer: its ``name`` (``config.feed_forward``), docs ``summary``, ``activation``, ``gated``.
-
-    The activation applies to ``x W1 + b1``, or to the gate ``x W + b`` when gated (None: identity).
-    """
+    """One feed-forward sublayer: ``name``, ``summary``, ``activation`` (None: identity), ``gated``."""
 
     name: str
     summary: str
@@ -29,7 +26,7 @@ class FeedForwardVariant:
     gated: bool = False
 
     def activate(self, hidden: Any) -> Any:
-        """Apply the entry's activation (identity without one).
+        """Apply the entry's activation.
 
         Parameters
         ----------
@@ -62,12 +59,12 @@ FEED_FORWARDS: Registry[FeedForwardVariant] = Registry("feed_forward", (
 
 
 def feed_forward(name: str) -> FeedForwardVariant:
-    """The registry entry of ``name`` (``config.feed_forward``).
+    """Return the registry entry of ``name``.
 
     Parameters
     ----------
     name : str
-        A variant's name.
+        ``config.feed_forward``.
 
     Returns
     -------
@@ -77,13 +74,15 @@ def feed_forward(name: str) -> FeedForwardVariant:
     Raises
     ------
     ValueError
-        One line, with a did-you-mean, for an unknown name.
+        Unknown name (one line, with a did-you-mean).
     """
     return FEED_FORWARDS.lookup(name)
 
 
 def hidden_width(name: str, d_ff: int, *, match_params: bool = True) -> int:
-    """``F``, the hidden width of the sublayer ``name`` builds.
+    """Return ``F``: ``d_ff``, or for a matched gated entry ``2/3 d_ff`` rounded to :data:`GATED_WIDTH_MULTIPLE`.
+
+    Three ``D x F`` matrices then hold about what Eq. 2's two ``D x d_ff`` do.
 
     Parameters
     ----------
@@ -97,9 +96,7 @@ def hidden_width(name: str, d_ff: int, *, match_params: bool = True) -> int:
     Returns
     -------
     int
-        ``d_ff``, or for a gated entry with ``match_params`` ``2/3 d_ff`` to the nearest multiple of
-        :data:`GATED_WIDTH_MULTIPLE` (at least one): three ``D x F`` matrices then hold about what Eq. 2's
-        two ``D x d_ff`` do.
+        The hidden width.
     """
     if not (feed_forward(name).gated and match_params):
         return d_ff
@@ -108,7 +105,7 @@ def hidden_width(name: str, d_ff: int, *, match_params: bool = True) -> int:
 
 
 def feed_forward_params(name: str, *, d_model: int, d_ff: int, match_params: bool = True, bias: bool = True) -> int:
-    """Trained parameters of one feed-forward sublayer.
+    """Return the trained parameters of one feed-forward sublayer.
 
     Parameters
     ----------
@@ -122,7 +119,7 @@ def feed_forward_params(name: str, *, d_model: int, d_ff: int, match_params: boo
     Returns
     -------
     int
-        Two (gated three) ``D x F`` matrices and, with ``bias``, their biases.
+        Parameter count.
     """
     width = hidden_width(name, d_ff, match_params=match_params)
     inputs = 2 if feed_forward(name).gated else 1  # Matrices into the hidden layer.
@@ -135,11 +132,11 @@ def register_feed_forward(entry: FeedForwardVariant) -> Registration:
     Parameters
     ----------
     entry : FeedForwardVariant
-        A variant whose name is not registered yet.
+        A new, unregistered name.
 
     Returns
     -------
     Registration
-        ``.undo()`` removes it; ``with register_feed_forward(entry): ...`` keeps it for the block.
+        ``.undo()`` removes it; usable as a context manager.
     """
     return FEED_FORWARDS.register(entry)

@@ -1,8 +1,4 @@
-"""Attention through ``jax.nn.dot_product_attention``: the XLA and cuDNN (flash) kernels.
-
-Runs the ``xla``, ``cudnn`` and ``fused`` implementations. Shapes: B batch, T queries, S keys, H heads,
-K d_k, V d_v.
-"""
+"""Attention through ``jax.nn.dot_product_attention``: the ``xla``, ``cudnn`` and ``fused`` implementations."""
 
 from __future__ import annotations
 
@@ -24,26 +20,24 @@ def fused_dot_product_attention(
     *,
     implementation: str = "fused",
 ) -> Array:
-    """Attention through ``jax.nn.dot_product_attention`` (XLA, or cuDNN flash attention on GPU).
+    """Return attention through ``jax.nn.dot_product_attention`` (XLA, or cuDNN flash attention).
+
+    ``d_k != d_v`` is zero-padded to one width and sliced back; fully masked rows are zeroed afterwards (the
+    kernels average uniformly there).
 
     Parameters
     ----------
     query, key, value : Array
-        As in :func:`scaled_dot_product_attention`; ``K != V`` is allowed.
+        ``[B, T, H, K]``, ``[B, S, H, K]``, ``[B, S, H, V]``.
     mask : Array, optional
         Boolean, broadcastable to ``[B, H, T, S]``.
     implementation : str
-        ``"xla"``, ``"cudnn"`` or ``"fused"`` (cuDNN on GPU for bfloat16/float16 inputs, else XLA).
+        ``xla``, ``cudnn`` or ``fused`` (cuDNN on GPU for 16-bit inputs, else XLA).
 
     Returns
     -------
     Array
-        ``[B, T, H, V]``; equal to :func:`scaled_dot_product_attention` up to float rounding.
-
-    Notes
-    -----
-    When ``d_k != d_v`` the narrower operands are zero-padded and the extra output columns sliced away;
-    fully masked rows are zeroed afterwards (the kernels return a uniform average there).
+        ``[B, T, H, V]``.
     """
     key_dim, value_dim = query.shape[-1], value.shape[-1]
     width = max(key_dim, value_dim)

@@ -1,8 +1,7 @@
 """A decoder-only Transformer language model built from the encoder-decoder's own layers.
 
-Each layer is ``model.EncoderLayer`` under a causal mask: the paper's decoder without encoder-decoder
-attention (Section 3). The model reads ``[BOS] + targets[:-1]``; packed rows restart positions and BOS
-per document and never attend across documents. Shapes: B batch, L length, D d_model, N vocabulary.
+Each layer is ``model.EncoderLayer`` under a causal mask (the paper's decoder without cross-attention).
+Shapes: B batch, L length, D d_model, N vocabulary.
 """
 
 from __future__ import annotations
@@ -26,18 +25,7 @@ LM_PACKED_KEYS = ("targets_segmentation", "targets_position")
 
 
 class LanguageModel(nn.Module):
-    """Decoder-only Transformer: shared embedding, ``num_layers`` causal self-attention layers.
-
-    Attributes
-    ----------
-    config : TransformerConfig
-        The same hyperparameters as the encoder-decoder (``num_layers`` layers in the one stack);
-        ``decode=True`` builds the generation variant with a key/value cache.
-
-    Notes
-    -----
-    With ``share_embeddings`` the input embedding is also the pre-softmax projection (3.4).
-    """
+    """Decoder-only Transformer: shared embedding, ``num_layers`` causal self-attention layers."""
 
     config: TransformerConfig
 
@@ -65,31 +53,25 @@ class LanguageModel(nn.Module):
     def logits(self, input_ids: Array, *, valid: Array | None = None, segmentation: Array | None = None,
                positions: Array | None = None, deterministic: bool = True,
                sow_weights: bool = False) -> Array:
-        """Next-token logits ``[B, L, N]`` for input ids ``[B, L]`` (``[B, 1]`` in decode mode).
+        """Return float32 next-token logits ``[B, L, N]``; in decode mode ``L`` is 1 and no mask is made.
 
         Parameters
         ----------
         input_ids : Array
-            Integer ids the model reads (``[BOS] + targets[:-1]``).
+            ``[B, L]`` ids, ``[BOS] + targets[:-1]``.
         valid : Array, optional
-            Boolean ``[B, L]``: positions holding real tokens (default all).
-        segmentation : Array, optional
-            Integer ``[B, L]`` document ids of packed rows (attention stays within a document).
-        positions : Array, optional
-            Integer ``[B, L]`` positions within each document.
+            Boolean ``[B, L]`` real tokens; default all.
+        segmentation, positions : Array, optional
+            ``[B, L]`` document ids and positions of packed rows.
         deterministic : bool
             Disable dropout.
         sow_weights : bool
-            Record the self-attention weights in ``intermediates``.
+            Record attention weights in ``intermediates``.
 
         Returns
         -------
         Array
-            float32 logits; position ``t`` predicts the token after input ``t``.
-
-        Notes
-        -----
-        In decode mode causality comes from the key/value cache, so no mask is made.
+            Position ``t`` predicts the token after input ``t``.
         """
         cfg = self.config
         if valid is None:
@@ -109,26 +91,7 @@ class LanguageModel(nn.Module):
     def __call__(self, targets: Array, *, targets_segmentation: Array | None = None,
                  targets_position: Array | None = None, deterministic: bool = True,
                  sow_weights: bool = False) -> Array:
-        """Teacher-forced logits ``[B, L, N]`` for documents ``targets`` ``[B, L]``.
-
-        Parameters
-        ----------
-        targets : Array
-            Token ids of documents ending in EOS, 0-padded; the model reads ``[BOS] + targets[:-1]``.
-        targets_segmentation : Array, optional
-            Packed rows: integer ``[B, L]`` document ids (1, 2, ...; 0 = padding).
-        targets_position : Array, optional
-            Packed rows: integer ``[B, L]`` positions restarting at 0 for each document.
-        deterministic : bool
-            Disable dropout.
-        sow_weights : bool
-            Record the attention weights in ``intermediates``.
-
-        Returns
-        -------
-        Array
-            float32 logits; position ``t`` predicts ``targets[:, t]``.
-        """
+        """Return teacher-forced float32 logits ``[B, L, N]`` for documents ``targets`` ``[B, L]``."""
         if targets_position is None:
             input_ids = model.shift_right(targets)
         else:
@@ -148,26 +111,26 @@ def check_model_kind(model_kind: str) -> None:
     Raises
     ------
     ValueError
-        One line, for an unknown kind.
+        Unknown kind.
     """
     if model_kind not in MODEL_KINDS:
         raise ValueError(f"model_kind must be one of {MODEL_KINDS}; got {model_kind!r}.")
 
 
 def build_model(model_config: TransformerConfig, model_kind: str) -> nn.Module:
-    """The Flax module of a model kind: the encoder-decoder or the decoder-only language model.
+    """Return the module of a model kind: the encoder-decoder or the language model.
 
     Parameters
     ----------
     model_config : TransformerConfig
-        Hyperparameters.
+        The model config.
     model_kind : str
         One of :data:`MODEL_KINDS`.
 
     Returns
     -------
     nn.Module
-        :class:`attention_jax.models.model.Transformer` or :class:`LanguageModel`.
+        ``Transformer`` or :class:`LanguageModel`.
     """
     check_model_kind(model_kind)
     if model_kind == ModelKind.DECODER_ONLY:
@@ -176,47 +139,46 @@ def build_model(model_config: TransformerConfig, model_kind: str) -> nn.Module:
 
 
 def _is_language_model(module: nn.Module) -> bool:
-    """Whether ``module`` is the decoder-only :class:`LanguageModel` (its batches have no ``inputs``)."""
     return isinstance(module, LanguageModel)
 
 
 def init_arguments(module: nn.Module, length: int = 1) -> tuple[Array, ...]:
-    """Positional arguments of ``module.init``: ``(ids,)`` for the LM, ``(ids, ids)`` otherwise.
+    """Return ``module.init``'s positional arguments: ``(ids,)`` or ``(ids, ids)``.
 
     Parameters
     ----------
     module : nn.Module
         From :func:`build_model`.
     length : int
-        Sequence length of the example ids (parameter shapes do not depend on it).
+        Length of the int32 ``[1, length]`` example ids.
 
     Returns
     -------
     tuple[Array, ...]
-        int32 ``[1, length]`` ids of ones.
+        The arguments.
     """
     ids = jnp.ones((1, length), jnp.int32)
     return (ids,) if _is_language_model(module) else (ids, ids)
 
 
 def apply_to_batch(module: nn.Module, params: Any, batch: dict, **kwargs: Any) -> Array:
-    """Teacher-forced logits of either model kind on a training or evaluation batch.
+    """Return either model kind's teacher-forced float32 logits ``[B, T, N]`` on a batch.
 
     Parameters
     ----------
     module : nn.Module
         From :func:`build_model`.
-    params : pytree
+    params : Any
         Plain parameters.
     batch : dict
-        ``targets`` (and ``inputs`` for the encoder-decoder) plus any packing arrays.
+        ``targets`` (and ``inputs``) plus packing arrays.
     **kwargs
-        Passed to ``module.apply`` (``deterministic``, ``rngs``).
+        Passed to ``module.apply``.
 
     Returns
     -------
     Array
-        float32 logits ``[B, T, N]``.
+        The logits.
     """
     if _is_language_model(module):
         packed = {key: batch[key] for key in LM_PACKED_KEYS if key in batch}
@@ -226,18 +188,18 @@ def apply_to_batch(module: nn.Module, params: Any, batch: dict, **kwargs: Any) -
 
 
 def abstract_params(model_config: TransformerConfig, model_kind: str) -> Any:
-    """Parameter shapes of either model kind without allocating them (``jax.eval_shape`` of ``init``).
+    """Return either model kind's parameter shapes without allocating them.
 
     Parameters
     ----------
     model_config : TransformerConfig
-        The model to describe.
+        The model.
     model_kind : str
         One of :data:`MODEL_KINDS`.
 
     Returns
     -------
-    pytree
+    Any
         ``jax.ShapeDtypeStruct`` leaves, boxed with logical axis names.
     """
     if model_kind == ModelKind.ENCODER_DECODER:  # The same trace, cached.

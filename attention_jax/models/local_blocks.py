@@ -1,8 +1,7 @@
-"""The block layout of restricted self-attention (Table 1): ``attention.local_dot_product_attention``'s helpers.
+"""The block layout of restricted self-attention (Table 1), for ``attention.local_dot_product_attention``.
 
-``L`` positions are cut into ``nb = ceil(L / r)`` blocks of ``w = r``; the keys within ``r`` of block ``i``
-lie in blocks ``i - 1 .. i + 1`` (``i - 1, i`` when causal). Shapes: B batch, L length, nb blocks, w block
-size, C neighbour blocks (3, or 2 when causal), H heads.
+``L`` positions are cut into ``nb = ceil(L / r)`` blocks of ``w = r``; keys within ``r`` of block ``i`` lie
+in blocks ``i - 1 .. i + 1`` (``i - 1, i`` when causal): ``C`` neighbour blocks.
 """
 
 from __future__ import annotations
@@ -14,23 +13,19 @@ Array = jax.Array
 
 
 def to_blocks(sequence: Array, block: int, num_blocks: int, margin: int) -> Array:
-    """Cut axis 1 into blocks, zero-padded (``False`` for booleans).
+    """Return axis 1 cut into ``[B, margin + nb + margin, block, ...]`` zero-padded blocks.
 
     Parameters
     ----------
     sequence : Array
         ``[B, L, ...]``.
-    block : int
-        Positions per block.
-    num_blocks : int
-        ``nb``, blocks covering ``L``.
-    margin : int
-        Empty blocks added at each end.
+    block, num_blocks, margin : int
+        Positions per block, blocks covering ``L``, empty blocks at each end.
 
     Returns
     -------
     Array
-        ``[B, margin + nb + margin, block, ...]``.
+        The blocks.
     """
     edge = [(0, 0)] * sequence.ndim
     edge[1] = (margin * block, (num_blocks + margin) * block - sequence.shape[1])
@@ -39,16 +34,14 @@ def to_blocks(sequence: Array, block: int, num_blocks: int, margin: int) -> Arra
 
 
 def neighbours(blocks: Array, offset: int, num_blocks: int) -> Array:
-    """Select block ``i + offset`` for every block ``i``.
+    """Return block ``i + offset`` for every block ``i`` of one-block-padded ``blocks``.
 
     Parameters
     ----------
     blocks : Array
-        ``[B, nb + 2, w, ...]``: blocks padded with one block on each side.
-    offset : int
-        -1, 0 or 1.
-    num_blocks : int
-        ``nb``.
+        ``[B, nb + 2, w, ...]``.
+    offset, num_blocks : int
+        -1, 0 or 1, and ``nb``.
 
     Returns
     -------
@@ -60,20 +53,16 @@ def neighbours(blocks: Array, offset: int, num_blocks: int) -> Array:
 
 def local_block_mask(length: int, window: int, num_blocks: int, offsets: tuple[int, ...],
                      valid: Array | None, causal: bool) -> Array:
-    """Return the neighbour blocks' keys each query may see: ``|i - j| <= window``, in range, valid, causal.
+    """Return which neighbour-block keys each query may see: ``|i - j| <= r``, in range, valid, causal.
 
     Parameters
     ----------
-    length : int
-        ``L``.
-    window : int
-        ``r``, also the block size ``w``.
-    num_blocks : int
-        ``nb``.
+    length, window, num_blocks : int
+        ``L``, ``r`` (also ``w``), ``nb``.
     offsets : tuple[int, ...]
-        Neighbour offsets, ``C`` of them.
+        The ``C`` neighbour offsets.
     valid : Array or None
-        Boolean ``[B, L]``: real tokens.
+        Boolean ``[B, L]``.
     causal : bool
         Also forbid later keys.
 
@@ -114,7 +103,7 @@ def check_one_length(length: int, key: Array, value: Array) -> None:
     Raises
     ------
     ValueError
-        If ``S != length``.
+        ``S != length``.
     """
     if key.shape[1] != length or value.shape[1] != length:
         raise ValueError(f"local_dot_product_attention is self-attention: query, key and value need one length; "

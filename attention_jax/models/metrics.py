@@ -1,9 +1,7 @@
-"""Label-smoothed cross-entropy and the per-token metrics reported during training and evaluation.
+"""Label-smoothed cross-entropy and the per-token metrics of training and evaluation.
 
-Label smoothing (Section 5.4) as ``optax.smooth_labels``: ``q(v) = (1 - eps) [v == gold] + eps / N``,
-computed as ``(1 - eps) NLL + eps mean_v(-log p(v))`` without a one-hot. Padding (id 0) is excluded;
-perplexity is ``exp`` of the unsmoothed loss. Metrics travel as sums so that micro-batches and devices
-add up exactly.
+Label smoothing (Section 5.4) is ``(1 - eps) NLL + eps mean_v(-log p(v))``, without a one-hot; padding is
+excluded. Metrics travel as sums so that micro-batches and devices add up exactly.
 """
 
 from __future__ import annotations
@@ -23,16 +21,14 @@ SUM_KEYS = ("loss_sum", "nll_sum", "correct", "tokens")
 
 
 def first_argmax(logits: Array, *, cpu_kernels: bool = True) -> Array:
-    """Index of the largest value along the last axis, the lowest one on ties (``jnp.argmax``).
+    """Return the index of the largest value along the last axis, the lowest on ties.
 
     Parameters
     ----------
     logits : Array
-        ``[..., N]`` scores, free of NaN.
+        ``[..., N]``, free of NaN.
     cpu_kernels : bool
-        ``config.cpu_kernels``: on a CPU, search with
-        :func:`attention_jax.cpu_kernels.argmax.first_argmax` (two levels of plain maxima, faster than
-        XLA's CPU ``argmax``); off, or on another backend, ``jnp.argmax``. Both give the same index.
+        Use :mod:`attention_jax.cpu_kernels` on a CPU (same index).
 
     Returns
     -------
@@ -45,35 +41,29 @@ def first_argmax(logits: Array, *, cpu_kernels: bool = True) -> Array:
 
 
 def _gold_token_logit(logits: Array, targets: Array) -> Array:
-    """Return ``logits[..., targets]`` by a gather (a select-and-sum was timed and was no faster)."""
+    """``logits[..., targets]`` by a gather."""
     return jnp.take_along_axis(logits, targets[..., None], axis=-1)[..., 0]
 
 
 def token_loss_sums(logits: Array, targets: Array, label_smoothing: float, *,
                     cpu_kernels: bool = True) -> dict[str, Array]:
-    """Sum the smoothed and unsmoothed loss and the correct guesses over non-pad target tokens.
+    """Return sums of the smoothed and unsmoothed loss and correct guesses over non-pad targets.
 
     Parameters
     ----------
     logits : Array
-        ``[B, T, N]`` pre-softmax scores (any float dtype; computed in float32).
+        ``[B, T, N]``, computed in float32.
     targets : Array
-        ``[B, T]`` gold ids, 0 = padding.
+        ``[B, T]`` gold ids, 0 = pad.
     label_smoothing : float
         ``eps_ls`` in ``[0, 1)``.
     cpu_kernels : bool
-        ``config.cpu_kernels``, for the accuracy's :func:`first_argmax`.
+        For the accuracy's :func:`first_argmax`.
 
     Returns
     -------
     dict[str, Array]
-        float32 scalars ``loss_sum`` (label-smoothed cross-entropy), ``nll_sum`` (unsmoothed),
-        ``correct`` (argmax equals gold) and ``tokens`` (non-pad targets).
-
-    Notes
-    -----
-    ``log p(v) = logit(v) - logsumexp(logits)``, so NLL = ``lse - logit(gold)`` and the uniform term
-    ``mean_v(-log p(v)) = lse - mean_v logit(v)``.
+        float32 ``loss_sum``, ``nll_sum``, ``correct``, ``tokens``.
     """
     logits = logits.astype(jnp.float32)
     log_normalizer = jax.nn.logsumexp(logits, axis=-1)  # [B,T]
@@ -92,38 +82,33 @@ def token_loss_sums(logits: Array, targets: Array, label_smoothing: float, *,
 
 
 def add_sums(left: Mapping[str, Any], right: Mapping[str, Any]) -> dict[str, Any]:
-    """Add two metric-sum dicts key by key (arrays or floats).
+    """Return two metric-sum dicts added key by key.
 
     Parameters
     ----------
     left, right : Mapping[str, Any]
-        Dicts with the same keys.
+        Same keys.
 
     Returns
     -------
     dict[str, Any]
-        ``{key: left[key] + right[key]}``.
+        The sums.
     """
     return {key: left[key] + right[key] for key in left}
 
 
 def summarize(sums: Mapping[str, Any]) -> dict[str, float]:
-    """Per-token means from metric sums.
+    """Return per-token means of metric sums (NaN with zero tokens, rather than a misleading 0).
 
     Parameters
     ----------
     sums : Mapping[str, Any]
-        ``loss_sum``, ``nll_sum``, ``correct`` and ``tokens`` (host scalars or 0-d arrays).
+        The :data:`SUM_KEYS`.
 
     Returns
     -------
     dict[str, float]
-        ``loss`` (label-smoothed, per token), ``nll_loss`` (unsmoothed), ``perplexity``
-        (``exp(nll_loss)``), ``accuracy`` and ``tokens``.
-
-    Notes
-    -----
-    With zero tokens every mean is NaN (nothing was measured) rather than a misleading 0.
+        ``loss``, ``nll_loss``, ``perplexity`` (``exp(nll_loss)``), ``accuracy``, ``tokens``.
     """
     tokens = float(sums["tokens"])
     if tokens <= 0:
@@ -140,19 +125,17 @@ def summarize(sums: Mapping[str, Any]) -> dict[str, float]:
 
 
 def padding_fractions(counts: Mapping[str, int]) -> dict[str, float]:
-    """Padding fraction of each side of the batches trained on.
+    """Return ``1 - tokens / slots`` of each side of the batches (a side without slots left out).
 
     Parameters
     ----------
     counts : Mapping[str, int]
-        Sums of ``attention_jax.data.batching.count_tokens`` over batches: ``inputs_tokens``,
-        ``inputs_slots``, ``targets_tokens``, ``targets_slots``.
+        ``{inputs,targets}_{tokens,slots}`` sums.
 
     Returns
     -------
     dict[str, float]
-        ``inputs_padding_fraction`` and ``targets_padding_fraction``, ``1 - tokens / slots``; a side
-        without slots is left out.
+        ``inputs_padding_fraction``, ``targets_padding_fraction``.
     """
     return {f"{side}_padding_fraction": 1.0 - counts[f"{side}_tokens"] / counts[f"{side}_slots"]
             for side in ("inputs", "targets") if counts.get(f"{side}_slots")}

@@ -1,8 +1,7 @@
 """The Transformer encoder-decoder of Vaswani et al. (2017), Section 3, as Flax linen modules.
 
-Token ids: pad 0, unk 1, bos 2, eos 3; the decoder input is ``[BOS] + targets[:-1]``. Packed rows number
-their pairs 1, 2, ... in ``*_segmentation`` (0 = padding) and restart ``*_position`` per pair. Shapes: B
-batch, S source, T target, D d_model, H heads, K d_k, V d_v, F d_ff, N vocabulary.
+Ids: pad 0, unk 1, bos 2, eos 3. Shapes: B batch, S source, T target, D d_model, N vocabulary. Packed rows
+number their pairs 1, 2, ... in ``*_segmentation`` (0 = pad) and restart ``*_position`` per pair.
 """
 
 from __future__ import annotations
@@ -37,14 +36,14 @@ PACKED_KEYS = ("inputs_segmentation", "inputs_position", "targets_segmentation",
 
 
 def shift_right(targets: Array, bos_id: int = BOS_ID) -> Array:
-    """Decoder inputs for teacher forcing: ``[BOS] + targets[:-1]`` along the last axis.
+    """Return the teacher-forcing decoder inputs ``[BOS] + targets[:-1]``.
 
     Parameters
     ----------
     targets : Array
-        Integer ``[B, T]`` target ids (ending in EOS, padded with 0).
+        ``[B, T]`` target ids.
     bos_id : int
-        Id of the beginning-of-sentence token.
+        Beginning-of-sentence id.
 
     Returns
     -------
@@ -56,65 +55,32 @@ def shift_right(targets: Array, bos_id: int = BOS_ID) -> Array:
 
 
 def shift_right_packed(targets: Array, targets_position: Array, bos_id: int = BOS_ID) -> Array:
-    """Decoder inputs of packed rows: :func:`shift_right` within each pair, BOS at every pair's start.
+    """Return :func:`shift_right` within each packed pair (BOS where the position is 0).
 
     Parameters
     ----------
-    targets : Array
-        Integer ``[B, T]`` packed target ids (each pair ends in EOS; padding 0).
-    targets_position : Array
-        Integer ``[B, T]`` position of each token within its pair (0 at a pair's first token).
+    targets, targets_position : Array
+        ``[B, T]`` packed target ids and positions within their pair.
     bos_id : int
-        Id of the beginning-of-sentence token.
+        Beginning-of-sentence id.
 
     Returns
     -------
     Array
-        ``[B, T]`` decoder input ids; a pair's inputs equal those of the pair alone in a row.
-
-    Notes
-    -----
-    Padding positions (position 0) also get BOS; they are masked out of attention and the loss.
+        ``[B, T]`` decoder input ids.
     """
     return jnp.where(targets_position == 0, bos_id, shift_right(targets, bos_id))
 
 
 class PositionalEncoding(nn.Module):
-    """Adds the positional encoding ``config.positional_encoding`` names to the embeddings (Section 3.5).
-
-    Attributes
-    ----------
-    config : TransformerConfig
-        ``positional_encoding``, ``d_model`` and ``max_len`` are read.
-    decode : bool
-        Autoregressive mode (one position per call).
-
-    Notes
-    -----
-    An encoding that acts in self-attention adds nothing here. In decode mode the position is the count
-    of tokens decoded so far, kept in ``cache``.
-    """
+    """Add ``config.positional_encoding`` to the embeddings (3.5); in decode mode the position is cached."""
 
     config: TransformerConfig
     decode: bool = False
 
     @nn.compact
     def __call__(self, x: Array, positions: Array | None = None) -> Array:
-        """Return ``x + PE`` for ``x`` of shape ``[B, L, D]``.
-
-        Parameters
-        ----------
-        x : Array
-            ``[B, L, D]`` scaled embeddings.
-        positions : Array, optional
-            Integer ``[B, L]`` positions (packed rows restart them per pair); default ``0 .. L-1``.
-            Not used in decode mode.
-
-        Returns
-        -------
-        Array
-            ``[B, L, D]``.
-        """
+        """Return ``x + PE`` for ``x`` ``[B, L, D]`` (``positions`` ``[B, L]`` default to ``0 .. L-1``)."""
         if not positional_encodings.positional_encoding(self.config.positional_encoding).adds_to_embeddings:
             return x  # Applied in each self-attention instead (attention_positions).
         length = x.shape[1]
@@ -130,23 +96,22 @@ class PositionalEncoding(nn.Module):
         return x + self._encoding(positions)[None].astype(x.dtype)  # [1,L,D]
 
     def _encoding(self, positions: Array) -> Array:
-        """PE ``[..., D]`` of integer ``positions`` ``[...]``, as the registry entry computes it."""
         return positional_encodings.encode_positions(self, positions, self.config)
 
 
 def embed_tokens(config: TransformerConfig, embedding: nn.Embed, position: PositionalEncoding,
                  dropout: nn.Dropout, ids: Array, *, deterministic: bool,
                  positions: Array | None = None) -> Array:
-    """Embedding of ids ``[B, L]`` x sqrt(d_model), plus the positional encoding, with dropout (3.4, 5.4).
+    """Return dropout(embedding x sqrt(d_model) + PE) (3.4, 3.5, 5.4).
 
     Parameters
     ----------
     config : TransformerConfig
-        ``d_model`` and the compute dtype are read.
+        The model config.
     embedding, position, dropout : nn.Module
-        The (shared) token embedding, the positional encoding and ``P_drop`` applied to their sum.
+        Token embedding, positional encoding, dropout.
     ids : Array
-        Integer ``[B, L]`` token ids.
+        ``[B, L]`` token ids.
     deterministic : bool
         Disable dropout.
     positions : Array, optional
@@ -164,36 +129,36 @@ def embed_tokens(config: TransformerConfig, embedding: nn.Embed, position: Posit
 
 
 def build_norm(config: TransformerConfig, name: str) -> nn.Module | None:
-    """One norm of ``config.normalization`` named ``name`` (a sublayer's, or a pre-LN stack's final norm).
+    """Return the ``config.normalization`` module named ``name`` (``None`` for no norm).
 
     Parameters
     ----------
     config : TransformerConfig
-        ``normalization`` names the registry entry whose ``build`` makes the module.
+        The model config.
     name : str
-        The module's name (``layer_norm``, ``encoder_norm``, ``decoder_norm``, ``final_norm``).
+        Module name.
 
     Returns
     -------
     nn.Module or None
-        Called as ``norm(x, valid, deterministic=...)`` on ``[B, L, D]`` (float32 out); ``None`` for no norm.
+        Called as ``norm(x, valid, deterministic=...)``.
     """
     return normalization_registry.normalization(config.normalization).build(config, name)
 
 
 def apply_norm(norm: nn.Module | None, x: Array, valid: Array | None, *, deterministic: bool) -> Array:
-    """Apply ``norm`` in ``x``'s dtype (``x`` itself when there is no norm).
+    """Return ``norm(x)`` in ``x``'s dtype, or ``x`` when ``norm`` is ``None``.
 
     Parameters
     ----------
     norm : nn.Module or None
-        A norm of ``normalization_registry``.
+        A norm of :func:`build_norm`.
     x : Array
         ``[B, L, D]``.
     valid : Array or None
-        Boolean ``[B, L]``: real tokens.
+        ``[B, L]`` real tokens.
     deterministic : bool
-        Evaluation or decoding.
+        Disable dropout-like behaviour (batch statistics).
 
     Returns
     -------
@@ -206,28 +171,13 @@ def apply_norm(norm: nn.Module | None, x: Array, valid: Array | None, *, determi
 
 
 class ResidualSublayer(nn.Module):
-    """Wraps a sublayer with dropout, the residual connection and the normalisation (3.1, 5.4).
-
-    Attributes
-    ----------
-    config : TransformerConfig
-        ``layer_norm_position``, ``normalization``, ``residual_connections``, ``dropout_rate`` and
-        ``cpu_kernels`` are read.
-
-    Notes
-    -----
-    post: ``Norm(x + Dropout(Sublayer(x)))`` (the paper); pre: ``x + Dropout(Sublayer(Norm(x)))``; without
-    residual connections the ``x +`` goes.
-    """
+    """Post-LN ``Norm(x + Dropout(f(x)))`` (3.1, 5.4) or pre-LN ``x + Dropout(f(Norm(x)))``."""
 
     config: TransformerConfig
 
     @nn.compact
     def __call__(self, x: Array, sublayer: Any, *, deterministic: bool, valid: Array | None = None) -> Array:
-        """Apply ``sublayer`` (a callable of the normalized or raw ``x`` ``[B, L, D]``) with residual and norm.
-
-        ``valid`` (boolean ``[B, L]``, optional) marks the real tokens for a norm that reads it.
-        """
+        """Apply ``sublayer`` to ``x`` ``[B, L, D]`` with dropout, residual and norm."""
         cfg = self.config
         norm = build_norm(cfg, "layer_norm")
         dropout = dropout_class(cfg.cpu_kernels)(cfg.dropout_rate)
@@ -242,7 +192,7 @@ class ResidualSublayer(nn.Module):
 
 def _attention(config: TransformerConfig, name: str, decode: bool = False,
                self_attention: bool = False) -> attention.MultiHeadAttention:
-    """A multi-head attention of ``config``; self-attention also gets an encoding that acts in attention."""
+    """Build a multi-head attention of ``config`` (self-attention gets the in-attention encoding)."""
     return attention.MultiHeadAttention(
         num_heads=config.num_heads,
         key_dim=config.key_dim,
@@ -262,10 +212,7 @@ def _attention(config: TransformerConfig, name: str, decode: bool = False,
 
 
 class EncoderLayer(nn.Module):
-    """Self-attention then feed-forward, each wrapped by :class:`ResidualSublayer` (Section 3.1).
-
-    With a causal mask, the layer of :mod:`attention_jax.models.language_model` (``decode``: key/value cache).
-    """
+    """Self-attention then feed-forward (3.1); causal, the language model's layer."""
 
     config: TransformerConfig
     decode: bool = False
@@ -275,11 +222,7 @@ class EncoderLayer(nn.Module):
                  mask: Array | masks.LocalMask | attention_functions.StructuredMask | None, *,
                  deterministic: bool, sow_weights: bool = False, positions: Array | None = None,
                  valid: Array | None = None) -> Array:
-        """Map ``[B, S, D]`` to ``[B, S, D]``; ``mask`` is ``[B, 1, S, S]`` or a ``LocalMask``.
-
-        ``positions`` (integer ``[B, S]``, packed rows) reach an encoding that acts in self-attention;
-        ``valid`` (boolean ``[B, S]``) marks the real tokens for the norms.
-        """
+        """Map ``[B, S, D]`` to ``[B, S, D]``; ``mask`` is ``[B, 1, S, S]`` or structured."""
         self_attention = _attention(self.config, "self_attention", decode=self.decode, self_attention=True)
         x = ResidualSublayer(self.config, name="attention_block")(
             x, lambda h: self_attention(h, h, mask, deterministic=deterministic, sow_weights=sow_weights,
@@ -292,7 +235,7 @@ class EncoderLayer(nn.Module):
 
 
 class DecoderLayer(nn.Module):
-    """Masked self-attention, encoder-decoder attention, feed-forward (Section 3.1)."""
+    """Masked self-attention, encoder-decoder attention, feed-forward (3.1)."""
 
     config: TransformerConfig
 
@@ -302,12 +245,7 @@ class DecoderLayer(nn.Module):
                  cross_mask: Array | attention_functions.StructuredMask | None, *, deterministic: bool,
                  sow_weights: bool = False, positions: Array | None = None,
                  valid: Array | None = None) -> Array:
-        """Map ``[B, T, D]`` to ``[B, T, D]`` attending to ``encoded`` ``[B, S, D]``.
-
-        ``positions`` (integer ``[B, T]``, packed rows) reach an encoding that acts in self-attention;
-        cross-attention sees none (targets and sources share no position frame). ``valid`` (boolean
-        ``[B, T]``) marks the real target tokens for the norms.
-        """
+        """Map ``[B, T, D]`` to ``[B, T, D]`` attending to ``encoded`` ``[B, S, D]``."""
         cfg = self.config
         self_attention = _attention(cfg, "self_attention", decode=cfg.decode, self_attention=True)
         cross_attention = _attention(cfg, "cross_attention")
@@ -327,22 +265,12 @@ class DecoderLayer(nn.Module):
 
 
 class Transformer(nn.Module):
-    """The encoder-decoder Transformer (Figure 1).
-
-    Attributes
-    ----------
-    config : TransformerConfig
-        All hyperparameters.
-
-    Notes
-    -----
-    Parameters carry logical axis names (``vocab``, ``embed``, ``heads``, ``kv``, ``mlp``) for sharding.
-    """
+    """The encoder-decoder Transformer (Figure 1); parameters carry logical axis names for sharding."""
 
     config: TransformerConfig
 
     def setup(self) -> None:
-        """Build the shared embedding, the encoder and decoder stacks and their final norms."""
+        """Build the shared embedding, the two stacks and their final norms."""
         cfg = self.config
         # Embeddings ~ N(0, d_model^-0.5), so that after the sqrt(d_model) scaling (3.4) they have unit
         # variance, matching the sinusoidal encoding's range.
@@ -374,25 +302,23 @@ class Transformer(nn.Module):
     def encode(self, inputs: Array, *, inputs_segmentation: Array | None = None,
                inputs_position: Array | None = None, deterministic: bool = True,
                sow_weights: bool = False) -> Array:
-        """Encode source ids ``[B, S]`` (0 = pad) into ``[B, S, D]``.
+        """Encode source ids ``[B, S]`` into ``[B, S, D]``.
 
         Parameters
         ----------
         inputs : Array
-            Integer source ids.
-        inputs_segmentation : Array, optional
-            Integer ``[B, S]`` pair ids of a packed row (0 = padding): attention stays within a pair.
-        inputs_position : Array, optional
-            Integer ``[B, S]`` positions within each pair (for the positional encoding).
+            ``[B, S]`` source ids.
+        inputs_segmentation, inputs_position : Array, optional
+            ``[B, S]`` pair ids and positions of packed rows.
         deterministic : bool
             Disable dropout.
         sow_weights : bool
-            Record encoder self-attention weights in ``intermediates``.
+            Record attention weights in ``intermediates``.
 
         Returns
         -------
         Array
-            The encoder output ``[B, S, D]``.
+            ``[B, S, D]``.
         """
         valid = inputs != PAD_ID  # [B,S]
         mask = self_attention_mask(self.config, valid, causal=False,  # [B,1,S,S] or LocalMask
@@ -410,38 +336,32 @@ class Transformer(nn.Module):
                targets_valid: Array | None = None, inputs_segmentation: Array | None = None,
                targets_segmentation: Array | None = None, targets_position: Array | None = None,
                deterministic: bool = True, sow_weights: bool = False) -> Array:
-        """Return the logits ``[B, T, N]`` for decoder input ids ``[B, T]`` given the encoder output.
+        """Return float32 logits ``[B, T, N]`` for decoder inputs given the encoder output.
+
+        In decode mode ``encoded`` may be ``[B', S, D]`` with ``B = B' R`` (R hypotheses per sentence) and
+        causality comes from the key/value cache.
 
         Parameters
         ----------
         encoded : Array
-            ``[B, S, D]`` from :meth:`encode`; in decode mode also ``[B', S, D]`` with ``B = B' R``,
-            decoder rows ``b R .. b R + R - 1`` sharing row ``b`` (a beam's hypotheses, one sentence).
+            ``[B, S, D]`` from :meth:`encode`.
         inputs : Array
-            ``[B, S]`` (or ``[B', S]``) source ids (for the cross-attention padding mask).
+            ``[B, S]`` source ids (cross-attention padding mask).
         decoder_inputs : Array
-            ``[B, T]`` decoder input ids, ``[BOS] + targets[:-1]``; in decode mode ``[B, 1]``.
+            ``[B, T]`` ids, ``[BOS] + targets[:-1]``; ``[B, 1]`` in decode mode.
         targets_valid : Array, optional
-            Boolean ``[B, T]``: positions holding real target tokens (masks padded queries and keys).
-            Defaults to all positions.
-        inputs_segmentation, targets_segmentation : Array, optional
-            Integer ``[B, S]`` and ``[B, T]`` pair ids of packed rows (give both or neither): decoder
-            self-attention stays within a pair, cross-attention goes to the same pair's source.
-        targets_position : Array, optional
-            Integer ``[B, T]`` positions within each pair (for the positional encoding).
+            ``[B, T]`` real target positions; default all.
+        inputs_segmentation, targets_segmentation, targets_position : Array, optional
+            Packed rows' pair ids and target positions.
         deterministic : bool
             Disable dropout.
         sow_weights : bool
-            Record decoder self- and cross-attention weights in ``intermediates``.
+            Record attention weights in ``intermediates``.
 
         Returns
         -------
         Array
-            float32 logits ``[B, T, N]`` (pre-softmax projection with the shared embedding).
-
-        Notes
-        -----
-        In decode mode causality (and the window) come from the key/value cache, so no causal mask is made.
+            ``[B, T, N]`` logits.
         """
         cfg = self.config
         if targets_valid is None:
@@ -471,29 +391,7 @@ class Transformer(nn.Module):
                  targets_segmentation: Array | None = None, inputs_position: Array | None = None,
                  targets_position: Array | None = None, deterministic: bool = True,
                  sow_weights: bool = False) -> Array:
-        """Teacher-forced logits ``[B, T, N]`` for source ``[B, S]`` and target ``[B, T]`` ids.
-
-        Parameters
-        ----------
-        inputs : Array
-            Source ids, 0-padded.
-        targets : Array
-            Target ids ending in EOS, 0-padded; the decoder sees ``[BOS] + targets[:-1]``.
-        inputs_segmentation, targets_segmentation : Array, optional
-            Packed rows: ``[B, S]`` / ``[B, T]`` pair ids (1, 2, ...; 0 = padding), one id per pair
-            on both sides. Give all four packing arrays or none.
-        inputs_position, targets_position : Array, optional
-            Packed rows: ``[B, S]`` / ``[B, T]`` positions restarting at 0 for each pair.
-        deterministic : bool
-            Disable dropout (evaluation).
-        sow_weights : bool
-            Record every attention's weights in ``intermediates``.
-
-        Returns
-        -------
-        Array
-            float32 logits; position ``t`` predicts ``targets[:, t]``.
-        """
+        """Return teacher-forced float32 logits ``[B, T, N]``; position ``t`` predicts ``targets[:, t]``."""
         encoded = self.encode(inputs, inputs_segmentation=inputs_segmentation,
                               inputs_position=inputs_position, deterministic=deterministic,
                               sow_weights=sow_weights)
@@ -508,33 +406,33 @@ class Transformer(nn.Module):
 
 
 def count_params(params: Any) -> int:
-    """Total number of scalars in a parameter pytree (boxed or not).
+    """Return the number of scalars in a parameter pytree (boxed or not).
 
     Parameters
     ----------
-    params : pytree
-        Parameters, arrays or ``jax.ShapeDtypeStruct``.
+    params : Any
+        Arrays or ``jax.ShapeDtypeStruct`` leaves.
 
     Returns
     -------
     int
-        Sum of the sizes of all leaves.
+        Number of scalars.
     """
     leaves = jax.tree_util.tree_leaves(nn.meta.unbox(params))
     return int(sum(math.prod(leaf.shape) for leaf in leaves))
 
 
 def abstract_params(model_config: TransformerConfig) -> Any:
-    """Parameter shapes of a model without allocating them (``jax.eval_shape`` of ``init``).
+    """Return the parameter shapes of a model without allocating them.
 
     Parameters
     ----------
     model_config : TransformerConfig
-        The model to describe.
+        The model.
 
     Returns
     -------
-    pytree
+    Any
         ``jax.ShapeDtypeStruct`` leaves, boxed with logical axis names.
     """
     return jax.tree.map(lambda leaf: leaf, _traced_abstract_params(model_config))  # A tree of the caller's own.
@@ -542,9 +440,9 @@ def abstract_params(model_config: TransformerConfig) -> Any:
 
 @functools.lru_cache(maxsize=8)
 def _traced_abstract_params(model_config: TransformerConfig) -> Any:
-    """Trace ``init`` once per config: loading a run asks several times (about 0.5 s of tracing each).
+    """Trace ``init`` once per config (loading a run asks several times); kept under the compilation cache.
 
-    With a compilation cache on, the shapes are kept there (trusted, as the cache is) for later processes.
+    With a cache on, later processes read the shapes there (trusted, as the cache is) instead of tracing.
     """
     path = _saved_shapes_path(model_config)
     if path and os.path.isfile(path):

@@ -1,8 +1,7 @@
-"""The JAX code of the built-in normalisations of :mod:`attention_jax.models.normalization_registry`.
+"""The built-in normalisations of :mod:`attention_jax.models.normalization_registry`.
 
-Each norm maps ``x`` ``[B, L, D]`` to float32 ``[B, L, D]``, called as ``norm(x, valid, deterministic=...)``.
-``batch_norm`` keeps its running averages among the parameters (no gradient reaches them), bias-corrected
-as Adam's moments. Shapes: B batch, L length, D d_model.
+Each maps ``x`` ``[B, L, D]`` to float32, called as ``norm(x, valid, deterministic=...)``. ``batch_norm``
+keeps bias-corrected running averages among the parameters (no gradient reaches them).
 """
 
 from __future__ import annotations
@@ -23,36 +22,20 @@ Array = jax.Array
 
 
 def _feature_init(initializer: nn.initializers.Initializer) -> nn.initializers.Initializer:
-    """``initializer`` with the logical axis ``embed`` (the norm's ``[D]`` parameters shard like the model's)."""
+    """``initializer`` with the logical axis ``embed``."""
     return nn.with_logical_partitioning(initializer, ("embed",))
 
 
 class TokenLayerNorm(nn.LayerNorm):
-    """Flax's LayerNorm, called as every norm here is: ``norm(x, valid, deterministic=...)``.
-
-    Notes
-    -----
-    ``(x - mean(x)) / sqrt(var(x) + eps) * scale + bias`` over the last axis (Ba et al., 2016), each token
-    on its own, so ``valid`` and ``deterministic`` are not read.
-    """
+    """Flax's LayerNorm (Ba et al., 2016) with every norm's call signature; ``valid`` is not read."""
 
     def __call__(self, x: Array, valid: Array | None = None, *, deterministic: bool = True) -> Array:  # type: ignore[override]
-        """Normalise each token of ``x`` ``[B, L, D]`` over its ``D`` features."""
+        """Normalise each token of ``x`` ``[B, L, D]``."""
         return super().__call__(x)
 
 
 class TokenRMSNorm(nn.Module):
-    """RMSNorm (Zhang and Sennrich, 2019): ``x / sqrt(mean(x^2) + eps) * scale`` over each token's features.
-
-    Attributes
-    ----------
-    epsilon : float
-        Added to the mean square inside the square root.
-
-    Notes
-    -----
-    No centring and no bias: ``D`` parameters (``scale``, initialised to ones). Computed in float32.
-    """
+    """RMSNorm (Zhang and Sennrich, 2019): ``x / sqrt(mean(x^2) + eps) * scale``, no centring, float32."""
 
     epsilon: float = NORM_EPSILON
 
@@ -66,25 +49,16 @@ class TokenRMSNorm(nn.Module):
 
 
 class SequenceBatchNorm(nn.Module):
-    """BatchNorm (Ioffe and Szegedy, 2015) over the real tokens of a batch of sequences, per feature.
+    """BatchNorm (Ioffe and Szegedy, 2015) per feature over a batch's real tokens.
 
-    Attributes
-    ----------
-    epsilon : float
-        Added to the variance inside the square root.
-
-    Notes
-    -----
-    Training: mean and biased variance over the real tokens (``valid``) of the whole ``[B, L]`` batch (the
-    global batch under data-parallel ``jit``). Evaluation and decoding use :func:`evaluation_statistics`,
-    so a cached decode step equals the full pass.
+    Evaluation and decoding use the running averages, so a cached decode step equals the full pass.
     """
 
     epsilon: float = NORM_EPSILON
 
     @nn.compact
     def __call__(self, x: Array, valid: Array | None = None, *, deterministic: bool = True) -> Array:
-        """Normalise ``x`` ``[B, L, D]`` per feature by batch statistics (training) or running averages."""
+        """Normalise ``x`` ``[B, L, D]`` by batch statistics (training) or running averages."""
         features = (x.shape[-1],)
         scale = self.param("scale", _feature_init(nn.initializers.ones_init()), features, jnp.float32)
         bias = self.param("bias", _feature_init(nn.initializers.zeros_init()), features, jnp.float32)
@@ -93,30 +67,17 @@ class SequenceBatchNorm(nn.Module):
         running_weight = self.param("running_weight", nn.initializers.zeros_init(), (), jnp.float32)
         x = x.astype(jnp.float32)
         if deterministic:
-            mean, variance = evaluation_statistics(running_mean, running_var, running_weight)
+            mean, variance = _evaluation_statistics(running_mean, running_var, running_weight)
         else:
-            tokens, mean, variance = masked_statistics(x, valid)
+            tokens, mean, variance = _masked_statistics(x, valid)
             if self.is_mutable_collection(STATISTICS_COLLECTION):
                 for name, value in (("tokens", tokens), ("mean", mean), ("variance", variance)):
                     self.put_variable(STATISTICS_COLLECTION, name, jax.lax.stop_gradient(value))
         return (x - mean) * jax.lax.rsqrt(variance + self.epsilon) * scale + bias  # [B,L,D]
 
 
-def masked_statistics(x: Array, valid: Array | None) -> tuple[Array, Array, Array]:
-    """Real tokens, per-feature mean and (biased) variance of ``x`` ``[B, L, D]`` over those ``valid`` marks.
-
-    Parameters
-    ----------
-    x : Array
-        float32 activations.
-    valid : Array or None
-        Boolean ``[B, L]`` real-token mask; ``None`` counts every token.
-
-    Returns
-    -------
-    (Array, Array, Array)
-        Real tokens (float32), ``[D]`` mean and variance (0 and 0 without a real token).
-    """
+def _masked_statistics(x: Array, valid: Array | None) -> tuple[Array, Array, Array]:
+    """Real-token count, ``[D]`` mean and biased variance of ``x`` (0 without a real token)."""
     weights = (jnp.ones(x.shape[:-1], jnp.float32) if valid is None else valid.astype(jnp.float32))[..., None]
     tokens = jnp.sum(weights)
     mean = jnp.sum(x * weights, axis=(0, 1)) / jnp.maximum(tokens, 1.0)  # [D]
@@ -124,26 +85,15 @@ def masked_statistics(x: Array, valid: Array | None) -> tuple[Array, Array, Arra
     return tokens, mean, variance
 
 
-def evaluation_statistics(running_mean: Array, running_var: Array, running_weight: Array) -> tuple[Array, Array]:
-    """Return evaluation's mean and variance: the running averages divided by their weight ``1 - m^t``.
-
-    Parameters
-    ----------
-    running_mean, running_var, running_weight : Array
-        ``[D]``, ``[D]`` and a scalar, as :class:`SequenceBatchNorm` keeps them.
-
-    Returns
-    -------
-    (Array, Array)
-        ``[D]`` mean and variance; 0 and 1 before any step (weight 0).
-    """
+def _evaluation_statistics(running_mean: Array, running_var: Array, running_weight: Array) -> tuple[Array, Array]:
+    """Evaluation's ``[D]`` mean and variance: running averages over their weight ``1 - m^t`` (0, 1 untrained)."""
     trained = running_weight > 0
     divisor = jnp.where(trained, running_weight, 1.0)
     return running_mean / divisor, jnp.where(trained, running_var / divisor, 1.0)
 
 
 def _by_norm(statistics: Any) -> dict[tuple[str, ...], dict[str, Array]]:
-    """The collection's leaves grouped by norm: module path -> ``{"tokens", "mean", "variance"}``."""
+    """Group the collection's leaves by norm: module path -> ``{tokens, mean, variance}``."""
     grouped: dict[tuple[str, ...], dict[str, Array]] = {}
     for path, value in flax.traverse_util.flatten_dict(flax.core.unfreeze(statistics)).items():
         grouped.setdefault(path[:-1], {})[path[-1]] = value
@@ -151,17 +101,17 @@ def _by_norm(statistics: Any) -> dict[tuple[str, ...], dict[str, Array]]:
 
 
 def combined_statistics(first: Any, second: Any) -> Any:
-    """Two forward passes' statistics collections combined per norm: those of all their real tokens.
+    """Return two passes' batch statistics combined per norm (Chan et al., 1979).
 
     Parameters
     ----------
-    first, second : pytree
-        :data:`normalization_registry.STATISTICS_COLLECTION` collections (empty without batch_norm).
+    first, second : Any
+        ``STATISTICS_COLLECTION`` collections.
 
     Returns
     -------
-    pytree
-        Real tokens, mean and biased variance of the union (Chan et al., 1979).
+    Any
+        Tokens, mean and biased variance of the union.
     """
     left, right = _by_norm(first), _by_norm(second)
     combined = {}
@@ -177,26 +127,26 @@ def combined_statistics(first: Any, second: Any) -> Any:
 
 
 def with_running_statistics(params: Any, statistics: Any, momentum: float = BATCH_NORM_MOMENTUM) -> Any:
-    """``params`` with batch_norm's running averages moved by one step's statistics.
+    """Return ``params`` with batch_norm's running averages moved by one step's statistics.
 
     Parameters
     ----------
-    params : pytree
-        Parameters (after the optimizer's update).
-    statistics : pytree
-        The step's :data:`normalization_registry.STATISTICS_COLLECTION` collection (empty without batch_norm).
+    params : Any
+        Parameters after the update.
+    statistics : Any
+        The step's ``STATISTICS_COLLECTION`` (empty without batch_norm).
     momentum : float
-        ``running = m running + (1 - m) batch``; ``running_weight`` likewise with ``batch = 1``.
+        ``running = m running + (1 - m) batch``.
 
     Returns
     -------
-    pytree
+    Any
         ``params``; a norm whose batch had no real token keeps its averages.
 
     Raises
     ------
     ValueError
-        Statistics of a norm without running averages in ``params``.
+        Statistics of a norm without running averages.
     """
     grouped = _by_norm(statistics)
     if not grouped:
@@ -214,14 +164,14 @@ def with_running_statistics(params: Any, statistics: Any, momentum: float = BATC
 
 
 def layer_norm(config: TransformerConfig, name: str) -> TokenLayerNorm:
-    """The ``layer_norm`` entry's module: the paper's LayerNorm (epsilon 1e-6, float32).
+    """Return the ``layer_norm`` entry's module: the paper's LayerNorm (epsilon 1e-6, float32).
 
     Parameters
     ----------
     config : TransformerConfig
-        Not read (the norm has no setting of its own).
+        Not read.
     name : str
-        The module's name (``layer_norm`` in a sublayer, ``encoder_norm`` and the like for final norms).
+        Module name.
 
     Returns
     -------
@@ -234,14 +184,14 @@ def layer_norm(config: TransformerConfig, name: str) -> TokenLayerNorm:
 
 
 def rms_norm(config: TransformerConfig, name: str) -> TokenRMSNorm:
-    """The ``rms_norm`` entry's module (epsilon 1e-6, float32).
+    """Return the ``rms_norm`` entry's module.
 
     Parameters
     ----------
     config : TransformerConfig
         Not read.
     name : str
-        The module's name.
+        Module name.
 
     Returns
     -------
@@ -252,14 +202,14 @@ def rms_norm(config: TransformerConfig, name: str) -> TokenRMSNorm:
 
 
 def batch_norm(config: TransformerConfig, name: str) -> SequenceBatchNorm:
-    """The ``batch_norm`` entry's module (epsilon 1e-6, float32; momentum: :func:`with_running_statistics`).
+    """Return the ``batch_norm`` entry's module.
 
     Parameters
     ----------
     config : TransformerConfig
         Not read.
     name : str
-        The module's name.
+        Module name.
 
     Returns
     -------

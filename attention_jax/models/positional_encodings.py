@@ -1,8 +1,7 @@
-"""The positional encodings (Section 3.5, Table 2 row E), one registry: name -> how the model applies it.
+"""The positional encodings (Section 3.5, Table 2 row E): one registry, name -> how the model applies it.
 
-An entry acts on the embeddings (``sinusoidal``, ``learned``, ``none``), on self-attention's queries and
-keys (``rotary``) or on its scores (``relative``, ``alibi``); see docs/positions.md. Imports no framework.
-Shapes: B batch, L length, D d_model, T queries, S keys, H heads, K d_k, V d_v, R = 2k + 1.
+An entry acts on the embeddings, on self-attention's queries and keys, or on its scores (docs/positions.md).
+Imports no framework. Shapes: T queries, S keys, H heads, K d_k, V d_v, D d_model, R = 2k + 1.
 """
 
 from __future__ import annotations
@@ -36,21 +35,7 @@ class PositionTarget(enum.Enum):
 
 @dataclasses.dataclass(frozen=True)
 class RelativeSettings(EntrySettings):
-    """The relative encoding's own settings (Shaw et al., 2018): ``positional_encoding_settings.relative``.
-
-    Attributes
-    ----------
-    max_distance : int
-        ``k``: offsets ``j - i`` are clipped to ``[-k, k]`` (``2k + 1`` learned embeddings per table).
-    add_to_values : bool
-        Also add the relative embeddings ``a^V`` to the values (their Eq. 3); False is their Table 3
-        ablation, keys only.
-
-    Notes
-    -----
-    Old runs' top-level ``relative_max_distance`` and ``relative_values`` are read as these
-    (:data:`attention_jax.experiment.schema.RENAMED_FIELDS`).
-    """
+    """The relative encoding's own settings (Shaw et al., 2018): ``positional_encoding_settings.relative``."""
 
     max_distance: int = setting(16, "Offsets j - i clipped to [-k, k] (Shaw et al., 2018: k = 16).", minimum=1)
     add_to_values: bool = setting(True, "Also add the relative embeddings to the values (Shaw et al., Eq. 3).")
@@ -58,16 +43,7 @@ class RelativeSettings(EntrySettings):
 
 @dataclasses.dataclass(frozen=True)
 class AttentionPositions:
-    """What a self-attention needs of an encoding that acts inside attention (a module attribute).
-
-    Attributes
-    ----------
-    encoding : str
-        ``config.positional_encoding``, a name in :data:`POSITIONAL_ENCODINGS`.
-    entry_settings : Any
-        The entry's own settings dataclass (:class:`RelativeSettings` for ``relative``), or None for an
-        entry without settings; None given for an entry with settings means its defaults.
-    """
+    """What a self-attention needs of an in-attention encoding: its name and resolved entry settings."""
 
     encoding: str
     entry_settings: Any = None
@@ -79,64 +55,28 @@ class AttentionPositions:
 
 
 Encoding = Callable[["nn.Module", "Array", "TransformerConfig"], "Array"]
-"""``encoding(module, positions, config) -> PE``: float32 ``[..., D]`` for integer ``positions`` ``[...]``;
-``module`` is the bound ``model.PositionalEncoding`` (the entry's parameters live in its scope)."""
+"""``encoding(module, positions, config)``: float32 ``[..., D]``; ``module`` is the bound ``PositionalEncoding``."""
 
 Rotate = Callable[["Array", "Array"], "Array"]
-"""``rotate(x, positions) -> x``: queries or keys ``[B, T, H, K]`` at integer ``positions`` ``[B|1, T]``."""
 
 ScoreBias = Callable[["nn.Module", AttentionPositions, "Array", "Array", "Array"], "Array"]
-"""``score_bias(module, settings, query, query_positions, key_positions)``: float32, broadcastable to
-``[B, H, T, S]``, added to the scores; ``module`` is the bound ``MultiHeadAttention``."""
+"""``score_bias(module, settings, query, query_positions, key_positions)``: float32, added to ``[B, H, T, S]``."""
 
 ValueTerm = Callable[["nn.Module", AttentionPositions, "Array", "Array", "Array"], "Array | None"]
-"""``value_term(module, settings, weights, query_positions, key_positions)``: ``[B, T, H, V]`` added to the
-heads (or ``None``), from the ``[B, H, T, S]`` weights that multiply the values."""
+"""``value_term(module, settings, weights, query_positions, key_positions)``: ``[B, T, H, V]`` or ``None``."""
 
 PositionFlopCount = Callable[..., float]
-"""Forward FLOPs the encoding adds to one head of one self-attention, by ``models/flops.py``'s convention:
-``flops(settings, *, query_len, key_len, key_dim, value_dim) -> float`` (``settings``: :class:`AttentionPositions`)."""
+"""``flops(settings, *, query_len, key_len, key_dim, value_dim)``: a head's added forward FLOPs (models/flops.py)."""
 
 
 @dataclasses.dataclass(frozen=True)
 class PositionalEncodingScheme:
-    """One positional encoding: its name, where it acts, how it is computed.
+    """One positional encoding: its name, where it acts, how it is computed (docs/extending.md).
 
-    Attributes
-    ----------
-    name : str
-        The value of ``config.positional_encoding``.
-    summary : str
-        What it is, one line.
-    target : PositionTarget
-        Where it acts; ``EMBEDDINGS``: ``model.PositionalEncoding`` adds ``encoding`` to the embeddings;
-        the others act in each self-attention (cross-attention has no common position frame).
-    encoding : Encoding, optional
-        ``EMBEDDINGS``: the encoding of integer positions (:data:`Encoding`).
-    has_parameters : bool
-        It is learned: under the position layer (``position_embedding``) or each self-attention (relative).
-    limited_to_max_len : bool
-        A table of ``config.max_len`` rows: positions at or beyond it have no encoding.
-    rotate : Rotate, optional
-        ``QUERIES_AND_KEYS``: applied to the queries and keys (:data:`Rotate`); any implementation.
-    score_bias : ScoreBias, optional
-        ``ATTENTION_SCORES``: added to the ``[T, S]`` scores (:data:`ScoreBias`): einsum only, and an
-        attention function that forms scores (no ``attend``).
-    value_term : ValueTerm, optional
-        ``ATTENTION_SCORES``: added to the heads (:data:`ValueTerm`).
-    needs_dot_product : bool
-        It acts on ``q k^T`` (rotary, relative keys): only the dot-product attention functions.
-    key_dim_multiple : int
-        ``key_dim`` must be a multiple of this (rotary: 2, it turns pairs of components).
-    flops : PositionFlopCount, optional
-        What it adds to each self-attention head's forward FLOPs (:data:`PositionFlopCount`); ``None``
-        counts nothing (the embedding encodings: an add per embedding component, once per sequence, is
-        left out as the other elementwise terms are).
-    settings : type, optional
-        The entry's own settings: a frozen :class:`attention_jax.foundation.field_declarations.EntrySettings` dataclass
-        (``relative``: :class:`RelativeSettings`), set in a config as
-        ``positional_encoding_settings.<name>.<setting>`` and given to the hooks as
-        ``AttentionPositions.entry_settings``; None: it has none.
+    ``target`` picks the hook: ``encoding`` (embeddings), ``rotate`` (queries and keys) or ``score_bias`` (plus
+    an optional ``value_term``). ``needs_dot_product`` and ``key_dim_multiple`` restrict the attention
+    settings; ``flops`` counts a self-attention head's added forward FLOPs (``None``: nothing); ``settings``
+    is the entry's :class:`EntrySettings` dataclass.
     """
 
     name: str
@@ -163,7 +103,7 @@ class PositionalEncodingScheme:
 
     @property
     def adds_to_embeddings(self) -> bool:
-        """Whether the model adds this encoding to the embeddings (rather than applying it in attention).
+        """Whether the model adds this encoding to the embeddings.
 
         Returns
         -------
@@ -177,13 +117,12 @@ class PositionalEncodingScheme:
 
 def relative_flops(settings: AttentionPositions, *, query_len: int, key_len: int, key_dim: int,
                    value_dim: int) -> float:
-    """Shaw et al.'s terms as ``attention_positions`` computes them, per head: ``2 T R K + T S`` (+ values).
+    """Return Shaw et al.'s per-head FLOPs: ``2 T R K + T S``, plus ``2 T S R + 2 T R V + T V`` for values.
 
     Parameters
     ----------
     settings : AttentionPositions
-        ``entry_settings.max_distance`` (``k``, ``R = 2k + 1``) and ``entry_settings.add_to_values``
-        (:class:`RelativeSettings`).
+        Holds :class:`RelativeSettings`.
     query_len, key_len, key_dim, value_dim : int
         ``T``, ``S``, ``K``, ``V``.
 
@@ -191,10 +130,6 @@ def relative_flops(settings: AttentionPositions, *, query_len: int, key_len: int
     -------
     float
         FLOPs of one head.
-
-    Notes
-    -----
-    Values add ``2 T S R`` (the one-hot ``[T, S, R]`` product, zeros included) ``+ 2 T R V + T V``.
     """
     distances = 2 * settings.entry_settings.max_distance + 1
     keys = 2 * query_len * distances * key_dim + query_len * key_len
@@ -204,61 +139,34 @@ def relative_flops(settings: AttentionPositions, *, query_len: int, key_len: int
     return float(keys + values)
 
 
-def rotary_flops(settings: AttentionPositions, *, query_len: int, key_len: int, key_dim: int,
+def _rotary_flops(settings: AttentionPositions, *, query_len: int, key_len: int, key_dim: int,
                  value_dim: int) -> float:
-    """Rotating the queries and keys, per head: 4 multiplies and 2 adds a pair, ``3 (T + S) K``.
-
-    Parameters
-    ----------
-    settings : AttentionPositions
-        Not used.
-    query_len, key_len, key_dim, value_dim : int
-        ``T``, ``S``, ``K``, ``V`` (``V`` not used).
-
-    Returns
-    -------
-    float
-        FLOPs of one head.
-    """
+    """Per-head FLOPs of rotating queries and keys, ``3 (T + S) K``."""
     return float(3 * (query_len + key_len) * key_dim)
 
 
-def alibi_flops(settings: AttentionPositions, *, query_len: int, key_len: int, key_dim: int,
+def _alibi_flops(settings: AttentionPositions, *, query_len: int, key_len: int, key_dim: int,
                 value_dim: int) -> float:
-    """``-m_h |i - j|`` formed and added to every score, per head: ``2 T S``.
-
-    Parameters
-    ----------
-    settings : AttentionPositions
-        Not used.
-    query_len, key_len, key_dim, value_dim : int
-        ``T``, ``S`` (``K`` and ``V`` not used).
-
-    Returns
-    -------
-    float
-        FLOPs of one head.
-    """
+    """Per-head FLOPs of adding ``-m_h |i - j|`` to every score, ``2 T S``."""
     return float(2 * query_len * key_len)
 
 
 # --- Hooks of the built-in encodings: JAX code, imported on first use ---------------------------------
 
 def sinusoidal_positional_encoding(positions: Array, d_model: int) -> Array:
-    """The paper's fixed encoding (Section 3.5), float32 ``[..., d_model]`` of integer ``positions`` ``[...]``.
+    """Return the paper's fixed encoding (Section 3.5), imported on first call.
 
     Parameters
     ----------
     positions : Array
-        Integer positions of any shape.
+        Integer positions ``[...]``.
     d_model : int
         Encoding width.
 
     Returns
     -------
     Array
-        :func:`attention_jax.models.embedding_positions.sinusoidal_positional_encoding` (its docstring has
-        the equations), imported on the first call.
+        float32 ``[..., d_model]``.
     """
     return _SINUSOIDAL(positions, d_model)
 
@@ -283,12 +191,12 @@ POSITIONAL_ENCODINGS: Registry[PositionalEncodingScheme] = Registry("positional_
     PositionalEncodingScheme(name="rotary", summary="queries and keys rotated by their positions (Su et al., 2021)",
                              target=PositionTarget.QUERIES_AND_KEYS,
                              rotate=jax_hook("attention_positions", "rotary_embedding"),
-                             needs_dot_product=True, key_dim_multiple=2, flops=rotary_flops),
+                             needs_dot_product=True, key_dim_multiple=2, flops=_rotary_flops),
     PositionalEncodingScheme(name="alibi", summary="per-head linear biases -m_h |i - j| on the scores (Press et "
                                                    "al., 2022)", target=PositionTarget.ATTENTION_SCORES,
-                             score_bias=jax_hook("attention_positions", "alibi_bias"), flops=alibi_flops),
+                             score_bias=jax_hook("attention_positions", "alibi_bias"), flops=_alibi_flops),
 ))
-"""Every positional encoding by name (a ``Mapping``; :func:`register_positional_encoding` adds to it)."""
+"""Every positional encoding by name (:func:`register_positional_encoding` adds to it)."""
 
 
 def positional_encoding(name: str) -> PositionalEncodingScheme:
@@ -302,12 +210,12 @@ def positional_encoding(name: str) -> PositionalEncodingScheme:
     Returns
     -------
     PositionalEncodingScheme
-        Its entry in :data:`POSITIONAL_ENCODINGS`.
+        Its entry.
 
     Raises
     ------
     ValueError
-        One line with a did-you-mean, for an unknown name.
+        Unknown name (one line, with a did-you-mean).
     """
     return POSITIONAL_ENCODINGS.lookup(name)
 
@@ -323,7 +231,7 @@ def check_positional_encoding(name: str) -> None:
     Raises
     ------
     ValueError
-        One line with a did-you-mean, for an unknown encoding.
+        Unknown name.
     """
     positional_encoding(name)
 
@@ -336,13 +244,10 @@ def check_with_attention(name: str, *, attention_function: str, implementation: 
     ----------
     name : str
         ``config.positional_encoding``.
-    attention_function : str
-        ``config.attention_function``: ``needs_dot_product`` entries need a dot-product function;
-        ``ATTENTION_SCORES`` entries one that forms scores (no ``attend``, so not ``linear``).
-    implementation : str
-        ``config.attention_implementation``: ``ATTENTION_SCORES`` entries need ``einsum``.
+    attention_function, implementation : str
+        ``config.attention_function`` and ``config.attention_implementation``.
     key_dim : int
-        ``d_k``: a multiple of the entry's ``key_dim_multiple``.
+        ``d_k``.
 
     Raises
     ------
@@ -374,17 +279,17 @@ def check_with_attention(name: str, *, attention_function: str, implementation: 
 
 
 def self_attention_positions(config: TransformerConfig) -> AttentionPositions | None:
-    """What each self-attention is given of ``config``'s encoding: ``None`` unless it acts inside attention.
+    """Return what each self-attention gets of the encoding (``None`` unless it acts in attention).
 
     Parameters
     ----------
     config : TransformerConfig
-        ``positional_encoding`` and ``positional_encoding_settings`` (the entry's settings) are read.
+        The model config.
 
     Returns
     -------
     AttentionPositions or None
-        The ``MultiHeadAttention.positional_encoding`` of every self-attention (cross-attention gets ``None``).
+        ``MultiHeadAttention.positional_encoding`` of each self-attention.
     """
     if positional_encoding(config.positional_encoding).adds_to_embeddings:
         return None
@@ -393,7 +298,7 @@ def self_attention_positions(config: TransformerConfig) -> AttentionPositions | 
 
 
 def attention_scheme(settings: AttentionPositions | None) -> PositionalEncodingScheme | None:
-    """The registry entry a ``MultiHeadAttention`` applies, or ``None`` when it is given no encoding.
+    """Return the entry a ``MultiHeadAttention`` applies (``None`` when given none).
 
     Parameters
     ----------
@@ -403,7 +308,12 @@ def attention_scheme(settings: AttentionPositions | None) -> PositionalEncodingS
     Returns
     -------
     PositionalEncodingScheme or None
-        An entry that acts inside attention (an embedding encoding is refused in one line).
+        An in-attention entry.
+
+    Raises
+    ------
+    ValueError
+        An embedding encoding.
     """
     if settings is None:
         return None
@@ -415,33 +325,32 @@ def attention_scheme(settings: AttentionPositions | None) -> PositionalEncodingS
 
 
 def register_positional_encoding(scheme: PositionalEncodingScheme) -> Registration:
-    """Add ``scheme`` to :data:`POSITIONAL_ENCODINGS`, so that ``config.positional_encoding=scheme.name`` runs it.
+    """Add ``scheme`` to :data:`POSITIONAL_ENCODINGS`.
 
     Parameters
     ----------
     scheme : PositionalEncodingScheme
-        The new encoding; its name must not be registered already.
+        A new, unregistered name.
 
     Returns
     -------
     Registration
-        ``.undo()`` removes it; as a context manager, ``with register_positional_encoding(scheme): ...``
-        keeps it for the block only.
+        ``.undo()`` removes it; usable as a context manager.
     """
     return POSITIONAL_ENCODINGS.register(scheme)
 
 
 def encode_positions(module: nn.Module, positions: Array, config: TransformerConfig) -> Array:
-    """The encoding ``[..., D]`` of integer ``positions`` under ``config.positional_encoding``.
+    """Return the encoding of integer ``positions`` under ``config.positional_encoding``.
 
     Parameters
     ----------
     module : nn.Module
-        The bound ``model.PositionalEncoding`` calling it.
+        The bound ``model.PositionalEncoding``.
     positions : Array
-        Integer positions ``[...]``.
+        Integer ``[...]``.
     config : TransformerConfig
-        ``positional_encoding``, ``d_model`` and ``max_len`` are read.
+        The model config.
 
     Returns
     -------

@@ -1,7 +1,4 @@
-"""A registry of named variants of one mechanism: the attention functions, the positional encodings.
-
-Code asks an entry, never compares names. Imports no framework.
-"""
+"""A registry of named variants of one mechanism; code asks an entry, never compares names."""
 
 from __future__ import annotations
 
@@ -15,19 +12,14 @@ Entry = TypeVar("Entry")
 
 
 class Registry(Mapping[str, Entry], Generic[Entry]):
-    """Entries by name, in registration order.
+    """Entries by name, in registration order; iterating gives the allowed names.
 
     Parameters
     ----------
     field : str
-        The config field the names are values of (error messages name it).
+        The config field the names are values of.
     entries : iterable
-        The built-in entries; each has a ``name`` attribute.
-
-    Notes
-    -----
-    Iterating gives the names, so ``tuple(registry)`` is the tuple of allowed values and ``name in
-    registry`` is validation's membership test.
+        Built-in entries, each with a ``name``.
     """
 
     def __init__(self, field: str, entries: Iterable[Entry]) -> None:
@@ -64,7 +56,7 @@ class Registry(Mapping[str, Entry], Generic[Entry]):
         Raises
         ------
         ValueError
-            One line with a did-you-mean, for an unknown name.
+            Unknown name (one line, with a did-you-mean).
         """
         entry = self._entries.get(name) if isinstance(name, str) else None
         if entry is None:
@@ -75,19 +67,18 @@ class Registry(Mapping[str, Entry], Generic[Entry]):
         return entry
 
     def settings_classes(self) -> dict[str, type]:
-        """``{name: settings dataclass}`` of the entries that declare settings (``entry.settings``).
+        """Return ``{name: settings dataclass}`` of the entries that declare settings.
 
         Returns
         -------
         dict[str, type]
-            In registration order; entries whose ``settings`` is None are left out
-            (:mod:`attention_jax.foundation.field_declarations`).
+            In registration order.
         """
         return {name: entry.settings for name, entry in self._entries.items()  # type: ignore[attr-defined]
                 if getattr(entry, "settings", None) is not None}
 
     def register(self, entry: Entry) -> "Registration":
-        """Add ``entry`` under ``entry.name`` (which must be new).
+        """Add ``entry`` under its new ``entry.name``.
 
         Parameters
         ----------
@@ -97,12 +88,12 @@ class Registry(Mapping[str, Entry], Generic[Entry]):
         Returns
         -------
         Registration
-            ``.undo()`` removes the entry; ``with registry.register(entry): ...`` keeps it for the block.
+            ``.undo()`` removes it; usable as a context manager.
 
         Raises
         ------
         ValueError
-            If the name is registered already.
+            The name is registered already.
         """
         name = entry.name  # type: ignore[attr-defined]
         if name in self._entries:
@@ -118,15 +109,7 @@ class Registry(Mapping[str, Entry], Generic[Entry]):
 
 @dataclasses.dataclass
 class Registration:
-    """An entry added to a :class:`Registry`; :meth:`undo` (or leaving its ``with`` block) removes it.
-
-    Attributes
-    ----------
-    registry : Registry
-        Where it was added.
-    entry : object
-        What was added.
-    """
+    """An entry added to a :class:`Registry`; :meth:`undo` or leaving its ``with`` block removes it."""
 
     registry: Registry
     entry: Any
@@ -143,21 +126,19 @@ class Registration:
 
 
 def jax_hook(module: str, function: str) -> Callable[..., Any]:
-    """A built-in entry's JAX code, named: calls ``attention_jax.models.<module>.<function>``, imported on first call.
+    """Return a hook calling ``attention_jax.models.<module>.<function>``, imported on first call.
+
+    Naming the JAX code keeps config checks framework-free and avoids import cycles.
 
     Parameters
     ----------
     module, function : str
-        The JAX module under ``attention_jax/models/`` and the function in it.
+        Module under ``attention_jax/models/`` and function in it.
 
     Returns
     -------
     callable
         The hook, named ``function``.
-
-    Notes
-    -----
-    Naming the JAX code instead of importing it keeps config checks framework-free and avoids import cycles.
     """
     def _hook(*arguments: Any, **keywords: Any) -> Any:
         return getattr(importlib.import_module(f"attention_jax.models.{module}"), function)(*arguments, **keywords)

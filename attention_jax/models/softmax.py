@@ -1,7 +1,4 @@
-"""The masked softmax every softmax attention path shares, and the weighted sum of values after it.
-
-Shapes: B batch, T queries, S keys, H heads, V d_v.
-"""
+"""The masked softmax every softmax attention path shares, and the weighted sum of values after it."""
 
 from __future__ import annotations
 
@@ -14,24 +11,21 @@ Array = jax.Array
 
 
 def masked_softmax(scores: Array, mask: Array | None) -> Array:
-    """Softmax over the last axis restricted to ``mask``; masked entries and fully masked rows are 0.
+    """Return the softmax over the last axis restricted to ``mask`` (0 where masked, 0 for empty rows).
+
+    Masked scores are set to the float32 minimum, not ``-inf``, so an empty row gives no NaN.
 
     Parameters
     ----------
     scores : Array
-        float32 attention scores ``[..., S]``.
+        float32 ``[..., S]``.
     mask : Array, optional
-        Boolean, broadcastable to ``scores``; ``True`` = may attend.
+        Boolean, broadcastable to ``scores``.
 
     Returns
     -------
     Array
-        Weights of the shape of ``scores``, summing to 1 over allowed keys (0 for a row with none).
-
-    Notes
-    -----
-    Masked scores are set to the float32 minimum rather than ``-inf``, so a fully masked row gives no NaN;
-    its weights are then zeroed.
+        Weights shaped as ``scores``.
     """
     if mask is not None:
         scores = jnp.where(mask, scores, jnp.finfo(jnp.float32).min)
@@ -41,25 +35,25 @@ def masked_softmax(scores: Array, mask: Array | None) -> Array:
 
 def attend(scores: Array, value: Array, mask: Array | None, *, return_weights: bool = False,
            dropout_fn: Callable[[Array], Array] | None = None) -> Array | tuple[Array, Array]:
-    """The part every softmax attention function shares once it has its scores: weights, dropout, values.
+    """Return softmax weights, attention dropout and the weighted values from scores.
 
     Parameters
     ----------
     scores : Array
-        ``[B, H, T, S]`` float32 scores (scaled, unscaled or additive).
+        float32 ``[B, H, T, S]``.
     value : Array
-        ``[B, S, H, V]`` values.
+        ``[B, S, H, V]``.
     mask : Array or None
-        Boolean, broadcastable to ``[B, H, T, S]``; ``True`` = may attend.
+        Boolean, broadcastable to ``[B, H, T, S]``.
     return_weights : bool
-        Also return the attention weights.
+        Also return the weights.
     dropout_fn : callable, optional
-        Applied to the weights before they multiply the values (attention dropout).
+        Attention dropout.
 
     Returns
     -------
     Array or (Array, Array)
-        The output ``[B, T, H, V]``, and with ``return_weights`` the weights ``[B, H, T, S]``.
+        ``[B, T, H, V]`` (and the weights ``[B, H, T, S]``).
     """
     weights = masked_softmax(scores, mask).astype(value.dtype)
     attended = dropout_fn(weights) if dropout_fn is not None else weights

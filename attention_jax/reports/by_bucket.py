@@ -1,7 +1,8 @@
-"""A per-run evaluation's keys (length buckets) compared with the reference row, key by key, paired by seed.
+"""The length-bucket evaluation compared with a reference row, bucket by bucket, paired by seed.
 
-Declared by ``configs/sweeps/positions.py``'s ``get_report()``: each positional encoding against sinusoidal per
-bucket, and the per-seed trend (change in the last bucket minus the first), also a headline measure of transfer.
+A sweep file declares a :class:`BucketComparison` in ``get_report()`` (``configs/sweeps/positions.py``: each
+positional encoding against sinusoidal): the per-bucket table, and the per-seed trend (change in the last bucket
+minus the first), :data:`LENGTH_TREND` also a headline measure of transfer.
 """
 
 from __future__ import annotations
@@ -17,26 +18,78 @@ from attention_jax.reports.comparison import directional_reading, mean_and_se, p
 from attention_jax.reports.sweep_rows import ReportContext, RowReport
 from attention_jax.reports.writers import fit_title, format_figure, markdown_table, write_report_files
 
-REFERENCE_ENCODING = "sinusoidal"
-"""The paper's encoding (Section 3.5): every other is compared with it."""
-
 EVALUATION = "length_buckets"  # The per-run evaluation compared (attention_jax.reports.run_evaluations).
-REPORT_STEM = "positions_by_length"  # Not the sweep's own report name (configs/sweeps/positions.py: "positions").
-CSV_FIELDS = ("row", "positional_encoding", "bucket", "min_words", "max_words", "num_pairs", "seeds", "ppl_mean",
+CSV_FIELDS = ("row", "value", "bucket", "min_words", "max_words", "num_pairs", "seeds", "ppl_mean",
               "ppl_se", "bleu_mean", "bleu_se", "paired_seeds", "ppl_change_mean", "ppl_change_se", "ppl_reading",
               "bleu_difference_mean", "bleu_difference_se", "bleu_reading", "reading_basis")
 
 
 @dataclasses.dataclass(frozen=True)
+class BucketComparison:
+    """What a sweep file declares for the length-bucket report (``get_report()``'s ``extras``: :meth:`write`).
+
+    Attributes
+    ----------
+    field : str
+        The config field the rows vary, e.g. ``"positional_encoding"``; the CSV's column of each row's value.
+    reference : str
+        The field's value every other row is compared with (also a config without the field).
+    label : str
+        What a value is called in the tables, e.g. ``"encoding"``.
+    reference_basis : str
+        The reference row's reading basis, e.g. ``"the paper's encoding"``.
+    stem : str
+        The files' name: ``OUT/<stem>.md``, ``.csv`` and ``.png``.
+    title, plot_title : str
+        The Markdown title and the figure's (the root follows each).
+    """
+
+    field: str
+    reference: str
+    label: str
+    reference_basis: str
+    stem: str
+    title: str
+    plot_title: str
+
+    def write(self, context: ReportContext) -> list[str]:
+        """Write the report when some run holds ``length_buckets.json``.
+
+        Parameters
+        ----------
+        context : ReportContext
+            The sweep being reported.
+
+        Returns
+        -------
+        list[str]
+            The paths written; none when no run is scored.
+        """
+        if not applies(context.root, context.rows):
+            return []
+        compared = compare_encodings(context.root, context.rows, self)
+        stem = os.path.join(context.out_dir, self.stem)
+        write_report_files(stem, markdown_report(context.root, compared, length_trends(compared), self),
+                           _csv_fields(self), csv_records(compared, self))
+        _plot_buckets(compared, stem + ".png", f"{self.plot_title} ({os.path.basename(context.root.rstrip('/'))})",
+                      self)
+        return [stem + ".md", stem + ".csv", stem + ".png"]
+
+
+def _csv_fields(declared: BucketComparison) -> tuple[str, ...]:
+    return tuple(declared.field if field == "value" else field for field in CSV_FIELDS)
+
+
+@dataclasses.dataclass(frozen=True)
 class BucketRow:
-    """One row's figures on one bucket, and its comparison with the sinusoidal row.
+    """One row's figures on one bucket, and its comparison with the reference row.
 
     Attributes
     ----------
     row : str
         Row name.
     encoding : str
-        ``config.positional_encoding``.
+        The row's value of the declared field (:class:`BucketComparison`).
     bucket : str
         Bucket name (``within_cap``, ``up_to_1.5x``, ``up_to_2x``, ``beyond_2x``).
     min_words, max_words, num_pairs : int
@@ -44,11 +97,13 @@ class BucketRow:
     ppl, bleu : dict[int or None, float]
         Seed -> the run's perplexity per target piece and BLEU on the bucket.
     ppl_changes, bleu_differences : dict[int or None, float]
-        Seed -> ``ppl / ppl(sinusoidal) - 1`` and ``bleu - bleu(sinusoidal)``, for the seeds in both.
+        Seed -> ``ppl / ppl(reference) - 1`` and ``bleu - bleu(reference)``, for the seeds in both.
     ppl_reading, bleu_reading : str
         ``higher``, ``lower``, ``within noise``, ``1 seed``, ``pending`` or ``reference``.
     reading_basis : str
         How the perplexity reading was reached, e.g. ``"|mean| > 2 x SE, 3 paired seeds"``.
+    diverged : int
+        Diverged seeds, left out of the figures (the seeds column says so).
     """
 
     row: str
@@ -64,11 +119,12 @@ class BucketRow:
     ppl_reading: str
     bleu_reading: str
     reading_basis: str
+    diverged: int = 0
 
 
 @dataclasses.dataclass(frozen=True)
 class LengthTrend:
-    """How one encoding's change against sinusoidal moves from within the cap to the longest bucket.
+    """How one row's change against the reference moves from within the cap to the longest bucket.
 
     Attributes
     ----------
@@ -91,25 +147,12 @@ class LengthTrend:
     reading_basis: str
 
 
-def _encoding(row: RowReport) -> str:
-    return row.config.get("positional_encoding") or REFERENCE_ENCODING
+def _encoding(row: RowReport, declared: BucketComparison) -> str:
+    return row.config.get(declared.field) or declared.reference
 
 
-def read_bucket_results(root: str, rows: Sequence[RowReport]) -> dict[str, dict[int | None, dict]]:
-    """Every scored run's ``length_buckets.json``, by row and seed.
-
-    Parameters
-    ----------
-    root : str
-        The sweep root.
-    rows : Sequence[RowReport]
-        Its rows (:func:`attention_jax.reports.sweep_rows.read_sweep_rows`).
-
-    Returns
-    -------
-    dict[str, dict[int or None, dict]]
-        Row -> seed -> the record; runs without one are left out.
-    """
+def _read_bucket_results(root: str, rows: Sequence[RowReport]) -> dict[str, dict[int | None, dict]]:
+    """Every scored run's ``length_buckets.json``, by row and seed."""
     found: dict[str, dict[int | None, dict]] = {}
     for row in rows:
         for run in row.runs:
@@ -134,14 +177,14 @@ def applies(root: str, rows: Sequence[RowReport]) -> bool:
     bool
         True when at least one run holds ``length_buckets.json``.
     """
-    return bool(read_bucket_results(root, rows))
+    return bool(_read_bucket_results(root, rows))
 
 
 _PENDING = "no seed scored in both rows"  # A run is paired once both are scored on the buckets.
 
 
-def compare_encodings(root: str, rows: Sequence[RowReport]) -> list[BucketRow]:
-    """Compare every row with the sinusoidal row on every bucket, paired by seed.
+def compare_encodings(root: str, rows: Sequence[RowReport], declared: BucketComparison) -> list[BucketRow]:
+    """Compare every row with the reference row on every bucket, paired by seed.
 
     Parameters
     ----------
@@ -149,22 +192,24 @@ def compare_encodings(root: str, rows: Sequence[RowReport]) -> list[BucketRow]:
         The sweep root.
     rows : Sequence[RowReport]
         Its rows; rows without a scored run are left out.
+    declared : BucketComparison
+        The field compared and its reference value.
 
     Returns
     -------
     list[BucketRow]
-        Bucket by bucket (the split's order), the sinusoidal row first and then the sweep's order.
+        Bucket by bucket (the split's order), the reference row first and then the sweep's order.
     """
-    results = read_bucket_results(root, rows)
+    results = _read_bucket_results(root, rows)
     scored = [row for row in rows if row.row in results]
     if not scored:
         return []
-    reference = next((row for row in scored if _encoding(row) == REFERENCE_ENCODING), None)
+    reference = next((row for row in scored if _encoding(row, declared) == declared.reference), None)
     ordered = ([reference] if reference else []) + [row for row in scored if row is not reference]
     metrics = [metric for metric in run_evaluations.evaluation_metrics(root, scored, every_run=True)
                if metric.name.startswith(EVALUATION + "/")]
     stats: dict[str, dict[str, comparison.MetricStats]] = {}
-    for row in ([reference] if reference else ordered):  # Without a sinusoidal row: each row's own figures.
+    for row in ([reference] if reference else ordered):  # Without a reference row: each row's own figures.
         stats.update(comparison.compare(root, scored if reference else [row], row.row, metrics, every_run=True))
     first = next(iter(results[ordered[0].row].values()))
     compared = []
@@ -174,19 +219,19 @@ def compare_encodings(root: str, rows: Sequence[RowReport]) -> list[BucketRow]:
             ppl = stats[row.row][f"{EVALUATION}/{bucket}/perplexity"]
             bleu = stats[row.row][f"{EVALUATION}/{bucket}/bleu"]
             if row is reference:
-                compared.append(BucketRow(row.row, _encoding(row), bucket, *size, ppl.values, bleu.values, {}, {},
-                                          "reference", "reference", "the paper's encoding"))
+                compared.append(BucketRow(row.row, _encoding(row, declared), bucket, *size, ppl.values, bleu.values, {},
+                                          {}, "reference", "reference", declared.reference_basis, len(ppl.diverged)))
                 continue
             ppl_reading, basis = directional_reading(list(ppl.changes.values()), "higher", "lower", _PENDING)
             bleu_reading, _ = directional_reading(list(bleu.changes.values()), "higher", "lower", _PENDING)
-            compared.append(BucketRow(row.row, _encoding(row), bucket, *size, ppl.values, bleu.values, ppl.changes,
-                                      bleu.changes, ppl_reading, bleu_reading,
-                                      basis if reference else f"no {REFERENCE_ENCODING} row"))
+            compared.append(BucketRow(row.row, _encoding(row, declared), bucket, *size, ppl.values, bleu.values,
+                                      ppl.changes, bleu.changes, ppl_reading, bleu_reading,
+                                      basis if reference else f"no {declared.reference} row", len(ppl.diverged)))
     return compared
 
 
 def length_trends(compared: Sequence[BucketRow]) -> list[LengthTrend]:
-    """Return, for each compared row, whether its change against sinusoidal grows from the first bucket to the last.
+    """Return, for each compared row, whether its change against the reference grows from the first bucket to the last.
 
     Parameters
     ----------
@@ -214,19 +259,8 @@ def length_trends(compared: Sequence[BucketRow]) -> list[LengthTrend]:
     return trends
 
 
-def length_trend(run_dir: str, reference_dir: str) -> float | None:
-    """One seed's trend with length against the reference run at that seed, in percentage points.
-
-    Parameters
-    ----------
-    run_dir, reference_dir : str
-        A row's run and the reference row's run at the same seed.
-
-    Returns
-    -------
-    float or None
-        None unless both runs are scored on the same two or more buckets, with positive perplexities.
-    """
+def _length_trend(run_dir: str, reference_dir: str) -> float | None:
+    """One seed's trend with length against the reference run at that seed, in percentage points."""
     run, reference = (run_evaluations.read_file(os.path.join(directory, run_files.LENGTH_BUCKETS_FILE)).get("buckets")
                       or {} for directory in (run_dir, reference_dir))
     buckets = list(run)
@@ -242,21 +276,23 @@ def length_trend(run_dir: str, reference_dir: str) -> float | None:
 
 
 LENGTH_TREND = comparison.derived_metric(f"{EVALUATION}/trend", "length trend (ΔPPL last − first bucket)", 1,
-                                         length_trend, unit="pp")
+                                         _length_trend, unit="pp")
 
 
-def csv_records(compared: Sequence[BucketRow]) -> list[dict]:
-    """One record per (row, bucket) with the means, standard errors and readings (the CSV's lines).
+def csv_records(compared: Sequence[BucketRow], declared: BucketComparison) -> list[dict]:
+    """Return one record per (row, bucket) with the means, standard errors and readings (the CSV's lines).
 
     Parameters
     ----------
     compared : Sequence[BucketRow]
         :func:`compare_encodings`'s rows.
+    declared : BucketComparison
+        Its :attr:`~BucketComparison.field` names the column of each row's value.
 
     Returns
     -------
     list[dict]
-        Keyed by :data:`CSV_FIELDS`.
+        Keyed by :data:`CSV_FIELDS` (``value`` named by the field).
     """
     records = []
     for row in compared:
@@ -264,17 +300,18 @@ def csv_records(compared: Sequence[BucketRow]) -> list[dict]:
         bleu_mean, bleu_se = mean_and_se(list(row.bleu.values()))
         change_mean, change_se = mean_and_se(list(row.ppl_changes.values()))
         difference_mean, difference_se = mean_and_se(list(row.bleu_differences.values()))
-        records.append(dict(row=row.row, positional_encoding=row.encoding, bucket=row.bucket, min_words=row.min_words,
+        records.append({"row": row.row, declared.field: row.encoding, **dict(bucket=row.bucket, min_words=row.min_words,
                             max_words=row.max_words, num_pairs=row.num_pairs, seeds=len(row.ppl), ppl_mean=ppl_mean,
                             ppl_se=ppl_se, bleu_mean=bleu_mean, bleu_se=bleu_se, paired_seeds=len(row.ppl_changes),
                             ppl_change_mean=change_mean, ppl_change_se=change_se, ppl_reading=row.ppl_reading,
                             bleu_difference_mean=difference_mean, bleu_difference_se=difference_se,
-                            bleu_reading=row.bleu_reading, reading_basis=row.reading_basis))
+                            bleu_reading=row.bleu_reading, reading_basis=row.reading_basis)})
     return records
 
 
-def markdown_report(root: str, compared: Sequence[BucketRow], trends: Sequence[LengthTrend]) -> str:
-    """The report as Markdown: one table of every (bucket, encoding), the trend with length, the rule.
+def markdown_report(root: str, compared: Sequence[BucketRow], trends: Sequence[LengthTrend],
+                    declared: BucketComparison) -> str:
+    """Return the report as Markdown: one table of every (bucket, value), the trend with length, the rule.
 
     Parameters
     ----------
@@ -284,45 +321,49 @@ def markdown_report(root: str, compared: Sequence[BucketRow], trends: Sequence[L
         :func:`compare_encodings`'s rows.
     trends : Sequence[LengthTrend]
         :func:`length_trends`'s results.
+    declared : BucketComparison
+        The field compared, its reference and their words.
 
     Returns
     -------
     str
         The Markdown text.
     """
-    lines = [f"# Positional encodings on length buckets: {root}", "",
+    label, reference = declared.label, declared.reference
+    lines = [f"# {declared.title}: {root}", "",
              "Every ± is one standard error of the mean (sample standard deviation over √n) over the n seeds "
              "of the seeds column.", "",
-             *markdown_table(["bucket (target words, pairs)", "encoding", "seeds", "PPL", "ΔPPL vs sinusoidal",
+             *markdown_table(["bucket (target words, pairs)", label, "seeds", "PPL", f"ΔPPL vs {reference}",
                               "reading", "BLEU", "ΔBLEU", "reading"],
                              ([f"{record['bucket']} ({record['min_words']}-{record['max_words']}, "
-                               f"{record['num_pairs']})", record["positional_encoding"], record["seeds"],
+                               f"{record['num_pairs']})", record[declared.field],
+                               comparison.seeds_cell(record["seeds"], row.diverged),
                                format_figure(record["ppl_mean"], record["ppl_se"], 2),
                                format_figure(record["ppl_change_mean"], record["ppl_change_se"], 1, percent=True,
                                              sign=True), record["ppl_reading"],
                                format_figure(record["bleu_mean"], record["bleu_se"], 1),
                                format_figure(record["bleu_difference_mean"], record["bleu_difference_se"], 1,
                                              sign=True), record["bleu_reading"]]
-                              for record in csv_records(compared)))]
+                              for row, record in zip(compared, csv_records(compared, declared))))]
     lines += ["", "PPL: perplexity per target piece (teacher-forced, unsmoothed); BLEU: sacrebleu of beam-search "
               "translations; both mean ± standard error over the row's scored seeds. ΔPPL: the change against "
-              "the sinusoidal row, paired by seed, mean ± standard error; ΔBLEU the same for the BLEU "
+              f"the {reference} row, paired by seed, mean ± standard error; ΔBLEU the same for the BLEU "
               "difference. Reading: beyond the seeds' spread when |mean| > 2 x SE (the Table 2 report's rule; "
               "with 3 seeds a loose bar), else `within noise`."]
     if trends:
         lines += ["", "## Does the gap grow with length?", "",
-                  *markdown_table(["encoding", "buckets", "ΔPPL change, last minus first, paired", "reading"],
+                  *markdown_table([label, "buckets", "ΔPPL change, last minus first, paired", "reading"],
                                   ([trend.encoding, f"{trend.first_bucket} → {trend.last_bucket}",
                                     format_figure(*mean_and_se(list(trend.differences.values())), 1, percent=True,
                                                   sign=True), trend.reading] for trend in trends))]
-        lines += ["", "Per seed, the change against sinusoidal in the longest bucket minus the change within the "
-                  "cap (percentage points), mean ± standard error. `worse with length`: the encoding falls "
-                  "further behind sinusoidal beyond the training lengths, beyond the seeds' spread."]
+        lines += ["", f"Per seed, the change against {reference} in the longest bucket minus the change within the "
+                  f"cap (percentage points), mean ± standard error. `worse with length`: the {label} falls "
+                  f"further behind {reference} beyond the training lengths, beyond the seeds' spread."]
     return "\n".join(lines) + "\n"
 
 
 def change_series(compared: Sequence[BucketRow]) -> dict[str, list[tuple[float | None, float | None]]]:
-    """Each compared encoding's perplexity change against sinusoidal per bucket, in percent, mean and SE.
+    """Return each compared row's perplexity change against the reference per bucket, in percent, mean and SE.
 
     Parameters
     ----------
@@ -333,7 +374,7 @@ def change_series(compared: Sequence[BucketRow]) -> dict[str, list[tuple[float |
     -------
     dict[str, list[tuple]]
         Row name -> one ``(mean, standard error)`` per bucket of the split, in order, over the seeds paired with the
-        sinusoidal row (``100 * (ppl / ppl(sinusoidal) - 1)``); ``(None, None)`` where the row has no paired seed there,
+        reference row (``100 * (ppl / ppl(reference) - 1)``); ``(None, None)`` where the row has no paired seed there,
         and an SE of ``None`` with one seed.
     """
     buckets = list(dict.fromkeys(row.bucket for row in compared))
@@ -346,18 +387,8 @@ def change_series(compared: Sequence[BucketRow]) -> dict[str, list[tuple[float |
     return series
 
 
-def plot_buckets(compared: Sequence[BucketRow], path: str, title: str) -> None:
-    """Plot perplexity, BLEU and the paired perplexity change against the length bucket, mean ± SE over seeds.
-
-    Parameters
-    ----------
-    compared : Sequence[BucketRow]
-        :func:`compare_encodings`'s rows.
-    path : str
-        PNG file to write.
-    title : str
-        Figure title.
-    """
+def _plot_buckets(compared: Sequence[BucketRow], path: str, title: str, declared: BucketComparison) -> None:
+    """Plot perplexity, BLEU and the paired perplexity change against the length bucket, mean ± SE over seeds."""
     import matplotlib.ticker
 
     plt = comparison_plot.pyplot()
@@ -385,7 +416,7 @@ def plot_buckets(compared: Sequence[BucketRow], path: str, title: str) -> None:
             right.axhline(0.0, color=color, linewidth=1, label=f"{encoding} (reference)")
     for axis, label in ((left, "perplexity per target piece (mean ± SE over seeds)"),
                         (middle, "BLEU (beam 4) (mean ± SE over seeds)"),
-                        (right, f"perplexity change vs {REFERENCE_ENCODING}, %\n(paired by seed, mean ± SE)")):
+                        (right, f"perplexity change vs {declared.reference}, %\n(paired by seed, mean ± SE)")):
         axis.set_xticks(range(len(buckets)), [labels[bucket] for bucket in buckets], fontsize=8)
         axis.set_xlabel("target length bucket (training targets: the first)")
         axis.set_ylabel(label)
@@ -396,47 +427,3 @@ def plot_buckets(compared: Sequence[BucketRow], path: str, title: str) -> None:
     fit_title(figure, title)
     figure.savefig(path, dpi=110)
     plt.close(figure)
-
-
-def write_positions_report(root: str, rows: Sequence[RowReport], *, out_dir: str | None = None) -> list[str]:
-    """Write ``ROOT/positions.{md,csv,png}`` for a sweep scored on length buckets.
-
-    Parameters
-    ----------
-    root : str
-        The sweep root.
-    rows : Sequence[RowReport]
-        Its rows (:func:`attention_jax.reports.sweep_rows.read_sweep_rows`).
-    out_dir : str, optional
-        The directory written instead of ``root``.
-
-    Returns
-    -------
-    list[str]
-        The three paths written.
-    """
-    compared = compare_encodings(root, rows)
-    stem = os.path.join(out_dir or root, REPORT_STEM)
-    write_report_files(stem, markdown_report(root, compared, length_trends(compared)), CSV_FIELDS,
-                       csv_records(compared))
-    plot_buckets(compared, stem + ".png",
-                 f"positional encodings by target length ({os.path.basename(root.rstrip('/'))})")
-    return [stem + ".md", stem + ".csv", stem + ".png"]
-
-
-def write(context: ReportContext) -> list[str]:
-    """Write the bucket report when some run holds ``length_buckets.json`` (a sweep file's ``get_report()`` extra).
-
-    Parameters
-    ----------
-    context : ReportContext
-        The sweep being reported.
-
-    Returns
-    -------
-    list[str]
-        The paths written; none when no run is scored.
-    """
-    if not applies(context.root, context.rows):
-        return []
-    return write_positions_report(context.root, context.rows, out_dir=context.out_dir)

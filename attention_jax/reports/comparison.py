@@ -3,7 +3,8 @@
 The one home of the statistics every report uses: mean ± standard error over seeds (ddof=1, over √n), the change
 ``x(row, k) / x(ref, k) - 1`` (or the difference) for every seed k finished in both rows, and the verdict
 ``beyond 2 SE`` when ``|mean change| > 2 se`` with two or more paired seeds. A diverged seed (non-finite loss, or
-last dev PPL over 2x its best with accuracy collapsed) makes a row ``unstable``; it stays in the means.
+last dev PPL over 2x its best with accuracy collapsed) makes a row ``unstable`` and is left out of every mean and
+standard error (:func:`counted_runs`); the tables say how many (:func:`seeds_cell`).
 """
 
 from __future__ import annotations
@@ -224,6 +225,8 @@ class MetricStats:
         One of the module's verdicts.
     std, change_std : float or None
         The sample standard deviations (ddof=1) of ``values`` and ``changes`` (None with fewer than two).
+    diverged : tuple
+        The row's diverged seeds, left out of ``values`` and ``changes`` (:func:`counted_runs`).
     """
 
     metric: Metric
@@ -236,6 +239,7 @@ class MetricStats:
     verdict: str
     std: float | None = None
     change_std: float | None = None
+    diverged: tuple[int | None, ...] = ()
 
     @property
     def seeds(self) -> int:
@@ -260,19 +264,8 @@ class MetricStats:
         return len(self.changes)
 
 
-def mean_std_se(values: Sequence[float]) -> tuple[float | None, float | None, float | None]:
-    """Mean, sample standard deviation (ddof=1) and standard error of the mean (``std / sqrt(n)``).
-
-    Parameters
-    ----------
-    values : Sequence[float]
-        One value per seed.
-
-    Returns
-    -------
-    tuple
-        ``(mean, std, se)``: all None without values; ``std`` and ``se`` None with one value.
-    """
+def _mean_std_se(values: Sequence[float]) -> tuple[float | None, float | None, float | None]:
+    """Mean, sample standard deviation (ddof=1) and standard error of the mean (``std / sqrt(n)``)."""
     if not values:
         return None, None, None
     mean = statistics.fmean(values)
@@ -283,7 +276,7 @@ def mean_std_se(values: Sequence[float]) -> tuple[float | None, float | None, fl
 
 
 def mean_and_se(values: Sequence[float]) -> tuple[float | None, float | None]:
-    """Mean and standard error of the mean (:func:`mean_std_se` without the standard deviation).
+    """Mean and standard error of the mean (:func:`_mean_std_se` without the standard deviation).
 
     Parameters
     ----------
@@ -295,7 +288,7 @@ def mean_and_se(values: Sequence[float]) -> tuple[float | None, float | None]:
     tuple
         ``(mean, se)``: ``(None, None)`` without values, ``(mean, None)`` with one.
     """
-    mean, _, se = mean_std_se(values)
+    mean, _, se = _mean_std_se(values)
     return mean, se
 
 
@@ -422,9 +415,66 @@ def run_directory(root: str, row: RowReport, run: SeedRun) -> str:
     return os.path.join(root, row.row, run.name) if run.name else os.path.join(root, row.row)
 
 
+def counted_runs(row: RowReport, every_run: bool = False) -> list[SeedRun]:
+    """Return the runs whose figures enter means and standard errors: finished, and not :func:`diverged`.
+
+    The one rule of every report: a diverged seed is left out of every mean and standard error, and every table that
+    leaves one out says so (:func:`seeds_cell`).
+
+    Parameters
+    ----------
+    row : RowReport
+        The row.
+    every_run : bool
+        Every run of the row, not only the finished ones (see :func:`compare`).
+
+    Returns
+    -------
+    list[SeedRun]
+        In seed order.
+    """
+    return [run for run in (row.runs if every_run else row.finished) if not diverged(run)]
+
+
+def diverged_seeds(row: RowReport) -> tuple[int | None, ...]:
+    """Return the seeds of the row's runs that :func:`diverged` (left out of its means).
+
+    Parameters
+    ----------
+    row : RowReport
+        The row.
+
+    Returns
+    -------
+    tuple
+        In seed order (None for a run without a seed directory).
+    """
+    return tuple(run.seed for run in row.runs if diverged(run))
+
+
+def seeds_cell(count: int, diverged_count: int) -> str:
+    """Return a table's seed count, saying how many diverged seeds it leaves out: ``"2 of 3; 1 diverged"``.
+
+    Parameters
+    ----------
+    count : int
+        The seeds counted.
+    diverged_count : int
+        The diverged seeds left out.
+
+    Returns
+    -------
+    str
+        ``str(count)`` when none is left out.
+    """
+    if not diverged_count:
+        return str(count)
+    return f"{count} of {count + diverged_count}; {diverged_count} diverged"
+
+
 def _finished_values(root: str, row: RowReport, metric: Metric, every_run: bool = False) -> dict[int | None, float]:
     values = {}
-    for run in (row.runs if every_run else row.finished):
+    for run in counted_runs(row, every_run):
         value = metric.read(run_directory(root, row, run), run)
         if value is not None:
             values[run.seed] = value
@@ -434,9 +484,9 @@ def _finished_values(root: str, row: RowReport, metric: Metric, every_run: bool 
 def _derived_changes(root: str, row: RowReport, reference: RowReport, metric: Metric,
                      every_run: bool) -> dict[int | None, float]:
     assert metric.derive is not None
-    reference_runs = {run.seed: run for run in (reference.runs if every_run else reference.finished)}
+    reference_runs = {run.seed: run for run in counted_runs(reference, every_run)}
     changes = {}
-    for run in (row.runs if every_run else row.finished):
+    for run in counted_runs(row, every_run):
         if run.seed not in reference_runs:
             continue
         value = metric.derive(run_directory(root, row, run), run_directory(root, reference, reference_runs[run.seed]))
@@ -482,17 +532,18 @@ def compare(root: str, rows: Sequence[RowReport], reference: str, metrics: Seque
             derived = metric.derive is not None and row.row != reference
             values = (_derived_changes(root, row, reference_row, metric, every_run) if derived
                       else _finished_values(root, row, metric, every_run))  # A derived value is the change.
-            mean, std, se = mean_std_se(list(values.values()))
+            mean, std, se = _mean_std_se(list(values.values()))
+            left_out = diverged_seeds(row)
             if row.row == reference:
-                stats = MetricStats(metric, values, mean, se, {}, None, None, REFERENCE_VERDICT, std)
+                stats = MetricStats(metric, values, mean, se, {}, None, None, REFERENCE_VERDICT, std, None, left_out)
             else:
                 changes = dict(values) if derived else paired_changes(values, reference_values, metric.relative)
-                change_mean, change_std, change_se = mean_std_se(list(changes.values()))
+                change_mean, change_std, change_se = _mean_std_se(list(changes.values()))
                 stopped = any(run.status == DIVERGED_STATUS for run in row.runs)  # No results, so no changes.
                 row_verdict = verdict(list(changes.values()),
                                       unstable=stopped or bool(changes) and (reference_unstable or _diverged(row)))
                 stats = MetricStats(metric, values, mean, se, changes, change_mean, change_se, row_verdict, std,
-                                    change_std)
+                                    change_std, left_out)
             comparison.setdefault(row.row, {})[metric.name] = stats
     return comparison
 

@@ -6,13 +6,16 @@ import math
 from typing import Any, Mapping, Sequence
 
 from attention_jax.reports.comparison import Metric, MetricStats, run_directory
-from attention_jax.reports.sweep_rows import RowReport, read_metric_curve
+from attention_jax.reports.sweep_rows import RowReport, plot_panels, read_metric_curve
 from attention_jax.reports.writers import fit_title
 
 EVAL_PPL_KEY = "eval/perplexity"
 TRAIN_LOSS_KEY = "train/loss"
 MIN_EVALUATIONS = 3
 """Fewer dev evaluations than this in any run with metrics: the curves show the training loss instead."""
+PANEL_COLUMNS = 3
+ZOOM = 2.5
+"""The learning curves' y axis ends at ``ZOOM`` times the sweep's lowest dev perplexity (:func:`curve_y_limits`)."""
 
 
 RATIO_AXIS_BEYOND = 1.0
@@ -182,7 +185,7 @@ def row_and_seed_legend(axis: Any, row_colours: Mapping[str, str], styles: Mappi
 
 
 def learning_curves(root: str, rows: Sequence[RowReport]) -> tuple[str, dict[tuple[str, str], tuple[list, list]]]:
-    """The curves the learning-curve figure draws: dev perplexity, or the training loss for short runs.
+    """Return the curves the learning-curve figure draws: dev perplexity, or the training loss for short runs.
 
     Parameters
     ----------
@@ -199,14 +202,51 @@ def learning_curves(root: str, rows: Sequence[RowReport]) -> tuple[str, dict[tup
     runs = [(row, run) for row in rows for run in row.runs]
     dev = {(row.row, run.name): read_metric_curve(run_directory(root, row, run), EVAL_PPL_KEY) for row, run in runs}
     logged = [steps for steps, _ in dev.values() if steps]
-    if logged and min(len(steps) for steps in logged) >= MIN_EVALUATIONS:
+    train = {(row.row, run.name): read_metric_curve(run_directory(root, row, run), TRAIN_LOSS_KEY) for row, run in runs}
+    if logged and min(len(steps) for steps in logged) >= MIN_EVALUATIONS or not any(s for s, _ in train.values()):
         return EVAL_PPL_KEY, dev
-    return TRAIN_LOSS_KEY, {(row.row, run.name): read_metric_curve(run_directory(root, row, run), TRAIN_LOSS_KEY)
-                            for row, run in runs}
+    return TRAIN_LOSS_KEY, train
+
+
+def curve_y_limits(perplexity_curves: list[list[float]]) -> tuple[float, float]:
+    """Return the learning-curve plot's y range: zoomed on the end of training, every run's best in view.
+
+    Parameters
+    ----------
+    perplexity_curves : list of list of float
+        Each run's dev perplexities (empty lists are skipped; at least one must not be empty).
+
+    Returns
+    -------
+    tuple of float
+        ``(bottom, top)``: 5% under the lowest perplexity of all runs, and ``ZOOM`` times it or 1.3 times the highest of
+        the runs' bests, whichever is higher (the first evaluations, at hundreds, would flatten the end).
+    """
+    bests = [min(perplexities) for perplexities in perplexity_curves if perplexities]
+    return min(bests) * 0.95, max(min(bests) * ZOOM, max(bests) * 1.3)
+
+
+def read_dev_curve(run_dir: str) -> tuple[list[int], list[float]]:
+    """Return a run's dev perplexity at each evaluated step (``eval/perplexity`` of ``metrics.jsonl``).
+
+    Parameters
+    ----------
+    run_dir : str
+        The run's directory.
+
+    Returns
+    -------
+    tuple[list[int], list[float]]
+        Steps and perplexities.
+    """
+    return read_metric_curve(run_dir, EVAL_PPL_KEY)
 
 
 def plot_learning_curves(root: str, rows: Sequence[RowReport], reference: str, path: str, title: str) -> bool:
-    """Plot every run's learning curve, a colour per row (the reference black), a line style per seed.
+    """Plot every run's learning curve: a panel per group (:func:`plot_panels`), a colour per row, a style per seed.
+
+    The one learning-curve plot of every report: dev perplexity (a dot at each run's best, the y axis zoomed by
+    :func:`curve_y_limits`), or the training loss when a run has fewer than :data:`MIN_EVALUATIONS` evaluations.
 
     Parameters
     ----------
@@ -215,7 +255,7 @@ def plot_learning_curves(root: str, rows: Sequence[RowReport], reference: str, p
     rows : Sequence[RowReport]
         Rows in order.
     reference : str
-        The reference row.
+        The reference row, black, in every panel.
     path : str
         PNG file to write.
     title : str
@@ -230,22 +270,40 @@ def plot_learning_curves(root: str, rows: Sequence[RowReport], reference: str, p
     if not any(steps for steps, _ in curves.values()):
         return False
     plt = pyplot()
-    figure, axis = plt.subplots(figsize=(6.4, 4.2), layout="constrained")
+    dev = key == EVAL_PPL_KEY
+    panels = plot_panels(rows, reference)
+    columns = min(PANEL_COLUMNS, len(panels))
+    lines = -(-len(panels) // columns)
+    size = (4.2 * columns, 3.4 * lines) if len(panels) > 1 else (6.4, 4.2)
+    figure, axes = plt.subplots(lines, columns, squeeze=False, sharey=True, figsize=size, layout="constrained")
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    styles, row_colours = seed_styles(rows), {}
-    for index, row in enumerate(rows):
-        colour = "black" if row.row == reference else colours[index % len(colours)]
-        for run in row.runs:
-            steps, values = curves[(row.row, run.name)]
-            if steps:
-                axis.plot(steps, values, color=colour, linestyle=styles[run.name], linewidth=1.0, alpha=0.8)
+    styles = seed_styles(rows)
+    for axis in axes.flat[len(panels):]:
+        axis.set_visible(False)
+    for axis, (name, members) in zip(axes.flat, panels):
+        row_colours = {}
+        for index, row in enumerate(members):  # The reference first.
+            colour = "black" if row.row == reference else colours[index % len(colours)]
+            for run in row.runs:
+                steps, values = curves[(row.row, run.name)]
+                if not steps:
+                    continue
                 row_colours[row.row] = colour
-    axis.set_yscale("log")
-    axis.set_xlabel("step")
-    axis.set_ylabel("dev perplexity" if key == EVAL_PPL_KEY else "training loss (too few dev evaluations)")
-    axis.grid(True, which="both", alpha=0.25)
-    row_and_seed_legend(axis, row_colours, styles)
-    fit_title(figure, title, fontsize=11)
+                axis.plot(steps, values, color=colour, linestyle=styles[run.name], linewidth=1.0, alpha=0.8)
+                if dev:
+                    best = min(range(len(steps)), key=values.__getitem__)
+                    axis.plot(steps[best], values[best], "o", color=colour, markersize=3.5)
+        axis.set_yscale("log")
+        if dev:
+            axis.set_ylim(*curve_y_limits([values for _, values in curves.values()]))
+        axis.set_xlabel("step")
+        axis.set_title(f"({name})" if len(name) == 1 else name if len(panels) > 1 else "")
+        axis.grid(True, which="both", alpha=0.25)
+        row_and_seed_legend(axis, row_colours, styles)
+    for axis in axes[:, 0]:
+        axis.set_ylabel("dev perplexity (dot: a run's best)" if dev else "training loss (too few dev evaluations)",
+                        fontsize=8)
+    fit_title(figure, title, fontsize=12)
     figure.savefig(path, dpi=110)
     plt.close(figure)
     return True

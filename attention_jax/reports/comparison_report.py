@@ -147,7 +147,8 @@ def markdown_report(record: Mapping, rows: Sequence[RowReport], compared: Mappin
         f"Verdict: `{comparison.BEYOND_VERDICT}` when |mean change| > 2 × its standard error with two or more "
         f"paired seeds, else `{comparison.WITHIN_VERDICT}`; `{comparison.ONE_SEED_VERDICT}`: one paired seed, "
         f"no standard error; `{comparison.PENDING_VERDICT}`: no seed finished in both rows; "
-        f"`{comparison.UNSTABLE_VERDICT}`: a finished seed of the row or the reference diverged.",
+        f"`{comparison.UNSTABLE_VERDICT}`: a finished seed of the row or the reference diverged. A diverged seed "
+        f"is left out of every mean and standard error; the seeds column says how many (`2 of 3; 1 diverged`).",
     ]
     lines = markdown_table(["row", "status", "seeds finished", "overrides"],
                            ([row.row, row.status, f"{len(row.finished)} of {len(row.runs)}",
@@ -158,7 +159,8 @@ def markdown_report(record: Mapping, rows: Sequence[RowReport], compared: Mappin
         for row in rows:
             stats = compared[row.row][metric.name]
             paired = "" if row.row == reference else str(stats.paired_seeds)
-            cells.append([row.row, stats.seeds, value_cell(stats), change_cell(stats), paired, stats.verdict])
+            cells.append([row.row, comparison.seeds_cell(stats.seeds, len(stats.diverged)), value_cell(stats),
+                          change_cell(stats), paired, stats.verdict])
         table = markdown_table(["row", "seeds", f"{metric.label} ± SE", f"change vs {reference} ± SE", "paired seeds",
                                 "verdict"], cells)
         sections.append("\n".join([f"## {metric.label}", "", *table]))

@@ -60,18 +60,12 @@ class RunEvaluation:
 RUN_EVALUATIONS: dict[str, RunEvaluation] = {}
 
 
-def register_run_evaluation(evaluation: RunEvaluation) -> None:
-    """Add an evaluation to the registry the comparison report reads (a name registered twice is replaced).
-
-    Parameters
-    ----------
-    evaluation : RunEvaluation
-        The evaluation.
-    """
+def _register_run_evaluation(evaluation: RunEvaluation) -> None:
+    """Add an evaluation to the registry the comparison report reads (a name registered twice is replaced)."""
     RUN_EVALUATIONS[evaluation.name] = evaluation
 
 
-register_run_evaluation(RunEvaluation(
+_register_run_evaluation(RunEvaluation(
     name="length_buckets", file_name=run_files.LENGTH_BUCKETS_FILE,
     metrics=(EvaluationMetric("perplexity", "PPL", 2, True), EvaluationMetric("bleu", "BLEU", 1, False)),
     keys=lambda record: dict(record.get("buckets") or {}),

@@ -7,7 +7,7 @@ import dataclasses
 import os
 from typing import Sequence
 
-from attention_jax.reports import sweep_curves
+from attention_jax.reports import comparison_plot
 from attention_jax.reports.comparison import ACCURACY_COLLAPSE, DIVERGED_FACTOR, diverged, mean_and_se, run_directory
 from attention_jax.reports.sweep_rows import RowReport
 from attention_jax.reports.writers import markdown_table, write_text
@@ -60,28 +60,13 @@ class RunDiagnostics:
         return earlier[-1] if earlier else None
 
 
-def run_diagnostics(run_dir: str, results: dict, *, run_diverged: bool = False) -> RunDiagnostics | None:
-    """Read one finished run's curves into :class:`RunDiagnostics` (None without dev evaluations).
-
-    Parameters
-    ----------
-    run_dir : str
-        The run's work directory (``metrics.jsonl`` there).
-    results : dict
-        Its ``results.json``.
-    run_diverged : bool
-        Whether it diverged (recorded in :attr:`RunDiagnostics.diverged`).
-
-    Returns
-    -------
-    RunDiagnostics or None
-        Its figures; None without dev evaluations.
-    """
-    dev_steps, dev_ppls = sweep_curves.read_dev_curve(run_dir)
+def _run_diagnostics(run_dir: str, results: dict, *, run_diverged: bool = False) -> RunDiagnostics | None:
+    """Read one finished run's curves into :class:`RunDiagnostics` (None without dev evaluations)."""
+    dev_steps, dev_ppls = comparison_plot.read_dev_curve(run_dir)
     if not dev_steps:
         return None
     best = min(range(len(dev_ppls)), key=dev_ppls.__getitem__)
-    train_steps, train_ppls = sweep_curves.read_metric_curve(run_dir, TRAIN_PPL_KEY)
+    train_steps, train_ppls = comparison_plot.read_metric_curve(run_dir, TRAIN_PPL_KEY)
     at_or_before = [ppl for step, ppl in zip(train_steps, train_ppls) if step <= dev_steps[best]]
     return RunDiagnostics(best_step=dev_steps[best], best_dev_ppl=dev_ppls[best],
                           train_ppl_at_best=at_or_before[-1] if at_or_before else None,
@@ -139,7 +124,7 @@ def collect(root: str, rows: Sequence[RowReport]) -> dict[str, list[RunDiagnosti
     """
     collected: dict[str, list[RunDiagnostics]] = {}
     for row in rows:
-        runs = [run_diagnostics(run_directory(root, row, run), run.results,
+        runs = [_run_diagnostics(run_directory(root, row, run), run.results,
                                 run_diverged=diverged(run)) for run in row.finished]
         collected[row.row] = [run for run in runs if run is not None]
     return collected

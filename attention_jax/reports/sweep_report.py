@@ -6,7 +6,14 @@ import os
 import statistics
 from typing import Any, Sequence
 
-from attention_jax.reports import comparison_report, paper_plot, sweep_curves, sweep_diagnostics, sweep_seeds
+from attention_jax.reports import (
+    comparison,
+    comparison_plot,
+    comparison_report,
+    paper_plot,
+    sweep_diagnostics,
+    sweep_seeds,
+)
 from attention_jax.reports.comparison import ACCURACY_COLLAPSE, DIVERGED_FACTOR, SPREAD_FACTOR, mean_and_se
 from attention_jax.reports.sweep_rows import RowReport, read_sweep_rows
 from attention_jax.reports.sweep_seeds import RowStats, aggregate
@@ -41,21 +48,8 @@ def _shown_in_full(rows: Sequence[RowReport], reference: str) -> RowReport | Non
     return candidates[0] if candidates else None
 
 
-def hparam_cells(row: RowReport, reference: RowReport | None) -> list[str]:
-    """The hyperparameter cells of a row, blank where equal to the reference row (as in the paper).
-
-    Parameters
-    ----------
-    row : RowReport
-        The row.
-    reference : RowReport or None
-        The row shown in full (the reference row when it has a config).
-
-    Returns
-    -------
-    list[str]
-        One cell per :data:`HPARAM_COLUMNS` entry.
-    """
+def _hparam_cells(row: RowReport, reference: RowReport | None) -> list[str]:
+    """The hyperparameter cells of a row, blank where equal to the reference row (as in the paper)."""
     cells = []
     for _, field in HPARAM_COLUMNS:
         value = row.config.get(field)
@@ -147,22 +141,12 @@ def seeds_cell(row: RowReport, stats: RowStats) -> str:
         The finished count, with the pending ones of a sweep with seeds.
     """
     pending = f" (+{stats.pending} pending)" if stats.pending and row.seeded else ""
-    return f"{stats.seeds}{pending}"
+    diverged = sum(run.status == "done" for run in row.runs if run.seed in stats.diverged_seeds)
+    return f"{comparison.seeds_cell(stats.seeds, diverged)}{pending}"
 
 
-def status_cell(row: RowReport) -> str:
-    """The status column: the row's status, and which seeds are pending and why.
-
-    Parameters
-    ----------
-    row : RowReport
-        The row.
-
-    Returns
-    -------
-    str
-        E.g.
-    """
+def _status_cell(row: RowReport) -> str:
+    """The status column: the row's status, and which seeds are pending and why."""
     if not row.seeded or not row.pending or row.status not in ("partial", "pending"):
         return row.status
     return f"{row.status} (" + ", ".join(f"{run.name} {run.status}" for run in row.pending) + ")"
@@ -175,23 +159,8 @@ def _verdict_cell(stats: RowStats) -> str:
     return stats.verdict + (" (sign only)" if stats.verdict_basis.startswith("sign only") else "")
 
 
-def verdict_notes(rows: Sequence[RowReport], stats: dict[str, RowStats], reference: str) -> list[str]:
-    """The report's notes on seeds and verdicts: the rule, and how many rows got each verdict.
-
-    Parameters
-    ----------
-    rows : Sequence[RowReport]
-        Rows in order.
-    stats : dict[str, RowStats]
-        :func:`aggregate`'s result.
-    reference : str
-        The reference row.
-
-    Returns
-    -------
-    list[str]
-        Paragraphs of Markdown.
-    """
+def _verdict_notes(rows: Sequence[RowReport], stats: dict[str, RowStats], reference: str) -> list[str]:
+    """The report's notes on seeds and verdicts: the rule, and how many rows got each verdict."""
     seeded = any(row.seeded for row in rows)
     counts: dict[str, int] = {}
     for row in rows:
@@ -211,30 +180,16 @@ def verdict_notes(rows: Sequence[RowReport], stats: dict[str, RowStats], referen
         "verdict is the sign alone, marked (sign only), and E is `undecided`; `pending`: no seed "
         f"finished in both the row and {reference}. `unstable`: a seed diverged (its last dev PPL more than "
         f"{DIVERGED_FACTOR:g}x its best and its dev accuracy under {ACCURACY_COLLAPSE:g}x that at its "
-        "best); it stays in the means, and the CSV's verdict_basis gives the other seeds' verdict.",
+        "best); it is left out of every mean and standard error (the seeds column says so), and the CSV's "
+        "verdict_basis gives the other seeds' verdict.",
     ]
     if counts:
         notes.append("Verdicts: " + ", ".join(f"{count} {name}" for name, count in counts.items()) + ".")
     return notes
 
 
-def markdown_table_report(record: dict, rows: Sequence[RowReport], reference: str) -> str:
-    """The report as Markdown: Table 2's columns, ours (mean ± standard error over seeds) beside the paper's.
-
-    Parameters
-    ----------
-    record : dict
-        The sweep record (may be empty).
-    rows : Sequence[RowReport]
-        Rows in order.
-    reference : str
-        The reference row (:func:`attention_jax.reports.comparison_report.resolve_reference`).
-
-    Returns
-    -------
-    str
-        A title, notes, and the table.
-    """
+def _markdown_table_report(record: dict, rows: Sequence[RowReport], reference: str) -> str:
+    """The report as Markdown: Table 2's columns, ours (mean ± standard error over seeds) beside the paper's."""
     shown = _shown_in_full(rows, reference)
     stats = aggregate(rows, reference)
     header = ["", "row", *[name for name, _ in HPARAM_COLUMNS], "other changes", "seeds", "steps",
@@ -247,8 +202,9 @@ def markdown_table_report(record: dict, rows: Sequence[RowReport], reference: st
         group_cell = f"({row.group})" if starts_group else ""
         previous_group = row.group
         row_stats = stats[row.row]
-        wall, _ = mean_and_se([run.results["wall_s"] for run in row.finished if run.results.get("wall_s") is not None])
-        cells = [group_cell, row.row, *hparam_cells(row, shown), other_changes(row, record),
+        wall, _ = mean_and_se([run.results["wall_s"] for run in comparison.counted_runs(row)
+                               if run.results.get("wall_s") is not None])
+        cells = [group_cell, row.row, *_hparam_cells(row, shown), other_changes(row, record),
                  seeds_cell(row, row_stats), _steps_cell(row), _params_millions(row),
                  format_figure(row_stats.dev_ppl_mean, row_stats.dev_ppl_se, 2),
                  format_figure(row.paper.get("dev_ppl"), None, 2),
@@ -256,7 +212,7 @@ def markdown_table_report(record: dict, rows: Sequence[RowReport], reference: st
                  format_figure(row_stats.paper_change, None, 1, percent=True, sign=True),
                  format_figure(row_stats.dev_bleu_mean, row_stats.dev_bleu_se, 1),
                  format_figure(row.paper.get("dev_bleu"), None, 1), _verdict_cell(row_stats), _duration(wall),
-                 status_cell(row)]
+                 _status_cell(row)]
         table.append(cells)
     lines = markdown_table(header, table)
     title = f"# {record.get('report_name', 'sweep')}: {record.get('config_file', '(no sweep.json)')}"
@@ -272,7 +228,7 @@ def markdown_table_report(record: dict, rows: Sequence[RowReport], reference: st
         "wordpiece on newstest2013 (comparable only on WMT14 with a 37k vocabulary). BLEU: sacrebleu, beam "
         "search on the whole dev split when training ended (config.final_bleu), else on the dev sentences "
         "sampled at the last evaluation. wall: per seed (the mean over finished seeds).",
-        *verdict_notes(rows, stats, reference),
+        *_verdict_notes(rows, stats, reference),
     ]
     shadowed = overridden_row_settings(record)
     if shadowed:
@@ -337,7 +293,7 @@ def csv_records(record: dict, rows: Sequence[RowReport], reference: str) -> list
                 "verdict": row_stats.verdict, "verdict_basis": row_stats.verdict_basis}
         flat.update({field: row.config.get(field) for _, field in HPARAM_COLUMNS})
         flat["other_changes"] = other_changes(row, record)
-        flat.update({key: _shared_or_mean([run.results.get(key) for run in row.finished])
+        flat.update({key: _shared_or_mean([run.results.get(key) for run in comparison.counted_runs(row)])
                      for key in RESULT_FIELDS})
         flat.update(paper_params_millions=row.paper.get("params_millions"),
                     paper_dev_ppl=row.paper.get("dev_ppl"), paper_dev_bleu=row.paper.get("dev_bleu"))
@@ -365,7 +321,8 @@ def write_report(root: str, *, all_rows: bool = False, out_dir: str | None = Non
     -------
     list[str]
         The paths written: the three above, and when the runs have metrics ``ROOT/<name>_curves.png`` (dev perplexity
-        against step per row and seed, :mod:`attention_jax.reports.sweep_curves`) and ``ROOT/<name>_diagnostics.md``
+        against step per row and seed, :func:`~attention_jax.reports.comparison_plot.plot_learning_curves`) and
+        ``ROOT/<name>_diagnostics.md``
         (learning speed, overfitting and how runs ended, per row, :mod:`attention_jax.reports.sweep_diagnostics`).
     """
     record, rows = read_sweep_rows(root, all_rows=all_rows)
@@ -374,13 +331,13 @@ def write_report(root: str, *, all_rows: bool = False, out_dir: str | None = Non
     out_dir = out_dir or root
     os.makedirs(out_dir, exist_ok=True)
     stem = os.path.join(out_dir, name)
-    write_text(stem + ".md", markdown_table_report(record, rows, reference_row))
+    write_text(stem + ".md", _markdown_table_report(record, rows, reference_row))
     write_csv(stem + ".csv", CSV_FIELDS, csv_records(record, rows, reference_row))
     paper_plot.plot_report(rows, reference_row, stem + ".png",
                             f"{name}: paired changes against {reference_row}, ours vs the paper ({root})")
     paths = [stem + ".md", stem + ".csv", stem + ".png"]
-    if sweep_curves.plot_learning_curves(root, rows, reference_row, stem + "_curves.png",
-                                         f"{name}: dev perplexity ({root})"):
+    if comparison_plot.plot_learning_curves(root, rows, reference_row, stem + "_curves.png",
+                                            f"{name}: dev perplexity ({root})"):
         paths.append(stem + "_curves.png")
     diagnostics = sweep_diagnostics.write_diagnostics(root, name, rows, out_dir=out_dir, reference=reference_row)
     return paths + ([diagnostics] if diagnostics else [])

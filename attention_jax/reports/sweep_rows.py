@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import importlib.util
 import json
 import math
 import os
 import re
-import sys
 from typing import Any, Callable, Mapping, Sequence
 
 from attention_jax.experiment import schema
-from attention_jax.foundation import run_files
+from attention_jax.foundation import python_files, run_files
 from attention_jax.foundation.user_errors import UserInputError
 
 SEED_DIR_PATTERN = re.compile(r"^seed_(\d+)$")  # ROOT/<row>/seed_<k>, as launch.sweep names them.
@@ -445,14 +443,12 @@ _REPOSITORY = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__
 
 @functools.cache
 def _sweep_file_report(path: str) -> dict[str, Any]:
-    spec = importlib.util.spec_from_file_location("_report_of_" + re.sub(r"\W", "_", path), path)
-    assert spec is not None and spec.loader is not None  # A .py path always has a loader.
-    module = importlib.util.module_from_spec(spec)
-    if _REPOSITORY not in sys.path:  # Sweep files import `configs.base` from the repository root.
-        sys.path.append(_REPOSITORY)
-    spec.loader.exec_module(module)
+    module = python_files.import_python_file(path, "_report_of_", _REPOSITORY)
     hook: Callable[[], Mapping[str, Any]] | None = getattr(module, "get_report", None)
-    return dict(hook()) if hook else {}
+    try:
+        return dict(hook()) if hook else {}
+    except Exception as error:  # The file's own mistake: one line naming it, as an import failure is.
+        raise UserInputError(f"{path}'s get_report() raised {type(error).__name__}: {error}") from None
 
 
 def declared_report(record: Mapping) -> dict[str, Any]:

@@ -3,7 +3,8 @@
 For a sweep file with ``get_paper_figures()``: ``reproduced`` / ``opposite`` when the change is beyond the seeds'
 spread (:func:`attention_jax.reports.comparison.beyond_spread`) with / against the paper's sign, else ``within
 noise``; where the paper shows no difference, ``reproduced`` means within noise and ``differs`` beyond it. One
-paired seed: the sign alone. A row with a diverged seed is ``unstable``, the other seeds' verdict in its basis.
+paired seed: the sign alone. A row with a diverged seed is ``unstable``, the other seeds' verdict in its basis; the
+diverged seed is left out of its means (:func:`attention_jax.reports.comparison.counted_runs`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from attention_jax.reports.comparison import SPREAD_FACTOR, beyond_spread
 if TYPE_CHECKING:  # Only for annotations.
     from attention_jax.reports.sweep_rows import RowReport
 
-__all__ = ["SPREAD_FACTOR", "RowStats", "aggregate", "diverged_label", "paper_change", "sign", "unstable_verdict",
+__all__ = ["SPREAD_FACTOR", "RowStats", "aggregate", "diverged_label", "paper_change", "sign",
            "verdict"]
 PAPER_METRICS = tuple(metric for metric in comparison.METRICS if metric.name in ("dev_ppl", "dev_bleu"))
 
@@ -48,7 +49,7 @@ class RowStats:
     row : str
         Row name.
     seeds : int
-        Finished runs (seeds) of the row.
+        Finished runs (seeds) of the row that did not diverge: those its means are over.
     pending : int
         Runs not finished (failed, running, queued or never started).
     dev_ppl : tuple[float, ...]
@@ -145,26 +146,9 @@ def diverged_label(diverged_seeds: Sequence[int | None]) -> str:
     return f"seed{'s' if len(seeds) > 1 else ''} {', '.join(seeds)}" if seeds else "the run"
 
 
-def unstable_verdict(diverged_seeds: Sequence[int | None], healthy_changes: Sequence[float],
+def _unstable_verdict(diverged_seeds: Sequence[int | None], healthy_changes: Sequence[float],
                      paper_direction: int, reference: str = "base") -> tuple[str, str]:
-    """The verdict of a row with diverged seeds: ``unstable``, with the other seeds' verdict as basis.
-
-    Parameters
-    ----------
-    diverged_seeds : Sequence[int or None]
-        Seeds that diverged (None for an unseeded run).
-    healthy_changes : Sequence[float]
-        Paired changes against the reference of the row's other seeds.
-    paper_direction : int
-        Sign of the paper's change (see :func:`verdict`).
-    reference : str
-        The reference row's name (see :func:`verdict`).
-
-    Returns
-    -------
-    tuple[str, str]
-        E.g.
-    """
+    """The verdict of a row with diverged seeds: ``unstable``, with the other seeds' verdict as basis."""
     others = verdict(healthy_changes, paper_direction, reference)
     return "unstable", (f"{diverged_label(diverged_seeds)} diverged (a non-finite loss, or last dev PPL > "
                         f"{comparison.DIVERGED_FACTOR:g}x its best); the other seeds: {others[0]} ({others[1]})")
@@ -232,12 +216,13 @@ def aggregate(rows: Sequence[RowReport], reference: str | None = None) -> dict[s
             judged = ("", "no paper figures")
         elif diverged_seeds:
             healthy = [change for seed, change in changes.items() if seed not in diverged_seeds]
-            judged = unstable_verdict(diverged_seeds, healthy, sign(paper_figure_change), reference_row.row)
+            judged = _unstable_verdict(diverged_seeds, healthy, sign(paper_figure_change), reference_row.row)
         else:
             judged = verdict(list(changes.values()), sign(paper_figure_change), reference_row.row)
         paired = reference_row is not None and row is not reference_row
         stats[row.row] = RowStats(
-            row=row.row, seeds=len(row.finished), pending=len(row.pending), dev_ppl=tuple(ppl.values.values()),
+            row=row.row, seeds=len(comparison.counted_runs(row)), pending=len(row.pending),
+            dev_ppl=tuple(ppl.values.values()),
             dev_ppl_mean=ppl.mean, dev_ppl_std=ppl.std, dev_bleu_mean=bleu.mean, dev_bleu_std=bleu.std,
             changes=tuple(changes.values()), change_mean=ppl.change_mean if paired else None,
             change_std=ppl.change_std if paired else None, change_se=ppl.change_se if paired else None,

@@ -12,8 +12,8 @@ import statistics
 from collections.abc import Sequence
 
 from attention_jax.reports.comparison import directional_reading, diverged, mean_and_se, run_directory
+from attention_jax.reports.comparison_plot import read_dev_curve
 from attention_jax.reports.comparison_report import resolve_reference
-from attention_jax.reports.sweep_curves import read_dev_curve
 from attention_jax.reports.sweep_rows import ReportContext, RowReport, read_sweep_rows
 from attention_jax.reports.writers import format_figure, markdown_table, write_text
 
@@ -229,26 +229,9 @@ def markdown_report(root: str, compared: Sequence[NormalizationRow], target: flo
     return "\n".join(lines) + "\n"
 
 
-def write_normalization_report(root: str, rows: Sequence[RowReport] | None = None, *,
+def _write_normalization_report(root: str, rows: Sequence[RowReport] | None = None, *,
                                out_dir: str | None = None, reference: str | None = None) -> list[str]:
-    """Write ``ROOT/normalization_training.md`` for a sweep over normalisations.
-
-    Parameters
-    ----------
-    root : str
-        Sweep root.
-    rows : Sequence[RowReport], optional
-        The rows, when the caller has read them (else read from ``root``).
-    out_dir : str, optional
-        The directory written instead of ``root``.
-    reference : str, optional
-        The reference row; else the sweep's (:func:`attention_jax.reports.comparison_report.resolve_reference`).
-
-    Returns
-    -------
-    list[str]
-        The path written.
-    """
+    """Write ``ROOT/normalization_training.md`` for a sweep over normalisations."""
     if rows is None or reference is None:
         record, read_rows = read_sweep_rows(root)
         rows = read_rows if rows is None else rows
@@ -274,5 +257,5 @@ def write(context: ReportContext) -> list[str]:
     """
     if not applies(context.rows):
         return []
-    return write_normalization_report(context.root, context.rows, out_dir=context.out_dir,
+    return _write_normalization_report(context.root, context.rows, out_dir=context.out_dir,
                                       reference=context.reference)

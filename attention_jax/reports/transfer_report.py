@@ -25,6 +25,7 @@ HOLDS, REVERSES, ONE_CORPUS, NOISE, SOME_CORPORA = "holds", "reverses", "one cor
 RULE = ("Change: mean over the n paired seeds of row − reference at the same seed (perplexities as x / x_ref − 1, "
         "in %; a derived measure, such as the length trend in pp, is its seed's change itself); ± is one "
         "standard error of the mean over the n seeds (their spread over √n, ddof=1); *beyond*: |change| > 2 SE. "
+        "A diverged seed is left out of n and of every mean and SE (the cell says how many). "
         "Verdict: `unstable` a seed diverged on some corpus; `pending` a corpus with n < 2 paired seeds (one seed "
         "has no SE); `holds` beyond "
         "on every corpus with one sign; `reverses` beyond on two corpora with opposite signs; `one corpus` beyond "
@@ -242,10 +243,11 @@ def compare_corpora(corpora: Sequence[Corpus], metrics: Sequence[Metric] | None 
 
 def _change_text(stats: MetricStats | None) -> str:
     """``"+1.2% ± 0.4% (n=3)"``: the paired change ± its standard error, with n; ``"no SE"`` with one seed."""
+    left_out = f"; {len(stats.diverged)} diverged" if stats is not None and stats.diverged else ""
     if stats is None or stats.change_mean is None:
-        return "— (n=0)"
-    return comparison_report.change_cell(stats) + (" (n=1, no SE)" if stats.paired_seeds == 1
-                                                   else f" (n={stats.paired_seeds})")
+        return f"— (n=0{left_out})"
+    return comparison_report.change_cell(stats) + (f" (n=1, no SE{left_out})" if stats.paired_seeds == 1
+                                                   else f" (n={stats.paired_seeds}{left_out})")
 
 
 def markdown_report(root: str, corpora: Sequence[Corpus], transfers: Sequence[Transfer],
@@ -305,20 +307,8 @@ def _csv_records(corpora: Sequence[Corpus], transfers: Sequence[Transfer]) -> li
     return records
 
 
-def plot_transfer(corpora: Sequence[Corpus], transfers: Sequence[Transfer], path: str, title: str) -> None:
-    """Plot each row's change on one corpus against another: a panel per metric (columns) and pair (rows).
-
-    Parameters
-    ----------
-    corpora : Sequence[Corpus]
-        The corpora.
-    transfers : Sequence[Transfer]
-        :func:`compare_corpora`'s.
-    path : str
-        PNG file to write.
-    title : str
-        Figure title.
-    """
+def _plot_transfer(corpora: Sequence[Corpus], transfers: Sequence[Transfer], path: str, title: str) -> None:
+    """Plot each row's change on one corpus against another: a panel per metric (columns) and pair (rows)."""
     plt = comparison_plot.pyplot()
     metrics = list({transfer.metric.name: transfer.metric for transfer in transfers}.values())
     pairs = list(itertools.combinations(range(len(corpora)), 2))
@@ -379,6 +369,6 @@ def write_transfer_report(root: str, corpora: Sequence[Corpus], out_dir: str,
     stem = os.path.join(out_dir, STEM)
     write_report_files(stem, markdown_report(root, corpora, transfers, corpus_files, out_dir), CSV_FIELDS,
                        _csv_records(corpora, transfers))
-    plot_transfer(corpora, transfers, stem + ".png",
+    _plot_transfer(corpora, transfers, stem + ".png",
                   f"transfer: change on {' vs '.join(corpus.name for corpus in corpora)}, paired by seed ({root})")
     return [stem + ".md", stem + ".csv", stem + ".png"]

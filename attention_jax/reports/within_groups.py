@@ -53,6 +53,8 @@ class FunctionRow:
         ``reference`` or ``no reference``.
     reading_basis : str
         How the reading was reached, e.g. ``"|mean| > 2 x SE, 3 paired seeds"``.
+    diverged : int
+        Diverged seeds, left out of the figures (the seeds column says so).
     """
 
     row: str
@@ -65,6 +67,7 @@ class FunctionRow:
     bleu_differences: dict[int | None, float]
     reading: str
     reading_basis: str
+    diverged: int = 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -153,11 +156,11 @@ def compare_functions(rows: Sequence[RowReport]) -> list[FunctionRow]:
             compared.append(FunctionRow(row.row, function, key_dim, None, ppl.values, bleu.values, {}, {},
                                         "reference" if reference is row else "no reference",
                                         "scaled dot product at this d_k" if reference is row
-                                        else f"no {REFERENCE_FUNCTION} row at d_k = {key_dim}"))
+                                        else f"no {REFERENCE_FUNCTION} row at d_k = {key_dim}", len(ppl.diverged)))
             continue
         reading, basis = directional_reading(list(ppl.changes.values()), "higher perplexity", "lower perplexity")
         compared.append(FunctionRow(row.row, function, key_dim, reference.row, ppl.values, bleu.values, ppl.changes,
-                                    bleu.changes, reading, basis))
+                                    bleu.changes, reading, basis, len(ppl.diverged)))
     return compared
 
 
@@ -212,14 +215,15 @@ def markdown_report(root: str, compared: Sequence[FunctionRow], trends: Sequence
              "seeds (the seeds column).", "",
              *markdown_table(["row", "attention function", "d_k", "seeds", "dev PPL", "dev BLEU",
                               "ΔPPL vs scaled dot product, same d_k", "ΔBLEU", "reading"],
-                             ([record["row"], record["attention_function"], record["key_dim"], record["seeds"],
+                             ([record["row"], record["attention_function"], record["key_dim"],
+                               comparison.seeds_cell(record["seeds"], row.diverged),
                                format_figure(record["dev_ppl_mean"], record["dev_ppl_se"], 2),
                                format_figure(record["dev_bleu_mean"], record["dev_bleu_se"], 1),
                                format_figure(record["ppl_change_mean"], record["ppl_change_se"], 1, percent=True,
                                              sign=True),
                                format_figure(record["bleu_difference_mean"], record["bleu_difference_se"], 1,
                                              sign=True), record["reading"]]
-                              for record in _csv_records(compared)))]
+                              for row, record in zip(compared, _csv_records(compared))))]
     lines += ["", "Dev PPL and BLEU: mean ± standard error. ΔPPL: "
               "the dev perplexity's change against the scaled-dot-product row of the same d_k, paired by "
               "seed, mean ± standard error; ΔBLEU the same for the BLEU difference. Reading: the change "
@@ -259,18 +263,8 @@ def _csv_records(compared: Sequence[FunctionRow]) -> list[dict]:
     return records
 
 
-def plot_functions(compared: Sequence[FunctionRow], path: str, title: str) -> None:
-    """Plot dev perplexity and the paired change against scaled dot product, both against ``d_k``.
-
-    Parameters
-    ----------
-    compared : Sequence[FunctionRow]
-        :func:`compare_functions`'s rows.
-    path : str
-        PNG file to write.
-    title : str
-        Figure title.
-    """
+def _plot_functions(compared: Sequence[FunctionRow], path: str, title: str) -> None:
+    """Plot dev perplexity and the paired change against scaled dot product, both against ``d_k``."""
     plt = comparison_plot.pyplot()
 
     figure, (left, right) = plt.subplots(1, 2, figsize=(10, 4), layout="constrained")
@@ -301,31 +295,16 @@ def plot_functions(compared: Sequence[FunctionRow], path: str, title: str) -> No
     plt.close(figure)
 
 
-def write_attention_function_report(root: str, rows: Sequence[RowReport] | None = None, *,
+def _write_attention_function_report(root: str, rows: Sequence[RowReport] | None = None, *,
                                     out_dir: str | None = None) -> list[str]:
-    """Write ``ROOT/attention_functions.{md,csv,png}`` for a sweep over attention functions.
-
-    Parameters
-    ----------
-    root : str
-        Sweep root.
-    rows : Sequence[RowReport], optional
-        The rows, when the caller has read them (else read from ``root``).
-    out_dir : str, optional
-        The directory written instead of ``root``.
-
-    Returns
-    -------
-    list[str]
-        The three paths written.
-    """
+    """Write ``ROOT/attention_functions.{md,csv,png}`` for a sweep over attention functions."""
     if rows is None:
         rows = read_sweep_rows(root)[1]
     compared = compare_functions(rows)
     stem = os.path.join(out_dir or root, REPORT_STEM)
     paths = write_report_files(stem, markdown_report(root, compared, key_dim_trends(compared)), CSV_FIELDS,
                                _csv_records(compared))
-    plot_functions(compared, stem + ".png", f"attention functions at equal d_k ({root})")
+    _plot_functions(compared, stem + ".png", f"attention functions at equal d_k ({root})")
     return paths + [stem + ".png"]
 
 
@@ -344,4 +323,4 @@ def write(context: ReportContext) -> list[str]:
     """
     if not applies(context.rows):
         return []
-    return write_attention_function_report(context.root, context.rows, out_dir=context.out_dir)
+    return _write_attention_function_report(context.root, context.rows, out_dir=context.out_dir)

@@ -1,9 +1,4 @@
-"""The peak FLOP/s per device that MFU (model FLOPs utilization) divides by.
-
-The first that applies: a declared ``config.peak_tflops_per_device``; a datasheet's dense rate for the device
-and dtype (:data:`DATASHEET_PEAKS`); else the best rate of a few matmuls, measured once per machine and
-cached. ``docs/quickstart.md`` ("MFU's peak") says where the cache lives and how load skews a measured peak.
-"""
+"""The peak FLOP/s per device that MFU divides by: declared, a datasheet's dense rate, or measured and cached."""
 
 from __future__ import annotations
 
@@ -20,10 +15,8 @@ from absl import logging
 
 from attention_jax.foundation import cache_dirs, run_files
 
-# Dense (no sparsity) peaks in TFLOP/s per JAX device. GPUs: float32 is the TF32 tensor-core rate (JAX's
-# default precision for float32 products there), bfloat16 the BF16 rate; datasheets state most figures
-# "with sparsity", and the dense rate is half. TPUs: float32 products at default precision run as bfloat16
-# passes, so both dtypes get the bfloat16 rate. The first pattern that matches ``device_kind`` wins.
+# Dense peaks in TFLOP/s per JAX device (datasheets' "with sparsity" halved). GPU float32: the TF32 rate (JAX's
+# default precision there); TPU float32 runs as bfloat16 passes. The first pattern matching ``device_kind`` wins.
 DATASHEET_PEAKS: tuple[tuple[str, dict[str, float], str], ...] = (
     (r"H100.*NVL", {"bfloat16": 835.5, "float32": 417.5}, "NVIDIA H100 datasheet, H100 NVL (sparsity halved)"),
     (r"H100.*PCIe", {"bfloat16": 756.5, "float32": 378.0}, "NVIDIA H100 datasheet, H100 PCIe (sparsity halved)"),
@@ -41,7 +34,7 @@ DATASHEET_PEAKS: tuple[tuple[str, dict[str, float], str], ...] = (
 )
 
 MEASURED_MATMUL_SIZE = 512
-"""Side of the square products timed when no peak is declared or known (about 0.27 GFLOP each)."""
+"""Side of the square products timed when no peak is declared or known."""
 
 BUSY_LOAD_PER_CPU = 0.25
 """Load from other processes, per usable CPU, above which a CPU peak is measured "under load"."""
@@ -62,10 +55,8 @@ class DevicePeak:
 
         Parameters
         ----------
-        device_kind : str
-            ``jax.devices()[0].device_kind``.
-        dtype : str
-            The compute dtype.
+        device_kind, dtype : str
+            ``jax.devices()[0].device_kind`` and the compute dtype.
         device_count : int
             Devices the run trains on.
 
@@ -84,14 +75,14 @@ def datasheet_peak(device_kind: str, dtype: str) -> DevicePeak | None:
     Parameters
     ----------
     device_kind : str
-        ``jax.devices()[0].device_kind``, e.g. ``"NVIDIA H100 80GB HBM3"`` or ``"TPU v4"``.
+        ``jax.devices()[0].device_kind``, e.g. ``"TPU v4"``.
     dtype : str
         ``"float32"`` or ``"bfloat16"``.
 
     Returns
     -------
     DevicePeak or None
-        The first :data:`DATASHEET_PEAKS` pattern's; ``None`` for an unknown device or dtype.
+        The first matching pattern's; ``None`` for an unknown device or dtype.
     """
     for pattern, peaks, source in DATASHEET_PEAKS:
         if re.search(pattern, device_kind, flags=re.IGNORECASE):
@@ -109,7 +100,7 @@ def measure_matmul_peak(dtype: str, size: int = MEASURED_MATMUL_SIZE, repeats: i
     size : int
         Matrix side.
     repeats : int
-        Timed products after one compiling call; the fastest counts.
+        Timed products after one compiling call.
 
     Returns
     -------
@@ -131,15 +122,8 @@ def measure_matmul_peak(dtype: str, size: int = MEASURED_MATMUL_SIZE, repeats: i
     return 2.0 * size ** 3 / best
 
 
-def machine_load() -> tuple[float, int]:
-    """Return the load other processes put on the CPUs and the CPUs this process may use.
-
-    Returns
-    -------
-    tuple[float, int]
-        The 1-minute load average less one (this process), floored at 0 (0 without a load average), and
-        the CPUs in the affinity mask.
-    """
+def _machine_load() -> tuple[float, int]:
+    """Return the 1-minute load of other processes (floored at 0) and the CPUs in this process's affinity mask."""
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     try:
         load = os.getloadavg()[0]
@@ -148,22 +132,9 @@ def machine_load() -> tuple[float, int]:
     return max(0.0, load - 1.0), cpus
 
 
-def measured_peak(device_kind: str, dtype: str) -> DevicePeak:
-    """Return a peak measured here; on a busy CPU, 25 products instead of 5, named as taken under load.
-
-    Parameters
-    ----------
-    device_kind : str
-        ``jax.devices()[0].device_kind`` (a GPU's peak ignores the host's load).
-    dtype : str
-        ``"float32"`` or ``"bfloat16"``.
-
-    Returns
-    -------
-    DevicePeak
-        The best rate and how it was taken.
-    """
-    other_load, cpus = machine_load() if device_kind.lower() == "cpu" else (0.0, 1)
+def _measured_peak(device_kind: str, dtype: str) -> DevicePeak:
+    """Return a peak measured here; on a busy CPU 25 products instead of 5, marked as under load."""
+    other_load, cpus = _machine_load() if device_kind.lower() == "cpu" else (0.0, 1)
     busy = other_load >= BUSY_LOAD_PER_CPU * cpus
     repeats = 25 if busy else 5
     rate = measure_matmul_peak(dtype, repeats=repeats)
@@ -181,17 +152,15 @@ def device_peak(device_kind: str, dtype: str, declared_tflops: float = 0.0) -> D
 
     Parameters
     ----------
-    device_kind : str
-        ``jax.devices()[0].device_kind``.
-    dtype : str
-        The run's compute dtype.
+    device_kind, dtype : str
+        ``jax.devices()[0].device_kind`` and the run's compute dtype.
     declared_tflops : float
         ``config.peak_tflops_per_device``; 0 looks the device up.
 
     Returns
     -------
     DevicePeak
-        The figure and its source; a measured one is kept per (device_kind, dtype) for the process.
+        The figure and its source.
     """
     if declared_tflops > 0:
         return DevicePeak(float(declared_tflops) * 1e12, "declared (config.peak_tflops_per_device)")
@@ -200,18 +169,12 @@ def device_peak(device_kind: str, dtype: str, declared_tflops: float = 0.0) -> D
         return known
     key = (device_kind, dtype)
     if key not in _MEASURED:
-        _MEASURED[key] = cached_measured_peak(device_kind, dtype)
+        _MEASURED[key] = _cached_measured_peak(device_kind, dtype)
     return _MEASURED[key]
 
 
-def peak_cache_path() -> str:
-    """Return the file of measured peaks, under ``$ATTENTION_JAX_CACHE_DIR`` or ``$XDG_CACHE_HOME/attention_jax``.
-
-    Returns
-    -------
-    str
-        ``.../device_peaks.json``, absolute; ``~/.cache`` stands in for an unset ``XDG_CACHE_HOME``.
-    """
+def _peak_cache_path() -> str:
+    """Return the measured peaks' file under ``$ATTENTION_JAX_CACHE_DIR`` or ``$XDG_CACHE_HOME/attention_jax``."""
     moved = cache_dirs.under_cache_root("device_peaks.json")
     if moved:
         return moved
@@ -219,14 +182,8 @@ def peak_cache_path() -> str:
     return os.path.abspath(os.path.expanduser(os.path.join(cache_home, "attention_jax", "device_peaks.json")))
 
 
-def processor_model() -> str:
-    """Return the host's processor model (``/proc/cpuinfo``, else ``platform``): part of a cached peak's key.
-
-    Returns
-    -------
-    str
-        E.g. ``"AMD EPYC 7B13"``, or the machine type (``"x86_64"``).
-    """
+def _processor_model() -> str:
+    """Return the host's processor model (``/proc/cpuinfo``, else ``platform``): part of a cached peak's key."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as cpuinfo:
             for line in cpuinfo:
@@ -239,7 +196,7 @@ def processor_model() -> str:
 
 
 def _read_peak_cache(path: str) -> dict[str, Any]:
-    """The cache file's entries; a missing or damaged file reads as empty (it is measured again)."""
+    """Return the cache file's entries; missing or damaged reads as empty."""
     try:
         with open(path, encoding="utf-8") as cache_file:
             entries = json.load(cache_file)
@@ -248,33 +205,12 @@ def _read_peak_cache(path: str) -> dict[str, Any]:
     return entries if isinstance(entries, dict) else {}
 
 
-def cached_measured_peak(device_kind: str, dtype: str, *, path: str | None = None,
+def _cached_measured_peak(device_kind: str, dtype: str, *, path: str | None = None,
                          measure: Callable[[str, str], DevicePeak] | None = None) -> DevicePeak:
-    """Return this machine's measured peak for ``device_kind`` and ``dtype``, from its cache or measured and cached.
-
-    Keyed by processor model, device kind and dtype, so a shared home keeps one figure per machine. A figure
-    taken under load is reused only while the machine is still busy; an unwritable cache costs one
-    measurement per run.
-
-    Parameters
-    ----------
-    device_kind : str
-        ``jax.devices()[0].device_kind``.
-    dtype : str
-        ``"float32"`` or ``"bfloat16"``.
-    path : str, optional
-        The cache file (default :func:`peak_cache_path`).
-    measure : Callable[[str, str], DevicePeak], optional
-        Takes the measurement (default :func:`measured_peak`; tests pass a fake).
-
-    Returns
-    -------
-    DevicePeak
-        The figure; a cached one's source names the file and when it was measured.
-    """
-    path = peak_cache_path() if path is None else path
-    measure = measured_peak if measure is None else measure
-    key = f"{processor_model()} | {device_kind} | {dtype}"
+    """Return this machine's measured peak, cached per processor, device and dtype (one under load: while busy)."""
+    path = _peak_cache_path() if path is None else path
+    measure = _measured_peak if measure is None else measure
+    key = f"{_processor_model()} | {device_kind} | {dtype}"
     entry = _read_peak_cache(path).get(key)
     if isinstance(entry, dict) and isinstance(entry.get("flops_per_s"), (int, float)):
         still_busy = bool(entry.get("under_load")) and _machine_is_busy(device_kind)
@@ -298,5 +234,5 @@ def _machine_is_busy(device_kind: str) -> bool:
     """Return whether other processes keep this machine's CPUs busy now; never for a GPU."""
     if device_kind.lower() != "cpu":
         return False
-    other_load, cpus = machine_load()
+    other_load, cpus = _machine_load()
     return other_load >= BUSY_LOAD_PER_CPU * cpus

@@ -1,8 +1,4 @@
-"""Multi-process start-up and process-agreed stop requests (SIGTERM, preemption).
-
-A job is multi-process under ``JAX_COORDINATOR_ADDRESS``, SLURM with ``SLURM_NTASKS > 1``, a Cloud TPU pod
-slice or Open MPI; otherwise training is one process over its local devices.
-"""
+"""Multi-process start-up and process-agreed stop requests (SIGTERM, preemption)."""
 
 from __future__ import annotations
 
@@ -25,19 +21,8 @@ DEFAULT_TIMEOUT_S = 300
 _SignalHandler: TypeAlias = Callable[[int, FrameType | None], Any] | int | signal.Handlers | None
 
 
-def describe_cluster(environ: Mapping[str, str]) -> str | None:
-    """Return the multi-process launcher ``environ`` describes.
-
-    Parameters
-    ----------
-    environ : Mapping[str, str]
-        Environment variables.
-
-    Returns
-    -------
-    str or None
-        ``"env"``, ``"slurm"``, ``"tpu_pod"`` or ``"mpi"``; ``None`` for one process.
-    """
+def _describe_cluster(environ: Mapping[str, str]) -> str | None:
+    """Return the launcher ``environ`` names: ``env``, ``slurm``, ``tpu_pod``, ``mpi``; ``None`` for one process."""
     if environ.get("JAX_COORDINATOR_ADDRESS"):
         return "env"
     if int(environ.get("SLURM_NTASKS", "1") or 1) > 1:
@@ -51,9 +36,7 @@ def describe_cluster(environ: Mapping[str, str]) -> str | None:
 
 def maybe_initialize(environ: Mapping[str, str] | None = None, *,
                      timeout_s: int = DEFAULT_TIMEOUT_S) -> bool:
-    """Call ``jax.distributed.initialize`` when the environment describes a multi-process job.
-
-    Must run before any other JAX call; CPU collectives use gloo.
+    """Call ``jax.distributed.initialize`` for a multi-process job, before any other JAX call (CPU: gloo).
 
     Parameters
     ----------
@@ -70,10 +53,10 @@ def maybe_initialize(environ: Mapping[str, str] | None = None, *,
     Raises
     ------
     RuntimeError
-        Naming the coordinator when it is not reached within ``timeout_s``.
+        When the coordinator is not reached within ``timeout_s``.
     """
     environ = os.environ if environ is None else environ
-    cluster = describe_cluster(environ)
+    cluster = _describe_cluster(environ)
     if cluster is None:
         return False
     kwargs: dict = {"initialization_timeout": int(timeout_s)}
@@ -146,10 +129,8 @@ def all_processes_agree(flag: bool) -> bool:
 class StopRequest:
     """Notice SIGTERM, Ctrl-C or a preemption and stop every process at the same step; a context manager.
 
-    One process: the first SIGTERM or SIGINT sets a flag read at step boundaries and reinstates the previous
-    handlers, so a second signal acts as usual. SIGHUP sets the flag and never escalates (Linux may deliver a
-    parent-death signal once per thread); it is left alone under ``nohup``. Several processes: JAX's
-    preemption service picks a step at which all stop. Handlers install from the main thread only.
+    One process: the first SIGTERM/SIGINT sets a flag and restores the old handlers (a second acts as usual);
+    SIGHUP only sets the flag (left alone under ``nohup``). Several: JAX's preemption service picks the step.
     """
 
     SIGNALS = (signal.SIGTERM, signal.SIGINT)  # The first requests a stop; the next acts as before.
@@ -221,12 +202,12 @@ class StopRequest:
         Parameters
         ----------
         step : int
-            The step just completed, the same sequence on all processes.
+            The step just completed, the same on all processes.
 
         Returns
         -------
         bool
-            True on every process at the same step once a stop was requested.
+            True on every process at the same step once requested.
         """
         if jax.process_count() == 1:
             return self._requested.is_set()

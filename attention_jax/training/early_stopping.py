@@ -1,8 +1,6 @@
-"""Early stopping on dev perplexity: the best evaluation so far, and when to give up.
+"""Early stopping on dev perplexity (rules: docs/checkpoints.md); its state travels in every checkpoint.
 
-The rules are in ``docs/checkpoints.md``. Evaluations before ``early_stopping_min_steps`` never count toward
-patience (deep post-LN stacks sit on a plateau until the learning rate peaks); the state travels in every
-checkpoint, so a resumed run counts on and a stopped one stays stopped.
+Evaluations before ``early_stopping_min_steps`` never count: deep post-LN stacks plateau until the peak rate.
 """
 
 from __future__ import annotations
@@ -15,8 +13,7 @@ from attention_jax.experiment.sections import RunConfig
 from attention_jax.foundation.user_errors import UserInputError
 
 MIN_DEV_PAIRS = 100
-"""Fewer dev pairs than this make early stopping an error: the perplexity of a handful of sentences
-moves by more between evaluations than the improvements that patience waits for."""
+"""Fewer dev pairs make early stopping an error: a handful's perplexity is noisier than the improvements."""
 
 STOPPED_EARLY = "early_stopping"
 """``results.json``'s ``stop_reason`` when patience ran out."""
@@ -78,7 +75,7 @@ class EarlyStopping:
         Returns
         -------
         bool
-            Whether ``perplexity`` is below every earlier one, even by less than ``min_improvement``.
+            Whether it is the lowest yet (even by less than ``min_improvement``).
         """
         counts = int(step >= self.min_steps)  # Earlier evaluations never count toward patience.
         if perplexity < self.best_perplexity:
@@ -112,7 +109,7 @@ class EarlyStopping:
         Raises
         ------
         UserInputError
-            One line, when ``dev_pairs`` is under :data:`MIN_DEV_PAIRS`.
+            When ``dev_pairs`` is under :data:`MIN_DEV_PAIRS`.
         """
         if self.patience > 0 and dev_pairs < MIN_DEV_PAIRS:
             raise UserInputError(
@@ -122,12 +119,12 @@ class EarlyStopping:
 
     @property
     def should_stop(self) -> bool:
-        """Whether patience has run out.
+        """Whether patience has run out (never when ``patience`` is 0).
 
         Returns
         -------
         bool
-            Never True when ``patience`` is 0.
+            True to stop.
         """
         return self.patience > 0 and self.evaluations_since_best >= self.patience
 
@@ -146,12 +143,12 @@ class EarlyStopping:
     @classmethod
     def from_progress(cls, patience: int, progress: Mapping[str, Any], min_improvement: float = 0.0,
                       min_steps: int = 0) -> "EarlyStopping":
-        """Rebuild the tracker from a checkpoint's bookkeeping (a fresh one when it has none).
+        """Rebuild the tracker from a checkpoint's bookkeeping (fresh without it).
 
         Parameters
         ----------
         patience : int
-            ``config.early_stopping_patience`` (it may differ from the stopped run's).
+            ``config.early_stopping_patience`` (may differ from the stopped run's).
         progress : Mapping[str, Any]
             What :meth:`to_progress` wrote, or ``{}``.
         min_improvement : float

@@ -1,8 +1,4 @@
-"""Fine-tuning on new data: a new work directory that starts from another run's parameters and tokenizer.
-
-``docs/faults.md`` ("Fine-tuning on new data") has the command and what the new run records. The model must
-be the source's, except :data:`ADJUSTABLE_FIELDS`; a mismatch is one line, before anything is written.
-"""
+"""Fine-tuning: a new work directory starting from another run's parameters and tokenizer (docs/faults.md)."""
 
 from __future__ import annotations
 
@@ -66,13 +62,12 @@ def resolve_source(experiment: Experiment, workdir: str) -> FineTuneSource | Non
     Returns
     -------
     FineTuneSource or None
-        ``None`` when nothing is fine-tuned or ``workdir`` already holds a checkpoint (a rerun resumes it).
+        ``None`` when nothing is fine-tuned or ``workdir`` already holds a checkpoint.
 
     Raises
     ------
     UserInputError
-        One line, when the source is not a training run, is the new run itself, or holds another model
-        (every differing field and parameter shape named).
+        When the source is no training run, is the new run itself, or holds another model.
     """
     source_workdir = experiment.run.fine_tune_from
     if not source_workdir:
@@ -119,13 +114,12 @@ def start_from_source(experiment: Experiment, workdir: str, source: FineTuneSour
     source : FineTuneSource
         From :func:`resolve_source`.
     data : TrainingData, optional
-        The new run's data (default: loaded here with the source's tokenizer).
+        The new run's data (default: loaded here).
 
     Returns
     -------
     TrainingData or None
-        The data, for :func:`~attention_jax.training.train.train_and_evaluate`; ``data`` unchanged when the
-        work directory already holds a checkpoint.
+        The data for ``train_and_evaluate``; ``data`` unchanged when a checkpoint exists.
     """
     if checkpoints.finished_steps(os.path.join(workdir, run_files.CHECKPOINT_DIR)):
         return data

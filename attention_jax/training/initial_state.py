@@ -1,6 +1,4 @@
-"""The initial train state, created directly into its shardings on the device mesh (FSDP never
-materializes it whole on one device).
-"""
+"""The initial train state, created directly into its shardings (FSDP never materializes it on one device)."""
 
 from __future__ import annotations
 
@@ -33,7 +31,7 @@ def abstract_boxed_state(transformer: nn.Module,
     Parameters
     ----------
     transformer, optimizer : nn.Module, optax.GradientTransformation
-        The model and its optimizer (whose moments inherit the parameters' axes).
+        The model and its optimizer (moments inherit the parameters' axes).
 
     Returns
     -------
@@ -107,7 +105,7 @@ def create_train_state(seed: int, transformer: nn.Module,
 
 def sharded_initial_state(seed: int, transformer: nn.Module, optimizer: optax.GradientTransformation,
                           mesh: Mesh, rules: tuple) -> tuple[TrainState, TrainState]:
-    """Return a fresh state in its shardings and the shardings, for code that restores nothing (benchmarks, tests).
+    """Return a fresh state in its shardings, and the shardings (benchmarks, tests).
 
     Parameters
     ----------
@@ -125,7 +123,7 @@ def sharded_initial_state(seed: int, transformer: nn.Module, optimizer: optax.Gr
     state : TrainState
         Step 0.
     shardings : TrainState
-        Where each leaf lives (:func:`compile_steps` takes them).
+        Where each leaf lives.
     """
     shardings = train_state_shardings(abstract_boxed_state(transformer, optimizer), mesh, rules)
     return create_train_state(seed, transformer, optimizer, shardings), shardings

@@ -1,8 +1,4 @@
-"""Training metrics to ``WORKDIR/metrics.jsonl`` and TensorBoard (tensorboardX): scalars, hparams, text tables.
-
-Only process 0 writes. A resumed run appends; records after the restored step are dropped and TensorBoard
-purges them, so every step appears once. ``docs/quickstart.md`` describes what TensorBoard shows.
-"""
+"""Training metrics to ``metrics.jsonl`` and TensorBoard (process 0); a resumed run drops records after its step."""
 
 from __future__ import annotations
 
@@ -22,10 +18,7 @@ _WRITER_NUMBERS = itertools.count()  # Tells apart the event files of one proces
 
 
 def _drop_records_after(path: str, step: int) -> None:
-    """Rewrite the JSON-lines file without records after ``step``.
-
-    An unreadable line is dropped (the last, cut by a crash) or kept (any other), with a warning either way.
-    """
+    """Rewrite the JSON-lines file without records after ``step``; a cut last line is dropped, other bad lines kept."""
     with open(path, encoding="utf-8", errors="replace") as file:
         lines = file.readlines()
     kept = []
@@ -52,8 +45,7 @@ HParamValue = str | float | bool
 # results.json's whole-split figures, written as TensorBoard scalars ``final/<name>`` when a run finishes.
 FINAL_FIGURES = ("dev_bleu", "test_bleu", "dev_ppl", "test_ppl", "eval_ppl", "best_eval_ppl")
 
-# How a session of training ended, as the scalar ``run/end_status`` (:data:`END_STATUS_TAG`) records it at the
-# session's last step. The HParams tab shows each scalar's last value, so the latest session's outcome.
+# How a training session ended, the scalar ``run/end_status`` at its last step (the HParams tab shows the latest).
 FINISHED, STOPPED, FAILED = "finished", "stopped", "failed"
 END_STATUS_TAG = "run/end_status"
 END_STATUS_VALUES = {
@@ -64,13 +56,12 @@ END_STATUS_VALUES = {
 
 
 def _final_figures(results: Mapping[str, Any]) -> dict[str, float]:
-    """Return the numeric :data:`FINAL_FIGURES` of a run's results (missing and ``None`` ones left out)."""
     return {name: float(results[name]) for name in FINAL_FIGURES
             if isinstance(results.get(name), (int, float)) and not isinstance(results.get(name), bool)}
 
 
 def flat_hparams(config: Mapping[str, Any], prefix: str = "") -> dict[str, HParamValue]:
-    """Return a config as TensorBoard hyperparameters: one entry per leaf, nested names joined with dots.
+    """Return a config as TensorBoard hyperparameters, nested names joined with dots.
 
     Parameters
     ----------
@@ -82,7 +73,7 @@ def flat_hparams(config: Mapping[str, Any], prefix: str = "") -> dict[str, HPara
     Returns
     -------
     dict[str, HParamValue]
-        Booleans, numbers and strings as they are; lists and tuples as JSON text, ``None`` as ``"None"``.
+        Booleans, numbers and strings as they are; others as JSON text, ``None`` as ``"None"``.
     """
     flat: dict[str, HParamValue] = {}
     for name, value in config.items():
@@ -99,7 +90,6 @@ def flat_hparams(config: Mapping[str, Any], prefix: str = "") -> dict[str, HPara
 
 
 def _table_cell(text: str) -> str:
-    """Return ``text`` as one Markdown table cell: pipes escaped, line breaks as spaces."""
     return " ".join(str(text).split()).replace("|", "\\|") or " "
 
 
@@ -111,11 +101,11 @@ class MetricWriter:
     workdir : str
         The run's work directory.
     resumed_step : int, optional
-        The step training resumes from; earlier sessions' later records are discarded.
+        The step training resumes from; later records are discarded.
     enabled : bool, optional
         Write at all (default: only on process 0).
     metrics_file : bool, optional
-        Append to ``metrics.jsonl`` too; False writes TensorBoard only (``attention_jax.evaluate``).
+        Append to ``metrics.jsonl`` too; False writes TensorBoard only.
     """
 
     def __init__(self, workdir: str, resumed_step: int | None = None, enabled: bool | None = None, *,
@@ -132,8 +122,7 @@ class MetricWriter:
             from tensorboardX import SummaryWriter  # Imported lazily: slow to import.
 
             purge_step = None if resumed_step is None else resumed_step + 1
-            # tensorboardX names an event file by the second and the host alone, and truncates one of that name:
-            # the process and a count keep a trainer's and an evaluate command's files apart.
+            # tensorboardX names event files by second and host and truncates a namesake: pid and count tell apart.
             suffix = f".{os.getpid()}.{next(_WRITER_NUMBERS)}"
             self._tensorboard = SummaryWriter(os.path.join(workdir, run_files.TENSORBOARD_DIR), purge_step=purge_step,
                                               filename_suffix=suffix)
@@ -146,7 +135,7 @@ class MetricWriter:
         step : int
             Training step.
         kind : str
-            ``"train"`` or ``"eval"`` (any prefix works).
+            ``"train"`` or ``"eval"``.
         values : Mapping[str, Any]
             Numbers; strings go to the JSON line only.
         """
@@ -183,10 +172,7 @@ class MetricWriter:
                 tensorboard.add_scalar(f"final/{name}", value, int(step))
 
     def write_hparams(self, hparams: Mapping[str, HParamValue]) -> None:
-        """Record the run's hyperparameters and the HParams session-start record in its own event files.
-
-        TensorBoard keeps the first record of each kind, so a resumed run shows its first session's config; no
-        experiment record is written, which would fix the tab's columns to the first run's.
+        """Record the hyperparameters and the HParams session-start record (TensorBoard keeps the first session's).
 
         Parameters
         ----------
@@ -214,7 +200,7 @@ class MetricWriter:
         columns : Sequence[str]
             Column headings.
         rows : Sequence[Sequence[str]]
-            One sequence of cells per row.
+            Cells per row.
         """
         if not self.enabled or not rows:
             return
@@ -225,11 +211,7 @@ class MetricWriter:
             tensorboard.add_text(tag, "\n".join(lines), int(step))
 
     def _live_tensorboard(self) -> Any:
-        """Return the TensorBoard writer, or ``None`` once its writer thread has died.
-
-        A dead thread (an ``OSError``, a full disk) would make the next flush wait forever; the writer is dropped
-        with one warning and the scalars stay in ``metrics.jsonl``.
-        """
+        """Return the TensorBoard writer, or ``None`` once its thread died (a next flush would hang)."""
         if self._tensorboard is None:
             return None
         event_writer = getattr(getattr(self._tensorboard, "file_writer", None), "event_writer", None)
@@ -247,10 +229,7 @@ class MetricWriter:
             tensorboard.flush()
 
     def end_session(self, step: int, status: str) -> None:
-        """Record how this session ended: the scalar ``run/end_status`` and, once finished, the session-end record.
-
-        Only a finished run writes the end record (TensorBoard keeps the first, so a resumed run could not
-        replace it); ``run/end_status`` tells stopped (0) from failed (-1).
+        """Record how this session ended: ``run/end_status`` and, once finished, the session-end record.
 
         Parameters
         ----------

@@ -1,6 +1,4 @@
-"""A ``jax.profiler`` trace of a few train steps for TensorBoard's profiler (``config.profile_steps``), written
-under ``WORKDIR/tensorboard/plugins/profile/``; ``docs/benchmarks.md`` shows how to read one.
-"""
+"""A ``jax.profiler`` trace of a few train steps (``config.profile_steps``) for TensorBoard (docs/benchmarks.md)."""
 
 from __future__ import annotations
 
@@ -14,9 +12,7 @@ from attention_jax.foundation import run_files
 
 
 class StepProfiler:
-    """Start a ``jax.profiler`` trace before one train step and stop it a few steps later.
-
-    The last traced step is waited for, so its device work is inside the trace.
+    """Start a ``jax.profiler`` trace before one train step and stop it, the last step waited for, a few later.
 
     Parameters
     ----------
@@ -55,7 +51,7 @@ class StepProfiler:
         return cls(os.path.join(workdir, run_files.TENSORBOARD_DIR), config.profile_steps, config.profile_start_step)
 
     def before_step(self, steps_done: int) -> None:
-        """Start the trace when ``steps_done`` equals the start step; call just before each update.
+        """Start the trace when ``steps_done`` equals the start step; call before each update.
 
         Parameters
         ----------
@@ -81,7 +77,7 @@ class StepProfiler:
             self.close()
 
     def close(self) -> None:
-        """Stop a running trace (writing it), one a stop request or the last step left open."""
+        """Stop a running trace (writing it)."""
         if self.tracing:
             jax.profiler.stop_trace()
             self.tracing = False

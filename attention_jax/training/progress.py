@@ -19,7 +19,6 @@ from attention_jax.training.train_state import logged_gradient_norms
 
 
 def _format_duration(seconds: float) -> str:
-    """Return a duration as ``1h02m03s``, ``2m03s`` under an hour, ``?`` when not finite."""
     if not math.isfinite(seconds):
         return "?"
     hours, minutes, secs = int(seconds) // 3600, int(seconds) // 60 % 60, int(seconds) % 60
@@ -29,16 +28,16 @@ def _format_duration(seconds: float) -> str:
 def log_train(run: TrainingRun, pending: list[tuple[int, dict]], rates: IntervalRates) -> None:
     """Log the pending steps' aggregated metrics and the interval's speed (console, jsonl, TensorBoard).
 
-    The ETA is the remaining steps at the interval's rate plus the last evaluation's time for each one to come.
+    The ETA adds the last evaluation's time for each evaluation to come.
 
     Parameters
     ----------
     run : TrainingRun
         The run; ``run.loop.last_train`` and ``token_counts`` are set.
     pending : list of (step, sums)
-        The steps since the last log line and their metric sums, on the host.
+        The steps since the last log line and their host metric sums.
     rates : IntervalRates
-        The interval's tokens per second, step time and data wait.
+        The interval's throughput.
     """
     config = run.experiment.run
     tokens_per_s = rates.tokens_per_s
@@ -50,7 +49,7 @@ def log_train(run: TrainingRun, pending: list[tuple[int, dict]], rates: Interval
     remaining_s = remaining_tokens / tokens_per_s if tokens_per_s > 0 else math.nan
     eval_s = run.loop.last_eval.get("seconds")  # The last evaluation's time stands for each one to come.
     if eval_s is not None:
-        remaining_s += eval_s * remaining_evaluations(step, config.num_train_steps, config.eval_every_steps)
+        remaining_s += eval_s * _remaining_evaluations(step, config.num_train_steps, config.eval_every_steps)
     learning_rate = float(run.schedule(step - 1))  # The rate of this step's update (optax counts from 0).
     padding = metrics.padding_fractions(run.loop.token_counts)
     run.loop.token_counts = {}
@@ -66,23 +65,8 @@ def log_train(run: TrainingRun, pending: list[tuple[int, dict]], rates: Interval
                  100 * padding.get("targets_padding_fraction", math.nan), _format_duration(remaining_s))
 
 
-def remaining_evaluations(step: int, num_train_steps: int, eval_every_steps: int) -> int:
-    """Return the dev evaluations a run still does after ``step``: every ``eval_every_steps`` and one at the end.
-
-    Parameters
-    ----------
-    step : int
-        The step just trained.
-    num_train_steps : int
-        The last step.
-    eval_every_steps : int
-        0: only the final evaluation.
-
-    Returns
-    -------
-    int
-        The count.
-    """
+def _remaining_evaluations(step: int, num_train_steps: int, eval_every_steps: int) -> int:
+    """Return the dev evaluations a run still does after ``step``: every ``eval_every_steps`` and one at the end."""
     if step >= num_train_steps:
         return 0
     periodic = (num_train_steps - 1) // eval_every_steps - step // eval_every_steps if eval_every_steps > 0 else 0
@@ -102,7 +86,7 @@ def bookkeeping(run: TrainingRun, *, evaluation_pending: bool = False) -> dict[s
     Returns
     -------
     dict
-        Wall time, tokens, timed throughput, ``stop_reason``, the pending flag and early stopping's figures.
+        Wall time, tokens, throughput, ``stop_reason``, the pending flag and early stopping's figures.
     """
     return {"wall_s": run.earlier.wall_s + time.time() - run.session_start,
             "train_target_tokens": run.earlier.train_target_tokens + run.loop.session_tokens,
@@ -113,12 +97,12 @@ def bookkeeping(run: TrainingRun, *, evaluation_pending: bool = False) -> dict[s
 
 
 def choose_peak(run: TrainingRun) -> None:
-    """Set the peak MFU divides by (:func:`~attention_jax.training.device_peaks.device_peak`) and log it.
+    """Set ``run.loop.throughput.peak``, the peak MFU divides by, and log it.
 
     Parameters
     ----------
     run : TrainingRun
-        The run; ``run.loop.throughput.peak`` is set.
+        The run.
     """
     device_kind, dtype = jax.devices()[0].device_kind, run.experiment.model.dtype
     run.loop.throughput.peak = device_peaks.device_peak(device_kind, dtype, run.experiment.run.peak_tflops_per_device)
@@ -126,7 +110,7 @@ def choose_peak(run: TrainingRun) -> None:
 
 
 def run_results(run: TrainingRun) -> dict[str, Any]:
-    """Return the run's figures as ``results.json`` holds them, before the final evaluation adds its BLEU.
+    """Return the run's figures as ``results.json`` holds them, before the final BLEU.
 
     Parameters
     ----------
@@ -136,8 +120,7 @@ def run_results(run: TrainingRun) -> dict[str, Any]:
     Returns
     -------
     dict
-        The last train and dev figures, early stopping's, the parameter count, wall time, tokens and FLOPs
-        over all sessions, the devices and mesh, and the run it was fine-tuned from.
+        Last train and dev figures, early stopping's, size, wall time, tokens, FLOPs, devices, mesh, source run.
     """
     experiment = run.experiment
     sessions = bookkeeping(run)  # Read once: wall time and tokens of the same moment.

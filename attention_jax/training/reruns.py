@@ -1,9 +1,4 @@
-"""What rerunning the training command on an existing work directory does: train on, finish, or nothing.
-
-``docs/faults.md`` ("Reruns") states the rules. An evaluation step is checkpointed before it is evaluated
-(:data:`EVALUATION_PENDING`), so a reader of that checkpoint adds the evaluation ``metrics.jsonl`` logged
-(:func:`with_logged_evaluation`).
-"""
+"""What rerunning the training command on a work directory does: train on, finish, or nothing (docs/faults.md)."""
 
 from __future__ import annotations
 
@@ -17,8 +12,7 @@ from attention_jax.foundation import run_files
 from attention_jax.training import early_stopping
 
 EVALUATION_PENDING = "evaluation_pending"
-"""The key of a checkpoint's bookkeeping that is true when the checkpoint was written before its step's dev
-evaluation: its early-stopping figures do not count that evaluation yet. Older checkpoints lack it."""
+"""Bookkeeping key: true when the checkpoint precedes its step's dev evaluation (early stopping lacks it)."""
 
 
 def why_nothing_to_train(step: int, stop_reason: str | None, tracker: early_stopping.EarlyStopping,
@@ -39,7 +33,7 @@ def why_nothing_to_train(step: int, stop_reason: str | None, tracker: early_stop
     Returns
     -------
     str or None
-        A sentence naming what holds the run and how to train on.
+        What holds the run and how to train on.
     """
     if stop_reason == early_stopping.STOPPED_EARLY and tracker.should_stop:
         return (f"early stopping ended it at step {step} after {tracker.stop_description()}; to train on, "
@@ -102,7 +96,7 @@ def read_finished_results(workdir: str) -> dict[str, Any] | None:
 
 
 def describes_newest_checkpoint(workdir: str, results: dict[str, Any]) -> bool:
-    """Return whether finished ``results`` are those of the newest checkpoint, not of a run extended since.
+    """Return whether finished ``results`` are the newest checkpoint's, not a run extended since.
 
     Parameters
     ----------
@@ -114,8 +108,7 @@ def describes_newest_checkpoint(workdir: str, results: dict[str, Any]) -> bool:
     Returns
     -------
     bool
-        False when a newer checkpoint exists or ``config.json`` raised ``num_train_steps`` past the results';
-        True without a checkpoint.
+        False for a newer checkpoint or a raised ``num_train_steps``; True without a checkpoint.
     """
     latest = checkpoints.latest_progress(workdir)
     step = results.get("step")
@@ -145,22 +138,19 @@ def discard_results(workdir: str) -> None:
 
 
 def nothing_to_do(workdir: str, config: RunConfig) -> dict[str, Any] | None:
-    """Return a finished run's results with the ``reason`` a rerun under ``config`` does nothing, else ``None``.
-
-    Reads files only, so the caller can return before taking the lock.
+    """Return a finished run's results with the ``reason`` a rerun does nothing; reads files only (before the lock).
 
     Parameters
     ----------
     workdir : str
         The work directory.
     config : RunConfig
-        The new command's run section, the run's own or a changed one.
+        The new command's run section.
 
     Returns
     -------
     dict or None
-        ``results.json`` plus ``reason`` when no step is left to train and no asked-for final evaluation is
-        missing; ``None`` when the rerun trains on or finishes an evaluation.
+        ``results.json`` plus ``reason``; ``None`` when the rerun trains on or finishes an evaluation.
     """
     results = read_finished_results(workdir)
     latest = checkpoints.latest_progress(workdir)
@@ -176,22 +166,21 @@ def nothing_to_do(workdir: str, config: RunConfig) -> dict[str, Any] | None:
 
 
 def with_logged_evaluation(progress: dict[str, Any], logged_eval: dict[str, Any], config: RunConfig) -> dict[str, Any]:
-    """Return a checkpoint's bookkeeping with its step's logged dev evaluation added, when the checkpoint came first.
+    """Return a checkpoint's bookkeeping with its step's logged dev evaluation added, if it came first.
 
     Parameters
     ----------
     progress : dict
         The checkpoint's bookkeeping.
     logged_eval : dict
-        The evaluation ``metrics.jsonl`` logged at that step (:func:`logged_figures`); ``{}`` when none.
+        That step's logged evaluation (:func:`logged_figures`); ``{}`` when none.
     config : RunConfig
-        The run section (early stopping's patience and thresholds).
+        The run section (early stopping).
 
     Returns
     -------
     dict
-        ``progress`` itself when there is nothing to add (:data:`EVALUATION_PENDING` stays as it was);
-        else a copy whose early stopping counts the logged perplexity, with ``EVALUATION_PENDING`` false.
+        ``progress`` itself, or a copy counting the logged perplexity with ``EVALUATION_PENDING`` false.
     """
     if not progress.get(EVALUATION_PENDING) or not logged_eval:
         return progress
@@ -218,7 +207,7 @@ def logged_figures(workdir: str, step: int) -> tuple[dict[str, Any], dict[str, A
     Returns
     -------
     tuple of (dict, dict)
-        ``train`` and ``eval`` values without prefixes, each ``{}`` when none; the evaluation carries ``step``.
+        ``train`` and ``eval`` values unprefixed (``{}`` when none); the evaluation carries ``step``.
     """
     path = os.path.join(workdir, run_files.METRICS_FILE)
     last_train: dict[str, Any] = {}

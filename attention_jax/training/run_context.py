@@ -1,6 +1,4 @@
-"""One training run: what stays fixed for the session (:class:`TrainingRun`) and what the loop advances
-(:class:`LoopState`), and how a restored checkpoint's bookkeeping becomes them.
-"""
+"""One training run: what stays fixed for the session (:class:`TrainingRun`) and what the loop advances."""
 
 from __future__ import annotations
 
@@ -114,23 +112,20 @@ def load_data(experiment: Experiment, mesh: Mesh) -> TrainingData:
 
 def restored_loop(experiment: Experiment, workdir: str, restored: checkpoints.Restored,
                   train_iterator: TrainIterator, *, last_save_time: float) -> LoopState:
-    """Return the loop state of a restored run, carrying the earlier sessions' figures.
-
-    A checkpoint written before its step's evaluation gets that evaluation from ``metrics.jsonl`` when it
-    finished (:func:`reruns.with_logged_evaluation`), else the loop redoes it first.
+    """Return a restored run's loop state; a step saved before its evaluation takes it from ``metrics.jsonl``.
 
     Parameters
     ----------
     experiment : Experiment
-        This session's experiment (its early stopping may differ from the checkpoint's).
+        This session's (early stopping may differ from the checkpoint's).
     workdir : str
         The run directory.
     restored : checkpoints.Restored
-        The latest checkpoint: its state and bookkeeping.
+        The latest checkpoint.
     train_iterator : TrainIterator
         The data iterator at the checkpoint's position.
     last_save_time : float
-        This session's start, from which the next timed save counts.
+        This session's start; the next timed save counts from it.
 
     Returns
     -------
@@ -165,13 +160,12 @@ def resumed_iterator(data: TrainingData, seed: int, restored: checkpoints.Restor
     seed : int
         The experiment's seed.
     restored : checkpoints.Restored
-        The latest checkpoint; its ``data_state`` is the position.
+        The latest checkpoint; ``data_state`` is the position.
 
     Returns
     -------
     TrainIterator
-        At that position; without one, a fresh order seeded ``seed + step`` (with a warning), so a resumed
-        run does not repeat its first batches.
+        At that position; without one, a fresh order seeded ``seed + step`` (no repeated first batches).
     """
     if restored.data_state is None:
         logging.warning("No usable data iterator state at step %d: continuing with a fresh data "

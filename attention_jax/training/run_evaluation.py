@@ -1,6 +1,4 @@
-"""Evaluation inside a training run: dev loss and perplexity (with sampled BLEU and sample translations), the
-best checkpoints kept for early stopping, and the final beam-search BLEU of whole splits.
-"""
+"""Evaluation inside a training run: dev loss, perplexity and sampled BLEU, the best checkpoints, the final BLEU."""
 
 from __future__ import annotations
 
@@ -24,7 +22,7 @@ from attention_jax.training.run_context import TrainingRun
 
 def evaluate(run: TrainingRun, step: int, *,
              should_stop: Callable[[], bool] | None = None) -> dict[str, Any] | None:
-    """Return the dev loss, per-token perplexity and accuracy, and BLEU when decoding is available.
+    """Return the dev loss, per-token perplexity and accuracy, and sampled BLEU when decoding is available.
 
     Parameters
     ----------
@@ -33,14 +31,12 @@ def evaluate(run: TrainingRun, step: int, *,
     step : int
         Step to file the metrics under.
     should_stop : Callable[[], bool], optional
-        Asked between the sampled BLEU's decoding batches (:func:`stop_check`).
+        Asked between the sampled BLEU's decoding batches.
 
     Returns
     -------
     dict or None
-        ``None`` when ``should_stop`` ended it (nothing recorded). Else ``loss``, ``nll_loss``,
-        ``perplexity``, ``accuracy``, ``tokens``, with sampled BLEU ``bleu``, ``bleu_signature`` and
-        ``bleu_sentences``, and ``seconds`` and ``run_wall_s`` (``benchmarks/time_to_bleu.py`` reads it).
+        ``None`` when stopped (nothing recorded); else the metrics, ``seconds`` and ``run_wall_s``.
     """
     started = time.time()
     totals = _dev_sums(run, step)
@@ -54,7 +50,7 @@ def evaluate(run: TrainingRun, step: int, *,
     summary["seconds"] = time.time() - started
     summary["run_wall_s"] = run.earlier.wall_s + started - run.session_start  # When it began; earlier evals included.
     if "perplexity" in summary:
-        track_best(run, step, summary["perplexity"])
+        _track_best(run, step, summary["perplexity"])
     run.loop.last_eval = dict(summary, step=step)
     run.writer.write(step, "eval", summary)
     logging.info("eval at step %d | loss %.4f | nll %.4f | ppl %.3f | acc %.3f%s", step,
@@ -66,7 +62,7 @@ def evaluate(run: TrainingRun, step: int, *,
 
 
 def _dev_sums(run: TrainingRun, step: int) -> Any:
-    """Return the summed dev metrics of ``eval_batches``, one batch in flight, logging progress."""
+    """Return the summed dev metrics, one batch in flight."""
     batches = run.eval_batches
     report = progress.progress_logger(f"dev evaluation at step {step}", len(batches), unit="batches",
                                       always_final=False)
@@ -84,52 +80,28 @@ def _dev_sums(run: TrainingRun, step: int) -> Any:
     return totals
 
 
-def replicated_params(run: TrainingRun) -> Any:
-    """Return the current parameters replicated on every device (for decoding and parameter checkpoints).
-
-    Parameters
-    ----------
-    run : TrainingRun
-        The run.
-
-    Returns
-    -------
-    pytree
-        The parameters.
-    """
+def _replicated_params(run: TrainingRun) -> Any:
+    """Return the current parameters replicated on every device."""
     return jax.jit(lambda tree: tree, out_shardings=sharding.replicated(run.mesh))(run.loop.state.params)
 
 
-def track_best(run: TrainingRun, step: int, perplexity: float) -> None:
-    """Update the best dev perplexity; with early stopping, keep the parameters of the k best evaluations.
-
-    ``WORKDIR/best/`` holds the k = ``average_last_checkpoints`` lowest perplexities so far (not the k newest
-    improvements), which averaging "the best k" needs.
-
-    Parameters
-    ----------
-    run : TrainingRun
-        The run.
-    step : int
-        The evaluated step.
-    perplexity : float
-        Its dev perplexity.
-    """
+def _track_best(run: TrainingRun, step: int, perplexity: float) -> None:
+    """Update the best dev perplexity; with early stopping keep the k lowest-perplexity parameters (for "best k")."""
     run.loop.early_stopping.update(step, perplexity)
     if run.loop.early_stopping.patience > 0:
         params_checkpoints.keep_if_among_best(os.path.join(run.workdir, run_files.BEST_DIR), step, perplexity,
-                                              lambda: replicated_params(run),
+                                              lambda: _replicated_params(run),
                                               keep=max(1, run.experiment.run.average_last_checkpoints))
 
 
 _WARNED_NO_DECODING: list[bool] = []
 
 
-SampleTranslation = tuple[str, str, str]  # (source, reference, translation)
+_SampleTranslation = tuple[str, str, str]  # (source, reference, translation)
 
 
 def stop_check(stop: distributed.StopRequest, step: int) -> Callable[[], bool] | None:
-    """Return the check an evaluation after ``step`` makes between decoding batches, whether a stop was requested.
+    """Return the check, between decoding batches, whether a stop was requested.
 
     Parameters
     ----------
@@ -141,17 +113,14 @@ def stop_check(stop: distributed.StopRequest, step: int) -> Callable[[], bool] |
     Returns
     -------
     Callable[[], bool] or None
-        ``None`` in a multi-process job, whose processes agree on a stop at training steps only.
+        ``None`` with several processes: they agree on a stop at training steps only.
     """
     return (lambda: stop.should_stop(step)) if jax.process_count() == 1 else None
 
 
 def _bleu(run: TrainingRun, step: int, should_stop: Callable[[], bool] | None = None
-          ) -> tuple[dict[str, Any], list[SampleTranslation]] | None:
-    """Return the BLEU of beam-search translations of ``num_bleu_examples`` dev pairs and the translations.
-
-    ``({}, [])`` without sampled BLEU; ``None`` when ``should_stop`` said stop.
-    """
+          ) -> tuple[dict[str, Any], list[_SampleTranslation]] | None:
+    """Return sampled dev BLEU and its translations: ``({}, [])`` without it, ``None`` when stopped."""
     count = run.experiment.run.num_bleu_examples
     if count <= 0:
         return {}, []
@@ -166,7 +135,7 @@ def _bleu(run: TrainingRun, step: int, should_stop: Callable[[], bool] | None = 
     pairs = run.data.text_pairs(run.experiment.data.eval_split, max_pairs=count)
     if not pairs:
         return {}, []
-    translator = decode.Translator(run.experiment.model, replicated_params(run), run.data.tokenizer,
+    translator = decode.Translator(run.experiment.model, _replicated_params(run), run.data.tokenizer,
                                    settings=run.experiment.decoding)
     what = f"sampled dev BLEU at step {step}"
     try:
@@ -185,11 +154,8 @@ def _bleu(run: TrainingRun, step: int, should_stop: Callable[[], bool] | None = 
     return {"bleu": float(score), "bleu_signature": signature, "bleu_sentences": len(pairs)}, samples
 
 
-def _write_sample_translations(run: TrainingRun, step: int, sampled: list[SampleTranslation]) -> None:
-    """Write ``num_sample_translations`` dev translations to TensorBoard as a table (process 0; none for an LM).
-
-    Reuses the sampled-BLEU translations; without them the first dev sentences are translated greedily.
-    """
+def _write_sample_translations(run: TrainingRun, step: int, sampled: list[_SampleTranslation]) -> None:
+    """Write dev translations to TensorBoard (the sampled-BLEU ones, else greedy; none for an LM)."""
     count = run.experiment.run.num_sample_translations
     if count <= 0 or run.experiment.model_kind == ModelKind.DECODER_ONLY:
         return
@@ -203,7 +169,7 @@ def _write_sample_translations(run: TrainingRun, step: int, sampled: list[Sample
         if not pairs:
             return
         greedy = dataclasses.replace(run.experiment.decoding, beam_size=1)
-        translator = decode.Translator(run.experiment.model, replicated_params(run), run.data.tokenizer,
+        translator = decode.Translator(run.experiment.model, _replicated_params(run), run.data.tokenizer,
                                        settings=greedy)
         hypotheses = translator.translate([source for source, _ in pairs])
         samples = [(source, target, hypothesis) for (source, target), hypothesis in zip(pairs, hypotheses)]
@@ -211,7 +177,7 @@ def _write_sample_translations(run: TrainingRun, step: int, sampled: list[Sample
 
 
 def final_params(run: TrainingRun) -> tuple[Any, str]:
-    """Return the parameters whose BLEU counts and which they are (Section 6.1's averaging, or the best).
+    """Return the parameters whose BLEU counts and their name (Section 6.1's average, or the best).
 
     Parameters
     ----------
@@ -237,13 +203,11 @@ def final_params(run: TrainingRun) -> tuple[Any, str]:
             return params, f"average of steps {steps}"
         logging.warning("Final BLEU from the last parameters: %d checkpoints to average, %d kept "
                         "(config.keep_checkpoints).", count, len(saved))
-    return replicated_params(run), f"step {int(run.loop.state.step)}"
+    return _replicated_params(run), f"step {int(run.loop.state.step)}"
 
 
 def final_bleu(run: TrainingRun, stop: distributed.StopRequest) -> dict[str, Any] | None:
-    """Return the beam-search BLEU and perplexity of whole dev and test splits (``config.final_bleu[_splits]``).
-
-    Writes ``eval_<split>.json`` and the translations as ``python -m attention_jax.evaluate`` does.
+    """Return the beam-search BLEU and perplexity of whole splits; writes ``eval_<split>.json`` as ``evaluate`` does.
 
     Parameters
     ----------
@@ -255,8 +219,7 @@ def final_bleu(run: TrainingRun, stop: distributed.StopRequest) -> dict[str, Any
     Returns
     -------
     dict or None
-        ``dev_bleu``, ``test_bleu`` with signatures, perplexities and counts, ``final_bleu_splits`` and
-        ``final_checkpoint``; ``None`` when stopped (a rerun finishes the evaluation only).
+        ``<split>_bleu``, signatures, perplexities, counts, ``final_checkpoint``; ``None`` when stopped.
     """
     from attention_jax.decoding import decode  # The decoding side.
     from attention_jax.evaluation import translation_quality

@@ -1,8 +1,4 @@
-"""Checks a training run makes before it writes anything: its devices, its data and, resuming, its files.
-
-Each refuses in one line (:class:`~attention_jax.foundation.user_errors.UserInputError`, exit status 2)
-naming the problem and the fix.
-"""
+"""Checks a training run makes before it writes anything (devices, data, a resumed run's files), each one line."""
 
 from __future__ import annotations
 
@@ -33,8 +29,7 @@ def check_devices(experiment: Experiment) -> None:
     Raises
     ------
     UserInputError
-        A ``mesh_shape`` that does not fit ``jax.device_count()``, a step too big for a device's memory, or a
-        GPU-only attention implementation on another backend.
+        For a ``mesh_shape`` that does not fit, a step too big for memory, or GPU-only attention elsewhere.
     """
     sharding.fit_mesh_shape(experiment.run.mesh_shape, experiment.run.mesh_axes, jax.device_count())
     device_bytes = _device_memory()
@@ -61,9 +56,7 @@ def _device_memory() -> int | None:
 
 
 def warn_unreached_peak(experiment: Experiment) -> None:
-    """Warn, not refuse, when ``warmup_steps`` exceeds ``num_train_steps``: the rate never reaches its peak.
-
-    A shortened paper config (a smoke test) is a common, deliberate run.
+    """Warn (a shortened config is common) when ``warmup_steps`` exceeds ``num_train_steps``.
 
     Parameters
     ----------
@@ -85,12 +78,12 @@ def check_data(experiment: Experiment, data: TrainingData) -> None:
     experiment : Experiment
         The run's experiment.
     data : TrainingData
-        Its data: the tokenizer's ``vocab_size`` and the ``stats`` are checked.
+        Its tokenizer and ``stats`` are checked.
 
     Raises
     ------
     UserInputError
-        One line, before anything is written.
+        Before anything is written.
     """
     if data.tokenizer.vocab_size > experiment.model.vocab_size:
         raise UserInputError(f"the tokenizer has {data.tokenizer.vocab_size} tokens but the model's "
@@ -101,10 +94,7 @@ def check_data(experiment: Experiment, data: TrainingData) -> None:
 
 
 def _check_dev_pairs_fit(experiment: Experiment, dev_pairs: int, stats: dict[str, Any]) -> None:
-    """Refuse a dev split none of whose pairs fits ``max_len`` (every evaluation would score NaN).
-
-    A language model's ``stats`` have no ``dropped_*`` counts.
-    """
+    """Refuse a dev split none of whose pairs fits ``max_len`` (every evaluation would score NaN)."""
     left_out = sum(int(stats.get(reason, {}).get("validation", 0)) for reason in ("dropped_too_long", "dropped_empty"))
     if dev_pairs > 0 and left_out >= dev_pairs:
         raise UserInputError(
@@ -115,7 +105,7 @@ def _check_dev_pairs_fit(experiment: Experiment, dev_pairs: int, stats: dict[str
 
 
 def check_tokenizer(experiment: Experiment, workdir: str, data: TrainingData, step: int) -> None:
-    """Refuse to put another tokenizer under a run's trained weights (its ids would mean other pieces).
+    """Refuse another tokenizer under a run's trained weights (its ids would mean other pieces).
 
     Parameters
     ----------
@@ -124,14 +114,14 @@ def check_tokenizer(experiment: Experiment, workdir: str, data: TrainingData, st
     workdir : str
         The work directory.
     data : TrainingData
-        The loaded data; its tokenizer is compared with ``WORKDIR/tokenizer.model``.
+        Its tokenizer is compared with ``WORKDIR/tokenizer.model``.
     step : int
-        The restored step; a new run (0) is not checked.
+        The restored step; 0 is not checked.
 
     Raises
     ------
     UserInputError
-        One line, when the file differs or is missing under trained checkpoints.
+        When the file differs or is missing.
     """
     model_proto = data.tokenizer.model_proto
     path = os.path.join(workdir, run_files.TOKENIZER_FILE)
@@ -159,7 +149,7 @@ def check_data_splits(workdir: str, data: TrainingData) -> None:
     workdir : str
         The work directory.
     data : TrainingData
-        The loaded data (its ``split_fingerprints()``).
+        The loaded data.
 
     Raises
     ------
@@ -185,7 +175,7 @@ def check_checkpoint_parameters(workdir: str, step: int | None, abstract_params:
     Raises
     ------
     UserInputError
-        One line naming the differing leaves.
+        Naming the differing leaves.
     """
     if step is None:
         return

@@ -1,9 +1,7 @@
 """Device mesh, logical-axis rules and the placement of parameters and batches.
 
-Batches split by rows over ``"data"``; ``param_sharding="fsdp"`` splits parameters and optimizer state over
-``"data"`` along ``"embed"``; a ``"model"`` axis splits ``"mlp"``, ``"heads"`` and ``"vocab"`` (Megatron-style).
-Mesh axes are ``AxisType.Auto``, not ``jax.make_mesh``'s default ``Explicit``: shardings are given at the jit
-boundary and GSPMD propagates them, so the model carries no sharding annotations.
+Batch rows go over ``"data"``; ``fsdp`` splits ``"embed"`` over ``"data"``; a ``"model"`` axis splits ``"mlp"``,
+``"heads"`` and ``"vocab"``. Axes are ``AxisType.Auto``: shardings at the jit boundary, propagated by GSPMD.
 """
 
 from __future__ import annotations
@@ -42,11 +40,6 @@ def create_mesh(mesh_shape: Sequence[int], mesh_axes: Sequence[str],
     -------
     jax.sharding.Mesh
         The mesh.
-
-    Raises
-    ------
-    UserInputError
-        When the shape does not fit the devices (:func:`fit_mesh_shape`).
     """
     devices = list(jax.devices() if devices is None else devices)
     shape, axes = fit_mesh_shape(mesh_shape, mesh_axes, len(devices)), tuple(mesh_axes)
@@ -73,8 +66,7 @@ def fit_mesh_shape(mesh_shape: Sequence[int], mesh_axes: Sequence[str], device_c
     Raises
     ------
     UserInputError
-        One line naming ``config.mesh_shape``, the device count and what to set, for sizes that do not
-        multiply to or divide the device count, and for shapes the schema refuses.
+        For sizes that do not multiply to (or divide) the device count.
     """
     shape, axes = [int(size) for size in mesh_shape], tuple(mesh_axes)
     if len(shape) != len(axes) or DATA_AXIS not in axes or shape.count(-1) > 1:
@@ -122,7 +114,6 @@ def logical_axis_rules(param_sharding: str, mesh: Mesh) -> tuple[tuple[str, str 
 
 
 def _divisible_spec(spec: PartitionSpec, shape: Sequence[int], mesh: Mesh, name: str) -> PartitionSpec:
-    """Drop the mesh axes of ``spec`` that do not divide their dimension (replicate it)."""
     kept: list[Any] = []  # PartitionSpec entries: an axis name, a tuple of names or None.
     for dim, axes in zip(shape, tuple(spec) + (None,) * (len(shape) - len(spec))):
         names = (axes,) if isinstance(axes, str) else tuple(axes or ())
@@ -137,14 +128,12 @@ def _divisible_spec(spec: PartitionSpec, shape: Sequence[int], mesh: Mesh, name:
 
 
 def tree_shardings(boxed_tree: Any, mesh: Mesh, rules: Sequence[tuple[str, str | None]]) -> Any:
-    """Return NamedShardings for a (possibly abstract) pytree whose leaves carry logical axis names.
-
-    A dimension a mesh axis does not divide is replicated (with a warning), so any model fits any mesh.
+    """Return NamedShardings for a pytree of logical-axis leaves; a dimension no mesh axis divides is replicated.
 
     Parameters
     ----------
     boxed_tree : pytree
-        Arrays or ``jax.ShapeDtypeStruct``; ``nn.Partitioned`` leaves follow ``rules``, others are replicated.
+        Arrays or ``jax.ShapeDtypeStruct``; non-``nn.Partitioned`` leaves are replicated.
     mesh : jax.sharding.Mesh
         The device mesh.
     rules : sequence of (logical axis, mesh axis or None)
@@ -153,7 +142,7 @@ def tree_shardings(boxed_tree: Any, mesh: Mesh, rules: Sequence[tuple[str, str |
     Returns
     -------
     pytree
-        ``nn.meta.unbox(boxed_tree)``'s structure with ``NamedSharding`` leaves.
+        The unboxed tree's structure, ``NamedSharding`` leaves.
     """
     logical_specs = nn.get_partition_spec(boxed_tree)
     mesh_specs = nn.logical_to_mesh(logical_specs, rules)
@@ -217,7 +206,7 @@ def data_parallel_size(mesh: Mesh) -> int:
 
 
 def local_data_shards(mesh: Mesh) -> int:
-    """Return the number of distinct ``"data"`` positions among this process's devices (its share of rows).
+    """Return the number of distinct ``"data"`` positions among this process's devices.
 
     Parameters
     ----------
@@ -254,7 +243,7 @@ def global_batch(local_batch: Mapping[str, np.ndarray], sharding: NamedSharding)
     Raises
     ------
     ValueError
-        When the local rows do not split evenly over the local ``"data"`` devices.
+        When the rows do not split evenly over the local ``"data"`` devices.
     """
     local_shards = local_data_shards(cast(Mesh, sharding.mesh))  # batch_sharding's mesh is concrete.
     arrays = {}

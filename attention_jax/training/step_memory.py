@@ -1,8 +1,4 @@
-"""A lower bound on one device's memory for a training step, checked before anything is compiled.
-
-Not configuration: the estimate reads a checked config's fields and the job's devices
-(:func:`attention_jax.training.setup_checks.check_devices` calls :func:`check_memory`).
-"""
+"""A lower bound on one device's memory for a training step, checked before anything is compiled."""
 
 from __future__ import annotations
 
@@ -14,30 +10,12 @@ from attention_jax.experiment.schema import ConfigError
 from attention_jax.models.variants import ModelKind
 
 
-def estimated_step_bytes(fields: Mapping[str, Any], devices: int) -> tuple[int, str]:
-    """A lower bound on one device's memory for a training step and a decoding cache, from the fields alone.
+def _estimated_step_bytes(fields: Mapping[str, Any], devices: int) -> tuple[int, str]:
+    """Return a lower bound on one device's step and decoding-cache memory, and what dominates it.
 
-    Parameters
-    ----------
-    fields : Mapping[str, Any]
-        A whole flat config whose fields passed :func:`size_limits.check_sizes`.
-    devices : int
-        The job's devices, over which a batch's tokens are split at best.
-
-    Returns
-    -------
-    tuple[int, str]
-        Bytes, and what dominates them with the fields to lower (for the error line).
-
-    Notes
-    -----
-    Counted: the parameters, their gradients and Adam's two moments (float32, every device a copy); per
-    token of the device's share of ``tokens_per_batch``, the float32 logits and their gradient
-    (``2 x vocab_size``) and, per layer, the activations kept for the backward pass (the feed-forward
-    hidden layer, queries, keys, values and output, and one row of attention weights per head:
-    ``d_ff + 4 x d_model + num_heads x max_len`` in ``dtype``); and one sentence's key/value cache in
-    beam search. Everything else (temporaries, XLA's buffers, the runtime) comes on top, so a config
-    refused by it cannot fit.
+    Counted: parameters, gradients and Adam's moments (float32, a copy per device); per token of the device's
+    share, the logits and their gradient and each layer's saved activations (``d_ff + 4 d_model + heads x
+    max_len``); one sentence's beam-search cache. All else comes on top, so a refused config cannot fit.
     """
     width = 2 if fields["dtype"] in ("bfloat16", "float16") else 4
     tokens = -(-fields["tokens_per_batch"] // max(1, devices))
@@ -64,21 +42,20 @@ def check_memory(fields: Mapping[str, Any], devices: int, device_bytes: int, dev
     Parameters
     ----------
     fields : Mapping[str, Any]
-        A whole flat config whose fields passed :func:`size_limits.check_sizes`.
+        A whole flat config that passed :func:`size_limits.check_sizes`.
     devices : int
         The job's devices.
     device_bytes : int
-        The memory of one device (a GPU's, or the host's share per CPU device).
+        One device's memory (a GPU's, or the host's share per CPU device).
     device : str
         The device's kind, named in the error.
 
-    Notes
-    -----
-    Raises :class:`ConfigError` naming the estimate (:func:`estimated_step_bytes`), the memory and the
-    fields to lower. Without it a ``tokens_per_batch`` of ``2**31 - 1`` compiled for minutes and was killed
-    by the kernel.
+    Raises
+    ------
+    ConfigError
+        Naming the estimate, the memory and the fields to lower.
     """
-    needed, what = estimated_step_bytes(fields, devices)
+    needed, what = _estimated_step_bytes(fields, devices)
     if needed > device_bytes:
         raise ConfigError(
             f"one step needs at least {_bytes(needed)} per device, more than the {_bytes(device_bytes)} of this "

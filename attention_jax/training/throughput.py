@@ -1,6 +1,4 @@
-"""Training throughput: target tokens per second, step time, data wait and MFU over training time
-(evaluation, checkpoints and compilation kept off the clock).
-"""
+"""Training throughput and MFU over training time only (evaluation, checkpoints and compilation off the clock)."""
 
 from __future__ import annotations
 
@@ -96,7 +94,7 @@ class Throughput:
         self._data_wait_s += data_wait_s
 
     def close_interval(self) -> IntervalRates:
-        """Return the rates since the last call; the clock keeps running if it ran.
+        """Return the rates since the last call; a running clock keeps running.
 
         Returns
         -------

@@ -1,7 +1,4 @@
-"""The training loop: build the run, train, log, evaluate, checkpoint, write results (:func:`train_and_evaluate`).
-
-``docs/design.md`` ("A training step, end to end") walks through it.
-"""
+"""The training loop: build the run, train, log, evaluate, checkpoint, write results (docs/design.md walks it)."""
 
 from __future__ import annotations
 
@@ -41,20 +38,13 @@ from attention_jax.training.train_state import Batch, MetricSums, run_update
 
 
 class NonFiniteLossError(UserInputError, FloatingPointError):
-    """Training produced a NaN or infinite loss; the message names the step and the last good checkpoint.
-
-    A :class:`UserInputError`: the cause is a setting (too high a ``learning_rate_scale``, too short a warm-up),
-    so the commands print one line, exit status 2.
-    """
+    """A NaN or infinite loss: a setting's fault (learning rate, warm-up), so one line and exit status 2."""
 
 
-# --- The run, built once --------------------------------------------------------------------------
 
 def build_run(experiment: Experiment, workdir: str, data: TrainingData | None,
               lock: workdir_lock.WorkdirLock | None = None) -> TrainingRun:
-    """Build the mesh, model, compiled steps and the initial or restored state, iterator and bookkeeping.
-
-    A restored run is checked against its data before anything is written.
+    """Build the mesh, model, compiled steps and the initial or restored state, checked against its data.
 
     Parameters
     ----------
@@ -114,7 +104,6 @@ def build_run(experiment: Experiment, workdir: str, data: TrainingData | None,
                        earlier=earlier, session_start=session_start, loop=loop)
 
 
-# --- The training loop ------------------------------------------------------------------------------
 
 def _next_micro_batches(run: TrainingRun) -> tuple[list[Batch], float]:
     """Return the step's global micro-batches and the host's wait for them; count their tokens."""
@@ -173,12 +162,7 @@ def _new_shapes(run: TrainingRun, micro_batches: list[Batch]) -> bool:
 
 
 def _train(run: TrainingRun, stop: distributed.StopRequest) -> bool:
-    """Run updates until ``num_train_steps`` or a stop request; return whether training finished.
-
-    The host waits for step n - 1 after dispatching step n, so a stop request is honoured within a step.
-    Losses are fetched and checked only at log, evaluation and checkpoint steps. An evaluation step is
-    checkpointed before its evaluation, so a failed or stopped evaluation loses no training step.
-    """
+    """Run updates until ``num_train_steps`` or a stop request; return whether training finished."""
     config = run.experiment.run
     step = int(run.loop.state.step)
     untimed: set[int] = set()  # Steps that compiled a new batch shape.
@@ -264,15 +248,12 @@ def _evaluate(run: TrainingRun, step: int, stop: distributed.StopRequest) -> boo
     return True
 
 
-# --- Entry point ------------------------------------------------------------------------------------
 
 def train_and_evaluate(experiment: Experiment, workdir: str, *, data: TrainingData | None = None) -> dict[str, Any]:
     """Train ``experiment``'s model in ``workdir``, resuming from its latest checkpoint if there is one.
 
-    Checkpoints are written every ``checkpoint_every_steps``, after ``checkpoint_every_minutes``, before each
-    evaluation, at the last step and on SIGTERM or Ctrl-C (then within a step, ``finished=False``). A run
-    that finished with the same config is not touched (``already_finished=True``). One trainer per work
-    directory (:mod:`~attention_jax.training.workdir_lock`).
+    Checkpoints every ``checkpoint_every_steps`` or ``checkpoint_every_minutes``, before each evaluation, at the
+    end and on SIGTERM or Ctrl-C (``finished=False``). A run finished with the same config is left alone.
 
     Parameters
     ----------
@@ -339,11 +320,7 @@ def _remove_if_only_lock(workdir: str) -> None:
 
 def _train_locked(experiment: Experiment, workdir: str, data: TrainingData | None,
                   lock: workdir_lock.WorkdirLock | None) -> dict[str, Any]:
-    """Run :func:`train_and_evaluate` once the lock is held.
-
-    The config and tokenizer are written only when this session trains (or the run has none yet); a rerun
-    that only finishes the final evaluation adds its figures to the kept results.
-    """
+    """Run :func:`train_and_evaluate` once the lock is held; config and tokenizer are written only if it trains."""
     run = build_run(experiment, workdir, data, lock)
     held_by = reruns.why_nothing_to_train(int(run.loop.state.step), run.loop.stop_reason, run.loop.early_stopping,
                                           experiment.run.num_train_steps)

@@ -1,8 +1,7 @@
 """The train state, the paper's optimizer and schedule (Section 5.3), and the jitted steps that advance them.
 
-A step's gradient is that of the label-smoothed loss summed over the step's non-pad target tokens (every
-device, every micro-batch) divided by their number, so ``grad_accum_steps=k`` equals one step on the k
-batches' union (``docs/design.md``, "A training step, end to end").
+A step's gradient is the label-smoothed loss summed over all its non-pad target tokens divided by their number,
+so ``grad_accum_steps=k`` equals one step on the k batches' union (docs/design.md).
 """
 
 from __future__ import annotations
@@ -40,23 +39,20 @@ class TrainState(flax.struct.PyTreeNode):
     rng: jax.Array  # uint32 key data; each step's dropout keys are folded from it.
 
 
-# --- The update: Adam and the paper's schedule (Section 5.3) --------------------------------------
 
 def paper_learning_rate(step: ArrayLike, *, d_model: int, warmup_steps: int, scale: float = 1.0) -> ArrayLike:
-    """Return the learning rate of update ``step``, Equation (3).
-
-    ``d_model^-0.5 * min(step^-0.5, step * warmup_steps^-1.5)``.
+    """Return the learning rate of update ``step``, Equation (3): ``d^-0.5 * min(step^-0.5, step * warmup^-1.5)``.
 
     Parameters
     ----------
     step : int or Array
-        Update number, 1 for the first; values below 1 count as 1.
+        Update number, 1 for the first; below 1 counts as 1.
     d_model : int
         Model width.
     warmup_steps : int
-        Updates of linear warm-up (4000 in the paper); the peak is at ``step == warmup_steps``.
+        Linear warm-up updates (paper: 4000); the peak.
     scale : float
-        Multiplier of the whole schedule (``learning_rate_scale``; 1.0 is the paper's).
+        Multiplier of the whole schedule.
 
     Returns
     -------
@@ -69,9 +65,7 @@ def paper_learning_rate(step: ArrayLike, *, d_model: int, warmup_steps: int, sca
 
 
 def make_schedule(config: OptimizerConfig) -> optax.Schedule:
-    """Return ``config.lr_schedule`` as an optax schedule of the update count.
-
-    ``constant_then_inverse_sqrt`` is :func:`paper_learning_rate` at ``max(step, warmup_steps)`` (no ramp).
+    """Return ``config.lr_schedule`` as an optax schedule (``constant_then_inverse_sqrt``: no ramp).
 
     Parameters
     ----------
@@ -94,28 +88,26 @@ def make_schedule(config: OptimizerConfig) -> optax.Schedule:
 
 
 def _decayed_parameters(params: Any) -> Any:
-    """Return ``True`` for the leaves of two or more dimensions: weight decay spares biases and norm scales."""
+    """Return ``True`` for leaves of two or more dimensions: weight decay spares biases and norm scales."""
     return jax.tree.map(lambda leaf: jnp.ndim(leaf) >= 2, params)
 
 
 def make_optimizer(config: OptimizerConfig, schedule: optax.Schedule | None = None) -> optax.GradientTransformation:
-    """Return Adam(beta1, beta2, eps) on the schedule (Section 5.3), with optional clipping and weight decay.
+    """Return Adam on the schedule (Section 5.3), with optional clipping and decoupled weight decay (AdamW).
 
-    Both knobs are off by default so the paper's Adam stays exact; either changes the optimizer state's
-    structure, so a run cannot resume with another setting. Weight decay is decoupled and scaled by the
-    learning rate, as in optax and PyTorch's AdamW.
+    Both are off by default so the paper's Adam stays exact; either changes the optimizer state's structure.
 
     Parameters
     ----------
     config : OptimizerConfig
         The optimizer section (paper: 0.9, 0.98, 1e-9).
     schedule : optax.Schedule, optional
-        The schedule to drive (default ``make_schedule(config)``); the loop passes the one it logs.
+        Default ``make_schedule(config)``; the loop passes the one it logs.
 
     Returns
     -------
     optax.GradientTransformation
-        Plain Adam, or ``clip_by_global_norm`` chained with Adam/AdamW.
+        Adam, AdamW, or either after ``clip_by_global_norm``.
     """
     learning_rate = schedule if schedule is not None else make_schedule(config)
     if config.weight_decay > 0:
@@ -128,7 +120,6 @@ def make_optimizer(config: OptimizerConfig, schedule: optax.Schedule | None = No
     return adam
 
 
-# --- Steps ------------------------------------------------------------------------------------------
 
 DROPOUT_RNGS = ("threefry", "rbg")
 LAYER_GRAD_NORM_PREFIX = "grad_norm/"
@@ -136,15 +127,12 @@ LAYER_GRAD_NORM_PREFIX = "grad_norm/"
 
 
 def layer_gradient_norms(grads: Any) -> dict[str, jax.Array]:
-    """Return the L2 norm of each top-level module's gradient (embedding, every layer, final norms).
-
-    Xiong et al. (2020) read these norms at initialisation to explain post-LN's need for warm-up
-    (``docs/normalization.md``).
+    """Return the L2 norm of each top-level module's gradient (Xiong et al. 2020; docs/normalization.md).
 
     Parameters
     ----------
     grads : pytree
-        Per-token gradient with the parameters' structure.
+        Per-token gradient.
 
     Returns
     -------
@@ -160,13 +148,12 @@ def logged_gradient_norms(fetched: list[tuple[int, dict]]) -> dict[str, float]:
     Parameters
     ----------
     fetched : list of (step, sums)
-        The interval's steps and their metric sums, on the host.
+        The interval's steps and host metric sums.
 
     Returns
     -------
     dict[str, float]
-        ``grad_norm`` and ``grad_norm/<module>`` of the last step; from an interval starting at step 1 also
-        ``init/...``, the norms at the initial parameters.
+        The last step's ``grad_norm[/<module>]``; from step 1 also ``init/...``, at the initial parameters.
     """
     def _norms(sums: dict, prefix: str = "") -> dict[str, float]:
         return {f"{prefix}{key}": float(value) for key, value in sums.items()
@@ -193,13 +180,13 @@ def model_logits(transformer: nn.Module, params: Any, batch: Batch, **kwargs: An
     Parameters
     ----------
     transformer : nn.Module
-        A ``Transformer`` or a decoder-only ``LanguageModel`` (whose batches have no ``inputs``).
+        A ``Transformer`` or a ``LanguageModel`` (batches without ``inputs``).
     params : pytree
         Parameters.
     batch : Batch
-        ``inputs`` ``[B, S]``, ``targets`` ``[B, T]``, and a packed batch's :data:`model.PACKED_KEYS`.
+        ``inputs`` ``[B, S]``, ``targets`` ``[B, T]`` and a packed batch's :data:`model.PACKED_KEYS`.
     **kwargs
-        Passed to ``transformer.apply`` (``deterministic``, ``rngs``).
+        Passed to ``transformer.apply``.
 
     Returns
     -------
@@ -212,7 +199,7 @@ def model_logits(transformer: nn.Module, params: Any, batch: Batch, **kwargs: An
 def _summed_loss_gradients(params: Any, batch: Batch, dropout_key: jax.Array,
                            transformer: nn.Module,
                            label_smoothing: float) -> tuple[Any, MetricSums, Any]:
-    """Return the gradient of the loss summed over non-pad targets, the sums and batch_norm's batch statistics."""
+    """Return the summed-loss gradient, the metric sums and batch_norm's batch statistics."""
     collection = normalization_registry.STATISTICS_COLLECTION
 
     def _summed_loss(candidate: Any) -> tuple[jax.Array, tuple[MetricSums, Any]]:
@@ -239,13 +226,13 @@ def accumulate_gradients(state: TrainState, carry: Carry | None, batch: Batch, m
     batch : Batch
         Global arrays, as in :func:`model_logits`.
     micro_index : jax.Array
-        int32 index of the micro-batch within the step (selects its dropout key).
+        int32 micro-batch index (selects its dropout key).
     transformer : nn.Module
         The model.
     label_smoothing : float
         ``eps_ls`` (Section 5.4).
     dropout_rng : str
-        ``"threefry"`` (the same masks on any mesh) or ``"rbg"`` (masks depend on the batch's sharding).
+        ``"threefry"`` (same masks on any mesh) or ``"rbg"`` (masks depend on the sharding).
 
     Returns
     -------
@@ -266,8 +253,7 @@ def train_step(state: TrainState, batch: Batch, carry: Carry | None = None, *,
                dropout_rng: str = "threefry") -> tuple[TrainState, MetricSums]:
     """Apply one optimizer update: the last micro-batch's gradient, the division by tokens, the optimizer.
 
-    batch_norm's running averages move once, by the statistics of all the step's tokens; each micro-batch is
-    still normalised by its own statistics.
+    batch_norm's running averages move once, by all the step's tokens; each micro-batch uses its own statistics.
 
     Parameters
     ----------
@@ -276,22 +262,22 @@ def train_step(state: TrainState, batch: Batch, carry: Carry | None = None, *,
     batch : Batch
         The step's last (or only) micro-batch.
     carry : Carry or None
-        The earlier micro-batches' sums (:func:`accumulate_gradients`).
+        The earlier micro-batches' sums.
     transformer : nn.Module
-        The model (its ``dtype`` is the compute precision; parameters stay float32).
+        The model (``dtype``: compute precision; parameters stay float32).
     optimizer : optax.GradientTransformation
         From :func:`make_optimizer`.
     label_smoothing : float
         ``eps_ls``.
     micro_index : int
-        This micro-batch's index, ``grad_accum_steps - 1``.
+        ``grad_accum_steps - 1``.
     dropout_rng : str
         As in :func:`accumulate_gradients`.
 
     Returns
     -------
     tuple of (TrainState, dict)
-        The new state and the step's metric sums, with ``grad_norm`` and :func:`layer_gradient_norms`.
+        The new state and metric sums, with ``grad_norm`` and :func:`layer_gradient_norms`.
     """
     grads, sums, statistics = accumulate_gradients(state, carry, batch, jnp.int32(micro_index),
                                                    transformer=transformer, label_smoothing=label_smoothing,
@@ -318,7 +304,7 @@ def eval_step(params: Any, batch: Batch, *, transformer: nn.Module,
     transformer : nn.Module
         The model.
     label_smoothing : float
-        ``eps_ls`` (the smoothed loss is reported beside the NLL).
+        ``eps_ls``.
 
     Returns
     -------
@@ -411,9 +397,9 @@ def run_update(steps: CompiledSteps, state: TrainState,
     steps : CompiledSteps
         Compiled with ``grad_accum_steps == len(micro_batches)``.
     state : TrainState
-        Current state, donated: not usable afterwards.
+        Current state, donated.
     micro_batches : list[Batch]
-        Global batches (their shapes may differ).
+        Global batches (shapes may differ).
 
     Returns
     -------

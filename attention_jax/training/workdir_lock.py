@@ -1,9 +1,4 @@
-"""One trainer per work directory: ``WORKDIR/lock.json``, held for the run's lifetime.
-
-An ``flock`` on local disk and NFS; on object stores a record refreshed at each checkpoint, stale after
-:data:`REMOTE_STALE_AFTER_S` (best effort). ``docs/clusters.md`` ("One trainer per work directory") states
-the guarantees. In multi-process jobs process 0 takes the lock.
-"""
+"""One trainer per work directory: an ``flock`` on ``lock.json``, a refreshed record on object stores."""
 
 from __future__ import annotations
 
@@ -26,8 +21,7 @@ REMOTE_STALE_AFTER_S = 30 * 60  # An object-store lock not refreshed for this lo
 
 
 _CANNOT_CREATE = (errno.ENOENT, errno.ENOTDIR, errno.EEXIST)
-"""What creating a work directory answers where no run can be (``/proc/x``: ENOENT), read as the user's mistake
-(no permission is the trainer's own one line, "cannot write to the work directory")."""
+"""What creating a work directory answers where no run can be (``/proc/x``: ENOENT): the user's mistake."""
 
 
 class WorkdirLockedError(RuntimeError):

@@ -61,6 +61,8 @@ The design, the buckets' sizes, the cost and the results: ``docs/positions.md``.
 
 from __future__ import annotations
 
+from typing import Any
+
 import ml_collections
 
 from attention_jax.experiment import corpora
@@ -144,7 +146,7 @@ def get_config(row: str = "sinusoidal") -> ml_collections.ConfigDict:
 
 
 def get_report() -> dict:
-    """Return what the report adds: each encoding against sinusoidal per length bucket, and the trend.
+    """Return what the report adds: each encoding against sinusoidal per length bucket, and the trend with length.
 
     Returns
     -------
@@ -153,4 +155,20 @@ def get_report() -> dict:
     """
     from attention_jax.reports import by_bucket  # Only when reporting.
 
-    return dict(extras=[by_bucket.write], headline_measures=[by_bucket.LENGTH_TREND])
+    return dict(extras=[bucket_comparison().write], headline_measures=[by_bucket.LENGTH_TREND])
+
+
+def bucket_comparison() -> Any:
+    """Return the length-bucket report's declaration: every encoding against sinusoidal, bucket by bucket.
+
+    Returns
+    -------
+    attention_jax.reports.by_bucket.BucketComparison
+        Its files are ``positions_by_length.md``, ``.csv`` and ``.png``.
+    """
+    from attention_jax.reports import by_bucket  # Only when reporting.
+
+    return by_bucket.BucketComparison(
+        field="positional_encoding", reference="sinusoidal", label="encoding", reference_basis="the paper's encoding",
+        stem="positions_by_length", title="Positional encodings on length buckets",
+        plot_title="positional encodings by target length")

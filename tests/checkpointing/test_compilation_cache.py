@@ -54,12 +54,12 @@ def test_directory_from_environment_config_or_default(monkeypatch: pytest.Monkey
     monkeypatch.delenv("JAX_COMPILATION_CACHE_DIR", raising=False)
     monkeypatch.delenv("ATTENTION_JAX_CACHE_DIR", raising=False)
     default = os.path.abspath(os.path.expanduser(compilation_cache.DEFAULT_DIRECTORY))
-    assert compilation_cache.resolve_directory("default") == default
-    assert compilation_cache.resolve_directory(None) == default  # An older run's config has no field.
-    assert compilation_cache.resolve_directory("") is None
-    assert compilation_cache.resolve_directory(str(tmp_path / "mine")) == str(tmp_path / "mine")
+    assert compilation_cache._resolve_directory("default") == default
+    assert compilation_cache._resolve_directory(None) == default  # An older run's config has no field.
+    assert compilation_cache._resolve_directory("") is None
+    assert compilation_cache._resolve_directory(str(tmp_path / "mine")) == str(tmp_path / "mine")
     monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", str(tmp_path / "from_env"))
-    assert compilation_cache.resolve_directory("") == str(tmp_path / "from_env")  # The environment wins.
+    assert compilation_cache._resolve_directory("") == str(tmp_path / "from_env")  # The environment wins.
 
 
 def test_unwritable_directory_warns_and_runs_without_cache(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch,

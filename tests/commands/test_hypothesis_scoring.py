@@ -87,8 +87,8 @@ def test_score_file_refuses_files_of_different_lengths_naming_the_hypotheses_fla
 
 def test_model_flags_with_hypotheses_are_refused():
     with pytest.raises(UserInputError, match="leave out --workdir, --beam_size"):
-        hypothesis_scoring.check_no_model_flags(["workdir", "beam_size"])
-    hypothesis_scoring.check_no_model_flags([])  # None given: no error.
+        hypothesis_scoring._check_no_model_flags(["workdir", "beam_size"])
+    hypothesis_scoring._check_no_model_flags([])  # None given: no error.
 
 
 def test_run_prints_three_metrics_and_writes_the_json(tmp_path, capsys):

@@ -42,7 +42,7 @@ def test_a_same_named_folder_does_not_hide_a_shipped_config(tmp_path: pathlib.Pa
 
 
 def test_without_a_checkout_it_is_one_line_saying_what_to_do(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(shipped_configs, "configs_dir", lambda: None)  # As after a wheel install.
+    monkeypatch.setattr(shipped_configs, "_configs_dir", lambda: None)  # As after a wheel install.
     with pytest.raises(UserInputError, match=r"attention-jax-sweep needs the repository's configs/ and launch/ "
                                              r"folders.*pip install -e it, as the README says"):
         shipped_configs.use_checkout("attention-jax-sweep")

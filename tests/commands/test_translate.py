@@ -50,8 +50,8 @@ def tiny_nbest(tiny_translator: decode.Translator) -> list[list[decode.Hypothesi
 def _teacher_forced_log_probs(translator: decode.Translator, sources: list[str],
                               targets: list[tuple[int, ...]]) -> np.ndarray:
     """``log P(target | source)`` of each pair from one teacher-forced pass of the model (no search, no cache)."""
-    inputs = text_batches.pad_ids(translator.encode_sources(sources))
-    padded_targets = text_batches.pad_ids(targets)
+    inputs = text_batches._pad_ids(translator.encode_sources(sources))
+    padded_targets = text_batches._pad_ids(targets)
     logits = jax.jit(Transformer(translator.model_config).apply)({"params": translator.params}, inputs, padded_targets)
     log_probs = np.take_along_axis(np.asarray(jax.nn.log_softmax(logits), np.float64), padded_targets[..., None],
                                    axis=-1)[..., 0]  # [B, T]

@@ -21,7 +21,7 @@ def test_threefry_random_bits_equal_jax_random_bits(shape: tuple[int, ...], make
     for seed in (0, 7, 2**31 + 5):
         key = jax.random.fold_in(make_key(seed), 3)
         expected = jax.random.bits(key, shape, jnp.uint32)
-        ours = jax.jit(dropout.threefry_random_bits, static_argnums=1)(key, shape)
+        ours = jax.jit(dropout._threefry_random_bits, static_argnums=1)(key, shape)
         assert ours.dtype == jnp.uint32 and ours.shape == shape
         np.testing.assert_array_equal(np.asarray(ours), np.asarray(expected))
 
@@ -29,11 +29,11 @@ def test_threefry_random_bits_equal_jax_random_bits(shape: tuple[int, ...], make
 def test_threefry2x32_matches_the_published_known_answer() -> None:
     # Random123's known-answer vector for Threefry-2x32 with 20 rounds: key and counter all ones.
     ones = np.uint32(0xFFFFFFFF)
-    left, right = dropout.threefry2x32((jnp.uint32(ones), jnp.uint32(ones)), jnp.uint32(ones), jnp.uint32(ones))
+    left, right = dropout._threefry2x32((jnp.uint32(ones), jnp.uint32(ones)), jnp.uint32(ones), jnp.uint32(ones))
     assert (int(left), int(right)) == (0x1CB996FC, 0xBB002BE7)
-    left, right = dropout.threefry2x32((jnp.uint32(0), jnp.uint32(0)), jnp.uint32(0), jnp.uint32(0))
+    left, right = dropout._threefry2x32((jnp.uint32(0), jnp.uint32(0)), jnp.uint32(0), jnp.uint32(0))
     assert (int(left), int(right)) == (0x6B200159, 0x99BA4EFE)
-    left, right = dropout.threefry2x32((jnp.uint32(0x13198A2E), jnp.uint32(0x03707344)),
+    left, right = dropout._threefry2x32((jnp.uint32(0x13198A2E), jnp.uint32(0x03707344)),
                                        jnp.uint32(0x243F6A88), jnp.uint32(0x85A308D3))
     assert (int(left), int(right)) == (0xC4923A9C, 0x483DF7A0)
 
@@ -42,21 +42,21 @@ def test_threefry2x32_matches_the_published_known_answer() -> None:
 def test_bernoulli_mask_equals_jax_bernoulli(keep_prob: float) -> None:
     key = jax.random.key(11)
     shape = (48, 50)
-    ours = jax.jit(dropout.bernoulli_mask, static_argnums=(1, 2))(key, keep_prob, shape)
+    ours = jax.jit(dropout._bernoulli_mask, static_argnums=(1, 2))(key, keep_prob, shape)
     np.testing.assert_array_equal(np.asarray(ours), np.asarray(jax.random.bernoulli(key, keep_prob, shape)))
 
 
 def test_other_generators_go_to_jax_itself() -> None:
     key = jax.random.key(4, impl="rbg")
-    np.testing.assert_array_equal(np.asarray(dropout.threefry_random_bits(key, (6, 5))),
+    np.testing.assert_array_equal(np.asarray(dropout._threefry_random_bits(key, (6, 5))),
                                   np.asarray(jax.random.bits(key, (6, 5), jnp.uint32)))
-    np.testing.assert_array_equal(np.asarray(dropout.bernoulli_mask(key, 0.9, (6, 5))),
+    np.testing.assert_array_equal(np.asarray(dropout._bernoulli_mask(key, 0.9, (6, 5))),
                                   np.asarray(jax.random.bernoulli(key, 0.9, (6, 5))))
 
 
 def test_the_mask_compiles_without_a_loop() -> None:
     """The point of the module: on the CPU JAX's own draw is a ``while`` loop, ours a single fusion."""
-    compiled = jax.jit(dropout.bernoulli_mask, static_argnums=(1, 2)).lower(
+    compiled = jax.jit(dropout._bernoulli_mask, static_argnums=(1, 2)).lower(
         jax.random.key(0), 0.9, (128, 64)).compile().as_text()
     assert " while(" not in compiled and "while" not in compiled.split("ENTRY")[-1]
 

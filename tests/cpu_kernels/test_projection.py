@@ -41,9 +41,9 @@ def test_contract_trailing_and_its_gradients_equal_numpy(x_shape, kernel_shape, 
     rng = np.random.default_rng(len(x_shape) + len(kernel_shape))
     x = rng.normal(size=x_shape).astype(np.float32)
     kernel = rng.normal(size=kernel_shape).astype(np.float32)
-    product = jax.jit(projection.contract_trailing, static_argnums=2)(x, kernel, num_contracted)
+    product = jax.jit(projection._contract_trailing, static_argnums=2)(x, kernel, num_contracted)
     cotangent = rng.normal(size=product.shape).astype(np.float32)
-    loss = lambda a, b: jnp.sum(projection.contract_trailing(a, b, num_contracted) * cotangent)  # noqa: E731
+    loss = lambda a, b: jnp.sum(projection._contract_trailing(a, b, num_contracted) * cotangent)  # noqa: E731
     x_gradient, kernel_gradient = jax.jit(jax.grad(loss, argnums=(0, 1)))(x, kernel)
     expected = _numpy_product_and_gradients(x, kernel, num_contracted, cotangent)
     for ours, reference in zip((product, x_gradient, kernel_gradient), expected):
@@ -80,7 +80,7 @@ def test_bfloat16_stays_bfloat16() -> None:
     x = jnp.ones((2, 3, 4), jnp.bfloat16)
     kernel = jnp.ones((4, 5), jnp.bfloat16)
     assert projection.dot_general(x, kernel, (((2,), (0,)), ((), ()))).dtype == jnp.bfloat16
-    gradient = jax.grad(lambda k: jnp.sum(projection.contract_trailing(x, k, 1)).astype(jnp.float32))(kernel)
+    gradient = jax.grad(lambda k: jnp.sum(projection._contract_trailing(x, k, 1)).astype(jnp.float32))(kernel)
     assert gradient.dtype == jnp.bfloat16
     np.testing.assert_array_equal(np.asarray(gradient, np.float32), np.full((4, 5), 6.0, np.float32))
 
@@ -102,7 +102,7 @@ def test_other_products_go_to_lax_dot_general(lhs_shape, rhs_shape, dimension_nu
 def test_the_cpu_backward_pass_materializes_the_transposed_inputs() -> None:
     """The point of the module on CPUs: ``x^T`` copied out behind a barrier, not folded into the product."""
     x, kernel = jnp.ones((4, 6, 8)), jnp.ones((8, 3))
-    gradient = jax.grad(lambda k: jnp.sum(projection.contract_trailing(x, k, 1)))
+    gradient = jax.grad(lambda k: jnp.sum(projection._contract_trailing(x, k, 1)))
     text = jax.jit(gradient).lower(kernel).as_text()
     assert ("optimization_barrier" in text) == (jax.default_backend() == "cpu")
 
@@ -125,7 +125,7 @@ mesh = Mesh(np.array(jax.devices()), ("data",))
 rows, replicated = NamedSharding(mesh, P("data", None, None)), NamedSharding(mesh, P())
 rng = np.random.default_rng(0)
 x, kernel = rng.normal(size=(16, 64, 32)).astype(np.float32), rng.normal(size=(32, 48)).astype(np.float32)
-loss = lambda k, x: jnp.sum(projection.contract_trailing(x, k, 1) ** 2)
+loss = lambda k, x: jnp.sum(projection._contract_trailing(x, k, 1) ** 2)
 gradient = jax.jit(jax.grad(loss), in_shardings=(replicated, rows), out_shardings=replicated)
 text = gradient.lower(kernel, x).compile().as_text()
 moves = sum(text.count(op) for op in (" collective-permute(", " all-to-all(", "collective-permute-start("))

@@ -96,7 +96,7 @@ def test_packed_real_budget_counts_the_ids_of_built_batches():
 
 def test_unknown_unit_is_a_clear_error():
     with pytest.raises(ValueError, match="tokens_per_batch_unit='pairs'.*real.*slots"):
-        batching.check_tokens_per_batch_unit("pairs")
+        batching._check_tokens_per_batch_unit("pairs")
 
 
 def test_pipeline_sizes_training_and_evaluation_batches_alike(tmp_path):
@@ -106,7 +106,7 @@ def test_pipeline_sizes_training_and_evaluation_batches_alike(tmp_path):
     for unit in ("slots", "real"):
         config = tsv_corpus.pipeline_config(f"tsv:{directory}", tmp_path / "tfds", tokens_per_batch_unit=unit)
         data = input_pipeline.get_datasets(config, rows_multiple=ROW_MULTIPLE)
-        shapes[unit] = set(data.batch_shapes)
+        shapes[unit] = set(data._batch_shapes)
         eval_shapes = {batch["inputs"].shape for batch in data.eval_batches("validation")}
         assert eval_shapes <= shapes[unit]  # Evaluation compiles no shape training did not.
     slot_rows, real_rows = dict((length, rows) for rows, length in shapes["slots"]), dict(

@@ -43,7 +43,7 @@ def _locale(tmp_path: pathlib.Path, count: int) -> pathlib.Path:
 
 def test_catalog_pairs_skip_header_identical_and_untranslated(tmp_path: pathlib.Path) -> None:
     locale = _locale(tmp_path, count=3)
-    pairs = dict(gettext_corpus.catalog_pairs(str(locale / "fr" / "LC_MESSAGES" / "alpha.mo")))
+    pairs = dict(gettext_corpus._catalog_pairs(str(locale / "fr" / "LC_MESSAGES" / "alpha.mo")))
     assert pairs["Open"] == "Ouvrir" and pairs["Quit"] == "Quitter"  # Context dropped.
     assert pairs["Save the file"] == "Enregistrer le fichier"  # Whitespace collapsed.
     assert "Same" not in pairs and "Untranslated" not in pairs and "" not in pairs

@@ -159,11 +159,14 @@ def scored_root(tmp_path: pathlib.Path) -> pathlib.Path:
     return root
 
 
+POSITIONS = positions.bucket_comparison()  # What the sweep file's get_report() declares.
+
+
 def test_report_pairs_by_seed_with_hand_computed_changes(scored_root: pathlib.Path) -> None:
     _, rows = sweep_rows.read_sweep_rows(str(scored_root))
     assert by_bucket.applies(str(scored_root), rows)
-    compared = {(row.row, row.bucket): row for row in by_bucket.compare_encodings(str(scored_root), rows)}
-    records = {(record["row"], record["bucket"]): record for record in by_bucket.csv_records(compared.values())}
+    compared = {(row.row, row.bucket): row for row in by_bucket.compare_encodings(str(scored_root), rows, POSITIONS)}
+    records = {(record["row"], record["bucket"]): record for record in by_bucket.csv_records(compared.values(), POSITIONS)}
     beyond = records[("learned", "beyond_2x")]
     assert beyond["paired_seeds"] == 3
     assert beyond["ppl_change_mean"] == pytest.approx(0.183333, abs=1e-6)
@@ -183,7 +186,7 @@ def test_report_pairs_by_seed_with_hand_computed_changes(scored_root: pathlib.Pa
     trends = {trend.row: trend for trend in by_bucket.length_trends(list(compared.values()))}
     assert sorted(trends["learned"].differences.values()) == pytest.approx([0.08, 0.19, 0.27])
     # The plot's third panel: the same paired changes, in percent, bucket by bucket; no line for the reference.
-    series = by_bucket.change_series(by_bucket.compare_encodings(str(scored_root), rows))
+    series = by_bucket.change_series(by_bucket.compare_encodings(str(scored_root), rows, POSITIONS))
     assert set(series) == {"learned", "none"}
     (within_mean, within_se), (beyond_mean, beyond_se) = series["learned"]
     assert (within_mean, within_se, beyond_mean, beyond_se) == pytest.approx((0.33333, 1.20185, 18.3333, 4.40959),
@@ -267,11 +270,11 @@ def test_bucket_evaluation_of_a_tiny_trained_run(tmp_path: pathlib.Path, monkeyp
     def refuse(*args: object) -> None:
         raise AssertionError("a bucket was scored again")
 
-    monkeypatch.setattr(length_bucket_evaluation, "score_bucket", refuse)
+    monkeypatch.setattr(length_bucket_evaluation, "_score_bucket", refuse)
     assert length_bucket_evaluation.evaluate_run(str(workdir), str(split_dir), batch_size=8) == record
     (tmp_path / "root" / run_files.SWEEP_FILE).write_text(json.dumps(dict(rows=["sinusoidal"], seeds=[0])))
     assert length_bucket_evaluation.evaluate_root(str(tmp_path / "root"), str(split_dir)) == []
-    assert length_bucket_evaluation.expected_runs(str(tmp_path / "root")) == [str(workdir)]
+    assert length_bucket_evaluation._expected_runs(str(tmp_path / "root")) == [str(workdir)]
 
 
 def test_the_committed_positions_sweep_reports_without_one_report_overwriting_another(tmp_path: pathlib.Path) -> None:
@@ -294,7 +297,7 @@ def test_position_losses_bin_exactly_and_draw_the_difference_to_sinusoidal(tmp_p
     sinusoidal = dict(positional_encoding="sinusoidal", seed=0, num_pairs=60, training_target_pieces=pieces,
                       sums=[60.0, 120.0, 30.0, 40.0, 5.0], counts=[60, 60, 30, 20, 10])
     learned = dict(sinusoidal, positional_encoding="learned", sums=[30.0, 60.0, 30.0, 20.0, 1.0])
-    starts, means = position_losses.binned_means(sinusoidal, 2)
+    starts, means = position_losses._binned_means(sinusoidal, 2)
     assert starts.tolist() == [0, 2, 4]
     # Bins pool sums and counts: (60 + 120) / 120 = 1.5, (30 + 40) / 50 = 1.4; 10 tokens are too few to draw.
     assert means[:2].tolist() == pytest.approx([1.5, 1.4]) and np.isnan(means[2])

@@ -149,8 +149,8 @@ def test_a_replaced_dev_txt_changes_its_fingerprint_and_a_resume_on_it_is_refuse
     config = _config(f"txt:{tmp_path}", tmp_path / "cache")
     before = lm_data.get_datasets(config).split_fingerprints()
     assert before == {"validation": {"split": "validation", "documents": 40,
-                                     "sha256": lm_data.documents_sha256(texts["validation"])},
-                      "test": {"split": "test", "documents": 40, "sha256": lm_data.documents_sha256(texts["test"])}}
+                                     "sha256": lm_data._documents_sha256(texts["validation"])},
+                      "test": {"split": "test", "documents": 40, "sha256": lm_data._documents_sha256(texts["test"])}}
     assert before["validation"]["sha256"] != before["test"]["sha256"]
     _rewrite(tmp_path, "dev.txt", ["Ein neuer Satz."] + texts["validation"][1:])  # Same size, one document changed.
     after = lm_data.get_datasets(config).split_fingerprints()

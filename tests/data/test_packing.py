@@ -92,9 +92,9 @@ def test_first_fit_decreasing_over_row_lengths_fills_rows_and_shortens_them() ->
 
 
 def test_row_lengths_default_and_bad_values_are_named() -> None:
-    assert packing.default_row_lengths(64) == (24, 48, 64)
-    assert packing.default_row_lengths(256) == (96, 192, 256)
-    assert packing.default_row_lengths(16) == (12, 16)  # Lengths below MIN_BUCKET_LEN are left out.
+    assert packing._default_row_lengths(64) == (24, 48, 64)
+    assert packing._default_row_lengths(256) == (96, 192, 256)
+    assert packing._default_row_lengths(16) == (12, 16)  # Lengths below MIN_BUCKET_LEN are left out.
     assert packing.check_row_lengths((), 64) == (24, 48, 64)
     assert packing.check_row_lengths([24, 64], 64) == (24, 64)
     for bad in ((32, 48), (64, 32), (0, 64), (32, 32, 64)):
@@ -117,7 +117,7 @@ def test_packed_plan_covers_every_kept_pair_once_per_epoch_in_row_length_shapes(
     plan = packing.PackedPlan(source, target, shapes, window=64)
     kept = np.flatnonzero(np.maximum(source, target) <= 32)
     assert plan.num_dropped == 500 - len(kept)
-    assert sum(plan.rows_per_length()) == plan.num_rows and len(plan.used_buckets()) >= 2
+    assert sum(plan._rows_per_length()) == plan.num_rows and len(plan.used_buckets()) >= 2
     for epoch in (0, 1):
         batches = plan.shuffled_batches(seed=3, epoch=epoch)
         assert len(batches) == plan.num_batches
@@ -137,7 +137,7 @@ def test_packed_plan_covers_every_kept_pair_once_per_epoch_in_row_length_shapes(
     bucketed = batching.BatchPlan(source, target, batching.make_bucket_shapes(32, 320, 2)).padding_fraction()
     assert padding["targets"] < bucketed["targets"]
     one_length = packing.PackedPlan(source, target, packing.make_packed_shapes(32, 320, 2, (32,)), window=64)
-    assert one_length.mean_attended_length() == 32.0 > plan.mean_attended_length()
+    assert one_length._mean_attended_length() == 32.0 > plan._mean_attended_length()
     assert {b.sentence_indices.shape[0] for b in one_length.shuffled_batches(3, 0)} == {10}
 
 
@@ -260,9 +260,9 @@ def test_packed_epoch_delivers_every_kept_pair_once_in_its_row_length_shapes(pac
     assert _unpacked_rows(batches) == expected
     multiple = tsv_corpus.ROWS_MULTIPLE
     shapes = {(config.tokens_per_batch // length // multiple * multiple, length)
-              for length in packing.default_row_lengths(config.max_len)}
+              for length in packing._default_row_lengths(config.max_len)}
     assert {batch[key].shape for batch in batches for key in batch} <= shapes
-    assert data.stats["packing"] and set(data.batch_shapes) <= shapes
+    assert data.stats["packing"] and set(data._batch_shapes) <= shapes
     unpacked_padding = input_pipeline.get_datasets(
         tsv_corpus.pipeline_config(config.dataset, config.data_dir),
         rows_multiple=tsv_corpus.ROWS_MULTIPLE).stats["train_padding_fraction"]

@@ -338,7 +338,7 @@ def test_tfds_builder_round_trip(tmp_path) -> None:
 
     builder = synthetic.SyntheticEnDe(data_dir=str(tmp_path), config="small", file_format="array_record")
     builder.download_and_prepare()
-    sizes = builder.builder_config.split_sizes()
+    sizes = builder.builder_config._split_sizes()
     expected = synthetic.generate_splits(sizes)
     assert sizes == {"train": 10_000, "validation": 100, "test": 100}
     for split in synthetic.SPLITS:

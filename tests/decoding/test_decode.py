@@ -31,8 +31,8 @@ def prefix_logits(params, inputs, targets, *, model_config):
     """The same, recomputing the whole prefix at every step (the uncached step function)."""
     model = Transformer(model_config)
     encoded = model.apply({"params": params}, inputs, method=Transformer.encode)
-    step = decode_steps.make_uncached_step_fn(model_config, params, encoded, inputs)
-    state = decode_steps.init_prefix_state(inputs.shape[0], targets.shape[1])
+    step = decode_steps._make_uncached_step_fn(model_config, params, encoded, inputs)
+    state = decode_steps._init_prefix_state(inputs.shape[0], targets.shape[1])
     decoder_inputs = jnp.concatenate([jnp.full_like(targets[:, :1], BOS_ID), targets[:, :-1]], axis=1)
 
     def scan_step(state, token_ids):
@@ -163,7 +163,7 @@ def test_cache_stage_ends():
 def test_grow_cache_pads_keys_and_values_and_keeps_the_counters():
     cache = decode_steps.init_cache(TINY, num_rows=3, max_decode_len=16)
     cache = jax.tree_util.tree_map(lambda leaf: leaf + 1 if leaf.ndim else leaf + 5, cache)
-    grown = decode_steps.grow_cache(cache, 40)
+    grown = decode_steps._grow_cache(cache, 40)
     for name in ("cached_key", "cached_value"):
         before = np.asarray(cache["decoder_1"]["self_attention"][name])
         after = np.asarray(grown["decoder_1"]["self_attention"][name])

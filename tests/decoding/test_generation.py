@@ -73,7 +73,7 @@ def test_samples_never_leave_the_top_k_or_nucleus_set() -> None:
                      generation.SamplingSettings(temperature=2.0, top_k=6, top_p=0.8)):
         allowed = np.flatnonzero(np.isfinite(np.asarray(generation.filter_logits(
             samplable / settings.temperature, settings.top_k, settings.top_p)[0])))
-        draws = jax.vmap(lambda key: generation.choose_next_token(key, logits, settings))(
+        draws = jax.vmap(lambda key: generation._choose_next_token(key, logits, settings))(
             jax.random.split(jax.random.key(1), 2000))
         drawn = set(np.asarray(draws).ravel().tolist())
         assert drawn <= set(allowed.tolist()) and len(drawn) > 1

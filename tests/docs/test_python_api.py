@@ -204,7 +204,7 @@ def test_exported_functions_reload_in_a_fresh_process_with_the_same_outputs(
                                                                 fixed["targets"])
     np.testing.assert_allclose(outputs["logits"], applied, rtol=1e-5, atol=1e-5)
     settings = run.config.decoding
-    max_decode_len = exported_functions.output_length(run.model_config, settings, fixed["inputs"].shape[1])
+    max_decode_len = exported_functions._output_length(run.model_config, settings, fixed["inputs"].shape[1])
     max_lengths = ((fixed["inputs"] != 0).sum(axis=1) + settings.max_decode_extra_len).astype(np.int32)
     searched = decode.decode_batch(run.params, fixed["inputs"], max_lengths,
                                    model_config=run.model_config.replace(decode=False), beam_size=settings.beam_size,

@@ -21,7 +21,7 @@ from attention_jax.training import distributed
     ({"OMPI_COMM_WORLD_SIZE": "2"}, "mpi"),
 ])
 def test_describe_cluster(environ: dict, expected: str | None) -> None:
-    assert distributed.describe_cluster(environ) == expected
+    assert distributed._describe_cluster(environ) == expected
 
 
 def test_single_process_environment_does_not_initialize() -> None:

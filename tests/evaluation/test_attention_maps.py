@@ -108,7 +108,7 @@ def test_attention_figure_leaves_the_backend_alone(maps):
 
     backend_before = matplotlib.get_backend()
     heads = attention_plots.select_heads(TINY.num_heads, "all")
-    figure = attention_plots.attention_figure(maps, "cross", -1, heads)
+    figure = attention_plots._attention_figure(maps, "cross", -1, heads)
     assert matplotlib.get_backend() == backend_before  # A notebook keeps its inline backend.
     images = [axis.images[0].get_array() for axis in figure.axes if axis.images]
     assert len(images) == len(heads)

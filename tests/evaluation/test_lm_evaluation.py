@@ -91,7 +91,7 @@ def _reference_nll(params: dict, documents: list[list[int]], window: int, stride
 @pytest.mark.parametrize("num_tokens", [1, 5, 8, 9, 13, 30])
 @pytest.mark.parametrize("stride", [1, 3, 4, 8])
 def test_windows_score_every_token_once_with_the_intended_context(num_tokens: int, stride: int) -> None:
-    windows = lm_windows.document_windows(2, num_tokens, WINDOW, stride)
+    windows = lm_windows._document_windows(2, num_tokens, WINDOW, stride)
     scored = [index for piece in windows for index in range(piece.start + piece.first_scored,
                                                             piece.start + piece.length)]
     assert scored == list(range(num_tokens))  # Each token once, in order.

@@ -24,16 +24,16 @@ def translator() -> decode.Translator:
 
 def test_decoding_batches_sort_longest_first_or_keep_the_input_order() -> None:
     encoded = [[5, 2], [], [5, 6, 7, 2], [5, 2], [5, 6, 2], [2]]
-    assert translation_quality.decoding_batches(encoded, 2) == [[2, 4], [0, 3], [5]]  # Ties keep input order.
-    assert translation_quality.decoding_batches(encoded, 2, sort_by_length=False) == [[0, 2], [3, 4], [5]]
-    assert translation_quality.decoding_batches([[], []], 2) == []
+    assert translation_quality._decoding_batches(encoded, 2) == [[2, 4], [0, 3], [5]]  # Ties keep input order.
+    assert translation_quality._decoding_batches(encoded, 2, sort_by_length=False) == [[0, 2], [3, 4], [5]]
+    assert translation_quality._decoding_batches([[], []], 2) == []
 
 
 @pytest.mark.integration
 def test_unsorted_batches_translate_as_the_default_in_input_order(translator: decode.Translator) -> None:
     encoded = translator.encode_sources(SOURCES)
-    assert (translation_quality.decoding_batches(encoded, 3)
-            != translation_quality.decoding_batches(encoded, 3, sort_by_length=False))  # A real comparison.
+    assert (translation_quality._decoding_batches(encoded, 3)
+            != translation_quality._decoding_batches(encoded, 3, sort_by_length=False))  # A real comparison.
     progress: list[int] = []
     default = translation_quality.translate_stoppably(translator, SOURCES)
     unsorted = translation_quality.translate_stoppably(translator, SOURCES, sort_by_length=False,

@@ -31,8 +31,8 @@ def test_one_variable_moves_the_prepared_data_its_token_caches_and_compiled_prog
     assert source.num_examples("train") == 12
     assert pathlib.Path(source.cache_dir).is_relative_to(cache_root / "tensorflow_datasets")  # Tokenizer, token ids.
     assert any((cache_root / "tensorflow_datasets").glob("tsv_translation/*"))  # The prepared corpus itself.
-    assert compilation_cache.resolve_directory("default") == str(cache_root / "jax_compilation_cache")
-    assert device_peaks.peak_cache_path() == str(cache_root / "device_peaks.json")  # MFU's measured peak.
+    assert compilation_cache._resolve_directory("default") == str(cache_root / "jax_compilation_cache")
+    assert device_peaks._peak_cache_path() == str(cache_root / "device_peaks.json")  # MFU's measured peak.
     line = cache_dirs.describe("", str(cache_root / "jax_compilation_cache"))
     assert f"in {cache_root / 'tensorflow_datasets'};" in line and str(cache_root / "jax_compilation_cache") in line
     assert f"ATTENTION_JAX_CACHE_DIR={cache_root}" in line
@@ -41,13 +41,13 @@ def test_one_variable_moves_the_prepared_data_its_token_caches_and_compiled_prog
 def test_a_setting_for_one_cache_wins_for_that_cache(cache_root: pathlib.Path, tmp_path: pathlib.Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     assert cache_dirs.data_dir(str(tmp_path / "mine")) == str(tmp_path / "mine")  # --config.data_dir.
-    assert compilation_cache.resolve_directory(str(tmp_path / "jit")) == str(tmp_path / "jit")
-    assert compilation_cache.resolve_directory("") is None  # --config.compilation_cache_dir='': off.
+    assert compilation_cache._resolve_directory(str(tmp_path / "jit")) == str(tmp_path / "jit")
+    assert compilation_cache._resolve_directory("") is None  # --config.compilation_cache_dir='': off.
     monkeypatch.setenv("TFDS_DATA_DIR", str(tmp_path / "tfds"))
     monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", str(tmp_path / "jax"))
     assert cache_dirs.data_dir("") is None  # TFDS reads its own variable.
     assert f"in {tmp_path / 'tfds'};" in cache_dirs.describe("", None)
-    assert compilation_cache.resolve_directory("default") == str(tmp_path / "jax")
+    assert compilation_cache._resolve_directory("default") == str(tmp_path / "jax")
     monkeypatch.delenv("ATTENTION_JAX_CACHE_DIR")
     monkeypatch.delenv("TFDS_DATA_DIR")
     line = cache_dirs.describe("", None)

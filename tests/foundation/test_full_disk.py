@@ -78,10 +78,10 @@ def test_tensorstores_full_disk_becomes_an_os_error_naming_the_path() -> None:
 
 def test_only_the_echoes_of_a_failed_save_are_dropped() -> None:
     closed_loop = types.SimpleNamespace(exc_value=RuntimeError("Event loop is closed"), object=None)
-    assert quiet_libraries.is_failed_save_echo(closed_loop)
-    assert not quiet_libraries.is_failed_save_echo(types.SimpleNamespace(exc_value=RuntimeError("Event loop is closed"),
+    assert quiet_libraries._is_failed_save_echo(closed_loop)
+    assert not quiet_libraries._is_failed_save_echo(types.SimpleNamespace(exc_value=RuntimeError("Event loop is closed"),
                                                                          object=asyncio.sleep))
-    assert not quiet_libraries.is_failed_save_echo(types.SimpleNamespace(exc_value=KeyError("ours"), object=None))
+    assert not quiet_libraries._is_failed_save_echo(types.SimpleNamespace(exc_value=KeyError("ours"), object=None))
 
 
 @pytest.mark.end_to_end

@@ -18,7 +18,7 @@ def _record(level: int, message: str, *args: object) -> python_logging.LogRecord
 
 
 def test_short_lines_are_time_level_letter_and_message_and_absl_is_a_flag_away() -> None:
-    formatter = log_format.ShortFormatter(logging.PythonFormatter(), entry_points.long_log_format)
+    formatter = log_format._ShortFormatter(logging.PythonFormatter(), entry_points.long_log_format)
     record = _record(python_logging.INFO, "step %d/%d | loss %.4f", 150, 2400, 3.25)
     assert formatter.format(record) == time.strftime("%H:%M:%S", time.localtime(record.created)) + \
         " I step 150/2400 | loss 3.2500"
@@ -36,7 +36,7 @@ def test_install_gives_absl_s_handler_the_short_format_once() -> None:
     try:
         log_format.install()
         log_format.install()
-        assert isinstance(handler.formatter, log_format.ShortFormatter)
-        assert not isinstance(handler.formatter._long, log_format.ShortFormatter)  # Not wrapped twice.
+        assert isinstance(handler.formatter, log_format._ShortFormatter)
+        assert not isinstance(handler.formatter._long, log_format._ShortFormatter)  # Not wrapped twice.
     finally:
         handler.setFormatter(before)

@@ -30,7 +30,7 @@ def absl_verbosity():
 
 
 def test_only_our_info_lines_pass_unless_verbosity_asks_for_more(absl_verbosity) -> None:
-    quiet = quiet_libraries.QuietLibraries()
+    quiet = quiet_libraries._QuietLibraries()
     absl_verbosity(logging.INFO)  # The default: --verbosity=0.
     assert quiet.filter(_record(str(PACKAGE / "training" / "train.py")))
     assert quiet.filter(_record(str(PACKAGE.parent / "launch" / "sweep.py")))
@@ -63,7 +63,7 @@ def _tfds_warning(message: str, library_file: str = "tensorflow_datasets/core/fi
 
 
 def test_tfds_routine_warnings_show_only_at_verbosity_one(absl_verbosity) -> None:
-    quiet = quiet_libraries.QuietLibraries()
+    quiet = quiet_libraries._QuietLibraries()
     routine = ("Variant folder /data/tsv_translation/x/1.0.0 has no dataset_info.json",
                "Using custom data configuration: BuilderConfig(name='messages_en_de-4093b391c2f4')")
     absl_verbosity(logging.INFO)
@@ -94,9 +94,9 @@ def test_tfds_progress_bars_are_off_when_stderr_is_not_a_terminal(monkeypatch: p
     from tensorflow_datasets.core.utils import tqdm_utils
 
     monkeypatch.setattr(tqdm_utils, "_active", True)  # Restored after the test.
-    assert first_use.progress_bars_for(_Stream(is_terminal=True)) and tqdm_utils._active
-    assert not first_use.progress_bars_for(_Stream(is_terminal=False)) and not tqdm_utils._active
-    assert not first_use.progress_bars_for(object())  # No isatty at all (a test double): no bars.
+    assert first_use._progress_bars_for(_Stream(is_terminal=True)) and tqdm_utils._active
+    assert not first_use._progress_bars_for(_Stream(is_terminal=False)) and not tqdm_utils._active
+    assert not first_use._progress_bars_for(object())  # No isatty at all (a test double): no bars.
 
 
 def test_a_tsv_corpus_prepared_into_a_file_has_no_progress_bar_escapes(

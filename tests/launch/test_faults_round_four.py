@@ -404,7 +404,7 @@ def test_an_evaluation_that_scores_no_pair_says_so_and_writes_null(random_run: p
 def test_finite_or_none_replaces_only_non_finite_floats() -> None:
     from attention_jax.evaluation import translation_quality
 
-    assert translation_quality.finite_or_none({"a": float("nan"), "b": [1.5, float("inf"), "x"], "c": 3}) == \
+    assert translation_quality._finite_or_none({"a": float("nan"), "b": [1.5, float("inf"), "x"], "c": 3}) == \
         {"a": None, "b": [1.5, None, "x"], "c": 3}
 
 

@@ -12,12 +12,9 @@ import pytest
 
 from attention_jax.models import attention, masks
 from tests.support import reference
+from tests.support.reference import random_normal
 
 BATCH, LEN_Q, LEN_K, HEADS, KEY_DIM, VALUE_DIM, D_MODEL = 2, 5, 7, 3, 4, 6, 12
-
-
-def _random(shape: tuple[int, ...], seed: int) -> np.ndarray:
-    return np.random.default_rng(seed).normal(size=shape).astype(np.float32)
 
 
 def _padding_valid(lengths: list[int], total: int) -> np.ndarray:
@@ -37,7 +34,7 @@ def test_mask_helpers_match_definitions() -> None:
                                                 masks.make_causal_mask(3), None))
     np.testing.assert_array_equal(merged, expected[:, :, :3, :3] & np.tril(np.ones((3, 3), bool)))
     assert masks.combine_masks(None, None) is None
-    local = np.asarray(masks.make_local_mask(jnp.arange(5), jnp.arange(5), 1))[0, 0]
+    local = np.asarray(masks._make_local_mask(jnp.arange(5), jnp.arange(5), 1))[0, 0]
     np.testing.assert_array_equal(local, np.abs(np.subtract.outer(np.arange(5), np.arange(5))) <= 1)
 
 
@@ -45,9 +42,9 @@ def test_mask_helpers_match_definitions() -> None:
 @pytest.mark.parametrize("masked", ["none", "padding", "causal"])
 def test_scaled_dot_product_attention_matches_numpy(masked: str) -> None:
     length_k = LEN_Q if masked == "causal" else LEN_K
-    query = _random((BATCH, LEN_Q, HEADS, KEY_DIM), 0)
-    key = _random((BATCH, length_k, HEADS, KEY_DIM), 1)
-    value = _random((BATCH, length_k, HEADS, VALUE_DIM), 2)
+    query = random_normal((BATCH, LEN_Q, HEADS, KEY_DIM), 0)
+    key = random_normal((BATCH, length_k, HEADS, KEY_DIM), 1)
+    value = random_normal((BATCH, length_k, HEADS, VALUE_DIM), 2)
     mask = None
     if masked == "padding":
         mask = np.asarray(masks.make_padding_mask(jnp.ones((BATCH, LEN_Q), bool),
@@ -62,9 +59,9 @@ def test_scaled_dot_product_attention_matches_numpy(masked: str) -> None:
 
 
 def test_fully_masked_rows_give_zeros_not_nan() -> None:
-    query = _random((1, 3, 1, 4), 0)
-    key = _random((1, 3, 1, 4), 1)
-    value = _random((1, 3, 1, 2), 2)
+    query = random_normal((1, 3, 1, 4), 0)
+    key = random_normal((1, 3, 1, 4), 1)
+    value = random_normal((1, 3, 1, 2), 2)
     mask = np.array([True, False, True])[None, None, :, None] & np.ones((1, 1, 1, 3), bool)
     for implementation in ("einsum", "xla"):
         if implementation == "einsum":
@@ -82,7 +79,7 @@ def test_fully_masked_rows_give_zeros_not_nan() -> None:
 def _init_mha(key_dim: int = KEY_DIM, value_dim: int = VALUE_DIM, implementation: str = "einsum"):
     module = attention.MultiHeadAttention(num_heads=HEADS, key_dim=key_dim, value_dim=value_dim,
                                           out_dim=D_MODEL, implementation=implementation)
-    inputs = jnp.asarray(_random((BATCH, LEN_Q, D_MODEL), 3))
+    inputs = jnp.asarray(random_normal((BATCH, LEN_Q, D_MODEL), 3))
     params = nn.meta.unbox(module.init(jax.random.key(0), inputs, inputs)["params"])
     return module, params
 
@@ -91,7 +88,7 @@ def _init_mha(key_dim: int = KEY_DIM, value_dim: int = VALUE_DIM, implementation
 @pytest.mark.parametrize("kind", ["self_padding", "self_causal", "cross_padding"])
 def test_multi_head_attention_matches_numpy(kind: str) -> None:
     module, params = _init_mha()
-    inputs_q = _random((BATCH, LEN_Q, D_MODEL), 4)
+    inputs_q = random_normal((BATCH, LEN_Q, D_MODEL), 4)
     if kind.startswith("self"):
         inputs_kv = inputs_q
         valid = _padding_valid([LEN_Q, 3], LEN_Q)
@@ -99,7 +96,7 @@ def test_multi_head_attention_matches_numpy(kind: str) -> None:
         if kind == "self_causal":
             mask = mask & np.asarray(masks.make_causal_mask(LEN_Q))
     else:
-        inputs_kv = _random((BATCH, LEN_K, D_MODEL), 5)
+        inputs_kv = random_normal((BATCH, LEN_K, D_MODEL), 5)
         mask = np.asarray(masks.make_padding_mask(jnp.asarray(_padding_valid([LEN_Q, 4], LEN_Q)),
                                                       jnp.asarray(_padding_valid([LEN_K, 2], LEN_K))))
     output = module.apply({"params": params}, inputs_q, inputs_kv, mask)
@@ -123,8 +120,8 @@ def test_fused_implementation_equals_einsum(key_dim: int, value_dim: int) -> Non
     module, params = _init_mha(key_dim, value_dim)
     fused = attention.MultiHeadAttention(num_heads=HEADS, key_dim=key_dim, value_dim=value_dim,
                                          out_dim=D_MODEL, implementation="fused")
-    inputs_q = jnp.asarray(_random((BATCH, LEN_Q, D_MODEL), 6))
-    inputs_kv = jnp.asarray(_random((BATCH, LEN_K, D_MODEL), 7))
+    inputs_q = jnp.asarray(random_normal((BATCH, LEN_Q, D_MODEL), 6))
+    inputs_kv = jnp.asarray(random_normal((BATCH, LEN_K, D_MODEL), 7))
     query_valid = jnp.asarray(_padding_valid([LEN_Q, 2], LEN_Q))
     mask = masks.make_padding_mask(query_valid, jnp.asarray(_padding_valid([LEN_K, 3], LEN_K)))
     reference_output = module.apply({"params": params}, inputs_q, inputs_kv, mask)
@@ -134,12 +131,12 @@ def test_fused_implementation_equals_einsum(key_dim: int, value_dim: int) -> Non
 
 def test_masked_keys_do_not_influence_outputs() -> None:
     module, params = _init_mha()
-    inputs_q = _random((BATCH, LEN_Q, D_MODEL), 8)
-    inputs_kv = _random((BATCH, LEN_K, D_MODEL), 9)
+    inputs_q = random_normal((BATCH, LEN_Q, D_MODEL), 8)
+    inputs_kv = random_normal((BATCH, LEN_K, D_MODEL), 9)
     key_valid = _padding_valid([4, 4], LEN_K)
     mask = masks.make_padding_mask(jnp.ones((BATCH, LEN_Q), bool), jnp.asarray(key_valid))
     changed_kv = inputs_kv.copy()
-    changed_kv[:, 4:] = _random((BATCH, LEN_K - 4, D_MODEL), 10) * 100.0
+    changed_kv[:, 4:] = random_normal((BATCH, LEN_K - 4, D_MODEL), 10) * 100.0
     before = module.apply({"params": params}, inputs_q, inputs_kv, mask)
     after = module.apply({"params": params}, inputs_q, changed_kv, mask)
     np.testing.assert_allclose(after, before, atol=1e-6)
@@ -150,7 +147,7 @@ def test_masked_keys_do_not_influence_outputs() -> None:
 
 def test_causal_self_attention_ignores_future_tokens() -> None:
     module, params = _init_mha()
-    inputs = _random((BATCH, LEN_Q, D_MODEL), 11)
+    inputs = random_normal((BATCH, LEN_Q, D_MODEL), 11)
     mask = masks.make_causal_mask(LEN_Q)
     before = np.asarray(module.apply({"params": params}, inputs, inputs, mask))
     changed = inputs.copy()
@@ -162,7 +159,7 @@ def test_causal_self_attention_ignores_future_tokens() -> None:
 
 def test_attention_weights_are_sown_and_dropout_needs_einsum() -> None:
     module, params = _init_mha()
-    inputs = jnp.asarray(_random((BATCH, LEN_Q, D_MODEL), 12))
+    inputs = jnp.asarray(random_normal((BATCH, LEN_Q, D_MODEL), 12))
     _, state = module.apply({"params": params}, inputs, inputs, sow_weights=True, mutable=["intermediates"])
     (weights,) = state["intermediates"]["attention_weights"]
     assert weights.shape == (BATCH, HEADS, LEN_Q, LEN_Q)

@@ -29,21 +29,26 @@ from attention_jax.models import attention, attention_functions, language_model,
 from attention_jax.models.transformer_config import TransformerConfig
 from attention_jax.training import train, train_state
 from tests.support import packed_pairs, reference
-from tests.support.decoding_helpers import (SHORT, TINY, WordTokenizer, full_logits, incremental_logits, init_params,
-                                            random_batch)
+from tests.support.decoding_helpers import (
+    SHORT,
+    TINY,
+    WordTokenizer,
+    full_logits,
+    incremental_logits,
+    init_params,
+    random_batch,
+)
+from tests.support.reference import random_normal
 from tests.support.sweep_cli import REPO_ROOT, TINY_TRAINING, run_sweep, tiny_data_dir  # noqa: F401
 
 FUNCTIONS = ("dot_product", "additive", "linear")
 BATCH, LEN_Q, LEN_K, HEADS, KEY_DIM, VALUE_DIM = 2, 5, 6, 2, 4, 3
 
 
-def _random(shape: tuple[int, ...], seed: int, scale: float = 1.0) -> np.ndarray:
-    return (scale * np.random.default_rng(seed).normal(size=shape)).astype(np.float32)
-
-
 def _inputs(length_q: int, length_k: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    return (_random((BATCH, length_q, HEADS, KEY_DIM), seed), _random((BATCH, length_k, HEADS, KEY_DIM), seed + 1),
-            _random((BATCH, length_k, HEADS, VALUE_DIM), seed + 2))
+    return (random_normal((BATCH, length_q, HEADS, KEY_DIM), seed),
+            random_normal((BATCH, length_k, HEADS, KEY_DIM), seed + 1),
+            random_normal((BATCH, length_k, HEADS, VALUE_DIM), seed + 2))
 
 
 def _structured_mask(kind: str, length_q: int, length_k: int) -> attention_functions.StructuredMask:
@@ -95,7 +100,7 @@ def _reference(function: str, query, key, value, mask, score_vector=None):
 def test_each_function_matches_numpy_with_masks(function: str, kind: str) -> None:
     length_q, length_k = MASK_KINDS[kind]
     query, key, value = _inputs(length_q, length_k)
-    score_vector = _random((HEADS, KEY_DIM), 7, scale=0.5)
+    score_vector = random_normal((HEADS, KEY_DIM), 7, scale=0.5)
     mask = _structured_mask(kind, length_q, length_k)
     dense = np.asarray(mask.to_dense(length_q, length_k))
     output, weights = _library(function, query, key, value, mask, score_vector)
@@ -113,8 +118,8 @@ def test_each_function_matches_numpy_with_masks(function: str, kind: str) -> Non
 def test_gradients_match_finite_differences_of_numpy(function: str) -> None:
     """d(sum(output * cotangent)) against central differences of the float64 NumPy reference."""
     query, key, value = _inputs(LEN_K, LEN_K, seed=3)
-    score_vector = _random((HEADS, KEY_DIM), 8, scale=0.5)
-    cotangent = _random((BATCH, LEN_K, HEADS, VALUE_DIM), 9)
+    score_vector = random_normal((HEADS, KEY_DIM), 8, scale=0.5)
+    cotangent = random_normal((BATCH, LEN_K, HEADS, VALUE_DIM), 9)
     mask = _structured_mask("packed_causal" if function == "linear" else "causal", LEN_K, LEN_K)
     dense = np.asarray(mask.to_dense(LEN_K, LEN_K))
     arrays = [query, key, value] + ([score_vector] if function == "additive" else [])
@@ -165,7 +170,7 @@ def test_linear_forms_equal_the_quadratic_form(kind: str) -> None:
             query_segments=segments if kind.startswith("packed") else None,
             key_segments=segments if kind.startswith("packed") else None)
         dense = mask.to_dense(length, length)
-    quadratic = attention_functions.linear_attention_quadratic(query, key, value, dense)
+    quadratic = attention_functions._linear_attention_quadratic(query, key, value, dense)
     linear_form = jax.jit(attention_functions.linear_attention, static_argnames="chunk_size")
     for chunk_size in (1, 4, 9, 64):
         linear = linear_form(query, key, value, mask, chunk_size=chunk_size)
@@ -192,7 +197,7 @@ def test_unscaled_dot_products_saturate_the_softmax_as_d_k_grows() -> None:
     """Footnote 4 on the library: unscaled weights are softmax(q.k), nearly one-hot at d_k = 1024."""
     largest = {}
     for key_dim in (4, 1024):
-        query, key = _random((1, 1, 1, key_dim), 10), _random((1, 10, 1, key_dim), 11)
+        query, key = random_normal((1, 1, 1, key_dim), 10), random_normal((1, 10, 1, key_dim), 11)
         scores = np.einsum("k,sk->s", query[0, 0, 0], key[0, :, 0])
         _, unscaled = attention.scaled_dot_product_attention(
             attention_functions.unscaled_query(query), key, key, return_weights=True)
@@ -214,7 +219,7 @@ def _multi_head(function: str, **changes) -> attention.MultiHeadAttention:
 @pytest.mark.reference
 @pytest.mark.parametrize("function", FUNCTIONS)
 def test_multi_head_attention_matches_numpy(function: str) -> None:
-    inputs_q, inputs_kv = _random((BATCH, LEN_Q, 8), 12), _random((BATCH, LEN_K, 8), 13)
+    inputs_q, inputs_kv = random_normal((BATCH, LEN_Q, 8), 12), random_normal((BATCH, LEN_K, 8), 13)
     structured = _structured_mask("padding", LEN_Q, LEN_K)
     dense = structured.to_dense(LEN_Q, LEN_K)
     layer = _multi_head(function)
@@ -229,7 +234,7 @@ def test_multi_head_attention_matches_numpy(function: str) -> None:
 
 @pytest.mark.integration
 def test_dot_product_takes_every_implementation_and_window() -> None:
-    inputs = _random((BATCH, 9, 8), 14)
+    inputs = random_normal((BATCH, 9, 8), 14)
     valid = jnp.arange(9)[None] < jnp.array([[9], [6]])
     local = masks.LocalMask(window=2, valid=valid, causal=True)
     layer = _multi_head("dot_product")
@@ -242,7 +247,7 @@ def test_dot_product_takes_every_implementation_and_window() -> None:
 
 
 def test_additive_weights_are_sown_and_dropped_out_only_in_training() -> None:
-    inputs = _random((BATCH, LEN_K, 8), 15)
+    inputs = random_normal((BATCH, LEN_K, 8), 15)
     layer = _multi_head("additive", attention_dropout_rate=0.5)
     params = layer.init(jax.random.key(2), inputs, inputs)["params"]
     assert params["score_vector"].value.shape == (HEADS, KEY_DIM)  # Boxed with logical axis names.

@@ -25,7 +25,6 @@ from attention_jax.models import (
     positional_encodings,
 )
 from attention_jax.models.positional_encodings import AttentionPositions, RelativeSettings
-from attention_jax.reports import training_cost
 from tests.support.fake_data import tiny_experiment
 from tests.support.flop_counts import kernel_scalars, xla_flops
 
@@ -121,7 +120,7 @@ def test_flops_are_read_from_the_registry_without_importing_a_framework() -> Non
     for name, scheme in positional_encodings.POSITIONAL_ENCODINGS.items():
         expected = 0.0 if scheme.flops is None else 3 * scheme.flops(AttentionPositions(name), query_len=7,
                                                                        key_len=5, key_dim=4, value_dim=6)
-        assert flops.positional_encoding_flops(name, **shape) == expected
+        assert flops._positional_encoding_flops(name, **shape) == expected
         assert (expected > 0) == (not scheme.adds_to_embeddings)
     probe = ("import sys; import attention_jax.models.flops; "
              "print(sorted(m for m in sys.modules if m.split('.')[0] in ('jax', 'flax', 'numpy', 'torch')))")
@@ -187,7 +186,7 @@ def test_positional_encoding_flops_per_head_agree_with_xla_cost_analysis(setting
     # the count at these shapes, and so is each of ALiBi's two terms; the lone adds are checked by hand below.
     xla_per_head = (_position_terms_xla_flops(settings, length, 4, key_dim)
                     - _position_terms_xla_flops(settings, length, 2, key_dim)) / 2
-    counted = flops.positional_encoding_flops(settings.encoding, query_len=length, key_len=length, num_heads=1,
+    counted = flops._positional_encoding_flops(settings.encoding, query_len=length, key_len=length, num_heads=1,
                                               key_dim=key_dim, value_dim=key_dim,
                                               encoding_settings=settings.entry_settings)
     left_out = 3 * length * length if settings.encoding == "relative" else 0
@@ -197,19 +196,19 @@ def test_positional_encoding_flops_per_head_agree_with_xla_cost_analysis(setting
 def test_positional_encoding_flops_by_hand_on_a_tiny_shape() -> None:
     shape = dict(query_len=3, key_len=3, num_heads=1, key_dim=2, value_dim=1)  # T = S = 3, K = 2, V = 1.
     for embedding_encoding in ("sinusoidal", "learned", "none"):
-        assert flops.positional_encoding_flops(embedding_encoding, **shape) == 0
+        assert flops._positional_encoding_flops(embedding_encoding, **shape) == 0
     # k = 1, R = 3. Keys: q . w^K_r for 3 queries and 3 distances, 3 * 3 * 2 * 2 = 36, plus the 9 adds.
     # Values: the weights times the [3, 3, 3] one-hot, 2 * 27 = 54; times w^V, 2 * 3 * 3 * 1 = 18; 3 adds.
-    assert flops.positional_encoding_flops("relative", **shape, encoding_settings=RelativeSettings(
+    assert flops._positional_encoding_flops("relative", **shape, encoding_settings=RelativeSettings(
         max_distance=1, add_to_values=False)) == 36 + 9
-    assert flops.positional_encoding_flops("relative", **shape, encoding_settings=RelativeSettings(
+    assert flops._positional_encoding_flops("relative", **shape, encoding_settings=RelativeSettings(
         max_distance=1)) == 36 + 9 + 54 + 18 + 3
     # Rotary: 6 FLOPs a pair of components, for 3 queries and 3 keys of 1 pair each.
-    assert flops.positional_encoding_flops("rotary", **shape) == 6 * 6
+    assert flops._positional_encoding_flops("rotary", **shape) == 6 * 6
     # ALiBi: a multiply and an add per score; per head, so 3 heads are 3 times it.
-    assert flops.positional_encoding_flops("alibi", **{**shape, "num_heads": 3}) == 3 * 2 * 9
+    assert flops._positional_encoding_flops("alibi", **{**shape, "num_heads": 3}) == 3 * 2 * 9
     with pytest.raises(ValueError, match="positional_encoding must be one of"):
-        flops.positional_encoding_flops("sinusoids", **shape)
+        flops._positional_encoding_flops("sinusoids", **shape)
 
 
 @pytest.mark.parametrize("encoding", ["relative", "rotary", "alibi"])
@@ -219,7 +218,7 @@ def test_training_flops_count_the_encoding_in_every_self_attention_only(model_ki
     other = tiny_experiment(model_kind=model_kind, max_len=96, d_ff=48, vocab_size=50,
                             positional_encoding=encoding).model
     length = 96
-    per_self_attention = flops.positional_encoding_flops(
+    per_self_attention = flops._positional_encoding_flops(
         encoding, query_len=length, key_len=length, num_heads=other.num_heads, key_dim=other.key_dim,
         value_dim=other.value_dim, encoding_settings=other.positional_encoding_settings)
     self_attentions = paper.num_layers * (1 if model_kind == "decoder_only" else 2)  # Not the cross-attention.
@@ -276,7 +275,7 @@ def test_table3_report_puts_our_bleu_and_flops_beside_the_papers(tmp_path: pathl
                    train_flops=base_en_fr.training_flops(tokens), wall_s=7200.0,
                    devices=2)
     (tmp_path / "base_en_fr" / "results.json").write_text(json.dumps(results))
-    md_path, csv_path = training_cost.write_table3_report(str(tmp_path), sustained_tflops=100.0)
+    md_path, csv_path = table3.write_table3_report(str(tmp_path), sustained_tflops=100.0)
     records = {record["row"]: record for record in csv.DictReader(open(csv_path, encoding="utf-8"))}
     done, pending = records["base_en_fr"], records["big_en_fr"]
     assert float(done["test_bleu"]) == 12.5 and float(done["paper_test_bleu"]) == 38.1

@@ -77,7 +77,7 @@ def test_local_attention_without_padding_equals_window_mask():
     length, window = 21, 4
     query, key, value = _random_qkv(length, seed=3)
     positions = jnp.arange(length)
-    mask = masks.make_local_mask(positions, positions, window)
+    mask = masks._make_local_mask(positions, positions, window)
     dense = dense_attention(query, key, value, mask)
     local = local_attention(query, key, value, window)
     np.testing.assert_allclose(local, dense, atol=1e-5)

@@ -89,7 +89,7 @@ def test_first_argmax_blockwise_equals_numpy_with_ties_across_and_within_blocks(
     """The CPU kernel's blocks (or its ``top_k`` fallback, for 4,099 and 2,062) against NumPy's argmax."""
     rng = np.random.default_rng(num_classes)
     logits = rng.normal(size=(12, num_classes)).astype(np.float32)
-    width = argmax.argmax_block_width(num_classes) or num_classes
+    width = argmax._argmax_block_width(num_classes) or num_classes
     last = num_classes - 1
     logits[0, [last, 3]] = 9.0  # Tie between the first block and the last: index 3.
     logits[1, [(width + 5) % num_classes, (width + 2) % num_classes]] = 9.0  # A tie within one block.
@@ -102,9 +102,9 @@ def test_first_argmax_blockwise_equals_numpy_with_ties_across_and_within_blocks(
 
 
 def test_argmax_block_width_is_the_largest_divisor_in_range() -> None:
-    assert argmax.argmax_block_width(32000) == 1000
-    assert argmax.argmax_block_width(37000) == 1000
-    assert argmax.argmax_block_width(8192) == 1024
-    assert argmax.argmax_block_width(50) == 50  # Short rows: one block.
-    assert argmax.argmax_block_width(4099) is None  # Prime: top_k.
-    assert argmax.argmax_block_width(2 * 1031) is None  # Divisors 2 and 1,031 only.
+    assert argmax._argmax_block_width(32000) == 1000
+    assert argmax._argmax_block_width(37000) == 1000
+    assert argmax._argmax_block_width(8192) == 1024
+    assert argmax._argmax_block_width(50) == 50  # Short rows: one block.
+    assert argmax._argmax_block_width(4099) is None  # Prime: top_k.
+    assert argmax._argmax_block_width(2 * 1031) is None  # Divisors 2 and 1,031 only.

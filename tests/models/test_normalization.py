@@ -19,9 +19,10 @@ from attention_jax.decoding import decode, generation
 from attention_jax.experiment import schema, sections
 from attention_jax.models import flops, language_model, masks, model, normalization_registry
 from attention_jax.models.transformer_config import TransformerConfig
-from tests.support import packed_pairs
 from tests.support import normalization_reference as oracle
+from tests.support import packed_pairs
 from tests.support.decoding_helpers import assert_logits_match, full_logits, incremental_logits, random_batch
+from tests.support.reference import random_normal
 
 SMALL = TransformerConfig(vocab_size=40, num_layers=2, d_model=16, d_ff=24, num_heads=2, key_dim=4, value_dim=6,
                           dropout_rate=0.0, max_len=40)
@@ -33,7 +34,7 @@ COUNTED_COMBINATIONS = COMBINATIONS + [("batch_norm", "post", True), ("batch_nor
 
 
 def _random(shape: tuple[int, ...], seed: int) -> np.ndarray:
-    return np.random.default_rng(seed).normal(size=shape)
+    return random_normal(shape, seed, dtype=np.float64)
 
 
 def _combination_id(combination: tuple[str, str, bool]) -> str:
@@ -112,7 +113,7 @@ def test_parameter_counts_change_by_the_norms_alone(combination: tuple[str, str,
     counted = model.count_params(language_model.abstract_params(config, model_kind))
     decoder_only = model_kind == "decoder_only"
     norms = oracle.norm_param_count(norm, d_model=16, num_layers=2, decoder_only=decoder_only, pre=position == "pre")
-    assert normalization_registry.norm_params(norm, d_model=16, num_layers=2, model_kind=model_kind,
+    assert normalization_registry._norm_params(norm, d_model=16, num_layers=2, model_kind=model_kind,
                                               position=position) == norms
     paper = language_model.abstract_params(SMALL, model_kind)  # Post-LN LayerNorm with residuals.
     paper_norms = oracle.norm_param_count("layer_norm", d_model=16, num_layers=2, decoder_only=decoder_only,

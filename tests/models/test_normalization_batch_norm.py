@@ -39,8 +39,9 @@ from attention_jax.models.transformer_config import TransformerConfig
 from attention_jax.training import setup_checks, train, train_state
 from tests.support import normalization_reference as oracle
 from tests.support import train_support
-from tests.support.sweep_cli import REPO_ROOT, TINY_TRAINING, tiny_data_dir  # noqa: F401 (a fixture)
 from tests.support.decoding_helpers import assert_logits_match, full_logits, incremental_logits, random_batch
+from tests.support.reference import random_normal
+from tests.support.sweep_cli import REPO_ROOT, TINY_TRAINING, tiny_data_dir  # noqa: F401 (a fixture)
 
 SMALL = TransformerConfig(vocab_size=40, num_layers=2, d_model=16, d_ff=24, num_heads=2, key_dim=4, value_dim=6,
                           dropout_rate=0.0, max_len=40, normalization="batch_norm")
@@ -49,7 +50,7 @@ STATISTICS = normalization_registry.STATISTICS_COLLECTION
 
 
 def _random(shape: tuple[int, ...], seed: int) -> np.ndarray:
-    return np.random.default_rng(seed).normal(size=shape)
+    return random_normal(shape, seed, dtype=np.float64)
 
 
 def _packed_valid() -> np.ndarray:
@@ -137,7 +138,7 @@ def _step(module: nn.Module, params: dict, x: np.ndarray, valid: np.ndarray) -> 
 
 
 def _evaluation_statistics(params: dict) -> tuple[np.ndarray, np.ndarray]:
-    return tuple(np.asarray(value) for value in normalization.evaluation_statistics(
+    return tuple(np.asarray(value) for value in normalization._evaluation_statistics(
         params["running_mean"], params["running_var"], params["running_weight"]))
 
 

@@ -29,9 +29,9 @@ from attention_jax.models import (
 from attention_jax.models.attention_positions import AttentionPositions
 from attention_jax.models.positional_encodings import PositionTarget, RelativeSettings
 from attention_jax.models.transformer_config import TransformerConfig
-from tests.support import packed_pairs
-from tests.support import reference
+from tests.support import packed_pairs, reference
 from tests.support.decoding_helpers import full_logits, incremental_logits, random_batch
+from tests.support.reference import random_normal
 
 IN_ATTENTION = ("relative", "rotary", "alibi")
 SMALL = TransformerConfig(vocab_size=40, num_layers=1, d_model=16, d_ff=24, num_heads=2, key_dim=4, value_dim=6,
@@ -48,10 +48,6 @@ def _with_encoding(config: TransformerConfig, positional_encoding: str, *, max_d
     return config.replace(positional_encoding=positional_encoding, positional_encoding_settings=settings, **changes)
 
 
-def _random(shape: tuple[int, ...], seed: int) -> np.ndarray:
-    return np.random.default_rng(seed).normal(size=shape).astype(np.float32)
-
-
 def _attention_layer(encoding: str, function: str = "scaled_dot_product", *, values: bool = True,
                      implementation: str = "einsum") -> attention.MultiHeadAttention:
     settings = AttentionPositions(encoding, RelativeSettings(max_distance=2, add_to_values=values)
@@ -65,7 +61,7 @@ def _init_layer(layer: attention.MultiHeadAttention, x: jax.Array) -> dict:
     params = nn.meta.unbox(layer.init(jax.random.key(0), x, x)["params"])
     for name in ("relative_key_embedding", "relative_value_embedding"):  # Larger than at init: visible terms.
         if name in params:
-            params[name] = jnp.asarray(_random(params[name].shape, 9))
+            params[name] = jnp.asarray(random_normal(params[name].shape, 9))
     return params
 
 
@@ -93,11 +89,11 @@ def test_an_entry_without_its_hook_is_refused_in_one_line() -> None:
 
 @pytest.mark.reference
 def test_alibi_slopes_are_the_papers() -> None:
-    assert attention_positions.alibi_slopes(8) == tuple(2.0 ** -h for h in range(1, 9))  # 1/2 ... 1/256.
+    assert attention_positions._alibi_slopes(8) == tuple(2.0 ** -h for h in range(1, 9))  # 1/2 ... 1/256.
     for num_heads in range(1, 13):
-        np.testing.assert_allclose(attention_positions.alibi_slopes(num_heads), reference.alibi_slopes(num_heads),
+        np.testing.assert_allclose(attention_positions._alibi_slopes(num_heads), reference.alibi_slopes(num_heads),
                                    rtol=1e-12)
-    assert attention_positions.alibi_slopes(6) == (2.0 ** -2, 2.0 ** -4, 2.0 ** -6, 2.0 ** -8, 2.0 ** -1, 2.0 ** -3)
+    assert attention_positions._alibi_slopes(6) == (2.0 ** -2, 2.0 ** -4, 2.0 ** -6, 2.0 ** -8, 2.0 ** -1, 2.0 ** -3)
 
 
 # --- One self-attention against the oracle ----------------------------------------------------------
@@ -113,7 +109,7 @@ ORACLE_CASES = [("relative", "scaled_dot_product", True), ("relative", "scaled_d
 @pytest.mark.parametrize("causal", [False, True], ids=["encoder", "causal"])
 def test_self_attention_outputs_weights_and_gradients_match_the_oracle(encoding: str, function: str, values: bool,
                                                                         causal: bool) -> None:
-    x = _random((BATCH, LENGTH, D_MODEL), 0)
+    x = random_normal((BATCH, LENGTH, D_MODEL), 0)
     positions = np.array([[3, 4, 5, 6, 7, 8], [0, 1, 2, 3, 4, 5]])  # Not from 0: only offsets should count.
     valid = np.arange(LENGTH)[None] < np.array([[LENGTH], [4]])
     mask = np.asarray(masks.make_padding_mask(jnp.asarray(valid), jnp.asarray(valid)))
@@ -141,9 +137,9 @@ def test_self_attention_outputs_weights_and_gradients_match_the_oracle(encoding:
 
     # Gradients: a random direction through every parameter and the inputs, against the oracle's
     # central difference of the same loss.
-    cotangent = _random(output.shape, 1)
-    direction = jax.tree.map(lambda leaf: _random(leaf.shape, leaf.size % 97), params)
-    x_direction = _random(x.shape, 2)
+    cotangent = random_normal(output.shape, 1)
+    direction = jax.tree.map(lambda leaf: random_normal(leaf.shape, leaf.size % 97), params)
+    x_direction = random_normal(x.shape, 2)
     gradients = jax.grad(lambda p, x: jnp.sum(apply(p, x)[0] * cotangent), argnums=(0, 1))(params, jnp.asarray(x))
     ours = sum(float(jnp.vdot(g, d)) for g, d in zip(jax.tree.leaves(gradients[0]), jax.tree.leaves(direction)))
     ours += float(jnp.vdot(gradients[1], x_direction))
@@ -160,7 +156,7 @@ def test_self_attention_outputs_weights_and_gradients_match_the_oracle(encoding:
 
 @pytest.mark.integration
 def test_rotary_runs_on_the_kernels_and_the_blockwise_window_with_the_einsum_result() -> None:
-    x = jnp.asarray(_random((BATCH, LENGTH, D_MODEL), 3))
+    x = jnp.asarray(random_normal((BATCH, LENGTH, D_MODEL), 3))
     positions = jnp.array([[5, 6, 7, 8, 9, 10], [0, 1, 2, 3, 4, 5]])
     einsum = _attention_layer("rotary")
     params = _init_layer(einsum, x)
@@ -192,17 +188,18 @@ class _Scores(nn.Module):
         if scheme.rotate is not None:
             query, key = scheme.rotate(query, query_positions), scheme.rotate(key, key_positions)
             return jnp.einsum("bthk,bshk->bhts", query, key) / np.sqrt(query.shape[-1])
-        return attention_positions.position_scores(self, entry, scheme, query, key, query_positions, key_positions)
+        return attention_positions._position_scores(self, entry, scheme, query, key, query_positions, key_positions)
 
 
 @pytest.mark.parametrize("encoding", IN_ATTENTION)
 def test_scores_depend_only_on_the_offset(encoding: str) -> None:
-    query, key = jnp.asarray(_random((1, 5, HEADS, KEY_DIM), 4)), jnp.asarray(_random((1, 7, HEADS, KEY_DIM), 5))
+    query = jnp.asarray(random_normal((1, 5, HEADS, KEY_DIM), 4))
+    key = jnp.asarray(random_normal((1, 7, HEADS, KEY_DIM), 5))
     query_positions, key_positions = jnp.array([[0, 1, 2, 3, 4]]), jnp.array([[0, 2, 3, 5, 6, 8, 9]])
     scores_module = _Scores(AttentionPositions(encoding, RelativeSettings(max_distance=3)
                                                if encoding == "relative" else None))
     variables = scores_module.init(jax.random.key(0), query, key, query_positions, key_positions)
-    variables = jax.tree.map(lambda leaf: jnp.asarray(_random(leaf.shape, 6)), nn.meta.unbox(variables))
+    variables = jax.tree.map(lambda leaf: jnp.asarray(random_normal(leaf.shape, 6)), nn.meta.unbox(variables))
 
     def scores(shift: int, keys_only: bool = False) -> np.ndarray:
         return np.asarray(scores_module.apply(variables, query, key, query_positions + (0 if keys_only else shift),
@@ -404,7 +401,7 @@ def test_the_experiment_refuses_before_anything_is_written() -> None:
 def test_a_learned_table_gives_zeros_beyond_its_size_and_says_so_once(caplog: pytest.LogCaptureFixture) -> None:
     config = SMALL.replace(positional_encoding="learned", max_len=3)
     layer = model.PositionalEncoding(config, decode=True)
-    x = jnp.asarray(_random((1, 1, 16), 7))
+    x = jnp.asarray(random_normal((1, 1, 16), 7))
     variables = layer.init(jax.random.key(0), x)
     params, cache = variables["params"], jax.tree.map(jnp.zeros_like, variables["cache"])
     table = np.asarray(nn.meta.unbox(params)["position_embedding"])

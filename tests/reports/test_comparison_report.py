@@ -10,6 +10,8 @@ from __future__ import annotations
 import csv
 import json
 import pathlib
+import subprocess
+import sys
 
 import matplotlib.image
 import numpy as np
@@ -18,6 +20,7 @@ import pytest
 from attention_jax.foundation.user_errors import UserInputError
 from attention_jax.reports import all_reports, comparison, comparison_report, sweep_rows
 from launch import sweep_record, sweep_spec
+from tests.support.sweep_cli import REPO_ROOT
 
 SWEEP_FILE = '''
 from configs import tiny
@@ -215,3 +218,43 @@ def test_length_buckets_get_the_same_paired_treatment_as_the_positions_report() 
             assert ppl.change_mean == pytest.approx(float(line["ppl_change_mean"]))
             assert ppl.change_se == pytest.approx(float(line["ppl_change_se"]))
             assert bleu.change_mean == pytest.approx(float(line["bleu_difference_mean"]))
+
+
+def test_a_sweep_file_that_fails_to_import_is_one_user_error(own_root: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    sweep_path = tmp_path / "my_sweep.py"
+    sweep_path.write_text(SWEEP_FILE + "\nraise RuntimeError('broken on purpose')\n")
+    record, _ = sweep_rows.read_sweep_rows(str(own_root))
+    with pytest.raises(UserInputError, match=f"^importing {sweep_path} raised RuntimeError: broken on purpose$"):
+        sweep_rows.declared_report(record)
+
+
+@pytest.mark.slow
+def test_a_sweep_file_that_fails_to_import_is_one_line(own_root: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    sweep_path = tmp_path / "my_sweep.py"
+    sweep_path.write_text(SWEEP_FILE + "\nraise RuntimeError('broken on purpose')\n")
+    out = tmp_path / "out"
+    done = subprocess.run([sys.executable, "-m", "attention_jax.report", str(own_root), f"--out={out}"],
+                          capture_output=True, text=True, cwd=REPO_ROOT, check=False)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        f"attention_jax.report: error: importing {sweep_path} raised RuntimeError: broken on purpose"]
+    assert not out.exists()  # Refused before anything was written.
+
+
+def test_a_diverged_seed_is_left_out_of_every_mean_and_the_tables_say_so(own_root: pathlib.Path,
+                                                                         tmp_path: pathlib.Path) -> None:
+    run_dir = own_root / "heads4" / "seed_1"  # Last dev PPL 8x its best: diverged (no metrics: perplexity alone).
+    results = json.loads((run_dir / "results.json").read_text())
+    results.update(best_eval_ppl=11.5, eval_ppl=92.0)
+    (run_dir / "results.json").write_text(json.dumps(results))
+    _, rows = sweep_rows.read_sweep_rows(str(own_root))
+    ppl = comparison.compare(str(own_root), rows, "heads2")["heads4"]["dev_ppl"]
+    healthy = [DEV_PPL["heads4"][0], DEV_PPL["heads4"][2]]
+    expected = np.array(healthy) / np.array([DEV_PPL["heads2"][0], DEV_PPL["heads2"][2]]) - 1
+    assert ppl.diverged == (1,) and ppl.seeds == 2 and ppl.paired_seeds == 2
+    assert ppl.mean == pytest.approx(np.mean(healthy)) and ppl.se == pytest.approx(_se(healthy))
+    assert ppl.change_mean == pytest.approx(expected.mean()) and ppl.change_se == pytest.approx(_se(list(expected)))
+    assert ppl.verdict == comparison.UNSTABLE_VERDICT
+    all_reports.write_reports(str(own_root), str(tmp_path / "out"))
+    markdown = (tmp_path / "out" / "my_sweep.md").read_text(encoding="utf-8")
+    assert f"| heads4 | 2 of 3; 1 diverged | {np.mean(healthy):.2f} ± {_se(healthy):.2f} |" in markdown

@@ -1,4 +1,4 @@
-"""attention_jax.reports.sweep_curves: dev curves read from metrics.jsonl, plotted per group by the report."""
+"""The one learning-curve plot (attention_jax.reports.comparison_plot): dev curves from metrics.jsonl, per group."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import matplotlib.image
 import matplotlib.pyplot
 import pytest
 
-from attention_jax.reports import comparison, comparison_plot, sweep_curves, sweep_report, sweep_rows
+from attention_jax.reports import comparison, comparison_plot, sweep_report, sweep_rows
 from configs import table2
 from launch import sweep_record, sweep_spec
 from tests.support.sweep_cli import REPO_ROOT
@@ -21,8 +21,8 @@ def test_read_dev_curve_keeps_the_last_record_of_a_step_and_skips_a_torn_line(tm
              {"step": 300, "eval/perplexity": float("nan")}]
     text = "".join(json.dumps(line) + "\n" for line in lines) + '{"step": 400, "eval/perp'  # Killed mid-line.
     (tmp_path / "metrics.jsonl").write_text(text)
-    assert sweep_curves.read_dev_curve(str(tmp_path)) == ([100, 200], [90.0, 55.0])
-    assert sweep_curves.read_dev_curve(str(tmp_path / "missing")) == ([], [])
+    assert comparison_plot.read_dev_curve(str(tmp_path)) == ([100, 200], [90.0, 55.0])
+    assert comparison_plot.read_dev_curve(str(tmp_path / "missing")) == ([], [])
 
 
 def _sweep(root: pathlib.Path, curves: dict[str, list[list[float]]]) -> None:
@@ -53,10 +53,10 @@ def test_report_writes_one_curve_panel_per_group_only_when_runs_have_metrics(tmp
     # Panels A, C and E, each with base (base has no panel of its own): one line of three.
     assert (height, width) == (round(3.4 * 110), round(4.2 * 3 * 110))
     _, rows = sweep_rows.read_sweep_rows(str(root))
-    assert not sweep_curves.plot_learning_curves(str(tmp_path / "empty"), [], "base", str(tmp_path / "x.png"), "t")
+    assert not comparison_plot.plot_learning_curves(str(tmp_path / "empty"), [], "base", str(tmp_path / "x.png"), "t")
     for row in rows:  # Every run's curve is read back from its own directory.
         for run, expected in zip(row.runs, curves[row.row]):
-            assert sweep_curves.read_dev_curve(comparison.run_directory(str(root), row, run))[1] == expected
+            assert comparison_plot.read_dev_curve(comparison.run_directory(str(root), row, run))[1] == expected
     for path in root.rglob("metrics.jsonl"):
         path.unlink()
     assert not any(path.endswith("_curves.png") for path in sweep_report.write_report(str(root)))
@@ -64,11 +64,11 @@ def test_report_writes_one_curve_panel_per_group_only_when_runs_have_metrics(tmp
 
 def test_y_limits_zoom_on_the_end_but_keep_every_runs_best_in_view() -> None:
     # Close runs: the zoom (ZOOM x the lowest) sets the top, far above the first evaluations' cut.
-    bottom, top = sweep_curves.curve_y_limits([[900.0, 40.0, 29.0], [800.0, 26.0], []])
-    assert bottom == 26.0 * 0.95 and top == 26.0 * sweep_curves.ZOOM
+    bottom, top = comparison_plot.curve_y_limits([[900.0, 40.0, 29.0], [800.0, 26.0], []])
+    assert bottom == 26.0 * 0.95 and top == 26.0 * comparison_plot.ZOOM
     # A row that ends far above the others (N = 8 at the cap): its best (54) stays in view.
     curves = [[900.0, 40.0, 29.0], [700.0, 19.0], [950.0, 60.0, 54.0]]
-    bottom, top = sweep_curves.curve_y_limits(curves)
+    bottom, top = comparison_plot.curve_y_limits(curves)
     assert bottom < 19.0 and all(bottom < min(curve) < top for curve in curves)
     assert top < 900.0
 
@@ -80,7 +80,7 @@ def test_every_learning_curve_plot_tells_seeds_apart_by_line_style(tmp_path: pat
     _, rows = sweep_rows.read_sweep_rows(str(root))
     figures: list = []
     monkeypatch.setattr(matplotlib.pyplot, "close", figures.append)  # Keep each figure to look at.
-    for plot in (sweep_curves.plot_learning_curves, comparison_plot.plot_learning_curves):
+    for plot in (comparison_plot.plot_learning_curves,):
         assert plot(str(root), rows, "base", str(tmp_path / "curves.png"), "t")
     for figure in figures:
         axis = figure.axes[0]

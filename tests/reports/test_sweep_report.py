@@ -468,11 +468,15 @@ def test_a_diverged_seed_makes_the_row_unstable(seeded_root: pathlib.Path) -> No
     assert a1.verdict == "unstable" and a1.diverged_seeds == (1,)
     assert a1.verdict_basis == ("seed 1 diverged (a non-finite loss, or last dev PPL > 2x its best); the other seeds: "
                                 f"{expected_others[0]} ({expected_others[1]})")
-    assert a1.dev_ppl_mean == pytest.approx(np.mean([SEED_PPL["A1"][0], 200.0, SEED_PPL["A1"][2]]))  # Kept in.
+    healthy = [SEED_PPL["A1"][0], SEED_PPL["A1"][2]]  # The one rule: a diverged seed is left out of the means.
+    assert a1.seeds == 2 and a1.dev_ppl_mean == pytest.approx(np.mean(healthy))
+    assert a1.dev_ppl_se == pytest.approx(np.std(healthy, ddof=1) / np.sqrt(2))
+    assert a1.change_mean == pytest.approx(np.mean(others)) and len(a1.changes) == 2
     assert stats["B1"].diverged_seeds == () and stats["B1"].verdict != "unstable"
 
     sweep_report.write_report(str(seeded_root))
-    assert _table_lines((seeded_root / "table2.md").read_text())["A1"][-3] == "unstable (seed 1 diverged)"
+    a1_cells = _table_lines((seeded_root / "table2.md").read_text())["A1"]
+    assert a1_cells[-3] == "unstable (seed 1 diverged)" and "2 of 3; 1 diverged" in a1_cells
     with open(seeded_root / "table2.csv", newline="") as file:
         assert {record["row"]: record["verdict"] for record in csv.DictReader(file)}["A1"] == "unstable"
 

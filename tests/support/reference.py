@@ -251,10 +251,20 @@ def positional_self_attention(params: dict, x: np.ndarray, mask: np.ndarray | No
 
 
 def layer_norm(params: dict, x: np.ndarray, epsilon: float = 1e-6) -> np.ndarray:
-    """(x - mean) / sqrt(var + eps) * scale + bias over the last axis."""
-    mean = x.mean(axis=-1, keepdims=True)
-    variance = ((x - mean) ** 2).mean(axis=-1, keepdims=True)
-    return (x - mean) / np.sqrt(variance + epsilon) * params["scale"] + params["bias"]
+    """Ba et al. (2016): ``(x - mu) / sqrt(sigma^2 + eps) g + b``, mu, sigma^2 (biased) over the last axis."""
+    mu = x.mean(axis=-1, keepdims=True)
+    sigma_squared = ((x - mu) ** 2).mean(axis=-1, keepdims=True)
+    return (x - mu) / np.sqrt(sigma_squared + epsilon) * params["scale"] + params["bias"]
+
+
+def rms_norm(params: dict, x: np.ndarray, epsilon: float = 1e-6) -> np.ndarray:
+    """Zhang and Sennrich (2019), Eq. 4: ``x / sqrt(mean(x^2) + eps) g`` over the last axis (no centring, no bias)."""
+    return x / np.sqrt((x ** 2).mean(axis=-1, keepdims=True) + epsilon) * params["scale"]
+
+
+def random_normal(shape: tuple[int, ...], seed: int, scale: float = 1.0, dtype: type = np.float32) -> np.ndarray:
+    """Standard normal samples times ``scale``, from ``seed``: the tests' inputs and weights."""
+    return (scale * np.random.default_rng(seed).normal(size=shape)).astype(dtype)
 
 
 def gelu_exact(h: np.ndarray) -> np.ndarray:

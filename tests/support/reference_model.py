@@ -24,18 +24,6 @@ EMBEDDING_ENCODINGS = ("sinusoidal", "learned", "none")
 """Encodings added to the embeddings (3.5); the others (relative, rotary, alibi) act in self-attention."""
 
 
-def layer_norm(params: dict, x: np.ndarray, epsilon: float) -> np.ndarray:
-    """Ba et al. (2016): ``(x - mu) / sqrt(sigma^2 + eps) g + b``, mu, sigma^2 (biased) over each token's D."""
-    mu = x.mean(axis=-1, keepdims=True)  # [B,L,1]
-    sigma_squared = ((x - mu) ** 2).mean(axis=-1, keepdims=True)
-    return (x - mu) / np.sqrt(sigma_squared + epsilon) * params["scale"] + params["bias"]
-
-
-def rms_norm(params: dict, x: np.ndarray, epsilon: float) -> np.ndarray:
-    """Zhang and Sennrich (2019), Eq. 4: ``x / sqrt(mean(x^2) + eps) g`` over each token's D."""
-    return x / np.sqrt((x ** 2).mean(axis=-1, keepdims=True) + epsilon) * params["scale"]
-
-
 def batch_norm(params: dict, x: np.ndarray, epsilon: float) -> np.ndarray:
     """Ioffe and Szegedy (2015), Alg. 2 (inference) with the running mean and variance ``[D]`` per feature.
 
@@ -49,7 +37,7 @@ def batch_norm(params: dict, x: np.ndarray, epsilon: float) -> np.ndarray:
 
 
 NORMS: dict[str, Callable[[dict, np.ndarray, float], np.ndarray]] = {
-    "layer_norm": layer_norm, "rms_norm": rms_norm, "batch_norm": batch_norm}
+    "layer_norm": reference.layer_norm, "rms_norm": reference.rms_norm, "batch_norm": batch_norm}
 
 
 def normalize(config: Any, params: dict | None, x: np.ndarray, epsilon: float) -> np.ndarray:

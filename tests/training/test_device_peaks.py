@@ -27,15 +27,15 @@ class _FakeMeasurement:
 
 @pytest.fixture
 def quiet_machine(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(device_peaks, "machine_load", lambda: (0.0, 2))
-    monkeypatch.setattr(device_peaks, "processor_model", lambda: "Test CPU 9000")
+    monkeypatch.setattr(device_peaks, "_machine_load", lambda: (0.0, 2))
+    monkeypatch.setattr(device_peaks, "_processor_model", lambda: "Test CPU 9000")
 
 
 def test_a_peak_is_measured_once_and_reused_with_its_source_named(tmp_path: pathlib.Path, quiet_machine) -> None:
     cache = str(tmp_path / "device_peaks.json")
     measure = _FakeMeasurement([3e11, 9e11])
-    first = device_peaks.cached_measured_peak("cpu", "float32", path=cache, measure=measure)
-    again = device_peaks.cached_measured_peak("cpu", "float32", path=cache, measure=measure)
+    first = device_peaks._cached_measured_peak("cpu", "float32", path=cache, measure=measure)
+    again = device_peaks._cached_measured_peak("cpu", "float32", path=cache, measure=measure)
     assert measure.calls == 1 and first.flops_per_s == again.flops_per_s == 3e11
     assert first.source == "fake quiet cpu float32"
     assert again.source.startswith("measured on this machine on ") and f"cached in {cache}" in again.source
@@ -48,28 +48,28 @@ def test_each_processor_device_and_dtype_has_its_own_figure(tmp_path: pathlib.Pa
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     cache = str(tmp_path / "device_peaks.json")
     measure = _FakeMeasurement([1e11, 2e11, 3e11, 4e11])
-    assert device_peaks.cached_measured_peak("cpu", "float32", path=cache, measure=measure).flops_per_s == 1e11
-    assert device_peaks.cached_measured_peak("cpu", "bfloat16", path=cache, measure=measure).flops_per_s == 2e11
-    assert device_peaks.cached_measured_peak("Tesla T4", "float32", path=cache, measure=measure).flops_per_s == 3e11
-    monkeypatch.setattr(device_peaks, "processor_model", lambda: "Another CPU")  # A shared home, another machine.
-    assert device_peaks.cached_measured_peak("cpu", "float32", path=cache, measure=measure).flops_per_s == 4e11
+    assert device_peaks._cached_measured_peak("cpu", "float32", path=cache, measure=measure).flops_per_s == 1e11
+    assert device_peaks._cached_measured_peak("cpu", "bfloat16", path=cache, measure=measure).flops_per_s == 2e11
+    assert device_peaks._cached_measured_peak("Tesla T4", "float32", path=cache, measure=measure).flops_per_s == 3e11
+    monkeypatch.setattr(device_peaks, "_processor_model", lambda: "Another CPU")  # A shared home, another machine.
+    assert device_peaks._cached_measured_peak("cpu", "float32", path=cache, measure=measure).flops_per_s == 4e11
     assert measure.calls == 4 and len(json.loads(pathlib.Path(cache).read_text())) == 4
 
 
 def test_a_peak_taken_under_load_is_measured_again_once_the_machine_is_quiet(
         tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
     cache = str(tmp_path / "device_peaks.json")
-    monkeypatch.setattr(device_peaks, "processor_model", lambda: "Test CPU 9000")
-    monkeypatch.setattr(device_peaks, "machine_load", lambda: (2.4, 2))  # Busy.
+    monkeypatch.setattr(device_peaks, "_processor_model", lambda: "Test CPU 9000")
+    monkeypatch.setattr(device_peaks, "_machine_load", lambda: (2.4, 2))  # Busy.
     busy = _FakeMeasurement([2e11], under_load=True)
-    assert device_peaks.cached_measured_peak("cpu", "float32", path=cache, measure=busy).under_load
-    reused = device_peaks.cached_measured_peak("cpu", "float32", path=cache, measure=busy)
+    assert device_peaks._cached_measured_peak("cpu", "float32", path=cache, measure=busy).under_load
+    reused = device_peaks._cached_measured_peak("cpu", "float32", path=cache, measure=busy)
     assert busy.calls == 1 and reused.flops_per_s == 2e11 and reused.under_load  # Still busy: reused.
-    monkeypatch.setattr(device_peaks, "machine_load", lambda: (0.0, 2))  # Quiet now.
+    monkeypatch.setattr(device_peaks, "_machine_load", lambda: (0.0, 2))  # Quiet now.
     quiet = _FakeMeasurement([4e11])
-    remeasured = device_peaks.cached_measured_peak("cpu", "float32", path=cache, measure=quiet)
+    remeasured = device_peaks._cached_measured_peak("cpu", "float32", path=cache, measure=quiet)
     assert quiet.calls == 1 and remeasured.flops_per_s == 4e11 and not remeasured.under_load
-    assert device_peaks.cached_measured_peak("cpu", "float32", path=cache, measure=quiet).flops_per_s == 4e11
+    assert device_peaks._cached_measured_peak("cpu", "float32", path=cache, measure=quiet).flops_per_s == 4e11
     assert quiet.calls == 1
 
 
@@ -77,18 +77,18 @@ def test_a_damaged_or_unwritable_cache_only_costs_a_measurement(tmp_path: pathli
     damaged = tmp_path / "device_peaks.json"
     damaged.write_text("{not json")
     measure = _FakeMeasurement([5e11, 6e11])
-    assert device_peaks.cached_measured_peak("cpu", "float32", path=str(damaged), measure=measure).flops_per_s == 5e11
+    assert device_peaks._cached_measured_peak("cpu", "float32", path=str(damaged), measure=measure).flops_per_s == 5e11
     assert json.loads(damaged.read_text())["Test CPU 9000 | cpu | float32"]["flops_per_s"] == 5e11  # Rewritten.
     blocked = tmp_path / "a_file"
     blocked.write_text("")
     unwritable = str(blocked / "device_peaks.json")  # Its folder is a file: nothing can be written there.
-    assert device_peaks.cached_measured_peak("cpu", "float32", path=unwritable, measure=measure).flops_per_s == 6e11
+    assert device_peaks._cached_measured_peak("cpu", "float32", path=unwritable, measure=measure).flops_per_s == 6e11
 
 
 def test_the_cache_follows_xdg_cache_home(monkeypatch: pytest.MonkeyPatch, tmp_path: pathlib.Path) -> None:
     monkeypatch.delenv("ATTENTION_JAX_CACHE_DIR", raising=False)  # It would win over XDG_CACHE_HOME.
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    assert device_peaks.peak_cache_path() == str(tmp_path / "attention_jax" / "device_peaks.json")
+    assert device_peaks._peak_cache_path() == str(tmp_path / "attention_jax" / "device_peaks.json")
     monkeypatch.delenv("XDG_CACHE_HOME")
-    assert device_peaks.peak_cache_path() == str(pathlib.Path.home() / ".cache" / "attention_jax" / "device_peaks.json")
-    assert device_peaks.processor_model()  # Some name on every machine.
+    assert device_peaks._peak_cache_path() == str(pathlib.Path.home() / ".cache" / "attention_jax" / "device_peaks.json")
+    assert device_peaks._processor_model()  # Some name on every machine.

@@ -191,10 +191,10 @@ def test_the_step_memory_estimate_counts_each_part_as_written() -> None:
         3 * (4 * fields["d_model"] + fields["num_heads"] * fields["max_len"]) + 2 * fields["d_ff"]))
     cache = fields["beam_size"] * (fields["max_len"] + fields["max_decode_extra_len"]) * fields["d_model"] * 2 * width
     expected = 16 * size_limits.estimated_parameters(fields) + activations + cache * fields["num_layers"]
-    assert step_memory.estimated_step_bytes(fields, 1)[0] == expected
-    halved = step_memory.estimated_step_bytes(fields, 2)[0]  # Tokens split over two devices.
+    assert step_memory._estimated_step_bytes(fields, 1)[0] == expected
+    halved = step_memory._estimated_step_bytes(fields, 2)[0]  # Tokens split over two devices.
     assert halved == expected - activations + activations // 2
-    assert step_memory.estimated_step_bytes(dict(fields, dtype="bfloat16"), 1)[0] < expected
+    assert step_memory._estimated_step_bytes(dict(fields, dtype="bfloat16"), 1)[0] < expected
 
 
 def test_warmup_beyond_the_run_is_warned_with_the_fraction_of_the_peak_reached(

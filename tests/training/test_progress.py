@@ -15,10 +15,10 @@ from tests.support import fake_data
 
 
 def test_remaining_evaluations_count_the_periodic_ones_and_the_final_one() -> None:
-    assert progress.remaining_evaluations(10, 100, 25) == 4  # Steps 25, 50, 75 and the final one at 100.
-    assert progress.remaining_evaluations(50, 100, 25) == 2  # 75 and 100.
-    assert progress.remaining_evaluations(99, 100, 0) == 1  # Only the final one.
-    assert progress.remaining_evaluations(100, 100, 25) == 0
+    assert progress._remaining_evaluations(10, 100, 25) == 4  # Steps 25, 50, 75 and the final one at 100.
+    assert progress._remaining_evaluations(50, 100, 25) == 2  # 75 and 100.
+    assert progress._remaining_evaluations(99, 100, 0) == 1  # Only the final one.
+    assert progress._remaining_evaluations(100, 100, 25) == 0
 
 
 def test_summary_line_names_steps_time_best_dev_bleu_and_results() -> None:

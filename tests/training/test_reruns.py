@@ -161,12 +161,12 @@ def test_best_directory_keeps_the_k_lowest_perplexities(tmp_path: pathlib.Path,
     saved_params: dict[int, float] = {}
     for step, perplexity in ((100, 10.0), (200, 8.0), (300, 8.5), (400, 7.0)):
         saved_params[step] = perplexity
-        monkeypatch.setattr(run_evaluation, "replicated_params", lambda _, value=perplexity: {"w": np.full(2, value, np.float32)})
-        run_evaluation.track_best(run, step, perplexity)
+        monkeypatch.setattr(run_evaluation, "_replicated_params", lambda _, value=perplexity: {"w": np.full(2, value, np.float32)})
+        run_evaluation._track_best(run, step, perplexity)
     best_dir = str(tmp_path / run_files.BEST_DIR)
     assert checkpoints.finished_steps(best_dir) == [200, 300, 400]
-    assert params_checkpoints.ranked_by_perplexity(best_dir) == [400, 200, 300]
-    run_evaluation.track_best(run, 500, 9.0)  # Worse than the three kept: not saved.
+    assert params_checkpoints._ranked_by_perplexity(best_dir) == [400, 200, 300]
+    run_evaluation._track_best(run, 500, 9.0)  # Worse than the three kept: not saved.
     assert checkpoints.finished_steps(best_dir) == [200, 300, 400]
 
 

@@ -118,7 +118,7 @@ def test_peak_is_declared_else_datasheet_else_measured_once(monkeypatch: pytest.
     timed = []
     monkeypatch.setattr(device_peaks, "_MEASURED", {})
     monkeypatch.setattr(device_peaks, "measure_matmul_peak", lambda dtype, repeats: timed.append(dtype) or 5e10)
-    monkeypatch.setattr(device_peaks, "machine_load", lambda: (0.0, 2))
+    monkeypatch.setattr(device_peaks, "_machine_load", lambda: (0.0, 2))
     first, second = (device_peaks.device_peak("cpu", "float32") for _ in range(2))
     assert first.flops_per_s == second.flops_per_s == 5e10 and timed == ["float32"]
     assert first.source.startswith("measured here once: best of 5 ")
@@ -131,21 +131,21 @@ def test_a_peak_measured_while_other_processes_load_the_cpus_is_named_so(monkeyp
     timed_products: list[int] = []
     monkeypatch.setattr(device_peaks, "measure_matmul_peak",
                         lambda dtype, repeats: timed_products.append(repeats) or 4e10)
-    monkeypatch.setattr(device_peaks, "machine_load", lambda: (2.4, 2))  # A sweep's two runs beside this one.
-    busy = device_peaks.measured_peak("cpu", "float32")
+    monkeypatch.setattr(device_peaks, "_machine_load", lambda: (2.4, 2))  # A sweep's two runs beside this one.
+    busy = device_peaks._measured_peak("cpu", "float32")
     assert busy.source.startswith("measured here under load: best of 25 ") and timed_products == [25]
     assert "load 2.4 on 2 CPUs" in busy.source and "MFU high" in busy.source
-    monkeypatch.setattr(device_peaks, "machine_load", lambda: (0.3, 2))  # Below 0.25 per CPU: quiet.
-    assert device_peaks.measured_peak("cpu", "float32").source.startswith("measured here once: best of 5 ")
-    monkeypatch.setattr(device_peaks, "machine_load", lambda: (9.0, 2))
-    assert device_peaks.measured_peak("Tesla T4", "float32").source.startswith("measured here once")  # A GPU's own.
+    monkeypatch.setattr(device_peaks, "_machine_load", lambda: (0.3, 2))  # Below 0.25 per CPU: quiet.
+    assert device_peaks._measured_peak("cpu", "float32").source.startswith("measured here once: best of 5 ")
+    monkeypatch.setattr(device_peaks, "_machine_load", lambda: (9.0, 2))
+    assert device_peaks._measured_peak("Tesla T4", "float32").source.startswith("measured here once")  # A GPU's own.
 
 
 def test_machine_load_leaves_out_this_process(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(device_peaks.os, "getloadavg", lambda: (3.5, 1.0, 1.0))
-    assert device_peaks.machine_load()[0] == 2.5
+    assert device_peaks._machine_load()[0] == 2.5
     monkeypatch.setattr(device_peaks.os, "getloadavg", lambda: (0.4, 1.0, 1.0))
-    assert device_peaks.machine_load()[0] == 0.0 and device_peaks.machine_load()[1] >= 1
+    assert device_peaks._machine_load()[0] == 0.0 and device_peaks._machine_load()[1] >= 1
 
 
 def test_measured_matmul_peak_is_positive() -> None:

@@ -19,14 +19,8 @@ class SyntheticEnDeConfig(tfds.core.BuilderConfig):
     validation_size: int | None = None
     test_size: int | None = None
 
-    def split_sizes(self) -> dict[str, int]:
-        """Return the pairs per split for this config.
-
-        Returns
-        -------
-        dict[str, int]
-            ``{"train": ..., "validation": ..., "test": ...}``.
-        """
+    def _split_sizes(self) -> dict[str, int]:
+        """The pairs per split for this config."""
         sizes = default_split_sizes()
         given = {"train": self.train_size, "validation": self.validation_size, "test": self.test_size}
         return {split: sizes[split] if size is None else size for split, size in given.items()}
@@ -39,15 +33,12 @@ _DESCRIPTION = (
 
 
 class SyntheticEnDe(tfds.core.GeneratorBasedBuilder):
-    """TFDS builder "synthetic_en_de": the synthetic task with the layout of wmt14_translate.
-
-    Examples are ``{"de": str, "en": str}``; splits "train", "validation", "test" in ``generate_split``'s
-    order. Configs: "default" and "small" (10,000 / 100 / 100 pairs, for smoke tests).
+    """TFDS builder "synthetic_en_de": ``{"de": str, "en": str}`` examples; configs "default" and "small" (smoke tests).
 
     Parameters
     ----------
     file_format : str
-        Defaults to "array_record" (readable with ``as_data_source``, no TensorFlow).
+        "array_record" when None (``as_data_source``, no TensorFlow).
     **kwargs
         Passed to ``tfds.core.GeneratorBasedBuilder``.
     """
@@ -63,15 +54,11 @@ class SyntheticEnDe(tfds.core.GeneratorBasedBuilder):
     @tfds.core.utils.classproperty
     @classmethod
     def code_path(cls) -> None:
-        """No source path: there are no download checksums to look up next to this file.
-
-        TFDS 4.9.10 locates a builder's source through the `importlib_resources` backport, which it
-        does not declare as a dependency (tensorflow/datasets#11212); returning None skips that.
-        """
+        """No source path: TFDS 4.9.10 would seek checksums through an undeclared backport (datasets#11212)."""
         return None
 
     def __init__(self, *, file_format: str | None = None, **kwargs: typing.Any) -> None:
-        """Create the builder; `file_format` defaults to "array_record", other kwargs go to TFDS."""
+        """Create the builder."""
         super().__init__(file_format=file_format or "array_record", **kwargs)
 
     def _info(self) -> tfds.core.DatasetInfo:
@@ -87,7 +74,7 @@ class SyntheticEnDe(tfds.core.GeneratorBasedBuilder):
     def _split_generators(self, dl_manager: tfds.download.DownloadManager) -> dict:
         """All splits from one pass over the stream; nothing is downloaded."""
         del dl_manager
-        pairs = generate_splits(self.builder_config.split_sizes())
+        pairs = generate_splits(self.builder_config._split_sizes())
         return {split: self._generate_examples(pairs[split]) for split in SPLITS}
 
     def _generate_examples(self, pairs: list[tuple[str, str]]) -> Iterator[tuple[int, dict[str, str]]]:

@@ -27,41 +27,23 @@ from attention_jax.data.synthetic_en_de.lexicon import (
 
 
 class NounPhrase(typing.NamedTuple):
-    """A noun phrase: a common noun with determiner and adjectives, a name, or a pronoun.
+    """A noun phrase: a common noun with determiner and adjectives, a name, or a pronoun."""
 
-    Phrases and clauses are named tuples, not dataclasses: the stream builds millions of them.
-
-    Attributes
-    ----------
-    noun : Noun | None
-        Head noun; None for a name or pronoun.
-    determiner : Determiner
-        Determiner (`BARE_PLURAL` for none).
-    adjectives : tuple[Adjective, ...]
-        Attributive adjectives, in order.
-    plural : bool
-        Grammatical number.
-    name : str
-        A name from `NAMES` instead of a noun.
-    pronoun : Pronoun | None
-        A subject pronoun instead of a noun.
-    """
-
-    noun: Noun | None = None
-    determiner: Determiner = THE
-    adjectives: tuple[Adjective, ...] = ()
+    noun: Noun | None = None  # Head noun; None for a name or pronoun.
+    determiner: Determiner = THE  # BARE_PLURAL for none.
+    adjectives: tuple[Adjective, ...] = ()  # Attributive, in order.
     plural: bool = False
-    name: str = ""
-    pronoun: Pronoun | None = None
+    name: str = ""  # From NAMES, instead of a noun.
+    pronoun: Pronoun | None = None  # A subject pronoun instead of a noun.
 
     @property
     def person(self) -> str:
-        """Verb agreement.
+        """Return the verb agreement: "1sg", "3sg" or "pl".
 
         Returns
         -------
         str
-            "1sg", "3sg" or "pl".
+            The person.
         """
         if self.pronoun is not None:
             return self.pronoun.person
@@ -74,7 +56,7 @@ class NounPhrase(typing.NamedTuple):
 
     @property
     def tags(self) -> frozenset[str]:
-        """Semantic classes of the head noun (names and pronouns are persons).
+        """Return the head noun's semantic classes (names and pronouns are persons).
 
         Returns
         -------
@@ -84,7 +66,7 @@ class NounPhrase(typing.NamedTuple):
         return self.noun.tags if self.noun is not None else frozenset({"person"})
 
     def english(self) -> list[str]:
-        """English words: "a big red car", "three dogs", "Anna", "I".
+        """Return the English words: "a big red car", "three dogs", "Anna", "I".
 
         Returns
         -------
@@ -104,14 +86,14 @@ class NounPhrase(typing.NamedTuple):
         return [word for word in (determiner, *modifiers, noun) if word]
 
     def german(self, case: str, negative: bool = False) -> list[str]:
-        """German words of the phrase.
+        """Return the German words of the phrase.
 
         Parameters
         ----------
         case : str
             "nom", "acc" or "dat".
         negative : bool
-            Use kein- (only valid when ``_takes_kein``).
+            Use kein- (only when ``_takes_kein``).
 
         Returns
         -------
@@ -132,28 +114,16 @@ class NounPhrase(typing.NamedTuple):
 
 
 class PrepositionalPhrase(typing.NamedTuple):
-    """A prepositional phrase; build it with `adjunct` or `prepositional_object`.
+    """A prepositional phrase; build it with `adjunct` or `prepositional_object`."""
 
-    Attributes
-    ----------
-    kind : str
-        Adjunct kind ("loc", "with", "for", "to", "from") or "object" (of a prepositional verb).
-    english_preposition, german_preposition : str
-        The prepositions ("next to", "neben").
-    case : str
-        German case the preposition governs here ("acc" or "dat").
-    noun_phrase : NounPhrase
-        The preposition's object.
-    """
-
-    kind: str
-    english_preposition: str
-    german_preposition: str
-    case: str
+    kind: str  # "loc", "with", "for", "to", "from", or "object" (of a prepositional verb).
+    english_preposition: str  # "next to"
+    german_preposition: str  # "neben"
+    case: str  # German case governed here: "acc" or "dat".
     noun_phrase: NounPhrase
 
     def english(self) -> list[str]:
-        """English words: "in front of the house".
+        """Return the English words: "in front of the house".
 
         Returns
         -------
@@ -163,7 +133,7 @@ class PrepositionalPhrase(typing.NamedTuple):
         return [*self.english_preposition.split(), *self.noun_phrase.english()]
 
     def german(self) -> list[str]:
-        """German words with the standard contractions: "vor dem Haus", "im Garten", "zur Schule".
+        """Return the German words, contracted: "vor dem Haus", "im Garten", "zur Schule".
 
         Returns
         -------
@@ -178,7 +148,7 @@ class PrepositionalPhrase(typing.NamedTuple):
 
 
 def adjunct(kind: str, noun_phrase: NounPhrase, location: str = "") -> PrepositionalPhrase:
-    """Build an adjunct prepositional phrase.
+    """Build an adjunct prepositional phrase, with its German preposition and case.
 
     Parameters
     ----------
@@ -187,13 +157,12 @@ def adjunct(kind: str, noun_phrase: NounPhrase, location: str = "") -> Prepositi
     noun_phrase : NounPhrase
         The preposition's object.
     location : str
-        For kind "loc": the English preposition ("in", "on", "under", "behind", "next to",
-        "in front of"); German takes the dative for a location.
+        For "loc": "in", "on", "under", "behind", "next to" or "in front of" (German: dative).
 
     Returns
     -------
     PrepositionalPhrase
-        The phrase, with its German preposition and case.
+        The phrase.
     """
     if kind == "loc":
         return PrepositionalPhrase("loc", location, LOCATION_PREPOSITIONS[location], "dat", noun_phrase)
@@ -202,59 +171,36 @@ def adjunct(kind: str, noun_phrase: NounPhrase, location: str = "") -> Prepositi
 
 
 def prepositional_object(verb: Verb, noun_phrase: NounPhrase) -> PrepositionalPhrase:
-    """The object of a "prepositional" frame verb ("waits for the bus" -> "wartet auf den Bus").
+    """Return the object of a "prepositional" frame verb ("waits for the bus" -> "wartet auf den Bus").
 
     Parameters
     ----------
     verb : Verb
-        A verb with frame "prepositional".
+        Frame "prepositional".
     noun_phrase : NounPhrase
         The object.
 
     Returns
     -------
     PrepositionalPhrase
-        The phrase; its English preposition is part of `verb.english`.
+        Its English preposition is part of ``verb.english``.
     """
     return PrepositionalPhrase("object", verb.english.split()[-1], verb.german_preposition,
                                verb.object_case, noun_phrase)
 
 
 class Clause(typing.NamedTuple):
-    """One clause before word order is decided.
-
-    Attributes
-    ----------
-    subject : NounPhrase
-        Subject (nominative).
-    verb : Verb | None
-        Content verb; None for the copula "to be".
-    objects : tuple[tuple[str, NounPhrase], ...]
-        (case, phrase) pairs in the order both languages use ("gives the child a ball" ->
-        "gibt dem Kind einen Ball").
-    prepositional_object : PrepositionalPhrase | None
-        Object of a prepositional verb ("waits for the bus" -> "wartet auf den Bus").
-    adjuncts : tuple[PrepositionalPhrase, ...]
-        Optional adjuncts, in any order (each language orders them by kind).
-    predicate : Adjective | PrepositionalPhrase | None
-        Complement of the copula ("is tired", "is in the garden").
-    modal : Modal | None
-        Modal verb, if any.
-    negated : bool
-        Whether the clause is negated.
-    complement : Clause | None
-        The "that" clause of a "that"-frame verb.
-    """
+    """One clause before word order is decided."""
 
     subject: NounPhrase
-    verb: Verb | None
-    objects: tuple[tuple[str, NounPhrase], ...] = ()
-    prepositional_object: PrepositionalPhrase | None = None
-    adjuncts: tuple[PrepositionalPhrase, ...] = ()
-    predicate: Adjective | PrepositionalPhrase | None = None
+    verb: Verb | None  # None for the copula "to be".
+    objects: tuple[tuple[str, NounPhrase], ...] = ()  # (case, phrase), both languages' order ("dem Kind einen Ball").
+    prepositional_object: PrepositionalPhrase | None = None  # "waits for the bus" -> "wartet auf den Bus".
+    adjuncts: tuple[PrepositionalPhrase, ...] = ()  # Any order; each language orders them by kind.
+    predicate: Adjective | PrepositionalPhrase | None = None  # Of the copula ("is tired", "is in the garden").
     modal: Modal | None = None
     negated: bool = False
-    complement: "Clause | None" = None
+    complement: "Clause | None" = None  # The "dass" clause of a "that"-frame verb.
 
 
 def _english_verb_group(clause: Clause) -> list[str]:
@@ -358,27 +304,16 @@ TEMPLATES = ("simple", "adverb", "main_subordinate", "subordinate_main", "coordi
 
 
 class Sentence(typing.NamedTuple):
-    """A whole sentence: a template, its clauses and the word that connects them.
+    """A sentence: a template, its clauses and the word that connects them.
 
-    Attributes
-    ----------
-    template : str
-        "simple" (one main clause), "adverb" (fronted adverb, then verb second: "Heute spielt ..."),
-        "main_subordinate" ("..., weil ..."), "subordinate_main" ("Weil ..., spielt ...") or
-        "coordinated" ("... und ...", "..., aber ...").
-    main : Clause
-        The main clause (the first one for "coordinated").
-    other : Clause | None
-        The subordinate clause, or the second main clause.
-    connective : tuple[str, str]
-        (English, German) adverb, conjunction or coordinator, from `ADVERBS`, `CONJUNCTIONS` or
-        `COORDINATORS`.
+    Templates: "simple", "adverb" ("Heute spielt ..."), "main_subordinate" ("..., weil ..."), "subordinate_main"
+    ("Weil ..., spielt ...") or "coordinated" ("... und ...", "..., aber ...").
     """
 
-    template: str
-    main: Clause
-    other: Clause | None = None
-    connective: tuple[str, str] = ("", "")
+    template: str  # "simple", "adverb", "main_subordinate", "subordinate_main" or "coordinated" (see the class).
+    main: Clause  # The first one for "coordinated".
+    other: Clause | None = None  # The subordinate clause, or the second main clause.
+    connective: tuple[str, str] = ("", "")  # (English, German), from ADVERBS, CONJUNCTIONS or COORDINATORS.
 
 
 def _sentence_words(sentence: Sentence) -> tuple[list[str], list[str]]:
@@ -404,7 +339,7 @@ def _sentence_words(sentence: Sentence) -> tuple[list[str], list[str]]:
 
 
 def render_sentence(sentence: Sentence) -> tuple[str, str]:
-    """The English and German text of a sentence.
+    """Return the English and German text of a sentence, capitalized, commas attached, ending in ".".
 
     Parameters
     ----------
@@ -414,7 +349,7 @@ def render_sentence(sentence: Sentence) -> tuple[str, str]:
     Returns
     -------
     tuple[str, str]
-        English and German, first word capitalized, commas attached, ending with ".".
+        English and German.
     """
     english, german = _sentence_words(sentence)
     return _join_words(english), _join_words(german)

@@ -24,7 +24,7 @@ _STRONG_ADJECTIVE = _table("m: er en em | f: e e er | n: es es em | pl: e e en")
 
 
 def german_determiner(determiner: Determiner, gender_or_plural: str, case: str, negative: bool) -> str:
-    """German determiner for a noun phrase.
+    """Return the German determiner of a noun phrase, or "" for a bare plural.
 
     Parameters
     ----------
@@ -35,13 +35,12 @@ def german_determiner(determiner: Determiner, gender_or_plural: str, case: str, 
     case : str
         "nom", "acc" or "dat".
     negative : bool
-        Whether the noun phrase carries the clause negation ("a dog" -> "kein Hund",
-        "dogs" -> "keine Hunde"); only for determiner kinds "ein_word" (the article "a") and "bare".
+        The phrase carries the clause negation ("kein Hund"); kinds "ein_word" and "bare" only.
 
     Returns
     -------
     str
-        The determiner, or "" for a bare plural.
+        The determiner.
     """
     key = (gender_or_plural, case)
     if negative:
@@ -57,7 +56,7 @@ def german_determiner(determiner: Determiner, gender_or_plural: str, case: str, 
 
 def german_adjective_ending(determiner: Determiner, gender_or_plural: str, case: str,
                             negative: bool) -> str:
-    """Attributive adjective ending: weak after der-words, mixed after ein-words, strong otherwise.
+    """Return the attributive adjective ending: weak after der-words, mixed after ein-words, strong otherwise.
 
     Parameters
     ----------
@@ -66,12 +65,12 @@ def german_adjective_ending(determiner: Determiner, gender_or_plural: str, case:
     gender_or_plural, case : str
         As in `german_determiner`.
     negative : bool
-        Whether the determiner became "kein" (an ein-word).
+        The determiner became "kein" (an ein-word).
 
     Returns
     -------
     str
-        The ending ("e", "en", "er", "es").
+        "e", "en", "er" or "es".
     """
     key = (gender_or_plural, case)
     if determiner.kind in ("definite", "der_word"):

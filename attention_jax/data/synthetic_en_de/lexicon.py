@@ -10,38 +10,20 @@ CASES = ("nom", "acc", "dat")
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Noun:
-    """A common noun with its English and German forms.
-
-    Attributes
-    ----------
-    english, english_plural : str
-        English singular and plural.
-    gender : str
-        German grammatical gender: "m", "f" or "n".
-    german, german_plural : str
-        German nominative singular and plural (capitalized).
-    tags : frozenset[str]
-        Semantic classes ("person", "animal", "thing", ...) that verbs and adjectives select for.
-    german_oblique : str
-        Accusative/dative singular of weak masculine nouns ("Jungen"); empty for other nouns.
-    locations : tuple[str, ...]
-        English prepositions that can locate something at this noun ("in", "under", ...).
-    destination : bool
-        Whether "to the X"/"from the X" (German zu/von) reads naturally.
-    """
+    """A common noun with its English and German forms."""
 
     english: str
     english_plural: str
-    gender: str
-    german: str
+    gender: str  # German grammatical gender: "m", "f" or "n".
+    german: str  # German nominative, capitalized.
     german_plural: str
-    tags: frozenset[str]
-    german_oblique: str = ""
-    locations: tuple[str, ...] = ()
-    destination: bool = False
+    tags: frozenset[str]  # Semantic classes ("person", "animal", "thing", ...) that verbs and adjectives select for.
+    german_oblique: str = ""  # Acc./dat. singular of weak masculine nouns ("Jungen").
+    locations: tuple[str, ...] = ()  # English prepositions that can locate something at this noun ("in", "under").
+    destination: bool = False  # Whether "to the X"/"from the X" (zu/von) reads naturally.
 
     def german_form(self, case: str, plural: bool) -> str:
-        """German form: dative plural adds -n, weak nouns add -(e)n.
+        """Return the German form: dative plural adds -n, weak nouns add -(e)n.
 
         Parameters
         ----------
@@ -166,27 +148,13 @@ NAMES = ("Anna", "Maria", "Lisa", "Peter", "Thomas", "Paul")  # Same in both lan
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Adjective:
-    """An adjective: English word, German stem for attributive endings, German predicative form.
-
-    Attributes
-    ----------
-    english : str
-        English word ("tired").
-    german_stem : str
-        Stem that takes the declension ending ("müd" -> "müde", "teur" -> "teure").
-    german_predicative : str
-        Uninflected form after "sein" ("müde", "teuer").
-    is_color : bool
-        Colors follow the other adjectives, in both languages ("the big red car").
-    tags : frozenset[str]
-        Noun classes the adjective can describe.
-    """
+    """An adjective: English word, German stem for attributive endings, German predicative form."""
 
     english: str
-    german_stem: str
-    german_predicative: str
-    is_color: bool
-    tags: frozenset[str]
+    german_stem: str  # Takes the declension ending ("müd" -> "müde", "teur" -> "teure").
+    german_predicative: str  # Uninflected, after "sein" ("müde", "teuer").
+    is_color: bool  # Colors follow the other adjectives in both languages ("the big red car").
+    tags: frozenset[str]  # Noun classes the adjective can describe.
 
 
 def _adjective(english: str, german: str, tags: str, *, is_color: bool = False) -> Adjective:
@@ -229,27 +197,18 @@ ADJECTIVES = (
 class Determiner:
     """A determiner and how it declines in German.
 
-    Attributes
-    ----------
-    english, english_plural : str
-        English singular and plural forms; "" where the determiner has no such number (or is absent,
-        for the bare plural "red cars").
-    german_stem : str
-        Stem that takes the case ending ("dies", "ein", "unser", "viel") or the invariant word ("drei").
-    kind : str
-        "definite" (der/die/das), "der_word" (dieser, jeder: weak adjectives follow), "ein_word"
-        (ein, kein, mein: mixed adjectives), "quantifier" (viele, einige: strong adjectives), "number"
-        (invariant, strong adjectives) or "bare" (no determiner, strong adjectives).
+    ``kind``: "definite" (der/die/das), "der_word" (dieser: weak adjectives follow), "ein_word" (ein, kein:
+    mixed), "quantifier" (viele: strong), "number" (invariant, strong) or "bare" (none, strong).
     """
 
-    english: str
+    english: str  # "" where the determiner lacks a number (or is absent: the bare plural "red cars").
     english_plural: str
-    german_stem: str
-    kind: str
+    german_stem: str  # Takes the case ending ("dies", "ein", "unser") or is invariant ("drei").
+    kind: str  # "definite", "der_word", "ein_word", "quantifier", "number" or "bare" (see the class).
 
     @functools.cached_property
     def numbers(self) -> tuple[bool, ...]:
-        """The values of ``plural`` this determiner allows.
+        """Return the values of ``plural`` this determiner allows.
 
         Returns
         -------
@@ -303,43 +262,19 @@ PRONOUNS = (Pronoun("I", "ich", "1sg"), Pronoun("he", "er", "3sg"), Pronoun("she
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Verb:
-    """A verb with its argument frame.
+    """A verb with its argument frame ("ditransitive": dative + accusative; "that": a "dass" clause)."""
 
-    Attributes
-    ----------
-    english, english_3sg : str
-        English base and third-person-singular forms, including a particle or the preposition of a
-        prepositional object ("pick up", "waits for").
-    german_infinitive : str
-        German infinitive, particle included ("anrufen").
-    german_present : tuple[str, str, str]
-        German present tense for 1sg, 3sg and plural, without the separable particle ("rufe", "ruft",
-        "rufen").
-    particle : str
-        Separable particle ("an"); it goes to the end of a main clause and joins the verb in a
-        subordinate clause ("..., weil er sie anruft").
-    frame : str
-        "intransitive", "accusative", "dative", "ditransitive" (dative + accusative), "prepositional"
-        (German preposition + case), "that" (a "dass" clause) or "copula".
-    subject_tags, object_tags : frozenset[str]
-        Noun classes allowed as subject and objects.
-    adjuncts : tuple[str, ...]
-        Optional prepositional phrases: "loc" (in the garden), "with", "for", "to", "from".
-    german_preposition, object_case : str
-        For the "prepositional" frame: the German preposition and its case ("auf", "acc").
-    """
-
-    english: str
+    english: str  # Particle or preposition included ("pick up", "waits for").
     english_3sg: str
-    german_infinitive: str
-    german_present: tuple[str, str, str]
-    particle: str
-    frame: str
-    subject_tags: frozenset[str]
-    object_tags: frozenset[str]
-    adjuncts: tuple[str, ...]
-    german_preposition: str = ""
-    object_case: str = ""
+    german_infinitive: str  # Particle included ("anrufen").
+    german_present: tuple[str, str, str]  # 1sg, 3sg, plural, no separable particle ("rufe", "ruft", "rufen").
+    particle: str  # Separable: main clause end, joined to the verb in a subordinate one ("..., weil er sie anruft").
+    frame: str  # "intransitive", "accusative", "dative", "ditransitive", "prepositional", "that" or "copula".
+    subject_tags: frozenset[str]  # Noun classes allowed as subject.
+    object_tags: frozenset[str]  # Noun classes allowed as objects.
+    adjuncts: tuple[str, ...]  # Optional prepositional phrases: "loc", "with", "for", "to", "from".
+    german_preposition: str = ""  # Prepositional frame: the German preposition ("auf") ...
+    object_case: str = ""  # ... and its case ("acc").
 
 
 _ANIMATE = "person animal"
@@ -348,11 +283,7 @@ CONCRETE = "person animal thing vehicle food"
 
 def _verb(english: str, german: str, frame: str, subject: str = _ANIMATE, objects: str = "",
           adjuncts: str = "", preposition: str = "") -> Verb:
-    """Verb from compact strings.
-
-    english "see/sees"; german "sehen: sehe sieht sehen" or, separable, "an|rufen: rufe ruft rufen";
-    preposition "auf+acc" for the prepositional frame.
-    """
+    """Verb from "see/sees", "sehen: sehe sieht sehen" (separable "an|rufen: ..."), preposition "auf+acc"."""
     english_base, english_3sg = english.split("/")
     infinitive, forms = german.split(": ")
     particle, _, _ = infinitive.rpartition("|")
@@ -454,20 +385,11 @@ PERSON_INDEX = {"1sg": 0, "3sg": 1, "pl": 2}
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Modal:
-    """A modal verb: the content verb goes to the end as an infinitive ("kann ... sehen").
+    """A modal verb: the content verb goes to the end as an infinitive ("kann ... sehen")."""
 
-    Attributes
-    ----------
-    english, english_negated : tuple[str, str, str]
-        English forms for 1sg, 3sg and plural subjects ("wants to"), and negated ("does not want to");
-        `english_negated` is empty where negation would change the German modal (must not = darf nicht).
-    german : tuple[str, str, str]
-        German present tense for 1sg, 3sg and plural.
-    """
-
-    english: tuple[str, str, str]
-    english_negated: tuple[str, str, str] | tuple[()]
-    german: tuple[str, str, str]
+    english: tuple[str, str, str]  # 1sg, 3sg and plural ("wants to").
+    english_negated: tuple[str, str, str] | tuple[()]  # Empty where negation changes the German modal (darf nicht).
+    german: tuple[str, str, str]  # Present tense for 1sg, 3sg and plural.
 
 
 MODALS = (

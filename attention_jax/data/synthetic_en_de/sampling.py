@@ -166,10 +166,9 @@ def _sample_adjunct(rng: random.Random, kind: str, max_adjectives: int) -> Prepo
 
 def _sample_adjuncts(rng: random.Random, verb: Verb, negated: bool, max_adjuncts: int,
                      max_adjectives: int) -> tuple[PrepositionalPhrase, ...]:
-    """0-2 adjuncts the verb allows, at most one spatial (location, direction or origin).
+    """0-2 adjuncts the verb allows, at most one spatial; a negated clause keeps only directional ones.
 
-    A negated clause keeps only directional adjuncts ("geht nicht zur Schule"): with free adjuncts
-    the position of "nicht" depends on focus, which a one-to-one mapping cannot express.
+    With free adjuncts the position of "nicht" depends on focus, which a one-to-one mapping cannot express.
     """
     allowed = [kind for kind in verb.adjuncts if not negated or kind in ("to", "from")]
     count = min(max_adjuncts, len(allowed), _draw(rng, _COUNTS, _ADJUNCT_COUNT_WEIGHTS))
@@ -240,7 +239,7 @@ _TEMPLATE_WEIGHTS = _cumulative((0.38, 0.14, 0.18, 0.12, 0.18))
 
 
 def sample_sentence(rng: random.Random) -> Sentence:
-    """Draw one sentence: a template, its clauses and its connective.
+    """Draw one sentence: a template, its clauses (simpler in two-clause templates) and its connective.
 
     Parameters
     ----------
@@ -250,7 +249,7 @@ def sample_sentence(rng: random.Random) -> Sentence:
     Returns
     -------
     Sentence
-        The sentence; two-clause templates use simpler clauses (fewer adjuncts or adjectives).
+        The sentence.
     """
     template = _draw(rng, TEMPLATES, _TEMPLATE_WEIGHTS)
     if template == "simple":
@@ -274,7 +273,7 @@ def sample_pair(rng: random.Random) -> tuple[str, str]:
     Returns
     -------
     tuple[str, str]
-        English and German sentences, capitalized, ending with ".".
+        The pair.
     """
     while True:
         english, german = render_sentence(sample_sentence(rng))
@@ -283,7 +282,7 @@ def sample_pair(rng: random.Random) -> tuple[str, str]:
 
 
 def iter_pairs(seed: int = SEED) -> Iterator[tuple[str, str]]:
-    """Endless stream of sentence pairs, duplicates included.
+    """Return an endless stream of (English, German) pairs, duplicates included.
 
     Parameters
     ----------
@@ -293,7 +292,7 @@ def iter_pairs(seed: int = SEED) -> Iterator[tuple[str, str]]:
     Returns
     -------
     Iterator[tuple[str, str]]
-        (English, German) pairs.
+        The pairs.
     """
     rng = random.Random(seed)
     while True:

@@ -15,7 +15,7 @@ _HASH_BUCKETS = 100  # Bucket 0 -> test, 1 -> validation, the other 98 -> train.
 
 
 def split_of(english: str) -> str:
-    """The split an English sentence belongs to, from a hash of its text.
+    """Return the split of an English sentence from a hash of its text: "test", "validation" (1 in 100 each) or "train".
 
     Parameters
     ----------
@@ -25,7 +25,7 @@ def split_of(english: str) -> str:
     Returns
     -------
     str
-        "test" (1 in 100 sentences), "validation" (1 in 100) or "train".
+        The split.
     """
     digest = hashlib.blake2b(english.encode("utf-8"), digest_size=8).digest()
     bucket = int.from_bytes(digest, "big") % _HASH_BUCKETS
@@ -44,25 +44,21 @@ def default_split_sizes() -> dict[str, int]:
 
 
 def generate_splits(sizes: Mapping[str, int], seed: int = SEED) -> dict[str, list[tuple[str, str]]]:
-    """The first `sizes[split]` pairs of each split, in one pass over the stream.
+    """Return the first `sizes[split]` pairs of each split, in one pass over the English-deduplicated stream.
+
+    Each sentence goes to the split `split_of` names, so a split's first N pairs do not depend on the other sizes.
 
     Parameters
     ----------
     sizes : Mapping[str, int]
-        Number of pairs wanted per split name ("train", "validation", "test"); missing splits get none.
+        Pairs per split name; missing splits get none.
     seed : int
         Seed of the stream.
 
     Returns
     -------
     dict[str, list[tuple[str, str]]]
-        (English, German) pairs per requested split, in stream order. No English sentence occurs
-        twice, in one split or across splits.
-
-    Notes
-    -----
-    The stream is deduplicated on the English side and each sentence goes to the split `split_of`
-    names, so a split's first N pairs do not depend on the sizes asked for the other splits.
+        (English, German) pairs per split, in stream order.
     """
     unknown = set(sizes) - set(SPLITS)
     if unknown:
@@ -86,20 +82,19 @@ def generate_splits(sizes: Mapping[str, int], seed: int = SEED) -> dict[str, lis
 
 
 def generate_split(split: str, num_examples: int | None = None) -> list[tuple[str, str]]:
-    """The (English, German) pairs of one split, without TFDS.
+    """Return the (English, German) pairs of one split as the TFDS builder stores them, without TFDS.
 
     Parameters
     ----------
     split : str
         "train", "validation" or "test".
     num_examples : int | None
-        How many pairs; None takes the module's size for the split (`TRAIN_SIZE`, `VALIDATION_SIZE`,
-        `TEST_SIZE`). Smaller values give a prefix of the full split.
+        A prefix of the split; None: the module's size for it.
 
     Returns
     -------
     list[tuple[str, str]]
-        Pairs, identical to what the TFDS builder stores for the split, in the same order.
+        The pairs.
     """
     if split not in SPLITS:
         raise ValueError(f"Unknown split {split!r}; choose from {SPLITS}.")
