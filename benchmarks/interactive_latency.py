@@ -21,14 +21,16 @@ take about 3 minutes on 2 loaded cores):
 ``first_answer_s`` counts from the process's start (imports, loading the run, the first line's search
 with its compilation or cache load); ``new_length_s`` lists the answers after it, each written as soon as
 the previous answer came, so one may wait for the background warm-up's bucket in progress. The host's load
-average before and after is recorded: on a shared machine the figures scale with it. ``--repeats=N`` runs
-N rounds, each with fresh cache directories, and ``summary`` gives each scenario's first answers (median,
-min, max) and its slowest new length over the rounds. No test depends on these times.
+average before and after is recorded: on a shared machine the figures scale with it, each process's CPU
+seconds (``cpu_s``) less so. ``--repeats=N`` runs N rounds, each with fresh cache directories, and
+``summary`` gives each scenario's first answers (median, min, max) and its slowest new length over the
+rounds. No test depends on these times.
 """
 
 from __future__ import annotations
 
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -97,12 +99,13 @@ def time_process(workdir: str, cache_dir: str, lengths: list[int], extra_flags: 
     Returns
     -------
     dict
-        ``first_answer_s`` (from the start), ``new_length_s`` (one per further sentence) and the answers.
+        ``first_answer_s`` (from the start), ``new_length_s`` (one per further sentence), ``cpu_s`` (the
+        whole process's CPU seconds, background warm-up included) and the answers.
     """
     environment = dict(os.environ, JAX_COMPILATION_CACHE_DIR=cache_dir, PYTHONPATH=REPO_ROOT)
     command = [sys.executable, "-m", "attention_jax.translate", f"--workdir={workdir}", "--buffer_size=1",
                *extra_flags]
-    started = time.perf_counter()
+    started, children_before = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
     process = subprocess.Popen(command, cwd=REPO_ROOT, env=environment, stdin=subprocess.PIPE,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert process.stdin is not None and process.stdout is not None
@@ -124,8 +127,10 @@ def time_process(workdir: str, cache_dir: str, lengths: list[int], extra_flags: 
     finally:
         if process.poll() is None:
             process.kill()
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu_s = sum(getattr(children, name) - getattr(children_before, name) for name in ("ru_utime", "ru_stime"))
     return {"flags": extra_flags, "first_answer_s": round(times[0], 2),
-            "new_length_s": [round(value, 2) for value in times[1:]], "answers": answers}
+            "new_length_s": [round(value, 2) for value in times[1:]], "cpu_s": round(cpu_s, 2), "answers": answers}
 
 
 def run_scenarios(workdir: str, lengths: list[int], timeout_s: float,

@@ -36,7 +36,8 @@ compiled when that line arrives, and once its answer is printed the other bucket
 ``--warm_up_tokens`` tokens (32) are compiled in the background
 (:mod:`attention_jax.decoding.background_warm_up`), so a later sentence of a new length compiles nothing;
 with the persistent compilation cache that ``load_run`` turns on, a second process loads them instead, and
-reads each search from a ``jax.export`` artifact under that cache's directory instead of tracing it.
+reads each search from a ``jax.export`` artifact under that cache's directory (the parameter shapes too)
+instead of tracing it.
 Only warnings are logged unless ``--verbosity`` asks for more (``--verbosity=0``: INFO, as the
 training command logs).
 """
@@ -165,23 +166,21 @@ def _open_input() -> BinaryIO:
         raise UserInputError(f"--input={_INPUT.value} cannot be read: {error.strerror}.") from None
 
 
-def _warm_up(translator: Any, lines_per_block: int) -> Any:
-    """Return the ``BackgroundWarmUp`` of ``--warm_up_tokens``'s buckets (fixed shapes on), or ``None`` when off.
+def _warm_up_tokens(lines_per_block: int) -> int:
+    """Return ``--warm_up_tokens``, or its default: on when translating line by line."""
+    if _WARM_UP_TOKENS.value is not None:
+        return _WARM_UP_TOKENS.value
+    return DEFAULT_WARM_UP_TOKENS if lines_per_block == 1 else 0
 
-    With fixed shapes only a source bucket not yet warm needs a new program, traced once per cache directory.
-    """
+
+def _exported_searches() -> Any:
+    """Return the ``ExportedSearches`` under the compilation cache directory, or ``None`` without a cache."""
     import jax
 
     from attention_jax.decoding import background_warm_up
 
-    tokens = _WARM_UP_TOKENS.value
-    if tokens is None:
-        tokens = DEFAULT_WARM_UP_TOKENS if lines_per_block == 1 else 0
-    if tokens <= 0:
-        return None
-    background_warm_up.use_exported_searches(translator, getattr(jax.config, "jax_compilation_cache_dir", None) or None)
-    return background_warm_up.BackgroundWarmUp(translator, translator.source_buckets(tokens),
-                                               num_best=_NBEST.value or 1)
+    cache_dir = getattr(jax.config, "jax_compilation_cache_dir", None)
+    return background_warm_up.ExportedSearches(cache_dir) if cache_dir else None
 
 
 def _with_token_log_probs(translator: Any, results: list[Any]) -> list[Any]:
@@ -232,15 +231,23 @@ def main(argv: list[str]) -> None:
         input_stream = _open_input()
     except UserInputError as error:
         exit_with_error("attention_jax.translate", str(error))
+    interactive = input_stream is sys.stdin.buffer and sys.stdin.isatty()
+    lines_per_block = buffer_size(_BUFFER_SIZE.value, _BATCH_SIZE.value, interactive)
+    warm_up_tokens = _warm_up_tokens(lines_per_block)
+    from attention_jax.decoding import background_warm_up  # Imported here so --help is fast.
+
+    if warm_up_tokens > 0:  # While JAX and the run load: what the first line's exported search needs.
+        background_warm_up.start_lapack()
     from attention_jax.checkpointing import params_checkpoints
-    from attention_jax.decoding import inference  # Imported here so --help is fast.
+    from attention_jax.decoding import inference
 
     try:
         if _REAVERAGE.value and _CHECKPOINT.value == "averaged":
             params_checkpoints.reaverage(_WORKDIR.value)
         run = inference.load_run(_WORKDIR.value, _CHECKPOINT.value, average_last=_AVERAGE_LAST.value)
-        translator = inference.make_translator(run, beam_size=_BEAM_SIZE.value, alpha=_ALPHA.value,
-                                               batch_size=_BATCH_SIZE.value)
+        translator = inference.make_translator(
+            run, beam_size=_BEAM_SIZE.value, alpha=_ALPHA.value, batch_size=_BATCH_SIZE.value,
+            exported_searches=_exported_searches() if warm_up_tokens > 0 else None)
         _check_run_flags(translator)
     except UserInputError as error:  # E.g. a run without its tokenizer.model: one line, exit 2.
         exit_with_error("attention_jax.translate", str(error))
@@ -248,9 +255,10 @@ def main(argv: list[str]) -> None:
         exit_with_error("attention_jax.translate", str(error))
     logging.info("Translating with %s of %s (beam %d, alpha %.2f).", run.checkpoint, run.workdir,
                  translator.beam_size, translator.alpha)
-    interactive = input_stream is sys.stdin.buffer and sys.stdin.isatty()
-    lines_per_block = buffer_size(_BUFFER_SIZE.value, _BATCH_SIZE.value, interactive)
-    warm_up = _warm_up(translator, lines_per_block)
+    warm_up = None  # With fixed shapes only a source bucket not yet warm needs a new program.
+    if warm_up_tokens > 0:
+        warm_up = background_warm_up.BackgroundWarmUp(translator, translator.source_buckets(warm_up_tokens),
+                                                      num_best=_NBEST.value or 1)
     first_index = 0
     try:
         for block in blocks(read_lines(input_stream), lines_per_block):

@@ -6,7 +6,7 @@ the next line is awaited. The caller and the thread never run JAX on the transla
 is warmed holding a lock, which the caller takes around each block (:meth:`BackgroundWarmUp.holding`).
 
 The persistent compilation cache skips XLA's compilation, not the tracing that computes its key, which was
-most of a warm process's first answer. :func:`use_exported_searches` keeps each traced search as a
+most of a warm process's first answer. :class:`ExportedSearches` keeps each traced search as a
 ``jax.export`` artifact beside that cache (trusted code, as the cache is), keyed by JAX, the machine, the
 package's source, the shapes and the settings; a later process loads it and compiles (from the cache)
 without tracing. Not in the run directory: a read-only or shared run could not hold them.
@@ -15,8 +15,8 @@ without tracing. Not in the run directory: a read-only or shared run could not h
 from __future__ import annotations
 
 import contextlib
-import functools
 import hashlib
+import importlib
 import os
 import threading
 import time
@@ -25,8 +25,10 @@ from typing import Any
 
 from absl import logging
 
+from attention_jax.foundation import cache_dirs
+
 SEARCHES_SUBDIR = "exported_searches"
-"""Where :func:`use_exported_searches` keeps its artifacts, under the compilation cache directory."""
+"""Where :class:`ExportedSearches` keeps its artifacts, under the compilation cache directory."""
 
 
 class BackgroundWarmUp:
@@ -92,46 +94,60 @@ class BackgroundWarmUp:
                      time.perf_counter() - started)
 
 
-def use_exported_searches(translator: Any, cache_dir: str | None) -> bool:
-    """Route ``translator``'s fixed-shape searches through ``jax.export`` artifacts kept under ``cache_dir``.
+def start_lapack() -> None:
+    """Import SciPy's LAPACK in a daemon thread, before the run loads: the first exported search needs it.
+
+    ``jax.export``'s call initialises jaxlib's CPU linear algebra with it, whatever the search holds.
+    """
+
+    def _import() -> None:
+        with contextlib.suppress(ImportError):  # jaxlib reports it where it is needed.
+            importlib.import_module("scipy.linalg.cython_lapack")
+
+    threading.Thread(target=_import, name="translate-lapack", daemon=True).start()
+
+
+class ExportedSearches:
+    """A translator's fixed-shape searches as ``jax.export`` artifacts kept under a compilation cache directory.
 
     A search met for the first time is traced, exported and written (atomically) before it runs; one written
-    before is read and called instead of being traced. Hypotheses are those of the plain search. Any failure
-    to export, write or read falls back to the plain search, with a warning.
+    before is read and called instead of being traced. Hypotheses are those of the plain search.
 
     Parameters
     ----------
-    translator : decode.Translator
-        The translator; its searches go through the artifacts while :attr:`fixed_shapes` is on.
-    cache_dir : str or None
-        The persistent compilation cache's directory; ``None`` (no cache): nothing changes.
-
-    Returns
-    -------
-    bool
-        Whether the artifacts are in use (not with a mesh, nor without a cache).
+    cache_dir : str
+        The persistent compilation cache's directory; the artifacts go to its :data:`SEARCHES_SUBDIR`.
     """
-    if cache_dir is None or translator.mesh is not None:
-        return False
-    plain_decode = translator._decode
-    calls: dict[tuple[Any, ...], Callable[..., Any] | None] = {}
 
-    def _decode(batch: Any, num_best: int = 1) -> Any:
+    def __init__(self, cache_dir: str) -> None:
+        self.directory = os.path.join(cache_dir, SEARCHES_SUBDIR)
+        self._calls: dict[tuple[Any, ...], Callable[..., Any] | None] = {}
+
+    def search(self, translator: Any, batch: Any, num_best: int) -> Any:
+        """Return the search's result for ``batch`` from its artifact, or ``None`` where none serves (warned once).
+
+        Parameters
+        ----------
+        translator : decode.Translator
+            Its parameters and settings are those of the search.
+        batch : decode._Batch
+            Padded inputs and maximum lengths, of a source bucket's fixed shape.
+        num_best : int
+            Hypotheses kept per sentence.
+
+        Returns
+        -------
+        beam_search.SearchResult or None
+            ``None``: exporting, writing or reading failed, and the plain search is the caller's.
+        """
         from attention_jax.decoding import beam_search
 
-        if not translator.fixed_shapes:
-            return plain_decode(batch, num_best)
         key = (batch.inputs.shape, num_best)
-        if key not in calls:
-            calls[key] = _exported_search(translator, os.path.join(cache_dir, SEARCHES_SUBDIR),
-                                          batch.inputs.shape, num_best)
-        call = calls[key]
-        if call is None:
-            return plain_decode(batch, num_best)
-        return beam_search.SearchResult(*call(translator.params, batch.inputs, batch.max_lengths))
-
-    translator._decode = _decode
-    return True
+        if key not in self._calls:
+            self._calls[key] = _exported_search(translator, self.directory, batch.inputs.shape, num_best)
+        call = self._calls[key]
+        return None if call is None else beam_search.SearchResult(*call(translator.params, batch.inputs,
+                                                                         batch.max_lengths))
 
 
 def _search_settings(translator: Any, source_len: int, num_best: int) -> dict[str, Any]:
@@ -143,22 +159,6 @@ def _search_settings(translator: Any, source_len: int, num_best: int) -> dict[st
                 num_best=num_best)
 
 
-@functools.cache
-def _source_digest() -> str:
-    """A digest of the package's Python source: an edited search is traced again, never read stale."""
-    import attention_jax
-
-    root, digest = os.path.dirname(os.path.abspath(attention_jax.__file__)), hashlib.sha256()
-    for folder, subfolders, files in os.walk(root):
-        subfolders.sort()
-        for name in sorted(name for name in files if name.endswith(".py")):
-            path = os.path.join(folder, name)
-            digest.update(os.path.relpath(path, root).encode() + b"\0")
-            with open(path, "rb") as file:
-                digest.update(file.read() + b"\0")
-    return digest.hexdigest()
-
-
 def _artifact_name(params: Any, shapes: Sequence[tuple[int, ...]], settings: dict[str, Any]) -> str:
     """The artifact's file name: a digest of everything the traced search depends on."""
     import jax
@@ -166,7 +166,7 @@ def _artifact_name(params: Any, shapes: Sequence[tuple[int, ...]], settings: dic
 
     parts = [jax.__version__, jaxlib.__version__, jax.default_backend(), jax.devices()[0].device_kind,
              str(getattr(jax.config, "jax_enable_x64", None)),
-             str(getattr(jax.config, "jax_default_matmul_precision", None)), _source_digest(),
+             str(getattr(jax.config, "jax_default_matmul_precision", None)), cache_dirs.source_digest(),
              repr(shapes), repr(sorted(settings.items()))]
     parts += [f"{jax.tree_util.keystr(path)}:{leaf.shape}:{leaf.dtype}"
               for path, leaf in jax.tree_util.tree_leaves_with_path(params)]

@@ -305,6 +305,9 @@ class Translator:
         Decode with the key/value cache; ``False`` recomputes the prefix each step.
     mesh : jax.sharding.Mesh, optional
         Shard each batch over the mesh's ``"data"`` axis.
+    exported_searches : background_warm_up.ExportedSearches, optional
+        With :attr:`fixed_shapes` on, search through its ``jax.export`` artifacts (traced once per cache
+        directory), else as without it; unused with a mesh.
 
     Raises
     ------
@@ -314,7 +317,7 @@ class Translator:
 
     def __init__(self, model_config: TransformerConfig, params: Any, tokenizer: TextCodec, *,
                  settings: DecodeSettings = DecodeSettings(), batch_size: int = 64, use_cache: bool = True,
-                 mesh: jax.sharding.Mesh | None = None) -> None:
+                 mesh: jax.sharding.Mesh | None = None, exported_searches: Any = None) -> None:
         if not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive integer; got {batch_size!r}.")
         max_extra_len = settings.max_decode_extra_len
@@ -341,6 +344,7 @@ class Translator:
         self.mesh = mesh
         self.params = self._place(nn.meta.unbox(params), replicated=True)
         self.fixed_shapes = False  # True: one decode length per source bucket (see warm_up).
+        self.exported_searches = exported_searches if mesh is None else None
 
     @overload
     def translate(self, sources: str) -> str: ...  # type: ignore[overload-overlap]  # numpydoc ignore=GL08
@@ -556,6 +560,10 @@ class Translator:
         return batches
 
     def _decode(self, batch: _Batch, num_best: int = 1) -> beam_search.SearchResult:
+        if self.fixed_shapes and self.exported_searches is not None:
+            found = self.exported_searches.search(self, batch, num_best)
+            if found is not None:  # None: the artifact failed (warned); the plain search serves.
+                return found
         method = self.settings.method
         limit = min(batch.inputs.shape[1] + self.max_extra_len, self.model_config.max_len)
         max_decode_len = limit if self.fixed_shapes else cache_length(int(batch.max_lengths.max()), limit)

@@ -124,7 +124,8 @@ def load_run(workdir: str, checkpoint: str = "latest", *, average_last: int = 0,
         raise FileNotFoundError(f"No work directory {workdir!r}: pass the --workdir of a training run.")
     if exported_run.is_export_directory(workdir):  # Damaged or incomplete: one line naming the file.
         exported_run.check_export_files(workdir)
-    check_model_kind(workdir, checkpoints.read_config(workdir), model_kind)
+    experiment = checkpoints.read_config(workdir)
+    check_model_kind(workdir, experiment, model_kind)
     tokenizer_path = os.path.join(workdir, run_files.TOKENIZER_FILE)
     if not os.path.isfile(tokenizer_path):  # Before any checkpoint is read.
         raise MissingInputError(
@@ -132,11 +133,11 @@ def load_run(workdir: str, checkpoint: str = "latest", *, average_last: int = 0,
             f"trained with, which a tokenizer rebuilt from config.dataset need not match. Restore that file from "
             f"a copy of the run; it cannot be decoded without it.")
     tokenizer = Tokenizer.load(tokenizer_path)  # A damaged file: one line naming it, before any checkpoint.
-    params, config, checkpoint = _load_params(workdir, checkpoint, average_last)
-    if compilation_cache:  # Before anything compiles: every command that decodes comes through here.
+    if compilation_cache:  # Before anything compiles (or traces the shapes it keeps): every decoding command.
         from attention_jax.checkpointing import compilation_cache as persistent_cache
 
-        persistent_cache.enable_unless_set(config.run.compilation_cache_dir)
+        persistent_cache.enable_unless_set(experiment.run.compilation_cache_dir)
+    params, config, checkpoint = _load_params(workdir, checkpoint, average_last)
     model_config = config.model
     if model_kind == ModelKind.ENCODER_DECODER:
         decode.check_params_match(model_config, params)
@@ -163,7 +164,7 @@ def _load_params(workdir: str, checkpoint: str, average_last: int) -> tuple[Any,
 
 
 def make_translator(run: TrainedRun, *, beam_size: int | None = None, alpha: float | None = None,
-                    batch_size: int = 64) -> decode.Translator:
+                    batch_size: int = 64, exported_searches: Any = None) -> decode.Translator:
     """Return a :class:`~attention_jax.decoding.decode.Translator` with the run's decoding settings.
 
     Parameters
@@ -176,6 +177,8 @@ def make_translator(run: TrainedRun, *, beam_size: int | None = None, alpha: flo
         Replaces ``config.length_penalty_alpha``.
     batch_size : int
         Sentences per decoding batch.
+    exported_searches : background_warm_up.ExportedSearches, optional
+        The translator's fixed-shape searches' artifacts.
 
     Returns
     -------
@@ -196,7 +199,7 @@ def make_translator(run: TrainedRun, *, beam_size: int | None = None, alpha: flo
     return decode.Translator(
         run.model_config, run.params, run.tokenizer,
         settings=dataclasses.replace(run.config.decoding, **changes),
-        batch_size=batch_size,
+        batch_size=batch_size, exported_searches=exported_searches,
     )
 
 

@@ -5,6 +5,8 @@ A setting for one cache still wins for that cache.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import os
 
 CACHE_DIR_VARIABLE = "ATTENTION_JAX_CACHE_DIR"
@@ -68,3 +70,23 @@ def describe(configured_data_dir: str, compilation_dir: str | None) -> str:
     moved = f"{CACHE_DIR_VARIABLE}={root}" if root else f"{CACHE_DIR_VARIABLE}=DIR moves both"
     return (f"Caches: data, tokenizers and token ids in {os.path.abspath(data)}; compiled programs in "
             f"{compilation_dir or 'none (compilation cache off)'} ({moved}).")
+
+
+@functools.cache
+def source_digest() -> str:
+    """Return a digest of the package's Python source, part of the key of every cache of traced code.
+
+    Returns
+    -------
+    str
+        Hex SHA-256: an edited package traces again, never reads a stale entry.
+    """
+    root, digest = os.path.dirname(os.path.dirname(os.path.abspath(__file__))), hashlib.sha256()
+    for folder, subfolders, files in os.walk(root):
+        subfolders.sort()
+        for name in sorted(name for name in files if name.endswith(".py")):
+            path = os.path.join(folder, name)
+            digest.update(os.path.relpath(path, root).encode() + b"\0")
+            with open(path, "rb") as file:
+                digest.update(file.read() + b"\0")
+    return digest.hexdigest()

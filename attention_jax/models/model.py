@@ -6,15 +6,21 @@ number their pairs 1, 2, ... in ``*_segmentation`` (0 = pad) and restart ``*_pos
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import hashlib
 import math
+import os
+import pickle
 from typing import TYPE_CHECKING, Any
 
+import flax
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
 from attention_jax.cpu_kernels import dense_dot_general, dropout_class
+from attention_jax.foundation import cache_dirs, run_files
 from attention_jax.models import attention, attention_functions, masks, normalization_registry, positional_encodings
 from attention_jax.models.embedding_positions import sinusoidal_positional_encoding  # noqa: F401 (re-exported)
 from attention_jax.models.feed_forward import FeedForward
@@ -436,8 +442,29 @@ def abstract_params(model_config: TransformerConfig) -> Any:
 
 @functools.lru_cache(maxsize=8)
 def _traced_abstract_params(model_config: TransformerConfig) -> Any:
-    """Trace ``init`` once per config (loading a run asks several times)."""
+    """Trace ``init`` once per config (loading a run asks several times); kept under the compilation cache.
+
+    With a cache on, later processes read the shapes there (trusted, as the cache is) instead of tracing.
+    """
+    path = _saved_shapes_path(model_config)
+    if path and os.path.isfile(path):
+        with contextlib.suppress(Exception), open(path, "rb") as file:  # Unreadable: traced again.
+            return pickle.load(file)
     model = Transformer(model_config.replace(decode=False))
     ids = jnp.ones((1, 4), jnp.int32)
-    variables = jax.eval_shape(lambda: model.init(jax.random.key(0), ids, ids))
-    return variables["params"]
+    params = jax.eval_shape(lambda: model.init(jax.random.key(0), ids, ids))["params"]
+    with contextlib.suppress(OSError):  # A cache that cannot be written: the next process traces too.
+        if path:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            run_files.write_atomically(path, pickle.dumps(params))
+    return params
+
+
+def _saved_shapes_path(model_config: TransformerConfig) -> str | None:
+    """Where ``model_config``'s parameter shapes are kept, keyed by the config, JAX, Flax and the package source."""
+    directory = getattr(jax.config, "jax_compilation_cache_dir", None)
+    if not directory:
+        return None
+    key = "\n".join([repr(model_config.replace(decode=False)), jax.__version__, flax.__version__,
+                     cache_dirs.source_digest()])
+    return os.path.join(directory, "param_shapes", hashlib.sha256(key.encode()).hexdigest()[:40] + ".pickle")

@@ -25,8 +25,9 @@ SOURCES = [" ".join(f"w{5 + (word * 7 + length) % 30}" for word in range(length)
 OWN_SETTINGS = dataclasses.replace(SHORT, length_penalty_alpha=0.6125)
 
 
-def _translator(settings=SHORT) -> decode.Translator:
-    return decode.Translator(TINY, nn.meta.unbox(init_params(TINY)), WordTokenizer(), settings=settings, batch_size=2)
+def _translator(settings=SHORT, exported_searches=None) -> decode.Translator:
+    return decode.Translator(TINY, nn.meta.unbox(init_params(TINY)), WordTokenizer(), settings=settings, batch_size=2,
+                             exported_searches=exported_searches)
 
 
 @pytest.mark.integration
@@ -78,7 +79,8 @@ def test_background_warm_up_answers_the_first_line_first_then_warms_the_rest_wit
         first = held.translate_nbest([SOURCES[-1]], 2)[0]  # 16 tokens: bucket 16 compiled for it alone.
     assert decode.decode_batch._cache_size() == before + 1 and warm_up.warmed == []
     warm_up.start()
-    warm_up.stop()  # Waits for the thread, which warms bucket 8 (16 is a call of the compiled program).
+    warm_up._thread.join()  # Bucket 8, then 16 (a call of the compiled program); stop() would race the thread.
+    warm_up.stop()
     assert warm_up.warmed == [8, 16] and decode.decode_batch._cache_size() == before + 2
     found = [first] + [translator.translate_nbest([source], 2)[0] for source in SOURCES[:-1]]
     assert decode.decode_batch._cache_size() == before + 2  # Every later length: no compilation.
@@ -182,12 +184,10 @@ EXPORTED_SETTINGS = dataclasses.replace(SHORT, length_penalty_alpha=0.6625)
 def test_exported_searches_give_the_same_hypotheses_and_a_second_translator_reads_them(tmp_path):
     default = _translator(EXPORTED_SETTINGS)
     for number in range(2):  # The first exports bucket 16's search, the second reads it.
-        translator = _translator(EXPORTED_SETTINGS)
+        translator = _translator(EXPORTED_SETTINGS, background_warm_up.ExportedSearches(str(tmp_path)))
         translator.fixed_shapes = True
-        assert background_warm_up.use_exported_searches(translator, str(tmp_path))
         found = translator.translate_nbest([SOURCES[-1]], 2)[0]
         expected = default.translate_nbest([SOURCES[-1]], 2)[0]
         assert [hypothesis.ids for hypothesis in found] == [hypothesis.ids for hypothesis in expected], number
         np.testing.assert_allclose([h.score for h in found], [h.score for h in expected], rtol=1e-5, atol=1e-5)
         assert len(list((tmp_path / background_warm_up.SEARCHES_SUBDIR).iterdir())) == 1
-    assert not background_warm_up.use_exported_searches(_translator(EXPORTED_SETTINGS), None)

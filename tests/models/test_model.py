@@ -181,3 +181,19 @@ def test_bad_model_config_names_the_field(field: str, value: object, match: str)
 def test_fused_attention_with_weight_dropout_is_rejected() -> None:
     with pytest.raises(ValueError, match="attention_dropout_rate.*einsum"):
         SMALL.replace(attention_dropout_rate=0.1, attention_implementation="fused")
+
+
+def test_abstract_params_are_kept_under_the_compilation_cache_and_read_back_without_a_trace(tmp_path, monkeypatch):
+    config = SMALL.replace(d_ff=28)  # A config of this test's own: nothing else traced it in this process.
+    previous = jax.config.jax_compilation_cache_dir
+    jax.config.update("jax_compilation_cache_dir", str(tmp_path))
+    try:
+        traced = model.abstract_params(config)
+        assert len(list((tmp_path / "param_shapes").iterdir())) == 1
+        model._traced_abstract_params.cache_clear()
+        monkeypatch.setattr(model, "Transformer", None)  # A trace now would fail.
+        read = model.abstract_params(config)
+    finally:
+        jax.config.update("jax_compilation_cache_dir", previous)
+    assert jax.tree.structure(read) == jax.tree.structure(traced)
+    assert jax.tree.leaves(read) == jax.tree.leaves(traced)
