@@ -4,7 +4,7 @@ The one home of the statistics every report uses: mean ± standard error over se
 ``x(row, k) / x(ref, k) - 1`` (or the difference) for every seed k finished in both rows, and the verdict
 ``beyond 2 SE`` when ``|mean change| > 2 se`` with two or more paired seeds. A diverged seed (non-finite loss, or
 last dev PPL over 2x its best with accuracy collapsed) makes a row ``unstable`` and is left out of every mean and
-standard error (:func:`counted_runs`); the tables say how many (:func:`seeds_cell`).
+standard error (:func:`_counted_runs`); the tables say how many (:func:`_seeds_cell`).
 """
 
 from __future__ import annotations
@@ -226,7 +226,7 @@ class MetricStats:
     std, change_std : float or None
         The sample standard deviations (ddof=1) of ``values`` and ``changes`` (None with fewer than two).
     diverged : tuple
-        The row's diverged seeds, left out of ``values`` and ``changes`` (:func:`counted_runs`).
+        The row's diverged seeds, left out of ``values`` and ``changes`` (:func:`_counted_runs`).
     """
 
     metric: Metric
@@ -313,25 +313,9 @@ def beyond_spread(changes: Sequence[float]) -> tuple[bool, str]:
     return beyond, f"|mean| {'>' if beyond else '<='} {SPREAD_FACTOR:g} x SE, {count} paired seeds"
 
 
-def directional_reading(changes: Sequence[float], above: str, below: str,
+def _directional_reading(changes: Sequence[float], above: str, below: str,
                         pending: str = "no seed finished in both rows") -> tuple[str, str]:
-    """The reading of paired changes in an experiment's own words, and its basis (:func:`beyond_spread`).
-
-    Parameters
-    ----------
-    changes : Sequence[float]
-        One paired change per seed.
-    above, below : str
-        The reading when the mean change is beyond the spread and positive, or negative (e.g. ``"slower"``,
-        ``"faster"``).
-    pending : str
-        The basis given when there is no paired seed yet.
-
-    Returns
-    -------
-    tuple[str, str]
-        ``above``, ``below``, ``"within noise"``, ``"1 seed"`` or ``"pending"``, and how it was reached.
-    """
+    """The reading of paired changes in an experiment's own words, and its basis (:func:`beyond_spread`)."""
     if not changes:
         return PENDING_VERDICT, pending
     if len(changes) == 1:
@@ -342,22 +326,9 @@ def directional_reading(changes: Sequence[float], above: str, below: str,
     return (above if statistics.fmean(changes) > 0 else below), basis
 
 
-def paired_changes(values: Mapping[int | None, float], reference_values: Mapping[int | None, float],
+def _paired_changes(values: Mapping[int | None, float], reference_values: Mapping[int | None, float],
                    relative: bool) -> dict[int | None, float]:
-    """The change of a row against the reference for each seed both have.
-
-    Parameters
-    ----------
-    values, reference_values : Mapping
-        Seed -> value, of the row and of the reference.
-    relative : bool
-        ``x / x_ref - 1`` (a reference value of 0 leaves its seed out) rather than ``x - x_ref``.
-
-    Returns
-    -------
-    dict
-        Seed -> change, in seed order of the row.
-    """
+    """The change of a row against the reference for each seed both have."""
     changes = {}
     for seed, value in values.items():
         if seed not in reference_values:
@@ -415,24 +386,8 @@ def run_directory(root: str, row: RowReport, run: SeedRun) -> str:
     return os.path.join(root, row.row, run.name) if run.name else os.path.join(root, row.row)
 
 
-def counted_runs(row: RowReport, every_run: bool = False) -> list[SeedRun]:
-    """Return the runs whose figures enter means and standard errors: finished, and not :func:`diverged`.
-
-    The one rule of every report: a diverged seed is left out of every mean and standard error, and every table that
-    leaves one out says so (:func:`seeds_cell`).
-
-    Parameters
-    ----------
-    row : RowReport
-        The row.
-    every_run : bool
-        Every run of the row, not only the finished ones (see :func:`compare`).
-
-    Returns
-    -------
-    list[SeedRun]
-        In seed order.
-    """
+def _counted_runs(row: RowReport, every_run: bool = False) -> list[SeedRun]:
+    """Return the runs whose figures enter means and standard errors: finished, and not :func:`diverged`."""
     return [run for run in (row.runs if every_run else row.finished) if not diverged(run)]
 
 
@@ -452,21 +407,8 @@ def diverged_seeds(row: RowReport) -> tuple[int | None, ...]:
     return tuple(run.seed for run in row.runs if diverged(run))
 
 
-def seeds_cell(count: int, diverged_count: int) -> str:
-    """Return a table's seed count, saying how many diverged seeds it leaves out: ``"2 of 3; 1 diverged"``.
-
-    Parameters
-    ----------
-    count : int
-        The seeds counted.
-    diverged_count : int
-        The diverged seeds left out.
-
-    Returns
-    -------
-    str
-        ``str(count)`` when none is left out.
-    """
+def _seeds_cell(count: int, diverged_count: int) -> str:
+    """Return a table's seed count, saying how many diverged seeds it leaves out: ``"2 of 3; 1 diverged"``."""
     if not diverged_count:
         return str(count)
     return f"{count} of {count + diverged_count}; {diverged_count} diverged"
@@ -474,7 +416,7 @@ def seeds_cell(count: int, diverged_count: int) -> str:
 
 def _finished_values(root: str, row: RowReport, metric: Metric, every_run: bool = False) -> dict[int | None, float]:
     values = {}
-    for run in counted_runs(row, every_run):
+    for run in _counted_runs(row, every_run):
         value = metric.read(run_directory(root, row, run), run)
         if value is not None:
             values[run.seed] = value
@@ -484,9 +426,9 @@ def _finished_values(root: str, row: RowReport, metric: Metric, every_run: bool 
 def _derived_changes(root: str, row: RowReport, reference: RowReport, metric: Metric,
                      every_run: bool) -> dict[int | None, float]:
     assert metric.derive is not None
-    reference_runs = {run.seed: run for run in counted_runs(reference, every_run)}
+    reference_runs = {run.seed: run for run in _counted_runs(reference, every_run)}
     changes = {}
-    for run in counted_runs(row, every_run):
+    for run in _counted_runs(row, every_run):
         if run.seed not in reference_runs:
             continue
         value = metric.derive(run_directory(root, row, run), run_directory(root, reference, reference_runs[run.seed]))
@@ -537,7 +479,7 @@ def compare(root: str, rows: Sequence[RowReport], reference: str, metrics: Seque
             if row.row == reference:
                 stats = MetricStats(metric, values, mean, se, {}, None, None, REFERENCE_VERDICT, std, None, left_out)
             else:
-                changes = dict(values) if derived else paired_changes(values, reference_values, metric.relative)
+                changes = dict(values) if derived else _paired_changes(values, reference_values, metric.relative)
                 change_mean, change_std, change_se = _mean_std_se(list(changes.values()))
                 stopped = any(run.status == DIVERGED_STATUS for run in row.runs)  # No results, so no changes.
                 row_verdict = verdict(list(changes.values()),
@@ -548,19 +490,8 @@ def compare(root: str, rows: Sequence[RowReport], reference: str, metrics: Seque
     return comparison
 
 
-def recorded_metrics(comparison: Mapping[str, Mapping[str, MetricStats]]) -> list[Metric]:
-    """The metrics compared that at least one finished run of the sweep recorded, in the order compared.
-
-    Parameters
-    ----------
-    comparison : Mapping
-        :func:`compare`'s result.
-
-    Returns
-    -------
-    list[Metric]
-        The metrics.
-    """
+def _recorded_metrics(comparison: Mapping[str, Mapping[str, MetricStats]]) -> list[Metric]:
+    """The metrics compared that at least one finished run of the sweep recorded, in the order compared."""
     if not comparison:
         return []
     compared = [stats.metric for stats in next(iter(comparison.values())).values()]

@@ -9,14 +9,14 @@ from attention_jax.foundation.user_errors import UserInputError
 from attention_jax.reports import comparison, comparison_plot, run_evaluations, sweep_rows
 from attention_jax.reports.comparison import Metric, MetricStats
 from attention_jax.reports.sweep_rows import RowReport
-from attention_jax.reports.writers import format_figure, markdown_table, write_csv, write_text
+from attention_jax.reports.writers import _write_csv, _write_text, format_figure, markdown_table
 
 __all__ = ["format_figure"]  # Re-exported: every report's cells.
 
 CSV_FIELDS = ("row", "metric", "reference", "status", "seeds", "mean", "se", "change_mean", "change_se",
               "change_unit", "paired_seeds", "verdict")
 PLOTTED_METRICS = ("dev_ppl", "dev_bleu")
-"""The metrics :func:`write_comparison` plots by default (those recorded; the first recorded otherwise)."""
+"""The metrics :func:`_write_comparison` plots by default (those recorded; the first recorded otherwise)."""
 
 
 def resolve_reference(record: Mapping, rows: Sequence[RowReport], requested: str | None = None) -> tuple[str, str]:
@@ -134,8 +134,8 @@ def markdown_report(record: Mapping, rows: Sequence[RowReport], compared: Mappin
         The report.
     """
     title = f"# {record.get('report_name', 'sweep')}: {record.get('config_file', '(no sweep.json)')}"
-    relative = [metric.label for metric in comparison.recorded_metrics(compared) if metric.relative]
-    difference = [metric.label for metric in comparison.recorded_metrics(compared) if not metric.relative]
+    relative = [metric.label for metric in comparison._recorded_metrics(compared) if metric.relative]
+    difference = [metric.label for metric in comparison._recorded_metrics(compared) if not metric.relative]
     notes = [
         title,
         f"Every row against **{reference}** ({reference_source}; `report --reference=ROW` picks another), paired "
@@ -154,12 +154,12 @@ def markdown_report(record: Mapping, rows: Sequence[RowReport], compared: Mappin
                            ([row.row, row.status, f"{len(row.finished)} of {len(row.runs)}",
                              _overrides_text(record, row)] for row in rows))
     sections = ["\n".join(lines)]
-    for metric in comparison.recorded_metrics(compared):
+    for metric in comparison._recorded_metrics(compared):
         cells = []
         for row in rows:
             stats = compared[row.row][metric.name]
             paired = "" if row.row == reference else str(stats.paired_seeds)
-            cells.append([row.row, comparison.seeds_cell(stats.seeds, len(stats.diverged)), value_cell(stats),
+            cells.append([row.row, comparison._seeds_cell(stats.seeds, len(stats.diverged)), value_cell(stats),
                           change_cell(stats), paired, stats.verdict])
         table = markdown_table(["row", "seeds", f"{metric.label} ± SE", f"change vs {reference} ± SE", "paired seeds",
                                 "verdict"], cells)
@@ -169,26 +169,11 @@ def markdown_report(record: Mapping, rows: Sequence[RowReport], compared: Mappin
     return "\n\n".join(notes + sections + [footer]) + "\n"
 
 
-def csv_records(rows: Sequence[RowReport], compared: Mapping[str, Mapping[str, MetricStats]],
+def _csv_records(rows: Sequence[RowReport], compared: Mapping[str, Mapping[str, MetricStats]],
                 reference: str) -> list[dict]:
-    """The comparison as flat records: one per row and recorded metric, keys :data:`CSV_FIELDS`.
-
-    Parameters
-    ----------
-    rows : Sequence[RowReport]
-        Rows in order.
-    compared : Mapping
-        :func:`attention_jax.reports.comparison.compare`'s result.
-    reference : str
-        The reference row.
-
-    Returns
-    -------
-    list[dict]
-        ``se`` and ``change_se`` are standard errors; a relative change is in percent (``change_unit`` ``%``).
-    """
+    """The comparison as flat records: one per row and recorded metric, keys :data:`CSV_FIELDS`."""
     records = []
-    for metric in comparison.recorded_metrics(compared):
+    for metric in comparison._recorded_metrics(compared):
         scale = 100.0 if metric.relative else 1.0
         for row in rows:
             stats = compared[row.row][metric.name]
@@ -215,41 +200,22 @@ def plotted_metrics(compared: Mapping[str, Mapping[str, MetricStats]]) -> list[M
     list[Metric]
         The metrics plotted.
     """
-    recorded = comparison.recorded_metrics(compared)
+    recorded = comparison._recorded_metrics(compared)
     chosen = [metric for metric in recorded if metric.name in PLOTTED_METRICS]
     return chosen or recorded[:1]
 
 
-def write_comparison(root: str, record: Mapping, rows: Sequence[RowReport], out_dir: str, *,
+def _write_comparison(root: str, record: Mapping, rows: Sequence[RowReport], out_dir: str, *,
                      reference: str | None = None) -> list[str]:
-    """Write the comparison report of a sweep.
-
-    Parameters
-    ----------
-    root : str
-        The sweep root (only read).
-    record : Mapping
-        Its record (``sweep.json``; may be empty).
-    rows : Sequence[RowReport]
-        Its rows (:func:`attention_jax.reports.sweep_rows.read_sweep_rows`).
-    out_dir : str
-        Where the files go (created if missing).
-    reference : str, optional
-        ``report --reference=ROW``; see :func:`resolve_reference`.
-
-    Returns
-    -------
-    list[str]
-        ``OUT/<name>.md``, ``.csv``, ``.png`` and, when runs logged metrics, ``OUT/<name>_curves.png``.
-    """
+    """Write the comparison report of a sweep."""
     reference_row, source = resolve_reference(record, rows, reference)
     metrics = [*comparison.METRICS, *run_evaluations.evaluation_metrics(root, rows)]
     compared = comparison.compare(root, rows, reference_row, metrics)
     name = str(record.get("report_name", "report"))
     os.makedirs(out_dir, exist_ok=True)
     stem = os.path.join(out_dir, name)
-    write_text(stem + ".md", markdown_report(record, rows, compared, reference_row, source))
-    write_csv(stem + ".csv", CSV_FIELDS, csv_records(rows, compared, reference_row))
+    _write_text(stem + ".md", markdown_report(record, rows, compared, reference_row, source))
+    _write_csv(stem + ".csv", CSV_FIELDS, _csv_records(rows, compared, reference_row))
     comparison_plot.plot_paired_changes(rows, compared, reference_row, plotted_metrics(compared), stem + ".png",
                                         f"{name}: paired change against {reference_row} ({root})")
     paths = [stem + ".md", stem + ".csv", stem + ".png"]

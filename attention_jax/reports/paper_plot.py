@@ -45,7 +45,7 @@ def _draw_changes(axis: Any, members: Sequence[RowReport], reference: RowReport,
 
 
 def draw_report(rows: Sequence[RowReport], reference: str) -> Any:
-    """The figure of :func:`plot_report`, not yet titled or saved.
+    """The figure of :func:`_plot_report`, not yet titled or saved.
 
     Parameters
     ----------
@@ -60,7 +60,7 @@ def draw_report(rows: Sequence[RowReport], reference: str) -> Any:
         One column per Table 2 group (:func:`~attention_jax.reports.sweep_rows.plot_panels`), a row of dev-perplexity
         changes and, when any row has a BLEU (ours or the paper's), a row of BLEU changes; 3.6 x 3.2 inches a panel.
     """
-    plt = comparison_plot.pyplot()
+    plt = comparison_plot._pyplot()
 
     panels = plot_panels(rows, reference)
     reference_row = next((row for row in rows if row.row == reference), None)
@@ -89,21 +89,9 @@ def draw_report(rows: Sequence[RowReport], reference: str) -> Any:
     return figure
 
 
-def plot_report(rows: Sequence[RowReport], reference: str, path: str, title: str) -> None:
-    """Plot each row's paired change of dev perplexity and BLEU against the reference beside the paper's.
-
-    Parameters
-    ----------
-    rows : Sequence[RowReport]
-        Rows in order.
-    reference : str
-        The reference row.
-    path : str
-        PNG file to write.
-    title : str
-        Figure title (wrapped to fit: :func:`~attention_jax.reports.writers.fit_title`).
-    """
-    plt = comparison_plot.pyplot()
+def _plot_report(rows: Sequence[RowReport], reference: str, path: str, title: str) -> None:
+    """Plot each row's paired change of dev perplexity and BLEU against the reference beside the paper's."""
+    plt = comparison_plot._pyplot()
     figure = draw_report(rows, reference)
     fit_title(figure, title)
     figure.savefig(path, dpi=110)

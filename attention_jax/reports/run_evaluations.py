@@ -14,20 +14,8 @@ from attention_jax.reports.sweep_rows import RowReport, SeedRun
 
 
 @dataclasses.dataclass(frozen=True)
-class EvaluationMetric:
-    """One figure of an evaluation's key: its name in the file, its label, decimals, how changes compare.
-
-    Attributes
-    ----------
-    name : str
-        Its name in the file, e.g. ``"perplexity"``.
-    label : str
-        Its name in the report, e.g. ``"PPL"``.
-    digits : int
-        Decimals shown.
-    relative : bool
-        A change is the ratio to the reference minus one (else the difference).
-    """
+class _EvaluationMetric:
+    """One figure of an evaluation's key: its name in the file, its label, decimals, how changes compare."""
 
     name: str
     label: str
@@ -36,38 +24,26 @@ class EvaluationMetric:
 
 
 @dataclasses.dataclass(frozen=True)
-class RunEvaluation:
-    """A per-run evaluation's file and how to read it.
-
-    Attributes
-    ----------
-    name : str
-        Its name, the prefix of its metrics' names, e.g. ``"length_buckets"``.
-    file_name : str
-        The file in a run's directory.
-    metrics : tuple[EvaluationMetric, ...]
-        The figures of each key.
-    keys : Callable[[dict], dict[str, dict[str, Any]]]
-        The file's JSON -> ``{key: {metric name: value}}``, keys in report order.
-    """
+class _RunEvaluation:
+    """A per-run evaluation's file and how to read it."""
 
     name: str
     file_name: str
-    metrics: tuple[EvaluationMetric, ...]
+    metrics: tuple[_EvaluationMetric, ...]
     keys: Callable[[dict], dict[str, dict[str, Any]]]
 
 
-RUN_EVALUATIONS: dict[str, RunEvaluation] = {}
+RUN_EVALUATIONS: dict[str, _RunEvaluation] = {}
 
 
-def _register_run_evaluation(evaluation: RunEvaluation) -> None:
+def _register_run_evaluation(evaluation: _RunEvaluation) -> None:
     """Add an evaluation to the registry the comparison report reads (a name registered twice is replaced)."""
     RUN_EVALUATIONS[evaluation.name] = evaluation
 
 
-_register_run_evaluation(RunEvaluation(
+_register_run_evaluation(_RunEvaluation(
     name="length_buckets", file_name=run_files.LENGTH_BUCKETS_FILE,
-    metrics=(EvaluationMetric("perplexity", "PPL", 2, True), EvaluationMetric("bleu", "BLEU", 1, False)),
+    metrics=(_EvaluationMetric("perplexity", "PPL", 2, True), _EvaluationMetric("bleu", "BLEU", 1, False)),
     keys=lambda record: dict(record.get("buckets") or {}),
 ))
 
@@ -86,19 +62,8 @@ def register_headline_measure(metric: Metric) -> None:
     HEADLINE_MEASURES[metric.name] = metric
 
 
-def read_file(path: str) -> dict:
-    """The JSON object an evaluation wrote at ``path``; ``{}`` when absent or half-written.
-
-    Parameters
-    ----------
-    path : str
-        The file.
-
-    Returns
-    -------
-    dict
-        Its object, else ``{}``.
-    """
+def _read_file(path: str) -> dict:
+    """The JSON object an evaluation wrote at ``path``; ``{}`` when absent or half-written."""
     try:
         with open(path, encoding="utf-8") as file:
             value = json.load(file)
@@ -107,9 +72,9 @@ def read_file(path: str) -> dict:
     return value if isinstance(value, dict) else {}
 
 
-def _reader(evaluation: RunEvaluation, key: str, metric: str) -> Callable[[str, SeedRun], float | None]:
+def _reader(evaluation: _RunEvaluation, key: str, metric: str) -> Callable[[str, SeedRun], float | None]:
     def read(run_dir: str, run: SeedRun) -> float | None:
-        value = evaluation.keys(read_file(os.path.join(run_dir, evaluation.file_name))).get(key, {}).get(metric)
+        value = evaluation.keys(_read_file(os.path.join(run_dir, evaluation.file_name))).get(key, {}).get(metric)
         if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
             return None
         return float(value)
@@ -142,7 +107,7 @@ def evaluation_metrics(root: str, rows: Sequence[RowReport], *, every_run: bool 
         for row in rows:
             for run in (row.runs if every_run else row.finished):
                 path = os.path.join(run_directory(root, row, run), evaluation.file_name)
-                keys += [key for key in evaluation.keys(read_file(path)) if key not in keys]
+                keys += [key for key in evaluation.keys(_read_file(path)) if key not in keys]
         for key in keys:
             for metric in evaluation.metrics:
                 found.append(Metric(f"{evaluation.name}/{key}/{metric.name}", f"{key} {metric.label}", metric.digits,

@@ -33,7 +33,7 @@ from collections.abc import Sequence
 
 from attention_jax.foundation import run_files
 from attention_jax.reports import comparison_plot
-from attention_jax.reports.comparison import paired_changes, run_directory
+from attention_jax.reports.comparison import _paired_changes, run_directory
 from attention_jax.reports.sweep_rows import read_metric_curve, read_sweep_rows
 from attention_jax.reports.sweep_seeds import sign, verdict
 from attention_jax.reports.writers import markdown_table
@@ -42,22 +42,8 @@ IMPROVEMENT_WINDOW = 1000  # Steps over which "still improving" is measured.
 
 
 @dataclasses.dataclass(frozen=True)
-class RunCurve:
-    """One run's evaluations.
-
-    Attributes
-    ----------
-    row, seed : str, int
-        Where the run sits in the sweep.
-    dev_ppl : dict[int, float]
-        Dev perplexity by evaluated step.
-    train_ppl : dict[int, float]
-        Logged training perplexity by step.
-    seconds_per_step : float or None
-        Wall seconds per step, evaluation included.
-    paper_dev_ppl : float or None
-        The paper's dev perplexity of the row.
-    """
+class _RunCurve:
+    """One run's evaluations."""
 
     row: str
     seed: int
@@ -76,7 +62,7 @@ class RunCurve:
         return statistics.fmean(values) if values else None
 
 
-def read_sweep(root: str) -> dict[str, dict[int, RunCurve]]:
+def read_sweep(root: str) -> dict[str, dict[int, _RunCurve]]:
     """Every run under ``root/<row>/seed_<k>`` with metrics: row -> seed -> curve.
 
     Parameters
@@ -87,16 +73,16 @@ def read_sweep(root: str) -> dict[str, dict[int, RunCurve]]:
     Returns
     -------
     dict
-        Row -> seed -> :class:`RunCurve`, rows in the sweep's order; runs without ``metrics.jsonl`` left out.
+        Row -> seed -> :class:`_RunCurve`, rows in the sweep's order; runs without ``metrics.jsonl`` left out.
     """
-    runs: dict[str, dict[int, RunCurve]] = {}
+    runs: dict[str, dict[int, _RunCurve]] = {}
     for row in read_sweep_rows(root, all_rows=True)[1]:
         for run in row.runs:
             run_dir = run_directory(root, row, run)
             if run.seed is None or not os.path.exists(os.path.join(run_dir, run_files.METRICS_FILE)):
                 continue
             wall_s, step = run.results.get("wall_s"), run.results.get("step")
-            runs.setdefault(row.row, {})[run.seed] = RunCurve(
+            runs.setdefault(row.row, {})[run.seed] = _RunCurve(
                 row.row, run.seed, dict(zip(*read_metric_curve(run_dir, "eval/perplexity"))),
                 dict(zip(*read_metric_curve(run_dir, "train/perplexity"))),
                 float(wall_s) / int(step) if wall_s and step else None, row.paper.get("dev_ppl"))
@@ -104,7 +90,7 @@ def read_sweep(root: str) -> dict[str, dict[int, RunCurve]]:
 
 
 @dataclasses.dataclass(frozen=True)
-class RowAtBudget:
+class _RowAtBudget:
     """One row judged at one budget."""
 
     row: str
@@ -115,7 +101,7 @@ class RowAtBudget:
     basis: str
 
 
-def judge_budget(runs: dict[str, dict[int, RunCurve]], step: int, reference: str | None = None) -> list[RowAtBudget]:
+def judge_budget(runs: dict[str, dict[int, _RunCurve]], step: int, reference: str | None = None) -> list[_RowAtBudget]:
     """Judge every row at ``step`` against the reference row, paired by seed.
 
     Parameters
@@ -141,7 +127,7 @@ def judge_budget(runs: dict[str, dict[int, RunCurve]], step: int, reference: str
     for row, seeds in runs.items():
         at_step = {seed: dev for seed, curve in seeds.items() if (dev := curve._dev_at(step))}
         in_seed_order: dict[int | None, float] = dict(sorted(at_step.items()))
-        changes = tuple(paired_changes(in_seed_order, base_at, relative=True).values())
+        changes = tuple(_paired_changes(in_seed_order, base_at, relative=True).values())
         paper_row = next((curve.paper_dev_ppl for curve in seeds.values()), None)
         paper_change = (paper_row / paper_base - 1) if row != reference and paper_row and paper_base else None
         if row == reference:
@@ -151,7 +137,7 @@ def judge_budget(runs: dict[str, dict[int, RunCurve]], step: int, reference: str
         else:
             label, basis = verdict(list(changes), sign(paper_change), reference)
         if at_step:
-            judged.append(RowAtBudget(row, tuple(at_step[seed] for seed in sorted(at_step)), changes,
+            judged.append(_RowAtBudget(row, tuple(at_step[seed] for seed in sorted(at_step)), changes,
                                       paper_change, label, basis))
     return judged
 
@@ -162,7 +148,7 @@ def _format(value: float | None, digits: int, sign: bool = False) -> str:
     return f"{value:+.{digits}f}" if sign else f"{value:.{digits}f}"
 
 
-def budget_markdown(runs: dict[str, dict[int, RunCurve]], budgets: Sequence[int], window: int,
+def budget_markdown(runs: dict[str, dict[int, _RunCurve]], budgets: Sequence[int], window: int,
                     reference: str | None = None) -> str:
     """The report: one table per budget, then a summary line per budget.
 
@@ -229,7 +215,7 @@ def budget_markdown(runs: dict[str, dict[int, RunCurve]], budgets: Sequence[int]
     return "\n".join(lines[:4] + ["## Summary", ""] + table + [""] + lines[4:])
 
 
-def plot_changes(runs: dict[str, dict[int, RunCurve]], path: str, reference: str | None = None) -> None:
+def plot_changes(runs: dict[str, dict[int, _RunCurve]], path: str, reference: str | None = None) -> None:
     """Plot each row's mean paired change of dev perplexity against step, with the paper's change.
 
     Parameters
@@ -242,7 +228,7 @@ def plot_changes(runs: dict[str, dict[int, RunCurve]], path: str, reference: str
         The reference row (see :func:`judge_budget`).
     """
     reference = reference or next(iter(runs), "")
-    plt = comparison_plot.pyplot()
+    plt = comparison_plot._pyplot()
 
     steps = sorted({step for curve in runs.get(reference, {}).values() for step in curve.dev_ppl})
     rows = [row for row in runs if row != reference]

@@ -16,8 +16,8 @@ from attention_jax.reports import (
 )
 from attention_jax.reports.comparison import ACCURACY_COLLAPSE, DIVERGED_FACTOR, SPREAD_FACTOR, mean_and_se
 from attention_jax.reports.sweep_rows import RowReport, read_sweep_rows
-from attention_jax.reports.sweep_seeds import RowStats, aggregate
-from attention_jax.reports.writers import format_figure, markdown_table, write_csv, write_text
+from attention_jax.reports.sweep_seeds import _RowStats, aggregate
+from attention_jax.reports.writers import _write_csv, _write_text, format_figure, markdown_table
 
 # (column header as in the paper, config field), Table 2's order.
 HPARAM_COLUMNS = (("N", "num_layers"), ("d_model", "d_model"), ("d_ff", "d_ff"), ("h", "num_heads"),
@@ -125,24 +125,11 @@ def _steps_cell(row: RowReport) -> str:
     return str(steps[0]) if len(steps) == 1 else f"{steps[0]}–{steps[-1]}"
 
 
-def seeds_cell(row: RowReport, stats: RowStats) -> str:
-    """The seeds column: finished seeds, and how many are pending (``"2 (+1 pending)"``).
-
-    Parameters
-    ----------
-    row : RowReport
-        The row.
-    stats : RowStats
-        Its statistics.
-
-    Returns
-    -------
-    str
-        The finished count, with the pending ones of a sweep with seeds.
-    """
+def _seeds_cell(row: RowReport, stats: _RowStats) -> str:
+    """The seeds column: finished seeds, and how many are pending (``"2 (+1 pending)"``)."""
     pending = f" (+{stats.pending} pending)" if stats.pending and row.seeded else ""
     diverged = sum(run.status == "done" for run in row.runs if run.seed in stats.diverged_seeds)
-    return f"{comparison.seeds_cell(stats.seeds, diverged)}{pending}"
+    return f"{comparison._seeds_cell(stats.seeds, diverged)}{pending}"
 
 
 def _status_cell(row: RowReport) -> str:
@@ -152,14 +139,14 @@ def _status_cell(row: RowReport) -> str:
     return f"{row.status} (" + ", ".join(f"{run.name} {run.status}" for run in row.pending) + ")"
 
 
-def _verdict_cell(stats: RowStats) -> str:
+def _verdict_cell(stats: _RowStats) -> str:
     """The verdict column: the verdict, marked when it rests on one seed's sign or a seed diverged."""
     if stats.verdict == "unstable":
-        return f"unstable ({sweep_seeds.diverged_label(stats.diverged_seeds)} diverged)"
+        return f"unstable ({sweep_seeds._diverged_label(stats.diverged_seeds)} diverged)"
     return stats.verdict + (" (sign only)" if stats.verdict_basis.startswith("sign only") else "")
 
 
-def _verdict_notes(rows: Sequence[RowReport], stats: dict[str, RowStats], reference: str) -> list[str]:
+def _verdict_notes(rows: Sequence[RowReport], stats: dict[str, _RowStats], reference: str) -> list[str]:
     """The report's notes on seeds and verdicts: the rule, and how many rows got each verdict."""
     seeded = any(row.seeded for row in rows)
     counts: dict[str, int] = {}
@@ -202,10 +189,10 @@ def _markdown_table_report(record: dict, rows: Sequence[RowReport], reference: s
         group_cell = f"({row.group})" if starts_group else ""
         previous_group = row.group
         row_stats = stats[row.row]
-        wall, _ = mean_and_se([run.results["wall_s"] for run in comparison.counted_runs(row)
+        wall, _ = mean_and_se([run.results["wall_s"] for run in comparison._counted_runs(row)
                                if run.results.get("wall_s") is not None])
         cells = [group_cell, row.row, *_hparam_cells(row, shown), other_changes(row, record),
-                 seeds_cell(row, row_stats), _steps_cell(row), _params_millions(row),
+                 _seeds_cell(row, row_stats), _steps_cell(row), _params_millions(row),
                  format_figure(row_stats.dev_ppl_mean, row_stats.dev_ppl_se, 2),
                  format_figure(row.paper.get("dev_ppl"), None, 2),
                  format_figure(row_stats.change_mean, row_stats.change_se, 1, percent=True, sign=True),
@@ -259,23 +246,8 @@ def _percent(fraction: float | None) -> float | None:
     return None if fraction is None else 100 * fraction
 
 
-def csv_records(record: dict, rows: Sequence[RowReport], reference: str) -> list[dict]:
-    """The report as flat records (every hyperparameter in full), one per row.
-
-    Parameters
-    ----------
-    record : dict
-        The sweep record (may be empty).
-    rows : Sequence[RowReport]
-        Rows in order.
-    reference : str
-        The reference row.
-
-    Returns
-    -------
-    list[dict]
-        Keys :data:`CSV_FIELDS`; ``None`` where a value is unknown.
-    """
+def _csv_records(record: dict, rows: Sequence[RowReport], reference: str) -> list[dict]:
+    """The report as flat records (every hyperparameter in full), one per row."""
     stats = aggregate(rows, reference)
     records = []
     for row in rows:
@@ -293,7 +265,7 @@ def csv_records(record: dict, rows: Sequence[RowReport], reference: str) -> list
                 "verdict": row_stats.verdict, "verdict_basis": row_stats.verdict_basis}
         flat.update({field: row.config.get(field) for _, field in HPARAM_COLUMNS})
         flat["other_changes"] = other_changes(row, record)
-        flat.update({key: _shared_or_mean([run.results.get(key) for run in comparison.counted_runs(row)])
+        flat.update({key: _shared_or_mean([run.results.get(key) for run in comparison._counted_runs(row)])
                      for key in RESULT_FIELDS})
         flat.update(paper_params_millions=row.paper.get("params_millions"),
                     paper_dev_ppl=row.paper.get("dev_ppl"), paper_dev_bleu=row.paper.get("dev_bleu"))
@@ -331,13 +303,13 @@ def write_report(root: str, *, all_rows: bool = False, out_dir: str | None = Non
     out_dir = out_dir or root
     os.makedirs(out_dir, exist_ok=True)
     stem = os.path.join(out_dir, name)
-    write_text(stem + ".md", _markdown_table_report(record, rows, reference_row))
-    write_csv(stem + ".csv", CSV_FIELDS, csv_records(record, rows, reference_row))
-    paper_plot.plot_report(rows, reference_row, stem + ".png",
+    _write_text(stem + ".md", _markdown_table_report(record, rows, reference_row))
+    _write_csv(stem + ".csv", CSV_FIELDS, _csv_records(record, rows, reference_row))
+    paper_plot._plot_report(rows, reference_row, stem + ".png",
                             f"{name}: paired changes against {reference_row}, ours vs the paper ({root})")
     paths = [stem + ".md", stem + ".csv", stem + ".png"]
     if comparison_plot.plot_learning_curves(root, rows, reference_row, stem + "_curves.png",
                                             f"{name}: dev perplexity ({root})"):
         paths.append(stem + "_curves.png")
-    diagnostics = sweep_diagnostics.write_diagnostics(root, name, rows, out_dir=out_dir, reference=reference_row)
+    diagnostics = sweep_diagnostics._write_diagnostics(root, name, rows, out_dir=out_dir, reference=reference_row)
     return paths + ([diagnostics] if diagnostics else [])

@@ -58,43 +58,15 @@ def markdown_table(header: Sequence[str], rows: Iterable[Sequence[Any]], align: 
     return ["| " + " | ".join(header) + " |", rule, *("| " + " | ".join(map(str, row)) + " |" for row in rows)]
 
 
-def write_text(path: str, text: str) -> str:
-    """Write ``text`` to ``path`` (UTF-8) and return ``path``.
-
-    Parameters
-    ----------
-    path : str
-        The file written.
-    text : str
-        Its content.
-
-    Returns
-    -------
-    str
-        ``path``.
-    """
+def _write_text(path: str, text: str) -> str:
+    """Write ``text`` to ``path`` (UTF-8) and return ``path``."""
     with open(path, "w", encoding="utf-8") as file:
         file.write(text)
     return path
 
 
-def write_csv(path: str, fields: Sequence[str], records: Iterable[Mapping[str, Any]]) -> str:
-    """Write records as CSV with a header line.
-
-    Parameters
-    ----------
-    path : str
-        The file written.
-    fields : Sequence[str]
-        The columns, in order; every record's keys.
-    records : Iterable[Mapping]
-        One per line; None is an empty cell.
-
-    Returns
-    -------
-    str
-        ``path``.
-    """
+def _write_csv(path: str, fields: Sequence[str], records: Iterable[Mapping[str, Any]]) -> str:
+    """Write records as CSV with a header line."""
     with open(path, "w", encoding="utf-8", newline="") as file:
         writer = csv.DictWriter(file, fieldnames=fields)
         writer.writeheader()
@@ -123,7 +95,7 @@ def write_report_files(stem: str, markdown: str, fields: Sequence[str],
         The two paths.
     """
     os.makedirs(os.path.dirname(stem) or ".", exist_ok=True)
-    return [write_text(stem + ".md", markdown), write_csv(stem + ".csv", fields, records)]
+    return [_write_text(stem + ".md", markdown), _write_csv(stem + ".csv", fields, records)]
 
 
 def fit_title(figure: Any, title: str, fontsize: float = 10.0) -> None:
