@@ -13,12 +13,20 @@ import os
 from collections.abc import Sequence
 
 from attention_jax.foundation import run_files
-from attention_jax.reports import comparison, comparison_plot, run_evaluations
-from attention_jax.reports.comparison import _directional_reading, _paired_changes, mean_and_se, run_directory
+from attention_jax.reports import comparison, comparison_plot, comparison_report
+from attention_jax.reports.comparison import (
+    _directional_reading,
+    _paired_changes,
+    fit_title,
+    format_figure,
+    markdown_table,
+    mean_and_se,
+    run_directory,
+    write_report_files,
+)
 from attention_jax.reports.sweep_rows import ReportContext, RowReport
-from attention_jax.reports.writers import fit_title, format_figure, markdown_table, write_report_files
 
-EVALUATION = "length_buckets"  # The per-run evaluation compared (attention_jax.reports.run_evaluations).
+EVALUATION = "length_buckets"  # The per-run evaluation compared (attention_jax.reports.comparison_report).
 CSV_FIELDS = ("row", "value", "bucket", "min_words", "max_words", "num_pairs", "seeds", "ppl_mean",
               "ppl_se", "bleu_mean", "bleu_se", "paired_seeds", "ppl_change_mean", "ppl_change_se", "ppl_reading",
               "bleu_difference_mean", "bleu_difference_se", "bleu_reading", "reading_basis")
@@ -172,7 +180,7 @@ def compare_encodings(root: str, rows: Sequence[RowReport], declared: BucketComp
         return []
     reference = next((row for row in scored if _encoding(row, declared) == declared.reference), None)
     ordered = ([reference] if reference else []) + [row for row in scored if row is not reference]
-    metrics = [metric for metric in run_evaluations.evaluation_metrics(root, scored, every_run=True)
+    metrics = [metric for metric in comparison_report.evaluation_metrics(root, scored, every_run=True)
                if metric.name.startswith(EVALUATION + "/")]
     stats: dict[str, dict[str, comparison.MetricStats]] = {}
     for row in ([reference] if reference else ordered):  # Without a reference row: each row's own figures.
@@ -228,8 +236,9 @@ def length_trends(compared: Sequence[_BucketRow]) -> list[_LengthTrend]:
 
 def _length_trend(run_dir: str, reference_dir: str) -> float | None:
     """One seed's trend with length against the reference run at that seed, in percentage points."""
-    run, reference = (run_evaluations._read_file(os.path.join(directory, run_files.LENGTH_BUCKETS_FILE)).get("buckets")
-                      or {} for directory in (run_dir, reference_dir))
+    read = comparison_report._read_file
+    run, reference = (read(os.path.join(directory, run_files.LENGTH_BUCKETS_FILE)).get("buckets") or {}
+                      for directory in (run_dir, reference_dir))
     buckets = list(run)
     if len(buckets) < 2 or list(reference) != buckets:
         return None

@@ -4,17 +4,20 @@ The one home of the statistics every report uses: mean ± standard error over se
 ``x(row, k) / x(ref, k) - 1`` (or the difference) for every seed k finished in both rows, and the verdict
 ``beyond 2 SE`` when ``|mean change| > 2 se`` with two or more paired seeds. A diverged seed (non-finite loss, or
 last dev PPL over 2x its best with accuracy collapsed) makes a row ``unstable`` and is left out of every mean and
-standard error (:func:`_counted_runs`); the tables say how many (:func:`_seeds_cell`).
+standard error (:func:`_counted_runs`); the tables say how many (:func:`_seeds_cell`). Also the one Markdown
+table writer, CSV writer and figure title every report uses.
 """
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 import json
 import math
 import os
 import statistics
-from typing import Callable, Mapping, Sequence
+import textwrap
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from attention_jax.reports.sweep_rows import DIVERGED_STATUS, RowReport, SeedRun
 from attention_jax.training.early_stopping import STOPPED_EARLY
@@ -106,33 +109,16 @@ def diverged(run: SeedRun) -> bool:
 
 @dataclasses.dataclass(frozen=True)
 class Metric:
-    """A scalar every run of a sweep may record, and how two rows' values of it compare.
+    """A scalar every run of a sweep may record, and how two rows' values of it compare."""
 
-    Attributes
-    ----------
-    name : str
-        Its name in the CSV, e.g. ``"dev_ppl"``.
-    label : str
-        Its name in the Markdown and the plots, e.g. ``"dev PPL"``.
-    digits : int
-        Decimals shown for its values (its changes: one decimal of a percent when relative).
-    relative : bool
-        Whether a change is the ratio to the reference minus one (shown in percent) rather than the difference.
-    read : Callable[[str, SeedRun], float | None]
-        The value of one run (from its directory and its :class:`SeedRun`); None where the run has none.
-    unit : str
-        A difference's unit where it is not the metric's own (``"pp"``).
-    derive : Callable[[str, str], float | None] or None
-        For a derived measure (:func:`derived_metric`): the change itself, of a row's run directory against the
-        reference run's at the same seed; None where either lacks it.
-    """
-
-    name: str
-    label: str
-    digits: int
-    relative: bool
+    name: str  # In the CSV, e.g. "dev_ppl".
+    label: str  # In the Markdown and the plots, e.g. "dev PPL".
+    digits: int  # Decimals of its values (its changes: one decimal of a percent when relative).
+    relative: bool  # A change is the ratio to the reference minus one (in percent), else the difference.
+    # One run's value (from its directory and SeedRun); None where the run has none.
     read: Callable[[str, SeedRun], float | None] = dataclasses.field(repr=False, compare=False)
-    unit: str = ""
+    unit: str = ""  # A difference's unit where it is not the metric's own ("pp").
+    # A derived measure's change itself (derived_metric): of a row's run directory against the reference run's.
     derive: Callable[[str, str], float | None] | None = dataclasses.field(default=None, repr=False, compare=False)
 
     @property
@@ -209,31 +195,16 @@ METRICS: tuple[Metric, ...] = (
 class MetricStats:
     """One metric of one row: its seeds' mean, the paired change against the reference, a verdict.
 
-    Attributes
-    ----------
-    metric : Metric
-        The metric.
-    values : dict
-        Seed (None without seed directories) -> the finished run's value, for the runs that have one.
-    mean, se : float or None
-        Mean of ``values`` and its standard error (None with fewer than two seeds).
-    changes : dict
-        Seed -> paired change against the reference (a fraction when the metric is relative).
-    change_mean, change_se : float or None
-        Mean of ``changes`` and its standard error (None with fewer than two paired seeds).
-    verdict : str
-        One of the module's verdicts.
-    std, change_std : float or None
-        The sample standard deviations (ddof=1) of ``values`` and ``changes`` (None with fewer than two).
-    diverged : tuple
-        The row's diverged seeds, left out of ``values`` and ``changes`` (:func:`_counted_runs`).
+    Seeds are None without seed directories; changes are fractions for a relative metric; standard errors and
+    deviations (ddof=1) are None with fewer than two (paired) seeds; diverged seeds (:func:`_counted_runs`) are left
+    out of ``values`` and ``changes``.
     """
 
     metric: Metric
-    values: dict[int | None, float]
+    values: dict[int | None, float]  # Seed -> the finished run's value.
     mean: float | None
     se: float | None
-    changes: dict[int | None, float]
+    changes: dict[int | None, float]  # Seed -> paired change against the reference.
     change_mean: float | None
     change_se: float | None
     verdict: str
@@ -496,3 +467,110 @@ def _recorded_metrics(comparison: Mapping[str, Mapping[str, MetricStats]]) -> li
         return []
     compared = [stats.metric for stats in next(iter(comparison.values())).values()]
     return [metric for metric in compared if any(stats[metric.name].values for stats in comparison.values())]
+
+def format_figure(value: float | None, spread: float | None, digits: int, *, percent: bool = False,
+                  sign: bool = False) -> str:
+    """Return a table cell such as ``"+8.9 ± 0.9%"`` or ``"7.24 ± 0.11"``; ``""`` for no value.
+
+    Parameters
+    ----------
+    value : float or None
+        The figure (a fraction when ``percent``).
+    spread : float or None
+        Its standard error, shown after ``±`` when given.
+    digits : int
+        Digits after the point.
+    percent : bool
+        Show ``value`` and ``spread`` times 100 with a ``%``.
+    sign : bool
+        Always show the sign.
+
+    Returns
+    -------
+    str
+        The cell.
+    """
+    if value is None:
+        return ""
+    scale, suffix = (100.0, "%") if percent else (1.0, "")
+    text = f"{value * scale:{'+' if sign else ''}.{digits}f}"
+    return text + (f" ± {spread * scale:.{digits}f}" if spread is not None else "") + suffix
+
+
+def markdown_table(header: Sequence[str], rows: Iterable[Sequence[Any]], align: Sequence[str] = ()) -> list[str]:
+    """Return the lines of a Markdown table.
+
+    Parameters
+    ----------
+    header : Sequence[str]
+        Column titles.
+    rows : Iterable[Sequence]
+        One sequence of cells per line (formatted with ``str``).
+    align : Sequence[str]
+        Each column's rule (``"---:"`` right-aligns); ``"---"`` for every column by default.
+
+    Returns
+    -------
+    list[str]
+        The header, the rule and one line per row.
+    """
+    rule = "|" + "|".join(align or ["---"] * len(header)) + "|"
+    return ["| " + " | ".join(header) + " |", rule, *("| " + " | ".join(map(str, row)) + " |" for row in rows)]
+
+
+def _write_text(path: str, text: str) -> str:
+    """Write ``text`` to ``path`` (UTF-8) and return ``path``."""
+    with open(path, "w", encoding="utf-8") as file:
+        file.write(text)
+    return path
+
+
+def _write_csv(path: str, fields: Sequence[str], records: Iterable[Mapping[str, Any]]) -> str:
+    """Write records as CSV with a header line."""
+    with open(path, "w", encoding="utf-8", newline="") as file:
+        writer = csv.DictWriter(file, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(records)
+    return path
+
+
+def write_report_files(stem: str, markdown: str, fields: Sequence[str],
+                       records: Iterable[Mapping[str, Any]]) -> list[str]:
+    """Write ``STEM.md`` and ``STEM.csv`` (creating the directory) and return both paths.
+
+    Parameters
+    ----------
+    stem : str
+        The path without its suffix.
+    markdown : str
+        The Markdown text.
+    fields : Sequence[str]
+        The CSV's columns.
+    records : Iterable[Mapping]
+        The CSV's lines.
+
+    Returns
+    -------
+    list[str]
+        The two paths.
+    """
+    os.makedirs(os.path.dirname(stem) or ".", exist_ok=True)
+    return [_write_text(stem + ".md", markdown), _write_csv(stem + ".csv", fields, records)]
+
+
+def fit_title(figure: Any, title: str, fontsize: float = 10.0) -> None:
+    """Set a figure's title, wrapped so that a long sweep root is not clipped.
+
+    Parameters
+    ----------
+    figure : matplotlib.figure.Figure
+        The figure; its width sets the line length (a character is about 0.6 of the font size wide).
+    title : str
+        The title; a path in it breaks at its slashes.
+    fontsize : float
+        Font size in points.
+    """
+    width_in_characters = max(20, int(0.9 * figure.get_figwidth() * 72 / (0.6 * fontsize)))
+    spaced = title.replace("/", "/\u200b")  # A zero-width space after each slash: a place to break.
+    lines = textwrap.wrap(spaced, width=width_in_characters, break_long_words=True)
+    figure.suptitle("\n".join(line.replace("\u200b", "") for line in lines), fontsize=fontsize)

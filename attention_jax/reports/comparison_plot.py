@@ -5,9 +5,8 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping, Sequence
 
-from attention_jax.reports.comparison import Metric, MetricStats, run_directory
+from attention_jax.reports.comparison import Metric, MetricStats, fit_title, run_directory
 from attention_jax.reports.sweep_rows import RowReport, plot_panels, read_metric_curve
-from attention_jax.reports.writers import fit_title
 
 EVAL_PPL_KEY = "eval/perplexity"
 TRAIN_LOSS_KEY = "train/loss"

@@ -7,9 +7,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from attention_jax.reports import comparison, comparison_plot, sweep_seeds
-from attention_jax.reports.comparison import MetricStats
+from attention_jax.reports.comparison import MetricStats, fit_title
 from attention_jax.reports.sweep_rows import RowReport, plot_panels
-from attention_jax.reports.writers import fit_title
 
 OURS_COLOR, PAPER_COLOR = "tab:blue", "tab:orange"
 _OFFSET = 0.15  # Ours left of the row's tick, the paper's right of it.

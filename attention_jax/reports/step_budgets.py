@@ -33,10 +33,9 @@ from collections.abc import Sequence
 
 from attention_jax.foundation import run_files
 from attention_jax.reports import comparison_plot
-from attention_jax.reports.comparison import _paired_changes, run_directory
+from attention_jax.reports.comparison import _paired_changes, markdown_table, run_directory
 from attention_jax.reports.sweep_rows import read_metric_curve, read_sweep_rows
 from attention_jax.reports.sweep_seeds import sign, verdict
-from attention_jax.reports.writers import markdown_table
 
 IMPROVEMENT_WINDOW = 1000  # Steps over which "still improving" is measured.
 

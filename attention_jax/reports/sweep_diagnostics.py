@@ -8,9 +8,16 @@ import os
 from typing import Sequence
 
 from attention_jax.reports import comparison_plot
-from attention_jax.reports.comparison import ACCURACY_COLLAPSE, DIVERGED_FACTOR, diverged, mean_and_se, run_directory
+from attention_jax.reports.comparison import (
+    ACCURACY_COLLAPSE,
+    DIVERGED_FACTOR,
+    _write_text,
+    diverged,
+    markdown_table,
+    mean_and_se,
+    run_directory,
+)
 from attention_jax.reports.sweep_rows import RowReport
-from attention_jax.reports.writers import _write_text, markdown_table
 
 TRAIN_PPL_KEY = "train/perplexity"
 

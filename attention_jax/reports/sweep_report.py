@@ -14,10 +14,18 @@ from attention_jax.reports import (
     sweep_diagnostics,
     sweep_seeds,
 )
-from attention_jax.reports.comparison import ACCURACY_COLLAPSE, DIVERGED_FACTOR, SPREAD_FACTOR, mean_and_se
+from attention_jax.reports.comparison import (
+    ACCURACY_COLLAPSE,
+    DIVERGED_FACTOR,
+    SPREAD_FACTOR,
+    _write_csv,
+    _write_text,
+    format_figure,
+    markdown_table,
+    mean_and_se,
+)
 from attention_jax.reports.sweep_rows import RowReport, read_sweep_rows
 from attention_jax.reports.sweep_seeds import _RowStats, aggregate
-from attention_jax.reports.writers import _write_csv, _write_text, format_figure, markdown_table
 
 # (column header as in the paper, config field), Table 2's order.
 HPARAM_COLUMNS = (("N", "num_layers"), ("d_model", "d_model"), ("d_ff", "d_ff"), ("h", "num_heads"),

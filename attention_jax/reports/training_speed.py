@@ -11,11 +11,18 @@ import os
 import statistics
 from collections.abc import Sequence
 
-from attention_jax.reports.comparison import _directional_reading, diverged, mean_and_se, run_directory
+from attention_jax.reports.comparison import (
+    _directional_reading,
+    _write_text,
+    diverged,
+    format_figure,
+    markdown_table,
+    mean_and_se,
+    run_directory,
+)
 from attention_jax.reports.comparison_plot import read_dev_curve
 from attention_jax.reports.comparison_report import resolve_reference
 from attention_jax.reports.sweep_rows import ReportContext, RowReport, read_sweep_rows
-from attention_jax.reports.writers import _write_text, format_figure, markdown_table
 
 REPORT_STEM = "normalization_training"  # Not the sweep's own report name (configs/sweeps/normalization.py).
 TARGET_FACTOR = 1.25

@@ -11,10 +11,9 @@ from typing import Mapping, Sequence
 from attention_jax.experiment import corpora
 from attention_jax.foundation import run_files
 from attention_jax.foundation.user_errors import UserInputError
-from attention_jax.reports import comparison, comparison_plot, comparison_report, run_evaluations, sweep_rows
-from attention_jax.reports.comparison import Metric, MetricStats
+from attention_jax.reports import comparison, comparison_plot, comparison_report, sweep_rows
+from attention_jax.reports.comparison import Metric, MetricStats, fit_title, markdown_table, write_report_files
 from attention_jax.reports.sweep_rows import RowReport
-from attention_jax.reports.writers import fit_title, markdown_table, write_report_files
 
 CORPUS_KEY = "corpus"  # The field of a run's config.json naming its corpus.
 PRE_CORPORA_CORPUS = corpora.MESSAGES_EN_DE.name
@@ -174,12 +173,12 @@ def transfer_verdict(per_corpus: Sequence[MetricStats | None]) -> str:
 def _headline_metrics(corpora: Sequence[_Corpus]) -> list[Metric]:
     """:data:`HEADLINE_METRICS`, the registered headline measures, and the per-run evaluations' metrics."""
     metrics = [metric for metric in comparison.METRICS if metric.name in HEADLINE_METRICS]
-    metrics += list(run_evaluations.HEADLINE_MEASURES.values())
+    metrics += list(comparison_report.HEADLINE_MEASURES.values())
     for corpus in corpora:  # Those the sweep file's get_report() declares.
         metrics += [metric for metric in sweep_rows.declared_report(corpus.record).get("headline_measures", ())
                     if metric.name not in {known.name for known in metrics}]
     for corpus in corpora:
-        metrics += [metric for metric in run_evaluations.evaluation_metrics(corpus.directory, corpus.rows)
+        metrics += [metric for metric in comparison_report.evaluation_metrics(corpus.directory, corpus.rows)
                     if metric.name not in {known.name for known in metrics}]
     return metrics
 

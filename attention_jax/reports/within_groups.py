@@ -12,9 +12,16 @@ import os
 from typing import Sequence
 
 from attention_jax.reports import comparison, comparison_plot
-from attention_jax.reports.comparison import _directional_reading, _paired_changes, mean_and_se
+from attention_jax.reports.comparison import (
+    _directional_reading,
+    _paired_changes,
+    fit_title,
+    format_figure,
+    markdown_table,
+    mean_and_se,
+    write_report_files,
+)
 from attention_jax.reports.sweep_rows import ReportContext, RowReport, read_sweep_rows
-from attention_jax.reports.writers import fit_title, format_figure, markdown_table, write_report_files
 
 REFERENCE_FUNCTION = "scaled_dot_product"
 """The paper's attention function: every other function is compared with it at the same ``d_k``."""

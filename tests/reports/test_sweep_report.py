@@ -11,7 +11,7 @@ import sys
 import matplotlib.image
 import pytest
 
-from attention_jax.reports import comparison, sweep_report, sweep_rows, sweep_seeds, paper_plot
+from attention_jax.reports import comparison, paper_plot, sweep_report, sweep_rows, sweep_seeds
 from configs import table2
 from launch import sweep_record, sweep_spec
 from tests.support.sweep_cli import REPO_ROOT
