@@ -1,23 +1,9 @@
 """A sweep read at several step budgets: which of the paper's directions hold after S steps, for each S.
 
-The learning-rate schedule does not depend on ``num_train_steps``, so a run's dev perplexity at step S is
-what a run trained for exactly S steps would score on its final checkpoint. One sweep trained to the
-largest budget therefore answers the pilot's question for every smaller one: how many of Table 2's
-directions does a fixed budget of S steps reproduce, and what does it cost? For each budget the report
-gives, per row:
-
-- the dev perplexity per seed at step S and the change against the reference row (the report's:
-  ``get_reference()``, else the sweep's first row, ``base`` in Table 2) paired by seed, judged against the
-  paper's direction with :func:`attention_jax.reports.sweep_seeds.verdict` (the same rule as the table);
-- for the reference: the dev / training perplexity ratio at S (training perplexity is the unsmoothed loss on the
-  training batches, with dropout, averaged over the logged steps in the last ``eval_every_steps``), and
-  how much dev perplexity still fell over the last 1,000 steps (a reference still improving fast means the
-  budget is early in training);
-- minutes of one core per run to reach S: a finished run's ``wall_s`` (training and evaluations) scaled
-  by S over its last step; runs two at a time, each pinned to one core.
-
-Writes ``<out>/step_budgets.md`` and ``<out>/step_budgets.png`` (each row's mean paired change against
-step, the paper's direction marked)::
+The learning-rate schedule does not depend on ``num_train_steps``, so a run's dev perplexity at step S is what a
+run trained for exactly S steps would score: one sweep trained to the largest budget answers for every smaller one.
+Per budget and row: the paired change against the reference judged as the table does, the reference's dev / train
+perplexity ratio and recent improvement, and the CPU minutes to reach S. Writes ``step_budgets.md`` and ``.png``::
 
     python -m attention_jax.reports.step_budgets --root=runs/table2_pilot --budgets=3000,4500,6000 \
         --out=docs/table2_pilot
