@@ -146,7 +146,7 @@ def write_table3_report(root: str, *, sustained_tflops: float | None = None, out
     list[str]
         The two paths written.
     """
-    from attention_jax.reports import writers  # Only when reporting.
+    from attention_jax.reports import comparison  # Only when reporting.
 
     def _number(value: Any, spec: str) -> str:
         return "" if value is None else f"{float(value):{spec}}"
@@ -160,12 +160,12 @@ def write_table3_report(root: str, *, sustained_tflops: float | None = None, out
               *(_number(record[key], ".2e") for key in ("train_flops", "schedule_flops", "paper_train_flops",
                                                        "paper_estimate_flops", "our_estimate_flops"))]
              for record in records)
-    lines = [f"# Table 3: {root}", "", *writers.markdown_table(header, cells, ["---"] * 3 + ["---:"] * 8)]
+    lines = [f"# Table 3: {root}", "", *comparison.markdown_table(header, cells, ["---"] * 3 + ["---:"] * 8)]
     lines += ["", "Model FLOPs count forward + backward matmuls (3 x forward, `attention_jax.models.flops`) per "
               "token times tokens; attention terms at config.max_len, source tokens taken equal to target "
               "tokens. The paper's estimate is training time x GPUs x sustained single-precision FLOP/s "
               "(footnote 5); ours uses our wall time and `--sustained_tflops` when given.", ""]
-    return writers.write_report_files(os.path.join(out_dir or root, "table3"), "\n".join(lines), CSV_FIELDS, records)
+    return comparison.write_report_files(os.path.join(out_dir or root, "table3"), "\n".join(lines), CSV_FIELDS, records)
 
 
 def get_report() -> dict:

@@ -13,12 +13,20 @@ import os
 from collections.abc import Sequence
 
 from attention_jax.foundation import run_files
-from attention_jax.reports import comparison, comparison_plot, run_evaluations
-from attention_jax.reports.comparison import directional_reading, mean_and_se, paired_changes, run_directory
+from attention_jax.reports import comparison, comparison_plot, comparison_report
+from attention_jax.reports.comparison import (
+    _directional_reading,
+    _paired_changes,
+    fit_title,
+    format_figure,
+    markdown_table,
+    mean_and_se,
+    run_directory,
+    write_report_files,
+)
 from attention_jax.reports.sweep_rows import ReportContext, RowReport
-from attention_jax.reports.writers import fit_title, format_figure, markdown_table, write_report_files
 
-EVALUATION = "length_buckets"  # The per-run evaluation compared (attention_jax.reports.run_evaluations).
+EVALUATION = "length_buckets"  # The per-run evaluation compared (attention_jax.reports.comparison_report).
 CSV_FIELDS = ("row", "value", "bucket", "min_words", "max_words", "num_pairs", "seeds", "ppl_mean",
               "ppl_se", "bleu_mean", "bleu_se", "paired_seeds", "ppl_change_mean", "ppl_change_se", "ppl_reading",
               "bleu_difference_mean", "bleu_difference_se", "bleu_reading", "reading_basis")
@@ -69,7 +77,7 @@ class BucketComparison:
             return []
         compared = compare_encodings(context.root, context.rows, self)
         stem = os.path.join(context.out_dir, self.stem)
-        write_report_files(stem, markdown_report(context.root, compared, length_trends(compared), self),
+        write_report_files(stem, _markdown_report(context.root, compared, length_trends(compared), self),
                            _csv_fields(self), csv_records(compared, self))
         _plot_buckets(compared, stem + ".png", f"{self.plot_title} ({os.path.basename(context.root.rstrip('/'))})",
                       self)
@@ -81,30 +89,8 @@ def _csv_fields(declared: BucketComparison) -> tuple[str, ...]:
 
 
 @dataclasses.dataclass(frozen=True)
-class BucketRow:
-    """One row's figures on one bucket, and its comparison with the reference row.
-
-    Attributes
-    ----------
-    row : str
-        Row name.
-    encoding : str
-        The row's value of the declared field (:class:`BucketComparison`).
-    bucket : str
-        Bucket name (``within_cap``, ``up_to_1.5x``, ``up_to_2x``, ``beyond_2x``).
-    min_words, max_words, num_pairs : int
-        The bucket's range of target words and its size.
-    ppl, bleu : dict[int or None, float]
-        Seed -> the run's perplexity per target piece and BLEU on the bucket.
-    ppl_changes, bleu_differences : dict[int or None, float]
-        Seed -> ``ppl / ppl(reference) - 1`` and ``bleu - bleu(reference)``, for the seeds in both.
-    ppl_reading, bleu_reading : str
-        ``higher``, ``lower``, ``within noise``, ``1 seed``, ``pending`` or ``reference``.
-    reading_basis : str
-        How the perplexity reading was reached, e.g. ``"|mean| > 2 x SE, 3 paired seeds"``.
-    diverged : int
-        Diverged seeds, left out of the figures (the seeds column says so).
-    """
+class _BucketRow:
+    """One row's figures on one bucket, and its comparison with the reference row."""
 
     row: str
     encoding: str
@@ -123,20 +109,8 @@ class BucketRow:
 
 
 @dataclasses.dataclass(frozen=True)
-class LengthTrend:
-    """How one row's change against the reference moves from within the cap to the longest bucket.
-
-    Attributes
-    ----------
-    row, encoding : str
-        The row and its encoding.
-    first_bucket, last_bucket : str
-        The buckets compared (the split's first and last).
-    differences : dict[int or None, float]
-        Seed -> ``change(last bucket) - change(first bucket)`` for the seeds paired in both.
-    reading, reading_basis : str
-        ``worse with length``, ``better with length``, ``within noise``, ``1 seed`` or ``pending``; and how.
-    """
+class _LengthTrend:
+    """How one row's change against the reference moves from within the cap to the longest bucket."""
 
     row: str
     encoding: str
@@ -183,7 +157,7 @@ def applies(root: str, rows: Sequence[RowReport]) -> bool:
 _PENDING = "no seed scored in both rows"  # A run is paired once both are scored on the buckets.
 
 
-def compare_encodings(root: str, rows: Sequence[RowReport], declared: BucketComparison) -> list[BucketRow]:
+def compare_encodings(root: str, rows: Sequence[RowReport], declared: BucketComparison) -> list[_BucketRow]:
     """Compare every row with the reference row on every bucket, paired by seed.
 
     Parameters
@@ -206,7 +180,7 @@ def compare_encodings(root: str, rows: Sequence[RowReport], declared: BucketComp
         return []
     reference = next((row for row in scored if _encoding(row, declared) == declared.reference), None)
     ordered = ([reference] if reference else []) + [row for row in scored if row is not reference]
-    metrics = [metric for metric in run_evaluations.evaluation_metrics(root, scored, every_run=True)
+    metrics = [metric for metric in comparison_report.evaluation_metrics(root, scored, every_run=True)
                if metric.name.startswith(EVALUATION + "/")]
     stats: dict[str, dict[str, comparison.MetricStats]] = {}
     for row in ([reference] if reference else ordered):  # Without a reference row: each row's own figures.
@@ -219,18 +193,19 @@ def compare_encodings(root: str, rows: Sequence[RowReport], declared: BucketComp
             ppl = stats[row.row][f"{EVALUATION}/{bucket}/perplexity"]
             bleu = stats[row.row][f"{EVALUATION}/{bucket}/bleu"]
             if row is reference:
-                compared.append(BucketRow(row.row, _encoding(row, declared), bucket, *size, ppl.values, bleu.values, {},
-                                          {}, "reference", "reference", declared.reference_basis, len(ppl.diverged)))
+                compared.append(_BucketRow(row.row, _encoding(row, declared), bucket, *size, ppl.values,
+                                           bleu.values, {}, {}, "reference", "reference", declared.reference_basis,
+                                           len(ppl.diverged)))
                 continue
-            ppl_reading, basis = directional_reading(list(ppl.changes.values()), "higher", "lower", _PENDING)
-            bleu_reading, _ = directional_reading(list(bleu.changes.values()), "higher", "lower", _PENDING)
-            compared.append(BucketRow(row.row, _encoding(row, declared), bucket, *size, ppl.values, bleu.values,
+            ppl_reading, basis = _directional_reading(list(ppl.changes.values()), "higher", "lower", _PENDING)
+            bleu_reading, _ = _directional_reading(list(bleu.changes.values()), "higher", "lower", _PENDING)
+            compared.append(_BucketRow(row.row, _encoding(row, declared), bucket, *size, ppl.values, bleu.values,
                                       ppl.changes, bleu.changes, ppl_reading, bleu_reading,
                                       basis if reference else f"no {declared.reference} row", len(ppl.diverged)))
     return compared
 
 
-def length_trends(compared: Sequence[BucketRow]) -> list[LengthTrend]:
+def length_trends(compared: Sequence[_BucketRow]) -> list[_LengthTrend]:
     """Return, for each compared row, whether its change against the reference grows from the first bucket to the last.
 
     Parameters
@@ -252,17 +227,18 @@ def length_trends(compared: Sequence[BucketRow]) -> list[LengthTrend]:
         first, last = by_key.get((row, buckets[0])), by_key.get((row, buckets[-1]))
         if first is None or last is None:
             continue
-        differences = paired_changes(last.ppl_changes, first.ppl_changes, relative=False)
-        reading, basis = directional_reading(list(differences.values()), "worse with length", "better with length",
+        differences = _paired_changes(last.ppl_changes, first.ppl_changes, relative=False)
+        reading, basis = _directional_reading(list(differences.values()), "worse with length", "better with length",
                                              _PENDING)
-        trends.append(LengthTrend(row, first.encoding, buckets[0], buckets[-1], differences, reading, basis))
+        trends.append(_LengthTrend(row, first.encoding, buckets[0], buckets[-1], differences, reading, basis))
     return trends
 
 
 def _length_trend(run_dir: str, reference_dir: str) -> float | None:
     """One seed's trend with length against the reference run at that seed, in percentage points."""
-    run, reference = (run_evaluations.read_file(os.path.join(directory, run_files.LENGTH_BUCKETS_FILE)).get("buckets")
-                      or {} for directory in (run_dir, reference_dir))
+    read = comparison_report._read_file
+    run, reference = (read(os.path.join(directory, run_files.LENGTH_BUCKETS_FILE)).get("buckets") or {}
+                      for directory in (run_dir, reference_dir))
     buckets = list(run)
     if len(buckets) < 2 or list(reference) != buckets:
         return None
@@ -279,7 +255,7 @@ LENGTH_TREND = comparison.derived_metric(f"{EVALUATION}/trend", "length trend (�
                                          _length_trend, unit="pp")
 
 
-def csv_records(compared: Sequence[BucketRow], declared: BucketComparison) -> list[dict]:
+def csv_records(compared: Sequence[_BucketRow], declared: BucketComparison) -> list[dict]:
     """Return one record per (row, bucket) with the means, standard errors and readings (the CSV's lines).
 
     Parameters
@@ -309,26 +285,9 @@ def csv_records(compared: Sequence[BucketRow], declared: BucketComparison) -> li
     return records
 
 
-def markdown_report(root: str, compared: Sequence[BucketRow], trends: Sequence[LengthTrend],
+def _markdown_report(root: str, compared: Sequence[_BucketRow], trends: Sequence[_LengthTrend],
                     declared: BucketComparison) -> str:
-    """Return the report as Markdown: one table of every (bucket, value), the trend with length, the rule.
-
-    Parameters
-    ----------
-    root : str
-        The sweep root (named in the title).
-    compared : Sequence[BucketRow]
-        :func:`compare_encodings`'s rows.
-    trends : Sequence[LengthTrend]
-        :func:`length_trends`'s results.
-    declared : BucketComparison
-        The field compared, its reference and their words.
-
-    Returns
-    -------
-    str
-        The Markdown text.
-    """
+    """Return the report as Markdown: one table of every (bucket, value), the trend with length, the rule."""
     label, reference = declared.label, declared.reference
     lines = [f"# {declared.title}: {root}", "",
              "Every ± is one standard error of the mean (sample standard deviation over √n) over the n seeds "
@@ -337,7 +296,7 @@ def markdown_report(root: str, compared: Sequence[BucketRow], trends: Sequence[L
                               "reading", "BLEU", "ΔBLEU", "reading"],
                              ([f"{record['bucket']} ({record['min_words']}-{record['max_words']}, "
                                f"{record['num_pairs']})", record[declared.field],
-                               comparison.seeds_cell(record["seeds"], row.diverged),
+                               comparison._seeds_cell(record["seeds"], row.diverged),
                                format_figure(record["ppl_mean"], record["ppl_se"], 2),
                                format_figure(record["ppl_change_mean"], record["ppl_change_se"], 1, percent=True,
                                              sign=True), record["ppl_reading"],
@@ -362,7 +321,7 @@ def markdown_report(root: str, compared: Sequence[BucketRow], trends: Sequence[L
     return "\n".join(lines) + "\n"
 
 
-def change_series(compared: Sequence[BucketRow]) -> dict[str, list[tuple[float | None, float | None]]]:
+def change_series(compared: Sequence[_BucketRow]) -> dict[str, list[tuple[float | None, float | None]]]:
     """Return each compared row's perplexity change against the reference per bucket, in percent, mean and SE.
 
     Parameters
@@ -387,11 +346,11 @@ def change_series(compared: Sequence[BucketRow]) -> dict[str, list[tuple[float |
     return series
 
 
-def _plot_buckets(compared: Sequence[BucketRow], path: str, title: str, declared: BucketComparison) -> None:
+def _plot_buckets(compared: Sequence[_BucketRow], path: str, title: str, declared: BucketComparison) -> None:
     """Plot perplexity, BLEU and the paired perplexity change against the length bucket, mean ± SE over seeds."""
     import matplotlib.ticker
 
-    plt = comparison_plot.pyplot()
+    plt = comparison_plot._pyplot()
 
     buckets = list(dict.fromkeys(row.bucket for row in compared))
     labels = {row.bucket: f"{row.bucket}\n{row.min_words}-{row.max_words} words" for row in compared}

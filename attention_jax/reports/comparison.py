@@ -4,17 +4,20 @@ The one home of the statistics every report uses: mean ± standard error over se
 ``x(row, k) / x(ref, k) - 1`` (or the difference) for every seed k finished in both rows, and the verdict
 ``beyond 2 SE`` when ``|mean change| > 2 se`` with two or more paired seeds. A diverged seed (non-finite loss, or
 last dev PPL over 2x its best with accuracy collapsed) makes a row ``unstable`` and is left out of every mean and
-standard error (:func:`counted_runs`); the tables say how many (:func:`seeds_cell`).
+standard error (:func:`_counted_runs`); the tables say how many (:func:`_seeds_cell`). Also the one Markdown
+table writer, CSV writer and figure title every report uses.
 """
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 import json
 import math
 import os
 import statistics
-from typing import Callable, Mapping, Sequence
+import textwrap
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from attention_jax.reports.sweep_rows import DIVERGED_STATUS, RowReport, SeedRun
 from attention_jax.training.early_stopping import STOPPED_EARLY
@@ -106,33 +109,16 @@ def diverged(run: SeedRun) -> bool:
 
 @dataclasses.dataclass(frozen=True)
 class Metric:
-    """A scalar every run of a sweep may record, and how two rows' values of it compare.
+    """A scalar every run of a sweep may record, and how two rows' values of it compare."""
 
-    Attributes
-    ----------
-    name : str
-        Its name in the CSV, e.g. ``"dev_ppl"``.
-    label : str
-        Its name in the Markdown and the plots, e.g. ``"dev PPL"``.
-    digits : int
-        Decimals shown for its values (its changes: one decimal of a percent when relative).
-    relative : bool
-        Whether a change is the ratio to the reference minus one (shown in percent) rather than the difference.
-    read : Callable[[str, SeedRun], float | None]
-        The value of one run (from its directory and its :class:`SeedRun`); None where the run has none.
-    unit : str
-        A difference's unit where it is not the metric's own (``"pp"``).
-    derive : Callable[[str, str], float | None] or None
-        For a derived measure (:func:`derived_metric`): the change itself, of a row's run directory against the
-        reference run's at the same seed; None where either lacks it.
-    """
-
-    name: str
-    label: str
-    digits: int
-    relative: bool
+    name: str  # In the CSV, e.g. "dev_ppl".
+    label: str  # In the Markdown and the plots, e.g. "dev PPL".
+    digits: int  # Decimals of its values (its changes: one decimal of a percent when relative).
+    relative: bool  # A change is the ratio to the reference minus one (in percent), else the difference.
+    # One run's value (from its directory and SeedRun); None where the run has none.
     read: Callable[[str, SeedRun], float | None] = dataclasses.field(repr=False, compare=False)
-    unit: str = ""
+    unit: str = ""  # A difference's unit where it is not the metric's own ("pp").
+    # A derived measure's change itself (derived_metric): of a row's run directory against the reference run's.
     derive: Callable[[str, str], float | None] | None = dataclasses.field(default=None, repr=False, compare=False)
 
     @property
@@ -209,31 +195,16 @@ METRICS: tuple[Metric, ...] = (
 class MetricStats:
     """One metric of one row: its seeds' mean, the paired change against the reference, a verdict.
 
-    Attributes
-    ----------
-    metric : Metric
-        The metric.
-    values : dict
-        Seed (None without seed directories) -> the finished run's value, for the runs that have one.
-    mean, se : float or None
-        Mean of ``values`` and its standard error (None with fewer than two seeds).
-    changes : dict
-        Seed -> paired change against the reference (a fraction when the metric is relative).
-    change_mean, change_se : float or None
-        Mean of ``changes`` and its standard error (None with fewer than two paired seeds).
-    verdict : str
-        One of the module's verdicts.
-    std, change_std : float or None
-        The sample standard deviations (ddof=1) of ``values`` and ``changes`` (None with fewer than two).
-    diverged : tuple
-        The row's diverged seeds, left out of ``values`` and ``changes`` (:func:`counted_runs`).
+    Seeds are None without seed directories; changes are fractions for a relative metric; standard errors and
+    deviations (ddof=1) are None with fewer than two (paired) seeds; diverged seeds (:func:`_counted_runs`) are left
+    out of ``values`` and ``changes``.
     """
 
     metric: Metric
-    values: dict[int | None, float]
+    values: dict[int | None, float]  # Seed -> the finished run's value.
     mean: float | None
     se: float | None
-    changes: dict[int | None, float]
+    changes: dict[int | None, float]  # Seed -> paired change against the reference.
     change_mean: float | None
     change_se: float | None
     verdict: str
@@ -313,25 +284,9 @@ def beyond_spread(changes: Sequence[float]) -> tuple[bool, str]:
     return beyond, f"|mean| {'>' if beyond else '<='} {SPREAD_FACTOR:g} x SE, {count} paired seeds"
 
 
-def directional_reading(changes: Sequence[float], above: str, below: str,
+def _directional_reading(changes: Sequence[float], above: str, below: str,
                         pending: str = "no seed finished in both rows") -> tuple[str, str]:
-    """The reading of paired changes in an experiment's own words, and its basis (:func:`beyond_spread`).
-
-    Parameters
-    ----------
-    changes : Sequence[float]
-        One paired change per seed.
-    above, below : str
-        The reading when the mean change is beyond the spread and positive, or negative (e.g. ``"slower"``,
-        ``"faster"``).
-    pending : str
-        The basis given when there is no paired seed yet.
-
-    Returns
-    -------
-    tuple[str, str]
-        ``above``, ``below``, ``"within noise"``, ``"1 seed"`` or ``"pending"``, and how it was reached.
-    """
+    """The reading of paired changes in an experiment's own words, and its basis (:func:`beyond_spread`)."""
     if not changes:
         return PENDING_VERDICT, pending
     if len(changes) == 1:
@@ -342,22 +297,9 @@ def directional_reading(changes: Sequence[float], above: str, below: str,
     return (above if statistics.fmean(changes) > 0 else below), basis
 
 
-def paired_changes(values: Mapping[int | None, float], reference_values: Mapping[int | None, float],
+def _paired_changes(values: Mapping[int | None, float], reference_values: Mapping[int | None, float],
                    relative: bool) -> dict[int | None, float]:
-    """The change of a row against the reference for each seed both have.
-
-    Parameters
-    ----------
-    values, reference_values : Mapping
-        Seed -> value, of the row and of the reference.
-    relative : bool
-        ``x / x_ref - 1`` (a reference value of 0 leaves its seed out) rather than ``x - x_ref``.
-
-    Returns
-    -------
-    dict
-        Seed -> change, in seed order of the row.
-    """
+    """The change of a row against the reference for each seed both have."""
     changes = {}
     for seed, value in values.items():
         if seed not in reference_values:
@@ -415,24 +357,8 @@ def run_directory(root: str, row: RowReport, run: SeedRun) -> str:
     return os.path.join(root, row.row, run.name) if run.name else os.path.join(root, row.row)
 
 
-def counted_runs(row: RowReport, every_run: bool = False) -> list[SeedRun]:
-    """Return the runs whose figures enter means and standard errors: finished, and not :func:`diverged`.
-
-    The one rule of every report: a diverged seed is left out of every mean and standard error, and every table that
-    leaves one out says so (:func:`seeds_cell`).
-
-    Parameters
-    ----------
-    row : RowReport
-        The row.
-    every_run : bool
-        Every run of the row, not only the finished ones (see :func:`compare`).
-
-    Returns
-    -------
-    list[SeedRun]
-        In seed order.
-    """
+def _counted_runs(row: RowReport, every_run: bool = False) -> list[SeedRun]:
+    """Return the runs whose figures enter means and standard errors: finished, and not :func:`diverged`."""
     return [run for run in (row.runs if every_run else row.finished) if not diverged(run)]
 
 
@@ -452,21 +378,8 @@ def diverged_seeds(row: RowReport) -> tuple[int | None, ...]:
     return tuple(run.seed for run in row.runs if diverged(run))
 
 
-def seeds_cell(count: int, diverged_count: int) -> str:
-    """Return a table's seed count, saying how many diverged seeds it leaves out: ``"2 of 3; 1 diverged"``.
-
-    Parameters
-    ----------
-    count : int
-        The seeds counted.
-    diverged_count : int
-        The diverged seeds left out.
-
-    Returns
-    -------
-    str
-        ``str(count)`` when none is left out.
-    """
+def _seeds_cell(count: int, diverged_count: int) -> str:
+    """Return a table's seed count, saying how many diverged seeds it leaves out: ``"2 of 3; 1 diverged"``."""
     if not diverged_count:
         return str(count)
     return f"{count} of {count + diverged_count}; {diverged_count} diverged"
@@ -474,7 +387,7 @@ def seeds_cell(count: int, diverged_count: int) -> str:
 
 def _finished_values(root: str, row: RowReport, metric: Metric, every_run: bool = False) -> dict[int | None, float]:
     values = {}
-    for run in counted_runs(row, every_run):
+    for run in _counted_runs(row, every_run):
         value = metric.read(run_directory(root, row, run), run)
         if value is not None:
             values[run.seed] = value
@@ -484,9 +397,9 @@ def _finished_values(root: str, row: RowReport, metric: Metric, every_run: bool 
 def _derived_changes(root: str, row: RowReport, reference: RowReport, metric: Metric,
                      every_run: bool) -> dict[int | None, float]:
     assert metric.derive is not None
-    reference_runs = {run.seed: run for run in counted_runs(reference, every_run)}
+    reference_runs = {run.seed: run for run in _counted_runs(reference, every_run)}
     changes = {}
-    for run in counted_runs(row, every_run):
+    for run in _counted_runs(row, every_run):
         if run.seed not in reference_runs:
             continue
         value = metric.derive(run_directory(root, row, run), run_directory(root, reference, reference_runs[run.seed]))
@@ -537,7 +450,7 @@ def compare(root: str, rows: Sequence[RowReport], reference: str, metrics: Seque
             if row.row == reference:
                 stats = MetricStats(metric, values, mean, se, {}, None, None, REFERENCE_VERDICT, std, None, left_out)
             else:
-                changes = dict(values) if derived else paired_changes(values, reference_values, metric.relative)
+                changes = dict(values) if derived else _paired_changes(values, reference_values, metric.relative)
                 change_mean, change_std, change_se = _mean_std_se(list(changes.values()))
                 stopped = any(run.status == DIVERGED_STATUS for run in row.runs)  # No results, so no changes.
                 row_verdict = verdict(list(changes.values()),
@@ -548,20 +461,116 @@ def compare(root: str, rows: Sequence[RowReport], reference: str, metrics: Seque
     return comparison
 
 
-def recorded_metrics(comparison: Mapping[str, Mapping[str, MetricStats]]) -> list[Metric]:
-    """The metrics compared that at least one finished run of the sweep recorded, in the order compared.
-
-    Parameters
-    ----------
-    comparison : Mapping
-        :func:`compare`'s result.
-
-    Returns
-    -------
-    list[Metric]
-        The metrics.
-    """
+def _recorded_metrics(comparison: Mapping[str, Mapping[str, MetricStats]]) -> list[Metric]:
+    """The metrics compared that at least one finished run of the sweep recorded, in the order compared."""
     if not comparison:
         return []
     compared = [stats.metric for stats in next(iter(comparison.values())).values()]
     return [metric for metric in compared if any(stats[metric.name].values for stats in comparison.values())]
+
+def format_figure(value: float | None, spread: float | None, digits: int, *, percent: bool = False,
+                  sign: bool = False) -> str:
+    """Return a table cell such as ``"+8.9 ± 0.9%"`` or ``"7.24 ± 0.11"``; ``""`` for no value.
+
+    Parameters
+    ----------
+    value : float or None
+        The figure (a fraction when ``percent``).
+    spread : float or None
+        Its standard error, shown after ``±`` when given.
+    digits : int
+        Digits after the point.
+    percent : bool
+        Show ``value`` and ``spread`` times 100 with a ``%``.
+    sign : bool
+        Always show the sign.
+
+    Returns
+    -------
+    str
+        The cell.
+    """
+    if value is None:
+        return ""
+    scale, suffix = (100.0, "%") if percent else (1.0, "")
+    text = f"{value * scale:{'+' if sign else ''}.{digits}f}"
+    return text + (f" ± {spread * scale:.{digits}f}" if spread is not None else "") + suffix
+
+
+def markdown_table(header: Sequence[str], rows: Iterable[Sequence[Any]], align: Sequence[str] = ()) -> list[str]:
+    """Return the lines of a Markdown table.
+
+    Parameters
+    ----------
+    header : Sequence[str]
+        Column titles.
+    rows : Iterable[Sequence]
+        One sequence of cells per line (formatted with ``str``).
+    align : Sequence[str]
+        Each column's rule (``"---:"`` right-aligns); ``"---"`` for every column by default.
+
+    Returns
+    -------
+    list[str]
+        The header, the rule and one line per row.
+    """
+    rule = "|" + "|".join(align or ["---"] * len(header)) + "|"
+    return ["| " + " | ".join(header) + " |", rule, *("| " + " | ".join(map(str, row)) + " |" for row in rows)]
+
+
+def _write_text(path: str, text: str) -> str:
+    """Write ``text`` to ``path`` (UTF-8) and return ``path``."""
+    with open(path, "w", encoding="utf-8") as file:
+        file.write(text)
+    return path
+
+
+def _write_csv(path: str, fields: Sequence[str], records: Iterable[Mapping[str, Any]]) -> str:
+    """Write records as CSV with a header line."""
+    with open(path, "w", encoding="utf-8", newline="") as file:
+        writer = csv.DictWriter(file, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(records)
+    return path
+
+
+def write_report_files(stem: str, markdown: str, fields: Sequence[str],
+                       records: Iterable[Mapping[str, Any]]) -> list[str]:
+    """Write ``STEM.md`` and ``STEM.csv`` (creating the directory) and return both paths.
+
+    Parameters
+    ----------
+    stem : str
+        The path without its suffix.
+    markdown : str
+        The Markdown text.
+    fields : Sequence[str]
+        The CSV's columns.
+    records : Iterable[Mapping]
+        The CSV's lines.
+
+    Returns
+    -------
+    list[str]
+        The two paths.
+    """
+    os.makedirs(os.path.dirname(stem) or ".", exist_ok=True)
+    return [_write_text(stem + ".md", markdown), _write_csv(stem + ".csv", fields, records)]
+
+
+def fit_title(figure: Any, title: str, fontsize: float = 10.0) -> None:
+    """Set a figure's title, wrapped so that a long sweep root is not clipped.
+
+    Parameters
+    ----------
+    figure : matplotlib.figure.Figure
+        The figure; its width sets the line length (a character is about 0.6 of the font size wide).
+    title : str
+        The title; a path in it breaks at its slashes.
+    fontsize : float
+        Font size in points.
+    """
+    width_in_characters = max(20, int(0.9 * figure.get_figwidth() * 72 / (0.6 * fontsize)))
+    spaced = title.replace("/", "/\u200b")  # A zero-width space after each slash: a place to break.
+    lines = textwrap.wrap(spaced, width=width_in_characters, break_long_words=True)
+    figure.suptitle("\n".join(line.replace("\u200b", "") for line in lines), fontsize=fontsize)

@@ -5,9 +5,8 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping, Sequence
 
-from attention_jax.reports.comparison import Metric, MetricStats, run_directory
+from attention_jax.reports.comparison import Metric, MetricStats, fit_title, run_directory
 from attention_jax.reports.sweep_rows import RowReport, plot_panels, read_metric_curve
-from attention_jax.reports.writers import fit_title
 
 EVAL_PPL_KEY = "eval/perplexity"
 TRAIN_LOSS_KEY = "train/loss"
@@ -63,14 +62,8 @@ def ratio_ticks(low: float, high: float) -> list[float]:
             if low <= mantissa * 10.0 ** exponent <= high]
 
 
-def pyplot() -> Any:
-    """``matplotlib.pyplot`` on the file-only Agg backend (imported on first use: reading a sweep needs no plots).
-
-    Returns
-    -------
-    module
-        ``matplotlib.pyplot``.
-    """
+def _pyplot() -> Any:
+    """``matplotlib.pyplot`` on the file-only Agg backend (imported on first use: reading a sweep needs no plots)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -98,7 +91,7 @@ def plot_paired_changes(rows: Sequence[RowReport], compared: Mapping[str, Mappin
     title : str
         Figure title.
     """
-    plt = pyplot()
+    plt = _pyplot()
     others = [row.row for row in rows if row.row != reference]
     panels = max(1, len(metrics))
     figure, axes = plt.subplots(1, panels, squeeze=False, figsize=(4.5 * panels, 1.2 + 0.45 * max(2, len(others))),
@@ -146,35 +139,14 @@ SEED_LINE_STYLES: tuple[Any, ...] = ("-", "--", ":", "-.", (0, (5, 1, 1, 1, 1, 1
 """A seed's line style in every learning-curve plot (the 7th seed repeats the 1st's)."""
 
 
-def seed_styles(rows: Sequence[RowReport]) -> dict[str, Any]:
-    """``run.name`` (``seed_<k>``, ``""`` without seeds) -> its line style, the same in every row.
-
-    Parameters
-    ----------
-    rows : Sequence[RowReport]
-        The rows plotted.
-
-    Returns
-    -------
-    dict[str, Any]
-        Run name -> line style.
-    """
+def _seed_styles(rows: Sequence[RowReport]) -> dict[str, Any]:
+    """``run.name`` (``seed_<k>``, ``""`` without seeds) -> its line style, the same in every row."""
     names = sorted({run.name for row in rows for run in row.runs}, key=lambda name: (len(name), name))
     return {name: SEED_LINE_STYLES[index % len(SEED_LINE_STYLES)] for index, name in enumerate(names)}
 
 
-def row_and_seed_legend(axis: Any, row_colours: Mapping[str, str], styles: Mapping[str, Any]) -> None:
-    """A legend naming each row drawn on ``axis`` by its colour and, with several seeds, each seed by its style.
-
-    Parameters
-    ----------
-    axis : matplotlib.axes.Axes
-        The panel.
-    row_colours : Mapping[str, str]
-        Row -> colour.
-    styles : Mapping[str, Any]
-        Run name -> line style (:func:`seed_styles`).
-    """
+def _row_and_seed_legend(axis: Any, row_colours: Mapping[str, str], styles: Mapping[str, Any]) -> None:
+    """A legend naming each row drawn on ``axis`` by its colour and, with several seeds, each seed by its style."""
     from matplotlib.lines import Line2D
 
     handles = [Line2D([], [], color=colour, label=row) for row, colour in row_colours.items()]
@@ -269,7 +241,7 @@ def plot_learning_curves(root: str, rows: Sequence[RowReport], reference: str, p
     key, curves = learning_curves(root, rows)
     if not any(steps for steps, _ in curves.values()):
         return False
-    plt = pyplot()
+    plt = _pyplot()
     dev = key == EVAL_PPL_KEY
     panels = plot_panels(rows, reference)
     columns = min(PANEL_COLUMNS, len(panels))
@@ -277,7 +249,7 @@ def plot_learning_curves(root: str, rows: Sequence[RowReport], reference: str, p
     size = (4.2 * columns, 3.4 * lines) if len(panels) > 1 else (6.4, 4.2)
     figure, axes = plt.subplots(lines, columns, squeeze=False, sharey=True, figsize=size, layout="constrained")
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    styles = seed_styles(rows)
+    styles = _seed_styles(rows)
     for axis in axes.flat[len(panels):]:
         axis.set_visible(False)
     for axis, (name, members) in zip(axes.flat, panels):
@@ -299,7 +271,7 @@ def plot_learning_curves(root: str, rows: Sequence[RowReport], reference: str, p
         axis.set_xlabel("step")
         axis.set_title(f"({name})" if len(name) == 1 else name if len(panels) > 1 else "")
         axis.grid(True, which="both", alpha=0.25)
-        row_and_seed_legend(axis, row_colours, styles)
+        _row_and_seed_legend(axis, row_colours, styles)
     for axis in axes[:, 0]:
         axis.set_ylabel("dev perplexity (dot: a run's best)" if dev else "training loss (too few dev evaluations)",
                         fontsize=8)

@@ -1,22 +1,36 @@
-"""The comparison report of any sweep: Markdown, CSV and plots of every row against its reference row."""
+"""The comparison report of any sweep: Markdown, CSV and plots of every row against its reference row.
+
+Also the registry of per-run evaluations (a run's extra JSON files) whose figures join the compared metrics.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import math
 import os
-from typing import Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
+from attention_jax.foundation import run_files
 from attention_jax.foundation.user_errors import UserInputError
-from attention_jax.reports import comparison, comparison_plot, run_evaluations, sweep_rows
-from attention_jax.reports.comparison import Metric, MetricStats
-from attention_jax.reports.sweep_rows import RowReport
-from attention_jax.reports.writers import format_figure, markdown_table, write_csv, write_text
+from attention_jax.reports import comparison, comparison_plot, sweep_rows
+from attention_jax.reports.comparison import (
+    Metric,
+    MetricStats,
+    _write_csv,
+    _write_text,
+    format_figure,
+    markdown_table,
+    run_directory,
+)
+from attention_jax.reports.sweep_rows import RowReport, SeedRun
 
 __all__ = ["format_figure"]  # Re-exported: every report's cells.
 
 CSV_FIELDS = ("row", "metric", "reference", "status", "seeds", "mean", "se", "change_mean", "change_se",
               "change_unit", "paired_seeds", "verdict")
 PLOTTED_METRICS = ("dev_ppl", "dev_bleu")
-"""The metrics :func:`write_comparison` plots by default (those recorded; the first recorded otherwise)."""
+"""The metrics :func:`_write_comparison` plots by default (those recorded; the first recorded otherwise)."""
 
 
 def resolve_reference(record: Mapping, rows: Sequence[RowReport], requested: str | None = None) -> tuple[str, str]:
@@ -134,8 +148,8 @@ def markdown_report(record: Mapping, rows: Sequence[RowReport], compared: Mappin
         The report.
     """
     title = f"# {record.get('report_name', 'sweep')}: {record.get('config_file', '(no sweep.json)')}"
-    relative = [metric.label for metric in comparison.recorded_metrics(compared) if metric.relative]
-    difference = [metric.label for metric in comparison.recorded_metrics(compared) if not metric.relative]
+    relative = [metric.label for metric in comparison._recorded_metrics(compared) if metric.relative]
+    difference = [metric.label for metric in comparison._recorded_metrics(compared) if not metric.relative]
     notes = [
         title,
         f"Every row against **{reference}** ({reference_source}; `report --reference=ROW` picks another), paired "
@@ -154,12 +168,12 @@ def markdown_report(record: Mapping, rows: Sequence[RowReport], compared: Mappin
                            ([row.row, row.status, f"{len(row.finished)} of {len(row.runs)}",
                              _overrides_text(record, row)] for row in rows))
     sections = ["\n".join(lines)]
-    for metric in comparison.recorded_metrics(compared):
+    for metric in comparison._recorded_metrics(compared):
         cells = []
         for row in rows:
             stats = compared[row.row][metric.name]
             paired = "" if row.row == reference else str(stats.paired_seeds)
-            cells.append([row.row, comparison.seeds_cell(stats.seeds, len(stats.diverged)), value_cell(stats),
+            cells.append([row.row, comparison._seeds_cell(stats.seeds, len(stats.diverged)), value_cell(stats),
                           change_cell(stats), paired, stats.verdict])
         table = markdown_table(["row", "seeds", f"{metric.label} ± SE", f"change vs {reference} ± SE", "paired seeds",
                                 "verdict"], cells)
@@ -169,26 +183,11 @@ def markdown_report(record: Mapping, rows: Sequence[RowReport], compared: Mappin
     return "\n\n".join(notes + sections + [footer]) + "\n"
 
 
-def csv_records(rows: Sequence[RowReport], compared: Mapping[str, Mapping[str, MetricStats]],
+def _csv_records(rows: Sequence[RowReport], compared: Mapping[str, Mapping[str, MetricStats]],
                 reference: str) -> list[dict]:
-    """The comparison as flat records: one per row and recorded metric, keys :data:`CSV_FIELDS`.
-
-    Parameters
-    ----------
-    rows : Sequence[RowReport]
-        Rows in order.
-    compared : Mapping
-        :func:`attention_jax.reports.comparison.compare`'s result.
-    reference : str
-        The reference row.
-
-    Returns
-    -------
-    list[dict]
-        ``se`` and ``change_se`` are standard errors; a relative change is in percent (``change_unit`` ``%``).
-    """
+    """The comparison as flat records: one per row and recorded metric, keys :data:`CSV_FIELDS`."""
     records = []
-    for metric in comparison.recorded_metrics(compared):
+    for metric in comparison._recorded_metrics(compared):
         scale = 100.0 if metric.relative else 1.0
         for row in rows:
             stats = compared[row.row][metric.name]
@@ -215,41 +214,22 @@ def plotted_metrics(compared: Mapping[str, Mapping[str, MetricStats]]) -> list[M
     list[Metric]
         The metrics plotted.
     """
-    recorded = comparison.recorded_metrics(compared)
+    recorded = comparison._recorded_metrics(compared)
     chosen = [metric for metric in recorded if metric.name in PLOTTED_METRICS]
     return chosen or recorded[:1]
 
 
-def write_comparison(root: str, record: Mapping, rows: Sequence[RowReport], out_dir: str, *,
+def _write_comparison(root: str, record: Mapping, rows: Sequence[RowReport], out_dir: str, *,
                      reference: str | None = None) -> list[str]:
-    """Write the comparison report of a sweep.
-
-    Parameters
-    ----------
-    root : str
-        The sweep root (only read).
-    record : Mapping
-        Its record (``sweep.json``; may be empty).
-    rows : Sequence[RowReport]
-        Its rows (:func:`attention_jax.reports.sweep_rows.read_sweep_rows`).
-    out_dir : str
-        Where the files go (created if missing).
-    reference : str, optional
-        ``report --reference=ROW``; see :func:`resolve_reference`.
-
-    Returns
-    -------
-    list[str]
-        ``OUT/<name>.md``, ``.csv``, ``.png`` and, when runs logged metrics, ``OUT/<name>_curves.png``.
-    """
+    """Write the comparison report of a sweep."""
     reference_row, source = resolve_reference(record, rows, reference)
-    metrics = [*comparison.METRICS, *run_evaluations.evaluation_metrics(root, rows)]
+    metrics = [*comparison.METRICS, *evaluation_metrics(root, rows)]
     compared = comparison.compare(root, rows, reference_row, metrics)
     name = str(record.get("report_name", "report"))
     os.makedirs(out_dir, exist_ok=True)
     stem = os.path.join(out_dir, name)
-    write_text(stem + ".md", markdown_report(record, rows, compared, reference_row, source))
-    write_csv(stem + ".csv", CSV_FIELDS, csv_records(rows, compared, reference_row))
+    _write_text(stem + ".md", markdown_report(record, rows, compared, reference_row, source))
+    _write_csv(stem + ".csv", CSV_FIELDS, _csv_records(rows, compared, reference_row))
     comparison_plot.plot_paired_changes(rows, compared, reference_row, plotted_metrics(compared), stem + ".png",
                                         f"{name}: paired change against {reference_row} ({root})")
     paths = [stem + ".md", stem + ".csv", stem + ".png"]
@@ -257,3 +237,104 @@ def write_comparison(root: str, record: Mapping, rows: Sequence[RowReport], out_
                                             f"{name}: learning curves ({root})"):
         paths.append(stem + "_curves.png")
     return paths
+
+@dataclasses.dataclass(frozen=True)
+class _EvaluationMetric:
+    """One figure of an evaluation's key: its name in the file, its label, decimals, how changes compare."""
+
+    name: str
+    label: str
+    digits: int
+    relative: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class _RunEvaluation:
+    """A per-run evaluation's file and how to read it."""
+
+    name: str
+    file_name: str
+    metrics: tuple[_EvaluationMetric, ...]
+    keys: Callable[[dict], dict[str, dict[str, Any]]]
+
+
+RUN_EVALUATIONS: dict[str, _RunEvaluation] = {}
+
+
+def _register_run_evaluation(evaluation: _RunEvaluation) -> None:
+    """Add an evaluation to the registry the comparison report reads (a name registered twice is replaced)."""
+    RUN_EVALUATIONS[evaluation.name] = evaluation
+
+
+_register_run_evaluation(_RunEvaluation(
+    name="length_buckets", file_name=run_files.LENGTH_BUCKETS_FILE,
+    metrics=(_EvaluationMetric("perplexity", "PPL", 2, True), _EvaluationMetric("bleu", "BLEU", 1, False)),
+    keys=lambda record: dict(record.get("buckets") or {}),
+))
+
+
+HEADLINE_MEASURES: dict[str, Metric] = {}
+
+
+def register_headline_measure(metric: Metric) -> None:
+    """Add a measure to the transfer table beside dev BLEU and perplexity (a name registered twice is replaced).
+
+    Parameters
+    ----------
+    metric : Metric
+        Compared as every metric is; a run or row without it is left out (``None``).
+    """
+    HEADLINE_MEASURES[metric.name] = metric
+
+
+def _read_file(path: str) -> dict:
+    """The JSON object an evaluation wrote at ``path``; ``{}`` when absent or half-written."""
+    try:
+        with open(path, encoding="utf-8") as file:
+            value = json.load(file)
+    except (OSError, json.JSONDecodeError):  # Absent, or half-written by a running evaluation.
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _reader(evaluation: _RunEvaluation, key: str, metric: str) -> Callable[[str, SeedRun], float | None]:
+    def read(run_dir: str, run: SeedRun) -> float | None:
+        value = evaluation.keys(_read_file(os.path.join(run_dir, evaluation.file_name))).get(key, {}).get(metric)
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+            return None
+        return float(value)
+
+    return read
+
+
+def evaluation_metrics(root: str, rows: Sequence[RowReport], *, every_run: bool = False) -> list[Metric]:
+    """The metrics of every registered evaluation that some finished run of the sweep has, key by key.
+
+    Parameters
+    ----------
+    root : str
+        The sweep root.
+    rows : Sequence[RowReport]
+        Its rows.
+    every_run : bool
+        Look in every run of a row, not only the finished ones (:func:`attention_jax.reports.comparison.compare`'s
+        ``every_run``).
+
+    Returns
+    -------
+    list[Metric]
+        Named ``<evaluation>/<key>/<metric>`` and labelled ``<key> <label>``, in registry order, keys in the order the
+        first run holding them lists them.
+    """
+    found: list[Metric] = []
+    for evaluation in RUN_EVALUATIONS.values():
+        keys: list[str] = []
+        for row in rows:
+            for run in (row.runs if every_run else row.finished):
+                path = os.path.join(run_directory(root, row, run), evaluation.file_name)
+                keys += [key for key in evaluation.keys(_read_file(path)) if key not in keys]
+        for key in keys:
+            for metric in evaluation.metrics:
+                found.append(Metric(f"{evaluation.name}/{key}/{metric.name}", f"{key} {metric.label}", metric.digits,
+                                    metric.relative, _reader(evaluation, key, metric.name)))
+    return found

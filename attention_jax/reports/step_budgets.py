@@ -1,23 +1,9 @@
 """A sweep read at several step budgets: which of the paper's directions hold after S steps, for each S.
 
-The learning-rate schedule does not depend on ``num_train_steps``, so a run's dev perplexity at step S is
-what a run trained for exactly S steps would score on its final checkpoint. One sweep trained to the
-largest budget therefore answers the pilot's question for every smaller one: how many of Table 2's
-directions does a fixed budget of S steps reproduce, and what does it cost? For each budget the report
-gives, per row:
-
-- the dev perplexity per seed at step S and the change against the reference row (the report's:
-  ``get_reference()``, else the sweep's first row, ``base`` in Table 2) paired by seed, judged against the
-  paper's direction with :func:`attention_jax.reports.sweep_seeds.verdict` (the same rule as the table);
-- for the reference: the dev / training perplexity ratio at S (training perplexity is the unsmoothed loss on the
-  training batches, with dropout, averaged over the logged steps in the last ``eval_every_steps``), and
-  how much dev perplexity still fell over the last 1,000 steps (a reference still improving fast means the
-  budget is early in training);
-- minutes of one core per run to reach S: a finished run's ``wall_s`` (training and evaluations) scaled
-  by S over its last step; runs two at a time, each pinned to one core.
-
-Writes ``<out>/step_budgets.md`` and ``<out>/step_budgets.png`` (each row's mean paired change against
-step, the paper's direction marked)::
+The learning-rate schedule does not depend on ``num_train_steps``, so a run's dev perplexity at step S is what a
+run trained for exactly S steps would score: one sweep trained to the largest budget answers for every smaller one.
+Per budget and row: the paired change against the reference judged as the table does, the reference's dev / train
+perplexity ratio and recent improvement, and the CPU minutes to reach S. Writes ``step_budgets.md`` and ``.png``::
 
     python -m attention_jax.reports.step_budgets --root=runs/table2_pilot --budgets=3000,4500,6000 \
         --out=docs/table2_pilot
@@ -33,31 +19,16 @@ from collections.abc import Sequence
 
 from attention_jax.foundation import run_files
 from attention_jax.reports import comparison_plot
-from attention_jax.reports.comparison import paired_changes, run_directory
+from attention_jax.reports.comparison import _paired_changes, markdown_table, run_directory
 from attention_jax.reports.sweep_rows import read_metric_curve, read_sweep_rows
 from attention_jax.reports.sweep_seeds import sign, verdict
-from attention_jax.reports.writers import markdown_table
 
 IMPROVEMENT_WINDOW = 1000  # Steps over which "still improving" is measured.
 
 
 @dataclasses.dataclass(frozen=True)
-class RunCurve:
-    """One run's evaluations.
-
-    Attributes
-    ----------
-    row, seed : str, int
-        Where the run sits in the sweep.
-    dev_ppl : dict[int, float]
-        Dev perplexity by evaluated step.
-    train_ppl : dict[int, float]
-        Logged training perplexity by step.
-    seconds_per_step : float or None
-        Wall seconds per step, evaluation included.
-    paper_dev_ppl : float or None
-        The paper's dev perplexity of the row.
-    """
+class _RunCurve:
+    """One run's evaluations."""
 
     row: str
     seed: int
@@ -76,7 +47,7 @@ class RunCurve:
         return statistics.fmean(values) if values else None
 
 
-def read_sweep(root: str) -> dict[str, dict[int, RunCurve]]:
+def read_sweep(root: str) -> dict[str, dict[int, _RunCurve]]:
     """Every run under ``root/<row>/seed_<k>`` with metrics: row -> seed -> curve.
 
     Parameters
@@ -87,16 +58,16 @@ def read_sweep(root: str) -> dict[str, dict[int, RunCurve]]:
     Returns
     -------
     dict
-        Row -> seed -> :class:`RunCurve`, rows in the sweep's order; runs without ``metrics.jsonl`` left out.
+        Row -> seed -> :class:`_RunCurve`, rows in the sweep's order; runs without ``metrics.jsonl`` left out.
     """
-    runs: dict[str, dict[int, RunCurve]] = {}
+    runs: dict[str, dict[int, _RunCurve]] = {}
     for row in read_sweep_rows(root, all_rows=True)[1]:
         for run in row.runs:
             run_dir = run_directory(root, row, run)
             if run.seed is None or not os.path.exists(os.path.join(run_dir, run_files.METRICS_FILE)):
                 continue
             wall_s, step = run.results.get("wall_s"), run.results.get("step")
-            runs.setdefault(row.row, {})[run.seed] = RunCurve(
+            runs.setdefault(row.row, {})[run.seed] = _RunCurve(
                 row.row, run.seed, dict(zip(*read_metric_curve(run_dir, "eval/perplexity"))),
                 dict(zip(*read_metric_curve(run_dir, "train/perplexity"))),
                 float(wall_s) / int(step) if wall_s and step else None, row.paper.get("dev_ppl"))
@@ -104,7 +75,7 @@ def read_sweep(root: str) -> dict[str, dict[int, RunCurve]]:
 
 
 @dataclasses.dataclass(frozen=True)
-class RowAtBudget:
+class _RowAtBudget:
     """One row judged at one budget."""
 
     row: str
@@ -115,7 +86,7 @@ class RowAtBudget:
     basis: str
 
 
-def judge_budget(runs: dict[str, dict[int, RunCurve]], step: int, reference: str | None = None) -> list[RowAtBudget]:
+def judge_budget(runs: dict[str, dict[int, _RunCurve]], step: int, reference: str | None = None) -> list[_RowAtBudget]:
     """Judge every row at ``step`` against the reference row, paired by seed.
 
     Parameters
@@ -141,7 +112,7 @@ def judge_budget(runs: dict[str, dict[int, RunCurve]], step: int, reference: str
     for row, seeds in runs.items():
         at_step = {seed: dev for seed, curve in seeds.items() if (dev := curve._dev_at(step))}
         in_seed_order: dict[int | None, float] = dict(sorted(at_step.items()))
-        changes = tuple(paired_changes(in_seed_order, base_at, relative=True).values())
+        changes = tuple(_paired_changes(in_seed_order, base_at, relative=True).values())
         paper_row = next((curve.paper_dev_ppl for curve in seeds.values()), None)
         paper_change = (paper_row / paper_base - 1) if row != reference and paper_row and paper_base else None
         if row == reference:
@@ -151,7 +122,7 @@ def judge_budget(runs: dict[str, dict[int, RunCurve]], step: int, reference: str
         else:
             label, basis = verdict(list(changes), sign(paper_change), reference)
         if at_step:
-            judged.append(RowAtBudget(row, tuple(at_step[seed] for seed in sorted(at_step)), changes,
+            judged.append(_RowAtBudget(row, tuple(at_step[seed] for seed in sorted(at_step)), changes,
                                       paper_change, label, basis))
     return judged
 
@@ -162,7 +133,7 @@ def _format(value: float | None, digits: int, sign: bool = False) -> str:
     return f"{value:+.{digits}f}" if sign else f"{value:.{digits}f}"
 
 
-def budget_markdown(runs: dict[str, dict[int, RunCurve]], budgets: Sequence[int], window: int,
+def budget_markdown(runs: dict[str, dict[int, _RunCurve]], budgets: Sequence[int], window: int,
                     reference: str | None = None) -> str:
     """The report: one table per budget, then a summary line per budget.
 
@@ -229,7 +200,7 @@ def budget_markdown(runs: dict[str, dict[int, RunCurve]], budgets: Sequence[int]
     return "\n".join(lines[:4] + ["## Summary", ""] + table + [""] + lines[4:])
 
 
-def plot_changes(runs: dict[str, dict[int, RunCurve]], path: str, reference: str | None = None) -> None:
+def plot_changes(runs: dict[str, dict[int, _RunCurve]], path: str, reference: str | None = None) -> None:
     """Plot each row's mean paired change of dev perplexity against step, with the paper's change.
 
     Parameters
@@ -242,7 +213,7 @@ def plot_changes(runs: dict[str, dict[int, RunCurve]], path: str, reference: str
         The reference row (see :func:`judge_budget`).
     """
     reference = reference or next(iter(runs), "")
-    plt = comparison_plot.pyplot()
+    plt = comparison_plot._pyplot()
 
     steps = sorted({step for curve in runs.get(reference, {}).values() for step in curve.dev_ppl})
     rows = [row for row in runs if row != reference]

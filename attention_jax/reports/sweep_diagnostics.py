@@ -8,32 +8,23 @@ import os
 from typing import Sequence
 
 from attention_jax.reports import comparison_plot
-from attention_jax.reports.comparison import ACCURACY_COLLAPSE, DIVERGED_FACTOR, diverged, mean_and_se, run_directory
+from attention_jax.reports.comparison import (
+    ACCURACY_COLLAPSE,
+    DIVERGED_FACTOR,
+    _write_text,
+    diverged,
+    markdown_table,
+    mean_and_se,
+    run_directory,
+)
 from attention_jax.reports.sweep_rows import RowReport
-from attention_jax.reports.writers import markdown_table, write_text
 
 TRAIN_PPL_KEY = "train/perplexity"
 
 
 @dataclasses.dataclass(frozen=True)
-class RunDiagnostics:
-    """The diagnostic figures of one finished run.
-
-    Attributes
-    ----------
-    best_step : int
-        Step of the lowest dev perplexity.
-    best_dev_ppl : float
-        That perplexity.
-    train_ppl_at_best : float or None
-        Training perplexity at the last logged step at or before ``best_step`` (None without one).
-    stop_reason : str
-        ``results.json``'s ``stop_reason`` (``early_stopping``, ``num_train_steps``, ...; ``unknown``).
-    dev_steps, dev_ppls : tuple
-        The run's dev curve, for :meth:`dev_ppl_at`.
-    diverged : bool
-        Whether the run diverged (:func:`attention_jax.reports.comparison.diverged`).
-    """
+class _RunDiagnostics:
+    """The diagnostic figures of one finished run."""
 
     best_step: int
     best_dev_ppl: float
@@ -44,31 +35,20 @@ class RunDiagnostics:
     diverged: bool = False
 
     def dev_ppl_at(self, step: int) -> float | None:
-        """Dev perplexity at the last evaluation at or before ``step`` (None if none was).
-
-        Parameters
-        ----------
-        step : int
-            The step.
-
-        Returns
-        -------
-        float or None
-            The perplexity.
-        """
+        """Dev perplexity at the last evaluation at or before ``step`` (None if none was)."""
         earlier = [ppl for evaluated, ppl in zip(self.dev_steps, self.dev_ppls) if evaluated <= step]
         return earlier[-1] if earlier else None
 
 
-def _run_diagnostics(run_dir: str, results: dict, *, run_diverged: bool = False) -> RunDiagnostics | None:
-    """Read one finished run's curves into :class:`RunDiagnostics` (None without dev evaluations)."""
+def _run_diagnostics(run_dir: str, results: dict, *, run_diverged: bool = False) -> _RunDiagnostics | None:
+    """Read one finished run's curves into :class:`_RunDiagnostics` (None without dev evaluations)."""
     dev_steps, dev_ppls = comparison_plot.read_dev_curve(run_dir)
     if not dev_steps:
         return None
     best = min(range(len(dev_ppls)), key=dev_ppls.__getitem__)
     train_steps, train_ppls = comparison_plot.read_metric_curve(run_dir, TRAIN_PPL_KEY)
     at_or_before = [ppl for step, ppl in zip(train_steps, train_ppls) if step <= dev_steps[best]]
-    return RunDiagnostics(best_step=dev_steps[best], best_dev_ppl=dev_ppls[best],
+    return _RunDiagnostics(best_step=dev_steps[best], best_dev_ppl=dev_ppls[best],
                           train_ppl_at_best=at_or_before[-1] if at_or_before else None,
                           stop_reason=str(results.get("stop_reason", "unknown")),
                           dev_steps=tuple(dev_steps), dev_ppls=tuple(dev_ppls), diverged=run_diverged)
@@ -78,7 +58,7 @@ def _mean(values: Sequence[float | None]) -> float | None:
     return mean_and_se([value for value in values if value is not None])[0]  # A run may lack a figure.
 
 
-def reference_step(base_runs: Sequence[RunDiagnostics]) -> int | None:
+def reference_step(base_runs: Sequence[_RunDiagnostics]) -> int | None:
     """``S``: half of the reference's mean best step, rounded down to a step it evaluated (None without it).
 
     Parameters
@@ -102,13 +82,13 @@ def _format(value: float | None, digits: int) -> str:
     return "" if value is None else f"{value:,.{digits}f}"
 
 
-def _ended_by(runs: Sequence[RunDiagnostics]) -> str:
+def _ended_by(runs: Sequence[_RunDiagnostics]) -> str:
     counts = collections.Counter("diverged" if run.diverged else run.stop_reason for run in runs)
     return ", ".join(f"{reason} x{count}" for reason, count in sorted(counts.items()))
 
 
-def collect(root: str, rows: Sequence[RowReport]) -> dict[str, list[RunDiagnostics]]:
-    """Each row's finished runs that have dev curves, as :class:`RunDiagnostics`, in seed order.
+def collect(root: str, rows: Sequence[RowReport]) -> dict[str, list[_RunDiagnostics]]:
+    """Each row's finished runs that have dev curves, as :class:`_RunDiagnostics`, in seed order.
 
     Parameters
     ----------
@@ -122,7 +102,7 @@ def collect(root: str, rows: Sequence[RowReport]) -> dict[str, list[RunDiagnosti
     dict[str, list[RunDiagnostics]]
         Row name to its runs' diagnostics; a row with no finished run with curves maps to ``[]``.
     """
-    collected: dict[str, list[RunDiagnostics]] = {}
+    collected: dict[str, list[_RunDiagnostics]] = {}
     for row in rows:
         runs = [_run_diagnostics(run_directory(root, row, run), run.results,
                                 run_diverged=diverged(run)) for run in row.finished]
@@ -130,7 +110,7 @@ def collect(root: str, rows: Sequence[RowReport]) -> dict[str, list[RunDiagnosti
     return collected
 
 
-def _row_cells(row: str, all_runs: list[RunDiagnostics], step: int | None, reference_at_step: float | None,
+def _row_cells(row: str, all_runs: list[_RunDiagnostics], step: int | None, reference_at_step: float | None,
                reference: str) -> list[str]:
     runs = [run for run in all_runs if not run.diverged]
     at_step = _mean([run.dev_ppl_at(step) for run in runs]) if step is not None else None
@@ -188,30 +168,11 @@ def diagnostics_markdown(root: str, name: str, rows: Sequence[RowReport], refere
     return "\n".join(lines) + "\n"
 
 
-def write_diagnostics(root: str, name: str, rows: Sequence[RowReport], *, out_dir: str | None = None,
+def _write_diagnostics(root: str, name: str, rows: Sequence[RowReport], *, out_dir: str | None = None,
                       reference: str) -> str | None:
-    """Write ``ROOT/<name>_diagnostics.md`` (:func:`diagnostics_markdown`).
-
-    Parameters
-    ----------
-    root : str
-        Sweep root.
-    name : str
-        The report's name.
-    rows : Sequence[RowReport]
-        The sweep's rows.
-    out_dir : str, optional
-        The directory written instead of ``root``.
-    reference : str
-        The reference row.
-
-    Returns
-    -------
-    str or None
-        The path written, or None (nothing written) when no run has dev curves.
-    """
+    """Write ``ROOT/<name>_diagnostics.md`` (:func:`diagnostics_markdown`)."""
     text = diagnostics_markdown(root, name, rows, reference)
     if text is None:
         return None
-    return write_text(os.path.join(out_dir or root, f"{name}_diagnostics.md"), text)
+    return _write_text(os.path.join(out_dir or root, f"{name}_diagnostics.md"), text)
 

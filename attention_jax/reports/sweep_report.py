@@ -2,22 +2,27 @@
 
 from __future__ import annotations
 
+import math
 import os
 import statistics
-from typing import Any, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-from attention_jax.reports import (
-    comparison,
-    comparison_plot,
-    comparison_report,
-    paper_plot,
-    sweep_diagnostics,
-    sweep_seeds,
+from attention_jax.reports import comparison, comparison_plot, comparison_report, sweep_diagnostics, sweep_seeds
+from attention_jax.reports.comparison import (
+    ACCURACY_COLLAPSE,
+    DIVERGED_FACTOR,
+    SPREAD_FACTOR,
+    MetricStats,
+    _write_csv,
+    _write_text,
+    fit_title,
+    format_figure,
+    markdown_table,
+    mean_and_se,
 )
-from attention_jax.reports.comparison import ACCURACY_COLLAPSE, DIVERGED_FACTOR, SPREAD_FACTOR, mean_and_se
-from attention_jax.reports.sweep_rows import RowReport, read_sweep_rows
-from attention_jax.reports.sweep_seeds import RowStats, aggregate
-from attention_jax.reports.writers import format_figure, markdown_table, write_csv, write_text
+from attention_jax.reports.sweep_rows import RowReport, plot_panels, read_sweep_rows
+from attention_jax.reports.sweep_seeds import _RowStats, aggregate
 
 # (column header as in the paper, config field), Table 2's order.
 HPARAM_COLUMNS = (("N", "num_layers"), ("d_model", "d_model"), ("d_ff", "d_ff"), ("h", "num_heads"),
@@ -125,24 +130,11 @@ def _steps_cell(row: RowReport) -> str:
     return str(steps[0]) if len(steps) == 1 else f"{steps[0]}–{steps[-1]}"
 
 
-def seeds_cell(row: RowReport, stats: RowStats) -> str:
-    """The seeds column: finished seeds, and how many are pending (``"2 (+1 pending)"``).
-
-    Parameters
-    ----------
-    row : RowReport
-        The row.
-    stats : RowStats
-        Its statistics.
-
-    Returns
-    -------
-    str
-        The finished count, with the pending ones of a sweep with seeds.
-    """
+def _seeds_cell(row: RowReport, stats: _RowStats) -> str:
+    """The seeds column: finished seeds, and how many are pending (``"2 (+1 pending)"``)."""
     pending = f" (+{stats.pending} pending)" if stats.pending and row.seeded else ""
     diverged = sum(run.status == "done" for run in row.runs if run.seed in stats.diverged_seeds)
-    return f"{comparison.seeds_cell(stats.seeds, diverged)}{pending}"
+    return f"{comparison._seeds_cell(stats.seeds, diverged)}{pending}"
 
 
 def _status_cell(row: RowReport) -> str:
@@ -152,14 +144,14 @@ def _status_cell(row: RowReport) -> str:
     return f"{row.status} (" + ", ".join(f"{run.name} {run.status}" for run in row.pending) + ")"
 
 
-def _verdict_cell(stats: RowStats) -> str:
+def _verdict_cell(stats: _RowStats) -> str:
     """The verdict column: the verdict, marked when it rests on one seed's sign or a seed diverged."""
     if stats.verdict == "unstable":
-        return f"unstable ({sweep_seeds.diverged_label(stats.diverged_seeds)} diverged)"
+        return f"unstable ({sweep_seeds._diverged_label(stats.diverged_seeds)} diverged)"
     return stats.verdict + (" (sign only)" if stats.verdict_basis.startswith("sign only") else "")
 
 
-def _verdict_notes(rows: Sequence[RowReport], stats: dict[str, RowStats], reference: str) -> list[str]:
+def _verdict_notes(rows: Sequence[RowReport], stats: dict[str, _RowStats], reference: str) -> list[str]:
     """The report's notes on seeds and verdicts: the rule, and how many rows got each verdict."""
     seeded = any(row.seeded for row in rows)
     counts: dict[str, int] = {}
@@ -202,10 +194,10 @@ def _markdown_table_report(record: dict, rows: Sequence[RowReport], reference: s
         group_cell = f"({row.group})" if starts_group else ""
         previous_group = row.group
         row_stats = stats[row.row]
-        wall, _ = mean_and_se([run.results["wall_s"] for run in comparison.counted_runs(row)
+        wall, _ = mean_and_se([run.results["wall_s"] for run in comparison._counted_runs(row)
                                if run.results.get("wall_s") is not None])
         cells = [group_cell, row.row, *_hparam_cells(row, shown), other_changes(row, record),
-                 seeds_cell(row, row_stats), _steps_cell(row), _params_millions(row),
+                 _seeds_cell(row, row_stats), _steps_cell(row), _params_millions(row),
                  format_figure(row_stats.dev_ppl_mean, row_stats.dev_ppl_se, 2),
                  format_figure(row.paper.get("dev_ppl"), None, 2),
                  format_figure(row_stats.change_mean, row_stats.change_se, 1, percent=True, sign=True),
@@ -259,23 +251,8 @@ def _percent(fraction: float | None) -> float | None:
     return None if fraction is None else 100 * fraction
 
 
-def csv_records(record: dict, rows: Sequence[RowReport], reference: str) -> list[dict]:
-    """The report as flat records (every hyperparameter in full), one per row.
-
-    Parameters
-    ----------
-    record : dict
-        The sweep record (may be empty).
-    rows : Sequence[RowReport]
-        Rows in order.
-    reference : str
-        The reference row.
-
-    Returns
-    -------
-    list[dict]
-        Keys :data:`CSV_FIELDS`; ``None`` where a value is unknown.
-    """
+def _csv_records(record: dict, rows: Sequence[RowReport], reference: str) -> list[dict]:
+    """The report as flat records (every hyperparameter in full), one per row."""
     stats = aggregate(rows, reference)
     records = []
     for row in rows:
@@ -293,7 +270,7 @@ def csv_records(record: dict, rows: Sequence[RowReport], reference: str) -> list
                 "verdict": row_stats.verdict, "verdict_basis": row_stats.verdict_basis}
         flat.update({field: row.config.get(field) for _, field in HPARAM_COLUMNS})
         flat["other_changes"] = other_changes(row, record)
-        flat.update({key: _shared_or_mean([run.results.get(key) for run in comparison.counted_runs(row)])
+        flat.update({key: _shared_or_mean([run.results.get(key) for run in comparison._counted_runs(row)])
                      for key in RESULT_FIELDS})
         flat.update(paper_params_millions=row.paper.get("params_millions"),
                     paper_dev_ppl=row.paper.get("dev_ppl"), paper_dev_bleu=row.paper.get("dev_bleu"))
@@ -331,13 +308,99 @@ def write_report(root: str, *, all_rows: bool = False, out_dir: str | None = Non
     out_dir = out_dir or root
     os.makedirs(out_dir, exist_ok=True)
     stem = os.path.join(out_dir, name)
-    write_text(stem + ".md", _markdown_table_report(record, rows, reference_row))
-    write_csv(stem + ".csv", CSV_FIELDS, csv_records(record, rows, reference_row))
-    paper_plot.plot_report(rows, reference_row, stem + ".png",
+    _write_text(stem + ".md", _markdown_table_report(record, rows, reference_row))
+    _write_csv(stem + ".csv", CSV_FIELDS, _csv_records(record, rows, reference_row))
+    _plot_report(rows, reference_row, stem + ".png",
                             f"{name}: paired changes against {reference_row}, ours vs the paper ({root})")
     paths = [stem + ".md", stem + ".csv", stem + ".png"]
     if comparison_plot.plot_learning_curves(root, rows, reference_row, stem + "_curves.png",
                                             f"{name}: dev perplexity ({root})"):
         paths.append(stem + "_curves.png")
-    diagnostics = sweep_diagnostics.write_diagnostics(root, name, rows, out_dir=out_dir, reference=reference_row)
+    diagnostics = sweep_diagnostics._write_diagnostics(root, name, rows, out_dir=out_dir, reference=reference_row)
     return paths + ([diagnostics] if diagnostics else [])
+
+OURS_COLOR, PAPER_COLOR = "tab:blue", "tab:orange"
+_OFFSET = 0.15  # Ours left of the row's tick, the paper's right of it.
+PLOTTED = {"dev_ppl": "Δ dev PPL vs {reference} (%)", "dev_bleu": "Δ dev BLEU vs {reference} (points)"}
+"""The metrics drawn (:data:`attention_jax.reports.comparison.METRICS`, also the paper's figures' keys)."""
+
+
+def _draw_changes(axis: Any, members: Sequence[RowReport], reference: RowReport,
+                  ours: Mapping[str, MetricStats], metric: comparison.Metric, label: str) -> None:
+    scale = 100.0 if metric.relative else 1.0
+    positions = list(range(len(members)))
+    means = [ours[row.row].change_mean for row in members]
+    errors = [ours[row.row].change_se for row in members]
+    axis.errorbar([x - _OFFSET for x in positions], [math.nan if mean is None else scale * mean for mean in means],
+                  yerr=[0.0 if se is None else scale * se for se in errors], fmt="o", color=OURS_COLOR,
+                  capsize=3, label="ours (mean ± SE, paired seeds)")
+    paper = [sweep_seeds.paper_change(row, reference, metric.name, metric.relative) for row in members]
+    if any(value is not None for value in paper):
+        axis.plot([x + _OFFSET for x in positions], [math.nan if value is None else scale * value for value in paper],
+                  "s", color=PAPER_COLOR, linestyle="none", label="paper")
+    axis.axhline(0.0, color="black", linewidth=0.8)
+    axis.set_ylabel(label)
+
+    def tick(row: RowReport) -> str:
+        if row.status == "partial":
+            return f"{row.row}\n({len(row.finished)}/{len(row.runs)} seeds)"
+        return row.row if row.status == "done" else f"{row.row}\n({row.status})"
+
+    axis.set_xticks(positions, [tick(row) for row in members], fontsize=8)
+    axis.set_xlim(-0.6, len(members) - 0.4)
+    if all(mean is None for mean in means) and all(value is None for value in paper):
+        axis.text(0.5, 0.5, "no paired figures", transform=axis.transAxes, ha="center", color="gray")
+
+
+def draw_report(rows: Sequence[RowReport], reference: str) -> Any:
+    """The figure of :func:`_plot_report`, not yet titled or saved.
+
+    Parameters
+    ----------
+    rows : Sequence[RowReport]
+        Rows in order (the reference among them; without it the panels say there is nothing to pair).
+    reference : str
+        The reference row (``base`` in Table 2).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        One column per Table 2 group (:func:`~attention_jax.reports.sweep_rows.plot_panels`), a row of dev-perplexity
+        changes and, when any row has a BLEU (ours or the paper's), a row of BLEU changes; 3.6 x 3.2 inches a panel.
+    """
+    plt = comparison_plot._pyplot()
+
+    panels = plot_panels(rows, reference)
+    reference_row = next((row for row in rows if row.row == reference), None)
+    ours = comparison.compare("", rows, reference, [metric for metric in comparison.METRICS
+                                                    if metric.name in PLOTTED]) if reference_row else {}
+    metrics = [metric for metric in comparison.METRICS if metric.name == "dev_ppl"]
+    if any(comparison.reported_bleu(run.results) is not None for row in rows for run in row.finished) or any(
+            row.paper.get("dev_bleu") is not None for row in rows):
+        metrics += [metric for metric in comparison.METRICS if metric.name == "dev_bleu"]
+    columns = max(len(panels), 1)
+    figure, axes = plt.subplots(len(metrics), columns, squeeze=False, figsize=(3.6 * columns, 3.2 * len(metrics)),
+                                layout="constrained")
+    for column, (name, members) in enumerate(panels):
+        changed = [row for row in members if row.row != reference]
+        for line, metric in enumerate(metrics):
+            axis = axes[line][column]
+            axis.set_title(f"({name})" if len(name) == 1 else name)
+            if reference_row is None or not changed:
+                message = f"no {reference} row to pair with" if reference_row is None else f"{reference} only"
+                axis.text(0.5, 0.5, message, transform=axis.transAxes, ha="center", color="gray")
+                continue
+            _draw_changes(axis, changed, reference_row, {row: stats[metric.name] for row, stats in ours.items()},
+                          metric, PLOTTED[metric.name].format(reference=reference))
+            if column == 0 and line == 0:
+                axis.legend(fontsize=7, loc="best")
+    return figure
+
+
+def _plot_report(rows: Sequence[RowReport], reference: str, path: str, title: str) -> None:
+    """Plot each row's paired change of dev perplexity and BLEU against the reference beside the paper's."""
+    plt = comparison_plot._pyplot()
+    figure = draw_report(rows, reference)
+    fit_title(figure, title)
+    figure.savefig(path, dpi=110)
+    plt.close(figure)

@@ -331,19 +331,8 @@ def corpus_roots(root: str) -> dict[str, str]:
     return {name: os.path.join(root, name) for name in names}
 
 
-def is_row_directory(path: str) -> bool:
-    """Whether ``path`` is a row of a sweep root: it holds ``config.json`` or ``seed_<k>/config.json``.
-
-    Parameters
-    ----------
-    path : str
-        A directory.
-
-    Returns
-    -------
-    bool
-        The answer.
-    """
+def _is_row_directory(path: str) -> bool:
+    """Whether ``path`` is a row of a sweep root: it holds ``config.json`` or ``seed_<k>/config.json``."""
     return os.path.isfile(os.path.join(path, run_files.CONFIG_FILE)) or any(
         os.path.isfile(os.path.join(path, f"seed_{seed}", run_files.CONFIG_FILE)) for seed in _seeds_on_disk(path))
 
@@ -372,7 +361,7 @@ def read_sweep_rows(root: str, *, all_rows: bool = False) -> tuple[dict, list[Ro
     if record:
         names = record["all_rows"] if all_rows else record["rows"]
     else:
-        names = sorted(name for name in os.listdir(root) if is_row_directory(os.path.join(root, name)))
+        names = sorted(name for name in os.listdir(root) if _is_row_directory(os.path.join(root, name)))
         if not names and corpus_roots(root):
             raise FileNotFoundError(f"{root} is a sweep over corpora: read each corpus's root, "
                                     f"{', '.join(corpus_roots(root).values())}.")

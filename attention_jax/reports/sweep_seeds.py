@@ -19,7 +19,7 @@ from attention_jax.reports.comparison import SPREAD_FACTOR, beyond_spread
 if TYPE_CHECKING:  # Only for annotations.
     from attention_jax.reports.sweep_rows import RowReport
 
-__all__ = ["SPREAD_FACTOR", "RowStats", "aggregate", "diverged_label", "paper_change", "sign",
+__all__ = ["SPREAD_FACTOR", "aggregate", "paper_change", "sign",
            "verdict"]
 PAPER_METRICS = tuple(metric for metric in comparison.METRICS if metric.name in ("dev_ppl", "dev_bleu"))
 
@@ -41,38 +41,8 @@ def sign(value: float) -> int:
 
 
 @dataclasses.dataclass(frozen=True)
-class RowStats:
-    """A row's figures over its finished seeds, and its verdict against the paper.
-
-    Attributes
-    ----------
-    row : str
-        Row name.
-    seeds : int
-        Finished runs (seeds) of the row that did not diverge: those its means are over.
-    pending : int
-        Runs not finished (failed, running, queued or never started).
-    dev_ppl : tuple[float, ...]
-        :func:`reported_ppl` of each finished seed that has one, in seed order.
-    dev_ppl_mean, dev_ppl_std, dev_ppl_se : float or None
-        Their mean, sample standard deviation (ddof=1) and standard error ``std / sqrt(n)`` (None with fewer than two).
-    dev_bleu_mean, dev_bleu_std, dev_bleu_se : float or None
-        The same for :func:`reported_bleu`.
-    changes : tuple[float, ...]
-        Relative change of dev perplexity against the reference, paired by seed: ``ppl(row, k) / ppl(ref, k) - 1`` for
-        every seed k finished in both (a fraction; empty for the reference itself).
-    change_mean, change_std, change_se : float or None
-        Mean, sample standard deviation (ddof=1) and standard error ``std / sqrt(n)`` of ``changes``.
-    paper_change : float or None
-        The paper's relative change of dev perplexity against the reference (None without its figures).
-    verdict : str
-        ``reproduced``, ``opposite``, ``within noise``, ``differs``, ``undecided``, ``unstable``, ``pending`` or ``""``
-        (the reference, or no paper figures); see the module docstring.
-    verdict_basis : str
-        How the verdict was reached, e.g. ``"|mean| > 2 x SE, 3 paired seeds"`` or ``"sign only, 1 seed"``.
-    diverged_seeds : tuple
-        Seeds of the finished runs that :func:`diverged`, in seed order.
-    """
+class _RowStats:
+    """A row's figures over its finished seeds, and its verdict against the paper."""
 
     row: str
     seeds: int
@@ -129,19 +99,8 @@ def verdict(changes: Sequence[float], paper_direction: int, reference: str = "ba
     return ("reproduced" if sign(mean) == paper_direction else "opposite"), basis
 
 
-def diverged_label(diverged_seeds: Sequence[int | None]) -> str:
-    """``"seed 1"``, ``"seeds 0, 2"``, or ``"the run"`` for a run without a seed directory.
-
-    Parameters
-    ----------
-    diverged_seeds : Sequence[int or None]
-        Seeds that diverged.
-
-    Returns
-    -------
-    str
-        Who diverged, as the verdict cell and the verdict basis name them.
-    """
+def _diverged_label(diverged_seeds: Sequence[int | None]) -> str:
+    """``"seed 1"``, ``"seeds 0, 2"``, or ``"the run"`` for a run without a seed directory."""
     seeds = [str(seed) for seed in diverged_seeds if seed is not None]
     return f"seed{'s' if len(seeds) > 1 else ''} {', '.join(seeds)}" if seeds else "the run"
 
@@ -150,7 +109,7 @@ def _unstable_verdict(diverged_seeds: Sequence[int | None], healthy_changes: Seq
                      paper_direction: int, reference: str = "base") -> tuple[str, str]:
     """The verdict of a row with diverged seeds: ``unstable``, with the other seeds' verdict as basis."""
     others = verdict(healthy_changes, paper_direction, reference)
-    return "unstable", (f"{diverged_label(diverged_seeds)} diverged (a non-finite loss, or last dev PPL > "
+    return "unstable", (f"{_diverged_label(diverged_seeds)} diverged (a non-finite loss, or last dev PPL > "
                         f"{comparison.DIVERGED_FACTOR:g}x its best); the other seeds: {others[0]} ({others[1]})")
 
 
@@ -182,7 +141,7 @@ def paper_change(row: RowReport, reference: RowReport | None, key: str = "dev_pp
     return value / reference_value - 1 if relative else value - reference_value
 
 
-def aggregate(rows: Sequence[RowReport], reference: str | None = None) -> dict[str, RowStats]:
+def aggregate(rows: Sequence[RowReport], reference: str | None = None) -> dict[str, _RowStats]:
     """Aggregate every row's finished seeds and judge it against the reference row and the paper.
 
     Parameters
@@ -220,8 +179,8 @@ def aggregate(rows: Sequence[RowReport], reference: str | None = None) -> dict[s
         else:
             judged = verdict(list(changes.values()), sign(paper_figure_change), reference_row.row)
         paired = reference_row is not None and row is not reference_row
-        stats[row.row] = RowStats(
-            row=row.row, seeds=len(comparison.counted_runs(row)), pending=len(row.pending),
+        stats[row.row] = _RowStats(
+            row=row.row, seeds=len(comparison._counted_runs(row)), pending=len(row.pending),
             dev_ppl=tuple(ppl.values.values()),
             dev_ppl_mean=ppl.mean, dev_ppl_std=ppl.std, dev_bleu_mean=bleu.mean, dev_bleu_std=bleu.std,
             changes=tuple(changes.values()), change_mean=ppl.change_mean if paired else None,

@@ -11,11 +11,18 @@ import os
 import statistics
 from collections.abc import Sequence
 
-from attention_jax.reports.comparison import directional_reading, diverged, mean_and_se, run_directory
+from attention_jax.reports.comparison import (
+    _directional_reading,
+    _write_text,
+    diverged,
+    format_figure,
+    markdown_table,
+    mean_and_se,
+    run_directory,
+)
 from attention_jax.reports.comparison_plot import read_dev_curve
 from attention_jax.reports.comparison_report import resolve_reference
 from attention_jax.reports.sweep_rows import ReportContext, RowReport, read_sweep_rows
-from attention_jax.reports.writers import format_figure, markdown_table, write_text
 
 REPORT_STEM = "normalization_training"  # Not the sweep's own report name (configs/sweeps/normalization.py).
 TARGET_FACTOR = 1.25
@@ -25,26 +32,8 @@ INIT_PREFIX, LOGGED_PREFIX = "train/init/grad_norm/", "train/grad_norm/"
 
 
 @dataclasses.dataclass(frozen=True)
-class NormalizationRow:
-    """One row's figures.
-
-    Attributes
-    ----------
-    row : str
-        Row name.
-    steps : dict[int | None, int | None]
-        Per healthy seed, the first evaluated step at or under the target (None: not reached).
-    diverged_seeds : tuple[int | None, ...]
-        Seeds left out as diverged.
-    step_changes : dict[int | None, float]
-        Per seed reached in both rows, its step minus the reference's.
-    reading, basis : str
-        The verdict on ``step_changes`` and its basis (:func:`attention_jax.reports.comparison.directional_reading`).
-    init_norms, early_norms : dict[str, float]
-        Module -> mean gradient norm over the seeds, at step 1 and at the first later logged step.
-    early_step : int | None
-        That step (the first seed's).
-    """
+class _NormalizationRow:
+    """One row's figures."""
 
     row: str
     steps: dict[int | None, int | None]
@@ -137,7 +126,7 @@ def target_perplexity(root: str, rows: Sequence[RowReport], reference: str) -> f
 
 
 def compare_rows(root: str, rows: Sequence[RowReport], target: float | None,
-                 reference: str) -> list[NormalizationRow]:
+                 reference: str) -> list[_NormalizationRow]:
     """Every row's figures (module docstring), paired by seed against the reference row.
 
     Parameters
@@ -168,23 +157,23 @@ def compare_rows(root: str, rows: Sequence[RowReport], target: float | None,
         changes = {seed: float(step - base_reached[seed]) for seed, step in steps.items()
                    if row.row != reference and step is not None and seed in base_reached}
         reading, basis = (("reference", "the reference row") if row.row == reference
-                          else directional_reading(list(changes.values()), "slower", "faster"))
+                          else _directional_reading(list(changes.values()), "slower", "faster"))
         norms = [_gradient_norms(path) for path in directories[row.row]]
-        compared.append(NormalizationRow(
+        compared.append(_NormalizationRow(
             row.row, steps, tuple(run.seed for run in row.finished if diverged(run)), changes, reading, basis,
             _mean_norms([init for init, _, _ in norms]), _mean_norms([early for _, early, _ in norms]),
             next((step for _, _, step in norms if step is not None), None)))
     return compared
 
 
-def _norm_table(compared: Sequence[NormalizationRow], early: bool) -> list[str]:
+def _norm_table(compared: Sequence[_NormalizationRow], early: bool) -> list[str]:
     modules = list(dict.fromkeys(m for row in compared for m in (row.early_norms if early else row.init_norms)))
     return markdown_table(["row", *modules], ([row.row, *(f"{norms[m]:.3g}" if m in norms else "" for m in modules)]
                                               for row in compared
                                               for norms in [row.early_norms if early else row.init_norms]))
 
 
-def markdown_report(root: str, compared: Sequence[NormalizationRow], target: float | None,
+def markdown_report(root: str, compared: Sequence[_NormalizationRow], target: float | None,
                     reference: str) -> str:
     """The report's Markdown (module docstring).
 
@@ -238,7 +227,7 @@ def _write_normalization_report(root: str, rows: Sequence[RowReport] | None = No
         reference = resolve_reference(record, rows, reference)[0]
     reference_row = reference
     target = target_perplexity(root, rows, reference_row)
-    return [write_text(os.path.join(out_dir or root, REPORT_STEM + ".md"),
+    return [_write_text(os.path.join(out_dir or root, REPORT_STEM + ".md"),
                        markdown_report(root, compare_rows(root, rows, target, reference_row), target, reference_row))]
 
 

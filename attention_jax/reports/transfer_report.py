@@ -11,10 +11,9 @@ from typing import Mapping, Sequence
 from attention_jax.experiment import corpora
 from attention_jax.foundation import run_files
 from attention_jax.foundation.user_errors import UserInputError
-from attention_jax.reports import comparison, comparison_plot, comparison_report, run_evaluations, sweep_rows
-from attention_jax.reports.comparison import Metric, MetricStats
+from attention_jax.reports import comparison, comparison_plot, comparison_report, sweep_rows
+from attention_jax.reports.comparison import Metric, MetricStats, fit_title, markdown_table, write_report_files
 from attention_jax.reports.sweep_rows import RowReport
-from attention_jax.reports.writers import fit_title, markdown_table, write_report_files
 
 CORPUS_KEY = "corpus"  # The field of a run's config.json naming its corpus.
 PRE_CORPORA_CORPUS = corpora.MESSAGES_EN_DE.name
@@ -34,26 +33,8 @@ RULE = ("Change: mean over the n paired seeds of row − reference at the same s
 
 
 @dataclasses.dataclass(frozen=True)
-class Corpus:
-    """One corpus of the sweep: its directory below the root, read as a sweep root of its own.
-
-    Attributes
-    ----------
-    name : str
-        Its runs' ``config.json`` ``corpus`` field, else the directory's name.
-    directory : str
-        ``ROOT/<corpus>``.
-    record : dict
-        Its ``sweep.json`` (``{}`` without one).
-    rows : list[RowReport]
-        Its rows.
-    reference : str
-        Its reference row.
-    requested : str or None
-        The reference asked for (``--reference``, else the root's ``sweep.json`` where the corpus has none).
-    flat : bool
-        Its runs lie in the root itself (``directory`` is ``ROOT``) beside the other corpora's directories.
-    """
+class _Corpus:
+    """One corpus of the sweep: its directory below the root, read as a sweep root of its own."""
 
     name: str
     directory: str
@@ -65,20 +46,8 @@ class Corpus:
 
 
 @dataclasses.dataclass(frozen=True)
-class Transfer:
-    """One row's change on every corpus for one metric, and the verdict.
-
-    Attributes
-    ----------
-    row : str
-        The row.
-    metric : Metric
-        The metric.
-    stats : tuple[MetricStats or None, ...]
-        Per corpus, in corpus order: the comparison's figures (None where the corpus lacks the row).
-    verdict : str
-        :func:`transfer_verdict`'s.
-    """
+class _Transfer:
+    """One row's change on every corpus for one metric, and the verdict."""
 
     row: str
     metric: Metric
@@ -87,10 +56,10 @@ class Transfer:
 
 
 def _is_corpus_directory(path: str) -> bool:
-    if not os.path.isdir(path) or sweep_rows.is_row_directory(path):
+    if not os.path.isdir(path) or sweep_rows._is_row_directory(path):
         return False
     return os.path.isfile(os.path.join(path, run_files.SWEEP_FILE)) or any(
-        sweep_rows.is_row_directory(os.path.join(path, name)) for name in os.listdir(path)
+        sweep_rows._is_row_directory(os.path.join(path, name)) for name in os.listdir(path)
         if not sweep_rows.SEED_DIR_PATTERN.match(name))
 
 
@@ -123,7 +92,7 @@ def _corpus_name(directory: str, rows: Sequence[RowReport], flat: bool) -> str:
     return ", ".join(datasets) or os.path.basename(os.path.normpath(directory))
 
 
-def read_corpora(root: str, *, all_rows: bool = False, reference: str | None = None) -> list[Corpus]:
+def read_corpora(root: str, *, all_rows: bool = False, reference: str | None = None) -> list[_Corpus]:
     """The corpora of a sweep over corpora, read and checked; ``[]`` for any other root.
 
     Parameters
@@ -148,21 +117,21 @@ def read_corpora(root: str, *, all_rows: bool = False, reference: str | None = N
         A damaged file, a reference that is not a row of some corpus, a directory holding runs of two corpora, or two
         directories of one corpus.
     """
-    if not os.path.isdir(root) or sweep_rows.is_row_directory(root):
+    if not os.path.isdir(root) or sweep_rows._is_row_directory(root):
         return []
     names = sorted(os.listdir(root))
     directories = [os.path.join(root, name) for name in names if _is_corpus_directory(os.path.join(root, name))]
     if not directories:
         return []
-    flat = any(sweep_rows.is_row_directory(os.path.join(root, name)) for name in names)
+    flat = any(sweep_rows._is_row_directory(os.path.join(root, name)) for name in names)
     root_record = sweep_rows.read_sweep_rows(root)[0] if os.path.isfile(os.path.join(root, run_files.SWEEP_FILE)) \
         else {}
-    corpora_found: list[Corpus] = []
+    corpora_found: list[_Corpus] = []
     for directory in [root] * flat + directories:
         record, rows = sweep_rows.read_sweep_rows(directory, all_rows=all_rows)
         requested = reference or (None if record or flat else root_record.get("reference"))
         reference_row, _ = comparison_report.resolve_reference(record, rows, requested)
-        corpora_found.append(Corpus(_corpus_name(directory, rows, directory == root), directory, record, rows,
+        corpora_found.append(_Corpus(_corpus_name(directory, rows, directory == root), directory, record, rows,
                                     reference_row, requested, directory == root))
     seen = [corpus.name for corpus in corpora_found]
     twice = sorted({name for name in seen if seen.count(name) > 1})
@@ -201,20 +170,20 @@ def transfer_verdict(per_corpus: Sequence[MetricStats | None]) -> str:
     return ONE_CORPUS if len(signs) == 1 else SOME_CORPORA
 
 
-def _headline_metrics(corpora: Sequence[Corpus]) -> list[Metric]:
+def _headline_metrics(corpora: Sequence[_Corpus]) -> list[Metric]:
     """:data:`HEADLINE_METRICS`, the registered headline measures, and the per-run evaluations' metrics."""
     metrics = [metric for metric in comparison.METRICS if metric.name in HEADLINE_METRICS]
-    metrics += list(run_evaluations.HEADLINE_MEASURES.values())
+    metrics += list(comparison_report.HEADLINE_MEASURES.values())
     for corpus in corpora:  # Those the sweep file's get_report() declares.
         metrics += [metric for metric in sweep_rows.declared_report(corpus.record).get("headline_measures", ())
                     if metric.name not in {known.name for known in metrics}]
     for corpus in corpora:
-        metrics += [metric for metric in run_evaluations.evaluation_metrics(corpus.directory, corpus.rows)
+        metrics += [metric for metric in comparison_report.evaluation_metrics(corpus.directory, corpus.rows)
                     if metric.name not in {known.name for known in metrics}]
     return metrics
 
 
-def compare_corpora(corpora: Sequence[Corpus], metrics: Sequence[Metric] | None = None) -> list[Transfer]:
+def compare_corpora(corpora: Sequence[_Corpus], metrics: Sequence[Metric] | None = None) -> list[_Transfer]:
     """Every row other than the reference, metric by metric, on every corpus.
 
     Parameters
@@ -231,13 +200,13 @@ def compare_corpora(corpora: Sequence[Corpus], metrics: Sequence[Metric] | None 
     """
     metrics = _headline_metrics(corpora) if metrics is None else metrics
     compared = [comparison.compare(corpus.directory, corpus.rows, corpus.reference, metrics) for corpus in corpora]
-    recorded = {metric.name for figures in compared for metric in comparison.recorded_metrics(figures)}
+    recorded = {metric.name for figures in compared for metric in comparison._recorded_metrics(figures)}
     rows = dict.fromkeys(row.row for corpus in corpora for row in corpus.rows if row.row != corpus.reference)
     transfers = []
     for row, metric in itertools.product(rows, [metric for metric in metrics if metric.name in recorded]):
         per_corpus = tuple(None if row == corpus.reference else figures.get(row, {}).get(metric.name)
                            for figures, corpus in zip(compared, corpora))
-        transfers.append(Transfer(row, metric, per_corpus, transfer_verdict(per_corpus)))
+        transfers.append(_Transfer(row, metric, per_corpus, transfer_verdict(per_corpus)))
     return transfers
 
 
@@ -250,28 +219,9 @@ def _change_text(stats: MetricStats | None) -> str:
                                                    else f" (n={stats.paired_seeds}{left_out})")
 
 
-def markdown_report(root: str, corpora: Sequence[Corpus], transfers: Sequence[Transfer],
+def _markdown_report(root: str, corpora: Sequence[_Corpus], transfers: Sequence[_Transfer],
                     corpus_files: Mapping[str, Sequence[str]], out_dir: str) -> str:
-    """The transfer report as Markdown: each corpus's reference and report files, then the Transfer table.
-
-    Parameters
-    ----------
-    root : str
-        The sweep root (named in the title).
-    corpora : Sequence[Corpus]
-        The corpora.
-    transfers : Sequence[Transfer]
-        :func:`compare_corpora`'s.
-    corpus_files : Mapping[str, Sequence[str]]
-        Corpus name -> the paths of its own report's files.
-    out_dir : str
-        Where the Markdown goes (the links are relative to it).
-
-    Returns
-    -------
-    str
-        The report.
-    """
+    """The transfer report as Markdown: each corpus's reference and report files, then the Transfer table."""
     sections = [f"# Transfer across corpora: {root}"]
     for corpus in corpora:
         links = ", ".join(f"[{os.path.relpath(path, out_dir)}]({os.path.relpath(path, out_dir)})"
@@ -289,7 +239,7 @@ CSV_FIELDS = ("row", "metric", "corpus", "reference", "change_mean", "change_se"
               "corpus_verdict", "verdict")
 
 
-def _csv_records(corpora: Sequence[Corpus], transfers: Sequence[Transfer]) -> list[dict]:
+def _csv_records(corpora: Sequence[_Corpus], transfers: Sequence[_Transfer]) -> list[dict]:
     """One record per (row, metric, corpus), keys :data:`CSV_FIELDS`; a relative change and its SE in percent."""
     records = []
     for transfer in transfers:
@@ -307,9 +257,9 @@ def _csv_records(corpora: Sequence[Corpus], transfers: Sequence[Transfer]) -> li
     return records
 
 
-def _plot_transfer(corpora: Sequence[Corpus], transfers: Sequence[Transfer], path: str, title: str) -> None:
+def _plot_transfer(corpora: Sequence[_Corpus], transfers: Sequence[_Transfer], path: str, title: str) -> None:
     """Plot each row's change on one corpus against another: a panel per metric (columns) and pair (rows)."""
-    plt = comparison_plot.pyplot()
+    plt = comparison_plot._pyplot()
     metrics = list({transfer.metric.name: transfer.metric for transfer in transfers}.values())
     pairs = list(itertools.combinations(range(len(corpora)), 2))
     figure, axes = plt.subplots(len(pairs), max(1, len(metrics)), squeeze=False, layout="constrained",
@@ -345,29 +295,12 @@ def _plot_transfer(corpora: Sequence[Corpus], transfers: Sequence[Transfer], pat
     plt.close(figure)
 
 
-def write_transfer_report(root: str, corpora: Sequence[Corpus], out_dir: str,
+def _write_transfer_report(root: str, corpora: Sequence[_Corpus], out_dir: str,
                           corpus_files: Mapping[str, Sequence[str]]) -> list[str]:
-    """Write ``OUT/transfer.md``, ``.csv`` and ``.png`` for two or more corpora.
-
-    Parameters
-    ----------
-    root : str
-        The sweep root (only read).
-    corpora : Sequence[Corpus]
-        :func:`read_corpora`'s, at least two.
-    out_dir : str
-        Where the files go (created if missing).
-    corpus_files : Mapping[str, Sequence[str]]
-        Corpus name -> the files of its own report (linked from the Markdown).
-
-    Returns
-    -------
-    list[str]
-        The three paths.
-    """
+    """Write ``OUT/transfer.md``, ``.csv`` and ``.png`` for two or more corpora."""
     transfers = compare_corpora(corpora)
     stem = os.path.join(out_dir, STEM)
-    write_report_files(stem, markdown_report(root, corpora, transfers, corpus_files, out_dir), CSV_FIELDS,
+    write_report_files(stem, _markdown_report(root, corpora, transfers, corpus_files, out_dir), CSV_FIELDS,
                        _csv_records(corpora, transfers))
     _plot_transfer(corpora, transfers, stem + ".png",
                   f"transfer: change on {' vs '.join(corpus.name for corpus in corpora)}, paired by seed ({root})")

@@ -12,9 +12,16 @@ import os
 from typing import Sequence
 
 from attention_jax.reports import comparison, comparison_plot
-from attention_jax.reports.comparison import directional_reading, mean_and_se, paired_changes
+from attention_jax.reports.comparison import (
+    _directional_reading,
+    _paired_changes,
+    fit_title,
+    format_figure,
+    markdown_table,
+    mean_and_se,
+    write_report_files,
+)
 from attention_jax.reports.sweep_rows import ReportContext, RowReport, read_sweep_rows
-from attention_jax.reports.writers import fit_title, format_figure, markdown_table, write_report_files
 
 REFERENCE_FUNCTION = "scaled_dot_product"
 """The paper's attention function: every other function is compared with it at the same ``d_k``."""
@@ -71,22 +78,8 @@ class FunctionRow:
 
 
 @dataclasses.dataclass(frozen=True)
-class KeyDimTrend:
-    """How one function's change against scaled dot product moves from the smallest to the largest ``d_k``.
-
-    Attributes
-    ----------
-    function : str
-        The attention function.
-    small_key_dim, large_key_dim : int
-        The smallest and largest ``d_k`` the function was compared at.
-    differences : dict[int or None, float]
-        Seed -> ``change(large d_k) - change(small d_k)`` for the seeds paired at both.
-    reading : str
-        ``grows with d_k``, ``shrinks with d_k``, ``within noise``, ``1 seed`` or ``pending``.
-    reading_basis : str
-        As :attr:`FunctionRow.reading_basis`.
-    """
+class _KeyDimTrend:
+    """How one function's change against scaled dot product moves from the smallest to the largest ``d_k``."""
 
     function: str
     small_key_dim: int
@@ -158,13 +151,13 @@ def compare_functions(rows: Sequence[RowReport]) -> list[FunctionRow]:
                                         "scaled dot product at this d_k" if reference is row
                                         else f"no {REFERENCE_FUNCTION} row at d_k = {key_dim}", len(ppl.diverged)))
             continue
-        reading, basis = directional_reading(list(ppl.changes.values()), "higher perplexity", "lower perplexity")
+        reading, basis = _directional_reading(list(ppl.changes.values()), "higher perplexity", "lower perplexity")
         compared.append(FunctionRow(row.row, function, key_dim, reference.row, ppl.values, bleu.values, ppl.changes,
                                     bleu.changes, reading, basis, len(ppl.diverged)))
     return compared
 
 
-def key_dim_trends(compared: Sequence[FunctionRow]) -> list[KeyDimTrend]:
+def key_dim_trends(compared: Sequence[FunctionRow]) -> list[_KeyDimTrend]:
     """Return, for each function at two or more ``d_k``, whether its change grows from the smallest to the largest.
 
     Parameters
@@ -187,36 +180,21 @@ def key_dim_trends(compared: Sequence[FunctionRow]) -> list[KeyDimTrend]:
             continue
         small = min(members, key=lambda row: row.key_dim)
         large = max(members, key=lambda row: row.key_dim)
-        differences = paired_changes(large.ppl_changes, small.ppl_changes, relative=False)
-        reading, basis = directional_reading(list(differences.values()), "grows with d_k", "shrinks with d_k")
-        trends.append(KeyDimTrend(function, small.key_dim, large.key_dim, differences, reading, basis))
+        differences = _paired_changes(large.ppl_changes, small.ppl_changes, relative=False)
+        reading, basis = _directional_reading(list(differences.values()), "grows with d_k", "shrinks with d_k")
+        trends.append(_KeyDimTrend(function, small.key_dim, large.key_dim, differences, reading, basis))
     return trends
 
 
-def markdown_report(root: str, compared: Sequence[FunctionRow], trends: Sequence[KeyDimTrend]) -> str:
-    """The report as Markdown: the comparison at equal ``d_k``, the trend with ``d_k``, and the rule.
-
-    Parameters
-    ----------
-    root : str
-        The sweep root (named in the title).
-    compared : Sequence[FunctionRow]
-        :func:`compare_functions`'s rows.
-    trends : Sequence[KeyDimTrend]
-        :func:`key_dim_trends`'s results.
-
-    Returns
-    -------
-    str
-        The Markdown text.
-    """
+def _markdown_report(root: str, compared: Sequence[FunctionRow], trends: Sequence[_KeyDimTrend]) -> str:
+    """The report as Markdown: the comparison at equal ``d_k``, the trend with ``d_k``, and the rule."""
     lines = [f"# Attention functions at equal d_k: {root}", "",
              "Every ± is one standard error of the mean (sample standard deviation over √n) over the row's n "
              "seeds (the seeds column).", "",
              *markdown_table(["row", "attention function", "d_k", "seeds", "dev PPL", "dev BLEU",
                               "ΔPPL vs scaled dot product, same d_k", "ΔBLEU", "reading"],
                              ([record["row"], record["attention_function"], record["key_dim"],
-                               comparison.seeds_cell(record["seeds"], row.diverged),
+                               comparison._seeds_cell(record["seeds"], row.diverged),
                                format_figure(record["dev_ppl_mean"], record["dev_ppl_se"], 2),
                                format_figure(record["dev_bleu_mean"], record["dev_bleu_se"], 1),
                                format_figure(record["ppl_change_mean"], record["ppl_change_se"], 1, percent=True,
@@ -265,7 +243,7 @@ def _csv_records(compared: Sequence[FunctionRow]) -> list[dict]:
 
 def _plot_functions(compared: Sequence[FunctionRow], path: str, title: str) -> None:
     """Plot dev perplexity and the paired change against scaled dot product, both against ``d_k``."""
-    plt = comparison_plot.pyplot()
+    plt = comparison_plot._pyplot()
 
     figure, (left, right) = plt.subplots(1, 2, figsize=(10, 4), layout="constrained")
     for function in dict.fromkeys(row.function for row in compared):
@@ -302,7 +280,7 @@ def _write_attention_function_report(root: str, rows: Sequence[RowReport] | None
         rows = read_sweep_rows(root)[1]
     compared = compare_functions(rows)
     stem = os.path.join(out_dir or root, REPORT_STEM)
-    paths = write_report_files(stem, markdown_report(root, compared, key_dim_trends(compared)), CSV_FIELDS,
+    paths = write_report_files(stem, _markdown_report(root, compared, key_dim_trends(compared)), CSV_FIELDS,
                                _csv_records(compared))
     _plot_functions(compared, stem + ".png", f"attention functions at equal d_k ({root})")
     return paths + [stem + ".png"]

@@ -199,11 +199,11 @@ def test_curves_fall_back_to_training_loss_for_short_runs(own_root: pathlib.Path
 def test_length_buckets_get_the_same_paired_treatment_as_the_positions_report() -> None:
     # The committed positions sweep (docs/positions): the generic comparison of each length bucket against
     # sinusoidal, read through the evaluation registry, equals the positions report's own CSV.
-    from attention_jax.reports import run_evaluations
+    from attention_jax.reports import comparison_report
 
     root = str(pathlib.Path(__file__).resolve().parents[2] / "docs" / "positions")
     _, rows = sweep_rows.read_sweep_rows(root)
-    metrics = run_evaluations.evaluation_metrics(root, rows)
+    metrics = comparison_report.evaluation_metrics(root, rows)
     assert "length_buckets/beyond_2x/perplexity" in {metric.name for metric in metrics}
     compared = comparison.compare(root, rows, "sinusoidal", metrics)
     with open(pathlib.Path(root) / "positions_by_length.csv", encoding="utf-8") as file:

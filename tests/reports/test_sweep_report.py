@@ -11,7 +11,7 @@ import sys
 import matplotlib.image
 import pytest
 
-from attention_jax.reports import comparison, sweep_report, sweep_rows, sweep_seeds, paper_plot
+from attention_jax.reports import comparison, sweep_report, sweep_rows, sweep_seeds
 from configs import table2
 from launch import sweep_record, sweep_spec
 from tests.support.sweep_cli import REPO_ROOT
@@ -370,7 +370,7 @@ def test_seeded_plot_draws_paired_changes_with_standard_errors_beside_the_papers
 
     _, rows = sweep_rows.read_sweep_rows(str(seeded_root))
     panels = sweep_rows.plot_panels(rows, "base")
-    figure = paper_plot.draw_report(rows, "base")
+    figure = sweep_report.draw_report(rows, "base")
     assert len(figure.axes) == 2 * len(panels)  # PPL and BLEU rows of panels; no twin axes.
     group, members = panels[0]
     assert group == "A" and [row.row for row in members] == ["base", "A1", "A4"]
@@ -397,9 +397,9 @@ def test_a_long_title_is_wrapped_to_fit_the_figure(seeded_root: pathlib.Path) ->
 
     _, rows = sweep_rows.read_sweep_rows(str(seeded_root))
     for members in (rows, [row for row in rows if row.row in ("base", "A1")]):  # Wide and narrow figures.
-        figure = paper_plot.draw_report(members, "base")
+        figure = sweep_report.draw_report(members, "base")
         title = "table2: paired changes against base, ours vs the paper (" + "/very_long_directory" * 12 + ")"
-        paper_plot.fit_title(figure, title)
+        comparison.fit_title(figure, title)
         figure.canvas.draw()
         extent = figure._suptitle.get_window_extent()
         assert 0 <= extent.x0 and extent.x1 <= figure.bbox.width, (extent, figure.bbox.width)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import pathlib
 
-from attention_jax.reports import all_reports, training_speed, sweep_rows
+from attention_jax.reports import all_reports, sweep_rows, training_speed
 from configs.sweeps import normalization as sweep_config
 from launch import sweep_record, sweep_spec
 from tests.support.sweep_cli import REPO_ROOT

@@ -202,7 +202,7 @@ def test_a_single_corpus_root_is_reported_as_before(corpora_root: pathlib.Path, 
 
 
 def test_extra_metrics_take_part(corpora_root: pathlib.Path) -> None:
-    for directory in RUNS:  # Per-run evaluations (run_evaluations) join the headline metrics.
+    for directory in RUNS:  # Per-run evaluations (comparison_report.evaluation_metrics) join the headline metrics.
         for row in ("base", "alpha"):
             for seed in range(3):
                 buckets = {"beyond_2x": {"bleu": RUNS[directory][row][seed][1] / 2, "perplexity": 9.0}}
@@ -280,7 +280,7 @@ def test_a_derived_measure_takes_part_as_the_change_itself(corpora_root: pathlib
 def test_a_registered_per_run_measure_takes_part(corpora_root: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
     measure = comparison.Metric("half_bleu", "half dev BLEU", 1, False,
                                 lambda run_dir, run: run.results["dev_bleu"] / 2 if run.results else None)
-    monkeypatch.setitem(transfer_report.run_evaluations.HEADLINE_MEASURES, measure.name, measure)
+    monkeypatch.setitem(transfer_report.comparison_report.HEADLINE_MEASURES, measure.name, measure)
     transfers = {(transfer.row, transfer.metric.name): transfer
                  for transfer in transfer_report.compare_corpora(transfer_report.read_corpora(str(corpora_root)))}
     for row in ("alpha", "beta"):

@@ -10,7 +10,7 @@ import matplotlib.image
 import numpy as np
 import pytest
 
-from attention_jax.reports import within_groups, comparison, sweep_rows
+from attention_jax.reports import comparison, sweep_rows, within_groups
 from configs.sweeps import attention_function
 from launch import sweep_record, sweep_spec
 from tests.support.sweep_cli import REPO_ROOT, run_module
