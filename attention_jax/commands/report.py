@@ -11,7 +11,7 @@ paired by seed (:mod:`attention_jax.reports.comparison_report`): ``--reference=R
 standard error, the paired change ± standard error and a verdict. A sweep whose file gives the paper's
 figures (``get_paper_figures()``, e.g. ``configs/table2.py``) gets the layout of the paper's Table 2 instead
 (:mod:`attention_jax.reports.sweep_report`): for a sweep
-with seeds (``launch.sweep --seeds=K``) each row shows the mean ± standard deviation over its finished
+with seeds (``attention-jax-sweep --seeds=K``) each row shows the mean ± standard error over its finished
 seeds, the change of dev perplexity against the reference row (``base``) paired by seed, and a verdict
 against the paper's direction (``reproduced``, ``opposite``, ``within noise``); rows with seeds still to
 run say how many.

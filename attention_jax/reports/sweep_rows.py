@@ -196,7 +196,7 @@ def _read_json(path: str) -> dict:
         raise UserInputError(
             f"{path} is not valid JSON ({error.msg} at line {error.lineno} column {error.colno}): a half-written or "
             f"hand-edited file. Restore it, or delete it and rerun the command that wrote it (for a run's "
-            f"{run_files.RESULTS_FILE}: the same launch.sweep command); nothing was written.") from None
+            f"{run_files.RESULTS_FILE}: the same attention-jax-sweep command); nothing was written.") from None
     if not isinstance(value, dict):
         raise UserInputError(f"{path} holds a JSON {type(value).__name__}, not an object: restore it, or delete it "
                              f"and rerun the command that writes it; nothing was written.")
@@ -354,7 +354,7 @@ def read_sweep_rows(root: str, *, all_rows: bool = False) -> tuple[dict, list[Ro
     """
     if os.path.exists(root) and not os.path.isdir(root):
         raise UserInputError(f"sweep root {root} is a file, not a directory: pass the --root directory of a "
-                             f"launch.sweep run (it holds {run_files.SWEEP_FILE} and one directory per row).")
+                             f"attention-jax-sweep run (it holds {run_files.SWEEP_FILE} and one directory per row).")
     if not os.path.isdir(root):
         raise FileNotFoundError(f"sweep root {root} does not exist.")
     record = _read_json(os.path.join(root, run_files.SWEEP_FILE))
