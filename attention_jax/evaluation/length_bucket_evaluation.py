@@ -108,7 +108,8 @@ def _expected_runs(root: str) -> list[str]:
     """Return a sweep root's run directories (``ROOT/<row>/seed_<k>``) as its ``sweep.json`` lists them."""
     path = os.path.join(root, run_files.SWEEP_FILE)
     if not os.path.isfile(path):
-        raise UserInputError(f"{root!r} holds no {run_files.SWEEP_FILE}: pass the --root of an attention-jax-sweep sweep.")
+        raise UserInputError(f"{root!r} holds no {run_files.SWEEP_FILE}: pass the --root of an "
+                             "attention-jax-sweep sweep.")
     with open(path, encoding="utf-8") as sweep_file:
         record = json.load(sweep_file)
     seeds = record.get("seeds") or [None]
