@@ -17,7 +17,7 @@ _EXPORTS = {
     "attention_maps": "attention_jax.evaluation.run_attention",
     "Translator": "attention_jax.decoding.decode",
     "Transformer": "attention_jax.models.model",
-    "TransformerConfig": "attention_jax.experiment.sections",
+    "TransformerConfig": "attention_jax.experiment.declarations",
     "encode_batch": "attention_jax.decoding.text_batches",
     "save_safetensors": "attention_jax.checkpointing.safetensors_params",
     "load_safetensors": "attention_jax.checkpointing.safetensors_params",

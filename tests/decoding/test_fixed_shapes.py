@@ -131,6 +131,7 @@ def test_a_line_waits_for_the_bucket_being_warmed_and_never_runs_beside_it():
     with warm_up.holding():
         overlaps.append(not running.acquire(blocking=False))
         running.release()
+    warm_up._thread.join()  # Both buckets: stop() would cancel bucket 16 if the line came before it started.
     warm_up.stop()
     assert overlaps == [False, False, False]  # Bucket 8, the line, bucket 16 (the last two in either order).
     assert warm_up.warmed == [8, 16]
