@@ -10,11 +10,9 @@ with status 2. The whole config, the file's own fields included, is checked by
 
 from __future__ import annotations
 
-import importlib.util
 import inspect
 import os
 import re
-import sys
 from typing import Any, NoReturn, Sequence
 
 import ml_collections
@@ -22,6 +20,7 @@ from absl import flags
 
 from attention_jax.commands import entry_points, shipped_configs
 from attention_jax.experiment import schema
+from attention_jax.foundation import python_files
 from attention_jax.foundation.user_errors import exit_with_error
 
 
@@ -98,16 +97,12 @@ def load_config_file(spec: str) -> ml_collections.ConfigDict:
         or a ``get_config`` that returns no ``ConfigDict``.
     """
     path, argument = _config_file(spec)
-    module_spec = importlib.util.spec_from_file_location("_checked_config_" + re.sub(r"\W", "_", path), path)
-    assert module_spec is not None and module_spec.loader is not None  # A .py path always has a loader.
-    module = importlib.util.module_from_spec(module_spec)
-    if os.getcwd() not in sys.path:  # Config files import `configs.base` from the repository root.
-        sys.path.insert(0, os.getcwd())
     try:
-        module_spec.loader.exec_module(module)
-    except SyntaxError as error:
-        raise schema.ConfigError(f"--config={spec}: {path} line {error.lineno}: SyntaxError: {error.msg}.") from None
-    except Exception as error:  # Whatever the file raised while it was imported.
+        module = python_files.import_python_file(path, "_checked_config_", os.getcwd())
+    except python_files.PythonFileError as failure:
+        if isinstance(failure.error, SyntaxError):
+            raise schema.ConfigError(f"--config={spec}: {failure}") from None
+        error = failure.error
         raise schema.ConfigError(f"--config={spec}: importing {path} raised {type(error).__name__}: "
                                  f"{_one_line(str(error))}{shipped_configs.import_hint(error)}") from None
     get_config = getattr(module, "get_config", None)
