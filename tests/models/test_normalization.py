@@ -21,7 +21,8 @@ from attention_jax.experiment.sections import TransformerConfig
 from attention_jax.models import flops, language_model, masks, model, normalization_registry
 from tests.support import normalization_reference as oracle
 from tests.support import packed_pairs
-from tests.support.decoding_helpers import assert_logits_match, full_logits, incremental_logits, random_batch
+from tests.support.decoding_helpers import (assert_lm_cached_steps_and_packed_documents, assert_logits_match,
+                                            full_logits, incremental_logits, random_batch)
 from tests.support.reference import random_normal
 
 SMALL = TransformerConfig(vocab_size=40, num_layers=2, d_model=16, d_ff=24, num_heads=2, key_dim=4, value_dim=6,
@@ -219,23 +220,7 @@ def test_cached_beam_search_equals_the_uncached_search(combination: tuple[str, s
 @pytest.mark.parametrize("combination", DECODE_COMBINATIONS, ids=_combination_id)
 def test_language_model_decodes_generates_and_keeps_documents_apart(combination: tuple[str, str, bool]) -> None:
     config = _variant(*combination)
-    first, second = (jnp.asarray(np.random.default_rng(seed).integers(4, 40, (1, n)), jnp.int32)
-                     for seed, n in ((0, 4), (1, 6)))
-    lm = language_model.LanguageModel(config)
-    params = nn.meta.unbox(lm.init(jax.random.key(0), second)["params"])
-    full = lm.apply({"params": params}, second)
-    decoder = language_model.LanguageModel(config.replace(decode=True))
-    cache = jax.tree.map(jnp.zeros_like, decoder.init(jax.random.key(0), second)["cache"])
-    for position, token in enumerate(np.asarray(model.shift_right(second))[0]):
-        step, updated = decoder.apply({"params": params, "cache": cache}, jnp.full((1, 1), token),
-                                      method=language_model.LanguageModel.logits, mutable=["cache"])
-        cache = updated["cache"]
-        np.testing.assert_allclose(step[:, 0], full[:, position], atol=2e-5)
-    packed = jnp.concatenate([first, second, jnp.zeros((1, 2), jnp.int32)], axis=1)
-    together = lm.apply({"params": params}, packed, targets_segmentation=jnp.array([[1] * 4 + [2] * 6 + [0] * 2]),
-                        targets_position=jnp.array([[0, 1, 2, 3, 0, 1, 2, 3, 4, 5, 0, 0]]))
-    np.testing.assert_allclose(together[:, :4], lm.apply({"params": params}, first), atol=2e-5)
-    np.testing.assert_allclose(together[:, 4:10], full, atol=2e-5)
+    lm, params = assert_lm_cached_steps_and_packed_documents(config)
     prompt = [5, 9, 12]
     settings = generation.SamplingSettings(temperature=0.0, max_new_tokens=8)
     generated = generation.Generator(config, params, tokenizer=None).generate_ids([prompt], settings)[0]

@@ -30,7 +30,8 @@ from attention_jax.models import (
 from attention_jax.models.attention_positions import AttentionPositions
 from attention_jax.models.positional_encodings import PositionTarget, RelativeSettings
 from tests.support import packed_pairs, reference
-from tests.support.decoding_helpers import full_logits, incremental_logits, random_batch
+from tests.support.decoding_helpers import (assert_lm_cached_steps_and_packed_documents, full_logits,
+                                            incremental_logits, random_batch)
 from tests.support.reference import random_normal
 
 IN_ATTENTION = ("relative", "rotary", "alibi")
@@ -236,23 +237,7 @@ def test_cached_decoding_equals_the_teacher_forced_pass(variant: dict) -> None:
 @pytest.mark.parametrize("encoding", IN_ATTENTION)
 def test_decoder_only_cached_decoding_and_packed_documents(encoding: str) -> None:
     config = _with_encoding(SMALL, encoding, num_layers=2)
-    first, second = (jnp.asarray(np.random.default_rng(seed).integers(4, 40, (1, n)), jnp.int32)
-                     for seed, n in ((0, 4), (1, 6)))
-    lm = language_model.LanguageModel(config)
-    params = nn.meta.unbox(lm.init(jax.random.key(0), second)["params"])
-    full = lm.apply({"params": params}, second)
-    decoder = language_model.LanguageModel(config.replace(decode=True))
-    cache = jax.tree.map(jnp.zeros_like, decoder.init(jax.random.key(0), second)["cache"])
-    for position, token in enumerate(np.asarray(model.shift_right(second))[0]):
-        step, updated = decoder.apply({"params": params, "cache": cache}, jnp.full((1, 1), token),
-                                      method=language_model.LanguageModel.logits, mutable=["cache"])
-        cache = updated["cache"]
-        np.testing.assert_allclose(step[:, 0], full[:, position], atol=2e-5)
-    packed = jnp.concatenate([first, second, jnp.zeros((1, 2), jnp.int32)], axis=1)
-    together = lm.apply({"params": params}, packed, targets_segmentation=jnp.array([[1] * 4 + [2] * 6 + [0] * 2]),
-                        targets_position=jnp.array([[0, 1, 2, 3, 0, 1, 2, 3, 4, 5, 0, 0]]))
-    np.testing.assert_allclose(together[:, :4], lm.apply({"params": params}, first), atol=2e-5)
-    np.testing.assert_allclose(together[:, 4:10], full, atol=2e-5)
+    assert_lm_cached_steps_and_packed_documents(config)
 
 
 @pytest.mark.slow

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -94,3 +95,32 @@ def random_batch(seed: int, batch: int, source_len: int, target_len: int):
 def full_logits(params, inputs, targets, *, model_config):
     """The uncached reference: one teacher-forced forward pass."""
     return Transformer(model_config).apply({"params": params}, inputs, targets)
+
+
+def assert_lm_cached_steps_and_packed_documents(config: TransformerConfig) -> tuple[Any, Any]:
+    """Check a language model's cached steps against its full pass, and two packed documents against each alone.
+
+    Returns the model and its parameters, for further checks on the same model.
+    """
+    import flax.linen as nn
+
+    from attention_jax.models import language_model, model
+
+    first, second = (jnp.asarray(np.random.default_rng(seed).integers(4, 40, (1, n)), jnp.int32)
+                     for seed, n in ((0, 4), (1, 6)))
+    lm = language_model.LanguageModel(config)
+    params = nn.meta.unbox(lm.init(jax.random.key(0), second)["params"])
+    full = lm.apply({"params": params}, second)
+    decoder = language_model.LanguageModel(config.replace(decode=True))
+    cache = jax.tree.map(jnp.zeros_like, decoder.init(jax.random.key(0), second)["cache"])
+    for position, token in enumerate(np.asarray(model.shift_right(second))[0]):
+        step, updated = decoder.apply({"params": params, "cache": cache}, jnp.full((1, 1), token),
+                                      method=language_model.LanguageModel.logits, mutable=["cache"])
+        cache = updated["cache"]
+        np.testing.assert_allclose(step[:, 0], full[:, position], atol=2e-5)
+    packed = jnp.concatenate([first, second, jnp.zeros((1, 2), jnp.int32)], axis=1)
+    together = lm.apply({"params": params}, packed, targets_segmentation=jnp.array([[1] * 4 + [2] * 6 + [0] * 2]),
+                        targets_position=jnp.array([[0, 1, 2, 3, 0, 1, 2, 3, 4, 5, 0, 0]]))
+    np.testing.assert_allclose(together[:, :4], lm.apply({"params": params}, first), atol=2e-5)
+    np.testing.assert_allclose(together[:, 4:10], full, atol=2e-5)
+    return lm, params
