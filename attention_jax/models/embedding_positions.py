@@ -43,23 +43,8 @@ def sinusoidal_positional_encoding(positions: Array, d_model: int) -> Array:
     return encoding.reshape(*positions.shape, -1)[..., :d_model]
 
 
-def sinusoidal(module: nn.Module, positions: Array, config: TransformerConfig) -> Array:
-    """Return the ``sinusoidal`` entry's encoding.
-
-    Parameters
-    ----------
-    module : nn.Module
-        The bound ``model.PositionalEncoding``.
-    positions : Array
-        Integer ``[...]``.
-    config : TransformerConfig
-        The model config.
-
-    Returns
-    -------
-    Array
-        ``[..., D]``.
-    """
+def _sinusoidal(module: nn.Module, positions: Array, config: TransformerConfig) -> Array:
+    """Return the ``sinusoidal`` entry's encoding."""
     return sinusoidal_positional_encoding(positions, config.d_model)
 
 
@@ -76,23 +61,8 @@ def _log_beyond_table(last_position: Any, table_rows: int) -> None:
                         table_rows)
 
 
-def learned(module: nn.Module, positions: Array, config: TransformerConfig) -> Array:
-    """Return the ``learned`` entry's encoding: row ``p`` of a learned ``[max_len, D]`` table, zeros beyond.
-
-    Parameters
-    ----------
-    module : nn.Module
-        The bound ``model.PositionalEncoding``.
-    positions : Array
-        Integer ``[...]``.
-    config : TransformerConfig
-        The model config.
-
-    Returns
-    -------
-    Array
-        ``[..., D]``.
-    """
+def _learned(module: nn.Module, positions: Array, config: TransformerConfig) -> Array:
+    """Return the ``learned`` entry's encoding: row ``p`` of a learned ``[max_len, D]`` table, zeros beyond."""
     table = cast(Array, module.param(  # Table 2 row E: one learned vector per position (param unboxes).
         "position_embedding",
         nn.with_logical_partitioning(nn.initializers.normal(stddev=0.02), (None, "embed")),
@@ -104,21 +74,6 @@ def learned(module: nn.Module, positions: Array, config: TransformerConfig) -> A
     return jnp.take(table, positions, axis=0, mode="fill", fill_value=0.0)  # Beyond the table: zeros.
 
 
-def no_positions(module: nn.Module, positions: Array, config: TransformerConfig) -> Array:
-    """Return the ``none`` entry's encoding: zeros.
-
-    Parameters
-    ----------
-    module : nn.Module
-        The bound ``model.PositionalEncoding``.
-    positions : Array
-        Integer ``[...]``.
-    config : TransformerConfig
-        The model config.
-
-    Returns
-    -------
-    Array
-        ``[..., D]``.
-    """
+def _no_positions(module: nn.Module, positions: Array, config: TransformerConfig) -> Array:
+    """Return the ``none`` entry's encoding: zeros."""
     return jnp.zeros((*positions.shape, config.d_model), jnp.float32)

@@ -20,67 +20,23 @@ if TYPE_CHECKING:
 Array = jax.Array
 
 
-def relu(hidden: Array) -> Array:
-    """Return ``max(0, h)`` (Eq. 2).
-
-    Parameters
-    ----------
-    hidden : Array
-        Pre-activations.
-
-    Returns
-    -------
-    Array
-        Same shape.
-    """
+def _relu(hidden: Array) -> Array:
+    """Return ``max(0, h)`` (Eq. 2)."""
     return jax.nn.relu(hidden)
 
 
-def gelu(hidden: Array) -> Array:
-    """Return exact GELU ``h (1 + erf(h / sqrt 2)) / 2``, not the tanh approximation.
-
-    Parameters
-    ----------
-    hidden : Array
-        Pre-activations.
-
-    Returns
-    -------
-    Array
-        Same shape.
-    """
+def _gelu(hidden: Array) -> Array:
+    """Return exact GELU ``h (1 + erf(h / sqrt 2)) / 2``, not the tanh approximation."""
     return jax.nn.gelu(hidden, approximate=False)
 
 
-def swish(hidden: Array) -> Array:
-    """Return Swish with beta 1 (SiLU): ``h sigmoid(h)``.
-
-    Parameters
-    ----------
-    hidden : Array
-        Pre-activations.
-
-    Returns
-    -------
-    Array
-        Same shape.
-    """
+def _swish(hidden: Array) -> Array:
+    """Return Swish with beta 1 (SiLU): ``h sigmoid(h)``."""
     return jax.nn.silu(hidden)
 
 
-def sigmoid(hidden: Array) -> Array:
-    """Return ``1 / (1 + exp(-h))``, GLU's gate.
-
-    Parameters
-    ----------
-    hidden : Array
-        Pre-activations.
-
-    Returns
-    -------
-    Array
-        Same shape.
-    """
+def _sigmoid(hidden: Array) -> Array:
+    """Return ``1 / (1 + exp(-h))``, GLU's gate."""
     return jax.nn.sigmoid(hidden)
 
 

@@ -41,7 +41,7 @@ class FeedForwardVariant:
         return hidden if self.activation is None else self.activation(hidden)
 
 
-_RELU, _GELU, _SWISH, _SIGMOID = (jax_hook("feed_forward", name) for name in ("relu", "gelu", "swish", "sigmoid"))
+_RELU, _GELU, _SWISH, _SIGMOID = (jax_hook("feed_forward", name) for name in ("_relu", "_gelu", "_swish", "_sigmoid"))
 
 FEED_FORWARDS: Registry[FeedForwardVariant] = Registry("feed_forward", (
     FeedForwardVariant("relu", "max(0, x W1 + b1) W2 + b2, the paper's (Eq. 2)", _RELU),

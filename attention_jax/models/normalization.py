@@ -163,41 +163,15 @@ def with_running_statistics(params: Any, statistics: Any, momentum: float = BATC
     return flax.traverse_util.unflatten_dict(flat)
 
 
-def layer_norm(config: TransformerConfig, name: str) -> TokenLayerNorm:
-    """Return the ``layer_norm`` entry's module: the paper's LayerNorm (epsilon 1e-6, float32).
-
-    Parameters
-    ----------
-    config : TransformerConfig
-        Not read.
-    name : str
-        Module name.
-
-    Returns
-    -------
-    TokenLayerNorm
-        The module.
-    """
+def _layer_norm(config: TransformerConfig, name: str) -> TokenLayerNorm:
+    """Return the ``layer_norm`` entry's module: the paper's LayerNorm (epsilon 1e-6, float32)."""
     return TokenLayerNorm(epsilon=NORM_EPSILON, dtype=jnp.float32,
                           scale_init=_feature_init(nn.initializers.ones_init()),
                           bias_init=_feature_init(nn.initializers.zeros_init()), name=name)
 
 
-def rms_norm(config: TransformerConfig, name: str) -> TokenRMSNorm:
-    """Return the ``rms_norm`` entry's module.
-
-    Parameters
-    ----------
-    config : TransformerConfig
-        Not read.
-    name : str
-        Module name.
-
-    Returns
-    -------
-    TokenRMSNorm
-        The module.
-    """
+def _rms_norm(config: TransformerConfig, name: str) -> TokenRMSNorm:
+    """Return the ``rms_norm`` entry's module."""
     return TokenRMSNorm(epsilon=NORM_EPSILON, name=name)
 
 

@@ -65,11 +65,11 @@ NORMALIZATIONS: Registry[Normalization] = Registry("normalization", (
     Normalization(
         name="layer_norm", summary="(x - mean(x)) / sqrt(var(x) + eps) g + b over each token's features "
                                    "(Ba et al., 2016), the paper's",
-        build=jax_hook("normalization", "layer_norm"), params_per_norm=lambda d_model: 2 * d_model),
+        build=jax_hook("normalization", "_layer_norm"), params_per_norm=lambda d_model: 2 * d_model),
     Normalization(
         name="rms_norm", summary="x / sqrt(mean(x^2) + eps) g over each token's features (Zhang and Sennrich, "
                                  "2019)",
-        build=jax_hook("normalization", "rms_norm"), params_per_norm=lambda d_model: d_model),
+        build=jax_hook("normalization", "_rms_norm"), params_per_norm=lambda d_model: d_model),
     Normalization(
         name="batch_norm", summary="(x - mu_B) / sqrt(sigma_B^2 + eps) g + b per feature, mu_B and sigma_B^2 over "
                                    "the batch's real tokens (Ioffe and Szegedy, 2015); running averages at "

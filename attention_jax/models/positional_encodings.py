@@ -177,13 +177,13 @@ _SINUSOIDAL = jax_hook("embedding_positions", "sinusoidal_positional_encoding")
 
 POSITIONAL_ENCODINGS: Registry[PositionalEncodingScheme] = Registry("positional_encoding", (
     PositionalEncodingScheme(name="sinusoidal", summary="fixed sines and cosines of the position (Section 3.5)",
-                             encoding=jax_hook("embedding_positions", "sinusoidal")),
+                             encoding=jax_hook("embedding_positions", "_sinusoidal")),
     PositionalEncodingScheme(name="learned", summary="a learned vector per position (Table 2 row E)",
-                             encoding=jax_hook("embedding_positions", "learned"), has_parameters=True,
+                             encoding=jax_hook("embedding_positions", "_learned"), has_parameters=True,
                              limited_to_max_len=True),
     PositionalEncodingScheme(name="none", summary="no position information (the encoder is then "
                                                   "permutation-equivariant)",
-                             encoding=jax_hook("embedding_positions", "no_positions")),
+                             encoding=jax_hook("embedding_positions", "_no_positions")),
     PositionalEncodingScheme(name="relative", summary="learned embeddings of the clipped offset j - i added to "
                                                       "the keys and values (Shaw et al., 2018)",
                              target=PositionTarget.ATTENTION_SCORES, has_parameters=True,
