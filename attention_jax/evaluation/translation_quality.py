@@ -399,7 +399,7 @@ def perplexity_line(result: EvaluationResult) -> str:
     Returns
     -------
     str
-        E.g. ``perplexity = 3.210  (cross-entropy 1.1663 nats/token, 812 tokens)``.
+        ``perplexity = P  (cross-entropy H nats/token, N tokens)``, P = exp(H) to 3 decimals.
     """
     skipped, total = result.num_skipped_for_perplexity, result.num_examples
     if result.num_target_tokens == 0:
