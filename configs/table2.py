@@ -18,6 +18,8 @@ Expected: the paper's figures in ``ROWS`` below (full WMT14 EN-DE, 100k steps; b
 
 from __future__ import annotations
 
+import re
+
 import ml_collections
 
 from configs import base, big
@@ -80,6 +82,34 @@ def get_paper_figures() -> dict[str, dict[str, float | None]]:
     """
     return {name: dict(dev_ppl=ppl, dev_bleu=bleu, params_millions=params)
             for name, _, (ppl, bleu, params) in ROWS}
+
+
+def group_of(row: str) -> str:
+    """Return the Table 2 group of a row: the report's group column and plot panels.
+
+    Parameters
+    ----------
+    row : str
+        Row name, e.g. ``"C4"``.
+
+    Returns
+    -------
+    str
+        ``"A"``..``"E"`` for ``A1``..``E``; the name itself for ``base`` and ``big``; ``""`` otherwise.
+    """
+    match = re.fullmatch(r"([A-E])\d*", row)
+    return match.group(1) if match else row if row in ("base", "big") else ""
+
+
+def get_report() -> dict:
+    """Return what the report adds: the rows' groups (the sweep files built on this one return the same).
+
+    Returns
+    -------
+    dict
+        See :func:`attention_jax.reports.sweep_rows.declared_report`.
+    """
+    return dict(group_of=group_of)
 
 
 def get_config(row: str = "base") -> ml_collections.ConfigDict:

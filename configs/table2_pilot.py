@@ -21,6 +21,7 @@ NUM_TRAIN_STEPS = 6000
 
 
 get_paper_figures = table2_small.get_paper_figures  # The paper's figures of every row (configs/table2.py).
+get_report = table2_small.get_report
 
 
 def get_sweep() -> dict[str, dict]:

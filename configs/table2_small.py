@@ -85,6 +85,9 @@ def _scaled(overrides: dict, width_divisor: int) -> dict:
             for key, value in overrides.items() if key not in _UNSCALED_FIELDS}
 
 
+get_report = table2.get_report  # The rows' groups (configs/table2.py).
+
+
 def get_paper_figures() -> dict[str, dict[str, float | None]]:
     """Return the paper's figures of every row (:func:`configs.table2.get_paper_figures`).
 

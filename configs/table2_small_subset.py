@@ -60,6 +60,7 @@ def _small_base() -> ml_collections.ConfigDict:
 
 
 get_paper_figures = table2_small.get_paper_figures  # The paper's figures of every row (configs/table2.py).
+get_report = table2_small.get_report
 
 
 def get_sweep() -> dict[str, dict]:

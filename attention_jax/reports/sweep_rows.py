@@ -64,7 +64,7 @@ class RowReport:
     row : str
         Row name.
     group : str
-        Table 2 group (``A``-``E``), or the row name for ``base``/``big``, or ``""`` outside Table 2.
+        The row's group (the sweep file's ``get_report()``'s ``group_of``, e.g. Table 2's ``A``-``E``), else ``""``.
     status : str
         ``done`` (every run finished), ``partial`` (some seeds finished, others pending), else the runs' common status:
         ``failed``, ``incomplete``, ``submitted``, ``not run`` (``pending`` when the unfinished seeds differ).
@@ -163,25 +163,6 @@ def changed_since_run(row: RowReport, record: dict) -> dict[str, tuple[Any, Any]
 def _plain(value: Any) -> Any:
     """A value as ``config.json`` holds it (tuples as lists)."""
     return [_plain(item) for item in value] if isinstance(value, tuple | list) else value
-
-
-def group_of(row: str) -> str:
-    """Table 2 group of a row name.
-
-    Parameters
-    ----------
-    row : str
-        Row name, e.g. ``"C4"``.
-
-    Returns
-    -------
-    str
-        ``"A"``..``"E"`` for ``A1``..``E``; the name itself for ``base`` and ``big``; ``""`` otherwise.
-    """
-    match = re.fullmatch(r"([A-E])\d*", row)
-    if match:
-        return match.group(1)
-    return row if row in ("base", "big") else ""
 
 
 def _read_json(path: str) -> dict:
@@ -293,7 +274,7 @@ def _combined_status(runs: Sequence[SeedRun]) -> str:
     return statuses.pop() if len(statuses) == 1 else "pending"
 
 
-def _row_report(root: str, name: str, record: dict) -> RowReport:
+def _row_report(root: str, name: str, record: dict, group_of: Callable[[str], str]) -> RowReport:
     row_dir = os.path.join(root, name)
     recorded_seeds = record.get("seeds")
     seeds = sorted(set(recorded_seeds or []) | set(_seeds_on_disk(row_dir)))
@@ -370,7 +351,8 @@ def read_sweep_rows(root: str, *, all_rows: bool = False) -> tuple[dict, list[Ro
                 f"{root} holds no {run_files.SWEEP_FILE} and no <row>/config.json: not a sweep root "
                 f"(launch one with attention-jax-sweep --root={root} ...)."
             )
-    return record, [_row_report(root, name, record) for name in names]
+    group_of = declared_report(record).get("group_of", lambda name: "")
+    return record, [_row_report(root, name, record, group_of) for name in names]
 
 
 def plot_panels(rows: Sequence[RowReport], reference: str) -> list[tuple[str, list[RowReport]]]:
@@ -452,7 +434,8 @@ def declared_report(record: Mapping) -> dict[str, Any]:
     -------
     dict
         ``extras``: callables ``(ReportContext) -> list[str]`` that write more files and return their paths;
-        ``headline_measures``: :class:`~attention_jax.reports.comparison.Metric` s the transfer table adds.
+        ``headline_measures``: :class:`~attention_jax.reports.comparison.Metric` s the transfer table adds;
+        ``group_of``: ``(row name) -> group`` (:attr:`RowReport.group`).
     """
     config_file = record.get("config_file")
     if not config_file:

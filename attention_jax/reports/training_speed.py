@@ -21,8 +21,7 @@ from attention_jax.reports.comparison import (
     run_directory,
 )
 from attention_jax.reports.comparison_plot import read_dev_curve
-from attention_jax.reports.comparison_report import resolve_reference
-from attention_jax.reports.sweep_rows import ReportContext, RowReport, read_sweep_rows
+from attention_jax.reports.sweep_rows import ReportContext, RowReport
 
 REPORT_STEM = "normalization_training"  # Not the sweep's own report name (configs/sweeps/normalization.py).
 TARGET_FACTOR = 1.25
@@ -46,21 +45,26 @@ class _NormalizationRow:
     early_step: int | None
 
 
-def applies(rows: Sequence[RowReport]) -> bool:
-    """Whether some row changes the normalisation or drops the residual connections.
+def applies(rows: Sequence[RowReport], reference: str, fields: Sequence[str]) -> bool:
+    """Whether some row's config differs from the reference row's in one of ``fields``.
 
     Parameters
     ----------
     rows : Sequence[RowReport]
         The sweep's rows.
+    reference : str
+        The reference row.
+    fields : Sequence[str]
+        The config fields the sweep file declares (:class:`TrainingSpeed`).
 
     Returns
     -------
     bool
-        True for a sweep over normalisations (a config without the fields is the paper's).
+        False without a reference row that has a config.
     """
-    return any(row.config.get("normalization", "layer_norm") != "layer_norm"
-               or row.config.get("residual_connections", True) is False for row in rows if row.config)
+    base = next((row.config for row in rows if row.row == reference and row.config), None)
+    return base is not None and any(row.config.get(field) != base.get(field)
+                                    for row in rows if row.config for field in fields)
 
 
 def _gradient_norms(run_dir: str) -> tuple[dict[str, float], dict[str, float], int | None]:
@@ -218,33 +222,38 @@ def markdown_report(root: str, compared: Sequence[_NormalizationRow], target: fl
     return "\n".join(lines) + "\n"
 
 
-def _write_normalization_report(root: str, rows: Sequence[RowReport] | None = None, *,
-                               out_dir: str | None = None, reference: str | None = None) -> list[str]:
-    """Write ``ROOT/normalization_training.md`` for a sweep over normalisations."""
-    if rows is None or reference is None:
-        record, read_rows = read_sweep_rows(root)
-        rows = read_rows if rows is None else rows
-        reference = resolve_reference(record, rows, reference)[0]
-    reference_row = reference
-    target = target_perplexity(root, rows, reference_row)
-    return [_write_text(os.path.join(out_dir or root, REPORT_STEM + ".md"),
-                       markdown_report(root, compare_rows(root, rows, target, reference_row), target, reference_row))]
+def _write_normalization_report(root: str, rows: Sequence[RowReport], out_dir: str, reference: str) -> list[str]:
+    """Write ``OUT/normalization_training.md``."""
+    target = target_perplexity(root, rows, reference)
+    return [_write_text(os.path.join(out_dir, REPORT_STEM + ".md"),
+                        markdown_report(root, compare_rows(root, rows, target, reference), target, reference))]
 
 
-def write(context: ReportContext) -> list[str]:
-    """Write the report when a row changes the normalisation or the residuals (a ``get_report()`` extra).
+@dataclasses.dataclass(frozen=True)
+class TrainingSpeed:
+    """What a sweep file declares in ``get_report()``'s ``extras``: the fields whose change calls for the report.
 
-    Parameters
+    Attributes
     ----------
-    context : ReportContext
-        The sweep being reported.
-
-    Returns
-    -------
-    list[str]
-        The path written; none when no row changes them.
+    fields : tuple[str, ...]
+        Config fields, e.g. ``("normalization", "residual_connections")``.
     """
-    if not applies(context.rows):
-        return []
-    return _write_normalization_report(context.root, context.rows, out_dir=context.out_dir,
-                                      reference=context.reference)
+
+    fields: tuple[str, ...]
+
+    def write(self, context: ReportContext) -> list[str]:
+        """Write the report when a row changes one of :attr:`fields` from the reference row.
+
+        Parameters
+        ----------
+        context : ReportContext
+            The sweep being reported.
+
+        Returns
+        -------
+        list[str]
+            The path written; none when no row changes them.
+        """
+        if not applies(context.rows, context.reference, self.fields):
+            return []
+        return _write_normalization_report(context.root, context.rows, context.out_dir, context.reference)

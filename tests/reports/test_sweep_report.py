@@ -151,9 +151,9 @@ def test_missing_root_and_empty_root_are_named(tmp_path: pathlib.Path) -> None:
 
 
 def test_group_of_follows_table2() -> None:
-    assert [sweep_rows.group_of(row) for row in table2.ROW_NAMES] == (
+    assert [table2.group_of(row) for row in table2.ROW_NAMES] == (
         ["base"] + ["A"] * 4 + ["B"] * 2 + ["C"] * 7 + ["D"] * 4 + ["E", "big"])
-    assert sweep_rows.group_of("fused_seed0") == ""
+    assert table2.group_of("fused_seed0") == ""
 
 
 def test_overridden_row_settings_are_listed() -> None:
