@@ -1,7 +1,7 @@
-"""Each row against the reference row of its own group (equal ``d_k``), paired by seed, and the trend across groups.
+"""Each row against the reference row of its own group, paired by seed, and the trend across groups.
 
-Declared by ``configs/sweeps/attention_function.py``'s ``get_report()``: each attention function against scaled
-dot product at the same ``d_k``.
+A sweep file declares a :class:`GroupComparison` in ``get_report()`` (``configs/sweeps/attention_function.py``: each
+attention function against scaled dot product at the same ``d_k``).
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 from attention_jax.reports import comparison, comparison_plot
 from attention_jax.reports.comparison import (
@@ -21,52 +21,86 @@ from attention_jax.reports.comparison import (
     mean_and_se,
     write_report_files,
 )
-from attention_jax.reports.sweep_rows import ReportContext, RowReport, read_sweep_rows
-
-REFERENCE_FUNCTION = "scaled_dot_product"
-"""The paper's attention function: every other function is compared with it at the same ``d_k``."""
-
-DEFAULT_FUNCTION = REFERENCE_FUNCTION  # A config without the field is the paper's (configs/base.py).
-REPORT_STEM = "attention_functions"
-CSV_FIELDS = ("row", "attention_function", "key_dim", "reference_row", "seeds", "dev_ppl_mean", "dev_ppl_se",
-              "dev_bleu_mean", "dev_bleu_se", "paired_seeds", "ppl_change_mean", "ppl_change_se",
-              "bleu_difference_mean", "bleu_difference_se", "reading", "reading_basis")
+from attention_jax.reports.sweep_rows import ReportContext, RowReport
 
 
 @dataclasses.dataclass(frozen=True)
-class FunctionRow:
-    """A row of the sweep: its attention function, ``d_k``, figures and comparison with scaled dot product.
+class GroupComparison:
+    """What a sweep file declares: the field compared, its reference value, and the group rows are compared within.
 
     Attributes
     ----------
-    row : str
-        Row name.
-    function : str
-        ``config.attention_function``.
-    key_dim : int
-        ``config.key_dim`` (``d_model / h`` where the config leaves it unset).
-    reference_row : str or None
-        The scaled-dot-product row of the same ``d_k`` (None for such a row itself, or when the sweep has none at this
-        ``d_k``).
-    dev_ppl, dev_bleu : dict[int or None, float]
-        Seed -> the run's dev perplexity and BLEU (the Table 2 report's :func:`reported_ppl` and :func:`reported_bleu`),
-        for the finished seeds that have them.
-    ppl_changes : dict[int or None, float]
-        Seed -> ``ppl(row) / ppl(reference) - 1`` for every seed finished in both.
-    bleu_differences : dict[int or None, float]
-        Seed -> ``bleu(row) - bleu(reference)`` for every seed with BLEU in both.
-    reading : str
-        ``higher perplexity``, ``lower perplexity``, ``within noise``, ``1 seed``, ``pending`` (no paired seed yet),
-        ``reference`` or ``no reference``.
-    reading_basis : str
-        How the reading was reached, e.g. ``"|mean| > 2 x SE, 3 paired seeds"``.
-    diverged : int
-        Diverged seeds, left out of the figures (the seeds column says so).
+    field : str
+        The config field the rows vary (a config without it has :attr:`reference`); the CSV's column.
+    reference : str
+        The value every other row is compared with, in its own group.
+    group : Callable[[dict], int]
+        A row's group (a number, plotted on a log2 axis) from its config.
+    group_field : str
+        The CSV's column of the group.
+    group_label, group_axis : str
+        The group's name in the tables and on the figure's x axis.
+    label : str
+        What a value is called, e.g. ``"attention function"`` (its last word stands for it in sentences).
+    reference_label, reference_short : str
+        The reference in the tables and on the figure's y axis.
+    stem, title : str
+        The files' name (``OUT/<stem>.md``, ``.csv``, ``.png``) and the title (``"<title> at equal <group_label>"``).
+    """
+
+    field: str
+    reference: str
+    group: Callable[[dict], int]
+    group_field: str
+    group_label: str
+    group_axis: str
+    label: str
+    reference_label: str
+    reference_short: str
+    stem: str
+    title: str
+
+    def write(self, context: ReportContext) -> list[str]:
+        """Write the report when the rows hold two values of :attr:`field` or more.
+
+        Parameters
+        ----------
+        context : ReportContext
+            The sweep being reported.
+
+        Returns
+        -------
+        list[str]
+            The paths written; none when there is nothing to compare.
+        """
+        if not applies(context.rows, self):
+            return []
+        compared = compare_within_groups(context.rows, self)
+        stem = os.path.join(context.out_dir, self.stem)
+        csv_fields = tuple({"value": self.field, "group": self.group_field}.get(field, field) for field in CSV_FIELDS)
+        paths = write_report_files(stem, _markdown_report(context.root, compared, group_trends(compared, self), self),
+                                   csv_fields, _csv_records(compared, self))
+        _plot(compared, stem + ".png", f"{self.title.lower()} at equal {self.group_label} ({context.root})", self)
+        return paths + [stem + ".png"]
+
+
+CSV_FIELDS = ("row", "value", "group", "reference_row", "seeds", "dev_ppl_mean", "dev_ppl_se", "dev_bleu_mean",
+              "dev_bleu_se", "paired_seeds", "ppl_change_mean", "ppl_change_se", "bleu_difference_mean",
+              "bleu_difference_se", "reading", "reading_basis")
+PAIRED_METRICS = tuple(metric for metric in comparison.METRICS if metric.name in ("dev_ppl", "dev_bleu"))
+
+
+@dataclasses.dataclass(frozen=True)
+class GroupRow:
+    """A row: its value and group, its seeds' figures (seed -> value) and its comparison with the group's reference.
+
+    ``reading`` is ``higher perplexity``, ``lower perplexity``, ``within noise``, ``1 seed``, ``pending``,
+    ``reference`` or ``no reference``; ``diverged`` counts the seeds left out of the figures.
     """
 
     row: str
-    function: str
-    key_dim: int
+    value: str
+    group: int
     reference_row: str | None
     dev_ppl: dict[int | None, float]
     dev_bleu: dict[int | None, float]
@@ -78,122 +112,127 @@ class FunctionRow:
 
 
 @dataclasses.dataclass(frozen=True)
-class _KeyDimTrend:
-    """How one function's change against scaled dot product moves from the smallest to the largest ``d_k``."""
+class _Trend:
+    """How one value's change against the reference moves from the smallest group to the largest."""
 
-    function: str
-    small_key_dim: int
-    large_key_dim: int
+    value: str
+    small_group: int
+    large_group: int
     differences: dict[int | None, float]
     reading: str
     reading_basis: str
 
 
-PAIRED_METRICS = tuple(metric for metric in comparison.METRICS if metric.name in ("dev_ppl", "dev_bleu"))
+def _value_and_group(row: RowReport, declared: GroupComparison) -> tuple[str, int]:
+    return row.config.get(declared.field) or declared.reference, int(declared.group(row.config))
 
 
-def _function_and_key_dim(row: RowReport) -> tuple[str, int]:
-    config = row.config
-    key_dim = config.get("key_dim") or config["d_model"] // config["num_heads"]
-    return config.get("attention_function") or DEFAULT_FUNCTION, int(key_dim)
-
-
-def applies(rows: Sequence[RowReport]) -> bool:
-    """Whether the rows use more than one attention function (this report has something to compare).
+def applies(rows: Sequence[RowReport], declared: GroupComparison) -> bool:
+    """Whether the rows with a config hold two values of the declared field or more.
 
     Parameters
     ----------
     rows : Sequence[RowReport]
         The sweep's rows.
+    declared : GroupComparison
+        The sweep file's declaration.
 
     Returns
     -------
     bool
-        True when at least two distinct ``config.attention_function`` values appear among rows with a config.
+        True when there is something to compare.
     """
-    return len({_function_and_key_dim(row)[0] for row in rows if row.config}) > 1
+    return len({_value_and_group(row, declared)[0] for row in rows if row.config}) > 1
 
 
-def compare_functions(rows: Sequence[RowReport]) -> list[FunctionRow]:
-    """Compare every row with the scaled-dot-product row of the same ``d_k``, paired by seed.
+def compare_within_groups(rows: Sequence[RowReport], declared: GroupComparison) -> list[GroupRow]:
+    """Compare every row with the reference row of its group, paired by seed.
 
     Parameters
     ----------
     rows : Sequence[RowReport]
         The sweep's rows (rows without a config are left out).
+    declared : GroupComparison
+        The sweep file's declaration.
 
     Returns
     -------
-    list[FunctionRow]
-        One per row, ordered by function (scaled dot product first, then as they first appear) and ``d_k``.
+    list[GroupRow]
+        Ordered by value (the reference first, then as they first appear) and group.
     """
-    described = [(row, *_function_and_key_dim(row)) for row in rows if row.config]
+    reference_value = declared.reference
+    described = [(row, *_value_and_group(row, declared)) for row in rows if row.config]
     references: dict[int, RowReport] = {}
-    for row, function, key_dim in described:
-        if function == REFERENCE_FUNCTION:
-            references.setdefault(key_dim, row)
+    for row, value, group in described:
+        if value == reference_value:
+            references.setdefault(group, row)
     stats: dict[str, dict[str, comparison.MetricStats]] = {}
-    for key_dim in dict.fromkeys(key_dim for _, _, key_dim in described):  # One comparison per d_k.
-        members = [row for row, _, row_key_dim in described if row_key_dim == key_dim]
-        if key_dim in references:
-            stats.update(comparison.compare("", members, references[key_dim].row, PAIRED_METRICS))
-        else:  # No reference at this d_k: each row's own figures only.
+    for group in dict.fromkeys(group for _, _, group in described):  # One comparison per group.
+        members = [row for row, _, row_group in described if row_group == group]
+        if group in references:
+            stats.update(comparison.compare("", members, references[group].row, PAIRED_METRICS))
+        else:  # No reference in this group: each row's own figures only.
             for row in members:
                 stats.update(comparison.compare("", [row], row.row, PAIRED_METRICS))
-    order = [REFERENCE_FUNCTION] + [f for f in dict.fromkeys(f for _, f, _ in described) if f != REFERENCE_FUNCTION]
+    order = [reference_value] + [v for v in dict.fromkeys(v for _, v, _ in described) if v != reference_value]
     compared = []
-    for row, function, key_dim in sorted(described, key=lambda item: (order.index(item[1]), item[2])):
+    for row, value, group in sorted(described, key=lambda item: (order.index(item[1]), item[2])):
         ppl, bleu = stats[row.row]["dev_ppl"], stats[row.row]["dev_bleu"]
-        reference = references.get(key_dim)
+        reference = references.get(group)
         if reference is row or reference is None:
-            compared.append(FunctionRow(row.row, function, key_dim, None, ppl.values, bleu.values, {}, {},
-                                        "reference" if reference is row else "no reference",
-                                        "scaled dot product at this d_k" if reference is row
-                                        else f"no {REFERENCE_FUNCTION} row at d_k = {key_dim}", len(ppl.diverged)))
+            basis = (f"{declared.reference_label} at this {declared.group_label}" if reference is row
+                     else f"no {reference_value} row at {declared.group_label} = {group}")
+            compared.append(GroupRow(row.row, value, group, None, ppl.values, bleu.values, {}, {},
+                                     "reference" if reference is row else "no reference", basis, len(ppl.diverged)))
             continue
         reading, basis = _directional_reading(list(ppl.changes.values()), "higher perplexity", "lower perplexity")
-        compared.append(FunctionRow(row.row, function, key_dim, reference.row, ppl.values, bleu.values, ppl.changes,
-                                    bleu.changes, reading, basis, len(ppl.diverged)))
+        compared.append(GroupRow(row.row, value, group, reference.row, ppl.values, bleu.values, ppl.changes,
+                                 bleu.changes, reading, basis, len(ppl.diverged)))
     return compared
 
 
-def key_dim_trends(compared: Sequence[FunctionRow]) -> list[_KeyDimTrend]:
-    """Return, for each function at two or more ``d_k``, whether its change grows from the smallest to the largest.
+def group_trends(compared: Sequence[GroupRow], declared: GroupComparison) -> list[_Trend]:
+    """Return, for each value in two groups or more, whether its change grows from the smallest group to the largest.
 
     Parameters
     ----------
-    compared : Sequence[FunctionRow]
-        :func:`compare_functions`'s rows.
+    compared : Sequence[GroupRow]
+        :func:`compare_within_groups`'s rows.
+    declared : GroupComparison
+        The sweep file's declaration (the readings' words).
 
     Returns
     -------
-    list[KeyDimTrend]
-        One per such function, in the order of ``compared``.
+    list[_Trend]
+        One per such value, in the order of ``compared``.
     """
-    by_function: dict[str, list[FunctionRow]] = {}
+    by_value: dict[str, list[GroupRow]] = {}
     for row in compared:
         if row.reference_row is not None:
-            by_function.setdefault(row.function, []).append(row)
+            by_value.setdefault(row.value, []).append(row)
     trends = []
-    for function, members in by_function.items():
-        if len({row.key_dim for row in members}) < 2:
+    for value, members in by_value.items():
+        if len({row.group for row in members}) < 2:
             continue
-        small = min(members, key=lambda row: row.key_dim)
-        large = max(members, key=lambda row: row.key_dim)
+        small = min(members, key=lambda row: row.group)
+        large = max(members, key=lambda row: row.group)
         differences = _paired_changes(large.ppl_changes, small.ppl_changes, relative=False)
-        reading, basis = _directional_reading(list(differences.values()), "grows with d_k", "shrinks with d_k")
-        trends.append(_KeyDimTrend(function, small.key_dim, large.key_dim, differences, reading, basis))
+        reading, basis = _directional_reading(list(differences.values()), f"grows with {declared.group_label}",
+                                              f"shrinks with {declared.group_label}")
+        trends.append(_Trend(value, small.group, large.group, differences, reading, basis))
     return trends
 
 
-def _markdown_report(root: str, compared: Sequence[FunctionRow], trends: Sequence[_KeyDimTrend]) -> str:
-    """The report as Markdown: the comparison at equal ``d_k``, the trend with ``d_k``, and the rule."""
-    lines = [f"# Attention functions at equal d_k: {root}", "",
+def _markdown_report(root: str, compared: Sequence[GroupRow], trends: Sequence[_Trend],
+                     declared: GroupComparison) -> str:
+    """The report as Markdown: the comparison within each group, the trend across groups, and the rule."""
+    group, reference = declared.group_label, declared.reference_label
+    lines = [f"# {declared.title} at equal {group}: {root}", "",
              "Every ± is one standard error of the mean (sample standard deviation over √n) over the row's n "
              "seeds (the seeds column).", "",
-             *markdown_table(["row", "attention function", "d_k", "seeds", "dev PPL", "dev BLEU",
-                              "ΔPPL vs scaled dot product, same d_k", "ΔBLEU", "reading"],
-                             ([record["row"], record["attention_function"], record["key_dim"],
+             *markdown_table(["row", declared.label, group, "seeds", "dev PPL", "dev BLEU",
+                              f"ΔPPL vs {reference}, same {group}", "ΔBLEU", "reading"],
+                             ([record["row"], row.value, row.group,
                                comparison._seeds_cell(record["seeds"], row.diverged),
                                format_figure(record["dev_ppl_mean"], record["dev_ppl_se"], 2),
                                format_figure(record["dev_bleu_mean"], record["dev_bleu_se"], 1),
@@ -201,104 +240,73 @@ def _markdown_report(root: str, compared: Sequence[FunctionRow], trends: Sequenc
                                              sign=True),
                                format_figure(record["bleu_difference_mean"], record["bleu_difference_se"], 1,
                                              sign=True), record["reading"]]
-                              for row, record in zip(compared, _csv_records(compared))))]
+                              for row, record in zip(compared, _csv_records(compared, declared))))]
     lines += ["", "Dev PPL and BLEU: mean ± standard error. ΔPPL: "
-              "the dev perplexity's change against the scaled-dot-product row of the same d_k, paired by "
-              "seed, mean ± standard error; ΔBLEU the same for the BLEU difference. Reading: the change "
+              f"the dev perplexity's change against the {reference.replace(' ', '-')} row of the same {group}, "
+              "paired by seed, mean ± standard error; ΔBLEU the same for the BLEU difference. Reading: the change "
               "is beyond the seeds' spread when |mean| > 2 x SE (the Table 2 report's rule; with 3 seeds a "
               "loose bar), else `within noise`."]
     if trends:
-        rows = {(row.function, row.key_dim): row for row in compared}
+        rows = {(row.value, row.group): row for row in compared}
         table = []
         for trend in trends:
-            small = rows[(trend.function, trend.small_key_dim)].ppl_changes
-            large = rows[(trend.function, trend.large_key_dim)].ppl_changes
+            small = rows[(trend.value, trend.small_group)].ppl_changes
+            large = rows[(trend.value, trend.large_group)].ppl_changes
             cells = [format_figure(*mean_and_se(list(values.values())), 1, percent=True, sign=True)
                      for values in (small, large, trend.differences)]
-            table.append([trend.function, f"{trend.small_key_dim} → {trend.large_key_dim}", *cells, trend.reading])
-        lines += ["", "## Does the change grow with d_k?", "",
-                  *markdown_table(["attention function", "d_k", "ΔPPL at the smaller d_k", "ΔPPL at the larger d_k",
-                                   "difference, paired", "reading"], table)]
-        lines += ["", "Difference: per seed, the change at the larger d_k minus the change at the smaller "
-                  "(percentage points), mean ± standard error. `grows with d_k`: the function falls further "
-                  "behind scaled dot product as d_k grows, beyond the seeds' spread."]
+            table.append([trend.value, f"{trend.small_group} → {trend.large_group}", *cells, trend.reading])
+        lines += ["", f"## Does the change grow with {group}?", "",
+                  *markdown_table([declared.label, group, f"ΔPPL at the smaller {group}",
+                                   f"ΔPPL at the larger {group}", "difference, paired", "reading"], table)]
+        lines += ["", f"Difference: per seed, the change at the larger {group} minus the change at the smaller "
+                  f"(percentage points), mean ± standard error. `grows with {group}`: the "
+                  f"{declared.label.split()[-1]} falls further behind {reference} as {group} grows, beyond the "
+                  "seeds' spread."]
     return "\n".join(lines) + "\n"
 
 
-def _csv_records(compared: Sequence[FunctionRow]) -> list[dict]:
+def _csv_records(compared: Sequence[GroupRow], declared: GroupComparison) -> list[dict[str, Any]]:
     records = []
     for row in compared:
-        ppl_mean, ppl_se = mean_and_se(list(row.dev_ppl.values()))
-        bleu_mean, bleu_se_of_mean = mean_and_se(list(row.dev_bleu.values()))
-        change_mean, change_se = mean_and_se(list(row.ppl_changes.values()))
-        bleu_difference, bleu_se = mean_and_se(list(row.bleu_differences.values()))
-        records.append(dict(row=row.row, attention_function=row.function, key_dim=row.key_dim,
-                            reference_row=row.reference_row or "", seeds=len(row.dev_ppl),
-                            dev_ppl_mean=ppl_mean, dev_ppl_se=ppl_se, dev_bleu_mean=bleu_mean,
-                            dev_bleu_se=bleu_se_of_mean, paired_seeds=len(row.ppl_changes), ppl_change_mean=change_mean,
-                            ppl_change_se=change_se, bleu_difference_mean=bleu_difference,
-                            bleu_difference_se=bleu_se, reading=row.reading, reading_basis=row.reading_basis))
+        figures = [mean_and_se(list(values.values()))
+                   for values in (row.dev_ppl, row.dev_bleu, row.ppl_changes, row.bleu_differences)]
+        records.append({"row": row.row, declared.field: row.value, declared.group_field: row.group,
+                        "reference_row": row.reference_row or "", "seeds": len(row.dev_ppl),
+                        "dev_ppl_mean": figures[0][0], "dev_ppl_se": figures[0][1], "dev_bleu_mean": figures[1][0],
+                        "dev_bleu_se": figures[1][1], "paired_seeds": len(row.ppl_changes),
+                        "ppl_change_mean": figures[2][0], "ppl_change_se": figures[2][1],
+                        "bleu_difference_mean": figures[3][0], "bleu_difference_se": figures[3][1],
+                        "reading": row.reading, "reading_basis": row.reading_basis})
     return records
 
 
-def _plot_functions(compared: Sequence[FunctionRow], path: str, title: str) -> None:
-    """Plot dev perplexity and the paired change against scaled dot product, both against ``d_k``."""
+def _plot(compared: Sequence[GroupRow], path: str, title: str, declared: GroupComparison) -> None:
+    """Plot dev perplexity and the paired change against the reference, both against the group."""
     plt = comparison_plot._pyplot()
 
     figure, (left, right) = plt.subplots(1, 2, figsize=(10, 4), layout="constrained")
-    for function in dict.fromkeys(row.function for row in compared):
-        members = sorted((row for row in compared if row.function == function), key=lambda row: row.key_dim)
-        key_dims = [row.key_dim for row in members]
+    for value in dict.fromkeys(row.value for row in compared):
+        members = sorted((row for row in compared if row.value == value), key=lambda row: row.group)
+        groups = [row.group for row in members]
         ppl = [mean_and_se(list(row.dev_ppl.values())) for row in members]
-        line = left.errorbar(key_dims, [math.nan if m is None else m for m, _ in ppl],
-                             yerr=[0.0 if s is None else s for _, s in ppl], fmt="o-", capsize=3, label=function)
+        line = left.errorbar(groups, [math.nan if m is None else m for m, _ in ppl],
+                             yerr=[0.0 if s is None else s for _, s in ppl], fmt="o-", capsize=3, label=value)
         changes = [mean_and_se(list(row.ppl_changes.values())) for row in members]
-        if function == REFERENCE_FUNCTION:
+        if value == declared.reference:
             continue
-        right.errorbar(key_dims, [math.nan if m is None else 100 * m for m, _ in changes],
+        right.errorbar(groups, [math.nan if m is None else 100 * m for m, _ in changes],
                        yerr=[0.0 if s is None else 100 * s for _, s in changes], fmt="o-", capsize=3,
-                       color=line[0].get_color(), label=function)
-    right.axhline(0.0, color="black", linewidth=0.8, label=REFERENCE_FUNCTION)
-    key_dims = sorted({row.key_dim for row in compared})
+                       color=line[0].get_color(), label=value)
+    right.axhline(0.0, color="black", linewidth=0.8, label=declared.reference)
+    groups = sorted({row.group for row in compared})
     for axis in (left, right):
         axis.set_xscale("log", base=2)
-        axis.set_xticks(key_dims, [str(key_dim) for key_dim in key_dims])
+        axis.set_xticks(groups, [str(group) for group in groups])
         axis.minorticks_off()
-        axis.set_xlabel("d_k (query/key width per head)")
+        axis.set_xlabel(declared.group_axis)
         axis.legend(fontsize=8)
     left.set_ylabel("dev perplexity (mean ± SE over seeds)")
-    right.set_ylabel("ΔPPL vs scaled, same d_k (%, mean ± SE)")
+    right.set_ylabel(f"ΔPPL vs {declared.reference_short}, same {declared.group_label} (%, mean ± SE)")
     fit_title(figure, title)
     figure.savefig(path, dpi=110)
     plt.close(figure)
-
-
-def _write_attention_function_report(root: str, rows: Sequence[RowReport] | None = None, *,
-                                    out_dir: str | None = None) -> list[str]:
-    """Write ``ROOT/attention_functions.{md,csv,png}`` for a sweep over attention functions."""
-    if rows is None:
-        rows = read_sweep_rows(root)[1]
-    compared = compare_functions(rows)
-    stem = os.path.join(out_dir or root, REPORT_STEM)
-    paths = write_report_files(stem, _markdown_report(root, compared, key_dim_trends(compared)), CSV_FIELDS,
-                               _csv_records(compared))
-    _plot_functions(compared, stem + ".png", f"attention functions at equal d_k ({root})")
-    return paths + [stem + ".png"]
-
-
-def write(context: ReportContext) -> list[str]:
-    """Write the report when the rows use two attention functions or more (a ``get_report()`` extra).
-
-    Parameters
-    ----------
-    context : ReportContext
-        The sweep being reported.
-
-    Returns
-    -------
-    list[str]
-        The paths written; none when there is nothing to compare.
-    """
-    if not applies(context.rows):
-        return []
-    return _write_attention_function_report(context.root, context.rows, out_dir=context.out_dir)

@@ -139,4 +139,14 @@ def get_report() -> dict:
     """
     from attention_jax.reports import within_groups  # Only when reporting.
 
-    return dict(extras=[within_groups.write])
+    declared = within_groups.GroupComparison(
+        field="attention_function", reference="scaled_dot_product", group=_key_dim, group_field="key_dim",
+        group_label="d_k", group_axis="d_k (query/key width per head)", label="attention function",
+        reference_label="scaled dot product", reference_short="scaled", stem="attention_functions",
+        title="Attention functions")
+    return dict(extras=[declared.write])
+
+
+def _key_dim(config: dict) -> int:
+    """``d_k`` of a run's config: ``key_dim``, else ``d_model / h``."""
+    return config.get("key_dim") or config["d_model"] // config["num_heads"]

@@ -28,6 +28,7 @@ SEED_PPL = {
     "linear": [None, None, None],                      # nothing finished: pending
 }
 SEED_BLEU = {"base": [20.0, 21.0, 22.0], "dot_product_dk32": [19.0, 20.5, 20.0]}
+DECLARED = attention_function.get_report()["extras"][0].__self__
 ROWS = list(SEED_PPL)  # additive_dk128 never launched (not in the record's rows).
 
 
@@ -55,9 +56,9 @@ def sweep_root(tmp_path: pathlib.Path) -> pathlib.Path:
     return root
 
 
-def _compared(root: pathlib.Path) -> dict[str, within_groups.FunctionRow]:
+def _compared(root: pathlib.Path) -> dict[str, within_groups.GroupRow]:
     rows = sweep_rows.read_sweep_rows(str(root))[1]
-    return {row.row: row for row in within_groups.compare_functions(rows)}
+    return {row.row: row for row in within_groups.compare_within_groups(rows, DECLARED)}
 
 
 def _paired_changes(row: str, reference: str) -> np.ndarray:
@@ -70,7 +71,7 @@ def test_each_row_is_compared_with_scaled_dot_product_at_its_own_key_dim(sweep_r
     assert [row.reference_row for row in compared.values()] == [
         None, None, None, "scaled_dot_product_dk8", "base", "scaled_dot_product_dk128", "scaled_dot_product_dk8",
         "base", "base"]
-    assert [(row.function, row.key_dim) for row in compared.values()][:3] == [
+    assert [(row.value, row.group) for row in compared.values()][:3] == [
         ("scaled_dot_product", 8), ("scaled_dot_product", 32), ("scaled_dot_product", 128)]
     for name, reference in [("dot_product_dk128", "scaled_dot_product_dk128"), ("dot_product_dk32", "base"),
                             ("additive_dk8", "scaled_dot_product_dk8")]:
@@ -95,17 +96,17 @@ def test_readings_follow_the_spread_rule(sweep_root: pathlib.Path) -> None:
 
 
 def test_the_trend_with_key_dim_pairs_seeds_across_rows(sweep_root: pathlib.Path) -> None:
-    trends = {trend.function: trend for trend in
-              within_groups.key_dim_trends(list(_compared(sweep_root).values()))}
+    trends = {trend.value: trend for trend in
+              within_groups.group_trends(list(_compared(sweep_root).values()), DECLARED)}
     assert set(trends) == {"dot_product", "additive"}
     expected = (_paired_changes("dot_product_dk128", "scaled_dot_product_dk128")
                 - _paired_changes("dot_product_dk8", "scaled_dot_product_dk8"))
     dot = trends["dot_product"]
-    assert (dot.small_key_dim, dot.large_key_dim) == (8, 128)
+    assert (dot.small_group, dot.large_group) == (8, 128)
     np.testing.assert_allclose(list(dot.differences.values()), expected, rtol=1e-12)
     assert dot.reading == "grows with d_k"
     additive = trends["additive"]  # d_k 8 (3 seeds) against 32 (1 seed): one paired seed.
-    assert (additive.small_key_dim, additive.large_key_dim, additive.reading) == (8, 32, "1 seed")
+    assert (additive.small_group, additive.large_group, additive.reading) == (8, 32, "1 seed")
 
 
 @pytest.mark.slow
@@ -136,7 +137,7 @@ def test_a_table2_sweep_gets_no_attention_function_report() -> None:
             sweep_rows.RowReport(row="A1", group="A", status="done",
                                  config={"d_model": 8, "num_heads": 1, "attention_function": "scaled_dot_product"},
                                  results={})]
-    assert not within_groups.applies(rows)
+    assert not within_groups.applies(rows, DECLARED)
 
 
 def test_beyond_spread_needs_two_changes() -> None:
