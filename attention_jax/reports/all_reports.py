@@ -58,7 +58,7 @@ def write_reports(root: str, out_dir: str, *, all_rows: bool = False,
         all_rows=all_rows, sustained_tflops=sustained_tflops, reference=corpus.requested) for corpus in corpora}
     paths = [path for corpus_paths in files.values() for path in corpus_paths]
     if len(corpora) > 1:
-        paths += transfer_report._write_transfer_report(root, corpora, out_dir, files)
+        paths += transfer_report.write_transfer_report(root, corpora, out_dir, files)
     return paths
 
 
@@ -70,8 +70,8 @@ def _write_sweep_reports(root: str, out_dir: str, *, all_rows: bool, sustained_t
     if has_paper_figures(rows):
         paths = sweep_report.write_report(root, all_rows=all_rows, out_dir=out_dir, reference=reference_row)
     else:
-        paths = comparison_report._write_comparison(root, record, rows, out_dir, reference=reference)
-        diagnostics = sweep_diagnostics._write_diagnostics(root, record.get("report_name", "report"), rows,
+        paths = comparison_report.write_comparison(root, record, rows, out_dir, reference=reference)
+        diagnostics = sweep_diagnostics.write_diagnostics(root, record.get("report_name", "report"), rows,
                                                           out_dir=out_dir, reference=reference_row)
         paths += [diagnostics] if diagnostics else []
     context = sweep_rows.ReportContext(root, record, rows, out_dir, reference_row, sustained_tflops)

@@ -15,12 +15,12 @@ from collections.abc import Sequence
 from attention_jax.foundation import run_files
 from attention_jax.reports import comparison, comparison_plot, comparison_report
 from attention_jax.reports.comparison import (
-    _directional_reading,
-    _paired_changes,
+    directional_reading,
     fit_title,
     format_figure,
     markdown_table,
     mean_and_se,
+    paired_changes,
     run_directory,
     write_report_files,
 )
@@ -197,8 +197,8 @@ def compare_encodings(root: str, rows: Sequence[RowReport], declared: BucketComp
                                            bleu.values, {}, {}, "reference", "reference", declared.reference_basis,
                                            len(ppl.diverged)))
                 continue
-            ppl_reading, basis = _directional_reading(list(ppl.changes.values()), "higher", "lower", _PENDING)
-            bleu_reading, _ = _directional_reading(list(bleu.changes.values()), "higher", "lower", _PENDING)
+            ppl_reading, basis = directional_reading(list(ppl.changes.values()), "higher", "lower", _PENDING)
+            bleu_reading, _ = directional_reading(list(bleu.changes.values()), "higher", "lower", _PENDING)
             compared.append(_BucketRow(row.row, _encoding(row, declared), bucket, *size, ppl.values, bleu.values,
                                       ppl.changes, bleu.changes, ppl_reading, bleu_reading,
                                       basis if reference else f"no {declared.reference} row", len(ppl.diverged)))
@@ -227,8 +227,8 @@ def length_trends(compared: Sequence[_BucketRow]) -> list[_LengthTrend]:
         first, last = by_key.get((row, buckets[0])), by_key.get((row, buckets[-1]))
         if first is None or last is None:
             continue
-        differences = _paired_changes(last.ppl_changes, first.ppl_changes, relative=False)
-        reading, basis = _directional_reading(list(differences.values()), "worse with length", "better with length",
+        differences = paired_changes(last.ppl_changes, first.ppl_changes, relative=False)
+        reading, basis = directional_reading(list(differences.values()), "worse with length", "better with length",
                                              _PENDING)
         trends.append(_LengthTrend(row, first.encoding, buckets[0], buckets[-1], differences, reading, basis))
     return trends
@@ -236,7 +236,7 @@ def length_trends(compared: Sequence[_BucketRow]) -> list[_LengthTrend]:
 
 def _length_trend(run_dir: str, reference_dir: str) -> float | None:
     """One seed's trend with length against the reference run at that seed, in percentage points."""
-    read = comparison_report._read_file
+    read = comparison_report.read_json_file
     run, reference = (read(os.path.join(directory, run_files.LENGTH_BUCKETS_FILE)).get("buckets") or {}
                       for directory in (run_dir, reference_dir))
     buckets = list(run)
@@ -296,7 +296,7 @@ def _markdown_report(root: str, compared: Sequence[_BucketRow], trends: Sequence
                               "reading", "BLEU", "ΔBLEU", "reading"],
                              ([f"{record['bucket']} ({record['min_words']}-{record['max_words']}, "
                                f"{record['num_pairs']})", record[declared.field],
-                               comparison._seeds_cell(record["seeds"], row.diverged),
+                               comparison.seeds_cell(record["seeds"], row.diverged),
                                format_figure(record["ppl_mean"], record["ppl_se"], 2),
                                format_figure(record["ppl_change_mean"], record["ppl_change_se"], 1, percent=True,
                                              sign=True), record["ppl_reading"],
@@ -350,7 +350,7 @@ def _plot_buckets(compared: Sequence[_BucketRow], path: str, title: str, declare
     """Plot perplexity, BLEU and the paired perplexity change against the length bucket, mean ± SE over seeds."""
     import matplotlib.ticker
 
-    plt = comparison_plot._pyplot()
+    plt = comparison_plot.pyplot()
 
     buckets = list(dict.fromkeys(row.bucket for row in compared))
     labels = {row.bucket: f"{row.bucket}\n{row.min_words}-{row.max_words} words" for row in compared}

@@ -4,7 +4,7 @@ The one home of the statistics every report uses: mean ± standard error over se
 ``x(row, k) / x(ref, k) - 1`` (or the difference) for every seed k finished in both rows, and the verdict
 ``beyond 2 SE`` when ``|mean change| > 2 se`` with two or more paired seeds. A diverged seed (non-finite loss, or
 last dev PPL over 2x its best with accuracy collapsed) makes a row ``unstable`` and is left out of every mean and
-standard error (:func:`_counted_runs`); the tables say how many (:func:`_seeds_cell`). Also the one Markdown
+standard error (:func:`counted_runs`); the tables say how many (:func:`seeds_cell`). Also the one Markdown
 table writer, CSV writer and figure title every report uses.
 """
 
@@ -196,7 +196,7 @@ class MetricStats:
     """One metric of one row: its seeds' mean, the paired change against the reference, a verdict.
 
     Seeds are None without seed directories; changes are fractions for a relative metric; standard errors and
-    deviations (ddof=1) are None with fewer than two (paired) seeds; diverged seeds (:func:`_counted_runs`) are left
+    deviations (ddof=1) are None with fewer than two (paired) seeds; diverged seeds (:func:`counted_runs`) are left
     out of ``values`` and ``changes``.
     """
 
@@ -284,9 +284,24 @@ def beyond_spread(changes: Sequence[float]) -> tuple[bool, str]:
     return beyond, f"|mean| {'>' if beyond else '<='} {SPREAD_FACTOR:g} x SE, {count} paired seeds"
 
 
-def _directional_reading(changes: Sequence[float], above: str, below: str,
+def directional_reading(changes: Sequence[float], above: str, below: str,
                         pending: str = "no seed finished in both rows") -> tuple[str, str]:
-    """The reading of paired changes in an experiment's own words, and its basis (:func:`beyond_spread`)."""
+    """Return the reading of paired changes in an experiment's own words, and its basis (:func:`beyond_spread`).
+
+    Parameters
+    ----------
+    changes : Sequence[float]
+        Paired changes, one per seed.
+    above, below : str
+        The reading of a change beyond the spread, positive or negative.
+    pending : str
+        The basis when no seed is paired.
+
+    Returns
+    -------
+    tuple[str, str]
+        ``pending``, ``1 seed``, ``within noise``, ``above`` or ``below``, and its basis.
+    """
     if not changes:
         return PENDING_VERDICT, pending
     if len(changes) == 1:
@@ -297,9 +312,22 @@ def _directional_reading(changes: Sequence[float], above: str, below: str,
     return (above if statistics.fmean(changes) > 0 else below), basis
 
 
-def _paired_changes(values: Mapping[int | None, float], reference_values: Mapping[int | None, float],
+def paired_changes(values: Mapping[int | None, float], reference_values: Mapping[int | None, float],
                    relative: bool) -> dict[int | None, float]:
-    """The change of a row against the reference for each seed both have."""
+    """Return the change of a row against the reference for each seed both have.
+
+    Parameters
+    ----------
+    values, reference_values : Mapping[int or None, float]
+        Seed -> value, of the row and of the reference.
+    relative : bool
+        ``x / x_ref - 1`` (a reference of zero is skipped), else ``x - x_ref``.
+
+    Returns
+    -------
+    dict[int or None, float]
+        Seed -> change, in the row's seed order.
+    """
     changes = {}
     for seed, value in values.items():
         if seed not in reference_values:
@@ -357,8 +385,21 @@ def run_directory(root: str, row: RowReport, run: SeedRun) -> str:
     return os.path.join(root, row.row, run.name) if run.name else os.path.join(root, row.row)
 
 
-def _counted_runs(row: RowReport, every_run: bool = False) -> list[SeedRun]:
-    """Return the runs whose figures enter means and standard errors: finished, and not :func:`diverged`."""
+def counted_runs(row: RowReport, every_run: bool = False) -> list[SeedRun]:
+    """Return the runs whose figures enter means and standard errors: finished, and not :func:`diverged`.
+
+    Parameters
+    ----------
+    row : RowReport
+        The row.
+    every_run : bool
+        Every run, not only the finished ones (:func:`compare`'s).
+
+    Returns
+    -------
+    list[SeedRun]
+        In seed order.
+    """
     return [run for run in (row.runs if every_run else row.finished) if not diverged(run)]
 
 
@@ -378,8 +419,21 @@ def diverged_seeds(row: RowReport) -> tuple[int | None, ...]:
     return tuple(run.seed for run in row.runs if diverged(run))
 
 
-def _seeds_cell(count: int, diverged_count: int) -> str:
-    """Return a table's seed count, saying how many diverged seeds it leaves out: ``"2 of 3; 1 diverged"``."""
+def seeds_cell(count: int, diverged_count: int) -> str:
+    """Return a table's seed count, saying how many diverged seeds it leaves out: ``"2 of 3; 1 diverged"``.
+
+    Parameters
+    ----------
+    count : int
+        The seeds counted.
+    diverged_count : int
+        The seeds left out.
+
+    Returns
+    -------
+    str
+        The cell.
+    """
     if not diverged_count:
         return str(count)
     return f"{count} of {count + diverged_count}; {diverged_count} diverged"
@@ -387,7 +441,7 @@ def _seeds_cell(count: int, diverged_count: int) -> str:
 
 def _finished_values(root: str, row: RowReport, metric: Metric, every_run: bool = False) -> dict[int | None, float]:
     values = {}
-    for run in _counted_runs(row, every_run):
+    for run in counted_runs(row, every_run):
         value = metric.read(run_directory(root, row, run), run)
         if value is not None:
             values[run.seed] = value
@@ -397,9 +451,9 @@ def _finished_values(root: str, row: RowReport, metric: Metric, every_run: bool 
 def _derived_changes(root: str, row: RowReport, reference: RowReport, metric: Metric,
                      every_run: bool) -> dict[int | None, float]:
     assert metric.derive is not None
-    reference_runs = {run.seed: run for run in _counted_runs(reference, every_run)}
+    reference_runs = {run.seed: run for run in counted_runs(reference, every_run)}
     changes = {}
-    for run in _counted_runs(row, every_run):
+    for run in counted_runs(row, every_run):
         if run.seed not in reference_runs:
             continue
         value = metric.derive(run_directory(root, row, run), run_directory(root, reference, reference_runs[run.seed]))
@@ -450,7 +504,7 @@ def compare(root: str, rows: Sequence[RowReport], reference: str, metrics: Seque
             if row.row == reference:
                 stats = MetricStats(metric, values, mean, se, {}, None, None, REFERENCE_VERDICT, std, None, left_out)
             else:
-                changes = dict(values) if derived else _paired_changes(values, reference_values, metric.relative)
+                changes = dict(values) if derived else paired_changes(values, reference_values, metric.relative)
                 change_mean, change_std, change_se = _mean_std_se(list(changes.values()))
                 stopped = any(run.status == DIVERGED_STATUS for run in row.runs)  # No results, so no changes.
                 row_verdict = verdict(list(changes.values()),
@@ -461,8 +515,19 @@ def compare(root: str, rows: Sequence[RowReport], reference: str, metrics: Seque
     return comparison
 
 
-def _recorded_metrics(comparison: Mapping[str, Mapping[str, MetricStats]]) -> list[Metric]:
-    """The metrics compared that at least one finished run of the sweep recorded, in the order compared."""
+def recorded_metrics(comparison: Mapping[str, Mapping[str, MetricStats]]) -> list[Metric]:
+    """Return the metrics compared that at least one finished run of the sweep recorded, in the order compared.
+
+    Parameters
+    ----------
+    comparison : Mapping
+        :func:`compare`'s result.
+
+    Returns
+    -------
+    list[Metric]
+        The metrics.
+    """
     if not comparison:
         return []
     compared = [stats.metric for stats in next(iter(comparison.values())).values()]
@@ -518,25 +583,9 @@ def markdown_table(header: Sequence[str], rows: Iterable[Sequence[Any]], align: 
     return ["| " + " | ".join(header) + " |", rule, *("| " + " | ".join(map(str, row)) + " |" for row in rows)]
 
 
-def _write_text(path: str, text: str) -> str:
-    """Write ``text`` to ``path`` (UTF-8) and return ``path``."""
-    with open(path, "w", encoding="utf-8") as file:
-        file.write(text)
-    return path
-
-
-def _write_csv(path: str, fields: Sequence[str], records: Iterable[Mapping[str, Any]]) -> str:
-    """Write records as CSV with a header line."""
-    with open(path, "w", encoding="utf-8", newline="") as file:
-        writer = csv.DictWriter(file, fieldnames=fields)
-        writer.writeheader()
-        writer.writerows(records)
-    return path
-
-
-def write_report_files(stem: str, markdown: str, fields: Sequence[str],
-                       records: Iterable[Mapping[str, Any]]) -> list[str]:
-    """Write ``STEM.md`` and ``STEM.csv`` (creating the directory) and return both paths.
+def write_report_files(stem: str, markdown: str, fields: Sequence[str] = (),
+                       records: Iterable[Mapping[str, Any]] = ()) -> list[str]:
+    """Write ``STEM.md`` and, given ``fields``, ``STEM.csv`` (creating the directory): every report's one writer.
 
     Parameters
     ----------
@@ -545,17 +594,25 @@ def write_report_files(stem: str, markdown: str, fields: Sequence[str],
     markdown : str
         The Markdown text.
     fields : Sequence[str]
-        The CSV's columns.
+        The CSV's columns; none: no CSV.
     records : Iterable[Mapping]
         The CSV's lines.
 
     Returns
     -------
     list[str]
-        The two paths.
+        The paths written.
     """
     os.makedirs(os.path.dirname(stem) or ".", exist_ok=True)
-    return [_write_text(stem + ".md", markdown), _write_csv(stem + ".csv", fields, records)]
+    with open(stem + ".md", "w", encoding="utf-8") as file:
+        file.write(markdown)
+    if not fields:
+        return [stem + ".md"]
+    with open(stem + ".csv", "w", encoding="utf-8", newline="") as file:
+        writer = csv.DictWriter(file, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(records)
+    return [stem + ".md", stem + ".csv"]
 
 
 def fit_title(figure: Any, title: str, fontsize: float = 10.0) -> None:

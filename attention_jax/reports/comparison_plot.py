@@ -62,8 +62,14 @@ def ratio_ticks(low: float, high: float) -> list[float]:
             if low <= mantissa * 10.0 ** exponent <= high]
 
 
-def _pyplot() -> Any:
-    """``matplotlib.pyplot`` on the file-only Agg backend (imported on first use: reading a sweep needs no plots)."""
+def pyplot() -> Any:
+    """Return ``matplotlib.pyplot`` on the file-only Agg backend (imported on first use: reading needs no plots).
+
+    Returns
+    -------
+    module
+        ``matplotlib.pyplot``.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -91,7 +97,7 @@ def plot_paired_changes(rows: Sequence[RowReport], compared: Mapping[str, Mappin
     title : str
         Figure title.
     """
-    plt = _pyplot()
+    plt = pyplot()
     others = [row.row for row in rows if row.row != reference]
     panels = max(1, len(metrics))
     figure, axes = plt.subplots(1, panels, squeeze=False, figsize=(4.5 * panels, 1.2 + 0.45 * max(2, len(others))),
@@ -241,7 +247,7 @@ def plot_learning_curves(root: str, rows: Sequence[RowReport], reference: str, p
     key, curves = learning_curves(root, rows)
     if not any(steps for steps, _ in curves.values()):
         return False
-    plt = _pyplot()
+    plt = pyplot()
     dev = key == EVAL_PPL_KEY
     panels = plot_panels(rows, reference)
     columns = min(PANEL_COLUMNS, len(panels))

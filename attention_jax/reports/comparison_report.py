@@ -17,11 +17,10 @@ from attention_jax.reports import comparison, comparison_plot, sweep_rows
 from attention_jax.reports.comparison import (
     Metric,
     MetricStats,
-    _write_csv,
-    _write_text,
     format_figure,
     markdown_table,
     run_directory,
+    write_report_files,
 )
 from attention_jax.reports.sweep_rows import RowReport, SeedRun
 
@@ -30,7 +29,7 @@ __all__ = ["format_figure"]  # Re-exported: every report's cells.
 CSV_FIELDS = ("row", "metric", "reference", "status", "seeds", "mean", "se", "change_mean", "change_se",
               "change_unit", "paired_seeds", "verdict")
 PLOTTED_METRICS = ("dev_ppl", "dev_bleu")
-"""The metrics :func:`_write_comparison` plots by default (those recorded; the first recorded otherwise)."""
+"""The metrics :func:`write_comparison` plots by default (those recorded; the first recorded otherwise)."""
 
 
 def resolve_reference(record: Mapping, rows: Sequence[RowReport], requested: str | None = None) -> tuple[str, str]:
@@ -148,8 +147,8 @@ def markdown_report(record: Mapping, rows: Sequence[RowReport], compared: Mappin
         The report.
     """
     title = f"# {record.get('report_name', 'sweep')}: {record.get('config_file', '(no sweep.json)')}"
-    relative = [metric.label for metric in comparison._recorded_metrics(compared) if metric.relative]
-    difference = [metric.label for metric in comparison._recorded_metrics(compared) if not metric.relative]
+    relative = [metric.label for metric in comparison.recorded_metrics(compared) if metric.relative]
+    difference = [metric.label for metric in comparison.recorded_metrics(compared) if not metric.relative]
     notes = [
         title,
         f"Every row against **{reference}** ({reference_source}; `report --reference=ROW` picks another), paired "
@@ -168,12 +167,12 @@ def markdown_report(record: Mapping, rows: Sequence[RowReport], compared: Mappin
                            ([row.row, row.status, f"{len(row.finished)} of {len(row.runs)}",
                              _overrides_text(record, row)] for row in rows))
     sections = ["\n".join(lines)]
-    for metric in comparison._recorded_metrics(compared):
+    for metric in comparison.recorded_metrics(compared):
         cells = []
         for row in rows:
             stats = compared[row.row][metric.name]
             paired = "" if row.row == reference else str(stats.paired_seeds)
-            cells.append([row.row, comparison._seeds_cell(stats.seeds, len(stats.diverged)), value_cell(stats),
+            cells.append([row.row, comparison.seeds_cell(stats.seeds, len(stats.diverged)), value_cell(stats),
                           change_cell(stats), paired, stats.verdict])
         table = markdown_table(["row", "seeds", f"{metric.label} ± SE", f"change vs {reference} ± SE", "paired seeds",
                                 "verdict"], cells)
@@ -187,7 +186,7 @@ def _csv_records(rows: Sequence[RowReport], compared: Mapping[str, Mapping[str, 
                 reference: str) -> list[dict]:
     """The comparison as flat records: one per row and recorded metric, keys :data:`CSV_FIELDS`."""
     records = []
-    for metric in comparison._recorded_metrics(compared):
+    for metric in comparison.recorded_metrics(compared):
         scale = 100.0 if metric.relative else 1.0
         for row in rows:
             stats = compared[row.row][metric.name]
@@ -214,22 +213,41 @@ def plotted_metrics(compared: Mapping[str, Mapping[str, MetricStats]]) -> list[M
     list[Metric]
         The metrics plotted.
     """
-    recorded = comparison._recorded_metrics(compared)
+    recorded = comparison.recorded_metrics(compared)
     chosen = [metric for metric in recorded if metric.name in PLOTTED_METRICS]
     return chosen or recorded[:1]
 
 
-def _write_comparison(root: str, record: Mapping, rows: Sequence[RowReport], out_dir: str, *,
+def write_comparison(root: str, record: Mapping, rows: Sequence[RowReport], out_dir: str, *,
                      reference: str | None = None) -> list[str]:
-    """Write the comparison report of a sweep."""
+    """Write ``OUT/<name>.md``, ``.csv``, ``.png`` and (with metrics) ``_curves.png``: the report of any sweep.
+
+    Parameters
+    ----------
+    root : str
+        The sweep root (only read).
+    record : Mapping
+        Its ``sweep.json`` (may be empty).
+    rows : Sequence[RowReport]
+        Its rows.
+    out_dir : str
+        Where the files go.
+    reference : str, optional
+        ``--reference`` (:func:`resolve_reference`).
+
+    Returns
+    -------
+    list[str]
+        The paths written.
+    """
     reference_row, source = resolve_reference(record, rows, reference)
     metrics = [*comparison.METRICS, *evaluation_metrics(root, rows)]
     compared = comparison.compare(root, rows, reference_row, metrics)
     name = str(record.get("report_name", "report"))
     os.makedirs(out_dir, exist_ok=True)
     stem = os.path.join(out_dir, name)
-    _write_text(stem + ".md", markdown_report(record, rows, compared, reference_row, source))
-    _write_csv(stem + ".csv", CSV_FIELDS, _csv_records(rows, compared, reference_row))
+    write_report_files(stem, markdown_report(record, rows, compared, reference_row, source), CSV_FIELDS,
+                       _csv_records(rows, compared, reference_row))
     comparison_plot.plot_paired_changes(rows, compared, reference_row, plotted_metrics(compared), stem + ".png",
                                         f"{name}: paired change against {reference_row} ({root})")
     paths = [stem + ".md", stem + ".csv", stem + ".png"]
@@ -287,8 +305,19 @@ def register_headline_measure(metric: Metric) -> None:
     HEADLINE_MEASURES[metric.name] = metric
 
 
-def _read_file(path: str) -> dict:
-    """The JSON object an evaluation wrote at ``path``; ``{}`` when absent or half-written."""
+def read_json_file(path: str) -> dict:
+    """Return the JSON object an evaluation wrote at ``path``.
+
+    Parameters
+    ----------
+    path : str
+        The file.
+
+    Returns
+    -------
+    dict
+        ``{}`` when absent, half-written or not an object.
+    """
     try:
         with open(path, encoding="utf-8") as file:
             value = json.load(file)
@@ -299,7 +328,7 @@ def _read_file(path: str) -> dict:
 
 def _reader(evaluation: _RunEvaluation, key: str, metric: str) -> Callable[[str, SeedRun], float | None]:
     def read(run_dir: str, run: SeedRun) -> float | None:
-        value = evaluation.keys(_read_file(os.path.join(run_dir, evaluation.file_name))).get(key, {}).get(metric)
+        value = evaluation.keys(read_json_file(os.path.join(run_dir, evaluation.file_name))).get(key, {}).get(metric)
         if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
             return None
         return float(value)
@@ -332,7 +361,7 @@ def evaluation_metrics(root: str, rows: Sequence[RowReport], *, every_run: bool 
         for row in rows:
             for run in (row.runs if every_run else row.finished):
                 path = os.path.join(run_directory(root, row, run), evaluation.file_name)
-                keys += [key for key in evaluation.keys(_read_file(path)) if key not in keys]
+                keys += [key for key in evaluation.keys(read_json_file(path)) if key not in keys]
         for key in keys:
             for metric in evaluation.metrics:
                 found.append(Metric(f"{evaluation.name}/{key}/{metric.name}", f"{key} {metric.label}", metric.digits,

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 from attention_jax.foundation import run_files
 from attention_jax.reports import comparison_plot
-from attention_jax.reports.comparison import _paired_changes, markdown_table, run_directory
+from attention_jax.reports.comparison import markdown_table, paired_changes, run_directory
 from attention_jax.reports.sweep_rows import read_metric_curve, read_sweep_rows
 from attention_jax.reports.sweep_seeds import sign, verdict
 
@@ -112,7 +112,7 @@ def judge_budget(runs: dict[str, dict[int, _RunCurve]], step: int, reference: st
     for row, seeds in runs.items():
         at_step = {seed: dev for seed, curve in seeds.items() if (dev := curve._dev_at(step))}
         in_seed_order: dict[int | None, float] = dict(sorted(at_step.items()))
-        changes = tuple(_paired_changes(in_seed_order, base_at, relative=True).values())
+        changes = tuple(paired_changes(in_seed_order, base_at, relative=True).values())
         paper_row = next((curve.paper_dev_ppl for curve in seeds.values()), None)
         paper_change = (paper_row / paper_base - 1) if row != reference and paper_row and paper_base else None
         if row == reference:
@@ -213,7 +213,7 @@ def plot_changes(runs: dict[str, dict[int, _RunCurve]], path: str, reference: st
         The reference row (see :func:`judge_budget`).
     """
     reference = reference or next(iter(runs), "")
-    plt = comparison_plot._pyplot()
+    plt = comparison_plot.pyplot()
 
     steps = sorted({step for curve in runs.get(reference, {}).values() for step in curve.dev_ppl})
     rows = [row for row in runs if row != reference]

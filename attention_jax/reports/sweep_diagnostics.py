@@ -11,11 +11,11 @@ from attention_jax.reports import comparison_plot
 from attention_jax.reports.comparison import (
     ACCURACY_COLLAPSE,
     DIVERGED_FACTOR,
-    _write_text,
     diverged,
     markdown_table,
     mean_and_se,
     run_directory,
+    write_report_files,
 )
 from attention_jax.reports.sweep_rows import RowReport
 
@@ -168,11 +168,30 @@ def diagnostics_markdown(root: str, name: str, rows: Sequence[RowReport], refere
     return "\n".join(lines) + "\n"
 
 
-def _write_diagnostics(root: str, name: str, rows: Sequence[RowReport], *, out_dir: str | None = None,
+def write_diagnostics(root: str, name: str, rows: Sequence[RowReport], *, out_dir: str | None = None,
                       reference: str) -> str | None:
-    """Write ``ROOT/<name>_diagnostics.md`` (:func:`diagnostics_markdown`)."""
+    """Write ``OUT/<name>_diagnostics.md`` (:func:`diagnostics_markdown`).
+
+    Parameters
+    ----------
+    root : str
+        Sweep root.
+    name : str
+        The report's name.
+    rows : Sequence[RowReport]
+        The sweep's rows.
+    out_dir : str, optional
+        Where the file goes (``root`` by default).
+    reference : str
+        The reference row.
+
+    Returns
+    -------
+    str or None
+        The path written; None when no run has dev curves.
+    """
     text = diagnostics_markdown(root, name, rows, reference)
     if text is None:
         return None
-    return _write_text(os.path.join(out_dir or root, f"{name}_diagnostics.md"), text)
+    return write_report_files(os.path.join(out_dir or root, f"{name}_diagnostics"), text)[0]
 

@@ -14,15 +14,14 @@ from attention_jax.reports.comparison import (
     DIVERGED_FACTOR,
     SPREAD_FACTOR,
     MetricStats,
-    _write_csv,
-    _write_text,
     fit_title,
     format_figure,
     markdown_table,
     mean_and_se,
+    write_report_files,
 )
 from attention_jax.reports.sweep_rows import RowReport, plot_panels, read_sweep_rows
-from attention_jax.reports.sweep_seeds import _RowStats, aggregate
+from attention_jax.reports.sweep_seeds import RowStats, aggregate
 
 # (column header as in the paper, config field), Table 2's order.
 HPARAM_COLUMNS = (("N", "num_layers"), ("d_model", "d_model"), ("d_ff", "d_ff"), ("h", "num_heads"),
@@ -130,11 +129,11 @@ def _steps_cell(row: RowReport) -> str:
     return str(steps[0]) if len(steps) == 1 else f"{steps[0]}–{steps[-1]}"
 
 
-def _seeds_cell(row: RowReport, stats: _RowStats) -> str:
+def _seeds_cell(row: RowReport, stats: RowStats) -> str:
     """The seeds column: finished seeds, and how many are pending (``"2 (+1 pending)"``)."""
     pending = f" (+{stats.pending} pending)" if stats.pending and row.seeded else ""
     diverged = sum(run.status == "done" for run in row.runs if run.seed in stats.diverged_seeds)
-    return f"{comparison._seeds_cell(stats.seeds, diverged)}{pending}"
+    return f"{comparison.seeds_cell(stats.seeds, diverged)}{pending}"
 
 
 def _status_cell(row: RowReport) -> str:
@@ -144,14 +143,14 @@ def _status_cell(row: RowReport) -> str:
     return f"{row.status} (" + ", ".join(f"{run.name} {run.status}" for run in row.pending) + ")"
 
 
-def _verdict_cell(stats: _RowStats) -> str:
+def _verdict_cell(stats: RowStats) -> str:
     """The verdict column: the verdict, marked when it rests on one seed's sign or a seed diverged."""
     if stats.verdict == "unstable":
-        return f"unstable ({sweep_seeds._diverged_label(stats.diverged_seeds)} diverged)"
+        return f"unstable ({sweep_seeds.diverged_label(stats.diverged_seeds)} diverged)"
     return stats.verdict + (" (sign only)" if stats.verdict_basis.startswith("sign only") else "")
 
 
-def _verdict_notes(rows: Sequence[RowReport], stats: dict[str, _RowStats], reference: str) -> list[str]:
+def _verdict_notes(rows: Sequence[RowReport], stats: dict[str, RowStats], reference: str) -> list[str]:
     """The report's notes on seeds and verdicts: the rule, and how many rows got each verdict."""
     seeded = any(row.seeded for row in rows)
     counts: dict[str, int] = {}
@@ -194,7 +193,7 @@ def _markdown_table_report(record: dict, rows: Sequence[RowReport], reference: s
         group_cell = f"({row.group})" if starts_group else ""
         previous_group = row.group
         row_stats = stats[row.row]
-        wall, _ = mean_and_se([run.results["wall_s"] for run in comparison._counted_runs(row)
+        wall, _ = mean_and_se([run.results["wall_s"] for run in comparison.counted_runs(row)
                                if run.results.get("wall_s") is not None])
         cells = [group_cell, row.row, *_hparam_cells(row, shown), other_changes(row, record),
                  _seeds_cell(row, row_stats), _steps_cell(row), _params_millions(row),
@@ -270,7 +269,7 @@ def _csv_records(record: dict, rows: Sequence[RowReport], reference: str) -> lis
                 "verdict": row_stats.verdict, "verdict_basis": row_stats.verdict_basis}
         flat.update({field: row.config.get(field) for _, field in HPARAM_COLUMNS})
         flat["other_changes"] = other_changes(row, record)
-        flat.update({key: _shared_or_mean([run.results.get(key) for run in comparison._counted_runs(row)])
+        flat.update({key: _shared_or_mean([run.results.get(key) for run in comparison.counted_runs(row)])
                      for key in RESULT_FIELDS})
         flat.update(paper_params_millions=row.paper.get("params_millions"),
                     paper_dev_ppl=row.paper.get("dev_ppl"), paper_dev_bleu=row.paper.get("dev_bleu"))
@@ -308,15 +307,15 @@ def write_report(root: str, *, all_rows: bool = False, out_dir: str | None = Non
     out_dir = out_dir or root
     os.makedirs(out_dir, exist_ok=True)
     stem = os.path.join(out_dir, name)
-    _write_text(stem + ".md", _markdown_table_report(record, rows, reference_row))
-    _write_csv(stem + ".csv", CSV_FIELDS, _csv_records(record, rows, reference_row))
+    write_report_files(stem, _markdown_table_report(record, rows, reference_row), CSV_FIELDS,
+                       _csv_records(record, rows, reference_row))
     _plot_report(rows, reference_row, stem + ".png",
                             f"{name}: paired changes against {reference_row}, ours vs the paper ({root})")
     paths = [stem + ".md", stem + ".csv", stem + ".png"]
     if comparison_plot.plot_learning_curves(root, rows, reference_row, stem + "_curves.png",
                                             f"{name}: dev perplexity ({root})"):
         paths.append(stem + "_curves.png")
-    diagnostics = sweep_diagnostics._write_diagnostics(root, name, rows, out_dir=out_dir, reference=reference_row)
+    diagnostics = sweep_diagnostics.write_diagnostics(root, name, rows, out_dir=out_dir, reference=reference_row)
     return paths + ([diagnostics] if diagnostics else [])
 
 OURS_COLOR, PAPER_COLOR = "tab:blue", "tab:orange"
@@ -368,7 +367,7 @@ def draw_report(rows: Sequence[RowReport], reference: str) -> Any:
         One column per Table 2 group (:func:`~attention_jax.reports.sweep_rows.plot_panels`), a row of dev-perplexity
         changes and, when any row has a BLEU (ours or the paper's), a row of BLEU changes; 3.6 x 3.2 inches a panel.
     """
-    plt = comparison_plot._pyplot()
+    plt = comparison_plot.pyplot()
 
     panels = plot_panels(rows, reference)
     reference_row = next((row for row in rows if row.row == reference), None)
@@ -399,7 +398,7 @@ def draw_report(rows: Sequence[RowReport], reference: str) -> Any:
 
 def _plot_report(rows: Sequence[RowReport], reference: str, path: str, title: str) -> None:
     """Plot each row's paired change of dev perplexity and BLEU against the reference beside the paper's."""
-    plt = comparison_plot._pyplot()
+    plt = comparison_plot.pyplot()
     figure = draw_report(rows, reference)
     fit_title(figure, title)
     figure.savefig(path, dpi=110)

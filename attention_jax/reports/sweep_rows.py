@@ -293,6 +293,10 @@ def _row_report(root: str, name: str, record: dict, group_of: Callable[[str], st
     return RowReport(name, group_of(name), status, config, finished[0] if finished else {}, runs, paper_figures)
 
 
+def _no_group(row: str) -> str:
+    return ""
+
+
 def corpus_roots(root: str) -> dict[str, str]:
     """The sweep roots of a sweep over corpora (``launch.sweep --corpora``): ``ROOT/<corpus>/sweep.json``.
 
@@ -312,8 +316,19 @@ def corpus_roots(root: str) -> dict[str, str]:
     return {name: os.path.join(root, name) for name in names}
 
 
-def _is_row_directory(path: str) -> bool:
-    """Whether ``path`` is a row of a sweep root: it holds ``config.json`` or ``seed_<k>/config.json``."""
+def is_row_directory(path: str) -> bool:
+    """Return whether ``path`` is a row of a sweep root: it holds ``config.json`` or ``seed_<k>/config.json``.
+
+    Parameters
+    ----------
+    path : str
+        A directory.
+
+    Returns
+    -------
+    bool
+        True for a row.
+    """
     return os.path.isfile(os.path.join(path, run_files.CONFIG_FILE)) or any(
         os.path.isfile(os.path.join(path, f"seed_{seed}", run_files.CONFIG_FILE)) for seed in _seeds_on_disk(path))
 
@@ -342,7 +357,7 @@ def read_sweep_rows(root: str, *, all_rows: bool = False) -> tuple[dict, list[Ro
     if record:
         names = record["all_rows"] if all_rows else record["rows"]
     else:
-        names = sorted(name for name in os.listdir(root) if _is_row_directory(os.path.join(root, name)))
+        names = sorted(name for name in os.listdir(root) if is_row_directory(os.path.join(root, name)))
         if not names and corpus_roots(root):
             raise FileNotFoundError(f"{root} is a sweep over corpora: read each corpus's root, "
                                     f"{', '.join(corpus_roots(root).values())}.")
@@ -351,7 +366,10 @@ def read_sweep_rows(root: str, *, all_rows: bool = False) -> tuple[dict, list[Ro
                 f"{root} holds no {run_files.SWEEP_FILE} and no <row>/config.json: not a sweep root "
                 f"(launch one with attention-jax-sweep --root={root} ...)."
             )
-    group_of = declared_report(record).get("group_of", lambda name: "")
+    try:
+        group_of = declared_report(record).get("group_of", _no_group)
+    except UserInputError:  # A sweep file that fails: one line where its get_report() is asked for (the command).
+        group_of = _no_group
     return record, [_row_report(root, name, record, group_of) for name in names]
 
 

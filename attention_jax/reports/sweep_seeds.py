@@ -41,7 +41,7 @@ def sign(value: float) -> int:
 
 
 @dataclasses.dataclass(frozen=True)
-class _RowStats:
+class RowStats:
     """A row's figures over its finished seeds, and its verdict against the paper."""
 
     row: str
@@ -99,8 +99,19 @@ def verdict(changes: Sequence[float], paper_direction: int, reference: str = "ba
     return ("reproduced" if sign(mean) == paper_direction else "opposite"), basis
 
 
-def _diverged_label(diverged_seeds: Sequence[int | None]) -> str:
-    """``"seed 1"``, ``"seeds 0, 2"``, or ``"the run"`` for a run without a seed directory."""
+def diverged_label(diverged_seeds: Sequence[int | None]) -> str:
+    """Return ``"seed 1"``, ``"seeds 0, 2"``, or ``"the run"`` for a run without a seed directory.
+
+    Parameters
+    ----------
+    diverged_seeds : Sequence[int or None]
+        The seeds that diverged.
+
+    Returns
+    -------
+    str
+        The label.
+    """
     seeds = [str(seed) for seed in diverged_seeds if seed is not None]
     return f"seed{'s' if len(seeds) > 1 else ''} {', '.join(seeds)}" if seeds else "the run"
 
@@ -109,7 +120,7 @@ def _unstable_verdict(diverged_seeds: Sequence[int | None], healthy_changes: Seq
                      paper_direction: int, reference: str = "base") -> tuple[str, str]:
     """The verdict of a row with diverged seeds: ``unstable``, with the other seeds' verdict as basis."""
     others = verdict(healthy_changes, paper_direction, reference)
-    return "unstable", (f"{_diverged_label(diverged_seeds)} diverged (a non-finite loss, or last dev PPL > "
+    return "unstable", (f"{diverged_label(diverged_seeds)} diverged (a non-finite loss, or last dev PPL > "
                         f"{comparison.DIVERGED_FACTOR:g}x its best); the other seeds: {others[0]} ({others[1]})")
 
 
@@ -141,7 +152,7 @@ def paper_change(row: RowReport, reference: RowReport | None, key: str = "dev_pp
     return value / reference_value - 1 if relative else value - reference_value
 
 
-def aggregate(rows: Sequence[RowReport], reference: str | None = None) -> dict[str, _RowStats]:
+def aggregate(rows: Sequence[RowReport], reference: str | None = None) -> dict[str, RowStats]:
     """Aggregate every row's finished seeds and judge it against the reference row and the paper.
 
     Parameters
@@ -179,8 +190,8 @@ def aggregate(rows: Sequence[RowReport], reference: str | None = None) -> dict[s
         else:
             judged = verdict(list(changes.values()), sign(paper_figure_change), reference_row.row)
         paired = reference_row is not None and row is not reference_row
-        stats[row.row] = _RowStats(
-            row=row.row, seeds=len(comparison._counted_runs(row)), pending=len(row.pending),
+        stats[row.row] = RowStats(
+            row=row.row, seeds=len(comparison.counted_runs(row)), pending=len(row.pending),
             dev_ppl=tuple(ppl.values.values()),
             dev_ppl_mean=ppl.mean, dev_ppl_std=ppl.std, dev_bleu_mean=bleu.mean, dev_bleu_std=bleu.std,
             changes=tuple(changes.values()), change_mean=ppl.change_mean if paired else None,

@@ -12,13 +12,13 @@ import statistics
 from collections.abc import Sequence
 
 from attention_jax.reports.comparison import (
-    _directional_reading,
-    _write_text,
+    directional_reading,
     diverged,
     format_figure,
     markdown_table,
     mean_and_se,
     run_directory,
+    write_report_files,
 )
 from attention_jax.reports.comparison_plot import read_dev_curve
 from attention_jax.reports.sweep_rows import ReportContext, RowReport
@@ -161,7 +161,7 @@ def compare_rows(root: str, rows: Sequence[RowReport], target: float | None,
         changes = {seed: float(step - base_reached[seed]) for seed, step in steps.items()
                    if row.row != reference and step is not None and seed in base_reached}
         reading, basis = (("reference", "the reference row") if row.row == reference
-                          else _directional_reading(list(changes.values()), "slower", "faster"))
+                          else directional_reading(list(changes.values()), "slower", "faster"))
         norms = [_gradient_norms(path) for path in directories[row.row]]
         compared.append(_NormalizationRow(
             row.row, steps, tuple(run.seed for run in row.finished if diverged(run)), changes, reading, basis,
@@ -225,8 +225,8 @@ def markdown_report(root: str, compared: Sequence[_NormalizationRow], target: fl
 def _write_normalization_report(root: str, rows: Sequence[RowReport], out_dir: str, reference: str) -> list[str]:
     """Write ``OUT/normalization_training.md``."""
     target = target_perplexity(root, rows, reference)
-    return [_write_text(os.path.join(out_dir, REPORT_STEM + ".md"),
-                        markdown_report(root, compare_rows(root, rows, target, reference), target, reference))]
+    return write_report_files(os.path.join(out_dir, REPORT_STEM),
+                              markdown_report(root, compare_rows(root, rows, target, reference), target, reference))
 
 
 @dataclasses.dataclass(frozen=True)

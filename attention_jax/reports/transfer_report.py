@@ -56,10 +56,10 @@ class _Transfer:
 
 
 def _is_corpus_directory(path: str) -> bool:
-    if not os.path.isdir(path) or sweep_rows._is_row_directory(path):
+    if not os.path.isdir(path) or sweep_rows.is_row_directory(path):
         return False
     return os.path.isfile(os.path.join(path, run_files.SWEEP_FILE)) or any(
-        sweep_rows._is_row_directory(os.path.join(path, name)) for name in os.listdir(path)
+        sweep_rows.is_row_directory(os.path.join(path, name)) for name in os.listdir(path)
         if not sweep_rows.SEED_DIR_PATTERN.match(name))
 
 
@@ -117,13 +117,13 @@ def read_corpora(root: str, *, all_rows: bool = False, reference: str | None = N
         A damaged file, a reference that is not a row of some corpus, a directory holding runs of two corpora, or two
         directories of one corpus.
     """
-    if not os.path.isdir(root) or sweep_rows._is_row_directory(root):
+    if not os.path.isdir(root) or sweep_rows.is_row_directory(root):
         return []
     names = sorted(os.listdir(root))
     directories = [os.path.join(root, name) for name in names if _is_corpus_directory(os.path.join(root, name))]
     if not directories:
         return []
-    flat = any(sweep_rows._is_row_directory(os.path.join(root, name)) for name in names)
+    flat = any(sweep_rows.is_row_directory(os.path.join(root, name)) for name in names)
     root_record = sweep_rows.read_sweep_rows(root)[0] if os.path.isfile(os.path.join(root, run_files.SWEEP_FILE)) \
         else {}
     corpora_found: list[_Corpus] = []
@@ -200,7 +200,7 @@ def compare_corpora(corpora: Sequence[_Corpus], metrics: Sequence[Metric] | None
     """
     metrics = _headline_metrics(corpora) if metrics is None else metrics
     compared = [comparison.compare(corpus.directory, corpus.rows, corpus.reference, metrics) for corpus in corpora]
-    recorded = {metric.name for figures in compared for metric in comparison._recorded_metrics(figures)}
+    recorded = {metric.name for figures in compared for metric in comparison.recorded_metrics(figures)}
     rows = dict.fromkeys(row.row for corpus in corpora for row in corpus.rows if row.row != corpus.reference)
     transfers = []
     for row, metric in itertools.product(rows, [metric for metric in metrics if metric.name in recorded]):
@@ -259,7 +259,7 @@ def _csv_records(corpora: Sequence[_Corpus], transfers: Sequence[_Transfer]) -> 
 
 def _plot_transfer(corpora: Sequence[_Corpus], transfers: Sequence[_Transfer], path: str, title: str) -> None:
     """Plot each row's change on one corpus against another: a panel per metric (columns) and pair (rows)."""
-    plt = comparison_plot._pyplot()
+    plt = comparison_plot.pyplot()
     metrics = list({transfer.metric.name: transfer.metric for transfer in transfers}.values())
     pairs = list(itertools.combinations(range(len(corpora)), 2))
     figure, axes = plt.subplots(len(pairs), max(1, len(metrics)), squeeze=False, layout="constrained",
@@ -295,9 +295,26 @@ def _plot_transfer(corpora: Sequence[_Corpus], transfers: Sequence[_Transfer], p
     plt.close(figure)
 
 
-def _write_transfer_report(root: str, corpora: Sequence[_Corpus], out_dir: str,
+def write_transfer_report(root: str, corpora: Sequence[_Corpus], out_dir: str,
                           corpus_files: Mapping[str, Sequence[str]]) -> list[str]:
-    """Write ``OUT/transfer.md``, ``.csv`` and ``.png`` for two or more corpora."""
+    """Write ``OUT/transfer.md``, ``.csv`` and ``.png`` for two or more corpora.
+
+    Parameters
+    ----------
+    root : str
+        The sweep root.
+    corpora : Sequence[Corpus]
+        :func:`read_corpora`'s.
+    out_dir : str
+        Where the files go.
+    corpus_files : Mapping[str, Sequence[str]]
+        Corpus -> the paths of its own reports (linked from ``transfer.md``).
+
+    Returns
+    -------
+    list[str]
+        The paths written.
+    """
     transfers = compare_corpora(corpora)
     stem = os.path.join(out_dir, STEM)
     write_report_files(stem, _markdown_report(root, corpora, transfers, corpus_files, out_dir), CSV_FIELDS,

@@ -13,12 +13,12 @@ from typing import Any, Callable, Sequence
 
 from attention_jax.reports import comparison, comparison_plot
 from attention_jax.reports.comparison import (
-    _directional_reading,
-    _paired_changes,
+    directional_reading,
     fit_title,
     format_figure,
     markdown_table,
     mean_and_se,
+    paired_changes,
     write_report_files,
 )
 from attention_jax.reports.sweep_rows import ReportContext, RowReport
@@ -185,7 +185,7 @@ def compare_within_groups(rows: Sequence[RowReport], declared: GroupComparison) 
             compared.append(GroupRow(row.row, value, group, None, ppl.values, bleu.values, {}, {},
                                      "reference" if reference is row else "no reference", basis, len(ppl.diverged)))
             continue
-        reading, basis = _directional_reading(list(ppl.changes.values()), "higher perplexity", "lower perplexity")
+        reading, basis = directional_reading(list(ppl.changes.values()), "higher perplexity", "lower perplexity")
         compared.append(GroupRow(row.row, value, group, reference.row, ppl.values, bleu.values, ppl.changes,
                                  bleu.changes, reading, basis, len(ppl.diverged)))
     return compared
@@ -216,8 +216,8 @@ def group_trends(compared: Sequence[GroupRow], declared: GroupComparison) -> lis
             continue
         small = min(members, key=lambda row: row.group)
         large = max(members, key=lambda row: row.group)
-        differences = _paired_changes(large.ppl_changes, small.ppl_changes, relative=False)
-        reading, basis = _directional_reading(list(differences.values()), f"grows with {declared.group_label}",
+        differences = paired_changes(large.ppl_changes, small.ppl_changes, relative=False)
+        reading, basis = directional_reading(list(differences.values()), f"grows with {declared.group_label}",
                                               f"shrinks with {declared.group_label}")
         trends.append(_Trend(value, small.group, large.group, differences, reading, basis))
     return trends
@@ -233,7 +233,7 @@ def _markdown_report(root: str, compared: Sequence[GroupRow], trends: Sequence[_
              *markdown_table(["row", declared.label, group, "seeds", "dev PPL", "dev BLEU",
                               f"ΔPPL vs {reference}, same {group}", "ΔBLEU", "reading"],
                              ([record["row"], row.value, row.group,
-                               comparison._seeds_cell(record["seeds"], row.diverged),
+                               comparison.seeds_cell(record["seeds"], row.diverged),
                                format_figure(record["dev_ppl_mean"], record["dev_ppl_se"], 2),
                                format_figure(record["dev_bleu_mean"], record["dev_bleu_se"], 1),
                                format_figure(record["ppl_change_mean"], record["ppl_change_se"], 1, percent=True,
@@ -282,7 +282,7 @@ def _csv_records(compared: Sequence[GroupRow], declared: GroupComparison) -> lis
 
 def _plot(compared: Sequence[GroupRow], path: str, title: str, declared: GroupComparison) -> None:
     """Plot dev perplexity and the paired change against the reference, both against the group."""
-    plt = comparison_plot._pyplot()
+    plt = comparison_plot.pyplot()
 
     figure, (left, right) = plt.subplots(1, 2, figsize=(10, 4), layout="constrained")
     for value in dict.fromkeys(row.value for row in compared):
