@@ -1,11 +1,7 @@
 """One comparison for every sweep: each row against a reference row, paired by seed, metric by metric.
 
-The one home of the statistics every report uses: mean ± standard error over seeds (ddof=1, over √n), the change
-``x(row, k) / x(ref, k) - 1`` (or the difference) for every seed k finished in both rows, and the verdict
-``beyond 2 SE`` when ``|mean change| > 2 se`` with two or more paired seeds. A diverged seed (non-finite loss, or
-last dev PPL over 2x its best with accuracy collapsed) makes a row ``unstable`` and is left out of every mean and
-standard error (:func:`counted_runs`); the tables say how many (:func:`seeds_cell`). Also the one Markdown
-table writer, CSV writer and figure title every report uses.
+The statistics every report uses (mean ± standard error over seeds, ddof=1; paired changes; verdicts; diverged seeds
+left out, :func:`counted_runs`), and the one Markdown table writer, CSV writer and figure title.
 """
 
 from __future__ import annotations
@@ -52,28 +48,14 @@ def reported_bleu(results: dict) -> float | None:
     Returns
     -------
     float or None
-        ``dev_bleu`` (beam search on the whole dev split, ``config.final_bleu``) when the run has it, else ``bleu`` (the
-        ``num_bleu_examples`` dev sentences decoded at the last evaluation), else None.
+        ``dev_bleu`` (``config.final_bleu``), else ``bleu`` (the dev sample of the last evaluation), else None.
     """
     full = results.get("dev_bleu")
     return full if full is not None else results.get("bleu")
 
 
-def reported_ppl(results: dict) -> float | None:
-    """A run's dev perplexity for the reports: of the parameters whose BLEU is reported.
-
-    Parameters
-    ----------
-    results : dict
-        The run's ``results.json``.
-
-    Returns
-    -------
-    float or None
-        ``dev_ppl`` (the whole dev split, with the parameters of ``dev_bleu``) when the run has it; else
-        ``best_eval_ppl`` when the run stopped early (its best checkpoint is the model kept); else ``eval_ppl`` (the
-        last evaluation); None when none is known.
-    """
+def _reported_ppl(results: dict) -> float | None:
+    """A run's dev perplexity for the reports: of the parameters whose BLEU is reported."""
     for key in ("dev_ppl",) + (("best_eval_ppl",) if results.get("stop_reason") == STOPPED_EARLY else ()):
         if results.get(key) is not None:
             return results[key]
@@ -91,10 +73,8 @@ def diverged(run: SeedRun) -> bool:
     Returns
     -------
     bool
-        True for a run stopped on a non-finite loss (:data:`DIVERGED_STATUS`), and when ``eval_ppl`` (the last
-        evaluation) is more than :data:`DIVERGED_FACTOR` times ``best_eval_ppl`` and ``eval_accuracy`` is below
-        :data:`ACCURACY_COLLAPSE` times the accuracy at the best evaluation (the perplexity test alone when that
-        accuracy is unknown: a run without ``metrics.jsonl``); False when either perplexity is missing.
+        Stopped on a non-finite loss, or last dev PPL over ``DIVERGED_FACTOR`` x its best with dev accuracy under
+        ``ACCURACY_COLLAPSE`` x that at its best (the perplexity test alone when that accuracy is unknown).
     """
     if run.status == DIVERGED_STATUS:  # Stopped on a non-finite loss, with no results.
         return True
@@ -144,15 +124,14 @@ def derived_metric(name: str, label: str, digits: int, derive: Callable[[str, st
     digits : int
         Decimals shown.
     derive : Callable[[str, str], float or None]
-        ``(run directory, reference run directory) -> value``: that value is the run's change, so :func:`compare` takes
-        its mean and SE over the paired seeds as it does a paired difference.
+        ``(run directory, reference run directory) -> value``: the run's change itself (mean and SE over seeds).
     unit : str
         The value's unit (``"pp"``).
 
     Returns
     -------
     Metric
-        With no per-run value (``read`` gives None) and :attr:`Metric.derive` set.
+        With no per-run value and :attr:`Metric.derive` set.
     """
     return Metric(name, label, digits, False, lambda run_dir, run: None, unit, derive)
 
@@ -178,7 +157,7 @@ def _dev_chrf(run_dir: str, run: SeedRun) -> float | None:
 
 
 METRICS: tuple[Metric, ...] = (
-    Metric("dev_ppl", "dev PPL", 2, True, lambda run_dir, run: reported_ppl(run.results)),
+    Metric("dev_ppl", "dev PPL", 2, True, lambda run_dir, run: _reported_ppl(run.results)),
     Metric("test_ppl", "test PPL", 2, True, _results_key("test_ppl")),
     Metric("dev_bleu", "dev BLEU", 1, False, lambda run_dir, run: reported_bleu(run.results)),
     Metric("test_bleu", "test BLEU", 1, False, _results_key("test_bleu")),
@@ -403,22 +382,6 @@ def counted_runs(row: RowReport, every_run: bool = False) -> list[SeedRun]:
     return [run for run in (row.runs if every_run else row.finished) if not diverged(run)]
 
 
-def diverged_seeds(row: RowReport) -> tuple[int | None, ...]:
-    """Return the seeds of the row's runs that :func:`diverged` (left out of its means).
-
-    Parameters
-    ----------
-    row : RowReport
-        The row.
-
-    Returns
-    -------
-    tuple
-        In seed order (None for a run without a seed directory).
-    """
-    return tuple(run.seed for run in row.runs if diverged(run))
-
-
 def seeds_cell(count: int, diverged_count: int) -> str:
     """Return a table's seed count, saying how many diverged seeds it leaves out: ``"2 of 3; 1 diverged"``.
 
@@ -500,7 +463,7 @@ def compare(root: str, rows: Sequence[RowReport], reference: str, metrics: Seque
             values = (_derived_changes(root, row, reference_row, metric, every_run) if derived
                       else _finished_values(root, row, metric, every_run))  # A derived value is the change.
             mean, std, se = _mean_std_se(list(values.values()))
-            left_out = diverged_seeds(row)
+            left_out = tuple(run.seed for run in row.runs if diverged(run))
             if row.row == reference:
                 stats = MetricStats(metric, values, mean, se, {}, None, None, REFERENCE_VERDICT, std, None, left_out)
             else:
@@ -542,7 +505,7 @@ def format_figure(value: float | None, spread: float | None, digits: int, *, per
     value : float or None
         The figure (a fraction when ``percent``).
     spread : float or None
-        Its standard error, shown after ``±`` when given.
+        Its standard error, shown after ``±``.
     digits : int
         Digits after the point.
     percent : bool
@@ -616,14 +579,14 @@ def write_report_files(stem: str, markdown: str, fields: Sequence[str] = (),
 
 
 def fit_title(figure: Any, title: str, fontsize: float = 10.0) -> None:
-    """Set a figure's title, wrapped so that a long sweep root is not clipped.
+    """Set a figure's title, wrapped (at a path's slashes too) so that a long sweep root is not clipped.
 
     Parameters
     ----------
     figure : matplotlib.figure.Figure
-        The figure; its width sets the line length (a character is about 0.6 of the font size wide).
+        The figure; its width sets the line length.
     title : str
-        The title; a path in it breaks at its slashes.
+        The title.
     fontsize : float
         Font size in points.
     """

@@ -14,7 +14,7 @@ MIN_EVALUATIONS = 3
 """Fewer dev evaluations than this in any run with metrics: the curves show the training loss instead."""
 PANEL_COLUMNS = 3
 ZOOM = 2.5
-"""The learning curves' y axis ends at ``ZOOM`` times the sweep's lowest dev perplexity (:func:`curve_y_limits`)."""
+"""The learning curves' y axis ends at ``ZOOM`` times the sweep's lowest dev perplexity (:func:`_curve_y_limits`)."""
 
 
 RATIO_AXIS_BEYOND = 1.0
@@ -23,38 +23,14 @@ RATIO_FLOOR = 1e-3
 """The lower end of a ratio's error bar when the mean change minus one SE is at or below -100%."""
 
 
-def uses_ratio_axis(changes: Sequence[float | None]) -> bool:
-    """Whether a relative metric's paired changes span too much for a linear percent axis.
-
-    Parameters
-    ----------
-    changes : Sequence[float or None]
-        Each row's mean paired change, a fraction (``x / x_ref - 1``); None for a row without one.
-
-    Returns
-    -------
-    bool
-        True when a change is over :data:`RATIO_AXIS_BEYOND` (+100%, twice the reference) or at or under -50% (half of
-        it): on a linear axis the other rows' changes of a few percent would sit on the zero line.
-    """
+def _uses_ratio_axis(changes: Sequence[float | None]) -> bool:
+    """Whether a relative metric's paired changes span too much for a linear percent axis."""
     present = [change for change in changes if change is not None]
     return any(change > RATIO_AXIS_BEYOND or change <= -0.5 for change in present)
 
 
-def ratio_ticks(low: float, high: float) -> list[float]:
-    """Where a ratio axis from ``low`` to ``high`` is labelled: 1, 2 and 5 in each decade, fewer on wide axes.
-
-    Parameters
-    ----------
-    low, high : float
-        The axis's limits (positive).
-
-    Returns
-    -------
-    list[float]
-        The ticks within the limits: 1, 2 and 5 times each power of ten over at most 1.5 decades, 1 and 3 times over at
-        most 3, the powers of ten alone beyond, so that the labels never overlap.
-    """
+def _ratio_ticks(low: float, high: float) -> list[float]:
+    """Where a ratio axis from ``low`` to ``high`` is labelled: 1, 2 and 5 in each decade, fewer on wide axes."""
     decades = math.log10(high / low)
     mantissas = (1, 2, 5) if decades <= 1.5 else (1, 3) if decades <= 3 else (1,)
     exponents = range(math.floor(math.log10(low)), math.ceil(math.log10(high)) + 1)
@@ -108,7 +84,7 @@ def plot_paired_changes(rows: Sequence[RowReport], compared: Mapping[str, Mappin
     for axis, metric in zip(axes.flat, metrics):
         panel = [(position, compared[row][metric.name]) for position, row in enumerate(others)
                  if compared[row][metric.name].change_mean is not None]
-        as_ratio = metric.relative and uses_ratio_axis([stats.change_mean for _, stats in panel])
+        as_ratio = metric.relative and _uses_ratio_axis([stats.change_mean for _, stats in panel])
         for position, stats in panel:
             assert stats.change_mean is not None  # Only rows with a paired seed are in the panel.
             if as_ratio:
@@ -126,7 +102,7 @@ def plot_paired_changes(rows: Sequence[RowReport], compared: Mapping[str, Mappin
         if as_ratio:
             axis.set_xscale("log")
             low, high = axis.get_xlim()
-            ticks = ratio_ticks(low, high)
+            ticks = _ratio_ticks(low, high)
             axis.set_xticks(ticks, [f"{tick:g}x" for tick in ticks])
             axis.set_xticks([], minor=True)
             axis.set_xlabel(f"{metric.label} / {reference}'s, paired by seed (log scale), ± 1 SE")
@@ -162,21 +138,8 @@ def _row_and_seed_legend(axis: Any, row_colours: Mapping[str, str], styles: Mapp
     axis.legend(handles=handles, fontsize=7)
 
 
-def learning_curves(root: str, rows: Sequence[RowReport]) -> tuple[str, dict[tuple[str, str], tuple[list, list]]]:
-    """Return the curves the learning-curve figure draws: dev perplexity, or the training loss for short runs.
-
-    Parameters
-    ----------
-    root : str
-        The sweep root.
-    rows : Sequence[RowReport]
-        Rows in order.
-
-    Returns
-    -------
-    tuple
-        The metric's key in ``metrics.jsonl`` and ``(row, run name) -> (steps, values)`` for every run.
-    """
+def _learning_curves(root: str, rows: Sequence[RowReport]) -> tuple[str, dict[tuple[str, str], tuple[list, list]]]:
+    """Return the curves the learning-curve figure draws: dev perplexity, or the training loss for short runs."""
     runs = [(row, run) for row in rows for run in row.runs]
     dev = {(row.row, run.name): read_metric_curve(run_directory(root, row, run), EVAL_PPL_KEY) for row, run in runs}
     logged = [steps for steps, _ in dev.values() if steps]
@@ -186,45 +149,17 @@ def learning_curves(root: str, rows: Sequence[RowReport]) -> tuple[str, dict[tup
     return TRAIN_LOSS_KEY, train
 
 
-def curve_y_limits(perplexity_curves: list[list[float]]) -> tuple[float, float]:
-    """Return the learning-curve plot's y range: zoomed on the end of training, every run's best in view.
-
-    Parameters
-    ----------
-    perplexity_curves : list of list of float
-        Each run's dev perplexities (empty lists are skipped; at least one must not be empty).
-
-    Returns
-    -------
-    tuple of float
-        ``(bottom, top)``: 5% under the lowest perplexity of all runs, and ``ZOOM`` times it or 1.3 times the highest of
-        the runs' bests, whichever is higher (the first evaluations, at hundreds, would flatten the end).
-    """
+def _curve_y_limits(perplexity_curves: list[list[float]]) -> tuple[float, float]:
+    """Return the learning-curve plot's y range: zoomed on the end of training, every run's best in view."""
     bests = [min(perplexities) for perplexities in perplexity_curves if perplexities]
     return min(bests) * 0.95, max(min(bests) * ZOOM, max(bests) * 1.3)
-
-
-def read_dev_curve(run_dir: str) -> tuple[list[int], list[float]]:
-    """Return a run's dev perplexity at each evaluated step (``eval/perplexity`` of ``metrics.jsonl``).
-
-    Parameters
-    ----------
-    run_dir : str
-        The run's directory.
-
-    Returns
-    -------
-    tuple[list[int], list[float]]
-        Steps and perplexities.
-    """
-    return read_metric_curve(run_dir, EVAL_PPL_KEY)
 
 
 def plot_learning_curves(root: str, rows: Sequence[RowReport], reference: str, path: str, title: str) -> bool:
     """Plot every run's learning curve: a panel per group (:func:`plot_panels`), a colour per row, a style per seed.
 
     The one learning-curve plot of every report: dev perplexity (a dot at each run's best, the y axis zoomed by
-    :func:`curve_y_limits`), or the training loss when a run has fewer than :data:`MIN_EVALUATIONS` evaluations.
+    :func:`_curve_y_limits`), or the training loss when a run has fewer than :data:`MIN_EVALUATIONS` evaluations.
 
     Parameters
     ----------
@@ -244,7 +179,7 @@ def plot_learning_curves(root: str, rows: Sequence[RowReport], reference: str, p
     bool
         Whether a figure was written (False when no run has logged metrics).
     """
-    key, curves = learning_curves(root, rows)
+    key, curves = _learning_curves(root, rows)
     if not any(steps for steps, _ in curves.values()):
         return False
     plt = pyplot()
@@ -273,7 +208,7 @@ def plot_learning_curves(root: str, rows: Sequence[RowReport], reference: str, p
                     axis.plot(steps[best], values[best], "o", color=colour, markersize=3.5)
         axis.set_yscale("log")
         if dev:
-            axis.set_ylim(*curve_y_limits([values for _, values in curves.values()]))
+            axis.set_ylim(*_curve_y_limits([values for _, values in curves.values()]))
         axis.set_xlabel("step")
         axis.set_title(f"({name})" if len(name) == 1 else name if len(panels) > 1 else "")
         axis.grid(True, which="both", alpha=0.25)

@@ -86,24 +86,8 @@ class _RowAtBudget:
     basis: str
 
 
-def judge_budget(runs: dict[str, dict[int, _RunCurve]], step: int, reference: str | None = None) -> list[_RowAtBudget]:
-    """Judge every row at ``step`` against the reference row, paired by seed.
-
-    Parameters
-    ----------
-    runs : dict
-        :func:`read_sweep`'s result.
-    step : int
-        The budget.
-    reference : str, optional
-        The reference row (the report's, :func:`attention_jax.reports.comparison_report.resolve_reference`; ``base`` in
-        Table 2); None: the first row of ``runs``.
-
-    Returns
-    -------
-    list[RowAtBudget]
-        One per row evaluated at ``step``, in the order of ``runs`` (the reference first in Table 2).
-    """
+def _judge_budget(runs: dict[str, dict[int, _RunCurve]], step: int, reference: str | None = None) -> list[_RowAtBudget]:
+    """Judge every row at ``step`` against the reference row, paired by seed."""
     reference = reference or next(iter(runs), "")
     base = runs.get(reference, {})
     base_at: dict[int | None, float] = {seed: dev for seed, curve in base.items() if (dev := curve._dev_at(step))}
@@ -146,7 +130,7 @@ def budget_markdown(runs: dict[str, dict[int, _RunCurve]], budgets: Sequence[int
     window : int
         Steps over which training perplexity is averaged (the evaluation interval).
     reference : str, optional
-        The reference row (see :func:`judge_budget`).
+        The reference row (see :func:`_judge_budget`).
 
     Returns
     -------
@@ -160,7 +144,7 @@ def budget_markdown(runs: dict[str, dict[int, _RunCurve]], budgets: Sequence[int
              "change beyond the seeds' spread (the table's rule).", ""]
     summary = []
     for step in budgets:
-        judged = judge_budget(runs, step, reference)
+        judged = _judge_budget(runs, step, reference)
         cells = []
         for item in judged:
             mean = statistics.fmean(item.changes) if item.changes else None
@@ -210,7 +194,7 @@ def plot_changes(runs: dict[str, dict[int, _RunCurve]], path: str, reference: st
     path : str
         PNG file to write.
     reference : str, optional
-        The reference row (see :func:`judge_budget`).
+        The reference row (see :func:`_judge_budget`).
     """
     reference = reference or next(iter(runs), "")
     plt = comparison_plot.pyplot()
@@ -222,7 +206,7 @@ def plot_changes(runs: dict[str, dict[int, _RunCurve]], path: str, reference: st
     for axis, row in zip(axes[0], rows):
         means, shown = [], []
         for step in steps:
-            item = next((item for item in judge_budget({reference: runs[reference], row: runs[row]}, step, reference)
+            item = next((item for item in _judge_budget({reference: runs[reference], row: runs[row]}, step, reference)
                          if item.row == row), None)
             if item is not None and item.changes:
                 means.append(100 * statistics.fmean(item.changes))

@@ -42,7 +42,7 @@ class _RunDiagnostics:
 
 def _run_diagnostics(run_dir: str, results: dict, *, run_diverged: bool = False) -> _RunDiagnostics | None:
     """Read one finished run's curves into :class:`_RunDiagnostics` (None without dev evaluations)."""
-    dev_steps, dev_ppls = comparison_plot.read_dev_curve(run_dir)
+    dev_steps, dev_ppls = comparison_plot.read_metric_curve(run_dir, comparison_plot.EVAL_PPL_KEY)
     if not dev_steps:
         return None
     best = min(range(len(dev_ppls)), key=dev_ppls.__getitem__)
@@ -58,19 +58,8 @@ def _mean(values: Sequence[float | None]) -> float | None:
     return mean_and_se([value for value in values if value is not None])[0]  # A run may lack a figure.
 
 
-def reference_step(base_runs: Sequence[_RunDiagnostics]) -> int | None:
-    """``S``: half of the reference's mean best step, rounded down to a step it evaluated (None without it).
-
-    Parameters
-    ----------
-    base_runs : sequence of RunDiagnostics
-        The reference row's finished runs.
-
-    Returns
-    -------
-    int or None
-        The step; None without a reference run.
-    """
+def _reference_step(base_runs: Sequence[_RunDiagnostics]) -> int | None:
+    """``S``: half of the reference's mean best step, rounded down to a step it evaluated (None without it)."""
     if not base_runs:
         return None
     half = sum(run.best_step for run in base_runs) / len(base_runs) / 2
@@ -124,30 +113,12 @@ def _row_cells(row: str, all_runs: list[_RunDiagnostics], step: int | None, refe
     return cells
 
 
-def diagnostics_markdown(root: str, name: str, rows: Sequence[RowReport], reference: str) -> str | None:
-    """The diagnostics table of a sweep (module docstring), or None when no run has dev curves.
-
-    Parameters
-    ----------
-    root : str
-        Sweep root.
-    name : str
-        The report's name (its title).
-    rows : sequence of RowReport
-        The sweep's rows, the reference among them for the change column.
-    reference : str
-        The row the others are compared with: the sweep's reference row
-        (:func:`attention_jax.reports.comparison_report.resolve_reference`; ``base`` in Table 2).
-
-    Returns
-    -------
-    str or None
-        Markdown: a paragraph on the columns and one table line per row with a finished run.
-    """
+def _diagnostics_markdown(root: str, name: str, rows: Sequence[RowReport], reference: str) -> str | None:
+    """The diagnostics table of a sweep (module docstring), or None when no run has dev curves."""
     collected = collect(root, rows)
     if not any(collected.values()):
         return None
-    step = reference_step(collected.get(reference, []))
+    step = _reference_step(collected.get(reference, []))
     reference_at_step = (_mean([run.dev_ppl_at(step) for run in collected[reference] if not run.diverged])
                          if step is not None else None)
     step_text = f"step {step:,}" if step is not None else f"step S (no {reference} run yet)"
@@ -170,7 +141,7 @@ def diagnostics_markdown(root: str, name: str, rows: Sequence[RowReport], refere
 
 def write_diagnostics(root: str, name: str, rows: Sequence[RowReport], *, out_dir: str | None = None,
                       reference: str) -> str | None:
-    """Write ``OUT/<name>_diagnostics.md`` (:func:`diagnostics_markdown`).
+    """Write ``OUT/<name>_diagnostics.md`` (:func:`_diagnostics_markdown`).
 
     Parameters
     ----------
@@ -190,7 +161,7 @@ def write_diagnostics(root: str, name: str, rows: Sequence[RowReport], *, out_di
     str or None
         The path written; None when no run has dev curves.
     """
-    text = diagnostics_markdown(root, name, rows, reference)
+    text = _diagnostics_markdown(root, name, rows, reference)
     if text is None:
         return None
     return write_report_files(os.path.join(out_dir or root, f"{name}_diagnostics"), text)[0]

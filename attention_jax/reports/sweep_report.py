@@ -62,21 +62,8 @@ def _hparam_cells(row: RowReport, reference: RowReport | None) -> list[str]:
     return cells
 
 
-def other_changes(row: RowReport, record: dict) -> str:
-    """The row's own settings outside the Table 2 columns (e.g. ``seed=1``), with their actual values.
-
-    Parameters
-    ----------
-    row : RowReport
-        The row.
-    record : dict
-        The sweep record (its ``row_overrides``); empty without ``sweep.json``.
-
-    Returns
-    -------
-    str
-        ``"key=value, ..."``; ``""`` when the row changes only Table 2's hyperparameters.
-    """
+def _other_changes(row: RowReport, record: dict) -> str:
+    """The row's own settings outside the Table 2 columns (e.g. ``seed=1``), with their actual values."""
     shown = {field for _, field in HPARAM_COLUMNS} | {"name", "paper"}
     own = record.get("row_overrides", {}).get(row.row, {})
     return ", ".join(f"{key}={row.config[key] if key in row.config else value}"  # {}: the run has not started.
@@ -195,7 +182,7 @@ def _markdown_table_report(record: dict, rows: Sequence[RowReport], reference: s
         row_stats = stats[row.row]
         wall, _ = mean_and_se([run.results["wall_s"] for run in comparison.counted_runs(row)
                                if run.results.get("wall_s") is not None])
-        cells = [group_cell, row.row, *_hparam_cells(row, shown), other_changes(row, record),
+        cells = [group_cell, row.row, *_hparam_cells(row, shown), _other_changes(row, record),
                  _seeds_cell(row, row_stats), _steps_cell(row), _params_millions(row),
                  format_figure(row_stats.dev_ppl_mean, row_stats.dev_ppl_se, 2),
                  format_figure(row.paper.get("dev_ppl"), None, 2),
@@ -268,7 +255,7 @@ def _csv_records(record: dict, rows: Sequence[RowReport], reference: str) -> lis
                 "paper_dev_ppl_change_pct": _percent(row_stats.paper_change),
                 "verdict": row_stats.verdict, "verdict_basis": row_stats.verdict_basis}
         flat.update({field: row.config.get(field) for _, field in HPARAM_COLUMNS})
-        flat["other_changes"] = other_changes(row, record)
+        flat["other_changes"] = _other_changes(row, record)
         flat.update({key: _shared_or_mean([run.results.get(key) for run in comparison.counted_runs(row)])
                      for key in RESULT_FIELDS})
         flat.update(paper_params_millions=row.paper.get("params_millions"),
@@ -351,22 +338,8 @@ def _draw_changes(axis: Any, members: Sequence[RowReport], reference: RowReport,
         axis.text(0.5, 0.5, "no paired figures", transform=axis.transAxes, ha="center", color="gray")
 
 
-def draw_report(rows: Sequence[RowReport], reference: str) -> Any:
-    """The figure of :func:`_plot_report`, not yet titled or saved.
-
-    Parameters
-    ----------
-    rows : Sequence[RowReport]
-        Rows in order (the reference among them; without it the panels say there is nothing to pair).
-    reference : str
-        The reference row (``base`` in Table 2).
-
-    Returns
-    -------
-    matplotlib.figure.Figure
-        One column per Table 2 group (:func:`~attention_jax.reports.sweep_rows.plot_panels`), a row of dev-perplexity
-        changes and, when any row has a BLEU (ours or the paper's), a row of BLEU changes; 3.6 x 3.2 inches a panel.
-    """
+def _draw_report(rows: Sequence[RowReport], reference: str) -> Any:
+    """The figure of :func:`_plot_report`, not yet titled or saved."""
     plt = comparison_plot.pyplot()
 
     panels = plot_panels(rows, reference)
@@ -399,7 +372,7 @@ def draw_report(rows: Sequence[RowReport], reference: str) -> Any:
 def _plot_report(rows: Sequence[RowReport], reference: str, path: str, title: str) -> None:
     """Plot each row's paired change of dev perplexity and BLEU against the reference beside the paper's."""
     plt = comparison_plot.pyplot()
-    figure = draw_report(rows, reference)
+    figure = _draw_report(rows, reference)
     fit_title(figure, title)
     figure.savefig(path, dpi=110)
     plt.close(figure)

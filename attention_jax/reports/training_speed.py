@@ -20,8 +20,8 @@ from attention_jax.reports.comparison import (
     run_directory,
     write_report_files,
 )
-from attention_jax.reports.comparison_plot import read_dev_curve
-from attention_jax.reports.sweep_rows import ReportContext, RowReport
+from attention_jax.reports.comparison_plot import EVAL_PPL_KEY
+from attention_jax.reports.sweep_rows import ReportContext, RowReport, read_metric_curve
 
 REPORT_STEM = "normalization_training"  # Not the sweep's own report name (configs/sweeps/normalization.py).
 TARGET_FACTOR = 1.25
@@ -97,58 +97,26 @@ def _mean_norms(per_seed: list[dict[str, float]]) -> dict[str, float]:
 
 
 def _first_step_under(run_dir: str, target: float) -> int | None:
-    steps, perplexities = read_dev_curve(run_dir)
+    steps, perplexities = read_metric_curve(run_dir, EVAL_PPL_KEY)
     return next((step for step, ppl in zip(steps, perplexities) if ppl is not None and ppl <= target), None)
 
 
-def target_perplexity(root: str, rows: Sequence[RowReport], reference: str) -> float | None:
-    """``TARGET_FACTOR`` times the reference's mean best dev perplexity over its healthy seeds.
-
-    Parameters
-    ----------
-    root : str
-        Sweep root.
-    rows : Sequence[RowReport]
-        The sweep's rows.
-    reference : str
-        The reference row (the sweep's: ``base`` in ``configs/sweeps/normalization.py``).
-
-    Returns
-    -------
-    float or None
-        None without a finished healthy run of the reference.
-    """
+def _target_perplexity(root: str, rows: Sequence[RowReport], reference: str) -> float | None:
+    """``TARGET_FACTOR`` times the reference's mean best dev perplexity over its healthy seeds."""
     base = next((row for row in rows if row.row == reference), None)
     if base is None:
         return None
     bests = []
     for run in base.finished:
-        perplexities = [ppl for ppl in read_dev_curve(run_directory(root, base, run))[1] if ppl is not None]
+        perplexities = read_metric_curve(run_directory(root, base, run), EVAL_PPL_KEY)[1]
         if perplexities and not diverged(run):
             bests.append(min(perplexities))
     return TARGET_FACTOR * statistics.fmean(bests) if bests else None
 
 
-def compare_rows(root: str, rows: Sequence[RowReport], target: float | None,
+def _compare_rows(root: str, rows: Sequence[RowReport], target: float | None,
                  reference: str) -> list[_NormalizationRow]:
-    """Every row's figures (module docstring), paired by seed against the reference row.
-
-    Parameters
-    ----------
-    root : str
-        Sweep root.
-    rows : Sequence[RowReport]
-        The sweep's rows (rows without a finished run are left out).
-    target : float or None
-        The fixed dev perplexity (:func:`target_perplexity`); None leaves the steps empty.
-    reference : str
-        The reference row.
-
-    Returns
-    -------
-    list[NormalizationRow]
-        In the sweep's order.
-    """
+    """Every row's figures (module docstring), paired by seed against the reference row."""
     finished = [row for row in rows if row.finished]
     healthy = {row.row: [run for run in row.finished if not diverged(run)] for row in finished}
     directories = {row.row: [run_directory(root, row, run) for run in healthy[row.row]] for row in finished}
@@ -186,9 +154,9 @@ def markdown_report(root: str, compared: Sequence[_NormalizationRow], target: fl
     root : str
         Sweep root (named in the title).
     compared : Sequence[NormalizationRow]
-        :func:`compare_rows`'s rows.
+        :func:`_compare_rows`'s rows.
     target : float or None
-        :func:`target_perplexity`.
+        :func:`_target_perplexity`.
     reference : str
         The reference row.
 
@@ -224,9 +192,9 @@ def markdown_report(root: str, compared: Sequence[_NormalizationRow], target: fl
 
 def _write_normalization_report(root: str, rows: Sequence[RowReport], out_dir: str, reference: str) -> list[str]:
     """Write ``OUT/normalization_training.md``."""
-    target = target_perplexity(root, rows, reference)
+    target = _target_perplexity(root, rows, reference)
     return write_report_files(os.path.join(out_dir, REPORT_STEM),
-                              markdown_report(root, compare_rows(root, rows, target, reference), target, reference))
+                              markdown_report(root, _compare_rows(root, rows, target, reference), target, reference))
 
 
 @dataclasses.dataclass(frozen=True)

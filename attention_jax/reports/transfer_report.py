@@ -141,19 +141,8 @@ def read_corpora(root: str, *, all_rows: bool = False, reference: str | None = N
     return corpora_found
 
 
-def transfer_verdict(per_corpus: Sequence[MetricStats | None]) -> str:
-    """The verdict on a row's changes on every corpus (the rule of the module docstring).
-
-    Parameters
-    ----------
-    per_corpus : Sequence[MetricStats or None]
-        The comparison's figures on each corpus (None: the corpus lacks the row).
-
-    Returns
-    -------
-    str
-        ``unstable``, ``pending``, ``holds``, ``reverses``, ``one corpus``, ``noise`` or ``some corpora``.
-    """
+def _transfer_verdict(per_corpus: Sequence[MetricStats | None]) -> str:
+    """The verdict on a row's changes on every corpus (the rule of the module docstring)."""
     present = [stats for stats in per_corpus if stats is not None]
     if any(stats.verdict == comparison.UNSTABLE_VERDICT for stats in present):
         return comparison.UNSTABLE_VERDICT
@@ -183,21 +172,8 @@ def _headline_metrics(corpora: Sequence[_Corpus]) -> list[Metric]:
     return metrics
 
 
-def compare_corpora(corpora: Sequence[_Corpus], metrics: Sequence[Metric] | None = None) -> list[_Transfer]:
-    """Every row other than the reference, metric by metric, on every corpus.
-
-    Parameters
-    ----------
-    corpora : Sequence[Corpus]
-        :func:`read_corpora`'s.
-    metrics : Sequence[Metric], optional
-        What to compare (default :func:`_headline_metrics`); those no finished run records are left out.
-
-    Returns
-    -------
-    list[Transfer]
-        Rows in the order they first appear in the corpora, each with its metrics in order.
-    """
+def _compare_corpora(corpora: Sequence[_Corpus], metrics: Sequence[Metric] | None = None) -> list[_Transfer]:
+    """Every row other than the reference, metric by metric, on every corpus."""
     metrics = _headline_metrics(corpora) if metrics is None else metrics
     compared = [comparison.compare(corpus.directory, corpus.rows, corpus.reference, metrics) for corpus in corpora]
     recorded = {metric.name for figures in compared for metric in comparison.recorded_metrics(figures)}
@@ -206,7 +182,7 @@ def compare_corpora(corpora: Sequence[_Corpus], metrics: Sequence[Metric] | None
     for row, metric in itertools.product(rows, [metric for metric in metrics if metric.name in recorded]):
         per_corpus = tuple(None if row == corpus.reference else figures.get(row, {}).get(metric.name)
                            for figures, corpus in zip(compared, corpora))
-        transfers.append(_Transfer(row, metric, per_corpus, transfer_verdict(per_corpus)))
+        transfers.append(_Transfer(row, metric, per_corpus, _transfer_verdict(per_corpus)))
     return transfers
 
 
@@ -315,7 +291,7 @@ def write_transfer_report(root: str, corpora: Sequence[_Corpus], out_dir: str,
     list[str]
         The paths written.
     """
-    transfers = compare_corpora(corpora)
+    transfers = _compare_corpora(corpora)
     stem = os.path.join(out_dir, STEM)
     write_report_files(stem, _markdown_report(root, corpora, transfers, corpus_files, out_dir), CSV_FIELDS,
                        _csv_records(corpora, transfers))

@@ -75,10 +75,10 @@ class GroupComparison:
         """
         if not applies(context.rows, self):
             return []
-        compared = compare_within_groups(context.rows, self)
+        compared = _compare_within_groups(context.rows, self)
         stem = os.path.join(context.out_dir, self.stem)
         csv_fields = tuple({"value": self.field, "group": self.group_field}.get(field, field) for field in CSV_FIELDS)
-        paths = write_report_files(stem, _markdown_report(context.root, compared, group_trends(compared, self), self),
+        paths = write_report_files(stem, _markdown_report(context.root, compared, _group_trends(compared, self), self),
                                    csv_fields, _csv_records(compared, self))
         _plot(compared, stem + ".png", f"{self.title.lower()} at equal {self.group_label} ({context.root})", self)
         return paths + [stem + ".png"]
@@ -91,12 +91,8 @@ PAIRED_METRICS = tuple(metric for metric in comparison.METRICS if metric.name in
 
 
 @dataclasses.dataclass(frozen=True)
-class GroupRow:
-    """A row: its value and group, its seeds' figures (seed -> value) and its comparison with the group's reference.
-
-    ``reading`` is ``higher perplexity``, ``lower perplexity``, ``within noise``, ``1 seed``, ``pending``,
-    ``reference`` or ``no reference``; ``diverged`` counts the seeds left out of the figures.
-    """
+class _GroupRow:
+    """A row: its value and group, its seeds' figures (seed -> value) and its comparison with the group's reference."""
 
     row: str
     value: str
@@ -145,21 +141,8 @@ def applies(rows: Sequence[RowReport], declared: GroupComparison) -> bool:
     return len({_value_and_group(row, declared)[0] for row in rows if row.config}) > 1
 
 
-def compare_within_groups(rows: Sequence[RowReport], declared: GroupComparison) -> list[GroupRow]:
-    """Compare every row with the reference row of its group, paired by seed.
-
-    Parameters
-    ----------
-    rows : Sequence[RowReport]
-        The sweep's rows (rows without a config are left out).
-    declared : GroupComparison
-        The sweep file's declaration.
-
-    Returns
-    -------
-    list[GroupRow]
-        Ordered by value (the reference first, then as they first appear) and group.
-    """
+def _compare_within_groups(rows: Sequence[RowReport], declared: GroupComparison) -> list[_GroupRow]:
+    """Compare every row with the reference row of its group, paired by seed."""
     reference_value = declared.reference
     described = [(row, *_value_and_group(row, declared)) for row in rows if row.config]
     references: dict[int, RowReport] = {}
@@ -182,31 +165,18 @@ def compare_within_groups(rows: Sequence[RowReport], declared: GroupComparison) 
         if reference is row or reference is None:
             basis = (f"{declared.reference_label} at this {declared.group_label}" if reference is row
                      else f"no {reference_value} row at {declared.group_label} = {group}")
-            compared.append(GroupRow(row.row, value, group, None, ppl.values, bleu.values, {}, {},
+            compared.append(_GroupRow(row.row, value, group, None, ppl.values, bleu.values, {}, {},
                                      "reference" if reference is row else "no reference", basis, len(ppl.diverged)))
             continue
         reading, basis = directional_reading(list(ppl.changes.values()), "higher perplexity", "lower perplexity")
-        compared.append(GroupRow(row.row, value, group, reference.row, ppl.values, bleu.values, ppl.changes,
+        compared.append(_GroupRow(row.row, value, group, reference.row, ppl.values, bleu.values, ppl.changes,
                                  bleu.changes, reading, basis, len(ppl.diverged)))
     return compared
 
 
-def group_trends(compared: Sequence[GroupRow], declared: GroupComparison) -> list[_Trend]:
-    """Return, for each value in two groups or more, whether its change grows from the smallest group to the largest.
-
-    Parameters
-    ----------
-    compared : Sequence[GroupRow]
-        :func:`compare_within_groups`'s rows.
-    declared : GroupComparison
-        The sweep file's declaration (the readings' words).
-
-    Returns
-    -------
-    list[_Trend]
-        One per such value, in the order of ``compared``.
-    """
-    by_value: dict[str, list[GroupRow]] = {}
+def _group_trends(compared: Sequence[_GroupRow], declared: GroupComparison) -> list[_Trend]:
+    """Return, for each value in two groups or more, whether its change grows from the smallest group to the largest."""
+    by_value: dict[str, list[_GroupRow]] = {}
     for row in compared:
         if row.reference_row is not None:
             by_value.setdefault(row.value, []).append(row)
@@ -223,7 +193,7 @@ def group_trends(compared: Sequence[GroupRow], declared: GroupComparison) -> lis
     return trends
 
 
-def _markdown_report(root: str, compared: Sequence[GroupRow], trends: Sequence[_Trend],
+def _markdown_report(root: str, compared: Sequence[_GroupRow], trends: Sequence[_Trend],
                      declared: GroupComparison) -> str:
     """The report as Markdown: the comparison within each group, the trend across groups, and the rule."""
     group, reference = declared.group_label, declared.reference_label
@@ -265,7 +235,7 @@ def _markdown_report(root: str, compared: Sequence[GroupRow], trends: Sequence[_
     return "\n".join(lines) + "\n"
 
 
-def _csv_records(compared: Sequence[GroupRow], declared: GroupComparison) -> list[dict[str, Any]]:
+def _csv_records(compared: Sequence[_GroupRow], declared: GroupComparison) -> list[dict[str, Any]]:
     records = []
     for row in compared:
         figures = [mean_and_se(list(values.values()))
@@ -280,7 +250,7 @@ def _csv_records(compared: Sequence[GroupRow], declared: GroupComparison) -> lis
     return records
 
 
-def _plot(compared: Sequence[GroupRow], path: str, title: str, declared: GroupComparison) -> None:
+def _plot(compared: Sequence[_GroupRow], path: str, title: str, declared: GroupComparison) -> None:
     """Plot dev perplexity and the paired change against the reference, both against the group."""
     plt = comparison_plot.pyplot()
 

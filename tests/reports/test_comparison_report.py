@@ -161,8 +161,8 @@ def test_a_relative_panel_switches_to_a_log_ratio_axis_only_beyond_doubling_or_h
 
     from attention_jax.reports import comparison_plot
 
-    assert not comparison_plot.uses_ratio_axis([0.05, -0.3, None, 1.0])  # Within doubling and halving.
-    assert comparison_plot.uses_ratio_axis([0.05, 45.2]) and comparison_plot.uses_ratio_axis([-0.5])
+    assert not comparison_plot._uses_ratio_axis([0.05, -0.3, None, 1.0])  # Within doubling and halving.
+    assert comparison_plot._uses_ratio_axis([0.05, 45.2]) and comparison_plot._uses_ratio_axis([-0.5])
     ppl = comparison.Metric("dev_ppl", "dev PPL", 2, True, lambda directory, run: None)
     bleu = comparison.Metric("dev_bleu", "dev BLEU", 1, False, lambda directory, run: None)
     rows = [sweep_rows.RowReport(row=name, group="", status="done", config={}, results={})
@@ -180,10 +180,10 @@ def test_a_relative_panel_switches_to_a_log_ratio_axis_only_beyond_doubling_or_h
     assert ppl_axis.get_xlim()[0] > 0  # The lower error bar of 46 +- 46.5 stops above zero.
     assert "log scale" in ppl_axis.get_xlabel() and "(%)" not in ppl_axis.get_xlabel()
     assert [label.get_text() for label in ppl_axis.get_xticklabels()] == [
-        f"{tick:g}x" for tick in comparison_plot.ratio_ticks(*ppl_axis.get_xlim())]
-    np.testing.assert_allclose(comparison_plot.ratio_ticks(0.8, 6.0), [1, 2, 5])
-    np.testing.assert_allclose(comparison_plot.ratio_ticks(0.8, 300.0), [1, 3, 10, 30, 100, 300])
-    np.testing.assert_allclose(comparison_plot.ratio_ticks(0.05, 5000.0), [0.1, 1, 10, 100, 1000])
+        f"{tick:g}x" for tick in comparison_plot._ratio_ticks(*ppl_axis.get_xlim())]
+    np.testing.assert_allclose(comparison_plot._ratio_ticks(0.8, 6.0), [1, 2, 5])
+    np.testing.assert_allclose(comparison_plot._ratio_ticks(0.8, 300.0), [1, 3, 10, 30, 100, 300])
+    np.testing.assert_allclose(comparison_plot._ratio_ticks(0.05, 5000.0), [0.1, 1, 10, 100, 1000])
     plt.close("all")
 
 
@@ -191,7 +191,7 @@ def test_curves_fall_back_to_training_loss_for_short_runs(own_root: pathlib.Path
     from attention_jax.reports import comparison_plot
 
     _, rows = sweep_rows.read_sweep_rows(str(own_root))
-    key, curves = comparison_plot.learning_curves(str(own_root), rows)
+    key, curves = comparison_plot._learning_curves(str(own_root), rows)
     assert key == comparison_plot.TRAIN_LOSS_KEY
     assert curves[("heads2", "seed_1")] == ([1, 2], [5.0 + 1, 2.5 + 1])
 

@@ -48,8 +48,8 @@ def sweep_root(tmp_path: pathlib.Path) -> pathlib.Path:
 
 def test_each_budget_judges_rows_by_seed_against_the_paper(sweep_root: pathlib.Path) -> None:
     runs = step_budgets.read_sweep(str(sweep_root))
-    at_2000 = {item.row: item for item in step_budgets.judge_budget(runs, 2000)}
-    at_3000 = {item.row: item for item in step_budgets.judge_budget(runs, 3000)}
+    at_2000 = {item.row: item for item in step_budgets._judge_budget(runs, 2000)}
+    at_3000 = {item.row: item for item in step_budgets._judge_budget(runs, 3000)}
     assert at_2000["A1"].verdict == "reproduced" and at_3000["A1"].verdict == "opposite"
     assert at_2000["C1"].verdict == at_3000["C1"].verdict == "opposite"
     assert at_2000["A1"].changes == pytest.approx((22 / 20 - 1, 22 / 20 - 1))

@@ -15,14 +15,14 @@ from launch import sweep_record, sweep_spec
 from tests.support.sweep_cli import REPO_ROOT
 
 
-def test_read_dev_curve_keeps_the_last_record_of_a_step_and_skips_a_torn_line(tmp_path: pathlib.Path) -> None:
+def test_read_metric_curve_keeps_the_last_record_of_a_step_and_skips_a_torn_line(tmp_path: pathlib.Path) -> None:
     lines = [{"step": 100, "train/loss": 5.0}, {"step": 100, "eval/perplexity": 90.0},
              {"step": 200, "eval/perplexity": 60.0}, {"step": 200, "eval/perplexity": 55.0},  # Resumed.
              {"step": 300, "eval/perplexity": float("nan")}]
     text = "".join(json.dumps(line) + "\n" for line in lines) + '{"step": 400, "eval/perp'  # Killed mid-line.
     (tmp_path / "metrics.jsonl").write_text(text)
-    assert comparison_plot.read_dev_curve(str(tmp_path)) == ([100, 200], [90.0, 55.0])
-    assert comparison_plot.read_dev_curve(str(tmp_path / "missing")) == ([], [])
+    assert sweep_rows.read_metric_curve(str(tmp_path), comparison_plot.EVAL_PPL_KEY) == ([100, 200], [90.0, 55.0])
+    assert sweep_rows.read_metric_curve(str(tmp_path / "missing"), comparison_plot.EVAL_PPL_KEY) == ([], [])
 
 
 def _sweep(root: pathlib.Path, curves: dict[str, list[list[float]]]) -> None:
@@ -56,7 +56,8 @@ def test_report_writes_one_curve_panel_per_group_only_when_runs_have_metrics(tmp
     assert not comparison_plot.plot_learning_curves(str(tmp_path / "empty"), [], "base", str(tmp_path / "x.png"), "t")
     for row in rows:  # Every run's curve is read back from its own directory.
         for run, expected in zip(row.runs, curves[row.row]):
-            assert comparison_plot.read_dev_curve(comparison.run_directory(str(root), row, run))[1] == expected
+            assert sweep_rows.read_metric_curve(comparison.run_directory(str(root), row, run),
+                                                comparison_plot.EVAL_PPL_KEY)[1] == expected
     for path in root.rglob("metrics.jsonl"):
         path.unlink()
     assert not any(path.endswith("_curves.png") for path in sweep_report.write_report(str(root)))
@@ -64,11 +65,11 @@ def test_report_writes_one_curve_panel_per_group_only_when_runs_have_metrics(tmp
 
 def test_y_limits_zoom_on_the_end_but_keep_every_runs_best_in_view() -> None:
     # Close runs: the zoom (ZOOM x the lowest) sets the top, far above the first evaluations' cut.
-    bottom, top = comparison_plot.curve_y_limits([[900.0, 40.0, 29.0], [800.0, 26.0], []])
+    bottom, top = comparison_plot._curve_y_limits([[900.0, 40.0, 29.0], [800.0, 26.0], []])
     assert bottom == 26.0 * 0.95 and top == 26.0 * comparison_plot.ZOOM
     # A row that ends far above the others (N = 8 at the cap): its best (54) stays in view.
     curves = [[900.0, 40.0, 29.0], [700.0, 19.0], [950.0, 60.0, 54.0]]
-    bottom, top = comparison_plot.curve_y_limits(curves)
+    bottom, top = comparison_plot._curve_y_limits(curves)
     assert bottom < 19.0 and all(bottom < min(curve) < top for curve in curves)
     assert top < 900.0
 

@@ -61,8 +61,8 @@ def test_diagnostics_of_each_run_and_row_match_hand_figures(tmp_path: pathlib.Pa
     assert (c1_0.best_step, c1_0.train_ppl_at_best) == (200, 40.0)  # The last training log at or before 200.
     assert c1_0.dev_ppl_at(250) == 30.0 and c1_0.dev_ppl_at(99) is None
     # S: half of base's mean best step (350 / 2 = 175), down to an evaluated step: 100.
-    assert sweep_diagnostics.reference_step(collected["base"]) == 100
-    text = sweep_diagnostics.diagnostics_markdown(str(root), "table2", rows, "base")
+    assert sweep_diagnostics._reference_step(collected["base"]) == 100
+    text = sweep_diagnostics._diagnostics_markdown(str(root), "table2", rows, "base")
     lines = {line.split(" | ")[0].lstrip("| "): line for line in text.splitlines() if line.startswith("| ")}
     # base: best steps 300 and 400, bests 40 and 42, at step 100: 90 and 80, train 20 and 21, gaps 2 and 2.
     assert lines["base"] == "| base | 2 | early_stopping x2 | 350 | 41.00 | 85.00 |  | 20.50 | 2.00 |"
@@ -79,7 +79,7 @@ def test_a_diverged_seed_is_counted_but_left_out_of_the_figures(tmp_path: pathli
     collected = sweep_diagnostics.collect(str(root), rows)
     assert [run.diverged for run in collected["C3"]] == [False, True]
     assert not any(run.diverged for run in collected["base"] + collected["C1"])  # Base ends within 2x.
-    text = sweep_diagnostics.diagnostics_markdown(str(root), "table2", rows, "base")
+    text = sweep_diagnostics._diagnostics_markdown(str(root), "table2", rows, "base")
     lines = {line.split(" | ")[0].lstrip("| "): line for line in text.splitlines() if line.startswith("| ")}
     # Seed 0 alone: best 60 at step 300, 100 at step 100 (+17.6% against base's 85), train 30, gap 2.
     assert lines["C3"] == ("| C3 | 2 | diverged x1, num_train_steps x1 | 300 | 60.00 | 100.00 | +17.6% "

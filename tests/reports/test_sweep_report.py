@@ -168,14 +168,14 @@ def test_overridden_row_settings_are_listed() -> None:
 
 def test_other_changes_name_settings_outside_the_table2_columns(sweep_root: pathlib.Path) -> None:
     record, rows = sweep_rows.read_sweep_rows(str(sweep_root), all_rows=True)
-    changes = {row.row: sweep_report.other_changes(row, record) for row in rows}
+    changes = {row.row: sweep_report._other_changes(row, record) for row in rows}
     # big's own settings beyond the columns, with the actual values (the common override replaced one).
     assert changes["big"] == "num_train_steps=100, keep_checkpoints=20, average_last_checkpoints=20"
     assert changes["A1"] == changes["base"] == ""
     seed_config = {"seed": 1, "attention_implementation": "fused"}
     seed_row = sweep_rows.RowReport("fused_seed1", "", "done", seed_config, {})
     seed_record = {"row_overrides": {"fused_seed1": {"attention_implementation": "fused", "seed": 1}}}
-    assert sweep_report.other_changes(seed_row, seed_record) == "attention_implementation=fused, seed=1"
+    assert sweep_report._other_changes(seed_row, seed_record) == "attention_implementation=fused, seed=1"
 
 
 def test_report_prefers_the_whole_dev_split_bleu() -> None:
@@ -370,7 +370,7 @@ def test_seeded_plot_draws_paired_changes_with_standard_errors_beside_the_papers
 
     _, rows = sweep_rows.read_sweep_rows(str(seeded_root))
     panels = sweep_rows.plot_panels(rows, "base")
-    figure = sweep_report.draw_report(rows, "base")
+    figure = sweep_report._draw_report(rows, "base")
     assert len(figure.axes) == 2 * len(panels)  # PPL and BLEU rows of panels; no twin axes.
     group, members = panels[0]
     assert group == "A" and [row.row for row in members] == ["base", "A1", "A4"]
@@ -397,7 +397,7 @@ def test_a_long_title_is_wrapped_to_fit_the_figure(seeded_root: pathlib.Path) ->
 
     _, rows = sweep_rows.read_sweep_rows(str(seeded_root))
     for members in (rows, [row for row in rows if row.row in ("base", "A1")]):  # Wide and narrow figures.
-        figure = sweep_report.draw_report(members, "base")
+        figure = sweep_report._draw_report(members, "base")
         title = "table2: paired changes against base, ours vs the paper (" + "/very_long_directory" * 12 + ")"
         comparison.fit_title(figure, title)
         figure.canvas.draw()
@@ -419,11 +419,11 @@ def test_seeded_root_without_sweep_record(tmp_path: pathlib.Path) -> None:
 
 
 def test_reported_ppl_prefers_the_kept_parameters() -> None:
-    assert comparison.reported_ppl({"dev_ppl": 5.0, "best_eval_ppl": 6.0, "eval_ppl": 7.0}) == 5.0
+    assert comparison._reported_ppl({"dev_ppl": 5.0, "best_eval_ppl": 6.0, "eval_ppl": 7.0}) == 5.0
     stopped = {"best_eval_ppl": 6.0, "eval_ppl": 7.0, "stop_reason": "early_stopping"}
-    assert comparison.reported_ppl(stopped) == 6.0  # The best checkpoint is the model kept.
-    assert comparison.reported_ppl(dict(stopped, stop_reason="num_train_steps")) == 7.0
-    assert comparison.reported_ppl({}) is None
+    assert comparison._reported_ppl(stopped) == 6.0  # The best checkpoint is the model kept.
+    assert comparison._reported_ppl(dict(stopped, stop_reason="num_train_steps")) == 7.0
+    assert comparison._reported_ppl({}) is None
 
 
 def test_diverged_tells_a_blow_up_from_overfitting() -> None:

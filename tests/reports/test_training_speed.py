@@ -54,9 +54,9 @@ def test_steps_to_the_target_and_gradient_norms_match_hand_figures(tmp_path: pat
     _write_sweep(root)
     _, rows = sweep_rows.read_sweep_rows(str(root))
     assert training_speed.applies(rows, "base", ("normalization", "residual_connections"))
-    target = training_speed.target_perplexity(str(root), rows, "base")
+    target = training_speed._target_perplexity(str(root), rows, "base")
     assert target == 1.25 * (40.0 + 42.0) / 2  # 51.25
-    compared = {row.row: row for row in training_speed.compare_rows(str(root), rows, target, "base")}
+    compared = {row.row: row for row in training_speed._compare_rows(str(root), rows, target, "base")}
     base, batch_norm, no_residual = compared["base"], compared["post_batch_norm"], compared["no_residual"]
     assert base.steps == {0: 200, 1: 200} and base.reading == "reference"
     assert batch_norm.steps == {0: 300, 1: 400} and batch_norm.step_changes == {0: 100.0, 1: 200.0}

@@ -120,7 +120,7 @@ def test_verdicts_and_changes_match_numpy(corpora_root: pathlib.Path) -> None:
     corpora = transfer_report.read_corpora(str(corpora_root))
     assert [corpus.name for corpus in corpora] == ["gnome_help_en_de", "messages_en_de"]  # Directory, field.
     assert all(corpus.reference == "base" for corpus in corpora)
-    transfers = {(item.row, item.metric.name): item for item in transfer_report.compare_corpora(corpora)}
+    transfers = {(item.row, item.metric.name): item for item in transfer_report._compare_corpora(corpora)}
     assert {key: transfer.verdict for key, transfer in transfers.items()} == EXPECTED
     for (row, metric), transfer in transfers.items():
         beyond = []  # (beyond 2 SE, sign) per corpus, from NumPy.
@@ -145,13 +145,13 @@ def test_verdict_rule_for_three_corpora() -> None:
                                       comparison.verdict(list(changes)))
 
     up, down, flat = stats(1.0, 1.1, 0.9), stats(-1.0, -1.1, -0.9), stats(1.0, -1.0, 0.1)
-    assert transfer_report.transfer_verdict([up, up, up]) == "holds"
-    assert transfer_report.transfer_verdict([up, flat, down]) == "reverses"
-    assert transfer_report.transfer_verdict([up, up, flat]) == "some corpora"
-    assert transfer_report.transfer_verdict([flat, up, flat]) == "one corpus"
-    assert transfer_report.transfer_verdict([flat, flat, flat]) == "noise"
-    assert transfer_report.transfer_verdict([up, None, up]) == "pending"
-    assert transfer_report.transfer_verdict([up, stats(0.5), up]) == "pending"
+    assert transfer_report._transfer_verdict([up, up, up]) == "holds"
+    assert transfer_report._transfer_verdict([up, flat, down]) == "reverses"
+    assert transfer_report._transfer_verdict([up, up, flat]) == "some corpora"
+    assert transfer_report._transfer_verdict([flat, up, flat]) == "one corpus"
+    assert transfer_report._transfer_verdict([flat, flat, flat]) == "noise"
+    assert transfer_report._transfer_verdict([up, None, up]) == "pending"
+    assert transfer_report._transfer_verdict([up, stats(0.5), up]) == "pending"
 
 
 def test_files_written_and_markdown_labels_every_spread(corpora_root: pathlib.Path, tmp_path: pathlib.Path) -> None:
@@ -210,11 +210,11 @@ def test_extra_metrics_take_part(corpora_root: pathlib.Path) -> None:
                     json.dumps({"buckets": buckets}))
     corpora = transfer_report.read_corpora(str(corpora_root))
     transfers = {(transfer.row, transfer.metric.name): transfer.verdict
-                 for transfer in transfer_report.compare_corpora(corpora)}
+                 for transfer in transfer_report._compare_corpora(corpora)}
     assert transfers[("alpha", "length_buckets/beyond_2x/bleu")] == "reverses"  # Half of dev BLEU's changes.
     assert transfers[("beta", "length_buckets/beyond_2x/bleu")] == "pending"  # Not scored: n=0.
     own = comparison.Metric("wall_s", "wall s", 0, True, lambda run_dir, run: run.results.get("wall_s"))
-    verdicts = {transfer.verdict for transfer in transfer_report.compare_corpora(corpora, [own])
+    verdicts = {transfer.verdict for transfer in transfer_report._compare_corpora(corpora, [own])
                 if transfer.row in ("alpha", "beta")}
     assert verdicts == {"noise"}  # Every run took 60 s.
 
@@ -252,7 +252,7 @@ def _expected_trend(directory: str, row: str) -> np.ndarray:
 def test_a_derived_measure_takes_part_as_the_change_itself(corpora_root: pathlib.Path) -> None:
     _write_buckets(corpora_root)
     corpora_read = transfer_report.read_corpora(str(corpora_root))
-    trends = {transfer.row: transfer for transfer in transfer_report.compare_corpora(corpora_read)
+    trends = {transfer.row: transfer for transfer in transfer_report._compare_corpora(corpora_read)
               if transfer.metric.name == by_bucket.LENGTH_TREND.name}
     assert set(trends) == set(RUNS["messages"]) - {"base"}
     verdicts = {}
@@ -282,7 +282,7 @@ def test_a_registered_per_run_measure_takes_part(corpora_root: pathlib.Path, mon
                                 lambda run_dir, run: run.results["dev_bleu"] / 2 if run.results else None)
     monkeypatch.setitem(transfer_report.comparison_report.HEADLINE_MEASURES, measure.name, measure)
     transfers = {(transfer.row, transfer.metric.name): transfer
-                 for transfer in transfer_report.compare_corpora(transfer_report.read_corpora(str(corpora_root)))}
+                 for transfer in transfer_report._compare_corpora(transfer_report.read_corpora(str(corpora_root)))}
     for row in ("alpha", "beta"):
         half, full = transfers[(row, "half_bleu")], transfers[(row, "dev_bleu")]
         assert [stats.change_mean for stats in half.stats] == pytest.approx(

@@ -56,9 +56,9 @@ def sweep_root(tmp_path: pathlib.Path) -> pathlib.Path:
     return root
 
 
-def _compared(root: pathlib.Path) -> dict[str, within_groups.GroupRow]:
+def _compared(root: pathlib.Path) -> dict[str, within_groups._GroupRow]:
     rows = sweep_rows.read_sweep_rows(str(root))[1]
-    return {row.row: row for row in within_groups.compare_within_groups(rows, DECLARED)}
+    return {row.row: row for row in within_groups._compare_within_groups(rows, DECLARED)}
 
 
 def paired_changes(row: str, reference: str) -> np.ndarray:
@@ -97,7 +97,7 @@ def test_readings_follow_the_spread_rule(sweep_root: pathlib.Path) -> None:
 
 def test_the_trend_with_key_dim_pairs_seeds_across_rows(sweep_root: pathlib.Path) -> None:
     trends = {trend.value: trend for trend in
-              within_groups.group_trends(list(_compared(sweep_root).values()), DECLARED)}
+              within_groups._group_trends(list(_compared(sweep_root).values()), DECLARED)}
     assert set(trends) == {"dot_product", "additive"}
     expected = (paired_changes("dot_product_dk128", "scaled_dot_product_dk128")
                 - paired_changes("dot_product_dk8", "scaled_dot_product_dk8"))
