@@ -223,7 +223,7 @@ class DataConfig:
     vocab_size: int
     fine_tune_from: str
     corpus: str = Field(default="", description="The corpus recipe this run follows ('' for none; "
-                        "attention_jax.experiment.corpora).", json_schema_extra=rule(old_run_value=""))
+                        "attention_jax.data.corpora).", json_schema_extra=rule(old_run_value=""))
     dataset: str = Field(default="wmt14_translate/de-en",
                          description="TFDS name, 'synthetic_en_de', 'tsv:DIR' or 'txt:DIR' "
                          "(a language model's corpus).", json_schema_extra=DATA)

@@ -11,7 +11,8 @@ import enum
 from collections.abc import Callable
 from typing import Any
 
-from attention_jax.models.registry import Registration, Registry, jax_hook
+from attention_jax.foundation.registry import Registration, Registry
+from attention_jax.models.registry import jax_hook
 
 
 class AttentionImplementation(enum.StrEnum):

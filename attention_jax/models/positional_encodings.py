@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 import pydantic
 
+from attention_jax.foundation.registry import Registration, Registry
 from attention_jax.models import attention_registry
-from attention_jax.models.registry import Registration, Registry, jax_hook
+from attention_jax.models.registry import jax_hook
 
 if TYPE_CHECKING:
     import flax.linen as nn
