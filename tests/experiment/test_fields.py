@@ -16,9 +16,10 @@ import pytest
 from pydantic import Field
 
 from attention_jax.checkpointing import resume_checks
-from attention_jax.experiment import fields, fields_table, schema, sections
+from attention_jax.experiment import fields, schema, sections
 from attention_jax.experiment.fields import AS_TUPLE, OneOf, ResumeRule, rule, section
 from configs import tiny
+from tests.support import config_fields_page
 
 # Fields a section holds that are not config fields of its own: copied from another section or derived.
 DERIVED_FIELDS = {"model": {"max_len", "decode"}, "data": {"vocab_size", "fine_tune_from"},
@@ -130,18 +131,17 @@ def test_old_runs_read_the_values_their_fields_declare() -> None:
 
 
 def test_the_docs_table_is_the_declarations() -> None:
-    assert fields_table.PAGE.read_text() == fields_table.fields_page(), (
-        "docs/config_fields.md is stale: python -c 'from attention_jax.experiment import fields_table; "
-        "fields_table.write_page()'")
-    page = fields_table.fields_page()
+    assert config_fields_page.PAGE.read_text() == config_fields_page.fields_page(), (
+        "docs/config_fields.md is stale: python -m tests.support.config_fields_page")
+    page = config_fields_page.fields_page()
     for field in schema.FIELDS:
         assert f"| `{field.name}` |" in page and field.doc.replace("|", "\\|") in page, field.name
 
 
 def test_the_extending_pages_field_example_is_the_libraries_declaration() -> None:
-    page = (fields_table.PAGE.parent / "extending.md").read_text()
+    page = (config_fields_page.PAGE.parent / "extending.md").read_text()
     section = page.split("## A config field", 1)[1].split("\n## ", 1)[0]
     block = section.split("```python\n", 1)[1].split("```", 1)[0]
-    source = (fields_table.PAGE.parents[1] / "attention_jax" / "experiment" / "declarations.py").read_text()
+    source = (config_fields_page.PAGE.parents[1] / "attention_jax" / "experiment" / "declarations.py").read_text()
     assert block.strip() and block in source  # The page shows weight_decay's declaration as it is written.
     assert "weight_decay" in schema.section_fields("optimizer")
