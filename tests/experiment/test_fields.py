@@ -103,7 +103,7 @@ def test_a_built_section_refuses_what_the_schema_refuses_in_the_same_words() -> 
 def test_every_field_of_a_section_is_declared_or_derived() -> None:
     for section, section_class in schema.SECTION_CLASSES.items():
         names = {field.name for field in dataclasses.fields(section_class)}
-        assert names - set(schema.section_fields(section)) == DERIVED_FIELDS[section], section
+        assert names - set(schema.SECTION_FIELDS[section]) == DERIVED_FIELDS[section], section
 
 
 def test_the_resume_rules_are_the_declared_ones() -> None:
@@ -114,7 +114,7 @@ def test_the_resume_rules_are_the_declared_ones() -> None:
     assert resume_checks.SCHEDULE_FIELDS == ("lr_schedule",)
     assert resume_checks.POSITION_FIELDS == ("max_len", "max_decode_extra_len")
     assert set(resume_checks.COMPUTE_ONLY_FIELDS) == {"dtype", "attention_implementation", "cpu_kernels", "decode"}
-    model_fields = set(schema.section_fields("model")) - {"dtype", "attention_implementation", "cpu_kernels"}
+    model_fields = set(schema.SECTION_FIELDS["model"]) - {"dtype", "attention_implementation", "cpu_kernels"}
     assert set(resume_checks.MODEL_FIELDS) == model_fields | {"model_kind"}
 
 
@@ -144,4 +144,4 @@ def test_the_extending_pages_field_example_is_the_libraries_declaration() -> Non
     block = section.split("```python\n", 1)[1].split("```", 1)[0]
     source = (config_fields_page.PAGE.parents[1] / "attention_jax" / "experiment" / "declarations.py").read_text()
     assert block.strip() and block in source  # The page shows weight_decay's declaration as it is written.
-    assert "weight_decay" in schema.section_fields("optimizer")
+    assert "weight_decay" in schema.SECTION_FIELDS["optimizer"]

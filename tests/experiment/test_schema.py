@@ -64,7 +64,7 @@ def test_sections_hold_every_field_of_their_section() -> None:
     objects = {"model": experiment.model, "data": experiment.data, "optimizer": experiment.optimizer,
                "decoding": experiment.decoding, "run": experiment.run}
     for section, holder in objects.items():
-        for name in schema.section_fields(section):
+        for name in schema.SECTION_FIELDS[section]:
             assert hasattr(holder, name), f"{section} section lacks {name}"
     given = sections.plain_fields(tiny.get_config())
     assert given["positional_encoding_settings"] == {"relative": {"max_distance": 16, "add_to_values": True}}
