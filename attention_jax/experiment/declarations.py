@@ -13,7 +13,7 @@ from annotated_types import Ge, Gt
 from pydantic import Field
 
 from attention_jax.experiment import fields
-from attention_jax.experiment.fields import AS_TUPLE, BySettings, OneOf, Paper, ResumeRule, resolve_settings, rule
+from attention_jax.experiment.fields import AS_TUPLE, BySettings, OneOf, Paper, ResumeRule, rule
 from attention_jax.models import attention_registry, feed_forward_registry, normalization_registry, variants
 from attention_jax.models.attention_registry import ATTENTION_FUNCTIONS, AttentionImplementation
 from attention_jax.models.normalization_registry import NORMALIZATIONS
@@ -25,8 +25,6 @@ ENTRY_SETTINGS_FIELDS = {"positional_encoding": "positional_encoding_settings",
                          "normalization": "normalization_settings",
                          "attention_function": "attention_function_settings"}
 """Each field naming a registry entry, and the field of that entry's own settings."""
-_REGISTRIES: dict[str, Any] = {"positional_encoding": POSITIONAL_ENCODINGS, "normalization": NORMALIZATIONS,
-                               "attention_function": ATTENTION_FUNCTIONS}
 _PositionSettings = Annotated[Any, BySettings("positional_encoding", POSITIONAL_ENCODINGS.settings_classes)]
 _NormalizationSettings = Annotated[Any, BySettings("normalization", NORMALIZATIONS.settings_classes)]
 _FunctionSettings = Annotated[Any, BySettings("attention_function", ATTENTION_FUNCTIONS.settings_classes)]
@@ -124,12 +122,8 @@ class TransformerConfig:
     decode: bool = False  # The autoregressive variant, whose decoder keeps a key/value cache.
 
     def __post_init__(self) -> None:
-        """Resolve each registry entry's settings, then check the fields that must go together."""
+        """Check the fields that must go together."""
         normalization_registry.check_normalization(self.normalization, position=self.layer_norm_position)
-        for entry_field, settings_field in ENTRY_SETTINGS_FIELDS.items():
-            name = getattr(self, entry_field)
-            object.__setattr__(self, settings_field, resolve_settings(  # Frozen: set once, while built.
-                settings_field, name, _REGISTRIES[entry_field][name].settings, getattr(self, settings_field)))
         for name in ("key_dim", "value_dim"):
             if getattr(self, name) == 0:  # The config's 0 (d_model / num_heads), resolved by build_experiment.
                 raise ValueError(f"{name}=0 means d_model / num_heads in a config; a TransformerConfig needs the "

@@ -352,30 +352,8 @@ def _build_settings(prefix: str, settings_class: Any, given: Any) -> Any:
         raise ValueError(_refusal(error, settings_class, given, prefix)) from None
 
 
-def resolve_settings(field: str, entry: str, settings_class: type | None, given: Any) -> Any:
-    """Return the chosen entry's settings dataclass (None for an entry without settings).
-
-    Parameters
-    ----------
-    field : str
-        The settings field, named in errors.
-    entry : str
-        The chosen entry.
-    settings_class : type or None
-        Its settings dataclass.
-    given : Any
-        None (the defaults), that dataclass, or a mapping by entry (the chosen entry's item is read).
-
-    Returns
-    -------
-    Any
-        An instance of ``settings_class``, or None.
-
-    Raises
-    ------
-    ValueError
-        For settings of another entry, or an entry without settings given some.
-    """
+def _resolve_settings(field: str, entry: str, settings_class: type | None, given: Any) -> Any:
+    """The chosen entry's settings from None (its defaults), its dataclass or a mapping by entry."""
     if hasattr(given, "items"):
         given = given.get(entry)
         if given is not None and settings_class is not None:
@@ -395,6 +373,9 @@ def resolve_settings(field: str, entry: str, settings_class: type | None, given:
 def section(cls: type[_T]) -> type[_T]:
     """Make ``cls`` a frozen, strict pydantic dataclass whose refusals are one-line ``ValueError``.
 
+    Its :class:`BySettings` fields are resolved to the chosen entry's settings dataclass (None for an entry
+    without settings) before the class's own ``__post_init__`` runs.
+
     Parameters
     ----------
     cls : type
@@ -405,6 +386,19 @@ def section(cls: type[_T]) -> type[_T]:
     type
         The dataclass (``dataclasses.replace`` builds, and checks, a changed copy).
     """
+    post_init = getattr(cls, "__post_init__", None)
+
+    def __post_init__(self: Any) -> None:
+        for name, info in type(self).__pydantic_fields__.items():
+            by_entry = _of(info.metadata, BySettings)
+            if by_entry is not None:  # Frozen: set once, while built.
+                entry = getattr(self, by_entry.entry_field)
+                object.__setattr__(self, name, _resolve_settings(name, entry, by_entry.settings_of().get(entry),
+                                                                 getattr(self, name)))
+        if post_init is not None:
+            post_init(self)
+
+    setattr(cls, "__post_init__", __post_init__)  # noqa: B010 (mypy refuses assigning a method)
     built = pydantic.dataclasses.dataclass(frozen=True, config=_STRICT)(cls)
     init = built.__init__
 

@@ -11,32 +11,14 @@ import dataclasses
 import importlib
 from typing import Any, Iterable, Mapping
 
-from attention_jax.experiment.declarations import (
-    DataConfig,
-    DecodeSettings,
-    ExperimentSettings,
-    OptimizerConfig,
-    RunConfig,
-    TransformerConfig,
-)
-from attention_jax.experiment.fields import (
-    NO_OLD_RUN_VALUE,
-    PAPER_FIGURES,
-    Record,
-    ResumeRule,
-    check_value,
-    did_you_mean,
-    records,
-)
+from attention_jax.experiment import declarations, fields
+from attention_jax.experiment.fields import NO_OLD_RUN_VALUE, PAPER_FIGURES, Record, check_value, did_you_mean, records
 from attention_jax.foundation.user_errors import UserInputError
 
-__all__ = ["PAPER_FIGURES", "SECTIONS", "SECTION_CLASSES", "FIELDS", "FIELDS_BY_NAME", "OLD_RUN_DEFAULTS",
-           "RENAMED_FIELDS", "ConfigError", "Record", "ResumeRule", "check_value", "did_you_mean"]
-
 SECTION_CLASSES: Mapping[str, type] = {
-    "experiment": ExperimentSettings, "model": TransformerConfig, "data": DataConfig, "optimizer": OptimizerConfig,
-    "decoding": DecodeSettings, "run": RunConfig,
-}
+    "experiment": declarations.ExperimentSettings, "model": declarations.TransformerConfig,
+    "data": declarations.DataConfig, "optimizer": declarations.OptimizerConfig,
+    "decoding": declarations.DecodeSettings, "run": declarations.RunConfig}
 SECTIONS = tuple(SECTION_CLASSES)
 
 
@@ -113,7 +95,7 @@ def _refuse_unknown(key: str, candidates: Iterable[str], where: str) -> None:
                       f"the fields are listed in attention_jax/experiment/schema.py.")
 
 
-def fields_with_rule(rule: ResumeRule) -> tuple[str, ...]:
+def fields_with_rule(rule: fields.ResumeRule) -> tuple[str, ...]:
     """Return the names of the fields declared with ``rule``, in the schema's order.
 
     Parameters
@@ -314,6 +296,6 @@ def with_old_run_defaults(saved: Mapping[str, Any]) -> dict[str, Any]:
             config[head] = {**settings, entry: {**inner, name: inner.get(name, value)}}
     for name, value in OLD_RUN_DEFAULTS.items():
         config.setdefault(name, dict(value) if isinstance(value, dict) else value)
-    paper = config.get("paper")
+    paper: Any = config.get("paper")
     config["paper"] = {**dict.fromkeys(PAPER_FIGURES), **(dict(paper) if hasattr(paper, "items") else {})}
     return config
