@@ -1,13 +1,11 @@
-"""How a config field is declared on a frozen pydantic dataclass, read back (:func:`records`), refused in one line.
+"""Config fields declared on frozen pydantic dataclasses (:func:`section`), read back, refused in one line.
 
-A field is ``name: type = Field(default, description=..., gt=..., json_schema_extra=rule(...))``; one without
-a description is derived, not set by a config.
+A field is ``name: type = Field(default, description=..., gt=..., json_schema_extra=rule(...))``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import enum
 import functools
 import numbers
@@ -16,11 +14,13 @@ from typing import Annotated, Any, Callable, Iterable, Mapping, TypeVar
 
 import annotated_types
 import pydantic
-from pydantic import BeforeValidator, ConfigDict, TypeAdapter, ValidationError
+from pydantic import TypeAdapter, ValidationError
 from pydantic_core import core_schema
 from typing_extensions import dataclass_transform
 
-_STRICT = ConfigDict(strict=True, allow_inf_nan=False, extra="forbid")  # No "8" for 8, no 1 for True, no inf.
+from attention_jax.foundation.registry import did_you_mean
+
+_STRICT = pydantic.ConfigDict(strict=True, allow_inf_nan=False, extra="forbid")  # No "8" for 8, no 1 for True, no inf.
 _T = TypeVar("_T")
 
 
@@ -57,25 +57,6 @@ def rule(resume: ResumeRule = ResumeRule.FREE, **old_run_value: Any) -> Any:
         The dict :func:`records` reads.
     """
     return {"resume": resume.value, **old_run_value}
-
-
-def did_you_mean(name: str, candidates: Iterable[str]) -> str:
-    """Return ``" (did you mean X?)"`` for the closest candidate, ``""`` when none is close.
-
-    Parameters
-    ----------
-    name : str
-        The unknown name.
-    candidates : Iterable[str]
-        The known names.
-
-    Returns
-    -------
-    str
-        The hint, with a leading space.
-    """
-    closest = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.6)
-    return f" (did you mean {closest[0]}?)" if closest else ""
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -126,7 +107,7 @@ def _paper(value: Any) -> Any:
 
 Paper = Annotated[Any, pydantic.AfterValidator(_paper)]
 """The annotation of ``paper``: ``None`` or ``{figure: number or None}``."""
-AS_TUPLE = BeforeValidator(lambda value: tuple(value) if isinstance(value, list) else value)
+AS_TUPLE = pydantic.BeforeValidator(lambda value: tuple(value) if isinstance(value, list) else value)
 """A tuple field's metadata: a list (``config.json``'s) is taken for a tuple."""
 _KINDS = {int: "int", float: "float", bool: "bool", str: "str"}
 
@@ -145,6 +126,7 @@ class Record:
     maximum: float | None
     exclusive_minimum: bool
     exclusive_maximum: bool
+    range_text: str  # "positive", ">= 0", "in [0, 100]", "" when unbounded.
     resume: ResumeRule
     old_run_value: Any
     by_entry: BySettings | None
@@ -161,30 +143,21 @@ class Record:
         """
         return tuple(self.choices.names) if self.choices else None
 
-    def range_text(self) -> str:
-        """Return the range in words: ``"positive"``, ``">= 0"``, ``"in [0, 100]"``; ``""`` when unbounded.
-
-        Returns
-        -------
-        str
-            The words.
-        """
-        low, high, open_low, open_high = self.minimum, self.maximum, self.exclusive_minimum, self.exclusive_maximum
-        if (low, high, open_low, open_high) == (0, 1, False, True):
-            return "a probability in [0, 1)"
-        if (low, high, open_low) == (0, None, True):
-            return "positive"
-        if low is not None and high is not None:
-            return f"in {'(' if open_low else '['}{_number(low)}, {_number(high)}{')' if open_high else ']'}"
-        if low is not None:
-            return f"{'>' if open_low else '>='} {_number(low)}"
-        if high is not None:
-            return f"{'<' if open_high else '<='} {_number(high)}"
-        return ""
-
 
 def _number(value: Any) -> str:
     return str(int(value)) if float(value).is_integer() else str(value)
+
+
+def _range_text(low: Any, high: Any, open_low: bool, open_high: bool) -> str:
+    if (low, high, open_low, open_high) == (0, 1, False, True):
+        return "a probability in [0, 1)"
+    if (low, high, open_low) == (0, None, True):
+        return "positive"
+    if low is not None and high is not None:
+        return f"in {'(' if open_low else '['}{_number(low)}, {_number(high)}{')' if open_high else ']'}"
+    if low is not None:
+        return f"{'>' if open_low else '>='} {_number(low)}"
+    return f"{'<' if open_high else '<='} {_number(high)}" if high is not None else ""
 
 
 def _of(metadata: Iterable[Any], *kinds: type) -> Any:
@@ -230,12 +203,12 @@ def records(section_class: type, section: str) -> tuple[Record, ...]:
         extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
         low, high = _of(metadata, annotated_types.Gt, annotated_types.Ge), _of(metadata, annotated_types.Lt,
                                                                               annotated_types.Le)
-        found.append(Record(
-            name, section, kind, info.default, info.description, _of(metadata, OneOf),
-            low and dataclasses.astuple(low)[0], high and dataclasses.astuple(high)[0],
-            isinstance(low, annotated_types.Gt), isinstance(high, annotated_types.Lt),
-            ResumeRule(extra.get("resume", "free")), extra.get("old_run_value", NO_OLD_RUN_VALUE),
-            _of(metadata, BySettings), section_class, name))
+        bounds = (low and dataclasses.astuple(low)[0], high and dataclasses.astuple(high)[0],
+                  isinstance(low, annotated_types.Gt), isinstance(high, annotated_types.Lt))
+        found.append(Record(name, section, kind, info.default, info.description, _of(metadata, OneOf), *bounds,
+                            _range_text(*bounds), ResumeRule(extra.get("resume", "free")),
+                            extra.get("old_run_value", NO_OLD_RUN_VALUE), _of(metadata, BySettings), section_class,
+                            name))
     return tuple(found)
 
 
@@ -276,7 +249,7 @@ def _refusal(error: ValidationError, owner: type, given: Mapping[str, Any] | Non
                 return str(unknown)
         problem = str(cause) if str(cause).startswith(attribute) else f"{name} {cause}"
     elif kind in _BOUNDS:
-        words = (declared[attribute].range_text() if attribute in declared else
+        words = (declared[attribute].range_text if attribute in declared else
                  f"{_BOUNDS[kind]} {_number(next(iter(first['ctx'].values())))}")
         problem = f"{name} must be {words}; got {value!r}"
     elif kind == "missing_argument":

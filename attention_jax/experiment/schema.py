@@ -12,7 +12,8 @@ import importlib
 from typing import Any, Iterable, Mapping
 
 from attention_jax.experiment import declarations, fields
-from attention_jax.experiment.fields import NO_OLD_RUN_VALUE, PAPER_FIGURES, Record, check_value, did_you_mean, records
+from attention_jax.experiment.fields import NO_OLD_RUN_VALUE, PAPER_FIGURES, Record, check_value, records
+from attention_jax.foundation.registry import did_you_mean
 from attention_jax.foundation.user_errors import UserInputError
 
 SECTION_CLASSES: Mapping[str, type] = {
@@ -41,35 +42,20 @@ SECTION_FIELDS: Mapping[str, tuple[str, ...]] = {
 _BY_ENTRY = {field.name: field.by_entry for field in FIELDS if field.by_entry is not None}  # *_settings fields.
 
 
-def _dotted_field(key: str) -> Record | None:
-    """The field a key names: a field, ``paper.<figure>`` or ``<registry>_settings.<entry>.<setting>``."""
-    top, _, rest = key.partition(".")
-    field = FIELDS_BY_NAME.get(top)
-    if field is None or not rest:
-        return field
-    if field.kind == "paper":
-        return field if rest in PAPER_FIGURES else None
-    if field.by_entry is not None:
-        entry, _, name = rest.partition(".")
-        settings_class = field.by_entry.settings_of().get(entry)
-        for item in records(settings_class, "") if settings_class else ():
-            if item.name == name:
-                return dataclasses.replace(item, name=key, section=field.section)
-    return None
-
-
-def flag_keys() -> list[str]:
-    """Return every key a ``--config.<key>`` flag may name: the fields, ``paper.<figure>`` and entries' settings.
+def flag_keys() -> dict[str, Record]:
+    """Return every key a ``--config.<key>`` flag may name, and its field.
 
     Returns
     -------
-    list[str]
-        The keys.
+    dict[str, Record]
+        The fields, ``paper.<figure>`` (the ``paper`` field) and ``<registry>_settings.<entry>.<setting>``.
     """
-    keys = list(FIELDS_BY_NAME) + [f"paper.{figure}" for figure in PAPER_FIGURES]
+    keys = {**FIELDS_BY_NAME, **{f"paper.{figure}": FIELDS_BY_NAME["paper"] for figure in PAPER_FIGURES}}
     for name, by_entry in _BY_ENTRY.items():
         for entry, settings_class in by_entry.settings_of().items():
-            keys += [f"{name}.{entry}.{item.name}" for item in records(settings_class, "")]
+            keys.update({f"{name}.{entry}.{item.name}": dataclasses.replace(
+                item, name=f"{name}.{entry}.{item.name}", section=FIELDS_BY_NAME[name].section)
+                for item in records(settings_class, "")})
     return keys
 
 
@@ -197,9 +183,10 @@ def check_keys(keys: Iterable[str], where: str) -> None:
     ConfigError
         With the closest key's name.
     """
+    known = flag_keys()
     for key in map(str, keys):
-        if _dotted_field(key) is None:
-            _refuse_unknown(key, flag_keys(), where)
+        if key not in known:
+            _refuse_unknown(key, known, where)
 
 
 def parse_flag_value(key: str, text: str, where: str) -> Any:
@@ -208,7 +195,7 @@ def parse_flag_value(key: str, text: str, where: str) -> Any:
     Parameters
     ----------
     key : str
-        A field or a dotted key.
+        A key of :func:`flag_keys`.
     text : str
         The value as written on the command line.
     where : str
@@ -224,7 +211,7 @@ def parse_flag_value(key: str, text: str, where: str) -> Any:
     ConfigError
         For an unknown key, or text that is no literal of the field's kind (the range is checked later).
     """
-    field = _dotted_field(key)
+    field = flag_keys().get(key)
     if field is None:
         raise ConfigError(f"{where}: unknown config field {key!r}{did_you_mean(key, flag_keys())}.")
     kind = "paper" if key.startswith("paper.") else field.kind

@@ -1,4 +1,4 @@
-"""A registry of named variants of one mechanism; code asks an entry, never compares names."""
+"""A registry of named variants of one mechanism (code asks an entry, never compares names); near-miss names."""
 
 from __future__ import annotations
 
@@ -122,3 +122,22 @@ class Registration:
 
     def __exit__(self, *exc_info: object) -> None:
         self.undo()
+
+
+def did_you_mean(name: str, candidates: Iterable[str]) -> str:
+    """Return ``" (did you mean X?)"`` for the closest candidate, ``""`` when none is close.
+
+    Parameters
+    ----------
+    name : str
+        The unknown name.
+    candidates : Iterable[str]
+        The known names.
+
+    Returns
+    -------
+    str
+        The hint, with a leading space.
+    """
+    closest = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.6)
+    return f" (did you mean {closest[0]}?)" if closest else ""

@@ -41,7 +41,7 @@ def test_a_declaration_gives_the_type_range_choices_and_rules() -> None:
     width, scale, splits = fields.records(_Knobs, "knobs")
     assert [(field.name, field.kind) for field in (width, scale, splits)] == [
         ("width", "int"), ("scale", "float"), ("splits", "str_tuple")]
-    assert (width.default, width.range_text(), width.resume) == (8, "positive", ResumeRule.MODEL)
+    assert (width.default, width.range_text, width.resume) == (8, "positive", ResumeRule.MODEL)
     assert width.section == "knobs"
     assert scale.old_run_value == 0.0 and width.old_run_value is fields.NO_OLD_RUN_VALUE
     assert splits.allowed() == ("dev", "test")

@@ -45,7 +45,7 @@ def _allowed(field: Record) -> str:
     allowed = field.allowed()
     if allowed is not None:
         return ", ".join(f"`{value}`" for value in allowed)
-    return field.range_text()
+    return field.range_text
 
 
 def _row(field: Record) -> str:
