@@ -36,9 +36,8 @@ class ExperimentSettings:
 
     name: str = Field("base", description="The run's name in reports and TensorBoard (a sweep sets the row's).")
     paper: Paper = Field(None, description="The paper's figures for this row (keys PAPER_FIGURES; None: none).")
-    seed: int = Field(
-        0, description="Parameter initialisation, dropout keys and batch order (32 bits: JAX keys drop the higher "
-        "ones).", ge=0, le=2**32 - 1, json_schema_extra=rule(ResumeRule.SEED))
+    seed: int = Field(0, description="Parameter initialisation, dropout keys and batch order (32 bits: JAX keys drop "
+                      "the higher ones).", ge=0, le=2**32 - 1, json_schema_extra=rule(ResumeRule.SEED))
     user_modules: Annotated[tuple[str, ...], AS_TUPLE] = Field(
         (), description="Python modules imported before the config is checked, where your own registry entries live "
         "(docs/extending.md).", json_schema_extra=rule(old_run_value=()))
@@ -74,9 +73,8 @@ class TransformerConfig:
     num_heads: int = Field(8, description="h: attention heads.", gt=0, json_schema_extra=MODEL)
     key_dim: int = Field(64, description="d_k per head (0: d_model / num_heads).", ge=0, json_schema_extra=MODEL)
     value_dim: int = Field(64, description="d_v per head (0: d_model / num_heads).", ge=0, json_schema_extra=MODEL)
-    dropout_rate: float = Field(
-        0.1, description="P_drop on sublayer outputs and embeddings + positions (5.4).", ge=0, lt=1,
-        json_schema_extra=MODEL)
+    dropout_rate: float = Field(0.1, description="P_drop on sublayer outputs and embeddings + positions (5.4).", ge=0,
+                                lt=1, json_schema_extra=MODEL)
     attention_dropout_rate: float = Field(
         0.0, description="Dropout on attention weights (not in the paper).", ge=0, lt=1, json_schema_extra=MODEL)
     positional_encoding: Annotated[str, OneOf(POSITIONAL_ENCODINGS)] = Field(
@@ -97,14 +95,12 @@ class TransformerConfig:
     residual_connections: bool = Field(
         True, description="x + Sublayer(x) around every sublayer (3.1); False drops the x (docs/normalization.md).",
         json_schema_extra=rule(ResumeRule.MODEL, old_run_value=True))
-    share_embeddings: bool = Field(
-        True, description="One matrix for encoder input, decoder input and pre-softmax projection (3.4).",
-        json_schema_extra=MODEL)
+    share_embeddings: bool = Field(True, description="One matrix for encoder input, decoder input and pre-softmax "
+                                   "projection (3.4).", json_schema_extra=MODEL)
     attention_implementation: Annotated[str, OneOf(attention_registry.ATTENTION_IMPLEMENTATIONS)] = Field(
         "einsum", description="How dot-product attention is computed.", json_schema_extra=COMPUTE)
-    attention_window: int = Field(
-        0, description="0: full attention; r > 0: self-attention within |i - j| <= r (Table 1).", ge=0,
-        json_schema_extra=MODEL)
+    attention_window: int = Field(0, description="0: full attention; r > 0: self-attention within |i - j| <= r (Table "
+                                  "1).", ge=0, json_schema_extra=MODEL)
     attention_function: Annotated[str, OneOf(ATTENTION_FUNCTIONS)] = Field(
         "scaled_dot_product", description="How each head scores keys (3.2.1).",
         json_schema_extra=rule(ResumeRule.MODEL, old_run_value="scaled_dot_product"))
@@ -113,9 +109,8 @@ class TransformerConfig:
         json_schema_extra=rule(ResumeRule.MODEL, old_run_value={}))
     dtype: Annotated[str, OneOf(("float32", "bfloat16"))] = Field(
         "float32", description="Compute dtype (parameters stay float32).", json_schema_extra=COMPUTE)
-    cpu_kernels: bool = Field(
-        True, description="CPU-only speed-ups of the hot paths (attention_jax/cpu_kernels).",
-        json_schema_extra=rule(ResumeRule.COMPUTE, old_run_value=True))
+    cpu_kernels: bool = Field(True, description="CPU-only speed-ups of the hot paths (attention_jax/cpu_kernels).",
+                              json_schema_extra=rule(ResumeRule.COMPUTE, old_run_value=True))
     vocab_size: int = Field(
         37000, description="Rows of the shared embedding; the BPE vocabulary trained.", gt=0, json_schema_extra=MODEL)
     max_len: int = Field(512, gt=0)  # Positions held: the config's max_len plus max_decode_extra_len.
@@ -177,12 +172,10 @@ class DataConfig:
 
     vocab_size: int  # The model section's.
     fine_tune_from: str  # A run whose tokenizer.model tokenizes this data ("": train one).
-    corpus: str = Field(
-        "", description="The corpus recipe this run follows ('' for none; attention_jax.data.corpora).",
-        json_schema_extra=rule(old_run_value=""))
-    dataset: str = Field(
-        "wmt14_translate/de-en", description="TFDS name, 'synthetic_en_de', 'tsv:DIR' or 'txt:DIR' (a language model's "
-        "corpus).", json_schema_extra=DATA)
+    corpus: str = Field("", description="The corpus recipe this run follows ('' for none; attention_jax.data.corpora).",
+                        json_schema_extra=rule(old_run_value=""))
+    dataset: str = Field("wmt14_translate/de-en", description="TFDS name, 'synthetic_en_de', 'tsv:DIR' or 'txt:DIR' (a "
+                         "language model's corpus).", json_schema_extra=DATA)
     source_lang: str = Field("en", description="Source language code.", json_schema_extra=DATA)
     target_lang: str = Field("de", description="Target language code.", json_schema_extra=DATA)
     train_split: str = Field(
@@ -193,9 +186,8 @@ class DataConfig:
         "", description="TFDS data directory ('': $ATTENTION_JAX_CACHE_DIR/tensorflow_datasets, else TFDS's default).")
     text_feature: str = Field(
         "text", description="A language model's TFDS text feature.", json_schema_extra=rule(old_run_value="text"))
-    max_len: int = Field(
-        256, description="Longest example kept for training, in tokens with EOS.", gt=0,
-        json_schema_extra=rule(ResumeRule.POSITIONS))
+    max_len: int = Field(256, description="Longest example kept for training, in tokens with EOS.", gt=0,
+                         json_schema_extra=rule(ResumeRule.POSITIONS))
     tokens_per_batch: int = Field(25000, description="Tokens per side of a batch (5.1).", gt=0)
     # Runs from before the field counted slots.
     tokens_per_batch_unit: Annotated[str, OneOf(("slots", "real"))] = Field(
@@ -226,9 +218,8 @@ class OptimizerConfig:
         "paper", description="paper: Equation 3, a linear ramp to the peak at warmup_steps; "
         "constant_then_inverse_sqrt: that peak from step 1, the same decay after warmup_steps.",
         json_schema_extra=rule(ResumeRule.SCHEDULE, old_run_value="paper"))
-    learning_rate_scale: float = Field(
-        1.0, description="Multiplies d_model^-0.5 * min(step^-0.5, step * warmup^-1.5) (0: parameters never move).",
-        ge=0)
+    learning_rate_scale: float = Field(1.0, description="Multiplies d_model^-0.5 * min(step^-0.5, step * warmup^-1.5) "
+                                       "(0: parameters never move).", ge=0)
     adam_b1: float = Field(0.9, description="Adam beta_1.", ge=0, lt=1)
     adam_b2: float = Field(0.98, description="Adam beta_2.", ge=0, lt=1)
     adam_eps: float = Field(1e-9, description="Adam epsilon.", gt=0)
@@ -283,29 +274,25 @@ class RunConfig:
     mesh_axes: Annotated[tuple[str, ...], AS_TUPLE] = Field(("data",), description="Names of the mesh axes.")
     param_sharding: Annotated[str, OneOf(("replicated", "fsdp"))] = Field(
         "replicated", description="replicated, or fsdp: parameters and optimizer state sharded on 'data'.")
-    fine_tune_from: str = Field(
-        "", description="A run directory whose parameters and tokenizer a new run starts from ('' : from scratch).",
-        json_schema_extra=rule(ResumeRule.DATA, old_run_value=""))
-    fine_tune_checkpoint: str = Field(
-        "latest", description="Its parameters: latest, best, averaged or a step.",
-        json_schema_extra=rule(old_run_value="latest"))
+    fine_tune_from: str = Field("", description="A run directory whose parameters and tokenizer a new run starts from "
+                                "('' : from scratch).", json_schema_extra=rule(ResumeRule.DATA, old_run_value=""))
+    fine_tune_checkpoint: str = Field("latest", description="Its parameters: latest, best, averaged or a step.",
+                                      json_schema_extra=rule(old_run_value="latest"))
     checkpoint_every_steps: int = Field(0, description="Checkpoint interval in steps (0: by time only).", ge=0)
     checkpoint_every_minutes: float = Field(
         10.0, description="Checkpoint interval in minutes (0: by steps only).", ge=0)
     keep_checkpoints: int = Field(5, description="Checkpoints kept (the paper averages the last 5 or 20).", gt=0)
     average_last_checkpoints: int = Field(5, description="Checkpoints averaged for the final BLEU (6.1).", gt=0)
     log_every_steps: int = Field(100, description="Progress line interval.", gt=0)
-    peak_tflops_per_device: float = Field(
-        0.0, description="MFU's peak (0: a datasheet's, or measured on a CPU).", ge=0,
-        json_schema_extra=rule(old_run_value=0.0))
+    peak_tflops_per_device: float = Field(0.0, description="MFU's peak (0: a datasheet's, or measured on a CPU).", ge=0,
+                                          json_schema_extra=rule(old_run_value=0.0))
     profile_steps: int = Field(0, description="Train steps traced for TensorBoard's profiler (0: none).", ge=0)
     profile_start_step: int = Field(10, description="Steps before the trace starts.", ge=0)
     eval_every_steps: int = Field(1000, description="Dev evaluation interval (0: none during training).", ge=0)
     num_eval_batches: int = Field(0, description="Dev batches per evaluation (0: the whole split).", ge=0)
     num_bleu_examples: int = Field(500, description="Dev sentences decoded for the sampled BLEU (0: none).", ge=0)
-    num_sample_translations: int = Field(
-        3, description="Dev translations shown in TensorBoard (0: none).", ge=0,
-        json_schema_extra=rule(old_run_value=3))
+    num_sample_translations: int = Field(3, description="Dev translations shown in TensorBoard (0: none).", ge=0,
+                                         json_schema_extra=rule(old_run_value=3))
     final_bleu: bool = Field(True, description="Beam-search BLEU of whole splits when training ends.")
     final_bleu_splits: Annotated[tuple[Annotated[str, OneOf(("dev", "validation", "test"))], ...], AS_TUPLE] = Field(
         ("dev", "test"), description="Which splits the final BLEU decodes.")
@@ -313,6 +300,5 @@ class RunConfig:
         0, description="Evaluations without a better dev perplexity before stopping (0: never).", ge=0)
     early_stopping_min_improvement: float = Field(
         0.0, description="Smallest relative improvement that resets the patience.", ge=0, lt=1)
-    early_stopping_min_steps: int = Field(
-        0, description="Evaluations before this step never count toward patience.", ge=0,
-        json_schema_extra=rule(old_run_value=0))
+    early_stopping_min_steps: int = Field(0, description="Evaluations before this step never count toward patience.",
+                                          ge=0, json_schema_extra=rule(old_run_value=0))

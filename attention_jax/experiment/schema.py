@@ -1,8 +1,4 @@
-"""The flat config a config file, a sweep row and ``--config.FIELD=VALUE`` flags set, checked field by field.
-
-:data:`FIELDS` is read from the sections' declarations; each refusal is one :class:`ConfigError` line naming
-where the value was set. :func:`with_old_run_defaults` knows what fields added since an old run meant for it.
-"""
+"""The flat config that config files, sweep rows and ``--config.FIELD=VALUE`` flags set, checked field by field."""
 
 from __future__ import annotations
 
@@ -43,12 +39,12 @@ _BY_ENTRY = {field.name: field.by_entry for field in FIELDS if field.by_entry is
 
 
 def flag_keys() -> dict[str, Record]:
-    """Return every key a ``--config.<key>`` flag may name, and its field.
+    """Return every key a ``--config.<key>`` flag may name, and its field (``paper.<figure>``: ``paper``).
 
     Returns
     -------
     dict[str, Record]
-        The fields, ``paper.<figure>`` (the ``paper`` field) and ``<registry>_settings.<entry>.<setting>``.
+        The fields, ``paper.<figure>`` and ``<registry>_settings.<entry>.<setting>``.
     """
     keys = {**FIELDS_BY_NAME, **{f"paper.{figure}": FIELDS_BY_NAME["paper"] for figure in PAPER_FIGURES}}
     for name, by_entry in _BY_ENTRY.items():
@@ -113,22 +109,17 @@ def default_config() -> dict[str, Any]:
 
 
 def plain_fields(config: Any) -> dict[str, Any]:
-    """Return the top-level fields of a ConfigDict or Mapping as a plain dict (nested ConfigDicts as dicts).
+    """Return the fields of a ConfigDict or Mapping as a plain dict (nested ConfigDicts as dicts, lists as tuples).
 
     Parameters
     ----------
     config : Mapping
-        A config file's ``ConfigDict`` or a dict of fields.
+        A config file's ``ConfigDict`` or a dict of fields (anything else: :class:`ConfigError`).
 
     Returns
     -------
     dict[str, Any]
-        Lists as tuples.
-
-    Raises
-    ------
-    ConfigError
-        For anything else.
+        The fields.
     """
     if not hasattr(config, "items"):
         raise ConfigError(f"a config must be a ConfigDict or a dict of fields; got {type(config).__name__}.")
@@ -274,7 +265,7 @@ def with_old_run_defaults(saved: Mapping[str, Any]) -> dict[str, Any]:
         With :data:`OLD_RUN_DEFAULTS` for the fields it lacks and ``paper`` completed; a key it does not
         know is left for :func:`check_config` to name.
     """
-    config: dict[str, Any] = {key: (tuple(value) if isinstance(value, list) else value) for key, value in saved.items()}
+    config = plain_fields(saved)
     for old_key, (head, entry, name) in RENAMED_FIELDS.items():
         if old_key in config:
             value, given = config.pop(old_key), config.get(head)

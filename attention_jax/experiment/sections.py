@@ -18,6 +18,7 @@ from attention_jax.experiment.declarations import (
     RunConfig,
     TransformerConfig,
 )
+from attention_jax.experiment.fields import PAPER_FIGURES
 from attention_jax.experiment.schema import ConfigError, plain_fields
 from attention_jax.foundation import run_files
 from attention_jax.models import flops, size_limits
@@ -27,32 +28,21 @@ __all__ = ["PaperFigures", "Experiment", "ExperimentSettings", "TransformerConfi
            "LearningRateSchedule", "DecodeSettings", "RunConfig", "plain_fields", "build_experiment"]
 
 
-@dataclasses.dataclass(frozen=True)
-class PaperFigures:
-    """The paper's figures for a config's row (``None`` where the paper gives none; keys ``PAPER_FIGURES``)."""
-
-    dev_ppl: float | None = None
-    dev_bleu: float | None = None
-    params_millions: float | None = None
-    test_bleu: float | None = None
-    train_flops: float | None = None
-    train_hours: float | None = None
-    num_gpus: float | None = None
-    gpu_tflops: float | None = None
+PaperFigures = dataclasses.make_dataclass("PaperFigures", [(key, float | None, None) for key in PAPER_FIGURES],
+                                          frozen=True)
+"""The paper's figures for a config's row, one attribute per key of ``PAPER_FIGURES`` (None: the paper has none)."""
 
 
 @dataclasses.dataclass(frozen=True)
 class Experiment:
-    """One checked experiment: the experiment section's fields and the other sections, built once from a config.
-
-    ``fields`` is the checked flat config (read-only) as ``config.json`` records it: each registry's settings
-    field holds the chosen entry's settings only (``{}`` for an entry without any).
+    """One checked experiment: the experiment section's fields, the other sections, and the flat config (``fields``,
+    read-only) as ``config.json`` records it: a registry's settings field holds the chosen entry's only.
     """
 
     name: str
     seed: int
     model_kind: str
-    paper: PaperFigures
+    paper: Any  # PaperFigures
     model: TransformerConfig
     data: DataConfig
     optimizer: OptimizerConfig
@@ -97,8 +87,7 @@ def build_experiment(config: Any, where: str) -> Experiment:
     Parameters
     ----------
     config : Mapping
-        A whole config (a config file's ``get_config()`` with a row's overrides and the flags applied),
-        or a run's ``config.json`` after :func:`schema.with_old_run_defaults`.
+        A whole config, or a run's ``config.json`` after :func:`schema.with_old_run_defaults`.
     where : str
         Named first in an error, e.g. ``"--config=configs/tiny.py"``.
 
