@@ -20,7 +20,7 @@ from typing_extensions import dataclass_transform
 
 from attention_jax.foundation.registry import did_you_mean
 
-_STRICT = pydantic.ConfigDict(strict=True, allow_inf_nan=False, extra="forbid")  # No "8" for 8, no 1 for True, no inf.
+_STRICT = pydantic.ConfigDict(strict=True, allow_inf_nan=False, extra="forbid")  # No "8" for 8, 1 for True, inf.
 _T = TypeVar("_T")
 
 
@@ -35,10 +35,6 @@ class ResumeRule(enum.Enum):
     OPTIMIZER_STATE = "optimizer_state"
     SCHEDULE = "schedule"
     POSITIONS = "positions"
-
-
-NO_OLD_RUN_VALUE: Any = type("NoOldRunValue", (), {"__repr__": lambda self: "NO_OLD_RUN_VALUE"})()
-"""The old-run value of a field every ``config.json`` holds."""
 
 
 def rule(resume: ResumeRule = ResumeRule.FREE, **old_run_value: Any) -> Any:
@@ -92,11 +88,9 @@ PAPER_FIGURES = ("dev_ppl", "dev_bleu", "params_millions", "test_bleu", "train_f
 
 
 def _paper(value: Any) -> Any:
-    if value is None:
-        return None
-    if not hasattr(value, "items"):
+    if value is not None and not hasattr(value, "items"):
         raise ValueError(f"paper must be a dict of the paper's figures; got {value!r}")
-    for key, figure in value.items():
+    for key, figure in (value or {}).items():
         if key not in PAPER_FIGURES:
             raise ValueError(f"paper has no figure {key!r}{did_you_mean(key, PAPER_FIGURES)}; "
                              f"its keys: {', '.join(PAPER_FIGURES)}")
@@ -109,24 +103,21 @@ Paper = Annotated[Any, pydantic.AfterValidator(_paper)]
 """The annotation of ``paper``: ``None`` or ``{figure: number or None}``."""
 AS_TUPLE = pydantic.BeforeValidator(lambda value: tuple(value) if isinstance(value, list) else value)
 """A tuple field's metadata: a list (``config.json``'s) is taken for a tuple."""
-_KINDS = {int: "int", float: "float", bool: "bool", str: "str"}
 
 
 @dataclasses.dataclass(frozen=True)
 class Record:
-    """One config field as ``owner.attribute`` declares it (a tuple's range bounds each item)."""
+    """One config field as ``owner.attribute`` declares it; ``old_run_value`` is ``dataclasses.MISSING`` for a
+    field every ``config.json`` holds, ``range_text`` the range in words (of each item of a tuple).
+    """
 
     name: str
     section: str
-    kind: str
+    kind: str  # int, float, bool, str, int_tuple, str_tuple, paper or entry_settings.
     default: Any
     doc: str
     choices: OneOf | None
-    minimum: float | None
-    maximum: float | None
-    exclusive_minimum: bool
-    exclusive_maximum: bool
-    range_text: str  # "positive", ">= 0", "in [0, 100]", "" when unbounded.
+    range_text: str  # "positive", ">= 0", "in [0, 100]"; "" when unbounded.
     resume: ResumeRule
     old_run_value: Any
     by_entry: BySettings | None
@@ -148,7 +139,15 @@ def _number(value: Any) -> str:
     return str(int(value)) if float(value).is_integer() else str(value)
 
 
-def _range_text(low: Any, high: Any, open_low: bool, open_high: bool) -> str:
+def _of(metadata: Iterable[Any], *kinds: type) -> Any:
+    return next((item for item in metadata if isinstance(item, kinds)), None)
+
+
+def _range_text(metadata: list[Any]) -> str:
+    low, high = _of(metadata, annotated_types.Gt, annotated_types.Ge), _of(metadata, annotated_types.Lt,
+                                                                          annotated_types.Le)
+    open_low, open_high = isinstance(low, annotated_types.Gt), isinstance(high, annotated_types.Lt)
+    low, high = (bound and dataclasses.astuple(bound)[0] for bound in (low, high))
     if (low, high, open_low, open_high) == (0, 1, False, True):
         return "a probability in [0, 1)"
     if (low, high, open_low) == (0, None, True):
@@ -158,10 +157,6 @@ def _range_text(low: Any, high: Any, open_low: bool, open_high: bool) -> str:
     if low is not None:
         return f"{'>' if open_low else '>='} {_number(low)}"
     return f"{'<' if open_high else '<='} {_number(high)}" if high is not None else ""
-
-
-def _of(metadata: Iterable[Any], *kinds: type) -> Any:
-    return next((item for item in metadata if isinstance(item, kinds)), None)
 
 
 @functools.cache
@@ -190,7 +185,7 @@ def records(section_class: type, section: str) -> tuple[Record, ...]:
         if info.description is None:
             continue
         metadata, annotation = list(info.metadata), info.annotation
-        kind = _KINDS.get(annotation)
+        kind = {int: "int", float: "float", bool: "bool", str: "str"}.get(annotation)
         if typing.get_origin(annotation) is tuple:
             item = typing.get_args(annotation)[0]
             metadata = list(getattr(item, "__metadata__", ()))
@@ -201,14 +196,10 @@ def records(section_class: type, section: str) -> tuple[Record, ...]:
             raise TypeError(f"{section_class.__name__}.{name}: a config field is an int, float, bool, str, "
                             f"tuple[int, ...] or tuple[str, ...]; got {annotation}.")
         extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
-        low, high = _of(metadata, annotated_types.Gt, annotated_types.Ge), _of(metadata, annotated_types.Lt,
-                                                                              annotated_types.Le)
-        bounds = (low and dataclasses.astuple(low)[0], high and dataclasses.astuple(high)[0],
-                  isinstance(low, annotated_types.Gt), isinstance(high, annotated_types.Lt))
-        found.append(Record(name, section, kind, info.default, info.description, _of(metadata, OneOf), *bounds,
-                            _range_text(*bounds), ResumeRule(extra.get("resume", "free")),
-                            extra.get("old_run_value", NO_OLD_RUN_VALUE), _of(metadata, BySettings), section_class,
-                            name))
+        found.append(Record(name, section, kind, info.default, info.description, _of(metadata, OneOf),
+                            _range_text(metadata), ResumeRule(extra.get("resume", "free")),
+                            extra.get("old_run_value", dataclasses.MISSING), _of(metadata, BySettings),
+                            section_class, name))
     return tuple(found)
 
 
@@ -280,7 +271,7 @@ def check_value(record: Record, value: Any) -> str | None:
         E.g. ``"num_heads must be an integer; got '8' (str)"``.
     """
     if record.by_entry is not None:
-        return _check_by_entry(record, value)
+        return _check_by_entry(record, record.by_entry, value)
     try:
         _adapter(record.owner, record.attribute).validate_python(value)
     except ValidationError as error:
@@ -289,18 +280,17 @@ def check_value(record: Record, value: Any) -> str | None:
     return None
 
 
-def _check_by_entry(record: Record, value: Any) -> str | None:
-    assert record.by_entry is not None
+def _check_by_entry(record: Record, by_entry: BySettings, value: Any) -> str | None:
     if value is None or dataclasses.is_dataclass(value):
         return None
     if not hasattr(value, "items"):
         return (f"{record.name} must be a dict of {{entry: {{setting: value}}}}; got {value!r} "
                 f"({type(value).__name__})")
-    classes = record.by_entry.settings_of()
+    classes = by_entry.settings_of()
     for entry, given in value.items():
         if entry not in classes:
             return (f"{record.name} has no entry {entry!r}{did_you_mean(str(entry), classes)}; the "
-                    f"{record.by_entry.entry_field} entries with settings: {', '.join(classes) or 'none'}")
+                    f"{by_entry.entry_field} entries with settings: {', '.join(classes) or 'none'}")
         try:
             _build_settings(f"{record.name}.{entry}", classes[entry], given)
         except ValueError as error:
@@ -346,8 +336,8 @@ def _resolve_settings(field: str, entry: str, settings_class: type | None, given
 def section(cls: type[_T]) -> type[_T]:
     """Make ``cls`` a frozen, strict pydantic dataclass whose refusals are one-line ``ValueError``.
 
-    Its :class:`BySettings` fields are resolved to the chosen entry's settings dataclass (None for an entry
-    without settings) before the class's own ``__post_init__`` runs.
+    Its :class:`BySettings` fields become the chosen entry's settings dataclass (None for an entry without
+    any) before the class's own ``__post_init__`` runs.
 
     Parameters
     ----------

@@ -8,7 +8,7 @@ import importlib
 from typing import Any, Iterable, Mapping
 
 from attention_jax.experiment import declarations, fields
-from attention_jax.experiment.fields import NO_OLD_RUN_VALUE, PAPER_FIGURES, Record, check_value, records
+from attention_jax.experiment.fields import PAPER_FIGURES, Record, check_value, records
 from attention_jax.foundation.registry import did_you_mean
 from attention_jax.foundation.user_errors import UserInputError
 
@@ -27,7 +27,7 @@ FIELDS: tuple[Record, ...] = tuple(field for section, section_class in SECTION_C
                                    for field in records(section_class, section))
 FIELDS_BY_NAME: Mapping[str, Record] = {field.name: field for field in FIELDS}
 OLD_RUN_DEFAULTS: Mapping[str, Any] = {field.name: field.old_run_value for field in FIELDS
-                                       if field.old_run_value is not NO_OLD_RUN_VALUE}
+                                       if field.old_run_value is not dataclasses.MISSING}
 RENAMED_FIELDS: Mapping[str, tuple[str, ...]] = {
     "relative_max_distance": ("positional_encoding_settings", "relative", "max_distance"),
     "relative_values": ("positional_encoding_settings", "relative", "add_to_values"),

@@ -22,7 +22,6 @@ from attention_jax.checkpointing import checkpoints
 from attention_jax.commands import config_errors
 from attention_jax.experiment import schema, sections
 from configs import base, tiny
-
 from tests.support import REPO_ROOT
 
 

@@ -6,10 +6,11 @@ changing a field, write it again from the repository root with ``python -m tests
 
 from __future__ import annotations
 
-from attention_jax.experiment import schema
-from attention_jax.experiment.fields import NO_OLD_RUN_VALUE, Record, ResumeRule, records
-from attention_jax.models import feed_forward_registry
+import dataclasses
 
+from attention_jax.experiment import schema
+from attention_jax.experiment.fields import Record, ResumeRule, records
+from attention_jax.models import feed_forward_registry
 from tests.support import REPO_ROOT
 
 PAGE = REPO_ROOT / "docs" / "config_fields.md"
@@ -49,7 +50,7 @@ def _allowed(field: Record) -> str:
 
 
 def _row(field: Record) -> str:
-    old = "" if field.old_run_value is NO_OLD_RUN_VALUE else f"`{field.old_run_value!r}`"
+    old = "" if field.old_run_value is dataclasses.MISSING else f"`{field.old_run_value!r}`"
     kind = f"tuple of {field.kind.removesuffix('_tuple')}" if field.kind.endswith("_tuple") else field.kind
     default, allowed = f"`{field.default!r}`", _allowed(field)
     if field.kind == "entry_settings":
