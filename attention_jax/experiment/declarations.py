@@ -237,11 +237,7 @@ class OptimizerConfig:
 
 @fields.section
 class DecodeSettings:
-    """Decoding of Section 6.1: beam 4, length penalty alpha 0.6, at most input + 50 tokens.
-
-    More ``cache_stages`` decode faster where outputs end early, the same translations, but compile a loop body
-    each (``docs/benchmarks.md``, "History: growing the cache in stages"); 1 sizes the cache for the longest.
-    """
+    """Decoding of Section 6.1 (``cache_stages``: ``docs/benchmarks.md``, "History: growing the cache in stages")."""
 
     beam_size: int = Field(4, description="Beams kept per sentence (1: greedy).", gt=0)
     length_penalty_alpha: float = Field(0.6, description="GNMT length penalty ((5 + |Y|) / 6) ** alpha.", ge=0)

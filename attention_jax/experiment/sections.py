@@ -77,10 +77,6 @@ class Experiment:
         return flops.training_flops(self.model, self.model_kind, target_tokens, self.data.max_len)
 
 
-_INTEGER_FIELDS = tuple(field.name for field in schema.FIELDS if field.kind in ("int", "int_tuple")
-                        and field.name != "seed")  # The seed's own range: 32 bits unsigned.
-
-
 def build_experiment(config: Any, where: str) -> Experiment:
     """Check ``config`` against the schema and the relations between fields; build its sections.
 
@@ -104,7 +100,8 @@ def build_experiment(config: Any, where: str) -> Experiment:
     fields = plain_fields(config)
     schema.check_config(fields, where)
     try:
-        size_limits.check_sizes(fields, _INTEGER_FIELDS)  # 10**40 layers: refused before any shape is built.
+        size_limits.check_sizes(fields, [field.name for field in schema.FIELDS  # 10**40 layers, refused at once;
+                                         if field.kind in ("int", "int_tuple") and field.name != "seed"])  # 32 bits.
         _check_relations(fields)
         model = _section("model", fields, **_head_widths(fields),
                          max_len=fields["max_len"] + fields["max_decode_extra_len"])
