@@ -65,7 +65,7 @@ def _cross_entropy_sum(params: Any, inputs: Array, targets: Array, *,
 
 
 @dataclasses.dataclass(frozen=True)
-class CrossEntropy:
+class _CrossEntropy:
     """Teacher-forced cross-entropy of a set of pairs."""
 
     mean: float  # Nats per target token, EOS included.
@@ -75,40 +75,13 @@ class CrossEntropy:
 
     @property
     def perplexity(self) -> float:
-        """Return ``exp(mean)``; NaN without tokens.
-
-        Returns
-        -------
-        float
-            Per-token perplexity.
-        """
+        """Return ``exp(mean)``; NaN without tokens."""
         return math.exp(self.mean) if self.num_tokens else float("nan")
 
 
-def cross_entropy(model_config: TransformerConfig, params: Any, tokenizer: decode.TextCodec,
-                  pairs: Sequence[tuple[str, str]], *, max_len: int, batch_size: int = 64) -> CrossEntropy:
-    """Return the mean unsmoothed cross-entropy per target token of ``pairs``, teacher-forced.
-
-    Parameters
-    ----------
-    model_config : TransformerConfig
-        The model.
-    params : pytree
-        Plain (unboxed) parameters.
-    tokenizer : decode.TextCodec
-        Encodes both sides.
-    pairs : Sequence[tuple[str, str]]
-        ``(source, target)`` text.
-    max_len : int
-        Longer pairs (EOS included) are skipped, as in training.
-    batch_size : int
-        Pairs per forward pass.
-
-    Returns
-    -------
-    CrossEntropy
-        Mean and counts.
-    """
+def _cross_entropy(model_config: TransformerConfig, params: Any, tokenizer: decode.TextCodec,
+                   pairs: Sequence[tuple[str, str]], *, max_len: int, batch_size: int = 64) -> _CrossEntropy:
+    """Return the mean unsmoothed cross-entropy per target token of ``pairs``, teacher-forced; longer pairs skipped."""
     encoded, kept = _encode_within(tokenizer, pairs, max_len)
     total, count = 0.0, 0
     for inputs, targets in _padded_batches(kept, max_len, batch_size):
@@ -116,7 +89,7 @@ def cross_entropy(model_config: TransformerConfig, params: Any, tokenizer: decod
         total += float(batch_total)
         count += int(batch_count)
     mean = total / count if count else float("nan")
-    return CrossEntropy(mean=mean, num_tokens=count, num_pairs=len(kept), num_skipped=len(encoded) - len(kept))
+    return _CrossEntropy(mean=mean, num_tokens=count, num_pairs=len(kept), num_skipped=len(encoded) - len(kept))
 
 
 @functools.partial(jax.jit, static_argnames=("model_config",))
@@ -133,7 +106,7 @@ def _cross_entropy_by_position(params: Any, inputs: Array, targets: Array, *,
 def cross_entropy_by_position(model_config: TransformerConfig, params: Any, tokenizer: decode.TextCodec,
                               pairs: Sequence[tuple[str, str]], *, max_len: int,
                               batch_size: int = 64) -> tuple[np.ndarray, np.ndarray]:
-    """Return :func:`cross_entropy`'s summed nats and token counts by target position, float64 and int64 ``[max_len]``.
+    """Return :func:`_cross_entropy`'s summed nats and token counts by target position, float64 and int64 ``[max_len]``.
 
     Parameters
     ----------
@@ -321,7 +294,7 @@ def evaluate(translator: decode.Translator, pairs: Sequence[tuple[str, str]], *,
         raise EvaluationStopped(f"all {len(sources)} sentences translated, perplexity not computed")
     scores = corpus_scores(hypotheses, references, bleu_tokenizer=bleu_tokenizer)
     with progress.timed_phase(f"{progress_name} perplexity", len(pairs), unit="reference pairs"):
-        entropy = cross_entropy(translator.model_config, translator.params, translator.tokenizer, pairs,
+        entropy = _cross_entropy(translator.model_config, translator.params, translator.tokenizer, pairs,
                                 max_len=translator.max_source_len, batch_size=translator.batch_size)
     return EvaluationResult(
         **dataclasses.asdict(scores),
