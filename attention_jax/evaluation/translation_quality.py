@@ -15,14 +15,13 @@ from typing import Any, cast
 import jax
 import jax.numpy as jnp
 import numpy as np
-from sacrebleu.metrics import BLEU
 
 from attention_jax.decoding import decode
 from attention_jax.evaluation import progress
-from attention_jax.evaluation.sacrebleu_scores import (  # noqa: F401 (CorpusScores: re-exported)
+from attention_jax.evaluation.sacrebleu_scores import (  # noqa: F401 (CorpusScores, corpus_bleu: re-exported)
     DEFAULT_BLEU_TOKENIZER,
     CorpusScores,
-    check_one_reference_each,
+    corpus_bleu,
     corpus_scores,
 )
 from attention_jax.experiment.sections import TransformerConfig
@@ -30,27 +29,6 @@ from attention_jax.foundation import run_files
 from attention_jax.models.model import PAD_ID, Transformer
 
 Array = jax.Array
-
-
-def corpus_bleu(hypotheses: Sequence[str], references: Sequence[str]) -> tuple[float, str]:
-    """Return the corpus BLEU in ``[0, 100]`` and sacrebleu's signature, one reference per hypothesis.
-
-    Parameters
-    ----------
-    hypotheses : Sequence[str]
-        Detokenized system outputs.
-    references : Sequence[str]
-        Detokenized references.
-
-    Returns
-    -------
-    (float, str)
-        BLEU and signature.
-    """
-    hypotheses, references = check_one_reference_each(hypotheses, references)
-    metric = BLEU()
-    score = metric.corpus_score(hypotheses, [references])
-    return float(score.score), str(metric.get_signature())
 
 
 @functools.partial(jax.jit, static_argnames=("model_config",))
@@ -117,11 +95,9 @@ def cross_entropy_by_position(model_config: TransformerConfig, params: Any, toke
     tokenizer : decode.TextCodec
         Encodes both sides.
     pairs : Sequence[tuple[str, str]]
-        ``(source, target)`` text.
-    max_len : int
-        Longer pairs are left out.
-    batch_size : int
-        Pairs per forward pass.
+        ``(source, target)`` text; pairs over ``max_len`` are left out.
+    max_len, batch_size : int
+        Longest side; pairs per forward pass.
 
     Returns
     -------
@@ -320,7 +296,7 @@ def write_report(path: str, report: dict[str, Any], hypotheses: Sequence[str],
     hypotheses : Sequence[str]
         Written to ``<path stem>.hypotheses.txt``.
     pairs : Sequence[tuple[str, str]], optional
-        One ``(source, reference)`` per hypothesis, for ``<path stem>.translations.jsonl``.
+        ``(source, reference)`` per hypothesis, for ``<path stem>.translations.jsonl``.
 
     Returns
     -------
