@@ -50,10 +50,8 @@ def build_corpus(language: str, locale_dir: str = DEFAULT_LOCALE_DIR, seed: int 
 
     Parameters
     ----------
-    language : str
-        Locale directory name, e.g. ``"fr"``, ``"pt_BR"``.
-    locale_dir : str
-        Where the locales are.
+    language, locale_dir : str
+        Locale directory name (``"fr"``, ``"pt_BR"``); where the locales are.
     seed : int
         Seed of the split.
 
