@@ -105,10 +105,8 @@ def write_corpus(corpus: Corpus, directory: str, language: str) -> None:
     ----------
     corpus : Corpus
         From :func:`build_corpus`.
-    directory : str
-        Output directory (created).
-    language : str
-        The target language, for the README.
+    directory, language : str
+        Output directory (created); the target language, for the README.
     """
     os.makedirs(directory, exist_ok=True)
     for name, pairs in corpus.pairs.items():

@@ -47,10 +47,8 @@ class TokenizedSide:
 
         Parameters
         ----------
-        rows : np.ndarray
-            int32 ``[len(sentence_indices), padded_len]`` zeros, written in place.
-        sentence_indices : np.ndarray
-            One per row; negative leaves the row padding.
+        rows, sentence_indices : np.ndarray
+            int32 ``[len(sentence_indices), padded_len]`` zeros, written in place; an index per row (negative: pad).
         """
         for row, sentence in enumerate(sentence_indices.tolist()):
             if sentence < 0:

@@ -105,14 +105,12 @@ def _pack_windows(documents: Sequence[np.ndarray], window: int, stride: int) -> 
 
 
 def resolve_stride(stride: int, window: int) -> int:
-    """Return ``stride``, or half the window (at least 1) when it is 0.
+    """Return ``stride`` (``--eval_stride``), or half the window ``L`` (at least 1) when it is 0.
 
     Parameters
     ----------
-    stride : int
-        ``--eval_stride``.
-    window : int
-        ``L``, the model's row length.
+    stride, window : int
+        The stride asked for; ``L``, the model's row length.
 
     Returns
     -------

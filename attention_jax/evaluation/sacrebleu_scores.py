@@ -36,10 +36,8 @@ def check_bleu_tokenizer(name: str, flag: str = "--tokenize") -> str:
 
     Parameters
     ----------
-    name : str
-        One of :data:`BLEU_TOKENIZERS`.
-    flag : str
-        How the user gave it, for the message.
+    name, flag : str
+        One of :data:`BLEU_TOKENIZERS`; how the user gave it, for the message.
 
     Returns
     -------

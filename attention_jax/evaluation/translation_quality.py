@@ -243,10 +243,8 @@ def evaluate(translator: decode.Translator, pairs: Sequence[tuple[str, str]], *,
         Asked between batches.
     report_progress : Callable[[int], None], optional
         Called with the sentences translated so far.
-    bleu_tokenizer : str
-        sacrebleu's BLEU tokenizer.
-    progress_name : str
-        The perplexity progress lines' name (``"final test"``).
+    bleu_tokenizer, progress_name : str
+        sacrebleu's BLEU tokenizer; the perplexity progress lines' name (``"final test"``).
 
     Returns
     -------

@@ -102,10 +102,8 @@ class MetricWriter:
         The run's work directory.
     resumed_step : int, optional
         The step training resumes from; later records are discarded.
-    enabled : bool, optional
-        Write at all (default: only on process 0).
-    metrics_file : bool, optional
-        Append to ``metrics.jsonl`` too; False writes TensorBoard only.
+    enabled, metrics_file : bool, optional
+        Write at all (default: only on process 0); append to ``metrics.jsonl`` too (False: TensorBoard only).
     """
 
     def __init__(self, workdir: str, resumed_step: int | None = None, enabled: bool | None = None, *,
