@@ -4,7 +4,7 @@ Each field's range says what it may be; this says how large the model and its ar
 (``num_layers = 10**40`` passes every range), from integer arithmetic on the fields alone: every integer
 within int32 (JAX's default integer), at most :data:`MAX_PARAMETERS` parameters and
 :data:`MAX_ARRAY_ELEMENTS` elements in a step's largest array. The trainer checks a step against its
-devices' memory too (:func:`attention_jax.training.step_memory.check_memory`).
+devices' memory too (:func:`attention_jax.training.setup_checks._check_memory`).
 """
 
 from __future__ import annotations
