@@ -230,6 +230,18 @@ def fused_dot_product_attention(
     return output
 
 
+def _position_scores(module: nn.Module, entry: AttentionFunction, scheme: Any, query: Array, key: Array,
+                     query_positions: Array, key_positions: Array) -> Array:
+    """The attention function's float32 scores ``[B, H, T, S]`` plus the encoding entry's ``score_bias``."""
+    if entry.score is not None:
+        scores = entry.score(module, query, key)  # float32 [B,H,T,S]
+    else:
+        query = entry.query_transform(query) if entry.query_transform is not None else query
+        scores = jnp.einsum("bthk,bshk->bhts", query, key, preferred_element_type=jnp.float32)
+        scores = scores / jnp.sqrt(jnp.float32(query.shape[-1]))  # Equation (1)
+    return scores + scheme.score_bias(module, module.positional_encoding, query, query_positions, key_positions)
+
+
 class MultiHeadAttention(nn.Module):
     """Multi-head attention, Section 3.2.2: Concat(head_1..head_h) W^O, head_i = Attention(Q W_i^Q, ...).
 
@@ -291,9 +303,9 @@ class MultiHeadAttention(nn.Module):
                 query, key = scheme.rotate(query, positions), scheme.rotate(key, positions)
         if scheme is not None and scheme.score_bias is not None:  # Biased scores: relative, ALiBi.
             assert positions is not None  # Set by _call_positions above (scheme is not None).
-            heads = attention_positions.position_score_attention(
-                self, entry, scheme, query, key, value, mask, positions,
-                dropout_fn=self._weight_dropout(deterministic), sow_weights=sow_weights)
+            heads = self._position_score_attention(entry, scheme, query, key, value, mask, positions,
+                                                   dropout_fn=self._weight_dropout(deterministic),
+                                                   sow_weights=sow_weights)
         elif entry.attend is not None:  # The function computes its heads itself (linear attention).
             heads = entry.attend(self, query, key, value, mask, decode=self.decode)
         elif entry.score is not None:  # Its own scores, then the shared softmax (additive attention).
@@ -389,6 +401,31 @@ class MultiHeadAttention(nn.Module):
         if sow_weights:
             self.sow("intermediates", "attention_weights", weights)
         return attended
+
+    def _position_score_attention(self, entry: AttentionFunction, scheme: Any, query: Array, key: Array,
+                                  value: Array, mask: Any, query_positions: Array, *, dropout_fn: Any,
+                                  sow_weights: bool) -> Array:
+        """``softmax(scores + bias) (V + value term)`` heads: relative and ALiBi attention's einsum path.
+
+        Keys share ``query_positions`` ``[B|1, T]``, or in decode mode sit at their cache slots.
+        """
+        mask = attention_functions.as_dense_mask(mask, query.shape[1], key.shape[1])
+        key_positions = query_positions
+        if self.decode:
+            key, value, mask = decode_attention.update_key_value_cache(  # [B,H,L,K|V]: heads first.
+                self, key, value, mask, window=self.decode_window)
+            key, value = jnp.swapaxes(key, 1, 2), jnp.swapaxes(value, 1, 2)  # [B,L,H,K|V]
+            key_positions = jnp.arange(key.shape[1])[None]  # Slot s holds position s.
+        scores = _position_scores(self, entry, scheme, query, key, query_positions, key_positions)
+        weights = softmax.masked_softmax(scores, mask).astype(value.dtype)
+        if sow_weights:
+            self.sow("intermediates", "attention_weights", weights)
+        attended = dropout_fn(weights) if dropout_fn is not None else weights
+        heads = jnp.einsum("bhts,bshv->bthv", attended, value)
+        if scheme.value_term is not None:
+            term = scheme.value_term(self, self.positional_encoding, attended, query_positions, key_positions)
+            heads = heads if term is None else heads + term.astype(heads.dtype)
+        return heads
 
     def _drops_weights(self, deterministic: bool) -> bool:
         return self.attention_dropout_rate > 0.0 and not deterministic

@@ -7,13 +7,12 @@ R = 2k + 1 relative embeddings.
 from __future__ import annotations
 
 import math
-from typing import Any, cast
+from typing import cast
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from attention_jax.models import attention_functions, decode_attention, softmax
 from attention_jax.models.positional_encodings import AttentionPositions  # Re-exported: defined there, JAX-free.
 
 Array = jax.Array
@@ -95,64 +94,3 @@ def _relative_value_term(module: nn.Module, settings: AttentionPositions, weight
     else:
         per_distance = jnp.einsum("bhts,btsr->bhtr", weights, one_hot)
     return jnp.einsum("bhtr,rv->bthv", per_distance, table.astype(weights.dtype))
-
-
-# --- How MultiHeadAttention applies them --------------------------------------------------------------
-
-def position_score_attention(module: nn.Module, entry: Any, scheme: Any, query: Array, key: Array, value: Array,
-                             mask: Any, query_positions: Array, *, dropout_fn: Any, sow_weights: bool) -> Array:
-    """Return ``softmax(scores + bias) (V + value term)``, relative and ALiBi attention's einsum path.
-
-    Parameters
-    ----------
-    module : nn.Module
-        The bound ``MultiHeadAttention``.
-    entry : attention_registry.AttentionFunction
-        The attention function.
-    scheme : positional_encodings.PositionalEncodingScheme
-        The encoding's entry.
-    query, key, value : Array
-        ``[B, T, H, K]``, ``[B, T, H, K]``, ``[B, T, H, V]``.
-    mask : Array, LocalMask or StructuredMask, optional
-        As the model passes it.
-    query_positions : Array
-        Integer ``[B|1, T]``; keys share them, or in decode mode sit at their cache slots.
-    dropout_fn : callable, optional
-        Attention dropout.
-    sow_weights : bool
-        Store the weights in ``intermediates``.
-
-    Returns
-    -------
-    Array
-        ``[B, T, H, V]`` heads.
-    """
-    mask = attention_functions.as_dense_mask(mask, query.shape[1], key.shape[1])
-    key_positions = query_positions
-    if module.decode:
-        key, value, mask = decode_attention.update_key_value_cache(  # [B,H,L,K|V]: heads first.
-            module, key, value, mask, window=module.decode_window)
-        key, value = jnp.swapaxes(key, 1, 2), jnp.swapaxes(value, 1, 2)  # [B,L,H,K|V]
-        key_positions = jnp.arange(key.shape[1])[None]  # Slot s holds position s.
-    scores = _position_scores(module, entry, scheme, query, key, query_positions, key_positions)
-    weights = softmax.masked_softmax(scores, mask).astype(value.dtype)
-    if sow_weights:
-        module.sow("intermediates", "attention_weights", weights)
-    attended = dropout_fn(weights) if dropout_fn is not None else weights
-    heads = jnp.einsum("bhts,bshv->bthv", attended, value)
-    if scheme.value_term is not None:
-        term = scheme.value_term(module, module.positional_encoding, attended, query_positions, key_positions)
-        heads = heads if term is None else heads + term.astype(heads.dtype)
-    return heads
-
-
-def _position_scores(module: nn.Module, entry: Any, scheme: Any, query: Array, key: Array, query_positions: Array,
-                    key_positions: Array) -> Array:
-    """The attention function's float32 scores ``[B, H, T, S]`` plus the entry's ``score_bias``."""
-    if entry.score is not None:
-        scores = entry.score(module, query, key)  # float32 [B,H,T,S]
-    else:
-        query = entry.query_transform(query) if entry.query_transform is not None else query
-        scores = jnp.einsum("bthk,bshk->bhts", query, key, preferred_element_type=jnp.float32)
-        scores = scores / jnp.sqrt(jnp.float32(query.shape[-1]))  # Equation (1)
-    return scores + scheme.score_bias(module, module.positional_encoding, query, query_positions, key_positions)
