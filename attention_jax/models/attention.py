@@ -230,6 +230,15 @@ def fused_dot_product_attention(
     return output
 
 
+def _as_dense_mask(mask: Any, query_length: int, key_length: int) -> Array | None:
+    """A structured or window mask as a dense boolean one, broadcastable to ``[B, H, T, S]``."""
+    if isinstance(mask, attention_functions.StructuredMask):
+        return mask.to_dense(query_length, key_length)
+    if hasattr(mask, "to_dense"):  # masks.LocalMask (restricted self-attention).
+        return mask.to_dense(key_length)
+    return mask
+
+
 def _position_scores(module: nn.Module, entry: AttentionFunction, scheme: Any, query: Array, key: Array,
                      query_positions: Array, key_positions: Array) -> Array:
     """The attention function's float32 scores ``[B, H, T, S]`` plus the encoding entry's ``score_bias``."""
@@ -350,8 +359,8 @@ class MultiHeadAttention(nn.Module):
         single_query = (self.implementation == AttentionImplementation.EINSUM and query.shape[1] == 1
                         and not (sow_weights or self._drops_weights(deterministic) or isinstance(mask, LocalMask)))
         if self.decode:
-            key, value, mask = decode_attention.update_key_value_cache(  # [B,H,L,K|V]: heads first.
-                self, key, value, mask, window=self.decode_window)
+            key, value, mask = self._update_key_value_cache(  # [B,H,L,K|V]: heads first.
+                key, value, mask, window=self.decode_window)
             if single_query:  # A decode step: products over the cache as stored.
                 return decode_attention.cached_single_query_attention(query, key, value, mask)
             key, value = jnp.swapaxes(key, 1, 2), jnp.swapaxes(value, 1, 2)  # [B,L,H,K|V]
@@ -389,10 +398,10 @@ class MultiHeadAttention(nn.Module):
                          deterministic: bool, sow_weights: bool) -> Array:
         """``softmax(entry.score(q, k)) v`` heads, over the cache in decode mode."""
         key, value, mask = attention_functions.share_key_rows(query.shape[0], key, value, mask)
-        mask = attention_functions.as_dense_mask(mask, query.shape[1], key.shape[1])
+        mask = _as_dense_mask(mask, query.shape[1], key.shape[1])
         if self.decode:
-            key, value, mask = decode_attention.update_key_value_cache(  # [B,H,L,K|V]: heads first.
-                self, key, value, mask, window=self.decode_window)
+            key, value, mask = self._update_key_value_cache(  # [B,H,L,K|V]: heads first.
+                key, value, mask, window=self.decode_window)
             key, value = jnp.swapaxes(key, 1, 2), jnp.swapaxes(value, 1, 2)  # [B,L,H,K|V]
         assert entry.score is not None  # Called only for entries with a score (__call__).
         scores = entry.score(self, query, key)  # float32 [B,H,T,S]
@@ -409,11 +418,11 @@ class MultiHeadAttention(nn.Module):
 
         Keys share ``query_positions`` ``[B|1, T]``, or in decode mode sit at their cache slots.
         """
-        mask = attention_functions.as_dense_mask(mask, query.shape[1], key.shape[1])
+        mask = _as_dense_mask(mask, query.shape[1], key.shape[1])
         key_positions = query_positions
         if self.decode:
-            key, value, mask = decode_attention.update_key_value_cache(  # [B,H,L,K|V]: heads first.
-                self, key, value, mask, window=self.decode_window)
+            key, value, mask = self._update_key_value_cache(  # [B,H,L,K|V]: heads first.
+                key, value, mask, window=self.decode_window)
             key, value = jnp.swapaxes(key, 1, 2), jnp.swapaxes(value, 1, 2)  # [B,L,H,K|V]
             key_positions = jnp.arange(key.shape[1])[None]  # Slot s holds position s.
         scores = _position_scores(self, entry, scheme, query, key, query_positions, key_positions)
@@ -426,6 +435,33 @@ class MultiHeadAttention(nn.Module):
             term = scheme.value_term(self, self.positional_encoding, attended, query_positions, key_positions)
             heads = heads if term is None else heads + term.astype(heads.dtype)
         return heads
+
+    def _update_key_value_cache(self, key: Array, value: Array, mask: Array | None, *,
+                                window: int = 0) -> tuple[Array, Array, Array | None]:
+        """Write a step's ``[B, 1, H, K|V]`` into ``cache``; return the cache, heads first, and its mask.
+
+        ``init`` passes ``[B, L, H, K|V]``, sizing the cache ``[B, H, L, K|V]``; ``window`` > 0 keeps the last
+        ``window`` positions.
+        """
+        key, value = jnp.swapaxes(key, 1, 2), jnp.swapaxes(value, 1, 2)  # [B,H,T,K|V]
+        initializing = not self.has_variable("cache", "cached_key")
+        cached_key = self.variable("cache", "cached_key", jnp.zeros, key.shape, key.dtype)
+        cached_value = self.variable("cache", "cached_value", jnp.zeros, value.shape, value.dtype)
+        cache_index = self.variable("cache", "cache_index", lambda: jnp.array(0, jnp.int32))
+        if initializing:
+            return key, value, mask
+        if key.shape[2] != 1:
+            raise ValueError(f"decode mode processes one position per call; got {key.shape[2]}.")
+        index = cache_index.value
+        cached_key.value = jax.lax.dynamic_update_slice_in_dim(cached_key.value, key, index, axis=2)
+        cached_value.value = jax.lax.dynamic_update_slice_in_dim(cached_value.value, value, index, axis=2)
+        cache_index.value = index + 1
+        key_positions = jnp.arange(cached_key.value.shape[2])
+        filled = key_positions <= index
+        if window > 0:  # Restricted self-attention: only the last r positions.
+            filled = jnp.logical_and(filled, index - key_positions <= window)
+        filled = filled[None, None, None, :]  # [1,1,1,L]
+        return cached_key.value, cached_value.value, filled if mask is None else jnp.logical_and(mask, filled)
 
     def _drops_weights(self, deterministic: bool) -> bool:
         return self.attention_dropout_rate > 0.0 and not deterministic

@@ -312,28 +312,6 @@ def _linear_module_attention(module: nn.Module, query: Array, key: Array, value:
     return linear_attention(query, key, value, mask)
 
 
-def as_dense_mask(mask: Any, query_length: int, key_length: int) -> Array | None:
-    """Return a structured or window mask as a dense boolean mask.
-
-    Parameters
-    ----------
-    mask : StructuredMask, masks.LocalMask, Array or None
-        As the model passes it.
-    query_length, key_length : int
-        ``T`` and ``S``.
-
-    Returns
-    -------
-    Array or None
-        Broadcastable to ``[B, H, T, S]``.
-    """
-    if isinstance(mask, StructuredMask):
-        return mask.to_dense(query_length, key_length)
-    if hasattr(mask, "to_dense"):  # masks.LocalMask (restricted self-attention).
-        return mask.to_dense(key_length)
-    return mask
-
-
 def share_key_rows(query_rows: int, key: Array, value: Array, mask: Any) -> tuple[Array, Array, Any]:
     """Return keys, values and key-side masks repeated to one row per query row.
 
