@@ -1,7 +1,7 @@
 """Sizes no run can have, refused from a checked config's fields before anything is built or written.
 
 Integer arithmetic on the fields alone (``num_layers = 10**40`` passes every range): integers within int32,
-bounded parameters and largest array. Device memory is checked by ``training.step_memory.check_memory``.
+bounded parameters and largest array. Device memory is checked by ``training.setup_checks``.
 """
 
 from __future__ import annotations

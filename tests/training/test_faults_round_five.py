@@ -165,7 +165,7 @@ def test_load_run_make_translator_and_save_safetensors_name_a_wrong_argument(ran
 
 def test_a_batch_or_decoding_cache_no_device_holds_is_refused_before_compiling() -> None:
     from attention_jax.foundation.user_errors import UserInputError
-    from attention_jax.training import setup_checks, step_memory
+    from attention_jax.training import setup_checks
 
     with pytest.raises(UserInputError, match=r"one step needs at least [\d,.]+ GiB per device, more than the .* of "
                                              r"this cpu device; most of it is the activations of 2,147,483,647 "
@@ -174,7 +174,7 @@ def test_a_batch_or_decoding_cache_no_device_holds_is_refused_before_compiling()
     long_decoding = fake_data.tiny_experiment(max_decode_extra_len=2**31 - 100)
     with pytest.raises(UserInputError, match=r"most of it is beam search's key/value cache .*lower "
                                              r"--config.max_decode_extra_len"):
-        step_memory.check_memory(long_decoding.fields, 1, 2**40, "gpu device")
+        setup_checks._check_memory(long_decoding.fields, 1, 2**40, "gpu device")
     with pytest.raises(UserInputError, match=r"max_len \+ max_decode_extra_len = 2,147,483,679 positions is beyond "
                                              r"2,147,483,647 .*lower max_decode_extra_len"):
         fake_data.tiny_experiment(max_decode_extra_len=2**31 - 1)  # Was an OverflowError at the first evaluation.
@@ -183,7 +183,7 @@ def test_a_batch_or_decoding_cache_no_device_holds_is_refused_before_compiling()
 
 def test_the_step_memory_estimate_counts_each_part_as_written() -> None:
     from attention_jax.models import size_limits
-    from attention_jax.training import step_memory
+    from attention_jax.training import setup_checks
 
     fields = dict(fake_data.tiny_experiment().fields)
     tokens, width = fields["tokens_per_batch"], 4
@@ -191,10 +191,10 @@ def test_the_step_memory_estimate_counts_each_part_as_written() -> None:
         3 * (4 * fields["d_model"] + fields["num_heads"] * fields["max_len"]) + 2 * fields["d_ff"]))
     cache = fields["beam_size"] * (fields["max_len"] + fields["max_decode_extra_len"]) * fields["d_model"] * 2 * width
     expected = 16 * size_limits.estimated_parameters(fields) + activations + cache * fields["num_layers"]
-    assert step_memory._estimated_step_bytes(fields, 1)[0] == expected
-    halved = step_memory._estimated_step_bytes(fields, 2)[0]  # Tokens split over two devices.
+    assert setup_checks._estimated_step_bytes(fields, 1)[0] == expected
+    halved = setup_checks._estimated_step_bytes(fields, 2)[0]  # Tokens split over two devices.
     assert halved == expected - activations + activations // 2
-    assert step_memory._estimated_step_bytes(dict(fields, dtype="bfloat16"), 1)[0] < expected
+    assert setup_checks._estimated_step_bytes(dict(fields, dtype="bfloat16"), 1)[0] < expected
 
 
 def test_warmup_beyond_the_run_is_warned_with_the_fraction_of_the_peak_reached(
