@@ -61,23 +61,8 @@ _COMMAND_FOR_KIND = {ModelKind.ENCODER_DECODER: "python -m attention_jax.transla
                      ModelKind.DECODER_ONLY: "python -m attention_jax.generate"}
 
 
-def check_model_kind(workdir: str, experiment: Experiment, expected: str) -> None:
-    """Refuse a run that is not of the ``expected`` model kind, naming the command that decodes it.
-
-    Parameters
-    ----------
-    workdir : str
-        The run's directory.
-    experiment : Experiment
-        The run's experiment.
-    expected : str
-        ``"encoder_decoder"`` or ``"decoder_only"``.
-
-    Raises
-    ------
-    ValueError
-        For another kind.
-    """
+def _check_model_kind(workdir: str, experiment: Experiment, expected: str) -> None:
+    """Raise ``ValueError`` for a run not of the ``expected`` model kind, naming the command that decodes it."""
     found = experiment.model_kind
     if found != expected:
         described = {ModelKind.ENCODER_DECODER: "an encoder-decoder translation model",
@@ -125,7 +110,7 @@ def load_run(workdir: str, checkpoint: str = "latest", *, average_last: int = 0,
     if exported_run.is_export_directory(workdir):  # Damaged or incomplete: one line naming the file.
         exported_run.check_export_files(workdir)
     experiment = checkpoints.read_config(workdir)
-    check_model_kind(workdir, experiment, model_kind)
+    _check_model_kind(workdir, experiment, model_kind)
     tokenizer_path = os.path.join(workdir, run_files.TOKENIZER_FILE)
     if not os.path.isfile(tokenizer_path):  # Before any checkpoint is read.
         raise MissingInputError(
@@ -171,10 +156,8 @@ def make_translator(run: TrainedRun, *, beam_size: int | None = None, alpha: flo
     ----------
     run : TrainedRun
         From :func:`load_run`.
-    beam_size : int, optional
-        Replaces ``config.beam_size``.
-    alpha : float, optional
-        Replaces ``config.length_penalty_alpha``.
+    beam_size, alpha : int or float, optional
+        Replace ``config.beam_size`` and ``config.length_penalty_alpha``.
     batch_size : int
         Sentences per decoding batch.
     exported_searches : background_warm_up.ExportedSearches, optional
@@ -183,7 +166,7 @@ def make_translator(run: TrainedRun, *, beam_size: int | None = None, alpha: flo
     Returns
     -------
     decode.Translator
-        The translator.
+        Decoding as the run's config says, but for the arguments given.
 
     Raises
     ------
