@@ -6,6 +6,7 @@ import base64
 import dataclasses
 import json
 import os
+import re
 import shutil
 import time
 from typing import Any, Callable, Mapping, TypeVar
@@ -16,7 +17,7 @@ from absl import logging
 from etils import epath
 from jax.experimental import multihost_utils
 
-from attention_jax.checkpointing import error_lines, exported_run
+from attention_jax.checkpointing import exported_run
 from attention_jax.experiment import schema, sections
 from attention_jax.experiment.sections import Experiment
 from attention_jax.foundation import full_disk, run_files
@@ -25,7 +26,29 @@ from attention_jax.foundation.user_errors import UserInputError
 _Read = TypeVar("_Read")
 
 PARAMS_ITEM = "params"  # The parameters' item inside each step directory (orbax Composite layout).
+REASON_LIMIT = 300  # Characters of an error's message that reason_line keeps.
+_TENSORSTORE_ANNOTATION = re.compile(r"\s*\[(?:tensorstore_spec|source locations)=.*", re.S)
 
+
+def reason_line(error: BaseException, limit: int = REASON_LIMIT) -> str:
+    """Return why a checkpoint could not be read as ``"<type>: <message>"``, one line, TensorStore's spec cut.
+
+    Parameters
+    ----------
+    error : BaseException
+        What restoring a checkpoint raised.
+    limit : int
+        Characters of the message kept.
+
+    Returns
+    -------
+    str
+        E.g. ``"ValueError: NOT_FOUND: Error opening ..."``.
+    """
+    message = " ".join(_TENSORSTORE_ANNOTATION.sub("", str(error)).split())
+    if len(message) > limit:
+        message = message[:limit].rstrip() + "..."
+    return f"{type(error).__name__}: {message}" if message else type(error).__name__
 
 
 def absolute_path(path: str | os.PathLike) -> epath.Path:
@@ -43,6 +66,7 @@ def absolute_path(path: str | os.PathLike) -> epath.Path:
     """
     text = os.fspath(path)
     return epath.Path(text if "://" in text else os.path.abspath(text))
+
 
 class IteratorStateHandler(ocp.CheckpointHandler):
     """Orbax handler of the data iterator state: one ``process_<i>-of-<n>.json`` each, bytes base64."""
@@ -92,25 +116,13 @@ class IteratorStateHandler(ocp.CheckpointHandler):
             return base64.b64decode(payload["bytes_base64"])
         return payload["json"]
 
-    def metadata(self, directory: epath.Path) -> None:
-        """Keep no metadata.
-
-        Parameters
-        ----------
-        directory : epath.Path
-            The item's directory.
-        """
+    def metadata(self, directory: epath.Path) -> None:  # numpydoc ignore=PR01
+        """Keep no metadata."""
         del directory
         return None
 
-    def finalize(self, directory: epath.Path) -> None:
-        """Finalize nothing: files are complete when written.
-
-        Parameters
-        ----------
-        directory : epath.Path
-            The item's directory.
-        """
+    def finalize(self, directory: epath.Path) -> None:  # numpydoc ignore=PR01
+        """Finalize nothing: files are complete when written."""
         del directory
 
     def close(self) -> None:
@@ -249,7 +261,7 @@ def finished_results(workdir: str, experiment: Experiment) -> dict[str, Any] | N
 
 
 def flatten_config(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """Return a nested config flat: keys joined by dots, tuples as lists (JSON's view).
+    """Return a nested config flat: keys joined by dots after ``prefix``, tuples as lists (JSON's view).
 
     Parameters
     ----------
@@ -524,7 +536,7 @@ class TrainingCheckpoints:
                 restored = self.restore(step, abstract_state)
             except Exception as error:  # Orbax/tensorstore raise many types for damaged files.
                 logging.warning("Checkpoint at step %d is unreadable (%s); falling back to the "
-                                "previous one.", step, error_lines.reason_line(error))
+                                "previous one.", step, reason_line(error))
                 failed.append(step)
                 continue
             self._move_aside(failed)

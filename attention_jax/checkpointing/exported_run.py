@@ -42,12 +42,12 @@ def _file_sha256(path: str) -> str:
 
 
 def check_export_files(directory: str) -> None:
-    """Refuse an export whose files are missing or differ from the SHA-256s its ``export.json`` holds.
+    """Refuse an export without its parameters file.
 
     Parameters
     ----------
     directory : str
-        An export directory (one without recorded hashes: its parameters only).
+        An export directory.
 
     Raises
     ------

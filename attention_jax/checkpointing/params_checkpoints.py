@@ -15,13 +15,13 @@ import orbax.checkpoint as ocp
 from absl import logging
 from etils import epath
 
-from attention_jax.checkpointing import error_lines
 from attention_jax.checkpointing.checkpoints import (
     PARAMS_ITEM,
     absolute_path,
     finished_steps,
     read_config,
     read_while_rotating,
+    reason_line,
 )
 from attention_jax.experiment.sections import Experiment
 from attention_jax.foundation import full_disk, run_files
@@ -412,9 +412,9 @@ def load_for_inference(workdir: str, which: str = "latest", *,
         except Exception as error:  # Damaged files: try an older one for "latest".
             last_error = error
         logging.warning("Checkpoint %s/%d is unreadable (%s).", directory, step,
-                        error_lines.reason_line(last_error) if last_error else "no error")
+                        reason_line(last_error) if last_error else "no error")
     raise FileNotFoundError(f"no readable checkpoint among {candidates} in {directory}: "
-                            f"{error_lines.reason_line(last_error) if last_error else 'none found'}")
+                            f"{reason_line(last_error) if last_error else 'none found'}")
 
 
 def average_last_params(workdir: str, count: int, *,

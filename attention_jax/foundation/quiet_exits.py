@@ -22,11 +22,6 @@ def quiet_pipe_and_interrupt(stdout: TextIO | None = None) -> Iterator[None]:
     stdout : TextIO, optional
         The stream whose reader may go away; ``sys.stdout`` by default.
 
-    Yields
-    ------
-    None
-        Run the command inside the block.
-
     Raises
     ------
     SystemExit

@@ -1,7 +1,4 @@
-"""Library chatter kept out of a command's output: other libraries' INFO lines and the echoes of a failed save.
-
-All shows again at ``--verbosity=1``; the failed save's error reaches the main thread, which reports it once.
-"""
+"""Other libraries' INFO lines (shown at ``--verbosity=1``) and a failed save's echoes kept out of a command's log."""
 
 from __future__ import annotations
 

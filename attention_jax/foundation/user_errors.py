@@ -1,7 +1,4 @@
-"""Mistakes in what a user gave (config value, corpus file, flag): one line, exit status 2.
-
-Other exceptions keep their traceback.
-"""
+"""Mistakes in what a user gave (config value, corpus file, flag): one line, exit status 2; others keep a traceback."""
 
 from __future__ import annotations
 

@@ -108,7 +108,7 @@ def test_the_pages_python_blocks_run_as_written(page: tuple[dict[str, Any], path
     batch, logits = namespace["batch"], namespace["logits"]
     assert logits.shape == (2, batch["targets"].shape[1], run.model_config.vocab_size)
     assert np.all(np.asarray(namespace["sentence_log_probs"]) < 0)
-    assert set(namespace["names"]) == set(safetensors_params.flatten_params(run.params))
+    assert set(namespace["names"]) == set(safetensors_params.tensor_names(run.params))
     assert len(namespace["hypotheses"]["tokens"]) == 2
     for name in ("tiny.safetensors", "tiny_logits.jax_export", "tiny_translate.jax_export"):
         assert (directory / name).is_file()
