@@ -436,14 +436,8 @@ class TrainingCheckpoints:
         )
         self._manager = ocp.CheckpointManager(self.directory, options=options)
 
-    def all_steps(self) -> list[int]:
-        """Return the finished checkpoints' steps, ascending.
-
-        Returns
-        -------
-        list[int]
-            The steps.
-        """
+    def _all_steps(self) -> list[int]:
+        """Return the finished checkpoints' steps, ascending."""
         return sorted(self._manager.all_steps())
 
     def latest_step(self) -> int | None:
@@ -486,21 +480,8 @@ class TrainingCheckpoints:
         with full_disk.as_os_error():
             self._manager.save(step, args=args, force=True)
 
-    def restore(self, step: int, abstract_state: Any) -> Restored:
-        """Restore the checkpoint of ``step`` into the shapes and shardings of ``abstract_state``.
-
-        Parameters
-        ----------
-        step : int
-            A step of :meth:`all_steps`.
-        abstract_state : TrainState
-            ``jax.ShapeDtypeStruct`` leaves with the target shardings.
-
-        Returns
-        -------
-        Restored
-            The state and the data iterator state.
-        """
+    def _restore(self, step: int, abstract_state: Any) -> Restored:
+        """Restore the checkpoint of ``step`` into the shapes and shardings of ``abstract_state``."""
         items = self._manager.restore(step, args=ocp.args.Composite(
             params=ocp.args.StandardRestore(abstract_state.params),
             opt_state=ocp.args.StandardRestore(abstract_state.opt_state),
@@ -518,7 +499,7 @@ class TrainingCheckpoints:
         Parameters
         ----------
         abstract_state : TrainState
-            As in :meth:`restore`.
+            ``jax.ShapeDtypeStruct`` leaves with the target shardings.
 
         Returns
         -------
@@ -531,9 +512,9 @@ class TrainingCheckpoints:
             When no checkpoint restores.
         """
         failed: list[int] = []
-        for step in reversed(self.all_steps()):
+        for step in reversed(self._all_steps()):
             try:
-                restored = self.restore(step, abstract_state)
+                restored = self._restore(step, abstract_state)
             except Exception as error:  # Orbax/tensorstore raise many types for damaged files.
                 logging.warning("Checkpoint at step %d is unreadable (%s); falling back to the "
                                 "previous one.", step, reason_line(error))
