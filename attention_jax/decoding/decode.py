@@ -16,7 +16,7 @@ import jax
 import numpy as np
 
 from attention_jax.decoding import beam_search, decode_steps
-from attention_jax.decoding.source_checks import checked_ids, checked_sentences
+from attention_jax.decoding.text_batches import checked_ids, checked_sentences
 from attention_jax.experiment.sections import DecodeSettings, TransformerConfig
 from attention_jax.models.model import EOS_ID, PAD_ID, abstract_params
 

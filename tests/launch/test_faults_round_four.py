@@ -279,10 +279,10 @@ def test_the_commands_refuse_a_runs_own_file_and_a_damaged_tokenizer_in_one_line
 
 
 def test_a_closed_pipe_ends_the_block_with_status_141_and_a_silenced_stdout(tmp_path: pathlib.Path) -> None:
-    from attention_jax.foundation import quiet_exits
+    from attention_jax.foundation import user_errors
 
     with open(tmp_path / "stdout", "w") as stdout:
-        with pytest.raises(SystemExit) as leaving, quiet_exits.quiet_pipe_and_interrupt(stdout):
+        with pytest.raises(SystemExit) as leaving, user_errors.quiet_pipe_and_interrupt(stdout):
             raise BrokenPipeError(32, "Broken pipe")
         assert leaving.value.code == 141 and leaving.value.__suppress_context__
         stdout.write("written after the pipe closed")  # Goes to /dev/null now: the last flush cannot fail.
@@ -290,12 +290,12 @@ def test_a_closed_pipe_ends_the_block_with_status_141_and_a_silenced_stdout(tmp_
 
 
 def test_ctrl_c_ends_the_block_with_status_130_and_other_errors_pass() -> None:
-    from attention_jax.foundation import quiet_exits
+    from attention_jax.foundation import user_errors
 
-    with pytest.raises(SystemExit) as leaving, quiet_exits.quiet_pipe_and_interrupt():
+    with pytest.raises(SystemExit) as leaving, user_errors.quiet_pipe_and_interrupt():
         raise KeyboardInterrupt
     assert leaving.value.code == 130
-    with pytest.raises(ValueError), quiet_exits.quiet_pipe_and_interrupt():
+    with pytest.raises(ValueError), user_errors.quiet_pipe_and_interrupt():
         raise ValueError("a programming error keeps its traceback")
 
 
