@@ -199,7 +199,7 @@ def test_evaluate_records_the_steps_it_averaged_and_translate_is_quiet(tmp_path:
     for seed, step in enumerate((10, 20, 30)):
         params = nn.meta.unbox(Transformer(model_config).init(jax.random.key(seed), ids, ids)["params"])
         single = tmp_path / f"single_{step}"
-        params_checkpoints.save_params(str(single), step, params, {"seed": seed})
+        params_checkpoints._save_params(str(single), step, params, {"seed": seed})
         (run_dir / run_files.CHECKPOINT_DIR).mkdir(exist_ok=True)
         shutil.move(single / str(step), run_dir / run_files.CHECKPOINT_DIR / str(step))
         if step == 20:
