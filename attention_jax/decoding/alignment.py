@@ -97,8 +97,10 @@ def hard_alignments(model_config: TransformerConfig, params: Any, source_ids: Se
 
     Parameters
     ----------
-    model_config, params : TransformerConfig, pytree
-        The model and its plain parameters.
+    model_config : TransformerConfig
+        The model.
+    params : pytree
+        Plain parameters.
     source_ids, target_ids : Sequence[Sequence[int]]
         Pairs ending in EOS; a pair with an empty side gives ``[]``.
     layer : int
@@ -177,8 +179,10 @@ def token_log_probs(model_config: TransformerConfig, params: Any, source_ids: Se
 
     Parameters
     ----------
-    model_config, params : TransformerConfig, pytree
-        The model and its plain parameters.
+    model_config : TransformerConfig
+        The model.
+    params : pytree
+        Plain parameters.
     source_ids, target_ids : Sequence[Sequence[int]]
         Pairs ending in EOS; a pair with an empty side gives an empty array.
     batch_size : int

@@ -264,8 +264,10 @@ def beam_search(step_fn: StepFn, initial_state: Any, max_lengths: Array, *, beam
         End and start tokens.
     banned_ids : tuple of int
         Ids never emitted (their mass removed, not renormalized).
-    stage_ends, grow_state : tuple of int, GrowState
-        Steps after which ``grow_state`` resizes the state, rising inside ``(0, L)``.
+    stage_ends : tuple of int
+        Steps after which the state grows, rising inside ``(0, L)``.
+    grow_state : GrowState, optional
+        Resizes the state between stages.
     steps_per_iteration : int
         Steps per loop iteration; 2 spares a cache copy per step, 1 compiles faster.
 

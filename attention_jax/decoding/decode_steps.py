@@ -101,8 +101,10 @@ def search_setup(model_config: TransformerConfig, params: Any, inputs: Array, *,
 
     Parameters
     ----------
-    model_config, params : TransformerConfig, pytree
-        The model and its parameters.
+    model_config : TransformerConfig
+        The model.
+    params : pytree
+        Its parameters.
     inputs : Array
         ``[B, S]`` source ids.
     rows_per_sentence : int

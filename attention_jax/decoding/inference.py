@@ -156,8 +156,10 @@ def make_translator(run: TrainedRun, *, beam_size: int | None = None, alpha: flo
     ----------
     run : TrainedRun
         From :func:`load_run`.
-    beam_size, alpha : int or float, optional
-        Replace ``config.beam_size`` and ``config.length_penalty_alpha``.
+    beam_size : int, optional
+        Replaces ``config.beam_size``.
+    alpha : float, optional
+        Replaces ``config.length_penalty_alpha``.
     batch_size : int
         Sentences per decoding batch.
     exported_searches : background_warm_up.ExportedSearches, optional
