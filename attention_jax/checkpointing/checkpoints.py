@@ -17,7 +17,6 @@ from absl import logging
 from etils import epath
 from jax.experimental import multihost_utils
 
-from attention_jax.checkpointing import exported_run
 from attention_jax.experiment import schema, sections
 from attention_jax.experiment.sections import Experiment
 from attention_jax.foundation import full_disk, run_files
@@ -196,7 +195,7 @@ def read_config(workdir: str) -> Experiment:
 
 # Files beside config.json that only a training run or an export writes.
 _RUN_MARKERS = (run_files.CHECKPOINT_DIR, run_files.TOKENIZER_FILE, run_files.RESULTS_FILE, run_files.METRICS_FILE,
-                exported_run.PARAMS_FILE)
+                run_files.EXPORT_PARAMS_FILE)
 
 
 def write_config(workdir: str, experiment: Experiment) -> None:
