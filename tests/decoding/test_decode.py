@@ -157,7 +157,7 @@ def test_cached_beam_search_is_the_same_on_every_implementation(function, implem
     np.testing.assert_allclose(result.scores, expected.scores, atol=1e-4 if dtype == "float32" else 5e-2)
 
 
-def testcache_stage_ends():
+def test_cache_stage_ends():
     assert decode_steps.cache_stage_ends(64, 4) == (16, 32, 48)
     assert decode_steps.cache_stage_ends(64, 2) == (32,)
     assert decode_steps.cache_stage_ends(64, 1) == ()
