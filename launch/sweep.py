@@ -53,7 +53,7 @@ from typing import Callable, Sequence
 from absl import app, flags
 
 from attention_jax.data import corpora
-from attention_jax.foundation import quiet_exits, run_files, user_errors
+from attention_jax.foundation import run_files, user_errors
 from attention_jax.reports import all_reports, sweep_report
 from attention_jax.training import workdir_lock
 from launch import local_executor, row_processes, slurm_executor, sweep_record, sweep_spec, tpu_executor
@@ -447,7 +447,7 @@ def main(parsed: tuple[list[str], list[str]]) -> int:
 
 def run() -> None:
     """``attention-jax-sweep`` and ``python -m attention_jax.sweep`` (:mod:`attention_jax.sweep`): parse flags, run."""
-    with quiet_exits.quiet_pipe_and_interrupt():  # `--dry_run | head`, Ctrl-C before rows run: 141 / 130.
+    with user_errors.quiet_pipe_and_interrupt():  # `--dry_run | head`, Ctrl-C before rows run: 141 / 130.
         app.run(main, flags_parser=_parse_flags)
 
 

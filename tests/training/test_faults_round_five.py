@@ -81,7 +81,6 @@ def test_an_output_file_that_is_another_runs_own_is_refused(random_run: pathlib.
 @pytest.mark.parametrize("name", ["params.safetensors", "tokenizer.model", "config.json"])
 def test_a_damaged_export_file_is_named_by_its_hash(random_run: pathlib.Path, tmp_path: pathlib.Path,
                                                     name: str) -> None:
-    from attention_jax.checkpointing import exported_run
     from attention_jax.decoding import inference
     from attention_jax.foundation.user_errors import UserInputError
 
@@ -94,7 +93,7 @@ def test_a_damaged_export_file_is_named_by_its_hash(random_run: pathlib.Path, tm
     with pytest.raises(UserInputError, match=rf"{name} does not match the SHA-256 that export.json records"):
         inference.load_run(str(out))
     (out / name).unlink()
-    expected = "is an export without its params.safetensors" if name == exported_run.PARAMS_FILE else "is missing"
+    expected = "is an export without its params.safetensors" if name == run_files.EXPORT_PARAMS_FILE else "is missing"
     with pytest.raises(UserInputError, match=expected):
         inference.load_run(str(out))
 
