@@ -256,39 +256,21 @@ def write_comparison(root: str, record: Mapping, rows: Sequence[RowReport], out_
         paths.append(stem + "_curves.png")
     return paths
 
-@dataclasses.dataclass(frozen=True)
-class _EvaluationMetric:
-    """One figure of an evaluation's key: its name in the file, its label, decimals, how changes compare."""
-
-    name: str
-    label: str
-    digits: int
-    relative: bool
-
 
 @dataclasses.dataclass(frozen=True)
 class _RunEvaluation:
-    """A per-run evaluation's file and how to read it."""
+    """A per-run evaluation's file, its keys, and each key's figures: ``(name, label, digits, relative)``."""
 
     name: str
     file_name: str
-    metrics: tuple[_EvaluationMetric, ...]
+    metrics: tuple[tuple[str, str, int, bool], ...]
     keys: Callable[[dict], dict[str, dict[str, Any]]]
 
 
-RUN_EVALUATIONS: dict[str, _RunEvaluation] = {}
-
-
-def _register_run_evaluation(evaluation: _RunEvaluation) -> None:
-    """Add an evaluation to the registry the comparison report reads (a name registered twice is replaced)."""
-    RUN_EVALUATIONS[evaluation.name] = evaluation
-
-
-_register_run_evaluation(_RunEvaluation(
-    name="length_buckets", file_name=run_files.LENGTH_BUCKETS_FILE,
-    metrics=(_EvaluationMetric("perplexity", "PPL", 2, True), _EvaluationMetric("bleu", "BLEU", 1, False)),
-    keys=lambda record: dict(record.get("buckets") or {}),
-))
+RUN_EVALUATIONS = {"length_buckets": _RunEvaluation(
+    "length_buckets", run_files.LENGTH_BUCKETS_FILE, (("perplexity", "PPL", 2, True), ("bleu", "BLEU", 1, False)),
+    lambda record: dict(record.get("buckets") or {}))}
+"""The per-run evaluations (a run's extra JSON files) whose figures join the compared metrics."""
 
 
 HEADLINE_MEASURES: dict[str, Metric] = {}
@@ -363,7 +345,7 @@ def evaluation_metrics(root: str, rows: Sequence[RowReport], *, every_run: bool 
                 path = os.path.join(run_directory(root, row, run), evaluation.file_name)
                 keys += [key for key in evaluation.keys(read_json_file(path)) if key not in keys]
         for key in keys:
-            for metric in evaluation.metrics:
-                found.append(Metric(f"{evaluation.name}/{key}/{metric.name}", f"{key} {metric.label}", metric.digits,
-                                    metric.relative, _reader(evaluation, key, metric.name)))
+            for name, label, digits, relative in evaluation.metrics:
+                found.append(Metric(f"{evaluation.name}/{key}/{name}", f"{key} {label}", digits, relative,
+                                    _reader(evaluation, key, name)))
     return found
