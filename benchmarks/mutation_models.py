@@ -7,6 +7,7 @@ there. ``--sample N`` runs a uniformly random sample of the mutants (fixed ``--s
 
 import argparse
 import ast
+import importlib.metadata
 import json
 import math
 import random
@@ -25,7 +26,6 @@ TESTS = ["tests/models/"]
 PYTEST_ARGS = ["-m", "fast", "-n", "0", "-p", "no:cacheprovider"]
 COPIED = ("tests", "launch", "configs", "docs", "benchmarks")
 """What the tests read besides the package."""
-MUTMUT = str(Path(sys.executable).with_name("mutmut"))
 
 _GENERATE = """
 import os
@@ -109,9 +109,9 @@ def _record(work: Path, args: argparse.Namespace, every: list[str], chosen: list
     judged = killed + counts.get("survived", 0) + counts.get("no tests", 0)
     score = killed / judged
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    version = subprocess.run([MUTMUT, "--version"], capture_output=True, text=True).stdout.strip()
     record = {
-        "tool": version, "commit": commit, "files": FILES, "tests": TESTS, "pytest_args": PYTEST_ARGS,
+        "tool": f"mutmut {importlib.metadata.version('mutmut')}", "commit": commit, "files": FILES, "tests": TESTS,
+        "pytest_args": PYTEST_ARGS,
         "command": " ".join(["python", "benchmarks/mutation_models.py", *sys.argv[1:]]),
         "mutants_in_files": len(every), "sample": len(chosen) if sampled else None,
         "seed": args.seed, "wall_s": round(wall),
