@@ -4,15 +4,19 @@
 
 from __future__ import annotations
 
+import flax
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from attention_jax.models import attention_functions
+from attention_jax.experiment.sections import TransformerConfig
+from attention_jax.models import attention_functions, model
 from tests.support import reference
 from tests.support.reference import random_normal
 
+SMALL = TransformerConfig(vocab_size=12, num_layers=2, d_model=8, d_ff=16, num_heads=2, key_dim=4, value_dim=4,
+                          dropout_rate=0.0, max_len=8)
 SEGMENTS = np.array([[1, 1, 2, 2, 2, 0], [1, 2, 2, 3, 3, 3]])
 """Two packed rows: pair ids per position, 0 = padding."""
 
@@ -40,3 +44,26 @@ def test_linear_attention_on_packed_segments_equals_the_oracle(causal: bool) -> 
         query, key, value, mask)
     expected = reference.linear_attention(*(np.float64(a) for a in (query, key, value)), _packed_dense_mask(causal))
     np.testing.assert_allclose(ours, expected, atol=2e-5)
+
+
+def test_every_attention_sows_its_weights_for_the_maps() -> None:
+    # attention_jax/evaluation/attention_maps.py draws every layer's maps: each sublayer sows a
+    # distribution over the keys its mask allows (causal in the decoder, no padded source token).
+    inputs, targets = jnp.array([[5, 6, 7, 3, 0, 0], [8, 9, 3, 0, 0, 0]]), jnp.array([[4, 5, 3], [6, 3, 0]])
+    transformer = model.Transformer(SMALL)
+    params = flax.linen.meta.unbox(jax.jit(transformer.init)(jax.random.key(0), inputs, targets)["params"])
+    _, state = jax.jit(lambda p: transformer.apply({"params": p}, inputs, targets, sow_weights=True,
+                                                   mutable=["intermediates"]))(params)
+    source, target = np.asarray(inputs) != 0, np.asarray(targets) != 0
+    causal = np.tril(np.ones((3, 3), bool))
+    allowed = {"self_attention": (source[:, :, None] & source[:, None, :], "encoder"),
+               "decoder_self": (target[:, :, None] & target[:, None, :] & causal, "decoder"),
+               "cross_attention": (target[:, :, None] & source[:, None, :], "decoder")}
+    for layer in range(SMALL.num_layers):
+        for name, (mask, stack) in allowed.items():
+            sublayer = "self_attention" if name == "decoder_self" else name
+            weights = np.asarray(state["intermediates"][f"{stack}_{layer}"][sublayer]["attention_weights"][0])
+            mask = np.broadcast_to(mask[:, None], weights.shape)  # [B, H, T, S]
+            assert np.all(weights[~mask] == 0), (stack, layer, name)
+            rows = mask.any(-1)
+            np.testing.assert_allclose(weights.sum(-1)[rows], 1.0, atol=1e-5)
