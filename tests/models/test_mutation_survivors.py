@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from attention_jax.experiment.sections import TransformerConfig
-from attention_jax.models import attention_functions, model
+from attention_jax.models import attention, attention_functions, model
 from tests.support import reference
 from tests.support.reference import random_normal
 
@@ -67,3 +67,17 @@ def test_every_attention_sows_its_weights_for_the_maps() -> None:
             assert np.all(weights[~mask] == 0), (stack, layer, name)
             rows = mask.any(-1)
             np.testing.assert_allclose(weights.sum(-1)[rows], 1.0, atol=1e-5)
+
+
+@pytest.mark.reference
+def test_attention_dropout_acts_in_training_only() -> None:
+    # Section 5.4 drops out during training: at evaluation a layer with attention dropout is the oracle's.
+    module = attention.MultiHeadAttention(num_heads=2, key_dim=4, value_dim=3, out_dim=8, attention_dropout_rate=0.5)
+    inputs = jnp.asarray(random_normal((2, 5, 8), 3))
+    params = flax.linen.meta.unbox(jax.jit(module.init)(jax.random.key(0), inputs, inputs)["params"])
+    apply = jax.jit(lambda p, deterministic: module.apply({"params": p}, inputs, inputs, deterministic=deterministic,
+                                                          rngs={"dropout": jax.random.key(1)}), static_argnums=1)
+    expected = reference.multi_head_attention(jax.tree.map(np.float64, params), np.float64(inputs),
+                                              np.float64(inputs), None)
+    np.testing.assert_allclose(apply(params, True), expected, atol=2e-5)
+    assert not np.allclose(apply(params, False), expected, atol=1e-2)
