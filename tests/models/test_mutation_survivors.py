@@ -13,6 +13,7 @@ import pytest
 from attention_jax.experiment.sections import TransformerConfig
 from attention_jax.models import attention, attention_functions, model
 from tests.support import reference
+from tests.support.decoding_helpers import assert_logits_match, full_logits, incremental_logits, random_batch
 from tests.support.reference import random_normal
 
 SMALL = TransformerConfig(vocab_size=12, num_layers=2, d_model=8, d_ff=16, num_heads=2, key_dim=4, value_dim=4,
@@ -81,3 +82,16 @@ def test_attention_dropout_acts_in_training_only() -> None:
                                               np.float64(inputs), None)
     np.testing.assert_allclose(apply(params, True), expected, atol=2e-5)
     assert not np.allclose(apply(params, False), expected, atol=1e-2)
+
+
+@pytest.mark.parametrize("changes", [{"positional_encoding": "relative"}, {"attention_function": "additive"}],
+                         ids=["relative", "additive"])
+def test_cached_decoding_through_the_score_paths_equals_the_full_pass(changes: dict) -> None:
+    # The key/value cache of the attention paths that add to or replace q k^T (position terms, additive
+    # scores): one layer, four steps; the slow tier checks every encoding and beam search.
+    config = SMALL.replace(vocab_size=40, num_layers=1, **changes)
+    inputs, targets, _ = random_batch(0, batch=2, source_len=5, target_len=4)
+    init = jax.jit(model.Transformer(config).init)
+    params = flax.linen.meta.unbox(init(jax.random.key(1), inputs, targets)["params"])
+    assert_logits_match(incremental_logits(params, inputs, targets, model_config=config),
+                        full_logits(params, inputs, targets, model_config=config))
