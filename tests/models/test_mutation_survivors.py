@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from attention_jax.experiment.sections import TransformerConfig
-from attention_jax.models import attention, attention_functions, model
+from attention_jax.models import attention, attention_functions, language_model, model
+from attention_jax.training import sharding
 from tests.support import reference
 from tests.support.decoding_helpers import assert_logits_match, full_logits, incremental_logits, random_batch
 from tests.support.reference import random_normal
@@ -95,3 +96,14 @@ def test_cached_decoding_through_the_score_paths_equals_the_full_pass(changes: d
     params = flax.linen.meta.unbox(init(jax.random.key(1), inputs, targets)["params"])
     assert_logits_match(incremental_logits(params, inputs, targets, model_config=config),
                         full_logits(params, inputs, targets, model_config=config))
+
+
+@pytest.mark.parametrize("kind", language_model.MODEL_KINDS)
+def test_every_parameter_names_logical_axes_the_sharding_rules_know(kind: str) -> None:
+    # An axis the rules do not name is replicated without a word: tensor parallelism would miss it.
+    mesh = jax.sharding.Mesh(np.array(jax.devices()[:1]).reshape(1, 1), (sharding.DATA_AXIS, sharding.MODEL_AXIS))
+    known = {name for name, _ in sharding.logical_axis_rules("fsdp", mesh)}
+    config = SMALL.replace(positional_encoding="relative")
+    specs = flax.linen.get_partition_spec(language_model.abstract_params(config, kind))
+    for path, spec in flax.traverse_util.flatten_dict(flax.core.unfreeze(specs)).items():
+        assert {axis for axis in spec if axis is not None} <= known, ("/".join(path), spec)
