@@ -62,6 +62,8 @@ def _prepare(work: Path) -> None:
     for folder in ("attention_jax", *COPIED):
         shutil.copytree(ROOT / folder, work / folder, ignore=ignore)
     shutil.copy(ROOT / "README.md", work)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
+    (work / "commit.txt").write_text(head)
     settings = {"source_paths": ["attention_jax"], "only_mutate": FILES, "pytest_add_cli_args": PYTEST_ARGS,
                 "pytest_add_cli_args_test_selection": TESTS, "process_isolation": "forkserver",
                 "forkserver_warmup": "none",  # A server that imported JAX has threads: its forks deadlock.
@@ -108,7 +110,7 @@ def _record(work: Path, args: argparse.Namespace, every: list[str], chosen: list
     killed = counts.get("killed", 0) + counts.get("timeout", 0) + counts.get("segfault", 0)
     judged = killed + counts.get("survived", 0) + counts.get("no tests", 0)
     score = killed / judged
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    commit = (work / "commit.txt").read_text().strip()  # What was copied.
     record = {
         "tool": f"mutmut {importlib.metadata.version('mutmut')}", "commit": commit, "files": FILES, "tests": TESTS,
         "pytest_args": PYTEST_ARGS,

@@ -34,8 +34,15 @@ def _packed_dense_mask(causal: bool) -> np.ndarray:
 @pytest.mark.reference
 @pytest.mark.parametrize("causal", [False, True], ids=["packed", "packed_causal"])
 def test_linear_attention_on_packed_segments_equals_the_oracle(causal: bool) -> None:
-    # Kills the structured paths' mutants (segment sums, each query's own segment) that the integration
-    # tier's all-function test alone would catch; chunks of 4 make the causal sums cross a chunk boundary.
+    """Packed linear attention equals the oracle (the integration tier's all-function test also checks it).
+
+    Chunks of 4 make the causal sums cross a chunk boundary.
+
+    Parameters
+    ----------
+    causal : bool
+        The causal form (chunked running sums) or the non-causal one (segment sums).
+    """
     length, heads = SEGMENTS.shape[1], 2
     query, key = random_normal((2, length, heads, 4), 0), random_normal((2, length, heads, 4), 1)
     value = random_normal((2, length, heads, 3), 2)
@@ -49,8 +56,7 @@ def test_linear_attention_on_packed_segments_equals_the_oracle(causal: bool) -> 
 
 
 def test_every_attention_sows_its_weights_for_the_maps() -> None:
-    # attention_jax/evaluation/attention_maps.py draws every layer's maps: each sublayer sows a
-    # distribution over the keys its mask allows (causal in the decoder, no padded source token).
+    """Each sublayer sows a distribution over the keys its mask allows (evaluation/attention_maps.py)."""
     inputs, targets = jnp.array([[5, 6, 7, 3, 0, 0], [8, 9, 3, 0, 0, 0]]), jnp.array([[4, 5, 3], [6, 3, 0]])
     transformer = model.Transformer(SMALL)
     params = flax.linen.meta.unbox(jax.jit(transformer.init)(jax.random.key(0), inputs, targets)["params"])
@@ -73,7 +79,7 @@ def test_every_attention_sows_its_weights_for_the_maps() -> None:
 
 @pytest.mark.reference
 def test_attention_dropout_acts_in_training_only() -> None:
-    # Section 5.4 drops out during training: at evaluation a layer with attention dropout is the oracle's.
+    """Section 5.4 drops out during training: at evaluation a layer with attention dropout is the oracle's."""
     module = attention.MultiHeadAttention(num_heads=2, key_dim=4, value_dim=3, out_dim=8, attention_dropout_rate=0.5)
     inputs = jnp.asarray(random_normal((2, 5, 8), 3))
     params = flax.linen.meta.unbox(jax.jit(module.init)(jax.random.key(0), inputs, inputs)["params"])
@@ -88,8 +94,15 @@ def test_attention_dropout_acts_in_training_only() -> None:
 @pytest.mark.parametrize("changes", [{"positional_encoding": "relative"}, {"attention_function": "additive"}],
                          ids=["relative", "additive"])
 def test_cached_decoding_through_the_score_paths_equals_the_full_pass(changes: dict) -> None:
-    # The key/value cache of the attention paths that add to or replace q k^T (position terms, additive
-    # scores): one layer, four steps; the slow tier checks every encoding and beam search.
+    """The key/value cache of the paths that add to or replace ``q k^T``: one layer, four steps.
+
+    The slow tier checks every encoding and beam search.
+
+    Parameters
+    ----------
+    changes : dict
+        The model's score path: relative positions or additive attention.
+    """
     config = SMALL.replace(vocab_size=40, num_layers=1, **changes)
     inputs, targets, _ = random_batch(0, batch=2, source_len=5, target_len=4)
     init = jax.jit(model.Transformer(config).init)
@@ -100,7 +113,13 @@ def test_cached_decoding_through_the_score_paths_equals_the_full_pass(changes: d
 
 @pytest.mark.parametrize("kind", language_model.MODEL_KINDS)
 def test_every_parameter_names_logical_axes_the_sharding_rules_know(kind: str) -> None:
-    # An axis the rules do not name is replicated without a word: tensor parallelism would miss it.
+    """An axis the rules do not name is replicated without a word: tensor parallelism would miss it.
+
+    Parameters
+    ----------
+    kind : str
+        The encoder-decoder or the language model.
+    """
     mesh = jax.sharding.Mesh(np.array(jax.devices()[:1]).reshape(1, 1), (sharding.DATA_AXIS, sharding.MODEL_AXIS))
     known = {name for name, _ in sharding.logical_axis_rules("fsdp", mesh)}
     config = SMALL.replace(positional_encoding="relative")
