@@ -1,20 +1,9 @@
-"""The repository's shipped configs from a config or sweep file in any directory, in one line.
+"""The checkout's shipped configs, importable from a config file in any directory.
 
-A config file of one's own, anywhere, builds on a shipped one with::
-
-    from attention_jax.configs import tiny
-
-which is the module ``configs/tiny.py`` of the checkout that ``attention_jax`` was installed from
-(``pip install -e .``, as the README says), whatever the working directory: ``configs/`` is a folder of
-the repository, not an installed package (``pyproject.toml``), so a plain ``from configs import tiny``
-works only from the repository root. Any shipped config's name works (``base``, ``table2``, ...; the
-list: ``python -m attention_jax.main --config=nosuch``).
-
-Notes
------
-This module is the one place the library reaches ``configs/``, and only when a user's file asks for a
-config by name: nothing in the library imports it. Without a checkout (a wheel install) the import fails
-with one line saying so (:func:`attention_jax.commands.shipped_configs.use_checkout`).
+``from attention_jax.configs import tiny`` is ``configs/tiny.py`` of the checkout ``attention_jax`` was installed
+from (``pip install -e .``): ``configs/`` is a repository folder, not an installed package, so a plain
+``from configs import tiny`` works only from the repository root. This is the one place the library reaches
+``configs/``, and only on such a request; without a checkout (a wheel install) the import fails in one line.
 """
 
 from __future__ import annotations
@@ -29,20 +18,7 @@ from attention_jax.experiment import schema
 def __getattr__(name: str) -> types.ModuleType:
     """``attention_jax.configs.<name>``: the checkout's ``configs/<name>.py``, imported as ``configs.<name>``.
 
-    Parameters
-    ----------
-    name : str
-        A shipped config's module name, e.g. ``"tiny"``.
-
-    Returns
-    -------
-    types.ModuleType
-        The config module (its ``get_config``).
-
-    Notes
-    -----
-    Raises ``AttributeError`` (``ImportError`` under ``from ... import``) naming the shipped configs for an
-    unknown name, and :class:`attention_jax.foundation.user_errors.UserInputError` without a checkout.
+    An unknown name raises ``AttributeError`` (``ImportError`` under ``from ... import``) listing the shipped ones.
     """
     if name.startswith("__"):  # Module machinery (__path__, __file__, ...): not a config.
         raise AttributeError(name)

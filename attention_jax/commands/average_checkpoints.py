@@ -26,22 +26,10 @@ _BEST = flags.DEFINE_bool("best", False, "Average the best dev evaluations (WORK
                           "early stopping) instead of the newest training checkpoints.")
 
 
-def write_averaged(workdir: str, last: int, *, best: bool = False) -> tuple[str, list[int]]:
-    """Average the newest ``last`` checkpoints (or the ``last`` best) into ``WORKDIR/averaged`` (Section 6.1).
+def _write_averaged(workdir: str, last: int, *, best: bool = False) -> tuple[str, list[int]]:
+    """Average the newest ``last`` (or ``last`` best) checkpoints into ``WORKDIR/averaged`` (Section 6.1).
 
-    Parameters
-    ----------
-    workdir : str
-        A training work directory.
-    last : int
-        Checkpoints to average.
-    best : bool
-        Average the best dev evaluations (``WORKDIR/best/``) instead.
-
-    Returns
-    -------
-    tuple of (str, list[int])
-        The directory written (replacing an earlier average) and the averaged steps.
+    Returns the directory written (replacing an earlier average) and the averaged steps.
     """
     from attention_jax.checkpointing import params_checkpoints  # Here: a mistake is refused before Orbax loads.
 
@@ -70,7 +58,7 @@ def main(argv: list[str]) -> None:
         averaged_dir = os.path.join(_WORKDIR.value, run_files.AVERAGED_DIR)
         for directory in [_WORKDIR.value] + ([averaged_dir] if os.path.isdir(averaged_dir) else []):
             run_files.check_directory(directory, "--workdir", writable=True)  # Before any checkpoint is read.
-        directory, steps = write_averaged(_WORKDIR.value, last, best=_BEST.value)
+        directory, steps = _write_averaged(_WORKDIR.value, last, best=_BEST.value)
     except (FileNotFoundError, UserInputError) as error:
         _fail(str(error))
     if len(steps) == 1:  # Only with --last=1: said, since it is a copy and not an average.

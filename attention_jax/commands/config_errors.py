@@ -122,26 +122,8 @@ def load_config_file(spec: str) -> ml_collections.ConfigDict:
     return config
 
 
-def unknown_override(argv: Sequence[str], flag_name: str = "config") -> str | None:
-    """Return a one-line message for the first ``--<flag_name>.<field>`` the schema does not define.
-
-    Parameters
-    ----------
-    argv : Sequence[str]
-        The command line (program name first).
-    flag_name : str
-        The config flag's name.
-
-    Returns
-    -------
-    str or None
-        With a did-you-mean; ``None`` when every override names a field (or there is no ``--config``).
-
-    Raises
-    ------
-    FileNotFoundError, schema.ConfigError
-        From running the ``--config`` file first (:func:`load_config_file`), overrides or not.
-    """
+def _unknown_override(argv: Sequence[str], flag_name: str = "config") -> str | None:
+    """A one-line message (with a did-you-mean) for the first ``--<flag_name>.<field>`` the schema lacks, or None."""
     specs = [arg.split("=", 1)[1] for arg in argv if arg.startswith(f"--{flag_name}=")]
     overrides = [arg[len(flag_name) + 3:].split("=", 1)[0] for arg in argv if arg.startswith(f"--{flag_name}.")]
     if not specs:
@@ -173,8 +155,8 @@ def parse_flags_or_exit(argv: list[str]) -> list[str]:
     argv = shipped_configs.resolve_argv(argv)  # --config=tiny: configs/tiny.py, from any directory.
     entry_points.add_config_import_paths(argv)
     try:
-        import_flagged_user_modules(argv)
-        message = unknown_override(argv)
+        _import_flagged_user_modules(argv)
+        message = _unknown_override(argv)
     except schema.ConfigError as error:
         message = str(error)
     except (FileNotFoundError, AttributeError, TypeError, ValueError) as error:
@@ -188,21 +170,8 @@ def parse_flags_or_exit(argv: list[str]) -> list[str]:
     _exit(program, message)
 
 
-def import_flagged_user_modules(argv: Sequence[str], flag_name: str = "config") -> None:
-    """Import the modules ``--config.user_modules=...`` names before the config file runs.
-
-    Parameters
-    ----------
-    argv : Sequence[str]
-        The command line.
-    flag_name : str
-        The config flag's name.
-
-    Raises
-    ------
-    schema.ConfigError
-        For a value that is not a tuple of module names, or a module that cannot be imported.
-    """
+def _import_flagged_user_modules(argv: Sequence[str], flag_name: str = "config") -> None:
+    """Import the modules ``--config.user_modules=...`` names, before the config file runs."""
     prefix = f"--{flag_name}.user_modules="
     given = [arg[len(prefix):] for arg in argv if arg.startswith(prefix)]
     if given:

@@ -23,19 +23,8 @@ _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file, e.g. con
                                           lock_config=True)
 
 
-def param_summary(config: Any) -> dict[str, Any]:
-    """Count the parameters a config builds, from shapes only, and put the paper's figure beside it.
-
-    Parameters
-    ----------
-    config : ml_collections.ConfigDict
-        An experiment config, checked and built here.
-
-    Returns
-    -------
-    dict
-        ``{"row": name, "params": int, "paper_params": int or None}``.
-    """
+def _param_summary(config: Any) -> dict[str, Any]:
+    """``{"row", "params", "paper_params"}``: the config's parameter count from shapes only, beside the paper's."""
     from attention_jax.models import language_model, model  # Here: a config mistake is refused before JAX loads.
 
     experiment = sections.build_experiment(config, "--config")
@@ -49,7 +38,7 @@ def param_summary(config: Any) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> None:
-    """Print :func:`param_summary` of ``--config`` as JSON.
+    """Print :func:`_param_summary` of ``--config`` as JSON.
 
     Parameters
     ----------
@@ -60,7 +49,7 @@ def main(argv: list[str]) -> None:
     if _CONFIG.value is None:
         raise app.UsageError("--config is required, e.g. --config=configs/table2.py:base")
     try:
-        summary = param_summary(_CONFIG.value)
+        summary = _param_summary(_CONFIG.value)
     except ValueError as error:  # A config the schema refuses: one line, exit 2, as train gives it.
         user_errors.exit_with_error("attention_jax.count_params", f"bad config: {error}")
     print(json.dumps(summary))

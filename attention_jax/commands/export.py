@@ -64,44 +64,13 @@ def _check_flags() -> tuple[str, str]:
     return _WORKDIR.value, _OUT.value
 
 
-def export(workdir: str, out: str, file_format: str, *, checkpoint: str = "latest", average_last: int = 0,
-           function: str = "logits", batch_size: int = 8, source_len: int = 0, target_len: int = 0,
-           beam_size: int | None = None, alpha: float | None = None,
-           platforms: list[str] | None = None) -> dict[str, Any]:
+def _export(workdir: str, out: str, file_format: str, *, checkpoint: str = "latest", average_last: int = 0,
+            function: str = "logits", batch_size: int = 8, source_len: int = 0, target_len: int = 0,
+            beam_size: int | None = None, alpha: float | None = None,
+            platforms: list[str] | None = None) -> dict[str, Any]:
     """Write a run's parameters (``safetensors``) or one of its functions (``jax_export``) to ``out``, checked first.
 
-    Parameters
-    ----------
-    workdir : str
-        The training run.
-    out : str
-        The file to write.
-    file_format : str
-        ``"safetensors"`` or ``"jax_export"``.
-    checkpoint : str
-        Which parameters, as :func:`attention_jax.decoding.inference.load_run` takes them.
-    average_last : int
-        Average the last N checkpoints instead.
-    function : str
-        ``jax_export``: ``"logits"`` or ``"translate"``.
-    batch_size, source_len, target_len : int
-        ``jax_export``: the fixed shape; a length of 0 is the longest the model takes.
-    beam_size : int, optional
-        ``translate``: replaces the run's beam size.
-    alpha : float, optional
-        ``translate``: replaces the run's length penalty.
-    platforms : list[str], optional
-        ``jax_export``: lower for these (default: JAX's default backend).
-
-    Returns
-    -------
-    dict
-        What was written: ``out``, ``format``, ``bytes``, ``checkpoint`` and the format's details.
-
-    Raises
-    ------
-    UserInputError, FileNotFoundError, ValueError
-        With one-line messages.
+    The arguments are the flags' (a length of 0: the longest the model takes); returns the record it prints.
     """
     from attention_jax.checkpointing import safetensors_params
     from attention_jax.decoding import exported_functions, inference  # Imported here so --help is fast.
@@ -163,10 +132,10 @@ def main(argv: list[str]) -> None:
     try:
         workdir, out = _check_flags()
         note = output_files.replacement_note(out, "--out")
-        record = export(workdir, out, _FORMAT.value, checkpoint=_CHECKPOINT.value,
-                        average_last=_AVERAGE_LAST.value, function=_FUNCTION.value, batch_size=_BATCH_SIZE.value,
-                        source_len=_SOURCE_LEN.value, target_len=_TARGET_LEN.value, beam_size=_BEAM_SIZE.value,
-                        alpha=_ALPHA.value, platforms=_PLATFORMS.value)
+        record = _export(workdir, out, _FORMAT.value, checkpoint=_CHECKPOINT.value,
+                         average_last=_AVERAGE_LAST.value, function=_FUNCTION.value, batch_size=_BATCH_SIZE.value,
+                         source_len=_SOURCE_LEN.value, target_len=_TARGET_LEN.value, beam_size=_BEAM_SIZE.value,
+                         alpha=_ALPHA.value, platforms=_PLATFORMS.value)
     except (FileNotFoundError, ValueError) as error:  # UserInputError is a ValueError.
         exit_with_error("attention_jax.export", str(error))
     except OSError as error:  # A full disk, a directory made read-only: the temporary file is already gone.

@@ -22,26 +22,8 @@ def _check_no_model_flags(present: Sequence[str]) -> None:
                              f"{given}, or leave out --hypotheses to translate --source with a run's model.")
 
 
-def score_file(hypotheses_file: str, reference_file: str, bleu_tokenizer: str) -> dict[str, Any]:
-    """Read the two files and score the hypotheses: the report :func:`run` prints and writes.
-
-    Parameters
-    ----------
-    hypotheses_file, reference_file : str
-        Detokenized translations, one per line, and as many references.
-    bleu_tokenizer : str
-        sacrebleu's BLEU tokenizer.
-
-    Returns
-    -------
-    dict
-        The files' paths, ``num_sentences``, ``bleu_tokenizer`` and the ``CorpusScores`` fields.
-
-    Raises
-    ------
-    UserInputError
-        For an unknown tokenizer, a missing, empty or directory file, or unequal lengths.
-    """
+def _score_file(hypotheses_file: str, reference_file: str, bleu_tokenizer: str) -> dict[str, Any]:
+    """Read the two files and score the hypotheses: the report :func:`run` prints and writes."""
     from attention_jax.commands import text_io
     from attention_jax.evaluation import sacrebleu_scores
 
@@ -77,7 +59,7 @@ def run(program: str, hypotheses_file: str, reference_file: str, bleu_tokenizer:
         if not reference_file:
             raise UserInputError("--hypotheses needs --reference: the reference translations, one per line.")
         _check_no_model_flags(model_flags_given)
-        report = score_file(hypotheses_file, reference_file, bleu_tokenizer)
+        report = _score_file(hypotheses_file, reference_file, bleu_tokenizer)
     except UserInputError as error:
         exit_with_error(program, str(error))
     print(f"scored {report['num_sentences']} lines of {hypotheses_file} against {reference_file}")

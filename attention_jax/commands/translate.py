@@ -114,23 +114,8 @@ def _check_run_flags(translator: Any) -> None:
             raise UserInputError(f"--alignment_layer={_ALIGNMENT_LAYER.value}: {error}") from None
 
 
-def translate_block(translator: Any, block: list[str], first_index: int) -> list[Any]:
-    """Return the ``LineResult`` of each line of ``block`` (numbered from ``first_index``), as the flags ask.
-
-    Parameters
-    ----------
-    translator : decode.Translator
-        The run's translator.
-    block : list[str]
-        Input lines.
-    first_index : int
-        The number (from 0) of the block's first line.
-
-    Returns
-    -------
-    list[translation_output.LineResult]
-        One per line, in order; alignments and pieces only with ``--alignment``.
-    """
+def _translate_block(translator: Any, block: list[str], first_index: int) -> list[Any]:
+    """Return the ``LineResult`` of each line of ``block`` (numbered from ``first_index``), as the flags ask."""
     from attention_jax.commands.translation_output import LineResult
     from attention_jax.decoding import alignment
     from attention_jax.evaluation.attention_maps import token_strings
@@ -265,7 +250,7 @@ def main(argv: list[str]) -> None:
             with warnings.catch_warnings(record=True) as caught:  # One log line each, not warning + source line.
                 warnings.simplefilter("always")
                 with warm_up.holding() if warm_up else contextlib.nullcontext():  # Not while a bucket warms.
-                    results = translate_block(translator, block, first_index)
+                    results = _translate_block(translator, block, first_index)
                     if _PRINT_SCORES.value:
                         results = _with_token_log_probs(translator, results)
             for message in dict.fromkeys(str(warning.message) for warning in caught):

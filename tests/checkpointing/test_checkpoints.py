@@ -163,7 +163,7 @@ def test_load_for_inference_and_averaging(tmp_path: pathlib.Path) -> None:
     averaged, steps = params_checkpoints.average_last_params(str(tmp_path), 2)
     assert steps == [2, 4]
     assert all(np.all(leaf == 3.0) and leaf.dtype == np.float32 for leaf in jax.tree.leaves(averaged))
-    average_checkpoints.write_averaged(str(tmp_path), 3)
+    average_checkpoints._write_averaged(str(tmp_path), 3)
     params, _ = params_checkpoints.load_for_inference(str(tmp_path), "averaged")
     assert all(np.allclose(np.asarray(leaf), 7.0 / 3.0) for leaf in jax.tree.leaves(params))
     with pytest.raises(ValueError, match="holds 3"):

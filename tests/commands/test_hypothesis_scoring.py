@@ -70,7 +70,7 @@ def test_unknown_or_uninstalled_tokenizers_are_refused_in_one_line():
 def test_score_file_reads_both_files_and_reports_the_figures(tmp_path):
     hypotheses = _write(tmp_path / "hyp.zh", CJK_HYPOTHESES)
     references = _write(tmp_path / "ref.zh", CJK_REFERENCES)
-    report = hypothesis_scoring.score_file(hypotheses, references, "intl")
+    report = hypothesis_scoring._score_file(hypotheses, references, "intl")
     expected = sacrebleu.corpus_bleu(CJK_HYPOTHESES, [CJK_REFERENCES], tokenize="intl")
     assert report["bleu"] == pytest.approx(expected.score, abs=1e-9)
     assert report["num_sentences"] == 3 and report["bleu_tokenizer"] == "intl"
@@ -82,7 +82,7 @@ def test_score_file_refuses_files_of_different_lengths_naming_the_hypotheses_fla
     hypotheses = _write(tmp_path / "hyp.txt", CJK_HYPOTHESES[:2])
     references = _write(tmp_path / "ref.txt", CJK_REFERENCES)
     with pytest.raises(UserInputError, match=r"--hypotheses=.*hyp.txt has 2 lines but --reference=.*has 3"):
-        hypothesis_scoring.score_file(hypotheses, references, "13a")
+        hypothesis_scoring._score_file(hypotheses, references, "13a")
 
 
 def test_model_flags_with_hypotheses_are_refused():

@@ -81,7 +81,7 @@ def test_parameter_count_matches_closed_form(row: str) -> None:
 @pytest.mark.integration
 def test_parameter_counts_within_seven_percent_of_the_paper() -> None:
     for row in PAPER_ROW_ORDER:
-        summary = count_params.param_summary(table2.get_config(row))
+        summary = count_params._param_summary(table2.get_config(row))
         if summary["paper_params"] is None:
             continue
         relative = abs(summary["params"] - summary["paper_params"]) / summary["paper_params"]

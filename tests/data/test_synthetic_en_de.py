@@ -11,8 +11,10 @@ import sys
 import pytest
 
 import attention_jax.data.synthetic_en_de as synthetic
-from attention_jax.data.synthetic_en_de import clauses, lexicon
-from attention_jax.data.synthetic_en_de.clauses import Clause, NounPhrase, Sentence
+from attention_jax.data.synthetic_en_de import lexicon, sampling
+from attention_jax.data.synthetic_en_de.sampling import _Clause as Clause
+from attention_jax.data.synthetic_en_de.sampling import _NounPhrase as NounPhrase
+from attention_jax.data.synthetic_en_de.sampling import _Sentence as Sentence
 
 # ---------------------------------------------------------------------------------------------------
 # Helpers that build sentences from readable English descriptions, using the module's lexicon.
@@ -67,9 +69,9 @@ def clause(subject: str, verb_english: str, *objects: tuple[str, str], adjuncts=
         kwargs["modal"] = modal(kwargs["modal"])
     if content_verb.frame == "prepositional":
         (_, object_text), = objects
-        kwargs["prepositional_object"] = clauses.prepositional_object(content_verb, phrase(object_text))
+        kwargs["prepositional_object"] = sampling._prepositional_object(content_verb, phrase(object_text))
         objects = ()
-    built_adjuncts = tuple(clauses.adjunct(kind, phrase(text), *location)
+    built_adjuncts = tuple(sampling._adjunct(kind, phrase(text), *location)
                            for kind, text, *location in adjuncts)
     return Clause(phrase(subject), content_verb, tuple((case, phrase(text)) for case, text in objects),
                   adjuncts=built_adjuncts, **kwargs)
@@ -78,7 +80,7 @@ def clause(subject: str, verb_english: str, *objects: tuple[str, str], adjuncts=
 def copula(subject: str, predicate: str, *, location: str = "", negated: bool = False) -> Clause:
     """"X is ADJECTIVE" or, with `location`, "X is LOCATION PREDICATE"."""
     if location:
-        complement = clauses.adjunct("loc", phrase(predicate), location)
+        complement = sampling._adjunct("loc", phrase(predicate), location)
     else:
         complement = _find(lexicon.ADJECTIVES, english=predicate)
     return Clause(phrase(subject), None, predicate=complement, negated=negated)
@@ -231,7 +233,7 @@ HAND_CHECKED = {
 @pytest.mark.parametrize("name", sorted(HAND_CHECKED))
 def test_hand_checked_translation(name: str) -> None:
     sentence, english, german = HAND_CHECKED[name]
-    assert clauses.render_sentence(sentence) == (english, german)
+    assert sampling._render_sentence(sentence) == (english, german)
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -216,6 +216,6 @@ def test_a_flagged_user_module_is_imported_before_the_config_file_runs() -> None
 
     with pytest.raises(schema.ConfigError, match=r"^--config.user_modules: user_modules: cannot import "
                                                  r"'no_such_module_of_entries'"):
-        config_errors.import_flagged_user_modules(["main", "--config=configs/tiny.py",
+        config_errors._import_flagged_user_modules(["main", "--config=configs/tiny.py",
                                                    "--config.user_modules=('no_such_module_of_entries',)"])
-    config_errors.import_flagged_user_modules(["main", "--config=configs/tiny.py"])  # None named: nothing to do.
+    config_errors._import_flagged_user_modules(["main", "--config=configs/tiny.py"])  # None named: nothing to do.

@@ -132,7 +132,7 @@ def test_run_stops_early_keeps_its_best_and_stays_stopped(tmp_path: pathlib.Path
     best_params, _ = params_checkpoints.load_for_inference(str(tmp_path), "best")
     step_2_params, _ = params_checkpoints.load_for_inference(str(tmp_path), "2", directory_name=run_files.BEST_DIR)
     assert jax.tree.all(jax.tree.map(np.array_equal, best_params, step_2_params))
-    _, averaged_steps = average_checkpoints.write_averaged(str(tmp_path), 1, best=True)
+    _, averaged_steps = average_checkpoints._write_averaged(str(tmp_path), 1, best=True)
     assert averaged_steps == [2]
     written = json.loads((tmp_path / run_files.RESULTS_FILE).read_text())
     assert written["stop_reason"] == "early_stopping" and written["best_step"] == 2
