@@ -129,7 +129,7 @@ def queue_position(nodeid: str) -> int:
 
     Parameters
     ----------
-    nodeid
+    nodeid : str
         The test's id (``path::name``).
 
     Returns
@@ -217,14 +217,24 @@ def repo_root() -> pathlib.Path:
     return REPO_ROOT
 
 
+@pytest.fixture(scope="session")
+def _worker_jax_cache(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The directory of :func:`cache_dir`: one per pytest-xdist worker, so every file it runs shares it."""
+    return str(tmp_path_factory.mktemp("jax_cache"))
+
+
 @pytest.fixture(scope="module")
-def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A JAX compilation cache shared by one test file's runs, in-process and in subprocesses."""
+def cache_dir(_worker_jax_cache: str) -> Iterator[str]:
+    """A JAX compilation cache for a test file's runs, in-process and in subprocesses.
+
+    One directory per worker: the tiny runs of one file are the next file's too (the same model, the
+    same train step), so a later file loads what an earlier one compiled. JAX keys each entry by the
+    program, the flags and the backend, so a hit is the program a fresh compilation would give.
+    """
     from tests.support import train_support  # Imported once the suite's XLA_FLAGS are set.
 
-    directory = str(tmp_path_factory.mktemp("jax_cache"))
-    with train_support.shared_compilation_cache(directory):
-        yield directory
+    with train_support.shared_compilation_cache(_worker_jax_cache):
+        yield _worker_jax_cache
 
 
 def _file_name(request: pytest.FixtureRequest) -> str:
