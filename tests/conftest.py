@@ -7,7 +7,8 @@ Notes
 is one work unit, so a module-scoped fixture (a trained model, a SLURM cluster) is built on one worker
 only. Every test that reads the quickstart's run (``tiny_workdir``, which trains ``configs/tiny.py``)
 lives in ``tests/end_to_end/test_quickstart.py``, so the run is trained once; that file is queued first
-because it is the longest unit. ``-n 0`` runs everything in one process.
+because it is the longest unit, and the next longest follow it (``LONGEST_TEST_FILES``). ``-n 0`` runs
+everything in one process.
 
 The suite compiles with ``--xla_backend_optimization_level=0`` (added to ``XLA_FLAGS`` before JAX
 starts; child processes and notebook kernels inherit it): most of its time is XLA compiling small
@@ -92,10 +93,58 @@ if jax.default_backend() == "gpu":
 
 
 QUICKSTART_TEST_FILE = "tests/end_to_end/test_quickstart.py"
+# The not-fast tier's longest files after the quickstart's, longest first (an estimate from CI's 25
+# slowest tests and per-file runs, 2026-12-07), queued next: while one worker trains the quickstart the
+# other takes these, and the run ends on short files, so neither worker waits long on the other's last
+# file. Other files run after them in collection order; a stale list costs time, never a test.
+LONGEST_TEST_FILES = (
+    "tests/end_to_end/test_notebooks.py",
+    "tests/training/test_faults.py",
+    "tests/end_to_end/test_slurm.py",
+    "tests/training/test_fine_tuning.py",
+    "tests/training/test_run_evaluation.py",
+    "tests/training/test_reruns.py",
+    "tests/models/test_attention_functions.py",
+    "tests/decoding/test_decode.py",
+    "tests/end_to_end/test_benchmark_quick_modes.py",
+    "tests/training/test_train.py",
+    "tests/training/test_faults_round_five.py",
+    "tests/launch/test_sweep.py",
+    "tests/docs/test_python_api.py",
+    "tests/end_to_end/test_gpu_benchmark.py",
+    "tests/end_to_end/test_multihost.py",
+    "tests/commands/test_shipped_configs.py",
+    "tests/foundation/test_full_disk.py",
+    "tests/cpu_kernels/test_dropout.py",
+    "tests/experiment/test_corpora.py",
+    "tests/training/test_early_stopping.py",
+    "tests/decoding/test_beam_search.py",
+    "tests/commands/test_generate.py",
+    "tests/data/test_first_use.py",
+)
+
+
+def queue_position(nodeid: str) -> int:
+    """Return where a test's file is queued: the quickstart's first, then :data:`LONGEST_TEST_FILES`, then the rest.
+
+    Parameters
+    ----------
+    nodeid : str
+        The test's id (``path::name``).
+
+    Returns
+    -------
+    int
+        The sort key (a stable sort keeps the collection order within a position).
+    """
+    path = nodeid.split("::")[0]
+    if path == QUICKSTART_TEST_FILE:
+        return 0
+    return 1 + LONGEST_TEST_FILES.index(path) if path in LONGEST_TEST_FILES else 1 + len(LONGEST_TEST_FILES)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark every test with its tier (tests/support/tiers.py), then queue the quickstart's file first.
+    """Mark every test with its tier (tests/support/tiers.py), then queue the files (:func:`queue_position`).
 
     Parameters
     ----------
@@ -103,7 +152,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         The pytest configuration (unused; part of the hook's signature).
     items
         The collected tests, marked and reordered in place (a stable sort: the other files keep their
-        order). The quickstart's file is the suite's longest pytest-xdist work unit.
+        order). The quickstart's file is the suite's longest pytest-xdist work unit; the longest of the
+        others follow it, longest first.
 
     Notes
     -----
@@ -111,7 +161,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """
     del config
     tiers.mark_tiers(items)
-    items.sort(key=lambda item: item.nodeid.split("::")[0] != QUICKSTART_TEST_FILE)
+    items.sort(key=lambda item: queue_position(item.nodeid))
 
 
 @pytest.hookimpl(wrapper=True)
@@ -167,14 +217,24 @@ def repo_root() -> pathlib.Path:
     return REPO_ROOT
 
 
+@pytest.fixture(scope="session")
+def _worker_jax_cache(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The directory of :func:`cache_dir`: one per pytest-xdist worker, so every file it runs shares it."""
+    return str(tmp_path_factory.mktemp("jax_cache"))
+
+
 @pytest.fixture(scope="module")
-def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A JAX compilation cache shared by one test file's runs, in-process and in subprocesses."""
+def cache_dir(_worker_jax_cache: str) -> Iterator[str]:
+    """A JAX compilation cache for a test file's runs, in-process and in subprocesses.
+
+    One directory per worker: the tiny runs of one file are the next file's too (the same model, the
+    same train step), so a later file loads what an earlier one compiled. JAX keys each entry by the
+    program, the flags and the backend, so a hit is the program a fresh compilation would give.
+    """
     from tests.support import train_support  # Imported once the suite's XLA_FLAGS are set.
 
-    directory = str(tmp_path_factory.mktemp("jax_cache"))
-    with train_support.shared_compilation_cache(directory):
-        yield directory
+    with train_support.shared_compilation_cache(_worker_jax_cache):
+        yield _worker_jax_cache
 
 
 def _file_name(request: pytest.FixtureRequest) -> str:

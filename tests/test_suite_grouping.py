@@ -13,8 +13,9 @@ import tomllib
 import pytest
 from xdist.scheduler import LoadFileScheduling
 
-from tests.conftest import (CALLER_XLA_FLAGS, COMPILES_FAST, FAST_COMPILE_XLA_FLAG, QUICKSTART_TEST_FILE, REPO_ROOT,
-                            add_fast_compile_flag, caller_environment)
+from tests.conftest import (CALLER_XLA_FLAGS, COMPILES_FAST, FAST_COMPILE_XLA_FLAG, LONGEST_TEST_FILES,
+                            QUICKSTART_TEST_FILE, REPO_ROOT, add_fast_compile_flag, caller_environment,
+                            queue_position)
 from tests.support import train_support
 
 QUICKSTART_FIXTURE = "tiny_workdir"
@@ -56,6 +57,17 @@ def test_loadfile_puts_each_file_in_its_own_unit_and_the_quickstart_first(reques
         first_other = next((index for index, unit in enumerate(units) if unit != QUICKSTART_TEST_FILE), len(units))
         assert QUICKSTART_TEST_FILE not in units[first_other:], units
         assert set(units[:first_other]) == {QUICKSTART_TEST_FILE}, units[:first_other]
+
+
+def test_the_longest_files_follow_the_quickstart_longest_first_then_the_rest_in_collection_order(
+        request: pytest.FixtureRequest) -> None:
+    assert len(set(LONGEST_TEST_FILES)) == len(LONGEST_TEST_FILES) and QUICKSTART_TEST_FILE not in LONGEST_TEST_FILES
+    assert [path for path in LONGEST_TEST_FILES if not (REPO_ROOT / path).is_file()] == []  # Renamed: update the list.
+    positions = [queue_position(f"{path}::test") for path in (QUICKSTART_TEST_FILE, *LONGEST_TEST_FILES)]
+    assert positions == sorted(positions) == list(range(len(positions)))
+    assert queue_position("tests/test_unlisted.py::test") == len(positions)
+    keys = [queue_position(item.nodeid) for item in request.session.items]
+    assert keys == sorted(keys)  # The order this session's items were queued in.
 
 
 def test_the_fast_compile_flag_joins_the_callers_flags_once() -> None:
