@@ -20,8 +20,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 FILES = [f"attention_jax/models/{name}.py" for name in (
-    "attention", "attention_functions", "attention_positions", "embedding_positions", "masks", "model",
-    "normalization")]
+    "attention", "attention_functions", "attention_positions", "masks", "model", "normalization")]
 TESTS = ["tests/models/"]
 PYTEST_ARGS = ["-m", "fast", "-n", "0", "-p", "no:cacheprovider"]
 COPIED = ("tests", "launch", "configs", "docs", "benchmarks")
