@@ -104,16 +104,16 @@ def load_data(experiment: Experiment, mesh: Mesh) -> TrainingData:
     TrainingData
         This process's share.
     """
+    rows_multiple = int(mesh.shape[sharding.DATA_AXIS])  # The devices along "data".
     if experiment.model_kind == variants.ModelKind.DECODER_ONLY:
         from attention_jax.data import lm_data  # Documents packed into rows.
 
         return lm_data.get_datasets(experiment.data, process_index=jax.process_index(),
-                                    process_count=jax.process_count(), rows_multiple=sharding.data_parallel_size(mesh))
+                                    process_count=jax.process_count(), rows_multiple=rows_multiple)
     from attention_jax.data import input_pipeline  # The data pipeline (TFDS, grain) is heavy to import.
 
     return input_pipeline.get_datasets(experiment.data, process_index=jax.process_index(),
-                                       process_count=jax.process_count(),
-                                       rows_multiple=sharding.data_parallel_size(mesh))
+                                       process_count=jax.process_count(), rows_multiple=rows_multiple)
 
 
 def restored_loop(experiment: Experiment, workdir: str, restored: checkpoints.Restored,
