@@ -33,7 +33,7 @@ sys.path.insert(0, REPO_ROOT)
 from attention_jax.experiment import sections  # noqa: E402
 from attention_jax.models import model  # noqa: E402
 from attention_jax.models.flops import transformer_train_flops  # noqa: E402
-from attention_jax.training import device_peaks, initial_state, sharding, train_state  # noqa: E402
+from attention_jax.training import device_peaks, sharding, train_state  # noqa: E402
 from benchmarks import harness  # noqa: E402
 
 DEFAULT_PEAK_SIZE = 2048
@@ -81,7 +81,7 @@ def build_step(config: Any, rows: int, length: int) -> tuple[Any, Any, dict[str,
     transformer = model.Transformer(experiment.model)
     optimizer = train_state.make_optimizer(experiment.optimizer)
     rules = sharding.logical_axis_rules(experiment.run.param_sharding, mesh)
-    state, shardings = initial_state.sharded_initial_state(experiment.seed, transformer, optimizer, mesh, rules)
+    state, shardings = train_state.sharded_initial_state(experiment.seed, transformer, optimizer, mesh, rules)
     steps_fn = train_state.compile_steps(transformer, optimizer, mesh, shardings,
                                          label_smoothing=experiment.optimizer.label_smoothing,
                                          dropout_rng=experiment.optimizer.dropout_rng)

@@ -65,11 +65,6 @@ def timed_phase(what: str, total: int | None = None, *, unit: str = "sentences")
         Items it works through, for the rate.
     unit : str
         What an item is, plural.
-
-    Yields
-    ------
-    None
-        The phase runs in the ``with`` block.
     """
     logging.info("%s: %s ...", what, f"{total} {unit}" if total is not None else "started")
     started = time.monotonic()

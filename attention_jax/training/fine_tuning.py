@@ -17,12 +17,6 @@ from attention_jax.foundation import run_files
 from attention_jax.foundation.user_errors import UserInputError
 from attention_jax.models import language_model
 from attention_jax.training import run_context, setup_checks, sharding, train_state, workdir_lock
-from attention_jax.training.initial_state import (
-    abstract_boxed_state,
-    abstract_train_state,
-    create_train_state,
-    train_state_shardings,
-)
 
 # Model fields a fine-tuning run may set apart from its source: they change no parameter.
 ADJUSTABLE_FIELDS = ("dropout_rate", "attention_dropout_rate", "max_len", "max_decode_extra_len")
@@ -131,12 +125,12 @@ def start_from_source(experiment: Experiment, workdir: str, source: FineTuneSour
     try:
         transformer = language_model.build_model(experiment.model, experiment.model_kind)
         optimizer = train_state.make_optimizer(experiment.optimizer, train_state.make_schedule(experiment.optimizer))
-        boxed_state = abstract_boxed_state(transformer, optimizer)
-        shardings = train_state_shardings(boxed_state, mesh, sharding.logical_axis_rules(config.param_sharding, mesh))
+        boxed_state = train_state.abstract_boxed_state(transformer, optimizer)
+        shardings = sharding.tree_shardings(boxed_state, mesh, sharding.logical_axis_rules(config.param_sharding, mesh))
         params = params_checkpoints.restore_params(source.directory, source.step,
-                                                   abstract_train_state(boxed_state, shardings).params)
+                                                   train_state.abstract_train_state(boxed_state, shardings).params)
         opt_state = jax.jit(optimizer.init, out_shardings=shardings.opt_state)(params)  # Fresh: Adam's moments 0.
-        state = create_train_state(experiment.seed, transformer, optimizer, shardings).replace(
+        state = train_state.create_train_state(experiment.seed, transformer, optimizer, shardings).replace(
             params=params, opt_state=opt_state)  # Step 0 and the run's own dropout seed.
         iterator = data.train_iterator(experiment.seed)
         manager = checkpoints.TrainingCheckpoints(workdir, keep=config.keep_checkpoints)

@@ -12,9 +12,8 @@ from absl import logging
 
 from attention_jax.foundation import run_files
 from attention_jax.models import metrics
-from attention_jax.training import device_peaks, reruns
+from attention_jax.training import device_peaks, run_context
 from attention_jax.training.run_context import TrainingRun
-from attention_jax.training.throughput import IntervalRates
 from attention_jax.training.train_state import logged_gradient_norms
 
 
@@ -25,7 +24,7 @@ def _format_duration(seconds: float) -> str:
     return f"{hours}h{minutes:02d}m{secs:02d}s" if hours else f"{minutes}m{secs:02d}s"
 
 
-def log_train(run: TrainingRun, pending: list[tuple[int, dict]], rates: IntervalRates) -> None:
+def log_train(run: TrainingRun, pending: list[tuple[int, dict]], rates: device_peaks.IntervalRates) -> None:
     """Log the pending steps' aggregated metrics and the interval's speed (console, jsonl, TensorBoard).
 
     The ETA adds the last evaluation's time for each evaluation to come.
@@ -36,7 +35,7 @@ def log_train(run: TrainingRun, pending: list[tuple[int, dict]], rates: Interval
         The run; ``run.loop.last_train`` and ``token_counts`` are set.
     pending : list of (step, sums)
         The steps since the last log line and their host metric sums.
-    rates : IntervalRates
+    rates : device_peaks.IntervalRates
         The interval's throughput.
     """
     config = run.experiment.run
@@ -92,7 +91,7 @@ def bookkeeping(run: TrainingRun, *, evaluation_pending: bool = False) -> dict[s
             "train_target_tokens": run.earlier.train_target_tokens + run.loop.session_tokens,
             "timed_train_tokens": run.loop.throughput.total_tokens,
             "timed_train_seconds": run.loop.throughput.total_seconds,
-            "stop_reason": run.loop.stop_reason, reruns.EVALUATION_PENDING: evaluation_pending,
+            "stop_reason": run.loop.stop_reason, run_context.EVALUATION_PENDING: evaluation_pending,
             **run.loop.early_stopping.to_progress()}
 
 

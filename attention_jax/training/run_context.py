@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
+import os
 from typing import Any
 
 import jax
@@ -13,15 +15,19 @@ from jax.sharding import Mesh
 
 from attention_jax.checkpointing import checkpoints
 from attention_jax.data.training_data import TrainingData, TrainIterator
-from attention_jax.experiment.sections import Experiment
+from attention_jax.experiment.sections import Experiment, RunConfig
+from attention_jax.foundation import run_files
 from attention_jax.models import variants
-from attention_jax.training import early_stopping, metric_writer, reruns, sharding, workdir_lock
-from attention_jax.training.throughput import Throughput
+from attention_jax.training import early_stopping, metric_writer, sharding, workdir_lock
+from attention_jax.training.device_peaks import Throughput
 from attention_jax.training.train_state import (
     Batch,
     CompiledSteps,
     TrainState,
 )
+
+EVALUATION_PENDING = "evaluation_pending"
+"""Bookkeeping key: true when the checkpoint precedes its step's dev evaluation (early stopping lacks it)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,16 +104,16 @@ def load_data(experiment: Experiment, mesh: Mesh) -> TrainingData:
     TrainingData
         This process's share.
     """
+    rows_multiple = int(mesh.shape[sharding.DATA_AXIS])  # The devices along "data".
     if experiment.model_kind == variants.ModelKind.DECODER_ONLY:
         from attention_jax.data import lm_data  # Documents packed into rows.
 
         return lm_data.get_datasets(experiment.data, process_index=jax.process_index(),
-                                    process_count=jax.process_count(), rows_multiple=sharding.data_parallel_size(mesh))
+                                    process_count=jax.process_count(), rows_multiple=rows_multiple)
     from attention_jax.data import input_pipeline  # The data pipeline (TFDS, grain) is heavy to import.
 
     return input_pipeline.get_datasets(experiment.data, process_index=jax.process_index(),
-                                       process_count=jax.process_count(),
-                                       rows_multiple=sharding.data_parallel_size(mesh))
+                                       process_count=jax.process_count(), rows_multiple=rows_multiple)
 
 
 def restored_loop(experiment: Experiment, workdir: str, restored: checkpoints.Restored,
@@ -136,8 +142,8 @@ def restored_loop(experiment: Experiment, workdir: str, restored: checkpoints.Re
     throughput = Throughput()
     throughput.total_tokens = float(restored.progress.get("timed_train_tokens", 0.0))
     throughput.total_seconds = float(restored.progress.get("timed_train_seconds", 0.0))
-    last_train, last_eval = reruns.logged_figures(workdir, step)
-    progress = reruns.with_logged_evaluation(restored.progress, last_eval, experiment.run)
+    last_train, last_eval = logged_figures(workdir, step)
+    progress = with_logged_evaluation(restored.progress, last_eval, experiment.run)
     stopping = early_stopping.EarlyStopping.from_config(experiment.run, progress)
     stop_reason = progress.get("stop_reason")
     if stop_reason == early_stopping.STOPPED_EARLY and not stopping.should_stop:
@@ -146,7 +152,7 @@ def restored_loop(experiment: Experiment, workdir: str, restored: checkpoints.Re
         stop_reason = None
     return LoopState(state=restored.state, train_iterator=train_iterator,
                      early_stopping=stopping, throughput=throughput, last_save_time=last_save_time,
-                     stop_reason=stop_reason, evaluation_pending=bool(progress.get(reruns.EVALUATION_PENDING)),
+                     stop_reason=stop_reason, evaluation_pending=bool(progress.get(EVALUATION_PENDING)),
                      last_train=last_train, last_eval=last_eval)
 
 
@@ -174,3 +180,70 @@ def resumed_iterator(data: TrainingData, seed: int, restored: checkpoints.Restor
     iterator = data.train_iterator(seed)
     iterator.set_state(restored.data_state)
     return iterator
+
+
+def with_logged_evaluation(progress: dict[str, Any], logged_eval: dict[str, Any], config: RunConfig) -> dict[str, Any]:
+    """Return a checkpoint's bookkeeping with its step's logged dev evaluation added, if it came first.
+
+    Parameters
+    ----------
+    progress : dict
+        The checkpoint's bookkeeping.
+    logged_eval : dict
+        That step's logged evaluation (:func:`logged_figures`); ``{}`` when none.
+    config : RunConfig
+        The run section (early stopping).
+
+    Returns
+    -------
+    dict
+        ``progress``, or a copy counting the logged perplexity with ``EVALUATION_PENDING`` false.
+    """
+    if not progress.get(EVALUATION_PENDING) or not logged_eval:
+        return progress
+    tracker = early_stopping.EarlyStopping.from_config(config, progress)
+    if "perplexity" in logged_eval:  # Logged as null when it was not finite: it counts, never improving.
+        perplexity = logged_eval["perplexity"]
+        tracker.update(int(logged_eval["step"]), float("nan") if perplexity is None else float(perplexity))
+    stop_reason = progress.get("stop_reason")
+    if stop_reason is None and tracker.should_stop:
+        stop_reason = early_stopping.STOPPED_EARLY
+    return dict(progress, **tracker.to_progress(), stop_reason=stop_reason, **{EVALUATION_PENDING: False})
+
+
+def logged_figures(workdir: str, step: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Return the last train figures logged at or before ``step`` and the dev evaluation logged at ``step``.
+
+    Parameters
+    ----------
+    workdir : str
+        A training work directory.
+    step : int
+        The step a run resumes from.
+
+    Returns
+    -------
+    tuple of (dict, dict)
+        ``train`` and ``eval`` values unprefixed (``{}`` when none); the evaluation carries ``step``.
+    """
+    path = os.path.join(workdir, run_files.METRICS_FILE)
+    last_train: dict[str, Any] = {}
+    last_eval: dict[str, Any] = {}
+    if not os.path.exists(path):
+        return last_train, last_eval
+    with open(path, encoding="utf-8") as file:
+        for line in file:
+            try:
+                record = json.loads(line)
+                at = int(record["step"])
+            except (ValueError, KeyError, TypeError):  # A line cut by a crash.
+                continue
+            if at > step:
+                continue
+            train = {key[len("train/"):]: value for key, value in record.items() if key.startswith("train/")}
+            evaluation = {key[len("eval/"):]: value for key, value in record.items() if key.startswith("eval/")}
+            if train:
+                last_train = train
+            if evaluation and at == step:
+                last_eval = dict(evaluation, step=step)
+    return last_train, last_eval

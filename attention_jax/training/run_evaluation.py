@@ -176,19 +176,8 @@ def _write_sample_translations(run: TrainingRun, step: int, sampled: list[_Sampl
     run.writer.write_table(step, "eval/sample_translations", ("source", "reference", "translation"), samples)
 
 
-def final_params(run: TrainingRun) -> tuple[Any, str]:
-    """Return the parameters whose BLEU counts and their name (Section 6.1's average, or the best).
-
-    Parameters
-    ----------
-    run : TrainingRun
-        The run, after its last step.
-
-    Returns
-    -------
-    tuple of (pytree, str)
-        The parameters and their name.
-    """
+def _final_params(run: TrainingRun) -> tuple[Any, str]:
+    """Return the parameters whose BLEU counts and their name (Section 6.1's average, or the best)."""
     count = run.experiment.run.average_last_checkpoints
     if run.loop.early_stopping.patience > 0:
         best = checkpoints.finished_steps(os.path.join(run.workdir, run_files.BEST_DIR))
@@ -225,7 +214,7 @@ def final_bleu(run: TrainingRun, stop: distributed.StopRequest) -> dict[str, Any
     from attention_jax.evaluation import translation_quality
 
     run.checkpoints.wait()  # Averaging reads the checkpoints from disk.
-    params, described = final_params(run)
+    params, described = _final_params(run)
     settings = run.experiment.decoding
     translator = decode.Translator(run.experiment.model, params, run.data.tokenizer, settings=settings)
     names = run_files.final_bleu_splits(run.experiment.run.final_bleu_splits)

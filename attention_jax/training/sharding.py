@@ -185,22 +185,6 @@ def batch_sharding(mesh: Mesh) -> NamedSharding:
     return NamedSharding(mesh, PartitionSpec(DATA_AXIS))
 
 
-def data_parallel_size(mesh: Mesh) -> int:
-    """Return the number of devices along ``"data"``; global batch rows are a multiple of it.
-
-    Parameters
-    ----------
-    mesh : Mesh
-        The device mesh.
-
-    Returns
-    -------
-    int
-        The data-parallel size.
-    """
-    return int(mesh.shape[DATA_AXIS])
-
-
 def local_data_shards(mesh: Mesh) -> int:
     """Return the number of distinct ``"data"`` positions among this process's devices.
 

@@ -1,7 +1,8 @@
-"""The training loop: build the run, train, log, evaluate, checkpoint, write results (docs/design.md walks it)."""
+"""The training loop: build, train, log, evaluate, checkpoint, write results; reruns (docs/faults.md)."""
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from typing import Any
@@ -20,10 +21,8 @@ from attention_jax.models import language_model, model
 from attention_jax.training import (
     distributed,
     early_stopping,
-    initial_state,
     metric_writer,
     progress,
-    reruns,
     run_context,
     run_evaluation,
     setup_checks,
@@ -31,8 +30,8 @@ from attention_jax.training import (
     train_state,
     workdir_lock,
 )
+from attention_jax.training.device_peaks import Throughput
 from attention_jax.training.run_context import EarlierSessions, LoopState, TrainingRun
-from attention_jax.training.throughput import Throughput
 from attention_jax.training.train_state import Batch, MetricSums, run_update
 
 
@@ -69,18 +68,18 @@ def build_run(experiment: Experiment, workdir: str, data: TrainingData | None,
     schedule = train_state.make_schedule(optimizer_config)
     optimizer = train_state.make_optimizer(optimizer_config, schedule)
     rules = sharding.logical_axis_rules(run_config.param_sharding, mesh)
-    boxed_state = initial_state.abstract_boxed_state(transformer, optimizer)
-    shardings = initial_state.train_state_shardings(boxed_state, mesh, rules)
+    boxed_state = train_state.abstract_boxed_state(transformer, optimizer)
+    shardings = sharding.tree_shardings(boxed_state, mesh, rules)
     steps = train_state.compile_steps(transformer, optimizer, mesh, shardings,
                                       label_smoothing=optimizer_config.label_smoothing,
                                       grad_accum_steps=optimizer_config.grad_accum_steps,
                                       dropout_rng=optimizer_config.dropout_rng)
     manager = checkpoints.TrainingCheckpoints(workdir, keep=run_config.keep_checkpoints)
-    abstract_state = initial_state.abstract_train_state(boxed_state, shardings)
+    abstract_state = train_state.abstract_train_state(boxed_state, shardings)
     setup_checks.check_checkpoint_parameters(workdir, manager.latest_step(), abstract_state.params)
     restored = manager.restore_latest(abstract_state)
     if restored is None:
-        state = initial_state.create_train_state(experiment.seed, transformer, optimizer, shardings)
+        state = train_state.create_train_state(experiment.seed, transformer, optimizer, shardings)
         train_iterator = data.train_iterator(experiment.seed)
         writer = metric_writer.MetricWriter(workdir, resumed_step=int(state.step))
         session_start = time.time()
@@ -279,12 +278,12 @@ def train_and_evaluate(experiment: Experiment, workdir: str, *, data: TrainingDa
     """
     resume_checks.check_resume_compatible(workdir, experiment)
     finished_before = checkpoints.finished_results(workdir, experiment)
-    if finished_before is not None and not reruns.describes_newest_checkpoint(workdir, finished_before):
+    if finished_before is not None and not _describes_newest_checkpoint(workdir, finished_before):
         finished_before = None  # An extension stopped after it rewrote config.json: it trains on.
     if finished_before is not None:
         finished_before["reason"] = "the same command ran it to the end"
     else:
-        finished_before = reruns.nothing_to_do(workdir, experiment.run)
+        finished_before = _nothing_to_do(workdir, experiment.run)
     if finished_before is not None:  # Checked before the lock: a finished rerun writes nothing.
         logging.info("%s already finished at step %d (%s): nothing to do, no file changed: %s.", workdir,
                      finished_before["step"], finished_before.get("stop_reason"), finished_before["reason"])
@@ -307,6 +306,83 @@ def train_and_evaluate(experiment: Experiment, workdir: str, *, data: TrainingDa
             lock.release()
 
 
+def _why_nothing_to_train(step: int, stop_reason: str | None, tracker: early_stopping.EarlyStopping,
+                          num_train_steps: int) -> str | None:
+    """Return why a run at ``step`` has no step left to train (and how to train on), or ``None`` when it trains on."""
+    if stop_reason == early_stopping.STOPPED_EARLY and tracker.should_stop:
+        return (f"early stopping ended it at step {step} after {tracker.stop_description()}; to train on, "
+                f"raise --config.early_stopping_patience above {tracker.evaluations_since_best} (or set it to 0) "
+                f"with --config.num_train_steps above {step}")
+    target = int(num_train_steps)
+    if step > target:
+        return (f"it trained to step {step}, beyond num_train_steps={target}, and a run is never cut back; "
+                f"evaluate an earlier step with python -m attention_jax.evaluate --checkpoint=STEP, or train "
+                f"a new --workdir")
+    if step == target:
+        return f"it reached num_train_steps={target}; raise --config.num_train_steps to train on"
+    return None
+
+
+def _pending_final_splits(results: dict[str, Any], config: RunConfig) -> list[str]:
+    """Return the splits ``config.final_bleu`` asks to decode that ``results`` (``results.json``) has no figures for."""
+    if not config.final_bleu:
+        return []
+    done = set(results.get("final_bleu_splits") or [])
+    return [name for name in run_files.final_bleu_splits(config.final_bleu_splits)
+            if name not in done and results.get(f"{name}_bleu") is None]
+
+
+def _read_finished_results(workdir: str) -> dict[str, Any] | None:
+    """Return ``WORKDIR/results.json`` when it records a finished run, else ``None``."""
+    path = os.path.join(workdir, run_files.RESULTS_FILE)
+    try:
+        with open(path, encoding="utf-8") as file:
+            results = json.load(file)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(results, dict) or not results.get("finished"):
+        return None
+    return results if _describes_newest_checkpoint(workdir, results) else None
+
+
+def _describes_newest_checkpoint(workdir: str, results: dict[str, Any]) -> bool:
+    """Return whether finished ``results`` are the newest checkpoint's (True without one), not a run extended since."""
+    latest = checkpoints.latest_progress(workdir)
+    step = results.get("step")
+    if latest is not None and step != latest[0]:
+        return False
+    if results.get("stop_reason") != early_stopping.REACHED_NUM_STEPS or not isinstance(step, int):
+        return True
+    try:
+        with open(os.path.join(workdir, run_files.CONFIG_FILE), encoding="utf-8") as file:
+            return step >= int(json.load(file)["num_train_steps"])
+    except (OSError, ValueError, KeyError, TypeError):  # An unreadable config.json is resume_checks' to name.
+        return True
+
+
+def _discard_results(workdir: str) -> None:
+    """Remove ``WORKDIR/results.json`` before a run trains on: a finished record would contradict it."""
+    try:
+        os.remove(os.path.join(workdir, run_files.RESULTS_FILE))
+    except FileNotFoundError:
+        pass
+
+
+def _nothing_to_do(workdir: str, config: RunConfig) -> dict[str, Any] | None:
+    """Return a finished run's results with the ``reason`` a rerun does nothing; reads files only (before the lock)."""
+    results = _read_finished_results(workdir)
+    latest = checkpoints.latest_progress(workdir)
+    if results is None or latest is None:
+        return None
+    step, saved = latest
+    saved = run_context.with_logged_evaluation(saved, run_context.logged_figures(workdir, step)[1], config)
+    tracker = early_stopping.EarlyStopping.from_config(config, saved)
+    reason = _why_nothing_to_train(step, saved.get("stop_reason"), tracker, config.num_train_steps)
+    if reason is None or _pending_final_splits(results, config):
+        return None
+    return dict(results, reason=reason)
+
+
 def _remove_if_only_lock(workdir: str) -> None:
     """Remove a work directory this command created when a failure left only its lock."""
     try:
@@ -321,10 +397,10 @@ def _train_locked(experiment: Experiment, workdir: str, data: TrainingData | Non
                   lock: workdir_lock.WorkdirLock | None) -> dict[str, Any]:
     """Run :func:`train_and_evaluate` once the lock is held; config and tokenizer are written only if it trains."""
     run = build_run(experiment, workdir, data, lock)
-    held_by = reruns.why_nothing_to_train(int(run.loop.state.step), run.loop.stop_reason, run.loop.early_stopping,
+    held_by = _why_nothing_to_train(int(run.loop.state.step), run.loop.stop_reason, run.loop.early_stopping,
                                           experiment.run.num_train_steps)
     if held_by is None and jax.process_index() == 0:
-        reruns.discard_results(workdir)  # Before config.json changes: the two never disagree on disk.
+        _discard_results(workdir)  # Before config.json changes: the two never disagree on disk.
     if held_by is None or not os.path.exists(os.path.join(workdir, run_files.CONFIG_FILE)):
         checkpoints.write_config(workdir, experiment)
         run.writer.write_hparams(metric_writer.flat_hparams(experiment.to_json_dict()))
@@ -334,7 +410,7 @@ def _train_locked(experiment: Experiment, workdir: str, data: TrainingData | Non
         resume_checks.write_data_splits(workdir, run.data.split_fingerprints())
     logging.info("%s: %d parameters, mesh %s, param_sharding=%s, dtype=%s.", experiment.name,
                  run.num_params, dict(run.mesh.shape), experiment.run.param_sharding, experiment.model.dtype)
-    previous = reruns.read_finished_results(workdir) if held_by is not None else None
+    previous = _read_finished_results(workdir) if held_by is not None else None
     ended = metric_writer.FAILED  # The session's HParams status unless it gets to the end of the block below.
     try:
         with distributed.StopRequest() as stop:
@@ -348,7 +424,7 @@ def _train_locked(experiment: Experiment, workdir: str, data: TrainingData | Non
             results = dict(previous or progress.run_results(run), finished=finished)
             if not finished and stop.completed_at_request is not None:
                 results["steps_after_stop_request"] = int(run.loop.state.step) - stop.completed_at_request
-            if finished and reruns.pending_final_splits(results, experiment.run):
+            if finished and _pending_final_splits(results, experiment.run):
                 evaluated = run_evaluation.final_bleu(run, stop)
                 finished = results["finished"] = evaluated is not None
                 results.update(evaluated or {})

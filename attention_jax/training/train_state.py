@@ -1,4 +1,5 @@
-"""The train state, the paper's optimizer and schedule (Section 5.3), and the jitted steps that advance them.
+"""The train state (created directly into its shardings: FSDP never holds it on one device), the paper's
+optimizer and schedule (Section 5.3), and the jitted steps that advance them.
 
 A step's gradient is the label-smoothed loss summed over all its non-pad target tokens divided by their number,
 so ``grad_accum_steps=k`` equals one step on the k batches' union (docs/design.md).
@@ -37,6 +38,100 @@ class TrainState(flax.struct.PyTreeNode):
     opt_state: Any
     rng: jax.Array  # uint32 key data; each step's dropout keys are folded from it.
 
+
+
+def _boxed_initial_state(key: jax.Array, transformer: nn.Module,
+                         optimizer: optax.GradientTransformation) -> TrainState:
+    init_key, train_key = jax.random.split(key)
+    ids = language_model.init_arguments(transformer)  # Parameter shapes do not depend on the lengths.
+    params = transformer.init({"params": init_key}, *ids)["params"]  # Boxed with logical axes.
+    return TrainState(step=jnp.zeros((), jnp.int32), params=params,
+                      opt_state=optimizer.init(params), rng=jax.random.key_data(train_key))
+
+
+def abstract_boxed_state(transformer: nn.Module,
+                         optimizer: optax.GradientTransformation) -> TrainState:
+    """Return the initial state's shapes, parameters boxed with their logical axis names; nothing is allocated.
+
+    Parameters
+    ----------
+    transformer, optimizer : nn.Module, optax.GradientTransformation
+        The model and its optimizer (moments inherit the parameters' axes).
+
+    Returns
+    -------
+    TrainState
+        ``jax.ShapeDtypeStruct`` leaves.
+    """
+    return jax.eval_shape(functools.partial(_boxed_initial_state, transformer=transformer,
+                                            optimizer=optimizer), jax.random.key(0))
+
+
+def abstract_train_state(boxed_state: TrainState, shardings: TrainState) -> TrainState:
+    """Return the state's shapes, dtypes and shardings: the target of a checkpoint restore.
+
+    Parameters
+    ----------
+    boxed_state, shardings : TrainState
+        From :func:`abstract_boxed_state` and :func:`sharding.tree_shardings`.
+
+    Returns
+    -------
+    TrainState
+        Unboxed ``jax.ShapeDtypeStruct`` leaves with ``sharding`` set.
+    """
+    return jax.tree.map(lambda leaf, where: jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=where),
+                        nn.meta.unbox(boxed_state), shardings)
+
+
+def create_train_state(seed: int, transformer: nn.Module,
+                       optimizer: optax.GradientTransformation, shardings: TrainState) -> TrainState:
+    """Initialize step 0's parameters and optimizer state directly in their shardings.
+
+    Parameters
+    ----------
+    seed : int
+        Seeds the parameters and, through a split, the dropout keys.
+    transformer, optimizer : nn.Module, optax.GradientTransformation
+        The model and its optimizer.
+    shardings : TrainState
+        From :func:`sharding.tree_shardings`.
+
+    Returns
+    -------
+    TrainState
+        Step 0, unboxed parameters.
+    """
+    def _initialize(key: jax.Array) -> TrainState:
+        return nn.meta.unbox(_boxed_initial_state(key, transformer, optimizer))
+
+    return jax.jit(_initialize, out_shardings=shardings)(jax.random.key(seed))
+
+
+def sharded_initial_state(seed: int, transformer: nn.Module, optimizer: optax.GradientTransformation,
+                          mesh: Mesh, rules: tuple) -> tuple[TrainState, TrainState]:
+    """Return a fresh state in its shardings, and the shardings (benchmarks, tests).
+
+    Parameters
+    ----------
+    seed : int
+        Seeds the parameters and the dropout keys.
+    transformer, optimizer : nn.Module, optax.GradientTransformation
+        The model and its optimizer.
+    mesh : Mesh
+        Device mesh.
+    rules : tuple
+        Logical axis rules.
+
+    Returns
+    -------
+    state : TrainState
+        Step 0.
+    shardings : TrainState
+        Where each leaf lives.
+    """
+    shardings = sharding.tree_shardings(abstract_boxed_state(transformer, optimizer), mesh, rules)
+    return create_train_state(seed, transformer, optimizer, shardings), shardings
 
 
 def paper_learning_rate(step: ArrayLike, *, d_model: int, warmup_steps: int, scale: float = 1.0) -> ArrayLike:
@@ -120,22 +215,11 @@ def make_optimizer(config: OptimizerConfig, schedule: optax.Schedule | None = No
 
 DROPOUT_RNGS = ("threefry", "rbg")
 LAYER_GRAD_NORM_PREFIX = "grad_norm/"
-"""Metric-sum keys ``grad_norm/<module>`` of :func:`layer_gradient_norms` (``grad_norm/encoder_0`` and so on)."""
+"""Metric-sum keys ``grad_norm/<module>`` of :func:`_layer_gradient_norms` (``grad_norm/encoder_0`` and so on)."""
 
 
-def layer_gradient_norms(grads: Any) -> dict[str, jax.Array]:
-    """Return the L2 norm of each top-level module's gradient (Xiong et al. 2020; docs/normalization.md).
-
-    Parameters
-    ----------
-    grads : pytree
-        Per-token gradient.
-
-    Returns
-    -------
-    dict[str, jax.Array]
-        ``grad_norm/<module>`` -> float32 scalar.
-    """
+def _layer_gradient_norms(grads: Any) -> dict[str, jax.Array]:
+    """Return the L2 norm of each top-level module's gradient (Xiong et al. 2020; docs/normalization.md)."""
     return {f"{LAYER_GRAD_NORM_PREFIX}{name}": optax.tree.norm(subtree) for name, subtree in grads.items()}
 
 
@@ -272,7 +356,7 @@ def train_step(state: TrainState, batch: Batch, carry: Carry | None = None, *,
     Returns
     -------
     tuple of (TrainState, dict)
-        The new state and metric sums, with ``grad_norm`` and :func:`layer_gradient_norms`.
+        The new state and metric sums, with ``grad_norm`` and :func:`_layer_gradient_norms`.
     """
     grads, sums, statistics = accumulate_gradients(state, carry, batch, jnp.int32(micro_index),
                                                    transformer=transformer, label_smoothing=label_smoothing,
@@ -283,7 +367,7 @@ def train_step(state: TrainState, batch: Batch, carry: Carry | None = None, *,
     if statistics:  # A model with batch_norm.
         params = normalization.with_running_statistics(params, statistics)
     new_state = state.replace(step=state.step + 1, params=params, opt_state=opt_state)
-    return new_state, dict(sums, grad_norm=optax.tree.norm(grads), **layer_gradient_norms(grads))
+    return new_state, dict(sums, grad_norm=optax.tree.norm(grads), **_layer_gradient_norms(grads))
 
 
 def _eval_step(params: Any, batch: Batch, *, transformer: nn.Module,

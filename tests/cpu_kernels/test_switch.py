@@ -16,7 +16,7 @@ from attention_jax.cpu_kernels import dropout, projection
 from attention_jax.experiment import schema, sections
 from attention_jax.experiment.sections import TransformerConfig
 from attention_jax.models import language_model, metrics, model
-from attention_jax.training import initial_state, sharding, train_state
+from attention_jax.training import sharding, train_state
 from tests.support import fake_data
 
 ON_CPU = jax.default_backend() == "cpu"
@@ -135,7 +135,7 @@ def test_the_train_step_honours_the_switch() -> None:
         transformer = model.Transformer(config.model)
         mesh = sharding.create_mesh((1,), ("data",), devices=jax.devices()[:1])
         optimizer = train_state.make_optimizer(config.optimizer)
-        state, shardings = initial_state.sharded_initial_state(config.seed, transformer, optimizer, mesh,
+        state, shardings = train_state.sharded_initial_state(config.seed, transformer, optimizer, mesh,
                                                                sharding.logical_axis_rules("replicated", mesh))
         steps = train_state.compile_steps(transformer, optimizer, mesh, shardings,
                                           label_smoothing=config.optimizer.label_smoothing)

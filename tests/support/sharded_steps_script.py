@@ -23,7 +23,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from attention_jax.models import model  # noqa: E402
-from attention_jax.training import initial_state, sharding, train_state  # noqa: E402
+from attention_jax.training import sharding, train_state  # noqa: E402
 from tests.support import fake_data  # noqa: E402
 
 NUM_STEPS = 3
@@ -41,7 +41,7 @@ def run_setup(experiment, mesh_shape, mesh_axes, param_sharding, num_devices):
     mesh = sharding.create_mesh(mesh_shape, mesh_axes, devices=jax.devices()[:num_devices])
     transformer = model.Transformer(experiment.model)
     optimizer = train_state.make_optimizer(experiment.optimizer)
-    state, shardings = initial_state.sharded_initial_state(experiment.seed, transformer, optimizer, mesh,
+    state, shardings = train_state.sharded_initial_state(experiment.seed, transformer, optimizer, mesh,
                                                            sharding.logical_axis_rules(param_sharding, mesh))
     steps = train_state.compile_steps(transformer, optimizer, mesh, shardings,
                                 label_smoothing=experiment.optimizer.label_smoothing,

@@ -7,7 +7,7 @@ import pytest
 
 from attention_jax.experiment import sections
 from attention_jax.models import model
-from attention_jax.training import initial_state, sharding, train_state
+from attention_jax.training import sharding, train_state
 from tests.support import fake_data
 
 
@@ -15,7 +15,7 @@ def _one_step_loss(config, dropout_rng: str, step_fn_cache: dict) -> float:
     mesh = sharding.create_mesh((-1,), ("data",))
     transformer = model.Transformer(config.model)
     optimizer = train_state.make_optimizer(config.optimizer)
-    state, shardings = initial_state.sharded_initial_state(config.seed, transformer, optimizer, mesh,
+    state, shardings = train_state.sharded_initial_state(config.seed, transformer, optimizer, mesh,
                                                            sharding.logical_axis_rules("replicated", mesh))
     if dropout_rng not in step_fn_cache:
         step_fn_cache[dropout_rng] = train_state.compile_steps(transformer, optimizer, mesh, shardings,

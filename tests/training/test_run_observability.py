@@ -21,7 +21,7 @@ import pytest
 
 from attention_jax.evaluation import progress
 from attention_jax.foundation import run_files
-from attention_jax.training import device_peaks, metric_writer, throughput, train
+from attention_jax.training import device_peaks, metric_writer, train
 from tests.support import event_files, fake_data
 
 PROGRESS_LINE = re.compile(r"\| ([\d.]+) ms/step \(data wait ([\d.]+) ms\) \| MFU ([\d.e-]+)% \|")
@@ -91,8 +91,8 @@ def _summary_values(workdir: pathlib.Path, tag: str) -> list[tuple[int, Any]]:
 
 def test_close_interval_gives_step_time_and_data_wait_per_timed_step(monkeypatch: pytest.MonkeyPatch) -> None:
     clock = itertools.chain([100.0], itertools.repeat(102.0))  # Resumed at 100 s, the interval closes at 102 s.
-    monkeypatch.setattr(throughput.time, "time", lambda: next(clock))
-    meter = throughput.Throughput()
+    monkeypatch.setattr(device_peaks.time, "time", lambda: next(clock))
+    meter = device_peaks.Throughput()
     meter.resume()
     meter.add_tokens(4000.0)
     for wait in (0.010, 0.030, 0.020, 0.020):
