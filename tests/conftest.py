@@ -116,7 +116,7 @@ LONGEST_TEST_FILES = (
     "tests/commands/test_shipped_configs.py",
     "tests/foundation/test_full_disk.py",
     "tests/cpu_kernels/test_dropout.py",
-    "tests/experiment/test_corpora.py",
+    "tests/data/test_corpora.py",
     "tests/training/test_early_stopping.py",
     "tests/decoding/test_beam_search.py",
     "tests/commands/test_generate.py",
