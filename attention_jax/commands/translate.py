@@ -238,13 +238,17 @@ def main(argv: list[str]) -> None:
 
     if warm_up_tokens > 0:  # While JAX and the run load: what the first line's exported search needs.
         background_warm_up.start_lapack()
-    from attention_jax.checkpointing import params_checkpoints
     from attention_jax.decoding import inference
 
     try:
         if _REAVERAGE.value and _CHECKPOINT.value == "averaged":
+            from attention_jax.checkpointing import params_checkpoints
+
             params_checkpoints.reaverage(_WORKDIR.value)
-        run = inference.load_run(_WORKDIR.value, _CHECKPOINT.value, average_last=_AVERAGE_LAST.value)
+        if warm_up_tokens > 0:  # Line by line: the restored parameters kept, read without Orbax next time.
+            run = background_warm_up.load_run(_WORKDIR.value, _CHECKPOINT.value, _AVERAGE_LAST.value)
+        else:
+            run = inference.load_run(_WORKDIR.value, _CHECKPOINT.value, average_last=_AVERAGE_LAST.value)
         translator = inference.make_translator(
             run, beam_size=_BEAM_SIZE.value, alpha=_ALPHA.value, batch_size=_BATCH_SIZE.value,
             exported_searches=_exported_searches() if warm_up_tokens > 0 else None)

@@ -9,7 +9,9 @@ The persistent compilation cache skips XLA's compilation, not the tracing that c
 most of a warm process's first answer. :class:`ExportedSearches` keeps each traced search as a
 ``jax.export`` artifact beside that cache (trusted code, as the cache is), keyed by JAX, the machine, the
 package's source, the shapes and the settings; a later process loads it and compiles (from the cache)
-without tracing. Not in the run directory: a read-only or shared run could not hold them.
+without tracing. Not in the run directory: a read-only or shared run could not hold them. :func:`load_run`
+keeps the restored parameters there too (:mod:`attention_jax.checkpointing.restored_params`), so a later
+process reads them without Orbax.
 """
 
 from __future__ import annotations
@@ -92,6 +94,88 @@ class BackgroundWarmUp:
                 self.warmed.append(length)
         logging.info("Warmed the search for source buckets %s in %.1f s, in the background.", self.warmed,
                      time.perf_counter() - started)
+
+
+def load_run(workdir: str, checkpoint: str = "latest", average_last: int = 0) -> Any:
+    """Return ``inference.load_run``'s run, with its parameters read from the restore cache where current.
+
+    The first process restores them (Orbax) and keeps them under the compilation cache directory; a later
+    one reads them there, with the config and tokenizer, without importing Orbax. The entry is written after
+    ``load_run``'s checks passed, and only if the run's files did not change during the restore.
+
+    Parameters
+    ----------
+    workdir : str
+        A training work directory or an export.
+    checkpoint : str
+        As ``inference.load_run``'s.
+    average_last : int
+        As ``inference.load_run``'s.
+
+    Returns
+    -------
+    inference.TrainedRun
+        The run; the same parameters as ``inference.load_run``'s.
+    """
+    import jax
+
+    from attention_jax.checkpointing import restored_params
+    from attention_jax.decoding import inference
+
+    identity = _restore_identity(workdir, checkpoint, average_last)
+    if identity is not None:
+        cached = _cached_run(workdir, checkpoint, average_last, identity)
+        if cached is not None:
+            return cached
+    run = inference.load_run(workdir, checkpoint, average_last=average_last)
+    cache_dir = getattr(jax.config, "jax_compilation_cache_dir", None)
+    if identity is not None and cache_dir and identity == _restore_identity(workdir, checkpoint, average_last):
+        path = restored_params.entry_path(cache_dir, workdir, checkpoint, average_last)
+        try:
+            restored_params.save(path, run.params, identity, run.checkpoint)
+        except Exception as error:  # The next process restores them again.
+            logging.warning("The restored parameters are not kept in %s: %s", path, error)
+    return run
+
+
+def _restore_identity(workdir: str, checkpoint: str, average_last: int) -> str | None:
+    """``restored_params.run_identity``, or ``None`` where no entry serves (an export, no run, an unreadable file)."""
+    from attention_jax.checkpointing import exported_run, restored_params
+
+    if not isinstance(workdir, str) or not os.path.isdir(workdir) or exported_run.is_export_directory(workdir):
+        return None
+    try:
+        return restored_params.run_identity(workdir, checkpoint, average_last)
+    except OSError:
+        return None
+
+
+def _cached_run(workdir: str, checkpoint: str, average_last: int, identity: str) -> Any:
+    """The run with its parameters from a current entry, as ``inference.load_run`` builds it; else ``None``."""
+    import jax
+
+    from attention_jax.checkpointing import compilation_cache, restored_params
+    from attention_jax.data.tokenizer import Tokenizer
+    from attention_jax.decoding import inference
+    from attention_jax.foundation import run_files
+    from attention_jax.models.variants import ModelKind
+
+    experiment = restored_params.read_config(workdir)
+    tokenizer_path = os.path.join(workdir, run_files.TOKENIZER_FILE)
+    if experiment is None or experiment.model_kind != ModelKind.ENCODER_DECODER or not os.path.isfile(tokenizer_path):
+        return None  # load_run explains.
+    compilation_cache.enable_unless_set(experiment.run.compilation_cache_dir)  # As load_run does.
+    cache_dir = getattr(jax.config, "jax_compilation_cache_dir", None)
+    found = cache_dir and restored_params.load(restored_params.entry_path(cache_dir, workdir, checkpoint, average_last),
+                                              identity)
+    if not found:
+        return None
+    try:
+        tokenizer = Tokenizer.load(tokenizer_path)
+    except Exception:  # load_run explains.
+        return None
+    params, description = found
+    return inference.TrainedRun(workdir, description, experiment, experiment.model, jax.device_put(params), tokenizer)
 
 
 def start_lapack() -> None:
