@@ -101,13 +101,13 @@ def _check_flags() -> None:
 
 def _check_run_flags(translator: Any) -> None:
     """Refuse ``--nbest`` and ``--alignment_layer`` values the loaded run cannot serve."""
-    from attention_jax.decoding import alignment
-
     if _NBEST.value is not None and _NBEST.value > translator.beam_size:
         raise UserInputError(f"--nbest={_NBEST.value} is more than the beam size {translator.beam_size}: beam "
                              f"search keeps only {translator.beam_size} hypotheses; lower --nbest or raise "
                              f"--beam_size.")
     if _ALIGNMENT.value:
+        from attention_jax.decoding import alignment
+
         try:
             alignment.check_layer(translator.model_config, _ALIGNMENT_LAYER.value)
         except ValueError as error:
@@ -132,14 +132,15 @@ def translate_block(translator: Any, block: list[str], first_index: int) -> list
         One per line, in order; alignments and pieces only with ``--alignment``.
     """
     from attention_jax.commands.translation_output import LineResult
-    from attention_jax.decoding import alignment
-    from attention_jax.evaluation.attention_maps import token_strings
 
     source_ids = translator.encode_sources(block)
     hypotheses = translator.translate_ids_nbest(source_ids, _NBEST.value or 1)
     if not _ALIGNMENT.value:
         return [LineResult(first_index + offset, source, found)
                 for offset, (source, found) in enumerate(zip(block, hypotheses))]
+    from attention_jax.decoding import alignment  # Flax: only --alignment needs it.
+    from attention_jax.evaluation.attention_maps import token_strings
+
     pairs = [(source_ids[offset], list(hypothesis.ids)) for offset, found in enumerate(hypotheses)
              for hypothesis in found]
     flat = iter(alignment.hard_alignments(translator.model_config, translator.params, [pair[0] for pair in pairs],

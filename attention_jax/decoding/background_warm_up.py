@@ -263,14 +263,17 @@ def _exported_search(translator: Any, directory: str, inputs_shape: tuple[int, .
     import jax
     import numpy as np
 
-    from attention_jax.decoding import decode, exported_functions
+    from attention_jax.decoding import decode
 
     settings = _search_settings(translator, inputs_shape[1], num_best)
     shapes = [inputs_shape, inputs_shape[:1]]
     path = os.path.join(directory, _artifact_name(translator.params, shapes, settings))
     try:
-        if os.path.isfile(path):
-            return jax.jit(exported_functions.load_exported(path).call)
+        if os.path.isfile(path):  # exported_functions.load_exported's read, without its Flax import.
+            with open(path, "rb") as file:
+                return jax.jit(jax.export.deserialize(bytearray(file.read())).call)
+        from attention_jax.decoding import exported_functions
+
         params = jax.tree.map(lambda leaf: jax.ShapeDtypeStruct(leaf.shape, leaf.dtype), translator.params)
         search = jax.jit(lambda *arrays: tuple(decode.decode_batch(*arrays, **settings)))
         exported = jax.export.export(search)(params, *(jax.ShapeDtypeStruct(shape, np.int32) for shape in shapes))
