@@ -30,7 +30,7 @@ row). A larger K later adds seeds to the same root.
 
 With ``--corpora=messages_en_de,gnome_help_en_de`` (or a sweep file defining ``get_corpora()``) every row
 (and seed) runs on each corpus, in ``ROOT/<corpus>/<row>[/seed_<k>]``, with ``--config.corpus=<corpus>``
-and the corpus recipe's fields (``attention_jax/experiment/corpora.py``) between the row's config and
+and the corpus recipe's fields (``attention_jax/data/corpora.py``) between the row's config and
 the common overrides; ``ROOT/<corpus>`` is a sweep root of its own (its ``sweep.json``, its report). The
 runs go seed by seed, then corpus by corpus. An unknown corpus is refused before anything is written.
 
@@ -52,8 +52,8 @@ from typing import Callable, Sequence
 
 from absl import app, flags
 
-from attention_jax.experiment import corpora
-from attention_jax.foundation import quiet_exits, run_files, user_errors
+from attention_jax.data import corpora
+from attention_jax.foundation import run_files, user_errors
 from attention_jax.reports import all_reports, sweep_report
 from attention_jax.training import workdir_lock
 from launch import local_executor, row_processes, slurm_executor, sweep_record, sweep_spec, tpu_executor
@@ -447,7 +447,7 @@ def main(parsed: tuple[list[str], list[str]]) -> int:
 
 def run() -> None:
     """``attention-jax-sweep`` and ``python -m attention_jax.sweep`` (:mod:`attention_jax.sweep`): parse flags, run."""
-    with quiet_exits.quiet_pipe_and_interrupt():  # `--dry_run | head`, Ctrl-C before rows run: 141 / 130.
+    with user_errors.quiet_pipe_and_interrupt():  # `--dry_run | head`, Ctrl-C before rows run: 141 / 130.
         app.run(main, flags_parser=_parse_flags)
 
 

@@ -41,7 +41,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import ml_collections
 
-from attention_jax.experiment import corpora
+from attention_jax.data import corpora
 from attention_jax.foundation import run_files
 from launch import row_processes, sweep_spec
 

@@ -21,7 +21,7 @@ the first seeds. Without seeds each row runs once, at its config's own seed, in 
 
 Corpora: with ``corpora`` (``launch.sweep --corpora=a,b``, or the sweep file's optional ``get_corpora()``)
 every run goes to ``<root>/<corpus>/<row>[/seed_<k>]`` with ``--config.corpus=<corpus>`` and its recipe's
-fields (:mod:`attention_jax.experiment.corpora`) after the row's config and before the common overrides;
+fields (:mod:`attention_jax.data.corpora`) after the row's config and before the common overrides;
 a field the row itself sets in ``get_sweep()`` stays the row's. The file's optional
 ``get_corpus_overrides(corpus) -> dict`` adapts a recipe (its keys replace the recipe's). Jobs go seed by
 seed, then corpus by corpus, then row by row.
@@ -38,8 +38,9 @@ from typing import Any, Sequence
 import ml_collections
 
 from attention_jax.commands import shipped_configs
-from attention_jax.experiment import corpora, schema, sections
-from attention_jax.experiment.corpora import Corpus
+from attention_jax.data import corpora
+from attention_jax.data.corpora import Corpus
+from attention_jax.experiment import schema, sections
 from attention_jax.foundation import python_files
 from launch import sweep_file_checks
 
@@ -641,7 +642,7 @@ def resolve_corpora(sweep: Sweep, names: str, overrides: Sequence[str] = ()) -> 
     Raises
     ------
     ValueError
-        For an unknown or repeated name (:func:`attention_jax.experiment.corpora.lookup_corpora`), or an
+        For an unknown or repeated name (:func:`attention_jax.data.corpora.lookup_corpora`), or an
         override of the corpus's data.
     """
     if not names.strip():
@@ -653,7 +654,7 @@ def resolve_corpora(sweep: Sweep, names: str, overrides: Sequence[str] = ()) -> 
     if recipes is not None and given:
         raise ValueError(f"--config.{given[0]} cannot be combined with corpora (--corpora or the sweep file's "
                          f"get_corpora()): it would train every corpus on the same data; drop it, or register a "
-                         f"corpus recipe (attention_jax.experiment.corpora.register_corpus) for that data.")
+                         f"corpus recipe (attention_jax.data.corpora.register_corpus) for that data.")
     return recipes
 
 

@@ -6,6 +6,7 @@ import base64
 import dataclasses
 import json
 import os
+import re
 import shutil
 import time
 from typing import Any, Callable, Mapping, TypeVar
@@ -16,7 +17,6 @@ from absl import logging
 from etils import epath
 from jax.experimental import multihost_utils
 
-from attention_jax.checkpointing import error_lines, exported_run
 from attention_jax.experiment import schema, sections
 from attention_jax.experiment.sections import Experiment
 from attention_jax.foundation import full_disk, run_files
@@ -25,7 +25,29 @@ from attention_jax.foundation.user_errors import UserInputError
 _Read = TypeVar("_Read")
 
 PARAMS_ITEM = "params"  # The parameters' item inside each step directory (orbax Composite layout).
+REASON_LIMIT = 300  # Characters of an error's message that reason_line keeps.
+_TENSORSTORE_ANNOTATION = re.compile(r"\s*\[(?:tensorstore_spec|source locations)=.*", re.S)
 
+
+def reason_line(error: BaseException, limit: int = REASON_LIMIT) -> str:
+    """Return why a checkpoint could not be read as ``"<type>: <message>"``, one line, TensorStore's spec cut.
+
+    Parameters
+    ----------
+    error : BaseException
+        What restoring a checkpoint raised.
+    limit : int
+        Characters of the message kept.
+
+    Returns
+    -------
+    str
+        E.g. ``"ValueError: NOT_FOUND: Error opening ..."``.
+    """
+    message = " ".join(_TENSORSTORE_ANNOTATION.sub("", str(error)).split())
+    if len(message) > limit:
+        message = message[:limit].rstrip() + "..."
+    return f"{type(error).__name__}: {message}" if message else type(error).__name__
 
 
 def absolute_path(path: str | os.PathLike) -> epath.Path:
@@ -43,6 +65,7 @@ def absolute_path(path: str | os.PathLike) -> epath.Path:
     """
     text = os.fspath(path)
     return epath.Path(text if "://" in text else os.path.abspath(text))
+
 
 class IteratorStateHandler(ocp.CheckpointHandler):
     """Orbax handler of the data iterator state: one ``process_<i>-of-<n>.json`` each, bytes base64."""
@@ -92,25 +115,13 @@ class IteratorStateHandler(ocp.CheckpointHandler):
             return base64.b64decode(payload["bytes_base64"])
         return payload["json"]
 
-    def metadata(self, directory: epath.Path) -> None:
-        """Keep no metadata.
-
-        Parameters
-        ----------
-        directory : epath.Path
-            The item's directory.
-        """
+    def metadata(self, directory: epath.Path) -> None:  # numpydoc ignore=PR01
+        """Keep no metadata."""
         del directory
         return None
 
-    def finalize(self, directory: epath.Path) -> None:
-        """Finalize nothing: files are complete when written.
-
-        Parameters
-        ----------
-        directory : epath.Path
-            The item's directory.
-        """
+    def finalize(self, directory: epath.Path) -> None:  # numpydoc ignore=PR01
+        """Finalize nothing: files are complete when written."""
         del directory
 
     def close(self) -> None:
@@ -184,7 +195,7 @@ def read_config(workdir: str) -> Experiment:
 
 # Files beside config.json that only a training run or an export writes.
 _RUN_MARKERS = (run_files.CHECKPOINT_DIR, run_files.TOKENIZER_FILE, run_files.RESULTS_FILE, run_files.METRICS_FILE,
-                exported_run.PARAMS_FILE)
+                run_files.EXPORT_PARAMS_FILE)
 
 
 def write_config(workdir: str, experiment: Experiment) -> None:
@@ -249,7 +260,7 @@ def finished_results(workdir: str, experiment: Experiment) -> dict[str, Any] | N
 
 
 def flatten_config(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """Return a nested config flat: keys joined by dots, tuples as lists (JSON's view).
+    """Return a nested config flat: keys joined by dots after ``prefix``, tuples as lists (JSON's view).
 
     Parameters
     ----------
@@ -424,14 +435,8 @@ class TrainingCheckpoints:
         )
         self._manager = ocp.CheckpointManager(self.directory, options=options)
 
-    def all_steps(self) -> list[int]:
-        """Return the finished checkpoints' steps, ascending.
-
-        Returns
-        -------
-        list[int]
-            The steps.
-        """
+    def _all_steps(self) -> list[int]:
+        """Return the finished checkpoints' steps, ascending."""
         return sorted(self._manager.all_steps())
 
     def latest_step(self) -> int | None:
@@ -474,21 +479,8 @@ class TrainingCheckpoints:
         with full_disk.as_os_error():
             self._manager.save(step, args=args, force=True)
 
-    def restore(self, step: int, abstract_state: Any) -> Restored:
-        """Restore the checkpoint of ``step`` into the shapes and shardings of ``abstract_state``.
-
-        Parameters
-        ----------
-        step : int
-            A step of :meth:`all_steps`.
-        abstract_state : TrainState
-            ``jax.ShapeDtypeStruct`` leaves with the target shardings.
-
-        Returns
-        -------
-        Restored
-            The state and the data iterator state.
-        """
+    def _restore(self, step: int, abstract_state: Any) -> Restored:
+        """Restore the checkpoint of ``step`` into the shapes and shardings of ``abstract_state``."""
         items = self._manager.restore(step, args=ocp.args.Composite(
             params=ocp.args.StandardRestore(abstract_state.params),
             opt_state=ocp.args.StandardRestore(abstract_state.opt_state),
@@ -506,7 +498,7 @@ class TrainingCheckpoints:
         Parameters
         ----------
         abstract_state : TrainState
-            As in :meth:`restore`.
+            ``jax.ShapeDtypeStruct`` leaves with the target shardings.
 
         Returns
         -------
@@ -519,12 +511,12 @@ class TrainingCheckpoints:
             When no checkpoint restores.
         """
         failed: list[int] = []
-        for step in reversed(self.all_steps()):
+        for step in reversed(self._all_steps()):
             try:
-                restored = self.restore(step, abstract_state)
+                restored = self._restore(step, abstract_state)
             except Exception as error:  # Orbax/tensorstore raise many types for damaged files.
                 logging.warning("Checkpoint at step %d is unreadable (%s); falling back to the "
-                                "previous one.", step, error_lines.reason_line(error))
+                                "previous one.", step, reason_line(error))
                 failed.append(step)
                 continue
             self._move_aside(failed)

@@ -15,13 +15,13 @@ import orbax.checkpoint as ocp
 from absl import logging
 from etils import epath
 
-from attention_jax.checkpointing import error_lines
 from attention_jax.checkpointing.checkpoints import (
     PARAMS_ITEM,
     absolute_path,
     finished_steps,
     read_config,
     read_while_rotating,
+    reason_line,
 )
 from attention_jax.experiment.sections import Experiment
 from attention_jax.foundation import full_disk, run_files
@@ -29,27 +29,8 @@ from attention_jax.foundation.user_errors import UserInputError
 from attention_jax.models import language_model
 
 
-def save_params(directory: str, step: int, params: Any, info: Mapping[str, Any], *, keep: int | None = 1) -> None:
-    """Write a parameters-only checkpoint, synchronously (orbax renames it into place when complete).
-
-    Parameters
-    ----------
-    directory : str
-        Orbax manager root, e.g. ``WORKDIR/averaged``.
-    step : int
-        Step to file it under (replaces an existing one).
-    params : pytree
-        Unboxed parameters.
-    info : Mapping[str, Any]
-        JSON-able description (averaged steps, dev perplexity).
-    keep : int or None
-        Newest steps kept; ``None`` keeps all.
-
-    Raises
-    ------
-    OSError
-        For a full disk.
-    """
+def _save_params(directory: str, step: int, params: Any, info: Mapping[str, Any], *, keep: int | None = 1) -> None:
+    """Write a parameters-only checkpoint under ``step`` (replaced), synchronously; ``OSError`` for a full disk."""
     options = ocp.CheckpointManagerOptions(max_to_keep=keep, enable_async_checkpointing=False)
     with (_writing_alone(directory), full_disk.as_os_error(),
           ocp.CheckpointManager(absolute_path(directory), options=options) as manager):
@@ -113,7 +94,7 @@ def keep_if_among_best(directory: str, step: int, perplexity: float, params: Cal
         worst = _read_params_info(directory, ranked[keep - 1]).get("eval_ppl")
         if worst is not None and perplexity >= float(worst):
             return False
-    save_params(directory, step, params(), {"step": step, "eval_ppl": float(perplexity)}, keep=None)
+    _save_params(directory, step, params(), {"step": step, "eval_ppl": float(perplexity)}, keep=None)
     options = ocp.CheckpointManagerOptions(enable_async_checkpointing=False)
     with ocp.CheckpointManager(absolute_path(directory), options=options) as manager:
         for dropped in ranked[keep - 1:]:
@@ -204,7 +185,7 @@ def write_average(workdir: str, last: int, *, source: str = run_files.CHECKPOINT
                                         lambda: average_last_params(workdir, last, directory_name=source),
                                         f"the last {last} checkpoints")
     directory = os.path.join(workdir, run_files.AVERAGED_DIR)
-    save_params(directory, steps[-1], params, {"averaged_steps": steps, "source": source})
+    _save_params(directory, steps[-1], params, {"averaged_steps": steps, "source": source})
     logging.info("Wrote the average of steps %s to %s.", steps, directory)
     return steps
 
@@ -412,9 +393,9 @@ def load_for_inference(workdir: str, which: str = "latest", *,
         except Exception as error:  # Damaged files: try an older one for "latest".
             last_error = error
         logging.warning("Checkpoint %s/%d is unreadable (%s).", directory, step,
-                        error_lines.reason_line(last_error) if last_error else "no error")
+                        reason_line(last_error) if last_error else "no error")
     raise FileNotFoundError(f"no readable checkpoint among {candidates} in {directory}: "
-                            f"{error_lines.reason_line(last_error) if last_error else 'none found'}")
+                            f"{reason_line(last_error) if last_error else 'none found'}")
 
 
 def average_last_params(workdir: str, count: int, *,

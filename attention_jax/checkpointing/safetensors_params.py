@@ -29,24 +29,8 @@ def _key_name(key: Any) -> str:
     return str(name)
 
 
-def flatten_params(params: Any) -> dict[str, np.ndarray]:
-    """Return a parameter tree's leaves as host arrays keyed by tensor name, in the tree's order.
-
-    Parameters
-    ----------
-    params : pytree
-        Parameters, boxed or plain.
-
-    Returns
-    -------
-    dict[str, np.ndarray]
-        ``{"encoder_0/self_attention/query/kernel": array, ...}``.
-
-    Raises
-    ------
-    ValueError
-        For a key holding the separator (two paths would share a name).
-    """
+def _flatten_params(params: Any) -> dict[str, np.ndarray]:
+    """Return the leaves as host arrays keyed by tensor name, in the tree's order (see :func:`tensor_names`)."""
     leaves = jax.tree_util.tree_flatten_with_path(nn.meta.unbox(params))[0]
     return {SEPARATOR.join(_key_name(key) for key in path): np.asarray(jax.device_get(leaf)) for path, leaf in leaves}
 
@@ -128,7 +112,7 @@ def save_safetensors(path: str, params: Any, metadata: Mapping[str, str] | None 
     if not isinstance(params, Mapping):
         raise TypeError(f"save_safetensors's params must be a parameter tree (a dict); got {type(params).__name__}.")
     written = {**dict(metadata or {}), "format": FORMAT}
-    run_files.write_atomically(path, save(flatten_params(params), metadata=written))
+    run_files.write_atomically(path, save(_flatten_params(params), metadata=written))
     return written
 
 

@@ -10,9 +10,9 @@ from typing import Any, Callable, Sequence
 from absl import app, flags
 
 from attention_jax.commands import shipped_configs
-from attention_jax.foundation import log_format, quiet_exits, quiet_libraries, user_errors
+from attention_jax.foundation import quiet_libraries, user_errors
 
-_LOG_FORMAT = flags.DEFINE_enum("log_format", "short", list(log_format.LOG_FORMATS),
+_LOG_FORMAT = flags.DEFINE_enum("log_format", "short", list(quiet_libraries.LOG_FORMATS),
                                 "'short': 'HH:MM:SS I message' log lines; 'absl': absl's long prefix "
                                 "(date, microseconds, thread, file:line).")
 
@@ -100,7 +100,7 @@ def run_command(command: types.ModuleType, flags_parser: Callable[[list[str]], l
     module_name = command.__spec__.name if command.__spec__ is not None else command.__name__  # Not "__main__".
     name = name or f"attention_jax.{module_name.rpartition('.')[2]}"  # Its `python -m` name (program_name).
     try:
-        with quiet_exits.quiet_pipe_and_interrupt():  # `translate | head`, Ctrl-C: status 141 / 130, no traceback.
+        with user_errors.quiet_pipe_and_interrupt():  # `translate | head`, Ctrl-C: status 141 / 130, no traceback.
             app.run(user_errors.usage_errors_in_one_line(name, command.main),
                     flags_parser=flags_parser or user_errors.flag_errors_in_one_line(name))
     except SystemExit as leaving:
@@ -122,6 +122,6 @@ def run_in_one_line(program: str, main: Callable[[Any], Any]) -> None:
     for flag in flags.FLAGS.get_key_flags_for_module(main.__module__):
         flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)  # What --helpshort lists.
     quiet_libraries.install(long_log_format)
-    with quiet_exits.quiet_pipe_and_interrupt():
+    with user_errors.quiet_pipe_and_interrupt():
         app.run(user_errors.usage_errors_in_one_line(program, main),
                 flags_parser=user_errors.flag_errors_in_one_line(program))

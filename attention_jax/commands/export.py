@@ -22,6 +22,7 @@ from typing import Any
 from absl import app, flags, logging
 
 from attention_jax.commands import output_files
+from attention_jax.foundation import run_files
 from attention_jax.foundation.user_errors import UserInputError, exit_with_error
 
 FORMATS = ("safetensors", "jax_export", "directory")
@@ -102,11 +103,11 @@ def export(workdir: str, out: str, file_format: str, *, checkpoint: str = "lates
     UserInputError, FileNotFoundError, ValueError
         With one-line messages.
     """
-    from attention_jax.checkpointing import exported_run, safetensors_params
+    from attention_jax.checkpointing import safetensors_params
     from attention_jax.decoding import exported_functions, inference  # Imported here so --help is fast.
 
     if file_format == "directory":
-        exported_run.check_export_target(out)
+        inference.check_export_target(out)
     run = inference.load_run(workdir, checkpoint, average_last=average_last)
     record: dict[str, Any] = {"out": out, "format": file_format, "checkpoint": run.checkpoint}
     if file_format == "directory":
@@ -131,7 +132,7 @@ def export(workdir: str, out: str, file_format: str, *, checkpoint: str = "lates
         record.update(function=function, input_shapes=[list(aval.shape) for aval in exported.in_avals],
                       platforms=list(exported.platforms))
     record["bytes"] = os.path.getsize(out if file_format != "directory" else
-                                      os.path.join(out, exported_run.PARAMS_FILE))
+                                      os.path.join(out, run_files.EXPORT_PARAMS_FILE))
     return record
 
 

@@ -26,7 +26,7 @@ with ``<line>`` the input line's number from 0, ``score`` ``log P`` (natural log
 ``normalized_score`` ``score / lp(length)``, what beam search ranks by; an empty line prints none.
 ``--print_scores`` adds after each ``H-`` line a ``P-<line>\t<lp> <lp> ...`` line, the log-probability of
 each token of the hypothesis (natural logs, EOS's last; they sum to ``score``), from one teacher-forced
-pass over it (:mod:`attention_jax.decoding.token_scores`); it too switches to tagged lines, and adds
+pass over it (:mod:`attention_jax.decoding.alignment`); it too switches to tagged lines, and adds
 ``token_log_probs`` to ``--format=jsonl``'s objects. ``--input=FILE`` reads the lines from a file
 instead of stdin (a missing file is refused in one line, exit 2, before the model loads).
 
@@ -188,13 +188,13 @@ def _with_token_log_probs(translator: Any, results: list[Any]) -> list[Any]:
     """Return ``results`` with each hypothesis's per-token log-probabilities."""
     import dataclasses
 
-    from attention_jax.decoding import token_scores
+    from attention_jax.decoding import alignment
 
     sources = [translator.encode_sources([result.source])[0] for result in results]
     pairs = [(source, list(hypothesis.ids)) for source, result in zip(sources, results)
              for hypothesis in result.hypotheses]
-    flat = iter(token_scores.token_log_probs(translator.model_config, translator.params, [pair[0] for pair in pairs],
-                                             [pair[1] for pair in pairs], batch_size=translator.batch_size))
+    flat = iter(alignment.token_log_probs(translator.model_config, translator.params, [pair[0] for pair in pairs],
+                                          [pair[1] for pair in pairs], batch_size=translator.batch_size))
     return [dataclasses.replace(result, token_log_probs=[next(flat).tolist() for _ in result.hypotheses])
             for result in results]
 

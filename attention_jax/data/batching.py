@@ -39,16 +39,14 @@ class _TokenPairs(Protocol):
 
 
 def bucket_lengths(max_len: int, min_len: int = MIN_BUCKET_LEN) -> tuple[int, ...]:
-    """Return the buckets' padded lengths: powers of two and 1.5 times them, up to ``max_len`` (the last).
+    """Return the buckets' padded lengths: powers of two and 1.5 times them, ``min_len`` to ``max_len`` (the last).
 
     Neighbours differ by at most 1.5x, so bucketing alone leaves at most a third padding.
 
     Parameters
     ----------
-    max_len : int
-        Longest padded length, at least 1.
-    min_len : int
-        Shortest padded length (when ``max_len`` allows).
+    max_len, min_len : int
+        Longest padded length (at least 1); shortest (when ``max_len`` allows).
 
     Returns
     -------
@@ -136,10 +134,8 @@ def real_token_shapes(shapes: BucketShapes, mean_tokens_per_row: Sequence[float]
         Slot-counted shapes.
     mean_tokens_per_row : Sequence[float]
         Per bucket, from :func:`mean_longer_side_per_bucket` (0: keep the rows).
-    tokens_per_batch : int
-        Real tokens per side of one global batch.
-    row_multiple : int
-        Every row count is a multiple of this.
+    tokens_per_batch, row_multiple : int
+        Real tokens per side of one global batch; every row count is a multiple of ``row_multiple``.
 
     Returns
     -------
@@ -262,19 +258,17 @@ class BatchPlan:
         return [bucket for bucket, count in enumerate(self._batches_per_bucket) if count]
 
     def shuffled_batches(self, seed: int, epoch: int) -> list[PlannedBatch]:
-        """Return an epoch's batches: pairs shuffled within buckets, batches in shuffled order.
+        """Return an epoch's batches (every kept pair once): pairs shuffled within buckets, batches in shuffled order.
 
         Parameters
         ----------
-        seed : int
-            Data seed; the same on every process.
-        epoch : int
-            From 0.
+        seed, epoch : int
+            Data seed, the same on every process; the epoch, from 0.
 
         Returns
         -------
         list[PlannedBatch]
-            Every kept pair once.
+            The batches.
         """
         rng = np.random.default_rng([seed, epoch])
         batches = self._chunk([members[rng.permutation(len(members))] for members in self._members])
@@ -321,12 +315,12 @@ class BatchPlan:
 
 
 def count_tokens(batch: dict) -> dict[str, int]:
-    """Return the real (non-pad) tokens and token slots of each side of a batch.
+    """Return the real (non-pad) tokens and token slots of each side of a batch (a language model's: targets only).
 
     Parameters
     ----------
     batch : dict
-        ``targets`` and, but for a language model, ``inputs`` ids, pad 0.
+        ``targets`` and ``inputs`` ids, pad 0.
 
     Returns
     -------

@@ -70,10 +70,8 @@ def prepare_once(lock_path: str, what: str, is_prepared: Callable[[], bool], pre
 
     Parameters
     ----------
-    lock_path : str
-        Lock file beside the cache (left in place).
-    what : str
-        The cache in words, for log lines.
+    lock_path, what : str
+        Lock file beside the cache (left in place); the cache in words, for log lines.
     is_prepared : Callable[[], bool]
         Asked before and again after taking the lock.
     prepare : Callable[[], None]

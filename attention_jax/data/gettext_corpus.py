@@ -50,10 +50,8 @@ def build_corpus(language: str, locale_dir: str = DEFAULT_LOCALE_DIR, seed: int 
 
     Parameters
     ----------
-    language : str
-        Locale directory name, e.g. ``"fr"``, ``"pt_BR"``.
-    locale_dir : str
-        Where the locales are.
+    language, locale_dir : str
+        Locale directory name (``"fr"``, ``"pt_BR"``); where the locales are.
     seed : int
         Seed of the split.
 
@@ -107,10 +105,8 @@ def write_corpus(corpus: Corpus, directory: str, language: str) -> None:
     ----------
     corpus : Corpus
         From :func:`build_corpus`.
-    directory : str
-        Output directory (created).
-    language : str
-        The target language, for the README.
+    directory, language : str
+        Output directory (created); the target language, for the README.
     """
     os.makedirs(directory, exist_ok=True)
     for name, pairs in corpus.pairs.items():

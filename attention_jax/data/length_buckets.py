@@ -43,19 +43,8 @@ class _LengthBucket:
         return os.path.join(BUCKETS_DIR, f"{self.name}.tsv")
 
 
-def target_words(pair: Pair) -> int:
-    """Return the whitespace-separated words of a pair's target, which buckets and cap count.
-
-    Parameters
-    ----------
-    pair : tuple[str, str]
-        ``(source, target)``.
-
-    Returns
-    -------
-    int
-        The word count.
-    """
+def _target_words(pair: Pair) -> int:
+    """Return the whitespace-separated words of a pair's target, which buckets and cap count."""
     return len(pair[1].split())
 
 
@@ -78,19 +67,19 @@ def _usable(pair: Pair) -> bool:
 
 
 def _sorted_unique(pairs: Sequence[Pair]) -> list[Pair]:
-    return sorted(set(pairs), key=lambda pair: (target_words(pair), pair[0], pair[1]))
+    return sorted(set(pairs), key=lambda pair: (_target_words(pair), pair[0], pair[1]))
 
 
 def _bucket_pairs(corpus: dict[str, list[Pair]], cap: int) -> dict[str, list[Pair]]:
     """Return each bucket's held-apart pairs before sampling, sorted, without repeats or empty sides."""
     usable = {split: [pair for pair in pairs if _usable(pair)] for split, pairs in corpus.items()}
-    pool = [pair for pairs in usable.values() for pair in pairs if target_words(pair) > cap]
-    longest = max((target_words(pair) for pairs in usable.values() for pair in pairs), default=cap)
+    pool = [pair for pairs in usable.values() for pair in pairs if _target_words(pair) > cap]
+    longest = max((_target_words(pair) for pairs in usable.values() for pair in pairs), default=cap)
     ranges = _word_ranges(cap, longest)
-    buckets = {"within_cap": _sorted_unique([pair for pair in usable["test"] if target_words(pair) <= cap])}
+    buckets = {"within_cap": _sorted_unique([pair for pair in usable["test"] if _target_words(pair) <= cap])}
     for name in BUCKET_NAMES[1:]:
         low, high = ranges[name]
-        buckets[name] = _sorted_unique([pair for pair in pool if low <= target_words(pair) <= high])
+        buckets[name] = _sorted_unique([pair for pair in pool if low <= _target_words(pair) <= high])
     return buckets
 
 
@@ -117,7 +106,7 @@ def _bucket_sizes_by_cap(corpus: dict[str, list[Pair]], caps: Sequence[int]) -> 
     table = {}
     for cap in caps:
         sizes = {name: len(pairs) for name, pairs in _bucket_pairs(corpus, cap).items()}
-        table[str(cap)] = {"train": sum(target_words(pair) <= cap for pair in corpus["train"] if _usable(pair)),
+        table[str(cap)] = {"train": sum(_target_words(pair) <= cap for pair in corpus["train"] if _usable(pair)),
                            **sizes}
     return table
 
@@ -147,10 +136,8 @@ def write_length_split(corpus_dir: str, cap: int, out_dir: str, *, min_pairs: in
         The longest training target, in words.
     out_dir : str
         Not ``corpus_dir``.
-    min_pairs : int
-        Pairs every bucket must have available.
-    max_pairs : int
-        A bucket is sampled down to this many (0: all).
+    min_pairs, max_pairs : int
+        Pairs every bucket must have available; a bucket is sampled down to ``max_pairs`` (0: all).
     seed : int
         Seed of the sampling.
 
@@ -169,9 +156,9 @@ def write_length_split(corpus_dir: str, cap: int, out_dir: str, *, min_pairs: in
     corpus = _read_corpus(corpus_dir)
     available = _bucket_pairs(corpus, cap)
     _check_cap(cap, {name: len(pairs) for name, pairs in available.items()}, min_pairs)
-    capped = {split: [pair for pair in pairs if _usable(pair) and target_words(pair) <= cap]
+    capped = {split: [pair for pair in pairs if _usable(pair) and _target_words(pair) <= cap]
               for split, pairs in corpus.items()}
-    longest = max(target_words(pair) for pairs in available.values() for pair in pairs)
+    longest = max(_target_words(pair) for pairs in available.values() for pair in pairs)
     ranges = _word_ranges(cap, longest)
     buckets = {}
     for name in BUCKET_NAMES:
@@ -182,7 +169,7 @@ def write_length_split(corpus_dir: str, cap: int, out_dir: str, *, min_pairs: in
         buckets[name] = dataclasses.asdict(bucket) | {"file": bucket.file_name}
     for split, pairs in capped.items():
         run_files.write_atomically(os.path.join(out_dir, f"{split}.tsv"), _tsv_text(pairs))
-    lengths = [target_words(pair) for pairs in corpus.values() for pair in pairs if _usable(pair)]
+    lengths = [_target_words(pair) for pairs in corpus.values() for pair in pairs if _usable(pair)]
     record = {"cap": cap, "corpus": corpus_dir, "seed": seed, "max_pairs": max_pairs, "min_pairs": min_pairs,
               "corpus_pairs": {split: len(pairs) for split, pairs in capped.items()},
               "train_sources_over_cap": sum(len(source.split()) > cap for source, _ in capped["train"]),

@@ -1,6 +1,7 @@
 """Language-model data: documents -> BPE ids -> packed rows of ``L = config.max_len`` -> batches.
 
-Segment ids and positions restart at each document and row, so attention never crosses documents.
+Segment ids and positions restart at each document and row, so attention never crosses documents. The corpus is
+``synthetic_en_de`` (its ``target_lang`` side), ``txt:DIR`` (a document a line) or a TFDS text dataset (``lm1b``).
 """
 
 from __future__ import annotations
@@ -11,37 +12,32 @@ import os
 import re
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import grain
 import numpy as np
+import tensorflow_datasets as tfds
 from absl import logging
+from tensorflow_datasets.core import constants as tfds_constants
 
-from attention_jax.data import lm_sources
+from attention_jax.data import data_sources
 from attention_jax.data import tokenizer as tokenizer_lib
-from attention_jax.foundation.user_errors import UserInputError
+from attention_jax.foundation import cache_dirs
+from attention_jax.foundation.user_errors import MissingInputError, UserInputError
 
 if TYPE_CHECKING:
     from attention_jax.experiment.sections import DataConfig
 
 ROLES = ("train", "validation", "test")
+TXT_PREFIX = "txt:"
+TXT_FILES = {"train": "train.txt", "validation": "dev.txt", "test": "test.txt"}
 _PREFETCH_BATCHES = 8
 
 
-class PackedRows:
-    """A split's token stream cut into ``[num_rows, L]`` rows with document ids and positions.
+class _PackedRows:
+    """A split's token stream (each document's ids, EOS included) cut into ``[num_rows, L]`` rows.
 
-    Parameters
-    ----------
-    documents : Sequence[Sequence[int]]
-        Token ids of each document, EOS included.
-    length : int
-        ``L``, tokens per row.
-
-    Attributes
-    ----------
-    targets, segmentation, positions : np.ndarray
-        int32 ``[num_rows, L]``; segment 0 is the padding after the last token.
+    ``targets``, ``segmentation``, ``positions``: int32 ``[num_rows, L]``; segment 0 is the padding after the end.
     """
 
     def __init__(self, documents: Sequence[Sequence[int]], length: int) -> None:
@@ -68,39 +64,16 @@ class PackedRows:
 
     @property
     def num_rows(self) -> int:
-        """Return the rows of the split.
-
-        Returns
-        -------
-        int
-            The count.
-        """
+        """Return the rows of the split."""
         return self.targets.shape[0]
 
     def documents(self) -> list[np.ndarray]:
-        """Return each document's token ids (EOS included) whole, in corpus order.
-
-        Returns
-        -------
-        list[np.ndarray]
-            int32 views of :attr:`targets`.
-        """
+        """Return each document's token ids (EOS included) whole, in corpus order."""
         stream = self.targets.reshape(-1)[:self.num_tokens]
         return np.split(stream, np.cumsum(self.document_lengths)[:-1]) if len(self.document_lengths) else []
 
     def batch(self, rows: np.ndarray) -> dict[str, np.ndarray]:
-        """Return the batch of the given rows.
-
-        Parameters
-        ----------
-        rows : np.ndarray
-            ``[B]`` row indices; ``-1`` gives an all-padding row.
-
-        Returns
-        -------
-        dict[str, np.ndarray]
-            ``targets``, ``targets_segmentation``, ``targets_position``: int32 ``[B, L]``.
-        """
+        """Return the int32 ``[B, L]`` batch of the given ``[B]`` rows; row ``-1`` gives an all-padding row."""
         keep = (rows >= 0)[:, None]
         safe = np.maximum(rows, 0)
         return {"targets": np.where(keep, self.targets[safe], 0),
@@ -116,7 +89,7 @@ def _local_rows(global_rows: int, process_index: int, process_count: int) -> sli
 class _TrainSteps(Sequence):
     """Step ``i`` -> this process's rows of global batch ``i``: endless, reshuffled every epoch."""
 
-    def __init__(self, rows: PackedRows, global_rows: int, seed: int, process_index: int,
+    def __init__(self, rows: _PackedRows, global_rows: int, seed: int, process_index: int,
                  process_count: int) -> None:
         self._rows = rows
         self._global_rows = global_rows
@@ -142,7 +115,7 @@ class LanguageModelData:
     ----------
     tokenizer : tokenizer_lib.Tokenizer
         The BPE vocabulary.
-    rows : dict[str, PackedRows]
+    rows : dict[str, _PackedRows]
         Per role (``train``, ``validation``, ``test``).
     documents : dict[str, int]
         Documents per role.
@@ -160,7 +133,7 @@ class LanguageModelData:
         Digests of the dev and test splits.
     """
 
-    def __init__(self, *, tokenizer: tokenizer_lib.Tokenizer, rows: dict[str, PackedRows],
+    def __init__(self, *, tokenizer: tokenizer_lib.Tokenizer, rows: dict[str, _PackedRows],
                  documents: dict[str, int], split_names: dict[str, str], split_bytes: dict[str, int],
                  global_rows: int, process_index: int, process_count: int, num_threads: int,
                  split_sha256: dict[str, str] | None = None) -> None:
@@ -244,12 +217,12 @@ class LanguageModelData:
         return self._rows[self.role_of(split)].documents()
 
     def text_pairs(self, split: str, max_pairs: int = 0) -> list[tuple[str, str]]:
-        """Return no sentence pairs: documents have no source side.
+        """Return no sentence pairs: documents have no source side (``split`` is checked, ``max_pairs`` ignored).
 
         Parameters
         ----------
         split : str
-            Checked as for :meth:`eval_batches`.
+            A role or its configured split name.
         max_pairs : int
             Ignored.
 
@@ -353,7 +326,7 @@ def get_datasets(config: DataConfig, *, process_index: int = 0, process_count: i
     UserInputError
         When the training split fills fewer rows than one batch, or is far too small for ``vocab_size``.
     """
-    source = lm_sources.open_text_source(config)
+    source = _open_text_source(config)
     tokenizer = _load_or_train_tokenizer(source, config)
     names = {"train": config.train_split, "validation": config.eval_split, "test": config.test_split}
     row_multiple = int(np.lcm(rows_multiple, process_count))
@@ -361,7 +334,7 @@ def get_datasets(config: DataConfig, *, process_index: int = 0, process_count: i
     rows, documents, split_bytes, split_sha256 = {}, {}, {}, {}
     for role, name in names.items():
         texts = source.documents(name)
-        rows[role] = PackedRows(tokenizer.encode_batch(texts, add_eos=True), int(config.max_len))
+        rows[role] = _PackedRows(tokenizer.encode_batch(texts, add_eos=True), int(config.max_len))
         documents[role] = len(texts)
         split_bytes[role] = sum(len(text.encode("utf-8")) + 1 for text in texts)  # + the newline ending each.
         if role != "train":
@@ -400,7 +373,7 @@ def _warn_of_overlap(documents: dict[str, list[str]], names: dict[str, str]) -> 
         names["train"])
 
 
-def _load_or_train_tokenizer(source: lm_sources.TextSource, config: DataConfig) -> tokenizer_lib.Tokenizer:
+def _load_or_train_tokenizer(source: _TextSource, config: DataConfig) -> tokenizer_lib.Tokenizer:
     if (fine_tuned := tokenizer_lib.tokenizer_for(config.fine_tune_from)) is not None:
         return fine_tuned  # The source run's vocabulary, whatever this text would train.
     max_sentences = config.tokenizer_max_sentences
@@ -421,3 +394,86 @@ def _load_or_train_tokenizer(source: lm_sources.TextSource, config: DataConfig) 
                          f"{config.vocab_size}: its BPE vocabulary stops at {tokenizer.vocab_size} pieces. "
                          f"Set --config.vocab_size={tokenizer.vocab_size} or less, or train on more text.")
     return tokenizer
+
+
+class _TextSource:
+    """A language-model corpus: each split's documents (``read_split(split) -> list[str]``), read once and kept."""
+
+    def __init__(self, description: str, read_split: Any, cache_root: str) -> None:
+        self.description = description
+        self._read_split = read_split
+        self._documents: dict[str, list[str]] = {}
+        self._cache_root = cache_root
+
+    def documents(self, split: str) -> list[str]:
+        """Return a split's non-empty documents, in corpus order."""
+        if split not in self._documents:
+            self._documents[split] = [text for text in self._read_split(split) if text.strip()]
+        return self._documents[split]
+
+    def cache_dir(self, train_split: str) -> str:
+        """Return the directory of this corpus's derived files, by a fingerprint of its training documents."""
+        documents = self.documents(train_split)
+        if not documents:
+            raise UserInputError(f"The training split {train_split!r} of {self.description} holds no text (no "
+                                 "non-empty line): a language model needs documents to train on.")
+        digest = hashlib.sha256(f"{self.description}:{train_split}:{len(documents)}".encode())
+        for index in sorted({0, len(documents) // 3, len(documents) // 2, len(documents) - 1}):
+            digest.update(documents[index].encode("utf-8", errors="replace") + b"\n")
+        return os.path.join(self._cache_root, "lm", digest.hexdigest()[:12])
+
+
+def _open_text_source(config: DataConfig) -> _TextSource:
+    """Open the language-model corpus ``config.dataset`` names (see the module docstring)."""
+    dataset = str(config.dataset).strip()
+    data_dir = cache_dirs.data_dir(str(config.data_dir))  # None: TFDS's default.
+    cache_root = os.path.join(data_dir or tfds_constants.DATA_DIR, data_sources.CACHE_DIR_NAME)
+    if dataset.startswith(TXT_PREFIX):
+        directory = dataset[len(TXT_PREFIX):]
+        _require_txt_files(directory)
+        return _TextSource(dataset, lambda split: _read_txt(directory, split), cache_root)
+    if dataset == data_sources.SYNTHETIC_DATASET or dataset.startswith(data_sources.SYNTHETIC_DATASET + "/"):
+        translation = data_sources.open_translation_source(config)
+        return _TextSource(dataset, lambda split: [target for _, target in translation.text_pairs(
+            split, range(translation.num_examples(split)))], cache_root)
+    builder = _tfds_text_builder(dataset, data_dir)
+    feature = config.text_feature
+    if feature not in builder.info.features:
+        raise ValueError(f"TFDS dataset {dataset!r} has no feature {feature!r} (it has "
+                         f"{sorted(builder.info.features.keys())}): set --config.text_feature to the one "
+                         "holding the text.")
+    return _TextSource(dataset, lambda split: _read_tfds(builder, split, feature), cache_root)
+
+
+def _require_txt_files(directory: str) -> None:
+    missing = [name for name in TXT_FILES.values() if not os.path.isfile(os.path.join(directory, name))]
+    if missing:
+        raise MissingInputError(
+            f"config.dataset='txt:{directory}' needs {', '.join(TXT_FILES.values())} (one document per "
+            f"line) in that directory; missing: {', '.join(missing)}.")
+
+
+def _read_txt(directory: str, split: str) -> list[str]:
+    if split not in TXT_FILES:
+        raise UserInputError(f"A txt: corpus has the splits {list(TXT_FILES)}; got {split!r} (set "
+                         "config.train_split, eval_split and test_split to those).")
+    with open(os.path.join(directory, TXT_FILES[split]), encoding="utf-8", errors="replace") as file:
+        return [line.rstrip("\n") for line in file]
+
+
+def _tfds_text_builder(name: str, data_dir: str | None) -> tfds.core.DatasetBuilder:
+    try:
+        return tfds.builder(name, data_dir=data_dir, file_format="array_record")
+    except tfds.core.registered.DatasetNotFoundError as error:
+        raise UserInputError(
+            f"Unknown config.dataset {name!r} for a language model. Use 'synthetic_en_de' (embedded), "
+            f"'{TXT_PREFIX}/path/to/dir' (train.txt, dev.txt, test.txt) or a TFDS text dataset such as "
+            "'lm1b'.") from error
+
+
+def _read_tfds(builder: tfds.core.DatasetBuilder, split: str, feature: str) -> list[str]:
+    try:
+        records = builder.as_data_source(split=split)
+    except Exception as error:  # noqa: BLE001  TFDS raises several types for unprepared data.
+        raise MissingInputError(data_sources.not_prepared_message(builder, split, error)) from error
+    return [data_sources.as_text(records[index][feature]) for index in range(len(records))]

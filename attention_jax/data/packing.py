@@ -63,12 +63,8 @@ def make_packed_shapes(max_len: int, tokens_per_batch: int, row_multiple: int,
 
     Parameters
     ----------
-    max_len : int
-        Longest pair; the longest row length.
-    tokens_per_batch : int
-        Token slots per side of one global batch.
-    row_multiple : int
-        Every row count is a multiple of this.
+    max_len, tokens_per_batch, row_multiple : int
+        As in :func:`batching.make_bucket_shapes`; ``max_len`` is the longest row length.
     row_lengths : Sequence[int]
         ``config.packing_row_lengths``; empty: the default.
 
@@ -259,19 +255,17 @@ class PackedPlan:
         return [bucket for bucket, rows in enumerate(self._rows_per_length()) if rows]
 
     def shuffled_batches(self, seed: int, epoch: int) -> list[batching.PlannedBatch]:
-        """Return an epoch's batches: each length's rows shuffled and cut, then the batches shuffled.
+        """Return an epoch's batches (every kept pair once): each length's rows shuffled and cut, batches shuffled.
 
         Parameters
         ----------
-        seed : int
-            Data seed; the same on every process.
-        epoch : int
-            From 0.
+        seed, epoch : int
+            Data seed, the same on every process; the epoch, from 0.
 
         Returns
         -------
         list[batching.PlannedBatch]
-            Every kept pair once.
+            The batches.
         """
         rng = np.random.default_rng([seed, epoch])
         batch_bucket = self._batch_bucket()
@@ -343,7 +337,7 @@ def _pack_side(side: token_cache.TokenizedSide, rows: np.ndarray,
 
 
 def make_packed_batch(tokenized: token_cache.TokenizedSplit, length: int, rows: np.ndarray) -> dict:
-    """Build one packed batch.
+    """Build one packed batch: int32 ``[rows, L]`` ``inputs``, ``targets`` (pad 0), ``*_segmentation``, ``*_position``.
 
     Parameters
     ----------
@@ -357,8 +351,7 @@ def make_packed_batch(tokenized: token_cache.TokenizedSplit, length: int, rows: 
     Returns
     -------
     dict
-        int32 ``[rows, L]``: ``inputs``, ``targets`` (pad 0), ``*_segmentation`` (``k`` on pair ``k``) and
-        ``*_position``.
+        The batch; segment ``k`` is the row's pair ``k``.
     """
     batch = {}
     for name, side in (("inputs", tokenized.source), ("targets", tokenized.target)):

@@ -47,10 +47,8 @@ class TokenizedSide:
 
         Parameters
         ----------
-        rows : np.ndarray
-            int32 ``[len(sentence_indices), padded_len]`` zeros, written in place.
-        sentence_indices : np.ndarray
-            One per row; negative leaves the row padding.
+        rows, sentence_indices : np.ndarray
+            int32 ``[len(sentence_indices), padded_len]`` zeros, written in place; an index per row (negative: pad).
         """
         for row, sentence in enumerate(sentence_indices.tolist()):
             if sentence < 0:
@@ -59,14 +57,8 @@ class TokenizedSide:
             rows[row, : end - start] = self.ids[start:end]
             rows[row, end - start] = tokenizer_lib.EOS_ID
 
-    def sentence_hashes(self) -> np.ndarray:
-        """Return a 64-bit hash of each sentence: ids mixed with positions (SplitMix64), summed, mixed with the length.
-
-        Returns
-        -------
-        np.ndarray
-            uint64 ``[num_sentences]``.
-        """
+    def _sentence_hashes(self) -> np.ndarray:
+        """Return a 64-bit hash of each sentence: ids mixed with positions (SplitMix64), summed, then the length."""
         hashes = np.empty(len(self), np.uint64)
         for first in range(0, len(self), _HASH_CHUNK_SENTENCES):
             last = min(first + _HASH_CHUNK_SENTENCES, len(self))
@@ -111,7 +103,8 @@ class TokenizedSplit:
             uint64 ``[num_pairs]``.
         """
         with np.errstate(over="ignore"):
-            return _mix64(self.source.sentence_hashes() * np.uint64(0x9E3779B97F4A7C15) ^ self.target.sentence_hashes())
+            return _mix64(self.source._sentence_hashes() * np.uint64(0x9E3779B97F4A7C15)
+                          ^ self.target._sentence_hashes())
 
 
 def load_or_tokenize_split(

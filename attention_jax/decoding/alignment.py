@@ -1,14 +1,14 @@
-"""Hard source-target alignments of translations, read from the decoder's cross-attention.
+"""Teacher-forced passes over given translations: hard alignments and per-token log-probabilities.
 
-A teacher-forced pass aligns each target piece to the source piece it attends to most, heads averaged
-(fairseq's way; layer ``-2`` as Garg et al., 2019 prefer; docs/quickstart.md, ``--alignment``).
+An alignment pairs each target piece with the source piece it attends to most, heads averaged (fairseq's way;
+docs/quickstart.md, ``--alignment``); the log-probabilities are ``translate --print_scores``'s (fairseq's ``P-``).
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import flax.linen as nn
 import jax
@@ -20,7 +20,7 @@ from attention_jax.experiment.sections import TransformerConfig
 from attention_jax.models import attention_registry
 from attention_jax.models.model import PAD_ID, Transformer
 
-# Shapes: B pairs, S source length, T target length (both bucketed), H heads.
+# Shapes: B pairs, S source length, T target length (both bucketed), H heads, N vocabulary.
 Array = jax.Array
 Alignment = list[tuple[int, int]]  # (source, target) piece positions from 0, EOS excluded, by target.
 
@@ -33,7 +33,7 @@ def check_layer(model_config: TransformerConfig, layer: int) -> int:
     model_config : TransformerConfig
         The model.
     layer : int
-        ``0 .. num_layers - 1``, or negative from the last.
+        ``0 .. num_layers - 1``, or negative from the last (Garg et al., 2019 prefer ``-2``).
 
     Returns
     -------
@@ -160,3 +160,55 @@ def format_pairs(alignment: Alignment) -> str:
         The pairs; ``""`` for none.
     """
     return " ".join(f"{source}-{target}" for source, target in alignment)
+
+
+@functools.partial(jax.jit, static_argnames=("model_config",))
+def _forced_log_probs(params: Any, inputs: Array, targets: Array, *, model_config: TransformerConfig) -> Array:
+    """Return ``log p(targets[b, t] | inputs[b], targets[b, :t])`` ``[B, T]``, 0 at padding (jitted)."""
+    logits = cast(Array, Transformer(model_config).apply({"params": params}, inputs, targets))  # [B,T,N]
+    log_probs = jax.nn.log_softmax(logits.astype(jnp.float32))
+    chosen = jnp.take_along_axis(log_probs, targets[..., None], axis=-1)[..., 0]  # [B,T]
+    return jnp.where(targets != PAD_ID, chosen, 0.0)
+
+
+def token_log_probs(model_config: TransformerConfig, params: Any, source_ids: Sequence[Sequence[int]],
+                    target_ids: Sequence[Sequence[int]], *, batch_size: int = 64) -> list[np.ndarray]:
+    """Return each target token's log-probability given its source and the tokens before it.
+
+    Beam search keeps only the total; these sum to a hypothesis's ``score``.
+
+    Parameters
+    ----------
+    model_config : TransformerConfig
+        The model.
+    params : pytree
+        Plain parameters.
+    source_ids, target_ids : Sequence[Sequence[int]]
+        Pairs ending in EOS; a pair with an empty side gives an empty array.
+    batch_size : int
+        Pairs per forced pass.
+
+    Returns
+    -------
+    list[np.ndarray]
+        float64 ``[len(target)]`` per pair, natural logs.
+
+    Raises
+    ------
+    ValueError
+        For unequal lists, or a side longer than the model's positions.
+    """
+    if len(source_ids) != len(target_ids):
+        raise ValueError(f"{len(source_ids)} sources but {len(target_ids)} targets: give one target per source.")
+    forced_config = model_config.replace(decode=False)
+    scores = [np.zeros(0, np.float64) for _ in source_ids]
+    pairs = [index for index, (source, target) in enumerate(zip(source_ids, target_ids)) if source and target]
+    for start in range(0, len(pairs), batch_size):
+        indices = pairs[start: start + batch_size]
+        rows = decode.bucket_rows(len(indices), batch_size)
+        inputs, targets = (_padded([sequences[index] for index in indices], rows, model_config.max_len)
+                           for sequences in (source_ids, target_ids))
+        values = np.asarray(_forced_log_probs(params, inputs, targets, model_config=forced_config), np.float64)
+        for row, index in enumerate(indices):
+            scores[index] = values[row, : len(target_ids[index])]
+    return scores

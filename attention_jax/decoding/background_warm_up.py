@@ -1,17 +1,8 @@
 """Warm a translator's source buckets in a background thread, after the first line's own; trace each once.
 
-Line by line, ``translate`` keeps one program per source bucket (``Translator.warm_up``). The first line's
-search is compiled (or loaded) when it arrives, its answer printed, and the other buckets are warmed while
-the next line is awaited. The caller and the thread never run JAX on the translator at once: each bucket
-is warmed holding a lock, which the caller takes around each block (:meth:`BackgroundWarmUp.holding`).
-
-The persistent compilation cache skips XLA's compilation, not the tracing that computes its key, which was
-most of a warm process's first answer. :class:`ExportedSearches` keeps each traced search as a
-``jax.export`` artifact beside that cache (trusted code, as the cache is), keyed by JAX, the machine, the
-package's source, the shapes and the settings; a later process loads it and compiles (from the cache)
-without tracing. Not in the run directory: a read-only or shared run could not hold them. :func:`load_run`
-keeps the restored parameters there too (:mod:`attention_jax.checkpointing.restored_params`), so a later
-process reads them without Orbax.
+The compilation cache skips XLA's compilation, not the tracing that computes its key: :class:`ExportedSearches`
+keeps each traced search as a ``jax.export`` artifact beside that cache, so a later process does not trace.
+:func:`load_run` keeps the restored parameters there too, read again without Orbax.
 """
 
 from __future__ import annotations
@@ -29,12 +20,13 @@ from absl import logging
 
 from attention_jax.foundation import cache_dirs
 
-SEARCHES_SUBDIR = "exported_searches"
-"""Where :class:`ExportedSearches` keeps its artifacts, under the compilation cache directory."""
+SEARCHES_SUBDIR = "exported_searches"  # Under the compilation cache directory: a read-only run could not hold them.
 
 
 class BackgroundWarmUp:
     """Warm ``buckets`` of ``translator`` one by one in a daemon thread, from :meth:`start` on.
+
+    Each bucket is warmed holding a lock, which the caller takes around each block (:meth:`holding`).
 
     Parameters
     ----------
@@ -139,10 +131,11 @@ def load_run(workdir: str, checkpoint: str = "latest", average_last: int = 0) ->
 
 
 def _restore_identity(workdir: str, checkpoint: str, average_last: int) -> str | None:
-    """``restored_params.run_identity``, or ``None`` where no entry serves (an export, no run, an unreadable file)."""
-    from attention_jax.checkpointing import exported_run, restored_params
+    """``restored_params.run_identity``, or ``None`` where no entry serves (no checkpoints/: an export; unreadable)."""
+    from attention_jax.checkpointing import restored_params
+    from attention_jax.foundation import run_files
 
-    if not isinstance(workdir, str) or not os.path.isdir(workdir) or exported_run.is_export_directory(workdir):
+    if not isinstance(workdir, str) or not os.path.isdir(os.path.join(workdir, run_files.CHECKPOINT_DIR)):
         return None
     try:
         return restored_params.run_identity(workdir, checkpoint, average_last)
@@ -194,8 +187,7 @@ def start_lapack() -> None:
 class ExportedSearches:
     """A translator's fixed-shape searches as ``jax.export`` artifacts kept under a compilation cache directory.
 
-    A search met for the first time is traced, exported and written (atomically) before it runs; one written
-    before is read and called instead of being traced. Hypotheses are those of the plain search.
+    Keyed by JAX, the machine, the package's source, the shapes and the settings; hypotheses are the plain search's.
 
     Parameters
     ----------

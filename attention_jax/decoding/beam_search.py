@@ -34,45 +34,15 @@ class SearchResult(NamedTuple):
     num_steps: Array  # int32 scalar: steps the loop ran for the whole batch.
 
 
-def length_penalty(length: Array | float, alpha: float) -> Array:
-    """Return the GNMT length penalty ``lp(Y) = ((5 + |Y|) / 6) ** alpha`` (Section 6.1).
-
-    Parameters
-    ----------
-    length : Array or float
-        ``|Y|``, EOS included.
-    alpha : float
-        Strength; 0 disables it, the paper uses 0.6.
-
-    Returns
-    -------
-    Array
-        float32, the shape of ``length``.
-    """
+def _length_penalty(length: Array | float, alpha: float) -> Array:
+    """The GNMT length penalty ``lp(Y) = ((5 + |Y|) / 6) ** alpha`` (Section 6.1), ``|Y|`` with EOS."""
     return jnp.power((5.0 + jnp.asarray(length, jnp.float32)) / 6.0, alpha)
 
 
-def best_possible_score(log_prob: Array, length: Array, max_length: Array, alpha: float) -> Array:
-    """Return an upper bound on the score of any finished extension of a live hypothesis (docs/design.md).
-
-    Parameters
-    ----------
-    log_prob : Array
-        ``log P`` of the live hypothesis (``<= 0``).
-    length : Array
-        Its length ``t`` so far.
-    max_length : Array
-        The sentence's maximum output length ``M``.
-    alpha : float
-        Length-penalty strength.
-
-    Returns
-    -------
-    Array
-        ``max(log_prob / lp(t + 1), log_prob / lp(M))``.
-    """
-    shortest = log_prob / length_penalty(length + 1, alpha)
-    longest = log_prob / length_penalty(max_length, alpha)
+def _best_possible_score(log_prob: Array, length: Array, max_length: Array, alpha: float) -> Array:
+    """Bound the score of any finished extension of a live hypothesis of length ``t`` (docs/design.md)."""
+    shortest = log_prob / _length_penalty(length + 1, alpha)
+    longest = log_prob / _length_penalty(max_length, alpha)
     return jnp.maximum(shortest, longest)
 
 
@@ -88,21 +58,8 @@ def _restrict_next_tokens(log_probs: Array, step: Array, max_lengths: Array, ban
     return jnp.where(allowed, log_probs, NEG_INF)
 
 
-def gather_beams(state: Any, beam_indices: Array) -> Any:
-    """Reorder every per-hypothesis leaf of ``state`` by beam within each sentence (no row crosses devices).
-
-    Parameters
-    ----------
-    state : pytree
-        Leaves ``[B * K, ...]`` (beam ``k`` of sentence ``b`` at row ``b * K + k``) or scalars.
-    beam_indices : Array
-        int32 ``[B, K]``: new beam ``k`` continues old beam ``beam_indices[b, k]``.
-
-    Returns
-    -------
-    pytree
-        ``state`` reordered; scalars unchanged.
-    """
+def _gather_beams(state: Any, beam_indices: Array) -> Any:
+    """Reorder leaves ``[B * K, ...]`` so new beam ``k`` continues old ``beam_indices[b, k]``; scalars kept."""
     num_sentences, beam_size = beam_indices.shape
     rows = (jnp.arange(num_sentences)[:, None] * beam_size + beam_indices).reshape(-1)  # [B*K]
 
@@ -251,17 +208,17 @@ def _beam_search_step(state: _BeamState, *, step_fn: StepFn, max_lengths: Array,
 
     # Live hypotheses: the best K candidates that do not end in EOS.
     alive_log_probs, alive_pick = jax.lax.top_k(jnp.where(is_eos, NEG_INF, candidates.log_probs), beam_size)
-    model_state = gather_beams(model_state, _take_beams(candidates.parent_beams, alive_pick))
+    model_state = _gather_beams(model_state, _take_beams(candidates.parent_beams, alive_pick))
 
     # Finished hypotheses: EOS candidates among the best K.
     length = state.step + 1
     finishing = jnp.logical_and(is_eos, jnp.arange(2 * beam_size)[None] < beam_size)
-    new_scores = jnp.where(finishing, candidates.log_probs / length_penalty(length, alpha), NEG_INF)
+    new_scores = jnp.where(finishing, candidates.log_probs / _length_penalty(length, alpha), NEG_INF)
     state = _merge_finished(state, candidates, new_scores, length)
 
     done = jnp.logical_or(state.done, length >= max_lengths)
     if early_stop:
-        bound = best_possible_score(alive_log_probs[:, 0], length, max_lengths, alpha)
+        bound = _best_possible_score(alive_log_probs[:, 0], length, max_lengths, alpha)
         # The num_best-th finished hypothesis (-inf until that many exist) must beat every extension.
         done = jnp.logical_or(done, state.finished_scores[:, num_best - 1] >= bound)
     # A done sentence keeps no live hypotheses, so later steps cannot change it; once all are done the
@@ -283,7 +240,7 @@ def beam_search(step_fn: StepFn, initial_state: Any, max_lengths: Array, *, beam
 
     Of the ``2 K`` most probable extensions, EOS ones among the best ``K`` finish and the best ``K`` others
     stay live. A sentence is done at its maximum length or, with ``early_stop``, once its ``num_best``-th
-    finished score reaches :func:`best_possible_score` of its best live hypothesis.
+    finished score reaches :func:`_best_possible_score` of its best live hypothesis.
 
     Parameters
     ----------
@@ -355,23 +312,11 @@ def greedy_search(step_fn: StepFn, initial_state: Any, max_lengths: Array, *, al
 
     Parameters
     ----------
-    step_fn : StepFn
-        Next-token logits for ``B`` hypotheses.
-    initial_state : pytree
-        ``step_fn``'s state, leaves ``[B, ...]`` or scalars.
-    max_lengths : Array
-        int ``[B]`` maximum output lengths, EOS included; 0 for none.
+    step_fn, initial_state, max_lengths : Any
+        As for :func:`beam_search`, with ``B`` rows.
     alpha : float
         Used only for ``scores``.
-    max_decode_len : int
-        ``L``.
-    eos_id, bos_id : int
-        End and start tokens.
-    banned_ids : tuple of int
-        Ids never emitted.
-    stage_ends : tuple of int
-        As for :func:`beam_search`.
-    grow_state : GrowState, optional
+    max_decode_len, eos_id, bos_id, banned_ids, stage_ends, grow_state : Any
         As for :func:`beam_search`.
 
     Returns
@@ -420,6 +365,6 @@ def greedy_search(step_fn: StepFn, initial_state: Any, max_lengths: Array, *, al
                            grow_state=grow_state)
     empty = max_lengths <= 0
     log_probs = jnp.where(empty, NEG_INF, final.log_probs)
-    scores = log_probs / length_penalty(final.lengths, alpha)
+    scores = log_probs / _length_penalty(final.lengths, alpha)
     return SearchResult(final.tokens[:, None], scores[:, None], log_probs[:, None], final.lengths[:, None],
                         final.step)

@@ -22,7 +22,7 @@ import numpy as np
 
 from attention_jax.decoding import beam_search
 from attention_jax.decoding.beam_search import EOS_ID, PAD_ID
-from attention_jax.decoding.source_checks import checked_ids, checked_sentences
+from attention_jax.decoding.text_batches import checked_ids, checked_sentences
 from attention_jax.experiment.sections import DecodeSettings, TransformerConfig
 from attention_jax.foundation import cache_dirs, run_files
 
@@ -33,39 +33,18 @@ MIN_SOURCE_BUCKET = 8
 
 
 class TextCodec(Protocol):
-    """What decoding needs from a tokenizer (``data.tokenizer.Tokenizer`` has it)."""
+    """What decoding needs from a tokenizer (``data.tokenizer.Tokenizer`` has it).
+
+    ``vocab_size`` pieces; ``encode(text)``: the ids of a sentence, ending in EOS; ``decode(ids)``: the text
+    of ``ids`` up to the first EOS.
+    """
 
     @property
-    def vocab_size(self) -> int:
-        """The number of pieces in the vocabulary."""
+    def vocab_size(self) -> int: ...  # numpydoc ignore=GL08
 
-    def encode(self, text: str) -> list[int]:
-        """Return the ids of ``text``, ending in EOS.
+    def encode(self, text: str) -> list[int]: ...  # numpydoc ignore=GL08
 
-        Parameters
-        ----------
-        text : str
-            The sentence.
-
-        Returns
-        -------
-        list[int]
-            Its ids.
-        """
-
-    def decode(self, ids: Sequence[int]) -> str:
-        """Return the text of ``ids`` up to the first EOS.
-
-        Parameters
-        ----------
-        ids : Sequence[int]
-            Token ids.
-
-        Returns
-        -------
-        str
-            The detokenized text.
-        """
+    def decode(self, ids: Sequence[int]) -> str: ...  # numpydoc ignore=GL08
 
 
 @functools.partial(jax.jit, static_argnames=("model_config", "method", "beam_size", "alpha",

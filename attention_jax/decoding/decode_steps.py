@@ -17,23 +17,8 @@ Array = jax.Array
 POSITION_MULTIPLE = 16  # Cache lengths and stage ends are multiples of this: few shapes to compile.
 
 
-def init_cache(model_config: TransformerConfig, num_rows: int, max_decode_len: int) -> Any:
-    """Return an empty key/value cache for ``num_rows`` hypotheses of up to ``max_decode_len`` tokens.
-
-    Parameters
-    ----------
-    model_config : TransformerConfig
-        The model.
-    num_rows : int
-        ``N``.
-    max_decode_len : int
-        ``L``.
-
-    Returns
-    -------
-    pytree
-        The ``cache`` collection, zeros: keys/values ``[N, H, L, K|V]`` per layer, and the counters.
-    """
+def _init_cache(model_config: TransformerConfig, num_rows: int, max_decode_len: int) -> Any:
+    """Return the zero ``cache`` collection: keys/values ``[N, H, L, K|V]`` per layer, and the counters."""
     model = Transformer(model_config.replace(decode=True))
     shapes = jax.eval_shape(lambda: model.init(
         jax.random.key(0), jnp.ones((num_rows, 1), jnp.int32), jnp.ones((num_rows, max_decode_len), jnp.int32)))
@@ -45,12 +30,8 @@ def cache_stage_ends(max_decode_len: int, num_stages: int, multiple: int = POSIT
 
     Parameters
     ----------
-    max_decode_len : int
-        ``L``.
-    num_stages : int
-        Stages wanted; fewer when ``L`` is short.
-    multiple : int
-        Every stage ends at a multiple of this.
+    max_decode_len, num_stages, multiple : int
+        ``L``; stages wanted (fewer when ``L`` is short); every stage ends at a multiple of ``multiple``.
 
     Returns
     -------
@@ -154,6 +135,6 @@ def search_setup(model_config: TransformerConfig, params: Any, inputs: Array, *,
                 _init_prefix_state(num_rows, max_decode_len), {})
     stage_ends = cache_stage_ends(max_decode_len, cache_stages)
     first_length = stage_ends[0] if stage_ends else max_decode_len
-    cache = init_cache(model_config, num_rows, first_length)
+    cache = _init_cache(model_config, num_rows, first_length)
     return (_make_cached_step_fn(model_config, params, encoded, inputs), cache,
             {"stage_ends": stage_ends, "grow_state": _grow_cache})

@@ -54,10 +54,8 @@ def attention_maps(model_config: TransformerConfig, params: Any, tokenizer: deco
         Its parameters.
     tokenizer : decode.TextCodec
         Shared tokenizer.
-    source : str
-        Source sentence, not empty.
-    target : str, optional
-        ``None``: beam search's translation.
+    source, target : str, str or None
+        Source sentence, not empty; the target, ``None`` for beam search's translation (with ``settings``).
     settings : DecodeSettings
         Decoding settings for ``target=None``.
 

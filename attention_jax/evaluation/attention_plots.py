@@ -80,7 +80,7 @@ def _attention_figure(maps: dict[str, Any], kind: str, layer: int, heads: list[i
 
 
 def draw_attention(maps: dict[str, Any], kind: str, layer: int, heads: list[int], out_path: str) -> None:
-    """Save each head's ``maps[kind][layer, head]`` on one color scale to a PNG.
+    """Save each head's ``maps[kind][layer, head]`` (from ``attention_maps``) on one color scale to a PNG.
 
     Parameters
     ----------

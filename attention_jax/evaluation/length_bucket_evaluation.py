@@ -60,10 +60,8 @@ def evaluate_run(workdir: str, split_dir: str, *, checkpoint: str = "latest", ba
 
     Parameters
     ----------
-    workdir : str
-        A finished training run.
-    split_dir : str
-        Written by ``python -m attention_jax.data.length_buckets``.
+    workdir, split_dir : str
+        A finished training run; a split ``python -m attention_jax.data.length_buckets`` wrote.
     checkpoint : str
         ``latest``, ``averaged``, ``best`` or a step.
     batch_size : int
@@ -134,14 +132,12 @@ def _scored(workdir: str, split: dict) -> bool:
 
 def evaluate_root(root: str, split_dir: str, *, wait: bool = False, poll_s: float = 300.0,
                   batch_size: int = 64) -> list[str]:
-    """Score every finished run of a sweep root; with ``wait``, poll until every run of ``sweep.json`` is scored.
+    """Score every finished run of a sweep root; with ``wait``, poll every ``poll_s`` s until all of ``sweep.json`` are.
 
     Parameters
     ----------
-    root : str
-        The sweep root.
-    split_dir : str
-        The length split.
+    root, split_dir : str
+        The sweep root and the length split.
     wait : bool
         Keep polling.
     poll_s : float

@@ -37,10 +37,8 @@ def score_run(workdir: str, split_dir: str, *, batch_size: int = 64) -> dict[str
 
     Parameters
     ----------
-    workdir : str
-        A finished training run.
-    split_dir : str
-        The length split.
+    workdir, split_dir : str
+        A finished training run and the length split.
     batch_size : int
         Pairs per forward pass.
 

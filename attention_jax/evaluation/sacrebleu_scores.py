@@ -36,10 +36,8 @@ def check_bleu_tokenizer(name: str, flag: str = "--tokenize") -> str:
 
     Parameters
     ----------
-    name : str
-        One of :data:`BLEU_TOKENIZERS`.
-    flag : str
-        How the user gave it, for the message.
+    name, flag : str
+        One of :data:`BLEU_TOKENIZERS`; how the user gave it, for the message.
 
     Returns
     -------
@@ -62,24 +60,8 @@ def check_bleu_tokenizer(name: str, flag: str = "--tokenize") -> str:
     return name
 
 
-def check_one_reference_each(hypotheses: Sequence[str], references: Sequence[str]) -> tuple[list[str], list[str]]:
-    """Return both as lists, checked to be of one length.
-
-    Parameters
-    ----------
-    hypotheses, references : Sequence[str]
-        System outputs and their references.
-
-    Returns
-    -------
-    (list[str], list[str])
-        The two.
-
-    Raises
-    ------
-    ValueError
-        When they differ in length.
-    """
+def _check_one_reference_each(hypotheses: Sequence[str], references: Sequence[str]) -> tuple[list[str], list[str]]:
+    """Return both as lists, refusing (ValueError) two of different lengths."""
     hypotheses, references = list(hypotheses), list(references)
     if len(hypotheses) != len(references):
         raise ValueError(f"scoring needs one reference per hypothesis; got {len(hypotheses)} hypotheses "
@@ -93,10 +75,8 @@ def corpus_scores(hypotheses: Sequence[str], references: Sequence[str], *,
 
     Parameters
     ----------
-    hypotheses : Sequence[str]
-        Detokenized system outputs.
-    references : Sequence[str]
-        Detokenized references.
+    hypotheses, references : Sequence[str]
+        Detokenized system outputs and their references.
     bleu_tokenizer : str
         One of :data:`BLEU_TOKENIZERS`.
 
@@ -105,9 +85,28 @@ def corpus_scores(hypotheses: Sequence[str], references: Sequence[str], *,
     CorpusScores
         Metrics at sacrebleu's defaults but BLEU's tokenizer.
     """
-    hypotheses, references = check_one_reference_each(hypotheses, references)
+    hypotheses, references = _check_one_reference_each(hypotheses, references)
     scored: dict[str, Any] = {}
     for name, metric in (("bleu", BLEU(tokenize=bleu_tokenizer)), ("chrf", CHRF()), ("ter", TER())):
         scored[name] = float(metric.corpus_score(hypotheses, [references]).score)
         scored[f"{name}_signature"] = str(metric.get_signature())
     return CorpusScores(**scored)
+
+
+def corpus_bleu(hypotheses: Sequence[str], references: Sequence[str]) -> tuple[float, str]:
+    """Return the corpus BLEU in ``[0, 100]`` and sacrebleu's signature, one reference per hypothesis.
+
+    Parameters
+    ----------
+    hypotheses, references : Sequence[str]
+        Detokenized system outputs and their references.
+
+    Returns
+    -------
+    (float, str)
+        BLEU and signature.
+    """
+    hypotheses, references = _check_one_reference_each(hypotheses, references)
+    metric = BLEU()
+    score = metric.corpus_score(hypotheses, [references])
+    return float(score.score), str(metric.get_signature())

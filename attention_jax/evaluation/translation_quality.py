@@ -15,14 +15,13 @@ from typing import Any, cast
 import jax
 import jax.numpy as jnp
 import numpy as np
-from sacrebleu.metrics import BLEU
 
 from attention_jax.decoding import decode
 from attention_jax.evaluation import progress
-from attention_jax.evaluation.sacrebleu_scores import (  # noqa: F401 (CorpusScores: re-exported)
+from attention_jax.evaluation.sacrebleu_scores import (  # noqa: F401 (CorpusScores, corpus_bleu: re-exported)
     DEFAULT_BLEU_TOKENIZER,
     CorpusScores,
-    check_one_reference_each,
+    corpus_bleu,
     corpus_scores,
 )
 from attention_jax.experiment.sections import TransformerConfig
@@ -30,27 +29,6 @@ from attention_jax.foundation import run_files
 from attention_jax.models.model import PAD_ID, Transformer
 
 Array = jax.Array
-
-
-def corpus_bleu(hypotheses: Sequence[str], references: Sequence[str]) -> tuple[float, str]:
-    """Return the corpus BLEU in ``[0, 100]`` and sacrebleu's signature, one reference per hypothesis.
-
-    Parameters
-    ----------
-    hypotheses : Sequence[str]
-        Detokenized system outputs.
-    references : Sequence[str]
-        Detokenized references.
-
-    Returns
-    -------
-    (float, str)
-        BLEU and signature.
-    """
-    hypotheses, references = check_one_reference_each(hypotheses, references)
-    metric = BLEU()
-    score = metric.corpus_score(hypotheses, [references])
-    return float(score.score), str(metric.get_signature())
 
 
 @functools.partial(jax.jit, static_argnames=("model_config",))
@@ -65,7 +43,7 @@ def _cross_entropy_sum(params: Any, inputs: Array, targets: Array, *,
 
 
 @dataclasses.dataclass(frozen=True)
-class CrossEntropy:
+class _CrossEntropy:
     """Teacher-forced cross-entropy of a set of pairs."""
 
     mean: float  # Nats per target token, EOS included.
@@ -75,40 +53,13 @@ class CrossEntropy:
 
     @property
     def perplexity(self) -> float:
-        """Return ``exp(mean)``; NaN without tokens.
-
-        Returns
-        -------
-        float
-            Per-token perplexity.
-        """
+        """Return ``exp(mean)``; NaN without tokens."""
         return math.exp(self.mean) if self.num_tokens else float("nan")
 
 
-def cross_entropy(model_config: TransformerConfig, params: Any, tokenizer: decode.TextCodec,
-                  pairs: Sequence[tuple[str, str]], *, max_len: int, batch_size: int = 64) -> CrossEntropy:
-    """Return the mean unsmoothed cross-entropy per target token of ``pairs``, teacher-forced.
-
-    Parameters
-    ----------
-    model_config : TransformerConfig
-        The model.
-    params : pytree
-        Plain (unboxed) parameters.
-    tokenizer : decode.TextCodec
-        Encodes both sides.
-    pairs : Sequence[tuple[str, str]]
-        ``(source, target)`` text.
-    max_len : int
-        Longer pairs (EOS included) are skipped, as in training.
-    batch_size : int
-        Pairs per forward pass.
-
-    Returns
-    -------
-    CrossEntropy
-        Mean and counts.
-    """
+def _cross_entropy(model_config: TransformerConfig, params: Any, tokenizer: decode.TextCodec,
+                   pairs: Sequence[tuple[str, str]], *, max_len: int, batch_size: int = 64) -> _CrossEntropy:
+    """Return the mean unsmoothed cross-entropy per target token of ``pairs``, teacher-forced; longer pairs skipped."""
     encoded, kept = _encode_within(tokenizer, pairs, max_len)
     total, count = 0.0, 0
     for inputs, targets in _padded_batches(kept, max_len, batch_size):
@@ -116,7 +67,7 @@ def cross_entropy(model_config: TransformerConfig, params: Any, tokenizer: decod
         total += float(batch_total)
         count += int(batch_count)
     mean = total / count if count else float("nan")
-    return CrossEntropy(mean=mean, num_tokens=count, num_pairs=len(kept), num_skipped=len(encoded) - len(kept))
+    return _CrossEntropy(mean=mean, num_tokens=count, num_pairs=len(kept), num_skipped=len(encoded) - len(kept))
 
 
 @functools.partial(jax.jit, static_argnames=("model_config",))
@@ -133,7 +84,7 @@ def _cross_entropy_by_position(params: Any, inputs: Array, targets: Array, *,
 def cross_entropy_by_position(model_config: TransformerConfig, params: Any, tokenizer: decode.TextCodec,
                               pairs: Sequence[tuple[str, str]], *, max_len: int,
                               batch_size: int = 64) -> tuple[np.ndarray, np.ndarray]:
-    """Return :func:`cross_entropy`'s summed nats and token counts by target position, float64 and int64 ``[max_len]``.
+    """Return :func:`_cross_entropy`'s summed nats and token counts by target position, float64 and int64 ``[max_len]``.
 
     Parameters
     ----------
@@ -144,11 +95,9 @@ def cross_entropy_by_position(model_config: TransformerConfig, params: Any, toke
     tokenizer : decode.TextCodec
         Encodes both sides.
     pairs : Sequence[tuple[str, str]]
-        ``(source, target)`` text.
-    max_len : int
-        Longer pairs are left out.
-    batch_size : int
-        Pairs per forward pass.
+        ``(source, target)`` text; pairs over ``max_len`` are left out.
+    max_len, batch_size : int
+        Longest side; pairs per forward pass.
 
     Returns
     -------
@@ -294,10 +243,8 @@ def evaluate(translator: decode.Translator, pairs: Sequence[tuple[str, str]], *,
         Asked between batches.
     report_progress : Callable[[int], None], optional
         Called with the sentences translated so far.
-    bleu_tokenizer : str
-        sacrebleu's BLEU tokenizer.
-    progress_name : str
-        The perplexity progress lines' name (``"final test"``).
+    bleu_tokenizer, progress_name : str
+        sacrebleu's BLEU tokenizer; the perplexity progress lines' name (``"final test"``).
 
     Returns
     -------
@@ -321,7 +268,7 @@ def evaluate(translator: decode.Translator, pairs: Sequence[tuple[str, str]], *,
         raise EvaluationStopped(f"all {len(sources)} sentences translated, perplexity not computed")
     scores = corpus_scores(hypotheses, references, bleu_tokenizer=bleu_tokenizer)
     with progress.timed_phase(f"{progress_name} perplexity", len(pairs), unit="reference pairs"):
-        entropy = cross_entropy(translator.model_config, translator.params, translator.tokenizer, pairs,
+        entropy = _cross_entropy(translator.model_config, translator.params, translator.tokenizer, pairs,
                                 max_len=translator.max_source_len, batch_size=translator.batch_size)
     return EvaluationResult(
         **dataclasses.asdict(scores),
@@ -347,7 +294,7 @@ def write_report(path: str, report: dict[str, Any], hypotheses: Sequence[str],
     hypotheses : Sequence[str]
         Written to ``<path stem>.hypotheses.txt``.
     pairs : Sequence[tuple[str, str]], optional
-        One ``(source, reference)`` per hypothesis, for ``<path stem>.translations.jsonl``.
+        ``(source, reference)`` per hypothesis, for ``<path stem>.translations.jsonl``.
 
     Returns
     -------

@@ -1,17 +1,11 @@
-"""Config fields declared on frozen pydantic dataclasses, read back as records, refused in one line.
+"""Config fields declared on frozen pydantic dataclasses (:func:`section`), read back, refused in one line.
 
-A section (:func:`section`) declares each config field as ``name: type = Field(default, description=...,
-gt=..., json_schema_extra=rule(...))``: pydantic checks the annotation and the range, :class:`OneOf` the
-choices (a registry's names, read when checked), :func:`rule` says what a changed value means for a
-resumed run and what an old ``config.json`` without the field meant. A field without a description is
-derived, not set by a config. :func:`records` reads the declarations for the schema, the resume checks
-and ``docs/config_fields.md``; :func:`refusal` is the one formatter of pydantic's errors.
+A field is ``name: type = Field(default, description=..., gt=..., json_schema_extra=rule(...))``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import enum
 import functools
 import numbers
@@ -20,24 +14,18 @@ from typing import Annotated, Any, Callable, Iterable, Mapping, TypeVar
 
 import annotated_types
 import pydantic
-from pydantic import BeforeValidator, ConfigDict, TypeAdapter, ValidationError
+from pydantic import TypeAdapter, ValidationError
 from pydantic_core import core_schema
 from typing_extensions import dataclass_transform
 
-STRICT = ConfigDict(strict=True, allow_inf_nan=False, extra="forbid")  # No "8" for 8, no 1 for True, no inf.
+from attention_jax.foundation.registry import did_you_mean
+
+_STRICT = pydantic.ConfigDict(strict=True, allow_inf_nan=False, extra="forbid")  # No "8" for 8, 1 for True, inf.
 _T = TypeVar("_T")
 
 
 class ResumeRule(enum.Enum):
-    """What a changed value means when a run directory is resumed with a new config.
-
-    Attributes
-    ----------
-    FREE, MODEL, COMPUTE, DATA, SEED, OPTIMIZER_STATE, SCHEDULE, POSITIONS
-        May change; another model (refused); the same model computed another way; another corpus or
-        tokenizer (refused); another start (refused); refused when switched on or off (the optimizer
-        state's structure); another schedule (refused); named when the positions differ.
-    """
+    """What a changed value means when a run directory resumes (docs/config_fields.md words each)."""
 
     FREE = "free"
     MODEL = "model"
@@ -47,10 +35,6 @@ class ResumeRule(enum.Enum):
     OPTIMIZER_STATE = "optimizer_state"
     SCHEDULE = "schedule"
     POSITIONS = "positions"
-
-
-NO_OLD_RUN_VALUE: Any = type("NoOldRunValue", (), {"__repr__": lambda self: "NO_OLD_RUN_VALUE"})()
-"""The old-run value of a field every ``config.json`` holds."""
 
 
 def rule(resume: ResumeRule = ResumeRule.FREE, **old_run_value: Any) -> Any:
@@ -71,76 +55,28 @@ def rule(resume: ResumeRule = ResumeRule.FREE, **old_run_value: Any) -> Any:
     return {"resume": resume.value, **old_run_value}
 
 
-def did_you_mean(name: str, candidates: Iterable[str]) -> str:
-    """Return ``" (did you mean X?)"`` for the closest candidate, ``""`` when none is close.
-
-    Parameters
-    ----------
-    name : str
-        The unknown name.
-    candidates : Iterable[str]
-        The known names.
-
-    Returns
-    -------
-    str
-        The hint, with a leading space.
-    """
-    closest = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.6)
-    return f" (did you mean {closest[0]}?)" if closest else ""
-
-
 @dataclasses.dataclass(frozen=True, eq=False)
 class OneOf:
-    """The allowed strings of a field: ``Annotated[str, OneOf(names)]``.
-
-    Attributes
-    ----------
-    names : Iterable[str]
-        A tuple, or a registry (iterated when checked, so entries a user module registers count).
-    """
+    """A field's allowed strings, ``Annotated[str, OneOf(names)]``: a tuple, or a registry read when checked."""
 
     names: Iterable[str]
-
-    def allowed(self) -> tuple[str, ...]:
-        """Return the allowed values now.
-
-        Returns
-        -------
-        tuple[str, ...]
-            The names.
-        """
-        return tuple(self.names)
 
     def __get_pydantic_core_schema__(self, source: Any, handler: Callable[[Any], Any]) -> Any:
         """Return pydantic's schema of the annotated type, then this check."""
         return core_schema.no_info_after_validator_function(self._check, handler(source))
 
     def _check(self, value: str) -> str:
-        allowed = self.allowed()
+        allowed = tuple(self.names)
         if value not in allowed:
-            raise _NotOneOf(self, f"must be one of {', '.join(allowed)}; got {value!r}"
-                                  f"{did_you_mean(str(value), allowed)}")
+            error = ValueError(f"must be one of {', '.join(allowed)}; got {value!r}{did_you_mean(str(value), allowed)}")
+            error.registry = self.names  # type: ignore[attr-defined]  # A section built directly: its own words.
+            raise error
         return value
-
-
-class _NotOneOf(ValueError):
-    def __init__(self, choices: OneOf, message: str) -> None:
-        super().__init__(message)
-        self.choices = choices
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class BySettings:
-    """A registry's settings field, ``{entry: {setting: value}}``: ``Annotated[Any, BySettings(...)]``.
-
-    Attributes
-    ----------
-    entry_field : str
-        The field naming the chosen entry (``"positional_encoding"``).
-    settings_of : callable
-        ``() -> {entry name: settings dataclass}`` of the registry's entries that have settings.
-    """
+    """A registry's settings field, ``{entry: {setting: value}}``: ``Annotated[Any, BySettings(...)]``."""
 
     entry_field: str
     settings_of: Callable[[], Mapping[str, type]]
@@ -152,11 +88,9 @@ PAPER_FIGURES = ("dev_ppl", "dev_bleu", "params_millions", "test_bleu", "train_f
 
 
 def _paper(value: Any) -> Any:
-    if value is None:
-        return None
-    if not hasattr(value, "items"):
+    if value is not None and not hasattr(value, "items"):
         raise ValueError(f"paper must be a dict of the paper's figures; got {value!r}")
-    for key, figure in value.items():
+    for key, figure in (value or {}).items():
         if key not in PAPER_FIGURES:
             raise ValueError(f"paper has no figure {key!r}{did_you_mean(key, PAPER_FIGURES)}; "
                              f"its keys: {', '.join(PAPER_FIGURES)}")
@@ -167,41 +101,23 @@ def _paper(value: Any) -> Any:
 
 Paper = Annotated[Any, pydantic.AfterValidator(_paper)]
 """The annotation of ``paper``: ``None`` or ``{figure: number or None}``."""
-
-
-AS_TUPLE = BeforeValidator(lambda value: tuple(value) if isinstance(value, list) else value)
+AS_TUPLE = pydantic.BeforeValidator(lambda value: tuple(value) if isinstance(value, list) else value)
 """A tuple field's metadata: a list (``config.json``'s) is taken for a tuple."""
 
 
 @dataclasses.dataclass(frozen=True)
 class Record:
-    """One config field as its section declares it: what the schema, the resume checks and the docs read.
-
-    Attributes
-    ----------
-    name, section, kind, default, doc
-        The key (``--config.<name>``); its section; ``int``, ``float``, ``bool``, ``str``, ``int_tuple``,
-        ``str_tuple``, ``paper`` or ``entry_settings``; the paper's value; the description.
-    choices, minimum, maximum, exclusive_minimum, exclusive_maximum
-        The allowed strings (:class:`OneOf`) and range (of each item of a tuple).
-    resume, old_run_value
-        From :func:`rule`.
-    by_entry : BySettings or None
-        An ``entry_settings`` field's registry.
-    owner, attribute : type, str
-        The dataclass and attribute that declare it.
+    """One config field as ``owner.attribute`` declares it; ``old_run_value`` is ``dataclasses.MISSING`` for a
+    field every ``config.json`` holds, ``range_text`` the range in words (of each item of a tuple).
     """
 
     name: str
     section: str
-    kind: str
+    kind: str  # int, float, bool, str, int_tuple, str_tuple, paper or entry_settings.
     default: Any
     doc: str
     choices: OneOf | None
-    minimum: float | None
-    maximum: float | None
-    exclusive_minimum: bool
-    exclusive_maximum: bool
+    range_text: str  # "positive", ">= 0", "in [0, 100]"; "" when unbounded.
     resume: ResumeRule
     old_run_value: Any
     by_entry: BySettings | None
@@ -209,67 +125,55 @@ class Record:
     attribute: str
 
     def allowed(self) -> tuple[str, ...] | None:
-        """Return the allowed strings, None when any string is allowed.
+        """Return the allowed strings now, None when any string is allowed.
 
         Returns
         -------
         tuple[str, ...] or None
-            The choices now.
+            The choices.
         """
-        return self.choices.allowed() if self.choices else None
-
-    def range_text(self) -> str:
-        """Say the range in words: ``"positive"``, ``">= 0"``, ``"in [0, 100]"``; ``""`` when unbounded.
-
-        Returns
-        -------
-        str
-            The words.
-        """
-        low, high, open_low, open_high = self.minimum, self.maximum, self.exclusive_minimum, self.exclusive_maximum
-        if (low, high, open_low, open_high) == (0, 1, False, True):
-            return "a probability in [0, 1)"
-        if (low, high, open_low) == (0, None, True):
-            return "positive"
-        if low is not None and high is not None:
-            return f"in {'(' if open_low else '['}{_number(low)}, {_number(high)}{')' if open_high else ']'}"
-        if low is not None:
-            return f"{'>' if open_low else '>='} {_number(low)}"
-        if high is not None:
-            return f"{'<' if open_high else '<='} {_number(high)}"
-        return ""
+        return tuple(self.choices.names) if self.choices else None
 
 
-def _number(value: float) -> str:
+def _number(value: Any) -> str:
     return str(int(value)) if float(value).is_integer() else str(value)
 
 
-def _of(metadata: Iterable[Any], kind: type) -> Any:
-    return next((item for item in metadata if isinstance(item, kind)), None)
+def _of(metadata: Iterable[Any], *kinds: type) -> Any:
+    return next((item for item in metadata if isinstance(item, kinds)), None)
 
 
-def _bound(metadata: list[Any], open_kind: type, closed_kind: type) -> tuple[float | None, bool]:
-    for item in metadata:
-        if isinstance(item, (open_kind, closed_kind)):
-            return dataclasses.astuple(typing.cast(Any, item))[0], isinstance(item, open_kind)
-    return None, False
+def _range_text(metadata: list[Any]) -> str:
+    low, high = _of(metadata, annotated_types.Gt, annotated_types.Ge), _of(metadata, annotated_types.Lt,
+                                                                          annotated_types.Le)
+    open_low, open_high = isinstance(low, annotated_types.Gt), isinstance(high, annotated_types.Lt)
+    low, high = (bound and dataclasses.astuple(bound)[0] for bound in (low, high))
+    if (low, high, open_low, open_high) == (0, 1, False, True):
+        return "a probability in [0, 1)"
+    if (low, high, open_low) == (0, None, True):
+        return "positive"
+    if low is not None and high is not None:
+        return f"in {'(' if open_low else '['}{_number(low)}, {_number(high)}{')' if open_high else ']'}"
+    if low is not None:
+        return f"{'>' if open_low else '>='} {_number(low)}"
+    return f"{'<' if open_high else '<='} {_number(high)}" if high is not None else ""
 
 
 @functools.cache
 def records(section_class: type, section: str) -> tuple[Record, ...]:
-    """Return the config fields a section dataclass declares (those with a description), in its order.
+    """Return the config fields (those with a description) a section or entry-settings dataclass declares.
 
     Parameters
     ----------
     section_class : type
-        A pydantic dataclass (a section, or a registry entry's settings).
+        A pydantic dataclass.
     section : str
         The section's name.
 
     Returns
     -------
     tuple[Record, ...]
-        One record per field.
+        In declaration order.
 
     Raises
     ------
@@ -292,11 +196,9 @@ def records(section_class: type, section: str) -> tuple[Record, ...]:
             raise TypeError(f"{section_class.__name__}.{name}: a config field is an int, float, bool, str, "
                             f"tuple[int, ...] or tuple[str, ...]; got {annotation}.")
         extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
-        low, open_low = _bound(metadata, annotated_types.Gt, annotated_types.Ge)
-        high, open_high = _bound(metadata, annotated_types.Lt, annotated_types.Le)
-        found.append(Record(name, section, kind, info.default, info.description, _of(metadata, OneOf), low, high,
-                            open_low, open_high, ResumeRule(extra.get("resume", "free")),
-                            extra.get("old_run_value", NO_OLD_RUN_VALUE), _of(metadata, BySettings),
+        found.append(Record(name, section, kind, info.default, info.description, _of(metadata, OneOf),
+                            _range_text(metadata), ResumeRule(extra.get("resume", "free")),
+                            extra.get("old_run_value", dataclasses.MISSING), _of(metadata, BySettings),
                             section_class, name))
     return tuple(found)
 
@@ -304,30 +206,20 @@ def records(section_class: type, section: str) -> tuple[Record, ...]:
 @functools.cache
 def _adapter(owner: type, attribute: str) -> TypeAdapter[Any]:
     info = owner.__pydantic_fields__[attribute]  # type: ignore[attr-defined]
-    return TypeAdapter(Annotated[info.annotation, info], config=STRICT)  # type: ignore[arg-type]
+    return TypeAdapter(Annotated[info.annotation, info], config=_STRICT)  # type: ignore[arg-type]
 
 
-def refusal(error: ValidationError, owner: type, given: Mapping[str, Any] | None = None, prefix: str = "",
-            at: tuple[str, ...] = ()) -> str:
-    """Word pydantic's first error as the project's one-line refusal.
+_EXPECTED = {"int_type": "an integer", "float_type": "a number", "finite_number": "a number",
+             "bool_type": "True or False", "string_type": "a string", "tuple_type": "a tuple"}
+_BOUNDS = {"greater_than": ">", "greater_than_equal": ">=", "less_than": "<", "less_than_equal": "<="}
 
-    Parameters
-    ----------
-    error : pydantic.ValidationError
-        From building ``owner`` or checking one of its fields.
-    owner : type
-        The section or settings dataclass.
-    given : Mapping, optional
-        The values given (to quote a tuple whose item is refused).
-    prefix : str
-        Names the field's owner in the message: ``"positional_encoding_settings.relative"``.
-    at : tuple of str
-        The attribute a single field's check (a ``TypeAdapter``) refused.
 
-    Returns
-    -------
-    str
-        E.g. ``"num_heads must be an integer; got '8' (str)."``
+def _refusal(error: ValidationError, owner: type, given: Mapping[str, Any] | None = None, prefix: str = "",
+             at: tuple[str, ...] = ()) -> str:
+    """Word pydantic's first error as the one-line refusal, e.g. ``"num_heads must be an integer; got '8' (str)."``
+
+    ``prefix`` names the field's owner (``positional_encoding_settings.relative``); ``at`` is the attribute a
+    single field's check refused; ``given`` the values given (to quote a tuple whose item is refused).
     """
     first = error.errors(include_url=False)[0]
     loc, kind, value = (*at, *first["loc"]), first["type"], first["input"]
@@ -340,24 +232,21 @@ def refusal(error: ValidationError, owner: type, given: Mapping[str, Any] | None
         return f"{owner.__name__} has no field {attribute!r}{did_you_mean(attribute, declared)}."
     if kind in ("value_error", "assertion_error"):
         cause = first["ctx"]["error"]
-        lookup = getattr(getattr(cause, "choices", None), "names", None)
-        if not at and hasattr(lookup, "lookup"):  # A section built directly: the registry's own words.
+        registry = getattr(cause, "registry", None)
+        if not at and hasattr(registry, "lookup"):
             try:
-                lookup.lookup(value)  # type: ignore[union-attr]
+                registry.lookup(value)  # type: ignore[union-attr]
             except ValueError as unknown:
                 return str(unknown)
-        message = str(cause)
-        problem = message if message.startswith(attribute) else f"{name} {message}"
-    elif kind in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
-        words = (declared[attribute].range_text() if attribute in declared else
-                 f"{dict(greater_than='>', greater_than_equal='>=', less_than='<', less_than_equal='<=')[kind]} "
-                 f"{_number(next(iter(first['ctx'].values())))}")
+        problem = str(cause) if str(cause).startswith(attribute) else f"{name} {cause}"
+    elif kind in _BOUNDS:
+        words = (declared[attribute].range_text if attribute in declared else
+                 f"{_BOUNDS[kind]} {_number(next(iter(first['ctx'].values())))}")
         problem = f"{name} must be {words}; got {value!r}"
     elif kind == "missing_argument":
         problem = f"{name} is required"
     else:
-        expected = {"int_type": "an integer", "float_type": "a number", "finite_number": "a number",
-                    "bool_type": "True or False", "string_type": "a string", "tuple_type": "a tuple"}.get(kind)
+        expected = _EXPECTED.get(kind)
         problem = (f"{name} must be {expected}; got {value!r} ({type(value).__name__})" if expected else
                    f"{name}: {first['msg']}; got {value!r}")
     whole = (given or {}).get(attribute)
@@ -382,28 +271,26 @@ def check_value(record: Record, value: Any) -> str | None:
         E.g. ``"num_heads must be an integer; got '8' (str)"``.
     """
     if record.by_entry is not None:
-        return _check_by_entry(record, value)
+        return _check_by_entry(record, record.by_entry, value)
     try:
         _adapter(record.owner, record.attribute).validate_python(value)
     except ValidationError as error:
-        return refusal(error, record.owner, {record.attribute: value}, record.name.rpartition(".")[0],
-                       (record.attribute,))[:-1]
+        return _refusal(error, record.owner, {record.attribute: value}, record.name.rpartition(".")[0],
+                        (record.attribute,))[:-1]
     return None
 
 
-def _check_by_entry(record: Record, value: Any) -> str | None:
-    """Why a registry's settings field ``{entry: {setting: value}}`` does not fit, or None."""
-    assert record.by_entry is not None
+def _check_by_entry(record: Record, by_entry: BySettings, value: Any) -> str | None:
     if value is None or dataclasses.is_dataclass(value):
         return None
     if not hasattr(value, "items"):
         return (f"{record.name} must be a dict of {{entry: {{setting: value}}}}; got {value!r} "
                 f"({type(value).__name__})")
-    classes = record.by_entry.settings_of()
+    classes = by_entry.settings_of()
     for entry, given in value.items():
         if entry not in classes:
             return (f"{record.name} has no entry {entry!r}{did_you_mean(str(entry), classes)}; the "
-                    f"{record.by_entry.entry_field} entries with settings: {', '.join(classes) or 'none'}")
+                    f"{by_entry.entry_field} entries with settings: {', '.join(classes) or 'none'}")
         try:
             _build_settings(f"{record.name}.{entry}", classes[entry], given)
         except ValueError as error:
@@ -412,7 +299,6 @@ def _check_by_entry(record: Record, value: Any) -> str | None:
 
 
 def _build_settings(prefix: str, settings_class: Any, given: Any) -> Any:
-    """Build an entry's settings dataclass from ``{setting: value}``; one-line ``ValueError``."""
     if not hasattr(given, "items"):
         raise ValueError(f"{prefix} must be a dict of settings; got {given!r} ({type(given).__name__}).")
     declared = {record.attribute: record for record in records(settings_class, "")}
@@ -426,33 +312,11 @@ def _build_settings(prefix: str, settings_class: Any, given: Any) -> Any:
     try:
         return settings_class(**dict(given))
     except ValidationError as error:
-        raise ValueError(refusal(error, settings_class, given, prefix)) from None
+        raise ValueError(_refusal(error, settings_class, given, prefix)) from None
 
 
-def resolve_settings(field: str, entry: str, settings_class: type | None, given: Any) -> Any:
-    """Return the chosen entry's settings dataclass (None for an entry without settings).
-
-    Parameters
-    ----------
-    field : str
-        The settings field, named in errors.
-    entry : str
-        The chosen entry.
-    settings_class : type or None
-        Its settings dataclass.
-    given : Any
-        None (the defaults), that dataclass, or a mapping by entry (the chosen entry's item is read).
-
-    Returns
-    -------
-    Any
-        An instance of ``settings_class``, or None.
-
-    Raises
-    ------
-    ValueError
-        For settings of another entry, or an entry without settings given some.
-    """
+def _resolve_settings(field: str, entry: str, settings_class: type | None, given: Any) -> Any:
+    """The chosen entry's settings from None (its defaults), its dataclass or a mapping by entry."""
     if hasattr(given, "items"):
         given = given.get(entry)
         if given is not None and settings_class is not None:
@@ -472,6 +336,9 @@ def resolve_settings(field: str, entry: str, settings_class: type | None, given:
 def section(cls: type[_T]) -> type[_T]:
     """Make ``cls`` a frozen, strict pydantic dataclass whose refusals are one-line ``ValueError``.
 
+    Its :class:`BySettings` fields become the chosen entry's settings dataclass (None for an entry without
+    any) before the class's own ``__post_init__`` runs.
+
     Parameters
     ----------
     cls : type
@@ -482,7 +349,20 @@ def section(cls: type[_T]) -> type[_T]:
     type
         The dataclass (``dataclasses.replace`` builds, and checks, a changed copy).
     """
-    built = pydantic.dataclasses.dataclass(frozen=True, config=STRICT)(cls)
+    post_init = getattr(cls, "__post_init__", None)
+
+    def __post_init__(self: Any) -> None:
+        for name, info in type(self).__pydantic_fields__.items():
+            by_entry = _of(info.metadata, BySettings)
+            if by_entry is not None:  # Frozen: set once, while built.
+                entry = getattr(self, by_entry.entry_field)
+                object.__setattr__(self, name, _resolve_settings(name, entry, by_entry.settings_of().get(entry),
+                                                                 getattr(self, name)))
+        if post_init is not None:
+            post_init(self)
+
+    setattr(cls, "__post_init__", __post_init__)  # noqa: B010 (mypy refuses assigning a method)
+    built = pydantic.dataclasses.dataclass(frozen=True, config=_STRICT)(cls)
     init = built.__init__
 
     @functools.wraps(init)
@@ -490,7 +370,7 @@ def section(cls: type[_T]) -> type[_T]:
         try:
             init(self, *args, **kwargs)
         except ValidationError as error:
-            raise ValueError(refusal(error, built, kwargs)) from None
+            raise ValueError(_refusal(error, built, kwargs)) from None
 
     setattr(built, "__init__", __init__)  # noqa: B010 (mypy refuses assigning a method)
     return typing.cast(type[_T], built)

@@ -1,10 +1,4 @@
-"""The flat config a config file, a sweep row and the ``--config.FIELD=VALUE`` flags set, checked field by field.
-
-:data:`FIELDS` is read from the sections' declarations (:mod:`attention_jax.experiment.declarations`);
-:func:`check_config` refuses an unknown key, a wrong type or a value out of range in one
-:class:`ConfigError` line naming where it was set. :func:`with_old_run_defaults` is the one place that
-knows what the fields added since an old run's ``config.json`` meant for it.
-"""
+"""The flat config that config files, sweep rows and ``--config.FIELD=VALUE`` flags set, checked field by field."""
 
 from __future__ import annotations
 
@@ -13,103 +7,51 @@ import dataclasses
 import importlib
 from typing import Any, Iterable, Mapping
 
-from attention_jax.experiment.declarations import (
-    DataConfig,
-    DecodeSettings,
-    ExperimentSettings,
-    OptimizerConfig,
-    RunConfig,
-    TransformerConfig,
-)
-from attention_jax.experiment.fields import (
-    NO_OLD_RUN_VALUE,
-    PAPER_FIGURES,
-    Record,
-    ResumeRule,
-    check_value,
-    did_you_mean,
-    records,
-)
+from attention_jax.experiment import declarations, fields
+from attention_jax.experiment.fields import PAPER_FIGURES, Record, check_value, records
+from attention_jax.foundation.registry import did_you_mean
 from attention_jax.foundation.user_errors import UserInputError
 
-__all__ = ["PAPER_FIGURES", "SECTIONS", "SECTION_CLASSES", "FIELDS", "FIELDS_BY_NAME", "OLD_RUN_DEFAULTS",
-           "RENAMED_FIELDS", "ConfigError", "Record", "ResumeRule", "check_value", "did_you_mean"]
-
-SECTIONS = ("experiment", "model", "data", "optimizer", "decoding", "run")
 SECTION_CLASSES: Mapping[str, type] = {
-    "experiment": ExperimentSettings, "model": TransformerConfig, "data": DataConfig, "optimizer": OptimizerConfig,
-    "decoding": DecodeSettings, "run": RunConfig,
-}
+    "experiment": declarations.ExperimentSettings, "model": declarations.TransformerConfig,
+    "data": declarations.DataConfig, "optimizer": declarations.OptimizerConfig,
+    "decoding": declarations.DecodeSettings, "run": declarations.RunConfig}
+SECTIONS = tuple(SECTION_CLASSES)
 
 
 class ConfigError(UserInputError):
     """A config key or value that the schema refuses; the message is one line naming where and the fix."""
 
 
-FIELDS: tuple[Record, ...] = tuple(field for section in SECTIONS
-                                   for field in records(SECTION_CLASSES[section], section))
+FIELDS: tuple[Record, ...] = tuple(field for section, section_class in SECTION_CLASSES.items()
+                                   for field in records(section_class, section))
 FIELDS_BY_NAME: Mapping[str, Record] = {field.name: field for field in FIELDS}
 OLD_RUN_DEFAULTS: Mapping[str, Any] = {field.name: field.old_run_value for field in FIELDS
-                                       if field.old_run_value is not NO_OLD_RUN_VALUE}
+                                       if field.old_run_value is not dataclasses.MISSING}
 RENAMED_FIELDS: Mapping[str, tuple[str, ...]] = {
     "relative_max_distance": ("positional_encoding_settings", "relative", "max_distance"),
     "relative_values": ("positional_encoding_settings", "relative", "add_to_values"),
 }
 """Keys an old run's ``config.json`` may hold that have moved (issue 75), and where to; set anew, refused."""
+SECTION_FIELDS: Mapping[str, tuple[str, ...]] = {
+    section: tuple(field.name for field in FIELDS if field.section == section) for section in SECTIONS}
+_BY_ENTRY = {field.name: field.by_entry for field in FIELDS if field.by_entry is not None}  # *_settings fields.
 
 
-def entry_settings_fields() -> tuple[Record, ...]:
-    """Return the registries' settings fields (``positional_encoding_settings``, ...).
-
-    Returns
-    -------
-    tuple[Record, ...]
-        In the schema's order.
-    """
-    return tuple(field for field in FIELDS if field.by_entry is not None)
-
-
-def dotted_field(key: str) -> Record | None:
-    """Return the field a key names: a field, ``paper.<figure>`` or ``<registry>_settings.<entry>.<setting>``.
-
-    Parameters
-    ----------
-    key : str
-        A key as a flag or a row's override writes it.
+def flag_keys() -> dict[str, Record]:
+    """Return every key a ``--config.<key>`` flag may name, and its field (``paper.<figure>``: ``paper``).
 
     Returns
     -------
-    Record or None
-        An entry's setting is named by the whole key; None when the key names nothing.
+    dict[str, Record]
+        The fields, ``paper.<figure>`` and ``<registry>_settings.<entry>.<setting>``.
     """
-    top, _, rest = key.partition(".")
-    field = FIELDS_BY_NAME.get(top)
-    if field is None or not rest:
-        return field
-    if field.kind == "paper":
-        return field if rest in PAPER_FIGURES else None
-    if field.by_entry is not None:
-        entry, _, name = rest.partition(".")
-        settings_class = field.by_entry.settings_of().get(entry)
-        for item in records(settings_class, "") if settings_class else ():
-            if item.name == name:
-                return dataclasses.replace(item, name=key, section=field.section)
-    return None
-
-
-def flag_keys() -> list[str]:
-    """Return every key a ``--config.<key>`` flag may name (an unknown flag's did-you-mean candidates).
-
-    Returns
-    -------
-    list[str]
-        The fields, ``paper.<figure>`` and each entry's settings.
-    """
-    keys = list(FIELDS_BY_NAME) + [f"paper.{figure}" for figure in PAPER_FIGURES]
-    for field in entry_settings_fields():
-        assert field.by_entry is not None
-        for entry, settings_class in field.by_entry.settings_of().items():
-            keys += [f"{field.name}.{entry}.{item.name}" for item in records(settings_class, "")]
+    keys = {**FIELDS_BY_NAME, **{f"paper.{figure}": FIELDS_BY_NAME["paper"] for figure in PAPER_FIGURES}}
+    for name, by_entry in _BY_ENTRY.items():
+        for entry, settings_class in by_entry.settings_of().items():
+            keys.update({f"{name}.{entry}.{item.name}": dataclasses.replace(
+                item, name=f"{name}.{entry}.{item.name}", section=FIELDS_BY_NAME[name].section)
+                for item in records(settings_class, "")})
     return keys
 
 
@@ -130,7 +72,12 @@ def moved_hint(key: str) -> str:
     return f" (it moved: set {'.'.join(path)} instead)" if path else ""
 
 
-def fields_with_rule(rule: ResumeRule) -> tuple[str, ...]:
+def _refuse_unknown(key: str, candidates: Iterable[str], where: str) -> None:
+    raise ConfigError(f"{where}: unknown config field {key!r}{moved_hint(key) or did_you_mean(key, candidates)}; "
+                      f"the fields are listed in attention_jax/experiment/schema.py.")
+
+
+def fields_with_rule(rule: fields.ResumeRule) -> tuple[str, ...]:
     """Return the names of the fields declared with ``rule``, in the schema's order.
 
     Parameters
@@ -147,7 +94,7 @@ def fields_with_rule(rule: ResumeRule) -> tuple[str, ...]:
 
 
 def default_config() -> dict[str, Any]:
-    """Return the paper's base model as a flat dict, every entry's settings at their defaults.
+    """Return the paper's base model as a flat dict, every registry entry's settings at their defaults.
 
     Returns
     -------
@@ -156,34 +103,28 @@ def default_config() -> dict[str, Any]:
     """
     config = {field.name: field.default for field in FIELDS}
     config["paper"] = dict.fromkeys(PAPER_FIGURES)
-    for field in entry_settings_fields():  # Every entry's settings, so that flags can set them.
-        assert field.by_entry is not None
-        config[field.name] = {entry: dataclasses.asdict(settings_class())
-                              for entry, settings_class in field.by_entry.settings_of().items()}
+    for name, by_entry in _BY_ENTRY.items():  # Every entry's settings, so that flags can set them.
+        config[name] = {entry: dataclasses.asdict(settings()) for entry, settings in by_entry.settings_of().items()}
     return config
 
 
-def section_fields(section: str) -> tuple[str, ...]:
-    """Return the names of one section's fields, in declaration order.
+def plain_fields(config: Any) -> dict[str, Any]:
+    """Return the fields of a ConfigDict or Mapping as a plain dict (nested ConfigDicts as dicts, lists as tuples).
 
     Parameters
     ----------
-    section : str
-        One of :data:`SECTIONS`.
+    config : Mapping
+        A config file's ``ConfigDict`` or a dict of fields (anything else: :class:`ConfigError`).
 
     Returns
     -------
-    tuple[str, ...]
-        Field names.
-
-    Raises
-    ------
-    ValueError
-        For an unknown section.
+    dict[str, Any]
+        The fields.
     """
-    if section not in SECTIONS:
-        raise ValueError(f"unknown section {section!r}; the sections are {', '.join(SECTIONS)}.")
-    return tuple(field.name for field in FIELDS if field.section == section)
+    if not hasattr(config, "items"):
+        raise ConfigError(f"a config must be a ConfigDict or a dict of fields; got {type(config).__name__}.")
+    plain = {key: value.to_dict() if hasattr(value, "to_dict") else value for key, value in config.items()}
+    return {key: tuple(value) if isinstance(value, list) else value for key, value in plain.items()}
 
 
 def check_config(config: Any, where: str, *, complete: bool = True) -> None:
@@ -201,22 +142,17 @@ def check_config(config: Any, where: str, *, complete: bool = True) -> None:
     Raises
     ------
     ConfigError
-        For the first unknown key (with the closest field's name), missing field or refused value.
+        For the first unknown key, missing field or refused value.
     """
-    if not hasattr(config, "items"):
-        raise ConfigError(f"a config must be a ConfigDict or a dict of fields; got {type(config).__name__}.")
-    items = list(config.items())
-    import_user_modules(dict(items), where)
-    for key, value in items:
-        field = FIELDS_BY_NAME.get(key)
-        if field is None:
-            hint = moved_hint(key) or did_you_mean(key, FIELDS_BY_NAME)
-            raise ConfigError(f"{where}: unknown config field {key!r}{hint}; "
-                              f"the fields are listed in attention_jax/experiment/schema.py.")
-        problem = check_value(field, value.to_dict() if hasattr(value, "to_dict") else value)
+    fields = plain_fields(config)
+    import_user_modules(fields, where)
+    for key, value in fields.items():
+        if key not in FIELDS_BY_NAME:
+            _refuse_unknown(key, FIELDS_BY_NAME, where)
+        problem = check_value(FIELDS_BY_NAME[key], value)
         if problem:
             raise ConfigError(f"{where}: {problem}.")
-    missing = [field.name for field in FIELDS if field.name not in dict(items)]
+    missing = [field.name for field in FIELDS if field.name not in fields]
     if complete and missing:
         more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
         raise ConfigError(f"{where}: the config has no field {missing[0]}{more}; "
@@ -224,12 +160,12 @@ def check_config(config: Any, where: str, *, complete: bool = True) -> None:
 
 
 def check_keys(keys: Iterable[str], where: str) -> None:
-    """Refuse the first key that is not a field (a row's or a flag's overrides).
+    """Refuse the first key that names no field (a row's or a flag's overrides, dotted keys too).
 
     Parameters
     ----------
     keys : Iterable[str]
-        Field names, possibly dotted (:func:`dotted_field`).
+        Field names.
     where : str
         Named first in the message.
 
@@ -238,11 +174,10 @@ def check_keys(keys: Iterable[str], where: str) -> None:
     ConfigError
         With the closest key's name.
     """
-    for key in keys:
-        if dotted_field(str(key)) is None:
-            hint = moved_hint(str(key)) or did_you_mean(str(key), flag_keys())
-            raise ConfigError(f"{where}: unknown config field {key!r}{hint}; "
-                              f"the fields are listed in attention_jax/experiment/schema.py.")
+    known = flag_keys()
+    for key in map(str, keys):
+        if key not in known:
+            _refuse_unknown(key, known, where)
 
 
 def parse_flag_value(key: str, text: str, where: str) -> Any:
@@ -251,7 +186,7 @@ def parse_flag_value(key: str, text: str, where: str) -> Any:
     Parameters
     ----------
     key : str
-        A field or a dotted key (:func:`dotted_field`).
+        A key of :func:`flag_keys`.
     text : str
         The value as written on the command line.
     where : str
@@ -267,7 +202,7 @@ def parse_flag_value(key: str, text: str, where: str) -> Any:
     ConfigError
         For an unknown key, or text that is no literal of the field's kind (the range is checked later).
     """
-    field = dotted_field(key)
+    field = flag_keys().get(key)
     if field is None:
         raise ConfigError(f"{where}: unknown config field {key!r}{did_you_mean(key, flag_keys())}.")
     kind = "paper" if key.startswith("paper.") else field.kind
@@ -301,9 +236,7 @@ def import_user_modules(config: Any, where: str) -> None:
         For a module that cannot be imported or whose import raises, naming it.
     """
     modules = config.get("user_modules") if hasattr(config, "get") else None
-    if not isinstance(modules, (tuple, list)):
-        return
-    for name in modules:
+    for name in modules if isinstance(modules, (tuple, list)) else ():
         if not isinstance(name, str) or not name:
             raise ConfigError(f"{where}: user_modules must name Python modules; got {name!r}.")
         try:
@@ -319,7 +252,7 @@ def import_user_modules(config: Any, where: str) -> None:
 
 
 def with_old_run_defaults(saved: Mapping[str, Any]) -> dict[str, Any]:
-    """Return a run's saved config with the fields added since, as that run behaved, and moved keys moved.
+    """Return a run's saved config with the fields added since as that run behaved, and moved keys moved.
 
     Parameters
     ----------
@@ -329,27 +262,18 @@ def with_old_run_defaults(saved: Mapping[str, Any]) -> dict[str, Any]:
     Returns
     -------
     dict[str, Any]
-        Plus :data:`OLD_RUN_DEFAULTS` for the fields it lacks and ``paper`` completed; a key it does not
+        With :data:`OLD_RUN_DEFAULTS` for the fields it lacks and ``paper`` completed; a key it does not
         know is left for :func:`check_config` to name.
     """
-    config: dict[str, Any] = {key: (tuple(value) if isinstance(value, list) else value) for key, value in saved.items()}
-    for old_key, path in RENAMED_FIELDS.items():
+    config = plain_fields(saved)
+    for old_key, (head, entry, name) in RENAMED_FIELDS.items():
         if old_key in config:
-            _set_path(config, path, config.pop(old_key))
+            value, given = config.pop(old_key), config.get(head)
+            settings = dict(given) if isinstance(given, Mapping) else {}
+            inner = dict(settings[entry]) if isinstance(settings.get(entry), Mapping) else {}
+            config[head] = {**settings, entry: {**inner, name: inner.get(name, value)}}
     for name, value in OLD_RUN_DEFAULTS.items():
         config.setdefault(name, dict(value) if isinstance(value, dict) else value)
-    paper = config.get("paper")
-    given = dict(paper) if paper is not None and hasattr(paper, "items") else {}
-    config["paper"] = {**dict.fromkeys(PAPER_FIGURES), **given}
+    paper: Any = config.get("paper")
+    config["paper"] = {**dict.fromkeys(PAPER_FIGURES), **(dict(paper) if hasattr(paper, "items") else {})}
     return config
-
-
-def _set_path(config: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
-    head, *rest = path
-    if not rest:
-        config.setdefault(head, value)
-        return
-    given = config.get(head)
-    inner: dict[str, Any] = dict(given) if isinstance(given, Mapping) else {}
-    config[head] = inner
-    _set_path(inner, tuple(rest), value)

@@ -18,7 +18,8 @@ from attention_jax.experiment.declarations import (
     RunConfig,
     TransformerConfig,
 )
-from attention_jax.experiment.schema import ConfigError
+from attention_jax.experiment.fields import PAPER_FIGURES
+from attention_jax.experiment.schema import ConfigError, plain_fields
 from attention_jax.foundation import run_files
 from attention_jax.models import flops, size_limits
 from attention_jax.models.variants import ModelKind
@@ -27,39 +28,21 @@ __all__ = ["PaperFigures", "Experiment", "ExperimentSettings", "TransformerConfi
            "LearningRateSchedule", "DecodeSettings", "RunConfig", "plain_fields", "build_experiment"]
 
 
-@dataclasses.dataclass(frozen=True)
-class PaperFigures:
-    """The paper's figures for a config's row (``None`` where the paper gives none; keys ``PAPER_FIGURES``)."""
-
-    dev_ppl: float | None = None
-    dev_bleu: float | None = None
-    params_millions: float | None = None
-    test_bleu: float | None = None
-    train_flops: float | None = None
-    train_hours: float | None = None
-    num_gpus: float | None = None
-    gpu_tflops: float | None = None
+PaperFigures = dataclasses.make_dataclass("PaperFigures", [(key, float | None, None) for key in PAPER_FIGURES],
+                                          frozen=True)
+"""The paper's figures for a config's row, one attribute per key of ``PAPER_FIGURES`` (None: the paper has none)."""
 
 
 @dataclasses.dataclass(frozen=True)
 class Experiment:
-    """One checked experiment: every section, built once from a config.
-
-    Attributes
-    ----------
-    name, seed, model_kind, paper
-        The experiment section's fields (``paper`` as :class:`PaperFigures`).
-    model, data, optimizer, decoding, run
-        The sections; ``model.max_len`` covers inputs plus the decoding margin.
-    fields : Mapping[str, Any]
-        The checked flat config (read-only), as ``config.json`` records it: each registry's settings
-        field holds the chosen entry's settings only (``{}`` for an entry without any).
+    """One checked experiment: the experiment section's fields, the other sections, and the flat config (``fields``,
+    read-only) as ``config.json`` records it: a registry's settings field holds the chosen entry's only.
     """
 
     name: str
     seed: int
     model_kind: str
-    paper: PaperFigures
+    paper: Any  # PaperFigures
     model: TransformerConfig
     data: DataConfig
     optimizer: OptimizerConfig
@@ -75,9 +58,8 @@ class Experiment:
         dict[str, Any]
             A JSON-serialisable copy.
         """
-        return {key: (list(value) if isinstance(value, tuple) else
-                      dict(value) if isinstance(value, Mapping) else value)
-                for key, value in self.fields.items()}
+        return {key: (list(value) if isinstance(value, tuple) else dict(value) if isinstance(value, Mapping) else
+                      value) for key, value in self.fields.items()}
 
     def training_flops(self, target_tokens: float) -> float:
         """Return the model FLOPs of training on ``target_tokens`` target tokens (:func:`flops.training_flops`).
@@ -95,51 +77,13 @@ class Experiment:
         return flops.training_flops(self.model, self.model_kind, target_tokens, self.data.max_len)
 
 
-_INTEGER_FIELDS = tuple(field.name for field in schema.FIELDS if field.kind in ("int", "int_tuple")
-                        and field.name != "seed")  # The seed's own range: 32 bits unsigned.
-
-
-def plain_fields(config: Any) -> dict[str, Any]:
-    """Return the top-level fields of a ConfigDict or Mapping as a plain dict (lists as tuples).
-
-    Parameters
-    ----------
-    config : Mapping
-        A config file's ``ConfigDict`` or a dict of fields.
-
-    Returns
-    -------
-    dict[str, Any]
-        Nested ConfigDicts as dicts.
-
-    Raises
-    ------
-    ConfigError
-        For anything else.
-    """
-    if not hasattr(config, "items"):
-        raise ConfigError(f"a config must be a ConfigDict or a dict of fields; got {type(config).__name__}.")
-    plain = {}
-    for key, value in config.items():
-        if hasattr(value, "to_dict"):
-            value = value.to_dict()
-        plain[key] = tuple(value) if isinstance(value, list) else value
-    return plain
-
-
-def _of_section(section: str, fields: Mapping[str, Any], **derived: Any) -> Any:
-    section_class = schema.SECTION_CLASSES[section]
-    return section_class(**{name: fields[name] for name in schema.section_fields(section)}, **derived)
-
-
 def build_experiment(config: Any, where: str) -> Experiment:
     """Check ``config`` against the schema and the relations between fields; build its sections.
 
     Parameters
     ----------
     config : Mapping
-        A whole config (a config file's ``get_config()`` with a row's overrides and the flags applied),
-        or a run's ``config.json`` after :func:`schema.with_old_run_defaults`.
+        A whole config, or a run's ``config.json`` after :func:`schema.with_old_run_defaults`.
     where : str
         Named first in an error, e.g. ``"--config=configs/tiny.py"``.
 
@@ -151,23 +95,22 @@ def build_experiment(config: Any, where: str) -> Experiment:
     Raises
     ------
     ConfigError
-        One line beginning with ``where``, for an unknown key, a refused value or fields that do not go
-        together.
+        One line beginning with ``where``: an unknown key, a refused value, fields that do not go together.
     """
     fields = plain_fields(config)
     schema.check_config(fields, where)
     try:
-        size_limits.check_sizes(fields, _INTEGER_FIELDS)  # 10**40 layers: refused before any shape is built.
+        size_limits.check_sizes(fields, [field.name for field in schema.FIELDS  # 10**40 layers, refused at once;
+                                         if field.kind in ("int", "int_tuple") and field.name != "seed"])  # 32 bits.
         _check_relations(fields)
-        model = _model_config(fields)
+        model = _section("model", fields, **_head_widths(fields),
+                         max_len=fields["max_len"] + fields["max_decode_extra_len"])
         for entry_field, settings_field in ENTRY_SETTINGS_FIELDS.items():  # config.json: the chosen entry's.
             chosen = getattr(model, settings_field)
             fields[settings_field] = {getattr(model, entry_field): dataclasses.asdict(chosen)} if chosen else {}
-        data = _of_section("data", fields, vocab_size=fields["vocab_size"], fine_tune_from=fields["fine_tune_from"])
-        optimizer = _of_section("optimizer", fields, d_model=fields["d_model"])
-        decoding = _of_section("decoding", fields)
-        run = _of_section("run", fields)
-        identity = _of_section("experiment", fields)
+        data = _section("data", fields, vocab_size=fields["vocab_size"], fine_tune_from=fields["fine_tune_from"])
+        optimizer = _section("optimizer", fields, d_model=fields["d_model"])
+        decoding, run, identity = (_section(section, fields) for section in ("decoding", "run", "experiment"))
     except ConfigError:
         raise
     except ValueError as error:
@@ -177,16 +120,21 @@ def build_experiment(config: Any, where: str) -> Experiment:
                       optimizer=optimizer, decoding=decoding, run=run, fields=types.MappingProxyType(fields))
 
 
-def _model_config(fields: Mapping[str, Any]) -> TransformerConfig:
-    values = {name: fields[name] for name in schema.section_fields("model")}
+def _section(section: str, fields: Mapping[str, Any], **derived: Any) -> Any:
+    return schema.SECTION_CLASSES[section](**{**{name: fields[name] for name in schema.SECTION_FIELDS[section]},
+                                              **derived})
+
+
+def _head_widths(fields: Mapping[str, Any]) -> dict[str, int]:
+    widths = {}
     for name in ("key_dim", "value_dim"):
-        if values[name] == 0:  # Paper default: d_k = d_v = d_model / h.
-            if values["d_model"] % values["num_heads"]:
-                raise ValueError(f"{name}=0 means d_model / num_heads, but d_model={values['d_model']} is not "
-                                 f"divisible by num_heads={values['num_heads']}: set {name} explicitly or change "
+        if fields[name] == 0:  # Paper default: d_k = d_v = d_model / h.
+            if fields["d_model"] % fields["num_heads"]:
+                raise ValueError(f"{name}=0 means d_model / num_heads, but d_model={fields['d_model']} is not "
+                                 f"divisible by num_heads={fields['num_heads']}: set {name} explicitly or change "
                                  "num_heads.")
-            values[name] = values["d_model"] // values["num_heads"]
-    return TransformerConfig(**values, max_len=fields["max_len"] + fields["max_decode_extra_len"])
+            widths[name] = fields["d_model"] // fields["num_heads"]
+    return widths
 
 
 def _check_relations(fields: Mapping[str, Any]) -> None:

@@ -1,7 +1,4 @@
-"""``ATTENTION_JAX_CACHE_DIR``: one root for the data, compilation and device-peak caches.
-
-A setting for one cache still wins for that cache.
-"""
+"""``ATTENTION_JAX_CACHE_DIR``: one root for the data, compilation and device-peak caches (one's own setting wins)."""
 
 from __future__ import annotations
 

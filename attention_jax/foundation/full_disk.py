@@ -1,7 +1,4 @@
-"""A full disk met while writing a checkpoint, as the ``OSError`` it is.
-
-TensorStore reports one as ``ValueError("RESOURCE_EXHAUSTED: ... [os_error_code='28']")``.
-"""
+"""A full disk met while writing a checkpoint, as the ``OSError`` it is (TensorStore raises a ``ValueError``)."""
 
 from __future__ import annotations
 
@@ -63,12 +60,7 @@ def _failed_path(error: BaseException) -> str | None:
 
 @contextlib.contextmanager
 def as_os_error() -> Iterator[None]:
-    """Re-raise a full disk met inside the block as ``OSError(ENOSPC or EDQUOT, reason, path)``.
-
-    Yields
-    ------
-    None
-        Run the checkpoint writes inside the block.
+    """Re-raise a full disk met by the writes inside the block as ``OSError(ENOSPC or EDQUOT, reason, path)``.
 
     Raises
     ------

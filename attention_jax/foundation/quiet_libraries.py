@@ -1,12 +1,12 @@
-"""Library chatter kept out of a command's output: other libraries' INFO lines and the echoes of a failed save.
-
-All shows again at ``--verbosity=1``; the failed save's error reaches the main thread, which reports it once.
+"""A command's log: ``HH:MM:SS L message`` lines (absl's long prefix with ``--log_format=absl``), without other
+libraries' INFO lines (shown at ``--verbosity=1``) and a failed save's echoes.
 """
 
 from __future__ import annotations
 
 import logging as python_logging
 import os
+import re
 import sys
 import threading
 import traceback
@@ -15,7 +15,10 @@ from typing import Any
 
 from absl import logging
 
-from attention_jax.foundation import full_disk, log_format
+from attention_jax.foundation import full_disk
+
+LOG_FORMATS = ("short", "absl")
+SHORT_PREFIX = re.compile(r"\d\d:\d\d:\d\d ([DIWEC]) ")  # Group 1: the level's letter.
 
 # Where our own log lines come from: the library, and the repository's launchers, configs and benchmarks.
 _PACKAGE_DIRECTORY = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # attention_jax/
@@ -83,6 +86,32 @@ def _is_failed_save_echo(unraisable: Any) -> bool:
     return (code is not None and "/orbax/" in code.co_filename) or _mentions_orbax(error)
 
 
+def _never() -> bool:
+    return False
+
+
+class _ShortFormatter(python_logging.Formatter):
+    """Format ``HH:MM:SS L message``, or as ``long_formatter`` while ``use_long()`` (asked per record)."""
+
+    def __init__(self, long_formatter: python_logging.Formatter, use_long: Callable[[], bool] = _never) -> None:
+        super().__init__("%(asctime)s %(levelname).1s %(message)s", datefmt="%H:%M:%S")
+        self._long = long_formatter
+        self._use_long = use_long
+
+    def format(self, record: python_logging.LogRecord) -> str:  # noqa: D102 (logging.Formatter's)
+        """Return the record's line."""
+        if self._use_long():
+            return self._long.format(record)
+        return super().format(record)
+
+
+def _install_short_format(use_long: Callable[[], bool] = _never) -> None:
+    """Give absl's log handler the short format, once; ``use_long()``: absl's long format wanted."""
+    handler = logging.get_absl_handler().python_handler
+    if not isinstance(handler.formatter, _ShortFormatter):
+        handler.setFormatter(_ShortFormatter(handler.formatter or logging.PythonFormatter(), use_long))
+
+
 _INSTALLED = False
 
 
@@ -99,7 +128,7 @@ def install(long_log_format: Callable[[], bool] = lambda: False) -> None:
         return
     _INSTALLED = True
     logging.get_absl_handler().addFilter(_QuietLibraries())
-    log_format.install(long_log_format)  # HH:MM:SS I message; absl's long prefix with --log_format=absl.
+    _install_short_format(long_log_format)  # HH:MM:SS I message; absl's long prefix with --log_format=absl.
     previous_hook = sys.unraisablehook
 
     def _hook(unraisable: Any) -> None:

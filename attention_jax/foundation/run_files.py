@@ -70,6 +70,8 @@ RESULTS_FILE = "results.json"
 LOCK_FILE = "lock.json"
 LENGTH_BUCKETS_FILE = "length_buckets.json"  # Per-length-bucket evaluation (docs/positions.md).
 POSITION_LOSSES_FILE = "position_losses.json"  # Loss by target position on the length buckets.
+EXPORT_PARAMS_FILE = "params.safetensors"  # An export directory's weights (decoding/inference.py).
+EXPORT_RECORD_FILE = "export.json"  # What the export came from.
 
 # Exit status of `attention_jax.main` after it checkpointed and stopped on SIGTERM/SIGINT: resume by
 # rerunning (or requeueing) the same command. 75 is EX_TEMPFAIL of sysexits.h.

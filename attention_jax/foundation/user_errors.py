@@ -1,19 +1,22 @@
-"""Mistakes in what a user gave (config value, corpus file, flag): one line, exit status 2.
-
-Other exceptions keep their traceback.
+"""How a command ends: a user's mistake (config value, corpus file, flag) in one line with status 2, others
+with their traceback; a closed output pipe (``translate | head``) and Ctrl-C quietly; and on time.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
+import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
-from typing import Any, NoReturn
+from collections.abc import Callable, Iterator
+from typing import Any, NoReturn, TextIO
 
 USAGE_ERROR = 2  # Exit status for a bad command line, config or input file (as absl's usage errors).
+CLOSED_PIPE_STATUS = 128 + signal.SIGPIPE  # What `yes | head` leaves `yes` with (141 on Linux).
+INTERRUPTED_STATUS = 128 + signal.SIGINT  # After Ctrl-C (130).
 
 SHUTDOWN_GRACE_S = 60.0  # Seconds a failing or stopped command's shutdown may take before it leaves anyway.
 _OUR_MODULE_PREFIXES = ("attention_jax.", "launch.")  # Never `pytest` or another host.
@@ -180,3 +183,32 @@ def path_argument(value: Any, argument: str, function: str) -> str:
 def _short_repr(value: Any, limit: int = 40) -> str:
     text = repr(value).replace("\n", " ")
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+@contextlib.contextmanager
+def quiet_pipe_and_interrupt(stdout: TextIO | None = None) -> Iterator[None]:
+    """Turn a closed stdout pipe and Ctrl-C inside the block into a quiet exit (the trainer handles SIGINT itself).
+
+    Parameters
+    ----------
+    stdout : TextIO, optional
+        The stream whose reader may go away; ``sys.stdout`` by default.
+
+    Raises
+    ------
+    SystemExit
+        141 on ``BrokenPipeError`` (the stream then points at ``/dev/null``), 130 on ``KeyboardInterrupt``.
+    """
+    try:
+        yield
+    except BrokenPipeError:
+        stream = stdout if stdout is not None else sys.stdout
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, stream.fileno())
+            os.close(devnull)
+        except (OSError, ValueError):  # A stream without a file descriptor: nothing left to flush there.
+            pass
+        raise SystemExit(CLOSED_PIPE_STATUS) from None
+    except KeyboardInterrupt:
+        raise SystemExit(INTERRUPTED_STATUS) from None

@@ -294,21 +294,8 @@ def linear_attention_step(query: Array, key: Array, value: Array, state: Array,
     return (numerator / denominator).astype(value.dtype), state, normaliser
 
 
-def additive_module_scores(module: nn.Module, query: Array, key: Array) -> Array:
-    """Return the ``additive`` entry's scores, creating ``score_vector`` ``[H, K]`` in ``module``.
-
-    Parameters
-    ----------
-    module : nn.Module
-        The bound ``MultiHeadAttention``.
-    query, key : Array
-        ``[B, T, H, K]`` and ``[B, S, H, K]``.
-
-    Returns
-    -------
-    Array
-        float32 ``[B, H, T, S]``.
-    """
+def _additive_module_scores(module: nn.Module, query: Array, key: Array) -> Array:
+    """The ``additive`` entry's float32 scores ``[B, H, T, S]``; creates ``score_vector`` ``[H, K]`` in ``module``."""
     score_vector = cast(Array, module.param(  # param unboxes the LogicallyPartitioned its init returns.
         "score_vector",
         nn.with_logical_partitioning(nn.initializers.normal(stddev=query.shape[-1] ** -0.5), ("heads", "kv")),
@@ -316,52 +303,13 @@ def additive_module_scores(module: nn.Module, query: Array, key: Array) -> Array
     return _additive_scores(query, key, score_vector)
 
 
-def linear_module_attention(module: nn.Module, query: Array, key: Array, value: Array, mask: Any, *,
-                            decode: bool) -> Array:
-    """Return the ``linear`` entry's heads inside ``MultiHeadAttention``.
-
-    Parameters
-    ----------
-    module : nn.Module
-        The bound ``MultiHeadAttention`` (decode state in its ``cache``).
-    query, key, value : Array
-        ``[B, T, H, K]``, ``[B', S, H, K]``, ``[B', S, H, V]``.
-    mask : StructuredMask, Array or None
-        As for :func:`linear_attention`.
-    decode : bool
-        One causal step over the cached running sums.
-
-    Returns
-    -------
-    Array
-        ``[B, T, H, V]``.
-    """
+def _linear_module_attention(module: nn.Module, query: Array, key: Array, value: Array, mask: Any, *,
+                             decode: bool) -> Array:
+    """The ``linear`` entry's heads ``[B, T, H, V]`` inside ``MultiHeadAttention`` (decode: one cached step)."""
     if decode:
         return _linear_decode(module, query, key, value, mask)
     key, value, mask = share_key_rows(query.shape[0], key, value, mask)
     return linear_attention(query, key, value, mask)
-
-
-def as_dense_mask(mask: Any, query_length: int, key_length: int) -> Array | None:
-    """Return a structured or window mask as a dense boolean mask.
-
-    Parameters
-    ----------
-    mask : StructuredMask, masks.LocalMask, Array or None
-        As the model passes it.
-    query_length, key_length : int
-        ``T`` and ``S``.
-
-    Returns
-    -------
-    Array or None
-        Broadcastable to ``[B, H, T, S]``.
-    """
-    if isinstance(mask, StructuredMask):
-        return mask.to_dense(query_length, key_length)
-    if hasattr(mask, "to_dense"):  # masks.LocalMask (restricted self-attention).
-        return mask.to_dense(key_length)
-    return mask
 
 
 def share_key_rows(query_rows: int, key: Array, value: Array, mask: Any) -> tuple[Array, Array, Any]:

@@ -7,13 +7,12 @@ R = 2k + 1 relative embeddings.
 from __future__ import annotations
 
 import math
-from typing import Any, cast
+from typing import cast
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from attention_jax.models import attention_functions, decode_attention, softmax
 from attention_jax.models.positional_encodings import AttentionPositions  # Re-exported: defined there, JAX-free.
 
 Array = jax.Array
@@ -22,48 +21,10 @@ ROTARY_BASE = 10000.0
 """Su et al.'s base of the rotation frequencies, ``theta_p = base^(-2p / d)``."""
 
 
-def call_positions(module: nn.Module, length: int, positions: Array | None) -> Array:
-    """Return integer ``[B|1, T]`` positions of this call's queries (in decode mode, from the cache index).
-
-    Parameters
-    ----------
-    module : nn.Module
-        The bound ``MultiHeadAttention``.
-    length : int
-        ``T``.
-    positions : Array, optional
-        ``[B, T]`` packed positions; default ``0 .. T-1``.
-
-    Returns
-    -------
-    Array
-        ``[B|1, T]`` positions.
-    """
-    if module.decode:
-        start = module.get_variable("cache", "cache_index") if module.has_variable("cache", "cache_index") else 0
-        return (start + jnp.arange(length))[None]
-    return jnp.arange(length)[None] if positions is None else positions
-
-
 # --- rotary (Su et al., 2021) ---------------------------------------------------------------------
 
-def rotary_embedding(x: Array, positions: Array, base: float = ROTARY_BASE) -> Array:
-    """Return ``R_m x``: each pair ``(x_2p, x_2p+1)`` rotated by ``m theta_p`` (Su et al., Eq. 34).
-
-    Parameters
-    ----------
-    x : Array
-        ``[B, T, H, K]``, ``K`` even.
-    positions : Array
-        Integer ``[B|1, T]`` positions ``m``.
-    base : float
-        ``theta_p = base^(-2p / K)``.
-
-    Returns
-    -------
-    Array
-        ``[B, T, H, K]`` in ``x``'s dtype (computed in float32).
-    """
+def _rotary_embedding(x: Array, positions: Array, base: float = ROTARY_BASE) -> Array:
+    """``R_m x`` (Su et al., Eq. 34): each pair ``(x_2p, x_2p+1)`` of ``[B, T, H, K]`` rotated by ``m theta_p``."""
     key_dim = x.shape[-1]
     inverse_frequency = base ** (-jnp.arange(0, key_dim, 2, dtype=jnp.float32) / key_dim)  # theta_p [K/2]
     angles = positions[..., None, None].astype(jnp.float32) * inverse_frequency  # [B|1,T,1,K/2]
@@ -85,26 +46,9 @@ def _alibi_slopes(num_heads: int) -> tuple[float, ...]:
     return tuple(_power_of_two(closest) + _power_of_two(2 * closest)[0::2][:num_heads - closest])
 
 
-def alibi_bias(module: nn.Module, settings: AttentionPositions, query: Array, query_positions: Array,
-               key_positions: Array) -> Array:
-    """Return ``-m_h |i - j|``, the ALiBi score bias (Press et al., 2022, Section 3).
-
-    Parameters
-    ----------
-    module : nn.Module
-        The bound ``MultiHeadAttention``.
-    settings : AttentionPositions
-        The call's positional settings.
-    query : Array
-        ``[B, T, H, K]``.
-    query_positions, key_positions : Array
-        Integer ``[B|1, T]`` and ``[B|1, S]``.
-
-    Returns
-    -------
-    Array
-        float32 ``[B|1, H, T, S]``.
-    """
+def _alibi_bias(module: nn.Module, settings: AttentionPositions, query: Array, query_positions: Array,
+                key_positions: Array) -> Array:
+    """The ALiBi score bias ``-m_h |i - j|`` (Press et al., 2022, Section 3), float32 ``[B|1, H, T, S]``."""
     slopes = jnp.asarray(_alibi_slopes(query.shape[2]), jnp.float32)  # [H]
     distance = jnp.abs(query_positions[:, :, None] - key_positions[:, None, :]).astype(jnp.float32)  # [B|1,T,S]
     return -slopes[None, :, None, None] * distance[:, None]
@@ -125,26 +69,9 @@ def _relative_table(module: nn.Module, name: str, settings: AttentionPositions, 
     return cast(Array, table)  # param unboxes the LogicallyPartitioned its init returns.
 
 
-def relative_key_bias(module: nn.Module, settings: AttentionPositions, query: Array, query_positions: Array,
-                      key_positions: Array) -> Array:
-    """Return ``q_i a^K_ij^T / sqrt(d_k)`` (Shaw et al., 2018, Eq. 4), formed once per distance.
-
-    Parameters
-    ----------
-    module : nn.Module
-        The bound ``MultiHeadAttention``.
-    settings : AttentionPositions
-        The call's positional settings.
-    query : Array
-        ``[B, T, H, K]``.
-    query_positions, key_positions : Array
-        Integer ``[B|1, T]`` and ``[B|1, S]``.
-
-    Returns
-    -------
-    Array
-        float32 ``[B, H, T, S]``.
-    """
+def _relative_key_bias(module: nn.Module, settings: AttentionPositions, query: Array, query_positions: Array,
+                       key_positions: Array) -> Array:
+    """``q_i a^K_ij^T / sqrt(d_k)`` (Shaw et al., 2018, Eq. 4), float32 ``[B, H, T, S]``, formed once per distance."""
     table = _relative_table(module, "relative_key_embedding", settings, query.shape[-1])  # [R,K]
     per_distance = jnp.einsum("bthk,rk->bhtr", query, table.astype(query.dtype),
                               preferred_element_type=jnp.float32)  # [B,H,T,R]
@@ -154,26 +81,9 @@ def relative_key_bias(module: nn.Module, settings: AttentionPositions, query: Ar
     return jnp.take_along_axis(per_distance, index, axis=-1) / jnp.sqrt(jnp.float32(query.shape[-1]))
 
 
-def relative_value_term(module: nn.Module, settings: AttentionPositions, weights: Array, query_positions: Array,
-                        key_positions: Array) -> Array | None:
-    """Return ``sum_j alpha_ij a^V_ij`` (Shaw et al., 2018, Eq. 3), weights summed per distance first.
-
-    Parameters
-    ----------
-    module : nn.Module
-        The bound ``MultiHeadAttention``.
-    settings : AttentionPositions
-        The call's positional settings.
-    weights : Array
-        ``[B, H, T, S]`` attention weights.
-    query_positions, key_positions : Array
-        Integer ``[B|1, T]`` and ``[B|1, S]``.
-
-    Returns
-    -------
-    Array or None
-        ``[B, T, H, V]``; ``None`` without ``add_to_values``.
-    """
+def _relative_value_term(module: nn.Module, settings: AttentionPositions, weights: Array, query_positions: Array,
+                         key_positions: Array) -> Array | None:
+    """``sum_j alpha_ij a^V_ij`` (Shaw et al., 2018, Eq. 3) ``[B, T, H, V]``; ``None`` without ``add_to_values``."""
     if not settings.entry_settings.add_to_values:
         return None
     table = _relative_table(module, "relative_value_embedding", settings, module.value_dim)  # [R,V]
@@ -184,86 +94,3 @@ def relative_value_term(module: nn.Module, settings: AttentionPositions, weights
     else:
         per_distance = jnp.einsum("bhts,btsr->bhtr", weights, one_hot)
     return jnp.einsum("bhtr,rv->bthv", per_distance, table.astype(weights.dtype))
-
-
-# --- How MultiHeadAttention applies them --------------------------------------------------------------
-
-def rotate_queries_and_keys(scheme: Any, query: Array, key: Array, positions: Array) -> tuple[Array, Array]:
-    """Return queries and keys after the entry's ``rotate`` (unchanged without one).
-
-    Parameters
-    ----------
-    scheme : positional_encodings.PositionalEncodingScheme
-        The encoding's entry.
-    query, key : Array
-        ``[B, T, H, K]``.
-    positions : Array
-        Integer ``[B|1, T]``.
-
-    Returns
-    -------
-    (Array, Array)
-        Queries and keys.
-    """
-    if scheme.rotate is None:
-        return query, key
-    return scheme.rotate(query, positions), scheme.rotate(key, positions)
-
-
-def position_score_attention(module: nn.Module, entry: Any, scheme: Any, query: Array, key: Array, value: Array,
-                             mask: Any, query_positions: Array, *, dropout_fn: Any, sow_weights: bool) -> Array:
-    """Return ``softmax(scores + bias) (V + value term)``, relative and ALiBi attention's einsum path.
-
-    Parameters
-    ----------
-    module : nn.Module
-        The bound ``MultiHeadAttention``.
-    entry : attention_registry.AttentionFunction
-        The attention function.
-    scheme : positional_encodings.PositionalEncodingScheme
-        The encoding's entry.
-    query, key, value : Array
-        ``[B, T, H, K]``, ``[B, T, H, K]``, ``[B, T, H, V]``.
-    mask : Array, LocalMask or StructuredMask, optional
-        As the model passes it.
-    query_positions : Array
-        Integer ``[B|1, T]``; keys share them, or in decode mode sit at their cache slots.
-    dropout_fn : callable, optional
-        Attention dropout.
-    sow_weights : bool
-        Store the weights in ``intermediates``.
-
-    Returns
-    -------
-    Array
-        ``[B, T, H, V]`` heads.
-    """
-    mask = attention_functions.as_dense_mask(mask, query.shape[1], key.shape[1])
-    key_positions = query_positions
-    if module.decode:
-        key, value, mask = decode_attention.update_key_value_cache(  # [B,H,L,K|V]: heads first.
-            module, key, value, mask, window=module.decode_window)
-        key, value = jnp.swapaxes(key, 1, 2), jnp.swapaxes(value, 1, 2)  # [B,L,H,K|V]
-        key_positions = jnp.arange(key.shape[1])[None]  # Slot s holds position s.
-    scores = _position_scores(module, entry, scheme, query, key, query_positions, key_positions)
-    weights = softmax.masked_softmax(scores, mask).astype(value.dtype)
-    if sow_weights:
-        module.sow("intermediates", "attention_weights", weights)
-    attended = dropout_fn(weights) if dropout_fn is not None else weights
-    heads = jnp.einsum("bhts,bshv->bthv", attended, value)
-    if scheme.value_term is not None:
-        term = scheme.value_term(module, module.positional_encoding, attended, query_positions, key_positions)
-        heads = heads if term is None else heads + term.astype(heads.dtype)
-    return heads
-
-
-def _position_scores(module: nn.Module, entry: Any, scheme: Any, query: Array, key: Array, query_positions: Array,
-                    key_positions: Array) -> Array:
-    """The attention function's float32 scores ``[B, H, T, S]`` plus the entry's ``score_bias``."""
-    if entry.score is not None:
-        scores = entry.score(module, query, key)  # float32 [B,H,T,S]
-    else:
-        query = entry.query_transform(query) if entry.query_transform is not None else query
-        scores = jnp.einsum("bthk,bshk->bhts", query, key, preferred_element_type=jnp.float32)
-        scores = scores / jnp.sqrt(jnp.float32(query.shape[-1]))  # Equation (1)
-    return scores + scheme.score_bias(module, module.positional_encoding, query, query_positions, key_positions)

@@ -11,7 +11,8 @@ import enum
 from collections.abc import Callable
 from typing import Any
 
-from attention_jax.models.registry import Registration, Registry, jax_hook
+from attention_jax.foundation.registry import Registration, Registry
+from attention_jax.models.registry import jax_hook
 
 
 class AttentionImplementation(enum.StrEnum):
@@ -153,12 +154,12 @@ ATTENTION_FUNCTIONS: Registry[AttentionFunction] = Registry("attention_function"
         query_transform=jax_hook("attention_functions", "unscaled_query")),
     AttentionFunction(
         name="additive", summary="softmax(w_h^T tanh(q + k)) v (Bahdanau et al., 2015)",
-        flops=_additive_flops, score=jax_hook("attention_functions", "additive_module_scores")),
+        flops=_additive_flops, score=jax_hook("attention_functions", "_additive_module_scores")),
     AttentionFunction(
         name="linear", summary="phi(q) (sum_s phi(k_s) v_s^T) / (phi(q) sum_s phi(k_s)), phi = elu + 1 "
                                "(Katharopoulos et al., 2020), without scoring query-key pairs",
         flops=_linear_flops, supports_weights=False, supports_window=False, supports_attention_dropout=False,
-        structured_masks=True, attend=jax_hook("attention_functions", "linear_module_attention")),
+        structured_masks=True, attend=jax_hook("attention_functions", "_linear_module_attention")),
 ))
 """Every attention function by name (:func:`register_attention_function` adds to it)."""
 

@@ -6,8 +6,6 @@ R query rows per key/value row, S cache positions, H heads, K and V sizes per he
 
 from __future__ import annotations
 
-from typing import Any
-
 import jax
 import jax.numpy as jnp
 
@@ -89,48 +87,3 @@ def cached_single_query_attention(query: Array, key: Array, value: Array, mask: 
     attended = jnp.einsum("bhs,bhsv->bhv", weights[:, :, 0], value)  # [B,H,V]
     return attended[:, None]
 
-
-def update_key_value_cache(module: Any, key: Array, value: Array, mask: Array | None, *,
-                           window: int = 0) -> tuple[Array, Array, Array | None]:
-    """Write a decode step's keys and values into ``cache``; return the cache, heads first, and its mask.
-
-    Parameters
-    ----------
-    module : Any
-        The bound ``MultiHeadAttention``.
-    key, value : Array
-        ``[B, 1, H, K|V]``; during ``init``, ``[B, L, H, K|V]`` sizing the cache.
-    mask : Array, optional
-        Boolean, broadcastable to ``[B, H, 1, L]``.
-    window : int
-        Keep only the last ``window`` positions (0: all).
-
-    Returns
-    -------
-    (Array, Array, Array or None)
-        Keys ``[B, H, L, K]``, values ``[B, H, L, V]``, mask of the filled positions.
-
-    Raises
-    ------
-    ValueError
-        More than one position per call.
-    """
-    key, value = jnp.swapaxes(key, 1, 2), jnp.swapaxes(value, 1, 2)  # [B,H,T,K|V]
-    initializing = not module.has_variable("cache", "cached_key")
-    cached_key = module.variable("cache", "cached_key", jnp.zeros, key.shape, key.dtype)
-    cached_value = module.variable("cache", "cached_value", jnp.zeros, value.shape, value.dtype)
-    cache_index = module.variable("cache", "cache_index", lambda: jnp.array(0, jnp.int32))
-    if initializing:
-        return key, value, mask
-    if key.shape[2] != 1:
-        raise ValueError(f"decode mode processes one position per call; got {key.shape[2]}.")
-    index = cache_index.value
-    cached_key.value = jax.lax.dynamic_update_slice_in_dim(cached_key.value, key, index, axis=2)
-    cached_value.value = jax.lax.dynamic_update_slice_in_dim(cached_value.value, value, index, axis=2)
-    cache_index.value = index + 1
-    key_positions = jnp.arange(cached_key.value.shape[2])
-    filled = key_positions <= index
-    if window > 0:  # Restricted self-attention: only the last r positions.
-        filled = jnp.logical_and(filled, index - key_positions <= window)
-    filled = filled[None, None, None, :]  # [1,1,1,L]
-    return cached_key.value, cached_value.value, filled if mask is None else jnp.logical_and(mask, filled)

@@ -10,7 +10,8 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from attention_jax.models.registry import Registration, Registry, jax_hook
+from attention_jax.foundation.registry import Registration, Registry
+from attention_jax.models.registry import jax_hook
 
 GATED_WIDTH_MULTIPLE = 8  # A matched gated variant's hidden width is a multiple of this.
 Activation = Callable[[Any], Any]  # Elementwise JAX function of the [..., F] pre-activations.

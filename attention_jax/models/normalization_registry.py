@@ -10,7 +10,8 @@ import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from attention_jax.models.registry import Registration, Registry, jax_hook
+from attention_jax.foundation.registry import Registration, Registry
+from attention_jax.models.registry import jax_hook
 from attention_jax.models.variants import LayerNormPosition, ModelKind
 
 if TYPE_CHECKING:

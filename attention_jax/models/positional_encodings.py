@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 import pydantic
 
+from attention_jax.foundation.registry import Registration, Registry
 from attention_jax.models import attention_registry
-from attention_jax.models.registry import Registration, Registry, jax_hook
+from attention_jax.models.registry import jax_hook
 
 if TYPE_CHECKING:
     import flax.linen as nn
@@ -173,30 +174,30 @@ def sinusoidal_positional_encoding(positions: Array, d_model: int) -> Array:
     return _SINUSOIDAL(positions, d_model)
 
 
-_SINUSOIDAL = jax_hook("embedding_positions", "sinusoidal_positional_encoding")
+_SINUSOIDAL = jax_hook("model", "sinusoidal_positional_encoding")
 
 POSITIONAL_ENCODINGS: Registry[PositionalEncodingScheme] = Registry("positional_encoding", (
     PositionalEncodingScheme(name="sinusoidal", summary="fixed sines and cosines of the position (Section 3.5)",
-                             encoding=jax_hook("embedding_positions", "_sinusoidal")),
+                             encoding=jax_hook("model", "_sinusoidal")),
     PositionalEncodingScheme(name="learned", summary="a learned vector per position (Table 2 row E)",
-                             encoding=jax_hook("embedding_positions", "_learned"), has_parameters=True,
+                             encoding=jax_hook("model", "_learned"), has_parameters=True,
                              limited_to_max_len=True),
     PositionalEncodingScheme(name="none", summary="no position information (the encoder is then "
                                                   "permutation-equivariant)",
-                             encoding=jax_hook("embedding_positions", "_no_positions")),
+                             encoding=jax_hook("model", "_no_positions")),
     PositionalEncodingScheme(name="relative", summary="learned embeddings of the clipped offset j - i added to "
                                                       "the keys and values (Shaw et al., 2018)",
                              target=PositionTarget.ATTENTION_SCORES, has_parameters=True,
-                             score_bias=jax_hook("attention_positions", "relative_key_bias"),
-                             value_term=jax_hook("attention_positions", "relative_value_term"),
+                             score_bias=jax_hook("attention_positions", "_relative_key_bias"),
+                             value_term=jax_hook("attention_positions", "_relative_value_term"),
                              needs_dot_product=True, flops=relative_flops, settings=RelativeSettings),
     PositionalEncodingScheme(name="rotary", summary="queries and keys rotated by their positions (Su et al., 2021)",
                              target=PositionTarget.QUERIES_AND_KEYS,
-                             rotate=jax_hook("attention_positions", "rotary_embedding"),
+                             rotate=jax_hook("attention_positions", "_rotary_embedding"),
                              needs_dot_product=True, key_dim_multiple=2, flops=_rotary_flops),
     PositionalEncodingScheme(name="alibi", summary="per-head linear biases -m_h |i - j| on the scores (Press et "
                                                    "al., 2022)", target=PositionTarget.ATTENTION_SCORES,
-                             score_bias=jax_hook("attention_positions", "alibi_bias"), flops=_alibi_flops),
+                             score_bias=jax_hook("attention_positions", "_alibi_bias"), flops=_alibi_flops),
 ))
 """Every positional encoding by name (:func:`register_positional_encoding` adds to it)."""
 
@@ -220,22 +221,6 @@ def positional_encoding(name: str) -> PositionalEncodingScheme:
         Unknown name (one line, with a did-you-mean).
     """
     return POSITIONAL_ENCODINGS.lookup(name)
-
-
-def check_positional_encoding(name: str) -> None:
-    """Check that the encoding exists.
-
-    Parameters
-    ----------
-    name : str
-        ``config.positional_encoding``.
-
-    Raises
-    ------
-    ValueError
-        Unknown name.
-    """
-    positional_encoding(name)
 
 
 def check_with_attention(name: str, *, attention_function: str, implementation: str = "einsum",
@@ -341,24 +326,3 @@ def register_positional_encoding(scheme: PositionalEncodingScheme) -> Registrati
     """
     return POSITIONAL_ENCODINGS.register(scheme)
 
-
-def encode_positions(module: nn.Module, positions: Array, config: TransformerConfig) -> Array:
-    """Return the encoding of integer ``positions`` under ``config.positional_encoding``.
-
-    Parameters
-    ----------
-    module : nn.Module
-        The bound ``model.PositionalEncoding``.
-    positions : Array
-        Integer ``[...]``.
-    config : TransformerConfig
-        The model config.
-
-    Returns
-    -------
-    Array
-        float32 ``[..., D]``.
-    """
-    encoding = positional_encoding(config.positional_encoding).encoding
-    assert encoding is not None  # Called for EMBEDDINGS schemes only, which __post_init__ gives an encoding.
-    return encoding(module, positions, config)

@@ -1,10 +1,7 @@
 """Sizes no run can have, refused from a checked config's fields before anything is built or written.
 
-Each field's range says what it may be; this says how large the model and its arrays may grow together
-(``num_layers = 10**40`` passes every range), from integer arithmetic on the fields alone: every integer
-within int32 (JAX's default integer), at most :data:`MAX_PARAMETERS` parameters and
-:data:`MAX_ARRAY_ELEMENTS` elements in a step's largest array. The trainer checks a step against its
-devices' memory too (:func:`attention_jax.training.step_memory.check_memory`).
+Integer arithmetic on the fields alone (``num_layers = 10**40`` passes every range): integers within int32,
+bounded parameters and largest array. Device memory is checked by ``training.setup_checks``.
 """
 
 from __future__ import annotations
@@ -25,9 +22,10 @@ MAX_ARRAY_ELEMENTS = 2**40
 """Elements of the largest array one step builds (4 TiB in float32), the whole batch across devices."""
 
 
-
 def estimated_parameters(fields: Mapping[str, Any]) -> int:
-    """The parameters a checked config builds, counted from its fields without building a shape.
+    """Return the parameters a checked config builds, counted from its fields (Python integers: no overflow).
+
+    Layer norms, biases and relative-position tables are left out: a little under the model's count.
 
     Parameters
     ----------
@@ -37,16 +35,7 @@ def estimated_parameters(fields: Mapping[str, Any]) -> int:
     Returns
     -------
     int
-        Embedding and output matrices, every attention's projections, the feed-forward layers (two or,
-        gated, three matrices) and a learned position table; layer normalisations, biases and
-        relative-position tables are left out, so the figure is a little under the model's (within a few
-        percent for the paper's models).
-
-    Notes
-    -----
-    Python integers: no overflow whatever the fields (a ``num_layers`` of ``10**40`` gives its product).
-    An encoder layer holds one attention and one feed-forward block, a decoder layer two attentions and
-    one; a decoder-only model has ``num_layers`` layers of one attention and one feed-forward block.
+        Embedding, output, attention, feed-forward and learned-position parameters.
     """
     d_model, num_heads = fields["d_model"], fields["num_heads"]
     key_dim = fields["key_dim"] or d_model // num_heads
@@ -67,26 +56,8 @@ def estimated_parameters(fields: Mapping[str, Any]) -> int:
     return layers + embeddings + learned_positions
 
 
-def largest_array_elements(fields: Mapping[str, Any]) -> tuple[int, str]:
-    """The elements of the largest array a training or decoding step of a checked config builds.
-
-    Parameters
-    ----------
-    fields : Mapping[str, Any]
-        A whole flat config whose fields passed the schema.
-
-    Returns
-    -------
-    tuple[int, str]
-        The elements, and what the array is (for the error line).
-
-    Notes
-    -----
-    The candidates: the output logits (``tokens_per_batch x vocab_size``), the feed-forward activations
-    (``tokens_per_batch x F``, F its hidden width), one layer's attention weights (``tokens_per_batch x
-    num_heads x max_len``: rows of ``max_len`` tokens, each attending to ``max_len`` keys) and one sentence's key/value
-    cache in beam search (``beam_size x (max_len + max_decode_extra_len) x d_model x num_layers x 2``).
-    """
+def _largest_array_elements(fields: Mapping[str, Any]) -> tuple[int, str]:
+    """The elements of the largest array a training or decoding step builds, and what that array is."""
     tokens, max_len = fields["tokens_per_batch"], fields["max_len"]
     hidden = feed_forward_registry.hidden_width(fields["feed_forward"], fields["d_ff"],
                                                 match_params=fields["feed_forward_match_params"])
@@ -134,14 +105,14 @@ def check_sizes(fields: Mapping[str, Any], integer_fields: Iterable[str]) -> Non
             f"{MAX_PARAMETERS:.0e}: lower num_layers={short_number(fields['num_layers'])}, "
             f"d_model={short_number(fields['d_model'])}, d_ff={short_number(fields['d_ff'])}, "
             f"num_heads={short_number(fields['num_heads'])} or vocab_size={short_number(fields['vocab_size'])}.")
-    elements, what = largest_array_elements(fields)
+    elements, what = _largest_array_elements(fields)
     if elements > MAX_ARRAY_ELEMENTS:
         raise ValueError(f"a step would build {what}: about {short_number(elements)} elements, "
                                  f"beyond the limit of 2**40 ({MAX_ARRAY_ELEMENTS:.2e}): lower those fields.")
 
 
 def short_number(value: int | tuple[int, ...]) -> str:
-    """Write an integer (or a tuple of them) as typed, in scientific notation past 12 digits.
+    """Return an integer (or a tuple of them) as typed, in scientific notation past 12 digits.
 
     Parameters
     ----------

@@ -8,7 +8,7 @@ import json
 import os
 from typing import Mapping, Sequence
 
-from attention_jax.experiment import corpora
+from attention_jax.data import corpora
 from attention_jax.foundation import run_files
 from attention_jax.foundation.user_errors import UserInputError
 from attention_jax.reports import comparison, comparison_plot, comparison_report, sweep_rows

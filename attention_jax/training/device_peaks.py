@@ -70,14 +70,12 @@ class DevicePeak:
 
 
 def datasheet_peak(device_kind: str, dtype: str) -> DevicePeak | None:
-    """Return the dense datasheet peak of a known device for ``dtype``.
+    """Return the dense datasheet peak of a known device (``jax.devices()[0].device_kind``) for ``dtype``.
 
     Parameters
     ----------
-    device_kind : str
-        ``jax.devices()[0].device_kind``, e.g. ``"TPU v4"``.
-    dtype : str
-        ``"float32"`` or ``"bfloat16"``.
+    device_kind, dtype : str
+        E.g. ``"TPU v4"``; ``"float32"`` or ``"bfloat16"``.
 
     Returns
     -------
@@ -91,21 +89,19 @@ def datasheet_peak(device_kind: str, dtype: str) -> DevicePeak | None:
 
 
 def measure_matmul_peak(dtype: str, size: int = MEASURED_MATMUL_SIZE, repeats: int = 5) -> float:
-    """Return the best rate of ``size`` x ``size`` products on the default device, in FLOP/s.
+    """Return the best rate of ``size`` x ``size`` products on the default device, in FLOP/s (``2 size^3 / best time``).
 
     Parameters
     ----------
     dtype : str
         ``"float32"`` or ``"bfloat16"``.
-    size : int
-        Matrix side.
-    repeats : int
-        Timed products after one compiling call.
+    size, repeats : int
+        Matrix side; timed products after one compiling call.
 
     Returns
     -------
     float
-        ``2 size^3 / best time``.
+        The rate.
     """
     import jax
     import jax.numpy as jnp

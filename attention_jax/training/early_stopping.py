@@ -58,12 +58,12 @@ class EarlyStopping:
         EarlyStopping
             The tracker.
         """
-        return cls.from_progress(config.early_stopping_patience, progress or {},
-                                 min_improvement=float(config.early_stopping_min_improvement),
-                                 min_steps=config.early_stopping_min_steps)
+        return cls._from_progress(config.early_stopping_patience, progress or {},
+                                  min_improvement=float(config.early_stopping_min_improvement),
+                                  min_steps=config.early_stopping_min_steps)
 
     def update(self, step: int, perplexity: float) -> bool:
-        """Record an evaluation and return whether it is the best so far.
+        """Record an evaluation and return whether it is the lowest so far (even by less than ``min_improvement``).
 
         Parameters
         ----------
@@ -75,7 +75,7 @@ class EarlyStopping:
         Returns
         -------
         bool
-            Whether it is the lowest yet (even by less than ``min_improvement``).
+            Whether it is the best.
         """
         counts = int(step >= self.min_steps)  # Earlier evaluations never count toward patience.
         if perplexity < self.best_perplexity:
@@ -99,7 +99,7 @@ class EarlyStopping:
                 f"(best {self.best_perplexity:.3f} at step {self.best_step})")
 
     def check_dev_split(self, dev_pairs: int) -> None:
-        """Refuse a dev split too small for early stopping when it is on.
+        """Refuse a dev split of ``dev_pairs`` pairs, too small for early stopping, when it is on.
 
         Parameters
         ----------
@@ -141,26 +141,9 @@ class EarlyStopping:
                 "evaluations_since_best": self.evaluations_since_best}
 
     @classmethod
-    def from_progress(cls, patience: int, progress: Mapping[str, Any], min_improvement: float = 0.0,
-                      min_steps: int = 0) -> "EarlyStopping":
-        """Rebuild the tracker from a checkpoint's bookkeeping (fresh without it).
-
-        Parameters
-        ----------
-        patience : int
-            ``config.early_stopping_patience`` (may differ from the stopped run's).
-        progress : Mapping[str, Any]
-            What :meth:`to_progress` wrote, or ``{}``.
-        min_improvement : float
-            ``config.early_stopping_min_improvement``.
-        min_steps : int
-            ``config.early_stopping_min_steps``.
-
-        Returns
-        -------
-        EarlyStopping
-            The restored tracker.
-        """
+    def _from_progress(cls, patience: int, progress: Mapping[str, Any], min_improvement: float = 0.0,
+                       min_steps: int = 0) -> "EarlyStopping":
+        """Rebuild the tracker from a checkpoint's bookkeeping (``{}``: fresh); ``patience`` may be new."""
         best = progress.get("best_eval_ppl")
         return cls(patience=patience, min_improvement=min_improvement,
                    best_perplexity=math.inf if best is None else float(best),

@@ -102,10 +102,8 @@ class MetricWriter:
         The run's work directory.
     resumed_step : int, optional
         The step training resumes from; later records are discarded.
-    enabled : bool, optional
-        Write at all (default: only on process 0).
-    metrics_file : bool, optional
-        Append to ``metrics.jsonl`` too; False writes TensorBoard only.
+    enabled, metrics_file : bool, optional
+        Write at all (default: only on process 0); append to ``metrics.jsonl`` too (False: TensorBoard only).
     """
 
     def __init__(self, workdir: str, resumed_step: int | None = None, enabled: bool | None = None, *,
@@ -228,16 +226,8 @@ class MetricWriter:
         if tensorboard is not None:
             tensorboard.flush()
 
-    def end_session(self, step: int, status: str) -> None:
-        """Record how this session ended: ``run/end_status`` and, once finished, the session-end record.
-
-        Parameters
-        ----------
-        step : int
-            The session's last step.
-        status : str
-            :data:`FINISHED`, :data:`STOPPED` or :data:`FAILED`.
-        """
+    def _end_session(self, step: int, status: str) -> None:
+        """Record how this session ended: ``run/end_status`` and, once finished, the session-end record."""
         if status not in END_STATUS_VALUES:
             raise ValueError(f"session status {status!r} is none of {sorted(END_STATUS_VALUES)}")
         tensorboard = self._live_tensorboard() if self.enabled else None
@@ -262,13 +252,13 @@ class MetricWriter:
         Parameters
         ----------
         session_status : str, optional
-            How the session ended (:meth:`end_session`); None records nothing.
+            :data:`FINISHED`, :data:`STOPPED` or :data:`FAILED`; None records nothing.
         step : int
             The session's last step.
         """
         if self.enabled:
             if session_status is not None:
-                self.end_session(step, session_status)
+                self._end_session(step, session_status)
             if self._jsonl is not None:
                 self._jsonl.close()
             tensorboard = self._live_tensorboard()

@@ -17,7 +17,7 @@ EVALUATION_PENDING = "evaluation_pending"
 
 def why_nothing_to_train(step: int, stop_reason: str | None, tracker: early_stopping.EarlyStopping,
                          num_train_steps: int) -> str | None:
-    """Return why a run at ``step`` has no step left to train, or ``None`` when it trains on.
+    """Return why a run at ``step`` has no step left to train (and how to train on), or ``None`` when it trains on.
 
     Parameters
     ----------
@@ -28,12 +28,12 @@ def why_nothing_to_train(step: int, stop_reason: str | None, tracker: early_stop
     tracker : early_stopping.EarlyStopping
         Early stopping restored with the new config's patience.
     num_train_steps : int
-        The new config's ``num_train_steps`` (a run is never cut back).
+        The new config's (a run is never cut back).
 
     Returns
     -------
     str or None
-        What holds the run and how to train on.
+        The reason.
     """
     if stop_reason == early_stopping.STOPPED_EARLY and tracker.should_stop:
         return (f"early stopping ended it at step {step} after {tracker.stop_description()}; to train on, "
@@ -50,19 +50,19 @@ def why_nothing_to_train(step: int, stop_reason: str | None, tracker: early_stop
 
 
 def pending_final_splits(results: dict[str, Any], config: RunConfig) -> list[str]:
-    """Return the splits ``config.final_bleu`` asks to decode that ``results`` has no figures for.
+    """Return the splits ``config.final_bleu`` asks to decode that ``results`` (``results.json``) has no figures for.
 
     Parameters
     ----------
     results : dict
-        A finished run's ``results.json``.
+        A finished run's results.
     config : RunConfig
         The new command's run section.
 
     Returns
     -------
     list[str]
-        Names from ``run_files.FINAL_BLEU_SPLITS``; empty without ``final_bleu``.
+        Names from ``run_files.FINAL_BLEU_SPLITS``.
     """
     if not config.final_bleu:
         return []
@@ -96,7 +96,7 @@ def read_finished_results(workdir: str) -> dict[str, Any] | None:
 
 
 def describes_newest_checkpoint(workdir: str, results: dict[str, Any]) -> bool:
-    """Return whether finished ``results`` are the newest checkpoint's, not a run extended since.
+    """Return whether finished ``results`` are the newest checkpoint's (True without one), not a run extended since.
 
     Parameters
     ----------
@@ -108,7 +108,7 @@ def describes_newest_checkpoint(workdir: str, results: dict[str, Any]) -> bool:
     Returns
     -------
     bool
-        False for a newer checkpoint or a raised ``num_train_steps``; True without a checkpoint.
+        False for a newer checkpoint or a raised ``num_train_steps``.
     """
     latest = checkpoints.latest_progress(workdir)
     step = results.get("step")
@@ -150,7 +150,7 @@ def nothing_to_do(workdir: str, config: RunConfig) -> dict[str, Any] | None:
     Returns
     -------
     dict or None
-        ``results.json`` plus ``reason``; ``None`` when the rerun trains on or finishes an evaluation.
+        ``None`` when the rerun trains on or finishes an evaluation.
     """
     results = read_finished_results(workdir)
     latest = checkpoints.latest_progress(workdir)
@@ -180,7 +180,7 @@ def with_logged_evaluation(progress: dict[str, Any], logged_eval: dict[str, Any]
     Returns
     -------
     dict
-        ``progress`` itself, or a copy counting the logged perplexity with ``EVALUATION_PENDING`` false.
+        ``progress``, or a copy counting the logged perplexity with ``EVALUATION_PENDING`` false.
     """
     if not progress.get(EVALUATION_PENDING) or not logged_eval:
         return progress

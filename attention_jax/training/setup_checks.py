@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import Any
 
 import jax
@@ -11,11 +12,13 @@ from absl import logging
 from attention_jax.checkpointing import params_checkpoints, resume_checks
 from attention_jax.data.tokenizer import Tokenizer
 from attention_jax.data.training_data import TrainingData
+from attention_jax.experiment.schema import ConfigError
 from attention_jax.experiment.sections import Experiment
 from attention_jax.foundation import run_files
 from attention_jax.foundation.user_errors import UserInputError
-from attention_jax.models import attention_registry
-from attention_jax.training import early_stopping, sharding, step_memory
+from attention_jax.models import attention_registry, size_limits
+from attention_jax.models.variants import ModelKind
+from attention_jax.training import early_stopping, sharding
 
 
 def check_devices(experiment: Experiment) -> None:
@@ -34,7 +37,7 @@ def check_devices(experiment: Experiment) -> None:
     sharding.fit_mesh_shape(experiment.run.mesh_shape, experiment.run.mesh_axes, jax.device_count())
     device_bytes = _device_memory()
     if device_bytes is not None:  # Before compiling: tokens_per_batch=2**31-1 was killed by the kernel after minutes.
-        step_memory.check_memory(experiment.fields, jax.device_count(), device_bytes, f"{jax.default_backend()} device")
+        _check_memory(experiment.fields, jax.device_count(), device_bytes, f"{jax.default_backend()} device")
     implementation, backend = experiment.model.attention_implementation, jax.default_backend()
     if implementation in attention_registry.GPU_ONLY_IMPLEMENTATIONS and backend != "gpu":
         raise UserInputError(
@@ -189,3 +192,42 @@ def check_checkpoint_parameters(workdir: str, step: int | None, abstract_params:
             f"{directory}/{step} holds other parameters than this version of attention_jax builds for its config "
             f"({'; '.join(mismatch[:2])}{'; ...' if len(mismatch) > 2 else ''}): it was written by another version. "
             f"Resume it with that version, or train again in a new --workdir.")
+
+
+def _estimated_step_bytes(fields: Mapping[str, Any], devices: int) -> tuple[int, str]:
+    """Return a lower bound on one device's step and decoding-cache memory, and what dominates it.
+
+    Counted: parameters, gradients and Adam's moments (float32, a copy per device); per token of the device's
+    share, the logits and their gradient and each layer's saved activations (``d_ff + 4 d_model + heads x
+    max_len``); one sentence's beam-search cache. All else comes on top, so a refused config cannot fit.
+    """
+    width = 2 if fields["dtype"] in ("bfloat16", "float16") else 4
+    tokens = -(-fields["tokens_per_batch"] // max(1, devices))
+    attention = 4 * fields["d_model"] + fields["num_heads"] * fields["max_len"]
+    blocks = (1, 1) if fields["model_kind"] == ModelKind.DECODER_ONLY else (3, 2)  # Attentions, feed-forwards.
+    per_token = 2 * fields["vocab_size"] * width + fields["num_layers"] * width * (
+        blocks[0] * attention + blocks[1] * fields["d_ff"])
+    decode_cache = (fields["beam_size"] * (fields["max_len"] + fields["max_decode_extra_len"]) * fields["d_model"]
+                    * fields["num_layers"] * 2 * width)
+    parameters = size_limits.estimated_parameters(fields)
+    parts = [(16 * parameters, "the parameters, gradients and Adam's moments: lower num_layers, "
+                               "d_model, d_ff or vocab_size"),
+             (tokens * per_token, f"the activations of {size_limits.short_number(tokens)} tokens "
+                                  f"(tokens_per_batch / devices): lower "
+                                  f"--config.tokens_per_batch (raise grad_accum_steps to keep the batch)"),
+             (decode_cache, "beam search's key/value cache of max_len + max_decode_extra_len positions: lower "
+                            "--config.max_decode_extra_len")]
+    return sum(part for part, _ in parts), max(parts)[1]
+
+
+def _check_memory(fields: Mapping[str, Any], devices: int, device_bytes: int, device: str) -> None:
+    """Refuse a config whose step cannot fit one device's memory (``device_bytes``), naming the fields to lower."""
+    needed, what = _estimated_step_bytes(fields, devices)
+    if needed > device_bytes:
+        raise ConfigError(
+            f"one step needs at least {_bytes(needed)} per device, more than the {_bytes(device_bytes)} of this "
+            f"{device}; most of it is {what}.")
+
+
+def _bytes(count: int) -> str:
+    return f"{count / 2**30:,.1f} GiB" if count < 2**60 else f"{float(count):.3g} bytes"

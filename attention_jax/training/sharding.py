@@ -29,12 +29,10 @@ def create_mesh(mesh_shape: Sequence[int], mesh_axes: Sequence[str],
 
     Parameters
     ----------
-    mesh_shape : Sequence[int]
-        Size of each axis; one may be -1, "the remaining devices".
-    mesh_axes : Sequence[str]
-        Axis names, ``"data"`` among them.
+    mesh_shape, mesh_axes : Sequence[int], Sequence[str]
+        Axis sizes (one may be -1: the remaining devices) and names, ``"data"`` among them.
     devices : Sequence[jax.Device], optional
-        Devices to use (default ``jax.devices()``).
+        Default ``jax.devices()``.
 
     Returns
     -------
@@ -47,16 +45,14 @@ def create_mesh(mesh_shape: Sequence[int], mesh_axes: Sequence[str],
 
 
 def fit_mesh_shape(mesh_shape: Sequence[int], mesh_axes: Sequence[str], device_count: int) -> tuple[int, ...]:
-    """Return the mesh's axis sizes on ``device_count`` devices, its -1 entry resolved.
+    """Return the mesh's axis sizes on ``device_count`` devices (every process's), its -1 entry resolved.
 
     Parameters
     ----------
-    mesh_shape : Sequence[int]
-        ``config.mesh_shape``.
-    mesh_axes : Sequence[str]
-        ``config.mesh_axes``.
+    mesh_shape, mesh_axes : Sequence[int], Sequence[str]
+        ``config.mesh_shape`` and ``config.mesh_axes``.
     device_count : int
-        The devices the mesh spans, every process's.
+        The devices the mesh spans.
 
     Returns
     -------
@@ -87,19 +83,19 @@ def fit_mesh_shape(mesh_shape: Sequence[int], mesh_axes: Sequence[str], device_c
 
 
 def logical_axis_rules(param_sharding: str, mesh: Mesh) -> tuple[tuple[str, str | None], ...]:
-    """Return the rules mapping the model's logical parameter axes to mesh axes.
+    """Return the rules mapping the model's logical parameter axes to mesh axes (unmentioned: replicated).
 
     Parameters
     ----------
     param_sharding : str
         ``"replicated"`` or ``"fsdp"``.
     mesh : jax.sharding.Mesh
-        The mesh; a ``"model"`` axis enables tensor parallelism.
+        A ``"model"`` axis enables tensor parallelism.
 
     Returns
     -------
     tuple of (logical axis, mesh axis or None)
-        For :func:`flax.linen.logical_to_mesh_sharding`; unmentioned axes are replicated.
+        For :func:`flax.linen.logical_to_mesh_sharding`.
     """
     if param_sharding not in PARAM_SHARDINGS:
         raise ValueError(f"param_sharding must be one of {PARAM_SHARDINGS}; got {param_sharding!r}.")
@@ -226,7 +222,7 @@ def local_data_shards(mesh: Mesh) -> int:
 
 
 def global_batch(local_batch: Mapping[str, np.ndarray], sharding: NamedSharding) -> dict[str, jax.Array]:
-    """Assemble one global batch from this process's rows.
+    """Assemble one global batch from this process's rows (``rows * process_count`` rows, in process order).
 
     Parameters
     ----------
@@ -238,7 +234,7 @@ def global_batch(local_batch: Mapping[str, np.ndarray], sharding: NamedSharding)
     Returns
     -------
     dict[str, jax.Array]
-        Arrays of ``rows * process_count`` rows, in process order.
+        The global arrays.
 
     Raises
     ------

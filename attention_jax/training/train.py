@@ -13,7 +13,7 @@ from absl import logging
 from attention_jax.checkpointing import checkpoints, resume_checks
 from attention_jax.data import batching
 from attention_jax.data.training_data import TrainingData
-from attention_jax.experiment.sections import Experiment
+from attention_jax.experiment.sections import Experiment, RunConfig
 from attention_jax.foundation import run_files
 from attention_jax.foundation.user_errors import UserInputError
 from attention_jax.models import language_model, model
@@ -22,7 +22,6 @@ from attention_jax.training import (
     early_stopping,
     initial_state,
     metric_writer,
-    profiling,
     progress,
     reruns,
     run_context,
@@ -169,7 +168,7 @@ def _train(run: TrainingRun, stop: distributed.StopRequest) -> bool:
     unchecked: list[tuple[int, MetricSums]] = []  # Device metrics not yet fetched.
     unreported: list[tuple[int, dict]] = []  # Host metrics checked but not yet logged.
     previous: MetricSums | None = None  # The metrics of the step before, while it may still run.
-    profiler = profiling.StepProfiler.from_config(config, run.workdir)  # config.profile_steps > 0: a trace.
+    profiler = _StepProfiler.from_config(config, run.workdir)  # config.profile_steps > 0: a trace.
     if step < config.num_train_steps and run.loop.stop_reason is None and run.loop.throughput.peak is None:
         progress.choose_peak(run)
     if run.loop.evaluation_pending and step < config.num_train_steps and run.loop.stop_reason is None:
@@ -362,3 +361,38 @@ def _train_locked(experiment: Experiment, workdir: str, data: TrainingData | Non
         run.checkpoints.close()
         run.writer.close(session_status=ended, step=int(run.loop.state.step))
     return results
+
+
+class _StepProfiler:
+    """Trace ``num_steps`` train steps after ``start_step`` with ``jax.profiler`` into ``log_dir`` (0 steps: off)."""
+
+    def __init__(self, log_dir: str, num_steps: int, start_step: int) -> None:
+        if num_steps < 0 or start_step < 0:
+            raise ValueError(f"profile_steps and profile_start_step must be >= 0; got {num_steps} and {start_step}.")
+        self.log_dir = log_dir
+        self.num_steps = num_steps
+        self.start_step = start_step
+        self.tracing = False
+
+    @classmethod
+    def from_config(cls, config: RunConfig, workdir: str) -> _StepProfiler:
+        """Return the profiler of ``config.profile_steps`` and ``profile_start_step``, tracing into TensorBoard."""
+        return cls(os.path.join(workdir, run_files.TENSORBOARD_DIR), config.profile_steps, config.profile_start_step)
+
+    def before_step(self, steps_done: int) -> None:
+        """Start the trace when ``steps_done`` equals the start step; call before each update."""
+        if self.num_steps > 0 and steps_done == self.start_step and not self.tracing:
+            jax.profiler.start_trace(self.log_dir)
+            self.tracing = True
+
+    def after_step(self, steps_done: int, outputs: Any) -> None:
+        """Stop the trace after the last traced step, once ``outputs`` are computed."""
+        if self.tracing and steps_done >= self.start_step + self.num_steps:
+            jax.block_until_ready(outputs)
+            self.close()
+
+    def close(self) -> None:
+        """Stop a running trace (writing it)."""
+        if self.tracing:
+            jax.profiler.stop_trace()
+            self.tracing = False

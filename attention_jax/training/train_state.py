@@ -46,10 +46,8 @@ def paper_learning_rate(step: ArrayLike, *, d_model: int, warmup_steps: int, sca
     ----------
     step : int or Array
         Update number, 1 for the first; below 1 counts as 1.
-    d_model : int
-        Model width.
-    warmup_steps : int
-        Linear warm-up updates (paper: 4000); the peak.
+    d_model, warmup_steps : int
+        Model width; linear warm-up updates (paper: 4000), the peak.
     scale : float
         Multiplier of the whole schedule.
 
@@ -101,7 +99,7 @@ def make_optimizer(config: OptimizerConfig, schedule: optax.Schedule | None = No
     config : OptimizerConfig
         The optimizer section (paper: 0.9, 0.98, 1e-9).
     schedule : optax.Schedule, optional
-        Default ``make_schedule(config)``; the loop passes the one it logs.
+        Default ``make_schedule(config)``.
 
     Returns
     -------
@@ -214,14 +212,14 @@ def _summed_loss_gradients(params: Any, batch: Batch, dropout_key: jax.Array,
 
 def accumulate_gradients(state: TrainState, carry: Carry | None, batch: Batch, micro_index: jax.Array, *,
                          transformer: nn.Module, label_smoothing: float, dropout_rng: str = "threefry") -> Carry:
-    """Add one micro-batch's summed-loss gradient, metric sums and batch statistics to ``carry``.
+    """Add one micro-batch's summed-loss gradient, metric sums and batch statistics to ``carry`` (``None``: the first).
 
     Parameters
     ----------
     state : TrainState
         Current state.
     carry : Carry or None
-        The step's earlier micro-batches' sums; ``None`` for the first.
+        The step's earlier micro-batches' sums.
     batch : Batch
         Global arrays, as in :func:`model_logits`.
     micro_index : jax.Array
@@ -258,10 +256,8 @@ def train_step(state: TrainState, batch: Batch, carry: Carry | None = None, *,
     ----------
     state : TrainState
         Current state.
-    batch : Batch
-        The step's last (or only) micro-batch.
-    carry : Carry or None
-        The earlier micro-batches' sums.
+    batch, carry : Batch, Carry or None
+        The step's last (or only) micro-batch; the earlier ones' sums.
     transformer : nn.Module
         The model (``dtype``: compute precision; parameters stay float32).
     optimizer : optax.GradientTransformation
@@ -290,26 +286,9 @@ def train_step(state: TrainState, batch: Batch, carry: Carry | None = None, *,
     return new_state, dict(sums, grad_norm=optax.tree.norm(grads), **layer_gradient_norms(grads))
 
 
-def eval_step(params: Any, batch: Batch, *, transformer: nn.Module,
+def _eval_step(params: Any, batch: Batch, *, transformer: nn.Module,
               label_smoothing: float) -> MetricSums:
-    """Return the metric sums of one evaluation batch, without dropout.
-
-    Parameters
-    ----------
-    params : pytree
-        Parameters.
-    batch : Batch
-        Global batch; all-pad rows count for nothing.
-    transformer : nn.Module
-        The model.
-    label_smoothing : float
-        ``eps_ls``.
-
-    Returns
-    -------
-    dict
-        As :func:`metrics.token_loss_sums`.
-    """
+    """Return the metric sums of one evaluation batch, without dropout."""
     logits = model_logits(transformer, params, batch, deterministic=True)
     return metrics.token_loss_sums(logits, batch["targets"], label_smoothing,
                                    cpu_kernels=transformer.config.cpu_kernels)
@@ -382,14 +361,14 @@ def compile_steps(transformer: nn.Module, optimizer: optax.GradientTransformatio
         next_micro = jax.jit(accumulate, in_shardings=(state_shardings, carry_sharding, batch_sharding,
                                                        replicated),
                              out_shardings=carry_sharding, donate_argnums=(1,))
-    evaluate = jax.jit(functools.partial(eval_step, transformer=transformer, label_smoothing=label_smoothing),
+    evaluate = jax.jit(functools.partial(_eval_step, transformer=transformer, label_smoothing=label_smoothing),
                        in_shardings=(state_shardings.params, batch_sharding), out_shardings=replicated)
     return CompiledSteps(train, first_micro, next_micro, evaluate, state_shardings, batch_sharding)
 
 
 def run_update(steps: CompiledSteps, state: TrainState,
                micro_batches: list[Batch]) -> tuple[TrainState, MetricSums]:
-    """Apply one optimizer update from ``len(micro_batches)`` global micro-batches.
+    """Apply one optimizer update from ``len(micro_batches)`` global micro-batches (shapes may differ).
 
     Parameters
     ----------
@@ -398,7 +377,7 @@ def run_update(steps: CompiledSteps, state: TrainState,
     state : TrainState
         Current state, donated.
     micro_batches : list[Batch]
-        Global batches (shapes may differ).
+        Global batches.
 
     Returns
     -------

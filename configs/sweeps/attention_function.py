@@ -33,7 +33,7 @@ at a time, each pinned to one core; every row at seed 0 first)::
     python -m attention_jax.report runs/attention_function          # also from a partial sweep
     python -m launch.export_results --root=runs/attention_function --to=docs/attention_functions
 
-On the second corpus, ``gnome_help_en_de`` (its recipe: ``attention_jax/experiment/corpora.py``), in a
+On the second corpus, ``gnome_help_en_de`` (its recipe: ``attention_jax/data/corpora.py``), in a
 root of its own; the file declares no ``get_corpora()``, so the commands above keep the committed layout
 (``docs/attention_functions/<row>/seed_<k>``) and this export lands beside it, in
 ``docs/attention_functions/gnome_help_en_de/``::

@@ -40,7 +40,7 @@ one core; every row at seed 0 first)::
     python -m attention_jax.report ../runs/normalization          # also from a partial sweep (normalization.md too)
     python -m launch.export_results --root=../runs/normalization --to=docs/normalization
 
-On the second corpus, ``gnome_help_en_de`` (its recipe: ``attention_jax/experiment/corpora.py``), in a
+On the second corpus, ``gnome_help_en_de`` (its recipe: ``attention_jax/data/corpora.py``), in a
 root of its own; the file declares no ``get_corpora()``, so the commands above keep the committed layout
 (``docs/normalization/<row>/seed_<k>``) and this export lands beside it in ``docs/normalization/gnome_help_en_de/``::
 

@@ -35,7 +35,7 @@ first; the split and the scores are deterministic, so a stopped sweep resumes wi
         --buckets=runs/positions_corpus            # after the sweep; or beside it with --wait (a third process)
     python -m attention_jax.report runs/positions  # also from a partial sweep: writes positions.md/.csv/.png
 
-On the second corpus (``--corpora``, ``attention_jax/experiment/corpora.py``): its recipe's cap (26 words),
+On the second corpus (``--corpora``, ``attention_jax/data/corpora.py``): its recipe's cap (26 words),
 its own split in ``runs/positions_corpora/<corpus>`` (:func:`get_corpus_overrides`), its own root; the
 messages runs above stay where they are (``docs/positions/<row>/seed_<k>``)::
 
@@ -65,7 +65,7 @@ from typing import Any
 
 import ml_collections
 
-from attention_jax.experiment import corpora
+from attention_jax.data import corpora
 from configs import small_corpus
 
 ENCODINGS = ("sinusoidal", "learned", "none", "relative", "rotary", "alibi")

@@ -69,7 +69,7 @@ def test_half_written_checkpoint_is_never_picked_up(tmp_path: pathlib.Path) -> N
     _save_steps(tmp_path, [1, 2])
     shutil.copytree(tmp_path / "checkpoints" / "2", tmp_path / "checkpoints" / "3.orbax-checkpoint-tmp-17")
     manager = checkpoints.TrainingCheckpoints(str(tmp_path), keep=5)
-    assert manager.all_steps() == [1, 2] and manager.latest_step() == 2
+    assert manager._all_steps() == [1, 2] and manager.latest_step() == 2
     assert manager.restore_latest(_abstract(_small(0))).step == 2
     manager.close()
     assert checkpoints.finished_steps(str(tmp_path / "checkpoints")) == [1, 2]
@@ -86,7 +86,7 @@ def test_corrupt_latest_falls_back_to_previous(tmp_path: pathlib.Path, caplog: p
     assert restored.step == 2 and float(restored.state.params["w"][0]) == 2.0
     assert any("step 3 is unreadable" in record.getMessage() for record in caplog.records)
     # The damaged checkpoint was moved aside, so step 3 can be written again.
-    assert manager.all_steps() == [1, 2]
+    assert manager._all_steps() == [1, 2]
     assert [p.name.split("-")[0] for p in (tmp_path / "checkpoints_corrupt").iterdir()] == ["3"]
     manager.save(_small(3), data_state={"index": 30}, progress={})
     manager.close()

@@ -12,7 +12,7 @@ import pytest
 
 from attention_jax.checkpointing import checkpoints, resume_checks
 from attention_jax.experiment import sections
-from attention_jax.foundation import log_format
+from attention_jax.foundation import quiet_libraries
 from attention_jax.models import flops
 from attention_jax.training import train
 from tests.support.lm_corpus import lm_experiment, write_txt_corpus
@@ -115,4 +115,4 @@ def test_more_new_tokens_than_fit_is_said(lm_workdir: pathlib.Path) -> None:
     warnings = [line for line in completed.stderr.splitlines() if "--max_new_tokens=100000 is more than fits" in line]
     assert len(warnings) == 1 and "rows hold 32 positions" in warnings[0]
     assert not [line for line in completed.stderr.splitlines()  # No INFO line.
-                if (match := log_format.SHORT_PREFIX.match(line)) and match.group(1) == "I"]
+                if (match := quiet_libraries.SHORT_PREFIX.match(line)) and match.group(1) == "I"]

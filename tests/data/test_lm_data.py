@@ -29,7 +29,7 @@ def _document_of_each_token(documents: list[list[int]]) -> np.ndarray:
 
 def test_packed_rows_hold_the_token_stream_with_restarting_segments_and_positions() -> None:
     documents, length = _documents(0, 40), 16
-    packed = lm_data.PackedRows(documents, length)
+    packed = lm_data._PackedRows(documents, length)
     stream = np.concatenate(documents)
     assert packed.num_tokens == len(stream) and packed.num_rows == -(-len(stream) // length)
     flat = packed.targets.ravel()
@@ -49,7 +49,7 @@ def test_packed_rows_hold_the_token_stream_with_restarting_segments_and_position
 
 def test_packed_rows_never_attend_across_documents() -> None:
     documents, length = _documents(1, 30), 24
-    packed = lm_data.PackedRows(documents, length)
+    packed = lm_data._PackedRows(documents, length)
     batch = packed.batch(np.arange(packed.num_rows))
     mask = np.asarray(model.make_segment_mask(jnp.asarray(batch["targets_segmentation"]),
                                               jnp.asarray(batch["targets_segmentation"])))[:, 0]
@@ -63,10 +63,10 @@ def test_packed_rows_never_attend_across_documents() -> None:
 
 def test_packed_rows_give_back_each_document_whole() -> None:
     documents, length = _documents(2, 25), 8  # Most documents here run past a row's end.
-    packed = lm_data.PackedRows(documents, length)
+    packed = lm_data._PackedRows(documents, length)
     recovered = packed.documents()
     assert [document.tolist() for document in recovered] == documents
-    assert lm_data.PackedRows([], length).documents() == []
+    assert lm_data._PackedRows([], length).documents() == []
 
 
 def _config(dataset: str, data_dir: pathlib.Path, **overrides: object) -> DataConfig:
@@ -120,7 +120,7 @@ def test_tfds_text_dataset_on_mock_data(tmp_path: pathlib.Path) -> None:
     with tfds.testing.mock_data(num_examples=64):
         data = lm_data.get_datasets(_config("lm1b", tmp_path, vocab_size=200, tokens_per_batch=128))
         records = tfds.data_source("lm1b", split="validation")
-        texts = [lm_data.lm_sources.data_sources.as_text(record["text"]) for record in records]
+        texts = [lm_data.data_sources.as_text(record["text"]) for record in records]
         tokens = sum(len(data.tokenizer.encode(text)) for text in texts if text.strip())
         assert data.stats["tokens"]["validation"] == tokens
         assert next(data.train_iterator(seed=0))["targets"].shape == (4, 32)

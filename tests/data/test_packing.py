@@ -169,7 +169,7 @@ def test_packed_loss_sums_equal_unpacked_batch_of_the_same_pairs() -> None:
     packed = packing.make_packed_batch(split, 16, ROWS)
     unpacked = batching.make_batch(split, 16, np.arange(5))
     transformer = model.Transformer(SMALL)
-    sums = [jax.device_get(train_state.eval_step(params, {k: jnp.asarray(v) for k, v in batch.items()},
+    sums = [jax.device_get(train_state._eval_step(params, {k: jnp.asarray(v) for k, v in batch.items()},
                                                  transformer=transformer, label_smoothing=0.1))
             for batch in (packed, unpacked)]
     assert sums[0]["tokens"] == sums[1]["tokens"] == sum(len(target) + 1 for _, target in pairs)

@@ -168,8 +168,8 @@ def test_length_penalty_matches_gnmt_formula():
     lengths = np.arange(0, 60)
     for alpha in (0.0, 0.6, 1.0):
         expected = ((5.0 + lengths) / 6.0) ** alpha
-        np.testing.assert_allclose(beam_search.length_penalty(lengths, alpha), expected, rtol=1e-6)
-    assert float(beam_search.length_penalty(1, 0.6)) == pytest.approx(1.0)
+        np.testing.assert_allclose(beam_search._length_penalty(lengths, alpha), expected, rtol=1e-6)
+    assert float(beam_search._length_penalty(1, 0.6)) == pytest.approx(1.0)
 
 
 def test_beam_finds_optimum_where_greedy_does_not():
@@ -312,7 +312,7 @@ def test_zero_max_length_gives_empty_output():
 def test_gather_beams_reorders_rows_within_each_sentence():
     state = {"rows": jnp.arange(6 * 2).reshape(6, 2), "counter": jnp.array(7)}
     indices = jnp.array([[2, 2, 0], [1, 0, 0]])
-    gathered = beam_search.gather_beams(state, indices)
+    gathered = beam_search._gather_beams(state, indices)
     expected_rows = np.array([2, 2, 0, 4, 3, 3])
     np.testing.assert_array_equal(gathered["rows"], np.arange(12).reshape(6, 2)[expected_rows])
     assert int(gathered["counter"]) == 7
@@ -321,12 +321,12 @@ def test_gather_beams_reorders_rows_within_each_sentence():
 def test_best_possible_score_bounds_every_extension():
     log_prob, length, max_length = -1.3, 3, 9
     for alpha in (-0.5, 0.0, 0.6, 2.0):
-        bound = float(beam_search.best_possible_score(jnp.float32(log_prob), jnp.int32(length),
+        bound = float(beam_search._best_possible_score(jnp.float32(log_prob), jnp.int32(length),
                                                       jnp.int32(max_length), alpha))
         attainable = [log_prob / lp(final, alpha) for final in range(length + 1, max_length + 1)]
         assert bound == pytest.approx(max(attainable), rel=1e-6)
     assert math.isclose(
-        float(beam_search.best_possible_score(jnp.float32(-2.0), jnp.int32(1), jnp.int32(10), 0.6)),
+        float(beam_search._best_possible_score(jnp.float32(-2.0), jnp.int32(1), jnp.int32(10), 0.6)),
         -2.0 / lp(10, 0.6), rel_tol=1e-6)
 
 

@@ -170,7 +170,7 @@ def test_cache_stage_ends():
 
 
 def test_grow_cache_pads_keys_and_values_and_keeps_the_counters():
-    cache = decode_steps.init_cache(TINY, num_rows=3, max_decode_len=16)
+    cache = decode_steps._init_cache(TINY, num_rows=3, max_decode_len=16)
     cache = jax.tree_util.tree_map(lambda leaf: leaf + 1 if leaf.ndim else leaf + 5, cache)
     grown = decode_steps._grow_cache(cache, 40)
     for name in ("cached_key", "cached_value"):

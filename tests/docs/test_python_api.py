@@ -108,7 +108,7 @@ def test_the_pages_python_blocks_run_as_written(page: tuple[dict[str, Any], path
     batch, logits = namespace["batch"], namespace["logits"]
     assert logits.shape == (2, batch["targets"].shape[1], run.model_config.vocab_size)
     assert np.all(np.asarray(namespace["sentence_log_probs"]) < 0)
-    assert set(namespace["names"]) == set(safetensors_params.flatten_params(run.params))
+    assert set(namespace["names"]) == set(safetensors_params.tensor_names(run.params))
     assert len(namespace["hypotheses"]["tokens"]) == 2
     for name in ("tiny.safetensors", "tiny_logits.jax_export", "tiny_translate.jax_export"):
         assert (directory / name).is_file()
@@ -231,7 +231,7 @@ def test_the_pages_export_commands_write_what_it_says(page: tuple[dict[str, Any]
     (work / "runs").symlink_to(directory / "runs", target_is_directory=True)
     by_format = {next(arg for arg in argv if arg.startswith("--format=")): argv for argv in _export_commands()}
     safetensors_command, jax_export_command = by_format["--format=safetensors"], by_format["--format=jax_export"]
-    assert by_format["--format=directory"]  # Run by tests/checkpointing/test_exported_run.py.
+    assert by_format["--format=directory"]  # Run by tests/decoding/test_inference.py.
     completed = _export(safetensors_command, work, cache_dir)
     assert completed.returncode == 0, completed.stderr[-3000:]
     record = json.loads(completed.stdout.strip().splitlines()[-1])

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from attention_jax.data import lm_data
-from attention_jax.evaluation import lm_evaluation, lm_windows
+from attention_jax.evaluation import lm_evaluation
 from attention_jax.experiment.sections import TransformerConfig
 from attention_jax.foundation.user_errors import UserInputError
 from attention_jax.models import language_model, model
@@ -29,7 +29,7 @@ class _SplitData:
     """The part of ``LanguageModelData`` evaluation reads, over given documents (split ``"validation"``)."""
 
     def __init__(self, documents: list[list[int]], rows_per_batch: int = 3, utf8_bytes: int = 1000) -> None:
-        self._packed = lm_data.PackedRows(documents, WINDOW)
+        self._packed = lm_data._PackedRows(documents, WINDOW)
         self.row_length = WINDOW
         self.rows_per_batch = rows_per_batch
         self.split_bytes = {"validation": utf8_bytes}
@@ -91,7 +91,7 @@ def _reference_nll(params: dict, documents: list[list[int]], window: int, stride
 @pytest.mark.parametrize("num_tokens", [1, 5, 8, 9, 13, 30])
 @pytest.mark.parametrize("stride", [1, 3, 4, 8])
 def test_windows_score_every_token_once_with_the_intended_context(num_tokens: int, stride: int) -> None:
-    windows = lm_windows._document_windows(2, num_tokens, WINDOW, stride)
+    windows = lm_evaluation._document_windows(2, num_tokens, WINDOW, stride)
     scored = [index for piece in windows for index in range(piece.start + piece.first_scored,
                                                             piece.start + piece.length)]
     assert scored == list(range(num_tokens))  # Each token once, in order.
@@ -105,7 +105,7 @@ def test_windows_score_every_token_once_with_the_intended_context(num_tokens: in
 
 def test_packed_windows_hold_each_documents_inputs_and_never_mix_documents() -> None:
     documents = _documents([3, 20, 2, 8, 11, 1, 5], seed=0)
-    rows = lm_windows.pack_windows([np.asarray(tokens) for tokens in documents], WINDOW, stride=3)
+    rows = lm_evaluation._pack_windows([np.asarray(tokens) for tokens in documents], WINDOW, stride=3)
     assert rows.inputs.shape == (rows.num_rows, WINDOW)
     seen = {}
     for row in range(rows.num_rows):

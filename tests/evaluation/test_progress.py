@@ -49,12 +49,12 @@ def test_the_perplexity_pass_after_a_decode_is_announced_and_timed(monkeypatch: 
         order.append("translated")
         return list(sources)
 
-    def fake_cross_entropy(*_: Any, **__: Any) -> translation_quality.CrossEntropy:
+    def fake_cross_entropy(*_: Any, **__: Any) -> translation_quality._CrossEntropy:
         order.append("perplexity computed")
-        return translation_quality.CrossEntropy(mean=1.0, num_tokens=6, num_pairs=3, num_skipped=0)
+        return translation_quality._CrossEntropy(mean=1.0, num_tokens=6, num_pairs=3, num_skipped=0)
 
     monkeypatch.setattr(translation_quality, "translate_stoppably", fake_translate)
-    monkeypatch.setattr(translation_quality, "cross_entropy", fake_cross_entropy)
+    monkeypatch.setattr(translation_quality, "_cross_entropy", fake_cross_entropy)
     translator = types.SimpleNamespace(model_config=None, params=None, tokenizer=None, max_source_len=8,
                                        batch_size=2)
     pairs = [("a b", "a b"), ("c d", "c d"), ("e f", "e f")]

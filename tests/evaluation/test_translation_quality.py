@@ -71,7 +71,8 @@ def test_cross_entropy_equals_per_pair_forward_passes(tiny_params):
     pairs = [("w5 w6 w7", "w8 w9"), ("w10", "w11 w12 w13 w14"), ("w15 w16 w17", "w18 w19"),
              ("w20", "w21 w22 w23 w24")]  # Two shapes; two sorted batches of two.
     too_long = ("w5 " * 30, "w6")
-    result = translation_quality.cross_entropy(TINY, tiny_params, tokenizer, pairs + [too_long], max_len=18, batch_size=2)
+    result = translation_quality._cross_entropy(TINY, tiny_params, tokenizer, pairs + [too_long], max_len=18,
+                                                batch_size=2)
     total, count = 0.0, 0
     for source, target in pairs:  # Unpadded, one pair at a time.
         inputs = jnp.asarray([tokenizer.encode(source)])
@@ -106,7 +107,7 @@ def test_cross_entropy_by_position_sums_each_positions_tokens(tiny_params):
     np.testing.assert_array_equal(counts, expected_counts)
     assert counts[:3].tolist() == [4, 4, 4] and counts[3] == 2 and counts[9] == 1 and not counts[10:].any()
     np.testing.assert_allclose(sums, expected_sums, rtol=1e-5, atol=1e-6)
-    whole = translation_quality.cross_entropy(TINY, tiny_params, tokenizer, pairs + [too_long], max_len=18,
+    whole = translation_quality._cross_entropy(TINY, tiny_params, tokenizer, pairs + [too_long], max_len=18,
                                               batch_size=2)
     assert whole.num_tokens == counts.sum() and whole.mean == pytest.approx(sums.sum() / counts.sum(), rel=1e-6)
 
@@ -121,7 +122,7 @@ def test_evaluate_reports_bleu_and_perplexity_of_the_translations(tiny_params):
     scores = translation_quality.corpus_scores(result.hypotheses, [target for _, target in pairs])
     assert (result.bleu, result.chrf, result.ter) == (scores.bleu, scores.chrf, scores.ter)
     assert (result.chrf_signature, result.ter_signature) == (scores.chrf_signature, scores.ter_signature)
-    entropy = translation_quality.cross_entropy(TINY, tiny_params, WordTokenizer(), pairs, max_len=18, batch_size=4)
+    entropy = translation_quality._cross_entropy(TINY, tiny_params, WordTokenizer(), pairs, max_len=18, batch_size=4)
     assert result.cross_entropy == pytest.approx(entropy.mean)
     assert result.perplexity == pytest.approx(math.exp(entropy.mean))
     assert result.num_examples == 4 and result.num_target_tokens == 3 + 3 + 2 + 2

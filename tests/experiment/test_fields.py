@@ -12,13 +12,15 @@ from __future__ import annotations
 import dataclasses
 from typing import Annotated, Any
 
+import annotated_types
 import pytest
 from pydantic import Field
 
 from attention_jax.checkpointing import resume_checks
-from attention_jax.experiment import fields, fields_table, schema, sections
+from attention_jax.experiment import fields, schema, sections
 from attention_jax.experiment.fields import AS_TUPLE, OneOf, ResumeRule, rule, section
 from configs import tiny
+from tests.support import config_fields_page
 
 # Fields a section holds that are not config fields of its own: copied from another section or derived.
 DERIVED_FIELDS = {"model": {"max_len", "decode"}, "data": {"vocab_size", "fine_tune_from"},
@@ -40,9 +42,9 @@ def test_a_declaration_gives_the_type_range_choices_and_rules() -> None:
     width, scale, splits = fields.records(_Knobs, "knobs")
     assert [(field.name, field.kind) for field in (width, scale, splits)] == [
         ("width", "int"), ("scale", "float"), ("splits", "str_tuple")]
-    assert (width.default, width.range_text(), width.resume) == (8, "positive", ResumeRule.MODEL)
+    assert (width.default, width.range_text, width.resume) == (8, "positive", ResumeRule.MODEL)
     assert width.section == "knobs"
-    assert scale.old_run_value == 0.0 and width.old_run_value is fields.NO_OLD_RUN_VALUE
+    assert scale.old_run_value == 0.0 and width.old_run_value is dataclasses.MISSING
     assert splits.allowed() == ("dev", "test")
     with pytest.raises(ValueError, match=r"^width must be positive; got 0\.$"):
         _Knobs(width=0)
@@ -69,10 +71,14 @@ def test_a_field_whose_type_the_schema_cannot_take_is_refused_when_read() -> Non
 
 def _outside(field: fields.Record) -> Any:
     """A value just outside the field's range."""
-    if field.maximum is not None:
-        return field.maximum if field.exclusive_maximum else field.maximum + 1
-    low = field.minimum
-    value = low if field.exclusive_minimum else low - 1
+    metadata = field.owner.__pydantic_fields__[field.attribute].metadata
+    for bound in metadata:
+        if isinstance(bound, (annotated_types.Lt, annotated_types.Le)):
+            high = dataclasses.astuple(bound)[0]
+            return high if isinstance(bound, annotated_types.Lt) else high + 1
+    low = next(dataclasses.astuple(bound)[0] for bound in metadata
+               if isinstance(bound, (annotated_types.Gt, annotated_types.Ge)))
+    value = low if any(isinstance(bound, annotated_types.Gt) for bound in metadata) else low - 1
     return int(value) if field.kind == "int" else float(value)
 
 
@@ -84,7 +90,7 @@ def test_a_built_section_refuses_what_the_schema_refuses_in_the_same_words() -> 
     for field in schema.FIELDS:
         if field.section not in built or field.kind not in ("int", "float"):
             continue
-        if field.minimum is None and field.maximum is None:
+        if not field.range_text:
             continue
         bad = _outside(field)
         expected = schema.check_value(field, bad)
@@ -102,7 +108,7 @@ def test_a_built_section_refuses_what_the_schema_refuses_in_the_same_words() -> 
 def test_every_field_of_a_section_is_declared_or_derived() -> None:
     for section, section_class in schema.SECTION_CLASSES.items():
         names = {field.name for field in dataclasses.fields(section_class)}
-        assert names - set(schema.section_fields(section)) == DERIVED_FIELDS[section], section
+        assert names - set(schema.SECTION_FIELDS[section]) == DERIVED_FIELDS[section], section
 
 
 def test_the_resume_rules_are_the_declared_ones() -> None:
@@ -113,7 +119,7 @@ def test_the_resume_rules_are_the_declared_ones() -> None:
     assert resume_checks.SCHEDULE_FIELDS == ("lr_schedule",)
     assert resume_checks.POSITION_FIELDS == ("max_len", "max_decode_extra_len")
     assert set(resume_checks.COMPUTE_ONLY_FIELDS) == {"dtype", "attention_implementation", "cpu_kernels", "decode"}
-    model_fields = set(schema.section_fields("model")) - {"dtype", "attention_implementation", "cpu_kernels"}
+    model_fields = set(schema.SECTION_FIELDS["model"]) - {"dtype", "attention_implementation", "cpu_kernels"}
     assert set(resume_checks.MODEL_FIELDS) == model_fields | {"model_kind"}
 
 
@@ -130,18 +136,17 @@ def test_old_runs_read_the_values_their_fields_declare() -> None:
 
 
 def test_the_docs_table_is_the_declarations() -> None:
-    assert fields_table.PAGE.read_text() == fields_table.fields_page(), (
-        "docs/config_fields.md is stale: python -c 'from attention_jax.experiment import fields_table; "
-        "fields_table.write_page()'")
-    page = fields_table.fields_page()
+    assert config_fields_page.PAGE.read_text() == config_fields_page.fields_page(), (
+        "docs/config_fields.md is stale: python -m tests.support.config_fields_page")
+    page = config_fields_page.fields_page()
     for field in schema.FIELDS:
         assert f"| `{field.name}` |" in page and field.doc.replace("|", "\\|") in page, field.name
 
 
 def test_the_extending_pages_field_example_is_the_libraries_declaration() -> None:
-    page = (fields_table.PAGE.parent / "extending.md").read_text()
+    page = (config_fields_page.PAGE.parent / "extending.md").read_text()
     section = page.split("## A config field", 1)[1].split("\n## ", 1)[0]
     block = section.split("```python\n", 1)[1].split("```", 1)[0]
-    source = (fields_table.PAGE.parents[1] / "attention_jax" / "experiment" / "declarations.py").read_text()
+    source = (config_fields_page.PAGE.parents[1] / "attention_jax" / "experiment" / "declarations.py").read_text()
     assert block.strip() and block in source  # The page shows weight_decay's declaration as it is written.
-    assert "weight_decay" in schema.section_fields("optimizer")
+    assert "weight_decay" in schema.SECTION_FIELDS["optimizer"]

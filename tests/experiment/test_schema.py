@@ -22,7 +22,6 @@ from attention_jax.checkpointing import checkpoints
 from attention_jax.commands import config_errors
 from attention_jax.experiment import schema, sections
 from configs import base, tiny
-
 from tests.support import REPO_ROOT
 
 
@@ -64,7 +63,7 @@ def test_sections_hold_every_field_of_their_section() -> None:
     objects = {"model": experiment.model, "data": experiment.data, "optimizer": experiment.optimizer,
                "decoding": experiment.decoding, "run": experiment.run}
     for section, holder in objects.items():
-        for name in schema.section_fields(section):
+        for name in schema.SECTION_FIELDS[section]:
             assert hasattr(holder, name), f"{section} section lacks {name}"
     given = sections.plain_fields(tiny.get_config())
     assert given["positional_encoding_settings"] == {"relative": {"max_distance": 16, "add_to_values": True}}

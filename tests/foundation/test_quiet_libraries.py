@@ -1,15 +1,19 @@
-"""Quiet by default (issue 63): a command logs its own progress and everyone's warnings; other
-libraries' INFO lines only at ``--verbosity=1``; a corpus prepared from local files prints no TFDS
-download banner."""
+"""Log lines 'HH:MM:SS L message' (absl's with --log_format=absl), and quiet by default (issue 63): a
+command logs its own progress and everyone's warnings; other libraries' INFO lines only at
+``--verbosity=1``; a corpus prepared from local files prints no TFDS download banner."""
 
 from __future__ import annotations
 
 import logging as python_logging
 import pathlib
+import re
+import time
 
 import pytest
 from absl import logging
+from absl.testing import flagsaver
 
+from attention_jax.commands import entry_points
 from attention_jax.data import first_use, tsv_dataset
 from attention_jax.foundation import quiet_libraries
 
@@ -111,3 +115,32 @@ def test_a_tsv_corpus_prepared_into_a_file_has_no_progress_bar_escapes(
     tsv_dataset.prepare_tsv_dataset(str(corpus), str(tmp_path / "tfds"))
     printed = capfd.readouterr()
     assert "\r" not in printed.err and "\x1b[A" not in printed.err and "Generating splits" not in printed.err
+
+
+def _progress_record(level: int, message: str, *args: object) -> python_logging.LogRecord:
+    return python_logging.LogRecord("absl", level, "/x/attention_jax/training/progress.py", 81, message, args, None)
+
+
+def test_short_lines_are_time_level_letter_and_message_and_absl_is_a_flag_away() -> None:
+    formatter = quiet_libraries._ShortFormatter(logging.PythonFormatter(), entry_points.long_log_format)
+    record = _progress_record(python_logging.INFO, "step %d/%d | loss %.4f", 150, 2400, 3.25)
+    assert formatter.format(record) == time.strftime("%H:%M:%S", time.localtime(record.created)) + \
+        " I step 150/2400 | loss 3.2500"
+    warning = _progress_record(python_logging.WARNING, "disk nearly full")
+    assert re.fullmatch(r"\d\d:\d\d:\d\d W disk nearly full", formatter.format(warning))
+    assert formatter.format(_progress_record(python_logging.ERROR, "x")).split(" ")[1] == "E"
+    with flagsaver.flagsaver(log_format="absl"):  # I1205 23:44:46.869700 140090122574720 progress.py:81] ...
+        assert re.fullmatch(r"I\d{4} \d\d:\d\d:\d\d\.\d{6} +\d+ progress\.py:81\] step 150/2400 \| loss 3\.2500",
+                            formatter.format(record))
+
+
+def test_install_gives_absl_s_handler_the_short_format_once() -> None:
+    handler = logging.get_absl_handler().python_handler
+    before = handler.formatter
+    try:
+        quiet_libraries._install_short_format()
+        quiet_libraries._install_short_format()
+        assert isinstance(handler.formatter, quiet_libraries._ShortFormatter)
+        assert not isinstance(handler.formatter._long, quiet_libraries._ShortFormatter)  # Not wrapped twice.
+    finally:
+        handler.setFormatter(before)

@@ -279,10 +279,10 @@ def test_the_commands_refuse_a_runs_own_file_and_a_damaged_tokenizer_in_one_line
 
 
 def test_a_closed_pipe_ends_the_block_with_status_141_and_a_silenced_stdout(tmp_path: pathlib.Path) -> None:
-    from attention_jax.foundation import quiet_exits
+    from attention_jax.foundation import user_errors
 
     with open(tmp_path / "stdout", "w") as stdout:
-        with pytest.raises(SystemExit) as leaving, quiet_exits.quiet_pipe_and_interrupt(stdout):
+        with pytest.raises(SystemExit) as leaving, user_errors.quiet_pipe_and_interrupt(stdout):
             raise BrokenPipeError(32, "Broken pipe")
         assert leaving.value.code == 141 and leaving.value.__suppress_context__
         stdout.write("written after the pipe closed")  # Goes to /dev/null now: the last flush cannot fail.
@@ -290,12 +290,12 @@ def test_a_closed_pipe_ends_the_block_with_status_141_and_a_silenced_stdout(tmp_
 
 
 def test_ctrl_c_ends_the_block_with_status_130_and_other_errors_pass() -> None:
-    from attention_jax.foundation import quiet_exits
+    from attention_jax.foundation import user_errors
 
-    with pytest.raises(SystemExit) as leaving, quiet_exits.quiet_pipe_and_interrupt():
+    with pytest.raises(SystemExit) as leaving, user_errors.quiet_pipe_and_interrupt():
         raise KeyboardInterrupt
     assert leaving.value.code == 130
-    with pytest.raises(ValueError), quiet_exits.quiet_pipe_and_interrupt():
+    with pytest.raises(ValueError), user_errors.quiet_pipe_and_interrupt():
         raise ValueError("a programming error keeps its traceback")
 
 
@@ -435,7 +435,7 @@ def test_a_flag_over_a_none_field_is_one_line_in_the_trainer_and_in_the_sweeps_c
 def test_an_unreadable_checkpoint_is_named_in_one_short_line(random_run: pathlib.Path, tmp_path: pathlib.Path) -> None:
     import shutil
 
-    from attention_jax.checkpointing import checkpoints, error_lines, params_checkpoints
+    from attention_jax.checkpointing import checkpoints, params_checkpoints
 
     damaged = tmp_path / "damaged_checkpoint"
     shutil.copytree(random_run, damaged, symlinks=True)
@@ -445,19 +445,19 @@ def test_an_unreadable_checkpoint_is_named_in_one_short_line(random_run: pathlib
     abstract = params_checkpoints.abstract_inference_params(checkpoints.read_config(str(damaged)))
     with pytest.raises(Exception) as failed:  # Whatever orbax and TensorStore raise for the damaged files.
         params_checkpoints.restore_params(str(damaged / "checkpoints"), 1, abstract)
-    line = error_lines.reason_line(failed.value)
+    line = checkpoints.reason_line(failed.value)
     assert len(str(failed.value)) > 1000  # TensorStore's own message: the spec, the source locations.
-    assert "\n" not in line and len(line) <= error_lines.REASON_LIMIT + 40 and "tensorstore_spec" not in line
+    assert "\n" not in line and len(line) <= checkpoints.REASON_LIMIT + 40 and "tensorstore_spec" not in line
     assert line.startswith(type(failed.value).__name__ + ": ")
 
 
 def test_reason_line_drops_tensorstore_annotations_and_collapses_lines() -> None:
-    from attention_jax.checkpointing import error_lines
+    from attention_jax.checkpointing import checkpoints
 
     error = ValueError('NOT_FOUND: Error opening "zarr3" driver:\n  Error reading "d/0" '
                        "[source locations='tensorstore/x.cc:1'] [tensorstore_spec='{\n \"driver\": \"zarr3\"\n}']")
-    assert error_lines.reason_line(error) == 'ValueError: NOT_FOUND: Error opening "zarr3" driver: Error reading "d/0"'
-    assert error_lines.reason_line(RuntimeError("x" * 400)) == "RuntimeError: " + "x" * 300 + "..."
+    assert checkpoints.reason_line(error) == 'ValueError: NOT_FOUND: Error opening "zarr3" driver: Error reading "d/0"'
+    assert checkpoints.reason_line(RuntimeError("x" * 400)) == "RuntimeError: " + "x" * 300 + "..."
 
 
 def test_seeds_beyond_config_seeds_range_or_too_many_are_refused(tmp_path: pathlib.Path) -> None:

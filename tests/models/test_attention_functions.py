@@ -333,7 +333,7 @@ def test_cached_decoding_equals_the_full_forward_pass(variant: str) -> None:
 
 
 def test_linear_decoding_keeps_a_running_state_instead_of_a_cache() -> None:
-    short, long = (decode_steps.init_cache(TINY.replace(attention_function="linear"), 3, length)
+    short, long = (decode_steps._init_cache(TINY.replace(attention_function="linear"), 3, length)
                    for length in (8, 64))
     leaves = jax.tree_util.tree_leaves_with_path(short["decoder_0"]["self_attention"])
     assert {jax.tree_util.keystr(path) for path, _ in leaves} == {"['linear_normaliser']", "['linear_state']"}

@@ -17,12 +17,13 @@ import pydantic
 import pytest
 
 from attention_jax.checkpointing import resume_checks
-from attention_jax.experiment import fields_table, schema, sections
+from attention_jax.experiment import schema, sections
 from attention_jax.experiment.fields import OneOf, section
 from attention_jax.experiment.sections import TransformerConfig
 from attention_jax.models import attention_registry, normalization_registry, positional_encodings
 from attention_jax.models.positional_encodings import AttentionPositions, RelativeSettings
 from launch import sweep_spec
+from tests.support import config_fields_page as fields_table
 from tests.models.test_attention_registry import TEMPERATURE_ATTENTION, TemperatureSettings
 from tests.support import REPO_ROOT
 

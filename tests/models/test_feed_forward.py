@@ -210,7 +210,7 @@ def test_a_gated_model_exports_to_safetensors_and_jax_export(tmp_path: pathlib.P
     safetensors_params.save_safetensors(path, params, safetensors_params.run_metadata(experiment))
     loaded, metadata = safetensors_params.load_safetensors(path)
     assert safetensors_params.experiment_of(metadata).model == experiment.model
-    assert "encoder_0/ffn/gate/kernel" in safetensors_params.flatten_params(params)
+    assert "encoder_0/ffn/gate/kernel" in safetensors_params.tensor_names(params)
     jax.tree.map(np.testing.assert_array_equal, loaded, jax.tree.map(np.asarray, params))
     inputs, targets, _ = random_batch(3, batch=2, source_len=5, target_len=4)
     exported = exported_functions.export_function(experiment.model, loaded, "logits", batch_size=2, source_len=5,

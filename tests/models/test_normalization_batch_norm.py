@@ -269,12 +269,12 @@ def test_resuming_a_checkpoint_from_before_running_weight_is_refused_in_one_line
     flat = flax.traverse_util.flatten_dict(current)
     old = flax.traverse_util.unflatten_dict({path: leaf for path, leaf in flat.items() if path[-1] != "running_weight"})
     directory = str(tmp_path / run_files.CHECKPOINT_DIR)
-    params_checkpoints.save_params(directory, 3, old, {})
+    params_checkpoints._save_params(directory, 3, old, {})
     refusal = r"checkpoints/3 holds other parameters.*running_weight'\]: missing"
     with pytest.raises(UserInputError, match=refusal) as error:
         setup_checks.check_checkpoint_parameters(str(tmp_path), 3, current)
     assert "\n" not in str(error.value)
-    params_checkpoints.save_params(directory, 4, current, {})
+    params_checkpoints._save_params(directory, 4, current, {})
     setup_checks.check_checkpoint_parameters(str(tmp_path), 4, current)  # This version's: no complaint.
 
 

@@ -189,7 +189,7 @@ class _Scores(nn.Module):
         if scheme.rotate is not None:
             query, key = scheme.rotate(query, query_positions), scheme.rotate(key, key_positions)
             return jnp.einsum("bthk,bshk->bhts", query, key) / np.sqrt(query.shape[-1])
-        return attention_positions._position_scores(self, entry, scheme, query, key, query_positions, key_positions)
+        return attention._position_scores(self, entry, scheme, query, key, query_positions, key_positions)
 
 
 @pytest.mark.parametrize("encoding", IN_ATTENTION)

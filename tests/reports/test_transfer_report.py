@@ -18,7 +18,8 @@ import matplotlib.image
 import numpy as np
 import pytest
 
-from attention_jax.experiment import corpora, schema
+from attention_jax.data import corpora
+from attention_jax.experiment import schema
 from attention_jax.foundation.user_errors import UserInputError
 from attention_jax.reports import all_reports, by_bucket, comparison, sweep_rows, transfer_report
 from configs.sweeps import positions

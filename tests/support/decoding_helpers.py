@@ -55,7 +55,7 @@ def incremental_logits(params, inputs, targets, *, model_config):
     model = Transformer(model_config)
     encoded = model.apply({"params": params}, inputs, method=Transformer.encode)
     step = decode_steps._make_cached_step_fn(model_config, params, encoded, inputs)
-    cache = decode_steps.init_cache(model_config, inputs.shape[0], targets.shape[1])
+    cache = decode_steps._init_cache(model_config, inputs.shape[0], targets.shape[1])
     decoder_inputs = jnp.concatenate([jnp.full_like(targets[:, :1], BOS_ID), targets[:, :-1]], axis=1)
 
     def scan_step(cache, token_ids):

@@ -64,9 +64,9 @@ def make_random_run(tmp: pathlib.Path, num_layers: int = 1, steps: tuple[int, ..
     ids = np.ones((1, 4), np.int32)
     for seed, step in enumerate(steps):
         params = nn.meta.unbox(Transformer(config.model).init(jax.random.key(seed), ids, ids)["params"])
-        # save_params keeps one step per directory: write each alone, then gather the step folders.
+        # _save_params keeps one step per directory: write each alone, then gather the step folders.
         single = tmp / f"single_{step}"
-        params_checkpoints.save_params(str(single), step, params, {"seed": seed})
+        params_checkpoints._save_params(str(single), step, params, {"seed": seed})
         (run_dir / run_files.CHECKPOINT_DIR).mkdir(exist_ok=True)
         shutil.move(single / str(step), run_dir / run_files.CHECKPOINT_DIR / str(step))
     return run_dir

@@ -28,7 +28,7 @@ def test_tracker_counts_evaluations_since_the_best_and_stops_after_patience() ->
             stopped_at = index
     assert improved == [True, True, False, True, False, False, False]
     assert stopped_at == 5 and tracker.best_step == 400 and tracker.best_perplexity == 3.9
-    restored = early_stopping.EarlyStopping.from_progress(2, json.loads(json.dumps(tracker.to_progress())))
+    restored = early_stopping.EarlyStopping._from_progress(2, json.loads(json.dumps(tracker.to_progress())))
     assert restored == tracker
 
 
@@ -95,7 +95,7 @@ def test_evaluations_before_min_steps_never_count_toward_patience() -> None:
     assert stopped[1500] == (1700, 1600, 44.8)
     with pytest.raises(ValueError, match="early_stopping_min_steps must be >= 0"):
         early_stopping.EarlyStopping(patience=2, min_steps=-1)
-    restored = early_stopping.EarlyStopping.from_progress(2, tracker.to_progress(), 0.01, min_steps=1500)
+    restored = early_stopping.EarlyStopping._from_progress(2, tracker.to_progress(), 0.01, min_steps=1500)
     assert restored == tracker
 
 

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from attention_jax.checkpointing import checkpoints, params_checkpoints, resume_checks
-from attention_jax.foundation import log_format, run_files
+from attention_jax.foundation import quiet_libraries, run_files
 from attention_jax.training import train_state, workdir_lock
 from tests.support import fake_data, train_support
 from tests.support.sweep_cli import (REPO_ROOT, sweep_in_process, tiny_data_dir, tiny_flags,  # noqa: F401
@@ -272,7 +272,7 @@ def test_an_overlong_workdir_name_is_one_line_and_creates_nothing(tmp_path: path
     completed = subprocess.run([sys.executable, "-m", "attention_jax.main", "--config=configs/tiny.py",
                                 f"--workdir={workdir}"], cwd=REPO_ROOT, capture_output=True, text=True,
                                timeout=300, env=train_support.subprocess_env(str(tmp_path / "cache")))
-    errors = [line for line in completed.stderr.splitlines() if not log_format.SHORT_PREFIX.match(line)]
+    errors = [line for line in completed.stderr.splitlines() if not quiet_libraries.SHORT_PREFIX.match(line)]
     assert completed.returncode == 2 and len(errors) == 1, completed.stderr[-3000:]
     assert "is 300 bytes long" in errors[0] and "choose shorter names" in errors[0]
     assert not (tmp_path / "new").exists()

@@ -81,7 +81,6 @@ def test_an_output_file_that_is_another_runs_own_is_refused(random_run: pathlib.
 @pytest.mark.parametrize("name", ["params.safetensors", "tokenizer.model", "config.json"])
 def test_a_damaged_export_file_is_named_by_its_hash(random_run: pathlib.Path, tmp_path: pathlib.Path,
                                                     name: str) -> None:
-    from attention_jax.checkpointing import exported_run
     from attention_jax.decoding import inference
     from attention_jax.foundation.user_errors import UserInputError
 
@@ -94,7 +93,7 @@ def test_a_damaged_export_file_is_named_by_its_hash(random_run: pathlib.Path, tm
     with pytest.raises(UserInputError, match=rf"{name} does not match the SHA-256 that export.json records"):
         inference.load_run(str(out))
     (out / name).unlink()
-    expected = "is an export without its params.safetensors" if name == exported_run.PARAMS_FILE else "is missing"
+    expected = "is an export without its params.safetensors" if name == run_files.EXPORT_PARAMS_FILE else "is missing"
     with pytest.raises(UserInputError, match=expected):
         inference.load_run(str(out))
 
@@ -165,7 +164,7 @@ def test_load_run_make_translator_and_save_safetensors_name_a_wrong_argument(ran
 
 def test_a_batch_or_decoding_cache_no_device_holds_is_refused_before_compiling() -> None:
     from attention_jax.foundation.user_errors import UserInputError
-    from attention_jax.training import setup_checks, step_memory
+    from attention_jax.training import setup_checks
 
     with pytest.raises(UserInputError, match=r"one step needs at least [\d,.]+ GiB per device, more than the .* of "
                                              r"this cpu device; most of it is the activations of 2,147,483,647 "
@@ -174,7 +173,7 @@ def test_a_batch_or_decoding_cache_no_device_holds_is_refused_before_compiling()
     long_decoding = fake_data.tiny_experiment(max_decode_extra_len=2**31 - 100)
     with pytest.raises(UserInputError, match=r"most of it is beam search's key/value cache .*lower "
                                              r"--config.max_decode_extra_len"):
-        step_memory.check_memory(long_decoding.fields, 1, 2**40, "gpu device")
+        setup_checks._check_memory(long_decoding.fields, 1, 2**40, "gpu device")
     with pytest.raises(UserInputError, match=r"max_len \+ max_decode_extra_len = 2,147,483,679 positions is beyond "
                                              r"2,147,483,647 .*lower max_decode_extra_len"):
         fake_data.tiny_experiment(max_decode_extra_len=2**31 - 1)  # Was an OverflowError at the first evaluation.
@@ -183,7 +182,7 @@ def test_a_batch_or_decoding_cache_no_device_holds_is_refused_before_compiling()
 
 def test_the_step_memory_estimate_counts_each_part_as_written() -> None:
     from attention_jax.models import size_limits
-    from attention_jax.training import step_memory
+    from attention_jax.training import setup_checks
 
     fields = dict(fake_data.tiny_experiment().fields)
     tokens, width = fields["tokens_per_batch"], 4
@@ -191,10 +190,10 @@ def test_the_step_memory_estimate_counts_each_part_as_written() -> None:
         3 * (4 * fields["d_model"] + fields["num_heads"] * fields["max_len"]) + 2 * fields["d_ff"]))
     cache = fields["beam_size"] * (fields["max_len"] + fields["max_decode_extra_len"]) * fields["d_model"] * 2 * width
     expected = 16 * size_limits.estimated_parameters(fields) + activations + cache * fields["num_layers"]
-    assert step_memory._estimated_step_bytes(fields, 1)[0] == expected
-    halved = step_memory._estimated_step_bytes(fields, 2)[0]  # Tokens split over two devices.
+    assert setup_checks._estimated_step_bytes(fields, 1)[0] == expected
+    halved = setup_checks._estimated_step_bytes(fields, 2)[0]  # Tokens split over two devices.
     assert halved == expected - activations + activations // 2
-    assert step_memory._estimated_step_bytes(dict(fields, dtype="bfloat16"), 1)[0] < expected
+    assert setup_checks._estimated_step_bytes(dict(fields, dtype="bfloat16"), 1)[0] < expected
 
 
 def test_warmup_beyond_the_run_is_warned_with_the_fraction_of_the_peak_reached(

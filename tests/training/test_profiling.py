@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import pytest
 from jax.profiler import ProfileData
 
-from attention_jax.training import profiling
+from attention_jax.training import train
 from tests.support import fake_data
 
 
@@ -19,7 +19,7 @@ def traced_update(values):
     return values * 2.0 + 1.0
 
 
-def _run_steps(profiler: profiling.StepProfiler, num_steps: int) -> None:
+def _run_steps(profiler: train._StepProfiler, num_steps: int) -> None:
     values = jnp.ones((8,))
     for steps_done in range(num_steps):
         profiler.before_step(steps_done)
@@ -43,7 +43,7 @@ def _update_calls(trace_path: str) -> int:
 @pytest.mark.integration
 def test_profiler_traces_the_configured_steps_into_the_tensorboard_dir(tmp_path):
     config = fake_data.tiny_experiment(profile_steps=2, profile_start_step=3).run
-    profiler = profiling.StepProfiler.from_config(config, str(tmp_path))
+    profiler = train._StepProfiler.from_config(config, str(tmp_path))
     _run_steps(profiler, num_steps=8)
     traces = glob.glob(os.path.join(tmp_path, "tensorboard", "plugins", "profile", "*", "*.xplane.pb"))
     assert len(traces) == 1
@@ -52,11 +52,11 @@ def test_profiler_traces_the_configured_steps_into_the_tensorboard_dir(tmp_path)
 
 
 def test_profiler_is_off_by_default(tmp_path):
-    profiler = profiling.StepProfiler.from_config(fake_data.tiny_experiment().run, str(tmp_path))
+    profiler = train._StepProfiler.from_config(fake_data.tiny_experiment().run, str(tmp_path))
     _run_steps(profiler, num_steps=12)
     assert not os.path.exists(os.path.join(tmp_path, "tensorboard"))
 
 
 def test_profiler_rejects_negative_settings(tmp_path):
     with pytest.raises(ValueError, match="profile_steps"):
-        profiling.StepProfiler(str(tmp_path), num_steps=-1, start_step=0)
+        train._StepProfiler(str(tmp_path), num_steps=-1, start_step=0)

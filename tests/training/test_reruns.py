@@ -24,7 +24,7 @@ import pytest
 
 from attention_jax.checkpointing import checkpoints, params_checkpoints, resume_checks
 from attention_jax.data import tokenizer as tokenizer_module
-from attention_jax.foundation import log_format, run_files
+from attention_jax.foundation import quiet_libraries, run_files
 from attention_jax.foundation.user_errors import UserInputError
 from attention_jax.training import early_stopping, run_evaluation, setup_checks
 from tests.support import REPO_ROOT, fake_data, train_support
@@ -199,7 +199,7 @@ def test_evaluate_records_the_steps_it_averaged_and_translate_is_quiet(tmp_path:
     for seed, step in enumerate((10, 20, 30)):
         params = nn.meta.unbox(Transformer(model_config).init(jax.random.key(seed), ids, ids)["params"])
         single = tmp_path / f"single_{step}"
-        params_checkpoints.save_params(str(single), step, params, {"seed": seed})
+        params_checkpoints._save_params(str(single), step, params, {"seed": seed})
         (run_dir / run_files.CHECKPOINT_DIR).mkdir(exist_ok=True)
         shutil.move(single / str(step), run_dir / run_files.CHECKPOINT_DIR / str(step))
         if step == 20:
@@ -217,5 +217,5 @@ def test_evaluate_records_the_steps_it_averaged_and_translate_is_quiet(tmp_path:
                                 text=True, timeout=600)
     assert translated.returncode == 0 and len(translated.stdout.splitlines()) == 1, translated.stderr[-3000:]
     info_lines = [line for line in translated.stderr.splitlines()
-                  if (match := log_format.SHORT_PREFIX.match(line)) and match.group(1) == "I"]
+                  if (match := quiet_libraries.SHORT_PREFIX.match(line)) and match.group(1) == "I"]
     assert info_lines == []  # Orbax's and JAX's INFO lines only with --verbosity=0.

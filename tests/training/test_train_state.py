@@ -72,7 +72,7 @@ def test_a_run_resumes_only_with_its_own_schedule(tmp_path: pathlib.Path) -> Non
     workdir = str(tmp_path)
     constant = dict(lr_schedule="constant_then_inverse_sqrt")
     checkpoints.write_config(workdir, fake_data.tiny_experiment(**constant))
-    params_checkpoints.save_params(str(tmp_path / run_files.CHECKPOINT_DIR), 2, {"w": np.zeros(2)}, {})
+    params_checkpoints._save_params(str(tmp_path / run_files.CHECKPOINT_DIR), 2, {"w": np.zeros(2)}, {})
     with pytest.raises(UserInputError, match=r"another learning-rate schedule \(lr_schedule: "
                                              r"'constant_then_inverse_sqrt' in the workdir, 'paper' now\).*"
                                              r"--config.lr_schedule='constant_then_inverse_sqrt'"):

@@ -4,7 +4,7 @@ Agreement, verb-second and verb-final clauses, separable and modal verbs, negati
 """
 
 from attention_jax.data.synthetic_en_de.builder import SyntheticEnDe, SyntheticEnDeConfig
-from attention_jax.data.synthetic_en_de.sampling import MAX_WORDS, SEED, iter_pairs, sample_pair, sample_sentence
+from attention_jax.data.synthetic_en_de.sampling import MAX_WORDS, SEED, iter_pairs
 from attention_jax.data.synthetic_en_de.splits import (
     SPLITS,
     TEST_SIZE,
@@ -18,6 +18,5 @@ from attention_jax.data.synthetic_en_de.splits import (
 
 __all__ = [
     "MAX_WORDS", "SEED", "SPLITS", "TEST_SIZE", "TRAIN_SIZE", "VALIDATION_SIZE", "SyntheticEnDe",
-    "SyntheticEnDeConfig", "default_split_sizes", "generate_split", "generate_splits", "iter_pairs",
-    "sample_pair", "sample_sentence", "split_of",
+    "SyntheticEnDeConfig", "default_split_sizes", "generate_split", "generate_splits", "iter_pairs", "split_of",
 ]

@@ -1,13 +1,16 @@
-"""Phrases, clauses and sentences of the synthetic EN->DE task, in English and in German."""
+"""Phrases, clauses and sentences of the synthetic EN->DE task, in English and in German.
+
+German determiner and adjective endings go by gender or plural (m, f, n, pl) and case (nom, acc, dat).
+"""
 
 from __future__ import annotations
 
 import typing
 
-from attention_jax.data.synthetic_en_de.declension import german_adjective_ending, german_determiner
 from attention_jax.data.synthetic_en_de.lexicon import (
     ADJUNCT_PREPOSITIONS,
     BARE_PLURAL,
+    CASES,
     CONTRACTIONS,
     ENGLISH_ADJUNCT_ORDER,
     ENGLISH_BE,
@@ -24,6 +27,48 @@ from attention_jax.data.synthetic_en_de.lexicon import (
     Pronoun,
     Verb,
 )
+
+
+def _table(rows: str) -> dict[tuple[str, str], str]:
+    """Parse "m: der den dem | f: ..." into {(gender_or_pl, case): ending}; "-" is the empty ending."""
+    table = {}
+    for row in rows.split("|"):
+        gender, endings = row.split(":")
+        for case, ending in zip(CASES, endings.split()):
+            table[gender.strip(), case] = "" if ending == "-" else ending
+    return table
+
+
+_DEFINITE_ARTICLE = _table("m: der den dem | f: die die der | n: das das dem | pl: die die den")
+_DER_WORD_ENDINGS = _table("m: er en em | f: e e er | n: es es em | pl: e e en")  # dieser, jeder
+_EIN_WORD_ENDINGS = _table("m: - en em | f: e e er | n: - - em | pl: e e en")  # ein, kein, mein
+_WEAK_ADJECTIVE = _table("m: e en en | f: e e en | n: e e en | pl: en en en")  # after der-words
+_MIXED_ADJECTIVE = _table("m: er en en | f: e e en | n: es es en | pl: en en en")  # after ein-words
+_STRONG_ADJECTIVE = _table("m: er en em | f: e e er | n: es es em | pl: e e en")  # no inflected det.
+
+
+def _german_determiner(determiner: Determiner, gender_or_plural: str, case: str, negative: bool) -> str:
+    """Return the German determiner of a noun phrase ("" for a bare plural); ``negative``: "kein ..."."""
+    key = (gender_or_plural, case)
+    if negative:
+        return "kein" + _EIN_WORD_ENDINGS[key]
+    if determiner.kind == "definite":
+        return _DEFINITE_ARTICLE[key]
+    if determiner.kind in ("der_word", "quantifier"):
+        return determiner.german_stem + _DER_WORD_ENDINGS[key]
+    if determiner.kind == "ein_word":
+        return determiner.german_stem + _EIN_WORD_ENDINGS[key]
+    return determiner.german_stem  # Numbers do not inflect; "" for the bare plural.
+
+
+def _german_adjective_ending(determiner: Determiner, gender_or_plural: str, case: str, negative: bool) -> str:
+    """Return the attributive adjective ending: weak after der-words, mixed after ein-words, strong otherwise."""
+    key = (gender_or_plural, case)
+    if determiner.kind in ("definite", "der_word"):
+        return _WEAK_ADJECTIVE[key]
+    if determiner.kind == "ein_word" or negative:
+        return _MIXED_ADJECTIVE[key]
+    return _STRONG_ADJECTIVE[key]
 
 
 class NounPhrase(typing.NamedTuple):
@@ -106,8 +151,8 @@ class NounPhrase(typing.NamedTuple):
             return [self.name]
         assert self.noun is not None  # A phrase is a pronoun, a name or a noun.
         gender = "pl" if self.plural else self.noun.gender
-        determiner = german_determiner(self.determiner, gender, case, negative)
-        ending = german_adjective_ending(self.determiner, gender, case, negative)
+        determiner = _german_determiner(self.determiner, gender, case, negative)
+        ending = _german_adjective_ending(self.determiner, gender, case, negative)
         modifiers = [adjective.german_stem + ending for adjective in self.adjectives]
         words = [determiner, *modifiers, self.noun.german_form(case, self.plural)]
         return [word for word in words if word]

@@ -238,19 +238,8 @@ def _sample_clause(rng: random.Random, *, subordinate: bool = False, max_adjunct
 _TEMPLATE_WEIGHTS = _cumulative((0.38, 0.14, 0.18, 0.12, 0.18))
 
 
-def sample_sentence(rng: random.Random) -> Sentence:
-    """Draw one sentence: a template, its clauses (simpler in two-clause templates) and its connective.
-
-    Parameters
-    ----------
-    rng : random.Random
-        Source of randomness.
-
-    Returns
-    -------
-    Sentence
-        The sentence.
-    """
+def _sample_sentence(rng: random.Random) -> Sentence:
+    """Draw one sentence: a template, its clauses (simpler in two-clause templates) and its connective."""
     template = _draw(rng, TEMPLATES, _TEMPLATE_WEIGHTS)
     if template == "simple":
         return Sentence(template, _sample_clause(rng))
@@ -262,21 +251,10 @@ def sample_sentence(rng: random.Random) -> Sentence:
     return Sentence(template, main, other, connective)
 
 
-def sample_pair(rng: random.Random) -> tuple[str, str]:
-    """Draw one (English, German) sentence pair of at most `MAX_WORDS` English words.
-
-    Parameters
-    ----------
-    rng : random.Random
-        Source of randomness.
-
-    Returns
-    -------
-    tuple[str, str]
-        The pair.
-    """
+def _sample_pair(rng: random.Random) -> tuple[str, str]:
+    """Draw one (English, German) sentence pair of at most `MAX_WORDS` English words."""
     while True:
-        english, german = render_sentence(sample_sentence(rng))
+        english, german = render_sentence(_sample_sentence(rng))
         if len(english.split()) <= MAX_WORDS:
             return english, german
 
@@ -296,6 +274,6 @@ def iter_pairs(seed: int = SEED) -> Iterator[tuple[str, str]]:
     """
     rng = random.Random(seed)
     while True:
-        yield sample_pair(rng)
+        yield _sample_pair(rng)
 
 

@@ -1,10 +1,10 @@
 """Corpus recipes: per corpus, the dataset and the training settings every sweep on it uses.
 
-:data:`CORPORA` is a :class:`attention_jax.models.registry.Registry` of :class:`Corpus` entries, read by
+:data:`CORPORA` is a :class:`attention_jax.foundation.registry.Registry` of :class:`Corpus` entries, read by
 ``launch.sweep --corpora=...`` (each run gets ``--config.corpus=NAME`` and :meth:`Corpus.overrides`), by
 sweep files and by reports. A user adds a corpus in one place, e.g. at the top of a sweep file::
 
-    from attention_jax.experiment import corpora
+    from attention_jax.data import corpora
     corpora.register_corpus(corpora.Corpus(name="my_corpus", dataset="tsv:data/my_corpus", vocab_size=8000,
                                            num_train_steps=3000, warmup_steps=400, eval_every_steps=200,
                                            max_len=128, positions_cap=20))
@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Sequence
 
-from attention_jax.models.registry import Registration, Registry
+from attention_jax.foundation.registry import Registration, Registry
 
 GNOME_HELP_TRAIN_STEPS = 1700  # messages' update budget; the pilot and why: docs/real_language.md.
 
@@ -132,5 +132,5 @@ def lookup_corpora(names: Sequence[str], where: str) -> tuple[Corpus, ...]:
     unknown = [name for name in names if name not in CORPORA]
     if unknown:
         raise ValueError(f"{where}: unknown corpus {unknown[0]!r}; known: {', '.join(CORPORA)} (register one with "
-                         "attention_jax.experiment.corpora.register_corpus(Corpus(...)) in your sweep file).")
+                         "attention_jax.data.corpora.register_corpus(Corpus(...)) in your sweep file).")
     return tuple(CORPORA[name] for name in names)

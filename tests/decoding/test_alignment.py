@@ -18,7 +18,7 @@ import pytest
 
 import attention_jax
 from attention_jax.commands import translation_output
-from attention_jax.decoding import decode, inference, token_scores
+from attention_jax.decoding import alignment, decode, inference
 from attention_jax.decoding.decode import Hypothesis
 from attention_jax.evaluation import attention_maps as maps_of_model
 from attention_jax.models.model import Transformer
@@ -42,7 +42,7 @@ def test_token_log_probs_equal_each_pairs_own_forward_pass_and_sum_to_beam_searc
     source_ids = translator.encode_sources(SOURCES)
     nbest = translator.translate_ids_nbest(source_ids, 2)
     pairs = [(source, list(hypothesis.ids)) for source, found in zip(source_ids, nbest) for hypothesis in found]
-    values = token_scores.token_log_probs(TINY, params, [p[0] for p in pairs], [p[1] for p in pairs], batch_size=3)
+    values = alignment.token_log_probs(TINY, params, [p[0] for p in pairs], [p[1] for p in pairs], batch_size=3)
     hypotheses = [hypothesis for found in nbest for hypothesis in found]
     assert len(values) == len(pairs) == 2 * len(SOURCES)
     # Each pair's own unpadded forward pass, compiled once per shape: op by op, every operation of every
@@ -59,9 +59,9 @@ def test_token_log_probs_equal_each_pairs_own_forward_pass_and_sum_to_beam_searc
 
 def test_token_log_probs_of_an_empty_side_are_empty_and_lengths_must_match():
     params = nn.meta.unbox(init_params(TINY))
-    assert token_scores.token_log_probs(TINY, params, [[5, 3], []], [[], [6, 3]])[0].shape == (0,)
+    assert alignment.token_log_probs(TINY, params, [[5, 3], []], [[], [6, 3]])[0].shape == (0,)
     with pytest.raises(ValueError, match="2 sources but 1 targets"):
-        token_scores.token_log_probs(TINY, params, [[5, 3], [6, 3]], [[6, 3]])
+        alignment.token_log_probs(TINY, params, [[5, 3], [6, 3]], [[6, 3]])
 
 
 def test_p_lines_follow_their_h_lines_and_jsonl_carries_the_values():

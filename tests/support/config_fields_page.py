@@ -1,20 +1,19 @@
-"""The table of config fields in ``docs/config_fields.md``, rendered from the fields' declarations.
+"""``docs/config_fields.md``, rendered from the config fields' declarations (attention_jax/experiment/declarations.py).
 
-``tests/experiment/test_fields.py`` compares the committed page with :func:`fields_page`, so the page cannot
-drift from the declarations; after adding or changing a field, write it again with::
-
-    python -c "from attention_jax.experiment import fields_table; fields_table.write_page()"
+``tests/experiment/test_fields.py`` compares the committed page with :func:`fields_page`; after adding or
+changing a field, write it again from the repository root with ``python -m tests.support.config_fields_page``.
 """
 
 from __future__ import annotations
 
-import pathlib
+import dataclasses
 
 from attention_jax.experiment import schema
-from attention_jax.experiment.fields import NO_OLD_RUN_VALUE, Record, ResumeRule, records
+from attention_jax.experiment.fields import Record, ResumeRule, records
 from attention_jax.models import feed_forward_registry
+from tests.support import REPO_ROOT
 
-PAGE = pathlib.Path(__file__).resolve().parents[2] / "docs" / "config_fields.md"
+PAGE = REPO_ROOT / "docs" / "config_fields.md"
 
 _RESUME_WORDS = {
     ResumeRule.FREE: "may change", ResumeRule.MODEL: "refused (another model)",
@@ -30,8 +29,8 @@ its type, the paper's default, the values it takes, what a changed value means w
 resumed, and its meaning. Each row is one declaration in the section's pydantic dataclass
 (`Field(...)` in
 [`attention_jax/experiment/declarations.py`](../attention_jax/experiment/declarations.py));
-this page is written from them by `attention_jax/experiment/fields_table.py` (a test compares them), so
-it is never edited by hand. "Old runs" is what a `config.json` written before the field existed meant.
+this page is written from them by `python -m tests.support.config_fields_page` (a test compares them),
+so it is never edited by hand. "Old runs" is what a `config.json` written before the field existed meant.
 A registry entry's own settings (an attention function's, a positional encoding's, a normalisation's) are
 declared on its entry and listed after its section's table, keyed by entry as a config sets them:
 `--config.positional_encoding_settings.relative.max_distance=8`. Keys an old run's `config.json` may
@@ -47,11 +46,11 @@ def _allowed(field: Record) -> str:
     allowed = field.allowed()
     if allowed is not None:
         return ", ".join(f"`{value}`" for value in allowed)
-    return field.range_text()
+    return field.range_text
 
 
 def _row(field: Record) -> str:
-    old = "" if field.old_run_value is NO_OLD_RUN_VALUE else f"`{field.old_run_value!r}`"
+    old = "" if field.old_run_value is dataclasses.MISSING else f"`{field.old_run_value!r}`"
     kind = f"tuple of {field.kind.removesuffix('_tuple')}" if field.kind.endswith("_tuple") else field.kind
     default, allowed = f"`{field.default!r}`", _allowed(field)
     if field.kind == "entry_settings":
@@ -65,7 +64,7 @@ def _row(field: Record) -> str:
 def _settings_rows(section: str) -> str:
     """The entries' own settings of a section's registries: one row per setting, ``""`` when none has any."""
     rows = []
-    for field in schema.entry_settings_fields():
+    for field in schema.FIELDS:
         if field.section != section or field.by_entry is None:
             continue
         for entry, settings_class in field.by_entry.settings_of().items():
@@ -111,13 +110,7 @@ def _renamed_rows() -> str:
 
 
 def fields_page() -> str:
-    """The whole of ``docs/config_fields.md``: one table per section of :data:`schema.SECTIONS`.
-
-    Returns
-    -------
-    str
-        Markdown, ending in a newline.
-    """
+    """Return the whole of ``docs/config_fields.md``: one table per section, Markdown ending in a newline."""
     parts = [_HEADER]
     for section in schema.SECTIONS:
         class_name = schema.SECTION_CLASSES[section].__name__
@@ -132,10 +125,9 @@ def fields_page() -> str:
 
 
 def write_page() -> None:
-    """Write :func:`fields_page` to ``docs/config_fields.md``.
-
-    Notes
-    -----
-    Only the built-in registry entries are listed as choices: run it without ``user_modules``.
-    """
+    """Write :func:`fields_page` to ``docs/config_fields.md`` (the built-in registry entries only)."""
     PAGE.write_text(fields_page())
+
+
+if __name__ == "__main__":
+    write_page()

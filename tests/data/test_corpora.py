@@ -1,4 +1,4 @@
-"""Corpus recipes (attention_jax/experiment/corpora.py) and sweeps over corpora (launch.sweep --corpora).
+"""Corpus recipes (attention_jax/data/corpora.py) and sweeps over corpora (launch.sweep --corpora).
 
 Dry runs, refusals and the job list run in this process (fast); the local runs use
 ``tests/support/fake_main.py`` and, once, the real entry point on two tiny corpora (slow).
@@ -13,8 +13,8 @@ import re
 import numpy as np
 import pytest
 
-from attention_jax.experiment import corpora
-from attention_jax.models.registry import Registration
+from attention_jax.data import corpora
+from attention_jax.foundation.registry import Registration
 from configs import small_corpus
 from configs.sweeps import attention_function, normalization, positions
 from launch import export_results, local_executor, sweep_spec
@@ -161,7 +161,7 @@ def test_a_common_dataset_or_corpus_override_is_refused_with_corpora(tmp_path: p
 
 
 USER_SWEEP = '''
-from attention_jax.experiment import corpora
+from attention_jax.data import corpora
 from configs import tiny
 
 corpora.register_corpus(corpora.Corpus(name="user_corpus", dataset="synthetic_en_de/small", vocab_size=1000,
@@ -279,7 +279,7 @@ def test_local_sweep_over_corpora_runs_records_and_resumes(tmp_path: pathlib.Pat
 
 
 REAL_SWEEP = '''
-from attention_jax.experiment import corpora
+from attention_jax.data import corpora
 from configs import tiny
 
 for name in ("tiny_a", "tiny_b"):
