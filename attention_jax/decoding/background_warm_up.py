@@ -168,7 +168,9 @@ def _cached_run(workdir: str, checkpoint: str, average_last: int, identity: str)
     except Exception:  # load_run explains.
         return None
     params, description = found
-    return inference.TrainedRun(workdir, description, experiment, experiment.model, jax.device_put(params), tokenizer)
+    device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])  # As the restore places them: the same programs.
+    return inference.TrainedRun(workdir, description, experiment, experiment.model, jax.device_put(params, device),
+                                tokenizer)
 
 
 def start_lapack() -> None:
