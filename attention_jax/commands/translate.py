@@ -101,13 +101,13 @@ def _check_flags() -> None:
 
 def _check_run_flags(translator: Any) -> None:
     """Refuse ``--nbest`` and ``--alignment_layer`` values the loaded run cannot serve."""
-    from attention_jax.decoding import alignment
-
     if _NBEST.value is not None and _NBEST.value > translator.beam_size:
         raise UserInputError(f"--nbest={_NBEST.value} is more than the beam size {translator.beam_size}: beam "
                              f"search keeps only {translator.beam_size} hypotheses; lower --nbest or raise "
                              f"--beam_size.")
     if _ALIGNMENT.value:
+        from attention_jax.decoding import alignment
+
         try:
             alignment.check_layer(translator.model_config, _ALIGNMENT_LAYER.value)
         except ValueError as error:
@@ -117,14 +117,15 @@ def _check_run_flags(translator: Any) -> None:
 def _translate_block(translator: Any, block: list[str], first_index: int) -> list[Any]:
     """Return the ``LineResult`` of each line of ``block`` (numbered from ``first_index``), as the flags ask."""
     from attention_jax.commands.translation_output import LineResult
-    from attention_jax.decoding import alignment
-    from attention_jax.evaluation.attention_maps import token_strings
 
     source_ids = translator.encode_sources(block)
     hypotheses = translator.translate_ids_nbest(source_ids, _NBEST.value or 1)
     if not _ALIGNMENT.value:
         return [LineResult(first_index + offset, source, found)
                 for offset, (source, found) in enumerate(zip(block, hypotheses))]
+    from attention_jax.decoding import alignment  # Flax: only --alignment needs it.
+    from attention_jax.evaluation.attention_maps import token_strings
+
     pairs = [(source_ids[offset], list(hypothesis.ids)) for offset, found in enumerate(hypotheses)
              for hypothesis in found]
     flat = iter(alignment.hard_alignments(translator.model_config, translator.params, [pair[0] for pair in pairs],
@@ -223,13 +224,17 @@ def main(argv: list[str]) -> None:
 
     if warm_up_tokens > 0:  # While JAX and the run load: what the first line's exported search needs.
         background_warm_up.start_lapack()
-    from attention_jax.checkpointing import params_checkpoints
     from attention_jax.decoding import inference
 
     try:
         if _REAVERAGE.value and _CHECKPOINT.value == "averaged":
+            from attention_jax.checkpointing import params_checkpoints
+
             params_checkpoints.reaverage(_WORKDIR.value)
-        run = inference.load_run(_WORKDIR.value, _CHECKPOINT.value, average_last=_AVERAGE_LAST.value)
+        if warm_up_tokens > 0:  # Line by line: the restored parameters kept, read without Orbax next time.
+            run = background_warm_up.load_run(_WORKDIR.value, _CHECKPOINT.value, _AVERAGE_LAST.value)
+        else:
+            run = inference.load_run(_WORKDIR.value, _CHECKPOINT.value, average_last=_AVERAGE_LAST.value)
         translator = inference.make_translator(
             run, beam_size=_BEAM_SIZE.value, alpha=_ALPHA.value, batch_size=_BATCH_SIZE.value,
             exported_searches=_exported_searches() if warm_up_tokens > 0 else None)

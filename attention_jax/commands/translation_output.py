@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from attention_jax.decoding.alignment import Alignment, format_pairs
 from attention_jax.decoding.decode import Hypothesis
+
+if TYPE_CHECKING:  # Alignments import Flax: only --alignment needs them.
+    from attention_jax.decoding.alignment import Alignment
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,6 +67,8 @@ def tagged_lines(result: LineResult) -> list[str]:
             values = " ".join(f"{value:.4f}" for value in result.token_log_probs[number])
             lines.append(f"P-{result.index}\t{values}")
         if result.alignments is not None:
+            from attention_jax.decoding.alignment import format_pairs
+
             lines.append(f"A-{result.index}\t{format_pairs(result.alignments[number])}")
     return lines
 

@@ -2,6 +2,7 @@
 
 The compilation cache skips XLA's compilation, not the tracing that computes its key: :class:`ExportedSearches`
 keeps each traced search as a ``jax.export`` artifact beside that cache, so a later process does not trace.
+:func:`load_run` keeps the restored parameters there too, read again without Orbax.
 """
 
 from __future__ import annotations
@@ -85,6 +86,91 @@ class BackgroundWarmUp:
                 self.warmed.append(length)
         logging.info("Warmed the search for source buckets %s in %.1f s, in the background.", self.warmed,
                      time.perf_counter() - started)
+
+
+def load_run(workdir: str, checkpoint: str = "latest", average_last: int = 0) -> Any:
+    """Return ``inference.load_run``'s run, with its parameters read from the restore cache where current.
+
+    The first process restores them (Orbax) and keeps them under the compilation cache directory; a later
+    one reads them there, with the config and tokenizer, without importing Orbax. The entry is written after
+    ``load_run``'s checks passed, and only if the run's files did not change during the restore.
+
+    Parameters
+    ----------
+    workdir : str
+        A training work directory or an export.
+    checkpoint : str
+        As ``inference.load_run``'s.
+    average_last : int
+        As ``inference.load_run``'s.
+
+    Returns
+    -------
+    inference.TrainedRun
+        The run; the same parameters as ``inference.load_run``'s.
+    """
+    import jax
+
+    from attention_jax.checkpointing import restored_params
+    from attention_jax.decoding import inference
+
+    identity = _restore_identity(workdir, checkpoint, average_last)
+    if identity is not None:
+        cached = _cached_run(workdir, checkpoint, average_last, identity)
+        if cached is not None:
+            return cached
+    run = inference.load_run(workdir, checkpoint, average_last=average_last)
+    cache_dir = getattr(jax.config, "jax_compilation_cache_dir", None)
+    if identity is not None and cache_dir and identity == _restore_identity(workdir, checkpoint, average_last):
+        path = restored_params.entry_path(cache_dir, workdir, checkpoint, average_last)
+        try:
+            restored_params.save(path, run.params, identity, run.checkpoint)
+        except Exception as error:  # The next process restores them again.
+            logging.warning("The restored parameters are not kept in %s: %s", path, error)
+    return run
+
+
+def _restore_identity(workdir: str, checkpoint: str, average_last: int) -> str | None:
+    """``restored_params.run_identity``, or ``None`` where no entry serves (no checkpoints/: an export; unreadable)."""
+    from attention_jax.checkpointing import restored_params
+    from attention_jax.foundation import run_files
+
+    if not isinstance(workdir, str) or not os.path.isdir(os.path.join(workdir, run_files.CHECKPOINT_DIR)):
+        return None
+    try:
+        return restored_params.run_identity(workdir, checkpoint, average_last)
+    except OSError:
+        return None
+
+
+def _cached_run(workdir: str, checkpoint: str, average_last: int, identity: str) -> Any:
+    """The run with its parameters from a current entry, as ``inference.load_run`` builds it; else ``None``."""
+    import jax
+
+    from attention_jax.checkpointing import compilation_cache, restored_params
+    from attention_jax.data.tokenizer import Tokenizer
+    from attention_jax.decoding import inference
+    from attention_jax.foundation import run_files
+    from attention_jax.models.variants import ModelKind
+
+    experiment = restored_params.read_config(workdir)
+    tokenizer_path = os.path.join(workdir, run_files.TOKENIZER_FILE)
+    if experiment is None or experiment.model_kind != ModelKind.ENCODER_DECODER or not os.path.isfile(tokenizer_path):
+        return None  # load_run explains.
+    compilation_cache.enable_unless_set(experiment.run.compilation_cache_dir)  # As load_run does.
+    cache_dir = getattr(jax.config, "jax_compilation_cache_dir", None)
+    found = cache_dir and restored_params.load(restored_params.entry_path(cache_dir, workdir, checkpoint, average_last),
+                                              identity)
+    if not found:
+        return None
+    try:
+        tokenizer = Tokenizer.load(tokenizer_path)
+    except Exception:  # load_run explains.
+        return None
+    params, description = found
+    device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])  # As the restore places them: the same programs.
+    return inference.TrainedRun(workdir, description, experiment, experiment.model, jax.device_put(params, device),
+                                tokenizer)
 
 
 def start_lapack() -> None:
@@ -171,14 +257,17 @@ def _exported_search(translator: Any, directory: str, inputs_shape: tuple[int, .
     import jax
     import numpy as np
 
-    from attention_jax.decoding import decode, exported_functions
+    from attention_jax.decoding import decode
 
     settings = _search_settings(translator, inputs_shape[1], num_best)
     shapes = [inputs_shape, inputs_shape[:1]]
     path = os.path.join(directory, _artifact_name(translator.params, shapes, settings))
     try:
-        if os.path.isfile(path):
-            return jax.jit(exported_functions.load_exported(path).call)
+        if os.path.isfile(path):  # exported_functions.load_exported's read, without its Flax import.
+            with open(path, "rb") as file:
+                return jax.jit(jax.export.deserialize(bytearray(file.read())).call)
+        from attention_jax.decoding import exported_functions
+
         params = jax.tree.map(lambda leaf: jax.ShapeDtypeStruct(leaf.shape, leaf.dtype), translator.params)
         search = jax.jit(lambda *arrays: tuple(decode.decode_batch(*arrays, **settings)))
         exported = jax.export.export(search)(params, *(jax.ShapeDtypeStruct(shape, np.int32) for shape in shapes))

@@ -5,20 +5,26 @@ Batch size and source length are padded to powers of two, so a few compilations 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
+import hashlib
+import importlib.metadata
+import json
+import os
+import sys
 import warnings
 from collections.abc import Sequence
 from typing import Any, Protocol, overload
 
-import flax.linen as nn
 import jax
 import numpy as np
 
-from attention_jax.decoding import beam_search, decode_steps
+from attention_jax.decoding import beam_search
+from attention_jax.decoding.beam_search import EOS_ID, PAD_ID
 from attention_jax.decoding.text_batches import checked_ids, checked_sentences
 from attention_jax.experiment.sections import DecodeSettings, TransformerConfig
-from attention_jax.models.model import EOS_ID, PAD_ID, abstract_params
+from attention_jax.foundation import cache_dirs, run_files
 
 # Shapes: B sentences, K beam size, S source length (bucketed), L maximum output length (static), V vocabulary.
 Array = jax.Array
@@ -118,6 +124,8 @@ def decode_batch(params: Any, inputs: Array, max_lengths: Array, *, model_config
 def _search(params: Any, inputs: Array, max_lengths: Array, *, model_config: TransformerConfig, method: str,
             beam_size: int, alpha: float, max_decode_len: int, use_cache: bool,
             early_stop: bool, cache_stages: int, num_best: int) -> beam_search.SearchResult:
+    from attention_jax.decoding import decode_steps  # Flax: not imported by a translator of exported searches.
+
     step_fn, state, stages = decode_steps.search_setup(
         model_config, params, inputs, rows_per_sentence=beam_size if method == "beam" else 1,
         max_decode_len=max_decode_len, use_cache=use_cache, cache_stages=cache_stages)
@@ -152,7 +160,7 @@ def bucket_length(length: int, maximum: int, minimum: int = MIN_SOURCE_BUCKET) -
     return min(bucket, maximum)
 
 
-def cache_length(longest_output: int, limit: int, multiple: int = decode_steps.POSITION_MULTIPLE) -> int:
+def cache_length(longest_output: int, limit: int, multiple: int = 16) -> int:
     """Return ``L``: the batch's longest possible output, rounded up (each step costs in proportion to ``L``).
 
     Parameters
@@ -162,7 +170,7 @@ def cache_length(longest_output: int, limit: int, multiple: int = decode_steps.P
     limit : int
         Largest allowed ``L``.
     multiple : int
-        Round up to a multiple of this.
+        Round up to a multiple of this (``decode_steps.POSITION_MULTIPLE``).
 
     Returns
     -------
@@ -229,7 +237,7 @@ def check_params_match(model_config: TransformerConfig, params: Any) -> None:
     ValueError
         Listing the first differences.
     """
-    expected = _shapes_by_path(abstract_params(model_config))
+    expected = _expected_shapes(model_config)
     found = _shapes_by_path(params)
     problems = [f"missing {path} {shape}" for path, shape in expected.items() if path not in found]
     problems += [f"unexpected {path} {shape}" for path, shape in found.items() if path not in expected]
@@ -242,8 +250,32 @@ def check_params_match(model_config: TransformerConfig, params: Any) -> None:
 
 
 def _shapes_by_path(params: Any) -> dict[str, tuple[int, ...]]:
-    leaves = jax.tree_util.tree_leaves_with_path(nn.meta.unbox(params))
+    leaves = jax.tree_util.tree_leaves_with_path(_unboxed(params))
     return {jax.tree_util.keystr(path): tuple(leaf.shape) for path, leaf in leaves}
+
+
+def _expected_shapes(model_config: TransformerConfig) -> dict[str, tuple[int, ...]]:
+    """The shapes ``model_config`` implies, kept as JSON under the compilation cache: read again without Flax."""
+    path, directory = None, getattr(jax.config, "jax_compilation_cache_dir", None)
+    if directory:  # Keyed as models.model's traced shapes are.
+        key = "\n".join([repr(model_config.replace(decode=False)), jax.__version__,
+                         importlib.metadata.version("flax"), cache_dirs.source_digest()])
+        path = os.path.join(directory, "param_shapes", hashlib.sha256(key.encode()).hexdigest()[:40] + ".json")
+        with contextlib.suppress(Exception), open(path, encoding="utf-8") as file:  # Missing, unreadable: traced.
+            return {name: tuple(shape) for name, shape in json.load(file).items()}
+    from attention_jax.models.model import abstract_params
+
+    expected = _shapes_by_path(abstract_params(model_config))
+    with contextlib.suppress(OSError):  # Unwritable: the next process traces too.
+        if path:
+            run_files.write_atomically(path, json.dumps(expected))
+    return expected
+
+
+def _unboxed(params: Any) -> Any:
+    """``flax.linen.meta.unbox``: a boxed leaf exists only once Flax is imported, so plain trees need no Flax."""
+    meta = sys.modules.get("flax.core.meta")
+    return params if meta is None else meta.unbox(params)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -321,7 +353,7 @@ class Translator:
         self.batch_size = int(batch_size)
         self.use_cache = use_cache
         self.mesh = mesh
-        self.params = self._place(nn.meta.unbox(params), replicated=True)
+        self.params = self._place(_unboxed(params), replicated=True)
         self.fixed_shapes = False  # True: one decode length per source bucket (see warm_up).
         self.exported_searches = exported_searches if mesh is None else None
 

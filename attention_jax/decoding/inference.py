@@ -10,16 +10,15 @@ import json
 import os
 from typing import TYPE_CHECKING, Any
 
-from attention_jax.checkpointing import checkpoints, params_checkpoints
 from attention_jax.data.tokenizer import Tokenizer
-from attention_jax.decoding import decode
 from attention_jax.experiment.sections import DataConfig, Experiment, TransformerConfig
 from attention_jax.foundation import run_files
 from attention_jax.foundation.user_errors import MissingInputError, UserInputError, path_argument
 from attention_jax.models.variants import ModelKind
 
-if TYPE_CHECKING:  # Imported when the data is first asked for: translate starts without TFDS.
+if TYPE_CHECKING:  # Imported when first needed: translate starts without TFDS (and, warm, Orbax and Flax).
     from attention_jax.data import input_pipeline
+    from attention_jax.decoding import decode
 
 EXPORTED_CHECKPOINT = "exported"  # load_run's checkpoint naming an export's parameters ("latest" does too).
 _PARAMS_FILE, _RECORD_FILE = run_files.EXPORT_PARAMS_FILE, run_files.EXPORT_RECORD_FILE
@@ -111,6 +110,9 @@ def load_run(workdir: str, checkpoint: str = "latest", *, average_last: int = 0,
     ValueError
         For a damaged tokenizer, another model kind, or parameters that do not fit the config.
     """
+    from attention_jax.checkpointing import checkpoints
+    from attention_jax.decoding import decode
+
     workdir = path_argument(workdir, "workdir", "load_run")
     if not os.path.isdir(workdir):
         raise FileNotFoundError(f"No work directory {workdir!r}: pass the --workdir of a training run.")
@@ -138,6 +140,8 @@ def load_run(workdir: str, checkpoint: str = "latest", *, average_last: int = 0,
 
 def _load_params(workdir: str, checkpoint: str, average_last: int) -> tuple[Any, Experiment, str]:
     """Return the parameters :func:`load_run` names, its experiment and the checkpoint's description."""
+    from attention_jax.checkpointing import checkpoints, params_checkpoints
+
     if _is_export_directory(workdir):  # One set of parameters, no checkpoints/ to rotate.
         params = _load_export_params(workdir, checkpoint, average_last)
         return params, checkpoints.read_config(workdir), _describe_export(workdir)
@@ -186,6 +190,8 @@ def make_translator(run: TrainedRun, *, beam_size: int | None = None, alpha: flo
         hint = f": make_translator(load_run({run!r}))" if isinstance(run, str) else ""
         raise TypeError(f"make_translator takes the TrainedRun that load_run returns, not a "
                         f"{type(run).__name__}{hint}.")
+    from attention_jax.decoding import decode
+
     options = (("beam_size", beam_size), ("length_penalty_alpha", alpha))
     changes: dict[str, Any] = {name: value for name, value in options if value is not None}
     return decode.Translator(

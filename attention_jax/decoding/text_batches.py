@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from attention_jax.models.model import PAD_ID
+from attention_jax.decoding.beam_search import PAD_ID  # models.model imports Flax: translate starts without it.
 
 if TYPE_CHECKING:  # decode imports this module.
     from attention_jax.decoding.decode import TextCodec

@@ -233,6 +233,7 @@ def test_cache_length_covers_the_longest_output_within_the_limit():
     assert decode.cache_length(110, limit=114) == 112
     assert decode.cache_length(113, limit=114) == 114  # Never past the source bucket plus margin.
     assert decode.cache_length(1, limit=114, multiple=8) == 8
+    assert decode.cache_length(17, limit=114) == decode_steps.POSITION_MULTIPLE * 2  # The default is its.
 
 
 @pytest.mark.integration

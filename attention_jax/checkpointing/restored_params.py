@@ -1,0 +1,168 @@
+"""A run's restored parameters kept as one safetensors file beside the compilation cache, read back without Orbax.
+
+An entry is found by the run's directory and checkpoint choice (one per pair: a newer one replaces it) and
+served only while its recorded identity still holds: the size, mtime and inode of every file under the run's
+``checkpoints/``, ``averaged/`` and ``best/``, the bytes of ``config.json`` and the package's source. A new,
+rotated or rewritten checkpoint changes it, so a stale entry is never read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from typing import Any
+
+import numpy as np
+
+from attention_jax.experiment import schema, sections
+from attention_jax.experiment.sections import Experiment
+from attention_jax.foundation import cache_dirs, run_files
+
+SUBDIR = "restored_params"
+"""The entries' directory under the compilation cache directory."""
+_SEPARATOR = "/"  # Joins a leaf's dict keys into its tensor name.
+
+
+def run_identity(workdir: str, checkpoint: str, average_last: int) -> str:
+    """Return a digest of everything the parameters that ``checkpoint`` names in ``workdir`` are read from.
+
+    Parameters
+    ----------
+    workdir : str
+        A training work directory.
+    checkpoint : str
+        ``"latest"``, ``"averaged"``, ``"best"`` or a step.
+    average_last : int
+        Checkpoints averaged instead (0: none).
+
+    Returns
+    -------
+    str
+        Hex SHA-256; any change to a checkpoint's files or ``config.json`` changes it.
+    """
+    digest = hashlib.sha256(f"{os.path.abspath(workdir)}\0{checkpoint}\0{average_last}\0".encode())
+    digest.update(cache_dirs.source_digest().encode())
+    with open(os.path.join(workdir, run_files.CONFIG_FILE), "rb") as file:
+        digest.update(file.read() + b"\0")
+    for subdir in (run_files.CHECKPOINT_DIR, run_files.AVERAGED_DIR, run_files.BEST_DIR):
+        for folder, subfolders, files in os.walk(os.path.join(workdir, subdir)):
+            subfolders.sort()
+            for name in sorted(files + subfolders):  # A step's directory counts even before its files.
+                path = os.path.join(folder, name)
+                stat = os.stat(path)
+                digest.update(f"{os.path.relpath(path, workdir)}:{stat.st_size}:{stat.st_mtime_ns}:"
+                              f"{stat.st_ino}\0".encode())
+    return digest.hexdigest()
+
+
+def entry_path(cache_dir: str, workdir: str, checkpoint: str, average_last: int) -> str:
+    """Return the file that keeps the parameters ``checkpoint`` (or ``average_last``) names in ``workdir``.
+
+    Parameters
+    ----------
+    cache_dir : str
+        The compilation cache directory.
+    workdir : str
+        A training work directory.
+    checkpoint : str
+        ``"latest"``, ``"averaged"``, ``"best"`` or a step.
+    average_last : int
+        Checkpoints averaged instead (0: none).
+
+    Returns
+    -------
+    str
+        A path under :data:`SUBDIR`.
+    """
+    name = hashlib.sha256(f"{os.path.abspath(workdir)}\0{checkpoint}\0{average_last}".encode()).hexdigest()[:40]
+    return os.path.join(cache_dir, SUBDIR, name + ".safetensors")
+
+
+def save(path: str, params: Any, identity: str, description: str) -> None:
+    """Write plain (unboxed) parameters to ``path`` atomically, with the identity they hold for.
+
+    Parameters
+    ----------
+    path : str
+        From :func:`entry_path`.
+    params : dict
+        Nested dicts of arrays, as a restore returns them.
+    identity : str
+        :func:`run_identity` before and after the restore.
+    description : str
+        ``TrainedRun.checkpoint`` of the restore (e.g. ``"average of steps [...]"``).
+    """
+    from safetensors.numpy import save as save_tensors
+
+    tensors: dict[str, np.ndarray] = {}
+
+    def _flatten(tree: Any, prefix: str) -> None:
+        for key, value in tree.items():
+            if isinstance(value, dict):
+                _flatten(value, prefix + key + _SEPARATOR)
+            else:
+                tensors[prefix + key] = np.asarray(value)
+
+    _flatten(params, "")
+    metadata = {"identity": identity, "checkpoint": description}
+    run_files.write_atomically(path, save_tensors(tensors, metadata=metadata))
+
+
+def load(path: str, identity: str) -> tuple[dict[str, Any], str] | None:
+    """Return the parameters kept at ``path`` and their checkpoint's description, if kept for ``identity``.
+
+    Parameters
+    ----------
+    path : str
+        From :func:`entry_path`.
+    identity : str
+        :func:`run_identity` now.
+
+    Returns
+    -------
+    (params, description) or None
+        Nested dicts of NumPy arrays; ``None`` for no entry, a stale one or an unreadable file.
+    """
+    if not os.path.isfile(path):
+        return None
+    from safetensors import safe_open
+
+    try:
+        with safe_open(path, framework="numpy") as opened:
+            metadata = opened.metadata() or {}
+            if metadata.get("identity") != identity:
+                return None
+            tensors = {name: opened.get_tensor(name) for name in opened.keys()}  # noqa: SIM118 (no __iter__).
+    except Exception:  # A damaged entry: restored again and rewritten.
+        return None
+    params: dict[str, Any] = {}
+    for name, value in tensors.items():
+        *parents, leaf = name.split(_SEPARATOR)
+        node = params
+        for key in parents:
+            node = node.setdefault(key, {})
+        node[leaf] = value
+    return params, metadata.get("checkpoint", "")
+
+
+def read_config(workdir: str) -> Experiment | None:
+    """Return the run's experiment as ``checkpoints.read_config`` builds it, without importing Orbax.
+
+    Parameters
+    ----------
+    workdir : str
+        A training work directory.
+
+    Returns
+    -------
+    Experiment or None
+        ``None`` where ``checkpoints.read_config`` would raise or explain: the caller takes that path.
+    """
+    path = os.path.join(workdir, run_files.CONFIG_FILE)
+    try:
+        with open(path, encoding="utf-8") as file:
+            saved = json.load(file)
+        return sections.build_experiment(schema.with_old_run_defaults(saved), path) if isinstance(saved, dict) else None
+    except Exception:
+        return None
