@@ -75,7 +75,7 @@ def test_nbest_lists_start_with_the_1best_sorted_by_normalized_score(tiny_transl
         for hypothesis in found:
             assert hypothesis.ids[-1] == beam_search.EOS_ID
             assert hypothesis.text == WordTokenizer().decode(hypothesis.ids)
-            penalty = float(beam_search.length_penalty(len(hypothesis.ids), SETTINGS.length_penalty_alpha))
+            penalty = float(beam_search._length_penalty(len(hypothesis.ids), SETTINGS.length_penalty_alpha))
             assert hypothesis.normalized_score == pytest.approx(hypothesis.score / penalty, rel=1e-6)
     with pytest.raises(ValueError, match="beam size 3"):
         tiny_translator.translate_nbest(SOURCES, nbest=4)
