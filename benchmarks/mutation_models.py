@@ -5,7 +5,6 @@ to a scratch folder, whose copied pyproject.toml gets a ``[tool.mutmut]`` table;
 there. ``--sample N`` runs a uniformly random sample of the mutants (fixed ``--seed``).
 """
 
-import argparse
 import ast
 import importlib.metadata
 import json
@@ -18,7 +17,13 @@ import sys
 import time
 from pathlib import Path
 
+from absl import flags
+
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks import harness  # noqa: E402
+
 FILES = [f"attention_jax/models/{name}.py" for name in (
     "attention", "attention_functions", "attention_positions", "masks", "model", "normalization")]
 TESTS = ["tests/models/"]
@@ -92,8 +97,9 @@ def _exit_codes(work: Path) -> dict[str, int | None]:
     return codes
 
 
-def _record(work: Path, args: argparse.Namespace, every: list[str], chosen: list[str], start: float) -> dict:
-    """Write the outcome of the mutants run so far to ``args.output`` and return it."""
+def _record(work: Path, every: list[str], chosen: list[str], start: float) -> dict:
+    """Write the outcome of the mutants run so far to ``--output`` (and ``--out``) and return it."""
+    options = flags.FLAGS
     wall = time.time() - start
     cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
     from mutmut.stats import status_by_exit_code
@@ -115,43 +121,50 @@ def _record(work: Path, args: argparse.Namespace, every: list[str], chosen: list
         "pytest_args": PYTEST_ARGS,
         "command": " ".join(["python", "benchmarks/mutation_models.py", *sys.argv[1:]]),
         "mutants_in_files": len(every), "sample": len(chosen) if sampled else None,
-        "seed": args.seed, "wall_s": round(wall),
+        "seed": options.seed, "wall_s": round(wall),
         "cpu_s": round(cpu.ru_utime + cpu.ru_stime),
         "outcomes": counts, "killed": killed, "judged": judged, "score": round(score, 4),
         "standard_error": round(math.sqrt(score * (1 - score) / judged), 4) if sampled else 0.0,
         "mutants": [{"name": name, "status": status[name], "diff": diffs[name]} for name in chosen],
     }
-    args.output.write_text(json.dumps(record, indent=1) + "\n")
+    record = {"note": options.note, **record}
+    for path in {options.output, options.out} - {""}:
+        Path(path).write_text(json.dumps(record, indent=1) + "\n")
     return record
 
 
-def main() -> None:
-    """Generate, sample, run and record the mutants."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--workdir", type=Path, default=Path("/tmp/mutation_models"))
-    parser.add_argument("--sample", type=int, default=0, help="mutants to run; 0: all")
-    parser.add_argument("--batch", type=int, default=10, help="mutants per mutmut run")
-    parser.add_argument("--budget-s", type=float, default=math.inf, help="start no batch after this many seconds")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--max-children", type=int, default=1)
-    parser.add_argument("--fresh", action="store_true", help="wipe --workdir (else mutmut's test map is reused)")
-    parser.add_argument("--output", type=Path, default=ROOT / "benchmarks/results/mutation_models.json")
-    args = parser.parse_args()
-    work = args.workdir
-    if args.fresh or not (work / "mutants").exists():
+def define_flags() -> None:
+    """The runner's flags (defined only when it runs: :mod:`benchmarks.harness`)."""
+    flags.DEFINE_string("workdir", "/tmp/mutation_models", "Scratch copy of the sources, tests and mutants.")
+    flags.DEFINE_integer("sample", 0, "Mutants to run, a uniform random sample; 0: all.")
+    flags.DEFINE_integer("batch", 10, "Mutants per mutmut run (the record is written after each).")
+    flags.DEFINE_float("budget_s", math.inf, "Start no batch after this many seconds.")
+    flags.DEFINE_integer("seed", 0, "Seed of the sample's order.")
+    flags.DEFINE_integer("max_children", 1, "Mutants mutmut runs at once.")
+    flags.DEFINE_bool("fresh", False, "Wipe --workdir (else mutmut's test map is reused).")
+    flags.DEFINE_string("output", str(ROOT / "benchmarks/results/mutation_models.json"), "The record's JSON.")
+
+
+def main(argv: list[str]) -> None:
+    """Generate, sample, run and record the mutants (``--quick``: two of them)."""
+    del argv
+    options = flags.FLAGS
+    work = Path(options.workdir)
+    if options.fresh or not (work / "mutants").exists():
         _prepare(work)
         subprocess.run([sys.executable, "-c", _GENERATE], cwd=work, check=True)
     every = sorted(_exit_codes(work))
-    order = random.Random(args.seed).sample(every, args.sample or len(every))  # A uniform sample in random order.
-    start, chosen = time.time(), []
-    while len(chosen) < len(order) and time.time() - start < args.budget_s:
-        batch = order[len(chosen):len(chosen) + args.batch]
-        subprocess.run([sys.executable, "-c", _RUN, "run", "--max-children", str(args.max_children), *batch],
+    size = 2 if options.quick else (options.sample or len(every))
+    order = random.Random(options.seed).sample(every, size)  # A uniform sample in random order.
+    start, chosen, record = time.time(), [], {}
+    while len(chosen) < len(order) and time.time() - start < options.budget_s:
+        batch = order[len(chosen):len(chosen) + options.batch]
+        subprocess.run([sys.executable, "-c", _RUN, "run", "--max-children", str(options.max_children), *batch],
                        cwd=work, check=True)
         chosen += batch
-        record = _record(work, args, every, chosen, start)  # After every batch: an interrupted run keeps its part.
+        record = _record(work, every, chosen, start)  # After every batch: an interrupted run keeps its part.
     print(json.dumps({key: value for key, value in record.items() if key != "mutants"}, indent=1))
 
 
 if __name__ == "__main__":
-    main()
+    harness.run(main, define_flags)
