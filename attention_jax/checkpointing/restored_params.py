@@ -13,15 +13,13 @@ import json
 import os
 from typing import Any
 
-import numpy as np
-
+from attention_jax.checkpointing import safetensors_params
 from attention_jax.experiment import schema, sections
 from attention_jax.experiment.sections import Experiment
 from attention_jax.foundation import cache_dirs, run_files
 
 SUBDIR = "restored_params"
 """The entries' directory under the compilation cache directory."""
-_SEPARATOR = "/"  # Joins a leaf's dict keys into its tensor name.
 
 
 def run_identity(workdir: str, checkpoint: str, average_last: int) -> str:
@@ -93,20 +91,7 @@ def save(path: str, params: Any, identity: str, description: str) -> None:
     description : str
         ``TrainedRun.checkpoint`` of the restore (e.g. ``"average of steps [...]"``).
     """
-    from safetensors.numpy import save as save_tensors
-
-    tensors: dict[str, np.ndarray] = {}
-
-    def _flatten(tree: Any, prefix: str) -> None:
-        for key, value in tree.items():
-            if isinstance(value, dict):
-                _flatten(value, prefix + key + _SEPARATOR)
-            else:
-                tensors[prefix + key] = np.asarray(value)
-
-    _flatten(params, "")
-    metadata = {"identity": identity, "checkpoint": description}
-    run_files.write_atomically(path, save_tensors(tensors, metadata=metadata))
+    safetensors_params.save_safetensors(path, params, {"identity": identity, "checkpoint": description})
 
 
 def load(path: str, identity: str) -> tuple[dict[str, Any], str] | None:
@@ -126,24 +111,11 @@ def load(path: str, identity: str) -> tuple[dict[str, Any], str] | None:
     """
     if not os.path.isfile(path):
         return None
-    from safetensors import safe_open
-
     try:
-        with safe_open(path, framework="numpy") as opened:
-            metadata = opened.metadata() or {}
-            if metadata.get("identity") != identity:
-                return None
-            tensors = {name: opened.get_tensor(name) for name in opened.keys()}  # noqa: SIM118 (no __iter__).
+        params, metadata = safetensors_params.load_safetensors(path)
     except Exception:  # A damaged entry: restored again and rewritten.
         return None
-    params: dict[str, Any] = {}
-    for name, value in tensors.items():
-        *parents, leaf = name.split(_SEPARATOR)
-        node = params
-        for key in parents:
-            node = node.setdefault(key, {})
-        node[leaf] = value
-    return params, metadata.get("checkpoint", "")
+    return (params, metadata.get("checkpoint", "")) if metadata.get("identity") == identity else None
 
 
 def read_config(workdir: str) -> Experiment | None:

@@ -7,7 +7,6 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-import flax.linen as nn
 import jax
 import numpy as np
 from safetensors import SafetensorError, safe_open
@@ -29,9 +28,16 @@ def _key_name(key: Any) -> str:
     return str(name)
 
 
+def _leaves_with_paths(params: Any) -> list[tuple[Any, Any]]:
+    """Return the unboxed tree's leaves with their key paths (Flax imported here: a reader needs none)."""
+    import flax.linen as nn
+
+    return jax.tree_util.tree_flatten_with_path(nn.meta.unbox(params))[0]
+
+
 def _flatten_params(params: Any) -> dict[str, np.ndarray]:
     """Return the leaves as host arrays keyed by tensor name, in the tree's order (see :func:`tensor_names`)."""
-    leaves = jax.tree_util.tree_flatten_with_path(nn.meta.unbox(params))[0]
+    leaves = _leaves_with_paths(params)
     return {SEPARATOR.join(_key_name(key) for key in path): np.asarray(jax.device_get(leaf)) for path, leaf in leaves}
 
 
@@ -59,8 +65,8 @@ def tensor_names(params: Any) -> dict[str, tuple[int, ...]]:
     dict[str, tuple[int, ...]]
         ``{"decoder_0/cross_attention/key/kernel": (512, 8, 64), ...}``.
     """
-    leaves = jax.tree_util.tree_flatten_with_path(nn.meta.unbox(params))[0]
-    return {SEPARATOR.join(_key_name(key) for key in path): tuple(leaf.shape) for path, leaf in leaves}
+    return {SEPARATOR.join(_key_name(key) for key in path): tuple(leaf.shape)
+            for path, leaf in _leaves_with_paths(params)}
 
 
 def run_metadata(experiment: Experiment, *, workdir: str = "", checkpoint: str = "") -> dict[str, str]:
