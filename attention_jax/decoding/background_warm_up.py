@@ -60,6 +60,11 @@ class BackgroundWarmUp:
             self._thread = threading.Thread(target=self._warm_all, name="translate-warm-up", daemon=True)
             self._thread.start()
 
+    def wait(self) -> None:
+        """Wait until every bucket given is warmed (or failed and left to its first line); at once if never started."""
+        if self._thread is not None:
+            self._thread.join()
+
     def stop(self) -> None:
         """Warm no further bucket and wait for the one in progress.
 

@@ -79,7 +79,7 @@ def test_background_warm_up_answers_the_first_line_first_then_warms_the_rest_wit
         first = held.translate_nbest([SOURCES[-1]], 2)[0]  # 16 tokens: bucket 16 compiled for it alone.
     assert decode.decode_batch._cache_size() == before + 1 and warm_up.warmed == []
     warm_up.start()
-    warm_up._thread.join()  # Bucket 8, then 16 (a call of the compiled program); stop() would race the thread.
+    warm_up.wait()  # Bucket 8, then 16 (a call of the compiled program); stop() would race the thread.
     warm_up.stop()
     assert warm_up.warmed == [8, 16] and decode.decode_batch._cache_size() == before + 2
     found = [first] + [translator.translate_nbest([source], 2)[0] for source in SOURCES[:-1]]
@@ -131,7 +131,7 @@ def test_a_line_waits_for_the_bucket_being_warmed_and_never_runs_beside_it():
     with warm_up.holding():
         overlaps.append(not running.acquire(blocking=False))
         running.release()
-    warm_up._thread.join()  # Both buckets: stop() would cancel bucket 16 if the line came before it started.
+    warm_up.wait()  # Both buckets: stop() would cancel bucket 16 if the line came before it started.
     warm_up.stop()
     assert overlaps == [False, False, False]  # Bucket 8, the line, bucket 16 (the last two in either order).
     assert warm_up.warmed == [8, 16]
