@@ -181,17 +181,39 @@ def _peak_cache_path() -> str:
     return os.path.abspath(os.path.expanduser(os.path.join(cache_home, "attention_jax", "device_peaks.json")))
 
 
-def _processor_model() -> str:
-    """Return the host's processor model (``/proc/cpuinfo``, else ``platform``): part of a cached peak's key."""
+def processor_model(cpuinfo_path: str = "/proc/cpuinfo") -> str:
+    """Return the host's processor: ``/proc/cpuinfo``'s model name with its family and model numbers.
+
+    XLA compiles CPU code for the processor it runs on, so the same seed can train to a slightly different
+    model on another one: ``results.json`` records this name, and a cached peak is keyed by it. The numbers
+    tell apart processors that share a generic name ("AMD EPYC").
+
+    Parameters
+    ----------
+    cpuinfo_path : str
+        The file to read (tests give their own).
+
+    Returns
+    -------
+    str
+        E.g. ``"AMD EPYC (family 25, model 17)"``; ``platform``'s name where there is no ``/proc/cpuinfo``.
+    """
+    fields: dict[str, str] = {}
     try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as cpuinfo:
+        with open(cpuinfo_path, encoding="utf-8", errors="replace") as cpuinfo:
             for line in cpuinfo:
                 name, _, value = line.partition(":")
-                if name.strip() in ("model name", "Model") and value.strip():
-                    return value.strip()
+                if not name.strip():
+                    break  # The first processor's block ends at its blank line.
+                fields.setdefault(name.strip(), value.strip())
     except OSError:
         pass
-    return platform.processor() or platform.machine() or "unknown processor"
+    model = fields.get("model name") or fields.get("Model")
+    if not model:
+        return platform.processor() or platform.machine() or "unknown processor"
+    if fields.get("cpu family") and fields.get("model"):
+        return f"{model} (family {fields['cpu family']}, model {fields['model']})"
+    return model
 
 
 def _read_peak_cache(path: str) -> dict[str, Any]:
@@ -209,7 +231,7 @@ def _cached_measured_peak(device_kind: str, dtype: str, *, path: str | None = No
     """Return this machine's measured peak, cached per processor, device and dtype (one under load: while busy)."""
     path = _peak_cache_path() if path is None else path
     measure = _measured_peak if measure is None else measure
-    key = f"{_processor_model()} | {device_kind} | {dtype}"
+    key = f"{processor_model()} | {device_kind} | {dtype}"
     entry = _read_peak_cache(path).get(key)
     if isinstance(entry, dict) and isinstance(entry.get("flops_per_s"), (int, float)):
         still_busy = bool(entry.get("under_load")) and _machine_is_busy(device_kind)

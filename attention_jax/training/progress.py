@@ -119,7 +119,8 @@ def run_results(run: TrainingRun) -> dict[str, Any]:
     Returns
     -------
     dict
-        Last train and dev figures, early stopping's, size, wall time, tokens, FLOPs, devices, mesh, source run.
+        Last train and dev figures, early stopping's, size, wall time, tokens, FLOPs, devices and their kind,
+        the host's processor, mesh, source run.
     """
     experiment = run.experiment
     sessions = bookkeeping(run)  # Read once: wall time and tokens of the same moment.
@@ -145,6 +146,8 @@ def run_results(run: TrainingRun) -> dict[str, Any]:
         "train_target_tokens": sessions["train_target_tokens"],
         "train_flops": experiment.training_flops(sessions["train_target_tokens"]),
         "devices": jax.device_count(),
+        "device_kind": jax.devices()[0].device_kind,
+        "processor": device_peaks.processor_model(),  # Where it ran: XLA's CPU code depends on it.
         "mesh": dict(run.mesh.shape),
         "fine_tuned_from": run_files.read_fine_tuned_from(run.workdir),
     }

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from attention_jax.checkpointing import checkpoints, params_checkpoints
-from attention_jax.training import train
+from attention_jax.training import device_peaks, train
 from tests.support import event_files, fake_data, train_support
 
 pytestmark = pytest.mark.end_to_end
@@ -128,6 +128,9 @@ def test_workdir_contents(uninterrupted_workdir: pathlib.Path) -> None:
     assert results["name"] == "test_tiny" and results["paper"]["dev_bleu"] == 25.8
     assert results["eval_ppl"] == pytest.approx(math.exp(results["eval_nll_loss"]))
     assert results["train_tokens_per_s"] > 0
+    # Where it ran (XLA's CPU code depends on the processor): the kind of device and the host's processor.
+    assert results["device_kind"] == jax.devices()[0].device_kind
+    assert results["processor"] == device_peaks.processor_model()
     saved = checkpoints.read_config(str(uninterrupted_workdir))
     assert saved.model.d_model == 32 and saved.run.num_train_steps == 10
     records = [json.loads(line) for line in (uninterrupted_workdir / "metrics.jsonl").read_text().splitlines()]
