@@ -1,7 +1,4 @@
-"""The config's sections, one frozen pydantic dataclass each: every config field declared once, here.
-
-A field without a description is no config field: it is copied from another section or derived.
-"""
+"""The config's sections, one frozen pydantic dataclass each: every config field (one with a description) once."""
 
 from __future__ import annotations
 
@@ -21,13 +18,9 @@ from attention_jax.models.positional_encodings import POSITIONAL_ENCODINGS, chec
 from attention_jax.models.variants import LayerNormPosition, ModelKind
 
 MODEL, COMPUTE, DATA = rule(ResumeRule.MODEL), rule(ResumeRule.COMPUTE), rule(ResumeRule.DATA)
-ENTRY_SETTINGS_FIELDS = {"positional_encoding": "positional_encoding_settings",
-                         "normalization": "normalization_settings",
-                         "attention_function": "attention_function_settings"}
+ENTRY_SETTINGS_FIELDS = {registry.field: f"{registry.field}_settings"
+                         for registry in (POSITIONAL_ENCODINGS, NORMALIZATIONS, ATTENTION_FUNCTIONS)}
 """Each field naming a registry entry, and the field of that entry's own settings."""
-_PositionSettings = Annotated[Any, BySettings("positional_encoding", POSITIONAL_ENCODINGS.settings_classes)]
-_NormalizationSettings = Annotated[Any, BySettings("normalization", NORMALIZATIONS.settings_classes)]
-_FunctionSettings = Annotated[Any, BySettings("attention_function", ATTENTION_FUNCTIONS.settings_classes)]
 
 
 @fields.section
@@ -50,8 +43,7 @@ class ExperimentSettings:
 class TransformerConfig:
     """The Transformer's hyperparameters (Table 3); frozen, so decode and eval variants come from ``replace``.
 
-    A ``*_settings`` field holds the chosen entry's settings dataclass (None for an entry without any); given
-    as None (its defaults), that dataclass or a mapping by entry.
+    A ``*_settings`` field is given as None (the entry's defaults), its dataclass or ``{entry: {setting: value}}``.
     """
 
     num_layers: int = Field(
@@ -83,7 +75,7 @@ class TransformerConfig:
     positional_encoding: Annotated[str, OneOf(POSITIONAL_ENCODINGS)] = Field(
         default="sinusoidal", description="How positions enter the model (3.5; Table 2 row E: learned; relative, "
         "rotary and alibi act in self-attention).", json_schema_extra=MODEL)
-    positional_encoding_settings: _PositionSettings = Field(
+    positional_encoding_settings: Annotated[Any, BySettings(POSITIONAL_ENCODINGS)] = Field(
         default=None, description="The encodings' own settings, by entry: {entry: {setting: value}} (the entries' "
         "settings are listed below); the chosen entry's are used.",
         json_schema_extra=rule(ResumeRule.MODEL, old_run_value={}))
@@ -94,7 +86,7 @@ class TransformerConfig:
         default="layer_norm", description="The sublayers' normalisation: layer_norm (the paper's), rms_norm, "
         "batch_norm or none (docs/normalization.md).",
         json_schema_extra=rule(ResumeRule.MODEL, old_run_value="layer_norm"))
-    normalization_settings: _NormalizationSettings = Field(
+    normalization_settings: Annotated[Any, BySettings(NORMALIZATIONS)] = Field(
         default=None, description="The normalisations' own settings, by entry (none of the built-in ones has any).",
         json_schema_extra=rule(ResumeRule.MODEL, old_run_value={}))
     residual_connections: bool = Field(
@@ -109,7 +101,7 @@ class TransformerConfig:
     attention_function: Annotated[str, OneOf(ATTENTION_FUNCTIONS)] = Field(
         default="scaled_dot_product", description="How each head scores keys (3.2.1).",
         json_schema_extra=rule(ResumeRule.MODEL, old_run_value="scaled_dot_product"))
-    attention_function_settings: _FunctionSettings = Field(
+    attention_function_settings: Annotated[Any, BySettings(ATTENTION_FUNCTIONS)] = Field(
         default=None, description="The attention functions' own settings, by entry (none of the built-in ones has "
         "any).", json_schema_extra=rule(ResumeRule.MODEL, old_run_value={}))
     dtype: Annotated[str, OneOf(("float32", "bfloat16"))] = Field(
@@ -195,7 +187,6 @@ class DataConfig:
     max_len: int = Field(default=256, description="Longest example kept for training, in tokens with EOS.", gt=0,
                          json_schema_extra=rule(ResumeRule.POSITIONS))
     tokens_per_batch: int = Field(default=25000, description="Tokens per side of a batch (5.1).", gt=0)
-    # Runs from before the field counted slots.
     tokens_per_batch_unit: Annotated[str, OneOf(("slots", "real"))] = Field(
         default="real", description="real: the pairs' own tokens (the paper); slots: rows x padded length.",
         json_schema_extra=rule(old_run_value="slots"))
