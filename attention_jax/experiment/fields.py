@@ -1,4 +1,4 @@
-"""Config fields: ``Field(default=..., description=..., gt=..., json_schema_extra=rule(...))`` on a :func:`section`."""
+"""Config fields, ``name: Annotated[type, ResumeRule, ...] = Field(default=..., description=...)`` on a section."""
 
 from __future__ import annotations
 
@@ -19,37 +19,15 @@ from attention_jax.foundation.registry import Registry, did_you_mean
 
 _STRICT = pydantic.ConfigDict(strict=True, allow_inf_nan=False, extra="forbid")  # No "8" for 8, 1 for True, inf.
 _T = TypeVar("_T")
+ResumeRule = enum.Enum("ResumeRule", "FREE MODEL COMPUTE DATA SEED OPTIMIZER_STATE SCHEDULE POSITIONS")
+"""What a changed value means when a run directory resumes (docs/config_fields.md words each)."""
 
 
-class ResumeRule(enum.Enum):
-    """What a changed value means when a run directory resumes (docs/config_fields.md words each)."""
+@dataclasses.dataclass(frozen=True)
+class OldRuns:
+    """``Annotated[..., OldRuns(value)]``: what a ``config.json`` written before the field existed meant by it."""
 
-    FREE = "free"
-    MODEL = "model"
-    COMPUTE = "compute"
-    DATA = "data"
-    SEED = "seed"
-    OPTIMIZER_STATE = "optimizer_state"
-    SCHEDULE = "schedule"
-    POSITIONS = "positions"
-
-
-def rule(resume: ResumeRule = ResumeRule.FREE, **old_run_value: Any) -> Any:
-    """Return a field's ``json_schema_extra``: its resume rule and, for a newer field, its old runs' value.
-
-    Parameters
-    ----------
-    resume : ResumeRule
-        What a changed value means for a resumed run.
-    **old_run_value
-        ``old_run_value=V``: what a ``config.json`` written before the field existed meant by it.
-
-    Returns
-    -------
-    Any
-        The dict the schema reads.
-    """
-    return {"resume": resume.value, **old_run_value}
+    value: Any
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -160,11 +138,10 @@ def _records(section_class: type, section: str) -> tuple[Record, ...]:
         if kind is None:
             raise TypeError(f"{section_class.__name__}.{name}: a config field is an int, float, bool, str, "
                             f"tuple[int, ...] or tuple[str, ...]; got {annotation}.")
-        extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+        resume, old = _of(info.metadata, ResumeRule) or ResumeRule.FREE, _of(info.metadata, OldRuns)
         found.append(Record(name, section, kind, info.default, info.description,
-                            getattr(_of(metadata, OneOf), "names", None), _range_text(metadata),
-                            ResumeRule(extra.get("resume", "free")), extra.get("old_run_value", dataclasses.MISSING),
-                            _of(metadata, BySettings), section_class, name))
+                            getattr(_of(metadata, OneOf), "names", None), _range_text(metadata), resume,
+                            old.value if old else dataclasses.MISSING, _of(metadata, BySettings), section_class, name))
     return tuple(found)
 
 
@@ -260,7 +237,6 @@ def _build_settings(prefix: str, settings_class: Any, given: Any) -> Any:
 
 
 def _resolve_settings(field: str, entry: str, settings_class: type | None, given: Any) -> Any:
-    """The chosen entry's settings from None (its defaults), its dataclass or a mapping by entry."""
     if hasattr(given, "items"):
         given = given.get(entry)
         if given is not None and settings_class is not None:
@@ -278,8 +254,6 @@ def _resolve_settings(field: str, entry: str, settings_class: type | None, given
 def section(cls: type[_T]) -> type[_T]:
     """Make ``cls`` a frozen, strict pydantic dataclass whose refusals are one-line ``ValueError``.
 
-    A :class:`BySettings` field becomes the chosen entry's settings (None: it has none) before ``__post_init__``.
-
     Parameters
     ----------
     cls : type
@@ -290,19 +264,6 @@ def section(cls: type[_T]) -> type[_T]:
     type
         The dataclass (``dataclasses.replace`` builds, and checks, a changed copy).
     """
-    post_init = getattr(cls, "__post_init__", None)
-
-    def __post_init__(self: Any) -> None:
-        for name, info in type(self).__pydantic_fields__.items():
-            by_entry = _of(info.metadata, BySettings)
-            if by_entry is not None:  # Frozen: set once, while built.
-                entry = getattr(self, by_entry.registry.field)
-                object.__setattr__(self, name, _resolve_settings(name, entry, by_entry.registry.settings_classes()
-                                                                 .get(entry), getattr(self, name)))
-        if post_init is not None:
-            post_init(self)
-
-    setattr(cls, "__post_init__", __post_init__)  # noqa: B010 (mypy refuses assigning a method)
     built = pydantic.dataclasses.dataclass(frozen=True, config=_STRICT)(cls)
     init = built.__init__
 
@@ -312,6 +273,12 @@ def section(cls: type[_T]) -> type[_T]:
             init(self, *args, **kwargs)
         except ValidationError as error:
             raise ValueError(_refusal(error, built, kwargs)) from None
+        for name, info in built.__pydantic_fields__.items():
+            by_entry = _of(info.metadata, BySettings)
+            if by_entry is not None:  # After the checks, the chosen entry's settings (None: it has none).
+                entry = getattr(self, by_entry.registry.field)
+                object.__setattr__(self, name, _resolve_settings(name, entry, by_entry.registry.settings_classes()
+                                                                 .get(entry), getattr(self, name)))
 
     setattr(built, "__init__", __init__)  # noqa: B010 (mypy refuses assigning a method)
     return typing.cast(type[_T], built)

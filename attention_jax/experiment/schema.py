@@ -29,8 +29,7 @@ OLD_RUN_DEFAULTS: Mapping[str, Any] = {field.name: field.old_run_value for field
                                        if field.old_run_value is not dataclasses.MISSING}
 RENAMED_FIELDS: Mapping[str, tuple[str, ...]] = {
     "relative_max_distance": ("positional_encoding_settings", "relative", "max_distance"),
-    "relative_values": ("positional_encoding_settings", "relative", "add_to_values"),
-}
+    "relative_values": ("positional_encoding_settings", "relative", "add_to_values")}
 """Keys an old run's ``config.json`` may hold that have moved (issue 75), and where to; set anew, refused."""
 SECTION_FIELDS: Mapping[str, tuple[str, ...]] = {
     section: tuple(field.name for field in FIELDS if field.section == section) for section in SECTION_CLASSES}
@@ -191,10 +190,9 @@ def parse_flag_value(key: str, text: str, where: str) -> Any:
     field = flag_keys().get(key)
     if field is None:
         raise ConfigError(f"{where}: unknown config field {key!r}{did_you_mean(key, flag_keys())}.")
-    kind = "paper" if key.startswith("paper.") else field.kind
-    if kind == "str":
+    if field.kind == "str":  # paper.<figure> keys are the paper field's: kind "paper", read as a literal.
         return text
-    if kind == "bool":
+    if field.kind == "bool":
         words = {"true": True, "1": True, "false": False, "0": False}
         if text.strip().lower() not in words:
             raise ConfigError(f"{where}: {key} must be True or False; got {text!r}.")
@@ -202,7 +200,7 @@ def parse_flag_value(key: str, text: str, where: str) -> Any:
     try:
         value = ast.literal_eval(text)
     except (ValueError, SyntaxError):
-        raise ConfigError(f"{where}: {key}={text!r} is not a {kind.replace('_', ' of ')} value.") from None
+        raise ConfigError(f"{where}: {key}={text!r} is not a {field.kind.replace('_', ' of ')} value.") from None
     return tuple(value) if isinstance(value, list) else value
 
 
@@ -248,8 +246,7 @@ def with_old_run_defaults(saved: Mapping[str, Any]) -> dict[str, Any]:
     Returns
     -------
     dict[str, Any]
-        With :data:`OLD_RUN_DEFAULTS` for the fields it lacks and ``paper`` completed; a key it does not
-        know is left for :func:`check_config` to name.
+        With :data:`OLD_RUN_DEFAULTS` and ``paper`` completed; an unknown key is left for :func:`check_config`.
     """
     config = plain_fields(saved)
     for old_key, (head, entry, name) in RENAMED_FIELDS.items():

@@ -46,7 +46,6 @@ class Experiment:
     optimizer: OptimizerConfig
     decoding: DecodeSettings
     run: RunConfig
-    # The flat config, read-only, as config.json records it (a *_settings field: the chosen entry's only).
     fields: Mapping[str, Any] = dataclasses.field(repr=False, compare=False)
 
     def to_json_dict(self) -> dict[str, Any]:

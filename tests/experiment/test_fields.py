@@ -18,7 +18,7 @@ from pydantic import Field
 
 from attention_jax.checkpointing import resume_checks
 from attention_jax.experiment import fields, schema, sections
-from attention_jax.experiment.fields import AS_TUPLE, OneOf, ResumeRule, rule, section
+from attention_jax.experiment.fields import AS_TUPLE, OldRuns, OneOf, ResumeRule, section
 from configs import tiny
 from tests.support import config_fields_page
 
@@ -31,8 +31,8 @@ DERIVED_FIELDS = {"model": {"max_len", "decode"}, "data": {"vocab_size", "fine_t
 class _Knobs:
     """A section of one's own, declared as the library's are."""
 
-    width: int = Field(8, description="A positive width.", gt=0, json_schema_extra=rule(ResumeRule.MODEL))
-    scale: float = Field(0.5, description="A probability.", ge=0, lt=1, json_schema_extra=rule(old_run_value=0.0))
+    width: Annotated[int, ResumeRule.MODEL] = Field(8, description="A positive width.", gt=0)
+    scale: Annotated[float, OldRuns(0.0)] = Field(0.5, description="A probability.", ge=0, lt=1)
     splits: Annotated[tuple[Annotated[str, OneOf(("dev", "test"))], ...], AS_TUPLE] = Field(
         ("dev",), description="Some splits.")
     copied: int = 3  # Not a config field (no description): left out of the schema.
