@@ -19,13 +19,13 @@ from attention_jax.foundation import run_files
 from attention_jax.foundation.user_errors import UserInputError
 
 # What a changed value means for a resumed run is declared with each field (experiment.fields.ResumeRule).
-MODEL_FIELDS = schema.fields_with_rule(ResumeRule.MODEL)
-COMPUTE_ONLY_FIELDS = (*schema.fields_with_rule(ResumeRule.COMPUTE), "decode")  # decode: a mode, not a field.
-DATA_IDENTITY_FIELDS = schema.fields_with_rule(ResumeRule.DATA)
-RUN_IDENTITY_FIELDS = schema.fields_with_rule(ResumeRule.SEED)
-OPTIMIZER_STATE_FIELDS = schema.fields_with_rule(ResumeRule.OPTIMIZER_STATE)
-SCHEDULE_FIELDS = schema.fields_with_rule(ResumeRule.SCHEDULE)
-POSITION_FIELDS = schema.fields_with_rule(ResumeRule.POSITIONS)  # TransformerConfig.max_len is their sum.
+MODEL_FIELDS = schema.FIELDS_BY_RULE[ResumeRule.MODEL]
+COMPUTE_ONLY_FIELDS = (*schema.FIELDS_BY_RULE[ResumeRule.COMPUTE], "decode")  # decode: a mode, not a field.
+DATA_IDENTITY_FIELDS = schema.FIELDS_BY_RULE[ResumeRule.DATA]
+RUN_IDENTITY_FIELDS = schema.FIELDS_BY_RULE[ResumeRule.SEED]
+OPTIMIZER_STATE_FIELDS = schema.FIELDS_BY_RULE[ResumeRule.OPTIMIZER_STATE]
+SCHEDULE_FIELDS = schema.FIELDS_BY_RULE[ResumeRule.SCHEDULE]
+POSITION_FIELDS = schema.FIELDS_BY_RULE[ResumeRule.POSITIONS]  # TransformerConfig.max_len is their sum.
 
 # Splits in data_splits.json: pipeline name -> (user's name, config field choosing it, file in a tsv: corpus).
 EVAL_SPLITS = {"validation": ("dev", "eval_split", "dev.tsv"), "test": ("test", "test_split", "test.tsv")}

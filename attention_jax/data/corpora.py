@@ -2,14 +2,9 @@
 
 :data:`CORPORA` is a :class:`attention_jax.foundation.registry.Registry` of :class:`Corpus` entries, read by
 ``launch.sweep --corpora=...`` (each run gets ``--config.corpus=NAME`` and :meth:`Corpus.overrides`), by
-sweep files and by reports. A user adds a corpus in one place, e.g. at the top of a sweep file::
-
-    from attention_jax.data import corpora
-    corpora.register_corpus(corpora.Corpus(name="my_corpus", dataset="tsv:data/my_corpus", vocab_size=8000,
-                                           num_train_steps=3000, warmup_steps=400, eval_every_steps=200,
-                                           max_len=128, positions_cap=20))
-
-Imports no framework. Datasets are relative to the repository root (``../shared`` beside it).
+sweep files and by reports. A user adds a corpus with :func:`register_corpus`, e.g. at the top of a sweep file
+(docs/clusters.md#corpora shows one). Imports no framework. Datasets are relative to the repository root
+(``../shared`` beside it).
 """
 
 from __future__ import annotations

@@ -1,7 +1,4 @@
-"""Config fields declared on frozen pydantic dataclasses (:func:`section`), read back, refused in one line.
-
-A field is ``name: type = Field(default, description=..., gt=..., json_schema_extra=rule(...))``.
-"""
+"""Config fields, ``name: Annotated[type, ResumeRule, ...] = Field(default=..., description=...)`` on a section."""
 
 from __future__ import annotations
 
@@ -18,41 +15,19 @@ from pydantic import TypeAdapter, ValidationError
 from pydantic_core import core_schema
 from typing_extensions import dataclass_transform
 
-from attention_jax.foundation.registry import did_you_mean
+from attention_jax.foundation.registry import Registry, did_you_mean
 
 _STRICT = pydantic.ConfigDict(strict=True, allow_inf_nan=False, extra="forbid")  # No "8" for 8, 1 for True, inf.
 _T = TypeVar("_T")
+ResumeRule = enum.Enum("ResumeRule", "FREE MODEL COMPUTE DATA SEED OPTIMIZER_STATE SCHEDULE POSITIONS")
+"""What a changed value means when a run directory resumes (docs/config_fields.md words each)."""
 
 
-class ResumeRule(enum.Enum):
-    """What a changed value means when a run directory resumes (docs/config_fields.md words each)."""
+@dataclasses.dataclass(frozen=True)
+class OldRuns:
+    """``Annotated[..., OldRuns(value)]``: what a ``config.json`` written before the field existed meant by it."""
 
-    FREE = "free"
-    MODEL = "model"
-    COMPUTE = "compute"
-    DATA = "data"
-    SEED = "seed"
-    OPTIMIZER_STATE = "optimizer_state"
-    SCHEDULE = "schedule"
-    POSITIONS = "positions"
-
-
-def rule(resume: ResumeRule = ResumeRule.FREE, **old_run_value: Any) -> Any:
-    """Return a field's ``json_schema_extra``: its resume rule and, for a newer field, its old runs' value.
-
-    Parameters
-    ----------
-    resume : ResumeRule
-        What a changed value means for a resumed run.
-    **old_run_value
-        ``old_run_value=V``: what a ``config.json`` written before the field existed meant by it.
-
-    Returns
-    -------
-    Any
-        The dict :func:`records` reads.
-    """
-    return {"resume": resume.value, **old_run_value}
+    value: Any
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -62,7 +37,6 @@ class OneOf:
     names: Iterable[str]
 
     def __get_pydantic_core_schema__(self, source: Any, handler: Callable[[Any], Any]) -> Any:
-        """Return pydantic's schema of the annotated type, then this check."""
         return core_schema.no_info_after_validator_function(self._check, handler(source))
 
     def _check(self, value: str) -> str:
@@ -76,10 +50,9 @@ class OneOf:
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class BySettings:
-    """A registry's settings field, ``{entry: {setting: value}}``: ``Annotated[Any, BySettings(...)]``."""
+    """A registry's settings field, ``{entry: {setting: value}}``: ``Annotated[Any, BySettings(registry)]``."""
 
-    entry_field: str
-    settings_of: Callable[[], Mapping[str, type]]
+    registry: Registry[Any]  # Its ``field`` names the entry field; ``settings_classes()`` the entries' settings.
 
 
 PAPER_FIGURES = ("dev_ppl", "dev_bleu", "params_millions", "test_bleu", "train_flops", "train_hours",
@@ -107,32 +80,20 @@ AS_TUPLE = pydantic.BeforeValidator(lambda value: tuple(value) if isinstance(val
 
 @dataclasses.dataclass(frozen=True)
 class Record:
-    """One config field as ``owner.attribute`` declares it; ``old_run_value`` is ``dataclasses.MISSING`` for a
-    field every ``config.json`` holds, ``range_text`` the range in words (of each item of a tuple).
-    """
+    """One config field as ``owner.attribute`` declares it."""
 
     name: str
     section: str
     kind: str  # int, float, bool, str, int_tuple, str_tuple, paper or entry_settings.
     default: Any
     doc: str
-    choices: OneOf | None
-    range_text: str  # "positive", ">= 0", "in [0, 100]"; "" when unbounded.
+    choices: Iterable[str] | None  # The allowed strings: a tuple, or a registry (read when used); None: any.
+    range_text: str  # "positive", ">= 0", "in [0, 100]" (of each item of a tuple); "" when unbounded.
     resume: ResumeRule
-    old_run_value: Any
+    old_run_value: Any  # dataclasses.MISSING for a field every config.json holds.
     by_entry: BySettings | None
     owner: type
     attribute: str
-
-    def allowed(self) -> tuple[str, ...] | None:
-        """Return the allowed strings now, None when any string is allowed.
-
-        Returns
-        -------
-        tuple[str, ...] or None
-            The choices.
-        """
-        return tuple(self.choices.names) if self.choices else None
 
 
 def _number(value: Any) -> str:
@@ -143,43 +104,25 @@ def _of(metadata: Iterable[Any], *kinds: type) -> Any:
     return next((item for item in metadata if isinstance(item, kinds)), None)
 
 
+_SIGNS = {annotated_types.Gt: ">", annotated_types.Ge: ">=", annotated_types.Lt: "<", annotated_types.Le: "<="}
+
+
 def _range_text(metadata: list[Any]) -> str:
-    low, high = _of(metadata, annotated_types.Gt, annotated_types.Ge), _of(metadata, annotated_types.Lt,
-                                                                          annotated_types.Le)
-    open_low, open_high = isinstance(low, annotated_types.Gt), isinstance(high, annotated_types.Lt)
-    low, high = (bound and dataclasses.astuple(bound)[0] for bound in (low, high))
-    if (low, high, open_low, open_high) == (0, 1, False, True):
+    bounds = sorted(((_SIGNS[type(item)], _number(dataclasses.astuple(item)[0])) for item in metadata
+                     if type(item) in _SIGNS), reverse=True)  # The lower bound (> or >=) first.
+    if bounds == [(">=", "0"), ("<", "1")]:
         return "a probability in [0, 1)"
-    if (low, high, open_low) == (0, None, True):
+    if bounds == [(">", "0")]:
         return "positive"
-    if low is not None and high is not None:
-        return f"in {'(' if open_low else '['}{_number(low)}, {_number(high)}{')' if open_high else ']'}"
-    if low is not None:
-        return f"{'>' if open_low else '>='} {_number(low)}"
-    return f"{'<' if open_high else '<='} {_number(high)}" if high is not None else ""
+    if len(bounds) == 2:
+        (low_sign, low), (high_sign, high) = bounds
+        return f"in {'(' if low_sign == '>' else '['}{low}, {high}{')' if high_sign == '<' else ']'}"
+    return " ".join(bounds[0]) if bounds else ""
 
 
 @functools.cache
-def records(section_class: type, section: str) -> tuple[Record, ...]:
-    """Return the config fields (those with a description) a section or entry-settings dataclass declares.
-
-    Parameters
-    ----------
-    section_class : type
-        A pydantic dataclass.
-    section : str
-        The section's name.
-
-    Returns
-    -------
-    tuple[Record, ...]
-        In declaration order.
-
-    Raises
-    ------
-    TypeError
-        For a field of a type a config cannot hold.
-    """
+def _records(section_class: type, section: str) -> tuple[Record, ...]:
+    """The config fields (those with a description) a section declares; TypeError for one a config cannot hold."""
     found = []
     for name, info in section_class.__pydantic_fields__.items():  # type: ignore[attr-defined]
         if info.description is None:
@@ -195,11 +138,10 @@ def records(section_class: type, section: str) -> tuple[Record, ...]:
         if kind is None:
             raise TypeError(f"{section_class.__name__}.{name}: a config field is an int, float, bool, str, "
                             f"tuple[int, ...] or tuple[str, ...]; got {annotation}.")
-        extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
-        found.append(Record(name, section, kind, info.default, info.description, _of(metadata, OneOf),
-                            _range_text(metadata), ResumeRule(extra.get("resume", "free")),
-                            extra.get("old_run_value", dataclasses.MISSING), _of(metadata, BySettings),
-                            section_class, name))
+        resume, old = _of(info.metadata, ResumeRule) or ResumeRule.FREE, _of(info.metadata, OldRuns)
+        found.append(Record(name, section, kind, info.default, info.description,
+                            getattr(_of(metadata, OneOf), "names", None), _range_text(metadata), resume,
+                            old.value if old else dataclasses.MISSING, _of(metadata, BySettings), section_class, name))
     return tuple(found)
 
 
@@ -216,18 +158,14 @@ _BOUNDS = {"greater_than": ">", "greater_than_equal": ">=", "less_than": "<", "l
 
 def _refusal(error: ValidationError, owner: type, given: Mapping[str, Any] | None = None, prefix: str = "",
              at: tuple[str, ...] = ()) -> str:
-    """Word pydantic's first error as the one-line refusal, e.g. ``"num_heads must be an integer; got '8' (str)."``
-
-    ``prefix`` names the field's owner (``positional_encoding_settings.relative``); ``at`` is the attribute a
-    single field's check refused; ``given`` the values given (to quote a tuple whose item is refused).
-    """
+    """Word pydantic's first error in one line; ``at``: the attribute a one-field check refused."""
     first = error.errors(include_url=False)[0]
     loc, kind, value = (*at, *first["loc"]), first["type"], first["input"]
     if not loc:  # A check of several fields (__post_init__): its own words.
         return str(first.get("ctx", {}).get("error", first["msg"]))
     attribute = str(loc[0])
     name = f"{prefix}.{attribute}" if prefix else attribute
-    declared = {record.attribute: record for record in records(owner, "")}
+    declared = {record.attribute: record for record in _records(owner, "")}
     if kind == "unexpected_keyword_argument":
         return f"{owner.__name__} has no field {attribute!r}{did_you_mean(attribute, declared)}."
     if kind in ("value_error", "assertion_error"):
@@ -255,42 +193,25 @@ def _refusal(error: ValidationError, owner: type, given: Mapping[str, Any] | Non
     return f"{problem}."
 
 
-def check_value(record: Record, value: Any) -> str | None:
-    """Return why ``value`` does not fit the field (one line, no final period), or None when it does.
-
-    Parameters
-    ----------
-    record : Record
-        The field.
-    value : Any
-        The value a config gives it.
-
-    Returns
-    -------
-    str or None
-        E.g. ``"num_heads must be an integer; got '8' (str)"``.
-    """
-    if record.by_entry is not None:
-        return _check_by_entry(record, record.by_entry, value)
-    try:
-        _adapter(record.owner, record.attribute).validate_python(value)
-    except ValidationError as error:
-        return _refusal(error, record.owner, {record.attribute: value}, record.name.rpartition(".")[0],
-                        (record.attribute,))[:-1]
-    return None
-
-
-def _check_by_entry(record: Record, by_entry: BySettings, value: Any) -> str | None:
+def _check_value(record: Record, value: Any) -> str | None:
+    """Why ``value`` does not fit the field, in one line without the final period (None when it does)."""
+    if record.by_entry is None:
+        try:
+            _adapter(record.owner, record.attribute).validate_python(value)
+        except ValidationError as error:
+            return _refusal(error, record.owner, {record.attribute: value}, record.name.rpartition(".")[0],
+                            (record.attribute,))[:-1]
+        return None
     if value is None or dataclasses.is_dataclass(value):
         return None
     if not hasattr(value, "items"):
         return (f"{record.name} must be a dict of {{entry: {{setting: value}}}}; got {value!r} "
                 f"({type(value).__name__})")
-    classes = by_entry.settings_of()
+    classes = record.by_entry.registry.settings_classes()
     for entry, given in value.items():
         if entry not in classes:
             return (f"{record.name} has no entry {entry!r}{did_you_mean(str(entry), classes)}; the "
-                    f"{by_entry.entry_field} entries with settings: {', '.join(classes) or 'none'}")
+                    f"{record.by_entry.registry.field} entries with settings: {', '.join(classes) or 'none'}")
         try:
             _build_settings(f"{record.name}.{entry}", classes[entry], given)
         except ValueError as error:
@@ -301,12 +222,12 @@ def _check_by_entry(record: Record, by_entry: BySettings, value: Any) -> str | N
 def _build_settings(prefix: str, settings_class: Any, given: Any) -> Any:
     if not hasattr(given, "items"):
         raise ValueError(f"{prefix} must be a dict of settings; got {given!r} ({type(given).__name__}).")
-    declared = {record.attribute: record for record in records(settings_class, "")}
+    declared = {record.attribute: record for record in _records(settings_class, "")}
     for key, value in given.items():
         if key not in declared:
             raise ValueError(f"{prefix} has no setting {key!r}{did_you_mean(str(key), declared)}; its settings: "
                              f"{', '.join(declared) or 'none'}.")
-        problem = check_value(dataclasses.replace(declared[key], name=f"{prefix}.{key}"), value)
+        problem = _check_value(dataclasses.replace(declared[key], name=f"{prefix}.{key}"), value)
         if problem:
             raise ValueError(f"{problem}.")
     try:
@@ -316,17 +237,14 @@ def _build_settings(prefix: str, settings_class: Any, given: Any) -> Any:
 
 
 def _resolve_settings(field: str, entry: str, settings_class: type | None, given: Any) -> Any:
-    """The chosen entry's settings from None (its defaults), its dataclass or a mapping by entry."""
     if hasattr(given, "items"):
         given = given.get(entry)
         if given is not None and settings_class is not None:
             return _build_settings(f"{field}.{entry}", settings_class, given)
-    if settings_class is None:
-        if given is not None:
-            raise ValueError(f"{entry!r} takes no settings; got {field}={given!r}: leave it None.")
-        return None
-    if given is None:
-        return settings_class()
+    if settings_class is None and given is not None:
+        raise ValueError(f"{entry!r} takes no settings; got {field}={given!r}: leave it None.")
+    if settings_class is None or given is None:
+        return settings_class() if settings_class else None
     if type(given) is not settings_class:
         raise ValueError(f"{field} of {entry!r} must be a {settings_class.__name__}; got {type(given).__name__}.")
     return given
@@ -335,9 +253,6 @@ def _resolve_settings(field: str, entry: str, settings_class: type | None, given
 @dataclass_transform(frozen_default=True, field_specifiers=(pydantic.Field,))
 def section(cls: type[_T]) -> type[_T]:
     """Make ``cls`` a frozen, strict pydantic dataclass whose refusals are one-line ``ValueError``.
-
-    Its :class:`BySettings` fields become the chosen entry's settings dataclass (None for an entry without
-    any) before the class's own ``__post_init__`` runs.
 
     Parameters
     ----------
@@ -349,19 +264,6 @@ def section(cls: type[_T]) -> type[_T]:
     type
         The dataclass (``dataclasses.replace`` builds, and checks, a changed copy).
     """
-    post_init = getattr(cls, "__post_init__", None)
-
-    def __post_init__(self: Any) -> None:
-        for name, info in type(self).__pydantic_fields__.items():
-            by_entry = _of(info.metadata, BySettings)
-            if by_entry is not None:  # Frozen: set once, while built.
-                entry = getattr(self, by_entry.entry_field)
-                object.__setattr__(self, name, _resolve_settings(name, entry, by_entry.settings_of().get(entry),
-                                                                 getattr(self, name)))
-        if post_init is not None:
-            post_init(self)
-
-    setattr(cls, "__post_init__", __post_init__)  # noqa: B010 (mypy refuses assigning a method)
     built = pydantic.dataclasses.dataclass(frozen=True, config=_STRICT)(cls)
     init = built.__init__
 
@@ -371,6 +273,12 @@ def section(cls: type[_T]) -> type[_T]:
             init(self, *args, **kwargs)
         except ValidationError as error:
             raise ValueError(_refusal(error, built, kwargs)) from None
+        for name, info in built.__pydantic_fields__.items():
+            by_entry = _of(info.metadata, BySettings)
+            if by_entry is not None:  # After the checks, the chosen entry's settings (None: it has none).
+                entry = getattr(self, by_entry.registry.field)
+                object.__setattr__(self, name, _resolve_settings(name, entry, by_entry.registry.settings_classes()
+                                                                 .get(entry), getattr(self, name)))
 
     setattr(built, "__init__", __init__)  # noqa: B010 (mypy refuses assigning a method)
     return typing.cast(type[_T], built)

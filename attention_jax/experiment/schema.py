@@ -8,7 +8,7 @@ import importlib
 from typing import Any, Iterable, Mapping
 
 from attention_jax.experiment import declarations, fields
-from attention_jax.experiment.fields import PAPER_FIGURES, Record, check_value, records
+from attention_jax.experiment.fields import PAPER_FIGURES, Record, _check_value, _records
 from attention_jax.foundation.registry import did_you_mean
 from attention_jax.foundation.user_errors import UserInputError
 
@@ -16,7 +16,6 @@ SECTION_CLASSES: Mapping[str, type] = {
     "experiment": declarations.ExperimentSettings, "model": declarations.TransformerConfig,
     "data": declarations.DataConfig, "optimizer": declarations.OptimizerConfig,
     "decoding": declarations.DecodeSettings, "run": declarations.RunConfig}
-SECTIONS = tuple(SECTION_CLASSES)
 
 
 class ConfigError(UserInputError):
@@ -24,18 +23,20 @@ class ConfigError(UserInputError):
 
 
 FIELDS: tuple[Record, ...] = tuple(field for section, section_class in SECTION_CLASSES.items()
-                                   for field in records(section_class, section))
+                                   for field in _records(section_class, section))
 FIELDS_BY_NAME: Mapping[str, Record] = {field.name: field for field in FIELDS}
 OLD_RUN_DEFAULTS: Mapping[str, Any] = {field.name: field.old_run_value for field in FIELDS
                                        if field.old_run_value is not dataclasses.MISSING}
 RENAMED_FIELDS: Mapping[str, tuple[str, ...]] = {
     "relative_max_distance": ("positional_encoding_settings", "relative", "max_distance"),
-    "relative_values": ("positional_encoding_settings", "relative", "add_to_values"),
-}
+    "relative_values": ("positional_encoding_settings", "relative", "add_to_values")}
 """Keys an old run's ``config.json`` may hold that have moved (issue 75), and where to; set anew, refused."""
 SECTION_FIELDS: Mapping[str, tuple[str, ...]] = {
-    section: tuple(field.name for field in FIELDS if field.section == section) for section in SECTIONS}
-_BY_ENTRY = {field.name: field.by_entry for field in FIELDS if field.by_entry is not None}  # *_settings fields.
+    section: tuple(field.name for field in FIELDS if field.section == section) for section in SECTION_CLASSES}
+FIELDS_BY_RULE: Mapping[fields.ResumeRule, tuple[str, ...]] = {
+    rule: tuple(field.name for field in FIELDS if field.resume is rule) for rule in fields.ResumeRule}
+"""The names of the fields declared with each resume rule, in the schema's order."""
+_SETTINGS = {field.name: field.by_entry.registry for field in FIELDS if field.by_entry}  # *_settings: registry.
 
 
 def flag_keys() -> dict[str, Record]:
@@ -47,11 +48,11 @@ def flag_keys() -> dict[str, Record]:
         The fields, ``paper.<figure>`` and ``<registry>_settings.<entry>.<setting>``.
     """
     keys = {**FIELDS_BY_NAME, **{f"paper.{figure}": FIELDS_BY_NAME["paper"] for figure in PAPER_FIGURES}}
-    for name, by_entry in _BY_ENTRY.items():
-        for entry, settings_class in by_entry.settings_of().items():
+    for name, registry in _SETTINGS.items():
+        for entry, settings_class in registry.settings_classes().items():
             keys.update({f"{name}.{entry}.{item.name}": dataclasses.replace(
                 item, name=f"{name}.{entry}.{item.name}", section=FIELDS_BY_NAME[name].section)
-                for item in records(settings_class, "")})
+                for item in _records(settings_class, "")})
     return keys
 
 
@@ -77,22 +78,6 @@ def _refuse_unknown(key: str, candidates: Iterable[str], where: str) -> None:
                       f"the fields are listed in attention_jax/experiment/schema.py.")
 
 
-def fields_with_rule(rule: fields.ResumeRule) -> tuple[str, ...]:
-    """Return the names of the fields declared with ``rule``, in the schema's order.
-
-    Parameters
-    ----------
-    rule : ResumeRule
-        E.g. :attr:`ResumeRule.DATA`.
-
-    Returns
-    -------
-    tuple[str, ...]
-        Field names.
-    """
-    return tuple(field.name for field in FIELDS if field.resume is rule)
-
-
 def default_config() -> dict[str, Any]:
     """Return the paper's base model as a flat dict, every registry entry's settings at their defaults.
 
@@ -103,8 +88,8 @@ def default_config() -> dict[str, Any]:
     """
     config = {field.name: field.default for field in FIELDS}
     config["paper"] = dict.fromkeys(PAPER_FIGURES)
-    for name, by_entry in _BY_ENTRY.items():  # Every entry's settings, so that flags can set them.
-        config[name] = {entry: dataclasses.asdict(settings()) for entry, settings in by_entry.settings_of().items()}
+    for name, registry in _SETTINGS.items():  # Every entry's settings, so that flags can set them.
+        config[name] = {entry: dataclasses.asdict(cls()) for entry, cls in registry.settings_classes().items()}
     return config
 
 
@@ -149,7 +134,7 @@ def check_config(config: Any, where: str, *, complete: bool = True) -> None:
     for key, value in fields.items():
         if key not in FIELDS_BY_NAME:
             _refuse_unknown(key, FIELDS_BY_NAME, where)
-        problem = check_value(FIELDS_BY_NAME[key], value)
+        problem = _check_value(FIELDS_BY_NAME[key], value)
         if problem:
             raise ConfigError(f"{where}: {problem}.")
     missing = [field.name for field in FIELDS if field.name not in fields]
@@ -205,10 +190,9 @@ def parse_flag_value(key: str, text: str, where: str) -> Any:
     field = flag_keys().get(key)
     if field is None:
         raise ConfigError(f"{where}: unknown config field {key!r}{did_you_mean(key, flag_keys())}.")
-    kind = "paper" if key.startswith("paper.") else field.kind
-    if kind == "str":
+    if field.kind == "str":  # paper.<figure> keys are the paper field's: kind "paper", read as a literal.
         return text
-    if kind == "bool":
+    if field.kind == "bool":
         words = {"true": True, "1": True, "false": False, "0": False}
         if text.strip().lower() not in words:
             raise ConfigError(f"{where}: {key} must be True or False; got {text!r}.")
@@ -216,7 +200,7 @@ def parse_flag_value(key: str, text: str, where: str) -> Any:
     try:
         value = ast.literal_eval(text)
     except (ValueError, SyntaxError):
-        raise ConfigError(f"{where}: {key}={text!r} is not a {kind.replace('_', ' of ')} value.") from None
+        raise ConfigError(f"{where}: {key}={text!r} is not a {field.kind.replace('_', ' of ')} value.") from None
     return tuple(value) if isinstance(value, list) else value
 
 
@@ -262,8 +246,7 @@ def with_old_run_defaults(saved: Mapping[str, Any]) -> dict[str, Any]:
     Returns
     -------
     dict[str, Any]
-        With :data:`OLD_RUN_DEFAULTS` for the fields it lacks and ``paper`` completed; a key it does not
-        know is left for :func:`check_config` to name.
+        With :data:`OLD_RUN_DEFAULTS` and ``paper`` completed; an unknown key is left for :func:`check_config`.
     """
     config = plain_fields(saved)
     for old_key, (head, entry, name) in RENAMED_FIELDS.items():

@@ -35,9 +35,7 @@ PaperFigures = dataclasses.make_dataclass("PaperFigures", [(key, float | None, N
 
 @dataclasses.dataclass(frozen=True)
 class Experiment:
-    """One checked experiment: the experiment section's fields, the other sections, and the flat config (``fields``,
-    read-only) as ``config.json`` records it: a registry's settings field holds the chosen entry's only.
-    """
+    """One checked experiment: the experiment section's fields, the other sections, and the flat config."""
 
     name: str
     seed: int
@@ -111,8 +109,6 @@ def build_experiment(config: Any, where: str) -> Experiment:
         data = _section("data", fields, vocab_size=fields["vocab_size"], fine_tune_from=fields["fine_tune_from"])
         optimizer = _section("optimizer", fields, d_model=fields["d_model"])
         decoding, run, identity = (_section(section, fields) for section in ("decoding", "run", "experiment"))
-    except ConfigError:
-        raise
     except ValueError as error:
         raise ConfigError(f"{where}: {error}") from None
     return Experiment(name=identity.name, seed=identity.seed, model_kind=identity.model_kind,
@@ -126,15 +122,11 @@ def _section(section: str, fields: Mapping[str, Any], **derived: Any) -> Any:
 
 
 def _head_widths(fields: Mapping[str, Any]) -> dict[str, int]:
-    widths = {}
-    for name in ("key_dim", "value_dim"):
-        if fields[name] == 0:  # Paper default: d_k = d_v = d_model / h.
-            if fields["d_model"] % fields["num_heads"]:
-                raise ValueError(f"{name}=0 means d_model / num_heads, but d_model={fields['d_model']} is not "
-                                 f"divisible by num_heads={fields['num_heads']}: set {name} explicitly or change "
-                                 "num_heads.")
-            widths[name] = fields["d_model"] // fields["num_heads"]
-    return widths
+    zero = [name for name in ("key_dim", "value_dim") if fields[name] == 0]  # The paper's d_k = d_v = d_model / h.
+    if zero and fields["d_model"] % fields["num_heads"]:
+        raise ValueError(f"{zero[0]}=0 means d_model / num_heads, but d_model={fields['d_model']} is not divisible "
+                         f"by num_heads={fields['num_heads']}: set {zero[0]} explicitly or change num_heads.")
+    return dict.fromkeys(zero, fields["d_model"] // fields["num_heads"])
 
 
 def _check_relations(fields: Mapping[str, Any]) -> None:

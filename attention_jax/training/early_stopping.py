@@ -27,7 +27,7 @@ class EarlyStopping:
 
     patience: int  # Evaluations without improvement before stopping; 0 never stops.
     min_improvement: float = 0.0  # Relative decrease that resets the count, in [0, 1).
-    best_perplexity: float = math.inf  # Lowest dev perplexity seen.
+    best_perplexity: float = math.inf
     best_step: int | None = None
     evaluations_since_best: int = 0  # Counted from min_steps on.
     min_steps: int = 0  # Evaluations of earlier steps do not count toward patience.
@@ -77,7 +77,7 @@ class EarlyStopping:
         bool
             Whether it is the best.
         """
-        counts = int(step >= self.min_steps)  # Earlier evaluations never count toward patience.
+        counts = int(step >= self.min_steps)
         if perplexity < self.best_perplexity:
             enough = perplexity < self.best_perplexity * (1.0 - self.min_improvement)  # Always true at the first.
             self.best_perplexity, self.best_step = float(perplexity), step

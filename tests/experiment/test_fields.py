@@ -18,7 +18,7 @@ from pydantic import Field
 
 from attention_jax.checkpointing import resume_checks
 from attention_jax.experiment import fields, schema, sections
-from attention_jax.experiment.fields import AS_TUPLE, OneOf, ResumeRule, rule, section
+from attention_jax.experiment.fields import AS_TUPLE, OldRuns, OneOf, ResumeRule, section
 from configs import tiny
 from tests.support import config_fields_page
 
@@ -31,21 +31,21 @@ DERIVED_FIELDS = {"model": {"max_len", "decode"}, "data": {"vocab_size", "fine_t
 class _Knobs:
     """A section of one's own, declared as the library's are."""
 
-    width: int = Field(8, description="A positive width.", gt=0, json_schema_extra=rule(ResumeRule.MODEL))
-    scale: float = Field(0.5, description="A probability.", ge=0, lt=1, json_schema_extra=rule(old_run_value=0.0))
+    width: Annotated[int, ResumeRule.MODEL] = Field(8, description="A positive width.", gt=0)
+    scale: Annotated[float, OldRuns(0.0)] = Field(0.5, description="A probability.", ge=0, lt=1)
     splits: Annotated[tuple[Annotated[str, OneOf(("dev", "test"))], ...], AS_TUPLE] = Field(
         ("dev",), description="Some splits.")
     copied: int = 3  # Not a config field (no description): left out of the schema.
 
 
 def test_a_declaration_gives_the_type_range_choices_and_rules() -> None:
-    width, scale, splits = fields.records(_Knobs, "knobs")
+    width, scale, splits = fields._records(_Knobs, "knobs")
     assert [(field.name, field.kind) for field in (width, scale, splits)] == [
         ("width", "int"), ("scale", "float"), ("splits", "str_tuple")]
     assert (width.default, width.range_text, width.resume) == (8, "positive", ResumeRule.MODEL)
     assert width.section == "knobs"
     assert scale.old_run_value == 0.0 and width.old_run_value is dataclasses.MISSING
-    assert splits.allowed() == ("dev", "test")
+    assert tuple(splits.choices) == ("dev", "test")
     with pytest.raises(ValueError, match=r"^width must be positive; got 0\.$"):
         _Knobs(width=0)
     with pytest.raises(ValueError, match=r"^scale must be a probability in \[0, 1\); got 1\.0\.$"):
@@ -66,7 +66,7 @@ def test_a_field_whose_type_the_schema_cannot_take_is_refused_when_read() -> Non
         items: list = Field((), description="A list.")
 
     with pytest.raises(TypeError, match="Bad.items: a config field is an int, float"):
-        fields.records(Bad, "bad")
+        fields._records(Bad, "bad")
 
 
 def _outside(field: fields.Record) -> Any:
@@ -93,7 +93,7 @@ def test_a_built_section_refuses_what_the_schema_refuses_in_the_same_words() -> 
         if not field.range_text:
             continue
         bad = _outside(field)
-        expected = schema.check_value(field, bad)
+        expected = fields._check_value(field, bad)
         assert expected, field.name
         with pytest.raises(ValueError) as raised:
             dataclasses.replace(built[field.section], **{field.name: bad})

@@ -21,6 +21,7 @@ import pytest
 from attention_jax.checkpointing import checkpoints
 from attention_jax.commands import config_errors
 from attention_jax.experiment import schema, sections
+from attention_jax.experiment.fields import _check_value
 from configs import base, tiny
 from tests.support import REPO_ROOT
 
@@ -36,10 +37,10 @@ def _fields(**changes: object) -> dict:
 def test_every_field_has_a_section_a_meaning_and_a_default_that_passes_its_own_check() -> None:
     assert len(schema.FIELDS_BY_NAME) == len(schema.FIELDS), "a field is listed twice"
     for field in schema.FIELDS:
-        assert field.section in schema.SECTIONS, field.name
+        assert field.section in schema.SECTION_CLASSES, field.name
         assert field.doc.strip() and "\n" not in field.doc, field.name
-        assert schema.check_value(field, field.default) is None, field.name
-    assert {field.section for field in schema.FIELDS} == set(schema.SECTIONS)
+        assert _check_value(field, field.default) is None, field.name
+    assert {field.section for field in schema.FIELDS} == set(schema.SECTION_CLASSES)
 
 
 def test_base_config_is_the_schemas_defaults_and_every_shipped_config_builds() -> None:

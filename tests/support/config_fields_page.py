@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 
 from attention_jax.experiment import schema
-from attention_jax.experiment.fields import Record, ResumeRule, records
+from attention_jax.experiment.fields import Record, ResumeRule, _records
 from attention_jax.models import feed_forward_registry
 from tests.support import REPO_ROOT
 
@@ -43,9 +43,8 @@ def _cell(text: str) -> str:
 
 
 def _allowed(field: Record) -> str:
-    allowed = field.allowed()
-    if allowed is not None:
-        return ", ".join(f"`{value}`" for value in allowed)
+    if field.choices is not None:
+        return ", ".join(f"`{value}`" for value in field.choices)
     return field.range_text
 
 
@@ -55,8 +54,9 @@ def _row(field: Record) -> str:
     default, allowed = f"`{field.default!r}`", _allowed(field)
     if field.kind == "entry_settings":
         assert field.by_entry is not None
-        kind, default = f"settings of `{field.by_entry.entry_field}` entries", "each entry's"
-        allowed = ", ".join(f"`{entry}`" for entry in field.by_entry.settings_of()) or "(no entry has settings)"
+        kind, default = f"settings of `{field.by_entry.registry.field}` entries", "each entry's"
+        entries = field.by_entry.registry.settings_classes()
+        allowed = ", ".join(f"`{entry}`" for entry in entries) or "(no entry has settings)"
     cells = (f"`{field.name}`", kind, default, allowed, _RESUME_WORDS[field.resume], old, field.doc)
     return "| " + " | ".join(_cell(cell) for cell in cells) + " |"
 
@@ -67,8 +67,8 @@ def _settings_rows(section: str) -> str:
     for field in schema.FIELDS:
         if field.section != section or field.by_entry is None:
             continue
-        for entry, settings_class in field.by_entry.settings_of().items():
-            for setting in records(settings_class, ""):
+        for entry, settings_class in field.by_entry.registry.settings_classes().items():
+            for setting in _records(settings_class, ""):
                 cells = (f"`{field.name}.{entry}.{setting.name}`", setting.kind, f"`{setting.default!r}`",
                          _allowed(setting), setting.doc)
                 rows.append("| " + " | ".join(_cell(cell) for cell in cells) + " |\n")
@@ -112,7 +112,7 @@ def _renamed_rows() -> str:
 def fields_page() -> str:
     """Return the whole of ``docs/config_fields.md``: one table per section, Markdown ending in a newline."""
     parts = [_HEADER]
-    for section in schema.SECTIONS:
+    for section in schema.SECTION_CLASSES:
         class_name = schema.SECTION_CLASSES[section].__name__
         parts.append(f"\n## {section} (`{class_name}`)\n\n"
                      "| field | type | default | values | on resume | old runs | meaning |\n"
