@@ -318,6 +318,78 @@ def paired_changes(values: Mapping[int | None, float], reference_values: Mapping
     return changes
 
 
+@dataclasses.dataclass(frozen=True)
+class PairedRow:
+    """A row against the reference row of its group (a length bucket, a ``d_k``), paired by seed.
+
+    The dicts map a seed to the row's dev perplexity and BLEU, and to their changes against the reference at that
+    seed (relative for perplexity, a difference for BLEU; empty for a reference); ``diverged`` counts the seeds left
+    out (:func:`counted_runs`).
+    """
+
+    row: str
+    value: str  # The row's value of the field the sweep varies.
+    group: Any
+    ppl: dict[int | None, float]
+    bleu: dict[int | None, float]
+    ppl_changes: dict[int | None, float]
+    bleu_differences: dict[int | None, float]
+    reading: str  # Of the perplexity change (directional_reading), "reference" or "no reference".
+    reading_basis: str
+    diverged: int = 0
+    reference_row: str | None = None
+    bleu_reading: str = ""
+
+    def figures(self) -> list[tuple[float | None, float | None]]:
+        """Mean and standard error of the perplexities, the BLEUs, the perplexity changes and the BLEU differences.
+
+        Returns
+        -------
+        list[tuple[float or None, float or None]]
+            Four ``(mean, se)`` (:func:`mean_and_se`), in that order.
+        """
+        return [mean_and_se(list(values.values()))
+                for values in (self.ppl, self.bleu, self.ppl_changes, self.bleu_differences)]
+
+
+@dataclasses.dataclass(frozen=True)
+class Trend:
+    """How a perplexity change against the reference moves from one group to another, paired by seed."""
+
+    name: str  # A row, or a value of the field compared.
+    value: str
+    first: Any  # The groups, e.g. the first and last length buckets.
+    last: Any
+    differences: dict[int | None, float]  # Seed -> change in ``last`` minus change in ``first``.
+    reading: str
+    reading_basis: str
+
+
+def paired_trend(name: str, first: PairedRow, last: PairedRow, above: str, below: str,
+                 pending: str = "no seed finished in both rows") -> Trend:
+    """Return the trend from ``first``'s change to ``last``'s, seed by seed, read by :func:`directional_reading`.
+
+    Parameters
+    ----------
+    name : str
+        What the trend is of (:attr:`Trend.name`).
+    first, last : PairedRow
+        The same row or value in two groups.
+    above, below : str
+        The reading of a trend beyond the seeds' spread, growing or shrinking.
+    pending : str
+        The basis when no seed is paired in both.
+
+    Returns
+    -------
+    Trend
+        Its differences in the fraction's units (percentage points once times 100).
+    """
+    differences = paired_changes(last.ppl_changes, first.ppl_changes, relative=False)
+    reading, basis = directional_reading(list(differences.values()), above, below, pending)
+    return Trend(name, first.value, first.group, last.group, differences, reading, basis)
+
+
 def verdict(changes: Sequence[float], *, unstable: bool = False) -> str:
     """The verdict on a row's paired changes against the reference.
 

@@ -13,12 +13,14 @@ from typing import Any, Callable, Sequence
 
 from attention_jax.reports import comparison, comparison_plot
 from attention_jax.reports.comparison import (
+    PairedRow,
+    Trend,
     directional_reading,
     fit_title,
     format_figure,
     markdown_table,
     mean_and_se,
-    paired_changes,
+    paired_trend,
     write_report_files,
 )
 from attention_jax.reports.sweep_rows import ReportContext, RowReport
@@ -90,35 +92,6 @@ CSV_FIELDS = ("row", "value", "group", "reference_row", "seeds", "dev_ppl_mean",
 PAIRED_METRICS = tuple(metric for metric in comparison.METRICS if metric.name in ("dev_ppl", "dev_bleu"))
 
 
-@dataclasses.dataclass(frozen=True)
-class _GroupRow:
-    """A row: its value and group, its seeds' figures (seed -> value) and its comparison with the group's reference."""
-
-    row: str
-    value: str
-    group: int
-    reference_row: str | None
-    dev_ppl: dict[int | None, float]
-    dev_bleu: dict[int | None, float]
-    ppl_changes: dict[int | None, float]
-    bleu_differences: dict[int | None, float]
-    reading: str
-    reading_basis: str
-    diverged: int = 0
-
-
-@dataclasses.dataclass(frozen=True)
-class _Trend:
-    """How one value's change against the reference moves from the smallest group to the largest."""
-
-    value: str
-    small_group: int
-    large_group: int
-    differences: dict[int | None, float]
-    reading: str
-    reading_basis: str
-
-
 def _value_and_group(row: RowReport, declared: GroupComparison) -> tuple[str, int]:
     return row.config.get(declared.field) or declared.reference, int(declared.group(row.config))
 
@@ -141,7 +114,7 @@ def applies(rows: Sequence[RowReport], declared: GroupComparison) -> bool:
     return len({_value_and_group(row, declared)[0] for row in rows if row.config}) > 1
 
 
-def _compare_within_groups(rows: Sequence[RowReport], declared: GroupComparison) -> list[_GroupRow]:
+def _compare_within_groups(rows: Sequence[RowReport], declared: GroupComparison) -> list[PairedRow]:
     """Compare every row with the reference row of its group, paired by seed."""
     reference_value = declared.reference
     described = [(row, *_value_and_group(row, declared)) for row in rows if row.config]
@@ -165,18 +138,18 @@ def _compare_within_groups(rows: Sequence[RowReport], declared: GroupComparison)
         if reference is row or reference is None:
             basis = (f"{declared.reference_label} at this {declared.group_label}" if reference is row
                      else f"no {reference_value} row at {declared.group_label} = {group}")
-            compared.append(_GroupRow(row.row, value, group, None, ppl.values, bleu.values, {}, {},
-                                     "reference" if reference is row else "no reference", basis, len(ppl.diverged)))
+            compared.append(PairedRow(row.row, value, group, ppl.values, bleu.values, {}, {},
+                                      "reference" if reference is row else "no reference", basis, len(ppl.diverged)))
             continue
         reading, basis = directional_reading(list(ppl.changes.values()), "higher perplexity", "lower perplexity")
-        compared.append(_GroupRow(row.row, value, group, reference.row, ppl.values, bleu.values, ppl.changes,
-                                 bleu.changes, reading, basis, len(ppl.diverged)))
+        compared.append(PairedRow(row.row, value, group, ppl.values, bleu.values, ppl.changes, bleu.changes, reading,
+                                  basis, len(ppl.diverged), reference.row))
     return compared
 
 
-def _group_trends(compared: Sequence[_GroupRow], declared: GroupComparison) -> list[_Trend]:
+def _group_trends(compared: Sequence[PairedRow], declared: GroupComparison) -> list[Trend]:
     """Return, for each value in two groups or more, whether its change grows from the smallest group to the largest."""
-    by_value: dict[str, list[_GroupRow]] = {}
+    by_value: dict[str, list[PairedRow]] = {}
     for row in compared:
         if row.reference_row is not None:
             by_value.setdefault(row.value, []).append(row)
@@ -184,16 +157,13 @@ def _group_trends(compared: Sequence[_GroupRow], declared: GroupComparison) -> l
     for value, members in by_value.items():
         if len({row.group for row in members}) < 2:
             continue
-        small = min(members, key=lambda row: row.group)
-        large = max(members, key=lambda row: row.group)
-        differences = paired_changes(large.ppl_changes, small.ppl_changes, relative=False)
-        reading, basis = directional_reading(list(differences.values()), f"grows with {declared.group_label}",
-                                              f"shrinks with {declared.group_label}")
-        trends.append(_Trend(value, small.group, large.group, differences, reading, basis))
+        small, large = (function(members, key=lambda row: row.group) for function in (min, max))
+        trends.append(paired_trend(value, small, large, f"grows with {declared.group_label}",
+                                   f"shrinks with {declared.group_label}"))
     return trends
 
 
-def _markdown_report(root: str, compared: Sequence[_GroupRow], trends: Sequence[_Trend],
+def _markdown_report(root: str, compared: Sequence[PairedRow], trends: Sequence[Trend],
                      declared: GroupComparison) -> str:
     """The report as Markdown: the comparison within each group, the trend across groups, and the rule."""
     group, reference = declared.group_label, declared.reference_label
@@ -220,11 +190,10 @@ def _markdown_report(root: str, compared: Sequence[_GroupRow], trends: Sequence[
         rows = {(row.value, row.group): row for row in compared}
         table = []
         for trend in trends:
-            small = rows[(trend.value, trend.small_group)].ppl_changes
-            large = rows[(trend.value, trend.large_group)].ppl_changes
+            small, large = (rows[(trend.value, group)].ppl_changes for group in (trend.first, trend.last))
             cells = [format_figure(*mean_and_se(list(values.values())), 1, percent=True, sign=True)
                      for values in (small, large, trend.differences)]
-            table.append([trend.value, f"{trend.small_group} → {trend.large_group}", *cells, trend.reading])
+            table.append([trend.value, f"{trend.first} → {trend.last}", *cells, trend.reading])
         lines += ["", f"## Does the change grow with {group}?", "",
                   *markdown_table([declared.label, group, f"ΔPPL at the smaller {group}",
                                    f"ΔPPL at the larger {group}", "difference, paired", "reading"], table)]
@@ -235,13 +204,12 @@ def _markdown_report(root: str, compared: Sequence[_GroupRow], trends: Sequence[
     return "\n".join(lines) + "\n"
 
 
-def _csv_records(compared: Sequence[_GroupRow], declared: GroupComparison) -> list[dict[str, Any]]:
+def _csv_records(compared: Sequence[PairedRow], declared: GroupComparison) -> list[dict[str, Any]]:
     records = []
     for row in compared:
-        figures = [mean_and_se(list(values.values()))
-                   for values in (row.dev_ppl, row.dev_bleu, row.ppl_changes, row.bleu_differences)]
+        figures = row.figures()
         records.append({"row": row.row, declared.field: row.value, declared.group_field: row.group,
-                        "reference_row": row.reference_row or "", "seeds": len(row.dev_ppl),
+                        "reference_row": row.reference_row or "", "seeds": len(row.ppl),
                         "dev_ppl_mean": figures[0][0], "dev_ppl_se": figures[0][1], "dev_bleu_mean": figures[1][0],
                         "dev_bleu_se": figures[1][1], "paired_seeds": len(row.ppl_changes),
                         "ppl_change_mean": figures[2][0], "ppl_change_se": figures[2][1],
@@ -250,7 +218,7 @@ def _csv_records(compared: Sequence[_GroupRow], declared: GroupComparison) -> li
     return records
 
 
-def _plot(compared: Sequence[_GroupRow], path: str, title: str, declared: GroupComparison) -> None:
+def _plot(compared: Sequence[PairedRow], path: str, title: str, declared: GroupComparison) -> None:
     """Plot dev perplexity and the paired change against the reference, both against the group."""
     plt = comparison_plot.pyplot()
 
@@ -258,7 +226,7 @@ def _plot(compared: Sequence[_GroupRow], path: str, title: str, declared: GroupC
     for value in dict.fromkeys(row.value for row in compared):
         members = sorted((row for row in compared if row.value == value), key=lambda row: row.group)
         groups = [row.group for row in members]
-        ppl = [mean_and_se(list(row.dev_ppl.values())) for row in members]
+        ppl = [mean_and_se(list(row.ppl.values())) for row in members]
         line = left.errorbar(groups, [math.nan if m is None else m for m, _ in ppl],
                              yerr=[0.0 if s is None else s for _, s in ppl], fmt="o-", capsize=3, label=value)
         changes = [mean_and_se(list(row.ppl_changes.values())) for row in members]

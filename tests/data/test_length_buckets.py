@@ -165,7 +165,7 @@ POSITIONS = positions.bucket_comparison()  # What the sweep file's get_report() 
 def test_report_pairs_by_seed_with_hand_computed_changes(scored_root: pathlib.Path) -> None:
     _, rows = sweep_rows.read_sweep_rows(str(scored_root))
     assert by_bucket.applies(str(scored_root), rows)
-    compared = {(row.row, row.bucket): row for row in by_bucket.compare_encodings(str(scored_root), rows, POSITIONS)}
+    compared = {(row.row, row.group): row for row in by_bucket.compare_encodings(str(scored_root), rows, POSITIONS)}
     records = {(record["row"], record["bucket"]): record for record in by_bucket.csv_records(compared.values(), POSITIONS)}
     beyond = records[("learned", "beyond_2x")]
     assert beyond["paired_seeds"] == 3
@@ -183,7 +183,7 @@ def test_report_pairs_by_seed_with_hand_computed_changes(scored_root: pathlib.Pa
     assert records[("sinusoidal", "beyond_2x")]["ppl_reading"] == "reference"
     assert records[("none", "beyond_2x")]["ppl_reading"] == "1 seed"
     assert records[("none", "beyond_2x")]["ppl_change_mean"] == pytest.approx(2.0)  # 30 / 10 - 1, seed 0 only.
-    trends = {trend.row: trend for trend in by_bucket.length_trends(list(compared.values()))}
+    trends = {trend.name: trend for trend in by_bucket.length_trends(list(compared.values()))}
     assert sorted(trends["learned"].differences.values()) == pytest.approx([0.08, 0.19, 0.27])
     # The plot's third panel: the same paired changes, in percent, bucket by bucket; no line for the reference.
     series = by_bucket.change_series(by_bucket.compare_encodings(str(scored_root), rows, POSITIONS))
