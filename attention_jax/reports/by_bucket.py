@@ -75,12 +75,12 @@ class BucketComparison:
         list[str]
             The paths written; none when no run is scored.
         """
-        if not applies(context.root, context.rows):
+        if not _applies(context.root, context.rows):
             return []
-        compared = compare_encodings(context.root, context.rows, self)
+        compared = _compare_encodings(context.root, context.rows, self)
         stem = os.path.join(context.out_dir, self.stem)
-        write_report_files(stem, _markdown_report(context.root, compared, length_trends(compared), self),
-                           _csv_fields(self), csv_records(compared, self))
+        write_report_files(stem, _markdown_report(context.root, compared, _length_trends(compared), self),
+                           _csv_fields(self), _csv_records(compared, self))
         _plot_buckets(compared, stem + ".png", f"{self.plot_title} ({os.path.basename(context.root.rstrip('/'))})",
                       self)
         return [stem + ".md", stem + ".csv", stem + ".png"]
@@ -114,44 +114,16 @@ def _read_bucket_results(root: str, rows: Sequence[RowReport]) -> dict[str, dict
     return found
 
 
-def applies(root: str, rows: Sequence[RowReport]) -> bool:
-    """Whether some run of the sweep has been scored on length buckets.
-
-    Parameters
-    ----------
-    root : str
-        The sweep root.
-    rows : Sequence[RowReport]
-        Its rows.
-
-    Returns
-    -------
-    bool
-        True when at least one run holds ``length_buckets.json``.
-    """
+def _applies(root: str, rows: Sequence[RowReport]) -> bool:
+    """Whether some run of the sweep holds ``length_buckets.json``."""
     return bool(_read_bucket_results(root, rows))
 
 
 _PENDING = "no seed scored in both rows"  # A run is paired once both are scored on the buckets.
 
 
-def compare_encodings(root: str, rows: Sequence[RowReport], declared: BucketComparison) -> list[_BucketRow]:
-    """Compare every row with the reference row on every bucket, paired by seed.
-
-    Parameters
-    ----------
-    root : str
-        The sweep root.
-    rows : Sequence[RowReport]
-        Its rows; rows without a scored run are left out.
-    declared : BucketComparison
-        The field compared and its reference value.
-
-    Returns
-    -------
-    list[BucketRow]
-        Bucket by bucket (the split's order), the reference row first and then the sweep's order.
-    """
+def _compare_encodings(root: str, rows: Sequence[RowReport], declared: BucketComparison) -> list[_BucketRow]:
+    """Every row against the reference row on every bucket, paired by seed (the reference first)."""
     results = _read_bucket_results(root, rows)
     scored = [row for row in rows if row.row in results]
     if not scored:
@@ -184,19 +156,8 @@ def compare_encodings(root: str, rows: Sequence[RowReport], declared: BucketComp
     return compared
 
 
-def length_trends(compared: Sequence[_BucketRow]) -> list[Trend]:
-    """Return, for each compared row, whether its change against the reference grows from the first bucket to the last.
-
-    Parameters
-    ----------
-    compared : Sequence[BucketRow]
-        :func:`compare_encodings`'s rows.
-
-    Returns
-    -------
-    list[LengthTrend]
-        One per row other than the reference, in the order of ``compared``.
-    """
+def _length_trends(compared: Sequence[_BucketRow]) -> list[Trend]:
+    """Whether each row's change against the reference grows from the first bucket to the last, per seed."""
     buckets = list(dict.fromkeys(row.group for row in compared))
     if len(buckets) < 2:
         return []
@@ -231,21 +192,8 @@ LENGTH_TREND = comparison.derived_metric(f"{EVALUATION}/trend", "length trend (�
                                          _length_trend, unit="pp")
 
 
-def csv_records(compared: Sequence[_BucketRow], declared: BucketComparison) -> list[dict]:
-    """Return one record per (row, bucket) with the means, standard errors and readings (the CSV's lines).
-
-    Parameters
-    ----------
-    compared : Sequence[BucketRow]
-        :func:`compare_encodings`'s rows.
-    declared : BucketComparison
-        Its :attr:`~BucketComparison.field` names the column of each row's value.
-
-    Returns
-    -------
-    list[dict]
-        Keyed by :data:`CSV_FIELDS` (``value`` named by the field).
-    """
+def _csv_records(compared: Sequence[_BucketRow], declared: BucketComparison) -> list[dict]:
+    """One record per (row, bucket), keys :data:`CSV_FIELDS` (``value`` named by the declared field)."""
     records = []
     for row in compared:
         (ppl_mean, ppl_se), (bleu_mean, bleu_se), (change_mean, change_se), (difference_mean, difference_se) = \
@@ -277,7 +225,7 @@ def _markdown_report(root: str, compared: Sequence[_BucketRow], trends: Sequence
                                format_figure(record["bleu_mean"], record["bleu_se"], 1),
                                format_figure(record["bleu_difference_mean"], record["bleu_difference_se"], 1,
                                              sign=True), record["bleu_reading"]]
-                              for row, record in zip(compared, csv_records(compared, declared))))]
+                              for row, record in zip(compared, _csv_records(compared, declared))))]
     lines += ["", "PPL: perplexity per target piece (teacher-forced, unsmoothed); BLEU: sacrebleu of beam-search "
               "translations; both mean ± standard error over the row's scored seeds. ΔPPL: the change against "
               f"the {reference} row, paired by seed, mean ± standard error; ΔBLEU the same for the BLEU "
@@ -295,21 +243,8 @@ def _markdown_report(root: str, compared: Sequence[_BucketRow], trends: Sequence
     return "\n".join(lines) + "\n"
 
 
-def change_series(compared: Sequence[_BucketRow]) -> dict[str, list[tuple[float | None, float | None]]]:
-    """Return each compared row's perplexity change against the reference per bucket, in percent, mean and SE.
-
-    Parameters
-    ----------
-    compared : Sequence[BucketRow]
-        :func:`compare_encodings`'s rows.
-
-    Returns
-    -------
-    dict[str, list[tuple]]
-        Row name -> one ``(mean, standard error)`` per bucket of the split, in order, over the seeds paired with the
-        reference row (``100 * (ppl / ppl(reference) - 1)``); ``(None, None)`` where the row has no paired seed there,
-        and an SE of ``None`` with one seed.
-    """
+def _change_series(compared: Sequence[_BucketRow]) -> dict[str, list[tuple[float | None, float | None]]]:
+    """Row -> its perplexity change against the reference in %, ``(mean, SE)`` per bucket (None: unpaired)."""
     buckets = list(dict.fromkeys(row.group for row in compared))
     series: dict[str, list[tuple[float | None, float | None]]] = {}
     for row in compared:
@@ -329,7 +264,7 @@ def _plot_buckets(compared: Sequence[_BucketRow], path: str, title: str, declare
     buckets = list(dict.fromkeys(row.group for row in compared))
     labels = {row.group: f"{row.group}\n{row.min_words}-{row.max_words} words" for row in compared}
     figure, (left, middle, right) = plt.subplots(1, 3, figsize=(16, 4.4), layout="constrained")
-    changes = change_series(compared)
+    changes = _change_series(compared)
     for index_of_row, row_name in enumerate(dict.fromkeys(row.row for row in compared)):
         members = {row.group: row for row in compared if row.row == row_name}
         positions = [index for index, bucket in enumerate(buckets) if bucket in members]

@@ -87,9 +87,7 @@ def value_cell(stats: MetricStats) -> str:
     str
         The cell.
     """
-    digits = stats.metric.digits
-    text = _number(stats.mean, digits)
-    return text + (f" ± {_number(stats.se, digits)}" if text and stats.se is not None else "")
+    return format_figure(stats.mean, stats.se, stats.metric.digits)
 
 
 def change_cell(stats: MetricStats) -> str:

@@ -75,7 +75,7 @@ class GroupComparison:
         list[str]
             The paths written; none when there is nothing to compare.
         """
-        if not applies(context.rows, self):
+        if not _applies(context.rows, self):
             return []
         compared = _compare_within_groups(context.rows, self)
         stem = os.path.join(context.out_dir, self.stem)
@@ -96,21 +96,8 @@ def _value_and_group(row: RowReport, declared: GroupComparison) -> tuple[str, in
     return row.config.get(declared.field) or declared.reference, int(declared.group(row.config))
 
 
-def applies(rows: Sequence[RowReport], declared: GroupComparison) -> bool:
-    """Whether the rows with a config hold two values of the declared field or more.
-
-    Parameters
-    ----------
-    rows : Sequence[RowReport]
-        The sweep's rows.
-    declared : GroupComparison
-        The sweep file's declaration.
-
-    Returns
-    -------
-    bool
-        True when there is something to compare.
-    """
+def _applies(rows: Sequence[RowReport], declared: GroupComparison) -> bool:
+    """Whether the rows with a config hold two values of the declared field or more."""
     return len({_value_and_group(row, declared)[0] for row in rows if row.config}) > 1
 
 

@@ -137,7 +137,7 @@ def test_a_table2_sweep_gets_no_attention_function_report() -> None:
             sweep_rows.RowReport(row="A1", group="A", status="done",
                                  config={"d_model": 8, "num_heads": 1, "attention_function": "scaled_dot_product"},
                                  results={})]
-    assert not within_groups.applies(rows, DECLARED)
+    assert not within_groups._applies(rows, DECLARED)
 
 
 def test_beyond_spread_needs_two_changes() -> None:
