@@ -122,7 +122,7 @@ def _norm_table(compared: Sequence[_NormalizationRow], early: bool) -> list[str]
 
 
 def _markdown_report(root: str, compared: Sequence[_NormalizationRow], target: float | None,
-                    reference: str) -> str:
+                     reference: str) -> str:
     """The report's Markdown: steps to the target perplexity per row, then the gradient norms per module."""
     target_text = f"{target:.2f}" if target else f"pending (no finished {reference} run)"
     lines = [f"# Normalisation: speed of training and gradient norms ({root})", "",
