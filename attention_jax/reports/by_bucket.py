@@ -15,18 +15,16 @@ from collections.abc import Sequence
 from attention_jax.foundation import run_files
 from attention_jax.reports import comparison, comparison_plot, comparison_report
 from attention_jax.reports.comparison import (
-    PairedRow,
-    Trend,
     directional_reading,
     fit_title,
     format_figure,
     markdown_table,
     mean_and_se,
-    paired_trend,
     run_directory,
     write_report_files,
 )
 from attention_jax.reports.sweep_rows import ReportContext, RowReport
+from attention_jax.reports.within_groups import PairedRow, Trend, paired_trend
 
 EVALUATION = "length_buckets"  # The per-run evaluation compared (attention_jax.reports.comparison_report).
 CSV_FIELDS = ("row", "value", "bucket", "min_words", "max_words", "num_pairs", "seeds", "ppl_mean",

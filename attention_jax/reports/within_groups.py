@@ -1,7 +1,8 @@
 """Each row against the reference row of its own group, paired by seed, and the trend across groups.
 
 A sweep file declares a :class:`GroupComparison` in ``get_report()`` (``configs/sweeps/attention_function.py``: each
-attention function against scaled dot product at the same ``d_k``).
+attention function against scaled dot product at the same ``d_k``). :class:`PairedRow` and :class:`Trend` serve the
+length-bucket report too (:mod:`attention_jax.reports.by_bucket`: a bucket is its group).
 """
 
 from __future__ import annotations
@@ -13,17 +14,87 @@ from typing import Any, Callable, Sequence
 
 from attention_jax.reports import comparison, comparison_plot
 from attention_jax.reports.comparison import (
-    PairedRow,
-    Trend,
     directional_reading,
     fit_title,
     format_figure,
     markdown_table,
     mean_and_se,
-    paired_trend,
+    paired_changes,
     write_report_files,
 )
 from attention_jax.reports.sweep_rows import ReportContext, RowReport
+
+
+@dataclasses.dataclass(frozen=True)
+class PairedRow:
+    """A row against the reference row of its group (a length bucket, a ``d_k``), paired by seed.
+
+    The dicts map a seed to the row's dev perplexity and BLEU, and to their changes against the reference at that
+    seed (relative for perplexity, a difference for BLEU; empty for a reference); ``diverged`` counts the seeds left
+    out (:func:`~attention_jax.reports.comparison.counted_runs`).
+    """
+
+    row: str
+    value: str  # The row's value of the field the sweep varies.
+    group: Any
+    ppl: dict[int | None, float]
+    bleu: dict[int | None, float]
+    ppl_changes: dict[int | None, float]
+    bleu_differences: dict[int | None, float]
+    reading: str  # Of the perplexity change (directional_reading), "reference" or "no reference".
+    reading_basis: str
+    diverged: int = 0
+    reference_row: str | None = None
+    bleu_reading: str = ""
+
+    def figures(self) -> list[tuple[float | None, float | None]]:
+        """Mean and standard error of the perplexities, the BLEUs, the perplexity changes and the BLEU differences.
+
+        Returns
+        -------
+        list[tuple[float or None, float or None]]
+            Four ``(mean, se)`` (:func:`mean_and_se`), in that order.
+        """
+        return [mean_and_se(list(values.values()))
+                for values in (self.ppl, self.bleu, self.ppl_changes, self.bleu_differences)]
+
+
+@dataclasses.dataclass(frozen=True)
+class Trend:
+    """How a perplexity change against the reference moves from one group to another, paired by seed."""
+
+    name: str  # A row, or a value of the field compared.
+    value: str
+    first: Any  # The groups, e.g. the first and last length buckets.
+    last: Any
+    differences: dict[int | None, float]  # Seed -> change in ``last`` minus change in ``first``.
+    reading: str
+    reading_basis: str
+
+
+def paired_trend(name: str, first: PairedRow, last: PairedRow, above: str, below: str,
+                 pending: str = "no seed finished in both rows") -> Trend:
+    """Return the trend from ``first``'s change to ``last``'s, seed by seed, read by :func:`directional_reading`.
+
+    Parameters
+    ----------
+    name : str
+        What the trend is of (:attr:`Trend.name`).
+    first, last : PairedRow
+        The same row or value in two groups.
+    above, below : str
+        The reading of a trend beyond the seeds' spread, growing or shrinking.
+    pending : str
+        The basis when no seed is paired in both.
+
+    Returns
+    -------
+    Trend
+        Its differences in the fraction's units (percentage points once times 100).
+    """
+    differences = paired_changes(last.ppl_changes, first.ppl_changes, relative=False)
+    reading, basis = directional_reading(list(differences.values()), above, below, pending)
+    return Trend(name, first.value, first.group, last.group, differences, reading, basis)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -56,7 +56,7 @@ def sweep_root(tmp_path: pathlib.Path) -> pathlib.Path:
     return root
 
 
-def _compared(root: pathlib.Path) -> dict[str, comparison.PairedRow]:
+def _compared(root: pathlib.Path) -> dict[str, within_groups.PairedRow]:
     rows = sweep_rows.read_sweep_rows(str(root))[1]
     return {row.row: row for row in within_groups._compare_within_groups(rows, DECLARED)}
 
