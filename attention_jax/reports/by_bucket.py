@@ -20,11 +20,11 @@ from attention_jax.reports.comparison import (
     format_figure,
     markdown_table,
     mean_and_se,
-    paired_changes,
     run_directory,
     write_report_files,
 )
 from attention_jax.reports.sweep_rows import ReportContext, RowReport
+from attention_jax.reports.within_groups import PairedRow, Trend, paired_trend
 
 EVALUATION = "length_buckets"  # The per-run evaluation compared (attention_jax.reports.comparison_report).
 CSV_FIELDS = ("row", "value", "bucket", "min_words", "max_words", "num_pairs", "seeds", "ppl_mean",
@@ -73,12 +73,12 @@ class BucketComparison:
         list[str]
             The paths written; none when no run is scored.
         """
-        if not applies(context.root, context.rows):
+        if not _applies(context.root, context.rows):
             return []
-        compared = compare_encodings(context.root, context.rows, self)
+        compared = _compare_encodings(context.root, context.rows, self)
         stem = os.path.join(context.out_dir, self.stem)
-        write_report_files(stem, _markdown_report(context.root, compared, length_trends(compared), self),
-                           _csv_fields(self), csv_records(compared, self))
+        write_report_files(stem, _markdown_report(context.root, compared, _length_trends(compared), self),
+                           _csv_fields(self), _csv_records(compared, self))
         _plot_buckets(compared, stem + ".png", f"{self.plot_title} ({os.path.basename(context.root.rstrip('/'))})",
                       self)
         return [stem + ".md", stem + ".csv", stem + ".png"]
@@ -89,36 +89,12 @@ def _csv_fields(declared: BucketComparison) -> tuple[str, ...]:
 
 
 @dataclasses.dataclass(frozen=True)
-class _BucketRow:
-    """One row's figures on one bucket, and its comparison with the reference row."""
+class _BucketRow(PairedRow):
+    """A row on one length bucket (its :attr:`group`), and the bucket's target lengths and size."""
 
-    row: str
-    encoding: str
-    bucket: str
-    min_words: int
-    max_words: int
-    num_pairs: int
-    ppl: dict[int | None, float]
-    bleu: dict[int | None, float]
-    ppl_changes: dict[int | None, float]
-    bleu_differences: dict[int | None, float]
-    ppl_reading: str
-    bleu_reading: str
-    reading_basis: str
-    diverged: int = 0
-
-
-@dataclasses.dataclass(frozen=True)
-class _LengthTrend:
-    """How one row's change against the reference moves from within the cap to the longest bucket."""
-
-    row: str
-    encoding: str
-    first_bucket: str
-    last_bucket: str
-    differences: dict[int | None, float]
-    reading: str
-    reading_basis: str
+    min_words: int = 0
+    max_words: int = 0
+    num_pairs: int = 0
 
 
 def _encoding(row: RowReport, declared: BucketComparison) -> str:
@@ -136,44 +112,16 @@ def _read_bucket_results(root: str, rows: Sequence[RowReport]) -> dict[str, dict
     return found
 
 
-def applies(root: str, rows: Sequence[RowReport]) -> bool:
-    """Whether some run of the sweep has been scored on length buckets.
-
-    Parameters
-    ----------
-    root : str
-        The sweep root.
-    rows : Sequence[RowReport]
-        Its rows.
-
-    Returns
-    -------
-    bool
-        True when at least one run holds ``length_buckets.json``.
-    """
+def _applies(root: str, rows: Sequence[RowReport]) -> bool:
+    """Whether some run of the sweep holds ``length_buckets.json``."""
     return bool(_read_bucket_results(root, rows))
 
 
 _PENDING = "no seed scored in both rows"  # A run is paired once both are scored on the buckets.
 
 
-def compare_encodings(root: str, rows: Sequence[RowReport], declared: BucketComparison) -> list[_BucketRow]:
-    """Compare every row with the reference row on every bucket, paired by seed.
-
-    Parameters
-    ----------
-    root : str
-        The sweep root.
-    rows : Sequence[RowReport]
-        Its rows; rows without a scored run are left out.
-    declared : BucketComparison
-        The field compared and its reference value.
-
-    Returns
-    -------
-    list[BucketRow]
-        Bucket by bucket (the split's order), the reference row first and then the sweep's order.
-    """
+def _compare_encodings(root: str, rows: Sequence[RowReport], declared: BucketComparison) -> list[_BucketRow]:
+    """Every row against the reference row on every bucket, paired by seed (the reference first)."""
     results = _read_bucket_results(root, rows)
     scored = [row for row in rows if row.row in results]
     if not scored:
@@ -193,44 +141,31 @@ def compare_encodings(root: str, rows: Sequence[RowReport], declared: BucketComp
             ppl = stats[row.row][f"{EVALUATION}/{bucket}/perplexity"]
             bleu = stats[row.row][f"{EVALUATION}/{bucket}/bleu"]
             if row is reference:
-                compared.append(_BucketRow(row.row, _encoding(row, declared), bucket, *size, ppl.values,
-                                           bleu.values, {}, {}, "reference", "reference", declared.reference_basis,
-                                           len(ppl.diverged)))
+                compared.append(_BucketRow(row.row, _encoding(row, declared), bucket, ppl.values, bleu.values, {}, {},
+                                           "reference", declared.reference_basis, len(ppl.diverged), None,
+                                           "reference", *size))
                 continue
             ppl_reading, basis = directional_reading(list(ppl.changes.values()), "higher", "lower", _PENDING)
             bleu_reading, _ = directional_reading(list(bleu.changes.values()), "higher", "lower", _PENDING)
-            compared.append(_BucketRow(row.row, _encoding(row, declared), bucket, *size, ppl.values, bleu.values,
-                                      ppl.changes, bleu.changes, ppl_reading, bleu_reading,
-                                      basis if reference else f"no {declared.reference} row", len(ppl.diverged)))
+            compared.append(_BucketRow(row.row, _encoding(row, declared), bucket, ppl.values, bleu.values,
+                                       ppl.changes, bleu.changes, ppl_reading,
+                                       basis if reference else f"no {declared.reference} row", len(ppl.diverged),
+                                       None, bleu_reading, *size))
     return compared
 
 
-def length_trends(compared: Sequence[_BucketRow]) -> list[_LengthTrend]:
-    """Return, for each compared row, whether its change against the reference grows from the first bucket to the last.
-
-    Parameters
-    ----------
-    compared : Sequence[BucketRow]
-        :func:`compare_encodings`'s rows.
-
-    Returns
-    -------
-    list[LengthTrend]
-        One per row other than the reference, in the order of ``compared``.
-    """
-    buckets = list(dict.fromkeys(row.bucket for row in compared))
+def _length_trends(compared: Sequence[_BucketRow]) -> list[Trend]:
+    """Whether each row's change against the reference grows from the first bucket to the last, per seed."""
+    buckets = list(dict.fromkeys(row.group for row in compared))
     if len(buckets) < 2:
         return []
-    by_key = {(row.row, row.bucket): row for row in compared}
+    by_key = {(row.row, row.group): row for row in compared}
     trends = []
-    for row in dict.fromkeys(row.row for row in compared if row.ppl_reading != "reference"):
+    for row in dict.fromkeys(row.row for row in compared if row.reading != "reference"):
         first, last = by_key.get((row, buckets[0])), by_key.get((row, buckets[-1]))
         if first is None or last is None:
             continue
-        differences = paired_changes(last.ppl_changes, first.ppl_changes, relative=False)
-        reading, basis = directional_reading(list(differences.values()), "worse with length", "better with length",
-                                             _PENDING)
-        trends.append(_LengthTrend(row, first.encoding, buckets[0], buckets[-1], differences, reading, basis))
+        trends.append(paired_trend(row, first, last, "worse with length", "better with length", _PENDING))
     return trends
 
 
@@ -255,37 +190,22 @@ LENGTH_TREND = comparison.derived_metric(f"{EVALUATION}/trend", "length trend (�
                                          _length_trend, unit="pp")
 
 
-def csv_records(compared: Sequence[_BucketRow], declared: BucketComparison) -> list[dict]:
-    """Return one record per (row, bucket) with the means, standard errors and readings (the CSV's lines).
-
-    Parameters
-    ----------
-    compared : Sequence[BucketRow]
-        :func:`compare_encodings`'s rows.
-    declared : BucketComparison
-        Its :attr:`~BucketComparison.field` names the column of each row's value.
-
-    Returns
-    -------
-    list[dict]
-        Keyed by :data:`CSV_FIELDS` (``value`` named by the field).
-    """
+def _csv_records(compared: Sequence[_BucketRow], declared: BucketComparison) -> list[dict]:
+    """One record per (row, bucket), keys :data:`CSV_FIELDS` (``value`` named by the declared field)."""
     records = []
     for row in compared:
-        ppl_mean, ppl_se = mean_and_se(list(row.ppl.values()))
-        bleu_mean, bleu_se = mean_and_se(list(row.bleu.values()))
-        change_mean, change_se = mean_and_se(list(row.ppl_changes.values()))
-        difference_mean, difference_se = mean_and_se(list(row.bleu_differences.values()))
-        records.append({"row": row.row, declared.field: row.encoding, **dict(bucket=row.bucket, min_words=row.min_words,
+        (ppl_mean, ppl_se), (bleu_mean, bleu_se), (change_mean, change_se), (difference_mean, difference_se) = \
+            row.figures()
+        records.append({"row": row.row, declared.field: row.value, **dict(bucket=row.group, min_words=row.min_words,
                             max_words=row.max_words, num_pairs=row.num_pairs, seeds=len(row.ppl), ppl_mean=ppl_mean,
                             ppl_se=ppl_se, bleu_mean=bleu_mean, bleu_se=bleu_se, paired_seeds=len(row.ppl_changes),
-                            ppl_change_mean=change_mean, ppl_change_se=change_se, ppl_reading=row.ppl_reading,
+                            ppl_change_mean=change_mean, ppl_change_se=change_se, ppl_reading=row.reading,
                             bleu_difference_mean=difference_mean, bleu_difference_se=difference_se,
                             bleu_reading=row.bleu_reading, reading_basis=row.reading_basis)})
     return records
 
 
-def _markdown_report(root: str, compared: Sequence[_BucketRow], trends: Sequence[_LengthTrend],
+def _markdown_report(root: str, compared: Sequence[_BucketRow], trends: Sequence[Trend],
                     declared: BucketComparison) -> str:
     """Return the report as Markdown: one table of every (bucket, value), the trend with length, the rule."""
     label, reference = declared.label, declared.reference
@@ -303,7 +223,7 @@ def _markdown_report(root: str, compared: Sequence[_BucketRow], trends: Sequence
                                format_figure(record["bleu_mean"], record["bleu_se"], 1),
                                format_figure(record["bleu_difference_mean"], record["bleu_difference_se"], 1,
                                              sign=True), record["bleu_reading"]]
-                              for row, record in zip(compared, csv_records(compared, declared))))]
+                              for row, record in zip(compared, _csv_records(compared, declared))))]
     lines += ["", "PPL: perplexity per target piece (teacher-forced, unsmoothed); BLEU: sacrebleu of beam-search "
               "translations; both mean ± standard error over the row's scored seeds. ΔPPL: the change against "
               f"the {reference} row, paired by seed, mean ± standard error; ΔBLEU the same for the BLEU "
@@ -312,7 +232,7 @@ def _markdown_report(root: str, compared: Sequence[_BucketRow], trends: Sequence
     if trends:
         lines += ["", "## Does the gap grow with length?", "",
                   *markdown_table([label, "buckets", "ΔPPL change, last minus first, paired", "reading"],
-                                  ([trend.encoding, f"{trend.first_bucket} → {trend.last_bucket}",
+                                  ([trend.value, f"{trend.first} → {trend.last}",
                                     format_figure(*mean_and_se(list(trend.differences.values())), 1, percent=True,
                                                   sign=True), trend.reading] for trend in trends))]
         lines += ["", f"Per seed, the change against {reference} in the longest bucket minus the change within the "
@@ -321,28 +241,15 @@ def _markdown_report(root: str, compared: Sequence[_BucketRow], trends: Sequence
     return "\n".join(lines) + "\n"
 
 
-def change_series(compared: Sequence[_BucketRow]) -> dict[str, list[tuple[float | None, float | None]]]:
-    """Return each compared row's perplexity change against the reference per bucket, in percent, mean and SE.
-
-    Parameters
-    ----------
-    compared : Sequence[BucketRow]
-        :func:`compare_encodings`'s rows.
-
-    Returns
-    -------
-    dict[str, list[tuple]]
-        Row name -> one ``(mean, standard error)`` per bucket of the split, in order, over the seeds paired with the
-        reference row (``100 * (ppl / ppl(reference) - 1)``); ``(None, None)`` where the row has no paired seed there,
-        and an SE of ``None`` with one seed.
-    """
-    buckets = list(dict.fromkeys(row.bucket for row in compared))
+def _change_series(compared: Sequence[_BucketRow]) -> dict[str, list[tuple[float | None, float | None]]]:
+    """Row -> its perplexity change against the reference in %, ``(mean, SE)`` per bucket (None: unpaired)."""
+    buckets = list(dict.fromkeys(row.group for row in compared))
     series: dict[str, list[tuple[float | None, float | None]]] = {}
     for row in compared:
-        if row.ppl_reading == "reference":
+        if row.reading == "reference":
             continue
         mean, se = mean_and_se([100.0 * change for change in row.ppl_changes.values()])
-        series.setdefault(row.row, [(None, None)] * len(buckets))[buckets.index(row.bucket)] = (mean, se)
+        series.setdefault(row.row, [(None, None)] * len(buckets))[buckets.index(row.group)] = (mean, se)
     return series
 
 
@@ -352,14 +259,14 @@ def _plot_buckets(compared: Sequence[_BucketRow], path: str, title: str, declare
 
     plt = comparison_plot.pyplot()
 
-    buckets = list(dict.fromkeys(row.bucket for row in compared))
-    labels = {row.bucket: f"{row.bucket}\n{row.min_words}-{row.max_words} words" for row in compared}
+    buckets = list(dict.fromkeys(row.group for row in compared))
+    labels = {row.group: f"{row.group}\n{row.min_words}-{row.max_words} words" for row in compared}
     figure, (left, middle, right) = plt.subplots(1, 3, figsize=(16, 4.4), layout="constrained")
-    changes = change_series(compared)
+    changes = _change_series(compared)
     for index_of_row, row_name in enumerate(dict.fromkeys(row.row for row in compared)):
-        members = {row.bucket: row for row in compared if row.row == row_name}
+        members = {row.group: row for row in compared if row.row == row_name}
         positions = [index for index, bucket in enumerate(buckets) if bucket in members]
-        encoding = members[buckets[positions[0]]].encoding
+        encoding = members[buckets[positions[0]]].value
         color = f"C{index_of_row % 10}"
         for axis, values in ((left, "ppl"), (middle, "bleu")):
             stats = [mean_and_se(list(getattr(members[buckets[index]], values).values())) for index in positions]

@@ -87,9 +87,7 @@ def value_cell(stats: MetricStats) -> str:
     str
         The cell.
     """
-    digits = stats.metric.digits
-    text = _number(stats.mean, digits)
-    return text + (f" ± {_number(stats.se, digits)}" if text and stats.se is not None else "")
+    return format_figure(stats.mean, stats.se, stats.metric.digits)
 
 
 def change_cell(stats: MetricStats) -> str:
@@ -126,26 +124,9 @@ def _overrides_text(record: Mapping, row: RowReport) -> str:
     return text
 
 
-def markdown_report(record: Mapping, rows: Sequence[RowReport], compared: Mapping[str, Mapping[str, MetricStats]],
-                    reference: str, reference_source: str) -> str:
-    """The comparison as Markdown: what each row changes, then one table per recorded metric.
-
-    Parameters
-    ----------
-    record : Mapping
-        The sweep record (may be empty).
-    rows : Sequence[RowReport]
-        Rows in order.
-    compared : Mapping
-        :func:`attention_jax.reports.comparison.compare`'s result.
-    reference, reference_source : str
-        The reference row and where it was chosen (:func:`resolve_reference`).
-
-    Returns
-    -------
-    str
-        The report.
-    """
+def _markdown_report(record: Mapping, rows: Sequence[RowReport], compared: Mapping[str, Mapping[str, MetricStats]],
+                     reference: str, reference_source: str) -> str:
+    """The comparison as Markdown: what each row changes, then one table per recorded metric."""
     title = f"# {record.get('report_name', 'sweep')}: {record.get('config_file', '(no sweep.json)')}"
     relative = [metric.label for metric in comparison.recorded_metrics(compared) if metric.relative]
     difference = [metric.label for metric in comparison.recorded_metrics(compared) if not metric.relative]
@@ -246,7 +227,7 @@ def write_comparison(root: str, record: Mapping, rows: Sequence[RowReport], out_
     name = str(record.get("report_name", "report"))
     os.makedirs(out_dir, exist_ok=True)
     stem = os.path.join(out_dir, name)
-    write_report_files(stem, markdown_report(record, rows, compared, reference_row, source), CSV_FIELDS,
+    write_report_files(stem, _markdown_report(record, rows, compared, reference_row, source), CSV_FIELDS,
                        _csv_records(rows, compared, reference_row))
     comparison_plot.plot_paired_changes(rows, compared, reference_row, plotted_metrics(compared), stem + ".png",
                                         f"{name}: paired change against {reference_row} ({root})")

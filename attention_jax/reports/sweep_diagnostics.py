@@ -76,21 +76,8 @@ def _ended_by(runs: Sequence[_RunDiagnostics]) -> str:
     return ", ".join(f"{reason} x{count}" for reason, count in sorted(counts.items()))
 
 
-def collect(root: str, rows: Sequence[RowReport]) -> dict[str, list[_RunDiagnostics]]:
-    """Each row's finished runs that have dev curves, as :class:`_RunDiagnostics`, in seed order.
-
-    Parameters
-    ----------
-    root : str
-        Sweep root (runs in ``ROOT/<row>/seed_<k>`` or ``ROOT/<row>``).
-    rows : sequence of RowReport
-        The sweep's rows (:func:`attention_jax.reports.sweep_rows.read_sweep_rows`).
-
-    Returns
-    -------
-    dict[str, list[RunDiagnostics]]
-        Row name to its runs' diagnostics; a row with no finished run with curves maps to ``[]``.
-    """
+def _collect(root: str, rows: Sequence[RowReport]) -> dict[str, list[_RunDiagnostics]]:
+    """Row -> its finished runs that have dev curves, in seed order (``[]`` for a row with none)."""
     collected: dict[str, list[_RunDiagnostics]] = {}
     for row in rows:
         runs = [_run_diagnostics(run_directory(root, row, run), run.results,
@@ -115,7 +102,7 @@ def _row_cells(row: str, all_runs: list[_RunDiagnostics], step: int | None, refe
 
 def _diagnostics_markdown(root: str, name: str, rows: Sequence[RowReport], reference: str) -> str | None:
     """The diagnostics table of a sweep (module docstring), or None when no run has dev curves."""
-    collected = collect(root, rows)
+    collected = _collect(root, rows)
     if not any(collected.values()):
         return None
     step = _reference_step(collected.get(reference, []))

@@ -21,7 +21,7 @@ from attention_jax.reports.comparison import (
     write_report_files,
 )
 from attention_jax.reports.sweep_rows import RowReport, plot_panels, read_sweep_rows
-from attention_jax.reports.sweep_seeds import RowStats, aggregate
+from attention_jax.reports.sweep_seeds import PaperRow, aggregate
 
 # (column header as in the paper, config field), Table 2's order.
 HPARAM_COLUMNS = (("N", "num_layers"), ("d_model", "d_model"), ("d_ff", "d_ff"), ("h", "num_heads"),
@@ -116,11 +116,11 @@ def _steps_cell(row: RowReport) -> str:
     return str(steps[0]) if len(steps) == 1 else f"{steps[0]}–{steps[-1]}"
 
 
-def _seeds_cell(row: RowReport, stats: RowStats) -> str:
+def _seeds_cell(row: RowReport, stats: PaperRow) -> str:
     """The seeds column: finished seeds, and how many are pending (``"2 (+1 pending)"``)."""
-    pending = f" (+{stats.pending} pending)" if stats.pending and row.seeded else ""
-    diverged = sum(run.status == "done" for run in row.runs if run.seed in stats.diverged_seeds)
-    return f"{comparison.seeds_cell(stats.seeds, diverged)}{pending}"
+    pending = f" (+{len(row.pending)} pending)" if row.pending and row.seeded else ""
+    diverged = sum(run.status == "done" for run in row.runs if run.seed in stats.ppl.diverged)
+    return f"{comparison.seeds_cell(len(comparison.counted_runs(row)), diverged)}{pending}"
 
 
 def _status_cell(row: RowReport) -> str:
@@ -130,14 +130,14 @@ def _status_cell(row: RowReport) -> str:
     return f"{row.status} (" + ", ".join(f"{run.name} {run.status}" for run in row.pending) + ")"
 
 
-def _verdict_cell(stats: RowStats) -> str:
+def _verdict_cell(stats: PaperRow) -> str:
     """The verdict column: the verdict, marked when it rests on one seed's sign or a seed diverged."""
     if stats.verdict == "unstable":
-        return f"unstable ({sweep_seeds.diverged_label(stats.diverged_seeds)} diverged)"
+        return f"unstable ({sweep_seeds.diverged_label(stats.ppl.diverged)} diverged)"
     return stats.verdict + (" (sign only)" if stats.verdict_basis.startswith("sign only") else "")
 
 
-def _verdict_notes(rows: Sequence[RowReport], stats: dict[str, RowStats], reference: str) -> list[str]:
+def _verdict_notes(rows: Sequence[RowReport], stats: dict[str, PaperRow], reference: str) -> list[str]:
     """The report's notes on seeds and verdicts: the rule, and how many rows got each verdict."""
     seeded = any(row.seeded for row in rows)
     counts: dict[str, int] = {}
@@ -184,11 +184,11 @@ def _markdown_table_report(record: dict, rows: Sequence[RowReport], reference: s
                                if run.results.get("wall_s") is not None])
         cells = [group_cell, row.row, *_hparam_cells(row, shown), _other_changes(row, record),
                  _seeds_cell(row, row_stats), _steps_cell(row), _params_millions(row),
-                 format_figure(row_stats.dev_ppl_mean, row_stats.dev_ppl_se, 2),
+                 format_figure(row_stats.ppl.mean, row_stats.ppl.se, 2),
                  format_figure(row.paper.get("dev_ppl"), None, 2),
-                 format_figure(row_stats.change_mean, row_stats.change_se, 1, percent=True, sign=True),
+                 format_figure(row_stats.ppl.change_mean, row_stats.ppl.change_se, 1, percent=True, sign=True),
                  format_figure(row_stats.paper_change, None, 1, percent=True, sign=True),
-                 format_figure(row_stats.dev_bleu_mean, row_stats.dev_bleu_se, 1),
+                 format_figure(row_stats.bleu.mean, row_stats.bleu.se, 1),
                  format_figure(row.paper.get("dev_bleu"), None, 1), _verdict_cell(row_stats), _duration(wall),
                  _status_cell(row)]
         table.append(cells)
@@ -243,15 +243,14 @@ def _csv_records(record: dict, rows: Sequence[RowReport], reference: str) -> lis
     records = []
     for row in rows:
         row_stats = stats[row.row]
-        flat = {"group": row.group, "row": row.row, "seeds": row_stats.seeds,
-                "seeds_pending": row_stats.pending, "status": row.status,
-                "dev_ppl_mean": row_stats.dev_ppl_mean, "dev_ppl_std": row_stats.dev_ppl_std,
-                "dev_bleu_mean": row_stats.dev_bleu_mean, "dev_bleu_std": row_stats.dev_bleu_std,
-                "dev_ppl_change_pct_mean": _percent(row_stats.change_mean),
-                "dev_ppl_change_pct_std": _percent(row_stats.change_std),
-                "dev_ppl_se": row_stats.dev_ppl_se, "dev_bleu_se": row_stats.dev_bleu_se,
-                "dev_ppl_change_pct_se": _percent(row_stats.change_se),
-                "paired_seeds": len(row_stats.changes) if row.row != reference else None,
+        ppl, bleu = row_stats.ppl, row_stats.bleu
+        flat = {"group": row.group, "row": row.row, "seeds": len(comparison.counted_runs(row)),
+                "seeds_pending": len(row.pending), "status": row.status,
+                "dev_ppl_mean": ppl.mean, "dev_ppl_std": ppl.std, "dev_bleu_mean": bleu.mean, "dev_bleu_std": bleu.std,
+                "dev_ppl_change_pct_mean": _percent(ppl.change_mean),
+                "dev_ppl_change_pct_std": _percent(ppl.change_std), "dev_ppl_se": ppl.se, "dev_bleu_se": bleu.se,
+                "dev_ppl_change_pct_se": _percent(ppl.change_se),
+                "paired_seeds": ppl.paired_seeds if row.row != reference else None,
                 "paper_dev_ppl_change_pct": _percent(row_stats.paper_change),
                 "verdict": row_stats.verdict, "verdict_basis": row_stats.verdict_basis}
         flat.update({field: row.config.get(field) for _, field in HPARAM_COLUMNS})

@@ -212,6 +212,32 @@ def _log_says_diverged(path: str) -> bool:
         return False
 
 
+def read_metric_records(run_dir: str) -> list[dict]:
+    """Every record of a run's ``metrics.jsonl``, in the order logged.
+
+    Parameters
+    ----------
+    run_dir : str
+        The run's work directory.
+
+    Returns
+    -------
+    list[dict]
+        One per line; ``[]`` without the file; a line cut off by a crash is left out.
+    """
+    path = os.path.join(run_dir, run_files.METRICS_FILE)
+    if not os.path.isfile(path):
+        return []
+    records = []
+    with open(path, encoding="utf-8") as file:
+        for line in file:
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+    return records
+
+
 def read_metric_curve(run_dir: str, key: str) -> tuple[list[int], list[float]]:
     """One metric of a run at each step it was recorded, in step order.
 
@@ -227,18 +253,8 @@ def read_metric_curve(run_dir: str, key: str) -> tuple[list[int], list[float]]:
     tuple[list[int], list[float]]
         Steps and values; empty without ``metrics.jsonl``.
     """
-    path = os.path.join(run_dir, run_files.METRICS_FILE)
-    if not os.path.isfile(path):
-        return [], []
-    by_step: dict[int, float] = {}
-    with open(path, encoding="utf-8") as file:
-        for line in file:
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if key in record and "step" in record and math.isfinite(record[key]):
-                by_step[int(record["step"])] = float(record[key])
+    by_step = {int(record["step"]): float(record[key]) for record in read_metric_records(run_dir)
+               if key in record and "step" in record and math.isfinite(record[key])}
     steps = sorted(by_step)
     return steps, [by_step[step] for step in steps]
 

@@ -14,13 +14,12 @@ import statistics
 from typing import TYPE_CHECKING, Sequence
 
 from attention_jax.reports import comparison
-from attention_jax.reports.comparison import SPREAD_FACTOR, beyond_spread
+from attention_jax.reports.comparison import SPREAD_FACTOR, MetricStats, beyond_spread
 
 if TYPE_CHECKING:  # Only for annotations.
     from attention_jax.reports.sweep_rows import RowReport
 
-__all__ = ["SPREAD_FACTOR", "aggregate", "paper_change", "sign",
-           "verdict"]
+__all__ = ["SPREAD_FACTOR", "aggregate", "paper_change", "sign", "verdict"]
 PAPER_METRICS = tuple(metric for metric in comparison.METRICS if metric.name in ("dev_ppl", "dev_bleu"))
 
 
@@ -41,27 +40,14 @@ def sign(value: float) -> int:
 
 
 @dataclasses.dataclass(frozen=True)
-class RowStats:
-    """A row's figures over its finished seeds, and its verdict against the paper."""
+class PaperRow:
+    """A row's dev perplexity and BLEU as the comparison core gives them, and its verdict against the paper."""
 
-    row: str
-    seeds: int
-    pending: int
-    dev_ppl: tuple[float, ...]
-    dev_ppl_mean: float | None
-    dev_ppl_std: float | None
-    dev_bleu_mean: float | None
-    dev_bleu_std: float | None
-    changes: tuple[float, ...]
-    change_mean: float | None
-    change_std: float | None
-    change_se: float | None
-    paper_change: float | None
-    verdict: str
+    ppl: MetricStats  # Its change is against the reference row (none for the reference itself).
+    bleu: MetricStats
+    paper_change: float | None  # The paper's relative change of dev PPL against its reference row.
+    verdict: str  # "" for the reference row and a row without the paper's figures.
     verdict_basis: str
-    diverged_seeds: tuple[int | None, ...] = ()
-    dev_ppl_se: float | None = None
-    dev_bleu_se: float | None = None
 
 
 def verdict(changes: Sequence[float], paper_direction: int, reference: str = "base") -> tuple[str, str]:
@@ -116,14 +102,6 @@ def diverged_label(diverged_seeds: Sequence[int | None]) -> str:
     return f"seed{'s' if len(seeds) > 1 else ''} {', '.join(seeds)}" if seeds else "the run"
 
 
-def _unstable_verdict(diverged_seeds: Sequence[int | None], healthy_changes: Sequence[float],
-                     paper_direction: int, reference: str = "base") -> tuple[str, str]:
-    """The verdict of a row with diverged seeds: ``unstable``, with the other seeds' verdict as basis."""
-    others = verdict(healthy_changes, paper_direction, reference)
-    return "unstable", (f"{diverged_label(diverged_seeds)} diverged (a non-finite loss, or last dev PPL > "
-                        f"{comparison.DIVERGED_FACTOR:g}x its best); the other seeds: {others[0]} ({others[1]})")
-
-
 def paper_change(row: RowReport, reference: RowReport | None, key: str = "dev_ppl",
                  relative: bool = True) -> float | None:
     """The paper's change of one figure from the reference row to ``row`` (None without both figures).
@@ -152,8 +130,21 @@ def paper_change(row: RowReport, reference: RowReport | None, key: str = "dev_pp
     return value / reference_value - 1 if relative else value - reference_value
 
 
-def aggregate(rows: Sequence[RowReport], reference: str | None = None) -> dict[str, RowStats]:
-    """Aggregate every row's finished seeds and judge it against the reference row and the paper.
+def _paper_verdict(ppl: MetricStats, paper_figure_change: float | None, reference: str) -> tuple[str, str]:
+    """A row's verdict and basis against the paper (module docstring); ``("", "no paper figures")`` without them."""
+    if paper_figure_change is None:
+        return "", "no paper figures"
+    changes = list(ppl.changes.values())
+    if not ppl.diverged:
+        return verdict(changes, sign(paper_figure_change), reference)
+    others = verdict([change for seed, change in ppl.changes.items() if seed not in ppl.diverged],
+                     sign(paper_figure_change), reference)
+    return "unstable", (f"{diverged_label(ppl.diverged)} diverged (a non-finite loss, or last dev PPL > "
+                        f"{comparison.DIVERGED_FACTOR:g}x its best); the other seeds: {others[0]} ({others[1]})")
+
+
+def aggregate(rows: Sequence[RowReport], reference: str | None = None) -> dict[str, PaperRow]:
+    """Compare every row's dev perplexity and BLEU with the reference row's, and judge it against the paper.
 
     Parameters
     ----------
@@ -165,37 +156,17 @@ def aggregate(rows: Sequence[RowReport], reference: str | None = None) -> dict[s
 
     Returns
     -------
-    dict[str, RowStats]
-        Row name -> its statistics (see the module docstring for the rules), the means, spreads and paired changes being
-        :func:`attention_jax.reports.comparison.compare`'s.
+    dict[str, PaperRow]
+        Row name -> its figures (:func:`attention_jax.reports.comparison.compare`'s, over the seeds it counts) and its
+        verdict (the module docstring's rules).
     """
-    by_name = {row.row: row for row in rows}
-    reference = reference if reference is not None else (rows[0].row if rows else None)
-    reference_row = by_name.get(reference) if reference is not None else None
-    compared = comparison.compare("", rows, reference_row.row if reference_row else rows[0].row, PAPER_METRICS) \
-        if rows else {}
+    if not rows:
+        return {}
+    reference_row = {row.row: row for row in rows}[reference or rows[0].row]
+    compared = comparison.compare("", rows, reference_row.row, PAPER_METRICS)
     stats = {}
     for row in rows:
-        ppl, bleu = compared[row.row]["dev_ppl"], compared[row.row]["dev_bleu"]
-        changes = ppl.changes if reference_row is not None else {}
-        diverged_seeds = tuple(run.seed for run in row.runs if comparison.diverged(run))  # A NaN stop too.
-        paper_figure_change = paper_change(row, reference_row)
-        if row is reference_row or reference_row is None:
-            judged = ("", "reference row" if row is reference_row else "no reference row")
-        elif paper_figure_change is None:
-            judged = ("", "no paper figures")
-        elif diverged_seeds:
-            healthy = [change for seed, change in changes.items() if seed not in diverged_seeds]
-            judged = _unstable_verdict(diverged_seeds, healthy, sign(paper_figure_change), reference_row.row)
-        else:
-            judged = verdict(list(changes.values()), sign(paper_figure_change), reference_row.row)
-        paired = reference_row is not None and row is not reference_row
-        stats[row.row] = RowStats(
-            row=row.row, seeds=len(comparison.counted_runs(row)), pending=len(row.pending),
-            dev_ppl=tuple(ppl.values.values()),
-            dev_ppl_mean=ppl.mean, dev_ppl_std=ppl.std, dev_bleu_mean=bleu.mean, dev_bleu_std=bleu.std,
-            changes=tuple(changes.values()), change_mean=ppl.change_mean if paired else None,
-            change_std=ppl.change_std if paired else None, change_se=ppl.change_se if paired else None,
-            paper_change=paper_figure_change, verdict=judged[0], verdict_basis=judged[1], diverged_seeds=diverged_seeds,
-            dev_ppl_se=ppl.se, dev_bleu_se=bleu.se)
+        ppl, change = compared[row.row]["dev_ppl"], paper_change(row, reference_row)
+        judged = ("", "reference row") if row is reference_row else _paper_verdict(ppl, change, reference_row.row)
+        stats[row.row] = PaperRow(ppl, compared[row.row]["dev_bleu"], change, *judged)
     return stats

@@ -6,7 +6,6 @@ Declared by the ``get_report()`` of ``configs/sweeps/normalization.py`` and ``co
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import statistics
 from collections.abc import Sequence
@@ -21,7 +20,7 @@ from attention_jax.reports.comparison import (
     write_report_files,
 )
 from attention_jax.reports.comparison_plot import EVAL_PPL_KEY
-from attention_jax.reports.sweep_rows import ReportContext, RowReport, read_metric_curve
+from attention_jax.reports.sweep_rows import ReportContext, RowReport, read_metric_curve, read_metric_records
 
 REPORT_STEM = "normalization_training"  # Not the sweep's own report name (configs/sweeps/normalization.py).
 TARGET_FACTOR = 1.25
@@ -45,23 +44,8 @@ class _NormalizationRow:
     early_step: int | None
 
 
-def applies(rows: Sequence[RowReport], reference: str, fields: Sequence[str]) -> bool:
-    """Whether some row's config differs from the reference row's in one of ``fields``.
-
-    Parameters
-    ----------
-    rows : Sequence[RowReport]
-        The sweep's rows.
-    reference : str
-        The reference row.
-    fields : Sequence[str]
-        The config fields the sweep file declares (:class:`TrainingSpeed`).
-
-    Returns
-    -------
-    bool
-        False without a reference row that has a config.
-    """
+def _applies(rows: Sequence[RowReport], reference: str, fields: Sequence[str]) -> bool:
+    """Whether some row's config differs from the reference row's in one of ``fields`` (False without it)."""
     base = next((row.config for row in rows if row.row == reference and row.config), None)
     return base is not None and any(row.config.get(field) != base.get(field)
                                     for row in rows if row.config for field in fields)
@@ -72,22 +56,14 @@ def _gradient_norms(run_dir: str) -> tuple[dict[str, float], dict[str, float], i
     init: dict[str, float] = {}
     early: dict[str, float] = {}
     early_step = None
-    path = os.path.join(run_dir, "metrics.jsonl")
-    if not os.path.exists(path):
-        return init, early, None
-    with open(path, encoding="utf-8") as file:
-        for line in file:
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:  # A line cut off by a crash.
-                continue
-            if not init:
-                init = {key[len(INIT_PREFIX):]: value for key, value in record.items()
-                        if key.startswith(INIT_PREFIX) and value is not None}
-            logged = {key[len(LOGGED_PREFIX):]: value for key, value in record.items()
-                      if key.startswith(LOGGED_PREFIX) and value is not None}
-            if logged and early_step is None and record.get("step", 0) > 1:
-                early, early_step = logged, int(record["step"])
+    for record in read_metric_records(run_dir):
+        if not init:
+            init = {key[len(INIT_PREFIX):]: value for key, value in record.items()
+                    if key.startswith(INIT_PREFIX) and value is not None}
+        logged = {key[len(LOGGED_PREFIX):]: value for key, value in record.items()
+                  if key.startswith(LOGGED_PREFIX) and value is not None}
+        if logged and early_step is None and record.get("step", 0) > 1:
+            early, early_step = logged, int(record["step"])
     return init, early, early_step
 
 
@@ -145,26 +121,9 @@ def _norm_table(compared: Sequence[_NormalizationRow], early: bool) -> list[str]
                                               for norms in [row.early_norms if early else row.init_norms]))
 
 
-def markdown_report(root: str, compared: Sequence[_NormalizationRow], target: float | None,
-                    reference: str) -> str:
-    """The report's Markdown (module docstring).
-
-    Parameters
-    ----------
-    root : str
-        Sweep root (named in the title).
-    compared : Sequence[NormalizationRow]
-        :func:`_compare_rows`'s rows.
-    target : float or None
-        :func:`_target_perplexity`.
-    reference : str
-        The reference row.
-
-    Returns
-    -------
-    str
-        The Markdown text.
-    """
+def _markdown_report(root: str, compared: Sequence[_NormalizationRow], target: float | None,
+                     reference: str) -> str:
+    """The report's Markdown: steps to the target perplexity per row, then the gradient norms per module."""
     target_text = f"{target:.2f}" if target else f"pending (no finished {reference} run)"
     lines = [f"# Normalisation: speed of training and gradient norms ({root})", "",
              f"Target dev perplexity: {target_text} ({TARGET_FACTOR:g} x {reference}'s mean best). Steps: the "
@@ -194,7 +153,7 @@ def _write_normalization_report(root: str, rows: Sequence[RowReport], out_dir: s
     """Write ``OUT/normalization_training.md``."""
     target = _target_perplexity(root, rows, reference)
     return write_report_files(os.path.join(out_dir, REPORT_STEM),
-                              markdown_report(root, _compare_rows(root, rows, target, reference), target, reference))
+                              _markdown_report(root, _compare_rows(root, rows, target, reference), target, reference))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -222,6 +181,6 @@ class TrainingSpeed:
         list[str]
             The path written; none when no row changes them.
         """
-        if not applies(context.rows, context.reference, self.fields):
+        if not _applies(context.rows, context.reference, self.fields):
             return []
         return _write_normalization_report(context.root, context.rows, context.out_dir, context.reference)

@@ -1,7 +1,8 @@
 """Each row against the reference row of its own group, paired by seed, and the trend across groups.
 
 A sweep file declares a :class:`GroupComparison` in ``get_report()`` (``configs/sweeps/attention_function.py``: each
-attention function against scaled dot product at the same ``d_k``).
+attention function against scaled dot product at the same ``d_k``). :class:`PairedRow` and :class:`Trend` serve the
+length-bucket report too (:mod:`attention_jax.reports.by_bucket`: a bucket is its group).
 """
 
 from __future__ import annotations
@@ -22,6 +23,78 @@ from attention_jax.reports.comparison import (
     write_report_files,
 )
 from attention_jax.reports.sweep_rows import ReportContext, RowReport
+
+
+@dataclasses.dataclass(frozen=True)
+class PairedRow:
+    """A row against the reference row of its group (a length bucket, a ``d_k``), paired by seed.
+
+    The dicts map a seed to the row's dev perplexity and BLEU, and to their changes against the reference at that
+    seed (relative for perplexity, a difference for BLEU; empty for a reference); ``diverged`` counts the seeds left
+    out (:func:`~attention_jax.reports.comparison.counted_runs`).
+    """
+
+    row: str
+    value: str  # The row's value of the field the sweep varies.
+    group: Any
+    ppl: dict[int | None, float]
+    bleu: dict[int | None, float]
+    ppl_changes: dict[int | None, float]
+    bleu_differences: dict[int | None, float]
+    reading: str  # Of the perplexity change (directional_reading), "reference" or "no reference".
+    reading_basis: str
+    diverged: int = 0
+    reference_row: str | None = None
+    bleu_reading: str = ""
+
+    def figures(self) -> list[tuple[float | None, float | None]]:
+        """Mean and standard error of the perplexities, the BLEUs, the perplexity changes and the BLEU differences.
+
+        Returns
+        -------
+        list[tuple[float or None, float or None]]
+            Four ``(mean, se)`` (:func:`mean_and_se`), in that order.
+        """
+        return [mean_and_se(list(values.values()))
+                for values in (self.ppl, self.bleu, self.ppl_changes, self.bleu_differences)]
+
+
+@dataclasses.dataclass(frozen=True)
+class Trend:
+    """How a perplexity change against the reference moves from one group to another, paired by seed."""
+
+    name: str  # A row, or a value of the field compared.
+    value: str
+    first: Any  # The groups, e.g. the first and last length buckets.
+    last: Any
+    differences: dict[int | None, float]  # Seed -> change in ``last`` minus change in ``first``.
+    reading: str
+    reading_basis: str
+
+
+def paired_trend(name: str, first: PairedRow, last: PairedRow, above: str, below: str,
+                 pending: str = "no seed finished in both rows") -> Trend:
+    """Return the trend from ``first``'s change to ``last``'s, seed by seed, read by :func:`directional_reading`.
+
+    Parameters
+    ----------
+    name : str
+        What the trend is of (:attr:`Trend.name`).
+    first, last : PairedRow
+        The same row or value in two groups.
+    above, below : str
+        The reading of a trend beyond the seeds' spread, growing or shrinking.
+    pending : str
+        The basis when no seed is paired in both.
+
+    Returns
+    -------
+    Trend
+        Its differences in the fraction's units (percentage points once times 100).
+    """
+    differences = paired_changes(last.ppl_changes, first.ppl_changes, relative=False)
+    reading, basis = directional_reading(list(differences.values()), above, below, pending)
+    return Trend(name, first.value, first.group, last.group, differences, reading, basis)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,7 +146,7 @@ class GroupComparison:
         list[str]
             The paths written; none when there is nothing to compare.
         """
-        if not applies(context.rows, self):
+        if not _applies(context.rows, self):
             return []
         compared = _compare_within_groups(context.rows, self)
         stem = os.path.join(context.out_dir, self.stem)
@@ -90,58 +163,16 @@ CSV_FIELDS = ("row", "value", "group", "reference_row", "seeds", "dev_ppl_mean",
 PAIRED_METRICS = tuple(metric for metric in comparison.METRICS if metric.name in ("dev_ppl", "dev_bleu"))
 
 
-@dataclasses.dataclass(frozen=True)
-class _GroupRow:
-    """A row: its value and group, its seeds' figures (seed -> value) and its comparison with the group's reference."""
-
-    row: str
-    value: str
-    group: int
-    reference_row: str | None
-    dev_ppl: dict[int | None, float]
-    dev_bleu: dict[int | None, float]
-    ppl_changes: dict[int | None, float]
-    bleu_differences: dict[int | None, float]
-    reading: str
-    reading_basis: str
-    diverged: int = 0
-
-
-@dataclasses.dataclass(frozen=True)
-class _Trend:
-    """How one value's change against the reference moves from the smallest group to the largest."""
-
-    value: str
-    small_group: int
-    large_group: int
-    differences: dict[int | None, float]
-    reading: str
-    reading_basis: str
-
-
 def _value_and_group(row: RowReport, declared: GroupComparison) -> tuple[str, int]:
     return row.config.get(declared.field) or declared.reference, int(declared.group(row.config))
 
 
-def applies(rows: Sequence[RowReport], declared: GroupComparison) -> bool:
-    """Whether the rows with a config hold two values of the declared field or more.
-
-    Parameters
-    ----------
-    rows : Sequence[RowReport]
-        The sweep's rows.
-    declared : GroupComparison
-        The sweep file's declaration.
-
-    Returns
-    -------
-    bool
-        True when there is something to compare.
-    """
+def _applies(rows: Sequence[RowReport], declared: GroupComparison) -> bool:
+    """Whether the rows with a config hold two values of the declared field or more."""
     return len({_value_and_group(row, declared)[0] for row in rows if row.config}) > 1
 
 
-def _compare_within_groups(rows: Sequence[RowReport], declared: GroupComparison) -> list[_GroupRow]:
+def _compare_within_groups(rows: Sequence[RowReport], declared: GroupComparison) -> list[PairedRow]:
     """Compare every row with the reference row of its group, paired by seed."""
     reference_value = declared.reference
     described = [(row, *_value_and_group(row, declared)) for row in rows if row.config]
@@ -165,18 +196,18 @@ def _compare_within_groups(rows: Sequence[RowReport], declared: GroupComparison)
         if reference is row or reference is None:
             basis = (f"{declared.reference_label} at this {declared.group_label}" if reference is row
                      else f"no {reference_value} row at {declared.group_label} = {group}")
-            compared.append(_GroupRow(row.row, value, group, None, ppl.values, bleu.values, {}, {},
-                                     "reference" if reference is row else "no reference", basis, len(ppl.diverged)))
+            compared.append(PairedRow(row.row, value, group, ppl.values, bleu.values, {}, {},
+                                      "reference" if reference is row else "no reference", basis, len(ppl.diverged)))
             continue
         reading, basis = directional_reading(list(ppl.changes.values()), "higher perplexity", "lower perplexity")
-        compared.append(_GroupRow(row.row, value, group, reference.row, ppl.values, bleu.values, ppl.changes,
-                                 bleu.changes, reading, basis, len(ppl.diverged)))
+        compared.append(PairedRow(row.row, value, group, ppl.values, bleu.values, ppl.changes, bleu.changes, reading,
+                                  basis, len(ppl.diverged), reference.row))
     return compared
 
 
-def _group_trends(compared: Sequence[_GroupRow], declared: GroupComparison) -> list[_Trend]:
+def _group_trends(compared: Sequence[PairedRow], declared: GroupComparison) -> list[Trend]:
     """Return, for each value in two groups or more, whether its change grows from the smallest group to the largest."""
-    by_value: dict[str, list[_GroupRow]] = {}
+    by_value: dict[str, list[PairedRow]] = {}
     for row in compared:
         if row.reference_row is not None:
             by_value.setdefault(row.value, []).append(row)
@@ -184,16 +215,13 @@ def _group_trends(compared: Sequence[_GroupRow], declared: GroupComparison) -> l
     for value, members in by_value.items():
         if len({row.group for row in members}) < 2:
             continue
-        small = min(members, key=lambda row: row.group)
-        large = max(members, key=lambda row: row.group)
-        differences = paired_changes(large.ppl_changes, small.ppl_changes, relative=False)
-        reading, basis = directional_reading(list(differences.values()), f"grows with {declared.group_label}",
-                                              f"shrinks with {declared.group_label}")
-        trends.append(_Trend(value, small.group, large.group, differences, reading, basis))
+        small, large = (function(members, key=lambda row: row.group) for function in (min, max))
+        trends.append(paired_trend(value, small, large, f"grows with {declared.group_label}",
+                                   f"shrinks with {declared.group_label}"))
     return trends
 
 
-def _markdown_report(root: str, compared: Sequence[_GroupRow], trends: Sequence[_Trend],
+def _markdown_report(root: str, compared: Sequence[PairedRow], trends: Sequence[Trend],
                      declared: GroupComparison) -> str:
     """The report as Markdown: the comparison within each group, the trend across groups, and the rule."""
     group, reference = declared.group_label, declared.reference_label
@@ -220,11 +248,10 @@ def _markdown_report(root: str, compared: Sequence[_GroupRow], trends: Sequence[
         rows = {(row.value, row.group): row for row in compared}
         table = []
         for trend in trends:
-            small = rows[(trend.value, trend.small_group)].ppl_changes
-            large = rows[(trend.value, trend.large_group)].ppl_changes
+            small, large = (rows[(trend.value, group)].ppl_changes for group in (trend.first, trend.last))
             cells = [format_figure(*mean_and_se(list(values.values())), 1, percent=True, sign=True)
                      for values in (small, large, trend.differences)]
-            table.append([trend.value, f"{trend.small_group} → {trend.large_group}", *cells, trend.reading])
+            table.append([trend.value, f"{trend.first} → {trend.last}", *cells, trend.reading])
         lines += ["", f"## Does the change grow with {group}?", "",
                   *markdown_table([declared.label, group, f"ΔPPL at the smaller {group}",
                                    f"ΔPPL at the larger {group}", "difference, paired", "reading"], table)]
@@ -235,13 +262,12 @@ def _markdown_report(root: str, compared: Sequence[_GroupRow], trends: Sequence[
     return "\n".join(lines) + "\n"
 
 
-def _csv_records(compared: Sequence[_GroupRow], declared: GroupComparison) -> list[dict[str, Any]]:
+def _csv_records(compared: Sequence[PairedRow], declared: GroupComparison) -> list[dict[str, Any]]:
     records = []
     for row in compared:
-        figures = [mean_and_se(list(values.values()))
-                   for values in (row.dev_ppl, row.dev_bleu, row.ppl_changes, row.bleu_differences)]
+        figures = row.figures()
         records.append({"row": row.row, declared.field: row.value, declared.group_field: row.group,
-                        "reference_row": row.reference_row or "", "seeds": len(row.dev_ppl),
+                        "reference_row": row.reference_row or "", "seeds": len(row.ppl),
                         "dev_ppl_mean": figures[0][0], "dev_ppl_se": figures[0][1], "dev_bleu_mean": figures[1][0],
                         "dev_bleu_se": figures[1][1], "paired_seeds": len(row.ppl_changes),
                         "ppl_change_mean": figures[2][0], "ppl_change_se": figures[2][1],
@@ -250,7 +276,7 @@ def _csv_records(compared: Sequence[_GroupRow], declared: GroupComparison) -> li
     return records
 
 
-def _plot(compared: Sequence[_GroupRow], path: str, title: str, declared: GroupComparison) -> None:
+def _plot(compared: Sequence[PairedRow], path: str, title: str, declared: GroupComparison) -> None:
     """Plot dev perplexity and the paired change against the reference, both against the group."""
     plt = comparison_plot.pyplot()
 
@@ -258,7 +284,7 @@ def _plot(compared: Sequence[_GroupRow], path: str, title: str, declared: GroupC
     for value in dict.fromkeys(row.value for row in compared):
         members = sorted((row for row in compared if row.value == value), key=lambda row: row.group)
         groups = [row.group for row in members]
-        ppl = [mean_and_se(list(row.dev_ppl.values())) for row in members]
+        ppl = [mean_and_se(list(row.ppl.values())) for row in members]
         line = left.errorbar(groups, [math.nan if m is None else m for m, _ in ppl],
                              yerr=[0.0 if s is None else s for _, s in ppl], fmt="o-", capsize=3, label=value)
         changes = [mean_and_se(list(row.ppl_changes.values())) for row in members]

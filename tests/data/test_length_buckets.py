@@ -164,9 +164,9 @@ POSITIONS = positions.bucket_comparison()  # What the sweep file's get_report() 
 
 def test_report_pairs_by_seed_with_hand_computed_changes(scored_root: pathlib.Path) -> None:
     _, rows = sweep_rows.read_sweep_rows(str(scored_root))
-    assert by_bucket.applies(str(scored_root), rows)
-    compared = {(row.row, row.bucket): row for row in by_bucket.compare_encodings(str(scored_root), rows, POSITIONS)}
-    records = {(record["row"], record["bucket"]): record for record in by_bucket.csv_records(compared.values(), POSITIONS)}
+    assert by_bucket._applies(str(scored_root), rows)
+    compared = {(row.row, row.group): row for row in by_bucket._compare_encodings(str(scored_root), rows, POSITIONS)}
+    records = {(record["row"], record["bucket"]): record for record in by_bucket._csv_records(compared.values(), POSITIONS)}
     beyond = records[("learned", "beyond_2x")]
     assert beyond["paired_seeds"] == 3
     assert beyond["ppl_change_mean"] == pytest.approx(0.183333, abs=1e-6)
@@ -183,10 +183,10 @@ def test_report_pairs_by_seed_with_hand_computed_changes(scored_root: pathlib.Pa
     assert records[("sinusoidal", "beyond_2x")]["ppl_reading"] == "reference"
     assert records[("none", "beyond_2x")]["ppl_reading"] == "1 seed"
     assert records[("none", "beyond_2x")]["ppl_change_mean"] == pytest.approx(2.0)  # 30 / 10 - 1, seed 0 only.
-    trends = {trend.row: trend for trend in by_bucket.length_trends(list(compared.values()))}
+    trends = {trend.name: trend for trend in by_bucket._length_trends(list(compared.values()))}
     assert sorted(trends["learned"].differences.values()) == pytest.approx([0.08, 0.19, 0.27])
     # The plot's third panel: the same paired changes, in percent, bucket by bucket; no line for the reference.
-    series = by_bucket.change_series(by_bucket.compare_encodings(str(scored_root), rows, POSITIONS))
+    series = by_bucket._change_series(by_bucket._compare_encodings(str(scored_root), rows, POSITIONS))
     assert set(series) == {"learned", "none"}
     (within_mean, within_se), (beyond_mean, beyond_se) = series["learned"]
     assert (within_mean, within_se, beyond_mean, beyond_se) == pytest.approx((0.33333, 1.20185, 18.3333, 4.40959),

@@ -63,7 +63,7 @@ def test_report_of_the_copy_equals_the_report_of_the_sweep(sweep_root: pathlib.P
     original = sweep_seeds.aggregate(sweep_rows.read_sweep_rows(str(sweep_root))[1])
     copy = sweep_seeds.aggregate(sweep_rows.read_sweep_rows(str(destination))[1])
     assert copy == original
-    assert copy["A1"].changes == pytest.approx([11.0 / 10.0 - 1])
+    assert list(copy["A1"].ppl.changes.values()) == pytest.approx([11.0 / 10.0 - 1])
     sweep_report.write_report(str(destination))
     markdown = (destination / "table2.md").read_text()
     assert "1 (+1 pending)" in markdown and "0 (+2 pending)" in markdown  # A1 half done, B1 not started.

@@ -53,7 +53,7 @@ def test_diagnostics_of_each_run_and_row_match_hand_figures(tmp_path: pathlib.Pa
     root = tmp_path / "t2"
     _write_sweep(root)
     _, rows = sweep_rows.read_sweep_rows(str(root))
-    collected = sweep_diagnostics.collect(str(root), rows)
+    collected = sweep_diagnostics._collect(str(root), rows)
     base_0, base_1 = collected["base"]
     assert (base_0.best_step, base_0.best_dev_ppl, base_0.train_ppl_at_best) == (300, 40.0, 20.0)
     assert (base_1.best_step, base_1.train_ppl_at_best) == (400, 21.0)
@@ -76,7 +76,7 @@ def test_a_diverged_seed_is_counted_but_left_out_of_the_figures(tmp_path: pathli
     root = tmp_path / "t2"
     _write_sweep(root)
     _, rows = sweep_rows.read_sweep_rows(str(root))
-    collected = sweep_diagnostics.collect(str(root), rows)
+    collected = sweep_diagnostics._collect(str(root), rows)
     assert [run.diverged for run in collected["C3"]] == [False, True]
     assert not any(run.diverged for run in collected["base"] + collected["C1"])  # Base ends within 2x.
     text = sweep_diagnostics._diagnostics_markdown(str(root), "table2", rows, "base")

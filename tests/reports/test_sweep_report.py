@@ -245,29 +245,32 @@ def _expected_changes(row: str) -> list[float]:
 def test_seed_aggregation_matches_an_independent_computation(seeded_root: pathlib.Path) -> None:
     _, rows = sweep_rows.read_sweep_rows(str(seeded_root))
     stats = sweep_seeds.aggregate(rows)
+    by_name = {row.row: row for row in rows}
     for row in SEED_ROWS:
         finished = [value for value in SEED_PPL[row] if value is not None]
-        assert stats[row].seeds == len(finished) and stats[row].pending == 3 - len(finished)
+        ppl = stats[row].ppl
+        assert ppl.seeds == len(finished) and len(by_name[row].pending) == 3 - len(finished)
+        assert len(comparison.counted_runs(by_name[row])) == len(finished)
         if not finished:
-            assert stats[row].dev_ppl_mean is None and stats[row].dev_ppl_std is None
+            assert ppl.mean is None and ppl.std is None
             continue
-        assert stats[row].dev_ppl_mean == pytest.approx(np.mean(finished))
+        assert ppl.mean == pytest.approx(np.mean(finished))
         if len(finished) > 1:
-            assert stats[row].dev_ppl_std == pytest.approx(np.std(finished, ddof=1))  # Sample std.
-            assert stats[row].dev_ppl_se == pytest.approx(np.std(finished, ddof=1) / math.sqrt(len(finished)))
+            assert ppl.std == pytest.approx(np.std(finished, ddof=1))  # Sample std.
+            assert ppl.se == pytest.approx(np.std(finished, ddof=1) / math.sqrt(len(finished)))
         else:
-            assert stats[row].dev_ppl_std is None
+            assert ppl.std is None
         if row != "base":
             changes = _expected_changes(row)
-            assert stats[row].changes == pytest.approx(changes)
-            assert stats[row].change_mean == pytest.approx(np.mean(changes))
+            assert list(ppl.changes.values()) == pytest.approx(changes)
+            assert ppl.change_mean == pytest.approx(np.mean(changes))
             if len(changes) > 1:
-                assert stats[row].change_std == pytest.approx(np.std(changes, ddof=1))
-                assert stats[row].change_se == pytest.approx(np.std(changes, ddof=1) / math.sqrt(len(changes)))
+                assert ppl.change_std == pytest.approx(np.std(changes, ddof=1))
+                assert ppl.change_se == pytest.approx(np.std(changes, ddof=1) / math.sqrt(len(changes)))
     # BLEU: the whole-split dev_bleu, else the sampled bleu (A1 seed 2), over the finished seeds.
-    assert stats["base"].dev_bleu_mean == pytest.approx(23.0)
-    assert stats["base"].dev_bleu_std == pytest.approx(np.std([20.0, 22.0, 27.0], ddof=1))
-    assert stats["A1"].dev_bleu_mean == pytest.approx(np.mean([18.0, 19.0, 17.0]))
+    assert stats["base"].bleu.mean == pytest.approx(23.0)
+    assert stats["base"].bleu.std == pytest.approx(np.std([20.0, 22.0, 27.0], ddof=1))
+    assert stats["A1"].bleu.mean == pytest.approx(np.mean([18.0, 19.0, 17.0]))
     assert stats["A1"].paper_change == pytest.approx(5.29 / 4.92 - 1)
     assert stats["E"].paper_change == 0.0
 
@@ -415,7 +418,7 @@ def test_seeded_root_without_sweep_record(tmp_path: pathlib.Path) -> None:
     assert record == {} and [row.row for row in rows] == ["A1", "base"]
     assert [[run.seed for run in row.runs] for row in rows] == [[1], [0, 1]]
     stats = sweep_seeds.aggregate(rows, "base")
-    assert stats["A1"].changes == pytest.approx([12.1 / 11.0 - 1])  # Paired with base seed 1 only.
+    assert list(stats["A1"].ppl.changes.values()) == pytest.approx([12.1 / 11.0 - 1])  # Paired with base seed 1 only.
 
 
 def test_reported_ppl_prefers_the_kept_parameters() -> None:
@@ -465,14 +468,14 @@ def test_a_diverged_seed_makes_the_row_unstable(seeded_root: pathlib.Path) -> No
     others = [SEED_PPL["A1"][seed] / SEED_PPL["base"][seed] - 1 for seed in (0, 2)]
     expected_others = sweep_seeds.verdict(others, 1)
     assert expected_others[0] == "reproduced"
-    assert a1.verdict == "unstable" and a1.diverged_seeds == (1,)
+    assert a1.verdict == "unstable" and a1.ppl.diverged == (1,)
     assert a1.verdict_basis == ("seed 1 diverged (a non-finite loss, or last dev PPL > 2x its best); the other seeds: "
                                 f"{expected_others[0]} ({expected_others[1]})")
     healthy = [SEED_PPL["A1"][0], SEED_PPL["A1"][2]]  # The one rule: a diverged seed is left out of the means.
-    assert a1.seeds == 2 and a1.dev_ppl_mean == pytest.approx(np.mean(healthy))
-    assert a1.dev_ppl_se == pytest.approx(np.std(healthy, ddof=1) / np.sqrt(2))
-    assert a1.change_mean == pytest.approx(np.mean(others)) and len(a1.changes) == 2
-    assert stats["B1"].diverged_seeds == () and stats["B1"].verdict != "unstable"
+    assert a1.ppl.seeds == 2 and a1.ppl.mean == pytest.approx(np.mean(healthy))
+    assert a1.ppl.se == pytest.approx(np.std(healthy, ddof=1) / np.sqrt(2))
+    assert a1.ppl.change_mean == pytest.approx(np.mean(others)) and a1.ppl.paired_seeds == 2
+    assert stats["B1"].ppl.diverged == () and stats["B1"].verdict != "unstable"
 
     sweep_report.write_report(str(seeded_root))
     a1_cells = _table_lines((seeded_root / "table2.md").read_text())["A1"]

@@ -53,7 +53,7 @@ def test_steps_to_the_target_and_gradient_norms_match_hand_figures(tmp_path: pat
     root = tmp_path / "normalization"
     _write_sweep(root)
     _, rows = sweep_rows.read_sweep_rows(str(root))
-    assert training_speed.applies(rows, "base", ("normalization", "residual_connections"))
+    assert training_speed._applies(rows, "base", ("normalization", "residual_connections"))
     target = training_speed._target_perplexity(str(root), rows, "base")
     assert target == 1.25 * (40.0 + 42.0) / 2  # 51.25
     compared = {row.row: row for row in training_speed._compare_rows(str(root), rows, target, "base")}
@@ -65,7 +65,7 @@ def test_steps_to_the_target_and_gradient_norms_match_hand_figures(tmp_path: pat
     assert no_residual.reading == "pending"
     assert base.init_norms == {"encoder_0": 7.0, "decoder_0": 2.0}
     assert base.early_norms == {"encoder_0": 3.0, "decoder_0": 1.0} and base.early_step == 50
-    text = training_speed.markdown_report(str(root), list(compared.values()), target, "base")
+    text = training_speed._markdown_report(str(root), list(compared.values()), target, "base")
     steps_table, init_table, _ = text.split("## Gradient norm per module")
     lines = {line.split(" | ")[0].lstrip("| "): line for line in steps_table.splitlines() if line.startswith("| ")}
     assert lines["post_batch_norm"] == "| post_batch_norm | 2 | 0 | 0 | 350 ± 50 | +150 ± 50 | slower |"
@@ -84,7 +84,7 @@ def test_the_report_command_writes_it_only_for_a_normalisation_sweep(tmp_path: p
     assert "## Gradient norm per module" in (tmp_path / "out" / "normalization_training.md").read_text()
     assert "## Gradient norm per module" not in (tmp_path / "out" / "normalization.md").read_text()
     _, rows = sweep_rows.read_sweep_rows(str(root))
-    assert not training_speed.applies([row for row in rows if row.row == "base"], "base", ("normalization",))
+    assert not training_speed._applies([row for row in rows if row.row == "base"], "base", ("normalization",))
 
 
 def test_a_partial_sweep_reports_what_has_finished(tmp_path: pathlib.Path) -> None:

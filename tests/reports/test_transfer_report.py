@@ -272,8 +272,8 @@ def test_a_derived_measure_takes_part_as_the_change_itself(corpora_root: pathlib
     assert verdicts == {"alpha": "reverses", "beta": "noise"}
     assert trends["gamma"].verdict == "pending" and trends["gamma"].stats[0].paired_seeds == 0  # Not scored.
     _, rows = sweep_rows.read_sweep_rows(str(corpora_root / "messages"))  # The positions report's own trend.
-    own = {trend.row: trend for trend in by_bucket.length_trends(
-        by_bucket.compare_encodings(str(corpora_root / "messages"), rows, positions.bucket_comparison()))}
+    own = {trend.name: trend for trend in by_bucket._length_trends(
+        by_bucket._compare_encodings(str(corpora_root / "messages"), rows, positions.bucket_comparison()))}
     messages = trends["alpha"].stats[[corpus.name for corpus in corpora_read].index("messages_en_de")]
     assert {seed: 100 * value for seed, value in own["alpha"].differences.items()} == pytest.approx(messages.changes)
 

@@ -56,7 +56,7 @@ def sweep_root(tmp_path: pathlib.Path) -> pathlib.Path:
     return root
 
 
-def _compared(root: pathlib.Path) -> dict[str, within_groups._GroupRow]:
+def _compared(root: pathlib.Path) -> dict[str, within_groups.PairedRow]:
     rows = sweep_rows.read_sweep_rows(str(root))[1]
     return {row.row: row for row in within_groups._compare_within_groups(rows, DECLARED)}
 
@@ -102,11 +102,11 @@ def test_the_trend_with_key_dim_pairs_seeds_across_rows(sweep_root: pathlib.Path
     expected = (paired_changes("dot_product_dk128", "scaled_dot_product_dk128")
                 - paired_changes("dot_product_dk8", "scaled_dot_product_dk8"))
     dot = trends["dot_product"]
-    assert (dot.small_group, dot.large_group) == (8, 128)
+    assert (dot.first, dot.last) == (8, 128)
     np.testing.assert_allclose(list(dot.differences.values()), expected, rtol=1e-12)
     assert dot.reading == "grows with d_k"
     additive = trends["additive"]  # d_k 8 (3 seeds) against 32 (1 seed): one paired seed.
-    assert (additive.small_group, additive.large_group, additive.reading) == (8, 32, "1 seed")
+    assert (additive.first, additive.last, additive.reading) == (8, 32, "1 seed")
 
 
 @pytest.mark.slow
@@ -137,7 +137,7 @@ def test_a_table2_sweep_gets_no_attention_function_report() -> None:
             sweep_rows.RowReport(row="A1", group="A", status="done",
                                  config={"d_model": 8, "num_heads": 1, "attention_function": "scaled_dot_product"},
                                  results={})]
-    assert not within_groups.applies(rows, DECLARED)
+    assert not within_groups._applies(rows, DECLARED)
 
 
 def test_beyond_spread_needs_two_changes() -> None:

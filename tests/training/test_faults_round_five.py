@@ -423,13 +423,13 @@ def test_a_sweep_report_labels_rows_by_their_runs_and_a_diverged_row_is_unstable
     assert sweep_rows.changed_since_run(by_name["a"], record) == {"dropout_rate": (0.1, 0.3)}
     assert sweep_rows.changed_since_run(by_name["b"], record) == {}
     compared = comparison.compare(str(root), rows, "b")
-    report = comparison_report.markdown_report(record, rows, compared, "b", "test")
+    report = comparison_report._markdown_report(record, rows, compared, "b", "test")
     assert ("| a | done | 2 of 2 | dropout_rate=0.1 (its runs; the sweep file now says dropout_rate=0.3: rerun the "
             "row in a new --root) |") in report  # Was: dropout_rate=0.3 beside the 0.1 runs' figures.
     assert "| c | diverged | 0 of 2 | dropout_rate=0.2 |" in report
     assert compared["c"]["dev_ppl"].verdict == comparison.UNSTABLE_VERDICT  # Was: pending.
     assert compared["a"]["dev_ppl"].verdict != comparison.UNSTABLE_VERDICT
-    assert sweep_seeds.aggregate(rows, "b")["c"].diverged_seeds == (0, 1)
+    assert sweep_seeds.aggregate(rows, "b")["c"].ppl.diverged == (0, 1)
 
 
 def test_a_second_launcher_on_a_root_is_refused_naming_the_first(tmp_path: pathlib.Path) -> None:
