@@ -19,10 +19,10 @@ from attention_jax.checkpointing.checkpoints import (
     PARAMS_ITEM,
     absolute_path,
     finished_steps,
-    read_config,
     read_while_rotating,
     reason_line,
 )
+from attention_jax.checkpointing.run_config import read_config
 from attention_jax.experiment.sections import Experiment
 from attention_jax.foundation import full_disk, run_files
 from attention_jax.foundation.user_errors import UserInputError

@@ -9,13 +9,10 @@ rotated or rewritten checkpoint changes it, so a stale entry is never read.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from typing import Any
 
 from attention_jax.checkpointing import safetensors_params
-from attention_jax.experiment import schema, sections
-from attention_jax.experiment.sections import Experiment
 from attention_jax.foundation import cache_dirs, run_files
 
 SUBDIR = "restored_params"
@@ -116,25 +113,3 @@ def load(path: str, identity: str) -> tuple[dict[str, Any], str] | None:
     except Exception:  # A damaged entry: restored again and rewritten.
         return None
     return (params, metadata.get("checkpoint", "")) if metadata.get("identity") == identity else None
-
-
-def read_config(workdir: str) -> Experiment | None:
-    """Return the run's experiment as ``checkpoints.read_config`` builds it, without importing Orbax.
-
-    Parameters
-    ----------
-    workdir : str
-        A training work directory.
-
-    Returns
-    -------
-    Experiment or None
-        ``None`` where ``checkpoints.read_config`` would raise or explain: the caller takes that path.
-    """
-    path = os.path.join(workdir, run_files.CONFIG_FILE)
-    try:
-        with open(path, encoding="utf-8") as file:
-            saved = json.load(file)
-        return sections.build_experiment(schema.with_old_run_defaults(saved), path) if isinstance(saved, dict) else None
-    except Exception:
-        return None
