@@ -241,10 +241,12 @@ def read_while_rotating(directory: str, read: Callable[[], _Read], what: str) ->
 
     Parameters
     ----------
-    directory, what : str
-        The checkpoints' directory; what is read, for the messages.
+    directory : str
+        The checkpoints' directory.
     read : callable
         Chooses its checkpoints afresh on each call and reads them.
+    what : str
+        What is read, for the messages.
 
     Returns
     -------

@@ -1,9 +1,7 @@
 """A run's restored parameters kept as one safetensors file beside the compilation cache, read back without Orbax.
 
-An entry is found by the run's directory and checkpoint choice (one per pair: a newer one replaces it) and
-served only while its recorded identity still holds: the size, mtime and inode of every file under the run's
-``checkpoints/``, ``averaged/`` and ``best/``, the bytes of ``config.json`` and the package's source. A new,
-rotated or rewritten checkpoint changes it, so a stale entry is never read.
+One entry per run directory and checkpoint choice, served only while its identity (:func:`run_identity`) holds:
+a new, rotated or rewritten checkpoint changes it, so a stale entry is never read.
 """
 
 from __future__ import annotations
@@ -24,17 +22,15 @@ def run_identity(workdir: str, checkpoint: str, average_last: int) -> str:
 
     Parameters
     ----------
-    workdir : str
-        A training work directory.
-    checkpoint : str
-        ``"latest"``, ``"averaged"``, ``"best"`` or a step.
+    workdir, checkpoint : str
+        A training work directory; ``"latest"``, ``"averaged"``, ``"best"`` or a step.
     average_last : int
         Checkpoints averaged instead (0: none).
 
     Returns
     -------
     str
-        Hex SHA-256; any change to a checkpoint's files or ``config.json`` changes it.
+        Hex SHA-256 of the size, mtime and inode of every checkpoint file, ``config.json`` and the package source.
     """
     digest = hashlib.sha256(f"{os.path.abspath(workdir)}\0{checkpoint}\0{average_last}\0".encode())
     digest.update(cache_dirs.source_digest().encode())
@@ -56,14 +52,10 @@ def entry_path(cache_dir: str, workdir: str, checkpoint: str, average_last: int)
 
     Parameters
     ----------
-    cache_dir : str
-        The compilation cache directory.
-    workdir : str
-        A training work directory.
-    checkpoint : str
-        ``"latest"``, ``"averaged"``, ``"best"`` or a step.
+    cache_dir, workdir, checkpoint : str
+        The compilation cache directory; as in :func:`run_identity`.
     average_last : int
-        Checkpoints averaged instead (0: none).
+        As in :func:`run_identity`.
 
     Returns
     -------
@@ -83,10 +75,8 @@ def save(path: str, params: Any, identity: str, description: str) -> None:
         From :func:`entry_path`.
     params : dict
         Nested dicts of arrays, as a restore returns them.
-    identity : str
-        :func:`run_identity` before and after the restore.
-    description : str
-        ``TrainedRun.checkpoint`` of the restore (e.g. ``"average of steps [...]"``).
+    identity, description : str
+        :func:`run_identity` before and after the restore; the restore's ``TrainedRun.checkpoint``.
     """
     safetensors_params.save_safetensors(path, params, {"identity": identity, "checkpoint": description})
 
@@ -96,10 +86,8 @@ def load(path: str, identity: str) -> tuple[dict[str, Any], str] | None:
 
     Parameters
     ----------
-    path : str
-        From :func:`entry_path`.
-    identity : str
-        :func:`run_identity` now.
+    path, identity : str
+        From :func:`entry_path`; :func:`run_identity` now.
 
     Returns
     -------
