@@ -355,6 +355,10 @@ class TrainingCheckpoints:
         )
         self._manager = ocp.CheckpointManager(self.directory, options=options)
 
+    def _all_steps(self) -> list[int]:
+        """Return the finished checkpoints' steps, ascending."""
+        return sorted(self._manager.all_steps())
+
     def latest_step(self) -> int | None:
         """Return the newest finished checkpoint's step.
 
@@ -427,7 +431,7 @@ class TrainingCheckpoints:
             When no checkpoint restores.
         """
         failed: list[int] = []
-        for step in sorted(self._manager.all_steps(), reverse=True):
+        for step in reversed(self._all_steps()):
             try:
                 restored = self._restore(step, abstract_state)
             except Exception as error:  # Orbax/tensorstore raise many types for damaged files.
