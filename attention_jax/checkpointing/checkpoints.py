@@ -17,7 +17,9 @@ from absl import logging
 from etils import epath
 from jax.experimental import multihost_utils
 
-from attention_jax.experiment import schema, sections
+# Re-exported: commands, training and tests read and write a run's config.json through this module.
+from attention_jax.checkpointing.run_config import read_config as read_config
+from attention_jax.checkpointing.run_config import write_config as write_config
 from attention_jax.experiment.sections import Experiment
 from attention_jax.foundation import full_disk, run_files
 from attention_jax.foundation.user_errors import UserInputError
@@ -70,16 +72,8 @@ def absolute_path(path: str | os.PathLike) -> epath.Path:
 class IteratorStateHandler(ocp.CheckpointHandler):
     """Orbax handler of the data iterator state: one ``process_<i>-of-<n>.json`` each, bytes base64."""
 
-    def save(self, directory: epath.Path, args: "IteratorStateSave") -> None:
-        """Write this process's state into ``directory``.
-
-        Parameters
-        ----------
-        directory : epath.Path
-            The item's directory.
-        args : IteratorStateSave
-            The state.
-        """
+    def save(self, directory: epath.Path, args: "IteratorStateSave") -> None:  # numpydoc ignore=PR01
+        """Write this process's state into the item's ``directory`` (Orbax's handler interface)."""
         state = args.state
         if isinstance(state, bytes):
             payload = {"bytes_base64": base64.b64encode(state).decode("ascii")}
@@ -88,20 +82,13 @@ class IteratorStateHandler(ocp.CheckpointHandler):
         name = _iterator_file(jax.process_index(), jax.process_count())
         (epath.Path(directory) / name).write_text(json.dumps(payload))
 
-    def restore(self, directory: epath.Path, args: "IteratorStateRestore | None" = None) -> Any:
-        """Return this process's saved state.
-
-        Parameters
-        ----------
-        directory : epath.Path
-            The item's directory.
-        args : IteratorStateRestore, optional
-            Unused.
+    def restore(self, directory: epath.Path, args: "IteratorStateRestore | None" = None) -> Any:  # numpydoc ignore=PR01
+        """Return this process's saved state; ``None`` (the data order restarts) if another process count wrote it.
 
         Returns
         -------
         Any
-            The state; ``None`` (the data order restarts) if another process count wrote it.
+            The iterator's ``get_state()`` as saved.
         """
         del args
         path = epath.Path(directory) / _iterator_file(jax.process_index(), jax.process_count())
@@ -147,73 +134,6 @@ class IteratorStateRestore(ocp.args.CheckpointArgs):
 
 
 
-def read_config(workdir: str) -> Experiment:
-    """Read ``WORKDIR/config.json`` as the run's :class:`Experiment`, fields added since as that run behaved.
-
-    Parameters
-    ----------
-    workdir : str
-        A training work directory.
-
-    Returns
-    -------
-    Experiment
-        The run's config, checked and built.
-
-    Raises
-    ------
-    FileNotFoundError
-        When the workdir or its config is missing.
-    ConfigError
-        For a config that is no JSON object or that the schema refuses.
-    """
-    root = epath.Path(workdir)
-    if not root.exists():
-        raise FileNotFoundError(f"workdir {workdir} does not exist.")
-    path = root / run_files.CONFIG_FILE
-    if not path.exists():
-        raise FileNotFoundError(
-            f"{path} not found: {workdir} is not a training workdir (train.train_and_evaluate "
-            f"writes config.json first)."
-        )
-    try:
-        saved = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:  # Half-written, or another file copied over it.
-        raise schema.ConfigError(f"{path} is not valid JSON ({error}): restore it from a copy of the run.") from None
-    if not isinstance(saved, dict):
-        raise schema.ConfigError(f"{path} holds no config (a JSON object of fields): restore it from a copy.")
-    try:
-        return sections.build_experiment(schema.with_old_run_defaults(saved), str(path))  # ConfigError naming the file.
-    except schema.ConfigError:
-        known = sum(key in schema.FIELDS_BY_NAME for key in saved)
-        if any((root / name).exists() for name in _RUN_MARKERS) or 2 * known >= len(saved) > 0:
-            raise  # A run's own config.json, hand-edited: the field is named.
-        raise schema.ConfigError(f"{workdir} is not a run directory: it holds a config.json that no training run "
-                                 f"wrote, and none of {', '.join(_RUN_MARKERS)}. Pass the --workdir of a training "
-                                 f"run or of an export.") from None
-
-
-# Files beside config.json that only a training run or an export writes.
-_RUN_MARKERS = (run_files.CHECKPOINT_DIR, run_files.TOKENIZER_FILE, run_files.RESULTS_FILE, run_files.METRICS_FILE,
-                run_files.EXPORT_PARAMS_FILE)
-
-
-def write_config(workdir: str, experiment: Experiment) -> None:
-    """Write the experiment's flat config to ``WORKDIR/config.json``, keys sorted (process 0 only).
-
-    Parameters
-    ----------
-    workdir : str
-        The work directory.
-    experiment : Experiment
-        The run's experiment.
-    """
-    if jax.process_index() != 0:
-        return
-    text = json.dumps(experiment.to_json_dict(), indent=2, sort_keys=True) + "\n"
-    run_files.write_atomically(os.path.join(workdir, run_files.CONFIG_FILE), text)
-
-
 def write_tokenizer(workdir: str, model_proto: bytes) -> None:
     """Keep the run's tokenizer in ``WORKDIR/tokenizer.model``, so it decodes without the corpus (process 0 only).
 
@@ -230,7 +150,7 @@ def write_tokenizer(workdir: str, model_proto: bytes) -> None:
 
 
 def finished_results(workdir: str, experiment: Experiment) -> dict[str, Any] | None:
-    """Return the results of a run that already finished with exactly ``experiment`` (nothing left to do).
+    """Return ``results.json`` of a run that already finished with exactly ``experiment`` (nothing left to do).
 
     Parameters
     ----------
@@ -242,7 +162,7 @@ def finished_results(workdir: str, experiment: Experiment) -> dict[str, Any] | N
     Returns
     -------
     dict or None
-        ``results.json``; ``None`` for a fresh, interrupted or changed run.
+        ``None`` for a fresh, interrupted or changed run.
     """
     root = epath.Path(workdir)
     results_path, config_path = root / run_files.RESULTS_FILE, root / run_files.CONFIG_FILE
@@ -298,7 +218,7 @@ def finished_steps(directory: str) -> list[int]:
     Returns
     -------
     list[int]
-        Sorted steps; empty if none.
+        Empty if none.
 
     Raises
     ------
@@ -355,7 +275,7 @@ def read_while_rotating(directory: str, read: Callable[[], _Read], what: str) ->
 
 
 def latest_progress(workdir: str) -> tuple[int, dict[str, Any]] | None:
-    """Return the newest checkpoint's step and its saved bookkeeping, without restoring it.
+    """Return the newest checkpoint's step and its ``progress`` item, without restoring it.
 
     Parameters
     ----------
@@ -365,7 +285,7 @@ def latest_progress(workdir: str) -> tuple[int, dict[str, Any]] | None:
     Returns
     -------
     (int, dict) or None
-        The step and its ``progress`` item; ``None`` if none is readable.
+        ``None`` if none is readable.
     """
     steps = finished_steps(str(epath.Path(workdir) / run_files.CHECKPOINT_DIR))
     if not steps:
@@ -418,7 +338,7 @@ class TrainingCheckpoints:
     Parameters
     ----------
     workdir : str
-        The work directory; checkpoints go to ``WORKDIR/checkpoints``.
+        Checkpoints go to ``WORKDIR/checkpoints``.
     keep : int
         Most recent checkpoints kept.
     asynchronous : bool

@@ -15,10 +15,7 @@ MIN_COMPILE_SECONDS = 0.5
 
 
 def _resolve_directory(configured: str | None) -> str | None:
-    """Return the cache directory, ``None`` when off; ``JAX_COMPILATION_CACHE_DIR`` wins over the config.
-
-    ``configured``: a path, ``""`` for none, ``"default"`` or ``None`` (an older run) for the default.
-    """
+    """Return ``JAX_COMPILATION_CACHE_DIR``, else ``configured`` (``""``: none; ``"default"``, ``None``: default)."""
     from_environment = os.environ.get("JAX_COMPILATION_CACHE_DIR")
     if from_environment:
         return os.path.abspath(os.path.expanduser(from_environment))

@@ -19,10 +19,10 @@ from attention_jax.checkpointing.checkpoints import (
     PARAMS_ITEM,
     absolute_path,
     finished_steps,
-    read_config,
     read_while_rotating,
     reason_line,
 )
+from attention_jax.checkpointing.run_config import read_config
 from attention_jax.experiment.sections import Experiment
 from attention_jax.foundation import full_disk, run_files
 from attention_jax.foundation.user_errors import UserInputError
@@ -225,7 +225,7 @@ def abstract_inference_params(experiment: Experiment,
     experiment : Experiment
         Gives the model and model kind.
     sharding : jax.sharding.Sharding, optional
-        Where to restore (default: the first local device).
+        Where to restore; the first local device by default.
 
     Returns
     -------
@@ -255,8 +255,7 @@ def restore_params(directory: str, step: int, abstract_params: Any) -> Any:
     pytree
         The parameters.
     """
-    # The params item alone, read by its own handler: a manager would warn about every other item
-    # (optimizer state, data iterator, ...) that it was not asked to restore.
+    # The params item alone, by its own handler: a manager would warn about every item it was not asked to restore.
     with ocp.StandardCheckpointer() as checkpointer:
         return checkpointer.restore(absolute_path(directory) / str(step) / PARAMS_ITEM, abstract_params)
 
@@ -302,9 +301,7 @@ def checkpoint_candidates(workdir: str, which: str = "latest", *,
 
     Parameters
     ----------
-    workdir : str
-        A training work directory.
-    which, directory_name : str
+    workdir, which, directory_name : str
         As in :func:`load_for_inference`.
 
     Returns
@@ -355,12 +352,9 @@ def load_for_inference(workdir: str, which: str = "latest", *,
 
     Parameters
     ----------
-    workdir : str
-        A training work directory.
-    which : str
-        ``"latest"`` (newest readable), ``"averaged"``, ``"best"`` (dev perplexity) or a step like ``"12000"``.
-    directory_name : str
-        Where a step is looked up: ``run_files.CHECKPOINT_DIR`` or ``run_files.BEST_DIR``.
+    workdir, which, directory_name : str
+        A training work directory; ``"latest"`` (newest readable), ``"averaged"``, ``"best"`` (dev perplexity) or
+        a step like ``"12000"``; where a step is looked up, ``run_files.CHECKPOINT_DIR`` or ``run_files.BEST_DIR``.
 
     Returns
     -------

@@ -1,21 +1,16 @@
 """A run's restored parameters kept as one safetensors file beside the compilation cache, read back without Orbax.
 
-An entry is found by the run's directory and checkpoint choice (one per pair: a newer one replaces it) and
-served only while its recorded identity still holds: the size, mtime and inode of every file under the run's
-``checkpoints/``, ``averaged/`` and ``best/``, the bytes of ``config.json`` and the package's source. A new,
-rotated or rewritten checkpoint changes it, so a stale entry is never read.
+One entry per run directory and checkpoint choice, served only while its identity (:func:`run_identity`) holds:
+a new, rotated or rewritten checkpoint changes it, so a stale entry is never read.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from typing import Any
 
 from attention_jax.checkpointing import safetensors_params
-from attention_jax.experiment import schema, sections
-from attention_jax.experiment.sections import Experiment
 from attention_jax.foundation import cache_dirs, run_files
 
 SUBDIR = "restored_params"
@@ -27,17 +22,15 @@ def run_identity(workdir: str, checkpoint: str, average_last: int) -> str:
 
     Parameters
     ----------
-    workdir : str
-        A training work directory.
-    checkpoint : str
-        ``"latest"``, ``"averaged"``, ``"best"`` or a step.
+    workdir, checkpoint : str
+        A training work directory; ``"latest"``, ``"averaged"``, ``"best"`` or a step.
     average_last : int
         Checkpoints averaged instead (0: none).
 
     Returns
     -------
     str
-        Hex SHA-256; any change to a checkpoint's files or ``config.json`` changes it.
+        Hex SHA-256 of the size, mtime and inode of every checkpoint file, ``config.json`` and the package source.
     """
     digest = hashlib.sha256(f"{os.path.abspath(workdir)}\0{checkpoint}\0{average_last}\0".encode())
     digest.update(cache_dirs.source_digest().encode())
@@ -59,14 +52,10 @@ def entry_path(cache_dir: str, workdir: str, checkpoint: str, average_last: int)
 
     Parameters
     ----------
-    cache_dir : str
-        The compilation cache directory.
-    workdir : str
-        A training work directory.
-    checkpoint : str
-        ``"latest"``, ``"averaged"``, ``"best"`` or a step.
+    cache_dir, workdir, checkpoint : str
+        The compilation cache directory; as in :func:`run_identity`.
     average_last : int
-        Checkpoints averaged instead (0: none).
+        As in :func:`run_identity`.
 
     Returns
     -------
@@ -86,10 +75,8 @@ def save(path: str, params: Any, identity: str, description: str) -> None:
         From :func:`entry_path`.
     params : dict
         Nested dicts of arrays, as a restore returns them.
-    identity : str
-        :func:`run_identity` before and after the restore.
-    description : str
-        ``TrainedRun.checkpoint`` of the restore (e.g. ``"average of steps [...]"``).
+    identity, description : str
+        :func:`run_identity` before and after the restore; the restore's ``TrainedRun.checkpoint``.
     """
     safetensors_params.save_safetensors(path, params, {"identity": identity, "checkpoint": description})
 
@@ -99,10 +86,8 @@ def load(path: str, identity: str) -> tuple[dict[str, Any], str] | None:
 
     Parameters
     ----------
-    path : str
-        From :func:`entry_path`.
-    identity : str
-        :func:`run_identity` now.
+    path, identity : str
+        From :func:`entry_path`; :func:`run_identity` now.
 
     Returns
     -------
@@ -116,25 +101,3 @@ def load(path: str, identity: str) -> tuple[dict[str, Any], str] | None:
     except Exception:  # A damaged entry: restored again and rewritten.
         return None
     return (params, metadata.get("checkpoint", "")) if metadata.get("identity") == identity else None
-
-
-def read_config(workdir: str) -> Experiment | None:
-    """Return the run's experiment as ``checkpoints.read_config`` builds it, without importing Orbax.
-
-    Parameters
-    ----------
-    workdir : str
-        A training work directory.
-
-    Returns
-    -------
-    Experiment or None
-        ``None`` where ``checkpoints.read_config`` would raise or explain: the caller takes that path.
-    """
-    path = os.path.join(workdir, run_files.CONFIG_FILE)
-    try:
-        with open(path, encoding="utf-8") as file:
-            saved = json.load(file)
-        return sections.build_experiment(schema.with_old_run_defaults(saved), path) if isinstance(saved, dict) else None
-    except Exception:
-        return None

@@ -11,7 +11,8 @@ import jax
 from absl import logging
 from etils import epath
 
-from attention_jax.checkpointing.checkpoints import finished_steps, flatten_config, read_config
+from attention_jax.checkpointing.checkpoints import finished_steps, flatten_config
+from attention_jax.checkpointing.run_config import read_config
 from attention_jax.experiment import schema
 from attention_jax.experiment.fields import ResumeRule
 from attention_jax.experiment.sections import Experiment

@@ -36,7 +36,7 @@ def _leaves_with_paths(params: Any) -> list[tuple[Any, Any]]:
 
 
 def _flatten_params(params: Any) -> dict[str, np.ndarray]:
-    """Return the leaves as host arrays keyed by tensor name, in the tree's order (see :func:`tensor_names`)."""
+    """Return the leaves as host arrays keyed by tensor name, in the tree's order."""
     leaves = _leaves_with_paths(params)
     return {SEPARATOR.join(_key_name(key) for key in path): np.asarray(jax.device_get(leaf)) for path, leaf in leaves}
 
@@ -76,15 +76,13 @@ def run_metadata(experiment: Experiment, *, workdir: str = "", checkpoint: str =
     ----------
     experiment : Experiment
         The run's; its ``config.json`` fields are stored.
-    workdir : str
-        The run's directory, stored absolute, when written from one.
-    checkpoint : str
-        Which parameters (``"latest"``, ``"averaged"``, a step).
+    workdir, checkpoint : str
+        Where the parameters came from (stored absolute) and which (``"latest"``, ``"averaged"``, a step).
 
     Returns
     -------
     dict[str, str]
-        ``format``, ``config`` and, when given, ``workdir`` and ``checkpoint``.
+        ``format``, ``config`` and those of ``workdir`` and ``checkpoint`` given.
     """
     metadata = {"format": FORMAT, "config": json.dumps(experiment.to_json_dict(), sort_keys=True)}
     origin = (("workdir", workdir and os.path.abspath(workdir)), ("checkpoint", checkpoint))

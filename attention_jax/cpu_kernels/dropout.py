@@ -1,8 +1,7 @@
 """Dropout with JAX's own Threefry mask, without the loop JAX's CPU lowering puts around it.
 
-Written out as 20 rounds, Threefry-2x32 (Salmon et al., 2011) is one vectorized fusion; bits and masks
-equal ``jax.random.bits``/``bernoulli``, and whatever could differ (other keys, 64-bit mode, the legacy
-layout, over 2^32 elements) calls JAX's own.
+Threefry-2x32 (Salmon et al., 2011) written out as 20 rounds is one vectorized fusion with JAX's bits and masks;
+whatever could differ (other keys, 64-bit mode, the legacy layout, over 2^32 elements) calls JAX's own.
 """
 
 from __future__ import annotations

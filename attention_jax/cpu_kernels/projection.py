@@ -1,7 +1,4 @@
-"""Dense layers' products with a backward pass of plain 2-D matrix products, which XLA's CPU backend runs fast.
-
-``dx = g K^T`` and ``dK = x^T g`` over ``M = B * L`` rows; gradients equal autodiff's up to rounding.
-"""
+"""Dense products whose backward pass is two 2-D matmuls, ``dx = g K^T`` and ``dK = x^T g``, fast on XLA's CPU."""
 
 from __future__ import annotations
 
@@ -21,24 +18,13 @@ def _as_matrices(x: Array, kernel: Array, num_contracted: int) -> tuple[Array, A
 
 
 TRANSPOSE_BLOCK_ROWS = 128
-"""Rows per block of :func:`transpose_in_row_blocks`."""
+"""Rows per block of :func:`_transpose_in_row_blocks`."""
 MAX_TRANSPOSE_BLOCKS = 32
 """At most this many blocks, so that the compiled program stays small."""
 
 
-def transpose_in_row_blocks(matrix: Array) -> Array:
-    """Return ``matrix.T`` materialized as transposed row blocks, which stay in cache (one device only).
-
-    Parameters
-    ----------
-    matrix : Array
-        ``[M, C]``.
-
-    Returns
-    -------
-    Array
-        ``[C, M]``.
-    """
+def _transpose_in_row_blocks(matrix: Array) -> Array:
+    """Return ``matrix.T`` (``[M, C]`` to ``[C, M]``) built of transposed row blocks that stay in cache."""
     num_rows = matrix.shape[0]
     block_rows = max(TRANSPOSE_BLOCK_ROWS, -(-num_rows // MAX_TRANSPOSE_BLOCKS))
     if num_rows <= block_rows:
@@ -69,7 +55,7 @@ def _contract_trailing_backward(num_contracted: int, precision: Any, residuals: 
     if jax.default_backend() != "cpu":
         inputs_transposed = inputs.T  # [C, M]
     elif jax.device_count() == 1:
-        inputs_transposed = transpose_in_row_blocks(inputs)
+        inputs_transposed = _transpose_in_row_blocks(inputs)
     else:  # Over a mesh GSPMD would move the blocks of row-sharded inputs between the devices.
         inputs_transposed = jax.lax.optimization_barrier(inputs.T)
     x_gradient = jnp.matmul(gradient, weights.T, precision=precision)  # [M, C]

@@ -152,13 +152,16 @@ def _cached_run(workdir: str, checkpoint: str, average_last: int, identity: str)
     """The run with its parameters from a current entry, as ``inference.load_run`` builds it; else ``None``."""
     import jax
 
-    from attention_jax.checkpointing import compilation_cache, restored_params
+    from attention_jax.checkpointing import compilation_cache, restored_params, run_config
     from attention_jax.data.tokenizer import Tokenizer
     from attention_jax.decoding import inference
     from attention_jax.foundation import run_files
     from attention_jax.models.variants import ModelKind
 
-    experiment = restored_params.read_config(workdir)
+    try:
+        experiment = run_config.read_config(workdir)
+    except Exception:  # load_run explains.
+        experiment = None
     tokenizer_path = os.path.join(workdir, run_files.TOKENIZER_FILE)
     if experiment is None or experiment.model_kind != ModelKind.ENCODER_DECODER or not os.path.isfile(tokenizer_path):
         return None  # load_run explains.

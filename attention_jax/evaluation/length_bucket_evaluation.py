@@ -60,10 +60,9 @@ def evaluate_run(workdir: str, split_dir: str, *, checkpoint: str = "latest", ba
 
     Parameters
     ----------
-    workdir, split_dir : str
-        A finished training run; a split ``python -m attention_jax.data.length_buckets`` wrote.
-    checkpoint : str
-        ``latest``, ``averaged``, ``best`` or a step.
+    workdir, split_dir, checkpoint : str
+        A finished training run; a split ``python -m attention_jax.data.length_buckets`` wrote; ``latest``,
+        ``averaged``, ``best`` or a step.
     batch_size : int
         Sentences per batch.
 

@@ -32,10 +32,8 @@ def import_python_file(path: str, prefix: str, import_root: str) -> ModuleType:
 
     Parameters
     ----------
-    path : str
-        The file.
-    prefix : str
-        The module name's prefix; the path, made an identifier, follows it.
+    path, prefix : str
+        The file; the module name's prefix (the path, made an identifier, follows it).
     import_root : str
         Put on ``sys.path`` when missing: config files import ``configs.base`` from the repository root.
 
@@ -47,8 +45,7 @@ def import_python_file(path: str, prefix: str, import_root: str) -> ModuleType:
     Raises
     ------
     PythonFileError
-        For a ``SyntaxError`` (``"<path> line N: SyntaxError: <msg>."``) or any exception the file raised
-        (``"importing <path> raised <type>: <error>"``).
+        For a ``SyntaxError`` or any exception the file raised, in one line naming the file.
     """
     spec = importlib.util.spec_from_file_location(prefix + re.sub(r"\W", "_", os.path.abspath(path)), path)
     assert spec is not None and spec.loader is not None  # A .py path always has a loader.

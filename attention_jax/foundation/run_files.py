@@ -33,7 +33,7 @@ def final_bleu_splits(names: Sequence[str]) -> tuple[str, ...]:
     ValueError
         For anything else.
     """
-    splits = tuple("dev" if split == "validation" else split for split in names)  # Both names of dev.
+    splits = tuple("dev" if split == "validation" else split for split in names)
     if not splits or not set(splits) <= set(FINAL_BLEU_SPLITS) or len(set(splits)) != len(splits):
         raise ValueError(f"config.final_bleu_splits={splits!r} must name some of {FINAL_BLEU_SPLITS} once each, "
                          "e.g. --config.final_bleu_splits='(\"dev\",)'; to decode none, set --config.final_bleu=False.")
@@ -103,10 +103,8 @@ def eval_report_path(workdir: str, split: str, checkpoint: str | None = None, fi
 
     Parameters
     ----------
-    workdir : str
-        The run directory.
-    split : str
-        The evaluated split, or a :func:`parallel_text_name`.
+    workdir, split : str
+        The run directory; the evaluated split, or a :func:`parallel_text_name`.
     checkpoint : str, optional
         A :func:`checkpoint_label`; ``None`` for the run's own final evaluation.
     first : int
@@ -125,8 +123,7 @@ def eval_report_path(workdir: str, split: str, checkpoint: str | None = None, fi
 def parallel_text_name(source_file: str, workdir: str | None = None) -> str:
     """Return the name an evaluation of a parallel text is filed under: ``file_<stem>``.
 
-    The prefix keeps ``test.en`` from taking the test split's name; a name another source file's report
-    already holds in ``workdir`` gets the path's hash, ``file_test_<8 hex digits>``.
+    The prefix keeps ``test.en`` from taking the test split's name; a name another file's report holds gets a hash.
 
     Parameters
     ----------
@@ -227,10 +224,8 @@ def check_directory(directory: str, flag: str, *, writable: bool = False, instea
 
     Parameters
     ----------
-    directory : str
-        The directory named; it may not exist yet.
-    flag : str
-        Its flag, for the message.
+    directory, flag : str
+        The directory named (it may not exist yet); its flag, for the message.
     writable : bool
         Also require write access there or in the closest existing ancestor.
     instead : str
@@ -306,10 +301,8 @@ def write_json_atomically(path: str, value: Any, **dump_options: Any) -> None:
     ----------
     path : str
         Destination file.
-    value : Any
-        A JSON-serializable value.
-    **dump_options : Any
-        Further ``json.dumps`` options.
+    value, **dump_options : Any
+        A JSON-serializable value; further ``json.dumps`` options.
     """
     dump_options.setdefault("indent", 2)
     write_atomically(path, json.dumps(value, **dump_options) + "\n")

@@ -56,10 +56,8 @@ def exit_with_error(program: str, message: str, status: int = USAGE_ERROR) -> No
 
     Parameters
     ----------
-    program : str
-        The command's ``python -m`` name, the fallback of :func:`program_name`.
-    message : str
-        What was wrong and what to change; lines are joined.
+    program, message : str
+        The fallback of :func:`program_name`; what was wrong and what to change (lines are joined).
     status : int
         The exit status.
     """

@@ -113,7 +113,7 @@ def test_the_cpu_backward_pass_materializes_the_transposed_inputs() -> None:
 def test_transpose_in_row_blocks_equals_numpy(shape: tuple[int, int]) -> None:
     """Less than a block, exactly one, a ragged last block, 8 blocks, and taller blocks past the cap."""
     matrix = np.random.default_rng(shape[0]).normal(size=shape).astype(np.float32)
-    transposed = jax.jit(projection.transpose_in_row_blocks)(jnp.asarray(matrix))
+    transposed = jax.jit(projection._transpose_in_row_blocks)(jnp.asarray(matrix))
     np.testing.assert_array_equal(np.asarray(transposed), matrix.T)
 
 
