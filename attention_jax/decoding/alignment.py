@@ -61,10 +61,8 @@ def cross_attention(params: Any, inputs: Array, targets: Array, *, model_config:
     ----------
     params : pytree
         Plain model parameters.
-    inputs : Array
-        int32 ``[B, S]`` source ids ending in EOS, 0-padded.
-    targets : Array
-        int32 ``[B, T]`` target ids ending in EOS, 0-padded.
+    inputs, targets : Array
+        int32 ``[B, S]`` and ``[B, T]`` ids ending in EOS, 0-padded.
     model_config : TransformerConfig
         The model, with the ``einsum`` attention (the one that records weights).
 
@@ -103,10 +101,8 @@ def hard_alignments(model_config: TransformerConfig, params: Any, source_ids: Se
         Plain parameters.
     source_ids, target_ids : Sequence[Sequence[int]]
         Pairs ending in EOS; a pair with an empty side gives ``[]``.
-    layer : int
-        Decoder layer read, ``-1`` the last.
-    batch_size : int
-        Pairs per forced pass.
+    layer, batch_size : int
+        Decoder layer read (``-1``: the last); pairs per forced pass.
 
     Returns
     -------

@@ -102,10 +102,8 @@ def load_run(workdir: str, checkpoint: str = "latest", average_last: int = 0) ->
 
     Parameters
     ----------
-    workdir : str
-        A training work directory or an export.
-    checkpoint : str
-        As ``inference.load_run``'s.
+    workdir, checkpoint : str
+        A training work directory or an export; as ``inference.load_run``'s.
     average_last : int
         As ``inference.load_run``'s.
 

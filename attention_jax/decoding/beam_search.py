@@ -258,10 +258,8 @@ def beam_search(step_fn: StepFn, initial_state: Any, max_lengths: Array, *, beam
         ``L``, the static output length.
     early_stop : bool
         Stop a sentence once no live hypothesis can win; the best is the same either way.
-    num_best : int
-        Finished hypotheses early termination guarantees final (1 to ``K``).
-    eos_id, bos_id : int
-        End and start tokens.
+    num_best, eos_id, bos_id : int
+        Finished hypotheses early termination guarantees final (1 to ``K``); end and start tokens.
     banned_ids : tuple of int
         Ids never emitted (their mass removed, not renormalized).
     stage_ends : tuple of int

@@ -33,11 +33,7 @@ MIN_SOURCE_BUCKET = 8
 
 
 class TextCodec(Protocol):
-    """What decoding needs from a tokenizer (``data.tokenizer.Tokenizer`` has it).
-
-    ``vocab_size`` pieces; ``encode(text)``: the ids of a sentence, ending in EOS; ``decode(ids)``: the text
-    of ``ids`` up to the first EOS.
-    """
+    """What decoding needs from a tokenizer: ``vocab_size``, ``encode`` (ids ending in EOS), ``decode`` (to EOS)."""
 
     @property
     def vocab_size(self) -> int: ...  # numpydoc ignore=GL08
@@ -55,18 +51,14 @@ def decode_batch(params: Any, inputs: Array, max_lengths: Array, *, model_config
                  use_cache: bool = True, early_stop: bool = True,
                  mesh: jax.sharding.Mesh | None = None,
                  cache_stages: int = DecodeSettings.cache_stages, num_best: int = 1) -> beam_search.SearchResult:
-    """Translate a padded batch of source ids (jitted; one compilation per shape and setting).
-
-    With a mesh each device searches its own sentences under ``shard_map`` (docs/design.md).
+    """Translate a padded batch of source ids (jitted; with a mesh, per device under ``shard_map``: docs/design.md).
 
     Parameters
     ----------
     params : pytree
         Plain model parameters.
-    inputs : Array
-        int32 ``[B, S]`` source ids ending in EOS, 0-padded.
-    max_lengths : Array
-        int32 ``[B]`` maximum output lengths (EOS included); 0 skips a padding row.
+    inputs, max_lengths : Array
+        int32 ``[B, S]`` source ids ending in EOS, 0-padded; ``[B]`` output limits (EOS in; 0 skips a row).
     model_config : TransformerConfig
         The model.
     method : str
@@ -77,16 +69,12 @@ def decode_batch(params: Any, inputs: Array, max_lengths: Array, *, model_config
         Length-penalty strength.
     max_decode_len : int
         ``L``: cache size and output length, at most ``model_config.max_len``.
-    use_cache : bool
-        Use the key/value cache, or recompute the prefix each step.
-    early_stop : bool
-        As for :func:`~attention_jax.decoding.beam_search.beam_search`.
+    use_cache, early_stop : bool
+        Use the key/value cache (else recompute the prefix); stop early as ``beam_search.beam_search`` does.
     mesh : jax.sharding.Mesh, optional
         Split the batch over its ``"data"`` axis.
-    cache_stages : int
-        Grow the cache in this many stages; outputs are the same for any value.
-    num_best : int
-        Hypotheses early termination waits for.
+    cache_stages, num_best : int
+        Stages the cache grows in (same outputs for any); hypotheses early termination waits for.
 
     Returns
     -------
@@ -142,12 +130,8 @@ def bucket_length(length: int, maximum: int, minimum: int = MIN_SOURCE_BUCKET) -
 
     Parameters
     ----------
-    length : int
-        Longest source in the batch, EOS included.
-    maximum : int
-        Largest bucket.
-    minimum : int
-        Smallest bucket.
+    length, maximum, minimum : int
+        Longest source in the batch (EOS included); largest and smallest bucket.
 
     Returns
     -------
@@ -165,12 +149,8 @@ def cache_length(longest_output: int, limit: int, multiple: int = 16) -> int:
 
     Parameters
     ----------
-    longest_output : int
-        The largest maximum output length, EOS included.
-    limit : int
-        Largest allowed ``L``.
-    multiple : int
-        Round up to a multiple of this (``decode_steps.POSITION_MULTIPLE``).
+    longest_output, limit, multiple : int
+        Largest maximum output length (EOS included); largest ``L``; ``decode_steps.POSITION_MULTIPLE``.
 
     Returns
     -------
@@ -185,12 +165,8 @@ def bucket_rows(num_rows: int, maximum: int, multiple: int = 1) -> int:
 
     Parameters
     ----------
-    num_rows : int
-        Sentences in the batch.
-    maximum : int
-        The batch size.
-    multiple : int
-        Round up to a multiple of this (devices on the data axis).
+    num_rows, maximum, multiple : int
+        Sentences in the batch; the batch size; round up to a multiple of this (devices on the data axis).
 
     Returns
     -------
@@ -297,8 +273,6 @@ class _Batch:
 
 class Translator:
     """Translate sentences with beam search (or greedy decoding) in length-sorted, bucketed batches.
-
-    Inputs over ``model_config.max_len - settings.max_decode_extra_len`` tokens are truncated with a warning.
 
     Parameters
     ----------
@@ -497,10 +471,8 @@ class Translator:
 
         Parameters
         ----------
-        max_tokens : int
-            The longest source (EOS included) whose bucket is warmed.
-        num_best : int
-            The ``nbest`` the caller will ask for (a compiled setting).
+        max_tokens, num_best : int
+            The longest source (EOS included) whose bucket is warmed; the ``nbest`` to be asked for (compiled).
 
         Returns
         -------
@@ -535,10 +507,8 @@ class Translator:
 
         Parameters
         ----------
-        length : int
-            The source bucket.
-        num_best : int
-            The ``nbest`` the caller will ask for.
+        length, num_best : int
+            The source bucket; the ``nbest`` the caller will ask for.
         """
         self.fixed_shapes = True
         rows = bucket_rows(1, self.batch_size, self.mesh.shape["data"] if self.mesh is not None else 1)

@@ -107,10 +107,8 @@ def search_setup(model_config: TransformerConfig, params: Any, inputs: Array, *,
         Its parameters.
     inputs : Array
         ``[B, S]`` source ids.
-    rows_per_sentence : int
-        ``R``, hypotheses per sentence (1 for greedy): hypothesis ``k`` of ``b`` in row ``b R + k``.
-    max_decode_len : int
-        ``L``.
+    rows_per_sentence, max_decode_len : int
+        ``R``, hypotheses per sentence (1 for greedy; hypothesis ``k`` of ``b`` in row ``b R + k``); ``L``.
     use_cache : bool
         Cached or uncached steps.
     cache_stages : int

@@ -91,10 +91,8 @@ def export_function(model_config: TransformerConfig, params: Any, function: str,
         Its parameters.
     function : str
         ``"logits"`` or ``"translate"``.
-    batch_size, source_len : int
-        ``B`` and ``S`` of ``inputs``.
-    target_len : int
-        ``T`` of ``targets`` (``logits`` only).
+    batch_size, source_len, target_len : int
+        ``B`` and ``S`` of ``inputs``; ``T`` of ``targets`` (``logits`` only).
     settings : DecodeSettings
         The decoding settings (``translate`` only).
     platforms : Sequence[str], optional

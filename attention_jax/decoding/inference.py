@@ -85,10 +85,8 @@ def load_run(workdir: str, checkpoint: str = "latest", *, average_last: int = 0,
 
     Parameters
     ----------
-    workdir : str
-        A training work directory or an ``export --format=directory``.
-    checkpoint : str
-        ``"latest"``, ``"averaged"``, ``"best"`` or a step.
+    workdir, checkpoint : str
+        A training work directory or an ``export --format=directory``; ``latest``, ``averaged``, ``best`` or a step.
     average_last : int
         Average the last this many checkpoints instead (Section 6.1).
     model_kind : str

@@ -32,8 +32,6 @@ def encode_batch(tokenizer: TextCodec, sources: Sequence[str], targets: Sequence
                  source_len: int = 0, target_len: int = 0) -> dict[str, np.ndarray]:
     """Tokenize sentences (and their translations) into a padded batch, rows ending in EOS (no BOS).
 
-    For a notebook, a test or an exported function's fixed shape.
-
     Parameters
     ----------
     tokenizer : TextCodec

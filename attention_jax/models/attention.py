@@ -254,9 +254,8 @@ def _position_scores(module: nn.Module, entry: AttentionFunction, scheme: Any, q
 class MultiHeadAttention(nn.Module):
     """Multi-head attention, Section 3.2.2: Concat(head_1..head_h) W^O, head_i = Attention(Q W_i^Q, ...).
 
-    ``attention_function`` (a registry entry) picks the path; ``positional_encoding`` is an in-attention
-    encoding (self-attention only); ``decode`` keeps keys and values in ``cache``, ``decode_window`` > 0 limits
-    them; a :class:`LocalMask` selects restricted self-attention; ``dtype`` is the compute dtype.
+    ``positional_encoding``: an in-attention encoding (self-attention only); ``decode`` keeps keys and values
+    in ``cache``, the last ``decode_window`` of them when > 0; a :class:`LocalMask` selects restricted attention.
     """
 
     num_heads: int

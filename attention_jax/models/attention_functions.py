@@ -114,10 +114,8 @@ def additive_attention(
 
     Parameters
     ----------
-    query, key, value : Array
-        ``[B, T, H, K]``, ``[B, S, H, K]``, ``[B, S, H, V]``.
-    score_vector : Array
-        ``[H, K]``, ``w_h`` per head.
+    query, key, value, score_vector : Array
+        ``[B, T, H, K]``, ``[B, S, H, K]``, ``[B, S, H, V]``; ``w_h`` per head, ``[H, K]``.
     mask : Array, optional
         Boolean, broadcastable to ``[B, H, T, S]``.
     return_weights : bool

@@ -19,10 +19,8 @@ def single_query_attention(query: Array, key: Array, value: Array, mask: Array |
 
     Parameters
     ----------
-    query : Array
-        ``[B * R, 1, H, K]``; row ``b * R + r`` attends to row ``b``.
-    key, value : Array
-        ``[B, S, H, K]`` and ``[B, S, H, V]``.
+    query, key, value : Array
+        ``[B * R, 1, H, K]`` (row ``b * R + r`` attends to row ``b``), ``[B, S, H, K]``, ``[B, S, H, V]``.
     mask : Array, optional
         Boolean, broadcastable to ``[B, H, 1, S]``.
 
@@ -68,10 +66,8 @@ def cached_single_query_attention(query: Array, key: Array, value: Array, mask: 
 
     Parameters
     ----------
-    query : Array
-        ``[B, 1, H, K]``.
-    key, value : Array
-        ``[B, H, S, K]`` and ``[B, H, S, V]``, as stored.
+    query, key, value : Array
+        ``[B, 1, H, K]``; ``[B, H, S, K]`` and ``[B, H, S, V]``, as stored.
     mask : Array, optional
         Boolean, broadcastable to ``[B, H, 1, S]``.
 

@@ -80,10 +80,8 @@ def transformer_train_flops(*, rows: int, source_len: int, target_len: int, num_
 
     Parameters
     ----------
-    rows, source_len, target_len : int
-        Batch shape, padding included.
-    num_layers, d_model, d_ff, num_heads, key_dim, value_dim, vocab_size : int
-        Model shape (Section 3).
+    rows, source_len, target_len, num_layers, d_model, d_ff, num_heads, key_dim, value_dim, vocab_size : int
+        Batch shape, padding included; model shape (Section 3).
     attention_function, positional_encoding : str
         The config's variants.
     encoding_settings : Any

@@ -61,14 +61,10 @@ class LanguageModel(nn.Module):
         ----------
         input_ids : Array
             ``[B, L]`` ids, ``[BOS] + targets[:-1]``.
-        valid : Array, optional
-            Boolean ``[B, L]`` real tokens; default all.
-        segmentation, positions : Array, optional
-            ``[B, L]`` document ids and positions of packed rows.
-        deterministic : bool
-            Disable dropout.
-        sow_weights : bool
-            Record attention weights in ``intermediates``.
+        valid, segmentation, positions : Array, optional
+            Boolean ``[B, L]`` real tokens (default all); ``[B, L]`` document ids and positions of packed rows.
+        deterministic, sow_weights : bool
+            Disable dropout; record attention weights in ``intermediates``.
 
         Returns
         -------

@@ -51,10 +51,8 @@ def token_loss_sums(logits: Array, targets: Array, label_smoothing: float, *,
 
     Parameters
     ----------
-    logits : Array
-        ``[B, T, N]``, computed in float32.
-    targets : Array
-        ``[B, T]`` gold ids, 0 = pad.
+    logits, targets : Array
+        ``[B, T, N]``, computed in float32; ``[B, T]`` gold ids, 0 = pad.
     label_smoothing : float
         ``eps_ls`` in ``[0, 1)``.
     cpu_kernels : bool

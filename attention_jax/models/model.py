@@ -377,10 +377,8 @@ class Transformer(nn.Module):
             ``[B, S]`` source ids.
         inputs_segmentation, inputs_position : Array, optional
             ``[B, S]`` pair ids and positions of packed rows.
-        deterministic : bool
-            Disable dropout.
-        sow_weights : bool
-            Record attention weights in ``intermediates``.
+        deterministic, sow_weights : bool
+            Disable dropout; record attention weights in ``intermediates``.
 
         Returns
         -------
@@ -410,20 +408,14 @@ class Transformer(nn.Module):
 
         Parameters
         ----------
-        encoded : Array
-            ``[B, S, D]`` from :meth:`encode`.
-        inputs : Array
-            ``[B, S]`` source ids (cross-attention padding mask).
+        encoded, inputs : Array
+            ``[B, S, D]`` from :meth:`encode`; ``[B, S]`` source ids (cross-attention padding mask).
         decoder_inputs : Array
             ``[B, T]`` ids, ``[BOS] + targets[:-1]``; ``[B, 1]`` in decode mode.
-        targets_valid : Array, optional
-            ``[B, T]`` real target positions; default all.
-        inputs_segmentation, targets_segmentation, targets_position : Array, optional
-            Packed rows' pair ids and target positions.
-        deterministic : bool
-            Disable dropout.
-        sow_weights : bool
-            Record attention weights in ``intermediates``.
+        targets_valid, inputs_segmentation, targets_segmentation, targets_position : Array, optional
+            ``[B, T]`` real target positions (default all); packed rows' pair ids and target positions.
+        deterministic, sow_weights : bool
+            Disable dropout; record attention weights in ``intermediates``.
 
         Returns
         -------

@@ -131,10 +131,8 @@ def with_running_statistics(params: Any, statistics: Any, momentum: float = BATC
 
     Parameters
     ----------
-    params : Any
-        Parameters after the update.
-    statistics : Any
-        The step's ``STATISTICS_COLLECTION`` (empty without batch_norm).
+    params, statistics : Any
+        Parameters after the update; the step's ``STATISTICS_COLLECTION`` (empty without batch_norm).
     momentum : float
         ``running = m running + (1 - m) batch``.
 

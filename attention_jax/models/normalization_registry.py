@@ -37,10 +37,8 @@ Build = Callable[["TransformerConfig", str], Any]
 class Normalization:
     """One normalisation: its name, how to build it and what it needs (docs/normalization.md).
 
-    ``params_per_norm(d_model)`` counts one norm's parameter leaves; ``positions`` are the allowed
-    ``layer_norm_position`` values; ``per_token`` is False for batch statistics (batch_norm), whose packed
-    rows and cached decode steps differ from the full pass in training; ``settings`` is its
-    settings, a pydantic dataclass.
+    ``params_per_norm(d_model)`` counts one norm's parameter leaves; ``per_token`` is False for batch statistics
+    (batch_norm), whose packed rows and cached decode steps differ from the full pass in training.
     """
 
     name: str
@@ -110,10 +108,8 @@ def check_normalization(name: str, *, position: str = "post") -> None:
 
     Parameters
     ----------
-    name : str
-        ``config.normalization``.
-    position : str
-        ``config.layer_norm_position``.
+    name, position : str
+        ``config.normalization`` and ``config.layer_norm_position``.
 
     Raises
     ------

@@ -77,9 +77,7 @@ class PositionalEncodingScheme:
     """One positional encoding: its name, where it acts, how it is computed (docs/extending.md).
 
     ``target`` picks the hook: ``encoding`` (embeddings), ``rotate`` (queries and keys) or ``score_bias`` (plus
-    an optional ``value_term``). ``needs_dot_product`` and ``key_dim_multiple`` restrict the attention
-    settings; ``flops`` counts a self-attention head's added forward FLOPs (``None``: nothing); ``settings``
-    is the entry's settings, a pydantic dataclass.
+    an optional ``value_term``); ``flops`` counts a self-attention head's added forward FLOPs (``None``: none).
     """
 
     name: str
@@ -229,10 +227,8 @@ def check_with_attention(name: str, *, attention_function: str, implementation: 
 
     Parameters
     ----------
-    name : str
-        ``config.positional_encoding``.
-    attention_function, implementation : str
-        ``config.attention_function`` and ``config.attention_implementation``.
+    name, attention_function, implementation : str
+        ``config.positional_encoding``, ``config.attention_function`` and ``config.attention_implementation``.
     key_dim : int
         ``d_k``.
 

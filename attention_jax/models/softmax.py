@@ -39,10 +39,8 @@ def attend(scores: Array, value: Array, mask: Array | None, *, return_weights: b
 
     Parameters
     ----------
-    scores : Array
-        float32 ``[B, H, T, S]``.
-    value : Array
-        ``[B, S, H, V]``.
+    scores, value : Array
+        float32 ``[B, H, T, S]`` and ``[B, S, H, V]``.
     mask : Array or None
         Boolean, broadcastable to ``[B, H, T, S]``.
     return_weights : bool
