@@ -10,9 +10,11 @@ Run from the repository root::
 The step is :func:`attention_jax.training.train_state.train_step` as training runs it (forward, backward,
 Adam, metrics; dropout and label smoothing from the config) on ``rows`` sentence pairs of ``length`` tokens
 on both sides, no padding. ``step_time_s`` is the median of ``--steps`` steps, each timed to completion
-after compilation and ``--warmup_steps``; ``mfu`` is the model's matmul FLOPs
-(:mod:`attention_jax.models.flops`) per second over the peak of float32 ``--peak_size``^3 products
-measured here, times the device count.
+after compilation and ``--warmup_steps``; ``compiled_memory_bytes`` is XLA's account of the compiled step
+(its arguments: parameters, Adam's moments and the batch; ``temp``: activations kept for the backward pass and
+scratch), the same on every run of one program and a device's memory need without a profiler; ``mfu`` is
+the model's matmul FLOPs (:mod:`attention_jax.models.flops`) per second over the peak of float32
+``--peak_size``^3 products measured here, times the device count.
 """
 
 from __future__ import annotations
@@ -115,6 +117,7 @@ def benchmark(config: Any, rows: int, length: int, steps: int, warmup_steps: int
     compile_s = time.perf_counter() - start
     cost = compiled.cost_analysis()
     cost = cost[0] if isinstance(cost, (list, tuple)) else cost
+    memory = compiled.memory_analysis()
     carry = {"state": state}
 
     def step() -> None:
@@ -154,6 +157,8 @@ def benchmark(config: Any, rows: int, length: int, steps: int, warmup_steps: int
         "peak_matmul_gflops_per_s": peak / 1e9,
         "mfu": flops / step_time / peak,
         "loss": float(sums["loss_sum"] / sums["tokens"]),
+        "compiled_memory_bytes": {name: getattr(memory, f"{name}_size_in_bytes")
+                                  for name in ("argument", "output", "alias", "temp")} if memory else None,
     }
 
 

@@ -20,6 +20,7 @@ PAGE_REPORTS = {
     "docs/normalization.md": ["docs/normalization"],
     "docs/positions.md": ["docs/positions"],
     "docs/attention_functions.md": ["docs/attention_functions"],
+    "docs/feed_forward.md": ["docs/feed_forward"],
     "docs/table2.md": ["docs/table2_small", "docs/table2_small_subset"],
     "README.md": ["docs/table2_small", "docs/normalization", "docs/positions", "docs/attention_functions",
                   "docs/feed_forward"],
