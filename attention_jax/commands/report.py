@@ -18,7 +18,8 @@ attention function (``configs/sweeps/attention_function.py``) also gets ``ROOT/a
 ``.csv`` and ``.png``: each function against scaled dot product at the same ``d_k``, paired by seed
 (:mod:`attention_jax.reports.within_groups`). A sweep whose runs were scored on length buckets
 (``configs/sweeps/positions.py``) also gets ``ROOT/positions_by_length.md``, ``.csv`` and ``.png``: each positional
-encoding against sinusoidal, bucket by bucket (:mod:`attention_jax.reports.by_bucket`).
+encoding against sinusoidal, bucket by bucket (a bucket is its group:
+:mod:`attention_jax.reports.within_groups` too).
 
 A sweep over corpora (``ROOT/<corpus>/<row>/seed_<k>/``) gets each corpus's reports in ``ROOT/<corpus>/`` and,
 for two corpora or more, ``ROOT/transfer.md``, ``.csv`` and ``.png``: each row's change on every corpus and whether
