@@ -86,19 +86,8 @@ def verdict(changes: Sequence[float], paper_direction: int, reference: str = "ba
     return ("reproduced" if ours == paper_direction else "opposite"), basis
 
 
-def diverged_label(diverged_seeds: Sequence[int | None]) -> str:
-    """Return ``"seed 1"``, ``"seeds 0, 2"``, or ``"the run"`` for a run without a seed directory.
-
-    Parameters
-    ----------
-    diverged_seeds : Sequence[int or None]
-        The seeds that diverged.
-
-    Returns
-    -------
-    str
-        The label.
-    """
+def _diverged_label(diverged_seeds: Sequence[int | None]) -> str:
+    """``"seed 1"``, ``"seeds 0, 2"``, or ``"the run"`` for a run without a seed directory."""
     seeds = [str(seed) for seed in diverged_seeds if seed is not None]
     return f"seed{'s' if len(seeds) > 1 else ''} {', '.join(seeds)}" if seeds else "the run"
 
@@ -139,7 +128,7 @@ def _paper_verdict(ppl: MetricStats, paper_figure_change: float | None, referenc
         return verdict(list(ppl.changes.values()), direction, reference)
     others = verdict([change for seed, change in ppl.changes.items() if seed not in ppl.diverged], direction,
                      reference)
-    return "unstable", (f"{diverged_label(ppl.diverged)} diverged (a non-finite loss, or last dev PPL > "
+    return "unstable", (f"{_diverged_label(ppl.diverged)} diverged (a non-finite loss, or last dev PPL > "
                         f"{comparison.DIVERGED_FACTOR:g}x its best); the other seeds: {others[0]} ({others[1]})")
 
 
@@ -171,21 +160,10 @@ def aggregate(rows: Sequence[RowReport], reference: str | None = None) -> dict[s
     return stats
 
 
-def verdict_cell(stats: PaperRow) -> str:
-    """The verdict column: the verdict, marked when it rests on one seed's sign or a seed diverged.
-
-    Parameters
-    ----------
-    stats : PaperRow
-        The row's figures.
-
-    Returns
-    -------
-    str
-        E.g. ``"reproduced (sign only)"`` or ``"unstable (seed 1 diverged)"``.
-    """
+def _verdict_cell(stats: PaperRow) -> str:
+    """The verdict, marked when it rests on one seed's sign (``"(sign only)"``) or a seed diverged."""
     if stats.verdict == "unstable":
-        return f"unstable ({diverged_label(stats.ppl.diverged)} diverged)"
+        return f"unstable ({_diverged_label(stats.ppl.diverged)} diverged)"
     return stats.verdict + (" (sign only)" if stats.verdict_basis.startswith("sign only") else "")
 
 
@@ -218,7 +196,7 @@ def columns(metric: comparison.Metric, rows: Sequence[RowReport], reference: str
         cells[row.row] = [format_figure(None if value is None else value * scale, None, metric.digits),
                           format_figure(change, None, 1 if metric.relative else metric.digits,
                                         percent=metric.relative, sign=True)]
-        cells[row.row] += [verdict_cell(stats[row.row])] if stats else []
+        cells[row.row] += [_verdict_cell(stats[row.row])] if stats else []
     return ["paper", f"paper change vs {reference}", *(["paper verdict"] if stats else [])], cells
 
 

@@ -85,26 +85,10 @@ class Trend:
     reading_basis: str
 
 
-def paired_trend(name: str, first: PairedRow, last: PairedRow, above: str, below: str,
-                 pending: str = "no seed finished in both rows") -> Trend:
-    """Return the trend from ``first``'s change to ``last``'s, seed by seed, read by :func:`directional_reading`.
-
-    Parameters
-    ----------
-    name : str
-        What the trend is of (:attr:`Trend.name`).
-    first, last : PairedRow
-        The same row or value in two groups.
-    above, below : str
-        The reading of a trend beyond the seeds' spread, growing or shrinking.
-    pending : str
-        The basis when no seed is paired in both.
-
-    Returns
-    -------
-    Trend
-        Its differences in the fraction's units (percentage points once times 100).
-    """
+def _paired_trend(name: str, first: PairedRow, last: PairedRow, above: str, below: str,
+                  pending: str = "no seed finished in both rows") -> Trend:
+    """The trend from ``first``'s change to ``last``'s (the same row or value in two groups), seed by seed, read by
+    :func:`directional_reading`; its differences are fractions (percentage points once times 100)."""
     differences = paired_changes(last.ppl_changes, first.ppl_changes, relative=False)
     reading, basis = directional_reading(list(differences.values()), above, below, pending)
     return Trend(name, first.value, first.group, last.group, differences, reading, basis)
@@ -234,8 +218,8 @@ def _group_trends(compared: Sequence[PairedRow], declared: GroupComparison) -> l
         if len({row.group for row in members}) < 2:
             continue
         small, large = (function(members, key=lambda row: row.group) for function in (min, max))
-        trends.append(paired_trend(value, small, large, f"grows with {declared.group_label}",
-                                   f"shrinks with {declared.group_label}"))
+        trends.append(_paired_trend(value, small, large, f"grows with {declared.group_label}",
+                                    f"shrinks with {declared.group_label}"))
     return trends
 
 
@@ -446,7 +430,7 @@ def _length_trends(compared: Sequence[_BucketRow]) -> list[Trend]:
         first, last = by_key.get((row, buckets[0])), by_key.get((row, buckets[-1]))
         if first is None or last is None:
             continue
-        trends.append(paired_trend(row, first, last, "worse with length", "better with length", _PENDING))
+        trends.append(_paired_trend(row, first, last, "worse with length", "better with length", _PENDING))
     return trends
 
 
