@@ -77,7 +77,7 @@ def get_paper_figures() -> dict[str, dict[str, float | None]]:
     Notes
     -----
     ``launch.sweep`` records them in ``sweep.json`` (``paper_figures``); only a sweep file that defines this
-    hook gets the Table 2 layout of ``python -m attention_jax.report`` (the sweep files built on this one
+    hook gets the paper's columns in ``python -m attention_jax.report``'s tables (the sweep files built on this one
     return the same figures). The reference row of the paper's changes is the first row, ``base``.
     """
     return {name: dict(dev_ppl=ppl, dev_bleu=bleu, params_millions=params)

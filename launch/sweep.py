@@ -54,7 +54,7 @@ from absl import app, flags
 
 from attention_jax.data import corpora
 from attention_jax.foundation import run_files, user_errors
-from attention_jax.reports import all_reports, sweep_report
+from attention_jax.reports import all_reports, paper_figures
 from attention_jax.training import workdir_lock
 from launch import local_executor, row_processes, slurm_executor, sweep_record, sweep_spec, tpu_executor
 from launch.sweep_spec import RowJob, RowOutcome
@@ -419,7 +419,7 @@ def main(parsed: tuple[list[str], list[str]]) -> int:
         return 2
     try:
         plan = build_plan(overrides)
-        for setting in sweep_report.overridden_row_settings(dict(plan.description, rows=plan.rows)):
+        for setting in paper_figures.overridden_row_settings(dict(plan.description, rows=plan.rows)):
             print(f"note: a common override replaces row setting {setting}", file=sys.stderr)
         if plan.seeds is not None:
             for row in plan.rows:

@@ -294,7 +294,7 @@ def _import_config_file(path: str) -> ModuleType:
 
 
 PAPER_FIGURE_KEYS = ("dev_ppl", "dev_bleu", "params_millions")
-"""What ``get_paper_figures()`` may give for a row: the figures the Table 2 layout shows beside ours."""
+"""What ``get_paper_figures()`` may give for a row: the figures the report shows beside ours."""
 
 
 def checked_paper_figures(config_file: str, figures: Any, rows: Sequence[str]) -> dict[str, dict[str, float | None]]:

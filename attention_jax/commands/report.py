@@ -9,19 +9,17 @@ write: the root is then only read). Any sweep gets the comparison of every row a
 paired by seed (:mod:`attention_jax.reports.comparison_report`): ``--reference=ROW``, else the sweep file's
 ``get_reference()``, else the first row of ``get_sweep()``; every metric the runs record with its mean ±
 standard error, the paired change ± standard error and a verdict. A sweep whose file gives the paper's
-figures (``get_paper_figures()``, e.g. ``configs/table2.py``) gets the layout of the paper's Table 2 instead
-(:mod:`attention_jax.reports.sweep_report`): for a sweep
-with seeds (``attention-jax-sweep --seeds=K``) each row shows the mean ± standard error over its finished
-seeds, the change of dev perplexity against the reference row (``base``) paired by seed, and a verdict
-against the paper's direction (``reproduced``, ``opposite``, ``within noise``); rows with seeds still to
-run say how many.
+figures (``get_paper_figures()``, e.g. ``configs/table2.py``) gets the paper's figure, its change against the
+reference row and (dev perplexity) a verdict against the paper's direction (``reproduced``, ``opposite``,
+``within noise``) as more columns of the same tables (:mod:`attention_jax.reports.paper_figures`).
 A sweep of ``configs/table3.py`` also gets ``ROOT/table3.md`` and ``.csv``: test BLEU and training cost
 beside the paper's (``configs/table3.py``'s ``get_report()``). A sweep whose rows use more than one
 attention function (``configs/sweeps/attention_function.py``) also gets ``ROOT/attention_functions.md``,
 ``.csv`` and ``.png``: each function against scaled dot product at the same ``d_k``, paired by seed
 (:mod:`attention_jax.reports.within_groups`). A sweep whose runs were scored on length buckets
 (``configs/sweeps/positions.py``) also gets ``ROOT/positions_by_length.md``, ``.csv`` and ``.png``: each positional
-encoding against sinusoidal, bucket by bucket (:mod:`attention_jax.reports.by_bucket`).
+encoding against sinusoidal, bucket by bucket (a bucket is its group:
+:mod:`attention_jax.reports.within_groups` too).
 
 A sweep over corpora (``ROOT/<corpus>/<row>/seed_<k>/``) gets each corpus's reports in ``ROOT/<corpus>/`` and,
 for two corpora or more, ``ROOT/transfer.md``, ``.csv`` and ``.png``: each row's change on every corpus and whether

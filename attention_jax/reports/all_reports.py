@@ -3,27 +3,8 @@
 from __future__ import annotations
 
 import os
-from typing import Sequence
 
-from attention_jax.reports import comparison_report, sweep_diagnostics, sweep_report, sweep_rows, transfer_report
-
-
-def has_paper_figures(rows: Sequence[sweep_rows.RowReport]) -> bool:
-    """Whether the sweep file gave the paper's figures (``get_paper_figures()``): only then the Table 2 layout.
-
-    Parameters
-    ----------
-    rows : Sequence[RowReport]
-        The sweep's rows.
-
-    Returns
-    -------
-    bool
-        True when some row's :attr:`~attention_jax.reports.sweep_rows.RowReport.paper` holds a value that is not None
-        (``configs/table2.py`` and the sweep files built on it; in a root launched before the hook, the rows'
-        ``config.paper``).
-    """
-    return any(value is not None for row in rows for value in row.paper.values())
+from attention_jax.reports import comparison_report, sweep_diagnostics, sweep_rows, transfer_report
 
 
 def write_reports(root: str, out_dir: str, *, all_rows: bool = False,
@@ -67,13 +48,10 @@ def _write_sweep_reports(root: str, out_dir: str, *, all_rows: bool, sustained_t
     """The reports of one sweep root (of one corpus): :func:`write_reports` without the corpora."""
     record, rows = sweep_rows.read_sweep_rows(root, all_rows=all_rows)
     reference_row, _ = comparison_report.resolve_reference(record, rows, reference)
-    if has_paper_figures(rows):
-        paths = sweep_report.write_report(root, all_rows=all_rows, out_dir=out_dir, reference=reference_row)
-    else:
-        paths = comparison_report.write_comparison(root, record, rows, out_dir, reference=reference)
-        diagnostics = sweep_diagnostics.write_diagnostics(root, record.get("report_name", "report"), rows,
-                                                          out_dir=out_dir, reference=reference_row)
-        paths += [diagnostics] if diagnostics else []
+    paths = comparison_report.write_comparison(root, record, rows, out_dir, reference=reference)
+    diagnostics = sweep_diagnostics.write_diagnostics(root, record.get("report_name", "report"), rows,
+                                                      out_dir=out_dir, reference=reference_row)
+    paths += [diagnostics] if diagnostics else []
     context = sweep_rows.ReportContext(root, record, rows, out_dir, reference_row, sustained_tflops)
     for extra in sweep_rows.declared_report(record).get("extras", ()):  # What the sweep file's get_report() adds.
         paths += extra(context)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping, Sequence
 
+from attention_jax.reports import paper_figures
 from attention_jax.reports.comparison import Metric, MetricStats, fit_title, run_directory
 from attention_jax.reports.sweep_rows import RowReport, plot_panels, read_metric_curve
 
@@ -55,7 +56,8 @@ def pyplot() -> Any:
 
 
 def plot_paired_changes(rows: Sequence[RowReport], compared: Mapping[str, Mapping[str, MetricStats]],
-                        reference: str, metrics: Sequence[Metric], path: str, title: str) -> None:
+                        reference: str, metrics: Sequence[Metric], path: str, title: str, *,
+                        paper: bool = False) -> None:
     """Plot each row's paired change against the reference, one panel per metric.
 
     Parameters
@@ -72,8 +74,21 @@ def plot_paired_changes(rows: Sequence[RowReport], compared: Mapping[str, Mappin
         PNG file to write.
     title : str
         Figure title.
+    paper : bool
+        Also mark the paper's change of each row (an orange square).
     """
     plt = pyplot()
+    figure = _draw_paired_changes(rows, compared, reference, metrics, paper)
+    fit_title(figure, title, fontsize=11)
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def _draw_paired_changes(rows: Sequence[RowReport], compared: Mapping[str, Mapping[str, MetricStats]],
+                         reference: str, metrics: Sequence[Metric], paper: bool) -> Any:
+    """The figure of :func:`plot_paired_changes`, not yet titled or saved."""
+    plt = pyplot()
+    by_name = {row.row: row for row in rows}
     others = [row.row for row in rows if row.row != reference]
     panels = max(1, len(metrics))
     figure, axes = plt.subplots(1, panels, squeeze=False, figsize=(4.5 * panels, 1.2 + 0.45 * max(2, len(others))),
@@ -96,6 +111,15 @@ def plot_paired_changes(rows: Sequence[RowReport], compared: Mapping[str, Mappin
                 scale = 100.0 if metric.relative else 1.0
                 error = None if stats.change_se is None else stats.change_se * scale
                 axis.errorbar(stats.change_mean * scale, position, xerr=error, fmt="o", color="C0", capsize=3)
+        key = paper_figures.PAPER_KEYS.get(metric.name, ("", 1.0))[0]
+        paper_changes = [(position, paper_figures.paper_change(by_name[row], by_name.get(reference), key,
+                                                               metric.relative)) for position, row in enumerate(others)]
+        drawn = [(position, change) for position, change in paper_changes if change is not None]
+        if paper and drawn:
+            scale = 100.0 if metric.relative else 1.0
+            axis.plot([1.0 + change if as_ratio else scale * change for _, change in drawn],
+                      [position for position, _ in drawn], "s", color="tab:orange", label="paper")
+            axis.legend(fontsize=7)
         axis.axvline(1.0 if as_ratio else 0.0, color="black", linewidth=0.8)
         axis.set_yticks(range(len(others)), others)
         axis.set_ylim(len(others) - 0.5, -0.5)
@@ -112,9 +136,7 @@ def plot_paired_changes(rows: Sequence[RowReport], compared: Mapping[str, Mappin
             axis.set_xlabel(f"change of {metric.label} vs {reference}{unit}, ± 1 SE")
         axis.set_title(metric.label)
         axis.grid(True, axis="x", alpha=0.3)
-    fit_title(figure, title, fontsize=11)
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
+    return figure
 
 
 SEED_LINE_STYLES: tuple[Any, ...] = ("-", "--", ":", "-.", (0, (5, 1, 1, 1, 1, 1)), (0, (1, 3)))

@@ -13,7 +13,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from attention_jax.foundation import run_files
 from attention_jax.foundation.user_errors import UserInputError
-from attention_jax.reports import comparison, comparison_plot, sweep_rows
+from attention_jax.reports import comparison, comparison_plot, paper_figures, sweep_rows
 from attention_jax.reports.comparison import (
     Metric,
     MetricStats,
@@ -125,8 +125,9 @@ def _overrides_text(record: Mapping, row: RowReport) -> str:
 
 
 def _markdown_report(record: Mapping, rows: Sequence[RowReport], compared: Mapping[str, Mapping[str, MetricStats]],
-                     reference: str, reference_source: str) -> str:
-    """The comparison as Markdown: what each row changes, then one table per recorded metric."""
+                     reference: str, reference_source: str, paper: bool = False) -> str:
+    """The comparison as Markdown: what each row changes, then one table per recorded metric (``paper``: with the
+    paper's columns, :mod:`attention_jax.reports.paper_figures`)."""
     title = f"# {record.get('report_name', 'sweep')}: {record.get('config_file', '(no sweep.json)')}"
     relative = [metric.label for metric in comparison.recorded_metrics(compared) if metric.relative]
     difference = [metric.label for metric in comparison.recorded_metrics(compared) if not metric.relative]
@@ -143,20 +144,22 @@ def _markdown_report(record: Mapping, rows: Sequence[RowReport], compared: Mappi
         f"no standard error; `{comparison.PENDING_VERDICT}`: no seed finished in both rows; "
         f"`{comparison.UNSTABLE_VERDICT}`: a finished seed of the row or the reference diverged. A diverged seed "
         f"is left out of every mean and standard error; the seeds column says how many (`2 of 3; 1 diverged`).",
+        *(paper_figures.notes(rows, record, reference) if paper else []),
     ]
     lines = markdown_table(["row", "status", "seeds finished", "overrides"],
                            ([row.row, row.status, f"{len(row.finished)} of {len(row.runs)}",
                              _overrides_text(record, row)] for row in rows))
     sections = ["\n".join(lines)]
     for metric in comparison.recorded_metrics(compared):
+        headers, declared = paper_figures.columns(metric, rows, reference) if paper else ([], {})
         cells = []
         for row in rows:
             stats = compared[row.row][metric.name]
             paired = "" if row.row == reference else str(stats.paired_seeds)
             cells.append([row.row, comparison.seeds_cell(stats.seeds, len(stats.diverged)), value_cell(stats),
-                          change_cell(stats), paired, stats.verdict])
+                          change_cell(stats), paired, stats.verdict, *declared.get(row.row, [])])
         table = markdown_table(["row", "seeds", f"{metric.label} ± SE", f"change vs {reference} ± SE", "paired seeds",
-                                "verdict"], cells)
+                                "verdict", *headers], cells)
         sections.append("\n".join([f"## {metric.label}", "", *table]))
     done = sum(row.status == "done" for row in rows)
     footer = f"{done} of {len(rows)} rows finished."
@@ -227,10 +230,15 @@ def write_comparison(root: str, record: Mapping, rows: Sequence[RowReport], out_
     name = str(record.get("report_name", "report"))
     os.makedirs(out_dir, exist_ok=True)
     stem = os.path.join(out_dir, name)
-    write_report_files(stem, _markdown_report(record, rows, compared, reference_row, source), CSV_FIELDS,
-                       _csv_records(rows, compared, reference_row))
+    paper = paper_figures.has_paper_figures(rows)
+    markdown = _markdown_report(record, rows, compared, reference_row, source, paper)
+    if paper:  # One line per row, every hyperparameter in full (notebooks/03_ablations.ipynb reads it).
+        write_report_files(stem, markdown, paper_figures.CSV_FIELDS, paper_figures.csv_records(record, rows,
+                                                                                                reference_row))
+    else:
+        write_report_files(stem, markdown, CSV_FIELDS, _csv_records(rows, compared, reference_row))
     comparison_plot.plot_paired_changes(rows, compared, reference_row, plotted_metrics(compared), stem + ".png",
-                                        f"{name}: paired change against {reference_row} ({root})")
+                                        f"{name}: paired change against {reference_row} ({root})", paper=paper)
     paths = [stem + ".md", stem + ".csv", stem + ".png"]
     if comparison_plot.plot_learning_curves(root, rows, reference_row, stem + "_curves.png",
                                             f"{name}: learning curves ({root})"):

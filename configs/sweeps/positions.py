@@ -153,9 +153,9 @@ def get_report() -> dict:
     dict
         See :func:`attention_jax.reports.sweep_rows.declared_report`.
     """
-    from attention_jax.reports import by_bucket  # Only when reporting.
+    from attention_jax.reports import within_groups  # Only when reporting.
 
-    return dict(extras=[bucket_comparison().write], headline_measures=[by_bucket.LENGTH_TREND])
+    return dict(extras=[bucket_comparison().write], headline_measures=[within_groups.LENGTH_TREND])
 
 
 def bucket_comparison() -> Any:
@@ -163,12 +163,12 @@ def bucket_comparison() -> Any:
 
     Returns
     -------
-    attention_jax.reports.by_bucket.BucketComparison
+    attention_jax.reports.within_groups.BucketComparison
         Its files are ``positions_by_length.md``, ``.csv`` and ``.png``.
     """
-    from attention_jax.reports import by_bucket  # Only when reporting.
+    from attention_jax.reports import within_groups  # Only when reporting.
 
-    return by_bucket.BucketComparison(
+    return within_groups.BucketComparison(
         field="positional_encoding", reference="sinusoidal", label="encoding", reference_basis="the paper's encoding",
         stem="positions_by_length", title="Positional encodings on length buckets",
         plot_title="positional encodings by target length")

@@ -228,7 +228,7 @@ USAGE_MISTAKES = {
     **{f"{module.rpartition('.')[2]}-mistyped_flag": ([module, "--wrokdir=no_run"], module,
                                                       "Unknown command line flag 'wrokdir'")
        for module in ("attention_jax.evaluation.length_bucket_evaluation", "attention_jax.data.length_buckets",
-                      "attention_jax.reports.step_budgets", "launch.export_results",
+                      "launch.export_results",
                       "attention_jax.data.gettext_corpus", "attention_jax.evaluation.position_losses")},
 }
 

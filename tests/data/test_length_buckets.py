@@ -23,7 +23,7 @@ import pytest
 from attention_jax.data import length_buckets
 from attention_jax.foundation import run_files
 from attention_jax.foundation.user_errors import MissingInputError, UserInputError
-from attention_jax.reports import by_bucket, sweep_rows
+from attention_jax.reports import sweep_rows, within_groups
 from configs.sweeps import positions
 
 from tests.support import REPO_ROOT
@@ -164,9 +164,9 @@ POSITIONS = positions.bucket_comparison()  # What the sweep file's get_report() 
 
 def test_report_pairs_by_seed_with_hand_computed_changes(scored_root: pathlib.Path) -> None:
     _, rows = sweep_rows.read_sweep_rows(str(scored_root))
-    assert by_bucket._applies(str(scored_root), rows)
-    compared = {(row.row, row.group): row for row in by_bucket._compare_encodings(str(scored_root), rows, POSITIONS)}
-    records = {(record["row"], record["bucket"]): record for record in by_bucket._csv_records(compared.values(), POSITIONS)}
+    assert within_groups._read_bucket_results(str(scored_root), rows)
+    compared = {(row.row, row.group): row for row in within_groups._compare_encodings(str(scored_root), rows, POSITIONS)}
+    records = {(record["row"], record["bucket"]): record for record in within_groups._bucket_records(compared.values(), POSITIONS)}
     beyond = records[("learned", "beyond_2x")]
     assert beyond["paired_seeds"] == 3
     assert beyond["ppl_change_mean"] == pytest.approx(0.183333, abs=1e-6)
@@ -183,10 +183,10 @@ def test_report_pairs_by_seed_with_hand_computed_changes(scored_root: pathlib.Pa
     assert records[("sinusoidal", "beyond_2x")]["ppl_reading"] == "reference"
     assert records[("none", "beyond_2x")]["ppl_reading"] == "1 seed"
     assert records[("none", "beyond_2x")]["ppl_change_mean"] == pytest.approx(2.0)  # 30 / 10 - 1, seed 0 only.
-    trends = {trend.name: trend for trend in by_bucket._length_trends(list(compared.values()))}
+    trends = {trend.name: trend for trend in within_groups._length_trends(list(compared.values()))}
     assert sorted(trends["learned"].differences.values()) == pytest.approx([0.08, 0.19, 0.27])
     # The plot's third panel: the same paired changes, in percent, bucket by bucket; no line for the reference.
-    series = by_bucket._change_series(by_bucket._compare_encodings(str(scored_root), rows, POSITIONS))
+    series = within_groups._change_series(within_groups._compare_encodings(str(scored_root), rows, POSITIONS))
     assert set(series) == {"learned", "none"}
     (within_mean, within_se), (beyond_mean, beyond_se) = series["learned"]
     assert (within_mean, within_se, beyond_mean, beyond_se) == pytest.approx((0.33333, 1.20185, 18.3333, 4.40959),

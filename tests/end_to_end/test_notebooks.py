@@ -10,7 +10,7 @@ import pathlib
 
 import pytest
 
-from attention_jax.reports import sweep_seeds
+from attention_jax.reports import paper_figures
 from tests.support.notebooks import ABLATIONS_NOTEBOOK, NOTEBOOKS, QUICKSTART_NOTEBOOK, REPO_ROOT, execute_notebook
 
 COMMITTED_REPORT = REPO_ROOT / "docs" / "table2_small_subset" / "table2_small.csv"  # 20 rows x 3 seeds.
@@ -63,7 +63,7 @@ def _one_seed(line: dict[str, str]) -> dict[str, str]:
     if line["row"] != "base":
         change, paper = float(line["dev_ppl_change_pct_mean"]) / 100, float(line["paper_dev_ppl_change_pct"])
         line["paired_seeds"] = "1"
-        line["verdict"], line["verdict_basis"] = sweep_seeds.verdict([change], (paper > 0) - (paper < 0))
+        line["verdict"], line["verdict_basis"] = paper_figures.verdict([change], (paper > 0) - (paper < 0))
     return line
 
 

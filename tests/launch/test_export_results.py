@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from attention_jax.reports import sweep_report, sweep_rows, sweep_seeds
+from attention_jax.reports import all_reports, paper_figures, sweep_rows
 from configs import table2
 from launch import export_results, sweep_record, sweep_spec
 from tests.support.sweep_cli import REPO_ROOT
@@ -60,13 +60,13 @@ def test_copies_finished_runs_only_without_checkpoints(sweep_root: pathlib.Path,
 def test_report_of_the_copy_equals_the_report_of_the_sweep(sweep_root: pathlib.Path, tmp_path: pathlib.Path) -> None:
     destination = tmp_path / "docs" / "t2"
     export_results.export_results(str(sweep_root), str(destination))
-    original = sweep_seeds.aggregate(sweep_rows.read_sweep_rows(str(sweep_root))[1])
-    copy = sweep_seeds.aggregate(sweep_rows.read_sweep_rows(str(destination))[1])
+    original = paper_figures.aggregate(sweep_rows.read_sweep_rows(str(sweep_root))[1])
+    copy = paper_figures.aggregate(sweep_rows.read_sweep_rows(str(destination))[1])
     assert copy == original
     assert list(copy["A1"].ppl.changes.values()) == pytest.approx([11.0 / 10.0 - 1])
-    sweep_report.write_report(str(destination))
+    all_reports.write_reports(str(destination), str(destination))
     markdown = (destination / "table2.md").read_text()
-    assert "1 (+1 pending)" in markdown and "0 (+2 pending)" in markdown  # A1 half done, B1 not started.
+    assert "| A1 | partial | 1 of 2 |" in markdown and "| B1 | not run | 0 of 2 |" in markdown  # A1 half done.
 
 
 def test_rerun_copies_only_what_is_new_or_changed(sweep_root: pathlib.Path, tmp_path: pathlib.Path) -> None:

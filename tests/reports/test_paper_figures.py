@@ -13,7 +13,7 @@ import pathlib
 
 import pytest
 
-from attention_jax.reports import all_reports, sweep_rows
+from attention_jax.reports import all_reports, paper_figures, sweep_rows
 from launch import sweep_record, sweep_spec
 
 WITHOUT_HOOK = '''
@@ -58,15 +58,15 @@ def test_only_a_sweep_file_with_the_hook_gets_the_paper_columns(tmp_path: pathli
     with_hook = _write_sweep(tmp_path / "with", WITH_HOOK)
     record, rows = sweep_rows.read_sweep_rows(str(with_hook))
     assert record["paper_figures"]["A1"] == {"dev_ppl": 5.29, "dev_bleu": 24.9, "params_millions": None}
-    assert all_reports.has_paper_figures(rows) and rows[1].paper["dev_ppl"] == 5.29
+    assert paper_figures.has_paper_figures(rows) and rows[1].paper["dev_ppl"] == 5.29
     all_reports.write_reports(str(with_hook), str(tmp_path / "with_out"))
     table = (tmp_path / "with_out" / "ablation.md").read_text(encoding="utf-8")
-    assert "paper PPL" in table and "ΔPPL vs base" in table and "| reproduced |" in table
+    assert "| paper | paper change vs base | paper verdict |" in table and "| +7.5% | reproduced |" in table
 
     without_hook = _write_sweep(tmp_path / "without", WITHOUT_HOOK)
     record, rows = sweep_rows.read_sweep_rows(str(without_hook))
     assert record["paper_figures"] is None and rows[1].config["paper"]["dev_ppl"] == 5.29
-    assert not all_reports.has_paper_figures(rows) and rows[1].paper == {}
+    assert not paper_figures.has_paper_figures(rows) and rows[1].paper == {}
     all_reports.write_reports(str(without_hook), str(tmp_path / "without_out"))
     comparison = (tmp_path / "without_out" / "ablation.md").read_text(encoding="utf-8")
     for table2_text in ("paper", "newstest2013", "reproduced"):
@@ -81,16 +81,17 @@ def test_a_root_recorded_before_the_hook_reads_the_rows_config_paper(tmp_path: p
     del record["paper_figures"]  # As launch.sweep wrote it before get_paper_figures() (docs/table2_small/).
     record_path.write_text(json.dumps(record))
     _, rows = sweep_rows.read_sweep_rows(str(root))
-    assert all_reports.has_paper_figures(rows) and rows[1].paper["dev_ppl"] == 5.29
+    assert paper_figures.has_paper_figures(rows) and rows[1].paper["dev_ppl"] == 5.29
 
 
 def test_reference_flag_moves_the_table2_comparison(tmp_path: pathlib.Path) -> None:
     root = _write_sweep(tmp_path, WITH_HOOK)
     all_reports.write_reports(str(root), str(tmp_path / "out"), reference="A1")
     table = (tmp_path / "out" / "ablation.md").read_text(encoding="utf-8")
-    assert "ΔPPL vs A1" in table and "ΔPPL vs base" not in table
-    base_line = next(line for line in table.splitlines() if line.startswith("|  | base |"))
-    assert "-9.1 ± 0.0%" in base_line  # 10 / 11 - 1 and 11 / 12.1 - 1, paired by seed.
+    assert "paper change vs A1" in table and "vs base" not in table
+    dev_ppl_table = table.split("## dev PPL")[1].split("##")[0]
+    base_line = next(line for line in dev_ppl_table.splitlines() if line.startswith("| base |"))
+    assert "-9.1% ± 0.0%" in base_line  # 10 / 11 - 1 and 11 / 12.1 - 1, paired by seed.
     assert "-7.0%" in base_line  # The paper's change from A1 to base: 4.92 / 5.29 - 1.
 
 

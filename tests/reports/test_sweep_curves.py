@@ -9,7 +9,7 @@ import matplotlib.image
 import matplotlib.pyplot
 import pytest
 
-from attention_jax.reports import comparison, comparison_plot, sweep_report, sweep_rows
+from attention_jax.reports import all_reports, comparison, comparison_plot, sweep_rows
 from configs import table2
 from launch import sweep_record, sweep_spec
 from tests.support.sweep_cli import REPO_ROOT
@@ -47,7 +47,7 @@ def test_report_writes_one_curve_panel_per_group_only_when_runs_have_metrics(tmp
               "C1": [[40.0, 35.0, 34.0, 36.0], [41.0, 34.0, 35.0]], "E": [[50.0, 30.0], [49.0, 31.0]]}
     root = tmp_path / "t2"
     _sweep(root, curves)
-    paths = sweep_report.write_report(str(root))
+    paths = all_reports.write_reports(str(root), str(root))
     assert str(root / "table2_curves.png") in paths
     height, width = matplotlib.image.imread(str(root / "table2_curves.png")).shape[:2]
     # Panels A, C and E, each with base (base has no panel of its own): one line of three.
@@ -60,7 +60,7 @@ def test_report_writes_one_curve_panel_per_group_only_when_runs_have_metrics(tmp
                                                 comparison_plot.EVAL_PPL_KEY)[1] == expected
     for path in root.rglob("metrics.jsonl"):
         path.unlink()
-    assert not any(path.endswith("_curves.png") for path in sweep_report.write_report(str(root)))
+    assert not any(path.endswith("_curves.png") for path in all_reports.write_reports(str(root), str(root)))
 
 
 def test_y_limits_zoom_on_the_end_but_keep_every_runs_best_in_view() -> None:

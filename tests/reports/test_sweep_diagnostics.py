@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import pathlib
 
-from attention_jax.reports import sweep_diagnostics, sweep_report, sweep_rows
+from attention_jax.reports import all_reports, sweep_diagnostics, sweep_rows
 from configs import table2
 from launch import sweep_record, sweep_spec
 from tests.support.sweep_cli import REPO_ROOT
@@ -89,9 +89,9 @@ def test_a_diverged_seed_is_counted_but_left_out_of_the_figures(tmp_path: pathli
 def test_report_writes_the_diagnostics_only_when_runs_have_curves(tmp_path: pathlib.Path) -> None:
     root = tmp_path / "t2"
     _write_sweep(root)
-    paths = sweep_report.write_report(str(root))
+    paths = all_reports.write_reports(str(root), str(root))
     assert paths[-1] == str(root / "table2_diagnostics.md")
     assert "| C1 | 2 |" in pathlib.Path(paths[-1]).read_text()
     for path in root.rglob("metrics.jsonl"):
         path.unlink()
-    assert not any(path.endswith("_diagnostics.md") for path in sweep_report.write_report(str(root)))
+    assert not any(path.endswith("_diagnostics.md") for path in all_reports.write_reports(str(root), str(root)))

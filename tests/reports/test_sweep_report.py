@@ -1,4 +1,4 @@
-"""attention_jax.report: Table 2 layout from a sweep root, missing rows, CSV and PNG outputs."""
+"""attention_jax.report of a sweep with the paper's figures: its columns, missing rows, CSV and PNG outputs."""
 
 from __future__ import annotations
 
@@ -7,11 +7,12 @@ import json
 import pathlib
 import subprocess
 import sys
+from typing import Any
 
 import matplotlib.image
 import pytest
 
-from attention_jax.reports import comparison, sweep_report, sweep_rows, sweep_seeds
+from attention_jax.reports import all_reports, comparison, comparison_plot, paper_figures, sweep_rows
 from configs import table2
 from launch import sweep_record, sweep_spec
 from tests.support.sweep_cli import REPO_ROOT
@@ -48,51 +49,56 @@ def sweep_root(tmp_path: pathlib.Path) -> pathlib.Path:
     return root
 
 
-def _table_lines(markdown: str) -> dict[str, list[str]]:
-    rows = {}
+def _tables(markdown: str) -> dict[str, dict[str, dict[str, str]]]:
+    """Section title (``""`` for the rows' table) -> row -> header -> cell."""
+    tables: dict[str, dict[str, dict[str, str]]] = {}
+    title, header = "", None
     for line in markdown.splitlines():
-        if line.startswith("| ") and not line.startswith("|  | row"):
+        if line.startswith("## "):
+            title, header = line[3:], None
+        elif line.startswith("| "):
             cells = [cell.strip() for cell in line.strip("|").split("|")]
-            rows[cells[1]] = cells
-    return rows
+            if header is None:
+                header = cells
+            else:
+                tables.setdefault(title, {})[cells[0]] = dict(zip(header, cells))
+    return tables
 
 
-def test_markdown_has_the_paper_layout_with_missing_rows_marked(sweep_root: pathlib.Path) -> None:
-    paths = sweep_report.write_report(str(sweep_root))
+def test_markdown_has_the_paper_columns_with_missing_rows_marked(sweep_root: pathlib.Path) -> None:
+    paths = all_reports.write_reports(str(sweep_root), str(sweep_root))
     assert paths == [str(sweep_root / f"table2.{ext}") for ext in ("md", "csv", "png")]
     markdown = (sweep_root / "table2.md").read_text()
-    rows = _table_lines(markdown)
-    assert list(rows) == ["base", "A1", "B1", "C1", "C4", "E"]  # The sweep's order.
-    header_line = next(line for line in markdown.splitlines() if line.startswith("|  | row"))
-    assert [cell.strip() for cell in header_line.strip("|").split("|")] == [
-        "", "row", "N", "d_model", "d_ff", "h", "d_k", "d_v", "P_drop", "eps_ls", "PE", "other changes",
-        "seeds", "steps", "params ×10⁶ (ours / paper)", "dev PPL", "paper PPL", "ΔPPL vs base", "paper ΔPPL",
-        "BLEU", "paper BLEU", "verdict", "wall", "status"]
-    assert rows["base"] == ["", "base", "6", "512", "2048", "8", "64", "64", "0.1", "0.1", "sinusoid", "",
-                            "1", "100", "63.1 / 65", "7.25", "4.92", "", "", "12.5", "25.8", "", "1h02m", "done"]
-    # Only the changed hyperparameters, as in the paper; group labels on each group's first row. One run
-    # per row (no seeds): the change against base is the one pair, the verdict its sign (8.5 / 7.25 - 1 =
+    tables = _tables(markdown)
+    overview, ppl = tables[""], tables["dev PPL"]
+    assert list(overview) == list(ppl) == ["base", "A1", "B1", "C1", "C4", "E"]  # The sweep's order.
+    # What each row changes from the sweep file (Table 2's hyperparameters where they differ), and its status.
+    assert overview["A1"] == {"row": "A1", "status": "done", "seeds finished": "1 of 1",
+                              "overrides": "num_heads=1, key_dim=512, value_dim=512"}
+    assert overview["C4"]["overrides"] == "d_model=256, key_dim=32, value_dim=32"
+    assert overview["E"]["overrides"] == "positional_encoding=learned" and overview["E"]["status"] == "not run"
+    assert overview["C1"]["status"] == "failed" and overview["B1"]["status"] == "not run"
+    # One run per row (no seeds): the change against base is the one pair, the verdict its sign (8.5 / 7.25 - 1 =
     # +17.2%, the paper's 5.29 / 4.92 - 1 = +7.5%).
-    assert rows["A1"] == ["(A)", "A1", "", "", "", "1", "512", "512", "", "", "", "", "1", "100", "63.1 / —",
-                          "8.50", "5.29", "+17.2%", "+7.5%", "", "24.9", "reproduced (sign only)", "1m00s",
-                          "done"]
-    assert rows["C4"][:8] == ["", "C4", "", "256", "", "", "32", "32"]
-    assert rows["C4"][14:17] == ["26.8 / 28", "9.75", "5.75"]
-    # Rows without results: their status, the paper's figures, no figures of ours, verdict pending.
-    assert rows["B1"] == ["(B)", "B1", "", "", "", "", "16", "", "", "", "", "", "0", "", "— / 58", "", "5.16",
-                          "", "+4.9%", "", "25.1", "pending", "", "not run"]
-    assert rows["C1"][0] == "(C)" and rows["C1"][-1] == "failed" and rows["C1"][15] == ""
-    assert rows["E"][10] == "learned" and rows["E"][-1] == "not run"
+    assert ppl["base"] == {"row": "base", "seeds": "1", "dev PPL ± SE": "7.25", "change vs base ± SE": "",
+                           "paired seeds": "", "verdict": "reference", "paper": "4.92", "paper change vs base": "",
+                           "paper verdict": ""}
+    assert ppl["A1"] == {"row": "A1", "seeds": "1", "dev PPL ± SE": "8.50", "change vs base ± SE": "+17.2%",
+                         "paired seeds": "1", "verdict": "one seed", "paper": "5.29", "paper change vs base": "+7.5%",
+                         "paper verdict": "reproduced (sign only)"}
+    assert (ppl["C4"]["dev PPL ± SE"], ppl["C4"]["paper"]) == ("9.75", "5.75")
+    assert tables["params"]["C4"]["params ± SE"] == "26800000" and tables["params"]["C4"]["paper"] == "28000000"
+    # Rows without results: the paper's figures, none of ours, verdict pending.
+    assert (ppl["B1"]["dev PPL ± SE"], ppl["B1"]["paper"], ppl["B1"]["paper change vs base"],
+            ppl["B1"]["paper verdict"]) == ("", "5.16", "+4.9%", "pending")
+    assert tables["dev BLEU"]["A1"]["dev BLEU ± SE"] == "" and tables["dev BLEU"]["A1"]["paper"] == "24.9"
+    assert tables["wall s"]["A1"]["wall s ± SE"] == "60" and tables["steps"]["base"]["steps ± SE"] == "100"
     assert "3 of 6 rows finished." in markdown
     assert "Common overrides: --config.num_train_steps=100." in markdown
 
 
-def test_wall_time_format() -> None:
-    assert [sweep_report._duration(s) for s in (59.6, 61, 3725, None)] == ["1m00s", "1m01s", "1h02m", ""]
-
-
 def test_csv_holds_full_values(sweep_root: pathlib.Path) -> None:
-    sweep_report.write_report(str(sweep_root))
+    all_reports.write_reports(str(sweep_root), str(sweep_root))
     with open(sweep_root / "table2.csv", newline="") as file:
         records = {record["row"]: record for record in csv.DictReader(file)}
     assert list(records) == ["base", "A1", "B1", "C1", "C4", "E"]
@@ -106,12 +112,12 @@ def test_csv_holds_full_values(sweep_root: pathlib.Path) -> None:
     assert (records["C1"]["status"], records["C1"]["eval_ppl"]) == ("failed", "")
 
 
-def test_png_has_one_panel_column_per_group(sweep_root: pathlib.Path) -> None:
-    sweep_report.write_report(str(sweep_root))
+def test_png_has_a_panel_per_metric_and_plot_panels_follow_the_groups(sweep_root: pathlib.Path) -> None:
+    all_reports.write_reports(str(sweep_root), str(sweep_root))
     image = matplotlib.image.imread(sweep_root / "table2.png")
     height, width = image.shape[:2]
-    # Four group columns (A, B, C, E) of 3.6 in, two metric rows (PPL, BLEU) of 3.2 in.
-    assert width / height == pytest.approx((4 * 3.6) / (2 * 3.2), rel=0.02)
+    # Two metric panels (dev PPL, dev BLEU) of 4.5 in; 5 rows besides base, 0.45 in each.
+    assert width / height == pytest.approx((2 * 4.5) / (1.2 + 0.45 * 5), rel=0.02)
     panels = sweep_rows.plot_panels(sweep_rows.read_sweep_rows(str(sweep_root))[1], "base")
     assert [(name, [row.row for row in members]) for name, members in panels] == [
         ("A", ["base", "A1"]), ("B", ["base", "B1"]), ("C", ["base", "C1", "C4"]), ("E", ["base", "E"])]
@@ -140,7 +146,7 @@ def test_root_without_sweep_record_uses_row_directories(tmp_path: pathlib.Path) 
     _write_row(tmp_path, "C2", None)
     record, rows = sweep_rows.read_sweep_rows(str(tmp_path))
     assert record == {} and [(row.row, row.status) for row in rows] == [("C2", "incomplete"), ("D2", "done")]
-    assert sweep_report.write_report(str(tmp_path))[0] == str(tmp_path / "report.md")
+    assert all_reports.write_reports(str(tmp_path), str(tmp_path))[0] == str(tmp_path / "report.md")
 
 
 def test_missing_root_and_empty_root_are_named(tmp_path: pathlib.Path) -> None:
@@ -160,22 +166,22 @@ def test_overridden_row_settings_are_listed() -> None:
     record = {"rows": ["base", "C1", "C4", "big"], "overrides": ["d_model=64", "num_train_steps=20"],
               "row_overrides": {"base": {}, "C1": {"num_layers": 2}, "C4": {"d_model": 256, "key_dim": 32},
                                 "big": {"d_model": 1024, "num_train_steps": 300000}}}
-    assert sweep_report.overridden_row_settings(record) == [
+    assert paper_figures.overridden_row_settings(record) == [
         "C4 d_model=256 -> 64", "big d_model=1024 -> 64", "big num_train_steps=300000 -> 20"]
-    assert sweep_report.overridden_row_settings({"rows": ["C1"], "overrides": ["num_layers=2"],
+    assert paper_figures.overridden_row_settings({"rows": ["C1"], "overrides": ["num_layers=2"],
                                            "row_overrides": {"C1": {"num_layers": 2}}}) == []
 
 
 def test_other_changes_name_settings_outside_the_table2_columns(sweep_root: pathlib.Path) -> None:
     record, rows = sweep_rows.read_sweep_rows(str(sweep_root), all_rows=True)
-    changes = {row.row: sweep_report._other_changes(row, record) for row in rows}
+    changes = {row.row: paper_figures._other_changes(row, record) for row in rows}
     # big's own settings beyond the columns, with the actual values (the common override replaced one).
     assert changes["big"] == "num_train_steps=100, keep_checkpoints=20, average_last_checkpoints=20"
     assert changes["A1"] == changes["base"] == ""
     seed_config = {"seed": 1, "attention_implementation": "fused"}
     seed_row = sweep_rows.RowReport("fused_seed1", "", "done", seed_config, {})
     seed_record = {"row_overrides": {"fused_seed1": {"attention_implementation": "fused", "seed": 1}}}
-    assert sweep_report._other_changes(seed_row, seed_record) == "attention_implementation=fused, seed=1"
+    assert paper_figures._other_changes(seed_row, seed_record) == "attention_implementation=fused, seed=1"
 
 
 def test_report_prefers_the_whole_dev_split_bleu() -> None:
@@ -244,7 +250,7 @@ def _expected_changes(row: str) -> list[float]:
 
 def test_seed_aggregation_matches_an_independent_computation(seeded_root: pathlib.Path) -> None:
     _, rows = sweep_rows.read_sweep_rows(str(seeded_root))
-    stats = sweep_seeds.aggregate(rows)
+    stats = paper_figures.aggregate(rows)
     by_name = {row.row: row for row in rows}
     for row in SEED_ROWS:
         finished = [value for value in SEED_PPL[row] if value is not None]
@@ -276,7 +282,7 @@ def test_seed_aggregation_matches_an_independent_computation(seeded_root: pathli
 
 
 def test_each_verdict_case(seeded_root: pathlib.Path) -> None:
-    stats = sweep_seeds.aggregate(sweep_rows.read_sweep_rows(str(seeded_root))[1])
+    stats = paper_figures.aggregate(sweep_rows.read_sweep_rows(str(seeded_root))[1])
     verdicts = {row: (stats[row].verdict, stats[row].verdict_basis) for row in SEED_ROWS}
     assert verdicts == {
         "base": ("", "reference row"),
@@ -292,21 +298,21 @@ def test_each_verdict_case(seeded_root: pathlib.Path) -> None:
 
 def test_verdict_rule_directly() -> None:
     # The rule, against hand-computed standard errors: changes (+3, +1, +2)%: mean 2, se 1/√3 = 0.577.
-    assert sweep_seeds.verdict([0.03, 0.01, 0.02], 1) == ("reproduced", "|mean| > 2 x SE, 3 paired seeds")
-    assert sweep_seeds.verdict([0.03, 0.01, 0.02], -1)[0] == "opposite"
-    assert sweep_seeds.verdict([0.03, 0.01, 0.02], 0)[0] == "differs"  # The paper shows no difference.
+    assert paper_figures.verdict([0.03, 0.01, 0.02], 1) == ("reproduced", "|mean| > 2 x SE, 3 paired seeds")
+    assert paper_figures.verdict([0.03, 0.01, 0.02], -1)[0] == "opposite"
+    assert paper_figures.verdict([0.03, 0.01, 0.02], 0)[0] == "differs"  # The paper shows no difference.
     # (+3, -1, +2)%: mean 1.33, std 2.08, se 1.20: 1.33 < 2.40.
-    assert sweep_seeds.verdict([0.03, -0.01, 0.02], 1)[0] == "within noise"
-    assert sweep_seeds.verdict([0.03, -0.01, 0.02], 0)[0] == "reproduced"
-    assert sweep_seeds.verdict([0.02, 0.02], 1)[0] == "reproduced"  # No spread at all, nonzero mean.
-    assert sweep_seeds.verdict([0.0, 0.0], 0)[0] == "reproduced"
-    assert sweep_seeds.verdict([-0.01], 1) == ("opposite", "sign only, 1 seed")
-    assert sweep_seeds.verdict([0.01], 0) == ("undecided", "1 seed: no spread to compare with")
-    assert sweep_seeds.verdict([], 1)[0] == "pending"
+    assert paper_figures.verdict([0.03, -0.01, 0.02], 1)[0] == "within noise"
+    assert paper_figures.verdict([0.03, -0.01, 0.02], 0)[0] == "reproduced"
+    assert paper_figures.verdict([0.02, 0.02], 1)[0] == "reproduced"  # No spread at all, nonzero mean.
+    assert paper_figures.verdict([0.0, 0.0], 0)[0] == "reproduced"
+    assert paper_figures.verdict([-0.01], 1) == ("opposite", "sign only, 1 seed")
+    assert paper_figures.verdict([0.01], 0) == ("undecided", "1 seed: no spread to compare with")
+    assert paper_figures.verdict([], 1)[0] == "pending"
 
 
 def test_seeded_csv_columns_and_values(seeded_root: pathlib.Path) -> None:
-    sweep_report.write_report(str(seeded_root))
+    all_reports.write_reports(str(seeded_root), str(seeded_root))
     with open(seeded_root / "table2.csv", newline="") as file:
         reader = csv.DictReader(file)
         records = {record["row"]: record for record in reader}
@@ -338,61 +344,65 @@ def test_seeded_csv_columns_and_values(seeded_root: pathlib.Path) -> None:
 
 @pytest.mark.integration
 def test_seeded_markdown_shows_mean_se_and_pending_seeds(seeded_root: pathlib.Path) -> None:
-    sweep_report.write_report(str(seeded_root))
+    all_reports.write_reports(str(seeded_root), str(seeded_root))
     markdown = (seeded_root / "table2.md").read_text()
-    rows = _table_lines(markdown)
-    header = [cell.strip() for cell in next(line for line in markdown.splitlines()
-                                             if line.startswith("|  | row")).strip("|").split("|")]
-    cell = {row: dict(zip(header, cells)) for row, cells in rows.items()}
-    assert cell["A1"]["seeds"] == "3" and cell["A1"]["status"] == "done"
+    tables = _tables(markdown)
+    overview, ppl = tables[""], tables["dev PPL"]
+    assert overview["A1"]["seeds finished"] == "3 of 3" and overview["A1"]["status"] == "done"
     se = np.std(SEED_PPL["A1"], ddof=1) / math.sqrt(3)  # Every ± is the standard error of the mean.
-    assert cell["A1"]["dev PPL"] == f"{np.mean(SEED_PPL['A1']):.2f} ± {se:.2f}"
+    assert ppl["A1"]["seeds"] == "3" and ppl["A1"]["dev PPL ± SE"] == f"{np.mean(SEED_PPL['A1']):.2f} ± {se:.2f}"
     changes = 100 * np.array(_expected_changes("A1"))
-    assert cell["A1"]["ΔPPL vs base"] == f"{changes.mean():+.1f} ± {changes.std(ddof=1) / math.sqrt(3):.1f}%"
-    assert cell["A1"]["paper ΔPPL"] == "+7.5%" and cell["A1"]["verdict"] == "reproduced"
-    assert cell["A1"]["BLEU"] == "18.0 ± 0.6" and cell["A1"]["steps"] == "100–102"
-    assert cell["A1"]["wall"] == "2m00s"  # Per seed: the mean of 1, 2 and 3 minutes.
-    assert cell["D1"]["seeds"] == "2 (+1 pending)" and cell["D1"]["status"] == "partial (seed_2 not run)"
-    assert cell["C1"]["seeds"] == "1 (+2 pending)"
-    assert cell["C1"]["status"] == "partial (seed_1 failed, seed_2 incomplete)"
-    assert cell["C1"]["dev PPL"] == "9.50" and cell["C1"]["verdict"] == "opposite (sign only)"
-    assert cell["big"]["seeds"] == "0 (+3 pending)" and cell["big"]["verdict"] == "pending"
-    assert cell["big"]["status"] == "not run"
-    assert cell["E"]["verdict"] == "reproduced" and cell["E"]["paper ΔPPL"] == "+0.0%"
+    assert ppl["A1"]["change vs base ± SE"] == (f"{changes.mean():+.1f}% ± "
+                                                f"{changes.std(ddof=1) / math.sqrt(3):.1f}%")
+    assert ppl["A1"]["paper change vs base"] == "+7.5%" and ppl["A1"]["paper verdict"] == "reproduced"
+    assert tables["dev BLEU"]["A1"]["dev BLEU ± SE"] == "18.0 ± 0.6"
+    assert tables["steps"]["A1"]["steps ± SE"] == "101 ± 1"  # Steps 100, 101 and 102.
+    assert tables["wall s"]["A1"]["wall s ± SE"] == "120 ± 35"  # Per seed: 1, 2 and 3 minutes.
+    assert overview["D1"]["seeds finished"] == "2 of 3" and overview["D1"]["status"] == "partial"
+    assert overview["C1"]["seeds finished"] == "1 of 3" and overview["C1"]["status"] == "partial"
+    assert ppl["C1"]["dev PPL ± SE"] == "9.50" and ppl["C1"]["paper verdict"] == "opposite (sign only)"
+    assert overview["big"]["seeds finished"] == "0 of 3" and ppl["big"]["paper verdict"] == "pending"
+    assert overview["big"]["status"] == "not run"
+    assert ppl["E"]["paper verdict"] == "reproduced" and ppl["E"]["paper change vs base"] == "+0.0%"
     assert "|mean| > 2 x its standard error" in markdown and "ddof=1" in markdown
-    assert "Verdicts: 3 reproduced, 2 opposite, 1 within noise, 1 pending." in markdown
-    assert "5 of 8 rows finished. 6 of 24 seed runs pending." in markdown
+    assert "Paper verdicts: 3 reproduced, 2 opposite, 1 within noise, 1 pending." in markdown
+    assert "5 of 8 rows finished." in markdown
 
 
 def _standard_error(values: list[float]) -> float:
     return float(np.std(values, ddof=1) / np.sqrt(len(values)))
 
 
+def _paired_change_figure(rows: list, compared: dict) -> Any:
+    metrics = [metric for metric in comparison.METRICS if metric.name in ("dev_ppl", "dev_bleu")]
+    return comparison_plot._draw_paired_changes(rows, compared, "base", metrics, paper=True)
+
+
 def test_seeded_plot_draws_paired_changes_with_standard_errors_beside_the_papers(seeded_root: pathlib.Path) -> None:
     import matplotlib.pyplot as plt
 
     _, rows = sweep_rows.read_sweep_rows(str(seeded_root))
-    panels = sweep_rows.plot_panels(rows, "base")
-    figure = sweep_report._draw_report(rows, "base")
-    assert len(figure.axes) == 2 * len(panels)  # PPL and BLEU rows of panels; no twin axes.
-    group, members = panels[0]
-    assert group == "A" and [row.row for row in members] == ["base", "A1", "A4"]
-    ppl_axis, bleu_axis = figure.axes[0], figure.axes[len(panels)]
-    ours = ppl_axis.containers[0]
-    line, _, (vertical,) = ours
+    compared = comparison.compare(str(seeded_root), rows, "base")
+    figure = _paired_change_figure(rows, compared)
+    assert len(figure.axes) == 2  # A dev PPL panel and a dev BLEU panel.
+    ppl_axis, bleu_axis = figure.axes
+    others = [row.row for row in rows if row.row != "base"]
+    assert others[:2] == ["A1", "A4"]
     expected = {row: 100 * np.array(_expected_changes(row)) for row in ("A1", "A4")}
-    assert list(line.get_ydata()) == pytest.approx([expected[row].mean() for row in ("A1", "A4")])
-    lengths = [segment[1][1] - segment[0][1] for segment in vertical.get_segments()]
-    assert lengths == pytest.approx([2 * _standard_error(list(expected[row])) for row in ("A1", "A4")])
+    for container, row in zip(ppl_axis.containers, ("A1", "A4")):
+        line, _, (horizontal,) = container
+        assert list(line.get_xdata()) == pytest.approx([expected[row].mean()])
+        (start, end), = horizontal.get_segments()
+        assert end[0] - start[0] == pytest.approx(2 * _standard_error(list(expected[row])))
     base_paper = table2.get_config("base").paper.dev_ppl
     paper_marks = [mark for mark in ppl_axis.lines if mark.get_marker() == "s"]
-    assert [list(mark.get_ydata()) for mark in paper_marks] == [pytest.approx(
-        [100 * (table2.get_config(row).paper.dev_ppl / base_paper - 1) for row in ("A1", "A4")])]
-    assert [label.get_text() for label in ppl_axis.get_xticklabels()] == ["A1", "A4"]
+    assert [list(mark.get_xdata()) for mark in paper_marks] == [pytest.approx(
+        [100 * (table2.get_config(row).paper.dev_ppl / base_paper - 1) for row in others])]
+    assert [label.get_text() for label in ppl_axis.get_yticklabels()] == others
     bleu_ours = bleu_axis.containers[0][0]  # A1: 18 - 20, 19 - 22, and the sampled 17 - 27 (seed 2).
-    assert list(bleu_ours.get_ydata())[0] == pytest.approx(np.mean([18 - 20, 19 - 22, 17 - 27]))
+    assert list(bleu_ours.get_xdata())[0] == pytest.approx(np.mean([18 - 20, 19 - 22, 17 - 27]))
     plt.close(figure)
-    assert sweep_report.write_report(str(seeded_root))[2].endswith("table2.png")
+    assert all_reports.write_reports(str(seeded_root), str(seeded_root))[2].endswith("table2.png")
 
 
 def test_a_long_title_is_wrapped_to_fit_the_figure(seeded_root: pathlib.Path) -> None:
@@ -400,7 +410,7 @@ def test_a_long_title_is_wrapped_to_fit_the_figure(seeded_root: pathlib.Path) ->
 
     _, rows = sweep_rows.read_sweep_rows(str(seeded_root))
     for members in (rows, [row for row in rows if row.row in ("base", "A1")]):  # Wide and narrow figures.
-        figure = sweep_report._draw_report(members, "base")
+        figure = _paired_change_figure(members, comparison.compare(str(seeded_root), members, "base"))
         title = "table2: paired changes against base, ours vs the paper (" + "/very_long_directory" * 12 + ")"
         comparison.fit_title(figure, title)
         figure.canvas.draw()
@@ -417,7 +427,7 @@ def test_seeded_root_without_sweep_record(tmp_path: pathlib.Path) -> None:
     record, rows = sweep_rows.read_sweep_rows(str(tmp_path))
     assert record == {} and [row.row for row in rows] == ["A1", "base"]
     assert [[run.seed for run in row.runs] for row in rows] == [[1], [0, 1]]
-    stats = sweep_seeds.aggregate(rows, "base")
+    stats = paper_figures.aggregate(rows, "base")
     assert list(stats["A1"].ppl.changes.values()) == pytest.approx([12.1 / 11.0 - 1])  # Paired with base seed 1 only.
 
 
@@ -463,10 +473,10 @@ def test_a_diverged_seed_makes_the_row_unstable(seeded_root: pathlib.Path) -> No
 
     rewrite("A1", 0.101, 0.020)
     rewrite("B1", 0.275, 0.276)
-    stats = sweep_seeds.aggregate(sweep_rows.read_sweep_rows(str(seeded_root))[1])
+    stats = paper_figures.aggregate(sweep_rows.read_sweep_rows(str(seeded_root))[1])
     a1 = stats["A1"]
     others = [SEED_PPL["A1"][seed] / SEED_PPL["base"][seed] - 1 for seed in (0, 2)]
-    expected_others = sweep_seeds.verdict(others, 1)
+    expected_others = paper_figures.verdict(others, 1)
     assert expected_others[0] == "reproduced"
     assert a1.verdict == "unstable" and a1.ppl.diverged == (1,)
     assert a1.verdict_basis == ("seed 1 diverged (a non-finite loss, or last dev PPL > 2x its best); the other seeds: "
@@ -477,9 +487,9 @@ def test_a_diverged_seed_makes_the_row_unstable(seeded_root: pathlib.Path) -> No
     assert a1.ppl.change_mean == pytest.approx(np.mean(others)) and a1.ppl.paired_seeds == 2
     assert stats["B1"].ppl.diverged == () and stats["B1"].verdict != "unstable"
 
-    sweep_report.write_report(str(seeded_root))
-    a1_cells = _table_lines((seeded_root / "table2.md").read_text())["A1"]
-    assert a1_cells[-3] == "unstable (seed 1 diverged)" and "2 of 3; 1 diverged" in a1_cells
+    all_reports.write_reports(str(seeded_root), str(seeded_root))
+    a1_cells = _tables((seeded_root / "table2.md").read_text())["dev PPL"]["A1"]
+    assert a1_cells["paper verdict"] == "unstable (seed 1 diverged)" and a1_cells["seeds"] == "2 of 3; 1 diverged"
     with open(seeded_root / "table2.csv", newline="") as file:
         assert {record["row"]: record["verdict"] for record in csv.DictReader(file)}["A1"] == "unstable"
 

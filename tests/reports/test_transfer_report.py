@@ -21,7 +21,7 @@ import pytest
 from attention_jax.data import corpora
 from attention_jax.experiment import schema
 from attention_jax.foundation.user_errors import UserInputError
-from attention_jax.reports import all_reports, by_bucket, comparison, sweep_rows, transfer_report
+from attention_jax.reports import all_reports, comparison, sweep_rows, transfer_report, within_groups
 from configs.sweeps import positions
 from launch import sweep_record, sweep_spec
 from tests.support.sweep_cli import REPO_ROOT
@@ -40,9 +40,9 @@ def get_sweep():
 
 
 def get_report():
-    from attention_jax.reports import by_bucket
+    from attention_jax.reports import within_groups
 
-    return dict(headline_measures=[by_bucket.LENGTH_TREND])
+    return dict(headline_measures=[within_groups.LENGTH_TREND])
 '''
 # Directory -> row -> per seed (dev PPL, dev BLEU); None: the seed has not finished. "gamma" seed 1 diverges on
 # gnome. The first directory's runs name their corpus in config.json; the second's do not (older runs).
@@ -254,7 +254,7 @@ def test_a_derived_measure_takes_part_as_the_change_itself(corpora_root: pathlib
     _write_buckets(corpora_root)
     corpora_read = transfer_report.read_corpora(str(corpora_root))
     trends = {transfer.row: transfer for transfer in transfer_report._compare_corpora(corpora_read)
-              if transfer.metric.name == by_bucket.LENGTH_TREND.name}
+              if transfer.metric.name == within_groups.LENGTH_TREND.name}
     assert set(trends) == set(RUNS["messages"]) - {"base"}
     verdicts = {}
     for row in ("alpha", "beta"):
@@ -272,8 +272,8 @@ def test_a_derived_measure_takes_part_as_the_change_itself(corpora_root: pathlib
     assert verdicts == {"alpha": "reverses", "beta": "noise"}
     assert trends["gamma"].verdict == "pending" and trends["gamma"].stats[0].paired_seeds == 0  # Not scored.
     _, rows = sweep_rows.read_sweep_rows(str(corpora_root / "messages"))  # The positions report's own trend.
-    own = {trend.name: trend for trend in by_bucket._length_trends(
-        by_bucket._compare_encodings(str(corpora_root / "messages"), rows, positions.bucket_comparison()))}
+    own = {trend.name: trend for trend in within_groups._length_trends(
+        within_groups._compare_encodings(str(corpora_root / "messages"), rows, positions.bucket_comparison()))}
     messages = trends["alpha"].stats[[corpus.name for corpus in corpora_read].index("messages_en_de")]
     assert {seed: 100 * value for seed, value in own["alpha"].differences.items()} == pytest.approx(messages.changes)
 

@@ -415,7 +415,7 @@ def _sweep_root(tmp_path: pathlib.Path) -> pathlib.Path:
 
 
 def test_a_sweep_report_labels_rows_by_their_runs_and_a_diverged_row_is_unstable(tmp_path: pathlib.Path) -> None:
-    from attention_jax.reports import comparison, comparison_report, sweep_rows, sweep_seeds
+    from attention_jax.reports import comparison, comparison_report, paper_figures, sweep_rows
 
     root = _sweep_root(tmp_path)
     record, rows = sweep_rows.read_sweep_rows(str(root))
@@ -429,7 +429,7 @@ def test_a_sweep_report_labels_rows_by_their_runs_and_a_diverged_row_is_unstable
     assert "| c | diverged | 0 of 2 | dropout_rate=0.2 |" in report
     assert compared["c"]["dev_ppl"].verdict == comparison.UNSTABLE_VERDICT  # Was: pending.
     assert compared["a"]["dev_ppl"].verdict != comparison.UNSTABLE_VERDICT
-    assert sweep_seeds.aggregate(rows, "b")["c"].ppl.diverged == (0, 1)
+    assert paper_figures.aggregate(rows, "b")["c"].ppl.diverged == (0, 1)
 
 
 def test_a_second_launcher_on_a_root_is_refused_naming_the_first(tmp_path: pathlib.Path) -> None:
