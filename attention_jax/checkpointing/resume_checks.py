@@ -21,7 +21,7 @@ from attention_jax.foundation.user_errors import UserInputError
 
 # What a changed value means for a resumed run is declared with each field (experiment.fields.ResumeRule).
 MODEL_FIELDS = schema.FIELDS_BY_RULE[ResumeRule.MODEL]
-COMPUTE_ONLY_FIELDS = (*schema.FIELDS_BY_RULE[ResumeRule.COMPUTE], "decode")  # decode: a mode, not a field.
+
 DATA_IDENTITY_FIELDS = schema.FIELDS_BY_RULE[ResumeRule.DATA]
 RUN_IDENTITY_FIELDS = schema.FIELDS_BY_RULE[ResumeRule.SEED]
 OPTIMIZER_STATE_FIELDS = schema.FIELDS_BY_RULE[ResumeRule.OPTIMIZER_STATE]

@@ -107,20 +107,6 @@ def make_bucket_shapes(max_len: int, tokens_per_batch: int, row_multiple: int) -
     return BucketShapes(lengths=lengths, global_rows=global_rows)
 
 
-TOKENS_PER_BATCH_UNITS = ("slots", "real")
-
-
-def _check_tokens_per_batch_unit(unit: str) -> str:
-    """Return ``unit`` if it is a known ``config.tokens_per_batch_unit``, else raise ValueError."""
-    if unit not in TOKENS_PER_BATCH_UNITS:
-        raise ValueError(
-            f"config.tokens_per_batch_unit={unit!r} is not one of {TOKENS_PER_BATCH_UNITS}: 'slots' counts "
-            "padded positions (rows x padded length), 'real' counts real tokens (the paper). Set "
-            "--config.tokens_per_batch_unit=real or =slots."
-        )
-    return unit
-
-
 def real_token_shapes(shapes: BucketShapes, mean_tokens_per_row: Sequence[float], tokens_per_batch: int,
                       row_multiple: int) -> BucketShapes:
     """Resize each bucket's rows so its average batch holds ``tokens_per_batch`` real tokens per side.

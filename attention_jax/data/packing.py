@@ -303,11 +303,6 @@ class PackedPlan:
         return {"inputs": 1.0 - source / slots, "targets": 1.0 - target / slots,
                 "total": 1.0 - (source + target) / (2 * slots)}
 
-    def _mean_attended_length(self) -> float:
-        """The row length averaged over an epoch's slots (the keys each query attends to); 0 without batches."""
-        slots = [batches * rows * length for batches, rows, length in
-                 zip(self._batches_per_length(), self.shapes.global_rows, self.shapes.lengths)]
-        return float(np.dot(slots, self.shapes.lengths) / sum(slots)) if sum(slots) else 0.0
 
     def _chunk(self, rows: np.ndarray, bucket: int) -> list[batching.PlannedBatch]:
         batch_rows = self.shapes.global_rows[bucket]

@@ -20,11 +20,8 @@ from attention_jax.foundation.user_errors import UserInputError
 if TYPE_CHECKING:  # JAX loads when a run is scored, so a flag mistake is refused at once.
     from attention_jax.decoding import decode, inference
 
-# What must match, with the bucket file's SHA-256, for a bucket's stored figures to be reused.
-SETTINGS_KEYS = ("checkpoint", "trained_steps", "beam_size", "alpha", "max_extra_len", "max_source_len")
-
-
 def _settings(run: inference.TrainedRun, translator: decode.Translator) -> dict[str, Any]:
+    """What must match, with the bucket file's SHA-256, for a bucket's stored figures to be reused."""
     return {"checkpoint": run.checkpoint, "trained_steps": run_files.read_trained_step(run.workdir),
             "beam_size": translator.beam_size, "alpha": translator.alpha,
             "max_extra_len": translator.max_extra_len, "max_source_len": translator.max_source_len}

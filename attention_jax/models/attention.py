@@ -177,7 +177,7 @@ def _check_one_length(length: int, key: Array, value: Array) -> None:
                          "for cross-attention.")
 
 
-def fused_dot_product_attention(
+def _fused_dot_product_attention(
     query: Array,
     key: Array,
     value: Array,
@@ -185,25 +185,8 @@ def fused_dot_product_attention(
     *,
     implementation: str = "fused",
 ) -> Array:
-    """Return attention through ``jax.nn.dot_product_attention`` (XLA, or cuDNN flash attention).
-
-    ``d_k != d_v`` is zero-padded to one width and sliced back; fully masked rows are zeroed afterwards (the
-    kernels average uniformly there).
-
-    Parameters
-    ----------
-    query, key, value : Array
-        ``[B, T, H, K]``, ``[B, S, H, K]``, ``[B, S, H, V]``.
-    mask : Array, optional
-        Boolean, broadcastable to ``[B, H, T, S]``.
-    implementation : str
-        ``xla``, ``cudnn`` or ``fused`` (cuDNN on GPU for 16-bit inputs, else XLA).
-
-    Returns
-    -------
-    Array
-        ``[B, T, H, V]``.
-    """
+    """Equation (1) by ``jax.nn.dot_product_attention`` (``fused``: cuDNN on GPU for 16-bit inputs, else XLA);
+    ``d_k != d_v`` is zero-padded and sliced back, fully masked rows zeroed (the kernels average there)."""
     key_dim, value_dim = query.shape[-1], value.shape[-1]
     width = max(key_dim, value_dim)
 
@@ -391,7 +374,7 @@ class MultiHeadAttention(nn.Module):
         if self._drops_weights(deterministic):
             raise ValueError(f"attention_dropout_rate={self.attention_dropout_rate} needs "
                              f"implementation='einsum'; got implementation={self.implementation!r}.")
-        return fused_dot_product_attention(query, key, value, mask, implementation=self.implementation)
+        return _fused_dot_product_attention(query, key, value, mask, implementation=self.implementation)
 
     def _score_attention(self, entry: AttentionFunction, query: Array, key: Array, value: Array, mask: Any, *,
                          deterministic: bool, sow_weights: bool) -> Array:

@@ -98,19 +98,7 @@ class LanguageModel(nn.Module):
                            positions=targets_position, deterministic=deterministic, sow_weights=sow_weights)
 
 
-def check_model_kind(model_kind: str) -> None:
-    """Check that ``model_kind`` is one of :data:`MODEL_KINDS`.
-
-    Parameters
-    ----------
-    model_kind : str
-        ``config.model_kind``.
-
-    Raises
-    ------
-    ValueError
-        Unknown kind.
-    """
+def _check_model_kind(model_kind: str) -> None:
     if model_kind not in MODEL_KINDS:
         raise ValueError(f"model_kind must be one of {MODEL_KINDS}; got {model_kind!r}.")
 
@@ -130,14 +118,11 @@ def build_model(model_config: TransformerConfig, model_kind: str) -> nn.Module:
     nn.Module
         ``Transformer`` or :class:`LanguageModel`.
     """
-    check_model_kind(model_kind)
+    _check_model_kind(model_kind)
     if model_kind == ModelKind.DECODER_ONLY:
         return LanguageModel(model_config)
     return model.Transformer(model_config)
 
-
-def _is_language_model(module: nn.Module) -> bool:
-    return isinstance(module, LanguageModel)
 
 
 def init_arguments(module: nn.Module, length: int = 1) -> tuple[Array, ...]:
@@ -156,7 +141,7 @@ def init_arguments(module: nn.Module, length: int = 1) -> tuple[Array, ...]:
         The arguments.
     """
     ids = jnp.ones((1, length), jnp.int32)
-    return (ids,) if _is_language_model(module) else (ids, ids)
+    return (ids,) if isinstance(module, LanguageModel) else (ids, ids)
 
 
 def apply_to_batch(module: nn.Module, params: Any, batch: dict, **kwargs: Any) -> Array:
@@ -178,7 +163,7 @@ def apply_to_batch(module: nn.Module, params: Any, batch: dict, **kwargs: Any) -
     Array
         The logits.
     """
-    if _is_language_model(module):
+    if isinstance(module, LanguageModel):
         packed = {key: batch[key] for key in LM_PACKED_KEYS if key in batch}
         return cast(Array, module.apply({"params": params}, batch["targets"], **packed, **kwargs))
     packed = {key: batch[key] for key in model.PACKED_KEYS if key in batch}

@@ -173,19 +173,6 @@ def _rms_norm(config: TransformerConfig, name: str) -> TokenRMSNorm:
     return TokenRMSNorm(epsilon=NORM_EPSILON, name=name)
 
 
-def batch_norm(config: TransformerConfig, name: str) -> SequenceBatchNorm:
-    """Return the ``batch_norm`` entry's module.
-
-    Parameters
-    ----------
-    config : TransformerConfig
-        Not read.
-    name : str
-        Module name.
-
-    Returns
-    -------
-    SequenceBatchNorm
-        The module.
-    """
+def _batch_norm(config: TransformerConfig, name: str) -> SequenceBatchNorm:
+    """Return the ``batch_norm`` entry's module."""
     return SequenceBatchNorm(epsilon=NORM_EPSILON, name=name)

@@ -73,7 +73,7 @@ NORMALIZATIONS: Registry[Normalization] = Registry("normalization", (
         name="batch_norm", summary="(x - mu_B) / sqrt(sigma_B^2 + eps) g + b per feature, mu_B and sigma_B^2 over "
                                    "the batch's real tokens (Ioffe and Szegedy, 2015); running averages at "
                                    "evaluation",
-        build=jax_hook("normalization", "batch_norm"), params_per_norm=lambda d_model: 4 * d_model + 1,
+        build=jax_hook("normalization", "_batch_norm"), params_per_norm=lambda d_model: 4 * d_model + 1,
         per_token=False),
     Normalization(
         name="none", summary="no normalisation: the residual sum (or the sublayer's output) as it is",

@@ -85,7 +85,6 @@ class PositionalEncodingScheme:
     encoding: Encoding | None = None
     target: PositionTarget = PositionTarget.EMBEDDINGS
     has_parameters: bool = False
-    limited_to_max_len: bool = False
     rotate: Rotate | None = None
     score_bias: ScoreBias | None = None
     value_term: ValueTerm | None = None
@@ -178,8 +177,7 @@ POSITIONAL_ENCODINGS: Registry[PositionalEncodingScheme] = Registry("positional_
     PositionalEncodingScheme(name="sinusoidal", summary="fixed sines and cosines of the position (Section 3.5)",
                              encoding=jax_hook("model", "_sinusoidal")),
     PositionalEncodingScheme(name="learned", summary="a learned vector per position (Table 2 row E)",
-                             encoding=jax_hook("model", "_learned"), has_parameters=True,
-                             limited_to_max_len=True),
+                             encoding=jax_hook("model", "_learned"), has_parameters=True),
     PositionalEncodingScheme(name="none", summary="no position information (the encoder is then "
                                                   "permutation-equivariant)",
                              encoding=jax_hook("model", "_no_positions")),

@@ -182,9 +182,6 @@ class StopRequest:
             self.completed_at_request = self._completed_step
         self._requested.set()
 
-    def request(self) -> None:
-        """Ask for a stop, as SIGTERM would."""
-        self._mark_requested()
 
     def note_completed(self, step: int) -> None:
         """Record that the device finished ``step`` (measures how late a stop is honoured).

@@ -20,7 +20,6 @@ from attention_jax.foundation.user_errors import UserInputError
 DATA_AXIS = "data"
 MODEL_AXIS = "model"
 PARAM_SHARDINGS = ("replicated", "fsdp")
-LOGICAL_AXES = ("vocab", "embed", "heads", "kv", "mlp")
 
 
 def create_mesh(mesh_shape: Sequence[int], mesh_axes: Sequence[str],

@@ -94,10 +94,6 @@ def test_packed_real_budget_counts_the_ids_of_built_batches():
         assert longer <= 64 + 16  # At most one row's worth over the budget.
 
 
-def test_unknown_unit_is_a_clear_error():
-    with pytest.raises(ValueError, match="tokens_per_batch_unit='pairs'.*real.*slots"):
-        batching._check_tokens_per_batch_unit("pairs")
-
 
 def test_pipeline_sizes_training_and_evaluation_batches_alike(tmp_path):
     directory = tmp_path / "tsv"

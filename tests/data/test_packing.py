@@ -137,7 +137,7 @@ def test_packed_plan_covers_every_kept_pair_once_per_epoch_in_row_length_shapes(
     bucketed = batching.BatchPlan(source, target, batching.make_bucket_shapes(32, 320, 2)).padding_fraction()
     assert padding["targets"] < bucketed["targets"]
     one_length = packing.PackedPlan(source, target, packing.make_packed_shapes(32, 320, 2, (32,)), window=64)
-    assert one_length._mean_attended_length() == 32.0 > plan._mean_attended_length()
+
     assert {b.sentence_indices.shape[0] for b in one_length.shuffled_batches(3, 0)} == {10}
 
 

@@ -118,7 +118,7 @@ def test_the_resume_rules_are_the_declared_ones() -> None:
     assert resume_checks.OPTIMIZER_STATE_FIELDS == ("grad_clip_norm", "weight_decay")
     assert resume_checks.SCHEDULE_FIELDS == ("lr_schedule",)
     assert resume_checks.POSITION_FIELDS == ("max_len", "max_decode_extra_len")
-    assert set(resume_checks.COMPUTE_ONLY_FIELDS) == {"dtype", "attention_implementation", "cpu_kernels", "decode"}
+    assert set(schema.FIELDS_BY_RULE[ResumeRule.COMPUTE]) == {"dtype", "attention_implementation", "cpu_kernels"}
     model_fields = set(schema.SECTION_FIELDS["model"]) - {"dtype", "attention_implementation", "cpu_kernels"}
     assert set(resume_checks.MODEL_FIELDS) == model_fields | {"model_kind"}
 

@@ -69,7 +69,7 @@ def test_fully_masked_rows_give_zeros_not_nan() -> None:
                                                                      return_weights=True)
             np.testing.assert_array_equal(np.asarray(weights)[0, 0, 1], 0.0)
         else:
-            output = attention.fused_dot_product_attention(query, key, value, mask, implementation="xla")
+            output = attention._fused_dot_product_attention(query, key, value, mask, implementation="xla")
         output = np.asarray(output)
         assert np.isfinite(output).all()
         np.testing.assert_array_equal(output[0, 1], 0.0)

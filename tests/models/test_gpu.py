@@ -52,7 +52,7 @@ def test_cudnn_attention_equals_float32_einsum(mask_name: str, key_dim: int, val
     query = _bfloat16_rounded((BATCH, LEN_Q, HEADS, key_dim), 0)
     key = _bfloat16_rounded((BATCH, key_len, HEADS, key_dim), 1)
     value = _bfloat16_rounded((BATCH, key_len, HEADS, value_dim), 2)
-    cudnn_output = attention.fused_dot_product_attention(query, key, value, mask, implementation="cudnn")
+    cudnn_output = attention._fused_dot_product_attention(query, key, value, mask, implementation="cudnn")
     assert cudnn_output.dtype == jnp.bfloat16 and cudnn_output.shape == (BATCH, LEN_Q, HEADS, value_dim)
     expected = attention.scaled_dot_product_attention(query.astype(jnp.float32), key.astype(jnp.float32),
                                                       value.astype(jnp.float32), mask)
@@ -66,7 +66,7 @@ def test_fused_implementation_compiles_to_cudnn_for_bfloat16_only() -> None:
     mask = _masks()["causal_padding"]
 
     def compiled_text(inputs: jnp.ndarray) -> str:
-        run = jax.jit(lambda q: attention.fused_dot_product_attention(q, q, q, mask, implementation="fused"))
+        run = jax.jit(lambda q: attention._fused_dot_product_attention(q, q, q, mask, implementation="fused"))
         return run.lower(inputs).compile().as_text()
 
     cudnn_call = 'custom_call_target="__cudnn$fmha'  # cuDNN's fused multi-head attention kernels.

@@ -60,7 +60,7 @@ def _packed_valid() -> np.ndarray:
 
 
 def _module_and_params(seed: int = 0) -> tuple[normalization.SequenceBatchNorm, dict]:
-    module = normalization.batch_norm(SMALL, "norm")
+    module = normalization._batch_norm(SMALL, "norm")
     params = nn.meta.unbox(module.init(jax.random.key(0), jnp.zeros((1, 1, 5)))["params"])
     assert set(params) == {"scale", "bias", "running_mean", "running_var", "running_weight"}
     params.update(scale=_random((5,), seed + 1), bias=_random((5,), seed + 2))
@@ -289,7 +289,7 @@ SHARDED_SCRIPT = textwrap.dedent("""
     from tests.support import normalization_reference as oracle
 
     assert jax.device_count() == 8
-    module = normalization.batch_norm(TransformerConfig(normalization="batch_norm"), "norm")
+    module = normalization._batch_norm(TransformerConfig(normalization="batch_norm"), "norm")
     x = np.random.default_rng(0).normal(size=(8, 6, 4)) * 3 + 1
     valid = np.random.default_rng(1).random((8, 6)) < 0.6
     valid[:, 0] = True
