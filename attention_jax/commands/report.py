@@ -2,7 +2,7 @@
 
 Usage::
 
-    python -m attention_jax.report ROOT [--reference=ROW] [--all_rows] [--out=DIR]
+    python -m attention_jax.report ROOT [--reference=ROW] [--all_rows] [--out=DIR] [--page=PAGE ...]
 
 writes ``ROOT/<name>.md``, ``.csv`` and ``.png``, or the same files in ``--out`` (e.g. for a root you cannot
 write: the root is then only read). Any sweep gets the comparison of every row against a reference row,
@@ -21,6 +21,10 @@ attention function (``configs/sweeps/attention_function.py``) also gets ``ROOT/a
 encoding against sinusoidal, bucket by bucket (a bucket is its group:
 :mod:`attention_jax.reports.within_groups` too).
 
+Every sweep also gets ``ROOT/<name>_runs.md`` and ``.csv``: the rows at a glance and each run's own figures
+(:func:`attention_jax.reports.sweep_diagnostics.write_run_tables`). ``--page=PAGE`` (repeatable) then rewrites the
+page's generated blocks, the report sections it includes verbatim (:mod:`attention_jax.reports.pages`).
+
 A sweep over corpora (``ROOT/<corpus>/<row>/seed_<k>/``) gets each corpus's reports in ``ROOT/<corpus>/`` and,
 for two corpora or more, ``ROOT/transfer.md``, ``.csv`` and ``.png``: each row's change on every corpus and whether
 it holds across them (:mod:`attention_jax.reports.transfer_report`); the command prints ``transfer.md`` too.
@@ -37,7 +41,7 @@ from absl import app, flags
 
 from attention_jax.foundation import run_files
 from attention_jax.foundation.user_errors import UserInputError, exit_with_error
-from attention_jax.reports import all_reports, sweep_rows, transfer_report
+from attention_jax.reports import all_reports, pages, sweep_rows, transfer_report
 
 _ALL_ROWS = flags.DEFINE_bool("all_rows", False, "Report every row of the sweep, also those never launched.")
 _SUSTAINED_TFLOPS = flags.DEFINE_float("sustained_tflops", None,
@@ -47,6 +51,8 @@ _REFERENCE = flags.DEFINE_string("reference", None,
                                  "The row every other row is compared with, paired by seed (default: the sweep "
                                  "file's get_reference(), else the first row of get_sweep()).")
 _OUT = flags.DEFINE_string("out", None, "Directory for the report's files (default: ROOT); created if missing.")
+_PAGES = flags.DEFINE_multi_string("page", [], "A Markdown page whose generated blocks (report sections it includes "
+                                   "verbatim) are rewritten after the reports are written; repeatable.")
 
 
 def main(argv: list[str]) -> None:
@@ -58,7 +64,8 @@ def main(argv: list[str]) -> None:
         What absl leaves of the command line: the program and ``ROOT``.
     """
     if len(argv) != 2:
-        raise app.UsageError("usage: python -m attention_jax.report ROOT [--reference=ROW] [--all_rows] [--out=DIR]")
+        raise app.UsageError("usage: python -m attention_jax.report ROOT [--reference=ROW] [--all_rows] [--out=DIR] "
+                             "[--page=PAGE ...]")
     root = argv[1]
     out_dir = _OUT.value or root
     try:
@@ -68,16 +75,21 @@ def main(argv: list[str]) -> None:
                    or [sweep_rows.read_sweep_rows(root, all_rows=_ALL_ROWS.value)[0]])
         for record in records:
             sweep_rows.declared_report(record)
+        for page in _PAGES.value:
+            pages.check_page(page)
         run_files.check_directory(out_dir, "--out" if _OUT.value else "ROOT", writable=True,
                                   instead="" if _OUT.value else "Pass --out=DIR to write the report elsewhere.")
         paths = all_reports.write_reports(root, out_dir, all_rows=_ALL_ROWS.value,
                                           sustained_tflops=_SUSTAINED_TFLOPS.value, reference=_REFERENCE.value)
+        refreshed = {page: pages.refresh_page(page) for page in _PAGES.value}
     except (FileNotFoundError, UserInputError) as error:  # schema.ConfigError is a UserInputError.
         exit_with_error("attention_jax.report", str(error))
     except OSError as error:  # E.g. the disk filled while writing.
         exit_with_error("attention_jax.report", f"cannot write {error.filename or out_dir}: {error.strerror}.")
     for path in paths:
         print(path)
+    for page, changed in refreshed.items():
+        print(f"{page}: {changed} generated block(s) rewritten")
     transfer = os.path.join(out_dir, transfer_report.STEM + ".md")
     if transfer in paths:
         with open(transfer, encoding="utf-8") as file:

@@ -52,6 +52,8 @@ def _write_sweep_reports(root: str, out_dir: str, *, all_rows: bool, sustained_t
     diagnostics = sweep_diagnostics.write_diagnostics(root, record.get("report_name", "report"), rows,
                                                       out_dir=out_dir, reference=reference_row)
     paths += [diagnostics] if diagnostics else []
+    paths += sweep_diagnostics.write_run_tables(root, record.get("report_name", "report"), rows, out_dir=out_dir,
+                                                reference=reference_row)
     context = sweep_rows.ReportContext(root, record, rows, out_dir, reference_row, sustained_tflops)
     for extra in sweep_rows.declared_report(record).get("extras", ()):  # What the sweep file's get_report() adds.
         paths += extra(context)

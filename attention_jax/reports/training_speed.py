@@ -19,13 +19,10 @@ from attention_jax.reports.comparison import (
     run_directory,
     write_report_files,
 )
-from attention_jax.reports.comparison_plot import EVAL_PPL_KEY
-from attention_jax.reports.sweep_rows import ReportContext, RowReport, read_metric_curve, read_metric_records
+from attention_jax.reports.sweep_diagnostics import TARGET_FACTOR, first_step_under, target_perplexity
+from attention_jax.reports.sweep_rows import ReportContext, RowReport, read_metric_records
 
 REPORT_STEM = "normalization_training"  # Not the sweep's own report name (configs/sweeps/normalization.py).
-TARGET_FACTOR = 1.25
-"""The fixed dev perplexity is this many times the reference's mean best: a level a healthy row reaches well before its
-end, so that the step measures speed and not the final level."""
 INIT_PREFIX, LOGGED_PREFIX = "train/init/grad_norm/", "train/grad_norm/"
 
 
@@ -72,31 +69,13 @@ def _mean_norms(per_seed: list[dict[str, float]]) -> dict[str, float]:
     return {module: statistics.fmean([norms[module] for norms in per_seed if module in norms]) for module in modules}
 
 
-def _first_step_under(run_dir: str, target: float) -> int | None:
-    steps, perplexities = read_metric_curve(run_dir, EVAL_PPL_KEY)
-    return next((step for step, ppl in zip(steps, perplexities) if ppl is not None and ppl <= target), None)
-
-
-def _target_perplexity(root: str, rows: Sequence[RowReport], reference: str) -> float | None:
-    """``TARGET_FACTOR`` times the reference's mean best dev perplexity over its healthy seeds."""
-    base = next((row for row in rows if row.row == reference), None)
-    if base is None:
-        return None
-    bests = []
-    for run in base.finished:
-        perplexities = read_metric_curve(run_directory(root, base, run), EVAL_PPL_KEY)[1]
-        if perplexities and not diverged(run):
-            bests.append(min(perplexities))
-    return TARGET_FACTOR * statistics.fmean(bests) if bests else None
-
-
 def _compare_rows(root: str, rows: Sequence[RowReport], target: float | None,
                  reference: str) -> list[_NormalizationRow]:
     """Every row's figures (module docstring), paired by seed against the reference row."""
     finished = [row for row in rows if row.finished]
     healthy = {row.row: [run for run in row.finished if not diverged(run)] for row in finished}
     directories = {row.row: [run_directory(root, row, run) for run in healthy[row.row]] for row in finished}
-    steps_by_row = {row.row: {run.seed: _first_step_under(path, target) if target else None
+    steps_by_row = {row.row: {run.seed: first_step_under(path, target) if target else None
                               for run, path in zip(healthy[row.row], directories[row.row])} for row in finished}
     base_reached = {seed: step for seed, step in steps_by_row.get(reference, {}).items() if step is not None}
     compared = []
@@ -151,7 +130,7 @@ def _markdown_report(root: str, compared: Sequence[_NormalizationRow], target: f
 
 def _write_normalization_report(root: str, rows: Sequence[RowReport], out_dir: str, reference: str) -> list[str]:
     """Write ``OUT/normalization_training.md``."""
-    target = _target_perplexity(root, rows, reference)
+    target = target_perplexity(root, rows, reference)
     return write_report_files(os.path.join(out_dir, REPORT_STEM),
                               _markdown_report(root, _compare_rows(root, rows, target, reference), target, reference))
 

@@ -14,6 +14,7 @@ import sys
 
 import pytest
 
+from attention_jax.reports import pages
 from tests.support import REPO_ROOT
 
 PAGE_REPORTS = {
@@ -50,6 +51,38 @@ def _unsupported_figures(page_text: str, report_texts: list[str]) -> list[str]:
     return [cited for cited, value, value_decimals, error, error_decimals in _figures(page_text)
             if not any(_rounds_to(other[1], value, value_decimals) and _rounds_to(other[3], error, error_decimals)
                        for other in generated)]
+
+
+_NUMBER = re.compile(r"(?<![\w.^/#])(\d[\d,]*(?:\.\d+)?(?:e-?\d+)?)(?![\w^/]|\.\d)")
+_SKIPPED_SPANS = re.compile(r"`[^`]*`|\]\([^)]*\)|<!-- generated from .*?<!-- end generated -->", re.DOTALL)
+RESULTS_PAGES = {"docs/normalization.md": ["docs/normalization"]}
+"""Pages whose Results prose cites only figures the committed files give: every number with a decimal point or of
+three digits and more (issue 87 item 4)."""
+
+
+def _numbers(text: str) -> list[tuple[str, float, int]]:
+    """Each number in ``text`` (a sign is read as a word: pages write "lower"): as written, |value|, its decimals."""
+    found = []
+    for match in _NUMBER.finditer(text):
+        written = match.group(1).rstrip(",")
+        mantissa = written.split("e")[0]
+        found.append((written, float(written.replace(",", "")), len(mantissa.split(".")[1]) if "." in mantissa else 0))
+    return found
+
+
+def _cited_numbers(page_text: str) -> list[tuple[str, float, int]]:
+    """The numbers of a page's ``## Results`` section that it cites from its runs: those with a decimal point or of
+    three digits and more, outside code, link targets and generated blocks."""
+    results = page_text.split("\n## Results", 1)[1].split("\n## ", 1)[0]
+    return [number for number in _numbers(_SKIPPED_SPANS.sub(" ", results))
+            if number[2] > 0 or abs(number[1]) >= 100]
+
+
+def _uncited_numbers(page_text: str, committed_texts: list[str]) -> list[str]:
+    """The page's cited numbers (:func:`_cited_numbers`) that no committed file gives to the page's rounding."""
+    given = sorted({value for text in committed_texts for _, value, _ in _numbers(text)})
+    return [written for written, value, decimals in _cited_numbers(page_text)
+            if not any(_rounds_to(other, value, decimals) for other in given)]
 
 
 def _report_texts(folders: list[str]) -> list[str]:
@@ -92,3 +125,27 @@ def test_committed_reports_regenerate_unchanged_from_the_committed_runs(root: st
         assert path.read_text(encoding="utf-8") == committed.read_text(encoding="utf-8"), (
             f"{committed} differs from a regeneration from the committed runs: "
             f"run `python -m attention_jax.report {root}` and commit")
+
+
+@pytest.mark.parametrize("page", sorted(PAGE_REPORTS))
+def test_a_pages_generated_blocks_hold_what_its_committed_reports_give(page: str) -> None:
+    for block in pages.generated_blocks(str(REPO_ROOT / page)):
+        assert block.body == block.expected, (
+            f"{page}'s block from {block.source}#{block.anchor} differs from the committed report: run "
+            f"`python -m attention_jax.report <its root> --page={page}` and commit")
+
+
+def test_the_number_check_reads_prose_and_skips_code_links_and_blocks() -> None:
+    page = ("# P\n\n## Results\n\nPPL 18.97 at step 1,700, 2.04e-3, rate 0.5 (`lr 9.99`, [a](b/1.5.md)), N = 3;"
+            "\n<!-- generated from a.md#b -->\n| 123.45 |\n<!-- end generated -->\n\n## Next\n\n77.7\n")
+    assert [written for written, _, _ in _cited_numbers(page)] == ["18.97", "1,700", "2.04e-3", "0.5"]
+    assert _uncited_numbers(page, ["| 18.9710 | 1700 | 0.00204 | 0.56 |"]) == ["0.5"]
+
+
+@pytest.mark.parametrize("page", sorted(RESULTS_PAGES))
+def test_every_number_a_pages_results_cite_is_in_its_committed_files(page: str) -> None:
+    committed = _report_texts(RESULTS_PAGES[page]) + [
+        path.read_text(encoding="utf-8") for folder in RESULTS_PAGES[page]
+        for pattern in ("*.csv", "sweep.json", "results.json") for path in sorted((REPO_ROOT / folder).rglob(pattern))]
+    uncited = _uncited_numbers((REPO_ROOT / page).read_text(encoding="utf-8"), committed)
+    assert not uncited, f"{page}'s Results cite numbers no committed file under {RESULTS_PAGES[page]} gives: {uncited}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import pathlib
 
@@ -90,8 +91,46 @@ def test_report_writes_the_diagnostics_only_when_runs_have_curves(tmp_path: path
     root = tmp_path / "t2"
     _write_sweep(root)
     paths = all_reports.write_reports(str(root), str(root))
-    assert paths[-1] == str(root / "table2_diagnostics.md")
-    assert "| C1 | 2 |" in pathlib.Path(paths[-1]).read_text()
+    assert str(root / "table2_diagnostics.md") in paths
+    assert "| C1 | 2 |" in (root / "table2_diagnostics.md").read_text()
     for path in root.rglob("metrics.jsonl"):
         path.unlink()
     assert not any(path.endswith("_diagnostics.md") for path in all_reports.write_reports(str(root), str(root)))
+
+
+def _csv_lines(path: pathlib.Path) -> dict[tuple[str, str], dict[str, str]]:
+    with path.open(encoding="utf-8", newline="") as file:
+        return {(line["row"], line["seed"]): line for line in csv.DictReader(file)}
+
+
+def test_every_run_gets_its_own_figures_and_the_rows_their_glance(tmp_path: pathlib.Path) -> None:
+    root = tmp_path / "t2"
+    _write_sweep(root)
+    for run_dir, losses, rates in ((root / "base" / "seed_0", (8.0, 6.5, 3.0), (1e-4, 2e-3, 1e-3)),
+                                   (root / "C1" / "seed_1", (7.0,), (5e-4,))):
+        with (run_dir / "metrics.jsonl").open("a") as file:
+            file.writelines(json.dumps({"step": 10 * (i + 1), "train/loss": loss, "train/learning_rate": rate}) + "\n"
+                            for i, (loss, rate) in enumerate(zip(losses, rates)))
+    for row, seed, wall_s in (("base", 0, 100.0), ("base", 1, 300.0), ("C1", 0, 250.0)):
+        results = root / row / f"seed_{seed}" / "results.json"
+        results.write_text(json.dumps({**json.loads(results.read_text()), "wall_s": wall_s}))
+    paths = all_reports.write_reports(str(root), str(root))
+    assert {str(root / "table2_runs.md"), str(root / "table2_runs.csv")} <= set(paths)
+    lines = _csv_lines(root / "table2_runs.csv")
+    # Target: 1.25 x base's mean best (40 and 42) = 51.25, first reached at step 200 by every healthy run.
+    base_0, c1_0, c3_1 = lines[("base", "0")], lines[("C1", "0")], lines[("C3", "1")]
+    assert (base_0["status"], base_0["best_step"], base_0["first_dev_ppl"], base_0["steps_to_target"]) == (
+        "done", "300", "90.0", "200")
+    assert (base_0["first_train_loss"], base_0["last_train_loss"], base_0["peak_learning_rate"]) == (
+        "8.0", "3.0", "0.002")
+    # C1 seed 0 at S = step 100: 60; best 30 at 200 over training perplexity 40 there.
+    assert (c1_0["dev_ppl_at_step_s"], c1_0["dev_over_train"], c1_0["wall_s"]) == ("60.0", "0.75", "250.0")
+    assert (c3_1["status"], c3_1["steps_to_target"]) == ("diverged", "")  # 150 and up: never under 51.25.
+    text = (root / "table2_runs.md").read_text()
+    assert "6 runs: 6 finished (1 diverged), 0 not finished. Wall time of the finished runs: 100-300 s" in text
+    glance = {line.split(" | ")[0].lstrip("| "): line for line in text.split("## Every run")[0].splitlines()
+              if line.startswith("| ")}
+    # base: dev PPL 40 and 42 (41 ± 1); C1: 30 and 34, paired -25.0% and -19.0% (-22.0% ± 3.0%); C3 seed 0 alone.
+    assert glance["base"] == "| base | 2 | 41.00 ± 1.00 |  |  |  | 200 ± 0 | 85.00 | 2.00 |"
+    assert glance["C1"].startswith("| C1 | 2 | 32.00 ± 2.00 | -22.0% ± 3.0% |")
+    assert glance["C3"].startswith("| C3 | 1 of 2; 1 diverged | 60.00 |") and "| none of 1 |" in glance["C3"]

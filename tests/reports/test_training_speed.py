@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import pathlib
 
-from attention_jax.reports import all_reports, sweep_rows, training_speed
+from attention_jax.reports import all_reports, sweep_diagnostics, sweep_rows, training_speed
 from configs.sweeps import normalization as sweep_config
 from launch import sweep_record, sweep_spec
 from tests.support.sweep_cli import REPO_ROOT
@@ -54,7 +54,7 @@ def test_steps_to_the_target_and_gradient_norms_match_hand_figures(tmp_path: pat
     _write_sweep(root)
     _, rows = sweep_rows.read_sweep_rows(str(root))
     assert training_speed._applies(rows, "base", ("normalization", "residual_connections"))
-    target = training_speed._target_perplexity(str(root), rows, "base")
+    target = sweep_diagnostics.target_perplexity(str(root), rows, "base")
     assert target == 1.25 * (40.0 + 42.0) / 2  # 51.25
     compared = {row.row: row for row in training_speed._compare_rows(str(root), rows, target, "base")}
     base, batch_norm, no_residual = compared["base"], compared["post_batch_norm"], compared["no_residual"]
