@@ -120,10 +120,10 @@ def _markdown_report(root: str, compared: Sequence[_NormalizationRow], target: f
     lines += markdown_table(["row", "seeds", "diverged", "not reached", "steps to target",
                              f"vs {reference} (steps)", "reading"], cells)
     early_step = next((row.early_step for row in compared if row.early_step is not None), None)
-    lines += ["", "## Gradient norm per module at step 1 (the initial parameters), mean over seeds", ""]
+    healthy = "mean over the healthy seeds (a diverged seed left out)"
+    lines += ["", f"## Gradient norm per module at step 1 (the initial parameters), {healthy}", ""]
     lines += _norm_table(compared, early=False)
-    lines += ["", f"## Gradient norm per module at step {early_step or 'of the first later log'}, mean over seeds",
-              ""]
+    lines += ["", f"## Gradient norm per module at step {early_step or 'of the first later log'}, {healthy}", ""]
     lines += _norm_table(compared, early=True)
     return "\n".join(lines) + "\n"
 
