@@ -50,26 +50,8 @@ def _slug(heading: str) -> str:
     return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
 
 
-def report_section(path: str, anchor: str) -> str:
-    """The lines under the ``##`` heading of ``path`` whose slug is ``anchor``, up to the next ``##`` heading.
-
-    Parameters
-    ----------
-    path : str
-        A generated Markdown report.
-    anchor : str
-        The heading's slug, e.g. ``at-a-glance``.
-
-    Returns
-    -------
-    str
-        The section without its heading, blank lines trimmed, ending in a newline.
-
-    Raises
-    ------
-    UserInputError
-        When the file or the heading is missing.
-    """
+def _report_section(path: str, anchor: str) -> str:
+    """The lines under the ``##`` heading of ``path`` whose slug is ``anchor``, up to the next ``##`` (trimmed)."""
     if not os.path.isfile(path):
         raise UserInputError(f"{path} (a page's generated block) does not exist: run the report command on its root.")
     with open(path, encoding="utf-8") as file:
@@ -103,7 +85,7 @@ def generated_blocks(page: str) -> list[GeneratedBlock]:
         text = file.read()
     directory = os.path.dirname(page)
     return [GeneratedBlock(match["source"], match["anchor"], match["body"],
-                           report_section(os.path.join(directory, match["source"]), match["anchor"]))
+                           _report_section(os.path.join(directory, match["source"]), match["anchor"]))
             for match in _BLOCK.finditer(text)]
 
 
