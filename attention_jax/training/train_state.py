@@ -49,59 +49,22 @@ def _boxed_initial_state(key: jax.Array, transformer: nn.Module,
                       opt_state=optimizer.init(params), rng=jax.random.key_data(train_key))
 
 
-def abstract_boxed_state(transformer: nn.Module,
+def _abstract_boxed_state(transformer: nn.Module,
                          optimizer: optax.GradientTransformation) -> TrainState:
-    """Return the initial state's shapes, parameters boxed with their logical axis names; nothing is allocated.
-
-    Parameters
-    ----------
-    transformer, optimizer : nn.Module, optax.GradientTransformation
-        The model and its optimizer (moments inherit the parameters' axes).
-
-    Returns
-    -------
-    TrainState
-        ``jax.ShapeDtypeStruct`` leaves.
-    """
+    """Return the initial state's shapes, parameters boxed with their logical axis names; nothing is allocated."""
     return jax.eval_shape(functools.partial(_boxed_initial_state, transformer=transformer,
                                             optimizer=optimizer), jax.random.key(0))
 
 
-def abstract_train_state(boxed_state: TrainState, shardings: TrainState) -> TrainState:
-    """Return the state's shapes, dtypes and shardings: the target of a checkpoint restore.
-
-    Parameters
-    ----------
-    boxed_state, shardings : TrainState
-        From :func:`abstract_boxed_state` and :func:`sharding.tree_shardings`.
-
-    Returns
-    -------
-    TrainState
-        Unboxed ``jax.ShapeDtypeStruct`` leaves with ``sharding`` set.
-    """
+def _abstract_train_state(boxed_state: TrainState, shardings: TrainState) -> TrainState:
+    """Return the state's shapes, dtypes and shardings: the target of a checkpoint restore."""
     return jax.tree.map(lambda leaf, where: jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=where),
                         nn.meta.unbox(boxed_state), shardings)
 
 
-def create_train_state(seed: int, transformer: nn.Module,
+def _create_train_state(seed: int, transformer: nn.Module,
                        optimizer: optax.GradientTransformation, shardings: TrainState) -> TrainState:
-    """Initialize step 0's parameters and optimizer state directly in their shardings.
-
-    Parameters
-    ----------
-    seed : int
-        Seeds the parameters and, through a split, the dropout keys.
-    transformer, optimizer : nn.Module, optax.GradientTransformation
-        The model and its optimizer.
-    shardings : TrainState
-        From :func:`sharding.tree_shardings`.
-
-    Returns
-    -------
-    TrainState
-        Step 0, unboxed parameters.
-    """
+    """Initialize step 0's parameters and optimizer state directly in their shardings."""
     def _initialize(key: jax.Array) -> TrainState:
         return nn.meta.unbox(_boxed_initial_state(key, transformer, optimizer))
 
@@ -130,8 +93,8 @@ def sharded_initial_state(seed: int, transformer: nn.Module, optimizer: optax.Gr
     shardings : TrainState
         Where each leaf lives.
     """
-    shardings = sharding.tree_shardings(abstract_boxed_state(transformer, optimizer), mesh, rules)
-    return create_train_state(seed, transformer, optimizer, shardings), shardings
+    shardings = sharding._tree_shardings(_abstract_boxed_state(transformer, optimizer), mesh, rules)
+    return _create_train_state(seed, transformer, optimizer, shardings), shardings
 
 
 def paper_learning_rate(step: ArrayLike, *, d_model: int, warmup_steps: int, scale: float = 1.0) -> ArrayLike:
@@ -223,19 +186,8 @@ def _layer_gradient_norms(grads: Any) -> dict[str, jax.Array]:
     return {f"{LAYER_GRAD_NORM_PREFIX}{name}": optax.tree.norm(subtree) for name, subtree in grads.items()}
 
 
-def logged_gradient_norms(fetched: list[tuple[int, dict]]) -> dict[str, float]:
-    """Return the gradient norms a training log line records for its interval's fetched steps.
-
-    Parameters
-    ----------
-    fetched : list of (step, sums)
-        The interval's steps and host metric sums.
-
-    Returns
-    -------
-    dict[str, float]
-        The last step's ``grad_norm[/<module>]``; from step 1 also ``init/...``, at the initial parameters.
-    """
+def _logged_gradient_norms(fetched: list[tuple[int, dict]]) -> dict[str, float]:
+    """Return the gradient norms a training log line records for its interval's fetched steps."""
     def _norms(sums: dict, prefix: str = "") -> dict[str, float]:
         return {f"{prefix}{key}": float(value) for key, value in sums.items()
                 if key == "grad_norm" or key.startswith(LAYER_GRAD_NORM_PREFIX)}
@@ -379,7 +331,7 @@ def _eval_step(params: Any, batch: Batch, *, transformer: nn.Module,
 
 
 @dataclasses.dataclass(frozen=True)
-class CompiledSteps:
+class _CompiledSteps:
     """The jitted step functions of one run and the shardings they use."""
 
     train: Callable  # (state, batch[, carry]) -> (state, sums)
@@ -392,7 +344,7 @@ class CompiledSteps:
 
 def compile_steps(transformer: nn.Module, optimizer: optax.GradientTransformation,
                   mesh: Mesh, state_shardings: TrainState, *, label_smoothing: float,
-                  grad_accum_steps: int = 1, dropout_rng: str = "threefry") -> CompiledSteps:
+                  grad_accum_steps: int = 1, dropout_rng: str = "threefry") -> _CompiledSteps:
     """Jit the step functions with explicit shardings and donated state and accumulator buffers.
 
     Parameters
@@ -447,10 +399,10 @@ def compile_steps(transformer: nn.Module, optimizer: optax.GradientTransformatio
                              out_shardings=carry_sharding, donate_argnums=(1,))
     evaluate = jax.jit(functools.partial(_eval_step, transformer=transformer, label_smoothing=label_smoothing),
                        in_shardings=(state_shardings.params, batch_sharding), out_shardings=replicated)
-    return CompiledSteps(train, first_micro, next_micro, evaluate, state_shardings, batch_sharding)
+    return _CompiledSteps(train, first_micro, next_micro, evaluate, state_shardings, batch_sharding)
 
 
-def run_update(steps: CompiledSteps, state: TrainState,
+def run_update(steps: _CompiledSteps, state: TrainState,
                micro_batches: list[Batch]) -> tuple[TrainState, MetricSums]:
     """Apply one optimizer update from ``len(micro_batches)`` global micro-batches (shapes may differ).
 

@@ -196,18 +196,8 @@ def _read_text(path: str) -> str:
         return ""
 
 
-def acquire_for_job(workdir: str) -> WorkdirLock | None:
+def _acquire_for_job(workdir: str) -> WorkdirLock | None:
     """Take the lock for a (possibly multi-process) job on process 0; every process learns the verdict.
-
-    Parameters
-    ----------
-    workdir : str
-        The work directory.
-
-    Returns
-    -------
-    WorkdirLock or None
-        The held lock on process 0, ``None`` on the others.
 
     Raises
     ------
@@ -224,6 +214,6 @@ def acquire_for_job(workdir: str) -> WorkdirLock | None:
             lock = WorkdirLock(workdir).acquire()
         except WorkdirLockedError as error:
             refusal = error
-    if not distributed.all_processes_agree(refusal is None):
+    if not distributed._all_processes_agree(refusal is None):
         raise refusal or WorkdirLockedError(f"{workdir} is in use by another trainer (see process 0's log).")
     return lock

@@ -240,7 +240,7 @@ def test_the_trainer_names_a_truncated_tokenizer_as_damaged(random_run: pathlib.
     data = types.SimpleNamespace(tokenizer=types.SimpleNamespace(
         model_proto=(random_run / "tokenizer.model").read_bytes()))
     with pytest.raises(UserInputError, match="is not a readable SentencePiece model") as refused:
-        setup_checks.check_tokenizer(checkpoints.read_config(str(damaged)), str(damaged), data, step=1)
+        setup_checks._check_tokenizer(checkpoints.read_config(str(damaged)), str(damaged), data, step=1)
     assert "differs from" not in str(refused.value)
 
 
@@ -362,8 +362,8 @@ def test_a_dev_split_with_no_pair_within_max_len_is_refused_before_training() ->
     experiment = fake_data.tiny_experiment(max_len=3, tokens_per_batch=300)
     with pytest.raises(UserInputError, match=r"none of the 100 dev pairs fits config.max_len=3 tokens \(EOS "
                                              r"included; 99 are longer, 1 have an empty side\): every evaluation"):
-        setup_checks.check_data(experiment, _data_with_dev(100, too_long=99, empty=1))
-    setup_checks.check_data(experiment, _data_with_dev(100, too_long=99))  # One pair scores: no refusal.
+        setup_checks._check_data(experiment, _data_with_dev(100, too_long=99, empty=1))
+    setup_checks._check_data(experiment, _data_with_dev(100, too_long=99))  # One pair scores: no refusal.
 
 
 # --- Case 13: evaluate on pairs longer than the model takes ----------------------------------------

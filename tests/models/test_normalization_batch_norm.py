@@ -272,10 +272,10 @@ def test_resuming_a_checkpoint_from_before_running_weight_is_refused_in_one_line
     params_checkpoints._save_params(directory, 3, old, {})
     refusal = r"checkpoints/3 holds other parameters.*running_weight'\]: missing"
     with pytest.raises(UserInputError, match=refusal) as error:
-        setup_checks.check_checkpoint_parameters(str(tmp_path), 3, current)
+        setup_checks._check_checkpoint_parameters(str(tmp_path), 3, current)
     assert "\n" not in str(error.value)
     params_checkpoints._save_params(directory, 4, current, {})
-    setup_checks.check_checkpoint_parameters(str(tmp_path), 4, current)  # This version's: no complaint.
+    setup_checks._check_checkpoint_parameters(str(tmp_path), 4, current)  # This version's: no complaint.
 
 
 # --- The global batch under data parallelism (a subprocess with 8 CPU devices) -----------------------

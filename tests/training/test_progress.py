@@ -24,7 +24,7 @@ def test_remaining_evaluations_count_the_periodic_ones_and_the_final_one() -> No
 def test_summary_line_names_steps_time_best_dev_bleu_and_results() -> None:
     results = {"step": 40, "stop_reason": "early_stopping", "wall_s": 192.5, "best_eval_ppl": 8.1, "best_step": 30,
                "dev_bleu": 21.349, "test_bleu": 22.1}
-    assert progress.summary_line(results, "runs/tiny") == (
+    assert progress._summary_line(results, "runs/tiny") == (
         "Done: step 40 (early_stopping), 3m12s; best dev perplexity 8.100 at step 30; dev BLEU 21.35, "
         "test BLEU 22.10; results in runs/tiny/results.json")
 

@@ -23,7 +23,7 @@ def test_a_fresh_run_is_built_once_and_only_its_loop_state_changes(tmp_path: pat
     data = fake_data.FakeData()
     run = train.build_run(fake_data.tiny_experiment(num_train_steps=2), str(tmp_path), data)
     try:
-        assert int(run.loop.state.step) == 0 and run.earlier == run_context.EarlierSessions()
+        assert int(run.loop.state.step) == 0 and run.earlier == run_context._EarlierSessions()
         assert (run.loop.stop_reason, run.loop.evaluation_pending, run.loop.last_eval) == (None, False, {})
         assert run.data is data and run.lock is None and run.num_params > 0
         assert run.loop.last_save_time >= run.session_start
