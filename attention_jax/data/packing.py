@@ -57,26 +57,13 @@ def check_row_lengths(row_lengths: Sequence[int], max_len: int) -> tuple[int, ..
     return lengths
 
 
-def make_packed_shapes(max_len: int, tokens_per_batch: int, row_multiple: int,
-                       row_lengths: Sequence[int] = ()) -> batching.BucketShapes:
-    """Return packed training's batch shapes: per row length ``L``, the most rows within the budget.
-
-    Parameters
-    ----------
-    max_len, tokens_per_batch, row_multiple : int
-        As in :func:`batching.make_bucket_shapes`; ``max_len`` is the longest row length.
-    row_lengths : Sequence[int]
-        ``config.packing_row_lengths``; empty: the default.
-
-    Returns
-    -------
-    batching.BucketShapes
-        One "bucket" per row length.
-    """
+def _make_packed_shapes(max_len: int, tokens_per_batch: int, row_multiple: int,
+                       row_lengths: Sequence[int] = ()) -> batching._BucketShapes:
+    """Return packed training's batch shapes: per row length ``L``, the most rows within the budget."""
     lengths = check_row_lengths(row_lengths, max_len)
     batching.make_bucket_shapes(max_len, tokens_per_batch, row_multiple)  # Raises for a budget too small.
     global_rows = tuple((tokens_per_batch // length) // row_multiple * row_multiple for length in lengths)
-    return batching.BucketShapes(lengths=lengths, global_rows=global_rows)
+    return batching._BucketShapes(lengths=lengths, global_rows=global_rows)
 
 
 def first_fit_decreasing(source_lengths: np.ndarray, target_lengths: np.ndarray,
@@ -128,13 +115,13 @@ class PackedPlan:
     source_lengths, target_lengths : np.ndarray
         ``[num_pairs]``, EOS included; pairs over the longest row are dropped.
     shapes : batching.BucketShapes
-        From :func:`make_packed_shapes`.
+        From :func:`_make_packed_shapes`.
     window : int
         Pairs packed together.
     """
 
     def __init__(self, source_lengths: np.ndarray, target_lengths: np.ndarray,
-                 shapes: batching.BucketShapes, window: int = DEFAULT_WINDOW) -> None:
+                 shapes: batching._BucketShapes, window: int = DEFAULT_WINDOW) -> None:
         self.shapes = shapes
         is_kept = np.maximum(source_lengths, target_lengths) <= shapes.lengths[-1]
         self.num_pairs = len(source_lengths)
@@ -194,7 +181,7 @@ class PackedPlan:
         return tuple(float(max(source, target) / rows) if rows else 0.0 for source, target, rows in
                      zip(self._source_tokens, self._target_tokens, rows_packed))
 
-    def with_shapes(self, shapes: batching.BucketShapes) -> "PackedPlan":
+    def with_shapes(self, shapes: batching._BucketShapes) -> "PackedPlan":
         """Return this packing cut into batches of ``shapes.global_rows`` rows, not repacked.
 
         Parameters
@@ -254,7 +241,7 @@ class PackedPlan:
         """
         return [bucket for bucket, rows in enumerate(self._rows_per_length()) if rows]
 
-    def shuffled_batches(self, seed: int, epoch: int) -> list[batching.PlannedBatch]:
+    def shuffled_batches(self, seed: int, epoch: int) -> list[batching._PlannedBatch]:
         """Return an epoch's batches (every kept pair once): each length's rows shuffled and cut, batches shuffled.
 
         Parameters
@@ -275,7 +262,7 @@ class PackedPlan:
             batches.extend(self._chunk(rows[rng.permutation(len(rows))], bucket))
         return [batches[index] for index in rng.permutation(len(batches))]
 
-    def ordered_batches(self) -> list[batching.PlannedBatch]:
+    def ordered_batches(self) -> list[batching._PlannedBatch]:
         """Return the evaluation batches: each length's packed rows in their fixed order.
 
         Returns
@@ -304,15 +291,15 @@ class PackedPlan:
                 "total": 1.0 - (source + target) / (2 * slots)}
 
 
-    def _chunk(self, rows: np.ndarray, bucket: int) -> list[batching.PlannedBatch]:
+    def _chunk(self, rows: np.ndarray, bucket: int) -> list[batching._PlannedBatch]:
         batch_rows = self.shapes.global_rows[bucket]
         num_batches = math.ceil(len(rows) / batch_rows)
         padded = np.full((num_batches * batch_rows, self._rows.shape[1]), batching.PADDING_ROW, np.int64)
         padded[:len(rows)] = rows
-        return [batching.PlannedBatch(bucket, chunk) for chunk in padded.reshape(-1, batch_rows, padded.shape[1])]
+        return [batching._PlannedBatch(bucket, chunk) for chunk in padded.reshape(-1, batch_rows, padded.shape[1])]
 
 
-def _pack_side(side: token_cache.TokenizedSide, rows: np.ndarray,
+def _pack_side(side: token_cache._TokenizedSide, rows: np.ndarray,
                length: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Return ids, segment ids and positions ``[rows, L]`` of one side of packed rows ``[rows, P]``."""
     ids = np.zeros((len(rows), length), np.int32)
@@ -331,22 +318,10 @@ def _pack_side(side: token_cache.TokenizedSide, rows: np.ndarray,
     return ids, segmentation, position
 
 
-def make_packed_batch(tokenized: token_cache.TokenizedSplit, length: int, rows: np.ndarray) -> dict:
+def _make_packed_batch(tokenized: token_cache._TokenizedSplit, length: int, rows: np.ndarray) -> dict:
     """Build one packed batch: int32 ``[rows, L]`` ``inputs``, ``targets`` (pad 0), ``*_segmentation``, ``*_position``.
 
-    Parameters
-    ----------
-    tokenized : token_cache.TokenizedSplit
-        Token ids of the split.
-    length : int
-        ``L``, tokens per side of a row.
-    rows : np.ndarray
-        ``int64 [rows, P]`` pair indices; ``PADDING_ROW`` entries are skipped.
-
-    Returns
-    -------
-    dict
-        The batch; segment ``k`` is the row's pair ``k``.
+    ``rows``: int64 ``[rows, P]`` pair indices (``PADDING_ROW`` skipped); segment ``k`` of a row is its pair ``k``.
     """
     batch = {}
     for name, side in (("inputs", tokenized.source), ("targets", tokenized.target)):

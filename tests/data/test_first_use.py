@@ -72,7 +72,7 @@ def test_prepare_once_runs_the_preparation_in_one_of_two_threads(tmp_path: pathl
         done.write_text("ready")
 
     def worker() -> None:
-        returned.append(first_use.prepare_once(str(tmp_path / "cache.lock"), "a test cache", done.exists, prepare))
+        returned.append(first_use._prepare_once(str(tmp_path / "cache.lock"), "a test cache", done.exists, prepare))
 
     threads = [threading.Thread(target=worker) for _ in range(2)]
     for thread in threads:

@@ -120,7 +120,7 @@ def test_tfds_text_dataset_on_mock_data(tmp_path: pathlib.Path) -> None:
     with tfds.testing.mock_data(num_examples=64):
         data = lm_data.get_datasets(_config("lm1b", tmp_path, vocab_size=200, tokens_per_batch=128))
         records = tfds.data_source("lm1b", split="validation")
-        texts = [lm_data.data_sources.as_text(record["text"]) for record in records]
+        texts = [lm_data.data_sources._as_text(record["text"]) for record in records]
         tokens = sum(len(data.tokenizer.encode(text)) for text in texts if text.strip())
         assert data.stats["tokens"]["validation"] == tokens
         assert next(data.train_iterator(seed=0))["targets"].shape == (4, 32)

@@ -32,7 +32,7 @@ EOS = model.EOS_ID
 
 def test_packed_batch_arrays_on_a_hand_made_example() -> None:
     split = tokenized_split([([5, 6], [7]), ([8], [9, 10, 11]), ([12, 13, 14], [15, 16])])
-    batch = packing.make_packed_batch(split, 8, np.array([[0, 1, -1], [2, -1, -1], [-1, -1, -1]]))
+    batch = packing._make_packed_batch(split, 8, np.array([[0, 1, -1], [2, -1, -1], [-1, -1, -1]]))
     np.testing.assert_array_equal(batch["inputs"], [[5, 6, EOS, 8, EOS, 0, 0, 0],
                                                     [12, 13, 14, EOS, 0, 0, 0, 0], [0] * 8])
     np.testing.assert_array_equal(batch["inputs_segmentation"], [[1, 1, 1, 2, 2, 0, 0, 0],
@@ -112,8 +112,8 @@ def test_packed_plan_covers_every_kept_pair_once_per_epoch_in_row_length_shapes(
     rng = np.random.default_rng(1)
     source, target = rng.integers(1, 12, size=500), rng.integers(1, 12, size=500)
     source[:60], target[:60] = rng.integers(1, 40, size=60), rng.integers(1, 40, size=60)  # Some long pairs.
-    shapes = packing.make_packed_shapes(32, 32 * 10, 2)
-    assert shapes == batching.BucketShapes(lengths=(12, 24, 32), global_rows=(26, 12, 10))
+    shapes = packing._make_packed_shapes(32, 32 * 10, 2)
+    assert shapes == batching._BucketShapes(lengths=(12, 24, 32), global_rows=(26, 12, 10))
     plan = packing.PackedPlan(source, target, shapes, window=64)
     kept = np.flatnonzero(np.maximum(source, target) <= 32)
     assert plan.num_dropped == 500 - len(kept)
@@ -136,7 +136,7 @@ def test_packed_plan_covers_every_kept_pair_once_per_epoch_in_row_length_shapes(
     padding = plan.padding_fraction()
     bucketed = batching.BatchPlan(source, target, batching.make_bucket_shapes(32, 320, 2)).padding_fraction()
     assert padding["targets"] < bucketed["targets"]
-    one_length = packing.PackedPlan(source, target, packing.make_packed_shapes(32, 320, 2, (32,)), window=64)
+    one_length = packing.PackedPlan(source, target, packing._make_packed_shapes(32, 320, 2, (32,)), window=64)
 
     assert {b.sentence_indices.shape[0] for b in one_length.shuffled_batches(3, 0)} == {10}
 
@@ -166,8 +166,8 @@ def test_packed_loss_sums_equal_unpacked_batch_of_the_same_pairs() -> None:
     params = init_transformer(SMALL)
     pairs = random_pairs(5, seed=1, max_words=4)
     split = tokenized_split(pairs)
-    packed = packing.make_packed_batch(split, 16, ROWS)
-    unpacked = batching.make_batch(split, 16, np.arange(5))
+    packed = packing._make_packed_batch(split, 16, ROWS)
+    unpacked = batching._make_batch(split, 16, np.arange(5))
     transformer = model.Transformer(SMALL)
     sums = [jax.device_get(train_state._eval_step(params, {k: jnp.asarray(v) for k, v in batch.items()},
                                                  transformer=transformer, label_smoothing=0.1))

@@ -131,6 +131,6 @@ def test_a_corpus_is_a_directory_of_tsv_files(tmp_path: pathlib.Path, monkeypatc
     config = config_errors.load_config_file("my_corpus_config.py")
     experiment = sections.build_experiment(config, "my_corpus_config.py")
     assert experiment.data.dataset == "tsv:my_corpus"
-    source = data_sources.open_translation_source(experiment.data)
+    source = data_sources._open_translation_source(experiment.data)
     assert [source.num_examples(split) for split in ("train", "validation", "test")] == [30, 5, 4]
 

@@ -170,7 +170,7 @@ def test_an_unwritable_data_directory_is_named_with_its_fix(tmp_path: pathlib.Pa
         raise OSError(errno.EROFS, "Read-only file system", "/home/me/tensorflow_datasets")
 
     with pytest.raises(UserInputError) as raised:
-        first_use.prepare_once(str(tmp_path / "corpus.lock"), "the corpus /data/en_de", lambda: False, prepare)
+        first_use._prepare_once(str(tmp_path / "corpus.lock"), "the corpus /data/en_de", lambda: False, prepare)
     message = str(raised.value)
     assert message.startswith("cannot write the corpus /data/en_de to /home/me/tensorflow_datasets (Read-only file "
                               "system)")
