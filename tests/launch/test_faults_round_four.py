@@ -162,24 +162,24 @@ def test_an_output_file_that_is_the_runs_own_is_refused(random_run: pathlib.Path
 
     with pytest.raises(UserInputError, match=rf"--out=.*{name} is the run's own {name} in .*writing over it "
                                              r"would break the run"):
-        output_files.check_output_file(str(random_run / name), "--out", (str(random_run),))
+        output_files._check_output_file(str(random_run / name), "--out", (str(random_run),))
     link = random_run.parent / "run_link"  # The same run by another name.
     if not link.exists():
         link.symlink_to(random_run)
     with pytest.raises(UserInputError, match="is the run's own"):
-        output_files.refuse_run_files(str(link / name), "--output", (str(random_run),))
+        output_files._refuse_run_files(str(link / name), "--output", (str(random_run),))
 
 
 def test_a_new_output_file_beside_the_run_or_elsewhere_is_fine(random_run: pathlib.Path,
                                                                tmp_path: pathlib.Path) -> None:
     from attention_jax.commands import output_files
 
-    output_files.check_output_file(str(random_run / "tiny.safetensors"), "--out", (str(random_run),))
-    output_files.check_output_file(str(tmp_path / "new" / "dir" / "x.jax_export"), "--out", (str(random_run),))
+    output_files._check_output_file(str(random_run / "tiny.safetensors"), "--out", (str(random_run),))
+    output_files._check_output_file(str(tmp_path / "new" / "dir" / "x.jax_export"), "--out", (str(random_run),))
     existing = tmp_path / "old.safetensors"
-    assert output_files.replacement_note(str(existing), "--out") is None
+    assert output_files._replacement_note(str(existing), "--out") is None
     existing.write_bytes(b"x")
-    assert output_files.replacement_note(str(existing), "--out") == f"note: --out={existing} exists and is replaced."
+    assert output_files._replacement_note(str(existing), "--out") == f"note: --out={existing} exists and is replaced."
 
 
 @pytest.mark.slow
@@ -191,7 +191,7 @@ def test_an_output_file_in_a_read_only_directory_is_refused_before_any_work(tmp_
     locked = tmp_path / "locked"
     locked.mkdir()
     with read_only(locked), pytest.raises(UserInputError, match=r"--out=.*locked.*(read-only|not writable)"):
-        output_files.check_output_file(str(locked / "x.safetensors"), "--out")
+        output_files._check_output_file(str(locked / "x.safetensors"), "--out")
 
 
 @pytest.mark.parametrize("code, fix", [("ENOSPC", "free space and rerun"), ("EDQUOT", "free space and rerun"),
@@ -203,9 +203,9 @@ def test_a_failed_write_is_one_line_naming_the_file_and_the_fix(code: str, fix: 
     from attention_jax.commands import output_files
 
     number = getattr(errno, code)
-    message = output_files.write_error_message(OSError(number, os.strerror(number), "/x/.tmp"), "/x/a.bin", "--out")
+    message = output_files._write_error_message(OSError(number, os.strerror(number), "/x/.tmp"), "/x/a.bin", "--out")
     assert message == f"cannot write --out=/x/a.bin: {os.strerror(number)} ({code}); {fix}."
-    assert output_files.write_error_message(OSError(errno.EBADF, "bad"), "/x/a.bin", "--out") is None
+    assert output_files._write_error_message(OSError(errno.EBADF, "bad"), "/x/a.bin", "--out") is None
 
 
 def _damaged_copy(run: pathlib.Path, tmp_path: pathlib.Path) -> pathlib.Path:
