@@ -51,7 +51,7 @@ def test_packed_rows_never_attend_across_documents() -> None:
     documents, length = _documents(1, 30), 24
     packed = lm_data._PackedRows(documents, length)
     batch = packed.batch(np.arange(packed.num_rows))
-    mask = np.asarray(model.make_segment_mask(jnp.asarray(batch["targets_segmentation"]),
+    mask = np.asarray(model._make_segment_mask(jnp.asarray(batch["targets_segmentation"]),
                                               jnp.asarray(batch["targets_segmentation"])))[:, 0]
     owner = np.full(packed.num_rows * length, -1)
     owner[:packed.num_tokens] = _document_of_each_token(documents)

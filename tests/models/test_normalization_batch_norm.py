@@ -233,7 +233,7 @@ def test_accumulated_micro_batches_equal_one_big_batch(normalization_name: str) 
     one_batch, _ = jax.jit(functools.partial(train_state.train_step, **common))(
         state, {"inputs": inputs, "targets": targets})
     micro = [{"inputs": inputs[rows], "targets": targets[rows]} for rows in (slice(0, 1), slice(1, 4))]
-    carry = jax.jit(functools.partial(train_state.accumulate_gradients, transformer=transformer,
+    carry = jax.jit(functools.partial(train_state._accumulate_gradients, transformer=transformer,
                                       label_smoothing=0.1))(state, None, micro[0], jnp.int32(0))
     accumulated, _ = jax.jit(functools.partial(train_state.train_step, micro_index=1, **common))(
         state, micro[1], carry)
