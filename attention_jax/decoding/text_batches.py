@@ -61,20 +61,8 @@ def encode_batch(tokenizer: TextCodec, sources: Sequence[str], targets: Sequence
     return batch
 
 
-def checked_sentences(sources: Any, argument: str = "sources") -> list[str]:
+def _checked_sentences(sources: Any, argument: str = "sources") -> list[str]:
     """Return ``sources`` as a list of ``str``.
-
-    Parameters
-    ----------
-    sources : Any
-        What a caller passed as sentences.
-    argument : str
-        Its name in the error.
-
-    Returns
-    -------
-    list[str]
-        The sentences.
 
     Raises
     ------
@@ -93,22 +81,8 @@ def checked_sentences(sources: Any, argument: str = "sources") -> list[str]:
     return sources
 
 
-def checked_ids(source_ids: Any, vocab_size: int, argument: str = "source_ids") -> list[list[int]]:
+def _checked_ids(source_ids: Any, vocab_size: int, argument: str = "source_ids") -> list[list[int]]:
     """Return ``source_ids`` as lists of ints within the vocabulary.
-
-    Parameters
-    ----------
-    source_ids : Any
-        What a caller passed as tokenized sentences.
-    vocab_size : int
-        The first id refused.
-    argument : str
-        Its name in the error.
-
-    Returns
-    -------
-    list[list[int]]
-        The ids.
 
     Raises
     ------

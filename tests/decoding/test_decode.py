@@ -158,15 +158,15 @@ def test_cached_beam_search_is_the_same_on_every_implementation(function, implem
 
 
 def test_cache_stage_ends():
-    assert decode_steps.cache_stage_ends(64, 4) == (16, 32, 48)
-    assert decode_steps.cache_stage_ends(64, 2) == (32,)
-    assert decode_steps.cache_stage_ends(64, 1) == ()
-    assert decode_steps.cache_stage_ends(16, 4) == ()  # A stage is at least 16 steps.
-    assert decode_steps.cache_stage_ends(24, 4) == (16,)
-    assert decode_steps.cache_stage_ends(80, 4) == (32, 64)  # 80 / 4 = 20, rounded up to 32.
-    assert decode_steps.cache_stage_ends(114, 4, multiple=8) == (32, 64, 96)
+    assert decode_steps._cache_stage_ends(64, 4) == (16, 32, 48)
+    assert decode_steps._cache_stage_ends(64, 2) == (32,)
+    assert decode_steps._cache_stage_ends(64, 1) == ()
+    assert decode_steps._cache_stage_ends(16, 4) == ()  # A stage is at least 16 steps.
+    assert decode_steps._cache_stage_ends(24, 4) == (16,)
+    assert decode_steps._cache_stage_ends(80, 4) == (32, 64)  # 80 / 4 = 20, rounded up to 32.
+    assert decode_steps._cache_stage_ends(114, 4, multiple=8) == (32, 64, 96)
     with pytest.raises(ValueError, match="num_stages"):
-        decode_steps.cache_stage_ends(64, 0)
+        decode_steps._cache_stage_ends(64, 0)
 
 
 def test_grow_cache_pads_keys_and_values_and_keeps_the_counters():
