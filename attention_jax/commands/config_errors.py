@@ -65,13 +65,8 @@ def _takes_argument(function: Any) -> bool:
 def _load_config_file(spec: str) -> ml_collections.ConfigDict:
     """Run a ``--config=PATH[:ARG]`` file's ``get_config``; a mistake in the file is one ``ConfigError`` line.
 
-    Raises
-    ------
-    FileNotFoundError
-        For a missing file.
-    schema.ConfigError
-        For a directory, a file that does not run, no ``get_config``, a row given to a file without rows,
-        or a ``get_config`` that returns no ``ConfigDict``.
+    Raises ``FileNotFoundError``: for a missing file; ``schema.ConfigError``: for a directory, a file that does not run,
+    no ``get_config``, a row given to a file without rows, or a ``get_config`` that returns no ``ConfigDict``.
     """
     path, argument = _config_file(spec)
     try:

@@ -13,10 +13,7 @@ def _sample_lines(generator: Generator, prompts: list[str], settings: SamplingSe
                  echo_prompt: bool = False, output_format: str = "text") -> list[str]:
     """Return the output lines (no newlines): ``num_samples`` per prompt, sample k drawn with ``settings.seed + k``.
 
-    Raises
-    ------
-    UserInputError
-        When the last sample's seed passes 32 bits.
+    Raises ``UserInputError``: when the last sample's seed passes 32 bits.
     """
     if settings.seed + num_samples - 1 >= 2**32:
         raise UserInputError(f"--seed={settings.seed} --num_samples={num_samples}: sample k's seed is seed + k, "

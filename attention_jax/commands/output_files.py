@@ -29,10 +29,7 @@ def _is_inside(path: str, directory: str) -> bool:
 def _check_output_file(path: str, flag: str, run_directories: tuple[str, ...] = ()) -> None:
     """Refuse an output file that would overwrite a run's own file or that cannot be created.
 
-    Raises
-    ------
-    UserInputError
-        One line naming the path and the fix.
+    Raises ``UserInputError``: one line naming the path and the fix.
     """
     _refuse_run_files(path, flag, run_directories)
     if os.path.isdir(path):
@@ -44,10 +41,7 @@ def _check_output_file(path: str, flag: str, run_directories: tuple[str, ...] = 
 def _refuse_run_files(path: str, flag: str, run_directories: tuple[str, ...]) -> None:
     """Refuse an output file that is a run's own file, of ``run_directories`` or any run holding it.
 
-    Raises
-    ------
-    UserInputError
-        Naming the run's file and the fix.
+    Raises ``UserInputError``: naming the run's file and the fix.
     """
     for run_directory in (*filter(None, run_directories), *_runs_holding(path)):
         if not _is_inside(path, run_directory):

@@ -76,10 +76,7 @@ def _read_parallel_text(source_file: str, reference_file: str, *, source_flag: s
                        reference_flag: str = "--reference") -> list[tuple[str, str]]:
     """Read a parallel text given as two files, line ``i`` of one translating line ``i`` of the other.
 
-    Raises
-    ------
-    UserInputError
-        For a missing file, a directory, no sentence, or line counts that differ.
+    Raises ``UserInputError``: for a missing file, a directory, no sentence, or line counts that differ.
     """
     sides = []
     for flag, path in ((source_flag, source_file), (reference_flag, reference_file)):

@@ -43,12 +43,9 @@ def _bucket_lengths(max_len: int, min_len: int = MIN_BUCKET_LEN) -> tuple[int, .
 
     Neighbours differ by at most 1.5x, so bucketing alone leaves at most a third padding.
 
-    Raises
-    ------
-    ValueError
-        For ``max_len < 1``.
-
     E.g. ``(8, 12, 16, 24, ..., 192, 256)``.
+
+    Raises ``ValueError``: for ``max_len < 1``.
     """
     if max_len < 1:
         raise ValueError(f"config.max_len must be positive, got {max_len}.")
@@ -99,26 +96,12 @@ def make_bucket_shapes(max_len: int, tokens_per_batch: int, row_multiple: int) -
     return _BucketShapes(lengths=lengths, global_rows=global_rows)
 
 
-def real_token_shapes(shapes: _BucketShapes, mean_tokens_per_row: Sequence[float], tokens_per_batch: int,
+def _real_token_shapes(shapes: _BucketShapes, mean_tokens_per_row: Sequence[float], tokens_per_batch: int,
                       row_multiple: int) -> _BucketShapes:
     """Resize each bucket's rows so its average batch holds ``tokens_per_batch`` real tokens per side.
 
     ``R = tokens_per_batch / mean``, rounded down to ``row_multiple``, never below the slot-counted rows; a batch
     may then span up to ``L / mean`` times the budget in slots.
-
-    Parameters
-    ----------
-    shapes : BucketShapes
-        Slot-counted shapes.
-    mean_tokens_per_row : Sequence[float]
-        Per bucket, from :func:`_mean_longer_side_per_bucket` (0: keep the rows).
-    tokens_per_batch, row_multiple : int
-        Real tokens per side of one global batch; every row count is a multiple of ``row_multiple``.
-
-    Returns
-    -------
-    BucketShapes
-        The resized shapes.
     """
     global_rows = []
     for slot_rows, mean in zip(shapes.global_rows, mean_tokens_per_row):
@@ -158,15 +141,10 @@ class _PlannedBatch:
         return indices.reshape(process_count, -1, *indices.shape[1:])[process_index]
 
 
-class BatchPlan:
+class _BatchPlan:
     """Global batches of one split: ``ceil(pairs_in_bucket / R)`` per bucket, reshuffled every epoch.
 
-    Parameters
-    ----------
-    source_lengths, target_lengths : np.ndarray
-        ``[num_pairs]``, EOS included.
-    shapes : BucketShapes
-        Bucket lengths and rows.
+    Lengths ``[num_pairs]`` include EOS.
     """
 
     def __init__(self, source_lengths: np.ndarray, target_lengths: np.ndarray, shapes: _BucketShapes) -> None:
@@ -185,48 +163,20 @@ class BatchPlan:
 
     @property
     def num_batches(self) -> int:
-        """Return the global batches in one epoch.
-
-        Returns
-        -------
-        int
-            The count.
-        """
+        """Return the global batches in one epoch."""
         return sum(self._batches_per_bucket)
 
     @property
     def num_kept(self) -> int:
-        """Return the pairs that fit ``max_len``; each appears once per epoch.
-
-        Returns
-        -------
-        int
-            The count.
-        """
+        """Return the pairs that fit ``max_len``; each appears once per epoch."""
         return self.num_pairs - self.num_dropped
 
     def used_buckets(self) -> list[int]:
-        """Return the buckets with at least one batch (the shapes a run will see).
-
-        Returns
-        -------
-        list[int]
-            Bucket indices.
-        """
+        """Return the buckets with at least one batch (the shapes a run will see)."""
         return [bucket for bucket, count in enumerate(self._batches_per_bucket) if count]
 
     def shuffled_batches(self, seed: int, epoch: int) -> list[_PlannedBatch]:
         """Return an epoch's batches (every kept pair once): pairs shuffled within buckets, batches in shuffled order.
-
-        Parameters
-        ----------
-        seed, epoch : int
-            Data seed, the same on every process; the epoch, from 0.
-
-        Returns
-        -------
-        list[PlannedBatch]
-            The batches.
         """
         rng = np.random.default_rng([seed, epoch])
         batches = self._chunk([members[rng.permutation(len(members))] for members in self._members])
@@ -234,23 +184,12 @@ class BatchPlan:
 
     def ordered_batches(self) -> list[_PlannedBatch]:
         """Return the evaluation batches in a fixed order that mixes lengths (a limited evaluation's first batches too).
-
-        Returns
-        -------
-        list[PlannedBatch]
-            Every kept pair once.
         """
         batches = self._chunk(self._members)
         return [batches[i] for i in np.random.default_rng(0).permutation(len(batches))]
 
     def padding_fraction(self) -> dict[str, float]:
-        """Return the fraction of an epoch's batch positions that are padding.
-
-        Returns
-        -------
-        dict[str, float]
-            ``inputs``, ``targets`` and ``total``; 0 without batches.
-        """
+        """Return the fraction of an epoch's batch positions that are padding."""
         slots = sum(
             count * rows * length
             for count, rows, length in zip(self._batches_per_bucket, self.shapes.global_rows, self.shapes.lengths)

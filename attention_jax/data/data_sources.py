@@ -49,10 +49,7 @@ class _TranslationSource:
     def num_examples(self, split: str) -> int:
         """Return the number of sentence pairs in a split.
 
-        Raises
-        ------
-        MissingInputError
-            When the split cannot be read, naming how to prepare the data.
+        Raises ``MissingInputError``: when the split cannot be read, naming how to prepare the data.
         """
         return len(self._open(split)[0])
 
@@ -100,11 +97,8 @@ class _TranslationSource:
 def _open_translation_source(config: DataConfig) -> _TranslationSource:
     """Open the corpus ``config.dataset`` names.
 
-    Raises
-    ------
-    UserInputError
-        For an unknown name or languages the dataset lacks; ``MissingInputError`` (with the command) for data
-        not prepared.
+    Raises ``UserInputError``: for an unknown name or languages the dataset lacks; ``MissingInputError`` (with the
+    command) for data not prepared.
     """
     dataset = str(config.dataset).strip()
     data_dir = cache_dirs.data_dir(str(config.data_dir))  # None: TFDS's default.

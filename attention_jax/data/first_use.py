@@ -68,10 +68,7 @@ def _exclusive_lock(lock_path: str, what: str) -> Iterator[None]:
 def _prepare_once(lock_path: str, what: str, is_prepared: Callable[[], bool], prepare: Callable[[], None]) -> bool:
     """Run ``prepare`` unless ``is_prepared``, in at most one process at a time.
 
-    Raises
-    ------
-    UserInputError
-        Naming the path and the data-directory settings when the cache is not writable.
+    Raises ``UserInputError``: naming the path and the data-directory settings when the cache is not writable.
     """
     if is_prepared():
         return False

@@ -36,7 +36,7 @@ class _SplitData:
 
     tfds_split: str
     tokenized: token_cache._TokenizedSplit
-    plan: batching.BatchPlan | packing.PackedPlan
+    plan: batching._BatchPlan | packing._PackedPlan
     num_empty: int = 0  # Pairs left out for an empty source or target (counted in plan.num_dropped).
 
     def local_batch(self, planned: batching._PlannedBatch, process_index: int, process_count: int) -> dict:
@@ -249,7 +249,7 @@ class TranslationData:
             "bucket_lengths": list(train_plan.shapes.lengths),
             "global_rows": list(train_plan.shapes.global_rows),
             "local_batch_shapes": [list(shape) for shape in self._batch_shapes],
-            "packing": isinstance(train_plan, packing.PackedPlan),
+            "packing": isinstance(train_plan, packing._PackedPlan),
             "train_padding_fraction": train_plan.padding_fraction(),
             "eval_padding_fraction": self._splits["validation"].plan.padding_fraction(),
         }
@@ -294,11 +294,11 @@ def get_datasets(
         if role == "train":
             lengths, num_empty = _leave_out_empty_pairs(*lengths)
         shapes = shapes or _bucket_shapes(config, lengths, row_multiple)
-        plan: batching.BatchPlan | packing.PackedPlan
+        plan: batching._BatchPlan | packing._PackedPlan
         if role == "train" and config.packing:
             plan = _packed_plan(config, lengths, row_multiple)
         else:
-            plan = batching.BatchPlan(*lengths, shapes)
+            plan = batching._BatchPlan(*lengths, shapes)
         if role == "train" and plan.num_kept == 0:
             raise UserInputError(
                 f"All {plan.num_pairs} training pairs are longer than config.max_len={config.max_len} tokens "
@@ -363,17 +363,17 @@ def _bucket_shapes(config: DataConfig, lengths: tuple[np.ndarray, np.ndarray],
     if config.tokens_per_batch_unit == "slots":
         return shapes
     means = batching._mean_longer_side_per_bucket(*lengths, shapes.lengths)
-    return batching.real_token_shapes(shapes, means, config.tokens_per_batch, row_multiple)
+    return batching._real_token_shapes(shapes, means, config.tokens_per_batch, row_multiple)
 
 
-def _packed_plan(config: DataConfig, lengths: tuple[np.ndarray, np.ndarray], row_multiple: int) -> packing.PackedPlan:
+def _packed_plan(config: DataConfig, lengths: tuple[np.ndarray, np.ndarray], row_multiple: int) -> packing._PackedPlan:
     """Return the packed training plan, ``R`` per row length in the budget's unit."""
     shapes = packing._make_packed_shapes(config.max_len, config.tokens_per_batch, row_multiple,
                                         config.packing_row_lengths)
-    plan = packing.PackedPlan(*lengths, shapes)
+    plan = packing._PackedPlan(*lengths, shapes)
     if config.tokens_per_batch_unit == "slots":
         return plan
-    return plan.with_shapes(batching.real_token_shapes(
+    return plan.with_shapes(batching._real_token_shapes(
         plan.shapes, plan.mean_tokens_per_row(), config.tokens_per_batch, row_multiple))
 
 

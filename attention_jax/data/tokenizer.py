@@ -290,10 +290,7 @@ def load_or_train_tokenizer(
 def _tokenizer_for(fine_tune_from: str) -> Tokenizer | None:
     """Return the tokenizer of the run ``fine_tune_from`` names: fine-tuned weights keep their token ids.
 
-    Raises
-    ------
-    MissingInputError
-        When that run has no ``tokenizer.model``.
+    Raises ``MissingInputError``: when that run has no ``tokenizer.model``.
     """
     source_workdir = fine_tune_from
     if not source_workdir:

@@ -36,10 +36,7 @@ class _TsvFileSummary:
 def _read_tsv_pairs(path: str) -> Iterator[tuple[int, str, str, bool]]:
     """Yield ``(line_number, source, target, had_invalid_utf8)`` per line (LF or CRLF) of a TSV file, from 1.
 
-    Raises
-    ------
-    UserInputError
-        Naming ``path:line`` for a line without exactly one TAB.
+    Raises ``UserInputError``: naming ``path:line`` for a line without exactly one TAB.
     """
     with open(path, "rb") as tsv_file:
         for line_number, raw_line in enumerate(tsv_file, start=1):
@@ -62,10 +59,7 @@ def _read_tsv_pairs(path: str) -> Iterator[tuple[int, str, str, bool]]:
 def _require_tsv_files(tsv_dir: str) -> None:
     """Refuse a directory that lacks ``train.tsv``, ``dev.tsv`` or ``test.tsv``.
 
-    Raises
-    ------
-    MissingInputError
-        Naming the missing directory or files.
+    Raises ``MissingInputError``: naming the missing directory or files.
     """
     if not os.path.isdir(tsv_dir):
         raise MissingInputError(
@@ -178,10 +172,7 @@ class TsvTranslation(tfds.core.GeneratorBasedBuilder):
 def _prepare_tsv_dataset(tsv_dir: str, data_dir: str | None) -> TsvTranslation:
     """Check a TSV directory and prepare it as an array_record TFDS dataset, once across processes, or reuse it.
 
-    Raises
-    ------
-    UserInputError
-        For missing files, a malformed line or a file without pairs.
+    Raises ``UserInputError``: for missing files, a malformed line or a file without pairs.
     """
     _require_tsv_files(tsv_dir)
     builder = TsvTranslation(tsv_dir=tsv_dir, data_dir=data_dir, file_format="array_record")

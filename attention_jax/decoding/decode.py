@@ -201,10 +201,7 @@ def replace_invalid_characters(text: str) -> str:
 def _check_params_match(model_config: TransformerConfig, params: Any) -> None:
     """Refuse parameters whose shapes ``model_config`` does not imply, before any compilation.
 
-    Raises
-    ------
-    ValueError
-        Listing the first differences.
+    Raises ``ValueError``: listing the first differences.
     """
     expected = _expected_shapes(model_config)
     found = _shapes_by_path(params)

@@ -30,10 +30,7 @@ def _cache_stage_ends(max_decode_len: int, num_stages: int, multiple: int = POSI
 
     Rising ends inside ``(0, L)``, each a multiple of ``multiple``; empty for one stage.
 
-    Raises
-    ------
-    ValueError
-        For ``num_stages`` below 1.
+    Raises ``ValueError``: for ``num_stages`` below 1.
     """
     if num_stages < 1:
         raise ValueError(f"num_stages must be at least 1; got {num_stages}.")

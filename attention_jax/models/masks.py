@@ -86,10 +86,7 @@ def combine_masks(*masks: Array | None) -> Array | None:
 def _check_window(window: int) -> None:
     """Check that a restricted-attention window is a positive ``int`` (not ``bool``).
 
-    Raises
-    ------
-    ValueError
-        Any other value (one line).
+    Raises ``ValueError``: any other value (one line).
     """
     if isinstance(window, bool) or not isinstance(window, int) or window <= 0:
         raise ValueError(
@@ -145,10 +142,7 @@ def _self_attention_mask(config: TransformerConfig, valid: Array, *, causal: boo
 
     Dense ``[B, 1, L, L]``; a ``LocalMask`` when ``attention_window > 0``; parts for ``structured_masks`` entries.
 
-    Raises
-    ------
-    ValueError
-        Packed rows with a window or an entry without packing.
+    Raises ``ValueError``: packed rows with a window or an entry without packing.
     """
     entry = attention_registry.attention_function(config.attention_function)
     if segmentation is not None and not entry.supports_packing:
@@ -176,10 +170,7 @@ def _cross_attention_mask(config: TransformerConfig, targets_valid: Array, input
     Valid flags ``[B, T]`` and ``[B, S]`` (``[B', S]`` for shared rows) to a boolean ``[B, 1, T, S]``
     (``[B', 1, 1, S]``) or its parts.
 
-    Raises
-    ------
-    ValueError
-        Only one of the segmentations given.
+    Raises ``ValueError``: only one of the segmentations given.
     """
     if (inputs_segmentation is None) != (targets_segmentation is None):
         raise ValueError("Packed batches need both inputs_segmentation and targets_segmentation.")

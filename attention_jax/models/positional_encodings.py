@@ -270,10 +270,7 @@ def _self_attention_positions(config: TransformerConfig) -> AttentionPositions |
 def _attention_scheme(settings: AttentionPositions | None) -> PositionalEncodingScheme | None:
     """Return the entry a ``MultiHeadAttention`` applies (``None`` when given none).
 
-    Raises
-    ------
-    ValueError
-        An embedding encoding.
+    Raises ``ValueError``: an embedding encoding.
     """
     if settings is None:
         return None

@@ -69,10 +69,7 @@ class _EarlyStopping:
     def check_dev_split(self, dev_pairs: int) -> None:
         """Refuse a dev split of ``dev_pairs`` pairs, too small for early stopping, when it is on.
 
-        Raises
-        ------
-        UserInputError
-            When ``dev_pairs`` is under :data:`MIN_DEV_PAIRS`.
+        Raises ``UserInputError``: when ``dev_pairs`` is under :data:`MIN_DEV_PAIRS`.
         """
         if self.patience > 0 and dev_pairs < MIN_DEV_PAIRS:
             raise UserInputError(

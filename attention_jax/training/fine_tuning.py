@@ -118,7 +118,7 @@ def start_from_source(experiment: Experiment, workdir: str, source: _FineTuneSou
     lock = workdir_lock._acquire_for_job(workdir)  # Only now: a corpus mistake above leaves no work directory.
     try:
         transformer = language_model.build_model(experiment.model, experiment.model_kind)
-        optimizer = train_state.make_optimizer(experiment.optimizer, train_state.make_schedule(experiment.optimizer))
+        optimizer = train_state.make_optimizer(experiment.optimizer, train_state._make_schedule(experiment.optimizer))
         boxed_state = train_state._abstract_boxed_state(transformer, optimizer)
         rules = sharding.logical_axis_rules(config.param_sharding, mesh)
         shardings = sharding._tree_shardings(boxed_state, mesh, rules)

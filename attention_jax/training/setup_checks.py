@@ -24,10 +24,8 @@ from attention_jax.training import early_stopping, sharding
 def _check_devices(experiment: Experiment) -> None:
     """Refuse a config that cannot run on this job's devices.
 
-    Raises
-    ------
-    UserInputError
-        For a ``mesh_shape`` that does not fit, a step too big for memory, or GPU-only attention elsewhere.
+    Raises ``UserInputError``: for a ``mesh_shape`` that does not fit, a step too big for memory, or GPU-only attention
+    elsewhere.
     """
     sharding._fit_mesh_shape(experiment.run.mesh_shape, experiment.run.mesh_axes, jax.device_count())
     device_bytes = _device_memory()
@@ -65,10 +63,7 @@ def _warn_unreached_peak(experiment: Experiment) -> None:
 def _check_data(experiment: Experiment, data: TrainingData) -> None:
     """Refuse data the experiment cannot train on: a vocabulary over ``vocab_size``, too small a dev split.
 
-    Raises
-    ------
-    UserInputError
-        Before anything is written.
+    Raises ``UserInputError``: before anything is written.
     """
     if data.tokenizer.vocab_size > experiment.model.vocab_size:
         raise UserInputError(f"the tokenizer has {data.tokenizer.vocab_size} tokens but the model's "
@@ -92,10 +87,7 @@ def _check_dev_pairs_fit(experiment: Experiment, dev_pairs: int, stats: dict[str
 def _check_tokenizer(experiment: Experiment, workdir: str, data: TrainingData, step: int) -> None:
     """Refuse another tokenizer under a run's trained weights (its ids would mean other pieces).
 
-    Raises
-    ------
-    UserInputError
-        When the file differs or is missing.
+    Raises ``UserInputError``: when the file differs or is missing.
     """
     model_proto = data.tokenizer.model_proto
     path = os.path.join(workdir, run_files.TOKENIZER_FILE)
@@ -137,10 +129,7 @@ def check_data_splits(workdir: str, data: TrainingData) -> None:
 def _check_checkpoint_parameters(workdir: str, step: int | None, abstract_params: Any) -> None:
     """Refuse to resume from a checkpoint whose parameters are not this version's model's.
 
-    Raises
-    ------
-    UserInputError
-        Naming the differing leaves.
+    Raises ``UserInputError``: naming the differing leaves.
     """
     if step is None:
         return

@@ -46,10 +46,7 @@ def create_mesh(mesh_shape: Sequence[int], mesh_axes: Sequence[str],
 def _fit_mesh_shape(mesh_shape: Sequence[int], mesh_axes: Sequence[str], device_count: int) -> tuple[int, ...]:
     """Return the mesh's axis sizes on ``device_count`` devices (every process's), its -1 entry resolved.
 
-    Raises
-    ------
-    UserInputError
-        For sizes that do not multiply to (or divide) the device count.
+    Raises ``UserInputError``: for sizes that do not multiply to (or divide) the device count.
     """
     shape, axes = [int(size) for size in mesh_shape], tuple(mesh_axes)
     if len(shape) != len(axes) or DATA_AXIS not in axes or shape.count(-1) > 1:

@@ -32,7 +32,7 @@ from attention_jax.training import (
 )
 from attention_jax.training.device_peaks import _Throughput
 from attention_jax.training.run_context import LoopState, TrainingRun, _EarlierSessions
-from attention_jax.training.train_state import Batch, MetricSums, run_update
+from attention_jax.training.train_state import Batch, MetricSums, _run_update
 
 
 class NonFiniteLossError(UserInputError, FloatingPointError):
@@ -40,32 +40,15 @@ class NonFiniteLossError(UserInputError, FloatingPointError):
 
 
 
-def build_run(experiment: Experiment, workdir: str, data: TrainingData | None,
+def _build_run(experiment: Experiment, workdir: str, data: TrainingData | None,
               lock: workdir_lock.WorkdirLock | None = None) -> TrainingRun:
-    """Build the mesh, model, compiled steps and the initial or restored state, checked against its data.
-
-    Parameters
-    ----------
-    experiment : Experiment
-        The checked experiment.
-    workdir : str
-        The run directory; its latest checkpoint, if any, is restored.
-    data : TrainingData or None
-        The data (``None``: :func:`run_context.load_data`).
-    lock : workdir_lock.WorkdirLock or None
-        The work directory's lock, held by the caller.
-
-    Returns
-    -------
-    TrainingRun
-        The run, ready for the loop.
-    """
+    """Build the mesh, model, compiled steps and the initial or restored state, checked against its data."""
     run_config, optimizer_config = experiment.run, experiment.optimizer
     mesh = sharding.create_mesh(run_config.mesh_shape, run_config.mesh_axes)
     data = data if data is not None else run_context._load_data(experiment, mesh)
     setup_checks._check_data(experiment, data)
     transformer = language_model.build_model(experiment.model, experiment.model_kind)
-    schedule = train_state.make_schedule(optimizer_config)
+    schedule = train_state._make_schedule(optimizer_config)
     optimizer = train_state.make_optimizer(optimizer_config, schedule)
     rules = sharding.logical_axis_rules(run_config.param_sharding, mesh)
     boxed_state = train_state._abstract_boxed_state(transformer, optimizer)
@@ -187,7 +170,7 @@ def _train(run: TrainingRun, stop: distributed.StopRequest) -> bool:
             logging.info("Compiling the train step for target batches of %s (rows x length) ...", ", ".join(shapes))
             compile_started = time.perf_counter()
         profiler.before_step(step)
-        run.loop.state, sums = run_update(run.steps, run.loop.state, micro_batches)
+        run.loop.state, sums = _run_update(run.steps, run.loop.state, micro_batches)
         step += 1
         if previous is not None:  # Bound the run-ahead: wait for the previous step (its metrics are outputs).
             jax.block_until_ready(previous)
@@ -396,7 +379,7 @@ def _remove_if_only_lock(workdir: str) -> None:
 def _train_locked(experiment: Experiment, workdir: str, data: TrainingData | None,
                   lock: workdir_lock.WorkdirLock | None) -> dict[str, Any]:
     """Run :func:`train_and_evaluate` once the lock is held; config and tokenizer are written only if it trains."""
-    run = build_run(experiment, workdir, data, lock)
+    run = _build_run(experiment, workdir, data, lock)
     held_by = _why_nothing_to_train(int(run.loop.state.step), run.loop.stop_reason, run.loop.early_stopping,
                                           experiment.run.num_train_steps)
     if held_by is None and jax.process_index() == 0:

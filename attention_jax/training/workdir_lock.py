@@ -199,10 +199,7 @@ def _read_text(path: str) -> str:
 def _acquire_for_job(workdir: str) -> WorkdirLock | None:
     """Take the lock for a (possibly multi-process) job on process 0; every process learns the verdict.
 
-    Raises
-    ------
-    WorkdirLockedError
-        On every process together, when another trainer holds it.
+    Raises ``WorkdirLockedError``: on every process together, when another trainer holds it.
     """
     import jax  # Here: the lock itself is plain Python.
 

@@ -177,7 +177,7 @@ def test_plan_shards_are_disjoint_and_cover_every_kept_pair():
     rng = np.random.default_rng(0)
     source_lengths, target_lengths = rng.integers(1, 40, size=500), rng.integers(1, 40, size=500)
     shapes = batching.make_bucket_shapes(max_len=32, tokens_per_batch=256, row_multiple=4)
-    plan = batching.BatchPlan(source_lengths, target_lengths, shapes)
+    plan = batching._BatchPlan(source_lengths, target_lengths, shapes)
     kept = np.flatnonzero(np.maximum(source_lengths, target_lengths) <= 32)
     assert plan.num_dropped == 500 - len(kept)
     for batches in (plan.shuffled_batches(seed=0, epoch=3), plan.ordered_batches()):

@@ -54,7 +54,7 @@ def init_transformer(cfg: TransformerConfig) -> dict:
 
 def logits_of(cfg: TransformerConfig, params: dict, batch: dict) -> np.ndarray:
     """The model's logits on a (packed or padded) ``batch``, dropout off."""
-    return np.asarray(train_state.model_logits(model.Transformer(cfg), params, batch, deterministic=True))
+    return np.asarray(train_state._model_logits(model.Transformer(cfg), params, batch, deterministic=True))
 
 
 ROWS = np.array([[0, 1, 2], [3, 4, -1]])

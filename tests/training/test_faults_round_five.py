@@ -64,14 +64,14 @@ def test_an_output_file_that_is_another_runs_own_is_refused(random_run: pathlib.
     other = tmp_path / "runs" / "other"
     shutil.copytree(random_run, other, ignore=shutil.ignore_patterns("checkpoints"))
     (other / "checkpoints" / "1").mkdir(parents=True)
-    for flag, check in (("--out", output_files.check_output_file), ("--output", output_files.refuse_run_files)):
+    for flag, check in (("--out", output_files._check_output_file), ("--output", output_files._refuse_run_files)):
         with pytest.raises(UserInputError, match=rf"{flag}=.*{name} is another run's own {name} in .*other"):
             check(str(other / name), flag, (str(random_run),))
-    output_files.check_output_file(str(other / "new.safetensors"), "--out", (str(random_run),))
+    output_files._check_output_file(str(other / "new.safetensors"), "--out", (str(random_run),))
     user_dir = tmp_path / "mine"  # A user's own config.json alone does not make a run.
     user_dir.mkdir()
     (user_dir / "config.json").write_text("{}")
-    output_files.check_output_file(str(user_dir / "config.json"), "--out", (str(random_run),))
+    output_files._check_output_file(str(user_dir / "config.json"), "--out", (str(random_run),))
 
 
 # --- Case 6: a damaged or incomplete export is refused --------------------------------------------------------

@@ -32,7 +32,7 @@ def test_summary_line_names_steps_time_best_dev_bleu_and_results() -> None:
 @pytest.mark.end_to_end
 def test_logged_learning_rate_is_the_optimizers_schedule(tmp_path: pathlib.Path,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(train_state, "make_schedule", lambda config: (lambda count: 1e-3 * (count + 1)))
+    monkeypatch.setattr(train_state, "_make_schedule", lambda config: (lambda count: 1e-3 * (count + 1)))
     train.train_and_evaluate(fake_data.tiny_experiment(num_train_steps=2, log_every_steps=1, eval_every_steps=0,
                                                    checkpoint_every_steps=0), str(tmp_path),
                              data=fake_data.FakeData(shapes=((8, 12, 12),)))
