@@ -75,7 +75,7 @@ def make_bucket_shapes(max_len: int, tokens_per_batch: int, row_multiple: int) -
 
     Returns
     -------
-    BucketShapes
+    _BucketShapes
         The shapes.
 
     Raises

@@ -101,7 +101,7 @@ class TranslationData:
 
     Parameters
     ----------
-    source : data_sources.TranslationSource
+    source : data_sources._TranslationSource
         The opened corpus.
     tokenizer : tokenizer_lib.Tokenizer
         The shared vocabulary.
@@ -220,7 +220,7 @@ class TranslationData:
         Returns
         -------
         dict[str, dict]
-            ``validation`` and ``test`` -> :func:`data_sources.split_contents_fingerprint`.
+            ``validation`` and ``test`` -> :func:`data_sources._split_contents_fingerprint`.
         """
         if self._fingerprints is None:
             self._fingerprints = {role: data_sources._split_contents_fingerprint(self._source, split.tfds_split)

@@ -97,7 +97,7 @@ def _first_fit_decreasing(source_lengths: np.ndarray, target_lengths: np.ndarray
 
 
 class _PackedPlan:
-    """Packed global batches of one split: a :class:`batching.BatchPlan` with ``[R, P]`` pairs per batch.
+    """Packed global batches of one split: a :class:`batching._BatchPlan` with ``[R, P]`` pairs per batch.
 
     Lengths ``[num_pairs]`` include EOS; pairs over the longest row are dropped; ``window`` pairs are packed together.
     """

@@ -69,7 +69,7 @@ def datasheet_peak(device_kind: str, dtype: str) -> _DevicePeak | None:
 
     Returns
     -------
-    DevicePeak or None
+    _DevicePeak or None
         The first matching pattern's; ``None`` for an unknown device or dtype.
     """
     for pattern, peaks, source in DATASHEET_PEAKS:

@@ -49,7 +49,7 @@ def resolve_source(experiment: Experiment, workdir: str) -> _FineTuneSource | No
 
     Returns
     -------
-    FineTuneSource or None
+    _FineTuneSource or None
         ``None`` when nothing is fine-tuned or ``workdir`` already holds a checkpoint.
 
     Raises
@@ -99,7 +99,7 @@ def start_from_source(experiment: Experiment, workdir: str, source: _FineTuneSou
         The new run's.
     workdir : str
         The new run's work directory.
-    source : FineTuneSource
+    source : _FineTuneSource
         From :func:`resolve_source`.
     data : TrainingData, optional
         The new run's data (default: loaded here).

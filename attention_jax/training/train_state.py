@@ -312,7 +312,7 @@ def compile_steps(transformer: nn.Module, optimizer: optax.GradientTransformatio
 
     Returns
     -------
-    CompiledSteps
+    _CompiledSteps
         Compiled on first call, once per batch shape.
 
     Raises

@@ -1,7 +1,7 @@
 """What ``tokens_per_batch`` counts: padded slots, or real tokens as the paper does (Section 5.1).
 
 The real-token budget is checked against an independent count: the non-pad ids of the batches the
-plans deliver, built with :func:`batching.make_batch` / :func:`packing.make_packed_batch`.
+plans deliver, built with :func:`batching._make_batch` / :func:`packing._make_packed_batch`.
 """
 
 import numpy as np

@@ -36,7 +36,7 @@ def slow_generate(self, path):
         time.sleep(delay)
         yield example
 tsv_dataset.TsvTranslation._generate_examples = slow_generate
-builder = tsv_dataset.prepare_tsv_dataset(tsv_dir, data_dir)
+builder = tsv_dataset._prepare_tsv_dataset(tsv_dir, data_dir)
 sizes = {split: builder.info.splits[split].num_examples for split in ("train", "validation", "test")}
 print("RESULT " + json.dumps(sizes))
 """

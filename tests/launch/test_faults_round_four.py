@@ -322,7 +322,7 @@ def test_translate_ends_quietly_when_its_reader_goes_away_or_on_ctrl_c(random_ru
         assert translate.stdin is not None and translate.stdout is not None and translate.stderr is not None
         translate.stdin.write(b"hello world\n")
         translate.stdin.flush()
-        assert translate.stdout.readline()  # Translated: it now waits in read_lines.
+        assert translate.stdout.readline()  # Translated: it now waits in _read_lines.
         translate.send_signal(signal.SIGINT)
         stderr = translate.stderr.read().decode()
         assert translate.wait(timeout=120) == 130, stderr

@@ -21,7 +21,7 @@ SMALL = TransformerConfig(vocab_size=40, num_layers=2, d_model=16, d_ff=24, num_
 
 
 def tokenized_split(pairs: list[tuple[list[int], list[int]]]) -> token_cache._TokenizedSplit:
-    """A TokenizedSplit holding ``pairs`` of (source ids, target ids), EOS not stored."""
+    """A _TokenizedSplit holding ``pairs`` of (source ids, target ids), EOS not stored."""
     sides = []
     for side in (0, 1):
         sentences = [pair[side] for pair in pairs]

@@ -1,4 +1,4 @@
-"""A training run built once (train.build_run): fixed for the session, its loop state apart; the data
+"""A training run built once (train._build_run): fixed for the session, its loop state apart; the data
 interface the trainer reads with no fallback (tests' FakeData has all of it)."""
 
 from __future__ import annotations
