@@ -144,7 +144,7 @@ def test_a_config_path_that_exists_is_taken_as_it_is(tmp_path: pathlib.Path, mon
     (tmp_path / "tiny.py").write_text("# One's own tiny config.\n")
     assert shipped_configs.resolve("tiny.py") == "tiny.py" and shipped_configs.resolve("tiny") == str(
         REPO_ROOT / "configs" / "tiny.py")
-    assert shipped_configs.resolve_argv(["prog", "--config=tiny.py:X", "--config.d_model=8", "--workdir=tiny"]) == [
+    assert shipped_configs._resolve_argv(["prog", "--config=tiny.py:X", "--config.d_model=8", "--workdir=tiny"]) == [
         "prog", "--config=tiny.py:X", "--config.d_model=8", "--workdir=tiny"]
 
 

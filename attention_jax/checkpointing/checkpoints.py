@@ -52,19 +52,8 @@ def reason_line(error: BaseException, limit: int = REASON_LIMIT) -> str:
     return f"{type(error).__name__}: {message}" if message else type(error).__name__
 
 
-def absolute_path(path: str | os.PathLike) -> epath.Path:
-    """Return ``path`` made absolute when local (orbax refuses relative paths); a URL unchanged.
-
-    Parameters
-    ----------
-    path : str or PathLike
-        A local path or a URL such as ``gs://bucket/dir``.
-
-    Returns
-    -------
-    epath.Path
-        The path orbax takes.
-    """
+def _absolute_path(path: str | os.PathLike) -> epath.Path:
+    """Return ``path`` made absolute when local (orbax refuses relative paths); a URL unchanged."""
     text = os.fspath(path)
     return epath.Path(text if "://" in text else os.path.abspath(text))
 
@@ -174,30 +163,17 @@ def finished_results(workdir: str, experiment: Experiment) -> dict[str, Any] | N
     except json.JSONDecodeError:
         return None
     now = experiment.to_json_dict()
-    if not results.get("finished") or flatten_config(saved) != flatten_config(now):
+    if not results.get("finished") or _flatten_config(saved) != _flatten_config(now):
         return None
     return results
 
 
-def flatten_config(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """Return a nested config flat: keys joined by dots after ``prefix``, tuples as lists (JSON's view).
-
-    Parameters
-    ----------
-    config : Mapping[str, Any]
-        A nested config.
-    prefix : str
-        Put before every key.
-
-    Returns
-    -------
-    dict[str, Any]
-        The flat fields.
-    """
+def _flatten_config(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Return a nested config flat: keys joined by dots after ``prefix``, tuples as lists (JSON's view)."""
     flat = {}
     for key, value in config.items():
         if isinstance(value, Mapping):
-            flat.update(flatten_config(value, f"{prefix}{key}."))
+            flat.update(_flatten_config(value, f"{prefix}{key}."))
         else:
             flat[f"{prefix}{key}"] = list(value) if isinstance(value, tuple) else value
     return flat
@@ -230,7 +206,7 @@ def finished_steps(directory: str) -> list[int]:
     if "://" not in directory and not os.path.isdir(directory):
         raise UserInputError(f"{directory} is a file, not the run's checkpoint directory: move it away and restore "
                              f"the directory from a copy of the run (or train in a new --workdir).")
-    return sorted(ocp.utils.checkpoint_steps(absolute_path(directory)))  # Finalized ones only.
+    return sorted(ocp.utils.checkpoint_steps(_absolute_path(directory)))  # Finalized ones only.
 
 
 ROTATION_ATTEMPTS = 20  # Reads tried while a trainer beside the reader rotates checkpoints away.
@@ -346,7 +322,7 @@ class TrainingCheckpoints:
     """
 
     def __init__(self, workdir: str, *, keep: int, asynchronous: bool = True) -> None:
-        self.workdir = absolute_path(workdir)
+        self.workdir = _absolute_path(workdir)
         self.directory = self.workdir / run_files.CHECKPOINT_DIR
         options = ocp.CheckpointManagerOptions(
             max_to_keep=max(int(keep), 1),

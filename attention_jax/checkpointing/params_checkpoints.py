@@ -17,7 +17,7 @@ from etils import epath
 
 from attention_jax.checkpointing.checkpoints import (
     PARAMS_ITEM,
-    absolute_path,
+    _absolute_path,
     finished_steps,
     read_while_rotating,
     reason_line,
@@ -33,7 +33,7 @@ def _save_params(directory: str, step: int, params: Any, info: Mapping[str, Any]
     """Write a parameters-only checkpoint under ``step`` (replaced), synchronously; ``OSError`` for a full disk."""
     options = ocp.CheckpointManagerOptions(max_to_keep=keep, enable_async_checkpointing=False)
     with (_writing_alone(directory), full_disk.as_os_error(),
-          ocp.CheckpointManager(absolute_path(directory), options=options) as manager):
+          ocp.CheckpointManager(_absolute_path(directory), options=options) as manager):
         if step in manager.all_steps():
             manager.delete(step)
         manager.save(step, args=ocp.args.Composite(params=ocp.args.StandardSave(params),
@@ -96,7 +96,7 @@ def keep_if_among_best(directory: str, step: int, perplexity: float, params: Cal
             return False
     _save_params(directory, step, params(), {"step": step, "eval_ppl": float(perplexity)}, keep=None)
     options = ocp.CheckpointManagerOptions(enable_async_checkpointing=False)
-    with ocp.CheckpointManager(absolute_path(directory), options=options) as manager:
+    with ocp.CheckpointManager(_absolute_path(directory), options=options) as manager:
         for dropped in ranked[keep - 1:]:
             manager.delete(dropped)
     return True
@@ -108,7 +108,7 @@ class StaleAverageError(ValueError):
 
 def _read_params_info(directory: str, step: int) -> dict[str, Any]:
     """Return the ``info`` item of a parameters-only checkpoint (``{}`` without one)."""
-    path = absolute_path(directory) / str(step) / "info"
+    path = _absolute_path(directory) / str(step) / "info"
     if not path.exists():
         return {}
     handler = ocp.JsonCheckpointHandler()
@@ -257,7 +257,7 @@ def restore_params(directory: str, step: int, abstract_params: Any) -> Any:
     """
     # The params item alone, by its own handler: a manager would warn about every item it was not asked to restore.
     with ocp.StandardCheckpointer() as checkpointer:
-        return checkpointer.restore(absolute_path(directory) / str(step) / PARAMS_ITEM, abstract_params)
+        return checkpointer.restore(_absolute_path(directory) / str(step) / PARAMS_ITEM, abstract_params)
 
 
 def _leaf_shapes(tree: Any) -> dict[str, tuple[int, ...]]:
@@ -284,7 +284,7 @@ def params_mismatch(directory: str, step: int, abstract_params: Any) -> list[str
     """
     handler = ocp.StandardCheckpointHandler()
     try:
-        stored = _leaf_shapes(handler.metadata(absolute_path(directory) / str(step) / PARAMS_ITEM))
+        stored = _leaf_shapes(handler.metadata(_absolute_path(directory) / str(step) / PARAMS_ITEM))
     finally:
         handler.close()
     expected = _leaf_shapes(abstract_params)

@@ -11,7 +11,7 @@ import jax
 from absl import logging
 from etils import epath
 
-from attention_jax.checkpointing.checkpoints import finished_steps, flatten_config
+from attention_jax.checkpointing.checkpoints import _flatten_config, finished_steps
 from attention_jax.checkpointing.run_config import read_config
 from attention_jax.experiment import schema
 from attention_jax.experiment.fields import ResumeRule
@@ -214,7 +214,7 @@ def check_resume_compatible(workdir: str, experiment: Experiment) -> None:
             f"{workdir} holds a run trained with another learning-rate schedule ({listed}): its steps so far "
             f"followed its own. Resume it with {restore}, or train the new schedule in a new --workdir."
         )
-    flat_old, flat_new = flatten_config(old), flatten_config(new)
+    flat_old, flat_new = _flatten_config(old), _flatten_config(new)
     other = sorted(key for key in set(flat_old) | set(flat_new) if flat_old.get(key) != flat_new.get(key))
     if other:
         logging.warning("Resuming %s with changed non-model settings: %s", workdir, ", ".join(other))

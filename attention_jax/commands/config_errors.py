@@ -1,7 +1,7 @@
 """Command-line config mistakes as one line: a config file that does not run, an unknown ``--config.<field>``.
 
 ``ml_collections``' config flags fail on such mistakes with a long traceback from inside the flags
-parser. :func:`parse_flags_or_exit` first runs the ``--config`` file itself (:func:`load_config_file`)
+parser. :func:`parse_flags_or_exit` first runs the ``--config`` file itself (:func:`_load_config_file`)
 and checks every ``--config.<field>`` override against the schema
 (:data:`attention_jax.experiment.schema.FIELDS`), then turns any other flags error into one line, exiting
 with status 2. The whole config, the file's own fields included, is checked by
@@ -42,7 +42,7 @@ def _where_configs_are(path: str) -> str:
         return (f" in {os.getcwd()} (this install has no shipped configs/ folder: pass a config file's path, or "
                 "pip install -e the repository).")
     name = os.path.basename(path).removesuffix(".py")
-    if shipped_configs.is_bare_name(path):
+    if shipped_configs._is_bare_name(path):
         return (f": no such file in {os.getcwd()}, and no shipped config of that name"
                 f"{schema.did_you_mean(name, shipped)}; the shipped configs are {', '.join(shipped)}.")
     hint = (f"; the shipped config is --config={name} from any directory" if name in shipped else
@@ -50,21 +50,8 @@ def _where_configs_are(path: str) -> str:
     return f" in {os.getcwd()}{hint}."
 
 
-def config_spec(argv: Sequence[str], flag_name: str = "config") -> str:
-    """The last ``--<flag_name>=PATH[:ARG]`` of a command line, as the user wrote it.
-
-    Parameters
-    ----------
-    argv : Sequence[str]
-        The command line.
-    flag_name : str
-        The config flag's name.
-
-    Returns
-    -------
-    str
-        ``"--config=PATH[:ARG]"``, or ``"--config"`` when the flag is not on the command line.
-    """
+def _config_spec(argv: Sequence[str], flag_name: str = "config") -> str:
+    """The last ``--<flag_name>=PATH[:ARG]`` of a command line, as the user wrote it."""
     specs = [arg for arg in argv if arg.startswith(f"--{flag_name}=")]
     return specs[-1] if specs else f"--{flag_name}"
 
@@ -75,26 +62,11 @@ def _takes_argument(function: Any) -> bool:
                for parameter in inspect.signature(function).parameters.values())
 
 
-def load_config_file(spec: str) -> ml_collections.ConfigDict:
+def _load_config_file(spec: str) -> ml_collections.ConfigDict:
     """Run a ``--config=PATH[:ARG]`` file's ``get_config``; a mistake in the file is one ``ConfigError`` line.
 
-    Parameters
-    ----------
-    spec : str
-        ``PATH`` or ``PATH:ARG`` (a row of a file whose ``get_config`` takes one).
-
-    Returns
-    -------
-    ml_collections.ConfigDict
-        What ``get_config`` returned.
-
-    Raises
-    ------
-    FileNotFoundError
-        For a missing file.
-    schema.ConfigError
-        For a directory, a file that does not run, no ``get_config``, a row given to a file without rows,
-        or a ``get_config`` that returns no ``ConfigDict``.
+    Raises ``FileNotFoundError``: for a missing file; ``schema.ConfigError``: for a directory, a file that does not run,
+    no ``get_config``, a row given to a file without rows, or a ``get_config`` that returns no ``ConfigDict``.
     """
     path, argument = _config_file(spec)
     try:
@@ -128,7 +100,7 @@ def _unknown_override(argv: Sequence[str], flag_name: str = "config") -> str | N
     overrides = [arg[len(flag_name) + 3:].split("=", 1)[0] for arg in argv if arg.startswith(f"--{flag_name}.")]
     if not specs:
         return None
-    load_config_file(specs[-1])
+    _load_config_file(specs[-1])
     names = schema.flag_keys()  # The fields, paper.<figure> and <registry>_settings.<entry>.<setting>.
     for field in overrides:
         if field not in names:
@@ -152,8 +124,8 @@ def parse_flags_or_exit(argv: list[str]) -> list[str]:
         The positional arguments (as absl's default parser returns them).
     """
     program = os.path.basename(argv[0]) if argv else "attention_jax"  # In-process; a command: user_errors.program_name.
-    argv = shipped_configs.resolve_argv(argv)  # --config=tiny: configs/tiny.py, from any directory.
-    entry_points.add_config_import_paths(argv)
+    argv = shipped_configs._resolve_argv(argv)  # --config=tiny: configs/tiny.py, from any directory.
+    entry_points._add_config_import_paths(argv)
     try:
         _import_flagged_user_modules(argv)
         message = _unknown_override(argv)
@@ -193,7 +165,7 @@ def _none_field_message(error: str, argv: Sequence[str]) -> str | None:
     if found is None:
         return None
     field = found.group(1)
-    return (f"--config.{field}: {config_spec(argv)} sets {field} to None, and ml_collections cannot infer a "
+    return (f"--config.{field}: {_config_spec(argv)} sets {field} to None, and ml_collections cannot infer a "
             f"flag's type from None: set {field} in the config file (or a copy of it) instead of on the "
             f"command line.")
 

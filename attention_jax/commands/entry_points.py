@@ -28,21 +28,8 @@ def long_log_format() -> bool:
     return flags.FLAGS[_LOG_FORMAT.name].value == "absl"  # The Flag's value: the default before parsing.
 
 
-def add_config_import_paths(argv: Sequence[str], flag_name: str = "config") -> list[str]:
-    """Put on ``sys.path`` the directories from which ``--config`` files import their siblings.
-
-    Parameters
-    ----------
-    argv : Sequence[str]
-        The command line, program name first.
-    flag_name : str
-        The config flag's name.
-
-    Returns
-    -------
-    list[str]
-        The directories added: the working directory, the one above each config's package, the checkout last.
-    """
+def _add_config_import_paths(argv: Sequence[str], flag_name: str = "config") -> list[str]:
+    """Put on ``sys.path`` the directories from which ``--config`` files import their siblings."""
     directories = [os.getcwd()]
     for argument in argv[1:]:
         if argument.startswith(f"--{flag_name}="):
@@ -55,7 +42,7 @@ def add_config_import_paths(argv: Sequence[str], flag_name: str = "config") -> l
         if directory not in sys.path:
             sys.path.insert(0, directory)
             added.append(directory)
-    checkout = shipped_configs.checkout_root()  # Last: a `configs` package of one's own comes first.
+    checkout = shipped_configs._checkout_root()  # Last: a `configs` package of one's own comes first.
     if checkout is not None and checkout not in sys.path:
         sys.path.append(checkout)
         added.append(checkout)
@@ -95,7 +82,7 @@ def run_command(command: types.ModuleType, flags_parser: Callable[[list[str]], l
         Its ``python -m`` name when not ``attention_jax.<module>``.
     """
     show_in_help(command)
-    add_config_import_paths(sys.argv)
+    _add_config_import_paths(sys.argv)
     quiet_libraries.install(long_log_format)  # Other libraries' INFO lines only at --verbosity=1.
     module_name = command.__spec__.name if command.__spec__ is not None else command.__name__  # Not "__main__".
     name = name or f"attention_jax.{module_name.rpartition('.')[2]}"  # Its `python -m` name (program_name).

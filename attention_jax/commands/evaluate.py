@@ -142,7 +142,7 @@ def _checkpoint_step(run: TrainedRun) -> int | None:
     from attention_jax.commands import evaluation_scalars
 
     try:
-        return evaluation_scalars.checkpoint_step(run.workdir, _CHECKPOINT.value, _AVERAGE_LAST.value)
+        return evaluation_scalars._checkpoint_step(run.workdir, _CHECKPOINT.value, _AVERAGE_LAST.value)
     except (OSError, ValueError, IndexError):  # An export (no checkpoints/), or a checkpoint rotated away.
         return None
 
@@ -164,7 +164,7 @@ def _read_user_input(split: str | None, label: str) -> list[tuple[str, str]]:
 
     try:
         _check_flags(split, label)
-        return [] if split else text_io.read_parallel_text(_SOURCE.value or "", _REFERENCE.value or "")
+        return [] if split else text_io._read_parallel_text(_SOURCE.value or "", _REFERENCE.value or "")
     except UserInputError as error:
         exit_with_error(_PROGRAM, str(error))
 
@@ -194,7 +194,7 @@ def _check_flags(split: str | None, label: str) -> None:
     if _NUM_EXAMPLES.value < 0:
         raise UserInputError(f"--num_examples must be >= 0 (0: all); got {_NUM_EXAMPLES.value}.")
     if _OUTPUT.value:  # --output=RUN/config.json would break the run.
-        output_files.refuse_run_files(_OUTPUT.value, "--output", (_WORKDIR.value,))
+        output_files._refuse_run_files(_OUTPUT.value, "--output", (_WORKDIR.value,))
     if split is None:
         if not (_SOURCE.value and _REFERENCE.value):
             given, missing = ("--source", "--reference") if _SOURCE.value else ("--reference", "--source")
@@ -235,7 +235,7 @@ def _add_to_tensorboard(run: TrainedRun, split: str, translator: Translator, ble
                if value != default}
     prefix = evaluation_scalars.series(split, _CHECKPOINT.value, _AVERAGE_LAST.value, changes)
     try:
-        step = evaluation_scalars.checkpoint_step(run.workdir, _CHECKPOINT.value, _AVERAGE_LAST.value)
+        step = evaluation_scalars._checkpoint_step(run.workdir, _CHECKPOINT.value, _AVERAGE_LAST.value)
     except (OSError, ValueError) as error:  # The checkpoint rotated away since it was read, say.
         logging.warning("Not added to the run's TensorBoard: no step for --checkpoint=%s (%s).", _CHECKPOINT.value,
                         error)

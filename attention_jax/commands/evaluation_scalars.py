@@ -11,23 +11,8 @@ from attention_jax.foundation import run_files
 from attention_jax.training import metric_writer
 
 
-def checkpoint_step(workdir: str, checkpoint: str, average_last: int = 0) -> int:
-    """Return the training step the evaluated parameters stand for.
-
-    Parameters
-    ----------
-    workdir : str
-        The run's directory.
-    checkpoint : str
-        ``--checkpoint``.
-    average_last : int
-        ``--average_last``; when positive it replaces ``checkpoint``.
-
-    Returns
-    -------
-    int
-        The step, the newest (averaged) checkpoint's, or the best dev evaluation's.
-    """
+def _checkpoint_step(workdir: str, checkpoint: str, average_last: int = 0) -> int:
+    """Return the training step the evaluated parameters stand for."""
     if average_last > 0:
         return checkpoints.finished_steps(os.path.join(workdir, run_files.CHECKPOINT_DIR))[-1]
     if checkpoint.isdigit():

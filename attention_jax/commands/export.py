@@ -53,9 +53,9 @@ def _check_flags() -> tuple[str, str]:
     if not _OUT.value:
         raise UserInputError("--out is required: the file to write.")
     if _FORMAT.value == "directory":  # New, empty or an earlier export: checked by the directory export itself.
-        output_files.refuse_run_files(_OUT.value, "--out", (_WORKDIR.value,))
+        output_files._refuse_run_files(_OUT.value, "--out", (_WORKDIR.value,))
     else:
-        output_files.check_output_file(_OUT.value, "--out", (_WORKDIR.value,))  # Never over the run's own files.
+        output_files._check_output_file(_OUT.value, "--out", (_WORKDIR.value,))  # Never over the run's own files.
     if _FORMAT.value not in FORMATS:
         raise UserInputError(f"--format must be one of {', '.join(FORMATS)}; got {_FORMAT.value!r}.")
     if _AVERAGE_LAST.value < 0:
@@ -111,7 +111,7 @@ def _export_directory(run: Any, out: str, checkpoint: str, average_last: int) ->
     from attention_jax.decoding import inference
 
     try:
-        step: int | None = evaluation_scalars.checkpoint_step(run.workdir, checkpoint, average_last)
+        step: int | None = evaluation_scalars._checkpoint_step(run.workdir, checkpoint, average_last)
     except (OSError, ValueError, IndexError):  # An export of an export, or a checkpoint rotated away.
         step = None
     return inference.export_run(run, out, step=step)
@@ -131,7 +131,7 @@ def main(argv: list[str]) -> None:
         logging.set_verbosity(logging.WARNING)
     try:
         workdir, out = _check_flags()
-        note = output_files.replacement_note(out, "--out")
+        note = output_files._replacement_note(out, "--out")
         record = _export(workdir, out, _FORMAT.value, checkpoint=_CHECKPOINT.value,
                          average_last=_AVERAGE_LAST.value, function=_FUNCTION.value, batch_size=_BATCH_SIZE.value,
                          source_len=_SOURCE_LEN.value, target_len=_TARGET_LEN.value, beam_size=_BEAM_SIZE.value,
@@ -139,7 +139,7 @@ def main(argv: list[str]) -> None:
     except (FileNotFoundError, ValueError) as error:  # UserInputError is a ValueError.
         exit_with_error("attention_jax.export", str(error))
     except OSError as error:  # A full disk, a directory made read-only: the temporary file is already gone.
-        message = output_files.write_error_message(error, _OUT.value or "", "--out")
+        message = output_files._write_error_message(error, _OUT.value or "", "--out")
         if message is None:
             raise
         exit_with_error("attention_jax.export", message)

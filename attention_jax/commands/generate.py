@@ -79,7 +79,7 @@ def main(argv: list[str]) -> None:
     if not flags.FLAGS["verbosity"].present:  # Orbax's and JAX's INFO lines around the output: off.
         logging.set_verbosity(logging.WARNING)
     from attention_jax.commands import generation_output
-    from attention_jax.commands.text_io import read_lines
+    from attention_jax.commands.text_io import _read_lines
     from attention_jax.decoding import generation, inference  # Imported here so --help is fast.
 
     try:
@@ -94,14 +94,14 @@ def main(argv: list[str]) -> None:
             return
         generator = generation.Generator(run.model_config, run.params, run.tokenizer,
                                          max_length=run.config.data.max_len)
-        prompts = [_PROMPT.value] if _PROMPT.value is not None else list(read_lines(sys.stdin.buffer))
+        prompts = [_PROMPT.value] if _PROMPT.value is not None else list(_read_lines(sys.stdin.buffer))
         if not prompts:
             raise ValueError("No prompt: pass --prompt=TEXT or give prompts on stdin, one per line.")
         lengths = [len(generator.encode_prompt(prompt)) for prompt in prompts]  # Each checked before any generation.
         warning = generation.length_warning(generator.max_length, lengths, settings.max_new_tokens)
         if warning:
             logging.warning("%s", warning)
-        lines = generation_output.sample_lines(generator, prompts, settings, num_samples=_NUM_SAMPLES.value,
+        lines = generation_output._sample_lines(generator, prompts, settings, num_samples=_NUM_SAMPLES.value,
                                                echo_prompt=_ECHO_PROMPT.value, output_format=_FORMAT.value)
     except UserInputError as error:  # A bad flag, an empty split, a run without its tokenizer: exit 2.
         exit_with_error("attention_jax.generate", str(error))

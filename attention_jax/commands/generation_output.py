@@ -9,34 +9,11 @@ from attention_jax.decoding.generation import Generator, SamplingSettings
 from attention_jax.foundation.user_errors import UserInputError
 
 
-def sample_lines(generator: Generator, prompts: list[str], settings: SamplingSettings, *, num_samples: int = 1,
+def _sample_lines(generator: Generator, prompts: list[str], settings: SamplingSettings, *, num_samples: int = 1,
                  echo_prompt: bool = False, output_format: str = "text") -> list[str]:
     """Return the output lines (no newlines): ``num_samples`` per prompt, sample k drawn with ``settings.seed + k``.
 
-    Parameters
-    ----------
-    generator : Generator
-        The loaded language model.
-    prompts : list[str]
-        The prompts.
-    settings : SamplingSettings
-        Sampling settings.
-    num_samples : int
-        Samples per prompt.
-    echo_prompt : bool
-        Start each text line with its prompt.
-    output_format : str
-        ``"text"`` or ``"jsonl"``.
-
-    Returns
-    -------
-    list[str]
-        The lines.
-
-    Raises
-    ------
-    UserInputError
-        When the last sample's seed passes 32 bits.
+    Raises ``UserInputError``: when the last sample's seed passes 32 bits.
     """
     if settings.seed + num_samples - 1 >= 2**32:
         raise UserInputError(f"--seed={settings.seed} --num_samples={num_samples}: sample k's seed is seed + k, "

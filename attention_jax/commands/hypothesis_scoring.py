@@ -28,7 +28,7 @@ def _score_file(hypotheses_file: str, reference_file: str, bleu_tokenizer: str) 
     from attention_jax.evaluation import sacrebleu_scores
 
     sacrebleu_scores.check_bleu_tokenizer(bleu_tokenizer)
-    pairs = text_io.read_parallel_text(hypotheses_file, reference_file, source_flag="--hypotheses")
+    pairs = text_io._read_parallel_text(hypotheses_file, reference_file, source_flag="--hypotheses")
     hypotheses = [hypothesis for hypothesis, _ in pairs]
     references = [reference for _, reference in pairs]
     scores = sacrebleu_scores.corpus_scores(hypotheses, references, bleu_tokenizer=bleu_tokenizer)

@@ -26,46 +26,22 @@ def _is_inside(path: str, directory: str) -> bool:
     return os.path.commonpath([path, directory]) == directory
 
 
-def check_output_file(path: str, flag: str, run_directories: tuple[str, ...] = ()) -> None:
+def _check_output_file(path: str, flag: str, run_directories: tuple[str, ...] = ()) -> None:
     """Refuse an output file that would overwrite a run's own file or that cannot be created.
 
-    Parameters
-    ----------
-    path : str
-        The file to write.
-    flag : str
-        The flag that named it, e.g. ``"--out"``.
-    run_directories : tuple[str, ...]
-        The run directories the command reads.
-
-    Raises
-    ------
-    UserInputError
-        One line naming the path and the fix.
+    Raises ``UserInputError``: one line naming the path and the fix.
     """
-    refuse_run_files(path, flag, run_directories)
+    _refuse_run_files(path, flag, run_directories)
     if os.path.isdir(path):
         raise UserInputError(f"{flag}={path} is a directory; name the file to write.")
     run_files.check_directory(os.path.dirname(os.path.abspath(path)), flag, writable=True,
                               instead=f"Name a file in a writable directory with {flag}.")
 
 
-def refuse_run_files(path: str, flag: str, run_directories: tuple[str, ...]) -> None:
+def _refuse_run_files(path: str, flag: str, run_directories: tuple[str, ...]) -> None:
     """Refuse an output file that is a run's own file, of ``run_directories`` or any run holding it.
 
-    Parameters
-    ----------
-    path : str
-        The file to write.
-    flag : str
-        The flag that named it.
-    run_directories : tuple[str, ...]
-        The run directories the command reads.
-
-    Raises
-    ------
-    UserInputError
-        Naming the run's file and the fix.
+    Raises ``UserInputError``: naming the run's file and the fix.
     """
     for run_directory in (*filter(None, run_directories), *_runs_holding(path)):
         if not _is_inside(path, run_directory):
@@ -91,37 +67,13 @@ def _runs_holding(path: str) -> list[str]:
         directory = parent
 
 
-def replacement_note(path: str, flag: str) -> str | None:
-    """Return the stderr note before an existing file is replaced.
-
-    Parameters
-    ----------
-    path, flag : str
-        The file to write and the flag that named it.
-
-    Returns
-    -------
-    str or None
-        The note; ``None`` for a new file.
-    """
+def _replacement_note(path: str, flag: str) -> str | None:
+    """Return the stderr note before an existing file is replaced."""
     return f"note: {flag}={path} exists and is replaced." if os.path.lexists(path) else None
 
 
-def write_error_message(error: OSError, path: str, flag: str) -> str | None:
-    """Return the one-line message, naming the fix, for an ``OSError`` raised writing ``path``.
-
-    Parameters
-    ----------
-    error : OSError
-        What the write raised.
-    path, flag : str
-        The file being written and the flag that named it.
-
-    Returns
-    -------
-    str or None
-        ``None`` for errors other than a full disk, a missing or read-only directory, or no permission.
-    """
+def _write_error_message(error: OSError, path: str, flag: str) -> str | None:
+    """Return the one-line message, naming the fix, for an ``OSError`` raised writing ``path``."""
     if error.errno not in _WRITE_ERRNOS:
         return None
     fix = ("free space and rerun" if error.errno in (errno.ENOSPC, errno.EDQUOT) else

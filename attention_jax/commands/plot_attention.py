@@ -40,7 +40,7 @@ def main(argv: list[str]) -> None:
     from attention_jax.evaluation import attention_maps, attention_plots
 
     try:
-        output_files.check_output_file(_OUT.value, "--out", (_WORKDIR.value,))  # Never over the run's own files.
+        output_files._check_output_file(_OUT.value, "--out", (_WORKDIR.value,))  # Never over the run's own files.
         run = inference.load_run(_WORKDIR.value, _CHECKPOINT.value)
         maps = attention_maps.attention_maps(
             run.model_config, run.params, run.tokenizer, _TEXT.value, _TARGET.value,
@@ -52,7 +52,7 @@ def main(argv: list[str]) -> None:
     except (FileNotFoundError, ValueError) as error:
         exit_with_error("attention_jax.plot_attention", str(error))
     except OSError as error:  # A full disk while drawing.
-        message = output_files.write_error_message(error, _OUT.value, "--out")
+        message = output_files._write_error_message(error, _OUT.value, "--out")
         if message is None:
             raise
         exit_with_error("attention_jax.plot_attention", message)

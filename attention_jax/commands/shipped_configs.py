@@ -20,14 +20,8 @@ def _configs_dir() -> str | None:
     return directory if os.path.isfile(os.path.join(directory, "__init__.py")) else None
 
 
-def checkout_root() -> str | None:
-    """Return the checkout holding the imported package: the folder above ``configs/`` that also holds ``launch/``.
-
-    Returns
-    -------
-    str or None
-        The root; ``None`` for a wheel install.
-    """
+def _checkout_root() -> str | None:
+    """Return the checkout holding the imported package: the folder above ``configs/`` that also holds ``launch/``."""
     directory = _configs_dir()
     if directory is None:
         return None
@@ -53,7 +47,7 @@ def use_checkout(what: str) -> str:
     UserInputError
         When ``attention_jax`` was not installed from a checkout.
     """
-    root = checkout_root()
+    root = _checkout_root()
     if root is None:
         raise UserInputError(f"{what} needs the repository's configs/ and launch/ folders, and this attention_jax "
                              f"({os.path.dirname(attention_jax.__file__)}) was not installed from a checkout: "
@@ -103,19 +97,8 @@ def names() -> list[str]:
     return sorted(name[:-3] for name in os.listdir(directory) if name.endswith(".py") and name != "__init__.py")
 
 
-def is_bare_name(path: str) -> bool:
-    """Return whether ``path`` is a config's name (``tiny``, ``tiny.py``) rather than a path.
-
-    Parameters
-    ----------
-    path : str
-        The ``PATH`` of ``--config=PATH[:ARG]``.
-
-    Returns
-    -------
-    bool
-        False for ``configs/tiny.py``, ``./tiny.py`` and ``tiny.json``.
-    """
+def _is_bare_name(path: str) -> bool:
+    """Return whether ``path`` is a config's name (``tiny``, ``tiny.py``) rather than a path."""
     return _NAME.fullmatch(path) is not None
 
 
@@ -134,27 +117,14 @@ def resolve(spec: str) -> str:
     """
     path, colon, argument = spec.partition(":")
     directory = _configs_dir()
-    if os.path.isfile(path) or not is_bare_name(path) or directory is None:
+    if os.path.isfile(path) or not _is_bare_name(path) or directory is None:
         return spec
     shipped = os.path.join(directory, path if path.endswith(".py") else f"{path}.py")
     return f"{shipped}{colon}{argument}" if os.path.isfile(shipped) else spec
 
 
-def resolve_argv(argv: Sequence[str], flag_name: str = "config") -> list[str]:
-    """Return a command line with each ``--<flag_name>=NAME[:ARG]`` resolved (:func:`resolve`).
-
-    Parameters
-    ----------
-    argv : Sequence[str]
-        The command line, program name first.
-    flag_name : str
-        The config flag's name.
-
-    Returns
-    -------
-    list[str]
-        A new list.
-    """
+def _resolve_argv(argv: Sequence[str], flag_name: str = "config") -> list[str]:
+    """Return a command line with each ``--<flag_name>=NAME[:ARG]`` resolved (:func:`resolve`)."""
     prefix = f"--{flag_name}="
     return [prefix + resolve(argument[len(prefix):]) if argument.startswith(prefix) else argument
             for argument in argv]

@@ -60,19 +60,8 @@ def buffer_size(flag_value: int | None, batch_size: int, interactive: bool) -> i
     return 1 if interactive else batch_size * LINES_PER_BLOCK_PER_BATCH
 
 
-def read_lines(stream: BinaryIO) -> Iterator[str]:
-    r"""Yield the lines of a byte stream as text; only ``\n`` (or ``\r\n``) ends one, so lines out match lines in.
-
-    Parameters
-    ----------
-    stream : BinaryIO
-        E.g. ``sys.stdin.buffer``.
-
-    Yields
-    ------
-    str
-        Each line as UTF-8; invalid bytes become U+FFFD, with a warning.
-    """
+def _read_lines(stream: BinaryIO) -> Iterator[str]:
+    r"""Yield the lines of a byte stream as text; only ``\n`` (or ``\r\n``) ends one, so lines out match lines in."""
     for number, raw in enumerate(stream, start=1):
         raw = raw.rstrip(b"\n").rstrip(b"\r")
         try:
@@ -83,26 +72,11 @@ def read_lines(stream: BinaryIO) -> Iterator[str]:
             yield raw.decode("utf-8", errors="replace")
 
 
-def read_parallel_text(source_file: str, reference_file: str, *, source_flag: str = "--source",
+def _read_parallel_text(source_file: str, reference_file: str, *, source_flag: str = "--source",
                        reference_flag: str = "--reference") -> list[tuple[str, str]]:
     """Read a parallel text given as two files, line ``i`` of one translating line ``i`` of the other.
 
-    Parameters
-    ----------
-    source_file, reference_file : str
-        The sources and their references, UTF-8.
-    source_flag, reference_flag : str
-        How the user named the files.
-
-    Returns
-    -------
-    list[tuple[str, str]]
-        ``(source, reference)`` per line.
-
-    Raises
-    ------
-    UserInputError
-        For a missing file, a directory, no sentence, or line counts that differ.
+    Raises ``UserInputError``: for a missing file, a directory, no sentence, or line counts that differ.
     """
     sides = []
     for flag, path in ((source_flag, source_file), (reference_flag, reference_file)):
@@ -111,7 +85,7 @@ def read_parallel_text(source_file: str, reference_file: str, *, source_flag: st
         if os.path.isdir(path):
             raise UserInputError(f"{flag}={path} is a directory: name a text file with one sentence per line.")
         with open(path, "rb") as stream:
-            lines = list(read_lines(stream))
+            lines = list(_read_lines(stream))
         if not any(line.strip() for line in lines):
             raise UserInputError(f"{flag}={path} is empty: it needs one sentence per line.")
         sides.append(lines)

@@ -46,7 +46,7 @@ def main(argv: list[str]) -> None:
                              "--config=configs/tiny.py --workdir=runs/tiny")
     quiet_libraries.install(entry_points.long_log_format)
     try:  # The whole config against the schema, before anything is written.
-        experiment = sections.build_experiment(_CONFIG.value, config_errors.config_spec(sys.argv))
+        experiment = sections.build_experiment(_CONFIG.value, config_errors._config_spec(sys.argv))
     except ValueError as error:
         _fail(f"bad config: {error}", USAGE_ERROR)
     if os.path.exists(_WORKDIR.value) and not os.path.isdir(_WORKDIR.value):

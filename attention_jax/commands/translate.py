@@ -52,7 +52,7 @@ from typing import Any, BinaryIO
 
 from absl import app, flags, logging
 
-from attention_jax.commands.text_io import blocks, buffer_size, read_lines
+from attention_jax.commands.text_io import _read_lines, blocks, buffer_size
 from attention_jax.foundation.user_errors import UserInputError, exit_with_error
 
 FORMATS = ("text", "jsonl")
@@ -115,13 +115,13 @@ def _check_run_flags(translator: Any) -> None:
 
 
 def _translate_block(translator: Any, block: list[str], first_index: int) -> list[Any]:
-    """Return the ``LineResult`` of each line of ``block`` (numbered from ``first_index``), as the flags ask."""
-    from attention_jax.commands.translation_output import LineResult
+    """Return the ``_LineResult`` of each line of ``block`` (numbered from ``first_index``), as the flags ask."""
+    from attention_jax.commands.translation_output import _LineResult
 
     source_ids = translator.encode_sources(block)
     hypotheses = translator.translate_ids_nbest(source_ids, _NBEST.value or 1)
     if not _ALIGNMENT.value:
-        return [LineResult(first_index + offset, source, found)
+        return [_LineResult(first_index + offset, source, found)
                 for offset, (source, found) in enumerate(zip(block, hypotheses))]
     from attention_jax.decoding import alignment  # Flax: only --alignment needs it.
     from attention_jax.evaluation.attention_maps import token_strings
@@ -132,7 +132,7 @@ def _translate_block(translator: Any, block: list[str], first_index: int) -> lis
                                           [pair[1] for pair in pairs], layer=_ALIGNMENT_LAYER.value,
                                           batch_size=translator.batch_size))
     tokenizer = translator.tokenizer
-    return [LineResult(first_index + offset, source, found, [next(flat) for _ in found],
+    return [_LineResult(first_index + offset, source, found, [next(flat) for _ in found],
                        token_strings(tokenizer, source_ids[offset][:-1]),
                        [token_strings(tokenizer, list(hypothesis.ids[:-1])) for hypothesis in found])
             for offset, (source, found) in enumerate(zip(block, hypotheses))]
@@ -190,11 +190,11 @@ def _write(results: list[Any], output: Any) -> None:
 
     for result in results:
         if _FORMAT.value == "jsonl":
-            lines = [translation_output.json_line(result, nbest=_NBEST.value is not None)]
+            lines = [translation_output._json_line(result, nbest=_NBEST.value is not None)]
         elif _NBEST.value is not None or _ALIGNMENT.value or _PRINT_SCORES.value:
-            lines = translation_output.tagged_lines(result)
+            lines = translation_output._tagged_lines(result)
         else:
-            lines = [translation_output.plain_line(result)]
+            lines = [translation_output._plain_line(result)]
         for line in lines:
             output.write(line.encode("utf-8") + b"\n")
     output.flush()
@@ -251,7 +251,7 @@ def main(argv: list[str]) -> None:
                                                       num_best=_NBEST.value or 1)
     first_index = 0
     try:
-        for block in blocks(read_lines(input_stream), lines_per_block):
+        for block in blocks(_read_lines(input_stream), lines_per_block):
             with warnings.catch_warnings(record=True) as caught:  # One log line each, not warning + source line.
                 warnings.simplefilter("always")
                 with warm_up.holding() if warm_up else contextlib.nullcontext():  # Not while a bucket warms.

@@ -13,7 +13,7 @@ if TYPE_CHECKING:  # Alignments import Flax: only --alignment needs them.
 
 
 @dataclasses.dataclass(frozen=True)
-class LineResult:
+class _LineResult:
     """Everything printed for one input line."""
 
     index: int  # From 0.
@@ -30,35 +30,13 @@ def _one_line(text: str) -> str:
     return text.replace("\r", " ").replace("\n", " ").replace("\t", " ")
 
 
-def plain_line(result: LineResult) -> str:
-    """Return the best translation of the line (``""`` for an empty line), without its newline.
-
-    Parameters
-    ----------
-    result : LineResult
-        The line's hypotheses.
-
-    Returns
-    -------
-    str
-        One line of text.
-    """
+def _plain_line(result: _LineResult) -> str:
+    """Return the best translation of the line (``""`` for an empty line), without its newline."""
     return result.hypotheses[0].text.replace("\n", " ") if result.hypotheses else ""
 
 
-def tagged_lines(result: LineResult) -> list[str]:
-    r"""Return the line's ``H-``, ``P-`` and ``A-`` lines, best hypothesis first, without newlines.
-
-    Parameters
-    ----------
-    result : LineResult
-        The line's hypotheses.
-
-    Returns
-    -------
-    list[str]
-        ``H-<index>\t<normalized_score>\t<score>\t<translation>`` per hypothesis, then its ``P-`` and ``A-`` lines.
-    """
+def _tagged_lines(result: _LineResult) -> list[str]:
+    r"""Return the line's ``H-``, ``P-`` and ``A-`` lines, best hypothesis first, without newlines."""
     lines = []
     for number, hypothesis in enumerate(result.hypotheses):
         lines.append(f"H-{result.index}\t{hypothesis.normalized_score:.4f}\t{hypothesis.score:.4f}\t"
@@ -73,21 +51,8 @@ def tagged_lines(result: LineResult) -> list[str]:
     return lines
 
 
-def json_line(result: LineResult, *, nbest: bool) -> str:
-    """Return the line as one JSON object (UTF-8, not ASCII-escaped), without its newline.
-
-    Parameters
-    ----------
-    result : LineResult
-        The line's hypotheses.
-    nbest : bool
-        Add the ``nbest`` list.
-
-    Returns
-    -------
-    str
-        The best hypothesis's ``source``, ``translation`` and scores, and what else was asked for.
-    """
+def _json_line(result: _LineResult, *, nbest: bool) -> str:
+    """Return the line as one JSON object (UTF-8, not ASCII-escaped), without its newline."""
     best = result.hypotheses[0] if result.hypotheses else None
     record: dict[str, Any] = {
         "source": result.source,

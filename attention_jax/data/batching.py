@@ -18,14 +18,14 @@ PADDING_ROW = -1  # Sentence index of an all-pad row (fills a bucket's last, par
 
 
 class _TokenRows(Protocol):
-    """One side's token ids, copied into padded rows (``token_cache.TokenizedSide``)."""
+    """One side's token ids, copied into padded rows (``token_cache._TokenizedSide``)."""
 
     def fill_rows(self, rows: np.ndarray, sentence_indices: np.ndarray) -> None:
         """Write each sentence's ids, EOS included, at the start of its row; ``PADDING_ROW`` rows stay pad."""
 
 
 class _TokenPairs(Protocol):
-    """Source and target token ids of one split (``token_cache.TokenizedSplit``)."""
+    """Source and target token ids of one split (``token_cache._TokenizedSplit``)."""
 
     @property
     def source(self) -> _TokenRows:
@@ -38,25 +38,14 @@ class _TokenPairs(Protocol):
         ...
 
 
-def bucket_lengths(max_len: int, min_len: int = MIN_BUCKET_LEN) -> tuple[int, ...]:
+def _bucket_lengths(max_len: int, min_len: int = MIN_BUCKET_LEN) -> tuple[int, ...]:
     """Return the buckets' padded lengths: powers of two and 1.5 times them, ``min_len`` to ``max_len`` (the last).
 
     Neighbours differ by at most 1.5x, so bucketing alone leaves at most a third padding.
 
-    Parameters
-    ----------
-    max_len, min_len : int
-        Longest padded length (at least 1); shortest (when ``max_len`` allows).
+    E.g. ``(8, 12, 16, 24, ..., 192, 256)``.
 
-    Returns
-    -------
-    tuple[int, ...]
-        Increasing lengths, e.g. ``(8, 12, 16, 24, ..., 192, 256)``.
-
-    Raises
-    ------
-    ValueError
-        For ``max_len < 1``.
+    Raises ``ValueError``: for ``max_len < 1``.
     """
     if max_len < 1:
         raise ValueError(f"config.max_len must be positive, got {max_len}.")
@@ -65,14 +54,14 @@ def bucket_lengths(max_len: int, min_len: int = MIN_BUCKET_LEN) -> tuple[int, ..
 
 
 @dataclasses.dataclass(frozen=True)
-class BucketShapes:
+class _BucketShapes:
     """Padded length ``L`` and global rows ``R`` (summed over processes) of each bucket."""
 
     lengths: tuple[int, ...]
     global_rows: tuple[int, ...]
 
 
-def make_bucket_shapes(max_len: int, tokens_per_batch: int, row_multiple: int) -> BucketShapes:
+def make_bucket_shapes(max_len: int, tokens_per_batch: int, row_multiple: int) -> _BucketShapes:
     """Choose the most rows per bucket that keep ``rows * L <= tokens_per_batch``.
 
     Parameters
@@ -86,7 +75,7 @@ def make_bucket_shapes(max_len: int, tokens_per_batch: int, row_multiple: int) -
 
     Returns
     -------
-    BucketShapes
+    _BucketShapes
         The shapes.
 
     Raises
@@ -96,7 +85,7 @@ def make_bucket_shapes(max_len: int, tokens_per_batch: int, row_multiple: int) -
     """
     if row_multiple < 1:
         raise ValueError(f"rows_multiple must be at least 1, got {row_multiple}.")
-    lengths = bucket_lengths(max_len)
+    lengths = _bucket_lengths(max_len)
     global_rows = tuple((tokens_per_batch // length) // row_multiple * row_multiple for length in lengths)
     if global_rows[-1] == 0:
         raise UserInputError(
@@ -104,54 +93,28 @@ def make_bucket_shapes(max_len: int, tokens_per_batch: int, row_multiple: int) -
             f"{max_len} tokens (the row multiple: devices x processes). Raise tokens_per_batch to at least "
             f"{row_multiple * max_len} or lower max_len."
         )
-    return BucketShapes(lengths=lengths, global_rows=global_rows)
+    return _BucketShapes(lengths=lengths, global_rows=global_rows)
 
 
-def real_token_shapes(shapes: BucketShapes, mean_tokens_per_row: Sequence[float], tokens_per_batch: int,
-                      row_multiple: int) -> BucketShapes:
+def _real_token_shapes(shapes: _BucketShapes, mean_tokens_per_row: Sequence[float], tokens_per_batch: int,
+                      row_multiple: int) -> _BucketShapes:
     """Resize each bucket's rows so its average batch holds ``tokens_per_batch`` real tokens per side.
 
     ``R = tokens_per_batch / mean``, rounded down to ``row_multiple``, never below the slot-counted rows; a batch
     may then span up to ``L / mean`` times the budget in slots.
-
-    Parameters
-    ----------
-    shapes : BucketShapes
-        Slot-counted shapes.
-    mean_tokens_per_row : Sequence[float]
-        Per bucket, from :func:`mean_longer_side_per_bucket` (0: keep the rows).
-    tokens_per_batch, row_multiple : int
-        Real tokens per side of one global batch; every row count is a multiple of ``row_multiple``.
-
-    Returns
-    -------
-    BucketShapes
-        The resized shapes.
     """
     global_rows = []
     for slot_rows, mean in zip(shapes.global_rows, mean_tokens_per_row):
         real_rows = int(tokens_per_batch / mean) // row_multiple * row_multiple if mean > 0 else 0
         global_rows.append(max(slot_rows, real_rows))
-    return BucketShapes(lengths=shapes.lengths, global_rows=tuple(global_rows))
+    return _BucketShapes(lengths=shapes.lengths, global_rows=tuple(global_rows))
 
 
-def mean_longer_side_per_bucket(source_lengths: np.ndarray, target_lengths: np.ndarray,
+def _mean_longer_side_per_bucket(source_lengths: np.ndarray, target_lengths: np.ndarray,
                                 lengths: Sequence[int]) -> tuple[float, ...]:
     """Return per bucket the larger of its pairs' mean source and mean target lengths (0 when empty).
 
     The larger mean, not the mean of the larger sides, keeps each side's average batch within the budget.
-
-    Parameters
-    ----------
-    source_lengths, target_lengths : np.ndarray
-        ``[num_pairs]``, EOS included.
-    lengths : Sequence[int]
-        The buckets' padded lengths.
-
-    Returns
-    -------
-    tuple[float, ...]
-        One mean per bucket.
     """
     bucket_of_pair = np.searchsorted(np.asarray(lengths), np.maximum(source_lengths, target_lengths), side="left")
     means = []
@@ -163,7 +126,7 @@ def mean_longer_side_per_bucket(source_lengths: np.ndarray, target_lengths: np.n
 
 
 @dataclasses.dataclass(frozen=True)
-class PlannedBatch:
+class _PlannedBatch:
     """One global batch: its bucket index and each row's sentence index (``[R]``, packed ``[R, P]``)."""
 
     bucket: int
@@ -172,32 +135,19 @@ class PlannedBatch:
     def local_indices(self, process_index: int, process_count: int) -> np.ndarray:
         """Return this process's rows: the ``process_index``-th of ``process_count`` equal slices.
 
-        Parameters
-        ----------
-        process_index, process_count : int
-            This process and the processes sharing the batch.
-
-        Returns
-        -------
-        np.ndarray
-            ``[R // process_count]`` (packed: ``[R // process_count, P]``).
+        ``[R // process_count]`` (packed: ``[R // process_count, P]``).
         """
         indices = self.sentence_indices
         return indices.reshape(process_count, -1, *indices.shape[1:])[process_index]
 
 
-class BatchPlan:
+class _BatchPlan:
     """Global batches of one split: ``ceil(pairs_in_bucket / R)`` per bucket, reshuffled every epoch.
 
-    Parameters
-    ----------
-    source_lengths, target_lengths : np.ndarray
-        ``[num_pairs]``, EOS included.
-    shapes : BucketShapes
-        Bucket lengths and rows.
+    Lengths ``[num_pairs]`` include EOS.
     """
 
-    def __init__(self, source_lengths: np.ndarray, target_lengths: np.ndarray, shapes: BucketShapes) -> None:
+    def __init__(self, source_lengths: np.ndarray, target_lengths: np.ndarray, shapes: _BucketShapes) -> None:
         self.shapes = shapes
         pair_lengths = np.maximum(source_lengths, target_lengths)
         is_kept = pair_lengths <= shapes.lengths[-1]
@@ -213,72 +163,33 @@ class BatchPlan:
 
     @property
     def num_batches(self) -> int:
-        """Return the global batches in one epoch.
-
-        Returns
-        -------
-        int
-            The count.
-        """
+        """Return the global batches in one epoch."""
         return sum(self._batches_per_bucket)
 
     @property
     def num_kept(self) -> int:
-        """Return the pairs that fit ``max_len``; each appears once per epoch.
-
-        Returns
-        -------
-        int
-            The count.
-        """
+        """Return the pairs that fit ``max_len``; each appears once per epoch."""
         return self.num_pairs - self.num_dropped
 
     def used_buckets(self) -> list[int]:
-        """Return the buckets with at least one batch (the shapes a run will see).
-
-        Returns
-        -------
-        list[int]
-            Bucket indices.
-        """
+        """Return the buckets with at least one batch (the shapes a run will see)."""
         return [bucket for bucket, count in enumerate(self._batches_per_bucket) if count]
 
-    def shuffled_batches(self, seed: int, epoch: int) -> list[PlannedBatch]:
+    def shuffled_batches(self, seed: int, epoch: int) -> list[_PlannedBatch]:
         """Return an epoch's batches (every kept pair once): pairs shuffled within buckets, batches in shuffled order.
-
-        Parameters
-        ----------
-        seed, epoch : int
-            Data seed, the same on every process; the epoch, from 0.
-
-        Returns
-        -------
-        list[PlannedBatch]
-            The batches.
         """
         rng = np.random.default_rng([seed, epoch])
         batches = self._chunk([members[rng.permutation(len(members))] for members in self._members])
         return [batches[i] for i in rng.permutation(len(batches))]
 
-    def ordered_batches(self) -> list[PlannedBatch]:
+    def ordered_batches(self) -> list[_PlannedBatch]:
         """Return the evaluation batches in a fixed order that mixes lengths (a limited evaluation's first batches too).
-
-        Returns
-        -------
-        list[PlannedBatch]
-            Every kept pair once.
         """
         batches = self._chunk(self._members)
         return [batches[i] for i in np.random.default_rng(0).permutation(len(batches))]
 
     def padding_fraction(self) -> dict[str, float]:
-        """Return the fraction of an epoch's batch positions that are padding.
-
-        Returns
-        -------
-        dict[str, float]
-            ``inputs``, ``targets`` and ``total``; 0 without batches.
-        """
+        """Return the fraction of an epoch's batch positions that are padding."""
         slots = sum(
             count * rows * length
             for count, rows, length in zip(self._batches_per_bucket, self.shapes.global_rows, self.shapes.lengths)
@@ -291,12 +202,12 @@ class BatchPlan:
             "total": 1.0 - (self._source_tokens + self._target_tokens) / (2 * slots),
         }
 
-    def _chunk(self, members_per_bucket: list[np.ndarray]) -> list[PlannedBatch]:
-        batches: list[PlannedBatch] = []
+    def _chunk(self, members_per_bucket: list[np.ndarray]) -> list[_PlannedBatch]:
+        batches: list[_PlannedBatch] = []
         for bucket, (members, rows) in enumerate(zip(members_per_bucket, self.shapes.global_rows)):
             padded = np.full(self._batches_per_bucket[bucket] * rows, PADDING_ROW, np.int64)
             padded[: len(members)] = members
-            batches.extend(PlannedBatch(bucket, chunk) for chunk in padded.reshape(-1, rows))
+            batches.extend(_PlannedBatch(bucket, chunk) for chunk in padded.reshape(-1, rows))
         return batches
 
 
@@ -323,22 +234,10 @@ def count_tokens(batch: dict) -> dict[str, int]:
     return counts
 
 
-def make_batch(tokenized: _TokenPairs, padded_len: int, sentence_indices: np.ndarray) -> dict:
+def _make_batch(tokenized: _TokenPairs, padded_len: int, sentence_indices: np.ndarray) -> dict:
     """Build one batch of padded, EOS-terminated token ids.
 
-    Parameters
-    ----------
-    tokenized : _TokenPairs
-        Token ids of the split.
-    padded_len : int
-        ``L``, the bucket's padded length.
-    sentence_indices : np.ndarray
-        One sentence index per row; ``PADDING_ROW``: an all-pad row.
-
-    Returns
-    -------
-    dict
-        ``inputs`` and ``targets``, ``int32 [rows, L]``, pad 0.
+    ``inputs`` and ``targets``: int32 ``[rows, padded_len]``, pad 0; a ``PADDING_ROW`` index gives an all-pad row.
     """
     batch = {}
     for name, side in (("inputs", tokenized.source), ("targets", tokenized.target)):

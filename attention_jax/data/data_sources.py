@@ -30,21 +30,10 @@ CACHE_DIR_NAME = "attention_jax_cache"
 _READ_CHUNK = 4096
 
 
-class TranslationSource:
+class _TranslationSource:
     """One translation corpus: a prepared TFDS builder and its source and target features.
 
     Plain ``tf.train.Example`` records are parsed directly (faster) once the first parses as TFDS decodes it.
-
-    Parameters
-    ----------
-    description : str
-        What ``config.dataset`` named.
-    builder : tfds.core.DatasetBuilder
-        The prepared (array_record) builder.
-    source_key, target_key : str
-        Feature names of the two sides.
-    cache_dir : str
-        For files derived from this corpus (tokenizer, token ids).
     """
 
     def __init__(
@@ -60,52 +49,26 @@ class TranslationSource:
     def num_examples(self, split: str) -> int:
         """Return the number of sentence pairs in a split.
 
-        Parameters
-        ----------
-        split : str
-            A TFDS split name or slice (``"train[:1000]"``).
-
-        Returns
-        -------
-        int
-            Pairs in the split.
-
-        Raises
-        ------
-        MissingInputError
-            When the split cannot be read, naming how to prepare the data.
+        Raises ``MissingInputError``: when the split cannot be read, naming how to prepare the data.
         """
         return len(self._open(split)[0])
 
     def text_pairs(self, split: str, indices: Sequence[int] | np.ndarray) -> Iterator[tuple[str, str]]:
-        """Yield ``(source, target)`` text of the pairs at ``indices`` (invalid UTF-8 replaced), read in chunks.
-
-        Parameters
-        ----------
-        split : str
-            A TFDS split name or slice.
-        indices : Sequence[int] or np.ndarray
-            Pair indices, in the order wanted.
-
-        Yields
-        ------
-        tuple[str, str]
-            The pair.
-        """
+        """Yield ``(source, target)`` text of the pairs at ``indices`` (invalid UTF-8 replaced), read in chunks."""
         records, is_raw = self._open(split)
         for start in range(0, len(indices), _READ_CHUNK):
             chunk = _read_records(records, [int(index) for index in indices[start : start + _READ_CHUNK]])
             if is_raw:
                 yield from (self._parse_raw(record) for record in chunk)
             else:
-                yield from ((as_text(record[self.source_key]), as_text(record[self.target_key])) for record in chunk)
+                yield from ((_as_text(record[self.source_key]), _as_text(record[self.target_key])) for record in chunk)
 
     def _open(self, split: str) -> tuple[Sequence[Any], bool]:
         if split not in self._opened:
             try:
                 decoded = self.builder.as_data_source(split)
             except (KeyError, ValueError, NotImplementedError, FileNotFoundError, OSError) as error:
-                raise MissingInputError(not_prepared_message(self.builder, split, error)) from error
+                raise MissingInputError(_not_prepared_message(self.builder, split, error)) from error
             self._opened[split] = self._raw_records_if_equivalent(split, decoded) or (decoded, False)
         return self._opened[split]
 
@@ -116,7 +79,7 @@ class TranslationSource:
         try:
             raw = self.builder.as_data_source(split, deserialize_method=tfds_decode.DeserializeMethod.RAW_BYTES)
             reference = decoded[0]
-            expected = (as_text(reference[self.source_key]), as_text(reference[self.target_key]))
+            expected = (_as_text(reference[self.source_key]), _as_text(reference[self.target_key]))
             if self._parse_raw(raw[0]) == expected:
                 return raw, True
         except Exception:  # noqa: BLE001  Any surprise in the fast path: use TFDS's decoding.
@@ -126,29 +89,16 @@ class TranslationSource:
     def _parse_raw(self, serialized: bytes) -> tuple[str, str]:
         features = tf_example_pb2.Example.FromString(serialized).features.feature
         return (
-            as_text(b"".join(features[self.source_key].bytes_list.value)),
-            as_text(b"".join(features[self.target_key].bytes_list.value)),
+            _as_text(b"".join(features[self.source_key].bytes_list.value)),
+            _as_text(b"".join(features[self.target_key].bytes_list.value)),
         )
 
 
-def open_translation_source(config: DataConfig) -> TranslationSource:
+def _open_translation_source(config: DataConfig) -> _TranslationSource:
     """Open the corpus ``config.dataset`` names.
 
-    Parameters
-    ----------
-    config : DataConfig
-        The experiment's data section.
-
-    Returns
-    -------
-    TranslationSource
-        The opened corpus.
-
-    Raises
-    ------
-    UserInputError
-        For an unknown name or languages the dataset lacks; ``MissingInputError`` (with the command) for data
-        not prepared.
+    Raises ``UserInputError``: for an unknown name or languages the dataset lacks; ``MissingInputError`` (with the
+    command) for data not prepared.
     """
     dataset = str(config.dataset).strip()
     data_dir = cache_dirs.data_dir(str(config.data_dir))  # None: TFDS's default.
@@ -163,7 +113,7 @@ def open_translation_source(config: DataConfig) -> TranslationSource:
     if dataset.startswith(TSV_PREFIX):
         from attention_jax.data import tsv_dataset  # Registers the builder only when used.
 
-        builder = tsv_dataset.prepare_tsv_dataset(dataset[len(TSV_PREFIX) :], data_dir)
+        builder = tsv_dataset._prepare_tsv_dataset(dataset[len(TSV_PREFIX) :], data_dir)
         return _build_source(
             dataset, builder, tsv_dataset.SOURCE_KEY, tsv_dataset.TARGET_KEY, data_dir, config.train_split
         )
@@ -171,19 +121,8 @@ def open_translation_source(config: DataConfig) -> TranslationSource:
     return _with_languages(dataset, builder, config.source_lang, config.target_lang, data_dir, config.train_split)
 
 
-def as_text(value: Any) -> str:
-    """Return a TFDS text feature value (bytes, str, or a 0-d array of either) as ``str``, invalid UTF-8 replaced.
-
-    Parameters
-    ----------
-    value : Any
-        The value.
-
-    Returns
-    -------
-    str
-        The text.
-    """
+def _as_text(value: Any) -> str:
+    """Return a TFDS text feature value (bytes, str, or a 0-d array of either) as ``str``, invalid UTF-8 replaced."""
     if isinstance(value, np.ndarray):
         value = value.item()
     if isinstance(value, bytes):
@@ -202,12 +141,12 @@ def _prepared_synthetic_builder(builder_config: str, data_dir: str | None) -> tf
     builder = _make_builder()
 
     def _prepare() -> None:
-        first_use.remove_incomplete_tfds_dirs(str(builder.data_dir))
+        first_use._remove_incomplete_tfds_dirs(str(builder.data_dir))
         logging.info("Generating the synthetic corpus %s into %s (once)", builder.info.full_name, builder.data_dir)
-        first_use.prepare_local_builder(builder)
+        first_use._prepare_local_builder(builder)
 
     waited = not builder.is_prepared()
-    prepared_here = first_use.prepare_once(str(builder.data_dir) + first_use.LOCK_SUFFIX,
+    prepared_here = first_use._prepare_once(str(builder.data_dir) + first_use.LOCK_SUFFIX,
                                            f"the corpus {builder.info.full_name}", builder.is_prepared, _prepare)
     return _make_builder() if waited and not prepared_here else builder  # Another process's dataset_info.
 
@@ -229,7 +168,7 @@ def _with_languages(
     target_lang: str,
     data_dir: str | None,
     train_split: str,
-) -> TranslationSource:
+) -> _TranslationSource:
     languages = sorted(builder.info.features.keys())
     for role, language in (("source_lang", source_lang), ("target_lang", target_lang)):
         if language not in languages:
@@ -249,8 +188,8 @@ def _build_source(
     target_key: str,
     data_dir: str | None,
     train_split: str,
-) -> TranslationSource:
-    source = TranslationSource(dataset, builder, source_key, target_key, cache_dir="")
+) -> _TranslationSource:
+    source = _TranslationSource(dataset, builder, source_key, target_key, cache_dir="")
     source.cache_dir = os.path.join(
         data_dir or tfds_constants.DATA_DIR,
         CACHE_DIR_NAME,
@@ -260,7 +199,7 @@ def _build_source(
     return source
 
 
-def _split_fingerprint(source: TranslationSource, split: str) -> str:
+def _split_fingerprint(source: _TranslationSource, split: str) -> str:
     """Hash a split's name, size and a few pairs, so caches of different data never collide."""
     num_pairs = source.num_examples(split)
     if num_pairs == 0:
@@ -271,21 +210,8 @@ def _split_fingerprint(source: TranslationSource, split: str) -> str:
     return digest.hexdigest()[:12]
 
 
-def split_contents_fingerprint(source: TranslationSource, split: str) -> dict[str, str | int]:
-    """Return a split's name, size (``pairs``) and SHA-256 of every pair's text, in order.
-
-    Parameters
-    ----------
-    source : TranslationSource
-        The corpus.
-    split : str
-        A TFDS split name or slice.
-
-    Returns
-    -------
-    dict
-        ``split``, ``pairs`` and ``sha256``.
-    """
+def _split_contents_fingerprint(source: _TranslationSource, split: str) -> dict[str, str | int]:
+    """Return a split's name, size (``pairs``) and SHA-256 of every pair's text, in order."""
     num_pairs = source.num_examples(split)
     digest = hashlib.sha256()
     for pair in source.text_pairs(split, range(num_pairs)):
@@ -301,23 +227,8 @@ def _read_records(records: Sequence[Any], indices: list[int]) -> list[Any]:
         return [records[index] for index in indices]
 
 
-def not_prepared_message(builder: tfds.core.DatasetBuilder, split: str, error: Exception) -> str:
-    """Return what to run to prepare ``builder``'s data (a text corpus's too) when ``split`` cannot be read.
-
-    Parameters
-    ----------
-    builder : tfds.core.DatasetBuilder
-        The builder.
-    split : str
-        The split that failed.
-    error : Exception
-        Why.
-
-    Returns
-    -------
-    str
-        The message.
-    """
+def _not_prepared_message(builder: tfds.core.DatasetBuilder, split: str, error: Exception) -> str:
+    """Return what to run to prepare ``builder``'s data (a text corpus's too) when ``split`` cannot be read."""
     name = builder.info.full_name.rsplit("/", 1)[0]  # "wmt14_translate/de-en/1.0.0" without the version.
     data_root = str(builder.data_dir_root)
     return (

@@ -65,27 +65,10 @@ def _exclusive_lock(lock_path: str, what: str) -> Iterator[None]:
         os.close(lock_fd)  # Closing the last descriptor releases the flock.
 
 
-def prepare_once(lock_path: str, what: str, is_prepared: Callable[[], bool], prepare: Callable[[], None]) -> bool:
+def _prepare_once(lock_path: str, what: str, is_prepared: Callable[[], bool], prepare: Callable[[], None]) -> bool:
     """Run ``prepare`` unless ``is_prepared``, in at most one process at a time.
 
-    Parameters
-    ----------
-    lock_path, what : str
-        Lock file beside the cache (left in place); the cache in words, for log lines.
-    is_prepared : Callable[[], bool]
-        Asked before and again after taking the lock.
-    prepare : Callable[[], None]
-        Writes the cache, with the lock held.
-
-    Returns
-    -------
-    bool
-        True when this process prepared the cache.
-
-    Raises
-    ------
-    UserInputError
-        Naming the path and the data-directory settings when the cache is not writable.
+    Raises ``UserInputError``: naming the path and the data-directory settings when the cache is not writable.
     """
     if is_prepared():
         return False
@@ -108,19 +91,8 @@ def prepare_once(lock_path: str, what: str, is_prepared: Callable[[], bool], pre
             f"make {path} writable.") from None
 
 
-def remove_incomplete_tfds_dirs(dataset_version_dir: str) -> list[str]:
-    """Delete the ``incomplete.*`` directories an interrupted TFDS preparation left; call holding the lock.
-
-    Parameters
-    ----------
-    dataset_version_dir : str
-        A builder's ``data_dir`` (``<root>/<name>/<config>/<version>``).
-
-    Returns
-    -------
-    list[str]
-        The directories removed.
-    """
+def _remove_incomplete_tfds_dirs(dataset_version_dir: str) -> list[str]:
+    """Delete the ``incomplete.*`` directories an interrupted TFDS preparation left; call holding the lock."""
     parent, version = os.path.split(os.path.normpath(dataset_version_dir))
     removed = sorted(glob.glob(os.path.join(glob.escape(parent), f"incomplete.*_{glob.escape(version)}")))
     for directory in removed:
@@ -129,14 +101,8 @@ def remove_incomplete_tfds_dirs(dataset_version_dir: str) -> list[str]:
     return removed
 
 
-def prepare_local_builder(builder: Any) -> None:
-    """Run ``builder.download_and_prepare()`` without TFDS's misleading stdout banner; bars only on a terminal.
-
-    Parameters
-    ----------
-    builder : tfds.core.DatasetBuilder
-        A builder that downloads nothing.
-    """
+def _prepare_local_builder(builder: Any) -> None:
+    """Run ``builder.download_and_prepare()`` without TFDS's misleading stdout banner; bars only on a terminal."""
     _progress_bars_for(sys.stderr)
     with contextlib.redirect_stdout(io.StringIO()):
         builder.download_and_prepare()

@@ -35,17 +35,17 @@ class _SplitData:
     """A split's TFDS name, token ids and batch plan."""
 
     tfds_split: str
-    tokenized: token_cache.TokenizedSplit
-    plan: batching.BatchPlan | packing.PackedPlan
+    tokenized: token_cache._TokenizedSplit
+    plan: batching._BatchPlan | packing._PackedPlan
     num_empty: int = 0  # Pairs left out for an empty source or target (counted in plan.num_dropped).
 
-    def local_batch(self, planned: batching.PlannedBatch, process_index: int, process_count: int) -> dict:
+    def local_batch(self, planned: batching._PlannedBatch, process_index: int, process_count: int) -> dict:
         """Build this process's rows of a planned global batch (packed when the plan packs)."""
         length = self.plan.shapes.lengths[planned.bucket]
         local = planned.local_indices(process_index, process_count)
         if local.ndim == 2:  # [rows, P]: several pairs per row.
-            return packing.make_packed_batch(self.tokenized, length, local)
-        return batching.make_batch(self.tokenized, length, local)
+            return packing._make_packed_batch(self.tokenized, length, local)
+        return batching._make_batch(self.tokenized, length, local)
 
 
 class _TrainBatchSequence(Sequence):
@@ -56,7 +56,7 @@ class _TrainBatchSequence(Sequence):
         self._seed = seed
         self._process_index = process_index
         self._process_count = process_count
-        self._epoch_plans: collections.OrderedDict[int, list[batching.PlannedBatch]] = collections.OrderedDict()
+        self._epoch_plans: collections.OrderedDict[int, list[batching._PlannedBatch]] = collections.OrderedDict()
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -68,7 +68,7 @@ class _TrainBatchSequence(Sequence):
         planned = self._epoch_plan(epoch)[batch_in_epoch]
         return self._split.local_batch(planned, self._process_index, self._process_count)
 
-    def _epoch_plan(self, epoch: int) -> list[batching.PlannedBatch]:
+    def _epoch_plan(self, epoch: int) -> list[batching._PlannedBatch]:
         with self._lock:
             if epoch not in self._epoch_plans:
                 self._epoch_plans[epoch] = self._split.plan.shuffled_batches(self._seed, epoch)
@@ -81,7 +81,7 @@ class _EvalBatches:
     """A split's evaluation batches, built when iterated (re-iterable, always the same)."""
 
     def __init__(
-        self, split: _SplitData, planned_batches: list[batching.PlannedBatch], process_index: int, process_count: int
+        self, split: _SplitData, planned_batches: list[batching._PlannedBatch], process_index: int, process_count: int
     ) -> None:
         self._split = split
         self._planned_batches = planned_batches
@@ -101,7 +101,7 @@ class TranslationData:
 
     Parameters
     ----------
-    source : data_sources.TranslationSource
+    source : data_sources._TranslationSource
         The opened corpus.
     tokenizer : tokenizer_lib.Tokenizer
         The shared vocabulary.
@@ -116,7 +116,7 @@ class TranslationData:
     def __init__(
         self,
         *,
-        source: data_sources.TranslationSource,
+        source: data_sources._TranslationSource,
         tokenizer: tokenizer_lib.Tokenizer,
         splits: dict[str, _SplitData],
         process_index: int,
@@ -220,10 +220,10 @@ class TranslationData:
         Returns
         -------
         dict[str, dict]
-            ``validation`` and ``test`` -> :func:`data_sources.split_contents_fingerprint`.
+            ``validation`` and ``test`` -> :func:`data_sources._split_contents_fingerprint`.
         """
         if self._fingerprints is None:
-            self._fingerprints = {role: data_sources.split_contents_fingerprint(self._source, split.tfds_split)
+            self._fingerprints = {role: data_sources._split_contents_fingerprint(self._source, split.tfds_split)
                                   for role, split in self._splits.items() if role != "train"}
         return self._fingerprints
 
@@ -249,7 +249,7 @@ class TranslationData:
             "bucket_lengths": list(train_plan.shapes.lengths),
             "global_rows": list(train_plan.shapes.global_rows),
             "local_batch_shapes": [list(shape) for shape in self._batch_shapes],
-            "packing": isinstance(train_plan, packing.PackedPlan),
+            "packing": isinstance(train_plan, packing._PackedPlan),
             "train_padding_fraction": train_plan.padding_fraction(),
             "eval_padding_fraction": self._splits["validation"].plan.padding_fraction(),
         }
@@ -281,24 +281,24 @@ def get_datasets(
     """
     if not 0 <= process_index < process_count:
         raise ValueError(f"process_index={process_index} must lie in [0, process_count={process_count}).")
-    source = data_sources.open_translation_source(config)
+    source = data_sources._open_translation_source(config)
     tokenizer = _load_or_train_tokenizer(source, config)
     row_multiple = int(np.lcm(rows_multiple, process_count))
     tfds_splits = {"train": config.train_split, "validation": config.eval_split, "test": config.test_split}
     splits = {}
     shapes = None  # Bucket shapes of every bucketed plan, sized on the training split (train comes first).
     for role, tfds_split in tfds_splits.items():
-        tokenized = token_cache.load_or_tokenize_split(source, tfds_split, tokenizer)
+        tokenized = token_cache._load_or_tokenize_split(source, tfds_split, tokenizer)
         lengths = (tokenized.source.lengths_with_eos(), tokenized.target.lengths_with_eos())
         num_empty = 0
         if role == "train":
             lengths, num_empty = _leave_out_empty_pairs(*lengths)
         shapes = shapes or _bucket_shapes(config, lengths, row_multiple)
-        plan: batching.BatchPlan | packing.PackedPlan
+        plan: batching._BatchPlan | packing._PackedPlan
         if role == "train" and config.packing:
             plan = _packed_plan(config, lengths, row_multiple)
         else:
-            plan = batching.BatchPlan(*lengths, shapes)
+            plan = batching._BatchPlan(*lengths, shapes)
         if role == "train" and plan.num_kept == 0:
             raise UserInputError(
                 f"All {plan.num_pairs} training pairs are longer than config.max_len={config.max_len} tokens "
@@ -357,29 +357,29 @@ def _log_left_out(num_pairs: int, num_empty: int, num_too_long: int, max_len: in
 
 
 def _bucket_shapes(config: DataConfig, lengths: tuple[np.ndarray, np.ndarray],
-                   row_multiple: int) -> batching.BucketShapes:
+                   row_multiple: int) -> batching._BucketShapes:
     """Return bucket shapes under ``config.tokens_per_batch``, sized on training lengths (evaluation reuses them)."""
     shapes = batching.make_bucket_shapes(config.max_len, config.tokens_per_batch, row_multiple)
     if config.tokens_per_batch_unit == "slots":
         return shapes
-    means = batching.mean_longer_side_per_bucket(*lengths, shapes.lengths)
-    return batching.real_token_shapes(shapes, means, config.tokens_per_batch, row_multiple)
+    means = batching._mean_longer_side_per_bucket(*lengths, shapes.lengths)
+    return batching._real_token_shapes(shapes, means, config.tokens_per_batch, row_multiple)
 
 
-def _packed_plan(config: DataConfig, lengths: tuple[np.ndarray, np.ndarray], row_multiple: int) -> packing.PackedPlan:
+def _packed_plan(config: DataConfig, lengths: tuple[np.ndarray, np.ndarray], row_multiple: int) -> packing._PackedPlan:
     """Return the packed training plan, ``R`` per row length in the budget's unit."""
-    shapes = packing.make_packed_shapes(config.max_len, config.tokens_per_batch, row_multiple,
+    shapes = packing._make_packed_shapes(config.max_len, config.tokens_per_batch, row_multiple,
                                         config.packing_row_lengths)
-    plan = packing.PackedPlan(*lengths, shapes)
+    plan = packing._PackedPlan(*lengths, shapes)
     if config.tokens_per_batch_unit == "slots":
         return plan
-    return plan.with_shapes(batching.real_token_shapes(
+    return plan.with_shapes(batching._real_token_shapes(
         plan.shapes, plan.mean_tokens_per_row(), config.tokens_per_batch, row_multiple))
 
 
-def _load_or_train_tokenizer(source: data_sources.TranslationSource,
+def _load_or_train_tokenizer(source: data_sources._TranslationSource,
                              config: DataConfig) -> tokenizer_lib.Tokenizer:
-    if (fine_tuned := tokenizer_lib.tokenizer_for(config.fine_tune_from)) is not None:
+    if (fine_tuned := tokenizer_lib._tokenizer_for(config.fine_tune_from)) is not None:
         return fine_tuned  # The source run's vocabulary, whatever this corpus would train.
     max_sentences = config.tokenizer_max_sentences
     split_name = re.sub(r"[^A-Za-z0-9_.\-]+", "_", config.train_split)
@@ -401,7 +401,7 @@ def _load_or_train_tokenizer(source: data_sources.TranslationSource,
 
 
 def _tokenizer_training_sentences(
-    source: data_sources.TranslationSource, train_split: str, max_sentences: int
+    source: data_sources._TranslationSource, train_split: str, max_sentences: int
 ) -> Iterable[str]:
     """Return both sides of a fixed random sample of at most ``max_sentences // 2`` training pairs."""
     total_pairs = source.num_examples(train_split)

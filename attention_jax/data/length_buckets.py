@@ -57,9 +57,9 @@ def _word_ranges(cap: int, longest: int) -> dict[str, tuple[int, int]]:
 
 def _read_corpus(corpus_dir: str) -> dict[str, list[Pair]]:
     """Return the ``train``, ``dev`` and ``test`` pairs of a TSV corpus directory, in file order."""
-    tsv_dataset.require_tsv_files(corpus_dir)
+    tsv_dataset._require_tsv_files(corpus_dir)
     return {split: [(source, target) for _, source, target, _ in
-                    tsv_dataset.read_tsv_pairs(os.path.join(corpus_dir, f"{split}.tsv"))] for split in SPLITS}
+                    tsv_dataset._read_tsv_pairs(os.path.join(corpus_dir, f"{split}.tsv"))] for split in SPLITS}
 
 
 def _usable(pair: Pair) -> bool:
@@ -234,7 +234,7 @@ def read_bucket(split_dir: str, bucket: dict) -> list[Pair]:
         The pairs.
     """
     path = os.path.join(split_dir, bucket["file"])
-    return [(source, target) for _, source, target, _ in tsv_dataset.read_tsv_pairs(path)]
+    return [(source, target) for _, source, target, _ in tsv_dataset._read_tsv_pairs(path)]
 
 
 if __name__ == "__main__":  # The command (its flags) is in attention_jax/commands/.

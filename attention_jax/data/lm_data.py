@@ -374,7 +374,7 @@ def _warn_of_overlap(documents: dict[str, list[str]], names: dict[str, str]) -> 
 
 
 def _load_or_train_tokenizer(source: _TextSource, config: DataConfig) -> tokenizer_lib.Tokenizer:
-    if (fine_tuned := tokenizer_lib.tokenizer_for(config.fine_tune_from)) is not None:
+    if (fine_tuned := tokenizer_lib._tokenizer_for(config.fine_tune_from)) is not None:
         return fine_tuned  # The source run's vocabulary, whatever this text would train.
     max_sentences = config.tokenizer_max_sentences
     split_name = re.sub(r"[^A-Za-z0-9_.\-]+", "_", config.train_split)
@@ -433,7 +433,7 @@ def _open_text_source(config: DataConfig) -> _TextSource:
         _require_txt_files(directory)
         return _TextSource(dataset, lambda split: _read_txt(directory, split), cache_root)
     if dataset == data_sources.SYNTHETIC_DATASET or dataset.startswith(data_sources.SYNTHETIC_DATASET + "/"):
-        translation = data_sources.open_translation_source(config)
+        translation = data_sources._open_translation_source(config)
         return _TextSource(dataset, lambda split: [target for _, target in translation.text_pairs(
             split, range(translation.num_examples(split)))], cache_root)
     builder = _tfds_text_builder(dataset, data_dir)
@@ -475,5 +475,5 @@ def _read_tfds(builder: tfds.core.DatasetBuilder, split: str, feature: str) -> l
     try:
         records = builder.as_data_source(split=split)
     except Exception as error:  # noqa: BLE001  TFDS raises several types for unprepared data.
-        raise MissingInputError(data_sources.not_prepared_message(builder, split, error)) from error
-    return [data_sources.as_text(records[index][feature]) for index in range(len(records))]
+        raise MissingInputError(data_sources._not_prepared_message(builder, split, error)) from error
+    return [data_sources._as_text(records[index][feature]) for index in range(len(records))]

@@ -57,47 +57,23 @@ def check_row_lengths(row_lengths: Sequence[int], max_len: int) -> tuple[int, ..
     return lengths
 
 
-def make_packed_shapes(max_len: int, tokens_per_batch: int, row_multiple: int,
-                       row_lengths: Sequence[int] = ()) -> batching.BucketShapes:
-    """Return packed training's batch shapes: per row length ``L``, the most rows within the budget.
-
-    Parameters
-    ----------
-    max_len, tokens_per_batch, row_multiple : int
-        As in :func:`batching.make_bucket_shapes`; ``max_len`` is the longest row length.
-    row_lengths : Sequence[int]
-        ``config.packing_row_lengths``; empty: the default.
-
-    Returns
-    -------
-    batching.BucketShapes
-        One "bucket" per row length.
-    """
+def _make_packed_shapes(max_len: int, tokens_per_batch: int, row_multiple: int,
+                       row_lengths: Sequence[int] = ()) -> batching._BucketShapes:
+    """Return packed training's batch shapes: per row length ``L``, the most rows within the budget."""
     lengths = check_row_lengths(row_lengths, max_len)
     batching.make_bucket_shapes(max_len, tokens_per_batch, row_multiple)  # Raises for a budget too small.
     global_rows = tuple((tokens_per_batch // length) // row_multiple * row_multiple for length in lengths)
-    return batching.BucketShapes(lengths=lengths, global_rows=global_rows)
+    return batching._BucketShapes(lengths=lengths, global_rows=global_rows)
 
 
-def first_fit_decreasing(source_lengths: np.ndarray, target_lengths: np.ndarray,
+def _first_fit_decreasing(source_lengths: np.ndarray, target_lengths: np.ndarray,
                          row_lengths: int | Sequence[int]) -> tuple[list[list[int]], list[int]]:
     """Pack pairs into rows, longest first, each into the first open row with room on both sides.
 
     Long rows are topped up with short pairs before a short row opens; ``O(n * rows)``, so callers pack windows.
 
-    Parameters
-    ----------
-    source_lengths, target_lengths : np.ndarray
-        ``[n]``, EOS included; none over the longest row.
-    row_lengths : int or Sequence[int]
-        Increasing; a pair that fits no open row opens the shortest that holds it.
-
-    Returns
-    -------
-    rows : list[list[int]]
-        Pair indices in each row, in order.
-    lengths : list[int]
-        Each row's length.
+    Lengths ``[n]`` include EOS; a pair that fits no open row opens the shortest row length that holds it.
+    Returns each row's pair indices and its length.
     """
     capacities = np.atleast_1d(np.asarray(row_lengths, np.int64))
     longer_side = np.maximum(source_lengths, target_lengths)
@@ -120,21 +96,14 @@ def first_fit_decreasing(source_lengths: np.ndarray, target_lengths: np.ndarray,
     return rows, lengths
 
 
-class PackedPlan:
-    """Packed global batches of one split: a :class:`batching.BatchPlan` with ``[R, P]`` pairs per batch.
+class _PackedPlan:
+    """Packed global batches of one split: a :class:`batching._BatchPlan` with ``[R, P]`` pairs per batch.
 
-    Parameters
-    ----------
-    source_lengths, target_lengths : np.ndarray
-        ``[num_pairs]``, EOS included; pairs over the longest row are dropped.
-    shapes : batching.BucketShapes
-        From :func:`make_packed_shapes`.
-    window : int
-        Pairs packed together.
+    Lengths ``[num_pairs]`` include EOS; pairs over the longest row are dropped; ``window`` pairs are packed together.
     """
 
     def __init__(self, source_lengths: np.ndarray, target_lengths: np.ndarray,
-                 shapes: batching.BucketShapes, window: int = DEFAULT_WINDOW) -> None:
+                 shapes: batching._BucketShapes, window: int = DEFAULT_WINDOW) -> None:
         self.shapes = shapes
         is_kept = np.maximum(source_lengths, target_lengths) <= shapes.lengths[-1]
         self.num_pairs = len(source_lengths)
@@ -144,7 +113,7 @@ class PackedPlan:
         rows, row_lengths = [], []
         for start in range(0, len(kept), window):
             members = kept[start:start + window]
-            packed, lengths = first_fit_decreasing(source_lengths[members], target_lengths[members], shapes.lengths)
+            packed, lengths = _first_fit_decreasing(source_lengths[members], target_lengths[members], shapes.lengths)
             rows.extend([members[row].tolist() for row in packed])
             row_lengths.extend(lengths)
         self._rows = np.full((len(rows), max(map(len, rows), default=1)), batching.PADDING_ROW, np.int64)
@@ -160,13 +129,7 @@ class PackedPlan:
 
     @property
     def num_rows(self) -> int:
-        """Return the packed rows, holding every kept pair once.
-
-        Returns
-        -------
-        int
-            The count.
-        """
+        """Return the packed rows, holding every kept pair once."""
         return len(self._rows)
 
     def _rows_per_length(self) -> tuple[int, ...]:
@@ -183,34 +146,15 @@ class PackedPlan:
         return bucket
 
     def mean_tokens_per_row(self) -> tuple[float, ...]:
-        """Return per row length the mean real tokens of a row's longer side (0 without rows).
-
-        Returns
-        -------
-        tuple[float, ...]
-            The means.
-        """
+        """Return per row length the mean real tokens of a row's longer side (0 without rows)."""
         rows_packed = np.bincount(self._row_bucket, minlength=len(self.shapes.lengths))
         return tuple(float(max(source, target) / rows) if rows else 0.0 for source, target, rows in
                      zip(self._source_tokens, self._target_tokens, rows_packed))
 
-    def with_shapes(self, shapes: batching.BucketShapes) -> "PackedPlan":
+    def with_shapes(self, shapes: batching._BucketShapes) -> "_PackedPlan":
         """Return this packing cut into batches of ``shapes.global_rows`` rows, not repacked.
 
-        Parameters
-        ----------
-        shapes : batching.BucketShapes
-            The same row lengths, other row counts.
-
-        Returns
-        -------
-        PackedPlan
-            A copy sharing the packed rows.
-
-        Raises
-        ------
-        ValueError
-            When the lengths differ.
+        Raises ``ValueError``: when the lengths differ.
         """
         if tuple(shapes.lengths) != tuple(self.shapes.lengths):
             raise ValueError(f"shapes of length {shapes.lengths} do not match this plan's {self.shapes.lengths}.")
@@ -224,49 +168,20 @@ class PackedPlan:
 
     @property
     def num_batches(self) -> int:
-        """Return the global batches in one epoch.
-
-        Returns
-        -------
-        int
-            The count.
-        """
+        """Return the global batches in one epoch."""
         return sum(self._batches_per_length())
 
     @property
     def num_kept(self) -> int:
-        """Return the pairs that fit the longest row; each appears once per epoch.
-
-        Returns
-        -------
-        int
-            The count.
-        """
+        """Return the pairs that fit the longest row; each appears once per epoch."""
         return self.num_pairs - self.num_dropped
 
     def used_buckets(self) -> list[int]:
-        """Return the indices of the row lengths that have rows.
-
-        Returns
-        -------
-        list[int]
-            Row length indices.
-        """
+        """Return the indices of the row lengths that have rows."""
         return [bucket for bucket, rows in enumerate(self._rows_per_length()) if rows]
 
-    def shuffled_batches(self, seed: int, epoch: int) -> list[batching.PlannedBatch]:
-        """Return an epoch's batches (every kept pair once): each length's rows shuffled and cut, batches shuffled.
-
-        Parameters
-        ----------
-        seed, epoch : int
-            Data seed, the same on every process; the epoch, from 0.
-
-        Returns
-        -------
-        list[batching.PlannedBatch]
-            The batches.
-        """
+    def shuffled_batches(self, seed: int, epoch: int) -> list[batching._PlannedBatch]:
+        """Return an epoch's batches (every kept pair once): each length's rows shuffled and cut, batches shuffled."""
         rng = np.random.default_rng([seed, epoch])
         batch_bucket = self._batch_bucket()
         batches = []
@@ -275,26 +190,14 @@ class PackedPlan:
             batches.extend(self._chunk(rows[rng.permutation(len(rows))], bucket))
         return [batches[index] for index in rng.permutation(len(batches))]
 
-    def ordered_batches(self) -> list[batching.PlannedBatch]:
-        """Return the evaluation batches: each length's packed rows in their fixed order.
-
-        Returns
-        -------
-        list[batching.PlannedBatch]
-            Every kept pair once.
-        """
+    def ordered_batches(self) -> list[batching._PlannedBatch]:
+        """Return the evaluation batches: each length's packed rows in their fixed order."""
         batch_bucket = self._batch_bucket()
         return [batch for bucket in self.used_buckets()
                 for batch in self._chunk(self._rows[batch_bucket == bucket], bucket)]
 
     def padding_fraction(self) -> dict[str, float]:
-        """Return the fraction of an epoch's batch positions that are padding.
-
-        Returns
-        -------
-        dict[str, float]
-            ``inputs``, ``targets`` and ``total``; 0 without batches.
-        """
+        """Return the fraction of an epoch's batch positions that are padding."""
         slots = sum(batches * rows * length for batches, rows, length in
                     zip(self._batches_per_length(), self.shapes.global_rows, self.shapes.lengths))
         if slots == 0:
@@ -304,15 +207,15 @@ class PackedPlan:
                 "total": 1.0 - (source + target) / (2 * slots)}
 
 
-    def _chunk(self, rows: np.ndarray, bucket: int) -> list[batching.PlannedBatch]:
+    def _chunk(self, rows: np.ndarray, bucket: int) -> list[batching._PlannedBatch]:
         batch_rows = self.shapes.global_rows[bucket]
         num_batches = math.ceil(len(rows) / batch_rows)
         padded = np.full((num_batches * batch_rows, self._rows.shape[1]), batching.PADDING_ROW, np.int64)
         padded[:len(rows)] = rows
-        return [batching.PlannedBatch(bucket, chunk) for chunk in padded.reshape(-1, batch_rows, padded.shape[1])]
+        return [batching._PlannedBatch(bucket, chunk) for chunk in padded.reshape(-1, batch_rows, padded.shape[1])]
 
 
-def _pack_side(side: token_cache.TokenizedSide, rows: np.ndarray,
+def _pack_side(side: token_cache._TokenizedSide, rows: np.ndarray,
                length: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Return ids, segment ids and positions ``[rows, L]`` of one side of packed rows ``[rows, P]``."""
     ids = np.zeros((len(rows), length), np.int32)
@@ -331,22 +234,10 @@ def _pack_side(side: token_cache.TokenizedSide, rows: np.ndarray,
     return ids, segmentation, position
 
 
-def make_packed_batch(tokenized: token_cache.TokenizedSplit, length: int, rows: np.ndarray) -> dict:
+def _make_packed_batch(tokenized: token_cache._TokenizedSplit, length: int, rows: np.ndarray) -> dict:
     """Build one packed batch: int32 ``[rows, L]`` ``inputs``, ``targets`` (pad 0), ``*_segmentation``, ``*_position``.
 
-    Parameters
-    ----------
-    tokenized : token_cache.TokenizedSplit
-        Token ids of the split.
-    length : int
-        ``L``, tokens per side of a row.
-    rows : np.ndarray
-        ``int64 [rows, P]`` pair indices; ``PADDING_ROW`` entries are skipped.
-
-    Returns
-    -------
-    dict
-        The batch; segment ``k`` is the row's pair ``k``.
+    ``rows``: int64 ``[rows, P]`` pair indices (``PADDING_ROW`` skipped); segment ``k`` of a row is its pair ``k``.
     """
     batch = {}
     for name, side in (("inputs", tokenized.source), ("targets", tokenized.target)):

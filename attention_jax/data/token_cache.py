@@ -23,7 +23,7 @@ _TOKENIZE_CHUNK = 8192
 
 
 @dataclasses.dataclass(frozen=True)
-class TokenizedSide:
+class _TokenizedSide:
     """Token ids of one side of a split: ``ids [total_tokens]`` and ``offsets [num_sentences + 1]``."""
 
     ids: np.ndarray
@@ -35,20 +35,14 @@ class TokenizedSide:
     def lengths_with_eos(self) -> np.ndarray:
         """Return each sentence's length in a batch row, subwords + EOS.
 
-        Returns
-        -------
-        np.ndarray
-            int64 ``[num_sentences]``.
+        int64 ``[num_sentences]``.
         """
         return (np.diff(self.offsets) + 1).astype(np.int64)
 
     def fill_rows(self, rows: np.ndarray, sentence_indices: np.ndarray) -> None:
         """Write sentences, each followed by EOS, into the rows of a zero (pad) array.
 
-        Parameters
-        ----------
-        rows, sentence_indices : np.ndarray
-            int32 ``[len(sentence_indices), padded_len]`` zeros, written in place; an index per row (negative: pad).
+        ``rows``: int32 ``[len(sentence_indices), padded_len]`` zeros, written in place; a negative index is a pad row.
         """
         for row, sentence in enumerate(sentence_indices.tolist()):
             if sentence < 0:
@@ -85,11 +79,11 @@ def _mix64(values: np.ndarray) -> np.ndarray:
 
 
 @dataclasses.dataclass(frozen=True)
-class TokenizedSplit:
+class _TokenizedSplit:
     """Source and target token ids of one split; sentence ``i`` of each side form pair ``i``."""
 
-    source: TokenizedSide
-    target: TokenizedSide
+    source: _TokenizedSide
+    target: _TokenizedSide
 
     def __len__(self) -> int:
         return len(self.source)
@@ -97,42 +91,24 @@ class TokenizedSplit:
     def pair_hashes(self) -> np.ndarray:
         """Return a 64-bit hash of each pair's ids (to find dev/test pairs in train).
 
-        Returns
-        -------
-        np.ndarray
-            uint64 ``[num_pairs]``.
+        uint64 ``[num_pairs]``.
         """
         with np.errstate(over="ignore"):
             return _mix64(self.source._sentence_hashes() * np.uint64(0x9E3779B97F4A7C15)
                           ^ self.target._sentence_hashes())
 
 
-def load_or_tokenize_split(
-    source: data_sources.TranslationSource, split: str, tokenizer: tokenizer_lib.Tokenizer
-) -> TokenizedSplit:
-    """Return the token ids of both sides of ``split``, tokenized and cached (once across processes) on first use.
-
-    Parameters
-    ----------
-    source : data_sources.TranslationSource
-        The corpus; caches go under ``source.cache_dir``.
-    split : str
-        TFDS split name or slice.
-    tokenizer : tokenizer_lib.Tokenizer
-        Its model's hash is in the cache path, so a new vocabulary never reads stale ids.
-
-    Returns
-    -------
-    TokenizedSplit
-        Memory-mapped token ids.
-    """
+def _load_or_tokenize_split(
+    source: data_sources._TranslationSource, split: str, tokenizer: tokenizer_lib.Tokenizer
+) -> _TokenizedSplit:
+    """Return the token ids of both sides of ``split``, tokenized and cached (once across processes) on first use."""
     cache_dir = os.path.join(source.cache_dir, f"tokens-{hashlib.sha256(tokenizer.model_proto).hexdigest()[:12]}")
     split_name = re.sub(r"[^A-Za-z0-9_.\-]+", "_", split)
     prefixes = {
         side: os.path.join(cache_dir, f"{split_name}.{feature}")
         for side, feature in (("source", source.source_key), ("target", source.target_key))
     }
-    sides: dict[str, TokenizedSide | None] = {}
+    sides: dict[str, _TokenizedSide | None] = {}
 
     def _is_cached() -> bool:
         sides.update({side: _load_side(prefix) for side, prefix in prefixes.items()})
@@ -143,17 +119,17 @@ def load_or_tokenize_split(
         for side, tokenized in _tokenize_split(source, split, tokenizer).items():
             _write_side(prefixes[side], tokenized)
 
-    if first_use.prepare_once(os.path.join(cache_dir, split_name + first_use.LOCK_SUFFIX),
+    if first_use._prepare_once(os.path.join(cache_dir, split_name + first_use.LOCK_SUFFIX),
                               f"the token ids of split {split!r} in {cache_dir}", _is_cached, _tokenize_and_write):
         _is_cached()
     source_side, target_side = sides["source"], sides["target"]
     assert source_side is not None and target_side is not None  # Written here, or by the process waited for.
-    return TokenizedSplit(source=source_side, target=target_side)
+    return _TokenizedSplit(source=source_side, target=target_side)
 
 
 def _tokenize_split(
-    source: data_sources.TranslationSource, split: str, tokenizer: tokenizer_lib.Tokenizer
-) -> dict[str, TokenizedSide]:
+    source: data_sources._TranslationSource, split: str, tokenizer: tokenizer_lib.Tokenizer
+) -> dict[str, _TokenizedSide]:
     """Tokenize both sides of every pair in one pass over the split (reading dominates)."""
     id_dtype = np.uint16 if tokenizer.vocab_size <= np.iinfo(np.uint16).max + 1 else np.int32
     id_chunks: dict[str, list[np.ndarray]] = {"source": [], "target": []}
@@ -169,11 +145,11 @@ def _tokenize_split(
         offsets = np.zeros(len(lengths[side]) + 1, np.int64)
         np.cumsum(lengths[side], out=offsets[1:])
         ids = np.concatenate(id_chunks[side]) if id_chunks[side] else np.zeros(0, id_dtype)
-        tokenized[side] = TokenizedSide(ids=ids, offsets=offsets)
+        tokenized[side] = _TokenizedSide(ids=ids, offsets=offsets)
     return tokenized
 
 
-def _write_side(prefix: str, side: TokenizedSide) -> None:
+def _write_side(prefix: str, side: _TokenizedSide) -> None:
     # Offsets last: their presence marks a complete pair of files.
     for suffix, array in (("ids", side.ids), ("offsets", side.offsets)):
         buffer = io.BytesIO()
@@ -181,13 +157,13 @@ def _write_side(prefix: str, side: TokenizedSide) -> None:
         run_files.write_atomically(f"{prefix}.{suffix}.npy", buffer.getvalue())
 
 
-def _load_side(prefix: str) -> TokenizedSide | None:
+def _load_side(prefix: str) -> _TokenizedSide | None:
     ids_path, offsets_path = f"{prefix}.ids.npy", f"{prefix}.offsets.npy"
     if not (os.path.exists(ids_path) and os.path.exists(offsets_path)):
         return None
     offsets = np.load(offsets_path)
     # NumPy cannot memory-map an empty array.
-    side = TokenizedSide(ids=np.load(ids_path, mmap_mode="r" if offsets[-1:].sum() else None), offsets=offsets)
+    side = _TokenizedSide(ids=np.load(ids_path, mmap_mode="r" if offsets[-1:].sum() else None), offsets=offsets)
     if len(side.offsets) == 0 or side.offsets[-1] != len(side.ids):
         logging.warning("Token cache %s is inconsistent; tokenizing again.", prefix)
         return None

@@ -279,7 +279,7 @@ def load_or_train_tokenizer(
         trained.append(train_tokenizer(training_sentences(), vocab_size))
         run_files.write_atomically(model_path, trained[0].model_proto)
 
-    first_use.prepare_once(model_path + first_use.LOCK_SUFFIX, f"the tokenizer {model_path}",
+    first_use._prepare_once(model_path + first_use.LOCK_SUFFIX, f"the tokenizer {model_path}",
                            lambda: os.path.exists(model_path), _train_and_write)
     if trained:
         return trained[0]
@@ -287,23 +287,10 @@ def load_or_train_tokenizer(
     return Tokenizer.load(model_path)
 
 
-def tokenizer_for(fine_tune_from: str) -> Tokenizer | None:
+def _tokenizer_for(fine_tune_from: str) -> Tokenizer | None:
     """Return the tokenizer of the run ``fine_tune_from`` names: fine-tuned weights keep their token ids.
 
-    Parameters
-    ----------
-    fine_tune_from : str
-        A run's work directory; ``""`` for none.
-
-    Returns
-    -------
-    Tokenizer or None
-        ``None`` when no run is named.
-
-    Raises
-    ------
-    MissingInputError
-        When that run has no ``tokenizer.model``.
+    Raises ``MissingInputError``: when that run has no ``tokenizer.model``.
     """
     source_workdir = fine_tune_from
     if not source_workdir:

@@ -33,23 +33,10 @@ class _TsvFileSummary:
     longest_line_chars: int
 
 
-def read_tsv_pairs(path: str) -> Iterator[tuple[int, str, str, bool]]:
+def _read_tsv_pairs(path: str) -> Iterator[tuple[int, str, str, bool]]:
     """Yield ``(line_number, source, target, had_invalid_utf8)`` per line (LF or CRLF) of a TSV file, from 1.
 
-    Parameters
-    ----------
-    path : str
-        The file; invalid bytes become U+FFFD.
-
-    Yields
-    ------
-    tuple[int, str, str, bool]
-        The pair and where it came from.
-
-    Raises
-    ------
-    UserInputError
-        Naming ``path:line`` for a line without exactly one TAB.
+    Raises ``UserInputError``: naming ``path:line`` for a line without exactly one TAB.
     """
     with open(path, "rb") as tsv_file:
         for line_number, raw_line in enumerate(tsv_file, start=1):
@@ -69,18 +56,10 @@ def read_tsv_pairs(path: str) -> Iterator[tuple[int, str, str, bool]]:
             yield line_number, source, target, had_invalid_utf8
 
 
-def require_tsv_files(tsv_dir: str) -> None:
+def _require_tsv_files(tsv_dir: str) -> None:
     """Refuse a directory that lacks ``train.tsv``, ``dev.tsv`` or ``test.tsv``.
 
-    Parameters
-    ----------
-    tsv_dir : str
-        The directory.
-
-    Raises
-    ------
-    MissingInputError
-        Naming the missing directory or files.
+    Raises ``MissingInputError``: naming the missing directory or files.
     """
     if not os.path.isdir(tsv_dir):
         raise MissingInputError(
@@ -97,7 +76,7 @@ def require_tsv_files(tsv_dir: str) -> None:
 
 def _check_tsv_dir(tsv_dir: str) -> dict[str, _TsvFileSummary]:
     """Check that a TSV directory is complete and every line well formed; warn of invalid UTF-8."""
-    require_tsv_files(tsv_dir)
+    _require_tsv_files(tsv_dir)
     summaries = {split: _summarize_tsv_file(os.path.join(tsv_dir, name)) for split, name in TSV_FILE_OF_SPLIT.items()}
     for summary in summaries.values():
         if summary.num_invalid_utf8_lines:
@@ -111,7 +90,7 @@ def _check_tsv_dir(tsv_dir: str) -> dict[str, _TsvFileSummary]:
 
 def _summarize_tsv_file(path: str) -> _TsvFileSummary:
     num_pairs = num_invalid_utf8_lines = longest_line_chars = 0
-    for _, source, target, had_invalid_utf8 in read_tsv_pairs(path):
+    for _, source, target, had_invalid_utf8 in _read_tsv_pairs(path):
         num_pairs += 1
         num_invalid_utf8_lines += had_invalid_utf8
         longest_line_chars = max(longest_line_chars, len(source) + len(target) + 1)
@@ -135,7 +114,7 @@ def _tsv_dir_fingerprint(tsv_dir: str) -> str:
 class TsvTranslation(tfds.core.GeneratorBasedBuilder):
     """TFDS builder for a TSV directory, its config named by a hash of the contents (a changed file: prepared anew).
 
-    Use :func:`prepare_tsv_dataset`, which checks the files first.
+    Use :func:`_prepare_tsv_dataset`, which checks the files first.
 
     Parameters
     ----------
@@ -186,41 +165,26 @@ class TsvTranslation(tfds.core.GeneratorBasedBuilder):
         }
 
     def _generate_examples(self, path: str) -> Iterator[tuple[int, dict[str, str]]]:
-        for line_number, source, target, _ in read_tsv_pairs(path):
+        for line_number, source, target, _ in _read_tsv_pairs(path):
             yield line_number, {SOURCE_KEY: source, TARGET_KEY: target}
 
 
-def prepare_tsv_dataset(tsv_dir: str, data_dir: str | None) -> TsvTranslation:
+def _prepare_tsv_dataset(tsv_dir: str, data_dir: str | None) -> TsvTranslation:
     """Check a TSV directory and prepare it as an array_record TFDS dataset, once across processes, or reuse it.
 
-    Parameters
-    ----------
-    tsv_dir : str
-        Directory with ``train.tsv``, ``dev.tsv`` and ``test.tsv``.
-    data_dir : str or None
-        TFDS data directory; ``None``: TFDS's default.
-
-    Returns
-    -------
-    TsvTranslation
-        A prepared builder.
-
-    Raises
-    ------
-    UserInputError
-        For missing files, a malformed line or a file without pairs.
+    Raises ``UserInputError``: for missing files, a malformed line or a file without pairs.
     """
-    require_tsv_files(tsv_dir)
+    _require_tsv_files(tsv_dir)
     builder = TsvTranslation(tsv_dir=tsv_dir, data_dir=data_dir, file_format="array_record")
 
     def _prepare() -> None:
         _check_tsv_dir(tsv_dir)
-        first_use.remove_incomplete_tfds_dirs(str(builder.data_dir))
+        first_use._remove_incomplete_tfds_dirs(str(builder.data_dir))
         logging.info("Preparing %s into %s", tsv_dir, builder.data_dir)
-        first_use.prepare_local_builder(builder)
+        first_use._prepare_local_builder(builder)
 
     waited = not builder.is_prepared()
-    prepared_here = first_use.prepare_once(
+    prepared_here = first_use._prepare_once(
         str(builder.data_dir) + first_use.LOCK_SUFFIX, f"the corpus {tsv_dir}", builder.is_prepared, _prepare)
     if waited and not prepared_here:  # Another process wrote it: read its dataset_info afresh.
         builder = TsvTranslation(tsv_dir=tsv_dir, data_dir=data_dir, file_format="array_record")

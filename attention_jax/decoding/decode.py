@@ -22,7 +22,7 @@ import numpy as np
 
 from attention_jax.decoding import beam_search
 from attention_jax.decoding.beam_search import EOS_ID, PAD_ID
-from attention_jax.decoding.text_batches import checked_ids, checked_sentences
+from attention_jax.decoding.text_batches import _checked_ids, _checked_sentences
 from attention_jax.experiment.sections import DecodeSettings, TransformerConfig
 from attention_jax.foundation import cache_dirs, run_files
 
@@ -198,20 +198,10 @@ def replace_invalid_characters(text: str) -> str:
     return "".join("\ufffd" if "\ud800" <= character <= "\udfff" else character for character in text)
 
 
-def check_params_match(model_config: TransformerConfig, params: Any) -> None:
+def _check_params_match(model_config: TransformerConfig, params: Any) -> None:
     """Refuse parameters whose shapes ``model_config`` does not imply, before any compilation.
 
-    Parameters
-    ----------
-    model_config : TransformerConfig
-        The model.
-    params : pytree
-        Parameters, boxed or plain.
-
-    Raises
-    ------
-    ValueError
-        Listing the first differences.
+    Raises ``ValueError``: listing the first differences.
     """
     expected = _expected_shapes(model_config)
     found = _shapes_by_path(params)
@@ -317,7 +307,7 @@ class Translator:
                 f"{model_config.max_len} positions; lower max_decode_extra_len.")
         if mesh is not None and "data" not in mesh.axis_names:
             raise ValueError(f"The mesh needs a 'data' axis to shard batches over; it has {mesh.axis_names}.")
-        check_params_match(model_config, params)
+        _check_params_match(model_config, params)
         self.model_config = model_config.replace(decode=False)
         self.tokenizer = tokenizer
         self.settings = settings
@@ -377,7 +367,7 @@ class Translator:
         TypeError
             For one ``str`` or an item that is no ``str``.
         """
-        sources = checked_sentences(sources)
+        sources = _checked_sentences(sources)
         cleaned = [replace_invalid_characters(text) for text in sources]
         invalid = sum(clean != text for clean, text in zip(cleaned, sources))
         if invalid:
@@ -453,7 +443,7 @@ class Translator:
         """
         if not 1 <= nbest <= self.beam_size:
             raise ValueError(f"nbest must be between 1 and the beam size {self.beam_size}; got {nbest}.")
-        source_ids = checked_ids(source_ids, self.tokenizer.vocab_size)
+        source_ids = _checked_ids(source_ids, self.tokenizer.vocab_size)
         outputs: list[list[Hypothesis]] = [[] for _ in source_ids]
         for batch in self._batches(source_ids):
             result = jax.device_get(self._decode(batch, nbest))

@@ -25,23 +25,12 @@ def _init_cache(model_config: TransformerConfig, num_rows: int, max_decode_len: 
     return jax.tree_util.tree_map(lambda shape: jnp.zeros(shape.shape, shape.dtype), shapes["cache"])
 
 
-def cache_stage_ends(max_decode_len: int, num_stages: int, multiple: int = POSITION_MULTIPLE) -> tuple[int, ...]:
+def _cache_stage_ends(max_decode_len: int, num_stages: int, multiple: int = POSITION_MULTIPLE) -> tuple[int, ...]:
     """Return where a staged cached search grows its cache: the ends of all stages but the last.
 
-    Parameters
-    ----------
-    max_decode_len, num_stages, multiple : int
-        ``L``; stages wanted (fewer when ``L`` is short); every stage ends at a multiple of ``multiple``.
+    Rising ends inside ``(0, L)``, each a multiple of ``multiple``; empty for one stage.
 
-    Returns
-    -------
-    tuple of int
-        Rising ends inside ``(0, L)``; empty for one stage.
-
-    Raises
-    ------
-    ValueError
-        For ``num_stages`` below 1.
+    Raises ``ValueError``: for ``num_stages`` below 1.
     """
     if num_stages < 1:
         raise ValueError(f"num_stages must be at least 1; got {num_stages}.")
@@ -131,7 +120,7 @@ def search_setup(model_config: TransformerConfig, params: Any, inputs: Array, *,
         inputs = jnp.repeat(inputs, rows_per_sentence, axis=0)  # [N,S]
         return (_make_uncached_step_fn(model_config, params, encoded, inputs),
                 _init_prefix_state(num_rows, max_decode_len), {})
-    stage_ends = cache_stage_ends(max_decode_len, cache_stages)
+    stage_ends = _cache_stage_ends(max_decode_len, cache_stages)
     first_length = stage_ends[0] if stage_ends else max_decode_len
     cache = _init_cache(model_config, num_rows, first_length)
     return (_make_cached_step_fn(model_config, params, encoded, inputs), cache,

@@ -132,7 +132,7 @@ def load_run(workdir: str, checkpoint: str = "latest", *, average_last: int = 0,
     params, config, checkpoint = _load_params(workdir, checkpoint, average_last)
     model_config = config.model
     if model_kind == ModelKind.ENCODER_DECODER:
-        decode.check_params_match(model_config, params)
+        decode._check_params_match(model_config, params)
     return TrainedRun(workdir, checkpoint, config, model_config, params, tokenizer)
 
 

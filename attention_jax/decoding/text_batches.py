@@ -61,25 +61,10 @@ def encode_batch(tokenizer: TextCodec, sources: Sequence[str], targets: Sequence
     return batch
 
 
-def checked_sentences(sources: Any, argument: str = "sources") -> list[str]:
+def _checked_sentences(sources: Any, argument: str = "sources") -> list[str]:
     """Return ``sources`` as a list of ``str``.
 
-    Parameters
-    ----------
-    sources : Any
-        What a caller passed as sentences.
-    argument : str
-        Its name in the error.
-
-    Returns
-    -------
-    list[str]
-        The sentences.
-
-    Raises
-    ------
-    TypeError
-        For one ``str``, a non-iterable, or an item that is not a ``str``.
+    Raises ``TypeError``: for one ``str``, a non-iterable, or an item that is not a ``str``.
     """
     if isinstance(sources, str):
         raise TypeError(f"{argument} is one str; pass a list of sentences: [{sources!r:.40}].")
@@ -93,29 +78,11 @@ def checked_sentences(sources: Any, argument: str = "sources") -> list[str]:
     return sources
 
 
-def checked_ids(source_ids: Any, vocab_size: int, argument: str = "source_ids") -> list[list[int]]:
+def _checked_ids(source_ids: Any, vocab_size: int, argument: str = "source_ids") -> list[list[int]]:
     """Return ``source_ids`` as lists of ints within the vocabulary.
 
-    Parameters
-    ----------
-    source_ids : Any
-        What a caller passed as tokenized sentences.
-    vocab_size : int
-        The first id refused.
-    argument : str
-        Its name in the error.
-
-    Returns
-    -------
-    list[list[int]]
-        The ids.
-
-    Raises
-    ------
-    TypeError
-        For a ``str``, a non-iterable, or an item that is no integer sequence.
-    ValueError
-        For an id outside the vocabulary.
+    Raises ``TypeError``: for a ``str``, a non-iterable, or an item that is no integer sequence; ``ValueError``: for an
+    id outside the vocabulary.
     """
     if isinstance(source_ids, str | bytes) or not isinstance(source_ids, Iterable):
         raise TypeError(f"{argument} must be a list of token id lists; got {type(source_ids).__name__}.")

@@ -62,7 +62,7 @@ def score_run(workdir: str, split_dir: str, *, batch_size: int = 64) -> dict[str
     run = inference.load_run(workdir, "latest")
     max_len = int(run.config.data.max_len)
     pairs = [pair for bucket in split["buckets"].values() for pair in length_buckets.read_bucket(split_dir, bucket)]
-    sums, counts = translation_quality.cross_entropy_by_position(run.model_config, run.params, run.tokenizer, pairs,
+    sums, counts = translation_quality._cross_entropy_by_position(run.model_config, run.params, run.tokenizer, pairs,
                                                                  max_len=max_len, batch_size=batch_size)
     last = int(np.flatnonzero(counts).max()) + 1 if counts.any() else 0
     record = {

@@ -71,8 +71,8 @@ def _cross_entropy(model_config: TransformerConfig, params: Any, tokenizer: deco
 
 
 @functools.partial(jax.jit, static_argnames=("model_config",))
-def _cross_entropy_by_position(params: Any, inputs: Array, targets: Array, *,
-                               model_config: TransformerConfig) -> tuple[Array, Array]:
+def _batch_cross_entropy_by_position(params: Any, inputs: Array, targets: Array, *,
+                                     model_config: TransformerConfig) -> tuple[Array, Array]:
     """Return per target position ``[T]`` the summed ``-log p(target)`` and the token count."""
     logits = cast(Array, Transformer(model_config).apply({"params": params}, inputs, targets))  # [B,T,V]
     log_probs = jax.nn.log_softmax(logits)
@@ -81,33 +81,15 @@ def _cross_entropy_by_position(params: Any, inputs: Array, targets: Array, *,
     return -jnp.sum(jnp.where(valid, target_log_probs, 0.0), axis=0), jnp.sum(valid, axis=0)
 
 
-def cross_entropy_by_position(model_config: TransformerConfig, params: Any, tokenizer: decode.TextCodec,
+def _cross_entropy_by_position(model_config: TransformerConfig, params: Any, tokenizer: decode.TextCodec,
                               pairs: Sequence[tuple[str, str]], *, max_len: int,
                               batch_size: int = 64) -> tuple[np.ndarray, np.ndarray]:
     """Return :func:`_cross_entropy`'s summed nats and token counts by target position, float64 and int64 ``[max_len]``.
-
-    Parameters
-    ----------
-    model_config : TransformerConfig
-        The model.
-    params : pytree
-        Plain parameters.
-    tokenizer : decode.TextCodec
-        Encodes both sides.
-    pairs : Sequence[tuple[str, str]]
-        ``(source, target)`` text; pairs over ``max_len`` are left out.
-    max_len, batch_size : int
-        Longest side; pairs per forward pass.
-
-    Returns
-    -------
-    (np.ndarray, np.ndarray)
-        Sums and counts.
     """
     _, kept = _encode_within(tokenizer, pairs, max_len)
     sums, counts = np.zeros(max_len, np.float64), np.zeros(max_len, np.int64)
     for inputs, targets in _padded_batches(kept, max_len, batch_size):
-        batch_sums, batch_counts = _cross_entropy_by_position(params, inputs, targets, model_config=model_config)
+        batch_sums, batch_counts = _batch_cross_entropy_by_position(params, inputs, targets, model_config=model_config)
         sums[:targets.shape[1]] += np.asarray(batch_sums, np.float64)
         counts[:targets.shape[1]] += np.asarray(batch_counts, np.int64)
     return sums, counts

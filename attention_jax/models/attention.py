@@ -22,7 +22,7 @@ from attention_jax.models import (
     softmax,
 )
 from attention_jax.models.attention_registry import AttentionFunction, AttentionImplementation
-from attention_jax.models.masks import LocalMask, check_window
+from attention_jax.models.masks import LocalMask, _check_window
 
 Array = jax.Array
 DType = Any
@@ -64,7 +64,7 @@ def scaled_dot_product_attention(
     return softmax.attend(scores, value, mask, return_weights=return_weights, dropout_fn=dropout_fn)
 
 
-def local_dot_product_attention(
+def _local_dot_product_attention(
     query: Array,
     key: Array,
     value: Array,
@@ -79,25 +79,9 @@ def local_dot_product_attention(
     Each block of ``r`` queries is scored against its neighbour blocks' ``3r`` (causal ``2r``) keys; equal to
     :func:`scaled_dot_product_attention` with ``LocalMask(window, valid, causal).to_dense(L)``.
 
-    Parameters
-    ----------
-    query, key, value : Array
-        ``[B, L, H, K]``, ``[B, L, H, K]``, ``[B, L, H, V]``.
-    window : int
-        ``r`` > 0.
-    valid : Array, optional
-        Boolean ``[B, L]`` real tokens.
-    causal : bool
-        Also forbid ``j > i``.
-    dropout_fn : callable, optional
-        Attention dropout on the weights.
-
-    Returns
-    -------
-    Array
-        ``[B, L, H, V]``.
+    ``query`` and ``key`` ``[B, L, H, K]``, ``value`` ``[B, L, H, V]``, to ``[B, L, H, V]``.
     """
-    check_window(window)
+    _check_window(window)
     batch, length, _, key_dim = query.shape
     _check_one_length(length, key, value)
     if window >= length - 1:  # The window covers the whole sequence: nothing to save.
@@ -120,7 +104,7 @@ def local_dot_product_attention(
                    preferred_element_type=jnp.float32)
         for o in offsets], axis=-1)
     scores = scores / jnp.sqrt(jnp.float32(key_dim))  # Scale by 1/sqrt(d_k) (Section 3.2.1).
-    weights = softmax.masked_softmax(scores, mask).astype(value.dtype)
+    weights = softmax._masked_softmax(scores, mask).astype(value.dtype)
     if dropout_fn is not None:
         weights = dropout_fn(weights)
     output = cast(Array, sum(  # [B,nb,w,H,V]; offsets is never empty, so never the start value 0.
@@ -287,7 +271,7 @@ class MultiHeadAttention(nn.Module):
         query = self._projection((self.num_heads, self.key_dim), "query")(inputs_q)  # [B,T,H,K]
         key = self._projection((self.num_heads, self.key_dim), "key")(inputs_kv)  # [B,S,H,K]
         value = self._projection((self.num_heads, self.value_dim), "value")(inputs_kv)  # [B,S,H,V]
-        scheme = positional_encodings.attention_scheme(self.positional_encoding)  # Relative, rotary, ALiBi.
+        scheme = positional_encodings._attention_scheme(self.positional_encoding)  # Relative, rotary, ALiBi.
         if scheme is not None:
             positions = self._call_positions(query.shape[1], positions)  # [B|1,T]
             if scheme.rotate is not None:  # Rotary: queries and keys turned by their positions.
@@ -347,7 +331,7 @@ class MultiHeadAttention(nn.Module):
                 return decode_attention.cached_single_query_attention(query, key, value, mask)
             key, value = jnp.swapaxes(key, 1, 2), jnp.swapaxes(value, 1, 2)  # [B,L,H,K|V]
         if not single_query:  # A search's hypotheses share a sentence's key/value row: one row per query row.
-            key, value, mask = attention_functions.share_key_rows(query.shape[0], key, value, mask)  # [B,S,H,K|V]
+            key, value, mask = attention_functions._share_key_rows(query.shape[0], key, value, mask)  # [B,S,H,K|V]
         if self.implementation == AttentionImplementation.EINSUM:
             return self._einsum_attention(query, key, value, mask, single_query=single_query,
                                           deterministic=deterministic, sow_weights=sow_weights)
@@ -360,7 +344,7 @@ class MultiHeadAttention(nn.Module):
             return decode_attention.single_query_attention(query, key, value, mask)
         dropout_fn = self._weight_dropout(deterministic)
         if isinstance(mask, LocalMask):  # Restricted self-attention, blockwise (Table 1).
-            return local_dot_product_attention(query, key, value, mask.window, valid=mask.valid,
+            return _local_dot_product_attention(query, key, value, mask.window, valid=mask.valid,
                                                causal=mask.causal, dropout_fn=dropout_fn)
         attended, weights = scaled_dot_product_attention(query, key, value, mask, return_weights=True,
                                                          dropout_fn=dropout_fn)
@@ -379,7 +363,7 @@ class MultiHeadAttention(nn.Module):
     def _score_attention(self, entry: AttentionFunction, query: Array, key: Array, value: Array, mask: Any, *,
                          deterministic: bool, sow_weights: bool) -> Array:
         """``softmax(entry.score(q, k)) v`` heads, over the cache in decode mode."""
-        key, value, mask = attention_functions.share_key_rows(query.shape[0], key, value, mask)
+        key, value, mask = attention_functions._share_key_rows(query.shape[0], key, value, mask)
         mask = _as_dense_mask(mask, query.shape[1], key.shape[1])
         if self.decode:
             key, value, mask = self._update_key_value_cache(  # [B,H,L,K|V]: heads first.
@@ -408,7 +392,7 @@ class MultiHeadAttention(nn.Module):
             key, value = jnp.swapaxes(key, 1, 2), jnp.swapaxes(value, 1, 2)  # [B,L,H,K|V]
             key_positions = jnp.arange(key.shape[1])[None]  # Slot s holds position s.
         scores = _position_scores(self, entry, scheme, query, key, query_positions, key_positions)
-        weights = softmax.masked_softmax(scores, mask).astype(value.dtype)
+        weights = softmax._masked_softmax(scores, mask).astype(value.dtype)
         if sow_weights:
             self.sow("intermediates", "attention_weights", weights)
         attended = dropout_fn(weights) if dropout_fn is not None else weights

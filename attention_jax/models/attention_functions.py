@@ -306,26 +306,15 @@ def _linear_module_attention(module: nn.Module, query: Array, key: Array, value:
     """The ``linear`` entry's heads ``[B, T, H, V]`` inside ``MultiHeadAttention`` (decode: one cached step)."""
     if decode:
         return _linear_decode(module, query, key, value, mask)
-    key, value, mask = share_key_rows(query.shape[0], key, value, mask)
+    key, value, mask = _share_key_rows(query.shape[0], key, value, mask)
     return linear_attention(query, key, value, mask)
 
 
-def share_key_rows(query_rows: int, key: Array, value: Array, mask: Any) -> tuple[Array, Array, Any]:
+def _share_key_rows(query_rows: int, key: Array, value: Array, mask: Any) -> tuple[Array, Array, Any]:
     """Return keys, values and key-side masks repeated to one row per query row.
 
-    Parameters
-    ----------
-    query_rows : int
-        ``B``.
-    key, value : Array
-        ``[B', S, H, K|V]`` with ``B = B' R``.
-    mask : StructuredMask, Array or None
-        Its key-side parts are repeated too.
-
-    Returns
-    -------
-    (Array, Array, mask)
-        ``[B, S, H, K|V]`` keys, values and the mask.
+    ``[B', S, H, K|V]`` keys and values, with ``B = B' R``, to ``[B, S, H, K|V]``; the mask's key-side parts are
+    repeated too.
     """
     repeats = query_rows // key.shape[0]
     if repeats == 1:

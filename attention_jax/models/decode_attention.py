@@ -9,7 +9,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from attention_jax.models.softmax import masked_softmax
+from attention_jax.models.softmax import _masked_softmax
 
 Array = jax.Array
 
@@ -45,7 +45,7 @@ def single_query_attention(query: Array, key: Array, value: Array, mask: Array |
     scores = jnp.swapaxes(scores, 2, 3) / jnp.sqrt(jnp.float32(key_dim))  # [B,R,H,S]
     if mask is not None:
         mask = jnp.reshape(mask, (1,) * (4 - mask.ndim) + mask.shape)[:, None, :, 0, :]  # [B|1,1,H|1,S]
-    weights = masked_softmax(scores, mask)
+    weights = _masked_softmax(scores, mask)
     weights = jnp.swapaxes(weights, 2, 3)[..., None].astype(value.dtype)  # [B,R,S,H,1]
     attended = jnp.sum(weights * value[:, None], axis=2)  # [B,R,H,V]
     return attended.reshape(num_rows, 1, num_heads, value.shape[-1])
@@ -56,7 +56,7 @@ def _ungrouped_single_query_attention(query: Array, key: Array, value: Array, ma
     key_dim = query.shape[-1]
     scores = jnp.sum(query.astype(jnp.float32) * key.astype(jnp.float32), axis=-1)  # [B,S,H]
     scores = jnp.swapaxes(scores, 1, 2)[:, :, None, :] / jnp.sqrt(jnp.float32(key_dim))  # [B,H,1,S]
-    weights = masked_softmax(scores, mask)
+    weights = _masked_softmax(scores, mask)
     weights = jnp.swapaxes(weights[:, :, 0, :], 1, 2)[..., None].astype(value.dtype)  # [B,S,H,1]
     return jnp.sum(weights * value, axis=1, keepdims=True)  # [B,1,H,V]
 
@@ -79,7 +79,7 @@ def cached_single_query_attention(query: Array, key: Array, value: Array, mask: 
     key_dim = query.shape[-1]
     scores = jnp.einsum("bhk,bhsk->bhs", query[:, 0].astype(jnp.float32), key.astype(jnp.float32))
     scores = scores[:, :, None, :] / jnp.sqrt(jnp.float32(key_dim))  # [B,H,1,S]
-    weights = masked_softmax(scores, mask).astype(value.dtype)
+    weights = _masked_softmax(scores, mask).astype(value.dtype)
     attended = jnp.einsum("bhs,bhsv->bhv", weights[:, :, 0], value)  # [B,H,V]
     return attended[:, None]
 

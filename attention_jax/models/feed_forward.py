@@ -58,7 +58,7 @@ class FeedForward(nn.Module):
         """``act(x W1 + b1) W2 + b2`` (Eq. 2: relu), or ``(act(x W + b) * (x V + c)) W2 + b2`` gated."""
         cfg = self.config
         entry = feed_forward_registry.feed_forward(cfg.feed_forward)
-        width = feed_forward_registry.hidden_width(cfg.feed_forward, cfg.d_ff,
+        width = feed_forward_registry._hidden_width(cfg.feed_forward, cfg.d_ff,
                                                    match_params=cfg.feed_forward_match_params)
         hidden = _dense(cfg, width, ("embed", "mlp"), "inner")(x)  # [B,L,F]
         if entry.gated:

@@ -80,24 +80,10 @@ def feed_forward(name: str) -> FeedForwardVariant:
     return FEED_FORWARDS.lookup(name)
 
 
-def hidden_width(name: str, d_ff: int, *, match_params: bool = True) -> int:
+def _hidden_width(name: str, d_ff: int, *, match_params: bool = True) -> int:
     """Return ``F``: ``d_ff``, or for a matched gated entry ``2/3 d_ff`` rounded to :data:`GATED_WIDTH_MULTIPLE`.
 
     Three ``D x F`` matrices then hold about what Eq. 2's two ``D x d_ff`` do.
-
-    Parameters
-    ----------
-    name : str
-        ``config.feed_forward``.
-    d_ff : int
-        ``config.d_ff``.
-    match_params : bool
-        ``config.feed_forward_match_params``.
-
-    Returns
-    -------
-    int
-        The hidden width.
     """
     if not (feed_forward(name).gated and match_params):
         return d_ff
@@ -105,24 +91,9 @@ def hidden_width(name: str, d_ff: int, *, match_params: bool = True) -> int:
     return max(1, (2 * d_ff + unit // 2) // unit) * GATED_WIDTH_MULTIPLE
 
 
-def feed_forward_params(name: str, *, d_model: int, d_ff: int, match_params: bool = True, bias: bool = True) -> int:
-    """Return the trained parameters of one feed-forward sublayer.
-
-    Parameters
-    ----------
-    name : str
-        ``config.feed_forward``.
-    d_model, d_ff : int
-        ``D`` and ``config.d_ff``.
-    match_params, bias : bool
-        ``config.feed_forward_match_params`` and ``config.feed_forward_bias``.
-
-    Returns
-    -------
-    int
-        Parameter count.
-    """
-    width = hidden_width(name, d_ff, match_params=match_params)
+def _feed_forward_params(name: str, *, d_model: int, d_ff: int, match_params: bool = True, bias: bool = True) -> int:
+    """Return the trained parameters of one feed-forward sublayer."""
+    width = _hidden_width(name, d_ff, match_params=match_params)
     inputs = 2 if feed_forward(name).gated else 1  # Matrices into the hidden layer.
     return (inputs + 1) * d_model * width + (inputs * width + d_model if bias else 0)
 

@@ -56,7 +56,7 @@ def _positional_encoding_flops(positional_encoding: str, *, query_len: int, key_
 def _feed_forward_flops(feed_forward: str, *, length: int, d_model: int, d_ff: int, match_params: bool = True) -> float:
     """``2 L D F`` per matrix (two, or three gated) plus ``L F`` for a gate's product."""
     gated = feed_forward_registry.feed_forward(feed_forward).gated
-    width = feed_forward_registry.hidden_width(feed_forward, d_ff, match_params=match_params)
+    width = feed_forward_registry._hidden_width(feed_forward, d_ff, match_params=match_params)
     return float((3 if gated else 2) * 2 * length * d_model * width + (length * width if gated else 0))
 
 

@@ -50,7 +50,7 @@ class LanguageModel(nn.Module):
                        for i in range(cfg.num_layers)]
         self.embedding_dropout = dropout_class(cfg.cpu_kernels)(cfg.dropout_rate)
         if cfg.layer_norm_position == LayerNormPosition.PRE:
-            self.final_norm = model.build_norm(cfg, "final_norm")
+            self.final_norm = model._build_norm(cfg, "final_norm")
 
     def logits(self, input_ids: Array, *, valid: Array | None = None, segmentation: Array | None = None,
                positions: Array | None = None, deterministic: bool = True,
@@ -74,14 +74,14 @@ class LanguageModel(nn.Module):
         cfg = self.config
         if valid is None:
             valid = jnp.ones(input_ids.shape, dtype=bool)
-        mask = None if cfg.decode else model.self_attention_mask(cfg, valid, causal=True, segmentation=segmentation)
-        x = model.embed_tokens(cfg, self.embedding, self.position, self.embedding_dropout, input_ids,
+        mask = None if cfg.decode else model._self_attention_mask(cfg, valid, causal=True, segmentation=segmentation)
+        x = model._embed_tokens(cfg, self.embedding, self.position, self.embedding_dropout, input_ids,
                                deterministic=deterministic, positions=positions)  # [B,L,D]
         for layer in self.layers:
             x = layer(x, mask, deterministic=deterministic, sow_weights=sow_weights, positions=positions,
                       valid=valid)
         if cfg.layer_norm_position == LayerNormPosition.PRE:
-            x = model.apply_norm(self.final_norm, x, valid, deterministic=deterministic)
+            x = model._apply_norm(self.final_norm, x, valid, deterministic=deterministic)
         if cfg.share_embeddings:
             return self.embedding.attend(x).astype(jnp.float32)  # [B,L,N]
         return self.output_projection(x).astype(jnp.float32)
@@ -91,9 +91,9 @@ class LanguageModel(nn.Module):
                  sow_weights: bool = False) -> Array:
         """Return teacher-forced float32 logits ``[B, L, N]`` for documents ``targets`` ``[B, L]``."""
         if targets_position is None:
-            input_ids = model.shift_right(targets)
+            input_ids = model._shift_right(targets)
         else:
-            input_ids = model.shift_right_packed(targets, targets_position)  # BOS at each document start.
+            input_ids = model._shift_right_packed(targets, targets_position)  # BOS at each document start.
         return self.logits(input_ids, valid=targets != model.PAD_ID, segmentation=targets_segmentation,
                            positions=targets_position, deterministic=deterministic, sow_weights=sow_weights)
 

@@ -83,18 +83,10 @@ def combine_masks(*masks: Array | None) -> Array | None:
     return functools.reduce(jnp.logical_and, present)
 
 
-def check_window(window: int) -> None:
+def _check_window(window: int) -> None:
     """Check that a restricted-attention window is a positive ``int`` (not ``bool``).
 
-    Parameters
-    ----------
-    window : int
-        ``r``.
-
-    Raises
-    ------
-    ValueError
-        Any other value (one line).
+    Raises ``ValueError``: any other value (one line).
     """
     if isinstance(window, bool) or not isinstance(window, int) or window <= 0:
         raise ValueError(
@@ -127,56 +119,30 @@ class LocalMask:
         Array
             The dense mask.
         """
-        check_window(self.window)
+        _check_window(self.window)
         positions = jnp.arange(length)
         padding = make_padding_mask(self.valid, self.valid) if self.valid is not None else None
         causal = make_causal_mask(length) if self.causal else None
         return combine_masks(_make_local_mask(positions, positions, self.window), padding, causal)
 
 
-def make_segment_mask(query_segmentation: Array, key_segmentation: Array) -> Array:
+def _make_segment_mask(query_segmentation: Array, key_segmentation: Array) -> Array:
     """Return the mask keeping attention within a packed pair (equal, non-zero ids; contains padding).
 
-    Parameters
-    ----------
-    query_segmentation, key_segmentation : Array
-        Integer ``[B, T]`` and ``[B, S]`` pair ids (0 = pad).
-
-    Returns
-    -------
-    Array
-        Boolean ``[B, 1, T, S]``.
+    Integer pair ids ``[B, T]`` and ``[B, S]`` (0 = pad) to a boolean ``[B, 1, T, S]``.
     """
     same = query_segmentation[:, None, :, None] == key_segmentation[:, None, None, :]  # [B,1,T,S]
     return jnp.logical_and(same, (query_segmentation != 0)[:, None, :, None])
 
 
-def self_attention_mask(config: TransformerConfig, valid: Array, *, causal: bool,
+def _self_attention_mask(config: TransformerConfig, valid: Array, *, causal: bool,
                         segmentation: Array | None = None
                         ) -> Array | LocalMask | attention_functions.StructuredMask:
     """Return the self-attention mask: padding, causal if asked, segments.
 
-    Parameters
-    ----------
-    config : TransformerConfig
-        The model config.
-    valid : Array
-        Boolean ``[B, L]`` real tokens.
-    causal : bool
-        Forbid later keys (3.2.3).
-    segmentation : Array, optional
-        ``[B, L]`` pair ids of packed rows.
+    Dense ``[B, 1, L, L]``; a ``LocalMask`` when ``attention_window > 0``; parts for ``structured_masks`` entries.
 
-    Returns
-    -------
-    Array, LocalMask or attention_functions.StructuredMask
-        Dense ``[B, 1, L, L]``; a :class:`LocalMask` when ``attention_window > 0``; parts for
-        ``structured_masks`` entries.
-
-    Raises
-    ------
-    ValueError
-        Packed rows with a window or an entry without packing.
+    Raises ``ValueError``: packed rows with a window or an entry without packing.
     """
     entry = attention_registry.attention_function(config.attention_function)
     if segmentation is not None and not entry.supports_packing:
@@ -192,33 +158,19 @@ def self_attention_mask(config: TransformerConfig, valid: Array, *, causal: bool
         return attention_functions.StructuredMask(query_valid=valid, key_valid=valid, query_segments=segmentation,
                                                   key_segments=segmentation, causal=causal)
     causal_mask = make_causal_mask(valid.shape[1]) if causal else None
-    segment_mask = None if segmentation is None else make_segment_mask(segmentation, segmentation)
+    segment_mask = None if segmentation is None else _make_segment_mask(segmentation, segmentation)
     return combine_masks(make_padding_mask(valid, valid), causal_mask, segment_mask)
 
 
-def cross_attention_mask(config: TransformerConfig, targets_valid: Array, inputs_valid: Array, *,
+def _cross_attention_mask(config: TransformerConfig, targets_valid: Array, inputs_valid: Array, *,
                          targets_segmentation: Array | None = None, inputs_segmentation: Array | None = None
                          ) -> Array | attention_functions.StructuredMask:
     """Return the encoder-decoder mask: real target queries to real source keys of the same pair.
 
-    Parameters
-    ----------
-    config : TransformerConfig
-        The model config.
-    targets_valid, inputs_valid : Array
-        Boolean ``[B, T]`` and ``[B, S]`` (``[B', S]`` for shared rows).
-    targets_segmentation, inputs_segmentation : Array, optional
-        Pair ids of packed rows (both or neither).
+    Valid flags ``[B, T]`` and ``[B, S]`` (``[B', S]`` for shared rows) to a boolean ``[B, 1, T, S]``
+    (``[B', 1, 1, S]``) or its parts.
 
-    Returns
-    -------
-    Array or attention_functions.StructuredMask
-        Boolean ``[B, 1, T, S]`` (``[B', 1, 1, S]`` for shared rows), or parts.
-
-    Raises
-    ------
-    ValueError
-        Only one of the segmentations given.
+    Raises ``ValueError``: only one of the segmentations given.
     """
     if (inputs_segmentation is None) != (targets_segmentation is None):
         raise ValueError("Packed batches need both inputs_segmentation and targets_segmentation.")
@@ -233,4 +185,4 @@ def cross_attention_mask(config: TransformerConfig, targets_valid: Array, inputs
     if targets_segmentation is None:
         return mask
     assert inputs_segmentation is not None  # Both or neither (checked above).
-    return combine_masks(mask, make_segment_mask(targets_segmentation, inputs_segmentation))
+    return combine_masks(mask, _make_segment_mask(targets_segmentation, inputs_segmentation))

@@ -24,7 +24,7 @@ from attention_jax.cpu_kernels import dense_dot_general, dropout_class
 from attention_jax.foundation import cache_dirs, run_files
 from attention_jax.models import attention, attention_functions, masks, normalization_registry, positional_encodings
 from attention_jax.models.feed_forward import FeedForward
-from attention_jax.models.masks import make_segment_mask, self_attention_mask  # noqa: F401 (re-exported)
+from attention_jax.models.masks import _make_segment_mask, _self_attention_mask  # noqa: F401 (re-exported)
 from attention_jax.models.variants import LayerNormPosition
 
 if TYPE_CHECKING:
@@ -37,41 +37,21 @@ PACKED_KEYS = ("inputs_segmentation", "inputs_position", "targets_segmentation",
 """Batch keys of packed rows, passed as keyword arguments of :meth:`Transformer.__call__`."""
 
 
-def shift_right(targets: Array, bos_id: int = BOS_ID) -> Array:
+def _shift_right(targets: Array, bos_id: int = BOS_ID) -> Array:
     """Return the teacher-forcing decoder inputs ``[BOS] + targets[:-1]``.
 
-    Parameters
-    ----------
-    targets : Array
-        ``[B, T]`` target ids.
-    bos_id : int
-        Beginning-of-sentence id.
-
-    Returns
-    -------
-    Array
-        ``[B, T]`` decoder input ids.
+    ``targets`` ``[B, T]`` ids to the decoder inputs ``[B, T]``.
     """
     start = jnp.full_like(targets[:, :1], bos_id)
     return jnp.concatenate([start, targets[:, :-1]], axis=1)
 
 
-def shift_right_packed(targets: Array, targets_position: Array, bos_id: int = BOS_ID) -> Array:
-    """Return :func:`shift_right` within each packed pair (BOS where the position is 0).
+def _shift_right_packed(targets: Array, targets_position: Array, bos_id: int = BOS_ID) -> Array:
+    """Return :func:`_shift_right` within each packed pair (BOS where the position is 0).
 
-    Parameters
-    ----------
-    targets, targets_position : Array
-        ``[B, T]`` packed target ids and positions within their pair.
-    bos_id : int
-        Beginning-of-sentence id.
-
-    Returns
-    -------
-    Array
-        ``[B, T]`` decoder input ids.
+    ``targets``, ``targets_position`` ``[B, T]`` (positions within their pair) to the decoder inputs ``[B, T]``.
     """
-    return jnp.where(targets_position == 0, bos_id, shift_right(targets, bos_id))
+    return jnp.where(targets_position == 0, bos_id, _shift_right(targets, bos_id))
 
 
 # --- The positional encodings added to the embeddings (the registry's EMBEDDINGS entries) ------------
@@ -166,28 +146,12 @@ class PositionalEncoding(nn.Module):
         return encoding(self, positions, self.config)
 
 
-def embed_tokens(config: TransformerConfig, embedding: nn.Embed, position: PositionalEncoding,
+def _embed_tokens(config: TransformerConfig, embedding: nn.Embed, position: PositionalEncoding,
                  dropout: nn.Dropout, ids: Array, *, deterministic: bool,
                  positions: Array | None = None) -> Array:
     """Return dropout(embedding x sqrt(d_model) + PE) (3.4, 3.5, 5.4).
 
-    Parameters
-    ----------
-    config : TransformerConfig
-        The model config.
-    embedding, position, dropout : nn.Module
-        Token embedding, positional encoding, dropout.
-    ids : Array
-        ``[B, L]`` token ids.
-    deterministic : bool
-        Disable dropout.
-    positions : Array, optional
-        ``[B, L]`` positions of packed rows.
-
-    Returns
-    -------
-    Array
-        ``[B, L, D]`` in the compute dtype.
+    ``ids`` ``[B, L]`` to ``[B, L, D]`` in the compute dtype.
     """
     scale = jnp.sqrt(jnp.asarray(config.d_model, config.compute_dtype))
     x = embedding(ids).astype(config.compute_dtype) * scale
@@ -195,42 +159,15 @@ def embed_tokens(config: TransformerConfig, embedding: nn.Embed, position: Posit
     return dropout(x, deterministic=deterministic)  # P_drop on the sum (5.4)
 
 
-def build_norm(config: TransformerConfig, name: str) -> nn.Module | None:
-    """Return the ``config.normalization`` module named ``name`` (``None`` for no norm).
-
-    Parameters
-    ----------
-    config : TransformerConfig
-        The model config.
-    name : str
-        Module name.
-
-    Returns
-    -------
-    nn.Module or None
-        Called as ``norm(x, valid, deterministic=...)``.
-    """
+def _build_norm(config: TransformerConfig, name: str) -> nn.Module | None:
+    """Return the ``config.normalization`` module named ``name`` (``None`` for no norm)."""
     return normalization_registry.normalization(config.normalization).build(config, name)
 
 
-def apply_norm(norm: nn.Module | None, x: Array, valid: Array | None, *, deterministic: bool) -> Array:
+def _apply_norm(norm: nn.Module | None, x: Array, valid: Array | None, *, deterministic: bool) -> Array:
     """Return ``norm(x)`` in ``x``'s dtype, or ``x`` when ``norm`` is ``None``.
 
-    Parameters
-    ----------
-    norm : nn.Module or None
-        A norm of :func:`build_norm`.
-    x : Array
-        ``[B, L, D]``.
-    valid : Array or None
-        ``[B, L]`` real tokens.
-    deterministic : bool
-        Disable dropout-like behaviour (batch statistics).
-
-    Returns
-    -------
-    Array
-        ``[B, L, D]``.
+    ``x`` ``[B, L, D]``; ``valid`` ``[B, L]`` marks real tokens (for batch statistics).
     """
     if norm is None:
         return x
@@ -246,15 +183,15 @@ class ResidualSublayer(nn.Module):
     def __call__(self, x: Array, sublayer: Any, *, deterministic: bool, valid: Array | None = None) -> Array:
         """Apply ``sublayer`` to ``x`` ``[B, L, D]`` with dropout, residual and norm."""
         cfg = self.config
-        norm = build_norm(cfg, "layer_norm")
+        norm = _build_norm(cfg, "layer_norm")
         dropout = dropout_class(cfg.cpu_kernels)(cfg.dropout_rate)
         if cfg.layer_norm_position == LayerNormPosition.PRE:
-            output = dropout(sublayer(apply_norm(norm, x, valid, deterministic=deterministic)),
+            output = dropout(sublayer(_apply_norm(norm, x, valid, deterministic=deterministic)),
                              deterministic=deterministic)
             return x + output if cfg.residual_connections else output
         output = dropout(sublayer(x), deterministic=deterministic)
         summed = x + output if cfg.residual_connections else output  # The residual connection (3.1).
-        return apply_norm(norm, summed, valid, deterministic=deterministic)
+        return _apply_norm(norm, summed, valid, deterministic=deterministic)
 
 
 def _attention(config: TransformerConfig, name: str, decode: bool = False,
@@ -273,7 +210,7 @@ def _attention(config: TransformerConfig, name: str, decode: bool = False,
         attention_settings=config.attention_function_settings,
         dtype=config.compute_dtype,
         cpu_kernels=config.cpu_kernels,
-        positional_encoding=positional_encodings.self_attention_positions(config) if self_attention else None,
+        positional_encoding=positional_encodings._self_attention_positions(config) if self_attention else None,
         name=name,
     )
 
@@ -363,8 +300,8 @@ class Transformer(nn.Module):
         self.decoder_layers = [DecoderLayer(cfg, name=f"decoder_{i}") for i in range(cfg.num_layers)]
         self.embedding_dropout = dropout_class(cfg.cpu_kernels)(cfg.dropout_rate)
         if cfg.layer_norm_position == LayerNormPosition.PRE:
-            self.encoder_norm = build_norm(cfg, "encoder_norm")
-            self.decoder_norm = build_norm(cfg, "decoder_norm")
+            self.encoder_norm = _build_norm(cfg, "encoder_norm")
+            self.decoder_norm = _build_norm(cfg, "decoder_norm")
 
     def encode(self, inputs: Array, *, inputs_segmentation: Array | None = None,
                inputs_position: Array | None = None, deterministic: bool = True,
@@ -386,15 +323,15 @@ class Transformer(nn.Module):
             ``[B, S, D]``.
         """
         valid = inputs != PAD_ID  # [B,S]
-        mask = self_attention_mask(self.config, valid, causal=False,  # [B,1,S,S] or LocalMask
+        mask = _self_attention_mask(self.config, valid, causal=False,  # [B,1,S,S] or LocalMask
                                    segmentation=inputs_segmentation)
-        x = embed_tokens(self.config, self.source_embedding, self.encoder_position, self.embedding_dropout,
+        x = _embed_tokens(self.config, self.source_embedding, self.encoder_position, self.embedding_dropout,
                          inputs, deterministic=deterministic, positions=inputs_position)
         for layer in self.encoder_layers:
             x = layer(x, mask, deterministic=deterministic, sow_weights=sow_weights, positions=inputs_position,
                       valid=valid)
         if self.config.layer_norm_position == LayerNormPosition.PRE:
-            x = apply_norm(self.encoder_norm, x, valid, deterministic=deterministic)
+            x = _apply_norm(self.encoder_norm, x, valid, deterministic=deterministic)
         return x
 
     def decode(self, encoded: Array, inputs: Array, decoder_inputs: Array, *,
@@ -425,21 +362,21 @@ class Transformer(nn.Module):
         cfg = self.config
         if targets_valid is None:
             targets_valid = jnp.ones(decoder_inputs.shape, dtype=bool)
-        cross_mask = masks.cross_attention_mask(cfg, targets_valid, inputs != PAD_ID,  # [B|B',1,T|1,S]
+        cross_mask = masks._cross_attention_mask(cfg, targets_valid, inputs != PAD_ID,  # [B|B',1,T|1,S]
                                                 targets_segmentation=targets_segmentation,
                                                 inputs_segmentation=inputs_segmentation)
         if cfg.decode:
             self_mask = None  # Causality and the window come from the key/value cache.
         else:
-            self_mask = self_attention_mask(cfg, targets_valid, causal=True,
+            self_mask = _self_attention_mask(cfg, targets_valid, causal=True,
                                             segmentation=targets_segmentation)
-        y = embed_tokens(cfg, self.target_embedding, self.decoder_position, self.embedding_dropout,
+        y = _embed_tokens(cfg, self.target_embedding, self.decoder_position, self.embedding_dropout,
                          decoder_inputs, deterministic=deterministic, positions=targets_position)
         for layer in self.decoder_layers:
             y = layer(y, encoded, self_mask, cross_mask, deterministic=deterministic,
                       sow_weights=sow_weights, positions=targets_position, valid=targets_valid)
         if cfg.layer_norm_position == LayerNormPosition.PRE:
-            y = apply_norm(self.decoder_norm, y, targets_valid, deterministic=deterministic)
+            y = _apply_norm(self.decoder_norm, y, targets_valid, deterministic=deterministic)
         if not cfg.share_embeddings:
             logits = self.output_projection(y)
         else:
@@ -455,9 +392,9 @@ class Transformer(nn.Module):
                               inputs_position=inputs_position, deterministic=deterministic,
                               sow_weights=sow_weights)
         if targets_position is None:
-            decoder_inputs = shift_right(targets)
+            decoder_inputs = _shift_right(targets)
         else:
-            decoder_inputs = shift_right_packed(targets, targets_position)  # BOS at every pair start.
+            decoder_inputs = _shift_right_packed(targets, targets_position)  # BOS at every pair start.
         return self.decode(encoded, inputs, decoder_inputs, targets_valid=targets != PAD_ID,
                            inputs_segmentation=inputs_segmentation,
                            targets_segmentation=targets_segmentation, targets_position=targets_position,

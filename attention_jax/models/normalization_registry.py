@@ -131,17 +131,6 @@ def _norm_params(name: str, *, d_model: int, num_layers: int, model_kind: str = 
     return per_norm * (sublayers + (stacks if position == LayerNormPosition.PRE else 0))
 
 
-def register_normalization(entry: Normalization) -> Registration:
-    """Add ``entry`` to :data:`NORMALIZATIONS` (before building a config that names it).
-
-    Parameters
-    ----------
-    entry : Normalization
-        A new, unregistered name.
-
-    Returns
-    -------
-    Registration
-        ``.undo()`` removes it; usable as a context manager.
-    """
+def _register_normalization(entry: Normalization) -> Registration:
+    """Add ``entry`` to :data:`NORMALIZATIONS` (before building a config that names it)."""
     return NORMALIZATIONS.register(entry)

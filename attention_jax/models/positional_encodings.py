@@ -259,42 +259,18 @@ def check_with_attention(name: str, *, attention_function: str, implementation: 
                          "set an even key_dim.")
 
 
-def self_attention_positions(config: TransformerConfig) -> AttentionPositions | None:
-    """Return what each self-attention gets of the encoding (``None`` unless it acts in attention).
-
-    Parameters
-    ----------
-    config : TransformerConfig
-        The model config.
-
-    Returns
-    -------
-    AttentionPositions or None
-        ``MultiHeadAttention.positional_encoding`` of each self-attention.
-    """
+def _self_attention_positions(config: TransformerConfig) -> AttentionPositions | None:
+    """Return what each self-attention gets of the encoding (``None`` unless it acts in attention)."""
     if positional_encoding(config.positional_encoding).adds_to_embeddings:
         return None
     return AttentionPositions(encoding=config.positional_encoding,
                               entry_settings=config.positional_encoding_settings)
 
 
-def attention_scheme(settings: AttentionPositions | None) -> PositionalEncodingScheme | None:
+def _attention_scheme(settings: AttentionPositions | None) -> PositionalEncodingScheme | None:
     """Return the entry a ``MultiHeadAttention`` applies (``None`` when given none).
 
-    Parameters
-    ----------
-    settings : AttentionPositions or None
-        ``MultiHeadAttention.positional_encoding``.
-
-    Returns
-    -------
-    PositionalEncodingScheme or None
-        An in-attention entry.
-
-    Raises
-    ------
-    ValueError
-        An embedding encoding.
+    Raises ``ValueError``: an embedding encoding.
     """
     if settings is None:
         return None

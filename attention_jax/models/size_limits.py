@@ -41,7 +41,7 @@ def estimated_parameters(fields: Mapping[str, Any]) -> int:
     key_dim = fields["key_dim"] or d_model // num_heads
     value_dim = fields["value_dim"] or d_model // num_heads
     attention = d_model * num_heads * (2 * key_dim + value_dim) + num_heads * value_dim * d_model  # Q, K, V, O.
-    feed_forward = feed_forward_registry.feed_forward_params(
+    feed_forward = feed_forward_registry._feed_forward_params(
         fields["feed_forward"], d_model=d_model, d_ff=fields["d_ff"], match_params=fields["feed_forward_match_params"],
         bias=False)
     embedding = fields["vocab_size"] * d_model
@@ -59,7 +59,7 @@ def estimated_parameters(fields: Mapping[str, Any]) -> int:
 def _largest_array_elements(fields: Mapping[str, Any]) -> tuple[int, str]:
     """The elements of the largest array a training or decoding step builds, and what that array is."""
     tokens, max_len = fields["tokens_per_batch"], fields["max_len"]
-    hidden = feed_forward_registry.hidden_width(fields["feed_forward"], fields["d_ff"],
+    hidden = feed_forward_registry._hidden_width(fields["feed_forward"], fields["d_ff"],
                                                 match_params=fields["feed_forward_match_params"])
     decode_len = max_len + fields["max_decode_extra_len"]
     candidates = [

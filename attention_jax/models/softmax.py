@@ -10,22 +10,12 @@ import jax.numpy as jnp
 Array = jax.Array
 
 
-def masked_softmax(scores: Array, mask: Array | None) -> Array:
+def _masked_softmax(scores: Array, mask: Array | None) -> Array:
     """Return the softmax over the last axis restricted to ``mask`` (0 where masked, 0 for empty rows).
 
     Masked scores are set to the float32 minimum, not ``-inf``, so an empty row gives no NaN.
 
-    Parameters
-    ----------
-    scores : Array
-        float32 ``[..., S]``.
-    mask : Array, optional
-        Boolean, broadcastable to ``scores``.
-
-    Returns
-    -------
-    Array
-        Weights shaped as ``scores``.
+    ``scores`` float32 ``[..., S]``; ``mask`` boolean, broadcastable to it.
     """
     if mask is not None:
         scores = jnp.where(mask, scores, jnp.finfo(jnp.float32).min)
@@ -53,7 +43,7 @@ def attend(scores: Array, value: Array, mask: Array | None, *, return_weights: b
     Array or (Array, Array)
         ``[B, T, H, V]`` (and the weights ``[B, H, T, S]``).
     """
-    weights = masked_softmax(scores, mask).astype(value.dtype)
+    weights = _masked_softmax(scores, mask).astype(value.dtype)
     attended = dropout_fn(weights) if dropout_fn is not None else weights
     output = jnp.einsum("bhts,bshv->bthv", attended, value)
     return (output, weights) if return_weights else output

@@ -42,11 +42,11 @@ MEASURED_MATMUL_SIZE = 512
 BUSY_LOAD_PER_CPU = 0.25
 """Load from other processes, per usable CPU, above which a CPU peak is measured "under load"."""
 
-_MEASURED: dict[tuple[str, str], DevicePeak] = {}  # (device kind, dtype) -> the peak measured in this process.
+_MEASURED: dict[tuple[str, str], _DevicePeak] = {}  # (device kind, dtype) -> the peak measured in this process.
 
 
 @dataclasses.dataclass(frozen=True)
-class DevicePeak:
+class _DevicePeak:
     """The peak FLOP/s of one device and where the figure comes from."""
 
     flops_per_s: float  # One device's.
@@ -54,25 +54,12 @@ class DevicePeak:
     under_load: bool = False  # Measured while other processes kept the CPUs busy: the figure reads low.
 
     def describe(self, device_kind: str, dtype: str, device_count: int) -> str:
-        """Return the log line's phrase, e.g. ``"989.5 TFLOP/s per device x 8 (H100, bfloat16: ...)"``.
-
-        Parameters
-        ----------
-        device_kind, dtype : str
-            ``jax.devices()[0].device_kind`` and the compute dtype.
-        device_count : int
-            Devices the run trains on.
-
-        Returns
-        -------
-        str
-            The phrase.
-        """
+        """Return the log line's phrase, e.g. ``"989.5 TFLOP/s per device x 8 (H100, bfloat16: ...)"``."""
         return (f"{self.flops_per_s / 1e12:.4g} TFLOP/s per device x {device_count} "
                 f"({device_kind}, {dtype}: {self.source})")
 
 
-def datasheet_peak(device_kind: str, dtype: str) -> DevicePeak | None:
+def datasheet_peak(device_kind: str, dtype: str) -> _DevicePeak | None:
     """Return the dense datasheet peak of a known device (``jax.devices()[0].device_kind``) for ``dtype``.
 
     Parameters
@@ -82,12 +69,12 @@ def datasheet_peak(device_kind: str, dtype: str) -> DevicePeak | None:
 
     Returns
     -------
-    DevicePeak or None
+    _DevicePeak or None
         The first matching pattern's; ``None`` for an unknown device or dtype.
     """
     for pattern, peaks, source in DATASHEET_PEAKS:
         if re.search(pattern, device_kind, flags=re.IGNORECASE):
-            return DevicePeak(peaks[dtype] * 1e12, source) if dtype in peaks else None
+            return _DevicePeak(peaks[dtype] * 1e12, source) if dtype in peaks else None
     return None
 
 
@@ -131,7 +118,7 @@ def _machine_load() -> tuple[float, int]:
     return max(0.0, load - 1.0), cpus
 
 
-def _measured_peak(device_kind: str, dtype: str) -> DevicePeak:
+def _measured_peak(device_kind: str, dtype: str) -> _DevicePeak:
     """Return a peak measured here; on a busy CPU 25 products instead of 5, marked as under load."""
     other_load, cpus = _machine_load() if device_kind.lower() == "cpu" else (0.0, 1)
     busy = other_load >= BUSY_LOAD_PER_CPU * cpus
@@ -140,29 +127,16 @@ def _measured_peak(device_kind: str, dtype: str) -> DevicePeak:
     products = f"best of {repeats} {MEASURED_MATMUL_SIZE}^3 {dtype} matmuls"
     declare = "set config.peak_tflops_per_device to declare one"
     if busy:
-        return DevicePeak(rate, f"measured here under load: {products} while other processes kept the CPUs "
+        return _DevicePeak(rate, f"measured here under load: {products} while other processes kept the CPUs "
                                 f"busy (load {other_load:.1f} on {cpus} CPUs), so the peak reads low and MFU "
                                 f"high; {declare}", under_load=True)
-    return DevicePeak(rate, f"measured here once: {products} (device not in the datasheet table; {declare})")
+    return _DevicePeak(rate, f"measured here once: {products} (device not in the datasheet table; {declare})")
 
 
-def device_peak(device_kind: str, dtype: str, declared_tflops: float = 0.0) -> DevicePeak:
-    """Return the peak of one device: declared, else from a datasheet, else measured once per machine.
-
-    Parameters
-    ----------
-    device_kind, dtype : str
-        ``jax.devices()[0].device_kind`` and the run's compute dtype.
-    declared_tflops : float
-        ``config.peak_tflops_per_device``; 0 looks the device up.
-
-    Returns
-    -------
-    DevicePeak
-        The figure and its source.
-    """
+def _device_peak(device_kind: str, dtype: str, declared_tflops: float = 0.0) -> _DevicePeak:
+    """Return the peak of one device: declared, else from a datasheet, else measured once per machine."""
     if declared_tflops > 0:
-        return DevicePeak(float(declared_tflops) * 1e12, "declared (config.peak_tflops_per_device)")
+        return _DevicePeak(float(declared_tflops) * 1e12, "declared (config.peak_tflops_per_device)")
     known = datasheet_peak(device_kind, dtype)
     if known is not None:
         return known
@@ -181,22 +155,12 @@ def _peak_cache_path() -> str:
     return os.path.abspath(os.path.expanduser(os.path.join(cache_home, "attention_jax", "device_peaks.json")))
 
 
-def processor_model(cpuinfo_path: str = "/proc/cpuinfo") -> str:
+def _processor_model(cpuinfo_path: str = "/proc/cpuinfo") -> str:
     """Return the host's processor: ``/proc/cpuinfo``'s model name with its family and model numbers.
 
     XLA compiles CPU code for the processor it runs on, so the same seed can train to a slightly different
     model on another one: ``results.json`` records this name, and a cached peak is keyed by it. The numbers
     tell apart processors that share a generic name ("AMD EPYC").
-
-    Parameters
-    ----------
-    cpuinfo_path : str
-        The file to read (tests give their own).
-
-    Returns
-    -------
-    str
-        E.g. ``"AMD EPYC (family 25, model 17)"``; ``platform``'s name where there is no ``/proc/cpuinfo``.
     """
     fields: dict[str, str] = {}
     try:
@@ -227,16 +191,16 @@ def _read_peak_cache(path: str) -> dict[str, Any]:
 
 
 def _cached_measured_peak(device_kind: str, dtype: str, *, path: str | None = None,
-                         measure: Callable[[str, str], DevicePeak] | None = None) -> DevicePeak:
+                         measure: Callable[[str, str], _DevicePeak] | None = None) -> _DevicePeak:
     """Return this machine's measured peak, cached per processor, device and dtype (one under load: while busy)."""
     path = _peak_cache_path() if path is None else path
     measure = _measured_peak if measure is None else measure
-    key = f"{processor_model()} | {device_kind} | {dtype}"
+    key = f"{_processor_model()} | {device_kind} | {dtype}"
     entry = _read_peak_cache(path).get(key)
     if isinstance(entry, dict) and isinstance(entry.get("flops_per_s"), (int, float)):
         still_busy = bool(entry.get("under_load")) and _machine_is_busy(device_kind)
         if not entry.get("under_load") or still_busy:
-            return DevicePeak(float(entry["flops_per_s"]),
+            return _DevicePeak(float(entry["flops_per_s"]),
                               f"measured on this machine on {entry.get('measured_on', '?')}, cached in {path} "
                               f"(delete it to measure again): {entry.get('source', '?')}",
                               under_load=bool(entry.get("under_load")))
@@ -260,7 +224,7 @@ def _machine_is_busy(device_kind: str) -> bool:
 
 
 @dataclasses.dataclass(frozen=True)
-class IntervalRates:
+class _IntervalRates:
     """The figures of one logging interval (NaN where nothing was timed)."""
 
     tokens_per_s: float  # Target tokens per second of training time.
@@ -268,38 +232,15 @@ class IntervalRates:
     data_wait_s: float  # Mean seconds per step waiting for the batch (part of the step time).
     steps: int  # Timed steps (those compiling a new shape are not).
 
-    def mfu(self, flops_per_token: float, peak: DevicePeak | None, device_count: int) -> float:
-        """Return model FLOPs utilization: ``flops_per_token x tokens/s`` over ``peak x devices``.
-
-        Parameters
-        ----------
-        flops_per_token : float
-            Forward and backward FLOPs per target token.
-        peak : DevicePeak or None
-            One device's peak.
-        device_count : int
-            Devices the step runs on.
-
-        Returns
-        -------
-        float
-            A fraction; NaN without a peak or a rate.
-        """
+    def mfu(self, flops_per_token: float, peak: _DevicePeak | None, device_count: int) -> float:
+        """Return model FLOPs utilization: ``flops_per_token x tokens/s`` over ``peak x devices``."""
         if peak is None or peak.flops_per_s <= 0 or not math.isfinite(self.tokens_per_s):
             return float("nan")
         return flops_per_token * self.tokens_per_s / (peak.flops_per_s * device_count)
 
 
-class Throughput:
-    """Target tokens, steps and data-wait time per second of training time.
-
-    Attributes
-    ----------
-    total_seconds, total_tokens : float
-        The closed intervals' training time and tokens (restored on resume).
-    peak : DevicePeak or None
-        The peak MFU is computed against.
-    """
+class _Throughput:
+    """Target tokens, steps and data-wait time per second of training time."""
 
     def __init__(self) -> None:
         self._running_since: float | None = None
@@ -309,7 +250,7 @@ class Throughput:
         self._data_wait_s = 0.0
         self.total_seconds = 0.0
         self.total_tokens = 0.0
-        self.peak: DevicePeak | None = None
+        self.peak: _DevicePeak | None = None
 
     def resume(self) -> None:
         """Start (or continue) the clock."""
@@ -323,37 +264,19 @@ class Throughput:
             self._running_since = None
 
     def add_tokens(self, tokens: float) -> None:
-        """Count tokens trained on while the clock ran.
-
-        Parameters
-        ----------
-        tokens : float
-            Target tokens.
-        """
+        """Count tokens trained on while the clock ran."""
         self._tokens += tokens
 
     def add_step(self, data_wait_s: float) -> None:
-        """Count one timed step.
-
-        Parameters
-        ----------
-        data_wait_s : float
-            Seconds the host waited for its batch.
-        """
+        """Count one timed step."""
         self._steps += 1
         self._data_wait_s += data_wait_s
 
-    def close_interval(self) -> IntervalRates:
-        """Return the rates since the last call; a running clock keeps running.
-
-        Returns
-        -------
-        IntervalRates
-            The interval's figures.
-        """
+    def close_interval(self) -> _IntervalRates:
+        """Return the rates since the last call; a running clock keeps running."""
         running = self._running_since is not None
         self.pause()
-        rates = IntervalRates(
+        rates = _IntervalRates(
             tokens_per_s=self._tokens / self._seconds if self._seconds > 0 else float("nan"),
             step_time_s=self._seconds / self._steps if self._steps else float("nan"),
             data_wait_s=self._data_wait_s / self._steps if self._steps else float("nan"),
@@ -368,11 +291,5 @@ class Throughput:
 
     @property
     def tokens_per_s(self) -> float:
-        """Return the tokens per second over the session's closed intervals.
-
-        Returns
-        -------
-        float
-            The rate.
-        """
+        """Return the tokens per second over the session's closed intervals."""
         return self.total_tokens / self.total_seconds if self.total_seconds > 0 else float("nan")

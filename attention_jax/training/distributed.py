@@ -108,19 +108,8 @@ def _wait_for_coordinator(address: str, timeout_s: float) -> None:
             time.sleep(0.5)
 
 
-def all_processes_agree(flag: bool) -> bool:
-    """Return process 0's value of ``flag`` on every process, so that all take the same branch.
-
-    Parameters
-    ----------
-    flag : bool
-        This process's decision.
-
-    Returns
-    -------
-    bool
-        Process 0's decision.
-    """
+def _all_processes_agree(flag: bool) -> bool:
+    """Return process 0's value of ``flag`` on every process, so that all take the same branch."""
     if jax.process_count() == 1:
         return bool(flag)
     return bool(multihost_utils.broadcast_one_to_all(np.asarray(flag, dtype=np.int32)))

@@ -22,7 +22,7 @@ REACHED_NUM_STEPS = "num_train_steps"
 
 
 @dataclasses.dataclass
-class EarlyStopping:
+class _EarlyStopping:
     """The best dev perplexity so far and the evaluations since it."""
 
     patience: int  # Evaluations without improvement before stopping; 0 never stops.
@@ -43,40 +43,14 @@ class EarlyStopping:
                              f"patience); got {self.min_steps}.")
 
     @classmethod
-    def from_config(cls, config: RunConfig, progress: Mapping[str, Any] | None = None) -> "EarlyStopping":
-        """Return the tracker ``config`` asks for, restored from a checkpoint's bookkeeping when given.
-
-        Parameters
-        ----------
-        config : RunConfig
-            The run section.
-        progress : Mapping[str, Any], optional
-            What :meth:`to_progress` wrote; None or ``{}`` for a fresh run.
-
-        Returns
-        -------
-        EarlyStopping
-            The tracker.
-        """
+    def from_config(cls, config: RunConfig, progress: Mapping[str, Any] | None = None) -> "_EarlyStopping":
+        """Return the tracker ``config`` asks for, restored from a checkpoint's bookkeeping when given."""
         return cls._from_progress(config.early_stopping_patience, progress or {},
                                   min_improvement=float(config.early_stopping_min_improvement),
                                   min_steps=config.early_stopping_min_steps)
 
     def update(self, step: int, perplexity: float) -> bool:
-        """Record an evaluation and return whether it is the lowest so far (even by less than ``min_improvement``).
-
-        Parameters
-        ----------
-        step : int
-            The evaluated step.
-        perplexity : float
-            Its dev perplexity (NaN never improves).
-
-        Returns
-        -------
-        bool
-            Whether it is the best.
-        """
+        """Record an evaluation and return whether it is the lowest so far (even by less than ``min_improvement``)."""
         counts = int(step >= self.min_steps)
         if perplexity < self.best_perplexity:
             enough = perplexity < self.best_perplexity * (1.0 - self.min_improvement)  # Always true at the first.
@@ -87,13 +61,7 @@ class EarlyStopping:
         return False
 
     def stop_description(self) -> str:
-        """Return why patience ran out, for the log.
-
-        Returns
-        -------
-        str
-            E.g. ``"3 evaluations without lowering dev perplexity by 1.0% (best 28.600 at step 2600)"``.
-        """
+        """Return why patience ran out, for the log."""
         by = f" by {100 * self.min_improvement:.1f}%" if self.min_improvement > 0 else ""
         return (f"{self.evaluations_since_best} evaluations without lowering dev perplexity{by} "
                 f"(best {self.best_perplexity:.3f} at step {self.best_step})")
@@ -101,15 +69,7 @@ class EarlyStopping:
     def check_dev_split(self, dev_pairs: int) -> None:
         """Refuse a dev split of ``dev_pairs`` pairs, too small for early stopping, when it is on.
 
-        Parameters
-        ----------
-        dev_pairs : int
-            Sentence pairs in the dev split.
-
-        Raises
-        ------
-        UserInputError
-            When ``dev_pairs`` is under :data:`MIN_DEV_PAIRS`.
+        Raises ``UserInputError``: when ``dev_pairs`` is under :data:`MIN_DEV_PAIRS`.
         """
         if self.patience > 0 and dev_pairs < MIN_DEV_PAIRS:
             raise UserInputError(
@@ -119,30 +79,18 @@ class EarlyStopping:
 
     @property
     def should_stop(self) -> bool:
-        """Whether patience has run out (never when ``patience`` is 0).
-
-        Returns
-        -------
-        bool
-            True to stop.
-        """
+        """Whether patience has run out (never when ``patience`` is 0)."""
         return self.patience > 0 and self.evaluations_since_best >= self.patience
 
     def to_progress(self) -> dict[str, Any]:
-        """Return the state as JSON-able checkpoint bookkeeping (``inf`` as ``None``).
-
-        Returns
-        -------
-        dict
-            ``best_eval_ppl``, ``best_step`` and ``evaluations_since_best``.
-        """
+        """Return the state as JSON-able checkpoint bookkeeping (``inf`` as ``None``)."""
         finite = math.isfinite(self.best_perplexity)
         return {"best_eval_ppl": self.best_perplexity if finite else None, "best_step": self.best_step,
                 "evaluations_since_best": self.evaluations_since_best}
 
     @classmethod
     def _from_progress(cls, patience: int, progress: Mapping[str, Any], min_improvement: float = 0.0,
-                       min_steps: int = 0) -> "EarlyStopping":
+                       min_steps: int = 0) -> "_EarlyStopping":
         """Rebuild the tracker from a checkpoint's bookkeeping (``{}``: fresh); ``patience`` may be new."""
         best = progress.get("best_eval_ppl")
         return cls(patience=patience, min_improvement=min_improvement,

@@ -23,7 +23,7 @@ ADJUSTABLE_FIELDS = ("dropout_rate", "attention_dropout_rate", "max_len", "max_d
 
 
 @dataclasses.dataclass(frozen=True)
-class FineTuneSource:
+class _FineTuneSource:
     """The run a fine-tuning run starts from, resolved and checked (:func:`resolve_source`)."""
 
     workdir: str  # The source run's, absolute.
@@ -33,17 +33,11 @@ class FineTuneSource:
     tokenizer_sha256: str  # Of the source's tokenizer.model.
 
     def record(self) -> dict[str, Any]:
-        """Return what ``fine_tuned_from.json`` and the step-0 checkpoint's bookkeeping keep.
-
-        Returns
-        -------
-        dict[str, Any]
-            The fields, JSON-able.
-        """
+        """Return what ``fine_tuned_from.json`` and the step-0 checkpoint's bookkeeping keep."""
         return dataclasses.asdict(self)
 
 
-def resolve_source(experiment: Experiment, workdir: str) -> FineTuneSource | None:
+def resolve_source(experiment: Experiment, workdir: str) -> _FineTuneSource | None:
     """Check ``config.fine_tune_from`` and find its parameters, writing nothing.
 
     Parameters
@@ -55,7 +49,7 @@ def resolve_source(experiment: Experiment, workdir: str) -> FineTuneSource | Non
 
     Returns
     -------
-    FineTuneSource or None
+    _FineTuneSource or None
         ``None`` when nothing is fine-tuned or ``workdir`` already holds a checkpoint.
 
     Raises
@@ -91,11 +85,11 @@ def resolve_source(experiment: Experiment, workdir: str) -> FineTuneSource | Non
     if mismatch:
         raise UserInputError(f"{name}: the parameters of {directory}/{steps[0]} do not fit this model: "
                              f"{'; '.join(mismatch[:3])}{'; ...' if len(mismatch) > 3 else ''}.")
-    return FineTuneSource(workdir=os.path.abspath(source_workdir), checkpoint=which, directory=str(directory),
+    return _FineTuneSource(workdir=os.path.abspath(source_workdir), checkpoint=which, directory=str(directory),
                           step=int(steps[0]), tokenizer_sha256=tokenizer_sha256)
 
 
-def start_from_source(experiment: Experiment, workdir: str, source: FineTuneSource,
+def start_from_source(experiment: Experiment, workdir: str, source: _FineTuneSource,
                       data: TrainingData | None = None) -> TrainingData | None:
     """Write the new run's step-0 checkpoint, the source's parameters with a fresh optimizer, under the lock.
 
@@ -105,7 +99,7 @@ def start_from_source(experiment: Experiment, workdir: str, source: FineTuneSour
         The new run's.
     workdir : str
         The new run's work directory.
-    source : FineTuneSource
+    source : _FineTuneSource
         From :func:`resolve_source`.
     data : TrainingData, optional
         The new run's data (default: loaded here).
@@ -119,18 +113,19 @@ def start_from_source(experiment: Experiment, workdir: str, source: FineTuneSour
         return data
     config = experiment.run
     mesh = sharding.create_mesh(config.mesh_shape, config.mesh_axes)
-    data = data if data is not None else run_context.load_data(experiment, mesh)  # The loader training uses.
-    setup_checks.check_data(experiment, data)  # Before the step-0 checkpoint.
-    lock = workdir_lock.acquire_for_job(workdir)  # Only now: a corpus mistake above leaves no work directory.
+    data = data if data is not None else run_context._load_data(experiment, mesh)  # The loader training uses.
+    setup_checks._check_data(experiment, data)  # Before the step-0 checkpoint.
+    lock = workdir_lock._acquire_for_job(workdir)  # Only now: a corpus mistake above leaves no work directory.
     try:
         transformer = language_model.build_model(experiment.model, experiment.model_kind)
-        optimizer = train_state.make_optimizer(experiment.optimizer, train_state.make_schedule(experiment.optimizer))
-        boxed_state = train_state.abstract_boxed_state(transformer, optimizer)
-        shardings = sharding.tree_shardings(boxed_state, mesh, sharding.logical_axis_rules(config.param_sharding, mesh))
+        optimizer = train_state.make_optimizer(experiment.optimizer, train_state._make_schedule(experiment.optimizer))
+        boxed_state = train_state._abstract_boxed_state(transformer, optimizer)
+        rules = sharding.logical_axis_rules(config.param_sharding, mesh)
+        shardings = sharding._tree_shardings(boxed_state, mesh, rules)
         params = params_checkpoints.restore_params(source.directory, source.step,
-                                                   train_state.abstract_train_state(boxed_state, shardings).params)
+                                                   train_state._abstract_train_state(boxed_state, shardings).params)
         opt_state = jax.jit(optimizer.init, out_shardings=shardings.opt_state)(params)  # Fresh: Adam's moments 0.
-        state = train_state.create_train_state(experiment.seed, transformer, optimizer, shardings).replace(
+        state = train_state._create_train_state(experiment.seed, transformer, optimizer, shardings).replace(
             params=params, opt_state=opt_state)  # Step 0 and the run's own dropout seed.
         iterator = data.train_iterator(experiment.seed)
         manager = checkpoints.TrainingCheckpoints(workdir, keep=config.keep_checkpoints)

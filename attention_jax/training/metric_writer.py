@@ -60,26 +60,13 @@ def _final_figures(results: Mapping[str, Any]) -> dict[str, float]:
             if isinstance(results.get(name), (int, float)) and not isinstance(results.get(name), bool)}
 
 
-def flat_hparams(config: Mapping[str, Any], prefix: str = "") -> dict[str, HParamValue]:
-    """Return a config as TensorBoard hyperparameters, nested names joined with dots.
-
-    Parameters
-    ----------
-    config : Mapping[str, Any]
-        Plain values; nested mappings are flattened.
-    prefix : str
-        Prepended to every name.
-
-    Returns
-    -------
-    dict[str, HParamValue]
-        Booleans, numbers and strings as they are; others as JSON text, ``None`` as ``"None"``.
-    """
+def _flat_hparams(config: Mapping[str, Any], prefix: str = "") -> dict[str, HParamValue]:
+    """Return a config as TensorBoard hyperparameters, nested names joined with dots."""
     flat: dict[str, HParamValue] = {}
     for name, value in config.items():
         key = f"{prefix}{name}"
         if isinstance(value, Mapping):
-            flat.update(flat_hparams(value, prefix=f"{key}."))
+            flat.update(_flat_hparams(value, prefix=f"{key}."))
         elif isinstance(value, (bool, str)):
             flat[key] = value
         elif isinstance(value, (int, float)):
@@ -175,7 +162,7 @@ class MetricWriter:
         Parameters
         ----------
         hparams : Mapping[str, HParamValue]
-            :func:`flat_hparams` of the resolved config.
+            :func:`_flat_hparams` of the resolved config.
         """
         if not self.enabled:
             return

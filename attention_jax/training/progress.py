@@ -14,7 +14,7 @@ from attention_jax.foundation import run_files
 from attention_jax.models import metrics
 from attention_jax.training import device_peaks, run_context
 from attention_jax.training.run_context import TrainingRun
-from attention_jax.training.train_state import logged_gradient_norms
+from attention_jax.training.train_state import _logged_gradient_norms
 
 
 def _format_duration(seconds: float) -> str:
@@ -24,19 +24,10 @@ def _format_duration(seconds: float) -> str:
     return f"{hours}h{minutes:02d}m{secs:02d}s" if hours else f"{minutes}m{secs:02d}s"
 
 
-def log_train(run: TrainingRun, pending: list[tuple[int, dict]], rates: device_peaks.IntervalRates) -> None:
+def _log_train(run: TrainingRun, pending: list[tuple[int, dict]], rates: device_peaks._IntervalRates) -> None:
     """Log the pending steps' aggregated metrics and the interval's speed (console, jsonl, TensorBoard).
 
     The ETA adds the last evaluation's time for each evaluation to come.
-
-    Parameters
-    ----------
-    run : TrainingRun
-        The run; ``run.loop.last_train`` and ``token_counts`` are set.
-    pending : list of (step, sums)
-        The steps since the last log line and their host metric sums.
-    rates : device_peaks.IntervalRates
-        The interval's throughput.
     """
     config = run.experiment.run
     tokens_per_s = rates.tokens_per_s
@@ -54,7 +45,7 @@ def log_train(run: TrainingRun, pending: list[tuple[int, dict]], rates: device_p
     run.loop.token_counts = {}
     run.loop.last_train = dict(summary, learning_rate=learning_rate, tokens_per_s=tokens_per_s,
                                step_time_ms=1e3 * rates.step_time_s, data_wait_ms=1e3 * rates.data_wait_s, mfu=mfu,
-                               **logged_gradient_norms(pending), **padding)
+                               **_logged_gradient_norms(pending), **padding)
     run.writer.write(step, "train", run.loop.last_train)
     logging.info("step %d/%d | loss %.4f | nll %.4f | acc %.3f | lr %.3g | %.0f tok/s | %.1f ms/step "
                  "(data wait %.1f ms) | MFU %.3g%% | pad %.0f%% | ETA %s",
@@ -95,33 +86,15 @@ def bookkeeping(run: TrainingRun, *, evaluation_pending: bool = False) -> dict[s
             **run.loop.early_stopping.to_progress()}
 
 
-def choose_peak(run: TrainingRun) -> None:
-    """Set ``run.loop.throughput.peak``, the peak MFU divides by, and log it.
-
-    Parameters
-    ----------
-    run : TrainingRun
-        The run.
-    """
+def _choose_peak(run: TrainingRun) -> None:
+    """Set ``run.loop.throughput.peak``, the peak MFU divides by, and log it."""
     device_kind, dtype = jax.devices()[0].device_kind, run.experiment.model.dtype
-    run.loop.throughput.peak = device_peaks.device_peak(device_kind, dtype, run.experiment.run.peak_tflops_per_device)
+    run.loop.throughput.peak = device_peaks._device_peak(device_kind, dtype, run.experiment.run.peak_tflops_per_device)
     logging.info("MFU against %s.", run.loop.throughput.peak.describe(device_kind, dtype, jax.device_count()))
 
 
-def run_results(run: TrainingRun) -> dict[str, Any]:
-    """Return the run's figures as ``results.json`` holds them, before the final BLEU.
-
-    Parameters
-    ----------
-    run : TrainingRun
-        The run, after its last step.
-
-    Returns
-    -------
-    dict
-        Last train and dev figures, early stopping's, size, wall time, tokens, FLOPs, devices and their kind,
-        the host's processor, mesh, source run.
-    """
+def _run_results(run: TrainingRun) -> dict[str, Any]:
+    """Return the run's figures as ``results.json`` holds them, before the final BLEU."""
     experiment = run.experiment
     sessions = bookkeeping(run)  # Read once: wall time and tokens of the same moment.
     return {
@@ -147,22 +120,14 @@ def run_results(run: TrainingRun) -> dict[str, Any]:
         "train_flops": experiment.training_flops(sessions["train_target_tokens"]),
         "devices": jax.device_count(),
         "device_kind": jax.devices()[0].device_kind,
-        "processor": device_peaks.processor_model(),  # Where it ran: XLA's CPU code depends on it.
+        "processor": device_peaks._processor_model(),  # Where it ran: XLA's CPU code depends on it.
         "mesh": dict(run.mesh.shape),
         "fine_tuned_from": run_files.read_fine_tuned_from(run.workdir),
     }
 
 
-def write_results(workdir: str, results: dict[str, Any]) -> None:
-    """Write ``results.json`` atomically on process 0, non-finite floats as ``null``.
-
-    Parameters
-    ----------
-    workdir : str
-        The run directory.
-    results : dict
-        The run's results.
-    """
+def _write_results(workdir: str, results: dict[str, Any]) -> None:
+    """Write ``results.json`` atomically on process 0, non-finite floats as ``null``."""
     if jax.process_index() != 0:
         return
     clean = {key: (None if isinstance(value, float) and not math.isfinite(value) else value)
@@ -170,21 +135,8 @@ def write_results(workdir: str, results: dict[str, Any]) -> None:
     run_files.write_json_atomically(os.path.join(workdir, run_files.RESULTS_FILE), clean)
 
 
-def summary_line(results: dict[str, Any], workdir: str) -> str:
-    """Return the line that ends a run's log: steps, time, best dev figures, final BLEU, where the results are.
-
-    Parameters
-    ----------
-    results : dict
-        The run's ``results.json``.
-    workdir : str
-        The run directory.
-
-    Returns
-    -------
-    str
-        E.g. ``"Done: step 40 (early_stopping), 3m12s; best dev perplexity 8.100 at step 30; ..."``.
-    """
+def _summary_line(results: dict[str, Any], workdir: str) -> str:
+    """Return the line that ends a run's log: steps, time, best dev figures, final BLEU, where the results are."""
     parts = [f"Done: step {results.get('step')} ({results.get('stop_reason')}), "
              f"{_format_duration(float(results.get('wall_s') or math.nan))}"]
     if results.get("best_eval_ppl") is not None:

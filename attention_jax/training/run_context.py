@@ -19,11 +19,11 @@ from attention_jax.experiment.sections import Experiment, RunConfig
 from attention_jax.foundation import run_files
 from attention_jax.models import variants
 from attention_jax.training import early_stopping, metric_writer, sharding, workdir_lock
-from attention_jax.training.device_peaks import Throughput
+from attention_jax.training.device_peaks import _Throughput
 from attention_jax.training.train_state import (
     Batch,
-    CompiledSteps,
     TrainState,
+    _CompiledSteps,
 )
 
 EVALUATION_PENDING = "evaluation_pending"
@@ -31,7 +31,7 @@ EVALUATION_PENDING = "evaluation_pending"
 
 
 @dataclasses.dataclass(frozen=True)
-class EarlierSessions:
+class _EarlierSessions:
     """What the sessions before this one did (0 for a new run)."""
 
     wall_s: float = 0.0  # Their training wall time.
@@ -44,8 +44,8 @@ class LoopState:
 
     state: TrainState
     train_iterator: TrainIterator  # Its position is checkpointed.
-    early_stopping: early_stopping.EarlyStopping
-    throughput: Throughput  # Timed tokens and seconds, earlier sessions' included, and the device peak.
+    early_stopping: early_stopping._EarlyStopping
+    throughput: _Throughput  # Timed tokens and seconds, earlier sessions' included, and the device peak.
     last_save_time: float  # time.time() of the last checkpoint; checkpoint_every_minutes counts from it.
     stop_reason: str | None = None  # Why training ended, once it has.
     evaluation_pending: bool = False  # Restored from a checkpoint whose step's evaluation did not finish.
@@ -64,13 +64,13 @@ class TrainingRun:
     workdir: str
     data: TrainingData
     mesh: Mesh
-    steps: CompiledSteps
+    steps: _CompiledSteps
     schedule: optax.Schedule  # The learning rate of the update count (logged).
     checkpoints: checkpoints.TrainingCheckpoints
     writer: metric_writer.MetricWriter
     lock: workdir_lock.WorkdirLock | None  # Process 0's; refreshed at each save.
     num_params: int
-    earlier: EarlierSessions
+    earlier: _EarlierSessions
     session_start: float  # time.time() when this session's run was built.
     loop: LoopState
 
@@ -83,27 +83,14 @@ class TrainingRun:
         list[Batch]
             ``num_eval_batches`` of ``eval_split``.
         """
-        multiple = sharding.local_data_shards(self.mesh)
+        multiple = sharding._local_data_shards(self.mesh)
         local = self.data.eval_batches(self.experiment.data.eval_split,
                                        max_batches=self.experiment.run.num_eval_batches)
-        return [sharding.pad_rows(batch, multiple) for batch in local]
+        return [sharding._pad_rows(batch, multiple) for batch in local]
 
 
-def load_data(experiment: Experiment, mesh: Mesh) -> TrainingData:
-    """Return the training data ``experiment`` names: translation pairs or a language model's documents.
-
-    Parameters
-    ----------
-    experiment : Experiment
-        The run's experiment.
-    mesh : Mesh
-        The device mesh; batch rows are a multiple of its data-parallel size.
-
-    Returns
-    -------
-    TrainingData
-        This process's share.
-    """
+def _load_data(experiment: Experiment, mesh: Mesh) -> TrainingData:
+    """Return the training data ``experiment`` names: translation pairs or a language model's documents."""
     rows_multiple = int(mesh.shape[sharding.DATA_AXIS])  # The devices along "data".
     if experiment.model_kind == variants.ModelKind.DECODER_ONLY:
         from attention_jax.data import lm_data  # Documents packed into rows.
@@ -116,35 +103,16 @@ def load_data(experiment: Experiment, mesh: Mesh) -> TrainingData:
                                        process_count=jax.process_count(), rows_multiple=rows_multiple)
 
 
-def restored_loop(experiment: Experiment, workdir: str, restored: checkpoints.Restored,
+def _restored_loop(experiment: Experiment, workdir: str, restored: checkpoints.Restored,
                   train_iterator: TrainIterator, *, last_save_time: float) -> LoopState:
-    """Return a restored run's loop state; a step saved before its evaluation takes it from ``metrics.jsonl``.
-
-    Parameters
-    ----------
-    experiment : Experiment
-        This session's (early stopping may differ from the checkpoint's).
-    workdir : str
-        The run directory.
-    restored : checkpoints.Restored
-        The latest checkpoint.
-    train_iterator : TrainIterator
-        The data iterator at the checkpoint's position.
-    last_save_time : float
-        This session's start; the next timed save counts from it.
-
-    Returns
-    -------
-    LoopState
-        The state the loop advances.
-    """
+    """Return a restored run's loop state; a step saved before its evaluation takes it from ``metrics.jsonl``."""
     step = int(restored.state.step)
-    throughput = Throughput()
+    throughput = _Throughput()
     throughput.total_tokens = float(restored.progress.get("timed_train_tokens", 0.0))
     throughput.total_seconds = float(restored.progress.get("timed_train_seconds", 0.0))
-    last_train, last_eval = logged_figures(workdir, step)
-    progress = with_logged_evaluation(restored.progress, last_eval, experiment.run)
-    stopping = early_stopping.EarlyStopping.from_config(experiment.run, progress)
+    last_train, last_eval = _logged_figures(workdir, step)
+    progress = _with_logged_evaluation(restored.progress, last_eval, experiment.run)
+    stopping = early_stopping._EarlyStopping.from_config(experiment.run, progress)
     stop_reason = progress.get("stop_reason")
     if stop_reason == early_stopping.STOPPED_EARLY and not stopping.should_stop:
         logging.info("Early stopping had ended this run at step %d; with early_stopping_patience=%d it trains on.",
@@ -156,23 +124,8 @@ def restored_loop(experiment: Experiment, workdir: str, restored: checkpoints.Re
                      last_train=last_train, last_eval=last_eval)
 
 
-def resumed_iterator(data: TrainingData, seed: int, restored: checkpoints.Restored) -> TrainIterator:
-    """Return the training batches from where the checkpoint left them.
-
-    Parameters
-    ----------
-    data : TrainingData
-        The run's data.
-    seed : int
-        The experiment's seed.
-    restored : checkpoints.Restored
-        The latest checkpoint; ``data_state`` is the position.
-
-    Returns
-    -------
-    TrainIterator
-        At that position; without one, a fresh order seeded ``seed + step`` (no repeated first batches).
-    """
+def _resumed_iterator(data: TrainingData, seed: int, restored: checkpoints.Restored) -> TrainIterator:
+    """Return the training batches from where the checkpoint left them."""
     if restored.data_state is None:
         logging.warning("No usable data iterator state at step %d: continuing with a fresh data "
                         "order seeded with seed + step.", restored.step)
@@ -182,26 +135,11 @@ def resumed_iterator(data: TrainingData, seed: int, restored: checkpoints.Restor
     return iterator
 
 
-def with_logged_evaluation(progress: dict[str, Any], logged_eval: dict[str, Any], config: RunConfig) -> dict[str, Any]:
-    """Return a checkpoint's bookkeeping with its step's logged dev evaluation added, if it came first.
-
-    Parameters
-    ----------
-    progress : dict
-        The checkpoint's bookkeeping.
-    logged_eval : dict
-        That step's logged evaluation (:func:`logged_figures`); ``{}`` when none.
-    config : RunConfig
-        The run section (early stopping).
-
-    Returns
-    -------
-    dict
-        ``progress``, or a copy counting the logged perplexity with ``EVALUATION_PENDING`` false.
-    """
+def _with_logged_evaluation(progress: dict[str, Any], logged_eval: dict[str, Any], config: RunConfig) -> dict[str, Any]:
+    """Return a checkpoint's bookkeeping with its step's logged dev evaluation added, if it came first."""
     if not progress.get(EVALUATION_PENDING) or not logged_eval:
         return progress
-    tracker = early_stopping.EarlyStopping.from_config(config, progress)
+    tracker = early_stopping._EarlyStopping.from_config(config, progress)
     if "perplexity" in logged_eval:  # Logged as null when it was not finite: it counts, never improving.
         perplexity = logged_eval["perplexity"]
         tracker.update(int(logged_eval["step"]), float("nan") if perplexity is None else float(perplexity))
@@ -211,21 +149,8 @@ def with_logged_evaluation(progress: dict[str, Any], logged_eval: dict[str, Any]
     return dict(progress, **tracker.to_progress(), stop_reason=stop_reason, **{EVALUATION_PENDING: False})
 
 
-def logged_figures(workdir: str, step: int) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Return the last train figures logged at or before ``step`` and the dev evaluation logged at ``step``.
-
-    Parameters
-    ----------
-    workdir : str
-        A training work directory.
-    step : int
-        The step a run resumes from.
-
-    Returns
-    -------
-    tuple of (dict, dict)
-        ``train`` and ``eval`` values unprefixed (``{}`` when none); the evaluation carries ``step``.
-    """
+def _logged_figures(workdir: str, step: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Return the last train figures logged at or before ``step`` and the dev evaluation logged at ``step``."""
     path = os.path.join(workdir, run_files.METRICS_FILE)
     last_train: dict[str, Any] = {}
     last_eval: dict[str, Any] = {}

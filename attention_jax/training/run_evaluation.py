@@ -100,20 +100,10 @@ _WARNED_NO_DECODING: list[bool] = []
 _SampleTranslation = tuple[str, str, str]  # (source, reference, translation)
 
 
-def stop_check(stop: distributed.StopRequest, step: int) -> Callable[[], bool] | None:
+def _stop_check(stop: distributed.StopRequest, step: int) -> Callable[[], bool] | None:
     """Return the check, between decoding batches, whether a stop was requested.
 
-    Parameters
-    ----------
-    stop : distributed.StopRequest
-        The loop's stop request.
-    step : int
-        The step being evaluated.
-
-    Returns
-    -------
-    Callable[[], bool] or None
-        ``None`` with several processes: they agree on a stop at training steps only.
+    None with several processes: they agree on a stop at training steps only.
     """
     return (lambda: stop.should_stop(step)) if jax.process_count() == 1 else None
 
@@ -220,7 +210,7 @@ def final_bleu(run: TrainingRun, stop: distributed.StopRequest) -> dict[str, Any
     names = run_files.final_bleu_splits(run.experiment.run.final_bleu_splits)
     results: dict[str, Any] = {"final_checkpoint": described, "final_bleu_splits": list(names)}
     split_of = {"dev": run.experiment.data.eval_split, "test": run.experiment.data.test_split}
-    should_stop = stop_check(stop, int(run.loop.state.step))
+    should_stop = _stop_check(stop, int(run.loop.state.step))
     for name, split in ((name, split_of[name]) for name in names):
         pairs = run.data.text_pairs(split)
         if not pairs:

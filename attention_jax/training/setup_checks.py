@@ -21,20 +21,13 @@ from attention_jax.models.variants import ModelKind
 from attention_jax.training import early_stopping, sharding
 
 
-def check_devices(experiment: Experiment) -> None:
+def _check_devices(experiment: Experiment) -> None:
     """Refuse a config that cannot run on this job's devices.
 
-    Parameters
-    ----------
-    experiment : Experiment
-        The run's experiment.
-
-    Raises
-    ------
-    UserInputError
-        For a ``mesh_shape`` that does not fit, a step too big for memory, or GPU-only attention elsewhere.
+    Raises ``UserInputError``: for a ``mesh_shape`` that does not fit, a step too big for memory, or GPU-only attention
+    elsewhere.
     """
-    sharding.fit_mesh_shape(experiment.run.mesh_shape, experiment.run.mesh_axes, jax.device_count())
+    sharding._fit_mesh_shape(experiment.run.mesh_shape, experiment.run.mesh_axes, jax.device_count())
     device_bytes = _device_memory()
     if device_bytes is not None:  # Before compiling: tokens_per_batch=2**31-1 was killed by the kernel after minutes.
         _check_memory(experiment.fields, jax.device_count(), device_bytes, f"{jax.default_backend()} device")
@@ -58,14 +51,8 @@ def _device_memory() -> int | None:
         return None
 
 
-def warn_unreached_peak(experiment: Experiment) -> None:
-    """Warn (a shortened config is common) when ``warmup_steps`` exceeds ``num_train_steps``.
-
-    Parameters
-    ----------
-    experiment : Experiment
-        The run's experiment.
-    """
+def _warn_unreached_peak(experiment: Experiment) -> None:
+    """Warn (a shortened config is common) when ``warmup_steps`` exceeds ``num_train_steps``."""
     warmup, steps = experiment.optimizer.warmup_steps, experiment.run.num_train_steps
     if warmup > steps:
         logging.warning("warmup_steps=%d is beyond num_train_steps=%d: the learning rate rises for the whole run and "
@@ -73,26 +60,16 @@ def warn_unreached_peak(experiment: Experiment) -> None:
                         100 * steps / warmup)
 
 
-def check_data(experiment: Experiment, data: TrainingData) -> None:
+def _check_data(experiment: Experiment, data: TrainingData) -> None:
     """Refuse data the experiment cannot train on: a vocabulary over ``vocab_size``, too small a dev split.
 
-    Parameters
-    ----------
-    experiment : Experiment
-        The run's experiment.
-    data : TrainingData
-        Its tokenizer and ``stats`` are checked.
-
-    Raises
-    ------
-    UserInputError
-        Before anything is written.
+    Raises ``UserInputError``: before anything is written.
     """
     if data.tokenizer.vocab_size > experiment.model.vocab_size:
         raise UserInputError(f"the tokenizer has {data.tokenizer.vocab_size} tokens but the model's "
                              f"vocab_size is {experiment.model.vocab_size}: raise config.vocab_size.")
     dev_pairs = int(data.stats["examples"]["validation"])
-    early_stopping.EarlyStopping.from_config(experiment.run).check_dev_split(dev_pairs)
+    early_stopping._EarlyStopping.from_config(experiment.run).check_dev_split(dev_pairs)
     _check_dev_pairs_fit(experiment, dev_pairs, data.stats)
 
 
@@ -107,24 +84,10 @@ def _check_dev_pairs_fit(experiment: Experiment, dev_pairs: int, stats: dict[str
             f"final one included, would score no pair. Raise --config.max_len.")
 
 
-def check_tokenizer(experiment: Experiment, workdir: str, data: TrainingData, step: int) -> None:
+def _check_tokenizer(experiment: Experiment, workdir: str, data: TrainingData, step: int) -> None:
     """Refuse another tokenizer under a run's trained weights (its ids would mean other pieces).
 
-    Parameters
-    ----------
-    experiment : Experiment
-        The run's experiment.
-    workdir : str
-        The work directory.
-    data : TrainingData
-        Its tokenizer is compared with ``WORKDIR/tokenizer.model``.
-    step : int
-        The restored step; 0 is not checked.
-
-    Raises
-    ------
-    UserInputError
-        When the file differs or is missing.
+    Raises ``UserInputError``: when the file differs or is missing.
     """
     model_proto = data.tokenizer.model_proto
     path = os.path.join(workdir, run_files.TOKENIZER_FILE)
@@ -163,22 +126,10 @@ def check_data_splits(workdir: str, data: TrainingData) -> None:
         resume_checks.check_data_splits(workdir, data.split_fingerprints())
 
 
-def check_checkpoint_parameters(workdir: str, step: int | None, abstract_params: Any) -> None:
+def _check_checkpoint_parameters(workdir: str, step: int | None, abstract_params: Any) -> None:
     """Refuse to resume from a checkpoint whose parameters are not this version's model's.
 
-    Parameters
-    ----------
-    workdir : str
-        The work directory.
-    step : int or None
-        Its newest training checkpoint (``None``: nothing to check).
-    abstract_params : pytree
-        The model's parameter shapes.
-
-    Raises
-    ------
-    UserInputError
-        Naming the differing leaves.
+    Raises ``UserInputError``: naming the differing leaves.
     """
     if step is None:
         return

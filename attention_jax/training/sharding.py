@@ -39,29 +39,14 @@ def create_mesh(mesh_shape: Sequence[int], mesh_axes: Sequence[str],
         The mesh.
     """
     devices = list(jax.devices() if devices is None else devices)
-    shape, axes = fit_mesh_shape(mesh_shape, mesh_axes, len(devices)), tuple(mesh_axes)
+    shape, axes = _fit_mesh_shape(mesh_shape, mesh_axes, len(devices)), tuple(mesh_axes)
     return jax.make_mesh(shape, axes, axis_types=(jax.sharding.AxisType.Auto,) * len(axes), devices=devices)
 
 
-def fit_mesh_shape(mesh_shape: Sequence[int], mesh_axes: Sequence[str], device_count: int) -> tuple[int, ...]:
+def _fit_mesh_shape(mesh_shape: Sequence[int], mesh_axes: Sequence[str], device_count: int) -> tuple[int, ...]:
     """Return the mesh's axis sizes on ``device_count`` devices (every process's), its -1 entry resolved.
 
-    Parameters
-    ----------
-    mesh_shape, mesh_axes : Sequence[int], Sequence[str]
-        ``config.mesh_shape`` and ``config.mesh_axes``.
-    device_count : int
-        The devices the mesh spans.
-
-    Returns
-    -------
-    tuple[int, ...]
-        Sizes whose product is ``device_count``.
-
-    Raises
-    ------
-    UserInputError
-        For sizes that do not multiply to (or divide) the device count.
+    Raises ``UserInputError``: for sizes that do not multiply to (or divide) the device count.
     """
     shape, axes = [int(size) for size in mesh_shape], tuple(mesh_axes)
     if len(shape) != len(axes) or DATA_AXIS not in axes or shape.count(-1) > 1:
@@ -122,23 +107,8 @@ def _divisible_spec(spec: PartitionSpec, shape: Sequence[int], mesh: Mesh, name:
     return PartitionSpec(*kept)
 
 
-def tree_shardings(boxed_tree: Any, mesh: Mesh, rules: Sequence[tuple[str, str | None]]) -> Any:
-    """Return NamedShardings for a pytree of logical-axis leaves; a dimension no mesh axis divides is replicated.
-
-    Parameters
-    ----------
-    boxed_tree : pytree
-        Arrays or ``jax.ShapeDtypeStruct``; non-``nn.Partitioned`` leaves are replicated.
-    mesh : jax.sharding.Mesh
-        The device mesh.
-    rules : sequence of (logical axis, mesh axis or None)
-        From :func:`logical_axis_rules`.
-
-    Returns
-    -------
-    pytree
-        The unboxed tree's structure, ``NamedSharding`` leaves.
-    """
+def _tree_shardings(boxed_tree: Any, mesh: Mesh, rules: Sequence[tuple[str, str | None]]) -> Any:
+    """Return NamedShardings for a pytree of logical-axis leaves; a dimension no mesh axis divides is replicated."""
     logical_specs = nn.get_partition_spec(boxed_tree)
     mesh_specs = nn.logical_to_mesh(logical_specs, rules)
     shapes = nn.meta.unbox(boxed_tree)
@@ -184,19 +154,8 @@ def batch_sharding(mesh: Mesh) -> NamedSharding:
     return NamedSharding(mesh, PartitionSpec(DATA_AXIS))
 
 
-def local_data_shards(mesh: Mesh) -> int:
-    """Return the number of distinct ``"data"`` positions among this process's devices.
-
-    Parameters
-    ----------
-    mesh : Mesh
-        The device mesh.
-
-    Returns
-    -------
-    int
-        The local data shards.
-    """
+def _local_data_shards(mesh: Mesh) -> int:
+    """Return the number of distinct ``"data"`` positions among this process's devices."""
     data_dim = mesh.axis_names.index(DATA_AXIS)
     process = jax.process_index()
     positions = {index[data_dim] for index, device in np.ndenumerate(mesh.devices)
@@ -224,7 +183,7 @@ def global_batch(local_batch: Mapping[str, np.ndarray], sharding: NamedSharding)
     ValueError
         When the rows do not split evenly over the local ``"data"`` devices.
     """
-    local_shards = local_data_shards(cast(Mesh, sharding.mesh))  # batch_sharding's mesh is concrete.
+    local_shards = _local_data_shards(cast(Mesh, sharding.mesh))  # batch_sharding's mesh is concrete.
     arrays = {}
     for key, value in local_batch.items():
         value = np.asarray(value)
@@ -237,21 +196,8 @@ def global_batch(local_batch: Mapping[str, np.ndarray], sharding: NamedSharding)
     return arrays
 
 
-def pad_rows(batch: Mapping[str, np.ndarray], multiple: int) -> dict[str, np.ndarray]:
-    """Append all-pad rows (id 0, ignored by every metric) up to a multiple of ``multiple`` rows.
-
-    Parameters
-    ----------
-    batch : Mapping[str, np.ndarray]
-        ``[rows, length]`` integer arrays.
-    multiple : int
-        Required divisor of the row count.
-
-    Returns
-    -------
-    dict[str, np.ndarray]
-        The padded batch.
-    """
+def _pad_rows(batch: Mapping[str, np.ndarray], multiple: int) -> dict[str, np.ndarray]:
+    """Append all-pad rows (id 0, ignored by every metric) up to a multiple of ``multiple`` rows."""
     padded = {}
     for key, value in batch.items():
         value = np.asarray(value)

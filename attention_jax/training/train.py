@@ -30,9 +30,9 @@ from attention_jax.training import (
     train_state,
     workdir_lock,
 )
-from attention_jax.training.device_peaks import Throughput
-from attention_jax.training.run_context import EarlierSessions, LoopState, TrainingRun
-from attention_jax.training.train_state import Batch, MetricSums, run_update
+from attention_jax.training.device_peaks import _Throughput
+from attention_jax.training.run_context import LoopState, TrainingRun, _EarlierSessions
+from attention_jax.training.train_state import Batch, MetricSums, _run_update
 
 
 class NonFiniteLossError(UserInputError, FloatingPointError):
@@ -40,62 +40,45 @@ class NonFiniteLossError(UserInputError, FloatingPointError):
 
 
 
-def build_run(experiment: Experiment, workdir: str, data: TrainingData | None,
+def _build_run(experiment: Experiment, workdir: str, data: TrainingData | None,
               lock: workdir_lock.WorkdirLock | None = None) -> TrainingRun:
-    """Build the mesh, model, compiled steps and the initial or restored state, checked against its data.
-
-    Parameters
-    ----------
-    experiment : Experiment
-        The checked experiment.
-    workdir : str
-        The run directory; its latest checkpoint, if any, is restored.
-    data : TrainingData or None
-        The data (``None``: :func:`run_context.load_data`).
-    lock : workdir_lock.WorkdirLock or None
-        The work directory's lock, held by the caller.
-
-    Returns
-    -------
-    TrainingRun
-        The run, ready for the loop.
-    """
+    """Build the mesh, model, compiled steps and the initial or restored state, checked against its data."""
     run_config, optimizer_config = experiment.run, experiment.optimizer
     mesh = sharding.create_mesh(run_config.mesh_shape, run_config.mesh_axes)
-    data = data if data is not None else run_context.load_data(experiment, mesh)
-    setup_checks.check_data(experiment, data)
+    data = data if data is not None else run_context._load_data(experiment, mesh)
+    setup_checks._check_data(experiment, data)
     transformer = language_model.build_model(experiment.model, experiment.model_kind)
-    schedule = train_state.make_schedule(optimizer_config)
+    schedule = train_state._make_schedule(optimizer_config)
     optimizer = train_state.make_optimizer(optimizer_config, schedule)
     rules = sharding.logical_axis_rules(run_config.param_sharding, mesh)
-    boxed_state = train_state.abstract_boxed_state(transformer, optimizer)
-    shardings = sharding.tree_shardings(boxed_state, mesh, rules)
+    boxed_state = train_state._abstract_boxed_state(transformer, optimizer)
+    shardings = sharding._tree_shardings(boxed_state, mesh, rules)
     steps = train_state.compile_steps(transformer, optimizer, mesh, shardings,
                                       label_smoothing=optimizer_config.label_smoothing,
                                       grad_accum_steps=optimizer_config.grad_accum_steps,
                                       dropout_rng=optimizer_config.dropout_rng)
     manager = checkpoints.TrainingCheckpoints(workdir, keep=run_config.keep_checkpoints)
-    abstract_state = train_state.abstract_train_state(boxed_state, shardings)
-    setup_checks.check_checkpoint_parameters(workdir, manager.latest_step(), abstract_state.params)
+    abstract_state = train_state._abstract_train_state(boxed_state, shardings)
+    setup_checks._check_checkpoint_parameters(workdir, manager.latest_step(), abstract_state.params)
     restored = manager.restore_latest(abstract_state)
     if restored is None:
-        state = train_state.create_train_state(experiment.seed, transformer, optimizer, shardings)
+        state = train_state._create_train_state(experiment.seed, transformer, optimizer, shardings)
         train_iterator = data.train_iterator(experiment.seed)
         writer = metric_writer.MetricWriter(workdir, resumed_step=int(state.step))
         session_start = time.time()
         loop = LoopState(state=state, train_iterator=train_iterator,
-                         early_stopping=early_stopping.EarlyStopping.from_config(run_config, {}),
-                         throughput=Throughput(), last_save_time=session_start)
-        earlier = EarlierSessions()
+                         early_stopping=early_stopping._EarlyStopping.from_config(run_config, {}),
+                         throughput=_Throughput(), last_save_time=session_start)
+        earlier = _EarlierSessions()
     else:
-        setup_checks.check_tokenizer(experiment, workdir, data, restored.step)
+        setup_checks._check_tokenizer(experiment, workdir, data, restored.step)
         setup_checks.check_data_splits(workdir, data)
-        train_iterator = run_context.resumed_iterator(data, experiment.seed, restored)
+        train_iterator = run_context._resumed_iterator(data, experiment.seed, restored)
         logging.info("Resumed from the checkpoint of step %d in %s.", restored.step, workdir)
         writer = metric_writer.MetricWriter(workdir, resumed_step=int(restored.state.step))  # Drops later records.
         session_start = time.time()
-        loop = run_context.restored_loop(experiment, workdir, restored, train_iterator, last_save_time=session_start)
-        earlier = EarlierSessions(wall_s=float(restored.progress.get("wall_s", 0.0)),
+        loop = run_context._restored_loop(experiment, workdir, restored, train_iterator, last_save_time=session_start)
+        earlier = _EarlierSessions(wall_s=float(restored.progress.get("wall_s", 0.0)),
                                   train_target_tokens=float(restored.progress.get("train_target_tokens", 0.0)))
     return TrainingRun(experiment=experiment, workdir=workdir, data=data, mesh=mesh, steps=steps, schedule=schedule,
                        checkpoints=manager, writer=writer, lock=lock, num_params=model.count_params(loop.state.params),
@@ -105,13 +88,13 @@ def build_run(experiment: Experiment, workdir: str, data: TrainingData | None,
 
 def _next_micro_batches(run: TrainingRun) -> tuple[list[Batch], float]:
     """Return the step's global micro-batches and the host's wait for them; count their tokens."""
-    multiple = sharding.local_data_shards(run.mesh)
+    multiple = sharding._local_data_shards(run.mesh)
     local, data_wait_s = [], 0.0
     for _ in range(run.experiment.optimizer.grad_accum_steps):
         waited_from = time.perf_counter()
         batch = next(run.loop.train_iterator)
         data_wait_s += time.perf_counter() - waited_from
-        local.append(sharding.pad_rows(batch, multiple))
+        local.append(sharding._pad_rows(batch, multiple))
     for batch in local:
         for key, count in batching.count_tokens(batch).items():
             run.loop.token_counts[key] = run.loop.token_counts.get(key, 0) + count
@@ -145,7 +128,7 @@ def _save(run: TrainingRun, *, evaluation_pending: bool = False) -> None:
 def _time_to_save(run: TrainingRun) -> bool:
     minutes = run.experiment.run.checkpoint_every_minutes
     due = minutes > 0 and time.time() - run.loop.last_save_time >= 60.0 * minutes
-    return distributed.all_processes_agree(due)  # Processes' clocks differ: process 0 decides.
+    return distributed._all_processes_agree(due)  # Processes' clocks differ: process 0 decides.
 
 
 def _new_shapes(run: TrainingRun, micro_batches: list[Batch]) -> bool:
@@ -169,7 +152,7 @@ def _train(run: TrainingRun, stop: distributed.StopRequest) -> bool:
     previous: MetricSums | None = None  # The metrics of the step before, while it may still run.
     profiler = _StepProfiler.from_config(config, run.workdir)  # config.profile_steps > 0: a trace.
     if step < config.num_train_steps and run.loop.stop_reason is None and run.loop.throughput.peak is None:
-        progress.choose_peak(run)
+        progress._choose_peak(run)
     if run.loop.evaluation_pending and step < config.num_train_steps and run.loop.stop_reason is None:
         logging.info("Evaluating step %d first: its checkpoint was written before an evaluation that did not "
                      "finish.", step)
@@ -187,7 +170,7 @@ def _train(run: TrainingRun, stop: distributed.StopRequest) -> bool:
             logging.info("Compiling the train step for target batches of %s (rows x length) ...", ", ".join(shapes))
             compile_started = time.perf_counter()
         profiler.before_step(step)
-        run.loop.state, sums = run_update(run.steps, run.loop.state, micro_batches)
+        run.loop.state, sums = _run_update(run.steps, run.loop.state, micro_batches)
         step += 1
         if previous is not None:  # Bound the run-ahead: wait for the previous step (its metrics are outputs).
             jax.block_until_ready(previous)
@@ -218,7 +201,7 @@ def _train(run: TrainingRun, stop: distributed.StopRequest) -> bool:
         run.loop.session_tokens += sum(float(m["tokens"]) for _, m in fetched)
         unreported += fetched
         if log_now:
-            progress.log_train(run, unreported, run.loop.throughput.close_interval())
+            progress._log_train(run, unreported, run.loop.throughput.close_interval())
             unreported = []
         run.loop.throughput.pause()
         if eval_now or save_now or (log_now and _time_to_save(run)):
@@ -238,7 +221,7 @@ def _train(run: TrainingRun, stop: distributed.StopRequest) -> bool:
 
 def _evaluate(run: TrainingRun, step: int, stop: distributed.StopRequest) -> bool:
     """Run the dev evaluation of ``step`` and early stopping's verdict; False when a stop request ended it."""
-    if run_evaluation.evaluate(run, step, should_stop=run_evaluation.stop_check(stop, step)) is None:
+    if run_evaluation.evaluate(run, step, should_stop=run_evaluation._stop_check(stop, step)) is None:
         return False
     if run.loop.early_stopping.should_stop and run.loop.stop_reason is None:
         run.loop.stop_reason = early_stopping.STOPPED_EARLY
@@ -288,10 +271,10 @@ def train_and_evaluate(experiment: Experiment, workdir: str, *, data: TrainingDa
         logging.info("%s already finished at step %d (%s): nothing to do, no file changed: %s.", workdir,
                      finished_before["step"], finished_before.get("stop_reason"), finished_before["reason"])
         return dict(finished_before, finished=True, already_finished=True)
-    setup_checks.check_devices(experiment)
-    setup_checks.warn_unreached_peak(experiment)
+    setup_checks._check_devices(experiment)
+    setup_checks._warn_unreached_peak(experiment)
     created = not os.path.exists(workdir)
-    lock = workdir_lock.acquire_for_job(workdir)
+    lock = workdir_lock._acquire_for_job(workdir)
     try:
         return _train_locked(experiment, workdir, data, lock)
     except BaseException:
@@ -306,7 +289,7 @@ def train_and_evaluate(experiment: Experiment, workdir: str, *, data: TrainingDa
             lock.release()
 
 
-def _why_nothing_to_train(step: int, stop_reason: str | None, tracker: early_stopping.EarlyStopping,
+def _why_nothing_to_train(step: int, stop_reason: str | None, tracker: early_stopping._EarlyStopping,
                           num_train_steps: int) -> str | None:
     """Return why a run at ``step`` has no step left to train (and how to train on), or ``None`` when it trains on."""
     if stop_reason == early_stopping.STOPPED_EARLY and tracker.should_stop:
@@ -375,8 +358,8 @@ def _nothing_to_do(workdir: str, config: RunConfig) -> dict[str, Any] | None:
     if results is None or latest is None:
         return None
     step, saved = latest
-    saved = run_context.with_logged_evaluation(saved, run_context.logged_figures(workdir, step)[1], config)
-    tracker = early_stopping.EarlyStopping.from_config(config, saved)
+    saved = run_context._with_logged_evaluation(saved, run_context._logged_figures(workdir, step)[1], config)
+    tracker = early_stopping._EarlyStopping.from_config(config, saved)
     reason = _why_nothing_to_train(step, saved.get("stop_reason"), tracker, config.num_train_steps)
     if reason is None or _pending_final_splits(results, config):
         return None
@@ -396,14 +379,14 @@ def _remove_if_only_lock(workdir: str) -> None:
 def _train_locked(experiment: Experiment, workdir: str, data: TrainingData | None,
                   lock: workdir_lock.WorkdirLock | None) -> dict[str, Any]:
     """Run :func:`train_and_evaluate` once the lock is held; config and tokenizer are written only if it trains."""
-    run = build_run(experiment, workdir, data, lock)
+    run = _build_run(experiment, workdir, data, lock)
     held_by = _why_nothing_to_train(int(run.loop.state.step), run.loop.stop_reason, run.loop.early_stopping,
                                           experiment.run.num_train_steps)
     if held_by is None and jax.process_index() == 0:
         _discard_results(workdir)  # Before config.json changes: the two never disagree on disk.
     if held_by is None or not os.path.exists(os.path.join(workdir, run_files.CONFIG_FILE)):
         checkpoints.write_config(workdir, experiment)
-        run.writer.write_hparams(metric_writer.flat_hparams(experiment.to_json_dict()))
+        run.writer.write_hparams(metric_writer._flat_hparams(experiment.to_json_dict()))
     if held_by is None or not os.path.exists(os.path.join(workdir, run_files.TOKENIZER_FILE)):
         checkpoints.write_tokenizer(workdir, run.data.tokenizer.model_proto)
     if held_by is None or resume_checks.read_data_splits(workdir) is None:
@@ -421,7 +404,7 @@ def _train_locked(experiment: Experiment, workdir: str, data: TrainingData | Non
                     finished = _evaluate(run, int(run.loop.state.step), stop)
             if finished and held_by is not None:
                 logging.info("Nothing to train: %s. Finishing the run's final evaluation only.", held_by)
-            results = dict(previous or progress.run_results(run), finished=finished)
+            results = dict(previous or progress._run_results(run), finished=finished)
             if not finished and stop.completed_at_request is not None:
                 results["steps_after_stop_request"] = int(run.loop.state.step) - stop.completed_at_request
             if finished and _pending_final_splits(results, experiment.run):
@@ -429,9 +412,9 @@ def _train_locked(experiment: Experiment, workdir: str, data: TrainingData | Non
                 finished = results["finished"] = evaluated is not None
                 results.update(evaluated or {})
         if finished:
-            progress.write_results(workdir, results)
+            progress._write_results(workdir, results)
             run.writer.write_final(int(run.loop.state.step), results)  # TensorBoard's final/dev_bleu, ...
-            logging.info("%s", progress.summary_line(results, workdir))
+            logging.info("%s", progress._summary_line(results, workdir))
         ended = metric_writer.FINISHED if finished else metric_writer.STOPPED
     finally:
         run.checkpoints.close()

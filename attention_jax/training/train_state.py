@@ -49,59 +49,22 @@ def _boxed_initial_state(key: jax.Array, transformer: nn.Module,
                       opt_state=optimizer.init(params), rng=jax.random.key_data(train_key))
 
 
-def abstract_boxed_state(transformer: nn.Module,
+def _abstract_boxed_state(transformer: nn.Module,
                          optimizer: optax.GradientTransformation) -> TrainState:
-    """Return the initial state's shapes, parameters boxed with their logical axis names; nothing is allocated.
-
-    Parameters
-    ----------
-    transformer, optimizer : nn.Module, optax.GradientTransformation
-        The model and its optimizer (moments inherit the parameters' axes).
-
-    Returns
-    -------
-    TrainState
-        ``jax.ShapeDtypeStruct`` leaves.
-    """
+    """Return the initial state's shapes, parameters boxed with their logical axis names; nothing is allocated."""
     return jax.eval_shape(functools.partial(_boxed_initial_state, transformer=transformer,
                                             optimizer=optimizer), jax.random.key(0))
 
 
-def abstract_train_state(boxed_state: TrainState, shardings: TrainState) -> TrainState:
-    """Return the state's shapes, dtypes and shardings: the target of a checkpoint restore.
-
-    Parameters
-    ----------
-    boxed_state, shardings : TrainState
-        From :func:`abstract_boxed_state` and :func:`sharding.tree_shardings`.
-
-    Returns
-    -------
-    TrainState
-        Unboxed ``jax.ShapeDtypeStruct`` leaves with ``sharding`` set.
-    """
+def _abstract_train_state(boxed_state: TrainState, shardings: TrainState) -> TrainState:
+    """Return the state's shapes, dtypes and shardings: the target of a checkpoint restore."""
     return jax.tree.map(lambda leaf, where: jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=where),
                         nn.meta.unbox(boxed_state), shardings)
 
 
-def create_train_state(seed: int, transformer: nn.Module,
+def _create_train_state(seed: int, transformer: nn.Module,
                        optimizer: optax.GradientTransformation, shardings: TrainState) -> TrainState:
-    """Initialize step 0's parameters and optimizer state directly in their shardings.
-
-    Parameters
-    ----------
-    seed : int
-        Seeds the parameters and, through a split, the dropout keys.
-    transformer, optimizer : nn.Module, optax.GradientTransformation
-        The model and its optimizer.
-    shardings : TrainState
-        From :func:`sharding.tree_shardings`.
-
-    Returns
-    -------
-    TrainState
-        Step 0, unboxed parameters.
-    """
+    """Initialize step 0's parameters and optimizer state directly in their shardings."""
     def _initialize(key: jax.Array) -> TrainState:
         return nn.meta.unbox(_boxed_initial_state(key, transformer, optimizer))
 
@@ -130,51 +93,32 @@ def sharded_initial_state(seed: int, transformer: nn.Module, optimizer: optax.Gr
     shardings : TrainState
         Where each leaf lives.
     """
-    shardings = sharding.tree_shardings(abstract_boxed_state(transformer, optimizer), mesh, rules)
-    return create_train_state(seed, transformer, optimizer, shardings), shardings
+    shardings = sharding._tree_shardings(_abstract_boxed_state(transformer, optimizer), mesh, rules)
+    return _create_train_state(seed, transformer, optimizer, shardings), shardings
 
 
-def paper_learning_rate(step: ArrayLike, *, d_model: int, warmup_steps: int, scale: float = 1.0) -> ArrayLike:
+def _paper_learning_rate(step: ArrayLike, *, d_model: int, warmup_steps: int, scale: float = 1.0) -> ArrayLike:
     """Return the learning rate of update ``step``, Equation (3): ``d^-0.5 * min(step^-0.5, step * warmup^-1.5)``.
 
-    Parameters
-    ----------
-    step : int or Array
-        Update number, 1 for the first; below 1 counts as 1.
-    d_model, warmup_steps : int
-        Model width; linear warm-up updates (paper: 4000), the peak.
-    scale : float
-        Multiplier of the whole schedule.
-
-    Returns
-    -------
-    Array
-        float32 learning rate, the shape of ``step``.
+    ``step`` counts updates from 1 (below 1 counts as 1); ``warmup_steps`` is the paper's 4000 (Section 5.3);
+    float32, shaped as ``step``.
     """
     step = jnp.maximum(jnp.asarray(step, jnp.float32), 1.0)
     warmup = jnp.float32(warmup_steps)
     return scale * d_model**-0.5 * jnp.minimum(step**-0.5, step * warmup**-1.5)
 
 
-def make_schedule(config: OptimizerConfig) -> optax.Schedule:
+def _make_schedule(config: OptimizerConfig) -> optax.Schedule:
     """Return ``config.lr_schedule`` as an optax schedule (``constant_then_inverse_sqrt``: no ramp).
 
-    Parameters
-    ----------
-    config : OptimizerConfig
-        The optimizer section.
-
-    Returns
-    -------
-    optax.Schedule
-        ``count -> lr``; optax's ``count = 0`` is the paper's step 1.
+    optax's ``count = 0`` is the paper's step 1.
     """
     d_model, warmup, scale = config.d_model, config.warmup_steps, config.learning_rate_scale
     constant_start = config.lr_schedule == LearningRateSchedule.CONSTANT_THEN_INVERSE_SQRT
 
     def _schedule(count: ArrayLike) -> ArrayLike:
         step = jnp.maximum(count + 1, warmup) if constant_start else count + 1
-        return paper_learning_rate(step, d_model=d_model, warmup_steps=warmup, scale=scale)
+        return _paper_learning_rate(step, d_model=d_model, warmup_steps=warmup, scale=scale)
 
     return _schedule
 
@@ -194,14 +138,14 @@ def make_optimizer(config: OptimizerConfig, schedule: optax.Schedule | None = No
     config : OptimizerConfig
         The optimizer section (paper: 0.9, 0.98, 1e-9).
     schedule : optax.Schedule, optional
-        Default ``make_schedule(config)``.
+        Default ``_make_schedule(config)``.
 
     Returns
     -------
     optax.GradientTransformation
         Adam, AdamW, or either after ``clip_by_global_norm``.
     """
-    learning_rate = schedule if schedule is not None else make_schedule(config)
+    learning_rate = schedule if schedule is not None else _make_schedule(config)
     if config.weight_decay > 0:
         adam = optax.adamw(learning_rate=learning_rate, b1=config.adam_b1, b2=config.adam_b2, eps=config.adam_eps,
                            weight_decay=config.weight_decay, mask=_decayed_parameters)
@@ -223,19 +167,8 @@ def _layer_gradient_norms(grads: Any) -> dict[str, jax.Array]:
     return {f"{LAYER_GRAD_NORM_PREFIX}{name}": optax.tree.norm(subtree) for name, subtree in grads.items()}
 
 
-def logged_gradient_norms(fetched: list[tuple[int, dict]]) -> dict[str, float]:
-    """Return the gradient norms a training log line records for its interval's fetched steps.
-
-    Parameters
-    ----------
-    fetched : list of (step, sums)
-        The interval's steps and host metric sums.
-
-    Returns
-    -------
-    dict[str, float]
-        The last step's ``grad_norm[/<module>]``; from step 1 also ``init/...``, at the initial parameters.
-    """
+def _logged_gradient_norms(fetched: list[tuple[int, dict]]) -> dict[str, float]:
+    """Return the gradient norms a training log line records for its interval's fetched steps."""
     def _norms(sums: dict, prefix: str = "") -> dict[str, float]:
         return {f"{prefix}{key}": float(value) for key, value in sums.items()
                 if key == "grad_norm" or key.startswith(LAYER_GRAD_NORM_PREFIX)}
@@ -255,24 +188,10 @@ def _dropout_key(state: TrainState, micro_index: jax.Array | int, dropout_rng: s
     return key
 
 
-def model_logits(transformer: nn.Module, params: Any, batch: Batch, **kwargs: Any) -> jax.Array:
+def _model_logits(transformer: nn.Module, params: Any, batch: Batch, **kwargs: Any) -> jax.Array:
     """Return teacher-forced float32 logits ``[B, T, V]`` of a bucketed or packed batch.
 
-    Parameters
-    ----------
-    transformer : nn.Module
-        A ``Transformer`` or a ``LanguageModel`` (batches without ``inputs``).
-    params : pytree
-        Parameters.
-    batch : Batch
-        ``inputs`` ``[B, S]``, ``targets`` ``[B, T]`` and a packed batch's :data:`model.PACKED_KEYS`.
-    **kwargs
-        Passed to ``transformer.apply``.
-
-    Returns
-    -------
-    jax.Array
-        The logits.
+    ``inputs`` ``[B, S]`` and ``targets`` ``[B, T]``; a ``LanguageModel``'s batches have no ``inputs``.
     """
     return language_model.apply_to_batch(transformer, params, batch, **kwargs)
 
@@ -284,7 +203,7 @@ def _summed_loss_gradients(params: Any, batch: Batch, dropout_key: jax.Array,
     collection = normalization_registry.STATISTICS_COLLECTION
 
     def _summed_loss(candidate: Any) -> tuple[jax.Array, tuple[MetricSums, Any]]:
-        logits, written = model_logits(transformer, candidate, batch, deterministic=False,
+        logits, written = _model_logits(transformer, candidate, batch, deterministic=False,
                                        rngs={"dropout": dropout_key}, mutable=[collection])
         sums = metrics.token_loss_sums(logits, batch["targets"], label_smoothing,
                                        cpu_kernels=transformer.config.cpu_kernels)
@@ -294,31 +213,12 @@ def _summed_loss_gradients(params: Any, batch: Batch, dropout_key: jax.Array,
     return grads, sums, statistics
 
 
-def accumulate_gradients(state: TrainState, carry: Carry | None, batch: Batch, micro_index: jax.Array, *,
+def _accumulate_gradients(state: TrainState, carry: Carry | None, batch: Batch, micro_index: jax.Array, *,
                          transformer: nn.Module, label_smoothing: float, dropout_rng: str = "threefry") -> Carry:
     """Add one micro-batch's summed-loss gradient, metric sums and batch statistics to ``carry`` (``None``: the first).
 
-    Parameters
-    ----------
-    state : TrainState
-        Current state.
-    carry : Carry or None
-        The step's earlier micro-batches' sums.
-    batch : Batch
-        Global arrays, as in :func:`model_logits`.
-    micro_index : jax.Array
-        int32 micro-batch index (selects its dropout key).
-    transformer : nn.Module
-        The model.
-    label_smoothing : float
-        ``eps_ls`` (Section 5.4).
-    dropout_rng : str
-        ``"threefry"`` (same masks on any mesh) or ``"rbg"`` (masks depend on the sharding).
-
-    Returns
-    -------
-    Carry
-        The running sums.
+    ``label_smoothing`` is eps_ls (Section 5.4); ``dropout_rng="threefry"`` gives the same masks on any mesh,
+    ``"rbg"`` masks that depend on the sharding.
     """
     dropout_key = _dropout_key(state, micro_index, dropout_rng)
     grads, sums, statistics = _summed_loss_gradients(state.params, batch, dropout_key, transformer, label_smoothing)
@@ -351,14 +251,14 @@ def train_step(state: TrainState, batch: Batch, carry: Carry | None = None, *,
     micro_index : int
         ``grad_accum_steps - 1``.
     dropout_rng : str
-        As in :func:`accumulate_gradients`.
+        As in :func:`_accumulate_gradients`.
 
     Returns
     -------
     tuple of (TrainState, dict)
         The new state and metric sums, with ``grad_norm`` and :func:`_layer_gradient_norms`.
     """
-    grads, sums, statistics = accumulate_gradients(state, carry, batch, jnp.int32(micro_index),
+    grads, sums, statistics = _accumulate_gradients(state, carry, batch, jnp.int32(micro_index),
                                                    transformer=transformer, label_smoothing=label_smoothing,
                                                    dropout_rng=dropout_rng)
     grads = jax.tree.map(lambda g: g / jnp.maximum(sums["tokens"], 1.0), grads)  # Per-token mean.
@@ -373,13 +273,13 @@ def train_step(state: TrainState, batch: Batch, carry: Carry | None = None, *,
 def _eval_step(params: Any, batch: Batch, *, transformer: nn.Module,
               label_smoothing: float) -> MetricSums:
     """Return the metric sums of one evaluation batch, without dropout."""
-    logits = model_logits(transformer, params, batch, deterministic=True)
+    logits = _model_logits(transformer, params, batch, deterministic=True)
     return metrics.token_loss_sums(logits, batch["targets"], label_smoothing,
                                    cpu_kernels=transformer.config.cpu_kernels)
 
 
 @dataclasses.dataclass(frozen=True)
-class CompiledSteps:
+class _CompiledSteps:
     """The jitted step functions of one run and the shardings they use."""
 
     train: Callable  # (state, batch[, carry]) -> (state, sums)
@@ -392,7 +292,7 @@ class CompiledSteps:
 
 def compile_steps(transformer: nn.Module, optimizer: optax.GradientTransformation,
                   mesh: Mesh, state_shardings: TrainState, *, label_smoothing: float,
-                  grad_accum_steps: int = 1, dropout_rng: str = "threefry") -> CompiledSteps:
+                  grad_accum_steps: int = 1, dropout_rng: str = "threefry") -> _CompiledSteps:
     """Jit the step functions with explicit shardings and donated state and accumulator buffers.
 
     Parameters
@@ -412,7 +312,7 @@ def compile_steps(transformer: nn.Module, optimizer: optax.GradientTransformatio
 
     Returns
     -------
-    CompiledSteps
+    _CompiledSteps
         Compiled on first call, once per batch shape.
 
     Raises
@@ -437,7 +337,7 @@ def compile_steps(transformer: nn.Module, optimizer: optax.GradientTransformatio
                         in_shardings=(state_shardings, batch_sharding, carry_sharding),
                         out_shardings=(state_shardings, replicated),
                         donate_argnums=(0,))  # The carry has no output to alias; it is freed anyway.
-        accumulate = functools.partial(accumulate_gradients, dropout_rng=dropout_rng, transformer=transformer,
+        accumulate = functools.partial(_accumulate_gradients, dropout_rng=dropout_rng, transformer=transformer,
                                        label_smoothing=label_smoothing)
         first_micro = jax.jit(lambda state, batch, index: accumulate(state, None, batch, index),
                               in_shardings=(state_shardings, batch_sharding, replicated),
@@ -447,27 +347,12 @@ def compile_steps(transformer: nn.Module, optimizer: optax.GradientTransformatio
                              out_shardings=carry_sharding, donate_argnums=(1,))
     evaluate = jax.jit(functools.partial(_eval_step, transformer=transformer, label_smoothing=label_smoothing),
                        in_shardings=(state_shardings.params, batch_sharding), out_shardings=replicated)
-    return CompiledSteps(train, first_micro, next_micro, evaluate, state_shardings, batch_sharding)
+    return _CompiledSteps(train, first_micro, next_micro, evaluate, state_shardings, batch_sharding)
 
 
-def run_update(steps: CompiledSteps, state: TrainState,
+def _run_update(steps: _CompiledSteps, state: TrainState,
                micro_batches: list[Batch]) -> tuple[TrainState, MetricSums]:
-    """Apply one optimizer update from ``len(micro_batches)`` global micro-batches (shapes may differ).
-
-    Parameters
-    ----------
-    steps : CompiledSteps
-        Compiled with ``grad_accum_steps == len(micro_batches)``.
-    state : TrainState
-        Current state, donated.
-    micro_batches : list[Batch]
-        Global batches.
-
-    Returns
-    -------
-    tuple of (TrainState, dict)
-        As :func:`train_step`.
-    """
+    """Apply one optimizer update from ``len(micro_batches)`` global micro-batches (shapes may differ)."""
     if len(micro_batches) == 1:
         return steps.train(state, micro_batches[0])
     assert steps.first_micro_batch is not None and steps.next_micro_batch is not None  # grad_accum_steps > 1.

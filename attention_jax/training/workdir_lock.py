@@ -196,23 +196,10 @@ def _read_text(path: str) -> str:
         return ""
 
 
-def acquire_for_job(workdir: str) -> WorkdirLock | None:
+def _acquire_for_job(workdir: str) -> WorkdirLock | None:
     """Take the lock for a (possibly multi-process) job on process 0; every process learns the verdict.
 
-    Parameters
-    ----------
-    workdir : str
-        The work directory.
-
-    Returns
-    -------
-    WorkdirLock or None
-        The held lock on process 0, ``None`` on the others.
-
-    Raises
-    ------
-    WorkdirLockedError
-        On every process together, when another trainer holds it.
+    Raises ``WorkdirLockedError``: on every process together, when another trainer holds it.
     """
     import jax  # Here: the lock itself is plain Python.
 
@@ -224,6 +211,6 @@ def acquire_for_job(workdir: str) -> WorkdirLock | None:
             lock = WorkdirLock(workdir).acquire()
         except WorkdirLockedError as error:
             refusal = error
-    if not distributed.all_processes_agree(refusal is None):
+    if not distributed._all_processes_agree(refusal is None):
         raise refusal or WorkdirLockedError(f"{workdir} is in use by another trainer (see process 0's log).")
     return lock

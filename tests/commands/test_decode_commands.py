@@ -240,9 +240,9 @@ def test_evaluation_series_and_steps_name_the_parameters_and_settings(workdir):
     assert evaluation_scalars.series("test", "averaged") == "evaluate/test/averaged"
     assert evaluation_scalars.series("test", "latest", 5, {"beam": 1}) == "evaluate/test/average_last5/beam1"
     assert evaluation_scalars.series("test", "best", 0, {"beam": 8, "alpha": 1.0}) == "evaluate/test/best/beam8_alpha1"
-    assert evaluation_scalars.checkpoint_step(str(workdir), "latest") == STEPS[-1]
-    assert evaluation_scalars.checkpoint_step(str(workdir), str(STEPS[0])) == STEPS[0]
-    assert evaluation_scalars.checkpoint_step(str(workdir), "latest", average_last=2) == STEPS[-1]
+    assert evaluation_scalars._checkpoint_step(str(workdir), "latest") == STEPS[-1]
+    assert evaluation_scalars._checkpoint_step(str(workdir), str(STEPS[0])) == STEPS[0]
+    assert evaluation_scalars._checkpoint_step(str(workdir), "latest", average_last=2) == STEPS[-1]
 
 
 def _files(directory: pathlib.Path) -> dict[str, int]:

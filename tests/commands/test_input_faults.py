@@ -166,21 +166,21 @@ def test_a_parallel_text_is_read_line_by_line_and_its_mistakes_name_the_file(tmp
     source, reference = tmp_path / "news.en", tmp_path / "news.de"
     source.write_bytes(b"The house.\r\n\nA \xff dog.\n")
     reference.write_text("Das Haus.\nNichts.\nEin Hund.", encoding="utf-8")  # No newline at the end.
-    assert text_io.read_parallel_text(str(source), str(reference)) == [
+    assert text_io._read_parallel_text(str(source), str(reference)) == [
         ("The house.", "Das Haus."), ("", "Nichts."), ("A \ufffd dog.", "Ein Hund.")]
     short, empty, blank = tmp_path / "short.de", tmp_path / "empty.de", tmp_path / "blank.de"
     short.write_text("Das Haus.\nNichts.\n", encoding="utf-8")
     empty.write_text("", encoding="utf-8")
     blank.write_text("\n \n\n", encoding="utf-8")
     with pytest.raises(UserInputError, match=rf"--source={source} has 3 lines but --reference={short} has 2"):
-        text_io.read_parallel_text(str(source), str(short))
+        text_io._read_parallel_text(str(source), str(short))
     for path in (empty, blank):
         with pytest.raises(UserInputError, match=rf"--reference={path} is empty"):
-            text_io.read_parallel_text(str(source), str(path))
+            text_io._read_parallel_text(str(source), str(path))
     with pytest.raises(MissingInputError, match=rf"--source={tmp_path / 'none.en'} does not exist"):
-        text_io.read_parallel_text(str(tmp_path / "none.en"), str(reference))
+        text_io._read_parallel_text(str(tmp_path / "none.en"), str(reference))
     with pytest.raises(UserInputError, match=rf"--reference={tmp_path} is a directory"):
-        text_io.read_parallel_text(str(source), str(tmp_path))
+        text_io._read_parallel_text(str(source), str(tmp_path))
 
 
 # Each decoding command on a run that is not there, and with a mistyped or missing flag (absl's own parser

@@ -63,7 +63,7 @@ def test_every_command_puts_the_checkout_last_on_the_path(tmp_path: pathlib.Path
     monkeypatch.chdir(tmp_path)  # Outside the checkout.
     checkout = os.path.realpath(REPO_ROOT)
     monkeypatch.setattr(sys, "path", [path for path in sys.path if os.path.realpath(path or ".") != checkout])
-    added = entry_points.add_config_import_paths(["prog"])
+    added = entry_points._add_config_import_paths(["prog"])
     assert os.path.realpath(sys.path[-1]) == checkout and os.path.realpath(added[-1]) == checkout
 
 

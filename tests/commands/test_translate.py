@@ -115,18 +115,18 @@ def test_an_alignment_needs_a_layer_the_model_has():
 def test_text_and_jsonl_layouts_of_one_line():
     hypotheses = [decode.Hypothesis((7, 8, 3), "das\tHaus", -1.5, -1.25),
                   decode.Hypothesis((9, 3), "Haus", -2.0, -1.75)]
-    result = translation_output.LineResult(4, "the house", hypotheses, [[(0, 0), (1, 1)], [(1, 0)]],
+    result = translation_output._LineResult(4, "the house", hypotheses, [[(0, 0), (1, 1)], [(1, 0)]],
                                            ["▁the", "▁house"], [["▁das", "▁Haus"], ["▁Haus"]])
-    assert translation_output.plain_line(result) == "das\tHaus"
-    assert translation_output.tagged_lines(result) == ["H-4\t-1.2500\t-1.5000\tdas Haus", "A-4\t0-0 1-1",
+    assert translation_output._plain_line(result) == "das\tHaus"
+    assert translation_output._tagged_lines(result) == ["H-4\t-1.2500\t-1.5000\tdas Haus", "A-4\t0-0 1-1",
                                                        "H-4\t-1.7500\t-2.0000\tHaus", "A-4\t1-0"]
-    record = json.loads(translation_output.json_line(result, nbest=True))
+    record = json.loads(translation_output._json_line(result, nbest=True))
     assert record["source"] == "the house" and record["translation"] == "das\tHaus"
     assert record["alignment"] == [[0, 0], [1, 1]] and record["source_pieces"] == ["▁the", "▁house"]
     assert [entry["normalized_score"] for entry in record["nbest"]] == [-1.25, -1.75]
     assert record["nbest"][1] == {"translation": "Haus", "score": -2.0, "normalized_score": -1.75,
                                   "alignment": [[1, 0]], "translation_pieces": ["▁Haus"]}
-    empty = json.loads(translation_output.json_line(translation_output.LineResult(5, "", []), nbest=False))
+    empty = json.loads(translation_output._json_line(translation_output._LineResult(5, "", []), nbest=False))
     assert empty == {"source": "", "translation": "", "score": None, "normalized_score": None}
 
 

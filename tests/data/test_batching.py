@@ -1,7 +1,7 @@
 """What ``tokens_per_batch`` counts: padded slots, or real tokens as the paper does (Section 5.1).
 
 The real-token budget is checked against an independent count: the non-pad ids of the batches the
-plans deliver, built with :func:`batching.make_batch` / :func:`packing.make_packed_batch`.
+plans deliver, built with :func:`batching._make_batch` / :func:`packing._make_packed_batch`.
 """
 
 import numpy as np
@@ -41,7 +41,7 @@ def test_slots_budget_bounds_rows_times_length():
     shapes = batching.make_bucket_shapes(MAX_LEN, BUDGET, ROW_MULTIPLE)
     for rows, length in zip(shapes.global_rows, shapes.lengths):
         assert rows * length <= BUDGET < (rows + ROW_MULTIPLE) * length
-    real = _full_batch_real_tokens(batching.BatchPlan(source, target, shapes), (source, target))
+    real = _full_batch_real_tokens(batching._BatchPlan(source, target, shapes), (source, target))
     # Counting slots, the padding leaves the real tokens well below the budget.
     assert np.mean([max(pair) for pair in real]) < 0.85 * BUDGET
 
@@ -49,12 +49,12 @@ def test_slots_budget_bounds_rows_times_length():
 def test_real_budget_puts_about_the_budget_of_real_tokens_in_every_bucket():
     source, target = _lengths()
     slot_shapes = batching.make_bucket_shapes(MAX_LEN, BUDGET, ROW_MULTIPLE)
-    means = batching.mean_longer_side_per_bucket(source, target, slot_shapes.lengths)
-    shapes = batching.real_token_shapes(slot_shapes, means, BUDGET, ROW_MULTIPLE)
+    means = batching._mean_longer_side_per_bucket(source, target, slot_shapes.lengths)
+    shapes = batching._real_token_shapes(slot_shapes, means, BUDGET, ROW_MULTIPLE)
     assert shapes.lengths == slot_shapes.lengths
     assert all(real >= slots and real % ROW_MULTIPLE == 0
                for real, slots in zip(shapes.global_rows, slot_shapes.global_rows))
-    plan = batching.BatchPlan(source, target, shapes)
+    plan = batching._BatchPlan(source, target, shapes)
     real_by_bucket: dict[int, list[int]] = {}
     for batch in plan.shuffled_batches(seed=1, epoch=0):
         members = batch.sentence_indices[batch.sentence_indices != batching.PADDING_ROW]
@@ -69,15 +69,15 @@ def test_real_budget_puts_about_the_budget_of_real_tokens_in_every_bucket():
 
 def test_real_budget_in_packed_rows_counts_what_the_rows_hold():
     source, target = _lengths(seed=2, count=1500)
-    plan = packing.PackedPlan(source, target, packing.make_packed_shapes(MAX_LEN, BUDGET, ROW_MULTIPLE), window=256)
-    resized = plan.with_shapes(batching.real_token_shapes(
+    plan = packing._PackedPlan(source, target, packing._make_packed_shapes(MAX_LEN, BUDGET, ROW_MULTIPLE), window=256)
+    resized = plan.with_shapes(batching._real_token_shapes(
         plan.shapes, plan.mean_tokens_per_row(), BUDGET, ROW_MULTIPLE))
     assert resized.num_rows == plan.num_rows  # The same packing, cut into other batches.
     assert resized.shapes.global_rows[0] >= plan.shapes.global_rows[0]
     totals = _full_batch_real_tokens(resized, (source, target))
     assert BUDGET - ROW_MULTIPLE * MAX_LEN <= np.mean([max(pair) for pair in totals]) <= BUDGET * 1.05
     with pytest.raises(ValueError, match="do not match"):
-        plan.with_shapes(batching.BucketShapes(lengths=(16,), global_rows=(4,)))
+        plan.with_shapes(batching._BucketShapes(lengths=(16,), global_rows=(4,)))
 
 
 def test_packed_real_budget_counts_the_ids_of_built_batches():
@@ -86,10 +86,10 @@ def test_packed_real_budget_counts_the_ids_of_built_batches():
              for _ in range(60)]
     split = tokenized_split(pairs)
     lengths = (split.source.lengths_with_eos(), split.target.lengths_with_eos())
-    plan = packing.PackedPlan(*lengths, packing.make_packed_shapes(16, 64, 1), window=64)
-    resized = plan.with_shapes(batching.real_token_shapes(plan.shapes, plan.mean_tokens_per_row(), 64, 1))
+    plan = packing._PackedPlan(*lengths, packing._make_packed_shapes(16, 64, 1), window=64)
+    resized = plan.with_shapes(batching._real_token_shapes(plan.shapes, plan.mean_tokens_per_row(), 64, 1))
     for batch in resized.ordered_batches()[:-1]:
-        built = packing.make_packed_batch(split, resized.shapes.lengths[batch.bucket], batch.sentence_indices)
+        built = packing._make_packed_batch(split, resized.shapes.lengths[batch.bucket], batch.sentence_indices)
         longer = max(np.count_nonzero(built["inputs"]), np.count_nonzero(built["targets"]))
         assert longer <= 64 + 16  # At most one row's worth over the budget.
 

@@ -36,7 +36,7 @@ def slow_generate(self, path):
         time.sleep(delay)
         yield example
 tsv_dataset.TsvTranslation._generate_examples = slow_generate
-builder = tsv_dataset.prepare_tsv_dataset(tsv_dir, data_dir)
+builder = tsv_dataset._prepare_tsv_dataset(tsv_dir, data_dir)
 sizes = {split: builder.info.splits[split].num_examples for split in ("train", "validation", "test")}
 print("RESULT " + json.dumps(sizes))
 """
@@ -72,7 +72,7 @@ def test_prepare_once_runs_the_preparation_in_one_of_two_threads(tmp_path: pathl
         done.write_text("ready")
 
     def worker() -> None:
-        returned.append(first_use.prepare_once(str(tmp_path / "cache.lock"), "a test cache", done.exists, prepare))
+        returned.append(first_use._prepare_once(str(tmp_path / "cache.lock"), "a test cache", done.exists, prepare))
 
     threads = [threading.Thread(target=worker) for _ in range(2)]
     for thread in threads:

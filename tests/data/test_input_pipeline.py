@@ -54,9 +54,9 @@ def small_corpus(tmp_path_factory):
 
 
 def test_bucket_lengths_are_powers_of_two_and_one_and_a_half():
-    assert batching.bucket_lengths(256) == (8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)
-    assert batching.bucket_lengths(100) == (8, 12, 16, 24, 32, 48, 64, 96, 100)
-    assert batching.bucket_lengths(5) == (5,)
+    assert batching._bucket_lengths(256) == (8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)
+    assert batching._bucket_lengths(100) == (8, 12, 16, 24, 32, 48, 64, 96, 100)
+    assert batching._bucket_lengths(5) == (5,)
 
 
 def test_token_budget_too_small_for_row_multiple_is_a_clear_error():
@@ -93,7 +93,7 @@ def test_batches_respect_budget_shapes_and_format(small_corpus):
         assert np.array_equal(inputs.any(axis=1), targets.any(axis=1))
         shapes.add(inputs.shape)
     assert shapes <= {tuple(shape) for shape in data.stats["local_batch_shapes"]}
-    assert len(shapes) <= len(batching.bucket_lengths(MAX_LEN))
+    assert len(shapes) <= len(batching._bucket_lengths(MAX_LEN))
 
 
 def test_too_long_pairs_are_dropped_and_counted(small_corpus):
@@ -177,7 +177,7 @@ def test_plan_shards_are_disjoint_and_cover_every_kept_pair():
     rng = np.random.default_rng(0)
     source_lengths, target_lengths = rng.integers(1, 40, size=500), rng.integers(1, 40, size=500)
     shapes = batching.make_bucket_shapes(max_len=32, tokens_per_batch=256, row_multiple=4)
-    plan = batching.BatchPlan(source_lengths, target_lengths, shapes)
+    plan = batching._BatchPlan(source_lengths, target_lengths, shapes)
     kept = np.flatnonzero(np.maximum(source_lengths, target_lengths) <= 32)
     assert plan.num_dropped == 500 - len(kept)
     for batches in (plan.shuffled_batches(seed=0, epoch=3), plan.ordered_batches()):
@@ -334,7 +334,7 @@ def test_messages_batches_budget_and_round_trip(messages_data):
         assert batch["targets"].shape == (rows, padded_len)
         assert rows * padded_len <= 4096 and rows % 8 == 0
         shapes.add((rows, padded_len))
-    assert len(shapes) <= len(batching.bucket_lengths(64))
+    assert len(shapes) <= len(batching._bucket_lengths(64))
     assert 0.0 < data.stats["train_padding_fraction"]["total"] < 0.5
     printable = [
         text

@@ -51,7 +51,7 @@ def test_packed_rows_never_attend_across_documents() -> None:
     documents, length = _documents(1, 30), 24
     packed = lm_data._PackedRows(documents, length)
     batch = packed.batch(np.arange(packed.num_rows))
-    mask = np.asarray(model.make_segment_mask(jnp.asarray(batch["targets_segmentation"]),
+    mask = np.asarray(model._make_segment_mask(jnp.asarray(batch["targets_segmentation"]),
                                               jnp.asarray(batch["targets_segmentation"])))[:, 0]
     owner = np.full(packed.num_rows * length, -1)
     owner[:packed.num_tokens] = _document_of_each_token(documents)
@@ -120,7 +120,7 @@ def test_tfds_text_dataset_on_mock_data(tmp_path: pathlib.Path) -> None:
     with tfds.testing.mock_data(num_examples=64):
         data = lm_data.get_datasets(_config("lm1b", tmp_path, vocab_size=200, tokens_per_batch=128))
         records = tfds.data_source("lm1b", split="validation")
-        texts = [lm_data.data_sources.as_text(record["text"]) for record in records]
+        texts = [lm_data.data_sources._as_text(record["text"]) for record in records]
         tokens = sum(len(data.tokenizer.encode(text)) for text in texts if text.strip())
         assert data.stats["tokens"]["validation"] == tokens
         assert next(data.train_iterator(seed=0))["targets"].shape == (4, 32)

@@ -32,7 +32,7 @@ EOS = model.EOS_ID
 
 def test_packed_batch_arrays_on_a_hand_made_example() -> None:
     split = tokenized_split([([5, 6], [7]), ([8], [9, 10, 11]), ([12, 13, 14], [15, 16])])
-    batch = packing.make_packed_batch(split, 8, np.array([[0, 1, -1], [2, -1, -1], [-1, -1, -1]]))
+    batch = packing._make_packed_batch(split, 8, np.array([[0, 1, -1], [2, -1, -1], [-1, -1, -1]]))
     np.testing.assert_array_equal(batch["inputs"], [[5, 6, EOS, 8, EOS, 0, 0, 0],
                                                     [12, 13, 14, EOS, 0, 0, 0, 0], [0] * 8])
     np.testing.assert_array_equal(batch["inputs_segmentation"], [[1, 1, 1, 2, 2, 0, 0, 0],
@@ -50,7 +50,7 @@ def test_packed_batch_arrays_on_a_hand_made_example() -> None:
 def test_first_fit_decreasing_respects_both_sides_and_places_every_pair_once() -> None:
     rng = np.random.default_rng(0)
     source, target = rng.integers(1, 17, size=200), rng.integers(1, 17, size=200)
-    rows, lengths = packing.first_fit_decreasing(source, target, 16)
+    rows, lengths = packing._first_fit_decreasing(source, target, 16)
     assert sorted(pair for row in rows for pair in row) == list(range(200))
     assert lengths == [16] * len(rows)
     assert all(source[row].sum() <= 16 and target[row].sum() <= 16 for row in rows)
@@ -59,7 +59,7 @@ def test_first_fit_decreasing_respects_both_sides_and_places_every_pair_once() -
 
 
 def test_first_fit_decreasing_hand_example() -> None:
-    rows, _ = packing.first_fit_decreasing(np.array([3, 5, 2, 4]), np.array([1, 1, 4, 1]), 6)
+    rows, _ = packing._first_fit_decreasing(np.array([3, 5, 2, 4]), np.array([1, 1, 4, 1]), 6)
     # By longest side: 1 (5), 2 (4), 3 (4), 0 (3). Pair 2 needs 2 source slots, row 0 has 1: new row.
     # Pair 3 (4, 1) fits row 1 (4 and 2 free); pair 0 (3, 1) fits neither (1 and 0 source slots free).
     assert rows == [[1], [2, 3], [0]]
@@ -67,7 +67,7 @@ def test_first_fit_decreasing_hand_example() -> None:
 
 def test_first_fit_decreasing_over_row_lengths_hand_example() -> None:
     source, target = np.array([7, 3, 2, 1, 3]), np.array([6, 2, 3, 1, 3])
-    rows, lengths = packing.first_fit_decreasing(source, target, (4, 8))
+    rows, lengths = packing._first_fit_decreasing(source, target, (4, 8))
     # Pair 0 (7, 6) opens a row of 8 (1 and 2 slots left). Pairs 1, 2, 4 (longer side 3) fit no open
     # row and each opens a row of 4. Pair 3 (1, 1) then tops up the row of 8 instead of opening one.
     assert rows == [[0, 3], [1], [2], [4]]
@@ -78,7 +78,7 @@ def test_first_fit_decreasing_over_row_lengths_fills_rows_and_shortens_them() ->
     rng = np.random.default_rng(4)
     source, target = rng.integers(1, 20, size=600), rng.integers(1, 20, size=600)
     source[:20], target[:20] = 60, 50  # A few long pairs.
-    rows, lengths = packing.first_fit_decreasing(source, target, (16, 32, 64))
+    rows, lengths = packing._first_fit_decreasing(source, target, (16, 32, 64))
     assert sorted(pair for row in rows for pair in row) == list(range(600))
     for row, length in zip(rows, lengths):
         assert source[row].sum() <= length and target[row].sum() <= length
@@ -86,7 +86,7 @@ def test_first_fit_decreasing_over_row_lengths_fills_rows_and_shortens_them() ->
         assert length == min(cap for cap in (16, 32, 64) if cap >= max(source[row[0]], target[row[0]]))
     slots = sum(lengths)
     assert max(source.sum(), target.sum()) / slots > 0.9  # Nearly full rows.
-    only_longest, _ = packing.first_fit_decreasing(source, target, 64)
+    only_longest, _ = packing._first_fit_decreasing(source, target, 64)
     attended = sum(length * length for length in lengths) / slots  # Keys per query position.
     assert attended < 0.75 * 64 and len(only_longest) * 64 >= 0.9 * slots
 
@@ -112,9 +112,9 @@ def test_packed_plan_covers_every_kept_pair_once_per_epoch_in_row_length_shapes(
     rng = np.random.default_rng(1)
     source, target = rng.integers(1, 12, size=500), rng.integers(1, 12, size=500)
     source[:60], target[:60] = rng.integers(1, 40, size=60), rng.integers(1, 40, size=60)  # Some long pairs.
-    shapes = packing.make_packed_shapes(32, 32 * 10, 2)
-    assert shapes == batching.BucketShapes(lengths=(12, 24, 32), global_rows=(26, 12, 10))
-    plan = packing.PackedPlan(source, target, shapes, window=64)
+    shapes = packing._make_packed_shapes(32, 32 * 10, 2)
+    assert shapes == batching._BucketShapes(lengths=(12, 24, 32), global_rows=(26, 12, 10))
+    plan = packing._PackedPlan(source, target, shapes, window=64)
     kept = np.flatnonzero(np.maximum(source, target) <= 32)
     assert plan.num_dropped == 500 - len(kept)
     assert sum(plan._rows_per_length()) == plan.num_rows and len(plan.used_buckets()) >= 2
@@ -134,9 +134,9 @@ def test_packed_plan_covers_every_kept_pair_once_per_epoch_in_row_length_shapes(
     epochs = [plan.shuffled_batches(3, epoch) for epoch in (0, 1)]
     assert not all(np.array_equal(a.sentence_indices, b.sentence_indices) for a, b in zip(*epochs))
     padding = plan.padding_fraction()
-    bucketed = batching.BatchPlan(source, target, batching.make_bucket_shapes(32, 320, 2)).padding_fraction()
+    bucketed = batching._BatchPlan(source, target, batching.make_bucket_shapes(32, 320, 2)).padding_fraction()
     assert padding["targets"] < bucketed["targets"]
-    one_length = packing.PackedPlan(source, target, packing.make_packed_shapes(32, 320, 2, (32,)), window=64)
+    one_length = packing._PackedPlan(source, target, packing._make_packed_shapes(32, 320, 2, (32,)), window=64)
 
     assert {b.sentence_indices.shape[0] for b in one_length.shuffled_batches(3, 0)} == {10}
 
@@ -166,8 +166,8 @@ def test_packed_loss_sums_equal_unpacked_batch_of_the_same_pairs() -> None:
     params = init_transformer(SMALL)
     pairs = random_pairs(5, seed=1, max_words=4)
     split = tokenized_split(pairs)
-    packed = packing.make_packed_batch(split, 16, ROWS)
-    unpacked = batching.make_batch(split, 16, np.arange(5))
+    packed = packing._make_packed_batch(split, 16, ROWS)
+    unpacked = batching._make_batch(split, 16, np.arange(5))
     transformer = model.Transformer(SMALL)
     sums = [jax.device_get(train_state._eval_step(params, {k: jnp.asarray(v) for k, v in batch.items()},
                                                  transformer=transformer, label_smoothing=0.1))
@@ -206,7 +206,7 @@ def test_decoder_is_causal_within_a_pair() -> None:
 def test_decoder_inputs_restart_with_bos_at_every_pair() -> None:
     targets = jnp.array([[7, EOS, 9, 10, EOS, 0]])
     positions = jnp.array([[0, 1, 0, 1, 2, 0]])
-    np.testing.assert_array_equal(model.shift_right_packed(targets, positions),
+    np.testing.assert_array_equal(model._shift_right_packed(targets, positions),
                                   [[model.BOS_ID, 7, model.BOS_ID, 9, 10, model.BOS_ID]])
 
 

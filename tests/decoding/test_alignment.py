@@ -67,15 +67,15 @@ def test_token_log_probs_of_an_empty_side_are_empty_and_lengths_must_match():
 def test_p_lines_follow_their_h_lines_and_jsonl_carries_the_values():
     hypotheses = [Hypothesis(ids=(7, 3), text="w7", score=-1.5, normalized_score=-1.4),
                   Hypothesis(ids=(8, 9, 3), text="w8 w9", score=-2.25, normalized_score=-2.0)]
-    result = translation_output.LineResult(4, "w1", hypotheses, token_log_probs=[[-1.0, -0.5], [-1.0, -0.75, -0.5]])
-    assert translation_output.tagged_lines(result) == [
+    result = translation_output._LineResult(4, "w1", hypotheses, token_log_probs=[[-1.0, -0.5], [-1.0, -0.75, -0.5]])
+    assert translation_output._tagged_lines(result) == [
         "H-4\t-1.4000\t-1.5000\tw7", "P-4\t-1.0000 -0.5000",
         "H-4\t-2.0000\t-2.2500\tw8 w9", "P-4\t-1.0000 -0.7500 -0.5000"]
-    record = json.loads(translation_output.json_line(result, nbest=True))
+    record = json.loads(translation_output._json_line(result, nbest=True))
     assert record["token_log_probs"] == [-1.0, -0.5]
     assert [entry["token_log_probs"] for entry in record["nbest"]] == [[-1.0, -0.5], [-1.0, -0.75, -0.5]]
-    plain = translation_output.LineResult(4, "w1", hypotheses)
-    assert "token_log_probs" not in json.loads(translation_output.json_line(plain, nbest=False))
+    plain = translation_output._LineResult(4, "w1", hypotheses)
+    assert "token_log_probs" not in json.loads(translation_output._json_line(plain, nbest=False))
 
 
 @pytest.mark.end_to_end

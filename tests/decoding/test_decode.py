@@ -158,15 +158,15 @@ def test_cached_beam_search_is_the_same_on_every_implementation(function, implem
 
 
 def test_cache_stage_ends():
-    assert decode_steps.cache_stage_ends(64, 4) == (16, 32, 48)
-    assert decode_steps.cache_stage_ends(64, 2) == (32,)
-    assert decode_steps.cache_stage_ends(64, 1) == ()
-    assert decode_steps.cache_stage_ends(16, 4) == ()  # A stage is at least 16 steps.
-    assert decode_steps.cache_stage_ends(24, 4) == (16,)
-    assert decode_steps.cache_stage_ends(80, 4) == (32, 64)  # 80 / 4 = 20, rounded up to 32.
-    assert decode_steps.cache_stage_ends(114, 4, multiple=8) == (32, 64, 96)
+    assert decode_steps._cache_stage_ends(64, 4) == (16, 32, 48)
+    assert decode_steps._cache_stage_ends(64, 2) == (32,)
+    assert decode_steps._cache_stage_ends(64, 1) == ()
+    assert decode_steps._cache_stage_ends(16, 4) == ()  # A stage is at least 16 steps.
+    assert decode_steps._cache_stage_ends(24, 4) == (16,)
+    assert decode_steps._cache_stage_ends(80, 4) == (32, 64)  # 80 / 4 = 20, rounded up to 32.
+    assert decode_steps._cache_stage_ends(114, 4, multiple=8) == (32, 64, 96)
     with pytest.raises(ValueError, match="num_stages"):
-        decode_steps.cache_stage_ends(64, 0)
+        decode_steps._cache_stage_ends(64, 0)
 
 
 def test_grow_cache_pads_keys_and_values_and_keeps_the_counters():
@@ -347,7 +347,7 @@ SHARDED_SCRIPT = textwrap.dedent("""
     arguments = (jax.device_put(params, NamedSharding(mesh, PartitionSpec())), jax.device_put(inputs, by_row),
                  jax.device_put(max_lengths, by_row))
     compiled = decode.decode_batch.lower(*arguments, mesh=mesh, **settings).compile()
-    assert "all-gather" not in compiled.as_text()  # Each device searches its own sentences.
+    assert "all-gather" not in compiled._as_text()  # Each device searches its own sentences.
     result = compiled(*arguments)
     sharding = result.tokens.sharding
     assert len(sharding.device_set) == 8 and sharding.is_equivalent_to(by_row, 3), sharding

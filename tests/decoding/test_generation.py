@@ -138,14 +138,14 @@ def test_each_sample_is_the_run_with_its_own_seed_in_text_and_json_lines() -> No
     settings = generation.SamplingSettings(temperature=2.0, max_new_tokens=6, seed=40)
     prompts = ["5 6", "9"]
     alone = [generator.generate(prompts, dataclasses.replace(settings, seed=40 + k)) for k in range(3)]
-    text = generation_output.sample_lines(generator, prompts, settings, num_samples=3)
+    text = generation_output._sample_lines(generator, prompts, settings, num_samples=3)
     assert text == [alone[k][i] for i in range(2) for k in range(3)]  # Prompt by prompt, samples in order.
     assert len(set(text[:3])) > 1  # Three seeds, not one sample printed three times.
-    records = [json.loads(line) for line in generation_output.sample_lines(
+    records = [json.loads(line) for line in generation_output._sample_lines(
         generator, prompts, settings, num_samples=3, echo_prompt=True, output_format="jsonl")]
     assert [(r["prompt"], r["sample"], r["seed"]) for r in records] == [
         (prompt, k, 40 + k) for prompt in prompts for k in range(3)]
     assert [r["continuation"] for r in records] == text  # JSON keeps prompt and continuation apart.
     with pytest.raises(UserInputError, match="lower --seed"):
-        generation_output.sample_lines(generator, prompts, dataclasses.replace(settings, seed=2**32 - 2),
+        generation_output._sample_lines(generator, prompts, dataclasses.replace(settings, seed=2**32 - 2),
                                        num_samples=3)

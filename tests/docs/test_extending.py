@@ -128,9 +128,9 @@ def test_a_corpus_is_a_directory_of_tsv_files(tmp_path: pathlib.Path, monkeypatc
         (corpus / f"{split}.tsv").write_text("".join(f"file {i} saved\tDatei {i} gespeichert\n" for i in range(count)))
     monkeypatch.chdir(tmp_path)  # The page's dataset is relative to where you run.
     assert _command("attention_jax.main", "my_corpus_config.py")[0] == "--config=my_corpus_config.py"
-    config = config_errors.load_config_file("my_corpus_config.py")
+    config = config_errors._load_config_file("my_corpus_config.py")
     experiment = sections.build_experiment(config, "my_corpus_config.py")
     assert experiment.data.dataset == "tsv:my_corpus"
-    source = data_sources.open_translation_source(experiment.data)
+    source = data_sources._open_translation_source(experiment.data)
     assert [source.num_examples(split) for split in ("train", "validation", "test")] == [30, 5, 4]
 

@@ -93,7 +93,7 @@ def test_cross_entropy_by_position_sums_each_positions_tokens(tiny_params):
     pairs = [("w5 w6 w7", "w8 w9"), ("w10", "w11 w12 w13 w14"), ("w15 w16 w17", "w18 w19"),
              ("w20", "w21 w22 w23 w24 w25 w26 w27 w28 w29")]  # Two batches of two; padded lengths 4, 8 and 16.
     too_long = ("w5 " * 30, "w6")
-    sums, counts = translation_quality.cross_entropy_by_position(TINY, tiny_params, tokenizer, pairs + [too_long],
+    sums, counts = translation_quality._cross_entropy_by_position(TINY, tiny_params, tokenizer, pairs + [too_long],
                                                                  max_len=18, batch_size=2)
     expected_sums, expected_counts = np.zeros(18), np.zeros(18, np.int64)
     for source, target in pairs:  # Unpadded, one pair at a time: position t's loss goes to bin t.

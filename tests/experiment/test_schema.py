@@ -56,7 +56,7 @@ def test_base_config_is_the_schemas_defaults_and_every_shipped_config_builds() -
     for path in sorted(glob.glob(str(REPO_ROOT / "configs" / "*.py"))):
         if path.endswith("__init__.py") or "get_sweep" in pathlib.Path(path).read_text():
             continue
-        sections.build_experiment(config_errors.load_config_file(os.path.relpath(path, REPO_ROOT)), path)
+        sections.build_experiment(config_errors._load_config_file(os.path.relpath(path, REPO_ROOT)), path)
 
 
 def test_sections_hold_every_field_of_their_section() -> None:
@@ -247,15 +247,15 @@ def test_sweep_refuses_a_bad_key_in_one_line_and_writes_nothing(case: str, dry_r
 def test_a_config_file_that_does_not_run_is_one_line(tmp_path: pathlib.Path) -> None:
     broken = _write(tmp_path, "broken.py", "def get_config(:\n")
     with pytest.raises(schema.ConfigError, match="line 1: SyntaxError"):
-        config_errors.load_config_file(broken)
+        config_errors._load_config_file(broken)
     not_a_config = _write(tmp_path, "dict.py", "def get_config():\n    return {'num_layers': 2}\n")
     with pytest.raises(schema.ConfigError, match="returned a dict, not an ml_collections.ConfigDict"):
-        config_errors.load_config_file(not_a_config)
+        config_errors._load_config_file(not_a_config)
     with pytest.raises(schema.ConfigError, match="has no rows"):
-        config_errors.load_config_file("configs/tiny.py:A1")
+        config_errors._load_config_file("configs/tiny.py:A1")
     with pytest.raises(schema.ConfigError, match="is a directory"):
-        config_errors.load_config_file("configs")
-    assert isinstance(config_errors.load_config_file("configs/tiny.py"), ml_collections.ConfigDict)
+        config_errors._load_config_file("configs")
+    assert isinstance(config_errors._load_config_file("configs/tiny.py"), ml_collections.ConfigDict)
 
 
 @pytest.mark.end_to_end

@@ -27,7 +27,7 @@ def test_one_variable_moves_the_prepared_data_its_token_caches_and_compiled_prog
     corpus.mkdir()
     for split, count in (("train", 12), ("dev", 3), ("test", 3)):
         (corpus / f"{split}.tsv").write_text("".join(f"file {i} saved\tDatei {i} gespeichert\n" for i in range(count)))
-    source = data_sources.open_translation_source(data_config(dataset=f"tsv:{corpus}", data_dir=""))
+    source = data_sources._open_translation_source(data_config(dataset=f"tsv:{corpus}", data_dir=""))
     assert source.num_examples("train") == 12
     assert pathlib.Path(source.cache_dir).is_relative_to(cache_root / "tensorflow_datasets")  # Tokenizer, token ids.
     assert any((cache_root / "tensorflow_datasets").glob("tsv_translation/*"))  # The prepared corpus itself.

@@ -53,7 +53,7 @@ def test_a_local_tsv_corpus_prints_no_download_banner(tmp_path: pathlib.Path,
     corpus.mkdir()
     for split, count in (("train", 20), ("dev", 3), ("test", 3)):
         (corpus / f"{split}.tsv").write_text("".join(f"the cat {i}\tdie katze {i}\n" for i in range(count)))
-    builder = tsv_dataset.prepare_tsv_dataset(str(corpus), str(tmp_path / "tfds"))
+    builder = tsv_dataset._prepare_tsv_dataset(str(corpus), str(tmp_path / "tfds"))
     assert builder.is_prepared() and len(builder.as_data_source("train")) == 20
     printed = capfd.readouterr()
     assert "Downloading and preparing" not in printed.out + printed.err
@@ -112,7 +112,7 @@ def test_a_tsv_corpus_prepared_into_a_file_has_no_progress_bar_escapes(
     corpus.mkdir()
     for split, count in (("train", 20), ("dev", 3), ("test", 3)):
         (corpus / f"{split}.tsv").write_text("".join(f"a dog {i}\tein hund {i}\n" for i in range(count)))
-    tsv_dataset.prepare_tsv_dataset(str(corpus), str(tmp_path / "tfds"))
+    tsv_dataset._prepare_tsv_dataset(str(corpus), str(tmp_path / "tfds"))
     printed = capfd.readouterr()
     assert "\r" not in printed.err and "\x1b[A" not in printed.err and "Generating splits" not in printed.err
 

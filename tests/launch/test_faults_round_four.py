@@ -162,24 +162,24 @@ def test_an_output_file_that_is_the_runs_own_is_refused(random_run: pathlib.Path
 
     with pytest.raises(UserInputError, match=rf"--out=.*{name} is the run's own {name} in .*writing over it "
                                              r"would break the run"):
-        output_files.check_output_file(str(random_run / name), "--out", (str(random_run),))
+        output_files._check_output_file(str(random_run / name), "--out", (str(random_run),))
     link = random_run.parent / "run_link"  # The same run by another name.
     if not link.exists():
         link.symlink_to(random_run)
     with pytest.raises(UserInputError, match="is the run's own"):
-        output_files.refuse_run_files(str(link / name), "--output", (str(random_run),))
+        output_files._refuse_run_files(str(link / name), "--output", (str(random_run),))
 
 
 def test_a_new_output_file_beside_the_run_or_elsewhere_is_fine(random_run: pathlib.Path,
                                                                tmp_path: pathlib.Path) -> None:
     from attention_jax.commands import output_files
 
-    output_files.check_output_file(str(random_run / "tiny.safetensors"), "--out", (str(random_run),))
-    output_files.check_output_file(str(tmp_path / "new" / "dir" / "x.jax_export"), "--out", (str(random_run),))
+    output_files._check_output_file(str(random_run / "tiny.safetensors"), "--out", (str(random_run),))
+    output_files._check_output_file(str(tmp_path / "new" / "dir" / "x.jax_export"), "--out", (str(random_run),))
     existing = tmp_path / "old.safetensors"
-    assert output_files.replacement_note(str(existing), "--out") is None
+    assert output_files._replacement_note(str(existing), "--out") is None
     existing.write_bytes(b"x")
-    assert output_files.replacement_note(str(existing), "--out") == f"note: --out={existing} exists and is replaced."
+    assert output_files._replacement_note(str(existing), "--out") == f"note: --out={existing} exists and is replaced."
 
 
 @pytest.mark.slow
@@ -191,7 +191,7 @@ def test_an_output_file_in_a_read_only_directory_is_refused_before_any_work(tmp_
     locked = tmp_path / "locked"
     locked.mkdir()
     with read_only(locked), pytest.raises(UserInputError, match=r"--out=.*locked.*(read-only|not writable)"):
-        output_files.check_output_file(str(locked / "x.safetensors"), "--out")
+        output_files._check_output_file(str(locked / "x.safetensors"), "--out")
 
 
 @pytest.mark.parametrize("code, fix", [("ENOSPC", "free space and rerun"), ("EDQUOT", "free space and rerun"),
@@ -203,9 +203,9 @@ def test_a_failed_write_is_one_line_naming_the_file_and_the_fix(code: str, fix: 
     from attention_jax.commands import output_files
 
     number = getattr(errno, code)
-    message = output_files.write_error_message(OSError(number, os.strerror(number), "/x/.tmp"), "/x/a.bin", "--out")
+    message = output_files._write_error_message(OSError(number, os.strerror(number), "/x/.tmp"), "/x/a.bin", "--out")
     assert message == f"cannot write --out=/x/a.bin: {os.strerror(number)} ({code}); {fix}."
-    assert output_files.write_error_message(OSError(errno.EBADF, "bad"), "/x/a.bin", "--out") is None
+    assert output_files._write_error_message(OSError(errno.EBADF, "bad"), "/x/a.bin", "--out") is None
 
 
 def _damaged_copy(run: pathlib.Path, tmp_path: pathlib.Path) -> pathlib.Path:
@@ -240,7 +240,7 @@ def test_the_trainer_names_a_truncated_tokenizer_as_damaged(random_run: pathlib.
     data = types.SimpleNamespace(tokenizer=types.SimpleNamespace(
         model_proto=(random_run / "tokenizer.model").read_bytes()))
     with pytest.raises(UserInputError, match="is not a readable SentencePiece model") as refused:
-        setup_checks.check_tokenizer(checkpoints.read_config(str(damaged)), str(damaged), data, step=1)
+        setup_checks._check_tokenizer(checkpoints.read_config(str(damaged)), str(damaged), data, step=1)
     assert "differs from" not in str(refused.value)
 
 
@@ -322,7 +322,7 @@ def test_translate_ends_quietly_when_its_reader_goes_away_or_on_ctrl_c(random_ru
         assert translate.stdin is not None and translate.stdout is not None and translate.stderr is not None
         translate.stdin.write(b"hello world\n")
         translate.stdin.flush()
-        assert translate.stdout.readline()  # Translated: it now waits in read_lines.
+        assert translate.stdout.readline()  # Translated: it now waits in _read_lines.
         translate.send_signal(signal.SIGINT)
         stderr = translate.stderr.read().decode()
         assert translate.wait(timeout=120) == 130, stderr
@@ -362,8 +362,8 @@ def test_a_dev_split_with_no_pair_within_max_len_is_refused_before_training() ->
     experiment = fake_data.tiny_experiment(max_len=3, tokens_per_batch=300)
     with pytest.raises(UserInputError, match=r"none of the 100 dev pairs fits config.max_len=3 tokens \(EOS "
                                              r"included; 99 are longer, 1 have an empty side\): every evaluation"):
-        setup_checks.check_data(experiment, _data_with_dev(100, too_long=99, empty=1))
-    setup_checks.check_data(experiment, _data_with_dev(100, too_long=99))  # One pair scores: no refusal.
+        setup_checks._check_data(experiment, _data_with_dev(100, too_long=99, empty=1))
+    setup_checks._check_data(experiment, _data_with_dev(100, too_long=99))  # One pair scores: no refusal.
 
 
 # --- Case 13: evaluate on pairs longer than the model takes ----------------------------------------

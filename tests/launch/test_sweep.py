@@ -513,7 +513,7 @@ def test_slurm_seeds_are_separate_jobs_waited_for_one_by_one(tmp_path: pathlib.P
 
 @pytest.mark.integration
 def test_config_seed_sets_initialisation_dropout_keys_and_data_order(tmp_path: pathlib.Path) -> None:
-    """What --seeds varies: train.build_run hands config.seed to the state (parameters, and the key that
+    """What --seeds varies: train._build_run hands config.seed to the state (parameters, and the key that
     dropout keys are folded from) and to the training batches' order."""
     import jax
     import numpy as np
@@ -524,7 +524,7 @@ def test_config_seed_sets_initialisation_dropout_keys_and_data_order(tmp_path: p
     runs = {}
     for seed in (0, 1):
         data = fake_data.FakeData()
-        run = train.build_run(fake_data.tiny_experiment(seed=seed), str(tmp_path / f"seed_{seed}"), data)
+        run = train._build_run(fake_data.tiny_experiment(seed=seed), str(tmp_path / f"seed_{seed}"), data)
         runs[seed] = (run.loop.state, run.loop.train_iterator._seed)
     (state0, order0), (state1, order1) = runs[0], runs[1]
     assert (order0, order1) == (0, 1)  # The data order's seed.

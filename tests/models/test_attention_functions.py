@@ -300,7 +300,7 @@ def test_packed_pairs_equal_each_pair_alone(function: str) -> None:
     params = packed_pairs.init_transformer(cfg)
     pairs = packed_pairs.random_pairs(5, seed=0, max_words=4)
     packed, alone = packed_pairs.packed_and_alone(pairs, packed_pairs.ROWS)
-    logits = jax.jit(lambda params, batch: train_state.model_logits(model.Transformer(cfg), params, batch,
+    logits = jax.jit(lambda params, batch: train_state._model_logits(model.Transformer(cfg), params, batch,
                                                                     deterministic=True))
     packed_logits = np.asarray(logits(params, packed))
     segments = np.asarray(packed["targets_segmentation"])
@@ -372,7 +372,7 @@ def test_language_model_decodes_generates_and_keeps_documents_apart(function: st
     decode_step = jax.jit(lambda cache, ids: decoder.apply({"params": params, "cache": cache}, ids,
                                                            method=language_model.LanguageModel.logits,
                                                            mutable=["cache"]))
-    inputs = model.shift_right(targets)
+    inputs = model._shift_right(targets)
     for position in range(targets.shape[1]):  # Cached decoding, one position at a time.
         step, updated = decode_step(cache, inputs[:, position, None])
         cache = updated["cache"]

@@ -175,7 +175,7 @@ _OFFSET_NORM = normalization_registry.Normalization(
 
 def test_an_attention_function_and_a_normalization_declare_settings_too() -> None:
     with attention_registry.register_attention_function(TEMPERATURE_ATTENTION), \
-            normalization_registry.register_normalization(_OFFSET_NORM):
+            normalization_registry._register_normalization(_OFFSET_NORM):
         defaults = schema.default_config()
         assert defaults["attention_function_settings"] == {"temperature_dot_product": {"temperature": 2.0}}
         assert defaults["normalization_settings"] == {"offset_none": {"offset": 0.5, "mode": "fixed"}}

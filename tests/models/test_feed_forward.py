@@ -95,7 +95,7 @@ def test_matched_gated_variants_keep_the_parameters_within_one_percent(d_model: 
                 shapes = jax.eval_shape(feed_forward.FeedForward(config).init, jax.random.key(0), x)
                 counted = model.count_params(shapes["params"])
                 expected = reference.feed_forward_param_count(variant, d_model, d_ff, match_params, bias)
-                assert counted == expected == feed_forward_registry.feed_forward_params(
+                assert counted == expected == feed_forward_registry._feed_forward_params(
                     variant, d_model=d_model, d_ff=d_ff, match_params=match_params, bias=bias), variant
         matched = reference.feed_forward_param_count(variant, d_model, d_ff)
         assert abs(matched / paper - 1) < 0.01, variant
@@ -189,7 +189,7 @@ def test_a_gated_language_model_decodes_and_generates() -> None:
     full = lm.apply({"params": params}, sequence)
     decoder = language_model.LanguageModel(config.replace(decode=True))
     cache = jax.tree.map(jnp.zeros_like, decoder.init(jax.random.key(0), sequence)["cache"])
-    for position, token in enumerate(np.asarray(model.shift_right(sequence))[0]):
+    for position, token in enumerate(np.asarray(model._shift_right(sequence))[0]):
         step, updated = decoder.apply({"params": params, "cache": cache}, jnp.full((1, 1), token),
                                       method=language_model.LanguageModel.logits, mutable=["cache"])
         cache = updated["cache"]

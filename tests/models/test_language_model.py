@@ -35,7 +35,7 @@ def test_layers_are_the_encoder_decoder_layers_with_the_same_outputs() -> None:
     lm = language_model.LanguageModel(SMALL)
     _, state = lm.apply({"params": params}, targets, capture_intermediates=True, mutable=["intermediates"])
     lm_layer_output = state["intermediates"]["layer_0"]["__call__"][0]
-    embedded = lm.apply({"params": params}, model.shift_right(targets), method=lambda m, ids: model.embed_tokens(
+    embedded = lm.apply({"params": params}, model._shift_right(targets), method=lambda m, ids: model._embed_tokens(
         SMALL, m.embedding, m.position, m.embedding_dropout, ids, deterministic=True))
     causal = masks.combine_masks(masks.make_padding_mask(targets != 0, targets != 0),
                                      masks.make_causal_mask(targets.shape[1]))
@@ -56,7 +56,7 @@ def test_logits_are_scaled_shared_embedding_projection_of_last_layer() -> None:
     logits, state = lm.apply({"params": params}, targets, capture_intermediates=True, mutable=["intermediates"])
     last = np.asarray(state["intermediates"]["layer_1"]["__call__"][0])
     np.testing.assert_allclose(logits, last @ table.T, atol=1e-4)
-    embedded = lm.apply({"params": params}, targets, method=lambda m, ids: model.embed_tokens(
+    embedded = lm.apply({"params": params}, targets, method=lambda m, ids: model._embed_tokens(
         SMALL, m.embedding, m.position, m.embedding_dropout, ids, deterministic=True))
     expected = table[np.asarray(targets)] * np.sqrt(SMALL.d_model) + reference.sinusoidal_encoding(5, 16)
     np.testing.assert_allclose(embedded, expected, atol=1e-5)
@@ -97,7 +97,7 @@ def test_cached_decoding_equals_the_uncached_forward_pass(variant: dict) -> None
     params = _init(cfg, targets)
     full = language_model.LanguageModel(cfg).apply({"params": params}, targets)  # [2, 7, N]
     decoder = language_model.LanguageModel(cfg.replace(decode=True))
-    inputs = model.shift_right(targets)
+    inputs = model._shift_right(targets)
     cache = decoder.init(jax.random.key(0), targets)["cache"]
     cache = jax.tree.map(jnp.zeros_like, cache)
     for position in range(targets.shape[1]):

@@ -13,7 +13,7 @@ from attention_jax.models import attention, masks, model
 BATCH, HEADS, KEY_DIM, VALUE_DIM = 2, 3, 5, 7
 
 # Jitted once per shape: far faster on CPU than op-by-op dispatch.
-local_attention = jax.jit(attention.local_dot_product_attention, static_argnames=("window", "causal"))
+local_attention = jax.jit(attention._local_dot_product_attention, static_argnames=("window", "causal"))
 dense_attention = jax.jit(attention.scaled_dot_product_attention)
 
 
@@ -96,9 +96,9 @@ def test_local_mask_to_dense_is_band_of_valid_pairs():
 def test_local_attention_rejects_bad_window_and_cross_attention():
     query, key, value = _random_qkv(6, seed=0)
     with pytest.raises(ValueError, match="window must be a positive integer"):
-        attention.local_dot_product_attention(query, key, value, 0)
+        attention._local_dot_product_attention(query, key, value, 0)
     with pytest.raises(ValueError, match="self-attention"):
-        attention.local_dot_product_attention(query, key[:, :4], value[:, :4], 2)
+        attention._local_dot_product_attention(query, key[:, :4], value[:, :4], 2)
 
 
 def _attention_layer(implementation: str, decode: bool = False) -> attention.MultiHeadAttention:

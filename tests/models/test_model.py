@@ -54,7 +54,7 @@ def test_learned_positional_encoding_is_trainable() -> None:
 def _embed(cfg: TransformerConfig, params: dict, ids: jnp.ndarray) -> jnp.ndarray:
     return model.Transformer(cfg).apply(
         {"params": params}, ids,
-        method=lambda m, ids: model.embed_tokens(cfg, m.source_embedding, m.encoder_position,
+        method=lambda m, ids: model._embed_tokens(cfg, m.source_embedding, m.encoder_position,
                                                  m.embedding_dropout, ids, deterministic=True))
 
 

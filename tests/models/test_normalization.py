@@ -169,7 +169,7 @@ def test_a_registered_normalization_is_accepted_and_undone() -> None:
     entry = normalization_registry.Normalization(
         name="scaled_identity", summary="x as it is", build=lambda config, name: None,
         params_per_norm=lambda d_model: 0)
-    with normalization_registry.register_normalization(entry):
+    with normalization_registry._register_normalization(entry):
         assert SMALL.replace(normalization="scaled_identity").normalization == "scaled_identity"
     with pytest.raises(ValueError, match="normalization must be one of"):
         SMALL.replace(normalization="scaled_identity")

@@ -233,7 +233,7 @@ def test_accumulated_micro_batches_equal_one_big_batch(normalization_name: str) 
     one_batch, _ = jax.jit(functools.partial(train_state.train_step, **common))(
         state, {"inputs": inputs, "targets": targets})
     micro = [{"inputs": inputs[rows], "targets": targets[rows]} for rows in (slice(0, 1), slice(1, 4))]
-    carry = jax.jit(functools.partial(train_state.accumulate_gradients, transformer=transformer,
+    carry = jax.jit(functools.partial(train_state._accumulate_gradients, transformer=transformer,
                                       label_smoothing=0.1))(state, None, micro[0], jnp.int32(0))
     accumulated, _ = jax.jit(functools.partial(train_state.train_step, micro_index=1, **common))(
         state, micro[1], carry)
@@ -272,10 +272,10 @@ def test_resuming_a_checkpoint_from_before_running_weight_is_refused_in_one_line
     params_checkpoints._save_params(directory, 3, old, {})
     refusal = r"checkpoints/3 holds other parameters.*running_weight'\]: missing"
     with pytest.raises(UserInputError, match=refusal) as error:
-        setup_checks.check_checkpoint_parameters(str(tmp_path), 3, current)
+        setup_checks._check_checkpoint_parameters(str(tmp_path), 3, current)
     assert "\n" not in str(error.value)
     params_checkpoints._save_params(directory, 4, current, {})
-    setup_checks.check_checkpoint_parameters(str(tmp_path), 4, current)  # This version's: no complaint.
+    setup_checks._check_checkpoint_parameters(str(tmp_path), 4, current)  # This version's: no complaint.
 
 
 # --- The global batch under data parallelism (a subprocess with 8 CPU devices) -----------------------

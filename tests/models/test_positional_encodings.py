@@ -75,8 +75,8 @@ def test_every_encoding_is_registered_with_where_it_acts() -> None:
         "relative": PositionTarget.ATTENTION_SCORES, "rotary": PositionTarget.QUERIES_AND_KEYS,
         "alibi": PositionTarget.ATTENTION_SCORES}
     assert [name for name, scheme in registry.items() if scheme.has_parameters] == ["learned", "relative"]
-    assert positional_encodings.self_attention_positions(SMALL) is None  # Sinusoidal: added to the embeddings.
-    assert positional_encodings.self_attention_positions(_with_encoding(SMALL, "relative")) == (
+    assert positional_encodings._self_attention_positions(SMALL) is None  # Sinusoidal: added to the embeddings.
+    assert positional_encodings._self_attention_positions(_with_encoding(SMALL, "relative")) == (
         AttentionPositions("relative", RelativeSettings(max_distance=3, add_to_values=True)))
 
 
@@ -184,7 +184,7 @@ class _Scores(nn.Module):
     @nn.compact
     def __call__(self, query: jax.Array, key: jax.Array, query_positions: jax.Array,
                  key_positions: jax.Array) -> jax.Array:
-        scheme = positional_encodings.attention_scheme(self.settings)
+        scheme = positional_encodings._attention_scheme(self.settings)
         entry = attention_registry.attention_function("scaled_dot_product")
         if scheme.rotate is not None:
             query, key = scheme.rotate(query, query_positions), scheme.rotate(key, key_positions)

@@ -86,9 +86,9 @@ def _feed_forward_section() -> str:
     def cells(entry: feed_forward_registry.FeedForwardVariant) -> str:
         widths = []
         for d_model, d_ff in sizes:
-            params = feed_forward_registry.feed_forward_params(entry.name, d_model=d_model, d_ff=d_ff)
-            paper = feed_forward_registry.feed_forward_params("relu", d_model=d_model, d_ff=d_ff)
-            width = feed_forward_registry.hidden_width(entry.name, d_ff)
+            params = feed_forward_registry._feed_forward_params(entry.name, d_model=d_model, d_ff=d_ff)
+            paper = feed_forward_registry._feed_forward_params("relu", d_model=d_model, d_ff=d_ff)
+            width = feed_forward_registry._hidden_width(entry.name, d_ff)
             widths.append(f"{width} ({params / paper - 1:+.2%})")
         gated = "yes" if entry.gated else "no"
         return f"| `{entry.name}` | {gated} | {' | '.join(widths)} | {_cell(entry.summary)} |\n"

@@ -113,7 +113,7 @@ def assert_lm_cached_steps_and_packed_documents(config: TransformerConfig) -> tu
     full = lm.apply({"params": params}, second)
     decoder = language_model.LanguageModel(config.replace(decode=True))
     cache = jax.tree.map(jnp.zeros_like, decoder.init(jax.random.key(0), second)["cache"])
-    for position, token in enumerate(np.asarray(model.shift_right(second))[0]):
+    for position, token in enumerate(np.asarray(model._shift_right(second))[0]):
         step, updated = decoder.apply({"params": params, "cache": cache}, jnp.full((1, 1), token),
                                       method=language_model.LanguageModel.logits, mutable=["cache"])
         cache = updated["cache"]

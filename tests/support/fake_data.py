@@ -101,7 +101,7 @@ class FakeIterator:
 
 
 class FakeData:
-    """The ``get_datasets`` interface over :func:`make_batch` batches.
+    """The ``get_datasets`` interface over :func:`_make_batch` batches.
 
     Parameters
     ----------

@@ -20,15 +20,15 @@ SMALL = TransformerConfig(vocab_size=40, num_layers=2, d_model=16, d_ff=24, num_
                           value_dim=6, dropout_rate=0.0, max_len=32)
 
 
-def tokenized_split(pairs: list[tuple[list[int], list[int]]]) -> token_cache.TokenizedSplit:
-    """A TokenizedSplit holding ``pairs`` of (source ids, target ids), EOS not stored."""
+def tokenized_split(pairs: list[tuple[list[int], list[int]]]) -> token_cache._TokenizedSplit:
+    """A _TokenizedSplit holding ``pairs`` of (source ids, target ids), EOS not stored."""
     sides = []
     for side in (0, 1):
         sentences = [pair[side] for pair in pairs]
         offsets = np.concatenate([[0], np.cumsum([len(s) for s in sentences])]).astype(np.int64)
         ids = np.asarray([token for s in sentences for token in s], np.int32)
-        sides.append(token_cache.TokenizedSide(ids=ids, offsets=offsets))
-    return token_cache.TokenizedSplit(source=sides[0], target=sides[1])
+        sides.append(token_cache._TokenizedSide(ids=ids, offsets=offsets))
+    return token_cache._TokenizedSplit(source=sides[0], target=sides[1])
 
 
 def random_pairs(count: int, seed: int, max_words: int = 6) -> list[tuple[list[int], list[int]]]:
@@ -41,8 +41,8 @@ def random_pairs(count: int, seed: int, max_words: int = 6) -> list[tuple[list[i
 def packed_and_alone(pairs, rows: np.ndarray, length: int = 16):
     """A packed batch of ``pairs`` laid out as ``rows``, and one unpacked batch per pair."""
     split = tokenized_split(pairs)
-    packed = {key: jnp.asarray(value) for key, value in packing.make_packed_batch(split, length, rows).items()}
-    alone = [batching.make_batch(split, length, np.array([index])) for index in range(len(pairs))]
+    packed = {key: jnp.asarray(value) for key, value in packing._make_packed_batch(split, length, rows).items()}
+    alone = [batching._make_batch(split, length, np.array([index])) for index in range(len(pairs))]
     return packed, alone
 
 
@@ -54,7 +54,7 @@ def init_transformer(cfg: TransformerConfig) -> dict:
 
 def logits_of(cfg: TransformerConfig, params: dict, batch: dict) -> np.ndarray:
     """The model's logits on a (packed or padded) ``batch``, dropout off."""
-    return np.asarray(train_state.model_logits(model.Transformer(cfg), params, batch, deterministic=True))
+    return np.asarray(train_state._model_logits(model.Transformer(cfg), params, batch, deterministic=True))
 
 
 ROWS = np.array([[0, 1, 2], [3, 4, -1]])

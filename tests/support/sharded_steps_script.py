@@ -52,7 +52,7 @@ def run_setup(experiment, mesh_shape, mesh_axes, param_sharding, num_devices):
         micro = np.array_split(np.arange(SHAPE[0]), experiment.optimizer.grad_accum_steps)
         micro_batches = [sharding.global_batch({k: v[rows] for k, v in batch.items()},
                                                steps.batch_sharding) for rows in micro]
-        state, sums = train_state.run_update(steps, state, micro_batches)
+        state, sums = train_state._run_update(steps, state, micro_batches)
         losses.append(float(sums["loss_sum"]) / float(sums["tokens"]))
     spec = str(state.params["encoder_0"]["ffn"]["inner"]["kernel"].sharding.spec)
     return losses, jax.device_get(state), spec

@@ -18,17 +18,17 @@ class _FakeMeasurement:
     def __init__(self, rates: list[float], under_load: bool = False) -> None:
         self.rates, self.under_load, self.calls = list(rates), under_load, 0
 
-    def __call__(self, device_kind: str, dtype: str) -> device_peaks.DevicePeak:
+    def __call__(self, device_kind: str, dtype: str) -> device_peaks._DevicePeak:
         self.calls += 1
         label = "under load" if self.under_load else "quiet"
-        return device_peaks.DevicePeak(self.rates.pop(0), f"fake {label} {device_kind} {dtype}",
+        return device_peaks._DevicePeak(self.rates.pop(0), f"fake {label} {device_kind} {dtype}",
                                        under_load=self.under_load)
 
 
 @pytest.fixture
 def quiet_machine(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(device_peaks, "_machine_load", lambda: (0.0, 2))
-    monkeypatch.setattr(device_peaks, "processor_model", lambda: "Test CPU 9000")
+    monkeypatch.setattr(device_peaks, "_processor_model", lambda: "Test CPU 9000")
 
 
 def test_a_peak_is_measured_once_and_reused_with_its_source_named(tmp_path: pathlib.Path, quiet_machine) -> None:
@@ -51,7 +51,7 @@ def test_each_processor_device_and_dtype_has_its_own_figure(tmp_path: pathlib.Pa
     assert device_peaks._cached_measured_peak("cpu", "float32", path=cache, measure=measure).flops_per_s == 1e11
     assert device_peaks._cached_measured_peak("cpu", "bfloat16", path=cache, measure=measure).flops_per_s == 2e11
     assert device_peaks._cached_measured_peak("Tesla T4", "float32", path=cache, measure=measure).flops_per_s == 3e11
-    monkeypatch.setattr(device_peaks, "processor_model", lambda: "Another CPU")  # A shared home, another machine.
+    monkeypatch.setattr(device_peaks, "_processor_model", lambda: "Another CPU")  # A shared home, another machine.
     assert device_peaks._cached_measured_peak("cpu", "float32", path=cache, measure=measure).flops_per_s == 4e11
     assert measure.calls == 4 and len(json.loads(pathlib.Path(cache).read_text())) == 4
 
@@ -59,7 +59,7 @@ def test_each_processor_device_and_dtype_has_its_own_figure(tmp_path: pathlib.Pa
 def test_a_peak_taken_under_load_is_measured_again_once_the_machine_is_quiet(
         tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
     cache = str(tmp_path / "device_peaks.json")
-    monkeypatch.setattr(device_peaks, "processor_model", lambda: "Test CPU 9000")
+    monkeypatch.setattr(device_peaks, "_processor_model", lambda: "Test CPU 9000")
     monkeypatch.setattr(device_peaks, "_machine_load", lambda: (2.4, 2))  # Busy.
     busy = _FakeMeasurement([2e11], under_load=True)
     assert device_peaks._cached_measured_peak("cpu", "float32", path=cache, measure=busy).under_load
@@ -91,15 +91,15 @@ def test_the_cache_follows_xdg_cache_home(monkeypatch: pytest.MonkeyPatch, tmp_p
     assert device_peaks._peak_cache_path() == str(tmp_path / "attention_jax" / "device_peaks.json")
     monkeypatch.delenv("XDG_CACHE_HOME")
     assert device_peaks._peak_cache_path() == str(pathlib.Path.home() / ".cache" / "attention_jax" / "device_peaks.json")
-    assert device_peaks.processor_model()  # Some name on every machine.
+    assert device_peaks._processor_model()  # Some name on every machine.
 
 
 def test_the_processor_is_named_with_its_family_and_model(tmp_path: pathlib.Path) -> None:
     x86 = tmp_path / "x86"
     x86.write_text("processor\t: 0\ncpu family\t: 25\nmodel\t\t: 17\nmodel name\t: AMD EPYC\n\n"
                    "processor\t: 1\ncpu family\t: 6\nmodel\t\t: 85\nmodel name\t: Other\n")
-    assert device_peaks.processor_model(str(x86)) == "AMD EPYC (family 25, model 17)"  # The first block only.
+    assert device_peaks._processor_model(str(x86)) == "AMD EPYC (family 25, model 17)"  # The first block only.
     named_only = tmp_path / "named_only"
     named_only.write_text("processor\t: 0\nModel\t: Some Board\n")
-    assert device_peaks.processor_model(str(named_only)) == "Some Board"
-    assert device_peaks.processor_model(str(tmp_path / "missing"))  # platform's name where there is no file.
+    assert device_peaks._processor_model(str(named_only)) == "Some Board"
+    assert device_peaks._processor_model(str(tmp_path / "missing"))  # platform's name where there is no file.

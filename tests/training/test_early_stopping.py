@@ -19,7 +19,7 @@ from tests.support import fake_data
 
 
 def test_tracker_counts_evaluations_since_the_best_and_stops_after_patience() -> None:
-    tracker = early_stopping.EarlyStopping(patience=2)
+    tracker = early_stopping._EarlyStopping(patience=2)
     perplexities = [5.0, 4.0, 4.5, 3.9, 4.0, 3.9, 6.0]  # 3.9 again is no improvement.
     improved, stopped_at = [], None
     for index, perplexity in enumerate(perplexities):
@@ -28,19 +28,19 @@ def test_tracker_counts_evaluations_since_the_best_and_stops_after_patience() ->
             stopped_at = index
     assert improved == [True, True, False, True, False, False, False]
     assert stopped_at == 5 and tracker.best_step == 400 and tracker.best_perplexity == 3.9
-    restored = early_stopping.EarlyStopping._from_progress(2, json.loads(json.dumps(tracker.to_progress())))
+    restored = early_stopping._EarlyStopping._from_progress(2, json.loads(json.dumps(tracker.to_progress())))
     assert restored == tracker
 
 
 def test_tracker_without_patience_never_stops_and_nan_never_improves() -> None:
-    tracker = early_stopping.EarlyStopping(patience=0)
+    tracker = early_stopping._EarlyStopping(patience=0)
     assert tracker.to_progress()["best_eval_ppl"] is None  # JSON has no inf.
     assert not tracker.update(1, math.nan)
     for step in range(2, 50):
         tracker.update(step, 10.0 + step)
     assert not tracker.should_stop and tracker.best_step == 2
     with pytest.raises(ValueError, match="early_stopping_patience must be >= 0"):
-        early_stopping.EarlyStopping(patience=-1)
+        early_stopping._EarlyStopping(patience=-1)
 
 
 def _stop_index_by_hand(perplexities: list[float], patience: int, min_improvement: float) -> int | None:
@@ -59,7 +59,7 @@ def test_minimum_improvement_keeps_the_best_but_counts_small_gains_toward_patien
     # A plateau creeping down by 0.5% per evaluation after a fast start (the shape of a small-corpus run).
     perplexities = [100.0, 60.0, 40.0, 35.0, 34.8, 34.6, 34.4, 34.3, 34.2, 34.1]
     for min_improvement in (0.0, 0.01, 0.2):
-        tracker = early_stopping.EarlyStopping.from_config(fake_data.tiny_experiment(
+        tracker = early_stopping._EarlyStopping.from_config(fake_data.tiny_experiment(
             early_stopping_patience=3, early_stopping_min_improvement=min_improvement).run)
         stopped_at = None
         for index, perplexity in enumerate(perplexities):
@@ -83,7 +83,7 @@ def test_evaluations_before_min_steps_never_count_toward_patience() -> None:
                     50.0, 45.0, 44.8, 44.9, 44.7, 45.0, 45.2]
     stopped = {}
     for min_steps in (0, 1500):
-        tracker = early_stopping.EarlyStopping.from_config(fake_data.tiny_experiment(
+        tracker = early_stopping._EarlyStopping.from_config(fake_data.tiny_experiment(
             early_stopping_patience=2, early_stopping_min_improvement=0.01, early_stopping_min_steps=min_steps).run)
         for step, perplexity in zip(steps, perplexities):
             tracker.update(step, perplexity)
@@ -94,8 +94,8 @@ def test_evaluations_before_min_steps_never_count_toward_patience() -> None:
     # 1,600: 44.8 is under 1% better (counts, 1), 1,700: worse (2). The best is 44.8 at 1,600.
     assert stopped[1500] == (1700, 1600, 44.8)
     with pytest.raises(ValueError, match="early_stopping_min_steps must be >= 0"):
-        early_stopping.EarlyStopping(patience=2, min_steps=-1)
-    restored = early_stopping.EarlyStopping._from_progress(2, tracker.to_progress(), 0.01, min_steps=1500)
+        early_stopping._EarlyStopping(patience=2, min_steps=-1)
+    restored = early_stopping._EarlyStopping._from_progress(2, tracker.to_progress(), 0.01, min_steps=1500)
     assert restored == tracker
 
 
@@ -151,7 +151,7 @@ def test_final_bleu_splits_are_checked_before_training() -> None:
 
 
 def test_dev_split_too_small_for_early_stopping_is_an_error() -> None:
-    early_stopping.EarlyStopping(patience=0).check_dev_split(5)  # Without early stopping: fine.
-    early_stopping.EarlyStopping(patience=3).check_dev_split(early_stopping.MIN_DEV_PAIRS)
+    early_stopping._EarlyStopping(patience=0).check_dev_split(5)  # Without early stopping: fine.
+    early_stopping._EarlyStopping(patience=3).check_dev_split(early_stopping.MIN_DEV_PAIRS)
     with pytest.raises(ValueError, match=r"at least 100 pairs.*has 24.*early_stopping_patience=0"):
-        early_stopping.EarlyStopping(patience=3).check_dev_split(24)
+        early_stopping._EarlyStopping(patience=3).check_dev_split(24)

@@ -64,14 +64,14 @@ def test_an_output_file_that_is_another_runs_own_is_refused(random_run: pathlib.
     other = tmp_path / "runs" / "other"
     shutil.copytree(random_run, other, ignore=shutil.ignore_patterns("checkpoints"))
     (other / "checkpoints" / "1").mkdir(parents=True)
-    for flag, check in (("--out", output_files.check_output_file), ("--output", output_files.refuse_run_files)):
+    for flag, check in (("--out", output_files._check_output_file), ("--output", output_files._refuse_run_files)):
         with pytest.raises(UserInputError, match=rf"{flag}=.*{name} is another run's own {name} in .*other"):
             check(str(other / name), flag, (str(random_run),))
-    output_files.check_output_file(str(other / "new.safetensors"), "--out", (str(random_run),))
+    output_files._check_output_file(str(other / "new.safetensors"), "--out", (str(random_run),))
     user_dir = tmp_path / "mine"  # A user's own config.json alone does not make a run.
     user_dir.mkdir()
     (user_dir / "config.json").write_text("{}")
-    output_files.check_output_file(str(user_dir / "config.json"), "--out", (str(random_run),))
+    output_files._check_output_file(str(user_dir / "config.json"), "--out", (str(random_run),))
 
 
 # --- Case 6: a damaged or incomplete export is refused --------------------------------------------------------
@@ -169,7 +169,7 @@ def test_a_batch_or_decoding_cache_no_device_holds_is_refused_before_compiling()
     with pytest.raises(UserInputError, match=r"one step needs at least [\d,.]+ GiB per device, more than the .* of "
                                              r"this cpu device; most of it is the activations of 2,147,483,647 "
                                              r"tokens .*lower --config.tokens_per_batch"):
-        setup_checks.check_devices(fake_data.tiny_experiment(tokens_per_batch=2**31 - 1))
+        setup_checks._check_devices(fake_data.tiny_experiment(tokens_per_batch=2**31 - 1))
     long_decoding = fake_data.tiny_experiment(max_decode_extra_len=2**31 - 100)
     with pytest.raises(UserInputError, match=r"most of it is beam search's key/value cache .*lower "
                                              r"--config.max_decode_extra_len"):
@@ -177,7 +177,7 @@ def test_a_batch_or_decoding_cache_no_device_holds_is_refused_before_compiling()
     with pytest.raises(UserInputError, match=r"max_len \+ max_decode_extra_len = 2,147,483,679 positions is beyond "
                                              r"2,147,483,647 .*lower max_decode_extra_len"):
         fake_data.tiny_experiment(max_decode_extra_len=2**31 - 1)  # Was an OverflowError at the first evaluation.
-    setup_checks.check_devices(fake_data.tiny_experiment())  # The tests' own config fits.
+    setup_checks._check_devices(fake_data.tiny_experiment())  # The tests' own config fits.
 
 
 def test_the_step_memory_estimate_counts_each_part_as_written() -> None:
@@ -201,8 +201,8 @@ def test_warmup_beyond_the_run_is_warned_with_the_fraction_of_the_peak_reached(
     from attention_jax.training import setup_checks
 
     with caplog.at_level("WARNING"):
-        setup_checks.warn_unreached_peak(fake_data.tiny_experiment(num_train_steps=3, warmup_steps=1_000_000))
-        setup_checks.warn_unreached_peak(fake_data.tiny_experiment(num_train_steps=8, warmup_steps=4))
+        setup_checks._warn_unreached_peak(fake_data.tiny_experiment(num_train_steps=3, warmup_steps=1_000_000))
+        setup_checks._warn_unreached_peak(fake_data.tiny_experiment(num_train_steps=8, warmup_steps=4))
     warned = [record.getMessage() for record in caplog.records if "warmup_steps" in record.getMessage()]
     assert warned == ["warmup_steps=1000000 is beyond num_train_steps=3: the learning rate rises for the whole run "
                       "and ends at 0.0003% of its peak; lower --config.warmup_steps to reach it."]

@@ -54,8 +54,8 @@ def test_the_log_records_the_first_steps_norms_as_those_at_initialisation() -> N
         return {"grad_norm": 5.0 * scale, "grad_norm/encoder_0": 3.0 * scale, "grad_norm/decoder_0": 4.0 * scale,
                 "loss_sum": 1.0}
 
-    first_interval = train_state.logged_gradient_norms([(1, sums(1.0)), (2, sums(2.0))])
+    first_interval = train_state._logged_gradient_norms([(1, sums(1.0)), (2, sums(2.0))])
     assert first_interval == {"grad_norm": 10.0, "grad_norm/encoder_0": 6.0, "grad_norm/decoder_0": 8.0,
                               "init/grad_norm": 5.0, "init/grad_norm/encoder_0": 3.0, "init/grad_norm/decoder_0": 4.0}
-    assert train_state.logged_gradient_norms([(51, sums(1.0)), (52, sums(3.0))]) == {
+    assert train_state._logged_gradient_norms([(51, sums(1.0)), (52, sums(3.0))]) == {
         "grad_norm": 15.0, "grad_norm/encoder_0": 9.0, "grad_norm/decoder_0": 12.0}

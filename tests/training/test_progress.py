@@ -24,7 +24,7 @@ def test_remaining_evaluations_count_the_periodic_ones_and_the_final_one() -> No
 def test_summary_line_names_steps_time_best_dev_bleu_and_results() -> None:
     results = {"step": 40, "stop_reason": "early_stopping", "wall_s": 192.5, "best_eval_ppl": 8.1, "best_step": 30,
                "dev_bleu": 21.349, "test_bleu": 22.1}
-    assert progress.summary_line(results, "runs/tiny") == (
+    assert progress._summary_line(results, "runs/tiny") == (
         "Done: step 40 (early_stopping), 3m12s; best dev perplexity 8.100 at step 30; dev BLEU 21.35, "
         "test BLEU 22.10; results in runs/tiny/results.json")
 
@@ -32,7 +32,7 @@ def test_summary_line_names_steps_time_best_dev_bleu_and_results() -> None:
 @pytest.mark.end_to_end
 def test_logged_learning_rate_is_the_optimizers_schedule(tmp_path: pathlib.Path,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(train_state, "make_schedule", lambda config: (lambda count: 1e-3 * (count + 1)))
+    monkeypatch.setattr(train_state, "_make_schedule", lambda config: (lambda count: 1e-3 * (count + 1)))
     train.train_and_evaluate(fake_data.tiny_experiment(num_train_steps=2, log_every_steps=1, eval_every_steps=0,
                                                    checkpoint_every_steps=0), str(tmp_path),
                              data=fake_data.FakeData(shapes=((8, 12, 12),)))

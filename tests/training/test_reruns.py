@@ -141,14 +141,14 @@ def test_a_different_tokenizer_never_replaces_the_runs_own(tmp_path: pathlib.Pat
     tokenizer = types.SimpleNamespace(model_proto=another.model_proto)
     data, experiment = types.SimpleNamespace(tokenizer=tokenizer), fake_data.tiny_experiment(dataset="tsv:/data/b")
     with pytest.raises(UserInputError, match="tokenizer.model differs from the tokenizer of"):
-        setup_checks.check_tokenizer(experiment, str(tmp_path), data, step=40)
+        setup_checks._check_tokenizer(experiment, str(tmp_path), data, step=40)
     tokenizer.model_proto = runs_own.model_proto
-    setup_checks.check_tokenizer(experiment, str(tmp_path), data, step=40)
+    setup_checks._check_tokenizer(experiment, str(tmp_path), data, step=40)
     # A trained run whose tokenizer.model was deleted is refused, not retokenized by a new one.
     (tmp_path / run_files.TOKENIZER_FILE).unlink()
     with pytest.raises(UserInputError, match=r"holds checkpoints up to step 40 but no tokenizer.model"):
-        setup_checks.check_tokenizer(experiment, str(tmp_path), data, step=40)
-    setup_checks.check_tokenizer(experiment, str(tmp_path), data, step=0)  # A new run writes its own.
+        setup_checks._check_tokenizer(experiment, str(tmp_path), data, step=40)
+    setup_checks._check_tokenizer(experiment, str(tmp_path), data, step=0)  # A new run writes its own.
 
 
 # --- Rule 6: the k best evaluations, not the newest improvements ------------------------------------------
@@ -156,7 +156,7 @@ def test_a_different_tokenizer_never_replaces_the_runs_own(tmp_path: pathlib.Pat
 def test_best_directory_keeps_the_k_lowest_perplexities(tmp_path: pathlib.Path,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     run = types.SimpleNamespace(workdir=str(tmp_path),
-                                loop=types.SimpleNamespace(early_stopping=early_stopping.EarlyStopping(patience=5)),
+                                loop=types.SimpleNamespace(early_stopping=early_stopping._EarlyStopping(patience=5)),
                                 experiment=fake_data.tiny_experiment(average_last_checkpoints=3))
     saved_params: dict[int, float] = {}
     for step, perplexity in ((100, 10.0), (200, 8.0), (300, 8.5), (400, 7.0)):

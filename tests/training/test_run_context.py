@@ -1,4 +1,4 @@
-"""A training run built once (train.build_run): fixed for the session, its loop state apart; the data
+"""A training run built once (train._build_run): fixed for the session, its loop state apart; the data
 interface the trainer reads with no fallback (tests' FakeData has all of it)."""
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ def _close(run: run_context.TrainingRun) -> None:
 
 def test_a_fresh_run_is_built_once_and_only_its_loop_state_changes(tmp_path: pathlib.Path) -> None:
     data = fake_data.FakeData()
-    run = train.build_run(fake_data.tiny_experiment(num_train_steps=2), str(tmp_path), data)
+    run = train._build_run(fake_data.tiny_experiment(num_train_steps=2), str(tmp_path), data)
     try:
-        assert int(run.loop.state.step) == 0 and run.earlier == run_context.EarlierSessions()
+        assert int(run.loop.state.step) == 0 and run.earlier == run_context._EarlierSessions()
         assert (run.loop.stop_reason, run.loop.evaluation_pending, run.loop.last_eval) == (None, False, {})
         assert run.data is data and run.lock is None and run.num_params > 0
         assert run.loop.last_save_time >= run.session_start
@@ -45,7 +45,7 @@ def test_a_resumed_run_carries_its_figures_and_the_fakes_interface_is_written(tm
     # The trainer reads the fake's tokenizer and dev splits as a corpus's: no branch for data without them.
     assert (tmp_path / run_files.TOKENIZER_FILE).read_bytes() == b"a stand-in SentencePiece model"
     assert json.loads((tmp_path / run_files.DATA_SPLITS_FILE).read_text()) == data.split_fingerprints()
-    run = train.build_run(fake_data.tiny_experiment(**settings), str(tmp_path), data)
+    run = train._build_run(fake_data.tiny_experiment(**settings), str(tmp_path), data)
     try:
         assert int(run.loop.state.step) == 4 and run.loop.stop_reason is None  # Saved before training ended.
         assert not run.loop.evaluation_pending  # Step 4's evaluation finished after its checkpoint: it is logged.

@@ -92,7 +92,7 @@ def _summary_values(workdir: pathlib.Path, tag: str) -> list[tuple[int, Any]]:
 def test_close_interval_gives_step_time_and_data_wait_per_timed_step(monkeypatch: pytest.MonkeyPatch) -> None:
     clock = itertools.chain([100.0], itertools.repeat(102.0))  # Resumed at 100 s, the interval closes at 102 s.
     monkeypatch.setattr(device_peaks.time, "time", lambda: next(clock))
-    meter = device_peaks.Throughput()
+    meter = device_peaks._Throughput()
     meter.resume()
     meter.add_tokens(4000.0)
     for wait in (0.010, 0.030, 0.020, 0.020):
@@ -100,7 +100,7 @@ def test_close_interval_gives_step_time_and_data_wait_per_timed_step(monkeypatch
     rates = meter.close_interval()
     assert (rates.tokens_per_s, rates.step_time_s, rates.steps) == (2000.0, 0.5, 4)
     assert rates.data_wait_s == pytest.approx(0.020)
-    peak = device_peaks.DevicePeak(flops_per_s=1e12, source="test")
+    peak = device_peaks._DevicePeak(flops_per_s=1e12, source="test")
     assert rates.mfu(flops_per_token=1e6, peak=peak, device_count=2) == pytest.approx(2000.0 * 1e6 / 2e12)
     assert math.isnan(rates.mfu(flops_per_token=1e6, peak=None, device_count=1))
 
@@ -109,21 +109,21 @@ def test_peak_is_declared_else_datasheet_else_measured_once(monkeypatch: pytest.
                                                              tmp_path: pathlib.Path) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # Not the user's own cache of measured peaks.
     monkeypatch.delenv("ATTENTION_JAX_CACHE_DIR", raising=False)
-    h100 = device_peaks.device_peak("NVIDIA H100 80GB HBM3", "bfloat16")
+    h100 = device_peaks._device_peak("NVIDIA H100 80GB HBM3", "bfloat16")
     assert h100.flops_per_s == 989.5e12 and "H100 SXM" in h100.source
-    assert device_peaks.device_peak("NVIDIA H100 PCIe", "float32").flops_per_s == 378.0e12
-    assert device_peaks.device_peak("NVIDIA A100-SXM4-40GB", "float32").flops_per_s == 156.0e12
-    declared = device_peaks.device_peak("NVIDIA H100 80GB HBM3", "bfloat16", declared_tflops=400.0)
+    assert device_peaks._device_peak("NVIDIA H100 PCIe", "float32").flops_per_s == 378.0e12
+    assert device_peaks._device_peak("NVIDIA A100-SXM4-40GB", "float32").flops_per_s == 156.0e12
+    declared = device_peaks._device_peak("NVIDIA H100 80GB HBM3", "bfloat16", declared_tflops=400.0)
     assert declared.flops_per_s == 400e12 and "declared" in declared.source
     timed = []
     monkeypatch.setattr(device_peaks, "_MEASURED", {})
     monkeypatch.setattr(device_peaks, "measure_matmul_peak", lambda dtype, repeats: timed.append(dtype) or 5e10)
     monkeypatch.setattr(device_peaks, "_machine_load", lambda: (0.0, 2))
-    first, second = (device_peaks.device_peak("cpu", "float32") for _ in range(2))
+    first, second = (device_peaks._device_peak("cpu", "float32") for _ in range(2))
     assert first.flops_per_s == second.flops_per_s == 5e10 and timed == ["float32"]
     assert first.source.startswith("measured here once: best of 5 ")
     monkeypatch.setattr(device_peaks, "_MEASURED", {})  # A later process on the same machine: the cached figure.
-    third = device_peaks.device_peak("cpu", "float32")
+    third = device_peaks._device_peak("cpu", "float32")
     assert third.flops_per_s == 5e10 and timed == ["float32"] and "cached in" in third.source
 
 
@@ -177,7 +177,7 @@ def test_progress_line_and_metrics_have_step_time_data_wait_and_mfu(
 # --- TensorBoard: hyperparameters and sample translations ------------------------------------------
 
 def test_flat_hparams_flattens_nested_values_and_writes_lists_as_text() -> None:
-    flat = metric_writer.flat_hparams({"d_model": 512, "share_embeddings": True, "dataset": "fake",
+    flat = metric_writer._flat_hparams({"d_model": 512, "share_embeddings": True, "dataset": "fake",
                                        "paper": {"dev_bleu": 25.8}, "mesh_shape": [-1], "name": None})
     assert flat == {"d_model": 512.0, "share_embeddings": True, "dataset": "fake", "paper.dev_bleu": 25.8,
                     "mesh_shape": "[-1]", "name": "None"}
@@ -196,7 +196,7 @@ def test_tensorboard_gets_the_config_as_hparams_and_sample_translations_as_text(
     assert hparams["d_model"].number_value == config["d_model"] == 32
     assert hparams["dataset"].string_value == "fake" and hparams["share_embeddings"].bool_value is True
     assert hparams["final_bleu_splits"].string_value == '["dev", "test"]'
-    assert set(hparams) == set(metric_writer.flat_hparams(config))
+    assert set(hparams) == set(metric_writer._flat_hparams(config))
     tables = _summary_values(workdir, TRANSLATIONS_TAG)
     assert [step for step, _ in tables] == [2, 4]  # At each evaluation, the final one included.
     for _, value in tables:

@@ -128,21 +128,21 @@ def test_dev_pairs_that_occur_in_training_are_counted_in_one_warning(tmp_path: p
 
 def test_a_mesh_that_does_not_fit_the_devices_is_refused_in_one_line() -> None:
     with pytest.raises(UserInputError, match=r"config\.mesh_shape=\(4,\) needs 4 devices, but this run sees 1: set "):
-        sharding.fit_mesh_shape((4,), ("data",), 1)
+        sharding._fit_mesh_shape((4,), ("data",), 1)
     with pytest.raises(UserInputError, match=r"mesh_shape=\(2, -1\): its other axes hold 2 devices, which does not "
                                              r"divide the 1 device"):
-        sharding.fit_mesh_shape((2, -1), ("data", "model"), 1)
-    assert sharding.fit_mesh_shape((2, -1), ("data", "model"), 8) == (2, 4)
+        sharding._fit_mesh_shape((2, -1), ("data", "model"), 1)
+    assert sharding._fit_mesh_shape((2, -1), ("data", "model"), 8) == (2, 4)
     with pytest.raises(UserInputError, match="needs"):  # Checked before the trainer takes the work directory.
-        setup_checks.check_devices(fake_data.tiny_experiment(mesh_shape=(jax.device_count() + 1,)))
-    setup_checks.check_devices(fake_data.tiny_experiment())
+        setup_checks._check_devices(fake_data.tiny_experiment(mesh_shape=(jax.device_count() + 1,)))
+    setup_checks._check_devices(fake_data.tiny_experiment())
 
 
 @pytest.mark.skipif(jax.default_backend() == "gpu", reason="cuDNN runs on a GPU")
 def test_cudnn_attention_off_a_gpu_is_refused_in_one_line() -> None:
     with pytest.raises(UserInputError, match=r"attention_implementation='cudnn' runs only on an NVIDIA GPU .* "
                                              r"--config\.attention_implementation=fused"):
-        setup_checks.check_devices(fake_data.tiny_experiment(attention_implementation="cudnn"))
+        setup_checks._check_devices(fake_data.tiny_experiment(attention_implementation="cudnn"))
 
 
 def test_a_batch_budget_under_one_row_is_a_config_error() -> None:
@@ -155,7 +155,7 @@ def test_early_stopping_on_a_tiny_dev_split_is_a_user_error() -> None:
     data = fake_data.FakeData()
     data.stats = {"examples": {"validation": 60}}
     with pytest.raises(UserInputError, match="needs a dev split of at least 100 pairs .* this one has 60"):
-        setup_checks.check_data(fake_data.tiny_experiment(early_stopping_patience=2), data)
+        setup_checks._check_data(fake_data.tiny_experiment(early_stopping_patience=2), data)
 
 
 def test_max_len_changed_on_resume_names_the_field_as_written(tmp_path: pathlib.Path) -> None:
@@ -170,7 +170,7 @@ def test_an_unwritable_data_directory_is_named_with_its_fix(tmp_path: pathlib.Pa
         raise OSError(errno.EROFS, "Read-only file system", "/home/me/tensorflow_datasets")
 
     with pytest.raises(UserInputError) as raised:
-        first_use.prepare_once(str(tmp_path / "corpus.lock"), "the corpus /data/en_de", lambda: False, prepare)
+        first_use._prepare_once(str(tmp_path / "corpus.lock"), "the corpus /data/en_de", lambda: False, prepare)
     message = str(raised.value)
     assert message.startswith("cannot write the corpus /data/en_de to /home/me/tensorflow_datasets (Read-only file "
                               "system)")

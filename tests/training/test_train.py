@@ -130,7 +130,7 @@ def test_workdir_contents(uninterrupted_workdir: pathlib.Path) -> None:
     assert results["train_tokens_per_s"] > 0
     # Where it ran (XLA's CPU code depends on the processor): the kind of device and the host's processor.
     assert results["device_kind"] == jax.devices()[0].device_kind
-    assert results["processor"] == device_peaks.processor_model()
+    assert results["processor"] == device_peaks._processor_model()
     saved = checkpoints.read_config(str(uninterrupted_workdir))
     assert saved.model.d_model == 32 and saved.run.num_train_steps == 10
     records = [json.loads(line) for line in (uninterrupted_workdir / "metrics.jsonl").read_text().splitlines()]

@@ -31,15 +31,15 @@ def _config(**overrides: float | str) -> OptimizerConfig:
 @pytest.mark.parametrize("step", [1, 2, 100, 3999, 4000, 4001, 10_000, 100_000])
 def test_schedule_matches_equation_3(step: int) -> None:
     expected = 512**-0.5 * min(step**-0.5, step * 4000**-1.5)
-    schedule = train_state.make_schedule(_config())
+    schedule = train_state._make_schedule(_config())
     # optax counts updates from 0; the paper's step is count + 1.
     np.testing.assert_allclose(float(schedule(step - 1)), expected, rtol=1e-6)
     np.testing.assert_allclose(
-        float(train_state.paper_learning_rate(step, d_model=512, warmup_steps=4000)), expected, rtol=1e-6)
+        float(train_state._paper_learning_rate(step, d_model=512, warmup_steps=4000)), expected, rtol=1e-6)
 
 
 def test_schedule_peaks_at_warmup_end_with_scale() -> None:
-    schedule = train_state.make_schedule(_config(d_model=128, warmup_steps=400, learning_rate_scale=2.0))
+    schedule = train_state._make_schedule(_config(d_model=128, warmup_steps=400, learning_rate_scale=2.0))
     rates = np.array([float(schedule(count)) for count in range(1000)])
     assert int(np.argmax(rates)) + 1 == 400  # Peak at the paper's step == warmup_steps.
     np.testing.assert_allclose(rates.max(), 2.0 * (128 * 400) ** -0.5, rtol=1e-6)
@@ -50,7 +50,7 @@ def test_schedule_peaks_at_warmup_end_with_scale() -> None:
 @pytest.mark.parametrize("schedule", ["paper", "constant_then_inverse_sqrt"])
 def test_both_schedules_match_the_numpy_oracle(schedule: str) -> None:
     config = _config(d_model=128, warmup_steps=300, learning_rate_scale=2.0, lr_schedule=schedule)
-    rates = train_state.make_schedule(config)(jnp.arange(2000))  # optax's count: the paper's step - 1.
+    rates = train_state._make_schedule(config)(jnp.arange(2000))  # optax's count: the paper's step - 1.
     expected = [reference.learning_rate(step, d_model=128, warmup_steps=300, scale=2.0, schedule=schedule)
                 for step in range(1, 2001)]
     np.testing.assert_allclose(rates, expected, rtol=1e-6)
@@ -60,7 +60,7 @@ def test_the_constant_start_is_the_papers_peak_then_the_papers_decay() -> None:
     """No warm-up at the same peak (Xiong et al., 2020): never above the paper's peak, equal to it after."""
     fields = dict(d_model=128, warmup_steps=300, learning_rate_scale=2.0)
     counts = jnp.arange(1500)
-    paper, constant = (np.asarray(train_state.make_schedule(_config(**fields, lr_schedule=schedule))(counts))
+    paper, constant = (np.asarray(train_state._make_schedule(_config(**fields, lr_schedule=schedule))(counts))
                        for schedule in ("paper", "constant_then_inverse_sqrt"))
     assert constant.max() <= paper.max() * (1 + 1e-6)
     np.testing.assert_allclose(constant[:300], paper[299], rtol=1e-6)  # Steps 1..300: the peak.
