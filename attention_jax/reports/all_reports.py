@@ -39,7 +39,7 @@ def write_reports(root: str, out_dir: str, *, all_rows: bool = False,
         all_rows=all_rows, sustained_tflops=sustained_tflops, reference=corpus.requested) for corpus in corpora}
     paths = [path for corpus_paths in files.values() for path in corpus_paths]
     if len(corpora) > 1:
-        paths += transfer_report.write_transfer_report(root, corpora, out_dir, files)
+        paths += transfer_report._write_transfer_report(root, corpora, out_dir, files)
     return paths
 
 
@@ -48,8 +48,8 @@ def _write_sweep_reports(root: str, out_dir: str, *, all_rows: bool, sustained_t
     """The reports of one sweep root (of one corpus): :func:`write_reports` without the corpora."""
     record, rows = sweep_rows.read_sweep_rows(root, all_rows=all_rows)
     reference_row, _ = comparison_report.resolve_reference(record, rows, reference)
-    paths = comparison_report.write_comparison(root, record, rows, out_dir, reference=reference)
-    diagnostics = sweep_diagnostics.write_diagnostics(root, record.get("report_name", "report"), rows,
+    paths = comparison_report._write_comparison(root, record, rows, out_dir, reference=reference)
+    diagnostics = sweep_diagnostics._write_diagnostics(root, record.get("report_name", "report"), rows,
                                                       out_dir=out_dir, reference=reference_row)
     paths += [diagnostics] if diagnostics else []
     paths += sweep_diagnostics.write_run_tables(root, record.get("report_name", "report"), rows, out_dir=out_dir,

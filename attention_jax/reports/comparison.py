@@ -34,22 +34,11 @@ ONE_SEED_VERDICT = "one seed"
 PENDING_VERDICT = "pending"
 UNSTABLE_VERDICT = "unstable"
 VALIDATION_REPORT = "eval_validation.json"  # What the final evaluation of the dev split writes (its chrF).
-ONE_SEED_READING = "1 seed"  # directional_reading's word for a single paired seed (no spread to compare with).
+ONE_SEED_READING = "1 seed"  # _directional_reading's word for a single paired seed (no spread to compare with).
 
 
-def reported_bleu(results: dict) -> float | None:
-    """A run's dev BLEU for the reports: of the whole dev split when training ended, else the sampled one.
-
-    Parameters
-    ----------
-    results : dict
-        The run's ``results.json``.
-
-    Returns
-    -------
-    float or None
-        ``dev_bleu`` (``config.final_bleu``), else ``bleu`` (the dev sample of the last evaluation), else None.
-    """
+def _reported_bleu(results: dict) -> float | None:
+    """A run's dev BLEU for the reports: of the whole dev split when training ended, else the sampled one."""
     full = results.get("dev_bleu")
     return full if full is not None else results.get("bleu")
 
@@ -159,7 +148,7 @@ def _dev_chrf(run_dir: str, run: SeedRun) -> float | None:
 METRICS: tuple[Metric, ...] = (
     Metric("dev_ppl", "dev PPL", 2, True, lambda run_dir, run: _reported_ppl(run.results)),
     Metric("test_ppl", "test PPL", 2, True, _results_key("test_ppl")),
-    Metric("dev_bleu", "dev BLEU", 1, False, lambda run_dir, run: reported_bleu(run.results)),
+    Metric("dev_bleu", "dev BLEU", 1, False, lambda run_dir, run: _reported_bleu(run.results)),
     Metric("test_bleu", "test BLEU", 1, False, _results_key("test_bleu")),
     Metric("dev_chrf", "dev chrF", 1, False, _dev_chrf),
     Metric("wall_s", "wall s", 0, True, _results_key("wall_s")),
@@ -225,36 +214,14 @@ def _mean_std_se(values: Sequence[float]) -> tuple[float | None, float | None, f
     return mean, std, std / math.sqrt(len(values))
 
 
-def mean_and_se(values: Sequence[float]) -> tuple[float | None, float | None]:
-    """Mean and standard error of the mean (:func:`_mean_std_se` without the standard deviation).
-
-    Parameters
-    ----------
-    values : Sequence[float]
-        One value per seed.
-
-    Returns
-    -------
-    tuple
-        ``(mean, se)``: ``(None, None)`` without values, ``(mean, None)`` with one.
-    """
+def _mean_and_se(values: Sequence[float]) -> tuple[float | None, float | None]:
+    """Mean and standard error of the mean (:func:`_mean_std_se` without the standard deviation)."""
     mean, _, se = _mean_std_se(values)
     return mean, se
 
 
-def beyond_spread(changes: Sequence[float]) -> tuple[bool, str]:
-    """Whether paired changes are beyond their seeds' spread: ``|mean| > SPREAD_FACTOR x standard error``.
-
-    Parameters
-    ----------
-    changes : Sequence[float]
-        Paired changes, one per seed; at least two.
-
-    Returns
-    -------
-    tuple[bool, str]
-        The test and its basis, e.g. ``(True, "|mean| > 2 x SE, 3 paired seeds")``.
-    """
+def _beyond_spread(changes: Sequence[float]) -> tuple[bool, str]:
+    """Whether paired changes are beyond their seeds' spread: ``|mean| > SPREAD_FACTOR x standard error``."""
     count = len(changes)
     if count < 2:
         raise ValueError(f"a spread needs two or more paired changes, got {count}.")
@@ -263,50 +230,22 @@ def beyond_spread(changes: Sequence[float]) -> tuple[bool, str]:
     return beyond, f"|mean| {'>' if beyond else '<='} {SPREAD_FACTOR:g} x SE, {count} paired seeds"
 
 
-def directional_reading(changes: Sequence[float], above: str, below: str,
+def _directional_reading(changes: Sequence[float], above: str, below: str,
                         pending: str = "no seed finished in both rows") -> tuple[str, str]:
-    """Return the reading of paired changes in an experiment's own words, and its basis (:func:`beyond_spread`).
-
-    Parameters
-    ----------
-    changes : Sequence[float]
-        Paired changes, one per seed.
-    above, below : str
-        The reading of a change beyond the spread, positive or negative.
-    pending : str
-        The basis when no seed is paired.
-
-    Returns
-    -------
-    tuple[str, str]
-        ``pending``, ``1 seed``, ``within noise``, ``above`` or ``below``, and its basis.
-    """
+    """Return the reading of paired changes in an experiment's own words, and its basis (:func:`beyond_spread`)."""
     if not changes:
         return PENDING_VERDICT, pending
     if len(changes) == 1:
         return ONE_SEED_READING, "no spread to compare with"
-    beyond, basis = beyond_spread(changes)
+    beyond, basis = _beyond_spread(changes)
     if not beyond:
         return WITHIN_VERDICT, basis
     return (above if statistics.fmean(changes) > 0 else below), basis
 
 
-def paired_changes(values: Mapping[int | None, float], reference_values: Mapping[int | None, float],
+def _paired_changes(values: Mapping[int | None, float], reference_values: Mapping[int | None, float],
                    relative: bool) -> dict[int | None, float]:
-    """Return the change of a row against the reference for each seed both have.
-
-    Parameters
-    ----------
-    values, reference_values : Mapping[int or None, float]
-        Seed -> value, of the row and of the reference.
-    relative : bool
-        ``x / x_ref - 1`` (a reference of zero is skipped), else ``x - x_ref``.
-
-    Returns
-    -------
-    dict[int or None, float]
-        Seed -> change, in the row's seed order.
-    """
+    """Return the change of a row against the reference for each seed both have."""
     changes = {}
     for seed, value in values.items():
         if seed not in reference_values:
@@ -340,7 +279,7 @@ def verdict(changes: Sequence[float], *, unstable: bool = False) -> str:
         return PENDING_VERDICT
     if len(changes) == 1:
         return ONE_SEED_VERDICT
-    beyond, _ = beyond_spread(changes)
+    beyond, _ = _beyond_spread(changes)
     return BEYOND_VERDICT if beyond else WITHIN_VERDICT
 
 
@@ -364,39 +303,13 @@ def run_directory(root: str, row: RowReport, run: SeedRun) -> str:
     return os.path.join(root, row.row, run.name) if run.name else os.path.join(root, row.row)
 
 
-def counted_runs(row: RowReport, every_run: bool = False) -> list[SeedRun]:
-    """Return the runs whose figures enter means and standard errors: finished, and not :func:`diverged`.
-
-    Parameters
-    ----------
-    row : RowReport
-        The row.
-    every_run : bool
-        Every run, not only the finished ones (:func:`compare`'s).
-
-    Returns
-    -------
-    list[SeedRun]
-        In seed order.
-    """
+def _counted_runs(row: RowReport, every_run: bool = False) -> list[SeedRun]:
+    """Return the runs whose figures enter means and standard errors: finished, and not :func:`diverged`."""
     return [run for run in (row.runs if every_run else row.finished) if not diverged(run)]
 
 
-def seeds_cell(count: int, diverged_count: int) -> str:
-    """Return a table's seed count, saying how many diverged seeds it leaves out: ``"2 of 3; 1 diverged"``.
-
-    Parameters
-    ----------
-    count : int
-        The seeds counted.
-    diverged_count : int
-        The seeds left out.
-
-    Returns
-    -------
-    str
-        The cell.
-    """
+def _seeds_cell(count: int, diverged_count: int) -> str:
+    """Return a table's seed count, saying how many diverged seeds it leaves out: ``"2 of 3; 1 diverged"``."""
     if not diverged_count:
         return str(count)
     return f"{count} of {count + diverged_count}; {diverged_count} diverged"
@@ -404,7 +317,7 @@ def seeds_cell(count: int, diverged_count: int) -> str:
 
 def _finished_values(root: str, row: RowReport, metric: Metric, every_run: bool = False) -> dict[int | None, float]:
     values = {}
-    for run in counted_runs(row, every_run):
+    for run in _counted_runs(row, every_run):
         value = metric.read(run_directory(root, row, run), run)
         if value is not None:
             values[run.seed] = value
@@ -414,9 +327,9 @@ def _finished_values(root: str, row: RowReport, metric: Metric, every_run: bool 
 def _derived_changes(root: str, row: RowReport, reference: RowReport, metric: Metric,
                      every_run: bool) -> dict[int | None, float]:
     assert metric.derive is not None
-    reference_runs = {run.seed: run for run in counted_runs(reference, every_run)}
+    reference_runs = {run.seed: run for run in _counted_runs(reference, every_run)}
     changes = {}
-    for run in counted_runs(row, every_run):
+    for run in _counted_runs(row, every_run):
         if run.seed not in reference_runs:
             continue
         value = metric.derive(run_directory(root, row, run), run_directory(root, reference, reference_runs[run.seed]))
@@ -467,7 +380,7 @@ def compare(root: str, rows: Sequence[RowReport], reference: str, metrics: Seque
             if row.row == reference:
                 stats = MetricStats(metric, values, mean, se, {}, None, None, REFERENCE_VERDICT, std, None, left_out)
             else:
-                changes = dict(values) if derived else paired_changes(values, reference_values, metric.relative)
+                changes = dict(values) if derived else _paired_changes(values, reference_values, metric.relative)
                 change_mean, change_std, change_se = _mean_std_se(list(changes.values()))
                 stopped = any(run.status == DIVERGED_STATUS for run in row.runs)  # No results, so no changes.
                 row_verdict = verdict(list(changes.values()),
@@ -478,19 +391,8 @@ def compare(root: str, rows: Sequence[RowReport], reference: str, metrics: Seque
     return comparison
 
 
-def recorded_metrics(comparison: Mapping[str, Mapping[str, MetricStats]]) -> list[Metric]:
-    """Return the metrics compared that at least one finished run of the sweep recorded, in the order compared.
-
-    Parameters
-    ----------
-    comparison : Mapping
-        :func:`compare`'s result.
-
-    Returns
-    -------
-    list[Metric]
-        The metrics.
-    """
+def _recorded_metrics(comparison: Mapping[str, Mapping[str, MetricStats]]) -> list[Metric]:
+    """Return the metrics compared that at least one finished run of the sweep recorded, in the order compared."""
     if not comparison:
         return []
     compared = [stats.metric for stats in next(iter(comparison.values())).values()]
@@ -578,18 +480,8 @@ def write_report_files(stem: str, markdown: str, fields: Sequence[str] = (),
     return [stem + ".md", stem + ".csv"]
 
 
-def fit_title(figure: Any, title: str, fontsize: float = 10.0) -> None:
-    """Set a figure's title, wrapped (at a path's slashes too) so that a long sweep root is not clipped.
-
-    Parameters
-    ----------
-    figure : matplotlib.figure.Figure
-        The figure; its width sets the line length.
-    title : str
-        The title.
-    fontsize : float
-        Font size in points.
-    """
+def _fit_title(figure: Any, title: str, fontsize: float = 10.0) -> None:
+    """Set a figure's title, wrapped (at a path's slashes too) so that a long sweep root is not clipped."""
     width_in_characters = max(20, int(0.9 * figure.get_figwidth() * 72 / (0.6 * fontsize)))
     spaced = title.replace("/", "/\u200b")  # A zero-width space after each slash: a place to break.
     lines = textwrap.wrap(spaced, width=width_in_characters, break_long_words=True)

@@ -6,8 +6,8 @@ import math
 from typing import Any, Mapping, Sequence
 
 from attention_jax.reports import paper_figures
-from attention_jax.reports.comparison import Metric, MetricStats, fit_title, run_directory
-from attention_jax.reports.sweep_rows import RowReport, plot_panels, read_metric_curve
+from attention_jax.reports.comparison import Metric, MetricStats, _fit_title, run_directory
+from attention_jax.reports.sweep_rows import RowReport, _plot_panels, read_metric_curve
 
 EVAL_PPL_KEY = "eval/perplexity"
 TRAIN_LOSS_KEY = "train/loss"
@@ -79,7 +79,7 @@ def plot_paired_changes(rows: Sequence[RowReport], compared: Mapping[str, Mappin
     """
     plt = pyplot()
     figure = _draw_paired_changes(rows, compared, reference, metrics, paper)
-    fit_title(figure, title, fontsize=11)
+    _fit_title(figure, title, fontsize=11)
     figure.savefig(path, dpi=110)
     plt.close(figure)
 
@@ -177,36 +177,14 @@ def _curve_y_limits(perplexity_curves: list[list[float]]) -> tuple[float, float]
     return min(bests) * 0.95, max(min(bests) * ZOOM, max(bests) * 1.3)
 
 
-def plot_learning_curves(root: str, rows: Sequence[RowReport], reference: str, path: str, title: str) -> bool:
-    """Plot every run's learning curve: a panel per group (:func:`plot_panels`), a colour per row, a style per seed.
-
-    The one learning-curve plot of every report: dev perplexity (a dot at each run's best, the y axis zoomed by
-    :func:`_curve_y_limits`), or the training loss when a run has fewer than :data:`MIN_EVALUATIONS` evaluations.
-
-    Parameters
-    ----------
-    root : str
-        The sweep root.
-    rows : Sequence[RowReport]
-        Rows in order.
-    reference : str
-        The reference row, black, in every panel.
-    path : str
-        PNG file to write.
-    title : str
-        Figure title.
-
-    Returns
-    -------
-    bool
-        Whether a figure was written (False when no run has logged metrics).
-    """
+def _plot_learning_curves(root: str, rows: Sequence[RowReport], reference: str, path: str, title: str) -> bool:
+    """Plot every run's learning curve: a panel per group (:func:`plot_panels`), a colour per row, a style per seed."""
     key, curves = _learning_curves(root, rows)
     if not any(steps for steps, _ in curves.values()):
         return False
     plt = pyplot()
     dev = key == EVAL_PPL_KEY
-    panels = plot_panels(rows, reference)
+    panels = _plot_panels(rows, reference)
     columns = min(PANEL_COLUMNS, len(panels))
     lines = -(-len(panels) // columns)
     size = (4.2 * columns, 3.4 * lines) if len(panels) > 1 else (6.4, 4.2)
@@ -238,7 +216,7 @@ def plot_learning_curves(root: str, rows: Sequence[RowReport], reference: str, p
     for axis in axes[:, 0]:
         axis.set_ylabel("dev perplexity (dot: a run's best)" if dev else "training loss (too few dev evaluations)",
                         fontsize=8)
-    fit_title(figure, title, fontsize=12)
+    _fit_title(figure, title, fontsize=12)
     figure.savefig(path, dpi=110)
     plt.close(figure)
     return True

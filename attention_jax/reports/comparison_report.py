@@ -117,7 +117,7 @@ def _overrides_text(record: Mapping, row: RowReport) -> str:
     """The row's own overrides as its runs on disk have them, and what the sweep file says now where that differs."""
     own = record.get("row_overrides", {}).get(row.row, {})
     text = ", ".join(f"{key}={row.config.get(key, value)}" for key, value in own.items()) or "—"
-    changed = sweep_rows.changed_since_run(row, dict(record))
+    changed = sweep_rows._changed_since_run(row, dict(record))
     if changed:
         now = ", ".join(f"{key}={value}" for key, (_, value) in changed.items())
         text += f" (its runs; the sweep file now says {now}: rerun the row in a new --root)"
@@ -129,8 +129,8 @@ def _markdown_report(record: Mapping, rows: Sequence[RowReport], compared: Mappi
     """The comparison as Markdown: what each row changes, then one table per recorded metric (``paper``: with the
     paper's columns, :mod:`attention_jax.reports.paper_figures`)."""
     title = f"# {record.get('report_name', 'sweep')}: {record.get('config_file', '(no sweep.json)')}"
-    relative = [metric.label for metric in comparison.recorded_metrics(compared) if metric.relative]
-    difference = [metric.label for metric in comparison.recorded_metrics(compared) if not metric.relative]
+    relative = [metric.label for metric in comparison._recorded_metrics(compared) if metric.relative]
+    difference = [metric.label for metric in comparison._recorded_metrics(compared) if not metric.relative]
     notes = [
         title,
         f"Every row against **{reference}** ({reference_source}; `report --reference=ROW` picks another), paired "
@@ -150,13 +150,13 @@ def _markdown_report(record: Mapping, rows: Sequence[RowReport], compared: Mappi
                            ([row.row, row.status, f"{len(row.finished)} of {len(row.runs)}",
                              _overrides_text(record, row)] for row in rows))
     sections = ["\n".join(lines)]
-    for metric in comparison.recorded_metrics(compared):
+    for metric in comparison._recorded_metrics(compared):
         headers, declared = paper_figures.columns(metric, rows, reference) if paper else ([], {})
         cells = []
         for row in rows:
             stats = compared[row.row][metric.name]
             paired = "" if row.row == reference else str(stats.paired_seeds)
-            cells.append([row.row, comparison.seeds_cell(stats.seeds, len(stats.diverged)), value_cell(stats),
+            cells.append([row.row, comparison._seeds_cell(stats.seeds, len(stats.diverged)), value_cell(stats),
                           change_cell(stats), paired, stats.verdict, *declared.get(row.row, [])])
         table = markdown_table(["row", "seeds", f"{metric.label} ± SE", f"change vs {reference} ± SE", "paired seeds",
                                 "verdict", *headers], cells)
@@ -170,7 +170,7 @@ def _csv_records(rows: Sequence[RowReport], compared: Mapping[str, Mapping[str, 
                 reference: str) -> list[dict]:
     """The comparison as flat records: one per row and recorded metric, keys :data:`CSV_FIELDS`."""
     records = []
-    for metric in comparison.recorded_metrics(compared):
+    for metric in comparison._recorded_metrics(compared):
         scale = 100.0 if metric.relative else 1.0
         for row in rows:
             stats = compared[row.row][metric.name]
@@ -197,35 +197,16 @@ def plotted_metrics(compared: Mapping[str, Mapping[str, MetricStats]]) -> list[M
     list[Metric]
         The metrics plotted.
     """
-    recorded = comparison.recorded_metrics(compared)
+    recorded = comparison._recorded_metrics(compared)
     chosen = [metric for metric in recorded if metric.name in PLOTTED_METRICS]
     return chosen or recorded[:1]
 
 
-def write_comparison(root: str, record: Mapping, rows: Sequence[RowReport], out_dir: str, *,
+def _write_comparison(root: str, record: Mapping, rows: Sequence[RowReport], out_dir: str, *,
                      reference: str | None = None) -> list[str]:
-    """Write ``OUT/<name>.md``, ``.csv``, ``.png`` and (with metrics) ``_curves.png``: the report of any sweep.
-
-    Parameters
-    ----------
-    root : str
-        The sweep root (only read).
-    record : Mapping
-        Its ``sweep.json`` (may be empty).
-    rows : Sequence[RowReport]
-        Its rows.
-    out_dir : str
-        Where the files go.
-    reference : str, optional
-        ``--reference`` (:func:`resolve_reference`).
-
-    Returns
-    -------
-    list[str]
-        The paths written.
-    """
+    """Write ``OUT/<name>.md``, ``.csv``, ``.png`` and (with metrics) ``_curves.png``: the report of any sweep."""
     reference_row, source = resolve_reference(record, rows, reference)
-    metrics = [*comparison.METRICS, *evaluation_metrics(root, rows)]
+    metrics = [*comparison.METRICS, *_evaluation_metrics(root, rows)]
     compared = comparison.compare(root, rows, reference_row, metrics)
     name = str(record.get("report_name", "report"))
     os.makedirs(out_dir, exist_ok=True)
@@ -233,14 +214,14 @@ def write_comparison(root: str, record: Mapping, rows: Sequence[RowReport], out_
     paper = paper_figures.has_paper_figures(rows)
     markdown = _markdown_report(record, rows, compared, reference_row, source, paper)
     if paper:  # One line per row, every hyperparameter in full (notebooks/03_ablations.ipynb reads it).
-        write_report_files(stem, markdown, paper_figures.CSV_FIELDS, paper_figures.csv_records(record, rows,
+        write_report_files(stem, markdown, paper_figures.CSV_FIELDS, paper_figures._csv_records(record, rows,
                                                                                                 reference_row))
     else:
         write_report_files(stem, markdown, CSV_FIELDS, _csv_records(rows, compared, reference_row))
     comparison_plot.plot_paired_changes(rows, compared, reference_row, plotted_metrics(compared), stem + ".png",
                                         f"{name}: paired change against {reference_row} ({root})", paper=paper)
     paths = [stem + ".md", stem + ".csv", stem + ".png"]
-    if comparison_plot.plot_learning_curves(root, rows, reference_row, stem + "_curves.png",
+    if comparison_plot._plot_learning_curves(root, rows, reference_row, stem + "_curves.png",
                                             f"{name}: learning curves ({root})"):
         paths.append(stem + "_curves.png")
     return paths
@@ -276,19 +257,8 @@ def register_headline_measure(metric: Metric) -> None:
     HEADLINE_MEASURES[metric.name] = metric
 
 
-def read_json_file(path: str) -> dict:
-    """Return the JSON object an evaluation wrote at ``path``.
-
-    Parameters
-    ----------
-    path : str
-        The file.
-
-    Returns
-    -------
-    dict
-        ``{}`` when absent, half-written or not an object.
-    """
+def _read_json_file(path: str) -> dict:
+    """Return the JSON object an evaluation wrote at ``path``."""
     try:
         with open(path, encoding="utf-8") as file:
             value = json.load(file)
@@ -299,7 +269,7 @@ def read_json_file(path: str) -> dict:
 
 def _reader(evaluation: _RunEvaluation, key: str, metric: str) -> Callable[[str, SeedRun], float | None]:
     def read(run_dir: str, run: SeedRun) -> float | None:
-        value = evaluation.keys(read_json_file(os.path.join(run_dir, evaluation.file_name))).get(key, {}).get(metric)
+        value = evaluation.keys(_read_json_file(os.path.join(run_dir, evaluation.file_name))).get(key, {}).get(metric)
         if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
             return None
         return float(value)
@@ -307,32 +277,15 @@ def _reader(evaluation: _RunEvaluation, key: str, metric: str) -> Callable[[str,
     return read
 
 
-def evaluation_metrics(root: str, rows: Sequence[RowReport], *, every_run: bool = False) -> list[Metric]:
-    """The metrics of every registered evaluation that some finished run of the sweep has, key by key.
-
-    Parameters
-    ----------
-    root : str
-        The sweep root.
-    rows : Sequence[RowReport]
-        Its rows.
-    every_run : bool
-        Look in every run of a row, not only the finished ones (:func:`attention_jax.reports.comparison.compare`'s
-        ``every_run``).
-
-    Returns
-    -------
-    list[Metric]
-        Named ``<evaluation>/<key>/<metric>`` and labelled ``<key> <label>``, in registry order, keys in the order the
-        first run holding them lists them.
-    """
+def _evaluation_metrics(root: str, rows: Sequence[RowReport], *, every_run: bool = False) -> list[Metric]:
+    """The metrics of every registered evaluation that some finished run of the sweep has, key by key."""
     found: list[Metric] = []
     for evaluation in RUN_EVALUATIONS.values():
         keys: list[str] = []
         for row in rows:
             for run in (row.runs if every_run else row.finished):
                 path = os.path.join(run_directory(root, row, run), evaluation.file_name)
-                keys += [key for key in evaluation.keys(read_json_file(path)) if key not in keys]
+                keys += [key for key in evaluation.keys(_read_json_file(path)) if key not in keys]
         for key in keys:
             for name, label, digits, relative in evaluation.metrics:
                 found.append(Metric(f"{evaluation.name}/{key}/{name}", f"{key} {label}", digits, relative,

@@ -3,7 +3,7 @@
 For a sweep file with ``get_paper_figures()`` (Table 2 and the sweeps built on it) the comparison report's metric
 tables gain the paper's value, its change against the reference row and (dev PPL) a verdict: ``reproduced`` /
 ``opposite`` when our paired change is beyond the seeds' spread
-(:func:`~attention_jax.reports.comparison.beyond_spread`) with / against the paper's sign, else ``within noise``;
+(:func:`~attention_jax.reports.comparison._beyond_spread`) with / against the paper's sign, else ``within noise``;
 where the paper shows no difference, ``reproduced`` means within noise and ``differs`` beyond it; one paired seed:
 the sign alone. A row with a diverged seed is ``unstable``, the other seeds' verdict in its basis. The CSV keeps one
 line per row with every hyperparameter in full (``notebooks/03_ablations.ipynb`` reads it).
@@ -16,7 +16,7 @@ import statistics
 from typing import Any, Mapping, Sequence
 
 from attention_jax.reports import comparison
-from attention_jax.reports.comparison import SPREAD_FACTOR, MetricStats, beyond_spread, format_figure
+from attention_jax.reports.comparison import SPREAD_FACTOR, MetricStats, _beyond_spread, format_figure
 from attention_jax.reports.sweep_rows import RowReport
 
 __all__ = ["SPREAD_FACTOR", "aggregate", "paper_change", "verdict"]
@@ -78,7 +78,7 @@ def verdict(changes: Sequence[float], paper_direction: int, reference: str = "ba
         if paper_direction == 0:
             return "undecided", "1 seed: no spread to compare with"
         return ("reproduced" if ours == paper_direction else "opposite"), "sign only, 1 seed"
-    beyond, basis = beyond_spread(changes)
+    beyond, basis = _beyond_spread(changes)
     if paper_direction == 0:
         return ("differs" if beyond else "reproduced"), basis
     if not beyond:
@@ -294,27 +294,12 @@ def _percent(fraction: float | None) -> float | None:
     return None if fraction is None else 100 * fraction
 
 
-def csv_records(record: Mapping, rows: Sequence[RowReport], reference: str) -> list[dict]:
-    """The report as flat records, one per row (every hyperparameter in full), keys :data:`CSV_FIELDS`.
-
-    Parameters
-    ----------
-    record : Mapping
-        The sweep record.
-    rows : Sequence[RowReport]
-        The rows.
-    reference : str
-        The reference row.
-
-    Returns
-    -------
-    list[dict]
-        Changes in percent.
-    """
+def _csv_records(record: Mapping, rows: Sequence[RowReport], reference: str) -> list[dict]:
+    """The report as flat records, one per row (every hyperparameter in full), keys :data:`CSV_FIELDS`."""
     stats = aggregate(rows, reference)
     records = []
     for row in rows:
-        ppl, bleu, counted = stats[row.row].ppl, stats[row.row].bleu, comparison.counted_runs(row)
+        ppl, bleu, counted = stats[row.row].ppl, stats[row.row].bleu, comparison._counted_runs(row)
         records.append({
             "group": row.group, "row": row.row, "seeds": len(counted), "seeds_pending": len(row.pending),
             "status": row.status, "dev_ppl_mean": ppl.mean, "dev_ppl_std": ppl.std, "dev_bleu_mean": bleu.mean,

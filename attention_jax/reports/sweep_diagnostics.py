@@ -16,15 +16,15 @@ from attention_jax.reports import comparison, comparison_plot, comparison_report
 from attention_jax.reports.comparison import (
     ACCURACY_COLLAPSE,
     DIVERGED_FACTOR,
+    _mean_and_se,
+    _reported_bleu,
     diverged,
     format_figure,
     markdown_table,
-    mean_and_se,
-    reported_bleu,
     run_directory,
     write_report_files,
 )
-from attention_jax.reports.sweep_rows import RowReport, SeedRun, read_metric_records
+from attention_jax.reports.sweep_rows import RowReport, SeedRun, _read_metric_records
 
 TRAIN_PPL_KEY = "train/perplexity"
 TARGET_FACTOR = 1.25
@@ -70,42 +70,14 @@ def _run_diagnostics(run_dir: str, results: dict, *, run_diverged: bool = False)
                           dev_steps=tuple(dev_steps), dev_ppls=tuple(dev_ppls), diverged=run_diverged)
 
 
-def first_step_under(run_dir: str, target: float) -> int | None:
-    """The first evaluated step whose dev perplexity is at or under ``target``.
-
-    Parameters
-    ----------
-    run_dir : str
-        The run's work directory.
-    target : float
-        The dev perplexity.
-
-    Returns
-    -------
-    int or None
-        The step; None when no evaluation reached it.
-    """
+def _first_step_under(run_dir: str, target: float) -> int | None:
+    """The first evaluated step whose dev perplexity is at or under ``target``."""
     steps, perplexities = comparison_plot.read_metric_curve(run_dir, comparison_plot.EVAL_PPL_KEY)
     return next((step for step, ppl in zip(steps, perplexities) if ppl <= target), None)
 
 
-def target_perplexity(root: str, rows: Sequence[RowReport], reference: str) -> float | None:
-    """``TARGET_FACTOR`` times the reference's mean best dev perplexity over its healthy seeds.
-
-    Parameters
-    ----------
-    root : str
-        The sweep root.
-    rows : Sequence[RowReport]
-        Its rows.
-    reference : str
-        The reference row.
-
-    Returns
-    -------
-    float or None
-        None before a healthy reference run finished.
-    """
+def _target_perplexity(root: str, rows: Sequence[RowReport], reference: str) -> float | None:
+    """``TARGET_FACTOR`` times the reference's mean best dev perplexity over its healthy seeds."""
     base = next((row for row in rows if row.row == reference), None)
     if base is None:
         return None
@@ -119,7 +91,7 @@ def target_perplexity(root: str, rows: Sequence[RowReport], reference: str) -> f
 
 
 def _mean(values: Sequence[float | None]) -> float | None:
-    return mean_and_se([value for value in values if value is not None])[0]  # A run may lack a figure.
+    return _mean_and_se([value for value in values if value is not None])[0]  # A run may lack a figure.
 
 
 def _reference_step(base_runs: Sequence[_RunDiagnostics]) -> int | None:
@@ -190,28 +162,9 @@ def _diagnostics_markdown(root: str, name: str, rows: Sequence[RowReport], refer
     return "\n".join(lines) + "\n"
 
 
-def write_diagnostics(root: str, name: str, rows: Sequence[RowReport], *, out_dir: str | None = None,
+def _write_diagnostics(root: str, name: str, rows: Sequence[RowReport], *, out_dir: str | None = None,
                       reference: str) -> str | None:
-    """Write ``OUT/<name>_diagnostics.md`` (:func:`_diagnostics_markdown`).
-
-    Parameters
-    ----------
-    root : str
-        Sweep root.
-    name : str
-        The report's name.
-    rows : Sequence[RowReport]
-        The sweep's rows.
-    out_dir : str, optional
-        Where the file goes (``root`` by default).
-    reference : str
-        The reference row.
-
-    Returns
-    -------
-    str or None
-        The path written; None when no run has dev curves.
-    """
+    """Write ``OUT/<name>_diagnostics.md`` (:func:`_diagnostics_markdown`)."""
     text = _diagnostics_markdown(root, name, rows, reference)
     if text is None:
         return None
@@ -227,14 +180,14 @@ def _run_figures(root: str, row: RowReport, run: SeedRun, step: int | None, targ
     if run.status != "done":
         return figures
     run_dir = run_directory(root, row, run)
-    records = read_metric_records(run_dir)
+    records = _read_metric_records(run_dir)
     losses = [record["train/loss"] for record in records if "train/loss" in record]
     rates = [record["train/learning_rate"] for record in records if "train/learning_rate" in record]
     figures.update(ended_by=run.results.get("stop_reason"), dev_ppl=_DEV_PPL.read(run_dir, run),
-                   dev_bleu=reported_bleu(run.results), wall_s=run.results.get("wall_s"),
+                   dev_bleu=_reported_bleu(run.results), wall_s=run.results.get("wall_s"),
                    first_train_loss=losses[0] if losses else None, last_train_loss=losses[-1] if losses else None,
                    peak_learning_rate=max(rates) if rates else None,
-                   steps_to_target=first_step_under(run_dir, target) if target else None)
+                   steps_to_target=_first_step_under(run_dir, target) if target else None)
     curves = _run_diagnostics(run_dir, run.results)
     if curves is not None:
         figures.update(best_step=curves.best_step, best_dev_ppl=curves.best_dev_ppl,
@@ -251,7 +204,7 @@ def _steps_cell(runs: Sequence[dict]) -> str:
     reached = [run["steps_to_target"] for run in runs if run["steps_to_target"] is not None]
     if not reached:
         return f"none of {len(runs)}" if runs else ""
-    cell = format_figure(*mean_and_se(reached), 0)
+    cell = format_figure(*_mean_and_se(reached), 0)
     return cell if len(reached) == len(runs) else f"{cell} ({len(reached)} of {len(runs)})"
 
 
@@ -267,7 +220,7 @@ def _glance_table(rows: Sequence[RowReport], per_run: Sequence[dict], compared: 
         if not healthy and not any(run["row"] == row.row and run["status"] == "diverged" for run in per_run):
             continue
         ppl, bleu = compared[row.row]["dev_ppl"], compared[row.row]["dev_bleu"]
-        seeds = comparison.seeds_cell(ppl.seeds, len(ppl.diverged))
+        seeds = comparison._seeds_cell(ppl.seeds, len(ppl.diverged))
         seeds += f" ({len(row.pending)} to run)" if row.pending else ""
         cells.append([row.row, seeds, comparison_report.value_cell(ppl), comparison_report.change_cell(ppl),
                       comparison_report.value_cell(bleu), comparison_report.change_cell(bleu), _steps_cell(healthy),
@@ -313,7 +266,7 @@ def write_run_tables(root: str, name: str, rows: Sequence[RowReport], *, out_dir
     if not any(row.finished for row in rows):
         return []
     step = _reference_step(_collect(root, [row for row in rows if row.row == reference]).get(reference, []))
-    target = target_perplexity(root, rows, reference)
+    target = _target_perplexity(root, rows, reference)
     per_run = [_run_figures(root, row, run, step, target) for row in rows for run in row.runs]
     compared = comparison.compare(root, rows, reference, comparison.METRICS)
     step_text = f"step {step:,}" if step is not None else "step S"

@@ -138,21 +138,8 @@ class RowReport:
         return self.config.get("paper") or {}
 
 
-def changed_since_run(row: RowReport, record: dict) -> dict[str, tuple[Any, Any]]:
-    """The row's own overrides whose value in its runs' ``config.json`` differs from the sweep record's now.
-
-    Parameters
-    ----------
-    row : RowReport
-        The row, its config read from its runs.
-    record : dict
-        The sweep record (its ``row_overrides``, as the last launch recorded them).
-
-    Returns
-    -------
-    dict[str, tuple]
-        ``{field: (value on disk, value in the sweep now)}``; empty when the runs are the row's, or have not started.
-    """
+def _changed_since_run(row: RowReport, record: dict) -> dict[str, tuple[Any, Any]]:
+    """The row's own overrides whose value in its runs' ``config.json`` differs from the sweep record's now."""
     changed = {}
     for key, value in record.get("row_overrides", {}).get(row.row, {}).items():
         if key in row.config and json.dumps(row.config[key]) != json.dumps(_plain(value)):
@@ -212,19 +199,8 @@ def _log_says_diverged(path: str) -> bool:
         return False
 
 
-def read_metric_records(run_dir: str) -> list[dict]:
-    """Every record of a run's ``metrics.jsonl``, in the order logged.
-
-    Parameters
-    ----------
-    run_dir : str
-        The run's work directory.
-
-    Returns
-    -------
-    list[dict]
-        One per line; ``[]`` without the file; a line cut off by a crash is left out.
-    """
+def _read_metric_records(run_dir: str) -> list[dict]:
+    """Every record of a run's ``metrics.jsonl``, in the order logged."""
     path = os.path.join(run_dir, run_files.METRICS_FILE)
     if not os.path.isfile(path):
         return []
@@ -253,7 +229,7 @@ def read_metric_curve(run_dir: str, key: str) -> tuple[list[int], list[float]]:
     tuple[list[int], list[float]]
         Steps and values; empty without ``metrics.jsonl``.
     """
-    by_step = {int(record["step"]): float(record[key]) for record in read_metric_records(run_dir)
+    by_step = {int(record["step"]): float(record[key]) for record in _read_metric_records(run_dir)
                if key in record and "step" in record and math.isfinite(record[key])}
     steps = sorted(by_step)
     return steps, [by_step[step] for step in steps]
@@ -332,19 +308,8 @@ def corpus_roots(root: str) -> dict[str, str]:
     return {name: os.path.join(root, name) for name in names}
 
 
-def is_row_directory(path: str) -> bool:
-    """Return whether ``path`` is a row of a sweep root: it holds ``config.json`` or ``seed_<k>/config.json``.
-
-    Parameters
-    ----------
-    path : str
-        A directory.
-
-    Returns
-    -------
-    bool
-        True for a row.
-    """
+def _is_row_directory(path: str) -> bool:
+    """Return whether ``path`` is a row of a sweep root: it holds ``config.json`` or ``seed_<k>/config.json``."""
     return os.path.isfile(os.path.join(path, run_files.CONFIG_FILE)) or any(
         os.path.isfile(os.path.join(path, f"seed_{seed}", run_files.CONFIG_FILE)) for seed in _seeds_on_disk(path))
 
@@ -373,7 +338,7 @@ def read_sweep_rows(root: str, *, all_rows: bool = False) -> tuple[dict, list[Ro
     if record:
         names = record["all_rows"] if all_rows else record["rows"]
     else:
-        names = sorted(name for name in os.listdir(root) if is_row_directory(os.path.join(root, name)))
+        names = sorted(name for name in os.listdir(root) if _is_row_directory(os.path.join(root, name)))
         if not names and corpus_roots(root):
             raise FileNotFoundError(f"{root} is a sweep over corpora: read each corpus's root, "
                                     f"{', '.join(corpus_roots(root).values())}.")
@@ -389,22 +354,8 @@ def read_sweep_rows(root: str, *, all_rows: bool = False) -> tuple[dict, list[Ro
     return record, [_row_report(root, name, record, group_of) for name in names]
 
 
-def plot_panels(rows: Sequence[RowReport], reference: str) -> list[tuple[str, list[RowReport]]]:
-    """Group rows for plotting: one panel per Table 2 group, each led by the reference row.
-
-    Parameters
-    ----------
-    rows : Sequence[RowReport]
-        Rows in order.
-    reference : str
-        The reference row (``base`` in Table 2, the paper's reference).
-
-    Returns
-    -------
-    list[tuple[str, list[RowReport]]]
-        ``(group, [reference, *members])`` in the order groups first appear (rows outside Table 2's groups form one
-        group, ``"rows"``); ``[(reference, [reference])]`` when the reference is the only row, ``[]`` without rows.
-    """
+def _plot_panels(rows: Sequence[RowReport], reference: str) -> list[tuple[str, list[RowReport]]]:
+    """Group rows for plotting: one panel per Table 2 group, each led by the reference row."""
     leading = [row for row in rows if row.row == reference]
     groups: dict[str, list[RowReport]] = {}
     for row in rows:

@@ -11,16 +11,16 @@ import statistics
 from collections.abc import Sequence
 
 from attention_jax.reports.comparison import (
-    directional_reading,
+    _directional_reading,
+    _mean_and_se,
     diverged,
     format_figure,
     markdown_table,
-    mean_and_se,
     run_directory,
     write_report_files,
 )
-from attention_jax.reports.sweep_diagnostics import TARGET_FACTOR, first_step_under, target_perplexity
-from attention_jax.reports.sweep_rows import ReportContext, RowReport, read_metric_records
+from attention_jax.reports.sweep_diagnostics import TARGET_FACTOR, _first_step_under, _target_perplexity
+from attention_jax.reports.sweep_rows import ReportContext, RowReport, _read_metric_records
 
 REPORT_STEM = "normalization_training"  # Not the sweep's own report name (configs/sweeps/normalization.py).
 INIT_PREFIX, LOGGED_PREFIX = "train/init/grad_norm/", "train/grad_norm/"
@@ -53,7 +53,7 @@ def _gradient_norms(run_dir: str) -> tuple[dict[str, float], dict[str, float], i
     init: dict[str, float] = {}
     early: dict[str, float] = {}
     early_step = None
-    for record in read_metric_records(run_dir):
+    for record in _read_metric_records(run_dir):
         if not init:
             init = {key[len(INIT_PREFIX):]: value for key, value in record.items()
                     if key.startswith(INIT_PREFIX) and value is not None}
@@ -75,7 +75,7 @@ def _compare_rows(root: str, rows: Sequence[RowReport], target: float | None,
     finished = [row for row in rows if row.finished]
     healthy = {row.row: [run for run in row.finished if not diverged(run)] for row in finished}
     directories = {row.row: [run_directory(root, row, run) for run in healthy[row.row]] for row in finished}
-    steps_by_row = {row.row: {run.seed: first_step_under(path, target) if target else None
+    steps_by_row = {row.row: {run.seed: _first_step_under(path, target) if target else None
                               for run, path in zip(healthy[row.row], directories[row.row])} for row in finished}
     base_reached = {seed: step for seed, step in steps_by_row.get(reference, {}).items() if step is not None}
     compared = []
@@ -84,7 +84,7 @@ def _compare_rows(root: str, rows: Sequence[RowReport], target: float | None,
         changes = {seed: float(step - base_reached[seed]) for seed, step in steps.items()
                    if row.row != reference and step is not None and seed in base_reached}
         reading, basis = (("reference", "the reference row") if row.row == reference
-                          else directional_reading(list(changes.values()), "slower", "faster"))
+                          else _directional_reading(list(changes.values()), "slower", "faster"))
         norms = [_gradient_norms(path) for path in directories[row.row]]
         compared.append(_NormalizationRow(
             row.row, steps, tuple(run.seed for run in row.finished if diverged(run)), changes, reading, basis,
@@ -113,9 +113,9 @@ def _markdown_report(root: str, compared: Sequence[_NormalizationRow], target: f
     cells = []
     for row in compared:
         reached = [step for step in row.steps.values() if step is not None]
-        change, change_se = mean_and_se(list(row.step_changes.values()))
+        change, change_se = _mean_and_se(list(row.step_changes.values()))
         cells.append([row.row, len(row.steps) + len(row.diverged_seeds), len(row.diverged_seeds),
-                      len(row.steps) - len(reached), format_figure(*mean_and_se(reached), 0),
+                      len(row.steps) - len(reached), format_figure(*_mean_and_se(reached), 0),
                       format_figure(change, change_se, 0, sign=True) if row.step_changes else "", row.reading])
     lines += markdown_table(["row", "seeds", "diverged", "not reached", "steps to target",
                              f"vs {reference} (steps)", "reading"], cells)
@@ -130,7 +130,7 @@ def _markdown_report(root: str, compared: Sequence[_NormalizationRow], target: f
 
 def _write_normalization_report(root: str, rows: Sequence[RowReport], out_dir: str, reference: str) -> list[str]:
     """Write ``OUT/normalization_training.md``."""
-    target = target_perplexity(root, rows, reference)
+    target = _target_perplexity(root, rows, reference)
     return write_report_files(os.path.join(out_dir, REPORT_STEM),
                               _markdown_report(root, _compare_rows(root, rows, target, reference), target, reference))
 

@@ -12,7 +12,7 @@ from attention_jax.data import corpora
 from attention_jax.foundation import run_files
 from attention_jax.foundation.user_errors import UserInputError
 from attention_jax.reports import comparison, comparison_plot, comparison_report, sweep_rows
-from attention_jax.reports.comparison import Metric, MetricStats, fit_title, markdown_table, write_report_files
+from attention_jax.reports.comparison import Metric, MetricStats, _fit_title, markdown_table, write_report_files
 from attention_jax.reports.sweep_rows import RowReport
 
 CORPUS_KEY = "corpus"  # The field of a run's config.json naming its corpus.
@@ -56,10 +56,10 @@ class _Transfer:
 
 
 def _is_corpus_directory(path: str) -> bool:
-    if not os.path.isdir(path) or sweep_rows.is_row_directory(path):
+    if not os.path.isdir(path) or sweep_rows._is_row_directory(path):
         return False
     return os.path.isfile(os.path.join(path, run_files.SWEEP_FILE)) or any(
-        sweep_rows.is_row_directory(os.path.join(path, name)) for name in os.listdir(path)
+        sweep_rows._is_row_directory(os.path.join(path, name)) for name in os.listdir(path)
         if not sweep_rows.SEED_DIR_PATTERN.match(name))
 
 
@@ -117,13 +117,13 @@ def read_corpora(root: str, *, all_rows: bool = False, reference: str | None = N
         A damaged file, a reference that is not a row of some corpus, a directory holding runs of two corpora, or two
         directories of one corpus.
     """
-    if not os.path.isdir(root) or sweep_rows.is_row_directory(root):
+    if not os.path.isdir(root) or sweep_rows._is_row_directory(root):
         return []
     names = sorted(os.listdir(root))
     directories = [os.path.join(root, name) for name in names if _is_corpus_directory(os.path.join(root, name))]
     if not directories:
         return []
-    flat = any(sweep_rows.is_row_directory(os.path.join(root, name)) for name in names)
+    flat = any(sweep_rows._is_row_directory(os.path.join(root, name)) for name in names)
     root_record = sweep_rows.read_sweep_rows(root)[0] if os.path.isfile(os.path.join(root, run_files.SWEEP_FILE)) \
         else {}
     corpora_found: list[_Corpus] = []
@@ -149,7 +149,7 @@ def _transfer_verdict(per_corpus: Sequence[MetricStats | None]) -> str:
     if len(present) < len(per_corpus) or any(stats.paired_seeds < 2 for stats in present):
         return comparison.PENDING_VERDICT
     signs = [sum(stats.changes.values()) > 0 for stats in present
-             if comparison.beyond_spread(list(stats.changes.values()))[0]]
+             if comparison._beyond_spread(list(stats.changes.values()))[0]]
     if not signs:
         return NOISE
     if len(set(signs)) > 1:
@@ -167,7 +167,7 @@ def _headline_metrics(corpora: Sequence[_Corpus]) -> list[Metric]:
         metrics += [metric for metric in sweep_rows.declared_report(corpus.record).get("headline_measures", ())
                     if metric.name not in {known.name for known in metrics}]
     for corpus in corpora:
-        metrics += [metric for metric in comparison_report.evaluation_metrics(corpus.directory, corpus.rows)
+        metrics += [metric for metric in comparison_report._evaluation_metrics(corpus.directory, corpus.rows)
                     if metric.name not in {known.name for known in metrics}]
     return metrics
 
@@ -176,7 +176,7 @@ def _compare_corpora(corpora: Sequence[_Corpus], metrics: Sequence[Metric] | Non
     """Every row other than the reference, metric by metric, on every corpus."""
     metrics = _headline_metrics(corpora) if metrics is None else metrics
     compared = [comparison.compare(corpus.directory, corpus.rows, corpus.reference, metrics) for corpus in corpora]
-    recorded = {metric.name for figures in compared for metric in comparison.recorded_metrics(figures)}
+    recorded = {metric.name for figures in compared for metric in comparison._recorded_metrics(figures)}
     rows = dict.fromkeys(row.row for corpus in corpora for row in corpus.rows if row.row != corpus.reference)
     transfers = []
     for row, metric in itertools.product(rows, [metric for metric in metrics if metric.name in recorded]):
@@ -266,31 +266,14 @@ def _plot_transfer(corpora: Sequence[_Corpus], transfers: Sequence[_Transfer], p
             axis.set_ylabel(f"change on {corpora[second].name}{unit}, ± 1 SE")
             axis.set_title(metric.label)
             axis.grid(True, alpha=0.3)
-    fit_title(figure, title, fontsize=11)
+    _fit_title(figure, title, fontsize=11)
     figure.savefig(path, dpi=110)
     plt.close(figure)
 
 
-def write_transfer_report(root: str, corpora: Sequence[_Corpus], out_dir: str,
+def _write_transfer_report(root: str, corpora: Sequence[_Corpus], out_dir: str,
                           corpus_files: Mapping[str, Sequence[str]]) -> list[str]:
-    """Write ``OUT/transfer.md``, ``.csv`` and ``.png`` for two or more corpora.
-
-    Parameters
-    ----------
-    root : str
-        The sweep root.
-    corpora : Sequence[Corpus]
-        :func:`read_corpora`'s.
-    out_dir : str
-        Where the files go.
-    corpus_files : Mapping[str, Sequence[str]]
-        Corpus -> the paths of its own reports (linked from ``transfer.md``).
-
-    Returns
-    -------
-    list[str]
-        The paths written.
-    """
+    """Write ``OUT/transfer.md``, ``.csv`` and ``.png`` for two or more corpora."""
     transfers = _compare_corpora(corpora)
     stem = os.path.join(out_dir, STEM)
     write_report_files(stem, _markdown_report(root, corpora, transfers, corpus_files, out_dir), CSV_FIELDS,

@@ -17,12 +17,12 @@ from typing import Any, Callable, Sequence
 from attention_jax.foundation import run_files
 from attention_jax.reports import comparison, comparison_plot, comparison_report
 from attention_jax.reports.comparison import (
-    directional_reading,
-    fit_title,
+    _directional_reading,
+    _fit_title,
+    _mean_and_se,
+    _paired_changes,
     format_figure,
     markdown_table,
-    mean_and_se,
-    paired_changes,
     run_directory,
     write_report_files,
 )
@@ -35,7 +35,7 @@ class PairedRow:
 
     The dicts map a seed to the row's dev perplexity and BLEU, and to their changes against the reference at that
     seed (relative for perplexity, a difference for BLEU; empty for a reference); ``diverged`` counts the seeds left
-    out (:func:`~attention_jax.reports.comparison.counted_runs`).
+    out (:func:`~attention_jax.reports.comparison._counted_runs`).
     """
 
     row: str
@@ -45,7 +45,7 @@ class PairedRow:
     bleu: dict[int | None, float]
     ppl_changes: dict[int | None, float]
     bleu_differences: dict[int | None, float]
-    reading: str  # Of the perplexity change (directional_reading), "reference" or "no reference".
+    reading: str  # Of the perplexity change (_directional_reading), "reference" or "no reference".
     reading_basis: str
     diverged: int = 0
     reference_row: str | None = None
@@ -68,7 +68,7 @@ class PairedRow:
         record: dict[str, Any] = {"seeds": len(self.ppl), "paired_seeds": len(self.ppl_changes)}
         for name, values in ((value_prefix + "ppl", self.ppl), (value_prefix + "bleu", self.bleu),
                              ("ppl_change", self.ppl_changes), ("bleu_difference", self.bleu_differences)):
-            record[f"{name}_mean"], record[f"{name}_se"] = mean_and_se(list(values.values()))
+            record[f"{name}_mean"], record[f"{name}_se"] = _mean_and_se(list(values.values()))
         return record
 
 
@@ -89,8 +89,8 @@ def _paired_trend(name: str, first: PairedRow, last: PairedRow, above: str, belo
                   pending: str = "no seed finished in both rows") -> Trend:
     """The trend from ``first``'s change to ``last``'s (the same row or value in two groups), seed by seed, read by
     :func:`directional_reading`; its differences are fractions (percentage points once times 100)."""
-    differences = paired_changes(last.ppl_changes, first.ppl_changes, relative=False)
-    reading, basis = directional_reading(list(differences.values()), above, below, pending)
+    differences = _paired_changes(last.ppl_changes, first.ppl_changes, relative=False)
+    reading, basis = _directional_reading(list(differences.values()), above, below, pending)
     return Trend(name, first.value, first.group, last.group, differences, reading, basis)
 
 
@@ -201,7 +201,7 @@ def _compare_within_groups(rows: Sequence[RowReport], declared: GroupComparison)
             compared.append(PairedRow(row.row, value, group, ppl.values, bleu.values, {}, {},
                                       "reference" if reference is row else "no reference", basis, len(ppl.diverged)))
             continue
-        reading, basis = directional_reading(list(ppl.changes.values()), "higher perplexity", "lower perplexity")
+        reading, basis = _directional_reading(list(ppl.changes.values()), "higher perplexity", "lower perplexity")
         compared.append(PairedRow(row.row, value, group, ppl.values, bleu.values, ppl.changes, bleu.changes, reading,
                                   basis, len(ppl.diverged), reference.row))
     return compared
@@ -233,7 +233,7 @@ def _markdown_report(root: str, compared: Sequence[PairedRow], trends: Sequence[
              *markdown_table(["row", declared.label, group, "seeds", "dev PPL", "dev BLEU",
                               f"ΔPPL vs {reference}, same {group}", "ΔBLEU", "reading"],
                              ([record["row"], row.value, row.group,
-                               comparison.seeds_cell(record["seeds"], row.diverged),
+                               comparison._seeds_cell(record["seeds"], row.diverged),
                                format_figure(record["dev_ppl_mean"], record["dev_ppl_se"], 2),
                                format_figure(record["dev_bleu_mean"], record["dev_bleu_se"], 1),
                                format_figure(record["ppl_change_mean"], record["ppl_change_se"], 1, percent=True,
@@ -251,7 +251,7 @@ def _markdown_report(root: str, compared: Sequence[PairedRow], trends: Sequence[
         table = []
         for trend in trends:
             small, large = (rows[(trend.value, group)].ppl_changes for group in (trend.first, trend.last))
-            cells = [format_figure(*mean_and_se(list(values.values())), 1, percent=True, sign=True)
+            cells = [format_figure(*_mean_and_se(list(values.values())), 1, percent=True, sign=True)
                      for values in (small, large, trend.differences)]
             table.append([trend.value, f"{trend.first} → {trend.last}", *cells, trend.reading])
         lines += ["", f"## Does the change grow with {group}?", "",
@@ -285,9 +285,9 @@ def _plot(compared: Sequence[PairedRow], path: str, title: str, declared: GroupC
     for value in dict.fromkeys(row.value for row in compared):
         members = sorted((row for row in compared if row.value == value), key=lambda row: row.group)
         groups = [row.group for row in members]
-        line = _errorbar(left, groups, [mean_and_se(list(row.ppl.values())) for row in members], label=value)
+        line = _errorbar(left, groups, [_mean_and_se(list(row.ppl.values())) for row in members], label=value)
         if value != declared.reference:
-            _errorbar(right, groups, [mean_and_se(list(row.ppl_changes.values())) for row in members], 100.0,
+            _errorbar(right, groups, [_mean_and_se(list(row.ppl_changes.values())) for row in members], 100.0,
                       color=line[0].get_color(), label=value)
     right.axhline(0.0, color="black", linewidth=0.8, label=declared.reference)
     groups = sorted({row.group for row in compared})
@@ -299,7 +299,7 @@ def _plot(compared: Sequence[PairedRow], path: str, title: str, declared: GroupC
         axis.legend(fontsize=8)
     left.set_ylabel("dev perplexity (mean ± SE over seeds)")
     right.set_ylabel(f"ΔPPL vs {declared.reference_short}, same {declared.group_label} (%, mean ± SE)")
-    fit_title(figure, title)
+    _fit_title(figure, title)
     figure.savefig(path, dpi=110)
     plt.close(figure)
 
@@ -395,7 +395,7 @@ def _compare_encodings(root: str, rows: Sequence[RowReport], declared: BucketCom
     reference = next((row for row in scored if _value(row, declared.field, declared.reference) == declared.reference),
                      None)
     ordered = ([reference] if reference else []) + [row for row in scored if row is not reference]
-    metrics = [metric for metric in comparison_report.evaluation_metrics(root, scored, every_run=True)
+    metrics = [metric for metric in comparison_report._evaluation_metrics(root, scored, every_run=True)
                if metric.name.startswith(EVALUATION + "/")]
     stats: dict[str, dict[str, comparison.MetricStats]] = {}
     for row in ([reference] if reference else ordered):  # Without a reference row: each row's own figures.
@@ -410,9 +410,9 @@ def _compare_encodings(root: str, rows: Sequence[RowReport], declared: BucketCom
             if row is reference:  # Its changes are empty.
                 readings = ("reference", declared.reference_basis, "reference")
             else:
-                ppl_reading, basis = directional_reading(list(ppl.changes.values()), "higher", "lower", _PENDING)
+                ppl_reading, basis = _directional_reading(list(ppl.changes.values()), "higher", "lower", _PENDING)
                 readings = (ppl_reading, basis if reference else f"no {declared.reference} row",
-                            directional_reading(list(bleu.changes.values()), "higher", "lower", _PENDING)[0])
+                            _directional_reading(list(bleu.changes.values()), "higher", "lower", _PENDING)[0])
             compared.append(_BucketRow(row.row, _value(row, declared.field, declared.reference), bucket, ppl.values,
                                        bleu.values, ppl.changes, bleu.changes, readings[0], readings[1],
                                        len(ppl.diverged), None, readings[2], *size))
@@ -436,7 +436,7 @@ def _length_trends(compared: Sequence[_BucketRow]) -> list[Trend]:
 
 def _length_trend(run_dir: str, reference_dir: str) -> float | None:
     """One seed's trend with length against the reference run at that seed, in percentage points."""
-    read = comparison_report.read_json_file
+    read = comparison_report._read_json_file
     run, reference = (read(os.path.join(directory, run_files.LENGTH_BUCKETS_FILE)).get("buckets") or {}
                       for directory in (run_dir, reference_dir))
     buckets = list(run)
@@ -473,7 +473,7 @@ def _bucket_markdown(root: str, compared: Sequence[_BucketRow], trends: Sequence
                               "reading", "BLEU", "ΔBLEU", "reading"],
                              ([f"{record['bucket']} ({record['min_words']}-{record['max_words']}, "
                                f"{record['num_pairs']})", record[declared.field],
-                               comparison.seeds_cell(record["seeds"], row.diverged),
+                               comparison._seeds_cell(record["seeds"], row.diverged),
                                format_figure(record["ppl_mean"], record["ppl_se"], 2),
                                format_figure(record["ppl_change_mean"], record["ppl_change_se"], 1, percent=True,
                                              sign=True), record["ppl_reading"],
@@ -490,7 +490,7 @@ def _bucket_markdown(root: str, compared: Sequence[_BucketRow], trends: Sequence
         lines += ["", "## Does the gap grow with length?", "",
                   *markdown_table([label, "buckets", "ΔPPL change, last minus first, paired", "reading"],
                                   ([trend.value, f"{trend.first} → {trend.last}",
-                                    format_figure(*mean_and_se(list(trend.differences.values())), 1, percent=True,
+                                    format_figure(*_mean_and_se(list(trend.differences.values())), 1, percent=True,
                                                   sign=True), trend.reading] for trend in trends))]
         lines += ["", f"Per seed, the change against {reference} in the longest bucket minus the change within the "
                   f"cap (percentage points), mean ± standard error. `worse with length`: the {label} falls "
@@ -505,7 +505,7 @@ def _change_series(compared: Sequence[_BucketRow]) -> dict[str, list[tuple[float
     for row in compared:
         if row.reading == "reference":
             continue
-        mean, se = mean_and_se([100.0 * change for change in row.ppl_changes.values()])
+        mean, se = _mean_and_se([100.0 * change for change in row.ppl_changes.values()])
         series.setdefault(row.row, [(None, None)] * len(buckets))[buckets.index(row.group)] = (mean, se)
     return series
 
@@ -526,7 +526,7 @@ def _plot_buckets(compared: Sequence[_BucketRow], path: str, title: str, declare
         encoding = members[buckets[positions[0]]].value
         color = f"C{index_of_row % 10}"
         for axis, values in ((left, "ppl"), (middle, "bleu")):
-            _errorbar(axis, positions, [mean_and_se(list(getattr(members[buckets[index]], values).values()))
+            _errorbar(axis, positions, [_mean_and_se(list(getattr(members[buckets[index]], values).values()))
                                         for index in positions], label=encoding, color=color)
         if row_name in changes:
             _errorbar(right, range(len(buckets)), changes[row_name], label=encoding, color=color)
@@ -542,6 +542,6 @@ def _plot_buckets(compared: Sequence[_BucketRow], path: str, title: str, declare
     left.set_yscale("log")
     for ticks in (left.yaxis.set_major_formatter, left.yaxis.set_minor_formatter):
         ticks(matplotlib.ticker.FormatStrFormatter("%g"))  # 6, 10, 20 rather than 6 x 10^0.
-    fit_title(figure, title)
+    _fit_title(figure, title)
     figure.savefig(path, dpi=110)
     plt.close(figure)

@@ -203,7 +203,7 @@ def test_length_buckets_get_the_same_paired_treatment_as_the_positions_report() 
 
     root = str(pathlib.Path(__file__).resolve().parents[2] / "docs" / "positions")
     _, rows = sweep_rows.read_sweep_rows(root)
-    metrics = comparison_report.evaluation_metrics(root, rows)
+    metrics = comparison_report._evaluation_metrics(root, rows)
     assert "length_buckets/beyond_2x/perplexity" in {metric.name for metric in metrics}
     compared = comparison.compare(root, rows, "sinusoidal", metrics)
     with open(pathlib.Path(root) / "positions_by_length.csv", encoding="utf-8") as file:

@@ -53,7 +53,7 @@ def test_report_writes_one_curve_panel_per_group_only_when_runs_have_metrics(tmp
     # Panels A, C and E, each with base (base has no panel of its own): one line of three.
     assert (height, width) == (round(3.4 * 110), round(4.2 * 3 * 110))
     _, rows = sweep_rows.read_sweep_rows(str(root))
-    assert not comparison_plot.plot_learning_curves(str(tmp_path / "empty"), [], "base", str(tmp_path / "x.png"), "t")
+    assert not comparison_plot._plot_learning_curves(str(tmp_path / "empty"), [], "base", str(tmp_path / "x.png"), "t")
     for row in rows:  # Every run's curve is read back from its own directory.
         for run, expected in zip(row.runs, curves[row.row]):
             assert sweep_rows.read_metric_curve(comparison.run_directory(str(root), row, run),
@@ -81,7 +81,7 @@ def test_every_learning_curve_plot_tells_seeds_apart_by_line_style(tmp_path: pat
     _, rows = sweep_rows.read_sweep_rows(str(root))
     figures: list = []
     monkeypatch.setattr(matplotlib.pyplot, "close", figures.append)  # Keep each figure to look at.
-    for plot in (comparison_plot.plot_learning_curves,):
+    for plot in (comparison_plot._plot_learning_curves,):
         assert plot(str(root), rows, "base", str(tmp_path / "curves.png"), "t")
     for figure in figures:
         axis = figure.axes[0]

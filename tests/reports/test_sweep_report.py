@@ -120,7 +120,7 @@ def test_png_has_a_panel_per_metric_and_plot_panels_follow_the_groups(sweep_root
     height, width = image.shape[:2]
     # Two metric panels (dev PPL, dev BLEU) of 4.5 in; 5 rows besides base, 0.45 in each.
     assert width / height == pytest.approx((2 * 4.5) / (1.2 + 0.45 * 5), rel=0.02)
-    panels = sweep_rows.plot_panels(sweep_rows.read_sweep_rows(str(sweep_root))[1], "base")
+    panels = sweep_rows._plot_panels(sweep_rows.read_sweep_rows(str(sweep_root))[1], "base")
     assert [(name, [row.row for row in members]) for name, members in panels] == [
         ("A", ["base", "A1"]), ("B", ["base", "B1"]), ("C", ["base", "C1", "C4"]), ("E", ["base", "E"])]
 
@@ -187,9 +187,9 @@ def test_other_changes_name_settings_outside_the_table2_columns(sweep_root: path
 
 
 def test_report_prefers_the_whole_dev_split_bleu() -> None:
-    assert comparison.reported_bleu({"bleu": 3.0, "dev_bleu": 5.5}) == 5.5  # Whole dev split.
-    assert comparison.reported_bleu({"bleu": 3.0, "dev_bleu": None}) == 3.0  # Sampled, older runs.
-    assert comparison.reported_bleu({}) is None
+    assert comparison._reported_bleu({"bleu": 3.0, "dev_bleu": 5.5}) == 5.5  # Whole dev split.
+    assert comparison._reported_bleu({"bleu": 3.0, "dev_bleu": None}) == 3.0  # Sampled, older runs.
+    assert comparison._reported_bleu({}) is None
 
 
 # --- Seeds: aggregation, paired changes, verdicts, pending seeds -------------------------------------
@@ -258,7 +258,7 @@ def test_seed_aggregation_matches_an_independent_computation(seeded_root: pathli
         finished = [value for value in SEED_PPL[row] if value is not None]
         ppl = stats[row].ppl
         assert ppl.seeds == len(finished) and len(by_name[row].pending) == 3 - len(finished)
-        assert len(comparison.counted_runs(by_name[row])) == len(finished)
+        assert len(comparison._counted_runs(by_name[row])) == len(finished)
         if not finished:
             assert ppl.mean is None and ppl.std is None
             continue
@@ -414,7 +414,7 @@ def test_a_long_title_is_wrapped_to_fit_the_figure(seeded_root: pathlib.Path) ->
     for members in (rows, [row for row in rows if row.row in ("base", "A1")]):  # Wide and narrow figures.
         figure = _paired_change_figure(members, comparison.compare(str(seeded_root), members, "base"))
         title = "table2: paired changes against base, ours vs the paper (" + "/very_long_directory" * 12 + ")"
-        comparison.fit_title(figure, title)
+        comparison._fit_title(figure, title)
         figure.canvas.draw()
         extent = figure._suptitle.get_window_extent()
         assert 0 <= extent.x0 and extent.x1 <= figure.bbox.width, (extent, figure.bbox.width)

@@ -54,7 +54,7 @@ def test_steps_to_the_target_and_gradient_norms_match_hand_figures(tmp_path: pat
     _write_sweep(root)
     _, rows = sweep_rows.read_sweep_rows(str(root))
     assert training_speed._applies(rows, "base", ("normalization", "residual_connections"))
-    target = sweep_diagnostics.target_perplexity(str(root), rows, "base")
+    target = sweep_diagnostics._target_perplexity(str(root), rows, "base")
     assert target == 1.25 * (40.0 + 42.0) / 2  # 51.25
     compared = {row.row: row for row in training_speed._compare_rows(str(root), rows, target, "base")}
     base, batch_norm, no_residual = compared["base"], compared["post_batch_norm"], compared["no_residual"]

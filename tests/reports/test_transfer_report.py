@@ -141,7 +141,7 @@ def test_verdicts_and_changes_match_numpy(corpora_root: pathlib.Path) -> None:
 
 def test_verdict_rule_for_three_corpora() -> None:
     def stats(*changes: float) -> comparison.MetricStats:
-        mean, se = comparison.mean_and_se(list(changes))
+        mean, se = comparison._mean_and_se(list(changes))
         return comparison.MetricStats(comparison.METRICS[0], {}, None, None, dict(enumerate(changes)), mean, se,
                                       comparison.verdict(list(changes)))
 
@@ -203,7 +203,7 @@ def test_a_single_corpus_root_is_reported_as_before(corpora_root: pathlib.Path, 
 
 
 def test_extra_metrics_take_part(corpora_root: pathlib.Path) -> None:
-    for directory in RUNS:  # Per-run evaluations (comparison_report.evaluation_metrics) join the headline metrics.
+    for directory in RUNS:  # Per-run evaluations (comparison_report._evaluation_metrics) join the headline metrics.
         for row in ("base", "alpha"):
             for seed in range(3):
                 buckets = {"beyond_2x": {"bleu": RUNS[directory][row][seed][1] / 2, "perplexity": 9.0}}

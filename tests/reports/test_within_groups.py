@@ -61,7 +61,7 @@ def _compared(root: pathlib.Path) -> dict[str, within_groups.PairedRow]:
     return {row.row: row for row in within_groups._compare_within_groups(rows, DECLARED)}
 
 
-def paired_changes(row: str, reference: str) -> np.ndarray:
+def _paired_changes(row: str, reference: str) -> np.ndarray:
     ours, theirs = np.array(SEED_PPL[row], dtype=float), np.array(SEED_PPL[reference], dtype=float)
     return (ours / theirs - 1)[~np.isnan(ours)]
 
@@ -75,7 +75,7 @@ def test_each_row_is_compared_with_scaled_dot_product_at_its_own_key_dim(sweep_r
         ("scaled_dot_product", 8), ("scaled_dot_product", 32), ("scaled_dot_product", 128)]
     for name, reference in [("dot_product_dk128", "scaled_dot_product_dk128"), ("dot_product_dk32", "base"),
                             ("additive_dk8", "scaled_dot_product_dk8")]:
-        expected = paired_changes(name, reference)
+        expected = _paired_changes(name, reference)
         np.testing.assert_allclose(list(compared[name].ppl_changes.values()), expected, rtol=1e-12)
     assert compared["dot_product_dk32"].bleu_differences == pytest.approx({0: -1.0, 1: -0.5, 2: -2.0})
 
@@ -90,7 +90,7 @@ def test_readings_follow_the_spread_rule(sweep_root: pathlib.Path) -> None:
         "linear": "pending"}
     # The rule, computed independently: |mean| > 2 x (sample std / sqrt(n)).
     for name in ("dot_product_dk8", "dot_product_dk32", "additive_dk8"):
-        changes = paired_changes(name, "scaled_dot_product_dk8" if name.endswith("dk8") else "base")
+        changes = _paired_changes(name, "scaled_dot_product_dk8" if name.endswith("dk8") else "base")
         beyond = abs(changes.mean()) > 2 * changes.std(ddof=1) / np.sqrt(len(changes))
         assert (compared[name].reading != "within noise") == beyond
 
@@ -99,8 +99,8 @@ def test_the_trend_with_key_dim_pairs_seeds_across_rows(sweep_root: pathlib.Path
     trends = {trend.value: trend for trend in
               within_groups._group_trends(list(_compared(sweep_root).values()), DECLARED)}
     assert set(trends) == {"dot_product", "additive"}
-    expected = (paired_changes("dot_product_dk128", "scaled_dot_product_dk128")
-                - paired_changes("dot_product_dk8", "scaled_dot_product_dk8"))
+    expected = (_paired_changes("dot_product_dk128", "scaled_dot_product_dk128")
+                - _paired_changes("dot_product_dk8", "scaled_dot_product_dk8"))
     dot = trends["dot_product"]
     assert (dot.first, dot.last) == (8, 128)
     np.testing.assert_allclose(list(dot.differences.values()), expected, rtol=1e-12)
@@ -117,7 +117,7 @@ def test_report_files_from_the_report_command(sweep_root: pathlib.Path) -> None:
     assert written[-3:] == [str(sweep_root / f"attention_functions.{ext}") for ext in ("md", "csv", "png")]
     markdown = (sweep_root / "attention_functions.md").read_text()
     line = next(text for text in markdown.splitlines() if text.startswith("| dot_product_dk128 |"))
-    changes = paired_changes("dot_product_dk128", "scaled_dot_product_dk128")
+    changes = _paired_changes("dot_product_dk128", "scaled_dot_product_dk128")
     mean, se = 100 * changes.mean(), 100 * changes.std(ddof=1) / np.sqrt(3)
     assert f"+{mean:.1f} ± {se:.1f}%" in line and line.endswith("| higher perplexity |")
     assert "| dot_product | 8 → 128 |" in markdown and "grows with d_k" in markdown
@@ -125,7 +125,7 @@ def test_report_files_from_the_report_command(sweep_root: pathlib.Path) -> None:
         records = {record["row"]: record for record in csv.DictReader(file)}
     assert records["additive_dk8"]["reference_row"] == "scaled_dot_product_dk8"
     assert float(records["additive_dk8"]["ppl_change_mean"]) == pytest.approx(
-        paired_changes("additive_dk8", "scaled_dot_product_dk8").mean())
+        _paired_changes("additive_dk8", "scaled_dot_product_dk8").mean())
     assert records["linear"]["reading"] == "pending" and records["linear"]["seeds"] == "0"
     image = matplotlib.image.imread(sweep_root / "attention_functions.png")
     assert image.shape[1] > image.shape[0] > 100  # Two panels side by side.
@@ -141,6 +141,6 @@ def test_a_table2_sweep_gets_no_attention_function_report() -> None:
 
 
 def test_beyond_spread_needs_two_changes() -> None:
-    assert comparison.beyond_spread([0.1, 0.1]) == (True, "|mean| > 2 x SE, 2 paired seeds")
+    assert comparison._beyond_spread([0.1, 0.1]) == (True, "|mean| > 2 x SE, 2 paired seeds")
     with pytest.raises(ValueError, match="two or more"):
-        comparison.beyond_spread([0.1])
+        comparison._beyond_spread([0.1])

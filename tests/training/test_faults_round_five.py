@@ -420,8 +420,8 @@ def test_a_sweep_report_labels_rows_by_their_runs_and_a_diverged_row_is_unstable
     root = _sweep_root(tmp_path)
     record, rows = sweep_rows.read_sweep_rows(str(root))
     by_name = {row.row: row for row in rows}
-    assert sweep_rows.changed_since_run(by_name["a"], record) == {"dropout_rate": (0.1, 0.3)}
-    assert sweep_rows.changed_since_run(by_name["b"], record) == {}
+    assert sweep_rows._changed_since_run(by_name["a"], record) == {"dropout_rate": (0.1, 0.3)}
+    assert sweep_rows._changed_since_run(by_name["b"], record) == {}
     compared = comparison.compare(str(root), rows, "b")
     report = comparison_report._markdown_report(record, rows, compared, "b", "test")
     assert ("| a | done | 2 of 2 | dropout_rate=0.1 (its runs; the sweep file now says dropout_rate=0.3: rerun the "
