@@ -347,7 +347,7 @@ SHARDED_SCRIPT = textwrap.dedent("""
     arguments = (jax.device_put(params, NamedSharding(mesh, PartitionSpec())), jax.device_put(inputs, by_row),
                  jax.device_put(max_lengths, by_row))
     compiled = decode.decode_batch.lower(*arguments, mesh=mesh, **settings).compile()
-    assert "all-gather" not in compiled._as_text()  # Each device searches its own sentences.
+    assert "all-gather" not in compiled.as_text()  # Each device searches its own sentences.
     result = compiled(*arguments)
     sharding = result.tokens.sharding
     assert len(sharding.device_set) == 8 and sharding.is_equivalent_to(by_row, 3), sharding

@@ -252,7 +252,8 @@ def test_report_cli_reads_the_local_sweep(tmp_path: pathlib.Path) -> None:
                      "--report=false", env=fake_main_env()).returncode == 0
     result = run_module("attention_jax.report", str(root))
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == [str(root / f"table2.{ext}") for ext in ("md", "csv", "png")]
+    assert result.stdout.split() == [str(root / name) for name in ("table2.md", "table2.csv", "table2.png",
+                                                                    "table2_runs.md", "table2_runs.csv")]
 
 
 FAKE_GCLOUD = """#!/bin/bash
