@@ -50,12 +50,17 @@ def _slug(heading: str) -> str:
     return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
 
 
+def _read(path: str, missing: str) -> str:
+    """The text of ``path``; ``missing`` (the problem and its fix) as a UserInputError when it is not a file."""
+    if not os.path.isfile(path):
+        raise UserInputError(missing)
+    with open(path, encoding="utf-8") as file:
+        return file.read()
+
+
 def _report_section(path: str, anchor: str) -> str:
     """The lines under the ``##`` heading of ``path`` whose slug is ``anchor``, up to the next ``##`` (trimmed)."""
-    if not os.path.isfile(path):
-        raise UserInputError(f"{path} (a page's generated block) does not exist: run the report command on its root.")
-    with open(path, encoding="utf-8") as file:
-        text = file.read()
+    text = _read(path, f"{path} (a page's generated block) does not exist: run the report command on its root.")
     sections = re.split(r"^## (.+)$", text, flags=re.MULTILINE)
     for heading, body in zip(sections[1::2], sections[2::2]):
         if _slug(heading) == anchor:
@@ -79,11 +84,13 @@ def generated_blocks(page: str) -> list[GeneratedBlock]:
     Raises
     ------
     UserInputError
-        When a block's report or section is missing.
+        When the page, a block's report or its section is missing.
     """
-    with open(page, encoding="utf-8") as file:
-        text = file.read()
-    directory = os.path.dirname(page)
+    return _blocks(_read(page, f"{page} does not exist."), os.path.dirname(page))
+
+
+def _blocks(text: str, directory: str) -> list[GeneratedBlock]:
+    """:func:`generated_blocks` of a page's ``text``, its reports' paths relative to ``directory``."""
     return [GeneratedBlock(match["source"], match["anchor"], match["body"],
                            _report_section(os.path.join(directory, match["source"]), match["anchor"]))
             for match in _BLOCK.finditer(text)]
@@ -102,12 +109,9 @@ def check_page(page: str) -> None:
     UserInputError
         One line naming the problem and the fix.
     """
-    if not os.path.isfile(page):
-        raise UserInputError(f"--page={page} does not exist: pass a Markdown page with generated blocks.")
-    with open(page, encoding="utf-8") as file:
-        if not _BLOCK.search(file.read()):
-            raise UserInputError(f"--page={page} has no generated block (`<!-- generated from REPORT#SECTION -->` "
-                                 "... `<!-- end generated -->`): add one, or leave out --page.")
+    if not _BLOCK.search(_read(page, f"--page={page} does not exist: pass a Markdown page with generated blocks.")):
+        raise UserInputError(f"--page={page} has no generated block (`<!-- generated from REPORT#SECTION -->` "
+                             "... `<!-- end generated -->`): add one, or leave out --page.")
 
 
 def refresh_page(page: str) -> int:
@@ -129,9 +133,8 @@ def refresh_page(page: str) -> int:
         When the page, a block's report or its section is missing, or the page has no block.
     """
     check_page(page)
-    blocks = generated_blocks(page)
-    with open(page, encoding="utf-8") as file:
-        text = file.read()
+    text = _read(page, f"--page={page} does not exist.")
+    blocks = _blocks(text, os.path.dirname(page))
     expected = iter(block.expected for block in blocks)
     refreshed = _BLOCK.sub(lambda match: match.group(1) + next(expected) + match.group(5), text)
     with open(page, "w", encoding="utf-8") as file:

@@ -55,6 +55,10 @@ class _RunDiagnostics:
         earlier = [ppl for evaluated, ppl in zip(self.dev_steps, self.dev_ppls) if evaluated <= step]
         return earlier[-1] if earlier else None
 
+    def first_step_under(self, target: float) -> int | None:
+        """The first evaluated step whose dev perplexity is at or under ``target`` (None if none was)."""
+        return _first_step_at_or_under(self.dev_steps, self.dev_ppls, target)
+
 
 def _run_diagnostics(run_dir: str, results: dict, *, run_diverged: bool = False) -> _RunDiagnostics | None:
     """Read one finished run's curves into :class:`_RunDiagnostics` (None without dev evaluations)."""
@@ -70,10 +74,13 @@ def _run_diagnostics(run_dir: str, results: dict, *, run_diverged: bool = False)
                           dev_steps=tuple(dev_steps), dev_ppls=tuple(dev_ppls), diverged=run_diverged)
 
 
-def _first_step_under(run_dir: str, target: float) -> int | None:
-    """The first evaluated step whose dev perplexity is at or under ``target``."""
-    steps, perplexities = comparison_plot.read_metric_curve(run_dir, comparison_plot.EVAL_PPL_KEY)
+def _first_step_at_or_under(steps: Sequence[int], perplexities: Sequence[float], target: float) -> int | None:
     return next((step for step, ppl in zip(steps, perplexities) if ppl <= target), None)
+
+
+def _first_step_under(run_dir: str, target: float) -> int | None:
+    """The first evaluated step of the run in ``run_dir`` whose dev perplexity is at or under ``target``."""
+    return _first_step_at_or_under(*comparison_plot.read_metric_curve(run_dir, comparison_plot.EVAL_PPL_KEY), target)
 
 
 def _target_perplexity(root: str, rows: Sequence[RowReport], reference: str) -> float | None:
@@ -186,14 +193,14 @@ def _run_figures(root: str, row: RowReport, run: SeedRun, step: int | None, targ
     figures.update(ended_by=run.results.get("stop_reason"), dev_ppl=_DEV_PPL.read(run_dir, run),
                    dev_bleu=_reported_bleu(run.results), wall_s=run.results.get("wall_s"),
                    first_train_loss=losses[0] if losses else None, last_train_loss=losses[-1] if losses else None,
-                   peak_learning_rate=max(rates) if rates else None,
-                   steps_to_target=_first_step_under(run_dir, target) if target else None)
+                   peak_learning_rate=max(rates) if rates else None)
     curves = _run_diagnostics(run_dir, run.results)
     if curves is not None:
         figures.update(best_step=curves.best_step, best_dev_ppl=curves.best_dev_ppl,
                        first_eval_step=curves.dev_steps[0], first_dev_ppl=curves.dev_ppls[0],
                        train_ppl_at_best=curves.train_ppl_at_best,
                        dev_ppl_at_step_s=curves.dev_ppl_at(step) if step is not None else None,
+                       steps_to_target=curves.first_step_under(target) if target else None,
                        dev_over_train=(curves.best_dev_ppl / curves.train_ppl_at_best
                                        if curves.train_ppl_at_best else None))
     return figures
